@@ -1,0 +1,123 @@
+// Package blob stores immutable content-addressed bytes under a directory
+// (blobs/sha256/ab/<hex>). Writes are atomic (temp file, fsync, rename); every read re-verifies
+// the hash, so a blob altered on disk is reported, never returned.
+//
+// blob runs on the host side. It never holds secrets: sealed secret values live in the database.
+package blob
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// ErrNotFound means no blob has the requested digest.
+var ErrNotFound = errors.New("blob not found")
+
+// IntegrityError reports a stored blob whose bytes no longer match its name.
+type IntegrityError struct {
+	Want, Got Digest
+}
+
+func (e *IntegrityError) Error() string {
+	return fmt.Sprintf("blob %s is corrupt: its content hashes to %s", e.Want, e.Got)
+}
+
+// Store is a directory of blobs. It is safe for concurrent use by several processes.
+type Store struct {
+	dir string
+}
+
+// Open returns the store rooted at dir, creating it with mode 0700 if needed.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "sha256"), 0o700); err != nil {
+		return nil, fmt.Errorf("open blob store: %w", err)
+	}
+	return &Store{dir: dir}, nil
+}
+
+func (s *Store) path(d Digest) string {
+	h := d.Hex()
+	return filepath.Join(s.dir, "sha256", h[:2], h)
+}
+
+// Put stores b and returns its digest. Storing bytes that are already present is a no-op.
+func (s *Store) Put(b []byte) (Digest, error) {
+	d := Sum(b)
+	p := s.path(d)
+	if _, err := os.Stat(p); err == nil {
+		return d, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return "", fmt.Errorf("store blob %s: %w", d, err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("store blob %s: %w", d, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after a successful rename
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return "", fmt.Errorf("store blob %s: %w", d, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return "", fmt.Errorf("store blob %s: %w", d, err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("store blob %s: %w", d, err)
+	}
+	if err := os.Chmod(tmp, 0o400); err != nil {
+		return "", fmt.Errorf("store blob %s: %w", d, err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return "", fmt.Errorf("store blob %s: %w", d, err)
+	}
+	return d, nil
+}
+
+// Get returns the blob's bytes after checking they still hash to d. It refuses blobs larger
+// than maxSize (0 means no limit) without reading them.
+func (s *Store) Get(d Digest, maxSize int64) ([]byte, error) {
+	if _, err := ParseDigest(string(d)); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(s.path(d))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, d)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read blob %s: %w", d, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read blob %s: %w", d, err)
+	}
+	if maxSize > 0 && st.Size() > maxSize {
+		return nil, fmt.Errorf("blob %s is %d bytes, over the %d-byte limit", d, st.Size(), maxSize)
+	}
+	var buf bytes.Buffer
+	buf.Grow(int(st.Size()))
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(&buf, h), f); err != nil {
+		return nil, fmt.Errorf("read blob %s: %w", d, err)
+	}
+	if got := Digest(digestPrefix + hex.EncodeToString(h.Sum(nil))); got != d {
+		return nil, &IntegrityError{Want: d, Got: got}
+	}
+	return buf.Bytes(), nil
+}
+
+// Has reports whether the blob is present (without verifying it).
+func (s *Store) Has(d Digest) bool {
+	_, err := os.Stat(s.path(d))
+	return err == nil
+}

@@ -1,0 +1,48 @@
+package blob
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+)
+
+// Digest names content by its SHA-256: "sha256:" followed by 64 lowercase hex digits.
+type Digest string
+
+const digestPrefix = "sha256:"
+
+// Sum returns the digest of b.
+func Sum(b []byte) Digest {
+	s := sha256.Sum256(b)
+	return Digest(digestPrefix + hex.EncodeToString(s[:]))
+}
+
+// ParseDigest checks that s is a well-formed digest and returns it.
+func ParseDigest(s string) (Digest, error) {
+	hexPart, ok := strings.CutPrefix(s, digestPrefix)
+	if !ok {
+		return "", fmt.Errorf("digest %q: want sha256:<64 hex digits>", s)
+	}
+	if len(hexPart) != 64 || strings.ToLower(hexPart) != hexPart {
+		return "", fmt.Errorf("digest %q: want sha256:<64 lowercase hex digits>", s)
+	}
+	if _, err := hex.DecodeString(hexPart); err != nil {
+		return "", fmt.Errorf("digest %q: want sha256:<64 lowercase hex digits>", s)
+	}
+	return Digest(s), nil
+}
+
+// Hex is the digest without its algorithm prefix.
+func (d Digest) Hex() string { return strings.TrimPrefix(string(d), digestPrefix) }
+
+// Short is the first 12 hex digits, for tables meant for people.
+func (d Digest) Short() string {
+	h := d.Hex()
+	if len(h) > 12 {
+		h = h[:12]
+	}
+	return h
+}
+
+func (d Digest) String() string { return string(d) }

@@ -1,0 +1,100 @@
+package catalog
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/agora-dev/agora/internal/strictyaml"
+	"github.com/agora-dev/agora/internal/toolreg"
+)
+
+// CapabilityFile is the name of the optional grant declaration inside a capability directory.
+const CapabilityFile = "capability.yaml"
+
+// maxCapabilityFileSize caps capability.yaml.
+const maxCapabilityFileSize = 256 << 10
+
+// Grants is what a capability declares in capability.yaml. Everything absent is denied.
+type Grants struct {
+	Description string   `yaml:"description" json:"description,omitempty"`
+	Tools       []string `yaml:"tools" json:"tools"`       // names from the tool registry
+	Commands    []string `yaml:"commands" json:"commands"` // argv allow-patterns, see [ParseCommandPattern]
+	Egress      []string `yaml:"egress" json:"egress"`     // host names, or *.domain for its subdomains
+	Setup       string   `yaml:"setup" json:"setup,omitempty"`
+	Network     string   `yaml:"network" json:"network"` // "none" (default) or "egress"
+}
+
+var hostPattern = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// ParseGrants reads capability.yaml (file names it in messages) and the archive's file list,
+// and checks everything it declares. Every problem is reported at once.
+func ParseGrants(file string, src []byte, files []File) (Grants, error) {
+	var g Grants
+	if len(src) > maxCapabilityFileSize {
+		return g, fmt.Errorf("%s is larger than %d bytes", file, maxCapabilityFileSize)
+	}
+	pos, err := strictyaml.Decode(file, src, &g)
+	if err != nil {
+		return g, err
+	}
+	var errs strictyaml.Errors
+	seen := map[string]bool{}
+	for i, t := range g.Tools {
+		p := fmt.Sprintf("tools[%d]", i)
+		switch {
+		case !toolreg.IsBuiltin(t):
+			errs = append(errs, pos.Errorf(p, "unknown tool %q; known tools: %s", t, strings.Join(toolreg.Builtin, ", ")))
+		case seen[t]:
+			errs = append(errs, pos.Errorf(p, "tool %q listed twice", t))
+		}
+		seen[t] = true
+	}
+	for i, c := range g.Commands {
+		if _, err := ParseCommandPattern(c); err != nil {
+			errs = append(errs, pos.Errorf(fmt.Sprintf("commands[%d]", i), "%v", err))
+		}
+	}
+	for i, h := range g.Egress {
+		if len(h) > 253 || !hostPattern.MatchString(h) {
+			errs = append(errs, pos.Errorf(fmt.Sprintf("egress[%d]", i), "want a lowercase host name such as api.example.com or *.example.com, got %q", h))
+		}
+	}
+	switch g.Network {
+	case "":
+		g.Network = "none"
+	case "none", "egress":
+	default:
+		errs = append(errs, pos.Errorf("network", `want "none" or "egress", got %q`, g.Network))
+	}
+	if g.Setup != "" {
+		if f, ok := findFile(files, g.Setup); !ok {
+			errs = append(errs, pos.Errorf("setup", "setup script %q is not a file in the capability", g.Setup))
+		} else if f.LinkTarget != "" {
+			errs = append(errs, pos.Errorf("setup", "setup script %q is a symlink; name the file itself", g.Setup))
+		}
+	}
+	if len(errs) > 0 {
+		return g, errs
+	}
+	g.Tools = nonNil(g.Tools)
+	g.Commands = nonNil(g.Commands)
+	g.Egress = nonNil(g.Egress)
+	return g, nil
+}
+
+func findFile(files []File, p string) (File, bool) {
+	for _, f := range files {
+		if f.Path == p {
+			return f, true
+		}
+	}
+	return File{}, false
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,333 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/agora-dev/agora/internal/blob"
+	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/secret"
+)
+
+// Size limits on what a person can register. They are generous for real use and keep a
+// mistake (a binary as a prompt) from becoming a stored artifact.
+const (
+	maxPromptSize      = 1 << 20
+	maxDescriptionSize = 1 << 10
+	maxModelSize       = 256
+	maxEnvValueSize    = 64 << 10
+	maxSecretSize      = 64 << 10
+	maxEnvKeys         = 256
+	maxCommandArgs     = 256
+)
+
+// CredentialError reports credentials found in content being registered.
+type CredentialError struct {
+	Findings []CredentialFinding
+}
+
+// CredentialFinding locates one credential: where, which pattern, and the first characters.
+type CredentialFinding struct {
+	Where   string // file path, or "value FOO", or "system_prompt"
+	Line    int
+	Pattern string
+	Preview string
+}
+
+func (e *CredentialError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "refusing to register: %d credential(s) found", len(e.Findings))
+	for _, f := range e.Findings {
+		fmt.Fprintf(&b, "\n  %s:%d: %s (%s)", f.Where, f.Line, f.Pattern, f.Preview)
+	}
+	return b.String()
+}
+
+// Hint says how to proceed when a finding is a false positive.
+func (e *CredentialError) Hint() string {
+	var pats []string
+	for _, f := range e.Findings {
+		if !slices.Contains(pats, f.Pattern) {
+			pats = append(pats, f.Pattern)
+		}
+	}
+	return "move real credentials into an env bundle secret (agora env register --secret KEY=env:VAR); if this is a false positive, pass --allow-credential-pattern " +
+		strings.Join(pats, ",") + " (recorded on the version)"
+}
+
+func scanInto(findings *[]CredentialFinding, where string, data []byte, allow []string) {
+	for _, f := range secret.Scan(data, allow) {
+		*findings = append(*findings, CredentialFinding{Where: where, Line: f.Line, Pattern: f.Pattern, Preview: f.Preview})
+	}
+}
+
+// PrepareCapability reads dir (capability.yaml optional), checks its grants, scans every file
+// for credentials and builds the deterministic archive.
+func (w *Writer) PrepareCapability(name, dir string, allow []string) (*Pending, error) {
+	if err := catalog.CheckName(catalog.KindCapability, name); err != nil {
+		return nil, err
+	}
+	if err := secret.ValidatePatternNames(allow); err != nil {
+		return nil, err
+	}
+	files, err := catalog.ReadDir(dir, w.limits)
+	if err != nil {
+		return nil, err
+	}
+	var grantSrc []byte
+	for _, f := range files {
+		if f.Path == catalog.CapabilityFile && f.LinkTarget == "" {
+			grantSrc = f.Data
+		}
+	}
+	grants, err := catalog.ParseGrants(filepath.Join(dir, catalog.CapabilityFile), grantSrc, files)
+	if err != nil {
+		return nil, err
+	}
+	var findings []CredentialFinding
+	for _, f := range files {
+		if f.LinkTarget == "" {
+			scanInto(&findings, f.Path, f.Data, allow)
+		}
+	}
+	if len(findings) > 0 {
+		return nil, &CredentialError{Findings: findings}
+	}
+	data, err := catalog.Archive(files)
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{
+		Kind: catalog.KindCapability, Name: name, Content: data, Digest: blob.Sum(data),
+		Meta: catalog.Meta{
+			Description: grants.Description, Grants: &grants, FileCount: len(files),
+			AllowedCredentialPatterns: allow,
+		},
+	}, nil
+}
+
+// SubagentSpec is a subagent as a person writes it (flags, a YAML file or a manifest entry).
+type SubagentSpec struct {
+	Description  string   `yaml:"description"`
+	SystemPrompt string   `yaml:"system_prompt"`
+	PromptFile   string   `yaml:"prompt_file"` // read by the caller into SystemPrompt
+	Runtime      string   `yaml:"runtime"`
+	Model        string   `yaml:"model"`
+	Command      []string `yaml:"command"`      // exec runtime: argv
+	Capabilities []string `yaml:"capabilities"` // names or name@sha256:HEX
+}
+
+// PrepareSubagent checks spec and pins its capabilities by digest: a pinned reference as given,
+// a name declared in the same batch (local) to that digest, any other name to its latest
+// version.
+func (w *Writer) PrepareSubagent(ctx context.Context, name string, spec SubagentSpec, local map[string]blob.Digest, allow []string) (*Pending, error) {
+	if err := catalog.CheckName(catalog.KindSubagent, name); err != nil {
+		return nil, err
+	}
+	if err := secret.ValidatePatternNames(allow); err != nil {
+		return nil, err
+	}
+	if spec.Runtime == "" {
+		spec.Runtime = "exec"
+	}
+	var problems []string
+	if !slices.Contains(catalog.Runtimes, spec.Runtime) {
+		problems = append(problems, fmt.Sprintf("runtime %q is not one of %s", spec.Runtime, strings.Join(catalog.Runtimes, ", ")))
+	}
+	switch spec.Runtime {
+	case "exec":
+		if len(spec.Command) == 0 {
+			problems = append(problems, "the exec runtime needs a command (--command or command:)")
+		}
+	case "openai":
+		if spec.Model == "" {
+			problems = append(problems, "the openai runtime needs a model (--model)")
+		}
+		fallthrough
+	case "claude-code":
+		if spec.SystemPrompt == "" {
+			problems = append(problems, fmt.Sprintf("the %s runtime needs a system prompt (--system-prompt or --prompt-file)", spec.Runtime))
+		}
+		if len(spec.Command) > 0 {
+			problems = append(problems, fmt.Sprintf("command applies to the exec runtime only, not %s", spec.Runtime))
+		}
+	}
+	if len(spec.SystemPrompt) > maxPromptSize {
+		problems = append(problems, fmt.Sprintf("system prompt is %d bytes, over the %d-byte limit", len(spec.SystemPrompt), maxPromptSize))
+	}
+	if len(spec.Description) > maxDescriptionSize {
+		problems = append(problems, fmt.Sprintf("description is over %d bytes", maxDescriptionSize))
+	}
+	if len(spec.Model) > maxModelSize || strings.ContainsAny(spec.Model, "\x00\n") {
+		problems = append(problems, "model is not a plausible model name")
+	}
+	if len(spec.Command) > maxCommandArgs {
+		problems = append(problems, fmt.Sprintf("command has more than %d arguments", maxCommandArgs))
+	}
+	for _, a := range spec.Command {
+		if strings.ContainsRune(a, 0) {
+			problems = append(problems, "command contains a NUL byte")
+			break
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("subagent %q: %s", name, strings.Join(problems, "; "))
+	}
+	var findings []CredentialFinding
+	scanInto(&findings, "system_prompt", []byte(spec.SystemPrompt), allow)
+	scanInto(&findings, "command", []byte(strings.Join(spec.Command, " ")), allow)
+	scanInto(&findings, "description", []byte(spec.Description), allow)
+	if len(findings) > 0 {
+		return nil, &CredentialError{Findings: findings}
+	}
+	pins, err := w.pinCapabilities(ctx, spec.Capabilities, local)
+	if err != nil {
+		return nil, fmt.Errorf("subagent %q: %w", name, err)
+	}
+	doc := catalog.SubagentDoc{
+		Description: spec.Description, Runtime: spec.Runtime, Model: spec.Model,
+		SystemPrompt: spec.SystemPrompt, Command: spec.Command, Capabilities: pins,
+	}
+	data, err := doc.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{
+		Kind: catalog.KindSubagent, Name: name, Content: data, Digest: blob.Sum(data),
+		Meta: catalog.Meta{
+			Description: spec.Description, Runtime: spec.Runtime, Model: spec.Model, Capabilities: pins,
+			AllowedCredentialPatterns: allow,
+		},
+	}, nil
+}
+
+func (w *Writer) pinCapabilities(ctx context.Context, refs []string, local map[string]blob.Digest) ([]catalog.Pin, error) {
+	pins := []catalog.Pin{}
+	seen := map[string]bool{}
+	for _, ref := range refs {
+		name, digest, err := catalog.ParseRef(catalog.KindCapability, ref)
+		if err != nil {
+			return nil, err
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("capability %q listed twice", name)
+		}
+		seen[name] = true
+		if d, ok := local[name]; ok && digest == "" {
+			pins = append(pins, catalog.Pin{Name: name, Digest: d})
+			continue
+		}
+		v, err := w.reader.Resolve(ctx, catalog.KindCapability, ref)
+		if err != nil {
+			return nil, err
+		}
+		pins = append(pins, catalog.Pin{Name: v.Name, Digest: v.Digest})
+	}
+	return pins, nil
+}
+
+var envKeyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// PrepareEnv checks an env bundle, scans its plain values for credentials and seals its
+// secrets. Secret values are never scanned (they are meant to be secret) and never leave this
+// function except sealed.
+func (w *Writer) PrepareEnv(name string, values map[string]string, secrets map[string][]byte, allow []string) (*Pending, error) {
+	if err := catalog.CheckName(catalog.KindEnv, name); err != nil {
+		return nil, err
+	}
+	if err := secret.ValidatePatternNames(allow); err != nil {
+		return nil, err
+	}
+	var problems []string
+	if len(values)+len(secrets) > maxEnvKeys {
+		problems = append(problems, fmt.Sprintf("more than %d keys", maxEnvKeys))
+	}
+	checkKey := func(k string) {
+		switch {
+		case !envKeyPattern.MatchString(k):
+			problems = append(problems, fmt.Sprintf("key %q is not a valid environment variable name", k))
+		case strings.HasPrefix(k, "AGORA_"):
+			problems = append(problems, fmt.Sprintf("key %q: the AGORA_ prefix is reserved for agora itself", k))
+		}
+	}
+	for _, k := range catalog.SortedKeys(values) {
+		checkKey(k)
+		if len(values[k]) > maxEnvValueSize {
+			problems = append(problems, fmt.Sprintf("value %s is over %d bytes", k, maxEnvValueSize))
+		}
+		if _, dup := secrets[k]; dup {
+			problems = append(problems, fmt.Sprintf("key %q is both a value and a secret", k))
+		}
+	}
+	for _, k := range catalog.SortedKeys(secrets) {
+		checkKey(k)
+		switch v := secrets[k]; {
+		case len(v) == 0:
+			problems = append(problems, fmt.Sprintf("secret %s is empty", k))
+		case len(v) > maxSecretSize:
+			problems = append(problems, fmt.Sprintf("secret %s is over %d bytes", k, maxSecretSize))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("env bundle %q: %s", name, strings.Join(problems, "; "))
+	}
+	var findings []CredentialFinding
+	for _, k := range catalog.SortedKeys(values) {
+		scanInto(&findings, "value "+k, []byte(values[k]), allow)
+	}
+	if len(findings) > 0 {
+		return nil, &CredentialError{Findings: findings}
+	}
+	doc := catalog.EnvDoc{Values: values, Secrets: map[string]string{}}
+	var sealed []sealedSecret
+	for _, k := range catalog.SortedKeys(secrets) {
+		ref := w.sealer.Ref(name, k, secrets[k])
+		s, err := w.sealer.Seal(ref, secrets[k])
+		if err != nil {
+			return nil, fmt.Errorf("env bundle %q: seal secret %s: %w", name, k, err)
+		}
+		doc.Secrets[k] = ref
+		sealed = append(sealed, sealedSecret{ref: ref, sealed: s})
+	}
+	data, err := doc.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{
+		Kind: catalog.KindEnv, Name: name, Content: data, Digest: blob.Sum(data), secrets: sealed,
+		Meta: catalog.Meta{
+			ValueKeys: catalog.SortedKeys(values), SecretKeys: catalog.SortedKeys(secrets),
+			AllowedCredentialPatterns: allow,
+		},
+	}, nil
+}
+
+// Assign makes a new version of subagent name with its capabilities replaced by refs; the rest
+// of the subagent is unchanged.
+func (w *Writer) Assign(ctx context.Context, actor, name string, refs []string) (Change, catalog.Version, error) {
+	cur, err := w.reader.Resolve(ctx, catalog.KindSubagent, name)
+	if err != nil {
+		return Change{}, catalog.Version{}, err
+	}
+	content, err := w.reader.Content(cur)
+	if err != nil {
+		return Change{}, catalog.Version{}, err
+	}
+	doc, err := catalog.ParseSubagentDoc(content)
+	if err != nil {
+		return Change{}, catalog.Version{}, err
+	}
+	spec := SubagentSpec{
+		Description: doc.Description, SystemPrompt: doc.SystemPrompt, Runtime: doc.Runtime,
+		Model: doc.Model, Command: doc.Command, Capabilities: refs,
+	}
+	p, err := w.PrepareSubagent(ctx, name, spec, nil, cur.Meta.AllowedCredentialPatterns)
+	if err != nil {
+		return Change{}, catalog.Version{}, err
+	}
+	return w.Register(ctx, actor, "assign", p)
+}

@@ -1,0 +1,210 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agora-dev/agora/internal/blob"
+	"github.com/agora-dev/agora/internal/store"
+)
+
+// NotFoundError reports an unknown name or version, with the names that do exist.
+type NotFoundError struct {
+	Kind   Kind
+	Ref    string
+	Known  []string
+	Pinned bool // the name exists but not with the requested digest
+}
+
+func (e *NotFoundError) Error() string {
+	if e.Pinned {
+		return fmt.Sprintf("%s %q not found: no such version (see `agora %s history`)", e.Kind, e.Ref, e.Kind)
+	}
+	if len(e.Known) == 0 {
+		return fmt.Sprintf("%s %q not found; no %s are registered", e.Kind, e.Ref, e.Kind.Plural())
+	}
+	return fmt.Sprintf("%s %q not found; known: %s", e.Kind, e.Ref, strings.Join(e.Known, ", "))
+}
+
+// ErrNotFound is matched by every [NotFoundError].
+var ErrNotFound = errors.New("not found")
+
+func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+
+// Reader reads the catalog. It has no method that changes anything; the MCP server and the
+// dispatcher are handed a Reader and nothing more.
+type Reader struct {
+	db    *store.DB
+	blobs *blob.Store
+}
+
+// NewReader returns a reader over db and blobs.
+func NewReader(db *store.DB, blobs *blob.Store) *Reader {
+	return &Reader{db: db, blobs: blobs}
+}
+
+const versionColumns = `v.kind, v.name, v.digest, v.size, v.registered_at, v.registered_by, v.meta`
+
+func scanVersion(row interface{ Scan(...any) error }) (Version, error) {
+	var v Version
+	var at, meta string
+	if err := row.Scan(&v.Kind, &v.Name, &v.Digest, &v.Size, &at, &v.RegisteredBy, &meta); err != nil {
+		return v, err
+	}
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return v, fmt.Errorf("catalog row %s %s: bad time %q", v.Kind, v.Name, at)
+	}
+	v.RegisteredAt = t
+	if err := json.Unmarshal([]byte(meta), &v.Meta); err != nil {
+		return v, fmt.Errorf("catalog row %s %s: bad metadata: %w", v.Kind, v.Name, err)
+	}
+	return v, nil
+}
+
+// List returns the latest version of every active (not retired) name of kind, sorted by name.
+func (r *Reader) List(ctx context.Context, kind Kind) ([]Version, error) {
+	rows, err := r.db.SQL().QueryContext(ctx, `
+SELECT `+versionColumns+` FROM catalog_heads h
+JOIN catalog_versions v ON v.kind = h.kind AND v.name = h.name AND v.digest = h.digest
+WHERE h.kind = ? AND h.retired = 0 ORDER BY h.name`, kind)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", kind.Plural(), err)
+	}
+	defer rows.Close()
+	out := []Version{}
+	for rows.Next() {
+		v, err := scanVersion(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// Names returns the active names of kind, sorted.
+func (r *Reader) Names(ctx context.Context, kind Kind) ([]string, error) {
+	rows, err := r.db.SQL().QueryContext(ctx, `SELECT name FROM catalog_heads WHERE kind = ? AND retired = 0 ORDER BY name`, kind)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", kind.Plural(), err)
+	}
+	defer rows.Close()
+	names := []string{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		names = append(names, n)
+	}
+	return names, rows.Err()
+}
+
+// Resolve finds the version ref names: "name" is the latest active version, "name@sha256:HEX"
+// pins one (retired names can still be pinned, so old records stay readable).
+func (r *Reader) Resolve(ctx context.Context, kind Kind, ref string) (Version, error) {
+	name, digest, err := ParseRef(kind, ref)
+	if err != nil {
+		return Version{}, err
+	}
+	var row *sql.Row
+	if digest == "" {
+		row = r.db.SQL().QueryRowContext(ctx, `
+SELECT `+versionColumns+` FROM catalog_heads h
+JOIN catalog_versions v ON v.kind = h.kind AND v.name = h.name AND v.digest = h.digest
+WHERE h.kind = ? AND h.name = ? AND h.retired = 0`, kind, name)
+	} else {
+		row = r.db.SQL().QueryRowContext(ctx, `
+SELECT `+versionColumns+` FROM catalog_versions v WHERE v.kind = ? AND v.name = ? AND v.digest = ?`, kind, name, digest)
+	}
+	v, err := scanVersion(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		nf := &NotFoundError{Kind: kind, Ref: ref}
+		if digest != "" {
+			if _, err := r.Resolve(ctx, kind, name); err == nil {
+				nf.Pinned = true
+				return Version{}, nf
+			}
+		}
+		nf.Known, _ = r.Names(ctx, kind)
+		return Version{}, nf
+	}
+	if err != nil {
+		return Version{}, fmt.Errorf("resolve %s %q: %w", kind, ref, err)
+	}
+	return v, nil
+}
+
+// History returns every registration and retirement of name, oldest first.
+func (r *Reader) History(ctx context.Context, kind Kind, name string) ([]Event, error) {
+	if err := CheckName(kind, name); err != nil {
+		return nil, err
+	}
+	rows, err := r.db.SQL().QueryContext(ctx, `
+SELECT seq, action, COALESCE(digest, ''), at, actor FROM catalog_history
+WHERE kind = ? AND name = ? ORDER BY seq`, kind, name)
+	if err != nil {
+		return nil, fmt.Errorf("history of %s %q: %w", kind, name, err)
+	}
+	defer rows.Close()
+	out := []Event{}
+	for rows.Next() {
+		var e Event
+		var at string
+		if err := rows.Scan(&e.Seq, &e.Action, &e.Digest, &at, &e.Actor); err != nil {
+			return nil, err
+		}
+		if e.At, err = time.Parse(time.RFC3339Nano, at); err != nil {
+			return nil, fmt.Errorf("history of %s %q: bad time %q", kind, name, at)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		known, _ := r.Names(ctx, kind)
+		return nil, &NotFoundError{Kind: kind, Ref: name, Known: known}
+	}
+	return out, nil
+}
+
+// Head returns the current digest of name and whether it is retired, or ok=false when the name
+// was never registered.
+func (r *Reader) Head(ctx context.Context, kind Kind, name string) (digest blob.Digest, retired, ok bool, err error) {
+	err = r.db.SQL().QueryRowContext(ctx, `SELECT digest, retired FROM catalog_heads WHERE kind = ? AND name = ?`, kind, name).
+		Scan(&digest, &retired)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, false, nil
+	}
+	if err != nil {
+		return "", false, false, fmt.Errorf("look up %s %q: %w", kind, name, err)
+	}
+	return digest, retired, true, nil
+}
+
+// Content returns the stored bytes of v, re-verified against its digest.
+func (r *Reader) Content(v Version) ([]byte, error) {
+	b, err := r.blobs.Get(v.Digest, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", v.Kind, v.Ref(), err)
+	}
+	return b, nil
+}
+
+// SortedKeys returns the keys of m in order.
+func SortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,130 @@
+// Package catalog is the read side of agora's catalog: capabilities, subagents and env bundles
+// as immutable, content-addressed versions. It lists, shows, resolves and reads history. It
+// cannot change anything: deploy-time writes live in package provision, which the run-time side
+// (the MCP server, workers) never imports.
+//
+// catalog runs on the host side. It never returns secret values: an env bundle's secrets are
+// known here only by key and by a keyed reference.
+package catalog
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/agora-dev/agora/internal/blob"
+)
+
+// Kind is one of the three catalog nouns.
+type Kind string
+
+const (
+	KindCapability Kind = "capability"
+	KindSubagent   Kind = "subagent"
+	KindEnv        Kind = "env"
+)
+
+// Kinds lists every kind, in the order a manifest applies them.
+var Kinds = []Kind{KindCapability, KindSubagent, KindEnv}
+
+// Plural is the noun's plural, for messages.
+func (k Kind) Plural() string {
+	if k == KindEnv {
+		return "env bundles"
+	}
+	return string(k) + "s"
+}
+
+func (k Kind) String() string {
+	if k == KindEnv {
+		return "env bundle"
+	}
+	return string(k)
+}
+
+// Version is one immutable version of a catalog entry, with the metadata kept beside it so
+// lists never read content.
+type Version struct {
+	Kind         Kind        `json:"kind"`
+	Name         string      `json:"name"`
+	Digest       blob.Digest `json:"digest"`
+	Size         int64       `json:"size"`
+	RegisteredAt time.Time   `json:"registered_at"` // when this content was first registered under this name
+	RegisteredBy string      `json:"registered_by"`
+	Meta         Meta        `json:"meta"`
+}
+
+// Ref is "name" or "name@sha256:HEX".
+func (v Version) Ref() string { return v.Name + "@" + string(v.Digest) }
+
+// Meta is what lists and shows need without reading content. Fields apply per kind.
+type Meta struct {
+	Description string `json:"description,omitempty"`
+
+	// Capability.
+	Grants    *Grants `json:"grants,omitempty"`
+	FileCount int     `json:"file_count,omitempty"`
+
+	// Subagent.
+	Runtime      string `json:"runtime,omitempty"`
+	Model        string `json:"model,omitempty"`
+	Capabilities []Pin  `json:"capabilities,omitempty"`
+
+	// Env bundle: keys only, never values of secrets.
+	ValueKeys  []string `json:"value_keys,omitempty"`
+	SecretKeys []string `json:"secret_keys,omitempty"`
+
+	// AllowedCredentialPatterns records scanner opt-outs used when this content was registered.
+	AllowedCredentialPatterns []string `json:"allowed_credential_patterns,omitempty"`
+}
+
+// Pin names a capability version a subagent was registered with.
+type Pin struct {
+	Name   string      `json:"name"`
+	Digest blob.Digest `json:"digest"`
+}
+
+// Event is one line of a name's history.
+type Event struct {
+	Seq    int64       `json:"seq"`
+	Action string      `json:"action"` // create, update, retire
+	Digest blob.Digest `json:"digest,omitempty"`
+	At     time.Time   `json:"at"`
+	Actor  string      `json:"actor"`
+}
+
+// Actions recorded in history and shown in apply plans.
+const (
+	ActionCreate    = "create"
+	ActionUpdate    = "update"
+	ActionUnchanged = "unchanged"
+	ActionRetire    = "retire"
+)
+
+var namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`)
+
+// CheckName reports whether name is a valid catalog name: 1-64 lowercase letters, digits,
+// '.', '_' or '-', starting and ending with a letter or digit.
+func CheckName(kind Kind, name string) error {
+	if !namePattern.MatchString(name) {
+		return fmt.Errorf("invalid %s name %q: use 1-64 lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit", kind, name)
+	}
+	return nil
+}
+
+// ParseRef splits "name" or "name@sha256:HEX".
+func ParseRef(kind Kind, ref string) (name string, digest blob.Digest, err error) {
+	name, d, pinned := strings.Cut(ref, "@")
+	if err := CheckName(kind, name); err != nil {
+		return "", "", err
+	}
+	if !pinned {
+		return name, "", nil
+	}
+	digest, err = blob.ParseDigest(d)
+	if err != nil {
+		return "", "", fmt.Errorf("%s reference %q: %w", kind, ref, err)
+	}
+	return name, digest, nil
+}

@@ -1,0 +1,142 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/manifest"
+)
+
+type applyOptions struct {
+	file   string
+	dryRun bool
+	prune  bool
+	output string
+}
+
+// applyResult is the JSON shape of apply.
+type applyResult struct {
+	DryRun  bool               `json:"dry_run"`
+	Applied bool               `json:"applied"`
+	Changes []provision.Change `json:"changes"`
+}
+
+func newApplyCmd(f *Factory) *cobra.Command {
+	opts := &applyOptions{}
+	cmd := &cobra.Command{
+		Use:   "apply -f agora-manifest.yaml [--dry-run] [--prune]",
+		Short: "Reconcile the catalog with a manifest, all or nothing",
+		Long: `Declare capabilities, subagents and env bundles in one file and make the catalog match it.
+
+apply prints a plan (+ create, ~ new version, = unchanged, - retire) and then carries it
+out in ONE transaction: either every change lands, with its audit entry, or none does.
+Applying the same manifest again reports nothing to do. With --prune, active names that the
+manifest does not declare are retired (they stay in history and in the audit log).
+
+  version: 1
+  capabilities:
+    - name: repo-tools
+      from: ./capabilities/repo-tools      # relative to the manifest
+  subagents:
+    - name: fixer
+      runtime: exec
+      command: [sh, -c, "make fix"]
+      capabilities: [repo-tools]           # may name capabilities declared above
+  envs:
+    - name: ci
+      values: {LOG_LEVEL: debug}
+      secrets:
+        GITHUB_TOKEN: {from_env: GITHUB_TOKEN}
+        DEPLOY_KEY: {from_file: ./secrets/deploy.key}
+
+Secrets are read from their sources at apply time; a manifest never holds a secret value.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.file == "" {
+				return usageErrorf(cmd, "-f FILE is required")
+			}
+			if err := checkOutput(cmd, opts.output); err != nil {
+				return err
+			}
+			src, err := manifest.Load(opts.file)
+			if err != nil {
+				return err
+			}
+			w, err := f.Writer(cmd.Context())
+			if err != nil {
+				return err
+			}
+			pendings, err := src.Prepare(cmd.Context(), w, f.Getenv)
+			if err != nil {
+				return err
+			}
+			changes, err := w.Plan(cmd.Context(), pendings, opts.prune)
+			if err != nil {
+				return err
+			}
+			res := applyResult{DryRun: opts.dryRun, Changes: changes}
+			if opts.output != formatJSON {
+				printPlan(f, changes)
+			}
+			if !opts.dryRun && hasWork(changes) {
+				done, err := w.Apply(cmd.Context(), f.Actor(), "register", changes, src.Summary(f.Actor(), changes, opts.prune))
+				if err != nil {
+					return err
+				}
+				res.Applied, res.Changes = true, done
+			}
+			if opts.output == formatJSON {
+				if res.Changes == nil {
+					res.Changes = []provision.Change{}
+				}
+				return writeJSON(f.IO.Out, res)
+			}
+			switch {
+			case !hasWork(changes):
+				fmt.Fprintln(f.IO.Out, "Nothing to do: the catalog already matches the manifest.")
+			case opts.dryRun:
+				fmt.Fprintln(f.IO.Out, "Dry run: nothing was changed.")
+			default:
+				fmt.Fprintln(f.IO.Out, "Applied.")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&opts.file, "file", "f", "", "the manifest to apply (required)")
+	cmd.Flags().BoolVar(&opts.dryRun, "dry-run", false, "print the plan and change nothing")
+	cmd.Flags().BoolVar(&opts.prune, "prune", false, "retire active names the manifest does not declare")
+	addOutputFlag(cmd, &opts.output)
+	return cmd
+}
+
+func hasWork(changes []provision.Change) bool {
+	for _, c := range changes {
+		if c.Action != catalog.ActionUnchanged {
+			return true
+		}
+	}
+	return false
+}
+
+func printPlan(f *Factory, changes []provision.Change) {
+	counts := map[string]int{}
+	for _, c := range changes {
+		counts[c.Action]++
+		label := fmt.Sprintf("%s %s", c.Kind, c.Name)
+		switch c.Action {
+		case catalog.ActionCreate:
+			fmt.Fprintf(f.IO.Out, "+ %-32s create       %s\n", label, c.Digest)
+		case catalog.ActionUpdate:
+			fmt.Fprintf(f.IO.Out, "~ %-32s new version  %s -> %s\n", label, c.Previous, c.Digest)
+		case catalog.ActionUnchanged:
+			fmt.Fprintf(f.IO.Out, "= %-32s unchanged    %s\n", label, c.Digest)
+		case catalog.ActionRetire:
+			fmt.Fprintf(f.IO.Out, "- %-32s retire       %s\n", label, c.Previous)
+		}
+	}
+	fmt.Fprintf(f.IO.Out, "Plan: %d to create, %d new version(s), %d to retire, %d unchanged.\n",
+		counts[catalog.ActionCreate], counts[catalog.ActionUpdate], counts[catalog.ActionRetire], counts[catalog.ActionUnchanged])
+}

@@ -1,0 +1,182 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/catalog"
+)
+
+func newCapabilityCmd(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "capability",
+		Short: "Register and inspect capabilities (what a worker may do)",
+		Long: `A capability is a directory of files plus an optional capability.yaml that declares what
+it grants: tools, command allow-patterns, egress hosts, a setup script and network access.
+Everything not granted is denied. Versions are immutable and content-addressed.`,
+	}
+	cmd.AddCommand(
+		newCapabilityRegisterCmd(f),
+		newListCmd(f, catalog.KindCapability, listColumns{
+			headers: []string{"NAME", "DIGEST", "FILES", "REGISTERED", "DESCRIPTION"},
+			row: func(f *Factory, v catalog.Version) []string {
+				return []string{v.Name, fmtDigest(f.IO, v.Digest), strconv.Itoa(v.Meta.FileCount),
+					fmtTime(f.IO, f.Now(), v.RegisteredAt), truncate(v.Meta.Description, 60)}
+			},
+		}),
+		newCapabilityShowCmd(f),
+		newHistoryCmd(f, catalog.KindCapability),
+	)
+	return cmd
+}
+
+type capabilityRegisterOptions struct {
+	name   string
+	from   string
+	allow  []string
+	output string
+}
+
+func newCapabilityRegisterCmd(f *Factory) *cobra.Command {
+	opts := &capabilityRegisterOptions{}
+	cmd := &cobra.Command{
+		Use:   "register NAME --from DIR",
+		Short: "Register a directory as a new version of a capability",
+		Long: `Register the files under DIR as the latest version of capability NAME.
+
+DIR may hold a capability.yaml:
+
+  description: what this capability is for
+  tools: [read_file, write_file, run_command]   # from the tool registry
+  commands: ["go test **", "make lint"]         # argv allow-patterns: * one arg, ** the rest
+  egress: [api.github.com, "*.example.com"]     # hosts the worker may reach via the gateway
+  setup: setup.sh                               # run inside the sandbox before the agent
+  network: none                                 # none (default) or egress
+
+Every file is scanned for credentials; a hit refuses the registration. Registering content
+identical to the latest version does nothing; content equal to an older version makes it the
+latest again. The total size is capped (catalog.capability_max_size, default 50 MiB).`,
+		Example: `  agora capability register repo-tools --from ./capabilities/repo-tools`,
+		Args:    exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.name = args[0]
+			if opts.from == "" {
+				return usageErrorf(cmd, "--from DIR is required")
+			}
+			if err := checkOutput(cmd, opts.output); err != nil {
+				return err
+			}
+			w, err := f.Writer(cmd.Context())
+			if err != nil {
+				return err
+			}
+			p, err := w.PrepareCapability(opts.name, opts.from, splitList(opts.allow))
+			if err != nil {
+				return err
+			}
+			c, v, err := w.Register(cmd.Context(), f.Actor(), "register", p)
+			if err != nil {
+				return err
+			}
+			return printRegistered(f, opts.output, c, v)
+		},
+	}
+	cmd.Flags().StringVar(&opts.from, "from", "", "directory holding the capability's files (required)")
+	cmd.Flags().StringSliceVar(&opts.allow, "allow-credential-pattern", nil,
+		"credential scanner pattern to ignore for this registration (recorded on the version); repeatable")
+	addOutputFlag(cmd, &opts.output)
+	return cmd
+}
+
+// capabilityShow is the JSON shape of 'capability show'.
+type capabilityShow struct {
+	catalog.Version
+	Files []capabilityFile `json:"files"`
+}
+
+type capabilityFile struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	Mode   string `json:"mode"`
+	Target string `json:"symlink_target,omitempty"`
+}
+
+func newCapabilityShowCmd(f *Factory) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "show NAME[@sha256:HEX]",
+		Short: "Show a capability's grants and files",
+		Args:  exactArgs(1, "NAME[@sha256:HEX]"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, output); err != nil {
+				return err
+			}
+			h, err := f.Home(cmd.Context())
+			if err != nil {
+				return err
+			}
+			r := catalog.NewReader(h.DB, h.Blobs)
+			v, err := r.Resolve(cmd.Context(), catalog.KindCapability, args[0])
+			if err != nil {
+				return err
+			}
+			data, err := r.Content(v)
+			if err != nil {
+				return err
+			}
+			files, err := catalog.ReadArchive(data, catalog.Limits{MaxTotalSize: 1 << 40})
+			if err != nil {
+				return err
+			}
+			out := capabilityShow{Version: v, Files: []capabilityFile{}}
+			for _, fl := range files {
+				out.Files = append(out.Files, capabilityFile{Path: fl.Path, Size: fl.Size, Mode: fmt.Sprintf("%04o", fl.Mode), Target: fl.LinkTarget})
+			}
+			if output == formatJSON {
+				return writeJSON(f.IO.Out, out)
+			}
+			w := f.IO.Out
+			g := v.Meta.Grants
+			fmt.Fprintf(w, "name:        %s\n", v.Name)
+			fmt.Fprintf(w, "digest:      %s\n", v.Digest)
+			fmt.Fprintf(w, "registered:  %s by %s\n", v.RegisteredAt.UTC().Format("2006-01-02T15:04:05Z"), v.RegisteredBy)
+			fmt.Fprintf(w, "description: %s\n", orDash(v.Meta.Description))
+			if g != nil {
+				fmt.Fprintf(w, "tools:       %s\n", orDash(strings.Join(g.Tools, ", ")))
+				fmt.Fprintf(w, "commands:    %s\n", orDash(quoteAll(g.Commands)))
+				fmt.Fprintf(w, "egress:      %s\n", orDash(strings.Join(g.Egress, ", ")))
+				fmt.Fprintf(w, "network:     %s\n", g.Network)
+				fmt.Fprintf(w, "setup:       %s\n", orDash(g.Setup))
+			}
+			if len(v.Meta.AllowedCredentialPatterns) > 0 {
+				fmt.Fprintf(w, "scanner opt-outs: %s\n", strings.Join(v.Meta.AllowedCredentialPatterns, ", "))
+			}
+			var total int64
+			for _, fl := range files {
+				total += fl.Size
+			}
+			fmt.Fprintf(w, "files (%d, %d bytes):\n", len(files), total)
+			for _, fl := range out.Files {
+				if fl.Target != "" {
+					fmt.Fprintf(w, "  %s -> %s\n", fl.Path, fl.Target)
+				} else {
+					fmt.Fprintf(w, "  %s  %s  %d\n", fl.Mode, fl.Path, fl.Size)
+				}
+			}
+			return nil
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
+}

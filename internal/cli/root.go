@@ -1,0 +1,108 @@
+// Package cli is agora's command line: cobra commands, a file per noun. Commands parse and
+// validate flags, call one domain package, and format the result. Only this package renders
+// errors for people and picks exit codes.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Main runs agora with the process's arguments and streams and returns the exit code.
+func Main() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	f := NewFactory(System(), os.Getenv)
+	defer f.Close()
+	return Run(ctx, f, os.Args[1:])
+}
+
+// Run executes one command line and returns its exit code.
+func Run(ctx context.Context, f *Factory, args []string) int {
+	root := NewRootCmd(f)
+	root.SetArgs(args)
+	root.SetIn(f.IO.In)
+	root.SetOut(f.IO.Out)
+	root.SetErr(f.IO.ErrOut)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	return renderError(f, err)
+}
+
+// hinter is implemented by errors that know how to fix themselves.
+type hinter interface{ Hint() string }
+
+func renderError(f *Factory, err error) int {
+	code := ExitError
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+		if ee.err == nil {
+			return code
+		}
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		code = ExitUsage
+	}
+	msg := strings.TrimSpace(err.Error())
+	for i, line := range strings.Split(msg, "\n") {
+		if i == 0 {
+			fmt.Fprintf(f.IO.ErrOut, "agora: error: %s\n", line)
+		} else {
+			fmt.Fprintf(f.IO.ErrOut, "agora:   %s\n", line)
+		}
+	}
+	var h hinter
+	if errors.As(err, &h) && h.Hint() != "" {
+		fmt.Fprintf(f.IO.ErrOut, "agora: hint: %s\n", h.Hint())
+	}
+	if code == ExitUsage {
+		fmt.Fprintf(f.IO.ErrOut, "agora: hint: run '%s' for usage\n", strings.Join(strings.Fields("agora "+ue.cmdPath()+" --help"), " "))
+	}
+	return code
+}
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// NewRootCmd builds the whole command tree. It holds no package-level state.
+func NewRootCmd(f *Factory) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "agora",
+		Short: "Dispatch sandboxed AI sub-agents against a human-provisioned catalog",
+		Long: `agora lets people and AI orchestrators hand work to sandboxed AI sub-agents.
+
+Deploy time (humans and human-reviewed CI only): register the catalog of capabilities,
+subagents and env bundles with 'agora capability|subagent|env register' or 'agora apply'.
+Run time (anyone, including an AI over MCP): dispatch workers against that catalog.
+
+State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/agora).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		CompletionOptions: cobra.CompletionOptions{
+			HiddenDefaultCmd: true,
+		},
+	}
+	root.PersistentFlags().StringVar(&f.actorFlag, "actor", "",
+		"who is making this change, recorded in the audit log as given (default: the OS user; CI sets it)")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &usageError{err: err, cmd: c}
+	})
+	root.AddCommand(
+		newInitCmd(f),
+		newCapabilityCmd(f),
+		newSubagentCmd(f),
+		newEnvCmd(f),
+		newApplyCmd(f),
+	)
+	return root
+}

@@ -1,0 +1,311 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/strictyaml"
+)
+
+// maxSpecFileSize caps subagent YAML files and prompt files read from disk.
+const maxSpecFileSize = 2 << 20
+
+func newSubagentCmd(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "subagent",
+		Short: "Register and inspect subagents (agent roles)",
+		Long: `A subagent is an agent role: a system prompt, a runtime (exec, claude-code or openai), a
+model, and the capabilities it holds, pinned by digest when it is registered.`,
+	}
+	cmd.AddCommand(
+		newSubagentRegisterCmd(f),
+		newSubagentAssignCmd(f),
+		newListCmd(f, catalog.KindSubagent, listColumns{
+			headers: []string{"NAME", "DIGEST", "RUNTIME", "CAPABILITIES", "REGISTERED", "DESCRIPTION"},
+			row: func(f *Factory, v catalog.Version) []string {
+				return []string{v.Name, fmtDigest(f.IO, v.Digest), v.Meta.Runtime, orDash(strings.Join(pinNames(v.Meta.Capabilities), ",")),
+					fmtTime(f.IO, f.Now(), v.RegisteredAt), truncate(v.Meta.Description, 50)}
+			},
+		}),
+		newSubagentShowCmd(f),
+		newHistoryCmd(f, catalog.KindSubagent),
+	)
+	return cmd
+}
+
+func pinNames(pins []catalog.Pin) []string {
+	names := make([]string, len(pins))
+	for i, p := range pins {
+		names[i] = p.Name
+	}
+	return names
+}
+
+type subagentRegisterOptions struct {
+	from         string
+	systemPrompt string
+	promptFile   string
+	runtime      string
+	model        string
+	command      string
+	description  string
+	capabilities []string
+	allow        []string
+	output       string
+}
+
+func newSubagentRegisterCmd(f *Factory) *cobra.Command {
+	opts := &subagentRegisterOptions{}
+	cmd := &cobra.Command{
+		Use:   "register NAME (--from FILE.yaml | [flags])",
+		Short: "Register a new version of a subagent",
+		Long: `Register subagent NAME from a YAML file or from flags (not both).
+
+The YAML file has the same fields as the flags:
+
+  description: fixes failing tests
+  runtime: exec                  # exec, claude-code or openai
+  model: gpt-4.1                 # openai and claude-code
+  system_prompt: |               # or prompt_file: prompt.md (relative to this file)
+    You fix failing tests.
+  command: [sh, -c, "make fix"]  # exec runtime: the argv to run
+  capabilities: [repo-tools]     # names (pinned to their latest digest now) or name@sha256:HEX
+
+The exec runtime's command must match a 'commands' pattern granted by one of the subagent's
+capabilities, or dispatches are denied.`,
+		Example: `  agora subagent register fixer --from fixer.yaml
+  agora subagent register lint --runtime exec --command 'make lint' --capability repo-tools`,
+		Args: exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, opts.output); err != nil {
+				return err
+			}
+			spec, err := opts.spec(cmd)
+			if err != nil {
+				return err
+			}
+			w, err := f.Writer(cmd.Context())
+			if err != nil {
+				return err
+			}
+			p, err := w.PrepareSubagent(cmd.Context(), args[0], spec, nil, splitList(opts.allow))
+			if err != nil {
+				return err
+			}
+			c, v, err := w.Register(cmd.Context(), f.Actor(), "register", p)
+			if err != nil {
+				return err
+			}
+			return printRegistered(f, opts.output, c, v)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.from, "from", "", "read the subagent from this YAML file")
+	fl.StringVar(&opts.systemPrompt, "system-prompt", "", "the system prompt")
+	fl.StringVar(&opts.promptFile, "prompt-file", "", "read the system prompt from this file")
+	fl.StringVar(&opts.runtime, "runtime", "", "agent runtime: exec, claude-code or openai (default exec)")
+	fl.StringVar(&opts.model, "model", "", "model name, for the openai and claude-code runtimes")
+	fl.StringVar(&opts.command, "command", "", "exec runtime: the command to run, split like a shell would (no expansion)")
+	fl.StringVar(&opts.description, "description", "", "one line saying what the subagent is for")
+	fl.StringSliceVar(&opts.capabilities, "capability", nil, "capabilities to hold, comma-separated or repeated: NAME or NAME@sha256:HEX")
+	fl.StringSliceVar(&opts.allow, "allow-credential-pattern", nil, "credential scanner pattern to ignore (recorded on the version)")
+	addOutputFlag(cmd, &opts.output)
+	return cmd
+}
+
+func (o *subagentRegisterOptions) spec(cmd *cobra.Command) (provision.SubagentSpec, error) {
+	inline := []string{"system-prompt", "prompt-file", "runtime", "model", "command", "description", "capability"}
+	if o.from != "" {
+		for _, name := range inline {
+			if cmd.Flags().Changed(name) {
+				return provision.SubagentSpec{}, usageErrorf(cmd, "--from and --%s cannot be used together: put %s in the YAML file", name, name)
+			}
+		}
+		return readSubagentFile(o.from)
+	}
+	if o.systemPrompt != "" && o.promptFile != "" {
+		return provision.SubagentSpec{}, usageErrorf(cmd, "--system-prompt and --prompt-file cannot be used together")
+	}
+	spec := provision.SubagentSpec{
+		Description: o.description, SystemPrompt: o.systemPrompt, Runtime: o.runtime, Model: o.model,
+		Capabilities: splitList(o.capabilities),
+	}
+	if o.promptFile != "" {
+		b, err := readLimited(o.promptFile, maxSpecFileSize)
+		if err != nil {
+			return spec, err
+		}
+		spec.SystemPrompt = string(b)
+	}
+	if o.command != "" {
+		argv, err := splitWords(o.command)
+		if err != nil {
+			return spec, usageErrorf(cmd, "--command: %v", err)
+		}
+		spec.Command = argv
+	}
+	return spec, nil
+}
+
+func readSubagentFile(path string) (provision.SubagentSpec, error) {
+	var spec provision.SubagentSpec
+	src, err := readLimited(path, maxSpecFileSize)
+	if err != nil {
+		return spec, err
+	}
+	if _, err := strictyaml.Decode(path, src, &spec); err != nil {
+		return spec, err
+	}
+	return spec, resolvePromptFile(&spec, filepath.Dir(path))
+}
+
+// resolvePromptFile reads spec.PromptFile (relative to dir) into SystemPrompt.
+func resolvePromptFile(spec *provision.SubagentSpec, dir string) error {
+	if spec.PromptFile == "" {
+		return nil
+	}
+	if spec.SystemPrompt != "" {
+		return fmt.Errorf("system_prompt and prompt_file cannot both be set")
+	}
+	p := spec.PromptFile
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	b, err := readLimited(p, maxSpecFileSize)
+	if err != nil {
+		return err
+	}
+	spec.SystemPrompt, spec.PromptFile = string(b), ""
+	return nil
+}
+
+func readLimited(path string, limit int64) ([]byte, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("%s is a directory, not a file", path)
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%s is %d bytes, over the %d-byte limit", path, st.Size(), limit)
+	}
+	buf := make([]byte, st.Size())
+	if _, err := fh.Read(buf); err != nil && st.Size() > 0 {
+		return nil, err
+	}
+	return buf, nil
+}
+
+func newSubagentAssignCmd(f *Factory) *cobra.Command {
+	var caps []string
+	var output string
+	cmd := &cobra.Command{
+		Use:   "assign NAME --capability a,b",
+		Short: "Make a new version of a subagent with a new capability set",
+		Long: `Make a new version of subagent NAME whose capabilities are exactly the ones given (pinned
+to their latest digest now, or as NAME@sha256:HEX). Everything else stays as it was. Pass
+--capability '' to remove all capabilities.`,
+		Args: exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("capability") {
+				return usageErrorf(cmd, "--capability is required (use --capability '' for none)")
+			}
+			if err := checkOutput(cmd, output); err != nil {
+				return err
+			}
+			w, err := f.Writer(cmd.Context())
+			if err != nil {
+				return err
+			}
+			c, v, err := w.Assign(cmd.Context(), f.Actor(), args[0], splitList(caps))
+			if err != nil {
+				return err
+			}
+			return printRegistered(f, output, c, v)
+		},
+	}
+	cmd.Flags().StringSliceVar(&caps, "capability", nil, "the new capability set, comma-separated or repeated")
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+// subagentShow is the JSON shape of 'subagent show'.
+type subagentShow struct {
+	catalog.Version
+	SystemPrompt string   `json:"system_prompt"`
+	Command      []string `json:"command"`
+}
+
+func newSubagentShowCmd(f *Factory) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "show NAME[@sha256:HEX]",
+		Short: "Show a subagent's runtime, prompt and pinned capabilities",
+		Args:  exactArgs(1, "NAME[@sha256:HEX]"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, output); err != nil {
+				return err
+			}
+			h, err := f.Home(cmd.Context())
+			if err != nil {
+				return err
+			}
+			r := catalog.NewReader(h.DB, h.Blobs)
+			v, err := r.Resolve(cmd.Context(), catalog.KindSubagent, args[0])
+			if err != nil {
+				return err
+			}
+			data, err := r.Content(v)
+			if err != nil {
+				return err
+			}
+			doc, err := catalog.ParseSubagentDoc(data)
+			if err != nil {
+				return err
+			}
+			out := subagentShow{Version: v, SystemPrompt: doc.SystemPrompt, Command: doc.Command}
+			if out.Command == nil {
+				out.Command = []string{}
+			}
+			if output == formatJSON {
+				return writeJSON(f.IO.Out, out)
+			}
+			w := f.IO.Out
+			fmt.Fprintf(w, "name:         %s\n", v.Name)
+			fmt.Fprintf(w, "digest:       %s\n", v.Digest)
+			fmt.Fprintf(w, "registered:   %s by %s\n", v.RegisteredAt.UTC().Format("2006-01-02T15:04:05Z"), v.RegisteredBy)
+			fmt.Fprintf(w, "description:  %s\n", orDash(doc.Description))
+			fmt.Fprintf(w, "runtime:      %s\n", doc.Runtime)
+			fmt.Fprintf(w, "model:        %s\n", orDash(doc.Model))
+			if len(doc.Command) > 0 {
+				fmt.Fprintf(w, "command:      %s\n", quoteAll(doc.Command))
+			}
+			fmt.Fprintf(w, "capabilities:\n")
+			if len(doc.Capabilities) == 0 {
+				fmt.Fprintf(w, "  (none: the worker is granted nothing)\n")
+			}
+			for _, p := range doc.Capabilities {
+				fmt.Fprintf(w, "  %s@%s\n", p.Name, p.Digest)
+			}
+			fmt.Fprintf(w, "system prompt:\n")
+			for _, line := range strings.Split(strings.TrimRight(doc.SystemPrompt, "\n"), "\n") {
+				fmt.Fprintf(w, "  %s\n", line)
+			}
+			return nil
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}

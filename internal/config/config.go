@@ -1,0 +1,116 @@
+// Package config is the only reader of agora.yaml, the AGORA_* environment and AGORA_HOME. It
+// goes defaults -> strict parse -> validate, and hands other packages typed values.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/agora-dev/agora/internal/strictyaml"
+)
+
+// FileName is the configuration file inside AGORA_HOME.
+const FileName = "agora.yaml"
+
+// maxConfigSize caps agora.yaml; a larger file is refused rather than read.
+const maxConfigSize = 1 << 20
+
+// DefaultCapabilityMaxSize is the default cap on a capability's total file bytes.
+const DefaultCapabilityMaxSize = 50 << 20
+
+// Config is agora.yaml with defaults applied.
+type Config struct {
+	// Home is AGORA_HOME. Not read from the file.
+	Home string `yaml:"-"`
+
+	Catalog Catalog `yaml:"catalog"`
+}
+
+// Catalog holds catalog limits.
+type Catalog struct {
+	// CapabilityMaxSize caps a capability's total file bytes (default 50 MiB). Accepts a
+	// number of bytes or a size such as "100MiB".
+	CapabilityMaxSize ByteSize `yaml:"capability_max_size"`
+}
+
+// Default returns the configuration used when agora.yaml is absent.
+func Default(home string) *Config {
+	return &Config{
+		Home:    home,
+		Catalog: Catalog{CapabilityMaxSize: DefaultCapabilityMaxSize},
+	}
+}
+
+// HomeDir returns AGORA_HOME: the AGORA_HOME variable, else $XDG_DATA_HOME/agora, else
+// ~/.local/share/agora. The path is made absolute.
+func HomeDir(getenv func(string) string) (string, error) {
+	if h := getenv("AGORA_HOME"); h != "" {
+		return filepath.Abs(h)
+	}
+	if x := getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Abs(filepath.Join(x, "agora"))
+	}
+	home := getenv("HOME")
+	if home == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("find AGORA_HOME: set AGORA_HOME or HOME: %w", err)
+		}
+		home = h
+	}
+	return filepath.Join(home, ".local", "share", "agora"), nil
+}
+
+// Load reads home/agora.yaml if it exists and returns the validated configuration.
+func Load(home string) (*Config, error) {
+	c := Default(home)
+	path := filepath.Join(home, FileName)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	defer f.Close()
+	buf := make([]byte, maxConfigSize+1)
+	n, _ := readFull(f, buf)
+	if n > maxConfigSize {
+		return nil, fmt.Errorf("config %s is larger than %d bytes", path, maxConfigSize)
+	}
+	if err := Parse(path, buf[:n], c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Parse decodes src over c (which holds the defaults) and validates the result.
+func Parse(file string, src []byte, c *Config) error {
+	pos, err := strictyaml.Decode(file, src, c)
+	if err != nil {
+		return err
+	}
+	var errs strictyaml.Errors
+	if c.Catalog.CapabilityMaxSize <= 0 {
+		errs = append(errs, pos.Errorf("catalog.capability_max_size", "must be positive, got %d", c.Catalog.CapabilityMaxSize))
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+func readFull(f *os.File, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := f.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,212 @@
+// Package home owns the layout of AGORA_HOME: it creates it (mode 0700) with its database, the
+// secret sealing key and the audit signing key pair, and opens them for the commands.
+//
+// home runs on the host side. Keys never leave their files except to the code that uses them.
+package home
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/blob"
+	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/secret"
+	"github.com/agora-dev/agora/internal/store"
+)
+
+// Paths inside AGORA_HOME.
+const (
+	DBFile        = "agora.db"
+	BlobDir       = "blobs"
+	KeyDir        = "keys"
+	SecretKeyFile = "keys/secret.key"
+	AuditKeyFile  = "keys/audit.key"
+	AuditPubFile  = "keys/audit.pub"
+)
+
+// Migrations is the schema of agora.db, in order. Append only: a released step never changes.
+func Migrations() []store.Migration {
+	var m []store.Migration
+	m = append(m, audit.Migrations...)
+	m = append(m, catalog.Migrations...)
+	return m
+}
+
+// Home is an open AGORA_HOME.
+type Home struct {
+	Dir    string
+	Config *config.Config
+	DB     *store.DB
+	Blobs  *blob.Store
+}
+
+// Init creates AGORA_HOME at dir if needed, with every file it must hold, and reports what it
+// created. Running it again creates nothing and changes nothing.
+func Init(ctx context.Context, dir string) (created []string, err error) {
+	if err := ensureDir(dir, &created); err != nil {
+		return nil, err
+	}
+	if err := ensureDir(filepath.Join(dir, KeyDir), &created); err != nil {
+		return nil, err
+	}
+	secretKey := filepath.Join(dir, SecretKeyFile)
+	if _, err := os.Stat(secretKey); errors.Is(err, fs.ErrNotExist) {
+		created = append(created, secretKey)
+	}
+	if _, err := secret.LoadOrCreateKey(secretKey); err != nil {
+		return nil, err
+	}
+	if err := ensureAuditKey(dir, &created); err != nil {
+		return nil, err
+	}
+	dbPath := filepath.Join(dir, DBFile)
+	if _, err := os.Stat(dbPath); errors.Is(err, fs.ErrNotExist) {
+		created = append(created, dbPath)
+	}
+	db, err := store.Open(ctx, dbPath, Migrations())
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	if err := os.Chmod(dbPath, 0o600); err != nil {
+		return nil, err
+	}
+	if _, err := blob.Open(filepath.Join(dir, BlobDir)); err != nil {
+		return nil, err
+	}
+	return created, nil
+}
+
+func ensureDir(dir string, created *[]string) error {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+		*created = append(*created, dir)
+		return os.Chmod(dir, 0o700) // MkdirAll obeys the umask
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s exists and is not a directory", dir)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s has mode %04o: other users could read agora's keys and database; run chmod 700 %s",
+			dir, fi.Mode().Perm(), dir)
+	}
+	return nil
+}
+
+func ensureAuditKey(dir string, created *[]string) error {
+	priv := filepath.Join(dir, AuditKeyFile)
+	if _, err := os.Stat(priv); err == nil {
+		_, err := loadSigner(priv)
+		return err
+	}
+	var id [8]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return err
+	}
+	skey, vkey, err := note.GenerateKey(rand.Reader, "agora/"+hex.EncodeToString(id[:]))
+	if err != nil {
+		return fmt.Errorf("generate audit key: %w", err)
+	}
+	if err := writeFileAtomic(priv, []byte(skey+"\n"), 0o600); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, AuditPubFile), []byte(vkey+"\n"), 0o644); err != nil {
+		return err
+	}
+	*created = append(*created, priv, filepath.Join(dir, AuditPubFile))
+	return nil
+}
+
+func loadSigner(path string) (note.Signer, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("read audit key: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("audit key %s has mode %04o; run chmod 600 %s", path, fi.Mode().Perm(), path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read audit key: %w", err)
+	}
+	s, err := note.NewSigner(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("audit key %s is not a valid signing key", path)
+	}
+	return s, nil
+}
+
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// Open initialises dir on first use and opens it.
+func Open(ctx context.Context, dir string) (*Home, error) {
+	if _, err := Init(ctx, dir); err != nil {
+		return nil, err
+	}
+	cfg, err := config.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	db, err := store.Open(ctx, filepath.Join(dir, DBFile), Migrations())
+	if err != nil {
+		return nil, err
+	}
+	blobs, err := blob.Open(filepath.Join(dir, BlobDir))
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &Home{Dir: dir, Config: cfg, DB: db, Blobs: blobs}, nil
+}
+
+// Sealer loads the secret sealing key.
+func (h *Home) Sealer() (*secret.Sealer, error) {
+	return secret.LoadOrCreateKey(filepath.Join(h.Dir, SecretKeyFile))
+}
+
+// AuditSigner loads the checkpoint signing key.
+func (h *Home) AuditSigner() (note.Signer, error) {
+	return loadSigner(filepath.Join(h.Dir, AuditKeyFile))
+}
+
+// Close closes the database.
+func (h *Home) Close() error { return h.DB.Close() }

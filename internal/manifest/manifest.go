@@ -1,0 +1,122 @@
+// Package manifest reads agora-manifest.yaml, the declarative form of the catalog, and turns it
+// into a plan of catalog changes (create, new version, unchanged, retire) that is applied in one
+// transaction, all or nothing.
+//
+// manifest is deploy-time and host side: only the CLI's apply imports it. Secrets appear in a
+// manifest only as sources (from_env, from_file), never as values.
+package manifest
+
+import (
+	"fmt"
+
+	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/strictyaml"
+)
+
+// MaxSize caps a manifest file.
+const MaxSize = 4 << 20
+
+// Manifest is agora-manifest.yaml.
+type Manifest struct {
+	Version      int          `yaml:"version"`
+	Capabilities []Capability `yaml:"capabilities"`
+	Subagents    []Subagent   `yaml:"subagents"`
+	Envs         []Env        `yaml:"envs"`
+}
+
+// Capability declares a capability from a directory relative to the manifest.
+type Capability struct {
+	Name                    string   `yaml:"name"`
+	From                    string   `yaml:"from"`
+	AllowCredentialPatterns []string `yaml:"allow_credential_patterns"`
+}
+
+// Subagent declares a subagent inline, or from a subagent YAML file relative to the manifest.
+type Subagent struct {
+	Name                    string   `yaml:"name"`
+	From                    string   `yaml:"from"`
+	Description             string   `yaml:"description"`
+	SystemPrompt            string   `yaml:"system_prompt"`
+	PromptFile              string   `yaml:"prompt_file"`
+	Runtime                 string   `yaml:"runtime"`
+	Model                   string   `yaml:"model"`
+	Command                 []string `yaml:"command"`
+	Capabilities            []string `yaml:"capabilities"`
+	AllowCredentialPatterns []string `yaml:"allow_credential_patterns"`
+}
+
+// Env declares an env bundle.
+type Env struct {
+	Name                    string                  `yaml:"name"`
+	Values                  map[string]string       `yaml:"values"`
+	Secrets                 map[string]SecretSource `yaml:"secrets"`
+	AllowCredentialPatterns []string                `yaml:"allow_credential_patterns"`
+}
+
+// SecretSource says where a secret's value is read from at apply time.
+type SecretSource struct {
+	FromEnv  string `yaml:"from_env"`
+	FromFile string `yaml:"from_file"`
+}
+
+// Parse decodes and checks a manifest. Every problem is reported at once with file, line and
+// path. pos lets later steps point at the source too.
+func Parse(file string, src []byte) (*Manifest, *strictyaml.Positions, error) {
+	if len(src) > MaxSize {
+		return nil, nil, fmt.Errorf("%s is larger than %d bytes", file, MaxSize)
+	}
+	var m Manifest
+	pos, err := strictyaml.Decode(file, src, &m)
+	if err != nil {
+		return nil, pos, err
+	}
+	var errs strictyaml.Errors
+	if m.Version != 1 {
+		errs = append(errs, pos.Errorf("version", "want version: 1, got %d", m.Version))
+	}
+	check := func(kind catalog.Kind, path, name string, seen map[string]string) {
+		if err := catalog.CheckName(kind, name); err != nil {
+			errs = append(errs, pos.Errorf(path+".name", "%v", err))
+			return
+		}
+		if first, dup := seen[name]; dup {
+			errs = append(errs, pos.Errorf(path+".name", "%s %q is declared twice (first at %s)", kind, name, first))
+		}
+		seen[name] = path
+	}
+	seen := map[string]string{}
+	for i, c := range m.Capabilities {
+		p := fmt.Sprintf("capabilities[%d]", i)
+		check(catalog.KindCapability, p, c.Name, seen)
+		if c.From == "" {
+			errs = append(errs, pos.Errorf(p, "from (the capability's directory) is required"))
+		}
+	}
+	seen = map[string]string{}
+	for i, s := range m.Subagents {
+		p := fmt.Sprintf("subagents[%d]", i)
+		check(catalog.KindSubagent, p, s.Name, seen)
+		if s.From != "" && (s.Description != "" || s.SystemPrompt != "" || s.PromptFile != "" || s.Runtime != "" ||
+			s.Model != "" || s.Command != nil || s.Capabilities != nil) {
+			errs = append(errs, pos.Errorf(p+".from", "from names a subagent file; declare the other fields there, not here"))
+		}
+		if s.SystemPrompt != "" && s.PromptFile != "" {
+			errs = append(errs, pos.Errorf(p+".prompt_file", "system_prompt and prompt_file cannot both be set"))
+		}
+	}
+	seen = map[string]string{}
+	for i, e := range m.Envs {
+		p := fmt.Sprintf("envs[%d]", i)
+		check(catalog.KindEnv, p, e.Name, seen)
+		for _, k := range catalog.SortedKeys(e.Secrets) {
+			s := e.Secrets[k]
+			if (s.FromEnv == "") == (s.FromFile == "") {
+				errs = append(errs, pos.Errorf(p+".secrets."+k, "want exactly one of from_env or from_file"))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, pos, errs
+	}
+	return &m, pos, nil
+}

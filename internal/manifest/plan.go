@@ -1,0 +1,205 @@
+package manifest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/blob"
+	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/strictyaml"
+)
+
+// maxFileInput caps prompt, subagent and secret files a manifest points at.
+const maxFileInput = 2 << 20
+
+// Source is a manifest and where it came from.
+type Source struct {
+	Path   string // as given by the user, for messages
+	Dir    string // relative paths in the manifest are resolved against this
+	Digest blob.Digest
+	M      *Manifest
+	pos    *strictyaml.Positions
+}
+
+// Load reads and parses the manifest at path.
+func Load(path string) (*Source, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	if fi.Size() > MaxSize {
+		return nil, fmt.Errorf("manifest %s is larger than %d bytes", path, MaxSize)
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	m, pos, err := Parse(path, src)
+	if err != nil {
+		return nil, err
+	}
+	return &Source{Path: path, Dir: filepath.Dir(path), Digest: blob.Sum(src), M: m, pos: pos}, nil
+}
+
+// Prepare validates every declared entry against the catalog and the files it names, and
+// returns the pending versions in apply order (capabilities, then subagents, then envs). Every
+// entry is checked even after one fails; all problems are returned together.
+func (s *Source) Prepare(ctx context.Context, w *provision.Writer, getenv func(string) string) ([]*provision.Pending, error) {
+	var pendings []*provision.Pending
+	var errs strictyaml.Errors
+	fail := func(path string, err error) {
+		var se strictyaml.Errors
+		if errors.As(err, &se) {
+			errs = append(errs, se...)
+			return
+		}
+		errs = append(errs, s.pos.Errorf(path, "%v", err))
+	}
+	local := map[string]blob.Digest{}
+	for i, c := range s.M.Capabilities {
+		p, err := w.PrepareCapability(c.Name, s.abs(c.From), c.AllowCredentialPatterns)
+		if err != nil {
+			fail(fmt.Sprintf("capabilities[%d]", i), err)
+			continue
+		}
+		local[c.Name] = p.Digest
+		pendings = append(pendings, p)
+	}
+	for i, sa := range s.M.Subagents {
+		path := fmt.Sprintf("subagents[%d]", i)
+		spec, err := s.subagentSpec(sa)
+		if err != nil {
+			fail(path, err)
+			continue
+		}
+		p, err := w.PrepareSubagent(ctx, sa.Name, spec, local, sa.AllowCredentialPatterns)
+		if err != nil {
+			fail(path, err)
+			continue
+		}
+		pendings = append(pendings, p)
+	}
+	for i, e := range s.M.Envs {
+		path := fmt.Sprintf("envs[%d]", i)
+		secrets := map[string][]byte{}
+		ok := true
+		for k, src := range e.Secrets {
+			v, err := s.readSecret(src, getenv)
+			if err != nil {
+				fail(path+".secrets."+k, err)
+				ok = false
+				continue
+			}
+			secrets[k] = v
+		}
+		if !ok {
+			continue
+		}
+		p, err := w.PrepareEnv(e.Name, e.Values, secrets, e.AllowCredentialPatterns)
+		if err != nil {
+			fail(path, err)
+			continue
+		}
+		pendings = append(pendings, p)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return pendings, nil
+}
+
+func (s *Source) abs(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(s.Dir, p)
+}
+
+func (s *Source) subagentSpec(sa Subagent) (provision.SubagentSpec, error) {
+	if sa.From != "" {
+		path := s.abs(sa.From)
+		src, err := readFile(path)
+		if err != nil {
+			return provision.SubagentSpec{}, err
+		}
+		var spec provision.SubagentSpec
+		if _, err := strictyaml.Decode(path, src, &spec); err != nil {
+			return spec, err
+		}
+		return spec, readPrompt(&spec, filepath.Dir(path))
+	}
+	spec := provision.SubagentSpec{
+		Description: sa.Description, SystemPrompt: sa.SystemPrompt, PromptFile: sa.PromptFile,
+		Runtime: sa.Runtime, Model: sa.Model, Command: sa.Command, Capabilities: sa.Capabilities,
+	}
+	return spec, readPrompt(&spec, s.Dir)
+}
+
+func readPrompt(spec *provision.SubagentSpec, dir string) error {
+	if spec.PromptFile == "" {
+		return nil
+	}
+	if spec.SystemPrompt != "" {
+		return fmt.Errorf("system_prompt and prompt_file cannot both be set")
+	}
+	p := spec.PromptFile
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	b, err := readFile(p)
+	if err != nil {
+		return err
+	}
+	spec.SystemPrompt, spec.PromptFile = string(b), ""
+	return nil
+}
+
+func (s *Source) readSecret(src SecretSource, getenv func(string) string) ([]byte, error) {
+	if src.FromEnv != "" {
+		v := getenv(src.FromEnv)
+		if v == "" {
+			return nil, fmt.Errorf("from_env: the environment variable %s is unset or empty", src.FromEnv)
+		}
+		return []byte(v), nil
+	}
+	b, err := readFile(s.abs(src.FromFile))
+	if err != nil {
+		return nil, fmt.Errorf("from_file: %w", err)
+	}
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	return bytes.TrimSuffix(b, []byte("\r")), nil
+}
+
+func readFile(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if fi.Size() > maxFileInput {
+		return nil, fmt.Errorf("%s is %d bytes, over the %d-byte limit", path, fi.Size(), maxFileInput)
+	}
+	return os.ReadFile(path)
+}
+
+// Summary is the audit entry that records an apply as a whole.
+func (s *Source) Summary(actor string, changes []provision.Change, prune bool) *audit.Entry {
+	counts := map[string]any{}
+	for _, c := range changes {
+		n, _ := counts[c.Action].(int64)
+		counts[c.Action] = n + 1
+	}
+	return &audit.Entry{
+		Actor:   actor,
+		Kind:    "catalog.apply",
+		Subject: "manifest/" + filepath.Base(s.Path),
+		Details: map[string]any{"manifest_digest": string(s.Digest), "prune": prune, "changes": counts},
+	}
+}

@@ -1,0 +1,165 @@
+// Package store owns agora's SQLite databases: opening them with the pragmas that make several
+// processes safe writers, applying schema migrations, and running short transactions that retry
+// when another process holds the write lock.
+//
+// store runs on the host side only. The worker inside a sandbox never imports it: a worker sees
+// only what is mounted into its sandbox.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// busyTimeout is how long SQLite itself waits for a lock before it reports SQLITE_BUSY.
+const busyTimeout = 10 * time.Second
+
+// maxTxAttempts bounds how often [DB.Tx] retries a transaction that lost a lock race.
+const maxTxAttempts = 20
+
+// DB is an open agora database. It is safe for concurrent use.
+type DB struct {
+	sql  *sql.DB
+	path string
+}
+
+// Migration is one schema step. Migrations are applied in order, each in its own transaction,
+// and the database's user_version records how many have run.
+type Migration struct {
+	Name string
+	SQL  string
+}
+
+// Open opens (creating if needed) the SQLite database at path in WAL mode, with a busy timeout,
+// foreign keys on and IMMEDIATE transactions, then applies migrations. Deferred transactions
+// fail with SQLITE_BUSY under concurrent writers despite busy_timeout; IMMEDIATE ones take the
+// write lock up front and wait for it instead.
+func Open(ctx context.Context, path string, migrations []Migration) (*DB, error) {
+	q := url.Values{}
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+	sqldb, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	// One writer at a time is all SQLite allows; a small pool keeps readers concurrent.
+	sqldb.SetMaxOpenConns(4)
+	sqldb.SetConnMaxIdleTime(time.Minute)
+	db := &DB{sql: sqldb, path: path}
+	if err := db.migrate(ctx, migrations); err != nil {
+		sqldb.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// Close closes the database.
+func (db *DB) Close() error { return db.sql.Close() }
+
+// Path is the database file's path.
+func (db *DB) Path() string { return db.path }
+
+// SQL exposes the pool for read-only queries. Writes MUST go through [DB.Tx].
+func (db *DB) SQL() *sql.DB { return db.sql }
+
+// Tx runs fn in one IMMEDIATE transaction and commits it. When the transaction loses a race for
+// the write lock (SQLITE_BUSY or SQLITE_LOCKED) it is rolled back and fn runs again from the
+// start, so fn MUST NOT have effects outside the transaction that a retry would repeat.
+func (db *DB) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	var err error
+	for attempt := 0; attempt < maxTxAttempts; attempt++ {
+		err = db.tryTx(ctx, fn)
+		if err == nil || !IsBusy(err) {
+			return err
+		}
+		// Full jitter keeps several processes from retrying in lock step.
+		backoff := time.Duration(rand.Int64N(int64(5*time.Millisecond) << min(attempt, 6)))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
+	return fmt.Errorf("database %s stayed locked after %d attempts: %w", db.path, maxTxAttempts, err)
+}
+
+func (db *DB) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// IsBusy reports whether err is SQLite saying another connection holds a lock.
+func IsBusy(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return true
+		}
+	}
+	return err != nil && strings.Contains(err.Error(), "database is locked")
+}
+
+// IsUniqueViolation reports whether err is a UNIQUE or PRIMARY KEY constraint failure.
+func IsUniqueViolation(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		c := se.Code()
+		return c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+	}
+	return false
+}
+
+func (db *DB) migrate(ctx context.Context, migrations []Migration) error {
+	for {
+		var applied bool
+		err := db.Tx(ctx, func(tx *sql.Tx) error {
+			applied = false
+			var version int
+			if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+				return err
+			}
+			if version > len(migrations) {
+				return fmt.Errorf("database %s has schema version %d, newer than this agora (%d): upgrade agora", db.path, version, len(migrations))
+			}
+			if version == len(migrations) {
+				return nil
+			}
+			m := migrations[version]
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %d (%s): %w", version+1, m.Name, err)
+			}
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", version+1)); err != nil {
+				return err
+			}
+			applied = true
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("migrate %s: %w", db.path, err)
+		}
+		if !applied {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,501 @@
+// Package strictyaml decodes human-written YAML (and JSON, which YAML contains) into Go structs
+// strictly: unknown fields, duplicate keys, aliases and type mismatches are errors, and every
+// error found is reported at once with its file, line and path (tasks[3].depends_on[0]).
+//
+// It exists because go.yaml.in/yaml/v3 stops at the first error of some kinds, names no path,
+// and does not reject duplicate keys when decoding through a yaml.Node. Manifests, capability
+// files, subagent files, plans and agora.yaml all go through here.
+package strictyaml
+
+import (
+	"encoding"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// Error is one problem found in a document.
+type Error struct {
+	File string
+	Line int
+	Path string
+	Msg  string
+}
+
+func (e Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteString(":")
+	}
+	if e.Line > 0 {
+		fmt.Fprintf(&b, "%d:", e.Line)
+	}
+	if b.Len() > 0 {
+		b.WriteString(" ")
+	}
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Errors is every problem found in a document, in document order.
+type Errors []Error
+
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Positions maps a decoded path to the line it came from, so checks made after decoding can
+// point at the source too.
+type Positions struct {
+	file  string
+	lines map[string]int
+}
+
+// Line returns the line of path, or of its nearest ancestor that has one.
+func (p *Positions) Line(path string) int {
+	if p == nil {
+		return 0
+	}
+	for {
+		if l, ok := p.lines[path]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			return p.lines[""]
+		}
+		path = path[:i]
+	}
+}
+
+// Errorf builds an [Error] at path.
+func (p *Positions) Errorf(path, format string, args ...any) Error {
+	var file string
+	if p != nil {
+		file = p.file
+	}
+	return Error{File: file, Line: p.Line(path), Path: path, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Unmarshaler is implemented by types that decode themselves from a node (a lock that may be a
+// bare string or a mapping, say). Errors it returns are reported at the node's path and line.
+type Unmarshaler interface {
+	UnmarshalStrictYAML(d *Decoder, n *yaml.Node, path string)
+}
+
+// Decoder walks one document. Custom [Unmarshaler]s use it to decode their parts.
+type Decoder struct {
+	pos  *Positions
+	errs Errors
+}
+
+// Decode parses src, which came from file (used in messages only), into out, a non-nil pointer.
+// Struct fields are matched by their `yaml` tag name (the field name lowercased when absent);
+// fields tagged "-" are never set. An empty document leaves out unchanged.
+func Decode(file string, src []byte, out any) (*Positions, error) {
+	d := &Decoder{pos: &Positions{file: file, lines: map[string]int{}}}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		return d.pos, Errors{{File: file, Line: yamlErrLine(err), Msg: cleanYAMLErr(err)}}
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return d.pos, nil
+	}
+	root := doc.Content[0]
+	d.pos.lines[""] = root.Line
+	d.Decode(root, reflect.ValueOf(out).Elem(), "")
+	if len(d.errs) > 0 {
+		return d.pos, d.errs
+	}
+	return d.pos, nil
+}
+
+// Errorf records an error at the node and path.
+func (d *Decoder) Errorf(n *yaml.Node, path, format string, args ...any) {
+	d.errs = append(d.errs, Error{File: d.pos.file, Line: n.Line, Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+var (
+	durationType    = reflect.TypeFor[time.Duration]()
+	unmarshalerType = reflect.TypeFor[Unmarshaler]()
+	textType        = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// Decode decodes n into v (settable), recording errors rather than stopping.
+func (d *Decoder) Decode(n *yaml.Node, v reflect.Value, path string) {
+	d.pos.lines[path] = n.Line
+	if n.Kind == yaml.AliasNode || n.Anchor != "" {
+		d.Errorf(n, path, "anchors and aliases are not allowed")
+		return
+	}
+	if v.CanAddr() && v.Addr().Type().Implements(unmarshalerType) {
+		v.Addr().Interface().(Unmarshaler).UnmarshalStrictYAML(d, n, path)
+		return
+	}
+	if v.Kind() == reflect.Pointer {
+		if isNull(n) {
+			v.SetZero()
+			return
+		}
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		d.Decode(n, v.Elem(), path)
+		return
+	}
+	if v.Type() == durationType {
+		d.duration(n, v, path)
+		return
+	}
+	if v.CanAddr() && v.Addr().Type().Implements(textType) {
+		if !d.want(n, path, yaml.ScalarNode, "a string") {
+			return
+		}
+		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(n.Value)); err != nil {
+			d.Errorf(n, path, "%v", err)
+		}
+		return
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		d.structure(n, v, path)
+	case reflect.Map:
+		d.mapping(n, v, path)
+	case reflect.Slice:
+		d.sequence(n, v, path)
+	case reflect.String:
+		if d.want(n, path, yaml.ScalarNode, "a string") {
+			if n.Tag == "!!null" {
+				d.Errorf(n, path, "want a string, got null")
+				return
+			}
+			v.SetString(n.Value)
+		}
+	case reflect.Bool:
+		if !d.want(n, path, yaml.ScalarNode, "true or false") {
+			return
+		}
+		switch n.Value {
+		case "true":
+			v.SetBool(true)
+		case "false":
+			v.SetBool(false)
+		default:
+			d.Errorf(n, path, "want true or false, got %q", n.Value)
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if !d.want(n, path, yaml.ScalarNode, "an integer") {
+			return
+		}
+		i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 10, 64)
+		if err != nil || n.Tag != "!!int" || v.OverflowInt(i) {
+			d.Errorf(n, path, "want an integer, got %q", n.Value)
+			return
+		}
+		v.SetInt(i)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if !d.want(n, path, yaml.ScalarNode, "a non-negative integer") {
+			return
+		}
+		u, err := strconv.ParseUint(strings.ReplaceAll(n.Value, "_", ""), 10, 64)
+		if err != nil || n.Tag != "!!int" || v.OverflowUint(u) {
+			d.Errorf(n, path, "want a non-negative integer, got %q", n.Value)
+			return
+		}
+		v.SetUint(u)
+	case reflect.Float32, reflect.Float64:
+		if !d.want(n, path, yaml.ScalarNode, "a number") {
+			return
+		}
+		f, err := strconv.ParseFloat(n.Value, 64)
+		if err != nil || (n.Tag != "!!float" && n.Tag != "!!int") || math.IsNaN(f) || math.IsInf(f, 0) {
+			d.Errorf(n, path, "want a number, got %q", n.Value)
+			return
+		}
+		v.SetFloat(f)
+	case reflect.Interface:
+		d.anyValue(n, v, path)
+	default:
+		d.Errorf(n, path, "cannot decode into %s", v.Type())
+	}
+}
+
+func (d *Decoder) want(n *yaml.Node, path string, kind yaml.Kind, what string) bool {
+	if n.Kind == kind {
+		return true
+	}
+	d.Errorf(n, path, "want %s, got %s", what, describe(n))
+	return false
+}
+
+func (d *Decoder) duration(n *yaml.Node, v reflect.Value, path string) {
+	if !d.want(n, path, yaml.ScalarNode, "a duration such as 30s or 5m") {
+		return
+	}
+	dur, err := time.ParseDuration(n.Value)
+	if err != nil || dur < 0 {
+		d.Errorf(n, path, "want a duration such as 30s or 5m, got %q", n.Value)
+		return
+	}
+	v.SetInt(int64(dur))
+}
+
+type fieldInfo struct {
+	index []int
+	name  string
+}
+
+func structFields(t reflect.Type) map[string]fieldInfo {
+	fields := map[string]fieldInfo{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("yaml")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if f.Anonymous && strings.Contains(opts, "inline") {
+			for k, sub := range structFields(f.Type) {
+				sub.index = append([]int{i}, sub.index...)
+				fields[k] = sub
+			}
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		fields[name] = fieldInfo{index: []int{i}, name: name}
+	}
+	return fields
+}
+
+func (d *Decoder) structure(n *yaml.Node, v reflect.Value, path string) {
+	if isNull(n) {
+		return
+	}
+	if !d.want(n, path, yaml.MappingNode, "a mapping") {
+		return
+	}
+	fields := structFields(v.Type())
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			d.Errorf(k, path, "keys must be plain strings")
+			continue
+		}
+		sub := join(path, k.Value)
+		if line, dup := seen[k.Value]; dup {
+			d.Errorf(k, sub, "duplicate key (first at line %d)", line)
+			continue
+		}
+		seen[k.Value] = k.Line
+		f, ok := fields[k.Value]
+		if !ok {
+			d.Errorf(k, sub, "unknown field %q; known fields: %s", k.Value, knownFields(fields))
+			continue
+		}
+		d.Decode(val, v.FieldByIndex(f.index), sub)
+	}
+}
+
+func knownFields(fields map[string]fieldInfo) string {
+	names := make([]string, 0, len(fields))
+	for k := range fields {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+func (d *Decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
+	if isNull(n) {
+		return
+	}
+	if !d.want(n, path, yaml.MappingNode, "a mapping") {
+		return
+	}
+	if v.Type().Key().Kind() != reflect.String {
+		d.Errorf(n, path, "cannot decode into %s", v.Type())
+		return
+	}
+	if v.IsNil() {
+		v.Set(reflect.MakeMapWithSize(v.Type(), len(n.Content)/2))
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			d.Errorf(k, path, "keys must be plain strings")
+			continue
+		}
+		sub := join(path, k.Value)
+		if line, dup := seen[k.Value]; dup {
+			d.Errorf(k, sub, "duplicate key (first at line %d)", line)
+			continue
+		}
+		seen[k.Value] = k.Line
+		elem := reflect.New(v.Type().Elem()).Elem()
+		d.Decode(val, elem, sub)
+		key := reflect.New(v.Type().Key()).Elem()
+		key.SetString(k.Value)
+		v.SetMapIndex(key, elem)
+	}
+}
+
+func (d *Decoder) sequence(n *yaml.Node, v reflect.Value, path string) {
+	if isNull(n) {
+		return
+	}
+	if !d.want(n, path, yaml.SequenceNode, "a list") {
+		return
+	}
+	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+	for i, item := range n.Content {
+		d.Decode(item, s.Index(i), fmt.Sprintf("%s[%d]", path, i))
+	}
+	v.Set(s)
+}
+
+// anyValue decodes free-form data (a task's input) into JSON-compatible Go values:
+// map[string]any, []any, string, float64 or int64, bool and nil.
+func (d *Decoder) anyValue(n *yaml.Node, v reflect.Value, path string) {
+	val, ok := d.plain(n, path)
+	if ok && val != nil {
+		v.Set(reflect.ValueOf(val))
+	}
+}
+
+func (d *Decoder) plain(n *yaml.Node, path string) (any, bool) {
+	d.pos.lines[path] = n.Line
+	if n.Kind == yaml.AliasNode || n.Anchor != "" {
+		d.Errorf(n, path, "anchors and aliases are not allowed")
+		return nil, false
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		m := make(map[string]any, len(n.Content)/2)
+		ok := true
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind != yaml.ScalarNode {
+				d.Errorf(k, path, "keys must be plain strings")
+				ok = false
+				continue
+			}
+			sub := join(path, k.Value)
+			if _, dup := m[k.Value]; dup {
+				d.Errorf(k, sub, "duplicate key")
+				ok = false
+				continue
+			}
+			val, vok := d.plain(n.Content[i+1], sub)
+			ok = ok && vok
+			m[k.Value] = val
+		}
+		return m, ok
+	case yaml.SequenceNode:
+		s := make([]any, len(n.Content))
+		ok := true
+		for i, item := range n.Content {
+			val, vok := d.plain(item, fmt.Sprintf("%s[%d]", path, i))
+			ok = ok && vok
+			s[i] = val
+		}
+		return s, ok
+	case yaml.ScalarNode:
+		switch n.Tag {
+		case "!!null":
+			return nil, true
+		case "!!bool":
+			return n.Value == "true", n.Value == "true" || n.Value == "false" || d.bad(n, path, "want true or false")
+		case "!!int":
+			i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 10, 64)
+			if err != nil {
+				return nil, d.bad(n, path, "integer out of range")
+			}
+			return i, true
+		case "!!float":
+			f, err := strconv.ParseFloat(n.Value, 64)
+			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+				return nil, d.bad(n, path, "want a finite number")
+			}
+			return f, true
+		case "!!str", "":
+			return n.Value, true
+		default:
+			return nil, d.bad(n, path, "unsupported type "+n.Tag)
+		}
+	}
+	return nil, d.bad(n, path, "unsupported value")
+}
+
+func (d *Decoder) bad(n *yaml.Node, path, msg string) bool {
+	d.Errorf(n, path, "%s, got %q", msg, n.Value)
+	return false
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "null"
+		}
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "something else"
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func yamlErrLine(err error) int {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		return 0
+	}
+	var line int
+	if _, scanErr := fmt.Sscanf(strings.TrimPrefix(err.Error(), "yaml: "), "line %d:", &line); scanErr == nil {
+		return line
+	}
+	return 0
+}
+
+func cleanYAMLErr(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if i := strings.Index(msg, ": "); i >= 0 && strings.HasPrefix(msg, "line ") {
+		msg = msg[i+2:]
+	}
+	return "invalid YAML: " + msg
+}
