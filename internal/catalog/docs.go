@@ -94,4 +94,3 @@ func ParseEnvDoc(b []byte) (EnvDoc, error) {
 	}
 	return raw.EnvDoc, nil
 }
-

@@ -226,4 +226,3 @@ func newEnvShowCmd(f *Factory) *cobra.Command {
 	addOutputFlag(cmd, &output)
 	return cmd
 }
-
