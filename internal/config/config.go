@@ -27,6 +27,7 @@ type Config struct {
 	Home string `yaml:"-"`
 
 	Catalog Catalog `yaml:"catalog"`
+	Audit   Audit   `yaml:"audit"`
 }
 
 // Catalog holds catalog limits.
