@@ -35,10 +35,11 @@ func ParseGrants(file string, src []byte, files []File) (Grants, error) {
 		return g, fmt.Errorf("%s is larger than %d bytes", file, maxCapabilityFileSize)
 	}
 	pos, err := strictyaml.Decode(file, src, &g)
-	if err != nil {
+	// Keep checking what did decode, so every problem is reported at once.
+	errs, ok := strictyaml.Collect(err)
+	if !ok {
 		return g, err
 	}
-	var errs strictyaml.Errors
 	seen := map[string]bool{}
 	for i, t := range g.Tools {
 		p := fmt.Sprintf("tools[%d]", i)
@@ -75,6 +76,7 @@ func ParseGrants(file string, src []byte, files []File) (Grants, error) {
 		}
 	}
 	if len(errs) > 0 {
+		errs.Sort()
 		return g, errs
 	}
 	g.Tools = nonNil(g.Tools)

@@ -152,7 +152,7 @@ func readSecrets(cmd *cobra.Command, f *Factory, specs []string) (map[string][]b
 			}
 			val = trimNewline(b)
 		default:
-			return nil, &literalSecretError{key: k}
+			return nil, &usageError{err: &literalSecretError{key: k}, cmd: cmd}
 		}
 		if len(val) > maxSecretInput {
 			return nil, fmt.Errorf("--secret %s: over %d bytes", k, maxSecretInput)

@@ -300,8 +300,13 @@ func newSubagentShowCmd(f *Factory) *cobra.Command {
 				fmt.Fprintf(w, "  %s@%s\n", p.Name, p.Digest)
 			}
 			fmt.Fprintf(w, "system prompt:\n")
-			for _, line := range strings.Split(strings.TrimRight(doc.SystemPrompt, "\n"), "\n") {
-				fmt.Fprintf(w, "  %s\n", line)
+			if doc.SystemPrompt == "" {
+				fmt.Fprintf(w, "  (none)\n")
+			}
+			if doc.SystemPrompt != "" {
+				for _, line := range strings.Split(strings.TrimRight(doc.SystemPrompt, "\n"), "\n") {
+					fmt.Fprintf(w, "  %s\n", line)
+				}
 			}
 			return nil
 		},

@@ -67,10 +67,11 @@ func Parse(file string, src []byte) (*Manifest, *strictyaml.Positions, error) {
 	}
 	var m Manifest
 	pos, err := strictyaml.Decode(file, src, &m)
-	if err != nil {
+	// Keep checking what did decode, so every problem is reported at once.
+	errs, ok := strictyaml.Collect(err)
+	if !ok {
 		return nil, pos, err
 	}
-	var errs strictyaml.Errors
 	if m.Version != 1 {
 		errs = append(errs, pos.Errorf("version", "want version: 1, got %d", m.Version))
 	}
@@ -116,6 +117,7 @@ func Parse(file string, src []byte) (*Manifest, *strictyaml.Positions, error) {
 		}
 	}
 	if len(errs) > 0 {
+		errs.Sort()
 		return nil, pos, errs
 	}
 	return &m, pos, nil

@@ -8,9 +8,11 @@
 package strictyaml
 
 import (
+	"bytes"
 	"encoding"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"sort"
@@ -58,6 +60,30 @@ func (es Errors) Error() string {
 		lines[i] = e.Error()
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Sort orders errors by file and line, keeping the order of errors on the same line.
+func (es Errors) Sort() {
+	sort.SliceStable(es, func(i, j int) bool {
+		if es[i].File != es[j].File {
+			return es[i].File < es[j].File
+		}
+		return es[i].Line < es[j].Line
+	})
+}
+
+// Collect returns the per-field errors of a [Decode] error so a caller can add its own checks
+// to them. ok is false when err is something else (invalid YAML) and checking further makes no
+// sense.
+func Collect(err error) (errs Errors, ok bool) {
+	if err == nil {
+		return nil, true
+	}
+	var es Errors
+	if errors.As(err, &es) && (len(es) == 0 || !strings.HasPrefix(es[0].Msg, "invalid YAML")) {
+		return es, true
+	}
+	return nil, false
 }
 
 // Positions maps a decoded path to the line it came from, so checks made after decoding can
@@ -110,9 +136,21 @@ type Decoder struct {
 // fields tagged "-" are never set. An empty document leaves out unchanged.
 func Decode(file string, src []byte, out any) (*Positions, error) {
 	d := &Decoder{pos: &Positions{file: file, lines: map[string]int{}}}
+	dec := yaml.NewDecoder(bytes.NewReader(src))
 	var doc yaml.Node
-	if err := yaml.Unmarshal(src, &doc); err != nil {
+	if err := dec.Decode(&doc); err == io.EOF {
+		return d.pos, nil
+	} else if err != nil {
 		return d.pos, Errors{{File: file, Line: yamlErrLine(err), Msg: cleanYAMLErr(err)}}
+	}
+	// A second document would be silently ignored by a reader that stops after the first, so
+	// two files pasted together are refused rather than half applied.
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err != io.EOF {
+		if err != nil {
+			return d.pos, Errors{{File: file, Line: yamlErrLine(err), Msg: cleanYAMLErr(err)}}
+		}
+		return d.pos, Errors{{File: file, Line: extra.Line, Msg: "a file holds one YAML document; found another"}}
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return d.pos, nil
@@ -137,11 +175,28 @@ var (
 	textType        = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
+// mark records line as the line of path unless path already has one: a mapping value is
+// marked with its key's line before it is decoded, since a block value starts on the next line.
+func (d *Decoder) mark(path string, line int) {
+	if _, ok := d.pos.lines[path]; !ok {
+		d.pos.lines[path] = line
+	}
+}
+
+// errorAt records an error about the value at path on the line recorded for path.
+func (d *Decoder) errorAt(n *yaml.Node, path, format string, args ...any) {
+	line := n.Line
+	if l, ok := d.pos.lines[path]; ok {
+		line = l
+	}
+	d.errs = append(d.errs, Error{File: d.pos.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
 // Decode decodes n into v (settable), recording errors rather than stopping.
 func (d *Decoder) Decode(n *yaml.Node, v reflect.Value, path string) {
-	d.pos.lines[path] = n.Line
+	d.mark(path, n.Line)
 	if n.Kind == yaml.AliasNode || n.Anchor != "" {
-		d.Errorf(n, path, "anchors and aliases are not allowed")
+		d.errorAt(n, path, "anchors and aliases are not allowed")
 		return
 	}
 	if v.CanAddr() && v.Addr().Type().Implements(unmarshalerType) {
@@ -240,7 +295,7 @@ func (d *Decoder) want(n *yaml.Node, path string, kind yaml.Kind, what string) b
 	if n.Kind == kind {
 		return true
 	}
-	d.Errorf(n, path, "want %s, got %s", what, describe(n))
+	d.errorAt(n, path, "want %s, got %s", what, describe(n))
 	return false
 }
 
@@ -299,8 +354,7 @@ func (d *Decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			d.Errorf(k, path, "keys must be plain strings")
+		if !d.key(k, path) {
 			continue
 		}
 		sub := join(path, k.Value)
@@ -309,6 +363,7 @@ func (d *Decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 			continue
 		}
 		seen[k.Value] = k.Line
+		d.mark(sub, k.Line)
 		f, ok := fields[k.Value]
 		if !ok {
 			d.Errorf(k, sub, "unknown field %q; known fields: %s", k.Value, knownFields(fields))
@@ -344,8 +399,7 @@ func (d *Decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			d.Errorf(k, path, "keys must be plain strings")
+		if !d.key(k, path) {
 			continue
 		}
 		sub := join(path, k.Value)
@@ -354,6 +408,7 @@ func (d *Decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 			continue
 		}
 		seen[k.Value] = k.Line
+		d.mark(sub, k.Line)
 		elem := reflect.New(v.Type().Elem()).Elem()
 		d.Decode(val, elem, sub)
 		key := reflect.New(v.Type().Key()).Elem()
@@ -386,9 +441,9 @@ func (d *Decoder) anyValue(n *yaml.Node, v reflect.Value, path string) {
 }
 
 func (d *Decoder) plain(n *yaml.Node, path string) (any, bool) {
-	d.pos.lines[path] = n.Line
+	d.mark(path, n.Line)
 	if n.Kind == yaml.AliasNode || n.Anchor != "" {
-		d.Errorf(n, path, "anchors and aliases are not allowed")
+		d.errorAt(n, path, "anchors and aliases are not allowed")
 		return nil, false
 	}
 	switch n.Kind {
@@ -397,8 +452,7 @@ func (d *Decoder) plain(n *yaml.Node, path string) (any, bool) {
 		ok := true
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
-			if k.Kind != yaml.ScalarNode {
-				d.Errorf(k, path, "keys must be plain strings")
+			if !d.key(k, path) {
 				ok = false
 				continue
 			}
@@ -408,6 +462,7 @@ func (d *Decoder) plain(n *yaml.Node, path string) (any, bool) {
 				ok = false
 				continue
 			}
+			d.mark(sub, k.Line)
 			val, vok := d.plain(n.Content[i+1], sub)
 			ok = ok && vok
 			m[k.Value] = val
@@ -452,6 +507,20 @@ func (d *Decoder) plain(n *yaml.Node, path string) (any, bool) {
 func (d *Decoder) bad(n *yaml.Node, path, msg string) bool {
 	d.Errorf(n, path, "%s, got %q", msg, n.Value)
 	return false
+}
+
+// key reports whether k is a usable mapping key: a scalar without an anchor (an anchored key
+// could only be there to be aliased, and aliases are refused).
+func (d *Decoder) key(k *yaml.Node, path string) bool {
+	switch {
+	case k.Kind != yaml.ScalarNode:
+		d.Errorf(k, path, "keys must be plain strings")
+		return false
+	case k.Anchor != "":
+		d.Errorf(k, path, "anchors and aliases are not allowed")
+		return false
+	}
+	return true
 }
 
 func isNull(n *yaml.Node) bool {

@@ -1,0 +1,32 @@
+package cli_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/agora-dev/agora/internal/cli"
+)
+
+// TestMain lets the test binary act as the agora binary: testscript runs it as a real
+// process for every `exec agora` in the scripts.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"agora": func() { os.Exit(cli.Main()) },
+	})
+}
+
+// TestScripts drives the real command line end to end: every script in testdata/script gets
+// its own AGORA_HOME and HOME.
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata/script",
+		RequireExplicitExec: true,
+		Setup: func(e *testscript.Env) error {
+			e.Setenv("AGORA_HOME", e.WorkDir+"/.agora")
+			e.Setenv("HOME", e.WorkDir+"/home")
+			return os.MkdirAll(e.WorkDir+"/home", 0o700)
+		},
+	})
+}
