@@ -1,0 +1,113 @@
+// Package compute owns the seam between dispatch and the places a worker can run: a [Spec]
+// describes one sandboxed process, a [Provider] starts it and can cancel it later (from any
+// process), and [Exit] reports how it ended and which isolation actually applied.
+//
+// compute runs on the host side. It knows nothing about catalogs, dispatch records or
+// secrets' values: secrets reach the worker only as open files in [Spec.Files], never in
+// argv or the environment. Implementations live in subpackages (local, docker, kubernetes)
+// and never import each other.
+package compute
+
+import (
+	"context"
+	"io"
+	"os"
+	"time"
+)
+
+// Bind makes the host path Src visible inside the sandbox at Dst. It is read-only unless
+// Writable is set.
+type Bind struct {
+	Src, Dst string
+	Writable bool
+}
+
+// Limits bounds one sandboxed process tree. A zero field takes the provider's default.
+type Limits struct {
+	// Timeout is the wall-clock budget; at the deadline the whole process tree is killed
+	// and [Exit.TimedOut] is set. 0 means no timeout.
+	Timeout time.Duration
+	// MaxProcs caps the number of processes (RLIMIT_NPROC, and a cgroup pids.max where
+	// available). 0 means the provider default (256 for local).
+	MaxProcs int
+	// FileSize caps the size of any file the sandbox writes, in bytes (RLIMIT_FSIZE).
+	// 0 means the provider default (1 GiB for local).
+	FileSize int64
+	// Memory caps memory in bytes: the address space (RLIMIT_AS) and, where a writable
+	// cgroup v2 with the memory controller exists, memory.max. 0 means the provider
+	// default (4 GiB for local).
+	Memory int64
+}
+
+// Spec describes one sandboxed process. Paths in Argv, Dir and Bind.Dst are as seen
+// inside the sandbox.
+type Spec struct {
+	// ID is the dispatch id; providers use it in names (cgroups, containers, jobs).
+	ID string
+	// Argv is the program and its arguments. Argv[0] is resolved with the PATH in Env.
+	Argv []string
+	// Env is the complete environment inside the sandbox: nothing is inherited from the
+	// host. Providers add only PWD (set to Dir).
+	Env []string
+	// Dir is the working directory inside the sandbox ("/" when empty).
+	Dir string
+	// Binds are applied in order, after the provider's read-only system binds.
+	Binds []Bind
+	// Files are inherited by the process as fd 3, 4, ... in order. Secrets MUST travel
+	// this way, never in Argv or Env.
+	Files []*os.File
+	// Network keeps the host network. When false the sandbox has its own network
+	// namespace with only a loopback interface and no route out.
+	Network bool
+	Limits  Limits
+	// Stdout and Stderr receive the process output as it is written; nil discards it.
+	// Callers cap and redact.
+	Stdout, Stderr io.Writer
+	// Sandbox selects the isolation: "bwrap" (the default when empty) or "none", an
+	// explicit escape that runs the process unisolated with only the limits and the clean
+	// environment.
+	Sandbox string
+}
+
+// Sandbox kinds for [Spec.Sandbox].
+const (
+	SandboxBwrap = "bwrap"
+	SandboxNone  = "none"
+)
+
+// Exit reports how a sandboxed process ended.
+type Exit struct {
+	// Code is the exit status, or -1 when the process was killed by a signal.
+	Code int
+	// Signal names the signal that killed the process ("killed" for SIGKILL), if any.
+	Signal string
+	// TimedOut is set when [Limits.Timeout] expired and the tree was killed.
+	TimedOut bool
+	// Cancelled is set when the start context was cancelled or the provider that started
+	// the process was asked to cancel it.
+	Cancelled bool
+	// Duration is the wall-clock time from start to exit.
+	Duration time.Duration
+	// Isolation records what applied, as "+"-joined tokens, e.g. "bwrap+rlimits+cgroup",
+	// or exactly "none" for the unisolated escape. Each provider documents its tokens.
+	Isolation string
+}
+
+// Handle is one started process.
+type Handle interface {
+	// TaskID identifies the process for [Provider.Cancel], from any process on the host
+	// the provider targets. It is safe to store in a dispatch record.
+	TaskID() string
+	// Wait blocks until the process tree is gone and returns how it ended. It may be
+	// called more than once and returns the same result.
+	Wait() (Exit, error)
+}
+
+// Provider runs [Spec]s.
+type Provider interface {
+	// Start starts s and returns once it runs. Cancelling ctx kills the process tree.
+	Start(ctx context.Context, s Spec) (Handle, error)
+	// Cancel kills the process tree named by taskID. It MUST be idempotent: cancelling a
+	// task that already ended returns nil, and a stale taskID never harms another process.
+	Cancel(ctx context.Context, taskID string) error
+}

@@ -1,0 +1,89 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cancelPoll is how often Cancel checks its context while waiting for a task to die.
+const cancelPoll = 50 * time.Millisecond
+
+// Cancel kills the process tree named by taskID and returns once its leader has exited
+// (or ctx is done). It works from any process on this host: a task started by this
+// provider is killed through its monitor (and its Exit says Cancelled); any other is
+// found through /proc. Cancelling a task that has ended, or whose pid now names another
+// process, returns nil and signals nothing.
+func (p *Provider) Cancel(ctx context.Context, taskID string) error {
+	tid, err := parseTaskID(taskID)
+	if err != nil {
+		return fmt.Errorf("cancel: %w", err)
+	}
+	p.mu.Lock()
+	h := p.live[taskID]
+	p.mu.Unlock()
+	if h != nil {
+		h.requestCancel()
+		select {
+		case <-h.done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("cancel %s: %w", taskID, ctx.Err())
+		}
+	}
+	return cancelForeign(ctx, tid)
+}
+
+// cancelForeign kills a task this process did not start. A pidfd pins the process: the
+// start time read after opening it proves the pidfd names the task, and signals through
+// the pidfd cannot reach a later process with the same pid.
+func cancelForeign(ctx context.Context, tid taskID) error {
+	fd, err := unix.PidfdOpen(tid.pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cancel %s: open pidfd: %w", tid, err)
+	}
+	defer unix.Close(fd)
+	st, err := readProcStat(tid.pid)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && st.start != tid.start) {
+		return nil // ended, and the pid may name another process now
+	}
+	if err != nil {
+		return fmt.Errorf("cancel %s: %w", tid, err)
+	}
+	if st.session != tid.pid || st.pgrp != tid.pid {
+		return fmt.Errorf("cancel %s: pid %d does not lead its own session, so it is no sandbox of ours", tid, tid.pid)
+	}
+	killCgroupOf(tid.pid)
+	// The leader is alive (or a zombie) and verified, so its pid cannot have been reused
+	// as another group's id yet. The window between the check and this kill is the only
+	// residual race, and the pidfd signal below does not depend on it.
+	_ = unix.Kill(-tid.pid, unix.SIGKILL)
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("cancel %s: signal: %w", tid, err)
+	}
+	return waitPidfd(ctx, fd, tid)
+}
+
+// waitPidfd waits until the process behind fd has exited.
+func waitPidfd(ctx context.Context, fd int, tid taskID) error {
+	for {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(cancelPoll/time.Millisecond))
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("cancel %s: wait: %w", tid, err)
+		}
+		if n > 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("cancel %s: %w", tid, err)
+		}
+	}
+}

@@ -1,0 +1,64 @@
+// Package local runs one worker process on this machine inside a bubblewrap (bwrap)
+// sandbox, with resource limits, a wall-clock deadline and a cancel that works from any
+// process. It implements [compute.Provider].
+//
+// local runs on the host side. It owns the sandbox construction (namespaces, binds,
+// environment, inherited files), the limits (rlimits, cgroup v2) and the killing of the
+// whole process tree. It MUST NEVER put environment values or secrets in any argv (bwrap's
+// own argv is readable in /proc/PID/cmdline), never let the host environment leak into the
+// sandbox, and never kill a process it cannot prove it started. It knows nothing about
+// catalogs or dispatch records.
+//
+// # Sandbox
+//
+// With [compute.SandboxBwrap] the process gets fresh user, mount, pid, ipc, uts, cgroup and
+// (unless [compute.Spec.Network]) network namespaces, runs as uid/gid 65534 inside with no
+// capabilities, NoNewPrivs and nested user namespaces disabled, sees a read-only /usr (and
+// the /bin, /lib, /sbin links), a minimal read-only /etc (passwd, group, hosts, localtime,
+// alternatives, ...; the TLS trust store and resolv.conf only with network; never shadow,
+// private keys or gitconfig), fresh /proc, /dev and /tmp, then the spec's binds in order.
+// All bwrap options travel on an inherited memfd (bwrap --args), so environment values
+// never appear in bwrap's argv, and bwrap itself starts with an empty environment (an
+// LD_PRELOAD in an env bundle cannot reach it); --clearenv and --setenv then build the
+// sandbox's environment. Descriptors the provider process holds are marked close-on-exec
+// before each start, so only the spec's files reach the sandbox.
+//
+// # Limits
+//
+// The command never runs without its rlimits (RLIMIT_NPROC, RLIMIT_FSIZE, RLIMIT_AS, and
+// RLIMIT_CORE=0), soft and hard alike:
+//
+//   - bwrap is started with --block-fd: it builds the whole sandbox, then waits. The
+//     provider reads the sandbox process's pid from --info-fd, applies the limits to it
+//     with prlimit(2) and only then lets it fork the command, which inherits them.
+//   - With [Options.RunAs] that would need CAP_SYS_RESOURCE, so prlimit(1) (util-linux)
+//     runs first inside the sandbox, limits itself and execs the command.
+//   - With [compute.SandboxNone] the command is started through prlimit(1) the same way.
+//
+// Set inside the sandbox's user namespace, RLIMIT_NPROC counts the sandbox's processes
+// only. The kernel never enforces RLIMIT_NPROC for host uid 0, so a root provider
+// enforces MaxProcs only through a cgroup pids.max or by running the sandbox as another
+// host user ([Options.RunAs]); Exit.Isolation says "nproc-unenforced" when neither applied.
+//
+// When a writable cgroup v2 hierarchy exists, each task gets its own cgroup
+// (agora-<id>-<random>), entered atomically at clone time (CLONE_INTO_CGROUP), with
+// memory.max and pids.max when the parent delegates those controllers; the tree is then
+// killed through cgroup.kill, and the cgroup is removed after the task ends.
+//
+// # Isolation tokens
+//
+// Exit.Isolation is "none" for the unisolated escape (which still gets the limits, the
+// clean environment and a cgroup when possible), otherwise "bwrap+rlimits" followed by
+// "+cgroup" (own cgroup, killed with cgroup.kill), "+memory.max", "+pids.max" and
+// "+nproc-unenforced" as they applied.
+//
+// # Killing
+//
+// bwrap runs as the leader of its own session (its pid is the process group id) and with
+// --die-with-parent; its sandbox is a pid namespace whose init takes every process in it
+// down when it dies. A kill sends SIGKILL to the cgroup (cgroup.kill) and to the process
+// group; in a sandbox that is the whole tree. When the command exits, whatever it left
+// running is killed the same way. The task id is "local:<pid>:<start time>" (field 22 of
+// /proc/<pid>/stat), so [Provider.Cancel] in another process can check, through a pidfd,
+// that the pid still names the same process before it signals anything.
+package local

@@ -1,0 +1,68 @@
+package local
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/compute"
+)
+
+func TestProvider_Start_ForkBombIsContained(t *testing.T) {
+	requireBwrap(t)
+	opts := Options{}
+	if os.Getuid() == 0 {
+		// The kernel never enforces RLIMIT_NPROC for host root; run the sandbox as
+		// nobody on the host, as a root provider should.
+		opts.RunAs = &HostUser{UID: 65534, GID: 65534}
+	}
+	p := newProvider(t, opts)
+	const maxProcs = 64
+	marker := sleepMarker(t)
+	// Every iteration forks a subshell that forks a sleep; failures are ignored so the
+	// loop keeps pushing against the limit until the timeout.
+	script := "while :; do (sleep " + marker + " &) 2>/dev/null; done"
+	var out syncBuffer
+	h, err := p.Start(t.Context(), compute.Spec{
+		ID: "bomb", Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"},
+		Stdout: &out, Stderr: &out,
+		Limits: compute.Limits{MaxProcs: maxProcs, Timeout: 3 * time.Second},
+	})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	peak := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.Wait()
+	}()
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		case <-time.After(20 * time.Millisecond):
+			peak = max(peak, sleepsWith(marker))
+		}
+	}
+	exit, _ := h.Wait()
+	if !exit.TimedOut {
+		t.Errorf("exit = %+v, want the bomb ended by the timeout", exit)
+	}
+	// The sleeps share the limit with bwrap's init, the shell and its subshells,
+	// so they alone stay below it.
+	if peak >= maxProcs {
+		t.Errorf("peak of %d sandbox sleeps exceeds MaxProcs %d", peak, maxProcs)
+	}
+	if peak < maxProcs/2 {
+		t.Errorf("peak of %d sandbox sleeps: the bomb never reached the limit", peak)
+	}
+	t.Logf("peak %d sleeps under MaxProcs %d; isolation %s", peak, maxProcs, exit.Isolation)
+	if left := procsWith(marker); len(left) > 0 {
+		t.Errorf("processes left after the bomb: %d", len(left))
+	}
+	if err := exec.Command("true").Run(); err != nil {
+		t.Errorf("host cannot fork after the bomb: %v", err)
+	}
+}

@@ -1,0 +1,174 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/agora-dev/agora/internal/compute"
+)
+
+// ErrNoSandbox means a spec asked for bubblewrap and it is not installed (or not usable)
+// here. The provider refuses rather than run the worker unisolated; running without a
+// sandbox needs Sandbox "none" explicitly.
+var ErrNoSandbox = errors.New("no sandbox: bubblewrap (bwrap) is not available; " +
+	"install it with `apt-get install bubblewrap` (Debian/Ubuntu), " +
+	"`dnf install bubblewrap` (Fedora/RHEL) or `pacman -S bubblewrap` (Arch)")
+
+// ErrNoPrlimit means prlimit(1) is needed but missing (or, inside a bwrap sandbox, not
+// under /usr), so the limits could not be applied; the provider refuses rather than run
+// without them.
+var ErrNoPrlimit = errors.New("prlimit(1) is not available to apply limits; " +
+	"install it with `apt-get install util-linux`")
+
+// HostUser is a host uid and gid.
+type HostUser struct {
+	UID, GID uint32
+}
+
+// Options configure a [Provider]. The zero value is usable.
+type Options struct {
+	// BwrapPath is the bubblewrap binary. Empty means "bwrap" looked up in PATH.
+	BwrapPath string
+	// PrlimitPath is prlimit(1) (util-linux), which applies the limits for Sandbox "none"
+	// and, with RunAs, inside bwrap sandboxes (there it must resolve to a path under /usr,
+	// which the sandbox sees too). Empty means "prlimit" looked up in PATH.
+	PrlimitPath string
+	// RunAs, when set, runs bwrap and everything under it as this host user instead of
+	// the provider's own; it requires a root provider. The sandbox still sees uid 65534.
+	// Every bind source MUST be reachable by this user, and writable binds writable by it.
+	// A root provider should set it: the kernel never enforces RLIMIT_NPROC for host
+	// root, and an escaped process is then not root on the host.
+	RunAs *HostUser
+	// CgroupParent is the cgroup v2 directory under which each task gets its own cgroup.
+	// Empty means the provider's own cgroup. memory.max and pids.max apply only when this
+	// cgroup delegates the memory and pids controllers (its cgroup.subtree_control).
+	CgroupParent string
+	// NoCgroup disables task cgroups.
+	NoCgroup bool
+}
+
+// Provider starts sandboxed processes on this machine. It is safe for concurrent use.
+type Provider struct {
+	bwrap, bwrapErr string
+	prlimit         string
+	runAs           *HostUser
+	cgroupParent    string
+	system          []string
+	mu              sync.Mutex
+	live            map[string]*handle // guarded by mu: tasks started here and still running
+}
+
+var _ compute.Provider = (*Provider)(nil)
+
+// New builds a provider. A missing bwrap is not an error here: Start refuses specs that
+// need it with [ErrNoSandbox].
+func New(opts Options) (*Provider, error) {
+	p := &Provider{runAs: opts.RunAs, live: make(map[string]*handle)}
+	if opts.RunAs != nil && os.Geteuid() != 0 {
+		return nil, errors.New("new local provider: RunAs needs a root provider")
+	}
+	bwrap := opts.BwrapPath
+	if bwrap == "" {
+		bwrap = "bwrap"
+	}
+	if path, err := exec.LookPath(bwrap); err != nil {
+		p.bwrapErr = fmt.Sprintf("bwrap %q: %v", bwrap, err)
+	} else {
+		p.bwrap = path
+	}
+	prl := opts.PrlimitPath
+	if prl == "" {
+		prl = "prlimit"
+	}
+	if path, err := exec.LookPath(prl); err == nil {
+		// Resolved, so that a /bin/prlimit on a merged-/usr host is run as the
+		// /usr/bin/prlimit that the sandbox also sees.
+		if real, err := filepath.EvalSymlinks(path); err == nil {
+			p.prlimit = real
+		}
+	}
+	switch {
+	case opts.NoCgroup:
+	case opts.CgroupParent != "":
+		if err := checkPath(opts.CgroupParent); err != nil {
+			return nil, fmt.Errorf("new local provider: cgroup parent: %v", err)
+		}
+		p.cgroupParent = opts.CgroupParent
+	default:
+		p.cgroupParent = detectCgroupParent()
+	}
+	p.system = systemOptions("/")
+	return p, nil
+}
+
+// Start validates s and starts it. It returns once the command runs with its limits in
+// place; the returned handle's Wait reports how it ended. Cancelling ctx kills the whole
+// process tree.
+func (p *Provider) Start(ctx context.Context, s compute.Spec) (compute.Handle, error) {
+	if err := validateSpec(s); err != nil {
+		return nil, fmt.Errorf("start %q: %w", s.ID, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("start %q: %w", s.ID, err)
+	}
+	var (
+		h   *handle
+		err error
+	)
+	if s.Sandbox == compute.SandboxNone {
+		if p.prlimit == "" {
+			return nil, fmt.Errorf("start %q: %w", s.ID, ErrNoPrlimit)
+		}
+		h, err = p.startNone(s)
+	} else {
+		if p.bwrap == "" {
+			return nil, fmt.Errorf("start %q: %s: %w", s.ID, p.bwrapErr, ErrNoSandbox)
+		}
+		if p.runAs != nil && !strings.HasPrefix(p.prlimit, "/usr/") {
+			return nil, fmt.Errorf("start %q: prlimit %q is not under /usr, so the sandbox cannot run it: %w", s.ID, p.prlimit, ErrNoPrlimit)
+		}
+		h, err = p.startBwrap(ctx, s)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start %q: %w", s.ID, err)
+	}
+	p.mu.Lock()
+	p.live[h.TaskID()] = h
+	p.mu.Unlock()
+	go h.monitor(ctx, s.Limits.Timeout, func() {
+		p.mu.Lock()
+		delete(p.live, h.TaskID())
+		p.mu.Unlock()
+	})
+	return h, nil
+}
+
+var (
+	availableOnce sync.Once
+	availableErr  error
+)
+
+// Available reports whether bubblewrap works on this machine: it runs
+// `bwrap --unshare-all --ro-bind / / true` once and caches the answer. The error wraps
+// [ErrNoSandbox].
+func Available() error {
+	availableOnce.Do(func() {
+		path, err := exec.LookPath("bwrap")
+		if err != nil {
+			availableErr = fmt.Errorf("check sandbox: %w", ErrNoSandbox)
+			return
+		}
+		cmd := exec.Command(path, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true")
+		cmd.Env = []string{}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			availableErr = fmt.Errorf("check sandbox: %s does not work here (%v: %.200s): %w", path, err, out, ErrNoSandbox)
+		}
+	})
+	return availableErr
+}

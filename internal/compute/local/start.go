@@ -1,0 +1,258 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agora-dev/agora/internal/compute"
+)
+
+const (
+	// pipeDrainDelay bounds how long Wait keeps copying output after the process tree is
+	// gone, in case something outside the tree still holds the pipes.
+	pipeDrainDelay = 5 * time.Second
+	// setupTimeout bounds bwrap's own setup (namespaces, mounts) before the command runs.
+	setupTimeout = 30 * time.Second
+	// maxInfoSize caps what is read from bwrap's --info-fd.
+	maxInfoSize = 64 << 10
+)
+
+// errGone means the blocked sandbox process died during setup; bwrap then exits with its
+// own message and status, which Wait reports.
+var errGone = errors.New("sandbox process is gone")
+
+// startBwrap starts bwrap and makes sure the command never runs without its limits, in
+// one of two race-free ways:
+//
+//   - By default bwrap gets --block-fd: it builds the whole sandbox, then waits. The
+//     provider reads the sandbox process's pid from --info-fd, applies the rlimits to it
+//     with prlimit(2), and only then releases it to fork the command, which inherits them.
+//   - With [Options.RunAs] the sandbox belongs to another host user, and prlimit(2) on it
+//     would need CAP_SYS_RESOURCE, which containers commonly drop. prlimit(1) then runs
+//     first inside the sandbox, sets the limits on itself and execs the command.
+//
+// Either way the limits are set inside the sandbox's user namespace, so RLIMIT_NPROC
+// counts the sandbox's processes only.
+func (p *Provider) startBwrap(ctx context.Context, s compute.Spec) (*handle, error) {
+	l := resolveLimits(s.Limits)
+	fds := newFDLayout(len(s.Files))
+	blocked := p.runAs == nil
+	argv := s.Argv
+	if !blocked {
+		argv = prlimitArgv(p.prlimit, l, s.Argv)
+	}
+	argsFile, err := memFile("agora-bwrap-args", encodeArgs(bwrapOptions(s, p.system, fds, blocked)))
+	if err != nil {
+		return nil, err
+	}
+	defer argsFile.Close()
+	extra := append(append([]*os.File{}, s.Files...), argsFile)
+	var infoR, blockW *os.File
+	if blocked {
+		var infoW, blockR *os.File
+		if infoR, infoW, err = os.Pipe(); err != nil {
+			return nil, fmt.Errorf("create info pipe: %w", err)
+		}
+		defer infoR.Close()
+		defer infoW.Close()
+		if blockR, blockW, err = os.Pipe(); err != nil {
+			return nil, fmt.Errorf("create block pipe: %w", err)
+		}
+		defer blockR.Close()
+		defer blockW.Close()
+		extra = append(extra, infoW, blockR)
+	}
+	cg, err := p.makeCgroup(s.ID, l)
+	if err != nil {
+		return nil, err
+	}
+	cmd := p.command(bwrapArgv(p.bwrap, fds, argv), []string{}, "/", s, cg)
+	cmd.ExtraFiles = extra
+	h, err := p.launch(cmd, cg, p.isolation(compute.SandboxBwrap, cg))
+	if err != nil || !blocked {
+		return h, err
+	}
+	// Only bwrap holds the other ends now, so EOF on infoR means bwrap is done writing.
+	for _, f := range extra[len(s.Files):] {
+		_ = f.Close()
+	}
+	err = limitSandbox(ctx, infoR, h.pid, l)
+	if err == nil || errors.Is(err, errGone) {
+		// Release the sandbox. If it or bwrap is gone, no command can run and Wait
+		// reports bwrap's status; bwrap's message is on the spec's Stderr.
+		_, werr := blockW.Write([]byte{0})
+		if werr == nil || errors.Is(werr, syscall.EPIPE) {
+			return h, nil
+		}
+		err = fmt.Errorf("release sandbox: %w", werr)
+	}
+	h.abort()
+	return nil, fmt.Errorf("set up sandbox: %w", err)
+}
+
+// limitSandbox reads the pid of bwrap's sandbox process from the info pipe and applies the
+// rlimits to it while it waits on --block-fd.
+func limitSandbox(ctx context.Context, info *os.File, bwrapPID int, l limits) error {
+	deadline := time.Now().Add(setupTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = info.SetReadDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = info.SetReadDeadline(time.Now()) })
+	defer stop()
+	b, err := io.ReadAll(io.LimitReader(info, maxInfoSize))
+	if err != nil {
+		return fmt.Errorf("read bwrap info: %w", err)
+	}
+	var msg struct {
+		ChildPID int `json:"child-pid"`
+	}
+	if err := json.Unmarshal(b, &msg); err != nil || msg.ChildPID <= 0 {
+		return errors.New("bwrap exited before creating the sandbox (its message is on stderr)")
+	}
+	// The sandbox process is bwrap's only child: check the pid still names it.
+	st, err := readProcStat(msg.ChildPID)
+	if errors.Is(err, os.ErrNotExist) {
+		return errGone
+	}
+	if err != nil {
+		return fmt.Errorf("inspect sandbox pid %d: %w", msg.ChildPID, err)
+	}
+	if st.ppid != bwrapPID {
+		return fmt.Errorf("sandbox pid %d has parent %d, want bwrap %d", msg.ChildPID, st.ppid, bwrapPID)
+	}
+	if err := applyRlimits(msg.ChildPID, l); err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return errGone
+		}
+		return err
+	}
+	return nil
+}
+
+func (p *Provider) startNone(s compute.Spec) (*handle, error) {
+	l := resolveLimits(s.Limits)
+	cg, err := p.makeCgroup(s.ID, l)
+	if err != nil {
+		return nil, err
+	}
+	cmd := p.command(prlimitArgv(p.prlimit, l, s.Argv), sandboxEnv(s), workDir(s), s, cg)
+	cmd.ExtraFiles = append([]*os.File{}, s.Files...)
+	return p.launch(cmd, cg, compute.SandboxNone)
+}
+
+func (p *Provider) makeCgroup(id string, l limits) (*cgroup, error) {
+	if p.cgroupParent == "" {
+		return nil, nil
+	}
+	return newCgroup(p.cgroupParent, id, l)
+}
+
+// isolation names what applies to a task; see the package doc for the tokens.
+func (p *Provider) isolation(sandbox string, cg *cgroup) string {
+	if sandbox == compute.SandboxNone {
+		return compute.SandboxNone
+	}
+	t := []string{sandbox, "rlimits"}
+	if cg != nil {
+		t = append(t, "cgroup")
+		if cg.memoryMax {
+			t = append(t, "memory.max")
+		}
+		if cg.pidsMax {
+			t = append(t, "pids.max")
+		}
+	}
+	uid := os.Getuid()
+	if p.runAs != nil {
+		uid = int(p.runAs.UID)
+	}
+	if uid == 0 && (cg == nil || !cg.pidsMax) {
+		t = append(t, "nproc-unenforced")
+	}
+	return strings.Join(t, "+")
+}
+
+// command builds the exec.Cmd for argv. The process leads its own session, so its pid is
+// also its process group id, and dies with the provider's thread (Pdeathsig).
+func (p *Provider) command(argv, env []string, dir string, s compute.Spec, cg *cgroup) *exec.Cmd {
+	cmd := &exec.Cmd{
+		Path:      argv[0],
+		Args:      argv,
+		Env:       env,
+		Dir:       dir,
+		Stdout:    s.Stdout,
+		Stderr:    s.Stderr,
+		WaitDelay: pipeDrainDelay,
+	}
+	attr := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if cg != nil {
+		attr.UseCgroupFD = true
+		attr.CgroupFD = int(cg.fd.Fd())
+	}
+	if p.runAs != nil {
+		attr.Credential = &syscall.Credential{Uid: p.runAs.UID, Gid: p.runAs.GID, Groups: []uint32{}}
+	}
+	cmd.SysProcAttr = attr
+	return cmd
+}
+
+// launch starts cmd and wraps it in a handle. On failure nothing is left behind.
+func (p *Provider) launch(cmd *exec.Cmd, cg *cgroup, isolation string) (*handle, error) {
+	closeOnExecAll()
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
+		if cg != nil {
+			cg.remove()
+		}
+		return nil, fmt.Errorf("exec %s: %w", cmd.Path, err)
+	}
+	if cg != nil {
+		cg.closeFD()
+	}
+	h := &handle{
+		cmd:       cmd,
+		pid:       cmd.Process.Pid,
+		cg:        cg,
+		isolation: isolation,
+		started:   started,
+		cancelReq: make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	// The process is our unreaped child, so its /proc entry exists.
+	st, err := readProcStat(h.pid)
+	if err != nil {
+		h.abort()
+		return nil, fmt.Errorf("read start time of pid %d: %w", h.pid, err)
+	}
+	h.id = taskID{pid: h.pid, start: st.start}.String()
+	return h, nil
+}
+
+// memFile returns an anonymous in-memory file holding b, positioned at its start.
+func memFile(name string, b []byte) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", name, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write %s: %w", name, err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("rewind %s: %w", name, err)
+	}
+	return f, nil
+}

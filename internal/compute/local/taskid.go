@@ -1,0 +1,116 @@
+package local
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// taskIDPrefix starts every task id this provider hands out.
+const taskIDPrefix = "local:"
+
+// ErrBadTaskID means a task id is not one this provider produced.
+var ErrBadTaskID = errors.New("malformed local task id")
+
+// taskID names one process for [Provider.Cancel]: its pid and its start time in clock
+// ticks since boot (field 22 of /proc/<pid>/stat). The pair survives pid reuse: a reused
+// pid has a later start time.
+type taskID struct {
+	pid   int
+	start uint64
+}
+
+func (t taskID) String() string {
+	return fmt.Sprintf("%s%d:%d", taskIDPrefix, t.pid, t.start)
+}
+
+// parseTaskID parses "local:<pid>:<start>" in its one canonical form (decimal, no sign,
+// no leading zeros).
+func parseTaskID(s string) (taskID, error) {
+	rest, ok := strings.CutPrefix(s, taskIDPrefix)
+	if !ok {
+		return taskID{}, fmt.Errorf("parse task id %q: %w", s, ErrBadTaskID)
+	}
+	pidStr, startStr, ok := strings.Cut(rest, ":")
+	if !ok {
+		return taskID{}, fmt.Errorf("parse task id %q: %w", s, ErrBadTaskID)
+	}
+	pid, err1 := parseCanonicalUint(pidStr, 31)
+	start, err2 := parseCanonicalUint(startStr, 64)
+	if err1 != nil || err2 != nil || pid < 1 {
+		return taskID{}, fmt.Errorf("parse task id %q: %w", s, ErrBadTaskID)
+	}
+	return taskID{pid: int(pid), start: start}, nil
+}
+
+// parseCanonicalUint accepts only the canonical decimal form of an unsigned integer.
+func parseCanonicalUint(s string, bits int) (uint64, error) {
+	if s == "" || (len(s) > 1 && s[0] == '0') {
+		return 0, strconv.ErrSyntax
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, strconv.ErrSyntax
+		}
+	}
+	return strconv.ParseUint(s, 10, bits)
+}
+
+// procStat is the part of /proc/<pid>/stat this package needs.
+type procStat struct {
+	ppid, pgrp, session int
+	start               uint64
+}
+
+// readProcStat reads /proc/<pid>/stat.
+func readProcStat(pid int) (procStat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, err
+	}
+	return parseProcStat(b)
+}
+
+// parseProcStat parses a /proc/<pid>/stat line. The command name (field 2) is in
+// parentheses and may itself contain spaces and parentheses, so the fields are counted
+// from the last ')'.
+func parseProcStat(b []byte) (procStat, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, errors.New("parse proc stat: no command name")
+	}
+	// Fields after the name start at field 3 (state).
+	f := strings.Fields(string(b[i+1:]))
+	const (
+		ppidField    = 4
+		pgrpField    = 5
+		sessionField = 6
+		startField   = 22
+	)
+	if len(f) < startField-2 {
+		return procStat{}, fmt.Errorf("parse proc stat: %d fields, want at least %d", len(f)+2, startField)
+	}
+	field := func(n int) string { return f[n-3] }
+	var st procStat
+	var err error
+	var v uint64
+	if v, err = strconv.ParseUint(field(ppidField), 10, 31); err != nil {
+		return procStat{}, fmt.Errorf("parse proc stat: ppid: %w", err)
+	}
+	st.ppid = int(v)
+	if v, err = strconv.ParseUint(field(pgrpField), 10, 31); err != nil {
+		return procStat{}, fmt.Errorf("parse proc stat: pgrp: %w", err)
+	}
+	st.pgrp = int(v)
+	if v, err = strconv.ParseUint(field(sessionField), 10, 31); err != nil {
+		return procStat{}, fmt.Errorf("parse proc stat: session: %w", err)
+	}
+	st.session = int(v)
+	if st.start, err = strconv.ParseUint(field(startField), 10, 64); err != nil {
+		return procStat{}, fmt.Errorf("parse proc stat: start time: %w", err)
+	}
+	return st, nil
+}
