@@ -1,21 +1,27 @@
 // Package audit owns agora's append-only audit logs: one per database (agora.db, orch.db). An
-// entry is RFC 8785 canonical JSON, hashed as an RFC 6962 leaf, and appended in the SAME
-// transaction as the state change it records, so a change and its entry commit or vanish
-// together.
+// entry is RFC 8785 canonical JSON, hashed as an RFC 6962 leaf
+// (https://www.rfc-editor.org/rfc/rfc6962#section-2.1), and appended in the SAME transaction as
+// the state change it records, so a change and its entry commit or vanish together. The same
+// transaction stores every completed subtree of the Merkle tree, so inclusion and consistency
+// proofs are read, never recomputed from all leaves.
+//
+// A [Checkpointer] signs C2SP tlog-checkpoints (https://c2sp.org/tlog-checkpoint) of the tree,
+// only after checking the previous one is a prefix, and hands each to the configured anchors.
+// [Checkpointer.Export] builds the bundle that package verify checks offline.
 //
 // audit runs on the host side. Entries hold names, hashes and decisions: never secret values,
-// tokens or raw tool arguments.
+// tokens or raw tool arguments. The wire formats live in package verify, which imports no
+// database code; the anchors live in package anchor.
 package audit
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
 	"fmt"
 	"time"
 
+	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/jcs"
-	"github.com/agora-dev/agora/internal/store"
 )
 
 // Entry is what a caller records. Details MUST NOT contain secrets; put hashes of sensitive
@@ -26,24 +32,6 @@ type Entry struct {
 	Subject string         // what the entry is about: "capability/repo-tools", a dispatch id
 	Details map[string]any // canonical-JSON-encodable values only (see [jcs.Marshal])
 }
-
-// Migrations creates the tables of one log. Every database that carries a log includes them.
-var Migrations = []store.Migration{{
-	Name: "audit log",
-	SQL: `
-CREATE TABLE audit_entries (
-	seq       INTEGER PRIMARY KEY,  -- leaf index, from 0
-	at        TEXT NOT NULL,        -- RFC 3339 UTC
-	kind      TEXT NOT NULL,
-	subject   TEXT NOT NULL,
-	actor     TEXT NOT NULL,
-	entry     BLOB NOT NULL,        -- the canonical JSON exactly as hashed
-	leaf_hash BLOB NOT NULL         -- RFC 6962: SHA-256(0x00 || entry)
-);
-CREATE INDEX audit_entries_kind ON audit_entries(kind, seq);
-CREATE INDEX audit_entries_at ON audit_entries(at);
-`,
-}}
 
 // Log appends entries to the audit_entries table of one database.
 type Log struct {
@@ -59,20 +47,17 @@ func New(now func() time.Time) *Log {
 }
 
 // LeafHash is the RFC 6962 hash of a leaf: SHA-256(0x00 || data).
-func LeafHash(data []byte) []byte {
-	h := sha256.New()
-	h.Write([]byte{0})
-	h.Write(data)
-	return h.Sum(nil)
-}
+func LeafHash(data []byte) []byte { return verify.LeafHash(data) }
 
-// Append records e inside tx and returns its sequence number. The caller's transaction MUST be
-// the one that makes the change e describes.
+// Append records e inside tx and returns its sequence number, which is its leaf index. The
+// caller's transaction MUST be the one that makes the change e describes. The tree's new nodes
+// are stored in tx too: O(log n) rows read and written, whatever the log's size.
 func (l *Log) Append(ctx context.Context, tx *sql.Tx, e Entry) (int64, error) {
-	var seq int64
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq)+1, 0) FROM audit_entries`).Scan(&seq); err != nil {
-		return 0, fmt.Errorf("append audit entry: %w", err)
+	r, err := loadTree(ctx, tx)
+	if err != nil {
+		return 0, fmt.Errorf("append audit entry %s: %w", e.Kind, err)
 	}
+	seq := int64(r.End())
 	at := l.now().UTC().Format(time.RFC3339Nano)
 	details := e.Details
 	if details == nil {
@@ -89,10 +74,17 @@ func (l *Log) Append(ctx context.Context, tx *sql.Tx, e Entry) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("append audit entry %s: %w", e.Kind, err)
 	}
+	leaf := LeafHash(body)
 	if _, err := tx.ExecContext(ctx,
 		`INSERT INTO audit_entries(seq, at, kind, subject, actor, entry, leaf_hash) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		seq, at, e.Kind, e.Subject, e.Actor, body, LeafHash(body)); err != nil {
+		seq, at, e.Kind, e.Subject, e.Actor, body, leaf); err != nil {
 		return 0, fmt.Errorf("append audit entry %s: %w", e.Kind, err)
+	}
+	if err := appendLeaf(ctx, tx, r, leaf); err != nil {
+		return 0, err
+	}
+	if err := saveTree(ctx, tx, r); err != nil {
+		return 0, err
 	}
 	return seq, nil
 }

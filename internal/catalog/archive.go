@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -67,6 +68,10 @@ func ReadDir(root string, lim Limits) ([]File, error) {
 	if !info.IsDir() {
 		return nil, fmt.Errorf("read capability directory: %s is not a directory", root)
 	}
+	// WalkDir does not follow a symlink given as its root: it would report an empty capability.
+	if root, err = filepath.EvalSymlinks(root); err != nil {
+		return nil, fmt.Errorf("read capability directory: %w", err)
+	}
 	var files []File
 	var total int64
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -102,9 +107,9 @@ func ReadDir(root string, lim Limits) ([]File, error) {
 			if total > lim.MaxTotalSize {
 				return &SizeError{Size: total, Limit: lim.MaxTotalSize}
 			}
-			data, err := os.ReadFile(p)
+			data, err := readRegular(p, fi.Size())
 			if err != nil {
-				return err
+				return fmt.Errorf("%s: %w", rel, err)
 			}
 			files = append(files, File{Path: rel, Mode: normMode(int64(fi.Mode().Perm())), Size: int64(len(data)), Data: data})
 		default:
@@ -125,7 +130,36 @@ func ReadDir(root string, lim Limits) ([]File, error) {
 		return nil, fmt.Errorf("read capability %s: %w", root, err)
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	if err := checkLinkChains(files); err != nil {
+		return nil, fmt.Errorf("read capability %s: %w", root, err)
+	}
 	return files, nil
+}
+
+// readRegular reads the file at p, which was a regular file of size bytes when the walk saw
+// it. It does not follow a symlink or block on a pipe that replaced it since, and refuses a file
+// that grew, so the size limit holds for the bytes actually read.
+func readRegular(p string, size int64) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("changed into a %s file while being read", fileKind(fi.Mode()))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, size+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > size {
+		return nil, fmt.Errorf("grew while being read")
+	}
+	return data, nil
 }
 
 func dirSize(root string) int64 {
@@ -168,6 +202,44 @@ func checkLinkTarget(rel, target string) error {
 	resolved := path.Join(path.Dir(rel), filepath.ToSlash(target))
 	if resolved == ".." || strings.HasPrefix(resolved, "../") {
 		return fmt.Errorf("%s: symlink points outside the capability (%q)", rel, target)
+	}
+	return nil
+}
+
+// checkLinkChains refuses a symlink whose target goes up ("..") after passing through another
+// symlink of the capability. Each target is checked lexically by [checkLinkTarget], but the
+// kernel resolves "d/x/.." by first following d/x: with d/x -> "..", that is the parent of the
+// capability although the text cleans to "d".
+func checkLinkChains(files []File) error {
+	links := map[string]bool{}
+	for _, f := range files {
+		if f.LinkTarget != "" {
+			links[f.Path] = true
+		}
+	}
+	if len(links) == 0 {
+		return nil
+	}
+	for _, f := range files {
+		if f.LinkTarget == "" {
+			continue
+		}
+		cur, via := path.Dir(f.Path), ""
+		for _, c := range strings.Split(f.LinkTarget, "/") {
+			switch c {
+			case "", ".":
+			case "..":
+				if via != "" {
+					return fmt.Errorf("%s: symlink target %q passes through the symlink %q and then goes up", f.Path, f.LinkTarget, via)
+				}
+				cur = path.Dir(cur)
+			default:
+				cur = path.Join(cur, c)
+				if via == "" && links[cur] {
+					via = cur
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -284,6 +356,19 @@ func ReadArchive(data []byte, lim Limits) ([]File, error) {
 				return nil, fmt.Errorf("read capability archive: %q is both a file and a directory", dir)
 			}
 		}
+	}
+	if err := checkLinkChains(files); err != nil {
+		return nil, fmt.Errorf("read capability archive: %w", err)
+	}
+	// The checks above pin every field agora reads; tar can still vary in ways they do not see
+	// (header format, extra PAX records, padding, trailing bytes). Writing the files back must
+	// give exactly data, so an archive has one byte form and one digest.
+	canon, err := Archive(files)
+	if err != nil {
+		return nil, fmt.Errorf("read capability archive: %w", err)
+	}
+	if !bytes.Equal(canon, data) {
+		return nil, fmt.Errorf("read capability archive: not in canonical form (rewriting it changes its bytes)")
 	}
 	return files, nil
 }

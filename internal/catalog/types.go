@@ -1,15 +1,14 @@
-// Package catalog is the read side of agora's catalog: capabilities, subagents and env bundles
-// as immutable, content-addressed versions. It lists, shows, resolves and reads history. It
-// cannot change anything: deploy-time writes live in package provision, which the run-time side
-// (the MCP server, workers) never imports.
-//
-// catalog runs on the host side. It never returns secret values: an env bundle's secrets are
-// known here only by key and by a keyed reference.
+// Package catalog defines agora's catalog nouns (capabilities, subagents, env bundles) and their
+// stored formats: the deterministic capability archive, capability.yaml grants, command
+// patterns and the canonical subagent and env documents. It is pure: no database, no keys, no
+// I/O beyond reading a directory, so both the host and the worker inside a sandbox use it.
+// Package registry reads versions from agora.db; package provision writes them.
 package catalog
 
 import (
 	"fmt"
 	"regexp"
+	"sort"
 	"strings"
 	"time"
 
@@ -30,8 +29,11 @@ var Kinds = []Kind{KindCapability, KindSubagent, KindEnv}
 
 // Plural is the noun's plural, for messages.
 func (k Kind) Plural() string {
-	if k == KindEnv {
+	switch k {
+	case KindEnv:
 		return "env bundles"
+	case KindCapability:
+		return "capabilities"
 	}
 	return string(k) + "s"
 }
@@ -127,4 +129,14 @@ func ParseRef(kind Kind, ref string) (name string, digest blob.Digest, err error
 		return "", "", fmt.Errorf("%s reference %q: %w", kind, ref, err)
 	}
 	return name, digest, nil
+}
+
+// SortedKeys returns the keys of m in order.
+func SortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

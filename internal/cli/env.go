@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/registry"
 )
 
 func newEnvCmd(f *Factory) *cobra.Command {
@@ -188,7 +189,7 @@ func newEnvShowCmd(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r := catalog.NewReader(h.DB, h.Blobs)
+			r := registry.NewReader(h.DB, h.Blobs)
 			v, err := r.Resolve(cmd.Context(), catalog.KindEnv, args[0])
 			if err != nil {
 				return err

@@ -103,6 +103,10 @@ State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/ago
 		newSubagentCmd(f),
 		newEnvCmd(f),
 		newApplyCmd(f),
+		newAuditCmd(f),
+		newVerifyCmd(f),
+		newDispatchCmd(f),
+		newWorkerCmd(f),
 	)
 	return root
 }

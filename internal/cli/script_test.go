@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -23,6 +24,16 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// setenv-stdout NAME sets NAME to the last command's stdout, trimmed: scripts
+			// use it to carry a dispatch id to the next command.
+			"setenv-stdout": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 1 {
+					ts.Fatalf("usage: setenv-stdout NAME")
+				}
+				ts.Setenv(args[0], strings.TrimSpace(ts.ReadFile("stdout")))
+			},
+		},
 		Setup: func(e *testscript.Env) error {
 			e.Setenv("AGORA_HOME", e.WorkDir+"/.agora")
 			e.Setenv("HOME", e.WorkDir+"/home")

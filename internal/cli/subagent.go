@@ -10,6 +10,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/registry"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
@@ -262,7 +263,7 @@ func newSubagentShowCmd(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r := catalog.NewReader(h.DB, h.Blobs)
+			r := registry.NewReader(h.DB, h.Blobs)
 			v, err := r.Resolve(cmd.Context(), catalog.KindSubagent, args[0])
 			if err != nil {
 				return err

@@ -30,7 +30,7 @@ func (b *ByteSize) UnmarshalText(text []byte) error {
 		}
 	}
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 0 || f*float64(mult) > 1<<62 {
+	if err != nil || !(f >= 0) || f*float64(mult) > 1<<62 { // !(f >= 0) also refuses NaN
 		return fmt.Errorf("want a size such as 52428800 or 50MiB, got %q", string(text))
 	}
 	*b = ByteSize(f * float64(mult))

@@ -5,6 +5,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -26,8 +27,10 @@ type Config struct {
 	// Home is AGORA_HOME. Not read from the file.
 	Home string `yaml:"-"`
 
-	Catalog Catalog `yaml:"catalog"`
-	Audit   Audit   `yaml:"audit"`
+	Catalog Catalog           `yaml:"catalog"`
+	Audit   Audit             `yaml:"audit"`
+	Targets map[string]Target `yaml:"targets"`
+	Egress  Egress            `yaml:"egress"`
 }
 
 // Catalog holds catalog limits.
@@ -39,10 +42,12 @@ type Catalog struct {
 
 // Default returns the configuration used when agora.yaml is absent.
 func Default(home string) *Config {
-	return &Config{
+	c := &Config{
 		Home:    home,
 		Catalog: Catalog{CapabilityMaxSize: DefaultCapabilityMaxSize},
 	}
+	c.validateTargets(nil)
+	return c
 }
 
 // HomeDir returns AGORA_HOME: the AGORA_HOME variable, else $XDG_DATA_HOME/agora, else
@@ -78,7 +83,11 @@ func Load(home string) (*Config, error) {
 	}
 	defer f.Close()
 	buf := make([]byte, maxConfigSize+1)
-	n, _ := readFull(f, buf)
+	n, err := readFull(f, buf)
+	if err != nil && err != io.EOF {
+		// A failed read must not pass for a short file: the settings after it would be lost.
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
 	if n > maxConfigSize {
 		return nil, fmt.Errorf("config %s is larger than %d bytes", path, maxConfigSize)
 	}
@@ -91,14 +100,17 @@ func Load(home string) (*Config, error) {
 // Parse decodes src over c (which holds the defaults) and validates the result.
 func Parse(file string, src []byte, c *Config) error {
 	pos, err := strictyaml.Decode(file, src, c)
-	if err != nil {
+	errs, ok := strictyaml.Collect(err)
+	if !ok {
 		return err
 	}
-	var errs strictyaml.Errors
+	errs = append(errs, c.validateTargets(pos)...)
+	errs = append(errs, validateAudit(pos, &c.Audit)...)
 	if c.Catalog.CapabilityMaxSize <= 0 {
 		errs = append(errs, pos.Errorf("catalog.capability_max_size", "must be positive, got %d", c.Catalog.CapabilityMaxSize))
 	}
 	if len(errs) > 0 {
+		errs.Sort()
 		return errs
 	}
 	return nil

@@ -19,8 +19,9 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/blob"
-	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/registry"
 	"github.com/agora-dev/agora/internal/secret"
 	"github.com/agora-dev/agora/internal/store"
 )
@@ -33,13 +34,16 @@ const (
 	SecretKeyFile = "keys/secret.key"
 	AuditKeyFile  = "keys/audit.key"
 	AuditPubFile  = "keys/audit.pub"
+	CallbackKey   = "keys/callback.key"
+	DispatchDir   = "dispatches"
 )
 
 // Migrations is the schema of agora.db, in order. Append only: a released step never changes.
 func Migrations() []store.Migration {
 	var m []store.Migration
 	m = append(m, audit.Migrations...)
-	m = append(m, catalog.Migrations...)
+	m = append(m, registry.Migrations...)
+	m = append(m, dispatch.Migrations...)
 	return m
 }
 
@@ -68,6 +72,9 @@ func Init(ctx context.Context, dir string) (created []string, err error) {
 		return nil, err
 	}
 	if err := ensureAuditKey(dir, &created); err != nil {
+		return nil, err
+	}
+	if err := ensureRandomKey(filepath.Join(dir, CallbackKey), &created); err != nil {
 		return nil, err
 	}
 	dbPath := filepath.Join(dir, DBFile)
@@ -132,6 +139,39 @@ func ensureAuditKey(dir string, created *[]string) error {
 	}
 	*created = append(*created, priv, filepath.Join(dir, AuditPubFile))
 	return nil
+}
+
+// ensureRandomKey creates a 32-byte random key file (0600) if it is missing.
+func ensureRandomKey(path string, created *[]string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	var k [32]byte
+	if _, err := rand.Read(k[:]); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(path, k[:], 0o600); err != nil {
+		return err
+	}
+	*created = append(*created, path)
+	return nil
+}
+
+// CallbackKey reads the key that signs callback deliveries.
+func (h *Home) CallbackKey() ([]byte, error) {
+	p := filepath.Join(h.Dir, CallbackKey)
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("read callback key: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("callback key %s has mode %04o; run chmod 600 %s", p, fi.Mode().Perm(), p)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil || len(b) != 32 {
+		return nil, fmt.Errorf("callback key %s is not a 32-byte key", p)
+	}
+	return b, nil
 }
 
 func loadSigner(path string) (note.Signer, error) {

@@ -13,9 +13,10 @@ import (
 )
 
 // Marshal encodes v as RFC 8785 (JSON Canonicalization Scheme) bytes. v may hold nil, bool,
-// string, int, int64, uint64, float64 (finite, and integral values up to 2^53 only, so the
-// encoding is unambiguous), []any, []string, map[string]any and map[string]string. Anything
-// else is an error: audit entries are built from these types only, so their bytes are stable.
+// string (valid UTF-8), int, int64, uint64, float64 (finite and integral), []any, []string,
+// map[string]any and map[string]string. Numbers must lie within ±2^53, so every reader's
+// IEEE 754 double gets them exactly and the encoding is unambiguous. Anything else is an error:
+// audit entries are built from these types only, so their bytes are stable.
 func Marshal(v any) ([]byte, error) {
 	var b bytes.Buffer
 	if err := encode(&b, v); err != nil {
@@ -33,7 +34,7 @@ func encode(b *bytes.Buffer, v any) error {
 	case string:
 		return encodeString(b, x)
 	case int:
-		b.WriteString(strconv.FormatInt(int64(x), 10))
+		return encode(b, int64(x))
 	case int64:
 		if x > 1<<53 || x < -(1<<53) {
 			return fmt.Errorf("canonical json: integer %d outside the exact range of IEEE 754", x)
@@ -47,6 +48,9 @@ func encode(b *bytes.Buffer, v any) error {
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) || x != math.Trunc(x) || math.Abs(x) > 1<<53 {
 			return fmt.Errorf("canonical json: only integral numbers are allowed, got %v", x)
+		}
+		if x == 0 {
+			x = 0 // RFC 8785 (ECMAScript) writes -0 as 0
 		}
 		b.WriteString(strconv.FormatFloat(x, 'f', -1, 64))
 	case []any:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/blob"
+	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
@@ -88,8 +89,8 @@ func (s *Source) Prepare(ctx context.Context, w *provision.Writer, getenv func(s
 		path := fmt.Sprintf("envs[%d]", i)
 		secrets := map[string][]byte{}
 		ok := true
-		for k, src := range e.Secrets {
-			v, err := s.readSecret(src, getenv)
+		for _, k := range catalog.SortedKeys(e.Secrets) { // sorted, so errors come in a stable order
+			v, err := s.readSecret(e.Secrets[k], getenv)
 			if err != nil {
 				fail(path+".secrets."+k, err)
 				ok = false

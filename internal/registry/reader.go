@@ -1,4 +1,9 @@
-package catalog
+// Package registry is the read side of agora's catalog as stored in agora.db: it lists,
+// shows, resolves and reads the history of capabilities, subagents and env bundles. It cannot
+// change anything: deploy-time writes live in package provision, which the run-time side (the
+// MCP server, the dispatcher) never imports. It never returns secret values: only sealed bytes,
+// which need a key it does not have.
+package registry
 
 import (
 	"context"
@@ -6,17 +11,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/agora-dev/agora/internal/blob"
+	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/store"
 )
 
 // NotFoundError reports an unknown name or version, with the names that do exist.
 type NotFoundError struct {
-	Kind   Kind
+	Kind   catalog.Kind
 	Ref    string
 	Known  []string
 	Pinned bool // the name exists but not with the requested digest
@@ -24,7 +29,7 @@ type NotFoundError struct {
 
 func (e *NotFoundError) Error() string {
 	if e.Pinned {
-		return fmt.Sprintf("%s %q not found: no such version (see `agora %s history`)", e.Kind, e.Ref, e.Kind)
+		return fmt.Sprintf("%s %q not found: no such version (see `agora %s history`)", e.Kind, e.Ref, string(e.Kind))
 	}
 	if len(e.Known) == 0 {
 		return fmt.Sprintf("%s %q not found; no %s are registered", e.Kind, e.Ref, e.Kind.Plural())
@@ -51,8 +56,8 @@ func NewReader(db *store.DB, blobs *blob.Store) *Reader {
 
 const versionColumns = `v.kind, v.name, v.digest, v.size, v.registered_at, v.registered_by, v.meta`
 
-func scanVersion(row interface{ Scan(...any) error }) (Version, error) {
-	var v Version
+func scanVersion(row interface{ Scan(...any) error }) (catalog.Version, error) {
+	var v catalog.Version
 	var at, meta string
 	if err := row.Scan(&v.Kind, &v.Name, &v.Digest, &v.Size, &at, &v.RegisteredBy, &meta); err != nil {
 		return v, err
@@ -69,7 +74,7 @@ func scanVersion(row interface{ Scan(...any) error }) (Version, error) {
 }
 
 // List returns the latest version of every active (not retired) name of kind, sorted by name.
-func (r *Reader) List(ctx context.Context, kind Kind) ([]Version, error) {
+func (r *Reader) List(ctx context.Context, kind catalog.Kind) ([]catalog.Version, error) {
 	rows, err := r.db.SQL().QueryContext(ctx, `
 SELECT `+versionColumns+` FROM catalog_heads h
 JOIN catalog_versions v ON v.kind = h.kind AND v.name = h.name AND v.digest = h.digest
@@ -78,7 +83,7 @@ WHERE h.kind = ? AND h.retired = 0 ORDER BY h.name`, kind)
 		return nil, fmt.Errorf("list %s: %w", kind.Plural(), err)
 	}
 	defer rows.Close()
-	out := []Version{}
+	out := []catalog.Version{}
 	for rows.Next() {
 		v, err := scanVersion(rows)
 		if err != nil {
@@ -90,7 +95,7 @@ WHERE h.kind = ? AND h.retired = 0 ORDER BY h.name`, kind)
 }
 
 // Names returns the active names of kind, sorted.
-func (r *Reader) Names(ctx context.Context, kind Kind) ([]string, error) {
+func (r *Reader) Names(ctx context.Context, kind catalog.Kind) ([]string, error) {
 	rows, err := r.db.SQL().QueryContext(ctx, `SELECT name FROM catalog_heads WHERE kind = ? AND retired = 0 ORDER BY name`, kind)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", kind.Plural(), err)
@@ -109,10 +114,10 @@ func (r *Reader) Names(ctx context.Context, kind Kind) ([]string, error) {
 
 // Resolve finds the version ref names: "name" is the latest active version, "name@sha256:HEX"
 // pins one (retired names can still be pinned, so old records stay readable).
-func (r *Reader) Resolve(ctx context.Context, kind Kind, ref string) (Version, error) {
-	name, digest, err := ParseRef(kind, ref)
+func (r *Reader) Resolve(ctx context.Context, kind catalog.Kind, ref string) (catalog.Version, error) {
+	name, digest, err := catalog.ParseRef(kind, ref)
 	if err != nil {
-		return Version{}, err
+		return catalog.Version{}, err
 	}
 	var row *sql.Row
 	if digest == "" {
@@ -130,21 +135,21 @@ SELECT `+versionColumns+` FROM catalog_versions v WHERE v.kind = ? AND v.name = 
 		if digest != "" {
 			if _, err := r.Resolve(ctx, kind, name); err == nil {
 				nf.Pinned = true
-				return Version{}, nf
+				return catalog.Version{}, nf
 			}
 		}
 		nf.Known, _ = r.Names(ctx, kind)
-		return Version{}, nf
+		return catalog.Version{}, nf
 	}
 	if err != nil {
-		return Version{}, fmt.Errorf("resolve %s %q: %w", kind, ref, err)
+		return catalog.Version{}, fmt.Errorf("resolve %s %q: %w", kind, ref, err)
 	}
 	return v, nil
 }
 
 // History returns every registration and retirement of name, oldest first.
-func (r *Reader) History(ctx context.Context, kind Kind, name string) ([]Event, error) {
-	if err := CheckName(kind, name); err != nil {
+func (r *Reader) History(ctx context.Context, kind catalog.Kind, name string) ([]catalog.Event, error) {
+	if err := catalog.CheckName(kind, name); err != nil {
 		return nil, err
 	}
 	rows, err := r.db.SQL().QueryContext(ctx, `
@@ -154,9 +159,9 @@ WHERE kind = ? AND name = ? ORDER BY seq`, kind, name)
 		return nil, fmt.Errorf("history of %s %q: %w", kind, name, err)
 	}
 	defer rows.Close()
-	out := []Event{}
+	out := []catalog.Event{}
 	for rows.Next() {
-		var e Event
+		var e catalog.Event
 		var at string
 		if err := rows.Scan(&e.Seq, &e.Action, &e.Digest, &at, &e.Actor); err != nil {
 			return nil, err
@@ -178,7 +183,7 @@ WHERE kind = ? AND name = ? ORDER BY seq`, kind, name)
 
 // Head returns the current digest of name and whether it is retired, or ok=false when the name
 // was never registered.
-func (r *Reader) Head(ctx context.Context, kind Kind, name string) (digest blob.Digest, retired, ok bool, err error) {
+func (r *Reader) Head(ctx context.Context, kind catalog.Kind, name string) (digest blob.Digest, retired, ok bool, err error) {
 	err = r.db.SQL().QueryRowContext(ctx, `SELECT digest, retired FROM catalog_heads WHERE kind = ? AND name = ?`, kind, name).
 		Scan(&digest, &retired)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -191,7 +196,7 @@ func (r *Reader) Head(ctx context.Context, kind Kind, name string) (digest blob.
 }
 
 // Content returns the stored bytes of v, re-verified against its digest.
-func (r *Reader) Content(v Version) ([]byte, error) {
+func (r *Reader) Content(v catalog.Version) ([]byte, error) {
 	b, err := r.blobs.Get(v.Digest, 0)
 	if err != nil {
 		return nil, fmt.Errorf("read %s %s: %w", v.Kind, v.Ref(), err)
@@ -199,12 +204,13 @@ func (r *Reader) Content(v Version) ([]byte, error) {
 	return b, nil
 }
 
-// SortedKeys returns the keys of m in order.
-func SortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// Sealed returns the sealed (encrypted) bytes of a secret reference. Opening them needs the
+// secret key, which a Reader does not have.
+func (r *Reader) Sealed(ctx context.Context, ref string) ([]byte, error) {
+	var b []byte
+	err := r.db.SQL().QueryRowContext(ctx, `SELECT sealed FROM sealed_secrets WHERE ref = ?`, ref).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sealed secret %s not found", ref)
 	}
-	sort.Strings(keys)
-	return keys
+	return b, err
 }

@@ -127,9 +127,20 @@ type Unmarshaler interface {
 
 // Decoder walks one document. Custom [Unmarshaler]s use it to decode their parts.
 type Decoder struct {
-	pos  *Positions
-	errs Errors
+	pos     *Positions
+	errs    Errors
+	depth   int  // nesting of the node being decoded
+	stopped bool // maxErrors reached: decoding gives up
 }
+
+// Limits that keep a hostile document (a plan arrives from an orchestrator, maybe an AI) from
+// costing more than its size: yaml.v3 alone allows 10,000 levels of nesting, and every node's
+// path repeats its ancestors' keys.
+const (
+	maxDepth  = 100  // levels of nesting
+	maxKeyLen = 1024 // bytes in one mapping key
+	maxErrors = 100  // errors reported before decoding stops
+)
 
 // Decode parses src, which came from file (used in messages only), into out, a non-nil pointer.
 // Struct fields are matched by their `yaml` tag name (the field name lowercased when absent);
@@ -150,7 +161,7 @@ func Decode(file string, src []byte, out any) (*Positions, error) {
 		if err != nil {
 			return d.pos, Errors{{File: file, Line: yamlErrLine(err), Msg: cleanYAMLErr(err)}}
 		}
-		return d.pos, Errors{{File: file, Line: extra.Line, Msg: "a file holds one YAML document; found another"}}
+		return d.pos, Errors{{File: file, Line: extra.Line, Msg: "invalid YAML: a file holds one YAML document; found a second"}}
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return d.pos, nil
@@ -166,7 +177,19 @@ func Decode(file string, src []byte, out any) (*Positions, error) {
 
 // Errorf records an error at the node and path.
 func (d *Decoder) Errorf(n *yaml.Node, path, format string, args ...any) {
-	d.errs = append(d.errs, Error{File: d.pos.file, Line: n.Line, Path: path, Msg: fmt.Sprintf(format, args...)})
+	d.add(n.Line, path, format, args...)
+}
+
+func (d *Decoder) add(line int, path, format string, args ...any) {
+	if d.stopped {
+		return
+	}
+	if len(d.errs) == maxErrors {
+		d.errs = append(d.errs, Error{File: d.pos.file, Line: line, Msg: fmt.Sprintf("more than %d errors; stopping here", maxErrors)})
+		d.stopped = true
+		return
+	}
+	d.errs = append(d.errs, Error{File: d.pos.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
 var (
@@ -189,16 +212,25 @@ func (d *Decoder) errorAt(n *yaml.Node, path, format string, args ...any) {
 	if l, ok := d.pos.lines[path]; ok {
 		line = l
 	}
-	d.errs = append(d.errs, Error{File: d.pos.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
+	d.add(line, path, format, args...)
 }
 
 // Decode decodes n into v (settable), recording errors rather than stopping.
 func (d *Decoder) Decode(n *yaml.Node, v reflect.Value, path string) {
+	if d.stopped {
+		return
+	}
 	d.mark(path, n.Line)
 	if n.Kind == yaml.AliasNode || n.Anchor != "" {
 		d.errorAt(n, path, "anchors and aliases are not allowed")
 		return
 	}
+	if d.depth >= maxDepth {
+		d.errorAt(n, path, "nested more than %d levels deep", maxDepth)
+		return
+	}
+	d.depth++
+	defer func() { d.depth-- }()
 	if v.CanAddr() && v.Addr().Type().Implements(unmarshalerType) {
 		v.Addr().Interface().(Unmarshaler).UnmarshalStrictYAML(d, n, path)
 		return
@@ -354,7 +386,7 @@ func (d *Decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
-		if !d.key(k, path) {
+		if !d.key(k, func() string { return path }) {
 			continue
 		}
 		sub := join(path, k.Value)
@@ -399,7 +431,7 @@ func (d *Decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
-		if !d.key(k, path) {
+		if !d.key(k, func() string { return path }) {
 			continue
 		}
 		sub := join(path, k.Value)
@@ -434,16 +466,42 @@ func (d *Decoder) sequence(n *yaml.Node, v reflect.Value, path string) {
 // anyValue decodes free-form data (a task's input) into JSON-compatible Go values:
 // map[string]any, []any, string, float64 or int64, bool and nil.
 func (d *Decoder) anyValue(n *yaml.Node, v reflect.Value, path string) {
-	val, ok := d.plain(n, path)
+	val, ok := d.plain(n, &anyPath{base: path}, d.depth)
 	if ok && val != nil {
 		v.Set(reflect.ValueOf(val))
 	}
 }
 
-func (d *Decoder) plain(n *yaml.Node, path string) (any, bool) {
-	d.mark(path, n.Line)
+// anyPath is the path of a node inside a free-form value. It becomes a string only when an
+// error names it: built eagerly, every node would copy its ancestors' keys, quadratic in a
+// wide or deep value.
+type anyPath struct {
+	parent *anyPath
+	base   string // the free-form value's own path (root only)
+	key    string // mapping key, when index < 0
+	index  int
+}
+
+func (p *anyPath) String() string {
+	switch {
+	case p.parent == nil:
+		return p.base
+	case p.index >= 0:
+		return fmt.Sprintf("%s[%d]", p.parent, p.index)
+	}
+	return join(p.parent.String(), p.key)
+}
+
+func (d *Decoder) plain(n *yaml.Node, path *anyPath, depth int) (any, bool) {
+	if d.stopped {
+		return nil, false
+	}
 	if n.Kind == yaml.AliasNode || n.Anchor != "" {
-		d.errorAt(n, path, "anchors and aliases are not allowed")
+		d.errorAt(n, path.String(), "anchors and aliases are not allowed")
+		return nil, false
+	}
+	if depth >= maxDepth {
+		d.errorAt(n, path.String(), "nested more than %d levels deep", maxDepth)
 		return nil, false
 	}
 	switch n.Kind {
@@ -452,18 +510,17 @@ func (d *Decoder) plain(n *yaml.Node, path string) (any, bool) {
 		ok := true
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
-			if !d.key(k, path) {
+			if !d.key(k, path.String) {
 				ok = false
 				continue
 			}
-			sub := join(path, k.Value)
+			sub := &anyPath{parent: path, key: k.Value, index: -1}
 			if _, dup := m[k.Value]; dup {
-				d.Errorf(k, sub, "duplicate key")
+				d.Errorf(k, sub.String(), "duplicate key")
 				ok = false
 				continue
 			}
-			d.mark(sub, k.Line)
-			val, vok := d.plain(n.Content[i+1], sub)
+			val, vok := d.plain(n.Content[i+1], sub, depth+1)
 			ok = ok && vok
 			m[k.Value] = val
 		}
@@ -472,7 +529,7 @@ func (d *Decoder) plain(n *yaml.Node, path string) (any, bool) {
 		s := make([]any, len(n.Content))
 		ok := true
 		for i, item := range n.Content {
-			val, vok := d.plain(item, fmt.Sprintf("%s[%d]", path, i))
+			val, vok := d.plain(item, &anyPath{parent: path, index: i}, depth+1)
 			ok = ok && vok
 			s[i] = val
 		}
@@ -504,20 +561,24 @@ func (d *Decoder) plain(n *yaml.Node, path string) (any, bool) {
 	return nil, d.bad(n, path, "unsupported value")
 }
 
-func (d *Decoder) bad(n *yaml.Node, path, msg string) bool {
-	d.Errorf(n, path, "%s, got %q", msg, n.Value)
+func (d *Decoder) bad(n *yaml.Node, path *anyPath, msg string) bool {
+	d.Errorf(n, path.String(), "%s, got %q", msg, n.Value)
 	return false
 }
 
 // key reports whether k is a usable mapping key: a scalar without an anchor (an anchored key
 // could only be there to be aliased, and aliases are refused).
-func (d *Decoder) key(k *yaml.Node, path string) bool {
+// path is a func so free-form values build their path only for an error.
+func (d *Decoder) key(k *yaml.Node, path func() string) bool {
 	switch {
 	case k.Kind != yaml.ScalarNode:
-		d.Errorf(k, path, "keys must be plain strings")
+		d.Errorf(k, path(), "keys must be plain strings")
 		return false
 	case k.Anchor != "":
-		d.Errorf(k, path, "anchors and aliases are not allowed")
+		d.Errorf(k, path(), "anchors and aliases are not allowed")
+		return false
+	case len(k.Value) > maxKeyLen:
+		d.Errorf(k, path(), "key of %d bytes is longer than %d", len(k.Value), maxKeyLen)
 		return false
 	}
 	return true

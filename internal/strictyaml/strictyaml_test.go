@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/netip"
 	"reflect"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -333,7 +335,7 @@ func TestDecode_Errors(t *testing.T) {
 		{
 			name: "a second document is refused",
 			src:  "version: 1\n---\nversion: 2\n",
-			want: strictyaml.Errors{{File: "f.yaml", Line: 2, Msg: "a file holds one YAML document; found another"}},
+			want: strictyaml.Errors{{File: "f.yaml", Line: 2, Msg: "invalid YAML: a file holds one YAML document; found a second"}},
 		},
 		{
 			name: "every error at once in document order",
@@ -534,5 +536,103 @@ func TestPositions_Line(t *testing.T) {
 	}
 	if got := nilPos.Errorf("x", "m"); got != (strictyaml.Error{Path: "x", Msg: "m"}) {
 		t.Errorf("nil Positions Errorf = %+v", got)
+	}
+}
+
+func TestDecode_Limits(t *testing.T) {
+	deepList := strings.Repeat("[", 101) + strings.Repeat("]", 101)
+	okList := strings.Repeat("[", 90) + strings.Repeat("]", 90) // plus the levels above input
+	tests := []struct {
+		name string
+		src  string
+		want string // substring of the single error; "" for success
+	}{
+		{"deep free-form value", "tasks:\n  - input: " + deepList + "\n", "nested more than 100 levels deep"},
+		{"deep typed value", "nest: " + deepList + "\n", "nested more than 100 levels deep"},
+		{"nesting within the limit", "tasks:\n  - input: " + okList + "\n", ""},
+		// YAML itself caps implicit keys at 1024 characters; explicit ones ("? key") are not.
+		{"long key in a map", "labels:\n  ? " + strings.Repeat("k", 1025) + "\n  : v\n", "key of 1025 bytes is longer than 1024"},
+		{"long key in a free-form value", "tasks:\n  - input:\n      ? " + strings.Repeat("k", 1025) + "\n      : v\n", "key of 1025 bytes is longer than 1024"},
+		{"key at the limit", "labels:\n  ? " + strings.Repeat("k", 1024) + "\n  : v\n", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var p struct {
+				Tasks  []task            `yaml:"tasks"`
+				Labels map[string]string `yaml:"labels"`
+				Nest   nest              `yaml:"nest"`
+			}
+			_, err := strictyaml.Decode("f.yaml", []byte(tt.src), &p)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Decode: %v", err)
+				}
+				return
+			}
+			var es strictyaml.Errors
+			if !errors.As(err, &es) || len(es) != 1 || !strings.Contains(es[0].Msg, tt.want) {
+				t.Errorf("Decode = %v, want one error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// nest is a recursive type, so typed decoding can nest as deep as the document does.
+type nest []nest
+
+func TestDecode_StopsAfterManyErrors(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("tasks:\n")
+	for range 500 {
+		b.WriteString("  - retry: x\n")
+	}
+	var p plan
+	es := decodeErrs(t, b.String(), &p)
+	if len(es) != 101 {
+		t.Fatalf("got %d errors, want 100 and a stop notice", len(es))
+	}
+	if last := es[100]; last.Msg != "more than 100 errors; stopping here" || last.Line != 102 {
+		t.Errorf("last error = %+v", last)
+	}
+}
+
+// A value whose nodes sit under a long path must not cost time or memory per node times the
+// path's length: 1,000-byte keys over 200,000 list items stay linear.
+func TestDecode_WideValueUnderLongPathIsLinear(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIP: decodes a 400 KB document; run without -short")
+	}
+	var b strings.Builder
+	b.WriteString("tasks:\n  - input:\n")
+	key := strings.Repeat("k", 1000)
+	for range 50 {
+		b.WriteString("      " + key + ":\n")
+		b.WriteString("        [" + strings.Repeat("1,", 4000) + "1]\n")
+	}
+	// Keys must differ: make each unique by prefixing its index.
+	src := b.String()
+	var sb strings.Builder
+	for i, line := range strings.Split(src, "\n") {
+		if strings.HasPrefix(line, "      k") {
+			line = "      " + strconv.Itoa(i) + line[6:]
+		}
+		sb.WriteString(line + "\n")
+	}
+	var p plan
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := strictyaml.Decode("f.yaml", []byte(sb.String()), &p); err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	runtime.ReadMemStats(&after)
+	// A path string per item would be 200,000 x 1 KB = 200 MB on its own.
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("decoding %d bytes allocated %d MB", sb.Len(), alloc>>20)
+	if alloc > 100<<20 {
+		t.Errorf("decoding %d bytes allocated %d MB, want under 100 MB", sb.Len(), alloc>>20)
+	}
+	in := p.Tasks[0].Input.(map[string]any)
+	if len(in) != 50 {
+		t.Errorf("decoded %d keys, want 50", len(in))
 	}
 }

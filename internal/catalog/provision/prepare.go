@@ -217,7 +217,9 @@ func (w *Writer) pinCapabilities(ctx context.Context, refs []string, local map[s
 			return nil, fmt.Errorf("capability %q listed twice", name)
 		}
 		seen[name] = true
-		if d, ok := local[name]; ok && digest == "" {
+		// A name declared in the same batch pins its pending digest, named or implied: it is not
+		// stored yet, so the reader cannot resolve it.
+		if d, ok := local[name]; ok && (digest == "" || digest == d) {
 			pins = append(pins, catalog.Pin{Name: name, Digest: d})
 			continue
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/registry"
 	"github.com/agora-dev/agora/internal/secret"
 	"github.com/agora-dev/agora/internal/store"
 )
@@ -26,7 +27,7 @@ import (
 type Writer struct {
 	db     *store.DB
 	blobs  *blob.Store
-	reader *catalog.Reader
+	reader *registry.Reader
 	sealer *secret.Sealer
 	log    *audit.Log
 	now    func() time.Time
@@ -51,13 +52,13 @@ func New(db *store.DB, blobs *blob.Store, sealer *secret.Sealer, log *audit.Log,
 		opts.Now = time.Now
 	}
 	return &Writer{
-		db: db, blobs: blobs, reader: catalog.NewReader(db, blobs), sealer: sealer, log: log, now: opts.Now,
+		db: db, blobs: blobs, reader: registry.NewReader(db, blobs), sealer: sealer, log: log, now: opts.Now,
 		limits: catalog.Limits{MaxTotalSize: opts.CapabilityMaxSize, MaxFiles: catalog.DefaultMaxFiles},
 	}
 }
 
 // Reader returns the read side over the same database.
-func (w *Writer) Reader() *catalog.Reader { return w.reader }
+func (w *Writer) Reader() *registry.Reader { return w.reader }
 
 // Pending is content prepared for registration: validated, scanned, encoded and hashed, but not
 // yet stored.
@@ -256,10 +257,11 @@ ON CONFLICT(kind, name) DO UPDATE SET digest = excluded.digest, retired = 0`, p.
 		}
 		details["capabilities"] = pins
 	}
+	// string(p.Kind): Kind's String is the noun for people ("env bundle"), not an identifier.
 	_, err = w.log.Append(ctx, tx, audit.Entry{
 		Actor:   actor,
-		Kind:    fmt.Sprintf("catalog.%s.%s", p.Kind, verb),
-		Subject: fmt.Sprintf("%s/%s", p.Kind, p.Name),
+		Kind:    fmt.Sprintf("catalog.%s.%s", string(p.Kind), verb),
+		Subject: fmt.Sprintf("%s/%s", string(p.Kind), p.Name),
 		Details: details,
 	})
 	return err
@@ -279,8 +281,8 @@ func (w *Writer) retire(ctx context.Context, tx *sql.Tx, actor, at string, c Cha
 	}
 	_, err = w.log.Append(ctx, tx, audit.Entry{
 		Actor:   actor,
-		Kind:    fmt.Sprintf("catalog.%s.retire", c.Kind),
-		Subject: fmt.Sprintf("%s/%s", c.Kind, c.Name),
+		Kind:    fmt.Sprintf("catalog.%s.retire", string(c.Kind)),
+		Subject: fmt.Sprintf("%s/%s", string(c.Kind), c.Name),
 		Details: map[string]any{"name": c.Name, "previous": string(c.Previous)},
 	})
 	return err == nil, err

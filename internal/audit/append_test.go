@@ -1,0 +1,227 @@
+package audit_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+	"pgregory.net/rapid"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/store"
+)
+
+func TestLog_AppendReturnsSeqAndKeepsTree(t *testing.T) {
+	db, _ := openDB(t)
+	appendN(t, db, 0, 5)
+	ctx := t.Context()
+	var seq int64
+	err := db.Tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		seq, err = audit.New(nil).Append(ctx, tx, audit.Entry{Actor: "bob", Kind: "catalog.retire", Subject: "env/ci"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq != 5 {
+		t.Errorf("got seq %d, want 5", seq)
+	}
+	size, err := audit.TreeSize(ctx, db.SQL())
+	if err != nil || size != 6 {
+		t.Fatalf("got tree size %d (%v), want 6", size, err)
+	}
+	if got, want := mustRoot(t, db, 6), rootFromLeaves(t, db, 6); string(got) != string(want) {
+		t.Errorf("stored root %x, root recomputed from entries %x", got, want)
+	}
+}
+
+func TestLog_AppendRollsBackWithTransaction(t *testing.T) {
+	db, _ := openDB(t)
+	appendN(t, db, 0, 3)
+	ctx := t.Context()
+	boom := errors.New("boom")
+	err := db.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := audit.New(nil).Append(ctx, tx, audit.Entry{Kind: "catalog.register"}); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("got %v, want boom", err)
+	}
+	appendN(t, db, 3, 1)
+	if got, want := mustRoot(t, db, 4), rootFromLeaves(t, db, 4); string(got) != string(want) {
+		t.Errorf("after a rolled-back append: stored root %x, recomputed %x", got, want)
+	}
+}
+
+func TestLog_AppendDetectsDeletedEntries(t *testing.T) {
+	db, _ := openDB(t)
+	appendN(t, db, 0, 4)
+	if _, err := db.SQL().Exec(`DELETE FROM audit_entries WHERE seq = 3`); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	err := db.Tx(ctx, func(tx *sql.Tx) error {
+		_, err := audit.New(nil).Append(ctx, tx, audit.Entry{Kind: "catalog.register"})
+		return err
+	})
+	if !errors.Is(err, audit.ErrTampered) {
+		t.Errorf("got %v, want ErrTampered", err)
+	}
+}
+
+// TestLog_CatchesUpEntriesWithoutTree: entries written before the tree existed (or by an older
+// agora) get their leaves and nodes at the next append.
+func TestLog_CatchesUpEntriesWithoutTree(t *testing.T) {
+	db, _ := openDB(t)
+	appendN(t, db, 0, 9)
+	for _, q := range []string{`DELETE FROM audit_nodes`, `DELETE FROM audit_tree`} {
+		if _, err := db.SQL().Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendN(t, db, 9, 1)
+	if got, want := mustRoot(t, db, 10), rootFromLeaves(t, db, 10); string(got) != string(want) {
+		t.Errorf("after catch-up: stored root %x, recomputed %x", got, want)
+	}
+}
+
+func TestLog_CatchUpRefusesForgedLeafHash(t *testing.T) {
+	db, _ := openDB(t)
+	appendN(t, db, 0, 3)
+	for _, q := range []string{`DELETE FROM audit_nodes`, `DELETE FROM audit_tree`, `UPDATE audit_entries SET leaf_hash = zeroblob(32) WHERE seq = 1`} {
+		if _, err := db.SQL().Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := t.Context()
+	err := db.Tx(ctx, func(tx *sql.Tx) error {
+		_, err := audit.New(nil).Append(ctx, tx, audit.Entry{Kind: "catalog.register"})
+		return err
+	})
+	if !errors.Is(err, audit.ErrTampered) {
+		t.Errorf("got %v, want ErrTampered", err)
+	}
+}
+
+// TestLog_ProofsProperty: for any number of random entries, any leaf proves into any tree
+// that holds it, and any tree is a prefix of any larger one.
+func TestLog_ProofsProperty(t *testing.T) {
+	dir := t.TempDir()
+	runs := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		runs++
+		ctx := context.Background()
+		db, err := store.Open(ctx, filepath.Join(dir, fmt.Sprintf("p%d.db", runs)), audit.Migrations)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer db.Close()
+		n := rapid.IntRange(1, 70).Draw(rt, "n")
+		l := audit.New(nil)
+		err = db.Tx(ctx, func(tx *sql.Tx) error {
+			for i := range n {
+				_, err := l.Append(ctx, tx, audit.Entry{
+					Actor:   rapid.StringN(0, 12, -1).Draw(rt, "actor"),
+					Kind:    rapid.SampledFrom([]string{"catalog.register", "dispatch.start", "tool.call"}).Draw(rt, "kind"),
+					Subject: fmt.Sprintf("s%d", i),
+					Details: map[string]any{"n": rapid.Int64Range(-1<<53, 1<<53).Draw(rt, "detail")},
+				})
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		size := uint64(rapid.IntRange(1, n).Draw(rt, "size"))
+		index := uint64(rapid.IntRange(0, int(size)-1).Draw(rt, "index"))
+		root, err := audit.RootAt(ctx, db.SQL(), size)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		p, err := audit.InclusionProof(ctx, db.SQL(), index, size)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		var entry []byte
+		if err := db.SQL().QueryRow(`SELECT entry FROM audit_entries WHERE seq = ?`, index).Scan(&entry); err != nil {
+			rt.Fatal(err)
+		}
+		if err := proof.VerifyInclusion(rfc6962.DefaultHasher, index, size, audit.LeafHash(entry), p, root); err != nil {
+			rt.Fatalf("inclusion of %d in %d: %v", index, size, err)
+		}
+		size1 := uint64(rapid.IntRange(1, int(size)).Draw(rt, "size1"))
+		root1, err := audit.RootAt(ctx, db.SQL(), size1)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		cp, err := audit.ConsistencyProof(ctx, db.SQL(), size1, size)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if err := proof.VerifyConsistency(rfc6962.DefaultHasher, size1, size, cp, root1, root); err != nil {
+			rt.Fatalf("consistency %d to %d: %v", size1, size, err)
+		}
+		if err := os.Remove(db.Path()); err != nil {
+			rt.Fatal(err)
+		}
+	})
+}
+
+func mustRoot(tb testing.TB, db *store.DB, size uint64) []byte {
+	tb.Helper()
+	r, err := audit.RootAt(context.Background(), db.SQL(), size)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
+
+// rootFromLeaves recomputes the root of the first size entries from their bytes alone.
+func rootFromLeaves(tb testing.TB, db *store.DB, size uint64) []byte {
+	tb.Helper()
+	rows, err := db.SQL().Query(`SELECT entry FROM audit_entries WHERE seq < ? ORDER BY seq`, size)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer rows.Close()
+	var leaves [][]byte
+	for rows.Next() {
+		var e []byte
+		if err := rows.Scan(&e); err != nil {
+			tb.Fatal(err)
+		}
+		leaves = append(leaves, audit.LeafHash(e))
+	}
+	if uint64(len(leaves)) != size {
+		tb.Fatalf("got %d entries, want %d", len(leaves), size)
+	}
+	return mth(leaves)
+}
+
+// mth is RFC 6962's Merkle Tree Hash over leaf hashes.
+func mth(leaves [][]byte) []byte {
+	h := rfc6962.DefaultHasher
+	switch len(leaves) {
+	case 0:
+		return h.EmptyRoot()
+	case 1:
+		return leaves[0]
+	}
+	k := 1
+	for k*2 < len(leaves) {
+		k *= 2
+	}
+	return h.HashChildren(mth(leaves[:k]), mth(leaves[k:]))
+}

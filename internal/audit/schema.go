@@ -1,0 +1,52 @@
+package audit
+
+import "github.com/agora-dev/agora/internal/store"
+
+// Migrations creates the tables of one log. Every database that carries a log includes them.
+// Append only: a released step never changes.
+var Migrations = []store.Migration{{
+	Name: "audit log",
+	SQL: `
+CREATE TABLE audit_entries (
+	seq       INTEGER PRIMARY KEY,  -- leaf index, from 0
+	at        TEXT NOT NULL,        -- RFC 3339 UTC
+	kind      TEXT NOT NULL,
+	subject   TEXT NOT NULL,
+	actor     TEXT NOT NULL,
+	entry     BLOB NOT NULL,        -- the canonical JSON exactly as hashed
+	leaf_hash BLOB NOT NULL         -- RFC 6962: SHA-256(0x00 || entry)
+);
+CREATE INDEX audit_entries_kind ON audit_entries(kind, seq);
+CREATE INDEX audit_entries_at ON audit_entries(at);
+`,
+}, {
+	Name: "audit tree, checkpoints and anchors",
+	SQL: `
+CREATE TABLE audit_tree (
+	id       INTEGER PRIMARY KEY CHECK (id = 0),
+	size     INTEGER NOT NULL,      -- leaves in the tree
+	frontier BLOB NOT NULL          -- roots of the perfect subtrees covering [0, size), left to right, 32 bytes each
+);
+CREATE TABLE audit_nodes (
+	id   INTEGER PRIMARY KEY,       -- level << 56 | index: every complete RFC 6962 subtree, leaves included
+	hash BLOB NOT NULL
+);
+CREATE TABLE audit_checkpoints (
+	size INTEGER PRIMARY KEY,
+	root BLOB NOT NULL,
+	note BLOB NOT NULL,             -- the C2SP signed note, exactly as signed
+	at   TEXT NOT NULL              -- RFC 3339 UTC
+);
+CREATE TABLE audit_anchors (
+	id       INTEGER PRIMARY KEY,
+	size     INTEGER NOT NULL REFERENCES audit_checkpoints(size),
+	anchor   TEXT NOT NULL,         -- the anchor's name, e.g. file:/mnt/worm/agora.anchor
+	type     TEXT NOT NULL,         -- file, rfc3161, command
+	evidence BLOB,                  -- JSON evidence when the anchor accepted the checkpoint
+	error    TEXT,                  -- why it did not, otherwise
+	at       TEXT NOT NULL
+);
+CREATE INDEX audit_anchors_size ON audit_anchors(size, anchor);
+CREATE INDEX audit_anchors_anchor ON audit_anchors(anchor, size);
+`,
+}}

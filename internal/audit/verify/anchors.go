@@ -1,0 +1,107 @@
+package verify
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// maxReceiptInDetail caps how much of a command anchor's receipt a report repeats.
+const maxReceiptInDetail = 120
+
+func (v *verifier) checkEvidence(ev Evidence) {
+	item := truncate(ev.Name, 120)
+	if v.anc == nil {
+		v.fail(CheckAnchor, item, "cannot check: the anchored checkpoint did not verify")
+		return
+	}
+	sum := sha256.Sum256(v.b.Anchored.Checkpoint)
+	if !bytes.Equal(ev.CheckpointSHA256, sum[:]) {
+		v.fail(CheckAnchor, item, "evidence is for checkpoint sha256 %x, not the anchored one (%x)", ev.CheckpointSHA256, sum)
+		return
+	}
+	switch ev.Type {
+	case AnchorFile:
+		v.pass(CheckAnchor, item, "checkpoint %d appended to a local file (%s); confirm the file still ends with or after it",
+			v.anc.Size, orNone(ev.Locator))
+	case AnchorRFC3161:
+		roots, weak := v.opts.TSARoots, ""
+		if roots == nil && len(ev.CACerts) > 0 {
+			pool, err := CertPool(ev.CACerts)
+			if err != nil {
+				v.fail(CheckAnchor, item, "TSA CA certificate in the evidence: %v", err)
+				return
+			}
+			roots, weak = pool, " (TSA root taken from the bundle: weaker, pass --tsa-ca)"
+		}
+		if roots == nil {
+			pool, err := x509.SystemCertPool()
+			if err != nil {
+				v.fail(CheckAnchor, item, "no TSA root: the bundle has none and the system roots are unavailable: %v", err)
+				return
+			}
+			roots, weak = pool, " (TSA root from the system trust store)"
+		}
+		at, err := CheckTimestamp(ev.Token, v.b.Anchored.Checkpoint, roots)
+		if err != nil {
+			v.fail(CheckAnchor, item, "%v", err)
+			return
+		}
+		v.tiers[TierTrustedTime] = true
+		if v.rep.TrustedTime == "" || at.Format(time.RFC3339) < v.rep.TrustedTime {
+			v.rep.TrustedTime = at.Format(time.RFC3339)
+		}
+		v.pass(CheckAnchor, item, "RFC 3161 token: checkpoint %d existed at %s%s", v.anc.Size, at.Format(time.RFC3339), weak)
+	case AnchorCommand:
+		v.tiers[TierTamperEvident] = true
+		v.pass(CheckAnchor, item, "checkpoint %d handed to an external anchor; its receipt %s must be confirmed with that store",
+			v.anc.Size, strconv.Quote(truncate(string(ev.Receipt), maxReceiptInDetail)))
+	default:
+		v.fail(CheckAnchor, item, "unknown anchor type %q", truncate(ev.Type, 40))
+	}
+}
+
+// checkManifests checks that each manifest is recorded (as details.manifest) by an entry that
+// passed its checks and, when manifests are present, that every recorded manifest is present.
+func (v *verifier) checkManifests() {
+	have := map[string]bool{}
+	for i, m := range v.b.Manifests {
+		sum := sha256.Sum256(m.Manifest)
+		ref := "sha256:" + hex.EncodeToString(sum[:])
+		have[ref] = true
+		item := strconv.Itoa(i)
+		if idx, ok := v.refs[ref]; ok {
+			v.pass(CheckManifest, item, "%s is recorded by entry %d", ref, idx)
+			continue
+		}
+		v.fail(CheckManifest, item, "%s is not recorded by any verified entry of the bundle", ref)
+	}
+	if len(v.b.Manifests) == 0 {
+		return
+	}
+	var missing []string
+	for ref := range v.refs {
+		if !have[ref] {
+			missing = append(missing, ref)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		v.fail(CheckManifest, "closure", "entry %d records manifest %s, which the bundle does not carry (%d missing)",
+			v.refs[missing[0]], missing[0], len(missing))
+		return
+	}
+	v.pass(CheckManifest, "closure", "every manifest the entries record is present")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no locator"
+	}
+	return fmt.Sprintf("%.200s", s)
+}

@@ -1,0 +1,163 @@
+// Package verify checks agora audit evidence with no database and no network: it owns the
+// wire formats a third party needs (the C2SP tlog-checkpoint body, the signed checkpoint, the
+// versioned audit bundle of docs/audit-bundle.md, anchor evidence) and the checks that
+// `agora verify` runs over them.
+//
+// verify runs on the host side or on an auditor's machine. It MUST NOT import database,
+// network or process code (a test pins its imports), so the standalone verifier stays small
+// and can be read in one sitting. Every input is untrusted: parsers are size-capped and
+// strict, and every check that cannot run is reported as failed.
+package verify
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Format is the version tag of the bundle format this package reads and writes.
+const Format = "agora-audit-bundle/v1"
+
+// MaxBundleSize caps a bundle read by [ParseBundle]: about a million entries with proofs.
+const MaxBundleSize = 1 << 30
+
+// ErrBundle is matched (with [errors.Is]) by every bundle [ParseBundle] refuses.
+var ErrBundle = errors.New("malformed audit bundle")
+
+// Bundle is an exported slice of one audit log with everything needed to check it offline. All
+// binary fields are base64 (standard alphabet, padded) in JSON. See docs/audit-bundle.md.
+type Bundle struct {
+	// Format is [Format].
+	Format string `json:"format"`
+	// Origin is the log's checkpoint origin, "agora/<instance-hex>/<log>".
+	Origin string `json:"origin"`
+	// Key is the log's public verifier key in signed-note form ("<name>+<hash>+<base64>").
+	Key string `json:"key"`
+	// Selection says which entries the exporter meant to include.
+	Selection Selection `json:"selection"`
+	// Checkpoint is the signed checkpoint every inclusion proof is against.
+	Checkpoint []byte `json:"checkpoint"`
+	// Entries are the selected entries in increasing index order.
+	Entries []Entry `json:"entries"`
+	// Anchored is the latest anchored checkpoint and its evidence; nil when none was anchored.
+	Anchored *Anchored `json:"anchored"`
+	// Manifests are dispatch manifests bound to entries (see [Manifest]); empty for a plain
+	// range export.
+	Manifests []Manifest `json:"manifests"`
+}
+
+// Selection records the export's filter so the verifier can check the entries match it.
+type Selection struct {
+	// FromIndex is the first index the export considered.
+	FromIndex uint64 `json:"from_index"`
+	// Kind, when set, is an exact kind ("catalog.register") or a prefix pattern ("catalog.*");
+	// only matching entries were exported. When empty, the entries are contiguous.
+	Kind string `json:"kind,omitempty"`
+	// Count is the number of entries exported.
+	Count int `json:"count"`
+}
+
+// Entry is one log entry with its proof.
+type Entry struct {
+	// Index is the entry's leaf index (its sequence number).
+	Index uint64 `json:"index"`
+	// Entry is the canonical JSON (RFC 8785) exactly as hashed.
+	Entry []byte `json:"entry"`
+	// LeafHash is the RFC 6962 leaf hash, SHA-256(0x00 || Entry).
+	LeafHash []byte `json:"leaf_hash"`
+	// InclusionProof proves LeafHash at Index in the tree of [Bundle.Checkpoint].
+	InclusionProof [][]byte `json:"inclusion_proof"`
+}
+
+// Anchored is a checkpoint that was handed to anchors, with what they returned.
+type Anchored struct {
+	// Checkpoint is the signed checkpoint the anchors hold.
+	Checkpoint []byte `json:"checkpoint"`
+	// ConsistencyProof is the RFC 6962 consistency proof between [Bundle.Checkpoint] and
+	// Checkpoint, from the smaller tree to the larger (empty when the sizes are equal).
+	ConsistencyProof [][]byte `json:"consistency_proof"`
+	// Evidence is one record per anchor that accepted Checkpoint.
+	Evidence []Evidence `json:"evidence"`
+}
+
+// Anchor types.
+const (
+	AnchorFile    = "file"
+	AnchorRFC3161 = "rfc3161"
+	AnchorCommand = "command"
+)
+
+// Evidence is what one anchor returned for one checkpoint.
+type Evidence struct {
+	// Type is [AnchorFile], [AnchorRFC3161] or [AnchorCommand].
+	Type string `json:"type"`
+	// Name identifies the anchor: "file:/path", "rfc3161:https://host/path",
+	// "command:/path/to/program".
+	Name string `json:"name"`
+	// At is when the anchor accepted the checkpoint, by the exporter's clock.
+	At time.Time `json:"at"`
+	// CheckpointSHA256 binds the evidence to the exact signed checkpoint bytes.
+	CheckpointSHA256 []byte `json:"checkpoint_sha256"`
+	// Locator says where to find the anchored copy (a file path and line), if anywhere.
+	Locator string `json:"locator,omitempty"`
+	// Token is an RFC 3161 TimeStampToken (DER) over the checkpoint bytes (rfc3161 only).
+	Token []byte `json:"token,omitempty"`
+	// CACerts are DER certificates from the anchor's ca_file (rfc3161 only): a hint for the
+	// verifier, weaker than a CA it is given directly.
+	CACerts [][]byte `json:"ca_certs,omitempty"`
+	// Receipt is the anchor command's standard output (command only), e.g. an object version.
+	Receipt []byte `json:"receipt,omitempty"`
+}
+
+// Manifest is a dispatch manifest carried in a bundle. Its SHA-256, written "sha256:<hex>",
+// MUST be recorded as details.manifest of an entry in the same bundle.
+type Manifest struct {
+	// Manifest is the manifest's canonical bytes.
+	Manifest []byte `json:"manifest"`
+}
+
+// ParseBundle reads one bundle from r: at most [MaxBundleSize] bytes of JSON, unknown fields
+// and trailing data refused, with a known [Format]. It checks the shape only; [Verify] checks
+// the contents. Errors match [ErrBundle].
+func ParseBundle(r io.Reader) (*Bundle, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxBundleSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read audit bundle: %w", err)
+	}
+	if len(data) > MaxBundleSize {
+		return nil, fmt.Errorf("%w: larger than %d bytes", ErrBundle, MaxBundleSize)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var b Bundle
+	if err := dec.Decode(&b); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBundle, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%w: data after the bundle object", ErrBundle)
+	}
+	if b.Format != Format {
+		return nil, fmt.Errorf("%w: format %q, want %q", ErrBundle, truncate(b.Format, 40), Format)
+	}
+	if b.Entries == nil || b.Manifests == nil {
+		return nil, fmt.Errorf("%w: entries and manifests must be lists", ErrBundle)
+	}
+	return &b, nil
+}
+
+// WriteBundle writes b as indented JSON.
+func WriteBundle(w io.Writer, b *Bundle) error {
+	if b.Entries == nil {
+		b.Entries = []Entry{}
+	}
+	if b.Manifests == nil {
+		b.Manifests = []Manifest{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", " ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(b)
+}

@@ -1,0 +1,173 @@
+package verify
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+)
+
+// maxProofLen bounds a proof: a tree of 2^64 leaves needs at most 64 hashes.
+const maxProofLen = 64
+
+// checkEntries checks the entry list against the selection, then each entry and its proof.
+func (v *verifier) checkEntries() {
+	v.checkEntryList()
+	for _, e := range v.b.Entries {
+		item := strconv.FormatUint(e.Index, 10)
+		v.checkEntry(e, item)
+		v.checkInclusion(e, item)
+	}
+}
+
+func (v *verifier) checkEntryList() {
+	sel, es := v.b.Selection, v.b.Entries
+	if len(es) == 0 {
+		v.fail(CheckEntries, "", "the bundle holds no entries")
+		return
+	}
+	if sel.Count != len(es) {
+		v.fail(CheckEntries, "", "selection says %d entries, the bundle holds %d", sel.Count, len(es))
+		return
+	}
+	if es[0].Index < sel.FromIndex {
+		v.fail(CheckEntries, "", "entry %d precedes the selection's first index %d", es[0].Index, sel.FromIndex)
+		return
+	}
+	if sel.Kind == "" && es[0].Index != sel.FromIndex {
+		v.fail(CheckEntries, "", "first entry is %d, the selection starts at %d", es[0].Index, sel.FromIndex)
+		return
+	}
+	for i := 1; i < len(es); i++ {
+		prev, cur := es[i-1].Index, es[i].Index
+		switch {
+		case cur == prev:
+			v.fail(CheckEntries, "", "entry %d appears twice", cur)
+			return
+		case cur < prev:
+			v.fail(CheckEntries, "", "entry %d comes after entry %d: entries are out of order", cur, prev)
+			return
+		case sel.Kind == "" && cur != prev+1:
+			v.fail(CheckEntries, "", "entries %d to %d are missing from a contiguous selection", prev+1, cur-1)
+			return
+		}
+	}
+	v.pass(CheckEntries, "", "%d entries, indexes %d to %d, match the selection", len(es), es[0].Index, es[len(es)-1].Index)
+}
+
+func (v *verifier) checkEntry(e Entry, item string) {
+	if got := LeafHash(e.Entry); !bytes.Equal(got, e.LeafHash) {
+		v.fail(CheckEntry, item, "leaf hash %x recorded, %x computed from the entry bytes", e.LeafHash, got)
+		return
+	}
+	f, err := DecodeEntry(e.Entry)
+	if err != nil {
+		v.fail(CheckEntry, item, "%v", err)
+		return
+	}
+	if f.Seq != e.Index {
+		v.fail(CheckEntry, item, "entry records seq %d, bundle says index %d", f.Seq, e.Index)
+		return
+	}
+	if k := v.b.Selection.Kind; k != "" && !KindMatches(k, f.Kind) {
+		v.fail(CheckEntry, item, "kind %q does not match the selection %q", truncate(f.Kind, 60), truncate(k, 60))
+		return
+	}
+	if ref, ok := f.Details["manifest"].(string); ok {
+		v.refs[ref] = e.Index
+	}
+	v.pass(CheckEntry, item, "%s %s, leaf hash %x", f.Kind, truncate(f.Subject, 60), e.LeafHash[:8])
+}
+
+func (v *verifier) checkInclusion(e Entry, item string) {
+	if v.cp == nil {
+		v.fail(CheckInclusion, item, "cannot check: the checkpoint did not verify")
+		return
+	}
+	if err := checkHashes(e.InclusionProof); err != nil {
+		v.fail(CheckInclusion, item, "%v", err)
+		return
+	}
+	if len(e.LeafHash) != HashSize {
+		v.fail(CheckInclusion, item, "leaf hash is %d bytes, want %d", len(e.LeafHash), HashSize)
+		return
+	}
+	if err := proof.VerifyInclusion(rfc6962.DefaultHasher, e.Index, v.cp.Size, e.LeafHash, e.InclusionProof, v.cp.Hash); err != nil {
+		v.fail(CheckInclusion, item, "not in the checkpoint's tree of size %d: %v", v.cp.Size, err)
+		return
+	}
+	v.pass(CheckInclusion, item, "in the tree of size %d", v.cp.Size)
+}
+
+// checkAnchored checks the anchored checkpoint, its consistency with the bundle's checkpoint,
+// that it covers every entry, and each anchor's evidence.
+func (v *verifier) checkAnchored() {
+	a := v.b.Anchored
+	if a == nil {
+		return
+	}
+	if v.key == nil {
+		v.fail(CheckAnchoredCheckpoint, "", "cannot check the signature: no usable key")
+	} else if c, err := OpenCheckpoint(a.Checkpoint, v.key, v.b.Origin); err != nil {
+		v.fail(CheckAnchoredCheckpoint, "", "%v", err)
+	} else {
+		v.anc = &c
+		v.pass(CheckAnchoredCheckpoint, "", "signed by %s, size %d", keyID(v.key), c.Size)
+	}
+	v.checkConsistency(a.ConsistencyProof)
+	v.checkCoverage()
+	if len(a.Evidence) == 0 {
+		v.fail(CheckAnchor, "", "an anchored checkpoint with no anchor evidence")
+	}
+	for _, ev := range a.Evidence {
+		v.checkEvidence(ev)
+	}
+}
+
+func (v *verifier) checkConsistency(p [][]byte) {
+	if v.cp == nil || v.anc == nil {
+		v.fail(CheckConsistency, "", "cannot check: a checkpoint did not verify")
+		return
+	}
+	if err := checkHashes(p); err != nil {
+		v.fail(CheckConsistency, "", "%v", err)
+		return
+	}
+	small, large := v.cp, v.anc
+	if small.Size > large.Size {
+		small, large = large, small
+	}
+	if err := proof.VerifyConsistency(rfc6962.DefaultHasher, small.Size, large.Size, p, small.Hash, large.Hash); err != nil {
+		v.fail(CheckConsistency, "", "tree of size %d is not a prefix of tree of size %d: %v", small.Size, large.Size, err)
+		return
+	}
+	v.pass(CheckConsistency, "", "tree of size %d is a prefix of tree of size %d", small.Size, large.Size)
+}
+
+func (v *verifier) checkCoverage() {
+	if v.anc == nil {
+		v.fail(CheckAnchorCoverage, "", "cannot check: the anchored checkpoint did not verify")
+		return
+	}
+	for _, e := range v.b.Entries {
+		if e.Index >= v.anc.Size {
+			v.fail(CheckAnchorCoverage, "", "entry %d is after the anchored checkpoint (size %d): it is not anchored", e.Index, v.anc.Size)
+			return
+		}
+	}
+	v.pass(CheckAnchorCoverage, "", "every entry is below the anchored size %d", v.anc.Size)
+}
+
+func checkHashes(p [][]byte) error {
+	if len(p) > maxProofLen {
+		return fmt.Errorf("proof has %d hashes, at most %d are possible", len(p), maxProofLen)
+	}
+	for i, h := range p {
+		if len(h) != HashSize {
+			return fmt.Errorf("proof hash %d is %d bytes, want %d", i, len(h), HashSize)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,175 @@
+package verify
+
+import (
+	"crypto/x509"
+	"fmt"
+	"strings"
+
+	"golang.org/x/mod/sumdb/note"
+)
+
+// Check names, one per kind of row in a [Report]. They are stable: scripts and tests branch
+// on them.
+const (
+	CheckBundle             = "bundle"
+	CheckKey                = "key"
+	CheckCheckpoint         = "checkpoint"
+	CheckEntries            = "entries"
+	CheckEntry              = "entry"
+	CheckInclusion          = "inclusion"
+	CheckAnchoredCheckpoint = "anchored checkpoint"
+	CheckConsistency        = "consistency"
+	CheckAnchorCoverage     = "anchor coverage"
+	CheckAnchor             = "anchor"
+	CheckManifest           = "manifest"
+)
+
+// Tiers name what a bundle that passes every check proves, weakest first.
+const (
+	// TierNone is reported when any check failed.
+	TierNone = "none"
+	// TierTamperDetecting: the entries are in a log whose checkpoints are signed by the
+	// local key and held locally (the database, a file anchor). Whoever holds the key and
+	// the storage could rewrite both.
+	TierTamperDetecting = "tamper-detecting"
+	// TierTrustedTime: in addition, an RFC 3161 timestamp authority attested that the
+	// anchored checkpoint existed at a time.
+	TierTrustedTime = "trusted-time"
+	// TierTamperEvident: in addition, the anchored checkpoint was handed to an external
+	// anchor (e.g. object-lock storage) the log's operator cannot silently rewrite.
+	TierTamperEvident = "tamper-evident"
+)
+
+// Key sources in a [Report].
+const (
+	KeyFromOptions = "given"
+	KeyFromBundle  = "bundle"
+)
+
+// Options configures [Verify].
+type Options struct {
+	// Key is the log's public verifier key as the auditor knows it (keys/audit.pub). It MUST
+	// equal the bundle's key. Empty means the bundle's own key is used, which proves only
+	// that the bundle is self-consistent.
+	Key string
+	// TSARoots are the trusted roots for RFC 3161 evidence. nil means the CA certificates
+	// recorded in the evidence are used, which is weaker.
+	TSARoots *x509.CertPool
+}
+
+// Result is one row of a [Report].
+type Result struct {
+	Check  string `json:"check"`
+	Item   string `json:"item,omitempty"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// Report is the outcome of [Verify]: one [Result] per check, in a fixed order.
+type Report struct {
+	// OK is true when every check passed.
+	OK bool `json:"ok"`
+	// Tier is the strongest tier reached, or [TierNone] when a check failed.
+	Tier string `json:"tier"`
+	// KeySource is [KeyFromOptions] or [KeyFromBundle].
+	KeySource string `json:"key_source"`
+	// TrustedTime is the time an RFC 3161 token attests, RFC 3339 UTC, when one verified.
+	TrustedTime string `json:"trusted_time,omitempty"`
+	// Checks are the rows.
+	Checks []Result `json:"checks"`
+}
+
+// Failed returns the failed rows.
+func (r *Report) Failed() []Result {
+	var out []Result
+	for _, c := range r.Checks {
+		if !c.OK {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+type verifier struct {
+	b     *Bundle
+	opts  Options
+	rep   *Report
+	key   note.Verifier
+	cp    *Checkpoint // the bundle's checkpoint, when it verified
+	anc   *Checkpoint // the anchored checkpoint, when it verified
+	tiers map[string]bool
+	refs  map[string]uint64 // details.manifest of passing entries -> entry index
+}
+
+// Verify checks b and returns a row per check. It never stops at the first failure: every
+// check that can run does, and one that cannot (its input failed an earlier check) is
+// reported as failed with the reason.
+func Verify(b *Bundle, opts Options) *Report {
+	v := &verifier{b: b, opts: opts, rep: &Report{Checks: []Result{}}, tiers: map[string]bool{}, refs: map[string]uint64{}}
+	v.checkKey()
+	v.checkCheckpoint()
+	v.checkEntries()
+	v.checkAnchored()
+	v.checkManifests()
+	v.rep.OK = len(v.rep.Failed()) == 0
+	switch {
+	case !v.rep.OK:
+		v.rep.Tier = TierNone
+	case v.tiers[TierTamperEvident]:
+		v.rep.Tier = TierTamperEvident
+	case v.tiers[TierTrustedTime]:
+		v.rep.Tier = TierTrustedTime
+	default:
+		v.rep.Tier = TierTamperDetecting
+	}
+	return v.rep
+}
+
+func (v *verifier) pass(check, item, format string, args ...any) {
+	v.rep.Checks = append(v.rep.Checks, Result{Check: check, Item: item, OK: true, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (v *verifier) fail(check, item, format string, args ...any) {
+	v.rep.Checks = append(v.rep.Checks, Result{Check: check, Item: item, OK: false, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (v *verifier) checkKey() {
+	text := strings.TrimSpace(v.b.Key)
+	v.rep.KeySource = KeyFromBundle
+	if v.opts.Key != "" {
+		v.rep.KeySource = KeyFromOptions
+		if given := strings.TrimSpace(v.opts.Key); given != text {
+			v.fail(CheckKey, "", "bundle key %q is not the given key %q", truncate(text, 120), truncate(given, 120))
+			return
+		}
+	}
+	k, err := note.NewVerifier(text)
+	if err != nil {
+		v.fail(CheckKey, "", "bundle key %q is not a signed-note verifier key", truncate(text, 120))
+		return
+	}
+	if !strings.HasPrefix(v.b.Origin, k.Name()+"/") {
+		v.fail(CheckKey, "", "key %q does not belong to origin %q", k.Name(), truncate(v.b.Origin, 80))
+		return
+	}
+	v.key = k
+	if v.rep.KeySource == KeyFromBundle {
+		v.pass(CheckKey, "", "%s, taken from the bundle (weaker: pass the operator's audit.pub with --key)", keyID(k))
+		return
+	}
+	v.pass(CheckKey, "", "%s, matches the given key", keyID(k))
+}
+
+func (v *verifier) checkCheckpoint() {
+	if v.key == nil {
+		v.fail(CheckCheckpoint, "", "cannot check the signature: no usable key")
+		return
+	}
+	c, err := OpenCheckpoint(v.b.Checkpoint, v.key, v.b.Origin)
+	if err != nil {
+		v.fail(CheckCheckpoint, "", "%v", err)
+		return
+	}
+	v.cp = &c
+	v.pass(CheckCheckpoint, "", "signed by %s, size %d", keyID(v.key), c.Size)
+}

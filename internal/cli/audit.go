@@ -1,0 +1,388 @@
+package cli
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/anchor"
+	"github.com/agora-dev/agora/internal/audit/verify"
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/home"
+)
+
+// maxCAFileSize caps an rfc3161 anchor's ca_file.
+const maxCAFileSize = 1 << 20
+
+func newAuditCmd(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Read, checkpoint and export the audit log of agora.db",
+		Long: `Every change to the catalog and every direct dispatch appends an entry to the audit log of
+agora.db, in the same transaction as the change. The log is an RFC 6962 Merkle tree; signed
+checkpoints of it (keys/audit.key) are written every audit.checkpoint_every entries or
+audit.checkpoint_interval, and handed to the anchors of agora.yaml (audit.anchors).
+
+'agora audit export' writes a bundle that 'agora verify' checks with no database.`,
+	}
+	cmd.AddCommand(newAuditLogCmd(f), newAuditCheckpointCmd(f), newAuditExportCmd(f))
+	return cmd
+}
+
+// Checkpointer returns the checkpointer of agora.db's audit log with the anchors of
+// agora.yaml. Commands that append entries call MaybeCheckpoint on it after they commit.
+func (f *Factory) Checkpointer(ctx context.Context) (*audit.Checkpointer, error) {
+	h, err := f.Home(ctx)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := h.AuditSigner()
+	if err != nil {
+		return nil, err
+	}
+	pub, err := os.ReadFile(filepath.Join(h.Dir, home.AuditPubFile))
+	if err != nil {
+		return nil, fmt.Errorf("read audit public key: %w", err)
+	}
+	anchors, err := buildAnchors(h.Config, f.Now)
+	if err != nil {
+		return nil, err
+	}
+	return audit.NewCheckpointer(h.DB, audit.CheckpointerOptions{
+		LogName:     home.DBFile,
+		Signer:      signer,
+		VerifierKey: string(pub),
+		Every:       h.Config.Audit.Every(),
+		Interval:    h.Config.Audit.Interval(),
+		Anchors:     anchors,
+		Now:         f.Now,
+	})
+}
+
+func buildAnchors(cfg *config.Config, now func() time.Time) ([]audit.Anchor, error) {
+	var out []audit.Anchor
+	for i, a := range cfg.Audit.Anchors {
+		switch a.Type {
+		case config.AnchorFile:
+			out = append(out, anchor.NewFile(a.Path, now))
+		case config.AnchorCommand:
+			c, err := anchor.NewCommand(a.Argv, now)
+			if err != nil {
+				return nil, fmt.Errorf("audit.anchors[%d]: %w", i, err)
+			}
+			out = append(out, c)
+		case config.AnchorRFC3161:
+			var ca []byte
+			if a.CAFile != "" {
+				b, err := readCapped(a.CAFile, maxCAFileSize)
+				if err != nil {
+					return nil, fmt.Errorf("audit.anchors[%d].ca_file: %w", i, err)
+				}
+				ca = b
+			}
+			prefixes, err := cfg.Egress.Prefixes()
+			if err != nil {
+				return nil, fmt.Errorf("egress.allow_private: %w", err)
+			}
+			r, err := anchor.NewRFC3161(a.URL, ca, egress.Policy{AllowPrivate: prefixes})
+			if err != nil {
+				return nil, fmt.Errorf("audit.anchors[%d]: %w", i, err)
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+type auditLogOptions struct {
+	since  string
+	kind   string
+	limit  int
+	output string
+}
+
+// auditLogEntry is the JSON shape of one entry of 'audit log'.
+type auditLogEntry struct {
+	Seq     uint64         `json:"seq"`
+	Time    time.Time      `json:"time"`
+	Actor   string         `json:"actor"`
+	Kind    string         `json:"kind"`
+	Subject string         `json:"subject"`
+	Details map[string]any `json:"details"`
+}
+
+func newAuditLogCmd(f *Factory) *cobra.Command {
+	opts := &auditLogOptions{}
+	cmd := &cobra.Command{
+		Use:   "log [--since T] [--kind K]",
+		Short: "List the entries of the audit log",
+		Long: `List audit entries in sequence order: SEQ TIME ACTOR KIND SUBJECT. --output json adds each
+entry's details (names, hashes and decisions; never secret values).
+
+--since takes an RFC 3339 time (2026-01-02T15:04:05Z) or a duration back from now (24h).
+--kind takes a kind (catalog.register) or a family (catalog.*).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, opts.output); err != nil {
+				return err
+			}
+			var lo audit.ListOptions
+			if opts.since != "" {
+				t, err := parseSinceTime(opts.since, f.Now())
+				if err != nil {
+					return usageErrorf(cmd, "--since: %v", err)
+				}
+				lo.Since = t
+			}
+			lo.Kind, lo.Limit = opts.kind, opts.limit
+			return runAuditLog(cmd.Context(), f, lo, opts.output)
+		},
+	}
+	cmd.Flags().StringVar(&opts.since, "since", "", "only entries at or after this RFC 3339 time or duration ago")
+	cmd.Flags().StringVar(&opts.kind, "kind", "", "only entries of this kind, or family such as catalog.*")
+	cmd.Flags().IntVar(&opts.limit, "limit", 0, "only the last N matching entries (0: all)")
+	addOutputFlag(cmd, &opts.output)
+	return cmd
+}
+
+func runAuditLog(ctx context.Context, f *Factory, lo audit.ListOptions, output string) error {
+	h, err := f.Home(ctx)
+	if err != nil {
+		return err
+	}
+	recs, err := audit.List(ctx, h.DB.SQL(), lo)
+	if err != nil {
+		return err
+	}
+	if output == formatJSON {
+		out := make([]auditLogEntry, len(recs))
+		for i, r := range recs {
+			out[i] = auditLogEntry(r)
+		}
+		return writeJSON(f.IO.Out, out)
+	}
+	rows := make([][]string, len(recs))
+	for i, r := range recs {
+		rows[i] = []string{strconv.FormatUint(r.Seq, 10), fmtTime(f.IO, f.Now(), r.Time), r.Actor, r.Kind, r.Subject}
+	}
+	return printTable(f.IO, []string{"SEQ", "TIME", "ACTOR", "KIND", "SUBJECT"}, rows)
+}
+
+// checkpointResult is the JSON shape of 'audit checkpoint'.
+type checkpointResult struct {
+	Origin  string         `json:"origin"`
+	Size    uint64         `json:"size"`
+	Root    string         `json:"root"`
+	At      time.Time      `json:"at"`
+	Created bool           `json:"created"`
+	Note    string         `json:"note"`
+	Anchors []anchorResult `json:"anchors"`
+}
+
+type anchorResult struct {
+	Name  string `json:"name"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+func newAuditCheckpointCmd(f *Factory) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "checkpoint",
+		Short: "Write a checkpoint now and print the latest signed checkpoint",
+		Long: `Write a signed checkpoint of the audit log if it grew since the latest one (after checking
+the latest one is a prefix of the log), hand it to every anchor that has not accepted it
+yet, and print it: a C2SP tlog-checkpoint signed note.
+
+A failing anchor does not undo the checkpoint; it is reported and the command exits 1.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, output); err != nil {
+				return err
+			}
+			return runAuditCheckpoint(cmd.Context(), f, output)
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func runAuditCheckpoint(ctx context.Context, f *Factory, output string) error {
+	cp, err := f.Checkpointer(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := cp.Checkpoint(ctx)
+	if err != nil {
+		return err
+	}
+	c := res.Checkpoint
+	if output == formatJSON {
+		out := checkpointResult{Origin: c.Origin, Size: c.Size, Root: base64.StdEncoding.EncodeToString(c.Hash),
+			At: c.At, Created: res.Created, Note: string(c.Note), Anchors: []anchorResult{}}
+		for _, a := range res.Anchors {
+			r := anchorResult{Name: a.Name, OK: a.Err == nil}
+			if a.Err != nil {
+				r.Error = a.Err.Error()
+			}
+			out.Anchors = append(out.Anchors, r)
+		}
+		if err := writeJSON(f.IO.Out, out); err != nil {
+			return err
+		}
+	} else {
+		if res.Created {
+			fmt.Fprintf(f.IO.ErrOut, "agora: wrote checkpoint %d\n", c.Size)
+		} else {
+			fmt.Fprintf(f.IO.ErrOut, "agora: checkpoint %d is current\n", c.Size)
+		}
+		for _, a := range res.Anchors {
+			if a.Err == nil {
+				fmt.Fprintf(f.IO.ErrOut, "agora: anchored checkpoint %d: %s\n", c.Size, a.Name)
+			}
+		}
+		fmt.Fprint(f.IO.Out, string(c.Note))
+	}
+	return res.Err()
+}
+
+type auditExportOptions struct {
+	out    string
+	since  string
+	kind   string
+	force  bool
+	output string
+}
+
+func newAuditExportCmd(f *Factory) *cobra.Command {
+	opts := &auditExportOptions{}
+	cmd := &cobra.Command{
+		Use:   "export --out FILE [--since SEQ|TIME] [--kind K]",
+		Short: "Export audit entries with their proofs as a bundle for agora verify",
+		Long: `Write a bundle (docs/audit-bundle.md) of audit entries: each with its inclusion proof
+against a signed checkpoint, the consistency proof to the latest anchored checkpoint, the
+anchors' evidence and the public key. 'agora verify FILE' checks it with no database.
+
+A checkpoint is written first if the log grew, so the bundle covers every entry. --since
+takes a sequence number, an RFC 3339 time or a duration back from now; --kind a kind or a
+family such as catalog.*.`,
+		Example: `  agora audit export --out audit.json --since 24h
+  agora verify audit.json --key ~/.local/share/agora/keys/audit.pub`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.out == "" {
+				return usageErrorf(cmd, "--out FILE is required")
+			}
+			var sel audit.Selection
+			if opts.since != "" {
+				if n, err := strconv.ParseUint(opts.since, 10, 64); err == nil {
+					sel.FromIndex = n
+				} else if sel.Since, err = parseSinceTime(opts.since, f.Now()); err != nil {
+					return usageErrorf(cmd, "--since: want a sequence number, an RFC 3339 time or a duration, got %q", opts.since)
+				}
+			}
+			sel.Kind = opts.kind
+			if _, err := os.Lstat(opts.out); err == nil && !opts.force {
+				return fmt.Errorf("%s exists; pass --force to overwrite it", opts.out)
+			}
+			return runAuditExport(cmd.Context(), f, sel, opts.out)
+		},
+	}
+	cmd.Flags().StringVar(&opts.out, "out", "", "file to write the bundle to (required)")
+	cmd.Flags().StringVar(&opts.since, "since", "", "first sequence number, or RFC 3339 time or duration ago")
+	cmd.Flags().StringVar(&opts.kind, "kind", "", "only entries of this kind, or family such as catalog.*")
+	cmd.Flags().BoolVar(&opts.force, "force", false, "overwrite --out if it exists")
+	return cmd
+}
+
+func runAuditExport(ctx context.Context, f *Factory, sel audit.Selection, out string) error {
+	cp, err := f.Checkpointer(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := cp.Checkpoint(ctx)
+	if err != nil {
+		return err
+	}
+	if aerr := res.Err(); aerr != nil {
+		fmt.Fprintf(f.IO.ErrOut, "agora: warning: %v\n", strings.ReplaceAll(aerr.Error(), "\n", "; "))
+	}
+	b, err := cp.Export(ctx, sel)
+	if err != nil {
+		if errors.Is(err, audit.ErrNoEntries) {
+			return fmt.Errorf("%w; see 'agora audit log'", err)
+		}
+		return err
+	}
+	if err := writeBundle(out, b); err != nil {
+		return err
+	}
+	anchored := "no anchored checkpoint"
+	if b.Anchored != nil {
+		anchored = fmt.Sprintf("%d anchor record(s)", len(b.Anchored.Evidence))
+	}
+	fmt.Fprintf(f.IO.ErrOut, "agora: exported %d entries to %s (%s)\n", len(b.Entries), out, anchored)
+	return nil
+}
+
+func writeBundle(path string, b *verify.Bundle) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".bundle-*")
+	if err != nil {
+		return fmt.Errorf("write bundle: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := verify.WriteBundle(tmp, b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write bundle %s: %w", path, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write bundle %s: %w", path, err)
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// parseSinceTime reads an RFC 3339 time or a duration back from now.
+func parseSinceTime(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("want an RFC 3339 time or a duration such as 24h, got %q", s)
+}
+
+func readCapped(path string, limit int64) ([]byte, error) {
+	fd, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fd.Close()
+	b := make([]byte, limit+1)
+	n, _ := fd.Read(b)
+	for n < len(b) {
+		m, err := fd.Read(b[n:])
+		n += m
+		if err != nil || m == 0 {
+			break
+		}
+	}
+	if int64(n) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
+	}
+	return b[:n], nil
+}

@@ -1,0 +1,409 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/worker"
+)
+
+func newDispatchCmd(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dispatch",
+		Short: "Run sandboxed workers and read their records, patches and outputs",
+		Long: `A dispatch runs one subagent on one target in a sandbox. Its record is written before
+anything starts and ends in exactly one terminal state: finished, needs_input, failed (with a
+reason: worker-failed, provider-failed, timeout, cancelled, fetch-failed, integrity-failed,
+denied) or cancelled.
+
+Exit codes of run and resume:
+  0  finished
+  1  infrastructure failure (provider-failed, fetch-failed, or agora itself)
+  2  usage error: nothing was dispatched
+  3  the worker did not succeed (worker-failed, timeout, denied, integrity-failed, cancelled)
+  4  needs input: answer with 'agora dispatch resume ID --answer TEXT'`,
+	}
+	cmd.AddCommand(
+		newDispatchRunCmd(f),
+		newDispatchResumeCmd(f),
+		newDispatchDescribeCmd(f),
+		newDispatchListCmd(f),
+		newDispatchLogsCmd(f),
+		newDispatchPatchCmd(f),
+		newDispatchOutputsCmd(f),
+		newDispatchCancelCmd(f),
+		newDispatchDeliverCmd(f),
+		newDispatchSuperviseCmd(f),
+	)
+	return cmd
+}
+
+type dispatchRunOptions struct {
+	subagent string
+	envs     []string
+	target   string
+	input    string
+	repo     string
+	timeout  time.Duration
+	detach   bool
+	callback string
+	output   string
+}
+
+func newDispatchRunCmd(f *Factory) *cobra.Command {
+	opts := &dispatchRunOptions{}
+	cmd := &cobra.Command{
+		Use:   "run --subagent NAME[@sha256:HEX] [flags]",
+		Short: "Dispatch a subagent in a sandbox and wait for it",
+		Long: `Dispatch a subagent on a target (default: local, bubblewrap on this machine).
+
+The dispatch id is printed at once; lifecycle events go to stderr as they happen, and a
+summary follows the end. With --detach, run returns once the worker has started.
+
+The worker sees: the workspace (a checkout of --repo at its revision, or an empty directory)
+with the subagent's capability files overlaid, the env bundles' values and secrets (secrets
+arrive on a file descriptor, never in argv), AGORA_INPUT_JSON and AGORA_DISPATCH_ID. Its
+changes come back as a patch: 'agora dispatch patch ID | git apply'.`,
+		Example: `  agora dispatch run --subagent hello --env demo --repo . --input '{"task":"greet"}'
+  agora dispatch run --subagent fixer@sha256:1f2e... --repo ~/src/app@v1.2.0 --timeout 10m --detach`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.subagent == "" {
+				return usageErrorf(cmd, "--subagent is required")
+			}
+			if err := checkOutput(cmd, opts.output); err != nil {
+				return err
+			}
+			input, err := readInput(opts.input)
+			if err != nil {
+				return usageErrorf(cmd, "--input: %v", err)
+			}
+			repo, rev := splitRepo(opts.repo)
+			req := dispatch.Request{
+				Subagent: opts.subagent, Envs: splitList(opts.envs), Target: opts.target, Input: input,
+				Repo: repo, Revision: rev, Timeout: opts.timeout, Actor: f.Actor(), CallbackURL: opts.callback,
+			}
+			return runDispatch(cmd, f, req, opts.detach, opts.output)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.subagent, "subagent", "", "the subagent to run: NAME (latest) or NAME@sha256:HEX (required)")
+	fl.StringSliceVar(&opts.envs, "env", nil, "env bundles, comma-separated or repeated; a later bundle's key wins")
+	fl.StringVar(&opts.target, "target", "", "target from agora.yaml (default local)")
+	fl.StringVar(&opts.input, "input", "", "input as a JSON object, or @FILE to read it from a file")
+	fl.StringVar(&opts.repo, "repo", "", "git repository to work on: PATH or PATH@REV (default HEAD)")
+	fl.DurationVar(&opts.timeout, "timeout", 0, "wall-clock limit (default and maximum: the target's)")
+	fl.BoolVar(&opts.detach, "detach", false, "return once the worker has started")
+	fl.StringVar(&opts.callback, "callback", "", "URL that receives every lifecycle event as a signed POST")
+	addOutputFlag(cmd, &opts.output)
+	return cmd
+}
+
+func readInput(s string) (json.RawMessage, error) {
+	if s == "" {
+		return nil, nil
+	}
+	if path, ok := strings.CutPrefix(s, "@"); ok {
+		b, err := readLimited(path, 1<<20)
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	return json.RawMessage(s), nil
+}
+
+// splitRepo splits PATH@REV at the last '@' when what follows looks like a revision.
+func splitRepo(s string) (string, string) {
+	i := strings.LastIndex(s, "@")
+	if i <= 0 || strings.Contains(s[i+1:], "/") && !strings.HasPrefix(s[i+1:], "refs/") {
+		return s, ""
+	}
+	return s[:i], s[i+1:]
+}
+
+// runDispatch accepts req and supervises it here, or in a detached process.
+func runDispatch(cmd *cobra.Command, f *Factory, req dispatch.Request, detach bool, output string) error {
+	ctx := cmd.Context()
+	d, err := f.Dispatcher(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := d.Reap(ctx); err != nil {
+		return err
+	}
+	if t, err := d.Config.Target(req.Target); err == nil && t.Sandbox == "none" {
+		fmt.Fprintf(f.IO.ErrOut, "agora: WARNING: target %q runs workers WITHOUT a sandbox (sandbox: none); this is recorded on the dispatch\n", orDefault(req.Target, "local"))
+	}
+	rec, err := d.Accept(ctx, req)
+	var re *dispatch.RequestError
+	if errors.As(err, &re) {
+		return &usageError{err: err, cmd: cmd}
+	}
+	if err != nil {
+		return err
+	}
+	if output != formatJSON {
+		fmt.Fprintln(f.IO.Out, rec.ID)
+	}
+	progress := func(kind string, r *dispatch.Record) { printEvent(f, kind, r) }
+	printEvent(f, dispatch.StateAccepted, rec)
+	if dispatch.IsTerminal(rec.State) {
+		printEvent(f, rec.State, rec)
+		return finishDispatchOutput(f, rec, output)
+	}
+	if detach {
+		started, err := detachSupervisor(ctx, f, d, rec.ID)
+		if err != nil {
+			return err
+		}
+		printEvent(f, started.State, started)
+		if output == formatJSON {
+			return writeJSON(f.IO.Out, started)
+		}
+		fmt.Fprintf(f.IO.ErrOut, "agora: detached; follow with 'agora dispatch logs %s -f' or 'agora dispatch describe %s'\n", rec.ID, rec.ID)
+		return nil
+	}
+	final, err := d.Supervise(ctx, rec.ID, progress)
+	if err != nil {
+		return err
+	}
+	deliverCallbacks(ctx, f, final)
+	return finishDispatchOutput(f, final, output)
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func printEvent(f *Factory, kind string, r *dispatch.Record) {
+	switch kind {
+	case dispatch.StateAccepted:
+		fmt.Fprintf(f.IO.ErrOut, "agora: %s accepted: %s@%s on %s (sandbox %s, network %s)\n",
+			r.ID, r.Subagent, r.SubagentDigest.Short(), r.Target, r.Sandbox, r.Network)
+	case dispatch.StateStarted:
+		fmt.Fprintf(f.IO.ErrOut, "agora: %s started (%s)\n", r.ID, r.ProviderTaskID)
+	case dispatch.StateFailed:
+		fmt.Fprintf(f.IO.ErrOut, "agora: %s failed: %s: %s\n", r.ID, r.Reason, r.Detail)
+	default:
+		fmt.Fprintf(f.IO.ErrOut, "agora: %s %s\n", r.ID, kind)
+	}
+}
+
+// finishDispatchOutput prints the result and turns the terminal state into the exit code.
+func finishDispatchOutput(f *Factory, r *dispatch.Record, output string) error {
+	if output == formatJSON {
+		if err := writeJSON(f.IO.Out, r); err != nil {
+			return err
+		}
+	} else {
+		printSummary(f, r)
+	}
+	if code := dispatchExitCode(r); code != ExitOK {
+		return &exitError{code: code}
+	}
+	return nil
+}
+
+func dispatchExitCode(r *dispatch.Record) int {
+	switch r.State {
+	case dispatch.StateFinished:
+		return ExitOK
+	case dispatch.StateNeedsInput:
+		return ExitNeedsInput
+	case dispatch.StateFailed:
+		if r.Reason == dispatch.ReasonProviderFailed || r.Reason == dispatch.ReasonFetchFailed {
+			return ExitError
+		}
+		return ExitWorkerFail
+	case dispatch.StateCancelled:
+		return ExitWorkerFail
+	}
+	return ExitError
+}
+
+func printSummary(f *Factory, r *dispatch.Record) {
+	w := f.IO.ErrOut
+	dur := ""
+	if r.StartedAt != nil && r.EndedAt != nil {
+		dur = ", " + r.EndedAt.Sub(*r.StartedAt).Round(time.Millisecond).String()
+	}
+	exit := ""
+	if r.ExitCode != nil {
+		exit = fmt.Sprintf("exit %d", *r.ExitCode)
+	}
+	fmt.Fprintf(w, "\ndispatch  %s  %s%s\n", r.ID, r.State, parens(strings.TrimPrefix(strings.Join(nonEmpty(r.Reason, exit), ", ")+dur, ", ")))
+	fmt.Fprintf(w, "subagent  %s@%s\n", r.Subagent, r.SubagentDigest)
+	fmt.Fprintf(w, "target    %s (isolation %s, network %s)\n", r.Target, orDash(r.Isolation), r.Network)
+	if r.Detail != "" && r.State != dispatch.StateFinished {
+		fmt.Fprintf(w, "detail    %s\n", r.Detail)
+	}
+	if res := r.Result; res != nil {
+		if res.NeedsInput != nil {
+			fmt.Fprintf(w, "question  %s\n", res.NeedsInput.Question)
+			for _, o := range res.NeedsInput.Options {
+				fmt.Fprintf(w, "  option  %s\n", o)
+			}
+			fmt.Fprintf(w, "          -> agora dispatch resume %s --answer TEXT\n", r.ID)
+		}
+		if res.Patch != nil {
+			fmt.Fprintf(w, "patch     %d bytes  -> agora dispatch patch %s | git apply\n", res.Patch.Size, r.ID)
+		}
+		if len(res.Outputs) > 0 {
+			fmt.Fprintf(w, "outputs   %d file(s)  -> agora dispatch outputs %s --to DIR\n", len(res.Outputs), r.ID)
+		}
+		if res.Stdout != nil {
+			fmt.Fprintf(w, "logs      stdout %d bytes, stderr %d bytes  -> agora dispatch logs %s\n", res.Stdout.Size, sizeOf(res.Stderr), r.ID)
+		}
+		if len(res.Truncated) > 0 {
+			fmt.Fprintf(w, "truncated %s (over the cap)\n", strings.Join(res.Truncated, ", "))
+		}
+	}
+}
+
+func sizeOf(a *dispatch.Artifact) int64 {
+	if a == nil {
+		return 0
+	}
+	return a.Size
+}
+
+func parens(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+func nonEmpty(ss ...string) []string {
+	var out []string
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// detachSupervisor starts `agora dispatch supervise ID` in its own session, detached from
+// this terminal, and waits until the worker has started (or the dispatch ended).
+func detachSupervisor(ctx context.Context, f *Factory, d *dispatch.Dispatcher, id string) (*dispatch.Record, error) {
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer devnull.Close()
+	c := exec.Command(d.AgoraBin, "dispatch", "supervise", id)
+	c.Stdin, c.Stdout, c.Stderr = devnull, devnull, devnull
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	c.Env = os.Environ()
+	if err := c.Start(); err != nil {
+		return nil, fmt.Errorf("start detached supervisor: %w", err)
+	}
+	go c.Wait() // reap it if it ends while we still run
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r, err := d.Records.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if r.State != dispatch.StateAccepted {
+			return r, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("dispatch %s did not start within a minute; see 'agora dispatch describe %s'", id, id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func newDispatchSuperviseCmd(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:    "supervise ID",
+		Short:  "Run an accepted dispatch to its end (used by --detach)",
+		Hidden: true,
+		Args:   exactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := f.Dispatcher(cmd.Context())
+			if err != nil {
+				return err
+			}
+			final, err := d.Supervise(cmd.Context(), args[0], nil)
+			if err != nil {
+				return err
+			}
+			deliverCallbacks(cmd.Context(), f, final)
+			return nil
+		},
+	}
+}
+
+// deliverCallbacks tries the dispatch's outbox a few times; what stays undelivered is retried
+// by 'agora dispatch deliver'.
+func deliverCallbacks(ctx context.Context, f *Factory, r *dispatch.Record) {
+	if r.CallbackURL == "" {
+		return
+	}
+	c, err := f.Courier(ctx)
+	if err != nil {
+		fmt.Fprintf(f.IO.ErrOut, "agora: warning: callbacks not delivered: %v\n", err)
+		return
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		_, pending, err := c.Flush(ctx, r.ID)
+		if err != nil || pending == 0 {
+			return
+		}
+		time.Sleep(time.Duration(attempt+1) * 500 * time.Millisecond)
+	}
+	fmt.Fprintf(f.IO.ErrOut, "agora: warning: some callbacks of %s are not delivered yet; 'agora dispatch deliver' retries them\n", r.ID)
+}
+
+func newDispatchDeliverCmd(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "deliver",
+		Short: "Retry undelivered callbacks that are due",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.Courier(cmd.Context())
+			if err != nil {
+				return err
+			}
+			delivered, pending, err := c.Flush(cmd.Context(), "")
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(f.IO.Out, "delivered %d, pending %d\n", delivered, pending)
+			return nil
+		},
+	}
+}
+
+// newWorkerCmd is what runs inside the sandbox.
+func newWorkerCmd(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:    "worker",
+		Short:  "Run the worker inside a sandbox (started by agora, not by people)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if code := worker.Main(cmd.Context(), f.IO.Out, f.IO.ErrOut); code != 0 {
+				return &exitError{code: code}
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/registry"
+)
+
+// Dispatcher builds the dispatcher over AGORA_HOME with the local provider.
+func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) {
+	h, err := f.Home(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sealer, err := h.Sealer()
+	if err != nil {
+		return nil, err
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the agora binary to bind into the sandbox: %w", err)
+	}
+	provider, err := local.New(local.Options{})
+	if err != nil {
+		return nil, err
+	}
+	reader := registry.NewReader(h.DB, h.Blobs)
+	return &dispatch.Dispatcher{
+		Records: dispatch.NewRecords(h.DB, audit.New(f.Now), f.Now),
+		Catalog: reader,
+		Blobs:   h.Blobs,
+		Unseal: func(ref string) ([]byte, error) {
+			sealed, err := reader.Sealed(ctx, ref)
+			if err != nil {
+				return nil, err
+			}
+			return sealer.Open(ref, sealed)
+		},
+		Provider: provider,
+		Config:   h.Config,
+		StateDir: filepath.Join(h.Dir, home.DispatchDir),
+		AgoraBin: bin,
+		Now:      f.Now,
+	}, nil
+}
+
+// Courier builds the callback courier.
+func (f *Factory) Courier(ctx context.Context) (*dispatch.Courier, error) {
+	h, err := f.Home(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key, err := h.CallbackKey()
+	if err != nil {
+		return nil, err
+	}
+	prefixes, err := h.Config.Egress.Prefixes()
+	if err != nil {
+		return nil, err
+	}
+	d := egress.NewDialer(egress.Policy{AllowPrivate: prefixes}, nil)
+	return dispatch.NewCourier(h.DB.SQL(), key, d, f.Now), nil
+}

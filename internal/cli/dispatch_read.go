@@ -1,0 +1,432 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/home"
+)
+
+// openRecords reaps dispatches whose supervisor died, then returns the dispatcher.
+func openRecords(ctx context.Context, f *Factory) (*dispatch.Dispatcher, error) {
+	d, err := f.Dispatcher(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.Reap(ctx); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func newDispatchDescribeCmd(f *Factory) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "describe ID",
+		Short: "Show a dispatch's record and events (works while it runs)",
+		Args:  exactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, output); err != nil {
+				return err
+			}
+			d, err := openRecords(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			r, err := d.Records.Get(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if output == formatJSON {
+				return writeJSON(f.IO.Out, r)
+			}
+			w := f.IO.Out
+			fmt.Fprintf(w, "id:        %s\n", r.ID)
+			fmt.Fprintf(w, "state:     %s\n", r.State)
+			if r.Reason != "" {
+				fmt.Fprintf(w, "reason:    %s\n", r.Reason)
+			}
+			if r.Detail != "" {
+				fmt.Fprintf(w, "detail:    %s\n", r.Detail)
+			}
+			if r.ExitCode != nil {
+				fmt.Fprintf(w, "exit code: %d\n", *r.ExitCode)
+			}
+			fmt.Fprintf(w, "subagent:  %s@%s\n", r.Subagent, r.SubagentDigest)
+			for _, e := range r.Envs {
+				fmt.Fprintf(w, "env:       %s@%s\n", e.Name, e.Digest)
+			}
+			fmt.Fprintf(w, "target:    %s (sandbox %s, network %s, isolation %s)\n", r.Target, r.Sandbox, r.Network, orDash(r.Isolation))
+			if r.Repo != "" {
+				fmt.Fprintf(w, "repo:      %s@%s\n", r.Repo, r.Revision)
+			}
+			if r.ParentID != "" {
+				fmt.Fprintf(w, "parent:    %s\n", r.ParentID)
+			}
+			fmt.Fprintf(w, "input:     %s\n", r.InputDigest)
+			fmt.Fprintf(w, "timeout:   %s\n", time.Duration(r.Timeout))
+			fmt.Fprintf(w, "actor:     %s\n", r.Actor)
+			if res := r.Result; res != nil {
+				if res.Patch != nil {
+					fmt.Fprintf(w, "patch:     %s (%d bytes)\n", res.Patch.Digest, res.Patch.Size)
+				}
+				for _, o := range res.Outputs {
+					fmt.Fprintf(w, "output:    %s %s (%d bytes)\n", o.Path, o.Digest, o.Size)
+				}
+				if res.NeedsInput != nil {
+					fmt.Fprintf(w, "question:  %s\n", res.NeedsInput.Question)
+				}
+			}
+			fmt.Fprintf(w, "events:\n")
+			for _, e := range r.Events {
+				fmt.Fprintf(w, "  %s  %s\n", e.At.UTC().Format(time.RFC3339Nano), e.Kind)
+			}
+			return nil
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func newDispatchListCmd(f *Factory) *cobra.Command {
+	var output, state string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "list [--state S]",
+		Short: "List dispatches, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, output); err != nil {
+				return err
+			}
+			if err := dispatch.CheckState(state); err != nil {
+				return usageErrorf(cmd, "--state: %v", err)
+			}
+			d, err := openRecords(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			rs, err := d.Records.List(cmd.Context(), dispatch.ListFilter{State: state, Limit: limit})
+			if err != nil {
+				return err
+			}
+			if output == formatJSON {
+				return writeJSON(f.IO.Out, rs)
+			}
+			rows := make([][]string, len(rs))
+			for i, r := range rs {
+				rows[i] = []string{r.ID, r.State, orDash(r.Reason), r.Subagent, r.Target, fmtTime(f.IO, f.Now(), r.CreatedAt)}
+			}
+			return printTable(f.IO, []string{"ID", "STATE", "REASON", "SUBAGENT", "TARGET", "CREATED"}, rows)
+		},
+	}
+	cmd.Flags().StringVar(&state, "state", "", "only dispatches in this state")
+	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many")
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func newDispatchLogsCmd(f *Factory) *cobra.Command {
+	var follow, stderr bool
+	cmd := &cobra.Command{
+		Use:   "logs ID [-f]",
+		Short: "Print a dispatch's output (capped, secrets redacted)",
+		Long: `Print what the worker wrote to stdout (--stderr: to stderr). Output is capped (stdout
+4 MiB, stderr 1 MiB) and every secret value of the dispatch's env bundles is redacted,
+including its base64, hex and URL-encoded forms. -f follows a running dispatch to its end.`,
+		Args: exactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			d, err := openRecords(ctx, f)
+			if err != nil {
+				return err
+			}
+			id := args[0]
+			r, err := d.Records.Get(ctx, id)
+			if err != nil {
+				return err
+			}
+			h, _ := f.Home(ctx)
+			name := "stdout.log"
+			if stderr {
+				name = "stderr.log"
+			}
+			live := filepath.Join(h.Dir, home.DispatchDir, id, name)
+			if dispatch.IsTerminal(r.State) {
+				return printStoredLog(f, d, r, stderr, live)
+			}
+			return followLog(ctx, f, d, id, live, follow, stderr)
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow the output until the dispatch ends")
+	cmd.Flags().BoolVar(&stderr, "stderr", false, "print the worker's stderr instead of stdout")
+	return cmd
+}
+
+func printStoredLog(f *Factory, d *dispatch.Dispatcher, r *dispatch.Record, stderr bool, live string) error {
+	var a *dispatch.Artifact
+	if r.Result != nil {
+		a = r.Result.Stdout
+		if stderr {
+			a = r.Result.Stderr
+		}
+	}
+	if a == nil {
+		// Ended before the worker ran (denied, fetch-failed): there is no output.
+		return nil
+	}
+	b, err := d.Blobs.Get(a.Digest, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.IO.Out.Write(b)
+	return err
+}
+
+// followLog copies the live log file, and with follow keeps copying until the dispatch ends.
+func followLog(ctx context.Context, f *Factory, d *dispatch.Dispatcher, id, path string, follow, stderr bool) error {
+	var off int64
+	for {
+		if fh, err := os.Open(path); err == nil {
+			fh.Seek(off, io.SeekStart)
+			n, _ := io.Copy(f.IO.Out, fh)
+			off += n
+			fh.Close()
+		}
+		if !follow {
+			return nil
+		}
+		r, err := d.Records.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		if dispatch.IsTerminal(r.State) {
+			// The live file is complete once the record is terminal; copy its tail.
+			if fh, err := os.Open(path); err == nil {
+				fh.Seek(off, io.SeekStart)
+				io.Copy(f.IO.Out, fh)
+				fh.Close()
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func newDispatchPatchCmd(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "patch ID",
+		Short: "Print a dispatch's patch, ready for git apply",
+		Long: `Print the patch the worker captured (git diff --binary against the workspace as it was
+before the agent ran). It applies with 'git apply' on the dispatch's revision. Review it: the
+agent wrote it.`,
+		Args: exactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := openRecords(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			r, err := d.Records.Get(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if !dispatch.IsTerminal(r.State) {
+				return fmt.Errorf("dispatch %s is still %s; its patch exists once it ends", r.ID, r.State)
+			}
+			if r.Result == nil || r.Result.Patch == nil {
+				return fmt.Errorf("dispatch %s has no patch (%s)", r.ID, strings.Join(nonEmpty(r.State, r.Reason), ": "))
+			}
+			b, err := d.Blobs.Get(r.Result.Patch.Digest, 0)
+			if err != nil {
+				return err
+			}
+			_, err = f.IO.Out.Write(b)
+			return err
+		},
+	}
+}
+
+func newDispatchOutputsCmd(f *Factory) *cobra.Command {
+	var to string
+	var output string
+	cmd := &cobra.Command{
+		Use:   "outputs ID --to DIR",
+		Short: "Write a dispatch's output files into a directory",
+		Args:  exactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, output); err != nil {
+				return err
+			}
+			d, err := openRecords(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			r, err := d.Records.Get(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			outs := []dispatch.Output{}
+			if r.Result != nil {
+				outs = r.Result.Outputs
+			}
+			if output == formatJSON && to == "" {
+				return writeJSON(f.IO.Out, outs)
+			}
+			if to == "" {
+				return usageErrorf(cmd, "--to DIR is required")
+			}
+			for _, o := range outs {
+				if err := writeOutput(d, to, o); err != nil {
+					return err
+				}
+				fmt.Fprintf(f.IO.ErrOut, "agora: wrote %s\n", filepath.Join(to, o.Path))
+			}
+			if output == formatJSON {
+				return writeJSON(f.IO.Out, outs)
+			}
+			if len(outs) == 0 {
+				fmt.Fprintf(f.IO.ErrOut, "agora: dispatch %s has no outputs\n", r.ID)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "directory to write the files into (created if needed)")
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+// writeOutput writes one output below dir, refusing paths that would leave it.
+func writeOutput(d *dispatch.Dispatcher, dir string, o dispatch.Output) error {
+	clean := filepath.Clean(o.Path)
+	if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
+		return fmt.Errorf("output path %q leaves the directory", o.Path)
+	}
+	b, err := d.Blobs.Get(o.Digest, 0)
+	if err != nil {
+		return err
+	}
+	dst := filepath.Join(dir, clean)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(dst); err == nil {
+		return fmt.Errorf("%s exists; refusing to overwrite", dst)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
+}
+
+func newDispatchCancelCmd(f *Factory) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Stop a running dispatch and everything it started (idempotent)",
+		Args:  exactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, output); err != nil {
+				return err
+			}
+			d, err := openRecords(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			r, err := d.Cancel(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if output == formatJSON {
+				return writeJSON(f.IO.Out, r)
+			}
+			fmt.Fprintf(f.IO.Out, "%s %s\n", r.ID, r.State)
+			return nil
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func newDispatchResumeCmd(f *Factory) *cobra.Command {
+	var answer, output string
+	var detach bool
+	cmd := &cobra.Command{
+		Use:   "resume ID --answer TEXT",
+		Short: "Answer a dispatch that needs input, as a new linked dispatch",
+		Long: `Start a new dispatch, linked to ID as its parent, with the same pinned subagent, env
+bundles, target and revision. Its input is the parent's input plus "agora_resume":
+{"question", "answer", "partial_state"}, so the agent can pick up where it stopped.`,
+		Args: exactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if answer == "" {
+				return usageErrorf(cmd, "--answer is required")
+			}
+			if err := checkOutput(cmd, output); err != nil {
+				return err
+			}
+			d, err := openRecords(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			parent, err := d.Records.Get(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			req, err := resumeRequest(d, parent, answer, f.Actor())
+			if err != nil {
+				return err
+			}
+			return runDispatch(cmd, f, req, detach, output)
+		},
+	}
+	cmd.Flags().StringVar(&answer, "answer", "", "the answer to the dispatch's question (required)")
+	cmd.Flags().BoolVar(&detach, "detach", false, "return once the worker has started")
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func resumeRequest(d *dispatch.Dispatcher, parent *dispatch.Record, answer, actor string) (dispatch.Request, error) {
+	if parent.State != dispatch.StateNeedsInput || parent.Result == nil || parent.Result.NeedsInput == nil {
+		return dispatch.Request{}, fmt.Errorf("dispatch %s is %s; only a dispatch that needs input can be resumed", parent.ID, parent.State)
+	}
+	raw, err := d.Blobs.Get(parent.InputDigest, 0)
+	if err != nil {
+		return dispatch.Request{}, err
+	}
+	var input map[string]any
+	if err := json.Unmarshal(raw, &input); err != nil {
+		return dispatch.Request{}, err
+	}
+	ni := parent.Result.NeedsInput
+	resume := map[string]any{"question": ni.Question, "answer": answer}
+	if len(ni.PartialState) > 0 {
+		resume["partial_state"] = json.RawMessage(ni.PartialState)
+	}
+	input["agora_resume"] = resume
+	b, err := json.Marshal(input)
+	if err != nil {
+		return dispatch.Request{}, err
+	}
+	envs := make([]string, len(parent.Envs))
+	for i, e := range parent.Envs {
+		envs[i] = e.Name + "@" + string(e.Digest)
+	}
+	return dispatch.Request{
+		Subagent: parent.Subagent + "@" + string(parent.SubagentDigest), Envs: envs, Target: parent.Target,
+		Input: b, Repo: parent.Repo, Revision: parent.Revision, Timeout: time.Duration(parent.Timeout),
+		ParentID: parent.ID, Actor: actor, CallbackURL: parent.CallbackURL,
+	}, nil
+}

@@ -1,0 +1,158 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agora-dev/agora/internal/strictyaml"
+)
+
+// DefaultTarget is the target a dispatch uses when it names none. It exists even when
+// agora.yaml does not mention it.
+const DefaultTarget = "local"
+
+// MaxDispatchTimeout caps any dispatch, whatever a target says.
+const MaxDispatchTimeout = 24 * time.Hour
+
+// Target is where workers run: a compute provider and its settings. Targets are configured by
+// people in agora.yaml; a dispatch may only pick one by name.
+type Target struct {
+	// Provider is the compute provider: "local" (bubblewrap on this machine).
+	Provider string `yaml:"provider"`
+	// Sandbox is "bwrap" (default) or "none". "none" runs workers WITHOUT isolation: it is
+	// printed on every dispatch and stored in the record.
+	Sandbox string `yaml:"sandbox"`
+	// Network is "none" (default: the sandbox has only loopback) or "host".
+	Network string `yaml:"network"`
+	// Timeout is the default and maximum wall-clock time of a dispatch (default 30m).
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxProcs caps processes in the sandbox (default 256).
+	MaxProcs int `yaml:"max_procs"`
+	// FileSize caps any file the worker writes (default 1GiB).
+	FileSize ByteSize `yaml:"file_size"`
+	// Memory caps the worker's memory (default 4GiB).
+	Memory ByteSize `yaml:"memory"`
+	// CallbackURL, when set, receives every lifecycle event of dispatches on this target as
+	// an HMAC-signed POST.
+	CallbackURL string `yaml:"callback_url"`
+}
+
+// Egress configures outbound requests.
+type Egress struct {
+	// AllowPrivate lists private prefixes (CIDR or single addresses) that outbound requests
+	// may reach. Empty by default: only public addresses.
+	AllowPrivate []string `yaml:"allow_private"`
+}
+
+// Prefixes parses AllowPrivate.
+func (e Egress) Prefixes() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range e.AllowPrivate {
+		p, err := parsePrefix(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("want an address or CIDR prefix, got %q", s)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("want an address or CIDR prefix, got %q", s)
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+func defaultTarget() Target {
+	return Target{
+		Provider: "local", Sandbox: "bwrap", Network: "none", Timeout: 30 * time.Minute,
+		MaxProcs: 256, FileSize: 1 << 30, Memory: 4 << 30,
+	}
+}
+
+// Target returns the named target with defaults filled in, or an error naming the known ones.
+func (c *Config) Target(name string) (Target, error) {
+	if name == "" {
+		name = DefaultTarget
+	}
+	t, ok := c.Targets[name]
+	if !ok {
+		names := make([]string, 0, len(c.Targets))
+		for n := range c.Targets {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return Target{}, fmt.Errorf("target %q not found; known: %s (targets are set in agora.yaml)", name, strings.Join(names, ", "))
+	}
+	return t, nil
+}
+
+// validateTargets fills defaults into every target and checks them.
+func (c *Config) validateTargets(pos *strictyaml.Positions) strictyaml.Errors {
+	var errs strictyaml.Errors
+	if c.Targets == nil {
+		c.Targets = map[string]Target{}
+	}
+	if _, ok := c.Targets[DefaultTarget]; !ok {
+		c.Targets[DefaultTarget] = defaultTarget()
+	}
+	for name, t := range c.Targets {
+		p := "targets." + name
+		d := defaultTarget()
+		if t.Provider == "" {
+			t.Provider = d.Provider
+		}
+		if t.Sandbox == "" {
+			t.Sandbox = d.Sandbox
+		}
+		if t.Network == "" {
+			t.Network = d.Network
+		}
+		if t.Timeout == 0 {
+			t.Timeout = d.Timeout
+		}
+		if t.MaxProcs == 0 {
+			t.MaxProcs = d.MaxProcs
+		}
+		if t.FileSize == 0 {
+			t.FileSize = d.FileSize
+		}
+		if t.Memory == 0 {
+			t.Memory = d.Memory
+		}
+		if t.Provider != "local" {
+			errs = append(errs, pos.Errorf(p+".provider", `unknown provider %q; this build has: local`, t.Provider))
+		}
+		if t.Sandbox != "bwrap" && t.Sandbox != "none" {
+			errs = append(errs, pos.Errorf(p+".sandbox", `want "bwrap" or "none", got %q`, t.Sandbox))
+		}
+		if t.Network != "none" && t.Network != "host" {
+			errs = append(errs, pos.Errorf(p+".network", `want "none" or "host", got %q`, t.Network))
+		}
+		if t.Timeout > MaxDispatchTimeout {
+			errs = append(errs, pos.Errorf(p+".timeout", "at most %s", MaxDispatchTimeout))
+		}
+		if t.MaxProcs < 0 {
+			errs = append(errs, pos.Errorf(p+".max_procs", "must be positive"))
+		}
+		c.Targets[name] = t
+	}
+	for i, s := range c.Egress.AllowPrivate {
+		if _, err := parsePrefix(s); err != nil {
+			errs = append(errs, pos.Errorf(fmt.Sprintf("egress.allow_private[%d]", i), "%v", err))
+		}
+	}
+	return errs
+}

@@ -1,0 +1,70 @@
+package internal_test
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/agora-dev/agora/"
+
+// forbidden lists import-graph edges that must never exist, each with its reason. The check
+// uses `go list -deps`, so an edge through any intermediate package counts.
+var forbidden = []struct {
+	from, to string
+	why      string
+}{
+	{"internal/catalog", "internal/catalog/provision", "the catalog's read side must not reach its privileged writer"},
+	{"internal/catalog", "internal/secret", "the read side never holds the sealing key"},
+	{"internal/worker", "internal/store", "a worker sees only what is mounted into its sandbox"},
+	{"internal/worker", "modernc.org/sqlite", "a worker opens no database"},
+	{"internal/worker", "internal/secret", "secret values reach a worker on a file descriptor, not through the sealer"},
+	{"internal/worker", "internal/catalog/provision", "a worker never changes the catalog"},
+	{"internal/worker", "internal/manifest", "a worker never changes the catalog"},
+	{"internal/worker", "internal/home", "a worker never opens AGORA_HOME"},
+	{"internal/dispatch", "internal/catalog/provision", "run time composes the catalog; it never changes it"},
+	{"internal/dispatch", "internal/manifest", "run time composes the catalog; it never changes it"},
+	{"internal/compute", "internal/catalog", "providers run specs; they know nothing of catalogs"},
+	{"internal/compute/local", "internal/store", "providers hold no state of their own in agora.db"},
+	{"internal/egress", "internal/store", "the dialer is a leaf"},
+	{"internal/secret/redact", "internal/secret", "redaction is the harmless half; it never holds keys"},
+}
+
+func deps(t *testing.T, pkg string) map[string]bool {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-json=ImportPath", module+pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	set := map[string]bool{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p struct{ ImportPath string }
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		set[p.ImportPath] = true
+	}
+	return set
+}
+
+// TestImportBoundaries keeps the privilege boundary visible in the import graph.
+func TestImportBoundaries(t *testing.T) {
+	cache := map[string]map[string]bool{}
+	for _, f := range forbidden {
+		if cache[f.from] == nil {
+			cache[f.from] = deps(t, f.from)
+		}
+		if !cache[f.from][module+f.from] {
+			t.Fatalf("package %s not found: the boundary list is stale", f.from)
+		}
+		to := f.to
+		if strings.HasPrefix(to, "internal/") {
+			to = module + to
+		}
+		if cache[f.from][to] {
+			t.Errorf("%s imports %s (directly or indirectly): %s", f.from, f.to, f.why)
+		}
+	}
+}

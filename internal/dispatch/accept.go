@@ -1,0 +1,236 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/jcs"
+)
+
+// Request is what a caller may choose for a dispatch: catalog names, a target, an input, a
+// repository and a timeout. Nothing that shapes the worker (images, secret references,
+// sandbox settings) is part of it: those come from the catalog and the target.
+type Request struct {
+	Subagent    string          // NAME or NAME@sha256:HEX
+	Envs        []string        // env bundle refs, applied in order (a later bundle's key wins)
+	Target      string          // "" means the default target
+	Input       json.RawMessage // a JSON object; nil means {}
+	Repo        string          // a local git repository; "" means an empty workspace
+	Revision    string          // a revision of Repo; "" means HEAD
+	Timeout     time.Duration   // 0 means the target's timeout; more than the target's is refused
+	ParentID    string          // set by resume
+	Actor       string
+	CallbackURL string // CLI and target config only; never from MCP
+}
+
+// RequestError is a request that cannot be dispatched; nothing was recorded.
+type RequestError struct{ Err error }
+
+func (e *RequestError) Error() string { return e.Err.Error() }
+func (e *RequestError) Unwrap() error { return e.Err }
+
+func reqErr(format string, args ...any) error {
+	return &RequestError{Err: fmt.Errorf(format, args...)}
+}
+
+// Accept resolves req against the catalog and the target, then writes the record in state
+// accepted. A command the subagent's capabilities do not grant is recorded and immediately
+// ends failed/denied: nothing starts. Accept never starts a worker; [Dispatcher.Supervise]
+// does.
+func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
+	sub, err := d.Catalog.Resolve(ctx, catalog.KindSubagent, req.Subagent)
+	if err != nil {
+		return nil, &RequestError{Err: err}
+	}
+	var envs []EnvRef
+	seen := map[string]bool{}
+	for _, ref := range req.Envs {
+		v, err := d.Catalog.Resolve(ctx, catalog.KindEnv, ref)
+		if err != nil {
+			return nil, &RequestError{Err: err}
+		}
+		if seen[v.Name] {
+			return nil, reqErr("env bundle %q named twice", v.Name)
+		}
+		seen[v.Name] = true
+		envs = append(envs, EnvRef{Name: v.Name, Digest: v.Digest})
+	}
+	target, err := d.Config.Target(req.Target)
+	if err != nil {
+		return nil, &RequestError{Err: err}
+	}
+	if req.Target == "" {
+		req.Target = "local"
+	}
+	timeout := req.Timeout
+	switch {
+	case timeout < 0:
+		return nil, reqErr("timeout must be positive")
+	case timeout == 0:
+		timeout = target.Timeout
+	case timeout > target.Timeout:
+		return nil, reqErr("timeout %s is over target %q's limit of %s", timeout, req.Target, target.Timeout)
+	}
+	input, err := canonicalInput(req.Input)
+	if err != nil {
+		return nil, &RequestError{Err: err}
+	}
+	inputDigest, err := d.Blobs.Put(input)
+	if err != nil {
+		return nil, err
+	}
+	repo, rev := "", ""
+	if req.Repo != "" {
+		if repo, rev, err = resolveRevision(ctx, req.Repo, req.Revision); err != nil {
+			return nil, &RequestError{Err: err}
+		}
+	} else if req.Revision != "" {
+		return nil, reqErr("a revision needs a repository (--repo PATH@REV)")
+	}
+	callback := req.CallbackURL
+	if callback == "" {
+		callback = target.CallbackURL
+	}
+	rec := &Record{
+		ID: NewID(d.now()), Subagent: sub.Name, SubagentDigest: sub.Digest, Envs: envs, Target: req.Target,
+		Sandbox: target.Sandbox, Network: target.Network, InputDigest: inputDigest, Repo: repo, Revision: rev,
+		Timeout: Duration(timeout), ParentID: req.ParentID, Actor: req.Actor, CallbackURL: callback,
+	}
+	if rec.Envs == nil {
+		rec.Envs = []EnvRef{}
+	}
+	if err := d.Records.Accept(ctx, rec); err != nil {
+		return nil, err
+	}
+	if denial := d.checkGrants(ctx, sub); denial != "" {
+		if _, err := d.Records.Finish(ctx, rec.ID, Outcome{State: StateFailed, Reason: ReasonDenied, Detail: denial}); err != nil {
+			return nil, err
+		}
+	}
+	return d.Records.Get(ctx, rec.ID)
+}
+
+// checkGrants returns why the subagent may not run, or "".
+func (d *Dispatcher) checkGrants(ctx context.Context, sub catalog.Version) string {
+	content, err := d.Catalog.Content(sub)
+	if err != nil {
+		return "subagent content unreadable: " + err.Error()
+	}
+	doc, err := catalog.ParseSubagentDoc(content)
+	if err != nil {
+		return err.Error()
+	}
+	if doc.Runtime != "exec" {
+		return ""
+	}
+	var patterns []string
+	for _, pin := range doc.Capabilities {
+		v, err := d.Catalog.Resolve(ctx, catalog.KindCapability, pin.Name+"@"+string(pin.Digest))
+		if err != nil {
+			return err.Error()
+		}
+		if v.Meta.Grants != nil {
+			patterns = append(patterns, v.Meta.Grants.Commands...)
+		}
+	}
+	if !catalog.CommandAllowed(patterns, doc.Command) {
+		if len(patterns) == 0 {
+			return fmt.Sprintf("command %q is not granted: the subagent's capabilities grant no commands", strings.Join(doc.Command, " "))
+		}
+		return fmt.Sprintf("command %q matches none of the granted patterns %q", strings.Join(doc.Command, " "), patterns)
+	}
+	return ""
+}
+
+// canonicalInput checks that raw is one JSON object under the size cap and returns its RFC
+// 8785 form, so equal inputs have equal digests.
+func canonicalInput(raw json.RawMessage) ([]byte, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return []byte("{}"), nil
+	}
+	if len(raw) > maxInput {
+		return nil, fmt.Errorf("input is %d bytes, over the %d-byte limit", len(raw), maxInput)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("input is not valid JSON: %v", err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("input holds more than one JSON value")
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("input must be a JSON object")
+	}
+	b, err := jcs.Marshal(normalizeNumbers(obj))
+	if err != nil {
+		return nil, fmt.Errorf("input: %v", err)
+	}
+	return b, nil
+}
+
+// normalizeNumbers turns json.Number into int64 or float64 for canonical encoding.
+func normalizeNumbers(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalizeNumbers(e)
+		}
+		return x
+	case []any:
+		for i, e := range x {
+			x[i] = normalizeNumbers(e)
+		}
+		return x
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		f, _ := x.Float64()
+		return f
+	}
+	return v
+}
+
+// resolveRevision checks that repo is a git repository and pins rev to a commit id.
+func resolveRevision(ctx context.Context, repo, rev string) (string, string, error) {
+	abs, err := filepath.Abs(repo)
+	if err != nil {
+		return "", "", err
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		return "", "", fmt.Errorf("repository %s is not a directory", repo)
+	}
+	if rev == "" {
+		rev = "HEAD"
+	}
+	if strings.HasPrefix(rev, "-") {
+		return "", "", fmt.Errorf("revision %q may not start with '-'", rev)
+	}
+	out, err := gitCmd(ctx, abs, "rev-parse", "--verify", "--quiet", "--end-of-options", rev+"^{commit}").Output()
+	if err != nil {
+		return "", "", fmt.Errorf("revision %q not found in repository %s", rev, repo)
+	}
+	return abs, strings.TrimSpace(string(out)), nil
+}
+
+// gitCmd runs git on the host with configuration from the user and the system ignored, so a
+// repository's own hooks and filters never run on the host.
+func gitCmd(ctx context.Context, dir string, args ...string) *exec.Cmd {
+	base := []string{"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"}
+	cmd := exec.CommandContext(ctx, "git", append(base, args...)...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent", "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0", "LANG=C"}
+	return cmd
+}

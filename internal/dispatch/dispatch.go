@@ -1,0 +1,56 @@
+// Package dispatch runs one subagent on one target in a sandbox and keeps its durable record:
+// resolve names to pinned digests, write the record (accepted) BEFORE anything starts, stage
+// the bundle, fire the provider (started), then reconcile exactly one terminal state with refs
+// to the patch, outputs and capped, redacted logs.
+//
+// dispatch runs on the host side. It unseals the secrets of the env bundles a dispatch names
+// and hands them to the worker on a file descriptor only; it never puts them in argv, the
+// environment of any process it starts, a record, a log or the audit trail.
+package dispatch
+
+import (
+	"time"
+
+	"github.com/agora-dev/agora/internal/blob"
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/registry"
+)
+
+// Output caps: what is kept of a worker's streams, after redaction.
+const (
+	MaxStdout = 4 << 20
+	MaxStderr = 1 << 20
+	// maxResultFile caps result.json as read from the worker's out directory.
+	maxResultFile = 1 << 20
+	// maxPatch and maxOutputs cap what is stored from the out directory.
+	maxPatch      = 64 << 20
+	maxOutputsAll = 100 << 20
+	// maxInput caps a dispatch's input JSON.
+	maxInput = 1 << 20
+)
+
+// Unsealer returns the plaintext of a sealed secret reference.
+type Unsealer func(ref string) ([]byte, error)
+
+// Dispatcher resolves, records, runs and reconciles dispatches.
+type Dispatcher struct {
+	Records  *Records
+	Catalog  *registry.Reader
+	Blobs    *blob.Store
+	Unseal   Unsealer
+	Provider compute.Provider
+	Config   *config.Config
+	// StateDir holds per-dispatch staging directories (AGORA_HOME/dispatches).
+	StateDir string
+	// AgoraBin is the agora binary bound read-only into every sandbox as /agora/bin/agora.
+	AgoraBin string
+	Now      func() time.Time
+}
+
+func (d *Dispatcher) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
+}

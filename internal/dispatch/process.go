@@ -1,0 +1,57 @@
+package dispatch
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+const syscallNoFollow = syscall.O_NOFOLLOW
+
+// selfSupervisor names this process as "<pid>:<start time>", so another process can tell
+// whether the supervisor of a live dispatch still runs, despite pid reuse.
+func selfSupervisor() string {
+	pid := os.Getpid()
+	start, err := processStart(pid)
+	if err != nil {
+		return strconv.Itoa(pid) + ":0"
+	}
+	return fmt.Sprintf("%d:%d", pid, start)
+}
+
+// supervisorAlive reports whether the process named by s still runs.
+func supervisorAlive(s string) bool {
+	pidStr, startStr, ok := strings.Cut(s, ":")
+	if !ok {
+		return false
+	}
+	pid, err1 := strconv.Atoi(pidStr)
+	start, err2 := strconv.ParseUint(startStr, 10, 64)
+	if err1 != nil || err2 != nil || pid <= 0 {
+		return false
+	}
+	got, err := processStart(pid)
+	return err == nil && (start == 0 || got == start)
+}
+
+// processStart is field 22 of /proc/<pid>/stat: the start time in clock ticks since boot.
+func processStart(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("bad /proc/%d/stat", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, fmt.Errorf("bad /proc/%d/stat", pid)
+	}
+	// f[0] is field 3 (state), so field 22 is f[19].
+	return strconv.ParseUint(f[19], 10, 64)
+}

@@ -1,0 +1,281 @@
+package dispatch
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agora-dev/agora/internal/blob"
+)
+
+// States of a dispatch. accepted and started are live; the rest are terminal.
+const (
+	StateAccepted   = "accepted"
+	StateStarted    = "started"
+	StateFinished   = "finished"
+	StateNeedsInput = "needs_input"
+	StateFailed     = "failed"
+	StateCancelled  = "cancelled"
+)
+
+// Failure reasons: a closed set.
+const (
+	ReasonWorkerFailed    = "worker-failed"
+	ReasonProviderFailed  = "provider-failed"
+	ReasonTimeout         = "timeout"
+	ReasonCancelled       = "cancelled"
+	ReasonFetchFailed     = "fetch-failed"
+	ReasonIntegrityFailed = "integrity-failed"
+	ReasonDenied          = "denied"
+)
+
+// Reasons lists every failure reason.
+var Reasons = []string{ReasonWorkerFailed, ReasonProviderFailed, ReasonTimeout, ReasonCancelled, ReasonFetchFailed, ReasonIntegrityFailed, ReasonDenied}
+
+// Events are the lifecycle vocabulary: closed, and the same words as the states they enter.
+var Events = []string{StateAccepted, StateStarted, StateFinished, StateNeedsInput, StateFailed, StateCancelled}
+
+// IsTerminal reports whether state is final.
+func IsTerminal(state string) bool {
+	switch state {
+	case StateFinished, StateNeedsInput, StateFailed, StateCancelled:
+		return true
+	}
+	return false
+}
+
+// EnvRef names an env bundle version a dispatch used.
+type EnvRef struct {
+	Name   string      `json:"name"`
+	Digest blob.Digest `json:"digest"`
+}
+
+// Record is the durable record of one dispatch.
+type Record struct {
+	ID             string      `json:"id"`
+	State          string      `json:"state"`
+	Reason         string      `json:"reason,omitempty"`
+	Detail         string      `json:"detail,omitempty"`
+	ExitCode       *int        `json:"exit_code,omitempty"`
+	Subagent       string      `json:"subagent"`
+	SubagentDigest blob.Digest `json:"subagent_digest"`
+	Envs           []EnvRef    `json:"envs"`
+	Target         string      `json:"target"`
+	Sandbox        string      `json:"sandbox"`
+	Network        string      `json:"network"`
+	InputDigest    blob.Digest `json:"input_digest"`
+	Repo           string      `json:"repo,omitempty"`
+	Revision       string      `json:"revision,omitempty"`
+	Timeout        Duration    `json:"timeout"`
+	ParentID       string      `json:"parent_id,omitempty"`
+	Actor          string      `json:"actor"`
+	ProviderTaskID string      `json:"provider_task_id,omitempty"`
+	Isolation      string      `json:"isolation,omitempty"`
+	CallbackURL    string      `json:"callback_url,omitempty"`
+	CreatedAt      time.Time   `json:"created_at"`
+	StartedAt      *time.Time  `json:"started_at,omitempty"`
+	EndedAt        *time.Time  `json:"ended_at,omitempty"`
+	Result         *Result     `json:"result,omitempty"`
+	Events         []Event     `json:"events"`
+
+	supervisor      string
+	cancelRequested bool
+}
+
+// Duration marshals as a Go duration string ("30m0s").
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	*d = Duration(v)
+	return err
+}
+
+// Result holds what a finished dispatch left behind: content-addressed refs, never content.
+type Result struct {
+	Patch      *Artifact   `json:"patch,omitempty"`
+	Outputs    []Output    `json:"outputs"`
+	Stdout     *Artifact   `json:"stdout,omitempty"`
+	Stderr     *Artifact   `json:"stderr,omitempty"`
+	Truncated  []string    `json:"truncated,omitempty"` // "stdout", "stderr" when capped
+	NeedsInput *NeedsInput `json:"needs_input,omitempty"`
+	Phases     []Phase     `json:"phases,omitempty"`
+}
+
+// Artifact is a stored blob.
+type Artifact struct {
+	Digest blob.Digest `json:"digest"`
+	Size   int64       `json:"size"`
+}
+
+// Output is one file the agent left in /agora/out/outputs.
+type Output struct {
+	Path   string      `json:"path"`
+	Digest blob.Digest `json:"digest"`
+	Size   int64       `json:"size"`
+}
+
+// NeedsInput is the agent's question.
+type NeedsInput struct {
+	Question     string          `json:"question"`
+	Options      []string        `json:"options,omitempty"`
+	PartialState json.RawMessage `json:"partial_state,omitempty"`
+}
+
+// Phase is one timed step of the worker.
+type Phase struct {
+	Name string `json:"name"`
+	OK   bool   `json:"ok"`
+	MS   int64  `json:"ms"`
+}
+
+// Event is one lifecycle event.
+type Event struct {
+	Seq  int            `json:"seq"`
+	Kind string         `json:"kind"`
+	At   time.Time      `json:"at"`
+	Data map[string]any `json:"data,omitempty"`
+}
+
+// ErrNotFound means no dispatch has the id.
+var ErrNotFound = errors.New("dispatch not found")
+
+const recordColumns = `id, state, reason, detail, exit_code, subagent, subagent_digest, envs, target, sandbox,
+network, input_digest, repo, revision, timeout_ms, parent_id, actor, provider_task_id, supervisor,
+cancel_requested, callback_url, created_at, started_at, ended_at, isolation, result`
+
+type scanner interface{ Scan(...any) error }
+
+func scanRecord(row scanner) (*Record, error) {
+	var r Record
+	var exit sql.NullInt64
+	var envs, created, started, ended, result string
+	var timeoutMS int64
+	if err := row.Scan(&r.ID, &r.State, &r.Reason, &r.Detail, &exit, &r.Subagent, &r.SubagentDigest, &envs,
+		&r.Target, &r.Sandbox, &r.Network, &r.InputDigest, &r.Repo, &r.Revision, &timeoutMS, &r.ParentID,
+		&r.Actor, &r.ProviderTaskID, &r.supervisor, &r.cancelRequested, &r.CallbackURL, &created, &started,
+		&ended, &r.Isolation, &result); err != nil {
+		return nil, err
+	}
+	if exit.Valid {
+		c := int(exit.Int64)
+		r.ExitCode = &c
+	}
+	r.Timeout = Duration(time.Duration(timeoutMS) * time.Millisecond)
+	if err := json.Unmarshal([]byte(envs), &r.Envs); err != nil {
+		return nil, fmt.Errorf("dispatch %s: bad envs: %w", r.ID, err)
+	}
+	var err error
+	if r.CreatedAt, err = time.Parse(time.RFC3339Nano, created); err != nil {
+		return nil, fmt.Errorf("dispatch %s: bad time: %w", r.ID, err)
+	}
+	r.StartedAt, r.EndedAt = parseOptTime(started), parseOptTime(ended)
+	if result != "" {
+		r.Result = &Result{}
+		if err := json.Unmarshal([]byte(result), r.Result); err != nil {
+			return nil, fmt.Errorf("dispatch %s: bad result: %w", r.ID, err)
+		}
+	}
+	return &r, nil
+}
+
+func parseOptTime(s string) *time.Time {
+	if s == "" {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return nil
+	}
+	return &t
+}
+
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func getRecord(ctx context.Context, q queryer, id string) (*Record, error) {
+	r, err := scanRecord(q.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM dispatches WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.QueryContext(ctx, `SELECT seq, kind, at, data FROM dispatch_events WHERE dispatch_id = ? ORDER BY seq`, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	r.Events = []Event{}
+	for rows.Next() {
+		var e Event
+		var at, data string
+		if err := rows.Scan(&e.Seq, &e.Kind, &at, &data); err != nil {
+			return nil, err
+		}
+		e.At, _ = time.Parse(time.RFC3339Nano, at)
+		if err := json.Unmarshal([]byte(data), &e.Data); err != nil {
+			return nil, err
+		}
+		r.Events = append(r.Events, e)
+	}
+	return r, rows.Err()
+}
+
+// ListFilter narrows [Store.List].
+type ListFilter struct {
+	State string // "" for all
+	Limit int    // 0 for 100
+}
+
+func listRecords(ctx context.Context, q queryer, f ListFilter) ([]*Record, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	where, args := "", []any{}
+	if f.State != "" {
+		where = "WHERE state = ?"
+		args = append(args, f.State)
+	}
+	args = append(args, f.Limit)
+	rows, err := q.QueryContext(ctx, `SELECT `+recordColumns+` FROM dispatches `+where+` ORDER BY created_at DESC, id DESC LIMIT ?`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []*Record{}
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		r.Events = []Event{}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// CheckState validates a --state filter.
+func CheckState(s string) error {
+	if s == "" {
+		return nil
+	}
+	for _, e := range Events {
+		if e == s {
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown state %q; states: %s", s, strings.Join(Events, ", "))
+}

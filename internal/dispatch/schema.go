@@ -1,0 +1,65 @@
+package dispatch
+
+import "github.com/agora-dev/agora/internal/store"
+
+// Migrations creates the dispatch tables of agora.db.
+//
+// A dispatch row is written in state accepted BEFORE anything starts; every later state
+// change, its event row and its audit entry commit together. Terminal states are never
+// left. callback_outbox holds signed lifecycle events until they are delivered.
+var Migrations = []store.Migration{{
+	Name: "dispatch records",
+	SQL: `
+CREATE TABLE dispatches (
+	id               TEXT PRIMARY KEY,
+	state            TEXT NOT NULL,
+	reason           TEXT NOT NULL DEFAULT '',
+	detail           TEXT NOT NULL DEFAULT '',
+	exit_code        INTEGER,
+	subagent         TEXT NOT NULL,
+	subagent_digest  TEXT NOT NULL,
+	envs             TEXT NOT NULL,     -- JSON [{name, digest}]
+	target           TEXT NOT NULL,
+	sandbox          TEXT NOT NULL,
+	network          TEXT NOT NULL,
+	input_digest     TEXT NOT NULL,
+	repo             TEXT NOT NULL DEFAULT '',
+	revision         TEXT NOT NULL DEFAULT '',
+	timeout_ms       INTEGER NOT NULL,
+	parent_id        TEXT NOT NULL DEFAULT '',
+	actor            TEXT NOT NULL,
+	provider_task_id TEXT NOT NULL DEFAULT '',
+	supervisor       TEXT NOT NULL DEFAULT '',
+	cancel_requested INTEGER NOT NULL DEFAULT 0,
+	callback_url     TEXT NOT NULL DEFAULT '',
+	created_at       TEXT NOT NULL,
+	started_at       TEXT NOT NULL DEFAULT '',
+	ended_at         TEXT NOT NULL DEFAULT '',
+	isolation        TEXT NOT NULL DEFAULT '',
+	result           TEXT NOT NULL DEFAULT ''  -- JSON: refs to patch, outputs, logs; needs_input
+);
+CREATE INDEX dispatches_state ON dispatches(state, created_at);
+CREATE INDEX dispatches_created ON dispatches(created_at);
+
+CREATE TABLE dispatch_events (
+	dispatch_id TEXT NOT NULL REFERENCES dispatches(id),
+	seq         INTEGER NOT NULL,
+	kind        TEXT NOT NULL,
+	at          TEXT NOT NULL,
+	data        TEXT NOT NULL,
+	PRIMARY KEY (dispatch_id, seq)
+) WITHOUT ROWID;
+
+CREATE TABLE callback_outbox (
+	id           TEXT PRIMARY KEY,
+	dispatch_id  TEXT NOT NULL,
+	url          TEXT NOT NULL,
+	body         BLOB NOT NULL,
+	attempts     INTEGER NOT NULL DEFAULT 0,
+	next_at      TEXT NOT NULL,
+	delivered_at TEXT NOT NULL DEFAULT '',
+	last_error   TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX callback_outbox_due ON callback_outbox(delivered_at, next_at);
+`,
+}}

@@ -1,0 +1,240 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/store"
+)
+
+// Records keeps dispatch records, their lifecycle events, audit entries and callback outbox
+// rows; every state change writes all of them in one transaction.
+type Records struct {
+	db  *store.DB
+	log *audit.Log
+	now func() time.Time
+}
+
+// NewRecords returns the record keeper over db.
+func NewRecords(db *store.DB, log *audit.Log, now func() time.Time) *Records {
+	if now == nil {
+		now = time.Now
+	}
+	return &Records{db: db, log: log, now: now}
+}
+
+// NewID returns a new dispatch id: a ULID, so ids sort by creation time.
+func NewID(now time.Time) string {
+	return ulid.MustNew(ulid.Timestamp(now), rand.Reader).String()
+}
+
+// Get returns the record with its events.
+func (s *Records) Get(ctx context.Context, id string) (*Record, error) {
+	return getRecord(ctx, s.db.SQL(), id)
+}
+
+// List returns records, newest first.
+func (s *Records) List(ctx context.Context, f ListFilter) ([]*Record, error) {
+	return listRecords(ctx, s.db.SQL(), f)
+}
+
+func ts(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// Accept writes r in state accepted, with its event and audit entry. Nothing may start
+// before it returns.
+func (s *Records) Accept(ctx context.Context, r *Record) error {
+	r.State = StateAccepted
+	r.CreatedAt = s.now().UTC()
+	envs, err := json.Marshal(r.Envs)
+	if err != nil {
+		return err
+	}
+	return s.db.Tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `
+INSERT INTO dispatches(id, state, subagent, subagent_digest, envs, target, sandbox, network, input_digest,
+	repo, revision, timeout_ms, parent_id, actor, callback_url, created_at, supervisor)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, r.State, r.Subagent, r.SubagentDigest, string(envs), r.Target, r.Sandbox, r.Network, r.InputDigest,
+			r.Repo, r.Revision, time.Duration(r.Timeout).Milliseconds(), r.ParentID, r.Actor, r.CallbackURL, ts(r.CreatedAt),
+			selfSupervisor())
+		if err != nil {
+			return fmt.Errorf("record dispatch %s: %w", r.ID, err)
+		}
+		envNames := make([]any, len(r.Envs))
+		for i, e := range r.Envs {
+			envNames[i] = e.Name + "@" + string(e.Digest)
+		}
+		return s.event(ctx, tx, r, StateAccepted, map[string]any{
+			"subagent": r.Subagent + "@" + string(r.SubagentDigest), "envs": envNames, "target": r.Target,
+			"sandbox": r.Sandbox, "network": r.Network, "input_digest": string(r.InputDigest), "parent_id": r.ParentID,
+		})
+	})
+}
+
+// event appends a lifecycle event, its audit entry and (when the dispatch has a callback) an
+// outbox row, inside tx.
+func (s *Records) event(ctx context.Context, tx *sql.Tx, r *Record, kind string, data map[string]any) error {
+	var seq int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq)+1, 0) FROM dispatch_events WHERE dispatch_id = ?`, r.ID).Scan(&seq); err != nil {
+		return err
+	}
+	for k, v := range data {
+		if v == "" || v == nil {
+			delete(data, k)
+		}
+	}
+	at := s.now().UTC()
+	body, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO dispatch_events(dispatch_id, seq, kind, at, data) VALUES (?, ?, ?, ?, ?)`,
+		r.ID, seq, kind, ts(at), string(body)); err != nil {
+		return fmt.Errorf("record %s event of dispatch %s: %w", kind, r.ID, err)
+	}
+	if _, err := s.log.Append(ctx, tx, audit.Entry{
+		Actor: r.Actor, Kind: "dispatch." + kind, Subject: "dispatch/" + r.ID, Details: data,
+	}); err != nil {
+		return err
+	}
+	if r.CallbackURL != "" {
+		return enqueueCallback(ctx, tx, r, seq, kind, at, data)
+	}
+	return nil
+}
+
+// Started records that the provider runs the worker.
+func (s *Records) Started(ctx context.Context, id, taskID, supervisor string) error {
+	return s.db.Tx(ctx, func(tx *sql.Tx) error {
+		r, err := getRecord(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if r.State != StateAccepted {
+			return fmt.Errorf("dispatch %s is %s, not accepted", id, r.State)
+		}
+		now := s.now().UTC()
+		if _, err := tx.ExecContext(ctx, `UPDATE dispatches SET state = ?, provider_task_id = ?, supervisor = ?, started_at = ? WHERE id = ?`,
+			StateStarted, taskID, supervisor, ts(now), id); err != nil {
+			return err
+		}
+		return s.event(ctx, tx, r, StateStarted, map[string]any{"provider_task_id": taskID})
+	})
+}
+
+// Outcome is a terminal state with everything recorded beside it.
+type Outcome struct {
+	State     string
+	Reason    string
+	Detail    string
+	ExitCode  *int
+	Isolation string
+	Result    *Result
+}
+
+// Finish moves a live dispatch to its terminal state. It returns false (and changes nothing)
+// when the dispatch is already terminal: exactly one terminal state is ever recorded.
+func (s *Records) Finish(ctx context.Context, id string, o Outcome) (bool, error) {
+	if !IsTerminal(o.State) {
+		return false, fmt.Errorf("finish dispatch %s: %q is not a terminal state", id, o.State)
+	}
+	var applied bool
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		applied = false
+		r, err := getRecord(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if IsTerminal(r.State) {
+			return nil
+		}
+		var result []byte
+		if o.Result != nil {
+			if result, err = json.Marshal(o.Result); err != nil {
+				return err
+			}
+		}
+		var exit any
+		if o.ExitCode != nil {
+			exit = *o.ExitCode
+		}
+		if _, err := tx.ExecContext(ctx, `
+UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolation = ?, result = ?, ended_at = ? WHERE id = ?`,
+			o.State, o.Reason, o.Detail, exit, o.Isolation, string(result), ts(s.now()), id); err != nil {
+			return err
+		}
+		data := map[string]any{"reason": o.Reason, "detail": o.Detail, "isolation": o.Isolation}
+		if o.ExitCode != nil {
+			data["exit_code"] = int64(*o.ExitCode)
+		}
+		if o.Result != nil && o.Result.Patch != nil {
+			data["patch_digest"] = string(o.Result.Patch.Digest)
+		}
+		if err := s.event(ctx, tx, r, o.State, data); err != nil {
+			return err
+		}
+		applied = true
+		return nil
+	})
+	return applied, err
+}
+
+// Claim makes the calling process the supervisor of an accepted dispatch (a detached
+// supervisor takes over from the process that accepted it).
+func (s *Records) Claim(ctx context.Context, id string) error {
+	return s.db.Tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE dispatches SET supervisor = ? WHERE id = ? AND state = ?`, selfSupervisor(), id, StateAccepted)
+		return err
+	})
+}
+
+// live returns the dispatches that are not terminal.
+func (s *Records) live(ctx context.Context) ([]*Record, error) {
+	rows, err := s.db.SQL().QueryContext(ctx, `SELECT `+recordColumns+` FROM dispatches WHERE state IN (?, ?)`, StateAccepted, StateStarted)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*Record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// RequestCancel marks a live dispatch as to be cancelled and returns its record. The process
+// supervising it sees the flag (or the provider's kill) and records the terminal state.
+func (s *Records) RequestCancel(ctx context.Context, id string) (*Record, error) {
+	var r *Record
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if r, err = getRecord(ctx, tx, id); err != nil {
+			return err
+		}
+		if IsTerminal(r.State) {
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE dispatches SET cancel_requested = 1 WHERE id = ?`, id)
+		r.cancelRequested = true
+		return err
+	})
+	return r, err
+}
+
+// cancelRequested reports whether someone asked to cancel id.
+func (s *Records) cancelRequested(ctx context.Context, id string) bool {
+	var c bool
+	err := s.db.SQL().QueryRowContext(ctx, `SELECT cancel_requested FROM dispatches WHERE id = ?`, id).Scan(&c)
+	return err == nil && c
+}

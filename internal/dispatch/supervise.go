@@ -1,0 +1,265 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/secret/redact"
+	"github.com/agora-dev/agora/internal/worker"
+)
+
+// Sandbox paths of the worker contract (see package worker).
+const (
+	sandboxRoot      = "/agora"
+	sandboxBin       = "/agora/bin/agora"
+	sandboxBundle    = "/agora/bundle"
+	sandboxWorkspace = "/agora/workspace"
+	sandboxOut       = "/agora/out"
+)
+
+// Progress receives lifecycle events as they are recorded.
+type Progress func(kind string, r *Record)
+
+// Supervise runs an accepted dispatch to its terminal state: it stages the bundle, starts the
+// worker, records started, waits, and reconciles. It returns the final record. Whatever goes
+// wrong after the record exists ends in a recorded terminal state, never in a silent return.
+func (d *Dispatcher) Supervise(ctx context.Context, id string, progress Progress) (*Record, error) {
+	if progress == nil {
+		progress = func(string, *Record) {}
+	}
+	r, err := d.Records.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if r.State != StateAccepted {
+		return r, nil
+	}
+	if err := d.Records.Claim(ctx, id); err != nil {
+		return nil, err
+	}
+	outcome, err := d.run(ctx, r, progress)
+	if err != nil {
+		outcome = Outcome{State: StateFailed, Reason: ReasonProviderFailed, Detail: err.Error()}
+	}
+	// Record the end even when ctx was cancelled: the record must not stay live.
+	finishCtx := context.WithoutCancel(ctx)
+	if _, err := d.Records.Finish(finishCtx, id, outcome); err != nil {
+		return nil, err
+	}
+	final, err := d.Records.Get(finishCtx, id)
+	if err != nil {
+		return nil, err
+	}
+	progress(final.State, final)
+	return final, nil
+}
+
+func failed(reason, format string, args ...any) Outcome {
+	return Outcome{State: StateFailed, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}
+
+func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Outcome, error) {
+	target, err := d.Config.Target(r.Target)
+	if err != nil {
+		return failed(ReasonProviderFailed, "%v", err), nil
+	}
+	p, err := d.loadPlan(ctx, r)
+	if err != nil {
+		return failed(ReasonIntegrityFailed, "load pinned catalog content: %v", err), nil
+	}
+	st, err := newStage(d.StateDir, r.ID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer st.removeWork()
+
+	timeout := time.Duration(r.Timeout)
+	setupTimeout, agentTimeout := budgets(timeout)
+	if err := d.writeBundle(r, p, st, agentTimeout, setupTimeout); err != nil {
+		return Outcome{}, fmt.Errorf("stage bundle: %w", err)
+	}
+	if err := prepareWorkspace(ctx, r, st); err != nil {
+		return failed(ReasonFetchFailed, "%v", err), nil
+	}
+
+	secrets := map[string]string{}
+	var values [][]byte
+	for k, ref := range p.secretRefs {
+		v, err := d.Unseal(ref)
+		if err != nil {
+			return failed(ReasonFetchFailed, "unseal secret %s: %v", k, err), nil
+		}
+		secrets[k] = string(v)
+		values = append(values, v)
+	}
+	red := redact.New(values)
+
+	stdout, err := newLogSink(st.stdout, MaxStdout, red)
+	if err != nil {
+		return Outcome{}, err
+	}
+	stderr, err := newLogSink(st.stderr, MaxStderr, red)
+	if err != nil {
+		stdout.Close()
+		return Outcome{}, err
+	}
+
+	spec := compute.Spec{
+		ID:      r.ID,
+		Argv:    []string{sandboxBin, "worker"},
+		Env:     []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "AGORA_DISPATCH_ID=" + r.ID},
+		Dir:     sandboxWorkspace,
+		Network: r.Network == "host",
+		Sandbox: r.Sandbox,
+		Limits: compute.Limits{
+			Timeout: timeout, MaxProcs: target.MaxProcs, FileSize: int64(target.FileSize), Memory: int64(target.Memory),
+		},
+		Stdout: stdout, Stderr: stderr,
+		Binds: []compute.Bind{
+			{Src: d.AgoraBin, Dst: sandboxBin},
+			{Src: st.bundle, Dst: sandboxBundle},
+			{Src: st.workspace, Dst: sandboxWorkspace, Writable: true},
+			{Src: st.out, Dst: sandboxOut, Writable: true},
+		},
+	}
+	if r.Sandbox == compute.SandboxNone {
+		// No mount namespace: the worker finds its files at their host paths.
+		spec.Argv = []string{d.AgoraBin, "worker"}
+		spec.Env = append(spec.Env, worker.RootEnv+"="+st.dir)
+		spec.Dir = st.workspace
+	}
+
+	var secretsRead *os.File
+	if len(secrets) > 0 {
+		rd, wr, err := os.Pipe()
+		if err != nil {
+			return Outcome{}, err
+		}
+		secretsRead = rd
+		spec.Files = []*os.File{rd}
+		body, _ := json.Marshal(secrets)
+		go func() {
+			// The pipe holds at most 64 KiB; the worker reads it fully before anything else.
+			wr.Write(body)
+			wr.Close()
+		}()
+	}
+
+	h, err := d.Provider.Start(ctx, spec)
+	if secretsRead != nil {
+		secretsRead.Close()
+	}
+	if err != nil {
+		stdout.Close()
+		stderr.Close()
+		return failed(ReasonProviderFailed, "%v", err), nil
+	}
+	if err := d.Records.Started(ctx, r.ID, h.TaskID(), selfSupervisor()); err != nil {
+		d.Provider.Cancel(context.WithoutCancel(ctx), h.TaskID())
+		h.Wait()
+		return Outcome{}, err
+	}
+	if started, err := d.Records.Get(ctx, r.ID); err == nil {
+		progress(StateStarted, started)
+	}
+
+	stopWatch := d.watchCancel(ctx, r.ID, h)
+	exit, werr := h.Wait()
+	stopWatch()
+	stdout.Close()
+	stderr.Close()
+
+	return d.reconcile(context.WithoutCancel(ctx), r, st, exit, werr, red, stdout, stderr), nil
+}
+
+// budgets splits a dispatch's wall clock into the setup scripts' budget and the agent's, in
+// whole seconds, leaving the worker a margin to capture the patch. The worker kills the agent
+// at its budget; the provider's wall clock at the full timeout is the backstop.
+func budgets(timeout time.Duration) (setup, agent int) {
+	margin := min(worker.CaptureMargin, timeout/5)
+	setupD := min(2*time.Minute, timeout/4)
+	setup = max(1, int(setupD.Seconds()))
+	agent = max(1, int((timeout - setupD - margin).Seconds()))
+	return setup, agent
+}
+
+// watchCancel polls the record's cancel flag (set by `agora dispatch cancel` in another
+// process) and kills the sandbox when it is raised. Polling keeps the contract simple: the
+// flag lives in the database every process can reach.
+func (d *Dispatcher) watchCancel(ctx context.Context, id string, h compute.Handle) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				d.Provider.Cancel(context.WithoutCancel(ctx), h.TaskID())
+				return
+			case <-t.C:
+				if d.Records.cancelRequested(ctx, id) {
+					d.Provider.Cancel(ctx, h.TaskID())
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// logSink caps and redacts one stream into a file. The redactor sits first, so the cap counts
+// redacted bytes and a secret is never split by the cap into an unredacted prefix.
+type logSink struct {
+	f         *os.File
+	red       io.WriteCloser
+	cap       *capWriter
+	truncated bool
+}
+
+func newLogSink(path string, limit int64, red *redact.Redactor) (*logSink, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	c := &capWriter{w: f, left: limit}
+	return &logSink{f: f, red: red.Writer(c), cap: c}, nil
+}
+
+func (l *logSink) Write(p []byte) (int, error) { return l.red.Write(p) }
+
+func (l *logSink) Close() error {
+	err := l.red.Close()
+	l.truncated = l.cap.dropped
+	return errors.Join(err, l.f.Close())
+}
+
+type capWriter struct {
+	w       io.Writer
+	left    int64
+	dropped bool
+}
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+		c.dropped = true
+	}
+	if len(p) > 0 {
+		if _, err := c.w.Write(p); err != nil {
+			return 0, err
+		}
+		c.left -= int64(len(p))
+	}
+	return n, nil
+}

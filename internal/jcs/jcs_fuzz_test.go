@@ -1,0 +1,44 @@
+package jcs_test
+
+import (
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/agora-dev/agora/internal/jcs"
+)
+
+// FuzzMarshal checks that any valid UTF-8 string encodes to JSON that decodes back to the same
+// string, both as a value and as a key, and that invalid UTF-8 is refused.
+func FuzzMarshal(f *testing.F) {
+	for _, s := range []string{"", "a", "\"\\/", "\x00\x1f\x7f", "€😀\u2028", "\ufeff", "\xff", "\xed\xa0\x80"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, err := jcs.Marshal(s)
+		if !utf8.ValidString(s) {
+			if err == nil {
+				t.Fatalf("Marshal(%q) = %s, want an error for invalid UTF-8", s, b)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("Marshal(%q): %v", s, err)
+		}
+		if !json.Valid(b) {
+			t.Fatalf("Marshal(%q) = %s: not valid JSON", s, b)
+		}
+		var got string
+		if err := json.Unmarshal(b, &got); err != nil || got != s {
+			t.Fatalf("Marshal(%q) = %s, decodes to %q (%v)", s, b, got, err)
+		}
+		b, err = jcs.Marshal(map[string]any{s: []string{s}})
+		if err != nil {
+			t.Fatalf("Marshal(map with %q): %v", s, err)
+		}
+		var m map[string][]string
+		if err := json.Unmarshal(b, &m); err != nil || len(m) != 1 || len(m[s]) != 1 || m[s][0] != s {
+			t.Fatalf("Marshal(map with %q) = %s, decodes to %q (%v)", s, b, m, err)
+		}
+	})
+}

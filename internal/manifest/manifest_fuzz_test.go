@@ -1,0 +1,64 @@
+package manifest_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/manifest"
+	"github.com/agora-dev/agora/internal/strictyaml"
+)
+
+// FuzzParseManifest parses arbitrary bytes as agora-manifest.yaml: it must never panic, every
+// failure is located, and an accepted manifest has version 1, valid unique names and exactly
+// one source per secret.
+func FuzzParseManifest(f *testing.F) {
+	f.Add([]byte(exampleManifest))
+	f.Add([]byte("version: 1\n"))
+	f.Add([]byte("version: 2\ncapabilities: [{name: a}, {name: a, from: x}]\n"))
+	f.Add([]byte("version: 1\nenvs:\n  - name: e\n    secrets: {K: {from_env: A, from_file: b}}\n"))
+	f.Add([]byte("version: 1\nsubagents:\n  - {name: s, from: f.yaml, model: m}\n"))
+	f.Add([]byte("version: &v 1\nx: *v\n"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		m, _, err := manifest.Parse("m.yaml", src)
+		if err != nil {
+			var es strictyaml.Errors
+			if !errors.As(err, &es) && len(src) <= manifest.MaxSize {
+				t.Fatalf("error is %T, want strictyaml.Errors: %v", err, err)
+			}
+			for _, e := range es {
+				if e.Line < 0 || e.File != "m.yaml" || e.Msg == "" {
+					t.Fatalf("malformed error %+v", e)
+				}
+			}
+			return
+		}
+		if m.Version != 1 {
+			t.Fatalf("accepted version %d", m.Version)
+		}
+		names := map[string]bool{}
+		check := func(kind catalog.Kind, name string) {
+			if err := catalog.CheckName(kind, name); err != nil || names[string(kind)+"/"+name] {
+				t.Fatalf("accepted %s name %q (valid: %v, duplicate: %v)", kind, name, err, names[string(kind)+"/"+name])
+			}
+			names[string(kind)+"/"+name] = true
+		}
+		for _, c := range m.Capabilities {
+			check(catalog.KindCapability, c.Name)
+			if c.From == "" {
+				t.Fatalf("accepted capability %q without from", c.Name)
+			}
+		}
+		for _, s := range m.Subagents {
+			check(catalog.KindSubagent, s.Name)
+		}
+		for _, e := range m.Envs {
+			check(catalog.KindEnv, e.Name)
+			for k, s := range e.Secrets {
+				if (s.FromEnv == "") == (s.FromFile == "") {
+					t.Fatalf("accepted secret %s with %+v", k, s)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,157 @@
+// Package redact masks known secret values, and the common encodings of them, in output: bytes at
+// once ([Redactor.Bytes]) or a stream ([Redactor.Writer]).
+//
+// redact is the harmless piece of secret handling that both sides of the sandbox may use: the host
+// passes worker output, logs and records through it, and the worker may wrap its own streams. It
+// imports only the standard library and MUST NOT import [github.com/agora-dev/agora/internal/secret]
+// or anything that holds keys or stores. It never prints, logs or returns the values it is given:
+// a [Redactor] formats as a placeholder under every fmt verb.
+//
+// # What is masked
+//
+// Each value of at least [MinLen] bytes is masked as: the raw bytes; standard and URL-safe base64,
+// padded and unpadded; the stable core of its base64 at each of the three byte alignments (a value
+// inside a longer base64 blob changes only the characters at its edges, so the characters that
+// depend on the value alone are masked when there are at least 8 of them); lowercase and uppercase
+// hex; URL query and path escaping; and JSON string escaping (with and without HTML escaping).
+// Shorter values are ignored: masking every "1" or "yes" would destroy the output while hiding
+// almost nothing, and such values are too weak to be secrets worth the name.
+//
+// Every occurrence of every form is masked. Overlapping occurrences are merged into one [Mask], so
+// the longest match wins and no byte of any occurrence survives; occurrences that merely touch get
+// one [Mask] each.
+package redact
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"slices"
+)
+
+// MinLen is the shortest value, in bytes, that a [Redactor] masks.
+const MinLen = 8
+
+// Mask replaces each masked region.
+const Mask = "[REDACTED]"
+
+const (
+	filterBits = 16
+	hashMul    = 0x9E3779B97F4A7C15 // odd 64-bit constant (golden ratio) for multiplicative hashing
+)
+
+// Redactor masks a fixed set of values. It is immutable and safe for concurrent use.
+//
+// Every form is at least 8 bytes long, so a match is screened by its first 8 bytes: a bitset over
+// a hash of those bytes rejects almost every position with one load and one multiply, and the few
+// that pass look up the forms sharing that prefix. This is one pass over the input whatever the
+// number of values.
+type Redactor struct {
+	filter   []uint64            // bit hash(prefix) set for every form's 8-byte prefix
+	byPrefix map[uint64][][]byte // forms by their first 8 bytes (little endian), longest first
+	maxLen   int                 // longest form; 0 when there is nothing to mask
+}
+
+// New builds a [Redactor] for values. Values shorter than [MinLen] are ignored (see the package
+// doc). The values are copied.
+func New(values [][]byte) *Redactor {
+	r := &Redactor{filter: make([]uint64, 1<<filterBits/64), byPrefix: make(map[uint64][][]byte)}
+	seen := make(map[string]bool)
+	for _, v := range values {
+		if len(v) < MinLen {
+			continue
+		}
+		for _, f := range forms(v) {
+			if seen[f] {
+				continue
+			}
+			seen[f] = true
+			k := binary.LittleEndian.Uint64([]byte(f))
+			h := (k * hashMul) >> (64 - filterBits)
+			r.filter[h>>6] |= 1 << (h & 63)
+			r.byPrefix[k] = append(r.byPrefix[k], []byte(f))
+			r.maxLen = max(r.maxLen, len(f))
+		}
+	}
+	for _, fs := range r.byPrefix {
+		slices.SortFunc(fs, func(a, b []byte) int { return len(b) - len(a) })
+	}
+	return r
+}
+
+// Empty reports whether r masks nothing (no value was at least [MinLen] bytes).
+func (r *Redactor) Empty() bool {
+	return r.maxLen == 0
+}
+
+// Bytes returns a copy of b with every form of every value replaced by [Mask].
+func (r *Redactor) Bytes(b []byte) []byte {
+	if r.Empty() {
+		return bytes.Clone(b)
+	}
+	var c cursor
+	return r.advance(&c, b, len(b), make([]byte, 0, len(b)))
+}
+
+// String is [Redactor.Bytes] for a string.
+func (r *Redactor) String(s string) string {
+	return string(r.Bytes([]byte(s)))
+}
+
+// Format prints a placeholder under every verb, so a Redactor that ends up in a log line or an
+// error never reveals the values it masks. It has a value receiver so that a copied Redactor is
+// covered too.
+func (r Redactor) Format(f fmt.State, _ rune) {
+	io.WriteString(f, "redact.Redactor{redacted}")
+}
+
+// cursor is the state of a left-to-right redaction over a buffer. Offsets index the buffer.
+type cursor struct {
+	base      int // first byte neither emitted nor dropped
+	next      int // next position to test as the start of a match
+	regionEnd int // end of the latest masked region; a match starting before it extends it
+}
+
+// advance tests every position in [c.next, limit) as the start of a form and appends to out all
+// output that is now final: unmasked bytes up to limit and one [Mask] per region. Every form
+// starting before limit MUST lie wholly inside buf (or buf MUST end where the input ends).
+func (r *Redactor) advance(c *cursor, buf []byte, limit int, out []byte) []byte {
+	end := min(limit, len(buf)-7) // a form is at least 8 bytes
+	for s := c.next; s < end; s++ {
+		k := binary.LittleEndian.Uint64(buf[s:])
+		h := (k * hashMul) >> (64 - filterBits)
+		if r.filter[h>>6]&(1<<(h&63)) == 0 {
+			continue
+		}
+		n := r.longestAt(buf[s:], k)
+		if n == 0 {
+			continue
+		}
+		if s < c.regionEnd {
+			c.regionEnd = max(c.regionEnd, s+n)
+			continue
+		}
+		c.base = max(c.base, c.regionEnd) // drop what the previous region covered
+		out = append(out, buf[c.base:s]...)
+		out = append(out, Mask...)
+		c.base, c.regionEnd = s, s+n
+	}
+	c.next = max(c.next, limit)
+	c.base = max(c.base, c.regionEnd)
+	if c.base < limit {
+		out = append(out, buf[c.base:limit]...)
+		c.base = limit
+	}
+	return out
+}
+
+// longestAt returns the length of the longest form that b starts with, or 0.
+func (r *Redactor) longestAt(b []byte, prefix uint64) int {
+	for _, f := range r.byPrefix[prefix] {
+		if bytes.HasPrefix(b, f) {
+			return len(f)
+		}
+	}
+	return 0
+}

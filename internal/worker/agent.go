@@ -1,0 +1,171 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/agora-dev/agora/internal/runtime/execrt"
+)
+
+// agentPath is the PATH the agent starts with, unless the env bundle sets one.
+const agentPath = "/usr/local/bin:/usr/bin:/bin"
+
+// agentEnv is the complete environment of setup scripts and the agent: a base, then the
+// bundle's plain values, then the secrets, then agora's own keys, each layer winning over the
+// ones before (the host already refuses AGORA_* in bundles; the manifest parser too).
+func agentEnv(m Manifest, secrets map[string]string, root, tmp string) []string {
+	env := map[string]string{
+		"PATH": agentPath,
+		"HOME": tmp,
+		"LANG": "C.UTF-8",
+	}
+	for k, v := range m.Env {
+		env[k] = v
+	}
+	for k, v := range secrets {
+		env[k] = v
+	}
+	input := m.InputJSON
+	if input == "" {
+		input = "{}"
+	}
+	env["AGORA_INPUT_JSON"] = input
+	env["AGORA_DISPATCH_ID"] = m.DispatchID
+	env["AGORA_OUT"] = filepath.Join(root, OutDir)
+	env["AGORA_WORKSPACE"] = filepath.Join(root, WorkspaceDir)
+	if fi, err := os.Stat(filepath.Join(root, InputsDir)); err == nil && fi.IsDir() {
+		env["AGORA_INPUTS"] = filepath.Join(root, InputsDir)
+	}
+	out := make([]string, 0, len(env))
+	for _, k := range sortedKeys(env) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+// agentRuntime runs the agent. Each runtime a build supports has an adapter in this package
+// from an [invocation] to its own API; runtimeFor picks it.
+type agentRuntime interface {
+	Run(ctx context.Context, inv invocation) (agentExit, error)
+}
+
+// invocation is everything a runtime gets.
+type invocation struct {
+	command        []string // exec: argv, granted by the capabilities
+	dir            string   // the workspace
+	env            []string
+	stdout, stderr io.Writer
+	timeout        time.Duration
+}
+
+// agentExit is how the agent ended.
+type agentExit struct {
+	ExitCode int // -1 when killed by a signal
+	TimedOut bool
+}
+
+// runtimeFor returns the adapter for a runtime name. Only exec is in this build; the other
+// names the manifest format knows are refused here, before anything runs.
+func runtimeFor(name string) (agentRuntime, error) {
+	if name == execrt.Name {
+		return execRuntime{}, nil
+	}
+	return nil, fmt.Errorf("runtime %q is not available in this build", name)
+}
+
+// execRuntime runs the subagent's command as it is.
+type execRuntime struct{}
+
+func (execRuntime) Run(ctx context.Context, inv invocation) (agentExit, error) {
+	res, err := execrt.Run(ctx, execrt.Spec{
+		Argv:    inv.command,
+		Dir:     inv.dir,
+		Env:     inv.env,
+		Stdout:  inv.stdout,
+		Stderr:  inv.stderr,
+		Timeout: inv.timeout,
+	})
+	if err != nil {
+		return agentExit{}, err
+	}
+	return agentExit{ExitCode: res.ExitCode, TimedOut: res.TimedOut}, nil
+}
+
+// runAgent runs the runtime under the agent budget.
+func (r *runner) runAgent(ctx context.Context) *failure {
+	exit, err := r.rt.Run(ctx, invocation{
+		command: r.man.Command,
+		dir:     r.workspace,
+		env:     r.env,
+		stdout:  r.opts.Stdout,
+		stderr:  r.opts.Stderr,
+		timeout: time.Duration(r.man.AgentTimeoutSeconds) * time.Second,
+	})
+	if err != nil {
+		return fail(ReasonWorkerFailed, "start agent: %v", err)
+	}
+	r.exit = exit
+	r.res.ExitCode = exit.ExitCode
+	switch {
+	case exit.TimedOut:
+		return fail(ReasonTimeout, "agent killed after %ds", r.man.AgentTimeoutSeconds)
+	case exit.ExitCode != 0:
+		// A question is a legitimate way to stop; needsInput decides.
+		if r.hasNeedsInput() {
+			return nil
+		}
+		return fail(ReasonWorkerFailed, "agent exited with code %d", exit.ExitCode)
+	}
+	return nil
+}
+
+func (r *runner) hasNeedsInput() bool {
+	_, err := os.Lstat(filepath.Join(r.out, NeedsInputFile))
+	return err == nil
+}
+
+// needsInput reads out/needs_input.json when the agent left one. It must be a regular file
+// (a symlink or a FIFO planted there is refused, never followed or blocked on).
+func (r *runner) needsInput(ctx context.Context) *failure {
+	name := filepath.Join(r.out, NeedsInputFile)
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case errors.Is(err, syscall.ELOOP):
+		return fail(ReasonWorkerFailed, "needs_input: %s is a symlink", NeedsInputFile)
+	case err != nil:
+		return fail(ReasonWorkerFailed, "needs_input: %v", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fail(ReasonWorkerFailed, "needs_input: %v", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fail(ReasonWorkerFailed, "needs_input: %s is not a regular file", NeedsInputFile)
+	}
+	if fi.Size() > maxNeedsInputFile {
+		return fail(ReasonWorkerFailed, "needs_input: %s is %d bytes, over the %d byte limit", NeedsInputFile, fi.Size(), maxNeedsInputFile)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxNeedsInputFile+1))
+	if err != nil {
+		return fail(ReasonWorkerFailed, "needs_input: %v", err)
+	}
+	n, err := ParseNeedsInput(b)
+	if err != nil {
+		return fail(ReasonWorkerFailed, "needs_input: %v", err)
+	}
+	if r.res.Status == StatusOK {
+		r.res.Status = StatusNeedsInput
+		r.res.NeedsInput = &n
+	}
+	return nil
+}

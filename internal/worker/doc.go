@@ -1,0 +1,77 @@
+// Package worker is `agora worker`: the process that runs INSIDE the sandbox for one
+// dispatch. It verifies the bundle, overlays capability files into the workspace, runs the
+// capabilities' setup scripts, records a git baseline, runs the agent through its runtime
+// under a deadline, captures the patch and the outputs, and writes one authoritative
+// result.json. It also owns the two files that cross the sandbox wall, so the host writes
+// the one and reads the other with the same definitions: [Manifest] ([ParseManifest]) and
+// [Result] ([ParseResult]).
+//
+// worker sees only what is mounted into its sandbox. It MUST NOT import the store, the
+// secret store, the provisioner, the manifest reconciler, AGORA_HOME or anything that opens
+// a database, and it MUST NOT print, log or record a secret value: secrets reach it on a
+// descriptor and leave it only in the agent's environment.
+//
+// # Sandbox layout
+//
+// The host builds this layout (paths under [DefaultRoot]); tests build it in a temporary
+// directory and run the worker without a sandbox.
+//
+//	/agora/bin/agora              the agora binary, read-only
+//	/agora/bundle/manifest.json   read-only: a [Manifest]
+//	/agora/bundle/subagent.json   read-only: the subagent document, digest Manifest.Subagent.Digest
+//	/agora/bundle/capabilities/<hex>.tar
+//	                              read-only: each capability archive, named by its digest
+//	/agora/workspace              read-write: a git checkout of the chosen revision (with its own
+//	                              .git), or an empty directory; the agent's working directory
+//	/agora/out                    read-write: the agent may write out/outputs/** and
+//	                              out/needs_input.json; the worker writes out/patch.diff and,
+//	                              last, out/result.json (each a temporary file and a rename)
+//	/agora/inputs                 read-only, may be absent: upstream products
+//	/tmp                          private scratch: the baseline repository, HOME
+//	fd 3                          only when Manifest.SecretKeys is not empty: a JSON object
+//	                              {"KEY":"value",...} with exactly those keys; read and closed
+//
+// # Steps
+//
+// Each step is timed and recorded as a [Phase] of the result.
+//
+//  1. verify: manifest.json is read strictly; the SHA-256 of subagent.json and of each archive
+//     must equal the manifest's digests; the document's runtime, command and capability list
+//     must equal the manifest's; the manifest may grant nothing the archives' capability.yaml
+//     files do not declare. Else integrity-failed. For the exec runtime the command must
+//     match a granted commands pattern, else denied (the host checks too). A runtime this
+//     build does not have is worker-failed.
+//  2. secrets: the object on fd 3, at most 1 MiB, keys exactly Manifest.SecretKeys, else
+//     fetch-failed.
+//  3. overlay: each archive's files are written into the workspace in order (a later file
+//     replaces an earlier one; capability.yaml is not copied); a symlink in the workspace on
+//     the way, or a file where a directory is needed, is integrity-failed and nothing is
+//     written outside the workspace.
+//  4. setup: each declared setup script runs as `/bin/sh <workspace>/<script>` with the agent's
+//     environment, cwd the workspace, all within Manifest.SetupTimeoutSeconds, its process
+//     group killed at the deadline; output goes to stderr. Failure is worker-failed.
+//  5. baseline: a private repository in /tmp records the workspace (git add -A, write-tree),
+//     so setup's files are not in the patch. See capture.go for the git hardening.
+//  6. runtime: the agent runs with cwd the workspace and the environment PATH, HOME=/tmp,
+//     LANG=C.UTF-8, then the manifest's env, then the secrets, then AGORA_INPUT_JSON (the
+//     input, "{}" when empty), AGORA_DISPATCH_ID, AGORA_OUT=/agora/out,
+//     AGORA_WORKSPACE=/agora/workspace and, when mounted, AGORA_INPUTS=/agora/inputs. Its
+//     process group is killed at Manifest.AgentTimeoutSeconds (timeout) and when it exits.
+//     A non-zero exit is worker-failed with the code, unless the agent asked a question.
+//  7. needs_input: out/needs_input.json (see [NeedsInput]), whatever the exit code, unless
+//     the agent timed out: valid makes the status needs_input, invalid is worker-failed.
+//  8. capture: out/patch.diff, a `git diff --cached --binary --full-index` against the
+//     baseline, at most [MaxPatchSize]; symlinks stay symlinks.
+//  9. outputs: regular files under out/outputs/, at most [MaxOutputs] files and
+//     [MaxOutputsSize] bytes; symlinks and special files are skipped and listed.
+//  10. result.json, written whenever out/ is writable, even after a failure.
+//
+// Steps 1-5 stop the run at the first failure. From the runtime on every step runs, so a
+// failed or questioning agent still leaves its patch and outputs; the first failure gives
+// the reason.
+//
+// [Main] returns 0 when result.json was written, whatever the status, and 1 when it could
+// not be. Because the agent shares out/, the host MUST trust result.json only when the
+// worker exited 0; the worker also deletes result.json and patch.diff after the agent
+// exits, before writing its own.
+package worker

@@ -1,0 +1,210 @@
+package worker
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWorker_OverlayInOrder(t *testing.T) {
+	f := newFixture(t, `cat shared.txt > "$AGORA_OUT/seen"`)
+	f.caps = []testCap{
+		{name: "first", yaml: "commands:\n  - sh -c *\n", exec: []string{"bin/tool.sh"}, files: map[string]string{
+			"shared.txt": "from first\n", "first/only.txt": "first\n", "bin/tool.sh": "#!/bin/sh\n", "link": "->first/only.txt",
+		}},
+		{name: "second", files: map[string]string{"shared.txt": "from second\n", "second.txt": "second\n"}},
+	}
+	initRepo(t, f.ws(), map[string]string{"shared.txt": "from the repository\n", "capability.yaml": "repo's own\n"})
+	f.write()
+	_, res := f.run()
+	if res.Status != StatusOK {
+		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
+	}
+	if got := readFile(t, f.outPath("seen")); got != "from second\n" {
+		t.Errorf("the agent saw shared.txt = %q, want the later capability's", got)
+	}
+	for p, want := range map[string]string{"first/only.txt": "first\n", "second.txt": "second\n", "link": "first\n"} {
+		if got := readFile(t, f.ws(p)); got != want {
+			t.Errorf("%s = %q, want %q", p, got, want)
+		}
+	}
+	if target, err := os.Readlink(f.ws("link")); err != nil || target != "first/only.txt" {
+		t.Errorf("link: got %q, %v; want a symlink to first/only.txt", target, err)
+	}
+	if fi, err := os.Stat(f.ws("bin/tool.sh")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("bin/tool.sh mode: %v, %v; want 0755", fi.Mode(), err)
+	}
+	if got := readFile(t, f.ws("capability.yaml")); got != "repo's own\n" {
+		t.Errorf("capability.yaml was overlaid: %q", got)
+	}
+	if res.Patch == nil || res.Patch.Bytes != 0 {
+		t.Errorf("the overlay is part of the baseline; want an empty patch, got %+v", res.Patch)
+	}
+}
+
+func TestWorker_OverlayRefusesWorkspaceSymlinks(t *testing.T) {
+	tests := []struct {
+		name    string
+		plant   func(t *testing.T, f *fixture, outside string)
+		capFile string
+		detail  string
+		victim  string // a path, relative to outside, that must not exist afterwards
+	}{
+		{"symlink to a directory outside", func(t *testing.T, f *fixture, outside string) {
+			if err := os.Symlink(outside, f.ws("evil")); err != nil {
+				t.Fatal(err)
+			}
+		}, "evil/x", "through a symlink", "x"},
+		{"relative symlink out", func(t *testing.T, f *fixture, outside string) {
+			rel, err := filepath.Rel(f.ws("a"), outside)
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.Mkdir(f.ws("a"), 0o755)
+			if err := os.Symlink(rel, f.ws("a", "evil")); err != nil {
+				t.Fatal(err)
+			}
+		}, "a/evil/x", "through a symlink", "x"},
+		{"symlink inside the workspace", func(t *testing.T, f *fixture, outside string) {
+			os.Mkdir(f.ws("real"), 0o755)
+			if err := os.Symlink("real", f.ws("inner")); err != nil {
+				t.Fatal(err)
+			}
+		}, "inner/x", "through a symlink", ""},
+		{"file where a directory is needed", func(t *testing.T, f *fixture, outside string) {
+			os.WriteFile(f.ws("dir"), []byte("a file\n"), 0o644)
+		}, "dir/x", "is a file in the workspace", ""},
+		{"directory where the file goes", func(t *testing.T, f *fixture, outside string) {
+			os.MkdirAll(f.ws("x", "y"), 0o755)
+		}, "x", "is a directory in the workspace", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			outside := t.TempDir()
+			f := newFixture(t, marker)
+			f.caps[0].files = map[string]string{tt.capFile: "capability content\n"}
+			tt.plant(t, f, outside)
+			f.write()
+			_, res := f.run()
+			if res.Status != StatusFailed || res.Reason != ReasonIntegrityFailed {
+				t.Fatalf("got %q %q %q, want failed integrity-failed", res.Status, res.Reason, res.Detail)
+			}
+			if !strings.Contains(res.Detail, tt.detail) {
+				t.Errorf("detail %q does not contain %q", res.Detail, tt.detail)
+			}
+			if tt.victim != "" && exists(filepath.Join(outside, tt.victim)) {
+				t.Errorf("the overlay wrote outside the workspace")
+			}
+			if exists(f.ws("real", "x")) {
+				t.Errorf("the overlay wrote through an in-workspace symlink")
+			}
+			if agentRan(f) {
+				t.Error("the agent ran")
+			}
+		})
+	}
+}
+
+func TestWorker_OverlayReplacesSymlinkAtFilePath(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(outside, []byte("untouched\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, "true")
+	f.caps[0].files = map[string]string{"link": "from the capability\n"}
+	if err := os.Symlink(outside, f.ws("link")); err != nil {
+		t.Fatal(err)
+	}
+	f.write()
+	if _, res := f.run(); res.Status != StatusOK {
+		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
+	}
+	if got := readFile(t, outside); got != "untouched\n" {
+		t.Errorf("the file behind the symlink changed: %q", got)
+	}
+	if fi, err := os.Lstat(f.ws("link")); err != nil || !fi.Mode().IsRegular() || readFile(t, f.ws("link")) != "from the capability\n" {
+		t.Errorf("link was not replaced by the capability's file: %v", err)
+	}
+}
+
+func setupCap(script string) testCap {
+	return testCap{
+		name:  "setup",
+		yaml:  "commands:\n  - sh -c *\nsetup: scripts/setup.sh\n",
+		files: map[string]string{"scripts/setup.sh": script},
+	}
+}
+
+func TestWorker_SetupRunsBeforeBaseline(t *testing.T) {
+	f := newFixture(t, `test -f generated.txt || exit 4
+echo agent > agent.txt`)
+	f.caps = []testCap{setupCap(`echo setup-stdout
+echo generated > generated.txt
+printf '%s\n' "$GREETING" > greeting.txt
+pwd > where.txt`)}
+	initRepo(t, f.ws(), map[string]string{"README": "repo\n"})
+	f.write()
+	_, res := f.run()
+	if res.Status != StatusOK {
+		t.Fatalf("got %q %q %q (exit %d)", res.Status, res.Reason, res.Detail, res.ExitCode)
+	}
+	patch := checkPatch(t, f, res)
+	if res.Patch.FilesChanged != 1 || !strings.Contains(patch, "agent.txt") {
+		t.Errorf("want a patch of agent.txt only, got:\n%s", patch)
+	}
+	for _, p := range []string{"generated.txt", "greeting.txt", "setup.sh"} {
+		if strings.Contains(patch, p) {
+			t.Errorf("setup's %s is in the patch:\n%s", p, patch)
+		}
+	}
+	if got := readFile(t, f.ws("greeting.txt")); got != "hi\n" {
+		t.Errorf("setup env GREETING = %q, want hi", got)
+	}
+	if got := strings.TrimSpace(readFile(t, f.ws("where.txt"))); got != f.ws() {
+		t.Errorf("setup ran in %q, want the workspace", got)
+	}
+	if strings.Contains(f.stdout.String(), "setup-stdout") || !strings.Contains(f.stderr.String(), "setup-stdout") {
+		t.Errorf("setup output belongs on stderr: stdout %q stderr %q", f.stdout.String(), f.stderr.String())
+	}
+}
+
+func TestWorker_SetupFailures(t *testing.T) {
+	tests := []struct {
+		name    string
+		caps    []testCap
+		timeout int
+		reason  Reason
+		detail  string
+	}{
+		{"non-zero exit", []testCap{setupCap("exit 5")}, 60, ReasonWorkerFailed, "exited with code 5"},
+		{"timeout kills it", []testCap{setupCap("sleep 100 & sleep 100")}, 1, ReasonWorkerFailed, "timed out"},
+		{"script replaced by a later capability", []testCap{
+			setupCap("echo first"),
+			{name: "later", files: map[string]string{"scripts/setup.sh": "echo imposter\n"}},
+		}, 60, ReasonIntegrityFailed, "was replaced after the overlay"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, marker)
+			f.caps = tt.caps
+			f.man.SetupTimeoutSeconds = tt.timeout
+			f.write()
+			start := time.Now()
+			_, res := f.run()
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("took %v", d)
+			}
+			if res.Status != StatusFailed || res.Reason != tt.reason || !strings.Contains(res.Detail, tt.detail) {
+				t.Fatalf("got %q %q %q, want failed %s with %q", res.Status, res.Reason, res.Detail, tt.reason, tt.detail)
+			}
+			if last := res.Phases[len(res.Phases)-1]; last.Name != PhaseSetup || last.OK {
+				t.Errorf("last phase %+v, want setup failed", last)
+			}
+			if agentRan(f) {
+				t.Error("the agent ran")
+			}
+		})
+	}
+}

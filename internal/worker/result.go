@@ -1,0 +1,383 @@
+package worker
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"unicode"
+)
+
+// ResultVersion is the format version of result.json.
+const ResultVersion = 1
+
+// Limits of result.json and of what it describes.
+const (
+	// MaxResultSize caps result.json.
+	MaxResultSize = 4 << 20
+	// MaxDetail caps Result.Detail.
+	MaxDetail = 4 << 10
+	// MaxPatchSize caps patch.diff.
+	MaxPatchSize = 64 << 20
+	// MaxOutputs caps the number of files listed under outputs/.
+	MaxOutputs = 256
+	// MaxOutputsSize caps the total size of the files listed under outputs/.
+	MaxOutputsSize = 100 << 20
+	// maxSkipped caps Result.OutputsSkipped.
+	maxSkipped = 256
+	// maxOutputPath caps the length of one output path.
+	maxOutputPath = 4096
+)
+
+// Status is how a dispatch ended, as the worker saw it.
+type Status string
+
+const (
+	// StatusOK: the agent exited 0, its patch and outputs are captured.
+	StatusOK Status = "ok"
+	// StatusFailed: see Result.Reason and Result.Detail.
+	StatusFailed Status = "failed"
+	// StatusNeedsInput: the agent asked a question (Result.NeedsInput); the patch so far is
+	// captured.
+	StatusNeedsInput Status = "needs_input"
+)
+
+// Reason is why a dispatch failed. The worker decides only these; "provider-failed" and
+// "cancelled" are decided by the host and never appear in result.json.
+type Reason string
+
+const (
+	ReasonNone            Reason = ""
+	ReasonWorkerFailed    Reason = "worker-failed"
+	ReasonTimeout         Reason = "timeout"
+	ReasonFetchFailed     Reason = "fetch-failed"
+	ReasonIntegrityFailed Reason = "integrity-failed"
+	ReasonDenied          Reason = "denied"
+)
+
+var (
+	statuses = []Status{StatusOK, StatusFailed, StatusNeedsInput}
+	reasons  = []Reason{ReasonWorkerFailed, ReasonTimeout, ReasonFetchFailed, ReasonIntegrityFailed, ReasonDenied}
+)
+
+// Phase names, in the order the worker runs them. A result lists the phases that ran, in
+// this order. A failed phase before the runtime is the last one listed; from the runtime on
+// the worker goes on after a failure, so a failed runtime is followed by capture.
+const (
+	PhaseVerify     = "verify"
+	PhaseSecrets    = "secrets"
+	PhaseOverlay    = "overlay"
+	PhaseSetup      = "setup"
+	PhaseBaseline   = "baseline"
+	PhaseRuntime    = "runtime"
+	PhaseNeedsInput = "needs_input"
+	PhaseCapture    = "capture"
+	PhaseOutputs    = "outputs"
+)
+
+var phaseOrder = []string{PhaseVerify, PhaseSecrets, PhaseOverlay, PhaseSetup, PhaseBaseline,
+	PhaseRuntime, PhaseNeedsInput, PhaseCapture, PhaseOutputs}
+
+// Result is out/result.json, the worker's one authoritative account of the dispatch. The
+// worker writes it last, atomically. The host MUST trust it only when the worker process
+// exited 0 (the agent shares the directory and could plant one) and read it with
+// [ParseResult]. Detail, output paths and the question come from or are shaped by the
+// agent: the host MUST redact them like the agent's output before storing or showing them.
+type Result struct {
+	Version int    `json:"version"`
+	Status  Status `json:"status"`
+	Reason  Reason `json:"reason"`
+	Detail  string `json:"detail"`
+	// ExitCode is the agent's exit status (-1 when killed by a signal, 0 when it never ran).
+	ExitCode int     `json:"exit_code"`
+	Phases   []Phase `json:"phases"`
+	// Patch describes out/patch.diff; nil when capture did not run or failed.
+	Patch   *PatchInfo   `json:"patch,omitempty"`
+	Outputs []OutputInfo `json:"outputs"`
+	// OutputsSkipped lists entries of outputs/ that are not regular files (not followed).
+	OutputsSkipped []SkippedOutput `json:"outputs_skipped"`
+	NeedsInput     *NeedsInput     `json:"needs_input,omitempty"`
+}
+
+// Phase is one timed step of the worker.
+type Phase struct {
+	Name string `json:"name"`
+	OK   bool   `json:"ok"`
+	MS   int64  `json:"ms"`
+}
+
+// PatchInfo describes out/patch.diff: a binary-safe `git diff` against the baseline, which
+// `git apply` accepts on the dispatched revision.
+type PatchInfo struct {
+	Path         string `json:"path"` // always "patch.diff", relative to out/
+	SHA256       string `json:"sha256"`
+	Bytes        int64  `json:"bytes"`
+	FilesChanged int    `json:"files_changed"`
+}
+
+// OutputInfo describes one regular file under out/outputs/.
+type OutputInfo struct {
+	Path   string `json:"path"` // "outputs/...", relative to out/
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// SkippedOutput is an entry under out/outputs/ that was not collected.
+type SkippedOutput struct {
+	Path string `json:"path"` // "outputs/...", the rest quoted (Go syntax, ASCII) when unprintable
+	Why  string `json:"why"`  // "symlink", "not a regular file", "unprintable name"
+}
+
+// ParseResult reads result.json strictly: size-capped, unknown fields and duplicate keys
+// refused, statuses and reasons from their closed sets, then [Result.Validate].
+func ParseResult(b []byte) (Result, error) {
+	var r Result
+	if err := decodeStrict("result", b, MaxResultSize, &r); err != nil {
+		return Result{}, err
+	}
+	if err := r.Validate(); err != nil {
+		return Result{}, err
+	}
+	return r, nil
+}
+
+// Marshal checks r and returns its JSON.
+func (r Result) Marshal() ([]byte, error) {
+	r.Phases = nonNil(r.Phases)
+	r.Outputs = nonNil(r.Outputs)
+	r.OutputsSkipped = nonNil(r.OutputsSkipped)
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxResultSize {
+		return nil, fmt.Errorf("result: %d bytes, over the %d byte limit", len(b), MaxResultSize)
+	}
+	return b, nil
+}
+
+// Validate checks that r is consistent: its status, reason and needs_input agree, its
+// phases are known and in order, and every size is within its limit.
+func (r Result) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if r.Version != ResultVersion {
+		bad("version: unsupported version %d", r.Version)
+	}
+	if !slices.Contains(statuses, r.Status) {
+		bad("status: unknown status %q", r.Status)
+	}
+	if r.Reason != ReasonNone && !slices.Contains(reasons, r.Reason) {
+		bad("reason: unknown reason %q", r.Reason)
+	}
+	switch r.Status {
+	case StatusOK:
+		if r.Reason != ReasonNone || r.ExitCode != 0 {
+			bad("status ok: want no reason and exit code 0, got %q and %d", r.Reason, r.ExitCode)
+		}
+	case StatusFailed:
+		if r.Reason == ReasonNone {
+			bad("status failed: no reason")
+		}
+	case StatusNeedsInput:
+		if r.Reason != ReasonNone {
+			bad("status needs_input: want no reason, got %q", r.Reason)
+		}
+		if r.NeedsInput == nil {
+			bad("status needs_input: no needs_input")
+		}
+	}
+	if r.NeedsInput != nil {
+		if r.Status != StatusNeedsInput {
+			bad("needs_input: present with status %q", r.Status)
+		}
+		if err := r.NeedsInput.Validate(); err != nil {
+			bad("needs_input: %v", err)
+		}
+	}
+	if len(r.Detail) > MaxDetail {
+		bad("detail: %d bytes, over the %d byte limit", len(r.Detail), MaxDetail)
+	}
+	last := -1
+	for i, p := range r.Phases {
+		at := slices.Index(phaseOrder, p.Name)
+		switch {
+		case at < 0:
+			bad("phases[%d]: unknown phase %q", i, p.Name)
+		case at <= last:
+			bad("phases[%d]: %q out of order or repeated", i, p.Name)
+		}
+		last = max(last, at)
+		if p.MS < 0 {
+			bad("phases[%d]: negative duration", i)
+		}
+	}
+	if p := r.Patch; p != nil {
+		if p.Path != PatchFile {
+			bad("patch.path: want %q, got %q", PatchFile, p.Path)
+		}
+		if !isHexSHA256(p.SHA256) {
+			bad("patch.sha256: want 64 lowercase hex digits")
+		}
+		if p.Bytes < 0 || p.Bytes > MaxPatchSize {
+			bad("patch.bytes: want 0-%d, got %d", MaxPatchSize, p.Bytes)
+		}
+		if p.FilesChanged < 0 || int64(p.FilesChanged) > p.Bytes {
+			bad("patch.files_changed: %d is impossible for %d bytes", p.FilesChanged, p.Bytes)
+		}
+	}
+	if len(r.Outputs) > MaxOutputs {
+		bad("outputs: more than %d files", MaxOutputs)
+	}
+	var total int64
+	for i, o := range r.Outputs {
+		if err := checkOutputPath(o.Path); err != nil {
+			bad("outputs[%d]: %v", i, err)
+		}
+		if i > 0 && o.Path <= r.Outputs[i-1].Path {
+			bad("outputs[%d]: %q out of order or repeated", i, o.Path)
+		}
+		if o.Size < 0 || o.Size > MaxOutputsSize {
+			bad("outputs[%d]: size %d out of range", i, o.Size)
+		}
+		total += max(o.Size, 0)
+		if !isHexSHA256(o.SHA256) {
+			bad("outputs[%d]: sha256: want 64 lowercase hex digits", i)
+		}
+	}
+	if total > MaxOutputsSize {
+		bad("outputs: %d bytes in all, over the %d byte limit", total, MaxOutputsSize)
+	}
+	if len(r.OutputsSkipped) > maxSkipped {
+		bad("outputs_skipped: more than %d entries", maxSkipped)
+	}
+	for i, s := range r.OutputsSkipped {
+		if len(s.Path) > 4*maxOutputPath || !strings.HasPrefix(s.Path, OutputsDir+"/") {
+			bad("outputs_skipped[%d]: bad path", i)
+		}
+		if !slices.Contains(skipReasons, s.Why) {
+			bad("outputs_skipped[%d]: unknown reason %q", i, s.Why)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("result: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// Reasons an entry of outputs/ is skipped.
+const (
+	skipSymlink     = "symlink"
+	skipNotRegular  = "not a regular file"
+	skipUnprintable = "unprintable name"
+)
+
+var skipReasons = []string{skipSymlink, skipNotRegular, skipUnprintable}
+
+// checkOutputPath accepts "outputs/<clean relative path>" of printable characters.
+func checkOutputPath(p string) error {
+	rest, ok := strings.CutPrefix(p, OutputsDir+"/")
+	if !ok || rest == "" || len(p) > maxOutputPath {
+		return fmt.Errorf("path %q: want outputs/<file>", p)
+	}
+	if path.Clean(rest) != rest || rest == ".." || strings.HasPrefix(rest, "../") || strings.HasPrefix(rest, "/") {
+		return fmt.Errorf("path %q is not clean", p)
+	}
+	if !printable(rest) {
+		return fmt.Errorf("path %q has unprintable characters", p)
+	}
+	return nil
+}
+
+// printable reports whether s has no control characters and no replacement characters
+// (so it survives JSON and terminals unchanged).
+func printable(s string) bool {
+	for _, c := range s {
+		if c == unicode.ReplacementChar || unicode.IsControl(c) || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+func isHexSHA256(s string) bool {
+	if len(s) != 64 || strings.ToLower(s) != s {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+// NeedsInput is the agent's question, from out/needs_input.json:
+// {"question": string, "options": [string], "partial_state": any JSON}.
+type NeedsInput struct {
+	// Question is required, at most [MaxQuestion] bytes.
+	Question string `json:"question"`
+	// Options are suggested answers: at most [MaxOptions], each at most [MaxOption] bytes.
+	Options []string `json:"options,omitempty"`
+	// PartialState is opaque JSON the resumed dispatch gets back, at most
+	// [MaxPartialState] bytes in its compact encoding.
+	PartialState json.RawMessage `json:"partial_state,omitempty"`
+}
+
+// Limits of needs_input.json.
+const (
+	MaxQuestion     = 8 << 10
+	MaxOptions      = 20
+	MaxOption       = 1 << 10
+	MaxPartialState = 1 << 20
+	// maxNeedsInputFile caps the file: the parts above plus room for JSON escaping.
+	maxNeedsInputFile = 2*MaxPartialState + 16*(MaxQuestion+MaxOptions*MaxOption)
+)
+
+// ParseNeedsInput reads an agent's needs_input.json strictly and returns it with
+// PartialState in compact form.
+func ParseNeedsInput(b []byte) (NeedsInput, error) {
+	var n NeedsInput
+	if err := decodeStrict("needs_input.json", b, maxNeedsInputFile, &n); err != nil {
+		return NeedsInput{}, err
+	}
+	if len(n.PartialState) > 0 {
+		var c bytes.Buffer
+		if err := json.Compact(&c, n.PartialState); err != nil {
+			return NeedsInput{}, fmt.Errorf("read needs_input.json: partial_state: %w", err)
+		}
+		n.PartialState = c.Bytes()
+		if string(n.PartialState) == "null" {
+			n.PartialState = nil
+		}
+	}
+	if err := n.Validate(); err != nil {
+		return NeedsInput{}, fmt.Errorf("read needs_input.json: %w", err)
+	}
+	return n, nil
+}
+
+// Validate checks the limits of n.
+func (n NeedsInput) Validate() error {
+	switch {
+	case strings.TrimSpace(n.Question) == "":
+		return errors.New("question is required")
+	case len(n.Question) > MaxQuestion:
+		return fmt.Errorf("question is %d bytes, over the %d byte limit", len(n.Question), MaxQuestion)
+	case len(n.Options) > MaxOptions:
+		return fmt.Errorf("%d options, over the limit of %d", len(n.Options), MaxOptions)
+	case len(n.PartialState) > MaxPartialState:
+		return fmt.Errorf("partial_state is %d bytes, over the %d byte limit", len(n.PartialState), MaxPartialState)
+	case len(n.PartialState) > 0 && !json.Valid(n.PartialState):
+		return errors.New("partial_state is not valid JSON")
+	}
+	for i, o := range n.Options {
+		if len(o) > MaxOption {
+			return fmt.Errorf("options[%d] is %d bytes, over the %d byte limit", i, len(o), MaxOption)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/agora-dev/agora/internal/blob"
+	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/runtime/execrt"
+)
+
+// capability is one verified capability archive.
+type capability struct {
+	name   string
+	files  []catalog.File
+	grants catalog.Grants
+}
+
+// verify reads the manifest, checks the digest of the subagent document and of every
+// capability archive, checks that the document agrees with the manifest, and that the
+// manifest grants nothing the capabilities do not.
+func (r *runner) verify(ctx context.Context) *failure {
+	bundle := filepath.Join(r.opts.Root, BundleDir)
+	b, err := readCapped(filepath.Join(bundle, ManifestFile), MaxManifestSize)
+	if err != nil {
+		return fail(ReasonIntegrityFailed, "verify: %v", err)
+	}
+	m, err := ParseManifest(b)
+	if err != nil {
+		return fail(ReasonIntegrityFailed, "verify: %v", err)
+	}
+	r.man = m
+
+	docBytes, err := readCapped(filepath.Join(bundle, m.Subagent.Path), maxSubagentDocSize)
+	if err != nil {
+		return fail(ReasonIntegrityFailed, "verify subagent %q: %v", m.Subagent.Name, err)
+	}
+	if got := blob.Sum(docBytes); got != m.Subagent.Digest {
+		return fail(ReasonIntegrityFailed, "verify subagent %q: content is %s, want %s", m.Subagent.Name, got, m.Subagent.Digest)
+	}
+	doc, err := catalog.ParseSubagentDoc(docBytes)
+	if err != nil {
+		return fail(ReasonIntegrityFailed, "verify subagent %q: %v", m.Subagent.Name, err)
+	}
+	r.doc = doc
+	if doc.Runtime != m.Runtime {
+		return fail(ReasonIntegrityFailed, "verify subagent %q: runtime is %q, manifest says %q", m.Subagent.Name, doc.Runtime, m.Runtime)
+	}
+	if !slices.Equal(doc.Command, m.Command) {
+		return fail(ReasonIntegrityFailed, "verify subagent %q: command is %q, manifest says %q", m.Subagent.Name, doc.Command, m.Command)
+	}
+	if len(doc.Capabilities) != len(m.Capabilities) {
+		return fail(ReasonIntegrityFailed, "verify subagent %q: it pins %d capabilities, manifest lists %d", m.Subagent.Name, len(doc.Capabilities), len(m.Capabilities))
+	}
+	for i, pin := range doc.Capabilities {
+		if c := m.Capabilities[i]; pin.Name != c.Name || pin.Digest != c.Digest {
+			return fail(ReasonIntegrityFailed, "verify subagent %q: capability %d is %s@%s, manifest says %s@%s", m.Subagent.Name, i, pin.Name, pin.Digest, c.Name, c.Digest)
+		}
+	}
+
+	var union Grants
+	for _, c := range m.Capabilities {
+		data, err := readCapped(filepath.Join(bundle, c.Path), maxArchiveSize)
+		if err != nil {
+			return fail(ReasonIntegrityFailed, "verify capability %q: %v", c.Name, err)
+		}
+		if got := blob.Sum(data); got != c.Digest {
+			return fail(ReasonIntegrityFailed, "verify capability %q: content is %s, want %s", c.Name, got, c.Digest)
+		}
+		// The content cannot be longer than the archive; the host enforced its own size
+		// limit when the capability was registered.
+		files, err := catalog.ReadArchive(data, catalog.Limits{MaxTotalSize: int64(len(data)), MaxFiles: catalog.DefaultMaxFiles})
+		if err != nil {
+			return fail(ReasonIntegrityFailed, "verify capability %q: %v", c.Name, err)
+		}
+		g, err := readGrants(files)
+		if err != nil {
+			return fail(ReasonIntegrityFailed, "verify capability %q: %v", c.Name, err)
+		}
+		r.caps = append(r.caps, capability{name: c.Name, files: files, grants: g})
+		union.Commands = append(union.Commands, g.Commands...)
+		union.Tools = append(union.Tools, g.Tools...)
+		union.Egress = append(union.Egress, g.Egress...)
+	}
+	for _, l := range []struct {
+		name       string
+		got, union []string
+	}{
+		{"commands", m.Grants.Commands, union.Commands},
+		{"tools", m.Grants.Tools, union.Tools},
+		{"egress", m.Grants.Egress, union.Egress},
+	} {
+		for _, g := range l.got {
+			if !slices.Contains(l.union, g) {
+				return fail(ReasonIntegrityFailed, "verify: manifest grants %s %q, which no capability declares", l.name, g)
+			}
+		}
+	}
+
+	rt, err := runtimeFor(m.Runtime)
+	if err != nil {
+		return fail(ReasonWorkerFailed, "verify: %v", err)
+	}
+	r.rt = rt
+	if m.Runtime == execrt.Name && !catalog.CommandAllowed(m.Grants.Commands, m.Command) {
+		return fail(ReasonDenied, "verify: command %q matches no commands pattern granted by the capabilities", m.Command)
+	}
+	return nil
+}
+
+// readGrants parses the capability.yaml of an archive; an archive without one grants nothing.
+func readGrants(files []catalog.File) (catalog.Grants, error) {
+	f, ok := findFile(files, catalog.CapabilityFile)
+	if !ok {
+		return catalog.Grants{}, nil
+	}
+	if f.LinkTarget != "" {
+		return catalog.Grants{}, fmt.Errorf("%s is a symlink", catalog.CapabilityFile)
+	}
+	return catalog.ParseGrants(catalog.CapabilityFile, f.Data, files)
+}
+
+func findFile(files []catalog.File, p string) (catalog.File, bool) {
+	for _, f := range files {
+		if f.Path == p {
+			return f, true
+		}
+	}
+	return catalog.File{}, false
+}
+
+// readCapped reads a whole file of at most limit bytes.
+func readCapped(name string, limit int64) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", name)
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%s is %d bytes, over the %d byte limit", name, fi.Size(), limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is over the %d byte limit", name, limit)
+	}
+	return b, nil
+}

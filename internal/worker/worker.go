@@ -1,0 +1,274 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agora-dev/agora/internal/catalog"
+)
+
+// The sandbox layout, relative to [DefaultRoot]. See the package documentation.
+const (
+	// DefaultRoot is where the host mounts the layout inside the sandbox.
+	DefaultRoot = "/agora"
+	// SecretsFD is the descriptor the secrets object arrives on, when Manifest.SecretKeys
+	// is not empty.
+	SecretsFD = 3
+
+	BinDir         = "bin"
+	BundleDir      = "bundle"
+	WorkspaceDir   = "workspace"
+	OutDir         = "out"
+	InputsDir      = "inputs"
+	ManifestFile   = "manifest.json"    // in BundleDir
+	SubagentFile   = "subagent.json"    // in BundleDir
+	ResultFile     = "result.json"      // in OutDir
+	PatchFile      = "patch.diff"       // in OutDir
+	NeedsInputFile = "needs_input.json" // in OutDir, written by the agent
+	OutputsDir     = "outputs"          // in OutDir, written by the agent
+)
+
+// Limits of what the worker reads from the bundle.
+const (
+	maxSubagentDocSize = 1 << 20
+	maxArchiveSize     = 1 << 30
+	maxSecretsSize     = 1 << 20
+)
+
+// options configure one run of the worker. Tests point Root at a temporary directory laid
+// out like the sandbox and run the worker without one.
+type options struct {
+	// Root is the layout root (DefaultRoot in the sandbox).
+	Root string
+	// SecretsFile is the secrets object. When nil and the manifest names secret keys, the
+	// worker opens descriptor secretsFD (Main: [SecretsFD]). The worker closes it.
+	SecretsFile *os.File
+	// TempDir is private scratch space: the baseline git directory and HOME ("/tmp" in
+	// the sandbox).
+	TempDir string
+	// Stdout and Stderr receive the agent's output; setup scripts write both their streams
+	// to Stderr. nil discards.
+	Stdout, Stderr io.Writer
+
+	secretsFD        int
+	testOnlyMaxPatch int64 // 0: MaxPatchSize
+}
+
+// Main runs the worker in the sandbox layout at [DefaultRoot], with the secrets on
+// [SecretsFD]. It returns the process exit code: 0 when result.json was written, whatever
+// the dispatch's status, and 1 when even that was impossible.
+//
+// A target with `sandbox: none` has no mount namespace to put the layout at /agora; the host
+// then names the stage directory in AGORA_WORKER_ROOT (same layout below it) and the worker
+// keeps its scratch space in a private tmp/ there, not in the host's shared /tmp.
+func Main(ctx context.Context, stdout, stderr io.Writer) int {
+	root, tmp := DefaultRoot, "/tmp"
+	if r := os.Getenv(RootEnv); r != "" {
+		root, tmp = r, filepath.Join(r, "tmp")
+		if err := os.MkdirAll(tmp, 0o700); err != nil {
+			fmt.Fprintf(stderr, "agora worker: %v\n", err)
+			return 1
+		}
+	}
+	return run(ctx, options{Root: root, TempDir: tmp, Stdout: stdout, Stderr: stderr, secretsFD: SecretsFD})
+}
+
+// RootEnv names the layout root when the worker runs without a sandbox.
+const RootEnv = "AGORA_WORKER_ROOT"
+
+// failure is why the worker stopped or why the dispatch failed.
+type failure struct {
+	reason Reason
+	detail string
+}
+
+func fail(reason Reason, format string, args ...any) *failure {
+	return &failure{reason: reason, detail: fmt.Sprintf(format, args...)}
+}
+
+// runner holds one run's state; the phases fill it in order.
+type runner struct {
+	opts      options
+	workspace string
+	out       string
+	res       Result
+
+	man     Manifest
+	doc     catalog.SubagentDoc
+	caps    []capability
+	secrets map[string]string
+	env     []string
+	rt      agentRuntime
+	git     *gitDir
+	exit    agentExit
+}
+
+func run(ctx context.Context, opts options) int {
+	if opts.TempDir == "" {
+		opts.TempDir = os.TempDir()
+	}
+	if opts.Stdout == nil {
+		opts.Stdout = io.Discard
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = io.Discard
+	}
+	r := &runner{
+		opts:      opts,
+		workspace: filepath.Join(opts.Root, WorkspaceDir),
+		out:       filepath.Join(opts.Root, OutDir),
+		res:       Result{Version: ResultVersion, Status: StatusOK},
+	}
+	defer r.closeSecretsFile()
+	defer r.cleanup()
+	// Nothing in out/ speaks for this run until the worker writes it.
+	r.removeOwnFiles()
+
+	r.steps(ctx)
+
+	if err := r.writeResult(); err != nil {
+		fmt.Fprintf(opts.Stderr, "agora worker: error: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// steps runs the phases. Up to the baseline a failure stops the run; from the runtime on,
+// every phase runs, so a failed or questioning agent still leaves its patch and outputs.
+func (r *runner) steps(ctx context.Context) {
+	for _, p := range []struct {
+		name string
+		f    func(context.Context) *failure
+	}{
+		{PhaseVerify, r.verify},
+		{PhaseSecrets, r.readSecrets},
+		{PhaseOverlay, r.overlay},
+		{PhaseSetup, r.setup},
+		{PhaseBaseline, r.baseline},
+	} {
+		if !r.phase(ctx, p.name, p.f) {
+			return
+		}
+	}
+	r.phase(ctx, PhaseRuntime, r.runAgent)
+	// The agent shares out/: whatever it left under the worker's names is not the worker's.
+	r.removeOwnFiles()
+	if ctx.Err() != nil {
+		r.record(fail(ReasonWorkerFailed, "worker cancelled"))
+		return
+	}
+	if !r.exit.TimedOut {
+		r.phase(ctx, PhaseNeedsInput, r.needsInput)
+	}
+	r.phase(ctx, PhaseCapture, r.capture)
+	r.phase(ctx, PhaseOutputs, r.outputs)
+}
+
+// phase runs f, records it with its duration, and reports whether it succeeded.
+func (r *runner) phase(ctx context.Context, name string, f func(context.Context) *failure) bool {
+	start := time.Now()
+	fl := f(ctx)
+	r.res.Phases = append(r.res.Phases, Phase{Name: name, OK: fl == nil, MS: time.Since(start).Milliseconds()})
+	if fl != nil {
+		r.record(fl)
+		return false
+	}
+	return true
+}
+
+// record makes the result failed. The first failure gives the reason; later ones only add
+// to the detail.
+func (r *runner) record(fl *failure) {
+	if r.res.Status != StatusFailed {
+		r.res.Status = StatusFailed
+		r.res.Reason = fl.reason
+		r.res.NeedsInput = nil
+		r.res.Detail = fl.detail
+	} else {
+		r.res.Detail += "; " + fl.detail
+	}
+	r.res.Detail = truncate(r.res.Detail, MaxDetail)
+}
+
+// truncate cuts s to at most n bytes without leaving a split UTF-8 sequence.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
+}
+
+// removeOwnFiles deletes result.json and patch.diff from out/, whatever they are.
+func (r *runner) removeOwnFiles() {
+	for _, name := range []string{ResultFile, PatchFile} {
+		_ = os.RemoveAll(filepath.Join(r.out, name))
+	}
+}
+
+func (r *runner) writeResult() error {
+	b, err := r.res.Marshal()
+	if err != nil {
+		// A result the worker cannot marshal is a bug; still say so in a valid result.
+		r.res = Result{Version: ResultVersion, Status: StatusFailed, Reason: ReasonWorkerFailed,
+			Detail: truncate("write result: "+err.Error(), MaxDetail), Phases: r.res.Phases}
+		if b, err = r.res.Marshal(); err != nil {
+			return fmt.Errorf("write result: %w", err)
+		}
+	}
+	return writeFileAtomic(r.out, ResultFile, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
+}
+
+// writeFileAtomic writes dir/name through a fresh temporary file in dir and a rename, so a
+// reader never sees a partial file and a symlink planted at name is replaced, not followed.
+// There is no fsync: the host reads the file after the worker exits, on the same machine,
+// and a crash in between loses the dispatch anyway.
+func writeFileAtomic(dir, name string, write func(io.Writer) error) error {
+	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err := write(f); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	dst := filepath.Join(dir, name)
+	if err := os.Rename(tmp, dst); err != nil {
+		// A directory in the way (planted by the agent) cannot be renamed over.
+		if rmErr := os.RemoveAll(dst); rmErr != nil {
+			return fmt.Errorf("write %s: %w", name, errors.Join(err, rmErr))
+		}
+		if err := os.Rename(tmp, dst); err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	ok = true
+	return nil
+}
+
+func (r *runner) cleanup() {
+	if r.git != nil {
+		r.git.remove()
+	}
+}
