@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
 # The main job on the embedded defaults: a throw-away AGORA_HOME (SQLite, local blob store),
-# the example catalog registered from its manifest, then listed.
+# the example catalog registered from its manifest, a sandboxed dispatch (bubblewrap) against a
+# scratch git repository with its patch, and the audit trail exported and verified offline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${AGORA_BIN:-./bin/agora}
 export AGORA_HOME=${AGORA_HOME:-$(mktemp -d -t agora-demo.XXXXXX)}
-export DEMO_API_TOKEN=${DEMO_API_TOKEN:-demo-token-$RANDOM$RANDOM}
+export DEMO_API_TOKEN=${DEMO_API_TOKEN:-demo-token-$RANDOM$RANDOM$RANDOM}
+work=$(mktemp -d -t agora-demo-work.XXXXXX)
 
 step() { printf '\n== %s\n' "$*"; }
+
+if ! command -v bwrap >/dev/null; then
+  echo "agora demo: bubblewrap is needed for the sandbox: sudo apt-get install bubblewrap" >&2
+  exit 1
+fi
+if ! command -v git >/dev/null; then
+  echo "agora demo: git is needed for the workspace and patches: sudo apt-get install git" >&2
+  exit 1
+fi
 
 step "AGORA_HOME=$AGORA_HOME"
 "$bin" init
@@ -22,5 +33,21 @@ step "the catalog"
 "$bin" capability list
 "$bin" subagent list
 "$bin" env list
-"$bin" subagent show hello
-"$bin" env show demo
+
+step "a scratch repository to work on: $work/repo"
+git init -q -b main "$work/repo"
+printf '# demo\n' > "$work/repo/README.md"
+git -C "$work/repo" add README.md
+git -C "$work/repo" -c user.name=demo -c user.email=demo@example.invalid commit -q -m init
+
+step "agora dispatch run --subagent hello --env demo --repo $work/repo (sandboxed)"
+id=$("$bin" dispatch run --subagent hello --env demo --repo "$work/repo" --input '{"task":"greet"}')
+
+step "agora dispatch patch $id (review it, then git apply)"
+"$bin" dispatch patch "$id" | tee "$work/hello.patch"
+git -C "$work/repo" apply --check "$work/hello.patch" && echo "(the patch applies cleanly to the dispatched revision)"
+
+step "agora audit export + agora verify (offline, no AGORA_HOME needed)"
+"$bin" audit checkpoint >/dev/null
+"$bin" audit export --out "$work/bundle.json"
+AGORA_HOME=/nonexistent "$bin" verify "$work/bundle.json" --key "$AGORA_HOME/keys/audit.pub"

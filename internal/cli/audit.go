@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -372,17 +373,12 @@ func readCapped(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer fd.Close()
-	b := make([]byte, limit+1)
-	n, _ := fd.Read(b)
-	for n < len(b) {
-		m, err := fd.Read(b[n:])
-		n += m
-		if err != nil || m == 0 {
-			break
-		}
+	b, err := io.ReadAll(io.LimitReader(fd, limit+1))
+	if err != nil {
+		return nil, err
 	}
-	if int64(n) > limit {
+	if int64(len(b)) > limit {
 		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
 	}
-	return b[:n], nil
+	return b, nil
 }

@@ -20,6 +20,8 @@ type Factory struct {
 
 	actorFlag string
 	home      *home.Home
+	// wrote is set once a command opened something that appends audit entries.
+	wrote bool
 }
 
 // NewFactory returns a factory over the given streams and environment.
@@ -49,6 +51,7 @@ func (f *Factory) Home(ctx context.Context) (*home.Home, error) {
 
 // Writer opens the privileged catalog writer.
 func (f *Factory) Writer(ctx context.Context) (*provision.Writer, error) {
+	f.wrote = true
 	h, err := f.Home(ctx)
 	if err != nil {
 		return nil, err

@@ -32,10 +32,28 @@ func Run(ctx context.Context, f *Factory, args []string) int {
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
 	err := root.ExecuteContext(ctx)
+	f.afterWrites(context.WithoutCancel(ctx))
 	if err == nil {
 		return ExitOK
 	}
 	return renderError(f, err)
+}
+
+// afterWrites writes an audit checkpoint when one is due (every N entries or T seconds, see
+// agora.yaml audit:) after a command that may have appended entries. Short-lived processes
+// are how most entries arrive, so they carry the checkpoint duty; a failure is a warning,
+// never the command's failure: the entries themselves are committed.
+func (f *Factory) afterWrites(ctx context.Context) {
+	if !f.wrote || f.home == nil {
+		return
+	}
+	cp, err := f.Checkpointer(ctx)
+	if err == nil {
+		_, err = cp.MaybeCheckpoint(ctx)
+	}
+	if err != nil {
+		fmt.Fprintf(f.IO.ErrOut, "agora: warning: audit checkpoint: %v\n", err)
+	}
 }
 
 // hinter is implemented by errors that know how to fix themselves.

@@ -39,6 +39,7 @@ func newVerifyCmd(f *Factory) *cobra.Command {
 entry's hash and canonical form, every inclusion proof, the checkpoint signatures, the
 consistency proof to the anchored checkpoint, each anchor's evidence and each manifest's
 binding to an entry. One row per check; exit 0 only when all pass, 5 when any fails.
+BUNDLE "-" reads the bundle from standard input.
 
 The last row names the tier reached:
   tamper-detecting  signed by the log's key, checkpoints held locally
@@ -86,7 +87,7 @@ func runVerify(_ context.Context, f *Factory, opts *verifyOptions) error {
 			return fmt.Errorf("--tsa-ca %s holds no PEM certificate", opts.tsaCA)
 		}
 	}
-	rep, err := verifyFile(opts.bundle, vo)
+	rep, err := verifyFile(f.IO.In, opts.bundle, vo)
 	if err != nil {
 		return err
 	}
@@ -105,14 +106,12 @@ func runVerify(_ context.Context, f *Factory, opts *verifyOptions) error {
 	return nil
 }
 
-// verifyFile reads and checks a bundle. A bundle that does not parse is a failed check (it
-// may have been tampered with), reported as the one row "bundle"; a file that cannot be read
-// is an error.
-func verifyFile(path string, vo verify.Options) (*verify.Report, error) {
-	var r io.Reader
-	if path == "-" {
-		r = os.Stdin
-	} else {
+// verifyFile reads and checks a bundle ("-" is stdin). A bundle that does not parse is a
+// failed check (it may have been tampered with), reported as the one row "bundle"; a file
+// that cannot be read is an error.
+func verifyFile(stdin io.Reader, path string, vo verify.Options) (*verify.Report, error) {
+	r := stdin
+	if path != "-" {
 		fd, err := os.Open(path)
 		if err != nil {
 			return nil, fmt.Errorf("read bundle: %w", err)

@@ -43,7 +43,7 @@ func enqueueCallback(ctx context.Context, tx *sql.Tx, r *Record, seq int, kind s
 		return err
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO callback_outbox(id, dispatch_id, url, body, next_at) VALUES (?, ?, ?, ?, ?)`,
-		fmt.Sprintf("%s-%d", r.ID, seq), r.ID, r.CallbackURL, body, ts(at))
+		fmt.Sprintf("%s-%04d", r.ID, seq), r.ID, r.CallbackURL, body, ts(at))
 	return err
 }
 
@@ -86,16 +86,17 @@ func NewCourier(db *sql.DB, key []byte, dialer *egress.Dialer, now func() time.T
 }
 
 type outboxRow struct {
-	id, url  string
-	body     []byte
-	attempts int
+	id, dispatchID, url, nextAt string
+	body                        []byte
+	attempts                    int
 }
 
 // Flush tries every due undelivered callback once and returns how many were delivered and how
-// many remain. Failures are recorded with a backoff (full jitter) for the next Flush.
+// many remain. Events of one dispatch are delivered in order: while an earlier one is
+// undelivered, later ones wait. Failures are recorded with a backoff (full jitter).
 func (c *Courier) Flush(ctx context.Context, dispatchID string) (delivered, pending int, err error) {
-	q := `SELECT id, url, body, attempts FROM callback_outbox WHERE delivered_at = '' AND next_at <= ? AND attempts < ?`
-	args := []any{ts(c.now()), callbackMaxAttempts}
+	q := `SELECT id, dispatch_id, url, next_at, body, attempts FROM callback_outbox WHERE delivered_at = '' AND attempts < ?`
+	args := []any{callbackMaxAttempts}
 	if dispatchID != "" {
 		q += ` AND dispatch_id = ?`
 		args = append(args, dispatchID)
@@ -107,14 +108,21 @@ func (c *Courier) Flush(ctx context.Context, dispatchID string) (delivered, pend
 	var due []outboxRow
 	for rows.Next() {
 		var r outboxRow
-		if err := rows.Scan(&r.id, &r.url, &r.body, &r.attempts); err != nil {
+		if err := rows.Scan(&r.id, &r.dispatchID, &r.url, &r.nextAt, &r.body, &r.attempts); err != nil {
 			rows.Close()
 			return 0, 0, err
 		}
 		due = append(due, r)
 	}
 	rows.Close()
+	now := ts(c.now())
+	blocked := map[string]bool{}
 	for _, r := range due {
+		if blocked[r.dispatchID] || r.nextAt > now {
+			blocked[r.dispatchID] = true
+			pending++
+			continue
+		}
 		if sendErr := c.send(ctx, r); sendErr != nil {
 			backoff := min(callbackBaseBackoff<<min(r.attempts, 20), callbackMaxBackoff)
 			next := c.now().Add(time.Duration(rand.Int64N(int64(backoff)) + 1))
@@ -123,6 +131,7 @@ func (c *Courier) Flush(ctx context.Context, dispatchID string) (delivered, pend
 				return delivered, 0, err
 			}
 			pending++
+			blocked[r.dispatchID] = true
 			continue
 		}
 		if _, err := c.db.ExecContext(ctx, `UPDATE callback_outbox SET attempts = attempts + 1, delivered_at = ?, last_error = '' WHERE id = ?`,

@@ -45,7 +45,11 @@ func (s *Records) List(ctx context.Context, f ListFilter) ([]*Record, error) {
 	return listRecords(ctx, s.db.SQL(), f)
 }
 
-func ts(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+// tsLayout is RFC 3339 with a fixed-width fraction, so stored times sort as strings (RFC3339Nano
+// trims trailing zeros, and "05.1Z" sorts after "05.12Z").
+const tsLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+func ts(t time.Time) string { return t.UTC().Format(tsLayout) }
 
 // Accept writes r in state accepted, with its event and audit entry. Nothing may start
 // before it returns.

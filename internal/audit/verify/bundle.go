@@ -3,10 +3,10 @@
 // versioned audit bundle of docs/audit-bundle.md, anchor evidence) and the checks that
 // `agora verify` runs over them.
 //
-// verify runs on the host side or on an auditor's machine. It MUST NOT import database,
-// network or process code (a test pins its imports), so the standalone verifier stays small
-// and can be read in one sitting. Every input is untrusted: parsers are size-capped and
-// strict, and every check that cannot run is reported as failed.
+// verify runs on the host side or on an auditor's machine. It MUST NOT import database or
+// network code, nor agora's host packages (a test pins its imports), so the standalone
+// verifier stays small and can be read in one sitting. Every input is untrusted: parsers are
+// size-capped and strict, and every check that cannot run is reported as failed.
 package verify
 
 import (
