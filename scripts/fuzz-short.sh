@@ -9,7 +9,7 @@ for pkg in $(go list ./...); do
   targets=$(go test -list '^Fuzz' "$pkg" 2>/dev/null | grep '^Fuzz' || true)
   for t in $targets; do
     echo "fuzz: $pkg $t ($fuzztime)"
-    go test -run='^$' -fuzz="^${t}\$" -fuzztime="$fuzztime" "$pkg" >/tmp/fuzz-$$.log 2>&1 || {
+    go test -run='^$' -fuzz="^${t}\$" -fuzztime="$fuzztime" -fuzzminimizetime=2s "$pkg" >/tmp/fuzz-$$.log 2>&1 || {
       cat /tmp/fuzz-$$.log; echo "fuzz: $pkg $t FAILED"; exit 1; }
     count=$((count + 1))
   done

@@ -237,3 +237,31 @@ func TestParse_OverDefaults(t *testing.T) {
 		t.Errorf("absent field lost its default: %d", c.Catalog.CapabilityMaxSize)
 	}
 }
+
+// FuzzParse: agora.yaml parsing never panics, and a config it accepts has every target
+// complete and valid.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"catalog:\n  capability_max_size: 50MiB\n",
+		"targets:\n  local:\n    network: host\n    timeout: 10m\n",
+		"egress:\n  allow_private: [127.0.0.1/32, '10.0.0.0/8']\n",
+		"audit:\n  every: 10\n",
+		"targets: {x: {sandbox: none}}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		c := config.Default(t.TempDir())
+		if err := config.Parse("agora.yaml", src, c); err != nil {
+			return
+		}
+		for name, tg := range c.Targets {
+			if tg.Provider == "" || tg.Sandbox == "" || tg.Network == "" || tg.Timeout <= 0 {
+				t.Fatalf("accepted target %q incomplete: %+v", name, tg)
+			}
+		}
+		if _, err := c.Egress.Prefixes(); err != nil {
+			t.Fatalf("accepted allow_private that does not parse: %v", err)
+		}
+	})
+}
