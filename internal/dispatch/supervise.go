@@ -131,6 +131,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	if r.Sandbox == compute.SandboxNone {
 		// No mount namespace: the worker finds its files at their host paths.
 		spec.Argv = []string{d.AgoraBin, "worker"}
+		spec.Binds = nil
 		spec.Env = append(spec.Env, worker.RootEnv+"="+st.dir)
 		spec.Dir = st.workspace
 	}
