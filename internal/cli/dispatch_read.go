@@ -29,6 +29,19 @@ func openRecords(ctx context.Context, f *Factory) (*dispatch.Dispatcher, error) 
 	return d, nil
 }
 
+// openRecord reaps, then loads one dispatch record.
+func openRecord(ctx context.Context, f *Factory, id string) (*dispatch.Dispatcher, *dispatch.Record, error) {
+	d, err := openRecords(ctx, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := d.Records.Get(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, r, nil
+}
+
 func newDispatchDescribeCmd(f *Factory) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -39,11 +52,7 @@ func newDispatchDescribeCmd(f *Factory) *cobra.Command {
 			if err := checkOutput(cmd, output); err != nil {
 				return err
 			}
-			d, err := openRecords(cmd.Context(), f)
-			if err != nil {
-				return err
-			}
-			r, err := d.Records.Get(cmd.Context(), args[0])
+			_, r, err := openRecord(cmd.Context(), f, args[0])
 			if err != nil {
 				return err
 			}
@@ -236,11 +245,7 @@ before the agent ran). It applies with 'git apply' on the dispatch's revision. R
 agent wrote it.`,
 		Args: exactArgs(1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := openRecords(cmd.Context(), f)
-			if err != nil {
-				return err
-			}
-			r, err := d.Records.Get(cmd.Context(), args[0])
+			d, r, err := openRecord(cmd.Context(), f, args[0])
 			if err != nil {
 				return err
 			}
@@ -271,11 +276,7 @@ func newDispatchOutputsCmd(f *Factory) *cobra.Command {
 			if err := checkOutput(cmd, output); err != nil {
 				return err
 			}
-			d, err := openRecords(cmd.Context(), f)
-			if err != nil {
-				return err
-			}
-			r, err := d.Records.Get(cmd.Context(), args[0])
+			d, r, err := openRecord(cmd.Context(), f, args[0])
 			if err != nil {
 				return err
 			}
@@ -377,11 +378,7 @@ bundles, target and revision. Its input is the parent's input plus "agora_resume
 			if err := checkOutput(cmd, output); err != nil {
 				return err
 			}
-			d, err := openRecords(cmd.Context(), f)
-			if err != nil {
-				return err
-			}
-			parent, err := d.Records.Get(cmd.Context(), args[0])
+			d, parent, err := openRecord(cmd.Context(), f, args[0])
 			if err != nil {
 				return err
 			}
