@@ -123,10 +123,14 @@ func readInput(s string) (json.RawMessage, error) {
 	return json.RawMessage(s), nil
 }
 
-// splitRepo splits PATH@REV at the last '@' when what follows looks like a revision.
+// splitRepo splits PATH@REV at the last '@'. A PATH that exists as given (a directory whose
+// name holds an '@') is taken whole.
 func splitRepo(s string) (string, string) {
 	i := strings.LastIndex(s, "@")
-	if i <= 0 || strings.Contains(s[i+1:], "/") && !strings.HasPrefix(s[i+1:], "refs/") {
+	if i <= 0 {
+		return s, ""
+	}
+	if fi, err := os.Stat(s); err == nil && fi.IsDir() {
 		return s, ""
 	}
 	return s[:i], s[i+1:]
