@@ -4,7 +4,7 @@
 GO ?= go
 export CGO_ENABLED ?= 0
 
-.PHONY: build demo test vet fmt-check unit fuzz-short bench clean
+.PHONY: build demo test vet fmt-check unit fuzz-short mcp-inspector bench clean
 
 build:
 	$(GO) build -o bin/agora ./cmd/agora
@@ -12,7 +12,7 @@ build:
 demo: build
 	./scripts/demo.sh
 
-test: fmt-check vet unit fuzz-short
+test: fmt-check vet unit fuzz-short mcp-inspector
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -27,6 +27,10 @@ unit:
 
 fuzz-short:
 	FUZZTIME=$${FUZZTIME:-5s} ./scripts/fuzz-short.sh
+
+# A third-party client (the MCP Inspector CLI, from npm) against the real binary.
+mcp-inspector:
+	./scripts/mcp-inspector.sh
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...

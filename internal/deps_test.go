@@ -29,6 +29,15 @@ var forbidden = []struct {
 	{"internal/compute/local", "internal/store", "providers hold no state of their own in agora.db"},
 	{"internal/egress", "internal/store", "the dialer is a leaf"},
 	{"internal/secret/redact", "internal/secret", "redaction is the harmless half; it never holds keys"},
+	{"internal/mcpserver", "internal/catalog/provision", "an AI composes the catalog over MCP; it never changes it (ADR-0005)"},
+	{"internal/mcpserver", "internal/manifest", "an AI composes the catalog over MCP; it never changes it (ADR-0005)"},
+	{"internal/mcpserver", "internal/secret", "the MCP server never seals or opens a secret"},
+	{"internal/mcpserver", "internal/store", "the MCP server is handed ports; it opens no database"},
+	{"internal/mcpserver", "modernc.org/sqlite", "the MCP server is handed ports; it opens no database"},
+	{"internal/mcpserver", "internal/home", "the MCP server never opens AGORA_HOME"},
+	{"internal/mcpserver", "internal/config", "the MCP server is handed values; only config reads agora.yaml and AGORA_*"},
+	{"internal/mcpserver", "internal/dispatch", "the dispatcher holds the unsealer; the MCP server reaches it through its Dispatcher port only"},
+	{"internal/mcpserver", "internal/registry", "the MCP server is handed a catalog lister, not the package that opens the store"},
 }
 
 func deps(t *testing.T, pkg string) map[string]bool {

@@ -125,6 +125,7 @@ State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/ago
 		newVerifyCmd(f),
 		newDispatchCmd(f),
 		newWorkerCmd(f),
+		newMCPCmd(f),
 	)
 	return root
 }

@@ -1,0 +1,455 @@
+package cli
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/mcpserver"
+)
+
+// Environment the HTTP transport reads. Only this command reads them, once, before anything
+// starts; the token is then removed from the process's environment so no child inherits it.
+const (
+	envHTTPToken      = "AGORA_HTTP_TOKEN"
+	envHTTPTokensFile = "AGORA_HTTP_TOKENS_FILE"
+	envHTTPAllowAny   = "AGORA_HTTP_ALLOW_ANY"
+	maxTokensFile     = 1 << 20
+)
+
+type mcpOptions struct {
+	http       string
+	ceiling    string
+	allowHosts []string
+	rate       float64
+	burst      int
+}
+
+func newMCPCmd(f *Factory) *cobra.Command {
+	opts := &mcpOptions{}
+	cmd := &cobra.Command{
+		Use:   "mcp [--http HOST:PORT]",
+		Short: "Serve the nine run-time MCP tools to AI orchestrators over stdio or HTTP",
+		Long: `Serve agora's MCP tools: list the catalog, dispatch subagents, describe and cancel
+dispatches, and reach the orchestrator. Nothing that changes the catalog, touches secrets or
+audits is among them; see docs/mcp.md.
+
+Without --http the server speaks MCP on stdin and stdout (the client starts 'agora mcp' itself);
+logs go to stderr. Its ceiling is --ceiling, its name in the audit log --actor (default: the OS
+user).
+
+With --http HOST:PORT it serves streamable HTTP at /mcp, and refuses to start unless:
+  - AGORA_HTTP_TOKEN (one client, named "default", ceiling --ceiling) or AGORA_HTTP_TOKENS_FILE
+    (a YAML or JSON list of {name, token, ceiling}, not readable by others) gives each client a
+    token of at least 32 characters;
+  - HOST is 127.0.0.1, ::1 or localhost, or AGORA_HTTP_ALLOW_ANY=yes-i-understand-the-risk.
+Requests need 'Authorization: Bearer TOKEN', a Host naming this server (or an --allow-host) and
+no foreign Origin.
+
+Ceilings: read (lists, describe, orchestrator status and watch) < dispatch (dispatch, cancel)
+< orchestrate (orchestrator submit). A client sees and may call only what its ceiling allows.`,
+		Example: `  agora mcp --ceiling dispatch
+  AGORA_HTTP_TOKEN=$(openssl rand -hex 32) agora mcp --http 127.0.0.1:8765`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// Whatever happens next, no process this one starts inherits the token.
+			token := f.Getenv(envHTTPToken)
+			os.Unsetenv(envHTTPToken)
+			ceiling, err := mcpserver.ParseCeiling(opts.ceiling)
+			if err != nil {
+				return usageErrorf(cmd, "--ceiling: %v", err)
+			}
+			var httpCfg *mcpserver.HTTPConfig
+			if opts.http != "" {
+				cfg, err := mcpHTTPConfig(cmd, f, opts, token, ceiling)
+				if err != nil {
+					return err
+				}
+				httpCfg = &cfg
+			}
+			return runMCP(cmd.Context(), f, opts, ceiling, httpCfg)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.http, "http", "", "serve streamable HTTP on HOST:PORT (path /mcp) instead of stdio")
+	fl.StringVar(&opts.ceiling, "ceiling", "orchestrate", "what the client may do: read, dispatch or orchestrate (stdio, and AGORA_HTTP_TOKEN's client)")
+	fl.StringSliceVar(&opts.allowHosts, "allow-host", nil, "another host name clients use to reach --http (checked against Host and Origin)")
+	fl.Float64Var(&opts.rate, "rate", mcpserver.DefaultRate, "tool calls (stdio) or HTTP requests per second allowed per client")
+	fl.IntVar(&opts.burst, "burst", mcpserver.DefaultBurst, "how far a client may run ahead of --rate")
+	return cmd
+}
+
+// mcpSetupError is a refusal to start, with the setting that fixes it.
+type mcpSetupError struct {
+	err  error
+	hint string
+}
+
+func (e *mcpSetupError) Error() string { return e.err.Error() }
+func (e *mcpSetupError) Unwrap() error { return e.err }
+func (e *mcpSetupError) Hint() string  { return e.hint }
+
+func mcpRefusal(cmd *cobra.Command, err error, hint string) error {
+	return &usageError{err: &mcpSetupError{err: err, hint: hint}, cmd: cmd}
+}
+
+// mcpHTTPConfig gathers the HTTP transport's clients and address and checks them before
+// anything is opened: no token, no bind.
+func mcpHTTPConfig(cmd *cobra.Command, f *Factory, opts *mcpOptions, token string, ceiling mcpserver.Ceiling) (mcpserver.HTTPConfig, error) {
+	cfg := mcpserver.HTTPConfig{Addr: opts.http, AllowHosts: opts.allowHosts,
+		Limits: mcpserver.Limits{Rate: opts.rate, Burst: opts.burst}}
+	file := f.Getenv(envHTTPTokensFile)
+	switch {
+	case token != "" && file != "":
+		return cfg, usageErrorf(cmd, "both %s and %s are set; use one", envHTTPToken, envHTTPTokensFile)
+	case token != "":
+		if err := mcpserver.CheckToken(token); err != nil {
+			return cfg, mcpRefusal(cmd, fmt.Errorf("%s: %w", envHTTPToken, err), "generate one with: openssl rand -hex 32")
+		}
+		cfg.Clients = []mcpserver.Client{{Name: mcpserver.DefaultClientName, Token: token, Ceiling: ceiling}}
+	case file != "":
+		if cmd.Flags().Changed("ceiling") {
+			return cfg, usageErrorf(cmd, "--ceiling does not apply with %s: each client there has its own ceiling", envHTTPTokensFile)
+		}
+		src, err := readTokensFile(file)
+		if err != nil {
+			return cfg, mcpRefusal(cmd, err, "the file must be yours alone: chmod 600 "+file)
+		}
+		if cfg.Clients, err = mcpserver.ParseClients(file, src); err != nil {
+			return cfg, mcpRefusal(cmd, err, "each entry needs name, token (at least 32 characters) and ceiling (read, dispatch or orchestrate)")
+		}
+	default:
+		return cfg, mcpRefusal(cmd, mcpserver.ErrNoToken, "set "+envHTTPToken+"=$(openssl rand -hex 32), or serve stdio without --http")
+	}
+	switch v := f.Getenv(envHTTPAllowAny); v {
+	case "":
+	case mcpserver.AllowAnyValue:
+		cfg.AllowAny = true
+	default:
+		return cfg, usageErrorf(cmd, "%s must be exactly %s, or unset", envHTTPAllowAny, mcpserver.AllowAnyValue)
+	}
+	if err := mcpserver.CheckBind(cfg.Addr, cfg.AllowAny); err != nil {
+		return cfg, mcpRefusal(cmd, err, "bind 127.0.0.1 and put a TLS-terminating proxy in front to serve other hosts")
+	}
+	if err := mcpserver.CheckHTTP(cfg); err != nil {
+		return cfg, mcpRefusal(cmd, err, "give every client its own token of at least 32 characters")
+	}
+	return cfg, nil
+}
+
+// readTokensFile reads the tokens file, refusing one that others can read.
+func readTokensFile(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envHTTPTokensFile, err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s %s is readable or writable by others (mode %04o)", envHTTPTokensFile, path, st.Mode().Perm())
+	}
+	return readLimited(path, maxTokensFile)
+}
+
+// runMCP wires the server from the factory: the catalog reader, a dispatcher port that hands
+// every dispatch to a detached supervisor, no orchestrator yet, and the audit log.
+func runMCP(ctx context.Context, f *Factory, opts *mcpOptions, ceiling mcpserver.Ceiling, httpCfg *mcpserver.HTTPConfig) error {
+	h, err := f.Home(ctx)
+	if err != nil {
+		return err
+	}
+	d, err := f.Dispatcher(ctx)
+	if err != nil {
+		return err
+	}
+	if os.Getenv("GOGC") == "" {
+		// The SDK's JSON decoding allocates large buffers per request while the server's live
+		// heap stays small; collecting less often trades a few MB for a third of the CPU.
+		debug.SetGCPercent(400)
+	}
+	logger := slog.New(slog.NewJSONHandler(f.IO.ErrOut, nil))
+	ctx, stop := context.WithCancel(ctx)
+	auditor := newMCPAuditor(h, audit.New(f.Now))
+	var wg sync.WaitGroup
+	wg.Go(func() { auditor.run(ctx) })
+	defer wg.Wait()
+	defer stop()
+	srv, err := mcpserver.New(mcpserver.Config{
+		Catalog:    d.Catalog,
+		Dispatcher: &mcpDispatcher{f: f, d: d},
+		Audit:      auditor.Record,
+		Logger:     logger,
+		Version:    buildVersion(),
+	})
+	if err != nil {
+		return err
+	}
+	if httpCfg != nil {
+		return srv.ListenHTTP(ctx, *httpCfg)
+	}
+	err = srv.ServeStdio(ctx, f.IO.In, f.IO.Out, mcpserver.StdioConfig{
+		Principal: mcpserver.Principal{Client: f.Actor(), Ceiling: ceiling},
+		Limits:    mcpserver.Limits{Rate: opts.rate, Burst: opts.burst},
+	})
+	if ctx.Err() != nil {
+		return nil // interrupted: a normal way to stop
+	}
+	return err
+}
+
+func buildVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "dev"
+}
+
+// mcpAuditor writes the MCP server's audit entries with group commit: entries that arrive
+// while a transaction commits go into the next one together, so concurrent calls share one
+// commit instead of queueing for the write lock one by one. Record returns only once its
+// entry is committed (or the transaction failed), so a call still never runs unaudited.
+type mcpAuditor struct {
+	h      *home.Home
+	log    *audit.Log
+	mu     sync.Mutex
+	next   []auditWait // guarded by mu
+	closed bool        // guarded by mu: run has returned
+	wake   chan struct{}
+}
+
+// errAuditClosed refuses entries once the auditor has stopped.
+var errAuditClosed = errors.New("audit log closed: the server is stopping")
+
+type auditWait struct {
+	e    audit.Entry
+	done chan error
+}
+
+// maxAuditBatch bounds one transaction.
+const maxAuditBatch = 256
+
+func newMCPAuditor(h *home.Home, log *audit.Log) *mcpAuditor {
+	return &mcpAuditor{h: h, log: log, wake: make(chan struct{}, 1)}
+}
+
+// Record is the server's [mcpserver.AuditFunc].
+func (a *mcpAuditor) Record(ctx context.Context, e mcpserver.AuditEntry) error {
+	w := auditWait{e: audit.Entry{Actor: e.Actor, Kind: e.Kind, Subject: e.Subject, Details: e.Details}, done: make(chan error, 1)}
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return errAuditClosed
+	}
+	a.next = append(a.next, w)
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case err := <-w.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run commits batches until ctx ends; entries still waiting then are refused.
+func (a *mcpAuditor) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			a.mu.Lock()
+			for _, w := range a.next {
+				w.done <- errAuditClosed
+			}
+			a.next, a.closed = nil, true
+			a.mu.Unlock()
+			return
+		case <-a.wake:
+		}
+		for {
+			a.mu.Lock()
+			batch := a.next[:min(len(a.next), maxAuditBatch)]
+			a.next = a.next[len(batch):]
+			a.mu.Unlock()
+			if len(batch) == 0 {
+				break
+			}
+			err := a.h.DB.Tx(ctx, func(tx *sql.Tx) error {
+				for _, w := range batch {
+					if _, err := a.log.Append(ctx, tx, w.e); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			for _, w := range batch {
+				w.done <- err
+			}
+		}
+	}
+}
+
+// mcpDispatcher is the MCP server's dispatch port: Accept as 'agora dispatch run' does, then
+// hand the dispatch to a detached supervisor so it outlives the MCP session.
+type mcpDispatcher struct {
+	f *Factory
+	d *dispatch.Dispatcher
+	// reapedAt is when reap last ran (unix nanoseconds).
+	reapedAt atomic.Int64
+	ended    endedRecords
+}
+
+// endedRecords keeps the last records seen in a terminal state. A terminal record never
+// changes again (exactly one terminal state is recorded, and nothing is added after it), so an
+// orchestrator re-reading a finished dispatch costs no database read.
+type endedRecords struct {
+	mu    sync.Mutex
+	byID  map[string]*mcpserver.Record // guarded by mu
+	order []string                     // guarded by mu; oldest first
+}
+
+const maxEndedRecords = 4096
+
+func (c *endedRecords) get(id string) *mcpserver.Record {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byID[id]
+}
+
+func (c *endedRecords) put(r *mcpserver.Record) *mcpserver.Record {
+	if !r.Done {
+		return r
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byID == nil {
+		c.byID = map[string]*mcpserver.Record{}
+	}
+	if _, ok := c.byID[r.ID]; !ok {
+		if len(c.order) == maxEndedRecords {
+			delete(c.byID, c.order[0])
+			c.order = c.order[1:]
+		}
+		c.order = append(c.order, r.ID)
+	}
+	c.byID[r.ID] = r
+	return r
+}
+
+// reapEvery bounds how often the server looks for dispatches whose supervisor died: a
+// describe loop must not pay for that scan on every call, and a dead supervisor shows within
+// this long.
+const reapEvery = time.Second
+
+// reap ends live dispatches whose supervisor is gone, at most once per reapEvery.
+func (m *mcpDispatcher) reap(ctx context.Context) error {
+	now := time.Now().UnixNano()
+	last := m.reapedAt.Load()
+	if now-last < int64(reapEvery) || !m.reapedAt.CompareAndSwap(last, now) {
+		return nil
+	}
+	_, err := m.d.Reap(ctx)
+	return err
+}
+
+func (m *mcpDispatcher) Dispatch(ctx context.Context, req mcpserver.DispatchRequest) (*mcpserver.Record, error) {
+	if err := m.reap(ctx); err != nil {
+		return nil, err
+	}
+	rec, err := m.d.Accept(ctx, dispatch.Request{
+		Subagent: req.Subagent, Envs: req.Envs, Target: req.Target, Input: req.Input,
+		Timeout: req.Timeout, Actor: req.Actor,
+	})
+	if err != nil {
+		return nil, mcpDispatchError(err)
+	}
+	if !dispatch.IsTerminal(rec.State) {
+		if rec, err = detachSupervisor(ctx, m.f, m.d, rec.ID); err != nil {
+			return nil, err
+		}
+	}
+	return mcpRecord(rec), nil
+}
+
+func (m *mcpDispatcher) Get(ctx context.Context, id string) (*mcpserver.Record, error) {
+	if r := m.ended.get(id); r != nil {
+		return r, nil
+	}
+	if err := m.reap(ctx); err != nil {
+		return nil, err
+	}
+	rec, err := m.d.Records.Get(ctx, id)
+	if err != nil {
+		return nil, mcpDispatchError(err)
+	}
+	return m.ended.put(mcpRecord(rec)), nil
+}
+
+func (m *mcpDispatcher) Cancel(ctx context.Context, id string) (*mcpserver.Record, error) {
+	rec, err := m.d.Cancel(ctx, id)
+	if err != nil {
+		return nil, mcpDispatchError(err)
+	}
+	return m.ended.put(mcpRecord(rec)), nil
+}
+
+// mcpDispatchError maps the dispatcher's refusals onto the port's error contract.
+func mcpDispatchError(err error) error {
+	var re *dispatch.RequestError
+	switch {
+	case errors.As(err, &re):
+		return &mcpserver.RequestError{Msg: re.Error()}
+	case errors.Is(err, dispatch.ErrNotFound):
+		return mcpserver.ErrNotFound
+	}
+	return err
+}
+
+// mcpRecord is the MCP view of a record: no repository path, callback URL, provider task id
+// or partial state.
+func mcpRecord(r *dispatch.Record) *mcpserver.Record {
+	out := &mcpserver.Record{
+		ID: r.ID, State: r.State, Done: dispatch.IsTerminal(r.State), Reason: r.Reason, Detail: r.Detail,
+		ExitCode: r.ExitCode, Subagent: r.Subagent + "@" + string(r.SubagentDigest), Envs: []string{},
+		Target: r.Target, Sandbox: r.Sandbox, Network: r.Network, Isolation: r.Isolation,
+		InputDigest: string(r.InputDigest), TimeoutSeconds: int64(time.Duration(r.Timeout) / time.Second),
+		ParentID: r.ParentID, Actor: r.Actor, CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, EndedAt: r.EndedAt,
+		Outputs: []mcpserver.Output{}, Events: []mcpserver.Event{},
+	}
+	for _, e := range r.Envs {
+		out.Envs = append(out.Envs, e.Name+"@"+string(e.Digest))
+	}
+	for _, e := range r.Events {
+		out.Events = append(out.Events, mcpserver.Event{Kind: e.Kind, At: e.At})
+	}
+	if res := r.Result; res != nil {
+		out.Patch, out.Stdout, out.Stderr = mcpArtifact(res.Patch), mcpArtifact(res.Stdout), mcpArtifact(res.Stderr)
+		out.Truncated = res.Truncated
+		for _, o := range res.Outputs {
+			out.Outputs = append(out.Outputs, mcpserver.Output{Path: o.Path, Digest: string(o.Digest), Size: o.Size})
+		}
+		if n := res.NeedsInput; n != nil {
+			out.NeedsInput = &mcpserver.NeedsInput{Question: n.Question, Options: n.Options}
+		}
+	}
+	return out
+}
+
+func mcpArtifact(a *dispatch.Artifact) *mcpserver.Artifact {
+	if a == nil {
+		return nil
+	}
+	return &mcpserver.Artifact{Digest: string(a.Digest), Size: a.Size}
+}

@@ -1,0 +1,52 @@
+package mcpserver_test
+
+import (
+	"path"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// theNine is the whole MCP surface. Changing it is a design decision (ADR-0005), not a refactor.
+var theNine = []string{
+	"agora_capabilities_list",
+	"agora_dispatch",
+	"agora_dispatch_cancel",
+	"agora_dispatch_describe",
+	"agora_envs_list",
+	"agora_orchestrator_status",
+	"agora_orchestrator_submit",
+	"agora_orchestrator_watch",
+	"agora_subagents_list",
+}
+
+// privileged are name shapes that must never be a tool, whatever else changes.
+var privileged = []string{"*_register", "*_assign", "*_apply", "*_audit", "*_serve", "*_retire", "*_secret*", "agora_orchestrator_cancel", "*orch*_cancel"}
+
+// TestPrivilegeBoundary lists the tools of the real binary through the official SDK client,
+// over stdio and over HTTP, and pins the exact set. It needs nothing optional and never skips.
+func TestPrivilegeBoundary(t *testing.T) {
+	home := newHome(t)
+	token := newToken(t)
+	srv := httpServer(t, home, []string{"AGORA_HTTP_TOKEN=" + token})
+	transports := map[string][]string{
+		"stdio": toolNames(t, stdioSession(t, home)),
+		"http":  toolNames(t, httpSession(t, srv.url, token)),
+	}
+	for name, got := range transports {
+		t.Run(name, func(t *testing.T) {
+			slices.Sort(got)
+			if diff := cmp.Diff(theNine, got); diff != "" {
+				t.Errorf("tools over %s differ from the nine run-time tools (-want +got):\n%s", name, diff)
+			}
+			for _, tool := range got {
+				for _, pat := range privileged {
+					if ok, _ := path.Match(pat, tool); ok {
+						t.Errorf("tool %q matches the privileged shape %q", tool, pat)
+					}
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,195 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/agora-dev/agora/internal/catalog"
+)
+
+// capabilityItem is one capability in a list: metadata only.
+type capabilityItem struct {
+	Name         string    `json:"name"`
+	Digest       string    `json:"digest"`
+	RegisteredAt time.Time `json:"registered_at"`
+	Description  string    `json:"description"`
+}
+
+// subagentItem is one subagent in a list: never its prompt or command.
+type subagentItem struct {
+	capabilityItem
+	Runtime      string   `json:"runtime"`
+	Capabilities []string `json:"capabilities"`
+}
+
+// envItem is one env bundle in a list: keys, never values or secret references.
+type envItem struct {
+	capabilityItem
+	ValueKeys  []string `json:"value_keys"`
+	SecretKeys []string `json:"secret_keys"`
+}
+
+func item(v catalog.Version) capabilityItem {
+	return capabilityItem{Name: v.Name, Digest: string(v.Digest), RegisteredAt: v.RegisteredAt.UTC(), Description: v.Meta.Description}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return append([]string(nil), s...)
+}
+
+func (s *Server) capabilitiesList(ctx context.Context, _ Principal, _ noArgs) (any, error) {
+	vs, err := s.cfg.Catalog.List(ctx, catalog.KindCapability)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]capabilityItem, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, item(v))
+	}
+	return map[string]any{"capabilities": out}, nil
+}
+
+func (s *Server) subagentsList(ctx context.Context, _ Principal, _ noArgs) (any, error) {
+	vs, err := s.cfg.Catalog.List(ctx, catalog.KindSubagent)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]subagentItem, 0, len(vs))
+	for _, v := range vs {
+		caps := make([]string, 0, len(v.Meta.Capabilities))
+		for _, c := range v.Meta.Capabilities {
+			caps = append(caps, c.Name)
+		}
+		out = append(out, subagentItem{capabilityItem: item(v), Runtime: v.Meta.Runtime, Capabilities: caps})
+	}
+	return map[string]any{"subagents": out}, nil
+}
+
+func (s *Server) envsList(ctx context.Context, _ Principal, _ noArgs) (any, error) {
+	vs, err := s.cfg.Catalog.List(ctx, catalog.KindEnv)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]envItem, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, envItem{capabilityItem: item(v), ValueKeys: nonNil(v.Meta.ValueKeys), SecretKeys: nonNil(v.Meta.SecretKeys)})
+	}
+	return map[string]any{"envs": out}, nil
+}
+
+// dispatchResult is what the dispatch tools return.
+type dispatchResult struct {
+	Dispatch *Record `json:"dispatch"`
+	Note     string  `json:"note,omitempty"`
+}
+
+func (s *Server) result(r *Record) dispatchResult {
+	out := dispatchResult{Dispatch: s.public(r)}
+	if !r.Done {
+		out.Note = "still running; call agora_dispatch_describe with this id to follow it, or agora_dispatch_cancel to stop it"
+	}
+	return out
+}
+
+func (s *Server) dispatch(ctx context.Context, p Principal, a dispatchArgs) (any, error) {
+	req := DispatchRequest{Subagent: a.Subagent, Envs: a.Envs, Target: a.Target, Input: a.Input, Actor: "mcp:" + p.Client}
+	if a.TimeoutSeconds != nil {
+		req.Timeout = time.Duration(*a.TimeoutSeconds) * time.Second
+	}
+	wait := time.Duration(defaultWait) * time.Second
+	if a.WaitSeconds != nil {
+		wait = time.Duration(*a.WaitSeconds) * time.Second
+	}
+	r, err := s.cfg.Dispatcher.Dispatch(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return s.result(s.await(ctx, r, wait)), nil
+}
+
+// await polls r until it ends, wait passes or ctx ends, and returns the latest record. A
+// failed poll returns what it had: the dispatch runs on regardless.
+func (s *Server) await(ctx context.Context, r *Record, wait time.Duration) *Record {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	interval := 50 * time.Millisecond
+	for !r.Done {
+		select {
+		case <-ctx.Done():
+			return r
+		case <-deadline.C:
+			return r
+		case <-time.After(interval):
+		}
+		cur, err := s.cfg.Dispatcher.Get(ctx, r.ID)
+		if err != nil {
+			s.log.Warn("poll dispatch", "dispatch_id", r.ID, "err", s.scrub(err.Error()))
+			return r
+		}
+		r = cur
+		interval = min(2*interval, 500*time.Millisecond)
+	}
+	return r
+}
+
+func (s *Server) dispatchDescribe(ctx context.Context, _ Principal, a idArgs) (any, error) {
+	r, err := s.cfg.Dispatcher.Get(ctx, a.ID)
+	if err != nil {
+		return nil, notFound(err, "dispatch", a.ID)
+	}
+	return s.result(r), nil
+}
+
+func (s *Server) dispatchCancel(ctx context.Context, _ Principal, a idArgs) (any, error) {
+	r, err := s.cfg.Dispatcher.Cancel(ctx, a.ID)
+	if err != nil {
+		return nil, notFound(err, "dispatch", a.ID)
+	}
+	return s.result(r), nil
+}
+
+// runResult is what the orchestrator tools return: the service's own document.
+type runResult struct {
+	Run json.RawMessage `json:"run"`
+}
+
+func (s *Server) orchestratorSubmit(ctx context.Context, p Principal, a submitArgs) (any, error) {
+	if s.cfg.Orchestrator == nil {
+		return nil, ErrOrchestratorDown
+	}
+	run, err := s.cfg.Orchestrator.Submit(ctx, "mcp:"+p.Client, a.Plan)
+	if err != nil {
+		return nil, err
+	}
+	return runResult{Run: run}, nil
+}
+
+func (s *Server) orchestratorStatus(ctx context.Context, _ Principal, a runArgs) (any, error) {
+	if s.cfg.Orchestrator == nil {
+		return nil, ErrOrchestratorDown
+	}
+	run, err := s.cfg.Orchestrator.Status(ctx, a.RunID)
+	if err != nil {
+		return nil, notFound(err, "run", a.RunID)
+	}
+	return runResult{Run: run}, nil
+}
+
+func (s *Server) orchestratorWatch(ctx context.Context, _ Principal, a watchArgs) (any, error) {
+	if s.cfg.Orchestrator == nil {
+		return nil, ErrOrchestratorDown
+	}
+	timeout := time.Duration(defaultWatchTO) * time.Second
+	if a.TimeoutSeconds != nil {
+		timeout = time.Duration(*a.TimeoutSeconds) * time.Second
+	}
+	run, err := s.cfg.Orchestrator.Watch(ctx, a.RunID, timeout)
+	if err != nil {
+		return nil, notFound(err, "run", a.RunID)
+	}
+	return runResult{Run: run}, nil
+}

@@ -1,0 +1,233 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agora-dev/agora/internal/secret/redact"
+)
+
+// HTTP limits. A tool call may block up to maxWait seconds (agora_dispatch's wait_seconds), so
+// a response may take that long to write; nothing else may take long.
+const (
+	httpPath          = "/mcp"
+	maxBodyBytes      = maxArgsBytes + 64<<10
+	maxHeaderBytes    = 32 << 10
+	maxConns          = 256
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 30 * time.Second
+	writeTimeout      = (maxWait + 30) * time.Second
+	idleTimeout       = 60 * time.Second
+	shutdownTimeout   = 10 * time.Second
+)
+
+// HTTPConfig is how the streamable HTTP transport listens and whom it serves.
+type HTTPConfig struct {
+	// Addr is HOST:PORT. Anything but 127.0.0.1, ::1 or localhost needs AllowAny.
+	Addr string
+	// Clients are the only callers; at least one, each with its own token and ceiling.
+	Clients []Client
+	// AllowAny says AGORA_HTTP_ALLOW_ANY held [AllowAnyValue].
+	AllowAny bool
+	// AllowHosts are extra host names a request's Host (and Origin) may carry, beyond the
+	// bound address itself: the names clients use to reach a non-loopback bind.
+	AllowHosts []string
+	Limits     Limits
+	// Listening, when set, is called with the bound address before the first request is served.
+	Listening func(net.Addr)
+}
+
+// CheckHTTP reports whether cfg may start, without binding anything: a token for every
+// client, no weak or shared token, a loopback address or the explicit opt-in.
+func CheckHTTP(cfg HTTPConfig) error {
+	if len(cfg.Clients) == 0 {
+		return ErrNoToken
+	}
+	if err := checkClients(cfg.Clients); err != nil {
+		return err
+	}
+	return CheckBind(cfg.Addr, cfg.AllowAny)
+}
+
+// ListenHTTP serves streamable HTTP at /mcp on cfg.Addr until ctx ends, then shuts down
+// gracefully. It refuses to start, binding nothing, when [CheckHTTP] fails.
+//
+// Every request passes, in order: the Host check (it must name the bound address or an
+// allowed host: DNS rebinding), the Origin check (none, or one naming an allowed host), the
+// path, the bearer token (constant-time, against every client), the client's rate limit and
+// in-flight cap (429), and a body limit; then the SDK's stateless handler, so no session state
+// exists for a client to shed or exhaust.
+func (s *Server) ListenHTTP(ctx context.Context, cfg HTTPConfig) error {
+	if err := CheckHTTP(cfg); err != nil {
+		return err
+	}
+	s = s.withTokens(cfg.Clients)
+	host, port, _ := net.SplitHostPort(cfg.Addr)
+	if host == "localhost" {
+		host = "127.0.0.1" // never whatever a resolver says localhost is
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	h := s.httpHandler(cfg, ln.Addr())
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	s.log.Info("mcp server listening", "addr", ln.Addr().String(), "path", httpPath, "clients", len(cfg.Clients))
+	if cfg.Listening != nil {
+		cfg.Listening(ln.Addr())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(&limitListener{Listener: ln, sem: make(chan struct{}, maxConns)}) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve http: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve http: %w", err)
+	}
+	s.log.Info("mcp server stopped")
+	return nil
+}
+
+// withTokens returns a copy of s that masks the clients' tokens in everything it says.
+func (s *Server) withTokens(clients []Client) *Server {
+	tokens := make([][]byte, len(clients))
+	for i, c := range clients {
+		tokens[i] = []byte(c.Token)
+	}
+	c := *s
+	c.redactor = redact.New(tokens)
+	c.log = slog.New(redactHandler{next: s.cfg.Logger.Handler(), r: c.redactor})
+	return &c
+}
+
+// httpHandler is the whole request path behind the listener bound at addr.
+func (s *Server) httpHandler(cfg HTTPConfig, addr net.Addr) http.Handler {
+	byName := make(map[string]Client, len(cfg.Clients))
+	for _, c := range cfg.Clients {
+		byName[c.Name] = c
+	}
+	id := func(extra *mcp.RequestExtra) (Principal, bool) {
+		if extra == nil || extra.TokenInfo == nil {
+			return Principal{}, false
+		}
+		c, ok := byName[extra.TokenInfo.UserID]
+		return Principal{Client: c.Name, Ceiling: c.Ceiling}, ok
+	}
+	m := s.newMCP(id, nil)
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m }, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
+		JSONResponse:        true,
+		Logger:              s.sdkLog(),
+		MaxRequestBodyBytes: maxBodyBytes,
+		// httpGuard checks Host for every bind, not only loopback ones, and honours
+		// AllowHosts (a proxy on this host); the SDK's narrower check would refuse those.
+		DisableLocalhostProtection: true,
+	})
+	return newHTTPGuard(cfg, addr, s.log).wrap(sdk)
+}
+
+// limitListener caps open connections, so connections that never authenticate cannot pile up
+// past a bound; each is also cut off by the read-header timeout.
+type limitListener struct {
+	net.Listener
+	sem chan struct{}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	l.sem <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// redactHandler masks the tokens in every log record, as a backstop: nothing logs a token.
+type redactHandler struct {
+	next slog.Handler
+	r    *redact.Redactor
+}
+
+func (h redactHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+
+func (h redactHandler) Handle(ctx context.Context, rec slog.Record) error {
+	out := slog.NewRecord(rec.Time, rec.Level, h.r.String(rec.Message), rec.PC)
+	rec.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(h.attr(a))
+		return true
+	})
+	return h.next.Handle(ctx, out)
+}
+
+func (h redactHandler) attr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		return slog.String(a.Key, h.r.String(v.String()))
+	case slog.KindGroup:
+		as := v.Group()
+		out := make([]any, len(as))
+		for i, g := range as {
+			out[i] = h.attr(g)
+		}
+		return slog.Group(a.Key, out...)
+	case slog.KindAny:
+		return slog.String(a.Key, h.r.String(fmt.Sprint(v.Any())))
+	}
+	return slog.Attr{Key: a.Key, Value: v}
+}
+
+func (h redactHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	red := make([]slog.Attr, len(as))
+	for i, a := range as {
+		red[i] = h.attr(a)
+	}
+	return redactHandler{next: h.next.WithAttrs(red), r: h.r}
+}
+
+func (h redactHandler) WithGroup(name string) slog.Handler {
+	return redactHandler{next: h.next.WithGroup(name), r: h.r}
+}
+
+// hostPort joins host and port the way a Host header spells them, lowercased.
+func hostPort(host, port string) string {
+	return strings.ToLower(net.JoinHostPort(host, port))
+}

@@ -1,0 +1,189 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"golang.org/x/time/rate"
+)
+
+// httpGuard is everything a request passes before the SDK sees it.
+type httpGuard struct {
+	// hosts are the Host values (lowercased HOST:PORT) that name this server.
+	hosts map[string]bool
+	// anyLocal: bound to every interface, so the address a connection arrived on also names
+	// this server (an IP literal cannot be rebound by DNS).
+	anyLocal bool
+	clients  []tokenSum
+	limiters map[string]*rate.Limiter
+	inflight map[string]chan struct{}
+	log      *slog.Logger
+}
+
+// tokenSum is a client's token as the verifier compares it: hashed, so every comparison takes
+// the same time whatever the presented token's length.
+type tokenSum struct {
+	name string
+	sum  [sha256.Size]byte
+}
+
+func newHTTPGuard(cfg HTTPConfig, addr net.Addr, log *slog.Logger) *httpGuard {
+	l := cfg.Limits.withDefaults()
+	g := &httpGuard{hosts: map[string]bool{}, limiters: map[string]*rate.Limiter{}, inflight: map[string]chan struct{}{}, log: log}
+	_, port, _ := net.SplitHostPort(addr.String())
+	add := func(h string) {
+		h = strings.Trim(h, "[]")
+		g.hosts[hostPort(h, port)] = true
+		if port == "80" {
+			g.hosts[strings.ToLower(strings.TrimSuffix(hostPort(h, port), ":80"))] = true
+		}
+	}
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		if ta.IP.IsUnspecified() {
+			g.anyLocal = true
+		} else {
+			add(ta.IP.String())
+		}
+		if ta.IP.IsLoopback() {
+			add("localhost")
+		}
+	}
+	if h, _, err := net.SplitHostPort(cfg.Addr); err == nil && h != "" {
+		if ip := net.ParseIP(h); ip == nil || !ip.IsUnspecified() {
+			add(h)
+		}
+	}
+	for _, h := range cfg.AllowHosts {
+		add(h)
+	}
+	for _, c := range cfg.Clients {
+		g.clients = append(g.clients, tokenSum{name: c.Name, sum: sha256.Sum256([]byte(c.Token))})
+		g.limiters[c.Name] = rate.NewLimiter(rate.Limit(l.Rate), l.Burst)
+		g.inflight[c.Name] = make(chan struct{}, l.MaxInFlight)
+	}
+	return g
+}
+
+// challenge is the WWW-Authenticate value of every 401 (RFC 6750).
+const challenge = `Bearer realm="agora-mcp"`
+
+func (g *httpGuard) wrap(next http.Handler) http.Handler {
+	authed := auth.RequireBearerToken(g.verify, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Del("WWW-Authenticate")
+		g.admit(w, r, next)
+	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !g.hostOK(r) {
+			g.refuse(w, r, http.StatusForbidden, "forbidden: the Host header does not name this server")
+			return
+		}
+		if !g.originOK(r) {
+			g.refuse(w, r, http.StatusForbidden, "forbidden: cross-origin requests are not allowed")
+			return
+		}
+		if r.URL.Path != httpPath {
+			http.Error(w, "not found: the MCP endpoint is "+httpPath, http.StatusNotFound)
+			return
+		}
+		// Set before the token check so its 401 carries it; a verified request drops it.
+		w.Header().Set("WWW-Authenticate", challenge)
+		authed.ServeHTTP(w, r)
+	})
+}
+
+// verify finds the client whose token was presented, comparing against every client in
+// constant time.
+func (g *httpGuard) verify(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	sum := sha256.Sum256([]byte(token))
+	match := -1
+	for i, c := range g.clients {
+		if subtle.ConstantTimeCompare(sum[:], c.sum[:]) == 1 {
+			match = i
+		}
+	}
+	if match < 0 {
+		return nil, auth.ErrInvalidToken
+	}
+	return &auth.TokenInfo{UserID: g.clients[match].name, Expiration: time.Now().Add(time.Minute)}, nil
+}
+
+// admit applies the client's rate limit and in-flight cap, and keeps the token from going any
+// further than this check.
+func (g *httpGuard) admit(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	name := auth.TokenInfoFromContext(r.Context()).UserID
+	if !g.limiters[name].Allow() {
+		w.Header().Set("Retry-After", "1")
+		g.refuse(w, r, http.StatusTooManyRequests, "too many requests: slow down")
+		return
+	}
+	sem := g.inflight[name]
+	select {
+	case sem <- struct{}{}:
+		defer func() { <-sem }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		g.refuse(w, r, http.StatusTooManyRequests, "too many requests in flight: wait for one to finish")
+		return
+	}
+	r.Header.Del("Authorization")
+	next.ServeHTTP(w, r)
+}
+
+func (g *httpGuard) refuse(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	g.log.Warn("http request refused", "status", code, "remote", r.RemoteAddr, "reason", msg)
+	http.Error(w, msg, code)
+}
+
+// hostOK reports whether the request's Host names this server: the bound address, localhost
+// for a loopback bind, an allowed host, or (bound to every interface) the address the
+// connection arrived on. A rebound DNS name never matches.
+func (g *httpGuard) hostOK(r *http.Request) bool {
+	return g.named(strings.ToLower(r.Host), r)
+}
+
+func (g *httpGuard) named(host string, r *http.Request) bool {
+	if g.hosts[host] {
+		return true
+	}
+	if g.anyLocal {
+		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && strings.ToLower(la.String()) == host {
+			return true
+		}
+	}
+	return false
+}
+
+// originOK reports whether a browser could have sent the request from a page this server
+// served: no Origin (and no cross-site Sec-Fetch-Site), or an Origin naming this server.
+func (g *httpGuard) originOK(r *http.Request) bool {
+	origins := r.Header.Values("Origin")
+	if len(origins) == 0 {
+		switch r.Header.Get("Sec-Fetch-Site") {
+		case "", "same-origin", "none":
+			return true
+		}
+		return false
+	}
+	for _, o := range origins {
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			return false
+		}
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		}
+		if !g.named(hostPort(u.Hostname(), port), r) {
+			return false
+		}
+	}
+	return true
+}

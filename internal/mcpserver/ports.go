@@ -1,0 +1,161 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/agora-dev/agora/internal/catalog"
+)
+
+// Catalog lists the latest active version of every catalog entry of a kind, sorted by name. The
+// catalog's read side (package registry's Reader) satisfies it; the server is never handed
+// anything that can write.
+type Catalog interface {
+	List(ctx context.Context, kind catalog.Kind) ([]catalog.Version, error)
+}
+
+// DispatchRequest is everything a dispatch over MCP may choose: catalog references, a target,
+// an input and a timeout. The port MUST NOT add a repository, callback, image, secret reference
+// or sandbox setting on the caller's behalf.
+type DispatchRequest struct {
+	Subagent string          // NAME or NAME@sha256:HEX
+	Envs     []string        // env bundle references, applied in order
+	Target   string          // "" is the default target
+	Input    json.RawMessage // one JSON object; nil is {}
+	Timeout  time.Duration   // 0 is the target's timeout
+	Actor    string          // "mcp:" + the client's name
+}
+
+// Dispatcher is the run-time dispatch port.
+//
+// Dispatch records the dispatch and hands it to a supervisor that outlives the MCP session (a
+// detached process), then returns the record once the worker has started or the dispatch has
+// already ended (a denial ends it at once). Get and Cancel work on any dispatch, whoever
+// started it. A request the dispatcher refuses MUST come back as a [*RequestError]; an unknown
+// id as an error matching [ErrNotFound].
+type Dispatcher interface {
+	Dispatch(ctx context.Context, req DispatchRequest) (*Record, error)
+	Get(ctx context.Context, id string) (*Record, error)
+	Cancel(ctx context.Context, id string) (*Record, error)
+}
+
+// Orchestrator is the orchestrator service port (agora orch serve). Results are the service's
+// own JSON documents, passed through as structured content. A nil Orchestrator in [Config]
+// makes the orchestrator tools answer [ErrOrchestratorDown].
+type Orchestrator interface {
+	Submit(ctx context.Context, actor string, plan json.RawMessage) (json.RawMessage, error)
+	Status(ctx context.Context, runID string) (json.RawMessage, error)
+	Watch(ctx context.Context, runID string, timeout time.Duration) (json.RawMessage, error)
+}
+
+// AuditEntry is one entry for the audit log. Details hold names, decisions and hashes only.
+type AuditEntry struct {
+	Actor   string
+	Kind    string // KindToolCall or KindToolDenied
+	Subject string // "mcp/" + the tool's name
+	Details map[string]any
+}
+
+// Audit entry kinds.
+const (
+	KindToolCall   = "mcp.tool.call"
+	KindToolDenied = "mcp.tool.denied"
+)
+
+// AuditFunc appends e to the audit log and returns once it is durable. A call whose entry
+// cannot be written is refused.
+type AuditFunc func(ctx context.Context, e AuditEntry) error
+
+// ErrNotFound matches a dispatch id (or run id) that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrOrchestratorDown is what the orchestrator tools answer while no orchestrator runs.
+var ErrOrchestratorDown = errors.New("orchestrator not running: start it with `agora orch serve`")
+
+// RequestError is a request the dispatcher or orchestrator refused before anything started:
+// an unknown name, an unknown target, a timeout over the target's limit, an input that is not
+// an object. Msg is shown to the caller after host paths and tokens are scrubbed from it.
+type RequestError struct{ Msg string }
+
+func (e *RequestError) Error() string { return e.Msg }
+
+// Record is what a dispatch looks like over MCP: its state, what it ran (pinned by digest), and
+// content-addressed refs to what it left behind. It carries no content, no repository path, no
+// callback URL and no partial state: the adapter fills only these fields, and the server scrubs
+// Detail before it leaves.
+type Record struct {
+	ID             string      `json:"id"`
+	State          string      `json:"state"`
+	Done           bool        `json:"done"` // the state is terminal
+	Reason         string      `json:"reason,omitempty"`
+	Detail         string      `json:"detail,omitempty"`
+	ExitCode       *int        `json:"exit_code,omitempty"`
+	Subagent       string      `json:"subagent"` // NAME@sha256:HEX
+	Envs           []string    `json:"envs"`     // NAME@sha256:HEX each
+	Target         string      `json:"target"`
+	Sandbox        string      `json:"sandbox"`
+	Network        string      `json:"network"`
+	Isolation      string      `json:"isolation,omitempty"`
+	InputDigest    string      `json:"input_digest"`
+	TimeoutSeconds int64       `json:"timeout_seconds"`
+	ParentID       string      `json:"parent_id,omitempty"`
+	Actor          string      `json:"actor"`
+	CreatedAt      time.Time   `json:"created_at"`
+	StartedAt      *time.Time  `json:"started_at,omitempty"`
+	EndedAt        *time.Time  `json:"ended_at,omitempty"`
+	Patch          *Artifact   `json:"patch,omitempty"`
+	Outputs        []Output    `json:"outputs"`
+	Stdout         *Artifact   `json:"stdout,omitempty"`
+	Stderr         *Artifact   `json:"stderr,omitempty"`
+	Truncated      []string    `json:"truncated,omitempty"`
+	NeedsInput     *NeedsInput `json:"needs_input,omitempty"`
+	Events         []Event     `json:"events"`
+}
+
+// Artifact is a stored blob: its digest and size, never its bytes.
+type Artifact struct {
+	Digest string `json:"digest"`
+	Size   int64  `json:"size"`
+}
+
+// Output is one file the worker left in its outputs directory (a path relative to it).
+type Output struct {
+	Path   string `json:"path"`
+	Digest string `json:"digest"`
+	Size   int64  `json:"size"`
+}
+
+// NeedsInput is the worker's question and the answers it offered.
+type NeedsInput struct {
+	Question string   `json:"question"`
+	Options  []string `json:"options,omitempty"`
+}
+
+// Event is one lifecycle event: its kind and when it happened.
+type Event struct {
+	Kind string    `json:"kind"`
+	At   time.Time `json:"at"`
+}
+
+// public returns a copy of r fit to send: Detail scrubbed, lists never null.
+func (s *Server) public(r *Record) *Record {
+	c := *r
+	c.Detail = s.scrub(c.Detail)
+	if c.Envs == nil {
+		c.Envs = []string{}
+	}
+	if c.Outputs == nil {
+		c.Outputs = []Output{}
+	}
+	if c.Events == nil {
+		c.Events = []Event{}
+	}
+	if c.NeedsInput != nil {
+		n := *c.NeedsInput
+		n.Question = s.scrub(n.Question)
+		c.NeedsInput = &n
+	}
+	return &c
+}

@@ -1,0 +1,200 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"regexp"
+	"slices"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
+
+	"github.com/agora-dev/agora/internal/secret/redact"
+)
+
+// Config is everything the server is handed. It gets no store, key or writer.
+type Config struct {
+	Catalog    Catalog    // required
+	Dispatcher Dispatcher // required
+	// Orchestrator is nil while no orchestrator service runs; its three tools then answer
+	// [ErrOrchestratorDown].
+	Orchestrator Orchestrator
+	Audit        AuditFunc // required
+	Logger       *slog.Logger
+	Version      string // reported to clients as the server's version
+}
+
+// Limits bound what one client may ask for. Zero fields take the defaults.
+type Limits struct {
+	Rate        float64 // tool calls (stdio) or HTTP requests per second; default [DefaultRate]
+	Burst       int     // default [DefaultBurst]
+	MaxInFlight int     // concurrent HTTP requests per client; default [DefaultMaxInFlight]
+}
+
+// Defaults of [Limits].
+const (
+	DefaultRate        = 20
+	DefaultBurst       = 40
+	DefaultMaxInFlight = 16
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.Rate <= 0 {
+		l.Rate = DefaultRate
+	}
+	if l.Burst <= 0 {
+		l.Burst = DefaultBurst
+	}
+	if l.MaxInFlight <= 0 {
+		l.MaxInFlight = DefaultMaxInFlight
+	}
+	return l
+}
+
+// Server serves the nine tools over stdio or HTTP. It is safe for concurrent use.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+	// redactor masks the HTTP tokens in everything the server says; set once before serving.
+	redactor *redact.Redactor
+}
+
+// ErrConfig reports a [Config] that lacks a required port.
+var ErrConfig = errors.New("mcp server config incomplete")
+
+// New returns a server over cfg.
+func New(cfg Config) (*Server, error) {
+	if cfg.Catalog == nil || cfg.Dispatcher == nil || cfg.Audit == nil {
+		return nil, ErrConfig
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, redactor: redact.New(nil)}, nil
+}
+
+// identity says who sent a request, from what the transport attached to it.
+type identity func(extra *mcp.RequestExtra) (Principal, bool)
+
+// newMCP builds an SDK server carrying the nine tools for callers identified by id. limiter,
+// when not nil, rate-limits tool calls (stdio has no HTTP layer to do it).
+func (s *Server) newMCP(id identity, limiter *rate.Limiter) *mcp.Server {
+	m := mcp.NewServer(&mcp.Implementation{Name: "agora", Title: "agora", Version: s.cfg.Version}, &mcp.ServerOptions{
+		Instructions: "agora dispatches sandboxed sub-agents from a catalog that people provision. " +
+			"List what exists with agora_subagents_list and agora_envs_list, then run one with agora_dispatch.",
+		Logger:   s.sdkLog(),
+		HasTools: true,
+		// tools/list depends on the caller's ceiling: no one else may cache it.
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
+			c.CacheScope = "private"
+			c.TTLMs = 0
+		},
+	})
+	for _, t := range tools() {
+		m.AddTool(t.mcpTool(), s.guard(t, id, limiter))
+	}
+	m.AddReceivingMiddleware(s.toolMiddleware(id))
+	return m
+}
+
+// toolMiddleware shows a caller only the tools its ceiling allows (a view: every call is checked
+// again by [Server.guard]), and audits calls to tools that do not exist, such as an attempt
+// at a privileged verb, before the SDK refuses them.
+func (s *Server) toolMiddleware(id identity) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/call" {
+				if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
+					if _, known := tierOf(p.Name); !known {
+						s.auditUnknown(ctx, id, req.GetExtra(), p)
+					}
+				}
+			}
+			res, err := next(ctx, method, req)
+			lr, ok := res.(*mcp.ListToolsResult)
+			if err != nil || method != "tools/list" || !ok {
+				return res, err
+			}
+			p, known := id(req.GetExtra())
+			out := *lr
+			out.Tools = slices.DeleteFunc(slices.Clone(lr.Tools), func(t *mcp.Tool) bool {
+				tier, ok := tierOf(t.Name)
+				return !known || !ok || !p.Ceiling.Allows(tier)
+			})
+			return &out, nil
+		}
+	}
+}
+
+// toolNameRE is what a tool name may look like (the spec's SHOULD); anything else is not
+// repeated into the audit log.
+var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// auditUnknown records a call to a tool that does not exist as a denial.
+func (s *Server) auditUnknown(ctx context.Context, id identity, extra *mcp.RequestExtra, params *mcp.CallToolParamsRaw) {
+	p, ok := id(extra)
+	if !ok {
+		p = Principal{Client: "unidentified"}
+	}
+	name := params.Name
+	if !toolNameRE.MatchString(name) {
+		name = "(not a tool name)"
+	}
+	s.audit(ctx, p, tool{name: name}, KindToolDenied, decisionUnknown, params.Arguments)
+	s.log.Warn("call to an unknown tool", "tool", name, "client", p.Client)
+}
+
+// StdioConfig is who the stdio client is and its limits.
+type StdioConfig struct {
+	Principal Principal
+	Limits    Limits
+}
+
+// maxStdioLine caps one inbound frame on stdio.
+const maxStdioLine = 4 << 20
+
+// ServeStdio serves one client on in and out (the process's stdin and stdout) until the client
+// disconnects or ctx ends. Nothing but MCP frames is written to out.
+func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, cfg StdioConfig) error {
+	if !cfg.Principal.Ceiling.Allows(CeilingRead) {
+		return errors.New("serve mcp: the stdio client has no ceiling")
+	}
+	l := cfg.Limits.withDefaults()
+	id := func(*mcp.RequestExtra) (Principal, bool) { return cfg.Principal, true }
+	m := s.newMCP(id, rate.NewLimiter(rate.Limit(l.Rate), l.Burst))
+	s.log.Info("mcp server serving stdio", "client", cfg.Principal.Client, "ceiling", cfg.Principal.Ceiling.String())
+	t := &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}, MaxLineLength: maxStdioLine}
+	return m.Run(ctx, t)
+}
+
+// sdkLog is the logger handed to the SDK: warnings and errors only, its per-session chatter
+// stays out of the operator's log.
+func (s *Server) sdkLog() *slog.Logger {
+	return slog.New(minLevel{Handler: s.log.Handler(), min: slog.LevelWarn})
+}
+
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{Handler: h.Handler.WithAttrs(as), min: h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

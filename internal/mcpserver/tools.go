@@ -1,0 +1,132 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// This file is the privilege boundary (ADR-0005): the ONLY place a tool is defined. Every tool
+// here composes the catalog at run time; nothing registers, assigns, applies, retires, reads
+// secrets, audits, serves, or cancels an orchestrator run. TestPrivilegeBoundary lists the tools
+// through real clients and fails on any change to this set; adding a tool is a design decision
+// that goes through review of ADR-0005 first.
+
+// tool is one MCP tool: its name, the ceiling tier it needs, what a client is told about it,
+// its input schema, and the decode and run steps [Server.guard] wraps.
+type tool struct {
+	name     string
+	tier     Ceiling
+	title    string
+	desc     string
+	readOnly bool
+	destruct bool
+	idem     bool
+	open     bool
+	schema   json.RawMessage // the published input schema, marshalled once
+	resolved *jsonschema.Resolved
+	decode   func(json.RawMessage) (any, error)
+	run      func(ctx context.Context, s *Server, p Principal, args any) (any, error)
+}
+
+// define binds a tool to its argument type, so decode and run cannot disagree about it.
+func define[T any, P interface {
+	*T
+	checker
+}](t tool, props map[string]*jsonschema.Schema, run func(*Server, context.Context, Principal, T) (any, error)) tool {
+	schema, resolved := schemaFor[T](props)
+	b, err := json.Marshal(schema)
+	if err != nil {
+		panic(fmt.Sprintf("input schema of %s: %v", t.name, err))
+	}
+	t.schema, t.resolved = b, resolved
+	t.decode = func(raw json.RawMessage) (any, error) { return decodeArgs[T, P](raw) }
+	t.run = func(ctx context.Context, s *Server, p Principal, args any) (any, error) {
+		return run(s, ctx, p, args.(T))
+	}
+	return t
+}
+
+func (t tool) mcpTool() *mcp.Tool {
+	destruct, open := t.destruct, t.open
+	return &mcp.Tool{
+		Name:        t.name,
+		Title:       t.title,
+		Description: t.desc,
+		InputSchema: t.schema,
+		Annotations: &mcp.ToolAnnotations{
+			Title:           t.title,
+			ReadOnlyHint:    t.readOnly,
+			DestructiveHint: &destruct, // the spec's default is true: always say
+			IdempotentHint:  t.idem,
+			OpenWorldHint:   &open, // the spec's default is true: always say
+		},
+	}
+}
+
+var toolTable = []tool{
+	define(tool{
+		name: "agora_capabilities_list", tier: CeilingRead, title: "List capabilities",
+		desc:     "List the registered capabilities: name, version digest, registered time and description. Metadata only.",
+		readOnly: true, idem: true,
+	}, noProps, (*Server).capabilitiesList),
+	define(tool{
+		name: "agora_subagents_list", tier: CeilingRead, title: "List subagents",
+		desc:     "List the registered subagents: name, version digest, registered time, description, runtime and capability names. Metadata only: no prompts.",
+		readOnly: true, idem: true,
+	}, noProps, (*Server).subagentsList),
+	define(tool{
+		name: "agora_envs_list", tier: CeilingRead, title: "List env bundles",
+		desc:     "List the registered env bundles: name, version digest, registered time, description, and the KEYS of their values and secrets. Never values.",
+		readOnly: true, idem: true,
+	}, noProps, (*Server).envsList),
+	define(tool{
+		name: "agora_dispatch", tier: CeilingDispatch, title: "Dispatch a subagent",
+		desc: "Run a registered subagent in a sandbox with env bundles, on a target, with a JSON input and a timeout. " +
+			"Waits up to wait_seconds (default 30, at most 300) and returns the dispatch record, finished or not; " +
+			"a running dispatch keeps running after this call returns (follow it with agora_dispatch_describe). " +
+			"The worker starts in an empty workspace; its changes come back as a patch ref.",
+		open: true,
+	}, dispatchProps, (*Server).dispatch),
+	define(tool{
+		name: "agora_dispatch_describe", tier: CeilingRead, title: "Describe a dispatch",
+		desc:     "Return a dispatch's record: state, reason, exit code, refs (digests) to its patch and outputs, and the question when it needs input.",
+		readOnly: true, idem: true,
+	}, idProps, (*Server).dispatchDescribe),
+	define(tool{
+		name: "agora_dispatch_cancel", tier: CeilingDispatch, title: "Cancel a dispatch",
+		desc:     "Cancel a running dispatch and everything it started; returns the final record. Cancelling a dispatch that already ended changes nothing.",
+		destruct: true, idem: true,
+	}, idProps, (*Server).dispatchCancel),
+	define(tool{
+		name: "agora_orchestrator_submit", tier: CeilingOrchestrate, title: "Submit an orchestrator plan",
+		desc: "Submit a plan (an object of tasks over registered subagents, envs and targets) to the orchestrator; returns the run.",
+		open: true,
+	}, submitProps, (*Server).orchestratorSubmit),
+	define(tool{
+		name: "agora_orchestrator_status", tier: CeilingRead, title: "Orchestrator run status",
+		desc:     "Return the status of an orchestrator run and its tasks.",
+		readOnly: true, idem: true,
+	}, runProps, (*Server).orchestratorStatus),
+	define(tool{
+		name: "agora_orchestrator_watch", tier: CeilingRead, title: "Watch an orchestrator run",
+		desc:     "Wait up to timeout_seconds (default 30, at most 300) for an orchestrator run to change or end, then return its status.",
+		readOnly: true, idem: true,
+	}, watchProps, (*Server).orchestratorWatch),
+}
+
+// tools returns the nine tools.
+func tools() []tool { return toolTable }
+
+// tierOf returns the ceiling tier tool name needs.
+func tierOf(name string) (Ceiling, bool) {
+	for _, t := range toolTable {
+		if t.name == name {
+			return t.tier, true
+		}
+	}
+	return 0, false
+}
