@@ -1,6 +1,8 @@
 package catalog
 
 import (
+	"github.com/agora-dev/agora/internal/capped"
+
 	"archive/tar"
 	"bytes"
 	"errors"
@@ -12,7 +14,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -140,26 +141,12 @@ func ReadDir(root string, lim Limits) ([]File, error) {
 // it. It does not follow a symlink or block on a pipe that replaced it since, and refuses a file
 // that grew, so the size limit holds for the bytes actually read.
 func readRegular(p string, size int64) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("changed into a %s file while being read", fileKind(fi.Mode()))
-	}
-	data, err := io.ReadAll(io.LimitReader(f, size+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > size {
+	data, err := capped.NoFollow(p, size)
+	var tl *capped.TooLargeError
+	if errors.As(err, &tl) {
 		return nil, fmt.Errorf("grew while being read")
 	}
-	return data, nil
+	return data, err
 }
 
 func dirSize(root string) int64 {

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -85,7 +84,7 @@ func buildAnchors(cfg *config.Config, now func() time.Time) ([]audit.Anchor, err
 		case config.AnchorRFC3161:
 			var ca []byte
 			if a.CAFile != "" {
-				b, err := readCapped(a.CAFile, maxCAFileSize)
+				b, err := readLimited(a.CAFile, maxCAFileSize)
 				if err != nil {
 					return nil, fmt.Errorf("audit.anchors[%d].ca_file: %w", i, err)
 				}
@@ -365,20 +364,4 @@ func parseSinceTime(s string, now time.Time) (time.Time, error) {
 		return now.Add(-d), nil
 	}
 	return time.Time{}, fmt.Errorf("want an RFC 3339 time or a duration such as 24h, got %q", s)
-}
-
-func readCapped(path string, limit int64) ([]byte, error) {
-	fd, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fd.Close()
-	b, err := io.ReadAll(io.LimitReader(fd, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
-	}
-	return b, nil
 }

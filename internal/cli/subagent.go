@@ -1,8 +1,9 @@
 package cli
 
 import (
+	"github.com/agora-dev/agora/internal/capped"
+
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -187,26 +188,7 @@ func resolvePromptFile(spec *provision.SubagentSpec, dir string) error {
 }
 
 func readLimited(path string, limit int64) ([]byte, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.IsDir() {
-		return nil, fmt.Errorf("%s is a directory, not a file", path)
-	}
-	if st.Size() > limit {
-		return nil, fmt.Errorf("%s is %d bytes, over the %d-byte limit", path, st.Size(), limit)
-	}
-	buf := make([]byte, st.Size())
-	if _, err := fh.Read(buf); err != nil && st.Size() > 0 {
-		return nil, err
-	}
-	return buf, nil
+	return capped.ReadFile(path, limit)
 }
 
 func newSubagentAssignCmd(f *Factory) *cobra.Command {

@@ -71,14 +71,14 @@ system roots).`,
 func runVerify(_ context.Context, f *Factory, opts *verifyOptions) error {
 	var vo verify.Options
 	if opts.key != "" {
-		b, err := readCapped(opts.key, maxKeyFileSize)
+		b, err := readLimited(opts.key, maxKeyFileSize)
 		if err != nil {
 			return fmt.Errorf("read --key: %w", err)
 		}
 		vo.Key = strings.TrimSpace(string(b))
 	}
 	if opts.tsaCA != "" {
-		b, err := readCapped(opts.tsaCA, maxCAFileSize)
+		b, err := readLimited(opts.tsaCA, maxCAFileSize)
 		if err != nil {
 			return fmt.Errorf("read --tsa-ca: %w", err)
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/compute/local"
@@ -24,19 +25,14 @@ import (
 var agoraBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "agora-dispatch-test")
+	bin, cleanup, err := agoratest.BuildBinary()
 	if err != nil {
-		panic(err)
-	}
-	agoraBin = filepath.Join(dir, "agora")
-	build := exec.Command("go", "build", "-o", agoraBin, "github.com/agora-dev/agora/cmd/agora")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build agora: %v\n%s", err, out)
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	agoraBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 

@@ -6,10 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 )
-
-const syscallNoFollow = syscall.O_NOFOLLOW
 
 // selfSupervisor names this process as "<pid>:<start time>", so another process can tell
 // whether the supervisor of a live dispatch still runs, despite pid reuse.

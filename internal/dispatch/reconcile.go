@@ -1,11 +1,10 @@
 package dispatch
 
 import (
+	"github.com/agora-dev/agora/internal/capped"
+
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -80,7 +79,7 @@ func (d *Dispatcher) reconcile(ctx context.Context, r *Record, st *stage, exit c
 }
 
 func readResult(out string) (worker.Result, error) {
-	b, err := readCapped(filepath.Join(out, "result.json"), maxResultFile)
+	b, err := capped.NoFollow(filepath.Join(out, "result.json"), maxResultFile)
 	if err != nil {
 		return worker.Result{}, err
 	}
@@ -126,7 +125,7 @@ func (d *Dispatcher) storeWorkerProducts(st *stage, wr worker.Result, red *redac
 // storeFile stores a regular file (never through a symlink) as a blob, redacted when red is
 // non-nil.
 func (d *Dispatcher) storeFile(path string, limit int64, red *redact.Redactor) (*Artifact, error) {
-	b, err := readCapped(path, limit)
+	b, err := capped.NoFollow(path, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -138,30 +137,4 @@ func (d *Dispatcher) storeFile(path string, limit int64, red *redact.Redactor) (
 		return nil, err
 	}
 	return &Artifact{Digest: dg, Size: int64(len(b))}, nil
-}
-
-// readCapped reads a regular file without following a final symlink, refusing more than limit
-// bytes. The out directory is written by the sandbox, so its files are untrusted.
-func readCapped(path string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscallNoFollow, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", filepath.Base(path))
-	}
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("%s is %d bytes, over the %d-byte limit", filepath.Base(path), fi.Size(), limit)
-	}
-	buf := make([]byte, fi.Size())
-	n, err := f.ReadAt(buf, 0)
-	if err != nil && !errors.Is(err, fs.ErrClosed) && n != len(buf) {
-		return nil, err
-	}
-	return buf[:n], nil
 }

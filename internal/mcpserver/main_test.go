@@ -20,25 +20,22 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
+
+	"github.com/agora-dev/agora/internal/agoratest"
 )
 
 // agoraBin is the real agora binary, built once: the tests talk to it as a client would.
 var agoraBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "agora-mcp-test")
+	bin, cleanup, err := agoratest.BuildBinary()
 	if err != nil {
-		panic(err)
-	}
-	agoraBin = filepath.Join(dir, "agora")
-	build := exec.Command("go", "build", "-o", agoraBin, "github.com/agora-dev/agora/cmd/agora")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build agora: %v\n%s", err, out)
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	agoraBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	if code == 0 {
 		// Every server, session and connection a test started must be gone.
 		http.DefaultTransport.(*http.Transport).CloseIdleConnections()

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"github.com/agora-dev/agora/internal/capped"
+
 	"context"
 	"errors"
 	"fmt"
@@ -8,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/agora-dev/agora/internal/runtime/execrt"
@@ -134,28 +135,10 @@ func (r *runner) hasNeedsInput() bool {
 // needsInput reads out/needs_input.json when the agent left one. It must be a regular file
 // (a symlink or a FIFO planted there is refused, never followed or blocked on).
 func (r *runner) needsInput(ctx context.Context) *failure {
-	name := filepath.Join(r.out, NeedsInputFile)
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	b, err := capped.NoFollow(filepath.Join(r.out, NeedsInputFile), maxNeedsInputFile)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil
-	case errors.Is(err, syscall.ELOOP):
-		return fail(ReasonWorkerFailed, "needs_input: %s is a symlink", NeedsInputFile)
-	case err != nil:
-		return fail(ReasonWorkerFailed, "needs_input: %v", err)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fail(ReasonWorkerFailed, "needs_input: %v", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fail(ReasonWorkerFailed, "needs_input: %s is not a regular file", NeedsInputFile)
-	}
-	if fi.Size() > maxNeedsInputFile {
-		return fail(ReasonWorkerFailed, "needs_input: %s is %d bytes, over the %d byte limit", NeedsInputFile, fi.Size(), maxNeedsInputFile)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxNeedsInputFile+1))
 	if err != nil {
 		return fail(ReasonWorkerFailed, "needs_input: %v", err)
 	}

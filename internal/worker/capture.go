@@ -142,7 +142,7 @@ func (g *gitDir) run(ctx context.Context, out io.Writer, args ...string) error {
 	cmd.Dir = g.workTree
 	cmd.Env = g.env
 	cmd.Stdout = out
-	var stderr capped
+	var stderr headBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
@@ -271,10 +271,10 @@ func (p *patchWriter) Write(b []byte) (int, error) {
 	return p.w.Write(b)
 }
 
-// capped keeps the first maxGitStderr bytes written to it.
-type capped struct{ bytes.Buffer }
+// headBuffer keeps the first maxGitStderr bytes written to it.
+type headBuffer struct{ bytes.Buffer }
 
-func (c *capped) Write(b []byte) (int, error) {
+func (c *headBuffer) Write(b []byte) (int, error) {
 	if room := maxGitStderr - c.Len(); room > 0 {
 		c.Buffer.Write(b[:min(room, len(b))])
 	}

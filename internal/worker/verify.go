@@ -1,10 +1,10 @@
 package worker
 
 import (
+	"github.com/agora-dev/agora/internal/capped"
+
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -25,7 +25,7 @@ type capability struct {
 // manifest grants nothing the capabilities do not.
 func (r *runner) verify(ctx context.Context) *failure {
 	bundle := filepath.Join(r.opts.Root, BundleDir)
-	b, err := readCapped(filepath.Join(bundle, ManifestFile), MaxManifestSize)
+	b, err := capped.NoFollow(filepath.Join(bundle, ManifestFile), MaxManifestSize)
 	if err != nil {
 		return fail(ReasonIntegrityFailed, "verify: %v", err)
 	}
@@ -35,7 +35,7 @@ func (r *runner) verify(ctx context.Context) *failure {
 	}
 	r.man = m
 
-	docBytes, err := readCapped(filepath.Join(bundle, m.Subagent.Path), maxSubagentDocSize)
+	docBytes, err := capped.NoFollow(filepath.Join(bundle, m.Subagent.Path), maxSubagentDocSize)
 	if err != nil {
 		return fail(ReasonIntegrityFailed, "verify subagent %q: %v", m.Subagent.Name, err)
 	}
@@ -64,7 +64,7 @@ func (r *runner) verify(ctx context.Context) *failure {
 
 	var union Grants
 	for _, c := range m.Capabilities {
-		data, err := readCapped(filepath.Join(bundle, c.Path), maxArchiveSize)
+		data, err := capped.NoFollow(filepath.Join(bundle, c.Path), maxArchiveSize)
 		if err != nil {
 			return fail(ReasonIntegrityFailed, "verify capability %q: %v", c.Name, err)
 		}
@@ -131,31 +131,4 @@ func findFile(files []catalog.File, p string) (catalog.File, bool) {
 		}
 	}
 	return catalog.File{}, false
-}
-
-// readCapped reads a whole file of at most limit bytes.
-func readCapped(name string, limit int64) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", name)
-	}
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("%s is %d bytes, over the %d byte limit", name, fi.Size(), limit)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is over the %d byte limit", name, limit)
-	}
-	return b, nil
 }

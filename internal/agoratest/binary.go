@@ -1,0 +1,27 @@
+// Package agoratest holds helpers for tests that drive the real agora binary. It is imported by
+// tests only.
+package agoratest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// BuildBinary builds cmd/agora (static, as shipped) into a new temporary directory and returns
+// the binary's path and a func that removes the directory. TestMain functions call it once.
+func BuildBinary() (bin string, cleanup func(), err error) {
+	dir, err := os.MkdirTemp("", "agora-bin")
+	if err != nil {
+		return "", nil, err
+	}
+	bin = filepath.Join(dir, "agora")
+	build := exec.Command("go", "build", "-o", bin, "github.com/agora-dev/agora/cmd/agora")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("build agora: %v\n%s", err, out)
+	}
+	return bin, func() { os.RemoveAll(dir) }, nil
+}
