@@ -225,3 +225,41 @@ func mth(leaves [][]byte) []byte {
 	}
 	return h.HashChildren(mth(leaves[:k]), mth(leaves[k:]))
 }
+
+func TestLog_AppendAllMatchesAppend(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 450, 1025} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			db, _ := openDB(t)
+			appendN(t, db, 0, 3)
+			ctx := t.Context()
+			var entries []audit.Entry
+			for i := range n {
+				entries = append(entries, audit.Entry{Actor: "orch", Kind: "orch.task.fired", Subject: fmt.Sprintf("run/r/task/%d", i),
+					Details: map[string]any{"attempt": int64(i)}})
+			}
+			var first int64
+			if err := db.Tx(ctx, func(tx *sql.Tx) error {
+				var err error
+				first, err = audit.New(nil).AppendAll(ctx, tx, entries)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if first != 3 {
+				t.Errorf("first seq %d, want 3", first)
+			}
+			size, err := audit.TreeSize(ctx, db.SQL())
+			if err != nil || size != uint64(3+n) {
+				t.Fatalf("tree size %d (%v), want %d", size, err, 3+n)
+			}
+			if got, want := mustRoot(t, db, uint64(3+n)), rootFromLeaves(t, db, uint64(3+n)); string(got) != string(want) {
+				t.Errorf("stored root %x, recomputed %x", got, want)
+			}
+			// A later single append still extends the same tree.
+			appendN(t, db, 3+n, 1)
+			if got, want := mustRoot(t, db, uint64(4+n)), rootFromLeaves(t, db, uint64(4+n)); string(got) != string(want) {
+				t.Errorf("after Append: stored root %x, recomputed %x", got, want)
+			}
+		})
+	}
+}

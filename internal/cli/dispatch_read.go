@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -382,7 +381,7 @@ bundles, target and revision. Its input is the parent's input plus "agora_resume
 			if err != nil {
 				return err
 			}
-			req, err := resumeRequest(d, parent, answer, f.Actor())
+			req, err := d.ResumeRequest(parent, answer, f.Actor())
 			if err != nil {
 				return err
 			}
@@ -393,37 +392,4 @@ bundles, target and revision. Its input is the parent's input plus "agora_resume
 	cmd.Flags().BoolVar(&detach, "detach", false, "return once the worker has started")
 	addOutputFlag(cmd, &output)
 	return cmd
-}
-
-func resumeRequest(d *dispatch.Dispatcher, parent *dispatch.Record, answer, actor string) (dispatch.Request, error) {
-	if parent.State != dispatch.StateNeedsInput || parent.Result == nil || parent.Result.NeedsInput == nil {
-		return dispatch.Request{}, fmt.Errorf("dispatch %s is %s; only a dispatch that needs input can be resumed", parent.ID, parent.State)
-	}
-	raw, err := d.Blobs.Get(parent.InputDigest, 0)
-	if err != nil {
-		return dispatch.Request{}, err
-	}
-	var input map[string]any
-	if err := json.Unmarshal(raw, &input); err != nil {
-		return dispatch.Request{}, err
-	}
-	ni := parent.Result.NeedsInput
-	resume := map[string]any{"question": ni.Question, "answer": answer}
-	if len(ni.PartialState) > 0 {
-		resume["partial_state"] = json.RawMessage(ni.PartialState)
-	}
-	input["agora_resume"] = resume
-	b, err := json.Marshal(input)
-	if err != nil {
-		return dispatch.Request{}, err
-	}
-	envs := make([]string, len(parent.Envs))
-	for i, e := range parent.Envs {
-		envs[i] = e.Name + "@" + string(e.Digest)
-	}
-	return dispatch.Request{
-		Subagent: parent.Subagent + "@" + string(parent.SubagentDigest), Envs: envs, Target: parent.Target,
-		Input: b, Repo: parent.Repo, Revision: parent.Revision, Timeout: time.Duration(parent.Timeout),
-		ParentID: parent.ID, Actor: actor, CallbackURL: parent.CallbackURL,
-	}, nil
 }

@@ -19,6 +19,10 @@ import (
 // repository and a timeout. Nothing that shapes the worker (images, secret references,
 // sandbox settings) is part of it: those come from the catalog and the target.
 type Request struct {
+	// ID is the dispatch id to record; "" means a new one. The orchestrator chooses it before
+	// it fires, so a fire repeated after a crash finds the same record ([ErrExists]) instead
+	// of starting a second worker.
+	ID          string
 	Subagent    string          // NAME or NAME@sha256:HEX
 	Envs        []string        // env bundle refs, applied in order (a later bundle's key wins)
 	Target      string          // "" means the default target
@@ -29,6 +33,16 @@ type Request struct {
 	ParentID    string          // set by resume
 	Actor       string
 	CallbackURL string // CLI and target config only; never from MCP
+	// Inputs are upstream products to mount read-only at /agora/inputs/<key>.
+	Inputs []InputSpec
+}
+
+// InputSpec names an upstream dispatch's product: Select is "patch", "outputs" or
+// "output:PATH". The dispatcher reads the upstream record itself; the caller never names blobs.
+type InputSpec struct {
+	Key          string
+	Select       string
+	FromDispatch string
 }
 
 // RequestError is a request that cannot be dispatched; nothing was recorded.
@@ -95,14 +109,24 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	} else if req.Revision != "" {
 		return nil, reqErr("a revision needs a repository (--repo PATH@REV)")
 	}
+	inputs, err := d.resolveInputs(ctx, req.Inputs)
+	if err != nil {
+		return nil, &RequestError{Err: err}
+	}
+	id := req.ID
+	if id == "" {
+		id = NewID(d.now())
+	} else if !idPattern.MatchString(id) {
+		return nil, reqErr("dispatch id %q is not valid", id)
+	}
 	callback := req.CallbackURL
 	if callback == "" {
 		callback = target.CallbackURL
 	}
 	rec := &Record{
-		ID: NewID(d.now()), Subagent: sub.Name, SubagentDigest: sub.Digest, Envs: envs, Target: req.Target,
+		ID: id, Subagent: sub.Name, SubagentDigest: sub.Digest, Envs: envs, Target: req.Target,
 		Sandbox: target.Sandbox, Network: target.Network, InputDigest: inputDigest, Repo: repo, Revision: rev,
-		Timeout: Duration(timeout), ParentID: req.ParentID, Actor: req.Actor, CallbackURL: callback,
+		Timeout: Duration(timeout), ParentID: req.ParentID, Actor: req.Actor, CallbackURL: callback, Inputs: inputs,
 	}
 	if rec.Envs == nil {
 		rec.Envs = []EnvRef{}

@@ -76,6 +76,7 @@ type Record struct {
 	ProviderTaskID string      `json:"provider_task_id,omitempty"`
 	Isolation      string      `json:"isolation,omitempty"`
 	CallbackURL    string      `json:"callback_url,omitempty"`
+	Inputs         []Input     `json:"inputs,omitempty"`
 	CreatedAt      time.Time   `json:"created_at"`
 	StartedAt      *time.Time  `json:"started_at,omitempty"`
 	EndedAt        *time.Time  `json:"ended_at,omitempty"`
@@ -125,6 +126,21 @@ type Output struct {
 	Size   int64       `json:"size"`
 }
 
+// Input is an upstream product mounted read-only into the sandbox at /agora/inputs/<Key>.
+type Input struct {
+	Key          string      `json:"key"`
+	Select       string      `json:"select"` // patch | outputs | output:PATH
+	FromDispatch string      `json:"from_dispatch"`
+	Files        []InputFile `json:"files"`
+}
+
+// InputFile is one file of an input, relative to /agora/inputs/<Key>.
+type InputFile struct {
+	Path   string      `json:"path"`
+	Digest blob.Digest `json:"digest"`
+	Size   int64       `json:"size"`
+}
+
 // NeedsInput is the agent's question.
 type NeedsInput struct {
 	Question     string          `json:"question"`
@@ -150,21 +166,24 @@ type Event struct {
 // ErrNotFound means no dispatch has the id.
 var ErrNotFound = errors.New("dispatch not found")
 
+// ErrExists means a dispatch with the requested id is already recorded.
+var ErrExists = errors.New("dispatch already recorded")
+
 const recordColumns = `id, state, reason, detail, exit_code, subagent, subagent_digest, envs, target, sandbox,
 network, input_digest, repo, revision, timeout_ms, parent_id, actor, provider_task_id, supervisor,
-cancel_requested, callback_url, created_at, started_at, ended_at, isolation, result`
+cancel_requested, callback_url, created_at, started_at, ended_at, isolation, result, inputs`
 
 type scanner interface{ Scan(...any) error }
 
 func scanRecord(row scanner) (*Record, error) {
 	var r Record
 	var exit sql.NullInt64
-	var envs, created, started, ended, result string
+	var envs, created, started, ended, result, inputs string
 	var timeoutMS int64
 	if err := row.Scan(&r.ID, &r.State, &r.Reason, &r.Detail, &exit, &r.Subagent, &r.SubagentDigest, &envs,
 		&r.Target, &r.Sandbox, &r.Network, &r.InputDigest, &r.Repo, &r.Revision, &timeoutMS, &r.ParentID,
 		&r.Actor, &r.ProviderTaskID, &r.supervisor, &r.cancelRequested, &r.CallbackURL, &created, &started,
-		&ended, &r.Isolation, &result); err != nil {
+		&ended, &r.Isolation, &result, &inputs); err != nil {
 		return nil, err
 	}
 	if exit.Valid {
@@ -174,6 +193,11 @@ func scanRecord(row scanner) (*Record, error) {
 	r.Timeout = Duration(time.Duration(timeoutMS) * time.Millisecond)
 	if err := json.Unmarshal([]byte(envs), &r.Envs); err != nil {
 		return nil, fmt.Errorf("dispatch %s: bad envs: %w", r.ID, err)
+	}
+	if inputs != "" && inputs != "[]" {
+		if err := json.Unmarshal([]byte(inputs), &r.Inputs); err != nil {
+			return nil, fmt.Errorf("dispatch %s: bad inputs: %w", r.ID, err)
+		}
 	}
 	var err error
 	if r.CreatedAt, err = time.Parse(time.RFC3339Nano, created); err != nil {

@@ -62,4 +62,11 @@ CREATE TABLE callback_outbox (
 );
 CREATE INDEX callback_outbox_due ON callback_outbox(delivered_at, next_at);
 `,
+}, {
+	Name: "dispatch inputs",
+	SQL: `
+-- JSON [{key, select, from_dispatch, files: [{path, digest, size}]}]: upstream products mounted
+-- read-only at /agora/inputs/<key>, recorded so a run's provenance can be checked offline.
+ALTER TABLE dispatches ADD COLUMN inputs TEXT NOT NULL DEFAULT '[]';
+`,
 }}

@@ -42,6 +42,7 @@ func (s *stage) removeWork() {
 	os.RemoveAll(s.bundle)
 	os.RemoveAll(s.workspace)
 	os.RemoveAll(s.out)
+	os.RemoveAll(filepath.Join(s.dir, worker.InputsDir))
 }
 
 // plan is what the worker needs, derived only from the record's pinned digests.

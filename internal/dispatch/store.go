@@ -60,25 +60,46 @@ func (s *Records) Accept(ctx context.Context, r *Record) error {
 	if err != nil {
 		return err
 	}
+	inputs := []byte("[]")
+	if len(r.Inputs) > 0 {
+		if inputs, err = json.Marshal(r.Inputs); err != nil {
+			return err
+		}
+	}
 	return s.db.Tx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
 INSERT INTO dispatches(id, state, subagent, subagent_digest, envs, target, sandbox, network, input_digest,
-	repo, revision, timeout_ms, parent_id, actor, callback_url, created_at, supervisor)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	repo, revision, timeout_ms, parent_id, actor, callback_url, created_at, supervisor, inputs)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.State, r.Subagent, r.SubagentDigest, string(envs), r.Target, r.Sandbox, r.Network, r.InputDigest,
 			r.Repo, r.Revision, time.Duration(r.Timeout).Milliseconds(), r.ParentID, r.Actor, r.CallbackURL, ts(r.CreatedAt),
-			selfSupervisor())
+			selfSupervisor(), string(inputs))
+		if store.IsUniqueViolation(err) {
+			return fmt.Errorf("record dispatch %s: %w", r.ID, ErrExists)
+		}
 		if err != nil {
 			return fmt.Errorf("record dispatch %s: %w", r.ID, err)
+		}
+		var inputRefs []any
+		for _, in := range r.Inputs {
+			files := make([]any, len(in.Files))
+			for i, f := range in.Files {
+				files[i] = f.Path + "=" + string(f.Digest)
+			}
+			inputRefs = append(inputRefs, map[string]any{"key": in.Key, "select": in.Select, "from_dispatch": in.FromDispatch, "files": files})
 		}
 		envNames := make([]any, len(r.Envs))
 		for i, e := range r.Envs {
 			envNames[i] = e.Name + "@" + string(e.Digest)
 		}
-		return s.event(ctx, tx, r, StateAccepted, map[string]any{
+		data := map[string]any{
 			"subagent": r.Subagent + "@" + string(r.SubagentDigest), "envs": envNames, "target": r.Target,
 			"sandbox": r.Sandbox, "network": r.Network, "input_digest": string(r.InputDigest), "parent_id": r.ParentID,
-		})
+		}
+		if len(inputRefs) > 0 {
+			data["inputs"] = inputRefs
+		}
+		return s.event(ctx, tx, r, StateAccepted, data)
 	})
 }
 

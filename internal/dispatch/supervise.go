@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute"
@@ -21,6 +22,7 @@ const (
 	sandboxBundle    = "/agora/bundle"
 	sandboxWorkspace = "/agora/workspace"
 	sandboxOut       = "/agora/out"
+	sandboxInputs    = "/agora/inputs"
 )
 
 // Progress receives lifecycle events as they are recorded.
@@ -87,6 +89,12 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	if err := prepareWorkspace(ctx, r, st); err != nil {
 		return failed(ReasonFetchFailed, "%v", err), nil
 	}
+	inputsDir := filepath.Join(st.dir, worker.InputsDir)
+	if len(r.Inputs) > 0 {
+		if err := d.stageInputs(r.Inputs, inputsDir); err != nil {
+			return failed(ReasonIntegrityFailed, "stage inputs: %v", err), nil
+		}
+	}
 
 	secrets := map[string]string{}
 	var values [][]byte
@@ -127,6 +135,9 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 			{Src: st.workspace, Dst: sandboxWorkspace, Writable: true},
 			{Src: st.out, Dst: sandboxOut, Writable: true},
 		},
+	}
+	if len(r.Inputs) > 0 {
+		spec.Binds = append(spec.Binds, compute.Bind{Src: inputsDir, Dst: sandboxInputs})
 	}
 	if r.Sandbox == compute.SandboxNone {
 		// No mount namespace: the worker finds its files at their host paths.

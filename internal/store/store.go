@@ -43,10 +43,18 @@ type Migration struct {
 // foreign keys on and IMMEDIATE transactions, then applies migrations. Deferred transactions
 // fail with SQLITE_BUSY under concurrent writers despite busy_timeout; IMMEDIATE ones take the
 // write lock up front and wait for it instead.
-func Open(ctx context.Context, path string, migrations []Migration) (*DB, error) {
+func Open(ctx context.Context, path string, migrations []Migration, opts ...Option) (*DB, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	sync := "NORMAL"
+	if o.fullSync {
+		sync = "FULL"
+	}
 	q := url.Values{}
 	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "synchronous("+sync+")")
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Set("_txlock", "immediate")
@@ -65,6 +73,16 @@ func Open(ctx context.Context, path string, migrations []Migration) (*DB, error)
 	}
 	return db, nil
 }
+
+// Option changes how [Open] opens a database.
+type Option func(*options)
+
+type options struct{ fullSync bool }
+
+// FullSync makes every commit fsync the WAL before it returns (synchronous=FULL), so a commit
+// survives power loss, not only a crash of the process. The orchestrator's database uses it:
+// it commits in batches, so the cost is one fsync per batch, not per change.
+func FullSync() Option { return func(o *options) { o.fullSync = true } }
 
 // Close closes the database.
 func (db *DB) Close() error { return db.sql.Close() }

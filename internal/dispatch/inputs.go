@@ -1,0 +1,117 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/agora-dev/agora/internal/blob"
+)
+
+// idPattern is what a caller-chosen dispatch id must look like (the worker checks the same).
+var idPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z_-]{0,127}$`)
+
+var inputKeyPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+
+// maxInputs caps the inputs of one dispatch.
+const maxInputs = 64
+
+// PatchFile is the name of a patch input under /agora/inputs/<key>.
+const PatchFile = "patch.diff"
+
+// resolveInputs turns input specs into the files to mount, read from the upstream records:
+// only a finished dispatch has products, and only the ones it recorded.
+func (d *Dispatcher) resolveInputs(ctx context.Context, specs []InputSpec) ([]Input, error) {
+	if len(specs) > maxInputs {
+		return nil, fmt.Errorf("%d inputs, over the limit of %d", len(specs), maxInputs)
+	}
+	var out []Input
+	seen := map[string]bool{}
+	for _, s := range specs {
+		if !inputKeyPattern.MatchString(s.Key) {
+			return nil, fmt.Errorf("input key %q is not valid (want %s)", s.Key, inputKeyPattern)
+		}
+		if seen[s.Key] {
+			return nil, fmt.Errorf("input key %q named twice", s.Key)
+		}
+		seen[s.Key] = true
+		up, err := d.Records.Get(ctx, s.FromDispatch)
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %w", s.Key, err)
+		}
+		if up.State != StateFinished || up.Result == nil {
+			return nil, fmt.Errorf("input %q: dispatch %s is %s; only a finished dispatch has products", s.Key, up.ID, up.State)
+		}
+		in := Input{Key: s.Key, Select: s.Select, FromDispatch: up.ID, Files: []InputFile{}}
+		switch {
+		case s.Select == "patch":
+			f := InputFile{Path: PatchFile, Digest: blob.Digest(emptyDigest), Size: 0}
+			if p := up.Result.Patch; p != nil {
+				f.Digest, f.Size = p.Digest, p.Size
+			} else if _, err := d.Blobs.Put(nil); err != nil {
+				return nil, err
+			}
+			in.Files = append(in.Files, f)
+		case s.Select == "outputs":
+			for _, o := range up.Result.Outputs {
+				in.Files = append(in.Files, InputFile{Path: o.Path, Digest: o.Digest, Size: o.Size})
+			}
+		case strings.HasPrefix(s.Select, "output:"):
+			want := strings.TrimPrefix(s.Select, "output:")
+			var found *Output
+			for i, o := range up.Result.Outputs {
+				if o.Path == want {
+					found = &up.Result.Outputs[i]
+				}
+			}
+			if found == nil {
+				return nil, fmt.Errorf("input %q: dispatch %s left no output %q", s.Key, up.ID, want)
+			}
+			in.Files = append(in.Files, InputFile{Path: path.Base(found.Path), Digest: found.Digest, Size: found.Size})
+		default:
+			return nil, fmt.Errorf("input %q: select %q is not patch, outputs or output:PATH", s.Key, s.Select)
+		}
+		for _, f := range in.Files {
+			if !safeRel(f.Path) {
+				return nil, fmt.Errorf("input %q: unsafe path %q", s.Key, f.Path)
+			}
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// emptyDigest is the SHA-256 of no bytes: the patch of a dispatch that changed nothing.
+const emptyDigest = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+// safeRel reports whether p is a clean relative path that stays below its root.
+func safeRel(p string) bool {
+	return p != "" && !path.IsAbs(p) && path.Clean(p) == p && p != "." && !strings.HasPrefix(p, "../")
+}
+
+// stageInputs writes every input's files, re-verified from the blob store, under dir.
+func (d *Dispatcher) stageInputs(inputs []Input, dir string) error {
+	for _, in := range inputs {
+		for _, f := range in.Files {
+			if !safeRel(f.Path) {
+				return fmt.Errorf("input %q: unsafe path %q", in.Key, f.Path)
+			}
+			b, err := d.Blobs.Get(f.Digest, 0)
+			if err != nil {
+				return fmt.Errorf("input %q: %s: %w", in.Key, f.Path, err)
+			}
+			dst := filepath.Join(dir, in.Key, filepath.FromSlash(f.Path))
+			if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+				return err
+			}
+			if err := os.WriteFile(dst, b, 0o400); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+package dispatch
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// ResumeRequest is the request that answers parent, a dispatch that needs input: the same
+// pinned subagent, env bundles, target and revision, and the parent's input plus
+// "agora_resume": {question, answer, partial_state}.
+func (d *Dispatcher) ResumeRequest(parent *Record, answer, actor string) (Request, error) {
+	if parent.State != StateNeedsInput || parent.Result == nil || parent.Result.NeedsInput == nil {
+		return Request{}, fmt.Errorf("dispatch %s is %s; only a dispatch that needs input can be resumed", parent.ID, parent.State)
+	}
+	raw, err := d.Blobs.Get(parent.InputDigest, 0)
+	if err != nil {
+		return Request{}, err
+	}
+	var input map[string]any
+	if err := json.Unmarshal(raw, &input); err != nil {
+		return Request{}, err
+	}
+	ni := parent.Result.NeedsInput
+	resume := map[string]any{"question": ni.Question, "answer": answer}
+	if len(ni.PartialState) > 0 {
+		resume["partial_state"] = json.RawMessage(ni.PartialState)
+	}
+	input["agora_resume"] = resume
+	b, err := json.Marshal(input)
+	if err != nil {
+		return Request{}, err
+	}
+	envs := make([]string, len(parent.Envs))
+	for i, e := range parent.Envs {
+		envs[i] = e.Name + "@" + string(e.Digest)
+	}
+	return Request{
+		Subagent: parent.Subagent + "@" + string(parent.SubagentDigest), Envs: envs, Target: parent.Target,
+		Input: b, Repo: parent.Repo, Revision: parent.Revision, Timeout: time.Duration(parent.Timeout),
+		ParentID: parent.ID, Actor: actor, CallbackURL: parent.CallbackURL,
+	}, nil
+}
