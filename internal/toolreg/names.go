@@ -1,6 +1,3 @@
-// Package toolreg is the RBAC tool registry: tools register by name, and a worker's runtime is
-// handed a default-deny View scoped to the grants of its subagent's capabilities, never the
-// registry itself.
 package toolreg
 
 import "slices"

@@ -1,0 +1,200 @@
+package claudert
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// Real event lines, in the shapes claude --print --output-format stream-json --verbose writes.
+const (
+	evInit      = `{"type":"system","subtype":"init","cwd":"/w","session_id":"s-1","tools":["Read","Bash"],"mcp_servers":[],"model":"claude-sonnet-4-5-20250929","permissionMode":"dontAsk","apiKeySource":"none"}`
+	evText      = `{"type":"assistant","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[{"type":"text","text":"Looking."}],"stop_reason":null,"usage":{"input_tokens":3,"output_tokens":5}},"parent_tool_use_id":null,"session_id":"s-1"}`
+	evToolUse   = `{"type":"assistant","message":{"id":"msg_2","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command": "git diff",  "description":"d"}}]},"parent_tool_use_id":null,"session_id":"s-1"}`
+	evResult    = `{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_1","type":"tool_result","content":"diff --git a b","is_error":false}]},"parent_tool_use_id":null,"session_id":"s-1"}`
+	evSubagent  = `{"type":"assistant","message":{"content":[{"type":"text","text":"inner"},{"type":"tool_use","id":"toolu_9","name":"Grep","input":{"pattern":"x"}}]},"parent_tool_use_id":"toolu_8","session_id":"s-1"}`
+	evThinking  = `{"type":"assistant","message":{"content":[{"type":"thinking","thinking":"hmm","signature":"sig"}]},"parent_tool_use_id":null,"session_id":"s-1"}`
+	evSuccess   = `{"type":"result","subtype":"success","is_error":false,"duration_ms":10,"duration_api_ms":9,"num_turns":3,"result":"All done.","session_id":"s-1","total_cost_usd":0.25,"usage":{"input_tokens":10,"cache_creation_input_tokens":100,"cache_read_input_tokens":1000,"output_tokens":7,"server_tool_use":{"web_search_requests":0}},"permission_denials":[{"tool_name":"WebFetch","tool_use_id":"toolu_2","tool_input":{"url":"https://evil.example"}}]}`
+	evMaxTurns  = `{"type":"result","subtype":"error_max_turns","is_error":true,"duration_ms":10,"num_turns":2,"session_id":"s-1","total_cost_usd":0.1,"usage":{"input_tokens":1,"output_tokens":2},"permission_denials":[],"errors":["Reached maximum number of turns (2)",{"code":"x"}]}`
+	evStreamEvt = `{"type":"stream_event","event":{"type":"content_block_delta"},"session_id":"s-1"}`
+)
+
+func sha(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func lines(ls ...string) string { return strings.Join(ls, "\n") + "\n" }
+
+func TestParseStream(t *testing.T) {
+	tests := []struct {
+		name       string
+		in         string
+		want       Result
+		wantErr    string // "" for none
+		wantNoRes  bool
+		transcript int // lines in the transcript
+	}{
+		{
+			name: "success",
+			in:   lines(evInit, evText, evToolUse, evResult, evSubagent, evThinking, evStreamEvt, evSuccess),
+			want: Result{
+				Final: "All done.", Subtype: "success", Turns: 3, CostUSD: 0.25,
+				InputTokens: 1110, OutputTokens: 7, SessionID: "s-1",
+				ToolUses: []ToolUse{
+					{ID: "toolu_1", Name: "Bash", InputSHA256: sha(`{"command":"git diff","description":"d"}`)},
+					{ID: "toolu_9", Name: "Grep", InputSHA256: sha(`{"pattern":"x"}`)},
+				},
+				Denials: []ToolUse{{ID: "toolu_2", Name: "WebFetch", InputSHA256: sha(`{"url":"https://evil.example"}`)}},
+			},
+			transcript: 8,
+		},
+		{
+			name: "error result falls back to the last top-level text, not a subagent's",
+			in:   lines(evInit, evText, evSubagent, evMaxTurns),
+			want: Result{
+				Final: "Looking.", IsError: true, Subtype: "error_max_turns", Turns: 2, CostUSD: 0.1,
+				InputTokens: 1, OutputTokens: 2, SessionID: "s-1",
+				ToolUses: []ToolUse{{ID: "toolu_9", Name: "Grep", InputSHA256: sha(`{"pattern":"x"}`)}},
+				Errors:   []string{"Reached maximum number of turns (2)", `{"code":"x"}`},
+			},
+			transcript: 4,
+		},
+		{
+			name:       "CRLF line ends and blank lines",
+			in:         strings.Join([]string{evInit, "", "   ", evSuccess}, "\r\n"),
+			want:       Result{Final: "All done.", Subtype: "success", Turns: 3, CostUSD: 0.25, InputTokens: 1110, OutputTokens: 7, SessionID: "s-1", Denials: []ToolUse{{ID: "toolu_2", Name: "WebFetch", InputSHA256: sha(`{"url":"https://evil.example"}`)}}},
+			transcript: 2,
+		},
+		{
+			name: "garbage lines are skipped and kept out of the transcript",
+			in: lines("Warning: not json", "{", "[1]", `{"type":1}`, `{"no":"type"}`, `{"type":""}`,
+				`{"type":"assistant","Type":"result"}`, `{"type":"result","subtype":"success","is_error":false,"\u0053ubtype":"x"}`,
+				"\xff{}", `{"type":"x"} {}`, `{"tYpe":"assistant"}`, "null", evMaxTurns),
+			want: Result{
+				Final: "", IsError: true, Subtype: "error_max_turns", Turns: 2, CostUSD: 0.1, InputTokens: 1, OutputTokens: 2,
+				SessionID: "s-1", Errors: []string{"Reached maximum number of turns (2)", `{"code":"x"}`}, Skipped: 12,
+			},
+			transcript: 1,
+		},
+		{
+			name:       "the last result event counts",
+			in:         lines(evMaxTurns, evSuccess),
+			want:       Result{Final: "All done.", Subtype: "success", Turns: 3, CostUSD: 0.25, InputTokens: 1110, OutputTokens: 7, SessionID: "s-1", Denials: []ToolUse{{ID: "toolu_2", Name: "WebFetch", InputSHA256: sha(`{"url":"https://evil.example"}`)}}},
+			transcript: 2,
+		},
+		{
+			name:       "no result",
+			in:         lines(evInit, evText),
+			want:       Result{Final: "Looking.", SessionID: "s-1"},
+			wantNoRes:  true,
+			transcript: 2,
+		},
+		{
+			name:       "empty output",
+			in:         "",
+			wantNoRes:  true,
+			transcript: 0,
+		},
+		{
+			name:       "result with a wrongly typed field",
+			in:         lines(`{"type":"result","subtype":"success","is_error":false,"num_turns":"3"}`),
+			wantErr:    "parse claude result event",
+			transcript: 1,
+		},
+		{
+			name:       "result without is_error",
+			in:         lines(`{"type":"result","subtype":"success","num_turns":3}`),
+			wantErr:    "no is_error",
+			transcript: 1,
+		},
+		{
+			name:       "result fields are matched by their exact names",
+			in:         lines(`{"type":"result","subtype":"success","Is_Error":false}`),
+			wantErr:    "no is_error",
+			transcript: 1,
+		},
+		{
+			name:       "result without subtype",
+			in:         lines(`{"type":"result","is_error":false}`),
+			wantErr:    "no subtype",
+			transcript: 1,
+		},
+		{
+			name:       "result with negative tokens",
+			in:         lines(`{"type":"result","subtype":"success","is_error":false,"usage":{"output_tokens":-1}}`),
+			wantErr:    "negative count",
+			transcript: 1,
+		},
+		{
+			name:       "result with negative cost",
+			in:         lines(`{"type":"result","subtype":"success","is_error":false,"total_cost_usd":-0.5}`),
+			wantErr:    "bad total_cost_usd",
+			transcript: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var tr bytes.Buffer
+			got, err := ParseStream(strings.NewReader(tt.in), &tr)
+			switch {
+			case tt.wantNoRes:
+				if !errors.Is(err, ErrNoResult) {
+					t.Fatalf("got error %v, want ErrNoResult", err)
+				}
+			case tt.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got error %v, want one containing %q", err, tt.wantErr)
+				}
+			case err != nil:
+				t.Fatalf("ParseStream: %v", err)
+			}
+			if tt.wantErr == "" {
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("Result (-want +got):\n%s", diff)
+				}
+			}
+			n := strings.Count(tr.String(), "\n")
+			if n != tt.transcript {
+				t.Errorf("got %d transcript lines, want %d:\n%s", n, tt.transcript, tr.String())
+			}
+			if n > 0 {
+				transcriptLines(t, tr.String())
+			}
+		})
+	}
+}
+
+func TestParseStream_LineOverTheCapIsSkipped(t *testing.T) {
+	huge := `{"type":"assistant","message":{"content":[{"type":"text","text":"` + strings.Repeat("x", MaxEventBytes) + `"}]}}`
+	var tr bytes.Buffer
+	got, err := ParseStream(strings.NewReader(lines(evInit, huge, evSuccess)), &tr)
+	if err != nil {
+		t.Fatalf("ParseStream: %v", err)
+	}
+	if got.Skipped != 1 || got.Final != "All done." {
+		t.Errorf("got Skipped %d Final %q, want 1 and the result's text", got.Skipped, got.Final)
+	}
+	if tr.Len() > 4096 {
+		t.Errorf("the huge line reached the transcript (%d bytes)", tr.Len())
+	}
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+func TestParseStream_TranscriptWriteErrorIsReturned(t *testing.T) {
+	got, err := ParseStream(strings.NewReader(lines(evInit, evSuccess)), failingWriter{})
+	if err == nil || !strings.Contains(err.Error(), "write transcript: disk full") {
+		t.Fatalf("got error %v, want the transcript write error", err)
+	}
+	if got.Subtype != "success" {
+		t.Errorf("got subtype %q, want the result parsed anyway", got.Subtype)
+	}
+}

@@ -1,0 +1,111 @@
+package builtin
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/agora-dev/agora/internal/toolreg"
+)
+
+// ReasonOutsideWorkspace is the audit reason of a path refused for leaving the workspace.
+const ReasonOutsideWorkspace = "path outside the workspace"
+
+// maxPathLen caps a path argument, in characters.
+const maxPathLen = 4096
+
+// binarySniffLen is how much of a file is searched for a NUL byte to call it binary.
+const binarySniffLen = 8000
+
+// workspace confines the file tools to dir.
+type workspace struct {
+	dir string
+}
+
+// open opens the workspace as an [os.Root]. A Root resolves every path relative to the
+// workspace and follows a symbolic link only while it stays inside, so a link to /etc or to
+// ../outside fails at any component of any later operation.
+func (w workspace) open(tool string) (*os.Root, error) {
+	r, err := os.OpenRoot(w.dir)
+	if err != nil {
+		return nil, errors.New(tool + ": the workspace cannot be opened")
+	}
+	return r, nil
+}
+
+// clean checks p lexically and returns it cleaned: relative, without NUL bytes, not climbing
+// out with "..". Symbolic links are the Root's business.
+func clean(tool, p string) (string, error) {
+	switch {
+	case strings.IndexByte(p, 0) >= 0:
+		return "", &toolreg.DeniedError{Tool: tool, Reason: ReasonOutsideWorkspace, Hint: "the path contains a NUL byte"}
+	case filepath.IsAbs(p):
+		return "", &toolreg.DeniedError{Tool: tool, Reason: ReasonOutsideWorkspace,
+			Hint: "absolute paths are refused; give a path relative to the workspace root"}
+	}
+	c := filepath.Clean(p)
+	if !filepath.IsLocal(c) {
+		return "", &toolreg.DeniedError{Tool: tool, Reason: ReasonOutsideWorkspace,
+			Hint: "the path climbs out of the workspace with \"..\"; give a path inside it"}
+	}
+	return c, nil
+}
+
+// fsError turns an error from a Root operation into one for the model and the audit record:
+// a symbolic link leading out is a refusal; anything else keeps only its cause, since a
+// *fs.PathError repeats the path.
+func fsError(tool string, err error) error {
+	if escapes(err) {
+		return &toolreg.DeniedError{Tool: tool, Reason: ReasonOutsideWorkspace,
+			Hint: "a symbolic link on the path points outside the workspace"}
+	}
+	var msg string
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		msg = "no such file or directory"
+	case errors.Is(err, fs.ErrPermission):
+		msg = "permission denied"
+	case errors.Is(err, syscall.ENOTDIR):
+		msg = "a component of the path is not a directory"
+	case errors.Is(err, syscall.EISDIR):
+		msg = "is a directory"
+	case errors.Is(err, syscall.ELOOP):
+		msg = "too many levels of symbolic links"
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		msg = "file name too long"
+	default:
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		msg = err.Error()
+	}
+	return errors.New(tool + ": " + msg)
+}
+
+// escapes reports whether err is an [os.Root] refusing a path that leads out of it. The
+// os package does not export that error, so it is recognised by its text; a test pins it.
+func escapes(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if e.Error() == "path escapes from parent" {
+			return true
+		}
+	}
+	return false
+}
+
+// isBinary reports whether b looks like binary data (a NUL byte near the start).
+func isBinary(b []byte) bool {
+	if len(b) > binarySniffLen {
+		b = b[:binarySniffLen]
+	}
+	for _, c := range b {
+		if c == 0 {
+			return true
+		}
+	}
+	return false
+}

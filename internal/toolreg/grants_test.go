@@ -1,0 +1,133 @@
+package toolreg
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestGrants_Narrow(t *testing.T) {
+	parent := Grants{
+		Tools:    []string{"read_file", "list_files", "run_command", "http_fetch"},
+		Commands: []string{"echo *", "go  test **"},
+		Egress:   []string{"api.example.com", "*.github.com"},
+	}
+	tests := []struct {
+		name    string
+		child   Grants
+		want    Grants
+		wantErr []NarrowError
+	}{
+		{
+			name:  "empty child narrows to nothing",
+			child: Grants{},
+			want:  Grants{Tools: []string{}, Commands: []string{}, Egress: []string{}},
+		},
+		{
+			name:  "equal child",
+			child: parent,
+			want: Grants{
+				Tools:    []string{"http_fetch", "list_files", "read_file", "run_command"},
+				Commands: []string{"echo *", "go test **"},
+				Egress:   []string{"*.github.com", "api.example.com"},
+			},
+		},
+		{
+			name: "subset normalised",
+			child: Grants{
+				Tools:    []string{"read_file", "read_file"},
+				Commands: []string{" go test   ** "},
+				Egress:   []string{"API.example.com", "raw.github.com", "*.api.github.com"},
+			},
+			want: Grants{
+				Tools:    []string{"read_file"},
+				Commands: []string{"go test **"},
+				Egress:   []string{"*.api.github.com", "api.example.com", "raw.github.com"},
+			},
+		},
+		{
+			name:    "widen tool",
+			child:   Grants{Tools: []string{"read_file", "write_file"}},
+			wantErr: []NarrowError{{Kind: "tool", Item: "write_file"}},
+		},
+		{
+			name:    "widen command with a broader pattern",
+			child:   Grants{Commands: []string{"echo **", "sh -c *"}},
+			wantErr: []NarrowError{{Kind: "command", Item: "echo **"}, {Kind: "command", Item: "sh -c *"}},
+		},
+		{
+			name:  "widen egress",
+			child: Grants{Egress: []string{"github.com", "*.example.com", "evil.com", "x.api.example.com"}},
+			wantErr: []NarrowError{
+				{Kind: "egress", Item: "*.example.com"},
+				{Kind: "egress", Item: "evil.com"},
+				{Kind: "egress", Item: "github.com"},
+				{Kind: "egress", Item: "x.api.example.com"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parent.Narrow(tt.child)
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("Narrow: %v", err)
+				}
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("Narrow (-want +got):\n%s", diff)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Narrow = %+v, want an error", got)
+			}
+			var gotErrs []NarrowError
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				var ne *NarrowError
+				if !errors.As(e, &ne) {
+					t.Fatalf("error %v is not a *NarrowError", e)
+				}
+				gotErrs = append(gotErrs, *ne)
+			}
+			if diff := cmp.Diff(tt.wantErr, gotErrs); diff != "" {
+				t.Errorf("Narrow errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestGrants_NarrowErrorMessage(t *testing.T) {
+	_, err := Grants{Tools: []string{"read_file"}}.Narrow(Grants{Tools: []string{"write_file"}})
+	want := `narrow grants: tool "write_file" is not covered by the parent grant`
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v, want %s", err, want)
+	}
+}
+
+func TestHostGranted(t *testing.T) {
+	egress := []string{"api.example.com", "*.github.com"}
+	tests := []struct {
+		host string
+		want bool
+	}{
+		{"api.example.com", true},
+		{"API.Example.COM", true},
+		{"example.com", false},
+		{"x.api.example.com", false},
+		{"github.com", false},
+		{"raw.github.com", true},
+		{"a.b.github.com", true},
+		{"evilgithub.com", false},
+		{".github.com", false},
+		{"api.example.com.", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.host, func(t *testing.T) {
+			if got := HostGranted(egress, tt.host); got != tt.want {
+				t.Errorf("HostGranted(%q) = %v, want %v", tt.host, got, tt.want)
+			}
+		})
+	}
+}
