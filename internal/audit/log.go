@@ -18,7 +18,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/transparency-dev/merkle/compact"
@@ -92,13 +91,10 @@ func (l *Log) Append(ctx context.Context, tx *sql.Tx, e Entry) (int64, error) {
 	return seq, nil
 }
 
-// appendChunk is how many rows one multi-row INSERT of AppendAll carries.
-const appendChunk = 200
-
 // AppendAll records entries inside tx, in order, and returns the sequence number of the first.
-// It is [Log.Append] for a batch: the tree is read and saved once and rows are inserted many
-// at a time, so a scheduler that commits a batch of transitions pays for one append, not one
-// per entry.
+// It is [Log.Append] for a batch: the tree is read and saved once and the two insert
+// statements are prepared once, so a scheduler that commits a batch of transitions pays for
+// one tree update, not one per entry.
 func (l *Log) AppendAll(ctx context.Context, tx *sql.Tx, entries []Entry) (int64, error) {
 	r, err := loadTree(ctx, tx)
 	if err != nil {
@@ -108,27 +104,18 @@ func (l *Log) AppendAll(ctx context.Context, tx *sql.Tx, entries []Entry) (int64
 	if len(entries) == 0 {
 		return first, nil
 	}
+	insEntry, err := tx.PrepareContext(ctx, `INSERT INTO audit_entries(seq, at, kind, subject, actor, entry, leaf_hash) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return 0, fmt.Errorf("append audit entries: %w", err)
+	}
+	defer insEntry.Close()
+	insNode, err := tx.PrepareContext(ctx, `INSERT INTO audit_nodes(id, hash) VALUES (?, ?)`)
+	if err != nil {
+		return 0, fmt.Errorf("append audit entries: %w", err)
+	}
+	defer insNode.Close()
 	at := l.now().UTC().Format(time.RFC3339Nano)
-	var rows, nodes []any
-	flushRows := func() error {
-		if len(rows) == 0 {
-			return nil
-		}
-		q := `INSERT INTO audit_entries(seq, at, kind, subject, actor, entry, leaf_hash) VALUES ` +
-			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?), ", len(rows)/7), ", ")
-		_, err := tx.ExecContext(ctx, q, rows...)
-		rows = rows[:0]
-		return err
-	}
-	flushNodes := func() error {
-		if len(nodes) == 0 {
-			return nil
-		}
-		q := `INSERT INTO audit_nodes(id, hash) VALUES ` + strings.TrimSuffix(strings.Repeat("(?, ?), ", len(nodes)/2), ", ")
-		_, err := tx.ExecContext(ctx, q, nodes...)
-		nodes = nodes[:0]
-		return err
-	}
+	var nodeErr error
 	for i, e := range entries {
 		seq := first + int64(i)
 		if uint64(seq) >= maxTreeSize {
@@ -145,28 +132,19 @@ func (l *Log) AppendAll(ctx context.Context, tx *sql.Tx, entries []Entry) (int64
 			return 0, fmt.Errorf("append audit entry %s: %w", e.Kind, err)
 		}
 		leaf := LeafHash(body)
-		rows = append(rows, seq, at, e.Kind, e.Subject, e.Actor, body, leaf)
+		if _, err := insEntry.ExecContext(ctx, seq, at, e.Kind, e.Subject, e.Actor, body, leaf); err != nil {
+			return 0, fmt.Errorf("append audit entry %d: %w", seq, err)
+		}
 		if err := r.Append(leaf, func(id compact.NodeID, hash []byte) {
-			nodes = append(nodes, nodeKey(id), hash)
+			if nodeErr == nil {
+				_, nodeErr = insNode.ExecContext(ctx, nodeKey(id), hash)
+			}
 		}); err != nil {
 			return 0, fmt.Errorf("append audit leaf %d: %w", seq, err)
 		}
-		if len(rows) >= appendChunk*7 {
-			if err := flushRows(); err != nil {
-				return 0, fmt.Errorf("append audit entries: %w", err)
-			}
+		if nodeErr != nil {
+			return 0, fmt.Errorf("append audit leaf %d: %w", seq, nodeErr)
 		}
-		if len(nodes) >= appendChunk*2 {
-			if err := flushNodes(); err != nil {
-				return 0, fmt.Errorf("append audit entries: %w", err)
-			}
-		}
-	}
-	if err := flushRows(); err != nil {
-		return 0, fmt.Errorf("append audit entries: %w", err)
-	}
-	if err := flushNodes(); err != nil {
-		return 0, fmt.Errorf("append audit entries: %w", err)
 	}
 	if err := saveTree(ctx, tx, r); err != nil {
 		return 0, err

@@ -19,6 +19,19 @@ func selfSupervisor() string {
 	return fmt.Sprintf("%d:%d", pid, start)
 }
 
+// parentSupervisor names this process's parent the same way, or "" when it has none left.
+func parentSupervisor() string {
+	ppid := os.Getppid()
+	if ppid <= 1 {
+		return ""
+	}
+	start, err := processStart(ppid)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d", ppid, start)
+}
+
 // supervisorAlive reports whether the process named by s still runs.
 func supervisorAlive(s string) bool {
 	pidStr, startStr, ok := strings.Cut(s, ":")

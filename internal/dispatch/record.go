@@ -166,6 +166,9 @@ type Event struct {
 // ErrNotFound means no dispatch has the id.
 var ErrNotFound = errors.New("dispatch not found")
 
+// ErrClaimed means another live process supervises the dispatch, or it already started.
+var ErrClaimed = errors.New("dispatch is supervised elsewhere")
+
 // ErrExists means a dispatch with the requested id is already recorded.
 var ErrExists = errors.New("dispatch already recorded")
 

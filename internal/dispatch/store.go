@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -211,13 +212,46 @@ UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolatio
 	return applied, err
 }
 
-// Claim makes the calling process the supervisor of an accepted dispatch (a detached
-// supervisor takes over from the process that accepted it).
+// Claim makes the calling process the supervisor of an accepted dispatch. It succeeds only
+// when the recorded supervisor is this process, its parent (a detached supervisor takes over
+// from the process that started it), or a process that no longer runs; the check and the
+// update are one IMMEDIATE transaction, so of two processes racing to supervise the same
+// dispatch exactly one wins and the other gets [ErrClaimed]. A dispatch that is no longer
+// accepted cannot be claimed either.
 func (s *Records) Claim(ctx context.Context, id string) error {
+	self := selfSupervisor()
+	parent := parentSupervisor()
 	return s.db.Tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE dispatches SET supervisor = ? WHERE id = ? AND state = ?`, selfSupervisor(), id, StateAccepted)
+		var state, cur string
+		err := tx.QueryRowContext(ctx, `SELECT state, supervisor FROM dispatches WHERE id = ?`, id).Scan(&state, &cur)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: %q", ErrNotFound, id)
+		}
+		if err != nil {
+			return err
+		}
+		if state != StateAccepted {
+			return fmt.Errorf("claim dispatch %s: it is %s: %w", id, state, ErrClaimed)
+		}
+		if cur != self && cur != parent && supervisorAlive(cur) {
+			return fmt.Errorf("claim dispatch %s: process %s supervises it: %w", id, cur, ErrClaimed)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE dispatches SET supervisor = ? WHERE id = ?`, self, id)
 		return err
 	})
+}
+
+// Supervisor returns the process recorded as supervising id and whether it still runs.
+func (s *Records) Supervisor(ctx context.Context, id string) (string, bool, error) {
+	var cur string
+	err := s.db.SQL().QueryRowContext(ctx, `SELECT supervisor FROM dispatches WHERE id = ?`, id).Scan(&cur)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return cur, supervisorAlive(cur), nil
 }
 
 // live returns the dispatches that are not terminal.

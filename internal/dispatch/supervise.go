@@ -43,6 +43,10 @@ func (d *Dispatcher) Supervise(ctx context.Context, id string, progress Progress
 		return r, nil
 	}
 	if err := d.Records.Claim(ctx, id); err != nil {
+		if errors.Is(err, ErrClaimed) {
+			// Someone else runs it (or it already started): report the record as it is.
+			return d.Records.Get(ctx, id)
+		}
 		return nil, err
 	}
 	outcome, err := d.run(ctx, r, progress)
