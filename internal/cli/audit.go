@@ -19,6 +19,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/store"
 )
 
 // maxCAFileSize caps an rfc3161 anchor's ca_file.
@@ -46,6 +47,15 @@ func (f *Factory) Checkpointer(ctx context.Context) (*audit.Checkpointer, error)
 	if err != nil {
 		return nil, err
 	}
+	return f.checkpointerFor(ctx, h.DB, home.DBFile)
+}
+
+// checkpointerFor is the checkpointer of the log in db, named logName in its origin.
+func (f *Factory) checkpointerFor(ctx context.Context, db *store.DB, logName string) (*audit.Checkpointer, error) {
+	h, err := f.Home(ctx)
+	if err != nil {
+		return nil, err
+	}
 	signer, err := h.AuditSigner()
 	if err != nil {
 		return nil, err
@@ -54,12 +64,12 @@ func (f *Factory) Checkpointer(ctx context.Context) (*audit.Checkpointer, error)
 	if err != nil {
 		return nil, fmt.Errorf("read audit public key: %w", err)
 	}
-	anchors, err := buildAnchors(h.Config, f.Now)
+	anchors, err := buildAnchors(h.Config, logName, f.Now)
 	if err != nil {
 		return nil, err
 	}
-	return audit.NewCheckpointer(h.DB, audit.CheckpointerOptions{
-		LogName:     home.DBFile,
+	return audit.NewCheckpointer(db, audit.CheckpointerOptions{
+		LogName:     logName,
 		Signer:      signer,
 		VerifierKey: string(pub),
 		Every:       h.Config.Audit.Every(),
@@ -69,12 +79,19 @@ func (f *Factory) Checkpointer(ctx context.Context) (*audit.Checkpointer, error)
 	})
 }
 
-func buildAnchors(cfg *config.Config, now func() time.Time) ([]audit.Anchor, error) {
+// buildAnchors builds the anchors agora.yaml configures for the log logName. A file anchor
+// keeps one log's checkpoints per file, so the logs other than agora.db append to the
+// configured path plus ".<log>" (orch.db: "/mnt/worm/agora.anchor.orch").
+func buildAnchors(cfg *config.Config, logName string, now func() time.Time) ([]audit.Anchor, error) {
 	var out []audit.Anchor
 	for i, a := range cfg.Audit.Anchors {
 		switch a.Type {
 		case config.AnchorFile:
-			out = append(out, anchor.NewFile(a.Path, now))
+			path := a.Path
+			if logName != home.DBFile {
+				path += "." + strings.TrimSuffix(logName, ".db")
+			}
+			out = append(out, anchor.NewFile(path, now))
 		case config.AnchorCommand:
 			c, err := anchor.NewCommand(a.Argv, now)
 			if err != nil {

@@ -126,6 +126,7 @@ State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/ago
 		newDispatchCmd(f),
 		newWorkerCmd(f),
 		newMCPCmd(f),
+		newOrchCmd(f),
 	)
 	return root
 }

@@ -258,3 +258,9 @@ func gitCmd(ctx context.Context, dir string, args ...string) *exec.Cmd {
 		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0", "LANG=C"}
 	return cmd
 }
+
+// PinRevision checks that repo is a git repository and returns its absolute path and the
+// commit id rev names ("" means HEAD): what a dispatch records, so it never moves.
+func PinRevision(ctx context.Context, repo, rev string) (string, string, error) {
+	return resolveRevision(ctx, repo, rev)
+}

@@ -65,3 +65,6 @@ func processStart(pid int) (uint64, error) {
 	// f[0] is field 3 (state), so field 22 is f[19].
 	return strconv.ParseUint(f[19], 10, 64)
 }
+
+// SelfSupervisor names this process the way records name supervisors.
+func SelfSupervisor() string { return selfSupervisor() }

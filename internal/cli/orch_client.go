@@ -1,0 +1,415 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/capped"
+	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/orch/plan"
+	"github.com/agora-dev/agora/internal/registry"
+)
+
+// readPlan reads a plan file ("-" is stdin), capped at the format's limit.
+func readPlan(f *Factory, path string) (string, []byte, error) {
+	if path == "-" {
+		b, err := io.ReadAll(io.LimitReader(f.IO.In, plan.MaxSourceSize+1))
+		if err != nil {
+			return "", nil, err
+		}
+		return "stdin", b, nil
+	}
+	b, err := capped.ReadFile(path, plan.MaxSourceSize+1)
+	if err != nil {
+		return "", nil, fmt.Errorf("read plan: %w", err)
+	}
+	return path, b, nil
+}
+
+func newOrchValidateCmd(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate PLAN",
+		Short: "Check a plan offline: every error at once, with its path",
+		Long: `Check a plan (YAML or JSON, '-' for stdin) the way 'agora orch serve' does at submit,
+without the service: the schema, the graph (unknown tasks, cycles printed as their path),
+locks, retries and timeouts. When AGORA_HOME holds a catalog, subagent and env references
+and targets are checked against it too.`,
+		Example: `  agora orch validate examples/plans/demo.yaml`,
+		Args:    exactArgs(1, "PLAN"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, src, err := readPlan(f, args[0])
+			if err != nil {
+				return err
+			}
+			p, err := plan.Parse(name, src)
+			if err != nil {
+				return err
+			}
+			checked := "catalog references not checked (no catalog in AGORA_HOME)"
+			if dir, err := f.HomeDir(); err == nil {
+				if _, err := os.Stat(filepath.Join(dir, "agora.db")); err == nil {
+					h, err := f.Home(cmd.Context())
+					if err != nil {
+						return err
+					}
+					refs := catalogRefs{ctx: cmd.Context(), r: registry.NewReader(h.DB, h.Blobs), targets: h.Config.Target}
+					if err := p.Check(refs); err != nil {
+						return err
+					}
+					checked = "catalog references checked"
+				}
+			}
+			edges, locks := 0, map[string]bool{}
+			for _, t := range p.Resolve() {
+				edges += len(t.Deps)
+				for _, l := range t.Locks {
+					locks[l.Name] = true
+				}
+			}
+			fmt.Fprintf(f.IO.Out, "plan %s is valid: %s, %s, %s; %s\n", p.Name, plural(len(p.Tasks), "task"),
+				plural(edges, "edge"), plural(len(locks), "lock"), checked)
+			return nil
+		},
+	}
+}
+
+func newOrchSubmitCmd(f *Factory) *cobra.Command {
+	var repo string
+	var wait bool
+	cmd := &cobra.Command{
+		Use:   "submit PLAN",
+		Short: "Start a run of a plan; prints the run id",
+		Long: `Submit a plan to the orchestrator service and print the run's id on stdout.
+
+A plan name is a run's identity: submitting a plan whose name already ran is refused,
+unless its content is identical, in which case the existing run's id is printed.
+
+--repo gives every task of the run a checkout of PATH at REV (pinned to a commit now) as
+its workspace; without it each task starts in an empty workspace. --wait watches the run
+and exits with its outcome, like 'agora orch watch'.`,
+		Example: `  agora orch submit nightly.yaml --repo ~/src/app@main --wait`,
+		Args:    exactArgs(1, "PLAN"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, src, err := readPlan(f, args[0])
+			if err != nil {
+				return err
+			}
+			if _, err := plan.Parse(name, src); err != nil {
+				return err
+			}
+			req := api.SubmitRequest{File: filepath.Base(name), Source: src, Actor: f.Actor()}
+			if repo != "" {
+				path, rev := splitRepo(repo)
+				abs, err := filepath.Abs(path)
+				if err != nil {
+					return err
+				}
+				req.Repo, req.Revision = abs, rev
+			}
+			c, err := f.OrchClient(cmd.Context())
+			if err != nil {
+				return err
+			}
+			resp, err := c.Submit(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(f.IO.Out, resp.Run.ID)
+			if resp.Created {
+				fmt.Fprintf(f.IO.ErrOut, "agora: run %s (%s) submitted with %s\n", resp.Run.ID, resp.Run.Name, plural(resp.Run.Total, "task"))
+			} else {
+				fmt.Fprintf(f.IO.ErrOut, "agora: plan %s already ran as %s with identical content (%s)\n", resp.Run.Name, resp.Run.ID, resp.Run.State)
+			}
+			if !wait {
+				fmt.Fprintf(f.IO.ErrOut, "agora: follow it with 'agora orch watch %s'\n", resp.Run.ID)
+				return nil
+			}
+			return watchRun(cmd.Context(), f, resp.Run.ID)
+		},
+	}
+	cmd.Flags().StringVar(&repo, "repo", "", "git repository every task works on: PATH or PATH@REV (default HEAD)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "watch the run and exit with its outcome")
+	return cmd
+}
+
+func newOrchRunsCmd(f *Factory) *cobra.Command {
+	var output string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "List runs, newest first",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, output); err != nil {
+				return err
+			}
+			c, err := f.OrchClient(cmd.Context())
+			if err != nil {
+				return err
+			}
+			runs, err := c.Runs(cmd.Context(), limit)
+			if err != nil {
+				return err
+			}
+			if output == formatJSON {
+				return writeJSON(f.IO.Out, runs)
+			}
+			rows := make([][]string, len(runs))
+			for i, r := range runs {
+				sealed := ""
+				if r.Sealed {
+					sealed = " (sealed)"
+				}
+				rows[i] = []string{r.ID, r.Name, r.State + sealed, progress(r), fmtTime(f.IO, f.Now(), r.CreatedAt), r.Actor}
+			}
+			return printTable(f.IO, []string{"ID", "NAME", "STATE", "DONE", "CREATED", "BY"}, rows)
+		},
+	}
+	addOutputFlag(cmd, &output)
+	cmd.Flags().IntVar(&limit, "limit", 50, "list at most this many runs")
+	return cmd
+}
+
+// progress is "done/total" where done counts terminal tasks.
+func progress(r api.Run) string {
+	done := 0
+	for _, s := range []string{api.TaskSucceeded, api.TaskFailed, api.TaskCancelled, api.TaskSkipped} {
+		done += r.Counts[s]
+	}
+	return fmt.Sprintf("%d/%d", done, r.Total)
+}
+
+func newOrchStatusCmd(f *Factory) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status RUN",
+		Short: "Show a run and its tasks (RUN is an id or a plan name)",
+		Args:  exactArgs(1, "RUN"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, output); err != nil {
+				return err
+			}
+			c, err := f.OrchClient(cmd.Context())
+			if err != nil {
+				return err
+			}
+			r, err := c.Status(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if output == formatJSON {
+				return writeJSON(f.IO.Out, r)
+			}
+			printRunHeader(f, r)
+			return printTasks(f, r)
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func printRunHeader(f *Factory, r api.Run) {
+	sealed := ""
+	if r.Sealed {
+		sealed = ", sealed"
+	}
+	fmt.Fprintf(f.IO.ErrOut, "run %s (%s): %s%s, %s tasks done, plan %s\n", r.ID, r.Name, r.State, sealed, progress(r), r.PlanDigest)
+}
+
+func printTasks(f *Factory, r api.Run) error {
+	rows := make([][]string, len(r.Tasks))
+	for i, t := range r.Tasks {
+		why := t.Reason
+		if t.Detail != "" {
+			why = strings.TrimSpace(why + ": " + t.Detail)
+		}
+		if t.Question != "" {
+			why = "asks: " + t.Question
+		}
+		if t.RetryAt != nil {
+			why = strings.TrimSpace(why + " (retry " + t.RetryAt.Format(time.RFC3339) + ")")
+		}
+		rows[i] = []string{t.ID, t.State, fmt.Sprint(t.Attempts), orDash(t.DispatchID), orDash(truncate(why, 100))}
+	}
+	return printTable(f.IO, []string{"TASK", "STATE", "ATTEMPTS", "DISPATCH", "WHY"}, rows)
+}
+
+func newOrchWatchCmd(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "watch RUN",
+		Short: "Follow a run until it ends; the exit code is its outcome",
+		Long: `Follow a run: on a terminal a live table with a progress bar, otherwise one line per
+change. Exits when the run ends or needs an answer:
+
+  0  the run succeeded
+  3  the run failed or was cancelled
+  4  a task needs input: answer with 'agora orch answer RUN TASK --answer TEXT'`,
+		Args: exactArgs(1, "RUN"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return watchRun(cmd.Context(), f, args[0])
+		},
+	}
+}
+
+var errStopWatch = errors.New("stop watching")
+
+// watchRun follows a run and turns its outcome into the exit code.
+func watchRun(ctx context.Context, f *Factory, ref string) error {
+	c, err := f.OrchClient(ctx)
+	if err != nil {
+		return err
+	}
+	var last api.Run
+	live := f.IO.OutTTY
+	drawn := 0
+	err = c.Watch(ctx, ref, func(r *api.Run, ev *api.Event) error {
+		if ev != nil && !live {
+			task := ev.Task
+			if task == "" {
+				task = "-"
+			}
+			fmt.Fprintf(f.IO.Out, "%s\t%s\t%s\t%s\t%s\n", ev.At.UTC().Format(time.RFC3339), task,
+				strings.TrimPrefix(ev.Kind, "orch."), ev.State, ev.Detail)
+		}
+		if r == nil {
+			if live && ev != nil && ev.Task != "" {
+				for i := range last.Tasks {
+					if last.Tasks[i].ID == ev.Task {
+						last.Counts[last.Tasks[i].State]--
+						last.Tasks[i].State = ev.State
+						last.Counts[ev.State]++
+					}
+				}
+				drawn = drawLive(f, last, drawn)
+			}
+			return nil
+		}
+		last = *r
+		if live {
+			drawn = drawLive(f, last, drawn)
+		}
+		if r.State == api.RunNeedsInput {
+			return errStopWatch
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopWatch) {
+		return err
+	}
+	if !live {
+		printRunHeader(f, last)
+	}
+	switch last.State {
+	case api.RunSucceeded:
+		return nil
+	case api.RunNeedsInput:
+		for _, t := range last.Tasks {
+			if t.State == api.TaskNeedsInput {
+				fmt.Fprintf(f.IO.ErrOut, "agora: task %s asks: %s\n  -> agora orch answer %s %s --answer TEXT\n", t.ID, t.Question, last.ID, t.ID)
+			}
+		}
+		return &exitError{code: ExitNeedsInput}
+	default:
+		return &exitError{code: ExitWorkerFail}
+	}
+}
+
+// drawLive redraws the run's table in place on a terminal.
+func drawLive(f *Factory, r api.Run, previous int) int {
+	var b strings.Builder
+	if previous > 0 {
+		fmt.Fprintf(&b, "\x1b[%dA\x1b[J", previous)
+	}
+	done, total := 0, max(r.Total, 1)
+	for _, s := range []string{api.TaskSucceeded, api.TaskFailed, api.TaskCancelled, api.TaskSkipped} {
+		done += r.Counts[s]
+	}
+	const width = 30
+	fill := done * width / total
+	fmt.Fprintf(&b, "%s (%s) %s [%s%s] %d/%d\n", r.Name, r.ID, r.State, strings.Repeat("#", fill), strings.Repeat(".", width-fill), done, r.Total)
+	lines := 1
+	shown := r.Tasks
+	if len(shown) > 40 {
+		// Show the tasks that are doing something; the counts cover the rest.
+		var active []api.Task
+		for _, t := range shown {
+			if t.State == api.TaskRunning || t.State == api.TaskReady || t.State == api.TaskNeedsInput || t.State == api.TaskFailed {
+				active = append(active, t)
+			}
+		}
+		shown = active[:min(len(active), 40)]
+	}
+	for _, t := range shown {
+		fmt.Fprintf(&b, "  %-24s %-12s %s\n", truncate(t.ID, 24), t.State, orDash(t.DispatchID))
+		lines++
+	}
+	fmt.Fprint(f.IO.Out, b.String())
+	return lines
+}
+
+func newOrchActionCmd(f *Factory, action string) *cobra.Command {
+	var task, answer string
+	docs := map[string][3]string{
+		"cancel": {"cancel RUN [--task TASK]", "Cancel a run, or one task and its dependents (CLI only)",
+			`Cancel a whole run: no task of it fires again, running dispatches are cancelled, and the run
+ends cancelled and sealed. With --task, only that task is cancelled and its dependents are
+skipped; the rest of the run goes on.`},
+		"answer": {"answer RUN TASK --answer TEXT", "Answer a task that needs input; a new attempt resumes it (CLI only)",
+			`Answer the question of a task in needs_input. A new attempt of the task starts from the
+same pinned subagent with the question and answer in its input ("agora_resume").`},
+		"retry": {"retry RUN TASK", "Run a failed task again, and the dependents it skipped (CLI only)",
+			`Make a failed (or cancelled) task ready again with a fresh retry budget; the dependents
+skipped because of it become pending. A sealed or cancelled run cannot be retried.`},
+		"seal": {"seal RUN", "Close a finished run for good (CLI only)",
+			`Seal a run that ended: it accepts no further change (no retry), and a checkpoint of
+orch.db is written so its audit bundle can be exported. Runs that succeed or are
+cancelled are sealed automatically; failed runs stay open for 'retry' until sealed.`},
+	}[action]
+	nargs := 1
+	if action == "answer" || action == "retry" {
+		nargs = 2
+	}
+	cmd := &cobra.Command{
+		Use:   docs[0],
+		Short: docs[1],
+		Long:  docs[2],
+		Args:  exactArgs(nargs, strings.TrimPrefix(docs[0], action+" ")),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := api.ActionRequest{Run: args[0], Task: task, Actor: f.Actor()}
+			if nargs == 2 {
+				req.Task = args[1]
+			}
+			if action == "answer" {
+				if !cmd.Flags().Changed("answer") {
+					return usageErrorf(cmd, "answer needs --answer TEXT")
+				}
+				req.Answer = answer
+			}
+			c, err := f.OrchClient(cmd.Context())
+			if err != nil {
+				return err
+			}
+			r, err := c.Action(cmd.Context(), action, req)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(f.IO.ErrOut, "agora: %s: run %s is %s (%s tasks done)\n", action, r.ID, r.State, progress(r))
+			return nil
+		},
+	}
+	switch action {
+	case "cancel":
+		cmd.Flags().StringVar(&task, "task", "", "cancel only this task (its dependents are skipped)")
+	case "answer":
+		cmd.Flags().StringVar(&answer, "answer", "", "the answer to the task's question")
+	}
+	return cmd
+}

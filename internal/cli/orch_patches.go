@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/orch/api"
+)
+
+func newOrchPatchesCmd(f *Factory) *cobra.Command {
+	var to, output string
+	cmd := &cobra.Command{
+		Use:   "patches RUN --to DIR",
+		Short: "Write every succeeded task's patch into a directory",
+		Long: `Write the patch of each task that succeeded, from its last attempt's dispatch, to
+DIR/<task>.patch (git apply on the run's revision). Tasks that changed nothing get no
+file. Review them: agents wrote them.`,
+		Example: `  agora orch patches nightly-fixes --to ./review && git apply --check review/*.patch`,
+		Args:    exactArgs(1, "RUN"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, output); err != nil {
+				return err
+			}
+			if to == "" {
+				return usageErrorf(cmd, "patches needs --to DIR")
+			}
+			c, err := f.OrchClient(cmd.Context())
+			if err != nil {
+				return err
+			}
+			run, err := c.Status(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			h, err := f.Home(cmd.Context())
+			if err != nil {
+				return err
+			}
+			records := dispatch.NewRecords(h.DB, nil, f.Now)
+					if err := os.MkdirAll(to, 0o755); err != nil {
+				return err
+			}
+			var out []api.Patch
+			var rows [][]string
+			for _, t := range run.Tasks {
+				if t.State != api.TaskSucceeded || t.DispatchID == "" {
+					continue
+				}
+				r, err := records.Get(cmd.Context(), t.DispatchID)
+				if err != nil {
+					return fmt.Errorf("task %s: %w", t.ID, err)
+				}
+				p := api.Patch{Task: t.ID, DispatchID: r.ID}
+				if r.Result != nil && r.Result.Patch != nil && r.Result.Patch.Size > 0 {
+					b, err := h.Blobs.Get(r.Result.Patch.Digest, 0)
+					if err != nil {
+						return fmt.Errorf("task %s: %w", t.ID, err)
+					}
+					path := filepath.Join(to, t.ID+".patch")
+					if err := os.WriteFile(path, b, 0o644); err != nil {
+						return err
+					}
+					p.Digest = string(r.Result.Patch.Digest)
+					rows = append(rows, []string{t.ID, r.ID, path})
+				} else {
+					rows = append(rows, []string{t.ID, r.ID, "(no changes)"})
+				}
+				out = append(out, p)
+			}
+			if output == formatJSON {
+				if out == nil {
+					out = []api.Patch{}
+				}
+				return writeJSON(f.IO.Out, out)
+			}
+			return printTable(f.IO, []string{"TASK", "DISPATCH", "PATCH"}, rows)
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "directory to write <task>.patch files into (created if missing)")
+	addOutputFlag(cmd, &output)
+	return cmd
+}

@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/orch"
+	"github.com/agora-dev/agora/internal/orch/dispatchexec"
+	"github.com/agora-dev/agora/internal/orch/service"
+	"github.com/agora-dev/agora/internal/registry"
+	"github.com/agora-dev/agora/internal/store"
+)
+
+func newOrchServeCmd(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve",
+		Short: "Run the orchestrator service (the only owner of orch.db)",
+		Long: `Run the orchestrator service in the foreground until SIGINT or SIGTERM.
+
+It takes an exclusive lock (AGORA_HOME/orch/serve.lock; a second serve refuses and names
+the pid that holds it), opens orch.db, resumes every run that is not sealed, and answers
+on AGORA_HOME/orch/orch.sock (mode 0600).
+
+Workers outlive serve: each attempt's dispatch has its own detached supervisor, so stopping
+or crashing serve never kills work in flight. A restarted serve re-attaches to every
+attempt by its dispatch id; one whose worker died meanwhile ends failed/provider-failed
+and is retried by the task's policy.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runOrchServe(cmd.Context(), f)
+		},
+	}
+}
+
+func runOrchServe(ctx context.Context, f *Factory) error {
+	dir, err := f.orchPaths()
+	if err != nil {
+		return err
+	}
+	release, err := service.Lock(dir)
+	if err != nil {
+		return err
+	}
+	defer release()
+	h, err := f.Home(ctx)
+	if err != nil {
+		return err
+	}
+	db, err := store.Open(ctx, filepath.Join(dir, orchDB), orch.Migrations(), store.FullSync())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	d, err := f.Dispatcher(ctx)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(f.IO.ErrOut, nil))
+	orchCP, err := f.checkpointerFor(ctx, db, orchDB)
+	if err != nil {
+		return err
+	}
+	mainCP, err := f.Checkpointer(ctx)
+	if err != nil {
+		return err
+	}
+	reader := registry.NewReader(h.DB, h.Blobs)
+	exec := &dispatchexec.Executor{D: d, Spawn: func(id string) (*exec.Cmd, error) { return spawnSupervisor(d.AgoraBin, id) }, Log: logger}
+	eng, err := orch.Open(ctx, db, audit.New(f.Now), exec, orch.Options{
+		Now:  f.Now,
+		Refs: catalogRefs{ctx: ctx, r: reader, targets: h.Config.Target},
+		AfterCommit: func(ctx context.Context, sealed []string) {
+			// A sealed run gets a checkpoint at once, so its bundle can be exported and
+			// anchored without waiting for the next interval.
+			if _, err := orchCP.Checkpoint(ctx); err != nil {
+				logger.Warn("checkpoint orch.db after sealing", "runs", sealed, "err", err)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	sock := filepath.Join(dir, orchSocket)
+	ln, err := service.Listen(sock)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(sock)
+	srv := &service.Server{Engine: eng, PinRepo: dispatch.PinRevision, Log: logger}
+	fmt.Fprintf(f.IO.ErrOut, "agora: orchestrator serving on %s (pid %d)\n", sock, os.Getpid())
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return eng.Run(gctx) })
+	g.Go(func() error { return srv.Serve(gctx, ln) })
+	g.Go(func() error { return orchCP.Run(gctx, 5*time.Second) })
+	g.Go(func() error { return mainCP.Run(gctx, 5*time.Second) })
+	err = g.Wait()
+	if ctx.Err() != nil && err == nil {
+		fmt.Fprintln(f.IO.ErrOut, "agora: orchestrator stopped; running workers continue and are re-attached by the next serve")
+	}
+	return err
+}
+
+// spawnSupervisor starts `agora dispatch supervise ID` in its own session, so it (and the
+// worker it watches) outlives the process that started it.
+func spawnSupervisor(bin, id string) (*exec.Cmd, error) {
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer devnull.Close()
+	c := exec.Command(bin, "dispatch", "supervise", id)
+	c.Stdin, c.Stdout, c.Stderr = devnull, devnull, devnull
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	c.Env = os.Environ()
+	if err := c.Start(); err != nil {
+		return nil, fmt.Errorf("start detached supervisor: %w", err)
+	}
+	return c, nil
+}
+
+// catalogRefs checks a plan's references against the catalog and agora.yaml's targets.
+type catalogRefs struct {
+	ctx     context.Context
+	r       *registry.Reader
+	targets func(string) (config.Target, error)
+}
+
+func (c catalogRefs) Subagent(ref string) error {
+	_, err := c.r.Resolve(c.ctx, catalog.KindSubagent, ref)
+	return err
+}
+
+func (c catalogRefs) Env(ref string) error {
+	_, err := c.r.Resolve(c.ctx, catalog.KindEnv, ref)
+	return err
+}
+
+func (c catalogRefs) Target(name string) error {
+	_, err := c.targets(name)
+	return err
+}

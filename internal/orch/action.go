@@ -1,0 +1,220 @@
+package orch
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agora-dev/agora/internal/orch/api"
+)
+
+var timeZero time.Time
+
+// maxAnswer caps an answer to a task that needs input.
+const maxAnswer = 64 << 10
+
+// action applies cancel, answer, retry or seal.
+func (e *Engine) action(c actionCmd) {
+	r, t, err := e.target(c.req)
+	if err == nil {
+		switch c.kind {
+		case "cancel":
+			err = e.cancel(r, t, c.req.Actor)
+		case "answer":
+			err = e.answer(r, t, c.req)
+		case "retry":
+			err = e.retry(r, t, c.req.Actor)
+		case "seal":
+			err = e.sealCmd(r, c.req.Actor)
+		default:
+			err = fmt.Errorf("unknown action %q", c.kind)
+		}
+	}
+	if err != nil {
+		c.reply <- err
+		return
+	}
+	e.settle(r)
+	reply := c.reply
+	e.b.replies = append(e.b.replies, func(err error) { reply <- err })
+}
+
+// target finds the run (and task) a command names.
+func (e *Engine) target(req api.ActionRequest) (*run, *task, error) {
+	r, ok := e.runs[req.Run]
+	if !ok {
+		r, ok = e.byName[req.Run]
+	}
+	if !ok {
+		var state string
+		err := e.db.SQL().QueryRow(`SELECT state FROM runs WHERE id = ? OR name = ?`, req.Run, req.Run).Scan(&state)
+		if err == nil {
+			return nil, nil, fmt.Errorf("%w: run %s is sealed (%s); a sealed run accepts no further changes", ErrConflict, req.Run, state)
+		}
+		return nil, nil, fmt.Errorf("%w: run %q", ErrNotFound, req.Run)
+	}
+	if req.Task == "" {
+		return r, nil, nil
+	}
+	t, ok := r.byID[req.Task]
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: task %q in run %s; tasks: %s", ErrNotFound, req.Task, r.id, taskList(r))
+	}
+	return r, t, nil
+}
+
+func taskList(r *run) string {
+	var ids []string
+	for i, t := range r.tasks {
+		if i == 20 {
+			ids = append(ids, fmt.Sprintf("... (%d more)", len(r.tasks)-20))
+			break
+		}
+		ids = append(ids, t.spec.ID)
+	}
+	return strings.Join(ids, ", ")
+}
+
+func (e *Engine) cancel(r *run, t *task, actor string) error {
+	if r.cancelRequested {
+		return nil
+	}
+	if t == nil {
+		if api.RunTerminal(r.state) {
+			return fmt.Errorf("%w: run %s already ended %s", ErrConflict, r.id, r.state)
+		}
+		r.cancelRequested = true
+		e.record(r, nil, "orch.run.cancel_requested", map[string]any{"by": actor})
+		for _, x := range r.tasks {
+			e.cancelTask(x)
+		}
+		return nil
+	}
+	if api.TaskTerminal(t.state) {
+		return fmt.Errorf("%w: task %s already ended %s", ErrConflict, t.spec.ID, t.state)
+	}
+	e.record(r, t, "orch.task.cancel_requested", map[string]any{"by": actor})
+	e.cancelTask(t)
+	if t.state == api.TaskCancelled {
+		e.skipDependents(t, "cancelled")
+	}
+	return nil
+}
+
+// cancelTask stops t: at once when it is not running, through its dispatch when it is.
+func (e *Engine) cancelTask(t *task) {
+	switch t.state {
+	case api.TaskPending, api.TaskReady, api.TaskNeedsInput:
+		unqueue(t)
+		e.stopTimer(t)
+		t.reason = "cancelled"
+		e.set(t, api.TaskCancelled)
+		e.record(t.run, t, "orch.task.cancelled", nil)
+	case api.TaskRunning:
+		if !t.cancel {
+			t.cancel = true
+			e.touch(t)
+			e.b.cancels = append(e.b.cancels, t.dispatchID)
+		}
+	}
+}
+
+func (e *Engine) answer(r *run, t *task, req api.ActionRequest) error {
+	if t == nil {
+		return fmt.Errorf("%w: answer needs a task", ErrConflict)
+	}
+	if t.state != api.TaskNeedsInput {
+		return fmt.Errorf("%w: task %s is %s; only a task that needs input takes an answer", ErrConflict, t.spec.ID, t.state)
+	}
+	if r.cancelRequested {
+		return fmt.Errorf("%w: run %s is cancelled", ErrConflict, r.id)
+	}
+	if len(req.Answer) > maxAnswer {
+		return fmt.Errorf("answer is %d bytes, over the %d-byte limit", len(req.Answer), maxAnswer)
+	}
+	t.answer = req.Answer
+	sum := sha256.Sum256([]byte(req.Answer))
+	e.record(r, t, "orch.task.answered", map[string]any{"by": req.Actor, "answers": t.parentID, "answer_sha256": hex.EncodeToString(sum[:])})
+	e.becomeReady(t)
+	return nil
+}
+
+func (e *Engine) retry(r *run, t *task, actor string) error {
+	if t == nil {
+		return fmt.Errorf("%w: retry needs a task", ErrConflict)
+	}
+	if r.cancelRequested {
+		return fmt.Errorf("%w: run %s was cancelled; a cancelled run is never fired again", ErrConflict, r.id)
+	}
+	if t.state != api.TaskFailed && t.state != api.TaskCancelled {
+		return fmt.Errorf("%w: task %s is %s; only a failed or cancelled task can be retried", ErrConflict, t.spec.ID, t.state)
+	}
+	t.failures, t.cancel, t.reason, t.detail = 0, false, "", ""
+	e.record(r, t, "orch.task.retried", map[string]any{"by": actor})
+	// Dependents skipped because of t become pending again, unless another ancestor of
+	// theirs still failed: find them all, then drop those with a dependency that will not
+	// run, until nothing changes.
+	set := map[*task]bool{}
+	stack := append([]*task(nil), t.dependents...)
+	for len(stack) > 0 {
+		d := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if d.state != api.TaskSkipped || set[d] {
+			continue
+		}
+		set[d] = true
+		stack = append(stack, d.dependents...)
+	}
+	for changed := true; changed; {
+		changed = false
+		for d := range set {
+			for _, x := range d.deps {
+				if x != t && !set[x] && (x.state == api.TaskFailed || x.state == api.TaskCancelled || x.state == api.TaskSkipped) {
+					delete(set, d)
+					changed = true
+					break
+				}
+			}
+		}
+	}
+	for _, d := range r.tasks { // plan order, so the audit entries are deterministic
+		if !set[d] {
+			continue
+		}
+		d.reason, d.detail = "", ""
+		d.unmet = 0
+		for _, x := range d.deps {
+			if x.state != api.TaskSucceeded {
+				d.unmet++
+			}
+		}
+		e.set(d, api.TaskPending)
+		e.record(r, d, "orch.task.unskipped", map[string]any{"because": t.spec.ID})
+	}
+	t.unmet = 0
+	for _, x := range t.deps {
+		if x.state != api.TaskSucceeded {
+			t.unmet++
+		}
+	}
+	if t.unmet == 0 {
+		e.becomeReady(t)
+	} else {
+		e.set(t, api.TaskPending)
+	}
+	return nil
+}
+
+func (e *Engine) sealCmd(r *run, actor string) error {
+	if r.sealed {
+		return nil
+	}
+	if !api.RunTerminal(r.state) {
+		return fmt.Errorf("%w: run %s is %s; only a run that ended can be sealed", ErrConflict, r.id, r.state)
+	}
+	e.record(r, nil, "orch.run.seal_requested", map[string]any{"by": actor})
+	e.seal(r)
+	return nil
+}

@@ -1,0 +1,134 @@
+// Package api holds the orchestrator service's wire types: what `agora orch serve` answers on
+// its Unix socket and what its clients (the CLI, the MCP server) read. It is plain data with
+// no behaviour, so a client imports it without importing the engine or any database code.
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Task states. pending, ready and running are live; needs_input waits for an answer; the
+// rest are terminal.
+const (
+	TaskPending    = "pending"
+	TaskReady      = "ready"
+	TaskRunning    = "running"
+	TaskSucceeded  = "succeeded"
+	TaskFailed     = "failed"
+	TaskNeedsInput = "needs_input"
+	TaskCancelled  = "cancelled"
+	TaskSkipped    = "skipped"
+)
+
+// TaskStates lists every task state, in lifecycle order.
+var TaskStates = []string{TaskPending, TaskReady, TaskRunning, TaskNeedsInput, TaskSucceeded, TaskFailed, TaskCancelled, TaskSkipped}
+
+// Run states, derived from the tasks: running while any task can still make progress,
+// needs_input when only answers can, then succeeded, failed or cancelled.
+const (
+	RunRunning    = "running"
+	RunNeedsInput = "needs_input"
+	RunSucceeded  = "succeeded"
+	RunFailed     = "failed"
+	RunCancelled  = "cancelled"
+)
+
+// RunTerminal reports whether a run in state s will not change without a retry.
+func RunTerminal(s string) bool {
+	return s == RunSucceeded || s == RunFailed || s == RunCancelled
+}
+
+// TaskTerminal reports whether a task in state s is final.
+func TaskTerminal(s string) bool {
+	switch s {
+	case TaskSucceeded, TaskFailed, TaskCancelled, TaskSkipped:
+		return true
+	}
+	return false
+}
+
+// Run is one plan instance.
+type Run struct {
+	ID          string         `json:"id"`
+	Name        string         `json:"name"`
+	State       string         `json:"state"`
+	PlanDigest  string         `json:"plan_digest"`
+	Actor       string         `json:"actor"`
+	Concurrency int            `json:"concurrency"`
+	Repo        string         `json:"repo,omitempty"`
+	Revision    string         `json:"revision,omitempty"`
+	Counts      map[string]int `json:"counts"`
+	Total       int            `json:"total"`
+	CreatedAt   time.Time      `json:"created_at"`
+	EndedAt     *time.Time     `json:"ended_at,omitempty"`
+	Sealed      bool           `json:"sealed"`
+	CancelAsked bool           `json:"cancel_requested,omitempty"`
+	Tasks       []Task         `json:"tasks,omitempty"`
+}
+
+// Task is one node of a run.
+type Task struct {
+	ID         string     `json:"id"`
+	State      string     `json:"state"`
+	Subagent   string     `json:"subagent"`
+	DependsOn  []string   `json:"depends_on,omitempty"`
+	Locks      []string   `json:"locks,omitempty"`
+	Attempts   int        `json:"attempts"`
+	DispatchID string     `json:"dispatch_id,omitempty"`
+	Reason     string     `json:"reason,omitempty"`
+	Detail     string     `json:"detail,omitempty"`
+	Question   string     `json:"question,omitempty"`
+	RetryAt    *time.Time `json:"retry_at,omitempty"`
+	Dispatches []string   `json:"dispatches,omitempty"` // every attempt's dispatch id, oldest first
+}
+
+// Event is one change a watcher sees.
+type Event struct {
+	Seq    int64     `json:"seq"`
+	At     time.Time `json:"at"`
+	Run    string    `json:"run"`
+	Task   string    `json:"task,omitempty"`
+	Kind   string    `json:"kind"` // the audit kind: orch.task.fired, orch.run.ended, ...
+	State  string    `json:"state"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+// SubmitRequest carries a plan's source, parsed and validated by the service.
+type SubmitRequest struct {
+	File     string `json:"file"`
+	Source   []byte `json:"source"`
+	Repo     string `json:"repo,omitempty"`     // an absolute path to a git repository; CLI only
+	Revision string `json:"revision,omitempty"` // a revision of Repo, pinned to a commit at submit
+	Actor    string `json:"actor"`
+}
+
+// SubmitResponse names the run.
+type SubmitResponse struct {
+	Run     Run  `json:"run"`
+	Created bool `json:"created"` // false when an identical plan already ran under the name
+}
+
+// ActionRequest is cancel, answer, retry and seal.
+type ActionRequest struct {
+	Run    string `json:"run"`
+	Task   string `json:"task,omitempty"`
+	Answer string `json:"answer,omitempty"`
+	Actor  string `json:"actor"`
+}
+
+// Error is every non-2xx answer.
+type Error struct {
+	Error string `json:"error"`
+	Code  string `json:"code"` // not_found, invalid, conflict, unavailable, internal
+}
+
+// Patch is one task's patch reference, for `orch patches`.
+type Patch struct {
+	Task       string `json:"task"`
+	DispatchID string `json:"dispatch_id"`
+	Digest     string `json:"digest,omitempty"`
+}
+
+// Raw is a JSON value passed through unchanged.
+type Raw = json.RawMessage

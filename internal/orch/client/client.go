@@ -1,0 +1,185 @@
+// Package client talks to `agora orch serve` over its Unix socket. The CLI and the MCP server
+// use it; neither ever opens orch.db. It imports only the wire types.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"syscall"
+
+	"github.com/agora-dev/agora/internal/orch/api"
+)
+
+// ErrNotRunning means nothing answers on the socket.
+var ErrNotRunning = errors.New("the orchestrator is not running")
+
+// Error is an error answer of the service.
+type Error struct {
+	Status int
+	Code   string // not_found, invalid, conflict, unavailable, internal, forbidden
+	Msg    string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Client is a connection to the service.
+type Client struct {
+	socket string
+	hc     *http.Client
+}
+
+// New returns a client of the service listening on socket.
+func New(socket string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConns: 4,
+	}
+	return &Client{socket: socket, hc: &http.Client{Transport: tr}}
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	resp, err := c.send(ctx, method, path, in)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out); err != nil {
+		return fmt.Errorf("read orchestrator answer: %w", err)
+	}
+	return nil
+}
+
+func (c *Client) send(ctx context.Context, method, path string, in any) (*http.Response, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://orch"+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("%w (no service on %s): start it with 'agora orch serve'", ErrNotRunning, c.socket)
+		}
+		return nil, fmt.Errorf("reach the orchestrator on %s: %w", c.socket, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		var e api.Error
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e); err != nil || e.Error == "" {
+			return nil, &Error{Status: resp.StatusCode, Code: "internal", Msg: "orchestrator answered " + resp.Status}
+		}
+		return nil, &Error{Status: resp.StatusCode, Code: e.Code, Msg: e.Error}
+	}
+	return resp, nil
+}
+
+// Health checks that the service answers and returns its pid.
+func (c *Client) Health(ctx context.Context) (int, error) {
+	var h struct {
+		PID int `json:"pid"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/health", nil, &h)
+	return h.PID, err
+}
+
+// Submit starts a run.
+func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
+	var out api.SubmitResponse
+	err := c.do(ctx, http.MethodPost, "/v1/runs", req, &out)
+	return out, err
+}
+
+// Runs lists runs, newest first.
+func (c *Client) Runs(ctx context.Context, limit int) ([]api.Run, error) {
+	var out []api.Run
+	err := c.do(ctx, http.MethodGet, "/v1/runs?limit="+strconv.Itoa(limit), nil, &out)
+	return out, err
+}
+
+// Status returns a run by id or name, with its tasks.
+func (c *Client) Status(ctx context.Context, ref string) (api.Run, error) {
+	var out api.Run
+	err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(ref), nil, &out)
+	return out, err
+}
+
+// Action is cancel, answer, retry or seal; it returns the run after the action.
+func (c *Client) Action(ctx context.Context, action string, req api.ActionRequest) (api.Run, error) {
+	var out api.Run
+	err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(req.Run)+"/"+url.PathEscape(action), req, &out)
+	return out, err
+}
+
+// Watch calls fn with the run's state first and after each run-level change, and with every
+// event between, until the run ends, fn returns an error, or ctx ends. When the service
+// drops a slow watcher, Watch starts again from the current state.
+func (c *Client) Watch(ctx context.Context, ref string, fn func(run *api.Run, ev *api.Event) error) error {
+	for {
+		lagged, err := c.watchOnce(ctx, ref, fn)
+		if err != nil || !lagged {
+			return err
+		}
+	}
+}
+
+func (c *Client) watchOnce(ctx context.Context, ref string, fn func(run *api.Run, ev *api.Event) error) (bool, error) {
+	resp, err := c.send(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(ref)+"/watch", nil)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		var line struct {
+			Run    *api.Run   `json:"run"`
+			Event  *api.Event `json:"event"`
+			Lagged bool       `json:"lagged"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			return false, fmt.Errorf("read orchestrator watch stream: %w", err)
+		}
+		if line.Run == nil && line.Event == nil {
+			continue // keepalive
+		}
+		if err := fn(line.Run, line.Event); err != nil {
+			return false, err
+		}
+		if line.Lagged {
+			return true, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		return false, fmt.Errorf("orchestrator watch stream: %w", err)
+	}
+	return false, nil
+}

@@ -1,0 +1,212 @@
+package orch
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/orch/api"
+)
+
+// batch is everything one transaction commits and everything that happens after it.
+type batch struct {
+	entries  []audit.Entry
+	events   []api.Event
+	newRuns  []*run
+	runs     map[*run]bool
+	tasks    []*task
+	attempts []attemptRow
+	ended    []attemptEnd
+	fires    []Attempt
+	cancels  []string
+	sealed   []string
+	replies  []func(error)
+}
+
+type attemptRow struct {
+	a      Attempt
+	taskIx int
+	at     time.Time
+}
+
+type attemptEnd struct {
+	id, state, reason string
+	at                time.Time
+}
+
+func newBatch() *batch { return &batch{runs: map[*run]bool{}} }
+
+func (b *batch) empty() bool {
+	return len(b.entries) == 0 && len(b.replies) == 0 && len(b.fires) == 0 && len(b.cancels) == 0
+}
+
+// tsLayout sorts as text (fixed-width fraction).
+const tsLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(tsLayout)
+}
+
+// touch marks t (and its run) for writing in this batch.
+func (e *Engine) touch(t *task) {
+	if !t.dirty {
+		t.dirty = true
+		e.b.tasks = append(e.b.tasks, t)
+	}
+	e.b.runs[t.run] = true
+}
+
+// set moves t to state s.
+func (e *Engine) set(t *task, s string) {
+	if t.state != s {
+		t.run.counts[t.state]--
+		t.run.counts[s]++
+		t.state = s
+	}
+	e.touch(t)
+}
+
+// record adds an audit entry and the watcher event it stands for.
+func (e *Engine) record(r *run, t *task, kind string, details map[string]any) {
+	subject := "run/" + r.id
+	ev := api.Event{At: e.opts.Now().UTC(), Run: r.id, Kind: kind, State: r.state}
+	if t != nil {
+		subject += "/task/" + t.spec.ID
+		ev.Task, ev.State = t.spec.ID, t.state
+	}
+	if details == nil {
+		details = map[string]any{}
+	}
+	details["run_name"] = r.name
+	if d, ok := details["detail"].(string); ok {
+		ev.Detail = d
+	}
+	e.b.entries = append(e.b.entries, audit.Entry{Actor: "orch", Kind: kind, Subject: subject, Details: details})
+	e.b.events = append(e.b.events, ev)
+	e.b.runs[r] = true
+}
+
+// commit writes the batch in one transaction.
+func (e *Engine) commit(ctx context.Context, b *batch) error {
+	err := e.db.Tx(ctx, func(tx *sql.Tx) error {
+		for _, r := range b.newRuns {
+			if err := insertRun(ctx, tx, r); err != nil {
+				return err
+			}
+		}
+		for r := range b.runs {
+			if r.inserted {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = ?, cancel_requested = ?, ended_at = ?, sealed_at = ? WHERE id = ?`,
+				r.state, r.cancelRequested, ts(r.endedAt), sealedAt(r, e.opts.Now()), r.id); err != nil {
+				return err
+			}
+		}
+		if len(b.tasks) > 0 {
+			stmt, err := tx.PrepareContext(ctx, `UPDATE tasks SET state = ?, attempts = ?, failures = ?, dispatch_id = ?, ready_seq = ?,
+				retry_at = ?, reason = ?, detail = ?, question = ?, answer = ?, cancel = ? WHERE run_id = ? AND idx = ?`)
+			if err != nil {
+				return err
+			}
+			for _, t := range b.tasks {
+				if t.run.inserted {
+					continue
+				}
+				if _, err := stmt.ExecContext(ctx, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq, ts(t.retryAt),
+					t.reason, t.detail, t.question, t.answer, t.cancel, t.run.id, t.idx); err != nil {
+					stmt.Close()
+					return err
+				}
+			}
+			stmt.Close()
+		}
+		if len(b.attempts) > 0 {
+			stmt, err := tx.PrepareContext(ctx, `INSERT INTO attempts(dispatch_id, run_id, task_idx, number, state, parent_id, inputs, fired_at)
+				VALUES (?, ?, ?, ?, 'live', ?, ?, ?)`)
+			if err != nil {
+				return err
+			}
+			for _, a := range b.attempts {
+				inputs := []byte("[]")
+				if a.a.Inputs != nil {
+					inputs, _ = json.Marshal(a.a.Inputs)
+				}
+				if _, err := stmt.ExecContext(ctx, a.a.DispatchID, a.a.RunID, a.taskIx, a.a.Number, a.a.ParentID, string(inputs), ts(a.at)); err != nil {
+					stmt.Close()
+					return err
+				}
+			}
+			stmt.Close()
+		}
+		if len(b.ended) > 0 {
+			stmt, err := tx.PrepareContext(ctx, `UPDATE attempts SET state = ?, reason = ?, ended_at = ? WHERE dispatch_id = ?`)
+			if err != nil {
+				return err
+			}
+			for _, x := range b.ended {
+				if _, err := stmt.ExecContext(ctx, x.state, x.reason, ts(x.at), x.id); err != nil {
+					stmt.Close()
+					return err
+				}
+			}
+			stmt.Close()
+		}
+		first, err := e.log.AppendAll(ctx, tx, b.entries)
+		if err != nil {
+			return err
+		}
+		for i := range b.events {
+			b.events[i].Seq = first + int64(i)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range b.newRuns {
+		r.inserted = false
+	}
+	for _, t := range b.tasks {
+		t.dirty = false
+	}
+	return nil
+}
+
+func sealedAt(r *run, now time.Time) string {
+	if !r.sealed {
+		return ""
+	}
+	return ts(now)
+}
+
+// insertRun writes a new run and all its tasks.
+func insertRun(ctx context.Context, tx *sql.Tx, r *run) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO runs(id, name, digest, plan, state, actor, repo, revision, cancel_requested, created_at, ended_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.id, r.name, r.digest, r.canonical, r.state, r.actor, r.repo, r.revision, r.cancelRequested, ts(r.createdAt), ts(r.endedAt)); err != nil {
+		return err
+	}
+	const cols = 14
+	const chunk = 500
+	for start := 0; start < len(r.tasks); start += chunk {
+		end := min(start+chunk, len(r.tasks))
+		args := make([]any, 0, (end-start)*cols)
+		for _, t := range r.tasks[start:end] {
+			args = append(args, r.id, t.idx, t.spec.ID, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq,
+				ts(t.retryAt), t.reason, t.detail, t.question, t.answer, t.cancel)
+		}
+		q := `INSERT INTO tasks(run_id, idx, id, state, attempts, failures, dispatch_id, ready_seq, retry_at, reason, detail, question, answer, cancel) VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), ", end-start), ", ")
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}

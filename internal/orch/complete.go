@@ -1,0 +1,138 @@
+package orch
+
+import (
+	"slices"
+
+	"github.com/agora-dev/agora/internal/orch/api"
+)
+
+// complete applies an attempt's end.
+func (e *Engine) complete(o Outcome) {
+	t, ok := e.live[o.DispatchID]
+	if !ok {
+		return // a duplicate report, or an attempt of a run already resolved
+	}
+	delete(e.live, o.DispatchID)
+	e.releaseSlot(t)
+	r := t.run
+	now := e.opts.Now()
+	e.b.ended = append(e.b.ended, attemptEnd{id: o.DispatchID, state: o.State, reason: o.Reason, at: now})
+	cancelled := t.cancel || r.cancelRequested
+	details := map[string]any{"attempt": int64(t.attempts), "dispatch_id": o.DispatchID}
+	switch {
+	case o.State == api.TaskSucceeded:
+		t.answer, t.parentID = "", ""
+		e.set(t, api.TaskSucceeded)
+		e.record(r, t, "orch.task.succeeded", details)
+		if !r.cancelRequested {
+			for _, d := range t.dependents {
+				if d.state != api.TaskPending {
+					continue
+				}
+				d.unmet--
+				if d.unmet == 0 && d.retryAt.IsZero() {
+					e.becomeReady(d)
+				}
+			}
+		}
+	case cancelled || o.State == api.TaskCancelled:
+		t.reason, t.detail = "cancelled", o.Detail
+		e.set(t, api.TaskCancelled)
+		e.record(r, t, "orch.task.cancelled", details)
+		e.skipDependents(t, "cancelled")
+	case o.State == api.TaskNeedsInput:
+		t.question = o.Question
+		t.parentID = o.DispatchID
+		e.set(t, api.TaskNeedsInput)
+		details["question_chars"] = int64(len(o.Question))
+		e.record(r, t, "orch.task.needs_input", details)
+	default: // failed
+		t.failures++
+		t.reason, t.detail = o.Reason, o.Detail
+		details["reason"], details["detail"] = o.Reason, o.Detail
+		if t.spec.Retry.Retryable(o.Reason) && t.failures < t.spec.Retry.MaxAttempts {
+			t.retryAt = now.Add(t.spec.Retry.Backoff(t.failures, e.opts.Rand))
+			e.set(t, api.TaskPending)
+			e.startTimer(t)
+			details["retry_at"] = ts(t.retryAt)
+			e.record(r, t, "orch.task.retry_scheduled", details)
+		} else {
+			e.set(t, api.TaskFailed)
+			e.record(r, t, "orch.task.failed", details)
+			e.skipDependents(t, "failed")
+		}
+	}
+	e.settle(r)
+}
+
+// skipDependents marks every transitive dependent of t that has not run `skipped`, naming t.
+func (e *Engine) skipDependents(t *task, why string) {
+	stack := slices.Clone(t.dependents)
+	for len(stack) > 0 {
+		d := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if d.state != api.TaskPending && d.state != api.TaskReady {
+			continue
+		}
+		unqueue(d)
+		e.stopTimer(d)
+		d.reason, d.detail = "ancestor-"+why, "task "+t.spec.ID+" "+why
+		e.set(d, api.TaskSkipped)
+		e.record(d.run, d, "orch.task.skipped", map[string]any{"ancestor": t.spec.ID, "why": why})
+		stack = append(stack, d.dependents...)
+	}
+}
+
+// settle derives the run's state from its task counts and records a change; a run that
+// succeeded or was cancelled is sealed at once (nothing can change it any more).
+func (e *Engine) settle(r *run) {
+	c := r.counts
+	var s string
+	switch {
+	case c[api.TaskRunning] > 0 || c[api.TaskReady] > 0 || r.backoff > 0:
+		s = api.RunRunning
+	case c[api.TaskNeedsInput] > 0 && !r.cancelRequested:
+		s = api.RunNeedsInput
+	case c[api.TaskPending] > 0 && !r.cancelRequested:
+		s = api.RunRunning // cannot happen: a pending task waits for a live ancestor
+	case r.cancelRequested:
+		s = api.RunCancelled
+	case c[api.TaskSucceeded] == len(r.tasks):
+		s = api.RunSucceeded
+	default:
+		s = api.RunFailed
+	}
+	if s == r.state {
+		return
+	}
+	r.state = s
+	e.b.runs[r] = true
+	if api.RunTerminal(s) {
+		r.endedAt = e.opts.Now().UTC()
+		e.record(r, nil, "orch.run.ended", map[string]any{"state": s, "counts": countsDetail(r)})
+		if s != api.RunFailed {
+			e.seal(r)
+		}
+	} else {
+		r.endedAt = timeZero
+		e.record(r, nil, "orch.run.state", map[string]any{"state": s})
+	}
+}
+
+// seal closes r for good.
+func (e *Engine) seal(r *run) {
+	r.sealed = true
+	e.b.runs[r] = true
+	e.record(r, nil, "orch.run.sealed", map[string]any{"state": r.state, "plan_digest": r.digest})
+	e.b.sealed = append(e.b.sealed, r.id)
+}
+
+func countsDetail(r *run) map[string]any {
+	m := map[string]any{}
+	for k, v := range r.counts {
+		if v > 0 {
+			m[k] = int64(v)
+		}
+	}
+	return m
+}

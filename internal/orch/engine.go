@@ -1,0 +1,318 @@
+package orch
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/orch/plan"
+	"github.com/agora-dev/agora/internal/store"
+)
+
+// maxBatch bounds how many events one transaction applies.
+const maxBatch = 4096
+
+// Options tune an [Engine].
+type Options struct {
+	Now  func() time.Time
+	Rand func() float64 // backoff jitter in [0, 1)
+	// Refs checks a plan's catalog references at submit; nil skips the check.
+	Refs plan.Refs
+	// AfterCommit runs on the engine goroutine after every commit that sealed runs, with
+	// their ids (the service writes a checkpoint of orch.db then).
+	AfterCommit func(ctx context.Context, sealed []string)
+}
+
+// Engine runs plans. Create it with [Open], then call [Engine.Run] once.
+type Engine struct {
+	db   *store.DB
+	log  *audit.Log
+	exec Executor
+	opts Options
+
+	in   chan event
+	stop chan struct{}
+
+	// Everything below is owned by the Run goroutine.
+	runs   map[string]*run
+	byName map[string]*run
+	locks  map[string]*lockState
+	live   map[string]*task // dispatch id -> the task whose live attempt it is
+	timers timers
+	seq    int64
+	b      *batch
+
+	// Scheduling work of the current batch.
+	candidates []*task
+	reattach   []*task // running at load: re-attached when Run starts
+	readied    []*task // became ready in this batch
+	wokenLocks map[*lockState]bool
+	wokenRuns  map[*run]bool
+
+	subMu sync.Mutex
+	subs  map[string]map[chan api.Event]struct{}
+}
+
+// event is anything the loop applies.
+type event interface{}
+
+type completion struct{ o Outcome }
+
+type submitCmd struct {
+	p              *plan.Plan
+	repo, revision string
+	actor          string
+	reply          chan submitResult
+}
+
+type submitResult struct {
+	runID   string
+	created bool
+	err     error
+}
+
+type actionCmd struct {
+	kind  string // cancel, answer, retry, seal
+	req   api.ActionRequest
+	reply chan error
+}
+
+// ErrNotFound is matched by errors for unknown runs and tasks.
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is matched by errors for commands the current state refuses.
+var ErrConflict = errors.New("conflict")
+
+// ErrStopped means the engine is not running.
+var ErrStopped = errors.New("orchestrator engine stopped")
+
+// Open loads every run that is not sealed from db and returns an engine ready to [Engine.Run].
+func Open(ctx context.Context, db *store.DB, log *audit.Log, exec Executor, opts Options) (*Engine, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Rand == nil {
+		opts.Rand = mrand.Float64
+	}
+	e := &Engine{
+		db: db, log: log, exec: exec, opts: opts,
+		in: make(chan event, maxBatch), stop: make(chan struct{}),
+		runs: map[string]*run{}, byName: map[string]*run{}, locks: map[string]*lockState{}, live: map[string]*task{},
+		subs:       map[string]map[chan api.Event]struct{}{},
+		wokenLocks: map[*lockState]bool{}, wokenRuns: map[*run]bool{},
+	}
+	e.b = newBatch()
+	if err := e.load(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Run applies events until ctx ends or a commit fails. After a failed commit the in-memory
+// state is ahead of the database, so the engine stops; a restart reloads the durable state.
+func (e *Engine) Run(ctx context.Context) error {
+	defer close(e.stop)
+	e.resume(ctx)
+	if err := e.flush(ctx); err != nil {
+		return err
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		var timerC <-chan time.Time
+		if len(e.timers) > 0 {
+			d := e.timers[0].retryAt.Sub(e.opts.Now())
+			if d < 0 {
+				d = 0
+			}
+			timer.Reset(d)
+			timerC = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			e.failPending(ErrStopped)
+			return nil
+		case ev := <-e.in:
+			e.apply(ev)
+		case <-timerC:
+		}
+	drain:
+		for i := 0; i < maxBatch; i++ {
+			select {
+			case ev := <-e.in:
+				e.apply(ev)
+			default:
+				break drain
+			}
+		}
+		e.dueTimers()
+		if err := e.flush(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// failPending answers every command still queued.
+func (e *Engine) failPending(err error) {
+	for {
+		select {
+		case ev := <-e.in:
+			switch c := ev.(type) {
+			case submitCmd:
+				c.reply <- submitResult{err: err}
+			case actionCmd:
+				c.reply <- err
+			}
+		default:
+			return
+		}
+	}
+}
+
+func (e *Engine) apply(ev event) {
+	switch c := ev.(type) {
+	case completion:
+		e.complete(c.o)
+	case submitCmd:
+		e.submit(c)
+	case actionCmd:
+		e.action(c)
+	case statsCmd:
+		c.reply <- e.stats()
+	}
+}
+
+// flush schedules, commits the batch, then fires what it decided and answers the callers.
+func (e *Engine) flush(ctx context.Context) error {
+	e.schedule()
+	e.recordReady()
+	b := e.b
+	if b.empty() {
+		return nil
+	}
+	e.b = newBatch()
+	t0 := time.Now()
+	if err := e.commit(ctx, b); err != nil {
+		for _, r := range b.replies {
+			r(err)
+		}
+		return fmt.Errorf("orchestrator: commit: %w", err)
+	}
+	for _, r := range e.runs {
+		if r.sealed {
+			delete(e.runs, r.id)
+			delete(e.byName, r.name)
+		}
+	}
+	if debugCommits {
+		fmt.Printf("commit entries=%d tasks=%d fires=%d took=%v\n", len(b.entries), len(b.tasks), len(b.fires), time.Since(t0))
+	}
+	for _, a := range b.fires {
+		e.exec.Start(ctx, a, e.done)
+	}
+	for _, id := range b.cancels {
+		e.exec.Cancel(ctx, id)
+	}
+	e.publish(b.events)
+	for _, r := range b.replies {
+		r(nil)
+	}
+	if len(b.sealed) > 0 && e.opts.AfterCommit != nil {
+		e.opts.AfterCommit(ctx, b.sealed)
+	}
+	return nil
+}
+
+// done is the completion callback handed to the executor.
+func (e *Engine) done(o Outcome) {
+	select {
+	case e.in <- completion{o}:
+	case <-e.stop:
+	}
+}
+
+// send queues a command, failing when the engine has stopped.
+func (e *Engine) send(ctx context.Context, ev event) error {
+	select {
+	case e.in <- ev:
+		return nil
+	case <-e.stop:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Submit starts a run of p, or returns the existing run when an identical plan already ran
+// under its name. The plan must already be parsed; Submit checks its catalog references.
+func (e *Engine) Submit(ctx context.Context, p *plan.Plan, repo, revision, actor string) (runID string, created bool, err error) {
+	if e.opts.Refs != nil {
+		if err := p.Check(e.opts.Refs); err != nil {
+			return "", false, fmt.Errorf("%w: %w", errInvalid, err)
+		}
+	}
+	reply := make(chan submitResult, 1)
+	if err := e.send(ctx, submitCmd{p: p, repo: repo, revision: revision, actor: actor, reply: reply}); err != nil {
+		return "", false, err
+	}
+	select {
+	case r := <-reply:
+		return r.runID, r.created, r.err
+	case <-ctx.Done():
+		return "", false, ctx.Err()
+	}
+}
+
+// errInvalid marks a refused plan.
+var errInvalid = errors.New("invalid plan")
+
+// IsInvalid reports whether err refuses a plan.
+func IsInvalid(err error) bool { return errors.Is(err, errInvalid) }
+
+// Cancel cancels a run, or one task of it (and skips its dependents).
+func (e *Engine) Cancel(ctx context.Context, req api.ActionRequest) error {
+	return e.do(ctx, "cancel", req)
+}
+
+// Answer gives a task that needs input its answer; a new attempt resumes it.
+func (e *Engine) Answer(ctx context.Context, req api.ActionRequest) error {
+	return e.do(ctx, "answer", req)
+}
+
+// Retry makes a failed task ready again and its skipped dependents pending.
+func (e *Engine) Retry(ctx context.Context, req api.ActionRequest) error {
+	return e.do(ctx, "retry", req)
+}
+
+// Seal closes a finished run for good: no later write may touch it.
+func (e *Engine) Seal(ctx context.Context, req api.ActionRequest) error {
+	return e.do(ctx, "seal", req)
+}
+
+func (e *Engine) do(ctx context.Context, kind string, req api.ActionRequest) error {
+	reply := make(chan error, 1)
+	if err := e.send(ctx, actionCmd{kind: kind, req: req, reply: reply}); err != nil {
+		return err
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// newID returns a ULID, the same form as dispatch ids.
+func (e *Engine) newID() string {
+	return ulid.MustNew(ulid.Timestamp(e.opts.Now()), rand.Reader).String()
+}
+
+var debugCommits = false

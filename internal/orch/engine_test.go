@@ -1,0 +1,340 @@
+package orch_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agora-dev/agora/internal/orch"
+	"github.com/agora-dev/agora/internal/orch/api"
+)
+
+func TestEngine_DiamondRunsInDependencyOrder(t *testing.T) {
+	f := newFakeExec(succeed)
+	h := start(t, "", f)
+	id := h.submit(mkPlan(t, "diamond", 4,
+		spec{ID: "a"}, spec{ID: "b", Deps: []string{"a"}}, spec{ID: "c", Deps: []string{"a"}},
+		spec{ID: "d", Deps: []string{"b", "c"}, Needs: map[string]any{"fix": map[string]any{"from": "b", "select": "patch"}}}))
+	r := h.wait(id)
+	if r.State != api.RunSucceeded || !r.Sealed {
+		t.Fatalf("run %s sealed=%v, want succeeded and sealed", r.State, r.Sealed)
+	}
+	order := map[string]int{}
+	var byTask = map[string]orch.Attempt{}
+	for i, a := range f.attempts() {
+		order[a.TaskID] = i
+		byTask[a.TaskID] = a
+	}
+	if !(order["a"] < order["b"] && order["a"] < order["c"] && order["b"] < order["d"] && order["c"] < order["d"]) {
+		t.Errorf("fire order %v breaks the dependencies", order)
+	}
+	want := []orch.Input{{Key: "fix", FromTask: "b", FromDispatch: byTask["b"].DispatchID, Select: "patch"}}
+	if diff := cmp.Diff(want, byTask["d"].Inputs); diff != "" {
+		t.Errorf("d's inputs (-want +got):\n%s", diff)
+	}
+}
+
+func TestEngine_TerminalFailureSkipsEveryDependent(t *testing.T) {
+	f := newFakeExec(func(a orch.Attempt) orch.Outcome {
+		if a.TaskID == "b" {
+			return orch.Outcome{State: api.TaskFailed, Reason: "denied", Detail: "not granted"}
+		}
+		return orch.Outcome{State: api.TaskSucceeded}
+	})
+	h := start(t, "", f)
+	id := h.submit(mkPlan(t, "cascade", 4,
+		spec{ID: "a"}, spec{ID: "b", Deps: []string{"a"}, Retry: map[string]any{"max_attempts": 5}},
+		spec{ID: "c", Deps: []string{"b"}}, spec{ID: "d", Deps: []string{"c"}}, spec{ID: "e", Deps: []string{"a"}}))
+	r := h.wait(id)
+	want := map[string]string{"a": "succeeded", "b": "failed", "c": "skipped", "d": "skipped", "e": "succeeded"}
+	if diff := cmp.Diff(want, taskStates(r)); diff != "" {
+		t.Errorf("states (-want +got):\n%s", diff)
+	}
+	if r.State != api.RunFailed || r.Sealed {
+		t.Errorf("run %s sealed=%v, want failed and open (retry may still run it)", r.State, r.Sealed)
+	}
+	if n := countAttempts(f, "b"); n != 1 {
+		t.Errorf("denied task fired %d times; denied never retries", n)
+	}
+}
+
+func countAttempts(f *fakeExec, task string) int {
+	n := 0
+	for _, a := range f.attempts() {
+		if a.TaskID == task {
+			n++
+		}
+	}
+	return n
+}
+
+func TestEngine_RetriesRetryableReasonsWithBackoff(t *testing.T) {
+	var mu sync.Mutex
+	tries := map[string]int{}
+	f := newFakeExec(func(a orch.Attempt) orch.Outcome {
+		mu.Lock()
+		defer mu.Unlock()
+		tries[a.TaskID]++
+		switch {
+		case a.TaskID == "flaky" && tries["flaky"] < 3:
+			return orch.Outcome{State: api.TaskFailed, Reason: "provider-failed"}
+		case a.TaskID == "broken":
+			return orch.Outcome{State: api.TaskFailed, Reason: "worker-failed"}
+		case a.TaskID == "strict":
+			return orch.Outcome{State: api.TaskFailed, Reason: "worker-failed"}
+		}
+		return orch.Outcome{State: api.TaskSucceeded}
+	})
+	h := start(t, "", f)
+	retry := map[string]any{"max_attempts": 3, "initial_backoff": "5ms", "max_backoff": "20ms"}
+	id := h.submit(mkPlan(t, "retries", 4,
+		spec{ID: "flaky", Retry: retry},
+		spec{ID: "broken", Retry: retry},
+		spec{ID: "strict", Retry: map[string]any{"max_attempts": 3, "initial_backoff": "5ms", "on_worker_failed": false}}))
+	r := h.wait(id)
+	want := map[string]string{"flaky": "succeeded", "broken": "failed", "strict": "failed"}
+	if diff := cmp.Diff(want, taskStates(r)); diff != "" {
+		t.Errorf("states (-want +got):\n%s", diff)
+	}
+	for task, n := range map[string]int{"flaky": 3, "broken": 3, "strict": 1} {
+		if got := countAttempts(f, task); got != n {
+			t.Errorf("%s fired %d times, want %d", task, got, n)
+		}
+	}
+	seen := map[string]bool{}
+	for _, a := range f.attempts() {
+		if seen[a.DispatchID] {
+			t.Errorf("dispatch id %s reused", a.DispatchID)
+		}
+		seen[a.DispatchID] = true
+	}
+}
+
+func TestEngine_ExclusiveLocksSerialiseSharedLocksCoexist(t *testing.T) {
+	var mu sync.Mutex
+	running := map[string]bool{}
+	var overlaps [][]string
+	f := newFakeExec(func(a orch.Attempt) orch.Outcome {
+		mu.Lock()
+		var now []string
+		for k := range running {
+			now = append(now, k)
+		}
+		running[a.TaskID] = true
+		overlaps = append(overlaps, append(now, a.TaskID))
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+		mu.Lock()
+		delete(running, a.TaskID)
+		mu.Unlock()
+		return orch.Outcome{State: api.TaskSucceeded}
+	})
+	h := start(t, "", f)
+	id := h.submit(mkPlan(t, "locks", 8,
+		spec{ID: "x1", Locks: []any{"repo"}}, spec{ID: "x2", Locks: []any{"repo"}},
+		spec{ID: "r1", Locks: []any{map[string]any{"name": "db", "mode": "shared"}}},
+		spec{ID: "r2", Locks: []any{map[string]any{"name": "db", "mode": "shared"}}}))
+	r := h.wait(id)
+	if r.State != api.RunSucceeded {
+		t.Fatalf("run %s", r.State)
+	}
+	sharedTogether := false
+	for _, o := range overlaps {
+		if slices.Contains(o, "x1") && slices.Contains(o, "x2") {
+			t.Errorf("x1 and x2 (exclusive lock repo) ran together: %v", o)
+		}
+		if slices.Contains(o, "r1") && slices.Contains(o, "r2") {
+			sharedTogether = true
+		}
+	}
+	if !sharedTogether {
+		t.Errorf("r1 and r2 (shared lock db) never ran together: %v", overlaps)
+	}
+}
+
+func TestEngine_LockWaiterDoesNotBlockTaskWithFreeLocks(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var order []string
+	f := newFakeExec(func(a orch.Attempt) orch.Outcome {
+		mu.Lock()
+		order = append(order, a.TaskID)
+		mu.Unlock()
+		if a.TaskID == "holder" {
+			<-release
+		}
+		return orch.Outcome{State: api.TaskSucceeded}
+	})
+	h := start(t, "", f)
+	// holder takes L; blocked (ready before free) waits for l; free needs nothing held.
+	id := h.submit(mkPlan(t, "hol", 2,
+		spec{ID: "holder", Locks: []any{"l"}}, spec{ID: "blocked", Locks: []any{"l"}},
+		spec{ID: "free", Locks: []any{"m"}}))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		done := slices.Contains(order, "free")
+		mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("free never ran while blocked waited for L: order %v", order)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	close(release)
+	if r := h.wait(id); r.State != api.RunSucceeded {
+		t.Fatalf("run %s", r.State)
+	}
+}
+
+func TestEngine_NeedsInputThenAnswerResumes(t *testing.T) {
+	f := newFakeExec(func(a orch.Attempt) orch.Outcome {
+		if a.TaskID == "ask" && a.Answer == "" {
+			return orch.Outcome{State: api.TaskNeedsInput, Question: "which branch?"}
+		}
+		return orch.Outcome{State: api.TaskSucceeded}
+	})
+	h := start(t, "", f)
+	id := h.submit(mkPlan(t, "ask", 2, spec{ID: "ask"}, spec{ID: "after", Deps: []string{"ask"}}))
+	r := h.wait(id, api.RunNeedsInput)
+	if q := r.Tasks[0].Question; q != "which branch?" {
+		t.Errorf("question %q", q)
+	}
+	first := r.Tasks[0].DispatchID
+	if err := h.eng.Answer(t.Context(), api.ActionRequest{Run: id, Task: "after", Answer: "x"}); !errors.Is(err, orch.ErrConflict) {
+		t.Errorf("answering a pending task: %v, want conflict", err)
+	}
+	if err := h.eng.Answer(t.Context(), api.ActionRequest{Run: id, Task: "ask", Answer: "main", Actor: "me"}); err != nil {
+		t.Fatal(err)
+	}
+	r = h.wait(id)
+	if r.State != api.RunSucceeded {
+		t.Fatalf("run %s", r.State)
+	}
+	atts := f.attempts()
+	if a := atts[1]; a.TaskID != "ask" || a.Answer != "main" || a.ParentID != first {
+		t.Errorf("resume attempt %+v, want answer main and parent %s", a, first)
+	}
+}
+
+func TestEngine_CancelRunStopsEverythingAndNeverFiresAgain(t *testing.T) {
+	block := make(chan struct{})
+	f := newFakeExec(func(a orch.Attempt) orch.Outcome {
+		<-block
+		return orch.Outcome{State: api.TaskSucceeded}
+	})
+	h := start(t, "", f)
+	id := h.submit(mkPlan(t, "cancel", 1, spec{ID: "a"}, spec{ID: "b"}, spec{ID: "c", Deps: []string{"a"}}))
+	waitFor(t, func() bool { return len(f.attempts()) == 1 })
+	if err := h.eng.Cancel(t.Context(), api.ActionRequest{Run: id, Actor: "me"}); err != nil {
+		t.Fatal(err)
+	}
+	r := h.wait(id)
+	if r.State != api.RunCancelled || !r.Sealed {
+		t.Fatalf("run %s sealed=%v, want cancelled and sealed", r.State, r.Sealed)
+	}
+	for _, task := range r.Tasks {
+		if task.State != api.TaskCancelled {
+			t.Errorf("task %s is %s, want cancelled", task.ID, task.State)
+		}
+	}
+	close(block)
+	time.Sleep(20 * time.Millisecond)
+	if n := len(f.attempts()); n != 1 {
+		t.Errorf("%d attempts fired, want 1", n)
+	}
+	if err := h.eng.Retry(t.Context(), api.ActionRequest{Run: id, Task: "a"}); !errors.Is(err, orch.ErrConflict) {
+		t.Errorf("retry on a cancelled run: %v, want conflict (sealed)", err)
+	}
+}
+
+func TestEngine_RetryCommandRevivesSkippedDependents(t *testing.T) {
+	var mu sync.Mutex
+	fail := true
+	f := newFakeExec(func(a orch.Attempt) orch.Outcome {
+		mu.Lock()
+		defer mu.Unlock()
+		if a.TaskID == "b" && fail {
+			return orch.Outcome{State: api.TaskFailed, Reason: "denied"}
+		}
+		return orch.Outcome{State: api.TaskSucceeded}
+	})
+	h := start(t, "", f)
+	id := h.submit(mkPlan(t, "retrycmd", 4, spec{ID: "a"}, spec{ID: "b", Deps: []string{"a"}}, spec{ID: "c", Deps: []string{"b"}}))
+	if r := h.wait(id); r.State != api.RunFailed {
+		t.Fatalf("run %s, want failed", r.State)
+	}
+	mu.Lock()
+	fail = false
+	mu.Unlock()
+	if err := h.eng.Retry(t.Context(), api.ActionRequest{Run: id, Task: "b", Actor: "me"}); err != nil {
+		t.Fatal(err)
+	}
+	r := h.wait(id)
+	if diff := cmp.Diff(map[string]string{"a": "succeeded", "b": "succeeded", "c": "succeeded"}, taskStates(r)); diff != "" || r.State != api.RunSucceeded {
+		t.Errorf("after retry: run %s (-want +got):\n%s", r.State, diff)
+	}
+}
+
+func TestEngine_SubmitSameNameIsIdempotentOnlyForSameContent(t *testing.T) {
+	h := start(t, "", newFakeExec(succeed))
+	p := mkPlan(t, "nightly", 1, spec{ID: "a"})
+	id1, created, err := h.eng.Submit(t.Context(), p, "", "", "me")
+	if err != nil || !created {
+		t.Fatalf("first submit: %v created=%v", err, created)
+	}
+	id2, created, err := h.eng.Submit(t.Context(), mkPlan(t, "nightly", 1, spec{ID: "a"}), "", "", "me")
+	if err != nil || created || id2 != id1 {
+		t.Errorf("identical resubmit: id %s created=%v err=%v, want %s existing", id2, created, err, id1)
+	}
+	h.wait(id1)
+	// Still after the run is sealed and gone from memory.
+	if _, _, err := h.eng.Submit(t.Context(), mkPlan(t, "nightly", 1, spec{ID: "b"}), "", "", "me"); !errors.Is(err, orch.ErrConflict) {
+		t.Errorf("different plan under the same name: %v, want conflict", err)
+	}
+}
+
+func TestEngine_ConcurrencyCapsRunningTasks(t *testing.T) {
+	var mu sync.Mutex
+	cur, peak := 0, 0
+	f := newFakeExec(func(a orch.Attempt) orch.Outcome {
+		mu.Lock()
+		cur++
+		peak = max(peak, cur)
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		mu.Lock()
+		cur--
+		mu.Unlock()
+		return orch.Outcome{State: api.TaskSucceeded}
+	})
+	h := start(t, "", f)
+	var tasks []spec
+	for i := range 12 {
+		tasks = append(tasks, spec{ID: "t" + string(rune('a'+i))})
+	}
+	h.wait(h.submit(mkPlan(t, "cap", 3, tasks...)))
+	if peak > 3 || peak < 2 {
+		t.Errorf("peak running %d, want at most 3 (and parallelism)", peak)
+	}
+}
+
+func waitFor(tb testing.TB, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatal("condition not met within 10s")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+var _ = context.Background

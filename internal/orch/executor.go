@@ -1,0 +1,58 @@
+package orch
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Attempt is one try of a task: exactly one dispatch.
+type Attempt struct {
+	DispatchID string // chosen by the engine before the attempt is durable
+	RunID      string
+	RunName    string
+	TaskID     string
+	Number     int // 1 for the first attempt
+	Subagent   string
+	Env        []string
+	Target     string
+	Input      json.RawMessage
+	Timeout    time.Duration // 0 = the target's
+	Repo       string
+	Revision   string
+	Inputs     []Input
+	// ParentID and Answer are set when the attempt answers a dispatch that needed input.
+	ParentID string
+	Answer   string
+	Actor    string
+}
+
+// Input is an upstream task's product this attempt receives.
+type Input struct {
+	Key          string `json:"key"`
+	FromTask     string `json:"from_task"`
+	FromDispatch string `json:"from_dispatch"`
+	Select       string `json:"select"`
+}
+
+// Outcome is how an attempt ended.
+type Outcome struct {
+	DispatchID string
+	State      string // succeeded, failed, needs_input, cancelled
+	Reason     string // the dispatch failure reason, or "lost"
+	Detail     string
+	Question   string
+}
+
+// ReasonLost is the reason of an attempt whose worker is gone without a recorded end.
+const ReasonLost = "lost"
+
+// Executor starts attempts and reports their ends.
+type Executor interface {
+	// Start runs a or, when a dispatch with a.DispatchID already exists, attaches to it. It
+	// must not block for long, and must call done exactly once with the outcome, from any
+	// goroutine, unless ctx ends first (the engine is stopping).
+	Start(ctx context.Context, a Attempt, done func(Outcome))
+	// Cancel asks the attempt's dispatch to stop; its end still arrives through done.
+	Cancel(ctx context.Context, dispatchID string)
+}

@@ -1,0 +1,237 @@
+package orch_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/orch"
+	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/orch/plan"
+	"github.com/agora-dev/agora/internal/store"
+)
+
+// spec is a test plan's task.
+type spec struct {
+	ID      string         `json:"id"`
+	Deps    []string       `json:"depends_on,omitempty"`
+	Locks   []any          `json:"locks,omitempty"`
+	Needs   map[string]any `json:"needs,omitempty"`
+	Retry   map[string]any `json:"retry,omitempty"`
+	Input   map[string]any `json:"input,omitempty"`
+	Sub     string         `json:"subagent"`
+	Timeout string         `json:"timeout,omitempty"`
+	Extra   map[string]any `json:"-"`
+}
+
+func mkPlan(tb testing.TB, name string, concurrency int, tasks ...spec) *plan.Plan {
+	tb.Helper()
+	for i := range tasks {
+		if tasks[i].Sub == "" {
+			tasks[i].Sub = "worker"
+		}
+	}
+	doc := map[string]any{"version": 1, "name": name, "concurrency": concurrency, "tasks": tasks}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := plan.Parse(name+".json", b)
+	if err != nil {
+		tb.Fatalf("parse plan: %v", err)
+	}
+	return p
+}
+
+// fakeExec is an in-process executor. decide picks each attempt's outcome; it runs on its
+// own goroutine, so it may block (to hold an attempt open) until the test releases it.
+type fakeExec struct {
+	mu       sync.Mutex
+	decide   func(a orch.Attempt) orch.Outcome
+	started  []orch.Attempt
+	byID     map[string]orch.Attempt
+	live     map[string]bool
+	cancels  map[string]chan struct{}
+	maxLive  int
+	errs     []string
+	check    func(a orch.Attempt, live map[string]orch.Attempt) string
+	liveAtts map[string]orch.Attempt
+}
+
+func newFakeExec(decide func(a orch.Attempt) orch.Outcome) *fakeExec {
+	return &fakeExec{decide: decide, byID: map[string]orch.Attempt{}, live: map[string]bool{},
+		cancels: map[string]chan struct{}{}, liveAtts: map[string]orch.Attempt{}}
+}
+
+func (f *fakeExec) Start(ctx context.Context, a orch.Attempt, done func(orch.Outcome)) {
+	f.mu.Lock()
+	if f.live[a.TaskID+"@"+a.RunID] {
+		f.errs = append(f.errs, fmt.Sprintf("task %s started while an attempt of it is live", a.TaskID))
+	}
+	if f.check != nil {
+		if msg := f.check(a, f.liveAtts); msg != "" {
+			f.errs = append(f.errs, msg)
+		}
+	}
+	f.live[a.TaskID+"@"+a.RunID] = true
+	f.liveAtts[a.DispatchID] = a
+	f.maxLive = max(f.maxLive, len(f.liveAtts))
+	f.started = append(f.started, a)
+	f.byID[a.DispatchID] = a
+	cancel := make(chan struct{})
+	f.cancels[a.DispatchID] = cancel
+	f.mu.Unlock()
+	go func() {
+		o := f.decideOrCancel(a, cancel)
+		o.DispatchID = a.DispatchID
+		f.mu.Lock()
+		delete(f.live, a.TaskID+"@"+a.RunID)
+		delete(f.liveAtts, a.DispatchID)
+		f.mu.Unlock()
+		done(o)
+	}()
+}
+
+func (f *fakeExec) decideOrCancel(a orch.Attempt, cancel chan struct{}) orch.Outcome {
+	res := make(chan orch.Outcome, 1)
+	go func() { res <- f.decide(a) }()
+	select {
+	case o := <-res:
+		return o
+	case <-cancel:
+		return orch.Outcome{State: api.TaskCancelled, Reason: "cancelled"}
+	}
+}
+
+func (f *fakeExec) Cancel(ctx context.Context, id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.cancels[id]; ok {
+		delete(f.cancels, id)
+		close(c)
+	}
+}
+
+func (f *fakeExec) attempts() []orch.Attempt {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]orch.Attempt(nil), f.started...)
+}
+
+func (f *fakeExec) problems() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.errs...)
+}
+
+func succeed(orch.Attempt) orch.Outcome { return orch.Outcome{State: api.TaskSucceeded} }
+
+// harness runs an engine on a real SQLite file.
+type harness struct {
+	tb     testing.TB
+	path   string
+	db     *store.DB
+	eng    *orch.Engine
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func openDB(tb testing.TB, path string) *store.DB {
+	tb.Helper()
+	db, err := store.Open(context.Background(), path, orch.Migrations(), store.FullSync())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return db
+}
+
+func start(tb testing.TB, path string, exec orch.Executor) *harness {
+	tb.Helper()
+	if path == "" {
+		path = filepath.Join(tb.TempDir(), "orch.db")
+	}
+	db := openDB(tb, path)
+	eng, err := orch.Open(context.Background(), db, audit.New(nil), exec, orch.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &harness{tb: tb, path: path, db: db, eng: eng, cancel: cancel, done: make(chan error, 1)}
+	go func() { h.done <- eng.Run(ctx) }()
+	tb.Cleanup(h.stop)
+	return h
+}
+
+func (h *harness) stop() {
+	if h.cancel == nil {
+		return
+	}
+	h.cancel()
+	if err := <-h.done; err != nil {
+		h.tb.Errorf("engine: %v", err)
+	}
+	h.cancel = nil
+	h.db.Close()
+}
+
+// runToEnd submits p and waits for its orch.run.ended event, without polling the database.
+func (h *harness) runToEnd(p *plan.Plan) string {
+	h.tb.Helper()
+	ch, stop := h.eng.Subscribe("*")
+	defer stop()
+	id := h.submit(p)
+	for ev := range ch {
+		if ev.Kind == "orch.run.ended" && ev.Run == id {
+			return id
+		}
+	}
+	h.tb.Log("watcher lagged; polling")
+	h.wait(id)
+	return id
+}
+
+func (h *harness) submit(p *plan.Plan) string {
+	h.tb.Helper()
+	id, _, err := h.eng.Submit(context.Background(), p, "", "", "tester")
+	if err != nil {
+		h.tb.Fatalf("submit: %v", err)
+	}
+	return id
+}
+
+// wait polls the run until it is in a terminal or needs_input state.
+func (h *harness) wait(id string, states ...string) api.Run {
+	h.tb.Helper()
+	if len(states) == 0 {
+		states = []string{api.RunSucceeded, api.RunFailed, api.RunCancelled}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r, err := h.eng.Status(context.Background(), id)
+		if err != nil {
+			h.tb.Fatal(err)
+		}
+		for _, s := range states {
+			if r.State == s {
+				return r
+			}
+		}
+		if time.Now().After(deadline) {
+			h.tb.Fatalf("run %s still %s (%v) after 30s", id, r.State, r.Counts)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func taskStates(r api.Run) map[string]string {
+	m := map[string]string{}
+	for _, t := range r.Tasks {
+		m[t.ID] = t.State
+	}
+	return m
+}

@@ -1,0 +1,148 @@
+package orch
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/orch/plan"
+)
+
+// load rebuilds every run that is not sealed from the database. Lock holdings are not
+// stored: a running task holds its locks, so they are derived here and can never leak.
+func (e *Engine) load(ctx context.Context) error {
+	db := e.db.SQL()
+	rows, err := db.QueryContext(ctx, `SELECT id, name, digest, plan, state, actor, repo, revision, cancel_requested, created_at, ended_at
+		FROM runs WHERE sealed_at = '' ORDER BY created_at, id`)
+	if err != nil {
+		return fmt.Errorf("load runs: %w", err)
+	}
+	var runs []*run
+	for rows.Next() {
+		r := &run{counts: map[string]int{}}
+		var created, ended string
+		if err := rows.Scan(&r.id, &r.name, &r.digest, &r.canonical, &r.state, &r.actor, &r.repo, &r.revision,
+			&r.cancelRequested, &created, &ended); err != nil {
+			rows.Close()
+			return fmt.Errorf("load runs: %w", err)
+		}
+		r.createdAt, _ = time.Parse(time.RFC3339Nano, created)
+		if ended != "" {
+			r.endedAt, _ = time.Parse(time.RFC3339Nano, ended)
+		}
+		runs = append(runs, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load runs: %w", err)
+	}
+	var ready []*task
+	for _, r := range runs {
+		p, err := plan.Parse("orch.db run "+r.id, r.canonical)
+		if err != nil {
+			return fmt.Errorf("load run %s: its stored plan no longer parses: %w", r.id, err)
+		}
+		if p.Digest() != r.digest {
+			return fmt.Errorf("load run %s: stored plan digest %s does not match its content %s", r.id, r.digest, p.Digest())
+		}
+		r.concurrency = p.Concurrency
+		e.buildTasks(r, p)
+		if err := e.loadTasks(ctx, db, r); err != nil {
+			return err
+		}
+		e.runs[r.id], e.byName[r.name] = r, r
+		for _, t := range r.tasks {
+			if t.readySeq > e.seq {
+				e.seq = t.readySeq
+			}
+			switch t.state {
+			case api.TaskReady:
+				ready = append(ready, t)
+			case api.TaskRunning:
+				e.live[t.dispatchID] = t
+				for _, lr := range t.locks {
+					lr.l.acquire(t, lr.shared)
+				}
+				r.running++
+				e.reattach = append(e.reattach, t)
+			case api.TaskPending:
+				if !t.retryAt.IsZero() {
+					e.startTimer(t)
+				}
+			}
+		}
+	}
+	sort.Slice(ready, func(i, j int) bool { return ready[i].readySeq < ready[j].readySeq })
+	e.candidates = ready
+	return nil
+}
+
+// loadTasks applies the stored task rows to r's freshly built tasks.
+func (e *Engine) loadTasks(ctx context.Context, db *sql.DB, r *run) error {
+	rows, err := db.QueryContext(ctx, `SELECT idx, state, attempts, failures, dispatch_id, ready_seq, retry_at, reason, detail,
+		question, answer, cancel FROM tasks WHERE run_id = ?`, r.id)
+	if err != nil {
+		return fmt.Errorf("load tasks of run %s: %w", r.id, err)
+	}
+	defer rows.Close()
+	r.counts = map[string]int{}
+	n := 0
+	for rows.Next() {
+		var idx int
+		var state, retryAt string
+		var x task
+		if err := rows.Scan(&idx, &state, &x.attempts, &x.failures, &x.dispatchID, &x.readySeq, &retryAt, &x.reason, &x.detail,
+			&x.question, &x.answer, &x.cancel); err != nil {
+			return fmt.Errorf("load tasks of run %s: %w", r.id, err)
+		}
+		if idx < 0 || idx >= len(r.tasks) {
+			return fmt.Errorf("load tasks of run %s: task index %d is not in its plan", r.id, idx)
+		}
+		t := r.tasks[idx]
+		t.state, t.attempts, t.failures, t.dispatchID, t.readySeq = state, x.attempts, x.failures, x.dispatchID, x.readySeq
+		t.reason, t.detail, t.question, t.answer, t.cancel = x.reason, x.detail, x.question, x.answer, x.cancel
+		if retryAt != "" {
+			t.retryAt, _ = time.Parse(time.RFC3339Nano, retryAt)
+		}
+		if t.state == api.TaskNeedsInput || t.answer != "" {
+			t.parentID = t.dispatchID
+		}
+		r.counts[state]++
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if n != len(r.tasks) {
+		return fmt.Errorf("load tasks of run %s: %d task rows for %d tasks in its plan", r.id, n, len(r.tasks))
+	}
+	for _, t := range r.tasks {
+		t.unmet = 0
+		for _, d := range t.deps {
+			if d.state != api.TaskSucceeded {
+				t.unmet++
+			}
+		}
+		if t.state == api.TaskRunning {
+			var parent string
+			err := db.QueryRowContext(ctx, `SELECT parent_id FROM attempts WHERE dispatch_id = ?`, t.dispatchID).Scan(&parent)
+			if err != nil {
+				return fmt.Errorf("load attempt %s of run %s: %w", t.dispatchID, r.id, err)
+			}
+			t.parentID = parent
+		}
+	}
+	return nil
+}
+
+// resume re-attaches every attempt that was running: the executor finds its dispatch by id
+// (or starts it, when the crash came before it was accepted).
+func (e *Engine) resume(ctx context.Context) {
+	for _, t := range e.reattach {
+		e.exec.Start(ctx, e.attempt(t), e.done)
+	}
+	e.reattach = nil
+}

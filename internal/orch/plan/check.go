@@ -1,0 +1,65 @@
+package plan
+
+import "strconv"
+
+// Refs looks up catalog references. Each method returns nil when the reference resolves, and
+// otherwise an error whose text names the problem for a person, such as
+// `subagent "x" not found; known: a, b` (registry's NotFoundError reads that way).
+type Refs interface {
+	Subagent(ref string) error // NAME or NAME@sha256:HEX
+	Env(ref string) error      // NAME or NAME@sha256:HEX
+	Target(name string) error  // a target of agora.yaml; never called with ""
+}
+
+// Check looks up every catalog reference of the plan (subagents, env bundles, targets) through
+// refs and reports each one that does not resolve, at every place it is used, as
+// [strictyaml.Errors] (tasks[1].subagent: subagent "x" not found; known: a, b). Each distinct
+// reference is looked up once. A nil refs checks nothing: validating a plan offline without a
+// catalog checks structure only.
+func (p *Plan) Check(refs Refs) error {
+	if refs == nil {
+		return nil
+	}
+	v := newValidator(p.pos, nil)
+	c := refChecker{v: v, seen: map[refKey]error{}}
+	c.check("defaults.target", "target", p.Defaults.Target, refs.Target)
+	for k, e := range p.Defaults.Env {
+		c.check("defaults.env["+strconv.Itoa(k)+"]", "env", e, refs.Env)
+	}
+	for i := range p.Tasks {
+		t := &p.Tasks[i]
+		tp := "tasks[" + strconv.Itoa(i) + "]"
+		c.check(tp+".subagent", "subagent", t.Subagent, refs.Subagent)
+		c.check(tp+".target", "target", t.Target, refs.Target)
+		for k, e := range t.Env {
+			c.check(tp+".env["+strconv.Itoa(k)+"]", "env", e, refs.Env)
+		}
+	}
+	if len(v.errs) > 0 {
+		v.errs.Sort()
+		return v.errs
+	}
+	return nil
+}
+
+type refKey struct{ kind, ref string }
+
+type refChecker struct {
+	v    *validator
+	seen map[refKey]error
+}
+
+func (c *refChecker) check(path, kind, ref string, lookup func(string) error) {
+	if ref == "" {
+		return
+	}
+	k := refKey{kind, ref}
+	err, ok := c.seen[k]
+	if !ok {
+		err = lookup(ref)
+		c.seen[k] = err
+	}
+	if err != nil {
+		c.v.add(path, "%v", err)
+	}
+}

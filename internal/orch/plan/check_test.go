@@ -1,0 +1,101 @@
+package plan_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agora-dev/agora/internal/orch/plan"
+	"github.com/agora-dev/agora/internal/strictyaml"
+)
+
+// fakeRefs is a catalog of known names; it counts lookups.
+type fakeRefs struct {
+	subagents, envs, targets []string
+	calls                    map[string]int
+}
+
+func (f *fakeRefs) lookup(kind string, known []string, ref string) error {
+	if f.calls == nil {
+		f.calls = map[string]int{}
+	}
+	f.calls[kind+" "+ref]++
+	name, _, _ := strings.Cut(ref, "@")
+	for _, k := range known {
+		if k == name {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s %q not found; known: %s", kind, ref, strings.Join(known, ", "))
+}
+
+func (f *fakeRefs) Subagent(ref string) error { return f.lookup("subagent", f.subagents, ref) }
+func (f *fakeRefs) Env(ref string) error      { return f.lookup("env bundle", f.envs, ref) }
+func (f *fakeRefs) Target(name string) error  { return f.lookup("target", f.targets, name) }
+
+func TestPlan_Check(t *testing.T) {
+	src := `version: 1
+name: p
+defaults: {target: local, env: [base, gone]}
+tasks:
+  - {id: a, subagent: fixer}
+  - {id: b, subagent: x, env: [base], target: gpu}
+  - {id: c, subagent: x}
+  - {id: d, subagent: fixer, env: [extra, gone], target: local}
+`
+	p := mustParse(t, src)
+	refs := &fakeRefs{subagents: []string{"a", "fixer"}, envs: []string{"base", "extra"}, targets: []string{"local"}}
+	err := p.Check(refs)
+	var es strictyaml.Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("Check = %v (%T), want strictyaml.Errors", err, err)
+	}
+	want := []string{
+		`p.yaml:3: defaults.env[1]: env bundle "gone" not found; known: base, extra`,
+		`p.yaml:6: tasks[1].subagent: subagent "x" not found; known: a, fixer`,
+		`p.yaml:6: tasks[1].target: target "gpu" not found; known: local`,
+		`p.yaml:7: tasks[2].subagent: subagent "x" not found; known: a, fixer`,
+		`p.yaml:8: tasks[3].env[1]: env bundle "gone" not found; known: base, extra`,
+	}
+	if diff := cmp.Diff(want, strings.Split(es.Error(), "\n")); diff != "" {
+		t.Errorf("Check (-want +got):\n%s", diff)
+	}
+	for ref, n := range refs.calls {
+		if n != 1 {
+			t.Errorf("%s looked up %d times, want once", ref, n)
+		}
+	}
+	if len(refs.calls) != 7 {
+		t.Errorf("looked up %d distinct references, want 7: %v", len(refs.calls), refs.calls)
+	}
+}
+
+func TestPlan_Check_AllFound(t *testing.T) {
+	p := mustParse(t, fullPlan)
+	refs := &fakeRefs{subagents: []string{"fixer", "writer"}, envs: []string{"base", "extra"}, targets: []string{"local", "big"}}
+	if err := p.Check(refs); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	// the pinned reference is passed whole
+	if refs.calls["subagent fixer@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"] != 1 {
+		t.Errorf("pinned subagent not looked up as written: %v", refs.calls)
+	}
+}
+
+func TestPlan_Check_NilRefs(t *testing.T) {
+	if err := mustParse(t, fullPlan).Check(nil); err != nil {
+		t.Fatalf("Check(nil) = %v, want nil", err)
+	}
+}
+
+// TestPlan_Check_HandBuilt checks a plan that did not come from Parse: no lines to give.
+func TestPlan_Check_HandBuilt(t *testing.T) {
+	p := &plan.Plan{Version: 1, Name: "p", Concurrency: 1, Tasks: []plan.Task{{ID: "a", Subagent: "nope"}}}
+	err := p.Check(&fakeRefs{})
+	if want := `tasks[0].subagent: subagent "nope" not found; known: `; err == nil || err.Error() != want {
+		t.Fatalf("Check = %v, want %q", err, want)
+	}
+}

@@ -1,0 +1,76 @@
+package plan
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/agora-dev/agora/internal/strictyaml"
+)
+
+// The wire types mirror the document. Pointers tell a field written as zero (an error: a
+// concurrency of 0, a timeout of 0s) from one left out (the default).
+type planDoc struct {
+	Version     *int        `yaml:"version"`
+	Name        string      `yaml:"name"`
+	Concurrency *int        `yaml:"concurrency"`
+	Defaults    defaultsDoc `yaml:"defaults"`
+	Tasks       []taskDoc   `yaml:"tasks"`
+}
+
+type defaultsDoc struct {
+	Target  string         `yaml:"target"`
+	Env     []string       `yaml:"env"`
+	Timeout *time.Duration `yaml:"timeout"`
+	Retry   *retryDoc      `yaml:"retry"`
+}
+
+type taskDoc struct {
+	ID        string             `yaml:"id"`
+	Subagent  string             `yaml:"subagent"`
+	Target    string             `yaml:"target"`
+	Env       []string           `yaml:"env"`
+	Input     any                `yaml:"input"`
+	DependsOn []string           `yaml:"depends_on"`
+	Needs     map[string]needDoc `yaml:"needs"`
+	Locks     []lockDoc          `yaml:"locks"`
+	Retry     *retryDoc          `yaml:"retry"`
+	Timeout   *time.Duration     `yaml:"timeout"`
+}
+
+type needDoc struct {
+	From   string `yaml:"from"`
+	Select string `yaml:"select"`
+}
+
+type retryDoc struct {
+	MaxAttempts    *int           `yaml:"max_attempts"`
+	InitialBackoff *time.Duration `yaml:"initial_backoff"`
+	Multiplier     *float64       `yaml:"multiplier"`
+	MaxBackoff     *time.Duration `yaml:"max_backoff"`
+	OnWorkerFailed *bool          `yaml:"on_worker_failed"`
+}
+
+// Parse decodes a plan from src (YAML or JSON; file names it in messages) and validates its
+// structure: fields, names, references between tasks, cycles, locks, retry and limits. Every
+// problem is reported at once as [strictyaml.Errors], each located by file, line and path
+// (tasks[3].depends_on[0]: unknown task "lint"), in document order. Catalog references are
+// not looked up; see [Plan.Check].
+func Parse(file string, src []byte) (*Plan, error) {
+	if len(src) > MaxSourceSize {
+		return nil, strictyaml.Errors{{File: file, Msg: fmt.Sprintf("plan is %d bytes; at most %d", len(src), MaxSourceSize)}}
+	}
+	var doc planDoc
+	pos, err := strictyaml.Decode(file, src, &doc)
+	errs, ok := strictyaml.Collect(err)
+	if !ok {
+		return nil, err
+	}
+	v := newValidator(pos, errs)
+	p := v.plan(&doc)
+	if len(v.errs) > 0 {
+		v.errs.Sort()
+		return nil, v.errs
+	}
+	p.pos = pos
+	return p, nil
+}

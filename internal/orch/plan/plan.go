@@ -1,0 +1,115 @@
+// Package plan owns the orchestrator's plan format: a DAG of tasks written in YAML or JSON (one
+// schema, documented in docs/plan.md). It decodes a plan strictly, validates it structurally
+// (reporting every problem at once with its file, line and path), gives it one canonical JSON
+// form and digest, resolves defaults into per-task settings, and holds the retry policy
+// (backoff with full jitter and which failure reasons are retryable).
+//
+// Plans are untrusted input: an AI orchestrator may write them. Everything is size-capped by
+// the exported limits below, and validation needs no recursion over the task graph, so a plan
+// of [MaxTasks] tasks is checked in linear time.
+//
+// The package is pure and runs on the host side (agora orch serve and agora orch validate). It
+// never opens the catalog, the database or a sandbox: catalog references are checked only
+// through the [Refs] a caller passes to [Plan.Check]. It never decides when a task runs; the
+// engine does.
+package plan
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/agora-dev/agora/internal/strictyaml"
+)
+
+// Version is the only plan format version this package reads.
+const Version = 1
+
+// Limits on a plan. A plan larger than these is refused, not truncated.
+const (
+	MaxSourceSize      = 16 << 20       // bytes of YAML or JSON
+	MaxTasks           = 100_000        // tasks in one plan
+	MaxDependsOn       = 64             // entries in one task's depends_on
+	MaxNeeds           = 64             // entries in one task's needs
+	MaxLocks           = 64             // entries in one task's locks
+	MaxEnvs            = 16             // env bundles in one task's (or the defaults') env
+	MaxInputSize       = 120 << 10      // bytes of one task's input in canonical JSON
+	MaxOutputPath      = 1024           // bytes of the PATH in select: output:PATH
+	MaxConcurrency     = 1024           // the largest concurrency a plan may ask for
+	MaxTimeout         = 24 * time.Hour // the longest task timeout
+	MaxRetryBackoff    = 24 * time.Hour // the longest initial_backoff or max_backoff
+	MaxRetryAttempts   = 100            // the largest retry.max_attempts
+	MaxRetryMultiplier = 10.0           // the largest retry.multiplier
+	MaxErrors          = 100            // problems reported before validation stops
+	DefaultConcurrency = 4              // concurrency when the plan names none
+)
+
+// Lock modes.
+const (
+	LockExclusive = "exclusive" // excludes every other holder
+	LockShared    = "shared"    // coexists with other shared holders
+)
+
+// Select forms of a [Need]. An output:PATH select is [SelectOutputPrefix] followed by a clean
+// relative path in the upstream task's outputs.
+const (
+	SelectPatch        = "patch"   // the upstream patch, mounted as /agora/inputs/<key>/patch.diff
+	SelectOutputs      = "outputs" // the upstream outputs tree, mounted under /agora/inputs/<key>/
+	SelectOutputPrefix = "output:" // one upstream output file, mounted as /agora/inputs/<key>/<basename>
+)
+
+// Plan is a decoded, structurally valid plan. Parse normalises it: Concurrency is set, empty
+// lists and blocks are nil, bare lock names are expanded and Input is canonical JSON.
+type Plan struct {
+	Version     int
+	Name        string
+	Concurrency int // tasks of this run running at once, 1 to MaxConcurrency
+	Defaults    Defaults
+	Tasks       []Task
+
+	pos *strictyaml.Positions // where each path came from, for Check's messages
+}
+
+// Defaults apply to every task that does not set the field itself.
+type Defaults struct {
+	Target  string        // "" means the target agora.yaml names as default
+	Env     []string      // env bundle references, NAME or NAME@sha256:HEX
+	Timeout time.Duration // 0 means the target's own timeout
+	Retry   *Retry        // nil means the built-in policy (see [DefaultRetry])
+}
+
+// Task is one node of the plan's graph.
+type Task struct {
+	ID        string
+	Subagent  string          // NAME or NAME@sha256:HEX
+	Target    string          // "" means Defaults.Target
+	Env       []string        // nil inherits Defaults.Env; non-nil and empty means none
+	Input     json.RawMessage // a JSON object in RFC 8785 canonical form, or nil
+	DependsOn []string
+	Needs     map[string]Need // input key -> upstream product
+	Locks     []Lock
+	Retry     *Retry        // fields set here override Defaults.Retry field by field
+	Timeout   time.Duration // 0 means Defaults.Timeout
+}
+
+// Need hands an upstream task's product to a task, mounted read-only at /agora/inputs/<key>.
+// It implies the edge From -> this task.
+type Need struct {
+	From   string // the upstream task id
+	Select string // SelectPatch, SelectOutputs or "output:PATH"
+}
+
+// Lock is a named resource a task holds while it runs. Locks are global across runs.
+type Lock struct {
+	Name string
+	Mode string // LockExclusive or LockShared
+}
+
+// Retry is a retry policy. In a plan a zero field (nil for OnWorkerFailed) is unset and
+// inherits; [Resolved] tasks carry an effective policy with every field set.
+type Retry struct {
+	MaxAttempts    int // attempts in all, 1 = no retry
+	InitialBackoff time.Duration
+	MaxBackoff     time.Duration
+	Multiplier     float64
+	OnWorkerFailed *bool // retry a worker-failed attempt; nil means true
+}

@@ -1,0 +1,91 @@
+package plan
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Resolved is a task with the plan's defaults applied: what the engine stores and runs.
+type Resolved struct {
+	ID       string
+	Subagent string
+	Target   string   // "" means the target agora.yaml names as default
+	Env      []string // never nil
+	Input    json.RawMessage
+	Deps     []string // depends_on and every needs.from, without duplicates, sorted
+	Needs    map[string]Need
+	Locks    []Lock        // one per name, exclusive when listed in both modes, sorted by name
+	Retry    Retry         // the effective policy, every field set
+	Timeout  time.Duration // 0 when neither the task nor the defaults set one: the target's own
+}
+
+// Resolve applies the defaults to every task, in plan order. Fields a task sets win; retry
+// merges field by field (built-in policy, then defaults.retry, then the task's retry).
+func (p *Plan) Resolve() []Resolved {
+	out := make([]Resolved, len(p.Tasks))
+	base := DefaultRetry().with(p.Defaults.Retry)
+	for i := range p.Tasks {
+		t := &p.Tasks[i]
+		r := Resolved{
+			ID:       t.ID,
+			Subagent: t.Subagent,
+			Target:   t.Target,
+			Env:      t.Env,
+			Input:    t.Input,
+			Deps:     deps(t),
+			Needs:    maps.Clone(t.Needs),
+			Locks:    effectiveLocks(t.Locks),
+			Retry:    base.with(t.Retry),
+			Timeout:  t.Timeout,
+		}
+		if r.Target == "" {
+			r.Target = p.Defaults.Target
+		}
+		if r.Env == nil {
+			r.Env = p.Defaults.Env
+		}
+		r.Env = append([]string{}, r.Env...)
+		if r.Timeout == 0 {
+			r.Timeout = p.Defaults.Timeout
+		}
+		out[i] = r
+	}
+	return out
+}
+
+func deps(t *Task) []string {
+	d := make([]string, 0, len(t.DependsOn)+len(t.Needs))
+	d = append(d, t.DependsOn...)
+	for _, n := range t.Needs {
+		d = append(d, n.From)
+	}
+	slices.Sort(d)
+	return slices.Compact(d)
+}
+
+func effectiveLocks(locks []Lock) []Lock {
+	if len(locks) == 0 {
+		return nil
+	}
+	out := slices.Clone(locks)
+	// Sorting by name, exclusive first, keeps the exclusive entry of a name when compacting.
+	slices.SortFunc(out, func(a, b Lock) int {
+		if a.Name != b.Name {
+			if a.Name < b.Name {
+				return -1
+			}
+			return 1
+		}
+		return rank(a.Mode) - rank(b.Mode)
+	})
+	return slices.CompactFunc(out, func(a, b Lock) bool { return a.Name == b.Name })
+}
+
+func rank(mode string) int {
+	if mode == LockExclusive {
+		return 0
+	}
+	return 1
+}

@@ -1,0 +1,299 @@
+package plan
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/strictyaml"
+)
+
+var (
+	planNamePattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+	taskIDPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	needKeyPattern    = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+	lockNamePattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9._/:-]{0,127}$`)
+	targetNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+)
+
+// validator turns a decoded document into a Plan, collecting every problem.
+type validator struct {
+	pos  *strictyaml.Positions
+	errs strictyaml.Errors
+	bad  map[string]bool // paths the decoder already reported: nothing more is said under them
+	full bool            // MaxErrors reached
+}
+
+func newValidator(pos *strictyaml.Positions, errs strictyaml.Errors) *validator {
+	v := &validator{pos: pos, errs: errs, full: len(errs) > MaxErrors}
+	for _, e := range errs {
+		if v.bad == nil {
+			v.bad = map[string]bool{}
+		}
+		v.bad[e.Path] = true // "" when the document itself did not decode: nothing more is said
+	}
+	return v
+}
+
+func (v *validator) add(path, format string, args ...any) {
+	if v.full || v.reported(path) {
+		return
+	}
+	if len(v.errs) == MaxErrors {
+		v.errs = append(v.errs, v.pos.Errorf(path, "more than %d errors; stopping here", MaxErrors))
+		v.full = true
+		return
+	}
+	v.errs = append(v.errs, v.pos.Errorf(path, format, args...))
+}
+
+// reported reports whether the decoder already found a problem at path or an ancestor of it:
+// a value that did not decode would otherwise be reported again as missing.
+func (v *validator) reported(path string) bool {
+	if len(v.bad) == 0 {
+		return false
+	}
+	for {
+		if v.bad[path] {
+			return true
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			return v.bad[""]
+		}
+		path = path[:i]
+	}
+}
+
+func (v *validator) plan(doc *planDoc) *Plan {
+	p := &Plan{Version: Version, Name: doc.Name, Concurrency: DefaultConcurrency}
+	switch {
+	case doc.Version == nil:
+		v.add("version", "required; this format is version %d", Version)
+	case *doc.Version != Version:
+		v.add("version", "unsupported version %d; want %d", *doc.Version, Version)
+	}
+	switch {
+	case doc.Name == "":
+		v.add("name", "required")
+	case !planNamePattern.MatchString(doc.Name):
+		v.add("name", "invalid plan name %q: use 1-63 lowercase letters, digits, '.', '_' or '-', starting with a letter or digit", doc.Name)
+	}
+	if c := doc.Concurrency; c != nil {
+		if *c < 1 || *c > MaxConcurrency {
+			v.add("concurrency", "want 1 to %d, got %d", MaxConcurrency, *c)
+		}
+		p.Concurrency = *c
+	}
+	p.Defaults = v.defaults(&doc.Defaults)
+	p.Tasks = v.tasks(doc.Tasks, p.Defaults.Retry)
+	return p
+}
+
+func (v *validator) defaults(doc *defaultsDoc) Defaults {
+	d := Defaults{Target: doc.Target}
+	v.target("defaults.target", doc.Target)
+	d.Env = v.envs("defaults.env", doc.Env)
+	if len(d.Env) == 0 {
+		d.Env = nil // no env bundles either way
+	}
+	d.Timeout = v.timeout("defaults.timeout", doc.Timeout)
+	d.Retry = v.retry("defaults.retry", doc.Retry, nil)
+	return d
+}
+
+func (v *validator) target(path, name string) {
+	if name != "" && !targetNamePattern.MatchString(name) {
+		v.add(path, "invalid target name %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
+	}
+}
+
+func (v *validator) timeout(path string, t *time.Duration) time.Duration {
+	if t == nil {
+		return 0
+	}
+	if *t <= 0 || *t > MaxTimeout {
+		v.add(path, "want more than 0s and at most %s, got %s", MaxTimeout, *t)
+	}
+	return *t
+}
+
+// retry checks a retry block; inherited is the policy it overrides (nil: the defaults block
+// itself, which overrides the built-in policy).
+func (v *validator) retry(path string, doc *retryDoc, inherited *Retry) *Retry {
+	if doc == nil {
+		return nil
+	}
+	var r Retry
+	if m := doc.MaxAttempts; m != nil {
+		if *m < 1 || *m > MaxRetryAttempts {
+			v.add(path+".max_attempts", "want 1 to %d, got %d", MaxRetryAttempts, *m)
+		}
+		r.MaxAttempts = *m
+	}
+	if b := doc.InitialBackoff; b != nil {
+		v.backoff(path+".initial_backoff", *b)
+		r.InitialBackoff = *b
+	}
+	if b := doc.MaxBackoff; b != nil {
+		v.backoff(path+".max_backoff", *b)
+		r.MaxBackoff = *b
+	}
+	if m := doc.Multiplier; m != nil {
+		if *m < minMultiplier || *m > MaxRetryMultiplier {
+			v.add(path+".multiplier", "want %g to %g, got %g", minMultiplier, MaxRetryMultiplier, *m)
+		}
+		r.Multiplier = *m
+	}
+	if w := doc.OnWorkerFailed; w != nil {
+		b := *w
+		r.OnWorkerFailed = &b
+	}
+	// The bound that matters is the effective one, but a conflict inherited unchanged was
+	// reported where it was written.
+	if doc.InitialBackoff != nil || doc.MaxBackoff != nil {
+		eff := DefaultRetry().with(inherited).with(&r)
+		if eff.InitialBackoff > eff.MaxBackoff && eff.InitialBackoff > 0 && eff.MaxBackoff > 0 {
+			v.add(path, "initial_backoff %s is longer than max_backoff %s", eff.InitialBackoff, eff.MaxBackoff)
+		}
+	}
+	if r == (Retry{}) {
+		return nil // an empty block changes nothing
+	}
+	return &r
+}
+
+func (v *validator) backoff(path string, b time.Duration) {
+	if b <= 0 || b > MaxRetryBackoff {
+		v.add(path, "want more than 0s and at most %s, got %s", MaxRetryBackoff, b)
+	}
+}
+
+// tasks checks every task, then the graph they form.
+func (v *validator) tasks(docs []taskDoc, defaultRetry *Retry) []Task {
+	switch {
+	case len(docs) == 0:
+		v.add("tasks", "required; a plan has at least one task")
+		return nil
+	case len(docs) > MaxTasks:
+		v.add("tasks", "%d tasks; at most %d", len(docs), MaxTasks)
+		return nil
+	}
+	ids := make(map[string]int, len(docs))
+	tasks := make([]Task, len(docs))
+	paths := make([]string, len(docs))
+	for i := range docs {
+		paths[i] = "tasks[" + strconv.Itoa(i) + "]"
+		id := docs[i].ID
+		tasks[i].ID = id
+		switch first, dup := ids[id]; {
+		case id == "":
+			v.add(paths[i]+".id", "required")
+		case !taskIDPattern.MatchString(id):
+			v.add(paths[i]+".id", "invalid task id %q: use 1-63 lowercase letters, digits, '_' or '-', starting with a letter or digit", id)
+		case dup:
+			v.add(paths[i]+".id", "duplicate task id %q (first at tasks[%d])", id, first)
+		default:
+			ids[id] = i
+		}
+	}
+	g := newGraph(len(docs))
+	for i := range docs {
+		v.task(&tasks[i], &docs[i], paths[i], ids, g, defaultRetry)
+		g.close()
+	}
+	v.cycles(g, tasks, paths)
+	return tasks
+}
+
+func (v *validator) task(t *Task, doc *taskDoc, tp string, ids map[string]int, g *graph, defaultRetry *Retry) {
+	self := t.ID
+	t.Subagent = doc.Subagent
+	if doc.Subagent == "" {
+		v.add(tp+".subagent", "required")
+	} else if err := checkRef(catalog.KindSubagent, doc.Subagent); err != nil {
+		v.add(tp+".subagent", "%v", err)
+	}
+	t.Target = doc.Target
+	v.target(tp+".target", doc.Target)
+	t.Env = v.envs(tp+".env", doc.Env)
+	t.Input = v.input(tp+".input", doc.Input)
+	t.Timeout = v.timeout(tp+".timeout", doc.Timeout)
+	t.Retry = v.retry(tp+".retry", doc.Retry, defaultRetry)
+
+	if n := len(doc.DependsOn); n > MaxDependsOn {
+		v.add(tp+".depends_on", "%d dependencies; at most %d", n, MaxDependsOn)
+	} else if n > 0 {
+		t.DependsOn = doc.DependsOn
+		for k, dep := range doc.DependsOn {
+			v.edge(tp+".depends_on["+strconv.Itoa(k)+"]", self, dep, ids, g)
+			for _, prev := range doc.DependsOn[:k] {
+				if prev == dep {
+					v.add(tp+".depends_on["+strconv.Itoa(k)+"]", "task %q listed twice", dep)
+					break
+				}
+			}
+		}
+	}
+	t.Needs = v.needs(tp+".needs", self, doc.Needs, ids, g)
+	t.Locks = v.locks(tp+".locks", doc.Locks)
+}
+
+// edge checks that task self may depend on dep and records the edge.
+func (v *validator) edge(path, self, dep string, ids map[string]int, g *graph) {
+	j, ok := ids[dep]
+	switch {
+	case dep == self && self != "":
+		v.add(path, "task %q depends on itself", dep)
+	case dep == "":
+		v.add(path, "required")
+	case !ok:
+		v.add(path, "unknown task %q", dep)
+	default:
+		g.add(j)
+	}
+}
+
+func (v *validator) envs(path string, refs []string) []string {
+	if len(refs) > MaxEnvs {
+		v.add(path, "%d env bundles; at most %d", len(refs), MaxEnvs)
+		return refs
+	}
+	for k, ref := range refs {
+		if err := checkRef(catalog.KindEnv, ref); err != nil {
+			v.add(path+"["+strconv.Itoa(k)+"]", "%v", err)
+			continue
+		}
+		for _, prev := range refs[:k] {
+			if prev == ref {
+				v.add(path+"["+strconv.Itoa(k)+"]", "env bundle %q listed twice", ref)
+				break
+			}
+		}
+	}
+	return refs
+}
+
+// checkRef checks the syntax of a catalog reference, NAME or NAME@sha256:HEX.
+func checkRef(kind catalog.Kind, ref string) error {
+	_, _, err := catalog.ParseRef(kind, ref)
+	return err
+}
+
+// describeValue names the JSON type of a decoded free-form value, for messages.
+func describeValue(x any) string {
+	switch x.(type) {
+	case []any:
+		return "a list"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case int64, float64:
+		return "a number"
+	}
+	return fmt.Sprintf("%T", x)
+}

@@ -1,0 +1,152 @@
+package orch
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/orch/plan"
+)
+
+// Reads go to the database, never to the engine's memory: everything the engine decided is
+// committed before anyone hears of it, so the database is the answer.
+
+// Status returns a run (by id or name) with its tasks.
+func (e *Engine) Status(ctx context.Context, ref string) (api.Run, error) {
+	db := e.db.SQL()
+	r, canonical, err := scanRun(db.QueryRowContext(ctx, `SELECT `+runColumns+`, plan FROM runs WHERE id = ? OR name = ?`, ref, ref))
+	if errors.Is(err, sql.ErrNoRows) {
+		return api.Run{}, fmt.Errorf("%w: run %q", ErrNotFound, ref)
+	}
+	if err != nil {
+		return api.Run{}, err
+	}
+	p, err := plan.Parse("orch.db run "+r.ID, canonical)
+	if err != nil {
+		return api.Run{}, fmt.Errorf("run %s: stored plan: %w", r.ID, err)
+	}
+	specs := p.Resolve()
+	r.Concurrency = p.Concurrency
+	r.Total = len(specs)
+	r.Tasks = make([]api.Task, len(specs))
+	for i, s := range specs {
+		t := api.Task{ID: s.ID, Subagent: s.Subagent, DependsOn: s.Deps}
+		for _, l := range s.Locks {
+			name := l.Name
+			if l.Mode == "shared" {
+				name += " (shared)"
+			}
+			t.Locks = append(t.Locks, name)
+		}
+		r.Tasks[i] = t
+	}
+	rows, err := db.QueryContext(ctx, `SELECT idx, state, attempts, dispatch_id, reason, detail, question, retry_at FROM tasks WHERE run_id = ?`, r.ID)
+	if err != nil {
+		return api.Run{}, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var idx int
+		var state, dispatchID, reason, detail, question, retryAt string
+		var attempts int
+		if err := rows.Scan(&idx, &state, &attempts, &dispatchID, &reason, &detail, &question, &retryAt); err != nil {
+			return api.Run{}, err
+		}
+		if idx < 0 || idx >= len(r.Tasks) {
+			continue
+		}
+		t := &r.Tasks[idx]
+		t.State, t.Attempts, t.DispatchID, t.Reason, t.Detail, t.Question = state, attempts, dispatchID, reason, detail, question
+		if retryAt != "" {
+			if at, err := time.Parse(time.RFC3339Nano, retryAt); err == nil {
+				t.RetryAt = &at
+			}
+		}
+		r.Counts[state]++
+	}
+	if err := rows.Err(); err != nil {
+		return api.Run{}, err
+	}
+	arows, err := db.QueryContext(ctx, `SELECT task_idx, dispatch_id FROM attempts WHERE run_id = ? ORDER BY task_idx, number`, r.ID)
+	if err != nil {
+		return api.Run{}, err
+	}
+	defer arows.Close()
+	for arows.Next() {
+		var idx int
+		var id string
+		if err := arows.Scan(&idx, &id); err != nil {
+			return api.Run{}, err
+		}
+		if idx >= 0 && idx < len(r.Tasks) {
+			r.Tasks[idx].Dispatches = append(r.Tasks[idx].Dispatches, id)
+		}
+	}
+	return r, arows.Err()
+}
+
+// Runs lists runs, newest first.
+func (e *Engine) Runs(ctx context.Context, limit int) ([]api.Run, error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	rows, err := e.db.SQL().QueryContext(ctx, `SELECT `+runColumns+`, '' FROM runs ORDER BY created_at DESC, id DESC LIMIT ?`, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []api.Run
+	for rows.Next() {
+		r, _, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for i := range out {
+		crow, err := e.db.SQL().QueryContext(ctx, `SELECT state, COUNT(*) FROM tasks WHERE run_id = ? GROUP BY state`, out[i].ID)
+		if err != nil {
+			return nil, err
+		}
+		for crow.Next() {
+			var s string
+			var n int
+			if err := crow.Scan(&s, &n); err != nil {
+				crow.Close()
+				return nil, err
+			}
+			out[i].Counts[s] = n
+			out[i].Total += n
+		}
+		crow.Close()
+	}
+	return out, nil
+}
+
+const runColumns = `id, name, state, digest, actor, repo, revision, cancel_requested, created_at, ended_at, sealed_at`
+
+type rowScanner interface{ Scan(...any) error }
+
+func scanRun(row rowScanner) (api.Run, []byte, error) {
+	var r api.Run
+	var created, ended, sealed string
+	var canonical []byte
+	if err := row.Scan(&r.ID, &r.Name, &r.State, &r.PlanDigest, &r.Actor, &r.Repo, &r.Revision, &r.CancelAsked,
+		&created, &ended, &sealed, &canonical); err != nil {
+		return r, nil, err
+	}
+	r.CreatedAt, _ = time.Parse(time.RFC3339Nano, created)
+	if ended != "" {
+		at, _ := time.Parse(time.RFC3339Nano, ended)
+		r.EndedAt = &at
+	}
+	r.Sealed = sealed != ""
+	r.Counts = map[string]int{}
+	return r, canonical, nil
+}

@@ -1,0 +1,200 @@
+package orch
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/agora-dev/agora/internal/orch/api"
+)
+
+// becomeReady makes a pending task whose dependencies all succeeded ready, and a candidate
+// for this batch's scheduling pass.
+func (e *Engine) becomeReady(t *task) {
+	e.seq++
+	t.readySeq = e.seq
+	t.retryAt = time.Time{}
+	e.set(t, api.TaskReady)
+	// The ready entry is written at commit only if t is still ready then: a task that becomes
+	// ready and fires in the same batch goes from pending to running in the database, and its
+	// fired entry says it was ready (readiness that never reached the disk needs no entry).
+	t.readyUnrecorded = true
+	e.readied = append(e.readied, t)
+	e.candidates = append(e.candidates, t)
+}
+
+// recordReady writes the ready entries of tasks that are still waiting at commit time.
+func (e *Engine) recordReady() {
+	for _, t := range e.readied {
+		if t.readyUnrecorded && t.state == api.TaskReady {
+			e.record(t.run, t, "orch.task.ready", map[string]any{"ready_seq": t.readySeq})
+		}
+		t.readyUnrecorded = false
+	}
+	e.readied = e.readied[:0]
+}
+
+// schedule fires every ready task that may start now: first the waiters woken by released
+// locks and freed run slots (they were ready earlier), then the tasks that became ready in
+// this batch. It touches only those tasks.
+func (e *Engine) schedule() {
+	for len(e.wokenLocks) > 0 || len(e.wokenRuns) > 0 || len(e.candidates) > 0 {
+		for l := range e.wokenLocks {
+			delete(e.wokenLocks, l)
+			e.wakeLock(l)
+		}
+		for r := range e.wokenRuns {
+			delete(e.wokenRuns, r)
+			e.wakeRun(r)
+		}
+		cands := e.candidates
+		e.candidates = nil
+		for _, t := range cands {
+			e.tryStart(t)
+		}
+	}
+}
+
+// wakeLock offers a lock to its waiters, oldest first, while its holders admit the next.
+func (e *Engine) wakeLock(l *lockState) {
+	for l.waiters.len() > 0 {
+		w := l.waiters.min()
+		if !l.compatible(w.wantsShared(l)) {
+			return
+		}
+		l.waiters.pop()
+		e.tryStart(w)
+		if w.inQueue == &l.waiters {
+			return
+		}
+	}
+}
+
+// wakeRun offers a run's free slots to its waiting tasks, oldest first. A task that then
+// waits for a lock leaves the run's queue, so it never blocks the tasks behind it.
+func (e *Engine) wakeRun(r *run) {
+	for r.running < r.concurrency && r.waiting.len() > 0 {
+		w := r.waiting.pop()
+		e.tryStart(w)
+		if w.inQueue == &r.waiting {
+			return
+		}
+	}
+}
+
+func (t *task) wantsShared(l *lockState) bool {
+	for _, lr := range t.locks {
+		if lr.l == l {
+			return lr.shared
+		}
+	}
+	return false
+}
+
+// tryStart fires t when its run has a slot and every lock admits it; otherwise t waits in
+// the queue of the first thing that stopped it.
+func (e *Engine) tryStart(t *task) {
+	r := t.run
+	if t.state != api.TaskReady || r.cancelRequested {
+		unqueue(t)
+		return
+	}
+	if r.running >= r.concurrency {
+		r.waiting.push(t)
+		return
+	}
+	if w := r.waiting.min(); w != nil && w != t && w.readySeq < t.readySeq {
+		r.waiting.push(t)
+		return
+	}
+	for _, lr := range t.locks {
+		if !lr.l.admits(t, lr.shared) {
+			lr.l.waiters.push(t)
+			return
+		}
+	}
+	unqueue(t)
+	for _, lr := range t.locks {
+		lr.l.acquire(t, lr.shared)
+	}
+	r.running++
+	e.fire(t)
+}
+
+// fire starts t's next attempt: durable in this batch, started after the commit.
+func (e *Engine) fire(t *task) {
+	r := t.run
+	t.attempts++
+	t.dispatchID = e.newID()
+	t.reason, t.detail, t.question = "", "", ""
+	e.set(t, api.TaskRunning)
+	e.live[t.dispatchID] = t
+	a := e.attempt(t)
+	e.b.attempts = append(e.b.attempts, attemptRow{a: a, taskIx: t.idx, at: e.opts.Now()})
+	e.b.fires = append(e.b.fires, a)
+	details := map[string]any{"attempt": int64(t.attempts), "dispatch_id": t.dispatchID, "subagent": t.spec.Subagent, "ready_seq": t.readySeq}
+	if t.parentID != "" {
+		details["answers"] = t.parentID
+	}
+	if len(a.Inputs) > 0 {
+		ins := make([]any, len(a.Inputs))
+		for i, in := range a.Inputs {
+			ins[i] = map[string]any{"key": in.Key, "from_task": in.FromTask, "from_dispatch": in.FromDispatch, "select": in.Select}
+		}
+		details["inputs"] = ins
+	}
+	e.record(r, t, "orch.task.fired", details)
+}
+
+// attempt describes t's current attempt for the executor.
+func (e *Engine) attempt(t *task) Attempt {
+	r := t.run
+	a := Attempt{
+		DispatchID: t.dispatchID, RunID: r.id, RunName: r.name, TaskID: t.spec.ID, Number: t.attempts,
+		Subagent: t.spec.Subagent, Env: t.spec.Env, Target: t.spec.Target, Input: t.spec.Input, Timeout: t.spec.Timeout,
+		Repo: r.repo, Revision: r.revision, ParentID: t.parentID, Answer: t.answer,
+		Actor: r.actor + " via orch/" + r.id + "/" + t.spec.ID,
+	}
+	for _, key := range sortedKeys(t.spec.Needs) {
+		n := t.spec.Needs[key]
+		up := r.byID[n.From]
+		a.Inputs = append(a.Inputs, Input{Key: key, FromTask: n.From, FromDispatch: up.dispatchID, Select: n.Select})
+	}
+	return a
+}
+
+// dueTimers makes every task whose backoff ended ready.
+func (e *Engine) dueTimers() {
+	now := e.opts.Now()
+	for len(e.timers) > 0 && !e.timers[0].retryAt.After(now) {
+		t := heap.Pop(&e.timers).(*task)
+		t.run.backoff--
+		if t.state == api.TaskPending && t.unmet == 0 {
+			e.becomeReady(t)
+		}
+	}
+}
+
+// startTimer makes t wait until t.retryAt.
+func (e *Engine) startTimer(t *task) {
+	t.run.backoff++
+	heap.Push(&e.timers, t)
+}
+
+// stopTimer removes t's pending backoff, if any.
+func (e *Engine) stopTimer(t *task) {
+	if t.timerIdx >= 0 && t.timerIdx < len(e.timers) && e.timers[t.timerIdx] == t {
+		heap.Remove(&e.timers, t.timerIdx)
+		t.run.backoff--
+	}
+	t.retryAt = time.Time{}
+}
+
+// releaseSlot gives back t's locks and run slot, waking whoever waits for them.
+func (e *Engine) releaseSlot(t *task) {
+	for _, lr := range t.locks {
+		lr.l.release(t, lr.shared)
+		e.wokenLocks[lr.l] = true
+	}
+	t.run.running--
+	e.wokenRuns[t.run] = true
+}

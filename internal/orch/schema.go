@@ -1,0 +1,62 @@
+package orch
+
+import (
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/store"
+)
+
+// Migrations creates orch.db: its audit log, then runs, tasks and attempts. Append only.
+func Migrations() []store.Migration {
+	return append(append([]store.Migration{}, audit.Migrations...), store.Migration{
+		Name: "orchestrator runs",
+		SQL: `
+CREATE TABLE runs (
+	id               TEXT PRIMARY KEY,
+	name             TEXT NOT NULL UNIQUE,
+	digest           TEXT NOT NULL,      -- sha256 of the canonical plan
+	plan             BLOB NOT NULL,      -- the canonical plan
+	state            TEXT NOT NULL,
+	actor            TEXT NOT NULL,
+	repo             TEXT NOT NULL DEFAULT '',
+	revision         TEXT NOT NULL DEFAULT '',
+	cancel_requested INTEGER NOT NULL DEFAULT 0,
+	created_at       TEXT NOT NULL,
+	ended_at         TEXT NOT NULL DEFAULT '',
+	sealed_at        TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX runs_open ON runs(sealed_at, created_at);
+
+CREATE TABLE tasks (
+	run_id      TEXT NOT NULL REFERENCES runs(id),
+	idx         INTEGER NOT NULL,          -- position in the plan
+	id          TEXT NOT NULL,
+	state       TEXT NOT NULL,
+	attempts    INTEGER NOT NULL DEFAULT 0, -- attempts fired
+	failures    INTEGER NOT NULL DEFAULT 0, -- failed attempts counted against retry.max_attempts
+	dispatch_id TEXT NOT NULL DEFAULT '',  -- the latest attempt's
+	ready_seq   INTEGER NOT NULL DEFAULT 0, -- global order in which tasks became ready: lock fairness
+	retry_at    TEXT NOT NULL DEFAULT '',
+	reason      TEXT NOT NULL DEFAULT '',
+	detail      TEXT NOT NULL DEFAULT '',
+	question    TEXT NOT NULL DEFAULT '',
+	answer      TEXT NOT NULL DEFAULT '',  -- given to the next attempt, then cleared
+	cancel      INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (run_id, idx)
+) WITHOUT ROWID;
+
+CREATE TABLE attempts (
+	dispatch_id TEXT PRIMARY KEY,
+	run_id      TEXT NOT NULL,
+	task_idx    INTEGER NOT NULL,
+	number      INTEGER NOT NULL,
+	state       TEXT NOT NULL,             -- live, then the outcome's state
+	reason      TEXT NOT NULL DEFAULT '',
+	parent_id   TEXT NOT NULL DEFAULT '',
+	inputs      TEXT NOT NULL DEFAULT '[]',
+	fired_at    TEXT NOT NULL,
+	ended_at    TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX attempts_task ON attempts(run_id, task_idx, number);
+`,
+	})
+}

@@ -1,0 +1,323 @@
+// Package service is `agora orch serve`'s API: HTTP over a Unix socket (mode 0600, in the
+// 0700 AGORA_HOME), answering the CLI and the MCP server, which never open orch.db. Every
+// peer must run as the same user as serve (checked with SO_PEERCRED on each connection).
+//
+// It runs on the host side. It passes commands to the engine and reads its state; it decides
+// nothing itself.
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agora-dev/agora/internal/orch"
+	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/orch/plan"
+)
+
+// maxBody caps a request body: a plan of at most plan.MaxSourceSize, base64 in JSON.
+const maxBody = plan.MaxSourceSize/3*4 + 1<<20
+
+// Server answers the orchestrator API.
+type Server struct {
+	Engine *orch.Engine
+	// PinRepo resolves a submitted repository and revision to an absolute path and a commit.
+	PinRepo func(ctx context.Context, repo, rev string) (string, string, error)
+	Log     *slog.Logger
+}
+
+// Listen removes a stale socket at path (the caller holds the serve lock, so nobody else
+// serves on it) and listens there with mode 0600.
+func Listen(path string) (net.Listener, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+	}
+	old := unix.Umask(0o177)
+	ln, err := net.Listen("unix", path)
+	unix.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+// Serve answers on ln until ctx ends.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, peerKey{}, peerOK(c))
+		},
+		BaseContext: func(net.Listener) context.Context { return ctx },
+	}
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shut)
+	}()
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+type peerKey struct{}
+
+// peerOK reports whether the connection's peer runs as this process's user.
+func peerOK(c net.Conn) bool {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return false
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var cred *unix.Ucred
+	var credErr error
+	raw.Control(func(fd uintptr) { cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	return credErr == nil && cred != nil && int(cred.Uid) == os.Getuid()
+}
+
+// Handler routes the API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"pid": os.Getpid()})
+	})
+	mux.HandleFunc("POST /v1/runs", s.submit)
+	mux.HandleFunc("GET /v1/runs", s.runs)
+	mux.HandleFunc("GET /v1/runs/{ref}", s.status)
+	mux.HandleFunc("GET /v1/runs/{ref}/watch", s.watch)
+	mux.HandleFunc("POST /v1/runs/{ref}/{action}", s.action)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ok, _ := r.Context().Value(peerKey{}).(bool); !ok {
+			writeErr(w, http.StatusForbidden, "forbidden", "peer is not this user")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	var req api.SubmitRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	p, err := plan.Parse(req.File, req.Source)
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, "invalid", err.Error())
+		return
+	}
+	repo, rev := "", ""
+	if req.Repo != "" {
+		if s.PinRepo == nil {
+			writeErr(w, http.StatusBadRequest, "invalid", "this orchestrator takes no repositories")
+			return
+		}
+		if repo, rev, err = s.PinRepo(r.Context(), req.Repo, req.Revision); err != nil {
+			writeErr(w, http.StatusBadRequest, "invalid", err.Error())
+			return
+		}
+	}
+	id, created, err := s.Engine.Submit(r.Context(), p, repo, rev, req.Actor)
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	run, err := s.Engine.Status(r.Context(), id)
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	run.Tasks = nil
+	writeJSON(w, http.StatusOK, api.SubmitResponse{Run: run, Created: created})
+}
+
+func (s *Server) runs(w http.ResponseWriter, r *http.Request) {
+	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+	runs, err := s.Engine.Runs(r.Context(), limit)
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	if runs == nil {
+		runs = []api.Run{}
+	}
+	writeJSON(w, http.StatusOK, runs)
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	run, err := s.Engine.Status(r.Context(), r.PathValue("ref"))
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
+
+// watch streams newline-delimited JSON: {"run": ...} first, then {"event": ...} per change,
+// and a fresh {"run": ...} after each run-level change, until the run ends (succeeded,
+// failed or cancelled).
+func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
+	ref := r.PathValue("ref")
+	first, err := s.Engine.Status(r.Context(), ref)
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	events, stop := s.Engine.Subscribe(first.ID)
+	defer stop()
+	// Read again after subscribing, so no change between the two is missed.
+	run, err := s.Engine.Status(r.Context(), first.ID)
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	flusher, _ := w.(http.Flusher)
+	send := func(v any) bool {
+		if err := enc.Encode(v); err != nil {
+			return false
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return true
+	}
+	if !send(map[string]any{"run": run}) || api.RunTerminal(run.State) {
+		return
+	}
+	keepalive := time.NewTicker(15 * time.Second)
+	defer keepalive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-keepalive.C:
+			if !send(map[string]any{"keepalive": true}) {
+				return
+			}
+		case ev, ok := <-events:
+			if !ok {
+				// Fell behind: send the current state and stop; the client re-watches.
+				if run, err := s.Engine.Status(r.Context(), first.ID); err == nil {
+					send(map[string]any{"run": run, "lagged": true})
+				}
+				return
+			}
+			if !send(map[string]any{"event": ev}) {
+				return
+			}
+			if ev.Task == "" {
+				run, err := s.Engine.Status(r.Context(), first.ID)
+				if err != nil {
+					return
+				}
+				if !send(map[string]any{"run": run}) {
+					return
+				}
+				if api.RunTerminal(run.State) {
+					return
+				}
+			}
+		}
+	}
+}
+
+func (s *Server) action(w http.ResponseWriter, r *http.Request) {
+	var req api.ActionRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	req.Run = r.PathValue("ref")
+	var err error
+	switch r.PathValue("action") {
+	case "cancel":
+		err = s.Engine.Cancel(r.Context(), req)
+	case "answer":
+		err = s.Engine.Answer(r.Context(), req)
+	case "retry":
+		err = s.Engine.Retry(r.Context(), req)
+	case "seal":
+		err = s.Engine.Seal(r.Context(), req)
+	default:
+		writeErr(w, http.StatusNotFound, "not_found", "no such action; want cancel, answer, retry or seal")
+		return
+	}
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	run, err := s.Engine.Status(r.Context(), req.Run)
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeErr(w, http.StatusRequestEntityTooLarge, "invalid", fmt.Sprintf("request body over %d bytes", tooBig.Limit))
+			return false
+		}
+		writeErr(w, http.StatusBadRequest, "invalid", "bad request body: "+err.Error())
+		return false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		writeErr(w, http.StatusBadRequest, "invalid", "bad request body: more than one JSON value")
+		return false
+	}
+	return true
+}
+
+func writeEngineErr(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, orch.ErrNotFound):
+		writeErr(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, orch.ErrConflict):
+		writeErr(w, http.StatusConflict, "conflict", err.Error())
+	case orch.IsInvalid(err):
+		writeErr(w, http.StatusBadRequest, "invalid", err.Error())
+	case errors.Is(err, orch.ErrStopped), errors.Is(err, context.Canceled):
+		writeErr(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+	default:
+		writeErr(w, http.StatusInternalServerError, "internal", err.Error())
+	}
+}
+
+func writeErr(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, api.Error{Error: msg, Code: code})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,43 @@
+package orch
+
+import "context"
+
+// Stats is a snapshot of the engine's in-memory state.
+type Stats struct {
+	Runs         int // runs not sealed
+	LiveAttempts int
+	LocksHeld    int // locks with at least one holder
+	LockWaiters  int
+	SlotWaiters  int
+	Backoffs     int
+}
+
+type statsCmd struct{ reply chan Stats }
+
+// Stats returns a snapshot, taken on the engine's goroutine between batches.
+func (e *Engine) Stats(ctx context.Context) (Stats, error) {
+	reply := make(chan Stats, 1)
+	if err := e.send(ctx, statsCmd{reply: reply}); err != nil {
+		return Stats{}, err
+	}
+	select {
+	case s := <-reply:
+		return s, nil
+	case <-ctx.Done():
+		return Stats{}, ctx.Err()
+	}
+}
+
+func (e *Engine) stats() Stats {
+	s := Stats{Runs: len(e.runs), LiveAttempts: len(e.live), Backoffs: len(e.timers)}
+	for _, l := range e.locks {
+		if l.exclusive != nil || l.shared > 0 {
+			s.LocksHeld++
+		}
+		s.LockWaiters += l.waiters.len()
+	}
+	for _, r := range e.runs {
+		s.SlotWaiters += r.waiting.len()
+	}
+	return s
+}
