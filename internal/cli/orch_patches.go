@@ -41,7 +41,7 @@ file. Review them: agents wrote them.`,
 				return err
 			}
 			records := dispatch.NewRecords(h.DB, nil, f.Now)
-					if err := os.MkdirAll(to, 0o755); err != nil {
+			if err := os.MkdirAll(to, 0o755); err != nil {
 				return err
 			}
 			var out []api.Patch
