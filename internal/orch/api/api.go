@@ -130,5 +130,16 @@ type Patch struct {
 	Digest     string `json:"digest,omitempty"`
 }
 
+// Health is the service's liveness answer with a snapshot of the engine.
+type Health struct {
+	PID          int `json:"pid"`
+	OpenRuns     int `json:"open_runs"`
+	LiveAttempts int `json:"live_attempts"`
+	LocksHeld    int `json:"locks_held"`
+	LockWaiters  int `json:"lock_waiters"`
+	SlotWaiters  int `json:"slot_waiters"`
+	Backoffs     int `json:"backoffs"`
+}
+
 // Raw is a JSON value passed through unchanged.
 type Raw = json.RawMessage

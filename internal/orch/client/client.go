@@ -99,13 +99,11 @@ func (c *Client) send(ctx context.Context, method, path string, in any) (*http.R
 	return resp, nil
 }
 
-// Health checks that the service answers and returns its pid.
-func (c *Client) Health(ctx context.Context) (int, error) {
-	var h struct {
-		PID int `json:"pid"`
-	}
+// Health checks that the service answers and returns its pid and engine snapshot.
+func (c *Client) Health(ctx context.Context) (api.Health, error) {
+	var h api.Health
 	err := c.do(ctx, http.MethodGet, "/v1/health", nil, &h)
-	return h.PID, err
+	return h, err
 }
 
 // Submit starts a run.

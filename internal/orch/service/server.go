@@ -101,7 +101,13 @@ func peerOK(c net.Conn) bool {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"pid": os.Getpid()})
+		st, err := s.Engine.Stats(r.Context())
+		if err != nil {
+			writeEngineErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, api.Health{PID: os.Getpid(), OpenRuns: st.Runs, LiveAttempts: st.LiveAttempts,
+			LocksHeld: st.LocksHeld, LockWaiters: st.LockWaiters, SlotWaiters: st.SlotWaiters, Backoffs: st.Backoffs})
 	})
 	mux.HandleFunc("POST /v1/runs", s.submit)
 	mux.HandleFunc("GET /v1/runs", s.runs)
