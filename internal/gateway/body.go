@@ -1,0 +1,104 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+)
+
+// streamBuf is the read size when copying a response.
+const streamBuf = 32 << 10
+
+// errOverCap reports an upstream body longer than the gateway's cap.
+var errOverCap = errors.New("over the response size limit")
+
+// copyModelBody copies the model response to w through the key redactor, at most g.maxBody
+// bytes; a longer body is an error. An event stream is passed on line by line as it arrives,
+// each line redacted whole and flushed: a key has no line break in it, so no form of it can
+// straddle two lines, and nothing is held back waiting for the next event.
+func (g *Gateway) copyModelBody(w http.ResponseWriter, resp *http.Response) error {
+	src := &capReader{r: resp.Body, left: g.maxBody}
+	if !isEventStream(resp.Header.Get("Content-Type")) {
+		rw := g.red.Writer(w)
+		if _, err := io.Copy(rw, src); err != nil {
+			return copyError(err, g.maxBody)
+		}
+		return rw.Close()
+	}
+	rc := http.NewResponseController(w)
+	buf := make([]byte, streamBuf)
+	var pending []byte
+	for {
+		n, rerr := src.Read(buf)
+		pending = append(pending, buf[:n]...)
+		if i := bytes.LastIndexAny(pending, "\r\n"); i >= 0 {
+			if err := g.emit(w, rc, pending[:i+1]); err != nil {
+				return err
+			}
+			pending = append(pending[:0], pending[i+1:]...)
+		}
+		if rerr == io.EOF {
+			return g.emit(w, rc, pending)
+		}
+		if rerr != nil {
+			return copyError(rerr, g.maxBody)
+		}
+	}
+}
+
+// emit writes the redacted segment and flushes it to the client.
+func (g *Gateway) emit(w http.ResponseWriter, rc *http.ResponseController, seg []byte) error {
+	if len(seg) == 0 {
+		return nil
+	}
+	if _, err := w.Write(g.red.Bytes(seg)); err != nil {
+		return fmt.Errorf("write response: %w", err)
+	}
+	if err := rc.Flush(); err != nil {
+		return fmt.Errorf("flush response: %w", err)
+	}
+	return nil
+}
+
+func copyError(err error, limit int64) error {
+	if errors.Is(err, errOverCap) {
+		return fmt.Errorf("model response over the %d byte limit", limit)
+	}
+	return fmt.Errorf("copy model response: %s", describe(err))
+}
+
+func isEventStream(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "text/event-stream"
+}
+
+// capReader passes at most left bytes of r and fails with errOverCap if r has more.
+type capReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1] // one byte more than allowed reveals an overlong body
+	}
+	n, err := c.r.Read(p)
+	if int64(n) > c.left {
+		n, c.left = int(c.left), 0
+		return n, errOverCap
+	}
+	c.left -= int64(n)
+	return n, err
+}
+
+// readCapped reads at most limit bytes of r and reports whether r had more.
+func readCapped(r io.Reader, limit int64) (data []byte, truncated bool, err error) {
+	data, err = io.ReadAll(io.LimitReader(r, limit+1))
+	if int64(len(data)) > limit {
+		return data[:limit], true, err
+	}
+	return data, false, err
+}

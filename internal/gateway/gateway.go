@@ -1,0 +1,279 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/secret/redact"
+)
+
+// Audit record kinds.
+const (
+	// KindGateway is recorded once for every request the gateway answers.
+	KindGateway = "tool.gateway"
+	// KindToolCall is recorded for every tool decision the worker reports on /audit/tool.
+	KindToolCall = "tool.call"
+)
+
+// Defaults and fixed limits.
+const (
+	// DefaultMaxBody caps an upstream response body when [Config.MaxBody] is zero.
+	DefaultMaxBody = 8 << 20
+	// DefaultModelTimeout bounds one model request when [Config.ModelTimeout] is zero.
+	DefaultModelTimeout = 10 * time.Minute
+	// DefaultFetchTimeout bounds one fetch, redirects included, when [Config.FetchTimeout] is zero.
+	DefaultFetchTimeout = 60 * time.Second
+	// DefaultMaxConcurrent is the number of requests served at once when
+	// [Config.MaxConcurrent] is zero.
+	DefaultMaxConcurrent = 16
+	// DefaultRequestsPerSecond and DefaultRequestBurst shape the request rate when
+	// [Config.RequestsPerSecond] and [Config.RequestBurst] are zero.
+	DefaultRequestsPerSecond = 10
+	DefaultRequestBurst      = 20
+
+	// maxRequestBody caps a request body from the sandbox on every route.
+	maxRequestBody = 4 << 20
+	// closeGrace is how long Close lets in-flight requests finish before cancelling them.
+	closeGrace = 10 * time.Second
+
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = time.Minute
+	idleTimeout       = 2 * time.Minute
+	maxHeaderBytes    = 64 << 10
+)
+
+// Auditor receives the gateway's audit records. Record MUST NOT block for long and is called
+// with a context that is not cancelled when the client goes away. details holds only strings,
+// integers and int64s.
+type Auditor interface {
+	Record(ctx context.Context, kind string, details map[string]any)
+}
+
+// Config is one dispatch's gateway. DispatchID, Role, Dialer and Audit are required.
+type Config struct {
+	// DispatchID and Role ("subagent@sha256:<hex>") name the dispatch in every audit record.
+	DispatchID, Role string
+	// ModelBaseURL is the model endpoint, e.g. https://api.openai.com/v1; "" means there is
+	// no model route. It must be http or https with no userinfo, query or fragment.
+	ModelBaseURL string
+	// APIKey is sent as "Authorization: Bearer <key>" on model requests only; nil or empty
+	// sends none. It must be at least [redact.MinLen] bytes (shorter could not be masked in
+	// responses) and a valid header value. Listen copies it; Close zeroes the copy.
+	APIKey []byte
+	// Egress lists the hosts /fetch may reach: an exact lowercase host name or canonical IP
+	// literal, or "*.domain" for any proper subdomain of domain. Empty grants none.
+	Egress []string
+	// Dialer carries every outbound request; its policy decides private addresses.
+	Dialer *egress.Dialer
+	// Audit records every request and every reported tool decision.
+	Audit Auditor
+	// MaxBody caps an upstream response body in bytes; zero means [DefaultMaxBody].
+	MaxBody int64
+	// ModelTimeout bounds one model request, streaming included; zero means
+	// [DefaultModelTimeout].
+	ModelTimeout time.Duration
+	// FetchTimeout bounds one fetch, redirects included; zero means [DefaultFetchTimeout].
+	FetchTimeout time.Duration
+	// MaxConcurrent is how many requests are served at once; more are refused with 503.
+	// Zero means [DefaultMaxConcurrent].
+	MaxConcurrent int
+	// RequestsPerSecond and RequestBurst bound the request rate (a token bucket); requests
+	// over it are refused with 429. Zero means [DefaultRequestsPerSecond] and
+	// [DefaultRequestBurst].
+	RequestsPerSecond float64
+	RequestBurst      int
+}
+
+// Gateway is a running gateway. Build it with [Listen]; stop it with [Gateway.Close].
+type Gateway struct {
+	dispatchID, role string
+	key              []byte // zeroed by Close
+	red              *redact.Redactor
+	model            *url.URL // nil: no model route
+	grants           grants
+	dialer           *egress.Dialer
+	audit            Auditor
+	maxBody          int64
+	modelClient      *http.Client
+	fetchClient      *http.Client
+	slots            chan struct{}
+	limiter          *rate.Limiter
+
+	path       string
+	sock       os.FileInfo // the socket file Listen created, to remove only that one
+	srv        *http.Server
+	serveDone  chan struct{}
+	cancelBase context.CancelFunc
+	stopWatch  func() bool
+	closeGrace time.Duration
+
+	mu      sync.Mutex // guards closing and orders inflight.Add before inflight.Wait
+	closing bool
+	// inflight counts handlers running; Add happens under mu while !closing.
+	inflight sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Listen validates cfg, creates the Unix socket at socketPath (mode 0600; a stale socket left
+// there is replaced, a live one or any other file is refused) and starts serving. Cancelling
+// ctx closes the gateway as [Gateway.Close] does.
+func Listen(ctx context.Context, socketPath string, cfg Config) (*Gateway, error) {
+	g, err := newGateway(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ln, fi, err := listenUnix(socketPath)
+	if err != nil {
+		return nil, err
+	}
+	g.path, g.sock = socketPath, fi
+	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	g.cancelBase = cancel
+	g.srv = &http.Server{
+		Handler:           http.HandlerFunc(g.serve),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		// A response may stream for as long as the longest upstream request.
+		WriteTimeout:   max(g.modelClient.Timeout, g.fetchClient.Timeout) + time.Minute,
+		IdleTimeout:    idleTimeout,
+		MaxHeaderBytes: maxHeaderBytes,
+		BaseContext:    func(net.Listener) context.Context { return base },
+		ErrorLog:       log.New(io.Discard, "", 0),
+	}
+	g.serveDone = make(chan struct{})
+	go func() {
+		defer close(g.serveDone)
+		g.srv.Serve(ln) // returns http.ErrServerClosed once Close starts
+	}()
+	g.stopWatch = context.AfterFunc(ctx, func() { g.Close() })
+	return g, nil
+}
+
+// newGateway validates cfg and builds everything but the socket and the server.
+func newGateway(cfg Config) (*Gateway, error) {
+	switch {
+	case cfg.Dialer == nil:
+		return nil, errors.New("gateway config: no dialer")
+	case cfg.Audit == nil:
+		return nil, errors.New("gateway config: no auditor")
+	}
+	if err := checkID(cfg.DispatchID); err != nil {
+		return nil, fmt.Errorf("gateway config: dispatch id: %s", err)
+	}
+	if err := checkRole(cfg.Role); err != nil {
+		return nil, fmt.Errorf("gateway config: role: %s", err)
+	}
+	if len(cfg.APIKey) > 0 {
+		if err := checkKey(cfg.APIKey); err != nil {
+			return nil, fmt.Errorf("gateway config: api key: %s", err)
+		}
+	}
+	gs, err := newGrants(cfg.Egress)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{
+		dispatchID: cfg.DispatchID,
+		role:       cfg.Role,
+		key:        append([]byte(nil), cfg.APIKey...),
+		grants:     gs,
+		dialer:     cfg.Dialer,
+		audit:      cfg.Audit,
+		maxBody:    orDefault(cfg.MaxBody, DefaultMaxBody),
+		slots:      make(chan struct{}, orDefault(cfg.MaxConcurrent, DefaultMaxConcurrent)),
+		limiter: rate.NewLimiter(rate.Limit(orDefault(cfg.RequestsPerSecond, DefaultRequestsPerSecond)),
+			orDefault(cfg.RequestBurst, DefaultRequestBurst)),
+		closeGrace: closeGrace,
+	}
+	g.red = redact.New([][]byte{g.key})
+	if cfg.ModelBaseURL != "" {
+		if g.model, err = parseModelURL(cfg.Dialer, cfg.ModelBaseURL); err != nil {
+			return nil, err
+		}
+	}
+	g.modelClient = cfg.Dialer.Client(orDefault(cfg.ModelTimeout, DefaultModelTimeout))
+	// The key would follow a redirect; the sandbox gets the 3xx instead.
+	g.modelClient.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	g.fetchClient = cfg.Dialer.Client(orDefault(cfg.FetchTimeout, DefaultFetchTimeout))
+	vet := g.fetchClient.CheckRedirect
+	g.fetchClient.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if err := g.vetTarget(req.URL); err != nil {
+			return err
+		}
+		return vet(req, via)
+	}
+	return g, nil
+}
+
+// parseModelURL checks the model base URL and returns it without a trailing slash.
+func parseModelURL(d *egress.Dialer, s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, errors.New("gateway config: model base URL does not parse")
+	}
+	switch {
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return nil, errors.New("gateway config: model base URL has a query or fragment")
+	case u.User != nil:
+		return nil, errors.New("gateway config: model base URL has userinfo (the key is sent as a bearer token)")
+	}
+	if err := d.CheckURL(u); err != nil {
+		return nil, fmt.Errorf("gateway config: model base URL: %s", describe(err))
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	u.RawPath = ""
+	return u, nil
+}
+
+// Path returns the socket path the gateway listens on.
+func (g *Gateway) Path() string { return g.path }
+
+// Close stops accepting requests, lets in-flight ones finish for up to 10 seconds, then
+// cancels the rest and waits for them, removes the socket and zeroes its copy of the API key.
+// It is safe to call more than once; later calls return the first result.
+func (g *Gateway) Close() error {
+	g.closeOnce.Do(func() { g.closeErr = g.close() })
+	return g.closeErr
+}
+
+func (g *Gateway) close() error {
+	g.stopWatch()
+	g.mu.Lock()
+	g.closing = true
+	g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), g.closeGrace)
+	err := g.srv.Shutdown(ctx)
+	cancel()
+	g.cancelBase() // cancels the upstream requests of handlers still running
+	if err != nil {
+		g.srv.Close()
+	}
+	g.inflight.Wait()
+	<-g.serveDone
+	g.modelClient.CloseIdleConnections()
+	g.fetchClient.CloseIdleConnections()
+	clear(g.key)
+	return removeSocket(g.path, g.sock)
+}
+
+func orDefault[T int | int64 | float64 | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,97 @@
+package gateway
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const testArgsHash = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+func TestGateway_ToolAuditRecorded(t *testing.T) {
+	h := start(t, Config{APIKey: []byte(testKey)})
+	resp, body := h.do(t, http.MethodPost, "/audit/tool", nil,
+		`{"tool":"write_file","decision":"denied","reason":"tool not granted to role `+testKey+`","args_hash":"`+testArgsHash+`","duration_ms":3}`)
+	if resp.StatusCode != http.StatusNoContent || len(body) != 0 {
+		t.Fatalf("got %d %q, want 204 and no body", resp.StatusCode, body)
+	}
+	calls := h.audit.ofKind(KindToolCall)
+	want := []map[string]any{{
+		"dispatch":    testDispatchID,
+		"role":        testRole,
+		"tool":        "write_file",
+		"decision":    "denied",
+		"reason":      "tool not granted to role [REDACTED]",
+		"args_hash":   testArgsHash,
+		"duration_ms": int64(3),
+	}}
+	if diff := cmp.Diff(want, calls); diff != "" {
+		t.Errorf("tool.call records (-want +got):\n%s", diff)
+	}
+	wantRecord(t, h.audit.lastGateway(t, 1), routeAuditTool, decisionAllowed, http.StatusNoContent, "")
+	wantNoKeyInAudit(t, h.audit)
+}
+
+func TestGateway_ToolAuditValidation(t *testing.T) {
+	h := start(t, Config{})
+	valid := map[string]string{
+		"tool": `"read_file"`, "decision": `"allowed"`, "reason": `""`,
+		"args_hash": `"` + testArgsHash + `"`, "duration_ms": `12`,
+	}
+	// with returns the valid body with field k set to the JSON text v ("" drops it).
+	with := func(k, v string) string {
+		var parts []string
+		for _, f := range []string{"tool", "decision", "reason", "args_hash", "duration_ms"} {
+			val := valid[f]
+			if f == k {
+				val = v
+			}
+			if val != "" {
+				parts = append(parts, `"`+f+`":`+val)
+			}
+		}
+		return "{" + strings.Join(parts, ",") + "}"
+	}
+	n := 0
+	for _, tc := range []struct {
+		name, body, msg string
+	}{
+		{"DecisionUnknown", with("decision", `"maybe"`), "decision: want allowed, denied or error"},
+		{"DecisionMissing", with("decision", ""), "decision"},
+		{"HashUppercase", with("args_hash", `"sha256:`+strings.Repeat("A", 64)+`"`), "args_hash"},
+		{"HashShort", with("args_hash", `"sha256:abc"`), "args_hash"},
+		{"HashOtherAlgorithm", with("args_hash", `"md5:`+strings.Repeat("a", 64)+`"`), "args_hash"},
+		{"HashMissing", with("args_hash", ""), "args_hash"},
+		{"ToolPath", with("tool", `"../x"`), "tool: must start with a letter"},
+		{"ToolSpace", with("tool", `"read file"`), "tool: only letters"},
+		{"ToolEmpty", with("tool", `""`), "tool: want 1 to 128 bytes"},
+		{"ToolTooLong", with("tool", `"`+strings.Repeat("a", 129)+`"`), "tool: want 1 to 128 bytes"},
+		{"ReasonTooLong", with("reason", `"`+strings.Repeat("r", 513)+`"`), "reason: 513 bytes, over the 512 byte limit"},
+		{"ReasonNewline", with("reason", `"a\nforged: record"`), "reason: contains a control character"},
+		{"DurationNegative", with("duration_ms", `-1`), "duration_ms"},
+		{"DurationFraction", with("duration_ms", `1.5`), "duration_ms"},
+		{"DurationString", with("duration_ms", `"1"`), "duration_ms"},
+		{"DispatchFromBody", strings.TrimSuffix(with("", ""), "}") + `,"dispatch":"other"}`, `unknown field "dispatch"`},
+		{"RoleFromBody", strings.TrimSuffix(with("", ""), "}") + `,"role":"admin@sha256:00"}`, `unknown field "role"`},
+		{"Nested", with("reason", `{"a":1}`), `field "reason": want a string or a number`},
+		{"Array", `[]`, "not a JSON object"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n++
+			resp, body := h.do(t, http.MethodPost, "/audit/tool", nil, tc.body)
+			if msg := errorOf(t, body); resp.StatusCode != http.StatusBadRequest || !strings.Contains(msg, tc.msg) {
+				t.Errorf("got %d %q, want 400 containing %q", resp.StatusCode, msg, tc.msg)
+			}
+			wantRecord(t, h.audit.lastGateway(t, n), routeAuditTool, decisionDenied, http.StatusBadRequest, tc.msg)
+		})
+	}
+	if calls := h.audit.ofKind(KindToolCall); len(calls) != 0 {
+		t.Errorf("got %d tool.call records from invalid reports, want 0: %v", len(calls), calls)
+	}
+	// The valid body itself is accepted, so each case above fails on its one change.
+	if resp, body := h.do(t, http.MethodPost, "/audit/tool", nil, with("", "")); resp.StatusCode != http.StatusNoContent {
+		t.Errorf("valid report: got %d %q, want 204", resp.StatusCode, body)
+	}
+}
