@@ -203,6 +203,13 @@ UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolatio
 		if o.Result != nil && o.Result.Patch != nil {
 			data["patch_digest"] = string(o.Result.Patch.Digest)
 		}
+		ended := *r
+		ended.State, ended.Reason, ended.Result = o.State, o.Reason, o.Result
+		manifest, err := Manifest(&ended)
+		if err != nil {
+			return err
+		}
+		data["manifest"] = ManifestDigest(manifest)
 		if err := s.event(ctx, tx, r, o.State, data); err != nil {
 			return err
 		}

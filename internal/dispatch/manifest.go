@@ -1,0 +1,69 @@
+package dispatch
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/agora-dev/agora/internal/jcs"
+)
+
+// ManifestFormat names the dispatch manifest's format.
+const ManifestFormat = "agora-dispatch-manifest/v1"
+
+// Manifest is the canonical statement of what a dispatch ran on and produced: the pinned
+// catalog hashes, its input and upstream inputs, and the refs of its products. Its digest is
+// recorded in the dispatch's terminal audit entry (details.manifest), so an exported bundle
+// can carry the manifest and a verifier can bind it to the log (docs/audit-bundle.md). It is
+// a pure function of the record, so an exporter rebuilds the exact bytes later.
+func Manifest(r *Record) ([]byte, error) {
+	envs := make([]any, len(r.Envs))
+	for i, e := range r.Envs {
+		envs[i] = e.Name + "@" + string(e.Digest)
+	}
+	inputs := make([]any, len(r.Inputs))
+	for i, in := range r.Inputs {
+		files := make([]any, len(in.Files))
+		for j, f := range in.Files {
+			files[j] = map[string]any{"path": f.Path, "digest": string(f.Digest), "size": f.Size}
+		}
+		inputs[i] = map[string]any{"key": in.Key, "select": in.Select, "from_dispatch": in.FromDispatch, "files": files}
+	}
+	products := map[string]any{"patch": "", "outputs": []any{}}
+	if r.Result != nil {
+		if r.Result.Patch != nil {
+			products["patch"] = string(r.Result.Patch.Digest)
+		}
+		outs := make([]any, len(r.Result.Outputs))
+		for i, o := range r.Result.Outputs {
+			outs[i] = map[string]any{"path": o.Path, "digest": string(o.Digest), "size": o.Size}
+		}
+		products["outputs"] = outs
+	}
+	b, err := jcs.Marshal(map[string]any{
+		"format":       ManifestFormat,
+		"dispatch":     r.ID,
+		"subagent":     r.Subagent + "@" + string(r.SubagentDigest),
+		"envs":         envs,
+		"target":       r.Target,
+		"sandbox":      r.Sandbox,
+		"network":      r.Network,
+		"input_digest": string(r.InputDigest),
+		"repo":         r.Repo,
+		"revision":     r.Revision,
+		"inputs":       inputs,
+		"state":        r.State,
+		"reason":       r.Reason,
+		"products":     products,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dispatch %s manifest: %w", r.ID, err)
+	}
+	return b, nil
+}
+
+// ManifestDigest is "sha256:<hex>" of b.
+func ManifestDigest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
