@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit/verify"
@@ -24,6 +25,9 @@ type Selection struct {
 	// Kind, when set, keeps only entries of that kind, or with a prefix pattern such as
 	// "catalog.*", of that family.
 	Kind string
+	// Subjects, when set, keeps only entries whose subject is one of them or lies below one
+	// ("run/R" also selects "run/R/task/T"); the bundle is then format v2.
+	Subjects []string
 }
 
 // Export builds a bundle of the selected entries up to the latest checkpoint (entries after
@@ -45,7 +49,12 @@ func (c *Checkpointer) Export(ctx context.Context, sel Selection) (*verify.Bundl
 	if err != nil {
 		return nil, err
 	}
-	entries, err := selectEntries(ctx, q, from, latest.Size, sel.Kind)
+	var entries []verify.Entry
+	if len(sel.Subjects) > 0 {
+		entries, err = selectSubjects(ctx, q, from, latest.Size, sel.Kind, sel.Subjects)
+	} else {
+		entries, err = selectEntries(ctx, q, from, latest.Size, sel.Kind)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -73,11 +82,15 @@ func (c *Checkpointer) Export(ctx context.Context, sel Selection) (*verify.Bundl
 	for i := range entries {
 		entries[i].InclusionProof = proofs[i]
 	}
+	format := verify.Format
+	if len(sel.Subjects) > 0 {
+		format = verify.FormatV2
+	}
 	b := &verify.Bundle{
-		Format:     verify.Format,
+		Format:     format,
 		Origin:     c.origin,
 		Key:        c.opts.VerifierKey,
-		Selection:  verify.Selection{FromIndex: from, Kind: sel.Kind, Count: len(entries)},
+		Selection:  verify.Selection{FromIndex: from, Kind: sel.Kind, Count: len(entries), Subjects: sel.Subjects},
 		Checkpoint: proven.Note,
 		Entries:    entries,
 		Manifests:  []verify.Manifest{},
@@ -181,4 +194,41 @@ func anchoredPart(ctx context.Context, q Querier, proven, anchored *StoredCheckp
 		return nil, fmt.Errorf("export audit log: %w", err)
 	}
 	return a, nil
+}
+
+// selectSubjects reads the entries of the given subjects (and those below them) in index
+// order, through the subject index: never a scan of the whole log.
+func selectSubjects(ctx context.Context, q Querier, from, end uint64, kind string, subjects []string) ([]verify.Entry, error) {
+	seen := map[int64]bool{}
+	entries := []verify.Entry{}
+	for _, s := range subjects {
+		// subject = s, or s + "/" ... : the second range is [s + "/", s + "0") ('0' follows '/').
+		rows, err := q.QueryContext(ctx, `SELECT seq, kind, entry, leaf_hash FROM audit_entries
+			WHERE (subject = ? OR (subject >= ? AND subject < ?)) AND seq >= ? AND seq < ?`,
+			s, s+"/", s+"0", int64(from), int64(end))
+		if err != nil {
+			return nil, fmt.Errorf("export audit log: %w", err)
+		}
+		for rows.Next() {
+			var seq int64
+			var k string
+			var e verify.Entry
+			if err := rows.Scan(&seq, &k, &e.Entry, &e.LeafHash); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("export audit log: %w", err)
+			}
+			if seen[seq] || kind != "" && !verify.KindMatches(kind, k) {
+				continue
+			}
+			seen[seq] = true
+			e.Index = uint64(seq)
+			entries = append(entries, e)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("export audit log: %w", err)
+		}
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Index < entries[j].Index })
+	return entries, nil
 }

@@ -49,4 +49,7 @@ CREATE TABLE audit_anchors (
 CREATE INDEX audit_anchors_size ON audit_anchors(size, anchor);
 CREATE INDEX audit_anchors_anchor ON audit_anchors(anchor, size);
 `,
+}, {
+	Name: "audit entries by subject",
+	SQL:  `CREATE INDEX audit_entries_subject ON audit_entries(subject, seq);`,
 }}

@@ -41,6 +41,7 @@ are privileged: they exist on this command line only, never over MCP.`,
 		newOrchActionCmd(f, "retry"),
 		newOrchActionCmd(f, "seal"),
 		newOrchPatchesCmd(f),
+		newOrchAuditCmd(f),
 	)
 	return cmd
 }

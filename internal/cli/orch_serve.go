@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
@@ -99,7 +100,13 @@ func runOrchServe(ctx context.Context, f *Factory) error {
 		return err
 	}
 	defer os.Remove(sock)
-	srv := &service.Server{Engine: eng, PinRepo: dispatch.PinRevision, Log: logger}
+	srv := &service.Server{Engine: eng, PinRepo: dispatch.PinRevision, Log: logger,
+		ExportRun: func(ctx context.Context, runID string) (*verify.Bundle, error) {
+			if _, err := orchCP.Checkpoint(ctx); err != nil {
+				return nil, err
+			}
+			return orchCP.Export(ctx, audit.Selection{Subjects: []string{"run/" + runID}})
+		}}
 	fmt.Fprintf(f.IO.ErrOut, "agora: orchestrator serving on %s (pid %d)\n", sock, os.Getpid())
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return eng.Run(gctx) })

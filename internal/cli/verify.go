@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"errors"
@@ -35,11 +36,14 @@ func newVerifyCmd(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "verify BUNDLE [--key audit.pub] [--tsa-ca FILE]",
 		Short: "Check an audit bundle offline and name every failed check",
-		Long: `Check a bundle written by 'agora audit export' with no database and no AGORA_HOME: every
-entry's hash and canonical form, every inclusion proof, the checkpoint signatures, the
-consistency proof to the anchored checkpoint, each anchor's evidence and each manifest's
-binding to an entry. One row per check; exit 0 only when all pass, 5 when any fails.
-BUNDLE "-" reads the bundle from standard input.
+		Long: `Check a bundle written by 'agora audit export' or 'agora orch audit' with no database and
+no AGORA_HOME: every entry's hash and canonical form, every inclusion proof, the checkpoint
+signatures, the consistency proof to the anchored checkpoint, each anchor's evidence and
+each manifest's binding to an entry. For a run bundle also: the run is sealed with all its
+entries present, every attempt's dispatch is there, each dispatch manifest agrees with its
+entries (catalog hashes, input, products), and every input of a task is the product of a
+succeeded task of the same run (provenance). One row per check; exit 0 only when all pass,
+5 when any fails. BUNDLE "-" reads the bundle from standard input.
 
 The last row names the tier reached:
   tamper-detecting  signed by the log's key, checkpoints held locally
@@ -119,7 +123,22 @@ func verifyFile(stdin io.Reader, path string, vo verify.Options) (*verify.Report
 		defer fd.Close()
 		r = fd
 	}
-	b, err := verify.ParseBundle(r)
+	data, err := io.ReadAll(io.LimitReader(r, verify.MaxBundleSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read bundle: %w", err)
+	}
+	if verify.IsRunBundle(data) {
+		rb, err := verify.ParseRunBundle(bytes.NewReader(data))
+		if errors.Is(err, verify.ErrBundle) {
+			return &verify.Report{OK: false, Tier: verify.TierNone, KeySource: verify.KeyFromBundle,
+				Checks: []verify.Result{{Check: verify.CheckBundle, Detail: err.Error()}}}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return verify.VerifyRun(rb, vo), nil
+	}
+	b, err := verify.ParseBundle(bytes.NewReader(data))
 	if errors.Is(err, verify.ErrBundle) {
 		return &verify.Report{OK: false, Tier: verify.TierNone, KeySource: verify.KeyFromBundle,
 			Checks: []verify.Result{{Check: verify.CheckBundle, Detail: err.Error()}}}, nil

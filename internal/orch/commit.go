@@ -88,6 +88,7 @@ func (e *Engine) record(r *run, t *task, kind string, details map[string]any) {
 		ev.Detail = d
 	}
 	e.b.entries = append(e.b.entries, audit.Entry{Actor: "orch", Kind: kind, Subject: subject, Details: details})
+	r.entries++
 	e.b.events = append(e.b.events, ev)
 	e.b.runs[r] = true
 }

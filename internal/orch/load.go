@@ -53,6 +53,11 @@ func (e *Engine) load(ctx context.Context) error {
 		if err := e.loadTasks(ctx, db, r); err != nil {
 			return err
 		}
+		subject := "run/" + r.id
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM audit_entries WHERE subject = ? OR (subject >= ? AND subject < ?)`,
+			subject, subject+"/", subject+"0").Scan(&r.entries); err != nil {
+			return fmt.Errorf("load run %s: count its audit entries: %w", r.id, err)
+		}
 		e.runs[r.id], e.byName[r.name] = r, r
 		for _, t := range r.tasks {
 			if t.readySeq > e.seq {

@@ -24,6 +24,7 @@ type run struct {
 	running          int
 	waiting          queue // ready tasks waiting for a run slot
 	backoff          int   // pending tasks waiting out a retry backoff
+	entries          int   // audit entries recorded about the run (the seal states the count)
 	inserted         bool  // the run row does not exist yet
 }
 

@@ -18,8 +18,12 @@ import (
 	"time"
 )
 
-// Format is the version tag of the bundle format this package reads and writes.
+// Format is the version tag of a range or kind bundle.
 const Format = "agora-audit-bundle/v1"
+
+// FormatV2 is the version tag of a bundle whose selection names subjects (Selection.Subjects):
+// version 1 plus that one field.
+const FormatV2 = "agora-audit-bundle/v2"
 
 // MaxBundleSize caps a bundle read by [ParseBundle]: about a million entries with proofs.
 const MaxBundleSize = 1 << 30
@@ -58,7 +62,23 @@ type Selection struct {
 	Kind string `json:"kind,omitempty"`
 	// Count is the number of entries exported.
 	Count int `json:"count"`
+	// Subjects, when set (format v2 only), keeps only entries whose subject is one of them or
+	// lies below one ("run/R" also selects "run/R/task/T").
+	Subjects []string `json:"subjects,omitempty"`
 }
+
+// SubjectMatches reports whether subject is one of subjects or below one of them.
+func SubjectMatches(subjects []string, subject string) bool {
+	for _, s := range subjects {
+		if subject == s || len(subject) > len(s) && subject[:len(s)] == s && subject[len(s)] == '/' {
+			return true
+		}
+	}
+	return false
+}
+
+// contiguous reports whether the selection promises every entry from FromIndex on.
+func (s Selection) contiguous() bool { return s.Kind == "" && len(s.Subjects) == 0 }
 
 // Entry is one log entry with its proof.
 type Entry struct {
@@ -139,13 +159,25 @@ func ParseBundle(r io.Reader) (*Bundle, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("%w: data after the bundle object", ErrBundle)
 	}
-	if b.Format != Format {
-		return nil, fmt.Errorf("%w: format %q, want %q", ErrBundle, truncate(b.Format, 40), Format)
+	if err := b.checkFormat(); err != nil {
+		return nil, err
 	}
 	if b.Entries == nil || b.Manifests == nil {
 		return nil, fmt.Errorf("%w: entries and manifests must be lists", ErrBundle)
 	}
 	return &b, nil
+}
+
+func (b *Bundle) checkFormat() error {
+	switch {
+	case b.Format == Format && len(b.Selection.Subjects) > 0:
+		return fmt.Errorf("%w: a %s bundle cannot select subjects", ErrBundle, Format)
+	case b.Format == FormatV2 && len(b.Selection.Subjects) == 0:
+		return fmt.Errorf("%w: a %s bundle must select subjects", ErrBundle, FormatV2)
+	case b.Format != Format && b.Format != FormatV2:
+		return fmt.Errorf("%w: format %q, want %q or %q", ErrBundle, truncate(b.Format, 40), Format, FormatV2)
+	}
+	return nil
 }
 
 // WriteBundle writes b as indented JSON.

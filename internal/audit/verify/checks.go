@@ -36,7 +36,7 @@ func (v *verifier) checkEntryList() {
 		v.fail(CheckEntries, "", "entry %d precedes the selection's first index %d", es[0].Index, sel.FromIndex)
 		return
 	}
-	if sel.Kind == "" && es[0].Index != sel.FromIndex {
+	if sel.contiguous() && es[0].Index != sel.FromIndex {
 		v.fail(CheckEntries, "", "first entry is %d, the selection starts at %d", es[0].Index, sel.FromIndex)
 		return
 	}
@@ -49,7 +49,7 @@ func (v *verifier) checkEntryList() {
 		case cur < prev:
 			v.fail(CheckEntries, "", "entry %d comes after entry %d: entries are out of order", cur, prev)
 			return
-		case sel.Kind == "" && cur != prev+1:
+		case sel.contiguous() && cur != prev+1:
 			v.fail(CheckEntries, "", "entries %d to %d are missing from a contiguous selection", prev+1, cur-1)
 			return
 		}
@@ -75,6 +75,11 @@ func (v *verifier) checkEntry(e Entry, item string) {
 		v.fail(CheckEntry, item, "kind %q does not match the selection %q", truncate(f.Kind, 60), truncate(k, 60))
 		return
 	}
+	if subs := v.b.Selection.Subjects; len(subs) > 0 && !SubjectMatches(subs, f.Subject) {
+		v.fail(CheckEntry, item, "subject %q is not one the selection names", truncate(f.Subject, 60))
+		return
+	}
+	v.entries = append(v.entries, f)
 	if ref, ok := f.Details["manifest"].(string); ok {
 		v.refs[ref] = e.Index
 	}

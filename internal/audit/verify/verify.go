@@ -99,6 +99,8 @@ type verifier struct {
 	anc   *Checkpoint // the anchored checkpoint, when it verified
 	tiers map[string]bool
 	refs  map[string]uint64 // details.manifest of passing entries -> entry index
+	// entries are the decoded entries that passed their own checks, in bundle order.
+	entries []EntryFields
 }
 
 // Verify checks b and returns a row per check. It never stops at the first failure: every

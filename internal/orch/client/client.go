@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -132,6 +133,15 @@ func (c *Client) Action(ctx context.Context, action string, req api.ActionReques
 	var out api.Run
 	err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(req.Run)+"/"+url.PathEscape(action), req, &out)
 	return out, err
+}
+
+// Audit returns a sealed run's part of orch.db as an audit bundle.
+func (c *Client) Audit(ctx context.Context, ref string) (*verify.Bundle, error) {
+	var b verify.Bundle
+	if err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(ref)+"/audit", nil, &b); err != nil {
+		return nil, err
+	}
+	return &b, nil
 }
 
 // Watch calls fn with the run's state first and after each run-level change, and with every

@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
@@ -34,7 +35,10 @@ type Server struct {
 	Engine *orch.Engine
 	// PinRepo resolves a submitted repository and revision to an absolute path and a commit.
 	PinRepo func(ctx context.Context, repo, rev string) (string, string, error)
-	Log     *slog.Logger
+	// ExportRun writes a checkpoint of orch.db if needed and exports the run's entries
+	// (subject run/<id>) with their proofs.
+	ExportRun func(ctx context.Context, runID string) (*verify.Bundle, error)
+	Log       *slog.Logger
 }
 
 // Listen removes a stale socket at path (the caller holds the serve lock, so nobody else
@@ -113,6 +117,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/runs", s.runs)
 	mux.HandleFunc("GET /v1/runs/{ref}", s.status)
 	mux.HandleFunc("GET /v1/runs/{ref}/watch", s.watch)
+	mux.HandleFunc("GET /v1/runs/{ref}/audit", s.audit)
 	mux.HandleFunc("POST /v1/runs/{ref}/{action}", s.action)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ok, _ := r.Context().Value(peerKey{}).(bool); !ok {
@@ -250,6 +255,29 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// audit exports a sealed run's part of orch.db: a run that could still change has no bundle.
+func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
+	run, err := s.Engine.Status(r.Context(), r.PathValue("ref"))
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	if !run.Sealed {
+		writeErr(w, http.StatusConflict, "conflict", fmt.Sprintf("run %s is %s and not sealed; a run is exported once it is sealed ('agora orch seal %s' after it ends)", run.ID, run.State, run.ID))
+		return
+	}
+	if s.ExportRun == nil {
+		writeErr(w, http.StatusNotFound, "not_found", "this orchestrator does not export audit bundles")
+		return
+	}
+	b, err := s.ExportRun(r.Context(), run.ID)
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
 }
 
 func (s *Server) action(w http.ResponseWriter, r *http.Request) {
