@@ -162,7 +162,8 @@ func readTokensFile(path string) ([]byte, error) {
 }
 
 // runMCP wires the server from the factory: the catalog reader, a dispatcher port that hands
-// every dispatch to a detached supervisor, no orchestrator yet, and the audit log.
+// every dispatch to a detached supervisor, the orchestrator service's client (submit, status
+// and watch only), and the audit log.
 func runMCP(ctx context.Context, f *Factory, opts *mcpOptions, ceiling mcpserver.Ceiling, httpCfg *mcpserver.HTTPConfig) error {
 	h, err := f.Home(ctx)
 	if err != nil {
@@ -177,6 +178,10 @@ func runMCP(ctx context.Context, f *Factory, opts *mcpOptions, ceiling mcpserver
 		// heap stays small; collecting less often trades a few MB for a third of the CPU.
 		debug.SetGCPercent(400)
 	}
+	orchClient, err := f.OrchClient(ctx)
+	if err != nil {
+		return err
+	}
 	logger := slog.New(slog.NewJSONHandler(f.IO.ErrOut, nil))
 	ctx, stop := context.WithCancel(ctx)
 	auditor := newMCPAuditor(h, audit.New(f.Now))
@@ -185,11 +190,12 @@ func runMCP(ctx context.Context, f *Factory, opts *mcpOptions, ceiling mcpserver
 	defer wg.Wait()
 	defer stop()
 	srv, err := mcpserver.New(mcpserver.Config{
-		Catalog:    d.Catalog,
-		Dispatcher: &mcpDispatcher{f: f, d: d},
-		Audit:      auditor.Record,
-		Logger:     logger,
-		Version:    buildVersion(),
+		Catalog:      d.Catalog,
+		Dispatcher:   &mcpDispatcher{f: f, d: d},
+		Orchestrator: &mcpOrchestrator{c: orchClient},
+		Audit:        auditor.Record,
+		Logger:       logger,
+		Version:      buildVersion(),
 	})
 	if err != nil {
 		return err
