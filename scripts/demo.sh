@@ -51,3 +51,27 @@ step "agora audit export + agora verify (offline, no AGORA_HOME needed)"
 "$bin" audit checkpoint >/dev/null
 "$bin" audit export --out "$work/bundle.json"
 AGORA_HOME=/nonexistent "$bin" verify "$work/bundle.json" --key "$AGORA_HOME/keys/audit.pub"
+
+step "agora orch serve (the orchestrator service, in the background for the demo)"
+"$bin" orch serve 2>"$work/serve.log" &
+serve_pid=$!
+trap 'kill "$serve_pid" 2>/dev/null || true' EXIT
+for _ in $(seq 100); do [ -S "$AGORA_HOME/orch/orch.sock" ] && break; sleep 0.05; done
+
+step "agora orch validate + submit examples/plans/demo.yaml --repo $work/repo --wait"
+echo "(greet-docs and greet-readme hold disjoint locks and run in parallel; review waits for both and"
+echo " reads greet-docs' patch at /agora/inputs/docs-patch/patch.diff; tidy-a and tidy-b share the"
+echo " exclusive lock 'repo', so one runs after the other)"
+"$bin" orch validate examples/plans/demo.yaml
+run=$("$bin" orch submit examples/plans/demo.yaml --repo "$work/repo" --wait)
+"$bin" orch status "$run"
+
+step "agora orch patches $run --to $work/patches (one reviewable patch per task)"
+"$bin" orch patches "$run" --to "$work/patches"
+for p in "$work"/patches/*.patch; do echo "--- $(basename "$p")"; cat "$p"; done
+
+step "agora orch audit $run + agora verify (the run and every dispatch of it, offline)"
+"$bin" orch audit "$run" --out "$work/run-bundle.json"
+AGORA_HOME=/nonexistent "$bin" verify "$work/run-bundle.json" --key "$AGORA_HOME/keys/audit.pub" | tail -8
+
+printf '\nagora demo: done. AGORA_HOME=%s, work in %s\n' "$AGORA_HOME" "$work"

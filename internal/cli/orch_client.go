@@ -132,7 +132,8 @@ and exits with its outcome, like 'agora orch watch'.`,
 				fmt.Fprintf(f.IO.ErrOut, "agora: follow it with 'agora orch watch %s'\n", resp.Run.ID)
 				return nil
 			}
-			return watchRun(cmd.Context(), f, resp.Run.ID)
+			// stdout carries only the run id: the progress goes to stderr.
+			return watchRun(cmd.Context(), f, resp.Run.ID, f.IO.ErrOut, false)
 		},
 	}
 	cmd.Flags().StringVar(&repo, "repo", "", "git repository every task works on: PATH or PATH@REV (default HEAD)")
@@ -254,7 +255,7 @@ change. Exits when the run ends or needs an answer:
   4  a task needs input: answer with 'agora orch answer RUN TASK --answer TEXT'`,
 		Args: exactArgs(1, "RUN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return watchRun(cmd.Context(), f, args[0])
+			return watchRun(cmd.Context(), f, args[0], f.IO.Out, f.IO.OutTTY)
 		},
 	}
 }
@@ -262,13 +263,12 @@ change. Exits when the run ends or needs an answer:
 var errStopWatch = errors.New("stop watching")
 
 // watchRun follows a run and turns its outcome into the exit code.
-func watchRun(ctx context.Context, f *Factory, ref string) error {
+func watchRun(ctx context.Context, f *Factory, ref string, out io.Writer, live bool) error {
 	c, err := f.OrchClient(ctx)
 	if err != nil {
 		return err
 	}
 	var last api.Run
-	live := f.IO.OutTTY
 	drawn := 0
 	err = c.Watch(ctx, ref, func(r *api.Run, ev *api.Event) error {
 		if ev != nil && !live {
@@ -276,7 +276,7 @@ func watchRun(ctx context.Context, f *Factory, ref string) error {
 			if task == "" {
 				task = "-"
 			}
-			fmt.Fprintf(f.IO.Out, "%s\t%s\t%s\t%s\t%s\n", ev.At.UTC().Format(time.RFC3339), task,
+			fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\n", ev.At.UTC().Format(time.RFC3339), task,
 				strings.TrimPrefix(ev.Kind, "orch."), ev.State, ev.Detail)
 		}
 		if r == nil {
@@ -288,13 +288,13 @@ func watchRun(ctx context.Context, f *Factory, ref string) error {
 						last.Counts[ev.State]++
 					}
 				}
-				drawn = drawLive(f, last, drawn)
+				drawn = drawLive(out, last, drawn)
 			}
 			return nil
 		}
 		last = *r
 		if live {
-			drawn = drawLive(f, last, drawn)
+			drawn = drawLive(out, last, drawn)
 		}
 		if r.State == api.RunNeedsInput {
 			return errStopWatch
@@ -323,7 +323,7 @@ func watchRun(ctx context.Context, f *Factory, ref string) error {
 }
 
 // drawLive redraws the run's table in place on a terminal.
-func drawLive(f *Factory, r api.Run, previous int) int {
+func drawLive(out io.Writer, r api.Run, previous int) int {
 	var b strings.Builder
 	if previous > 0 {
 		fmt.Fprintf(&b, "\x1b[%dA\x1b[J", previous)
@@ -351,7 +351,7 @@ func drawLive(f *Factory, r api.Run, previous int) int {
 		fmt.Fprintf(&b, "  %-24s %-12s %s\n", truncate(t.ID, 24), t.State, orDash(t.DispatchID))
 		lines++
 	}
-	fmt.Fprint(f.IO.Out, b.String())
+	fmt.Fprint(out, b.String())
 	return lines
 }
 
