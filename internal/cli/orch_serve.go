@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -56,6 +57,9 @@ func runOrchServe(ctx context.Context, f *Factory) error {
 		return err
 	}
 	defer release()
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(orch.MemoryLimit)
+	}
 	h, err := f.Home(ctx)
 	if err != nil {
 		return err

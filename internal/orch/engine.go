@@ -20,6 +20,11 @@ import (
 // maxBatch bounds how many events one transaction applies.
 const maxBatch = 4096
 
+// MemoryLimit is the soft memory limit agora orch serve sets for itself (unless GOMEMLIMIT is
+// set): parsing a large plan allocates several times its size for a moment, and without a
+// limit the Go runtime lets the heap grow to twice the live size before it collects.
+const MemoryLimit = 64 << 20
+
 // Options tune an [Engine].
 type Options struct {
 	Now  func() time.Time
@@ -59,6 +64,20 @@ type Engine struct {
 
 	subMu sync.Mutex
 	subs  map[string]map[chan api.Event]struct{}
+
+	// specs holds the resolved tasks of every open run (run id -> runSpecs), immutable once
+	// stored, so Status need not parse the plan again while the run is in memory.
+	specs       sync.Map
+	sealedSpecs []string // ids of sealed runs whose specs are still kept, oldest first
+}
+
+// keepSealedSpecs is how many sealed runs keep their specs in memory.
+const keepSealedSpecs = 4
+
+// runSpecs is what Status needs from a run's plan.
+type runSpecs struct {
+	concurrency int
+	tasks       []plan.Resolved
 }
 
 // event is anything the loop applies.
@@ -210,6 +229,13 @@ func (e *Engine) flush(ctx context.Context) error {
 		if r.sealed {
 			delete(e.runs, r.id)
 			delete(e.byName, r.name)
+			// Keep the specs of the last few sealed runs: their watchers and exporters read
+			// their status right after the seal, and parsing a large plan again is costly.
+			e.sealedSpecs = append(e.sealedSpecs, r.id)
+			if len(e.sealedSpecs) > keepSealedSpecs {
+				e.specs.Delete(e.sealedSpecs[0])
+				e.sealedSpecs = e.sealedSpecs[1:]
+			}
 		}
 	}
 	if debugCommits {

@@ -24,12 +24,17 @@ func (e *Engine) Status(ctx context.Context, ref string) (api.Run, error) {
 	if err != nil {
 		return api.Run{}, err
 	}
-	p, err := plan.Parse("orch.db run "+r.ID, canonical)
-	if err != nil {
-		return api.Run{}, fmt.Errorf("run %s: stored plan: %w", r.ID, err)
+	var specs []plan.Resolved
+	if cached, ok := e.specs.Load(r.ID); ok {
+		rs := cached.(runSpecs)
+		specs, r.Concurrency = rs.tasks, rs.concurrency
+	} else {
+		p, err := plan.Parse("orch.db run "+r.ID, canonical)
+		if err != nil {
+			return api.Run{}, fmt.Errorf("run %s: stored plan: %w", r.ID, err)
+		}
+		specs, r.Concurrency = p.Resolve(), p.Concurrency
 	}
-	specs := p.Resolve()
-	r.Concurrency = p.Concurrency
 	r.Total = len(specs)
 	r.Tasks = make([]api.Task, len(specs))
 	for i, s := range specs {

@@ -70,6 +70,7 @@ func (e *Engine) newRun(p *plan.Plan, digest string, c submitCmd) *run {
 // buildTasks fills r.tasks from p, all pending.
 func (e *Engine) buildTasks(r *run, p *plan.Plan) {
 	resolved := p.Resolve()
+	e.specs.Store(r.id, runSpecs{concurrency: p.Concurrency, tasks: resolved})
 	r.tasks = make([]*task, len(resolved))
 	r.byID = make(map[string]*task, len(resolved))
 	for i, spec := range resolved {
