@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/toolreg"
 	"github.com/agora-dev/agora/internal/worker"
 )
 
@@ -58,6 +59,33 @@ type dispatchRunOptions struct {
 	detach   bool
 	callback string
 	output   string
+	// tools, commands and egress narrow the subagent's grant when their flag is given.
+	tools, commands, egress []string
+}
+
+// grants returns the narrowing the flags ask for, or nil when none was given: a kind whose
+// flag is absent stays as the subagent has it; a flag given an empty value grants none of it.
+func (o *dispatchRunOptions) grants(cmd *cobra.Command) *toolreg.Grants {
+	fl := cmd.Flags()
+	if !fl.Changed("tools") && !fl.Changed("commands") && !fl.Changed("egress") {
+		return nil
+	}
+	g := &toolreg.Grants{}
+	if fl.Changed("tools") {
+		g.Tools = append([]string{}, splitList(o.tools)...)
+	}
+	if fl.Changed("commands") {
+		g.Commands = []string{}
+		for _, c := range o.commands {
+			if c = strings.TrimSpace(c); c != "" {
+				g.Commands = append(g.Commands, c)
+			}
+		}
+	}
+	if fl.Changed("egress") {
+		g.Egress = append([]string{}, splitList(o.egress)...)
+	}
+	return g
 }
 
 func newDispatchRunCmd(f *Factory) *cobra.Command {
@@ -73,9 +101,16 @@ summary follows the end. With --detach, run returns once the worker has started.
 The worker sees: the workspace (a checkout of --repo at its revision, or an empty directory)
 with the subagent's capability files overlaid, the env bundles' values and secrets (secrets
 arrive on a file descriptor, never in argv), AGORA_INPUT_JSON and AGORA_DISPATCH_ID. Its
-changes come back as a patch: 'agora dispatch patch ID | git apply'.`,
+changes come back as a patch: 'agora dispatch patch ID | git apply'.
+
+--tools, --commands and --egress narrow what the worker is granted (see 'agora subagent show'):
+each one given replaces that part of the subagent's grant with a subset of it ('' for none);
+anything the subagent's capabilities do not grant is refused. The openai and claude-code
+runtimes reach their model through a gateway on the host that holds the API key (OPENAI_API_KEY
+or ANTHROPIC_API_KEY from the env bundles); the sandbox never sees it. See docs/runtimes.md.`,
 		Example: `  agora dispatch run --subagent hello --env demo --repo . --input '{"task":"greet"}'
-  agora dispatch run --subagent fixer@sha256:1f2e... --repo ~/src/app@v1.2.0 --timeout 10m --detach`,
+  agora dispatch run --subagent fixer@sha256:1f2e... --repo ~/src/app@v1.2.0 --timeout 10m --detach
+  agora dispatch run --subagent reviewer --env model --repo . --tools read_file,run_command --commands 'git diff *' --input '{"prompt":"review the last commit"}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.subagent == "" {
@@ -92,6 +127,7 @@ changes come back as a patch: 'agora dispatch patch ID | git apply'.`,
 			req := dispatch.Request{
 				Subagent: opts.subagent, Envs: splitList(opts.envs), Target: opts.target, Input: input,
 				Repo: repo, Revision: rev, Timeout: opts.timeout, Actor: f.Actor(), CallbackURL: opts.callback,
+				Grants: opts.grants(cmd),
 			}
 			return runDispatch(cmd, f, req, opts.detach, opts.output)
 		},
@@ -105,6 +141,9 @@ changes come back as a patch: 'agora dispatch patch ID | git apply'.`,
 	fl.DurationVar(&opts.timeout, "timeout", 0, "wall-clock limit (default and maximum: the target's)")
 	fl.BoolVar(&opts.detach, "detach", false, "return once the worker has started")
 	fl.StringVar(&opts.callback, "callback", "", "URL that receives every lifecycle event as a signed POST")
+	fl.StringSliceVar(&opts.tools, "tools", nil, "narrow the granted tools to these, comma-separated ('' for none)")
+	fl.StringArrayVar(&opts.commands, "commands", nil, "narrow the granted command patterns to these, one per flag ('' for none)")
+	fl.StringSliceVar(&opts.egress, "egress", nil, "narrow the granted egress hosts to these, comma-separated ('' for none)")
 	addOutputFlag(cmd, &opts.output)
 	return cmd
 }
@@ -271,6 +310,9 @@ func printSummary(f *Factory, r *dispatch.Record) {
 		}
 		if res.Stdout != nil {
 			fmt.Fprintf(w, "logs      stdout %d bytes, stderr %d bytes  -> agora dispatch logs %s\n", res.Stdout.Size, sizeOf(res.Stderr), r.ID)
+		}
+		if res.Transcript != nil {
+			fmt.Fprintf(w, "transcript %d bytes  -> agora dispatch logs %s --transcript\n", res.Transcript.Size, r.ID)
 		}
 		if len(res.Truncated) > 0 {
 			fmt.Fprintf(w, "truncated %s (over the cap)\n", strings.Join(res.Truncated, ", "))

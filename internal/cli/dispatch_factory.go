@@ -33,6 +33,10 @@ func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) 
 	if err != nil {
 		return nil, err
 	}
+	prefixes, err := h.Config.Egress.Prefixes()
+	if err != nil {
+		return nil, err
+	}
 	reader := registry.NewReader(h.DB, h.Blobs)
 	return &dispatch.Dispatcher{
 		Records: dispatch.NewRecords(h.DB, audit.New(f.Now), f.Now),
@@ -49,7 +53,9 @@ func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) 
 		Config:   h.Config,
 		StateDir: filepath.Join(h.Dir, home.DispatchDir),
 		AgoraBin: bin,
-		Now:      f.Now,
+		// The gateways of model runtimes dial through this policy (egress.allow_private).
+		Egress: egress.Policy{AllowPrivate: prefixes},
+		Now:    f.Now,
 	}, nil
 }
 

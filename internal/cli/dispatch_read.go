@@ -84,12 +84,18 @@ func newDispatchDescribeCmd(f *Factory) *cobra.Command {
 			fmt.Fprintf(w, "input:     %s\n", r.InputDigest)
 			fmt.Fprintf(w, "timeout:   %s\n", time.Duration(r.Timeout))
 			fmt.Fprintf(w, "actor:     %s\n", r.Actor)
+			if g := r.Grants; g != nil {
+				fmt.Fprintf(w, "grants:    tools %s; commands %s; egress %s\n", orNone(g.Tools), orNone(g.Commands), orNone(g.Egress))
+			}
 			if res := r.Result; res != nil {
 				if res.Patch != nil {
 					fmt.Fprintf(w, "patch:     %s (%d bytes)\n", res.Patch.Digest, res.Patch.Size)
 				}
 				for _, o := range res.Outputs {
 					fmt.Fprintf(w, "output:    %s %s (%d bytes)\n", o.Path, o.Digest, o.Size)
+				}
+				if res.Transcript != nil {
+					fmt.Fprintf(w, "transcript: %s (%d bytes)\n", res.Transcript.Digest, res.Transcript.Size)
 				}
 				if res.NeedsInput != nil {
 					fmt.Fprintf(w, "question:  %s\n", res.NeedsInput.Question)
@@ -145,15 +151,20 @@ func newDispatchListCmd(f *Factory) *cobra.Command {
 }
 
 func newDispatchLogsCmd(f *Factory) *cobra.Command {
-	var follow, stderr bool
+	var follow, stderr, transcript bool
 	cmd := &cobra.Command{
 		Use:   "logs ID [-f]",
 		Short: "Print a dispatch's output (capped, secrets redacted)",
 		Long: `Print what the worker wrote to stdout (--stderr: to stderr). Output is capped (stdout
 4 MiB, stderr 1 MiB) and every secret value of the dispatch's env bundles is redacted,
-including its base64, hex and URL-encoded forms. -f follows a running dispatch to its end.`,
+including its base64, hex and URL-encoded forms. -f follows a running dispatch to its end.
+--transcript prints the model runtimes' JSON Lines transcript (openai, claude-code) of a
+dispatch that ended, redacted the same way.`,
 		Args: exactArgs(1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if transcript && (stderr || follow) {
+				return usageErrorf(cmd, "--transcript cannot be used with --stderr or --follow")
+			}
 			ctx := cmd.Context()
 			d, err := openRecords(ctx, f)
 			if err != nil {
@@ -162,6 +173,17 @@ including its base64, hex and URL-encoded forms. -f follows a running dispatch t
 			id := args[0]
 			r, err := d.Records.Get(ctx, id)
 			if err != nil {
+				return err
+			}
+			if transcript {
+				if r.Result == nil || r.Result.Transcript == nil {
+					return fmt.Errorf("dispatch %s has no transcript (only the openai and claude-code runtimes keep one, once the dispatch ends)", id)
+				}
+				b, err := d.Blobs.Get(r.Result.Transcript.Digest, 0)
+				if err != nil {
+					return err
+				}
+				_, err = f.IO.Out.Write(b)
 				return err
 			}
 			h, _ := f.Home(ctx)
@@ -178,6 +200,7 @@ including its base64, hex and URL-encoded forms. -f follows a running dispatch t
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow the output until the dispatch ends")
 	cmd.Flags().BoolVar(&stderr, "stderr", false, "print the worker's stderr instead of stdout")
+	cmd.Flags().BoolVar(&transcript, "transcript", false, "print the model transcript instead of stdout")
 	return cmd
 }
 
@@ -392,4 +415,12 @@ bundles, target and revision. Its input is the parent's input plus "agora_resume
 	cmd.Flags().BoolVar(&detach, "detach", false, "return once the worker has started")
 	addOutputFlag(cmd, &output)
 	return cmd
+}
+
+// orNone quotes a grant list, or says it is empty.
+func orNone(items []string) string {
+	if len(items) == 0 {
+		return "(none)"
+	}
+	return quoteAll(items)
 }

@@ -11,8 +11,10 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/registry"
 	"github.com/agora-dev/agora/internal/strictyaml"
+	"github.com/agora-dev/agora/internal/toolreg"
 )
 
 // maxSpecFileSize caps subagent YAML files and prompt files read from disk.
@@ -229,6 +231,9 @@ type subagentShow struct {
 	catalog.Version
 	SystemPrompt string   `json:"system_prompt"`
 	Command      []string `json:"command"`
+	// Grants is the effective grant: the union of the capabilities' grants, the most any
+	// dispatch of this version may do.
+	Grants toolreg.Grants `json:"grants"`
 }
 
 func newSubagentShowCmd(f *Factory) *cobra.Command {
@@ -258,7 +263,11 @@ func newSubagentShowCmd(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := subagentShow{Version: v, SystemPrompt: doc.SystemPrompt, Command: doc.Command}
+			grants, err := dispatch.SubagentGrants(cmd.Context(), r, doc)
+			if err != nil {
+				return err
+			}
+			out := subagentShow{Version: v, SystemPrompt: doc.SystemPrompt, Command: doc.Command, Grants: grants}
 			if out.Command == nil {
 				out.Command = []string{}
 			}
@@ -282,6 +291,10 @@ func newSubagentShowCmd(f *Factory) *cobra.Command {
 			for _, p := range doc.Capabilities {
 				fmt.Fprintf(w, "  %s@%s\n", p.Name, p.Digest)
 			}
+			fmt.Fprintf(w, "grants (the union of its capabilities; a dispatch may narrow them):\n")
+			fmt.Fprintf(w, "  tools:     %s\n", orNone(grants.Tools))
+			fmt.Fprintf(w, "  commands:  %s\n", orNone(grants.Commands))
+			fmt.Fprintf(w, "  egress:    %s\n", orNone(grants.Egress))
 			fmt.Fprintf(w, "system prompt:\n")
 			if doc.SystemPrompt == "" {
 				fmt.Fprintf(w, "  (none)\n")

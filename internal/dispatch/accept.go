@@ -13,6 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/jcs"
+	"github.com/agora-dev/agora/internal/toolreg"
 )
 
 // Request is what a caller may choose for a dispatch: catalog names, a target, an input, a
@@ -35,6 +36,12 @@ type Request struct {
 	CallbackURL string // CLI and target config only; never from MCP
 	// Inputs are upstream products to mount read-only at /agora/inputs/<key>.
 	Inputs []InputSpec
+	// Grants narrows what the worker may do; nil means the subagent's whole grant (the union
+	// of its capabilities'). In it, a nil list keeps that kind (tools, commands, egress) as
+	// the subagent has it and an empty one grants none. Anything the subagent's capabilities
+	// do not grant is refused with a [RequestError] naming the item: a dispatch may narrow,
+	// never widen.
+	Grants *toolreg.Grants
 }
 
 // InputSpec names an upstream dispatch's product: Select is "patch", "outputs" or
@@ -61,6 +68,22 @@ func reqErr(format string, args ...any) error {
 // does.
 func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	sub, err := d.Catalog.Resolve(ctx, catalog.KindSubagent, req.Subagent)
+	if err != nil {
+		return nil, &RequestError{Err: err}
+	}
+	content, err := d.Catalog.Content(sub)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := catalog.ParseSubagentDoc(content)
+	if err != nil {
+		return nil, err
+	}
+	catalogGrants, err := SubagentGrants(ctx, d.Catalog, doc)
+	if err != nil {
+		return nil, err
+	}
+	grants, err := d.effectiveGrants(ctx, sub.Name, catalogGrants, req)
 	if err != nil {
 		return nil, &RequestError{Err: err}
 	}
@@ -127,6 +150,7 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 		ID: id, Subagent: sub.Name, SubagentDigest: sub.Digest, Envs: envs, Target: req.Target,
 		Sandbox: target.Sandbox, Network: target.Network, InputDigest: inputDigest, Repo: repo, Revision: rev,
 		Timeout: Duration(timeout), ParentID: req.ParentID, Actor: req.Actor, CallbackURL: callback, Inputs: inputs,
+		Grants: &grants,
 	}
 	if rec.Envs == nil {
 		rec.Envs = []EnvRef{}
@@ -134,7 +158,7 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	if err := d.Records.Accept(ctx, rec); err != nil {
 		return nil, err
 	}
-	if denial := d.checkGrants(ctx, sub); denial != "" {
+	if denial := checkCommand(doc, grants); denial != "" {
 		if _, err := d.Records.Finish(ctx, rec.ID, Outcome{State: StateFailed, Reason: ReasonDenied, Detail: denial}); err != nil {
 			return nil, err
 		}
@@ -142,32 +166,15 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	return d.Records.Get(ctx, rec.ID)
 }
 
-// checkGrants returns why the subagent may not run, or "".
-func (d *Dispatcher) checkGrants(ctx context.Context, sub catalog.Version) string {
-	content, err := d.Catalog.Content(sub)
-	if err != nil {
-		return "subagent content unreadable: " + err.Error()
-	}
-	doc, err := catalog.ParseSubagentDoc(content)
-	if err != nil {
-		return err.Error()
-	}
+// checkCommand returns why the exec subagent of doc may not run under grants, or "".
+func checkCommand(doc catalog.SubagentDoc, grants toolreg.Grants) string {
 	if doc.Runtime != "exec" {
 		return ""
 	}
-	var patterns []string
-	for _, pin := range doc.Capabilities {
-		v, err := d.Catalog.Resolve(ctx, catalog.KindCapability, pin.Name+"@"+string(pin.Digest))
-		if err != nil {
-			return err.Error()
-		}
-		if v.Meta.Grants != nil {
-			patterns = append(patterns, v.Meta.Grants.Commands...)
-		}
-	}
+	patterns := grants.Commands
 	if !catalog.CommandAllowed(patterns, doc.Command) {
 		if len(patterns) == 0 {
-			return fmt.Sprintf("command %q is not granted: the subagent's capabilities grant no commands", strings.Join(doc.Command, " "))
+			return fmt.Sprintf("command %q is not granted: the dispatch's grant has no commands", strings.Join(doc.Command, " "))
 		}
 		return fmt.Sprintf("command %q matches none of the granted patterns %q", strings.Join(doc.Command, " "), patterns)
 	}

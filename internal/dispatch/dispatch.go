@@ -5,7 +5,10 @@
 //
 // dispatch runs on the host side. It unseals the secrets of the env bundles a dispatch names
 // and hands them to the worker on a file descriptor only; it never puts them in argv, the
-// environment of any process it starts, a record, a log or the audit trail.
+// environment of any process it starts, a record, a log or the audit trail. For the model
+// runtimes (openai, claude-code) it runs one gateway per dispatch (package gateway) on a Unix
+// socket bound into the sandbox; the model API key goes to that gateway and never to the
+// sandbox.
 package dispatch
 
 import (
@@ -14,6 +17,7 @@ import (
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/registry"
 )
 
@@ -45,7 +49,11 @@ type Dispatcher struct {
 	StateDir string
 	// AgoraBin is the agora binary bound read-only into every sandbox as /agora/bin/agora.
 	AgoraBin string
-	Now      func() time.Time
+	// Egress is the policy of the dialer every dispatch's gateway sends model requests and
+	// fetches through (agora.yaml egress.allow_private). The zero Policy reaches public
+	// addresses only.
+	Egress egress.Policy
+	Now    func() time.Time
 }
 
 func (d *Dispatcher) now() time.Time {

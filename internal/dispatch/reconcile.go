@@ -19,8 +19,15 @@ import (
 // timeout, exit status) win over anything the worker wrote: the worker shares its sandbox
 // with the agent, so result.json is evidence, not authority.
 func (d *Dispatcher) reconcile(ctx context.Context, r *Record, st *stage, exit compute.Exit, werr error,
-	red *redact.Redactor, stdout, stderr *logSink) Outcome {
+	red *redact.Redactor, stdout, stderr *logSink, transcript bool) Outcome {
 	res := &Result{Outputs: []Output{}}
+	if transcript {
+		// Kept whatever the outcome, redacted: it is how a failed loop is understood. Like
+		// the logs it is the worker's account, not the host's.
+		if a, err := d.storeFile(filepath.Join(st.out, worker.TranscriptFile), worker.MaxTranscript, red); err == nil {
+			res.Transcript = a
+		}
+	}
 	if a, err := d.storeFile(st.stdout, MaxStdout, nil); err == nil {
 		res.Stdout = a
 	}

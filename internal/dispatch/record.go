@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/blob"
+	"github.com/agora-dev/agora/internal/toolreg"
 )
 
 // States of a dispatch. accepted and started are live; the rest are terminal.
@@ -77,11 +78,14 @@ type Record struct {
 	Isolation      string      `json:"isolation,omitempty"`
 	CallbackURL    string      `json:"callback_url,omitempty"`
 	Inputs         []Input     `json:"inputs,omitempty"`
-	CreatedAt      time.Time   `json:"created_at"`
-	StartedAt      *time.Time  `json:"started_at,omitempty"`
-	EndedAt        *time.Time  `json:"ended_at,omitempty"`
-	Result         *Result     `json:"result,omitempty"`
-	Events         []Event     `json:"events"`
+	// Grants is what the worker was granted: the subagent's grant, narrowed by the dispatch.
+	// nil only on records written before grants were recorded (they ran with the whole grant).
+	Grants    *toolreg.Grants `json:"grants,omitempty"`
+	CreatedAt time.Time       `json:"created_at"`
+	StartedAt *time.Time      `json:"started_at,omitempty"`
+	EndedAt   *time.Time      `json:"ended_at,omitempty"`
+	Result    *Result         `json:"result,omitempty"`
+	Events    []Event         `json:"events"`
 
 	supervisor      string
 	cancelRequested bool
@@ -104,10 +108,12 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // Result holds what a finished dispatch left behind: content-addressed refs, never content.
 type Result struct {
-	Patch      *Artifact   `json:"patch,omitempty"`
-	Outputs    []Output    `json:"outputs"`
-	Stdout     *Artifact   `json:"stdout,omitempty"`
-	Stderr     *Artifact   `json:"stderr,omitempty"`
+	Patch   *Artifact `json:"patch,omitempty"`
+	Outputs []Output  `json:"outputs"`
+	Stdout  *Artifact `json:"stdout,omitempty"`
+	Stderr  *Artifact `json:"stderr,omitempty"`
+	// Transcript is the model runtimes' JSON Lines transcript (openai, claude-code), redacted.
+	Transcript *Artifact   `json:"transcript,omitempty"`
 	Truncated  []string    `json:"truncated,omitempty"` // "stdout", "stderr" when capped
 	NeedsInput *NeedsInput `json:"needs_input,omitempty"`
 	Phases     []Phase     `json:"phases,omitempty"`
@@ -174,19 +180,19 @@ var ErrExists = errors.New("dispatch already recorded")
 
 const recordColumns = `id, state, reason, detail, exit_code, subagent, subagent_digest, envs, target, sandbox,
 network, input_digest, repo, revision, timeout_ms, parent_id, actor, provider_task_id, supervisor,
-cancel_requested, callback_url, created_at, started_at, ended_at, isolation, result, inputs`
+cancel_requested, callback_url, created_at, started_at, ended_at, isolation, result, inputs, grants`
 
 type scanner interface{ Scan(...any) error }
 
 func scanRecord(row scanner) (*Record, error) {
 	var r Record
 	var exit sql.NullInt64
-	var envs, created, started, ended, result, inputs string
+	var envs, created, started, ended, result, inputs, grants string
 	var timeoutMS int64
 	if err := row.Scan(&r.ID, &r.State, &r.Reason, &r.Detail, &exit, &r.Subagent, &r.SubagentDigest, &envs,
 		&r.Target, &r.Sandbox, &r.Network, &r.InputDigest, &r.Repo, &r.Revision, &timeoutMS, &r.ParentID,
 		&r.Actor, &r.ProviderTaskID, &r.supervisor, &r.cancelRequested, &r.CallbackURL, &created, &started,
-		&ended, &r.Isolation, &result, &inputs); err != nil {
+		&ended, &r.Isolation, &result, &inputs, &grants); err != nil {
 		return nil, err
 	}
 	if exit.Valid {
@@ -200,6 +206,12 @@ func scanRecord(row scanner) (*Record, error) {
 	if inputs != "" && inputs != "[]" {
 		if err := json.Unmarshal([]byte(inputs), &r.Inputs); err != nil {
 			return nil, fmt.Errorf("dispatch %s: bad inputs: %w", r.ID, err)
+		}
+	}
+	if grants != "" {
+		r.Grants = &toolreg.Grants{}
+		if err := json.Unmarshal([]byte(grants), r.Grants); err != nil {
+			return nil, fmt.Errorf("dispatch %s: bad grants: %w", r.ID, err)
 		}
 	}
 	var err error

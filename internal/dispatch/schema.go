@@ -69,4 +69,11 @@ CREATE INDEX callback_outbox_due ON callback_outbox(delivered_at, next_at);
 -- read-only at /agora/inputs/<key>, recorded so a run's provenance can be checked offline.
 ALTER TABLE dispatches ADD COLUMN inputs TEXT NOT NULL DEFAULT '[]';
 `,
+}, {
+	Name: "dispatch grants",
+	SQL: `
+-- JSON {tools, commands, egress}: what the worker was granted, the subagent's grant narrowed
+-- by the dispatch. '' on records accepted before this column existed (the whole grant).
+ALTER TABLE dispatches ADD COLUMN grants TEXT NOT NULL DEFAULT '';
+`,
 }}

@@ -43,6 +43,7 @@ func (s *stage) removeWork() {
 	os.RemoveAll(s.workspace)
 	os.RemoveAll(s.out)
 	os.RemoveAll(filepath.Join(s.dir, worker.InputsDir))
+	os.RemoveAll(filepath.Join(s.dir, worker.GatewayDir))
 }
 
 // plan is what the worker needs, derived only from the record's pinned digests.
@@ -129,7 +130,7 @@ func (d *Dispatcher) writeBundle(r *Record, p *plan, s *stage, agentTimeout, set
 		AgentTimeoutSeconds: agentTimeout,
 		SetupTimeoutSeconds: setupTimeout,
 	}
-	var grants worker.Grants
+	var declared worker.Grants
 	for _, c := range p.capabilities {
 		data, err := d.Catalog.Content(c)
 		if err != nil {
@@ -141,13 +142,21 @@ func (d *Dispatcher) writeBundle(r *Record, p *plan, s *stage, agentTimeout, set
 		}
 		m.Capabilities = append(m.Capabilities, worker.Bundle{Name: c.Name, Digest: c.Digest, Path: rel})
 		if g := c.Meta.Grants; g != nil {
-			grants.Commands = append(grants.Commands, g.Commands...)
-			grants.Tools = append(grants.Tools, g.Tools...)
-			grants.Egress = append(grants.Egress, g.Egress...)
+			declared.Commands = append(declared.Commands, g.Commands...)
+			declared.Tools = append(declared.Tools, g.Tools...)
+			declared.Egress = append(declared.Egress, g.Egress...)
 		}
 	}
-	grants.Commands, grants.Tools, grants.Egress = uniq(grants.Commands), uniq(grants.Tools), uniq(grants.Egress)
-	m.Grants = grants
+	declared.Commands, declared.Tools, declared.Egress = uniq(declared.Commands), uniq(declared.Tools), uniq(declared.Egress)
+	m.Grants = declared
+	if g := r.Grants; g != nil {
+		// The dispatch's grant, narrowed at accept time from exactly these capabilities.
+		m.Grants = worker.Grants{
+			Commands: manifestCommands(declared.Commands, g.Commands),
+			Tools:    uniq(g.Tools),
+			Egress:   uniq(g.Egress),
+		}
+	}
 	b, err := m.Marshal()
 	if err != nil {
 		return err

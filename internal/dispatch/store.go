@@ -36,6 +36,16 @@ func NewID(now time.Time) string {
 	return ulid.MustNew(ulid.Timestamp(now), rand.Reader).String()
 }
 
+// AppendAudit appends e to agora.db's audit log in a transaction of its own: for records
+// that describe no state change of a dispatch, such as its gateway's requests and its
+// worker's tool decisions.
+func (s *Records) AppendAudit(ctx context.Context, e audit.Entry) error {
+	return s.db.Tx(ctx, func(tx *sql.Tx) error {
+		_, err := s.log.Append(ctx, tx, e)
+		return err
+	})
+}
+
 // Get returns the record with its events.
 func (s *Records) Get(ctx context.Context, id string) (*Record, error) {
 	return getRecord(ctx, s.db.SQL(), id)
@@ -67,14 +77,20 @@ func (s *Records) Accept(ctx context.Context, r *Record) error {
 			return err
 		}
 	}
+	grants := []byte{}
+	if r.Grants != nil {
+		if grants, err = json.Marshal(r.Grants); err != nil {
+			return err
+		}
+	}
 	return s.db.Tx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
 INSERT INTO dispatches(id, state, subagent, subagent_digest, envs, target, sandbox, network, input_digest,
-	repo, revision, timeout_ms, parent_id, actor, callback_url, created_at, supervisor, inputs)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	repo, revision, timeout_ms, parent_id, actor, callback_url, created_at, supervisor, inputs, grants)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.State, r.Subagent, r.SubagentDigest, string(envs), r.Target, r.Sandbox, r.Network, r.InputDigest,
 			r.Repo, r.Revision, time.Duration(r.Timeout).Milliseconds(), r.ParentID, r.Actor, r.CallbackURL, ts(r.CreatedAt),
-			selfSupervisor(), string(inputs))
+			selfSupervisor(), string(inputs), string(grants))
 		if store.IsUniqueViolation(err) {
 			return fmt.Errorf("record dispatch %s: %w", r.ID, ErrExists)
 		}
@@ -99,6 +115,9 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		}
 		if len(inputRefs) > 0 {
 			data["inputs"] = inputRefs
+		}
+		if r.Grants != nil {
+			data["grants"] = grantsDetails(*r.Grants)
 		}
 		return s.event(ctx, tx, r, StateAccepted, data)
 	})

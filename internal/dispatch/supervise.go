@@ -85,6 +85,13 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	}
 	defer st.removeWork()
 
+	// The model endpoint and key leave the plan before the bundle is written: the worker
+	// never learns them; the gateway uses them.
+	endpoint, err := d.takeModelEndpoint(p)
+	if err != nil {
+		return failed(ReasonFetchFailed, "%v", err), nil
+	}
+
 	timeout := time.Duration(r.Timeout)
 	setupTimeout, agentTimeout := budgets(timeout)
 	if err := d.writeBundle(r, p, st, agentTimeout, setupTimeout); err != nil {
@@ -102,6 +109,10 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 
 	secrets := map[string]string{}
 	var values [][]byte
+	if endpoint != nil && len(endpoint.key) > 0 {
+		// Never in the sandbox, but masked in everything stored all the same.
+		values = append(values, append([]byte(nil), endpoint.key...))
+	}
 	for k, ref := range p.secretRefs {
 		v, err := d.Unseal(ref)
 		if err != nil {
@@ -142,6 +153,16 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	}
 	if len(r.Inputs) > 0 {
 		spec.Binds = append(spec.Binds, compute.Bind{Src: inputsDir, Dst: sandboxInputs})
+	}
+	var gw *runningGateway
+	if endpoint != nil {
+		if gw, err = d.startGateway(ctx, r, st, endpoint); err != nil {
+			stdout.Close()
+			stderr.Close()
+			return failed(ReasonProviderFailed, "%v", err), nil
+		}
+		defer gw.close()
+		spec.Binds = append(spec.Binds, compute.Bind{Src: gw.dir, Dst: sandboxGateway})
 	}
 	if r.Sandbox == compute.SandboxNone {
 		// No mount namespace: the worker finds its files at their host paths.
@@ -190,8 +211,11 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	stopWatch()
 	stdout.Close()
 	stderr.Close()
+	// Every request of the worker is answered and audited before the record is reconciled.
+	// Its only error is a socket it could not remove, and its directory goes with it.
+	_ = gw.close()
 
-	return d.reconcile(context.WithoutCancel(ctx), r, st, exit, werr, red, stdout, stderr), nil
+	return d.reconcile(context.WithoutCancel(ctx), r, st, exit, werr, red, stdout, stderr, endpoint != nil), nil
 }
 
 // budgets splits a dispatch's wall clock into the setup scripts' budget and the agent's, in

@@ -57,20 +57,36 @@ const (
 
 // Auditor receives the gateway's audit records. Record MUST NOT block for long and is called
 // with a context that is not cancelled when the client goes away. details holds only strings,
-// integers and int64s.
+// integers and int64s. An error means the record was not kept: a tool decision reported on
+// /audit/tool is then answered 503, so the worker fails the call closed; a request record
+// cannot change an answer already sent, and its error is dropped.
 type Auditor interface {
-	Record(ctx context.Context, kind string, details map[string]any)
+	Record(ctx context.Context, kind string, details map[string]any) error
 }
+
+// Model APIs for [Config.ModelAPI].
+const (
+	// APIOpenAI serves the OpenAI chat-completions routes under /model/ with the key as
+	// "Authorization: Bearer".
+	APIOpenAI = "openai"
+	// APIAnthropic serves the Anthropic Messages routes under /anthropic/ with the key as
+	// "x-api-key", for Claude Code.
+	APIAnthropic = "anthropic"
+)
 
 // Config is one dispatch's gateway. DispatchID, Role, Dialer and Audit are required.
 type Config struct {
 	// DispatchID and Role ("subagent@sha256:<hex>") name the dispatch in every audit record.
 	DispatchID, Role string
-	// ModelBaseURL is the model endpoint, e.g. https://api.openai.com/v1; "" means there is
-	// no model route. It must be http or https with no userinfo, query or fragment.
+	// ModelBaseURL is the model endpoint, e.g. https://api.openai.com/v1 (OpenAI) or
+	// https://api.anthropic.com (Anthropic); "" means there is no model route. It must be
+	// http or https with no userinfo, query or fragment.
 	ModelBaseURL string
-	// APIKey is sent as "Authorization: Bearer <key>" on model requests only; nil or empty
-	// sends none. It must be at least [redact.MinLen] bytes (shorter could not be masked in
+	// ModelAPI is the wire format of ModelBaseURL: [APIOpenAI] (the default when empty) or
+	// [APIAnthropic]. Only that API's routes are served.
+	ModelAPI string
+	// APIKey is sent on model requests only, as "Authorization: Bearer <key>" (OpenAI) or
+	// "x-api-key: <key>" (Anthropic); nil or empty sends none. It must be at least [redact.MinLen] bytes (shorter could not be masked in
 	// responses) and a valid header value. Listen copies it; Close zeroes the copy.
 	APIKey []byte
 	// Egress lists the hosts /fetch may reach: an exact lowercase host name or canonical IP
@@ -103,6 +119,7 @@ type Gateway struct {
 	key              []byte // zeroed by Close
 	red              *redact.Redactor
 	model            *url.URL // nil: no model route
+	api              string   // APIOpenAI or APIAnthropic
 	grants           grants
 	dialer           *egress.Dialer
 	audit            Auditor
@@ -178,6 +195,13 @@ func newGateway(cfg Config) (*Gateway, error) {
 	if err := checkRole(cfg.Role); err != nil {
 		return nil, fmt.Errorf("gateway config: role: %s", err)
 	}
+	switch cfg.ModelAPI {
+	case "":
+		cfg.ModelAPI = APIOpenAI
+	case APIOpenAI, APIAnthropic:
+	default:
+		return nil, fmt.Errorf("gateway config: model API %q: want %q or %q", clip(cfg.ModelAPI, 32), APIOpenAI, APIAnthropic)
+	}
 	if len(cfg.APIKey) > 0 {
 		if err := checkKey(cfg.APIKey); err != nil {
 			return nil, fmt.Errorf("gateway config: api key: %s", err)
@@ -190,6 +214,7 @@ func newGateway(cfg Config) (*Gateway, error) {
 	g := &Gateway{
 		dispatchID: cfg.DispatchID,
 		role:       cfg.Role,
+		api:        cfg.ModelAPI,
 		key:        append([]byte(nil), cfg.APIKey...),
 		grants:     gs,
 		dialer:     cfg.Dialer,
@@ -230,7 +255,7 @@ func parseModelURL(d *egress.Dialer, s string) (*url.URL, error) {
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
 		return nil, errors.New("gateway config: model base URL has a query or fragment")
 	case u.User != nil:
-		return nil, errors.New("gateway config: model base URL has userinfo (the key is sent as a bearer token)")
+		return nil, errors.New("gateway config: model base URL has userinfo (the gateway sends the key itself)")
 	}
 	if err := d.CheckURL(u); err != nil {
 		return nil, fmt.Errorf("gateway config: model base URL: %s", describe(err))

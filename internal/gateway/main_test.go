@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -75,11 +76,16 @@ type entry struct {
 type fakeAuditor struct {
 	mu      sync.Mutex
 	entries []entry
+	// fail makes Record keep nothing and return an error, like a database that is down.
+	fail atomic.Bool
 }
 
-func (a *fakeAuditor) Record(ctx context.Context, kind string, details map[string]any) {
+func (a *fakeAuditor) Record(ctx context.Context, kind string, details map[string]any) error {
 	if ctx.Err() != nil {
 		panic("audit record handed a cancelled context")
+	}
+	if a.fail.Load() {
+		return errors.New("audit log unavailable")
 	}
 	c := make(map[string]any, len(details))
 	for k, v := range details {
@@ -88,6 +94,7 @@ func (a *fakeAuditor) Record(ctx context.Context, kind string, details map[strin
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.entries = append(a.entries, entry{kind, c})
+	return nil
 }
 
 func (a *fakeAuditor) all() []entry {

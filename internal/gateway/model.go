@@ -12,10 +12,10 @@ import (
 // passHeaders are the upstream response headers the sandbox sees (values redacted); every
 // other header, Set-Cookie, authentication challenges and Content-Length (redaction may
 // change the length) included, is dropped.
-var passHeaders = []string{"Cache-Control", "Content-Type", "Retry-After", "X-Request-Id"}
+var passHeaders = []string{"Cache-Control", "Content-Type", "Retry-After", "X-Request-Id", "Request-Id"}
 
-// rateLimitPrefix admits the model endpoint's rate-limit headers, which clients back off on.
-const rateLimitPrefix = "X-Ratelimit-"
+// rateLimitPrefixes admit the model endpoint's rate-limit headers, which clients back off on.
+var rateLimitPrefixes = []string{"X-Ratelimit-", "Anthropic-Ratelimit-"}
 
 // maxHeaderValue caps each passed header value.
 const maxHeaderValue = 1024
@@ -25,10 +25,21 @@ const maxHeaderValue = 1024
 // redactor sees plain bytes.
 var forwardHeaders = []string{"Content-Type", "Accept"}
 
-// serveModel forwards a model request to ModelBaseURL/upstream with the gateway's key.
-func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, ex *exchange, method, upstream string) {
+// anthropicHeaders are also taken from the sandbox on the Anthropic routes: the API version
+// and the beta features the client speaks. Their values are checked by checkHeaderToken.
+var anthropicHeaders = []string{"Anthropic-Version", "Anthropic-Beta"}
+
+// maxForwardedValue caps an anthropic-* header value taken from the sandbox.
+const maxForwardedValue = 512
+
+// serveModel forwards a model request of api to ModelBaseURL/upstream with the gateway's key.
+func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, ex *exchange, api, method, upstream string) {
 	if g.model == nil {
 		g.refuse(w, ex, http.StatusNotFound, "no model endpoint is configured for this dispatch")
+		return
+	}
+	if api != g.api {
+		g.refuse(w, ex, http.StatusNotFound, "this dispatch's model endpoint speaks the "+g.api+" API, not "+api)
 		return
 	}
 	target := *g.model
@@ -56,8 +67,27 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, ex *exchang
 			req.Header[h] = slices.Clone(vs)
 		}
 	}
+	if api == APIAnthropic {
+		for _, h := range anthropicHeaders {
+			vs := r.Header.Values(h)
+			for _, v := range vs {
+				if !checkHeaderToken(v) {
+					g.refuse(w, ex, http.StatusBadRequest, "header "+h+" is not a short list of visible ASCII tokens")
+					return
+				}
+			}
+			if len(vs) > 0 {
+				req.Header[h] = slices.Clone(vs)
+			}
+		}
+	}
 	if len(g.key) > 0 {
-		req.Header.Set("Authorization", "Bearer "+string(g.key))
+		switch api {
+		case APIAnthropic:
+			req.Header.Set("X-Api-Key", string(g.key))
+		default:
+			req.Header.Set("Authorization", "Bearer "+string(g.key))
+		}
 	}
 	resp, err := g.modelClient.Do(req)
 	if err != nil {
@@ -83,11 +113,29 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, ex *exchang
 // copyHeaders copies the allowed headers of src to dst, each value passed through red.
 func copyHeaders(dst, src http.Header, red func(string) string) {
 	for name, vs := range src {
-		if !slices.Contains(passHeaders, name) && !strings.HasPrefix(name, rateLimitPrefix) {
+		if !slices.Contains(passHeaders, name) && !slices.ContainsFunc(rateLimitPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
 			continue
 		}
 		for _, v := range vs {
 			dst.Add(name, red(clip(v, maxHeaderValue)))
 		}
 	}
+}
+
+// checkHeaderToken accepts a header value of at most maxForwardedValue bytes of visible ASCII,
+// spaces and commas ("2023-06-01", "beta-a,beta-b"): nothing that could carry a credential
+// in another syntax or break the request line.
+func checkHeaderToken(v string) bool {
+	if v == "" || len(v) > maxForwardedValue {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '-' || c == '_' || c == '.' || c == ',' || c == ' '
+		if !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -16,9 +17,13 @@ const (
 	routeModelChat   = "model.chat_completions"
 	routeModelModels = "model.models"
 	routeModelOther  = "model.unknown"
-	routeFetch       = "fetch"
-	routeAuditTool   = "audit.tool"
-	routeUnknown     = "unknown"
+	// The Anthropic routes, served when the model API is APIAnthropic.
+	routeAnthropicMessages = "anthropic.messages"
+	routeAnthropicCount    = "anthropic.count_tokens"
+	routeAnthropicOther    = "anthropic.unknown"
+	routeFetch             = "fetch"
+	routeAuditTool         = "audit.tool"
+	routeUnknown           = "unknown"
 )
 
 // maxPathInAudit caps the upstream path kept in an audit record.
@@ -45,9 +50,16 @@ func routeOf(path string) string {
 		return routeFetch
 	case "/audit/tool":
 		return routeAuditTool
+	case "/anthropic/v1/messages":
+		return routeAnthropicMessages
+	case "/anthropic/v1/messages/count_tokens":
+		return routeAnthropicCount
 	}
-	if len(path) >= len("/model/") && path[:len("/model/")] == "/model/" {
+	switch {
+	case strings.HasPrefix(path, "/model/"):
 		return routeModelOther
+	case strings.HasPrefix(path, "/anthropic/"):
+		return routeAnthropicOther
 	}
 	return routeUnknown
 }
@@ -97,15 +109,19 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch ex.route {
 	case routeModelChat:
-		g.serveModel(rec, r, ex, http.MethodPost, "chat/completions")
+		g.serveModel(rec, r, ex, APIOpenAI, http.MethodPost, "chat/completions")
 	case routeModelModels:
-		g.serveModel(rec, r, ex, http.MethodGet, "models")
+		g.serveModel(rec, r, ex, APIOpenAI, http.MethodGet, "models")
+	case routeAnthropicMessages:
+		g.serveModel(rec, r, ex, APIAnthropic, http.MethodPost, "v1/messages")
+	case routeAnthropicCount:
+		g.serveModel(rec, r, ex, APIAnthropic, http.MethodPost, "v1/messages/count_tokens")
 	case routeFetch:
 		g.serveFetch(rec, r, ex)
 	case routeAuditTool:
 		g.serveToolAudit(rec, r, ex)
 	default:
-		g.refuse(rec, ex, http.StatusNotFound, "no such route (want /model/chat/completions, /model/models, /fetch or /audit/tool)")
+		g.refuse(rec, ex, http.StatusNotFound, "no such route (want /model/chat/completions, /model/models, /anthropic/v1/messages, /fetch or /audit/tool)")
 	}
 }
 
@@ -123,7 +139,8 @@ func (g *Gateway) enter() bool {
 // record writes the request's one KindGateway record. It holds no body, query string or key.
 // status 0 means no response was sent.
 func (g *Gateway) record(r *http.Request, ex *exchange, status int, bytesOut, bytesIn int64, start time.Time) {
-	g.audit.Record(context.WithoutCancel(r.Context()), KindGateway, map[string]any{
+	// The answer is sent; a record that is not kept cannot change it.
+	_ = g.audit.Record(context.WithoutCancel(r.Context()), KindGateway, map[string]any{
 		"dispatch":    g.dispatchID,
 		"role":        g.role,
 		"route":       ex.route,

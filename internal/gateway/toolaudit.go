@@ -60,7 +60,7 @@ func (g *Gateway) serveToolAudit(w http.ResponseWriter, r *http.Request, ex *exc
 		g.refuse(w, ex, http.StatusBadRequest, "tool audit: "+err.Error())
 		return
 	}
-	g.audit.Record(context.WithoutCancel(r.Context()), KindToolCall, map[string]any{
+	err := g.audit.Record(context.WithoutCancel(r.Context()), KindToolCall, map[string]any{
 		"dispatch":    g.dispatchID,
 		"role":        g.role,
 		"tool":        t.Tool,
@@ -69,6 +69,11 @@ func (g *Gateway) serveToolAudit(w http.ResponseWriter, r *http.Request, ex *exc
 		"args_hash":   t.ArgsHash,
 		"duration_ms": t.DurationMS,
 	})
+	if err != nil {
+		// The worker fails the call closed when its decision is not on record.
+		g.fail(w, ex, http.StatusServiceUnavailable, decisionError, "tool audit: the record was not kept")
+		return
+	}
 	ex.decision = decisionAllowed
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -95,3 +95,18 @@ func TestGateway_ToolAuditValidation(t *testing.T) {
 		t.Errorf("valid report: got %d %q, want 204", resp.StatusCode, body)
 	}
 }
+
+// TestGateway_ToolAuditNotKept: a decision the audit log did not keep is answered 503, so the
+// worker fails the call closed instead of going on unrecorded.
+func TestGateway_ToolAuditNotKept(t *testing.T) {
+	h := start(t, Config{})
+	h.audit.fail.Store(true)
+	resp, body := h.do(t, http.MethodPost, "/audit/tool", nil,
+		`{"tool":"read_file","decision":"allowed","reason":"granted","args_hash":"`+testArgsHash+`","duration_ms":1}`)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(errorOf(t, body), "not kept") {
+		t.Fatalf("got %d %q, want 503 saying the record was not kept", resp.StatusCode, body)
+	}
+	if got := h.audit.ofKind(KindToolCall); len(got) != 0 {
+		t.Errorf("got tool.call records %v, want none", got)
+	}
+}

@@ -12,7 +12,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/agora-dev/agora/internal/runtime/claudert"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
+	"github.com/agora-dev/agora/internal/runtime/openairt"
 )
 
 // agentPath is the PATH the agent starts with, unless the env bundle sets one.
@@ -64,19 +66,46 @@ type invocation struct {
 	env            []string
 	stdout, stderr io.Writer
 	timeout        time.Duration
+
+	// The model runtimes (openai, claude-code) also get these.
+	dispatchID   string
+	role         string // "subagent@sha256:<hex>", the view's and the audit's
+	grants       Grants
+	model        string
+	systemPrompt string
+	prompt       string   // the user prompt, from the input
+	secrets      [][]byte // the bundle's secret values, masked in audited argument hashes
+	out          string   // the out directory: the transcript goes there
+	tmp          string   // private scratch, outside the workspace
+	gateway      string   // the gateway's socket
+	mcpConfig    []byte   // the capabilities' MCP config (claude-code), nil for none
 }
 
 // agentExit is how the agent ended.
 type agentExit struct {
 	ExitCode int // -1 when killed by a signal
 	TimedOut bool
+	// Failure, when not empty, fails the dispatch (worker-failed, or timeout with TimedOut)
+	// with this detail: how an in-process runtime reports a loop that ended without an
+	// answer.
+	Failure string
+	// Final is the model's last answer; the worker writes it to out/outputs/final.md.
+	Final *string
+	// Question is a question for a person; the worker writes it to out/needs_input.json
+	// and the dispatch ends needs_input.
+	Question string
 }
 
-// runtimeFor returns the adapter for a runtime name. Only exec is in this build; the other
-// names the manifest format knows are refused here, before anything runs.
+// runtimeFor returns the adapter for a runtime name. A name the manifest format knows but this
+// build cannot run is refused here, before anything runs.
 func runtimeFor(name string) (agentRuntime, error) {
-	if name == execrt.Name {
+	switch name {
+	case execrt.Name:
 		return execRuntime{}, nil
+	case openairt.Name:
+		return openaiRuntime{}, nil
+	case claudert.Name:
+		return claudeRuntime{}, nil
 	}
 	return nil, fmt.Errorf("runtime %q is not available in this build", name)
 }
@@ -101,6 +130,10 @@ func (execRuntime) Run(ctx context.Context, inv invocation) (agentExit, error) {
 
 // runAgent runs the runtime under the agent budget.
 func (r *runner) runAgent(ctx context.Context) *failure {
+	secrets := make([][]byte, 0, len(r.secrets))
+	for _, k := range sortedKeys(r.secrets) {
+		secrets = append(secrets, []byte(r.secrets[k]))
+	}
 	exit, err := r.rt.Run(ctx, invocation{
 		command: r.man.Command,
 		dir:     r.workspace,
@@ -108,15 +141,34 @@ func (r *runner) runAgent(ctx context.Context) *failure {
 		stdout:  r.opts.Stdout,
 		stderr:  r.opts.Stderr,
 		timeout: time.Duration(r.man.AgentTimeoutSeconds) * time.Second,
+
+		dispatchID:   r.man.DispatchID,
+		role:         r.man.Subagent.Name + "@" + string(r.man.Subagent.Digest),
+		grants:       r.man.Grants,
+		model:        r.doc.Model,
+		systemPrompt: r.doc.SystemPrompt,
+		prompt:       userPrompt(r.man.InputJSON),
+		secrets:      secrets,
+		out:          r.out,
+		tmp:          r.opts.TempDir,
+		gateway:      r.gateway,
+		mcpConfig:    r.mcpConfig,
 	})
 	if err != nil {
 		return fail(ReasonWorkerFailed, "start agent: %v", err)
 	}
 	r.exit = exit
 	r.res.ExitCode = exit.ExitCode
+	if fl := r.keepAnswer(exit); fl != nil {
+		return fl
+	}
 	switch {
+	case exit.TimedOut && exit.Failure != "":
+		return fail(ReasonTimeout, "%s", exit.Failure)
 	case exit.TimedOut:
 		return fail(ReasonTimeout, "agent killed after %ds", r.man.AgentTimeoutSeconds)
+	case exit.Failure != "":
+		return fail(ReasonWorkerFailed, "%s", exit.Failure)
 	case exit.ExitCode != 0:
 		// A question is a legitimate way to stop; needsInput decides.
 		if r.hasNeedsInput() {

@@ -27,6 +27,8 @@
 //	                              out/needs_input.json; the worker writes out/patch.diff and,
 //	                              last, out/result.json (each a temporary file and a rename)
 //	/agora/inputs                 read-only, may be absent: upstream products
+//	/agora/gateway/gateway.sock   model runtimes only: the host's gateway (read-only bind); the
+//	                              model, http_fetch and the tool audit are reached through it
 //	/tmp                          private scratch: the baseline repository, HOME
 //	fd 3                          only when Manifest.SecretKeys is not empty: a JSON object
 //	                              {"KEY":"value",...} with exactly those keys; read and closed
@@ -58,6 +60,7 @@
 //     AGORA_WORKSPACE=/agora/workspace and, when mounted, AGORA_INPUTS=/agora/inputs. Its
 //     process group is killed at Manifest.AgentTimeoutSeconds (timeout) and when it exits.
 //     A non-zero exit is worker-failed with the code, unless the agent asked a question.
+//     The model runtimes run in the worker process instead (see below).
 //  7. needs_input: out/needs_input.json (see [NeedsInput]), whatever the exit code, unless
 //     the agent timed out: valid makes the status needs_input, invalid is worker-failed.
 //  8. capture: out/patch.diff, a `git diff --cached --binary --full-index` against the
@@ -69,6 +72,24 @@
 // Steps 1-5 stop the run at the first failure. From the runtime on every step runs, so a
 // failed or questioning agent still leaves its patch and outputs; the first failure gives
 // the reason.
+//
+// # Model runtimes
+//
+// openai (openai.go) runs package openairt's tool loop over a [toolreg.View] of the built-in
+// tools (tools.go) scoped to Manifest.Grants and the role "subagent@sha256:…"; claude-code
+// (claude.go) runs package claudert's `claude --print`, reaching the model through a
+// loopback relay (relay.go). Both reach the host only through the gateway socket
+// (gateway.go): the model endpoint, http_fetch, and /audit/tool, where every tool decision is
+// reported before its result reaches the model (a decision that cannot be reported stops the
+// loop: fail closed). Neither ever holds the model API key: the gateway adds it. Their
+// transcript goes to out/transcript.jsonl (capped at [MaxTranscript]), the model's answer to
+// out/outputs/final.md, a question to out/needs_input.json (answer.go). A wall-time stop is a
+// timeout; a turn or token budget spent is worker-failed, naming the budget. A claude-code
+// subagent's MCP servers come from [MCPConfigFile] in its capability archive, never from the
+// workspace.
+//
+// The package has more files than most because each step and each runtime adapter is a file
+// of its own; none of them is shared with the host beyond manifest.go and result.go.
 //
 // [Main] returns 0 when result.json was written, whatever the status, and 1 when it could
 // not be. Because the agent shares out/, the host MUST trust result.json only when the

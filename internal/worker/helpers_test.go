@@ -34,6 +34,7 @@ type fixture struct {
 	caps     []testCap
 	command  []string
 	runtime  string
+	model    string // the model runtimes' model
 	man      Manifest
 	secrets  *os.File
 	stdout   bytes.Buffer
@@ -140,7 +141,7 @@ func (f *fixture) write() {
 			union = append(union, g.Commands...)
 		}
 	}
-	doc, err := catalog.SubagentDoc{Runtime: f.runtime, Command: f.command, Capabilities: pins}.Marshal()
+	doc, err := catalog.SubagentDoc{Runtime: f.runtime, Model: f.model, SystemPrompt: "You are a test.", Command: f.command, Capabilities: pins}.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}

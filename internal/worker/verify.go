@@ -10,7 +10,9 @@ import (
 
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/runtime/claudert"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
+	"github.com/agora-dev/agora/internal/runtime/openairt"
 )
 
 // capability is one verified capability archive.
@@ -106,6 +108,17 @@ func (r *runner) verify(ctx context.Context) *failure {
 		return fail(ReasonWorkerFailed, "verify: %v", err)
 	}
 	r.rt = rt
+	if m.Runtime == openairt.Name || m.Runtime == claudert.Name {
+		// The model runtimes reach their model only through the host's gateway.
+		if r.gateway, err = gatewaySocket(r.opts.Root); err != nil {
+			return fail(ReasonWorkerFailed, "verify: runtime %q: %v", m.Runtime, err)
+		}
+	}
+	if m.Runtime == claudert.Name {
+		if fl := r.findMCPConfig(); fl != nil {
+			return fl
+		}
+	}
 	if m.Runtime == execrt.Name && !catalog.CommandAllowed(m.Grants.Commands, m.Command) {
 		return fail(ReasonDenied, "verify: command %q matches no commands pattern granted by the capabilities", m.Command)
 	}
@@ -131,4 +144,25 @@ func findFile(files []catalog.File, p string) (catalog.File, bool) {
 		}
 	}
 	return catalog.File{}, false
+}
+
+// findMCPConfig takes the MCP config of the one capability that declares one (a regular
+// file [MCPConfigFile] at its root). Two would leave it ambiguous which servers the role
+// has, so that is refused.
+func (r *runner) findMCPConfig() *failure {
+	from := ""
+	for _, c := range r.caps {
+		f, ok := findFile(c.files, MCPConfigFile)
+		if !ok {
+			continue
+		}
+		if f.LinkTarget != "" {
+			return fail(ReasonIntegrityFailed, "verify capability %q: %s is a symlink", c.name, MCPConfigFile)
+		}
+		if from != "" {
+			return fail(ReasonWorkerFailed, "verify: capabilities %q and %q both declare an MCP config (%s); a subagent may hold one", from, c.name, MCPConfigFile)
+		}
+		from, r.mcpConfig = c.name, f.Data
+	}
+	return nil
 }

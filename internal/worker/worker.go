@@ -32,7 +32,14 @@ const (
 	PatchFile      = "patch.diff"       // in OutDir
 	NeedsInputFile = "needs_input.json" // in OutDir, written by the agent
 	OutputsDir     = "outputs"          // in OutDir, written by the agent
+	TranscriptFile = "transcript.jsonl" // in OutDir, written by the model runtimes
+	FinalFile      = "final.md"         // in OutDir/OutputsDir, the model's last answer
+	GatewayDir     = "gateway"          // read-only, model runtimes only: the host's gateway
+	GatewaySocket  = "gateway.sock"     // in GatewayDir
 )
+
+// MaxTranscript caps out/transcript.jsonl: events past it are dropped.
+const MaxTranscript = 16 << 20
 
 // Limits of what the worker reads from the bundle.
 const (
@@ -105,6 +112,10 @@ type runner struct {
 	secrets map[string]string
 	env     []string
 	rt      agentRuntime
+	// mcpConfig is the capabilities' MCP config (claude-code), nil when none declares one.
+	mcpConfig []byte
+	// gateway is the gateway's socket (model runtimes), checked at verify.
+	gateway string
 	git     *gitDir
 	exit    agentExit
 }

@@ -128,7 +128,9 @@ func TestWorker_NonZeroExit(t *testing.T) {
 	}
 }
 
-func TestWorker_RuntimeNotAvailable(t *testing.T) {
+// TestWorker_ModelRuntimeWithoutGateway: the model runtimes reach their model only through
+// the host's gateway; without its socket nothing runs.
+func TestWorker_ModelRuntimeWithoutGateway(t *testing.T) {
 	f := newFixture(t, "")
 	f.runtime = "claude-code"
 	f.command = nil
@@ -137,7 +139,7 @@ func TestWorker_RuntimeNotAvailable(t *testing.T) {
 	if res.Status != StatusFailed || res.Reason != ReasonWorkerFailed {
 		t.Fatalf("got %q %q, want failed worker-failed", res.Status, res.Reason)
 	}
-	if !strings.Contains(res.Detail, `runtime "claude-code" is not available in this build`) {
+	if !strings.Contains(res.Detail, `runtime "claude-code": gateway: no socket`) {
 		t.Errorf("detail %q", res.Detail)
 	}
 	if diff := cmp.Diff([]string{PhaseVerify}, phaseNames(res)); diff != "" {

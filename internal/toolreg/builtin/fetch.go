@@ -101,6 +101,11 @@ func httpFetch(ctx context.Context, fetch FetchFunc, egress []string, rawURL, me
 	}
 	status, ctype, body, err := fetch(ctx, target, method)
 	if err != nil {
+		// A refusal further on (the gateway's egress dialer) is a denial like the tool's own.
+		var de *toolreg.DeniedError
+		if errors.As(err, &de) {
+			return toolreg.Result{}, de
+		}
 		// A *url.Error repeats the URL; keep only its cause.
 		var ue *url.Error
 		if errors.As(err, &ue) {

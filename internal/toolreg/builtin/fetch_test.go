@@ -80,6 +80,12 @@ func TestHTTPFetch(t *testing.T) {
 			wantCalls: []string{"GET https://api.example.com/?token=" + planted},
 			wantErr:   "http_fetch: request failed: gateway refused",
 		},
+		{
+			name: "gateway refusal is a denial", args: map[string]any{"url": "https://api.example.com/"},
+			fake:       fakeFetch{err: &toolreg.DeniedError{Tool: "http_fetch", Reason: "refused by the gateway", Hint: "address 10.0.0.1 is private"}},
+			wantCalls:  []string{"GET https://api.example.com/"},
+			wantDenied: "refused by the gateway",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,7 +7,7 @@
 // It is driven by its environment (claudert passes a complete one):
 //
 //	FAKECLAUDE_MODE    success (default), max_turns, crash, no_result, garbage, huge, hang,
-//	                   handshake
+//	                   handshake, api (one Messages API call to ANTHROPIC_BASE_URL, see api.go)
 //	FAKECLAUDE_RECORD  file to write {"argv","stdin","system_prompt","mcp_config","cwd","env"}
 //	FAKECLAUDE_PIDFILE file to append this pid and its child's pid to (hang)
 //	FAKECLAUDE_HUGE    byte length of the text of the huge line (huge)
@@ -351,6 +351,16 @@ func run(o opts, prompt, cwd string) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		emit(result("success", 1, &final, []obj{}))
+	case "api":
+		emit(initEvent(o, cwd))
+		answer, err := callAPI(o, prompt)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "API Error:", err)
+			emit(result("error_during_execution", 1, nil, []obj{}))
+			os.Exit(1)
+		}
+		emit(assistant("msg_01", text(answer)))
+		emit(result("success", 1, &answer, []obj{}))
 	default:
 		fail("fakeclaude: unknown mode %q", mode)
 	}

@@ -1,0 +1,178 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/gateway"
+	"github.com/agora-dev/agora/internal/worker"
+)
+
+// sandboxGateway is where the gateway's directory is bound, read-only, inside the sandbox.
+const sandboxGateway = "/agora/gateway"
+
+// Gateway request budget: generous for one agent (each tool call is a model request plus an
+// audit report), still a bound on a runaway loop.
+const (
+	gatewayRequestsPerSecond = 50
+	gatewayRequestBurst      = 100
+)
+
+// modelAPI says how a runtime's model is reached through the gateway: which API it speaks
+// and which env bundle keys name its endpoint and its key.
+type modelAPI struct {
+	api            string // gateway.APIOpenAI or gateway.APIAnthropic
+	baseURLKey     string // a plain value (or a secret) of the env bundles
+	keyKey         string // a secret (or a plain value) of the env bundles
+	defaultBaseURL string
+}
+
+// modelAPIs are the runtimes that reach a model, by runtime name.
+var modelAPIs = map[string]modelAPI{
+	"openai":      {api: gateway.APIOpenAI, baseURLKey: "OPENAI_BASE_URL", keyKey: "OPENAI_API_KEY", defaultBaseURL: "https://api.openai.com/v1"},
+	"claude-code": {api: gateway.APIAnthropic, baseURLKey: "ANTHROPIC_BASE_URL", keyKey: "ANTHROPIC_API_KEY", defaultBaseURL: "https://api.anthropic.com"},
+}
+
+// modelEndpoint is what the gateway of one dispatch needs from its env bundles.
+type modelEndpoint struct {
+	api     modelAPI
+	baseURL string
+	key     []byte // nil: no key (a local server that needs none)
+}
+
+// takeModelEndpoint removes the endpoint and key entries of the runtime's API from p's
+// environment and secrets, so they never reach the sandbox, and returns them: the host's
+// gateway uses them instead. Either may be a plain value or a secret. It returns nil for a
+// runtime that reaches no model.
+func (d *Dispatcher) takeModelEndpoint(p *plan) (*modelEndpoint, error) {
+	api, ok := modelAPIs[p.doc.Runtime]
+	if !ok {
+		return nil, nil
+	}
+	take := func(key string) ([]byte, error) {
+		if v, ok := p.env[key]; ok {
+			delete(p.env, key)
+			return []byte(v), nil
+		}
+		ref, ok := p.secretRefs[key]
+		if !ok {
+			return nil, nil
+		}
+		delete(p.secretRefs, key)
+		v, err := d.Unseal(ref)
+		if err != nil {
+			return nil, fmt.Errorf("unseal secret %s: %w", key, err)
+		}
+		return v, nil
+	}
+	e := &modelEndpoint{api: api, baseURL: api.defaultBaseURL}
+	base, err := take(api.baseURLKey)
+	if err != nil {
+		return nil, err
+	}
+	if len(base) > 0 {
+		e.baseURL = string(base)
+	}
+	if e.key, err = take(api.keyKey); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// runningGateway is one dispatch's gateway and the directory its socket lives in.
+type runningGateway struct {
+	gw *gateway.Gateway
+	// dir is bound into the sandbox; link, when set, is the stage's gateway entry pointing
+	// at dir (the stage path was too long for a Unix socket).
+	dir, link string
+}
+
+// startGateway starts the gateway of dispatch r in a fresh 0700 directory: the stage's
+// gateway/ when a socket path there fits, else a short temporary directory that the stage's
+// gateway entry links to (the worker of a `sandbox: none` target finds it through the link).
+func (d *Dispatcher) startGateway(ctx context.Context, r *Record, st *stage, ep *modelEndpoint) (*runningGateway, error) {
+	rg := &runningGateway{dir: filepath.Join(st.dir, worker.GatewayDir)}
+	os.RemoveAll(rg.dir) // nothing of an earlier attempt is reused
+	// The gateway binds its socket in a temporary directory beside the path, then renames it.
+	if len(filepath.Join(rg.dir, ".gateway-0123456789", "s")) > maxSocketPath {
+		tmp, err := os.MkdirTemp("", "agora-gw-")
+		if err != nil {
+			return nil, fmt.Errorf("start gateway: %w", err)
+		}
+		if err := os.Symlink(tmp, rg.dir); err != nil {
+			os.RemoveAll(tmp)
+			return nil, fmt.Errorf("start gateway: %w", err)
+		}
+		rg.dir, rg.link = tmp, rg.dir
+	} else if err := os.Mkdir(rg.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("start gateway: %w", err)
+	}
+	role := r.Subagent + "@" + string(r.SubagentDigest)
+	var egressGrant []string
+	if r.Grants != nil {
+		egressGrant = r.Grants.Egress
+	}
+	gw, err := gateway.Listen(ctx, filepath.Join(rg.dir, worker.GatewaySocket), gateway.Config{
+		DispatchID:        r.ID,
+		Role:              role,
+		ModelBaseURL:      ep.baseURL,
+		ModelAPI:          ep.api.api,
+		APIKey:            ep.key,
+		Egress:            egressGrant,
+		Dialer:            egress.NewDialer(d.Egress, nil),
+		Audit:             &gatewayAuditor{records: d.Records, id: r.ID, role: role},
+		RequestsPerSecond: gatewayRequestsPerSecond,
+		RequestBurst:      gatewayRequestBurst,
+	})
+	clear(ep.key)
+	if err != nil {
+		rg.remove()
+		return nil, err
+	}
+	rg.gw = gw
+	return rg, nil
+}
+
+// maxSocketPath is the longest Unix socket path Linux accepts.
+const maxSocketPath = 107
+
+// close stops the gateway (in-flight requests get a short grace) and removes its directory.
+// It is safe to call more than once.
+func (rg *runningGateway) close() error {
+	if rg == nil {
+		return nil
+	}
+	var err error
+	if rg.gw != nil {
+		err = rg.gw.Close()
+	}
+	rg.remove()
+	return err
+}
+
+func (rg *runningGateway) remove() {
+	os.RemoveAll(rg.dir)
+	if rg.link != "" {
+		os.Remove(rg.link)
+	}
+}
+
+// gatewayAuditor appends a gateway's records to agora.db's audit log, each in its own
+// transaction, attributed to the dispatch and its role.
+type gatewayAuditor struct {
+	records  *Records
+	id, role string
+}
+
+func (a *gatewayAuditor) Record(ctx context.Context, kind string, details map[string]any) error {
+	return a.records.AppendAudit(ctx, audit.Entry{
+		Actor:   "dispatch/" + a.id + " " + a.role,
+		Kind:    kind,
+		Subject: "dispatch/" + a.id,
+		Details: details,
+	})
+}

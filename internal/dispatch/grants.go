@@ -1,0 +1,95 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/registry"
+	"github.com/agora-dev/agora/internal/toolreg"
+)
+
+// SubagentGrants returns what the subagent of doc may do: the union of the grants of the
+// capabilities it pins (tools, commands, egress), in [toolreg.Grants] normal form. This is
+// the most any dispatch of it can be granted; a dispatch may only narrow it.
+func SubagentGrants(ctx context.Context, cat *registry.Reader, doc catalog.SubagentDoc) (toolreg.Grants, error) {
+	var all toolreg.Grants
+	for _, pin := range doc.Capabilities {
+		v, err := cat.Resolve(ctx, catalog.KindCapability, pin.Name+"@"+string(pin.Digest))
+		if err != nil {
+			return toolreg.Grants{}, err
+		}
+		if g := v.Meta.Grants; g != nil {
+			all.Tools = append(all.Tools, g.Tools...)
+			all.Commands = append(all.Commands, g.Commands...)
+			all.Egress = append(all.Egress, g.Egress...)
+		}
+	}
+	// Narrowing a grant by itself only normalises it.
+	return all.Narrow(all)
+}
+
+// effectiveGrants is what a dispatch of a subagent with catalogGrants may do: the catalog's
+// grant, narrowed by the parent dispatch's when req resumes one (a resumed dispatch never
+// regains what its parent was not given), then by req.Grants. A nil list in req.Grants keeps
+// that kind as it is; an empty one grants none of it. An item not covered is refused, named.
+func (d *Dispatcher) effectiveGrants(ctx context.Context, subagent string, catalogGrants toolreg.Grants, req Request) (toolreg.Grants, error) {
+	base := catalogGrants
+	if req.ParentID != "" {
+		parent, err := d.Records.Get(ctx, req.ParentID)
+		if err != nil {
+			return toolreg.Grants{}, err
+		}
+		if parent.Grants != nil {
+			if base, err = catalogGrants.Narrow(*parent.Grants); err != nil {
+				return toolreg.Grants{}, fmt.Errorf("grants of parent dispatch %s: %w", parent.ID, err)
+			}
+		}
+	}
+	if req.Grants == nil {
+		return base, nil
+	}
+	child := *req.Grants
+	if child.Tools == nil {
+		child.Tools = base.Tools
+	}
+	if child.Commands == nil {
+		child.Commands = base.Commands
+	}
+	if child.Egress == nil {
+		child.Egress = base.Egress
+	}
+	g, err := base.Narrow(child)
+	if err != nil {
+		return toolreg.Grants{}, fmt.Errorf("a dispatch may only narrow the grant of subagent %q: %w", subagent, err)
+	}
+	return g, nil
+}
+
+// manifestCommands returns the capabilities' own command patterns that the effective grant
+// keeps. The worker checks every granted pattern against the archives' capability.yaml
+// verbatim, and [toolreg.Grants.Narrow] normalises the spacing of a pattern.
+func manifestCommands(declared, effective []string) []string {
+	out := []string{}
+	for _, c := range declared {
+		if slices.Contains(effective, strings.Join(strings.Fields(c), " ")) && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// grantsDetails is the audit form of g.
+func grantsDetails(g toolreg.Grants) map[string]any {
+	return map[string]any{"tools": nonNilStrings(g.Tools), "commands": nonNilStrings(g.Commands), "egress": nonNilStrings(g.Egress)}
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

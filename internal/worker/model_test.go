@@ -1,0 +1,319 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/gateway"
+	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
+	"github.com/agora-dev/agora/internal/toolreg"
+)
+
+// These tests run the worker without a sandbox against the real gateway (the host side,
+// imported by tests only) and a scripted model; internal/dispatch runs the same in bubblewrap.
+
+// memAuditor keeps the gateway's records; failKind makes records of that kind fail.
+type memAuditor struct {
+	mu       sync.Mutex
+	records  []map[string]any
+	kinds    []string
+	failKind string
+}
+
+func (a *memAuditor) Record(_ context.Context, kind string, details map[string]any) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if kind == a.failKind {
+		return errors.New("audit log unavailable")
+	}
+	a.kinds = append(a.kinds, kind)
+	a.records = append(a.records, details)
+	return nil
+}
+
+// toolCalls returns "tool decision reason" of each tool.call record.
+func (a *memAuditor) toolCalls() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for i, k := range a.kinds {
+		if k == gateway.KindToolCall {
+			d := a.records[i]
+			out = append(out, d["tool"].(string)+" "+d["decision"].(string)+" "+d["reason"].(string))
+		}
+	}
+	return out
+}
+
+// modelFixture is a fixture of the openai runtime holding tools, with the gateway of the
+// layout running against the scripted model srv.
+func modelFixture(t *testing.T, tools []string, a *memAuditor, script ...openaitest.Step) (*fixture, *openaitest.Server) {
+	t.Helper()
+	srv := openaitest.New(t, script...)
+	f := newFixture(t, "")
+	f.runtime, f.model, f.command = "openai", "test-model", nil
+	f.caps[0].yaml = "tools: [" + strings.Join(tools, ", ") + "]\n"
+	f.man.Grants.Tools = tools
+	f.man.Grants.Commands = []string{}
+	f.write()
+	if err := os.MkdirAll(filepath.Join(f.root, GatewayDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.Listen(t.Context(), filepath.Join(f.root, GatewayDir, GatewaySocket), gateway.Config{
+		DispatchID:   f.man.DispatchID,
+		Role:         f.man.Subagent.Name + "@" + string(f.man.Subagent.Digest),
+		ModelBaseURL: srv.URL(),
+		Dialer:       egress.NewDialer(egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, nil),
+		Audit:        a,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	return f, srv
+}
+
+// TestOpenAI_AuditFailureFailsClosed: a tool decision the audit log did not keep fails the
+// call and stops the loop; the model never gets the result.
+func TestOpenAI_AuditFailureFailsClosed(t *testing.T) {
+	a := &memAuditor{failKind: gateway.KindToolCall}
+	f, srv := modelFixture(t, []string{"list_files"}, a, openaitest.CallTool("list_files", "{}"), openaitest.Say("unreachable"))
+	_, res := f.run()
+	if res.Status != StatusFailed || res.Reason != ReasonWorkerFailed || !strings.Contains(res.Detail, "tool call not audited") {
+		t.Fatalf("got %s %s: %s, want failed worker-failed: tool call not audited", res.Status, res.Reason, res.Detail)
+	}
+	if n := len(srv.Accepted()); n != 1 {
+		t.Errorf("the model got %d requests, want 1: the loop stops at the unaudited call", n)
+	}
+	if exists(f.outPath(OutputsDir, FinalFile)) {
+		t.Error("final.md written for a stopped loop")
+	}
+}
+
+// TestOpenAI_AskHuman: ask_human ends the dispatch in needs_input with the model's question.
+func TestOpenAI_AskHuman(t *testing.T) {
+	a := &memAuditor{}
+	f, _ := modelFixture(t, []string{"ask_human", "read_file"}, a,
+		openaitest.CallTool("ask_human", `{"question":"Ship it on Friday?"}`))
+	_, res := f.run()
+	if res.Status != StatusNeedsInput || res.NeedsInput == nil || res.NeedsInput.Question != "Ship it on Friday?" {
+		t.Fatalf("got %s %s: %s (%+v), want needs_input with the question", res.Status, res.Reason, res.Detail, res.NeedsInput)
+	}
+	if diff := cmp.Diff([]string{"ask_human allowed " + toolreg.ReasonNeedsInput}, a.toolCalls()); diff != "" {
+		t.Errorf("tool.call records (-want +got):\n%s", diff)
+	}
+	tr := readFile(t, f.outPath(TranscriptFile))
+	if !strings.Contains(tr, `"type":"needs_input"`) {
+		t.Errorf("transcript lacks the question:\n%s", tr)
+	}
+}
+
+// TestOpenAI_FinalIsAnOutput: the model's answer becomes outputs/final.md, replacing a
+// symlink the agent could have planted there, never writing through it.
+func TestOpenAI_FinalIsAnOutput(t *testing.T) {
+	a := &memAuditor{}
+	f, _ := modelFixture(t, []string{"read_file"}, a, openaitest.Say("all good"))
+	outside := filepath.Join(t.TempDir(), "outside.md")
+	if err := os.MkdirAll(f.outPath(OutputsDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, f.outPath(OutputsDir, FinalFile)); err != nil {
+		t.Fatal(err)
+	}
+	_, res := f.run()
+	if res.Status != StatusOK {
+		t.Fatalf("got %s %s: %s", res.Status, res.Reason, res.Detail)
+	}
+	if got := readFile(t, f.outPath(OutputsDir, FinalFile)); got != "all good" {
+		t.Errorf("final.md = %q", got)
+	}
+	if exists(outside) {
+		t.Error("final.md was written through a symlink")
+	}
+	if len(res.Outputs) != 1 || res.Outputs[0].Path != "outputs/final.md" {
+		t.Errorf("outputs %+v, want final.md", res.Outputs)
+	}
+}
+
+// unixRecorder is an HTTP server on a Unix socket that records what reaches it.
+type unixRecorder struct {
+	mu   sync.Mutex
+	reqs []*http.Request
+}
+
+func startUnixRecorder(t *testing.T) (*unixRecorder, string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "s")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unixRecorder{}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		u.mu.Lock()
+		u.reqs = append(u.reqs, r.Clone(context.Background()))
+		u.mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: message_stop\ndata: {}\n\n")
+	})}
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close(); <-done })
+	return u, sock
+}
+
+// TestRelay: the loopback relay forwards only /anthropic/ requests that carry its token,
+// with only the API headers, no query and no token, to the gateway's socket.
+func TestRelay(t *testing.T) {
+	rec, sock := startUnixRecorder(t)
+	gw := dialGateway(sock)
+	defer gw.close()
+	rl, err := startRelay(gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.close()
+	if !strings.HasPrefix(rl.URL, "http://127.0.0.1:") || !strings.HasSuffix(rl.URL, "/anthropic") {
+		t.Fatalf("relay URL %q", rl.URL)
+	}
+	post := func(path string, hdr http.Header) (int, string) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, strings.TrimSuffix(rl.URL, "/anthropic")+path, strings.NewReader(`{}`))
+		req.Header = hdr
+		c := &http.Client{Timeout: 10 * time.Second}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	good := http.Header{
+		"Authorization":     {"Bearer " + rl.Token},
+		"Content-Type":      {"application/json"},
+		"Anthropic-Version": {"2023-06-01"},
+		"Cookie":            {"a=b"},
+		"X-Forwarded-For":   {"10.0.0.1"},
+	}
+	for _, tc := range []struct {
+		name, path string
+		hdr        http.Header
+		status     int
+	}{
+		{"NoToken", "/anthropic/v1/messages", http.Header{"Content-Type": {"application/json"}}, http.StatusUnauthorized},
+		{"WrongToken", "/anthropic/v1/messages", http.Header{"Authorization": {"Bearer agora-relay-00"}}, http.StatusUnauthorized},
+		{"OtherPath", "/fetch", good, http.StatusNotFound},
+		{"AuditPath", "/audit/tool", good, http.StatusNotFound},
+		{"Forwarded", "/anthropic/v1/messages?beta=true", good, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(rec.reqs)
+			status, body := post(tc.path, tc.hdr)
+			if status != tc.status {
+				t.Fatalf("got %d %q, want %d", status, body, tc.status)
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if tc.status != http.StatusOK {
+				if len(rec.reqs) != before {
+					t.Error("a refused request reached the gateway")
+				}
+				return
+			}
+			if !strings.Contains(body, "message_stop") {
+				t.Errorf("body %q, want the gateway's stream", body)
+			}
+			got := rec.reqs[len(rec.reqs)-1]
+			if got.URL.Path != "/anthropic/v1/messages" || got.URL.RawQuery != "" {
+				t.Errorf("gateway got %s?%s, want the path without the query", got.URL.Path, got.URL.RawQuery)
+			}
+			for _, h := range []string{"Authorization", "Cookie", "X-Forwarded-For"} {
+				if v := got.Header.Get(h); v != "" {
+					t.Errorf("gateway got %s %q, want it dropped", h, v)
+				}
+			}
+			if got.Header.Get("Anthropic-Version") != "2023-06-01" {
+				t.Errorf("gateway got anthropic-version %q", got.Header.Get("Anthropic-Version"))
+			}
+		})
+	}
+}
+
+func TestUserPrompt(t *testing.T) {
+	for _, tc := range []struct{ name, input, want string }{
+		{"Empty", "", "{}"},
+		{"Prompt", `{"prompt":"review it","n":1}`, "review it"},
+		{"NoPrompt", `{"task":"greet"}`, `{"task":"greet"}`},
+		{"PromptNotString", `{"prompt":{"a":1}}`, `{"prompt":{"a":1}}`},
+		{"Resumed", `{"prompt":"fix it","agora_resume":{"question":"Which file?","answer":"a.go"}}`,
+			"fix it\n\nYou asked a person: Which file?\nTheir answer: a.go"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := userPrompt(tc.input); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAuditFields(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"read_file", "read_file"},
+		{"mcp__docs__search", "mcp__docs__search"},
+		{"Bash", "Bash"},
+		{"../etc", "invalid_tool_name"},
+		{"", "invalid_tool_name"},
+		{"9lives", "invalid_tool_name"},
+		{strings.Repeat("a", 129), "invalid_tool_name"},
+	} {
+		if got := auditToolName(tc.in); got != tc.want {
+			t.Errorf("auditToolName(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	if got := oneLine("tool error: a\nb\x00c\xff", 512); got != "tool error: a b c\uFFFD" {
+		t.Errorf("oneLine = %q", got)
+	}
+	if got := oneLine(strings.Repeat("é", 300), 511); len(got) > 511 || !strings.HasSuffix(got, "é") {
+		t.Errorf("oneLine cut %d bytes, want at most 511 on a rune boundary", len(got))
+	}
+}
+
+func TestTranscriptFile_Capped(t *testing.T) {
+	dir := t.TempDir()
+	tr, err := openTranscript(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := []byte(strings.Repeat("x", 1<<20-1) + "\n")
+	for range MaxTranscript/len(line) + 3 {
+		if n, err := tr.Write(line); n != len(line) || err != nil {
+			t.Fatalf("Write = %d, %v; want every write to succeed", n, err)
+		}
+	}
+	var msg strings.Builder
+	tr.close(&msg)
+	fi, err := os.Stat(filepath.Join(dir, TranscriptFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > MaxTranscript || fi.Size()%int64(len(line)) != 0 {
+		t.Errorf("transcript is %d bytes, want whole lines within %d", fi.Size(), MaxTranscript)
+	}
+	if !strings.Contains(msg.String(), "dropped") {
+		t.Errorf("close said %q, want the dropped bytes reported", msg.String())
+	}
+}

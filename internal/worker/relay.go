@@ -1,0 +1,113 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// relayPrefix is the only path prefix the relay forwards: the gateway's Anthropic routes.
+const relayPrefix = "/anthropic/"
+
+// relayHeaders are the only request headers the relay passes on (the gateway takes the same
+// ones and no others).
+var relayHeaders = []string{"Content-Type", "Accept", "Anthropic-Version", "Anthropic-Beta"}
+
+// relay is a loopback TCP listener that forwards Claude Code's API requests to the gateway's
+// Unix socket: claude speaks HTTP to a base URL, not to a socket. Inside the sandbox the
+// loopback is the sandbox's own; a random per-run token, which claude sends as its bearer
+// token (ANTHROPIC_AUTH_TOKEN), keeps any other local process out even without a sandbox.
+// The token is no credential upstream: the gateway drops it and adds the real key.
+type relay struct {
+	URL   string // http://127.0.0.1:PORT/anthropic, claude's ANTHROPIC_BASE_URL
+	Token string
+
+	srv *http.Server
+	wg  sync.WaitGroup
+}
+
+// startRelay listens on 127.0.0.1:0 and serves until close.
+func startRelay(gw *gatewayClient) (*relay, error) {
+	tok := make([]byte, 32)
+	if _, err := rand.Read(tok); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	r := &relay{
+		URL:   "http://" + ln.Addr().String() + strings.TrimSuffix(relayPrefix, "/"),
+		Token: "agora-relay-" + hex.EncodeToString(tok),
+	}
+	target, _ := url.Parse(gatewayBase)
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.URL.Path, pr.Out.URL.RawPath, pr.Out.URL.RawQuery = pr.In.URL.Path, "", ""
+			pr.Out.Host = ""
+			h := http.Header{}
+			for _, k := range relayHeaders {
+				if vs := pr.In.Header.Values(k); len(vs) > 0 {
+					h[k] = vs
+				}
+			}
+			pr.Out.Header = h
+		},
+		Transport:     gw.http.Transport,
+		FlushInterval: -1, // event streams pass as they come
+		ErrorLog:      log.New(io.Discard, "", 0),
+	}
+	r.srv = &http.Server{
+		Handler:           r.guard(proxy),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	r.wg.Go(func() { r.srv.Serve(ln) })
+	return r, nil
+}
+
+// guard admits POSTs under relayPrefix that carry the relay's token.
+func (r *relay) guard(next http.Handler) http.Handler {
+	want := []byte("Bearer " + r.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		got := req.Header.Get("Authorization")
+		if got == "" {
+			got = "Bearer " + req.Header.Get("X-Api-Key")
+		}
+		switch {
+		case subtle.ConstantTimeCompare([]byte(got), want) != 1:
+			http.Error(w, `{"type":"error","error":{"type":"authentication_error","message":"agora relay: wrong token"}}`, http.StatusUnauthorized)
+		case !strings.HasPrefix(req.URL.Path, relayPrefix) || strings.Contains(req.URL.Path, ".."):
+			http.Error(w, `{"type":"error","error":{"type":"not_found_error","message":"agora relay: only /anthropic/ is served"}}`, http.StatusNotFound)
+		default:
+			next.ServeHTTP(w, req)
+		}
+	})
+}
+
+// close stops the relay and waits for its server.
+func (r *relay) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := r.srv.Shutdown(ctx)
+	if err != nil {
+		r.srv.Close()
+	}
+	r.wg.Wait()
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	return err
+}

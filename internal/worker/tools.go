@@ -1,0 +1,99 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/agora-dev/agora/internal/runtime/openairt"
+	"github.com/agora-dev/agora/internal/secret/redact"
+	"github.com/agora-dev/agora/internal/toolreg"
+	"github.com/agora-dev/agora/internal/toolreg/builtin"
+)
+
+// errNotAudited is what the model reads when its call's decision did not reach the audit
+// log: the call fails and the dispatch stops.
+var errNotAudited = errors.New("the call could not be recorded in the audit log; the dispatch stops")
+
+// toolAuditor is the view's [toolreg.Auditor]: it reports each decision to the gateway
+// synchronously. A decision that cannot be reported fails closed: the first failure is kept
+// and stop is called, which ends the loop.
+type toolAuditor struct {
+	gw   *gatewayClient
+	stop func(error)
+
+	mu  sync.Mutex
+	err error // guarded by mu: the first report that failed
+}
+
+func (a *toolAuditor) ToolCall(ctx context.Context, d toolreg.Decision) {
+	if err := a.gw.reportTool(ctx, d); err != nil {
+		a.mu.Lock()
+		if a.err == nil {
+			a.err = err
+		}
+		a.mu.Unlock()
+		if a.stop != nil {
+			a.stop(err)
+		}
+	}
+}
+
+// failed returns the first report that failed, or nil.
+func (a *toolAuditor) failed() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
+// newView builds the built-in tools over inv and returns the view of inv's role: only the
+// granted tools, each call audited through a.
+func newView(inv invocation, gw *gatewayClient, a *toolAuditor) (*toolreg.View, error) {
+	reg := toolreg.NewRegistry()
+	if err := builtin.Register(reg, builtin.Env{Workspace: inv.dir, CommandEnv: inv.env, Fetch: gw.fetch}); err != nil {
+		return nil, err
+	}
+	g := toolreg.Grants{Tools: inv.grants.Tools, Commands: inv.grants.Commands, Egress: inv.grants.Egress}
+	// The recorded hash is of the arguments with the bundle's secret values masked, so it
+	// cannot confirm a guess of one.
+	red := redact.New(inv.secrets)
+	return reg.For(inv.dispatchID, inv.role, g, a, toolreg.WithRedactor(red.Bytes)), nil
+}
+
+// viewTools is a [toolreg.View] as the openai loop's [openairt.Tools].
+type viewTools struct {
+	view  *toolreg.View
+	audit *toolAuditor
+}
+
+func (t viewTools) List() []openairt.ToolSpec {
+	infos := t.view.List()
+	out := make([]openairt.ToolSpec, len(infos))
+	for i, info := range infos {
+		out[i] = openairt.ToolSpec{Name: info.Name, Description: info.Description, Parameters: info.Schema}
+	}
+	return out
+}
+
+func (t viewTools) Call(ctx context.Context, name string, args json.RawMessage) (string, error) {
+	res, err := t.view.Call(ctx, name, args)
+	if t.audit.failed() != nil {
+		return "", errNotAudited
+	}
+	var ni *toolreg.NeedsInput
+	if errors.As(err, &ni) {
+		return "", question(ni.Question)
+	}
+	if err != nil {
+		return "", err
+	}
+	return res.Content, nil
+}
+
+// question is the error that ends the loop with a question for a person.
+type question string
+
+func (q question) Error() string      { return fmt.Sprintf("needs input: %d-byte question", len(q)) }
+func (q question) NeedsInput() string { return string(q) }
