@@ -74,4 +74,18 @@ step "agora orch audit $run + agora verify (the run and every dispatch of it, of
 "$bin" orch audit "$run" --out "$work/run-bundle.json"
 AGORA_HOME=/nonexistent "$bin" verify "$work/run-bundle.json" --key "$AGORA_HOME/keys/audit.pub" | tail -8
 
+step "next: a model-driven subagent (runtime openai) needs a model endpoint"
+cat <<'TXT'
+The example catalog also registers `reviewer` (runtime openai). To run it against a real
+OpenAI-compatible endpoint (OpenAI, vLLM, Ollama), give it an env bundle; the API key stays
+on the host, in the dispatch's gateway, and never enters the sandbox:
+
+  agora env register model --value OPENAI_BASE_URL=https://api.openai.com/v1 \
+      --secret OPENAI_API_KEY=env:OPENAI_API_KEY
+  agora dispatch run --subagent reviewer --env model --repo . --input '{"prompt":"review the last commit"}'
+
+For Ollama on this machine: OPENAI_BASE_URL=http://127.0.0.1:11434/v1 and
+`egress: {allow_private: [127.0.0.1/32]}` in AGORA_HOME/agora.yaml. See docs/runtimes.md.
+TXT
+
 printf '\nagora demo: done. AGORA_HOME=%s, work in %s\n' "$AGORA_HOME" "$work"
