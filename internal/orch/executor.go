@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/agora-dev/agora/internal/orch/plan"
 )
 
 // Attempt is one try of a task: exactly one dispatch.
@@ -21,6 +23,7 @@ type Attempt struct {
 	Repo       string
 	Revision   string
 	Inputs     []Input
+	Grants     *plan.Grants // the task's narrowing of its subagent's grant, or nil
 	// ParentID and Answer are set when the attempt answers a dispatch that needed input.
 	ParentID string
 	Answer   string

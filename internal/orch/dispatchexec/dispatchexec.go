@@ -24,6 +24,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/toolreg"
 )
 
 // DefaultPoll is how often a watched dispatch's record is read.
@@ -135,6 +136,10 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 		}
 		resumed.ID, resumed.Timeout = a.DispatchID, a.Timeout
 		req = resumed
+	}
+	if g := a.Grants; g != nil {
+		// A task narrows its subagent's grant; the dispatcher refuses a widening as denied.
+		req.Grants = &toolreg.Grants{Tools: g.Tools, Commands: g.Commands, Egress: g.Egress}
 	}
 	for _, in := range a.Inputs {
 		req.Inputs = append(req.Inputs, dispatch.InputSpec{Key: in.Key, Select: in.Select, FromDispatch: in.FromDispatch})

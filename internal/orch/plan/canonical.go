@@ -163,6 +163,23 @@ func (w *canonWriter) task(t *Task) {
 		o.key("env")
 		w.strs(t.Env)
 	}
+	if g := t.Grants; g != nil {
+		o.key("grants")
+		gw := w.object()
+		if g.Commands != nil {
+			gw.key("commands")
+			w.strs(g.Commands)
+		}
+		if g.Egress != nil {
+			gw.key("egress")
+			w.strs(g.Egress)
+		}
+		if g.Tools != nil {
+			gw.key("tools")
+			w.strs(g.Tools)
+		}
+		gw.end()
+	}
 	o.key("id")
 	w.str(t.ID)
 	if t.Input != nil {

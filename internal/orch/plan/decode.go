@@ -35,6 +35,13 @@ type taskDoc struct {
 	Locks     []lockDoc          `yaml:"locks"`
 	Retry     *retryDoc          `yaml:"retry"`
 	Timeout   *time.Duration     `yaml:"timeout"`
+	Grants    *grantsDoc         `yaml:"grants"`
+}
+
+type grantsDoc struct {
+	Tools    []string `yaml:"tools"`
+	Commands []string `yaml:"commands"`
+	Egress   []string `yaml:"egress"`
 }
 
 type needDoc struct {

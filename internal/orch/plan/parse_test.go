@@ -191,7 +191,7 @@ func TestParse_Errors(t *testing.T) {
 			"p.yaml:3: tasks: required; a plan has at least one task",
 		}},
 		{"unknown field", head + "  - {id: a, subagent: s, subagnet: t}", []string{
-			"p.yaml:4: tasks[0].subagnet: unknown field \"subagnet\"; known fields: depends_on, env, id, input, locks, needs, retry, subagent, target, timeout",
+			"p.yaml:4: tasks[0].subagnet: unknown field \"subagnet\"; known fields: depends_on, env, grants, id, input, locks, needs, retry, subagent, target, timeout",
 		}},
 		{"a value that did not decode is not also missing", head + "  - {id: {x: 1}, subagent: [s]}", []string{
 			"p.yaml:4: tasks[0].id: want a string, got a mapping",
@@ -327,6 +327,12 @@ func TestParse_Errors(t *testing.T) {
 		{"timeouts", "version: 1\nname: p\ndefaults: {timeout: 0s}\ntasks: [{id: a, subagent: s, timeout: 25h}]", []string{
 			"p.yaml:3: defaults.timeout: want more than 0s and at most 24h0m0s, got 0s",
 			"p.yaml:4: tasks[0].timeout: want more than 0s and at most 24h0m0s, got 25h0m0s",
+		}},
+		{"grants", head + "  - {id: a, subagent: s, grants: {tools: [read_file, rm_rf, read_file], commands: ['git **', ''], egress: ['http://x']}}", []string{
+			`p.yaml:4: tasks[0].grants.tools[1]: unknown tool "rm_rf"; known: ask_human, http_fetch, list_files, read_file, run_command, search_files, write_file`,
+			`p.yaml:4: tasks[0].grants.tools[2]: "read_file" listed twice`,
+			`p.yaml:4: tasks[0].grants.commands[1]: empty command pattern`,
+			`p.yaml:4: tasks[0].grants.egress[0]: egress entry "http://x" is not a host name (or *.domain)`,
 		}},
 		{"cycle", head + "  - {id: a, subagent: s, depends_on: [b]}\n  - {id: b, subagent: s, depends_on: [a]}", []string{
 			"p.yaml:4: tasks[0].depends_on[0]: cycle: a -> b -> a",
@@ -499,5 +505,22 @@ func TestParse_MaxTasks(t *testing.T) {
 	_, err = plan.Parse("big.json", build(plan.MaxTasks+1))
 	if want := "big.json:1: tasks: 100001 tasks; at most 100000"; err == nil || err.Error() != want {
 		t.Fatalf("Parse of one task more = %v, want %q", err, want)
+	}
+}
+
+func TestGrants_CanonicalKeepsNoneApartFromAbsent(t *testing.T) {
+	head := "version: 1\nname: p\ntasks:\n"
+	none := mustParse(t, head+"  - {id: a, subagent: s, grants: {commands: []}}")
+	absent := mustParse(t, head+"  - {id: a, subagent: s, grants: {}}")
+	if none.Digest() == absent.Digest() {
+		t.Fatal("grants {commands: []} and {} have the same digest")
+	}
+	back := mustParse(t, string(none.Canonical()))
+	g := back.Resolve()[0].Grants
+	if g == nil || g.Commands == nil || len(g.Commands) != 0 || g.Tools != nil {
+		t.Errorf("round trip of {commands: []} gave %+v", g)
+	}
+	if back.Digest() != none.Digest() {
+		t.Errorf("digest changed over the canonical round trip")
 	}
 }

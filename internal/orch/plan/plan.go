@@ -31,6 +31,7 @@ const (
 	MaxDependsOn       = 64             // entries in one task's depends_on
 	MaxNeeds           = 64             // entries in one task's needs
 	MaxLocks           = 64             // entries in one task's locks
+	MaxGrantItems      = 64             // entries in each list of one task's grants
 	MaxEnvs            = 16             // env bundles in one task's (or the defaults') env
 	MaxInputSize       = 120 << 10      // bytes of one task's input in canonical JSON
 	MaxOutputPath      = 1024           // bytes of the PATH in select: output:PATH
@@ -89,6 +90,17 @@ type Task struct {
 	Locks     []Lock
 	Retry     *Retry        // fields set here override Defaults.Retry field by field
 	Timeout   time.Duration // 0 means Defaults.Timeout
+	Grants    *Grants       // narrows what the task's dispatches may do; nil keeps the subagent's grant
+}
+
+// Grants narrows a task's grant below its subagent's (the union of its capabilities'): each
+// list given replaces that part with a subset of it; a nil list keeps that part whole, an
+// empty one grants none of it. A list that widens the grant makes the task's dispatch fail
+// as denied: the catalog, not a plan, decides what a role may do.
+type Grants struct {
+	Tools    []string // built-in tool names
+	Commands []string // command patterns, each equal to a granted one
+	Egress   []string // hosts, each covered by a granted one
 }
 
 // Need hands an upstream task's product to a task, mounted read-only at /agora/inputs/<key>.

@@ -19,6 +19,7 @@ type Resolved struct {
 	Locks    []Lock        // one per name, exclusive when listed in both modes, sorted by name
 	Retry    Retry         // the effective policy, every field set
 	Timeout  time.Duration // 0 when neither the task nor the defaults set one: the target's own
+	Grants   *Grants       // the task's narrowing, or nil
 }
 
 // Resolve applies the defaults to every task, in plan order. Fields a task sets win; retry
@@ -39,6 +40,7 @@ func (p *Plan) Resolve() []Resolved {
 			Locks:    effectiveLocks(t.Locks),
 			Retry:    base.with(t.Retry),
 			Timeout:  t.Timeout,
+			Grants:   t.Grants,
 		}
 		if r.Target == "" {
 			r.Target = p.Defaults.Target

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"github.com/agora-dev/agora/internal/toolreg"
 	"regexp"
 	"strconv"
 	"strings"
@@ -240,6 +241,54 @@ func (v *validator) task(t *Task, doc *taskDoc, tp string, ids map[string]int, g
 	}
 	t.Needs = v.needs(tp+".needs", self, doc.Needs, ids, g)
 	t.Locks = v.locks(tp+".locks", doc.Locks)
+	t.Grants = v.grants(tp+".grants", doc.Grants)
+}
+
+// grants checks a task's narrowing: known tool names, valid command patterns, host names,
+// no duplicates, at most MaxGrantItems of each.
+func (v *validator) grants(path string, doc *grantsDoc) *Grants {
+	if doc == nil {
+		return nil
+	}
+	list := func(field string, items []string, check func(string) error) []string {
+		p := path + "." + field
+		if len(items) > MaxGrantItems {
+			v.add(p, "%d items; at most %d", len(items), MaxGrantItems)
+			return items
+		}
+		seen := map[string]bool{}
+		for i, it := range items {
+			ip := p + "[" + strconv.Itoa(i) + "]"
+			switch {
+			case seen[it]:
+				v.add(ip, "%q listed twice", it)
+			case check != nil:
+				if err := check(it); err != nil {
+					v.add(ip, "%v", err)
+				}
+			}
+			seen[it] = true
+		}
+		return items
+	}
+	return &Grants{
+		Tools: list("tools", doc.Tools, func(s string) error {
+			if !toolreg.IsBuiltin(s) {
+				return fmt.Errorf("unknown tool %q; known: %s", s, strings.Join(toolreg.Builtin, ", "))
+			}
+			return nil
+		}),
+		Commands: list("commands", doc.Commands, func(s string) error {
+			_, err := catalog.ParseCommandPattern(s)
+			return err
+		}),
+		Egress: list("egress", doc.Egress, func(s string) error {
+			if s == "" || strings.ContainsAny(s, "/:@ ") {
+				return fmt.Errorf("egress entry %q is not a host name (or *.domain)", s)
+			}
+			return nil
+		}),
+	}
 }
 
 // edge checks that task self may depend on dep and records the edge.

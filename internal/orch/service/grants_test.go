@@ -1,0 +1,64 @@
+package service_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/orch/api"
+)
+
+// TestPlanGrants_NarrowNeverWiden runs tasks whose plan narrows their subagent's grant (the
+// worker's capability grants only the command pattern "sh -c *"): keeping the pattern runs,
+// narrowing commands to none denies the command, and asking for a tool the capability does
+// not grant is refused as denied, before any worker starts.
+func TestPlanGrants_NarrowNeverWiden(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("SKIP: bubblewrap (bwrap) is not installed; the run dispatches real sandboxed workers")
+	}
+	e := newEnv(t)
+	serve := e.serve()
+	t.Cleanup(func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() })
+	planPath := filepath.Join(t.TempDir(), "g.yaml")
+	must(t, os.WriteFile(planPath, []byte(`version: 1
+name: grants
+tasks:
+  - {id: same, subagent: worker, grants: {commands: ["sh -c *"]}}
+  - {id: none, subagent: worker, grants: {commands: []}}
+  - {id: widen, subagent: worker, grants: {tools: [write_file]}}
+`), 0o644))
+	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", planPath), "\n")[0])
+	c := e.client()
+	var run api.Run
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var err error
+		run, err = c.Status(context.Background(), runID)
+		must(t, err)
+		if api.RunTerminal(run.State) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run still %s", run.State)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	got := map[string]api.Task{}
+	for _, task := range run.Tasks {
+		got[task.ID] = task
+	}
+	if got["same"].State != api.TaskSucceeded {
+		t.Errorf("same: %+v, want succeeded", got["same"])
+	}
+	if s := got["none"]; s.State != api.TaskFailed || s.Reason != "denied" || !strings.Contains(s.Detail, "not granted") {
+		t.Errorf("none: %+v, want failed/denied: the command is not granted", s)
+	}
+	if s := got["widen"]; s.State != api.TaskFailed || s.Reason != "denied" || !strings.Contains(s.Detail, "write_file") || s.Attempts != 1 {
+		t.Errorf("widen: %+v, want failed/denied naming write_file after one attempt", s)
+	}
+}
