@@ -23,7 +23,7 @@ const maxBatch = 4096
 // MemoryLimit is the soft memory limit agora orch serve sets for itself (unless GOMEMLIMIT is
 // set): parsing a large plan allocates several times its size for a moment, and without a
 // limit the Go runtime lets the heap grow to twice the live size before it collects.
-const MemoryLimit = 64 << 20
+const MemoryLimit = 80 << 20
 
 // Options tune an [Engine].
 type Options struct {
@@ -72,7 +72,7 @@ type Engine struct {
 }
 
 // keepSealedSpecs is how many sealed runs keep their specs in memory.
-const keepSealedSpecs = 4
+const keepSealedSpecs = 1
 
 // runSpecs is what Status needs from a run's plan.
 type runSpecs struct {
@@ -229,7 +229,7 @@ func (e *Engine) flush(ctx context.Context) error {
 		if r.sealed {
 			delete(e.runs, r.id)
 			delete(e.byName, r.name)
-			// Keep the specs of the last few sealed runs: their watchers and exporters read
+			// Keep the specs of the last sealed run: their watchers and exporters read
 			// their status right after the seal, and parsing a large plan again is costly.
 			e.sealedSpecs = append(e.sealedSpecs, r.id)
 			if len(e.sealedSpecs) > keepSealedSpecs {

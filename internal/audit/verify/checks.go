@@ -134,7 +134,10 @@ func (v *verifier) checkInclusion(e Entry, item string) {
 		v.fail(CheckInclusion, item, "leaf hash is %d bytes, want %d", len(e.LeafHash), HashSize)
 		return
 	}
-	if err := proof.VerifyInclusion(rfc6962.DefaultHasher, e.Index, v.cp.Size, e.LeafHash, e.InclusionProof, v.cp.Hash); err != nil {
+	if v.incl == nil {
+		v.incl = newInclusionChecker()
+	}
+	if err := v.incl.verify(e.Index, v.cp.Size, e.LeafHash, e.InclusionProof, v.cp.Hash); err != nil {
 		v.fail(CheckInclusion, item, "not in the checkpoint's tree of size %d: %v", v.cp.Size, err)
 		return
 	}

@@ -101,6 +101,7 @@ type verifier struct {
 	refs  map[string]uint64 // details.manifest of passing entries -> entry index
 	// entries are the decoded entries that passed their own checks, in bundle order.
 	entries []EntryFields
+	incl    *inclusionChecker // one per goroutine: it reuses its hash state
 }
 
 // Verify checks b and returns a row per check. It never stops at the first failure: every
