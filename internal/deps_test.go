@@ -16,6 +16,12 @@ var forbidden = []struct {
 	why      string
 }{
 	{"internal/catalog", "internal/catalog/provision", "the catalog's read side must not reach its privileged writer"},
+	{"internal/orch/client", "internal/store", "orch.db has one owner, agora orch serve; its clients talk to the socket"},
+	{"internal/orch/client", "internal/orch", "clients import the wire types, never the engine"},
+	{"internal/orch/api", "internal/store", "the wire types are plain data"},
+	{"internal/orch/plan", "internal/store", "the plan format is pure: validate works offline"},
+	{"internal/mcpserver", "internal/orch", "the MCP server reaches the orchestrator through its port; cancel, answer and retry are not on it"},
+	{"internal/mcpserver", "internal/orch/client", "the MCP server is handed an Orchestrator port; the CLI adapts the client"},
 	{"internal/catalog", "internal/secret", "the read side never holds the sealing key"},
 	{"internal/worker", "internal/store", "a worker sees only what is mounted into its sandbox"},
 	{"internal/worker", "modernc.org/sqlite", "a worker opens no database"},
