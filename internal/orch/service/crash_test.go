@@ -180,19 +180,7 @@ func TestServe_Kill9(t *testing.T) {
 			}
 		}
 	}
-	deadline := time.Now().Add(4 * time.Minute)
-	var run api.Run
-	for {
-		run, err = c.Status(context.Background(), runID)
-		must(t, err)
-		if api.RunTerminal(run.State) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run still %s after 4 minutes: %v", run.State, run.Counts)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	run := waitRun(t, c, runID, 4*time.Minute)
 	if run.State != api.RunSucceeded || !run.Sealed {
 		t.Fatalf("run ended %s (sealed %v): %v", run.State, run.Sealed, run.Counts)
 	}
@@ -206,6 +194,23 @@ func TestServe_Kill9(t *testing.T) {
 
 	checkDispatches(t, e, run, deps, locks)
 	checkOrchAudit(t, e, run)
+}
+
+// waitRun polls the service until the run ends, failing the test after limit.
+func waitRun(t *testing.T, c *client.Client, runID string, limit time.Duration) api.Run {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		run, err := c.Status(context.Background(), runID)
+		must(t, err)
+		if api.RunTerminal(run.State) {
+			return run
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run still %s after %s: %v", run.State, limit, run.Counts)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 type interval struct {

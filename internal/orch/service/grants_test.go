@@ -1,7 +1,6 @@
 package service_test
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,21 +32,7 @@ tasks:
   - {id: widen, subagent: worker, grants: {tools: [write_file]}}
 `), 0o644))
 	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", planPath), "\n")[0])
-	c := e.client()
-	var run api.Run
-	deadline := time.Now().Add(time.Minute)
-	for {
-		var err error
-		run, err = c.Status(context.Background(), runID)
-		must(t, err)
-		if api.RunTerminal(run.State) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run still %s", run.State)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	run := waitRun(t, e.client(), runID, time.Minute)
 	got := map[string]api.Task{}
 	for _, task := range run.Tasks {
 		got[task.ID] = task
