@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -118,8 +119,10 @@ func runOrchServe(ctx context.Context, f *Factory) error {
 	g.Go(func() error { return orchCP.Run(gctx, 5*time.Second) })
 	g.Go(func() error { return mainCP.Run(gctx, 5*time.Second) })
 	err = g.Wait()
-	if ctx.Err() != nil && err == nil {
+	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		// Stopped by a signal: a clean stop, whatever the goroutines said while winding down.
 		fmt.Fprintln(f.IO.ErrOut, "agora: orchestrator stopped; running workers continue and are re-attached by the next serve")
+		return nil
 	}
 	return err
 }
