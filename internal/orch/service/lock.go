@@ -7,12 +7,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // LockFile is the name of serve's lock in the orch directory.
 const LockFile = "serve.lock"
+
+// staleLockWait bounds how long Lock waits for a lock whose recorded owner is dead.
+const staleLockWait = 10 * time.Second
 
 // ErrRunning means another serve holds the lock.
 var ErrRunning = errors.New("the orchestrator is already running")
@@ -26,17 +30,29 @@ func Lock(dir string) (release func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		b, _ := os.ReadFile(path)
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			pid := strings.TrimSpace(string(b))
-			if _, perr := strconv.Atoi(pid); perr != nil {
-				pid = "unknown"
-			}
-			return nil, fmt.Errorf("%w (pid %s holds %s); stop it first or use it: every 'agora orch' command talks to it", ErrRunning, pid, path)
+	deadline := time.Now().Add(staleLockWait)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
 		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		b, _ := os.ReadFile(path)
+		pid, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+		if perr == nil && pid > 0 && unix.Kill(pid, 0) == nil || time.Now().After(deadline) {
+			f.Close()
+			holder := "unknown"
+			if perr == nil {
+				holder = strconv.Itoa(pid)
+			}
+			return nil, fmt.Errorf("%w (pid %s holds %s); stop it first or use it: every 'agora orch' command talks to it", ErrRunning, holder, path)
+		}
+		// The serve that wrote the file is gone, yet the lock is held: a child it was
+		// starting when it died still has the descriptor until it execs. Wait for that.
+		time.Sleep(50 * time.Millisecond)
 	}
 	if err := f.Truncate(0); err == nil {
 		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
