@@ -56,11 +56,7 @@ func (w workspace) read(p string, offset, limit int64) (toolreg.Result, error) {
 	if limit <= 0 || limit > maxReadBytes {
 		limit = maxReadBytes
 	}
-	name, err := clean(tool, p)
-	if err != nil {
-		return toolreg.Result{}, err
-	}
-	root, err := w.open(tool)
+	root, name, err := w.resolve(tool, p)
 	if err != nil {
 		return toolreg.Result{}, err
 	}
@@ -137,18 +133,14 @@ func (w workspace) write(p, content string) (toolreg.Result, error) {
 	if len(content) > maxWriteBytes {
 		return toolreg.Result{}, errors.New(tool + ": content is larger than " + itoa(maxWriteBytes) + " bytes")
 	}
-	name, err := clean(tool, p)
-	if err != nil {
-		return toolreg.Result{}, err
-	}
-	if name == "." {
-		return toolreg.Result{}, errors.New(tool + ": the path names the workspace root, not a file")
-	}
-	root, err := w.open(tool)
+	root, name, err := w.resolve(tool, p)
 	if err != nil {
 		return toolreg.Result{}, err
 	}
 	defer root.Close()
+	if name == "." {
+		return toolreg.Result{}, errors.New(tool + ": the path names the workspace root, not a file")
+	}
 	if dir := filepath.Dir(name); dir != "." {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
 			if errors.Is(err, fs.ErrExist) {

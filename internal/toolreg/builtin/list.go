@@ -53,11 +53,7 @@ func (w workspace) list(ctx context.Context, p string, recursive bool) (toolreg.
 	if p == "" {
 		p = "."
 	}
-	name, err := clean(tool, p)
-	if err != nil {
-		return toolreg.Result{}, err
-	}
-	root, err := w.open(tool)
+	root, name, err := w.resolve(tool, p)
 	if err != nil {
 		return toolreg.Result{}, err
 	}

@@ -77,11 +77,7 @@ func (w workspace) search(ctx context.Context, pattern, p string, maxResults int
 	if p == "" {
 		p = "."
 	}
-	name, err := clean(tool, p)
-	if err != nil {
-		return toolreg.Result{}, err
-	}
-	root, err := w.open(tool)
+	root, name, err := w.resolve(tool, p)
 	if err != nil {
 		return toolreg.Result{}, err
 	}

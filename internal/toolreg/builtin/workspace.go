@@ -36,6 +36,20 @@ func (w workspace) open(tool string) (*os.Root, error) {
 	return r, nil
 }
 
+// resolve checks p (see clean) and opens the workspace root it is relative to. The caller
+// closes the root.
+func (w workspace) resolve(tool, p string) (*os.Root, string, error) {
+	name, err := clean(tool, p)
+	if err != nil {
+		return nil, "", err
+	}
+	root, err := w.open(tool)
+	if err != nil {
+		return nil, "", err
+	}
+	return root, name, nil
+}
+
 // clean checks p lexically and returns it cleaned: relative, without NUL bytes, not climbing
 // out with "..". Symbolic links are the Root's business.
 func clean(tool, p string) (string, error) {
