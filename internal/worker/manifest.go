@@ -11,6 +11,8 @@ import (
 
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
+
+	"github.com/agora-dev/agora/internal/strictjson"
 )
 
 // ManifestVersion is the format version of manifest.json.
@@ -102,7 +104,7 @@ var (
 // refused, then every field checked by [Manifest.Validate].
 func ParseManifest(b []byte) (Manifest, error) {
 	var m Manifest
-	if err := decodeStrict("manifest", b, MaxManifestSize, &m); err != nil {
+	if err := strictjson.Decode("manifest", b, MaxManifestSize, &m); err != nil {
 		return Manifest{}, err
 	}
 	if err := m.Validate(); err != nil {

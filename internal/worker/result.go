@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/agora-dev/agora/internal/strictjson"
 )
 
 // ResultVersion is the format version of result.json.
@@ -136,7 +138,7 @@ type SkippedOutput struct {
 // refused, statuses and reasons from their closed sets, then [Result.Validate].
 func ParseResult(b []byte) (Result, error) {
 	var r Result
-	if err := decodeStrict("result", b, MaxResultSize, &r); err != nil {
+	if err := strictjson.Decode("result", b, MaxResultSize, &r); err != nil {
 		return Result{}, err
 	}
 	if err := r.Validate(); err != nil {
@@ -341,7 +343,7 @@ const (
 // PartialState in compact form.
 func ParseNeedsInput(b []byte) (NeedsInput, error) {
 	var n NeedsInput
-	if err := decodeStrict("needs_input.json", b, maxNeedsInputFile, &n); err != nil {
+	if err := strictjson.Decode("needs_input.json", b, maxNeedsInputFile, &n); err != nil {
 		return NeedsInput{}, err
 	}
 	if len(n.PartialState) > 0 {

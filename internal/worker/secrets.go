@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/agora-dev/agora/internal/strictjson"
 )
 
 // readSecrets reads the secrets object when the manifest names secret keys: a JSON object
@@ -51,7 +53,7 @@ func (r *runner) readSecrets(ctx context.Context) *failure {
 		return fail(ReasonFetchFailed, "secrets: over the %d byte limit", maxSecretsSize)
 	}
 	var got map[string]string
-	if decodeStrict("secrets", b, maxSecretsSize, &got) != nil || got == nil {
+	if strictjson.Decode("secrets", b, maxSecretsSize, &got) != nil || got == nil {
 		return fail(ReasonFetchFailed, "secrets: not a JSON object of string values")
 	}
 	var missing, extra []string

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"github.com/agora-dev/agora/internal/strictjson"
 )
 
 // maxMCPConfigBytes caps an MCP config file.
@@ -24,7 +26,7 @@ func MCPServerNames(r io.Reader) ([]string, error) {
 	if len(b) > maxMCPConfigBytes {
 		return nil, fmt.Errorf("read MCP config: over the %d byte limit", maxMCPConfigBytes)
 	}
-	if err := checkObject(b); err != nil {
+	if err := strictjson.CheckObject(b); err != nil {
 		return nil, fmt.Errorf("read MCP config: %w", err)
 	}
 	top, err := decodeObject(b)

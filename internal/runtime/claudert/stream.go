@@ -36,6 +36,8 @@ import (
 	"io"
 	"math"
 	"unicode/utf8"
+
+	"github.com/agora-dev/agora/internal/strictjson"
 )
 
 const (
@@ -153,7 +155,7 @@ type parser struct {
 }
 
 func (p *parser) line(b []byte) {
-	if checkObject(b) != nil {
+	if strictjson.CheckObject(b) != nil {
 		p.res.Skipped++
 		return
 	}
