@@ -54,8 +54,8 @@ func TestDecode(t *testing.T) {
 		t.Fatalf("Decode = %v, %+v", err, v)
 	}
 	for in, want := range map[string]string{
-		`{"state": "ok", "extra": 1}`:      `read result: json: unknown field "extra"`,
-		`{"state": "ok", "STATE": "bad"}`: `read result: duplicate key "STATE"`,
+		`{"state": "ok", "extra": 1}`:                   `read result: json: unknown field "extra"`,
+		`{"state": "ok", "STATE": "bad"}`:               `read result: duplicate key "STATE"`,
 		`{"state": "` + strings.Repeat("x", 100) + `"}`: "read result: 113 bytes, over the 100 byte limit",
 	} {
 		if err := strictjson.Decode("result", []byte(in), 100, &v); err == nil || err.Error() != want {
