@@ -25,3 +25,16 @@ func BuildBinary() (bin string, cleanup func(), err error) {
 	}
 	return bin, func() { os.RemoveAll(dir) }, nil
 }
+
+// RunWithBinary builds the binary into *bin, runs the package's tests and removes the binary;
+// it returns the exit code for os.Exit. A build failure fails the whole package.
+func RunWithBinary(m interface{ Run() int }, bin *string) int {
+	b, cleanup, err := BuildBinary()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer cleanup()
+	*bin = b
+	return m.Run()
+}

@@ -24,17 +24,7 @@ import (
 // agoraBin is the real agora binary, built once: it is what runs inside every sandbox.
 var agoraBin string
 
-func TestMain(m *testing.M) {
-	bin, cleanup, err := agoratest.BuildBinary()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	agoraBin = bin
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(agoratest.RunWithBinary(m, &agoraBin)) }
 
 type env struct {
 	t    *testing.T

@@ -28,14 +28,7 @@ import (
 var agoraBin string
 
 func TestMain(m *testing.M) {
-	bin, cleanup, err := agoratest.BuildBinary()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	agoraBin = bin
-	code := m.Run()
-	cleanup()
+	code := agoratest.RunWithBinary(m, &agoraBin)
 	if code == 0 {
 		// Every server, session and connection a test started must be gone.
 		http.DefaultTransport.(*http.Transport).CloseIdleConnections()

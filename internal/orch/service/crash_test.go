@@ -24,17 +24,7 @@ import (
 
 var agoraBin string
 
-func TestMain(m *testing.M) {
-	bin, cleanup, err := agoratest.BuildBinary()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	agoraBin = bin
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(agoratest.RunWithBinary(m, &agoraBin)) }
 
 // env is one AGORA_HOME with a registered catalog.
 type env struct {
