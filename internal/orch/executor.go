@@ -42,13 +42,10 @@ type Input struct {
 type Outcome struct {
 	DispatchID string
 	State      string // succeeded, failed, needs_input, cancelled
-	Reason     string // the dispatch failure reason, or "lost"
+	Reason     string // the dispatch failure reason
 	Detail     string
 	Question   string
 }
-
-// ReasonLost is the reason of an attempt whose worker is gone without a recorded end.
-const ReasonLost = "lost"
 
 // Executor starts attempts and reports their ends.
 type Executor interface {

@@ -44,6 +44,3 @@ func (l *lockState) release(t *task, shared bool) {
 		l.exclusive = nil
 	}
 }
-
-// held reports whether anyone holds or waits for the lock.
-func (l *lockState) idle() bool { return l.exclusive == nil && l.shared == 0 && l.waiters.len() == 0 }

@@ -3,10 +3,7 @@
 // no behaviour, so a client imports it without importing the engine or any database code.
 package api
 
-import (
-	"encoding/json"
-	"time"
-)
+import "time"
 
 // Task states. pending, ready and running are live; needs_input waits for an answer; the
 // rest are terminal.
@@ -20,9 +17,6 @@ const (
 	TaskCancelled  = "cancelled"
 	TaskSkipped    = "skipped"
 )
-
-// TaskStates lists every task state, in lifecycle order.
-var TaskStates = []string{TaskPending, TaskReady, TaskRunning, TaskNeedsInput, TaskSucceeded, TaskFailed, TaskCancelled, TaskSkipped}
 
 // Run states, derived from the tasks: running while any task can still make progress,
 // needs_input when only answers can, then succeeded, failed or cancelled.
@@ -140,6 +134,3 @@ type Health struct {
 	SlotWaiters  int `json:"slot_waiters"`
 	Backoffs     int `json:"backoffs"`
 }
-
-// Raw is a JSON value passed through unchanged.
-type Raw = json.RawMessage
