@@ -42,13 +42,20 @@ type DeniedError struct {
 // maxHostInError caps how much of a (possibly hostile) host string an error repeats.
 const maxHostInError = 80
 
+// maxZoneInError caps how much of an IPv6 zone an error repeats.
+const maxZoneInError = 16
+
 func (e *DeniedError) Error() string {
 	msg := "egress denied:"
 	if e.Host != "" {
 		msg += fmt.Sprintf(" host %q", truncate(e.Host, maxHostInError))
 	}
 	if e.Addr.IsValid() {
-		msg += " address " + e.Addr.String()
+		// An IPv6 zone is text from the caller: quoted and capped like the host.
+		msg += " address " + e.Addr.WithZone("").String()
+		if z := e.Addr.Zone(); z != "" {
+			msg += fmt.Sprintf(" zone %q", truncate(z, maxZoneInError))
+		}
 	}
 	return msg + ": " + e.Reason
 }
