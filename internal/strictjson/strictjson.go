@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -22,7 +23,8 @@ import (
 const MaxDepth = 64
 
 // Check makes sure b is one JSON document with one reading: valid UTF-8, no two keys of an
-// object equal under case folding, at most MaxDepth levels deep, nothing after it.
+// object equal under case folding, no number beyond float64's range, at most MaxDepth levels
+// deep, nothing after it.
 func Check(b []byte) error {
 	_, err := check(b)
 	return err
@@ -80,6 +82,9 @@ func walkValue(dec *json.Decoder, depth int) (json.Delim, error) {
 	if err != nil {
 		return 0, err
 	}
+	if n, ok := tok.(json.Number); ok {
+		return 0, checkNumber(n)
+	}
 	d, ok := tok.(json.Delim)
 	if !ok {
 		return 0, nil
@@ -110,6 +115,19 @@ func walkValue(dec *json.Decoder, depth int) (json.Delim, error) {
 	}
 	_, err = dec.Token() // the closing delimiter
 	return d, err
+}
+
+// checkNumber refuses a number no float64 holds: readers disagree on what it means (one
+// rounds to infinity, one refuses, one keeps it exact), so it has no one reading.
+func checkNumber(n json.Number) error {
+	if _, err := strconv.ParseFloat(string(n), 64); err != nil {
+		s := string(n)
+		if len(s) > 24 {
+			s = s[:24] + "..."
+		}
+		return fmt.Errorf("number %s is out of range", s)
+	}
+	return nil
 }
 
 // foldKey maps every rune of k to the smallest member of its simple case-folding orbit, so

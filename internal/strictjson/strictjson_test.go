@@ -24,6 +24,10 @@ func TestCheck(t *testing.T) {
 		{"too deep", strings.Repeat("[", strictjson.MaxDepth+1) + strings.Repeat("]", strictjson.MaxDepth+1), "nested deeper"},
 		{"deep enough", strings.Repeat("[", strictjson.MaxDepth) + strings.Repeat("]", strictjson.MaxDepth), ""},
 		{"broken", `{"a": }`, "invalid character"},
+		{"number beyond float64", `{"n": 2` + strings.Repeat("0", 400) + `}`, "number 200000000000000000000000... is out of range"},
+		{"exponent beyond float64", `[-1e309]`, "number -1e309 is out of range"},
+		{"tiny number rounds to zero", `[1e-400]`, ""},
+		{"large but finite", `[1.7976931348623157e308]`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,7 +70,7 @@ func TestDecode(t *testing.T) {
 
 // FuzzCheck: Check never panics, and whatever it accepts encoding/json decodes too.
 func FuzzCheck(f *testing.F) {
-	for _, s := range []string{`{"a":1}`, `{"a":1,"A":2}`, `[[[]]]`, `{"\u212A":1,"k":2}`, "\"\xff\""} {
+	for _, s := range []string{`{"a":1}`, `{"a":1,"A":2}`, `[[[]]]`, `{"\u212A":1,"k":2}`, "\"\xff\"", "2" + strings.Repeat("0", 400), "1e309", "-1e-400"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
