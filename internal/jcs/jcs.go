@@ -6,9 +6,8 @@ import (
 	"bytes"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -87,7 +86,7 @@ func encode(b *bytes.Buffer, v any) error {
 			keys = append(keys, k)
 		}
 		// RFC 8785 orders keys by their UTF-16 code units.
-		sort.Slice(keys, func(i, j int) bool { return lessUTF16(keys[i], keys[j]) })
+		slices.SortFunc(keys, compareUTF16)
 		b.WriteByte('{')
 		for i, k := range keys {
 			if i > 0 {
@@ -108,14 +107,32 @@ func encode(b *bytes.Buffer, v any) error {
 	return nil
 }
 
-func lessUTF16(a, b string) bool {
-	ua, ub := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
-	for i := 0; i < len(ua) && i < len(ub); i++ {
-		if ua[i] != ub[i] {
-			return ua[i] < ub[i]
+// compareUTF16 orders a and b by their UTF-16 code units without encoding them. The orders
+// of code points and of UTF-16 units differ in one place only: a supplementary rune (two
+// units, the first in D800-DBFF) sorts before U+E000-U+FFFF. So at the first differing rune,
+// compare the first units; two supplementary runes with the same first unit compare as runes.
+func compareUTF16(a, b string) int {
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		if ra != rb {
+			ua, ub := firstUnit(ra), firstUnit(rb)
+			if ua != ub {
+				return int(ua) - int(ub)
+			}
+			return int(ra) - int(rb)
 		}
+		a, b = a[na:], b[nb:]
 	}
-	return len(ua) < len(ub)
+	return len(a) - len(b)
+}
+
+// firstUnit is r's first UTF-16 code unit.
+func firstUnit(r rune) rune {
+	if r < 0x10000 {
+		return r
+	}
+	return 0xD800 + (r-0x10000)>>10
 }
 
 func encodeString(b *bytes.Buffer, s string) error {
@@ -123,7 +140,19 @@ func encodeString(b *bytes.Buffer, s string) error {
 		return fmt.Errorf("canonical json: string is not valid UTF-8")
 	}
 	b.WriteByte('"')
-	for _, r := range s {
+	// Copy runs of bytes that need no escape (everything from 0x20 up but '"' and '\\';
+	// the string is valid UTF-8) as they are.
+	for len(s) > 0 {
+		i := 0
+		for i < len(s) && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' {
+			i++
+		}
+		b.WriteString(s[:i])
+		if i == len(s) {
+			break
+		}
+		r := s[i]
+		s = s[i+1:]
 		switch r {
 		case '"':
 			b.WriteString(`\"`)
@@ -140,11 +169,7 @@ func encodeString(b *bytes.Buffer, s string) error {
 		case '\t':
 			b.WriteString(`\t`)
 		default:
-			if r < 0x20 {
-				fmt.Fprintf(b, `\u%04x`, r)
-			} else {
-				b.WriteRune(r)
-			}
+			fmt.Fprintf(b, `\u%04x`, r)
 		}
 	}
 	b.WriteByte('"')

@@ -1,8 +1,11 @@
 package jcs_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
 	"testing"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/agora-dev/agora/internal/jcs"
@@ -39,6 +42,36 @@ func FuzzMarshal(f *testing.F) {
 		var m map[string][]string
 		if err := json.Unmarshal(b, &m); err != nil || len(m) != 1 || len(m[s]) != 1 || m[s][0] != s {
 			t.Fatalf("Marshal(map with %q) = %s, decodes to %q (%v)", s, b, m, err)
+		}
+	})
+}
+
+// FuzzKeyOrder checks Marshal's key order against the RFC 8785 rule computed the slow way:
+// both keys encoded to UTF-16, compared unit by unit.
+func FuzzKeyOrder(f *testing.F) {
+	for _, p := range [][2]string{{"a", "b"}, {"\uffff", "😀"}, {"\ue000", "\U00010000"}, {"😀", "😁"}, {"ab", "a"}, {"€", "\u00e9"}} {
+		f.Add(p[0], p[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if a == b || !utf8.ValidString(a) || !utf8.ValidString(b) {
+			return
+		}
+		out, err := jcs.Marshal(map[string]any{a: 0, b: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(out))
+		dec.Token() // {
+		first, err := dec.Token()
+		if err != nil {
+			t.Fatalf("Marshal = %s: %v", out, err)
+		}
+		want := a
+		if slices.Compare(utf16.Encode([]rune(b)), utf16.Encode([]rune(a))) < 0 {
+			want = b
+		}
+		if first != want {
+			t.Fatalf("Marshal(%q, %q) = %s: first key %q, want %q", a, b, out, first, want)
 		}
 	})
 }

@@ -176,8 +176,11 @@ func seedHistory(b *testing.B, path string, n int) {
 		runID := fmt.Sprintf("HIST%08d", r)
 		err := db.Tx(ctx, func(tx *sql.Tx) error {
 			now := time.Now().UTC().Format(time.RFC3339Nano)
-			if _, err := tx.Exec(`INSERT INTO runs(id, name, digest, plan, state, actor, created_at, ended_at, sealed_at) VALUES (?, ?, ?, ?, 'succeeded', 'seed', ?, ?, ?)`,
-				runID, p.Name, p.Digest(), p.Canonical(), now, now, now); err != nil {
+			if _, err := tx.Exec(`INSERT INTO runs(id, name, digest, state, actor, created_at, ended_at, sealed_at) VALUES (?, ?, ?, 'succeeded', 'seed', ?, ?, ?)`,
+				runID, p.Name, p.Digest(), now, now, now); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(`INSERT INTO run_plans(run_id, plan) VALUES (?, ?)`, runID, p.Canonical()); err != nil {
 				return err
 			}
 			var entries []audit.Entry

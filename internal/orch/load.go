@@ -16,7 +16,7 @@ import (
 func (e *Engine) load(ctx context.Context) error {
 	db := e.db.SQL()
 	rows, err := db.QueryContext(ctx, `SELECT id, name, digest, plan, state, actor, repo, revision, cancel_requested, created_at, ended_at
-		FROM runs WHERE sealed_at = '' ORDER BY created_at, id`)
+		FROM runs JOIN run_plans ON run_plans.run_id = runs.id WHERE sealed_at = '' ORDER BY created_at, id`)
 	if err != nil {
 		return fmt.Errorf("load runs: %w", err)
 	}

@@ -17,7 +17,7 @@ import (
 // Status returns a run (by id or name) with its tasks.
 func (e *Engine) Status(ctx context.Context, ref string) (api.Run, error) {
 	db := e.db.SQL()
-	r, canonical, err := scanRun(db.QueryRowContext(ctx, `SELECT `+runColumns+`, plan FROM runs WHERE id = ? OR name = ?`, ref, ref))
+	r, err := scanRun(db.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ? OR name = ?`, ref, ref))
 	if errors.Is(err, sql.ErrNoRows) {
 		return api.Run{}, fmt.Errorf("%w: run %q", ErrNotFound, ref)
 	}
@@ -29,6 +29,10 @@ func (e *Engine) Status(ctx context.Context, ref string) (api.Run, error) {
 		rs := cached.(runSpecs)
 		specs, r.Concurrency = rs.tasks, rs.concurrency
 	} else {
+		var canonical []byte
+		if err := db.QueryRowContext(ctx, `SELECT plan FROM run_plans WHERE run_id = ?`, r.ID).Scan(&canonical); err != nil {
+			return api.Run{}, fmt.Errorf("run %s: read its plan: %w", r.ID, err)
+		}
 		p, err := plan.Parse("orch.db run "+r.ID, canonical)
 		if err != nil {
 			return api.Run{}, fmt.Errorf("run %s: stored plan: %w", r.ID, err)
@@ -98,14 +102,14 @@ func (e *Engine) Runs(ctx context.Context, limit int) ([]api.Run, error) {
 	if limit <= 0 {
 		limit = 50
 	}
-	rows, err := e.db.SQL().QueryContext(ctx, `SELECT `+runColumns+`, '' FROM runs ORDER BY created_at DESC, id DESC LIMIT ?`, limit)
+	rows, err := e.db.SQL().QueryContext(ctx, `SELECT `+runColumns+` FROM runs ORDER BY created_at DESC, id DESC LIMIT ?`, limit)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var out []api.Run
 	for rows.Next() {
-		r, _, err := scanRun(rows)
+		r, err := scanRun(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -138,13 +142,12 @@ const runColumns = `id, name, state, digest, actor, repo, revision, cancel_reque
 
 type rowScanner interface{ Scan(...any) error }
 
-func scanRun(row rowScanner) (api.Run, []byte, error) {
+func scanRun(row rowScanner) (api.Run, error) {
 	var r api.Run
 	var created, ended, sealed string
-	var canonical []byte
 	if err := row.Scan(&r.ID, &r.Name, &r.State, &r.PlanDigest, &r.Actor, &r.Repo, &r.Revision, &r.CancelAsked,
-		&created, &ended, &sealed, &canonical); err != nil {
-		return r, nil, err
+		&created, &ended, &sealed); err != nil {
+		return r, err
 	}
 	r.CreatedAt, _ = time.Parse(time.RFC3339Nano, created)
 	if ended != "" {
@@ -153,5 +156,5 @@ func scanRun(row rowScanner) (api.Run, []byte, error) {
 	}
 	r.Sealed = sealed != ""
 	r.Counts = map[string]int{}
-	return r, canonical, nil
+	return r, nil
 }

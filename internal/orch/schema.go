@@ -58,5 +58,18 @@ CREATE TABLE attempts (
 );
 CREATE INDEX attempts_task ON attempts(run_id, task_idx, number);
 `,
+	}, store.Migration{
+		// SQLite rewrites a whole row on every UPDATE, and the engine updates a run's row in
+		// every commit that touches it: with the plan (a megabyte for 10,000 tasks) in that
+		// row, each commit wrote the plan again.
+		Name: "run plans in their own table",
+		SQL: `
+CREATE TABLE run_plans (
+	run_id TEXT PRIMARY KEY REFERENCES runs(id),
+	plan   BLOB NOT NULL                -- the canonical plan, never updated
+);
+INSERT INTO run_plans(run_id, plan) SELECT id, plan FROM runs;
+ALTER TABLE runs DROP COLUMN plan;
+`,
 	})
 }

@@ -1,0 +1,53 @@
+package orch_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/agora-dev/agora/internal/orch"
+	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/store"
+)
+
+// TestMigration_RunPlansMoveOut opens an orch.db written before plans moved to their own
+// table, with an open run in it: the migration keeps the plan, and the engine loads the run
+// and finishes it.
+func TestMigration_RunPlansMoveOut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "orch.db")
+	all := orch.Migrations()
+	var before []store.Migration
+	for _, m := range all {
+		if m.Name == "run plans in their own table" {
+			break
+		}
+		before = append(before, m)
+	}
+	if len(before) == len(all) {
+		t.Fatal("no migration named \"run plans in their own table\"")
+	}
+	old, err := store.Open(context.Background(), path, before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mkPlan(t, "old", 2, spec{ID: "a"}, spec{ID: "b", Deps: []string{"a"}})
+	const now = "2026-01-01T00:00:00.000000000Z"
+	if _, err := old.SQL().Exec(`INSERT INTO runs(id, name, digest, plan, state, actor, created_at) VALUES ('R1', 'old', ?, ?, 'running', 'test', ?)`,
+		p.Digest(), p.Canonical(), now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.SQL().Exec(`INSERT INTO tasks(run_id, idx, id, state, ready_seq) VALUES ('R1', 0, 'a', 'ready', 1), ('R1', 1, 'b', 'pending', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+
+	h := start(t, path, newNoopExec())
+	r := h.wait("R1", api.RunSucceeded)
+	if r.Name != "old" || r.Total != 2 || r.PlanDigest != p.Digest() {
+		t.Fatalf("migrated run = %+v", r)
+	}
+	var plan []byte
+	if err := h.db.SQL().QueryRow(`SELECT plan FROM run_plans WHERE run_id = 'R1'`).Scan(&plan); err != nil || string(plan) != string(p.Canonical()) {
+		t.Fatalf("run_plans row = %q, %v", plan, err)
+	}
+}
