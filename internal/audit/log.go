@@ -96,6 +96,11 @@ func (l *Log) Append(ctx context.Context, tx *sql.Tx, e Entry) (int64, error) {
 // statements are prepared once, so a scheduler that commits a batch of transitions pays for
 // one tree update, not one per entry.
 func (l *Log) AppendAll(ctx context.Context, tx *sql.Tx, entries []Entry) (int64, error) {
+	// The statements run under the transaction, which still ends with ctx; a cancellable ctx
+	// on each statement would only cost a goroutine per statement in the driver. (Statements
+	// of many rows were tried too: SQLite compiles a long VALUES list slower than it runs
+	// the prepared one-row statement that many times.)
+	ctx = context.WithoutCancel(ctx)
 	r, err := loadTree(ctx, tx)
 	if err != nil {
 		return 0, fmt.Errorf("append audit entries: %w", err)
@@ -136,7 +141,7 @@ func (l *Log) AppendAll(ctx context.Context, tx *sql.Tx, entries []Entry) (int64
 			return 0, fmt.Errorf("append audit entry %d: %w", seq, err)
 		}
 		if err := r.Append(leaf, func(id compact.NodeID, hash []byte) {
-			if nodeErr == nil {
+			if nodeErr == nil && id.Level > 0 { // leaves live in audit_entries
 				_, nodeErr = insNode.ExecContext(ctx, nodeKey(id), hash)
 			}
 		}); err != nil {

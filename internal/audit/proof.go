@@ -136,16 +136,23 @@ func readNodes(ctx context.Context, q Querier, ids []compact.NodeID) ([][]byte, 
 // maxNodesPerQuery keeps each IN list under SQLite's variable limit.
 const maxNodesPerQuery = 500
 
-// fetchNodes reads the hashes of ids not yet in cache into it.
+// fetchNodes reads the hashes of ids not yet in cache into it: leaves from audit_entries,
+// subtree roots from audit_nodes, in one statement per maxNodesPerQuery ids.
 func fetchNodes(ctx context.Context, q Querier, ids []compact.NodeID, cache map[int64][]byte) error {
-	var args []any
+	var leaves, inner []any
 	flush := func() error {
-		if len(args) == 0 {
+		if len(leaves)+len(inner) == 0 {
 			return nil
 		}
-		defer func() { args = args[:0] }()
-		rows, err := q.QueryContext(ctx, `SELECT id, hash FROM audit_nodes WHERE id IN (`+
-			strings.TrimSuffix(strings.Repeat("?,", len(args)), ",")+`)`, args...)
+		defer func() { leaves, inner = leaves[:0], inner[:0] }()
+		var parts []string
+		if len(inner) > 0 {
+			parts = append(parts, `SELECT id, hash FROM audit_nodes WHERE id IN (`+placeholders(len(inner))+`)`)
+		}
+		if len(leaves) > 0 {
+			parts = append(parts, `SELECT seq, leaf_hash FROM audit_entries WHERE seq IN (`+placeholders(len(leaves))+`)`)
+		}
+		rows, err := q.QueryContext(ctx, strings.Join(parts, " UNION ALL "), append(inner, leaves...)...)
 		if err != nil {
 			return fmt.Errorf("read audit nodes: %w", err)
 		}
@@ -170,7 +177,12 @@ func fetchNodes(ctx context.Context, q Querier, ids []compact.NodeID, cache map[
 			continue
 		}
 		asked[k] = true
-		if args = append(args, k); len(args) == maxNodesPerQuery {
+		if id.Level == 0 {
+			leaves = append(leaves, k)
+		} else {
+			inner = append(inner, k)
+		}
+		if len(leaves)+len(inner) == maxNodesPerQuery {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -178,6 +190,8 @@ func fetchNodes(ctx context.Context, q Querier, ids []compact.NodeID, cache map[
 	}
 	return flush()
 }
+
+func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }
 
 func fromCache(ids []compact.NodeID, cache map[int64][]byte) ([][]byte, error) {
 	out := make([][]byte, len(ids))

@@ -28,7 +28,7 @@ CREATE TABLE audit_tree (
 	frontier BLOB NOT NULL          -- roots of the perfect subtrees covering [0, size), left to right, 32 bytes each
 );
 CREATE TABLE audit_nodes (
-	id   INTEGER PRIMARY KEY,       -- level << 56 | index: every complete RFC 6962 subtree, leaves included
+	id   INTEGER PRIMARY KEY,       -- level << 56 | index: every complete RFC 6962 subtree (leaves: audit_entries.leaf_hash; older logs also have them here)
 	hash BLOB NOT NULL
 );
 CREATE TABLE audit_checkpoints (

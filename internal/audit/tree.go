@@ -29,7 +29,9 @@ var hasher = rfc6962.DefaultHasher
 
 var rangeFactory = &compact.RangeFactory{Hash: hasher.HashChildren}
 
-// nodeKey packs a node id into the audit_nodes key.
+// nodeKey packs a node id into the audit_nodes key. A leaf's key is its index, which is also
+// its entry's seq: leaves are not stored in audit_nodes (audit_entries.leaf_hash holds them),
+// which saves a row per entry.
 func nodeKey(id compact.NodeID) int64 { return int64(id.Level)<<56 | int64(id.Index) }
 
 // execer is the write side of a transaction.
@@ -136,10 +138,15 @@ func appendLeaf(ctx context.Context, tx execer, r *compact.Range, leaf []byte) e
 	}
 	var args []any
 	err := r.Append(leaf, func(id compact.NodeID, hash []byte) {
-		args = append(args, nodeKey(id), hash)
+		if id.Level > 0 {
+			args = append(args, nodeKey(id), hash)
+		}
 	})
 	if err != nil {
 		return fmt.Errorf("append audit leaf %d: %w", r.End(), err)
+	}
+	if len(args) == 0 {
+		return nil
 	}
 	q := `INSERT INTO audit_nodes(id, hash) VALUES ` + strings.TrimSuffix(strings.Repeat("(?, ?), ", len(args)/2), ", ")
 	if _, err := tx.ExecContext(ctx, q, args...); err != nil {

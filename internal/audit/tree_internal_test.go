@@ -72,7 +72,7 @@ func hexAll(p [][]byte) []string {
 	return out
 }
 
-// treeOf stores a tree over the given leaf inputs through the same code Append uses.
+// treeOf stores a tree over the given leaf inputs (as entries) through the same code Append uses.
 func treeOf(tb testing.TB, leaves [][]byte) *store.DB {
 	tb.Helper()
 	ctx := context.Background()
@@ -83,7 +83,12 @@ func treeOf(tb testing.TB, leaves [][]byte) *store.DB {
 	tb.Cleanup(func() { db.Close() })
 	err = db.Tx(ctx, func(tx *sql.Tx) error {
 		r := rangeFactory.NewEmptyRange(0)
-		for _, l := range leaves {
+		for i, l := range leaves {
+			// Leaf hashes live in audit_entries, the entry being the leaf's input.
+			if _, err := tx.Exec(`INSERT INTO audit_entries(seq, at, kind, subject, actor, entry, leaf_hash) VALUES (?, '', 'test', '', '', ?, ?)`,
+				i, l, hasher.HashLeaf(l)); err != nil {
+				return err
+			}
 			if err := appendLeaf(ctx, tx, r, hasher.HashLeaf(l)); err != nil {
 				return err
 			}

@@ -95,6 +95,9 @@ func (e *Engine) record(r *run, t *task, kind string, details map[string]any) {
 
 // commit writes the batch in one transaction.
 func (e *Engine) commit(ctx context.Context, b *batch) error {
+	// A commit is never abandoned halfway (the engine stops between commits), and a
+	// cancellable ctx would cost the driver a goroutine per statement.
+	ctx = context.WithoutCancel(ctx)
 	err := e.db.Tx(ctx, func(tx *sql.Tx) error {
 		for _, r := range b.newRuns {
 			if err := insertRun(ctx, tx, r); err != nil {

@@ -71,5 +71,13 @@ CREATE TABLE run_plans (
 INSERT INTO run_plans(run_id, plan) SELECT id, plan FROM runs;
 ALTER TABLE runs DROP COLUMN plan;
 `,
+	}, store.Migration{
+		// orch.db's log is read by run (the subject index) and by sequence, never by kind or
+		// time (agora audit log reads agora.db), and each index costs a write per entry.
+		Name: "orch audit log without kind and time indexes",
+		SQL: `
+DROP INDEX audit_entries_kind;
+DROP INDEX audit_entries_at;
+`,
 	})
 }
