@@ -25,11 +25,12 @@ func newDispatchCmd(f *Factory) *cobra.Command {
 		Long: `A dispatch runs one subagent on one target in a sandbox. Its record is written before
 anything starts and ends in exactly one terminal state: finished, needs_input, failed (with a
 reason: worker-failed, provider-failed, timeout, cancelled, fetch-failed, integrity-failed,
-denied) or cancelled.
+denied, lost) or cancelled. lost means the process supervising the worker died first; the
+worker died with it.
 
 Exit codes of run and resume:
   0  finished
-  1  infrastructure failure (provider-failed, fetch-failed, or agora itself)
+  1  infrastructure failure (provider-failed, fetch-failed, lost, or agora itself)
   2  usage error: nothing was dispatched
   3  the worker did not succeed (worker-failed, timeout, denied, integrity-failed, cancelled)
   4  needs input: answer with 'agora dispatch resume ID --answer TEXT'`,
@@ -268,7 +269,7 @@ func dispatchExitCode(r *dispatch.Record) int {
 	case dispatch.StateNeedsInput:
 		return ExitNeedsInput
 	case dispatch.StateFailed:
-		if r.Reason == dispatch.ReasonProviderFailed || r.Reason == dispatch.ReasonFetchFailed {
+		if r.Reason == dispatch.ReasonProviderFailed || r.Reason == dispatch.ReasonFetchFailed || r.Reason == dispatch.ReasonLost {
 			return ExitError
 		}
 		return ExitWorkerFail

@@ -39,8 +39,8 @@ on AGORA_HOME/orch/orch.sock (mode 0600).
 
 Workers outlive serve: each attempt's dispatch has its own detached supervisor, so stopping
 or crashing serve never kills work in flight. A restarted serve re-attaches to every
-attempt by its dispatch id; one whose worker died meanwhile ends failed/provider-failed
-and is retried by the task's policy.`,
+attempt by its dispatch id; one whose worker died meanwhile ends failed/lost and is
+retried by the task's policy.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runOrchServe(cmd.Context(), f)

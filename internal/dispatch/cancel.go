@@ -65,7 +65,7 @@ func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
 		if supervisorAlive(r.supervisor) {
 			continue
 		}
-		o := Outcome{State: StateFailed, Reason: ReasonProviderFailed,
+		o := Outcome{State: StateFailed, Reason: ReasonLost,
 			Detail: fmt.Sprintf("the process supervising this dispatch (%s) exited before it ended; the worker died with it", r.supervisor)}
 		if r.cancelRequested {
 			o = Outcome{State: StateCancelled, Reason: ReasonCancelled, Detail: "cancelled"}

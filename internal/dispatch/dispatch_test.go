@@ -311,8 +311,8 @@ func TestDispatch_SupervisorKilled(t *testing.T) {
 		t.Fatalf("reaped %d, want 1", n)
 	}
 	cur, _ := e.d.Records.Get(t.Context(), r.ID)
-	if cur.State != dispatch.StateFailed || cur.Reason != dispatch.ReasonProviderFailed {
-		t.Fatalf("after reap: %s %s, want failed provider-failed", cur.State, cur.Reason)
+	if cur.State != dispatch.StateFailed || cur.Reason != dispatch.ReasonLost {
+		t.Fatalf("after reap: %s %s, want failed lost", cur.State, cur.Reason)
 	}
 }
 

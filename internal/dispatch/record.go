@@ -32,10 +32,13 @@ const (
 	ReasonFetchFailed     = "fetch-failed"
 	ReasonIntegrityFailed = "integrity-failed"
 	ReasonDenied          = "denied"
+	// ReasonLost: the process supervising the dispatch died before it ended, and the worker
+	// died with it (bubblewrap's --die-with-parent). Nothing the worker did is known.
+	ReasonLost = "lost"
 )
 
 // Reasons lists every failure reason.
-var Reasons = []string{ReasonWorkerFailed, ReasonProviderFailed, ReasonTimeout, ReasonCancelled, ReasonFetchFailed, ReasonIntegrityFailed, ReasonDenied}
+var Reasons = []string{ReasonWorkerFailed, ReasonProviderFailed, ReasonTimeout, ReasonCancelled, ReasonFetchFailed, ReasonIntegrityFailed, ReasonDenied, ReasonLost}
 
 // Events are the lifecycle vocabulary: closed, and the same words as the states they enter.
 var Events = []string{StateAccepted, StateStarted, StateFinished, StateNeedsInput, StateFailed, StateCancelled}

@@ -7,8 +7,8 @@
 // id: a dispatch that was never recorded is accepted now (the id makes it exactly one), an
 // accepted one whose supervisor is gone gets a new supervisor (claiming is exclusive, so an
 // orphaned one and the new one never both run it), a started one is watched until its record
-// ends, and one whose supervisor died with its worker is reaped as failed/provider-failed,
-// which the task's retry policy may retry.
+// ends, and one whose supervisor died with its worker is reaped as failed/lost, which the
+// task's retry policy may retry.
 //
 // It runs on the host side, inside serve.
 package dispatchexec

@@ -15,8 +15,8 @@ const (
 	minMultiplier         = 1.0 // below 1 the backoff would shrink
 )
 
-// ReasonLost is the failure reason of an attempt whose worker was lost: the worker crashed, or
-// serve restarted and could not re-attach to it. The other reasons are dispatch's.
+// ReasonLost is the failure reason of an attempt whose worker was lost: its supervisor died
+// and the worker with it, so serve could not re-attach to it (dispatch.ReasonLost).
 const ReasonLost = "lost"
 
 // DefaultRetry returns the built-in policy: one attempt, and were there more, backoffs from 5s

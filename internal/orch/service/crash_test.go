@@ -45,11 +45,17 @@ runtime: exec
 command: [sh, -c, 'printf "%s\n" "$AGORA_INPUT_JSON" > task.json; sleep 0.05']
 capabilities: [shell]
 `), 0o644))
+	must(t, os.WriteFile(filepath.Join(cat, "sleeper.yaml"), []byte(`description: takes its time
+runtime: exec
+command: [sh, -c, 'sleep 1.5; echo done > done.txt']
+capabilities: [shell]
+`), 0o644))
 	must(t, os.WriteFile(filepath.Join(cat, "agora-manifest.yaml"), []byte(`version: 1
 capabilities:
   - {name: shell, from: caps/shell}
 subagents:
   - {name: worker, from: worker.yaml}
+  - {name: sleeper, from: sleeper.yaml}
 `), 0o644))
 	e.run("init")
 	e.run("apply", "-f", filepath.Join(cat, "agora-manifest.yaml"))
