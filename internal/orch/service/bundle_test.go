@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/agora-dev/agora/internal/audit/verify"
@@ -16,12 +15,7 @@ import (
 // patch), exports the run's bundle through the real CLI and service, checks it verifies
 // offline, then tampers with it in every field kind and checks each is detected and named.
 func TestRunBundle_ExportVerifyAndTamper(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("SKIP: bubblewrap (bwrap) is not installed; the run dispatches real sandboxed workers")
-	}
-	e := newEnv(t)
-	serve := e.serve()
-	t.Cleanup(func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() })
+	e := servedEnv(t)
 	planPath := filepath.Join(t.TempDir(), "p.yaml")
 	must(t, os.WriteFile(planPath, []byte(`version: 1
 name: bundle

@@ -62,6 +62,24 @@ subagents:
 	return e
 }
 
+// requireBwrap skips a test that runs real sandboxed workers where bubblewrap is missing.
+func requireBwrap(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("SKIP: bubblewrap (bwrap) is not installed; the test runs real sandboxed workers (apt-get install bubblewrap)")
+	}
+}
+
+// servedEnv is a new env with serve running until the test ends.
+func servedEnv(t *testing.T) *env {
+	t.Helper()
+	requireBwrap(t)
+	e := newEnv(t)
+	serve := e.serve()
+	t.Cleanup(func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() })
+	return e
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -141,9 +159,7 @@ func crashPlan(name string) (string, map[string][]string, map[string]map[string]
 // times, restarting it each time. The run must still succeed, with no task ever having two
 // live attempts, no dependency or lock violated, and the audit log telling the same story.
 func TestServe_Kill9(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("SKIP: bubblewrap (bwrap) is not installed; the crash test runs real sandboxed workers (apt-get install bubblewrap)")
-	}
+	requireBwrap(t)
 	e := newEnv(t)
 	serve := e.serve()
 	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })

@@ -2,10 +2,8 @@ package service_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,12 +15,7 @@ import (
 // narrowing commands to none denies the command, and asking for a tool the capability does
 // not grant is refused as denied, before any worker starts.
 func TestPlanGrants_NarrowNeverWiden(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("SKIP: bubblewrap (bwrap) is not installed; the run dispatches real sandboxed workers")
-	}
-	e := newEnv(t)
-	serve := e.serve()
-	t.Cleanup(func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() })
+	e := servedEnv(t)
 	planPath := filepath.Join(t.TempDir(), "g.yaml")
 	must(t, os.WriteFile(planPath, []byte(`version: 1
 name: grants

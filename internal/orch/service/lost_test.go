@@ -3,7 +3,6 @@ package service_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,12 +20,7 @@ import (
 // dies with it): serve records the attempt failed/lost and, the task's policy permitting,
 // runs a second attempt that succeeds.
 func TestServe_LostWorkerRetried(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("SKIP: bubblewrap (bwrap) is not installed; this test runs a real sandboxed worker (apt-get install bubblewrap)")
-	}
-	e := newEnv(t)
-	serve := e.serve()
-	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	e := servedEnv(t)
 	planPath := filepath.Join(t.TempDir(), "lost.yaml")
 	must(t, os.WriteFile(planPath, []byte(`version: 1
 name: lost
