@@ -55,7 +55,7 @@ func (*noArgs) check() error { return nil }
 type dispatchArgs struct {
 	Subagent       string          `json:"subagent"`
 	Envs           []string        `json:"envs,omitempty"`
-	Target         string          `json:"target,omitempty"`
+	Target         *string         `json:"target,omitempty"` // nil: the default target; never ""
 	Input          json.RawMessage `json:"input,omitempty"`
 	TimeoutSeconds *int64          `json:"timeout_seconds,omitempty"`
 	WaitSeconds    *int64          `json:"wait_seconds,omitempty"`
@@ -78,7 +78,10 @@ func (a *dispatchArgs) check() error {
 		}
 		seen[e] = true
 	}
-	if a.Target != "" && (len(a.Target) > maxTargetLen || !targetRE.MatchString(a.Target)) {
+	if a.Target != nil && *a.Target == "" {
+		return argErrorf("argument \"target\" is empty; omit it for the default target")
+	}
+	if a.Target != nil && (len(*a.Target) > maxTargetLen || !targetRE.MatchString(*a.Target)) {
 		return argErrorf("argument \"target\" is not a target name (letters, digits, '.', '_' or '-', at most %d)", maxTargetLen)
 	}
 	if a.Input != nil {

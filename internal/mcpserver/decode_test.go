@@ -49,6 +49,8 @@ func TestDecodeArgs(t *testing.T) {
 		{"agora_dispatch", `{"subagent":"W"}`, nil, "not NAME or NAME@sha256:HEX"},
 		{"agora_dispatch", `{"subagent":"w@sha256:ABC"}`, nil, "not NAME or NAME@sha256:HEX"},
 		{"agora_dispatch", `{"subagent":"w","target":"a b"}`, nil, "not a target name"},
+		{"agora_dispatch", `{"subagent":"w","target":""}`, nil, `"target" is empty; omit it for the default target`},
+		{"agora_dispatch", `{"subagent":"w","target":"local"}`, dispatchArgs{Subagent: "w", Target: ptr("local")}, ""},
 		{"agora_dispatch", `{"subagent":"w","timeout_seconds":1.5}`, nil, `"timeout_seconds" has the wrong type (got number)`},
 		{"agora_dispatch", `{"subagent":"w","timeout_seconds":1e400}`, nil, "wrong type"},
 		{"agora_dispatch", `{"subagent":"w","envs":"demo"}`, nil, `"envs" has the wrong type (got string)`},
@@ -98,7 +100,7 @@ func FuzzToolArguments(f *testing.F) {
 		`{"subagent":"writer@sha256:` + strings.Repeat("0", 64) + `","envs":["demo"],"target":"local","input":{"a":[1,2.5,"x",null,true]},"timeout_seconds":60,"wait_seconds":0}`,
 		`{"subagent":"w","wait_seconds":-0}`, `{"subagent":"w","envs":["a","a"]}`, `{"subagent":"w","input":{"a":1,"a":2}}`,
 		`{"id":"01ARZ3NDEKTSV4RRFFQ69G5FAV"}`, `{"plan":{"tasks":[]}}`, `{"run_id":"r-1","timeout_seconds":1}`,
-		`{"subagent":"w","Subagent":"x"}`, `{"subagent":"w\u0000"}`, `{"subagent":"w","target":"` + strings.Repeat("a", 65) + `"}`,
+		`{"subagent":"w","Subagent":"x"}`, `{"subagent":"w\u0000"}`, `{"subagent":"w","target":"` + strings.Repeat("a", 65) + `"}`, `{"subagent":"0","target":""}`,
 	}
 	for i, s := range seeds {
 		for tl := range len(tools()) {

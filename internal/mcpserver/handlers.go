@@ -96,7 +96,10 @@ func (s *Server) result(r *Record) dispatchResult {
 }
 
 func (s *Server) dispatch(ctx context.Context, p Principal, a dispatchArgs) (any, error) {
-	req := DispatchRequest{Subagent: a.Subagent, Envs: a.Envs, Target: a.Target, Input: a.Input, Actor: "mcp:" + p.Client}
+	req := DispatchRequest{Subagent: a.Subagent, Envs: a.Envs, Input: a.Input, Actor: "mcp:" + p.Client}
+	if a.Target != nil {
+		req.Target = *a.Target
+	}
 	if a.TimeoutSeconds != nil {
 		req.Timeout = time.Duration(*a.TimeoutSeconds) * time.Second
 	}
