@@ -11,8 +11,8 @@ import (
 )
 
 // TestMigration_RunPlansMoveOut opens an orch.db written before plans moved to their own
-// table, with an open run in it: the migration keeps the plan, and the engine loads the run
-// and finishes it.
+// table (and before attempts were clustered by dispatch id), with an open run in it: the
+// migrations keep the plan and the attempt, and the engine loads the run and finishes it.
 func TestMigration_RunPlansMoveOut(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "orch.db")
 	all := orch.Migrations()
@@ -36,7 +36,11 @@ func TestMigration_RunPlansMoveOut(t *testing.T) {
 		p.Digest(), p.Canonical(), now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := old.SQL().Exec(`INSERT INTO tasks(run_id, idx, id, state, ready_seq) VALUES ('R1', 0, 'a', 'ready', 1), ('R1', 1, 'b', 'pending', 0)`); err != nil {
+	// a succeeded on its first attempt; b is ready.
+	if _, err := old.SQL().Exec(`INSERT INTO tasks(run_id, idx, id, state, attempts, dispatch_id, ready_seq) VALUES ('R1', 0, 'a', 'succeeded', 1, 'D1', 1), ('R1', 1, 'b', 'ready', 0, '', 2)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.SQL().Exec(`INSERT INTO attempts(dispatch_id, run_id, task_idx, number, state, fired_at, ended_at) VALUES ('D1', 'R1', 0, 1, 'succeeded', ?, ?)`, now, now); err != nil {
 		t.Fatal(err)
 	}
 	old.Close()
@@ -45,6 +49,13 @@ func TestMigration_RunPlansMoveOut(t *testing.T) {
 	r := h.wait("R1", api.RunSucceeded)
 	if r.Name != "old" || r.Total != 2 || r.PlanDigest != p.Digest() {
 		t.Fatalf("migrated run = %+v", r)
+	}
+	if got := r.Tasks[0].Attempts; got != 1 {
+		t.Errorf("task a has %d attempts after the migration, want 1", got)
+	}
+	var state string
+	if err := h.db.SQL().QueryRow(`SELECT state FROM attempts WHERE dispatch_id = 'D1'`).Scan(&state); err != nil || state != "succeeded" {
+		t.Errorf("migrated attempt D1: state %q, %v", state, err)
 	}
 	var plan []byte
 	if err := h.db.SQL().QueryRow(`SELECT plan FROM run_plans WHERE run_id = 'R1'`).Scan(&plan); err != nil || string(plan) != string(p.Canonical()) {
