@@ -203,34 +203,11 @@ func canonicalInput(raw json.RawMessage) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("input must be a JSON object")
 	}
-	b, err := jcs.Marshal(normalizeNumbers(obj))
+	b, err := jcs.Marshal(obj)
 	if err != nil {
 		return nil, fmt.Errorf("input: %v", err)
 	}
 	return b, nil
-}
-
-// normalizeNumbers turns json.Number into int64 or float64 for canonical encoding.
-func normalizeNumbers(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = normalizeNumbers(e)
-		}
-		return x
-	case []any:
-		for i, e := range x {
-			x[i] = normalizeNumbers(e)
-		}
-		return x
-	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i
-		}
-		f, _ := x.Float64()
-		return f
-	}
-	return v
 }
 
 // resolveRevision checks that repo is a git repository and pins rev to a commit id.

@@ -4,6 +4,7 @@ package jcs
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -12,8 +13,9 @@ import (
 )
 
 // Marshal encodes v as RFC 8785 (JSON Canonicalization Scheme) bytes. v may hold nil, bool,
-// string (valid UTF-8), int, int64, uint64, float64 (finite and integral), []any, []string,
-// map[string]any and map[string]string. Numbers must lie within ±2^53, so every reader's
+// string (valid UTF-8), int, int64, uint64, float64 (finite and integral), json.Number (as
+// decoded with UseNumber: the same rules), []any, []string, map[string]any and
+// map[string]string. Numbers must lie within ±2^53, so every reader's
 // IEEE 754 double gets them exactly and the encoding is unambiguous. Anything else is an error:
 // audit entries are built from these types only, so their bytes are stable.
 func Marshal(v any) ([]byte, error) {
@@ -44,6 +46,15 @@ func encode(b *bytes.Buffer, v any) error {
 			return fmt.Errorf("canonical json: integer %d outside the exact range of IEEE 754", x)
 		}
 		b.WriteString(strconv.FormatUint(x, 10))
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return encode(b, i)
+		}
+		f, err := x.Float64()
+		if err != nil {
+			return fmt.Errorf("canonical json: number %.24s is out of range", x)
+		}
+		return encode(b, f)
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) || x != math.Trunc(x) || math.Abs(x) > 1<<53 {
 			return fmt.Errorf("canonical json: only integral numbers are allowed, got %v", x)

@@ -1,6 +1,7 @@
 package jcs_test
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -106,5 +107,33 @@ func TestMarshal_Refuses(t *testing.T) {
 				t.Errorf("Marshal error = %q, want it to start with \"canonical json: \" and contain %q", err, tt.msg)
 			}
 		})
+	}
+}
+
+// TestMarshal_JSONNumber: numbers decoded with UseNumber follow the same rules as int64 and
+// float64, so callers need not convert them first.
+func TestMarshal_JSONNumber(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"a":1,"b":-0,"c":2.0,"d":1e3,"e":9007199254740992}`: `{"a":1,"b":0,"c":2,"d":1000,"e":9007199254740992}`,
+		`[1.5]`:              "error",
+		`[9007199254740993]`: "error",
+		`[1e400]`:            "error",
+	} {
+		dec := json.NewDecoder(strings.NewReader(in))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		got, err := jcs.Marshal(v)
+		if want == "error" {
+			if err == nil {
+				t.Errorf("Marshal(%s) = %s, want an error", in, got)
+			}
+			continue
+		}
+		if err != nil || string(got) != want {
+			t.Errorf("Marshal(%s) = %s, %v; want %s", in, got, err, want)
+		}
 	}
 }

@@ -107,34 +107,13 @@ func argsHash(raw json.RawMessage) (string, string) {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err == nil && !dec.More() {
-		if b, err := jcs.Marshal(canonicalNumbers(v)); err == nil {
+		if b, err := jcs.Marshal(v); err == nil {
 			sum := sha256.Sum256(b)
 			return hex.EncodeToString(sum[:]), "jcs"
 		}
 	}
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:]), "raw"
-}
-
-// canonicalNumbers turns json.Number into the int64 or float64 jcs encodes.
-func canonicalNumbers(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = canonicalNumbers(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = canonicalNumbers(e)
-		}
-	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i
-		}
-		f, _ := x.Float64()
-		return f
-	}
-	return v
 }
 
 // success packs a tool's output as structured content plus the same JSON as text, for clients

@@ -2,6 +2,8 @@ package orch
 
 import (
 	"container/heap"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/agora-dev/agora/internal/orch/api"
@@ -154,7 +156,7 @@ func (e *Engine) attempt(t *task) Attempt {
 		Repo: r.repo, Revision: r.revision, ParentID: t.parentID, Answer: t.answer, Grants: t.spec.Grants,
 		Actor: r.actor + " via orch/" + r.id + "/" + t.spec.ID,
 	}
-	for _, key := range sortedKeys(t.spec.Needs) {
+	for _, key := range slices.Sorted(maps.Keys(t.spec.Needs)) {
 		n := t.spec.Needs[key]
 		up := r.byID[n.From]
 		a.Inputs = append(a.Inputs, Input{Key: key, FromTask: n.From, FromDispatch: up.dispatchID, Select: n.Select})

@@ -1,17 +1,18 @@
 package worker
 
 import (
-	"github.com/agora-dev/agora/internal/capped"
-
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
+	"github.com/agora-dev/agora/internal/capped"
 	"github.com/agora-dev/agora/internal/runtime/claudert"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 	"github.com/agora-dev/agora/internal/runtime/openairt"
@@ -47,7 +48,7 @@ func agentEnv(m Manifest, secrets map[string]string, root, tmp string) []string 
 		env["AGORA_INPUTS"] = filepath.Join(root, InputsDir)
 	}
 	out := make([]string, 0, len(env))
-	for _, k := range sortedKeys(env) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		out = append(out, k+"="+env[k])
 	}
 	return out
@@ -131,7 +132,7 @@ func (execRuntime) Run(ctx context.Context, inv invocation) (agentExit, error) {
 // runAgent runs the runtime under the agent budget.
 func (r *runner) runAgent(ctx context.Context) *failure {
 	secrets := make([][]byte, 0, len(r.secrets))
-	for _, k := range sortedKeys(r.secrets) {
+	for _, k := range slices.Sorted(maps.Keys(r.secrets)) {
 		secrets = append(secrets, []byte(r.secrets[k]))
 	}
 	exit, err := r.rt.Run(ctx, invocation{

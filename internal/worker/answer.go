@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -133,7 +135,7 @@ func envWith(env []string, set map[string]string) []string {
 			out = append(out, kv)
 		}
 	}
-	for _, k := range sortedKeys(set) {
+	for _, k := range slices.Sorted(maps.Keys(set)) {
 		out = append(out, k+"="+set[k])
 	}
 	return out

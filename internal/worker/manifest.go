@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -199,7 +200,7 @@ func (m Manifest) Validate() error {
 	} else if m.InputJSON != "" && !json.Valid([]byte(m.InputJSON)) {
 		bad("input_json: not valid JSON")
 	}
-	for _, k := range sortedKeys(m.Env) {
+	for _, k := range slices.Sorted(maps.Keys(m.Env)) {
 		if err := checkEnvKey(k); err != nil {
 			bad("env: %v", err)
 		}
@@ -254,13 +255,4 @@ func checkEnvKey(k string) error {
 		return fmt.Errorf("key %s: AGORA_ keys are reserved", k)
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

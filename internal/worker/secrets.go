@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -62,7 +63,7 @@ func (r *runner) readSecrets(ctx context.Context) *failure {
 			missing = append(missing, k)
 		}
 	}
-	for _, k := range sortedKeys(got) {
+	for _, k := range slices.Sorted(maps.Keys(got)) {
 		if !slices.Contains(r.man.SecretKeys, k) {
 			extra = append(extra, k)
 		}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,7 +66,7 @@ func entryPath(t *Task, dep string) string {
 	if k := slices.Index(t.DependsOn, dep); k >= 0 {
 		return ".depends_on[" + strconv.Itoa(k) + "]"
 	}
-	for _, key := range sortedKeys(t.Needs) {
+	for _, key := range slices.Sorted(maps.Keys(t.Needs)) {
 		if t.Needs[key].From == dep {
 			return ".needs." + key + ".from"
 		}

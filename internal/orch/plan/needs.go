@@ -2,8 +2,9 @@ package plan
 
 import (
 	"fmt"
+	"maps"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -16,7 +17,7 @@ func (v *validator) needs(np, self string, docs map[string]needDoc, ids map[stri
 	if len(docs) == 0 {
 		return nil
 	}
-	keys := sortedKeys(docs)
+	keys := slices.Sorted(maps.Keys(docs))
 	needs := make(map[string]Need, len(docs))
 	for _, key := range keys {
 		n := docs[key]
@@ -71,13 +72,4 @@ func printable(s string) bool {
 		}
 	}
 	return true
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

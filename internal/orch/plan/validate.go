@@ -2,7 +2,6 @@ package plan
 
 import (
 	"fmt"
-	"github.com/agora-dev/agora/internal/toolreg"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/strictyaml"
+	"github.com/agora-dev/agora/internal/toolreg"
 )
 
 var (

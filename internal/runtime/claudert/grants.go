@@ -2,6 +2,7 @@ package claudert
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -174,8 +175,8 @@ func translate(g Grants) translation {
 		}
 		allowed["mcp__"+s] = true
 	}
-	tr.tools = sortedKeys(tools)
-	tr.allowed = sortedKeys(allowed)
+	tr.tools = slices.Sorted(maps.Keys(tools))
+	tr.allowed = slices.Sorted(maps.Keys(allowed))
 	slices.Sort(tr.dropped)
 	tr.dropped = slices.Compact(tr.dropped)
 	return tr
@@ -266,13 +267,4 @@ func checkMCPServerName(s string) string {
 		return `contains "__", which Claude Code reads as a server/tool separator`
 	}
 	return ""
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

@@ -80,7 +80,7 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 	if name == "" {
 		name = "claude"
 	}
-	path := envValue(cfg.Env, "PATH")
+	path := execrt.EnvValue(cfg.Env, "PATH")
 	prog, err := execrt.LookPath(name, path)
 	if err != nil {
 		return Result{}, &NotFoundError{Name: name, PATH: path, Err: err}
@@ -149,17 +149,6 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 		return res, fmt.Errorf("claude-code runtime: %w", perr)
 	}
 	return res, nil
-}
-
-// envValue returns the value of key in env (the last one wins, as in execve).
-func envValue(env []string, key string) string {
-	v := ""
-	for _, kv := range env {
-		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
-			v = val
-		}
-	}
-	return v
 }
 
 // tailWriter keeps the last max bytes written to it.

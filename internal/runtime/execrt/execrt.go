@@ -75,7 +75,7 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	if s.Dir == "" {
 		return Result{}, errors.New("run command: no working directory")
 	}
-	prog, err := LookPath(s.Argv[0], envValue(s.Env, "PATH"))
+	prog, err := LookPath(s.Argv[0], EnvValue(s.Env, "PATH"))
 	if err != nil {
 		return Result{}, fmt.Errorf("run command %q: %w", s.Argv[0], err)
 	}
@@ -152,8 +152,8 @@ func killGroup(pgid int) {
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
-// envValue returns the value of key in env (the last one wins, as in execve).
-func envValue(env []string, key string) string {
+// EnvValue returns the value of key in env (the last one wins, as in execve).
+func EnvValue(env []string, key string) string {
 	v := ""
 	for _, kv := range env {
 		if k, val, ok := strings.Cut(kv, "="); ok && k == key {

@@ -50,18 +50,11 @@ func listFilesTool(ws workspace) toolreg.Tool {
 
 func (w workspace) list(ctx context.Context, p string, recursive bool) (toolreg.Result, error) {
 	const tool = "list_files"
-	if p == "" {
-		p = "."
-	}
-	root, name, err := w.resolve(tool, p)
+	root, name, fi, err := w.stat(tool, p)
 	if err != nil {
 		return toolreg.Result{}, err
 	}
 	defer root.Close()
-	fi, err := root.Stat(name)
-	if err != nil {
-		return toolreg.Result{}, fsError(tool, err)
-	}
 	if !fi.IsDir() {
 		return toolreg.Result{}, errors.New(tool + ": not a directory; use read_file")
 	}

@@ -74,18 +74,11 @@ func (w workspace) search(ctx context.Context, pattern, p string, maxResults int
 	if maxResults <= 0 || maxResults > maxSearchResults {
 		maxResults = defaultSearchResults
 	}
-	if p == "" {
-		p = "."
-	}
-	root, name, err := w.resolve(tool, p)
+	root, name, fi, err := w.stat(tool, p)
 	if err != nil {
 		return toolreg.Result{}, err
 	}
 	defer root.Close()
-	fi, err := root.Stat(name)
-	if err != nil {
-		return toolreg.Result{}, fsError(tool, err)
-	}
 	s := searcher{root: root, re: re, max: maxResults}
 	if !fi.IsDir() {
 		s.file(name)

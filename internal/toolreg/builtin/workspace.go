@@ -50,6 +50,24 @@ func (w workspace) resolve(tool, p string) (*os.Root, string, error) {
 	return root, name, nil
 }
 
+// stat resolves p ("" meaning the workspace root) and stats it, for the tools that take a
+// file or a directory. The caller closes root.
+func (w workspace) stat(tool, p string) (*os.Root, string, fs.FileInfo, error) {
+	if p == "" {
+		p = "."
+	}
+	root, name, err := w.resolve(tool, p)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	fi, err := root.Stat(name)
+	if err != nil {
+		root.Close()
+		return nil, "", nil, fsError(tool, err)
+	}
+	return root, name, fi, nil
+}
+
 // clean checks p lexically and returns it cleaned: relative, without NUL bytes, not climbing
 // out with "..". Symbolic links are the Root's business.
 func clean(tool, p string) (string, error) {
