@@ -19,7 +19,7 @@ import (
 // timeout, exit status) win over anything the worker wrote: the worker shares its sandbox
 // with the agent, so result.json is evidence, not authority.
 func (d *Dispatcher) reconcile(ctx context.Context, r *Record, st *stage, exit compute.Exit, werr error,
-	red *redact.Redactor, stdout, stderr *logSink, transcript bool) Outcome {
+	limit string, red *redact.Redactor, stdout, stderr *logSink, transcript bool) Outcome {
 	res := &Result{Outputs: []Output{}}
 	if transcript {
 		// Kept whatever the outcome, redacted: it is how a failed loop is understood. Like
@@ -54,6 +54,8 @@ func (d *Dispatcher) reconcile(ctx context.Context, r *Record, st *stage, exit c
 	switch {
 	case werr != nil:
 		o.State, o.Reason, o.Detail = StateFailed, ReasonProviderFailed, werr.Error()
+	case limit != "":
+		o.State, o.Reason, o.Detail = StateFailed, ReasonLimitExceeded, limit
 	case exit.Cancelled || d.Records.cancelRequested(ctx, r.ID):
 		o.State, o.Reason, o.Detail = StateCancelled, ReasonCancelled, "cancelled"
 	case exit.TimedOut:

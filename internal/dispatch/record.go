@@ -35,10 +35,13 @@ const (
 	// ReasonLost: the process supervising the dispatch died before it ended, and the worker
 	// died with it (bubblewrap's --die-with-parent). Nothing the worker did is known.
 	ReasonLost = "lost"
+	// ReasonLimitExceeded: a limit the host enforces was exceeded (the audit budget, the
+	// disk quota); the host stopped the sandbox.
+	ReasonLimitExceeded = "limit-exceeded"
 )
 
 // Reasons lists every failure reason.
-var Reasons = []string{ReasonWorkerFailed, ReasonProviderFailed, ReasonTimeout, ReasonCancelled, ReasonFetchFailed, ReasonIntegrityFailed, ReasonDenied, ReasonLost}
+var Reasons = []string{ReasonWorkerFailed, ReasonProviderFailed, ReasonTimeout, ReasonCancelled, ReasonFetchFailed, ReasonIntegrityFailed, ReasonDenied, ReasonLost, ReasonLimitExceeded}
 
 // Events are the lifecycle vocabulary: closed, and the same words as the states they enter.
 var Events = []string{StateAccepted, StateStarted, StateFinished, StateNeedsInput, StateFailed, StateCancelled}

@@ -154,6 +154,8 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	if len(r.Inputs) > 0 {
 		spec.Binds = append(spec.Binds, compute.Bind{Src: inputsDir, Dst: sandboxInputs})
 	}
+	// Host-side enforcers trip this to stop the sandbox and fail the dispatch limit-exceeded.
+	trip := newLimitTrip()
 	var gw *runningGateway
 	if endpoint != nil {
 		if gw, err = d.startGateway(ctx, r, st, endpoint); err != nil {
@@ -206,7 +208,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		progress(StateStarted, started)
 	}
 
-	stopWatch := d.watchCancel(ctx, r.ID, h)
+	stopWatch := d.watchCancel(ctx, r.ID, h, trip.C())
 	exit, werr := h.Wait()
 	stopWatch()
 	stdout.Close()
@@ -215,7 +217,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	// Its only error is a socket it could not remove, and its directory goes with it.
 	_ = gw.close()
 
-	return d.reconcile(context.WithoutCancel(ctx), r, st, exit, werr, red, stdout, stderr, endpoint != nil), nil
+	return d.reconcile(context.WithoutCancel(ctx), r, st, exit, werr, trip.Detail(), red, stdout, stderr, endpoint != nil), nil
 }
 
 // budgets splits a dispatch's wall clock into the setup scripts' budget and the agent's, in
@@ -230,9 +232,9 @@ func budgets(timeout time.Duration) (setup, agent int) {
 }
 
 // watchCancel polls the record's cancel flag (set by `agora dispatch cancel` in another
-// process) and kills the sandbox when it is raised. Polling keeps the contract simple: the
-// flag lives in the database every process can reach.
-func (d *Dispatcher) watchCancel(ctx context.Context, id string, h compute.Handle) (stop func()) {
+// process) and kills the sandbox when it is raised, or when limit fires. Polling keeps the
+// contract simple: the flag lives in the database every process can reach.
+func (d *Dispatcher) watchCancel(ctx context.Context, id string, h compute.Handle, limit <-chan struct{}) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -244,6 +246,9 @@ func (d *Dispatcher) watchCancel(ctx context.Context, id string, h compute.Handl
 			case <-done:
 				return
 			case <-ctx.Done():
+				d.Provider.Cancel(context.WithoutCancel(ctx), h.TaskID())
+				return
+			case <-limit:
 				d.Provider.Cancel(context.WithoutCancel(ctx), h.TaskID())
 				return
 			case <-t.C:
