@@ -129,6 +129,8 @@ func (d *Dispatcher) writeBundle(r *Record, p *plan, s *stage, agentTimeout, set
 
 		AgentTimeoutSeconds: agentTimeout,
 		SetupTimeoutSeconds: setupTimeout,
+		// Every isolated sandbox has its own PID namespace; `sandbox: none` shares the host's.
+		PIDNamespace: r.Sandbox != "none",
 	}
 	var declared worker.Grants
 	for _, c := range p.capabilities {

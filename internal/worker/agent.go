@@ -12,8 +12,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/agora-dev/agora/internal/capped"
 	"github.com/agora-dev/agora/internal/runtime/claudert"
+	"github.com/agora-dev/agora/internal/sandboxfs"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 	"github.com/agora-dev/agora/internal/runtime/openairt"
 )
@@ -185,10 +185,20 @@ func (r *runner) hasNeedsInput() bool {
 	return err == nil
 }
 
+// readOut reads out/rel the way the host does (package sandboxfs).
+func readOut(out, rel string, limit int64) ([]byte, error) {
+	d, err := sandboxfs.Open(out)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.ReadFile(rel, limit)
+}
+
 // needsInput reads out/needs_input.json when the agent left one. It must be a regular file
 // (a symlink or a FIFO planted there is refused, never followed or blocked on).
 func (r *runner) needsInput(ctx context.Context) *failure {
-	b, err := capped.NoFollow(filepath.Join(r.out, NeedsInputFile), maxNeedsInputFile)
+	b, err := readOut(r.out, NeedsInputFile, maxNeedsInputFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

@@ -185,7 +185,7 @@ sleep 100`)
 		t.Errorf("patch %+v, want the partial work", res.Patch)
 	}
 	if diff := cmp.Diff([]string{PhaseVerify, PhaseSecrets, PhaseOverlay, PhaseSetup, PhaseBaseline,
-		PhaseRuntime, PhaseCapture, PhaseOutputs}, phaseNames(res)); diff != "" {
+		PhaseRuntime, PhaseStop, PhaseCapture, PhaseOutputs}, phaseNames(res)); diff != "" {
 		t.Errorf("phases (-want +got):\n%s", diff)
 	}
 }

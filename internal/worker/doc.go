@@ -61,17 +61,24 @@
 //     process group is killed at Manifest.AgentTimeoutSeconds (timeout) and when it exits.
 //     A non-zero exit is worker-failed with the code, unless the agent asked a question.
 //     The model runtimes run in the worker process instead (see below).
-//  7. needs_input: out/needs_input.json (see [NeedsInput]), whatever the exit code, unless
+//  7. stop: when the host says the sandbox has its own PID namespace
+//     (Manifest.PIDNamespace), every other process in it is killed (kill(-1, SIGKILL)) and
+//     /proc is checked until none but zombies remain: a daemon the agent left (setsid,
+//     double fork) cannot race what is hashed next. If any survives, nothing is captured.
+//  8. needs_input: out/needs_input.json (see [NeedsInput]), whatever the exit code, unless
 //     the agent timed out: valid makes the status needs_input, invalid is worker-failed.
-//  8. capture: out/patch.diff, a `git diff --cached --binary --full-index` against the
+//  9. capture: out/patch.diff, a `git diff --cached --binary --full-index` against the
 //     baseline, at most [MaxPatchSize]; symlinks stay symlinks.
-//  9. outputs: regular files under out/outputs/, at most [MaxOutputs] files and
-//     [MaxOutputsSize] bytes; symlinks and special files are skipped and listed.
-//  10. result.json, written whenever out/ is writable, even after a failure.
+//  10. outputs: regular files with one link under out/outputs/, at most [MaxOutputs] files
+//     and [MaxOutputsSize] bytes; symlinks, hard links and special files are skipped and
+//     listed. The transcript is hashed too.
+//  11. result.json, written whenever out/ is writable, even after a failure. It declares the
+//     SHA-256 of the patch, each output and the transcript; the host stores those bytes only
+//     when they still hash to it (package sandboxfs), else the dispatch is integrity-failed.
 //
-// Steps 1-5 stop the run at the first failure. From the runtime on every step runs, so a
-// failed or questioning agent still leaves its patch and outputs; the first failure gives
-// the reason.
+// Steps 1-5 stop the run at the first failure, and so does step 7. From the runtime on every
+// other step runs, so a failed or questioning agent still leaves its patch and outputs; the
+// first failure gives the reason.
 //
 // # Model runtimes
 //

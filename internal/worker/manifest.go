@@ -69,6 +69,10 @@ type Manifest struct {
 	AgentTimeoutSeconds int `json:"agent_timeout_seconds"`
 	// SetupTimeoutSeconds is the budget of all setup scripts together.
 	SetupTimeoutSeconds int `json:"setup_timeout_seconds"`
+	// PIDNamespace says the sandbox has a PID namespace of its own, so after the agent the
+	// worker kills every other process in it before capture (see stop.go). The host sets it
+	// for every isolated sandbox; never for `sandbox: none`.
+	PIDNamespace bool `json:"pid_namespace,omitempty"`
 }
 
 // Bundle names one read-only file of bundle/ and the digest it must have.

@@ -34,7 +34,7 @@ func TestWorker_NeedsInput(t *testing.T) {
 		{name: "question too long", content: `{"question":"` + big(MaxQuestion+1) + `"}`, detail: "question is 8193 bytes"},
 		{name: "too many options", content: `{"question":"q","options":` + mustJSON(t, many) + `}`, detail: "21 options"},
 		{name: "partial state too large", content: `{"question":"q","partial_state":"` + big(MaxPartialState) + `"}`, detail: "partial_state is"},
-		{name: "symlink", script: `ln -s /etc/hostname "$AGORA_OUT/needs_input.json"`, detail: "is a symlink"},
+		{name: "symlink", script: `ln -s /etc/hostname "$AGORA_OUT/needs_input.json"`, detail: "a symlink is on the path"},
 		{name: "fifo", script: `mkfifo "$AGORA_OUT/needs_input.json"`, detail: "not a regular file"},
 	}
 	for _, tt := range tests {

@@ -24,6 +24,9 @@ var errOutputsFull = errors.New("outputs full")
 // and listed in Result.OutputsSkipped, as are names that are not printable UTF-8. More than
 // MaxOutputs files or MaxOutputsSize bytes fails the dispatch; what fit is still listed.
 func (r *runner) outputs(ctx context.Context) *failure {
+	if fl := r.transcript(); fl != nil {
+		return fl
+	}
 	base := filepath.Join(r.out, OutputsDir)
 	fi, err := os.Lstat(base)
 	switch {
@@ -101,6 +104,22 @@ func (r *runner) outputs(ctx context.Context) *failure {
 	return nil
 }
 
+// transcript declares out/transcript.jsonl, when a model runtime left one, so the host
+// stores exactly these bytes.
+func (r *runner) transcript() *failure {
+	info, ok, err := hashRegular(filepath.Join(r.out, TranscriptFile), MaxTranscript)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fail(ReasonWorkerFailed, "transcript: %v", err)
+	case !ok || info.Size > MaxTranscript:
+		return fail(ReasonWorkerFailed, "transcript: %s is not a regular file within %d bytes", TranscriptFile, MaxTranscript)
+	}
+	r.res.Transcript = &FileInfo{Path: TranscriptFile, Size: info.Size, SHA256: info.SHA256}
+	return nil
+}
+
 // skip records an entry of outputs/ that was not collected.
 func (r *runner) skip(rel, why string) {
 	if len(r.res.OutputsSkipped) >= maxSkipped {
@@ -113,8 +132,8 @@ func (r *runner) skip(rel, why string) {
 }
 
 // hashRegular opens p without following a symlink or blocking on a FIFO and, when it is a
-// regular file of at most limit bytes, returns its size and SHA-256. ok is false for
-// anything else than a regular file. A file over limit returns a size over limit.
+// regular file with one link of at most limit bytes, returns its size and SHA-256. ok is
+// false for anything else (the host's reader, package sandboxfs, refuses the same). A file over limit returns a size over limit.
 func hashRegular(p string, limit int64) (info OutputInfo, ok bool, err error) {
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, syscall.ELOOP) {
@@ -129,6 +148,10 @@ func hashRegular(p string, limit int64) (info OutputInfo, ok bool, err error) {
 		return info, false, err
 	}
 	if !fi.Mode().IsRegular() {
+		return info, false, nil
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Nlink != 1 {
+		// A second name could be anywhere the agent can write; the host refuses it too.
 		return info, false, nil
 	}
 	if fi.Size() > limit {

@@ -76,13 +76,14 @@ const (
 	PhaseSetup      = "setup"
 	PhaseBaseline   = "baseline"
 	PhaseRuntime    = "runtime"
+	PhaseStop       = "stop"
 	PhaseNeedsInput = "needs_input"
 	PhaseCapture    = "capture"
 	PhaseOutputs    = "outputs"
 )
 
 var phaseOrder = []string{PhaseVerify, PhaseSecrets, PhaseOverlay, PhaseSetup, PhaseBaseline,
-	PhaseRuntime, PhaseNeedsInput, PhaseCapture, PhaseOutputs}
+	PhaseRuntime, PhaseStop, PhaseNeedsInput, PhaseCapture, PhaseOutputs}
 
 // Result is out/result.json, the worker's one authoritative account of the dispatch. The
 // worker writes it last, atomically. The host MUST trust it only when the worker process
@@ -103,6 +104,15 @@ type Result struct {
 	// OutputsSkipped lists entries of outputs/ that are not regular files (not followed).
 	OutputsSkipped []SkippedOutput `json:"outputs_skipped"`
 	NeedsInput     *NeedsInput     `json:"needs_input,omitempty"`
+	// Transcript describes out/transcript.jsonl (model runtimes); nil when there is none.
+	Transcript *FileInfo `json:"transcript,omitempty"`
+}
+
+// FileInfo describes one file of out/ the worker vouches for.
+type FileInfo struct {
+	Path   string `json:"path"` // relative to out/
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
 }
 
 // Phase is one timed step of the worker.
@@ -233,6 +243,17 @@ func (r Result) Validate() error {
 		}
 		if p.FilesChanged < 0 || int64(p.FilesChanged) > p.Bytes {
 			bad("patch.files_changed: %d is impossible for %d bytes", p.FilesChanged, p.Bytes)
+		}
+	}
+	if t := r.Transcript; t != nil {
+		if t.Path != TranscriptFile {
+			bad("transcript.path: want %q, got %q", TranscriptFile, t.Path)
+		}
+		if t.Size < 0 || t.Size > MaxTranscript {
+			bad("transcript.size: want 0-%d, got %d", MaxTranscript, t.Size)
+		}
+		if !isHexSHA256(t.SHA256) {
+			bad("transcript.sha256: want 64 lowercase hex digits")
 		}
 	}
 	if len(r.Outputs) > MaxOutputs {

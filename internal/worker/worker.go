@@ -65,6 +65,10 @@ type options struct {
 
 	secretsFD        int
 	testOnlyMaxPatch int64 // 0: MaxPatchSize
+	// stopOthers lets the worker kill every other process of its PID namespace after the
+	// agent (with Manifest.PIDNamespace). Only Main sets it, and only inside a sandbox:
+	// a test running the worker in its own process must never kill(-1).
+	stopOthers bool
 }
 
 // Main runs the worker in the sandbox layout at [DefaultRoot], with the secrets on
@@ -83,7 +87,8 @@ func Main(ctx context.Context, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	return run(ctx, options{Root: root, TempDir: tmp, Stdout: stdout, Stderr: stderr, secretsFD: SecretsFD})
+	return run(ctx, options{Root: root, TempDir: tmp, Stdout: stdout, Stderr: stderr, secretsFD: SecretsFD,
+		stopOthers: os.Getenv(RootEnv) == ""})
 }
 
 // RootEnv names the layout root when the worker runs without a sandbox.
@@ -168,6 +173,11 @@ func (r *runner) steps(ctx context.Context) {
 		}
 	}
 	r.phase(ctx, PhaseRuntime, r.runAgent)
+	// Nothing the agent started may run while the worker captures: a process left behind
+	// could swap what is hashed. Without that guarantee nothing is captured.
+	if !r.phase(ctx, PhaseStop, r.stop) {
+		return
+	}
 	// The agent shares out/: whatever it left under the worker's names is not the worker's.
 	r.removeOwnFiles()
 	if ctx.Err() != nil {

@@ -14,7 +14,7 @@ import (
 )
 
 var allPhases = []string{PhaseVerify, PhaseSecrets, PhaseOverlay, PhaseSetup, PhaseBaseline,
-	PhaseRuntime, PhaseNeedsInput, PhaseCapture, PhaseOutputs}
+	PhaseRuntime, PhaseStop, PhaseNeedsInput, PhaseCapture, PhaseOutputs}
 
 // checkPatch checks PatchInfo against out/patch.diff and returns the patch text.
 func checkPatch(t *testing.T, f *fixture, res Result) string {
