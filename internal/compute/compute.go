@@ -22,6 +22,11 @@ type Bind struct {
 	Writable bool
 }
 
+// HostUser is a host uid and gid.
+type HostUser struct {
+	UID, GID uint32
+}
+
 // Limits bounds one sandboxed process tree. A zero field takes the provider's default.
 type Limits struct {
 	// Timeout is the wall-clock budget; at the deadline the whole process tree is killed
@@ -67,6 +72,14 @@ type Spec struct {
 	// explicit escape that runs the process unisolated with only the limits and the clean
 	// environment.
 	Sandbox string
+	// RunAs, when set, runs the process (for "bwrap", bwrap and everything under it) as this
+	// host user instead of the provider's own. Only a root provider can do that, and a
+	// provider that cannot MUST refuse the spec rather than ignore the field. Bind sources
+	// MUST be readable by this user and writable binds writable by it; the directories above
+	// them need not be (the local provider binds them from a private mount namespace). A
+	// root caller SHOULD set it: the kernel never enforces RLIMIT_NPROC for host root, and a
+	// process that escapes the sandbox is then not root on the host. The uid MUST NOT be 0.
+	RunAs *HostUser
 }
 
 // Sandbox kinds for [Spec.Sandbox].

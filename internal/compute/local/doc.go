@@ -31,14 +31,28 @@
 //   - bwrap is started with --block-fd: it builds the whole sandbox, then waits. The
 //     provider reads the sandbox process's pid from --info-fd, applies the limits to it
 //     with prlimit(2) and only then lets it fork the command, which inherits them.
-//   - With [Options.RunAs] that would need CAP_SYS_RESOURCE, so prlimit(1) (util-linux)
-//     runs first inside the sandbox, limits itself and execs the command.
+//   - With [compute.Spec.RunAs] that would need CAP_SYS_RESOURCE, so prlimit(1)
+//     (util-linux) runs first inside the sandbox, limits itself and execs the command.
 //   - With [compute.SandboxNone] the command is started through prlimit(1) the same way.
 //
 // Set inside the sandbox's user namespace, RLIMIT_NPROC counts the sandbox's processes
 // only. The kernel never enforces RLIMIT_NPROC for host uid 0, so a root provider
 // enforces MaxProcs only through a cgroup pids.max or by running the sandbox as another
-// host user ([Options.RunAs]); Exit.Isolation says "nproc-unenforced" when neither applied.
+// host user ([compute.Spec.RunAs]); Exit.Isolation says "nproc-unenforced" when neither
+// applied.
+//
+// # Running as another host user
+//
+// A root provider starts bwrap for a spec with RunAs as that uid and gid, with no
+// supplementary groups. bwrap resolves every bind source with realpath(3) as that user,
+// --bind-fd included, so a source below a directory it cannot search (AGORA_HOME is 0700)
+// would be refused. The provider therefore starts bwrap from a goroutine locked to an OS
+// thread of its own (never the main thread) that has unshared its mount namespace, made it
+// private, mounted a small tmpfs on /run/agora-sandbox and bound each source there as root;
+// bwrap gets those paths. The host's mount table never shows them, and the namespace ends
+// with that thread, which lives exactly as long as the sandbox (it is bwrap's parent for
+// --die-with-parent). What the sandbox user may read or write is then decided by the
+// sources' own owners and modes, which the caller sets.
 //
 // When a writable cgroup v2 hierarchy exists, each task gets its own cgroup
 // (agora-<id>-<random>), entered atomically at clone time (CLONE_INTO_CGROUP), with
@@ -49,8 +63,17 @@
 //
 // Exit.Isolation is "none" for the unisolated escape (which still gets the limits, the
 // clean environment and a cgroup when possible), otherwise "bwrap+rlimits" followed by
-// "+cgroup" (own cgroup, killed with cgroup.kill), "+memory.max", "+pids.max" and
-// "+nproc-unenforced" as they applied.
+// these, in this order, as they applied:
+//
+//   - runas: the sandbox ran as [compute.Spec.RunAs], an unprivileged host user, so
+//     RLIMIT_NPROC binds and an escaped process is not root on the host;
+//   - cgroup: the task had its own cgroup v2 and is killed with cgroup.kill;
+//   - memory.max, pids.max: that cgroup also capped memory and the number of processes;
+//   - nproc-unenforced: the sandbox's processes belonged to host root and no pids.max
+//     applied, so nothing enforced MaxProcs.
+//
+// Callers may append tokens of their own for limits they enforce themselves (the
+// dispatcher adds disk-quota or disk-unenforced).
 //
 // # Killing
 //

@@ -11,13 +11,13 @@ import (
 
 func TestProvider_Start_ForkBombIsContained(t *testing.T) {
 	requireBwrap(t)
-	opts := Options{}
+	p := newProvider(t, Options{})
+	var runAs *compute.HostUser
 	if os.Getuid() == 0 {
-		// The kernel never enforces RLIMIT_NPROC for host root; run the sandbox as
-		// nobody on the host, as a root provider should.
-		opts.RunAs = &HostUser{UID: 65534, GID: 65534}
+		// The kernel never enforces RLIMIT_NPROC for host root; run the sandbox as an
+		// unprivileged host user, as a root caller should.
+		runAs = testRunAs
 	}
-	p := newProvider(t, opts)
 	const maxProcs = 64
 	marker := sleepMarker(t)
 	// Every iteration forks a subshell that forks a sleep; failures are ignored so the
@@ -28,6 +28,7 @@ func TestProvider_Start_ForkBombIsContained(t *testing.T) {
 		ID: "bomb", Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"},
 		Stdout: &out, Stderr: &out,
 		Limits: compute.Limits{MaxProcs: maxProcs, Timeout: 3 * time.Second},
+		RunAs:  runAs,
 	})
 	if err != nil {
 		t.Fatalf("Start: %v", err)

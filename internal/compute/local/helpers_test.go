@@ -11,6 +11,10 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 )
 
+// testRunAs is the host user root runs test sandboxes as: the default sandbox uid of
+// agora.yaml, which no account owns.
+var testRunAs = &compute.HostUser{UID: 0x70000000, GID: 0x70000000}
+
 // requireBwrap skips loudly when bubblewrap cannot run here.
 func requireBwrap(t testing.TB) {
 	t.Helper()

@@ -184,16 +184,17 @@ func TestProvider_Start_Limits(t *testing.T) {
 		}
 	})
 	t.Run("RlimitsInside", func(t *testing.T) {
-		providers := map[string]*Provider{"default": p}
+		runAs := map[string]*compute.HostUser{"default": nil}
 		if os.Geteuid() == 0 {
 			// With RunAs, prlimit(1) applies the limits inside the sandbox instead.
-			providers["runas"] = newProvider(t, Options{RunAs: &HostUser{UID: 65534, GID: 65534}})
+			runAs["runas"] = testRunAs
 		}
-		for name, p := range providers {
+		for name, u := range runAs {
 			r := run(t, p, compute.Spec{
 				ID:     "ulimit",
 				Argv:   []string{"cat", "/proc/self/limits"},
 				Limits: compute.Limits{MaxProcs: 77, FileSize: 512 * 1024, Memory: 256 << 20},
+				RunAs:  u,
 			})
 			want := map[string]string{
 				"Max processes":      "77",

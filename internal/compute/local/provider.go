@@ -26,25 +26,19 @@ var ErrNoSandbox = errors.New("no sandbox: bubblewrap (bwrap) is not available; 
 var ErrNoPrlimit = errors.New("prlimit(1) is not available to apply limits; " +
 	"install it with `apt-get install util-linux`")
 
-// HostUser is a host uid and gid.
-type HostUser struct {
-	UID, GID uint32
-}
+// ErrRunAsNotRoot means a spec set [compute.Spec.RunAs] but the provider does not run as
+// root, so it cannot start anything as another host user. A provider that is not root runs
+// sandboxes as its own unprivileged user, which the kernel's limits already bind.
+var ErrRunAsNotRoot = errors.New("run as another host user: only a provider running as root can")
 
 // Options configure a [Provider]. The zero value is usable.
 type Options struct {
 	// BwrapPath is the bubblewrap binary. Empty means "bwrap" looked up in PATH.
 	BwrapPath string
 	// PrlimitPath is prlimit(1) (util-linux), which applies the limits for Sandbox "none"
-	// and, with RunAs, inside bwrap sandboxes (there it must resolve to a path under /usr,
-	// which the sandbox sees too). Empty means "prlimit" looked up in PATH.
+	// and, with [compute.Spec.RunAs], inside bwrap sandboxes (there it must resolve to a
+	// path under /usr, which the sandbox sees too). Empty means "prlimit" looked up in PATH.
 	PrlimitPath string
-	// RunAs, when set, runs bwrap and everything under it as this host user instead of
-	// the provider's own; it requires a root provider. The sandbox still sees uid 65534.
-	// Every bind source MUST be reachable by this user, and writable binds writable by it.
-	// A root provider should set it: the kernel never enforces RLIMIT_NPROC for host
-	// root, and an escaped process is then not root on the host.
-	RunAs *HostUser
 	// CgroupParent is the cgroup v2 directory under which each task gets its own cgroup.
 	// Empty means the provider's own cgroup. memory.max and pids.max apply only when this
 	// cgroup delegates the memory and pids controllers (its cgroup.subtree_control).
@@ -57,7 +51,6 @@ type Options struct {
 type Provider struct {
 	bwrap, bwrapErr string
 	prlimit         string
-	runAs           *HostUser
 	cgroupParent    string
 	system          []string
 	mu              sync.Mutex
@@ -69,10 +62,7 @@ var _ compute.Provider = (*Provider)(nil)
 // New builds a provider. A missing bwrap is not an error here: Start refuses specs that
 // need it with [ErrNoSandbox].
 func New(opts Options) (*Provider, error) {
-	p := &Provider{runAs: opts.RunAs, live: make(map[string]*handle)}
-	if opts.RunAs != nil && os.Geteuid() != 0 {
-		return nil, errors.New("new local provider: RunAs needs a root provider")
-	}
+	p := &Provider{live: make(map[string]*handle)}
 	bwrap := opts.BwrapPath
 	if bwrap == "" {
 		bwrap = "bwrap"
@@ -117,6 +107,9 @@ func (p *Provider) Start(ctx context.Context, s compute.Spec) (compute.Handle, e
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("start %q: %w", s.ID, err)
 	}
+	if s.RunAs != nil && os.Geteuid() != 0 {
+		return nil, fmt.Errorf("start %q: %w", s.ID, ErrRunAsNotRoot)
+	}
 	var (
 		h   *handle
 		err error
@@ -130,7 +123,7 @@ func (p *Provider) Start(ctx context.Context, s compute.Spec) (compute.Handle, e
 		if p.bwrap == "" {
 			return nil, fmt.Errorf("start %q: %s: %w", s.ID, p.bwrapErr, ErrNoSandbox)
 		}
-		if p.runAs != nil && !strings.HasPrefix(p.prlimit, "/usr/") {
+		if s.RunAs != nil && !strings.HasPrefix(p.prlimit, "/usr/") {
 			return nil, fmt.Errorf("start %q: prlimit %q is not under /usr, so the sandbox cannot run it: %w", s.ID, p.prlimit, ErrNoPrlimit)
 		}
 		h, err = p.startBwrap(ctx, s)

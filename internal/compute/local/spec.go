@@ -3,6 +3,7 @@ package local
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 
@@ -75,6 +76,10 @@ func validateSpec(s compute.Spec) error {
 	l := s.Limits
 	if l.Timeout < 0 || l.MaxProcs < 0 || l.FileSize < 0 || l.Memory < 0 {
 		return invalid("limits must not be negative")
+	}
+	if u := s.RunAs; u != nil && (u.UID == 0 || u.GID == 0 || u.UID == math.MaxUint32 || u.GID == math.MaxUint32) {
+		// 0 is root, which is what RunAs exists to avoid; -1 means "unchanged" to setresuid.
+		return invalid("run as %d:%d: want a host uid and gid other than 0 and %d", u.UID, u.GID, uint32(math.MaxUint32))
 	}
 	return nil
 }

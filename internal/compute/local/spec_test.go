@@ -37,8 +37,8 @@ func TestProvider_Start_NoPrlimit(t *testing.T) {
 		t.Errorf("sandbox none: Start = %v, want ErrNoPrlimit with the install hint", err)
 	}
 	if os.Geteuid() == 0 {
-		p := newProvider(t, Options{PrlimitPath: "/nonexistent/prlimit", RunAs: &HostUser{UID: 65534, GID: 65534}})
-		if _, err := p.Start(t.Context(), compute.Spec{ID: "noprl", Argv: []string{"true"}}); !errors.Is(err, ErrNoPrlimit) && !errors.Is(err, ErrNoSandbox) {
+		p := newProvider(t, Options{PrlimitPath: "/nonexistent/prlimit"})
+		if _, err := p.Start(t.Context(), compute.Spec{ID: "noprl", Argv: []string{"true"}, RunAs: testRunAs}); !errors.Is(err, ErrNoPrlimit) && !errors.Is(err, ErrNoSandbox) {
 			t.Errorf("bwrap with RunAs: Start = %v, want ErrNoPrlimit", err)
 		}
 	}
@@ -76,6 +76,8 @@ func TestProvider_Start_InvalidSpec(t *testing.T) {
 		}, wantMsg: "cannot map"},
 		{name: "NilFile", mutate: func(s *compute.Spec) { s.Files = []*os.File{nil} }, wantMsg: "files[0]"},
 		{name: "NegativeLimit", mutate: func(s *compute.Spec) { s.Limits.Memory = -1 }, wantMsg: "negative"},
+		{name: "RunAsRoot", mutate: func(s *compute.Spec) { s.RunAs = &compute.HostUser{UID: 0, GID: 1000} }, wantMsg: "run as 0:1000"},
+		{name: "RunAsMinusOne", mutate: func(s *compute.Spec) { s.RunAs = &compute.HostUser{UID: 1000, GID: 1<<32 - 1} }, wantMsg: "run as 1000:4294967295"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -37,50 +37,46 @@ var errGone = errors.New("sandbox process is gone")
 //   - By default bwrap gets --block-fd: it builds the whole sandbox, then waits. The
 //     provider reads the sandbox process's pid from --info-fd, applies the rlimits to it
 //     with prlimit(2), and only then releases it to fork the command, which inherits them.
-//   - With [Options.RunAs] the sandbox belongs to another host user, and prlimit(2) on it
-//     would need CAP_SYS_RESOURCE, which containers commonly drop. prlimit(1) then runs
-//     first inside the sandbox, sets the limits on itself and execs the command.
+//   - With [compute.Spec.RunAs] the sandbox belongs to another host user, and prlimit(2)
+//     on it would need CAP_SYS_RESOURCE, which containers commonly drop. prlimit(1) then
+//     runs first inside the sandbox, sets the limits on itself and execs the command
+//     (see startBwrapAs).
 //
 // Either way the limits are set inside the sandbox's user namespace, so RLIMIT_NPROC
 // counts the sandbox's processes only.
 func (p *Provider) startBwrap(ctx context.Context, s compute.Spec) (*handle, error) {
 	l := resolveLimits(s.Limits)
-	fds := newFDLayout(len(s.Files))
-	blocked := p.runAs == nil
-	argv := s.Argv
-	if !blocked {
-		argv = prlimitArgv(p.prlimit, l, s.Argv)
+	if s.RunAs != nil {
+		return p.startBwrapAs(s, l)
 	}
-	argsFile, err := memFile("agora-bwrap-args", encodeArgs(bwrapOptions(s, p.system, fds, blocked)))
+	fds := newFDLayout(len(s.Files))
+	argsFile, err := memFile("agora-bwrap-args", encodeArgs(bwrapOptions(s, p.system, fds, true)))
 	if err != nil {
 		return nil, err
 	}
 	defer argsFile.Close()
-	extra := append(append([]*os.File{}, s.Files...), argsFile)
-	var infoR, blockW *os.File
-	if blocked {
-		var infoW, blockR *os.File
-		if infoR, infoW, err = os.Pipe(); err != nil {
-			return nil, fmt.Errorf("create info pipe: %w", err)
-		}
-		defer infoR.Close()
-		defer infoW.Close()
-		if blockR, blockW, err = os.Pipe(); err != nil {
-			return nil, fmt.Errorf("create block pipe: %w", err)
-		}
-		defer blockR.Close()
-		defer blockW.Close()
-		extra = append(extra, infoW, blockR)
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("create info pipe: %w", err)
 	}
+	defer infoR.Close()
+	defer infoW.Close()
+	blockR, blockW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("create block pipe: %w", err)
+	}
+	defer blockR.Close()
+	defer blockW.Close()
+	extra := append(append([]*os.File{}, s.Files...), argsFile, infoW, blockR)
 	cg, err := p.makeCgroup(s.ID, l)
 	if err != nil {
 		return nil, err
 	}
-	cmd := p.command(bwrapArgv(p.bwrap, fds, argv), []string{}, "/", s, cg)
+	cmd := p.command(bwrapArgv(p.bwrap, fds, s.Argv), []string{}, "/", s, cg)
 	cmd.ExtraFiles = extra
-	h, err := p.launch(cmd, cg, p.isolation(compute.SandboxBwrap, cg))
-	if err != nil || !blocked {
-		return h, err
+	h, err := p.launch(cmd, cg, p.isolation(s, cg))
+	if err != nil {
+		return nil, err
 	}
 	// Only bwrap holds the other ends now, so EOF on infoR means bwrap is done writing.
 	for _, f := range extra[len(s.Files):] {
@@ -148,7 +144,7 @@ func (p *Provider) startNone(s compute.Spec) (*handle, error) {
 	}
 	cmd := p.command(prlimitArgv(p.prlimit, l, s.Argv), sandboxEnv(s), workDir(s), s, cg)
 	cmd.ExtraFiles = append([]*os.File{}, s.Files...)
-	return p.launch(cmd, cg, compute.SandboxNone)
+	return p.launch(cmd, cg, p.isolation(s, cg))
 }
 
 func (p *Provider) makeCgroup(id string, l limits) (*cgroup, error) {
@@ -159,11 +155,14 @@ func (p *Provider) makeCgroup(id string, l limits) (*cgroup, error) {
 }
 
 // isolation names what applies to a task; see the package doc for the tokens.
-func (p *Provider) isolation(sandbox string, cg *cgroup) string {
-	if sandbox == compute.SandboxNone {
+func (p *Provider) isolation(s compute.Spec, cg *cgroup) string {
+	if s.Sandbox == compute.SandboxNone {
 		return compute.SandboxNone
 	}
-	t := []string{sandbox, "rlimits"}
+	t := []string{compute.SandboxBwrap, "rlimits"}
+	if s.RunAs != nil {
+		t = append(t, "runas")
+	}
 	if cg != nil {
 		t = append(t, "cgroup")
 		if cg.memoryMax {
@@ -173,11 +172,9 @@ func (p *Provider) isolation(sandbox string, cg *cgroup) string {
 			t = append(t, "pids.max")
 		}
 	}
-	uid := os.Getuid()
-	if p.runAs != nil {
-		uid = int(p.runAs.UID)
-	}
-	if uid == 0 && (cg == nil || !cg.pidsMax) {
+	// RunAs is never uid 0 (validateSpec), and a root provider without it leaves the
+	// sandbox's processes owned by host root, for whom the kernel skips RLIMIT_NPROC.
+	if s.RunAs == nil && os.Getuid() == 0 && (cg == nil || !cg.pidsMax) {
 		t = append(t, "nproc-unenforced")
 	}
 	return strings.Join(t, "+")
@@ -200,8 +197,8 @@ func (p *Provider) command(argv, env []string, dir string, s compute.Spec, cg *c
 		attr.UseCgroupFD = true
 		attr.CgroupFD = int(cg.fd.Fd())
 	}
-	if p.runAs != nil {
-		attr.Credential = &syscall.Credential{Uid: p.runAs.UID, Gid: p.runAs.GID, Groups: []uint32{}}
+	if u := s.RunAs; u != nil {
+		attr.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}
 	}
 	cmd.SysProcAttr = attr
 	return cmd

@@ -1,0 +1,164 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agora-dev/agora/internal/compute"
+)
+
+// privateRoot is where a RunAs sandbox's bind sources are bound, by root, in a mount
+// namespace that only its bwrap inherits.
+//
+// bwrap resolves every bind source with realpath(3) as the user it runs as, --bind-fd
+// included (bubblewrap 0.8 to 0.11 read the descriptor's path back from /proc/self/fd and
+// walk it), so a source under a directory that user cannot search, such as AGORA_HOME
+// (0700, root), is out of its reach however it is passed. Binding each source here first
+// gives bwrap a path anyone can search while the host's view stays as it was: the mount
+// namespace, and every bind in it, goes away with the sandbox. Only the sources' own modes
+// then decide what the sandbox user may read or write. On the host the directory stays an
+// empty mount point.
+const privateRoot = "/run/agora-sandbox"
+
+// startBwrapAs starts a bwrap sandbox as s.RunAs. The command's rlimits are set by
+// prlimit(1) inside the sandbox: prlimit(2) on a process of another user would need
+// CAP_SYS_RESOURCE, which containers commonly drop.
+//
+// The start runs on a goroutine locked to its own OS thread (onOwnThread), in a mount
+// namespace of that thread alone. The runtime never clones new threads from a locked one.
+// The goroutine lives as long as the sandbox: bwrap's parent is this thread, and its
+// parent-death signal (Pdeathsig, --die-with-parent) fires when the thread ends.
+func (p *Provider) startBwrapAs(s compute.Spec, l limits) (*handle, error) {
+	if err := ensurePrivateRoot(); err != nil {
+		return nil, err
+	}
+	type started struct {
+		h   *handle
+		err error
+	}
+	res := make(chan started, 1)
+	onOwnThread(func() {
+		h, err := p.startInPrivateNS(s, l)
+		res <- started{h, err}
+		if err == nil {
+			<-h.done
+		}
+	})
+	r := <-res
+	return r.h, r.err
+}
+
+// onOwnThread runs fn on a new goroutine locked to an OS thread other than the process's
+// main thread, and never unlocks it: the runtime ends the thread when fn returns. The
+// main thread is avoided because the runtime cannot end it (it would keep fn's mount
+// namespace, and the binds in it, for the life of the process) and because /proc/<pid>
+// shows its namespaces to every reader.
+func onOwnThread(fn func()) {
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() != unix.Getpid() {
+			fn()
+			return
+		}
+		// Held here, the main thread cannot run the goroutine below, which therefore
+		// locks another one; then the main thread is handed back untouched.
+		locked := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(locked)
+			fn()
+		}()
+		<-locked
+		runtime.UnlockOSThread()
+	}()
+}
+
+// startInPrivateNS MUST run on a locked OS thread: it moves that thread into a new mount
+// namespace.
+func (p *Provider) startInPrivateNS(s compute.Spec, l limits) (*handle, error) {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return nil, fmt.Errorf("create a private mount namespace: %w", err)
+	}
+	// Nothing mounted from here on may propagate to the host's namespace.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return nil, fmt.Errorf("make mounts private: %w", err)
+	}
+	if err := unix.Mount("agora-sandbox", privateRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC,
+		"mode=0755,size=64k,nr_inodes=4096"); err != nil {
+		return nil, fmt.Errorf("mount a tmpfs on %s: %w", privateRoot, err)
+	}
+	binds, err := bindPrivately(s.Binds)
+	if err != nil {
+		return nil, err
+	}
+	s.Binds = binds
+	fds := newFDLayout(len(s.Files))
+	argsFile, err := memFile("agora-bwrap-args", encodeArgs(bwrapOptions(s, p.system, fds, false)))
+	if err != nil {
+		return nil, err
+	}
+	defer argsFile.Close()
+	cg, err := p.makeCgroup(s.ID, l)
+	if err != nil {
+		return nil, err
+	}
+	cmd := p.command(bwrapArgv(p.bwrap, fds, prlimitArgv(p.prlimit, l, s.Argv)), []string{}, "/", s, cg)
+	cmd.ExtraFiles = append(append([]*os.File{}, s.Files...), argsFile)
+	return p.launch(cmd, cg, p.isolation(s, cg))
+}
+
+// bindPrivately binds each source at privateRoot/<index> and returns the binds rewritten to
+// those paths. The caller chose the sources (they are not sandbox-controlled), so following
+// a symlink in them is what bwrap would have done too.
+func bindPrivately(binds []compute.Bind) ([]compute.Bind, error) {
+	out := make([]compute.Bind, len(binds))
+	for i, b := range binds {
+		fi, err := os.Stat(b.Src)
+		if err != nil {
+			return nil, fmt.Errorf("bind %s: %w", b.Src, err)
+		}
+		dst := filepath.Join(privateRoot, strconv.Itoa(i))
+		if fi.IsDir() {
+			err = os.Mkdir(dst, 0o755)
+		} else {
+			var f *os.File
+			if f, err = os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err == nil {
+				err = f.Close()
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bind %s: %w", b.Src, err)
+		}
+		if err := unix.Mount(b.Src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return nil, fmt.Errorf("bind %s: %w", b.Src, err)
+		}
+		out[i] = compute.Bind{Src: dst, Dst: b.Dst, Writable: b.Writable}
+	}
+	return out, nil
+}
+
+// ensurePrivateRoot creates the mount point on the host once. It must be a directory of
+// root's, not a link: the private namespace mounts over it.
+func ensurePrivateRoot() error {
+	err := os.Mkdir(privateRoot, 0o755)
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("create %s (the mount point for sandboxes run as another user): %w", privateRoot, err)
+	}
+	fi, err := os.Lstat(privateRoot)
+	if err != nil {
+		return fmt.Errorf("check %s: %w", privateRoot, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || st.Uid != 0 {
+		return fmt.Errorf("%s is not a directory owned by root; remove it and retry", privateRoot)
+	}
+	return nil
+}
