@@ -247,6 +247,7 @@ func FuzzParse(f *testing.F) {
 		"egress:\n  allow_private: [127.0.0.1/32, '10.0.0.0/8']\n",
 		"audit:\n  every: 10\n",
 		"targets: {x: {sandbox: none}}",
+		"targets: {x: {disk: 100MiB, sandbox_uid: 0x70000000}}",
 	} {
 		f.Add([]byte(s))
 	}
@@ -258,6 +259,9 @@ func FuzzParse(f *testing.F) {
 		for name, tg := range c.Targets {
 			if tg.Provider == "" || tg.Sandbox == "" || tg.Network == "" || tg.Timeout <= 0 {
 				t.Fatalf("accepted target %q incomplete: %+v", name, tg)
+			}
+			if tg.Disk < config.MinDisk || tg.SandboxUID == 0 || tg.SandboxUID >= 1<<31 {
+				t.Fatalf("accepted target %q with disk %d, sandbox_uid %d", name, tg.Disk, tg.SandboxUID)
 			}
 		}
 		if _, err := c.Egress.Prefixes(); err != nil {

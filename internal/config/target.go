@@ -35,6 +35,19 @@ type Target struct {
 	FileSize ByteSize `yaml:"file_size"`
 	// Memory caps the worker's memory (default 4GiB).
 	Memory ByteSize `yaml:"memory"`
+	// Disk caps what the workspace (the clone included) and the out directory may hold
+	// together (default 2GiB, at least 1MiB). When agora runs as root they live on a tmpfs
+	// of this size, mounted for the dispatch and unmounted after it, and a dispatch that
+	// fills it ends failed/limit-exceeded. tmpfs pages are memory (RAM, or swap), not disk:
+	// size it with the host's memory in mind. Without root nothing can mount the tmpfs; the
+	// quota is then not enforced and the record's isolation says disk-unenforced.
+	Disk ByteSize `yaml:"disk"`
+	// SandboxUID is the host uid, and gid, that this target's sandboxes run as when agora
+	// runs as root (default 1879048192, 0x70000000). It MUST belong to no account and no
+	// other service: every file the sandbox may touch is handed to it for the dispatch. Root
+	// itself (0) and 2^31 and above are refused. Without root it is unused: sandboxes run as
+	// the invoking user, whom the kernel's process limit already binds.
+	SandboxUID UID `yaml:"sandbox_uid"`
 	// CallbackURL, when set, receives every lifecycle event of dispatches on this target as
 	// an HMAC-signed POST.
 	CallbackURL string `yaml:"callback_url"`
@@ -75,10 +88,24 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
+// DefaultSandboxUID is the host uid and gid a root agora runs sandboxes as when a target
+// names none. 0x70000000 is the first of systemd's unused range 1879048192..2147483647
+// (docs/UIDS-GIDS.md in systemd): above the container ranges systemd-nspawn allocates
+// (524288..1879048191), far above the subordinate ids useradd hands out (from 100000, 65536
+// per user), and below 2^31, which some kernel interfaces mishandle. No distribution
+// creates accounts there, so no process but a sandbox runs as it.
+const DefaultSandboxUID = 0x70000000
+
+// DefaultDisk is a target's default disk quota; MinDisk the smallest accepted.
+const (
+	DefaultDisk = 2 << 30
+	MinDisk     = 1 << 20
+)
+
 func defaultTarget() Target {
 	return Target{
 		Provider: "local", Sandbox: "bwrap", Network: "none", Timeout: 30 * time.Minute,
-		MaxProcs: 256, FileSize: 1 << 30, Memory: 4 << 30,
+		MaxProcs: 256, FileSize: 1 << 30, Memory: 4 << 30, Disk: DefaultDisk, SandboxUID: DefaultSandboxUID,
 	}
 }
 
@@ -132,6 +159,12 @@ func (c *Config) validateTargets(pos *strictyaml.Positions) strictyaml.Errors {
 		if t.Memory == 0 {
 			t.Memory = d.Memory
 		}
+		if t.Disk == 0 {
+			t.Disk = d.Disk
+		}
+		if t.SandboxUID == 0 {
+			t.SandboxUID = d.SandboxUID
+		}
 		if t.Provider != "local" {
 			errs = append(errs, pos.Errorf(p+".provider", `unknown provider %q; this build has: local`, t.Provider))
 		}
@@ -146,6 +179,9 @@ func (c *Config) validateTargets(pos *strictyaml.Positions) strictyaml.Errors {
 		}
 		if t.MaxProcs < 0 {
 			errs = append(errs, pos.Errorf(p+".max_procs", "must be positive"))
+		}
+		if t.Disk < MinDisk {
+			errs = append(errs, pos.Errorf(p+".disk", "at least %s", ByteSize(MinDisk)))
 		}
 		c.Targets[name] = t
 	}

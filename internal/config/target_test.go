@@ -1,0 +1,58 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/agora-dev/agora/internal/config"
+)
+
+func TestTarget_DiskAndSandboxUID(t *testing.T) {
+	tests := []struct {
+		name     string
+		file     string
+		wantDisk config.ByteSize
+		wantUID  config.UID
+		wantErr  string
+	}{
+		{name: "defaults", file: "", wantDisk: 2 << 30, wantUID: 0x70000000},
+		{name: "declared target gets defaults", file: "targets:\n  ci: {network: host}\n", wantDisk: 2 << 30, wantUID: 1879048192},
+		{name: "disk", file: "targets:\n  ci: {disk: 100MiB}\n", wantDisk: 100 << 20, wantUID: 0x70000000},
+		{name: "decimal uid", file: "targets:\n  ci: {sandbox_uid: 1879048200}\n", wantDisk: 2 << 30, wantUID: 1879048200},
+		{name: "hex uid", file: "targets:\n  ci: {sandbox_uid: 0x70000001}\n", wantDisk: 2 << 30, wantUID: 0x70000001},
+		{name: "disk too small", file: "targets:\n  ci: {disk: 4KiB}\n", wantErr: "agora.yaml:2: targets.ci.disk: at least 1MiB"},
+		{name: "uid root", file: "targets:\n  ci: {sandbox_uid: 0}\n", wantErr: "targets.ci.sandbox_uid: 0 is root"},
+		{name: "uid hex root", file: "targets:\n  ci: {sandbox_uid: 0x0}\n", wantErr: "0 is root"},
+		{name: "uid negative", file: "targets:\n  ci: {sandbox_uid: -1}\n", wantErr: "want a uid such as"},
+		{name: "uid octal-looking", file: "targets:\n  ci: {sandbox_uid: \"0700\"}\n", wantErr: "want a uid such as"},
+		{name: "uid too large", file: "targets:\n  ci: {sandbox_uid: 2147483648}\n", wantErr: "2^31 or above"},
+		{name: "uid past 32 bits", file: "targets:\n  ci: {sandbox_uid: 4294967296}\n", wantErr: "want a uid such as"},
+		{name: "uid a name", file: "targets:\n  ci: {sandbox_uid: nobody}\n", wantErr: "want a uid such as"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := config.Default("/h")
+			err := config.Parse("agora.yaml", []byte(tt.file), c)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Parse = %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := "local"
+			if strings.Contains(tt.file, "ci:") {
+				name = "ci"
+			}
+			got, err := c.Target(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Disk != tt.wantDisk || got.SandboxUID != tt.wantUID {
+				t.Errorf("target %s: disk %s, sandbox_uid %d; want %s, %d", name, got.Disk, got.SandboxUID, tt.wantDisk, tt.wantUID)
+			}
+		})
+	}
+}
