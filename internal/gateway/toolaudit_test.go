@@ -110,3 +110,111 @@ func TestGateway_ToolAuditNotKept(t *testing.T) {
 		t.Errorf("got tool.call records %v, want none", got)
 	}
 }
+
+// TestGateway_ToolAuditPhases: Claude Code's hooks report a call before it runs ("pre",
+// decision requested or denied) and with its outcome ("post"), each with its call id; both
+// are recorded with the phase and id, and a report without them is recorded as before.
+func TestGateway_ToolAuditPhases(t *testing.T) {
+	h := start(t, Config{APIKey: []byte(testKey)})
+	for _, body := range []string{
+		`{"tool":"Bash","decision":"requested","reason":"about to run","args_hash":"` + testArgsHash + `","duration_ms":0,"phase":"pre","call_id":"toolu_01ABC"}`,
+		`{"tool":"Bash","decision":"allowed","reason":"ran","args_hash":"` + testArgsHash + `","duration_ms":7,"phase":"post","call_id":"toolu_01ABC"}`,
+		`{"tool":"Write","decision":"denied","reason":"not covered","args_hash":"` + testArgsHash + `","duration_ms":0,"phase":"pre","call_id":"toolu_02"}`,
+		`{"tool":"Read","decision":"denied","reason":"not loaded","args_hash":"` + testArgsHash + `","duration_ms":0,"call_id":"toolu_03"}`,
+		`{"tool":"read_file","decision":"allowed","reason":"","args_hash":"` + testArgsHash + `","duration_ms":1}`,
+	} {
+		if resp, got := h.do(t, http.MethodPost, "/audit/tool", nil, body); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("%s: got %d %q, want 204", body, resp.StatusCode, got)
+		}
+	}
+	entry := func(tool, decision, reason string, ms int64, extra ...string) map[string]any {
+		m := map[string]any{"dispatch": testDispatchID, "role": testRole, "tool": tool, "decision": decision,
+			"reason": reason, "args_hash": testArgsHash, "duration_ms": ms}
+		for i := 0; i+1 < len(extra); i += 2 {
+			m[extra[i]] = extra[i+1]
+		}
+		return m
+	}
+	want := []map[string]any{
+		entry("Bash", "requested", "about to run", 0, "phase", "pre", "call_id", "toolu_01ABC"),
+		entry("Bash", "allowed", "ran", 7, "phase", "post", "call_id", "toolu_01ABC"),
+		entry("Write", "denied", "not covered", 0, "phase", "pre", "call_id", "toolu_02"),
+		entry("Read", "denied", "not loaded", 0, "call_id", "toolu_03"),
+		entry("read_file", "allowed", "", 1),
+	}
+	if diff := cmp.Diff(want, h.audit.ofKind(KindToolCall)); diff != "" {
+		t.Errorf("tool.call records (-want +got):\n%s", diff)
+	}
+}
+
+// TestGateway_ToolAuditPhaseValidation: "requested" only before a call runs, only with an id;
+// a phase the gateway does not know, or an id that is not one, is refused.
+func TestGateway_ToolAuditPhaseValidation(t *testing.T) {
+	h := start(t, Config{})
+	body := func(decision, phase, id string) string {
+		s := `{"tool":"Bash","decision":"` + decision + `","reason":"r","args_hash":"` + testArgsHash + `","duration_ms":0`
+		if phase != "-" {
+			s += `,"phase":"` + phase + `"`
+		}
+		if id != "-" {
+			s += `,"call_id":"` + id + `"`
+		}
+		return s + "}"
+	}
+	for _, tc := range []struct {
+		name, body, msg string
+	}{
+		{"RequestedWithoutPhase", body("requested", "-", "toolu_1"), "decision: want allowed, denied or error"},
+		{"RequestedAfterTheCall", body("requested", "post", "toolu_1"), "decision: want allowed, denied or error"},
+		{"AllowedBeforeTheCall", body("allowed", "pre", "toolu_1"), "decision: want requested or denied with phase pre"},
+		{"ErrorBeforeTheCall", body("error", "pre", "toolu_1"), "decision: want requested or denied with phase pre"},
+		{"PhaseUnknown", body("allowed", "during", "toolu_1"), "phase: want pre, post or none"},
+		{"PhaseWithoutID", body("requested", "pre", "-"), "call_id: required with a phase"},
+		{"PhaseWithEmptyID", body("allowed", "post", ""), "call_id: required with a phase"},
+		{"IDWithSlash", body("allowed", "post", "toolu/../1"), "call_id: only letters"},
+		{"IDWithSpace", body("allowed", "-", "toolu 1"), "call_id: only letters"},
+		{"IDTooLong", body("allowed", "post", strings.Repeat("a", 129)), "call_id: over 128 bytes"},
+		{"PhaseTwice", strings.TrimSuffix(body("allowed", "post", "toolu_1"), "}") + `,"phase":"pre"}`, `field "phase" given twice`},
+		{"PhaseNumber", strings.Replace(body("allowed", "-", "toolu_1"), `"call_id"`, `"phase":1,"call_id"`, 1), "phase"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, got := h.do(t, http.MethodPost, "/audit/tool", nil, tc.body)
+			if msg := errorOf(t, got); resp.StatusCode != http.StatusBadRequest || !strings.Contains(msg, tc.msg) {
+				t.Errorf("got %d %q, want 400 containing %q", resp.StatusCode, msg, tc.msg)
+			}
+		})
+	}
+	if calls := h.audit.ofKind(KindToolCall); len(calls) != 0 {
+		t.Errorf("got %d tool.call records from invalid reports, want 0: %v", len(calls), calls)
+	}
+}
+
+// FuzzToolAuditRequest: whatever body the sandbox sends, a report the gateway accepts keeps
+// the rules the audit log relies on: "requested" only before a call runs, a phase only with
+// a call id, and nothing in a field but what its check allows.
+func FuzzToolAuditRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"tool":"Bash","decision":"requested","reason":"r","args_hash":"` + testArgsHash + `","duration_ms":0,"phase":"pre","call_id":"toolu_01"}`,
+		`{"tool":"read_file","decision":"allowed","reason":"","args_hash":"` + testArgsHash + `","duration_ms":1}`,
+		`{"tool":"Bash","decision":"allowed","phase":"post","call_id":"a/b"}`,
+		`{"phase":"pre","phase":"post"}`,
+		`[]`, `{`, `{"call_id":1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r toolAuditRequest
+		if decodeFlat(b, toolAuditFields, &r) != nil || r.validate() != nil {
+			return
+		}
+		if (r.Decision == decisionRequested) != (r.Phase == phasePre && r.Decision != decisionDenied) {
+			t.Fatalf("decision %q with phase %q accepted", r.Decision, r.Phase)
+		}
+		if r.Phase != "" && r.CallID == "" {
+			t.Fatalf("phase %q without a call id accepted", r.Phase)
+		}
+		if checkCallID(r.CallID) != nil || checkToolName(r.Tool) != nil || checkReason(r.Reason) != nil || !isDigest(r.ArgsHash) {
+			t.Fatalf("invalid field accepted: %+v", r)
+		}
+	})
+}
