@@ -64,8 +64,9 @@ func CheckHTTP(cfg HTTPConfig) error {
 // Every request passes, in order: the Host check (it must name the bound address or an
 // allowed host: DNS rebinding), the Origin check (none, or one naming an allowed host), the
 // path, the bearer token (constant-time, against every client), the client's rate limit and
-// in-flight cap (429), and a body limit; then the SDK's stateless handler, so no session state
-// exists for a client to shed or exhaust.
+// in-flight cap (429), the refusal of JSON-RPC batches (400 with a JSON-RPC Invalid Request
+// error: each call is one request, so the limits count calls), and a body limit; then the
+// SDK's stateless handler, so no session state exists for a client to shed or exhaust.
 func (s *Server) ListenHTTP(ctx context.Context, cfg HTTPConfig) error {
 	if err := CheckHTTP(cfg); err != nil {
 		return err

@@ -1,9 +1,14 @@
 package mcpserver
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -134,6 +139,20 @@ func (g *httpGuard) admit(w http.ResponseWriter, r *http.Request, next http.Hand
 		return
 	}
 	r.Header.Del("Authorization")
+	isBatch, err := peekBatch(w, r)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			g.refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
+			return
+		}
+		g.refuse(w, r, http.StatusBadRequest, "bad request: the body could not be read")
+		return
+	}
+	if isBatch {
+		g.refuseRPC(w, r, http.StatusBadRequest, codeInvalidRequest, batchRefusal)
+		return
+	}
 	next.ServeHTTP(w, r)
 }
 
@@ -186,4 +205,75 @@ func (g *httpGuard) originOK(r *http.Request) bool {
 		}
 	}
 	return true
+}
+
+// JSON-RPC's Invalid Request error code (JSON-RPC 2.0 §5.1).
+const codeInvalidRequest = -32600
+
+// batchRefusal is the one sentence a client that sent a batch reads.
+const batchRefusal = "JSON-RPC batches are not accepted: send each request in its own POST"
+
+// peekBatch reports whether r's body is a JSON-RPC batch: its first byte after JSON's
+// whitespace (RFC 8259 §2: space, tab, CR, LF) is '['. It consumes only that whitespace, and
+// leaves r.Body reading the rest of the body from its first significant byte.
+//
+// agora refuses batches itself because the SDK would run them. go-sdk v1.8.0
+// (mcp/streamable.go, streamableServerConn.servePOST) refuses a batch only when the request's
+// MCP-Protocol-Version header is 2025-06-18 or later; a request without the header is taken as
+// 2025-03-26, whose batches it still reads and runs call by call, each through the guard of a
+// single call but all inside one HTTP request, so one request's worth of rate limit and
+// in-flight cap. A client picks whether to send that header, so the SDK's check binds no one.
+// (Over stdio its ioConn.Read does the same for a session that negotiated 2025-03-26; there
+// every call passes the per-call limiter in [Server.guard].) The protocol revisions agora
+// serves over HTTP (2025-06-18 on) have no batches, so refusing every one loses nothing.
+// The SDK's decoder (segmentio/encoding/json) skips exactly RFC 8259's whitespace, so no
+// body this check passes can be read as an array.
+func peekBatch(w http.ResponseWriter, r *http.Request) (bool, error) {
+	if r.Body == nil {
+		return false, nil
+	}
+	br := bufio.NewReader(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	r.Body = readCloser{Reader: br, Closer: r.Body}
+	for {
+		b, err := br.ReadByte()
+		if err == io.EOF {
+			return false, nil // empty: the SDK says what is wrong with that
+		}
+		if err != nil {
+			return false, err
+		}
+		switch b {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		br.UnreadByte()
+		return b == '[', nil
+	}
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// refuseRPC refuses a request the way the protocol does: an HTTP status carrying one JSON-RPC
+// error object with a null id (the request's ids were never read).
+func (g *httpGuard) refuseRPC(w http.ResponseWriter, r *http.Request, status, code int, msg string) {
+	g.log.Warn("http request refused", "status", status, "remote", r.RemoteAddr, "reason", msg)
+	body, _ := json.Marshal(rpcErrorResponse{JSONRPC: "2.0", Error: rpcErrorObject{Code: code, Message: msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+type rpcErrorResponse struct {
+	JSONRPC string         `json:"jsonrpc"`
+	ID      *int           `json:"id"` // always null
+	Error   rpcErrorObject `json:"error"`
+}
+
+type rpcErrorObject struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
 }
