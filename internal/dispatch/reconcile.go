@@ -1,38 +1,42 @@
 package dispatch
 
 import (
-	"github.com/agora-dev/agora/internal/capped"
-
 	"context"
+	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/sandboxfs"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/worker"
 )
 
 // reconcile turns the provider's exit and the worker's result.json into one outcome, storing
 // the patch, outputs and logs as redacted blobs. The host's own observations (cancel,
-// timeout, exit status) win over anything the worker wrote: the worker shares its sandbox
-// with the agent, so result.json is evidence, not authority.
+// timeout, a tripped limit, exit status) win over anything the worker wrote: the worker
+// shares its sandbox with the agent, so result.json is evidence, not authority.
+//
+// Everything is read through package sandboxfs (no symlink anywhere on the path, regular
+// files with one link, capped), and what the worker declared a hash for is stored only when
+// the bytes still have that hash: a mismatch, or a declared file that is missing or refused,
+// fails the dispatch integrity-failed. Every string the agent could shape (output names, the
+// question, details) is redacted before it is stored.
 func (d *Dispatcher) reconcile(ctx context.Context, r *Record, st *stage, exit compute.Exit, werr error,
 	limit string, red *redact.Redactor, stdout, stderr *logSink, transcript bool) Outcome {
 	res := &Result{Outputs: []Output{}}
-	if transcript {
-		// Kept whatever the outcome, redacted: it is how a failed loop is understood. Like
-		// the logs it is the worker's account, not the host's.
-		if a, err := d.storeFile(filepath.Join(st.out, worker.TranscriptFile), worker.MaxTranscript, red); err == nil {
-			res.Transcript = a
+	o := Outcome{Isolation: exit.Isolation, Result: res}
+	if stage, err := sandboxfs.Open(st.dir); err == nil {
+		// The logs are the host's own files (the supervisor wrote them, capped and redacted
+		// as they streamed); they are read the same way all the same.
+		if a, err := d.storeFile(stage, stdoutLog, MaxStdout, nil, ""); err == nil {
+			res.Stdout = a
 		}
-	}
-	if a, err := d.storeFile(st.stdout, MaxStdout, nil); err == nil {
-		res.Stdout = a
-	}
-	if a, err := d.storeFile(st.stderr, MaxStderr, nil); err == nil {
-		res.Stderr = a
+		if a, err := d.storeFile(stage, stderrLog, MaxStderr, nil, ""); err == nil {
+			res.Stderr = a
+		}
+		stage.Close()
 	}
 	if stdout.truncated {
 		res.Truncated = append(res.Truncated, "stdout")
@@ -40,16 +44,37 @@ func (d *Dispatcher) reconcile(ctx context.Context, r *Record, st *stage, exit c
 	if stderr.truncated {
 		res.Truncated = append(res.Truncated, "stderr")
 	}
-	o := Outcome{Isolation: exit.Isolation, Result: res}
 
-	wr, rerr := readResult(st.out)
+	out, rerr := sandboxfs.Open(st.out)
+	var wr worker.Result
+	if rerr == nil {
+		defer out.Close()
+		wr, rerr = readResult(out)
+	}
 	if rerr == nil && exit.Code != 0 {
 		// The agent shares the out directory and could plant a result; only a worker that
 		// exited 0 vouches for it.
 		rerr = fmt.Errorf("worker exited %d", exit.Code)
 	}
-	if rerr == nil {
-		d.storeWorkerProducts(st, wr, red, res)
+	var ierr error
+	if transcript && out != nil {
+		// Kept whatever the outcome, redacted: it is how a failed loop is understood. Like
+		// the logs it is the worker's account, not the host's; when the worker vouched for
+		// it, it is stored only with the hash it declared.
+		want := ""
+		if rerr == nil && wr.Transcript != nil {
+			want = wr.Transcript.SHA256
+		}
+		a, err := d.storeFile(out, worker.TranscriptFile, worker.MaxTranscript, red, want)
+		switch {
+		case err == nil:
+			res.Transcript = a
+		case want != "":
+			ierr = err
+		}
+	}
+	if rerr == nil && ierr == nil {
+		ierr = d.storeWorkerProducts(out, wr, red, res)
 	}
 	switch {
 	case werr != nil:
@@ -60,6 +85,13 @@ func (d *Dispatcher) reconcile(ctx context.Context, r *Record, st *stage, exit c
 		o.State, o.Reason, o.Detail = StateCancelled, ReasonCancelled, "cancelled"
 	case exit.TimedOut:
 		o.State, o.Reason, o.Detail = StateFailed, ReasonTimeout, fmt.Sprintf("killed after %s", time.Duration(r.Timeout))
+	case errors.As(ierr, new(storeError)):
+		o.State, o.Reason, o.Detail = StateFailed, ReasonProviderFailed, ierr.Error()
+	case ierr != nil:
+		// What the worker declared is not what is there: nothing it produced is kept.
+		*res = Result{Outputs: []Output{}, Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated, Phases: res.Phases}
+		o.State, o.Reason = StateFailed, ReasonIntegrityFailed
+		o.Detail = "the out directory does not hold what the worker declared: " + ierr.Error()
 	case rerr != nil:
 		code := exit.Code
 		o.ExitCode = &code
@@ -71,7 +103,7 @@ func (d *Dispatcher) reconcile(ctx context.Context, r *Record, st *stage, exit c
 	default:
 		code := wr.ExitCode
 		o.ExitCode = &code
-		o.Detail = red.String(wr.Detail)
+		o.Detail = wr.Detail
 		switch wr.Status {
 		case worker.StatusOK:
 			o.State = StateFinished
@@ -84,40 +116,52 @@ func (d *Dispatcher) reconcile(ctx context.Context, r *Record, st *stage, exit c
 			}
 		}
 	}
+	// A detail can quote what the agent wrote (a file name, a parse error): redact it.
+	o.Detail = red.String(o.Detail)
 	return o
 }
 
-func readResult(out string) (worker.Result, error) {
-	b, err := capped.NoFollow(filepath.Join(out, "result.json"), maxResultFile)
+// Files of the stage directory the supervisor itself writes.
+const (
+	stdoutLog = "stdout.log"
+	stderrLog = "stderr.log"
+)
+
+func readResult(out *sandboxfs.Dir) (worker.Result, error) {
+	b, err := out.ReadFile(worker.ResultFile, worker.MaxResultSize)
 	if err != nil {
 		return worker.Result{}, err
 	}
 	return worker.ParseResult(b)
 }
 
-// storeWorkerProducts keeps the patch, the outputs and the needs_input question, redacted.
-func (d *Dispatcher) storeWorkerProducts(st *stage, wr worker.Result, red *redact.Redactor, res *Result) {
+// storeWorkerProducts keeps the patch, the outputs and the needs_input question, redacted,
+// each only with the hash the worker declared. It returns the first integrity failure.
+func (d *Dispatcher) storeWorkerProducts(out *sandboxfs.Dir, wr worker.Result, red *redact.Redactor, res *Result) error {
 	for _, ph := range wr.Phases {
 		res.Phases = append(res.Phases, Phase{Name: ph.Name, OK: ph.OK, MS: ph.MS})
 	}
-	if wr.Patch != nil {
-		if a, err := d.storeFile(filepath.Join(st.out, "patch.diff"), maxPatch, red); err == nil {
-			res.Patch = a
+	if p := wr.Patch; p != nil {
+		a, err := d.storeFile(out, worker.PatchFile, maxPatch, red, p.SHA256)
+		if err != nil {
+			return fmt.Errorf("patch: %w", err)
 		}
+		res.Patch = a
 	}
 	var total int64
 	for _, o := range wr.Outputs {
-		rel := filepath.Clean(o.Path)
-		if !strings.HasPrefix(rel, "outputs/") || strings.Contains(rel, "..") {
-			continue
-		}
+		// ParseResult has checked each path: outputs/<clean relative path>, printable.
 		total += o.Size
 		if total > maxOutputsAll {
-			break
+			return fmt.Errorf("outputs: more than %d bytes declared", maxOutputsAll)
 		}
-		if a, err := d.storeFile(filepath.Join(st.out, rel), maxOutputsAll, red); err == nil && o.SHA256 != "" {
-			res.Outputs = append(res.Outputs, Output{Path: strings.TrimPrefix(rel, "outputs/"), Digest: a.Digest, Size: a.Size})
+		a, err := d.storeFile(out, o.Path, maxOutputsAll, red, o.SHA256)
+		if err != nil {
+			return fmt.Errorf("output: %w", err)
 		}
+		// The name is the agent's choice: a secret in it is masked like one in the content.
+		name := red.String(strings.TrimPrefix(o.Path, worker.OutputsDir+"/"))
+		res.Outputs = append(res.Outputs, Output{Path: name, Digest: a.Digest, Size: a.Size})
 	}
 	if ni := wr.NeedsInput; ni != nil {
 		n := &NeedsInput{Question: red.String(ni.Question)}
@@ -129,12 +173,19 @@ func (d *Dispatcher) storeWorkerProducts(st *stage, wr worker.Result, red *redac
 		}
 		res.NeedsInput = n
 	}
+	return nil
 }
 
-// storeFile stores a regular file (never through a symlink) as a blob, redacted when red is
-// non-nil.
-func (d *Dispatcher) storeFile(path string, limit int64, red *redact.Redactor) (*Artifact, error) {
-	b, err := capped.NoFollow(path, limit)
+// storeFile stores dir/rel as a blob, redacted when red is non-nil. With wantSHA256 set, the
+// raw bytes must hash to it (sandboxfs.ErrIntegrity otherwise).
+func (d *Dispatcher) storeFile(dir *sandboxfs.Dir, rel string, limit int64, red *redact.Redactor, wantSHA256 string) (*Artifact, error) {
+	var b []byte
+	var err error
+	if wantSHA256 != "" {
+		b, err = dir.ReadVerified(rel, limit, wantSHA256)
+	} else {
+		b, err = dir.ReadFile(rel, limit)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +194,12 @@ func (d *Dispatcher) storeFile(path string, limit int64, red *redact.Redactor) (
 	}
 	dg, err := d.Blobs.Put(b)
 	if err != nil {
-		return nil, err
+		return nil, storeError{fmt.Errorf("store %s: %w", rel, err)}
 	}
 	return &Artifact{Digest: dg, Size: int64(len(b))}, nil
 }
+
+// storeError is a blob the host could not write: its own failure, not the worker's.
+type storeError struct{ error }
+
+func (e storeError) Unwrap() error { return e.error }

@@ -27,7 +27,7 @@ func newStage(stateDir, id string) (*stage, error) {
 	dir := filepath.Join(stateDir, id)
 	s := &stage{
 		dir: dir, bundle: filepath.Join(dir, "bundle"), workspace: filepath.Join(dir, "workspace"),
-		out: filepath.Join(dir, "out"), stdout: filepath.Join(dir, "stdout.log"), stderr: filepath.Join(dir, "stderr.log"),
+		out: filepath.Join(dir, "out"), stdout: filepath.Join(dir, stdoutLog), stderr: filepath.Join(dir, stderrLog),
 	}
 	for _, d := range []string{s.bundle, filepath.Join(s.bundle, "capabilities"), s.out} {
 		if err := os.MkdirAll(d, 0o700); err != nil {

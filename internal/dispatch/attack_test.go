@@ -1,0 +1,127 @@
+package dispatch_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/home"
+)
+
+// The attacks of issue #11 (findings 1 and 7), run as a hostile exec agent would.
+
+// swapOutputs leaves decoys, a 95 MB file that keeps the worker hashing, and a setsid daemon
+// that waits for the worker to reach capture and then swaps directory a for a symlink to
+// the host's AGORA_HOME/keys (four levels up from out/outputs/ on the host) and c for one to
+// /etc. Before the fix, result.json listed outputs/a/secret.key and the host read the real
+// key through the swapped parent.
+const swapOutputs = `o="$AGORA_OUT/outputs"
+mkdir -p "$o/a" "$o/c" "$o/z"
+echo decoy > "$o/a/secret.key"
+echo decoy > "$o/c/shadow"
+head -c 95000000 /dev/zero > "$o/z/big"
+setsid sh -c '
+  o="$AGORA_OUT/outputs"
+  touch "$AGORA_OUT/.daemon"
+  while [ ! -e "$AGORA_OUT/patch.diff" ]; do sleep 0.005; done
+  sleep 0.05
+  mv "$o/a" "$o/a.old"; ln -s ../../../../keys "$o/a"
+  mv "$o/c" "$o/c.old"; ln -s /etc "$o/c"
+  sleep 600' </dev/null >/dev/null 2>&1 &
+while [ ! -e "$AGORA_OUT/.daemon" ]; do sleep 0.01; done # out of the process group now
+exit 0`
+
+func TestAttack_OutputsSwappedForSymlinks(t *testing.T) {
+	e := newEnv(t)
+	e.subagent("swapper", swapOutputs)
+	key, err := os.ReadFile(filepath.Join(e.home.Dir, home.SecretKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shadow, _ := os.ReadFile("/etc/shadow")
+	runs := 20 // a race: try it often
+	if testing.Short() {
+		runs = 3
+	}
+	for i := range runs {
+		r := e.run(dispatch.Request{Subagent: "swapper"})
+		for _, o := range r.Result.Outputs {
+			if o.Size > 1<<20 {
+				continue
+			}
+			got := e.blob(&dispatch.Artifact{Digest: o.Digest, Size: o.Size})
+			if strings.Contains(got, string(key)) || (len(shadow) > 0 && got == string(shadow)) {
+				t.Fatalf("run %d: output %s holds a host file", i, o.Path)
+			}
+		}
+		// The daemon died before capture, so nothing was swapped: the decoys are the outputs.
+		if r.State != dispatch.StateFinished {
+			t.Fatalf("run %d: %s %s: %s", i, r.State, r.Reason, r.Detail)
+		}
+		if got := e.output(r, "a/secret.key"); got != "decoy\n" {
+			t.Fatalf("run %d: a/secret.key = %q, want the decoy", i, got)
+		}
+	}
+}
+
+// replacePatch leaves a change and a setsid loop that keeps moving a forged file over
+// out/patch.diff. Before the fix the forged file was stored as the dispatch's patch, its
+// digest in the record and the audit.
+const replacePatch = `echo real > change.txt
+printf 'forged' > "$AGORA_OUT/.forged"
+setsid sh -c 'touch "$AGORA_OUT/.daemon"; while [ -d "$AGORA_OUT" ]; do cp "$AGORA_OUT/.forged" "$AGORA_OUT/.f2" 2>/dev/null && mv -f "$AGORA_OUT/.f2" "$AGORA_OUT/patch.diff" 2>/dev/null; done' </dev/null >/dev/null 2>&1 &
+while [ ! -e "$AGORA_OUT/.daemon" ]; do sleep 0.01; done # out of the process group now
+exit 0`
+
+func TestAttack_PatchReplaced(t *testing.T) {
+	e := newEnv(t)
+	e.subagent("forger", replacePatch)
+	for i := range 3 {
+		r := e.run(dispatch.Request{Subagent: "forger"})
+		if r.State != dispatch.StateFinished || r.Result.Patch == nil {
+			t.Fatalf("run %d: %s %s: %s", i, r.State, r.Reason, r.Detail)
+		}
+		p := e.blob(r.Result.Patch)
+		if strings.Contains(p, "forged") || !strings.Contains(p, "+real") {
+			t.Fatalf("run %d: the stored patch is not the captured one:\n%s", i, p)
+		}
+	}
+}
+
+// TestAttack_PatchReplaced_NoSandbox: with `sandbox: none` there is no PID namespace, so the
+// worker cannot end the loop; the host's hash check is what holds. The forged patch is never
+// stored: the dispatch fails integrity-failed (or, if the loop lost every race, it keeps the
+// real patch).
+func TestAttack_PatchReplaced_NoSandbox(t *testing.T) {
+	e := newEnv(t)
+	nobox := e.home.Config.Targets["local"]
+	nobox.Sandbox = compute.SandboxNone
+	e.home.Config.Targets["nobox"] = nobox
+	e.subagent("forger", replacePatch)
+	integrity := 0
+	for i := range 3 {
+		r := e.run(dispatch.Request{Subagent: "forger", Target: "nobox"})
+		switch {
+		case r.State == dispatch.StateFailed && r.Reason == dispatch.ReasonIntegrityFailed:
+			integrity++
+			if r.Result.Patch != nil || len(r.Result.Outputs) != 0 {
+				t.Errorf("run %d: integrity-failed but products kept: %+v", i, r.Result)
+			}
+			if !strings.Contains(r.Detail, "patch") {
+				t.Errorf("run %d: detail %q does not name the patch", i, r.Detail)
+			}
+		case r.State == dispatch.StateFinished:
+			if p := e.blob(r.Result.Patch); strings.Contains(p, "forged") {
+				t.Fatalf("run %d: the forged patch was stored", i)
+			}
+		default:
+			t.Fatalf("run %d: %s %s: %s", i, r.State, r.Reason, r.Detail)
+		}
+	}
+	if integrity == 0 {
+		t.Error("the loop never won a race in 3 runs: the hash check was not exercised")
+	}
+}
