@@ -11,8 +11,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -42,7 +44,8 @@ type Migration struct {
 // Open opens (creating if needed) the SQLite database at path in WAL mode, with a busy timeout,
 // foreign keys on and IMMEDIATE transactions, then applies migrations. Deferred transactions
 // fail with SQLITE_BUSY under concurrent writers despite busy_timeout; IMMEDIATE ones take the
-// write lock up front and wait for it instead.
+// write lock up front and wait for it instead. The database and its -wal and -shm files are
+// mode 0600 (see [private]).
 func Open(ctx context.Context, path string, migrations []Migration, opts ...Option) (*DB, error) {
 	var o options
 	for _, opt := range opts {
@@ -59,6 +62,9 @@ func Open(ctx context.Context, path string, migrations []Migration, opts ...Opti
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Set("_txlock", "immediate")
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+	if err := private(path); err != nil {
+		return nil, err
+	}
 	sqldb, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
@@ -72,6 +78,47 @@ func Open(ctx context.Context, path string, migrations []Migration, opts ...Opti
 		return nil, err
 	}
 	return db, nil
+}
+
+// private makes the database at path, and the -wal and -shm files beside it when they exist,
+// mode 0600, creating the database (empty, 0600 whatever the umask) when it is missing. SQLite
+// creates its -wal and -shm files with the database file's own mode (os_unix.c:
+// findCreateFileMode, then an fchmod past the umask), so a private database keeps all three
+// private; without this, a new database under the usual umask 022 was 0644 and so were the
+// WAL files holding its latest commits. Files an older agora left open to others are
+// tightened before SQLite reads them. The mode is changed on the opened file, never by name.
+func private(path string) error {
+	for i, p := range []string{path, path + "-wal", path + "-shm"} {
+		flag := os.O_RDWR
+		if i == 0 {
+			flag |= os.O_CREATE
+		}
+		f, err := os.OpenFile(p, flag, 0o600)
+		if i > 0 && errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("open database %s: %w", path, err)
+		}
+		err = tighten(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("make database file %s private: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// tighten takes group and other permissions off f.
+func tighten(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if m := fi.Mode().Perm(); m&0o077 != 0 {
+		return f.Chmod(m &^ 0o077)
+	}
+	return nil
 }
 
 // Option changes how [Open] opens a database.
