@@ -25,14 +25,17 @@ func newDispatchCmd(f *Factory) *cobra.Command {
 		Long: `A dispatch runs one subagent on one target in a sandbox. Its record is written before
 anything starts and ends in exactly one terminal state: finished, needs_input, failed (with a
 reason: worker-failed, provider-failed, timeout, cancelled, fetch-failed, integrity-failed,
-denied, lost) or cancelled. lost means the process supervising the worker died first; the
-worker died with it.
+denied, lost, limit-exceeded) or cancelled. lost means the process supervising the worker died
+first; the worker died with it. integrity-failed after the run means the out directory did not
+hold what the worker declared (nothing of it is kept). limit-exceeded means the host stopped
+the sandbox at a limit it enforces (the disk quota, the audit budget).
 
 Exit codes of run and resume:
   0  finished
   1  infrastructure failure (provider-failed, fetch-failed, lost, or agora itself)
   2  usage error: nothing was dispatched
-  3  the worker did not succeed (worker-failed, timeout, denied, integrity-failed, cancelled)
+  3  the worker did not succeed (worker-failed, timeout, denied, integrity-failed,
+     limit-exceeded, cancelled)
   4  needs input: answer with 'agora dispatch resume ID --answer TEXT'`,
 	}
 	cmd.AddCommand(
