@@ -1,0 +1,41 @@
+package worker
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// TestProcState reads the state letter past a command name that holds ") " itself, as an
+// agent can name its process.
+func TestProcState(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", "exec -a 'x) Z (y' sleep 30")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("SKIP: cannot start a helper process: %v", err)
+	}
+	defer cmd.Process.Kill()
+	st, err := procState(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st != 'S' && st != 'R' {
+		t.Errorf("state %q, want S or R", st)
+	}
+	if st, err := procState(os.Getpid()); err != nil || (st != 'R' && st != 'S') {
+		t.Errorf("own state %q, %v; want R or S", st, err)
+	}
+}
+
+// TestStopNeedsBothKeys: the worker never kills(-1) unless the host said the sandbox has its
+// own PID namespace AND it runs as `agora worker` in a sandbox (Main). A test calling it with
+// either missing must return at once (and this test process must survive to report it).
+func TestStopNeedsBothKeys(t *testing.T) {
+	for _, c := range []struct{ pidns, stopOthers bool }{{false, false}, {true, false}, {false, true}} {
+		r := &runner{opts: options{stopOthers: c.stopOthers}}
+		r.man.PIDNamespace = c.pidns
+		if fl := r.stop(context.Background()); fl != nil {
+			t.Errorf("%+v: %v", c, fl.detail)
+		}
+	}
+}
