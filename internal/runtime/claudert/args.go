@@ -51,15 +51,22 @@ type Config struct {
 	// unredacted (the caller redacts); nil discards them. It MUST NOT be the same writer as
 	// Stderr unless that writer is safe for concurrent use.
 	Transcript io.Writer
-	// TempDir holds the private prompt files for the length of the run; empty means
-	// os.TempDir(). It MUST NOT be inside the workspace.
+	// TempDir holds the private prompt and settings files for the length of the run; empty
+	// means os.TempDir(). It MUST NOT be inside the workspace.
 	TempDir string
+	// HookCommand, when not empty, is the argv of the command claude runs at each of
+	// [HookEvents] for every tool call, with the event's JSON on stdin. It reaches claude
+	// through a private settings file (--settings), never the workspace's. It MUST hold no
+	// secret: a hook's argv is visible to every process in the sandbox.
+	HookCommand []string
+	// Observer, when not nil, sees claude's events as Run parses them; see [Observer].
+	Observer Observer
 }
 
-// Args returns the exact arguments Run passes to claude after the program name, for cfg and
-// the system prompt file systemPromptFile ("" for none). Single-valued flags use the
-// --flag=value form, so no value can be read as a flag; the prompt is not among them (it
-// goes to stdin).
+// Args returns the exact arguments Run passes to claude after the program name, for cfg,
+// the system prompt file systemPromptFile and the settings file settingsFile ("" for none).
+// Single-valued flags use the --flag=value form, so no value can be read as a flag; the
+// prompt is not among them (it goes to stdin).
 //
 //   - --print, --verbose, --output-format=stream-json, --input-format=text: one
 //     non-interactive run, events as JSON lines (stream-json requires --verbose);
@@ -69,12 +76,16 @@ type Config struct {
 //     ~/.claude can change the permissions; managed policy settings still apply (the Agent
 //     SDK's isolation mode, settingSources: [], is the same flag:
 //     https://platform.claude.com/docs/en/agent-sdk/claude-code-features);
+//   - --settings=FILE: the hooks of [Config.HookCommand] (see [HookEvents]). Settings given
+//     on the command line are a scope of their own, not one of the --setting-sources, so
+//     they load when the files do not (https://code.claude.com/docs/en/settings; the runs
+//     in anthropics/claude-code#82747 and #92541 pass exactly this pair);
 //   - --strict-mcp-config and --mcp-config=FILE: MCP servers from Config.MCPConfig only;
 //   - --tools=LIST, --allowedTools RULE..., --disallowedTools NAME...: see [Tools],
 //     [AllowedTools] and [DisallowedTools]. --tools= (empty) loads no built-in tool.
 //
 // Reference: https://code.claude.com/docs/en/cli-reference.
-func Args(cfg Config, systemPromptFile string) []string {
+func Args(cfg Config, systemPromptFile, settingsFile string) []string {
 	a := []string{
 		"--print",
 		"--verbose",
@@ -83,6 +94,9 @@ func Args(cfg Config, systemPromptFile string) []string {
 		"--permission-mode=" + PermissionMode,
 		"--setting-sources=",
 		"--strict-mcp-config",
+	}
+	if settingsFile != "" {
+		a = append(a, "--settings="+settingsFile)
 	}
 	if cfg.MCPConfig != "" {
 		a = append(a, "--mcp-config="+cfg.MCPConfig)

@@ -56,7 +56,7 @@ func TestArgs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Args(tt.cfg, tt.systemFile)
+			got := Args(tt.cfg, tt.systemFile, "")
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Args (-want +got):\n%s", diff)
 			}

@@ -12,6 +12,12 @@
 // permission mode never prompts and never approves beyond the allow rules, and no settings,
 // hooks or MCP servers are loaded from the workspace, which the agent controls.
 //
+// claudert gives claude exactly one settings file, its own private one, which holds only the
+// caller's tool hooks ([Config.HookCommand], [HookEvents]): that is how the caller audits each
+// call live, before it runs and before its result reaches the model. It also shows the
+// caller each event as it is parsed ([Observer]): the init event's tool list, each call and
+// each result, with claude's own classification of refusals.
+//
 // claudert never puts the prompt or the system prompt in argv (they go through a private
 // file and stdin), never reads a secret, and never interprets claude's stderr beyond keeping
 // a short tail for error messages. It writes the transcript unredacted to the caller's

@@ -19,12 +19,16 @@ func FuzzParseStream(f *testing.F) {
 		`{"type":"result","subtype":"success","is_error":false,"num_turns":1e3}`,
 		`{"type":"assistant","message":{"content":"a string"}}` + "\n" + evSuccess,
 		`{"type":"result","subtype":"x","is_error":true,"errors":[1,{"a":[]},"e"],"permission_denials":[{"tool_input":null}]}`,
+		`{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t","content":"<tool_use_error>No such tool available: W","is_error":true}]}}`,
+		`{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"x"}],"is_error":false}]}}`,
+		`{"type":"system","subtype":"init","tools":[],"permissionMode":"dontAsk"}`,
 	} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var tr bytes.Buffer
-		res, err := ParseStream(bytes.NewReader(in), &tr)
+		obs := &checkedObserver{t: t}
+		res, err := ParseStream(bytes.NewReader(in), &tr, obs)
 		if err == nil && res.Subtype == "" {
 			t.Fatalf("no error but no subtype: %+v", res)
 		}
@@ -74,4 +78,26 @@ func FuzzMCPServerNames(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkedObserver fails the fuzz run when an event breaks what the worker relies on: a
+// result is a "No such tool" only as a tool_use_error, and a tool_use_error only as an error.
+type checkedObserver struct{ t *testing.T }
+
+func (o *checkedObserver) Init(in Init) {
+	if in.Tools == nil {
+		o.t.Fatal("Init with nil Tools")
+	}
+}
+
+func (o *checkedObserver) ToolCall(c ToolCall) {
+	if !json.Valid(c.Input) && len(c.Input) != 0 {
+		o.t.Fatalf("ToolCall with invalid input %q", c.Input)
+	}
+}
+
+func (o *checkedObserver) ToolResult(r ToolResult) {
+	if r.ID == "" || (r.NoSuchTool && !r.UseError) || (r.UseError && !r.IsError) {
+		o.t.Fatalf("inconsistent ToolResult %+v", r)
+	}
 }

@@ -68,7 +68,8 @@ const (
 )
 
 // Run runs claude once on prompt (given on stdin) and returns what it produced. The
-// stream-json output is parsed as it arrives and written to cfg.Transcript.
+// stream-json output is parsed as it arrives, written to cfg.Transcript and shown to
+// cfg.Observer.
 //
 // Run returns a [*NotFoundError] when claude is not on the PATH of cfg.Env, [ErrTimedOut]
 // when cfg.Timeout is spent, ctx's error when ctx is done (both after killing claude's
@@ -104,7 +105,18 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 			return Result{}, fmt.Errorf("claude-code runtime: write system prompt: %w", err)
 		}
 	}
-	argv := append([]string{shell, "-c", stdinScript, "claudert", promptFile, prog}, Args(cfg, systemFile)...)
+	settingsFile := ""
+	if len(cfg.HookCommand) > 0 {
+		b, err := settingsJSON(cfg.HookCommand)
+		if err != nil {
+			return Result{}, fmt.Errorf("claude-code runtime: %w", err)
+		}
+		settingsFile = filepath.Join(tmp, "settings.json")
+		if err := os.WriteFile(settingsFile, b, 0o600); err != nil {
+			return Result{}, fmt.Errorf("claude-code runtime: write settings: %w", err)
+		}
+	}
+	argv := append([]string{shell, "-c", stdinScript, "claudert", promptFile, prog}, Args(cfg, systemFile, settingsFile)...)
 
 	tail := &tailWriter{max: stderrTail}
 	var stderr io.Writer = tail
@@ -116,7 +128,7 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 	var perr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		res, perr = ParseStream(pr, cfg.Transcript)
+		res, perr = ParseStream(pr, cfg.Transcript, cfg.Observer)
 		_, _ = io.Copy(io.Discard, pr) // ParseStream reads to the end; this is the backstop
 	})
 	er, err := execrt.Run(ctx, execrt.Spec{

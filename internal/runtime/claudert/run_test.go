@@ -3,7 +3,9 @@ package claudert
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,7 +55,7 @@ func TestRun_Success(t *testing.T) {
 	if filepath.Dir(filepath.Dir(spFile)) != cfg.TempDir {
 		t.Errorf("system prompt file %s is not in TempDir %s", spFile, cfg.TempDir)
 	}
-	if diff := cmp.Diff(Args(cfg, spFile), rec.Argv); diff != "" {
+	if diff := cmp.Diff(Args(cfg, spFile, ""), rec.Argv); diff != "" {
 		t.Errorf("claude's argv is not Args (-want +got):\n%s", diff)
 	}
 	if rec.Stdin != prompt {
@@ -93,6 +95,7 @@ func TestRun_Success(t *testing.T) {
 		InputTokens:  40 + 1500 + 9000,
 		OutputTokens: 350,
 		SessionID:    "5f0d3c1e-8a7b-4e0f-9d2a-1b6c7e8f9a0b",
+		Tools:        []string{"Bash", "Read", "TodoWrite"},
 		ToolUses: []ToolUse{
 			{ID: "toolu_01", Name: "Bash", InputSHA256: sha(`{"command":"git diff --stat","description":"Show the change"}`)},
 			{ID: "toolu_02", Name: "Read", InputSHA256: sha(`{"file_path":"` + cfg.Dir + `/README.md"}`)},
@@ -371,4 +374,145 @@ func TestRun_ParsesAsItArrives(t *testing.T) {
 	if res.Subtype != "success" {
 		t.Errorf("got %+v, want success", res)
 	}
+}
+
+// events is an [Observer] that keeps what it sees, in order.
+type events struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (e *events) add(s string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.log = append(e.log, s)
+}
+
+func (e *events) Init(in Init) {
+	e.add("init " + strings.Join(in.Tools, ",") + " " + in.PermissionMode)
+}
+
+func (e *events) ToolCall(c ToolCall) { e.add("call " + c.ID + " " + c.Name + " " + string(c.Input)) }
+
+func (e *events) ToolResult(r ToolResult) {
+	e.add(fmt.Sprintf("result %s error=%t use_error=%t no_such_tool=%t", r.ID, r.IsError, r.UseError, r.NoSuchTool))
+}
+
+// hookScript writes a hook that appends each event's JSON to dir/log (one line each, in
+// order) and blocks (exit 2, a reason on stderr) every call whose input mentions "blocked".
+func hookScript(t *testing.T) (argv []string, log string) {
+	t.Helper()
+	dir := t.TempDir()
+	script := filepath.Join(dir, "hook's script.sh") // a quote and a space: the argv is quoted
+	body := `in=$(cat); printf '%s\n' "$in" >>"$1/log"
+case $in in *blocked*) echo "agora: not recorded; refused" >&2; exit 2;; esac
+exit 0
+`
+	if err := os.WriteFile(script, []byte(body), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"/bin/sh", script, dir}, filepath.Join(dir, "log")
+}
+
+// TestRun_HooksAroundEachCall: with Config.HookCommand, claude runs it before each call to a
+// loaded tool and after it, with the hook JSON on stdin; exit 2 blocks the call; a call to a
+// tool that is not loaded runs no hook and is a "No such tool" tool_use_error. The observer
+// sees each event as it happens, in order.
+func TestRun_HooksAroundEachCall(t *testing.T) {
+	calls := `[{"name":"Write","input":{"file_path":"x","content":"y"}},` +
+		`{"name":"Bash","input":{"command":"touch ran"}},` +
+		`{"name":"Bash","input":{"command":"touch blocked"}}]`
+	cfg, recPath := fakeConfig(t, "tools", "FAKECLAUDE_TOOLS="+calls)
+	cfg.Grants = Grants{Tools: []string{"read_file", "run_command"}, Commands: []string{"touch **"}}
+	hook, log := hookScript(t)
+	cfg.HookCommand = hook
+	obs := &events{}
+	cfg.Observer = obs
+	res, err := Run(t.Context(), cfg, "go")
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Dir, "ran")); err != nil {
+		t.Errorf("the allowed call did not run: %v", err)
+	}
+	for _, name := range []string{"blocked", "x"} {
+		if _, err := os.Stat(filepath.Join(cfg.Dir, name)); err == nil {
+			t.Errorf("%s exists: a refused call ran", name)
+		}
+	}
+
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(readFile(t, log)), "\n") {
+		var in struct {
+			Event     string          `json:"hook_event_name"`
+			Tool      string          `json:"tool_name"`
+			Input     json.RawMessage `json:"tool_input"`
+			ID        string          `json:"tool_use_id"`
+			SessionID string          `json:"session_id"`
+			Cwd       string          `json:"cwd"`
+		}
+		if err := json.Unmarshal([]byte(line), &in); err != nil {
+			t.Fatalf("hook input %q: %v", line, err)
+		}
+		if in.SessionID == "" || in.Cwd != cfg.Dir {
+			t.Errorf("hook input %q lacks the session or the working directory", line)
+		}
+		got = append(got, in.Event+" "+in.ID+" "+in.Tool+" "+string(in.Input))
+	}
+	want := []string{
+		`PreToolUse toolu_01FAKE000002 Bash {"command":"touch ran"}`,
+		`PostToolUse toolu_01FAKE000002 Bash {"command":"touch ran"}`,
+		`PreToolUse toolu_01FAKE000003 Bash {"command":"touch blocked"}`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("hook events (-want +got):\n%s", diff)
+	}
+	wantEvents := []string{
+		"init Bash,Read,TodoWrite dontAsk",
+		`call toolu_01FAKE000001 Write {"content":"y","file_path":"x"}`,
+		"result toolu_01FAKE000001 error=true use_error=true no_such_tool=true",
+		`call toolu_01FAKE000002 Bash {"command":"touch ran"}`,
+		"result toolu_01FAKE000002 error=false use_error=false no_such_tool=false",
+		`call toolu_01FAKE000003 Bash {"command":"touch blocked"}`,
+		"result toolu_01FAKE000003 error=true use_error=false no_such_tool=false",
+	}
+	if diff := cmp.Diff(wantEvents, obs.log); diff != "" {
+		t.Errorf("observed events (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"Bash", "Read", "TodoWrite"}, res.Tools); diff != "" {
+		t.Errorf("Result.Tools (-want +got):\n%s", diff)
+	}
+	rec := readRecord(t, recPath)
+	i := slices.IndexFunc(rec.Argv, func(a string) bool { return strings.HasPrefix(a, "--settings=") })
+	if i < 0 {
+		t.Fatalf("no --settings in argv %q", rec.Argv)
+	}
+	if diff := cmp.Diff(Args(cfg, "", strings.TrimPrefix(rec.Argv[i], "--settings=")), rec.Argv); diff != "" {
+		t.Errorf("claude's argv is not Args (-want +got):\n%s", diff)
+	}
+	if left, _ := os.ReadDir(cfg.TempDir); len(left) != 0 {
+		t.Errorf("files left behind in TempDir: %v", left)
+	}
+}
+
+// TestRun_HookCommandRefused: a hook word a shell could not be given safely is refused
+// before claude starts.
+func TestRun_HookCommandRefused(t *testing.T) {
+	cfg, recPath := fakeConfig(t, "success")
+	cfg.HookCommand = []string{"/bin/true", "a\nb"}
+	if _, err := Run(t.Context(), cfg, "hi"); err == nil || !strings.Contains(err.Error(), "control character") {
+		t.Fatalf("got %v, want a refusal naming the control character", err)
+	}
+	if _, err := os.Stat(recPath); err == nil {
+		t.Error("claude ran")
+	}
+}
+
+func readFile(t testing.TB, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -35,6 +35,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/agora-dev/agora/internal/strictjson"
@@ -80,6 +82,8 @@ type Result struct {
 	Errors []string
 	// SessionID is claude's session id.
 	SessionID string
+	// Tools is the tool list of the last well-formed init event, nil when there was none.
+	Tools []string
 	// Skipped counts the non-empty output lines that were not a well-formed event (not
 	// JSON, not one object with a "type", ambiguous keys, over MaxEventBytes). They are not
 	// in the transcript.
@@ -94,13 +98,13 @@ type ToolUse struct {
 }
 
 // ParseStream reads claude's stream-json output from r to its end, writes every well-formed
-// event line to transcript (nil discards), and returns what the run produced. It reads r to
-// its end (or a read error) whatever it finds, so a writer on the other side of a pipe never
-// blocks. It returns [ErrNoResult] when no result event came, an error naming the problem
-// when the result event is malformed (the last result event counts), and the first
-// transcript write error.
-func ParseStream(r io.Reader, transcript io.Writer) (Result, error) {
-	p := parser{transcript: transcript}
+// event line to transcript (nil discards), shows the events obs observes to it (nil shows
+// none) and returns what the run produced. It reads r to its end (or a read error) whatever
+// it finds, so a writer on the other side of a pipe never blocks. It returns [ErrNoResult]
+// when no result event came, an error naming the problem when the result event is
+// malformed (the last result event counts), and the first transcript write error.
+func ParseStream(r io.Reader, transcript io.Writer, obs Observer) (Result, error) {
+	p := parser{transcript: transcript, obs: obs}
 	br := bufio.NewReaderSize(r, 64<<10)
 	var buf []byte
 	for {
@@ -148,6 +152,7 @@ func readLine(br *bufio.Reader, buf []byte) ([]byte, bool, error) {
 
 type parser struct {
 	transcript io.Writer
+	obs        Observer
 	werr       error
 	res        Result
 	lastText   string
@@ -178,10 +183,36 @@ func (p *parser) line(b []byte) {
 		p.res.SessionID = session
 	}
 	switch typ {
+	case "system":
+		p.system(top)
 	case "assistant":
 		p.assistant(top)
+	case "user":
+		p.user(top)
 	case "result":
 		p.result = top
+	}
+}
+
+// system reads an init event: the tools claude loaded and its permission mode.
+func (p *parser) system(top object) {
+	var subtype, mode string
+	var tools []string
+	if ok, err := top.field("subtype", &subtype); !ok || err != nil || subtype != "init" {
+		return
+	}
+	if ok, err := top.field("tools", &tools); !ok || err != nil {
+		return
+	}
+	if _, err := top.field("permissionMode", &mode); err != nil {
+		return
+	}
+	if tools == nil {
+		tools = []string{}
+	}
+	p.res.Tools = tools
+	if p.obs != nil {
+		p.obs.Init(Init{Tools: slices.Clone(tools), PermissionMode: mode})
 	}
 }
 
@@ -227,8 +258,76 @@ func (p *parser) assistant(top object) {
 				continue
 			}
 			p.res.ToolUses = append(p.res.ToolUses, ToolUse{ID: id, Name: name, InputSHA256: inputHash(input)})
+			if p.obs != nil {
+				p.obs.ToolCall(ToolCall{ID: id, Name: name, Input: input, Parent: parent})
+			}
 		}
 	}
+}
+
+// user reads the tool results of one user message, for the observer.
+func (p *parser) user(top object) {
+	if p.obs == nil {
+		return
+	}
+	var msg object
+	var content []json.RawMessage
+	if _, err := top.field("message", &msg); err != nil {
+		return
+	}
+	if _, err := msg.field("content", &content); err != nil {
+		return // a plain-text user message holds no tool result
+	}
+	for _, raw := range content {
+		block, err := decodeObject(raw)
+		if err != nil {
+			continue
+		}
+		var typ, id string
+		var isError bool
+		if _, err := block.field("type", &typ); err != nil || typ != "tool_result" {
+			continue
+		}
+		if ok, err := block.field("tool_use_id", &id); !ok || err != nil || id == "" {
+			continue
+		}
+		if _, err := block.field("is_error", &isError); err != nil {
+			continue
+		}
+		r := ToolResult{ID: id, IsError: isError}
+		if text := strings.TrimSpace(resultText(block["content"])); isError && strings.HasPrefix(text, toolUseError) {
+			r.UseError = true
+			r.NoSuchTool = strings.Contains(text, noSuchTool)
+		}
+		p.obs.ToolResult(r)
+	}
+}
+
+// resultText is the text of a tool_result's content: a string, or the text blocks of an
+// array.
+func resultText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var blocks []json.RawMessage
+	if json.Unmarshal(raw, &blocks) != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, raw := range blocks {
+		block, err := decodeObject(raw)
+		if err != nil {
+			continue
+		}
+		var typ, text string
+		if _, err := block.field("type", &typ); err == nil && typ == "text" {
+			if _, err := block.field("text", &text); err == nil {
+				b.WriteString(text)
+			}
+		}
+	}
+	return b.String()
 }
 
 // finish decodes the last result event.

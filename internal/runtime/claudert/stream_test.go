@@ -45,7 +45,7 @@ func TestParseStream(t *testing.T) {
 			in:   lines(evInit, evText, evToolUse, evResult, evSubagent, evThinking, evStreamEvt, evSuccess),
 			want: Result{
 				Final: "All done.", Subtype: "success", Turns: 3, CostUSD: 0.25,
-				InputTokens: 1110, OutputTokens: 7, SessionID: "s-1",
+				InputTokens: 1110, OutputTokens: 7, SessionID: "s-1", Tools: []string{"Read", "Bash"},
 				ToolUses: []ToolUse{
 					{ID: "toolu_1", Name: "Bash", InputSHA256: sha(`{"command":"git diff","description":"d"}`)},
 					{ID: "toolu_9", Name: "Grep", InputSHA256: sha(`{"pattern":"x"}`)},
@@ -59,7 +59,7 @@ func TestParseStream(t *testing.T) {
 			in:   lines(evInit, evText, evSubagent, evMaxTurns),
 			want: Result{
 				Final: "Looking.", IsError: true, Subtype: "error_max_turns", Turns: 2, CostUSD: 0.1,
-				InputTokens: 1, OutputTokens: 2, SessionID: "s-1",
+				InputTokens: 1, OutputTokens: 2, SessionID: "s-1", Tools: []string{"Read", "Bash"},
 				ToolUses: []ToolUse{{ID: "toolu_9", Name: "Grep", InputSHA256: sha(`{"pattern":"x"}`)}},
 				Errors:   []string{"Reached maximum number of turns (2)", `{"code":"x"}`},
 			},
@@ -68,7 +68,7 @@ func TestParseStream(t *testing.T) {
 		{
 			name:       "CRLF line ends and blank lines",
 			in:         strings.Join([]string{evInit, "", "   ", evSuccess}, "\r\n"),
-			want:       Result{Final: "All done.", Subtype: "success", Turns: 3, CostUSD: 0.25, InputTokens: 1110, OutputTokens: 7, SessionID: "s-1", Denials: []ToolUse{{ID: "toolu_2", Name: "WebFetch", InputSHA256: sha(`{"url":"https://evil.example"}`)}}},
+			want:       Result{Final: "All done.", Subtype: "success", Turns: 3, CostUSD: 0.25, InputTokens: 1110, OutputTokens: 7, SessionID: "s-1", Tools: []string{"Read", "Bash"}, Denials: []ToolUse{{ID: "toolu_2", Name: "WebFetch", InputSHA256: sha(`{"url":"https://evil.example"}`)}}},
 			transcript: 2,
 		},
 		{
@@ -91,7 +91,7 @@ func TestParseStream(t *testing.T) {
 		{
 			name:       "no result",
 			in:         lines(evInit, evText),
-			want:       Result{Final: "Looking.", SessionID: "s-1"},
+			want:       Result{Final: "Looking.", SessionID: "s-1", Tools: []string{"Read", "Bash"}},
 			wantNoRes:  true,
 			transcript: 2,
 		},
@@ -141,7 +141,7 @@ func TestParseStream(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var tr bytes.Buffer
-			got, err := ParseStream(strings.NewReader(tt.in), &tr)
+			got, err := ParseStream(strings.NewReader(tt.in), &tr, nil)
 			switch {
 			case tt.wantNoRes:
 				if !errors.Is(err, ErrNoResult) {
@@ -173,7 +173,7 @@ func TestParseStream(t *testing.T) {
 func TestParseStream_LineOverTheCapIsSkipped(t *testing.T) {
 	huge := `{"type":"assistant","message":{"content":[{"type":"text","text":"` + strings.Repeat("x", MaxEventBytes) + `"}]}}`
 	var tr bytes.Buffer
-	got, err := ParseStream(strings.NewReader(lines(evInit, huge, evSuccess)), &tr)
+	got, err := ParseStream(strings.NewReader(lines(evInit, huge, evSuccess)), &tr, nil)
 	if err != nil {
 		t.Fatalf("ParseStream: %v", err)
 	}
@@ -190,11 +190,41 @@ type failingWriter struct{}
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
 func TestParseStream_TranscriptWriteErrorIsReturned(t *testing.T) {
-	got, err := ParseStream(strings.NewReader(lines(evInit, evSuccess)), failingWriter{})
+	got, err := ParseStream(strings.NewReader(lines(evInit, evSuccess)), failingWriter{}, nil)
 	if err == nil || !strings.Contains(err.Error(), "write transcript: disk full") {
 		t.Fatalf("got error %v, want the transcript write error", err)
 	}
 	if got.Subtype != "success" {
 		t.Errorf("got subtype %q, want the result parsed anyway", got.Subtype)
+	}
+}
+
+// TestParseStream_Observer: the observer sees the init event's tools, each call and each
+// result in order; a result is a "No such tool" tool_use_error only when claude says so at
+// its start, not when a tool's output happens to contain the words.
+func TestParseStream_Observer(t *testing.T) {
+	notLoaded := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_3","content":"<tool_use_error>Error: No such tool available: Write</tool_use_error>","is_error":true}]},"parent_tool_use_id":null,"session_id":"s-1"}`
+	blocks := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_4","content":[{"type":"text","text":"  <tool_use_error>InputValidationError"},{"type":"image"}],"is_error":true}]},"session_id":"s-1"}`
+	quoted := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_5","content":"Exit code 1\n<tool_use_error>Error: No such tool available: Bash","is_error":true}]},"session_id":"s-1"}`
+	echoed := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_6","content":"<tool_use_error>Error: No such tool available: X","is_error":false}]},"session_id":"s-1"}`
+	prompt := `{"type":"user","message":{"role":"user","content":"plain text"},"session_id":"s-1"}`
+	badInit := `{"type":"system","subtype":"init","tools":"Read","session_id":"s-1"}`
+	obs := &events{}
+	_, err := ParseStream(strings.NewReader(lines(badInit, evInit, evToolUse, evResult, evSubagent, notLoaded, blocks, quoted, echoed, prompt, evSuccess)), nil, obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"init Read,Bash dontAsk",
+		`call toolu_1 Bash {"command": "git diff",  "description":"d"}`,
+		"result toolu_1 error=false use_error=false no_such_tool=false",
+		`call toolu_9 Grep {"pattern":"x"}`,
+		"result toolu_3 error=true use_error=true no_such_tool=true",
+		"result toolu_4 error=true use_error=true no_such_tool=false",
+		"result toolu_5 error=true use_error=false no_such_tool=false",
+		"result toolu_6 error=false use_error=false no_such_tool=false",
+	}
+	if diff := cmp.Diff(want, obs.log); diff != "" {
+		t.Errorf("observed (-want +got):\n%s", diff)
 	}
 }

@@ -2,12 +2,26 @@
 // flags the way claude's own parser does (long options, --flag=value or --flag value,
 // variadic lists that end at the next option), refuses the combinations claude refuses,
 // reads the prompt from stdin, and writes the stream-json event shapes claude writes
-// (system/init, assistant text and tool_use, user tool_result, result) to stdout.
+// (system/init, assistant text and tool_use, user tool_result, result) to stdout, each as it
+// happens.
+//
+// In the tools and api modes it makes tool calls the way claude does (tools.go): its init
+// event lists the tools it loaded (--tools less the tools a bare --disallowedTools rule
+// names); a call to any other tool is answered with a <tool_use_error> "No such tool
+// available" and runs no hook; otherwise it runs the PreToolUse hooks of --settings with the
+// hook JSON on stdin and honours their exit code and decision (hooks.go), applies the
+// permission rules (--allowedTools, --disallowedTools, --permission-mode), runs the tool for
+// real in its working directory (Bash, Read, Write, Edit, TodoWrite; MCP tools answer a fixed
+// text), then runs the PostToolUse or PostToolUseFailure hooks. The success mode instead
+// replays a recorded conversation and runs nothing.
 //
 // It is driven by its environment (claudert passes a complete one):
 //
 //	FAKECLAUDE_MODE    success (default), max_turns, crash, no_result, garbage, huge, hang,
-//	                   handshake, api (one Messages API call to ANTHROPIC_BASE_URL, see api.go)
+//	                   handshake, tools (the calls of FAKECLAUDE_TOOLS), api (claude's loop
+//	                   against the Messages API at ANTHROPIC_BASE_URL, see api.go)
+//	FAKECLAUDE_TOOLS   a JSON array of {"name","input"}: the calls the model asks for (tools)
+//	FAKECLAUDE_EXTRA_TOOLS  comma-separated tools loaded whatever the flags say (tools, api)
 //	FAKECLAUDE_RECORD  file to write {"argv","stdin","system_prompt","mcp_config","cwd","env"}
 //	FAKECLAUDE_PIDFILE file to append this pid and its child's pid to (hang)
 //	FAKECLAUDE_HUGE    byte length of the text of the huge line (huge)
@@ -41,7 +55,7 @@ var flags = map[string]flagKind{
 	"--output-format": single, "--input-format": single, "--permission-mode": single,
 	"--setting-sources": single, "--model": single, "--max-turns": single,
 	"--append-system-prompt-file": single, "--system-prompt-file": single,
-	"--system-prompt": single, "--append-system-prompt": single,
+	"--system-prompt": single, "--append-system-prompt": single, "--settings": single,
 	"--tools": variadic, "--allowedTools": variadic, "--allowed-tools": variadic,
 	"--disallowedTools": variadic, "--disallowed-tools": variadic, "--mcp-config": variadic,
 }
@@ -208,7 +222,7 @@ func raw(s string) { os.Stdout.WriteString(s + "\n") }
 type obj = map[string]any
 
 func initEvent(o opts, cwd string) obj {
-	tools := o.list("--tools")
+	tools := newClaude(o, cwd).loaded
 	if tools == nil {
 		tools = []string{}
 	}
@@ -351,16 +365,12 @@ func run(o opts, prompt, cwd string) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		emit(result("success", 1, &final, []obj{}))
+	case "tools":
+		emit(initEvent(o, cwd))
+		runScript(newClaude(o, cwd), final)
 	case "api":
 		emit(initEvent(o, cwd))
-		answer, err := callAPI(o, prompt)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "API Error:", err)
-			emit(result("error_during_execution", 1, nil, []obj{}))
-			os.Exit(1)
-		}
-		emit(assistant("msg_01", text(answer)))
-		emit(result("success", 1, &answer, []obj{}))
+		runAPI(newClaude(o, cwd), prompt)
 	default:
 		fail("fakeclaude: unknown mode %q", mode)
 	}
