@@ -37,6 +37,9 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (*Record, error) {
 			return cur, nil
 		}
 		if !supervisorAlive(cur.supervisor) || time.Now().After(deadline) {
+			if !supervisorAlive(cur.supervisor) {
+				releaseStage(d.StateDir, id)
+			}
 			if _, err := d.Records.Finish(ctx, id, Outcome{State: StateCancelled, Reason: ReasonCancelled,
 				Detail: "cancelled; no live supervisor recorded the end"}); err != nil {
 				return nil, err
@@ -52,7 +55,8 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (*Record, error) {
 }
 
 // Reap ends every live dispatch whose supervising process is gone: its worker died with it
-// (bubblewrap runs with --die-with-parent), so the record must not stay live. It returns how
+// (bubblewrap runs with --die-with-parent), so the record must not stay live, and its disk
+// quota is unmounted and its stage's work removed (the logs stay). It returns how
 // many it ended. Commands that read records call it first, so a crash is repaired the next
 // time anyone looks.
 func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
@@ -73,6 +77,8 @@ func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
 		if r.ProviderTaskID != "" {
 			d.Provider.Cancel(ctx, r.ProviderTaskID)
 		}
+		// The dead supervisor never unmounted the disk quota nor removed the stage's work.
+		releaseStage(d.StateDir, r.ID)
 		applied, err := d.Records.Finish(ctx, r.ID, o)
 		if err != nil {
 			return n, err

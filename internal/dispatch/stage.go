@@ -2,18 +2,30 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/worker"
 )
 
 // stage is one dispatch's directory on the host: the bundle the worker verifies, the
 // workspace, the out directory, and the live logs.
+//
+// For a root agora with a bwrap target, the workspace and out directory live on a tmpfs of
+// the target's disk size mounted at disk/ (the quota; the logs stay outside it, so `dispatch
+// logs -f` can read them after it is gone), and everything the sandbox reads or writes is
+// handed to the target's sandbox uid. AGORA_HOME and the stage directory stay 0700 root: the
+// provider binds the sources from a private mount namespace.
 type stage struct {
 	dir       string
 	bundle    string
@@ -21,29 +33,184 @@ type stage struct {
 	out       string
 	stdout    string
 	stderr    string
+	// disk is the mount point of the quota's tmpfs, "" when none is mounted; diskSize its
+	// size in bytes.
+	disk     string
+	diskSize int64
+	// owner is the host user the sandbox runs as, nil for the invoking user.
+	owner *compute.HostUser
+	// sandboxed is false for `sandbox: none`, which gets neither the owner nor the quota.
+	sandboxed bool
 }
 
-func newStage(stateDir, id string) (*stage, error) {
+// diskDir is the quota's mount point inside the stage directory.
+const diskDir = "disk"
+
+// stageLimits are what a root agora enforces itself for one dispatch.
+type stageLimits struct {
+	sandboxed bool
+	owner     *compute.HostUser
+	disk      int64 // bytes; 0: no quota is mounted
+}
+
+// limitsFor decides who runs the sandbox of a dispatch on target and whether its disk quota
+// is mounted. Only root can do either; an unprivileged agora runs sandboxes as itself, which
+// the kernel's process limit binds already, and cannot mount. `sandbox: none` is the explicit
+// escape and gets neither: it runs as the invoking user on the host's own files.
+func limitsFor(target config.Target, sandbox string) stageLimits {
+	l := stageLimits{sandboxed: sandbox != compute.SandboxNone}
+	if !l.sandboxed || os.Geteuid() != 0 {
+		return l
+	}
+	l.owner = &compute.HostUser{UID: uint32(target.SandboxUID), GID: uint32(target.SandboxUID)}
+	l.disk = int64(target.Disk)
+	return l
+}
+
+func stageAt(stateDir, id string) *stage {
 	dir := filepath.Join(stateDir, id)
-	s := &stage{
+	return &stage{
 		dir: dir, bundle: filepath.Join(dir, "bundle"), workspace: filepath.Join(dir, "workspace"),
 		out: filepath.Join(dir, "out"), stdout: filepath.Join(dir, stdoutLog), stderr: filepath.Join(dir, stderrLog),
+		disk: filepath.Join(dir, diskDir),
 	}
-	for _, d := range []string{s.bundle, filepath.Join(s.bundle, "capabilities"), s.out} {
+}
+
+func newStage(stateDir, id string, l stageLimits) (*stage, error) {
+	s := stageAt(stateDir, id)
+	s.disk, s.owner, s.sandboxed = "", l.owner, l.sandboxed
+	for _, d := range []string{s.bundle, filepath.Join(s.bundle, "capabilities")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("stage dispatch %s: %w", id, err)
 		}
 	}
+	if l.disk > 0 {
+		disk := filepath.Join(s.dir, diskDir)
+		if err := mountQuota(disk, id, l.disk); err == nil {
+			s.disk, s.diskSize = disk, l.disk
+			s.workspace, s.out = filepath.Join(disk, "workspace"), filepath.Join(disk, "out")
+		}
+		// Else nothing here can mount (a container without CAP_SYS_ADMIN, say): the
+		// dispatch runs as an unprivileged agora's would, and its isolation says
+		// disk-unenforced. `agora doctor` tells why.
+	}
+	if err := os.MkdirAll(s.out, 0o700); err != nil {
+		s.removeWork()
+		return nil, fmt.Errorf("stage dispatch %s: %w", id, err)
+	}
 	return s, nil
 }
 
-// removeWork deletes everything but the logs, which `dispatch logs -f` may still be reading.
+// mountQuota mounts a tmpfs of size bytes at dir for dispatch id. Its root is 0700 root; the
+// inode count is capped too (one per 16 KiB, at least 4096), since inodes cost kernel memory
+// that size does not count. nosuid and nodev: nothing the agent leaves there gains rights.
+func mountQuota(dir, id string, size int64) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	inodes := max(size/(16<<10), 4096)
+	opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0700,uid=0,gid=0", size, inodes)
+	if err := unix.Mount("agora-"+id, dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		os.Remove(dir)
+		return fmt.Errorf("mount the disk quota on %s: %w", dir, err)
+	}
+	return nil
+}
+
+// checkRunnable refuses, before anything starts, a binary the sandbox user could not run:
+// bwrap would fail inside with a bare "permission denied".
+func (s *stage) checkRunnable(bin string) error {
+	if s.owner == nil {
+		return nil
+	}
+	fi, err := os.Stat(bin)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o005 != 0o005 {
+		return fmt.Errorf("the agora binary %s (mode %v) is not readable and executable by others, "+
+			"and sandboxes run as uid %d: chmod 0755 it", bin, fi.Mode().Perm(), s.owner.UID)
+	}
+	return nil
+}
+
+// handOver gives the sandbox user the trees at paths (no symlink is followed: links are
+// re-owned themselves). Nothing of the sandbox runs yet and the trees sit in the stage
+// directory, which only root can enter, so nobody can swap a path while it is walked.
+func (s *stage) handOver(paths ...string) error {
+	if s.owner == nil {
+		return nil
+	}
+	uid, gid := int(s.owner.UID), int(s.owner.GID)
+	for _, root := range paths {
+		err := filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, uid, gid)
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("hand the stage to the sandbox uid %d: %w", uid, err)
+		}
+	}
+	return nil
+}
+
+// isolation appends to what the provider enforced the stage's own share: the disk quota, or
+// the word that there is none. `sandbox: none` stays exactly "none".
+func (s *stage) isolation(provider string) string {
+	switch {
+	case !s.sandboxed || provider == "":
+		return provider
+	case s.disk != "":
+		return provider + "+disk-quota"
+	}
+	return provider + "+disk-unenforced"
+}
+
+// diskExceeded says why the dispatch's disk quota is full, or "" when it is not (or there is
+// none). A full tmpfs is what a filler leaves: its writes failed with ENOSPC at the quota.
+func (s *stage) diskExceeded(target string) string {
+	if s.disk == "" {
+		return ""
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(s.disk, &st); err != nil || st.Type != unix.TMPFS_MAGIC {
+		return ""
+	}
+	what := ""
+	switch {
+	case st.Bavail == 0:
+		what = config.ByteSize(s.diskSize).String()
+	case st.Ffree == 0:
+		what = fmt.Sprintf("%d files", st.Files)
+	default:
+		return ""
+	}
+	return fmt.Sprintf("disk quota exceeded: the workspace and out directory filled all %s allowed "+
+		"(targets.%s.disk in agora.yaml)", what, target)
+}
+
+// removeWork unmounts the disk quota and deletes everything but the logs, which `dispatch
+// logs -f` may still be reading. The unmount is lazy: a reader still holding a file open
+// keeps its pages until it closes it, but the mount is gone at once.
 func (s *stage) removeWork() {
+	if s.disk != "" {
+		// EINVAL: not a mount point (a reaped stage whose supervisor never mounted one).
+		_ = unix.Unmount(s.disk, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+		os.RemoveAll(s.disk)
+	}
 	os.RemoveAll(s.bundle)
 	os.RemoveAll(s.workspace)
 	os.RemoveAll(s.out)
 	os.RemoveAll(filepath.Join(s.dir, worker.InputsDir))
 	os.RemoveAll(filepath.Join(s.dir, worker.GatewayDir))
+}
+
+// releaseStage removes the work of dispatch id whose supervisor is gone, its disk quota
+// included: a supervisor killed with -9 left the tmpfs mounted.
+func releaseStage(stateDir, id string) {
+	stageAt(stateDir, id).removeWork()
 }
 
 // plan is what the worker needs, derived only from the record's pinned digests.

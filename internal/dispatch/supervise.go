@@ -79,11 +79,15 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	if err != nil {
 		return failed(ReasonIntegrityFailed, "load pinned catalog content: %v", err), nil
 	}
-	st, err := newStage(d.StateDir, r.ID)
+	st, err := newStage(d.StateDir, r.ID, limitsFor(target, r.Sandbox))
 	if err != nil {
 		return Outcome{}, err
 	}
+	// After collection (reconcile reads the out directory first); it unmounts the disk quota.
 	defer st.removeWork()
+	if err := st.checkRunnable(d.AgoraBin); err != nil {
+		return failed(ReasonProviderFailed, "%v", err), nil
+	}
 
 	// The model endpoint and key leave the plan before the bundle is written: the worker
 	// never learns them; the gateway uses them.
@@ -98,6 +102,10 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		return Outcome{}, fmt.Errorf("stage bundle: %w", err)
 	}
 	if err := prepareWorkspace(ctx, r, st); err != nil {
+		if full := st.diskExceeded(r.Target); full != "" {
+			// The clone counts against the quota too.
+			return failed(ReasonLimitExceeded, "%s while cloning %s", full, r.Repo), nil
+		}
 		return failed(ReasonFetchFailed, "%v", err), nil
 	}
 	inputsDir := filepath.Join(st.dir, worker.InputsDir)
@@ -105,6 +113,9 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		if err := d.stageInputs(r.Inputs, inputsDir); err != nil {
 			return failed(ReasonIntegrityFailed, "stage inputs: %v", err), nil
 		}
+	}
+	if err := st.handOver(st.bundle, st.workspace, st.out, inputsDir); err != nil {
+		return Outcome{}, err
 	}
 
 	secrets := map[string]string{}
@@ -144,6 +155,8 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 			Timeout: timeout, MaxProcs: target.MaxProcs, FileSize: int64(target.FileSize), Memory: int64(target.Memory),
 		},
 		Stdout: stdout, Stderr: stderr,
+		// Root runs the sandbox as the target's sandbox uid; nil leaves it the invoking user.
+		RunAs: st.owner,
 		Binds: []compute.Bind{
 			{Src: d.AgoraBin, Dst: sandboxBin},
 			{Src: st.bundle, Dst: sandboxBundle},
@@ -164,6 +177,12 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 			return failed(ReasonProviderFailed, "%v", err), nil
 		}
 		defer gw.close()
+		// The sandbox user must be able to connect to the socket.
+		if err := st.handOver(gw.dir); err != nil {
+			stdout.Close()
+			stderr.Close()
+			return Outcome{}, err
+		}
 		spec.Binds = append(spec.Binds, compute.Bind{Src: gw.dir, Dst: sandboxGateway})
 	}
 	if r.Sandbox == compute.SandboxNone {
@@ -216,6 +235,11 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	// Every request of the worker is answered and audited before the record is reconciled.
 	// Its only error is a socket it could not remove, and its directory goes with it.
 	_ = gw.close()
+	exit.Isolation = st.isolation(exit.Isolation)
+	if full := st.diskExceeded(r.Target); full != "" {
+		// Found after the sandbox exited: the agent's writes stopped at the quota.
+		trip.Trip(full)
+	}
 
 	return d.reconcile(context.WithoutCancel(ctx), r, st, exit, werr, trip.Detail(), red, stdout, stderr, endpoint != nil), nil
 }
