@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -293,7 +292,13 @@ func newDispatchOutputsCmd(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "outputs ID --to DIR",
 		Short: "Write a dispatch's output files into a directory",
-		Args:  exactArgs(1, "ID"),
+		Long: `Write the files the agent left in outputs/ to DIR/<path>. Review them: the agent
+wrote them.
+
+Files are written 0600 (new directories 0700). Nothing already in DIR is followed or
+overwritten: a symbolic link, or a different file, where an output goes is an error, and a
+file with the same content is left as it is, so a rerun succeeds.`,
+		Args: exactArgs(1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(cmd, output); err != nil {
 				return err
@@ -312,11 +317,19 @@ func newDispatchOutputsCmd(f *Factory) *cobra.Command {
 			if to == "" {
 				return usageErrorf(cmd, "--to DIR is required")
 			}
-			for _, o := range outs {
-				if err := writeOutput(d, to, o); err != nil {
+			if len(outs) > 0 {
+				dir, err := openOutDir(to)
+				if err != nil {
 					return err
 				}
-				fmt.Fprintf(f.IO.ErrOut, "agora: wrote %s\n", filepath.Join(to, o.Path))
+				defer dir.Close()
+				for _, o := range outs {
+					path, err := writeOutput(d, dir, o)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(f.IO.ErrOut, "agora: wrote %s\n", path)
+				}
 			}
 			if output == formatJSON {
 				return writeJSON(f.IO.Out, outs)
@@ -332,26 +345,15 @@ func newDispatchOutputsCmd(f *Factory) *cobra.Command {
 	return cmd
 }
 
-// writeOutput writes one output below dir, refusing paths that would leave it.
-func writeOutput(d *dispatch.Dispatcher, dir string, o dispatch.Output) error {
-	clean := filepath.Clean(o.Path)
-	if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
-		return fmt.Errorf("output path %q leaves the directory", o.Path)
-	}
+// writeOutput writes one output below dir (see writeout.go: no link followed, nothing
+// overwritten, 0600) and returns the path written. Output paths are the agent's: one that
+// would leave dir is refused.
+func writeOutput(d *dispatch.Dispatcher, dir *outDir, o dispatch.Output) (string, error) {
 	b, err := d.Blobs.Get(o.Digest, 0)
 	if err != nil {
-		return err
+		return "", err
 	}
-	dst := filepath.Join(dir, clean)
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	if _, err := os.Lstat(dst); err == nil {
-		return fmt.Errorf("%s exists; refusing to overwrite", dst)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return os.WriteFile(dst, b, 0o644)
+	return dir.writeFile(o.Path, b)
 }
 
 func newDispatchCancelCmd(f *Factory) *cobra.Command {

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -18,7 +16,11 @@ func newOrchPatchesCmd(f *Factory) *cobra.Command {
 		Short: "Write every succeeded task's patch into a directory",
 		Long: `Write the patch of each task that succeeded, from its last attempt's dispatch, to
 DIR/<task>.patch (git apply on the run's revision). Tasks that changed nothing get no
-file. Review them: agents wrote them.`,
+file. Review them: agents wrote them.
+
+Patches are written 0600 (DIR, if created, 0700). Nothing already in DIR is followed or
+overwritten: a symbolic link or a different file where a patch goes is an error, and a
+file with the same patch is left as it is, so a rerun succeeds.`,
 		Example: `  agora orch patches nightly-fixes --to ./review && git apply --check review/*.patch`,
 		Args:    exactArgs(1, "RUN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -41,9 +43,11 @@ file. Review them: agents wrote them.`,
 				return err
 			}
 			records := dispatch.NewRecords(h.DB, nil, f.Now)
-			if err := os.MkdirAll(to, 0o755); err != nil {
+			dir, err := openOutDir(to)
+			if err != nil {
 				return err
 			}
+			defer dir.Close()
 			var out []api.Patch
 			var rows [][]string
 			for _, t := range run.Tasks {
@@ -60,9 +64,9 @@ file. Review them: agents wrote them.`,
 					if err != nil {
 						return fmt.Errorf("task %s: %w", t.ID, err)
 					}
-					path := filepath.Join(to, t.ID+".patch")
-					if err := os.WriteFile(path, b, 0o644); err != nil {
-						return err
+					path, err := dir.writeFile(t.ID+".patch", b)
+					if err != nil {
+						return fmt.Errorf("task %s: %w", t.ID, err)
 					}
 					p.Digest = string(r.Result.Patch.Digest)
 					rows = append(rows, []string{t.ID, r.ID, path})
