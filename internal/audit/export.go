@@ -26,8 +26,11 @@ type Selection struct {
 	// "catalog.*", of that family.
 	Kind string
 	// Subjects, when set, keeps only entries whose subject is one of them or lies below one
-	// ("run/R" also selects "run/R/task/T"); the bundle is then format v2.
+	// ("run/R" also selects "run/R/task/T").
 	Subjects []string
+	// Run, when set, names the orchestrator run this export is a part of; it is signed with
+	// the selection, so a verifier can tell a part exported for another run.
+	Run string
 }
 
 // Export builds a bundle of the selected entries up to the latest checkpoint (entries after
@@ -35,7 +38,9 @@ type Selection struct {
 // its inclusion proof against the earliest checkpoint that covers every selected entry, so a
 // bundle of old entries keeps pointing at the checkpoint that first sealed them; the bundle
 // carries the latest anchored checkpoint, the consistency proof between the two and the
-// anchors' evidence.
+// anchors' evidence. The selection and the list of included indexes are signed with the
+// log's key ([verify.SignSelection]), so a bundle with an entry removed no longer verifies.
+// Manifests the caller adds afterwards are not signed: they are bound to entries instead.
 func (c *Checkpointer) Export(ctx context.Context, sel Selection) (*verify.Bundle, error) {
 	q := c.db.SQL()
 	latest, err := LatestCheckpoint(ctx, q)
@@ -82,18 +87,18 @@ func (c *Checkpointer) Export(ctx context.Context, sel Selection) (*verify.Bundl
 	for i := range entries {
 		entries[i].InclusionProof = proofs[i]
 	}
-	format := verify.Format
-	if len(sel.Subjects) > 0 {
-		format = verify.FormatV2
-	}
 	b := &verify.Bundle{
-		Format:     format,
-		Origin:     c.origin,
-		Key:        c.opts.VerifierKey,
-		Selection:  verify.Selection{FromIndex: from, Kind: sel.Kind, Count: len(entries), Subjects: sel.Subjects},
+		Format: verify.Format,
+		Origin: c.origin,
+		Key:    c.opts.VerifierKey,
+		Selection: verify.Selection{FromIndex: from, Kind: sel.Kind, Count: len(entries), Subjects: sel.Subjects,
+			EndIndex: latest.Size, Run: sel.Run},
 		Checkpoint: proven.Note,
 		Entries:    entries,
 		Manifests:  []verify.Manifest{},
+	}
+	if err := verify.SignSelection(b, c.opts.Signer); err != nil {
+		return nil, fmt.Errorf("export audit log: %w", err)
 	}
 	if anchored != nil {
 		if b.Anchored, err = anchoredPart(ctx, q, proven, anchored); err != nil {

@@ -203,9 +203,9 @@ func TestVerify_EachCheckCatchesItsCorruption(t *testing.T) {
 		want   []string
 	}{
 		{"another key given", false, func(b *verify.Bundle, o *verify.Options) { o.Key = otherKey },
-			concat([]string{"key", "checkpoint"}, all, []string{"anchored checkpoint", "consistency", "anchor coverage"}, anchorsFail)},
+			concat([]string{"key", "checkpoint", "selection"}, all, []string{"anchored checkpoint", "consistency", "anchor coverage"}, anchorsFail)},
 		{"bundle key swapped", false, func(b *verify.Bundle, o *verify.Options) { b.Key = otherKey; o.Key = "" },
-			concat([]string{"key", "checkpoint"}, all, []string{"anchored checkpoint", "consistency", "anchor coverage"}, anchorsFail)},
+			concat([]string{"key", "checkpoint", "selection"}, all, []string{"anchored checkpoint", "consistency", "anchor coverage"}, anchorsFail)},
 		{"checkpoint signature flipped", false, func(b *verify.Bundle, o *verify.Options) { b.Checkpoint = flipSignature(t, b.Checkpoint) },
 			concat([]string{"checkpoint"}, all, []string{"consistency"})},
 		{"checkpoint signed by another key", false, func(b *verify.Bundle, o *verify.Options) {
@@ -234,19 +234,19 @@ func TestVerify_EachCheckCatchesItsCorruption(t *testing.T) {
 		{"entry duplicated", false, func(b *verify.Bundle, o *verify.Options) {
 			b.Entries = slices.Insert(b.Entries, 4, b.Entries[3])
 			b.Selection.Count++
-		}, []string{"entries"}},
+		}, []string{"selection", "entries"}},
 		{"entries reordered", false, func(b *verify.Bundle, o *verify.Options) { b.Entries[3], b.Entries[4] = b.Entries[4], b.Entries[3] },
-			[]string{"entries"}},
+			[]string{"selection", "entries"}},
 		{"entry dropped", false, func(b *verify.Bundle, o *verify.Options) {
 			b.Entries = slices.Delete(b.Entries, 3, 4)
 			b.Selection.Count--
-		}, []string{"entries"}},
+		}, []string{"selection", "entries"}},
 		{"entry dropped, count kept", false, func(b *verify.Bundle, o *verify.Options) { b.Entries = slices.Delete(b.Entries, 3, 4) },
-			[]string{"entries"}},
+			[]string{"selection", "entries"}},
 		{"first entry dropped", false, func(b *verify.Bundle, o *verify.Options) {
 			b.Entries = b.Entries[1:]
 			b.Selection.Count--
-		}, []string{"entries"}},
+		}, []string{"selection", "entries"}},
 		{"anchored checkpoint signature flipped", false, func(b *verify.Bundle, o *verify.Options) {
 			b.Anchored.Checkpoint = flipSignature(t, b.Anchored.Checkpoint)
 		}, concat([]string{"anchored checkpoint", "consistency", "anchor coverage"}, anchorsFail)},

@@ -24,7 +24,8 @@ signed checkpoint and the latest anchored checkpoint, plus every dispatch's mani
 
 Only a sealed run is exported: it accepts no later write, so the bundle stays valid for
 good. A run that ended but is not sealed yet (a failed run, kept open for 'retry') is
-sealed first.`,
+sealed first. Every dispatch of it must have ended: 'agora verify' fails an attempt with no
+terminal entry. Both parts carry a selection signed with the audit key and naming the run.`,
 		Example: `  agora orch audit nightly-fixes --out run.json && agora verify run.json --key ~/.local/share/agora/keys/audit.pub`,
 		Args:    exactArgs(1, "RUN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -75,7 +76,9 @@ sealed first.`,
 						return fmt.Errorf("task %s: %w", t.ID, err)
 					}
 					if !dispatch.IsTerminal(r.State) {
-						return fmt.Errorf("task %s: dispatch %s is still %s", t.ID, id, r.State)
+						// A run bundle holds closed attempts only: agora verify fails an
+						// attempt with no terminal entry, as it would one whose end was cut.
+						return fmt.Errorf("task %s: dispatch %s is still %s; a run bundle holds only ended dispatches, export it once this one ends", t.ID, id, r.State)
 					}
 					m, err := dispatch.Manifest(r)
 					if err != nil {
@@ -87,7 +90,7 @@ sealed first.`,
 			if len(subjects) == 0 {
 				return fmt.Errorf("run %s fired no dispatch; there is nothing to bind its entries to", run.ID)
 			}
-			dispPart, err := cp.Export(ctx, audit.Selection{Subjects: subjects})
+			dispPart, err := cp.Export(ctx, audit.Selection{Subjects: subjects, Run: run.ID})
 			if err != nil {
 				return err
 			}

@@ -110,7 +110,7 @@ func runOrchServe(ctx context.Context, f *Factory) error {
 			if _, err := orchCP.Checkpoint(ctx); err != nil {
 				return nil, err
 			}
-			return orchCP.Export(ctx, audit.Selection{Subjects: []string{"run/" + runID}})
+			return orchCP.Export(ctx, audit.Selection{Subjects: []string{"run/" + runID}, Run: runID})
 		}}
 	fmt.Fprintf(f.IO.ErrOut, "agora: orchestrator serving on %s (pid %d)\n", sock, os.Getpid())
 	g, gctx := errgroup.WithContext(ctx)

@@ -38,12 +38,15 @@ func newVerifyCmd(f *Factory) *cobra.Command {
 		Short: "Check an audit bundle offline and name every failed check",
 		Long: `Check a bundle written by 'agora audit export' or 'agora orch audit' with no database and
 no AGORA_HOME: every entry's hash and canonical form, every inclusion proof, the checkpoint
-signatures, the consistency proof to the anchored checkpoint, each anchor's evidence and
-each manifest's binding to an entry. For a run bundle also: the run is sealed with all its
-entries present, every attempt's dispatch is there, each dispatch manifest agrees with its
-entries (catalog hashes, input, products), and every input of a task is the product of a
-succeeded task of the same run (provenance). One row per check; exit 0 only when all pass,
-5 when any fails. BUNDLE "-" reads the bundle from standard input.
+signatures, the signed selection (no entry removed or added, the filter unchanged), the
+consistency proof to the anchored checkpoint, each anchor's evidence and each manifest's
+binding to an entry. For a run bundle also: the run is sealed with all its entries present,
+every attempt has its accepted entry, exactly one terminal entry and the manifest that entry
+names, each dispatch manifest agrees with its entries (catalog hashes, input, products), and
+every input of a task is the product of a succeeded task of the same run (provenance). One
+row per check; exit 0 only when all pass, 5 when any fails. BUNDLE "-" reads the bundle from
+standard input. A bundle of an older format carries no signed selection and fails: export
+it again.
 
 The last row names the tier reached:
   tamper-detecting  signed by the log's key, checkpoints held locally

@@ -37,8 +37,9 @@ func TestVerify_Standalone(t *testing.T) {
 		t.Fatalf("verify: %+v", r)
 	}
 	rows := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	// key, checkpoint, entries, 3 x (entry, inclusion), tier
-	if len(rows) != 10 || !strings.HasPrefix(rows[0], "key\tpass\t") || rows[9] != "tier\ttamper-detecting\tsigned by the log's key, checkpoints held locally" {
+	// key, checkpoint, selection, entries, 3 x (entry, inclusion), tier
+	if len(rows) != 11 || !strings.HasPrefix(rows[0], "key\tpass\t") || !strings.HasPrefix(rows[2], "selection\tpass\tsigned by ") ||
+		rows[10] != "tier\ttamper-detecting\tsigned by the log's key, checkpoints held locally" {
 		t.Errorf("rows:\n%s", r.stdout)
 	}
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {
@@ -67,7 +68,7 @@ func TestVerify_JSON(t *testing.T) {
 		} `json:"checks"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != 0 || !res.OK || res.Tier != "tamper-detecting" ||
-		res.KeySource != "given" || len(res.Checks) != 9 || res.Bundle != bundle {
+		res.KeySource != "given" || len(res.Checks) != 10 || res.Bundle != bundle {
 		t.Errorf("json: %v %+v", err, r)
 	}
 }
@@ -94,7 +95,7 @@ func TestVerify_FailedChecksExit5(t *testing.T) {
 		want    string // a failed row on stdout
 		stderr  string
 	}{
-		{"inclusion proof", tampered, pub, "inclusion 1\tFAIL\t", "1 of 9 checks failed; first: inclusion 1"},
+		{"inclusion proof", tampered, pub, "inclusion 1\tFAIL\t", "1 of 10 checks failed; first: inclusion 1"},
 		{"another key", data, otherPub, "key\tFAIL\tbundle key", "checks failed; first: key"},
 		{"not a bundle", bytes.Replace(data, []byte(`"format"`), []byte(`"formats"`), 1), pub, "bundle\tFAIL\tmalformed audit bundle", "1 of 1 checks failed"},
 	}
@@ -114,5 +115,74 @@ func TestVerify_FailedChecksExit5(t *testing.T) {
 	}
 	if r := runAgora(t, env, "verify"); r.code != cli.ExitUsage {
 		t.Errorf("no argument: got code %d, want %d", r.code, cli.ExitUsage)
+	}
+}
+
+// TestVerify_SelectionTampering edits a real `agora audit export --kind` the ways that
+// verified before selections were signed (issue #11, finding 5a): one entry deleted with
+// selection.count lowered to match, the kind or from_index changed, the bundle relabelled v1
+// without its signed selection. Each now exits 5 naming the selection row.
+func TestVerify_SelectionTampering(t *testing.T) {
+	env := auditHome(t, "")
+	bundle := filepath.Join(t.TempDir(), "bundle.json")
+	if r := runAgora(t, env, "audit", "export", "--out", bundle, "--kind", "catalog.*"); r.code != 0 {
+		t.Fatalf("export: %+v", r)
+	}
+	pub := filepath.Join(env["AGORA_HOME"], "keys", "audit.pub")
+	data, err := os.ReadFile(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		edit   func(b, sel map[string]any)
+		detail string
+	}{
+		{"entry deleted, count lowered", func(b, sel map[string]any) {
+			entries := b["entries"].([]any)
+			b["entries"] = append(entries[:1:1], entries[2:]...)
+			sel["count"] = sel["count"].(float64) - 1
+		}, `the signed selection says "count 3", the bundle says "count 2"`},
+		{"kind narrowed", func(b, sel map[string]any) { sel["kind"] = "catalog.capability.register" }, `the signed selection says "kind`},
+		{"first entry deleted, from_index raised", func(b, sel map[string]any) {
+			b["entries"] = b["entries"].([]any)[1:]
+			sel["from_index"], sel["count"] = 1, sel["count"].(float64)-1
+		}, `the signed selection says "from_index 0", the bundle says "from_index 1"`},
+		{"relabelled v1", func(b, sel map[string]any) {
+			b["format"] = "agora-audit-bundle/v1"
+			delete(b, "selection_note")
+			delete(sel, "end_index")
+		}, "format agora-audit-bundle/v1 carries no signed selection, so entries removed from it cannot be detected"},
+	}
+	env2, _ := standalone(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b map[string]any
+			if err := json.Unmarshal(data, &b); err != nil {
+				t.Fatal(err)
+			}
+			tt.edit(b, b["selection"].(map[string]any))
+			tampered, _ := json.Marshal(b)
+			path := filepath.Join(t.TempDir(), "tampered.json")
+			if err := os.WriteFile(path, tampered, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r := runAgora(t, env2, "verify", path, "--key", pub)
+			if r.code != cli.ExitCheckFailed || !strings.Contains(r.stdout, "selection\tFAIL\t"+tt.detail) || !strings.Contains(r.stdout, "tier\tnone\t") {
+				t.Errorf("got %+v; want exit %d and a failed selection row %q", r, cli.ExitCheckFailed, tt.detail)
+			}
+		})
+	}
+}
+
+// TestVerify_OldBundle: a bundle written before selections were signed is refused with a
+// row that says what it lacks, never passed quietly.
+func TestVerify_OldBundle(t *testing.T) {
+	env, _ := standalone(t)
+	r := runAgora(t, env, "verify", "../audit/verify/testdata/bundle-v1.json", "--key", "../audit/verify/testdata/audit.pub",
+		"--tsa-ca", "../audit/verify/testdata/tsa-ca.pem")
+	if r.code != cli.ExitCheckFailed || !strings.Contains(r.stdout, "selection\tFAIL\tformat agora-audit-bundle/v1 carries no signed selection") ||
+		!strings.Contains(r.stderr, "first: selection:") {
+		t.Errorf("got %+v; want exit %d naming the missing signed selection", r, cli.ExitCheckFailed)
 	}
 }

@@ -18,11 +18,17 @@ import (
 	"time"
 )
 
-// Format is the version tag of a range or kind bundle.
-const Format = "agora-audit-bundle/v1"
+// Format is the version tag of the bundles agora writes: version 2 with a signed selection
+// ([Bundle.SelectionNote]), [Selection.EndIndex] and [Selection.Run], subjects optional.
+const Format = "agora-audit-bundle/v3"
 
-// FormatV2 is the version tag of a bundle whose selection names subjects (Selection.Subjects):
-// version 1 plus that one field.
+// FormatV1 is the version tag of a range or kind bundle written before selections were
+// signed. It still parses, but [Verify] fails its selection row: entries could have been
+// removed from it without detection.
+const FormatV1 = "agora-audit-bundle/v1"
+
+// FormatV2 is [FormatV1] plus Selection.Subjects: a bundle by subject written before
+// selections were signed. Like v1 it parses, and its selection row fails.
 const FormatV2 = "agora-audit-bundle/v2"
 
 // MaxBundleSize caps a bundle read by [ParseBundle]: about a million entries with proofs.
@@ -51,20 +57,29 @@ type Bundle struct {
 	// Manifests are dispatch manifests bound to entries (see [Manifest]); empty for a plain
 	// range export.
 	Manifests []Manifest `json:"manifests"`
+	// SelectionNote is a C2SP signed note, by the log's key, over [SelectionText] of this
+	// bundle: what the exporter selected and which entries that gave. Format v3 only.
+	SelectionNote []byte `json:"selection_note,omitempty"`
 }
 
 // Selection records the export's filter so the verifier can check the entries match it.
 type Selection struct {
 	// FromIndex is the first index the export considered.
 	FromIndex uint64 `json:"from_index"`
+	// EndIndex (format v3) is the size of the log's latest checkpoint at export: every entry
+	// in [FromIndex, EndIndex) that matches Kind and Subjects is in the bundle.
+	EndIndex uint64 `json:"end_index,omitempty"`
 	// Kind, when set, is an exact kind ("catalog.register") or a prefix pattern ("catalog.*");
 	// only matching entries were exported. When empty, the entries are contiguous.
 	Kind string `json:"kind,omitempty"`
 	// Count is the number of entries exported.
 	Count int `json:"count"`
-	// Subjects, when set (format v2 only), keeps only entries whose subject is one of them or
-	// lies below one ("run/R" also selects "run/R/task/T").
+	// Subjects, when set (formats v2 and v3), keeps only entries whose subject is one of them
+	// or lies below one ("run/R" also selects "run/R/task/T").
 	Subjects []string `json:"subjects,omitempty"`
+	// Run (format v3) names the orchestrator run a part of a run bundle belongs to; empty
+	// for a plain export.
+	Run string `json:"run,omitempty"`
 }
 
 // SubjectMatches reports whether subject is one of subjects or below one of them.
@@ -169,16 +184,22 @@ func ParseBundle(r io.Reader) (*Bundle, error) {
 }
 
 func (b *Bundle) checkFormat() error {
+	legacy := b.Format == FormatV1 || b.Format == FormatV2
 	switch {
-	case b.Format == Format && len(b.Selection.Subjects) > 0:
-		return fmt.Errorf("%w: a %s bundle cannot select subjects", ErrBundle, Format)
+	case b.Format == FormatV1 && len(b.Selection.Subjects) > 0:
+		return fmt.Errorf("%w: a %s bundle cannot select subjects", ErrBundle, FormatV1)
 	case b.Format == FormatV2 && len(b.Selection.Subjects) == 0:
 		return fmt.Errorf("%w: a %s bundle must select subjects", ErrBundle, FormatV2)
-	case b.Format != Format && b.Format != FormatV2:
-		return fmt.Errorf("%w: format %q, want %q or %q", ErrBundle, truncate(b.Format, 40), Format, FormatV2)
+	case legacy && (b.SelectionNote != nil || b.Selection.EndIndex != 0 || b.Selection.Run != ""):
+		return fmt.Errorf("%w: a %s bundle cannot carry selection_note, selection.end_index or selection.run", ErrBundle, b.Format)
+	case !legacy && b.Format != Format:
+		return fmt.Errorf("%w: format %q, want %q (or the older %q or %q)", ErrBundle, truncate(b.Format, 40), Format, FormatV1, FormatV2)
 	}
 	return nil
 }
+
+// legacy reports whether b is of a format written before selections were signed.
+func (b *Bundle) legacy() bool { return b.Format == FormatV1 || b.Format == FormatV2 }
 
 // WriteBundle writes b as indented JSON.
 func WriteBundle(w io.Writer, b *Bundle) error {

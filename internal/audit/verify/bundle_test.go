@@ -21,16 +21,25 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/bundle-v1.json and its keys from a fresh log")
+var update = flag.Bool("update", false, "rewrite testdata/bundle-v3.json and its keys from a fresh log")
 
+// The golden bundle of the current format and its keys; -update rewrites them.
 const (
-	goldenBundle = "testdata/bundle-v1.json"
-	goldenKey    = "testdata/audit.pub"
-	goldenTSACA  = "testdata/tsa-ca.pem"
+	goldenBundle = "testdata/bundle-v3.json"
+	goldenKey    = "testdata/audit-v3.pub"
+	goldenTSACA  = "testdata/tsa-ca-v3.pem"
+)
+
+// The golden bundle of format v1, written before selections were signed, and its keys. It
+// is never rewritten: it pins how agora treats old bundles.
+const (
+	goldenV1Bundle = "testdata/bundle-v1.json"
+	goldenV1Key    = "testdata/audit.pub"
+	goldenV1TSACA  = "testdata/tsa-ca.pem"
 )
 
 // writeGolden exports a real log (file, rfc3161 and command anchors; a manifest) into
-// testdata. The golden bundle pins the v1 wire format: it must keep verifying.
+// testdata. The golden bundle pins the v3 wire format: it must keep verifying.
 func writeGolden(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -94,21 +103,26 @@ func writeGolden(t *testing.T) {
 
 func readGolden(tb testing.TB) ([]byte, verify.Options) {
 	tb.Helper()
-	data, err := os.ReadFile(goldenBundle)
+	return readBundleFiles(tb, goldenBundle, goldenKey, goldenTSACA)
+}
+
+func readBundleFiles(tb testing.TB, bundle, pub, tsaCA string) ([]byte, verify.Options) {
+	tb.Helper()
+	data, err := os.ReadFile(bundle)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	key, err := os.ReadFile(goldenKey)
+	key, err := os.ReadFile(pub)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ca, err := os.ReadFile(goldenTSACA)
+	ca, err := os.ReadFile(tsaCA)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(ca) {
-		tb.Fatal("testdata/tsa-ca.pem holds no certificate")
+		tb.Fatalf("%s holds no certificate", tsaCA)
 	}
 	return data, verify.Options{Key: string(key), TSARoots: pool}
 }
@@ -134,9 +148,30 @@ func TestGoldenBundle(t *testing.T) {
 	for _, c := range rep.Checks {
 		rows = append(rows, strings.TrimSpace(c.Check+" "+c.Item))
 	}
-	want := "key checkpoint entries entry 1 inclusion 1 entry 2 inclusion 2 anchored checkpoint consistency anchor coverage"
+	want := "key checkpoint selection entries entry 1 inclusion 1 entry 2 inclusion 2 anchored checkpoint consistency anchor coverage"
 	if got := strings.Join(rows, " "); !strings.HasPrefix(got, want) || !strings.HasSuffix(got, "manifest 0 manifest closure") {
 		t.Errorf("rows %q, want %q ... manifest 0 manifest closure", got, want)
+	}
+}
+
+// TestGoldenBundle_V1 checks a bundle from before selections were signed: it still parses
+// and every row that can be checked passes, but the selection row fails and says what is
+// missing, so an old bundle (or a new one relabelled v1 to drop its signed selection) never
+// verifies.
+func TestGoldenBundle_V1(t *testing.T) {
+	data, opts := readBundleFiles(t, goldenV1Bundle, goldenV1Key, goldenV1TSACA)
+	b, err := verify.ParseBundle(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := verify.Verify(b, opts)
+	if rep.OK || rep.Tier != verify.TierNone {
+		t.Errorf("got ok %v tier %s, want a failure at tier none", rep.OK, rep.Tier)
+	}
+	failed := rep.Failed()
+	if len(failed) != 1 || failed[0].Check != verify.CheckSelection ||
+		!strings.Contains(failed[0].Detail, "format agora-audit-bundle/v1 carries no signed selection, so entries removed from it cannot be detected") {
+		t.Errorf("failed rows %+v, want only the selection row saying the signed selection is missing", failed)
 	}
 }
 
@@ -150,6 +185,7 @@ func TestParseBundle(t *testing.T) {
 		{"unknown field", func(s string) string { return strings.Replace(s, `"format"`, `"extra": 1, "format"`, 1) }, "unknown field"},
 		{"trailing data", func(s string) string { return s + "{}" }, "data after the bundle"},
 		{"other format", func(s string) string { return strings.Replace(s, verify.Format, "agora-audit-bundle/v9", 1) }, "format"},
+		{"v1 with a signed selection", func(s string) string { return strings.Replace(s, verify.Format, verify.FormatV1, 1) }, "cannot carry selection_note"},
 		{"null entries", func(s string) string { return strings.Replace(s, `"entries": [`, `"entries": null, "x": [`, 1) }, "unknown field"},
 		{"invalid base64", func(s string) string { return strings.Replace(s, `"checkpoint": "`, `"checkpoint": "!`, 1) }, "illegal base64"},
 		{"not JSON", func(s string) string { return "[" }, "malformed audit bundle"},
@@ -174,6 +210,10 @@ func FuzzParseBundle(f *testing.F) {
 	f.Add(data)
 	f.Add(bytes.Replace(data, []byte(`"index": 2`), []byte(`"index": 3`), 1))
 	f.Add(bytes.Replace(data, []byte(`"count": 2`), []byte(`"count": 1`), 1))
+	f.Add(bytes.Replace(data, []byte(`"kind": "dispatch.*"`), []byte(`"kind": "dispatch.start"`), 1))
+	f.Add(bytes.Replace(data, []byte(`"selection_note": "`), []byte(`"selection_note": "AA`), 1))
+	v1, _ := readBundleFiles(f, goldenV1Bundle, goldenV1Key, goldenV1TSACA)
+	f.Add(v1)
 	f.Add([]byte(`{"format":"` + verify.Format + `","entries":[{"index":0,"entry":"e30=","leaf_hash":"","inclusion_proof":[""]}],"manifests":[{"manifest":""}],"anchored":{"evidence":[{"type":"rfc3161","token":"MAA="}]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b, err := verify.ParseBundle(bytes.NewReader(data))

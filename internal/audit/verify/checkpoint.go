@@ -71,26 +71,11 @@ func OpenCheckpoint(signed []byte, v note.Verifier, origin string) (Checkpoint, 
 	if len(signed) > MaxCheckpointSize {
 		return Checkpoint{}, fmt.Errorf("open checkpoint: larger than %d bytes", MaxCheckpointSize)
 	}
-	n, err := note.Open(signed, note.VerifierList(v))
-	if err != nil {
-		var ue *note.UnverifiedNoteError
-		if errors.As(err, &ue) {
-			return Checkpoint{}, fmt.Errorf("open checkpoint: not signed by key %s", keyID(v))
-		}
-		return Checkpoint{}, fmt.Errorf("open checkpoint: %w", err)
-	}
-	if len(n.Sigs) != 1 || len(n.UnverifiedSigs) != 0 {
-		return Checkpoint{}, fmt.Errorf("open checkpoint: want exactly one signature, by %s", keyID(v))
-	}
-	sig, err := base64.StdEncoding.DecodeString(n.Sigs[0].Base64)
+	text, err := openNote(signed, v)
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("open checkpoint: %w", err)
 	}
-	want := n.Text + "\n— " + n.Sigs[0].Name + " " + base64.StdEncoding.EncodeToString(sig) + "\n"
-	if !bytes.Equal(signed, []byte(want)) {
-		return Checkpoint{}, fmt.Errorf("open checkpoint: signed note is not in canonical form")
-	}
-	c, err := ParseCheckpoint([]byte(n.Text))
+	c, err := ParseCheckpoint([]byte(text))
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("open checkpoint: %w", err)
 	}
@@ -98,6 +83,32 @@ func OpenCheckpoint(signed []byte, v note.Verifier, origin string) (Checkpoint, 
 		return Checkpoint{}, fmt.Errorf("open checkpoint: origin %q, want %q", truncate(c.Origin, 80), origin)
 	}
 	return c, nil
+}
+
+// openNote verifies a C2SP signed note (https://c2sp.org/signed-note) with v and returns its
+// text. The note MUST carry exactly one signature, by v, and be in its one canonical byte form,
+// so that a signed statement has one encoding.
+func openNote(signed []byte, v note.Verifier) (string, error) {
+	n, err := note.Open(signed, note.VerifierList(v))
+	if err != nil {
+		var ue *note.UnverifiedNoteError
+		if errors.As(err, &ue) {
+			return "", fmt.Errorf("not signed by key %s", keyID(v))
+		}
+		return "", err
+	}
+	if len(n.Sigs) != 1 || len(n.UnverifiedSigs) != 0 {
+		return "", fmt.Errorf("want exactly one signature, by %s", keyID(v))
+	}
+	sig, err := base64.StdEncoding.DecodeString(n.Sigs[0].Base64)
+	if err != nil {
+		return "", err
+	}
+	want := n.Text + "\n— " + n.Sigs[0].Name + " " + base64.StdEncoding.EncodeToString(sig) + "\n"
+	if !bytes.Equal(signed, []byte(want)) {
+		return "", fmt.Errorf("signed note is not in canonical form")
+	}
+	return n.Text, nil
 }
 
 // SignCheckpoint signs c with s and returns the signed note.

@@ -89,6 +89,10 @@ func (v *verifier) checkEntryList() {
 			return
 		}
 	}
+	if last := es[len(es)-1].Index; !v.b.legacy() && last >= sel.EndIndex {
+		v.fail(CheckEntries, "", "entry %d is at or past the selection's end index %d", last, sel.EndIndex)
+		return
+	}
 	v.pass(CheckEntries, "", "%d entries, indexes %d to %d, match the selection", len(es), es[0].Index, es[len(es)-1].Index)
 }
 

@@ -7,13 +7,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// RunFormat is the version tag of a run bundle: one orchestrator run with every dispatch of it.
-const RunFormat = "agora-run-bundle/v1"
+// RunFormat is the version tag of the run bundles agora writes: one orchestrator run with
+// every dispatch of it, both parts [Format] bundles whose signed selections name the run.
+const RunFormat = "agora-run-bundle/v2"
+
+// RunFormatV1 is the version tag of a run bundle written before selections were signed (its
+// parts are [FormatV2]). It parses, and [VerifyRun] fails both parts' selection rows.
+const RunFormatV1 = "agora-run-bundle/v1"
 
 // Checks of a run bundle, after the rows of its two log bundles.
 const (
@@ -51,7 +57,7 @@ func IsRunBundle(data []byte) bool {
 	var head struct {
 		Format string `json:"format"`
 	}
-	return json.Unmarshal(data, &head) == nil && head.Format == RunFormat
+	return json.Unmarshal(data, &head) == nil && (head.Format == RunFormat || head.Format == RunFormatV1)
 }
 
 // ParseRunBundle reads a run bundle strictly (size-capped, unknown fields refused).
@@ -72,8 +78,9 @@ func ParseRunBundle(r io.Reader) (*RunBundle, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("%w: data after the bundle object", ErrBundle)
 	}
-	if b.Format != RunFormat {
-		return nil, fmt.Errorf("%w: format %q, want %q", ErrBundle, truncate(b.Format, 40), RunFormat)
+	partFormat := map[string]string{RunFormat: Format, RunFormatV1: FormatV2}[b.Format]
+	if partFormat == "" {
+		return nil, fmt.Errorf("%w: format %q, want %q (or the older %q)", ErrBundle, truncate(b.Format, 40), RunFormat, RunFormatV1)
 	}
 	for name, part := range map[string]*Bundle{"orch": b.Orch, "dispatches": b.Dispatches} {
 		if part == nil {
@@ -81,6 +88,9 @@ func ParseRunBundle(r io.Reader) (*RunBundle, error) {
 		}
 		if err := part.checkFormat(); err != nil {
 			return nil, fmt.Errorf("%s part: %w", name, err)
+		}
+		if part.Format != partFormat {
+			return nil, fmt.Errorf("%w: %s part: a %s bundle holds %s parts, not %q", ErrBundle, name, b.Format, partFormat, truncate(part.Format, 40))
 		}
 		if part.Entries == nil || part.Manifests == nil {
 			return nil, fmt.Errorf("%w: %s part: entries and manifests must be lists", ErrBundle, name)
@@ -90,8 +100,9 @@ func ParseRunBundle(r io.Reader) (*RunBundle, error) {
 }
 
 // VerifyRun checks both parts of a run bundle like [Verify] (their rows prefixed "orch " and
-// "dispatches "), then the run: it is sealed and its entries are all there; every attempt's
-// dispatch is in the bundle; every manifest agrees with its dispatch's entries; and every
+// "dispatches "), then the run: it is sealed and its entries are all there; both signed
+// selections name it; every attempt has its accepted entry, exactly one terminal entry and
+// the manifest that entry names; every manifest agrees with its dispatch's entries; and every
 // input of a task is the product of a succeeded task of the same run.
 func VerifyRun(b *RunBundle, opts Options) *Report {
 	rep := &Report{Checks: []Result{}}
@@ -100,12 +111,8 @@ func VerifyRun(b *RunBundle, opts Options) *Report {
 		name string
 		b    *Bundle
 	}{{"orch", b.Orch}, {"dispatches", b.Dispatches}} {
-		v := &verifier{b: p.b, opts: opts, rep: &Report{Checks: []Result{}}, tiers: map[string]bool{}, refs: map[string]uint64{}}
-		v.checkKey()
-		v.checkCheckpoint()
-		v.checkEntries()
-		v.checkAnchored()
-		v.checkManifests()
+		v := newVerifier(p.b, opts)
+		v.checkLog()
 		for _, r := range v.rep.Checks {
 			r.Check = p.name + " " + r.Check
 			rep.Checks = append(rep.Checks, r)
@@ -194,6 +201,19 @@ func (rv *runVerifier) check() {
 		rv.fail(CheckRun, "", "the orch part selects %q, want exactly [%q]", subs, runSubject)
 		return
 	}
+	// The signed selections name the run, so a part exported for another run (or none)
+	// cannot stand in.
+	if rv.b.Format == RunFormat {
+		for _, p := range []struct {
+			name string
+			b    *Bundle
+		}{{"orch", rv.b.Orch}, {"dispatches", rv.b.Dispatches}} {
+			if p.b.Selection.Run != id {
+				rv.fail(CheckRun, "", "the %s part was selected for run %q, the bundle is of run %q", p.name, truncate(p.b.Selection.Run, 40), truncate(id, 40))
+				return
+			}
+		}
+	}
 	// The run: submitted with this name and plan, sealed, and every entry of it present.
 	var submitted, sealed *EntryFields
 	fired := map[string]string{}     // dispatch id -> task
@@ -248,42 +268,60 @@ func taskOf(subject string) string {
 	return ""
 }
 
+// terminalKinds are the entries that end a dispatch; a closed attempt has exactly one.
+var terminalKinds = map[string]bool{"dispatch.finished": true, "dispatch.failed": true, "dispatch.needs_input": true, "dispatch.cancelled": true}
+
+// attempt is what the dispatches part holds of one dispatch.
+type attempt struct {
+	accepted, terminal []*EntryFields
+}
+
 func (rv *runVerifier) checkDispatches(fired, succeeded map[string]string) {
-	// Entries of each dispatch, by kind.
-	byDispatch := map[string]map[string]*EntryFields{}
+	attempts := map[string]*attempt{}
 	for i := range rv.disp.entries {
 		e := &rv.disp.entries[i]
 		d := strings.TrimPrefix(e.Subject, "dispatch/")
-		if byDispatch[d] == nil {
-			byDispatch[d] = map[string]*EntryFields{}
+		a := attempts[d]
+		if a == nil {
+			a = &attempt{}
+			attempts[d] = a
 		}
-		byDispatch[d][e.Kind] = e
-	}
-	var missing, extra []string
-	for d := range fired {
-		if byDispatch[d]["dispatch.accepted"] == nil {
-			missing = append(missing, d)
-		}
-	}
-	for d := range byDispatch {
-		if _, ok := fired[d]; !ok {
-			extra = append(extra, d)
+		switch {
+		case e.Kind == "dispatch.accepted":
+			a.accepted = append(a.accepted, e)
+		case terminalKinds[e.Kind]:
+			a.terminal = append(a.terminal, e)
 		}
 	}
-	sort.Strings(missing)
-	sort.Strings(extra)
-	switch {
-	case len(missing) > 0:
-		rv.fail(CheckDispatches, "", "%d attempts have no dispatch entries in the bundle, e.g. %s", len(missing), missing[0])
-	case len(extra) > 0:
-		rv.fail(CheckDispatches, "", "dispatch %s is in the bundle but no task of the run fired it", extra[0])
-	default:
-		rv.pass(CheckDispatches, "", "every one of the run's %d attempts has its dispatch entries", len(fired))
+	carried := map[string]bool{}
+	for _, m := range rv.b.Dispatches.Manifests {
+		sum := sha256.Sum256(m.Manifest)
+		carried["sha256:"+hex.EncodeToString(sum[:])] = true
+	}
+	selected := map[string]bool{}
+	for _, s := range rv.b.Dispatches.Selection.Subjects {
+		selected[strings.TrimPrefix(s, "dispatch/")] = true
+	}
+	ids := map[string]bool{}
+	for _, set := range []map[string]bool{selected, keys(fired), keys(attempts)} {
+		for d := range set {
+			ids[d] = true
+		}
+	}
+	ok := true
+	for _, d := range slices.Sorted(maps.Keys(ids)) {
+		if problem := attemptProblem(d, fired, succeeded, selected, attempts[d], carried); problem != "" {
+			ok = false
+			rv.fail(CheckDispatches, truncate(d, 40), "dispatch %s: %s", truncate(d, 40), problem)
+		}
+	}
+	if ok {
+		rv.pass(CheckDispatches, "", "every one of the run's %d attempts has its dispatch entries: accepted, exactly one terminal entry and the manifest it names", len(fired))
 	}
 	manifests := map[string]*dispatchManifest{}
 	for i, m := range rv.b.Dispatches.Manifests {
 		item := strconv.Itoa(i)
-		dm, err := rv.bind(m.Manifest, byDispatch)
+		dm, err := rv.bind(m.Manifest, attempts)
 		if err != nil {
 			rv.fail(CheckBinding, item, "%v", err)
 			continue
@@ -291,32 +329,57 @@ func (rv *runVerifier) checkDispatches(fired, succeeded map[string]string) {
 		manifests[dm.Dispatch] = dm
 		rv.pass(CheckBinding, item, "dispatch %s: %s, %s, products match its entries", dm.Dispatch, dm.Subagent, dm.State)
 	}
-	for d := range fired {
-		if byDispatch[d]["dispatch.accepted"] != nil && manifests[d] == nil && terminal(byDispatch[d]) != nil {
-			rv.fail(CheckBinding, d, "dispatch %s ended but its manifest is not in the bundle", d)
-		}
-	}
-	ids := make([]string, 0, len(manifests))
-	for d := range manifests {
-		ids = append(ids, d)
-	}
-	sort.Strings(ids)
-	for _, d := range ids {
+	for _, d := range slices.Sorted(maps.Keys(manifests)) {
 		rv.provenance(manifests[d], manifests, succeeded)
 	}
 }
 
-func terminal(kinds map[string]*EntryFields) *EntryFields {
-	for _, k := range []string{"dispatch.finished", "dispatch.failed", "dispatch.needs_input", "dispatch.cancelled"} {
-		if e := kinds[k]; e != nil {
-			return e
-		}
+// attemptProblem says what is wrong with dispatch d's part of the bundle, or "" when it was
+// fired by the run, selected by the export, accepted once and ended once, and the manifest
+// its end names is carried. A sealed run's attempts are all closed: one with no terminal
+// entry had its end removed (or was exported while open, which agora orch audit refuses).
+func attemptProblem(d string, fired, succeeded map[string]string, selected map[string]bool,
+	a *attempt, carried map[string]bool) string {
+	switch {
+	case fired[d] == "" && a != nil:
+		return "its entries are in the bundle, but no task of the run fired it"
+	case fired[d] == "":
+		return "the export selected it, but no task of the run fired it"
+	case !selected[d]:
+		return fmt.Sprintf("task %s fired it, but the export did not select it", fired[d])
+	case a == nil:
+		return fmt.Sprintf("task %s fired it, but the bundle holds none of its entries", fired[d])
+	case len(a.accepted) != 1:
+		return fmt.Sprintf("%d dispatch.accepted entries, want exactly 1", len(a.accepted))
+	case len(a.terminal) == 0:
+		return "no terminal entry (dispatch.finished, failed, needs_input or cancelled): its end was removed, or it was still open, which a sealed run's attempt never is"
+	case len(a.terminal) > 1:
+		return fmt.Sprintf("%d terminal entries (%s at %d, %s at %d), want exactly 1",
+			len(a.terminal), a.terminal[0].Kind, a.terminal[0].Seq, a.terminal[1].Kind, a.terminal[1].Seq)
 	}
-	return nil
+	end := a.terminal[0]
+	ref, _ := end.Details["manifest"].(string)
+	switch {
+	case succeeded[d] != "" && end.Kind != "dispatch.finished":
+		return fmt.Sprintf("orch.db records task %s succeeded with it, but it ended %s", succeeded[d], end.Kind)
+	case ref == "":
+		return fmt.Sprintf("its %s entry (%d) names no manifest", end.Kind, end.Seq)
+	case !carried[ref]:
+		return fmt.Sprintf("its %s entry (%d) names manifest %s, which the bundle does not carry", end.Kind, end.Seq, truncate(ref, 80))
+	}
+	return ""
+}
+
+func keys[V any](m map[string]V) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
 }
 
 // bind parses a manifest and checks it against its dispatch's accepted and terminal entries.
-func (rv *runVerifier) bind(raw []byte, byDispatch map[string]map[string]*EntryFields) (*dispatchManifest, error) {
+func (rv *runVerifier) bind(raw []byte, attempts map[string]*attempt) (*dispatchManifest, error) {
 	if len(raw) > maxManifestBytes {
 		return nil, fmt.Errorf("manifest larger than %d bytes", maxManifestBytes)
 	}
@@ -326,11 +389,12 @@ func (rv *runVerifier) bind(raw []byte, byDispatch map[string]map[string]*EntryF
 	}
 	sum := sha256.Sum256(raw)
 	m.digest = "sha256:" + hex.EncodeToString(sum[:])
-	kinds := byDispatch[m.Dispatch]
-	acc, end := kinds["dispatch.accepted"], terminal(kinds)
+	a := attempts[m.Dispatch]
+	if a == nil || len(a.accepted) != 1 || len(a.terminal) != 1 {
+		return nil, fmt.Errorf("dispatch %s has not exactly one accepted and one terminal entry in the bundle", truncate(m.Dispatch, 40))
+	}
+	acc, end := a.accepted[0], a.terminal[0]
 	switch {
-	case acc == nil || end == nil:
-		return nil, fmt.Errorf("dispatch %s has no accepted or no terminal entry in the bundle", truncate(m.Dispatch, 40))
 	case end.Details["manifest"] != m.digest:
 		return nil, fmt.Errorf("dispatch %s: its terminal entry records manifest %v, this one is %s", m.Dispatch, end.Details["manifest"], m.digest)
 	case acc.Details["subagent"] != m.Subagent:

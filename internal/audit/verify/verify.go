@@ -14,6 +14,7 @@ const (
 	CheckBundle             = "bundle"
 	CheckKey                = "key"
 	CheckCheckpoint         = "checkpoint"
+	CheckSelection          = "selection"
 	CheckEntries            = "entries"
 	CheckEntry              = "entry"
 	CheckInclusion          = "inclusion"
@@ -108,12 +109,8 @@ type verifier struct {
 // check that can run does, and one that cannot (its input failed an earlier check) is
 // reported as failed with the reason.
 func Verify(b *Bundle, opts Options) *Report {
-	v := &verifier{b: b, opts: opts, rep: &Report{Checks: []Result{}}, tiers: map[string]bool{}, refs: map[string]uint64{}}
-	v.checkKey()
-	v.checkCheckpoint()
-	v.checkEntries()
-	v.checkAnchored()
-	v.checkManifests()
+	v := newVerifier(b, opts)
+	v.checkLog()
 	v.rep.OK = len(v.rep.Failed()) == 0
 	switch {
 	case !v.rep.OK:
@@ -126,6 +123,20 @@ func Verify(b *Bundle, opts Options) *Report {
 		v.rep.Tier = TierTamperDetecting
 	}
 	return v.rep
+}
+
+func newVerifier(b *Bundle, opts Options) *verifier {
+	return &verifier{b: b, opts: opts, rep: &Report{Checks: []Result{}}, tiers: map[string]bool{}, refs: map[string]uint64{}}
+}
+
+// checkLog runs every row of one log's bundle, in the order docs/audit-bundle.md gives.
+func (v *verifier) checkLog() {
+	v.checkKey()
+	v.checkCheckpoint()
+	v.checkSelection()
+	v.checkEntries()
+	v.checkAnchored()
+	v.checkManifests()
 }
 
 func (v *verifier) pass(check, item, format string, args ...any) {
