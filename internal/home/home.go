@@ -134,7 +134,9 @@ func ensureAuditKey(dir string, created *[]string) error {
 	if err := writeFileAtomic(priv, []byte(skey+"\n"), 0o600); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, AuditPubFile), []byte(vkey+"\n"), 0o644); err != nil {
+	// Public, yet 0600 like every file agora makes: it is handed to verifiers by copying it
+	// out, and a home with no exceptions is one a test can hold to the rule.
+	if err := writeFileAtomic(filepath.Join(dir, AuditPubFile), []byte(vkey+"\n"), 0o600); err != nil {
 		return err
 	}
 	*created = append(*created, priv, filepath.Join(dir, AuditPubFile))
