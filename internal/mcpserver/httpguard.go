@@ -210,6 +210,10 @@ func (g *httpGuard) originOK(r *http.Request) bool {
 // JSON-RPC's Invalid Request error code (JSON-RPC 2.0 §5.1).
 const codeInvalidRequest = -32600
 
+// peekBufferBytes is the read-ahead of the batch check: it reads only leading whitespace and
+// one byte, and the SDK's read of the rest goes straight past a buffer this small.
+const peekBufferBytes = 512
+
 // batchRefusal is the one sentence a client that sent a batch reads.
 const batchRefusal = "JSON-RPC batches are not accepted: send each request in its own POST"
 
@@ -232,7 +236,7 @@ func peekBatch(w http.ResponseWriter, r *http.Request) (bool, error) {
 	if r.Body == nil {
 		return false, nil
 	}
-	br := bufio.NewReader(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	br := bufio.NewReaderSize(http.MaxBytesReader(w, r.Body, maxBodyBytes), peekBufferBytes)
 	r.Body = readCloser{Reader: br, Closer: r.Body}
 	for {
 		b, err := br.ReadByte()

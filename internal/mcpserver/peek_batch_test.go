@@ -49,3 +49,26 @@ func TestPeekBatch_BodyLimit(t *testing.T) {
 		t.Errorf("a body of whitespace past the limit: err = %v, want *http.MaxBytesError", err)
 	}
 }
+
+// BenchmarkPeekBatch is what the batch check adds to a request: a describe call's body read
+// whole as the SDK reads it, with the check ("peek") and without ("read").
+func BenchmarkPeekBatch(b *testing.B) {
+	body := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"agora_dispatch_describe","arguments":{"id":"01ARZ3NDEKTSV4RRFFQ69G5FAV"}}}`)
+	w := httptest.NewRecorder()
+	for _, peek := range []bool{true, false} {
+		b.Run(map[bool]string{true: "peek", false: "read"}[peek], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				r := &http.Request{Body: io.NopCloser(bytes.NewReader(body))}
+				if peek {
+					if isBatch, err := peekBatch(w, r); isBatch || err != nil {
+						b.Fatal(isBatch, err)
+					}
+				}
+				if _, err := io.ReadAll(r.Body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
