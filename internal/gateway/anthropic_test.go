@@ -95,6 +95,10 @@ func TestGateway_AnthropicRoutes(t *testing.T) {
 					t.Errorf("got error %q, want it to contain %q", msg, tc.reason)
 				}
 			}
+			if decision == decisionDenied { // refusals the sandbox can provoke at will are counted
+				wantRefused(t, h, tc.route, tc.status, 1)
+				return
+			}
 			wantRecord(t, h.audit.lastGateway(t, 1), tc.route, decision, tc.status, tc.reason)
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 )
 
 // streamBuf is the read size when copying a response.
@@ -92,6 +93,44 @@ func (c *capReader) Read(p []byte) (int, error) {
 	}
 	c.left -= int64(n)
 	return n, err
+}
+
+// maxCodingInError caps how much of an upstream's content coding an error repeats.
+const maxCodingInError = 32
+
+// checkCoding refuses a body in a content coding other than identity. The gateway asks every
+// upstream for identity, so that the key redactor sees the bytes the sandbox gets: a
+// compressed body would carry the key past it (issue #11, finding 10). Decoding instead would
+// put a decompressor, and its bombs, in front of the redactor for no gain. The header is a
+// comma-separated list (RFC 9110, section 8.4) whose empty elements are ignored.
+func checkCoding(h http.Header) error {
+	for _, v := range h.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			c = strings.Trim(c, " \t")
+			if c != "" && !strings.EqualFold(c, "identity") {
+				return &codingError{coding: clip(c, maxCodingInError)}
+			}
+		}
+	}
+	return nil
+}
+
+// codingError is an upstream body in a content coding the gateway does not pass: answered
+// 502, audited as denied.
+type codingError struct{ coding string }
+
+func (e *codingError) Error() string {
+	return fmt.Sprintf("upstream answered in content coding %q; the gateway asks for identity and passes only plain bodies", e.coding)
+}
+
+// maskTruncated redacts a body cut at the gateway's cap. The cut may fall inside a form of
+// the key, whose first part no form matches: what the stream redactor still holds back at the
+// cut (fewer bytes than the longest form) is dropped rather than flushed.
+func (g *Gateway) maskTruncated(data []byte) []byte {
+	var buf bytes.Buffer
+	w := g.red.Writer(&buf)
+	w.Write(data) // a bytes.Buffer does not fail
+	return buf.Bytes()
 }
 
 // readCapped reads at most limit bytes of r and reports whether r had more.

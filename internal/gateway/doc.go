@@ -11,6 +11,8 @@
 //     sandbox. Responses pass through a redactor for the key (in case the server echoes it)
 //     and an allow-list of response headers; event streams are passed through line by line
 //     as they arrive, not buffered. Redirects from the model endpoint are not followed.
+//     Upstream requests ask for "Accept-Encoding: identity", and a body in any other content
+//     coding is refused with 502: compressed, the key would pass the redactor unseen.
 //   - POST /anthropic/v1/messages and POST /anthropic/v1/messages/count_tokens, when
 //     [Config.ModelAPI] is [APIAnthropic] (Claude Code; the OpenAI routes are then refused,
 //     and the other way round): forwarded the same way, with the sandbox's anthropic-version
@@ -20,20 +22,46 @@
 //     userinfo whose host is granted by [Config.Egress] (an exact host or "*.domain" for
 //     proper subdomains), fetched with no header from the sandbox; every redirect hop is
 //     vetted against the grants again. The reply is JSON: status, content type, the body in
-//     base64 (at most [Config.MaxBody] bytes) and whether it was truncated.
+//     base64 (at most [Config.MaxBody] bytes) and whether it was truncated. Fetches ask for
+//     identity and refuse an encoded body like model requests.
 //   - POST /audit/tool: the worker's tool-call decisions, recorded as "tool.call" under the
 //     dispatch id and role from [Config], never from the request. A decision the [Auditor]
 //     did not keep is answered 503, so the worker fails that call closed.
 //
-// Every request, allowed or refused, on any route, is recorded once as "tool.gateway" with the
-// route, method, host, path, status, byte counts, duration, decision and reason. Requests are
-// size-capped, limited in number in flight and in rate, and bounded by server timeouts.
+// # Masking
+//
+// The key is masked in every form [redact.Redactor] knows (raw, base64 of every flavour and
+// alignment, hex, URL and JSON escaping) wherever an upstream's bytes reach the sandbox:
+// passed headers, bodies, event streams line by line, fetched bodies and content types.
+// What the gateway shortens it masks first and cuts after, so a cut never leaves the first
+// part of the key (a truncated fetched body loses the few bytes the redactor still held).
+//
+// # Audit, and its bounds
+//
+// Every request the gateway serves, and every policy refusal worth seeing alone (a fetch of
+// a host outside the grant, a private address, a refused content coding), is recorded once
+// as [KindGateway] with the route, method, host, path, status, byte counts, duration,
+// decision and reason. Refusals the sandbox can provoke at will (400, 404, 405, 413, 429,
+// and 503 for too many in flight or closing) are only counted: one [KindGatewayRefused]
+// entry per route and reason each [Config.RefusalInterval] and at Close, so a flood of them
+// costs the audit log a bounded number of entries. Every entry the gateway writes, the
+// tool.call reports included, is charged to the dispatch's audit budget
+// ([Config.MaxAuditEntries], [Config.MaxAuditBytes]); when it is spent, one
+// [KindAuditBudget] entry says so, [Config.OnLimit] is called once (the supervisor stops
+// the sandbox and fails the dispatch limit-exceeded), and every later request is refused
+// with 503 and no entry. Requests are size-capped, limited in number in flight and in rate,
+// and bounded by server timeouts.
 //
 // # What it must never do
 //
 // The gateway MUST dial only through [Config.Dialer] (the egress SSRF-safe dialer, whose
 // policy decides private addresses), MUST NOT forward a header, credential or cookie from the
 // sandbox, and MUST NOT put the API key, a request or response body, or a query string in any
-// response it writes, audit record or error. It runs on the host side only; nothing in the
-// sandbox imports it.
+// response it writes, audit record or error. It MUST NOT write an audit entry per refusal the
+// sandbox can provoke, nor any entry past the budget or after Close returns. It runs on the
+// host side only; nothing in the sandbox imports it.
+//
+// Its thirteen files are split by concern (routes, bodies, fetches, tool reports, audit
+// bounds, the socket); they stay one package because every one works on the [Gateway]'s
+// state.
 package gateway

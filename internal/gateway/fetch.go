@@ -30,7 +30,9 @@ type fetchReply struct {
 	Status      int    `json:"status"`
 	ContentType string `json:"content_type"`
 	BodyBase64  string `json:"body_base64"`
-	Truncated   bool   `json:"truncated"`
+	// Truncated says the body was cut at [Config.MaxBody] bytes (a few bytes less when the
+	// cut could fall inside the key, see maskTruncated).
+	Truncated bool `json:"truncated"`
 }
 
 // badRequest is a malformed request: answered 400.
@@ -72,6 +74,8 @@ func (g *Gateway) decodeFetch(ctx context.Context, body []byte) (req *http.Reque
 	}
 	u.Fragment, u.RawFragment = "", ""
 	req.Header.Set("User-Agent", fetchUserAgent)
+	// Plain bodies only (see checkCoding); net/http keeps the header on every redirect hop.
+	req.Header.Set("Accept-Encoding", "identity")
 	return req, host, path, nil
 }
 
@@ -121,6 +125,12 @@ func (g *Gateway) serveFetch(w http.ResponseWriter, r *http.Request, ex *exchang
 		return
 	}
 	defer resp.Body.Close()
+	if req.Method != http.MethodHead { // a HEAD answer has no body to be encoded
+		if err := checkCoding(resp.Header); err != nil {
+			g.refuse(w, ex, http.StatusBadGateway, err.Error())
+			return
+		}
+	}
 	data, truncated, err := readCapped(resp.Body, g.maxBody)
 	if err != nil {
 		status, decision, msg := classify(err)
@@ -128,13 +138,17 @@ func (g *Gateway) serveFetch(w http.ResponseWriter, r *http.Request, ex *exchang
 		return
 	}
 	ex.decision = decisionAllowed
+	var masked []byte
 	if truncated {
 		ex.reason = fmt.Sprintf("body truncated at %d bytes", g.maxBody)
+		masked = g.maskTruncated(data)
+	} else {
+		masked = g.red.Bytes(data)
 	}
 	writeJSON(w, http.StatusOK, fetchReply{
 		Status:      resp.StatusCode,
-		ContentType: g.red.String(clip(resp.Header.Get("Content-Type"), maxContentType)),
-		BodyBase64:  base64.StdEncoding.EncodeToString(g.red.Bytes(data)),
+		ContentType: g.mask(resp.Header.Get("Content-Type"), maxContentType),
+		BodyBase64:  base64.StdEncoding.EncodeToString(masked),
 		Truncated:   truncated,
 	})
 }

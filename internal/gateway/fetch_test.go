@@ -95,7 +95,9 @@ func TestGateway_FetchRefused(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	port := strings.TrimPrefix(up.at(""), "http://:")
 	h := start(t, Config{Egress: []string{"granted.test", "*.docs.test", "internal.test", "10.0.0.1"}})
-	for i, tc := range []struct {
+	// A policy refusal (403) has its own entry; a malformed request (400) is counted.
+	var denied, malformed int
+	for _, tc := range []struct {
 		name   string
 		body   string
 		status int
@@ -127,7 +129,13 @@ func TestGateway_FetchRefused(t *testing.T) {
 			if status != tc.status || !strings.Contains(msg, tc.msg) {
 				t.Errorf("got %d %q, want %d containing %q", status, msg, tc.status, tc.msg)
 			}
-			rec := h.audit.lastGateway(t, i+1)
+			if tc.status == http.StatusBadRequest {
+				malformed++
+				wantRefused(t, h, routeFetch, tc.status, malformed)
+				return
+			}
+			denied++
+			rec := h.audit.lastGateway(t, denied)
 			wantRecord(t, rec, routeFetch, decisionDenied, tc.status, tc.msg)
 			if rec["host"] != tc.host {
 				t.Errorf("got record host %q, want %q", rec["host"], tc.host)

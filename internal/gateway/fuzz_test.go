@@ -92,7 +92,7 @@ func FuzzFetchRequest(f *testing.F) {
 				t.Fatalf("decoded a request with userinfo from %q", body)
 			case req.Method != http.MethodGet && req.Method != http.MethodHead:
 				t.Fatalf("decoded a %s request from %q", req.Method, body)
-			case len(req.Header) != 1 || req.Header.Get("User-Agent") != fetchUserAgent:
+			case len(req.Header) != 2 || req.Header.Get("User-Agent") != fetchUserAgent || req.Header.Get("Accept-Encoding") != "identity":
 				t.Fatalf("decoded request carries headers %v", req.Header)
 			}
 		}
@@ -149,4 +149,40 @@ func TestGateway_DecodeFetch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzCheckCoding checks that the Content-Encoding check passes a body only when every
+// element of every header value is identity (or empty), never one that names a coding, and
+// that its refusal repeats a bounded part of the header.
+func FuzzCheckCoding(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"identity", ""}, {"Identity", " , IDENTITY"}, {"", ""}, {",", "\t"},
+		{"deflate", ""}, {"gzip", ""}, {"identity, gzip", ""}, {"identity", "br"},
+		{"identityidentity", ""}, {"identity;q=1", ""}, {"x-gzip", ""}, {"zstd, identity", ""},
+		{"ıdentity", ""}, {"identity\x00", ""}, {strings.Repeat("a", 300), ""},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, v1, v2 string) {
+		h := http.Header{}
+		h.Add("Content-Encoding", v1)
+		if v2 != "" {
+			h.Add("Content-Encoding", v2)
+		}
+		err := checkCoding(h)
+		if err != nil {
+			if n := len(err.Error()); n > 300 { // 35 bytes quoted at most 4 to a byte, and the sentence
+				t.Fatalf("refusal is %d bytes, want the coding clipped", n)
+			}
+			return
+		}
+		for _, v := range []string{v1, v2} {
+			for _, el := range strings.Split(v, ",") {
+				el = strings.ToLower(strings.Trim(el, " \t"))
+				if el != "" && el != "identity" {
+					t.Fatalf("passed a body in coding %q (header %q, %q)", el, v1, v2)
+				}
+			}
+		}
+	})
 }

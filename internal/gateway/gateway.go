@@ -22,8 +22,16 @@ import (
 
 // Audit record kinds.
 const (
-	// KindGateway is recorded once for every request the gateway answers.
+	// KindGateway is recorded once for every request the gateway serves, and for every
+	// refusal that is not counted under KindGatewayRefused.
 	KindGateway = "tool.gateway"
+	// KindGatewayRefused counts the refusals of one route and reason the sandbox can provoke
+	// at will (a malformed request, an unknown route, a wrong method, an oversize body, over
+	// the rate or concurrency limit): one entry per route and reason each
+	// [Config.RefusalInterval] and at Close, never one per request.
+	KindGatewayRefused = "tool.gateway.refused"
+	// KindAuditBudget is the gateway's last entry when the dispatch's audit budget is spent.
+	KindAuditBudget = "tool.gateway.budget"
 	// KindToolCall is recorded for every tool decision the worker reports on /audit/tool.
 	KindToolCall = "tool.call"
 )
@@ -43,6 +51,15 @@ const (
 	// [Config.RequestsPerSecond] and [Config.RequestBurst] are zero.
 	DefaultRequestsPerSecond = 10
 	DefaultRequestBurst      = 20
+	// DefaultMaxAuditEntries and DefaultMaxAuditBytes are the audit budget when
+	// [Config.MaxAuditEntries] and [Config.MaxAuditBytes] are zero: about four times what a
+	// busy agent writes in a 30-minute dispatch (a model request is one entry, a reported
+	// tool call two, or four with Claude Code's before and after hooks).
+	DefaultMaxAuditEntries = 8192
+	DefaultMaxAuditBytes   = 8 << 20
+	// DefaultRefusalInterval is how often counted refusals are written when
+	// [Config.RefusalInterval] is zero.
+	DefaultRefusalInterval = 5 * time.Second
 
 	// maxRequestBody caps a request body from the sandbox on every route.
 	maxRequestBody = 4 << 20
@@ -94,7 +111,8 @@ type Config struct {
 	Egress []string
 	// Dialer carries every outbound request; its policy decides private addresses.
 	Dialer *egress.Dialer
-	// Audit records every request and every reported tool decision.
+	// Audit records the gateway's entries (see the package doc), each charged to the audit
+	// budget (MaxAuditEntries, MaxAuditBytes) first.
 	Audit Auditor
 	// MaxBody caps an upstream response body in bytes; zero means [DefaultMaxBody].
 	MaxBody int64
@@ -111,6 +129,21 @@ type Config struct {
 	// [DefaultRequestBurst].
 	RequestsPerSecond float64
 	RequestBurst      int
+	// MaxAuditEntries and MaxAuditBytes are the dispatch's audit budget: the most entries,
+	// and bytes of entries (the kind and the details as JSON), the gateway writes, every
+	// kind counted, the worker's tool.call reports included, the final entry too. When an
+	// entry would not fit, the gateway writes one [KindAuditBudget] entry instead, calls
+	// OnLimit, and from then on refuses every request (503) without an entry. Zero means
+	// [DefaultMaxAuditEntries] and [DefaultMaxAuditBytes].
+	MaxAuditEntries int
+	MaxAuditBytes   int64
+	// OnLimit is called once, with a detail for the dispatch's record, when the audit budget
+	// is spent; the dispatch supervisor stops the sandbox and fails the dispatch
+	// limit-exceeded. It MUST NOT block. Nil calls nothing (the gateway still refuses).
+	OnLimit func(detail string)
+	// RefusalInterval is how often counted refusals are written as [KindGatewayRefused];
+	// Close writes what is left. Zero means [DefaultRefusalInterval].
+	RefusalInterval time.Duration
 }
 
 // Gateway is a running gateway. Build it with [Listen]; stop it with [Gateway.Close].
@@ -122,7 +155,9 @@ type Gateway struct {
 	api              string   // APIOpenAI or APIAnthropic
 	grants           grants
 	dialer           *egress.Dialer
-	audit            Auditor
+	audit            *auditBudget // every entry goes through the budget
+	tally            tally
+	refusalInterval  time.Duration
 	maxBody          int64
 	modelClient      *http.Client
 	fetchClient      *http.Client
@@ -136,6 +171,8 @@ type Gateway struct {
 	cancelBase context.CancelFunc
 	stopWatch  func() bool
 	closeGrace time.Duration
+	stopFlush  chan struct{} // closed by Close to end flushLoop
+	flushDone  chan struct{} // closed when flushLoop has returned
 
 	mu      sync.Mutex // guards closing and orders inflight.Add before inflight.Wait
 	closing bool
@@ -176,6 +213,11 @@ func Listen(ctx context.Context, socketPath string, cfg Config) (*Gateway, error
 	go func() {
 		defer close(g.serveDone)
 		g.srv.Serve(ln) // returns http.ErrServerClosed once Close starts
+	}()
+	g.stopFlush, g.flushDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(g.flushDone)
+		g.flushLoop(context.WithoutCancel(ctx), g.refusalInterval, g.stopFlush)
 	}()
 	g.stopWatch = context.AfterFunc(ctx, func() { g.Close() })
 	return g, nil
@@ -218,9 +260,15 @@ func newGateway(cfg Config) (*Gateway, error) {
 		key:        append([]byte(nil), cfg.APIKey...),
 		grants:     gs,
 		dialer:     cfg.Dialer,
-		audit:      cfg.Audit,
-		maxBody:    orDefault(cfg.MaxBody, DefaultMaxBody),
-		slots:      make(chan struct{}, orDefault(cfg.MaxConcurrent, DefaultMaxConcurrent)),
+		audit: &auditBudget{
+			inner: cfg.Audit, dispatchID: cfg.DispatchID, role: cfg.Role,
+			maxEntries: int64(orDefault(cfg.MaxAuditEntries, DefaultMaxAuditEntries)),
+			maxBytes:   orDefault(cfg.MaxAuditBytes, DefaultMaxAuditBytes),
+			onLimit:    cfg.OnLimit,
+		},
+		refusalInterval: orDefault(cfg.RefusalInterval, DefaultRefusalInterval),
+		maxBody:         orDefault(cfg.MaxBody, DefaultMaxBody),
+		slots:           make(chan struct{}, orDefault(cfg.MaxConcurrent, DefaultMaxConcurrent)),
 		limiter: rate.NewLimiter(rate.Limit(orDefault(cfg.RequestsPerSecond, DefaultRequestsPerSecond)),
 			orDefault(cfg.RequestBurst, DefaultRequestBurst)),
 		closeGrace: closeGrace,
@@ -269,8 +317,9 @@ func parseModelURL(d *egress.Dialer, s string) (*url.URL, error) {
 func (g *Gateway) Path() string { return g.path }
 
 // Close stops accepting requests, lets in-flight ones finish for up to 10 seconds, then
-// cancels the rest and waits for them, removes the socket and zeroes its copy of the API key.
-// It is safe to call more than once; later calls return the first result.
+// cancels the rest and waits for them, writes the refusals counted since the last interval,
+// removes the socket and zeroes its copy of the API key. Nothing is recorded after Close
+// returns. It is safe to call more than once; later calls return the first result.
 func (g *Gateway) Close() error {
 	g.closeOnce.Do(func() { g.closeErr = g.close() })
 	return g.closeErr
@@ -290,6 +339,9 @@ func (g *Gateway) close() error {
 	}
 	g.inflight.Wait()
 	<-g.serveDone
+	close(g.stopFlush)
+	<-g.flushDone
+	g.flushRefusals(context.Background(), true)
 	g.modelClient.CloseIdleConnections()
 	g.fetchClient.CloseIdleConnections()
 	clear(g.key)

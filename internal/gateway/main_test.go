@@ -157,6 +157,36 @@ func wantRecord(t testing.TB, rec map[string]any, route, decision string, status
 	}
 }
 
+// wantRefused waits until n refusals of route with status are counted, flushing the counts
+// to the audit log as it goes (the count follows the answer), and checks that none of them
+// has an entry of its own.
+func wantRefused(t testing.TB, h *harness, route string, status, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	var got int64
+	for {
+		h.gw.flushRefusals(t.Context(), false)
+		got = 0
+		for _, d := range h.audit.ofKind(KindGatewayRefused) {
+			if d["route"] == route && d["status"] == status {
+				got += d["count"].(int64)
+			}
+		}
+		if got >= int64(n) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got != int64(n) {
+		t.Errorf("got %d %s refusals of %s counted, want %d", got, http.StatusText(status), route, n)
+	}
+	for _, d := range h.audit.ofKind(KindGateway) {
+		if d["route"] == route && d["status"] == status {
+			t.Errorf("a counted refusal has its own entry: %v", d)
+		}
+	}
+}
+
 // shortDir is a temporary directory with a short path (Unix socket paths are limited).
 func shortDir(t testing.TB) string {
 	t.Helper()

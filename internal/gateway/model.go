@@ -21,8 +21,7 @@ var rateLimitPrefixes = []string{"X-Ratelimit-", "Anthropic-Ratelimit-"}
 const maxHeaderValue = 1024
 
 // forwardHeaders are the only request headers taken from the sandbox. Accept-Encoding is not
-// among them on purpose: net/http then asks for gzip itself and decompresses, so the
-// redactor sees plain bytes.
+// among them: the gateway asks for identity itself (see checkCoding).
 var forwardHeaders = []string{"Content-Type", "Accept"}
 
 // anthropicHeaders are also taken from the sandbox on the Anthropic routes: the API version
@@ -81,6 +80,9 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, ex *exchang
 			}
 		}
 	}
+	// An explicit Accept-Encoding also stops net/http asking for gzip and decoding it
+	// unseen; a body in any coding is refused below.
+	req.Header.Set("Accept-Encoding", "identity")
 	if len(g.key) > 0 {
 		switch api {
 		case APIAnthropic:
@@ -96,7 +98,11 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, ex *exchang
 		return
 	}
 	defer resp.Body.Close()
-	copyHeaders(w.Header(), resp.Header, g.red.String)
+	if err := checkCoding(resp.Header); err != nil {
+		g.refuse(w, ex, http.StatusBadGateway, err.Error())
+		return
+	}
+	copyHeaders(w.Header(), resp.Header, func(v string) string { return g.mask(v, maxHeaderValue) })
 	w.WriteHeader(resp.StatusCode)
 	ex.decision = decisionAllowed
 	if resp.StatusCode >= 300 {
@@ -110,14 +116,15 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, ex *exchang
 	}
 }
 
-// copyHeaders copies the allowed headers of src to dst, each value passed through red.
-func copyHeaders(dst, src http.Header, red func(string) string) {
+// copyHeaders copies the allowed headers of src to dst, each value passed through mask
+// (which redacts, then caps the length).
+func copyHeaders(dst, src http.Header, mask func(string) string) {
 	for name, vs := range src {
 		if !slices.Contains(passHeaders, name) && !slices.ContainsFunc(rateLimitPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
 			continue
 		}
 		for _, v := range vs {
-			dst.Add(name, red(clip(v, maxHeaderValue)))
+			dst.Add(name, mask(v))
 		}
 	}
 }

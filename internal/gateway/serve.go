@@ -37,6 +37,9 @@ type exchange struct {
 	path     string // upstream path, if any; never a query string
 	decision string
 	reason   string
+	// tally, when set, is the reason a refusal is counted under instead of having its own
+	// entry (see auditlimit.go).
+	tally string
 }
 
 // routeOf names the route for path without trusting anything else in the request.
@@ -64,10 +67,16 @@ func routeOf(path string) string {
 	return routeUnknown
 }
 
-// serve admits a request (open, under the concurrency and rate limits), routes it and
-// records it as [KindGateway] whatever happens, a panic included. The record is written
-// before the handler counts as finished, so Close never returns ahead of a record.
+// serve admits a request (open, under the concurrency and rate limits, the audit budget not
+// spent), routes it and records it whatever happens, a panic included: as [KindGateway], or
+// counted for [KindGatewayRefused]. The record is written before the handler counts as
+// finished, so Close never returns ahead of a record.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
+	if g.audit.spent() {
+		// The dispatch is being stopped; an entry per refusal is what the budget prevents.
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "the dispatch's audit budget is spent; it is being stopped"})
+		return
+	}
 	start := time.Now()
 	ex := &exchange{route: routeOf(r.URL.Path), decision: decisionDenied}
 	rec := &recorder{ResponseWriter: w}
@@ -93,6 +102,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	}()
 	if !entered {
 		g.refuse(rec, ex, http.StatusServiceUnavailable, "gateway is closing")
+		ex.tally = tallyClosing
 		return
 	}
 	select {
@@ -100,6 +110,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		defer func() { <-g.slots }()
 	default:
 		g.refuse(rec, ex, http.StatusServiceUnavailable, fmt.Sprintf("more than %d requests in flight", cap(g.slots)))
+		ex.tally = tallyBusy
 		return
 	}
 	if !g.limiter.Allow() {
@@ -136,24 +147,35 @@ func (g *Gateway) enter() bool {
 	return true
 }
 
-// record writes the request's one KindGateway record. It holds no body, query string or key.
-// status 0 means no response was sent.
+// record counts a refusal the sandbox can provoke at will (ex.tally set) and writes any other
+// request's one KindGateway record. It holds no body, query string or key. status 0 means no
+// response was sent.
 func (g *Gateway) record(r *http.Request, ex *exchange, status int, bytesOut, bytesIn int64, start time.Time) {
+	if ex.tally != "" {
+		g.tally.add(ex.route, ex.tally, status, time.Now())
+		return
+	}
 	// The answer is sent; a record that is not kept cannot change it.
 	_ = g.audit.Record(context.WithoutCancel(r.Context()), KindGateway, map[string]any{
 		"dispatch":    g.dispatchID,
 		"role":        g.role,
 		"route":       ex.route,
 		"method":      methodName(r.Method),
-		"host":        g.red.String(clip(ex.host, maxPathInAudit)),
-		"path":        g.red.String(clip(ex.path, maxPathInAudit)),
+		"host":        g.mask(ex.host, maxPathInAudit),
+		"path":        g.mask(ex.path, maxPathInAudit),
 		"status":      status,
 		"bytes_in":    bytesIn,
 		"bytes_out":   bytesOut,
 		"duration_ms": time.Since(start).Milliseconds(),
 		"decision":    ex.decision,
-		"reason":      g.red.String(clip(ex.reason, maxReasonLen)),
+		"reason":      g.mask(ex.reason, maxReasonLen),
 	})
+}
+
+// mask redacts the key from s, then clips it to n bytes: clipping first could cut a key in
+// two and leave its first part unmasked.
+func (g *Gateway) mask(s string, n int) string {
+	return clip(g.red.String(s), n)
 }
 
 // methodName returns m if it is a standard method and "OTHER" otherwise, so a client cannot
@@ -173,9 +195,10 @@ func (g *Gateway) refuse(w http.ResponseWriter, ex *exchange, status int, msg st
 }
 
 // fail answers with status and a JSON {"error": msg} (key redacted) and records the decision.
+// A refusal the sandbox can provoke at will (tallyByStatus) is counted, not recorded alone.
 func (g *Gateway) fail(w http.ResponseWriter, ex *exchange, status int, decision, msg string) {
 	msg = g.red.String(msg)
-	ex.decision, ex.reason = decision, msg
+	ex.decision, ex.reason, ex.tally = decision, msg, tallyByStatus[status]
 	writeJSON(w, status, map[string]string{"error": msg})
 }
 
