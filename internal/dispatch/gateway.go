@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/egress"
@@ -21,6 +22,26 @@ const (
 	gatewayRequestsPerSecond = 50
 	gatewayRequestBurst      = 100
 )
+
+// The gateway's audit budget grows with the dispatch's timeout: the gateway's defaults for
+// each gatewayBudgetPeriod, pro rata, so a long dispatch is not starved and a short one
+// cannot write a long one's worth; never less than the floor, which a short dispatch's
+// honest work does not reach.
+const (
+	gatewayBudgetPeriod     = 30 * time.Minute
+	gatewayBudgetMinEntries = 512
+	gatewayBudgetMinBytes   = 512 << 10
+)
+
+// gatewayAuditBudget is the audit budget of a dispatch with the given timeout.
+func gatewayAuditBudget(timeout time.Duration) (entries int, bytes int64) {
+	if timeout <= 0 {
+		timeout = gatewayBudgetPeriod
+	}
+	scale := func(v int64) int64 { return int64(float64(v) * (float64(timeout) / float64(gatewayBudgetPeriod))) }
+	return int(max(scale(gateway.DefaultMaxAuditEntries), gatewayBudgetMinEntries)),
+		max(scale(gateway.DefaultMaxAuditBytes), gatewayBudgetMinBytes)
+}
 
 // modelAPI says how a runtime's model is reached through the gateway: which API it speaks
 // and which env bundle keys name its endpoint and its key.
@@ -94,7 +115,9 @@ type runningGateway struct {
 // startGateway starts the gateway of dispatch r in a fresh 0700 directory: the stage's
 // gateway/ when a socket path there fits, else a short temporary directory that the stage's
 // gateway entry links to (the worker of a `sandbox: none` target finds it through the link).
-func (d *Dispatcher) startGateway(ctx context.Context, r *Record, st *stage, ep *modelEndpoint) (*runningGateway, error) {
+// A gateway whose audit budget is spent pulls trip: the sandbox is stopped and the dispatch
+// fails limit-exceeded.
+func (d *Dispatcher) startGateway(ctx context.Context, r *Record, st *stage, ep *modelEndpoint, trip *limitTrip) (*runningGateway, error) {
 	rg := &runningGateway{dir: filepath.Join(st.dir, worker.GatewayDir)}
 	os.RemoveAll(rg.dir) // nothing of an earlier attempt is reused
 	// The gateway binds its socket in a temporary directory beside the path, then renames it.
@@ -116,6 +139,7 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, st *stage, ep 
 	if r.Grants != nil {
 		egressGrant = r.Grants.Egress
 	}
+	maxEntries, maxBytes := gatewayAuditBudget(time.Duration(r.Timeout))
 	gw, err := gateway.Listen(ctx, filepath.Join(rg.dir, worker.GatewaySocket), gateway.Config{
 		DispatchID:        r.ID,
 		Role:              role,
@@ -127,6 +151,9 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, st *stage, ep 
 		Audit:             &gatewayAuditor{records: d.Records, id: r.ID, role: role},
 		RequestsPerSecond: gatewayRequestsPerSecond,
 		RequestBurst:      gatewayRequestBurst,
+		MaxAuditEntries:   maxEntries,
+		MaxAuditBytes:     maxBytes,
+		OnLimit:           trip.Trip,
 	})
 	clear(ep.key)
 	if err != nil {
