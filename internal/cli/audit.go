@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -352,24 +353,11 @@ func runAuditExport(ctx context.Context, f *Factory, sel audit.Selection, out st
 	return nil
 }
 
+// writeBundle writes b to path by writeout.go's rule: a new 0600 file renamed over path, so a
+// link planted there is replaced, never written through. runAuditExport's caller has already
+// refused an existing path without --force.
 func writeBundle(path string, b *verify.Bundle) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".bundle-*")
-	if err != nil {
-		return fmt.Errorf("write bundle: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := verify.WriteBundle(tmp, b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write bundle %s: %w", path, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write bundle %s: %w", path, err)
-	}
-	return os.Rename(tmp.Name(), path)
+	return writeOutFile(path, true, func(w io.Writer) error { return verify.WriteBundle(w, b) })
 }
 
 // parseSinceTime reads an RFC 3339 time or a duration back from now.

@@ -118,6 +118,9 @@ func TestAuditExport(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stderr, "exported 2 entries") {
 		t.Fatalf("export: %+v", r)
 	}
+	if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("bundle mode: %v (%v), want 0600 like every file agora writes", fi.Mode(), err)
+	}
 	if r := runAgora(t, env, "audit", "export", "--out", out); r.code == 0 || !strings.Contains(r.stderr, "--force") {
 		t.Errorf("export over an existing file: %+v, want a refusal naming --force", r)
 	}

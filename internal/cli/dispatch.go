@@ -444,7 +444,7 @@ func newDispatchDeliverCmd(f *Factory) *cobra.Command {
 
 // newWorkerCmd is what runs inside the sandbox.
 func newWorkerCmd(f *Factory) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:    "worker",
 		Short:  "Run the worker inside a sandbox (started by agora, not by people)",
 		Hidden: true,
@@ -456,4 +456,19 @@ func newWorkerCmd(f *Factory) *cobra.Command {
 			return nil
 		},
 	}
+	// Claude Code's tool hook: its exit code is claude's (2 refuses the call), so the
+	// worker package parses its own arguments.
+	cmd.AddCommand(&cobra.Command{
+		Use:                "hook",
+		Short:              "Audit one Claude Code tool event (run by claude in a sandbox, not by people)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if code := worker.HookMain(cmd.Context(), args, f.IO.In, f.IO.ErrOut); code != 0 {
+				return &exitError{code: code}
+			}
+			return nil
+		},
+	})
+	return cmd
 }

@@ -2,7 +2,7 @@ package cli
 
 import (
 	"fmt"
-	"os"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -101,15 +101,9 @@ terminal entry. Both parts carry a selection signed with the audit key and namin
 				Orch:       orchPart,
 				Dispatches: dispPart,
 			}
-			fd, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-			if err != nil {
-				return err
-			}
-			if err := verify.WriteRunBundle(fd, rb); err != nil {
-				fd.Close()
-				return err
-			}
-			if err := fd.Close(); err != nil {
+			// A new 0600 file renamed over --out: a link planted there is replaced, never
+			// written through (writeout.go).
+			if err := writeOutFile(out, true, func(w io.Writer) error { return verify.WriteRunBundle(w, rb) }); err != nil {
 				return err
 			}
 			fmt.Fprintf(f.IO.ErrOut, "agora: wrote %s: run %s, %d orch.db entries, %d agora.db entries, %d dispatch manifests\n",

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/dispatch"
@@ -181,5 +184,286 @@ func TestModel_SandboxNone(t *testing.T) {
 	}
 	if n := len(srv.Accepted()); n != 2 {
 		t.Errorf("the model got %d requests, want 2", n)
+	}
+}
+
+// claudeModel is a scripted Anthropic Messages API: the nth request is answered with the
+// nth reply's content blocks (JSON), and requests past the script with a final text. A
+// reply may be "block", which holds the request until the test ends: claude is then still
+// running, waiting on its model.
+type claudeModel struct {
+	t       *testing.T
+	srv     *httptest.Server
+	mu      sync.Mutex
+	bodies  []string      // guarded by mu
+	arrived chan int      // each request's number, as it arrives
+	release chan struct{} // closed at cleanup: blocked requests return
+}
+
+func newClaudeModel(t *testing.T, replies ...string) *claudeModel {
+	m := &claudeModel{t: t, arrived: make(chan int, 64), release: make(chan struct{})}
+	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		m.mu.Lock()
+		m.bodies = append(m.bodies, string(b))
+		n := len(m.bodies)
+		m.mu.Unlock()
+		m.arrived <- n
+		if r.Header.Get("X-Api-Key") != testAnthropicKey {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		content := `[{"type":"text","text":"done"}]`
+		if n <= len(replies) {
+			content = replies[n-1]
+		}
+		if content == "block" {
+			select {
+			case <-m.release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"msg_%02d","type":"message","role":"assistant","model":"test-model","content":%s,`+
+			`"stop_reason":"end_turn","usage":{"input_tokens":12,"output_tokens":6}}`, n, content)
+	}))
+	t.Cleanup(func() {
+		close(m.release)
+		m.srv.Close()
+	})
+	return m
+}
+
+// body returns the nth request's body (1-based).
+func (m *claudeModel) body(n int) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n > len(m.bodies) {
+		m.t.Fatalf("the model got %d requests, want at least %d", len(m.bodies), n)
+	}
+	return m.bodies[n-1]
+}
+
+// waitFor waits for the nth request, at most a minute.
+func (m *claudeModel) waitFor(n int) bool {
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case got := <-m.arrived:
+			if got >= n {
+				return true
+			}
+		case <-timeout:
+			return false
+		}
+	}
+}
+
+// toolUse is a tool_use content block.
+func toolUse(id, name, input string) string {
+	return `{"type":"tool_use","id":"` + id + `","name":"` + name + `","input":` + input + `}`
+}
+
+// claudeEnv registers the capability "claude-bin" (the fake claude, with extra capability.yaml
+// grant lines and files), the subagent "critic" holding it, and the env bundle "anthropic"
+// pointing at m with extra plain values.
+func claudeEnv(e *env, m *claudeModel, grants string, files map[string]string, values map[string]string) {
+	all := map[string]string{"bin/claude": string(fakeClaudeBytes(e.t))}
+	for k, v := range files {
+		all[k] = v
+	}
+	e.capability("claude-bin", grants, all, "bin/claude")
+	e.modelSubagent("critic", "claude-code", "claude-bin")
+	vals := map[string]string{
+		"ANTHROPIC_BASE_URL": m.srv.URL,
+		"PATH":               "/agora/workspace/bin:/usr/bin:/bin",
+		"FAKECLAUDE_MODE":    "api",
+	}
+	for k, v := range values {
+		vals[k] = v
+	}
+	e.envBundle("anthropic", vals, map[string]string{"ANTHROPIC_API_KEY": testAnthropicKey})
+}
+
+var fakeClaudeOnce struct {
+	sync.Once
+	b   []byte
+	err error
+}
+
+// fakeClaudeBytes is fakeClaude, built once for the package's tests.
+func fakeClaudeBytes(t *testing.T) []byte {
+	fakeClaudeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "fakeclaude-")
+		if err != nil {
+			fakeClaudeOnce.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		bin := filepath.Join(dir, "claude")
+		build := exec.Command("go", "build", "-o", bin, "github.com/agora-dev/agora/internal/runtime/claudert/internal/fakeclaude")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			fakeClaudeOnce.err = fmt.Errorf("build the fake claude: %v\n%s", err, out)
+			return
+		}
+		fakeClaudeOnce.b, fakeClaudeOnce.err = os.ReadFile(bin)
+	})
+	if fakeClaudeOnce.err != nil {
+		t.Fatal(fakeClaudeOnce.err)
+	}
+	return fakeClaudeOnce.b
+}
+
+// TestModel_ClaudeRefusedWrite is finding 3 of issue #11: a subagent whose grant has no
+// write tool is asked by its model to Write. claude never loaded Write and refuses the call
+// ("No such tool available"); the audit must say denied, with that reason, and never allowed.
+func TestModel_ClaudeRefusedWrite(t *testing.T) {
+	e := newModelEnv(t)
+	m := newClaudeModel(t, "["+toolUse("toolu_01W", "Write", `{"file_path":"/agora/workspace/pwned.txt","content":"x"}`)+"]")
+	claudeEnv(e, m, "tools: [read_file]\n", nil, nil)
+
+	r := e.run(dispatch.Request{Subagent: "critic", Envs: []string{"anthropic"}, Input: []byte(`{"prompt":"write a file"}`)})
+	wantFinished(t, r)
+	calls := e.toolCalls(r)
+	want := []string{"Write denied claude-code: not loaded: the grant does not cover this tool"}
+	if diff := cmp.Diff(want, calls); diff != "" {
+		t.Errorf("tool.call entries (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(m.body(2), "No such tool available: Write") {
+		t.Errorf("the model was not told the tool is not loaded: %s", m.body(2))
+	}
+	if r.Result.Patch != nil && strings.Contains(e.blob(r.Result.Patch), "pwned.txt") {
+		t.Error("the refused Write wrote its file")
+	}
+}
+
+// TestModel_ClaudeToolCallsAuditedInOrder: every call claude makes is on record as it
+// happens: a call that runs is "requested" before it runs and "allowed" with its outcome; a
+// call claude's permission rules refuse is "requested" then "denied"; a call to a tool that
+// is not loaded is "denied" only. Each entry carries claude's call id.
+func TestModel_ClaudeToolCallsAuditedInOrder(t *testing.T) {
+	e := newModelEnv(t)
+	m := newClaudeModel(t,
+		"["+toolUse("toolu_01A", "Bash", `{"command":"git status"}`)+"]",
+		"["+toolUse("toolu_01B", "Bash", `{"command":"rm -rf .git"}`)+"]",
+		"["+toolUse("toolu_01C", "Edit", `{"file_path":"README.md","old_string":"a","new_string":"b"}`)+"]",
+		"["+toolUse("toolu_01D", "Read", `{"file_path":"/agora/workspace/README.md"}`)+"]",
+	)
+	claudeEnv(e, m, "tools: [read_file, run_command]\ncommands: [\"git status\"]\n", nil, nil)
+	repo := gitRepo(t, map[string]string{"README.md": "# demo\n"})
+
+	r := e.run(dispatch.Request{Subagent: "critic", Envs: []string{"anthropic"}, Repo: repo, Input: []byte(`{"prompt":"look around"}`)})
+	wantFinished(t, r)
+	want := []string{
+		"Bash requested claude-code: about to run; claude's permission rules derived from the grant decide",
+		"Bash allowed claude-code: ran, allowed by the permission rules derived from the grant",
+		"Bash requested claude-code: about to run; claude's permission rules derived from the grant decide",
+		"Bash denied claude-code: denied by the permission rules derived from the grant",
+		"Edit denied claude-code: not loaded: the grant does not cover this tool",
+		"Read requested claude-code: about to run; claude's permission rules derived from the grant decide",
+		"Read allowed claude-code: ran, allowed by the permission rules derived from the grant",
+	}
+	if diff := cmp.Diff(want, e.toolCalls(r)); diff != "" {
+		t.Errorf("tool.call entries (-want +got):\n%s", diff)
+	}
+	var ids []any
+	for _, a := range e.audited(r, "tool.call") {
+		ids = append(ids, a.Details["call_id"])
+	}
+	wantIDs := []any{"toolu_01A", "toolu_01A", "toolu_01B", "toolu_01B", "toolu_01C", "toolu_01D", "toolu_01D"}
+	if diff := cmp.Diff(wantIDs, ids); diff != "" {
+		t.Errorf("call ids (-want +got):\n%s", diff)
+	}
+}
+
+// TestModel_ClaudeCancelAfterToolUse is finding 4 of issue #11: a granted tool runs, then
+// the dispatch is cancelled while claude still runs (first waiting on its model, then inside
+// a second tool). Every call that ran, or had started, is on record: a cancel cannot erase it.
+func TestModel_ClaudeCancelAfterToolUse(t *testing.T) {
+	e := newModelEnv(t)
+	m := newClaudeModel(t,
+		"["+toolUse("toolu_01T", "Bash", `{"command":"touch /agora/out/ran"}`)+"]",
+		"["+toolUse("toolu_01S", "Bash", `{"command":"sleep 30"}`)+"]",
+		"block",
+	)
+	claudeEnv(e, m, "tools: [run_command]\ncommands: [\"touch **\", \"sleep **\"]\n", nil, nil)
+	ctx := t.Context()
+	r, err := e.d.Accept(ctx, dispatch.Request{Subagent: "critic", Envs: []string{"anthropic"}, Actor: "test",
+		Timeout: 2 * time.Minute, Input: []byte(`{"prompt":"work, slowly"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *dispatch.Record, 1)
+	go func() {
+		rec, err := e.d.Supervise(ctx, r.ID, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- rec
+	}()
+	// The second request carries the first call's result: that call ran.
+	if !m.waitFor(2) {
+		t.Fatal("the first tool call never finished")
+	}
+	// Then the second call is under way; wait (bounded) until it is on record, or give up
+	// and cancel anyway, so a worker that records nothing live fails below, not here.
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if len(e.audited(r, "tool.call")) >= 3 {
+			break
+		}
+	}
+	if _, err := e.d.Cancel(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	final := <-done
+	if final.State != dispatch.StateCancelled {
+		t.Errorf("dispatch %s %s: %s, want cancelled", final.State, final.Reason, final.Detail)
+	}
+	want := []string{
+		"Bash requested claude-code: about to run; claude's permission rules derived from the grant decide",
+		"Bash allowed claude-code: ran, allowed by the permission rules derived from the grant",
+		"Bash requested claude-code: about to run; claude's permission rules derived from the grant decide",
+	}
+	if diff := cmp.Diff(want, e.toolCalls(final)); diff != "" {
+		t.Errorf("tool.call entries after the cancel (-want +got):\n%s", diff)
+	}
+}
+
+// TestModel_ClaudeLoadedUngrantedTool: a claude that loads a tool the grant does not cover
+// (its init event lists Write for a grant without write_file) is stopped: the dispatch fails
+// before the model is asked anything. MCP tools of the capability's servers are covered.
+func TestModel_ClaudeLoadedUngrantedTool(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra string
+		wantFailed  bool
+	}{
+		{"Write", "Write", true},
+		{"MCPToolOfAnotherServer", "mcp__other__search", true},
+		{"MCPToolOfTheCapabilitysServer", "mcp__docs__search", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newModelEnv(t)
+			m := newClaudeModel(t)
+			claudeEnv(e, m, "tools: [read_file]\n",
+				map[string]string{"mcp.json": `{"mcpServers":{"docs":{"command":"/bin/true","args":[]}}}`},
+				map[string]string{"FAKECLAUDE_EXTRA_TOOLS": tc.extra})
+			r := e.run(dispatch.Request{Subagent: "critic", Envs: []string{"anthropic"}, Input: []byte(`{"prompt":"hi"}`)})
+			if !tc.wantFailed {
+				wantFinished(t, r)
+				return
+			}
+			if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonWorkerFailed ||
+				!strings.Contains(r.Detail, `claude loaded tool "`+tc.extra+`", which the grant does not cover`) {
+				t.Errorf("dispatch %s %s: %q, want failed worker-failed naming %s", r.State, r.Reason, r.Detail, tc.extra)
+			}
+			m.mu.Lock()
+			n := len(m.bodies)
+			m.mu.Unlock()
+			if n != 0 {
+				t.Errorf("the model got %d requests, want none", n)
+			}
+		})
 	}
 }

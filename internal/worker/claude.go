@@ -8,9 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/agora-dev/agora/internal/runtime/claudert"
-	"github.com/agora-dev/agora/internal/toolreg"
+	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
 // MCPConfigFile is the file at the root of a capability that holds its MCP servers, in the
@@ -18,29 +19,24 @@ import (
 // from the verified archive, never from the workspace, and pre-approves its servers' tools.
 const MCPConfigFile = "mcp.json"
 
-// claudeReason is the audit reason of a tool use claude made on its own permission rules.
-const (
-	claudeAllowed = "claude-code: allowed by the permission rules derived from the grant"
-	claudeDenied  = "claude-code: denied by the permission rules derived from the grant"
-)
-
 // claudeRuntime runs Claude Code (`claude --print`) with the subagent's prompt, model and
 // grant. claude calls the Anthropic API itself: it reaches the gateway through a loopback
 // relay ([relay]), and the gateway adds the API key. Its own tools run under permission
-// rules derived from the grant (package claudert); each use and each denial is reported to
-// the gateway's audit after the run, from claude's stream-json account.
+// rules derived from the grant (package claudert), and each call is audited live: by
+// claude's tool hooks, which are this binary (hook.go), before the tool runs and with its
+// outcome, and from claude's output for what no hook sees (hookaudit.go).
 type claudeRuntime struct{}
+
+// testOnlyHookProgram, when set, is the program claude runs as its tool hook instead of
+// this binary (tests run the worker inside a test binary, which is no agora).
+var testOnlyHookProgram string
 
 func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error) {
 	gw := dialGateway(inv.gateway)
 	defer gw.close()
-	rl, err := startRelay(gw)
-	if err != nil {
-		return agentExit{}, fmt.Errorf("start the model relay: %w", err)
-	}
-	defer rl.close()
 	grants := claudert.Grants{Tools: inv.grants.Tools, Commands: inv.grants.Commands, Egress: inv.grants.Egress}
 	mcpPath := ""
+	var err error
 	if inv.mcpConfig != nil {
 		if grants.MCPServers, err = claudert.MCPServerNames(bytes.NewReader(inv.mcpConfig)); err != nil {
 			return agentExit{ExitCode: 1, Failure: err.Error()}, nil
@@ -59,6 +55,30 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 			return agentExit{}, err
 		}
 	}
+	hookProg, err := hookProgram(inv)
+	if err != nil {
+		return agentExit{}, err
+	}
+	marks, err := os.MkdirTemp(inv.tmp, "agora-hooks-")
+	if err != nil {
+		return agentExit{}, err
+	}
+	defer os.RemoveAll(marks)
+	if marks, err = filepath.Abs(marks); err != nil {
+		return agentExit{}, err
+	}
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	tools := claudert.Tools(grants)
+	audit := newClaudeAudit(gw, marks, redact.New(inv.secrets), tools, grants.MCPServers, stop)
+	hook := hookConfig{gateway: inv.gateway, marks: marks, tools: tools, mcp: grants.MCPServers,
+		secretEnvs: secretNames(inv.env, inv.secrets)}
+
+	rl, err := startRelay(audit.gate(gw))
+	if err != nil {
+		return agentExit{}, fmt.Errorf("start the model relay: %w", err)
+	}
+	defer rl.close()
 	tr, err := openTranscript(inv.out)
 	if err != nil {
 		return agentExit{}, err
@@ -70,7 +90,7 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 		// No update checks, telemetry or error reports: there is no route for them.
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
 	})
-	res, err := claudert.Run(ctx, claudert.Config{
+	res, err := claudert.Run(runCtx, claudert.Config{
 		SystemPrompt: inv.systemPrompt,
 		Model:        inv.model,
 		Grants:       grants,
@@ -81,11 +101,46 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 		Stderr:       inv.stderr,
 		Transcript:   tr,
 		TempDir:      inv.tmp,
+		HookCommand:  append([]string{hookProg, "worker", "hook"}, hook.args()...),
+		Observer:     audit,
 	}, inv.prompt)
-	if aerr := reportClaudeTools(ctx, gw, inv, res); aerr != nil {
-		return agentExit{ExitCode: 1, Failure: fmt.Sprintf("claude's tool uses not audited: %v", aerr)}, nil
+	audit.finish(context.WithoutCancel(ctx), res, err)
+	if aerr := audit.failed(); aerr != nil {
+		return agentExit{ExitCode: 1, Failure: "claude-code runtime: " + aerr.Error()}, nil
 	}
 	return claudeExit(ctx, res, err, inv)
+}
+
+// hookProgram is the agora binary claude runs as its tool hook: the sandbox's
+// /agora/bin/agora when the layout has it, else this process's own executable (a target
+// with `sandbox: none` runs the host's agora).
+func hookProgram(inv invocation) (string, error) {
+	if testOnlyHookProgram != "" {
+		return testOnlyHookProgram, nil
+	}
+	p := filepath.Join(filepath.Dir(inv.out), BinDir, "agora")
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+		return p, nil
+	}
+	p, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find the agora binary for claude's tool hook: %w", err)
+	}
+	return p, nil
+}
+
+// secretNames returns the names of the variables of env that hold one of the secret values,
+// sorted: the hook finds the values in its own environment, which is claude's.
+func secretNames(env []string, secrets [][]byte) []string {
+	var names []string
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && slices.ContainsFunc(secrets, func(s []byte) bool { return len(s) > 0 && string(s) == v }) {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // claudeExit maps how claude ended to the agent's exit.
@@ -109,31 +164,4 @@ func claudeExit(ctx context.Context, res claudert.Result, err error, inv invocat
 	final := res.Final
 	fmt.Fprintln(inv.stdout, final)
 	return agentExit{Final: &final}, nil
-}
-
-// reportClaudeTools reports each tool use claude made, and each it was denied, as a tool
-// decision of the dispatch's role.
-func reportClaudeTools(ctx context.Context, gw *gatewayClient, inv invocation, res claudert.Result) error {
-	ctx = context.WithoutCancel(ctx)
-	for _, u := range res.ToolUses {
-		d := toolreg.Decision{DispatchID: inv.dispatchID, Role: inv.role, Tool: u.Name,
-			Decision: toolreg.DecisionAllowed, Reason: claudeAllowed, ArgsHash: "sha256:" + u.InputSHA256}
-		if slices.ContainsFunc(res.Denials, func(x claudert.ToolUse) bool { return x.ID == u.ID }) {
-			d.Decision, d.Reason = toolreg.DecisionDenied, claudeDenied
-		}
-		if err := gw.reportTool(ctx, d); err != nil {
-			return err
-		}
-	}
-	for _, u := range res.Denials {
-		if slices.ContainsFunc(res.ToolUses, func(x claudert.ToolUse) bool { return x.ID == u.ID }) {
-			continue
-		}
-		d := toolreg.Decision{DispatchID: inv.dispatchID, Role: inv.role, Tool: u.Name,
-			Decision: toolreg.DecisionDenied, Reason: claudeDenied, ArgsHash: "sha256:" + u.InputSHA256}
-		if err := gw.reportTool(ctx, d); err != nil {
-			return err
-		}
-	}
-	return nil
 }

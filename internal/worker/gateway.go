@@ -159,18 +159,47 @@ func (g *gatewayClient) fetch(ctx context.Context, rawURL, method string) (int, 
 	return r.Status, r.ContentType, body, nil
 }
 
-// reportTool sends one decision to the gateway's /audit/tool, retrying while the gateway
-// sheds load (429) for at most auditTimeout, and a 503 (closing, too busy, or the record not
-// kept) a few times. A nil error means the decision is on record.
+// reportTool sends one decision of the tool view to the gateway's /audit/tool (see report).
 func (g *gatewayClient) reportTool(ctx context.Context, d toolreg.Decision) error {
+	return g.report(ctx, toolReport{Tool: d.Tool, Decision: d.Decision, Reason: d.Reason, ArgsHash: d.ArgsHash, Duration: d.Duration})
+}
+
+// Phases of a call reported by Claude Code's hooks (see hook.go); the gateway accepts
+// decisionRequested only with phasePre.
+const (
+	phasePre          = "pre"
+	phasePost         = "post"
+	decisionRequested = "requested"
+)
+
+// toolReport is one report to /audit/tool: a decision, or one phase of a call.
+type toolReport struct {
+	Tool, Decision, Reason string
+	ArgsHash               string // "sha256:<hex>" of the redacted arguments
+	Duration               time.Duration
+	// Phase is "" (a decision made once), phasePre or phasePost; CallID is the runtime's
+	// id of the call, required with a phase.
+	Phase, CallID string
+}
+
+// report sends r to the gateway's /audit/tool, retrying while the gateway sheds load (429)
+// for at most auditTimeout, and a 503 (closing, too busy, or the record not kept) a few
+// times. A nil error means the report is on record.
+func (g *gatewayClient) report(ctx context.Context, r toolReport) error {
 	ctx, cancel := context.WithTimeout(ctx, auditTimeout)
 	defer cancel()
 	body := map[string]any{
-		"tool":        auditToolName(d.Tool),
-		"decision":    d.Decision,
-		"reason":      oneLine(d.Reason, maxAuditReason),
-		"args_hash":   d.ArgsHash,
-		"duration_ms": max(d.Duration.Milliseconds(), 0),
+		"tool":        auditToolName(r.Tool),
+		"decision":    r.Decision,
+		"reason":      oneLine(r.Reason, maxAuditReason),
+		"args_hash":   r.ArgsHash,
+		"duration_ms": max(r.Duration.Milliseconds(), 0),
+	}
+	if r.Phase != "" {
+		body["phase"] = r.Phase
+	}
+	if r.CallID != "" {
+		body["call_id"] = r.CallID
 	}
 	unavailable := 0
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {

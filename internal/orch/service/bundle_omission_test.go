@@ -22,7 +22,8 @@ import (
 // orch.db says it succeeded. It verified before, printing "every one of the run's 2 attempts
 // has its dispatch entries". Now `agora verify` exits 5: the signed selection no longer
 // matches, and even when the selection is re-signed with the log's own key (by whoever holds
-// keys/audit.key) the run check names the attempt that lost its end.
+// keys/audit.key) the run check names the attempt that lost its end. On the way it checks
+// that --out replaces a link planted there with a 0600 file instead of writing through it.
 func TestRunBundle_HiddenEnd(t *testing.T) {
 	e := servedEnv(t)
 	planPath := filepath.Join(t.TempDir(), "p.yaml")
@@ -41,6 +42,19 @@ tasks:
 	if code, stdout := verifyFile(t, out, pub); code != 0 {
 		t.Fatalf("untouched bundle: exit %d\n%s", code, stdout)
 	}
+	// --out never writes through a link planted there: the link is replaced by a 0600 file.
+	victim := filepath.Join(t.TempDir(), "victim")
+	must(t, os.WriteFile(victim, []byte("original"), 0o600))
+	link := filepath.Join(t.TempDir(), "link.json")
+	must(t, os.Symlink(victim, link))
+	e.run("orch", "audit", "omission", "--out", link)
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "original" {
+		t.Errorf("orch audit --out wrote through a link: victim now %q (%v)", b, err)
+	}
+	if fi, err := os.Lstat(link); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+		t.Errorf("orch audit --out: %v (%v), want a regular 0600 file", fi.Mode(), err)
+	}
+
 	raw, err := os.ReadFile(out)
 	must(t, err)
 	skey, err := os.ReadFile(filepath.Join(e.home, "keys", "audit.key"))

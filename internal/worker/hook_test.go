@@ -1,0 +1,351 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/gateway"
+	"github.com/agora-dev/agora/internal/secret/redact"
+)
+
+const hookSecret = "s3cret-value-0123456789"
+
+// startGateway runs the real gateway (the host side, imported by tests only) on a socket in
+// a fresh directory, recording into a.
+func startGateway(t *testing.T, a *memAuditor) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), GatewaySocket)
+	gw, err := gateway.Listen(t.Context(), sock, gateway.Config{
+		DispatchID: "01JTESTDISPATCH",
+		Role:       "fixer@sha256:" + strings.Repeat("ab", 32),
+		ModelAPI:   gateway.APIAnthropic,
+		Dialer:     egress.NewDialer(egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, nil),
+		Audit:      a,
+		// Each call is two reports; keep the rate limit out of these tests' way.
+		RequestsPerSecond: 1000, RequestBurst: 1000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	return sock
+}
+
+// calls returns "tool decision reason phase call_id args_hash" of each tool.call record.
+func (a *memAuditor) calls() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for i, k := range a.kinds {
+		if k == gateway.KindToolCall {
+			d := a.records[i]
+			out = append(out, fmt.Sprintf("%s %s %s|%v|%v|%v", d["tool"], d["decision"], d["reason"], d["phase"], d["call_id"], d["args_hash"]))
+		}
+	}
+	return out
+}
+
+func hookEvent(event, tool, id, input string, extra ...string) string {
+	s := `{"session_id":"s-1","transcript_path":"/tmp/t.jsonl","cwd":"/agora/workspace","permission_mode":"dontAsk",` +
+		`"hook_event_name":"` + event + `","tool_name":"` + tool + `","tool_use_id":"` + id + `","tool_input":` + input
+	for _, e := range extra {
+		s += "," + e
+	}
+	return s + "}"
+}
+
+// TestHookMain: the pre-tool hook records a covered call "requested" and lets it go on,
+// refuses (exit 2) a call the grant does not cover after recording it "denied", and refuses
+// every call it cannot record; the post-tool hooks record the outcome. Each leaves its mark,
+// and the arguments' hash masks the secrets named on its command line.
+func TestHookMain(t *testing.T) {
+	masked := argsHash(redact.New([][]byte{[]byte(hookSecret)}), json.RawMessage(`{"command":"echo `+hookSecret+`"}`))
+	if masked == argsHash(redact.New(nil), json.RawMessage(`{"command":"echo `+hookSecret+`"}`)) {
+		t.Fatal("the masked and unmasked hashes are equal")
+	}
+	t.Setenv("TOKEN", hookSecret)
+	for _, tc := range []struct {
+		name      string
+		in        string
+		fail      bool     // the audit log keeps no tool.call record
+		noGateway bool     // the socket is gone
+		args      []string // more hook arguments
+		wantCode  int
+		wantCalls []string
+		wantStd   string // in stderr
+		wantMarks []string
+	}{
+		{
+			name:      "PreCovered",
+			in:        hookEvent("PreToolUse", "Bash", "toolu_01A", `{"command":"echo `+hookSecret+`"}`),
+			wantCode:  hookContinue,
+			wantCalls: []string{"Bash requested " + reasonRequested + "|pre|toolu_01A|" + masked},
+			wantMarks: []string{"pre=requested"},
+		},
+		{
+			name:      "PreMCPToolOfAGrantedServer",
+			in:        hookEvent("PreToolUse", "mcp__docs__search", "toolu_01A", `{}`),
+			wantCode:  hookContinue,
+			wantCalls: []string{"mcp__docs__search requested " + reasonRequested + "|pre|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{}`))},
+			wantMarks: []string{"pre=requested"},
+		},
+		{
+			name:      "PreNotCovered",
+			in:        hookEvent("PreToolUse", "Write", "toolu_01A", `{"file_path":"/x","content":"y"}`),
+			wantCode:  hookBlock,
+			wantCalls: []string{"Write denied " + reasonNotCovered + "|pre|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{"file_path":"/x","content":"y"}`))},
+			wantStd:   `tool "Write" is not covered by this subagent's grant`,
+			wantMarks: []string{"pre=denied"},
+		},
+		{
+			name:     "PreNotKept",
+			in:       hookEvent("PreToolUse", "Bash", "toolu_01A", `{"command":"ls"}`),
+			fail:     true,
+			wantCode: hookBlock,
+			wantStd:  "could not be recorded in the audit log, so it is refused",
+		},
+		{
+			name:      "PreGatewayUnreachable",
+			in:        hookEvent("PreToolUse", "Bash", "toolu_01A", `{"command":"ls"}`),
+			noGateway: true,
+			wantCode:  hookBlock,
+			wantStd:   "could not be recorded in the audit log, so it is refused",
+		},
+		{
+			name:      "PostRan",
+			in:        hookEvent("PostToolUse", "Bash", "toolu_01A", `{"command":"ls"}`, `"tool_response":{"stdout":"a"}`, `"duration_ms":42`),
+			wantCode:  hookContinue,
+			wantCalls: []string{"Bash allowed " + reasonRan + "|post|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{"command":"ls"}`))},
+			wantMarks: []string{"ran=allowed\n" + reasonRan, "post=allowed"},
+		},
+		{
+			name:      "PostInterrupted",
+			in:        hookEvent("PostToolUseFailure", "Bash", "toolu_01A", `{"command":"ls"}`, `"error":"killed"`, `"is_interrupt":true`),
+			wantCode:  hookContinue,
+			wantCalls: []string{"Bash error " + reasonInterrupt + "|post|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{"command":"ls"}`))},
+			wantMarks: []string{"ran=error\n" + reasonInterrupt, "post=error"},
+		},
+		{
+			name:      "PostNotKept",
+			in:        hookEvent("PostToolUse", "Bash", "toolu_01A", `{"command":"ls"}`),
+			fail:      true,
+			wantCode:  hookBlock,
+			wantStd:   "the outcome of this call could not be recorded",
+			wantMarks: []string{"ran=allowed\n" + reasonRan},
+		},
+		{
+			name:     "Malformed",
+			in:       `{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{}}`,
+			wantCode: hookBlock,
+			wantStd:  "tool_use_id: want a string",
+		},
+		{
+			name:     "SecretNotInTheEnvironment",
+			in:       hookEvent("PreToolUse", "Bash", "toolu_01A", `{}`),
+			args:     []string{"--secret-env=NOT_SET_ANYWHERE"},
+			wantCode: hookBlock,
+			wantStd:  "NOT_SET_ANYWHERE is not in the hook's environment",
+		},
+		{
+			name:     "BadArguments",
+			in:       hookEvent("PreToolUse", "Bash", "toolu_01A", `{}`),
+			args:     []string{"extra"},
+			wantCode: hookBlock,
+			wantStd:  "the audit hook is misconfigured",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &memAuditor{}
+			if tc.fail {
+				a.failKind = gateway.KindToolCall
+			}
+			sock := startGateway(t, a)
+			if tc.noGateway {
+				sock = filepath.Join(t.TempDir(), "gone.sock")
+			}
+			marks := t.TempDir()
+			cfg := hookConfig{gateway: sock, marks: marks, tools: []string{"Bash", "Read"}, mcp: []string{"docs"}, secretEnvs: []string{"TOKEN"}}
+			// A short deadline: an unreachable gateway is retried until it.
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+			defer cancel()
+			var stderr bytes.Buffer
+			code := HookMain(ctx, append(cfg.args(), tc.args...), strings.NewReader(tc.in), &stderr)
+			if code != tc.wantCode || !strings.Contains(stderr.String(), tc.wantStd) {
+				t.Errorf("got exit %d, stderr %q; want %d, stderr containing %q", code, stderr.String(), tc.wantCode, tc.wantStd)
+			}
+			if strings.Contains(stderr.String(), hookSecret) {
+				t.Error("the secret is in the hook's stderr")
+			}
+			if diff := cmp.Diff(tc.wantCalls, a.calls()); diff != "" {
+				t.Errorf("tool.call records (-want +got):\n%s", diff)
+			}
+			var marksGot []string
+			for _, kind := range []string{markPre, markRan, markPost} {
+				if m := readMark(marks, "toolu_01A", kind); m != "" {
+					marksGot = append(marksGot, kind+"="+m)
+				}
+			}
+			if diff := cmp.Diff(tc.wantMarks, marksGot); diff != "" {
+				t.Errorf("marks (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestAuditCallID: an id the gateway would refuse becomes a stable stand-in, so a call's
+// reports still pair up and are never refused for their id.
+func TestAuditCallID(t *testing.T) {
+	for _, id := range []string{"toolu_01ABC-x", "", "a/b", strings.Repeat("x", 129), "t\n1"} {
+		got := auditCallID(id)
+		if got != auditCallID(id) || got == "" || len(got) > 128 || strings.ContainsFunc(got, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-')
+		}) {
+			t.Errorf("auditCallID(%q) = %q", id, got)
+		}
+	}
+	if auditCallID("toolu_01ABC") != "toolu_01ABC" {
+		t.Error("a valid id was changed")
+	}
+}
+
+// hookBinaries builds the agora binary (claude's tool hook) and the fake claude into a
+// fresh directory.
+func hookBinaries(t *testing.T) (agora, claude string) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, b := range []struct{ out, pkg string }{
+		{"agora", "github.com/agora-dev/agora/cmd/agora"},
+		{"claude", "github.com/agora-dev/agora/internal/runtime/claudert/internal/fakeclaude"},
+	} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", b.pkg, err, out)
+		}
+	}
+	return filepath.Join(dir, "agora"), filepath.Join(dir, "claude")
+}
+
+// claudeInvocation is an invocation of the claude-code runtime running the fake claude in
+// its tools mode with calls, against the gateway at sock.
+func claudeInvocation(t *testing.T, sock, claude, calls string, grants Grants) (invocation, *bytes.Buffer) {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range []string{WorkspaceDir, OutDir} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stderr := &bytes.Buffer{}
+	return invocation{
+		dir: filepath.Join(root, WorkspaceDir),
+		env: []string{"PATH=" + filepath.Dir(claude) + ":/usr/bin:/bin", "HOME=" + t.TempDir(), "TOKEN=" + hookSecret,
+			"FAKECLAUDE_MODE=tools", "FAKECLAUDE_TOOLS=" + calls},
+		stdout: &bytes.Buffer{}, stderr: stderr, timeout: time.Minute,
+		dispatchID: "01JTESTDISPATCH", role: "fixer@sha256:" + strings.Repeat("ab", 32),
+		grants: grants, model: "test-model", prompt: "go",
+		secrets: [][]byte{[]byte(hookSecret)},
+		out:     filepath.Join(root, OutDir), tmp: t.TempDir(), gateway: sock,
+	}, stderr
+}
+
+// TestClaude_HooksEndToEnd runs the claude-code runtime with the fake claude and the real
+// agora binary as its hook: each call is on record in order, with its id; a hook that
+// cannot reach the gateway blocks its call (the tool does not run); a claude whose hooks
+// never run is stopped at the first call that ran unrecorded.
+func TestClaude_HooksEndToEnd(t *testing.T) {
+	agora, claude := hookBinaries(t)
+	calls := `[{"name":"Bash","input":{"command":"touch ran"}},` +
+		`{"name":"Bash","input":{"command":"rm -rf /"}},` +
+		`{"name":"Write","input":{"file_path":"w","content":"x"}},` +
+		`{"name":"Bash","input":{"command":"touch again; echo ` + hookSecret + `"}}]`
+	grants := Grants{Tools: []string{"run_command"}, Commands: []string{"touch **"}}
+	hash := func(input string) string {
+		return argsHash(redact.New([][]byte{[]byte(hookSecret)}), json.RawMessage(input))
+	}
+
+	t.Run("Recorded", func(t *testing.T) {
+		testOnlyHookProgram = agora
+		defer func() { testOnlyHookProgram = "" }()
+		a := &memAuditor{}
+		inv, stderr := claudeInvocation(t, startGateway(t, a), claude, calls, grants)
+		exit, err := claudeRuntime{}.Run(t.Context(), inv)
+		if err != nil || exit.Failure != "" {
+			t.Fatalf("Run: %+v %v\nstderr:\n%s", exit, err, stderr)
+		}
+		want := []string{
+			"Bash requested " + reasonRequested + `|pre|toolu_01FAKE000001|` + hash(`{"command":"touch ran"}`),
+			"Bash allowed " + reasonRan + `|post|toolu_01FAKE000001|` + hash(`{"command":"touch ran"}`),
+			"Bash requested " + reasonRequested + `|pre|toolu_01FAKE000002|` + hash(`{"command":"rm -rf /"}`),
+			"Bash denied " + reasonRuleDenied + `|post|toolu_01FAKE000002|` + hash(`{"command":"rm -rf /"}`),
+			"Write denied " + reasonNotLoaded + `|<nil>|toolu_01FAKE000003|` + hash(`{"content":"x","file_path":"w"}`),
+			"Bash requested " + reasonRequested + `|pre|toolu_01FAKE000004|` + hash(`{"command":"touch again; echo `+hookSecret+`"}`),
+			"Bash allowed " + reasonRan + `|post|toolu_01FAKE000004|` + hash(`{"command":"touch again; echo `+hookSecret+`"}`),
+		}
+		if diff := cmp.Diff(want, a.calls()); diff != "" {
+			t.Errorf("tool.call records (-want +got):\n%s", diff)
+		}
+		for _, f := range []string{"ran", "again"} {
+			if !exists(filepath.Join(inv.dir, f)) {
+				t.Errorf("%s: the allowed call did not run", f)
+			}
+		}
+		if exists(filepath.Join(inv.dir, "w")) {
+			t.Error("the Write that is not loaded ran")
+		}
+	})
+
+	t.Run("HookCannotReachTheGateway", func(t *testing.T) {
+		// The hook is told of a socket that is not there; the worker reaches the gateway.
+		wrapper := filepath.Join(t.TempDir(), "hook")
+		script := "#!/bin/sh\nexec '" + agora + "' \"$@\" --gateway=" + filepath.Join(t.TempDir(), "gone.sock") + "\n"
+		if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		testOnlyHookProgram = wrapper
+		defer func() { testOnlyHookProgram = "" }()
+		a := &memAuditor{}
+		inv, stderr := claudeInvocation(t, startGateway(t, a), claude, `[{"name":"Bash","input":{"command":"touch ran"}}]`, grants)
+		exit, err := claudeRuntime{}.Run(t.Context(), inv)
+		if err != nil || exit.Failure != "" {
+			t.Fatalf("Run: %+v %v\nstderr:\n%s", exit, err, stderr)
+		}
+		if exists(filepath.Join(inv.dir, "ran")) {
+			t.Error("the call ran though its hook could not record it")
+		}
+		want := []string{"Bash denied " + reasonRefused + `|<nil>|toolu_01FAKE000001|` + hash(`{"command":"touch ran"}`)}
+		if diff := cmp.Diff(want, a.calls()); diff != "" {
+			t.Errorf("tool.call records (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("HooksNeverRun", func(t *testing.T) {
+		// A hook program that does nothing and exits 0, as if claude ran no hook at all.
+		testOnlyHookProgram = "/bin/true"
+		defer func() { testOnlyHookProgram = "" }()
+		a := &memAuditor{}
+		inv, _ := claudeInvocation(t, startGateway(t, a), claude, calls, grants)
+		exit, err := claudeRuntime{}.Run(t.Context(), inv)
+		if err != nil || !strings.Contains(exit.Failure, "claude ran Bash without agora's pre-tool audit hook") {
+			t.Fatalf("Run: %+v %v, want a failure naming the unrecorded call", exit, err)
+		}
+		// What claude did before it was stopped is recorded as it was; the first call is the
+		// one that ran unrecorded.
+		want := "Bash allowed " + reasonNoPreHook + `|<nil>|toolu_01FAKE000001|` + hash(`{"command":"touch ran"}`)
+		if got := a.calls(); len(got) == 0 || got[0] != want {
+			t.Errorf("tool.call records %q, want the first to be %q", got, want)
+		}
+	})
+}

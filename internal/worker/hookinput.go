@@ -1,0 +1,92 @@
+package worker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/agora-dev/agora/internal/runtime/claudert"
+	"github.com/agora-dev/agora/internal/strictjson"
+)
+
+// Limits of a hook's input.
+const (
+	// maxHookInput caps what a hook reads on stdin: the tool's input, and after the call its
+	// response. claude's own stream lines are capped at half this (claudert.MaxEventBytes).
+	maxHookInput = 32 << 20
+	// maxHookField caps the tool name and the call id a hook accepts.
+	maxHookField = 256
+)
+
+// hookInput is what Claude Code gives a tool hook on stdin, as far as agora uses it
+// (https://code.claude.com/docs/en/hooks, "Hook input"): the common fields, then per event
+// tool_name, tool_input and tool_use_id, and after the call duration_ms (PostToolUse and
+// PostToolUseFailure, since Claude Code 2.1) and is_interrupt (PostToolUseFailure). Other
+// fields, tool_response among them, are read by nobody.
+type hookInput struct {
+	Event  string          // hook_event_name: one of claudert.HookEvents
+	Tool   string          // tool_name
+	Input  json.RawMessage // tool_input: a JSON object
+	CallID string          // tool_use_id
+	// DurationMS is the tool's run time as claude measured it, -1 when not given.
+	DurationMS int64
+	Interrupt  bool // is_interrupt: the failure was an interruption
+}
+
+// parseHookInput reads a hook's stdin strictly: one JSON object with one reading (valid
+// UTF-8, no key twice, even under case folding, bounded depth), whose fields agora uses
+// have their exact names and types. Unknown fields are allowed: claude adds fields over
+// releases. Errors name the field, never its value.
+func parseHookInput(b []byte) (hookInput, error) {
+	in := hookInput{DurationMS: -1}
+	if len(b) > maxHookInput {
+		return in, fmt.Errorf("hook input: over the %d byte limit", maxHookInput)
+	}
+	if err := strictjson.CheckObject(b); err != nil {
+		return in, fmt.Errorf("hook input: %w", err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return in, errors.New("hook input: not a JSON object")
+	}
+	str := func(key string, dst *string) error {
+		raw, ok := top[key]
+		if !ok || json.Unmarshal(raw, dst) != nil || *dst == "" || len(*dst) > maxHookField {
+			return fmt.Errorf("hook input: %s: want a string of 1 to %d bytes", key, maxHookField)
+		}
+		return nil
+	}
+	if err := str("hook_event_name", &in.Event); err != nil {
+		return in, err
+	}
+	if !slices.Contains(claudert.HookEvents, in.Event) {
+		return in, errors.New("hook input: hook_event_name: not a tool event")
+	}
+	if err := str("tool_name", &in.Tool); err != nil {
+		return in, err
+	}
+	if err := str("tool_use_id", &in.CallID); err != nil {
+		return in, err
+	}
+	in.Input = top["tool_input"]
+	if len(in.Input) == 0 || in.Input[0] != '{' {
+		return in, errors.New("hook input: tool_input: want a JSON object")
+	}
+	if raw, ok := top["duration_ms"]; ok && string(raw) != "null" {
+		var ms float64
+		if json.Unmarshal(raw, &ms) != nil || ms < 0 || ms > maxDurationMS {
+			return in, fmt.Errorf("hook input: duration_ms: want 0 to %d", int64(maxDurationMS))
+		}
+		in.DurationMS = int64(ms)
+	}
+	if raw, ok := top["is_interrupt"]; ok && string(raw) != "null" {
+		if json.Unmarshal(raw, &in.Interrupt) != nil {
+			return in, errors.New("hook input: is_interrupt: want a boolean")
+		}
+	}
+	return in, nil
+}
+
+// maxDurationMS bounds a reported duration as the gateway does (7 days).
+const maxDurationMS = 7 * 24 * 60 * 60 * 1000
