@@ -340,10 +340,12 @@ func (rv *runVerifier) checkDispatches(fired, succeeded map[string]string) {
 // entry had its end removed (or was exported while open, which agora orch audit refuses).
 func attemptProblem(d string, fired, succeeded map[string]string, selected map[string]bool,
 	a *attempt, carried map[string]bool) string {
+	_, wasFired := fired[d]
+	_, didSucceed := succeeded[d]
 	switch {
-	case fired[d] == "" && a != nil:
+	case !wasFired && a != nil:
 		return "its entries are in the bundle, but no task of the run fired it"
-	case fired[d] == "":
+	case !wasFired:
 		return "the export selected it, but no task of the run fired it"
 	case !selected[d]:
 		return fmt.Sprintf("task %s fired it, but the export did not select it", fired[d])
@@ -360,7 +362,7 @@ func attemptProblem(d string, fired, succeeded map[string]string, selected map[s
 	end := a.terminal[0]
 	ref, _ := end.Details["manifest"].(string)
 	switch {
-	case succeeded[d] != "" && end.Kind != "dispatch.finished":
+	case didSucceed && end.Kind != "dispatch.finished":
 		return fmt.Sprintf("orch.db records task %s succeeded with it, but it ended %s", succeeded[d], end.Kind)
 	case ref == "":
 		return fmt.Sprintf("its %s entry (%d) names no manifest", end.Kind, end.Seq)
