@@ -127,6 +127,7 @@ State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/ago
 		newWorkerCmd(f),
 		newMCPCmd(f),
 		newOrchCmd(f),
+		newDoctorCmd(f, nil),
 	)
 	return root
 }

@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/doctor"
+)
+
+type doctorOptions struct {
+	IO     *IOStreams
+	Output string
+	Host   doctor.Host
+	// Config loads agora.yaml without creating AGORA_HOME.
+	Config func() (*config.Config, error)
+}
+
+// doctorResult is the JSON shape of doctor.
+type doctorResult struct {
+	CanDispatch bool           `json:"can_dispatch"`
+	Checks      []doctor.Check `json:"checks"`
+}
+
+func newDoctorCmd(f *Factory, runF func(context.Context, *doctorOptions) error) *cobra.Command {
+	opts := &doctorOptions{IO: f.IO, Host: doctor.System(), Config: func() (*config.Config, error) {
+		dir, err := f.HomeDir()
+		if err != nil {
+			return nil, err
+		}
+		return config.Load(dir)
+	}}
+	cmd := &cobra.Command{
+		Use:   "doctor [--output json]",
+		Short: "Check what this host can enforce for sandboxes and how to get the rest",
+		Long: `Check what this host can enforce for agora's sandboxes: bubblewrap and unprivileged
+user namespaces, prlimit, whether agora runs as root, the targets' sandbox uid (unused by any
+account?), cgroup v2 delegation (memory.max, pids.max), the tmpfs disk quota, the agora
+binary and git. One row per check, ok or missing; a missing one is followed by the command
+or setting that fixes it.
+
+It starts one sandbox running 'true' (as the sandbox uid when root) and, as root, mounts and
+unmounts a 1 MiB tmpfs; it changes nothing else and does not create AGORA_HOME. Exit 0
+unless a check that every dispatch needs is missing (then 1).`,
+		Example: `  agora doctor
+  sudo agora doctor --output json`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(cmd, opts.Output); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runDoctor(cmd.Context(), opts)
+		},
+	}
+	addOutputFlag(cmd, &opts.Output)
+	return cmd
+}
+
+func runDoctor(ctx context.Context, opts *doctorOptions) error {
+	c, cerr := opts.Config()
+	rep := doctor.Run(ctx, opts.Host, doctor.Options{Config: c, ConfigErr: cerr})
+	if opts.Output == formatJSON {
+		if err := writeJSON(opts.IO.Out, doctorResult{CanDispatch: rep.CanDispatch, Checks: rep.Checks}); err != nil {
+			return err
+		}
+	} else if err := printDoctor(opts.IO, rep); err != nil {
+		return err
+	}
+	if rep.CanDispatch {
+		return nil
+	}
+	var need []string
+	for _, c := range rep.Checks {
+		if c.Required && c.Status != doctor.StatusOK {
+			need = append(need, c.Name)
+		}
+	}
+	return &exitError{code: ExitError, err: errors.New("no dispatch can run on this host until these are fixed: " + strings.Join(need, ", "))}
+}
+
+// printDoctor writes one row per check: aligned under a header with each fix on the line
+// below on a terminal, else "name TAB status TAB detail TAB fix" ("-" for no fix).
+func printDoctor(ios *IOStreams, rep doctor.Report) error {
+	if !ios.OutTTY {
+		for _, c := range rep.Checks {
+			if _, err := fmt.Fprintf(ios.Out, "%s\t%s\t%s\t%s\n", c.Name, c.Status, oneLine(c.Detail), orDash(oneLine(c.Fix))); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(ios.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECK\tSTATUS\tDETAIL")
+	for _, c := range rep.Checks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Name, c.Status, oneLine(c.Detail))
+		if c.Fix != "" {
+			fmt.Fprintf(tw, "\t\tfix: %s\n", oneLine(c.Fix))
+		}
+	}
+	return tw.Flush()
+}
+
+// oneLine keeps a table row on one line whatever an error message held.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -1,0 +1,374 @@
+// Package doctor checks what this host can enforce for agora's sandboxes and says how to get
+// the rest: bubblewrap and user namespaces, prlimit, running as root or not, the sandbox uid,
+// cgroup v2 delegation, the tmpfs disk quota, git. Each [Check] is ok or missing and, when
+// missing, names the command or setting that fixes it.
+//
+// doctor runs on the host side, as the user who runs agora. It changes nothing that lasts: it
+// starts one sandbox running `true` and, as root, mounts and at once unmounts a 1 MiB tmpfs.
+// It never opens AGORA_HOME beyond the configuration it is handed.
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/config"
+)
+
+// Statuses of a [Check].
+const (
+	StatusOK      = "ok"
+	StatusMissing = "missing"
+)
+
+// Check is one thing the host can or cannot do.
+type Check struct {
+	// Name is a stable identifier: bwrap, prlimit, user-namespaces, privileges,
+	// sandbox-uid, cgroup-v2, disk-quota, agora-binary, git, config.
+	Name string `json:"name"`
+	// Status is ok or missing.
+	Status string `json:"status"`
+	// Detail says what was found.
+	Detail string `json:"detail"`
+	// Fix, when missing, is the command or setting that gets it.
+	Fix string `json:"fix,omitempty"`
+	// Required is set when no dispatch can run without it.
+	Required bool `json:"required"`
+}
+
+// Report is every check, in a fixed order.
+type Report struct {
+	Checks []Check `json:"checks"`
+	// CanDispatch is false when a required check is missing: no dispatch can run here.
+	CanDispatch bool `json:"can_dispatch"`
+}
+
+// Host is what the checks look at. [System] returns the real one; tests fake its fields.
+type Host struct {
+	Euid     func() int
+	LookPath func(file string) (string, error)
+	// Resolve follows symlinks (filepath.EvalSymlinks).
+	Resolve func(path string) (string, error)
+	// Output runs argv (no shell) and returns its combined output.
+	Output func(ctx context.Context, argv ...string) ([]byte, error)
+	// ReadFile reads a small system file (/etc/passwd, /etc/group).
+	ReadFile func(path string) ([]byte, error)
+	// Sandbox starts `true` in a sandbox the way a dispatch does (as runAs when set) and
+	// returns the isolation that applied.
+	Sandbox func(ctx context.Context, runAs *compute.HostUser) (string, error)
+	// Cgroup reports this process's cgroup v2 support.
+	Cgroup func() local.CgroupProbe
+	// MountTmpfs mounts a 1 MiB tmpfs and unmounts it again.
+	MountTmpfs func() error
+	// Executable is the running agora binary; Stat stats a path.
+	Executable func() (string, error)
+	Stat       func(path string) (fs.FileInfo, error)
+}
+
+// Options are what the checks are about.
+type Options struct {
+	// Config is agora.yaml as loaded; nil with ConfigErr when it does not load.
+	Config    *config.Config
+	ConfigErr error
+}
+
+// Run performs every check.
+func Run(ctx context.Context, h Host, o Options) Report {
+	r := &run{ctx: ctx, h: h, root: h.Euid() == 0}
+	r.targets(o)
+	r.config(o)
+	r.bwrap()
+	r.prlimit()
+	r.userNamespaces()
+	r.privileges()
+	r.sandboxUID()
+	r.cgroup()
+	r.diskQuota()
+	r.agoraBinary()
+	r.git()
+	rep := Report{Checks: r.checks, CanDispatch: true}
+	for _, c := range r.checks {
+		if c.Required && c.Status != StatusOK {
+			rep.CanDispatch = false
+		}
+	}
+	return rep
+}
+
+type run struct {
+	ctx    context.Context
+	h      Host
+	root   bool
+	checks []Check
+	// sandboxed are the targets that use bwrap, by name; uids their sandbox uids;
+	// unsandboxed the `sandbox: none` ones.
+	sandboxed   []string
+	unsandboxed []string
+	uids        map[uint32][]string
+	bwrapPath   string
+}
+
+func (r *run) ok(name, detail string, required bool) {
+	r.checks = append(r.checks, Check{Name: name, Status: StatusOK, Detail: detail, Required: required})
+}
+
+func (r *run) missing(name, detail, fix string, required bool) {
+	r.checks = append(r.checks, Check{Name: name, Status: StatusMissing, Detail: detail, Fix: fix, Required: required})
+}
+
+func (r *run) targets(o Options) {
+	c := o.Config
+	if c == nil {
+		c = config.Default("")
+	}
+	r.uids = map[uint32][]string{}
+	for name, t := range c.Targets {
+		if t.Sandbox == compute.SandboxNone {
+			r.unsandboxed = append(r.unsandboxed, name)
+			continue
+		}
+		r.sandboxed = append(r.sandboxed, name)
+		r.uids[uint32(t.SandboxUID)] = append(r.uids[uint32(t.SandboxUID)], name)
+	}
+	sort.Strings(r.sandboxed)
+	sort.Strings(r.unsandboxed)
+	for _, names := range r.uids {
+		sort.Strings(names)
+	}
+}
+
+// needBwrap: bwrap is required unless every target is the explicit `sandbox: none`.
+func (r *run) needBwrap() bool { return len(r.sandboxed) > 0 }
+
+func (r *run) config(o Options) {
+	if o.ConfigErr != nil {
+		r.missing("config", fmt.Sprintf("agora.yaml does not load: %v", o.ConfigErr),
+			"correct the file at the line named; every dispatch reads it", true)
+		return
+	}
+	detail := "targets in a sandbox: " + orNone(r.sandboxed)
+	if len(r.unsandboxed) > 0 {
+		detail += "; with sandbox: none (no isolation at all): " + strings.Join(r.unsandboxed, ", ")
+	}
+	r.ok("config", detail, true)
+}
+
+func (r *run) bwrap() {
+	path, err := r.h.LookPath("bwrap")
+	if err != nil {
+		r.missing("bwrap", "bubblewrap (bwrap) is not installed",
+			"apt-get install bubblewrap (Debian/Ubuntu), dnf install bubblewrap (Fedora/RHEL) or pacman -S bubblewrap (Arch)", r.needBwrap())
+		return
+	}
+	r.bwrapPath = path
+	version := "version unknown"
+	if out, err := r.h.Output(r.ctx, path, "--version"); err == nil {
+		version = strings.TrimSpace(firstLine(string(out)))
+	}
+	r.ok("bwrap", path+", "+version, r.needBwrap())
+}
+
+func (r *run) prlimit() {
+	// Needed by every dispatch when root runs sandboxes as the sandbox uid (it applies the
+	// limits inside) and by `sandbox: none` targets; an unprivileged bwrap sandbox gets its
+	// limits with prlimit(2) instead.
+	required := r.root || !r.needBwrap()
+	path, err := r.h.LookPath("prlimit")
+	if err == nil {
+		path, err = r.h.Resolve(path)
+	}
+	switch {
+	case err != nil:
+		r.missing("prlimit", "prlimit(1) is not installed; the provider refuses to start a worker without its limits",
+			"apt-get install util-linux", required)
+	case r.root && r.needBwrap() && !strings.HasPrefix(path, "/usr/"):
+		r.missing("prlimit", path+" is not under /usr, the only place the sandbox could run it from",
+			"install util-linux from the distribution so that prlimit is /usr/bin/prlimit", true)
+	default:
+		r.ok("prlimit", path, required)
+	}
+}
+
+func (r *run) runAs() *compute.HostUser {
+	if !r.root || len(r.uids) == 0 {
+		return nil
+	}
+	uids := make([]uint32, 0, len(r.uids))
+	for u := range r.uids {
+		uids = append(uids, u)
+	}
+	slices.Sort(uids)
+	return &compute.HostUser{UID: uids[0], GID: uids[0]}
+}
+
+func (r *run) userNamespaces() {
+	const name = "user-namespaces"
+	if !r.needBwrap() {
+		r.ok(name, "not needed: every target is sandbox: none", false)
+		return
+	}
+	if r.bwrapPath == "" {
+		r.missing(name, "not checked: bwrap is missing", "install bwrap first", true)
+		return
+	}
+	runAs := r.runAs()
+	who := "as you"
+	if runAs != nil {
+		who = fmt.Sprintf("as the sandbox uid %d", runAs.UID)
+	}
+	iso, err := r.h.Sandbox(r.ctx, runAs)
+	if err != nil {
+		r.missing(name, fmt.Sprintf("bwrap cannot start a sandbox %s: %v", who, err),
+			"allow unprivileged user namespaces: sysctl -w kernel.unprivileged_userns_clone=1 (Debian), "+
+				"sysctl -w user.max_user_namespaces=15000; on Ubuntu 23.10+ also "+
+				"sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 or install bwrap's AppArmor profile", true)
+		return
+	}
+	r.ok(name, fmt.Sprintf("bwrap started a sandbox %s (isolation %s)", who, iso), true)
+}
+
+func (r *run) privileges() {
+	if !r.root {
+		r.ok("privileges", fmt.Sprintf("agora runs as uid %d: sandboxes run as you, and the kernel binds max_procs "+
+			"(RLIMIT_NPROC) for you; disk quotas need root", r.h.Euid()), false)
+		return
+	}
+	r.ok("privileges", "agora runs as root: sandboxes run as the targets' sandbox_uid, where max_procs binds, "+
+		"under a tmpfs disk quota", false)
+}
+
+func (r *run) sandboxUID() {
+	const name = "sandbox-uid"
+	if len(r.uids) == 0 {
+		r.ok(name, "not used: no sandboxed target", false)
+		return
+	}
+	passwd, _ := r.h.ReadFile("/etc/passwd")
+	group, _ := r.h.ReadFile("/etc/group")
+	users, groups := ParseIDs(passwd), ParseIDs(group)
+	uids := make([]uint32, 0, len(r.uids))
+	for u := range r.uids {
+		uids = append(uids, u)
+	}
+	slices.Sort(uids)
+	var clash, fine []string
+	for _, u := range uids {
+		targets := strings.Join(r.uids[u], ", ")
+		switch {
+		case users[u] != "":
+			clash = append(clash, fmt.Sprintf("uid %d (targets %s) is the account %q in /etc/passwd", u, targets, users[u]))
+		case groups[u] != "":
+			clash = append(clash, fmt.Sprintf("gid %d (targets %s) is the group %q in /etc/group", u, targets, groups[u]))
+		default:
+			fine = append(fine, fmt.Sprintf("%d (targets %s)", u, targets))
+		}
+	}
+	use := "used only when agora runs as root"
+	if r.root {
+		use = "sandboxes run as it"
+	}
+	if len(clash) > 0 {
+		r.missing(name, strings.Join(clash, "; ")+": that account's processes and files would share the sandbox's identity",
+			fmt.Sprintf("set targets.<name>.sandbox_uid in agora.yaml to an unused uid, such as %#x", config.DefaultSandboxUID+1), false)
+		return
+	}
+	r.ok(name, fmt.Sprintf("%s: no account or group has it (%s)", strings.Join(fine, ", "), use), false)
+}
+
+func (r *run) cgroup() {
+	const name = "cgroup-v2"
+	cg := r.h.Cgroup()
+	v1 := ""
+	if cg.V1Pids {
+		v1 = "; a cgroup v1 pids hierarchy is mounted, which agora does not use"
+	}
+	fix := "boot with systemd.unified_cgroup_hierarchy=1 and run agora in a unit that delegates " +
+		"the controllers: systemd-run --scope -p Delegate=yes agora ...; " +
+		"max_procs binds without it (the sandbox uid's RLIMIT_NPROC)"
+	switch {
+	case cg.Parent == "":
+		r.missing(name, "this process is in no cgroup v2 hierarchy: no per-dispatch cgroup (memory.max, pids.max)"+v1, fix, false)
+	case !cg.Writable:
+		r.missing(name, cg.Parent+" is not writable by agora: no per-dispatch cgroup"+v1, fix, false)
+	case !slices.Contains(cg.Delegated, "pids") || !slices.Contains(cg.Delegated, "memory"):
+		if slices.Contains(cg.Available, "pids") && slices.Contains(cg.Available, "memory") {
+			fix = "echo '+memory +pids' > " + cg.Parent + "/cgroup.subtree_control"
+		}
+		r.missing(name, fmt.Sprintf("%s: per-dispatch cgroups (killed with cgroup.kill), but it delegates %s to them, "+
+			"so no memory.max or pids.max (both need memory and pids)%s", cg.Parent, orNone(cg.Delegated), v1), fix, false)
+	default:
+		r.ok(name, fmt.Sprintf("%s delegates memory and pids: per-dispatch memory.max and pids.max", cg.Parent), false)
+	}
+}
+
+func (r *run) diskQuota() {
+	const name = "disk-quota"
+	if !r.root {
+		r.missing(name, "only root can mount the tmpfs a dispatch's workspace and out directory live on: "+
+			"targets' disk: is not enforced (records say disk-unenforced)",
+			"run agora as root (sandboxes then run as the sandbox uid) to enforce targets.<name>.disk", false)
+		return
+	}
+	if err := r.h.MountTmpfs(); err != nil {
+		r.missing(name, fmt.Sprintf("root cannot mount a tmpfs here: %v; disk: is not enforced", err),
+			"give agora CAP_SYS_ADMIN (a container: --cap-add SYS_ADMIN)", false)
+		return
+	}
+	r.ok(name, "each dispatch's workspace and out directory live on a tmpfs of the target's disk: size "+
+		"(its pages are memory: RAM or swap)", false)
+}
+
+func (r *run) agoraBinary() {
+	const name = "agora-binary"
+	exe, err := r.h.Executable()
+	if err != nil {
+		r.missing(name, fmt.Sprintf("cannot find the running binary: %v", err), "run agora by its path", true)
+		return
+	}
+	fi, err := r.h.Stat(exe)
+	if err != nil {
+		r.missing(name, fmt.Sprintf("%s: %v", exe, err), "run agora by its path", true)
+		return
+	}
+	if r.root && r.needBwrap() && fi.Mode().Perm()&0o005 != 0o005 {
+		r.missing(name, fmt.Sprintf("%s (mode %v) is bound into every sandbox, whose uid cannot read and run it", exe, fi.Mode().Perm()),
+			"chmod 0755 "+exe, true)
+		return
+	}
+	r.ok(name, exe, true)
+}
+
+func (r *run) git() {
+	path, err := r.h.LookPath("git")
+	if err != nil {
+		r.missing("git", "git is not installed: dispatches with --repo cannot check the repository out",
+			"apt-get install git", false)
+		return
+	}
+	version := path
+	if out, err := r.h.Output(r.ctx, path, "--version"); err == nil {
+		version = path + ", " + strings.TrimSpace(firstLine(string(out)))
+	}
+	r.ok("git", version, false)
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	if len(line) > 200 {
+		line = line[:200]
+	}
+	return line
+}
+
+func orNone(ss []string) string {
+	if len(ss) == 0 {
+		return "none"
+	}
+	return strings.Join(ss, ", ")
+}

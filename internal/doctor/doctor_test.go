@@ -1,0 +1,330 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/config"
+)
+
+// wantNames is the fixed order of the checks.
+var wantNames = []string{"config", "bwrap", "prlimit", "user-namespaces", "privileges", "sandbox-uid",
+	"cgroup-v2", "disk-quota", "agora-binary", "git"}
+
+type fileInfo struct{ mode fs.FileMode }
+
+func (f fileInfo) Name() string       { return "agora" }
+func (f fileInfo) Size() int64        { return 1 }
+func (f fileInfo) Mode() fs.FileMode  { return f.mode }
+func (f fileInfo) ModTime() time.Time { return time.Time{} }
+func (f fileInfo) IsDir() bool        { return false }
+func (f fileInfo) Sys() any           { return nil }
+
+// healthyRoot is a root host where everything works; gotRunAs records what Sandbox got.
+func healthyRoot(gotRunAs **compute.HostUser) Host {
+	return Host{
+		Euid:     func() int { return 0 },
+		LookPath: func(f string) (string, error) { return "/usr/bin/" + f, nil },
+		Resolve:  func(p string) (string, error) { return p, nil },
+		Output: func(_ context.Context, argv ...string) ([]byte, error) {
+			if strings.HasSuffix(argv[0], "bwrap") {
+				return []byte("bubblewrap 0.8.0\n"), nil
+			}
+			return []byte("git version 2.39.5\n"), nil
+		},
+		ReadFile: func(p string) ([]byte, error) {
+			return []byte("root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"), nil
+		},
+		Sandbox: func(_ context.Context, runAs *compute.HostUser) (string, error) {
+			if gotRunAs != nil {
+				*gotRunAs = runAs
+			}
+			return "bwrap+rlimits+runas", nil
+		},
+		Cgroup: func() local.CgroupProbe {
+			return local.CgroupProbe{Parent: "/sys/fs/cgroup/agora.service", Writable: true, Delegated: []string{"memory", "pids"}}
+		},
+		MountTmpfs: func() error { return nil },
+		Executable: func() (string, error) { return "/usr/local/bin/agora", nil },
+		Stat:       func(string) (fs.FileInfo, error) { return fileInfo{mode: 0o755}, nil },
+	}
+}
+
+func statuses(r Report) map[string]string {
+	m := map[string]string{}
+	for _, c := range r.Checks {
+		m[c.Name] = c.Status
+	}
+	return m
+}
+
+func check(t *testing.T, r Report, name string) Check {
+	t.Helper()
+	for _, c := range r.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no check %q in %+v", name, r.Checks)
+	return Check{}
+}
+
+func TestRun(t *testing.T) {
+	noneOnly := config.Default("/h")
+	tg := noneOnly.Targets["local"]
+	tg.Sandbox = compute.SandboxNone
+	noneOnly.Targets["local"] = tg
+
+	tests := []struct {
+		name          string
+		host          func(*Host)
+		opts          Options
+		wantMissing   []string
+		canDispatch   bool
+		wantInMissing map[string]string // check name -> substring of its detail or fix
+	}{
+		{name: "healthy root", canDispatch: true},
+		{
+			name:        "no bwrap",
+			host:        func(h *Host) { h.LookPath = lookPathWithout("bwrap") },
+			wantMissing: []string{"bwrap", "user-namespaces"},
+			wantInMissing: map[string]string{
+				"bwrap": "apt-get install bubblewrap",
+			},
+		},
+		{
+			name:          "no user namespaces",
+			host:          func(h *Host) { h.Sandbox = failingSandbox("setting up uid map: Permission denied") },
+			wantMissing:   []string{"user-namespaces"},
+			wantInMissing: map[string]string{"user-namespaces": "kernel.unprivileged_userns_clone=1"},
+		},
+		{
+			name:          "root without prlimit",
+			host:          func(h *Host) { h.LookPath = lookPathWithout("prlimit") },
+			wantMissing:   []string{"prlimit"},
+			wantInMissing: map[string]string{"prlimit": "apt-get install util-linux"},
+		},
+		{
+			name:          "root with prlimit outside /usr",
+			host:          func(h *Host) { h.Resolve = func(string) (string, error) { return "/opt/util/prlimit", nil } },
+			wantMissing:   []string{"prlimit"},
+			wantInMissing: map[string]string{"prlimit": "not under /usr"},
+		},
+		{
+			name: "unprivileged without prlimit can still dispatch",
+			host: func(h *Host) {
+				h.Euid = func() int { return 1000 }
+				h.LookPath = lookPathWithout("prlimit")
+			},
+			wantMissing:   []string{"prlimit", "disk-quota"},
+			canDispatch:   true,
+			wantInMissing: map[string]string{"disk-quota": "run agora as root"},
+		},
+		{
+			name: "sandbox uid owned by an account",
+			host: func(h *Host) {
+				h.ReadFile = func(p string) ([]byte, error) {
+					if p == "/etc/passwd" {
+						return []byte("root:x:0:0::/root:/bin/sh\nsvc:x:1879048192:100::/:/bin/false\n"), nil
+					}
+					return nil, os.ErrNotExist
+				}
+			},
+			wantMissing:   []string{"sandbox-uid"},
+			canDispatch:   true,
+			wantInMissing: map[string]string{"sandbox-uid": `"svc"`},
+		},
+		{
+			name:          "no cgroup v2",
+			host:          func(h *Host) { h.Cgroup = func() local.CgroupProbe { return local.CgroupProbe{V1Pids: true} } },
+			wantMissing:   []string{"cgroup-v2"},
+			canDispatch:   true,
+			wantInMissing: map[string]string{"cgroup-v2": "systemd.unified_cgroup_hierarchy=1"},
+		},
+		{
+			name: "cgroup v2 without delegation",
+			host: func(h *Host) {
+				h.Cgroup = func() local.CgroupProbe {
+					return local.CgroupProbe{Parent: "/sys/fs/cgroup/x", Writable: true, Available: []string{"cpu", "memory", "pids"}}
+				}
+			},
+			wantMissing:   []string{"cgroup-v2"},
+			canDispatch:   true,
+			wantInMissing: map[string]string{"cgroup-v2": "echo '+memory +pids' > /sys/fs/cgroup/x/cgroup.subtree_control"},
+		},
+		{
+			name: "cgroup v2 with nothing to delegate",
+			host: func(h *Host) {
+				h.Cgroup = func() local.CgroupProbe {
+					return local.CgroupProbe{Parent: "/sys/fs/cgroup/unified", Writable: true, Available: []string{"hugetlb"}}
+				}
+			},
+			wantMissing:   []string{"cgroup-v2"},
+			canDispatch:   true,
+			wantInMissing: map[string]string{"cgroup-v2": "Delegate=yes"},
+		},
+		{
+			name:          "root cannot mount",
+			host:          func(h *Host) { h.MountTmpfs = func() error { return errors.New("operation not permitted") } },
+			wantMissing:   []string{"disk-quota"},
+			canDispatch:   true,
+			wantInMissing: map[string]string{"disk-quota": "CAP_SYS_ADMIN"},
+		},
+		{
+			name:          "binary the sandbox uid cannot run",
+			host:          func(h *Host) { h.Stat = func(string) (fs.FileInfo, error) { return fileInfo{mode: 0o700}, nil } },
+			wantMissing:   []string{"agora-binary"},
+			wantInMissing: map[string]string{"agora-binary": "chmod 0755"},
+		},
+		{
+			name:          "config does not load",
+			opts:          Options{ConfigErr: errors.New("agora.yaml:3: targets.local.disk: at least 1MiB")},
+			wantMissing:   []string{"config"},
+			wantInMissing: map[string]string{"config": "targets.local.disk"},
+		},
+		{
+			name:        "only sandbox none targets need no bwrap",
+			host:        func(h *Host) { h.LookPath = lookPathWithout("bwrap") },
+			opts:        Options{Config: noneOnly},
+			wantMissing: []string{"bwrap"},
+			canDispatch: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := healthyRoot(nil)
+			if tt.host != nil {
+				tt.host(&h)
+			}
+			if tt.opts.Config == nil && tt.opts.ConfigErr == nil {
+				tt.opts.Config = config.Default("/h")
+			}
+			r := Run(t.Context(), h, tt.opts)
+			var names, missing []string
+			for _, c := range r.Checks {
+				names = append(names, c.Name)
+				if c.Status == StatusMissing {
+					missing = append(missing, c.Name)
+					if c.Fix == "" {
+						t.Errorf("missing check %s has no fix", c.Name)
+					}
+				} else if c.Status != StatusOK {
+					t.Errorf("check %s: status %q", c.Name, c.Status)
+				}
+			}
+			if diff := cmp.Diff(wantNames, names); diff != "" {
+				t.Errorf("checks (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantMissing, missing); diff != "" {
+				t.Errorf("missing (-want +got):\n%s", diff)
+			}
+			if r.CanDispatch != tt.canDispatch {
+				t.Errorf("CanDispatch = %v, want %v", r.CanDispatch, tt.canDispatch)
+			}
+			for name, want := range tt.wantInMissing {
+				c := check(t, r, name)
+				if !strings.Contains(c.Detail+" "+c.Fix, want) {
+					t.Errorf("check %s = %+v, want %q in its detail or fix", name, c, want)
+				}
+			}
+		})
+	}
+}
+
+func TestRun_SandboxRunsAsTheSandboxUID(t *testing.T) {
+	var got *compute.HostUser
+	h := healthyRoot(&got)
+	c := config.Default("/h")
+	tg := c.Targets["local"]
+	tg.SandboxUID = 0x70000005
+	c.Targets["local"] = tg
+	Run(t.Context(), h, Options{Config: c})
+	if want := (&compute.HostUser{UID: 0x70000005, GID: 0x70000005}); !cmp.Equal(got, want) {
+		t.Errorf("root: sandbox probed as %+v, want %+v", got, want)
+	}
+	h.Euid = func() int { return 1000 }
+	Run(t.Context(), h, Options{Config: c})
+	if got != nil {
+		t.Errorf("unprivileged: sandbox probed as %+v, want as the invoking user", got)
+	}
+}
+
+// TestRun_ThisHost runs every check for real. What is missing depends on the host; the shape
+// does not, and bwrap, when installed, starts a sandbox (as the sandbox uid when root).
+func TestRun_ThisHost(t *testing.T) {
+	r := Run(t.Context(), System(), Options{Config: config.Default(t.TempDir())})
+	var names []string
+	for _, c := range r.Checks {
+		names = append(names, c.Name)
+		t.Logf("%-8s %-16s %s", c.Status, c.Name, c.Detail)
+		if c.Status == StatusMissing && c.Fix == "" {
+			t.Errorf("missing check %s has no fix", c.Name)
+		}
+	}
+	if diff := cmp.Diff(wantNames, names); diff != "" {
+		t.Errorf("checks (-want +got):\n%s", diff)
+	}
+	if err := local.Available(); err != nil {
+		t.Skip("SKIP: bubblewrap not usable here (apt-get install bubblewrap): " + err.Error())
+	}
+	if c := check(t, r, "user-namespaces"); c.Status != StatusOK {
+		t.Errorf("bwrap works here, yet %+v", c)
+	}
+	if os.Geteuid() == 0 && !strings.Contains(check(t, r, "user-namespaces").Detail, "+runas") {
+		t.Errorf("root: the probe sandbox did not run as the sandbox uid: %+v", check(t, r, "user-namespaces"))
+	}
+}
+
+func TestParseIDs(t *testing.T) {
+	in := "root:x:0:0:root:/root:/bin/bash\n# comment\n\nbad line\nneg:x:-1:0::/:\nbig:x:4294967296:0::/:\nsvc:x:1879048192:1::/:/bin/false\ndup:x:0:0::/:\nnobody:x:65534:65534::/:"
+	want := map[uint32]string{0: "root", 1879048192: "svc", 65534: "nobody"}
+	if diff := cmp.Diff(want, ParseIDs([]byte(in))); diff != "" {
+		t.Errorf("ParseIDs (-want +got):\n%s", diff)
+	}
+}
+
+// FuzzParseIDs: never panics, and every id it returns is the third field of a line whose
+// first field is the returned name.
+func FuzzParseIDs(f *testing.F) {
+	f.Add([]byte("root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534::/:\n"))
+	f.Add([]byte("a:b:1879048192"))
+	f.Add([]byte("::\n:x:1\n#c:x:2\nx:x:+3\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for id, name := range ParseIDs(b) {
+			if name == "" || strings.ContainsAny(name, ":\n") {
+				t.Fatalf("name %q for id %d", name, id)
+			}
+			if !slices.ContainsFunc(strings.Split(string(b), "\n"), func(l string) bool {
+				f := strings.SplitN(l, ":", 4)
+				v, err := strconv.ParseUint(f[min(2, len(f)-1)], 10, 32)
+				return len(f) >= 3 && f[0] == name && err == nil && uint32(v) == id
+			}) {
+				t.Fatalf("id %d (%q) is in no line of %q", id, name, b)
+			}
+		}
+	})
+}
+
+func lookPathWithout(missing string) func(string) (string, error) {
+	return func(f string) (string, error) {
+		if f == missing {
+			return "", errors.New(`exec: "` + f + `": executable file not found in $PATH`)
+		}
+		return "/usr/bin/" + f, nil
+	}
+}
+
+func failingSandbox(msg string) func(context.Context, *compute.HostUser) (string, error) {
+	return func(context.Context, *compute.HostUser) (string, error) { return "", errors.New(msg) }
+}

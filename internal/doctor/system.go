@@ -1,0 +1,75 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/local"
+)
+
+// commandTimeout bounds each command a check runs (bwrap --version, git --version).
+const commandTimeout = 10 * time.Second
+
+// maxSystemFile caps what a check reads of a system file.
+const maxSystemFile = 4 << 20
+
+// System is the real host.
+func System() Host {
+	return Host{
+		Euid:     os.Geteuid,
+		LookPath: exec.LookPath,
+		Resolve:  filepath.EvalSymlinks,
+		Output: func(ctx context.Context, argv ...string) ([]byte, error) {
+			ctx, cancel := context.WithTimeout(ctx, commandTimeout)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+			cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
+			return cmd.CombinedOutput()
+		},
+		ReadFile: readCapped,
+		Sandbox: func(ctx context.Context, runAs *compute.HostUser) (string, error) {
+			p, err := local.New(local.Options{})
+			if err != nil {
+				return "", err
+			}
+			return p.Probe(ctx, runAs)
+		},
+		Cgroup:     local.ProbeCgroup,
+		MountTmpfs: mountTmpfs,
+		Executable: os.Executable,
+		Stat:       os.Stat,
+	}
+}
+
+func readCapped(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxSystemFile))
+}
+
+// mountTmpfs mounts a 1 MiB tmpfs on a fresh temporary directory and undoes both.
+func mountTmpfs() error {
+	dir, err := os.MkdirTemp("", "agora-doctor-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(dir)
+	if err := unix.Mount("agora-doctor", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=1m,mode=0700"); err != nil {
+		return fmt.Errorf("mount tmpfs: %w", err)
+	}
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmount the test tmpfs %s: %w", dir, err)
+	}
+	return nil
+}
