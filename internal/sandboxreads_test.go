@@ -37,7 +37,6 @@ var readAllowed = map[string]string{
 	"cli/audit.go:checkpointerFor: os.ReadFile":      "keys/audit.pub in AGORA_HOME",
 	"cli/writeout.go:openOutDir: os.OpenFile":        "opens the --to directory a person names, to write into",
 	"cli/writeout.go:writeOutFile: os.OpenFile":      "creates the --out file a person names (O_EXCL|O_NOFOLLOW)",
-	"cli/orch_audit.go:newOrchAuditCmd: os.OpenFile": "creates the bundle file a person names",
 }
 
 func TestSandboxPathsReadOnlyThroughSandboxfs(t *testing.T) {
