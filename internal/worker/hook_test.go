@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -348,4 +350,121 @@ func TestClaude_HooksEndToEnd(t *testing.T) {
 			t.Errorf("tool.call records %q, want the first to be %q", got, want)
 		}
 	})
+}
+
+// sseModel is a scripted Anthropic Messages API that streams, as the real claude asks: the
+// nth request of the conversation (counted by its assistant turns) gets the nth reply's
+// blocks, each {"type":"text","text"} or {"type":"tool_use","id","name","input"}.
+func sseModel(t *testing.T, replies ...[]map[string]any) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Model    string           `json:"model"`
+			Messages []map[string]any `json:"messages"`
+			Tools    []any            `json:"tools"`
+		}
+		if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&body) != nil {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		turn := 0
+		for _, m := range body.Messages {
+			if m["role"] == "assistant" {
+				turn++
+			}
+		}
+		blocks := []map[string]any{{"type": "text", "text": "done"}}
+		if len(body.Tools) > 0 && turn < len(replies) {
+			blocks = replies[turn]
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		ev := func(typ string, d map[string]any) {
+			d["type"] = typ
+			b, _ := json.Marshal(d)
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, b)
+		}
+		ev("message_start", map[string]any{"message": map[string]any{"id": fmt.Sprintf("msg_%d", turn), "type": "message",
+			"role": "assistant", "model": body.Model, "content": []any{}, "stop_reason": nil, "stop_sequence": nil,
+			"usage": map[string]any{"input_tokens": 10, "output_tokens": 1}}})
+		stop := "end_turn"
+		for i, b := range blocks {
+			if b["type"] == "tool_use" {
+				stop = "tool_use"
+				in, _ := json.Marshal(b["input"])
+				ev("content_block_start", map[string]any{"index": i, "content_block": map[string]any{"type": "tool_use", "id": b["id"], "name": b["name"], "input": map[string]any{}}})
+				ev("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(in)}})
+			} else {
+				ev("content_block_start", map[string]any{"index": i, "content_block": map[string]any{"type": "text", "text": ""}})
+				ev("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "text_delta", "text": b["text"]}})
+			}
+			ev("content_block_stop", map[string]any{"index": i})
+		}
+		ev("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 5}})
+		ev("message_stop", map[string]any{})
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestClaude_RealCLI runs the same calls through the real Claude Code CLI, when one is
+// given, against a scripted streaming Messages API and the real gateway: the entries must
+// be exactly those the fake claude produces. Seen passing with Claude Code 2.1.197.
+func TestClaude_RealCLI(t *testing.T) {
+	real := os.Getenv("AGORA_TEST_CLAUDE")
+	if real == "" {
+		t.Skip("SKIP: set AGORA_TEST_CLAUDE to a Claude Code binary (npm @anthropic-ai/claude-code-linux-x64) to check the hooks against the real CLI")
+	}
+	agora, _ := hookBinaries(t)
+	tool := func(id, name, input string) []map[string]any {
+		var in map[string]any
+		if err := json.Unmarshal([]byte(input), &in); err != nil {
+			t.Fatal(err)
+		}
+		return []map[string]any{{"type": "tool_use", "id": id, "name": name, "input": in}}
+	}
+	model := sseModel(t,
+		tool("toolu_01AAA", "Bash", `{"command":"touch ran"}`),
+		tool("toolu_01BBB", "Write", `{"file_path":"pwned","content":"x"}`),
+		tool("toolu_01CCC", "Bash", `{"command":"rm -rf build"}`),
+		tool("toolu_01DDD", "Bash", `{"command":"touch nodir/x"}`),
+	)
+	a := &memAuditor{}
+	sock := filepath.Join(t.TempDir(), GatewaySocket)
+	gw, err := gateway.Listen(t.Context(), sock, gateway.Config{
+		DispatchID: "01JTESTDISPATCH", Role: "fixer@sha256:" + strings.Repeat("ab", 32),
+		ModelAPI: gateway.APIAnthropic, ModelBaseURL: model, APIKey: []byte("sk-ant-test-0123456789abcdef"),
+		Dialer: egress.NewDialer(egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, nil),
+		Audit:  a, RequestsPerSecond: 1000, RequestBurst: 1000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	testOnlyHookProgram = agora
+	defer func() { testOnlyHookProgram = "" }()
+	inv, stderr := claudeInvocation(t, sock, real, "", Grants{Tools: []string{"run_command"}, Commands: []string{"touch **"}})
+	inv.model = "claude-sonnet-4-5"
+	exit, err := claudeRuntime{}.Run(t.Context(), inv)
+	if err != nil || exit.Failure != "" {
+		t.Fatalf("Run: %+v %v\nstderr:\n%s", exit, err, stderr)
+	}
+	var got []string
+	for _, c := range a.calls() {
+		got = append(got, c[:strings.LastIndex(c, "|")]) // the hash is checked by the fake's test
+	}
+	want := []string{
+		"Bash requested " + reasonRequested + "|pre|toolu_01AAA",
+		"Bash allowed " + reasonRan + "|post|toolu_01AAA",
+		"Write denied " + reasonNotLoaded + "|<nil>|toolu_01BBB",
+		"Bash requested " + reasonRequested + "|pre|toolu_01CCC",
+		"Bash denied " + reasonRuleDenied + "|post|toolu_01CCC",
+		"Bash requested " + reasonRequested + "|pre|toolu_01DDD",
+		"Bash error " + reasonFailed + "|post|toolu_01DDD",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tool.call records (-want +got):\n%s", diff)
+	}
+	if !exists(filepath.Join(inv.dir, "ran")) || exists(filepath.Join(inv.dir, "pwned")) {
+		t.Error("the allowed call did not run, or the refused one did")
+	}
 }

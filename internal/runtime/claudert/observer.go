@@ -46,8 +46,9 @@ type ToolResult struct {
 	// refused before its tool ran, or the tool refused its input.
 	UseError bool
 	// NoSuchTool is true for the tool_use_error claude answers a call to a tool it did not
-	// load with ("No such tool available: NAME", as Claude Code 2.1.197 was seen to answer
-	// when issue #11 was found).
+	// load with: "<tool_use_error>Error: No such tool available: NAME. NAME exists but is not
+	// enabled in this context. ..." from Claude Code 2.1.197, which runs no hook for it and
+	// leaves it out of permission_denials.
 	NoSuchTool bool
 }
 

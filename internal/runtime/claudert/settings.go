@@ -19,6 +19,13 @@ import (
 // A call refused before its tool ran (a tool that is not loaded, invalid input, a blocking
 // PreToolUse hook, a permission rule) gets neither post event. claude reads its hooks once,
 // at start, so a settings file changed during the run changes nothing.
+//
+// Seen running Claude Code 2.1.197 with Run's flags against a scripted Messages API: the
+// hooks of --settings run although --setting-sources is empty; PreToolUse runs before the
+// dontAsk permission check (a call the rules then deny got PreToolUse and no post event);
+// PostToolUse and PostToolUseFailure inputs carry tool_use_id and duration_ms; a call a
+// PreToolUse hook blocked with exit 2 is answered "PreToolUse:TOOL hook error: ..." and
+// listed in the result's permission_denials.
 var HookEvents = []string{"PreToolUse", "PostToolUse", "PostToolUseFailure"}
 
 // HookTimeout is the timeout, in seconds, claude gives each hook command. claude lets the

@@ -88,7 +88,8 @@ type hookOutcome struct {
 	reason string // stderr of a blocking hook, or the decision's reason
 }
 
-// runHooks runs every hook of event matching tool, in order, with input on stdin.
+// runHooks runs every hook of event matching tool, in order, with input on stdin. A
+// blocking hook's reason is claude's: "['COMMAND']: " and its stderr.
 func (c *claude) runHooks(event, tool string, input obj) hookOutcome {
 	var out hookOutcome
 	body, err := json.Marshal(input)
@@ -108,7 +109,7 @@ func (c *claude) runHooks(event, tool string, input obj) hookOutcome {
 			switch {
 			case code == 2:
 				out.block = true
-				out.reason = strings.TrimSpace(stderr)
+				out.reason = "['" + h.Command + "']: " + stderr
 			case code == 0 && strings.HasPrefix(strings.TrimSpace(stdout), "{"):
 				var d struct {
 					Specific struct {

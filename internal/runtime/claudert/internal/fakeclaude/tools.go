@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // claude is one run's tool state: what is loaded, the permission rules, the hooks, and the
@@ -61,6 +62,7 @@ func (c *claude) hookInput(event, id, name string, input obj) obj {
 		"transcript_path": filepath.Join(os.Getenv("HOME"), ".claude", "projects", "fake", session+".jsonl"),
 		"cwd":             c.cwd,
 		"permission_mode": c.o.one("--permission-mode"),
+		"prompt_id":       "3e36b81c-012f-4313-9972-d003e40d7217",
 		"hook_event_name": event,
 		"tool_name":       name,
 		"tool_input":      input,
@@ -71,28 +73,37 @@ func (c *claude) hookInput(event, id, name string, input obj) obj {
 // use makes one tool call the way claude does and returns the tool_result content and
 // whether it is an error: a tool that is not loaded is a tool_use_error before any hook;
 // then the PreToolUse hooks, then the permission rules, then the tool, then PostToolUse (or
-// PostToolUseFailure when the tool failed).
+// PostToolUseFailure when the tool failed). The refusals' wording, and which refusals land
+// in permission_denials (a rule's and a blocking hook's, not an unloaded tool's), are Claude
+// Code 2.1.197's, seen running it against a scripted Messages API.
 func (c *claude) use(id, name string, input obj) (string, bool) {
 	if !slices.Contains(c.loaded, name) {
-		return "<tool_use_error>Error: No such tool available: " + name + "</tool_use_error>", true
+		return "<tool_use_error>Error: No such tool available: " + name + ". " + name +
+			" exists but is not enabled in this context. Use one of the available tools instead.</tool_use_error>", true
 	}
 	pre := c.runHooks("PreToolUse", name, c.hookInput("PreToolUse", id, name, input))
 	if pre.block {
+		c.denials = append(c.denials, obj{"tool_name": name, "tool_use_id": id, "tool_input": input})
 		return "PreToolUse:" + name + " hook error: " + pre.reason, true
 	}
 	if !c.permitted(name, input, pre.allow) {
 		c.denials = append(c.denials, obj{"tool_name": name, "tool_use_id": id, "tool_input": input})
+		if c.o.one("--permission-mode") == "dontAsk" {
+			return "Permission to use " + name + " has been denied because Claude Code is running in don't ask mode.", true
+		}
 		return "Permission to use " + name + " has been denied.", true
 	}
+	start := time.Now()
 	content, response, err := c.execute(name, input)
+	ms := time.Since(start).Milliseconds()
 	if err != nil {
 		in := c.hookInput("PostToolUseFailure", id, name, input)
-		in["error"], in["is_interrupt"] = err.Error(), false
+		in["error"], in["is_interrupt"], in["duration_ms"] = err.Error(), false, ms
 		c.runHooks("PostToolUseFailure", name, in)
 		return err.Error(), true
 	}
 	in := c.hookInput("PostToolUse", id, name, input)
-	in["tool_response"] = response
+	in["tool_response"], in["duration_ms"] = response, ms
 	if post := c.runHooks("PostToolUse", name, in); post.block {
 		content += "\n\nPostToolUse:" + name + " hook error: " + post.reason
 	}
@@ -189,7 +200,11 @@ func (c *claude) execute(name string, input obj) (string, any, error) {
 		if err != nil {
 			return "", nil, err
 		}
-		return string(out), obj{"stdout": string(out), "stderr": "", "interrupted": false, "isImage": false}, nil
+		content := string(out)
+		if content == "" {
+			content = "(Bash completed with no output)"
+		}
+		return content, obj{"stdout": string(out), "stderr": "", "interrupted": false, "isImage": false, "noOutputExpected": len(out) == 0}, nil
 	case "Read":
 		b, err := os.ReadFile(path())
 		if err != nil {
