@@ -28,6 +28,13 @@ import (
 //     it is reported as it is, and the run is stopped, because it was not on record before
 //     it ran.
 //
+// The marks live in the worker's scratch directory, which everything in the sandbox shares,
+// the agent's own commands included. A process the agent left running could delete marks
+// (a call that ran then looks unrecorded, and the run stops) or forge them (the worst: a
+// later refused call gets no entry of its own, as if its hook had recorded it). It cannot
+// erase or change an entry the gateway recorded, nor make a refused call read "allowed":
+// like any report from the sandbox, the marks are evidence, and the sandbox is the boundary.
+//
 // Its reports come after claude printed the result, yet in order: the relay holds claude's
 // next model request until every call claude printed has its result reported (see gate), so
 // the next call's hooks cannot overtake them. Any failure to report stops the run (fail

@@ -18,7 +18,8 @@ import (
 //
 // A call refused before its tool ran (a tool that is not loaded, invalid input, a blocking
 // PreToolUse hook, a permission rule) gets neither post event. claude reads its hooks once,
-// at start, so a settings file changed during the run changes nothing.
+// at start (anthropics/claude-code#22679), so a settings file the agent changes during the
+// run changes nothing.
 //
 // Seen running Claude Code 2.1.197 with Run's flags against a scripted Messages API: the
 // hooks of --settings run although --setting-sources is empty; PreToolUse runs before the
