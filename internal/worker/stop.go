@@ -24,8 +24,10 @@ const stopTimeout = 10 * time.Second
 // It runs only when the host says the sandbox has a PID namespace of its own
 // (Manifest.PIDNamespace): kill(-1) there reaches exactly the sandbox's processes (the
 // caller and the namespace's init are spared by the kernel); on the host it would reach
-// everything the user may signal. The agent runs as the worker's user, so it cannot refuse
-// the signal, and it cannot leave the namespace (no user namespaces, no capabilities).
+// everything the user may signal. The worker is that init (bwrap --as-pid-1) and is not
+// dumpable (Main), so no process of the agent is spared or can act for the worker. The agent
+// runs as the worker's user, so it cannot refuse the signal, and it cannot leave the
+// namespace (no user namespaces, no capabilities).
 func (r *runner) stop(ctx context.Context) *failure {
 	if !r.man.PIDNamespace || !r.opts.stopOthers {
 		return nil
@@ -35,6 +37,7 @@ func (r *runner) stop(ctx context.Context) *failure {
 		if err := unix.Kill(-1, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
 			return fail(ReasonWorkerFailed, "stop the agent's processes: %v", err)
 		}
+		reapOrphans()
 		left, err := othersAlive()
 		if err != nil {
 			return fail(ReasonWorkerFailed, "stop the agent's processes: %v", err)
@@ -46,6 +49,20 @@ func (r *runner) stop(ctx context.Context) *failure {
 			return fail(ReasonWorkerFailed, "stop the agent's processes: %d survived SIGKILL for %s", left, stopTimeout)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// reapOrphans collects the exit status of every child that has one waiting. The worker is
+// the namespace's init (bwrap --as-pid-1), so the agent's orphans are its children: left
+// unreaped they would hold pids (RLIMIT_NPROC counts zombies). It runs only in stop, when no
+// exec.Cmd of the worker's is waiting on its own child.
+func reapOrphans() {
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if pid <= 0 || err != nil {
+			return
+		}
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agora-dev/agora/internal/catalog"
 )
 
@@ -79,6 +81,14 @@ type options struct {
 // then names the stage directory in AGORA_WORKER_ROOT (same layout below it) and the worker
 // keeps its scratch space in a private tmp/ there, not in the host's shared /tmp.
 func Main(ctx context.Context, stdout, stderr io.Writer) int {
+	// First of all: nothing running as our uid may attach to us (ptrace, /proc/PID/mem,
+	// process_vm_writev, pidfd_getfd). The agent shares the uid; without this it could
+	// rewrite the worker's memory and with it result.json's hashes (issue #11). The agent's
+	// own programs become dumpable again at exec; that is theirs.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Fprintf(stderr, "agora worker: make the worker non-dumpable: %v\n", err)
+		return 1
+	}
 	root, tmp := DefaultRoot, "/tmp"
 	if r := os.Getenv(RootEnv); r != "" {
 		root, tmp = r, filepath.Join(r, "tmp")
@@ -123,6 +133,8 @@ type runner struct {
 	gateway string
 	git     *gitDir
 	exit    agentExit
+	// transcript is the model runtimes' transcript, written to out/ after stop.
+	transcript *transcriptFile
 }
 
 func run(ctx context.Context, opts options) int {
@@ -180,6 +192,14 @@ func (r *runner) steps(ctx context.Context) {
 	}
 	// The agent shares out/: whatever it left under the worker's names is not the worker's.
 	r.removeOwnFiles()
+	// An in-process runtime's answer and question are written only now, when nothing of the
+	// agent runs that could replace them before they are read back and hashed.
+	if fl := r.keepAnswer(r.exit); fl != nil {
+		r.record(fl)
+	}
+	if fl := r.keepTranscript(); fl != nil {
+		r.record(fl)
+	}
 	if ctx.Err() != nil {
 		r.record(fail(ReasonWorkerFailed, "worker cancelled"))
 		return
