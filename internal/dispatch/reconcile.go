@@ -57,20 +57,16 @@ func (d *Dispatcher) reconcile(ctx context.Context, r *Record, st *stage, exit c
 		rerr = fmt.Errorf("worker exited %d", exit.Code)
 	}
 	var ierr error
-	if transcript && out != nil {
-		// Kept whatever the outcome, redacted: it is how a failed loop is understood. Like
-		// the logs it is the worker's account, not the host's; when the worker vouched for
-		// it, it is stored only with the hash it declared.
-		want := ""
-		if rerr == nil && wr.Transcript != nil {
-			want = wr.Transcript.SHA256
-		}
-		a, err := d.storeFile(out, worker.TranscriptFile, worker.MaxTranscript, red, want)
-		switch {
-		case err == nil:
+	if transcript && rerr == nil && wr.Transcript != nil {
+		// The worker kept the transcript in its own memory and wrote it after the stop
+		// step; it is stored only with the hash the worker declared. A transcript the
+		// worker did not vouch for (it died, or was killed) is not kept: the agent could
+		// have written it.
+		a, err := d.storeFile(out, worker.TranscriptFile, worker.MaxTranscript, red, wr.Transcript.SHA256)
+		if err != nil {
+			ierr = fmt.Errorf("transcript: %w", err)
+		} else {
 			res.Transcript = a
-		case want != "":
-			ierr = err
 		}
 	}
 	if rerr == nil && ierr == nil {

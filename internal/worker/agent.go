@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/runtime/claudert"
-	"github.com/agora-dev/agora/internal/sandboxfs"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 	"github.com/agora-dev/agora/internal/runtime/openairt"
+	"github.com/agora-dev/agora/internal/sandboxfs"
 )
 
 // agentPath is the PATH the agent starts with, unless the env bundle sets one.
@@ -74,12 +74,13 @@ type invocation struct {
 	grants       Grants
 	model        string
 	systemPrompt string
-	prompt       string   // the user prompt, from the input
-	secrets      [][]byte // the bundle's secret values, masked in audited argument hashes
-	out          string   // the out directory: the transcript goes there
-	tmp          string   // private scratch, outside the workspace
-	gateway      string   // the gateway's socket
-	mcpConfig    []byte   // the capabilities' MCP config (claude-code), nil for none
+	prompt       string          // the user prompt, from the input
+	secrets      [][]byte        // the bundle's secret values, masked in audited argument hashes
+	out          string          // the out directory
+	transcript   *transcriptFile // the model runtimes' transcript, kept in memory (answer.go)
+	tmp          string          // private scratch, outside the workspace
+	gateway      string          // the gateway's socket
+	mcpConfig    []byte          // the capabilities' MCP config (claude-code), nil for none
 }
 
 // agentExit is how the agent ended.
@@ -135,6 +136,7 @@ func (r *runner) runAgent(ctx context.Context) *failure {
 	for _, k := range slices.Sorted(maps.Keys(r.secrets)) {
 		secrets = append(secrets, []byte(r.secrets[k]))
 	}
+	r.transcript = &transcriptFile{}
 	exit, err := r.rt.Run(ctx, invocation{
 		command: r.man.Command,
 		dir:     r.workspace,
@@ -151,6 +153,7 @@ func (r *runner) runAgent(ctx context.Context) *failure {
 		prompt:       userPrompt(r.man.InputJSON),
 		secrets:      secrets,
 		out:          r.out,
+		transcript:   r.transcript,
 		tmp:          r.opts.TempDir,
 		gateway:      r.gateway,
 		mcpConfig:    r.mcpConfig,
@@ -160,9 +163,6 @@ func (r *runner) runAgent(ctx context.Context) *failure {
 	}
 	r.exit = exit
 	r.res.ExitCode = exit.ExitCode
-	if fl := r.keepAnswer(exit); fl != nil {
-		return fl
-	}
 	switch {
 	case exit.TimedOut && exit.Failure != "":
 		return fail(ReasonTimeout, "%s", exit.Failure)
@@ -172,7 +172,7 @@ func (r *runner) runAgent(ctx context.Context) *failure {
 		return fail(ReasonWorkerFailed, "%s", exit.Failure)
 	case exit.ExitCode != 0:
 		// A question is a legitimate way to stop; needsInput decides.
-		if r.hasNeedsInput() {
+		if exit.Question != "" || r.hasNeedsInput() {
 			return nil
 		}
 		return fail(ReasonWorkerFailed, "agent exited with code %d", exit.ExitCode)

@@ -1,6 +1,9 @@
 package worker
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 )
 
 // keepAnswer writes what an in-process runtime produced into out/: the final answer as
@@ -73,57 +75,73 @@ func userPrompt(inputJSON string) string {
 	return p
 }
 
-// transcriptFile is out/transcript.jsonl as the model runtimes write it: whole lines, up to
-// [MaxTranscript] bytes; later lines are dropped, never failing the loop. Writes are
-// serialised (claude's events and the worker's may interleave).
+// transcriptFile is the model runtimes' transcript: whole lines, up to [MaxTranscript]
+// bytes; later lines are dropped, never failing the loop. Writes are serialised (claude's
+// events and the worker's may interleave). It is kept in the worker's memory, which nothing
+// of the agent can reach (the worker is not dumpable), and written to out/transcript.jsonl
+// only after the stop step, with the hash the worker declares: a tool that replaced the file
+// during the run could otherwise have its own file stored as the record of the run.
 type transcriptFile struct {
 	mu      sync.Mutex
-	f       *os.File
-	left    int64 // guarded by mu
-	dropped int64 // guarded by mu: bytes not written
+	buf     bytes.Buffer // guarded by mu
+	used    bool         // guarded by mu: a runtime opened it
+	dropped int64        // guarded by mu: bytes not kept
 }
 
-// openTranscript creates out/transcript.jsonl, replacing whatever is there (never through a
-// symlink).
-func openTranscript(out string) (*transcriptFile, error) {
-	p := out + "/" + TranscriptFile
-	_ = os.Remove(p)
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open transcript: %w", err)
+// openTranscript hands a runtime the dispatch's transcript.
+func (inv invocation) openTranscript() (*transcriptFile, error) {
+	if inv.transcript == nil {
+		// A runtime run on its own (its tests): a transcript nobody keeps.
+		return &transcriptFile{used: true}, nil
 	}
-	return &transcriptFile{f: f, left: MaxTranscript}, nil
+	inv.transcript.mu.Lock()
+	inv.transcript.used = true
+	inv.transcript.mu.Unlock()
+	return inv.transcript, nil
 }
 
 func (t *transcriptFile) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if int64(len(p)) > t.left || t.f == nil {
+	if int64(t.buf.Len()+len(p)) > MaxTranscript {
 		t.dropped += int64(len(p))
 		return len(p), nil
 	}
-	n, err := t.f.Write(p)
-	t.left -= int64(n)
-	if err != nil {
-		// A transcript that cannot be written is lost, not the dispatch.
-		t.dropped += int64(len(p) - n)
-		t.f.Close()
-		t.f = nil
-	}
+	t.buf.Write(p)
 	return len(p), nil
 }
 
-// close closes the file and says on w how much was dropped, if anything.
+// close says on w how much was dropped, if anything.
 func (t *transcriptFile) close(w io.Writer) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.f != nil {
-		t.f.Close()
-		t.f = nil
-	}
 	if t.dropped > 0 {
 		fmt.Fprintf(w, "agora worker: transcript: %d bytes dropped past the %d byte limit\n", t.dropped, MaxTranscript)
 	}
+}
+
+// keepTranscript writes the transcript a runtime kept to out/transcript.jsonl (replacing
+// whatever is there, never through a link) and declares its hash. It runs after stop.
+func (r *runner) keepTranscript() *failure {
+	t := r.transcript
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.used {
+		return nil
+	}
+	b := t.buf.Bytes()
+	if err := writeFileAtomic(r.out, TranscriptFile, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	}); err != nil {
+		return fail(ReasonWorkerFailed, "transcript: %v", err)
+	}
+	sum := sha256.Sum256(b)
+	r.res.Transcript = &FileInfo{Path: TranscriptFile, Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}
+	return nil
 }
 
 // envWith returns env with each of set's keys replaced (or added).

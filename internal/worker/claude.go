@@ -79,7 +79,7 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 		return agentExit{}, fmt.Errorf("start the model relay: %w", err)
 	}
 	defer rl.close()
-	tr, err := openTranscript(inv.out)
+	tr, err := inv.openTranscript()
 	if err != nil {
 		return agentExit{}, err
 	}

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net"
@@ -294,7 +296,8 @@ func TestAuditFields(t *testing.T) {
 
 func TestTranscriptFile_Capped(t *testing.T) {
 	dir := t.TempDir()
-	tr, err := openTranscript(dir)
+	r := &runner{out: dir, transcript: &transcriptFile{}}
+	tr, err := invocation{transcript: r.transcript}.openTranscript()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,12 +309,27 @@ func TestTranscriptFile_Capped(t *testing.T) {
 	}
 	var msg strings.Builder
 	tr.close(&msg)
-	fi, err := os.Stat(filepath.Join(dir, TranscriptFile))
+	// Nothing is in out/ until the worker keeps it (after stop), with its hash declared.
+	if _, err := os.Lstat(filepath.Join(dir, TranscriptFile)); err == nil {
+		t.Fatal("the transcript reached out/ before the stop step")
+	}
+	// A file the agent put there meanwhile is replaced, never appended to or declared.
+	if err := os.WriteFile(filepath.Join(dir, TranscriptFile), []byte("forged\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if fl := r.keepTranscript(); fl != nil {
+		t.Fatal(fl.detail)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, TranscriptFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi.Size() > MaxTranscript || fi.Size()%int64(len(line)) != 0 {
-		t.Errorf("transcript is %d bytes, want whole lines within %d", fi.Size(), MaxTranscript)
+	if len(b) > MaxTranscript || len(b)%len(line) != 0 || strings.Contains(string(b), "forged") {
+		t.Errorf("transcript is %d bytes, want whole lines of the runtime within %d", len(b), MaxTranscript)
+	}
+	sum := sha256.Sum256(b)
+	if d := r.res.Transcript; d == nil || d.SHA256 != hex.EncodeToString(sum[:]) || d.Size != int64(len(b)) {
+		t.Errorf("declared %+v, want the kept bytes' size and hash", d)
 	}
 	if !strings.Contains(msg.String(), "dropped") {
 		t.Errorf("close said %q, want the dropped bytes reported", msg.String())

@@ -30,7 +30,7 @@ func (openaiRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 	if err != nil {
 		return agentExit{}, err
 	}
-	tr, err := openTranscript(inv.out)
+	tr, err := inv.openTranscript()
 	if err != nil {
 		return agentExit{}, err
 	}

@@ -24,9 +24,6 @@ var errOutputsFull = errors.New("outputs full")
 // and listed in Result.OutputsSkipped, as are names that are not printable UTF-8. More than
 // MaxOutputs files or MaxOutputsSize bytes fails the dispatch; what fit is still listed.
 func (r *runner) outputs(ctx context.Context) *failure {
-	if fl := r.transcript(); fl != nil {
-		return fl
-	}
 	base := filepath.Join(r.out, OutputsDir)
 	fi, err := os.Lstat(base)
 	switch {
@@ -101,22 +98,6 @@ func (r *runner) outputs(ctx context.Context) *failure {
 	if err != nil {
 		return fail(ReasonWorkerFailed, "outputs: %v", err)
 	}
-	return nil
-}
-
-// transcript declares out/transcript.jsonl, when a model runtime left one, so the host
-// stores exactly these bytes.
-func (r *runner) transcript() *failure {
-	info, ok, err := hashRegular(filepath.Join(r.out, TranscriptFile), MaxTranscript)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
-	case err != nil:
-		return fail(ReasonWorkerFailed, "transcript: %v", err)
-	case !ok || info.Size > MaxTranscript:
-		return fail(ReasonWorkerFailed, "transcript: %s is not a regular file within %d bytes", TranscriptFile, MaxTranscript)
-	}
-	r.res.Transcript = &FileInfo{Path: TranscriptFile, Size: info.Size, SHA256: info.SHA256}
 	return nil
 }
 
