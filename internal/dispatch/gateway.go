@@ -117,7 +117,7 @@ type runningGateway struct {
 // gateway entry links to (the worker of a `sandbox: none` target finds it through the link).
 // A gateway whose audit budget is spent pulls trip: the sandbox is stopped and the dispatch
 // fails limit-exceeded.
-func (d *Dispatcher) startGateway(ctx context.Context, r *Record, st *stage, ep *modelEndpoint, trip *limitTrip) (*runningGateway, error) {
+func (d *Dispatcher) startGateway(ctx context.Context, r *Record, st *stage, ep *modelEndpoint, secrets [][]byte, trip *limitTrip) (*runningGateway, error) {
 	rg := &runningGateway{dir: filepath.Join(st.dir, worker.GatewayDir)}
 	os.RemoveAll(rg.dir) // nothing of an earlier attempt is reused
 	// The gateway binds its socket in a temporary directory beside the path, then renames it.
@@ -146,6 +146,7 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, st *stage, ep 
 		ModelBaseURL:      ep.baseURL,
 		ModelAPI:          ep.api.api,
 		APIKey:            ep.key,
+		Secrets:           secrets,
 		Egress:            egressGrant,
 		Dialer:            egress.NewDialer(d.Egress, nil),
 		Audit:             &gatewayAuditor{records: d.Records, id: r.ID, role: role},

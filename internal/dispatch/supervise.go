@@ -171,7 +171,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	trip := newLimitTrip()
 	var gw *runningGateway
 	if endpoint != nil {
-		if gw, err = d.startGateway(ctx, r, st, endpoint, trip); err != nil {
+		if gw, err = d.startGateway(ctx, r, st, endpoint, values, trip); err != nil {
 			stdout.Close()
 			stderr.Close()
 			return failed(ReasonProviderFailed, "%v", err), nil

@@ -106,6 +106,10 @@ type Config struct {
 	// "x-api-key: <key>" (Anthropic); nil or empty sends none. It must be at least [redact.MinLen] bytes (shorter could not be masked in
 	// responses) and a valid header value. Listen copies it; Close zeroes the copy.
 	APIKey []byte
+	// Secrets are the dispatch's other secret values (its env bundles'). They are never sent
+	// anywhere; they are masked like the key in every audit field and every response, since
+	// anything in the sandbox can put them into a request (a tool.call reason, a fetched URL).
+	Secrets [][]byte
 	// Egress lists the hosts /fetch may reach: an exact lowercase host name or canonical IP
 	// literal, or "*.domain" for any proper subdomain of domain. Empty grants none.
 	Egress []string
@@ -273,7 +277,7 @@ func newGateway(cfg Config) (*Gateway, error) {
 			orDefault(cfg.RequestBurst, DefaultRequestBurst)),
 		closeGrace: closeGrace,
 	}
-	g.red = redact.New([][]byte{g.key})
+	g.red = redact.New(append([][]byte{g.key}, cfg.Secrets...))
 	if cfg.ModelBaseURL != "" {
 		if g.model, err = parseModelURL(cfg.Dialer, cfg.ModelBaseURL); err != nil {
 			return nil, err
