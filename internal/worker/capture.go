@@ -136,11 +136,17 @@ func (g *gitDir) remove() { _ = os.RemoveAll(g.dir) }
 
 // run runs one git subcommand with stdout to out (nil: discarded).
 func (g *gitDir) run(ctx context.Context, out io.Writer, args ...string) error {
+	return g.runStdin(ctx, nil, out, args...)
+}
+
+// runStdin is run with in as git's standard input.
+func (g *gitDir) runStdin(ctx context.Context, in io.Reader, out io.Writer, args ...string) error {
 	argv := append([]string{"--git-dir=" + g.dir, "--work-tree=" + g.workTree}, gitFlags...)
 	argv = append(argv, args...)
 	cmd := exec.CommandContext(ctx, g.git, argv...)
 	cmd.Dir = g.workTree
 	cmd.Env = g.env
+	cmd.Stdin = in
 	cmd.Stdout = out
 	var stderr headBuffer
 	cmd.Stderr = &stderr
@@ -189,6 +195,9 @@ func (r *runner) capture(ctx context.Context) *failure {
 	}
 	if err := g.run(ctx, nil, "add", "-A"); err != nil {
 		return fail(ReasonWorkerFailed, "capture: %v", err)
+	}
+	if err := r.maskBinarySecrets(ctx); err != nil {
+		return fail(ReasonWorkerFailed, "capture: mask secrets in binary files: %v", err)
 	}
 	pw := newPatchWriter(r.opts.testOnlyMaxPatch)
 	err := writeFileAtomic(r.out, PatchFile, func(w io.Writer) error {

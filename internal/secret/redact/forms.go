@@ -33,7 +33,47 @@ func forms(v []byte) []string {
 	add(url.PathEscape(string(v)))
 	add(jsonEscape(v, true))
 	add(jsonEscape(v, false))
+	if q := cQuote(v); q != string(v) {
+		add(q)
+	}
 	return out
+}
+
+// cQuote returns v as git writes a quoted path name (core.quotePath): the bytes of a
+// non-ASCII character and control characters as three-digit octal escapes, ", \ and the
+// common control characters with a backslash. A secret used as a file name reaches a patch in
+// this form.
+func cQuote(v []byte) string {
+	var b strings.Builder
+	for _, c := range v {
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c == '\a':
+			b.WriteString(`\a`)
+		case c == '\b':
+			b.WriteString(`\b`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\v':
+			b.WriteString(`\v`)
+		case c == '\f':
+			b.WriteString(`\f`)
+		case c == '\r':
+			b.WriteString(`\r`)
+		case c < 0x20 || c >= 0x7f:
+			b.WriteByte('\\')
+			b.WriteByte('0' + c>>6)
+			b.WriteByte('0' + (c>>3)&7)
+			b.WriteByte('0' + c&7)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 // base64Core returns the characters of the base64 encoding of v that depend on v alone when v
