@@ -1,6 +1,7 @@
 package dispatch_test
 
 import (
+	"crypto/rand"
 	"fmt"
 	"os"
 	"os/exec"
@@ -155,6 +156,27 @@ func TestDispatch_DiskQuotaRoomy(t *testing.T) {
 	}
 	if !strings.Contains(r.Isolation, "+runas") || !strings.Contains(r.Isolation, "+disk-quota") {
 		t.Errorf("isolation %q, want +runas and +disk-quota", r.Isolation)
+	}
+}
+
+// TestDispatch_DiskQuotaCountsTheClone: the repository's checkout lives on the quota too; a
+// clone that does not fit ends the dispatch limit-exceeded before anything runs.
+func TestDispatch_DiskQuotaCountsTheClone(t *testing.T) {
+	requireRootLimits(t)
+	e := newEnv(t)
+	e.setTarget(func(tg *config.Target) { tg.Disk = config.MinDisk })
+	big := make([]byte, 3<<20) // incompressible, so git cannot pack it below the quota
+	if _, err := rand.Read(big); err != nil {
+		t.Fatal(err)
+	}
+	repo := gitRepo(t, map[string]string{"big.bin": string(big)})
+	e.subagent("never", `echo ran`)
+	r := e.run(dispatch.Request{Subagent: "never", Repo: repo})
+	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonLimitExceeded || !strings.Contains(r.Detail, "while cloning") {
+		t.Fatalf("state %s (%s: %s), want failed limit-exceeded while cloning", r.State, r.Reason, r.Detail)
+	}
+	if m := mountsUnder(t, filepath.Join(e.home.Dir, home.DispatchDir, r.ID)); len(m) > 0 {
+		t.Errorf("mounts left after the dispatch: %v", m)
 	}
 }
 

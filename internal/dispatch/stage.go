@@ -178,15 +178,29 @@ func (s *stage) diskExceeded(target string) string {
 	if err := unix.Statfs(s.disk, &st); err != nil || st.Type != unix.TMPFS_MAGIC {
 		return ""
 	}
-	what := ""
 	switch {
 	case st.Bavail == 0:
-		what = config.ByteSize(s.diskSize).String()
+		return quotaDetail(config.ByteSize(s.diskSize).String(), target)
 	case st.Ffree == 0:
-		what = fmt.Sprintf("%d files", st.Files)
-	default:
-		return ""
+		return quotaDetail(fmt.Sprintf("%d files", st.Files), target)
 	}
+	return ""
+}
+
+// errNoSpace marks a staging step that ran out of room on the disk quota.
+var errNoSpace = errors.New("no space left on the disk quota")
+
+// cloneExceeded says why a failed checkout (err from prepareWorkspace) is the quota's doing,
+// or "". A failed clone removes what it wrote, so the tmpfs is not left full: git's own
+// ENOSPC message (under LANG=C) is the evidence.
+func (s *stage) cloneExceeded(err error, target string) string {
+	if s.disk != "" && errors.Is(err, errNoSpace) {
+		return quotaDetail(config.ByteSize(s.diskSize).String(), target)
+	}
+	return s.diskExceeded(target)
+}
+
+func quotaDetail(what, target string) string {
 	return fmt.Sprintf("disk quota exceeded: the workspace and out directory filled all %s allowed "+
 		"(targets.%s.disk in agora.yaml)", what, target)
 }
@@ -354,10 +368,19 @@ func prepareWorkspace(ctx context.Context, r *Record, s *stage) error {
 		return os.MkdirAll(s.workspace, 0o700)
 	}
 	if out, err := gitCmd(ctx, s.dir, "clone", "--quiet", "--no-hardlinks", "--no-checkout", "--", r.Repo, s.workspace).CombinedOutput(); err != nil {
-		return fmt.Errorf("clone %s: %s", r.Repo, strings.TrimSpace(string(out)))
+		return s.gitError("clone "+r.Repo, out)
 	}
 	if out, err := gitCmd(ctx, s.workspace, "checkout", "--quiet", "--detach", r.Revision).CombinedOutput(); err != nil {
-		return fmt.Errorf("check out %s: %s", r.Revision, strings.TrimSpace(string(out)))
+		return s.gitError("check out "+r.Revision, out)
 	}
 	return nil
+}
+
+// gitError words a failed git step, marked [errNoSpace] when it ran out of the quota's room.
+func (s *stage) gitError(step string, out []byte) error {
+	msg := strings.TrimSpace(string(out))
+	if s.disk != "" && strings.Contains(msg, "No space left on device") {
+		return fmt.Errorf("%s: %s: %w", step, msg, errNoSpace)
+	}
+	return fmt.Errorf("%s: %s", step, msg)
 }

@@ -102,7 +102,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		return Outcome{}, fmt.Errorf("stage bundle: %w", err)
 	}
 	if err := prepareWorkspace(ctx, r, st); err != nil {
-		if full := st.diskExceeded(r.Target); full != "" {
+		if full := st.cloneExceeded(err, r.Target); full != "" {
 			// The clone counts against the quota too.
 			return failed(ReasonLimitExceeded, "%s while cloning %s", full, r.Repo), nil
 		}
