@@ -26,7 +26,10 @@
 //     identity and refuse an encoded body like model requests.
 //   - POST /audit/tool: the worker's tool-call decisions, recorded as "tool.call" under the
 //     dispatch id and role from [Config], never from the request. A decision the [Auditor]
-//     did not keep is answered 503, so the worker fails that call closed.
+//     did not keep is answered 503, so the worker fails that call closed. claude-code's hooks
+//     report each call twice, with a phase ("pre": decision "requested" before the tool
+//     runs; "post": what came of it) and the call's id. Anything in the sandbox can reach
+//     the socket, so these are the sandbox's reports, checked and masked, not proofs.
 //
 // # Masking
 //

@@ -88,9 +88,14 @@
 // loopback relay (relay.go). Both reach the host only through the gateway socket
 // (gateway.go): the model endpoint, http_fetch, and /audit/tool, where every tool decision is
 // reported before its result reaches the model (a decision that cannot be reported stops the
-// loop: fail closed). Neither ever holds the model API key: the gateway adds it. Their
-// transcript goes to out/transcript.jsonl (capped at [MaxTranscript]), the model's answer to
-// out/outputs/final.md, a question to out/needs_input.json (answer.go). A wall-time stop is a
+// loop: fail closed). claude-code's calls are reported by claude's own PreToolUse and
+// PostToolUse hooks (`agora worker hook`, hook.go), so each is on record before it runs and a
+// hook that cannot report blocks the call; hookaudit.go reads claude's stream live and records
+// what no hook sees (a tool not loaded, a call its rules refused) as denied, and stops claude
+// when its init event lists a tool the grant does not cover. Neither runtime ever holds the
+// model API key: the gateway adds it. Their transcript (capped at [MaxTranscript]), the
+// model's answer and a question stay in the worker's memory until after the stop step; then
+// they go to out/transcript.jsonl, out/outputs/final.md and out/needs_input.json (answer.go). A wall-time stop is a
 // timeout; a turn or token budget spent is worker-failed, naming the budget. A claude-code
 // subagent's MCP servers come from [MCPConfigFile] in its capability archive, never from the
 // workspace.
