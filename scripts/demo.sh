@@ -11,17 +11,27 @@ work=$(mktemp -d -t agora-demo-work.XXXXXX)
 
 step() { printf '\n== %s\n' "$*"; }
 
-if ! command -v bwrap >/dev/null; then
-  echo "agora demo: bubblewrap is needed for the sandbox: sudo apt-get install bubblewrap" >&2
-  exit 1
-fi
-if ! command -v git >/dev/null; then
-  echo "agora demo: git is needed for the workspace and patches: sudo apt-get install git" >&2
-  exit 1
+# bubblewrap runs the sandbox; git makes workspaces and patches. As root with apt the demo
+# installs them; otherwise it prints the exact command.
+need=()
+command -v bwrap >/dev/null || need+=(bubblewrap)
+command -v git >/dev/null || need+=(git)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    step "installing ${need[*]} (apt-get)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+  else
+    echo "agora demo: ${need[*]} needed: sudo apt-get install -y ${need[*]}" >&2
+    exit 1
+  fi
 fi
 
 step "AGORA_HOME=$AGORA_HOME"
 "$bin" init
+
+step "agora doctor (what this host enforces on a sandbox, and how to get the rest)"
+"$bin" doctor || true
 
 step "agora apply -f examples/catalog/agora-manifest.yaml (plan, then one transaction)"
 "$bin" apply -f examples/catalog/agora-manifest.yaml
