@@ -141,7 +141,10 @@ func createAt(dirfd int, name, shown string, data []byte) error {
 	return nil
 }
 
-// sameFile reports whether name in dirfd is a regular file (not a link) holding exactly data.
+// sameFile reports whether name in dirfd is what an earlier run of agora wrote: a regular
+// file (not a link) with one link, owned by us, no wider than outFileMode, holding exactly
+// data. Anything else may be another user's file planted in a shared directory with the
+// bytes agora is about to write, which its owner could rewrite after agora said "wrote".
 func sameFile(dirfd int, name string, data []byte) bool {
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -149,8 +152,10 @@ func sameFile(dirfd int, name string, data []byte) bool {
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() != int64(len(data)) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG ||
+		st.Uid != uint32(os.Geteuid()) || st.Nlink != 1 || os.FileMode(st.Mode&0o777)&^outFileMode != 0 ||
+		st.Size != int64(len(data)) {
 		return false
 	}
 	got, err := io.ReadAll(io.LimitReader(f, int64(len(data))+1))
