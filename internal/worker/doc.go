@@ -69,9 +69,9 @@
 //     the agent timed out: valid makes the status needs_input, invalid is worker-failed.
 //  9. capture: out/patch.diff, a `git diff --cached --binary --full-index` against the
 //     baseline, at most [MaxPatchSize]; symlinks stay symlinks.
-//  10. outputs: regular files with one link under out/outputs/, at most [MaxOutputs] files
-//     and [MaxOutputsSize] bytes; symlinks, hard links and special files are skipped and
-//     listed. The transcript is hashed too.
+//  10. outputs: regular files with one link under out/outputs/, at most [MaxOutputs] files,
+//     [MaxOutputsSize] bytes and [MaxOutputNames] bytes of names; symlinks, hard links and
+//     special files are skipped and listed.
 //  11. result.json, written whenever out/ is writable, even after a failure. It declares the
 //     SHA-256 of the patch, each output and the transcript; the host stores those bytes only
 //     when they still hash to it (package sandboxfs), else the dispatch is integrity-failed.

@@ -39,6 +39,7 @@ func (r *runner) outputs(ctx context.Context) *failure {
 		return nil
 	}
 	var total int64
+	names := 0
 	var over *failure
 	err = filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -88,6 +89,10 @@ func (r *runner) outputs(ctx context.Context) *failure {
 		}
 		total += info.Size
 		info.Path = OutputsDir + "/" + rel
+		if names += len(info.Path); names > MaxOutputNames {
+			over = fail(ReasonWorkerFailed, "outputs: the names under %s/ are over %d bytes in all", OutputsDir, MaxOutputNames)
+			return errOutputsFull
+		}
 		r.res.Outputs = append(r.res.Outputs, info)
 		return nil
 	})

@@ -29,6 +29,11 @@ const (
 	MaxOutputs = 256
 	// MaxOutputsSize caps the total size of the files listed under outputs/.
 	MaxOutputsSize = 100 << 20
+	// MaxOutputNames caps the total length of the output paths. Each name is listed in the
+	// record, in the dispatch's manifest and in every audit bundle of its run; without it an
+	// agent could leave 256 names of 4 KiB each and push its run's manifest past what
+	// `agora verify` reads (1 MiB), making the run's audit unverifiable for good.
+	MaxOutputNames = 64 << 10
 	// maxSkipped caps Result.OutputsSkipped.
 	maxSkipped = 256
 	// maxOutputPath caps the length of one output path.
@@ -260,7 +265,9 @@ func (r Result) Validate() error {
 		bad("outputs: more than %d files", MaxOutputs)
 	}
 	var total int64
+	names := 0
 	for i, o := range r.Outputs {
+		names += len(o.Path)
 		if err := checkOutputPath(o.Path); err != nil {
 			bad("outputs[%d]: %v", i, err)
 		}
@@ -277,6 +284,9 @@ func (r Result) Validate() error {
 	}
 	if total > MaxOutputsSize {
 		bad("outputs: %d bytes in all, over the %d byte limit", total, MaxOutputsSize)
+	}
+	if names > MaxOutputNames {
+		bad("outputs: names of %d bytes in all, over the %d byte limit", names, MaxOutputNames)
 	}
 	if len(r.OutputsSkipped) > maxSkipped {
 		bad("outputs_skipped: more than %d entries", maxSkipped)
