@@ -1,20 +1,25 @@
 // Package strictjson reads JSON that must have exactly one meaning: documents the worker,
 // the host and the runtimes exchange across the sandbox boundary (manifest.json, result.json,
-// the secrets object, Claude Code's stream-json events). encoding/json alone silently replaces
-// invalid UTF-8, keeps the last of two duplicate keys, and matches object keys to struct fields
-// case-insensitively, so "state" and "State" in one object would let a writer say two things.
+// the secrets object, Claude Code's stream-json events) and the audit bundles `agora verify`
+// reads. encoding/json alone silently replaces invalid UTF-8, keeps the last of two duplicate
+// keys, and matches object keys to struct fields case-insensitively, so "state" and "State" in
+// one object would let a writer say two things, and a lone "State" would be read as "state"
+// by Go while every case-sensitive reader (jq, Python, JavaScript) sees no "state" at all.
 //
 // It is pure (no I/O, no agora imports) and runs on both sides of the sandbox.
 package strictjson
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -22,17 +27,20 @@ import (
 // MaxDepth bounds the nesting of a document.
 const MaxDepth = 64
 
+// maxKeyInError caps how much of an object key an error repeats: keys are untrusted.
+const maxKeyInError = 80
+
 // Check makes sure b is one JSON document with one reading: valid UTF-8, no two keys of an
 // object equal under case folding, no number beyond float64's range, at most MaxDepth levels
 // deep, nothing after it.
 func Check(b []byte) error {
-	_, err := check(b)
+	_, err := check(b, nil)
 	return err
 }
 
 // CheckObject is [Check] for a document that must be a JSON object.
 func CheckObject(b []byte) error {
-	first, err := check(b)
+	first, err := check(b, nil)
 	if err != nil {
 		return err
 	}
@@ -42,14 +50,46 @@ func CheckObject(b []byte) error {
 	return nil
 }
 
-// check returns the document's first delimiter ('{', '[') or 0 for a scalar.
-func check(b []byte) (json.Delim, error) {
+// Unmarshal parses b into v (a non-nil pointer) so that every reader sees what Go sees: b
+// must pass [Check], and every key of an object that v's type reads into a struct must be
+// exactly the name of one of its fields (json tag or Go name, as encoding/json has it): a key
+// that matches a field only under case folding ("State" for "state") is refused like an
+// unknown one, at every level. Values read into maps, interfaces or types with their own
+// UnmarshalJSON or UnmarshalText keep their keys as written and are only [Check]ed.
+func Unmarshal(b []byte, v any) error {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return fmt.Errorf("strictjson: Unmarshal needs a non-nil pointer, not %T", v)
+	}
+	if _, err := check(b, shapeOf(rv.Type().Elem())); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// Decode is [Unmarshal] of at most limit bytes; what names the document in errors
+// ("read manifest: ...").
+func Decode(what string, b []byte, limit int, v any) error {
+	if len(b) > limit {
+		return fmt.Errorf("read %s: %d bytes, over the %d byte limit", what, len(b), limit)
+	}
+	if err := Unmarshal(b, v); err != nil {
+		return fmt.Errorf("read %s: %w", what, err)
+	}
+	return nil
+}
+
+// check returns the document's first delimiter ('{', '[') or 0 for a scalar. want, when not
+// nil, is the shape of the Go value it will be decoded into.
+func check(b []byte, want *shape) (json.Delim, error) {
 	if !utf8.Valid(b) {
 		return 0, errors.New("not valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
-	first, err := walkValue(dec, 0)
+	first, err := walkValue(dec, 0, want)
 	if err != nil {
 		return 0, err
 	}
@@ -59,25 +99,9 @@ func check(b []byte) (json.Delim, error) {
 	return first, nil
 }
 
-// Decode parses b, at most limit bytes, into v after [Check], refusing unknown struct fields.
-// what names the document in errors ("read manifest: ...").
-func Decode(what string, b []byte, limit int, v any) error {
-	if len(b) > limit {
-		return fmt.Errorf("read %s: %d bytes, over the %d byte limit", what, len(b), limit)
-	}
-	if err := Check(b); err != nil {
-		return fmt.Errorf("read %s: %w", what, err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("read %s: %w", what, err)
-	}
-	return nil
-}
-
-// walkValue reads one value at nesting depth and returns its opening delimiter, if any.
-func walkValue(dec *json.Decoder, depth int) (json.Delim, error) {
+// walkValue reads one value at nesting depth and returns its opening delimiter, if any. want
+// is the shape of the Go value it is decoded into; nil means any (no field names to check).
+func walkValue(dec *json.Decoder, depth int, want *shape) (json.Delim, error) {
 	tok, err := dec.Token()
 	if err != nil {
 		return 0, err
@@ -92,8 +116,10 @@ func walkValue(dec *json.Decoder, depth int) (json.Delim, error) {
 	if depth >= MaxDepth {
 		return 0, fmt.Errorf("nested deeper than %d levels", MaxDepth)
 	}
-	seen := map[string]bool{}
-	for dec.More() {
+	var keys keySet
+	for i := 0; dec.More(); i++ {
+		var next *shape
+		var seg string
 		if d == '{' {
 			kt, err := dec.Token()
 			if err != nil {
@@ -103,18 +129,81 @@ func walkValue(dec *json.Decoder, depth int) (json.Delim, error) {
 			if !ok {
 				return 0, errors.New("object key is not a string")
 			}
-			fold := foldKey(k)
-			if seen[fold] {
-				return 0, fmt.Errorf("duplicate key %q", k)
+			if !keys.add(k) {
+				return 0, fmt.Errorf("duplicate key %q", clip(k))
 			}
-			seen[fold] = true
+			seg = "." + clip(k)
+			if want != nil {
+				if next, err = want.field(k); err != nil {
+					return 0, err
+				}
+			}
+		} else {
+			seg = "[" + strconv.Itoa(i) + "]"
+			if want != nil {
+				next = want.elem
+			}
 		}
-		if _, err := walkValue(dec, depth+1); err != nil {
-			return 0, err
+		if _, err := walkValue(dec, depth+1, next); err != nil {
+			return 0, atPath(seg, err)
 		}
 	}
 	_, err = dec.Token() // the closing delimiter
 	return d, err
+}
+
+// keySet holds the case-folded keys of one object. Most objects have a handful of keys, so
+// it scans a slice before it needs a map.
+type keySet struct {
+	few  []string
+	many map[string]bool
+}
+
+// add records k and reports whether no key equal to it under case folding was there.
+func (s *keySet) add(k string) bool {
+	f := foldKey(k)
+	if s.many != nil {
+		if s.many[f] {
+			return false
+		}
+		s.many[f] = true
+		return true
+	}
+	for _, x := range s.few {
+		if x == f {
+			return false
+		}
+	}
+	if len(s.few) < 16 {
+		s.few = append(s.few, f)
+		return true
+	}
+	s.many = make(map[string]bool, 2*len(s.few))
+	for _, x := range s.few {
+		s.many[x] = true
+	}
+	s.many[f] = true
+	return true
+}
+
+// pathError is an error found inside a document, with where: the object keys and array
+// indexes from the top (".dispatches.entries[3]"). It is built only on the way out of a
+// failed walk, so a document that passes costs no paths.
+type pathError struct {
+	path string
+	err  error
+}
+
+func (e *pathError) Error() string { return e.err.Error() + " at " + e.path }
+
+func (e *pathError) Unwrap() error { return e.err }
+
+// atPath puts seg in front of the path of err.
+func atPath(seg string, err error) error {
+	if pe, ok := err.(*pathError); ok {
+		return &pathError{path: seg + pe.path, err: pe.err}
+	}
+	return &pathError{path: seg, err: err}
 }
 
 // checkNumber refuses a number no float64 holds: readers disagree on what it means (one
@@ -134,7 +223,30 @@ func checkNumber(n json.Number) error {
 // keys encoding/json would match to the same field ("Type", "TYPE", "\u212Aind" and "kind")
 // map to the same string.
 func foldKey(k string) string {
+	lower := false
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c >= utf8.RuneSelf {
+			return foldRunes(k)
+		}
+		lower = lower || 'a' <= c && c <= 'z'
+	}
+	if !lower { // the orbit of an ASCII letter has its upper case as its smallest member
+		return k
+	}
+	b := []byte(k)
+	for i, c := range b {
+		if 'a' <= c && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
+
+// foldRunes is foldKey for any UTF-8.
+func foldRunes(k string) string {
 	var b strings.Builder
+	b.Grow(len(k))
 	for _, r := range k {
 		m := r
 		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
@@ -143,4 +255,162 @@ func foldKey(k string) string {
 		b.WriteRune(m)
 	}
 	return b.String()
+}
+
+func clip(k string) string {
+	if len(k) <= maxKeyInError {
+		return k
+	}
+	i := maxKeyInError
+	for i > 0 && !utf8.RuneStart(k[i]) {
+		i--
+	}
+	return k[:i] + "..."
+}
+
+// shape is what a Go type makes of a JSON value: the exact field names of a struct (with the
+// shape of each), the shape of the elements of a slice, array or map, or nothing to check
+// (nil) for scalars, interfaces and types that decode themselves.
+type shape struct {
+	fields map[string]*shape // a struct: exact field name -> its shape; nil otherwise
+	folded map[string]string // a struct: foldKey(name) -> name, to explain a refused key
+	elem   *shape            // a slice, array or map: the elements' shape
+}
+
+// field returns the shape of field k of a struct shape, or an error if k is not exactly one
+// of its names. A shape that is not a struct's accepts any key.
+func (s *shape) field(k string) (*shape, error) {
+	if s.fields == nil {
+		return s.elem, nil
+	}
+	if f, ok := s.fields[k]; ok {
+		return f, nil
+	}
+	if name, ok := s.folded[foldKey(k)]; ok {
+		return nil, fmt.Errorf("unknown field %q (keys are case-sensitive: the field is %q)", clip(k), name)
+	}
+	return nil, fmt.Errorf("unknown field %q", clip(k))
+}
+
+var (
+	shapes          sync.Map // reflect.Type -> *shape
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// shapeOf returns the shape of t, built once per type. Shapes are shared only when complete:
+// two goroutines may build one type's shape at once, and either result is right.
+func shapeOf(t reflect.Type) *shape {
+	if s, ok := shapes.Load(t); ok {
+		return s.(*shape)
+	}
+	building := map[reflect.Type]*shape{}
+	s := buildShape(t, building)
+	for bt, bs := range building {
+		shapes.Store(bt, bs)
+	}
+	return s
+}
+
+// buildShape builds t's shape; building holds the shapes built so far, so a type that
+// contains itself (through a pointer or slice) reuses its own.
+func buildShape(t reflect.Type, building map[reflect.Type]*shape) *shape {
+	if s, ok := shapes.Load(t); ok {
+		return s.(*shape)
+	}
+	if s, ok := building[t]; ok {
+		return s
+	}
+	if t.Implements(jsonUnmarshaler) || t.Implements(textUnmarshaler) ||
+		t.Kind() != reflect.Pointer && (reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler)) {
+		return nil
+	}
+	var s *shape
+	switch t.Kind() {
+	case reflect.Pointer:
+		s = buildShape(t.Elem(), building)
+	case reflect.Slice, reflect.Array, reflect.Map:
+		s = &shape{}
+		building[t] = s
+		s.elem = buildShape(t.Elem(), building)
+	case reflect.Struct:
+		s = &shape{fields: map[string]*shape{}, folded: map[string]string{}}
+		building[t] = s
+		for name, ft := range structFields(t) {
+			s.fields[name] = buildShape(ft, building)
+			s.folded[foldKey(name)] = name
+		}
+	default:
+		return nil
+	}
+	return s
+}
+
+// structFields returns the JSON names of t's fields and their types, by encoding/json's
+// rules: exported fields, or embedded structs; the json tag's name, else the Go name; "-"
+// skipped; an untagged embedded struct's fields promoted; of several fields with one name the
+// shallowest wins, a tagged one among equals, and none when that leaves a tie.
+func structFields(t reflect.Type) map[string]reflect.Type {
+	type candidate struct {
+		typ    reflect.Type
+		tagged bool
+	}
+	out := map[string]reflect.Type{}
+	decided := map[string]bool{}
+	visited := map[reflect.Type]bool{}
+	level := []reflect.Type{t}
+	for len(level) > 0 {
+		var next []reflect.Type
+		found := map[string][]candidate{}
+		for _, st := range level {
+			if visited[st] {
+				continue
+			}
+			visited[st] = true
+			for i := range st.NumField() {
+				sf := st.Field(i)
+				ft := sf.Type
+				if sf.Anonymous && ft.Kind() == reflect.Pointer {
+					ft = ft.Elem()
+				}
+				if sf.Anonymous && !sf.IsExported() && ft.Kind() != reflect.Struct || !sf.Anonymous && !sf.IsExported() {
+					continue
+				}
+				tag := sf.Tag.Get("json")
+				if tag == "-" {
+					continue
+				}
+				name, _, _ := strings.Cut(tag, ",")
+				if name == "" && sf.Anonymous && ft.Kind() == reflect.Struct {
+					next = append(next, ft)
+					continue
+				}
+				tagged := name != ""
+				if !tagged {
+					name = sf.Name
+				}
+				found[name] = append(found[name], candidate{typ: sf.Type, tagged: tagged})
+			}
+		}
+		for name, cs := range found {
+			if decided[name] {
+				continue
+			}
+			decided[name] = true
+			var tagged []candidate
+			for _, c := range cs {
+				if c.tagged {
+					tagged = append(tagged, c)
+				}
+			}
+			switch {
+			case len(cs) == 1:
+				out[name] = cs[0].typ
+			case len(tagged) == 1:
+				out[name] = tagged[0].typ
+			}
+		}
+		level = next
+	}
+	return out
 }

@@ -2,8 +2,10 @@ package strictjson_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agora-dev/agora/internal/strictjson"
 )
@@ -58,7 +60,8 @@ func TestDecode(t *testing.T) {
 		t.Fatalf("Decode = %v, %+v", err, v)
 	}
 	for in, want := range map[string]string{
-		`{"state": "ok", "extra": 1}`:                   `read result: json: unknown field "extra"`,
+		`{"state": "ok", "extra": 1}`:                   `read result: unknown field "extra"`,
+		`{"State": "ok"}`:                               `read result: unknown field "State" (keys are case-sensitive: the field is "state")`,
 		`{"state": "ok", "STATE": "bad"}`:               `read result: duplicate key "STATE"`,
 		`{"state": "` + strings.Repeat("x", 100) + `"}`: "read result: 113 bytes, over the 100 byte limit",
 	} {
@@ -68,9 +71,134 @@ func TestDecode(t *testing.T) {
 	}
 }
 
+// unmarshalDoc has every kind of field Unmarshal treats differently.
+type unmarshalDoc struct {
+	State   string            `json:"state"`
+	Kind    string            `json:"kind"`
+	Count   int               // no tag: the Go name is the key
+	Items   []unmarshalItem   `json:"items"`
+	ByName  map[string]string `json:"by_name"`
+	Any     any               `json:"any"`
+	Raw     json.RawMessage   `json:"raw"`
+	At      time.Time         `json:"at"`
+	Next    *unmarshalDoc     `json:"next"`
+	Skipped string            `json:"-"`
+	hidden  string
+	unmarshalEmbedded
+}
+
+type unmarshalItem struct {
+	Path string `json:"path"`
+}
+
+type unmarshalEmbedded struct {
+	Promoted string `json:"promoted"`
+	State    string `json:"state"` // hidden by the outer state
+}
+
+func TestUnmarshal(t *testing.T) {
+	tests := []struct {
+		name, in, err string
+	}{
+		{"exact names", `{"state":"ok","Count":1,"items":[{"path":"a"}],"promoted":"p","at":"2026-01-02T03:04:05Z"}`, ""},
+		{"lone case variant", `{"State":"ok"}`, `unknown field "State" (keys are case-sensitive: the field is "state")`},
+		{"case variant of a Go name", `{"count":1}`, `unknown field "count" (keys are case-sensitive: the field is "Count")`},
+		{"kelvin sign", `{"kind":"a","\u212Aind":"b"}`, `duplicate key "Kind"`},
+		{"lone kelvin sign", `{"by_name":{},"next":{"\u212Aind":"b"}}`, `unknown field "Kind" (keys are case-sensitive: the field is "kind") at .next`},
+		{"nested in a list", `{"items":[{"path":"a"},{"Path":"b"}]}`, `unknown field "Path" (keys are case-sensitive: the field is "path") at .items[1]`},
+		{"promoted field variant", `{"Promoted":"p"}`, `the field is "promoted"`},
+		{"unknown", `{"extra":1}`, `unknown field "extra"`},
+		{"dash tag", `{"Skipped":"x"}`, `unknown field "Skipped"`},
+		{"unexported", `{"hidden":"x"}`, `unknown field "hidden"`},
+		{"map keys are data", `{"by_name":{"State":"a","state2":"b"}}`, ""},
+		{"map keys still fold-unique", `{"by_name":{"State":"a","state":"b"}}`, `duplicate key "state" at .by_name`},
+		{"interface keeps keys", `{"any":{"State":{"X":1}}}`, ""},
+		{"raw message keeps keys", `{"raw":{"State":1}}`, ""},
+		{"recursive type", `{"next":{"next":{"items":[{"PATH":"x"}]}}}`, `at .next.next.items[0]`},
+		{"long key clipped", `{"` + strings.Repeat("k", 200) + `":1}`, `unknown field "` + strings.Repeat("k", 80) + `..."`},
+		{"wrong type still refused", `{"state":1}`, "cannot unmarshal number"},
+		{"trailing data", `{} {}`, "data after the JSON document"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var v unmarshalDoc
+			err := strictjson.Unmarshal([]byte(tt.in), &v)
+			if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+				t.Errorf("Unmarshal(%.60s) = %v, want %q", tt.in, err, tt.err)
+			}
+		})
+	}
+	if err := strictjson.Unmarshal([]byte(`{}`), unmarshalDoc{}); err == nil {
+		t.Error("Unmarshal into a non-pointer succeeded")
+	}
+}
+
+// FuzzUnmarshal: Unmarshal never panics, and a document it accepts means the same to a
+// case-sensitive reader: every key of a struct-typed object is a field's exact name, and
+// encoding/json reads the same value.
+func FuzzUnmarshal(f *testing.F) {
+	for _, s := range []string{`{"state":"ok","items":[{"path":"a"}]}`, `{"State":"ok"}`, `{"items":[{"PATH":"x"}]}`,
+		`{"\u212Aind":"x"}`, `{"by_name":{"Any":"1"}}`, `{"next":{"next":{"state":"x"}}}`, `{"promoted":"p","Promoted":"q"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var v unmarshalDoc
+		if strictjson.Unmarshal(b, &v) != nil {
+			return
+		}
+		var w unmarshalDoc
+		if err := json.Unmarshal(b, &w); err != nil || !reflect.DeepEqual(v, w) {
+			t.Fatalf("encoding/json reads it otherwise: %v", err)
+		}
+		var generic any
+		if err := json.Unmarshal(b, &generic); err != nil {
+			t.Fatal(err)
+		}
+		checkExactKeys(t, generic, reflect.TypeFor[unmarshalDoc]())
+	})
+}
+
+// checkExactKeys fails t if an object read into a struct of type typ has a key that is not
+// exactly one of the fields' JSON names.
+func checkExactKeys(t *testing.T, v any, typ reflect.Type) {
+	for typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		if typ.Kind() != reflect.Struct || typ == reflect.TypeFor[time.Time]() {
+			return
+		}
+		names := map[string]reflect.Type{"promoted": reflect.TypeFor[string]()}
+		for i := range typ.NumField() {
+			sf := typ.Field(i)
+			name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+			if name == "" {
+				name = sf.Name
+			}
+			if sf.IsExported() && !sf.Anonymous && name != "-" {
+				names[name] = sf.Type
+			}
+		}
+		for k, val := range x {
+			ft, ok := names[k]
+			if !ok {
+				t.Fatalf("key %q is not a field of %s", k, typ)
+			}
+			checkExactKeys(t, val, ft)
+		}
+	case []any:
+		if typ.Kind() == reflect.Slice {
+			for _, e := range x {
+				checkExactKeys(t, e, typ.Elem())
+			}
+		}
+	}
+}
+
 // FuzzCheck: Check never panics, and whatever it accepts encoding/json decodes too.
 func FuzzCheck(f *testing.F) {
-	for _, s := range []string{`{"a":1}`, `{"a":1,"A":2}`, `[[[]]]`, `{"\u212A":1,"k":2}`, "\"\xff\"", "2" + strings.Repeat("0", 400), "1e309", "-1e-400"} {
+	for _, s := range []string{`{"a":1}`, `{"a":1,"A":2}`, `[[[]]]`, `{"\u212A":1,"k":2}`, `{"State":1}`, "\"\xff\"", "2" + strings.Repeat("0", 400), "1e309", "-1e-400"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
