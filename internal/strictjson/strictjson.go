@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strconv"
 	"strings"
@@ -87,69 +86,158 @@ func check(b []byte, want *shape) (json.Delim, error) {
 	if !utf8.Valid(b) {
 		return 0, errors.New("not valid UTF-8")
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	first, err := walkValue(dec, 0, want)
+	if !json.Valid(b) {
+		// Say why, as encoding/json would.
+		dec := json.NewDecoder(bytes.NewReader(b))
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return 0, err
+		}
+		return 0, errors.New("data after the JSON document")
+	}
+	// b is one valid JSON document: the walk below relies on it and only looks at structure.
+	w := walker{b: b}
+	first, err := w.value(0, want)
 	if err != nil {
 		return 0, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return 0, errors.New("data after the JSON document")
 	}
 	return first, nil
 }
 
-// walkValue reads one value at nesting depth and returns its opening delimiter, if any. want
-// is the shape of the Go value it is decoded into; nil means any (no field names to check).
-func walkValue(dec *json.Decoder, depth int, want *shape) (json.Delim, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return 0, err
+// walker reads the structure of one valid JSON document (checked with json.Valid first): it
+// never has to handle a syntax error, only keys, nesting and numbers. It reads bytes rather
+// than json.Decoder tokens, which cost an allocation and a formatted error each and made
+// reading an audit bundle twice as slow.
+type walker struct {
+	b []byte
+	i int
+}
+
+func (w *walker) space() {
+	for w.i < len(w.b) {
+		switch w.b[w.i] {
+		case ' ', '\t', '\n', '\r':
+			w.i++
+		default:
+			return
+		}
 	}
-	if n, ok := tok.(json.Number); ok {
-		return 0, checkNumber(n)
-	}
-	d, ok := tok.(json.Delim)
-	if !ok {
-		return 0, nil
-	}
-	if depth >= MaxDepth {
-		return 0, fmt.Errorf("nested deeper than %d levels", MaxDepth)
-	}
-	var keys keySet
-	for i := 0; dec.More(); i++ {
-		var next *shape
-		var seg string
-		if d == '{' {
-			kt, err := dec.Token()
-			if err != nil {
-				return 0, err
-			}
-			k, ok := kt.(string)
-			if !ok {
-				return 0, errors.New("object key is not a string")
-			}
-			if !keys.add(k) {
-				return 0, fmt.Errorf("duplicate key %q", clip(k))
-			}
-			seg = "." + clip(k)
-			if want != nil {
-				if next, err = want.field(k); err != nil {
-					return 0, err
-				}
-			}
+}
+
+// value reads one value at nesting depth and returns its opening delimiter, if any. want is
+// the shape of the Go value it is decoded into; nil means any (no field names to check).
+func (w *walker) value(depth int, want *shape) (json.Delim, error) {
+	w.space()
+	switch c := w.b[w.i]; c {
+	case '{', '[':
+		if depth >= MaxDepth {
+			return 0, fmt.Errorf("nested deeper than %d levels", MaxDepth)
+		}
+		w.i++
+		var err error
+		if c == '{' {
+			err = w.object(depth, want)
 		} else {
-			seg = "[" + strconv.Itoa(i) + "]"
-			if want != nil {
-				next = want.elem
+			err = w.array(depth, want)
+		}
+		return json.Delim(c), err
+	case '"':
+		w.skipString()
+	case 't', 'f', 'n':
+		for w.i < len(w.b) && 'a' <= w.b[w.i] && w.b[w.i] <= 'z' {
+			w.i++
+		}
+	default:
+		start := w.i
+		for w.i < len(w.b) && strings.IndexByte("+-.0123456789eE", w.b[w.i]) >= 0 {
+			w.i++
+		}
+		return 0, checkNumber(json.Number(w.b[start:w.i]))
+	}
+	return 0, nil
+}
+
+// object reads the members of an object whose '{' was just read, and its '}'.
+func (w *walker) object(depth int, want *shape) error {
+	var keys keySet
+	for {
+		w.space()
+		if w.b[w.i] == '}' {
+			w.i++
+			return nil
+		}
+		if w.b[w.i] == ',' {
+			w.i++
+			w.space()
+		}
+		k, err := w.str()
+		if err != nil {
+			return err
+		}
+		if !keys.add(k) {
+			return fmt.Errorf("duplicate key %q", clip(k))
+		}
+		var next *shape
+		if want != nil {
+			if next, err = want.field(k); err != nil {
+				return err
 			}
 		}
-		if _, err := walkValue(dec, depth+1, next); err != nil {
-			return 0, atPath(seg, err)
+		w.space()
+		w.i++ // the ':'
+		if _, err := w.value(depth+1, next); err != nil {
+			return atPath("."+clip(k), err)
 		}
 	}
-	_, err = dec.Token() // the closing delimiter
-	return d, err
+}
+
+// array reads the elements of an array whose '[' was just read, and its ']'.
+func (w *walker) array(depth int, want *shape) error {
+	var elem *shape
+	if want != nil {
+		elem = want.elem
+	}
+	for n := 0; ; n++ {
+		w.space()
+		if w.b[w.i] == ']' {
+			w.i++
+			return nil
+		}
+		if w.b[w.i] == ',' {
+			w.i++
+		}
+		if _, err := w.value(depth+1, elem); err != nil {
+			return atPath("["+strconv.Itoa(n)+"]", err)
+		}
+	}
+}
+
+// skipString moves past the string at w.i and reports whether it holds an escape.
+func (w *walker) skipString() (escaped bool) {
+	for w.i++; w.b[w.i] != '"'; w.i++ {
+		if w.b[w.i] == '\\' {
+			escaped = true
+			w.i++ // the escaped byte cannot end the string
+		}
+	}
+	w.i++
+	return escaped
+}
+
+// str reads a string at w.i and returns its value. One without escapes is its bytes; one with
+// escapes is unquoted by encoding/json itself, so a key means here what it means there.
+func (w *walker) str() (string, error) {
+	start := w.i
+	escaped := w.skipString()
+	raw := w.b[start:w.i]
+	if !escaped {
+		return string(raw[1 : len(raw)-1]), nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", err
+	}
+	return s, nil
 }
 
 // keySet holds the case-folded keys of one object. Most objects have a handful of keys, so

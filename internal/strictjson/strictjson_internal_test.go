@@ -1,6 +1,12 @@
 package strictjson
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -16,4 +22,92 @@ func TestFoldKey_ASCIIFastPath(t *testing.T) {
 	if foldKey("kind") != foldKey("\u212Aind") || foldKey("state") != foldKey("STATE") || foldKey("s") != foldKey("\u017F") {
 		t.Error("keys equal under case folding fold apart")
 	}
+}
+
+// tokenWalk is the reference the byte walker replaced: the same checks over json.Decoder
+// tokens, slower but plainly right. FuzzWalk_MatchesTokenWalk holds the two to one answer.
+func tokenWalk(b []byte, want *shape) error {
+	if !utf8.Valid(b) {
+		return errors.New("not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := tokenValue(dec, 0, want); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the JSON document")
+	}
+	return nil
+}
+
+func tokenValue(dec *json.Decoder, depth int, want *shape) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if n, ok := tok.(json.Number); ok {
+		return checkNumber(n)
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return nil
+	}
+	if depth >= MaxDepth {
+		return errors.New("too deep")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		var next *shape
+		if d == '{' {
+			kt, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			k := kt.(string)
+			if seen[foldRunes(k)] {
+				return errors.New("duplicate key")
+			}
+			seen[foldRunes(k)] = true
+			if want != nil {
+				if next, err = want.field(k); err != nil {
+					return err
+				}
+			}
+		} else if want != nil {
+			next = want.elem
+		}
+		if err := tokenValue(dec, depth+1, next); err != nil {
+			return err
+		}
+	}
+	_, err = dec.Token()
+	return err
+}
+
+type walkDoc struct {
+	Kind  string            `json:"kind"`
+	Items []walkDoc         `json:"items"`
+	Tags  map[string]string `json:"tags"`
+	Any   any               `json:"any"`
+}
+
+// FuzzWalk_MatchesTokenWalk: the byte walker accepts exactly what the token walker accepts,
+// untyped (Check) and against a struct (Unmarshal).
+func FuzzWalk_MatchesTokenWalk(f *testing.F) {
+	for _, s := range []string{`{"kind":"a","items":[{"kind":"b"}]}`, `{"Kind":1}`, `{"kind":"a","\u212Aind":"b"}`,
+		`{"k\u0069nd":"x"}`, `{"a":"\"}","b":[1e400]}`, `[{"tags":{"A":"1","a":"2"}}]`, " [ 1 , -2.5e3 , true , null ] ",
+		`{"any":{"x":{"X":1}}}`, `{} {}`, `{"a":}`, strings.Repeat("[", 70) + strings.Repeat("]", 70)} {
+		f.Add([]byte(s))
+	}
+	doc := shapeOf(reflect.TypeFor[walkDoc]())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, want := range []*shape{nil, doc} {
+			_, got := check(b, want)
+			ref := tokenWalk(b, want)
+			if (got == nil) != (ref == nil) {
+				t.Fatalf("shape %v: byte walker says %v, token walker %v", want != nil, got, ref)
+			}
+		}
+	})
 }
