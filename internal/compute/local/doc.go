@@ -25,8 +25,9 @@
 //
 // # Limits
 //
-// The command never runs without its rlimits (RLIMIT_NPROC, RLIMIT_FSIZE, RLIMIT_AS, and
-// RLIMIT_CORE=0), soft and hard alike:
+// The command never runs without its rlimits (RLIMIT_NPROC, RLIMIT_FSIZE, RLIMIT_AS,
+// RLIMIT_CORE=0 and RLIMIT_NOFILE=[MaxOpenFiles], or the provider's own hard limit if that
+// is lower), soft and hard alike:
 //
 //   - bwrap is started with --block-fd: it builds the whole sandbox, then waits. The
 //     provider reads the sandbox process's pid from --info-fd, applies the limits to it
@@ -34,6 +35,10 @@
 //   - With [compute.Spec.RunAs] that would need CAP_SYS_RESOURCE, so prlimit(1)
 //     (util-linux) runs first inside the sandbox, limits itself and execs the command.
 //   - With [compute.SandboxNone] the command is started through prlimit(1) the same way.
+//
+// RLIMIT_NOFILE is not a [compute.Limits] field: it bounds the descriptors, and so the
+// connections to a host-side server such as the dispatch's gateway, that each sandbox
+// process can hold, whose cost the host bears outside the sandbox's memory limit.
 //
 // Set inside the sandbox's user namespace, RLIMIT_NPROC counts the sandbox's processes
 // only. The kernel never enforces RLIMIT_NPROC for host uid 0, so a root provider

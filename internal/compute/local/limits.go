@@ -16,13 +16,21 @@ const (
 	DefaultMemory   = 4 << 30 // 4 GiB
 )
 
-// limits are the resolved, positive values of [compute.Limits].
+// MaxOpenFiles is every sandbox process's RLIMIT_NOFILE, soft and hard alike. A process
+// otherwise inherits the host's hard limit (often a million) and may raise its soft limit to
+// it, and every descriptor can be a connection to the dispatch's gateway, whose cost the
+// host-side supervisor bears. 4096 is four times the usual soft default: git, a language
+// server or node (claude) run well under it, and the worker's Go runtime raises its own soft
+// limit to it.
+const MaxOpenFiles = 4096
+
+// limits are the resolved, positive values of [compute.Limits], and the open files limit.
 type limits struct {
-	nproc, fsize, as uint64
+	nproc, fsize, as, nofile uint64
 }
 
 func resolveLimits(l compute.Limits) limits {
-	r := limits{nproc: DefaultMaxProcs, fsize: DefaultFileSize, as: DefaultMemory}
+	r := limits{nproc: DefaultMaxProcs, fsize: DefaultFileSize, as: DefaultMemory, nofile: openFiles()}
 	if l.MaxProcs > 0 {
 		r.nproc = uint64(l.MaxProcs)
 	}
@@ -35,9 +43,20 @@ func resolveLimits(l compute.Limits) limits {
 	return r
 }
 
+// openFiles is MaxOpenFiles, or this process's hard RLIMIT_NOFILE when that is lower (the
+// sandbox inherits it): only a privileged process may raise a hard limit, and prlimit would
+// otherwise refuse to start the sandbox.
+func openFiles() uint64 {
+	var cur unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &cur); err == nil && cur.Max < MaxOpenFiles {
+		return cur.Max
+	}
+	return MaxOpenFiles
+}
+
 // rlimitSet lists the rlimits applied to every sandbox, soft and hard alike, so the
 // sandbox cannot raise them. RLIMIT_CORE is 0: a core dump could hold secrets read from
-// the inherited files.
+// the inherited files. RLIMIT_NOFILE is openFiles whatever the spec says.
 func (l limits) rlimitSet() []struct {
 	resource int
 	name     string
@@ -52,6 +71,7 @@ func (l limits) rlimitSet() []struct {
 		{unix.RLIMIT_FSIZE, "fsize", l.fsize},
 		{unix.RLIMIT_AS, "as", l.as},
 		{unix.RLIMIT_CORE, "core", 0},
+		{unix.RLIMIT_NOFILE, "nofile", l.nofile},
 	}
 }
 

@@ -2,6 +2,7 @@ package local
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -167,7 +168,8 @@ func TestBwrapArgv_HoldsNoEnvironment(t *testing.T) {
 func TestPrlimitArgv(t *testing.T) {
 	argv := prlimitArgv("/usr/bin/prlimit", resolveLimits(compute.Limits{}), []string{"worker", "-v"})
 	want := []string{
-		"/usr/bin/prlimit", "--nproc=256", "--fsize=1073741824", "--as=4294967296", "--core=0", "--",
+		"/usr/bin/prlimit", "--nproc=256", "--fsize=1073741824", "--as=4294967296", "--core=0",
+		fmt.Sprintf("--nofile=%d", openFiles()), "--",
 		"worker", "-v",
 	}
 	if diff := cmp.Diff(want, argv); diff != "" {
