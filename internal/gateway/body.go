@@ -108,7 +108,7 @@ func checkCoding(h http.Header) error {
 		for c := range strings.SplitSeq(v, ",") {
 			c = strings.Trim(c, " \t")
 			if c != "" && !strings.EqualFold(c, "identity") {
-				return &codingError{coding: clip(c, maxCodingInError)}
+				return &codingError{coding: quoted(c, maxCodingInError)}
 			}
 		}
 	}
@@ -120,7 +120,7 @@ func checkCoding(h http.Header) error {
 type codingError struct{ coding string }
 
 func (e *codingError) Error() string {
-	return fmt.Sprintf("upstream answered in content coding %q; the gateway asks for identity and passes only plain bodies", e.coding)
+	return fmt.Sprintf("upstream answered in content coding %s; the gateway asks for identity and passes only plain bodies", e.coding)
 }
 
 // maskTruncated redacts a body cut at the gateway's cap. The cut may fall inside a form of

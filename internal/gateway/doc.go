@@ -38,6 +38,10 @@
 // passed headers, bodies, event streams line by line, fetched bodies and content types.
 // What the gateway shortens it masks first and cuts after, so a cut never leaves the first
 // part of the key (a truncated fetched body loses the few bytes the redactor still held).
+// The key and [Config.Secrets] are masked the same way in every audit field with free text
+// (reasons, hosts, paths); a refusal repeats a value from the sandbox or an upstream (a
+// method, a host, a content coding) whole and as sent, or gives only its length, never a
+// cut or lowercased copy, which the redactor would not recognise.
 //
 // # Audit, and its bounds
 //

