@@ -19,10 +19,11 @@ import (
 const maxKeyFileSize = 4 << 10
 
 type verifyOptions struct {
-	bundle string
-	key    string
-	tsaCA  string
-	output string
+	bundle   string
+	key      string
+	tsaCA    string
+	anchored []string
+	output   string
 }
 
 // verifyResult is the JSON shape of verify.
@@ -34,7 +35,7 @@ type verifyResult struct {
 func newVerifyCmd(f *Factory) *cobra.Command {
 	opts := &verifyOptions{}
 	cmd := &cobra.Command{
-		Use:   "verify BUNDLE [--key audit.pub] [--tsa-ca FILE]",
+		Use:   "verify BUNDLE [--key audit.pub] [--tsa-ca FILE] [--anchored-checkpoint FILE]...",
 		Short: "Check an audit bundle offline and name every failed check",
 		Long: `Check a bundle written by 'agora audit export' or 'agora orch audit' with no database and
 no AGORA_HOME: every entry's hash and canonical form, every inclusion proof, the checkpoint
@@ -46,18 +47,22 @@ names, each dispatch manifest agrees with its entries (catalog hashes, input, pr
 every input of a task is the product of a succeeded task of the same run (provenance). One
 row per check; exit 0 only when all pass, 5 when any fails. BUNDLE "-" reads the bundle from
 standard input. A bundle of an older format carries no signed selection and fails: export
-it again.
+it again. One part of a run bundle fails on its own: verify the whole run bundle.
 
 The last row names the tier reached:
   tamper-detecting  signed by the log's key, checkpoints held locally
   trusted-time      and an RFC 3161 token shows when the checkpoint existed
-  tamper-evident    and the checkpoint went to an external anchor
+  tamper-evident    and the anchored checkpoint is the copy you fetched from an
+                    external anchor (--anchored-checkpoint)
 
 Pass the operator's public key (keys/audit.pub) with --key: without it the key is taken
 from the bundle, which proves only that the bundle is self-consistent. --tsa-ca gives the
 trusted roots for RFC 3161 tokens (default: the CA recorded in the bundle, weaker, else the
-system roots).`,
+system roots). A command anchor's receipt in the bundle is a claim no one can check offline
+and raises no tier: fetch the checkpoint it uploaded from that store yourself and pass the
+file with --anchored-checkpoint (once per log; a run bundle has two).`,
 		Example: `  agora verify audit.json --key audit.pub
+  agora verify audit.json --key audit.pub --anchored-checkpoint checkpoint-from-s3
   agora verify audit.json --output json`,
 		Args: exactArgs(1, "BUNDLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -70,6 +75,7 @@ system roots).`,
 	}
 	cmd.Flags().StringVar(&opts.key, "key", "", "the log's public verifier key file (keys/audit.pub)")
 	cmd.Flags().StringVar(&opts.tsaCA, "tsa-ca", "", "PEM file of trusted roots for RFC 3161 tokens")
+	cmd.Flags().StringArrayVar(&opts.anchored, "anchored-checkpoint", nil, "signed checkpoint file you fetched from an external anchor (repeatable)")
 	addOutputFlag(cmd, &opts.output)
 	return cmd
 }
@@ -93,6 +99,13 @@ func runVerify(_ context.Context, f *Factory, opts *verifyOptions) error {
 		if !vo.TSARoots.AppendCertsFromPEM(b) {
 			return fmt.Errorf("--tsa-ca %s holds no PEM certificate", opts.tsaCA)
 		}
+	}
+	for _, path := range opts.anchored {
+		b, err := readLimited(path, verify.MaxCheckpointSize)
+		if err != nil {
+			return fmt.Errorf("read --anchored-checkpoint: %w", err)
+		}
+		vo.AnchoredCopies = append(vo.AnchoredCopies, b)
 	}
 	rep, err := verifyFile(f.IO.In, opts.bundle, vo)
 	if err != nil {
@@ -156,7 +169,13 @@ var tierText = map[string]string{
 	verify.TierNone:            "a check failed: the bundle proves nothing",
 	verify.TierTamperDetecting: "signed by the log's key, checkpoints held locally",
 	verify.TierTrustedTime:     "and an RFC 3161 token shows when the checkpoint existed",
-	verify.TierTamperEvident:   "and the checkpoint went to an external anchor",
+	verify.TierTamperEvident:   "and the anchored checkpoint is the copy you fetched from an external anchor",
+}
+
+// tsaRootText qualifies the trusted-time tier by the roots its token chained to.
+var tsaRootText = map[string]string{
+	verify.TSARootBundle: " (TSA root taken from the bundle, which its writer chose: pass --tsa-ca with your TSA's CA)",
+	verify.TSARootSystem: " (TSA root from the system trust store: pass --tsa-ca to trust only your TSA's CA)",
 }
 
 func printReport(f *Factory, rep *verify.Report) error {
@@ -169,6 +188,9 @@ func printReport(f *Factory, rep *verify.Report) error {
 		rows = append(rows, []string{strings.TrimSpace(c.Check + " " + c.Item), res, c.Detail})
 	}
 	tier := tierText[rep.Tier]
+	if rep.Tier == verify.TierTrustedTime {
+		tier += tsaRootText[rep.TSARoot]
+	}
 	if rep.OK && rep.KeySource == verify.KeyFromBundle {
 		tier += " (key taken from the bundle: pass --key to tie it to the operator)"
 	}

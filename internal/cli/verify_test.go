@@ -186,3 +186,117 @@ func TestVerify_OldBundle(t *testing.T) {
 		t.Errorf("got %+v; want exit %d naming the missing signed selection", r, cli.ExitCheckFailed)
 	}
 }
+
+// goldenV3 is the verify package's golden bundle (file, rfc3161 and command anchors) and
+// its key and TSA root.
+const (
+	goldenV3       = "../audit/verify/testdata/bundle-v3.json"
+	goldenV3Key    = "../audit/verify/testdata/audit-v3.pub"
+	goldenV3TSACA  = "../audit/verify/testdata/tsa-ca-v3.pem"
+	goldenRun      = "../audit/verify/testdata/run-bundle-v2.json"
+	goldenRunKey   = "../audit/verify/testdata/run-bundle-v2.pub"
+	tierRowPrefix  = "tier\t"
+	anchoredCopyOK = "anchored copy\tpass\t"
+)
+
+// tierRow returns the tier row of verify's table output.
+func tierRow(stdout string) string {
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		if strings.HasPrefix(line, tierRowPrefix) {
+			return line
+		}
+	}
+	return ""
+}
+
+// TestVerify_Tiers: a command anchor's receipt raises no tier; the auditor's own copy of the
+// anchored checkpoint does; the trusted-time line says when its TSA root came from the bundle.
+func TestVerify_Tiers(t *testing.T) {
+	env, _ := standalone(t)
+	data, err := os.ReadFile(goldenV3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b struct {
+		Anchored struct {
+			Checkpoint []byte `json:"checkpoint"`
+		} `json:"anchored"`
+	}
+	if err := json.Unmarshal(data, &b); err != nil || len(b.Anchored.Checkpoint) == 0 {
+		t.Fatalf("golden bundle: %v", err)
+	}
+	dir := t.TempDir()
+	same, other := filepath.Join(dir, "same"), filepath.Join(dir, "other")
+	if err := os.WriteFile(same, b.Anchored.Checkpoint, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other, append(bytes.Clone(b.Anchored.Checkpoint), '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		code int
+		tier string
+		rows []string
+	}{
+		{"CommandReceiptOnly", []string{"--tsa-ca", goldenV3TSACA}, cli.ExitOK,
+			"tier\ttrusted-time\tand an RFC 3161 token shows when the checkpoint existed", []string{"claimed, not verifiable offline"}},
+		{"TSARootFromBundle", nil, cli.ExitOK,
+			"tier\ttrusted-time\tand an RFC 3161 token shows when the checkpoint existed (TSA root taken from the bundle, which its writer chose: pass --tsa-ca with your TSA's CA)", nil},
+		{"AuditorsCopy", []string{"--tsa-ca", goldenV3TSACA, "--anchored-checkpoint", same}, cli.ExitOK,
+			"tier\ttamper-evident\tand the anchored checkpoint is the copy you fetched from an external anchor", []string{anchoredCopyOK}},
+		{"CopyDiffers", []string{"--tsa-ca", goldenV3TSACA, "--anchored-checkpoint", other}, cli.ExitCheckFailed,
+			"tier\tnone\ta check failed: the bundle proves nothing", []string{"anchored copy\tFAIL\tnone of the 1 given copies"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runAgora(t, env, append([]string{"verify", goldenV3, "--key", goldenV3Key}, tt.args...)...)
+			if r.code != tt.code || tierRow(r.stdout) != tt.tier {
+				t.Errorf("got code %d tier row %q, want %d and %q\n%s%s", r.code, tierRow(r.stdout), tt.code, tt.tier, r.stdout, r.stderr)
+			}
+			for _, want := range tt.rows {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("output lacks %q:\n%s", want, r.stdout)
+				}
+			}
+		})
+	}
+	r := runAgora(t, env, "verify", goldenV3, "--anchored-checkpoint", filepath.Join(dir, "missing"))
+	if r.code != cli.ExitError || !strings.Contains(r.stderr, "read --anchored-checkpoint") {
+		t.Errorf("missing copy: got %+v, want exit %d naming the flag", r, cli.ExitError)
+	}
+}
+
+// TestVerify_RunBundleParts: one part of a run bundle fails on its own, and a run bundle with
+// a part under a case-variant key is malformed.
+func TestVerify_RunBundleParts(t *testing.T) {
+	env, _ := standalone(t)
+	data, err := os.ReadFile(goldenRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	part, variant := filepath.Join(dir, "part.json"), filepath.Join(dir, "variant.json")
+	if err := os.WriteFile(part, top["dispatches"], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(variant, bytes.Replace(data, []byte(`"dispatches": {`), []byte(`"Dispatches": {`), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runAgora(t, env, "verify", part, "--key", goldenRunKey)
+	if r.code != cli.ExitCheckFailed || !strings.Contains(r.stdout, "selection\tFAIL\tsigned as a part of run ") {
+		t.Errorf("part alone: got %+v, want exit %d with a failed selection row", r, cli.ExitCheckFailed)
+	}
+	r = runAgora(t, env, "verify", variant, "--key", goldenRunKey)
+	if r.code != cli.ExitCheckFailed || !strings.Contains(r.stdout, `bundle`+"\tFAIL\t"+`malformed audit bundle: unknown field "Dispatches" (keys are case-sensitive`) {
+		t.Errorf("case-variant key: got %+v, want exit %d with a failed bundle row", r, cli.ExitCheckFailed)
+	}
+	if r := runAgora(t, env, "verify", goldenRun, "--key", goldenRunKey); r.code != cli.ExitOK {
+		t.Errorf("the run bundle itself: %+v", r)
+	}
+}

@@ -30,14 +30,14 @@ func (v *verifier) checkEvidence(ev Evidence) {
 		v.pass(CheckAnchor, item, "checkpoint %d appended to a local file (%s); confirm the file still ends with or after it",
 			v.anc.Size, orNone(ev.Locator))
 	case AnchorRFC3161:
-		roots, weak := v.opts.TSARoots, ""
+		roots, source, weak := v.opts.TSARoots, TSARootGiven, ""
 		if roots == nil && len(ev.CACerts) > 0 {
 			pool, err := CertPool(ev.CACerts)
 			if err != nil {
 				v.fail(CheckAnchor, item, "TSA CA certificate in the evidence: %v", err)
 				return
 			}
-			roots, weak = pool, " (TSA root taken from the bundle: weaker, pass --tsa-ca)"
+			roots, source, weak = pool, TSARootBundle, " (TSA root taken from the bundle: weaker, pass --tsa-ca)"
 		}
 		if roots == nil {
 			pool, err := x509.SystemCertPool()
@@ -45,7 +45,7 @@ func (v *verifier) checkEvidence(ev Evidence) {
 				v.fail(CheckAnchor, item, "no TSA root: the bundle has none and the system roots are unavailable: %v", err)
 				return
 			}
-			roots, weak = pool, " (TSA root from the system trust store)"
+			roots, source, weak = pool, TSARootSystem, " (TSA root from the system trust store)"
 		}
 		at, err := CheckTimestamp(ev.Token, v.b.Anchored.Checkpoint, roots)
 		if err != nil {
@@ -56,18 +56,55 @@ func (v *verifier) checkEvidence(ev Evidence) {
 		if v.rep.TrustedTime == "" || at.Format(time.RFC3339) < v.rep.TrustedTime {
 			v.rep.TrustedTime = at.Format(time.RFC3339)
 		}
+		// The tier rests on the strongest roots any token verified against.
+		if v.rep.TSARoot == "" || tsaRootRank[source] < tsaRootRank[v.rep.TSARoot] {
+			v.rep.TSARoot = source
+		}
 		v.pass(CheckAnchor, item, "RFC 3161 token: checkpoint %d existed at %s%s", v.anc.Size, at.Format(time.RFC3339), weak)
 	case AnchorCommand:
-		v.tiers[TierTamperEvident] = true
-		v.pass(CheckAnchor, item, "checkpoint %d handed to an external anchor; its receipt %s must be confirmed with that store",
+		// No signature covers the evidence, and the receipt names a store this verifier
+		// cannot reach: anyone can write this row, so it raises no tier. Tamper-evident needs
+		// the auditor's own copy of the checkpoint from that store (checkAnchoredCopy).
+		v.pass(CheckAnchor, item, "checkpoint %d handed to an external anchor with receipt %s: claimed, not verifiable offline, so it raises no tier; fetch the checkpoint from that store and pass it with --anchored-checkpoint",
 			v.anc.Size, strconv.Quote(truncate(string(ev.Receipt), maxReceiptInDetail)))
 	default:
 		v.fail(CheckAnchor, item, "unknown anchor type %q", truncate(ev.Type, 40))
 	}
 }
 
+// checkAnchoredCopy compares the anchored checkpoint with the copies the auditor fetched from
+// external anchors ([Options.AnchoredCopies]); only an exact match reaches tamper-evident. It
+// runs only when copies were given, and a bundle with nothing to compare fails it.
+func (v *verifier) checkAnchoredCopy() {
+	copies := v.opts.AnchoredCopies
+	switch {
+	case len(copies) == 0:
+		return
+	case v.b.Anchored == nil:
+		v.fail(CheckAnchoredCopy, "", "%d anchored checkpoint copies given, but the bundle carries no anchored checkpoint to compare them with", len(copies))
+		return
+	case v.anc == nil:
+		v.fail(CheckAnchoredCopy, "", "cannot check: the anchored checkpoint did not verify")
+		return
+	}
+	for _, c := range copies {
+		if bytes.Equal(c, v.b.Anchored.Checkpoint) {
+			v.tiers[TierTamperEvident] = true
+			v.pass(CheckAnchoredCopy, "", "anchored checkpoint %d equals a copy the auditor supplied (fetched from an external anchor)", v.anc.Size)
+			return
+		}
+	}
+	sum := sha256.Sum256(v.b.Anchored.Checkpoint)
+	v.fail(CheckAnchoredCopy, "", "none of the %d given copies is the bundle's anchored checkpoint (size %d, sha256 %x): the external anchor holds another checkpoint, or the copy is of another log",
+		len(copies), v.anc.Size, sum)
+}
+
 // checkManifests checks that each manifest is recorded (as details.manifest) by an entry that
-// passed its checks and, when manifests are present, that every recorded manifest is present.
+// passed its checks and, when the bundle promises manifests, that every recorded manifest is
+// present. A bundle promises them when it carries any, and a part of a run bundle (its
+// signed selection names a run) promises its dispatches' manifests even when it carries none:
+// otherwise deleting all of them would leave no row to ask for them. A plain export carries
+// none; its entries' details.manifest are digests only.
 func (v *verifier) checkManifests() {
 	have := map[string]bool{}
 	for i, m := range v.b.Manifests {
@@ -81,7 +118,7 @@ func (v *verifier) checkManifests() {
 		}
 		v.fail(CheckManifest, item, "%s is not recorded by any verified entry of the bundle", ref)
 	}
-	if len(v.b.Manifests) == 0 {
+	if len(v.b.Manifests) == 0 && (v.b.Selection.Run == "" || len(v.refs) == 0) {
 		return
 	}
 	var missing []string

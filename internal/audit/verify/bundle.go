@@ -10,12 +10,13 @@
 package verify
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/agora-dev/agora/internal/strictjson"
 )
 
 // Format is the version tag of the bundles agora writes: version 2 with a signed selection
@@ -154,25 +155,13 @@ type Manifest struct {
 	Manifest []byte `json:"manifest"`
 }
 
-// ParseBundle reads one bundle from r: at most [MaxBundleSize] bytes of JSON, unknown fields
-// and trailing data refused, with a known [Format]. It checks the shape only; [Verify] checks
-// the contents. Errors match [ErrBundle].
+// ParseBundle reads one bundle from r: at most [MaxBundleSize] bytes of JSON with a known
+// [Format], read so that it has one meaning for every reader (see [parseStrict]). It checks
+// the shape only; [Verify] checks the contents. Errors match [ErrBundle].
 func ParseBundle(r io.Reader) (*Bundle, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxBundleSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read audit bundle: %w", err)
-	}
-	if len(data) > MaxBundleSize {
-		return nil, fmt.Errorf("%w: larger than %d bytes", ErrBundle, MaxBundleSize)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var b Bundle
-	if err := dec.Decode(&b); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBundle, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("%w: data after the bundle object", ErrBundle)
+	if err := parseStrict(r, &b); err != nil {
+		return nil, err
 	}
 	if err := b.checkFormat(); err != nil {
 		return nil, err
@@ -181,6 +170,25 @@ func ParseBundle(r io.Reader) (*Bundle, error) {
 		return nil, fmt.Errorf("%w: entries and manifests must be lists", ErrBundle)
 	}
 	return &b, nil
+}
+
+// parseStrict reads at most [MaxBundleSize] bytes of r into v with [strictjson.Unmarshal]:
+// every key exactly a field's name, at every level, no key twice (even in another case), no
+// unknown field, nothing after the object. encoding/json alone would read "Dispatches" for
+// "dispatches" and keep the last of two, so `agora verify` would check one part while jq and
+// every other case-sensitive reader show another.
+func parseStrict(r io.Reader, v any) error {
+	data, err := io.ReadAll(io.LimitReader(r, MaxBundleSize+1))
+	if err != nil {
+		return fmt.Errorf("read audit bundle: %w", err)
+	}
+	if len(data) > MaxBundleSize {
+		return fmt.Errorf("%w: larger than %d bytes", ErrBundle, MaxBundleSize)
+	}
+	if err := strictjson.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%w: %v", ErrBundle, err)
+	}
+	return nil
 }
 
 func (b *Bundle) checkFormat() error {

@@ -153,6 +153,7 @@ func (v *verifier) checkInclusion(e Entry, item string) {
 func (v *verifier) checkAnchored() {
 	a := v.b.Anchored
 	if a == nil {
+		v.checkAnchoredCopy()
 		return
 	}
 	if v.key == nil {
@@ -171,6 +172,7 @@ func (v *verifier) checkAnchored() {
 	for _, ev := range a.Evidence {
 		v.checkEvidence(ev)
 	}
+	v.checkAnchoredCopy()
 }
 
 func (v *verifier) checkConsistency(p [][]byte) {

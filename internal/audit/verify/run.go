@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agora-dev/agora/internal/strictjson"
 )
 
 // RunFormat is the version tag of the run bundles agora writes: one orchestrator run with
@@ -60,23 +61,12 @@ func IsRunBundle(data []byte) bool {
 	return json.Unmarshal(data, &head) == nil && (head.Format == RunFormat || head.Format == RunFormatV1)
 }
 
-// ParseRunBundle reads a run bundle strictly (size-capped, unknown fields refused).
+// ParseRunBundle reads a run bundle strictly, like [ParseBundle]: size-capped, every key at
+// every level exactly a field's name and given once, unknown fields refused.
 func ParseRunBundle(r io.Reader) (*RunBundle, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxBundleSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read run bundle: %w", err)
-	}
-	if len(data) > MaxBundleSize {
-		return nil, fmt.Errorf("%w: larger than %d bytes", ErrBundle, MaxBundleSize)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var b RunBundle
-	if err := dec.Decode(&b); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBundle, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("%w: data after the bundle object", ErrBundle)
+	if err := parseStrict(r, &b); err != nil {
+		return nil, err
 	}
 	partFormat := map[string]string{RunFormat: Format, RunFormatV1: FormatV2}[b.Format]
 	if partFormat == "" {
@@ -112,6 +102,7 @@ func VerifyRun(b *RunBundle, opts Options) *Report {
 		b    *Bundle
 	}{{"orch", b.Orch}, {"dispatches", b.Dispatches}} {
 		v := newVerifier(p.b, opts)
+		v.inRun = true
 		v.checkLog()
 		for _, r := range v.rep.Checks {
 			r.Check = p.name + " " + r.Check
@@ -121,15 +112,16 @@ func VerifyRun(b *RunBundle, opts Options) *Report {
 		if v.rep.TrustedTime != "" {
 			rep.TrustedTime = v.rep.TrustedTime
 		}
+		if v.rep.TSARoot != "" && tsaRootRank[v.rep.TSARoot] >= tsaRootRank[rep.TSARoot] {
+			rep.TSARoot = v.rep.TSARoot
+		}
 		parts[i] = v
 	}
 	rv := &runVerifier{b: b, rep: rep, orch: parts[0], disp: parts[1]}
 	rv.check()
 	rep.OK = len(rep.Failed()) == 0
-	switch {
-	case !rep.OK:
-		rep.Tier = TierNone
-	default:
+	rep.Tier = TierNone
+	if rep.OK {
 		// The run is only as strong as its weaker log.
 		rep.Tier = weaker(tierOf(parts[0]), tierOf(parts[1]))
 	}
@@ -145,6 +137,9 @@ func tierOf(v *verifier) string {
 	}
 	return TierTamperDetecting
 }
+
+// tsaRootRank orders TSA root sources from strongest to weakest.
+var tsaRootRank = map[string]int{"": -1, TSARootGiven: 0, TSARootSystem: 1, TSARootBundle: 2}
 
 func weaker(a, b string) string {
 	rank := map[string]int{TierTamperDetecting: 0, TierTrustedTime: 1, TierTamperEvident: 2}
@@ -383,7 +378,13 @@ func keys[V any](m map[string]V) map[string]bool {
 // bind parses a manifest and checks it against its dispatch's accepted and terminal entries.
 func (rv *runVerifier) bind(raw []byte, attempts map[string]*attempt) (*dispatchManifest, error) {
 	if len(raw) > maxManifestBytes {
-		return nil, fmt.Errorf("manifest larger than %d bytes", maxManifestBytes)
+		// A limit of this verifier, not evidence of tampering: agora caps what a dispatch
+		// records (output names included) so an honest manifest stays far below it.
+		return nil, fmt.Errorf("manifest is %d bytes, over this verifier's limit of %d bytes, so it was not checked", len(raw), maxManifestBytes)
+	}
+	// One reading for every reader: no key twice, even in another case.
+	if err := strictjson.CheckObject(raw); err != nil {
+		return nil, fmt.Errorf("manifest does not parse: %v", err)
 	}
 	var m dispatchManifest
 	if err := json.Unmarshal(raw, &m); err != nil {

@@ -78,7 +78,8 @@ func SignSelection(b *Bundle, s note.Signer) error {
 // checkSelection checks that the log's key signed this bundle's selection and entry list: an
 // entry removed or added, or a changed from_index, end_index, count, kind, subjects or run,
 // no longer matches the signed text. A bundle of a format from before selections were signed
-// fails: nothing in it can show that entries were not removed.
+// fails: nothing in it can show that entries were not removed. So does a part of a run bundle
+// checked on its own ([Verify] rather than [VerifyRun]).
 func (v *verifier) checkSelection() {
 	b := v.b
 	if b.legacy() {
@@ -108,6 +109,11 @@ func (v *verifier) checkSelection() {
 	if text != string(want) {
 		signed, got := firstDifference(text, string(want))
 		v.fail(CheckSelection, "", "the signed selection says %s, the bundle says %s", signed, got)
+		return
+	}
+	if run := b.Selection.Run; run != "" && !v.inRun {
+		v.fail(CheckSelection, "", "signed as a part of run %s: a part alone cannot show that none of the run's dispatches or manifests was cut from it; verify the run bundle it belongs to (agora orch audit %s writes it)",
+			truncate(run, 40), truncate(run, 40))
 		return
 	}
 	v.pass(CheckSelection, "", "signed by %s: %s", keyID(v.key), describeSelection(b))

@@ -23,6 +23,7 @@ const (
 	CheckAnchorCoverage     = "anchor coverage"
 	CheckAnchor             = "anchor"
 	CheckManifest           = "manifest"
+	CheckAnchoredCopy       = "anchored copy"
 )
 
 // Tiers name what a bundle that passes every check proves, weakest first.
@@ -34,10 +35,13 @@ const (
 	// the storage could rewrite both.
 	TierTamperDetecting = "tamper-detecting"
 	// TierTrustedTime: in addition, an RFC 3161 timestamp authority attested that the
-	// anchored checkpoint existed at a time.
+	// anchored checkpoint existed at a time ([Report.TSARoot] says which roots vouch for it).
 	TierTrustedTime = "trusted-time"
-	// TierTamperEvident: in addition, the anchored checkpoint was handed to an external
-	// anchor (e.g. object-lock storage) the log's operator cannot silently rewrite.
+	// TierTamperEvident: in addition, the anchored checkpoint is byte for byte a copy the
+	// auditor fetched from an external anchor (e.g. object-lock storage) the log's operator
+	// cannot silently rewrite ([Options.AnchoredCopies]). Evidence carried in the bundle
+	// never reaches it: no signature covers `anchored`, and a command anchor's receipt cannot
+	// be checked offline, so anyone could write one.
 	TierTamperEvident = "tamper-evident"
 )
 
@@ -45,6 +49,15 @@ const (
 const (
 	KeyFromOptions = "given"
 	KeyFromBundle  = "bundle"
+)
+
+// TSA root sources in a [Report], strongest first: the roots the auditor gave
+// ([Options.TSARoots]), the system trust store, or CA certificates carried in the bundle's
+// evidence (which whoever wrote the bundle chose).
+const (
+	TSARootGiven  = "given"
+	TSARootSystem = "system"
+	TSARootBundle = "bundle"
 )
 
 // Options configures [Verify].
@@ -56,6 +69,11 @@ type Options struct {
 	// TSARoots are the trusted roots for RFC 3161 evidence. nil means the CA certificates
 	// recorded in the evidence are used, which is weaker.
 	TSARoots *x509.CertPool
+	// AnchoredCopies are signed checkpoints the auditor fetched from external anchors
+	// themselves (the bytes a command anchor uploaded). When set, a log's anchored checkpoint
+	// must equal one of them byte for byte ([CheckAnchoredCopy]), and only then does the log
+	// reach [TierTamperEvident]. The verifier trusts where they came from as it trusts Key.
+	AnchoredCopies [][]byte
 }
 
 // Result is one row of a [Report].
@@ -76,6 +94,9 @@ type Report struct {
 	KeySource string `json:"key_source"`
 	// TrustedTime is the time an RFC 3161 token attests, RFC 3339 UTC, when one verified.
 	TrustedTime string `json:"trusted_time,omitempty"`
+	// TSARoot says which roots the trusted time rests on when one verified: [TSARootGiven],
+	// [TSARootSystem] or [TSARootBundle] (of a run, the weakest of its two logs').
+	TSARoot string `json:"tsa_root,omitempty"`
 	// Checks are the rows.
 	Checks []Result `json:"checks"`
 }
@@ -99,6 +120,8 @@ type verifier struct {
 	cp    *Checkpoint // the bundle's checkpoint, when it verified
 	anc   *Checkpoint // the anchored checkpoint, when it verified
 	tiers map[string]bool
+	// inRun is set when the bundle is checked as a part of a run bundle ([VerifyRun]).
+	inRun bool
 	refs  map[string]uint64 // details.manifest of passing entries -> entry index
 	// entries are the decoded entries that passed their own checks, in bundle order.
 	entries []EntryFields
@@ -107,20 +130,15 @@ type verifier struct {
 
 // Verify checks b and returns a row per check. It never stops at the first failure: every
 // check that can run does, and one that cannot (its input failed an earlier check) is
-// reported as failed with the reason.
+// reported as failed with the reason. A part of a run bundle (its signed selection names a
+// run) fails here: only [VerifyRun] checks that none of the run's dispatches was cut from it.
 func Verify(b *Bundle, opts Options) *Report {
 	v := newVerifier(b, opts)
 	v.checkLog()
 	v.rep.OK = len(v.rep.Failed()) == 0
-	switch {
-	case !v.rep.OK:
-		v.rep.Tier = TierNone
-	case v.tiers[TierTamperEvident]:
-		v.rep.Tier = TierTamperEvident
-	case v.tiers[TierTrustedTime]:
-		v.rep.Tier = TierTrustedTime
-	default:
-		v.rep.Tier = TierTamperDetecting
+	v.rep.Tier = TierNone
+	if v.rep.OK {
+		v.rep.Tier = tierOf(v)
 	}
 	return v.rep
 }
