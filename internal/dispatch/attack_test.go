@@ -1,10 +1,12 @@
 package dispatch_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/dispatch"
@@ -123,5 +125,29 @@ func TestAttack_PatchReplaced_NoSandbox(t *testing.T) {
 	}
 	if integrity == 0 {
 		t.Error("the loop never won a race in 3 runs: the hash check was not exercised")
+	}
+}
+
+// TestInputs_FanInBounded: five upstreams that each left 256 outputs are more input files
+// than one dispatch's manifest may list (red team: a run whose fan-in pushed a downstream
+// manifest past what agora verify reads would be unverifiable for good). The dispatch is
+// refused before anything is recorded, with what to do instead.
+func TestInputs_FanInBounded(t *testing.T) {
+	e := newEnv(t)
+	e.subagent("many", `mkdir -p "$AGORA_OUT/outputs"; i=0; while [ $i -lt 256 ]; do echo $i > "$AGORA_OUT/outputs/f$i"; i=$((i+1)); done`)
+	var specs []dispatch.InputSpec
+	for i := range 5 {
+		r := e.run(dispatch.Request{Subagent: "many"})
+		if r.State != dispatch.StateFinished || len(r.Result.Outputs) != 256 {
+			t.Fatalf("upstream %d: %s %s: %s (%d outputs)", i, r.State, r.Reason, r.Detail, len(r.Result.Outputs))
+		}
+		specs = append(specs, dispatch.InputSpec{Key: fmt.Sprintf("up%d", i), Select: "outputs", FromDispatch: r.ID})
+	}
+	if _, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "many", Actor: "test", Timeout: time.Minute, Inputs: specs[:4]}); err != nil {
+		t.Fatalf("1,024 input files were refused: %v", err)
+	}
+	_, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "many", Actor: "test", Timeout: time.Minute, Inputs: specs})
+	if err == nil || !strings.Contains(err.Error(), "over the limit of 1024 files") {
+		t.Fatalf("1,280 input files: %v, want the limit named", err)
 	}
 }

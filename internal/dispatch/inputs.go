@@ -17,8 +17,15 @@ var idPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z_-]{0,127}$`)
 
 var inputKeyPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
 
-// maxInputs caps the inputs of one dispatch.
-const maxInputs = 64
+// Limits of one dispatch's inputs. Every input file is listed in the dispatch's canonical
+// manifest, which `agora verify` reads only up to 1 MiB: with a dispatch's own outputs
+// (worker.MaxOutputNames of names) these keep the manifest of an honest dispatch under it
+// whatever its upstreams left, so no run can become unverifiable by its fan-in.
+const (
+	maxInputs          = 64
+	maxInputFiles      = 1024
+	maxInputNamesBytes = 192 << 10
+)
 
 // PatchFile is the name of a patch input under /agora/inputs/<key>.
 const PatchFile = "patch.diff"
@@ -31,6 +38,7 @@ func (d *Dispatcher) resolveInputs(ctx context.Context, specs []InputSpec) ([]In
 	}
 	var out []Input
 	seen := map[string]bool{}
+	files, names := 0, 0
 	for _, s := range specs {
 		if !inputKeyPattern.MatchString(s.Key) {
 			return nil, fmt.Errorf("input key %q is not valid (want %s)", s.Key, inputKeyPattern)
@@ -79,6 +87,11 @@ func (d *Dispatcher) resolveInputs(ctx context.Context, specs []InputSpec) ([]In
 			if !safeRel(f.Path) {
 				return nil, fmt.Errorf("input %q: unsafe path %q", s.Key, f.Path)
 			}
+			files, names = files+1, names+len(f.Path)
+		}
+		if files > maxInputFiles || names > maxInputNamesBytes {
+			return nil, fmt.Errorf("inputs: %d files with %d bytes of names, over the limit of %d files and %d bytes "+
+				"(select fewer products: output:PATH instead of outputs)", files, names, maxInputFiles, maxInputNamesBytes)
 		}
 		out = append(out, in)
 	}

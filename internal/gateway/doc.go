@@ -29,7 +29,12 @@
 //     did not keep is answered 503, so the worker fails that call closed. claude-code's hooks
 //     report each call twice, with a phase ("pre": decision "requested" before the tool
 //     runs; "post": what came of it) and the call's id. Anything in the sandbox can reach
-//     the socket, so these are the sandbox's reports, checked and masked, not proofs.
+//     the socket, so these are the sandbox's reports, checked and masked, not proofs. The
+//     gateway keeps them consistent per call id: at most one "pre"; a "post" only after a
+//     "pre" "requested", and once; a report without a phase only as the call's one report.
+//     Any other is refused (400). A report whose tool, call_id, phase, decision or args_hash
+//     holds a form of the key or of a secret is refused (400) too: those fields are recorded
+//     verbatim, so that they can be read and paired, and only the reason is masked.
 //
 // # Masking
 //
@@ -68,7 +73,7 @@
 // sandbox can provoke, nor any entry past the budget or after Close returns. It runs on the
 // host side only; nothing in the sandbox imports it.
 //
-// Its thirteen files are split by concern (routes, bodies, fetches, tool reports, audit
-// bounds, the socket); they stay one package because every one works on the [Gateway]'s
-// state.
+// Its fourteen files are split by concern (routes, bodies, fetches, tool reports and their
+// per-call state, audit bounds, the socket); they stay one package because every one works
+// on the [Gateway]'s state.
 package gateway

@@ -161,6 +161,7 @@ type Gateway struct {
 	dialer           *egress.Dialer
 	audit            *auditBudget // every entry goes through the budget
 	tally            tally
+	calls            callStates // what is on record of each reported call id
 	refusalInterval  time.Duration
 	maxBody          int64
 	modelClient      *http.Client

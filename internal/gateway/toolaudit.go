@@ -102,8 +102,26 @@ func checkCallID(id string) error {
 	return nil
 }
 
+// checkNoSecret refuses a report whose verbatim fields hold a form of the key or of one of
+// the dispatch's secrets (the redactor would change them). Those fields are recorded as they
+// came, so that an auditor can pair and read them; a tool name or call id drawn from a
+// token's own alphabet would otherwise carry a secret into the append-only audit log, where
+// it could never be scrubbed. The reason is masked instead: it is free text.
+func (g *Gateway) checkNoSecret(t *toolAuditRequest) error {
+	for _, f := range []struct{ name, v string }{
+		{"tool", t.Tool}, {"call_id", t.CallID}, {"phase", t.Phase},
+		{"decision", t.Decision}, {"args_hash", t.ArgsHash},
+	} {
+		if g.red.String(f.v) != f.v {
+			return fmt.Errorf("%s: holds a secret of this dispatch; the report is refused, not recorded", f.name)
+		}
+	}
+	return nil
+}
+
 // serveToolAudit records a tool decision reported by the worker as KindToolCall. The
 // dispatch id and role come from the gateway's config: the sandbox cannot speak for another.
+// A report with a call id must also fit what is on record for that call (see callStates).
 func (g *Gateway) serveToolAudit(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	if r.Method != http.MethodPost {
 		g.methodNotAllowed(w, ex, http.MethodPost)
@@ -122,6 +140,15 @@ func (g *Gateway) serveToolAudit(w http.ResponseWriter, r *http.Request, ex *exc
 		g.refuse(w, ex, http.StatusBadRequest, "tool audit: "+err.Error())
 		return
 	}
+	if err := g.checkNoSecret(&t); err != nil {
+		g.refuse(w, ex, http.StatusBadRequest, "tool audit: "+err.Error())
+		return
+	}
+	next, err := g.calls.begin(t.Phase, t.Decision, t.CallID)
+	if err != nil {
+		g.refuse(w, ex, http.StatusBadRequest, "tool audit: "+err.Error())
+		return
+	}
 	details := map[string]any{
 		"dispatch":    g.dispatchID,
 		"role":        g.role,
@@ -136,9 +163,10 @@ func (g *Gateway) serveToolAudit(w http.ResponseWriter, r *http.Request, ex *exc
 		details["phase"] = t.Phase
 	}
 	if t.CallID != "" {
-		details["call_id"] = g.red.String(t.CallID)
+		details["call_id"] = t.CallID // checked above to hold no secret
 	}
-	err := g.audit.Record(context.WithoutCancel(r.Context()), KindToolCall, details)
+	err = g.audit.Record(context.WithoutCancel(r.Context()), KindToolCall, details)
+	g.calls.end(t.CallID, next, err == nil)
 	if err != nil {
 		// The worker fails the call closed when its decision is not on record.
 		g.fail(w, ex, http.StatusServiceUnavailable, decisionError, "tool audit: the record was not kept")

@@ -78,10 +78,13 @@ func TestHookMain(t *testing.T) {
 		t.Fatal("the masked and unmasked hashes are equal")
 	}
 	t.Setenv("TOKEN", hookSecret)
+	lsHash := argsHash(redact.New(nil), json.RawMessage(`{"command":"ls"}`))
+	preCall := "Bash requested " + reasonRequested + "|pre|toolu_01A|" + lsHash
 	for _, tc := range []struct {
 		name      string
 		in        string
 		fail      bool     // the audit log keeps no tool.call record
+		pre       bool     // the call's pre report is on record first (the gateway admits a post only then)
 		noGateway bool     // the socket is gone
 		args      []string // more hook arguments
 		wantCode  int
@@ -128,15 +131,17 @@ func TestHookMain(t *testing.T) {
 		{
 			name:      "PostRan",
 			in:        hookEvent("PostToolUse", "Bash", "toolu_01A", `{"command":"ls"}`, `"tool_response":{"stdout":"a"}`, `"duration_ms":42`),
+			pre:       true,
 			wantCode:  hookContinue,
-			wantCalls: []string{"Bash allowed " + reasonRan + "|post|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{"command":"ls"}`))},
+			wantCalls: []string{preCall, "Bash allowed " + reasonRan + "|post|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{"command":"ls"}`))},
 			wantMarks: []string{"ran=allowed\n" + reasonRan, "post=allowed"},
 		},
 		{
 			name:      "PostInterrupted",
 			in:        hookEvent("PostToolUseFailure", "Bash", "toolu_01A", `{"command":"ls"}`, `"error":"killed"`, `"is_interrupt":true`),
+			pre:       true,
 			wantCode:  hookContinue,
-			wantCalls: []string{"Bash error " + reasonInterrupt + "|post|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{"command":"ls"}`))},
+			wantCalls: []string{preCall, "Bash error " + reasonInterrupt + "|post|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{"command":"ls"}`))},
 			wantMarks: []string{"ran=error\n" + reasonInterrupt, "post=error"},
 		},
 		{
@@ -176,6 +181,12 @@ func TestHookMain(t *testing.T) {
 			sock := startGateway(t, a)
 			if tc.noGateway {
 				sock = filepath.Join(t.TempDir(), "gone.sock")
+			}
+			if tc.pre {
+				pre := toolReport{Tool: "Bash", Decision: decisionRequested, Reason: reasonRequested, ArgsHash: lsHash, Phase: phasePre, CallID: "toolu_01A"}
+				if err := dialGateway(sock).report(t.Context(), pre); err != nil {
+					t.Fatal(err)
+				}
 			}
 			marks := t.TempDir()
 			cfg := hookConfig{gateway: sock, marks: marks, tools: []string{"Bash", "Read"}, mcp: []string{"docs"}, secretEnvs: []string{"TOKEN"}}

@@ -67,6 +67,16 @@ func TestClaudeAudit_Init(t *testing.T) {
 	}
 }
 
+// recordPre records call id's pre report "requested" at the gateway, as the pre-tool hook
+// does: the gateway admits a post report only after it.
+func recordPre(t *testing.T, au *claudeAudit, id, hash string) {
+	t.Helper()
+	pre := toolReport{Tool: "Bash", Decision: decisionRequested, Reason: reasonRequested, ArgsHash: hash, Phase: phasePre, CallID: id}
+	if err := au.gw.report(t.Context(), pre); err != nil {
+		t.Fatal(err)
+	}
+}
+
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
@@ -82,6 +92,9 @@ func TestClaudeAudit_Results(t *testing.T) {
 	mark := func(id, kind, content string) {
 		if err := writeMark(marks, id, kind, content); err != nil {
 			t.Fatal(err)
+		}
+		if kind == markPre && content == decisionRequested && id != "t1" {
+			recordPre(t, au, id, h) // as the hook does before its mark
 		}
 	}
 	// t1: recorded to its end by the hooks. t2: past the pre hook, refused by the rules.
@@ -107,6 +120,9 @@ func TestClaudeAudit_Results(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
+		"Bash requested " + reasonRequested + "|pre|t2|" + h,
+		"Bash requested " + reasonRequested + "|pre|t5|" + h,
+		"Bash requested " + reasonRequested + "|pre|t6|" + h,
 		"Bash denied " + reasonRuleDenied + "|post|t2|" + h,
 		"Bash denied " + reasonNotLoaded + "|<nil>|t3|" + h,
 		"Bash denied " + reasonRefused + "|<nil>|t4|" + h,
@@ -130,8 +146,9 @@ func TestClaudeAudit_Finish(t *testing.T) {
 	for _, id := range []string{"cut", "ran", "denied"} {
 		au.ToolCall(claudert.ToolCall{ID: id, Name: "Bash", Input: in})
 	}
-	for id, kind := range map[string]string{"cut": markPre, "ran": markPre} {
-		if err := writeMark(marks, id, kind, decisionRequested); err != nil {
+	for _, id := range []string{"cut", "ran"} {
+		recordPre(t, au, id, h) // as the hook does before its mark
+		if err := writeMark(marks, id, markPre, decisionRequested); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -143,6 +160,8 @@ func TestClaudeAudit_Finish(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
+		"Bash requested " + reasonRequested + "|pre|cut|" + h,
+		"Bash requested " + reasonRequested + "|pre|ran|" + h,
 		"Bash denied " + reasonRuleDenied + "|<nil>|denied|" + h,
 		"Read denied " + reasonRuleDenied + "|<nil>|lost|" + argsHash(redact.New(nil), nil),
 		"Bash allowed " + reasonRan + "|post|ran|" + h,
