@@ -42,6 +42,10 @@ type Limits struct {
 	// cgroup v2 with the memory controller exists, memory.max. 0 means the provider
 	// default (4 GiB for local).
 	Memory int64
+	// Scratch caps each file system the sandbox may write besides its binds (/tmp, and
+	// /dev/shm up to 256 MiB): in-memory file systems whose pages no per-process limit
+	// counts. 0 means the provider default (1 GiB for local).
+	Scratch int64
 }
 
 // Spec describes one sandboxed process. Paths in Argv, Dir and Bind.Dst are as seen

@@ -120,7 +120,11 @@ func bwrapOptions(s compute.Spec, system []string, fds fdLayout, blocked bool) [
 			o = append(o, "--ro-bind-try", p, p)
 		}
 	}
-	o = append(o, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+	scratch := strconv.FormatInt(scratchSize(s.Limits), 10)
+	shm := strconv.FormatInt(min(scratchSize(s.Limits), maxShm), 10)
+	o = append(o, "--proc", "/proc", "--dev", "/dev",
+		"--size", shm, "--tmpfs", "/dev/shm",
+		"--size", scratch, "--tmpfs", "/tmp")
 	for _, b := range s.Binds {
 		flag := "--ro-bind"
 		if b.Writable {
@@ -128,7 +132,27 @@ func bwrapOptions(s compute.Spec, system []string, fds fdLayout, blocked bool) [
 		}
 		o = append(o, flag, b.Src, b.Dst)
 	}
+	// Last: the sandbox's root and /dev become read-only. bwrap builds both as tmpfs owned
+	// by the sandbox user, so an agent could otherwise create /etc/ld.so.preload (run its
+	// code in the worker's capture and in every hook after the stop step) or fill memory
+	// through an unsized file system (issue #11 red team). The binds, /tmp and /dev/shm
+	// are mounts of their own and keep their modes; device nodes stay writable.
+	o = append(o, "--remount-ro", "/dev", "--remount-ro", "/")
 	return append(o, "--chdir", workDir(s))
+}
+
+// DefaultScratch is the size of /tmp (and the cap of /dev/shm) when Limits.Scratch is 0.
+const DefaultScratch = 1 << 30
+
+// maxShm caps /dev/shm below the scratch size: shared memory beyond it is rare in tools.
+const maxShm = 256 << 20
+
+// scratchSize is the size of the sandbox's /tmp.
+func scratchSize(l compute.Limits) int64 {
+	if l.Scratch > 0 {
+		return l.Scratch
+	}
+	return DefaultScratch
 }
 
 // encodeArgs joins options NUL-terminated, the format of bwrap --args. validateSpec has

@@ -74,8 +74,14 @@
 //     RLIMIT_NPROC binds and an escaped process is not root on the host;
 //   - cgroup: the task had its own cgroup v2 and is killed with cgroup.kill;
 //   - memory.max, pids.max: that cgroup also capped memory and the number of processes;
+//   - memory-per-process: no memory.max applied, so Limits.Memory bound each process
+//     (RLIMIT_AS), not the sandbox: n processes may hold n times it;
 //   - nproc-unenforced: the sandbox's processes belonged to host root and no pids.max
 //     applied, so nothing enforced MaxProcs.
+//
+// The sandbox's root and /dev are remounted read-only once built (an agent could otherwise
+// plant /etc/ld.so.preload, or fill memory through them); /tmp and /dev/shm are tmpfs of
+// Limits.Scratch (/dev/shm at most 256 MiB); the binds keep their own modes.
 //
 // Callers may append tokens of their own for limits they enforce themselves (the
 // dispatcher adds disk-quota or disk-unenforced).

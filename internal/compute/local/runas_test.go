@@ -158,7 +158,7 @@ func TestProvider_Isolation_RootWithoutRunAs(t *testing.T) {
 	requireBwrap(t)
 	p := newProvider(t, Options{NoCgroup: true})
 	r := run(t, p, compute.Spec{ID: "iso", Argv: []string{"true"}})
-	want := "bwrap+rlimits"
+	want := "bwrap+rlimits+memory-per-process"
 	if os.Getuid() == 0 {
 		want += "+nproc-unenforced"
 	}

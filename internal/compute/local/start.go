@@ -172,6 +172,10 @@ func (p *Provider) isolation(s compute.Spec, cg *cgroup) string {
 			t = append(t, "pids.max")
 		}
 	}
+	if cg == nil || !cg.memoryMax {
+		// RLIMIT_AS binds each process, not the sandbox: n processes may hold n times it.
+		t = append(t, "memory-per-process")
+	}
 	// RunAs is never uid 0 (validateSpec), and a root provider without it leaves the
 	// sandbox's processes owned by host root, for whom the kernel skips RLIMIT_NPROC.
 	if s.RunAs == nil && os.Getuid() == 0 && (cg == nil || !cg.pidsMax) {
