@@ -42,9 +42,10 @@ type Target struct {
 	// size it with the host's memory in mind. Without root nothing can mount the tmpfs; the
 	// quota is then not enforced and the record's isolation says disk-unenforced.
 	Disk ByteSize `yaml:"disk"`
-	// SandboxUID is the host uid, and gid, that this target's sandboxes run as when agora
-	// runs as root (default 1879048192, 0x70000000). It MUST belong to no account and no
-	// other service: every file the sandbox may touch is handed to it for the dispatch. Root
+	// SandboxUID is the first of the [SandboxUIDs] host uids (and gids) this target's
+	// sandboxes run as when agora runs as root, one per dispatch chosen by its id (default
+	// 1879048192, 0x70000000). The range MUST belong to no account and no other service:
+	// every file the sandbox may touch is handed to its uid for the dispatch. Root
 	// itself (0) and 2^31 and above are refused. Without root it is unused: sandboxes run as
 	// the invoking user, whom the kernel's process limit already binds.
 	SandboxUID UID `yaml:"sandbox_uid"`

@@ -35,3 +35,28 @@ func (u *UID) UnmarshalText(text []byte) error {
 	*u = UID(v)
 	return nil
 }
+
+// SandboxUIDs is how many host uids a target's sandboxes spread over, from its sandbox_uid
+// up. Each dispatch runs as one of them, chosen by its id: the kernel keeps some counters
+// per host uid across namespaces (inotify instances and watches, POSIX message queue bytes,
+// pending signals), and with one uid for every sandbox one dispatch could spend them for all
+// the others (issue #11 red team). Two concurrent dispatches share a uid only by chance.
+const SandboxUIDs = 1 << 16
+
+// Range is the first and last uid of the range that starts at u (capped below 2^31).
+func (u UID) Range() (first, last uint32) {
+	first = uint32(u)
+	last = uint32(min(uint64(u)+SandboxUIDs-1, maxUID))
+	return first, last
+}
+
+// For is the uid of the range that dispatch id runs as (FNV-1a of the id).
+func (u UID) For(id string) uint32 {
+	first, last := u.Range()
+	h := uint32(2166136261)
+	for i := 0; i < len(id); i++ {
+		h ^= uint32(id[i])
+		h *= 16777619
+	}
+	return first + h%(last-first+1)
+}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/oklog/ulid/v2"
 	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/catalog"
@@ -41,10 +42,21 @@ type stage struct {
 	owner *compute.HostUser
 	// sandboxed is false for `sandbox: none`, which gets neither the owner nor the quota.
 	sandboxed bool
+	// held is the stage's entry in the held index (see heldDir).
+	held string
 }
 
 // diskDir is the quota's mount point inside the stage directory.
 const diskDir = "disk"
+
+// heldDir, beside the stage directories, indexes the stages that still hold work on the
+// host (a disk quota, bundle, workspace, out directory, gateway): an empty file named for
+// the dispatch, made before any of it and removed after all of it is gone. A supervisor
+// killed with -9 leaves its entry, even when its record is already terminal (`dispatch
+// cancel` records the end itself when the supervisor is stuck), so Reap finds every such
+// stage by reading this directory, which holds only the running and the leaked ones,
+// instead of visiting every record or stage.
+const heldDir = ".held"
 
 // stageLimits are what a root agora enforces itself for one dispatch.
 type stageLimits struct {
@@ -57,12 +69,13 @@ type stageLimits struct {
 // is mounted. Only root can do either; an unprivileged agora runs sandboxes as itself, which
 // the kernel's process limit binds already, and cannot mount. `sandbox: none` is the explicit
 // escape and gets neither: it runs as the invoking user on the host's own files.
-func limitsFor(target config.Target, sandbox string) stageLimits {
+func limitsFor(target config.Target, sandbox, id string) stageLimits {
 	l := stageLimits{sandboxed: sandbox != compute.SandboxNone}
 	if !l.sandboxed || os.Geteuid() != 0 {
 		return l
 	}
-	l.owner = &compute.HostUser{UID: uint32(target.SandboxUID), GID: uint32(target.SandboxUID)}
+	uid := target.SandboxUID.For(id) // one of the target's range, by dispatch id
+	l.owner = &compute.HostUser{UID: uid, GID: uid}
 	l.disk = int64(target.Disk)
 	return l
 }
@@ -72,13 +85,48 @@ func stageAt(stateDir, id string) *stage {
 	return &stage{
 		dir: dir, bundle: filepath.Join(dir, "bundle"), workspace: filepath.Join(dir, "workspace"),
 		out: filepath.Join(dir, "out"), stdout: filepath.Join(dir, stdoutLog), stderr: filepath.Join(dir, stderrLog),
-		disk: filepath.Join(dir, diskDir),
+		disk: filepath.Join(dir, diskDir), held: filepath.Join(stateDir, heldDir, id),
 	}
+}
+
+// hold enters the stage in the held index. It fails closed: work nobody could find after a
+// crash is not staged.
+func (s *stage) hold() error {
+	if err := os.MkdirAll(filepath.Dir(s.held), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(s.held, os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// heldStages lists the dispatches whose stage is in the held index under stateDir. Entries
+// whose name is no dispatch id are skipped: only hold writes there.
+func heldStages(stateDir string) ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(stateDir, heldDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list held stages: %w", err)
+	}
+	var ids []string
+	for _, e := range ents {
+		if id, err := ulid.ParseStrict(e.Name()); err == nil && id.String() == e.Name() && e.Type().IsRegular() {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
 }
 
 func newStage(stateDir, id string, l stageLimits) (*stage, error) {
 	s := stageAt(stateDir, id)
 	s.disk, s.owner, s.sandboxed = "", l.owner, l.sandboxed
+	if err := s.hold(); err != nil {
+		return nil, fmt.Errorf("stage dispatch %s: %w", id, err)
+	}
 	for _, d := range []string{s.bundle, filepath.Join(s.bundle, "capabilities")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("stage dispatch %s: %w", id, err)
@@ -206,19 +254,26 @@ func quotaDetail(what, target string) string {
 }
 
 // removeWork unmounts the disk quota and deletes everything but the logs, which `dispatch
-// logs -f` may still be reading. The unmount is lazy: a reader still holding a file open
-// keeps its pages until it closes it, but the mount is gone at once.
+// logs -f` may still be reading, then takes the stage out of the held index. The unmount is
+// lazy: a reader still holding a file open keeps its pages until it closes it, but the
+// mount is gone at once. A gateway directory outside the stage (see startGateway) goes too.
 func (s *stage) removeWork() {
+	unmounted := true
 	if s.disk != "" {
 		// EINVAL: not a mount point (a reaped stage whose supervisor never mounted one).
-		_ = unix.Unmount(s.disk, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+		err := unix.Unmount(s.disk, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+		unmounted = err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT)
 		os.RemoveAll(s.disk)
 	}
 	os.RemoveAll(s.bundle)
 	os.RemoveAll(s.workspace)
 	os.RemoveAll(s.out)
 	os.RemoveAll(filepath.Join(s.dir, worker.InputsDir))
-	os.RemoveAll(filepath.Join(s.dir, worker.GatewayDir))
+	removeGatewayEntry(filepath.Join(s.dir, worker.GatewayDir))
+	if unmounted {
+		// Else the entry stays, and the next Reap tries again.
+		os.Remove(s.held)
+	}
 }
 
 // releaseStage removes the work of dispatch id whose supervisor is gone, its disk quota

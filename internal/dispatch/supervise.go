@@ -79,7 +79,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	if err != nil {
 		return failed(ReasonIntegrityFailed, "load pinned catalog content: %v", err), nil
 	}
-	st, err := newStage(d.StateDir, r.ID, limitsFor(target, r.Sandbox))
+	st, err := newStage(d.StateDir, r.ID, limitsFor(target, r.Sandbox, r.ID))
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -153,6 +153,8 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		Sandbox: r.Sandbox,
 		Limits: compute.Limits{
 			Timeout: timeout, MaxProcs: target.MaxProcs, FileSize: int64(target.FileSize), Memory: int64(target.Memory),
+			// /tmp holds the baseline's copy of the workspace: as large as the disk quota.
+			Scratch: int64(target.Disk),
 		},
 		Stdout: stdout, Stderr: stderr,
 		// Root runs the sandbox as the target's sandbox uid; nil leaves it the invoking user.

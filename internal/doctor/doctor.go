@@ -257,16 +257,25 @@ func (r *run) sandboxUID() {
 		uids = append(uids, u)
 	}
 	slices.Sort(uids)
+	// Each dispatch runs as one uid of the range from sandbox_uid (config.SandboxUIDs).
+	within := func(ids map[uint32]string, first, last uint32) (uint32, string) {
+		for id, name := range ids {
+			if id >= first && id <= last {
+				return id, name
+			}
+		}
+		return 0, ""
+	}
 	var clash, fine []string
 	for _, u := range uids {
 		targets := strings.Join(r.uids[u], ", ")
-		switch {
-		case users[u] != "":
-			clash = append(clash, fmt.Sprintf("uid %d (targets %s) is the account %q in /etc/passwd", u, targets, users[u]))
-		case groups[u] != "":
-			clash = append(clash, fmt.Sprintf("gid %d (targets %s) is the group %q in /etc/group", u, targets, groups[u]))
-		default:
-			fine = append(fine, fmt.Sprintf("%d (targets %s)", u, targets))
+		first, last := config.UID(u).Range()
+		if id, name := within(users, first, last); name != "" {
+			clash = append(clash, fmt.Sprintf("uid %d, in the range %d-%d of targets %s, is the account %q in /etc/passwd", id, first, last, targets, name))
+		} else if id, name := within(groups, first, last); name != "" {
+			clash = append(clash, fmt.Sprintf("gid %d, in the range %d-%d of targets %s, is the group %q in /etc/group", id, first, last, targets, name))
+		} else {
+			fine = append(fine, fmt.Sprintf("%d-%d (targets %s)", first, last, targets))
 		}
 	}
 	use := "used only when agora runs as root"
@@ -275,10 +284,10 @@ func (r *run) sandboxUID() {
 	}
 	if len(clash) > 0 {
 		r.missing(name, strings.Join(clash, "; ")+": that account's processes and files would share the sandbox's identity",
-			fmt.Sprintf("set targets.<name>.sandbox_uid in agora.yaml to an unused uid, such as %#x", config.DefaultSandboxUID+1), false)
+			fmt.Sprintf("set targets.<name>.sandbox_uid in agora.yaml to the first of %d unused uids, such as %#x", config.SandboxUIDs, config.DefaultSandboxUID+config.SandboxUIDs), false)
 		return
 	}
-	r.ok(name, fmt.Sprintf("%s: no account or group has it (%s)", strings.Join(fine, ", "), use), false)
+	r.ok(name, fmt.Sprintf("%s: no account or group has one of them (%s, one uid per dispatch)", strings.Join(fine, ", "), use), false)
 }
 
 func (r *run) cgroup() {
