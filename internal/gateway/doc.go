@@ -64,6 +64,16 @@
 // with 503 and no entry. Requests are size-capped, limited in number in flight and in rate,
 // and bounded by server timeouts.
 //
+// # Connections
+//
+// Every open connection costs the supervisor, on the host and outside the sandbox's memory
+// limit, a goroutine and its buffers, and the request limits do not count connections. So
+// the gateway accepts at most 64 at a time (connlimit.go says why 64); more wait in the
+// socket's listen queue, in the kernel, until one closes. A connection that sends no complete
+// request header for 5 seconds, or stays idle that long after an answer, is closed. Each
+// sandbox process may also hold at most 4096 descriptors (RLIMIT_NOFILE, set by
+// internal/compute/local).
+//
 // # What it must never do
 //
 // The gateway MUST dial only through [Config.Dialer] (the egress SSRF-safe dialer, whose
@@ -73,7 +83,7 @@
 // sandbox can provoke, nor any entry past the budget or after Close returns. It runs on the
 // host side only; nothing in the sandbox imports it.
 //
-// Its fourteen files are split by concern (routes, bodies, fetches, tool reports and their
-// per-call state, audit bounds, the socket); they stay one package because every one works
-// on the [Gateway]'s state.
+// Its fifteen files are split by concern (routes, bodies, fetches, tool reports and their
+// per-call state, audit bounds, the socket and its connection cap); they stay one package
+// because every one works on the [Gateway]'s state.
 package gateway

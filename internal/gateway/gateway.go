@@ -66,9 +66,14 @@ const (
 	// closeGrace is how long Close lets in-flight requests finish before cancelling them.
 	closeGrace = 10 * time.Second
 
-	readHeaderTimeout = 10 * time.Second
+	// readHeaderTimeout and idleTimeout are short because every open connection holds one of
+	// the maxConns slots and costs the supervisor memory (see connlimit.go). The worker sends
+	// a request's header at once, and dials again for a request after an idle connection
+	// was closed (a client should keep idle connections for less than idleTimeout, so that
+	// it is never the gateway that closes one as a request is sent on it).
+	readHeaderTimeout = 5 * time.Second
 	readTimeout       = time.Minute
-	idleTimeout       = 2 * time.Minute
+	idleTimeout       = 5 * time.Second
 	maxHeaderBytes    = 64 << 10
 )
 
@@ -217,7 +222,7 @@ func Listen(ctx context.Context, socketPath string, cfg Config) (*Gateway, error
 	g.serveDone = make(chan struct{})
 	go func() {
 		defer close(g.serveDone)
-		g.srv.Serve(ln) // returns http.ErrServerClosed once Close starts
+		g.srv.Serve(newLimitListener(ln, maxConns)) // returns http.ErrServerClosed once Close starts
 	}()
 	g.stopFlush, g.flushDone = make(chan struct{}), make(chan struct{})
 	go func() {

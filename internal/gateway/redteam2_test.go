@@ -1,14 +1,19 @@
 package gateway
 
 import (
+	"bufio"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRedTeam2_SecretAsToolNameReachesAudit: an env secret put in a tool.call report's tool
@@ -148,5 +153,95 @@ func TestRedTeam2_RefusedCallRecordedAllowed(t *testing.T) {
 	}
 	if want := []string{"toolu_01REFUSED pre/denied"}; !slices.Equal(got, want) {
 		t.Errorf("tool.call records: got %v, want %v", got, want)
+	}
+}
+
+// TestRedTeam2_UnboundedConnections: the sandbox makes the host-side supervisor hold as many
+// connections (goroutines, buffers, file descriptors) as it likes.
+//
+// Attack: the gateway's http.Server serves the bound Unix socket with no cap on connections
+// (agora mcp's HTTP server has one: 256). Its request rate limit, concurrency slots and audit
+// budget count requests, not connections: a connection that sent one request (answered 404
+// or 429, only counted in the tally, no budget spent) is kept idle for IdleTimeout (2 min)
+// and renewed by one more request. The sandbox gets no RLIMIT_NOFILE from agora (only nproc,
+// fsize, as and core), so its up to max_procs processes can each raise their descriptors to
+// the hard limit and hold connections by the hundred thousand, for a request per connection
+// every two minutes.
+//
+// Impact: the memory (a goroutine and its buffers per connection) and descriptors are the
+// supervisor's, on the host, outside the sandbox's memory limit (RLIMIT_AS / memory.max):
+// one dispatch can push its supervisor, and the host, to EMFILE or out of memory, while no
+// audit entry and no limit notices. The test holds N connections and measures the cost.
+//
+// Now: the gateway accepts at most maxConns (64) connections at a time (connlimit.go); the
+// others wait in the socket's listen queue, in the kernel, charged to the sandbox, until one
+// closes, which an idle one does after 5 seconds (idleTimeout; readHeaderTimeout for one
+// that sends no request). The supervisor holds about maxConns goroutines however many
+// connections the sandbox opens, and serves again once it lets go. (Each sandbox process
+// also has at most 4096 descriptors: RLIMIT_NOFILE, internal/compute/local.)
+func TestRedTeam2_UnboundedConnections(t *testing.T) {
+	const n = 3000
+	h := start(t, Config{RequestsPerSecond: 1e9, RequestBurst: 1e9, RefusalInterval: forever})
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	g0 := runtime.NumGoroutine()
+	conns := make([]net.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < n; i++ {
+		c, err := net.Dial("unix", h.sock)
+		if err != nil {
+			if i > maxConns {
+				break // the listen queue is full: the kernel refuses more, which is a bound too
+			}
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		conns = append(conns, c)
+		if _, err := io.WriteString(c, "GET /nope HTTP/1.1\r\nHost: g\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first maxConns connections are answered (404); the rest wait to be accepted.
+	statuses := map[string]int{}
+	for _, c := range conns[:maxConns] {
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("read answer: %v", err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		statuses[resp.Status]++
+	}
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	held := runtime.NumGoroutine() - g0
+	grown := int64(after.HeapInuse+after.StackInuse) - int64(before.HeapInuse+before.StackInuse)
+	t.Logf("%d connections opened: %d goroutines and %d KiB of heap+stack held (answers %v)", len(conns), held, grown>>10, statuses)
+	// Before the cap: one goroutine per connection, 3000, and about 55 MiB.
+	if held > maxConns+16 {
+		t.Errorf("%d goroutines held for %d connections, want at most about %d", held, len(conns), maxConns)
+	}
+	if grown > 16<<20 {
+		t.Errorf("%d KiB held for %d connections, want at most 16 MiB (the test's own %d client connections included)", grown>>10, len(conns), len(conns))
+	}
+	// Once the sandbox lets go, every slot is given back: the connections still queued are
+	// served in turn, and then a new client.
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = nil
+	resp, body := h.do(t, http.MethodPost, "/audit/tool", nil, validReport)
+	if resp.StatusCode != http.StatusNoContent {
+		t.Errorf("a report after the connections closed: got %d %s, want 204", resp.StatusCode, body)
+	}
+	h.gw.Close()
+	if entries := h.audit.all(); len(entries) > 4 {
+		t.Errorf("got %d audit entries, want at most 4 (the report, its request, the counted 404s)", len(entries))
 	}
 }
