@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -86,4 +87,60 @@ func waitPidfd(ctx context.Context, fd int, tid taskID) error {
 			return fmt.Errorf("cancel %s: %w", tid, err)
 		}
 	}
+}
+
+// Release removes what the tasks of dispatch id left on this host when the process that
+// started them died before it could: their cgroups, each killed (cgroup.kill) and removed.
+// The caller MUST know that no process supervises id any more (its supervisor is gone, by
+// pid and start time): a cgroup still in use is killed too. A task this provider started
+// and still monitors is left to its monitor. Release is idempotent.
+//
+// It looks only under the provider's cgroup parent, where Start makes task cgroups, so a
+// process whose own cgroup differs from the dead supervisor's (with no CgroupParent set)
+// finds nothing to release. It refuses an id from which cgroupName drops or cuts
+// characters, since the cgroups of another id could share its name.
+func (p *Provider) Release(ctx context.Context, id string) error {
+	if p.cgroupParent == "" {
+		return nil
+	}
+	base, exact := cgroupBase(id)
+	if !exact {
+		return fmt.Errorf("release %q: its task cgroups cannot be told from another id's", id)
+	}
+	ents, err := os.ReadDir(p.cgroupParent)
+	if err != nil {
+		return fmt.Errorf("release %q: %w", id, err)
+	}
+	var errs []error
+	for _, e := range ents {
+		if !e.IsDir() || !isCgroupOf(e.Name(), base) {
+			continue
+		}
+		dir := filepath.Join(p.cgroupParent, e.Name())
+		if p.monitors(dir) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("release %q: %w", id, err)
+		}
+		if err := (&cgroup{dir: dir}).remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("release %q: %w", id, err)
+	}
+	return nil
+}
+
+// monitors reports whether a task this provider started and still runs has cgroup dir.
+func (p *Provider) monitors(dir string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, h := range p.live {
+		if h.cg != nil && h.cg.dir == dir {
+			return true
+		}
+	}
+	return false
 }

@@ -128,24 +128,56 @@ func detectCgroupParent() string {
 	return dir
 }
 
-// cgroupName builds a unique task cgroup name from the dispatch id, keeping only
-// characters that are safe in a path component.
-func cgroupName(id string) string {
+// cgroupSuffixLen is the length of the random hex suffix of a task cgroup's name.
+const cgroupSuffixLen = 12
+
+// cgroupNameMax caps the part of a task cgroup's name before its random suffix.
+const cgroupNameMax = 64
+
+// cgroupBase is the name of a task cgroup of dispatch id without its random suffix: the
+// prefix and the id's characters that are safe in a path component, cut at cgroupNameMax
+// bytes. exact is false when a character was dropped or cut, since another id could then
+// share the base: [Provider.Release] refuses such an id rather than guess.
+func cgroupBase(id string) (base string, exact bool) {
 	var b strings.Builder
 	b.WriteString(cgroupPrefix)
+	exact = id != ""
 	for _, r := range id {
-		if b.Len() >= 64 {
-			break
+		if b.Len() >= cgroupNameMax {
+			return b.String(), false
 		}
 		if r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
 			b.WriteRune(r)
+		} else {
+			exact = false
 		}
 	}
-	var rnd [6]byte
+	return b.String(), exact
+}
+
+// cgroupName builds a unique task cgroup name from the dispatch id: its base and a random
+// suffix, so a later task of the same id never finds its name taken.
+func cgroupName(id string) string {
+	base, _ := cgroupBase(id)
+	var rnd [cgroupSuffixLen / 2]byte
 	_, _ = rand.Read(rnd[:])
-	b.WriteByte('-')
-	b.WriteString(hex.EncodeToString(rnd[:]))
-	return b.String()
+	return base + "-" + hex.EncodeToString(rnd[:])
+}
+
+// isCgroupOf reports whether name is a task cgroup name cgroupName made from base: the
+// base, a dash and exactly the random suffix, so that the base of id "a" never matches a
+// cgroup of id "a-b".
+func isCgroupOf(name, base string) bool {
+	suffix, ok := strings.CutPrefix(name, base+"-")
+	if !ok || len(suffix) != cgroupSuffixLen {
+		return false
+	}
+	for i := 0; i < len(suffix); i++ {
+		if c := suffix[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // newCgroup creates a task cgroup under parent and sets memory.max and pids.max when the
@@ -214,8 +246,9 @@ func (cg *cgroup) closeFD() {
 // kill sends SIGKILL to every process in the cgroup.
 func (cg *cgroup) kill() { _ = cg.write("cgroup.kill", "1") }
 
-// remove kills what is left, waits for the cgroup to empty and removes it.
-func (cg *cgroup) remove() {
+// remove kills what is left, waits for the cgroup to empty and removes it. It fails only
+// when the cgroup is still there after cgroupDrainTimeout (a process stuck in the kernel).
+func (cg *cgroup) remove() error {
 	cg.closeFD()
 	if exists(filepath.Join(cg.dir, "cgroup.kill")) {
 		cg.kill()
@@ -224,8 +257,11 @@ func (cg *cgroup) remove() {
 	deadline := time.Now().Add(cgroupDrainTimeout)
 	for pause := 50 * time.Microsecond; ; pause = min(2*pause, 10*time.Millisecond) {
 		err := os.Remove(cg.dir)
-		if err == nil || errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
-			return
+		if err == nil || errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("remove cgroup %s: %w", cg.dir, err)
 		}
 		time.Sleep(pause)
 	}
