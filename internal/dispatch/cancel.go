@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -13,7 +14,9 @@ const cancelWait = 15 * time.Second
 // idempotent: cancelling a finished dispatch returns its record unchanged. It works from any
 // process: it raises the record's cancel flag, kills the sandbox through the provider, waits
 // for the supervising process to record the end, and records it itself when that process is
-// gone.
+// gone (then it also releases what the dispatch held on the host) or still has not after
+// cancelWait (a stuck supervisor may yet use its stage, which stays held until it ends or
+// Reap finds it gone).
 func (d *Dispatcher) Cancel(ctx context.Context, id string) (*Record, error) {
 	r, err := d.Records.RequestCancel(ctx, id)
 	if err != nil {
@@ -38,7 +41,7 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (*Record, error) {
 		}
 		if !supervisorAlive(cur.supervisor) || time.Now().After(deadline) {
 			if !supervisorAlive(cur.supervisor) {
-				releaseStage(d.StateDir, id)
+				d.release(ctx, id)
 			}
 			if _, err := d.Records.Finish(ctx, id, Outcome{State: StateCancelled, Reason: ReasonCancelled,
 				Detail: "cancelled; no live supervisor recorded the end"}); err != nil {
@@ -55,17 +58,22 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (*Record, error) {
 }
 
 // Reap ends every live dispatch whose supervising process is gone: its worker died with it
-// (bubblewrap runs with --die-with-parent), so the record must not stay live, and its disk
-// quota is unmounted and its stage's work removed (the logs stay). It returns how
-// many it ended. Commands that read records call it first, so a crash is repaired the next
-// time anyone looks.
+// (bubblewrap runs with --die-with-parent), so the record must not stay live. It also
+// releases what every dispatch whose supervisor is gone still holds on the host (task
+// cgroup, disk quota, stage work, gateway directory; the logs stay), whatever its record
+// says: a supervisor can die after `dispatch cancel` recorded the end for it. It returns how
+// many records it ended. Commands that read records call it first, so a crash is repaired
+// the next time anyone looks; it reads the live records and the held index (see heldDir),
+// never every record.
 func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
 	live, err := d.Records.live(ctx)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
+	seen := make(map[string]bool, len(live))
 	for _, r := range live {
+		seen[r.ID] = true
 		if supervisorAlive(r.supervisor) {
 			continue
 		}
@@ -78,7 +86,7 @@ func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
 			d.Provider.Cancel(ctx, r.ProviderTaskID)
 		}
 		// The dead supervisor never unmounted the disk quota nor removed the stage's work.
-		releaseStage(d.StateDir, r.ID)
+		d.release(ctx, r.ID)
 		applied, err := d.Records.Finish(ctx, r.ID, o)
 		if err != nil {
 			return n, err
@@ -87,5 +95,51 @@ func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
 			n++
 		}
 	}
+	held, err := heldStages(d.StateDir)
+	if err != nil {
+		return n, err
+	}
+	for _, id := range held {
+		if seen[id] {
+			continue // live: released above if its supervisor is gone
+		}
+		r, err := d.Records.Get(ctx, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			// Held entries are made after the record, by its supervisor: with the record
+			// gone, no process can supervise it.
+			d.release(ctx, id)
+			continue
+		case err != nil:
+			return n, err
+		case !IsTerminal(r.State) || supervisorAlive(r.supervisor):
+			continue // live since the listing above, or a supervisor still ending it
+		}
+		if r.ProviderTaskID != "" {
+			d.Provider.Cancel(ctx, r.ProviderTaskID)
+		}
+		d.release(ctx, id)
+	}
 	return n, nil
+}
+
+// releaser is a provider that can remove what the tasks of a dispatch left on the host when
+// the process that started them died first (the local provider's task cgroups).
+type releaser interface {
+	Release(ctx context.Context, dispatchID string) error
+}
+
+// release removes what dispatch id holds on the host once no process supervises it: the
+// provider's leftovers, then the stage's work, disk quota included, and its held entry. When
+// the provider cannot release yet, the stage is held again so that a later Reap retries.
+func (d *Dispatcher) release(ctx context.Context, id string) {
+	var err error
+	if p, ok := d.Provider.(releaser); ok {
+		err = p.Release(ctx, id)
+	}
+	st := stageAt(d.StateDir, id)
+	st.removeWork()
+	if err != nil {
+		_ = st.hold()
+	}
 }

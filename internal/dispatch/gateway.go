@@ -3,8 +3,10 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
@@ -122,7 +124,7 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, st *stage, ep 
 	os.RemoveAll(rg.dir) // nothing of an earlier attempt is reused
 	// The gateway binds its socket in a temporary directory beside the path, then renames it.
 	if len(filepath.Join(rg.dir, ".gateway-0123456789", "s")) > maxSocketPath {
-		tmp, err := os.MkdirTemp("", "agora-gw-")
+		tmp, err := os.MkdirTemp("", gatewayFallbackPrefix)
 		if err != nil {
 			return nil, fmt.Errorf("start gateway: %w", err)
 		}
@@ -167,6 +169,34 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, st *stage, ep 
 
 // maxSocketPath is the longest Unix socket path Linux accepts.
 const maxSocketPath = 107
+
+// gatewayFallbackPrefix starts the name of the temporary directory a gateway's socket lives
+// in when the stage path is too long for one.
+const gatewayFallbackPrefix = "agora-gw-"
+
+// removeGatewayEntry removes the stage's gateway entry at link and, when it is a symlink to
+// a gateway's temporary directory, that directory: the gateway gave it to the sandbox uid,
+// and a supervisor killed with -9 never removed it. Nothing else is followed: the link's
+// target must be, verbatim, a directory directly in os.TempDir() named agora-gw-*, not
+// itself a link (os.RemoveAll then follows no link below it).
+func removeGatewayEntry(link string) {
+	if fi, err := os.Lstat(link); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		if target, err := os.Readlink(link); err == nil && isGatewayFallback(target) {
+			if ti, err := os.Lstat(target); err == nil && ti.IsDir() {
+				os.RemoveAll(target)
+			}
+		}
+	}
+	os.RemoveAll(link)
+}
+
+// isGatewayFallback reports whether p names a directory startGateway could have made with
+// os.MkdirTemp("", gatewayFallbackPrefix).
+func isGatewayFallback(p string) bool {
+	name, ok := strings.CutPrefix(filepath.Base(p), gatewayFallbackPrefix)
+	return ok && name != "" && filepath.IsAbs(p) && filepath.Clean(p) == p &&
+		filepath.Dir(p) == filepath.Clean(os.TempDir())
+}
 
 // close stops the gateway (in-flight requests get a short grace) and removes its directory.
 // It is safe to call more than once.

@@ -129,6 +129,7 @@ func newStage(stateDir, id string, l stageLimits) (*stage, error) {
 	}
 	for _, d := range []string{s.bundle, filepath.Join(s.bundle, "capabilities")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
+			s.removeWork()
 			return nil, fmt.Errorf("stage dispatch %s: %w", id, err)
 		}
 	}
@@ -274,12 +275,6 @@ func (s *stage) removeWork() {
 		// Else the entry stays, and the next Reap tries again.
 		os.Remove(s.held)
 	}
-}
-
-// releaseStage removes the work of dispatch id whose supervisor is gone, its disk quota
-// included: a supervisor killed with -9 left the tmpfs mounted.
-func releaseStage(stateDir, id string) {
-	stageAt(stateDir, id).removeWork()
 }
 
 // plan is what the worker needs, derived only from the record's pinned digests.
