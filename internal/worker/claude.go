@@ -59,19 +59,20 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 	if err != nil {
 		return agentExit{}, err
 	}
-	marks, err := os.MkdirTemp(inv.tmp, "agora-hooks-")
+	// Refuse before claude starts if the dynamic loader could run code in its hooks' shell.
+	if err := checkNoPreload(append(os.Environ(), inv.env...)); err != nil {
+		return agentExit{ExitCode: 1, Failure: "claude-code runtime: " + err.Error()}, nil
+	}
+	hooks, err := startHookRelay(gw)
 	if err != nil {
 		return agentExit{}, err
 	}
-	defer os.RemoveAll(marks)
-	if marks, err = filepath.Abs(marks); err != nil {
-		return agentExit{}, err
-	}
+	defer hooks.close()
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	tools := claudert.Tools(grants)
-	audit := newClaudeAudit(gw, marks, redact.New(inv.secrets), tools, grants.MCPServers, stop)
-	hook := hookConfig{gateway: inv.gateway, marks: marks, tools: tools, mcp: grants.MCPServers,
+	audit := newClaudeAudit(gw, hooks, redact.New(inv.secrets), tools, grants.MCPServers, stop)
+	hook := hookConfig{gateway: hooks.name, tools: tools, mcp: grants.MCPServers,
 		secretEnvs: secretNames(inv.env, inv.secrets)}
 
 	rl, err := startRelay(audit.gate(gw))

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/agora-dev/agora/internal/secret/redact"
@@ -34,14 +33,15 @@ import (
 //     the model: "allowed" (it ran), or "error" (it ran and failed or was interrupted).
 //
 // So a call that ran is on record before it ran, and a cancel that kills claude mid-call
-// cannot erase it. The hook leaves a mark per phase in a directory the worker made (see
-// hookaudit.go), which is how the worker, reading claude's output, tells a call its hooks
-// recorded from one they never saw (a tool that is not loaded, or refused by claude's
-// permission rules) and from one that ran without them, which fails the dispatch.
+// cannot erase it. The hook reports through the worker (hookrelay.go), which keeps in its
+// own memory what the gateway recorded per call id: that, and claude's output, is how the
+// worker tells a call its hooks recorded from one they never saw (a tool that is not loaded,
+// or refused by claude's permission rules) and from one that ran without them, which fails
+// the dispatch. The hook leaves nothing in the file system.
 //
-// The hook's argv is in the settings file claude reads once at start; it holds paths, tool
-// and server names and the names (never the values) of the secret variables whose values are
-// masked before the arguments are hashed.
+// The hook's argv is in the settings file claude reads once at start; it holds the relay's
+// address, tool and server names and the names (never the values) of the secret variables
+// whose values are masked before the arguments are hashed.
 
 // Hook exit codes, as Claude Code reads them.
 const (
@@ -51,31 +51,21 @@ const (
 
 // Reasons of the tool.call entries of claude-code calls.
 const (
-	reasonRequested  = "claude-code: about to run; claude's permission rules derived from the grant decide"
-	reasonRan        = "claude-code: ran, allowed by the permission rules derived from the grant"
-	reasonFailed     = "claude-code: ran, allowed by the permission rules derived from the grant, and failed"
-	reasonInterrupt  = "claude-code: ran, allowed by the permission rules derived from the grant, and was interrupted"
-	reasonNotCovered = "claude-code: not covered by the grant; refused by agora's pre-tool hook"
-	reasonNotLoaded  = "claude-code: not loaded: the grant does not cover this tool"
-	reasonRuleDenied = "claude-code: denied by the permission rules derived from the grant"
-	reasonRefused    = "claude-code: refused by claude before agora's pre-tool hook saw it (invalid input or a blocked hook)"
-	reasonNoPreHook  = "claude-code: ran without agora's pre-tool hook; the dispatch is stopped"
-)
-
-// Marks a hook leaves for the worker, per call: markPre once its pre report is on record
-// (holding decisionRequested or "denied"), markRan before it reports the outcome (holding
-// the outcome's decision, so the worker can report it when the hook could not) and markPost
-// once the outcome is on record.
-const (
-	markPre  = "pre"
-	markRan  = "ran"
-	markPost = "post"
+	reasonRequested   = "claude-code: about to run; claude's permission rules derived from the grant decide"
+	reasonRan         = "claude-code: ran, allowed by the permission rules derived from the grant"
+	reasonFailed      = "claude-code: ran, allowed by the permission rules derived from the grant, and failed"
+	reasonInterrupt   = "claude-code: ran, allowed by the permission rules derived from the grant, and was interrupted"
+	reasonNotCovered  = "claude-code: not covered by the grant; refused by agora's pre-tool hook"
+	reasonNotLoaded   = "claude-code: not loaded: the grant does not cover this tool"
+	reasonRuleDenied  = "claude-code: denied by the permission rules derived from the grant"
+	reasonRefused     = "claude-code: refused by claude or its tool before it ran (invalid input)"
+	reasonHookBlocked = "claude-code: refused by a blocking pre-tool hook"
+	reasonNoPreHook   = "claude-code: ran without agora's pre-tool hook; the dispatch is stopped"
 )
 
 // hookConfig is the hook's command line.
 type hookConfig struct {
-	gateway    string   // the gateway's socket
-	marks      string   // the worker's mark directory
+	gateway    string   // the worker's hook relay: an abstract socket "@name" (or a path)
 	tools      []string // built-in tools the grant covers (claudert.Tools)
 	mcp        []string // MCP servers the grant covers: their mcp__SERVER__* tools
 	secretEnvs []string // variables whose values are masked before hashing
@@ -83,7 +73,7 @@ type hookConfig struct {
 
 // args is the hook's argv after `agora worker hook`.
 func (c hookConfig) args() []string {
-	a := []string{"--gateway=" + c.gateway, "--marks=" + c.marks}
+	a := []string{"--gateway=" + c.gateway}
 	for _, t := range c.tools {
 		a = append(a, "--tool="+t)
 	}
@@ -107,7 +97,6 @@ func parseHookArgs(args []string) (hookConfig, error) {
 	fs := flag.NewFlagSet("agora worker hook", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.gateway, "gateway", "", "")
-	fs.StringVar(&c.marks, "marks", "", "")
 	fs.Var((*list)(&c.tools), "tool", "")
 	fs.Var((*list)(&c.mcp), "mcp", "")
 	fs.Var((*list)(&c.secretEnvs), "secret-env", "")
@@ -117,8 +106,8 @@ func parseHookArgs(args []string) (hookConfig, error) {
 	switch {
 	case fs.NArg() != 0:
 		return c, errors.New("unexpected arguments")
-	case !filepath.IsAbs(c.gateway) || !filepath.IsAbs(c.marks):
-		return c, errors.New("--gateway and --marks must be absolute paths")
+	case !filepath.IsAbs(c.gateway) && !(len(c.gateway) > 1 && c.gateway[0] == '@'):
+		return c, errors.New("--gateway must be an absolute path or an abstract socket name")
 	}
 	return c, nil
 }
@@ -148,6 +137,9 @@ func HookMain(ctx context.Context, args []string, stdin io.Reader, stderr io.Wri
 	c, err := parseHookArgs(args)
 	if err != nil {
 		return refuse("the audit hook is misconfigured (%v); the call is refused", err)
+	}
+	if err := checkNoPreload(os.Environ()); err != nil {
+		return refuse("%v; the call is refused", err)
 	}
 	b, err := io.ReadAll(io.LimitReader(stdin, maxHookInput+1))
 	if err != nil {
@@ -190,10 +182,6 @@ func (h hook) run(ctx context.Context, in hookInput, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "agora: the call could not be recorded in the audit log, so it is refused: %v\n", err)
 			return hookBlock
 		}
-		if err := writeMark(h.cfg.marks, in.CallID, markPre, r.Decision); err != nil {
-			fmt.Fprintf(stderr, "agora: the call's audit mark could not be written, so it is refused: %v\n", err)
-			return hookBlock
-		}
 		if !covered {
 			fmt.Fprintf(stderr, "agora: tool %q is not covered by this subagent's grant; the call is refused\n", auditToolName(in.Tool))
 			return hookBlock
@@ -208,32 +196,16 @@ func (h hook) run(ctx context.Context, in hookInput, stderr io.Writer) int {
 			r.Reason = reasonInterrupt
 		}
 	}
-	r.Duration = h.duration(in)
-	// The tool ran: say so before anything can fail, so the worker reports the outcome
-	// itself when this hook cannot.
-	ranErr := writeMark(h.cfg.marks, in.CallID, markRan, r.Decision+"\n"+r.Reason)
-	err := h.gw.report(ctx, r)
-	if err == nil {
-		err = writeMark(h.cfg.marks, in.CallID, markPost, r.Decision)
-	}
-	if err = errors.Join(ranErr, err); err != nil {
-		// The tool already ran; exit 2 only tells the model.
+	if in.DurationMS >= 0 {
+		r.Duration = time.Duration(in.DurationMS) * time.Millisecond
+	} // else the relay measures it from the pre report
+	if err := h.gw.report(ctx, r); err != nil {
+		// The tool already ran; exit 2 only tells the model. The worker reports the outcome
+		// itself from claude's output.
 		fmt.Fprintf(stderr, "agora: the outcome of this call could not be recorded in the audit log: %v\n", err)
 		return hookBlock
 	}
 	return hookContinue
-}
-
-// duration is claude's measure of the tool's run, or else the time since the pre report.
-func (h hook) duration(in hookInput) time.Duration {
-	if in.DurationMS >= 0 {
-		return time.Duration(in.DurationMS) * time.Millisecond
-	}
-	fi, err := os.Lstat(markPath(h.cfg.marks, in.CallID, markPre))
-	if err != nil {
-		return 0
-	}
-	return max(time.Since(fi.ModTime()), 0)
 }
 
 // argsHash is "sha256:" and the hex SHA-256 of a tool input as compact JSON with the
@@ -263,35 +235,4 @@ func auditCallID(id string) string {
 	}
 	sum := sha256.Sum256([]byte(id))
 	return "id-sha256-" + hex.EncodeToString(sum[:16])
-}
-
-// markPath is the mark of kind for a call: named by a hash of the id, which is claude's
-// (and so the model endpoint's) string, never a path.
-func markPath(dir, callID, kind string) string {
-	sum := sha256.Sum256([]byte(callID))
-	return filepath.Join(dir, hex.EncodeToString(sum[:16])+"."+kind)
-}
-
-// writeMark writes a mark, never through a symlink planted in its place.
-func writeMark(dir, callID, kind, content string) error {
-	f, err := os.OpenFile(markPath(dir, callID, kind), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return err
-	}
-	_, werr := f.WriteString(content)
-	return errors.Join(werr, f.Close())
-}
-
-// readMark returns a mark's content, "" when there is none (or it is not a regular file).
-func readMark(dir, callID, kind string) string {
-	f, err := os.OpenFile(markPath(dir, callID, kind), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return ""
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, 1024))
-	return string(b)
 }

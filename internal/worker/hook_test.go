@@ -90,21 +90,20 @@ func TestHookMain(t *testing.T) {
 		wantCode  int
 		wantCalls []string
 		wantStd   string // in stderr
-		wantMarks []string
+		env       string // a variable of the hook's environment, NAME=VALUE
+		preload   bool   // /etc/ld.so.preload exists
 	}{
 		{
 			name:      "PreCovered",
 			in:        hookEvent("PreToolUse", "Bash", "toolu_01A", `{"command":"echo `+hookSecret+`"}`),
 			wantCode:  hookContinue,
 			wantCalls: []string{"Bash requested " + reasonRequested + "|pre|toolu_01A|" + masked},
-			wantMarks: []string{"pre=requested"},
 		},
 		{
 			name:      "PreMCPToolOfAGrantedServer",
 			in:        hookEvent("PreToolUse", "mcp__docs__search", "toolu_01A", `{}`),
 			wantCode:  hookContinue,
 			wantCalls: []string{"mcp__docs__search requested " + reasonRequested + "|pre|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{}`))},
-			wantMarks: []string{"pre=requested"},
 		},
 		{
 			name:      "PreNotCovered",
@@ -112,7 +111,6 @@ func TestHookMain(t *testing.T) {
 			wantCode:  hookBlock,
 			wantCalls: []string{"Write denied " + reasonNotCovered + "|pre|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{"file_path":"/x","content":"y"}`))},
 			wantStd:   `tool "Write" is not covered by this subagent's grant`,
-			wantMarks: []string{"pre=denied"},
 		},
 		{
 			name:     "PreNotKept",
@@ -134,7 +132,6 @@ func TestHookMain(t *testing.T) {
 			pre:       true,
 			wantCode:  hookContinue,
 			wantCalls: []string{preCall, "Bash allowed " + reasonRan + "|post|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{"command":"ls"}`))},
-			wantMarks: []string{"ran=allowed\n" + reasonRan, "post=allowed"},
 		},
 		{
 			name:      "PostInterrupted",
@@ -142,15 +139,13 @@ func TestHookMain(t *testing.T) {
 			pre:       true,
 			wantCode:  hookContinue,
 			wantCalls: []string{preCall, "Bash error " + reasonInterrupt + "|post|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{"command":"ls"}`))},
-			wantMarks: []string{"ran=error\n" + reasonInterrupt, "post=error"},
 		},
 		{
-			name:      "PostNotKept",
-			in:        hookEvent("PostToolUse", "Bash", "toolu_01A", `{"command":"ls"}`),
-			fail:      true,
-			wantCode:  hookBlock,
-			wantStd:   "the outcome of this call could not be recorded",
-			wantMarks: []string{"ran=allowed\n" + reasonRan},
+			name:     "PostNotKept",
+			in:       hookEvent("PostToolUse", "Bash", "toolu_01A", `{"command":"ls"}`),
+			fail:     true,
+			wantCode: hookBlock,
+			wantStd:  "the outcome of this call could not be recorded",
 		},
 		{
 			name:     "Malformed",
@@ -164,6 +159,20 @@ func TestHookMain(t *testing.T) {
 			args:     []string{"--secret-env=NOT_SET_ANYWHERE"},
 			wantCode: hookBlock,
 			wantStd:  "NOT_SET_ANYWHERE is not in the hook's environment",
+		},
+		{
+			name:     "LoaderVariableSet",
+			in:       hookEvent("PreToolUse", "Bash", "toolu_01A", `{"command":"ls"}`),
+			env:      "LD_AUDIT=/tmp/x.so",
+			wantCode: hookBlock,
+			wantStd:  "the environment sets LD_AUDIT",
+		},
+		{
+			name:     "PreloadFileExists",
+			in:       hookEvent("PreToolUse", "Bash", "toolu_01A", `{"command":"ls"}`),
+			preload:  true,
+			wantCode: hookBlock,
+			wantStd:  "exists, which could run code in claude's tool hooks",
 		},
 		{
 			name:     "BadArguments",
@@ -188,8 +197,12 @@ func TestHookMain(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			marks := t.TempDir()
-			cfg := hookConfig{gateway: sock, marks: marks, tools: []string{"Bash", "Read"}, mcp: []string{"docs"}, secretEnvs: []string{"TOKEN"}}
+			if tc.env != "" {
+				k, v, _ := strings.Cut(tc.env, "=")
+				t.Setenv(k, v)
+			}
+			setPreloadFile(t, tc.preload)
+			cfg := hookConfig{gateway: sock, tools: []string{"Bash", "Read"}, mcp: []string{"docs"}, secretEnvs: []string{"TOKEN"}}
 			// A short deadline: an unreachable gateway is retried until it.
 			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 			defer cancel()
@@ -204,16 +217,21 @@ func TestHookMain(t *testing.T) {
 			if diff := cmp.Diff(tc.wantCalls, a.calls()); diff != "" {
 				t.Errorf("tool.call records (-want +got):\n%s", diff)
 			}
-			var marksGot []string
-			for _, kind := range []string{markPre, markRan, markPost} {
-				if m := readMark(marks, "toolu_01A", kind); m != "" {
-					marksGot = append(marksGot, kind+"="+m)
-				}
-			}
-			if diff := cmp.Diff(tc.wantMarks, marksGot); diff != "" {
-				t.Errorf("marks (-want +got):\n%s", diff)
-			}
 		})
+	}
+}
+
+// setPreloadFile points preloadFile at a file of the test's that exists when exists is
+// true, so a test neither depends on nor touches the host's /etc/ld.so.preload.
+func setPreloadFile(t *testing.T, exists bool) {
+	t.Helper()
+	old := preloadFile
+	preloadFile = filepath.Join(t.TempDir(), "ld.so.preload")
+	t.Cleanup(func() { preloadFile = old })
+	if exists {
+		if err := os.WriteFile(preloadFile, []byte("/tmp/x.so\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -338,9 +356,41 @@ func TestClaude_HooksEndToEnd(t *testing.T) {
 		if exists(filepath.Join(inv.dir, "ran")) {
 			t.Error("the call ran though its hook could not record it")
 		}
-		want := []string{"Bash denied " + reasonRefused + `|<nil>|toolu_01FAKE000001|` + hash(`{"command":"touch ran"}`)}
+		want := []string{"Bash denied " + reasonHookBlocked + `|<nil>|toolu_01FAKE000001|` + hash(`{"command":"touch ran"}`)}
 		if diff := cmp.Diff(want, a.calls()); diff != "" {
 			t.Errorf("tool.call records (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("LoaderPreloadFile", func(t *testing.T) {
+		// The dynamic loader would run code of its own in the shell that starts each hook:
+		// claude is not started at all.
+		testOnlyHookProgram = agora
+		defer func() { testOnlyHookProgram = "" }()
+		setPreloadFile(t, true)
+		a := &memAuditor{}
+		inv, _ := claudeInvocation(t, startGateway(t, a), claude, calls, grants)
+		exit, err := claudeRuntime{}.Run(t.Context(), inv)
+		if err != nil || !strings.Contains(exit.Failure, "ld.so.preload exists") {
+			t.Fatalf("Run: %+v %v, want a failure naming the preload file", exit, err)
+		}
+		if got := a.calls(); len(got) != 0 || exists(filepath.Join(inv.dir, "ran")) {
+			t.Errorf("claude ran: tool.call records %q", got)
+		}
+	})
+
+	t.Run("LoaderVariable", func(t *testing.T) {
+		testOnlyHookProgram = agora
+		defer func() { testOnlyHookProgram = "" }()
+		a := &memAuditor{}
+		inv, _ := claudeInvocation(t, startGateway(t, a), claude, calls, grants)
+		inv.env = append(inv.env, "LD_PRELOAD=/tmp/x.so")
+		exit, err := claudeRuntime{}.Run(t.Context(), inv)
+		if err != nil || !strings.Contains(exit.Failure, "the environment sets LD_PRELOAD") {
+			t.Fatalf("Run: %+v %v, want a failure naming LD_PRELOAD", exit, err)
+		}
+		if got := a.calls(); len(got) != 0 || exists(filepath.Join(inv.dir, "ran")) {
+			t.Errorf("claude ran: tool.call records %q", got)
 		}
 	})
 

@@ -28,12 +28,12 @@ import (
 //     it is reported as it is, and the run is stopped, because it was not on record before
 //     it ran.
 //
-// The marks live in the worker's scratch directory, which everything in the sandbox shares,
-// the agent's own commands included. A process the agent left running could delete marks
-// (a call that ran then looks unrecorded, and the run stops) or forge them (the worst: a
-// later refused call gets no entry of its own, as if its hook had recorded it). It cannot
-// erase or change an entry the gateway recorded, nor make a refused call read "allowed":
-// like any report from the sandbox, the marks are evidence, and the sandbox is the boundary.
+// Every outcome is decided from claude's output and from what the hook relay (hookrelay.go)
+// saw the gateway keep, both in the worker's memory; nothing the agent can write (a file in
+// /tmp, say) counts. A refusal claude printed is "denied" whatever was reported for the
+// call: a kept report that says it ran stops the run. Calls are told apart by their order
+// in claude's output, not by id: an id claude prints twice is the model's (or its
+// endpoint's) doing, and stops the run once that call is reported.
 //
 // Its reports come after claude printed the result, yet in order: the relay holds claude's
 // next model request until every call claude printed has its result reported (see gate), so
@@ -41,7 +41,7 @@ import (
 // closed).
 type claudeAudit struct {
 	gw    *gatewayClient
-	marks string
+	hooks *hookRelay
 	red   *redact.Redactor
 	tools []string // built-in tools the grant covers
 	mcp   []string // MCP servers the grant covers
@@ -58,19 +58,26 @@ type claudeAudit struct {
 	// Touched by the Observer methods, which run one at a time on the parsing goroutine,
 	// and by finish, after that goroutine is done.
 	initSeen bool
-	calls    map[string]*seenCall
-	order    []string // call ids in the order claude asked for them
+	calls    []*seenCall          // in the order claude printed them
+	byID     map[string]*seenCall // the call of each id (an id is one call's, else the run stops)
+	// repeated is the failure of a repeated call id, raised once that call's result is
+	// reported (so the call is on record), or at finish.
+	repeated error
 }
 
 // seenCall is one tool call from claude's output.
 type seenCall struct {
-	name, hash string
-	done       bool // its end is on record
+	id, name, hash string
+	repeat         bool // its id is an earlier call's: the gateway holds that call's reports
+	done           bool // its end is on record
+	// refused is true when it is on record "denied" because claude's rules or a hook
+	// refused it, which claude's permission_denials must confirm.
+	refused bool
 }
 
-func newClaudeAudit(gw *gatewayClient, marks string, red *redact.Redactor, tools, mcp []string, stop context.CancelCauseFunc) *claudeAudit {
-	return &claudeAudit{gw: gw, marks: marks, red: red, tools: tools, mcp: mcp, stop: stop,
-		verdict: make(chan struct{}), changed: make(chan struct{}), calls: map[string]*seenCall{}}
+func newClaudeAudit(gw *gatewayClient, hooks *hookRelay, red *redact.Redactor, tools, mcp []string, stop context.CancelCauseFunc) *claudeAudit {
+	return &claudeAudit{gw: gw, hooks: hooks, red: red, tools: tools, mcp: mcp, stop: stop,
+		verdict: make(chan struct{}), changed: make(chan struct{}), byID: map[string]*seenCall{}}
 }
 
 // settleWait bounds how long a model request waits for the results claude printed before
@@ -148,103 +155,190 @@ func (a *claudeAudit) ToolCall(c claudert.ToolCall) {
 		a.fail(errors.New("claude called a tool before its init event: the tools it loaded were never checked"))
 		return
 	}
-	if _, ok := a.calls[c.ID]; ok {
-		return
+	call := &seenCall{id: c.ID, name: c.Name, hash: argsHash(a.red, c.Input)}
+	if _, ok := a.byID[c.ID]; ok {
+		// The gateway pairs a call's reports by id, and holds the first call's: this one
+		// could never be on record as itself. It is reported from its result without its id,
+		// and then the run stops; meanwhile the gate lets no model request through.
+		call.repeat = true
+		if a.repeated == nil {
+			a.repeated = fmt.Errorf("the model gave a second tool call (%s) the id %s of an earlier call: calls could not be told apart in the audit, so claude is stopped",
+				auditToolName(c.Name), auditCallID(c.ID))
+			a.mu.Lock()
+			if a.err == nil {
+				a.err = a.repeated
+			}
+			a.mu.Unlock()
+		}
+	} else {
+		a.byID[c.ID] = call
 	}
-	a.order = append(a.order, c.ID)
-	a.calls[c.ID] = &seenCall{name: c.Name, hash: argsHash(a.red, c.Input)}
+	a.calls = append(a.calls, call)
 	a.mu.Lock()
 	a.pending++
 	a.mu.Unlock()
 }
 
+// resultCall returns the first call claude printed with id whose result is not yet in,
+// or nil.
+func (a *claudeAudit) resultCall(id string) *seenCall {
+	for _, c := range a.calls {
+		if c.id == id && !c.done {
+			return c
+		}
+	}
+	return nil
+}
+
 func (a *claudeAudit) ToolResult(r claudert.ToolResult) {
-	c := a.calls[r.ID]
+	c := a.resultCall(r.ID)
 	if c == nil {
+		if _, ok := a.byID[r.ID]; ok {
+			a.fail(fmt.Errorf("claude printed a second result for tool call %s: the stream is not claude's alone, so claude is stopped", auditCallID(r.ID)))
+			return
+		}
 		// A call whose line claude's output lost (over the line cap): its name is unknown.
-		c = &seenCall{name: "unknown", hash: argsHash(a.red, nil)}
-		a.calls[r.ID] = c
-	} else if !c.done {
+		c = &seenCall{id: r.ID, name: "unknown", hash: argsHash(a.red, nil)}
+		a.byID[r.ID] = c
+		a.calls = append(a.calls, c)
+	} else {
 		defer a.resolved()
 	}
-	if c.done {
-		return
-	}
 	c.done = true
-	pre := readMark(a.marks, r.ID, markPre)
-	ran := readMark(a.marks, r.ID, markRan)
-	rep := toolReport{Tool: c.name, ArgsHash: c.hash, CallID: auditCallID(r.ID)}
-	if pre != "" {
-		rep.Phase = phasePost
+	if err := checkNoPreload(nil); err != nil {
+		a.fail(fmt.Errorf("%w; claude is stopped", err))
 	}
-	switch {
-	case readMark(a.marks, r.ID, markPost) != "" || pre == "denied":
-		return // the hook recorded the call to its end
-	case ran != "" || !r.IsError:
-		// It ran, and its hook did not record how it ended.
-		rep.Decision, rep.Reason = "allowed", reasonRan
-		if d, reason, ok := strings.Cut(ran, "\n"); ok {
-			rep.Decision, rep.Reason = d, reason
-		}
-		if pre == "" {
-			rep.Reason = reasonNoPreHook
-		}
-	case r.NoSuchTool && pre == "":
-		rep.Decision, rep.Reason = "denied", reasonNotLoaded
-	case pre == decisionRequested:
-		// Past the pre-tool hook, short of running: claude's permission check refused it.
-		rep.Decision, rep.Reason = "denied", reasonRuleDenied
-	default:
-		rep.Decision, rep.Reason = "denied", reasonRefused
+	if err := a.settle(context.Background(), c, r); err != nil {
+		a.fail(err)
 	}
-	if err := a.gw.report(context.Background(), rep); err != nil {
-		a.fail(fmt.Errorf("claude's %s call could not be recorded in the audit log: %w", auditToolName(c.name), err))
-		return
-	}
-	if pre == "" && rep.Decision != "denied" {
-		a.fail(fmt.Errorf("claude ran %s without agora's pre-tool audit hook: the call was not on record before it ran", auditToolName(c.name)))
+	if c.repeat {
+		a.fail(a.repeated)
 	}
 }
 
-// finish completes the record after claude exited: a refusal in the result's
-// permission_denials whose tool result was never seen, and an outcome a hook marked but
-// could not report. A call cut off while it ran stays on record as "requested". When claude
-// ended well but never wrote an init event, the tools it loaded were never checked, and the
-// run fails.
-func (a *claudeAudit) finish(ctx context.Context, res claudert.Result, runErr error) {
-	for _, d := range res.Denials {
-		c := a.calls[d.ID]
-		if c == nil {
-			c = &seenCall{name: d.Name, hash: argsHash(a.red, nil)}
-			a.calls[d.ID] = c
-			a.order = append(a.order, d.ID)
+// settle puts the end of call c on record from its result r and what the hooks' relay saw
+// the gateway keep, and returns the error that stops the run, if any.
+func (a *claudeAudit) settle(ctx context.Context, c *seenCall, r claudert.ToolResult) error {
+	var rec hookRecord
+	if !c.repeat {
+		rec, _ = a.hooks.record(c.id)
+	}
+	name := auditToolName(c.name)
+	if rec.pre != nil && (rec.pre.Tool != name || rec.pre.ArgsHash != c.hash) {
+		return fmt.Errorf("the pre-tool report of claude's %s call %s names another call than the one claude made: it was not the hook's, so claude is stopped", name, auditCallID(c.id))
+	}
+	refusal := r.NoSuchTool || r.UseError || r.PermissionDenied || r.HookBlocked
+	if refusal {
+		if rec.post != nil || (rec.pre != nil && rec.pre.Decision == "denied" && !r.HookBlocked) {
+			// A report said it ran (or that agora's hook refused it) where claude refused it
+			// otherwise: whoever sent it, the audit and claude disagree.
+			return fmt.Errorf("claude refused its %s call %s, but a report of it on record says otherwise: it was not the hook's, so claude is stopped", name, auditCallID(c.id))
 		}
-		if c.done {
-			continue
+		if rec.pre != nil && rec.pre.Decision == "denied" {
+			c.refused = true
+			return nil // agora's hook refused it, on record
 		}
-		c.done = true
-		rep := toolReport{Tool: c.name, ArgsHash: c.hash, CallID: auditCallID(d.ID), Decision: "denied", Reason: reasonRuleDenied}
-		if readMark(a.marks, d.ID, markPre) != "" {
+		rep := toolReport{Tool: c.name, ArgsHash: c.hash, Decision: "denied"}
+		switch {
+		case r.NoSuchTool:
+			rep.Reason = reasonNotLoaded
+		case r.PermissionDenied:
+			rep.Reason, c.refused = reasonRuleDenied, true
+		case r.HookBlocked:
+			rep.Reason, c.refused = reasonHookBlocked, true
+		default:
+			rep.Reason = reasonRefused
+		}
+		return a.report(ctx, c, rec, rep)
+	}
+	// It ran (an error result claude did not word as a refusal is the tool's failure).
+	if rec.pre == nil {
+		rep := toolReport{Tool: c.name, ArgsHash: c.hash, Decision: "allowed", Reason: reasonNoPreHook}
+		if r.IsError {
+			rep.Decision = "error"
+		}
+		err := a.report(ctx, c, rec, rep)
+		return errors.Join(err, fmt.Errorf("claude ran %s without agora's pre-tool audit hook: the call was not on record before it ran", name))
+	}
+	if rec.pre.Decision != decisionRequested {
+		return fmt.Errorf("claude ran its %s call %s, which is on record as refused: the report was not the hook's, so claude is stopped", name, auditCallID(c.id))
+	}
+	if rec.post != nil {
+		if rec.post.Decision == "denied" {
+			return fmt.Errorf("claude ran its %s call %s, which is on record as refused: the report was not the hook's, so claude is stopped", name, auditCallID(c.id))
+		}
+		return nil // the hook recorded it to its end
+	}
+	rep := toolReport{Tool: c.name, ArgsHash: c.hash, Decision: "allowed", Reason: reasonRan}
+	if r.IsError {
+		rep.Decision, rep.Reason = "error", reasonFailed
+	}
+	return a.report(ctx, c, rec, rep)
+}
+
+// report puts rep on record as call c's end: its post report when its pre report is on
+// record, else its only report. A repeated call is reported without its id, which is
+// the earlier call's.
+func (a *claudeAudit) report(ctx context.Context, c *seenCall, rec hookRecord, rep toolReport) error {
+	if !c.repeat {
+		rep.CallID = auditCallID(c.id)
+		if rec.pre != nil {
 			rep.Phase = phasePost
 		}
-		if err := a.gw.report(ctx, rep); err != nil {
-			a.fail(fmt.Errorf("claude's %s call could not be recorded in the audit log: %w", auditToolName(c.name), err))
+	}
+	if err := a.gw.report(ctx, rep); err != nil {
+		return fmt.Errorf("claude's %s call could not be recorded in the audit log: %w", auditToolName(c.name), err)
+	}
+	return nil
+}
+
+// finish completes the record after claude exited: a refusal in the result's
+// permission_denials whose tool result was never seen. A call cut off while it ran stays on
+// record as "requested". Once claude wrote its result, every call put on record as refused
+// by its rules or a hook must be in permission_denials, as claude lists them: otherwise the
+// refusal was read from text that was not claude's, and the run fails. When claude ended
+// well but never wrote an init event, the tools it loaded were never checked, and the run
+// fails. A repeated call id fails the run.
+func (a *claudeAudit) finish(ctx context.Context, res claudert.Result, runErr error) {
+	listed := map[string]bool{}
+	for _, d := range res.Denials {
+		listed[d.ID] = true
+		c := a.resultCall(d.ID)
+		if c == nil {
+			if _, ok := a.byID[d.ID]; ok {
+				continue
+			}
+			c = &seenCall{id: d.ID, name: d.Name, hash: argsHash(a.red, nil)}
+			a.byID[d.ID] = c
+			a.calls = append(a.calls, c)
+		}
+		c.done, c.refused = true, true
+		var rec hookRecord
+		if !c.repeat {
+			rec, _ = a.hooks.record(c.id)
+		}
+		if rec.pre != nil && rec.pre.Decision == "denied" {
+			continue
+		}
+		if rec.post != nil {
+			a.fail(fmt.Errorf("claude refused its %s call %s, but a report of it on record says otherwise: it was not the hook's", auditToolName(c.name), auditCallID(c.id)))
+			return
+		}
+		if err := a.report(ctx, c, rec, toolReport{Tool: c.name, ArgsHash: c.hash, Decision: "denied", Reason: reasonRuleDenied}); err != nil {
+			a.fail(err)
 			return
 		}
 	}
-	for _, id := range a.order {
-		c := a.calls[id]
-		ran := readMark(a.marks, id, markRan)
-		if c.done || ran == "" || readMark(a.marks, id, markPost) != "" {
-			continue
+	if res.Subtype != "" {
+		for _, c := range a.calls {
+			if c.refused && !listed[c.id] {
+				a.fail(fmt.Errorf("claude's %s call %s is on record as refused, but claude does not list it among its permission denials: its result was not claude's refusal", auditToolName(c.name), auditCallID(c.id)))
+				return
+			}
 		}
-		c.done = true
-		d, reason, _ := strings.Cut(ran, "\n")
-		rep := toolReport{Tool: c.name, ArgsHash: c.hash, CallID: auditCallID(id), Phase: phasePost, Decision: d, Reason: reason}
-		if err := a.gw.report(ctx, rep); err != nil {
-			a.fail(fmt.Errorf("claude's %s call could not be recorded in the audit log: %w", auditToolName(c.name), err))
-			return
-		}
+	}
+	if a.repeated != nil {
+		a.fail(a.repeated)
 	}
 	if !a.initSeen && runErr == nil {
 		a.fail(errors.New("claude wrote no init event: the tools it loaded were never checked"))

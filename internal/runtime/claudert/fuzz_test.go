@@ -97,7 +97,9 @@ func (o *checkedObserver) ToolCall(c ToolCall) {
 }
 
 func (o *checkedObserver) ToolResult(r ToolResult) {
-	if r.ID == "" || (r.NoSuchTool && !r.UseError) || (r.UseError && !r.IsError) {
+	refusal := r.PermissionDenied || r.HookBlocked
+	if r.ID == "" || (r.NoSuchTool && !r.UseError) || (r.UseError && !r.IsError) ||
+		(refusal && (!r.IsError || r.UseError || r.Tool == "" || r.PermissionDenied == r.HookBlocked)) || (!refusal && r.Tool != "") {
 		o.t.Fatalf("inconsistent ToolResult %+v", r)
 	}
 }

@@ -50,9 +50,23 @@ type ToolResult struct {
 	// enabled in this context. ..." from Claude Code 2.1.197, which runs no hook for it and
 	// leaves it out of permission_denials.
 	NoSuchTool bool
+	// PermissionDenied is true for the refusal claude's permission rules answer with:
+	// "Permission to use NAME has been denied." (Claude Code 2.1.197; also "... with command
+	// CMD has been denied." and "... has been denied because Claude Code is running in don't
+	// ask mode."). claude lists such a call in the result's permission_denials.
+	PermissionDenied bool
+	// HookBlocked is true for the refusal of a blocking PreToolUse hook: "PreToolUse:NAME hook
+	// error: " and the hook's reason. claude lists such a call in permission_denials.
+	HookBlocked bool
+	// Tool is the tool name a PermissionDenied or HookBlocked refusal names, "" otherwise.
+	Tool string
 }
 
 const (
-	toolUseError = "<tool_use_error>"
-	noSuchTool   = "No such tool available"
+	toolUseError     = "<tool_use_error>"
+	noSuchTool       = "No such tool available"
+	permissionPrefix = "Permission to use "
+	permissionDenied = " has been denied"
+	hookPrefix       = "PreToolUse:"
+	hookError        = " hook error: "
 )

@@ -395,7 +395,14 @@ func (e *events) Init(in Init) {
 func (e *events) ToolCall(c ToolCall) { e.add("call " + c.ID + " " + c.Name + " " + string(c.Input)) }
 
 func (e *events) ToolResult(r ToolResult) {
-	e.add(fmt.Sprintf("result %s error=%t use_error=%t no_such_tool=%t", r.ID, r.IsError, r.UseError, r.NoSuchTool))
+	s := fmt.Sprintf("result %s error=%t use_error=%t no_such_tool=%t", r.ID, r.IsError, r.UseError, r.NoSuchTool)
+	if r.PermissionDenied {
+		s += " permission_denied=" + r.Tool
+	}
+	if r.HookBlocked {
+		s += " hook_blocked=" + r.Tool
+	}
+	e.add(s)
 }
 
 // hookScript writes a hook that appends each event's JSON to dir/log (one line each, in
@@ -474,7 +481,7 @@ func TestRun_HooksAroundEachCall(t *testing.T) {
 		`call toolu_01FAKE000002 Bash {"command":"touch ran"}`,
 		"result toolu_01FAKE000002 error=false use_error=false no_such_tool=false",
 		`call toolu_01FAKE000003 Bash {"command":"touch blocked"}`,
-		"result toolu_01FAKE000003 error=true use_error=false no_such_tool=false",
+		"result toolu_01FAKE000003 error=true use_error=false no_such_tool=false hook_blocked=Bash",
 	}
 	if diff := cmp.Diff(wantEvents, obs.log); diff != "" {
 		t.Errorf("observed events (-want +got):\n%s", diff)

@@ -295,11 +295,32 @@ func (p *parser) user(top object) {
 			continue
 		}
 		r := ToolResult{ID: id, IsError: isError}
-		if text := strings.TrimSpace(resultText(block["content"])); isError && strings.HasPrefix(text, toolUseError) {
-			r.UseError = true
-			r.NoSuchTool = strings.Contains(text, noSuchTool)
+		if text := strings.TrimSpace(resultText(block["content"])); isError {
+			classifyRefusal(&r, text)
 		}
 		p.obs.ToolResult(r)
+	}
+}
+
+// classifyRefusal sets r's refusal kind from the text of an error result. Only claude's
+// own refusals match: each starts the text, and a tool's output never does, since claude
+// prints a failed tool's output after its own prefix ("Exit code N", "Error: ...").
+func classifyRefusal(r *ToolResult, text string) {
+	switch {
+	case strings.HasPrefix(text, toolUseError):
+		r.UseError = true
+		r.NoSuchTool = strings.Contains(text, noSuchTool)
+	case strings.HasPrefix(text, permissionPrefix):
+		rest := text[len(permissionPrefix):]
+		name, _, _ := strings.Cut(rest, " ")
+		if name != "" && strings.Contains(rest, permissionDenied) {
+			r.PermissionDenied, r.Tool = true, name
+		}
+	case strings.HasPrefix(text, hookPrefix):
+		name, _, ok := strings.Cut(text[len(hookPrefix):], hookError)
+		if ok && name != "" && !strings.ContainsAny(name, " \n") {
+			r.HookBlocked, r.Tool = true, name
+		}
 	}
 }
 

@@ -200,17 +200,23 @@ func TestParseStream_TranscriptWriteErrorIsReturned(t *testing.T) {
 }
 
 // TestParseStream_Observer: the observer sees the init event's tools, each call and each
-// result in order; a result is a "No such tool" tool_use_error only when claude says so at
-// its start, not when a tool's output happens to contain the words.
+// result in order; a result is a "No such tool" tool_use_error, a permission rule's or a
+// hook's refusal only when claude says so at its start, not when a tool's output happens to
+// contain the words.
 func TestParseStream_Observer(t *testing.T) {
 	notLoaded := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_3","content":"<tool_use_error>Error: No such tool available: Write</tool_use_error>","is_error":true}]},"parent_tool_use_id":null,"session_id":"s-1"}`
 	blocks := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_4","content":[{"type":"text","text":"  <tool_use_error>InputValidationError"},{"type":"image"}],"is_error":true}]},"session_id":"s-1"}`
 	quoted := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_5","content":"Exit code 1\n<tool_use_error>Error: No such tool available: Bash","is_error":true}]},"session_id":"s-1"}`
 	echoed := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_6","content":"<tool_use_error>Error: No such tool available: X","is_error":false}]},"session_id":"s-1"}`
+	ruled := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_7","content":"Permission to use Bash with command rm -rf build has been denied.","is_error":true}]},"session_id":"s-1"}`
+	dontAsk := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_8","content":"Permission to use Write has been denied because Claude Code is running in don't ask mode.","is_error":true}]},"session_id":"s-1"}`
+	hooked := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_10","content":"PreToolUse:Bash hook error: ['/agora/bin/agora' 'worker' 'hook']: agora: refused","is_error":true}]},"session_id":"s-1"}`
+	mimic := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_11","content":"Exit code 1\nPermission to use Bash has been denied.","is_error":true}]},"session_id":"s-1"}`
+	okText := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_12","content":"Permission to use Bash has been denied.","is_error":false}]},"session_id":"s-1"}`
 	prompt := `{"type":"user","message":{"role":"user","content":"plain text"},"session_id":"s-1"}`
 	badInit := `{"type":"system","subtype":"init","tools":"Read","session_id":"s-1"}`
 	obs := &events{}
-	_, err := ParseStream(strings.NewReader(lines(badInit, evInit, evToolUse, evResult, evSubagent, notLoaded, blocks, quoted, echoed, prompt, evSuccess)), nil, obs)
+	_, err := ParseStream(strings.NewReader(lines(badInit, evInit, evToolUse, evResult, evSubagent, notLoaded, blocks, quoted, echoed, ruled, dontAsk, hooked, mimic, okText, prompt, evSuccess)), nil, obs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,6 +229,11 @@ func TestParseStream_Observer(t *testing.T) {
 		"result toolu_4 error=true use_error=true no_such_tool=false",
 		"result toolu_5 error=true use_error=false no_such_tool=false",
 		"result toolu_6 error=false use_error=false no_such_tool=false",
+		"result toolu_7 error=true use_error=false no_such_tool=false permission_denied=Bash",
+		"result toolu_8 error=true use_error=false no_such_tool=false permission_denied=Write",
+		"result toolu_10 error=true use_error=false no_such_tool=false hook_blocked=Bash",
+		"result toolu_11 error=true use_error=false no_such_tool=false",
+		"result toolu_12 error=false use_error=false no_such_tool=false",
 	}
 	if diff := cmp.Diff(want, obs.log); diff != "" {
 		t.Errorf("observed (-want +got):\n%s", diff)
