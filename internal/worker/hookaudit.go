@@ -1,9 +1,12 @@
 package worker
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -51,9 +54,11 @@ type claudeAudit struct {
 	verdictOnce sync.Once
 
 	mu      sync.Mutex
-	err     error         // guarded by mu: the first failure, the run's
-	pending int           // guarded by mu: calls printed whose result is not yet reported
-	changed chan struct{} // guarded by mu: closed (and replaced) when pending goes down
+	err     error // guarded by mu: the first failure, the run's
+	pending int   // guarded by mu: calls printed whose result is not yet reported
+	// reported counts, per call id, the results claude printed that were handled.
+	reported map[string]int // guarded by mu
+	changed  chan struct{}  // guarded by mu: closed (and replaced) when pending goes down
 
 	// Touched by the Observer methods, which run one at a time on the parsing goroutine,
 	// and by finish, after that goroutine is done.
@@ -77,33 +82,52 @@ type seenCall struct {
 
 func newClaudeAudit(gw *gatewayClient, hooks *hookRelay, red *redact.Redactor, tools, mcp []string, stop context.CancelCauseFunc) *claudeAudit {
 	return &claudeAudit{gw: gw, hooks: hooks, red: red, tools: tools, mcp: mcp, stop: stop,
-		verdict: make(chan struct{}), changed: make(chan struct{}), byID: map[string]*seenCall{}}
+		verdict: make(chan struct{}), changed: make(chan struct{}), byID: map[string]*seenCall{}, reported: map[string]int{}}
 }
 
 // settleWait bounds how long a model request waits for the results claude printed before
 // it to be reported; a result claude's output lost would otherwise hold the run forever.
-const settleWait = 30 * time.Second
+var settleWait = 30 * time.Second
 
-// settled waits until every call claude printed has its result reported, at most
-// settleWait.
-func (a *claudeAudit) settled(ctx context.Context) {
+// settled waits until every call claude printed has its result reported, and every
+// result the request sends the model (want: how many times each call id has a tool_result
+// in it) was reported too, at most settleWait. claude may send its request before the
+// worker has read the lines it printed: the request itself says which results it carries.
+// It returns false when a result the request carries was not reported in time: a result
+// claude sends the model that its output never showed is a call the audit cannot hold.
+func (a *claudeAudit) settled(ctx context.Context, want map[string]int) bool {
 	t := time.NewTimer(settleWait)
 	defer t.Stop()
 	for {
 		a.mu.Lock()
 		n, ch := a.pending, a.changed
+		short := false
+		for id, k := range want {
+			if a.reported[id] < k {
+				short = true
+			}
+		}
 		a.mu.Unlock()
-		if n == 0 {
-			return
+		if n == 0 && !short {
+			return true
 		}
 		select {
 		case <-ch:
 		case <-t.C:
-			return
+			return !short
 		case <-ctx.Done():
-			return
+			return !short
 		}
 	}
+}
+
+// resultReported counts a result of call id as reported.
+func (a *claudeAudit) resultReported(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reported[id]++
+	close(a.changed)
+	a.changed = make(chan struct{})
 }
 
 // resolved counts one printed call's result as reported.
@@ -191,6 +215,7 @@ func (a *claudeAudit) resultCall(id string) *seenCall {
 }
 
 func (a *claudeAudit) ToolResult(r claudert.ToolResult) {
+	defer a.resultReported(r.ID)
 	c := a.resultCall(r.ID)
 	if c == nil {
 		if _, ok := a.byID[r.ID]; ok {
@@ -364,13 +389,57 @@ func (t gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case <-req.Context().Done():
 		return nil, req.Context().Err()
 	}
-	if t.a.failed() == nil {
-		t.a.settled(req.Context())
+	var want map[string]int
+	if req.Body != nil {
+		b, err := io.ReadAll(io.LimitReader(req.Body, maxModelRequest+1))
+		req.Body.Close()
+		if err != nil || len(b) > maxModelRequest {
+			return nil, fmt.Errorf("agora: claude's model request could not be read or is over %d bytes", maxModelRequest)
+		}
+		want = requestResults(b)
+		req.Body = io.NopCloser(bytes.NewReader(b))
+		req.ContentLength = int64(len(b))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	}
+	if t.a.failed() == nil && !t.a.settled(req.Context(), want) && req.Context().Err() == nil {
+		t.a.fail(errors.New("claude sent the model a tool result its output never showed: that call is not on record, so claude is stopped"))
 	}
 	if t.a.failed() != nil {
 		return nil, errors.New("agora: this run is stopped")
 	}
 	return t.next.RoundTrip(req)
+}
+
+// maxModelRequest caps a model request the gate reads (claude's conversation so far).
+const maxModelRequest = 64 << 20
+
+// requestResults counts, per call id, the tool_result blocks of a Messages API request's
+// messages. A body that is not such a request has none (the gateway judges it).
+func requestResults(b []byte) map[string]int {
+	var req struct {
+		Messages []struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(b, &req) != nil {
+		return nil
+	}
+	n := map[string]int{}
+	for _, m := range req.Messages {
+		var blocks []struct {
+			Type      string `json:"type"`
+			ToolUseID string `json:"tool_use_id"`
+		}
+		if len(m.Content) == 0 || m.Content[0] != '[' || json.Unmarshal(m.Content, &blocks) != nil {
+			continue
+		}
+		for _, bl := range blocks {
+			if bl.Type == "tool_result" && bl.ToolUseID != "" {
+				n[bl.ToolUseID]++
+			}
+		}
+	}
+	return n
 }
 
 // cut shortens s to at most n bytes of valid UTF-8 for a message.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -365,5 +366,54 @@ func TestClaudeAudit_ReportFailureStops(t *testing.T) {
 	au.ToolResult(claudert.ToolResult{ID: "t", IsError: true, UseError: true, NoSuchTool: true})
 	if err := au.failed(); err == nil || !strings.Contains(err.Error(), "could not be recorded") || !errors.Is(*stopped, err) {
 		t.Fatalf("got %v (stop %v), want the run stopped for an unrecorded call", err, *stopped)
+	}
+}
+
+// TestClaudeAudit_GateWaitsForTheRequestsResults: claude may send its next model request
+// before the worker has read the results it printed; the request says which results it
+// carries, and goes out only once each is on record. A result the output never showed
+// stops the run.
+func TestClaudeAudit_GateWaitsForTheRequestsResults(t *testing.T) {
+	body := `{"model":"m","messages":[{"role":"user","content":"go"},` +
+		`{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"Bash","input":{}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"ok"}]}]}`
+	au, hooks, _ := newTestAudit(t, &memAuditor{})
+	au.Init(claudert.Init{Tools: []string{"Bash"}, PermissionMode: "dontAsk"})
+	seenFirst := make(chan bool, 1)
+	tr := gatedTransport{next: roundTripFunc(func(*http.Request) (*http.Response, error) {
+		au.mu.Lock()
+		seenFirst <- au.reported["t"] == 1
+		au.mu.Unlock()
+		return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+	}), a: au}
+	errc := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://gateway/anthropic/v1/messages", strings.NewReader(body))
+		_, err := tr.RoundTrip(req)
+		errc <- err
+	}()
+	h := argsHash(redact.New(nil), json.RawMessage(`{}`))
+	hookReports(t, hooks, "t", "Bash", h, "pre=requested", "post=allowed")
+	au.ToolCall(claudert.ToolCall{ID: "t", Name: "Bash", Input: json.RawMessage(`{}`)})
+	au.ToolResult(claudert.ToolResult{ID: "t"})
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if !<-seenFirst {
+		t.Error("the request reached the model before the result it carries was on record")
+	}
+
+	old := settleWait
+	settleWait = 50 * time.Millisecond
+	defer func() { settleWait = old }()
+	never, _, _ := newTestAudit(t, &memAuditor{})
+	never.Init(claudert.Init{Tools: []string{"Bash"}, PermissionMode: "dontAsk"})
+	tr.a = never
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://gateway/anthropic/v1/messages", strings.NewReader(body))
+	if _, err := tr.RoundTrip(req); err == nil {
+		t.Error("a request carrying a result the output never showed went out")
+	}
+	if err := never.failed(); err == nil || !strings.Contains(err.Error(), "never showed") {
+		t.Errorf("got %v, want the run stopped", err)
 	}
 }
