@@ -80,7 +80,9 @@ func dialGateway(path string) *gatewayClient {
 		},
 		DisableCompression: true,
 		MaxIdleConns:       4,
-		IdleConnTimeout:    time.Minute,
+		// Below the gateway's own 5 s idle timeout, so a request is never sent on a
+		// connection the gateway is closing.
+		IdleConnTimeout: 2 * time.Second,
 	}
 	return &gatewayClient{http: &http.Client{Transport: tr}}
 }
