@@ -27,16 +27,16 @@ func (d *Dispatcher) reconcile(ctx context.Context, r *Record, st *stage, exit c
 	limit string, red *redact.Redactor, stdout, stderr *logSink, transcript bool) Outcome {
 	res := &Result{Outputs: []Output{}}
 	o := Outcome{Isolation: exit.Isolation, Result: res}
-	if stage, err := sandboxfs.Open(st.dir); err == nil {
+	if logs, err := sandboxfs.Open(st.dir); err == nil {
 		// The logs are the host's own files (the supervisor wrote them, capped and redacted
 		// as they streamed); they are read the same way all the same.
-		if a, err := d.storeFile(stage, stdoutLog, MaxStdout, nil, ""); err == nil {
+		if a, err := d.storeFile(logs, stdoutLog, MaxStdout, nil, ""); err == nil {
 			res.Stdout = a
 		}
-		if a, err := d.storeFile(stage, stderrLog, MaxStderr, nil, ""); err == nil {
+		if a, err := d.storeFile(logs, stderrLog, MaxStderr, nil, ""); err == nil {
 			res.Stderr = a
 		}
-		stage.Close()
+		logs.Close()
 	}
 	if stdout.truncated {
 		res.Truncated = append(res.Truncated, "stdout")
