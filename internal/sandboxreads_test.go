@@ -27,6 +27,8 @@ var fileReads = map[string]bool{
 var readAllowed = map[string]string{
 	"dispatch/process.go:processStart: os.ReadFile":  "/proc/PID/stat: the kernel's file",
 	"dispatch/supervise.go:newLogSink: os.OpenFile":  "creates the supervisor's own log, write-only",
+	"dispatch/stage.go:hold: os.OpenFile":            "creates dispatches/.held/<id>, the host's index of stages to release, never bound into a sandbox",
+	"dispatch/stage.go:heldStages: os.ReadDir":       "lists dispatches/.held/, the host's own index",
 	"dispatch/stage.go:handOver: filepath.WalkDir":   "chowns the stage to the sandbox uid before the sandbox exists (Lchown: no link followed)",
 	"cli/dispatch_read.go:followLog: os.Open":        "the supervisor's live log in the stage directory, which is never bound into the sandbox",
 	"cli/dispatch.go:detachSupervisor: os.OpenFile":  "/dev/null for the detached supervisor",
