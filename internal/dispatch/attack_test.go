@@ -151,3 +151,22 @@ func TestInputs_FanInBounded(t *testing.T) {
 		t.Fatalf("1,280 input files: %v, want the limit named", err)
 	}
 }
+
+// TestAttack_SignalsToTheWorker: the agent signals PID 1, the worker, with everything the
+// Go runtime would exit on and a process may ignore (review of issue #11: the kernel spares
+// init only the signals it has no handler for). The worker runs on and captures the agent's
+// change. The fault signals (SEGV, BUS, FPE, ILL, TRAP, SYS, STKFLT, PROF), which the Go
+// runtime keeps for itself, still end the worker: that fails the agent's own dispatch with
+// nothing kept, which it could do by exiting anyway.
+func TestAttack_SignalsToTheWorker(t *testing.T) {
+	e := newEnv(t)
+	e.subagent("signaller", `for s in HUP INT QUIT ABRT USR1 USR2 PIPE ALRM TERM TSTP TTIN TTOU XCPU XFSZ VTALRM IO PWR; do kill -s $s 1 2>/dev/null; done
+sleep 0.2; echo survived > change.txt`)
+	r := e.run(dispatch.Request{Subagent: "signaller"})
+	if r.State != dispatch.StateFinished || r.Result.Patch == nil {
+		t.Fatalf("%s %s: %s", r.State, r.Reason, r.Detail)
+	}
+	if p := e.blob(r.Result.Patch); !strings.Contains(p, "+survived") {
+		t.Errorf("the patch lacks the change made after the signals:\n%s", p)
+	}
+}

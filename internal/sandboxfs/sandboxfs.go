@@ -14,8 +14,9 @@
 //   - with [Dir.ReadVerified], returns the bytes only when their SHA-256 is the one the worker
 //     declared, so the host stores exactly what the worker vouched for.
 //
-// A Dir is opened once with [Open]; the directory itself is named by the host. Tests in
-// internal/deps_test.go forbid the host-side packages from reading such paths any other way.
+// A Dir is opened once with [Open]; the directory itself is named by the host.
+// internal/sandboxreads_test.go forbids the host-side packages from reading such paths any
+// other way.
 //
 // sandboxfs imports only the standard library and x/sys, so both sides of the sandbox use it.
 package sandboxfs

@@ -25,9 +25,11 @@ import (
 // claude's output and this memory alone: a call whose result says it ran must have a "pre"
 // report kept here; a call claude refused is "denied" whatever was reported for it.
 //
-// The socket is abstract (no file the agent could replace: a name in the sandbox's network
-// namespace that the worker holds while it runs) and randomly named. Anything in the
-// sandbox may still connect to it, as it may to the gateway: a process that learns a call
+// The socket is abstract (no file the agent could replace: a name the worker holds while it
+// runs) and randomly named. Abstract names belong to a network namespace, which is the
+// host's under `network: host`, and /proc/net/unix lists them; so the relay accepts only
+// peers of the worker's own uid and PID namespace (samePeer). Anything in the sandbox may
+// still connect to it, as it may to the gateway: a process that learns a call
 // id before claude's hook reports it can report it first. The gateway keeps one "pre" per
 // call id, so the hook's own report is then refused and the hook blocks the call; and the
 // worker compares every kept report with the call claude printed (tool and arguments), so a
@@ -65,7 +67,7 @@ func startHookRelay(gw *gatewayClient) (*hookRelay, error) {
 	}
 	r := &hookRelay{name: name, ln: ln, gw: gw, calls: map[string]*hookRecord{}}
 	r.srv = &http.Server{Handler: http.HandlerFunc(r.serve), ReadHeaderTimeout: 10 * time.Second}
-	go r.srv.Serve(ln) //nolint:errcheck // ends with close
+	go r.srv.Serve(samePeer{ln}) //nolint:errcheck // ends with close
 	return r, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"time"
@@ -89,6 +90,14 @@ func Main(ctx context.Context, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "agora worker: make the worker non-dumpable: %v\n", err)
 		return 1
 	}
+	// As the sandbox's init the kernel spares the worker any signal from inside that it has
+	// no handler for, but the Go runtime installs handlers for most, and exits on them: an
+	// agent's `kill -TERM 1` would end the worker mid-run. The host never signals it but
+	// with SIGKILL (or cgroup.kill), so the worker ignores every signal Go lets it. SIGCHLD
+	// (exec's waits) and SIGURG (the scheduler's preemption) keep their handlers. The fault
+	// signals (SEGV, BUS, FPE, ILL, TRAP, SYS, and STKFLT and PROF) stay the runtime's: an
+	// agent that sends one ends the worker, which fails its own dispatch with nothing kept.
+	signal.Ignore(ignoredSignals...)
 	root, tmp := DefaultRoot, "/tmp"
 	if r := os.Getenv(RootEnv); r != "" {
 		root, tmp = r, filepath.Join(r, "tmp")
@@ -99,6 +108,15 @@ func Main(ctx context.Context, stdout, stderr io.Writer) int {
 	}
 	return run(ctx, options{Root: root, TempDir: tmp, Stdout: stdout, Stderr: stderr, secretsFD: SecretsFD,
 		stopOthers: os.Getenv(RootEnv) == ""})
+}
+
+// ignoredSignals are every signal a process may ignore whose default or Go-runtime action
+// would end or stop the worker.
+var ignoredSignals = []os.Signal{
+	unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGILL, unix.SIGTRAP, unix.SIGABRT, unix.SIGUSR1,
+	unix.SIGUSR2, unix.SIGPIPE, unix.SIGALRM, unix.SIGTERM, unix.SIGSTKFLT, unix.SIGTSTP,
+	unix.SIGTTIN, unix.SIGTTOU, unix.SIGXCPU, unix.SIGXFSZ, unix.SIGVTALRM, unix.SIGPROF,
+	unix.SIGIO, unix.SIGPWR, unix.SIGSYS,
 }
 
 // RootEnv names the layout root when the worker runs without a sandbox.

@@ -98,8 +98,9 @@ func bwrapOptions(s compute.Spec, system []string, fds fdLayout, blocked bool) [
 	o = append(o,
 		// The command is the namespace's init: bwrap's own init would run as the sandbox
 		// user, attachable with ptrace, and spared by kill(-1), so an agent could take it
-		// over and outlive the worker (issue #11). As init the worker cannot be killed from
-		// inside, and its exit ends every process of the sandbox.
+		// over and outlive the worker (issue #11). As init the worker is spared every signal
+		// from inside it does not handle (it ignores the rest it can), and its exit ends
+		// every process of the sandbox.
 		"--as-pid-1",
 		"--disable-userns",
 		"--die-with-parent",
