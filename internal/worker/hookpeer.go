@@ -4,7 +4,7 @@ import (
 	"net"
 	"os"
 
-	"golang.org/x/sys/unix"
+	"github.com/agora-dev/agora/internal/peercred"
 )
 
 // samePeer accepts only connections from processes of the worker's own user in the
@@ -30,20 +30,6 @@ func (l samePeer) Accept() (net.Conn, error) {
 
 // peerIsOurs reports whether c's peer is a process of our uid in our PID namespace.
 func peerIsOurs(c net.Conn) bool {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return false
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil || cerr != nil {
-		return false
-	}
-	return cred.Pid != 0 && cred.Uid == uint32(os.Getuid())
+	cred, err := peercred.Of(c)
+	return err == nil && cred.Pid != 0 && cred.Uid == uint32(os.Getuid())
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
+	"github.com/agora-dev/agora/internal/peercred"
 )
 
 // maxBody caps a request body: a plan of at most plan.MaxSourceSize, base64 in JSON.
@@ -87,18 +88,8 @@ type peerKey struct{}
 
 // peerOK reports whether the connection's peer runs as this process's user.
 func peerOK(c net.Conn) bool {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return false
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	var cred *unix.Ucred
-	var credErr error
-	raw.Control(func(fd uintptr) { cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
-	return credErr == nil && cred != nil && int(cred.Uid) == os.Getuid()
+	cred, err := peercred.Of(c)
+	return err == nil && int(cred.Uid) == os.Getuid()
 }
 
 // Handler routes the API.
