@@ -5,9 +5,6 @@ package dispatch_test
 // (read-only root and /etc, sized scratch, one uid per dispatch, memory-per-process said).
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -237,22 +234,7 @@ __attribute__((constructor)) static void forge(void) {
 // exist (or run its own helpers from a statically linked binary); a test that walks /, /etc,
 // /dev for writable entries as the sandbox user.
 func TestRedTeam3_EtcWritablePreloadRunsInCapture(t *testing.T) {
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("SKIP: no gcc to build the agent's shared object (a hostile repository would ship it built)")
-	}
-	dir := t.TempDir()
-	src, so := filepath.Join(dir, "forge.c"), filepath.Join(dir, "forge.so")
-	if err := os.WriteFile(src, []byte(preloadForger), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-O2", "-o", so, src).CombinedOutput(); err != nil {
-		t.Skipf("SKIP: gcc: %v\n%s", err, out)
-	}
-	lib, err := os.ReadFile(so)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := buildPreload(t, preloadForger)
 	e := newEnv(t)
 	repo := gitRepo(t, map[string]string{"README.md": "# demo\n", "tools/fmt.so": string(lib)})
 	// Now: / and /etc are read-only, the preload cannot be planted, and the real change is

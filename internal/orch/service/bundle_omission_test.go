@@ -26,18 +26,7 @@ import (
 // that --out replaces a link planted there with a 0600 file instead of writing through it.
 func TestRunBundle_HiddenEnd(t *testing.T) {
 	e := servedEnv(t)
-	planPath := filepath.Join(t.TempDir(), "p.yaml")
-	must(t, os.WriteFile(planPath, []byte(`version: 1
-name: omission
-tasks:
-  - {id: first, subagent: worker, input: {n: 1}}
-  - id: second
-    subagent: worker
-    needs: {up: {from: first, select: patch}}
-`), 0o644))
-	e.run("orch", "submit", planPath, "--wait")
-	out := filepath.Join(t.TempDir(), "run.json")
-	e.run("orch", "audit", "omission", "--out", out)
+	out := exportTwoTaskRun(t, e, "omission")
 	pub := filepath.Join(e.home, "keys", "audit.pub")
 	if code, stdout := verifyFile(t, out, pub); code != 0 {
 		t.Fatalf("untouched bundle: exit %d\n%s", code, stdout)

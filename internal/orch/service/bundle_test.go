@@ -16,18 +16,7 @@ import (
 // offline, then tampers with it in every field kind and checks each is detected and named.
 func TestRunBundle_ExportVerifyAndTamper(t *testing.T) {
 	e := servedEnv(t)
-	planPath := filepath.Join(t.TempDir(), "p.yaml")
-	must(t, os.WriteFile(planPath, []byte(`version: 1
-name: bundle
-tasks:
-  - {id: first, subagent: worker, input: {n: 1}}
-  - id: second
-    subagent: worker
-    needs: {up: {from: first, select: patch}}
-`), 0o644))
-	e.run("orch", "submit", planPath, "--wait")
-	out := filepath.Join(t.TempDir(), "run.json")
-	e.run("orch", "audit", "bundle", "--out", out)
+	out := exportTwoTaskRun(t, e, "bundle")
 	key, err := os.ReadFile(filepath.Join(e.home, "keys", "audit.pub"))
 	must(t, err)
 
@@ -123,4 +112,23 @@ tasks:
 			}
 		})
 	}
+}
+
+// exportTwoTaskRun runs a two-task plan named name (the second needs the first's patch) to
+// its end and writes its bundle with `agora orch audit`, returning the bundle's path.
+func exportTwoTaskRun(t *testing.T, e *env, name string) string {
+	t.Helper()
+	planPath := filepath.Join(t.TempDir(), "p.yaml")
+	must(t, os.WriteFile(planPath, []byte(`version: 1
+name: `+name+`
+tasks:
+  - {id: first, subagent: worker, input: {n: 1}}
+  - id: second
+    subagent: worker
+    needs: {up: {from: first, select: patch}}
+`), 0o644))
+	e.run("orch", "submit", planPath, "--wait")
+	out := filepath.Join(t.TempDir(), "run.json")
+	e.run("orch", "audit", name, "--out", out)
+	return out
 }

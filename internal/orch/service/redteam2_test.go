@@ -27,19 +27,10 @@ import (
 // hostile task fails worker-failed naming the limit, and the run's bundle verifies.
 func TestRedTeam2_AgentMakesRunBundleUnverifiable(t *testing.T) {
 	e := servedEnv(t)
+	// servedEnv registered shell and worker; this adds the hostile subagent beside them.
 	cat := filepath.Join(t.TempDir(), "catalog2")
 	must(t, os.MkdirAll(filepath.Join(cat, "caps", "shell"), 0o755))
 	must(t, os.WriteFile(filepath.Join(cat, "caps", "shell", "capability.yaml"), []byte("description: a shell\ncommands: [\"sh -c *\"]\n"), 0o644))
-	must(t, os.WriteFile(filepath.Join(cat, "worker.yaml"), []byte(`description: writes its input into the workspace
-runtime: exec
-command: [sh, -c, 'printf "%s\n" "$AGORA_INPUT_JSON" > task.json; sleep 0.05']
-capabilities: [shell]
-`), 0o644))
-	must(t, os.WriteFile(filepath.Join(cat, "sleeper.yaml"), []byte(`description: takes its time
-runtime: exec
-command: [sh, -c, 'sleep 1.5; echo done > done.txt']
-capabilities: [shell]
-`), 0o644))
 	// 15 directories named by 250 '"' and 250 files (N followed by 250 '"') below them: each
 	// output path is about 4030 bytes, under the worker's 4096.
 	must(t, os.WriteFile(filepath.Join(cat, "filler.yaml"), []byte(`description: leaves long output names
@@ -59,8 +50,6 @@ capabilities: [shell]
 capabilities:
   - {name: shell, from: caps/shell}
 subagents:
-  - {name: worker, from: worker.yaml}
-  - {name: sleeper, from: sleeper.yaml}
   - {name: filler, from: filler.yaml}
 `), 0o644))
 	e.run("apply", "-f", filepath.Join(cat, "agora-manifest.yaml"))
