@@ -7,7 +7,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
-	"github.com/agora-dev/agora/internal/manifest"
+	"github.com/agora-dev/agora/internal/deploy"
 )
 
 type applyOptions struct {
@@ -61,7 +61,7 @@ Secrets are read from their sources at apply time; a manifest never holds a secr
 			if err := checkOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			src, err := manifest.Load(opts.file)
+			src, err := deploy.Load(opts.file)
 			if err != nil {
 				return err
 			}

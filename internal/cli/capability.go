@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/catalog"
-	"github.com/agora-dev/agora/internal/registry"
+	"github.com/agora-dev/agora/internal/catalog/view"
 )
 
 func newCapabilityCmd(f *Factory) *cobra.Command {
@@ -119,7 +119,7 @@ func newCapabilityShowCmd(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r := registry.NewReader(h.DB, h.Blobs)
+			r := view.New(h.DB, h.Blobs)
 			v, err := r.Resolve(cmd.Context(), catalog.KindCapability, args[0])
 			if err != nil {
 				return err

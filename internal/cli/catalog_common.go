@@ -8,7 +8,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
-	"github.com/agora-dev/agora/internal/registry"
+	"github.com/agora-dev/agora/internal/catalog/view"
 )
 
 // registerResult is the JSON shape of register and assign.
@@ -55,7 +55,7 @@ Retired names are left out; 'agora %s history NAME' still shows them.`, kind, cm
 			if err != nil {
 				return err
 			}
-			vs, err := registry.NewReader(h.DB, h.Blobs).List(cmd.Context(), kind)
+			vs, err := view.New(h.DB, h.Blobs).List(cmd.Context(), kind)
 			if err != nil {
 				return err
 			}
@@ -91,7 +91,7 @@ func newHistoryCmd(f *Factory, kind catalog.Kind) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			evs, err := registry.NewReader(h.DB, h.Blobs).History(cmd.Context(), kind, args[0])
+			evs, err := view.New(h.DB, h.Blobs).History(cmd.Context(), kind, args[0])
 			if err != nil {
 				return err
 			}

@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/home"
-	"github.com/agora-dev/agora/internal/registry"
 )
 
 // Dispatcher builds the dispatcher over AGORA_HOME with the local provider.
@@ -37,7 +37,7 @@ func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) 
 	if err != nil {
 		return nil, err
 	}
-	reader := registry.NewReader(h.DB, h.Blobs)
+	reader := view.New(h.DB, h.Blobs)
 	return &dispatch.Dispatcher{
 		Records: dispatch.NewRecords(h.DB, audit.New(f.Now), f.Now),
 		Catalog: reader,

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/catalog"
-	"github.com/agora-dev/agora/internal/registry"
+	"github.com/agora-dev/agora/internal/catalog/view"
 )
 
 func newEnvCmd(f *Factory) *cobra.Command {
@@ -189,7 +189,7 @@ func newEnvShowCmd(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r := registry.NewReader(h.DB, h.Blobs)
+			r := view.New(h.DB, h.Blobs)
 			v, err := r.Resolve(cmd.Context(), catalog.KindEnv, args[0])
 			if err != nil {
 				return err

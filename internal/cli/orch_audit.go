@@ -80,7 +80,7 @@ terminal entry. Both parts carry a selection signed with the audit key and namin
 						// attempt with no terminal entry, as it would one whose end was cut.
 						return fmt.Errorf("task %s: dispatch %s is still %s; a run bundle holds only ended dispatches, export it once this one ends", t.ID, id, r.State)
 					}
-					m, err := dispatch.Manifest(r)
+					m, err := dispatch.Provenance(r)
 					if err != nil {
 						return err
 					}

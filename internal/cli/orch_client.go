@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/capped"
+	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
-	"github.com/agora-dev/agora/internal/registry"
 )
 
 // readPlan reads a plan file ("-" is stdin), capped at the format's limit.
@@ -60,7 +60,7 @@ and targets are checked against it too.`,
 					if err != nil {
 						return err
 					}
-					refs := catalogRefs{ctx: cmd.Context(), r: registry.NewReader(h.DB, h.Blobs), targets: h.Config.Target}
+					refs := catalogRefs{ctx: cmd.Context(), r: view.New(h.DB, h.Blobs), targets: h.Config.Target}
 					if err := p.Check(refs); err != nil {
 						return err
 					}

@@ -18,12 +18,12 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/dispatchexec"
 	"github.com/agora-dev/agora/internal/orch/service"
-	"github.com/agora-dev/agora/internal/registry"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -83,7 +83,7 @@ func runOrchServe(ctx context.Context, f *Factory) error {
 	if err != nil {
 		return err
 	}
-	reader := registry.NewReader(h.DB, h.Blobs)
+	reader := view.New(h.DB, h.Blobs)
 	exec := &dispatchexec.Executor{D: d, Spawn: func(id string) (*exec.Cmd, error) { return spawnSupervisor(d.AgoraBin, id) }, Log: logger}
 	eng, err := orch.Open(ctx, db, audit.New(f.Now), exec, orch.Options{
 		Now:  f.Now,
@@ -148,7 +148,7 @@ func spawnSupervisor(bin, id string) (*exec.Cmd, error) {
 // catalogRefs checks a plan's references against the catalog and agora.yaml's targets.
 type catalogRefs struct {
 	ctx     context.Context
-	r       *registry.Reader
+	r       *view.Catalog
 	targets func(string) (config.Target, error)
 }
 

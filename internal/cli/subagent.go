@@ -11,8 +11,8 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/dispatch"
-	"github.com/agora-dev/agora/internal/registry"
 	"github.com/agora-dev/agora/internal/strictyaml"
 	"github.com/agora-dev/agora/internal/toolreg"
 )
@@ -250,7 +250,7 @@ func newSubagentShowCmd(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r := registry.NewReader(h.DB, h.Blobs)
+			r := view.New(h.DB, h.Blobs)
 			v, err := r.Resolve(cmd.Context(), catalog.KindSubagent, args[0])
 			if err != nil {
 				return err

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/blob"
+	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/egress"
-	"github.com/agora-dev/agora/internal/registry"
 )
 
 // Output caps: what is kept of a worker's streams, after redaction.
@@ -40,7 +40,7 @@ type Unsealer func(ref string) ([]byte, error)
 // Dispatcher resolves, records, runs and reconciles dispatches.
 type Dispatcher struct {
 	Records  *Records
-	Catalog  *registry.Reader
+	Catalog  *view.Catalog
 	Blobs    *blob.Store
 	Unseal   Unsealer
 	Provider compute.Provider

@@ -15,10 +15,10 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
-	"github.com/agora-dev/agora/internal/registry"
 )
 
 // agoraBin is the real agora binary, built once: it is what runs inside every sandbox.
@@ -58,7 +58,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	w := provision.New(h.DB, h.Blobs, sealer, audit.New(nil), provision.Options{})
-	reader := registry.NewReader(h.DB, h.Blobs)
+	reader := view.New(h.DB, h.Blobs)
 	p, err := local.New(local.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -7,14 +7,14 @@ import (
 	"strings"
 
 	"github.com/agora-dev/agora/internal/catalog"
-	"github.com/agora-dev/agora/internal/registry"
+	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/toolreg"
 )
 
 // SubagentGrants returns what the subagent of doc may do: the union of the grants of the
 // capabilities it pins (tools, commands, egress), in [toolreg.Grants] normal form. This is
 // the most any dispatch of it can be granted; a dispatch may only narrow it.
-func SubagentGrants(ctx context.Context, cat *registry.Reader, doc catalog.SubagentDoc) (toolreg.Grants, error) {
+func SubagentGrants(ctx context.Context, cat *view.Catalog, doc catalog.SubagentDoc) (toolreg.Grants, error) {
 	var all toolreg.Grants
 	for _, pin := range doc.Capabilities {
 		v, err := cat.Resolve(ctx, catalog.KindCapability, pin.Name+"@"+string(pin.Digest))

@@ -277,8 +277,8 @@ func (s *stage) removeWork() {
 	}
 }
 
-// plan is what the worker needs, derived only from the record's pinned digests.
-type plan struct {
+// pinned is what the worker needs, derived only from the record's pinned digests.
+type pinned struct {
 	subagent     catalog.Version
 	doc          catalog.SubagentDoc
 	capabilities []catalog.Version
@@ -287,9 +287,9 @@ type plan struct {
 	input        []byte
 }
 
-// loadPlan rebuilds the dispatch's inputs from its record. Every digest is pinned, so a
+// loadPinned rebuilds the dispatch's inputs from its record. Every digest is pinned, so a
 // supervisor started later (--detach) or elsewhere sees exactly what was accepted.
-func (d *Dispatcher) loadPlan(ctx context.Context, r *Record) (*plan, error) {
+func (d *Dispatcher) loadPinned(ctx context.Context, r *Record) (*pinned, error) {
 	sub, err := d.Catalog.Resolve(ctx, catalog.KindSubagent, r.Subagent+"@"+string(r.SubagentDigest))
 	if err != nil {
 		return nil, err
@@ -302,7 +302,7 @@ func (d *Dispatcher) loadPlan(ctx context.Context, r *Record) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &plan{subagent: sub, doc: doc, env: map[string]string{}, secretRefs: map[string]string{}}
+	p := &pinned{subagent: sub, doc: doc, env: map[string]string{}, secretRefs: map[string]string{}}
 	for _, pin := range doc.Capabilities {
 		v, err := d.Catalog.Resolve(ctx, catalog.KindCapability, pin.Name+"@"+string(pin.Digest))
 		if err != nil {
@@ -340,7 +340,7 @@ func (d *Dispatcher) loadPlan(ctx context.Context, r *Record) (*plan, error) {
 }
 
 // writeBundle copies the pinned content into the bundle directory and writes manifest.json.
-func (d *Dispatcher) writeBundle(r *Record, p *plan, s *stage, agentTimeout, setupTimeout int) error {
+func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, setupTimeout int) error {
 	subContent, err := d.Catalog.Content(p.subagent)
 	if err != nil {
 		return err

@@ -75,7 +75,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	if err != nil {
 		return failed(ReasonProviderFailed, "%v", err), nil
 	}
-	p, err := d.loadPlan(ctx, r)
+	p, err := d.loadPinned(ctx, r)
 	if err != nil {
 		return failed(ReasonIntegrityFailed, "load pinned catalog content: %v", err), nil
 	}

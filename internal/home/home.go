@@ -19,9 +19,9 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/blob"
+	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
-	"github.com/agora-dev/agora/internal/registry"
 	"github.com/agora-dev/agora/internal/secret"
 	"github.com/agora-dev/agora/internal/store"
 )
@@ -42,7 +42,7 @@ const (
 func Migrations() []store.Migration {
 	var m []store.Migration
 	m = append(m, audit.Migrations...)
-	m = append(m, registry.Migrations...)
+	m = append(m, view.Migrations...)
 	m = append(m, dispatch.Migrations...)
 	return m
 }

@@ -11,15 +11,15 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/home"
-	"github.com/agora-dev/agora/internal/registry"
 )
 
 // fixture is a real AGORA_HOME in a temp dir with a writer over it.
 type fixture struct {
 	h *home.Home
 	w *provision.Writer
-	r *registry.Reader
+	r *view.Catalog
 }
 
 // newFixture opens a fresh AGORA_HOME. home refuses an existing directory that group or

@@ -18,7 +18,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
-	"github.com/agora-dev/agora/internal/registry"
+	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/secret"
 	"github.com/agora-dev/agora/internal/store"
 )
@@ -27,7 +27,7 @@ import (
 type Writer struct {
 	db     *store.DB
 	blobs  *blob.Store
-	reader *registry.Reader
+	reader *view.Catalog
 	sealer *secret.Sealer
 	log    *audit.Log
 	now    func() time.Time
@@ -52,13 +52,13 @@ func New(db *store.DB, blobs *blob.Store, sealer *secret.Sealer, log *audit.Log,
 		opts.Now = time.Now
 	}
 	return &Writer{
-		db: db, blobs: blobs, reader: registry.NewReader(db, blobs), sealer: sealer, log: log, now: opts.Now,
+		db: db, blobs: blobs, reader: view.New(db, blobs), sealer: sealer, log: log, now: opts.Now,
 		limits: catalog.Limits{MaxTotalSize: opts.CapabilityMaxSize, MaxFiles: catalog.DefaultMaxFiles},
 	}
 }
 
 // Reader returns the read side over the same database.
-func (w *Writer) Reader() *registry.Reader { return w.reader }
+func (w *Writer) Reader() *view.Catalog { return w.reader }
 
 // Pending is content prepared for registration: validated, scanned, encoded and hashed, but not
 // yet stored.

@@ -13,7 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
-	"github.com/agora-dev/agora/internal/registry"
+	"github.com/agora-dev/agora/internal/catalog/view"
 )
 
 func TestWriter_RegisterCapabilityLifecycle(t *testing.T) {
@@ -143,8 +143,8 @@ func TestReader_NotFound(t *testing.T) {
 	f.registerCap(t, "b", capDir(t, map[string]string{"f": "b"}))
 	f.registerCap(t, "a", capDir(t, map[string]string{"f": "a"}))
 	_, err = f.r.Resolve(ctx, catalog.KindCapability, "x")
-	var nf *registry.NotFoundError
-	if !errors.As(err, &nf) || !errors.Is(err, registry.ErrNotFound) {
+	var nf *view.NotFoundError
+	if !errors.As(err, &nf) || !errors.Is(err, view.ErrNotFound) {
 		t.Fatalf("Resolve(x) = %v, want a NotFoundError", err)
 	}
 	if got, want := err.Error(), `capability "x" not found; known: a, b`; got != want {
@@ -158,7 +158,7 @@ func TestReader_NotFound(t *testing.T) {
 	if _, err := f.r.Resolve(ctx, catalog.KindSubagent, "a"); err == nil || err.Error() != `subagent "a" not found; no subagents are registered` {
 		t.Errorf("Resolve of another kind = %v", err)
 	}
-	if _, err := f.r.History(ctx, catalog.KindCapability, "x"); !errors.Is(err, registry.ErrNotFound) {
+	if _, err := f.r.History(ctx, catalog.KindCapability, "x"); !errors.Is(err, view.ErrNotFound) {
 		t.Errorf("History(x) = %v, want not found", err)
 	}
 	if _, err := f.r.Resolve(ctx, catalog.KindCapability, "Bad Name"); err == nil || !strings.Contains(err.Error(), "invalid capability name") {
@@ -216,7 +216,7 @@ func TestWriter_PruneRetires(t *testing.T) {
 	if !cmp.Equal(names, []string{"keep"}) {
 		t.Errorf("Names after prune = %v", names)
 	}
-	if _, err := f.r.Resolve(ctx, catalog.KindCapability, "gone"); !errors.Is(err, registry.ErrNotFound) ||
+	if _, err := f.r.Resolve(ctx, catalog.KindCapability, "gone"); !errors.Is(err, view.ErrNotFound) ||
 		err.Error() != `capability "gone" not found; known: keep` {
 		t.Errorf("Resolve(gone) = %v", err)
 	}

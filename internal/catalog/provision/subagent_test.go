@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
-	"github.com/agora-dev/agora/internal/registry"
+	"github.com/agora-dev/agora/internal/catalog/view"
 )
 
 func TestWriter_SubagentPinsCapabilities(t *testing.T) {
@@ -92,7 +92,7 @@ func TestWriter_AssignRefuses(t *testing.T) {
 	ctx := t.Context()
 	f.registerCap(t, "tools", capDir(t, map[string]string{"f": "x"}))
 	f.registerSubagent(t, "sa", provision.SubagentSpec{Command: []string{"run"}})
-	if _, _, err := f.w.Assign(ctx, "a", "missing", []string{"tools"}); !errors.Is(err, registry.ErrNotFound) {
+	if _, _, err := f.w.Assign(ctx, "a", "missing", []string{"tools"}); !errors.Is(err, view.ErrNotFound) {
 		t.Errorf("Assign of an unknown subagent = %v", err)
 	}
 	_, _, err := f.w.Assign(ctx, "a", "sa", []string{"nope"})

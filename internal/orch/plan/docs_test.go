@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/config"
-	"github.com/agora-dev/agora/internal/manifest"
+	"github.com/agora-dev/agora/internal/deploy"
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
 
@@ -32,7 +32,7 @@ func TestExamples_Demo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	m, _, err := manifest.Parse("agora-manifest.yaml", readRepoFile(t, "examples/catalog/agora-manifest.yaml"))
+	m, _, err := deploy.Parse("agora-manifest.yaml", readRepoFile(t, "examples/catalog/agora-manifest.yaml"))
 	if err != nil {
 		t.Fatalf("parse the example manifest: %v", err)
 	}

@@ -1,10 +1,10 @@
-// Package manifest reads agora-manifest.yaml, the declarative form of the catalog, and turns it
+// Package deploy reads agora-manifest.yaml, the declarative form of the catalog, and turns it
 // into a plan of catalog changes (create, new version, unchanged, retire) that is applied in one
 // transaction, all or nothing.
 //
-// manifest is deploy-time and host side: only the CLI's apply imports it. Secrets appear in a
+// deploy is deploy-time and host side: only the CLI's apply imports it. Secrets appear in a
 // manifest only as sources (from_env, from_file), never as values.
-package manifest
+package deploy
 
 import (
 	"fmt"

@@ -8,15 +8,15 @@ import (
 	"github.com/agora-dev/agora/internal/jcs"
 )
 
-// ManifestFormat names the dispatch manifest's format.
-const ManifestFormat = "agora-dispatch-manifest/v1"
+// ProvenanceFormat names the provenance statement's format.
+const ProvenanceFormat = "agora-dispatch-manifest/v1"
 
-// Manifest is the canonical statement of what a dispatch ran on and produced: the pinned
+// Provenance is the canonical statement of what a dispatch ran on and produced: the pinned
 // catalog hashes, its input and upstream inputs, and the refs of its products. Its digest is
 // recorded in the dispatch's terminal audit entry (details.manifest), so an exported bundle
 // can carry the manifest and a verifier can bind it to the log (docs/audit-bundle.md). It is
 // a pure function of the record, so an exporter rebuilds the exact bytes later.
-func Manifest(r *Record) ([]byte, error) {
+func Provenance(r *Record) ([]byte, error) {
 	envs := make([]any, len(r.Envs))
 	for i, e := range r.Envs {
 		envs[i] = e.Name + "@" + string(e.Digest)
@@ -41,7 +41,7 @@ func Manifest(r *Record) ([]byte, error) {
 		products["outputs"] = outs
 	}
 	b, err := jcs.Marshal(map[string]any{
-		"format":       ManifestFormat,
+		"format":       ProvenanceFormat,
 		"dispatch":     r.ID,
 		"subagent":     r.Subagent + "@" + string(r.SubagentDigest),
 		"envs":         envs,
@@ -62,8 +62,8 @@ func Manifest(r *Record) ([]byte, error) {
 	return b, nil
 }
 
-// ManifestDigest is "sha256:<hex>" of b.
-func ManifestDigest(b []byte) string {
+// ProvenanceDigest is "sha256:<hex>" of b.
+func ProvenanceDigest(b []byte) string {
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }

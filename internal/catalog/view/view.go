@@ -1,9 +1,9 @@
-// Package registry is the read side of agora's catalog as stored in agora.db: it lists,
+// Package view is the read side of agora's catalog as stored in agora.db: it lists,
 // shows, resolves and reads the history of capabilities, subagents and env bundles. It cannot
 // change anything: deploy-time writes live in package provision, which the run-time side (the
 // MCP server, the dispatcher) never imports. It never returns secret values: only sealed bytes,
 // which need a key it does not have.
-package registry
+package view
 
 import (
 	"context"
@@ -42,16 +42,16 @@ var ErrNotFound = errors.New("not found")
 
 func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 
-// Reader reads the catalog. It has no method that changes anything; the MCP server and the
-// dispatcher are handed a Reader and nothing more.
-type Reader struct {
+// Catalog reads the catalog. It has no method that changes anything; the MCP server and the
+// dispatcher are handed a Catalog and nothing more.
+type Catalog struct {
 	db    *store.DB
 	blobs *blob.Store
 }
 
-// NewReader returns a reader over db and blobs.
-func NewReader(db *store.DB, blobs *blob.Store) *Reader {
-	return &Reader{db: db, blobs: blobs}
+// New returns a read-only view of the catalog in db and blobs.
+func New(db *store.DB, blobs *blob.Store) *Catalog {
+	return &Catalog{db: db, blobs: blobs}
 }
 
 const versionColumns = `v.kind, v.name, v.digest, v.size, v.registered_at, v.registered_by, v.meta`
@@ -74,7 +74,7 @@ func scanVersion(row interface{ Scan(...any) error }) (catalog.Version, error) {
 }
 
 // List returns the latest version of every active (not retired) name of kind, sorted by name.
-func (r *Reader) List(ctx context.Context, kind catalog.Kind) ([]catalog.Version, error) {
+func (r *Catalog) List(ctx context.Context, kind catalog.Kind) ([]catalog.Version, error) {
 	rows, err := r.db.SQL().QueryContext(ctx, `
 SELECT `+versionColumns+` FROM catalog_heads h
 JOIN catalog_versions v ON v.kind = h.kind AND v.name = h.name AND v.digest = h.digest
@@ -95,7 +95,7 @@ WHERE h.kind = ? AND h.retired = 0 ORDER BY h.name`, kind)
 }
 
 // Names returns the active names of kind, sorted.
-func (r *Reader) Names(ctx context.Context, kind catalog.Kind) ([]string, error) {
+func (r *Catalog) Names(ctx context.Context, kind catalog.Kind) ([]string, error) {
 	rows, err := r.db.SQL().QueryContext(ctx, `SELECT name FROM catalog_heads WHERE kind = ? AND retired = 0 ORDER BY name`, kind)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", kind.Plural(), err)
@@ -114,7 +114,7 @@ func (r *Reader) Names(ctx context.Context, kind catalog.Kind) ([]string, error)
 
 // Resolve finds the version ref names: "name" is the latest active version, "name@sha256:HEX"
 // pins one (retired names can still be pinned, so old records stay readable).
-func (r *Reader) Resolve(ctx context.Context, kind catalog.Kind, ref string) (catalog.Version, error) {
+func (r *Catalog) Resolve(ctx context.Context, kind catalog.Kind, ref string) (catalog.Version, error) {
 	name, digest, err := catalog.ParseRef(kind, ref)
 	if err != nil {
 		return catalog.Version{}, err
@@ -148,7 +148,7 @@ SELECT `+versionColumns+` FROM catalog_versions v WHERE v.kind = ? AND v.name = 
 }
 
 // History returns every registration and retirement of name, oldest first.
-func (r *Reader) History(ctx context.Context, kind catalog.Kind, name string) ([]catalog.Event, error) {
+func (r *Catalog) History(ctx context.Context, kind catalog.Kind, name string) ([]catalog.Event, error) {
 	if err := catalog.CheckName(kind, name); err != nil {
 		return nil, err
 	}
@@ -183,7 +183,7 @@ WHERE kind = ? AND name = ? ORDER BY seq`, kind, name)
 
 // Head returns the current digest of name and whether it is retired, or ok=false when the name
 // was never registered.
-func (r *Reader) Head(ctx context.Context, kind catalog.Kind, name string) (digest blob.Digest, retired, ok bool, err error) {
+func (r *Catalog) Head(ctx context.Context, kind catalog.Kind, name string) (digest blob.Digest, retired, ok bool, err error) {
 	err = r.db.SQL().QueryRowContext(ctx, `SELECT digest, retired FROM catalog_heads WHERE kind = ? AND name = ?`, kind, name).
 		Scan(&digest, &retired)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -196,7 +196,7 @@ func (r *Reader) Head(ctx context.Context, kind catalog.Kind, name string) (dige
 }
 
 // Content returns the stored bytes of v, re-verified against its digest.
-func (r *Reader) Content(v catalog.Version) ([]byte, error) {
+func (r *Catalog) Content(v catalog.Version) ([]byte, error) {
 	b, err := r.blobs.Get(v.Digest, 0)
 	if err != nil {
 		return nil, fmt.Errorf("read %s %s: %w", v.Kind, v.Ref(), err)
@@ -205,8 +205,8 @@ func (r *Reader) Content(v catalog.Version) ([]byte, error) {
 }
 
 // Sealed returns the sealed (encrypted) bytes of a secret reference. Opening them needs the
-// secret key, which a Reader does not have.
-func (r *Reader) Sealed(ctx context.Context, ref string) ([]byte, error) {
+// secret key, which a Catalog does not have.
+func (r *Catalog) Sealed(ctx context.Context, ref string) ([]byte, error) {
 	var b []byte
 	err := r.db.SQL().QueryRowContext(ctx, `SELECT sealed FROM sealed_secrets WHERE ref = ?`, ref).Scan(&b)
 	if errors.Is(err, sql.ErrNoRows) {

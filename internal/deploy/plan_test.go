@@ -1,4 +1,4 @@
-package manifest_test
+package deploy_test
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/deploy"
 	"github.com/agora-dev/agora/internal/home"
-	"github.com/agora-dev/agora/internal/manifest"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
@@ -86,7 +86,7 @@ func TestSource_PrepareAndApply(t *testing.T) {
 	h, w := newWriter(t)
 	ctx := t.Context()
 	dir := exampleDir(t)
-	src, err := manifest.Load(filepath.Join(dir, "agora-manifest.yaml"))
+	src, err := deploy.Load(filepath.Join(dir, "agora-manifest.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestSource_PrepareAndApply(t *testing.T) {
 	}
 
 	// A second apply of the same manifest has nothing to do.
-	src2, err := manifest.Load(filepath.Join(dir, "agora-manifest.yaml"))
+	src2, err := deploy.Load(filepath.Join(dir, "agora-manifest.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ envs:
 		"caps/good/f.txt":          "ok\n",
 		"caps/bad/capability.yaml": "tools: [nope]\n",
 	})
-	src, err := manifest.Load(filepath.Join(dir, "m.yaml"))
+	src, err := deploy.Load(filepath.Join(dir, "m.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,12 +249,12 @@ envs:
 
 func TestLoad_Errors(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := manifest.Load(filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "read manifest") {
+	if _, err := deploy.Load(filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "read manifest") {
 		t.Errorf("Load(missing) = %v", err)
 	}
 	p := filepath.Join(dir, "m.yaml")
 	writeTree(t, dir, map[string]string{"m.yaml": "version: 1\nbogus: 1\n"})
-	_, err := manifest.Load(p)
+	_, err := deploy.Load(p)
 	if err == nil || !strings.Contains(err.Error(), p+`:2: bogus: unknown field "bogus"`) {
 		t.Errorf("Load(bad) = %v", err)
 	}

@@ -1,4 +1,4 @@
-package registry
+package view
 
 import "github.com/agora-dev/agora/internal/store"
 

@@ -224,11 +224,11 @@ UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolatio
 		}
 		ended := *r
 		ended.State, ended.Reason, ended.Result = o.State, o.Reason, o.Result
-		manifest, err := Manifest(&ended)
+		manifest, err := Provenance(&ended)
 		if err != nil {
 			return err
 		}
-		data["manifest"] = ManifestDigest(manifest)
+		data["manifest"] = ProvenanceDigest(manifest)
 		if err := s.event(ctx, tx, r, o.State, data); err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package manifest_test
+package deploy_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/agora-dev/agora/internal/manifest"
+	"github.com/agora-dev/agora/internal/deploy"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
@@ -31,21 +31,21 @@ envs:
       TOKEN: {from_env: DEPLOY_TOKEN}
       KEY: {from_file: secrets/key.txt}
 `
-	m, pos, err := manifest.Parse("agora-manifest.yaml", []byte(src))
+	m, pos, err := deploy.Parse("agora-manifest.yaml", []byte(src))
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	want := &manifest.Manifest{
+	want := &deploy.Manifest{
 		Version:      1,
-		Capabilities: []manifest.Capability{{Name: "repo-tools", From: "caps/repo-tools", AllowCredentialPatterns: []string{"jwt"}}},
-		Subagents: []manifest.Subagent{
+		Capabilities: []deploy.Capability{{Name: "repo-tools", From: "caps/repo-tools", AllowCredentialPatterns: []string{"jwt"}}},
+		Subagents: []deploy.Subagent{
 			{Name: "reviewer", Runtime: "claude-code", SystemPrompt: "You review code.", Capabilities: []string{"repo-tools"}},
 			{Name: "from-file", From: "subagents/x.yaml"},
 		},
-		Envs: []manifest.Env{{
+		Envs: []deploy.Env{{
 			Name:   "deploy",
 			Values: map[string]string{"REGION": "eu-west-1"},
-			Secrets: map[string]manifest.SecretSource{
+			Secrets: map[string]deploy.SecretSource{
 				"TOKEN": {FromEnv: "DEPLOY_TOKEN"},
 				"KEY":   {FromFile: "secrets/key.txt"},
 			},
@@ -149,7 +149,7 @@ envs:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, _, err := manifest.Parse("m.yaml", []byte(tt.src))
+			m, _, err := deploy.Parse("m.yaml", []byte(tt.src))
 			if err == nil {
 				t.Fatalf("Parse = %+v, want errors", m)
 			}
@@ -175,8 +175,8 @@ envs:
 }
 
 func TestParse_TooLarge(t *testing.T) {
-	src := "version: 1\n# " + strings.Repeat("x", manifest.MaxSize) + "\n"
-	if _, _, err := manifest.Parse("m.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), "larger than") {
+	src := "version: 1\n# " + strings.Repeat("x", deploy.MaxSize) + "\n"
+	if _, _, err := deploy.Parse("m.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("Parse of an oversized manifest = %v", err)
 	}
 }

@@ -1,11 +1,11 @@
-package manifest_test
+package deploy_test
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/agora-dev/agora/internal/catalog"
-	"github.com/agora-dev/agora/internal/manifest"
+	"github.com/agora-dev/agora/internal/deploy"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
@@ -20,10 +20,10 @@ func FuzzParseManifest(f *testing.F) {
 	f.Add([]byte("version: 1\nsubagents:\n  - {name: s, from: f.yaml, model: m}\n"))
 	f.Add([]byte("version: &v 1\nx: *v\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
-		m, _, err := manifest.Parse("m.yaml", src)
+		m, _, err := deploy.Parse("m.yaml", src)
 		if err != nil {
 			var es strictyaml.Errors
-			if !errors.As(err, &es) && len(src) <= manifest.MaxSize {
+			if !errors.As(err, &es) && len(src) <= deploy.MaxSize {
 				t.Fatalf("error is %T, want strictyaml.Errors: %v", err, err)
 			}
 			for _, e := range es {
