@@ -42,7 +42,7 @@ func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) 
 		Records: dispatch.NewRecords(h.DB, audit.New(f.Now), f.Now),
 		Catalog: reader,
 		Blobs:   h.Blobs,
-		Unseal: func(ref string) ([]byte, error) {
+		Unseal: func(ctx context.Context, ref string) ([]byte, error) {
 			sealed, err := reader.Sealed(ctx, ref)
 			if err != nil {
 				return nil, err

@@ -60,8 +60,8 @@ and targets are checked against it too.`,
 					if err != nil {
 						return err
 					}
-					refs := catalogRefs{ctx: cmd.Context(), r: view.New(h.DB, h.Blobs), targets: h.Config.Target}
-					if err := p.Check(refs); err != nil {
+					refs := catalogRefs{r: view.New(h.DB, h.Blobs), targets: h.Config.Target}
+					if err := p.Check(cmd.Context(), refs); err != nil {
 						return err
 					}
 					checked = "catalog references checked"

@@ -87,7 +87,7 @@ func runOrchServe(ctx context.Context, f *Factory) error {
 	exec := &dispatchexec.Executor{D: d, Spawn: func(id string) (*exec.Cmd, error) { return spawnSupervisor(d.AgoraBin, id) }, Log: logger}
 	eng, err := orch.Open(ctx, db, audit.New(f.Now), exec, orch.Options{
 		Now:  f.Now,
-		Refs: catalogRefs{ctx: ctx, r: reader, targets: h.Config.Target},
+		Refs: catalogRefs{r: reader, targets: h.Config.Target},
 		AfterCommit: func(ctx context.Context, sealed []string) {
 			// A sealed run gets a checkpoint at once, so its bundle can be exported and
 			// anchored without waiting for the next interval.
@@ -147,22 +147,21 @@ func spawnSupervisor(bin, id string) (*exec.Cmd, error) {
 
 // catalogRefs checks a plan's references against the catalog and agora.yaml's targets.
 type catalogRefs struct {
-	ctx     context.Context
 	r       *view.Catalog
 	targets func(string) (config.Target, error)
 }
 
-func (c catalogRefs) Subagent(ref string) error {
-	_, err := c.r.Resolve(c.ctx, catalog.KindSubagent, ref)
+func (c catalogRefs) Subagent(ctx context.Context, ref string) error {
+	_, err := c.r.Resolve(ctx, catalog.KindSubagent, ref)
 	return err
 }
 
-func (c catalogRefs) Env(ref string) error {
-	_, err := c.r.Resolve(c.ctx, catalog.KindEnv, ref)
+func (c catalogRefs) Env(ctx context.Context, ref string) error {
+	_, err := c.r.Resolve(ctx, catalog.KindEnv, ref)
 	return err
 }
 
-func (c catalogRefs) Target(name string) error {
+func (c catalogRefs) Target(_ context.Context, name string) error {
 	_, err := c.targets(name)
 	return err
 }

@@ -12,6 +12,7 @@
 package dispatch
 
 import (
+	"context"
 	"time"
 
 	"github.com/agora-dev/agora/internal/blob"
@@ -35,7 +36,7 @@ const (
 )
 
 // Unsealer returns the plaintext of a sealed secret reference.
-type Unsealer func(ref string) ([]byte, error)
+type Unsealer func(ctx context.Context, ref string) ([]byte, error)
 
 // Dispatcher resolves, records, runs and reconciles dispatches.
 type Dispatcher struct {

@@ -67,8 +67,8 @@ func newEnv(t *testing.T) *env {
 		Records: dispatch.NewRecords(h.DB, audit.New(nil), nil),
 		Catalog: reader,
 		Blobs:   h.Blobs,
-		Unseal: func(ref string) ([]byte, error) {
-			s, err := reader.Sealed(context.Background(), ref)
+		Unseal: func(ctx context.Context, ref string) ([]byte, error) {
+			s, err := reader.Sealed(ctx, ref)
 			if err != nil {
 				return nil, err
 			}

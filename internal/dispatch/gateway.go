@@ -71,7 +71,7 @@ type modelEndpoint struct {
 // environment and secrets, so they never reach the sandbox, and returns them: the host's
 // gateway uses them instead. Either may be a plain value or a secret. It returns nil for a
 // runtime that reaches no model.
-func (d *Dispatcher) takeModelEndpoint(p *pinned) (*modelEndpoint, error) {
+func (d *Dispatcher) takeModelEndpoint(ctx context.Context, p *pinned) (*modelEndpoint, error) {
 	api, ok := modelAPIs[p.doc.Runtime]
 	if !ok {
 		return nil, nil
@@ -86,7 +86,7 @@ func (d *Dispatcher) takeModelEndpoint(p *pinned) (*modelEndpoint, error) {
 			return nil, nil
 		}
 		delete(p.secretRefs, key)
-		v, err := d.Unseal(ref)
+		v, err := d.Unseal(ctx, ref)
 		if err != nil {
 			return nil, fmt.Errorf("unseal secret %s: %w", key, err)
 		}

@@ -91,7 +91,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 
 	// The model endpoint and key leave the plan before the bundle is written: the worker
 	// never learns them; the gateway uses them.
-	endpoint, err := d.takeModelEndpoint(p)
+	endpoint, err := d.takeModelEndpoint(ctx, p)
 	if err != nil {
 		return failed(ReasonFetchFailed, "%v", err), nil
 	}
@@ -125,7 +125,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		values = append(values, append([]byte(nil), endpoint.key...))
 	}
 	for k, ref := range p.secretRefs {
-		v, err := d.Unseal(ref)
+		v, err := d.Unseal(ctx, ref)
 		if err != nil {
 			return failed(ReasonFetchFailed, "unseal secret %s: %v", k, err), nil
 		}

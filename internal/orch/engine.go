@@ -218,7 +218,6 @@ func (e *Engine) flush(ctx context.Context) error {
 		return nil
 	}
 	e.b = newBatch()
-	t0 := time.Now()
 	if err := e.commit(ctx, b); err != nil {
 		for _, r := range b.replies {
 			r(err)
@@ -237,9 +236,6 @@ func (e *Engine) flush(ctx context.Context) error {
 				e.sealedSpecs = e.sealedSpecs[1:]
 			}
 		}
-	}
-	if debugCommits {
-		fmt.Printf("commit entries=%d tasks=%d fires=%d took=%v\n", len(b.entries), len(b.tasks), len(b.fires), time.Since(t0))
 	}
 	for _, a := range b.fires {
 		e.exec.Start(ctx, a, e.done)
@@ -281,7 +277,7 @@ func (e *Engine) send(ctx context.Context, ev event) error {
 // under its name. The plan must already be parsed; Submit checks its catalog references.
 func (e *Engine) Submit(ctx context.Context, p *plan.Plan, repo, revision, actor string) (runID string, created bool, err error) {
 	if e.opts.Refs != nil {
-		if err := p.Check(e.opts.Refs); err != nil {
+		if err := p.Check(ctx, e.opts.Refs); err != nil {
 			return "", false, fmt.Errorf("%w: %w", errInvalid, err)
 		}
 	}
@@ -340,5 +336,3 @@ func (e *Engine) do(ctx context.Context, kind string, req api.ActionRequest) err
 func (e *Engine) newID() string {
 	return ulid.MustNew(ulid.Timestamp(e.opts.Now()), rand.Reader).String()
 }
-
-var debugCommits = false

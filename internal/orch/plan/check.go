@@ -1,14 +1,17 @@
 package plan
 
-import "strconv"
+import (
+	"context"
+	"strconv"
+)
 
 // Refs looks up catalog references. Each method returns nil when the reference resolves, and
 // otherwise an error whose text names the problem for a person, such as
 // `subagent "x" not found; known: a, b` (registry's NotFoundError reads that way).
 type Refs interface {
-	Subagent(ref string) error // NAME or NAME@sha256:HEX
-	Env(ref string) error      // NAME or NAME@sha256:HEX
-	Target(name string) error  // a target of agora.yaml; never called with ""
+	Subagent(ctx context.Context, ref string) error // NAME or NAME@sha256:HEX
+	Env(ctx context.Context, ref string) error      // NAME or NAME@sha256:HEX
+	Target(ctx context.Context, name string) error  // a target of agora.yaml; never called with ""
 }
 
 // Check looks up every catalog reference of the plan (subagents, env bundles, targets) through
@@ -16,12 +19,12 @@ type Refs interface {
 // [strictyaml.Errors] (tasks[1].subagent: subagent "x" not found; known: a, b). Each distinct
 // reference is looked up once. A nil refs checks nothing: validating a plan offline without a
 // catalog checks structure only.
-func (p *Plan) Check(refs Refs) error {
+func (p *Plan) Check(ctx context.Context, refs Refs) error {
 	if refs == nil {
 		return nil
 	}
 	v := newValidator(p.pos, nil)
-	c := refChecker{v: v, seen: map[refKey]error{}}
+	c := refChecker{ctx: ctx, v: v, seen: map[refKey]error{}}
 	c.check("defaults.target", "target", p.Defaults.Target, refs.Target)
 	for k, e := range p.Defaults.Env {
 		c.check("defaults.env["+strconv.Itoa(k)+"]", "env", e, refs.Env)
@@ -44,19 +47,21 @@ func (p *Plan) Check(refs Refs) error {
 
 type refKey struct{ kind, ref string }
 
+// refChecker lives for one Check call, so it carries that call's ctx to each lookup.
 type refChecker struct {
+	ctx  context.Context
 	v    *validator
 	seen map[refKey]error
 }
 
-func (c *refChecker) check(path, kind, ref string, lookup func(string) error) {
+func (c *refChecker) check(path, kind, ref string, lookup func(context.Context, string) error) {
 	if ref == "" {
 		return
 	}
 	k := refKey{kind, ref}
 	err, ok := c.seen[k]
 	if !ok {
-		err = lookup(ref)
+		err = lookup(c.ctx, ref)
 		c.seen[k] = err
 	}
 	if err != nil {

@@ -1,6 +1,7 @@
 package plan_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -32,9 +33,17 @@ func (f *fakeRefs) lookup(kind string, known []string, ref string) error {
 	return fmt.Errorf("%s %q not found; known: %s", kind, ref, strings.Join(known, ", "))
 }
 
-func (f *fakeRefs) Subagent(ref string) error { return f.lookup("subagent", f.subagents, ref) }
-func (f *fakeRefs) Env(ref string) error      { return f.lookup("env bundle", f.envs, ref) }
-func (f *fakeRefs) Target(name string) error  { return f.lookup("target", f.targets, name) }
+func (f *fakeRefs) Subagent(_ context.Context, ref string) error {
+	return f.lookup("subagent", f.subagents, ref)
+}
+
+func (f *fakeRefs) Env(_ context.Context, ref string) error {
+	return f.lookup("env bundle", f.envs, ref)
+}
+
+func (f *fakeRefs) Target(_ context.Context, name string) error {
+	return f.lookup("target", f.targets, name)
+}
 
 func TestPlan_Check(t *testing.T) {
 	src := `version: 1
@@ -48,7 +57,7 @@ tasks:
 `
 	p := mustParse(t, src)
 	refs := &fakeRefs{subagents: []string{"a", "fixer"}, envs: []string{"base", "extra"}, targets: []string{"local"}}
-	err := p.Check(refs)
+	err := p.Check(t.Context(), refs)
 	var es strictyaml.Errors
 	if !errors.As(err, &es) {
 		t.Fatalf("Check = %v (%T), want strictyaml.Errors", err, err)
@@ -76,7 +85,7 @@ tasks:
 func TestPlan_Check_AllFound(t *testing.T) {
 	p := mustParse(t, fullPlan)
 	refs := &fakeRefs{subagents: []string{"fixer", "writer"}, envs: []string{"base", "extra"}, targets: []string{"local", "big"}}
-	if err := p.Check(refs); err != nil {
+	if err := p.Check(t.Context(), refs); err != nil {
 		t.Fatalf("Check: %v", err)
 	}
 	// the pinned reference is passed whole
@@ -86,7 +95,7 @@ func TestPlan_Check_AllFound(t *testing.T) {
 }
 
 func TestPlan_Check_NilRefs(t *testing.T) {
-	if err := mustParse(t, fullPlan).Check(nil); err != nil {
+	if err := mustParse(t, fullPlan).Check(t.Context(), nil); err != nil {
 		t.Fatalf("Check(nil) = %v, want nil", err)
 	}
 }
@@ -94,7 +103,7 @@ func TestPlan_Check_NilRefs(t *testing.T) {
 // TestPlan_Check_HandBuilt checks a plan that did not come from Parse: no lines to give.
 func TestPlan_Check_HandBuilt(t *testing.T) {
 	p := &plan.Plan{Version: 1, Name: "p", Concurrency: 1, Tasks: []plan.Task{{ID: "a", Subagent: "nope"}}}
-	err := p.Check(&fakeRefs{})
+	err := p.Check(t.Context(), &fakeRefs{})
 	if want := `tasks[0].subagent: subagent "nope" not found; known: `; err == nil || err.Error() != want {
 		t.Fatalf("Check = %v, want %q", err, want)
 	}

@@ -43,7 +43,7 @@ func TestExamples_Demo(t *testing.T) {
 	for _, e := range m.Envs {
 		refs.envs = append(refs.envs, e.Name)
 	}
-	if err := p.Check(refs); err != nil {
+	if err := p.Check(t.Context(), refs); err != nil {
 		t.Fatalf("Check against the example catalog: %v", err)
 	}
 
