@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/dispatch"
-	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
@@ -184,16 +182,16 @@ func runMCP(ctx context.Context, f *Factory, opts *mcpOptions, ceiling mcpserver
 	}
 	logger := slog.New(slog.NewJSONHandler(f.IO.ErrOut, nil))
 	ctx, stop := context.WithCancel(ctx)
-	auditor := newMCPAuditor(h, audit.New(f.Now))
+	auditor := audit.NewBatcher(h.DB, audit.New(f.Now))
 	var wg sync.WaitGroup
-	wg.Go(func() { auditor.run(ctx) })
+	wg.Go(func() { auditor.Run(ctx) })
 	defer wg.Wait()
 	defer stop()
 	srv, err := mcpserver.New(mcpserver.Config{
 		Catalog:      d.Catalog,
 		Dispatcher:   &mcpDispatcher{f: f, d: d},
 		Orchestrator: &mcpOrchestrator{c: orchClient},
-		Audit:        auditor.Record,
+		Audit:        mcpAudit(auditor),
 		Logger:       logger,
 		Version:      buildVersion(),
 	})
@@ -213,98 +211,19 @@ func runMCP(ctx context.Context, f *Factory, opts *mcpOptions, ceiling mcpserver
 	return err
 }
 
+// mcpAudit is the server's [mcpserver.AuditFunc]: each entry goes through the group-commit
+// batcher, and the call waits until its entry is committed.
+func mcpAudit(b *audit.Batcher) mcpserver.AuditFunc {
+	return func(ctx context.Context, e mcpserver.AuditEntry) error {
+		return b.Append(ctx, audit.Entry{Actor: e.Actor, Kind: e.Kind, Subject: e.Subject, Details: e.Details})
+	}
+}
+
 func buildVersion() string {
 	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
 		return info.Main.Version
 	}
 	return "dev"
-}
-
-// mcpAuditor writes the MCP server's audit entries with group commit: entries that arrive
-// while a transaction commits go into the next one together, so concurrent calls share one
-// commit instead of queueing for the write lock one by one. Record returns only once its
-// entry is committed (or the transaction failed), so a call still never runs unaudited.
-type mcpAuditor struct {
-	h      *home.Home
-	log    *audit.Log
-	mu     sync.Mutex
-	next   []auditWait // guarded by mu
-	closed bool        // guarded by mu: run has returned
-	wake   chan struct{}
-}
-
-// errAuditClosed refuses entries once the auditor has stopped.
-var errAuditClosed = errors.New("audit log closed: the server is stopping")
-
-type auditWait struct {
-	e    audit.Entry
-	done chan error
-}
-
-// maxAuditBatch bounds one transaction.
-const maxAuditBatch = 256
-
-func newMCPAuditor(h *home.Home, log *audit.Log) *mcpAuditor {
-	return &mcpAuditor{h: h, log: log, wake: make(chan struct{}, 1)}
-}
-
-// Record is the server's [mcpserver.AuditFunc].
-func (a *mcpAuditor) Record(ctx context.Context, e mcpserver.AuditEntry) error {
-	w := auditWait{e: audit.Entry{Actor: e.Actor, Kind: e.Kind, Subject: e.Subject, Details: e.Details}, done: make(chan error, 1)}
-	a.mu.Lock()
-	if a.closed {
-		a.mu.Unlock()
-		return errAuditClosed
-	}
-	a.next = append(a.next, w)
-	a.mu.Unlock()
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
-	select {
-	case err := <-w.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// run commits batches until ctx ends; entries still waiting then are refused.
-func (a *mcpAuditor) run(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			a.mu.Lock()
-			for _, w := range a.next {
-				w.done <- errAuditClosed
-			}
-			a.next, a.closed = nil, true
-			a.mu.Unlock()
-			return
-		case <-a.wake:
-		}
-		for {
-			a.mu.Lock()
-			batch := a.next[:min(len(a.next), maxAuditBatch)]
-			a.next = a.next[len(batch):]
-			a.mu.Unlock()
-			if len(batch) == 0 {
-				break
-			}
-			err := a.h.DB.Tx(ctx, func(tx *sql.Tx) error {
-				for _, w := range batch {
-					if _, err := a.log.Append(ctx, tx, w.e); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-			for _, w := range batch {
-				w.done <- err
-			}
-		}
-	}
 }
 
 // mcpDispatcher is the MCP server's dispatch port: Accept as 'agora dispatch run' does, then

@@ -1,86 +1,14 @@
 package cli
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/dispatch"
-	"github.com/agora-dev/agora/internal/home"
-	"github.com/agora-dev/agora/internal/mcpserver"
 )
-
-func runIn(t *testing.T, env map[string]string, args ...string) (int, string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, func(k string) string { return env[k] })
-	defer f.Close()
-	code := Run(context.Background(), f, args)
-	return code, out.String() + errOut.String()
-}
-
-// TestMCPAuditor_GroupCommit writes entries from many callers at once: each returns only
-// after its entry is committed, and the log they make verifies (inclusion proofs against a
-// signed checkpoint), so batching entries into one transaction keeps the tree right.
-func TestMCPAuditor_GroupCommit(t *testing.T) {
-	dir := t.TempDir()
-	env := map[string]string{"AGORA_HOME": filepath.Join(dir, "agora"), "HOME": dir, "USER": "tester"}
-	if code, out := runIn(t, env, "init"); code != 0 {
-		t.Fatalf("init: %s", out)
-	}
-	h, err := home.Open(t.Context(), env["AGORA_HOME"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	a := newMCPAuditor(h, audit.New(nil))
-	var runner sync.WaitGroup
-	runner.Go(func() { a.run(ctx) })
-	const n = 64
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range n {
-		wg.Go(func() {
-			errs <- a.Record(t.Context(), mcpserver.AuditEntry{Actor: fmt.Sprintf("client-%d", i%4), Kind: mcpserver.KindToolCall,
-				Subject: "mcp/agora_dispatch_describe", Details: map[string]any{"tool": "agora_dispatch_describe", "decision": "allowed"}})
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatalf("Record: %v", err)
-		}
-	}
-	recs, err := audit.List(t.Context(), h.DB.SQL(), audit.ListOptions{Kind: "mcp.*"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(recs) != n {
-		t.Fatalf("%d mcp entries, want %d", len(recs), n)
-	}
-	cancel()
-	runner.Wait()
-	if err := a.Record(t.Context(), mcpserver.AuditEntry{Kind: mcpserver.KindToolCall}); err == nil {
-		t.Error("Record after the auditor stopped succeeded; the call would run unaudited")
-	}
-	h.Close()
-
-	bundle := filepath.Join(dir, "bundle.json")
-	for _, args := range [][]string{{"audit", "checkpoint"}, {"audit", "export", "--out", bundle, "--kind", "mcp.*"}, {"verify", bundle}} {
-		if code, out := runIn(t, env, args...); code != 0 {
-			t.Fatalf("agora %s: exit %d\n%s", strings.Join(args, " "), code, out)
-		}
-	}
-}
 
 // TestMCPRecord_CarriesNoHostDetails: what the MCP view leaves out of a record.
 func TestMCPRecord_CarriesNoHostDetails(t *testing.T) {
