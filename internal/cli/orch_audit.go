@@ -62,44 +62,13 @@ terminal entry. Both parts carry a selection signed with the audit key and namin
 			if err != nil {
 				return err
 			}
-			if _, err := cp.Checkpoint(ctx); err != nil {
-				return err
-			}
-			records := dispatch.NewRecords(h.DB, nil, f.Now)
-			var subjects []string
-			manifests := []verify.Manifest{}
+			parts := audit.RunParts{Run: verify.RunInfo{ID: run.ID, Name: run.Name, PlanDigest: run.PlanDigest}, Orch: orchPart}
 			for _, t := range run.Tasks {
-				for _, id := range t.Dispatches {
-					subjects = append(subjects, "dispatch/"+id)
-					r, err := records.Get(ctx, id)
-					if err != nil {
-						return fmt.Errorf("task %s: %w", t.ID, err)
-					}
-					if !dispatch.IsTerminal(r.State) {
-						// A run bundle holds closed attempts only: agora verify fails an
-						// attempt with no terminal entry, as it would one whose end was cut.
-						return fmt.Errorf("task %s: dispatch %s is still %s; a run bundle holds only ended dispatches, export it once this one ends", t.ID, id, r.State)
-					}
-					m, err := dispatch.Provenance(r)
-					if err != nil {
-						return err
-					}
-					manifests = append(manifests, verify.Manifest{Manifest: m})
-				}
+				parts.Tasks = append(parts.Tasks, audit.RunTask{ID: t.ID, Dispatches: t.Dispatches})
 			}
-			if len(subjects) == 0 {
-				return fmt.Errorf("run %s fired no dispatch; there is nothing to bind its entries to", run.ID)
-			}
-			dispPart, err := cp.Export(ctx, audit.Selection{Subjects: subjects, Run: run.ID})
+			rb, err := cp.ExportRun(ctx, parts, dispatch.NewRecords(h.DB, nil, f.Now))
 			if err != nil {
 				return err
-			}
-			dispPart.Manifests = manifests
-			rb := &verify.RunBundle{
-				Format:     verify.RunFormat,
-				Run:        verify.RunInfo{ID: run.ID, Name: run.Name, PlanDigest: run.PlanDigest},
-				Orch:       orchPart,
-				Dispatches: dispPart,
 			}
 			// A new 0600 file renamed over --out: a link planted there is replaced, never
 			// written through (writeout.go).
@@ -107,7 +76,7 @@ terminal entry. Both parts carry a selection signed with the audit key and namin
 				return err
 			}
 			fmt.Fprintf(f.IO.ErrOut, "agora: wrote %s: run %s, %d orch.db entries, %d agora.db entries, %d dispatch manifests\n",
-				out, run.ID, len(orchPart.Entries), len(dispPart.Entries), len(manifests))
+				out, run.ID, len(orchPart.Entries), len(rb.Dispatches.Entries), len(rb.Dispatches.Manifests))
 			return nil
 		},
 	}

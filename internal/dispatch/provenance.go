@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -66,4 +67,19 @@ func Provenance(r *Record) ([]byte, error) {
 func ProvenanceDigest(b []byte) string {
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// EndedProvenance returns the provenance statement of dispatch id, refusing one that has not
+// ended: a run bundle holds closed attempts only, and a verifier fails an attempt with no
+// terminal entry as it would one whose end was cut. It is the [audit.EndedDispatches] of a run
+// bundle.
+func (s *Records) EndedProvenance(ctx context.Context, id string) ([]byte, error) {
+	r, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !IsTerminal(r.State) {
+		return nil, fmt.Errorf("dispatch %s is still %s; a run bundle holds only ended dispatches, export it once this one ends", id, r.State)
+	}
+	return Provenance(r)
 }
