@@ -4,28 +4,17 @@
 # scratch git repository with its patch, and the audit trail exported and verified offline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# bubblewrap and git: installed here as root or with passwordless sudo, else the exact command
+# and exit 2 (scripts/prereqs.sh), before anything is created.
+scripts/prereqs.sh || exit $?
+
 bin=${AGORA_BIN:-./bin/agora}
 export AGORA_HOME=${AGORA_HOME:-$(mktemp -d -t agora-demo.XXXXXX)}
 export DEMO_API_TOKEN=${DEMO_API_TOKEN:-demo-token-$RANDOM$RANDOM$RANDOM}
 work=$(mktemp -d -t agora-demo-work.XXXXXX)
 
 step() { printf '\n== %s\n' "$*"; }
-
-# bubblewrap runs the sandbox; git makes workspaces and patches. As root with apt the demo
-# installs them; otherwise it prints the exact command.
-need=()
-command -v bwrap >/dev/null || need+=(bubblewrap)
-command -v git >/dev/null || need+=(git)
-if [ ${#need[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    step "installing ${need[*]} (apt-get)"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
-  else
-    echo "agora demo: ${need[*]} needed: sudo apt-get install -y ${need[*]}" >&2
-    exit 1
-  fi
-fi
 
 step "AGORA_HOME=$AGORA_HOME"
 "$bin" init
