@@ -13,7 +13,7 @@ import (
 // sandbox shares with the agent. They read files only through internal/sandboxfs (no symlink
 // on the path, regular files, capped, hash-checked); any other file read here is a way back to
 // the host-file read of issue #11 and must be listed in readAllowed with its reason.
-var hostReaders = []string{"dispatch", "orch/dispatchexec", "cli"}
+var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli"}
 
 // fileReads are the calls that open or read a file by path.
 var fileReads = map[string]bool{
@@ -45,8 +45,7 @@ var readAllowed = map[string]string{
 	"dispatch/stage.go:heldStages: os.ReadDir":            "lists dispatches/.held/, the host's own index",
 	"dispatch/stage.go:handOver: filepath.WalkDir":        "chowns the stage to the sandbox uid before the sandbox exists (Lchown: no link followed)",
 	"cli/dispatch_read.go:followLog: os.Open":             "the supervisor's live log in the stage directory, which is never bound into the sandbox",
-	"cli/dispatch.go:detachSupervisor: os.OpenFile":       "/dev/null for the detached supervisor",
-	"cli/orch_serve.go:spawnSupervisor: os.OpenFile":      "/dev/null for the detached supervisor",
+	"dispatch/detach/spawn.go:spawn: os.OpenFile":         "/dev/null for the detached supervisor",
 	"cli/orch_client.go:readPlan: capped.ReadFile":        "a plan file a person names",
 	"cli/subagent.go:readLimited: capped.ReadFile":        "a file a person names",
 	"cli/verify.go:verifyFile: os.Open":                   "the bundle a person names",

@@ -6,14 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/toolreg"
 	"github.com/agora-dev/agora/internal/worker"
 )
@@ -180,7 +179,7 @@ func splitRepo(s string) (string, string) {
 }
 
 // runDispatch accepts req and supervises it here, or in a detached process.
-func runDispatch(cmd *cobra.Command, f *Factory, req dispatch.Request, detach bool, output string) error {
+func runDispatch(cmd *cobra.Command, f *Factory, req dispatch.Request, detached bool, output string) error {
 	ctx := cmd.Context()
 	d, err := f.Dispatcher(ctx)
 	if err != nil {
@@ -209,8 +208,8 @@ func runDispatch(cmd *cobra.Command, f *Factory, req dispatch.Request, detach bo
 		printEvent(f, rec.State, rec)
 		return finishDispatchOutput(f, rec, output)
 	}
-	if detach {
-		started, err := detachSupervisor(ctx, f, d, rec.ID)
+	if detached {
+		started, err := detach.For(d).Start(ctx, rec.ID)
 		if err != nil {
 			return err
 		}
@@ -346,38 +345,6 @@ func nonEmpty(ss ...string) []string {
 		}
 	}
 	return out
-}
-
-// detachSupervisor starts `agora dispatch supervise ID` in its own session, detached from
-// this terminal, and waits until the worker has started (or the dispatch ended).
-func detachSupervisor(ctx context.Context, f *Factory, d *dispatch.Dispatcher, id string) (*dispatch.Record, error) {
-	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer devnull.Close()
-	c := exec.Command(d.AgoraBin, "dispatch", "supervise", id)
-	c.Stdin, c.Stdout, c.Stderr = devnull, devnull, devnull
-	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	c.Env = os.Environ()
-	if err := c.Start(); err != nil {
-		return nil, fmt.Errorf("start detached supervisor: %w", err)
-	}
-	go c.Wait() // reap it if it ends while we still run
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		r, err := d.Records.Get(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if r.State != dispatch.StateAccepted {
-			return r, nil
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("dispatch %s did not start within a minute; see 'agora dispatch describe %s'", id, id)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func newDispatchSuperviseCmd(f *Factory) *cobra.Command {

@@ -8,13 +8,13 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
@@ -189,7 +189,7 @@ func runMCP(ctx context.Context, f *Factory, opts *mcpOptions, ceiling mcpserver
 	defer stop()
 	srv, err := mcpserver.New(mcpserver.Config{
 		Catalog:      d.Catalog,
-		Dispatcher:   &mcpDispatcher{f: f, d: d},
+		Dispatcher:   &mcpDispatcher{d: d, sup: detach.For(d)},
 		Orchestrator: &mcpOrchestrator{c: orchClient},
 		Audit:        mcpAudit(auditor),
 		Logger:       logger,
@@ -229,11 +229,11 @@ func buildVersion() string {
 // mcpDispatcher is the MCP server's dispatch port: Accept as 'agora dispatch run' does, then
 // hand the dispatch to a detached supervisor so it outlives the MCP session.
 type mcpDispatcher struct {
-	f *Factory
 	d *dispatch.Dispatcher
-	// reapedAt is when reap last ran (unix nanoseconds).
-	reapedAt atomic.Int64
-	ended    endedRecords
+	// sup starts the detached supervisors and reaps, at most once per detach.ReapEvery,
+	// the dispatches whose supervisor died.
+	sup   *detach.Supervisors
+	ended endedRecords
 }
 
 // endedRecords keeps the last records seen in a terminal state. A terminal record never
@@ -273,24 +273,8 @@ func (c *endedRecords) put(r *mcpserver.Record) *mcpserver.Record {
 	return r
 }
 
-// reapEvery bounds how often the server looks for dispatches whose supervisor died: a
-// describe loop must not pay for that scan on every call, and a dead supervisor shows within
-// this long.
-const reapEvery = time.Second
-
-// reap ends live dispatches whose supervisor is gone, at most once per reapEvery.
-func (m *mcpDispatcher) reap(ctx context.Context) error {
-	now := time.Now().UnixNano()
-	last := m.reapedAt.Load()
-	if now-last < int64(reapEvery) || !m.reapedAt.CompareAndSwap(last, now) {
-		return nil
-	}
-	_, err := m.d.Reap(ctx)
-	return err
-}
-
 func (m *mcpDispatcher) Dispatch(ctx context.Context, req mcpserver.DispatchRequest) (*mcpserver.Record, error) {
-	if err := m.reap(ctx); err != nil {
+	if err := m.sup.Reap(ctx); err != nil {
 		return nil, err
 	}
 	rec, err := m.d.Accept(ctx, dispatch.Request{
@@ -301,7 +285,7 @@ func (m *mcpDispatcher) Dispatch(ctx context.Context, req mcpserver.DispatchRequ
 		return nil, mcpDispatchError(err)
 	}
 	if !dispatch.IsTerminal(rec.State) {
-		if rec, err = detachSupervisor(ctx, m.f, m.d, rec.ID); err != nil {
+		if rec, err = m.sup.Start(ctx, rec.ID); err != nil {
 			return nil, err
 		}
 	}
@@ -312,7 +296,7 @@ func (m *mcpDispatcher) Get(ctx context.Context, id string) (*mcpserver.Record, 
 	if r := m.ended.get(id); r != nil {
 		return r, nil
 	}
-	if err := m.reap(ctx); err != nil {
+	if err := m.sup.Reap(ctx); err != nil {
 		return nil, err
 	}
 	rec, err := m.d.Records.Get(ctx, id)

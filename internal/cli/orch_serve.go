@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/debug"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,6 +19,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/dispatchexec"
 	"github.com/agora-dev/agora/internal/orch/service"
@@ -84,8 +83,8 @@ func runOrchServe(ctx context.Context, f *Factory) error {
 		return err
 	}
 	reader := view.New(h.DB, h.Blobs)
-	exec := &dispatchexec.Executor{D: d, Spawn: func(id string) (*exec.Cmd, error) { return spawnSupervisor(d.AgoraBin, id) }, Log: logger}
-	eng, err := orch.Open(ctx, db, audit.New(f.Now), exec, orch.Options{
+	executor := &dispatchexec.Executor{D: d, Supervisors: detach.For(d), Log: logger}
+	eng, err := orch.Open(ctx, db, audit.New(f.Now), executor, orch.Options{
 		Now:  f.Now,
 		Refs: catalogRefs{r: reader, targets: h.Config.Target},
 		AfterCommit: func(ctx context.Context, sealed []string) {
@@ -125,24 +124,6 @@ func runOrchServe(ctx context.Context, f *Factory) error {
 		return nil
 	}
 	return err
-}
-
-// spawnSupervisor starts `agora dispatch supervise ID` in its own session, so it (and the
-// worker it watches) outlives the process that started it.
-func spawnSupervisor(bin, id string) (*exec.Cmd, error) {
-	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer devnull.Close()
-	c := exec.Command(bin, "dispatch", "supervise", id)
-	c.Stdin, c.Stdout, c.Stderr = devnull, devnull, devnull
-	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	c.Env = os.Environ()
-	if err := c.Start(); err != nil {
-		return nil, fmt.Errorf("start detached supervisor: %w", err)
-	}
-	return c, nil
 }
 
 // catalogRefs checks a plan's references against the catalog and agora.yaml's targets.

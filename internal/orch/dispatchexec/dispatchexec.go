@@ -1,6 +1,6 @@
 // Package dispatchexec is the orchestrator's production [orch.Executor]: each attempt is one
 // dispatch, recorded in agora.db under the id the engine chose, and supervised by a detached
-// `agora dispatch supervise` process.
+// `agora dispatch supervise` process (package [detach]).
 //
 // Local workers outlive `agora orch serve`: their supervisors run in their own sessions, so
 // a crash or restart of serve does not kill them. A restarted serve re-attaches by dispatch
@@ -16,39 +16,21 @@ package dispatchexec
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"os/exec"
-	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/toolreg"
 )
 
-// DefaultPoll is how often a watched dispatch's record is read.
-const DefaultPoll = 250 * time.Millisecond
-
-// maxSpawns bounds how often one attempt's supervisor is started.
-const maxSpawns = 3
-
-// SpawnFunc starts a detached supervisor of dispatch id and returns its process.
-type SpawnFunc func(id string) (*exec.Cmd, error)
-
 // Executor runs attempts as dispatches.
 type Executor struct {
-	D     *dispatch.Dispatcher
-	Spawn SpawnFunc
-	Poll  time.Duration
-	Log   *slog.Logger
-}
-
-func (x *Executor) poll() time.Duration {
-	if x.Poll > 0 {
-		return x.Poll
-	}
-	return DefaultPoll
+	D *dispatch.Dispatcher
+	// Supervisors starts and follows the dispatches' detached supervisors.
+	Supervisors *detach.Supervisors
+	Log         *slog.Logger
 }
 
 func (x *Executor) log() *slog.Logger {
@@ -99,24 +81,10 @@ func (x *Executor) run(ctx context.Context, a orch.Attempt) (orch.Outcome, error
 	if err != nil {
 		return orch.Outcome{}, err
 	}
-	return x.watch(ctx, rec)
-}
-
-// supervise starts a supervisor of id and returns a channel closed when it exits.
-func (x *Executor) supervise(id string) (<-chan struct{}, error) {
-	cmd, err := x.Spawn(id)
-	if err != nil {
-		return nil, fmt.Errorf("start supervisor of dispatch %s: %w", id, err)
+	if rec, err = x.Supervisors.Watch(ctx, rec); err != nil {
+		return orch.Outcome{}, err
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	return exited, nil
-}
-
-// ownsRecord reports whether this process accepted rec (and so must start its supervisor).
-func (x *Executor) ownsRecord(rec *dispatch.Record) bool {
-	sup, alive, err := x.D.Records.Supervisor(context.Background(), rec.ID)
-	return err == nil && alive && sup == dispatch.SelfSupervisor()
+	return outcome(rec), nil
 }
 
 // accept records the attempt's dispatch under its id.
@@ -145,57 +113,6 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 		req.Inputs = append(req.Inputs, dispatch.InputSpec{Key: in.Key, Select: in.Select, FromDispatch: in.FromDispatch})
 	}
 	return x.D.Accept(ctx, req)
-}
-
-// watch reads the record until it ends. An accepted dispatch whose supervisor is gone (or is
-// this process, which accepted it) gets a supervisor; a started one whose supervisor died
-// without recording the end is reaped (its worker died with it: --die-with-parent).
-func (x *Executor) watch(ctx context.Context, rec *dispatch.Record) (orch.Outcome, error) {
-	id := rec.ID
-	t := time.NewTicker(x.poll())
-	defer t.Stop()
-	var child <-chan struct{}
-	spawned := 0
-	self := dispatch.SelfSupervisor()
-	for {
-		if dispatch.IsTerminal(rec.State) {
-			return outcome(rec), nil
-		}
-		sup, alive, err := x.D.Records.Supervisor(ctx, id)
-		if err != nil {
-			return orch.Outcome{}, err
-		}
-		switch {
-		case rec.State == dispatch.StateAccepted && child == nil && (!alive || sup == self):
-			if spawned == maxSpawns {
-				// Supervisors keep exiting before they start the worker: end it, so the
-				// task's retry policy decides (provider-failed is retryable).
-				if _, err := x.D.Records.Finish(ctx, id, dispatch.Outcome{State: dispatch.StateFailed, Reason: dispatch.ReasonProviderFailed,
-					Detail: fmt.Sprintf("%d supervisors exited before starting the worker", spawned)}); err != nil {
-					return orch.Outcome{}, err
-				}
-				break
-			}
-			spawned++
-			if child, err = x.supervise(id); err != nil {
-				return orch.Outcome{}, err
-			}
-		case rec.State == dispatch.StateStarted && !alive:
-			if _, err := x.D.Reap(ctx); err != nil {
-				return orch.Outcome{}, err
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return orch.Outcome{}, ctx.Err()
-		case <-child:
-			child = nil
-		case <-t.C:
-		}
-		if rec, err = x.D.Records.Get(ctx, id); err != nil {
-			return orch.Outcome{}, err
-		}
-	}
 }
 
 // outcome maps a terminal dispatch record to an attempt outcome.
