@@ -45,6 +45,18 @@ var forbidden = []edge{
 	{"internal/gateway", "internal/store", "the gateway records through the Auditor it is handed; it opens no database"},
 	{"internal/gateway", "modernc.org/sqlite", "the gateway records through the Auditor it is handed; it opens no database"},
 	{"internal/gateway", "internal/dispatch", "the gateway is handed its config; it knows nothing of dispatch records"},
+	{"internal/dispatch", "internal/worker", "the host shares only the wire contract with the worker (internal/worker/wire), never the code that runs in the sandbox"},
+	{"internal/dispatch", "internal/runtime/execrt", "the runtimes run in the worker; the host links only the wire contract"},
+	{"internal/dispatch", "internal/runtime/claudert", "the runtimes run in the worker; the host links only the wire contract"},
+	{"internal/dispatch", "internal/runtime/openairt", "the runtimes run in the worker; the host links only the wire contract"},
+	{"internal/dispatch", "internal/toolreg/builtin", "the built-in tools run in the worker; the host links only the wire contract"},
+	{"internal/worker/wire", "internal/worker", "the wire contract is plain data both sides link; the worker imports it, never the reverse"},
+	{"internal/worker/wire", "internal/dispatch", "the wire contract is plain data both sides link; the dispatcher imports it, never the reverse"},
+	{"internal/worker/wire", "internal/store", "the wire contract is plain data; the worker links it and opens no database"},
+	{"internal/worker/wire", "internal/secret", "the wire contract is plain data; the worker links it and never holds the sealer"},
+	{"internal/worker/wire", "internal/runtime/execrt", "the wire contract is plain data; the host links it without the runtimes"},
+	{"internal/worker/wire", "internal/runtime/claudert", "the wire contract is plain data; the host links it without the runtimes"},
+	{"internal/worker/wire", "internal/runtime/openairt", "the wire contract is plain data; the host links it without the runtimes"},
 }
 
 // inSandbox are the packages that run inside the sandbox, in the worker process. Every

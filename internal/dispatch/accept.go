@@ -14,6 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/jcs"
 	"github.com/agora-dev/agora/internal/toolreg"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // Request is what a caller may choose for a dispatch: catalog names, a target, an input, a
@@ -139,7 +140,7 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	id := req.ID
 	if id == "" {
 		id = NewID(d.now())
-	} else if !idPattern.MatchString(id) {
+	} else if !wire.ValidDispatchID(id) {
 		return nil, reqErr("dispatch id %q is not valid", id)
 	}
 	callback := req.CallbackURL

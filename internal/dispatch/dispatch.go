@@ -26,11 +26,6 @@ import (
 const (
 	MaxStdout = 4 << 20
 	MaxStderr = 1 << 20
-	// maxResultFile caps result.json as read from the worker's out directory.
-	maxResultFile = 1 << 20
-	// maxPatch and maxOutputs cap what is stored from the out directory.
-	maxPatch      = 64 << 20
-	maxOutputsAll = 100 << 20
 	// maxInput caps a dispatch's input JSON.
 	maxInput = 1 << 20
 )

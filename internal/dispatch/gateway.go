@@ -12,11 +12,8 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/gateway"
-	"github.com/agora-dev/agora/internal/worker"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
-
-// sandboxGateway is where the gateway's directory is bound, read-only, inside the sandbox.
-const sandboxGateway = "/agora/gateway"
 
 // Gateway request budget: generous for one agent (each tool call is a model request plus an
 // audit report), still a bound on a runaway loop.
@@ -120,7 +117,7 @@ type runningGateway struct {
 // A gateway whose audit budget is spent pulls trip: the sandbox is stopped and the dispatch
 // fails limit-exceeded.
 func (d *Dispatcher) startGateway(ctx context.Context, r *Record, st *stage, ep *modelEndpoint, secrets [][]byte, trip *limitTrip) (*runningGateway, error) {
-	rg := &runningGateway{dir: filepath.Join(st.dir, worker.GatewayDir)}
+	rg := &runningGateway{dir: filepath.Join(st.dir, wire.GatewayDir)}
 	os.RemoveAll(rg.dir) // nothing of an earlier attempt is reused
 	// The gateway binds its socket in a temporary directory beside the path, then renames it.
 	if len(filepath.Join(rg.dir, ".gateway-0123456789", "s")) > maxSocketPath {
@@ -142,7 +139,7 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, st *stage, ep 
 		egressGrant = r.Grants.Egress
 	}
 	maxEntries, maxBytes := gatewayAuditBudget(time.Duration(r.Timeout))
-	gw, err := gateway.Listen(ctx, filepath.Join(rg.dir, worker.GatewaySocket), gateway.Config{
+	gw, err := gateway.Listen(ctx, filepath.Join(rg.dir, wire.GatewaySocket), gateway.Config{
 		DispatchID:        r.ID,
 		Role:              role,
 		ModelBaseURL:      ep.baseURL,

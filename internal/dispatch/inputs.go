@@ -12,14 +12,11 @@ import (
 	"github.com/agora-dev/agora/internal/blob"
 )
 
-// idPattern is what a caller-chosen dispatch id must look like (the worker checks the same).
-var idPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z_-]{0,127}$`)
-
 var inputKeyPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
 
 // Limits of one dispatch's inputs. Every input file is listed in the dispatch's canonical
 // manifest, which `agora verify` reads only up to 1 MiB: with a dispatch's own outputs
-// (worker.MaxOutputNames of names) these keep the manifest of an honest dispatch under it
+// (wire.MaxOutputNames of names) these keep the manifest of an honest dispatch under it
 // whatever its upstreams left, so no run can become unverifiable by its fan-in.
 const (
 	maxInputs          = 64

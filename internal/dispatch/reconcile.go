@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/sandboxfs"
 	"github.com/agora-dev/agora/internal/secret/redact"
-	"github.com/agora-dev/agora/internal/worker"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // reconcile turns the provider's exit and the worker's result.json into one outcome, storing
@@ -46,7 +46,7 @@ func (d *Dispatcher) reconcile(ctx context.Context, r *Record, st *stage, exit c
 	}
 
 	out, rerr := sandboxfs.Open(st.out)
-	var wr worker.Result
+	var wr wire.Result
 	if rerr == nil {
 		defer out.Close()
 		wr, rerr = readResult(out)
@@ -62,7 +62,7 @@ func (d *Dispatcher) reconcile(ctx context.Context, r *Record, st *stage, exit c
 		// step; it is stored only with the hash the worker declared. A transcript the
 		// worker did not vouch for (it died, or was killed) is not kept: the agent could
 		// have written it.
-		a, err := d.storeFile(out, worker.TranscriptFile, worker.MaxTranscript, red, wr.Transcript.SHA256)
+		a, err := d.storeFile(out, wire.TranscriptFile, wire.MaxTranscript, red, wr.Transcript.SHA256)
 		if err != nil {
 			ierr = fmt.Errorf("transcript: %w", err)
 		} else {
@@ -101,9 +101,9 @@ func (d *Dispatcher) reconcile(ctx context.Context, r *Record, st *stage, exit c
 		o.ExitCode = &code
 		o.Detail = wr.Detail
 		switch wr.Status {
-		case worker.StatusOK:
+		case wire.StatusOK:
 			o.State = StateFinished
-		case worker.StatusNeedsInput:
+		case wire.StatusNeedsInput:
 			o.State = StateNeedsInput
 		default:
 			o.State, o.Reason = StateFailed, string(wr.Reason)
@@ -123,22 +123,22 @@ const (
 	stderrLog = "stderr.log"
 )
 
-func readResult(out *sandboxfs.Dir) (worker.Result, error) {
-	b, err := out.ReadFile(worker.ResultFile, worker.MaxResultSize)
+func readResult(out *sandboxfs.Dir) (wire.Result, error) {
+	b, err := out.ReadFile(wire.ResultFile, wire.MaxResultSize)
 	if err != nil {
-		return worker.Result{}, err
+		return wire.Result{}, err
 	}
-	return worker.ParseResult(b)
+	return wire.ParseResult(b)
 }
 
 // storeWorkerProducts keeps the patch, the outputs and the needs_input question, redacted,
 // each only with the hash the worker declared. It returns the first integrity failure.
-func (d *Dispatcher) storeWorkerProducts(out *sandboxfs.Dir, wr worker.Result, red *redact.Redactor, res *Result) error {
+func (d *Dispatcher) storeWorkerProducts(out *sandboxfs.Dir, wr wire.Result, red *redact.Redactor, res *Result) error {
 	for _, ph := range wr.Phases {
 		res.Phases = append(res.Phases, Phase{Name: ph.Name, OK: ph.OK, MS: ph.MS})
 	}
 	if p := wr.Patch; p != nil {
-		a, err := d.storeFile(out, worker.PatchFile, maxPatch, red, p.SHA256)
+		a, err := d.storeFile(out, wire.PatchFile, wire.MaxPatchSize, red, p.SHA256)
 		if err != nil {
 			return fmt.Errorf("patch: %w", err)
 		}
@@ -148,15 +148,15 @@ func (d *Dispatcher) storeWorkerProducts(out *sandboxfs.Dir, wr worker.Result, r
 	for _, o := range wr.Outputs {
 		// ParseResult has checked each path: outputs/<clean relative path>, printable.
 		total += o.Size
-		if total > maxOutputsAll {
-			return fmt.Errorf("outputs: more than %d bytes declared", maxOutputsAll)
+		if total > wire.MaxOutputsSize {
+			return fmt.Errorf("outputs: more than %d bytes declared", wire.MaxOutputsSize)
 		}
-		a, err := d.storeFile(out, o.Path, maxOutputsAll, red, o.SHA256)
+		a, err := d.storeFile(out, o.Path, wire.MaxOutputsSize, red, o.SHA256)
 		if err != nil {
 			return fmt.Errorf("output: %w", err)
 		}
 		// The name is the agent's choice: a secret in it is masked like one in the content.
-		name := red.String(strings.TrimPrefix(o.Path, worker.OutputsDir+"/"))
+		name := red.String(strings.TrimPrefix(o.Path, wire.OutputsDir+"/"))
 		res.Outputs = append(res.Outputs, Output{Path: name, Digest: a.Digest, Size: a.Size})
 	}
 	if ni := wr.NeedsInput; ni != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
-	"github.com/agora-dev/agora/internal/worker"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // stage is one dispatch's directory on the host: the bundle the worker verifies, the
@@ -83,8 +83,8 @@ func limitsFor(target config.Target, sandbox, id string) stageLimits {
 func stageAt(stateDir, id string) *stage {
 	dir := filepath.Join(stateDir, id)
 	return &stage{
-		dir: dir, bundle: filepath.Join(dir, "bundle"), workspace: filepath.Join(dir, "workspace"),
-		out: filepath.Join(dir, "out"), stdout: filepath.Join(dir, stdoutLog), stderr: filepath.Join(dir, stderrLog),
+		dir: dir, bundle: filepath.Join(dir, wire.BundleDir), workspace: filepath.Join(dir, wire.WorkspaceDir),
+		out: filepath.Join(dir, wire.OutDir), stdout: filepath.Join(dir, stdoutLog), stderr: filepath.Join(dir, stderrLog),
 		disk: filepath.Join(dir, diskDir), held: filepath.Join(stateDir, heldDir, id),
 	}
 }
@@ -127,7 +127,7 @@ func newStage(stateDir, id string, l stageLimits) (*stage, error) {
 	if err := s.hold(); err != nil {
 		return nil, fmt.Errorf("stage dispatch %s: %w", id, err)
 	}
-	for _, d := range []string{s.bundle, filepath.Join(s.bundle, "capabilities")} {
+	for _, d := range []string{s.bundle, filepath.Join(s.bundle, wire.CapabilitiesDir)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			s.removeWork()
 			return nil, fmt.Errorf("stage dispatch %s: %w", id, err)
@@ -137,7 +137,7 @@ func newStage(stateDir, id string, l stageLimits) (*stage, error) {
 		disk := filepath.Join(s.dir, diskDir)
 		if err := mountQuota(disk, id, l.disk); err == nil {
 			s.disk, s.diskSize = disk, l.disk
-			s.workspace, s.out = filepath.Join(disk, "workspace"), filepath.Join(disk, "out")
+			s.workspace, s.out = filepath.Join(disk, wire.WorkspaceDir), filepath.Join(disk, wire.OutDir)
 		}
 		// Else nothing here can mount (a container without CAP_SYS_ADMIN, say): the
 		// dispatch runs as an unprivileged agora's would, and its isolation says
@@ -269,8 +269,8 @@ func (s *stage) removeWork() {
 	os.RemoveAll(s.bundle)
 	os.RemoveAll(s.workspace)
 	os.RemoveAll(s.out)
-	os.RemoveAll(filepath.Join(s.dir, worker.InputsDir))
-	removeGatewayEntry(filepath.Join(s.dir, worker.GatewayDir))
+	os.RemoveAll(filepath.Join(s.dir, wire.InputsDir))
+	removeGatewayEntry(filepath.Join(s.dir, wire.GatewayDir))
 	if unmounted {
 		// Else the entry stays, and the next Reap tries again.
 		os.Remove(s.held)
@@ -345,13 +345,13 @@ func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, s
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(s.bundle, "subagent.json"), subContent, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(s.bundle, wire.SubagentFile), subContent, 0o600); err != nil {
 		return err
 	}
-	m := worker.Manifest{
-		Version:    1,
+	m := wire.Manifest{
+		Version:    wire.ManifestVersion,
 		DispatchID: r.ID,
-		Subagent:   worker.Bundle{Name: p.subagent.Name, Digest: p.subagent.Digest, Path: "subagent.json"},
+		Subagent:   wire.Bundle{Name: p.subagent.Name, Digest: p.subagent.Digest, Path: wire.SubagentFile},
 		Runtime:    p.doc.Runtime,
 		Command:    p.doc.Command,
 		InputJSON:  string(p.input),
@@ -363,17 +363,17 @@ func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, s
 		// Every isolated sandbox has its own PID namespace; `sandbox: none` shares the host's.
 		PIDNamespace: r.Sandbox != "none",
 	}
-	var declared worker.Grants
+	var declared wire.Grants
 	for _, c := range p.capabilities {
 		data, err := d.Catalog.Content(c)
 		if err != nil {
 			return err
 		}
-		rel := worker.CapabilityPath(c.Digest)
+		rel := wire.CapabilityPath(c.Digest)
 		if err := os.WriteFile(filepath.Join(s.bundle, rel), data, 0o600); err != nil {
 			return err
 		}
-		m.Capabilities = append(m.Capabilities, worker.Bundle{Name: c.Name, Digest: c.Digest, Path: rel})
+		m.Capabilities = append(m.Capabilities, wire.Bundle{Name: c.Name, Digest: c.Digest, Path: rel})
 		if g := c.Meta.Grants; g != nil {
 			declared.Commands = append(declared.Commands, g.Commands...)
 			declared.Tools = append(declared.Tools, g.Tools...)
@@ -384,7 +384,7 @@ func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, s
 	m.Grants = declared
 	if g := r.Grants; g != nil {
 		// The dispatch's grant, narrowed at accept time from exactly these capabilities.
-		m.Grants = worker.Grants{
+		m.Grants = wire.Grants{
 			Commands: manifestCommands(declared.Commands, g.Commands),
 			Tools:    uniq(g.Tools),
 			Egress:   uniq(g.Egress),
@@ -394,7 +394,7 @@ func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, s
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(s.bundle, "manifest.json"), b, 0o600)
+	return os.WriteFile(filepath.Join(s.bundle, wire.ManifestFile), b, 0o600)
 }
 
 func uniq(ss []string) []string {

@@ -12,17 +12,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/secret/redact"
-	"github.com/agora-dev/agora/internal/worker"
-)
-
-// Sandbox paths of the worker contract (see package worker).
-const (
-	sandboxRoot      = "/agora"
-	sandboxBin       = "/agora/bin/agora"
-	sandboxBundle    = "/agora/bundle"
-	sandboxWorkspace = "/agora/workspace"
-	sandboxOut       = "/agora/out"
-	sandboxInputs    = "/agora/inputs"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // Progress receives lifecycle events as they are recorded.
@@ -108,7 +98,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		}
 		return failed(ReasonFetchFailed, "%v", err), nil
 	}
-	inputsDir := filepath.Join(st.dir, worker.InputsDir)
+	inputsDir := filepath.Join(st.dir, wire.InputsDir)
 	if len(r.Inputs) > 0 {
 		if err := d.stageInputs(r.Inputs, inputsDir); err != nil {
 			return failed(ReasonIntegrityFailed, "stage inputs: %v", err), nil
@@ -146,9 +136,9 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 
 	spec := compute.Spec{
 		ID:      r.ID,
-		Argv:    []string{sandboxBin, "worker"},
+		Argv:    []string{wire.BinPath, "worker"},
 		Env:     []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "AGORA_DISPATCH_ID=" + r.ID},
-		Dir:     sandboxWorkspace,
+		Dir:     wire.WorkspacePath,
 		Network: r.Network == "host",
 		Sandbox: r.Sandbox,
 		Limits: compute.Limits{
@@ -160,14 +150,14 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		// Root runs the sandbox as the target's sandbox uid; nil leaves it the invoking user.
 		RunAs: st.owner,
 		Binds: []compute.Bind{
-			{Src: d.AgoraBin, Dst: sandboxBin},
-			{Src: st.bundle, Dst: sandboxBundle},
-			{Src: st.workspace, Dst: sandboxWorkspace, Writable: true},
-			{Src: st.out, Dst: sandboxOut, Writable: true},
+			{Src: d.AgoraBin, Dst: wire.BinPath},
+			{Src: st.bundle, Dst: wire.BundlePath},
+			{Src: st.workspace, Dst: wire.WorkspacePath, Writable: true},
+			{Src: st.out, Dst: wire.OutPath, Writable: true},
 		},
 	}
 	if len(r.Inputs) > 0 {
-		spec.Binds = append(spec.Binds, compute.Bind{Src: inputsDir, Dst: sandboxInputs})
+		spec.Binds = append(spec.Binds, compute.Bind{Src: inputsDir, Dst: wire.InputsPath})
 	}
 	// Host-side enforcers trip this to stop the sandbox and fail the dispatch limit-exceeded.
 	trip := newLimitTrip()
@@ -185,13 +175,13 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 			stderr.Close()
 			return Outcome{}, err
 		}
-		spec.Binds = append(spec.Binds, compute.Bind{Src: gw.dir, Dst: sandboxGateway})
+		spec.Binds = append(spec.Binds, compute.Bind{Src: gw.dir, Dst: wire.GatewayPath})
 	}
 	if r.Sandbox == compute.SandboxNone {
 		// No mount namespace: the worker finds its files at their host paths.
 		spec.Argv = []string{d.AgoraBin, "worker"}
 		spec.Binds = nil
-		spec.Env = append(spec.Env, worker.RootEnv+"="+st.dir)
+		spec.Env = append(spec.Env, wire.RootEnv+"="+st.dir)
 		spec.Dir = st.workspace
 	}
 
@@ -250,7 +240,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 // whole seconds, leaving the worker a margin to capture the patch. The worker kills the agent
 // at its budget; the provider's wall clock at the full timeout is the backstop.
 func budgets(timeout time.Duration) (setup, agent int) {
-	margin := min(worker.CaptureMargin, timeout/5)
+	margin := min(wire.CaptureMargin, timeout/5)
 	setupD := min(2*time.Minute, timeout/4)
 	setup = max(1, int(setupD.Seconds()))
 	agent = max(1, int((timeout - setupD - margin).Seconds()))

@@ -16,6 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 	"github.com/agora-dev/agora/internal/runtime/openairt"
 	"github.com/agora-dev/agora/internal/sandboxfs"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // agentPath is the PATH the agent starts with, unless the env bundle sets one.
@@ -24,7 +25,7 @@ const agentPath = "/usr/local/bin:/usr/bin:/bin"
 // agentEnv is the complete environment of setup scripts and the agent: a base, then the
 // bundle's plain values, then the secrets, then agora's own keys, each layer winning over the
 // ones before (the host already refuses AGORA_* in bundles; the manifest parser too).
-func agentEnv(m Manifest, secrets map[string]string, root, tmp string) []string {
+func agentEnv(m wire.Manifest, secrets map[string]string, root, tmp string) []string {
 	env := map[string]string{
 		"PATH": agentPath,
 		"HOME": tmp,
@@ -42,10 +43,10 @@ func agentEnv(m Manifest, secrets map[string]string, root, tmp string) []string 
 	}
 	env["AGORA_INPUT_JSON"] = input
 	env["AGORA_DISPATCH_ID"] = m.DispatchID
-	env["AGORA_OUT"] = filepath.Join(root, OutDir)
-	env["AGORA_WORKSPACE"] = filepath.Join(root, WorkspaceDir)
-	if fi, err := os.Stat(filepath.Join(root, InputsDir)); err == nil && fi.IsDir() {
-		env["AGORA_INPUTS"] = filepath.Join(root, InputsDir)
+	env["AGORA_OUT"] = filepath.Join(root, wire.OutDir)
+	env["AGORA_WORKSPACE"] = filepath.Join(root, wire.WorkspaceDir)
+	if fi, err := os.Stat(filepath.Join(root, wire.InputsDir)); err == nil && fi.IsDir() {
+		env["AGORA_INPUTS"] = filepath.Join(root, wire.InputsDir)
 	}
 	out := make([]string, 0, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {
@@ -71,7 +72,7 @@ type invocation struct {
 	// The model runtimes (openai, claude-code) also get these.
 	dispatchID   string
 	role         string // "subagent@sha256:<hex>", the view's and the audit's
-	grants       Grants
+	grants       wire.Grants
 	model        string
 	systemPrompt string
 	prompt       string          // the user prompt, from the input
@@ -159,29 +160,29 @@ func (r *runner) runAgent(ctx context.Context) *failure {
 		mcpConfig:    r.mcpConfig,
 	})
 	if err != nil {
-		return fail(ReasonWorkerFailed, "start agent: %v", err)
+		return fail(wire.ReasonWorkerFailed, "start agent: %v", err)
 	}
 	r.exit = exit
 	r.res.ExitCode = exit.ExitCode
 	switch {
 	case exit.TimedOut && exit.Failure != "":
-		return fail(ReasonTimeout, "%s", exit.Failure)
+		return fail(wire.ReasonTimeout, "%s", exit.Failure)
 	case exit.TimedOut:
-		return fail(ReasonTimeout, "agent killed after %ds", r.man.AgentTimeoutSeconds)
+		return fail(wire.ReasonTimeout, "agent killed after %ds", r.man.AgentTimeoutSeconds)
 	case exit.Failure != "":
-		return fail(ReasonWorkerFailed, "%s", exit.Failure)
+		return fail(wire.ReasonWorkerFailed, "%s", exit.Failure)
 	case exit.ExitCode != 0:
 		// A question is a legitimate way to stop; needsInput decides.
 		if exit.Question != "" || r.hasNeedsInput() {
 			return nil
 		}
-		return fail(ReasonWorkerFailed, "agent exited with code %d", exit.ExitCode)
+		return fail(wire.ReasonWorkerFailed, "agent exited with code %d", exit.ExitCode)
 	}
 	return nil
 }
 
 func (r *runner) hasNeedsInput() bool {
-	_, err := os.Lstat(filepath.Join(r.out, NeedsInputFile))
+	_, err := os.Lstat(filepath.Join(r.out, wire.NeedsInputFile))
 	return err == nil
 }
 
@@ -198,19 +199,19 @@ func readOut(out, rel string, limit int64) ([]byte, error) {
 // needsInput reads out/needs_input.json when the agent left one. It must be a regular file
 // (a symlink or a FIFO planted there is refused, never followed or blocked on).
 func (r *runner) needsInput(ctx context.Context) *failure {
-	b, err := readOut(r.out, NeedsInputFile, maxNeedsInputFile)
+	b, err := readOut(r.out, wire.NeedsInputFile, wire.MaxNeedsInputFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fail(ReasonWorkerFailed, "needs_input: %v", err)
+		return fail(wire.ReasonWorkerFailed, "needs_input: %v", err)
 	}
-	n, err := ParseNeedsInput(b)
+	n, err := wire.ParseNeedsInput(b)
 	if err != nil {
-		return fail(ReasonWorkerFailed, "needs_input: %v", err)
+		return fail(wire.ReasonWorkerFailed, "needs_input: %v", err)
 	}
-	if r.res.Status == StatusOK {
-		r.res.Status = StatusNeedsInput
+	if r.res.Status == wire.StatusOK {
+		r.res.Status = wire.StatusNeedsInput
 		r.res.NeedsInput = &n
 	}
 	return nil

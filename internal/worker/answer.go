@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // keepAnswer writes what an in-process runtime produced into out/: the final answer as
@@ -25,27 +27,27 @@ func (r *runner) keepAnswer(exit agentExit) *failure {
 	}
 	root, err := os.OpenRoot(r.out)
 	if err != nil {
-		return fail(ReasonWorkerFailed, "keep the answer: %v", err)
+		return fail(wire.ReasonWorkerFailed, "keep the answer: %v", err)
 	}
 	defer root.Close()
 	if exit.Final != nil {
-		if err := root.MkdirAll(OutputsDir, 0o755); err != nil {
-			return fail(ReasonWorkerFailed, "keep the answer: %v", err)
+		if err := root.MkdirAll(wire.OutputsDir, 0o755); err != nil {
+			return fail(wire.ReasonWorkerFailed, "keep the answer: %v", err)
 		}
-		name := path.Join(OutputsDir, FinalFile)
+		name := path.Join(wire.OutputsDir, wire.FinalFile)
 		_ = root.Remove(name) // replaced, never written through
 		if err := root.WriteFile(name, []byte(*exit.Final), 0o644); err != nil {
-			return fail(ReasonWorkerFailed, "keep the answer: %v", err)
+			return fail(wire.ReasonWorkerFailed, "keep the answer: %v", err)
 		}
 	}
 	if exit.Question != "" {
-		b, err := json.Marshal(NeedsInput{Question: truncate(exit.Question, MaxQuestion)})
+		b, err := json.Marshal(wire.NeedsInput{Question: truncate(exit.Question, wire.MaxQuestion)})
 		if err != nil {
-			return fail(ReasonWorkerFailed, "keep the question: %v", err)
+			return fail(wire.ReasonWorkerFailed, "keep the question: %v", err)
 		}
-		_ = root.Remove(NeedsInputFile)
-		if err := root.WriteFile(NeedsInputFile, b, 0o644); err != nil {
-			return fail(ReasonWorkerFailed, "keep the question: %v", err)
+		_ = root.Remove(wire.NeedsInputFile)
+		if err := root.WriteFile(wire.NeedsInputFile, b, 0o644); err != nil {
+			return fail(wire.ReasonWorkerFailed, "keep the question: %v", err)
 		}
 	}
 	return nil
@@ -75,7 +77,7 @@ func userPrompt(inputJSON string) string {
 	return p
 }
 
-// transcriptFile is the model runtimes' transcript: whole lines, up to [MaxTranscript]
+// transcriptFile is the model runtimes' transcript: whole lines, up to [wire.MaxTranscript]
 // bytes; later lines are dropped, never failing the loop. Writes are serialised (claude's
 // events and the worker's may interleave). It is kept in the worker's memory, which nothing
 // of the agent can reach (the worker is not dumpable), and written to out/transcript.jsonl
@@ -103,7 +105,7 @@ func (inv invocation) openTranscript() (*transcriptFile, error) {
 func (t *transcriptFile) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if int64(t.buf.Len()+len(p)) > MaxTranscript {
+	if int64(t.buf.Len()+len(p)) > wire.MaxTranscript {
 		t.dropped += int64(len(p))
 		return len(p), nil
 	}
@@ -116,7 +118,7 @@ func (t *transcriptFile) close(w io.Writer) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.dropped > 0 {
-		fmt.Fprintf(w, "agora worker: transcript: %d bytes dropped past the %d byte limit\n", t.dropped, MaxTranscript)
+		fmt.Fprintf(w, "agora worker: transcript: %d bytes dropped past the %d byte limit\n", t.dropped, wire.MaxTranscript)
 	}
 }
 
@@ -133,14 +135,14 @@ func (r *runner) keepTranscript() *failure {
 		return nil
 	}
 	b := t.buf.Bytes()
-	if err := writeFileAtomic(r.out, TranscriptFile, func(w io.Writer) error {
+	if err := writeFileAtomic(r.out, wire.TranscriptFile, func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
 	}); err != nil {
-		return fail(ReasonWorkerFailed, "transcript: %v", err)
+		return fail(wire.ReasonWorkerFailed, "transcript: %v", err)
 	}
 	sum := sha256.Sum256(b)
-	r.res.Transcript = &FileInfo{Path: TranscriptFile, Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}
+	r.res.Transcript = &wire.FileInfo{Path: wire.TranscriptFile, Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}
 	return nil
 }
 

@@ -3,6 +3,8 @@ package worker
 import (
 	"os"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // BenchmarkWorkerNoop runs the whole worker for the command `true` on an empty workspace:
@@ -39,12 +41,12 @@ func benchNoop(b *testing.B, tmp string) {
 			b.Fatalf("exit code %d", code)
 		}
 		b.StopTimer()
-		raw, err := os.ReadFile(f.outPath(ResultFile))
+		raw, err := os.ReadFile(f.outPath(wire.ResultFile))
 		if err != nil {
 			b.Fatal(err)
 		}
-		res, err := ParseResult(raw)
-		if err != nil || res.Status != StatusOK {
+		res, err := wire.ParseResult(raw)
+		if err != nil || res.Status != wire.StatusOK {
 			b.Fatalf("result %+v, %v", res, err)
 		}
 		for _, p := range res.Phases {
@@ -52,7 +54,7 @@ func benchNoop(b *testing.B, tmp string) {
 		}
 		b.StartTimer()
 	}
-	for _, name := range []string{PhaseVerify, PhaseBaseline, PhaseRuntime, PhaseCapture} {
+	for _, name := range []string{wire.PhaseVerify, wire.PhaseBaseline, wire.PhaseRuntime, wire.PhaseCapture} {
 		b.ReportMetric(float64(sums[name])/float64(b.N), name+"-ms/op")
 	}
 }

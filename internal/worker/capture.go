@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/agora-dev/agora/internal/runtime/execrt"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // The patch is captured with a git repository the worker owns, outside the workspace
@@ -164,22 +165,22 @@ func (g *gitDir) runStdin(ctx context.Context, in io.Reader, out io.Writer, args
 func (r *runner) baseline(ctx context.Context) *failure {
 	g, err := newGitDir(r.opts.TempDir, r.workspace)
 	if err != nil {
-		return fail(ReasonWorkerFailed, "baseline: %v", err)
+		return fail(wire.ReasonWorkerFailed, "baseline: %v", err)
 	}
 	r.git = g
 	if err := g.run(ctx, nil, "add", "-A"); err != nil {
-		return fail(ReasonWorkerFailed, "baseline: %v", err)
+		return fail(wire.ReasonWorkerFailed, "baseline: %v", err)
 	}
 	var out bytes.Buffer
 	if err := g.run(ctx, &out, "write-tree"); err != nil {
-		return fail(ReasonWorkerFailed, "baseline: %v", err)
+		return fail(wire.ReasonWorkerFailed, "baseline: %v", err)
 	}
 	tree := strings.TrimSpace(out.String())
 	if len(tree) != 40 && len(tree) != 64 {
-		return fail(ReasonWorkerFailed, "baseline: git write-tree printed %q", truncate(tree, 100))
+		return fail(wire.ReasonWorkerFailed, "baseline: git write-tree printed %q", truncate(tree, 100))
 	}
 	if _, err := hex.DecodeString(tree); err != nil {
-		return fail(ReasonWorkerFailed, "baseline: git write-tree printed %q", truncate(tree, 100))
+		return fail(wire.ReasonWorkerFailed, "baseline: git write-tree printed %q", truncate(tree, 100))
 	}
 	g.tree = tree
 	return nil
@@ -191,16 +192,16 @@ func (r *runner) baseline(ctx context.Context) *failure {
 func (r *runner) capture(ctx context.Context) *failure {
 	g := r.git
 	if err := g.reassert(); err != nil {
-		return fail(ReasonWorkerFailed, "capture: %v", err)
+		return fail(wire.ReasonWorkerFailed, "capture: %v", err)
 	}
 	if err := g.run(ctx, nil, "add", "-A"); err != nil {
-		return fail(ReasonWorkerFailed, "capture: %v", err)
+		return fail(wire.ReasonWorkerFailed, "capture: %v", err)
 	}
 	if err := r.maskBinarySecrets(ctx); err != nil {
-		return fail(ReasonWorkerFailed, "capture: mask secrets in binary files: %v", err)
+		return fail(wire.ReasonWorkerFailed, "capture: mask secrets in binary files: %v", err)
 	}
 	pw := newPatchWriter(r.opts.testOnlyMaxPatch)
-	err := writeFileAtomic(r.out, PatchFile, func(w io.Writer) error {
+	err := writeFileAtomic(r.out, wire.PatchFile, func(w io.Writer) error {
 		pw.w = w
 		err := g.run(ctx, pw, "diff", "--cached", "--binary", "--full-index", "--no-ext-diff",
 			"--no-textconv", "--no-color", "--ignore-submodules=none", "--src-prefix=a/", "--dst-prefix=b/",
@@ -212,10 +213,10 @@ func (r *runner) capture(ctx context.Context) *failure {
 		return err
 	})
 	if err != nil {
-		return fail(ReasonWorkerFailed, "capture: %v", err)
+		return fail(wire.ReasonWorkerFailed, "capture: %v", err)
 	}
-	r.res.Patch = &PatchInfo{
-		Path:         PatchFile,
+	r.res.Patch = &wire.PatchInfo{
+		Path:         wire.PatchFile,
 		SHA256:       hex.EncodeToString(pw.h.Sum(nil)),
 		Bytes:        pw.n,
 		FilesChanged: pw.files,
@@ -250,7 +251,7 @@ const fileHeader = "diff --git "
 
 func newPatchWriter(limit int64) *patchWriter {
 	if limit <= 0 {
-		limit = MaxPatchSize
+		limit = wire.MaxPatchSize
 	}
 	return &patchWriter{h: sha256.New(), limit: limit}
 }

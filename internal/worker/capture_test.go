@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 func TestWorker_GitattributesFiltersNeverRun(t *testing.T) {
@@ -55,7 +57,7 @@ func TestWorker_GitattributesFiltersNeverRun(t *testing.T) {
 	f.write()
 
 	_, res := f.run()
-	if res.Status != StatusOK {
+	if res.Status != wire.StatusOK {
 		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
 	}
 	entries, _ := os.ReadDir(markers)
@@ -78,7 +80,7 @@ func TestWorker_AttributesDoNotTransformCapturedBytes(t *testing.T) {
 	initRepo(t, f.ws(), map[string]string{".gitattributes": "*.txt text eol=crlf ident working-tree-encoding=UTF-16\n"})
 	f.write()
 	_, res := f.run()
-	if res.Status != StatusOK {
+	if res.Status != wire.StatusOK {
 		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
 	}
 	patch := checkPatch(t, f, res)
@@ -93,7 +95,7 @@ func TestWorker_SymlinkCapturedAsSymlink(t *testing.T) {
 	fresh := cloneRepo(t, f.ws())
 	f.write()
 	_, res := f.run()
-	if res.Status != StatusOK {
+	if res.Status != wire.StatusOK {
 		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
 	}
 	patch := checkPatch(t, f, res)
@@ -118,7 +120,7 @@ rm -r e && echo efile > e`)
 	fresh := cloneRepo(t, f.ws())
 	f.write()
 	_, res := f.run()
-	if res.Status != StatusOK {
+	if res.Status != wire.StatusOK {
 		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
 	}
 	if checkPatch(t, f, res); res.Patch.FilesChanged != 4 {
@@ -135,7 +137,7 @@ func TestWorker_OwnGitDirIgnored(t *testing.T) {
 	initRepo(t, f.ws(), map[string]string{"README": "x\n"})
 	f.write()
 	_, res := f.run()
-	if res.Status != StatusOK {
+	if res.Status != wire.StatusOK {
 		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
 	}
 	patch := checkPatch(t, f, res)
@@ -156,7 +158,7 @@ sleep 100`)
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("took %v", d)
 	}
-	if res.Status != StatusFailed || res.Reason != ReasonTimeout || res.ExitCode != -1 {
+	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonTimeout || res.ExitCode != -1 {
 		t.Fatalf("got %q %q exit %d %q, want failed timeout -1", res.Status, res.Reason, res.ExitCode, res.Detail)
 	}
 	var pids []int
@@ -184,8 +186,8 @@ sleep 100`)
 	if res.Patch == nil || res.Patch.FilesChanged != 1 {
 		t.Errorf("patch %+v, want the partial work", res.Patch)
 	}
-	if diff := cmp.Diff([]string{PhaseVerify, PhaseSecrets, PhaseOverlay, PhaseSetup, PhaseBaseline,
-		PhaseRuntime, PhaseStop, PhaseCapture, PhaseOutputs}, phaseNames(res)); diff != "" {
+	if diff := cmp.Diff([]string{wire.PhaseVerify, wire.PhaseSecrets, wire.PhaseOverlay, wire.PhaseSetup, wire.PhaseBaseline,
+		wire.PhaseRuntime, wire.PhaseStop, wire.PhaseCapture, wire.PhaseOutputs}, phaseNames(res)); diff != "" {
 		t.Errorf("phases (-want +got):\n%s", diff)
 	}
 }
@@ -215,10 +217,10 @@ mkfifo "$o/pipe"
 printf 'bad' > "$o/$(printf 'bad\001name')"`)
 	f.write()
 	_, res := f.run()
-	if res.Status != StatusOK {
+	if res.Status != wire.StatusOK {
 		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
 	}
-	want := []OutputInfo{
+	want := []wire.OutputInfo{
 		{Path: "outputs/a-c", Size: 1, SHA256: hexSum("x")},
 		{Path: "outputs/report.md", Size: 6, SHA256: hexSum("report")},
 		{Path: "outputs/sub/data.bin", Size: 2, SHA256: hexSum("\x00\x01")},
@@ -226,10 +228,10 @@ printf 'bad' > "$o/$(printf 'bad\001name')"`)
 	if diff := cmp.Diff(want, res.Outputs); diff != "" {
 		t.Errorf("outputs (-want +got):\n%s", diff)
 	}
-	wantSkipped := []SkippedOutput{
-		{Path: `outputs/"bad\x01name"`, Why: skipUnprintable},
-		{Path: "outputs/link", Why: skipSymlink},
-		{Path: "outputs/pipe", Why: skipNotRegular},
+	wantSkipped := []wire.SkippedOutput{
+		{Path: `outputs/"bad\x01name"`, Why: wire.SkipUnprintable},
+		{Path: "outputs/link", Why: wire.SkipSymlink},
+		{Path: "outputs/pipe", Why: wire.SkipNotRegular},
 	}
 	if diff := cmp.Diff(wantSkipped, res.OutputsSkipped); diff != "" {
 		t.Errorf("skipped (-want +got):\n%s", diff)
@@ -245,23 +247,23 @@ func TestWorker_OutputsDirectorySymlink(t *testing.T) {
 	f := newFixture(t, `ln -s /etc "$AGORA_OUT/outputs"`)
 	f.write()
 	_, res := f.run()
-	if res.Status != StatusOK || len(res.Outputs) != 0 {
+	if res.Status != wire.StatusOK || len(res.Outputs) != 0 {
 		t.Fatalf("got %q %q outputs %v", res.Status, res.Detail, res.Outputs)
 	}
-	if diff := cmp.Diff([]SkippedOutput{{Path: "outputs/.", Why: skipSymlink}}, res.OutputsSkipped); diff != "" {
+	if diff := cmp.Diff([]wire.SkippedOutput{{Path: "outputs/.", Why: wire.SkipSymlink}}, res.OutputsSkipped); diff != "" {
 		t.Errorf("skipped (-want +got):\n%s", diff)
 	}
 }
 
 func TestWorker_TooManyOutputs(t *testing.T) {
 	f := newFixture(t, `mkdir -p "$AGORA_OUT/outputs"; cd "$AGORA_OUT/outputs"
-i=0; while [ $i -le `+strconv.Itoa(MaxOutputs)+` ]; do : > f$i; i=$((i+1)); done`)
+i=0; while [ $i -le `+strconv.Itoa(wire.MaxOutputs)+` ]; do : > f$i; i=$((i+1)); done`)
 	f.write()
 	_, res := f.run()
-	if res.Status != StatusFailed || res.Reason != ReasonWorkerFailed || !strings.Contains(res.Detail, "more than 256 files") {
+	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonWorkerFailed || !strings.Contains(res.Detail, "more than 256 files") {
 		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
 	}
-	if len(res.Outputs) != MaxOutputs {
-		t.Errorf("listed %d outputs, want the %d that fit", len(res.Outputs), MaxOutputs)
+	if len(res.Outputs) != wire.MaxOutputs {
+		t.Errorf("listed %d outputs, want the %d that fit", len(res.Outputs), wire.MaxOutputs)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/runtime/claudert"
 	"github.com/agora-dev/agora/internal/secret/redact"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // MCPConfigFile is the file at the root of a capability that holds its MCP servers, in the
@@ -119,7 +120,7 @@ func hookProgram(inv invocation) (string, error) {
 	if testOnlyHookProgram != "" {
 		return testOnlyHookProgram, nil
 	}
-	p := filepath.Join(filepath.Dir(inv.out), BinDir, "agora")
+	p := filepath.Join(filepath.Dir(inv.out), wire.BinDir, wire.BinFile)
 	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
 		return p, nil
 	}

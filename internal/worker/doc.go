@@ -2,9 +2,8 @@
 // dispatch. It verifies the bundle, overlays capability files into the workspace, runs the
 // capabilities' setup scripts, records a git baseline, runs the agent through its runtime
 // under a deadline, captures the patch and the outputs, and writes one authoritative
-// result.json. It also owns the two files that cross the sandbox wall, so the host writes
-// the one and reads the other with the same definitions: [Manifest] ([ParseManifest]) and
-// [Result] ([ParseResult]).
+// result.json. The files that cross the sandbox wall, [wire.Manifest] and [wire.Result], and
+// the layout's paths and limits are package [wire]'s, shared with the host.
 //
 // worker sees only what is mounted into its sandbox. It MUST NOT import the store, the
 // secret store, the provisioner, the manifest reconciler, AGORA_HOME or anything that opens
@@ -13,29 +12,12 @@
 //
 // # Sandbox layout
 //
-// The host builds this layout (paths under [DefaultRoot]); tests build it in a temporary
-// directory and run the worker without a sandbox.
-//
-//	/agora/bin/agora              the agora binary, read-only
-//	/agora/bundle/manifest.json   read-only: a [Manifest]
-//	/agora/bundle/subagent.json   read-only: the subagent document, digest Manifest.Subagent.Digest
-//	/agora/bundle/capabilities/<hex>.tar
-//	                              read-only: each capability archive, named by its digest
-//	/agora/workspace              read-write: a git checkout of the chosen revision (with its own
-//	                              .git), or an empty directory; the agent's working directory
-//	/agora/out                    read-write: the agent may write out/outputs/** and
-//	                              out/needs_input.json; the worker writes out/patch.diff and,
-//	                              last, out/result.json (each a temporary file and a rename)
-//	/agora/inputs                 read-only, may be absent: upstream products
-//	/agora/gateway/gateway.sock   model runtimes only: the host's gateway (read-only bind); the
-//	                              model, http_fetch and the tool audit are reached through it
-//	/tmp                          private scratch: the baseline repository, HOME
-//	fd 3                          only when Manifest.SecretKeys is not empty: a JSON object
-//	                              {"KEY":"value",...} with exactly those keys; read and closed
+// The host builds the layout package [wire] describes, under [wire.DefaultRoot]; tests build
+// it in a temporary directory and run the worker without a sandbox.
 //
 // # Steps
 //
-// Each step is timed and recorded as a [Phase] of the result.
+// Each step is timed and recorded as a [wire.Phase] of the result.
 //
 //  1. verify: manifest.json is read strictly; the SHA-256 of subagent.json and of each archive
 //     must equal the manifest's digests; the document's runtime, command and capability list
@@ -65,12 +47,12 @@
 //     (Manifest.PIDNamespace), every other process in it is killed (kill(-1, SIGKILL)) and
 //     /proc is checked until none but zombies remain: a daemon the agent left (setsid,
 //     double fork) cannot race what is hashed next. If any survives, nothing is captured.
-//  8. needs_input: out/needs_input.json (see [NeedsInput]), whatever the exit code, unless
+//  8. needs_input: out/needs_input.json (see [wire.NeedsInput]), whatever the exit code, unless
 //     the agent timed out: valid makes the status needs_input, invalid is worker-failed.
 //  9. capture: out/patch.diff, a `git diff --cached --binary --full-index` against the
-//     baseline, at most [MaxPatchSize]; symlinks stay symlinks.
-//  10. outputs: regular files with one link under out/outputs/, at most [MaxOutputs] files,
-//     [MaxOutputsSize] bytes and [MaxOutputNames] bytes of names; symlinks, hard links and
+//     baseline, at most [wire.MaxPatchSize]; symlinks stay symlinks.
+//  10. outputs: regular files with one link under out/outputs/, at most [wire.MaxOutputs] files,
+//     [wire.MaxOutputsSize] bytes and [wire.MaxOutputNames] bytes of names; symlinks, hard links and
 //     special files are skipped and listed.
 //  11. result.json, written whenever out/ is writable, even after a failure. It declares the
 //     SHA-256 of the patch, each output and the transcript; the host stores those bytes only
@@ -93,7 +75,7 @@
 // hook that cannot report blocks the call; hookaudit.go reads claude's stream live and records
 // what no hook sees (a tool not loaded, a call its rules refused) as denied, and stops claude
 // when its init event lists a tool the grant does not cover. Neither runtime ever holds the
-// model API key: the gateway adds it. Their transcript (capped at [MaxTranscript]), the
+// model API key: the gateway adds it. Their transcript (capped at [wire.MaxTranscript]), the
 // model's answer and a question stay in the worker's memory until after the stop step; then
 // they go to out/transcript.jsonl, out/outputs/final.md and out/needs_input.json (answer.go). A wall-time stop is a
 // timeout; a turn or token budget spent is worker-failed, naming the budget. A claude-code
@@ -101,7 +83,7 @@
 // workspace.
 //
 // The package has more files than most because each step and each runtime adapter is a file
-// of its own; none of them is shared with the host beyond manifest.go and result.go.
+// of its own; none of them is shared with the host, which links only package [wire].
 //
 // [Main] returns 0 when result.json was written, whatever the status, and 1 when it could
 // not be. Because the agent shares out/, the host MUST trust result.json only when the

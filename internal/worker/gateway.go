@@ -19,6 +19,7 @@ import (
 	"unicode"
 
 	"github.com/agora-dev/agora/internal/toolreg"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 const (
@@ -50,7 +51,7 @@ type gatewayClient struct {
 // A path too long for a socket address is resolved through its directory's symlink (the host
 // links a long stage path to a short directory).
 func gatewaySocket(root string) (string, error) {
-	path := filepath.Join(root, GatewayDir, GatewaySocket)
+	path := filepath.Join(root, wire.GatewayDir, wire.GatewaySocket)
 	if len(path) > maxSocketPath {
 		dir, err := filepath.EvalSymlinks(filepath.Dir(path))
 		if err != nil {

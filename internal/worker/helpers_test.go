@@ -12,6 +12,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/worker/wire"
 	"go.uber.org/goleak"
 )
 
@@ -35,7 +36,7 @@ type fixture struct {
 	command  []string
 	runtime  string
 	model    string // the model runtimes' model
-	man      Manifest
+	man      wire.Manifest
 	secrets  *os.File
 	stdout   bytes.Buffer
 	stderr   bytes.Buffer
@@ -47,7 +48,7 @@ type fixture struct {
 func newFixture(t testing.TB, script string) *fixture {
 	t.Helper()
 	root := t.TempDir()
-	for _, d := range []string{BundleDir + "/capabilities", WorkspaceDir, OutDir} {
+	for _, d := range []string{wire.BundleDir + "/capabilities", wire.WorkspaceDir, wire.OutDir} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -63,8 +64,8 @@ func newFixture(t testing.TB, script string) *fixture {
 			yaml:  "commands:\n  - sh -c *\n",
 			files: map[string]string{"README.shell": "shell capability\n"},
 		}},
-		man: Manifest{
-			Version:             ManifestVersion,
+		man: wire.Manifest{
+			Version:             wire.ManifestVersion,
 			DispatchID:          "01JTESTDISPATCH",
 			Env:                 map[string]string{"GREETING": "hi"},
 			AgentTimeoutSeconds: 60,
@@ -74,11 +75,11 @@ func newFixture(t testing.TB, script string) *fixture {
 }
 
 func (f *fixture) ws(p ...string) string {
-	return filepath.Join(append([]string{f.root, WorkspaceDir}, p...)...)
+	return filepath.Join(append([]string{f.root, wire.WorkspaceDir}, p...)...)
 }
 
 func (f *fixture) outPath(p ...string) string {
-	return filepath.Join(append([]string{f.root, OutDir}, p...)...)
+	return filepath.Join(append([]string{f.root, wire.OutDir}, p...)...)
 }
 
 // archive builds a capability's canonical archive with package catalog, as the host does.
@@ -124,11 +125,11 @@ func (f *fixture) write() {
 	for _, c := range f.caps {
 		b := archive(t, c)
 		d := blob.Sum(b)
-		if err := os.WriteFile(filepath.Join(f.root, BundleDir, CapabilityPath(d)), b, 0o444); err != nil {
+		if err := os.WriteFile(filepath.Join(f.root, wire.BundleDir, wire.CapabilityPath(d)), b, 0o444); err != nil {
 			t.Fatal(err)
 		}
 		pins = append(pins, catalog.Pin{Name: c.name, Digest: d})
-		f.man.Capabilities = append(f.man.Capabilities, Bundle{Name: c.name, Digest: d, Path: CapabilityPath(d)})
+		f.man.Capabilities = append(f.man.Capabilities, wire.Bundle{Name: c.name, Digest: d, Path: wire.CapabilityPath(d)})
 		files, err := catalog.ReadArchive(b, catalog.Limits{MaxTotalSize: 1 << 30})
 		if err != nil {
 			t.Fatal(err)
@@ -145,10 +146,10 @@ func (f *fixture) write() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(f.root, BundleDir, SubagentFile), doc, 0o444); err != nil {
+	if err := os.WriteFile(filepath.Join(f.root, wire.BundleDir, wire.SubagentFile), doc, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	f.man.Subagent = Bundle{Name: "fixer", Digest: blob.Sum(doc), Path: SubagentFile}
+	f.man.Subagent = wire.Bundle{Name: "fixer", Digest: blob.Sum(doc), Path: wire.SubagentFile}
 	f.man.Runtime = f.runtime
 	f.man.Command = f.command
 	if f.man.Grants.Commands == nil {
@@ -163,7 +164,7 @@ func (f *fixture) writeManifest() {
 	if err != nil {
 		f.t.Fatalf("marshal manifest: %v", err)
 	}
-	if err := os.WriteFile(filepath.Join(f.root, BundleDir, ManifestFile), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(f.root, wire.BundleDir, wire.ManifestFile), b, 0o644); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -183,7 +184,7 @@ func (f *fixture) withSecrets(obj string) {
 }
 
 // run runs the worker and returns its exit code and parsed result.
-func (f *fixture) run() (int, Result) {
+func (f *fixture) run() (int, wire.Result) {
 	t := f.t
 	t.Helper()
 	code := run(t.Context(), options{
@@ -197,11 +198,11 @@ func (f *fixture) run() (int, Result) {
 	if code != 0 {
 		t.Fatalf("worker exit code %d; stderr:\n%s", code, f.stderr.String())
 	}
-	b, err := os.ReadFile(f.outPath(ResultFile))
+	b, err := os.ReadFile(f.outPath(wire.ResultFile))
 	if err != nil {
 		t.Fatalf("read result: %v", err)
 	}
-	res, err := ParseResult(b)
+	res, err := wire.ParseResult(b)
 	if err != nil {
 		t.Fatalf("the worker wrote a result ParseResult refuses: %v\n%s", err, b)
 	}
@@ -263,7 +264,7 @@ func exists(p string) bool {
 	return err == nil
 }
 
-func phaseNames(res Result) []string {
+func phaseNames(res wire.Result) []string {
 	var names []string
 	for _, p := range res.Phases {
 		names = append(names, p.Name)

@@ -20,6 +20,7 @@ import (
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/gateway"
 	"github.com/agora-dev/agora/internal/secret/redact"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 const hookSecret = "s3cret-value-0123456789"
@@ -28,7 +29,7 @@ const hookSecret = "s3cret-value-0123456789"
 // a fresh directory, recording into a.
 func startGateway(t *testing.T, a *memAuditor) string {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), GatewaySocket)
+	sock := filepath.Join(t.TempDir(), wire.GatewaySocket)
 	gw, err := gateway.Listen(t.Context(), sock, gateway.Config{
 		DispatchID: "01JTESTDISPATCH",
 		Role:       "fixer@sha256:" + strings.Repeat("ab", 32),
@@ -271,24 +272,24 @@ func hookBinaries(t *testing.T) (agora, claude string) {
 
 // claudeInvocation is an invocation of the claude-code runtime running the fake claude in
 // its tools mode with calls, against the gateway at sock.
-func claudeInvocation(t *testing.T, sock, claude, calls string, grants Grants) (invocation, *bytes.Buffer) {
+func claudeInvocation(t *testing.T, sock, claude, calls string, grants wire.Grants) (invocation, *bytes.Buffer) {
 	t.Helper()
 	root := t.TempDir()
-	for _, d := range []string{WorkspaceDir, OutDir} {
+	for _, d := range []string{wire.WorkspaceDir, wire.OutDir} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	stderr := &bytes.Buffer{}
 	return invocation{
-		dir: filepath.Join(root, WorkspaceDir),
+		dir: filepath.Join(root, wire.WorkspaceDir),
 		env: []string{"PATH=" + filepath.Dir(claude) + ":/usr/bin:/bin", "HOME=" + t.TempDir(), "TOKEN=" + hookSecret,
 			"FAKECLAUDE_MODE=tools", "FAKECLAUDE_TOOLS=" + calls},
 		stdout: &bytes.Buffer{}, stderr: stderr, timeout: time.Minute,
 		dispatchID: "01JTESTDISPATCH", role: "fixer@sha256:" + strings.Repeat("ab", 32),
 		grants: grants, model: "test-model", prompt: "go",
 		secrets: [][]byte{[]byte(hookSecret)},
-		out:     filepath.Join(root, OutDir), tmp: t.TempDir(), gateway: sock,
+		out:     filepath.Join(root, wire.OutDir), tmp: t.TempDir(), gateway: sock,
 	}, stderr
 }
 
@@ -302,7 +303,7 @@ func TestClaude_HooksEndToEnd(t *testing.T) {
 		`{"name":"Bash","input":{"command":"rm -rf /"}},` +
 		`{"name":"Write","input":{"file_path":"w","content":"x"}},` +
 		`{"name":"Bash","input":{"command":"touch again; echo ` + hookSecret + `"}}]`
-	grants := Grants{Tools: []string{"run_command"}, Commands: []string{"touch **"}}
+	grants := wire.Grants{Tools: []string{"run_command"}, Commands: []string{"touch **"}}
 	hash := func(input string) string {
 		return argsHash(redact.New([][]byte{[]byte(hookSecret)}), json.RawMessage(input))
 	}
@@ -490,7 +491,7 @@ func TestClaude_RealCLI(t *testing.T) {
 		tool("toolu_01DDD", "Bash", `{"command":"touch nodir/x"}`),
 	)
 	a := &memAuditor{}
-	sock := filepath.Join(t.TempDir(), GatewaySocket)
+	sock := filepath.Join(t.TempDir(), wire.GatewaySocket)
 	gw, err := gateway.Listen(t.Context(), sock, gateway.Config{
 		DispatchID: "01JTESTDISPATCH", Role: "fixer@sha256:" + strings.Repeat("ab", 32),
 		ModelAPI: gateway.APIAnthropic, ModelBaseURL: model, APIKey: []byte("sk-ant-test-0123456789abcdef"),
@@ -503,7 +504,7 @@ func TestClaude_RealCLI(t *testing.T) {
 	t.Cleanup(func() { gw.Close() })
 	testOnlyHookProgram = agora
 	defer func() { testOnlyHookProgram = "" }()
-	inv, stderr := claudeInvocation(t, sock, real, "", Grants{Tools: []string{"run_command"}, Commands: []string{"touch **"}})
+	inv, stderr := claudeInvocation(t, sock, real, "", wire.Grants{Tools: []string{"run_command"}, Commands: []string{"touch **"}})
 	inv.model = "claude-sonnet-4-5"
 	exit, err := claudeRuntime{}.Run(t.Context(), inv)
 	if err != nil || exit.Failure != "" {

@@ -22,6 +22,7 @@ import (
 	"github.com/agora-dev/agora/internal/gateway"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 	"github.com/agora-dev/agora/internal/toolreg"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // These tests run the worker without a sandbox against the real gateway (the host side,
@@ -71,10 +72,10 @@ func modelFixture(t *testing.T, tools []string, a *memAuditor, script ...openait
 	f.man.Grants.Tools = tools
 	f.man.Grants.Commands = []string{}
 	f.write()
-	if err := os.MkdirAll(filepath.Join(f.root, GatewayDir), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(f.root, wire.GatewayDir), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.Listen(t.Context(), filepath.Join(f.root, GatewayDir, GatewaySocket), gateway.Config{
+	gw, err := gateway.Listen(t.Context(), filepath.Join(f.root, wire.GatewayDir, wire.GatewaySocket), gateway.Config{
 		DispatchID:   f.man.DispatchID,
 		Role:         f.man.Subagent.Name + "@" + string(f.man.Subagent.Digest),
 		ModelBaseURL: srv.URL(),
@@ -94,13 +95,13 @@ func TestOpenAI_AuditFailureFailsClosed(t *testing.T) {
 	a := &memAuditor{failKind: gateway.KindToolCall}
 	f, srv := modelFixture(t, []string{"list_files"}, a, openaitest.CallTool("list_files", "{}"), openaitest.Say("unreachable"))
 	_, res := f.run()
-	if res.Status != StatusFailed || res.Reason != ReasonWorkerFailed || !strings.Contains(res.Detail, "tool call not audited") {
+	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonWorkerFailed || !strings.Contains(res.Detail, "tool call not audited") {
 		t.Fatalf("got %s %s: %s, want failed worker-failed: tool call not audited", res.Status, res.Reason, res.Detail)
 	}
 	if n := len(srv.Accepted()); n != 1 {
 		t.Errorf("the model got %d requests, want 1: the loop stops at the unaudited call", n)
 	}
-	if exists(f.outPath(OutputsDir, FinalFile)) {
+	if exists(f.outPath(wire.OutputsDir, wire.FinalFile)) {
 		t.Error("final.md written for a stopped loop")
 	}
 }
@@ -111,13 +112,13 @@ func TestOpenAI_AskHuman(t *testing.T) {
 	f, _ := modelFixture(t, []string{"ask_human", "read_file"}, a,
 		openaitest.CallTool("ask_human", `{"question":"Ship it on Friday?"}`))
 	_, res := f.run()
-	if res.Status != StatusNeedsInput || res.NeedsInput == nil || res.NeedsInput.Question != "Ship it on Friday?" {
+	if res.Status != wire.StatusNeedsInput || res.NeedsInput == nil || res.NeedsInput.Question != "Ship it on Friday?" {
 		t.Fatalf("got %s %s: %s (%+v), want needs_input with the question", res.Status, res.Reason, res.Detail, res.NeedsInput)
 	}
 	if diff := cmp.Diff([]string{"ask_human allowed " + toolreg.ReasonNeedsInput}, a.toolCalls()); diff != "" {
 		t.Errorf("tool.call records (-want +got):\n%s", diff)
 	}
-	tr := readFile(t, f.outPath(TranscriptFile))
+	tr := readFile(t, f.outPath(wire.TranscriptFile))
 	if !strings.Contains(tr, `"type":"needs_input"`) {
 		t.Errorf("transcript lacks the question:\n%s", tr)
 	}
@@ -129,17 +130,17 @@ func TestOpenAI_FinalIsAnOutput(t *testing.T) {
 	a := &memAuditor{}
 	f, _ := modelFixture(t, []string{"read_file"}, a, openaitest.Say("all good"))
 	outside := filepath.Join(t.TempDir(), "outside.md")
-	if err := os.MkdirAll(f.outPath(OutputsDir), 0o755); err != nil {
+	if err := os.MkdirAll(f.outPath(wire.OutputsDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(outside, f.outPath(OutputsDir, FinalFile)); err != nil {
+	if err := os.Symlink(outside, f.outPath(wire.OutputsDir, wire.FinalFile)); err != nil {
 		t.Fatal(err)
 	}
 	_, res := f.run()
-	if res.Status != StatusOK {
+	if res.Status != wire.StatusOK {
 		t.Fatalf("got %s %s: %s", res.Status, res.Reason, res.Detail)
 	}
-	if got := readFile(t, f.outPath(OutputsDir, FinalFile)); got != "all good" {
+	if got := readFile(t, f.outPath(wire.OutputsDir, wire.FinalFile)); got != "all good" {
 		t.Errorf("final.md = %q", got)
 	}
 	if exists(outside) {
@@ -302,7 +303,7 @@ func TestTranscriptFile_Capped(t *testing.T) {
 		t.Fatal(err)
 	}
 	line := []byte(strings.Repeat("x", 1<<20-1) + "\n")
-	for range MaxTranscript/len(line) + 3 {
+	for range wire.MaxTranscript/len(line) + 3 {
 		if n, err := tr.Write(line); n != len(line) || err != nil {
 			t.Fatalf("Write = %d, %v; want every write to succeed", n, err)
 		}
@@ -310,22 +311,22 @@ func TestTranscriptFile_Capped(t *testing.T) {
 	var msg strings.Builder
 	tr.close(&msg)
 	// Nothing is in out/ until the worker keeps it (after stop), with its hash declared.
-	if _, err := os.Lstat(filepath.Join(dir, TranscriptFile)); err == nil {
+	if _, err := os.Lstat(filepath.Join(dir, wire.TranscriptFile)); err == nil {
 		t.Fatal("the transcript reached out/ before the stop step")
 	}
 	// A file the agent put there meanwhile is replaced, never appended to or declared.
-	if err := os.WriteFile(filepath.Join(dir, TranscriptFile), []byte("forged\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, wire.TranscriptFile), []byte("forged\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if fl := r.keepTranscript(); fl != nil {
 		t.Fatal(fl.detail)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, TranscriptFile))
+	b, err := os.ReadFile(filepath.Join(dir, wire.TranscriptFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b) > MaxTranscript || len(b)%len(line) != 0 || strings.Contains(string(b), "forged") {
-		t.Errorf("transcript is %d bytes, want whole lines of the runtime within %d", len(b), MaxTranscript)
+	if len(b) > wire.MaxTranscript || len(b)%len(line) != 0 || strings.Contains(string(b), "forged") {
+		t.Errorf("transcript is %d bytes, want whole lines of the runtime within %d", len(b), wire.MaxTranscript)
 	}
 	sum := sha256.Sum256(b)
 	if d := r.res.Transcript; d == nil || d.SHA256 != hex.EncodeToString(sum[:]) || d.Size != int64(len(b)) {

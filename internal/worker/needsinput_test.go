@@ -8,11 +8,13 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 func TestWorker_NeedsInput(t *testing.T) {
 	big := func(n int) string { return strings.Repeat("a", n) }
-	many := make([]string, MaxOptions+1)
+	many := make([]string, wire.MaxOptions+1)
 	for i := range many {
 		many[i] = "o"
 	}
@@ -20,20 +22,20 @@ func TestWorker_NeedsInput(t *testing.T) {
 		name    string
 		content string // written to out/needs_input.json; "" = written by the script itself
 		script  string
-		want    *NeedsInput
+		want    *wire.NeedsInput
 		exit    int
 		detail  string
 	}{
 		{name: "valid, exit 0", content: `{"question":"Which database?","options":["pg","sqlite"],"partial_state":{ "step" : 2 }}`,
-			want: &NeedsInput{Question: "Which database?", Options: []string{"pg", "sqlite"}, PartialState: json.RawMessage(`{"step":2}`)}},
+			want: &wire.NeedsInput{Question: "Which database?", Options: []string{"pg", "sqlite"}, PartialState: json.RawMessage(`{"step":2}`)}},
 		{name: "valid, non-zero exit", content: `{"question":"Go on?"}`, exit: 1,
-			want: &NeedsInput{Question: "Go on?"}},
+			want: &wire.NeedsInput{Question: "Go on?"}},
 		{name: "invalid JSON", content: `{"question":`, detail: "needs_input"},
 		{name: "question missing", content: `{"options":["a"]}`, detail: "question is required"},
 		{name: "unknown field", content: `{"question":"q","context":"x"}`, detail: `unknown field "context"`},
-		{name: "question too long", content: `{"question":"` + big(MaxQuestion+1) + `"}`, detail: "question is 8193 bytes"},
+		{name: "question too long", content: `{"question":"` + big(wire.MaxQuestion+1) + `"}`, detail: "question is 8193 bytes"},
 		{name: "too many options", content: `{"question":"q","options":` + mustJSON(t, many) + `}`, detail: "21 options"},
-		{name: "partial state too large", content: `{"question":"q","partial_state":"` + big(MaxPartialState) + `"}`, detail: "partial_state is"},
+		{name: "partial state too large", content: `{"question":"q","partial_state":"` + big(wire.MaxPartialState) + `"}`, detail: "partial_state is"},
 		{name: "symlink", script: `ln -s /etc/hostname "$AGORA_OUT/needs_input.json"`, detail: "a symlink is on the path"},
 		{name: "fifo", script: `mkfifo "$AGORA_OUT/needs_input.json"`, detail: "not a regular file"},
 	}
@@ -55,14 +57,14 @@ func TestWorker_NeedsInput(t *testing.T) {
 				t.Errorf("exit code %d, want %d", res.ExitCode, tt.exit)
 			}
 			if tt.want != nil {
-				if res.Status != StatusNeedsInput || res.Reason != "" {
+				if res.Status != wire.StatusNeedsInput || res.Reason != "" {
 					t.Fatalf("got %q %q %q, want needs_input", res.Status, res.Reason, res.Detail)
 				}
 				if diff := cmp.Diff(tt.want, res.NeedsInput); diff != "" {
 					t.Errorf("needs_input (-want +got):\n%s", diff)
 				}
 			} else {
-				if res.Status != StatusFailed || res.Reason != ReasonWorkerFailed || res.NeedsInput != nil {
+				if res.Status != wire.StatusFailed || res.Reason != wire.ReasonWorkerFailed || res.NeedsInput != nil {
 					t.Fatalf("got %q %q %q, want failed worker-failed", res.Status, res.Reason, res.Detail)
 				}
 				if !strings.Contains(res.Detail, tt.detail) {
@@ -72,36 +74,6 @@ func TestWorker_NeedsInput(t *testing.T) {
 			// Either way the work so far is captured.
 			if res.Patch == nil || res.Patch.FilesChanged != 1 {
 				t.Errorf("patch %+v, want partial.txt", res.Patch)
-			}
-		})
-	}
-}
-
-func TestParseNeedsInput(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      string
-		want    NeedsInput
-		wantErr bool
-	}{
-		{"minimal", `{"question":"q"}`, NeedsInput{Question: "q"}, false},
-		{"null partial state dropped", `{"question":"q","partial_state":null}`, NeedsInput{Question: "q"}, false},
-		{"partial state compacted", `{"question":"q","partial_state":[1, 2]}`, NeedsInput{Question: "q", PartialState: json.RawMessage(`[1,2]`)}, false},
-		{"blank question", `{"question":"  "}`, NeedsInput{}, true},
-		{"option too long", `{"question":"q","options":["` + strings.Repeat("x", MaxOption+1) + `"]}`, NeedsInput{}, true},
-		{"duplicate key", `{"question":"q","question":"r"}`, NeedsInput{}, true},
-		{"trailing", `{"question":"q"}{}`, NeedsInput{}, true},
-		{"invalid UTF-8", "{\"question\":\"\xff\"}", NeedsInput{}, true},
-		{"not an object", `"q"`, NeedsInput{}, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseNeedsInput([]byte(tt.in))
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
-			}
-			if diff := cmp.Diff(tt.want, got); !tt.wantErr && diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
 	}

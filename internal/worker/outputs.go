@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // errOutputsFull stops the walk of outputs/ at a limit.
@@ -21,21 +23,21 @@ var errOutputsFull = errors.New("outputs full")
 
 // outputs lists the regular files under out/outputs/ with their size and SHA-256. Nothing is
 // followed: symlinks (the directory itself included), FIFOs, sockets and devices are skipped
-// and listed in Result.OutputsSkipped, as are names that are not printable UTF-8. More than
+// and listed in Result.OutputsSkipped, as are names that are not wire.Printable UTF-8. More than
 // MaxOutputs files or MaxOutputsSize bytes fails the dispatch; what fit is still listed.
 func (r *runner) outputs(ctx context.Context) *failure {
-	base := filepath.Join(r.out, OutputsDir)
+	base := filepath.Join(r.out, wire.OutputsDir)
 	fi, err := os.Lstat(base)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
 	case err != nil:
-		return fail(ReasonWorkerFailed, "outputs: %v", err)
+		return fail(wire.ReasonWorkerFailed, "outputs: %v", err)
 	case fi.Mode()&fs.ModeSymlink != 0:
-		r.skip(".", skipSymlink)
+		r.skip(".", wire.SkipSymlink)
 		return nil
 	case !fi.IsDir():
-		r.skip(".", skipNotRegular)
+		r.skip(".", wire.SkipNotRegular)
 		return nil
 	}
 	var total int64
@@ -57,8 +59,8 @@ func (r *runner) outputs(ctx context.Context) *failure {
 		}
 		rel = filepath.ToSlash(rel)
 		switch {
-		case !printable(rel):
-			r.skip(rel, skipUnprintable)
+		case !wire.Printable(rel):
+			r.skip(rel, wire.SkipUnprintable)
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
@@ -66,61 +68,61 @@ func (r *runner) outputs(ctx context.Context) *failure {
 		case d.IsDir():
 			return nil
 		case d.Type()&fs.ModeSymlink != 0:
-			r.skip(rel, skipSymlink)
+			r.skip(rel, wire.SkipSymlink)
 			return nil
 		case !d.Type().IsRegular():
-			r.skip(rel, skipNotRegular)
+			r.skip(rel, wire.SkipNotRegular)
 			return nil
 		}
-		if len(r.res.Outputs) == MaxOutputs {
-			over = fail(ReasonWorkerFailed, "outputs: more than %d files under %s/", MaxOutputs, OutputsDir)
+		if len(r.res.Outputs) == wire.MaxOutputs {
+			over = fail(wire.ReasonWorkerFailed, "outputs: more than %d files under %s/", wire.MaxOutputs, wire.OutputsDir)
 			return errOutputsFull
 		}
-		info, ok, err := hashRegular(p, MaxOutputsSize-total)
+		info, ok, err := hashRegular(p, wire.MaxOutputsSize-total)
 		switch {
 		case err != nil:
 			return err
 		case !ok:
-			r.skip(rel, skipNotRegular)
+			r.skip(rel, wire.SkipNotRegular)
 			return nil
-		case info.Size+total > MaxOutputsSize:
-			over = fail(ReasonWorkerFailed, "outputs: more than %d bytes under %s/", MaxOutputsSize, OutputsDir)
+		case info.Size+total > wire.MaxOutputsSize:
+			over = fail(wire.ReasonWorkerFailed, "outputs: more than %d bytes under %s/", wire.MaxOutputsSize, wire.OutputsDir)
 			return errOutputsFull
 		}
 		total += info.Size
-		info.Path = OutputsDir + "/" + rel
-		if names += len(info.Path); names > MaxOutputNames {
-			over = fail(ReasonWorkerFailed, "outputs: the names under %s/ are over %d bytes in all", OutputsDir, MaxOutputNames)
+		info.Path = wire.OutputsDir + "/" + rel
+		if names += len(info.Path); names > wire.MaxOutputNames {
+			over = fail(wire.ReasonWorkerFailed, "outputs: the names under %s/ are over %d bytes in all", wire.OutputsDir, wire.MaxOutputNames)
 			return errOutputsFull
 		}
 		r.res.Outputs = append(r.res.Outputs, info)
 		return nil
 	})
-	slices.SortFunc(r.res.Outputs, func(a, b OutputInfo) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(r.res.Outputs, func(a, b wire.OutputInfo) int { return strings.Compare(a.Path, b.Path) })
 	if over != nil {
 		return over
 	}
 	if err != nil {
-		return fail(ReasonWorkerFailed, "outputs: %v", err)
+		return fail(wire.ReasonWorkerFailed, "outputs: %v", err)
 	}
 	return nil
 }
 
 // skip records an entry of outputs/ that was not collected.
 func (r *runner) skip(rel, why string) {
-	if len(r.res.OutputsSkipped) >= maxSkipped {
+	if len(r.res.OutputsSkipped) >= wire.MaxSkipped {
 		return
 	}
-	if !printable(rel) || len(rel) > maxOutputPath {
-		rel = strconv.QuoteToASCII(truncate(rel, maxOutputPath))
+	if !wire.Printable(rel) || len(rel) > wire.MaxOutputPath {
+		rel = strconv.QuoteToASCII(truncate(rel, wire.MaxOutputPath))
 	}
-	r.res.OutputsSkipped = append(r.res.OutputsSkipped, SkippedOutput{Path: OutputsDir + "/" + rel, Why: why})
+	r.res.OutputsSkipped = append(r.res.OutputsSkipped, wire.SkippedOutput{Path: wire.OutputsDir + "/" + rel, Why: why})
 }
 
 // hashRegular opens p without following a symlink or blocking on a FIFO and, when it is a
 // regular file with one link of at most limit bytes, returns its size and SHA-256. ok is
 // false for anything else (the host's reader, package sandboxfs, refuses the same). A file over limit returns a size over limit.
-func hashRegular(p string, limit int64) (info OutputInfo, ok bool, err error) {
+func hashRegular(p string, limit int64) (info wire.OutputInfo, ok bool, err error) {
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, syscall.ELOOP) {
 		return info, false, nil
@@ -141,12 +143,12 @@ func hashRegular(p string, limit int64) (info OutputInfo, ok bool, err error) {
 		return info, false, nil
 	}
 	if fi.Size() > limit {
-		return OutputInfo{Size: fi.Size()}, true, nil
+		return wire.OutputInfo{Size: fi.Size()}, true, nil
 	}
 	h := sha256.New()
 	n, err := io.Copy(h, io.LimitReader(f, limit+1))
 	if err != nil {
 		return info, false, fmt.Errorf("read %s: %w", filepath.Base(p), err)
 	}
-	return OutputInfo{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, true, nil
+	return wire.OutputInfo{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, true, nil
 }

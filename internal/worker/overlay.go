@@ -14,6 +14,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // overlay writes every capability's files into the workspace, in the subagent's order, so a
@@ -29,7 +30,7 @@ import (
 func (r *runner) overlay(ctx context.Context) *failure {
 	root, err := os.OpenRoot(r.workspace)
 	if err != nil {
-		return fail(ReasonWorkerFailed, "overlay: open workspace: %v", err)
+		return fail(wire.ReasonWorkerFailed, "overlay: open workspace: %v", err)
 	}
 	defer root.Close()
 	for _, c := range r.caps {
@@ -38,7 +39,7 @@ func (r *runner) overlay(ctx context.Context) *failure {
 				continue
 			}
 			if err := placeFile(root, f); err != nil {
-				return fail(ReasonIntegrityFailed, "overlay capability %q: %v", c.name, err)
+				return fail(wire.ReasonIntegrityFailed, "overlay capability %q: %v", c.name, err)
 			}
 		}
 	}
@@ -113,11 +114,11 @@ func (r *runner) setup(ctx context.Context) *failure {
 		want, _ := findFile(c.files, c.grants.Setup)
 		script := filepath.Join(r.workspace, filepath.FromSlash(c.grants.Setup))
 		if err := sameFile(r.workspace, c.grants.Setup, want.Data); err != nil {
-			return fail(ReasonIntegrityFailed, "setup capability %q: %v", c.name, err)
+			return fail(wire.ReasonIntegrityFailed, "setup capability %q: %v", c.name, err)
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return fail(ReasonWorkerFailed, "setup capability %q: no time left of the %ds setup budget", c.name, r.man.SetupTimeoutSeconds)
+			return fail(wire.ReasonWorkerFailed, "setup capability %q: no time left of the %ds setup budget", c.name, r.man.SetupTimeoutSeconds)
 		}
 		res, err := execrt.Run(ctx, execrt.Spec{
 			Argv:    []string{"/bin/sh", script},
@@ -129,13 +130,13 @@ func (r *runner) setup(ctx context.Context) *failure {
 		})
 		switch {
 		case err != nil:
-			return fail(ReasonWorkerFailed, "setup capability %q: %v", c.name, err)
+			return fail(wire.ReasonWorkerFailed, "setup capability %q: %v", c.name, err)
 		case res.TimedOut:
-			return fail(ReasonWorkerFailed, "setup capability %q: script %s timed out (setup budget %ds)", c.name, c.grants.Setup, r.man.SetupTimeoutSeconds)
+			return fail(wire.ReasonWorkerFailed, "setup capability %q: script %s timed out (setup budget %ds)", c.name, c.grants.Setup, r.man.SetupTimeoutSeconds)
 		case res.Cancelled:
-			return fail(ReasonWorkerFailed, "setup capability %q: cancelled", c.name)
+			return fail(wire.ReasonWorkerFailed, "setup capability %q: cancelled", c.name)
 		case res.ExitCode != 0:
-			return fail(ReasonWorkerFailed, "setup capability %q: script %s exited with code %d", c.name, c.grants.Setup, res.ExitCode)
+			return fail(wire.ReasonWorkerFailed, "setup capability %q: script %s exited with code %d", c.name, c.grants.Setup, res.ExitCode)
 		}
 	}
 	return nil

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 func TestWorker_OverlayInOrder(t *testing.T) {
@@ -19,7 +21,7 @@ func TestWorker_OverlayInOrder(t *testing.T) {
 	initRepo(t, f.ws(), map[string]string{"shared.txt": "from the repository\n", "capability.yaml": "repo's own\n"})
 	f.write()
 	_, res := f.run()
-	if res.Status != StatusOK {
+	if res.Status != wire.StatusOK {
 		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
 	}
 	if got := readFile(t, f.outPath("seen")); got != "from second\n" {
@@ -88,7 +90,7 @@ func TestWorker_OverlayRefusesWorkspaceSymlinks(t *testing.T) {
 			tt.plant(t, f, outside)
 			f.write()
 			_, res := f.run()
-			if res.Status != StatusFailed || res.Reason != ReasonIntegrityFailed {
+			if res.Status != wire.StatusFailed || res.Reason != wire.ReasonIntegrityFailed {
 				t.Fatalf("got %q %q %q, want failed integrity-failed", res.Status, res.Reason, res.Detail)
 			}
 			if !strings.Contains(res.Detail, tt.detail) {
@@ -118,7 +120,7 @@ func TestWorker_OverlayReplacesSymlinkAtFilePath(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.write()
-	if _, res := f.run(); res.Status != StatusOK {
+	if _, res := f.run(); res.Status != wire.StatusOK {
 		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
 	}
 	if got := readFile(t, outside); got != "untouched\n" {
@@ -147,7 +149,7 @@ pwd > where.txt`)}
 	initRepo(t, f.ws(), map[string]string{"README": "repo\n"})
 	f.write()
 	_, res := f.run()
-	if res.Status != StatusOK {
+	if res.Status != wire.StatusOK {
 		t.Fatalf("got %q %q %q (exit %d)", res.Status, res.Reason, res.Detail, res.ExitCode)
 	}
 	patch := checkPatch(t, f, res)
@@ -175,15 +177,15 @@ func TestWorker_SetupFailures(t *testing.T) {
 		name    string
 		caps    []testCap
 		timeout int
-		reason  Reason
+		reason  wire.Reason
 		detail  string
 	}{
-		{"non-zero exit", []testCap{setupCap("exit 5")}, 60, ReasonWorkerFailed, "exited with code 5"},
-		{"timeout kills it", []testCap{setupCap("sleep 100 & sleep 100")}, 1, ReasonWorkerFailed, "timed out"},
+		{"non-zero exit", []testCap{setupCap("exit 5")}, 60, wire.ReasonWorkerFailed, "exited with code 5"},
+		{"timeout kills it", []testCap{setupCap("sleep 100 & sleep 100")}, 1, wire.ReasonWorkerFailed, "timed out"},
 		{"script replaced by a later capability", []testCap{
 			setupCap("echo first"),
 			{name: "later", files: map[string]string{"scripts/setup.sh": "echo imposter\n"}},
-		}, 60, ReasonIntegrityFailed, "was replaced after the overlay"},
+		}, 60, wire.ReasonIntegrityFailed, "was replaced after the overlay"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,10 +198,10 @@ func TestWorker_SetupFailures(t *testing.T) {
 			if d := time.Since(start); d > 20*time.Second {
 				t.Errorf("took %v", d)
 			}
-			if res.Status != StatusFailed || res.Reason != tt.reason || !strings.Contains(res.Detail, tt.detail) {
+			if res.Status != wire.StatusFailed || res.Reason != tt.reason || !strings.Contains(res.Detail, tt.detail) {
 				t.Fatalf("got %q %q %q, want failed %s with %q", res.Status, res.Reason, res.Detail, tt.reason, tt.detail)
 			}
-			if last := res.Phases[len(res.Phases)-1]; last.Name != PhaseSetup || last.OK {
+			if last := res.Phases[len(res.Phases)-1]; last.Name != wire.PhaseSetup || last.OK {
 				t.Errorf("last phase %+v, want setup failed", last)
 			}
 			if agentRan(f) {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // stopTimeout bounds how long the worker waits for the agent's processes to die.
@@ -35,18 +37,18 @@ func (r *runner) stop(ctx context.Context) *failure {
 	deadline := time.Now().Add(stopTimeout)
 	for {
 		if err := unix.Kill(-1, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fail(ReasonWorkerFailed, "stop the agent's processes: %v", err)
+			return fail(wire.ReasonWorkerFailed, "stop the agent's processes: %v", err)
 		}
 		reapOrphans()
 		left, err := othersAlive()
 		if err != nil {
-			return fail(ReasonWorkerFailed, "stop the agent's processes: %v", err)
+			return fail(wire.ReasonWorkerFailed, "stop the agent's processes: %v", err)
 		}
 		if left == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fail(ReasonWorkerFailed, "stop the agent's processes: %d survived SIGKILL for %s", left, stopTimeout)
+			return fail(wire.ReasonWorkerFailed, "stop the agent's processes: %d survived SIGKILL for %s", left, stopTimeout)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/claudert"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 	"github.com/agora-dev/agora/internal/runtime/openairt"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // capability is one verified capability archive.
@@ -26,62 +27,62 @@ type capability struct {
 // capability archive, checks that the document agrees with the manifest, and that the
 // manifest grants nothing the capabilities do not.
 func (r *runner) verify(ctx context.Context) *failure {
-	bundle := filepath.Join(r.opts.Root, BundleDir)
-	b, err := capped.NoFollow(filepath.Join(bundle, ManifestFile), MaxManifestSize)
+	bundle := filepath.Join(r.opts.Root, wire.BundleDir)
+	b, err := capped.NoFollow(filepath.Join(bundle, wire.ManifestFile), wire.MaxManifestSize)
 	if err != nil {
-		return fail(ReasonIntegrityFailed, "verify: %v", err)
+		return fail(wire.ReasonIntegrityFailed, "verify: %v", err)
 	}
-	m, err := ParseManifest(b)
+	m, err := wire.ParseManifest(b)
 	if err != nil {
-		return fail(ReasonIntegrityFailed, "verify: %v", err)
+		return fail(wire.ReasonIntegrityFailed, "verify: %v", err)
 	}
 	r.man = m
 
 	docBytes, err := capped.NoFollow(filepath.Join(bundle, m.Subagent.Path), maxSubagentDocSize)
 	if err != nil {
-		return fail(ReasonIntegrityFailed, "verify subagent %q: %v", m.Subagent.Name, err)
+		return fail(wire.ReasonIntegrityFailed, "verify subagent %q: %v", m.Subagent.Name, err)
 	}
 	if got := blob.Sum(docBytes); got != m.Subagent.Digest {
-		return fail(ReasonIntegrityFailed, "verify subagent %q: content is %s, want %s", m.Subagent.Name, got, m.Subagent.Digest)
+		return fail(wire.ReasonIntegrityFailed, "verify subagent %q: content is %s, want %s", m.Subagent.Name, got, m.Subagent.Digest)
 	}
 	doc, err := catalog.ParseSubagentDoc(docBytes)
 	if err != nil {
-		return fail(ReasonIntegrityFailed, "verify subagent %q: %v", m.Subagent.Name, err)
+		return fail(wire.ReasonIntegrityFailed, "verify subagent %q: %v", m.Subagent.Name, err)
 	}
 	r.doc = doc
 	if doc.Runtime != m.Runtime {
-		return fail(ReasonIntegrityFailed, "verify subagent %q: runtime is %q, manifest says %q", m.Subagent.Name, doc.Runtime, m.Runtime)
+		return fail(wire.ReasonIntegrityFailed, "verify subagent %q: runtime is %q, manifest says %q", m.Subagent.Name, doc.Runtime, m.Runtime)
 	}
 	if !slices.Equal(doc.Command, m.Command) {
-		return fail(ReasonIntegrityFailed, "verify subagent %q: command is %q, manifest says %q", m.Subagent.Name, doc.Command, m.Command)
+		return fail(wire.ReasonIntegrityFailed, "verify subagent %q: command is %q, manifest says %q", m.Subagent.Name, doc.Command, m.Command)
 	}
 	if len(doc.Capabilities) != len(m.Capabilities) {
-		return fail(ReasonIntegrityFailed, "verify subagent %q: it pins %d capabilities, manifest lists %d", m.Subagent.Name, len(doc.Capabilities), len(m.Capabilities))
+		return fail(wire.ReasonIntegrityFailed, "verify subagent %q: it pins %d capabilities, manifest lists %d", m.Subagent.Name, len(doc.Capabilities), len(m.Capabilities))
 	}
 	for i, pin := range doc.Capabilities {
 		if c := m.Capabilities[i]; pin.Name != c.Name || pin.Digest != c.Digest {
-			return fail(ReasonIntegrityFailed, "verify subagent %q: capability %d is %s@%s, manifest says %s@%s", m.Subagent.Name, i, pin.Name, pin.Digest, c.Name, c.Digest)
+			return fail(wire.ReasonIntegrityFailed, "verify subagent %q: capability %d is %s@%s, manifest says %s@%s", m.Subagent.Name, i, pin.Name, pin.Digest, c.Name, c.Digest)
 		}
 	}
 
-	var union Grants
+	var union wire.Grants
 	for _, c := range m.Capabilities {
 		data, err := capped.NoFollow(filepath.Join(bundle, c.Path), maxArchiveSize)
 		if err != nil {
-			return fail(ReasonIntegrityFailed, "verify capability %q: %v", c.Name, err)
+			return fail(wire.ReasonIntegrityFailed, "verify capability %q: %v", c.Name, err)
 		}
 		if got := blob.Sum(data); got != c.Digest {
-			return fail(ReasonIntegrityFailed, "verify capability %q: content is %s, want %s", c.Name, got, c.Digest)
+			return fail(wire.ReasonIntegrityFailed, "verify capability %q: content is %s, want %s", c.Name, got, c.Digest)
 		}
 		// The content cannot be longer than the archive; the host enforced its own size
 		// limit when the capability was registered.
 		files, err := catalog.ReadArchive(data, catalog.Limits{MaxTotalSize: int64(len(data)), MaxFiles: catalog.DefaultMaxFiles})
 		if err != nil {
-			return fail(ReasonIntegrityFailed, "verify capability %q: %v", c.Name, err)
+			return fail(wire.ReasonIntegrityFailed, "verify capability %q: %v", c.Name, err)
 		}
 		g, err := readGrants(files)
 		if err != nil {
-			return fail(ReasonIntegrityFailed, "verify capability %q: %v", c.Name, err)
+			return fail(wire.ReasonIntegrityFailed, "verify capability %q: %v", c.Name, err)
 		}
 		r.caps = append(r.caps, capability{name: c.Name, files: files, grants: g})
 		union.Commands = append(union.Commands, g.Commands...)
@@ -98,20 +99,20 @@ func (r *runner) verify(ctx context.Context) *failure {
 	} {
 		for _, g := range l.got {
 			if !slices.Contains(l.union, g) {
-				return fail(ReasonIntegrityFailed, "verify: manifest grants %s %q, which no capability declares", l.name, g)
+				return fail(wire.ReasonIntegrityFailed, "verify: manifest grants %s %q, which no capability declares", l.name, g)
 			}
 		}
 	}
 
 	rt, err := runtimeFor(m.Runtime)
 	if err != nil {
-		return fail(ReasonWorkerFailed, "verify: %v", err)
+		return fail(wire.ReasonWorkerFailed, "verify: %v", err)
 	}
 	r.rt = rt
 	if m.Runtime == openairt.Name || m.Runtime == claudert.Name {
 		// The model runtimes reach their model only through the host's gateway.
 		if r.gateway, err = gatewaySocket(r.opts.Root); err != nil {
-			return fail(ReasonWorkerFailed, "verify: runtime %q: %v", m.Runtime, err)
+			return fail(wire.ReasonWorkerFailed, "verify: runtime %q: %v", m.Runtime, err)
 		}
 	}
 	if m.Runtime == claudert.Name {
@@ -120,7 +121,7 @@ func (r *runner) verify(ctx context.Context) *failure {
 		}
 	}
 	if m.Runtime == execrt.Name && !catalog.CommandAllowed(m.Grants.Commands, m.Command) {
-		return fail(ReasonDenied, "verify: command %q matches no commands pattern granted by the capabilities", m.Command)
+		return fail(wire.ReasonDenied, "verify: command %q matches no commands pattern granted by the capabilities", m.Command)
 	}
 	return nil
 }
@@ -157,10 +158,10 @@ func (r *runner) findMCPConfig() *failure {
 			continue
 		}
 		if f.LinkTarget != "" {
-			return fail(ReasonIntegrityFailed, "verify capability %q: %s is a symlink", c.name, MCPConfigFile)
+			return fail(wire.ReasonIntegrityFailed, "verify capability %q: %s is a symlink", c.name, MCPConfigFile)
 		}
 		if from != "" {
-			return fail(ReasonWorkerFailed, "verify: capabilities %q and %q both declare an MCP config (%s); a subagent may hold one", from, c.name, MCPConfigFile)
+			return fail(wire.ReasonWorkerFailed, "verify: capabilities %q and %q both declare an MCP config (%s); a subagent may hold one", from, c.name, MCPConfigFile)
 		}
 		from, r.mcpConfig = c.name, f.Data
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/blob"
+	"github.com/agora-dev/agora/internal/worker/wire"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -54,14 +55,14 @@ func TestWorker_IntegrityFailed(t *testing.T) {
 		detail string
 	}{
 		{"capability archive tampered", func(t *testing.T, f *fixture) {
-			p := filepath.Join(f.root, BundleDir, f.man.Capabilities[0].Path)
+			p := filepath.Join(f.root, wire.BundleDir, f.man.Capabilities[0].Path)
 			overwrite(t, p, append([]byte(readFile(t, p)), 0))
 		}, "verify capability \"shell\": content is sha256:"},
 		{"capability archive missing", func(t *testing.T, f *fixture) {
-			os.Remove(filepath.Join(f.root, BundleDir, f.man.Capabilities[0].Path))
+			os.Remove(filepath.Join(f.root, wire.BundleDir, f.man.Capabilities[0].Path))
 		}, "verify capability \"shell\""},
 		{"subagent document tampered", func(t *testing.T, f *fixture) {
-			p := filepath.Join(f.root, BundleDir, SubagentFile)
+			p := filepath.Join(f.root, wire.BundleDir, wire.SubagentFile)
 			overwrite(t, p, []byte(strings.Replace(readFile(t, p), "agent-ran", "agent-ran2", 1)))
 		}, "verify subagent \"fixer\": content is"},
 		{"manifest command differs from the document", func(t *testing.T, f *fixture) {
@@ -85,20 +86,20 @@ func TestWorker_IntegrityFailed(t *testing.T) {
 			f.writeManifest()
 		}, `grants commands "rm **", which no capability declares`},
 		{"manifest missing", func(t *testing.T, f *fixture) {
-			os.Remove(filepath.Join(f.root, BundleDir, ManifestFile))
+			os.Remove(filepath.Join(f.root, wire.BundleDir, wire.ManifestFile))
 		}, "verify:"},
 		{"manifest with an unknown field", func(t *testing.T, f *fixture) {
-			p := filepath.Join(f.root, BundleDir, ManifestFile)
+			p := filepath.Join(f.root, wire.BundleDir, wire.ManifestFile)
 			overwrite(t, p, []byte(strings.Replace(readFile(t, p), `{"version":1,`, `{"version":1,"image":"x",`, 1)))
 		}, `unknown field "image"`},
 		{"manifest with a duplicate key", func(t *testing.T, f *fixture) {
-			p := filepath.Join(f.root, BundleDir, ManifestFile)
+			p := filepath.Join(f.root, wire.BundleDir, wire.ManifestFile)
 			overwrite(t, p, []byte(strings.Replace(readFile(t, p), `{"version":1,`, `{"version":1,"version":1,`, 1)))
 		}, `duplicate key "version"`},
 		{"archive with a path that leaves the workspace", func(t *testing.T, f *fixture) {
 			b := rawTar(t, &tar.Header{Name: "../escape", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1})
 			d := blob.Sum(b)
-			if err := os.WriteFile(filepath.Join(f.root, BundleDir, CapabilityPath(d)), b, 0o444); err != nil {
+			if err := os.WriteFile(filepath.Join(f.root, wire.BundleDir, wire.CapabilityPath(d)), b, 0o444); err != nil {
 				t.Fatal(err)
 			}
 			swapCapability(t, f, d)
@@ -106,7 +107,7 @@ func TestWorker_IntegrityFailed(t *testing.T) {
 		{"archive with an absolute symlink", func(t *testing.T, f *fixture) {
 			b := rawTar(t, &tar.Header{Name: "etc", Typeflag: tar.TypeSymlink, Linkname: "/etc", Mode: 0o777})
 			d := blob.Sum(b)
-			if err := os.WriteFile(filepath.Join(f.root, BundleDir, CapabilityPath(d)), b, 0o444); err != nil {
+			if err := os.WriteFile(filepath.Join(f.root, wire.BundleDir, wire.CapabilityPath(d)), b, 0o444); err != nil {
 				t.Fatal(err)
 			}
 			swapCapability(t, f, d)
@@ -118,7 +119,7 @@ func TestWorker_IntegrityFailed(t *testing.T) {
 			f.write()
 			tt.tamper(t, f)
 			_, res := f.run()
-			if res.Status != StatusFailed || res.Reason != ReasonIntegrityFailed {
+			if res.Status != wire.StatusFailed || res.Reason != wire.ReasonIntegrityFailed {
 				t.Fatalf("got %q %q %q, want failed integrity-failed", res.Status, res.Reason, res.Detail)
 			}
 			if !strings.Contains(res.Detail, tt.detail) {
@@ -127,10 +128,10 @@ func TestWorker_IntegrityFailed(t *testing.T) {
 			if agentRan(f) {
 				t.Error("the agent ran")
 			}
-			if res.Patch != nil || exists(f.outPath(PatchFile)) {
+			if res.Patch != nil || exists(f.outPath(wire.PatchFile)) {
 				t.Error("a patch was captured")
 			}
-			if diff := cmp.Diff([]string{PhaseVerify}, phaseNames(res)); diff != "" || res.Phases[0].OK {
+			if diff := cmp.Diff([]string{wire.PhaseVerify}, phaseNames(res)); diff != "" || res.Phases[0].OK {
 				t.Errorf("phases (-want +got):\n%s", diff)
 			}
 		})
@@ -141,10 +142,10 @@ func TestWorker_IntegrityFailed(t *testing.T) {
 // first capability, with correct digests, so only the archive's content is wrong.
 func swapCapability(t *testing.T, f *fixture, d blob.Digest) {
 	t.Helper()
-	f.man.Capabilities[0] = Bundle{Name: "shell", Digest: d, Path: CapabilityPath(d)}
+	f.man.Capabilities[0] = wire.Bundle{Name: "shell", Digest: d, Path: wire.CapabilityPath(d)}
 	doc := `{"capabilities":[{"digest":"` + string(d) + `","name":"shell"}],"command":` +
 		mustJSON(t, f.command) + `,"description":"","model":"","runtime":"exec","system_prompt":"","version":1}`
-	if err := os.WriteFile(filepath.Join(f.root, BundleDir, SubagentFile), []byte(doc), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(f.root, wire.BundleDir, wire.SubagentFile), []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	f.man.Subagent.Digest = blob.Sum([]byte(doc))
@@ -156,7 +157,7 @@ func TestWorker_CommandNotGrantedIsDenied(t *testing.T) {
 	f.caps[0].yaml = "commands:\n  - python3 **\n  - sh -c true\n"
 	f.write()
 	_, res := f.run()
-	if res.Status != StatusFailed || res.Reason != ReasonDenied {
+	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonDenied {
 		t.Fatalf("got %q %q %q, want failed denied", res.Status, res.Reason, res.Detail)
 	}
 	if !strings.Contains(res.Detail, "matches no commands pattern") {
@@ -177,7 +178,7 @@ env > "$AGORA_OUT/env.txt"`)
 	f.withSecrets(`{"TOKEN":"` + canary + `"}`)
 	f.write()
 	_, res := f.run()
-	if res.Status != StatusOK {
+	if res.Status != wire.StatusOK {
 		t.Fatalf("got %q %q %q (exit %d)", res.Status, res.Reason, res.Detail, res.ExitCode)
 	}
 	env := map[string]string{}
@@ -206,7 +207,7 @@ env > "$AGORA_OUT/env.txt"`)
 			t.Errorf("agent env has %s", k)
 		}
 	}
-	if b := readFile(t, f.outPath(ResultFile)); strings.Contains(b, canary) {
+	if b := readFile(t, f.outPath(wire.ResultFile)); strings.Contains(b, canary) {
 		t.Errorf("the secret is in result.json: %s", b)
 	}
 }
@@ -214,7 +215,7 @@ env > "$AGORA_OUT/env.txt"`)
 func TestWorker_EmptyInputIsEmptyObject(t *testing.T) {
 	f := newFixture(t, `[ "$AGORA_INPUT_JSON" = '{}' ] || exit 8`)
 	f.write()
-	if _, res := f.run(); res.Status != StatusOK {
+	if _, res := f.run(); res.Status != wire.StatusOK {
 		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
 	}
 }
@@ -246,13 +247,13 @@ func TestWorker_SecretsRefused(t *testing.T) {
 			}
 			f.write()
 			_, res := f.run()
-			if res.Status != StatusFailed || res.Reason != ReasonFetchFailed {
+			if res.Status != wire.StatusFailed || res.Reason != wire.ReasonFetchFailed {
 				t.Fatalf("got %q %q %q, want failed fetch-failed", res.Status, res.Reason, res.Detail)
 			}
 			if !strings.Contains(res.Detail, tt.detail) {
 				t.Errorf("detail %q does not contain %q", res.Detail, tt.detail)
 			}
-			if strings.Contains(readFile(t, f.outPath(ResultFile)), "canary") || strings.Contains(f.stderr.String(), "canary") {
+			if strings.Contains(readFile(t, f.outPath(wire.ResultFile)), "canary") || strings.Contains(f.stderr.String(), "canary") {
 				t.Error("a secret value reached the result or stderr")
 			}
 			if agentRan(f) {
@@ -266,7 +267,7 @@ func TestWorker_SecretsDescriptorIgnoredWithoutKeys(t *testing.T) {
 	f := newFixture(t, `[ -z "$TOKEN" ] || exit 9`)
 	f.withSecrets(`{"TOKEN":"unused"}`)
 	f.write()
-	if _, res := f.run(); res.Status != StatusOK {
+	if _, res := f.run(); res.Status != wire.StatusOK {
 		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
 	}
 }
@@ -298,12 +299,12 @@ func TestWorker_SecretsDescriptorByNumber(t *testing.T) {
 	tests := []struct {
 		name   string
 		fd     func(t *testing.T) int
-		status Status
+		status wire.Status
 		detail string
 	}{
-		{"a pipe with the secrets", func(t *testing.T) int { return pipeFD(t, `{"TOKEN":"v"}`) }, StatusOK, ""},
-		{"not open", func(t *testing.T) int { return 1000 }, StatusFailed, "descriptor 1000 is not open"},
-		{"a socket is left alone", socketFD, StatusFailed, "is not a pipe or a file"},
+		{"a pipe with the secrets", func(t *testing.T) int { return pipeFD(t, `{"TOKEN":"v"}`) }, wire.StatusOK, ""},
+		{"not open", func(t *testing.T) int { return 1000 }, wire.StatusFailed, "descriptor 1000 is not open"},
+		{"a socket is left alone", socketFD, wire.StatusFailed, "is not a pipe or a file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -316,7 +317,7 @@ func TestWorker_SecretsDescriptorByNumber(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit code %d", code)
 			}
-			res, err := ParseResult([]byte(readFile(t, f.outPath(ResultFile))))
+			res, err := wire.ParseResult([]byte(readFile(t, f.outPath(wire.ResultFile))))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,35 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
-
-// The sandbox layout, relative to [DefaultRoot]. See the package documentation.
-const (
-	// DefaultRoot is where the host mounts the layout inside the sandbox.
-	DefaultRoot = "/agora"
-	// SecretsFD is the descriptor the secrets object arrives on, when Manifest.SecretKeys
-	// is not empty.
-	SecretsFD = 3
-
-	BinDir         = "bin"
-	BundleDir      = "bundle"
-	WorkspaceDir   = "workspace"
-	OutDir         = "out"
-	InputsDir      = "inputs"
-	ManifestFile   = "manifest.json"    // in BundleDir
-	SubagentFile   = "subagent.json"    // in BundleDir
-	ResultFile     = "result.json"      // in OutDir
-	PatchFile      = "patch.diff"       // in OutDir
-	NeedsInputFile = "needs_input.json" // in OutDir, written by the agent
-	OutputsDir     = "outputs"          // in OutDir, written by the agent
-	TranscriptFile = "transcript.jsonl" // in OutDir, written by the model runtimes
-	FinalFile      = "final.md"         // in OutDir/OutputsDir, the model's last answer
-	GatewayDir     = "gateway"          // read-only, model runtimes only: the host's gateway
-	GatewaySocket  = "gateway.sock"     // in GatewayDir
-)
-
-// MaxTranscript caps out/transcript.jsonl: events past it are dropped.
-const MaxTranscript = 16 << 20
 
 // Limits of what the worker reads from the bundle.
 const (
@@ -57,7 +30,7 @@ type options struct {
 	// Root is the layout root (DefaultRoot in the sandbox).
 	Root string
 	// SecretsFile is the secrets object. When nil and the manifest names secret keys, the
-	// worker opens descriptor secretsFD (Main: [SecretsFD]). The worker closes it.
+	// worker opens descriptor secretsFD (Main: [wire.SecretsFD]). The worker closes it.
 	SecretsFile *os.File
 	// TempDir is private scratch space: the baseline git directory and HOME ("/tmp" in
 	// the sandbox).
@@ -74,8 +47,8 @@ type options struct {
 	stopOthers bool
 }
 
-// Main runs the worker in the sandbox layout at [DefaultRoot], with the secrets on
-// [SecretsFD]. It returns the process exit code: 0 when result.json was written, whatever
+// Main runs the worker in the sandbox layout at [wire.DefaultRoot], with the secrets on
+// [wire.SecretsFD]. It returns the process exit code: 0 when result.json was written, whatever
 // the dispatch's status, and 1 when even that was impossible.
 //
 // A target with `sandbox: none` has no mount namespace to put the layout at /agora; the host
@@ -98,16 +71,16 @@ func Main(ctx context.Context, stdout, stderr io.Writer) int {
 	// signals (SEGV, BUS, FPE, ILL, TRAP, SYS, and STKFLT and PROF) stay the runtime's: an
 	// agent that sends one ends the worker, which fails its own dispatch with nothing kept.
 	signal.Ignore(ignoredSignals...)
-	root, tmp := DefaultRoot, "/tmp"
-	if r := os.Getenv(RootEnv); r != "" {
+	root, tmp := wire.DefaultRoot, "/tmp"
+	if r := os.Getenv(wire.RootEnv); r != "" {
 		root, tmp = r, filepath.Join(r, "tmp")
 		if err := os.MkdirAll(tmp, 0o700); err != nil {
 			fmt.Fprintf(stderr, "agora worker: %v\n", err)
 			return 1
 		}
 	}
-	return run(ctx, options{Root: root, TempDir: tmp, Stdout: stdout, Stderr: stderr, secretsFD: SecretsFD,
-		stopOthers: os.Getenv(RootEnv) == ""})
+	return run(ctx, options{Root: root, TempDir: tmp, Stdout: stdout, Stderr: stderr, secretsFD: wire.SecretsFD,
+		stopOthers: os.Getenv(wire.RootEnv) == ""})
 }
 
 // ignoredSignals are every signal a process may ignore whose default or Go-runtime action
@@ -119,16 +92,13 @@ var ignoredSignals = []os.Signal{
 	unix.SIGIO, unix.SIGPWR, unix.SIGSYS,
 }
 
-// RootEnv names the layout root when the worker runs without a sandbox.
-const RootEnv = "AGORA_WORKER_ROOT"
-
 // failure is why the worker stopped or why the dispatch failed.
 type failure struct {
-	reason Reason
+	reason wire.Reason
 	detail string
 }
 
-func fail(reason Reason, format string, args ...any) *failure {
+func fail(reason wire.Reason, format string, args ...any) *failure {
 	return &failure{reason: reason, detail: fmt.Sprintf(format, args...)}
 }
 
@@ -137,9 +107,9 @@ type runner struct {
 	opts      options
 	workspace string
 	out       string
-	res       Result
+	res       wire.Result
 
-	man     Manifest
+	man     wire.Manifest
 	doc     catalog.SubagentDoc
 	caps    []capability
 	secrets map[string]string
@@ -167,9 +137,9 @@ func run(ctx context.Context, opts options) int {
 	}
 	r := &runner{
 		opts:      opts,
-		workspace: filepath.Join(opts.Root, WorkspaceDir),
-		out:       filepath.Join(opts.Root, OutDir),
-		res:       Result{Version: ResultVersion, Status: StatusOK},
+		workspace: filepath.Join(opts.Root, wire.WorkspaceDir),
+		out:       filepath.Join(opts.Root, wire.OutDir),
+		res:       wire.Result{Version: wire.ResultVersion, Status: wire.StatusOK},
 	}
 	defer r.closeSecretsFile()
 	defer r.cleanup()
@@ -192,20 +162,20 @@ func (r *runner) steps(ctx context.Context) {
 		name string
 		f    func(context.Context) *failure
 	}{
-		{PhaseVerify, r.verify},
-		{PhaseSecrets, r.readSecrets},
-		{PhaseOverlay, r.overlay},
-		{PhaseSetup, r.setup},
-		{PhaseBaseline, r.baseline},
+		{wire.PhaseVerify, r.verify},
+		{wire.PhaseSecrets, r.readSecrets},
+		{wire.PhaseOverlay, r.overlay},
+		{wire.PhaseSetup, r.setup},
+		{wire.PhaseBaseline, r.baseline},
 	} {
 		if !r.phase(ctx, p.name, p.f) {
 			return
 		}
 	}
-	r.phase(ctx, PhaseRuntime, r.runAgent)
+	r.phase(ctx, wire.PhaseRuntime, r.runAgent)
 	// Nothing the agent started may run while the worker captures: a process left behind
 	// could swap what is hashed. Without that guarantee nothing is captured.
-	if !r.phase(ctx, PhaseStop, r.stop) {
+	if !r.phase(ctx, wire.PhaseStop, r.stop) {
 		return
 	}
 	// The agent shares out/: whatever it left under the worker's names is not the worker's.
@@ -219,21 +189,21 @@ func (r *runner) steps(ctx context.Context) {
 		r.record(fl)
 	}
 	if ctx.Err() != nil {
-		r.record(fail(ReasonWorkerFailed, "worker cancelled"))
+		r.record(fail(wire.ReasonWorkerFailed, "worker cancelled"))
 		return
 	}
 	if !r.exit.TimedOut {
-		r.phase(ctx, PhaseNeedsInput, r.needsInput)
+		r.phase(ctx, wire.PhaseNeedsInput, r.needsInput)
 	}
-	r.phase(ctx, PhaseCapture, r.capture)
-	r.phase(ctx, PhaseOutputs, r.outputs)
+	r.phase(ctx, wire.PhaseCapture, r.capture)
+	r.phase(ctx, wire.PhaseOutputs, r.outputs)
 }
 
 // phase runs f, records it with its duration, and reports whether it succeeded.
 func (r *runner) phase(ctx context.Context, name string, f func(context.Context) *failure) bool {
 	start := time.Now()
 	fl := f(ctx)
-	r.res.Phases = append(r.res.Phases, Phase{Name: name, OK: fl == nil, MS: time.Since(start).Milliseconds()})
+	r.res.Phases = append(r.res.Phases, wire.Phase{Name: name, OK: fl == nil, MS: time.Since(start).Milliseconds()})
 	if fl != nil {
 		r.record(fl)
 		return false
@@ -244,15 +214,15 @@ func (r *runner) phase(ctx context.Context, name string, f func(context.Context)
 // record makes the result failed. The first failure gives the reason; later ones only add
 // to the detail.
 func (r *runner) record(fl *failure) {
-	if r.res.Status != StatusFailed {
-		r.res.Status = StatusFailed
+	if r.res.Status != wire.StatusFailed {
+		r.res.Status = wire.StatusFailed
 		r.res.Reason = fl.reason
 		r.res.NeedsInput = nil
 		r.res.Detail = fl.detail
 	} else {
 		r.res.Detail += "; " + fl.detail
 	}
-	r.res.Detail = truncate(r.res.Detail, MaxDetail)
+	r.res.Detail = truncate(r.res.Detail, wire.MaxDetail)
 }
 
 // truncate cuts s to at most n bytes without leaving a split UTF-8 sequence.
@@ -265,7 +235,7 @@ func truncate(s string, n int) string {
 
 // removeOwnFiles deletes result.json and patch.diff from out/, whatever they are.
 func (r *runner) removeOwnFiles() {
-	for _, name := range []string{ResultFile, PatchFile} {
+	for _, name := range []string{wire.ResultFile, wire.PatchFile} {
 		_ = os.RemoveAll(filepath.Join(r.out, name))
 	}
 }
@@ -274,13 +244,13 @@ func (r *runner) writeResult() error {
 	b, err := r.res.Marshal()
 	if err != nil {
 		// A result the worker cannot marshal is a bug; still say so in a valid result.
-		r.res = Result{Version: ResultVersion, Status: StatusFailed, Reason: ReasonWorkerFailed,
-			Detail: truncate("write result: "+err.Error(), MaxDetail), Phases: r.res.Phases}
+		r.res = wire.Result{Version: wire.ResultVersion, Status: wire.StatusFailed, Reason: wire.ReasonWorkerFailed,
+			Detail: truncate("write result: "+err.Error(), wire.MaxDetail), Phases: r.res.Phases}
 		if b, err = r.res.Marshal(); err != nil {
 			return fmt.Errorf("write result: %w", err)
 		}
 	}
-	return writeFileAtomic(r.out, ResultFile, func(w io.Writer) error {
+	return writeFileAtomic(r.out, wire.ResultFile, func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
 	})

@@ -11,23 +11,25 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-var allPhases = []string{PhaseVerify, PhaseSecrets, PhaseOverlay, PhaseSetup, PhaseBaseline,
-	PhaseRuntime, PhaseStop, PhaseNeedsInput, PhaseCapture, PhaseOutputs}
+var allPhases = []string{wire.PhaseVerify, wire.PhaseSecrets, wire.PhaseOverlay, wire.PhaseSetup, wire.PhaseBaseline,
+	wire.PhaseRuntime, wire.PhaseStop, wire.PhaseNeedsInput, wire.PhaseCapture, wire.PhaseOutputs}
 
 // checkPatch checks PatchInfo against out/patch.diff and returns the patch text.
-func checkPatch(t *testing.T, f *fixture, res Result) string {
+func checkPatch(t *testing.T, f *fixture, res wire.Result) string {
 	t.Helper()
 	if res.Patch == nil {
 		t.Fatalf("no patch in result: %+v", res)
 	}
-	b, err := os.ReadFile(f.outPath(PatchFile))
+	b, err := os.ReadFile(f.outPath(wire.PatchFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(b)
-	if res.Patch.Bytes != int64(len(b)) || res.Patch.SHA256 != hex.EncodeToString(sum[:]) || res.Patch.Path != PatchFile {
+	if res.Patch.Bytes != int64(len(b)) || res.Patch.SHA256 != hex.EncodeToString(sum[:]) || res.Patch.Path != wire.PatchFile {
 		t.Errorf("patch info %+v does not describe patch.diff (%d bytes, sha256 %x)", res.Patch, len(b), sum)
 	}
 	return string(b)
@@ -36,8 +38,8 @@ func checkPatch(t *testing.T, f *fixture, res Result) string {
 // applyPatch applies out/patch.diff to dir with `git apply`, checking it first.
 func applyPatch(t *testing.T, f *fixture, dir string) {
 	t.Helper()
-	git(t, dir, "apply", "--check", f.outPath(PatchFile))
-	git(t, dir, "apply", f.outPath(PatchFile))
+	git(t, dir, "apply", "--check", f.outPath(wire.PatchFile))
+	git(t, dir, "apply", f.outPath(wire.PatchFile))
 }
 
 func TestWorker_HappyPath(t *testing.T) {
@@ -52,7 +54,7 @@ printf '%s\n' "$AGORA_INPUT_JSON" > input.seen`)
 	f.write()
 
 	_, res := f.run()
-	if res.Status != StatusOK || res.Reason != "" || res.ExitCode != 0 || res.Detail != "" {
+	if res.Status != wire.StatusOK || res.Reason != "" || res.ExitCode != 0 || res.Detail != "" {
 		t.Fatalf("got status %q reason %q exit %d detail %q, want ok", res.Status, res.Reason, res.ExitCode, res.Detail)
 	}
 	if diff := cmp.Diff(allPhases, phaseNames(res)); diff != "" {
@@ -94,7 +96,7 @@ printf '\211PNG\r\n\032\n\000\000' > new.png`)
 	f.write()
 
 	_, res := f.run()
-	if res.Status != StatusOK {
+	if res.Status != wire.StatusOK {
 		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
 	}
 	patch := checkPatch(t, f, res)
@@ -113,7 +115,7 @@ func TestWorker_NonZeroExit(t *testing.T) {
 	f := newFixture(t, "echo partial > work.txt; exit 3")
 	f.write()
 	_, res := f.run()
-	if res.Status != StatusFailed || res.Reason != ReasonWorkerFailed || res.ExitCode != 3 {
+	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonWorkerFailed || res.ExitCode != 3 {
 		t.Fatalf("got %q %q exit %d, want failed worker-failed exit 3", res.Status, res.Reason, res.ExitCode)
 	}
 	if !strings.Contains(res.Detail, "code 3") {
@@ -136,13 +138,13 @@ func TestWorker_ModelRuntimeWithoutGateway(t *testing.T) {
 	f.command = nil
 	f.write()
 	_, res := f.run()
-	if res.Status != StatusFailed || res.Reason != ReasonWorkerFailed {
+	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonWorkerFailed {
 		t.Fatalf("got %q %q, want failed worker-failed", res.Status, res.Reason)
 	}
 	if !strings.Contains(res.Detail, `runtime "claude-code": gateway: no socket`) {
 		t.Errorf("detail %q", res.Detail)
 	}
-	if diff := cmp.Diff([]string{PhaseVerify}, phaseNames(res)); diff != "" {
+	if diff := cmp.Diff([]string{wire.PhaseVerify}, phaseNames(res)); diff != "" {
 		t.Errorf("phases (-want +got):\n%s", diff)
 	}
 }
@@ -156,11 +158,11 @@ func TestWorker_CancelledDuringAgent(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
-	res, err := ParseResult([]byte(readFile(t, f.outPath(ResultFile))))
+	res, err := wire.ParseResult([]byte(readFile(t, f.outPath(wire.ResultFile))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != StatusFailed || !strings.Contains(res.Detail, "cancelled") {
+	if res.Status != wire.StatusFailed || !strings.Contains(res.Detail, "cancelled") {
 		t.Errorf("got %q %q %q, want failed and cancelled", res.Status, res.Reason, res.Detail)
 	}
 }
@@ -186,7 +188,7 @@ ln -s `+victims+`/result $AGORA_OUT/result.json
 echo x > work.txt`)
 	f.write()
 	_, res := f.run()
-	if res.Status != StatusOK {
+	if res.Status != wire.StatusOK {
 		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
 	}
 	for _, p := range []string{"patch", "result"} {
@@ -194,7 +196,7 @@ echo x > work.txt`)
 			t.Errorf("the worker wrote through a planted symlink to %s", p)
 		}
 	}
-	for _, p := range []string{PatchFile, ResultFile} {
+	for _, p := range []string{wire.PatchFile, wire.ResultFile} {
 		if fi, err := os.Lstat(f.outPath(p)); err != nil || !fi.Mode().IsRegular() {
 			t.Errorf("%s is not a regular file: %v", p, err)
 		}
@@ -204,7 +206,7 @@ echo x > work.txt`)
 func TestWorker_PlantedResultDirectory(t *testing.T) {
 	f := newFixture(t, `mkdir -p $AGORA_OUT/result.json/x`)
 	f.write()
-	if _, res := f.run(); res.Status != StatusOK {
+	if _, res := f.run(); res.Status != wire.StatusOK {
 		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
 	}
 }
@@ -214,10 +216,10 @@ func TestWorker_PatchTooLarge(t *testing.T) {
 	f.maxPatch = 256
 	f.write()
 	_, res := f.run()
-	if res.Status != StatusFailed || res.Reason != ReasonWorkerFailed || !strings.Contains(res.Detail, "over the 256 byte limit") {
+	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonWorkerFailed || !strings.Contains(res.Detail, "over the 256 byte limit") {
 		t.Fatalf("got %q %q %q, want failed worker-failed over the limit", res.Status, res.Reason, res.Detail)
 	}
-	if res.Patch != nil || exists(f.outPath(PatchFile)) {
+	if res.Patch != nil || exists(f.outPath(wire.PatchFile)) {
 		t.Errorf("a truncated patch was kept: %+v", res.Patch)
 	}
 }

@@ -23,7 +23,7 @@ import (
 // one task of a run is enough to make the whole run's audit evidence unverifiable for good
 // (the run is sealed before export). The audit is a weapon in the agent's hands.
 //
-// Now: the worker caps the output names at worker.MaxOutputNames (64 KiB in all), so the
+// Now: the worker caps the output names at wire.MaxOutputNames (64 KiB in all), so the
 // hostile task fails worker-failed naming the limit, and the run's bundle verifies.
 func TestRedTeam2_AgentMakesRunBundleUnverifiable(t *testing.T) {
 	e := servedEnv(t)

@@ -1,4 +1,4 @@
-package worker
+package wire
 
 import (
 	"bytes"
@@ -126,7 +126,7 @@ func validResult() Result {
 			{Path: "outputs/a.md", Size: 10, SHA256: strings.Repeat("01", 32)},
 			{Path: "outputs/b/c.bin", Size: 0, SHA256: strings.Repeat("02", 32)},
 		},
-		OutputsSkipped: []SkippedOutput{{Path: "outputs/link", Why: skipSymlink}},
+		OutputsSkipped: []SkippedOutput{{Path: "outputs/link", Why: SkipSymlink}},
 		NeedsInput:     &NeedsInput{Question: "which?", Options: []string{"a"}, PartialState: json.RawMessage(`{"s":1}`)},
 	}
 }

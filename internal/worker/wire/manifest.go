@@ -1,4 +1,4 @@
-package worker
+package wire
 
 import (
 	"encoding/json"
@@ -91,7 +91,7 @@ type Grants struct {
 }
 
 // CapabilityPath is where the host puts the archive with digest d, relative to bundle/.
-func CapabilityPath(d blob.Digest) string { return "capabilities/" + d.Hex() + ".tar" }
+func CapabilityPath(d blob.Digest) string { return CapabilitiesDir + "/" + d.Hex() + ".tar" }
 
 // WallClock is the least hard wall clock the host should give the whole worker: every setup
 // script, the agent, and [CaptureMargin]. The worker kills the agent at its own budget, so
@@ -104,6 +104,11 @@ var (
 	dispatchIDPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z_-]{0,127}$`)
 	envKeyPattern     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 )
+
+// ValidDispatchID reports whether id is a dispatch id the worker accepts in a manifest: 1-128
+// letters, digits, '_' or '-', starting with a letter or digit. The host refuses any other
+// caller-chosen id.
+func ValidDispatchID(id string) bool { return dispatchIDPattern.MatchString(id) }
 
 // ParseManifest reads manifest.json strictly: size-capped, unknown fields and duplicate keys
 // refused, then every field checked by [Manifest.Validate].

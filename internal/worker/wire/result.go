@@ -1,7 +1,6 @@
-package worker
+package wire
 
 import (
-	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -34,10 +33,10 @@ const (
 	// agent could leave 256 names of 4 KiB each and push its run's manifest past what
 	// `agora verify` reads (1 MiB), making the run's audit unverifiable for good.
 	MaxOutputNames = 64 << 10
-	// maxSkipped caps Result.OutputsSkipped.
-	maxSkipped = 256
-	// maxOutputPath caps the length of one output path.
-	maxOutputPath = 4096
+	// MaxSkipped caps Result.OutputsSkipped.
+	MaxSkipped = 256
+	// MaxOutputPath caps the length of one output path.
+	MaxOutputPath = 4096
 )
 
 // Status is how a dispatch ended, as the worker saw it.
@@ -288,11 +287,11 @@ func (r Result) Validate() error {
 	if names > MaxOutputNames {
 		bad("outputs: names of %d bytes in all, over the %d byte limit", names, MaxOutputNames)
 	}
-	if len(r.OutputsSkipped) > maxSkipped {
-		bad("outputs_skipped: more than %d entries", maxSkipped)
+	if len(r.OutputsSkipped) > MaxSkipped {
+		bad("outputs_skipped: more than %d entries", MaxSkipped)
 	}
 	for i, s := range r.OutputsSkipped {
-		if len(s.Path) > 4*maxOutputPath || !strings.HasPrefix(s.Path, OutputsDir+"/") {
+		if len(s.Path) > 4*MaxOutputPath || !strings.HasPrefix(s.Path, OutputsDir+"/") {
 			bad("outputs_skipped[%d]: bad path", i)
 		}
 		if !slices.Contains(skipReasons, s.Why) {
@@ -307,31 +306,31 @@ func (r Result) Validate() error {
 
 // Reasons an entry of outputs/ is skipped.
 const (
-	skipSymlink     = "symlink"
-	skipNotRegular  = "not a regular file"
-	skipUnprintable = "unprintable name"
+	SkipSymlink     = "symlink"
+	SkipNotRegular  = "not a regular file"
+	SkipUnprintable = "unprintable name"
 )
 
-var skipReasons = []string{skipSymlink, skipNotRegular, skipUnprintable}
+var skipReasons = []string{SkipSymlink, SkipNotRegular, SkipUnprintable}
 
 // checkOutputPath accepts "outputs/<clean relative path>" of printable characters.
 func checkOutputPath(p string) error {
 	rest, ok := strings.CutPrefix(p, OutputsDir+"/")
-	if !ok || rest == "" || len(p) > maxOutputPath {
+	if !ok || rest == "" || len(p) > MaxOutputPath {
 		return fmt.Errorf("path %q: want outputs/<file>", p)
 	}
 	if path.Clean(rest) != rest || rest == ".." || strings.HasPrefix(rest, "../") || strings.HasPrefix(rest, "/") {
 		return fmt.Errorf("path %q is not clean", p)
 	}
-	if !printable(rest) {
+	if !Printable(rest) {
 		return fmt.Errorf("path %q has unprintable characters", p)
 	}
 	return nil
 }
 
-// printable reports whether s has no control characters and no replacement characters
+// Printable reports whether s has no control characters and no replacement characters
 // (so it survives JSON and terminals unchanged).
-func printable(s string) bool {
+func Printable(s string) bool {
 	for _, c := range s {
 		if c == unicode.ReplacementChar || unicode.IsControl(c) || c == '\\' {
 			return false
@@ -346,71 +345,4 @@ func isHexSHA256(s string) bool {
 	}
 	_, err := hex.DecodeString(s)
 	return err == nil
-}
-
-// NeedsInput is the agent's question, from out/needs_input.json:
-// {"question": string, "options": [string], "partial_state": any JSON}.
-type NeedsInput struct {
-	// Question is required, at most [MaxQuestion] bytes.
-	Question string `json:"question"`
-	// Options are suggested answers: at most [MaxOptions], each at most [MaxOption] bytes.
-	Options []string `json:"options,omitempty"`
-	// PartialState is opaque JSON the resumed dispatch gets back, at most
-	// [MaxPartialState] bytes in its compact encoding.
-	PartialState json.RawMessage `json:"partial_state,omitempty"`
-}
-
-// Limits of needs_input.json.
-const (
-	MaxQuestion     = 8 << 10
-	MaxOptions      = 20
-	MaxOption       = 1 << 10
-	MaxPartialState = 1 << 20
-	// maxNeedsInputFile caps the file: the parts above plus room for JSON escaping.
-	maxNeedsInputFile = 2*MaxPartialState + 16*(MaxQuestion+MaxOptions*MaxOption)
-)
-
-// ParseNeedsInput reads an agent's needs_input.json strictly and returns it with
-// PartialState in compact form.
-func ParseNeedsInput(b []byte) (NeedsInput, error) {
-	var n NeedsInput
-	if err := strictjson.Decode("needs_input.json", b, maxNeedsInputFile, &n); err != nil {
-		return NeedsInput{}, err
-	}
-	if len(n.PartialState) > 0 {
-		var c bytes.Buffer
-		if err := json.Compact(&c, n.PartialState); err != nil {
-			return NeedsInput{}, fmt.Errorf("read needs_input.json: partial_state: %w", err)
-		}
-		n.PartialState = c.Bytes()
-		if string(n.PartialState) == "null" {
-			n.PartialState = nil
-		}
-	}
-	if err := n.Validate(); err != nil {
-		return NeedsInput{}, fmt.Errorf("read needs_input.json: %w", err)
-	}
-	return n, nil
-}
-
-// Validate checks the limits of n.
-func (n NeedsInput) Validate() error {
-	switch {
-	case strings.TrimSpace(n.Question) == "":
-		return errors.New("question is required")
-	case len(n.Question) > MaxQuestion:
-		return fmt.Errorf("question is %d bytes, over the %d byte limit", len(n.Question), MaxQuestion)
-	case len(n.Options) > MaxOptions:
-		return fmt.Errorf("%d options, over the limit of %d", len(n.Options), MaxOptions)
-	case len(n.PartialState) > MaxPartialState:
-		return fmt.Errorf("partial_state is %d bytes, over the %d byte limit", len(n.PartialState), MaxPartialState)
-	case len(n.PartialState) > 0 && !json.Valid(n.PartialState):
-		return errors.New("partial_state is not valid JSON")
-	}
-	for i, o := range n.Options {
-		if len(o) > MaxOption {
-			return fmt.Errorf("options[%d] is %d bytes, over the %d byte limit", i, len(o), MaxOption)
-		}
-	}
-	return nil
 }

@@ -1,0 +1,46 @@
+package wire
+
+// The sandbox layout, relative to [DefaultRoot]. See the package documentation.
+const (
+	// DefaultRoot is where the host mounts the layout inside the sandbox.
+	DefaultRoot = "/agora"
+	// SecretsFD is the descriptor the secrets object arrives on, when Manifest.SecretKeys
+	// is not empty.
+	SecretsFD = 3
+
+	BinDir          = "bin"
+	BinFile         = "agora" // in BinDir: the agora binary
+	BundleDir       = "bundle"
+	WorkspaceDir    = "workspace"
+	OutDir          = "out"
+	InputsDir       = "inputs"
+	ManifestFile    = "manifest.json"    // in BundleDir
+	SubagentFile    = "subagent.json"    // in BundleDir
+	CapabilitiesDir = "capabilities"     // in BundleDir: see [CapabilityPath]
+	ResultFile      = "result.json"      // in OutDir
+	PatchFile       = "patch.diff"       // in OutDir
+	NeedsInputFile  = "needs_input.json" // in OutDir, written by the agent
+	OutputsDir      = "outputs"          // in OutDir, written by the agent
+	TranscriptFile  = "transcript.jsonl" // in OutDir, written by the model runtimes
+	FinalFile       = "final.md"         // in OutDir/OutputsDir, the model's last answer
+	GatewayDir      = "gateway"          // read-only, model runtimes only: the host's gateway
+	GatewaySocket   = "gateway.sock"     // in GatewayDir
+)
+
+// The layout's mount points inside the sandbox, where the host binds the stage directory's
+// parts.
+const (
+	BinPath       = DefaultRoot + "/" + BinDir + "/" + BinFile
+	BundlePath    = DefaultRoot + "/" + BundleDir
+	WorkspacePath = DefaultRoot + "/" + WorkspaceDir
+	OutPath       = DefaultRoot + "/" + OutDir
+	InputsPath    = DefaultRoot + "/" + InputsDir
+	GatewayPath   = DefaultRoot + "/" + GatewayDir
+)
+
+// RootEnv names the layout root when the worker runs without a sandbox (a target with
+// `sandbox: none`): the host sets it to the stage directory, which has the same layout.
+const RootEnv = "AGORA_WORKER_ROOT"
+
+// MaxTranscript caps out/transcript.jsonl: events past it are dropped.
+const MaxTranscript = 16 << 20
