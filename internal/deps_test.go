@@ -57,6 +57,7 @@ var forbidden = []edge{
 	{"internal/worker/wire", "internal/runtime/execrt", "the wire contract is plain data; the host links it without the runtimes"},
 	{"internal/worker/wire", "internal/runtime/claudert", "the wire contract is plain data; the host links it without the runtimes"},
 	{"internal/worker/wire", "internal/runtime/openairt", "the wire contract is plain data; the host links it without the runtimes"},
+	{"internal/home", "internal/dispatch", "home lays out AGORA_HOME; the composition root hands it agora.db's migrations (internal/agoradb)"},
 }
 
 // inSandbox are the packages that run inside the sandbox, in the worker process. Every

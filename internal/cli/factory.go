@@ -5,6 +5,7 @@ import (
 	"os/user"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/config"
@@ -41,7 +42,7 @@ func (f *Factory) Home(ctx context.Context) (*home.Home, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := home.Open(ctx, dir)
+	h, err := home.Open(ctx, dir, agoradb.Migrations())
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/home"
 )
 
@@ -22,7 +23,7 @@ nothing.`,
 			if err != nil {
 				return err
 			}
-			created, err := home.Init(cmd.Context(), dir)
+			created, err := home.Init(cmd.Context(), dir, agoradb.Migrations())
 			if err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
@@ -20,7 +21,7 @@ import (
 
 func newWriter(t *testing.T) (*home.Home, *provision.Writer) {
 	t.Helper()
-	h, err := home.Open(context.Background(), filepath.Join(t.TempDir(), "home"))
+	h, err := home.Open(context.Background(), filepath.Join(t.TempDir(), "home"), agoradb.Migrations())
 	if err != nil {
 		t.Fatalf("home.Open: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/catalog/provision"
@@ -48,7 +49,7 @@ func newEnv(t *testing.T) *env {
 	requireSandbox(t)
 	ctx := t.Context()
 	dir := filepath.Join(t.TempDir(), "home")
-	h, err := home.Open(ctx, dir)
+	h, err := home.Open(ctx, dir, agoradb.Migrations())
 	if err != nil {
 		t.Fatal(err)
 	}

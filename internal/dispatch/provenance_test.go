@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
@@ -17,7 +18,7 @@ import (
 // the dispatch has ended, and then exactly the bytes whose digest its terminal entry records.
 func TestRecords_EndedProvenance(t *testing.T) {
 	ctx := t.Context()
-	h, err := home.Open(ctx, filepath.Join(t.TempDir(), "home"))
+	h, err := home.Open(ctx, filepath.Join(t.TempDir(), "home"), agoradb.Migrations())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,11 +17,8 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
-	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/blob"
-	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/config"
-	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/secret"
 	"github.com/agora-dev/agora/internal/store"
 )
@@ -38,15 +35,6 @@ const (
 	DispatchDir   = "dispatches"
 )
 
-// Migrations is the schema of agora.db, in order. Append only: a released step never changes.
-func Migrations() []store.Migration {
-	var m []store.Migration
-	m = append(m, audit.Migrations...)
-	m = append(m, view.Migrations...)
-	m = append(m, dispatch.Migrations...)
-	return m
-}
-
 // Home is an open AGORA_HOME.
 type Home struct {
 	Dir    string
@@ -56,8 +44,10 @@ type Home struct {
 }
 
 // Init creates AGORA_HOME at dir if needed, with every file it must hold, and reports what it
-// created. Running it again creates nothing and changes nothing.
-func Init(ctx context.Context, dir string) (created []string, err error) {
+// created. Running it again creates nothing and changes nothing. schema is agora.db's
+// migrations ([github.com/agora-dev/agora/internal/agoradb.Migrations]), passed in so that
+// home imports none of the packages that own its tables.
+func Init(ctx context.Context, dir string, schema []store.Migration) (created []string, err error) {
 	if err := ensureDir(dir, &created); err != nil {
 		return nil, err
 	}
@@ -81,7 +71,7 @@ func Init(ctx context.Context, dir string) (created []string, err error) {
 	if _, err := os.Stat(dbPath); errors.Is(err, fs.ErrNotExist) {
 		created = append(created, dbPath)
 	}
-	db, err := store.Open(ctx, dbPath, Migrations())
+	db, err := store.Open(ctx, dbPath, schema)
 	if err != nil {
 		return nil, err
 	}
@@ -219,16 +209,16 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// Open initialises dir on first use and opens it.
-func Open(ctx context.Context, dir string) (*Home, error) {
-	if _, err := Init(ctx, dir); err != nil {
+// Open initialises dir on first use and opens it, migrating agora.db to schema (see [Init]).
+func Open(ctx context.Context, dir string, schema []store.Migration) (*Home, error) {
+	if _, err := Init(ctx, dir, schema); err != nil {
 		return nil, err
 	}
 	cfg, err := config.Load(dir)
 	if err != nil {
 		return nil, err
 	}
-	db, err := store.Open(ctx, filepath.Join(dir, DBFile), Migrations())
+	db, err := store.Open(ctx, filepath.Join(dir, DBFile), schema)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
@@ -31,7 +32,7 @@ func newFixture(t testing.TB) *fixture {
 
 func openFixture(t testing.TB, dir string) *fixture {
 	t.Helper()
-	h, err := home.Open(context.Background(), dir)
+	h, err := home.Open(context.Background(), dir, agoradb.Migrations())
 	if err != nil {
 		t.Fatalf("home.Open: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/home"
 )
@@ -47,7 +48,7 @@ func TestMain(m *testing.M) {
 func runChild(dir, id, startFile string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), childDeadline)
 	defer cancel()
-	h, err := home.Open(ctx, dir)
+	h, err := home.Open(ctx, dir, agoradb.Migrations())
 	if err != nil {
 		return err
 	}
@@ -111,7 +112,7 @@ func TestWriter_ConcurrentProcesses(t *testing.T) {
 		t.Skip("SKIP: starts four processes; run without -short")
 	}
 	dir := filepath.Join(t.TempDir(), "home")
-	if _, err := home.Init(t.Context(), dir); err != nil {
+	if _, err := home.Init(t.Context(), dir, agoradb.Migrations()); err != nil {
 		t.Fatal(err)
 	}
 	startFile := filepath.Join(t.TempDir(), "start")

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/agoratest"
-	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
@@ -234,7 +234,7 @@ type interval struct {
 // their recorded times: the engine holds a task's locks and its dependents back from before
 // a dispatch is recorded until after it ended.
 func checkDispatches(t *testing.T, e *env, run api.Run, deps map[string][]string, locks map[string]map[string]bool) {
-	db, err := store.Open(context.Background(), filepath.Join(e.home, "agora.db"), home.Migrations())
+	db, err := store.Open(context.Background(), filepath.Join(e.home, "agora.db"), agoradb.Migrations())
 	must(t, err)
 	defer db.Close()
 	rows, err := db.SQL().Query(`SELECT id, state, actor, created_at, ended_at FROM dispatches WHERE actor LIKE ?`, "% via orch/"+run.ID+"/%")

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/store"
@@ -31,7 +31,7 @@ tasks:
 `), 0o644))
 	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", planPath), "\n")[0])
 
-	db, err := store.Open(context.Background(), filepath.Join(e.home, "agora.db"), home.Migrations())
+	db, err := store.Open(context.Background(), filepath.Join(e.home, "agora.db"), agoradb.Migrations())
 	must(t, err)
 	defer db.Close()
 	var first, supervisor string

@@ -1,0 +1,22 @@
+// Package agoradb is the schema of agora.db: the migrations of every package that keeps
+// tables there, in the order they were released. It is the one place that composes them, so
+// that package home, which creates and opens the database, imports none of those packages:
+// the composition root (the CLI) passes [Migrations] to home.Open and home.Init.
+package agoradb
+
+import (
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/catalog/view"
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/store"
+)
+
+// Migrations is the schema of agora.db, in order. Append only: a released step never changes,
+// and a database records how many steps it has applied, not which.
+func Migrations() []store.Migration {
+	var m []store.Migration
+	m = append(m, audit.Migrations...)
+	m = append(m, view.Migrations...)
+	m = append(m, dispatch.Migrations...)
+	return m
+}
