@@ -70,8 +70,8 @@ type Manifest struct {
 	// SetupTimeoutSeconds is the budget of all setup scripts together.
 	SetupTimeoutSeconds int `json:"setup_timeout_seconds"`
 	// PIDNamespace says the sandbox has a PID namespace of its own, so after the agent the
-	// worker kills every other process in it before capture (see stop.go). The host sets it
-	// for every isolated sandbox; never for `sandbox: none`.
+	// worker kills every other process in it before capture (the worker's stop.go). The host
+	// sets it for every isolated sandbox; never for `sandbox: none`.
 	PIDNamespace bool `json:"pid_namespace,omitempty"`
 }
 
@@ -176,7 +176,7 @@ func (m Manifest) Validate() error {
 			bad("capabilities[%d]: %v", i, err)
 		}
 	}
-	// Whether this build can run the runtime is checked later (runtimeFor).
+	// Whether this build can run the runtime is checked later, by the worker (runtimeFor).
 	if !slices.Contains(catalog.Runtimes, m.Runtime) {
 		bad("runtime: want one of %s, got %q", strings.Join(catalog.Runtimes, ", "), m.Runtime)
 	}
