@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -11,6 +12,7 @@ import (
 )
 
 type applyOptions struct {
+	f      *Factory
 	file   string
 	dryRun bool
 	prune  bool
@@ -24,8 +26,8 @@ type applyResult struct {
 	Changes []provision.Change `json:"changes"`
 }
 
-func newApplyCmd(f *Factory) *cobra.Command {
-	opts := &applyOptions{}
+func newApplyCmd(f *Factory, runF func(*applyOptions) error) *cobra.Command {
+	opts := &applyOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "apply -f agora-manifest.yaml [--dry-run] [--prune]",
 		Short: "Reconcile the catalog with a manifest, all or nothing",
@@ -53,7 +55,9 @@ manifest does not declare are retired (they stay in history and in the audit log
         DEPLOY_KEY: {from_file: ./secrets/deploy.key}
 
 Secrets are read from their sources at apply time; a manifest never holds a secret value.`,
-		Args: cobra.NoArgs,
+		Example: `  agora apply -f agora-manifest.yaml --dry-run
+  agora apply -f agora-manifest.yaml --prune --output json`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.file == "" {
 				return usageErrorf(cmd, "-f FILE is required")
@@ -61,48 +65,7 @@ Secrets are read from their sources at apply time; a manifest never holds a secr
 			if err := checkOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			src, err := deploy.Load(opts.file)
-			if err != nil {
-				return err
-			}
-			w, err := f.Writer(cmd.Context())
-			if err != nil {
-				return err
-			}
-			pendings, err := src.Prepare(cmd.Context(), w, f.Getenv)
-			if err != nil {
-				return err
-			}
-			changes, err := w.Plan(cmd.Context(), pendings, opts.prune)
-			if err != nil {
-				return err
-			}
-			res := applyResult{DryRun: opts.dryRun, Changes: changes}
-			if opts.output != formatJSON {
-				printPlan(f, changes)
-			}
-			if !opts.dryRun && hasWork(changes) {
-				done, err := w.Apply(cmd.Context(), f.Actor(), "register", changes, src.Summary(f.Actor(), changes, opts.prune))
-				if err != nil {
-					return err
-				}
-				res.Applied, res.Changes = true, done
-			}
-			if opts.output == formatJSON {
-				if res.Changes == nil {
-					res.Changes = []provision.Change{}
-				}
-				return writeJSON(f.IO.Out, res)
-			}
-			switch {
-			case !hasWork(changes):
-				fmt.Fprintln(f.IO.Out, "Nothing to do: the catalog already matches the manifest.")
-			case opts.dryRun:
-				fmt.Fprintln(f.IO.Out, "Dry run: nothing was changed.")
-			default:
-				fmt.Fprintln(f.IO.Out, "Applied.")
-			}
-			return nil
+			return runCmd(cmd, opts, runF, applyRun)
 		},
 	}
 	cmd.Flags().StringVarP(&opts.file, "file", "f", "", "the manifest to apply (required)")
@@ -110,6 +73,52 @@ Secrets are read from their sources at apply time; a manifest never holds a secr
 	cmd.Flags().BoolVar(&opts.prune, "prune", false, "retire active names the manifest does not declare")
 	addOutputFlag(cmd, &opts.output)
 	return cmd
+}
+
+func applyRun(ctx context.Context, opts *applyOptions) error {
+	f := opts.f
+	src, err := deploy.Load(opts.file)
+	if err != nil {
+		return err
+	}
+	w, err := f.Writer(ctx)
+	if err != nil {
+		return err
+	}
+	pendings, err := src.Prepare(ctx, w, f.Getenv)
+	if err != nil {
+		return err
+	}
+	changes, err := w.Plan(ctx, pendings, opts.prune)
+	if err != nil {
+		return err
+	}
+	res := applyResult{DryRun: opts.dryRun, Changes: changes}
+	if opts.output != formatJSON {
+		printPlan(f, changes)
+	}
+	if !opts.dryRun && hasWork(changes) {
+		done, err := w.Apply(ctx, f.Actor(), "register", changes, src.Summary(f.Actor(), changes, opts.prune))
+		if err != nil {
+			return err
+		}
+		res.Applied, res.Changes = true, done
+	}
+	if opts.output == formatJSON {
+		if res.Changes == nil {
+			res.Changes = []provision.Change{}
+		}
+		return writeJSON(f.IO.Out, res)
+	}
+	switch {
+	case !hasWork(changes):
+		fmt.Fprintln(f.IO.Out, "Nothing to do: the catalog already matches the manifest.")
+	case opts.dryRun:
+		fmt.Fprintln(f.IO.Out, "Dry run: nothing was changed.")
+	default:
+		fmt.Fprintln(f.IO.Out, "Applied.")
+	}
+	return nil
 }
 
 func hasWork(changes []provision.Change) bool {

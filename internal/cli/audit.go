@@ -37,7 +37,7 @@ audit.checkpoint_interval, and handed to the anchors of agora.yaml (audit.anchor
 
 'agora audit export' writes a bundle that 'agora verify' checks with no database.`,
 	}
-	cmd.AddCommand(newAuditLogCmd(f), newAuditCheckpointCmd(f), newAuditExportCmd(f))
+	cmd.AddCommand(newAuditLogCmd(f, nil), newAuditCheckpointCmd(f, nil), newAuditExportCmd(f, nil))
 	return cmd
 }
 
@@ -49,6 +49,17 @@ func (f *Factory) Checkpointer(ctx context.Context) (*audit.Checkpointer, error)
 		return nil, err
 	}
 	return f.checkpointerFor(ctx, h.DB, home.DBFile)
+}
+
+// checkpointNow writes a checkpoint of agora.db's audit log if it grew, and hands it to the
+// anchors (an anchor's failure is in the result, not the error).
+func checkpointNow(ctx context.Context, f *Factory) (*audit.Checkpointer, *audit.CheckpointResult, error) {
+	cp, err := f.Checkpointer(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := cp.Checkpoint(ctx)
+	return cp, res, err
 }
 
 // checkpointerFor is the checkpointer of the log in db, named logName in its origin.
@@ -123,10 +134,12 @@ func buildAnchors(cfg *config.Config, logName string, now func() time.Time) ([]a
 }
 
 type auditLogOptions struct {
-	since  string
-	kind   string
-	limit  int
-	output string
+	printOptions
+	list audit.ListOptions
+
+	since string
+	kind  string
+	limit int
 }
 
 // auditLogEntry is the JSON shape of one entry of 'audit log'.
@@ -139,8 +152,8 @@ type auditLogEntry struct {
 	Details map[string]any `json:"details"`
 }
 
-func newAuditLogCmd(f *Factory) *cobra.Command {
-	opts := &auditLogOptions{}
+func newAuditLogCmd(f *Factory, runF func(*auditLogOptions) error) *cobra.Command {
+	opts := &auditLogOptions{printOptions: printOptions{f: f}}
 	cmd := &cobra.Command{
 		Use:   "log [--since T] [--kind K]",
 		Short: "List the entries of the audit log",
@@ -149,51 +162,49 @@ entry's details (names, hashes and decisions; never secret values).
 
 --since takes an RFC 3339 time (2026-01-02T15:04:05Z) or a duration back from now (24h).
 --kind takes a kind (catalog.register) or a family (catalog.*).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, opts.output); err != nil {
-				return err
-			}
-			var lo audit.ListOptions
-			if opts.since != "" {
-				t, err := parseSinceTime(opts.since, f.Now())
-				if err != nil {
-					return usageErrorf(cmd, "--since: %v", err)
-				}
-				lo.Since = t
-			}
-			lo.Kind, lo.Limit = opts.kind, opts.limit
-			return runAuditLog(cmd.Context(), f, lo, opts.output)
-		},
+		Example: `  agora audit log --since 24h --kind 'catalog.*'
+  agora audit log --limit 20 --output json`,
+		Args: noArgs,
 	}
 	cmd.Flags().StringVar(&opts.since, "since", "", "only entries at or after this RFC 3339 time or duration ago")
 	cmd.Flags().StringVar(&opts.kind, "kind", "", "only entries of this kind, or family such as catalog.*")
 	cmd.Flags().IntVar(&opts.limit, "limit", 0, "only the last N matching entries (0: all)")
-	addOutputFlag(cmd, &opts.output)
-	return cmd
+	return newPrintCmd(cmd, opts, runF, auditLogRun)
 }
 
-func runAuditLog(ctx context.Context, f *Factory, lo audit.ListOptions, output string) error {
+func (o *auditLogOptions) validate(cmd *cobra.Command) error {
+	if o.since != "" {
+		t, err := parseSinceTime(o.since, o.f.Now())
+		if err != nil {
+			return usageErrorf(cmd, "--since: %v", err)
+		}
+		o.list.Since = t
+	}
+	o.list.Kind, o.list.Limit = o.kind, o.limit
+	return nil
+}
+
+func auditLogRun(ctx context.Context, opts *auditLogOptions) error {
+	f := opts.f
 	h, err := f.Home(ctx)
 	if err != nil {
 		return err
 	}
-	recs, err := audit.List(ctx, h.DB.SQL(), lo)
+	recs, err := audit.List(ctx, h.DB.SQL(), opts.list)
 	if err != nil {
 		return err
 	}
-	if output == formatJSON {
-		out := make([]auditLogEntry, len(recs))
-		for i, r := range recs {
-			out[i] = auditLogEntry(r)
-		}
-		return writeJSON(f.IO.Out, out)
-	}
-	rows := make([][]string, len(recs))
+	out := make([]auditLogEntry, len(recs))
 	for i, r := range recs {
-		rows[i] = []string{strconv.FormatUint(r.Seq, 10), fmtTime(f.IO, f.Now(), r.Time), r.Actor, r.Kind, r.Subject}
+		out[i] = auditLogEntry(r)
 	}
-	return printTable(f.IO, []string{"SEQ", "TIME", "ACTOR", "KIND", "SUBJECT"}, rows)
+	return emit(f.IO, opts.output, out, func(out []auditLogEntry) error {
+		rows := make([][]string, len(out))
+		for i, r := range out {
+			rows[i] = []string{strconv.FormatUint(r.Seq, 10), fmtTime(f.IO, f.Now(), r.Time), r.Actor, r.Kind, r.Subject}
+		}
+		return printTable(f.IO, []string{"SEQ", "TIME", "ACTOR", "KIND", "SUBJECT"}, rows)
+	})
 }
 
 // checkpointResult is the JSON shape of 'audit checkpoint'.
@@ -213,9 +224,8 @@ type anchorResult struct {
 	Error string `json:"error,omitempty"`
 }
 
-func newAuditCheckpointCmd(f *Factory) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+func newAuditCheckpointCmd(f *Factory, runF func(*printOptions) error) *cobra.Command {
+	return newPrintCmd(&cobra.Command{
 		Use:   "checkpoint",
 		Short: "Write a checkpoint now and print the latest signed checkpoint",
 		Long: `Write a signed checkpoint of the audit log if it grew since the latest one (after checking
@@ -223,29 +233,19 @@ the latest one is a prefix of the log), hand it to every anchor that has not acc
 yet, and print it: a C2SP tlog-checkpoint signed note.
 
 A failing anchor does not undo the checkpoint; it is reported and the command exits 1.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, output); err != nil {
-				return err
-			}
-			return runAuditCheckpoint(cmd.Context(), f, output)
-		},
-	}
-	addOutputFlag(cmd, &output)
-	return cmd
+		Example: `  agora audit checkpoint --output json`,
+		Args:    noArgs,
+	}, &printOptions{f: f}, runF, auditCheckpointRun)
 }
 
-func runAuditCheckpoint(ctx context.Context, f *Factory, output string) error {
-	cp, err := f.Checkpointer(ctx)
-	if err != nil {
-		return err
-	}
-	res, err := cp.Checkpoint(ctx)
+func auditCheckpointRun(ctx context.Context, opts *printOptions) error {
+	f := opts.f
+	_, res, err := checkpointNow(ctx, f)
 	if err != nil {
 		return err
 	}
 	c := res.Checkpoint
-	if output == formatJSON {
+	if opts.output == formatJSON {
 		out := checkpointResult{Origin: c.Origin, Size: c.Size, Root: base64.StdEncoding.EncodeToString(c.Hash),
 			At: c.At, Created: res.Created, Note: string(c.Note), Anchors: []anchorResult{}}
 		for _, a := range res.Anchors {
@@ -275,6 +275,8 @@ func runAuditCheckpoint(ctx context.Context, f *Factory, output string) error {
 }
 
 type auditExportOptions struct {
+	f      *Factory
+	sel    audit.Selection
 	out    string
 	since  string
 	kind   string
@@ -282,8 +284,8 @@ type auditExportOptions struct {
 	output string
 }
 
-func newAuditExportCmd(f *Factory) *cobra.Command {
-	opts := &auditExportOptions{}
+func newAuditExportCmd(f *Factory, runF func(*auditExportOptions) error) *cobra.Command {
+	opts := &auditExportOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "export --out FILE [--since SEQ|TIME] [--kind K]",
 		Short: "Export audit entries with their proofs as a bundle for agora verify",
@@ -296,24 +298,20 @@ takes a sequence number, an RFC 3339 time or a duration back from now; --kind a 
 family such as catalog.*.`,
 		Example: `  agora audit export --out audit.json --since 24h
   agora verify audit.json --key ~/.local/share/agora/keys/audit.pub`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.out == "" {
 				return usageErrorf(cmd, "--out FILE is required")
 			}
-			var sel audit.Selection
 			if opts.since != "" {
 				if n, err := strconv.ParseUint(opts.since, 10, 64); err == nil {
-					sel.FromIndex = n
-				} else if sel.Since, err = parseSinceTime(opts.since, f.Now()); err != nil {
+					opts.sel.FromIndex = n
+				} else if opts.sel.Since, err = parseSinceTime(opts.since, f.Now()); err != nil {
 					return usageErrorf(cmd, "--since: want a sequence number, an RFC 3339 time or a duration, got %q", opts.since)
 				}
 			}
-			sel.Kind = opts.kind
-			if _, err := os.Lstat(opts.out); err == nil && !opts.force {
-				return fmt.Errorf("%s exists; pass --force to overwrite it", opts.out)
-			}
-			return runAuditExport(cmd.Context(), f, sel, opts.out)
+			opts.sel.Kind = opts.kind
+			return runCmd(cmd, opts, runF, auditExportRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.out, "out", "", "file to write the bundle to (required)")
@@ -323,19 +321,19 @@ family such as catalog.*.`,
 	return cmd
 }
 
-func runAuditExport(ctx context.Context, f *Factory, sel audit.Selection, out string) error {
-	cp, err := f.Checkpointer(ctx)
-	if err != nil {
-		return err
+func auditExportRun(ctx context.Context, opts *auditExportOptions) error {
+	f, out := opts.f, opts.out
+	if _, err := os.Lstat(out); err == nil && !opts.force {
+		return fmt.Errorf("%s exists; pass --force to overwrite it", out)
 	}
-	res, err := cp.Checkpoint(ctx)
+	cp, res, err := checkpointNow(ctx, f)
 	if err != nil {
 		return err
 	}
 	if aerr := res.Err(); aerr != nil {
 		fmt.Fprintf(f.IO.ErrOut, "agora: warning: %v\n", strings.ReplaceAll(aerr.Error(), "\n", "; "))
 	}
-	b, err := cp.Export(ctx, sel)
+	b, err := cp.Export(ctx, opts.sel)
 	if err != nil {
 		if errors.Is(err, audit.ErrNoEntries) {
 			return fmt.Errorf("%w; see 'agora audit log'", err)
@@ -354,7 +352,7 @@ func runAuditExport(ctx context.Context, f *Factory, sel audit.Selection, out st
 }
 
 // writeBundle writes b to path by writeout.go's rule: a new 0600 file renamed over path, so a
-// link planted there is replaced, never written through. runAuditExport's caller has already
+// link planted there is replaced, never written through. auditExportRun has already
 // refused an existing path without --force.
 func writeBundle(path string, b *verify.Bundle) error {
 	return writeOutFile(path, true, func(w io.Writer) error { return verify.WriteBundle(w, b) })

@@ -1,14 +1,16 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/catalog"
-	"github.com/agora-dev/agora/internal/catalog/view"
+	"github.com/agora-dev/agora/internal/catalog/provision"
 )
 
 func newCapabilityCmd(f *Factory) *cobra.Command {
@@ -20,29 +22,30 @@ it grants: tools, command allow-patterns, egress hosts, a setup script and netwo
 Everything not granted is denied. Versions are immutable and content-addressed.`,
 	}
 	cmd.AddCommand(
-		newCapabilityRegisterCmd(f),
-		newListCmd(f, catalog.KindCapability, listColumns{
+		newCapabilityRegisterCmd(f, nil),
+		newListCmd(f, nil, catalog.KindCapability, listColumns{
 			headers: []string{"NAME", "DIGEST", "FILES", "REGISTERED", "DESCRIPTION"},
 			row: func(f *Factory, v catalog.Version) []string {
 				return []string{v.Name, fmtDigest(f.IO, v.Digest), strconv.Itoa(v.Meta.FileCount),
 					fmtTime(f.IO, f.Now(), v.RegisteredAt), truncate(v.Meta.Description, 60)}
 			},
 		}),
-		newCapabilityShowCmd(f),
-		newHistoryCmd(f, catalog.KindCapability),
+		newShowCmd(f, nil, catalog.KindCapability, "Show a capability's grants and files", capabilityShowRun),
+		newHistoryCmd(f, nil, catalog.KindCapability),
 	)
 	return cmd
 }
 
 type capabilityRegisterOptions struct {
+	f      *Factory
 	name   string
 	from   string
 	allow  []string
 	output string
 }
 
-func newCapabilityRegisterCmd(f *Factory) *cobra.Command {
-	opts := &capabilityRegisterOptions{}
+func newCapabilityRegisterCmd(f *Factory, runF func(*capabilityRegisterOptions) error) *cobra.Command {
+	opts := &capabilityRegisterOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "register NAME --from DIR",
 		Short: "Register a directory as a new version of a capability",
@@ -70,19 +73,7 @@ latest again. The total size is capped (catalog.capability_max_size, default 50 
 			if err := checkOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			w, err := f.Writer(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := w.PrepareCapability(opts.name, opts.from, splitList(opts.allow))
-			if err != nil {
-				return err
-			}
-			c, v, err := w.Register(cmd.Context(), f.Actor(), "register", p)
-			if err != nil {
-				return err
-			}
-			return printRegistered(f, opts.output, c, v)
+			return runCmd(cmd, opts, runF, capabilityRegisterRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.from, "from", "", "directory holding the capability's files (required)")
@@ -105,73 +96,61 @@ type capabilityFile struct {
 	Target string `json:"symlink_target,omitempty"`
 }
 
-func newCapabilityShowCmd(f *Factory) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "show NAME[@sha256:HEX]",
-		Short: "Show a capability's grants and files",
-		Args:  exactArgs(1, "NAME[@sha256:HEX]"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, output); err != nil {
-				return err
-			}
-			h, err := f.Home(cmd.Context())
-			if err != nil {
-				return err
-			}
-			r := view.New(h.DB, h.Blobs)
-			v, err := r.Resolve(cmd.Context(), catalog.KindCapability, args[0])
-			if err != nil {
-				return err
-			}
-			data, err := r.Content(v)
-			if err != nil {
-				return err
-			}
-			files, err := catalog.ReadArchive(data, catalog.Limits{MaxTotalSize: 1 << 40})
-			if err != nil {
-				return err
-			}
-			out := capabilityShow{Version: v, Files: []capabilityFile{}}
-			for _, fl := range files {
-				out.Files = append(out.Files, capabilityFile{Path: fl.Path, Size: fl.Size, Mode: fmt.Sprintf("%04o", fl.Mode), Target: fl.LinkTarget})
-			}
-			if output == formatJSON {
-				return writeJSON(f.IO.Out, out)
-			}
-			w := f.IO.Out
-			g := v.Meta.Grants
-			fmt.Fprintf(w, "name:        %s\n", v.Name)
-			fmt.Fprintf(w, "digest:      %s\n", v.Digest)
-			fmt.Fprintf(w, "registered:  %s by %s\n", v.RegisteredAt.UTC().Format("2006-01-02T15:04:05Z"), v.RegisteredBy)
-			fmt.Fprintf(w, "description: %s\n", orDash(v.Meta.Description))
-			if g != nil {
-				fmt.Fprintf(w, "tools:       %s\n", orDash(strings.Join(g.Tools, ", ")))
-				fmt.Fprintf(w, "commands:    %s\n", orDash(quoteAll(g.Commands)))
-				fmt.Fprintf(w, "egress:      %s\n", orDash(strings.Join(g.Egress, ", ")))
-				fmt.Fprintf(w, "network:     %s\n", g.Network)
-				fmt.Fprintf(w, "setup:       %s\n", orDash(g.Setup))
-			}
-			if len(v.Meta.AllowedCredentialPatterns) > 0 {
-				fmt.Fprintf(w, "scanner opt-outs: %s\n", strings.Join(v.Meta.AllowedCredentialPatterns, ", "))
-			}
-			var total int64
-			for _, fl := range files {
-				total += fl.Size
-			}
-			fmt.Fprintf(w, "files (%d, %d bytes):\n", len(files), total)
-			for _, fl := range out.Files {
-				if fl.Target != "" {
-					fmt.Fprintf(w, "  %s -> %s\n", fl.Path, fl.Target)
-				} else {
-					fmt.Fprintf(w, "  %s  %s  %d\n", fl.Mode, fl.Path, fl.Size)
-				}
-			}
-			return nil
-		},
+func capabilityRegisterRun(ctx context.Context, opts *capabilityRegisterOptions) error {
+	return registerRun(ctx, opts.f, opts.output, func(w *provision.Writer) (*provision.Pending, error) {
+		return w.PrepareCapability(opts.name, opts.from, splitList(opts.allow))
+	})
+}
+
+func capabilityShowRun(ctx context.Context, opts *refOptions) error {
+	_, v, data, err := resolveContent(ctx, opts)
+	if err != nil {
+		return err
 	}
-	addOutputFlag(cmd, &output)
-	return cmd
+	files, err := catalog.ReadArchive(data, catalog.Limits{MaxTotalSize: 1 << 40})
+	if err != nil {
+		return err
+	}
+	out := capabilityShow{Version: v, Files: []capabilityFile{}}
+	for _, fl := range files {
+		out.Files = append(out.Files, capabilityFile{Path: fl.Path, Size: fl.Size, Mode: fmt.Sprintf("%04o", fl.Mode), Target: fl.LinkTarget})
+	}
+	return emit(opts.f.IO, opts.output, out, func(out capabilityShow) error {
+		var total int64
+		for _, fl := range files {
+			total += fl.Size
+		}
+		printCapability(opts.f.IO.Out, out, total)
+		return nil
+	})
+}
+
+// printCapability writes a capability for people; total is the size of its files.
+func printCapability(w io.Writer, out capabilityShow, total int64) {
+	v := out.Version
+	g := v.Meta.Grants
+	fmt.Fprintf(w, "name:        %s\n", v.Name)
+	fmt.Fprintf(w, "digest:      %s\n", v.Digest)
+	fmt.Fprintf(w, "registered:  %s by %s\n", v.RegisteredAt.UTC().Format("2006-01-02T15:04:05Z"), v.RegisteredBy)
+	fmt.Fprintf(w, "description: %s\n", orDash(v.Meta.Description))
+	if g != nil {
+		fmt.Fprintf(w, "tools:       %s\n", orDash(strings.Join(g.Tools, ", ")))
+		fmt.Fprintf(w, "commands:    %s\n", orDash(quoteAll(g.Commands)))
+		fmt.Fprintf(w, "egress:      %s\n", orDash(strings.Join(g.Egress, ", ")))
+		fmt.Fprintf(w, "network:     %s\n", g.Network)
+		fmt.Fprintf(w, "setup:       %s\n", orDash(g.Setup))
+	}
+	if len(v.Meta.AllowedCredentialPatterns) > 0 {
+		fmt.Fprintf(w, "scanner opt-outs: %s\n", strings.Join(v.Meta.AllowedCredentialPatterns, ", "))
+	}
+	fmt.Fprintf(w, "files (%d, %d bytes):\n", len(out.Files), total)
+	for _, fl := range out.Files {
+		if fl.Target != "" {
+			fmt.Fprintf(w, "  %s -> %s\n", fl.Path, fl.Target)
+		} else {
+			fmt.Fprintf(w, "  %s  %s  %d\n", fl.Mode, fl.Path, fl.Size)
+		}
+	}
 }
 
 func quoteAll(ss []string) string {

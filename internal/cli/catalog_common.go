@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -33,80 +34,133 @@ func printRegistered(f *Factory, format string, c provision.Change, v catalog.Ve
 	return nil
 }
 
+// registerRun registers what prepare makes of the command line, with its audit entry, and
+// prints the outcome: the end of every 'KIND register'.
+func registerRun(ctx context.Context, f *Factory, output string, prepare func(*provision.Writer) (*provision.Pending, error)) error {
+	w, err := f.Writer(ctx)
+	if err != nil {
+		return err
+	}
+	p, err := prepare(w)
+	if err != nil {
+		return err
+	}
+	c, v, err := w.Register(ctx, f.Actor(), "register", p)
+	if err != nil {
+		return err
+	}
+	return printRegistered(f, output, c, v)
+}
+
 // listColumns describes how one kind prints in a table.
 type listColumns struct {
 	headers []string
 	row     func(f *Factory, v catalog.Version) []string
 }
 
-func newListCmd(f *Factory, kind catalog.Kind, cols listColumns) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+type listOptions struct {
+	printOptions
+	kind catalog.Kind
+	cols listColumns
+}
+
+func newListCmd(f *Factory, runF func(*listOptions) error, kind catalog.Kind, cols listColumns) *cobra.Command {
+	opts := &listOptions{printOptions: printOptions{f: f}, kind: kind, cols: cols}
+	return newPrintCmd(&cobra.Command{
 		Use:   "list",
 		Short: fmt.Sprintf("List the latest version of every %s", kind),
 		Long: fmt.Sprintf(`List the latest version of every active %s, sorted by name.
 Retired names are left out; 'agora %s history NAME' still shows them.`, kind, cmdNoun(kind)),
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, output); err != nil {
-				return err
-			}
-			h, err := f.Home(cmd.Context())
-			if err != nil {
-				return err
-			}
-			vs, err := view.New(h.DB, h.Blobs).List(cmd.Context(), kind)
-			if err != nil {
-				return err
-			}
-			if output == formatJSON {
-				return writeJSON(f.IO.Out, vs)
-			}
-			if len(vs) == 0 && f.IO.OutTTY {
-				fmt.Fprintf(f.IO.ErrOut, "agora: no %s registered; see 'agora %s register --help'\n", kind.Plural(), cmdNoun(kind))
-				return nil
-			}
-			rows := make([][]string, len(vs))
-			for i, v := range vs {
-				rows[i] = cols.row(f, v)
-			}
-			return printTable(f.IO, cols.headers, rows)
-		},
-	}
-	addOutputFlag(cmd, &output)
-	return cmd
+		Args: noArgs,
+	}, opts, runF, listRun)
 }
 
-func newHistoryCmd(f *Factory, kind catalog.Kind) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "history NAME",
-		Short: fmt.Sprintf("Show every registration and retirement of a %s", kind),
-		Args:  exactArgs(1, "NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, output); err != nil {
-				return err
-			}
-			h, err := f.Home(cmd.Context())
-			if err != nil {
-				return err
-			}
-			evs, err := view.New(h.DB, h.Blobs).History(cmd.Context(), kind, args[0])
-			if err != nil {
-				return err
-			}
-			if output == formatJSON {
-				return writeJSON(f.IO.Out, evs)
-			}
-			rows := make([][]string, len(evs))
-			for i, e := range evs {
-				rows[i] = []string{fmtTime(f.IO, f.Now(), e.At), e.Action, orDash(string(e.Digest)), e.Actor}
-			}
-			return printTable(f.IO, []string{"WHEN", "ACTION", "DIGEST", "ACTOR"}, rows)
-		},
+func listRun(ctx context.Context, opts *listOptions) error {
+	f := opts.f
+	h, err := f.Home(ctx)
+	if err != nil {
+		return err
 	}
-	addOutputFlag(cmd, &output)
-	return cmd
+	vs, err := view.New(h.DB, h.Blobs).List(ctx, opts.kind)
+	if err != nil {
+		return err
+	}
+	return emit(f.IO, opts.output, vs, func(vs []catalog.Version) error {
+		if len(vs) == 0 && f.IO.OutTTY {
+			fmt.Fprintf(f.IO.ErrOut, "agora: no %s registered; see 'agora %s register --help'\n", opts.kind.Plural(), cmdNoun(opts.kind))
+			return nil
+		}
+		rows := make([][]string, len(vs))
+		for i, v := range vs {
+			rows[i] = opts.cols.row(f, v)
+		}
+		return printTable(f.IO, opts.cols.headers, rows)
+	})
+}
+
+// refOptions are the options of a command about one catalog name or version: arg.
+type refOptions struct {
+	printOptions
+	kind catalog.Kind
+}
+
+func newHistoryCmd(f *Factory, runF func(*refOptions) error, kind catalog.Kind) *cobra.Command {
+	opts := &refOptions{printOptions: printOptions{f: f}, kind: kind}
+	return newPrintCmd(&cobra.Command{
+		Use:     "history NAME",
+		Short:   fmt.Sprintf("Show every registration and retirement of a %s", kind),
+		Example: fmt.Sprintf("  agora %s history NAME --output json", cmdNoun(kind)),
+		Args:    exactArgs(1, "NAME"),
+	}, opts, runF, historyRun)
+}
+
+func historyRun(ctx context.Context, opts *refOptions) error {
+	f := opts.f
+	h, err := f.Home(ctx)
+	if err != nil {
+		return err
+	}
+	evs, err := view.New(h.DB, h.Blobs).History(ctx, opts.kind, opts.arg)
+	if err != nil {
+		return err
+	}
+	return emit(f.IO, opts.output, evs, func(evs []catalog.Event) error {
+		rows := make([][]string, len(evs))
+		for i, e := range evs {
+			rows[i] = []string{fmtTime(f.IO, f.Now(), e.At), e.Action, orDash(string(e.Digest)), e.Actor}
+		}
+		return printTable(f.IO, []string{"WHEN", "ACTION", "DIGEST", "ACTOR"}, rows)
+	})
+}
+
+// newShowCmd builds 'KIND show': run resolves the version and prints it.
+func newShowCmd(f *Factory, runF func(*refOptions) error, kind catalog.Kind, short string, run func(context.Context, *refOptions) error) *cobra.Command {
+	opts := &refOptions{printOptions: printOptions{f: f}, kind: kind}
+	return newPrintCmd(&cobra.Command{
+		Use:     "show NAME[@sha256:HEX]",
+		Short:   short,
+		Example: fmt.Sprintf("  agora %[1]s show NAME\n  agora %[1]s show NAME@sha256:HEX --output json", cmdNoun(kind)),
+		Args:    exactArgs(1, "NAME[@sha256:HEX]"),
+	}, opts, runF, run)
+}
+
+// resolveContent resolves the options' reference in the catalog and reads that version's
+// content: the start of every 'KIND show'.
+func resolveContent(ctx context.Context, opts *refOptions) (*view.Catalog, catalog.Version, []byte, error) {
+	h, err := opts.f.Home(ctx)
+	if err != nil {
+		return nil, catalog.Version{}, nil, err
+	}
+	r := view.New(h.DB, h.Blobs)
+	v, err := r.Resolve(ctx, opts.kind, opts.arg)
+	if err != nil {
+		return nil, catalog.Version{}, nil, err
+	}
+	data, err := r.Content(v)
+	if err != nil {
+		return nil, catalog.Version{}, nil, err
+	}
+	return r, v, data, nil
 }
 
 func cmdNoun(kind catalog.Kind) string { return string(kind) }

@@ -38,21 +38,24 @@ Exit codes of run and resume:
   4  needs input: answer with 'agora dispatch resume ID --answer TEXT'`,
 	}
 	cmd.AddCommand(
-		newDispatchRunCmd(f),
-		newDispatchResumeCmd(f),
-		newDispatchDescribeCmd(f),
-		newDispatchListCmd(f),
-		newDispatchLogsCmd(f),
-		newDispatchPatchCmd(f),
-		newDispatchOutputsCmd(f),
-		newDispatchCancelCmd(f),
-		newDispatchDeliverCmd(f),
-		newDispatchSuperviseCmd(f),
+		newDispatchRunCmd(f, nil),
+		newDispatchResumeCmd(f, nil),
+		newDispatchDescribeCmd(f, nil),
+		newDispatchListCmd(f, nil),
+		newDispatchLogsCmd(f, nil),
+		newDispatchPatchCmd(f, nil),
+		newDispatchOutputsCmd(f, nil),
+		newDispatchCancelCmd(f, nil),
+		newDispatchDeliverCmd(f, nil),
+		newDispatchSuperviseCmd(f, nil),
 	)
 	return cmd
 }
 
 type dispatchRunOptions struct {
+	f   *Factory
+	req dispatch.Request
+
 	subagent string
 	envs     []string
 	target   string
@@ -91,8 +94,8 @@ func (o *dispatchRunOptions) grants(cmd *cobra.Command) *toolreg.Grants {
 	return g
 }
 
-func newDispatchRunCmd(f *Factory) *cobra.Command {
-	opts := &dispatchRunOptions{}
+func newDispatchRunCmd(f *Factory, runF func(*dispatchRunOptions) error) *cobra.Command {
+	opts := &dispatchRunOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "run --subagent NAME[@sha256:HEX] [flags]",
 		Short: "Dispatch a subagent in a sandbox and wait for it",
@@ -114,7 +117,7 @@ or ANTHROPIC_API_KEY from the env bundles); the sandbox never sees it. See docs/
 		Example: `  agora dispatch run --subagent hello --env demo --repo . --input '{"task":"greet"}'
   agora dispatch run --subagent fixer@sha256:1f2e... --repo ~/src/app@v1.2.0 --timeout 10m --detach
   agora dispatch run --subagent reviewer --env model --repo . --tools read_file,run_command --commands 'git diff *' --input '{"prompt":"review the last commit"}'`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.subagent == "" {
 				return usageErrorf(cmd, "--subagent is required")
@@ -127,12 +130,12 @@ or ANTHROPIC_API_KEY from the env bundles); the sandbox never sees it. See docs/
 				return usageErrorf(cmd, "--input: %v", err)
 			}
 			repo, rev := splitRepo(opts.repo)
-			req := dispatch.Request{
+			opts.req = dispatch.Request{
 				Subagent: opts.subagent, Envs: splitList(opts.envs), Target: opts.target, Input: input,
 				Repo: repo, Revision: rev, Timeout: opts.timeout, Actor: f.Actor(), CallbackURL: opts.callback,
 				Grants: opts.grants(cmd),
 			}
-			return runDispatch(cmd, f, req, opts.detach, opts.output)
+			return runCmd(cmd, opts, runF, dispatchRunRun)
 		},
 	}
 	fl := cmd.Flags()
@@ -149,6 +152,10 @@ or ANTHROPIC_API_KEY from the env bundles); the sandbox never sees it. See docs/
 	fl.StringSliceVar(&opts.egress, "egress", nil, "narrow the granted egress hosts to these, comma-separated ('' for none)")
 	addOutputFlag(cmd, &opts.output)
 	return cmd
+}
+
+func dispatchRunRun(ctx context.Context, opts *dispatchRunOptions) error {
+	return runDispatch(ctx, opts.f, opts.req, opts.detach, opts.output)
 }
 
 func readInput(s string) (json.RawMessage, error) {
@@ -179,8 +186,7 @@ func splitRepo(s string) (string, string) {
 }
 
 // runDispatch accepts req and supervises it here, or in a detached process.
-func runDispatch(cmd *cobra.Command, f *Factory, req dispatch.Request, detached bool, output string) error {
-	ctx := cmd.Context()
+func runDispatch(ctx context.Context, f *Factory, req dispatch.Request, detached bool, output string) error {
 	d, err := f.Dispatcher(ctx)
 	if err != nil {
 		return err
@@ -194,7 +200,7 @@ func runDispatch(cmd *cobra.Command, f *Factory, req dispatch.Request, detached 
 	rec, err := d.Accept(ctx, req)
 	var re *dispatch.RequestError
 	if errors.As(err, &re) {
-		return &usageError{err: err, cmd: cmd}
+		return &usageError{err: err}
 	}
 	if err != nil {
 		return err
@@ -347,25 +353,36 @@ func nonEmpty(ss ...string) []string {
 	return out
 }
 
-func newDispatchSuperviseCmd(f *Factory) *cobra.Command {
+type dispatchSuperviseOptions struct {
+	f  *Factory
+	id string
+}
+
+func newDispatchSuperviseCmd(f *Factory, runF func(*dispatchSuperviseOptions) error) *cobra.Command {
+	opts := &dispatchSuperviseOptions{f: f}
 	return &cobra.Command{
 		Use:    "supervise ID",
 		Short:  "Run an accepted dispatch to its end (used by --detach)",
 		Hidden: true,
 		Args:   exactArgs(1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := f.Dispatcher(cmd.Context())
-			if err != nil {
-				return err
-			}
-			final, err := d.Supervise(cmd.Context(), args[0], nil)
-			if err != nil {
-				return err
-			}
-			deliverCallbacks(cmd.Context(), f, final)
-			return nil
+			opts.id = args[0]
+			return runCmd(cmd, opts, runF, dispatchSuperviseRun)
 		},
 	}
+}
+
+func dispatchSuperviseRun(ctx context.Context, opts *dispatchSuperviseOptions) error {
+	d, err := opts.f.Dispatcher(ctx)
+	if err != nil {
+		return err
+	}
+	final, err := d.Supervise(ctx, opts.id, nil)
+	if err != nil {
+		return err
+	}
+	deliverCallbacks(ctx, opts.f, final)
+	return nil
 }
 
 // deliverCallbacks tries the dispatch's outbox a few times; what stays undelivered is retried
@@ -389,53 +406,81 @@ func deliverCallbacks(ctx context.Context, f *Factory, r *dispatch.Record) {
 	fmt.Fprintf(f.IO.ErrOut, "agora: warning: some callbacks of %s are not delivered yet; 'agora dispatch deliver' retries them\n", r.ID)
 }
 
-func newDispatchDeliverCmd(f *Factory) *cobra.Command {
+// factoryOptions are the options of a command that takes no flags and no arguments.
+type factoryOptions struct {
+	f *Factory
+}
+
+func newDispatchDeliverCmd(f *Factory, runF func(*factoryOptions) error) *cobra.Command {
+	opts := &factoryOptions{f: f}
 	return &cobra.Command{
 		Use:   "deliver",
 		Short: "Retry undelivered callbacks that are due",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.Courier(cmd.Context())
-			if err != nil {
-				return err
-			}
-			delivered, pending, err := c.Flush(cmd.Context(), "")
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(f.IO.Out, "delivered %d, pending %d\n", delivered, pending)
-			return nil
+			return runCmd(cmd, opts, runF, dispatchDeliverRun)
 		},
 	}
 }
 
+func dispatchDeliverRun(ctx context.Context, opts *factoryOptions) error {
+	c, err := opts.f.Courier(ctx)
+	if err != nil {
+		return err
+	}
+	delivered, pending, err := c.Flush(ctx, "")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.f.IO.Out, "delivered %d, pending %d\n", delivered, pending)
+	return nil
+}
+
+// workerOptions are the options of the worker and its hook: the arguments, parsed by package
+// worker itself.
+type workerOptions struct {
+	f    *Factory
+	args []string
+}
+
 // newWorkerCmd is what runs inside the sandbox.
-func newWorkerCmd(f *Factory) *cobra.Command {
+func newWorkerCmd(f *Factory, runF func(*workerOptions) error) *cobra.Command {
+	opts := &workerOptions{f: f}
 	cmd := &cobra.Command{
 		Use:    "worker",
 		Short:  "Run the worker inside a sandbox (started by agora, not by people)",
 		Hidden: true,
-		Args:   cobra.NoArgs,
+		Args:   noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if code := worker.Main(cmd.Context(), f.IO.Out, f.IO.ErrOut); code != 0 {
-				return &exitError{code: code}
-			}
-			return nil
+			return runCmd(cmd, opts, runF, workerRun)
 		},
 	}
 	// Claude Code's tool hook: its exit code is claude's (2 refuses the call), so the
 	// worker package parses its own arguments.
+	hook := &workerOptions{f: f}
 	cmd.AddCommand(&cobra.Command{
 		Use:                "hook",
 		Short:              "Audit one Claude Code tool event (run by claude in a sandbox, not by people)",
 		Hidden:             true,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if code := worker.HookMain(cmd.Context(), args, f.IO.In, f.IO.ErrOut); code != 0 {
-				return &exitError{code: code}
-			}
-			return nil
+			hook.args = args
+			return runCmd(cmd, hook, runF, workerHookRun)
 		},
 	})
 	return cmd
+}
+
+func workerRun(ctx context.Context, opts *workerOptions) error {
+	if code := worker.Main(ctx, opts.f.IO.Out, opts.f.IO.ErrOut); code != 0 {
+		return &exitError{code: code}
+	}
+	return nil
+}
+
+func workerHookRun(ctx context.Context, opts *workerOptions) error {
+	if code := worker.HookMain(ctx, opts.args, opts.f.IO.In, opts.f.IO.ErrOut); code != 0 {
+		return &exitError{code: code}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -40,117 +41,134 @@ func openRecord(ctx context.Context, f *Factory, id string) (*dispatch.Dispatche
 	return d, r, nil
 }
 
-func newDispatchDescribeCmd(f *Factory) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "describe ID",
-		Short: "Show a dispatch's record and events (works while it runs)",
-		Args:  exactArgs(1, "ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, output); err != nil {
-				return err
-			}
-			_, r, err := openRecord(cmd.Context(), f, args[0])
-			if err != nil {
-				return err
-			}
-			if output == formatJSON {
-				return writeJSON(f.IO.Out, r)
-			}
-			w := f.IO.Out
-			fmt.Fprintf(w, "id:        %s\n", r.ID)
-			fmt.Fprintf(w, "state:     %s\n", r.State)
-			if r.Reason != "" {
-				fmt.Fprintf(w, "reason:    %s\n", r.Reason)
-			}
-			if r.Detail != "" {
-				fmt.Fprintf(w, "detail:    %s\n", r.Detail)
-			}
-			if r.ExitCode != nil {
-				fmt.Fprintf(w, "exit code: %d\n", *r.ExitCode)
-			}
-			fmt.Fprintf(w, "subagent:  %s@%s\n", r.Subagent, r.SubagentDigest)
-			for _, e := range r.Envs {
-				fmt.Fprintf(w, "env:       %s@%s\n", e.Name, e.Digest)
-			}
-			fmt.Fprintf(w, "target:    %s (sandbox %s, network %s, isolation %s)\n", r.Target, r.Sandbox, r.Network, orDash(r.Isolation))
-			if r.Repo != "" {
-				fmt.Fprintf(w, "repo:      %s@%s\n", r.Repo, r.Revision)
-			}
-			if r.ParentID != "" {
-				fmt.Fprintf(w, "parent:    %s\n", r.ParentID)
-			}
-			fmt.Fprintf(w, "input:     %s\n", r.InputDigest)
-			fmt.Fprintf(w, "timeout:   %s\n", time.Duration(r.Timeout))
-			fmt.Fprintf(w, "actor:     %s\n", r.Actor)
-			if g := r.Grants; g != nil {
-				fmt.Fprintf(w, "grants:    tools %s; commands %s; egress %s\n", orNone(g.Tools), orNone(g.Commands), orNone(g.Egress))
-			}
-			if res := r.Result; res != nil {
-				if res.Patch != nil {
-					fmt.Fprintf(w, "patch:     %s (%d bytes)\n", res.Patch.Digest, res.Patch.Size)
-				}
-				for _, o := range res.Outputs {
-					fmt.Fprintf(w, "output:    %s %s (%d bytes)\n", o.Path, o.Digest, o.Size)
-				}
-				if res.Transcript != nil {
-					fmt.Fprintf(w, "transcript: %s (%d bytes)\n", res.Transcript.Digest, res.Transcript.Size)
-				}
-				if res.NeedsInput != nil {
-					fmt.Fprintf(w, "question:  %s\n", res.NeedsInput.Question)
-				}
-			}
-			fmt.Fprintf(w, "events:\n")
-			for _, e := range r.Events {
-				fmt.Fprintf(w, "  %s  %s\n", e.At.UTC().Format(time.RFC3339Nano), e.Kind)
-			}
-			return nil
-		},
-	}
-	addOutputFlag(cmd, &output)
-	return cmd
+// dispatchIDOptions are the options of a command about one dispatch, whose id is arg.
+type dispatchIDOptions struct {
+	printOptions
 }
 
-func newDispatchListCmd(f *Factory) *cobra.Command {
-	var output, state string
-	var limit int
-	cmd := &cobra.Command{
-		Use:   "list [--state S]",
-		Short: "List dispatches, newest first",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, output); err != nil {
-				return err
-			}
-			if err := dispatch.CheckState(state); err != nil {
-				return usageErrorf(cmd, "--state: %v", err)
-			}
-			d, err := openRecords(cmd.Context(), f)
-			if err != nil {
-				return err
-			}
-			rs, err := d.Records.List(cmd.Context(), dispatch.ListFilter{State: state, Limit: limit})
-			if err != nil {
-				return err
-			}
-			if output == formatJSON {
-				return writeJSON(f.IO.Out, rs)
-			}
-			rows := make([][]string, len(rs))
-			for i, r := range rs {
-				rows[i] = []string{r.ID, r.State, orDash(r.Reason), r.Subagent, r.Target, fmtTime(f.IO, f.Now(), r.CreatedAt)}
-			}
-			return printTable(f.IO, []string{"ID", "STATE", "REASON", "SUBAGENT", "TARGET", "CREATED"}, rows)
-		},
-	}
-	cmd.Flags().StringVar(&state, "state", "", "only dispatches in this state")
-	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many")
-	addOutputFlag(cmd, &output)
-	return cmd
+func newDispatchDescribeCmd(f *Factory, runF func(*dispatchIDOptions) error) *cobra.Command {
+	return newPrintCmd(&cobra.Command{
+		Use:     "describe ID",
+		Short:   "Show a dispatch's record and events (works while it runs)",
+		Example: `  agora dispatch describe 01J9Z3K4M5N6P7Q8R9S0T1V2W3 --output json`,
+		Args:    exactArgs(1, "ID"),
+	}, &dispatchIDOptions{printOptions{f: f}}, runF, dispatchDescribeRun)
 }
 
-func newDispatchLogsCmd(f *Factory) *cobra.Command {
-	var follow, stderr, transcript bool
+func dispatchDescribeRun(ctx context.Context, opts *dispatchIDOptions) error {
+	_, r, err := openRecord(ctx, opts.f, opts.arg)
+	if err != nil {
+		return err
+	}
+	return emit(opts.f.IO, opts.output, r, func(r *dispatch.Record) error {
+		printRecord(opts.f.IO.Out, r)
+		return nil
+	})
+}
+
+// printRecord writes a dispatch's record and events for people.
+func printRecord(w io.Writer, r *dispatch.Record) {
+	fmt.Fprintf(w, "id:        %s\n", r.ID)
+	fmt.Fprintf(w, "state:     %s\n", r.State)
+	if r.Reason != "" {
+		fmt.Fprintf(w, "reason:    %s\n", r.Reason)
+	}
+	if r.Detail != "" {
+		fmt.Fprintf(w, "detail:    %s\n", r.Detail)
+	}
+	if r.ExitCode != nil {
+		fmt.Fprintf(w, "exit code: %d\n", *r.ExitCode)
+	}
+	fmt.Fprintf(w, "subagent:  %s@%s\n", r.Subagent, r.SubagentDigest)
+	for _, e := range r.Envs {
+		fmt.Fprintf(w, "env:       %s@%s\n", e.Name, e.Digest)
+	}
+	fmt.Fprintf(w, "target:    %s (sandbox %s, network %s, isolation %s)\n", r.Target, r.Sandbox, r.Network, orDash(r.Isolation))
+	if r.Repo != "" {
+		fmt.Fprintf(w, "repo:      %s@%s\n", r.Repo, r.Revision)
+	}
+	if r.ParentID != "" {
+		fmt.Fprintf(w, "parent:    %s\n", r.ParentID)
+	}
+	fmt.Fprintf(w, "input:     %s\n", r.InputDigest)
+	fmt.Fprintf(w, "timeout:   %s\n", time.Duration(r.Timeout))
+	fmt.Fprintf(w, "actor:     %s\n", r.Actor)
+	if g := r.Grants; g != nil {
+		fmt.Fprintf(w, "grants:    tools %s; commands %s; egress %s\n", orNone(g.Tools), orNone(g.Commands), orNone(g.Egress))
+	}
+	if res := r.Result; res != nil {
+		if res.Patch != nil {
+			fmt.Fprintf(w, "patch:     %s (%d bytes)\n", res.Patch.Digest, res.Patch.Size)
+		}
+		for _, o := range res.Outputs {
+			fmt.Fprintf(w, "output:    %s %s (%d bytes)\n", o.Path, o.Digest, o.Size)
+		}
+		if res.Transcript != nil {
+			fmt.Fprintf(w, "transcript: %s (%d bytes)\n", res.Transcript.Digest, res.Transcript.Size)
+		}
+		if res.NeedsInput != nil {
+			fmt.Fprintf(w, "question:  %s\n", res.NeedsInput.Question)
+		}
+	}
+	fmt.Fprintf(w, "events:\n")
+	for _, e := range r.Events {
+		fmt.Fprintf(w, "  %s  %s\n", e.At.UTC().Format(time.RFC3339Nano), e.Kind)
+	}
+}
+
+type dispatchListOptions struct {
+	printOptions
+	state string
+	limit int
+}
+
+func newDispatchListCmd(f *Factory, runF func(*dispatchListOptions) error) *cobra.Command {
+	opts := &dispatchListOptions{printOptions: printOptions{f: f}}
+	cmd := &cobra.Command{
+		Use:     "list [--state S]",
+		Short:   "List dispatches, newest first",
+		Example: `  agora dispatch list --state needs_input --limit 10 --output json`,
+		Args:    noArgs,
+	}
+	cmd.Flags().StringVar(&opts.state, "state", "", "only dispatches in this state")
+	cmd.Flags().IntVar(&opts.limit, "limit", 100, "at most this many")
+	return newPrintCmd(cmd, opts, runF, dispatchListRun)
+}
+
+func (o *dispatchListOptions) validate(cmd *cobra.Command) error {
+	if err := dispatch.CheckState(o.state); err != nil {
+		return usageErrorf(cmd, "--state: %v", err)
+	}
+	return nil
+}
+
+func dispatchListRun(ctx context.Context, opts *dispatchListOptions) error {
+	f := opts.f
+	d, err := openRecords(ctx, f)
+	if err != nil {
+		return err
+	}
+	rs, err := d.Records.List(ctx, dispatch.ListFilter{State: opts.state, Limit: opts.limit})
+	if err != nil {
+		return err
+	}
+	return emit(f.IO, opts.output, rs, func(rs []*dispatch.Record) error {
+		rows := make([][]string, len(rs))
+		for i, r := range rs {
+			rows[i] = []string{r.ID, r.State, orDash(r.Reason), r.Subagent, r.Target, fmtTime(f.IO, f.Now(), r.CreatedAt)}
+		}
+		return printTable(f.IO, []string{"ID", "STATE", "REASON", "SUBAGENT", "TARGET", "CREATED"}, rows)
+	})
+}
+
+type dispatchLogsOptions struct {
+	f                          *Factory
+	id                         string
+	follow, stderr, transcript bool
+}
+
+func newDispatchLogsCmd(f *Factory, runF func(*dispatchLogsOptions) error) *cobra.Command {
+	opts := &dispatchLogsOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "logs ID [-f]",
 		Short: "Print a dispatch's output (capped, secrets redacted)",
@@ -161,46 +179,50 @@ including its base64, hex and URL-encoded forms. -f follows a running dispatch t
 dispatch that ended, redacted the same way.`,
 		Args: exactArgs(1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if transcript && (stderr || follow) {
+			opts.id = args[0]
+			if opts.transcript && (opts.stderr || opts.follow) {
 				return usageErrorf(cmd, "--transcript cannot be used with --stderr or --follow")
 			}
-			ctx := cmd.Context()
-			d, err := openRecords(ctx, f)
-			if err != nil {
-				return err
-			}
-			id := args[0]
-			r, err := d.Records.Get(ctx, id)
-			if err != nil {
-				return err
-			}
-			if transcript {
-				if r.Result == nil || r.Result.Transcript == nil {
-					return fmt.Errorf("dispatch %s has no transcript (only the openai and claude-code runtimes keep one, once the dispatch ends)", id)
-				}
-				b, err := d.Blobs.Get(r.Result.Transcript.Digest, 0)
-				if err != nil {
-					return err
-				}
-				_, err = f.IO.Out.Write(b)
-				return err
-			}
-			h, _ := f.Home(ctx)
-			name := "stdout.log"
-			if stderr {
-				name = "stderr.log"
-			}
-			live := filepath.Join(h.Dir, home.DispatchDir, id, name)
-			if dispatch.IsTerminal(r.State) {
-				return printStoredLog(f, d, r, stderr, live)
-			}
-			return followLog(ctx, f, d, id, live, follow, stderr)
+			return runCmd(cmd, opts, runF, dispatchLogsRun)
 		},
 	}
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow the output until the dispatch ends")
-	cmd.Flags().BoolVar(&stderr, "stderr", false, "print the worker's stderr instead of stdout")
-	cmd.Flags().BoolVar(&transcript, "transcript", false, "print the model transcript instead of stdout")
+	cmd.Flags().BoolVarP(&opts.follow, "follow", "f", false, "follow the output until the dispatch ends")
+	cmd.Flags().BoolVar(&opts.stderr, "stderr", false, "print the worker's stderr instead of stdout")
+	cmd.Flags().BoolVar(&opts.transcript, "transcript", false, "print the model transcript instead of stdout")
 	return cmd
+}
+
+func dispatchLogsRun(ctx context.Context, opts *dispatchLogsOptions) error {
+	f, id := opts.f, opts.id
+	d, err := openRecords(ctx, f)
+	if err != nil {
+		return err
+	}
+	r, err := d.Records.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if opts.transcript {
+		if r.Result == nil || r.Result.Transcript == nil {
+			return fmt.Errorf("dispatch %s has no transcript (only the openai and claude-code runtimes keep one, once the dispatch ends)", id)
+		}
+		b, err := d.Blobs.Get(r.Result.Transcript.Digest, 0)
+		if err != nil {
+			return err
+		}
+		_, err = f.IO.Out.Write(b)
+		return err
+	}
+	h, _ := f.Home(ctx)
+	name := "stdout.log"
+	if opts.stderr {
+		name = "stderr.log"
+	}
+	live := filepath.Join(h.Dir, home.DispatchDir, id, name)
+	if dispatch.IsTerminal(r.State) {
+		return printStoredLog(f, d, r, opts.stderr, live)
+	}
+	return followLog(ctx, f, d, id, live, opts.follow, opts.stderr)
 }
 
 func printStoredLog(f *Factory, d *dispatch.Dispatcher, r *dispatch.Record, stderr bool, live string) error {
@@ -257,7 +279,8 @@ func followLog(ctx context.Context, f *Factory, d *dispatch.Dispatcher, id, path
 	}
 }
 
-func newDispatchPatchCmd(f *Factory) *cobra.Command {
+func newDispatchPatchCmd(f *Factory, runF func(*dispatchIDOptions) error) *cobra.Command {
+	opts := &dispatchIDOptions{printOptions{f: f}}
 	return &cobra.Command{
 		Use:   "patch ID",
 		Short: "Print a dispatch's patch, ready for git apply",
@@ -266,29 +289,40 @@ before the agent ran). It applies with 'git apply' on the dispatch's revision. R
 agent wrote it.`,
 		Args: exactArgs(1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, r, err := openRecord(cmd.Context(), f, args[0])
-			if err != nil {
-				return err
-			}
-			if !dispatch.IsTerminal(r.State) {
-				return fmt.Errorf("dispatch %s is still %s; its patch exists once it ends", r.ID, r.State)
-			}
-			if r.Result == nil || r.Result.Patch == nil {
-				return fmt.Errorf("dispatch %s has no patch (%s)", r.ID, strings.Join(nonEmpty(r.State, r.Reason), ": "))
-			}
-			b, err := d.Blobs.Get(r.Result.Patch.Digest, 0)
-			if err != nil {
-				return err
-			}
-			_, err = f.IO.Out.Write(b)
-			return err
+			opts.arg = args[0]
+			return runCmd(cmd, opts, runF, dispatchPatchRun)
 		},
 	}
 }
 
-func newDispatchOutputsCmd(f *Factory) *cobra.Command {
-	var to string
-	var output string
+func dispatchPatchRun(ctx context.Context, opts *dispatchIDOptions) error {
+	d, r, err := openRecord(ctx, opts.f, opts.arg)
+	if err != nil {
+		return err
+	}
+	if !dispatch.IsTerminal(r.State) {
+		return fmt.Errorf("dispatch %s is still %s; its patch exists once it ends", r.ID, r.State)
+	}
+	if r.Result == nil || r.Result.Patch == nil {
+		return fmt.Errorf("dispatch %s has no patch (%s)", r.ID, strings.Join(nonEmpty(r.State, r.Reason), ": "))
+	}
+	b, err := d.Blobs.Get(r.Result.Patch.Digest, 0)
+	if err != nil {
+		return err
+	}
+	_, err = opts.f.IO.Out.Write(b)
+	return err
+}
+
+type dispatchOutputsOptions struct {
+	f      *Factory
+	id     string
+	to     string
+	output string
+}
+
+func newDispatchOutputsCmd(f *Factory, runF func(*dispatchOutputsOptions) error) *cobra.Command {
+	opts := &dispatchOutputsOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "outputs ID --to DIR",
 		Short: "Write a dispatch's output files into a directory",
@@ -298,51 +332,58 @@ wrote them.
 Files are written 0600 (new directories 0700). Nothing already in DIR is followed or
 overwritten: a symbolic link, or a different file, where an output goes is an error, and a
 file with the same content is left as it is, so a rerun succeeds.`,
-		Args: exactArgs(1, "ID"),
+		Example: `  agora dispatch outputs 01J9Z3K4M5N6P7Q8R9S0T1V2W3 --to ./review`,
+		Args:    exactArgs(1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, output); err != nil {
+			opts.id = args[0]
+			if err := checkOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			d, r, err := openRecord(cmd.Context(), f, args[0])
+			return runCmd(cmd, opts, runF, dispatchOutputsRun)
+		},
+	}
+	cmd.Flags().StringVar(&opts.to, "to", "", "directory to write the files into (created if needed)")
+	addOutputFlag(cmd, &opts.output)
+	return cmd
+}
+
+func dispatchOutputsRun(ctx context.Context, opts *dispatchOutputsOptions) error {
+	f := opts.f
+	d, r, err := openRecord(ctx, f, opts.id)
+	if err != nil {
+		return err
+	}
+	outs := []dispatch.Output{}
+	if r.Result != nil {
+		outs = r.Result.Outputs
+	}
+	if opts.output == formatJSON && opts.to == "" {
+		return writeJSON(f.IO.Out, outs)
+	}
+	if opts.to == "" {
+		return &usageError{err: errors.New("--to DIR is required")}
+	}
+	if len(outs) > 0 {
+		dir, err := openOutDir(opts.to)
+		if err != nil {
+			return err
+		}
+		defer dir.Close()
+		for _, o := range outs {
+			path, err := writeOutput(d, dir, o)
 			if err != nil {
 				return err
 			}
-			outs := []dispatch.Output{}
-			if r.Result != nil {
-				outs = r.Result.Outputs
-			}
-			if output == formatJSON && to == "" {
-				return writeJSON(f.IO.Out, outs)
-			}
-			if to == "" {
-				return usageErrorf(cmd, "--to DIR is required")
-			}
-			if len(outs) > 0 {
-				dir, err := openOutDir(to)
-				if err != nil {
-					return err
-				}
-				defer dir.Close()
-				for _, o := range outs {
-					path, err := writeOutput(d, dir, o)
-					if err != nil {
-						return err
-					}
-					fmt.Fprintf(f.IO.ErrOut, "agora: wrote %s\n", path)
-				}
-			}
-			if output == formatJSON {
-				return writeJSON(f.IO.Out, outs)
-			}
-			if len(outs) == 0 {
-				fmt.Fprintf(f.IO.ErrOut, "agora: dispatch %s has no outputs\n", r.ID)
-			}
-			return nil
-		},
+			fmt.Fprintf(f.IO.ErrOut, "agora: wrote %s\n", path)
+		}
 	}
-	cmd.Flags().StringVar(&to, "to", "", "directory to write the files into (created if needed)")
-	addOutputFlag(cmd, &output)
-	return cmd
+	if opts.output == formatJSON {
+		return writeJSON(f.IO.Out, outs)
+	}
+	if len(outs) == 0 {
+		fmt.Fprintf(f.IO.ErrOut, "agora: dispatch %s has no outputs\n", r.ID)
+	}
+	return nil
 }
 
 // writeOutput writes one output below dir (see writeout.go: no link followed, nothing
@@ -356,38 +397,40 @@ func writeOutput(d *dispatch.Dispatcher, dir *outDir, o dispatch.Output) (string
 	return dir.writeFile(o.Path, b)
 }
 
-func newDispatchCancelCmd(f *Factory) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "cancel ID",
-		Short: "Stop a running dispatch and everything it started (idempotent)",
-		Args:  exactArgs(1, "ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, output); err != nil {
-				return err
-			}
-			d, err := openRecords(cmd.Context(), f)
-			if err != nil {
-				return err
-			}
-			r, err := d.Cancel(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if output == formatJSON {
-				return writeJSON(f.IO.Out, r)
-			}
-			fmt.Fprintf(f.IO.Out, "%s %s\n", r.ID, r.State)
-			return nil
-		},
-	}
-	addOutputFlag(cmd, &output)
-	return cmd
+func newDispatchCancelCmd(f *Factory, runF func(*dispatchIDOptions) error) *cobra.Command {
+	return newPrintCmd(&cobra.Command{
+		Use:     "cancel ID",
+		Short:   "Stop a running dispatch and everything it started (idempotent)",
+		Example: `  agora dispatch cancel 01J9Z3K4M5N6P7Q8R9S0T1V2W3 --output json`,
+		Args:    exactArgs(1, "ID"),
+	}, &dispatchIDOptions{printOptions{f: f}}, runF, dispatchCancelRun)
 }
 
-func newDispatchResumeCmd(f *Factory) *cobra.Command {
-	var answer, output string
-	var detach bool
+func dispatchCancelRun(ctx context.Context, opts *dispatchIDOptions) error {
+	d, err := openRecords(ctx, opts.f)
+	if err != nil {
+		return err
+	}
+	r, err := d.Cancel(ctx, opts.arg)
+	if err != nil {
+		return err
+	}
+	return emit(opts.f.IO, opts.output, r, func(r *dispatch.Record) error {
+		fmt.Fprintf(opts.f.IO.Out, "%s %s\n", r.ID, r.State)
+		return nil
+	})
+}
+
+type dispatchResumeOptions struct {
+	f      *Factory
+	id     string
+	answer string
+	detach bool
+	output string
+}
+
+func newDispatchResumeCmd(f *Factory, runF func(*dispatchResumeOptions) error) *cobra.Command {
+	opts := &dispatchResumeOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "resume ID --answer TEXT",
 		Short: "Answer a dispatch that needs input, as a new linked dispatch",
@@ -396,27 +439,32 @@ bundles, target and revision. Its input is the parent's input plus "agora_resume
 {"question", "answer", "partial_state"}, so the agent can pick up where it stopped.`,
 		Args: exactArgs(1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if answer == "" {
+			opts.id = args[0]
+			if opts.answer == "" {
 				return usageErrorf(cmd, "--answer is required")
 			}
-			if err := checkOutput(cmd, output); err != nil {
+			if err := checkOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			d, parent, err := openRecord(cmd.Context(), f, args[0])
-			if err != nil {
-				return err
-			}
-			req, err := d.ResumeRequest(parent, answer, f.Actor())
-			if err != nil {
-				return err
-			}
-			return runDispatch(cmd, f, req, detach, output)
+			return runCmd(cmd, opts, runF, dispatchResumeRun)
 		},
 	}
-	cmd.Flags().StringVar(&answer, "answer", "", "the answer to the dispatch's question (required)")
-	cmd.Flags().BoolVar(&detach, "detach", false, "return once the worker has started")
-	addOutputFlag(cmd, &output)
+	cmd.Flags().StringVar(&opts.answer, "answer", "", "the answer to the dispatch's question (required)")
+	cmd.Flags().BoolVar(&opts.detach, "detach", false, "return once the worker has started")
+	addOutputFlag(cmd, &opts.output)
 	return cmd
+}
+
+func dispatchResumeRun(ctx context.Context, opts *dispatchResumeOptions) error {
+	d, parent, err := openRecord(ctx, opts.f, opts.id)
+	if err != nil {
+		return err
+	}
+	req, err := d.ResumeRequest(parent, opts.answer, opts.f.Actor())
+	if err != nil {
+		return err
+	}
+	return runDispatch(ctx, opts.f, req, opts.detach, opts.output)
 }
 
 // orNone quotes a grant list, or says it is empty.

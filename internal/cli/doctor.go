@@ -27,7 +27,7 @@ type doctorResult struct {
 	Checks      []doctor.Check `json:"checks"`
 }
 
-func newDoctorCmd(f *Factory, runF func(context.Context, *doctorOptions) error) *cobra.Command {
+func newDoctorCmd(f *Factory, runF func(*doctorOptions) error) *cobra.Command {
 	opts := &doctorOptions{IO: f.IO, Host: doctor.System(), Config: func() (*config.Config, error) {
 		dir, err := f.HomeDir()
 		if err != nil {
@@ -49,22 +49,19 @@ unmounts a 1 MiB tmpfs; it changes nothing else and does not create AGORA_HOME. 
 unless a check that every dispatch needs is missing (then 1).`,
 		Example: `  agora doctor
   sudo agora doctor --output json`,
-		Args: exactArgs(0, "no arguments"),
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(cmd, opts.Output); err != nil {
 				return err
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return runDoctor(cmd.Context(), opts)
+			return runCmd(cmd, opts, runF, doctorRun)
 		},
 	}
 	addOutputFlag(cmd, &opts.Output)
 	return cmd
 }
 
-func runDoctor(ctx context.Context, opts *doctorOptions) error {
+func doctorRun(ctx context.Context, opts *doctorOptions) error {
 	c, cerr := opts.Config()
 	rep := doctor.Run(ctx, opts.Host, doctor.Options{Config: c, ConfigErr: cerr})
 	if opts.Output == formatJSON {

@@ -37,7 +37,7 @@ func TestNewDoctorCmd(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := NewFactory(&IOStreams{Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
 			var got *doctorOptions
-			cmd := newDoctorCmd(f, func(_ context.Context, o *doctorOptions) error { got = o; return nil })
+			cmd := newDoctorCmd(f, func(o *doctorOptions) error { got = o; return nil })
 			cmd.SetArgs(tt.args)
 			cmd.SetOut(&bytes.Buffer{})
 			cmd.SetErr(&bytes.Buffer{})
@@ -78,11 +78,11 @@ func fakeDoctorHost(bwrap bool) doctor.Host {
 	}
 }
 
-func TestRunDoctor(t *testing.T) {
+func TestDoctorRun(t *testing.T) {
 	defaults := func() (*config.Config, error) { return config.Default("/h"), nil }
 	t.Run("text off a terminal", func(t *testing.T) {
 		var out bytes.Buffer
-		err := runDoctor(t.Context(), &doctorOptions{IO: &IOStreams{Out: &out}, Output: formatTable, Host: fakeDoctorHost(true), Config: defaults})
+		err := doctorRun(t.Context(), &doctorOptions{IO: &IOStreams{Out: &out}, Output: formatTable, Host: fakeDoctorHost(true), Config: defaults})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +101,7 @@ func TestRunDoctor(t *testing.T) {
 	})
 	t.Run("text on a terminal", func(t *testing.T) {
 		var out bytes.Buffer
-		err := runDoctor(t.Context(), &doctorOptions{IO: &IOStreams{Out: &out, OutTTY: true}, Output: formatTable, Host: fakeDoctorHost(true), Config: defaults})
+		err := doctorRun(t.Context(), &doctorOptions{IO: &IOStreams{Out: &out, OutTTY: true}, Output: formatTable, Host: fakeDoctorHost(true), Config: defaults})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +112,7 @@ func TestRunDoctor(t *testing.T) {
 	})
 	t.Run("json, and exit 1 when nothing can run", func(t *testing.T) {
 		var out bytes.Buffer
-		err := runDoctor(t.Context(), &doctorOptions{IO: &IOStreams{Out: &out}, Output: formatJSON, Host: fakeDoctorHost(false), Config: defaults})
+		err := doctorRun(t.Context(), &doctorOptions{IO: &IOStreams{Out: &out}, Output: formatJSON, Host: fakeDoctorHost(false), Config: defaults})
 		var ee *exitError
 		if !errors.As(err, &ee) || ee.code != ExitError || !strings.Contains(err.Error(), "bwrap, user-namespaces") {
 			t.Fatalf("err = %v, want exit 1 naming bwrap and user-namespaces", err)
@@ -136,7 +136,7 @@ func TestRunDoctor(t *testing.T) {
 		bad := func() (*config.Config, error) {
 			return nil, errors.New("agora.yaml:2: targets.local.disk: at least 1MiB")
 		}
-		err := runDoctor(t.Context(), &doctorOptions{IO: &IOStreams{Out: &out}, Output: formatTable, Host: fakeDoctorHost(true), Config: bad})
+		err := doctorRun(t.Context(), &doctorOptions{IO: &IOStreams{Out: &out}, Output: formatTable, Host: fakeDoctorHost(true), Config: bad})
 		if err == nil || !strings.Contains(out.String(), "config\tmissing\tagora.yaml does not load: agora.yaml:2: targets.local.disk") {
 			t.Errorf("err %v, output:\n%s", err, out.String())
 		}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -9,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/catalog"
-	"github.com/agora-dev/agora/internal/catalog/view"
+	"github.com/agora-dev/agora/internal/catalog/provision"
 )
 
 func newEnvCmd(f *Factory) *cobra.Command {
@@ -21,29 +22,35 @@ Secrets are sealed at rest with AES-256-GCM under AGORA_HOME/keys/secret.key and
 printed, logged or stored in plaintext; lists and shows give their keys only.`,
 	}
 	cmd.AddCommand(
-		newEnvRegisterCmd(f),
-		newListCmd(f, catalog.KindEnv, listColumns{
+		newEnvRegisterCmd(f, nil),
+		newListCmd(f, nil, catalog.KindEnv, listColumns{
 			headers: []string{"NAME", "DIGEST", "VALUES", "SECRETS", "REGISTERED"},
 			row: func(f *Factory, v catalog.Version) []string {
 				return []string{v.Name, fmtDigest(f.IO, v.Digest), orDash(strings.Join(v.Meta.ValueKeys, ",")),
 					orDash(strings.Join(v.Meta.SecretKeys, ",")), fmtTime(f.IO, f.Now(), v.RegisteredAt)}
 			},
 		}),
-		newEnvShowCmd(f),
-		newHistoryCmd(f, catalog.KindEnv),
+		newShowCmd(f, nil, catalog.KindEnv, "Show an env bundle's values and secret keys (never secret values)", envShowRun),
+		newHistoryCmd(f, nil, catalog.KindEnv),
 	)
 	return cmd
 }
 
 type envRegisterOptions struct {
-	values  []string
-	secrets []string
-	allow   []string
-	output  string
+	f    *Factory
+	name string
+	// values and secrets are the bundle, parsed from the flags and read from their sources.
+	values  map[string]string
+	secrets map[string][]byte
+
+	valueFlags  []string
+	secretFlags []string
+	allow       []string
+	output      string
 }
 
-func newEnvRegisterCmd(f *Factory) *cobra.Command {
-	opts := &envRegisterOptions{}
+func newEnvRegisterCmd(f *Factory, runF func(*envRegisterOptions) error) *cobra.Command {
+	opts := &envRegisterOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "register NAME [--value K=V]... [--secret K=SOURCE]...",
 		Short: "Register a new version of an env bundle",
@@ -63,41 +70,36 @@ on the machine. Plain values are scanned for credentials; a hit refuses the regi
 			if err := checkOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			values := map[string]string{}
-			for _, kv := range opts.values {
+			opts.name = args[0]
+			opts.values = map[string]string{}
+			for _, kv := range opts.valueFlags {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k == "" {
 					return usageErrorf(cmd, "--value %q: want KEY=VALUE", kv)
 				}
-				if _, dup := values[k]; dup {
+				if _, dup := opts.values[k]; dup {
 					return usageErrorf(cmd, "--value %s given twice", k)
 				}
-				values[k] = v
+				opts.values[k] = v
 			}
-			secrets, err := readSecrets(cmd, f, opts.secrets)
-			if err != nil {
+			var err error
+			if opts.secrets, err = readSecrets(cmd, f, opts.secretFlags); err != nil {
 				return err
 			}
-			w, err := f.Writer(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := w.PrepareEnv(args[0], values, secrets, splitList(opts.allow))
-			if err != nil {
-				return err
-			}
-			c, v, err := w.Register(cmd.Context(), f.Actor(), "register", p)
-			if err != nil {
-				return err
-			}
-			return printRegistered(f, opts.output, c, v)
+			return runCmd(cmd, opts, runF, envRegisterRun)
 		},
 	}
-	cmd.Flags().StringArrayVar(&opts.values, "value", nil, "a plain value KEY=VALUE; repeatable")
-	cmd.Flags().StringArrayVar(&opts.secrets, "secret", nil, "a secret KEY=env:VAR, KEY=file:PATH or KEY=- (stdin); repeatable")
+	cmd.Flags().StringArrayVar(&opts.valueFlags, "value", nil, "a plain value KEY=VALUE; repeatable")
+	cmd.Flags().StringArrayVar(&opts.secretFlags, "secret", nil, "a secret KEY=env:VAR, KEY=file:PATH or KEY=- (stdin); repeatable")
 	cmd.Flags().StringSliceVar(&opts.allow, "allow-credential-pattern", nil, "credential scanner pattern to ignore in values (recorded on the version)")
 	addOutputFlag(cmd, &opts.output)
 	return cmd
+}
+
+func envRegisterRun(ctx context.Context, opts *envRegisterOptions) error {
+	return registerRun(ctx, opts.f, opts.output, func(w *provision.Writer) (*provision.Pending, error) {
+		return w.PrepareEnv(opts.name, opts.values, opts.secrets, splitList(opts.allow))
+	})
 }
 
 // maxSecretInput caps what is read for one secret.
@@ -175,55 +177,32 @@ type envShow struct {
 	SecretKeys []string          `json:"secret_keys"`
 }
 
-func newEnvShowCmd(f *Factory) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "show NAME[@sha256:HEX]",
-		Short: "Show an env bundle's values and secret keys (never secret values)",
-		Args:  exactArgs(1, "NAME[@sha256:HEX]"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, output); err != nil {
-				return err
-			}
-			h, err := f.Home(cmd.Context())
-			if err != nil {
-				return err
-			}
-			r := view.New(h.DB, h.Blobs)
-			v, err := r.Resolve(cmd.Context(), catalog.KindEnv, args[0])
-			if err != nil {
-				return err
-			}
-			data, err := r.Content(v)
-			if err != nil {
-				return err
-			}
-			doc, err := catalog.ParseEnvDoc(data)
-			if err != nil {
-				return err
-			}
-			out := envShow{Version: v, Values: doc.Values, SecretKeys: catalog.SortedKeys(doc.Secrets)}
-			if out.Values == nil {
-				out.Values = map[string]string{}
-			}
-			if output == formatJSON {
-				return writeJSON(f.IO.Out, out)
-			}
-			w := f.IO.Out
-			fmt.Fprintf(w, "name:       %s\n", v.Name)
-			fmt.Fprintf(w, "digest:     %s\n", v.Digest)
-			fmt.Fprintf(w, "registered: %s by %s\n", v.RegisteredAt.UTC().Format("2006-01-02T15:04:05Z"), v.RegisteredBy)
-			fmt.Fprintf(w, "values:\n")
-			for _, k := range catalog.SortedKeys(out.Values) {
-				fmt.Fprintf(w, "  %s=%s\n", k, out.Values[k])
-			}
-			fmt.Fprintf(w, "secrets (sealed; values are never shown):\n")
-			for _, k := range out.SecretKeys {
-				fmt.Fprintf(w, "  %s\n", k)
-			}
-			return nil
-		},
+func envShowRun(ctx context.Context, opts *refOptions) error {
+	_, v, data, err := resolveContent(ctx, opts)
+	if err != nil {
+		return err
 	}
-	addOutputFlag(cmd, &output)
-	return cmd
+	doc, err := catalog.ParseEnvDoc(data)
+	if err != nil {
+		return err
+	}
+	out := envShow{Version: v, Values: doc.Values, SecretKeys: catalog.SortedKeys(doc.Secrets)}
+	if out.Values == nil {
+		out.Values = map[string]string{}
+	}
+	return emit(opts.f.IO, opts.output, out, func(out envShow) error {
+		w := opts.f.IO.Out
+		fmt.Fprintf(w, "name:       %s\n", v.Name)
+		fmt.Fprintf(w, "digest:     %s\n", v.Digest)
+		fmt.Fprintf(w, "registered: %s by %s\n", v.RegisteredAt.UTC().Format("2006-01-02T15:04:05Z"), v.RegisteredBy)
+		fmt.Fprintf(w, "values:\n")
+		for _, k := range catalog.SortedKeys(out.Values) {
+			fmt.Fprintf(w, "  %s=%s\n", k, out.Values[k])
+		}
+		fmt.Fprintf(w, "secrets (sealed; values are never shown):\n")
+		for _, k := range out.SecretKeys {
+			fmt.Fprintf(w, "  %s\n", k)
+		}
+		return nil
+	})
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -9,7 +10,12 @@ import (
 	"github.com/agora-dev/agora/internal/home"
 )
 
-func newInitCmd(f *Factory) *cobra.Command {
+type initOptions struct {
+	f *Factory
+}
+
+func newInitCmd(f *Factory, runF func(*initOptions) error) *cobra.Command {
+	opts := &initOptions{f: f}
 	return &cobra.Command{
 		Use:   "init",
 		Short: "Create AGORA_HOME with its database and keys",
@@ -17,24 +23,29 @@ func newInitCmd(f *Factory) *cobra.Command {
 (keys/secret.key, 0600) and the audit signing key pair (keys/audit.key, 0600, and
 keys/audit.pub). Every other command does this on first use; running init again changes
 nothing.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := f.HomeDir()
-			if err != nil {
-				return err
-			}
-			created, err := home.Init(cmd.Context(), dir, agoradb.Migrations())
-			if err != nil {
-				return err
-			}
-			if len(created) == 0 {
-				fmt.Fprintf(f.IO.ErrOut, "agora: %s is already initialised\n", dir)
-			}
-			for _, p := range created {
-				fmt.Fprintf(f.IO.ErrOut, "agora: created %s\n", p)
-			}
-			fmt.Fprintln(f.IO.Out, dir)
-			return nil
+			return runCmd(cmd, opts, runF, initRun)
 		},
 	}
+}
+
+func initRun(ctx context.Context, opts *initOptions) error {
+	f := opts.f
+	dir, err := f.HomeDir()
+	if err != nil {
+		return err
+	}
+	created, err := home.Init(ctx, dir, agoradb.Migrations())
+	if err != nil {
+		return err
+	}
+	if len(created) == 0 {
+		fmt.Fprintf(f.IO.ErrOut, "agora: %s is already initialised\n", dir)
+	}
+	for _, p := range created {
+		fmt.Fprintf(f.IO.ErrOut, "agora: created %s\n", p)
+	}
+	fmt.Fprintln(f.IO.Out, dir)
+	return nil
 }

@@ -28,6 +28,11 @@ const (
 )
 
 type mcpOptions struct {
+	f *Factory
+	// ceilingLevel is --ceiling parsed; httpCfg the checked HTTP transport, nil for stdio.
+	ceilingLevel mcpserver.Ceiling
+	httpCfg      *mcpserver.HTTPConfig
+
 	http       string
 	ceiling    string
 	allowHosts []string
@@ -35,8 +40,8 @@ type mcpOptions struct {
 	burst      int
 }
 
-func newMCPCmd(f *Factory) *cobra.Command {
-	opts := &mcpOptions{}
+func newMCPCmd(f *Factory, runF func(*mcpOptions) error) *cobra.Command {
+	opts := &mcpOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "mcp [--http HOST:PORT]",
 		Short: "Serve the nine run-time MCP tools to AI orchestrators over stdio or HTTP",
@@ -60,7 +65,7 @@ Ceilings: read (lists, describe, orchestrator status and watch) < dispatch (disp
 < orchestrate (orchestrator submit). A client sees and may call only what its ceiling allows.`,
 		Example: `  agora mcp --ceiling dispatch
   AGORA_HTTP_TOKEN=$(openssl rand -hex 32) agora mcp --http 127.0.0.1:8765`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// Whatever happens next, no process this one starts inherits the token.
 			token := f.Getenv(envHTTPToken)
@@ -69,15 +74,15 @@ Ceilings: read (lists, describe, orchestrator status and watch) < dispatch (disp
 			if err != nil {
 				return usageErrorf(cmd, "--ceiling: %v", err)
 			}
-			var httpCfg *mcpserver.HTTPConfig
+			opts.ceilingLevel = ceiling
 			if opts.http != "" {
 				cfg, err := mcpHTTPConfig(cmd, f, opts, token, ceiling)
 				if err != nil {
 					return err
 				}
-				httpCfg = &cfg
+				opts.httpCfg = &cfg
 			}
-			return runMCP(cmd.Context(), f, opts, ceiling, httpCfg)
+			return runCmd(cmd, opts, runF, mcpRun)
 		},
 	}
 	fl := cmd.Flags()
@@ -159,10 +164,11 @@ func readTokensFile(path string) ([]byte, error) {
 	return readLimited(path, maxTokensFile)
 }
 
-// runMCP wires the server from the factory: the catalog reader, a dispatcher port that hands
+// mcpRun wires the server from the factory: the catalog reader, a dispatcher port that hands
 // every dispatch to a detached supervisor, the orchestrator service's client (submit, status
 // and watch only), and the audit log.
-func runMCP(ctx context.Context, f *Factory, opts *mcpOptions, ceiling mcpserver.Ceiling, httpCfg *mcpserver.HTTPConfig) error {
+func mcpRun(ctx context.Context, opts *mcpOptions) error {
+	f := opts.f
 	h, err := f.Home(ctx)
 	if err != nil {
 		return err
@@ -198,11 +204,11 @@ func runMCP(ctx context.Context, f *Factory, opts *mcpOptions, ceiling mcpserver
 	if err != nil {
 		return err
 	}
-	if httpCfg != nil {
-		return srv.ListenHTTP(ctx, *httpCfg)
+	if opts.httpCfg != nil {
+		return srv.ListenHTTP(ctx, *opts.httpCfg)
 	}
 	err = srv.ServeStdio(ctx, f.IO.In, f.IO.Out, mcpserver.StdioConfig{
-		Principal: mcpserver.Principal{Client: f.Actor(), Ceiling: ceiling},
+		Principal: mcpserver.Principal{Client: f.Actor(), Ceiling: opts.ceilingLevel},
 		Limits:    mcpserver.Limits{Rate: opts.rate, Burst: opts.burst},
 	})
 	if ctx.Err() != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
 )
 
@@ -30,18 +31,18 @@ orch command talks to it over AGORA_HOME/orch/orch.sock. cancel, answer, retry a
 are privileged: they exist on this command line only, never over MCP.`,
 	}
 	cmd.AddCommand(
-		newOrchServeCmd(f),
-		newOrchValidateCmd(f),
-		newOrchSubmitCmd(f),
-		newOrchRunsCmd(f),
-		newOrchStatusCmd(f),
-		newOrchWatchCmd(f),
-		newOrchActionCmd(f, "cancel"),
-		newOrchActionCmd(f, "answer"),
-		newOrchActionCmd(f, "retry"),
-		newOrchActionCmd(f, "seal"),
-		newOrchPatchesCmd(f),
-		newOrchAuditCmd(f),
+		newOrchServeCmd(f, nil),
+		newOrchValidateCmd(f, nil),
+		newOrchSubmitCmd(f, nil),
+		newOrchRunsCmd(f, nil),
+		newOrchStatusCmd(f, nil),
+		newOrchWatchCmd(f, nil),
+		newOrchActionCmd(f, nil, "cancel"),
+		newOrchActionCmd(f, nil, "answer"),
+		newOrchActionCmd(f, nil, "retry"),
+		newOrchActionCmd(f, nil, "seal"),
+		newOrchPatchesCmd(f, nil),
+		newOrchAuditCmd(f, nil),
 	)
 	return cmd
 }
@@ -66,4 +67,14 @@ func (f *Factory) OrchClient(ctx context.Context) (*client.Client, error) {
 		return nil, err
 	}
 	return client.New(filepath.Join(h, orchDir, orchSocket)), nil
+}
+
+// runStatus connects to the orchestrator service and reads run ref (an id or a plan name).
+func runStatus(ctx context.Context, f *Factory, ref string) (*client.Client, api.Run, error) {
+	c, err := f.OrchClient(ctx)
+	if err != nil {
+		return nil, api.Run{}, err
+	}
+	run, err := c.Status(ctx, ref)
+	return c, run, err
 }

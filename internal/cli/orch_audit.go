@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -12,8 +13,14 @@ import (
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
-func newOrchAuditCmd(f *Factory) *cobra.Command {
-	var out string
+type orchAuditOptions struct {
+	f   *Factory
+	run string
+	out string
+}
+
+func newOrchAuditCmd(f *Factory, runF func(*orchAuditOptions) error) *cobra.Command {
+	opts := &orchAuditOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "audit RUN --out FILE",
 		Short: "Export a run's audit bundle: its orch.db entries and every dispatch of it",
@@ -29,57 +36,59 @@ terminal entry. Both parts carry a selection signed with the audit key and namin
 		Example: `  agora orch audit nightly-fixes --out run.json && agora verify run.json --key ~/.local/share/agora/keys/audit.pub`,
 		Args:    exactArgs(1, "RUN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if out == "" {
+			opts.run = args[0]
+			if opts.out == "" {
 				return usageErrorf(cmd, "audit needs --out FILE")
 			}
-			ctx := cmd.Context()
-			c, err := f.OrchClient(ctx)
-			if err != nil {
-				return err
-			}
-			run, err := c.Status(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if !run.Sealed {
-				if !api.RunTerminal(run.State) {
-					return fmt.Errorf("run %s is still %s; its bundle can be exported once it ends", run.ID, run.State)
-				}
-				fmt.Fprintf(f.IO.ErrOut, "agora: sealing run %s (%s) first: it will accept no retry\n", run.ID, run.State)
-				if run, err = c.Action(ctx, "seal", api.ActionRequest{Run: run.ID, Actor: f.Actor()}); err != nil {
-					return err
-				}
-			}
-			orchPart, err := c.Audit(ctx, run.ID)
-			if err != nil {
-				return err
-			}
-			h, err := f.Home(ctx)
-			if err != nil {
-				return err
-			}
-			cp, err := f.Checkpointer(ctx)
-			if err != nil {
-				return err
-			}
-			parts := audit.RunParts{Run: verify.RunInfo{ID: run.ID, Name: run.Name, PlanDigest: run.PlanDigest}, Orch: orchPart}
-			for _, t := range run.Tasks {
-				parts.Tasks = append(parts.Tasks, audit.RunTask{ID: t.ID, Dispatches: t.Dispatches})
-			}
-			rb, err := cp.ExportRun(ctx, parts, dispatch.NewRecords(h.DB, nil, f.Now))
-			if err != nil {
-				return err
-			}
-			// A new 0600 file renamed over --out: a link planted there is replaced, never
-			// written through (writeout.go).
-			if err := writeOutFile(out, true, func(w io.Writer) error { return verify.WriteRunBundle(w, rb) }); err != nil {
-				return err
-			}
-			fmt.Fprintf(f.IO.ErrOut, "agora: wrote %s: run %s, %d orch.db entries, %d agora.db entries, %d dispatch manifests\n",
-				out, run.ID, len(orchPart.Entries), len(rb.Dispatches.Entries), len(rb.Dispatches.Manifests))
-			return nil
+			return runCmd(cmd, opts, runF, orchAuditRun)
 		},
 	}
-	cmd.Flags().StringVar(&out, "out", "", "file to write the bundle to")
+	cmd.Flags().StringVar(&opts.out, "out", "", "file to write the bundle to")
 	return cmd
+}
+
+// orchAuditRun seals the run if it ended unsealed, then writes its bundle.
+func orchAuditRun(ctx context.Context, opts *orchAuditOptions) error {
+	f, out := opts.f, opts.out
+	c, run, err := runStatus(ctx, f, opts.run)
+	if err != nil {
+		return err
+	}
+	if !run.Sealed {
+		if !api.RunTerminal(run.State) {
+			return fmt.Errorf("run %s is still %s; its bundle can be exported once it ends", run.ID, run.State)
+		}
+		fmt.Fprintf(f.IO.ErrOut, "agora: sealing run %s (%s) first: it will accept no retry\n", run.ID, run.State)
+		if run, err = c.Action(ctx, "seal", api.ActionRequest{Run: run.ID, Actor: f.Actor()}); err != nil {
+			return err
+		}
+	}
+	orchPart, err := c.Audit(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	h, err := f.Home(ctx)
+	if err != nil {
+		return err
+	}
+	cp, err := f.Checkpointer(ctx)
+	if err != nil {
+		return err
+	}
+	parts := audit.RunParts{Run: verify.RunInfo{ID: run.ID, Name: run.Name, PlanDigest: run.PlanDigest}, Orch: orchPart}
+	for _, t := range run.Tasks {
+		parts.Tasks = append(parts.Tasks, audit.RunTask{ID: t.ID, Dispatches: t.Dispatches})
+	}
+	rb, err := cp.ExportRun(ctx, parts, dispatch.NewRecords(h.DB, nil, f.Now))
+	if err != nil {
+		return err
+	}
+	// A new 0600 file renamed over --out: a link planted there is replaced, never
+	// written through (writeout.go).
+	if err := writeOutFile(out, true, func(w io.Writer) error { return verify.WriteRunBundle(w, rb) }); err != nil {
+		return err
+	}
+	fmt.Fprintf(f.IO.ErrOut, "agora: wrote %s: run %s, %d orch.db entries, %d agora.db entries, %d dispatch manifests\n",
+		out, run.ID, len(orchPart.Entries), len(rb.Dispatches.Entries), len(rb.Dispatches.Manifests))
+	return nil
 }

@@ -34,7 +34,17 @@ func readPlan(f *Factory, path string) (string, []byte, error) {
 	return path, b, nil
 }
 
-func newOrchValidateCmd(f *Factory) *cobra.Command {
+// planOptions are the options of a command about one plan file.
+type planOptions struct {
+	f    *Factory
+	path string
+	// repo and wait are submit's.
+	repo string
+	wait bool
+}
+
+func newOrchValidateCmd(f *Factory, runF func(*planOptions) error) *cobra.Command {
+	opts := &planOptions{f: f}
 	return &cobra.Command{
 		Use:   "validate PLAN",
 		Short: "Check a plan offline: every error at once, with its path",
@@ -45,45 +55,50 @@ and targets are checked against it too.`,
 		Example: `  agora orch validate examples/plans/demo.yaml`,
 		Args:    exactArgs(1, "PLAN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, src, err := readPlan(f, args[0])
-			if err != nil {
-				return err
-			}
-			p, err := plan.Parse(name, src)
-			if err != nil {
-				return err
-			}
-			checked := "catalog references not checked (no catalog in AGORA_HOME)"
-			if dir, err := f.HomeDir(); err == nil {
-				if _, err := os.Stat(filepath.Join(dir, "agora.db")); err == nil {
-					h, err := f.Home(cmd.Context())
-					if err != nil {
-						return err
-					}
-					refs := catalogRefs{r: view.New(h.DB, h.Blobs), targets: h.Config.Target}
-					if err := p.Check(cmd.Context(), refs); err != nil {
-						return err
-					}
-					checked = "catalog references checked"
-				}
-			}
-			edges, locks := 0, map[string]bool{}
-			for _, t := range p.Resolve() {
-				edges += len(t.Deps)
-				for _, l := range t.Locks {
-					locks[l.Name] = true
-				}
-			}
-			fmt.Fprintf(f.IO.Out, "plan %s is valid: %s, %s, %s; %s\n", p.Name, plural(len(p.Tasks), "task"),
-				plural(edges, "edge"), plural(len(locks), "lock"), checked)
-			return nil
+			opts.path = args[0]
+			return runCmd(cmd, opts, runF, orchValidateRun)
 		},
 	}
 }
 
-func newOrchSubmitCmd(f *Factory) *cobra.Command {
-	var repo string
-	var wait bool
+func orchValidateRun(ctx context.Context, opts *planOptions) error {
+	f := opts.f
+	name, src, err := readPlan(f, opts.path)
+	if err != nil {
+		return err
+	}
+	p, err := plan.Parse(name, src)
+	if err != nil {
+		return err
+	}
+	checked := "catalog references not checked (no catalog in AGORA_HOME)"
+	if dir, err := f.HomeDir(); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "agora.db")); err == nil {
+			h, err := f.Home(ctx)
+			if err != nil {
+				return err
+			}
+			refs := catalogRefs{r: view.New(h.DB, h.Blobs), targets: h.Config.Target}
+			if err := p.Check(ctx, refs); err != nil {
+				return err
+			}
+			checked = "catalog references checked"
+		}
+	}
+	edges, locks := 0, map[string]bool{}
+	for _, t := range p.Resolve() {
+		edges += len(t.Deps)
+		for _, l := range t.Locks {
+			locks[l.Name] = true
+		}
+	}
+	fmt.Fprintf(f.IO.Out, "plan %s is valid: %s, %s, %s; %s\n", p.Name, plural(len(p.Tasks), "task"),
+		plural(edges, "edge"), plural(len(locks), "lock"), checked)
+	return nil
+}
+
+func newOrchSubmitCmd(f *Factory, runF func(*planOptions) error) *cobra.Command {
+	opts := &planOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "submit PLAN",
 		Short: "Start a run of a plan; prints the run id",
@@ -98,85 +113,93 @@ and exits with its outcome, like 'agora orch watch'.`,
 		Example: `  agora orch submit nightly.yaml --repo ~/src/app@main --wait`,
 		Args:    exactArgs(1, "PLAN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, src, err := readPlan(f, args[0])
-			if err != nil {
-				return err
-			}
-			if _, err := plan.Parse(name, src); err != nil {
-				return err
-			}
-			req := api.SubmitRequest{File: filepath.Base(name), Source: src, Actor: f.Actor()}
-			if repo != "" {
-				path, rev := splitRepo(repo)
-				abs, err := filepath.Abs(path)
-				if err != nil {
-					return err
-				}
-				req.Repo, req.Revision = abs, rev
-			}
-			c, err := f.OrchClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			resp, err := c.Submit(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(f.IO.Out, resp.Run.ID)
-			if resp.Created {
-				fmt.Fprintf(f.IO.ErrOut, "agora: run %s (%s) submitted with %s\n", resp.Run.ID, resp.Run.Name, plural(resp.Run.Total, "task"))
-			} else {
-				fmt.Fprintf(f.IO.ErrOut, "agora: plan %s already ran as %s with identical content (%s)\n", resp.Run.Name, resp.Run.ID, resp.Run.State)
-			}
-			if !wait {
-				fmt.Fprintf(f.IO.ErrOut, "agora: follow it with 'agora orch watch %s'\n", resp.Run.ID)
-				return nil
-			}
-			// stdout carries only the run id: the progress goes to stderr.
-			return watchRun(cmd.Context(), f, resp.Run.ID, f.IO.ErrOut, false)
+			opts.path = args[0]
+			return runCmd(cmd, opts, runF, orchSubmitRun)
 		},
 	}
-	cmd.Flags().StringVar(&repo, "repo", "", "git repository every task works on: PATH or PATH@REV (default HEAD)")
-	cmd.Flags().BoolVar(&wait, "wait", false, "watch the run and exit with its outcome")
+	cmd.Flags().StringVar(&opts.repo, "repo", "", "git repository every task works on: PATH or PATH@REV (default HEAD)")
+	cmd.Flags().BoolVar(&opts.wait, "wait", false, "watch the run and exit with its outcome")
 	return cmd
 }
 
-func newOrchRunsCmd(f *Factory) *cobra.Command {
-	var output string
-	var limit int
-	cmd := &cobra.Command{
-		Use:   "runs",
-		Short: "List runs, newest first",
-		Args:  exactArgs(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, output); err != nil {
-				return err
-			}
-			c, err := f.OrchClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			runs, err := c.Runs(cmd.Context(), limit)
-			if err != nil {
-				return err
-			}
-			if output == formatJSON {
-				return writeJSON(f.IO.Out, runs)
-			}
-			rows := make([][]string, len(runs))
-			for i, r := range runs {
-				sealed := ""
-				if r.Sealed {
-					sealed = " (sealed)"
-				}
-				rows[i] = []string{r.ID, r.Name, r.State + sealed, progress(r), fmtTime(f.IO, f.Now(), r.CreatedAt), r.Actor}
-			}
-			return printTable(f.IO, []string{"ID", "NAME", "STATE", "DONE", "CREATED", "BY"}, rows)
-		},
+func orchSubmitRun(ctx context.Context, opts *planOptions) error {
+	f := opts.f
+	name, src, err := readPlan(f, opts.path)
+	if err != nil {
+		return err
 	}
-	addOutputFlag(cmd, &output)
-	cmd.Flags().IntVar(&limit, "limit", 50, "list at most this many runs")
-	return cmd
+	if _, err := plan.Parse(name, src); err != nil {
+		return err
+	}
+	req := api.SubmitRequest{File: filepath.Base(name), Source: src, Actor: f.Actor()}
+	if opts.repo != "" {
+		path, rev := splitRepo(opts.repo)
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return err
+		}
+		req.Repo, req.Revision = abs, rev
+	}
+	c, err := f.OrchClient(ctx)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Submit(ctx, req)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(f.IO.Out, resp.Run.ID)
+	if resp.Created {
+		fmt.Fprintf(f.IO.ErrOut, "agora: run %s (%s) submitted with %s\n", resp.Run.ID, resp.Run.Name, plural(resp.Run.Total, "task"))
+	} else {
+		fmt.Fprintf(f.IO.ErrOut, "agora: plan %s already ran as %s with identical content (%s)\n", resp.Run.Name, resp.Run.ID, resp.Run.State)
+	}
+	if !opts.wait {
+		fmt.Fprintf(f.IO.ErrOut, "agora: follow it with 'agora orch watch %s'\n", resp.Run.ID)
+		return nil
+	}
+	// stdout carries only the run id: the progress goes to stderr.
+	return watchRun(ctx, f, resp.Run.ID, f.IO.ErrOut, false)
+}
+
+type orchRunsOptions struct {
+	printOptions
+	limit int
+}
+
+func newOrchRunsCmd(f *Factory, runF func(*orchRunsOptions) error) *cobra.Command {
+	opts := &orchRunsOptions{printOptions: printOptions{f: f}}
+	cmd := &cobra.Command{
+		Use:     "runs",
+		Short:   "List runs, newest first",
+		Example: `  agora orch runs --limit 10 --output json`,
+		Args:    noArgs,
+	}
+	cmd.Flags().IntVar(&opts.limit, "limit", 50, "list at most this many runs")
+	return newPrintCmd(cmd, opts, runF, orchRunsRun)
+}
+
+func orchRunsRun(ctx context.Context, opts *orchRunsOptions) error {
+	f := opts.f
+	c, err := f.OrchClient(ctx)
+	if err != nil {
+		return err
+	}
+	runs, err := c.Runs(ctx, opts.limit)
+	if err != nil {
+		return err
+	}
+	return emit(f.IO, opts.output, runs, func(runs []api.Run) error {
+		rows := make([][]string, len(runs))
+		for i, r := range runs {
+			sealed := ""
+			if r.Sealed {
+				sealed = " (sealed)"
+			}
+			rows[i] = []string{r.ID, r.Name, r.State + sealed, progress(r), fmtTime(f.IO, f.Now(), r.CreatedAt), r.Actor}
+		}
+		return printTable(f.IO, []string{"ID", "NAME", "STATE", "DONE", "CREATED", "BY"}, rows)
+	})
 }
 
 // progress is "done/total" where done counts terminal tasks.
@@ -188,33 +211,30 @@ func progress(r api.Run) string {
 	return fmt.Sprintf("%d/%d", done, r.Total)
 }
 
-func newOrchStatusCmd(f *Factory) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "status RUN",
-		Short: "Show a run and its tasks (RUN is an id or a plan name)",
-		Args:  exactArgs(1, "RUN"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, output); err != nil {
-				return err
-			}
-			c, err := f.OrchClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			r, err := c.Status(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if output == formatJSON {
-				return writeJSON(f.IO.Out, r)
-			}
-			printRunHeader(f, r)
-			return printTasks(f, r)
-		},
+// runOptions are the options of a command about one run (arg: an id or a plan name).
+type runOptions struct {
+	printOptions
+}
+
+func newOrchStatusCmd(f *Factory, runF func(*runOptions) error) *cobra.Command {
+	return newPrintCmd(&cobra.Command{
+		Use:     "status RUN",
+		Short:   "Show a run and its tasks (RUN is an id or a plan name)",
+		Example: `  agora orch status nightly-fixes --output json`,
+		Args:    exactArgs(1, "RUN"),
+	}, &runOptions{printOptions{f: f}}, runF, orchStatusRun)
+}
+
+func orchStatusRun(ctx context.Context, opts *runOptions) error {
+	f := opts.f
+	_, r, err := runStatus(ctx, f, opts.arg)
+	if err != nil {
+		return err
 	}
-	addOutputFlag(cmd, &output)
-	return cmd
+	return emit(f.IO, opts.output, r, func(r api.Run) error {
+		printRunHeader(f, r)
+		return printTasks(f, r)
+	})
 }
 
 func printRunHeader(f *Factory, r api.Run) {
@@ -243,7 +263,8 @@ func printTasks(f *Factory, r api.Run) error {
 	return printTable(f.IO, []string{"TASK", "STATE", "ATTEMPTS", "DISPATCH", "WHY"}, rows)
 }
 
-func newOrchWatchCmd(f *Factory) *cobra.Command {
+func newOrchWatchCmd(f *Factory, runF func(*runOptions) error) *cobra.Command {
+	opts := &runOptions{printOptions{f: f}}
 	return &cobra.Command{
 		Use:   "watch RUN",
 		Short: "Follow a run until it ends; the exit code is its outcome",
@@ -255,9 +276,14 @@ change. Exits when the run ends or needs an answer:
   4  a task needs input: answer with 'agora orch answer RUN TASK --answer TEXT'`,
 		Args: exactArgs(1, "RUN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return watchRun(cmd.Context(), f, args[0], f.IO.Out, f.IO.OutTTY)
+			opts.arg = args[0]
+			return runCmd(cmd, opts, runF, orchWatchRun)
 		},
 	}
+}
+
+func orchWatchRun(ctx context.Context, opts *runOptions) error {
+	return watchRun(ctx, opts.f, opts.arg, opts.f.IO.Out, opts.f.IO.OutTTY)
 }
 
 var errStopWatch = errors.New("stop watching")
@@ -355,8 +381,16 @@ func drawLive(out io.Writer, r api.Run, previous int) int {
 	return lines
 }
 
-func newOrchActionCmd(f *Factory, action string) *cobra.Command {
-	var task, answer string
+type orchActionOptions struct {
+	f      *Factory
+	action string
+	req    api.ActionRequest
+
+	task, answer string
+}
+
+func newOrchActionCmd(f *Factory, runF func(*orchActionOptions) error, action string) *cobra.Command {
+	opts := &orchActionOptions{f: f, action: action}
 	docs := map[string][3]string{
 		"cancel": {"cancel RUN [--task TASK]", "Cancel a run, or one task and its dependents (CLI only)",
 			`Cancel a whole run: no task of it fires again, running dispatches are cancelled, and the run
@@ -383,33 +417,38 @@ cancelled are sealed automatically; failed runs stay open for 'retry' until seal
 		Long:  docs[2],
 		Args:  exactArgs(nargs, strings.TrimPrefix(docs[0], action+" ")),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := api.ActionRequest{Run: args[0], Task: task, Actor: f.Actor()}
+			opts.req = api.ActionRequest{Run: args[0], Task: opts.task, Actor: f.Actor()}
 			if nargs == 2 {
-				req.Task = args[1]
+				opts.req.Task = args[1]
 			}
 			if action == "answer" {
 				if !cmd.Flags().Changed("answer") {
 					return usageErrorf(cmd, "answer needs --answer TEXT")
 				}
-				req.Answer = answer
+				opts.req.Answer = opts.answer
 			}
-			c, err := f.OrchClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			r, err := c.Action(cmd.Context(), action, req)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(f.IO.ErrOut, "agora: %s: run %s is %s (%s tasks done)\n", action, r.ID, r.State, progress(r))
-			return nil
+			return runCmd(cmd, opts, runF, orchActionRun)
 		},
 	}
 	switch action {
 	case "cancel":
-		cmd.Flags().StringVar(&task, "task", "", "cancel only this task (its dependents are skipped)")
+		cmd.Flags().StringVar(&opts.task, "task", "", "cancel only this task (its dependents are skipped)")
 	case "answer":
-		cmd.Flags().StringVar(&answer, "answer", "", "the answer to the task's question")
+		cmd.Flags().StringVar(&opts.answer, "answer", "", "the answer to the task's question")
 	}
 	return cmd
+}
+
+func orchActionRun(ctx context.Context, opts *orchActionOptions) error {
+	f := opts.f
+	c, err := f.OrchClient(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := c.Action(ctx, opts.action, opts.req)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f.IO.ErrOut, "agora: %s: run %s is %s (%s tasks done)\n", opts.action, r.ID, r.State, progress(r))
+	return nil
 }

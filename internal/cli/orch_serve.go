@@ -26,7 +26,8 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
-func newOrchServeCmd(f *Factory) *cobra.Command {
+func newOrchServeCmd(f *Factory, runF func(*factoryOptions) error) *cobra.Command {
+	opts := &factoryOptions{f: f}
 	return &cobra.Command{
 		Use:   "serve",
 		Short: "Run the orchestrator service (the only owner of orch.db)",
@@ -40,14 +41,15 @@ Workers outlive serve: each attempt's dispatch has its own detached supervisor, 
 or crashing serve never kills work in flight. A restarted serve re-attaches to every
 attempt by its dispatch id; one whose worker died meanwhile ends failed/lost and is
 retried by the task's policy.`,
-		Args: exactArgs(0, "no arguments"),
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runOrchServe(cmd.Context(), f)
+			return runCmd(cmd, opts, runF, orchServeRun)
 		},
 	}
 }
 
-func runOrchServe(ctx context.Context, f *Factory) error {
+func orchServeRun(ctx context.Context, opts *factoryOptions) error {
+	f := opts.f
 	dir, err := f.orchPaths()
 	if err != nil {
 		return err

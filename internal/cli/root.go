@@ -116,16 +116,16 @@ State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/ago
 		return &usageError{err: err, cmd: c}
 	})
 	root.AddCommand(
-		newInitCmd(f),
+		newInitCmd(f, nil),
 		newCapabilityCmd(f),
 		newSubagentCmd(f),
 		newEnvCmd(f),
-		newApplyCmd(f),
+		newApplyCmd(f, nil),
 		newAuditCmd(f),
-		newVerifyCmd(f),
+		newVerifyCmd(f, nil),
 		newDispatchCmd(f),
-		newWorkerCmd(f),
-		newMCPCmd(f),
+		newWorkerCmd(f, nil),
+		newMCPCmd(f, nil),
 		newOrchCmd(f),
 		newDoctorCmd(f, nil),
 	)

@@ -1,17 +1,17 @@
 package cli
 
 import (
-	"github.com/agora-dev/agora/internal/capped"
-
+	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/capped"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
-	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/strictyaml"
 	"github.com/agora-dev/agora/internal/toolreg"
@@ -28,17 +28,17 @@ func newSubagentCmd(f *Factory) *cobra.Command {
 model, and the capabilities it holds, pinned by digest when it is registered.`,
 	}
 	cmd.AddCommand(
-		newSubagentRegisterCmd(f),
-		newSubagentAssignCmd(f),
-		newListCmd(f, catalog.KindSubagent, listColumns{
+		newSubagentRegisterCmd(f, nil),
+		newSubagentAssignCmd(f, nil),
+		newListCmd(f, nil, catalog.KindSubagent, listColumns{
 			headers: []string{"NAME", "DIGEST", "RUNTIME", "CAPABILITIES", "REGISTERED", "DESCRIPTION"},
 			row: func(f *Factory, v catalog.Version) []string {
 				return []string{v.Name, fmtDigest(f.IO, v.Digest), v.Meta.Runtime, orDash(strings.Join(pinNames(v.Meta.Capabilities), ",")),
 					fmtTime(f.IO, f.Now(), v.RegisteredAt), truncate(v.Meta.Description, 50)}
 			},
 		}),
-		newSubagentShowCmd(f),
-		newHistoryCmd(f, catalog.KindSubagent),
+		newShowCmd(f, nil, catalog.KindSubagent, "Show a subagent's runtime, prompt and pinned capabilities", subagentShowRun),
+		newHistoryCmd(f, nil, catalog.KindSubagent),
 	)
 	return cmd
 }
@@ -52,6 +52,10 @@ func pinNames(pins []catalog.Pin) []string {
 }
 
 type subagentRegisterOptions struct {
+	f    *Factory
+	name string
+	spec provision.SubagentSpec
+
 	from         string
 	systemPrompt string
 	promptFile   string
@@ -64,8 +68,8 @@ type subagentRegisterOptions struct {
 	output       string
 }
 
-func newSubagentRegisterCmd(f *Factory) *cobra.Command {
-	opts := &subagentRegisterOptions{}
+func newSubagentRegisterCmd(f *Factory, runF func(*subagentRegisterOptions) error) *cobra.Command {
+	opts := &subagentRegisterOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "register NAME (--from FILE.yaml | [flags])",
 		Short: "Register a new version of a subagent",
@@ -90,23 +94,12 @@ capabilities, or dispatches are denied.`,
 			if err := checkOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			spec, err := opts.spec(cmd)
-			if err != nil {
+			opts.name = args[0]
+			var err error
+			if opts.spec, err = opts.readSpec(cmd); err != nil {
 				return err
 			}
-			w, err := f.Writer(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := w.PrepareSubagent(cmd.Context(), args[0], spec, nil, splitList(opts.allow))
-			if err != nil {
-				return err
-			}
-			c, v, err := w.Register(cmd.Context(), f.Actor(), "register", p)
-			if err != nil {
-				return err
-			}
-			return printRegistered(f, opts.output, c, v)
+			return runCmd(cmd, opts, runF, subagentRegisterRun)
 		},
 	}
 	fl := cmd.Flags()
@@ -123,7 +116,14 @@ capabilities, or dispatches are denied.`,
 	return cmd
 }
 
-func (o *subagentRegisterOptions) spec(cmd *cobra.Command) (provision.SubagentSpec, error) {
+func subagentRegisterRun(ctx context.Context, opts *subagentRegisterOptions) error {
+	return registerRun(ctx, opts.f, opts.output, func(w *provision.Writer) (*provision.Pending, error) {
+		return w.PrepareSubagent(ctx, opts.name, opts.spec, nil, splitList(opts.allow))
+	})
+}
+
+// readSpec makes the subagent of the flags or of the --from file.
+func (o *subagentRegisterOptions) readSpec(cmd *cobra.Command) (provision.SubagentSpec, error) {
 	inline := []string{"system-prompt", "prompt-file", "runtime", "model", "command", "description", "capability"}
 	if o.from != "" {
 		for _, name := range inline {
@@ -193,9 +193,15 @@ func readLimited(path string, limit int64) ([]byte, error) {
 	return capped.ReadFile(path, limit)
 }
 
-func newSubagentAssignCmd(f *Factory) *cobra.Command {
-	var caps []string
-	var output string
+type subagentAssignOptions struct {
+	f      *Factory
+	name   string
+	caps   []string
+	output string
+}
+
+func newSubagentAssignCmd(f *Factory, runF func(*subagentAssignOptions) error) *cobra.Command {
+	opts := &subagentAssignOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "assign NAME --capability a,b",
 		Short: "Make a new version of a subagent with a new capability set",
@@ -204,26 +210,32 @@ to their latest digest now, or as NAME@sha256:HEX). Everything else stays as it 
 --capability '' to remove all capabilities.`,
 		Args: exactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.name = args[0]
 			if !cmd.Flags().Changed("capability") {
 				return usageErrorf(cmd, "--capability is required (use --capability '' for none)")
 			}
-			if err := checkOutput(cmd, output); err != nil {
+			if err := checkOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			w, err := f.Writer(cmd.Context())
-			if err != nil {
-				return err
-			}
-			c, v, err := w.Assign(cmd.Context(), f.Actor(), args[0], splitList(caps))
-			if err != nil {
-				return err
-			}
-			return printRegistered(f, output, c, v)
+			return runCmd(cmd, opts, runF, subagentAssignRun)
 		},
 	}
-	cmd.Flags().StringSliceVar(&caps, "capability", nil, "the new capability set, comma-separated or repeated")
-	addOutputFlag(cmd, &output)
+	cmd.Flags().StringSliceVar(&opts.caps, "capability", nil, "the new capability set, comma-separated or repeated")
+	addOutputFlag(cmd, &opts.output)
 	return cmd
+}
+
+func subagentAssignRun(ctx context.Context, opts *subagentAssignOptions) error {
+	f := opts.f
+	w, err := f.Writer(ctx)
+	if err != nil {
+		return err
+	}
+	c, v, err := w.Assign(ctx, f.Actor(), opts.name, splitList(opts.caps))
+	if err != nil {
+		return err
+	}
+	return printRegistered(f, opts.output, c, v)
 }
 
 // subagentShow is the JSON shape of 'subagent show'.
@@ -236,77 +248,58 @@ type subagentShow struct {
 	Grants toolreg.Grants `json:"grants"`
 }
 
-func newSubagentShowCmd(f *Factory) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "show NAME[@sha256:HEX]",
-		Short: "Show a subagent's runtime, prompt and pinned capabilities",
-		Args:  exactArgs(1, "NAME[@sha256:HEX]"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, output); err != nil {
-				return err
-			}
-			h, err := f.Home(cmd.Context())
-			if err != nil {
-				return err
-			}
-			r := view.New(h.DB, h.Blobs)
-			v, err := r.Resolve(cmd.Context(), catalog.KindSubagent, args[0])
-			if err != nil {
-				return err
-			}
-			data, err := r.Content(v)
-			if err != nil {
-				return err
-			}
-			doc, err := catalog.ParseSubagentDoc(data)
-			if err != nil {
-				return err
-			}
-			grants, err := dispatch.SubagentGrants(cmd.Context(), r, doc)
-			if err != nil {
-				return err
-			}
-			out := subagentShow{Version: v, SystemPrompt: doc.SystemPrompt, Command: doc.Command, Grants: grants}
-			if out.Command == nil {
-				out.Command = []string{}
-			}
-			if output == formatJSON {
-				return writeJSON(f.IO.Out, out)
-			}
-			w := f.IO.Out
-			fmt.Fprintf(w, "name:         %s\n", v.Name)
-			fmt.Fprintf(w, "digest:       %s\n", v.Digest)
-			fmt.Fprintf(w, "registered:   %s by %s\n", v.RegisteredAt.UTC().Format("2006-01-02T15:04:05Z"), v.RegisteredBy)
-			fmt.Fprintf(w, "description:  %s\n", orDash(doc.Description))
-			fmt.Fprintf(w, "runtime:      %s\n", doc.Runtime)
-			fmt.Fprintf(w, "model:        %s\n", orDash(doc.Model))
-			if len(doc.Command) > 0 {
-				fmt.Fprintf(w, "command:      %s\n", quoteAll(doc.Command))
-			}
-			fmt.Fprintf(w, "capabilities:\n")
-			if len(doc.Capabilities) == 0 {
-				fmt.Fprintf(w, "  (none: the worker is granted nothing)\n")
-			}
-			for _, p := range doc.Capabilities {
-				fmt.Fprintf(w, "  %s@%s\n", p.Name, p.Digest)
-			}
-			fmt.Fprintf(w, "grants (the union of its capabilities; a dispatch may narrow them):\n")
-			fmt.Fprintf(w, "  tools:     %s\n", orNone(grants.Tools))
-			fmt.Fprintf(w, "  commands:  %s\n", orNone(grants.Commands))
-			fmt.Fprintf(w, "  egress:    %s\n", orNone(grants.Egress))
-			fmt.Fprintf(w, "system prompt:\n")
-			if doc.SystemPrompt == "" {
-				fmt.Fprintf(w, "  (none)\n")
-			}
-			if doc.SystemPrompt != "" {
-				for _, line := range strings.Split(strings.TrimRight(doc.SystemPrompt, "\n"), "\n") {
-					fmt.Fprintf(w, "  %s\n", line)
-				}
-			}
-			return nil
-		},
+func subagentShowRun(ctx context.Context, opts *refOptions) error {
+	r, v, data, err := resolveContent(ctx, opts)
+	if err != nil {
+		return err
 	}
-	addOutputFlag(cmd, &output)
-	return cmd
+	doc, err := catalog.ParseSubagentDoc(data)
+	if err != nil {
+		return err
+	}
+	grants, err := dispatch.SubagentGrants(ctx, r, doc)
+	if err != nil {
+		return err
+	}
+	out := subagentShow{Version: v, SystemPrompt: doc.SystemPrompt, Command: doc.Command, Grants: grants}
+	if out.Command == nil {
+		out.Command = []string{}
+	}
+	return emit(opts.f.IO, opts.output, out, func(out subagentShow) error {
+		printSubagent(opts.f.IO.Out, v, doc, grants)
+		return nil
+	})
+}
+
+// printSubagent writes a subagent for people.
+func printSubagent(w io.Writer, v catalog.Version, doc catalog.SubagentDoc, grants toolreg.Grants) {
+	fmt.Fprintf(w, "name:         %s\n", v.Name)
+	fmt.Fprintf(w, "digest:       %s\n", v.Digest)
+	fmt.Fprintf(w, "registered:   %s by %s\n", v.RegisteredAt.UTC().Format("2006-01-02T15:04:05Z"), v.RegisteredBy)
+	fmt.Fprintf(w, "description:  %s\n", orDash(doc.Description))
+	fmt.Fprintf(w, "runtime:      %s\n", doc.Runtime)
+	fmt.Fprintf(w, "model:        %s\n", orDash(doc.Model))
+	if len(doc.Command) > 0 {
+		fmt.Fprintf(w, "command:      %s\n", quoteAll(doc.Command))
+	}
+	fmt.Fprintf(w, "capabilities:\n")
+	if len(doc.Capabilities) == 0 {
+		fmt.Fprintf(w, "  (none: the worker is granted nothing)\n")
+	}
+	for _, p := range doc.Capabilities {
+		fmt.Fprintf(w, "  %s@%s\n", p.Name, p.Digest)
+	}
+	fmt.Fprintf(w, "grants (the union of its capabilities; a dispatch may narrow them):\n")
+	fmt.Fprintf(w, "  tools:     %s\n", orNone(grants.Tools))
+	fmt.Fprintf(w, "  commands:  %s\n", orNone(grants.Commands))
+	fmt.Fprintf(w, "  egress:    %s\n", orNone(grants.Egress))
+	fmt.Fprintf(w, "system prompt:\n")
+	if doc.SystemPrompt == "" {
+		fmt.Fprintf(w, "  (none)\n")
+	}
+	if doc.SystemPrompt != "" {
+		for _, line := range strings.Split(strings.TrimRight(doc.SystemPrompt, "\n"), "\n") {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
+	}
 }

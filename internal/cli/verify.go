@@ -19,6 +19,7 @@ import (
 const maxKeyFileSize = 4 << 10
 
 type verifyOptions struct {
+	f        *Factory
 	bundle   string
 	key      string
 	tsaCA    string
@@ -32,8 +33,8 @@ type verifyResult struct {
 	*verify.Report
 }
 
-func newVerifyCmd(f *Factory) *cobra.Command {
-	opts := &verifyOptions{}
+func newVerifyCmd(f *Factory, runF func(*verifyOptions) error) *cobra.Command {
+	opts := &verifyOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "verify BUNDLE [--key audit.pub] [--tsa-ca FILE] [--anchored-checkpoint FILE]...",
 		Short: "Check an audit bundle offline and name every failed check",
@@ -70,7 +71,7 @@ file with --anchored-checkpoint (once per log; a run bundle has two).`,
 			if err := checkOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			return runVerify(cmd.Context(), f, opts)
+			return runCmd(cmd, opts, runF, verifyRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.key, "key", "", "the log's public verifier key file (keys/audit.pub)")
@@ -80,8 +81,9 @@ file with --anchored-checkpoint (once per log; a run bundle has two).`,
 	return cmd
 }
 
-// runVerify never opens AGORA_HOME: the bundle and the files named by flags are all it reads.
-func runVerify(_ context.Context, f *Factory, opts *verifyOptions) error {
+// verifyRun never opens AGORA_HOME: the bundle and the files named by flags are all it reads.
+func verifyRun(_ context.Context, opts *verifyOptions) error {
+	f := opts.f
 	var vo verify.Options
 	if opts.key != "" {
 		b, err := readLimited(opts.key, maxKeyFileSize)

@@ -1,0 +1,238 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/agora-dev/agora/internal/cli"
+)
+
+// commandTree returns every command below agora's root, depth first.
+func commandTree(t *testing.T) []*cobra.Command {
+	t.Helper()
+	f := cli.NewFactory(&cli.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard}, func(string) string { return "" })
+	t.Cleanup(func() { f.Close() })
+	var out []*cobra.Command
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			out = append(out, sub)
+			walk(sub)
+		}
+	}
+	walk(cli.NewRootCmd(f))
+	return out
+}
+
+// argv is a command's path without "agora", as Run takes it.
+func argv(c *cobra.Command, more ...string) []string {
+	return append(strings.Fields(c.CommandPath())[1:], more...)
+}
+
+func localFlags(c *cobra.Command) []string {
+	var names []string
+	c.LocalNonPersistentFlags().VisitAll(func(fl *pflag.Flag) {
+		if fl.Name != "help" {
+			names = append(names, fl.Name)
+		}
+	})
+	return names
+}
+
+// TestCommandTree_Help: every command says in one line what it does, and every command people
+// run that takes flags shows how (Long or Example).
+func TestCommandTree_Help(t *testing.T) {
+	for _, c := range commandTree(t) {
+		if c.Short == "" {
+			t.Errorf("%s has no Short", c.CommandPath())
+		}
+		if c.Hidden || !c.Runnable() {
+			continue
+		}
+		if flags := localFlags(c); len(flags) > 0 && c.Long == "" && c.Example == "" {
+			t.Errorf("%s takes %v but has neither Long nor Example", c.CommandPath(), flags)
+		}
+	}
+}
+
+// TestCommandTree_BadUsageExits2: an unknown flag or too many arguments is a usage error
+// (exit 2, with a hint naming the command's help) for every command, and opens nothing: no
+// AGORA_HOME is created.
+func TestCommandTree_BadUsageExits2(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"AGORA_HOME": filepath.Join(dir, "agora"), "HOME": dir, "USER": "tester"}
+	for _, c := range commandTree(t) {
+		if !c.Runnable() || c.DisableFlagParsing {
+			continue // the worker's hook parses its own arguments: its exit codes are claude's
+		}
+		hint := "agora: hint: run '" + c.CommandPath() + " --help' for usage"
+		for _, bad := range [][]string{{"--no-such-flag"}, {"a", "b", "c", "d", "e", "f"}} {
+			r := runAgora(t, env, argv(c, bad...)...)
+			if r.code != cli.ExitUsage || !strings.Contains(r.stderr, hint) {
+				t.Errorf("agora %s: exit %d, want %d with %q\n%s", strings.Join(argv(c, bad...), " "), r.code, cli.ExitUsage, hint, r.stderr)
+			}
+		}
+	}
+	if _, err := os.Stat(env["AGORA_HOME"]); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a wrong command line created AGORA_HOME (%v)", err)
+	}
+}
+
+// jsonRun is one command line of TestCommandTree_JSON.
+type jsonRun struct {
+	args []string
+	code int // the exit code it must end with; -1: any (the host decides)
+	// noJSON, when set, says why this command cannot print its JSON here; the run must
+	// still get past parsing (no usage error).
+	noJSON string
+}
+
+// TestCommandTree_JSON runs every command that takes --output with -o json in one AGORA_HOME
+// (a catalog, a dispatch denied before it starts, an orchestrator serving a run of it) and
+// checks stdout is one valid JSON document. A command with --output missing from the table
+// fails the test, so a new one gets a line here.
+func TestCommandTree_JSON(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"AGORA_HOME": filepath.Join(dir, "agora"), "HOME": dir, "USER": "tester"}
+	must := func(args ...string) string {
+		t.Helper()
+		r := runAgora(t, env, args...)
+		if r.code != cli.ExitOK {
+			t.Fatalf("agora %s: exit %d\n%s", strings.Join(args, " "), r.code, r.stderr)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	capDir := filepath.Join(dir, "caps", "tools")
+	writeFiles(t, map[string]string{
+		filepath.Join(capDir, "capability.yaml"):  "commands: [\"sh -c *\"]\n",
+		filepath.Join(dir, "agora-manifest.yaml"): "version: 1\ncapabilities:\n  - name: tools\n    from: caps/tools\n",
+		filepath.Join(dir, "plan.yaml"):           "version: 1\nname: tree\ntasks:\n  - id: only\n    subagent: denied\n",
+	})
+	must("init")
+	// Registered again below with -o json (unchanged then): the tree is walked in name order.
+	must("capability", "register", "tools", "--from", capDir)
+	must("subagent", "register", "lint", "--runtime", "exec", "--command", "sh -c 'make lint'", "--capability", "tools")
+	must("env", "register", "ci", "--value", "LOG_LEVEL=debug")
+	must("subagent", "register", "denied", "--runtime", "exec", "--command", "sh -c 'echo hi'")
+	r := runAgora(t, env, "dispatch", "run", "--subagent", "denied")
+	if r.code != cli.ExitWorkerFail || !strings.Contains(r.stderr, "denied") {
+		t.Fatalf("a dispatch of a subagent granted nothing: exit %d, want %d (denied)\n%s", r.code, cli.ExitWorkerFail, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	must("audit", "export", "--out", filepath.Join(dir, "bundle.json"))
+	stop := serveOrch(t, env)
+	defer stop()
+	run := must("orch", "submit", filepath.Join(dir, "plan.yaml"))
+	if r := runAgora(t, env, "orch", "watch", run); r.code != cli.ExitWorkerFail {
+		t.Fatalf("orch watch %s: exit %d, want %d (the run of a denied task fails)\n%s", run, r.code, cli.ExitWorkerFail, r.stderr)
+	}
+
+	runs := map[string]jsonRun{
+		"capability register": {args: []string{"tools", "--from", capDir}},
+		"capability list":     {},
+		"capability show":     {args: []string{"tools"}},
+		"capability history":  {args: []string{"tools"}},
+		"subagent register":   {args: []string{"lint", "--runtime", "exec", "--command", "sh -c 'make lint'", "--capability", "tools"}},
+		"subagent assign":     {args: []string{"lint", "--capability", ""}},
+		"subagent list":       {},
+		"subagent show":       {args: []string{"lint"}},
+		"subagent history":    {args: []string{"lint"}},
+		"env register":        {args: []string{"ci", "--value", "LOG_LEVEL=debug"}},
+		"env list":            {},
+		"env show":            {args: []string{"ci"}},
+		"env history":         {args: []string{"ci"}},
+		"apply":               {args: []string{"-f", filepath.Join(dir, "agora-manifest.yaml"), "--dry-run"}},
+		"audit log":           {},
+		"audit checkpoint":    {},
+		"verify":              {args: []string{filepath.Join(dir, "bundle.json")}},
+		"dispatch run":        {args: []string{"--subagent", "denied"}, code: cli.ExitWorkerFail},
+		"dispatch resume":     {args: []string{id, "--answer", "yes"}, code: cli.ExitError, noJSON: "resuming needs a dispatch that ended waiting for input, which needs a worker"},
+		"dispatch describe":   {args: []string{id}},
+		"dispatch list":       {},
+		"dispatch outputs":    {args: []string{id}},
+		"dispatch cancel":     {args: []string{id}},
+		"orch runs":           {},
+		"orch status":         {args: []string{run}},
+		"orch patches":        {args: []string{run, "--to", filepath.Join(dir, "patches")}},
+		"doctor":              {code: -1},
+	}
+	for _, c := range commandTree(t) {
+		if c.Flags().Lookup("output") == nil {
+			continue
+		}
+		name := strings.Join(argv(c), " ")
+		tt, ok := runs[name]
+		if !ok {
+			t.Errorf("agora %s takes --output but has no line in TestCommandTree_JSON", name)
+			continue
+		}
+		delete(runs, name)
+		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
+			r := runAgora(t, env, argv(c, append(tt.args, "-o", "json")...)...)
+			if r.code == cli.ExitUsage || (tt.code >= 0 && r.code != tt.code) {
+				t.Fatalf("exit %d, want %d\n%s", r.code, tt.code, r.stderr)
+			}
+			if tt.noJSON != "" {
+				t.Logf("SKIP the JSON check: %s", tt.noJSON)
+				return
+			}
+			if !json.Valid([]byte(r.stdout)) { // one JSON value, nothing else but white space
+				t.Fatalf("stdout is not one JSON document:\n%s", r.stdout)
+			}
+		})
+	}
+	for name := range runs {
+		t.Errorf("TestCommandTree_JSON lists agora %s, which takes no --output", name)
+	}
+}
+
+func writeFiles(t *testing.T, files map[string]string) {
+	t.Helper()
+	for path, content := range files {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// serveOrch runs 'agora orch serve' in this process until the returned stop is called, and
+// returns once it answers.
+func serveOrch(t *testing.T, env map[string]string) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	f := cli.NewFactory(&cli.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard}, func(k string) string { return env[k] })
+	var wg sync.WaitGroup
+	code := -1
+	wg.Go(func() { code = cli.Run(ctx, f, []string{"orch", "serve"}) })
+	stop = func() {
+		cancel()
+		wg.Wait()
+		f.Close()
+		if code != cli.ExitOK {
+			t.Errorf("orch serve: exit %d", code)
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if r := runAgora(t, env, "orch", "runs"); r.code == cli.ExitOK {
+			return stop
+		} else if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("orch serve did not answer within 20s: %s", r.stderr)
+		}
+	}
+}
