@@ -2,19 +2,17 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"runtime/debug"
 	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/audit"
-	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
+	"github.com/agora-dev/agora/internal/mcphost"
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
@@ -195,9 +193,9 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 	defer stop()
 	srv, err := mcpserver.New(mcpserver.Config{
 		Catalog:      d.Catalog,
-		Dispatcher:   &mcpDispatcher{d: d, sup: detach.For(d)},
-		Orchestrator: &mcpOrchestrator{c: orchClient},
-		Audit:        mcpAudit(auditor),
+		Dispatcher:   mcphost.NewDispatcher(d, detach.For(d)),
+		Orchestrator: mcphost.NewOrchestrator(orchClient),
+		Audit:        mcphost.Audit(auditor),
 		Logger:       logger,
 		Version:      buildVersion(),
 	})
@@ -217,154 +215,9 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 	return err
 }
 
-// mcpAudit is the server's [mcpserver.AuditFunc]: each entry goes through the group-commit
-// batcher, and the call waits until its entry is committed.
-func mcpAudit(b *audit.Batcher) mcpserver.AuditFunc {
-	return func(ctx context.Context, e mcpserver.AuditEntry) error {
-		return b.Append(ctx, audit.Entry{Actor: e.Actor, Kind: e.Kind, Subject: e.Subject, Details: e.Details})
-	}
-}
-
 func buildVersion() string {
 	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
 		return info.Main.Version
 	}
 	return "dev"
-}
-
-// mcpDispatcher is the MCP server's dispatch port: Accept as 'agora dispatch run' does, then
-// hand the dispatch to a detached supervisor so it outlives the MCP session.
-type mcpDispatcher struct {
-	d *dispatch.Dispatcher
-	// sup starts the detached supervisors and reaps, at most once per detach.ReapEvery,
-	// the dispatches whose supervisor died.
-	sup   *detach.Supervisors
-	ended endedRecords
-}
-
-// endedRecords keeps the last records seen in a terminal state. A terminal record never
-// changes again (exactly one terminal state is recorded, and nothing is added after it), so an
-// orchestrator re-reading a finished dispatch costs no database read.
-type endedRecords struct {
-	mu    sync.Mutex
-	byID  map[string]*mcpserver.Record // guarded by mu
-	order []string                     // guarded by mu; oldest first
-}
-
-const maxEndedRecords = 4096
-
-func (c *endedRecords) get(id string) *mcpserver.Record {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.byID[id]
-}
-
-func (c *endedRecords) put(r *mcpserver.Record) *mcpserver.Record {
-	if !r.Done {
-		return r
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.byID == nil {
-		c.byID = map[string]*mcpserver.Record{}
-	}
-	if _, ok := c.byID[r.ID]; !ok {
-		if len(c.order) == maxEndedRecords {
-			delete(c.byID, c.order[0])
-			c.order = c.order[1:]
-		}
-		c.order = append(c.order, r.ID)
-	}
-	c.byID[r.ID] = r
-	return r
-}
-
-func (m *mcpDispatcher) Dispatch(ctx context.Context, req mcpserver.DispatchRequest) (*mcpserver.Record, error) {
-	if err := m.sup.Reap(ctx); err != nil {
-		return nil, err
-	}
-	rec, err := m.d.Accept(ctx, dispatch.Request{
-		Subagent: req.Subagent, Envs: req.Envs, Target: req.Target, Input: req.Input,
-		Timeout: req.Timeout, Actor: req.Actor,
-	})
-	if err != nil {
-		return nil, mcpDispatchError(err)
-	}
-	if !dispatch.IsTerminal(rec.State) {
-		if rec, err = m.sup.Start(ctx, rec.ID); err != nil {
-			return nil, err
-		}
-	}
-	return mcpRecord(rec), nil
-}
-
-func (m *mcpDispatcher) Get(ctx context.Context, id string) (*mcpserver.Record, error) {
-	if r := m.ended.get(id); r != nil {
-		return r, nil
-	}
-	if err := m.sup.Reap(ctx); err != nil {
-		return nil, err
-	}
-	rec, err := m.d.Records.Get(ctx, id)
-	if err != nil {
-		return nil, mcpDispatchError(err)
-	}
-	return m.ended.put(mcpRecord(rec)), nil
-}
-
-func (m *mcpDispatcher) Cancel(ctx context.Context, id string) (*mcpserver.Record, error) {
-	rec, err := m.d.Cancel(ctx, id)
-	if err != nil {
-		return nil, mcpDispatchError(err)
-	}
-	return m.ended.put(mcpRecord(rec)), nil
-}
-
-// mcpDispatchError maps the dispatcher's refusals onto the port's error contract.
-func mcpDispatchError(err error) error {
-	var re *dispatch.RequestError
-	switch {
-	case errors.As(err, &re):
-		return &mcpserver.RequestError{Msg: re.Error()}
-	case errors.Is(err, dispatch.ErrNotFound):
-		return mcpserver.ErrNotFound
-	}
-	return err
-}
-
-// mcpRecord is the MCP view of a record: no repository path, callback URL, provider task id
-// or partial state.
-func mcpRecord(r *dispatch.Record) *mcpserver.Record {
-	out := &mcpserver.Record{
-		ID: r.ID, State: r.State, Done: dispatch.IsTerminal(r.State), Reason: r.Reason, Detail: r.Detail,
-		ExitCode: r.ExitCode, Subagent: r.Subagent + "@" + string(r.SubagentDigest), Envs: []string{},
-		Target: r.Target, Sandbox: r.Sandbox, Network: r.Network, Isolation: r.Isolation,
-		InputDigest: string(r.InputDigest), TimeoutSeconds: int64(time.Duration(r.Timeout) / time.Second),
-		ParentID: r.ParentID, Actor: r.Actor, CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, EndedAt: r.EndedAt,
-		Outputs: []mcpserver.Output{}, Events: []mcpserver.Event{},
-	}
-	for _, e := range r.Envs {
-		out.Envs = append(out.Envs, e.Name+"@"+string(e.Digest))
-	}
-	for _, e := range r.Events {
-		out.Events = append(out.Events, mcpserver.Event{Kind: e.Kind, At: e.At})
-	}
-	if res := r.Result; res != nil {
-		out.Patch, out.Stdout, out.Stderr = mcpArtifact(res.Patch), mcpArtifact(res.Stdout), mcpArtifact(res.Stderr)
-		out.Truncated = res.Truncated
-		for _, o := range res.Outputs {
-			out.Outputs = append(out.Outputs, mcpserver.Output{Path: o.Path, Digest: string(o.Digest), Size: o.Size})
-		}
-		if n := res.NeedsInput; n != nil {
-			out.NeedsInput = &mcpserver.NeedsInput{Question: n.Question, Options: n.Options}
-		}
-	}
-	return out
-}
-
-func mcpArtifact(a *dispatch.Artifact) *mcpserver.Artifact {
-	if a == nil {
-		return nil
-	}
-	return &mcpserver.Artifact{Digest: string(a.Digest), Size: a.Size}
 }

@@ -1,4 +1,4 @@
-package cli
+package mcphost
 
 import (
 	"encoding/json"
@@ -10,8 +10,8 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
-// TestMCPRecord_CarriesNoHostDetails: what the MCP view leaves out of a record.
-func TestMCPRecord_CarriesNoHostDetails(t *testing.T) {
+// TestRecord_CarriesNoHostDetails: what the MCP view leaves out of a record.
+func TestRecord_CarriesNoHostDetails(t *testing.T) {
 	exit := 0
 	now := time.Unix(1e9, 0).UTC()
 	r := &dispatch.Record{
@@ -26,7 +26,7 @@ func TestMCPRecord_CarriesNoHostDetails(t *testing.T) {
 		},
 		Events: []dispatch.Event{{Seq: 0, Kind: "accepted", At: now, Data: map[string]any{"input_digest": "sha256:99", "provider_task_id": "local:4242"}}},
 	}
-	got, err := json.Marshal(mcpRecord(r))
+	got, err := json.Marshal(record(r))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package cli
+package mcphost
 
 import (
 	"context"
@@ -11,30 +11,35 @@ import (
 	"github.com/agora-dev/agora/internal/orch/client"
 )
 
-// mcpOrchestrator is the MCP server's orchestrator port: the service's client, limited to
+// Orchestrator is the MCP server's orchestrator port: the service's client, limited to
 // submit, status and watch. A plan submitted over MCP gets no repository: its tasks start in
 // empty workspaces (a person chooses repositories, on the command line).
-type mcpOrchestrator struct{ c *client.Client }
+type Orchestrator struct{ c *client.Client }
 
-func (o *mcpOrchestrator) Submit(ctx context.Context, actor string, plan json.RawMessage) (json.RawMessage, error) {
+var _ mcpserver.Orchestrator = (*Orchestrator)(nil)
+
+// NewOrchestrator returns the port over the service's client c.
+func NewOrchestrator(c *client.Client) *Orchestrator { return &Orchestrator{c: c} }
+
+func (o *Orchestrator) Submit(ctx context.Context, actor string, plan json.RawMessage) (json.RawMessage, error) {
 	resp, err := o.c.Submit(ctx, api.SubmitRequest{File: "plan.json", Source: plan, Actor: actor})
 	if err != nil {
-		return nil, orchPortErr(err)
+		return nil, orchError(err)
 	}
 	return json.Marshal(resp)
 }
 
-func (o *mcpOrchestrator) Status(ctx context.Context, runID string) (json.RawMessage, error) {
+func (o *Orchestrator) Status(ctx context.Context, runID string) (json.RawMessage, error) {
 	r, err := o.c.Status(ctx, runID)
 	if err != nil {
-		return nil, orchPortErr(err)
+		return nil, orchError(err)
 	}
 	return json.Marshal(r)
 }
 
 // Watch waits until the run's state changes from what it was at the call, or it ends, or the
 // timeout passes, and returns its status then.
-func (o *mcpOrchestrator) Watch(ctx context.Context, runID string, timeout time.Duration) (json.RawMessage, error) {
+func (o *Orchestrator) Watch(ctx context.Context, runID string, timeout time.Duration) (json.RawMessage, error) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var first, last *api.Run
@@ -58,7 +63,7 @@ func (o *mcpOrchestrator) Watch(ctx context.Context, runID string, timeout time.
 	case wctx.Err() != nil && ctx.Err() == nil:
 		// The timeout passed: answer with the latest status.
 	default:
-		return nil, orchPortErr(err)
+		return nil, orchError(err)
 	}
 	if last == nil {
 		return o.Status(ctx, runID)
@@ -66,9 +71,9 @@ func (o *mcpOrchestrator) Watch(ctx context.Context, runID string, timeout time.
 	return json.Marshal(last)
 }
 
-// orchPortErr maps the client's errors onto the MCP server's: refusals become request
+// orchError maps the client's errors onto the MCP server's: refusals become request
 // errors (shown to the caller), a missing service the "not running" answer.
-func orchPortErr(err error) error {
+func orchError(err error) error {
 	var ce *client.Error
 	switch {
 	case errors.Is(err, client.ErrNotRunning):

@@ -1,0 +1,80 @@
+package mcphost
+
+import (
+	"context"
+	"errors"
+
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/dispatch/detach"
+	"github.com/agora-dev/agora/internal/mcpserver"
+)
+
+// Dispatcher is the MCP server's dispatch port: Accept as 'agora dispatch run' does, then
+// hand the dispatch to a detached supervisor so it outlives the MCP session.
+type Dispatcher struct {
+	d *dispatch.Dispatcher
+	// sup starts the detached supervisors and reaps, at most once per detach.ReapEvery,
+	// the dispatches whose supervisor died.
+	sup   *detach.Supervisors
+	ended endedRecords
+}
+
+var _ mcpserver.Dispatcher = (*Dispatcher)(nil)
+
+// NewDispatcher returns the port over d, starting supervisors with sup.
+func NewDispatcher(d *dispatch.Dispatcher, sup *detach.Supervisors) *Dispatcher {
+	return &Dispatcher{d: d, sup: sup}
+}
+
+func (m *Dispatcher) Dispatch(ctx context.Context, req mcpserver.DispatchRequest) (*mcpserver.Record, error) {
+	if err := m.sup.Reap(ctx); err != nil {
+		return nil, err
+	}
+	rec, err := m.d.Accept(ctx, dispatch.Request{
+		Subagent: req.Subagent, Envs: req.Envs, Target: req.Target, Input: req.Input,
+		Timeout: req.Timeout, Actor: req.Actor,
+	})
+	if err != nil {
+		return nil, dispatchError(err)
+	}
+	if !dispatch.IsTerminal(rec.State) {
+		if rec, err = m.sup.Start(ctx, rec.ID); err != nil {
+			return nil, err
+		}
+	}
+	return record(rec), nil
+}
+
+func (m *Dispatcher) Get(ctx context.Context, id string) (*mcpserver.Record, error) {
+	if r := m.ended.get(id); r != nil {
+		return r, nil
+	}
+	if err := m.sup.Reap(ctx); err != nil {
+		return nil, err
+	}
+	rec, err := m.d.Records.Get(ctx, id)
+	if err != nil {
+		return nil, dispatchError(err)
+	}
+	return m.ended.put(record(rec)), nil
+}
+
+func (m *Dispatcher) Cancel(ctx context.Context, id string) (*mcpserver.Record, error) {
+	rec, err := m.d.Cancel(ctx, id)
+	if err != nil {
+		return nil, dispatchError(err)
+	}
+	return m.ended.put(record(rec)), nil
+}
+
+// dispatchError maps the dispatcher's refusals onto the port's error contract.
+func dispatchError(err error) error {
+	var re *dispatch.RequestError
+	switch {
+	case errors.As(err, &re):
+		return &mcpserver.RequestError{Msg: re.Error()}
+	case errors.Is(err, dispatch.ErrNotFound):
+		return mcpserver.ErrNotFound
+	}
+	return err
+}

@@ -1,0 +1,45 @@
+package mcphost
+
+import (
+	"time"
+
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/mcpserver"
+)
+
+// record is the MCP view of a record: no repository path, callback URL, provider task id or
+// partial state.
+func record(r *dispatch.Record) *mcpserver.Record {
+	out := &mcpserver.Record{
+		ID: r.ID, State: r.State, Done: dispatch.IsTerminal(r.State), Reason: r.Reason, Detail: r.Detail,
+		ExitCode: r.ExitCode, Subagent: r.Subagent + "@" + string(r.SubagentDigest), Envs: []string{},
+		Target: r.Target, Sandbox: r.Sandbox, Network: r.Network, Isolation: r.Isolation,
+		InputDigest: string(r.InputDigest), TimeoutSeconds: int64(time.Duration(r.Timeout) / time.Second),
+		ParentID: r.ParentID, Actor: r.Actor, CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, EndedAt: r.EndedAt,
+		Outputs: []mcpserver.Output{}, Events: []mcpserver.Event{},
+	}
+	for _, e := range r.Envs {
+		out.Envs = append(out.Envs, e.Name+"@"+string(e.Digest))
+	}
+	for _, e := range r.Events {
+		out.Events = append(out.Events, mcpserver.Event{Kind: e.Kind, At: e.At})
+	}
+	if res := r.Result; res != nil {
+		out.Patch, out.Stdout, out.Stderr = artifact(res.Patch), artifact(res.Stdout), artifact(res.Stderr)
+		out.Truncated = res.Truncated
+		for _, o := range res.Outputs {
+			out.Outputs = append(out.Outputs, mcpserver.Output{Path: o.Path, Digest: string(o.Digest), Size: o.Size})
+		}
+		if n := res.NeedsInput; n != nil {
+			out.NeedsInput = &mcpserver.NeedsInput{Question: n.Question, Options: n.Options}
+		}
+	}
+	return out
+}
+
+func artifact(a *dispatch.Artifact) *mcpserver.Artifact {
+	if a == nil {
+		return nil
+	}
+	return &mcpserver.Artifact{Digest: string(a.Digest), Size: a.Size}
+}
