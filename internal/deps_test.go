@@ -58,6 +58,10 @@ var forbidden = []edge{
 	{"internal/worker/wire", "internal/runtime/claudert", "the wire contract is plain data; the host links it without the runtimes"},
 	{"internal/worker/wire", "internal/runtime/openairt", "the wire contract is plain data; the host links it without the runtimes"},
 	{"internal/home", "internal/dispatch", "home lays out AGORA_HOME; the composition root hands it agora.db's migrations (internal/agoradb)"},
+	{"internal/catalog", "internal/blob", "catalog types carry digests (package digest); storing content is the host's blob store"},
+	{"internal/mcpserver", "internal/blob", "the MCP server reads catalog metadata; it never writes content"},
+	{"internal/catalog", "internal/toolreg", "the grant and the built-in tool names are package grant's; the registry is the worker's"},
+	{"internal/toolreg", "internal/catalog", "the registry takes a grant.Set; the catalog's formats are the host's"},
 }
 
 // inSandbox are the packages that run inside the sandbox, in the worker process. Every

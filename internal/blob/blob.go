@@ -8,13 +8,14 @@ package blob
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/agora-dev/agora/internal/digest"
 )
 
 // ErrNotFound means no blob has the requested digest.
@@ -22,7 +23,7 @@ var ErrNotFound = errors.New("blob not found")
 
 // IntegrityError reports a stored blob whose bytes no longer match its name.
 type IntegrityError struct {
-	Want, Got Digest
+	Want, Got digest.Digest
 }
 
 func (e *IntegrityError) Error() string {
@@ -42,14 +43,14 @@ func Open(dir string) (*Store, error) {
 	return &Store{dir: dir}, nil
 }
 
-func (s *Store) path(d Digest) string {
+func (s *Store) path(d digest.Digest) string {
 	h := d.Hex()
 	return filepath.Join(s.dir, "sha256", h[:2], h)
 }
 
 // Put stores b and returns its digest. Storing bytes that are already present is a no-op.
-func (s *Store) Put(b []byte) (Digest, error) {
-	d := Sum(b)
+func (s *Store) Put(b []byte) (digest.Digest, error) {
+	d := digest.Sum(b)
 	p := s.path(d)
 	if _, err := os.Stat(p); err == nil {
 		return d, nil
@@ -85,8 +86,8 @@ func (s *Store) Put(b []byte) (Digest, error) {
 
 // Get returns the blob's bytes after checking they still hash to d. It refuses blobs larger
 // than maxSize (0 means no limit) without reading them.
-func (s *Store) Get(d Digest, maxSize int64) ([]byte, error) {
-	if _, err := ParseDigest(string(d)); err != nil {
+func (s *Store) Get(d digest.Digest, maxSize int64) ([]byte, error) {
+	if _, err := digest.Parse(string(d)); err != nil {
 		return nil, err
 	}
 	f, err := os.Open(s.path(d))
@@ -110,14 +111,14 @@ func (s *Store) Get(d Digest, maxSize int64) ([]byte, error) {
 	if _, err := io.Copy(io.MultiWriter(&buf, h), f); err != nil {
 		return nil, fmt.Errorf("read blob %s: %w", d, err)
 	}
-	if got := Digest(digestPrefix + hex.EncodeToString(h.Sum(nil))); got != d {
+	if got := digest.FromSum(h.Sum(nil)); got != d {
 		return nil, &IntegrityError{Want: d, Got: got}
 	}
 	return buf.Bytes(), nil
 }
 
 // Has reports whether the blob is present (without verifying it).
-func (s *Store) Has(d Digest) bool {
+func (s *Store) Has(d digest.Digest) bool {
 	_, err := os.Stat(s.path(d))
 	return err == nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agora-dev/agora/internal/blob"
+	"github.com/agora-dev/agora/internal/digest"
 )
 
 func openStore(t testing.TB) (*blob.Store, string) {
@@ -25,7 +26,7 @@ func openStore(t testing.TB) (*blob.Store, string) {
 	return s, dir
 }
 
-func blobPath(dir string, d blob.Digest) string {
+func blobPath(dir string, d digest.Digest) string {
 	return filepath.Join(dir, "sha256", d.Hex()[:2], d.Hex())
 }
 
@@ -36,7 +37,7 @@ func TestStore_PutGet(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Put: %v", err)
 		}
-		if want := blob.Sum(content); d != want {
+		if want := digest.Sum(content); d != want {
 			t.Errorf("Put digest = %s, want %s", d, want)
 		}
 		if !s.Has(d) {
@@ -70,18 +71,6 @@ func TestStore_PutGet(t *testing.T) {
 	}
 }
 
-func TestSum_Known(t *testing.T) {
-	// SHA-256 of "abc" (FIPS 180-2 example).
-	const want = "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-	if got := blob.Sum([]byte("abc")); got != want {
-		t.Errorf("Sum(abc) = %s, want %s", got, want)
-	}
-	d := blob.Digest(want)
-	if d.Hex() != want[7:] || d.Short() != "ba7816bf8f01" || d.String() != want {
-		t.Errorf("Hex/Short/String = %q %q %q", d.Hex(), d.Short(), d.String())
-	}
-}
-
 func TestStore_GetDetectsCorruption(t *testing.T) {
 	s, dir := openStore(t)
 	d, err := s.Put([]byte("original content"))
@@ -100,7 +89,7 @@ func TestStore_GetDetectsCorruption(t *testing.T) {
 	if !errors.As(err, &ie) {
 		t.Fatalf("Get of a corrupted blob = %q, %v; want an IntegrityError", got, err)
 	}
-	want := &blob.IntegrityError{Want: d, Got: blob.Sum([]byte("tampered content"))}
+	want := &blob.IntegrityError{Want: d, Got: digest.Sum([]byte("tampered content"))}
 	if diff := cmp.Diff(want, ie); diff != "" {
 		t.Errorf("IntegrityError mismatch (-want +got):\n%s", diff)
 	}
@@ -126,43 +115,17 @@ func TestStore_GetMaxSize(t *testing.T) {
 
 func TestStore_GetRefuses(t *testing.T) {
 	s, _ := openStore(t)
-	missing := blob.Sum([]byte("never stored"))
+	missing := digest.Sum([]byte("never stored"))
 	if _, err := s.Get(missing, 0); !errors.Is(err, blob.ErrNotFound) {
 		t.Errorf("Get of a missing blob = %v, want ErrNotFound", err)
 	}
 	if s.Has(missing) {
 		t.Errorf("Has(missing) = true")
 	}
-	for _, bad := range []blob.Digest{"", "sha256:", "sha256:../../etc/passwd", "md5:" + blob.Digest(strings.Repeat("a", 64)),
-		"sha256:" + blob.Digest(strings.Repeat("A", 64)), "sha256:" + blob.Digest(strings.Repeat("g", 64))} {
+	for _, bad := range []digest.Digest{"", "sha256:", "sha256:../../etc/passwd", "md5:" + digest.Digest(strings.Repeat("a", 64)),
+		"sha256:" + digest.Digest(strings.Repeat("A", 64)), "sha256:" + digest.Digest(strings.Repeat("g", 64))} {
 		if _, err := s.Get(bad, 0); err == nil || errors.Is(err, blob.ErrNotFound) {
 			t.Errorf("Get(%q) = %v, want a malformed digest error", bad, err)
-		}
-	}
-}
-
-func TestParseDigest(t *testing.T) {
-	good := "sha256:" + strings.Repeat("0a", 32)
-	tests := []struct {
-		in string
-		ok bool
-	}{
-		{good, true},
-		{strings.ToUpper(good[:7]) + good[7:], false},
-		{"sha256:" + strings.Repeat("0A", 32), false},
-		{"sha256:" + strings.Repeat("0a", 31), false},
-		{"sha256:" + strings.Repeat("0a", 33), false},
-		{"sha256:" + strings.Repeat("zz", 32), false},
-		{strings.Repeat("0a", 32), false},
-		{"", false},
-	}
-	for _, tt := range tests {
-		d, err := blob.ParseDigest(tt.in)
-		if (err == nil) != tt.ok {
-			t.Errorf("ParseDigest(%q) = %q, %v; want ok=%v", tt.in, d, err, tt.ok)
-		}
-		if err == nil && string(d) != tt.in {
-			t.Errorf("ParseDigest(%q) = %q", tt.in, d)
 		}
 	}
 }
@@ -173,14 +136,14 @@ func TestStore_ConcurrentPutSameContent(t *testing.T) {
 	const n = 16
 	var wg sync.WaitGroup
 	errs := make([]error, n)
-	digests := make([]blob.Digest, n)
+	digests := make([]digest.Digest, n)
 	for i := range n {
 		wg.Go(func() {
 			digests[i], errs[i] = s.Put(content)
 		})
 	}
 	wg.Wait()
-	want := blob.Sum(content)
+	want := digest.Sum(content)
 	for i := range n {
 		if errs[i] != nil || digests[i] != want {
 			t.Errorf("Put %d = %s, %v; want %s", i, digests[i], errs[i], want)
@@ -217,7 +180,7 @@ func TestStore_ConcurrentPutDistinct(t *testing.T) {
 	wg.Wait()
 	for i := range n {
 		c := fmt.Appendf(nil, "blob %d", i)
-		if got, err := s.Get(blob.Sum(c), 0); err != nil || !bytes.Equal(got, c) {
+		if got, err := s.Get(digest.Sum(c), 0); err != nil || !bytes.Equal(got, c) {
 			t.Errorf("Get %d = %q, %v", i, got, err)
 		}
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
-	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/digest"
 )
 
 var bigLimits = catalog.Limits{MaxTotalSize: 50 << 20, MaxFiles: catalog.DefaultMaxFiles}
@@ -155,8 +155,8 @@ func TestArchive_Deterministic(t *testing.T) {
 	if !bytes.Equal(first, second) {
 		t.Errorf("a copy with other times, owners and umask archived differently")
 	}
-	if blob.Sum(first) != blob.Sum(second) {
-		t.Errorf("digests differ: %s vs %s", blob.Sum(first), blob.Sum(second))
+	if digest.Sum(first) != digest.Sum(second) {
+		t.Errorf("digests differ: %s vs %s", digest.Sum(first), digest.Sum(second))
 	}
 
 	// Changing a file's exec bit or content changes the bytes.

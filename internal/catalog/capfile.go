@@ -2,11 +2,10 @@ package catalog
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/strictyaml"
-	"github.com/agora-dev/agora/internal/toolreg"
 )
 
 // CapabilityFile is the name of the optional grant declaration inside a capability directory.
@@ -15,17 +14,15 @@ const CapabilityFile = "capability.yaml"
 // maxCapabilityFileSize caps capability.yaml.
 const maxCapabilityFileSize = 256 << 10
 
-// Grants is what a capability declares in capability.yaml. Everything absent is denied.
+// Grants is capability.yaml: the [grant.Set] a capability declares, with its description,
+// setup script and network mode. Everything absent is denied. Its JSON (the catalog's stored
+// metadata) keeps the file's field order.
 type Grants struct {
-	Description string   `yaml:"description" json:"description,omitempty"`
-	Tools       []string `yaml:"tools" json:"tools"`       // names from the tool registry
-	Commands    []string `yaml:"commands" json:"commands"` // argv allow-patterns, see [ParseCommandPattern]
-	Egress      []string `yaml:"egress" json:"egress"`     // host names, or *.domain for its subdomains
-	Setup       string   `yaml:"setup" json:"setup,omitempty"`
-	Network     string   `yaml:"network" json:"network"` // "none" (default) or "egress"
+	Description string `yaml:"description" json:"description,omitempty"`
+	grant.Set   `yaml:",inline"`
+	Setup       string `yaml:"setup" json:"setup,omitempty"`
+	Network     string `yaml:"network" json:"network"` // "none" (default) or "egress"
 }
-
-var hostPattern = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // ParseGrants reads capability.yaml (file names it in messages) and the archive's file list,
 // and checks everything it declares. Every problem is reported at once.
@@ -44,20 +41,20 @@ func ParseGrants(file string, src []byte, files []File) (Grants, error) {
 	for i, t := range g.Tools {
 		p := fmt.Sprintf("tools[%d]", i)
 		switch {
-		case !toolreg.IsBuiltin(t):
-			errs = append(errs, pos.Errorf(p, "unknown tool %q; known tools: %s", t, strings.Join(toolreg.Builtin, ", ")))
+		case !grant.IsBuiltinTool(t):
+			errs = append(errs, pos.Errorf(p, "unknown tool %q; known tools: %s", t, strings.Join(grant.BuiltinTools, ", ")))
 		case seen[t]:
 			errs = append(errs, pos.Errorf(p, "tool %q listed twice", t))
 		}
 		seen[t] = true
 	}
 	for i, c := range g.Commands {
-		if _, err := ParseCommandPattern(c); err != nil {
+		if _, err := grant.ParseCommandPattern(c); err != nil {
 			errs = append(errs, pos.Errorf(fmt.Sprintf("commands[%d]", i), "%v", err))
 		}
 	}
 	for i, h := range g.Egress {
-		if len(h) > 253 || !hostPattern.MatchString(h) {
+		if !grant.ValidEgress(h) {
 			errs = append(errs, pos.Errorf(fmt.Sprintf("egress[%d]", i), "want a lowercase host name such as api.example.com or *.example.com, got %q", h))
 		}
 	}

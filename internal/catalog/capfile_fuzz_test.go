@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
@@ -38,7 +39,7 @@ func FuzzParseGrants(f *testing.F) {
 			t.Fatalf("accepted grants with a nil list: %#v", g)
 		}
 		for _, c := range g.Commands {
-			if _, err := catalog.ParseCommandPattern(c); err != nil {
+			if _, err := grant.ParseCommandPattern(c); err != nil {
 				t.Fatalf("accepted a bad command pattern %q: %v", c, err)
 			}
 		}

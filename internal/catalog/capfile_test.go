@@ -8,8 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/strictyaml"
-	"github.com/agora-dev/agora/internal/toolreg"
 )
 
 var capFiles = []catalog.File{
@@ -35,11 +35,13 @@ network: egress
 	}
 	want := catalog.Grants{
 		Description: "tools for the repo",
-		Tools:       []string{"read_file", "run_command", "http_fetch"},
-		Commands:    []string{"go test **", "git status", "make *"},
-		Egress:      []string{"api.github.com", "*.example.com", "localhost"},
-		Setup:       "bin/setup.sh",
-		Network:     "egress",
+		Set: grant.Set{
+			Tools:    []string{"read_file", "run_command", "http_fetch"},
+			Commands: []string{"go test **", "git status", "make *"},
+			Egress:   []string{"api.github.com", "*.example.com", "localhost"},
+		},
+		Setup:   "bin/setup.sh",
+		Network: "egress",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ParseGrants mismatch (-want +got):\n%s", diff)
@@ -52,7 +54,7 @@ func TestParseGrants_Defaults(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ParseGrants(%q): %v", src, err)
 		}
-		want := catalog.Grants{Tools: []string{}, Commands: []string{}, Egress: []string{}, Network: "none"}
+		want := catalog.Grants{Set: grant.Set{Tools: []string{}, Commands: []string{}, Egress: []string{}}, Network: "none"}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("ParseGrants(%q) mismatch (-want +got):\n%s", src, diff)
 		}
@@ -85,7 +87,7 @@ setup: bin/missing.sh
 	if !errors.As(err, &es) {
 		t.Fatalf("ParseGrants = %v, want strictyaml.Errors", err)
 	}
-	known := strings.Join(toolreg.Builtin, ", ")
+	known := strings.Join(grant.BuiltinTools, ", ")
 	want := strictyaml.Errors{
 		{File: "cap/capability.yaml", Line: 1, Path: "tools[1]", Msg: `unknown tool "rm_rf"; known tools: ` + known},
 		{File: "cap/capability.yaml", Line: 1, Path: "tools[2]", Msg: `tool "read_file" listed twice`},

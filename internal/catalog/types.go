@@ -1,7 +1,7 @@
 // Package catalog defines agora's catalog nouns (capabilities, subagents, env bundles) and their
-// stored formats: the deterministic capability archive, capability.yaml grants, command
-// patterns and the canonical subagent and env documents. It is pure: no database, no keys, no
-// I/O beyond reading a directory, so both the host and the worker inside a sandbox use it.
+// stored formats: the deterministic capability archive, capability.yaml (whose grant is a
+// grant.Set) and the canonical subagent and env documents. It is pure: no database, no keys,
+// no I/O beyond reading a directory, so both the host and the worker inside a sandbox use it.
 // Package registry reads versions from agora.db; package provision writes them.
 package catalog
 
@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agora-dev/agora/internal/blob"
+	"github.com/agora-dev/agora/internal/digest"
 )
 
 // Kind is one of the three catalog nouns.
@@ -48,13 +48,13 @@ func (k Kind) String() string {
 // Version is one immutable version of a catalog entry, with the metadata kept beside it so
 // lists never read content.
 type Version struct {
-	Kind         Kind        `json:"kind"`
-	Name         string      `json:"name"`
-	Digest       blob.Digest `json:"digest"`
-	Size         int64       `json:"size"`
-	RegisteredAt time.Time   `json:"registered_at"` // when this content was first registered under this name
-	RegisteredBy string      `json:"registered_by"`
-	Meta         Meta        `json:"meta"`
+	Kind         Kind          `json:"kind"`
+	Name         string        `json:"name"`
+	Digest       digest.Digest `json:"digest"`
+	Size         int64         `json:"size"`
+	RegisteredAt time.Time     `json:"registered_at"` // when this content was first registered under this name
+	RegisteredBy string        `json:"registered_by"`
+	Meta         Meta          `json:"meta"`
 }
 
 // Ref is "name" or "name@sha256:HEX".
@@ -83,17 +83,17 @@ type Meta struct {
 
 // Pin names a capability version a subagent was registered with.
 type Pin struct {
-	Name   string      `json:"name"`
-	Digest blob.Digest `json:"digest"`
+	Name   string        `json:"name"`
+	Digest digest.Digest `json:"digest"`
 }
 
 // Event is one line of a name's history.
 type Event struct {
-	Seq    int64       `json:"seq"`
-	Action string      `json:"action"` // create, update, retire
-	Digest blob.Digest `json:"digest,omitempty"`
-	At     time.Time   `json:"at"`
-	Actor  string      `json:"actor"`
+	Seq    int64         `json:"seq"`
+	Action string        `json:"action"` // create, update, retire
+	Digest digest.Digest `json:"digest,omitempty"`
+	At     time.Time     `json:"at"`
+	Actor  string        `json:"actor"`
 }
 
 // Actions recorded in history and shown in apply plans.
@@ -116,7 +116,7 @@ func CheckName(kind Kind, name string) error {
 }
 
 // ParseRef splits "name" or "name@sha256:HEX".
-func ParseRef(kind Kind, ref string) (name string, digest blob.Digest, err error) {
+func ParseRef(kind Kind, ref string) (name string, pin digest.Digest, err error) {
 	name, d, pinned := strings.Cut(ref, "@")
 	if err := CheckName(kind, name); err != nil {
 		return "", "", err
@@ -124,11 +124,11 @@ func ParseRef(kind Kind, ref string) (name string, digest blob.Digest, err error
 	if !pinned {
 		return name, "", nil
 	}
-	digest, err = blob.ParseDigest(d)
+	pin, err = digest.Parse(d)
 	if err != nil {
 		return "", "", fmt.Errorf("%s reference %q: %w", kind, ref, err)
 	}
-	return name, digest, nil
+	return name, pin, nil
 }
 
 // SortedKeys returns the keys of m in order.

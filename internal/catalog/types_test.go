@@ -6,8 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/digest"
 )
 
 func TestCheckName(t *testing.T) {
@@ -27,11 +27,11 @@ func TestCheckName(t *testing.T) {
 }
 
 func TestParseRef(t *testing.T) {
-	d := blob.Sum([]byte("x"))
+	d := digest.Sum([]byte("x"))
 	tests := []struct {
 		ref        string
 		name       string
-		digest     blob.Digest
+		digest     digest.Digest
 		wantErrSub string
 	}{
 		{"tools", "tools", "", ""},
@@ -81,13 +81,13 @@ func TestSubagentDoc_MarshalParse(t *testing.T) {
 		Runtime:      "claude-code",
 		Model:        "m",
 		SystemPrompt: "You review.\n\"quoted\" <b>",
-		Capabilities: []catalog.Pin{{Name: "tools", Digest: blob.Sum([]byte("t"))}},
+		Capabilities: []catalog.Pin{{Name: "tools", Digest: digest.Sum([]byte("t"))}},
 	}
 	b, err := doc.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"capabilities":[{"digest":"` + string(blob.Sum([]byte("t"))) + `","name":"tools"}],"command":[],"description":"reviews code",` +
+	want := `{"capabilities":[{"digest":"` + string(digest.Sum([]byte("t"))) + `","name":"tools"}],"command":[],"description":"reviews code",` +
 		`"model":"m","runtime":"claude-code","system_prompt":"You review.\n\"quoted\" <b>","version":1}`
 	if string(b) != want {
 		t.Errorf("Marshal =\n%s\nwant\n%s", b, want)

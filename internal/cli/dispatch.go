@@ -13,7 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
-	"github.com/agora-dev/agora/internal/toolreg"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/worker"
 )
 
@@ -71,12 +71,12 @@ type dispatchRunOptions struct {
 
 // grants returns the narrowing the flags ask for, or nil when none was given: a kind whose
 // flag is absent stays as the subagent has it; a flag given an empty value grants none of it.
-func (o *dispatchRunOptions) grants(cmd *cobra.Command) *toolreg.Grants {
+func (o *dispatchRunOptions) grants(cmd *cobra.Command) *grant.Set {
 	fl := cmd.Flags()
 	if !fl.Changed("tools") && !fl.Changed("commands") && !fl.Changed("egress") {
 		return nil
 	}
-	g := &toolreg.Grants{}
+	g := &grant.Set{}
 	if fl.Changed("tools") {
 		g.Tools = append([]string{}, splitList(o.tools)...)
 	}

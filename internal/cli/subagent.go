@@ -13,8 +13,8 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/strictyaml"
-	"github.com/agora-dev/agora/internal/toolreg"
 )
 
 // maxSpecFileSize caps subagent YAML files and prompt files read from disk.
@@ -245,7 +245,7 @@ type subagentShow struct {
 	Command      []string `json:"command"`
 	// Grants is the effective grant: the union of the capabilities' grants, the most any
 	// dispatch of this version may do.
-	Grants toolreg.Grants `json:"grants"`
+	Grants grant.Set `json:"grants"`
 }
 
 func subagentShowRun(ctx context.Context, opts *refOptions) error {
@@ -272,7 +272,7 @@ func subagentShowRun(ctx context.Context, opts *refOptions) error {
 }
 
 // printSubagent writes a subagent for people.
-func printSubagent(w io.Writer, v catalog.Version, doc catalog.SubagentDoc, grants toolreg.Grants) {
+func printSubagent(w io.Writer, v catalog.Version, doc catalog.SubagentDoc, grants grant.Set) {
 	fmt.Fprintf(w, "name:         %s\n", v.Name)
 	fmt.Fprintf(w, "digest:       %s\n", v.Digest)
 	fmt.Fprintf(w, "registered:   %s by %s\n", v.RegisteredAt.UTC().Format("2006-01-02T15:04:05Z"), v.RegisteredBy)

@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 
 	"github.com/agora-dev/agora/internal/audit"
-	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
@@ -22,7 +22,7 @@ const maxFileInput = 2 << 20
 type Source struct {
 	Path   string // as given by the user, for messages
 	Dir    string // relative paths in the manifest are resolved against this
-	Digest blob.Digest
+	Digest digest.Digest
 	M      *Manifest
 	pos    *strictyaml.Positions
 }
@@ -44,7 +44,7 @@ func Load(path string) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Source{Path: path, Dir: filepath.Dir(path), Digest: blob.Sum(src), M: m, pos: pos}, nil
+	return &Source{Path: path, Dir: filepath.Dir(path), Digest: digest.Sum(src), M: m, pos: pos}, nil
 }
 
 // Prepare validates every declared entry against the catalog and the files it names, and
@@ -61,7 +61,7 @@ func (s *Source) Prepare(ctx context.Context, w *provision.Writer, getenv func(s
 		}
 		errs = append(errs, s.pos.Errorf(path, "%v", err))
 	}
-	local := map[string]blob.Digest{}
+	local := map[string]digest.Digest{}
 	for i, c := range s.M.Capabilities {
 		p, err := w.PrepareCapability(c.Name, s.abs(c.From), c.AllowCredentialPatterns)
 		if err != nil {

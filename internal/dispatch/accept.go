@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/jcs"
-	"github.com/agora-dev/agora/internal/toolreg"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -42,7 +42,7 @@ type Request struct {
 	// the subagent has it and an empty one grants none. Anything the subagent's capabilities
 	// do not grant is refused with a [RequestError] naming the item: a dispatch may narrow,
 	// never widen.
-	Grants *toolreg.Grants
+	Grants *grant.Set
 }
 
 // InputSpec names an upstream dispatch's product: Select is "patch", "outputs" or
@@ -168,12 +168,12 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 }
 
 // checkCommand returns why the exec subagent of doc may not run under grants, or "".
-func checkCommand(doc catalog.SubagentDoc, grants toolreg.Grants) string {
+func checkCommand(doc catalog.SubagentDoc, grants grant.Set) string {
 	if doc.Runtime != "exec" {
 		return ""
 	}
 	patterns := grants.Commands
-	if !catalog.CommandAllowed(patterns, doc.Command) {
+	if !grant.CommandAllowed(patterns, doc.Command) {
 		if len(patterns) == 0 {
 			return fmt.Sprintf("command %q is not granted: the dispatch's grant has no commands", strings.Join(doc.Command, " "))
 		}

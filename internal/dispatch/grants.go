@@ -8,23 +8,21 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/view"
-	"github.com/agora-dev/agora/internal/toolreg"
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 // SubagentGrants returns what the subagent of doc may do: the union of the grants of the
-// capabilities it pins (tools, commands, egress), in [toolreg.Grants] normal form. This is
+// capabilities it pins (tools, commands, egress), in [grant.Set] normal form. This is
 // the most any dispatch of it can be granted; a dispatch may only narrow it.
-func SubagentGrants(ctx context.Context, cat *view.Catalog, doc catalog.SubagentDoc) (toolreg.Grants, error) {
-	var all toolreg.Grants
+func SubagentGrants(ctx context.Context, cat *view.Catalog, doc catalog.SubagentDoc) (grant.Set, error) {
+	var all grant.Set
 	for _, pin := range doc.Capabilities {
 		v, err := cat.Resolve(ctx, catalog.KindCapability, pin.Name+"@"+string(pin.Digest))
 		if err != nil {
-			return toolreg.Grants{}, err
+			return grant.Set{}, err
 		}
 		if g := v.Meta.Grants; g != nil {
-			all.Tools = append(all.Tools, g.Tools...)
-			all.Commands = append(all.Commands, g.Commands...)
-			all.Egress = append(all.Egress, g.Egress...)
+			all = all.Union(g.Set)
 		}
 	}
 	// Narrowing a grant by itself only normalises it.
@@ -35,16 +33,16 @@ func SubagentGrants(ctx context.Context, cat *view.Catalog, doc catalog.Subagent
 // grant, narrowed by the parent dispatch's when req resumes one (a resumed dispatch never
 // regains what its parent was not given), then by req.Grants. A nil list in req.Grants keeps
 // that kind as it is; an empty one grants none of it. An item not covered is refused, named.
-func (d *Dispatcher) effectiveGrants(ctx context.Context, subagent string, catalogGrants toolreg.Grants, req Request) (toolreg.Grants, error) {
+func (d *Dispatcher) effectiveGrants(ctx context.Context, subagent string, catalogGrants grant.Set, req Request) (grant.Set, error) {
 	base := catalogGrants
 	if req.ParentID != "" {
 		parent, err := d.Records.Get(ctx, req.ParentID)
 		if err != nil {
-			return toolreg.Grants{}, err
+			return grant.Set{}, err
 		}
 		if parent.Grants != nil {
 			if base, err = catalogGrants.Narrow(*parent.Grants); err != nil {
-				return toolreg.Grants{}, fmt.Errorf("grants of parent dispatch %s: %w", parent.ID, err)
+				return grant.Set{}, fmt.Errorf("grants of parent dispatch %s: %w", parent.ID, err)
 			}
 		}
 	}
@@ -63,14 +61,14 @@ func (d *Dispatcher) effectiveGrants(ctx context.Context, subagent string, catal
 	}
 	g, err := base.Narrow(child)
 	if err != nil {
-		return toolreg.Grants{}, fmt.Errorf("a dispatch may only narrow the grant of subagent %q: %w", subagent, err)
+		return grant.Set{}, fmt.Errorf("a dispatch may only narrow the grant of subagent %q: %w", subagent, err)
 	}
 	return g, nil
 }
 
 // manifestCommands returns the capabilities' own command patterns that the effective grant
 // keeps. The worker checks every granted pattern against the archives' capability.yaml
-// verbatim, and [toolreg.Grants.Narrow] normalises the spacing of a pattern.
+// verbatim, and [grant.Set.Narrow] normalises the spacing of a pattern.
 func manifestCommands(declared, effective []string) []string {
 	out := []string{}
 	for _, c := range declared {
@@ -83,7 +81,7 @@ func manifestCommands(declared, effective []string) []string {
 }
 
 // grantsDetails is the audit form of g.
-func grantsDetails(g toolreg.Grants) map[string]any {
+func grantsDetails(g grant.Set) map[string]any {
 	return map[string]any{"tools": nonNilStrings(g.Tools), "commands": nonNilStrings(g.Commands), "egress": nonNilStrings(g.Egress)}
 }
 

@@ -9,7 +9,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/agora-dev/agora/internal/blob"
+	"github.com/agora-dev/agora/internal/digest"
 )
 
 var inputKeyPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
@@ -54,7 +54,7 @@ func (d *Dispatcher) resolveInputs(ctx context.Context, specs []InputSpec) ([]In
 		in := Input{Key: s.Key, Select: s.Select, FromDispatch: up.ID, Files: []InputFile{}}
 		switch {
 		case s.Select == "patch":
-			f := InputFile{Path: PatchFile, Digest: blob.Digest(emptyDigest), Size: 0}
+			f := InputFile{Path: PatchFile, Digest: digest.Digest(emptyDigest), Size: 0}
 			if p := up.Result.Patch; p != nil {
 				f.Digest, f.Size = p.Digest, p.Size
 			} else if _, err := d.Blobs.Put(nil); err != nil {

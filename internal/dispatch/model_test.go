@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 	"github.com/agora-dev/agora/internal/toolreg"
 )
@@ -348,7 +349,7 @@ func TestModel_Narrowing(t *testing.T) {
 	e.modelSubagent("editor", "openai", "editor")
 
 	t.Run("WidenRefused", func(t *testing.T) {
-		for _, g := range []toolreg.Grants{
+		for _, g := range []grant.Set{
 			{Tools: []string{"run_command"}},
 			{Commands: []string{"sh -c *"}},
 			{Egress: []string{"example.com"}},
@@ -376,7 +377,7 @@ func TestModel_Narrowing(t *testing.T) {
 				return openaitest.Reply{ToolCalls: []openaitest.Call{{Name: "ask_human", Arguments: `{"question":"Which file should I read?"}`}}}
 			}),
 		)
-		narrow := toolreg.Grants{Tools: []string{"read_file", "ask_human"}, Commands: []string{"git diff  *"}}
+		narrow := grant.Set{Tools: []string{"read_file", "ask_human"}, Commands: []string{"git diff  *"}}
 		r := e.run(dispatch.Request{Subagent: "editor", Envs: []string{"model"}, Grants: &narrow})
 		if r.State != dispatch.StateNeedsInput || r.Result.NeedsInput == nil || r.Result.NeedsInput.Question != "Which file should I read?" {
 			t.Fatalf("got %s %s: %s (%+v), want needs_input with the model's question", r.State, r.Reason, r.Detail, r.Result)
@@ -384,7 +385,7 @@ func TestModel_Narrowing(t *testing.T) {
 		if got := offered(srv.Accepted()[0]); !cmp.Equal(got, []string{"ask_human", "read_file"}) {
 			t.Errorf("tools offered %v, want the narrowed set", got)
 		}
-		want := toolreg.Grants{Tools: []string{"ask_human", "read_file"}, Commands: []string{"git diff *"}, Egress: []string{}}
+		want := grant.Set{Tools: []string{"ask_human", "read_file"}, Commands: []string{"git diff *"}, Egress: []string{}}
 		if diff := cmp.Diff(&want, r.Grants); diff != "" {
 			t.Errorf("recorded grant (-want +got):\n%s", diff)
 		}
@@ -408,7 +409,7 @@ func TestModel_Narrowing(t *testing.T) {
 		if diff := cmp.Diff(&want, child.Grants); diff != "" {
 			t.Errorf("resumed dispatch's grant (-want +got):\n%s", diff)
 		}
-		req.Grants = &toolreg.Grants{Tools: []string{"write_file"}}
+		req.Grants = &grant.Set{Tools: []string{"write_file"}}
 		if _, err := e.d.Accept(t.Context(), req); err == nil || !strings.Contains(err.Error(), `tool "write_file" is not covered`) {
 			t.Errorf("resume asking for write_file: got %v, want it refused", err)
 		}

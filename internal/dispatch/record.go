@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agora-dev/agora/internal/blob"
-	"github.com/agora-dev/agora/internal/toolreg"
+	"github.com/agora-dev/agora/internal/digest"
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 // States of a dispatch. accepted and started are live; the rest are terminal.
@@ -57,41 +57,41 @@ func IsTerminal(state string) bool {
 
 // EnvRef names an env bundle version a dispatch used.
 type EnvRef struct {
-	Name   string      `json:"name"`
-	Digest blob.Digest `json:"digest"`
+	Name   string        `json:"name"`
+	Digest digest.Digest `json:"digest"`
 }
 
 // Record is the durable record of one dispatch.
 type Record struct {
-	ID             string      `json:"id"`
-	State          string      `json:"state"`
-	Reason         string      `json:"reason,omitempty"`
-	Detail         string      `json:"detail,omitempty"`
-	ExitCode       *int        `json:"exit_code,omitempty"`
-	Subagent       string      `json:"subagent"`
-	SubagentDigest blob.Digest `json:"subagent_digest"`
-	Envs           []EnvRef    `json:"envs"`
-	Target         string      `json:"target"`
-	Sandbox        string      `json:"sandbox"`
-	Network        string      `json:"network"`
-	InputDigest    blob.Digest `json:"input_digest"`
-	Repo           string      `json:"repo,omitempty"`
-	Revision       string      `json:"revision,omitempty"`
-	Timeout        Duration    `json:"timeout"`
-	ParentID       string      `json:"parent_id,omitempty"`
-	Actor          string      `json:"actor"`
-	ProviderTaskID string      `json:"provider_task_id,omitempty"`
-	Isolation      string      `json:"isolation,omitempty"`
-	CallbackURL    string      `json:"callback_url,omitempty"`
-	Inputs         []Input     `json:"inputs,omitempty"`
+	ID             string        `json:"id"`
+	State          string        `json:"state"`
+	Reason         string        `json:"reason,omitempty"`
+	Detail         string        `json:"detail,omitempty"`
+	ExitCode       *int          `json:"exit_code,omitempty"`
+	Subagent       string        `json:"subagent"`
+	SubagentDigest digest.Digest `json:"subagent_digest"`
+	Envs           []EnvRef      `json:"envs"`
+	Target         string        `json:"target"`
+	Sandbox        string        `json:"sandbox"`
+	Network        string        `json:"network"`
+	InputDigest    digest.Digest `json:"input_digest"`
+	Repo           string        `json:"repo,omitempty"`
+	Revision       string        `json:"revision,omitempty"`
+	Timeout        Duration      `json:"timeout"`
+	ParentID       string        `json:"parent_id,omitempty"`
+	Actor          string        `json:"actor"`
+	ProviderTaskID string        `json:"provider_task_id,omitempty"`
+	Isolation      string        `json:"isolation,omitempty"`
+	CallbackURL    string        `json:"callback_url,omitempty"`
+	Inputs         []Input       `json:"inputs,omitempty"`
 	// Grants is what the worker was granted: the subagent's grant, narrowed by the dispatch.
 	// nil only on records written before grants were recorded (they ran with the whole grant).
-	Grants    *toolreg.Grants `json:"grants,omitempty"`
-	CreatedAt time.Time       `json:"created_at"`
-	StartedAt *time.Time      `json:"started_at,omitempty"`
-	EndedAt   *time.Time      `json:"ended_at,omitempty"`
-	Result    *Result         `json:"result,omitempty"`
-	Events    []Event         `json:"events"`
+	Grants    *grant.Set `json:"grants,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	Result    *Result    `json:"result,omitempty"`
+	Events    []Event    `json:"events"`
 
 	supervisor      string
 	cancelRequested bool
@@ -127,15 +127,15 @@ type Result struct {
 
 // Artifact is a stored blob.
 type Artifact struct {
-	Digest blob.Digest `json:"digest"`
-	Size   int64       `json:"size"`
+	Digest digest.Digest `json:"digest"`
+	Size   int64         `json:"size"`
 }
 
 // Output is one file the agent left in /agora/out/outputs.
 type Output struct {
-	Path   string      `json:"path"`
-	Digest blob.Digest `json:"digest"`
-	Size   int64       `json:"size"`
+	Path   string        `json:"path"`
+	Digest digest.Digest `json:"digest"`
+	Size   int64         `json:"size"`
 }
 
 // Input is an upstream product mounted read-only into the sandbox at /agora/inputs/<Key>.
@@ -148,9 +148,9 @@ type Input struct {
 
 // InputFile is one file of an input, relative to /agora/inputs/<Key>.
 type InputFile struct {
-	Path   string      `json:"path"`
-	Digest blob.Digest `json:"digest"`
-	Size   int64       `json:"size"`
+	Path   string        `json:"path"`
+	Digest digest.Digest `json:"digest"`
+	Size   int64         `json:"size"`
 }
 
 // NeedsInput is the agent's question.
@@ -215,7 +215,7 @@ func scanRecord(row scanner) (*Record, error) {
 		}
 	}
 	if grants != "" {
-		r.Grants = &toolreg.Grants{}
+		r.Grants = &grant.Set{}
 		if err := json.Unmarshal([]byte(grants), r.Grants); err != nil {
 			return nil, fmt.Errorf("dispatch %s: bad grants: %w", r.ID, err)
 		}

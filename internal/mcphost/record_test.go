@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agora-dev/agora/internal/blob"
+	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
@@ -15,7 +15,7 @@ func TestRecord_CarriesNoHostDetails(t *testing.T) {
 	exit := 0
 	now := time.Unix(1e9, 0).UTC()
 	r := &dispatch.Record{
-		ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", State: dispatch.StateNeedsInput, Subagent: "writer", SubagentDigest: blob.Digest("sha256:ab"),
+		ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", State: dispatch.StateNeedsInput, Subagent: "writer", SubagentDigest: digest.Digest("sha256:ab"),
 		Envs: []dispatch.EnvRef{{Name: "demo", Digest: "sha256:cd"}}, Target: "local", Sandbox: "bwrap", Network: "none",
 		Repo: "/home/alice/src/secret-project", Revision: "deadbeef", CallbackURL: "https://hooks.example.com/x?sig=abc",
 		ProviderTaskID: "local:4242", Timeout: dispatch.Duration(90 * time.Second), ExitCode: &exit, CreatedAt: now,

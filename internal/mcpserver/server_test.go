@@ -13,8 +13,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/digest"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
@@ -80,15 +81,15 @@ func TestTools_SchemasAndAnnotations(t *testing.T) {
 func TestServer_ListsAreMetadataOnly(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	f := newFixture()
-	f.cat[catalog.KindCapability] = []catalog.Version{{Kind: catalog.KindCapability, Name: "shell", Digest: blob.Digest("sha256:" + hex64),
+	f.cat[catalog.KindCapability] = []catalog.Version{{Kind: catalog.KindCapability, Name: "shell", Digest: digest.Digest("sha256:" + hex64),
 		RegisteredAt: at, RegisteredBy: "alice", Meta: catalog.Meta{Description: "a shell", FileCount: 3,
-			Grants: &catalog.Grants{Commands: []string{"sh -c *"}}, AllowedCredentialPatterns: []string{"aws"}}}}
-	f.cat[catalog.KindSubagent] = []catalog.Version{{Kind: catalog.KindSubagent, Name: "writer", Digest: blob.Digest("sha256:" + hex64),
+			Grants: &catalog.Grants{Set: grant.Set{Commands: []string{"sh -c *"}}}, AllowedCredentialPatterns: []string{"aws"}}}}
+	f.cat[catalog.KindSubagent] = []catalog.Version{{Kind: catalog.KindSubagent, Name: "writer", Digest: digest.Digest("sha256:" + hex64),
 		RegisteredAt: at, Meta: catalog.Meta{Description: "writes", Runtime: "exec", Model: "m1",
-			Capabilities: []catalog.Pin{{Name: "shell", Digest: blob.Digest("sha256:" + hex64)}}}}}
-	f.cat[catalog.KindEnv] = []catalog.Version{{Kind: catalog.KindEnv, Name: "demo", Digest: blob.Digest("sha256:" + hex64),
+			Capabilities: []catalog.Pin{{Name: "shell", Digest: digest.Digest("sha256:" + hex64)}}}}}
+	f.cat[catalog.KindEnv] = []catalog.Version{{Kind: catalog.KindEnv, Name: "demo", Digest: digest.Digest("sha256:" + hex64),
 		RegisteredAt: at, Meta: catalog.Meta{ValueKeys: []string{"GREETING"}, SecretKeys: []string{"TOKEN"}}},
-		{Kind: catalog.KindEnv, Name: "empty", Digest: blob.Digest("sha256:" + hex64), RegisteredAt: at}}
+		{Kind: catalog.KindEnv, Name: "empty", Digest: digest.Digest("sha256:" + hex64), RegisteredAt: at}}
 	cs := f.stdio(t, tester, mcpserver.Limits{})
 	base := map[string]any{"digest": "sha256:" + hex64, "registered_at": "2026-01-02T03:04:05Z"}
 	with := func(kv ...any) map[string]any {

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/agora-dev/agora/internal/orch/plan"
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 // Attempt is one try of a task: exactly one dispatch.
@@ -23,7 +23,7 @@ type Attempt struct {
 	Repo       string
 	Revision   string
 	Inputs     []Input
-	Grants     *plan.Grants // the task's narrowing of its subagent's grant, or nil
+	Grants     *grant.Set // the task's narrowing of its subagent's grant, or nil
 	// ParentID and Answer are set when the attempt answers a dispatch that needed input.
 	ParentID string
 	Answer   string

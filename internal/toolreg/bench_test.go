@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 func benchView(tb testing.TB) *View {
@@ -13,7 +15,7 @@ func benchView(tb testing.TB) *View {
 		mustRegister(tb, r, Tool{Name: n, Description: "d", Schema: echoSchema,
 			Handler: func(context.Context, Call) (Result, error) { return Result{}, nil }})
 	}
-	g := Grants{Tools: []string{"read_file", "list_files", "search_files"}}
+	g := grant.Set{Tools: []string{"read_file", "list_files", "search_files"}}
 	return r.For("dispatch-1", testRole, g, nopAuditor{})
 }
 

@@ -6,8 +6,8 @@
 // toolreg owns the access check, argument validation and the audit hand-off: [View.List],
 // [View.Lookup] and [View.Call] consult the same per-view table; every call, allowed, denied
 // or failed, produces exactly one [Decision] for the [Auditor], naming the dispatch, the role
-// ("subagent@sha256:…"), the tool and a hash of the redacted arguments. It also owns grant
-// narrowing ([Grants.Narrow]): a dispatch or a parent task may narrow a grant, never widen it.
+// ("subagent@sha256:…"), the tool and a hash of the redacted arguments. The grant itself, and
+// its narrowing, are package grant's.
 //
 // toolreg runs INSIDE the sandbox, in the worker process. It MUST NOT import store, audit,
 // dispatch or anything else host-side: audit records leave through the [Auditor] interface,

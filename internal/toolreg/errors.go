@@ -60,14 +60,3 @@ type ArgsError struct {
 func (e *ArgsError) Error() string {
 	return "invalid arguments for tool " + strconv.Quote(e.Tool) + ": " + e.Reason
 }
-
-// NarrowError is returned by [Grants.Narrow] for an item of the child grant that the parent
-// does not cover.
-type NarrowError struct {
-	Kind string // "tool", "command" or "egress"
-	Item string
-}
-
-func (e *NarrowError) Error() string {
-	return "narrow grants: " + e.Kind + " " + strconv.Quote(e.Item) + " is not covered by the parent grant"
-}

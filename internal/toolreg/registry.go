@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 // Registry holds every registered tool. It is the privileged half: only the worker's wiring
@@ -76,11 +78,11 @@ var ErrDuplicateTool = errors.New("already registered")
 //
 // A view without a role or without an auditor cannot attribute or record its calls, so it
 // fails closed: it lists nothing and refuses every call.
-func (r *Registry) For(dispatchID, role string, g Grants, a Auditor, opts ...ViewOption) *View {
+func (r *Registry) For(dispatchID, role string, g grant.Set, a Auditor, opts ...ViewOption) *View {
 	v := &View{
 		dispatchID: dispatchID,
 		role:       role,
-		grants:     g.clone(),
+		grants:     g.Clone(),
 		auditor:    a,
 		tools:      map[string]*entry{},
 		refusals:   map[string]string{},

@@ -3,6 +3,8 @@ package toolreg
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 // MaxToolNameLen caps a tool name. Names are lowercase ASCII letters, digits and
@@ -38,7 +40,7 @@ type Call struct {
 	// Args passed the tool's schema. The handler MUST NOT modify it.
 	Args json.RawMessage
 	// Grants is the view's grant. The handler MUST NOT modify it.
-	Grants     Grants
+	Grants     grant.Set
 	DispatchID string
 	Role       string
 }

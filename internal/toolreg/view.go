@@ -6,6 +6,8 @@ import (
 	"errors"
 	"slices"
 	"time"
+
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 // View is the default-deny set of tools of one role in one dispatch, made by [Registry.For].
@@ -15,7 +17,7 @@ import (
 type View struct {
 	dispatchID string
 	role       string
-	grants     Grants
+	grants     grant.Set
 	auditor    Auditor
 	redact     func([]byte) []byte
 	tools      map[string]*entry // the granted, registered tools
@@ -54,7 +56,7 @@ func (v *View) Lookup(name string) (ToolInfo, bool) {
 }
 
 // Grants returns a copy of the grant the view was made with.
-func (v *View) Grants() Grants { return v.grants.clone() }
+func (v *View) Grants() grant.Set { return v.grants.Clone() }
 
 // Role returns the role the view was made for.
 func (v *View) Role() string { return v.role }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 func TestRegistry_For(t *testing.T) {
@@ -22,7 +24,7 @@ func TestRegistry_For(t *testing.T) {
 		tool("write_file", nil, Result{}, nil),
 		tool("list_files", nil, Result{}, nil),
 	)
-	g := Grants{Tools: []string{"read_file", "list_files", "search_files", "read_file"}}
+	g := grant.Set{Tools: []string{"read_file", "list_files", "search_files", "read_file"}}
 	v := r.For("d1", testRole, g, nopAuditor{})
 
 	var got []string
@@ -52,7 +54,7 @@ func TestView_ListAndCallUseTheSameCheck(t *testing.T) {
 	for _, n := range names {
 		mustRegister(t, r, tool(n, nil, Result{}, nil))
 	}
-	v := r.For("d1", testRole, Grants{Tools: []string{"b", "d", "zz"}}, nopAuditor{})
+	v := r.For("d1", testRole, grant.Set{Tools: []string{"b", "d", "zz"}}, nopAuditor{})
 	listed := map[string]bool{}
 	for _, info := range v.List() {
 		listed[info.Name] = true
@@ -145,7 +147,7 @@ func TestView_Call(t *testing.T) {
 			ran := 0
 			mustRegister(t, r, tool("read_file", &ran, tt.res, tt.err), tool("write_file", &ran, tt.res, tt.err))
 			rec := &recorder{}
-			v := r.For("dispatch-1", testRole, Grants{Tools: []string{"read_file", "search_files"}}, rec, WithRedactor(redact))
+			v := r.For("dispatch-1", testRole, grant.Set{Tools: []string{"read_file", "search_files"}}, rec, WithRedactor(redact))
 
 			res, err := v.Call(t.Context(), tt.tool, json.RawMessage(tt.args))
 			if !tt.wantErr(err) {
@@ -192,7 +194,7 @@ func TestView_CallWithoutRedactorHashesRawArgs(t *testing.T) {
 	r := NewRegistry()
 	mustRegister(t, r, tool("read_file", nil, Result{}, nil))
 	rec := &recorder{}
-	v := r.For("d", testRole, Grants{Tools: []string{"read_file"}}, rec)
+	v := r.For("d", testRole, grant.Set{Tools: []string{"read_file"}}, rec)
 	args := `{"path":"abc"}`
 	if _, err := v.Call(t.Context(), "read_file", json.RawMessage(args)); err != nil {
 		t.Fatal(err)
@@ -208,7 +210,7 @@ func TestView_CallArgsTooLarge(t *testing.T) {
 	ran := 0
 	mustRegister(t, r, tool("read_file", &ran, Result{}, nil))
 	rec := &recorder{}
-	v := r.For("d", testRole, Grants{Tools: []string{"read_file"}}, rec)
+	v := r.For("d", testRole, grant.Set{Tools: []string{"read_file"}}, rec)
 	big := make([]byte, MaxArgsSize+1)
 	_, err := v.Call(t.Context(), "read_file", big)
 	var ae *ArgsError
@@ -226,7 +228,7 @@ func TestView_CallPanicIsAudited(t *testing.T) {
 	mustRegister(t, r, Tool{Name: "boom", Description: "d", Schema: echoSchema,
 		Handler: func(context.Context, Call) (Result, error) { panic("kaboom") }})
 	rec := &recorder{}
-	v := r.For("d", testRole, Grants{Tools: []string{"boom"}}, rec)
+	v := r.For("d", testRole, grant.Set{Tools: []string{"boom"}}, rec)
 	func() {
 		defer func() {
 			if p := recover(); p != "kaboom" {
@@ -245,7 +247,7 @@ func TestView_CallPassesIdentity(t *testing.T) {
 	var got Call
 	mustRegister(t, r, Tool{Name: "who", Description: "d", Schema: echoSchema,
 		Handler: func(_ context.Context, c Call) (Result, error) { got = c; return Result{}, nil }})
-	g := Grants{Tools: []string{"who"}, Commands: []string{"echo *"}, Egress: []string{"api.example.com"}}
+	g := grant.Set{Tools: []string{"who"}, Commands: []string{"echo *"}, Egress: []string{"api.example.com"}}
 	v := r.For("d-7", testRole, g, nopAuditor{})
 	if _, err := v.Call(t.Context(), "who", json.RawMessage(`{"path":"x"}`)); err != nil {
 		t.Fatal(err)
@@ -260,7 +262,7 @@ func TestView_CancelledContextIsStillAudited(t *testing.T) {
 	r := NewRegistry()
 	mustRegister(t, r, tool("read_file", nil, Result{}, nil))
 	rec := &recorder{} // panics when handed a cancelled context
-	v := r.For("d", testRole, Grants{Tools: []string{"read_file"}}, rec)
+	v := r.For("d", testRole, grant.Set{Tools: []string{"read_file"}}, rec)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, _ = v.Call(ctx, "read_file", json.RawMessage(`{"path":"x"}`))
@@ -274,7 +276,7 @@ func TestRegistry_ForFailsClosed(t *testing.T) {
 	r := NewRegistry()
 	ran := 0
 	mustRegister(t, r, tool("read_file", &ran, Result{}, nil))
-	g := Grants{Tools: []string{"read_file"}}
+	g := grant.Set{Tools: []string{"read_file"}}
 
 	t.Run("no role", func(t *testing.T) {
 		rec := &recorder{}
@@ -307,7 +309,7 @@ func TestRegistry_ForFailsClosed(t *testing.T) {
 func TestView_ListIsACopy(t *testing.T) {
 	r := NewRegistry()
 	mustRegister(t, r, tool("read_file", nil, Result{}, nil))
-	v := r.For("d", testRole, Grants{Tools: []string{"read_file"}}, nopAuditor{})
+	v := r.For("d", testRole, grant.Set{Tools: []string{"read_file"}}, nopAuditor{})
 	l := v.List()
 	l[0].Schema[0] = 'X'
 	if v.List()[0].Schema[0] != '{' {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/runtime/claudert"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 	"github.com/agora-dev/agora/internal/runtime/openairt"
@@ -72,7 +73,7 @@ type invocation struct {
 	// The model runtimes (openai, claude-code) also get these.
 	dispatchID   string
 	role         string // "subagent@sha256:<hex>", the view's and the audit's
-	grants       wire.Grants
+	grants       grant.Set
 	model        string
 	systemPrompt string
 	prompt       string          // the user prompt, from the input
@@ -148,7 +149,7 @@ func (r *runner) runAgent(ctx context.Context) *failure {
 
 		dispatchID:   r.man.DispatchID,
 		role:         r.man.Subagent.Name + "@" + string(r.man.Subagent.Digest),
-		grants:       r.man.Grants,
+		grants:       r.man.Grants.Set(),
 		model:        r.doc.Model,
 		systemPrompt: r.doc.SystemPrompt,
 		prompt:       userPrompt(r.man.InputJSON),

@@ -35,7 +35,7 @@ var testOnlyHookProgram string
 func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error) {
 	gw := dialGateway(inv.gateway)
 	defer gw.close()
-	grants := claudert.Grants{Tools: inv.grants.Tools, Commands: inv.grants.Commands, Egress: inv.grants.Egress}
+	grants := claudert.Grants{Set: inv.grants}
 	mcpPath := ""
 	var err error
 	if inv.mcpConfig != nil {

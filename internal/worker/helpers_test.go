@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/worker/wire"
 	"go.uber.org/goleak"
 )
@@ -124,7 +124,7 @@ func (f *fixture) write() {
 	f.man.Capabilities = nil
 	for _, c := range f.caps {
 		b := archive(t, c)
-		d := blob.Sum(b)
+		d := digest.Sum(b)
 		if err := os.WriteFile(filepath.Join(f.root, wire.BundleDir, wire.CapabilityPath(d)), b, 0o444); err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +149,7 @@ func (f *fixture) write() {
 	if err := os.WriteFile(filepath.Join(f.root, wire.BundleDir, wire.SubagentFile), doc, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	f.man.Subagent = wire.Bundle{Name: "fixer", Digest: blob.Sum(doc), Path: wire.SubagentFile}
+	f.man.Subagent = wire.Bundle{Name: "fixer", Digest: digest.Sum(doc), Path: wire.SubagentFile}
 	f.man.Runtime = f.runtime
 	f.man.Command = f.command
 	if f.man.Grants.Commands == nil {

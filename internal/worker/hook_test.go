@@ -19,6 +19,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/gateway"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -272,7 +273,7 @@ func hookBinaries(t *testing.T) (agora, claude string) {
 
 // claudeInvocation is an invocation of the claude-code runtime running the fake claude in
 // its tools mode with calls, against the gateway at sock.
-func claudeInvocation(t *testing.T, sock, claude, calls string, grants wire.Grants) (invocation, *bytes.Buffer) {
+func claudeInvocation(t *testing.T, sock, claude, calls string, grants grant.Set) (invocation, *bytes.Buffer) {
 	t.Helper()
 	root := t.TempDir()
 	for _, d := range []string{wire.WorkspaceDir, wire.OutDir} {
@@ -303,7 +304,7 @@ func TestClaude_HooksEndToEnd(t *testing.T) {
 		`{"name":"Bash","input":{"command":"rm -rf /"}},` +
 		`{"name":"Write","input":{"file_path":"w","content":"x"}},` +
 		`{"name":"Bash","input":{"command":"touch again; echo ` + hookSecret + `"}}]`
-	grants := wire.Grants{Tools: []string{"run_command"}, Commands: []string{"touch **"}}
+	grants := grant.Set{Tools: []string{"run_command"}, Commands: []string{"touch **"}}
 	hash := func(input string) string {
 		return argsHash(redact.New([][]byte{[]byte(hookSecret)}), json.RawMessage(input))
 	}
@@ -504,7 +505,7 @@ func TestClaude_RealCLI(t *testing.T) {
 	t.Cleanup(func() { gw.Close() })
 	testOnlyHookProgram = agora
 	defer func() { testOnlyHookProgram = "" }()
-	inv, stderr := claudeInvocation(t, sock, real, "", wire.Grants{Tools: []string{"run_command"}, Commands: []string{"touch **"}})
+	inv, stderr := claudeInvocation(t, sock, real, "", grant.Set{Tools: []string{"run_command"}, Commands: []string{"touch **"}})
 	inv.model = "claude-sonnet-4-5"
 	exit, err := claudeRuntime{}.Run(t.Context(), inv)
 	if err != nil || exit.Failure != "" {

@@ -55,11 +55,10 @@ func newView(inv invocation, gw *gatewayClient, a *toolAuditor) (*toolreg.View, 
 	if err := builtin.Register(reg, builtin.Env{Workspace: inv.dir, CommandEnv: inv.env, Fetch: gw.fetch}); err != nil {
 		return nil, err
 	}
-	g := toolreg.Grants{Tools: inv.grants.Tools, Commands: inv.grants.Commands, Egress: inv.grants.Egress}
 	// The recorded hash is of the arguments with the bundle's secret values masked, so it
 	// cannot confirm a guess of one.
 	red := redact.New(inv.secrets)
-	return reg.For(inv.dispatchID, inv.role, g, a, toolreg.WithRedactor(red.Bytes)), nil
+	return reg.For(inv.dispatchID, inv.role, inv.grants, a, toolreg.WithRedactor(red.Bytes)), nil
 }
 
 // viewTools is a [toolreg.View] as the openai loop's [openairt.Tools].

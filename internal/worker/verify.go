@@ -8,8 +8,9 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/digest"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/runtime/claudert"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 	"github.com/agora-dev/agora/internal/runtime/openairt"
@@ -42,7 +43,7 @@ func (r *runner) verify(ctx context.Context) *failure {
 	if err != nil {
 		return fail(wire.ReasonIntegrityFailed, "verify subagent %q: %v", m.Subagent.Name, err)
 	}
-	if got := blob.Sum(docBytes); got != m.Subagent.Digest {
+	if got := digest.Sum(docBytes); got != m.Subagent.Digest {
 		return fail(wire.ReasonIntegrityFailed, "verify subagent %q: content is %s, want %s", m.Subagent.Name, got, m.Subagent.Digest)
 	}
 	doc, err := catalog.ParseSubagentDoc(docBytes)
@@ -65,13 +66,13 @@ func (r *runner) verify(ctx context.Context) *failure {
 		}
 	}
 
-	var union wire.Grants
+	var union grant.Set
 	for _, c := range m.Capabilities {
 		data, err := capped.NoFollow(filepath.Join(bundle, c.Path), maxArchiveSize)
 		if err != nil {
 			return fail(wire.ReasonIntegrityFailed, "verify capability %q: %v", c.Name, err)
 		}
-		if got := blob.Sum(data); got != c.Digest {
+		if got := digest.Sum(data); got != c.Digest {
 			return fail(wire.ReasonIntegrityFailed, "verify capability %q: content is %s, want %s", c.Name, got, c.Digest)
 		}
 		// The content cannot be longer than the archive; the host enforced its own size
@@ -85,9 +86,7 @@ func (r *runner) verify(ctx context.Context) *failure {
 			return fail(wire.ReasonIntegrityFailed, "verify capability %q: %v", c.Name, err)
 		}
 		r.caps = append(r.caps, capability{name: c.Name, files: files, grants: g})
-		union.Commands = append(union.Commands, g.Commands...)
-		union.Tools = append(union.Tools, g.Tools...)
-		union.Egress = append(union.Egress, g.Egress...)
+		union = union.Union(g.Set)
 	}
 	for _, l := range []struct {
 		name       string
@@ -120,7 +119,7 @@ func (r *runner) verify(ctx context.Context) *failure {
 			return fl
 		}
 	}
-	if m.Runtime == execrt.Name && !catalog.CommandAllowed(m.Grants.Commands, m.Command) {
+	if m.Runtime == execrt.Name && !grant.CommandAllowed(m.Grants.Commands, m.Command) {
 		return fail(wire.ReasonDenied, "verify: command %q matches no commands pattern granted by the capabilities", m.Command)
 	}
 	return nil

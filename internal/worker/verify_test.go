@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agora-dev/agora/internal/blob"
+	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/worker/wire"
 	"github.com/google/go-cmp/cmp"
 )
@@ -98,7 +98,7 @@ func TestWorker_IntegrityFailed(t *testing.T) {
 		}, `duplicate key "version"`},
 		{"archive with a path that leaves the workspace", func(t *testing.T, f *fixture) {
 			b := rawTar(t, &tar.Header{Name: "../escape", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1})
-			d := blob.Sum(b)
+			d := digest.Sum(b)
 			if err := os.WriteFile(filepath.Join(f.root, wire.BundleDir, wire.CapabilityPath(d)), b, 0o444); err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +106,7 @@ func TestWorker_IntegrityFailed(t *testing.T) {
 		}, `invalid path "../escape"`},
 		{"archive with an absolute symlink", func(t *testing.T, f *fixture) {
 			b := rawTar(t, &tar.Header{Name: "etc", Typeflag: tar.TypeSymlink, Linkname: "/etc", Mode: 0o777})
-			d := blob.Sum(b)
+			d := digest.Sum(b)
 			if err := os.WriteFile(filepath.Join(f.root, wire.BundleDir, wire.CapabilityPath(d)), b, 0o444); err != nil {
 				t.Fatal(err)
 			}
@@ -140,7 +140,7 @@ func TestWorker_IntegrityFailed(t *testing.T) {
 
 // swapCapability points the subagent document and the manifest at archive d instead of the
 // first capability, with correct digests, so only the archive's content is wrong.
-func swapCapability(t *testing.T, f *fixture, d blob.Digest) {
+func swapCapability(t *testing.T, f *fixture, d digest.Digest) {
 	t.Helper()
 	f.man.Capabilities[0] = wire.Bundle{Name: "shell", Digest: d, Path: wire.CapabilityPath(d)}
 	doc := `{"capabilities":[{"digest":"` + string(d) + `","name":"shell"}],"command":` +
@@ -148,7 +148,7 @@ func swapCapability(t *testing.T, f *fixture, d blob.Digest) {
 	if err := os.WriteFile(filepath.Join(f.root, wire.BundleDir, wire.SubagentFile), []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f.man.Subagent.Digest = blob.Sum([]byte(doc))
+	f.man.Subagent.Digest = digest.Sum([]byte(doc))
 	f.writeManifest()
 }
 

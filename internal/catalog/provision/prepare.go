@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/secret"
 )
 
@@ -102,7 +102,7 @@ func (w *Writer) PrepareCapability(name, dir string, allow []string) (*Pending, 
 		return nil, err
 	}
 	return &Pending{
-		Kind: catalog.KindCapability, Name: name, Content: data, Digest: blob.Sum(data),
+		Kind: catalog.KindCapability, Name: name, Content: data, Digest: digest.Sum(data),
 		Meta: catalog.Meta{
 			Description: grants.Description, Grants: &grants, FileCount: len(files),
 			AllowedCredentialPatterns: allow,
@@ -124,7 +124,7 @@ type SubagentSpec struct {
 // PrepareSubagent checks spec and pins its capabilities by digest: a pinned reference as given,
 // a name declared in the same batch (local) to that digest, any other name to its latest
 // version.
-func (w *Writer) PrepareSubagent(ctx context.Context, name string, spec SubagentSpec, local map[string]blob.Digest, allow []string) (*Pending, error) {
+func (w *Writer) PrepareSubagent(ctx context.Context, name string, spec SubagentSpec, local map[string]digest.Digest, allow []string) (*Pending, error) {
 	if err := catalog.CheckName(catalog.KindSubagent, name); err != nil {
 		return nil, err
 	}
@@ -197,7 +197,7 @@ func (w *Writer) PrepareSubagent(ctx context.Context, name string, spec Subagent
 		return nil, err
 	}
 	return &Pending{
-		Kind: catalog.KindSubagent, Name: name, Content: data, Digest: blob.Sum(data),
+		Kind: catalog.KindSubagent, Name: name, Content: data, Digest: digest.Sum(data),
 		Meta: catalog.Meta{
 			Description: spec.Description, Runtime: spec.Runtime, Model: spec.Model, Capabilities: pins,
 			AllowedCredentialPatterns: allow,
@@ -205,7 +205,7 @@ func (w *Writer) PrepareSubagent(ctx context.Context, name string, spec Subagent
 	}, nil
 }
 
-func (w *Writer) pinCapabilities(ctx context.Context, refs []string, local map[string]blob.Digest) ([]catalog.Pin, error) {
+func (w *Writer) pinCapabilities(ctx context.Context, refs []string, local map[string]digest.Digest) ([]catalog.Pin, error) {
 	pins := []catalog.Pin{}
 	seen := map[string]bool{}
 	for _, ref := range refs {
@@ -300,7 +300,7 @@ func (w *Writer) PrepareEnv(name string, values map[string]string, secrets map[s
 		return nil, err
 	}
 	return &Pending{
-		Kind: catalog.KindEnv, Name: name, Content: data, Digest: blob.Sum(data), secrets: sealed,
+		Kind: catalog.KindEnv, Name: name, Content: data, Digest: digest.Sum(data), secrets: sealed,
 		Meta: catalog.Meta{
 			ValueKeys: catalog.SortedKeys(values), SecretKeys: catalog.SortedKeys(secrets),
 			AllowedCredentialPatterns: allow,

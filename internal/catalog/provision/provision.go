@@ -19,6 +19,7 @@ import (
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/view"
+	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/secret"
 	"github.com/agora-dev/agora/internal/store"
 )
@@ -66,7 +67,7 @@ type Pending struct {
 	Kind    catalog.Kind
 	Name    string
 	Content []byte
-	Digest  blob.Digest
+	Digest  digest.Digest
 	Meta    catalog.Meta
 	secrets []sealedSecret
 }
@@ -78,11 +79,11 @@ type sealedSecret struct {
 
 // Change is one step of a plan.
 type Change struct {
-	Action   string       `json:"action"` // catalog.ActionCreate, ActionUpdate, ActionUnchanged, ActionRetire
-	Kind     catalog.Kind `json:"kind"`
-	Name     string       `json:"name"`
-	Digest   blob.Digest  `json:"digest,omitempty"`
-	Previous blob.Digest  `json:"previous,omitempty"`
+	Action   string        `json:"action"` // catalog.ActionCreate, ActionUpdate, ActionUnchanged, ActionRetire
+	Kind     catalog.Kind  `json:"kind"`
+	Name     string        `json:"name"`
+	Digest   digest.Digest `json:"digest,omitempty"`
+	Previous digest.Digest `json:"previous,omitempty"`
 	pending  *Pending
 }
 
@@ -144,7 +145,7 @@ type querier interface {
 
 func (w *Writer) planOne(ctx context.Context, q querier, p *Pending) (Change, error) {
 	c := Change{Kind: p.Kind, Name: p.Name, Digest: p.Digest, pending: p}
-	var head blob.Digest
+	var head digest.Digest
 	var retired bool
 	err := q.QueryRowContext(ctx, `SELECT digest, retired FROM catalog_heads WHERE kind = ? AND name = ?`, p.Kind, p.Name).
 		Scan(&head, &retired)

@@ -10,10 +10,10 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/agora-dev/agora/internal/audit"
-	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/catalog/view"
+	"github.com/agora-dev/agora/internal/digest"
 )
 
 func TestWriter_RegisterCapabilityLifecycle(t *testing.T) {
@@ -38,7 +38,7 @@ func TestWriter_RegisterCapabilityLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if blob.Sum(content) != v1.Digest || int64(len(content)) != v1.Size {
+	if digest.Sum(content) != v1.Digest || int64(len(content)) != v1.Size {
 		t.Errorf("stored content does not hash to the version digest")
 	}
 	if _, err := catalog.ReadArchive(content, catalog.Limits{MaxTotalSize: 1 << 20}); err != nil {
@@ -89,7 +89,7 @@ func TestWriter_RegisterCapabilityLifecycle(t *testing.T) {
 		t.Errorf("audit %d, history %d; want 3 and 3", f.auditCount(t), f.historyCount(t))
 	}
 	// Both versions stay pinnable.
-	for _, d := range []blob.Digest{v1.Digest, v2.Digest} {
+	for _, d := range []digest.Digest{v1.Digest, v2.Digest} {
 		if v, err := f.r.Resolve(ctx, catalog.KindCapability, "tools@"+string(d)); err != nil || v.Digest != d {
 			t.Errorf("Resolve(tools@%s) = %s, %v", d.Short(), v.Digest, err)
 		}
@@ -150,7 +150,7 @@ func TestReader_NotFound(t *testing.T) {
 	if got, want := err.Error(), `capability "x" not found; known: a, b`; got != want {
 		t.Errorf("Resolve(x) error = %q, want %q", got, want)
 	}
-	missing := "a@" + string(blob.Sum([]byte("nope")))
+	missing := "a@" + string(digest.Sum([]byte("nope")))
 	_, err = f.r.Resolve(ctx, catalog.KindCapability, missing)
 	if !errors.As(err, &nf) || !nf.Pinned || !strings.Contains(err.Error(), "no such version") {
 		t.Errorf("Resolve(%s) = %v, want a pinned not-found", missing, err)

@@ -7,10 +7,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/catalog/view"
+	"github.com/agora-dev/agora/internal/digest"
 )
 
 func TestWriter_SubagentPinsCapabilities(t *testing.T) {
@@ -142,9 +142,9 @@ func TestWriter_PrepareSubagent(t *testing.T) {
 func TestWriter_SubagentLocalCapabilities(t *testing.T) {
 	f := newFixture(t)
 	ctx := t.Context()
-	local := blob.Sum([]byte("pending capability"))
+	local := digest.Sum([]byte("pending capability"))
 	p, err := f.w.PrepareSubagent(ctx, "s", provision.SubagentSpec{Command: []string{"x"}, Capabilities: []string{"fresh"}},
-		map[string]blob.Digest{"fresh": local}, nil)
+		map[string]digest.Digest{"fresh": local}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestWriter_SubagentLocalCapabilities(t *testing.T) {
 	}
 	// Pinning the pending digest explicitly works as well.
 	p, err = f.w.PrepareSubagent(ctx, "s", provision.SubagentSpec{Command: []string{"x"}, Capabilities: []string{"fresh@" + string(local)}},
-		map[string]blob.Digest{"fresh": local}, nil)
+		map[string]digest.Digest{"fresh": local}, nil)
 	if err != nil {
 		t.Fatalf("explicit pin of a pending capability: %v", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -183,16 +184,16 @@ WHERE kind = ? AND name = ? ORDER BY seq`, kind, name)
 
 // Head returns the current digest of name and whether it is retired, or ok=false when the name
 // was never registered.
-func (r *Catalog) Head(ctx context.Context, kind catalog.Kind, name string) (digest blob.Digest, retired, ok bool, err error) {
+func (r *Catalog) Head(ctx context.Context, kind catalog.Kind, name string) (head digest.Digest, retired, ok bool, err error) {
 	err = r.db.SQL().QueryRowContext(ctx, `SELECT digest, retired FROM catalog_heads WHERE kind = ? AND name = ?`, kind, name).
-		Scan(&digest, &retired)
+		Scan(&head, &retired)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, false, nil
 	}
 	if err != nil {
 		return "", false, false, fmt.Errorf("look up %s %q: %w", kind, name, err)
 	}
-	return digest, retired, true, nil
+	return head, retired, true, nil
 }
 
 // Content returns the stored bytes of v, re-verified against its digest.

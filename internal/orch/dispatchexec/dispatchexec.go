@@ -22,7 +22,6 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
-	"github.com/agora-dev/agora/internal/toolreg"
 )
 
 // Executor runs attempts as dispatches.
@@ -107,7 +106,8 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 	}
 	if g := a.Grants; g != nil {
 		// A task narrows its subagent's grant; the dispatcher refuses a widening as denied.
-		req.Grants = &toolreg.Grants{Tools: g.Tools, Commands: g.Commands, Egress: g.Egress}
+		narrowed := g.Clone()
+		req.Grants = &narrowed
 	}
 	for _, in := range a.Inputs {
 		req.Inputs = append(req.Inputs, dispatch.InputSpec{Key: in.Key, Select: in.Select, FromDispatch: in.FromDispatch})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
@@ -35,13 +36,7 @@ type taskDoc struct {
 	Locks     []lockDoc          `yaml:"locks"`
 	Retry     *retryDoc          `yaml:"retry"`
 	Timeout   *time.Duration     `yaml:"timeout"`
-	Grants    *grantsDoc         `yaml:"grants"`
-}
-
-type grantsDoc struct {
-	Tools    []string `yaml:"tools"`
-	Commands []string `yaml:"commands"`
-	Egress   []string `yaml:"egress"`
+	Grants    *grant.Set         `yaml:"grants"`
 }
 
 type needDoc struct {

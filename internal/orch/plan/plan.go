@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
@@ -90,17 +91,13 @@ type Task struct {
 	Locks     []Lock
 	Retry     *Retry        // fields set here override Defaults.Retry field by field
 	Timeout   time.Duration // 0 means Defaults.Timeout
-	Grants    *Grants       // narrows what the task's dispatches may do; nil keeps the subagent's grant
-}
-
-// Grants narrows a task's grant below its subagent's (the union of its capabilities'): each
-// list given replaces that part with a subset of it; a nil list keeps that part whole, an
-// empty one grants none of it. A list that widens the grant makes the task's dispatch fail
-// as denied: the catalog, not a plan, decides what a role may do.
-type Grants struct {
-	Tools    []string // built-in tool names
-	Commands []string // command patterns, each equal to a granted one
-	Egress   []string // hosts, each covered by a granted one
+	// Grants narrows the task's grant below its subagent's (the union of its capabilities');
+	// nil keeps the subagent's grant. Each list given replaces that part with a subset of it
+	// (tools by name, command patterns each equal to a granted one, hosts each covered by a
+	// granted one); a nil list keeps that part whole, an empty one grants none of it. A list
+	// that widens the grant makes the task's dispatch fail as denied: the catalog, not a
+	// plan, decides what a role may do.
+	Grants *grant.Set
 }
 
 // Need hands an upstream task's product to a task, mounted read-only at /agora/inputs/<key>.

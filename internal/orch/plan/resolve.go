@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 // Resolved is a task with the plan's defaults applied: what the engine stores and runs.
@@ -19,7 +21,7 @@ type Resolved struct {
 	Locks    []Lock        // one per name, exclusive when listed in both modes, sorted by name
 	Retry    Retry         // the effective policy, every field set
 	Timeout  time.Duration // 0 when neither the task nor the defaults set one: the target's own
-	Grants   *Grants       // the task's narrowing, or nil
+	Grants   *grant.Set    // the task's narrowing, or nil
 }
 
 // Resolve applies the defaults to every task, in plan order. Fields a task sets win; retry

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/strictyaml"
-	"github.com/agora-dev/agora/internal/toolreg"
 )
 
 var (
@@ -246,7 +246,7 @@ func (v *validator) task(t *Task, doc *taskDoc, tp string, ids map[string]int, g
 
 // grants checks a task's narrowing: known tool names, valid command patterns, host names,
 // no duplicates, at most MaxGrantItems of each.
-func (v *validator) grants(path string, doc *grantsDoc) *Grants {
+func (v *validator) grants(path string, doc *grant.Set) *grant.Set {
 	if doc == nil {
 		return nil
 	}
@@ -271,15 +271,15 @@ func (v *validator) grants(path string, doc *grantsDoc) *Grants {
 		}
 		return items
 	}
-	return &Grants{
+	return &grant.Set{
 		Tools: list("tools", doc.Tools, func(s string) error {
-			if !toolreg.IsBuiltin(s) {
-				return fmt.Errorf("unknown tool %q; known: %s", s, strings.Join(toolreg.Builtin, ", "))
+			if !grant.IsBuiltinTool(s) {
+				return fmt.Errorf("unknown tool %q; known: %s", s, strings.Join(grant.BuiltinTools, ", "))
 			}
 			return nil
 		}),
 		Commands: list("commands", doc.Commands, func(s string) error {
-			_, err := catalog.ParseCommandPattern(s)
+			_, err := grant.ParseCommandPattern(s)
 			return err
 		}),
 		Egress: list("egress", doc.Egress, func(s string) error {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 func TestArgs(t *testing.T) {
@@ -31,9 +33,11 @@ func TestArgs(t *testing.T) {
 				MaxTurns:  12,
 				MCPConfig: "/agora/bundle/cap/mcp.json",
 				Grants: Grants{
-					Tools:      []string{"read_file", "run_command", "http_fetch"},
-					Commands:   []string{"git diff **", "git status", "git diff *"},
-					Egress:     []string{"api.github.com"},
+					Set: grant.Set{
+						Tools:    []string{"read_file", "run_command", "http_fetch"},
+						Commands: []string{"git diff **", "git status", "git diff *"},
+						Egress:   []string{"api.github.com"},
+					},
 					MCPServers: []string{"linter"},
 				},
 			},

@@ -5,22 +5,18 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/agora-dev/agora/internal/grant"
 )
 
-// Grants is what the subagent may do, with the shape of a capability's grants: agora tool
-// names (read_file, write_file, list_files, search_files, run_command, http_fetch,
-// ask_human), argv allow-patterns for run_command (catalog.ParseCommandPattern syntax:
-// literal words, a glob word, "*" for one argument, "**" last for any remaining arguments)
-// and egress hosts for http_fetch (an exact lowercase host, or "*.example.com" for the
-// subdomains of example.com, not example.com itself).
+// Grants is what the subagent may do: its [grant.Set] (agora tool names, argv allow-patterns
+// for run_command, egress hosts for http_fetch) and the MCP servers whose tools it may call.
 //
 // MCPServers names the servers of the capability's MCP config (see [MCPServerNames]) whose
 // tools are pre-approved; a server loaded by [Config.MCPConfig] but not named here is
 // started, but every call to its tools is denied.
 type Grants struct {
-	Tools      []string
-	Commands   []string
-	Egress     []string
+	grant.Set
 	MCPServers []string
 }
 
@@ -228,28 +224,10 @@ func webFetchRule(h string) (rule, why string) {
 	if strings.HasPrefix(h, "*.") {
 		return "", "Claude Code's *.domain rule also matches the domain itself, which the grant excludes"
 	}
-	if !validHost(h) {
+	if !grant.ValidEgress(h) {
 		return "", "not a lowercase host name"
 	}
 	return "WebFetch(domain:" + h + ")", ""
-}
-
-// validHost accepts lowercase dot-separated labels of letters, digits and inner hyphens.
-func validHost(h string) bool {
-	if h == "" || len(h) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(h, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for _, r := range label {
-			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // checkMCPServerName says why an MCP server name cannot become an mcp__NAME rule, or "".

@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
 
-	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 // allDenied is DisallowedTools when nothing is granted.
@@ -42,44 +42,44 @@ func TestTranslate(t *testing.T) {
 		},
 		{
 			name:       "commands and hosts without their tools grant nothing",
-			g:          Grants{Commands: []string{"git diff **"}, Egress: []string{"api.example.com"}},
+			g:          Grants{Set: grant.Set{Commands: []string{"git diff **"}, Egress: []string{"api.example.com"}}},
 			tools:      []string{"TodoWrite"},
 			disallowed: allDenied,
 		},
 		{
 			name:       "read_file",
-			g:          Grants{Tools: []string{"read_file"}},
+			g:          Grants{Set: grant.Set{Tools: []string{"read_file"}}},
 			tools:      []string{"Read", "TodoWrite"},
 			allowed:    []string{"Read(./**)"},
 			disallowed: without(allDenied, readFam...),
 		},
 		{
 			name:       "list_files keeps Read absent through --tools, not a deny",
-			g:          Grants{Tools: []string{"list_files"}},
+			g:          Grants{Set: grant.Set{Tools: []string{"list_files"}}},
 			tools:      []string{"Glob", "TodoWrite"},
 			disallowed: without(allDenied, readFam...),
 		},
 		{
 			name:       "search_files",
-			g:          Grants{Tools: []string{"search_files"}},
+			g:          Grants{Set: grant.Set{Tools: []string{"search_files"}}},
 			tools:      []string{"Glob", "Grep", "TodoWrite"},
 			disallowed: without(allDenied, readFam...),
 		},
 		{
 			name:       "write_file",
-			g:          Grants{Tools: []string{"write_file"}},
+			g:          Grants{Set: grant.Set{Tools: []string{"write_file"}}},
 			tools:      []string{"Edit", "TodoWrite", "Write"},
 			allowed:    []string{"Edit(./**)"},
 			disallowed: without(allDenied, "Edit", "Write"),
 		},
 		{
 			name: "run_command maps what it can express exactly",
-			g: Grants{Tools: []string{"run_command"}, Commands: []string{
+			g: Grants{Set: grant.Set{Tools: []string{"run_command"}, Commands: []string{
 				"git status", "git diff **", "go test ./... **", "sh -c **", "git log --format=%H **",
 				"git  show   HEAD",
 				"git diff *", "ls *.go", "cat [ab]", "echo $HOME", "FOO=1 make", "npm run test:unit",
 				"a,b", "echo (x)", "cat ~/.netrc", "**",
-			}},
+			}}},
 			tools:      []string{"Bash", "TodoWrite"},
 			allowed:    []string{"Bash(git diff *)", "Bash(git log --format=%H *)", "Bash(git show HEAD)", "Bash(git status)", "Bash(go test ./... *)", "Bash(sh -c *)"},
 			disallowed: without(allDenied, "Bash"),
@@ -92,14 +92,14 @@ func TestTranslate(t *testing.T) {
 		},
 		{
 			name:         "run_command with nothing expressible loads no Bash",
-			g:            Grants{Tools: []string{"run_command"}, Commands: []string{"git diff *"}},
+			g:            Grants{Set: grant.Set{Tools: []string{"run_command"}, Commands: []string{"git diff *"}}},
 			tools:        []string{"TodoWrite"},
 			disallowed:   allDenied,
 			droppedParts: []string{`command "git diff *"`},
 		},
 		{
 			name:         "http_fetch maps exact hosts",
-			g:            Grants{Tools: []string{"http_fetch"}, Egress: []string{"api.example.com", "*.example.org", "docs.rs", "Bad.Host"}},
+			g:            Grants{Set: grant.Set{Tools: []string{"http_fetch"}, Egress: []string{"api.example.com", "*.example.org", "docs.rs", "Bad.Host"}}},
 			tools:        []string{"TodoWrite", "WebFetch"},
 			allowed:      []string{"WebFetch(domain:api.example.com)", "WebFetch(domain:docs.rs)"},
 			disallowed:   without(allDenied, "WebFetch"),
@@ -107,7 +107,7 @@ func TestTranslate(t *testing.T) {
 		},
 		{
 			name:         "ask_human is nothing",
-			g:            Grants{Tools: []string{"ask_human"}},
+			g:            Grants{Set: grant.Set{Tools: []string{"ask_human"}}},
 			tools:        []string{"TodoWrite"},
 			disallowed:   allDenied,
 			droppedParts: []string{`tool "ask_human": claude --print cannot ask a person`},
@@ -122,7 +122,7 @@ func TestTranslate(t *testing.T) {
 		},
 		{
 			name:         "unknown tool",
-			g:            Grants{Tools: []string{"shell"}},
+			g:            Grants{Set: grant.Set{Tools: []string{"shell"}}},
 			tools:        []string{"TodoWrite"},
 			disallowed:   allDenied,
 			droppedParts: []string{`tool "shell": not an agora tool`},
@@ -155,11 +155,11 @@ func TestTranslate(t *testing.T) {
 // TestTranslate_NeverGrantsTheRiskyTools pins that a full grant still denies the tools no
 // agora grant maps to.
 func TestTranslate_NeverGrantsTheRiskyTools(t *testing.T) {
-	g := Grants{
+	g := Grants{Set: grant.Set{
 		Tools:    []string{"read_file", "write_file", "list_files", "search_files", "run_command", "http_fetch", "ask_human"},
 		Commands: []string{"make **"},
 		Egress:   []string{"example.com"},
-	}
+	}}
 	denied := DisallowedTools(g)
 	for _, tool := range []string{"WebSearch", "Agent", "Task", "AskUserQuestion", "Skill", "Artifact", "EnterWorktree", "CronCreate", "NotebookEdit", "MultiEdit", "PowerShell"} {
 		if !slices.Contains(denied, tool) {
@@ -191,7 +191,7 @@ func TestBashRule_NeverWidens(t *testing.T) {
 	argWords := []string{"git", "diff", "log", "-x", "--stat", "a.go", "b", "c", "F=1", "%H", "x.go"}
 	rapid.Check(t, func(t *rapid.T) {
 		pattern := strings.Join(rapid.SliceOfN(rapid.SampledFrom(words), 1, 5).Draw(t, "pattern"), " ")
-		p, err := catalog.ParseCommandPattern(pattern)
+		p, err := grant.ParseCommandPattern(pattern)
 		rule, why := bashRule(pattern)
 		if why != "" {
 			return

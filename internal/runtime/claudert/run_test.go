@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 )
 
@@ -33,8 +34,7 @@ func TestRun_Success(t *testing.T) {
 	}
 	cfg.MCPConfig = mcp
 	cfg.Grants = Grants{
-		Tools:      []string{"read_file", "run_command"},
-		Commands:   []string{"git diff **", "git status"},
+		Set:        grant.Set{Tools: []string{"read_file", "run_command"}, Commands: []string{"git diff **", "git status"}},
 		MCPServers: []string{"linter"},
 	}
 	var transcript, stderr bytes.Buffer
@@ -430,7 +430,7 @@ func TestRun_HooksAroundEachCall(t *testing.T) {
 		`{"name":"Bash","input":{"command":"touch ran"}},` +
 		`{"name":"Bash","input":{"command":"touch blocked"}}]`
 	cfg, recPath := fakeConfig(t, "tools", "FAKECLAUDE_TOOLS="+calls)
-	cfg.Grants = Grants{Tools: []string{"read_file", "run_command"}, Commands: []string{"touch **"}}
+	cfg.Grants = Grants{Set: grant.Set{Tools: []string{"read_file", "run_command"}, Commands: []string{"touch **"}}}
 	hook, log := hookScript(t)
 	cfg.HookCommand = hook
 	obs := &events{}

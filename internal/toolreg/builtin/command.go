@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 	"github.com/agora-dev/agora/internal/toolreg"
 )
@@ -65,7 +65,7 @@ func runCommand(ctx context.Context, env Env, patterns, argv []string, timeout t
 	if len(argv) == 0 || argv[0] == "" {
 		return toolreg.Result{}, errors.New(tool + ": empty argv")
 	}
-	if !catalog.CommandAllowed(patterns, argv) {
+	if !grant.CommandAllowed(patterns, argv) {
 		hint := "no commands are granted"
 		if len(patterns) > 0 {
 			hint = "argv must match one of the granted patterns: " + quoteCapped(patterns)

@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/toolreg"
 )
 
 func TestRunCommand(t *testing.T) {
-	grants := toolreg.Grants{
+	grants := grant.Set{
 		Tools:    []string{"run_command"},
 		Commands: []string{"echo *", "echo * *", "env", "pwd", "sleep *", "false", "./tool.sh", "no-such-program-xyz", "head -c * /dev/zero"},
 	}
@@ -80,7 +81,7 @@ func TestRunCommand(t *testing.T) {
 }
 
 func TestRunCommand_RefusesUngrantedArgv(t *testing.T) {
-	f := newFixture(t, toolreg.Grants{Tools: []string{"run_command"}, Commands: []string{"echo *"}})
+	f := newFixture(t, grant.Set{Tools: []string{"run_command"}, Commands: []string{"echo *"}})
 	before := treeHash(t, filepath.Dir(f.ws))
 	tests := []struct {
 		name string
@@ -112,14 +113,14 @@ func TestRunCommand_RefusesUngrantedArgv(t *testing.T) {
 	}
 
 	t.Run("no commands granted", func(t *testing.T) {
-		f.grant(t, toolreg.Grants{Tools: []string{"run_command"}})
+		f.grant(t, grant.Set{Tools: []string{"run_command"}})
 		_, err := f.call(t, "run_command", map[string]any{"argv": []string{"echo", "x"}})
 		if err == nil || err.Error() != "run_command: refused: command not granted; no commands are granted" {
 			t.Errorf("got %v", err)
 		}
 	})
 	t.Run("a shell runs only when a pattern names it", func(t *testing.T) {
-		f.grant(t, toolreg.Grants{Tools: []string{"run_command"}, Commands: []string{"sh -c *"}})
+		f.grant(t, grant.Set{Tools: []string{"run_command"}, Commands: []string{"sh -c *"}})
 		res, err := f.call(t, "run_command", map[string]any{"argv": []string{"sh", "-c", "echo $((6*7))"}})
 		mustDo(t, err)
 		if res.Content != "42\n\nexit code: 0" {

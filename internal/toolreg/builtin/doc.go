@@ -1,4 +1,4 @@
-// Package builtin registers the tools agora ships (toolreg.Builtin) in a [toolreg.Registry]:
+// Package builtin registers the tools agora ships (grant.BuiltinTools) in a [toolreg.Registry]:
 // read_file, write_file, list_files and search_files confined to the workspace, run_command
 // for argv granted by a capability's command patterns, http_fetch for granted hosts through
 // the caller's fetcher, and ask_human, which stops the dispatch for a person.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/toolreg"
 )
 
@@ -74,7 +75,7 @@ func checkURL(egress []string, rawURL string) (string, error) {
 			return "", errors.New(tool + ": malformed url: bad port")
 		}
 	}
-	if !toolreg.HostGranted(egress, u.Hostname()) {
+	if !grant.HostGranted(egress, u.Hostname()) {
 		hint := "no hosts are granted"
 		if len(egress) > 0 {
 			hint = "the granted hosts are " + quoteCapped(egress)

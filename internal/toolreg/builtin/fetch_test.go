@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/toolreg"
 )
 
@@ -28,7 +29,7 @@ func (f *fakeFetch) fetch(_ context.Context, rawURL, method string) (int, string
 }
 
 func TestHTTPFetch(t *testing.T) {
-	grants := toolreg.Grants{Tools: []string{"http_fetch"}, Egress: []string{"api.example.com", "*.github.com"}}
+	grants := grant.Set{Tools: []string{"http_fetch"}, Egress: []string{"api.example.com", "*.github.com"}}
 	tests := []struct {
 		name       string
 		args       map[string]any
@@ -89,7 +90,7 @@ func TestHTTPFetch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, toolreg.Grants{})
+			f := newFixture(t, grant.Set{})
 			f.env.Fetch = tt.fake.fetch
 			f.grant(t, grants)
 			res, err := f.call(t, "http_fetch", tt.args)
@@ -123,10 +124,10 @@ func TestHTTPFetch(t *testing.T) {
 }
 
 func TestHTTPFetch_Limits(t *testing.T) {
-	grants := toolreg.Grants{Tools: []string{"http_fetch"}, Egress: []string{"api.example.com"}}
+	grants := grant.Set{Tools: []string{"http_fetch"}, Egress: []string{"api.example.com"}}
 	t.Run("POST is refused by the schema", func(t *testing.T) {
 		fake := &fakeFetch{}
-		f := newFixture(t, toolreg.Grants{})
+		f := newFixture(t, grant.Set{})
 		f.env.Fetch = fake.fetch
 		f.grant(t, grants)
 		_, err := f.call(t, "http_fetch", map[string]any{"url": "https://api.example.com/", "method": "POST"})
@@ -138,7 +139,7 @@ func TestHTTPFetch_Limits(t *testing.T) {
 	})
 	t.Run("body capped", func(t *testing.T) {
 		fake := &fakeFetch{status: 200, ctype: "text/plain", body: bytes.Repeat([]byte("a"), maxFetchBody+10)}
-		f := newFixture(t, toolreg.Grants{})
+		f := newFixture(t, grant.Set{})
 		f.env.Fetch = fake.fetch
 		f.grant(t, grants)
 		res, err := f.call(t, "http_fetch", map[string]any{"url": "https://api.example.com/"})

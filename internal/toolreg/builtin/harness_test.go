@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/toolreg"
 )
 
@@ -73,7 +74,7 @@ type fixture struct {
 //	<tmp>/ws/README.md, src/main.go, src/inner-link -> ../README.md
 //
 // and checks every audit decision when the test ends.
-func newFixture(t testing.TB, g toolreg.Grants) *fixture {
+func newFixture(t testing.TB, g grant.Set) *fixture {
 	t.Helper()
 	base := t.TempDir()
 	f := &fixture{ws: filepath.Join(base, "ws"), outside: filepath.Join(base, "outside"), rec: &recorder{}, role: testRole}
@@ -101,7 +102,7 @@ func newFixture(t testing.TB, g toolreg.Grants) *fixture {
 }
 
 // grant (re)builds the registry and the view with g, keeping the audit recorder.
-func (f *fixture) grant(t testing.TB, g toolreg.Grants) {
+func (f *fixture) grant(t testing.TB, g grant.Set) {
 	t.Helper()
 	r := toolreg.NewRegistry()
 	mustDo(t, Register(r, f.env))
@@ -218,4 +219,4 @@ func mustDo(t testing.TB, err error) {
 	}
 }
 
-var allTools = toolreg.Grants{Tools: toolreg.Builtin}
+var allTools = grant.Set{Tools: grant.BuiltinTools}

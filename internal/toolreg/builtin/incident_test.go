@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/toolreg"
 )
 
@@ -17,12 +18,12 @@ import (
 // with its role, and the workspace is byte-for-byte unchanged.
 func TestIncident_ValidatorCannotMutate(t *testing.T) {
 	const validator = "validator@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
-	grants := toolreg.Grants{
+	grants := grant.Set{
 		Tools: []string{"read_file", "list_files", "search_files"},
 		// Even a command grant does not open run_command: the tool grant is the gate.
 		Commands: []string{"sh -c *"},
 	}
-	f := newFixture(t, toolreg.Grants{})
+	f := newFixture(t, grant.Set{})
 	f.role = validator
 	f.grant(t, grants)
 

@@ -7,22 +7,23 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/toolreg"
 )
 
-// TestRegister_ExactSet pins the built-in tools to toolreg.Builtin, the names a capability
+// TestRegister_ExactSet pins the built-in tools to grant.BuiltinTools, the names a capability
 // may grant.
 func TestRegister_ExactSet(t *testing.T) {
 	r := toolreg.NewRegistry()
 	mustDo(t, Register(r, Env{Workspace: t.TempDir()}))
-	v := r.For("d", testRole, toolreg.Grants{Tools: toolreg.Builtin}, &recorder{})
+	v := r.For("d", testRole, grant.Set{Tools: grant.BuiltinTools}, &recorder{})
 	var got []string
 	readOnly := map[string]bool{}
 	for _, info := range v.List() {
 		got = append(got, info.Name)
 		readOnly[info.Name] = info.ReadOnly
 	}
-	want := slices.Sorted(slices.Values(toolreg.Builtin))
+	want := slices.Sorted(slices.Values(grant.BuiltinTools))
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("registered tools (-want +got):\n%s", diff)
 	}
@@ -45,7 +46,7 @@ func TestRegister_RefusesRelativeWorkspace(t *testing.T) {
 }
 
 func TestAskHuman(t *testing.T) {
-	f := newFixture(t, toolreg.Grants{Tools: []string{"ask_human"}})
+	f := newFixture(t, grant.Set{Tools: []string{"ask_human"}})
 	_, err := f.call(t, "ask_human", map[string]any{"question": "Which database should the migration target?"})
 	var ni *toolreg.NeedsInput
 	if !errors.As(err, &ni) || ni.Question != "Which database should the migration target?" {
@@ -63,7 +64,7 @@ func TestAskHuman(t *testing.T) {
 // TestRedaction_PlantedSecretNeverAudited pushes a secret through every tool's arguments and
 // error paths; the harness asserts no decision holds it, and the hash is of redacted args.
 func TestRedaction_PlantedSecretNeverAudited(t *testing.T) {
-	f := newFixture(t, toolreg.Grants{Tools: toolreg.Builtin, Commands: []string{"echo *"}, Egress: []string{"api.example.com"}})
+	f := newFixture(t, grant.Set{Tools: grant.BuiltinTools, Commands: []string{"echo *"}, Egress: []string{"api.example.com"}})
 	calls := []struct {
 		tool string
 		args map[string]any

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/toolreg"
 )
 
@@ -27,7 +28,7 @@ func FuzzWorkspacePath(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	fx := newFixture(f, toolreg.Grants{})
+	fx := newFixture(f, grant.Set{})
 	ws := workspace{dir: fx.ws}
 	wsReal, err := filepath.EvalSymlinks(fx.ws)
 	mustDo(f, err)

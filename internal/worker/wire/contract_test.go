@@ -7,16 +7,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agora-dev/agora/internal/blob"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agora-dev/agora/internal/digest"
 )
 
 func validManifest() Manifest {
-	d := blob.Sum([]byte("cap"))
+	d := digest.Sum([]byte("cap"))
 	return Manifest{
 		Version:             ManifestVersion,
 		DispatchID:          "01JABCDEF",
-		Subagent:            Bundle{Name: "fixer", Digest: blob.Sum([]byte("doc")), Path: SubagentFile},
+		Subagent:            Bundle{Name: "fixer", Digest: digest.Sum([]byte("doc")), Path: SubagentFile},
 		Capabilities:        []Bundle{{Name: "repo-tools", Digest: d, Path: CapabilityPath(d)}},
 		Runtime:             "exec",
 		Command:             []string{"sh", "-c", "true"},

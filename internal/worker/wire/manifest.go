@@ -10,9 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
 
+	"github.com/agora-dev/agora/internal/digest"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/strictjson"
 )
 
@@ -77,21 +78,29 @@ type Manifest struct {
 
 // Bundle names one read-only file of bundle/ and the digest it must have.
 type Bundle struct {
-	Name   string      `json:"name"`
-	Digest blob.Digest `json:"digest"`
+	Name   string        `json:"name"`
+	Digest digest.Digest `json:"digest"`
 	// Path is relative to the bundle directory.
 	Path string `json:"path"`
 }
 
-// Grants is what the subagent's capabilities grant (see catalog.Grants).
+// Grants is manifest.json's form of the [grant.Set] the subagent's capabilities grant. It
+// stays a struct of its own because manifest.json has always written commands first, where
+// grant.Set (capability.yaml, the catalog, dispatch records) writes tools first; the bytes
+// of the format do not change.
 type Grants struct {
 	Commands []string `json:"commands"`
 	Tools    []string `json:"tools"`
 	Egress   []string `json:"egress"`
 }
 
+// Set returns g as a [grant.Set].
+func (g Grants) Set() grant.Set {
+	return grant.Set{Tools: g.Tools, Commands: g.Commands, Egress: g.Egress}
+}
+
 // CapabilityPath is where the host puts the archive with digest d, relative to bundle/.
-func CapabilityPath(d blob.Digest) string { return CapabilitiesDir + "/" + d.Hex() + ".tar" }
+func CapabilityPath(d digest.Digest) string { return CapabilitiesDir + "/" + d.Hex() + ".tar" }
 
 // WallClock is the least hard wall clock the host should give the whole worker: every setup
 // script, the agent, and [CaptureMargin]. The worker kills the agent at its own budget, so
@@ -200,7 +209,7 @@ func (m Manifest) Validate() error {
 		}
 	}
 	for i, c := range m.Grants.Commands {
-		if _, err := catalog.ParseCommandPattern(c); err != nil {
+		if _, err := grant.ParseCommandPattern(c); err != nil {
 			bad("grants.commands[%d]: %v", i, err)
 		}
 	}
@@ -246,7 +255,7 @@ func checkBundle(b Bundle, kind catalog.Kind, wantPath string) error {
 	if err := catalog.CheckName(kind, b.Name); err != nil {
 		return err
 	}
-	if _, err := blob.ParseDigest(string(b.Digest)); err != nil {
+	if _, err := digest.Parse(string(b.Digest)); err != nil {
 		return err
 	}
 	if b.Path != wantPath {

@@ -1,33 +1,34 @@
-package toolreg
+package grant
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestGrants_Narrow(t *testing.T) {
-	parent := Grants{
+func TestSet_Narrow(t *testing.T) {
+	parent := Set{
 		Tools:    []string{"read_file", "list_files", "run_command", "http_fetch"},
 		Commands: []string{"echo *", "go  test **"},
 		Egress:   []string{"api.example.com", "*.github.com"},
 	}
 	tests := []struct {
 		name    string
-		child   Grants
-		want    Grants
+		child   Set
+		want    Set
 		wantErr []NarrowError
 	}{
 		{
 			name:  "empty child narrows to nothing",
-			child: Grants{},
-			want:  Grants{Tools: []string{}, Commands: []string{}, Egress: []string{}},
+			child: Set{},
+			want:  Set{Tools: []string{}, Commands: []string{}, Egress: []string{}},
 		},
 		{
 			name:  "equal child",
 			child: parent,
-			want: Grants{
+			want: Set{
 				Tools:    []string{"http_fetch", "list_files", "read_file", "run_command"},
 				Commands: []string{"echo *", "go test **"},
 				Egress:   []string{"*.github.com", "api.example.com"},
@@ -35,12 +36,12 @@ func TestGrants_Narrow(t *testing.T) {
 		},
 		{
 			name: "subset normalised",
-			child: Grants{
+			child: Set{
 				Tools:    []string{"read_file", "read_file"},
 				Commands: []string{" go test   ** "},
 				Egress:   []string{"API.example.com", "raw.github.com", "*.api.github.com"},
 			},
-			want: Grants{
+			want: Set{
 				Tools:    []string{"read_file"},
 				Commands: []string{"go test **"},
 				Egress:   []string{"*.api.github.com", "api.example.com", "raw.github.com"},
@@ -48,17 +49,17 @@ func TestGrants_Narrow(t *testing.T) {
 		},
 		{
 			name:    "widen tool",
-			child:   Grants{Tools: []string{"read_file", "write_file"}},
+			child:   Set{Tools: []string{"read_file", "write_file"}},
 			wantErr: []NarrowError{{Kind: "tool", Item: "write_file"}},
 		},
 		{
 			name:    "widen command with a broader pattern",
-			child:   Grants{Commands: []string{"echo **", "sh -c *"}},
+			child:   Set{Commands: []string{"echo **", "sh -c *"}},
 			wantErr: []NarrowError{{Kind: "command", Item: "echo **"}, {Kind: "command", Item: "sh -c *"}},
 		},
 		{
 			name:  "widen egress",
-			child: Grants{Egress: []string{"github.com", "*.example.com", "evil.com", "x.api.example.com"}},
+			child: Set{Egress: []string{"github.com", "*.example.com", "evil.com", "x.api.example.com"}},
 			wantErr: []NarrowError{
 				{Kind: "egress", Item: "*.example.com"},
 				{Kind: "egress", Item: "evil.com"},
@@ -97,8 +98,8 @@ func TestGrants_Narrow(t *testing.T) {
 	}
 }
 
-func TestGrants_NarrowErrorMessage(t *testing.T) {
-	_, err := Grants{Tools: []string{"read_file"}}.Narrow(Grants{Tools: []string{"write_file"}})
+func TestSet_NarrowErrorMessage(t *testing.T) {
+	_, err := Set{Tools: []string{"read_file"}}.Narrow(Set{Tools: []string{"write_file"}})
 	want := `narrow grants: tool "write_file" is not covered by the parent grant`
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %s", err, want)
@@ -129,5 +130,49 @@ func TestHostGranted(t *testing.T) {
 				t.Errorf("HostGranted(%q) = %v, want %v", tt.host, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestValidEgress(t *testing.T) {
+	label := strings.Repeat("a", 63)
+	tests := []struct {
+		host string
+		want bool
+	}{
+		{"api.example.com", true},
+		{"*.example.com", true},
+		{"localhost", true},
+		{"a-b.c9", true},
+		{label + ".com", true},
+		{strings.Repeat(label+".", 4)[:253], true},
+		{strings.Repeat(label+".", 4)[:254] + "a", false},
+		{label + "a.com", false},
+		{"API.example.com", false},
+		{"-a.example.com", false},
+		{"a-.example.com", false},
+		{"*.*.example.com", false},
+		{"x.*.example.com", false},
+		{"*example.com", false},
+		{"example.com.", false},
+		{"a..b", false},
+		{"10.0.0.1:80", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		if got := ValidEgress(tt.host); got != tt.want {
+			t.Errorf("ValidEgress(%q) = %v, want %v", tt.host, got, tt.want)
+		}
+	}
+}
+
+func TestSet_Union(t *testing.T) {
+	a := Set{Tools: []string{"read_file"}, Commands: []string{"git status"}}
+	b := Set{Tools: []string{"read_file", "run_command"}, Egress: []string{"api.example.com"}}
+	want := Set{Tools: []string{"read_file", "read_file", "run_command"}, Commands: []string{"git status"}, Egress: []string{"api.example.com"}}
+	if diff := cmp.Diff(want, a.Union(b)); diff != "" {
+		t.Errorf("Union (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"read_file"}, a.Tools); diff != "" {
+		t.Errorf("Union changed its receiver (-want +got):\n%s", diff)
 	}
 }

@@ -1,4 +1,4 @@
-package catalog
+package grant
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// CommandPattern is an argv allow-pattern from a capability's `commands` list. It is written as
+// CommandPattern is an argv allow-pattern from a grant's Commands. It is written as
 // words separated by spaces: a literal word matches itself, a word with * or ? or [..]
 // matches as a glob over one argument (path.Match rules: * does not cross "/"), "*" alone
 // matches any one argument, and "**" as the LAST word matches any number of

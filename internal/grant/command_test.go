@@ -1,10 +1,10 @@
-package catalog_test
+package grant_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 func TestParseCommandPattern_Errors(t *testing.T) {
@@ -25,13 +25,13 @@ func TestParseCommandPattern_Errors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.pattern, func(t *testing.T) {
-			_, err := catalog.ParseCommandPattern(tt.pattern)
+			_, err := grant.ParseCommandPattern(tt.pattern)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("ParseCommandPattern(%q) = %v, want an error containing %q", tt.pattern, err, tt.want)
 			}
 		})
 	}
-	if _, err := catalog.ParseCommandPattern(strings.Repeat("a ", 64)); err != nil {
+	if _, err := grant.ParseCommandPattern(strings.Repeat("a ", 64)); err != nil {
 		t.Errorf("64 words refused: %v", err)
 	}
 }
@@ -68,7 +68,7 @@ func TestCommandPattern_Match(t *testing.T) {
 		{"python*", []string{"/usr/bin/python3"}, false},
 	}
 	for _, tt := range tests {
-		p, err := catalog.ParseCommandPattern(tt.pattern)
+		p, err := grant.ParseCommandPattern(tt.pattern)
 		if err != nil {
 			t.Fatalf("ParseCommandPattern(%q): %v", tt.pattern, err)
 		}
@@ -90,11 +90,11 @@ func TestCommandAllowed(t *testing.T) {
 		{[]string{"rm", "-rf", "/"}, false},
 	}
 	for _, tt := range tests {
-		if got := catalog.CommandAllowed(patterns, tt.argv); got != tt.want {
+		if got := grant.CommandAllowed(patterns, tt.argv); got != tt.want {
 			t.Errorf("CommandAllowed(%q) = %v, want %v", tt.argv, got, tt.want)
 		}
 	}
-	if catalog.CommandAllowed(nil, []string{"git", "status"}) {
+	if grant.CommandAllowed(nil, []string{"git", "status"}) {
 		t.Errorf("no patterns allowed a command")
 	}
 }

@@ -1,0 +1,105 @@
+// Package grant owns what a role may do: the [Set] of built-in tool names, argv
+// allow-patterns ([CommandPattern]) and egress hosts a capability declares, a subagent
+// inherits as the union of its capabilities' and a dispatch or plan task may only narrow
+// ([Set.Narrow]). Everything absent is denied.
+//
+// grant is a leaf: it imports nothing of agora, so the host (catalog, dispatch, the plan
+// format) and the worker inside a sandbox (toolreg, the runtimes) share one definition.
+package grant
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Set is a grant: tool names from [BuiltinTools], argv allow-patterns ([ParseCommandPattern]
+// syntax) and egress hosts (an exact lowercase host, or "*.example.com" for any subdomain of
+// example.com, not example.com itself). Everything absent is denied.
+//
+// As a narrowing request (a dispatch's or a plan task's grants) a nil list keeps that part of
+// the grant it narrows whole, and an empty one grants none of it.
+type Set struct {
+	Tools    []string `yaml:"tools" json:"tools"`
+	Commands []string `yaml:"commands" json:"commands"`
+	Egress   []string `yaml:"egress" json:"egress"`
+}
+
+// Narrow returns child, normalised, when every item of child is covered by s; otherwise it
+// returns one [*NarrowError] per uncovered item, joined. A child tool must be named by s; a
+// child command pattern must equal a pattern of s (words compared after splitting on
+// spaces); a child egress host must equal an entry of s or be covered by a "*.domain" entry
+// of s (a child "*.a.example.com" is covered by "*.example.com"). Narrowing can only remove.
+//
+// Normal form: each list sorted, duplicates removed, never nil; command patterns with single
+// spaces between words; hosts lowercase.
+func (s Set) Narrow(child Set) (Set, error) {
+	out := normalize(child)
+	parent := normalize(s)
+	var errs []error
+	for _, t := range out.Tools {
+		if !slices.Contains(parent.Tools, t) {
+			errs = append(errs, &NarrowError{Kind: "tool", Item: t})
+		}
+	}
+	for _, c := range out.Commands {
+		if !slices.Contains(parent.Commands, c) {
+			errs = append(errs, &NarrowError{Kind: "command", Item: c})
+		}
+	}
+	for _, h := range out.Egress {
+		if !hostCoveredBy(parent.Egress, h) {
+			errs = append(errs, &NarrowError{Kind: "egress", Item: h})
+		}
+	}
+	if len(errs) > 0 {
+		return Set{}, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// Union returns the items of s and o together, s's first, as given: a subagent's grant is
+// the union of its capabilities'. [Set.Narrow] normalises it.
+func (s Set) Union(o Set) Set {
+	return Set{
+		Tools:    slices.Concat(s.Tools, o.Tools),
+		Commands: slices.Concat(s.Commands, o.Commands),
+		Egress:   slices.Concat(s.Egress, o.Egress),
+	}
+}
+
+// NarrowError is returned by [Set.Narrow] for an item of the child grant that the parent
+// does not cover.
+type NarrowError struct {
+	Kind string // "tool", "command" or "egress"
+	Item string
+}
+
+func (e *NarrowError) Error() string {
+	return "narrow grants: " + e.Kind + " " + strconv.Quote(e.Item) + " is not covered by the parent grant"
+}
+
+// Clone returns a deep copy of s, so a holder is not changed by its caller's later edits.
+func (s Set) Clone() Set {
+	return Set{Tools: slices.Clone(s.Tools), Commands: slices.Clone(s.Commands), Egress: slices.Clone(s.Egress)}
+}
+
+func normalize(s Set) Set {
+	return Set{
+		Tools:    sortedSet(s.Tools, func(s string) string { return s }),
+		Commands: sortedSet(s.Commands, func(s string) string { return strings.Join(strings.Fields(s), " ") }),
+		Egress:   sortedSet(s.Egress, strings.ToLower),
+	}
+}
+
+func sortedSet(in []string, norm func(string) string) []string {
+	out := make([]string, 0, len(in))
+	for _, s := range in {
+		if s = norm(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,37 @@
+package internal_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// leaves are packages that hold one concept each and link nothing of the module beyond the
+// leaves listed beside them, so both sides of the privilege boundary (the host, and the
+// worker in its sandbox) may import them without pulling anything else in.
+var leaves = []struct {
+	pkg string
+	may []string // other leaves it may link
+	why string
+}{
+	{"internal/digest", nil, "a digest is a name for content; it knows no store"},
+	{"internal/grant", []string{"internal/digest"}, "the grant is shared by catalog, dispatch, plans, toolreg and the runtimes; it depends on none of them"},
+}
+
+// TestLeaves keeps the leaf packages leaves.
+func TestLeaves(t *testing.T) {
+	g := loadGraph(t)
+	for _, l := range leaves {
+		if !g.own(module + l.pkg) {
+			t.Errorf("package %s not found: the leaf list is stale", l.pkg)
+			continue
+		}
+		for _, p := range g.closure(t, module+l.pkg) {
+			rel, ok := strings.CutPrefix(p, module)
+			if !ok || !g.own(p) || rel == l.pkg || slices.Contains(l.may, rel) {
+				continue
+			}
+			t.Errorf("%s imports %s (%s): %s", l.pkg, rel, strings.ReplaceAll(strings.Join(g.chain(t, module+l.pkg, rel), " → "), module, ""), l.why)
+		}
+	}
+}
