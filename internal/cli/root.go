@@ -31,10 +31,15 @@ func Run(ctx context.Context, f *Factory, args []string) int {
 	root.SetIn(f.IO.In)
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	f.afterWrites(context.WithoutCancel(ctx))
 	if err == nil {
 		return ExitOK
+	}
+	var ue *usageError
+	if !errors.As(err, &ue) && strings.HasPrefix(err.Error(), "unknown command ") {
+		// cobra finds an unknown command before any of ours runs; it is a wrong command line.
+		err = &usageError{err: err, cmd: cmd}
 	}
 	return renderError(f, err)
 }
@@ -129,5 +134,27 @@ State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/ago
 		newOrchCmd(f),
 		newDoctorCmd(f, nil),
 	)
+	for _, c := range root.Commands() {
+		refuseUnknownSubcommands(c)
+	}
 	return root
+}
+
+// refuseUnknownSubcommands makes a command group (agora dispatch, agora orch ...) show its help
+// when called bare, and refuse a word it does not know as a usage error (exit 2). cobra would
+// print the help and exit 0, so a typo in a script would look like success.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		return &usageError{err: fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath()), cmd: cmd}
+	}
 }
