@@ -1,31 +1,48 @@
 // Command dispatchbench measures the end-to-end overhead of a no-op dispatch: `agora dispatch
-// run` of a subagent whose command is `true`, against a bare `bwrap ... true`, in the same run
-// on the same machine. It prints medians, p90s and the ratio.
+// run` of a subagent whose command is `true`, against a bare `bwrap ... true` and a `bwrap
+// true` with the sandbox's namespaces, interleaved in one run on the same machine. It prints
+// medians, p90s, the ratios, and where a dispatch's time goes, from its record (accepted,
+// started, ended) and the worker's phases.
 //
 //	go build -o bin/agora ./cmd/agora && go run ./bench/dispatchbench -n 50
+//
+// With -repo a git repository is dispatched too (a checkout, a baseline and a capture that
+// run git), as a fourth interleaved command.
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
 func main() {
 	n := flag.Int("n", 50, "runs of each")
 	bin := flag.String("bin", "bin/agora", "the agora binary")
+	repo := flag.String("repo", "", "also dispatch with --repo PATH (a git repository)")
 	flag.Parse()
-	if err := run(*n, *bin); err != nil {
+	if err := run(*n, *bin, *repo); err != nil {
 		fmt.Fprintln(os.Stderr, "dispatchbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n int, bin string) error {
+// bench is one measured command: its wall times and, for a dispatch, its steps.
+type bench struct {
+	name  string
+	f     func() (string, error) // returns the dispatch id, or ""
+	walls []time.Duration
+	steps steps
+}
+
+func run(n int, bin, repo string) error {
 	bin, err := filepath.Abs(bin)
 	if err != nil {
 		return err
@@ -37,65 +54,154 @@ func run(n int, bin string) error {
 	defer os.RemoveAll(tmp)
 	home := filepath.Join(tmp, "home")
 	capDir := filepath.Join(tmp, "cap")
-	os.MkdirAll(capDir, 0o755)
+	if err := os.MkdirAll(capDir, 0o755); err != nil {
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(capDir, "capability.yaml"), []byte("commands: [\"true\"]\n"), 0o644); err != nil {
 		return err
 	}
 	env := append(os.Environ(), "AGORA_HOME="+home)
+	agora := func(args ...string) ([]byte, error) {
+		c := exec.Command(bin, args...)
+		c.Env = env
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
+		out, err := c.Output()
+		if err != nil {
+			return nil, fmt.Errorf("agora %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.Bytes())
+		}
+		return out, nil
+	}
 	for _, args := range [][]string{
 		{"capability", "register", "noop", "--from", capDir},
 		{"subagent", "register", "noop", "--command", "true", "--capability", "noop"},
 	} {
-		c := exec.Command(bin, args...)
-		c.Env = env
-		if out, err := c.CombinedOutput(); err != nil {
-			return fmt.Errorf("agora %v: %v\n%s", args, err, out)
-		}
-	}
-	dispatch := func() error {
-		c := exec.Command(bin, "dispatch", "run", "--subagent", "noop")
-		c.Env = env
-		if out, err := c.CombinedOutput(); err != nil {
-			return fmt.Errorf("dispatch run: %v\n%s", err, out)
-		}
-		return nil
-	}
-	bare := func() error {
-		return exec.Command("bwrap", "--ro-bind", "/", "/", "true").Run()
-	}
-	isolated := func() error {
-		return exec.Command("bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr",
-			"--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-			"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "true").Run()
-	}
-	// Warm up caches (page cache, the binary) before measuring.
-	for range 3 {
-		if err := dispatch(); err != nil {
+		if _, err := agora(args...); err != nil {
 			return err
 		}
-		bare()
 	}
-	// Interleave the three so load changes hit them alike.
-	var d, b, iso []time.Duration
-	for range n {
-		for _, m := range []struct {
-			f   func() error
-			out *[]time.Duration
-		}{{dispatch, &d}, {bare, &b}, {isolated, &iso}} {
-			start := time.Now()
-			if err := m.f(); err != nil {
+	dispatch := func(extra ...string) func() (string, error) {
+		return func() (string, error) {
+			out, err := agora(append([]string{"dispatch", "run", "--subagent", "noop"}, extra...)...)
+			if err != nil {
+				return "", err
+			}
+			id, _, _ := strings.Cut(string(out), "\n")
+			return strings.TrimSpace(id), nil
+		}
+	}
+	command := func(argv ...string) func() (string, error) {
+		return func() (string, error) { return "", exec.Command(argv[0], argv[1:]...).Run() }
+	}
+	benches := []*bench{
+		{name: "agora dispatch run (no-op, no repo)", f: dispatch()},
+		{name: "bwrap --ro-bind / / true (bare)", f: command("bwrap", "--ro-bind", "/", "/", "true")},
+		{name: "bwrap with the sandbox's namespaces", f: command("bwrap", "--unshare-all", "--unshare-user",
+			"--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr",
+			"--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+			"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "true")},
+	}
+	if repo != "" {
+		benches = append(benches, &bench{name: "agora dispatch run (no-op, --repo)", f: dispatch("--repo", repo)})
+	}
+	// Warm up caches (page cache, the binary, the database) before measuring.
+	for range 3 {
+		for _, b := range benches {
+			if _, err := b.f(); err != nil {
 				return err
 			}
-			*m.out = append(*m.out, time.Since(start))
+		}
+	}
+	// Interleave them so load changes hit them alike.
+	for range n {
+		for _, b := range benches {
+			start := time.Now()
+			id, err := b.f()
+			if err != nil {
+				return err
+			}
+			end := time.Now()
+			b.walls = append(b.walls, end.Sub(start))
+			if id == "" {
+				continue
+			}
+			out, err := agora("dispatch", "describe", id, "-o", "json")
+			if err != nil {
+				return err
+			}
+			if err := b.steps.add(out, start, end); err != nil {
+				return err
+			}
 		}
 	}
 	fmt.Printf("runs: %d each, interleaved\n", n)
-	report("agora dispatch run (no-op worker)", d)
-	report("bwrap --ro-bind / / true (bare)", b)
-	report("bwrap with the sandbox's namespaces", iso)
-	fmt.Printf("ratio dispatch/bare median: %.2fx\n", float64(median(d))/float64(median(b)))
-	fmt.Printf("ratio dispatch/namespaced-bwrap median: %.2fx\n", float64(median(d))/float64(median(iso)))
+	for _, b := range benches {
+		report(b.name, b.walls)
+	}
+	d, bare, iso := median(benches[0].walls), median(benches[1].walls), median(benches[2].walls)
+	fmt.Printf("ratio dispatch/bare median: %.2fx\n", float64(d)/float64(bare))
+	fmt.Printf("ratio dispatch/namespaced-bwrap median: %.2fx\n", float64(d)/float64(iso))
+	for _, b := range benches {
+		if len(b.steps.names) > 0 {
+			fmt.Printf("\nsteps of %s:\n", b.name)
+			b.steps.report()
+		}
+	}
 	return nil
+}
+
+// steps collects the parts of each dispatch's wall time, by name, in the order first seen.
+type steps struct {
+	names []string
+	by    map[string][]time.Duration
+}
+
+func (s *steps) put(name string, d time.Duration) {
+	if s.by == nil {
+		s.by = map[string][]time.Duration{}
+	}
+	if _, ok := s.by[name]; !ok {
+		s.names = append(s.names, name)
+	}
+	s.by[name] = append(s.by[name], d)
+}
+
+// add splits one dispatch: process start to accepted (CLI start, opening agora.db, catalog
+// reads, accept), accepted to started (loading the pinned content, staging, starting the
+// sandbox), started to ended (the sandbox's life and reconcile), ended to exit (the summary,
+// closing), and the worker's phases inside the sandbox.
+func (s *steps) add(describe []byte, start, end time.Time) error {
+	var r struct {
+		CreatedAt time.Time `json:"created_at"`
+		StartedAt time.Time `json:"started_at"`
+		EndedAt   time.Time `json:"ended_at"`
+		Result    struct {
+			Phases []struct {
+				Name string `json:"name"`
+				MS   int64  `json:"ms"`
+			} `json:"phases"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(describe, &r); err != nil {
+		return fmt.Errorf("parse describe: %w", err)
+	}
+	s.put("process start -> accepted", r.CreatedAt.Sub(start))
+	s.put("accepted -> started", r.StartedAt.Sub(r.CreatedAt))
+	s.put("started -> ended", r.EndedAt.Sub(r.StartedAt))
+	s.put("ended -> process exit", end.Sub(r.EndedAt))
+	for _, p := range r.Result.Phases {
+		s.put("  worker phase "+p.Name, time.Duration(p.MS)*time.Millisecond)
+	}
+	return nil
+}
+
+// report prints every step but the worker phases that took no whole millisecond.
+func (s *steps) report() {
+	for _, name := range s.names {
+		if ds := s.by[name]; pct(ds, 90) > 0 || !strings.HasPrefix(name, " ") {
+			report(name, ds)
+		}
+	}
 }
 
 func median(ds []time.Duration) time.Duration { return pct(ds, 50) }
