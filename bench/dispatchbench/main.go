@@ -7,7 +7,9 @@
 //	go build -o bin/agora ./cmd/agora && go run ./bench/dispatchbench -n 50
 //
 // With -repo a git repository is dispatched too (a checkout, a baseline and a capture that
-// run git), as a fourth interleaved command.
+// run git), as another interleaved command; with -base another agora binary (an earlier
+// build, say) runs the same no-op dispatch in the same rounds, so a change is measured
+// against what it replaces on the same machine at the same time.
 package main
 
 import (
@@ -27,8 +29,9 @@ func main() {
 	n := flag.Int("n", 50, "runs of each")
 	bin := flag.String("bin", "bin/agora", "the agora binary")
 	repo := flag.String("repo", "", "also dispatch with --repo PATH (a git repository)")
+	base := flag.String("base", "", "another agora binary to measure in the same rounds")
 	flag.Parse()
-	if err := run(*n, *bin, *repo); err != nil {
+	if err := run(*n, *bin, *repo, *base); err != nil {
 		fmt.Fprintln(os.Stderr, "dispatchbench:", err)
 		os.Exit(1)
 	}
@@ -38,21 +41,62 @@ func main() {
 type bench struct {
 	name  string
 	f     func() (string, error) // returns the dispatch id, or ""
+	agora *home                  // the home a dispatch ran in; nil means the first
 	walls []time.Duration
 	steps steps
 }
 
-func run(n int, bin, repo string) error {
+// home is one AGORA_HOME with the no-op subagent registered, and the binary that uses it.
+type home struct{ bin, dir string }
+
+func newHome(bin, dir, capDir string) (*home, error) {
 	bin, err := filepath.Abs(bin)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	h := &home{bin: bin, dir: dir}
+	for _, args := range [][]string{
+		{"capability", "register", "noop", "--from", capDir},
+		{"subagent", "register", "noop", "--command", "true", "--capability", "noop"},
+	} {
+		if _, err := h.run(args...); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// run runs agora with args and returns its standard output.
+func (h *home) run(args ...string) ([]byte, error) {
+	c := exec.Command(h.bin, args...)
+	c.Env = append(os.Environ(), "AGORA_HOME="+h.dir)
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	out, err := c.Output()
+	if err != nil {
+		return nil, fmt.Errorf("agora %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.Bytes())
+	}
+	return out, nil
+}
+
+// dispatch returns a no-op `agora dispatch run` with extra arguments; it returns the id.
+func (h *home) dispatch(extra ...string) func() (string, error) {
+	return func() (string, error) {
+		out, err := h.run(append([]string{"dispatch", "run", "--subagent", "noop"}, extra...)...)
+		if err != nil {
+			return "", err
+		}
+		id, _, _ := strings.Cut(string(out), "\n")
+		return strings.TrimSpace(id), nil
+	}
+}
+
+func run(n int, bin, repo, base string) error {
 	tmp, err := os.MkdirTemp("", "dispatchbench")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	home := filepath.Join(tmp, "home")
 	capDir := filepath.Join(tmp, "cap")
 	if err := os.MkdirAll(capDir, 0o755); err != nil {
 		return err
@@ -60,41 +104,15 @@ func run(n int, bin, repo string) error {
 	if err := os.WriteFile(filepath.Join(capDir, "capability.yaml"), []byte("commands: [\"true\"]\n"), 0o644); err != nil {
 		return err
 	}
-	env := append(os.Environ(), "AGORA_HOME="+home)
-	agora := func(args ...string) ([]byte, error) {
-		c := exec.Command(bin, args...)
-		c.Env = env
-		var stderr bytes.Buffer
-		c.Stderr = &stderr
-		out, err := c.Output()
-		if err != nil {
-			return nil, fmt.Errorf("agora %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.Bytes())
-		}
-		return out, nil
-	}
-	for _, args := range [][]string{
-		{"capability", "register", "noop", "--from", capDir},
-		{"subagent", "register", "noop", "--command", "true", "--capability", "noop"},
-	} {
-		if _, err := agora(args...); err != nil {
-			return err
-		}
-	}
-	dispatch := func(extra ...string) func() (string, error) {
-		return func() (string, error) {
-			out, err := agora(append([]string{"dispatch", "run", "--subagent", "noop"}, extra...)...)
-			if err != nil {
-				return "", err
-			}
-			id, _, _ := strings.Cut(string(out), "\n")
-			return strings.TrimSpace(id), nil
-		}
+	agora, err := newHome(bin, filepath.Join(tmp, "home"), capDir)
+	if err != nil {
+		return err
 	}
 	command := func(argv ...string) func() (string, error) {
 		return func() (string, error) { return "", exec.Command(argv[0], argv[1:]...).Run() }
 	}
 	benches := []*bench{
-		{name: "agora dispatch run (no-op, no repo)", f: dispatch()},
+		{name: "agora dispatch run (no-op, no repo)", f: agora.dispatch()},
 		{name: "bwrap --ro-bind / / true (bare)", f: command("bwrap", "--ro-bind", "/", "/", "true")},
 		{name: "bwrap with the sandbox's namespaces", f: command("bwrap", "--unshare-all", "--unshare-user",
 			"--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr",
@@ -102,7 +120,17 @@ func run(n int, bin, repo string) error {
 			"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "true")},
 	}
 	if repo != "" {
-		benches = append(benches, &bench{name: "agora dispatch run (no-op, --repo)", f: dispatch("--repo", repo)})
+		benches = append(benches, &bench{name: "agora dispatch run (no-op, --repo)", f: agora.dispatch("--repo", repo)})
+	}
+	if base != "" {
+		b, err := newHome(base, filepath.Join(tmp, "base"), capDir)
+		if err != nil {
+			return err
+		}
+		benches = append(benches, &bench{name: "-base: dispatch run (no-op, no repo)", f: b.dispatch(), agora: b})
+		if repo != "" {
+			benches = append(benches, &bench{name: "-base: dispatch run (no-op, --repo)", f: b.dispatch("--repo", repo), agora: b})
+		}
 	}
 	// Warm up caches (page cache, the binary, the database) before measuring.
 	for range 3 {
@@ -125,7 +153,11 @@ func run(n int, bin, repo string) error {
 			if id == "" {
 				continue
 			}
-			out, err := agora("dispatch", "describe", id, "-o", "json")
+			h := b.agora
+			if h == nil {
+				h = agora
+			}
+			out, err := h.run("dispatch", "describe", id, "-o", "json")
 			if err != nil {
 				return err
 			}
@@ -141,6 +173,11 @@ func run(n int, bin, repo string) error {
 	d, bare, iso := median(benches[0].walls), median(benches[1].walls), median(benches[2].walls)
 	fmt.Printf("ratio dispatch/bare median: %.2fx\n", float64(d)/float64(bare))
 	fmt.Printf("ratio dispatch/namespaced-bwrap median: %.2fx\n", float64(d)/float64(iso))
+	for _, b := range benches {
+		if b.agora != nil && len(b.walls) > 0 {
+			fmt.Printf("ratio %q/dispatch median: %.2fx\n", b.name, float64(median(b.walls))/float64(d))
+		}
+	}
 	for _, b := range benches {
 		if len(b.steps.names) > 0 {
 			fmt.Printf("\nsteps of %s:\n", b.name)
