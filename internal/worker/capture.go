@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -66,6 +68,9 @@ var gitFlags = []string{
 	"-c", "user.name=agora",
 	"-c", "user.email=worker@agora.invalid",
 }
+
+// gitRuns counts the git processes the worker started; tests hold an empty workspace to none.
+var gitRuns atomic.Int64
 
 // gitDir is the worker's private repository.
 type gitDir struct {
@@ -145,6 +150,7 @@ func (g *gitDir) runStdin(ctx context.Context, in io.Reader, out io.Writer, args
 	argv := append([]string{"--git-dir=" + g.dir, "--work-tree=" + g.workTree}, gitFlags...)
 	argv = append(argv, args...)
 	cmd := exec.CommandContext(ctx, g.git, argv...)
+	gitRuns.Add(1)
 	cmd.Dir = g.workTree
 	cmd.Env = g.env
 	cmd.Stdin = in
@@ -161,8 +167,22 @@ func (g *gitDir) runStdin(ctx context.Context, in io.Reader, out io.Writer, args
 	return nil
 }
 
-// baseline records the workspace as it is now: the tree the patch is taken against.
+// emptyTree is git's empty tree in the SHA-1 object format the worker's repository uses.
+// git knows it without storing it, so a diff against it needs no object.
+const emptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+// baseline records the workspace as it is now: the tree the patch is taken against. An
+// empty workspace (a dispatch without a repository whose capabilities overlay no file) is
+// the empty tree, recorded without running git: capture makes the repository only when the
+// agent leaves something.
 func (r *runner) baseline(ctx context.Context) *failure {
+	empty, err := emptyDir(r.workspace)
+	if err != nil {
+		return fail(wire.ReasonWorkerFailed, "baseline: %v", err)
+	}
+	if empty {
+		return nil
+	}
 	g, err := newGitDir(r.opts.TempDir, r.workspace)
 	if err != nil {
 		return fail(wire.ReasonWorkerFailed, "baseline: %v", err)
@@ -186,23 +206,64 @@ func (r *runner) baseline(ctx context.Context) *failure {
 	return nil
 }
 
+// emptyDir reports whether dir holds no entry at all (an empty directory is an entry: git
+// would skip it, but this answer does not depend on what git skips).
+func emptyDir(dir string) (bool, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	_, err = f.Readdirnames(1)
+	if errors.Is(err, io.EOF) {
+		return true, nil
+	}
+	return false, err
+}
+
+// captureRepo returns the repository capture diffs with, or nil when the baseline was the
+// empty workspace and the workspace is empty still: the patch is then empty, as git's diff
+// of two empty trees is. When the agent left something the repository is made now, its
+// baseline the empty tree.
+func (r *runner) captureRepo() (*gitDir, error) {
+	if r.git != nil {
+		return r.git, r.git.reassert()
+	}
+	empty, err := emptyDir(r.workspace)
+	if err != nil || empty {
+		return nil, err
+	}
+	g, err := newGitDir(r.opts.TempDir, r.workspace)
+	if err != nil {
+		return nil, err
+	}
+	g.tree = emptyTree
+	r.git = g
+	return g, nil
+}
+
 // capture writes out/patch.diff: every change to the workspace since the baseline, as a
 // binary-safe git diff (bytes written as git produces them, never decoded) that `git apply`
 // accepts on the dispatched revision.
 func (r *runner) capture(ctx context.Context) *failure {
-	g := r.git
-	if err := g.reassert(); err != nil {
+	g, err := r.captureRepo()
+	if err != nil {
 		return fail(wire.ReasonWorkerFailed, "capture: %v", err)
 	}
-	if err := g.run(ctx, nil, "add", "-A"); err != nil {
-		return fail(wire.ReasonWorkerFailed, "capture: %v", err)
-	}
-	if err := r.maskBinarySecrets(ctx); err != nil {
-		return fail(wire.ReasonWorkerFailed, "capture: mask secrets in binary files: %v", err)
+	if g != nil {
+		if err := g.run(ctx, nil, "add", "-A"); err != nil {
+			return fail(wire.ReasonWorkerFailed, "capture: %v", err)
+		}
+		if err := r.maskBinarySecrets(ctx); err != nil {
+			return fail(wire.ReasonWorkerFailed, "capture: mask secrets in binary files: %v", err)
+		}
 	}
 	pw := newPatchWriter(r.opts.testOnlyMaxPatch)
-	err := writeFileAtomic(r.out, wire.PatchFile, func(w io.Writer) error {
+	err = writeFileAtomic(r.out, wire.PatchFile, func(w io.Writer) error {
 		pw.w = w
+		if g == nil {
+			return nil // nothing before, nothing after: the empty patch
+		}
 		err := g.run(ctx, pw, "diff", "--cached", "--binary", "--full-index", "--no-ext-diff",
 			"--no-textconv", "--no-color", "--ignore-submodules=none", "--src-prefix=a/", "--dst-prefix=b/",
 			g.tree, "--")

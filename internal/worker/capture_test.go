@@ -267,3 +267,61 @@ i=0; while [ $i -le `+strconv.Itoa(wire.MaxOutputs)+` ]; do : > f$i; i=$((i+1));
 		t.Errorf("listed %d outputs, want the %d that fit", len(res.Outputs), wire.MaxOutputs)
 	}
 }
+
+// An empty workspace (no repository, no overlaid file) has the empty tree as its baseline:
+// the worker records it without git, and runs none at all when the agent leaves nothing.
+func TestWorker_EmptyWorkspaceRunsNoGit(t *testing.T) {
+	f := newFixture(t, `true`)
+	f.caps[0].files = nil
+	f.write()
+	before := gitRuns.Load()
+	_, res := f.run()
+	if res.Status != wire.StatusOK {
+		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
+	}
+	if n := gitRuns.Load() - before; n != 0 {
+		t.Errorf("the worker ran git %d times for an empty workspace, want 0", n)
+	}
+	emptySum := sha256.Sum256(nil)
+	want := &wire.PatchInfo{Path: wire.PatchFile, SHA256: hex.EncodeToString(emptySum[:])}
+	if diff := cmp.Diff(want, res.Patch); diff != "" {
+		t.Errorf("patch (-want +got):\n%s", diff)
+	}
+	if b, err := os.ReadFile(f.outPath(wire.PatchFile)); err != nil || len(b) != 0 {
+		t.Errorf("patch.diff = %q, %v; want an empty file", b, err)
+	}
+	if ents, _ := os.ReadDir(f.tmp); len(ents) != 0 {
+		t.Errorf("the worker left %d entries in its temp dir, want none", len(ents))
+	}
+}
+
+// What the agent writes into an empty workspace is captured against the empty tree: git
+// runs twice (add, diff), and the patch recreates every file on an empty checkout.
+func TestWorker_EmptyBaselineCapturesNewFiles(t *testing.T) {
+	f := newFixture(t, `printf 'one\n' > a.txt; mkdir -p d/e && printf 'two\n' > d/e/b.txt
+printf 'bin\000ary' > c.bin; ln -s a.txt link; mkdir empty-dir`)
+	f.caps[0].files = nil
+	f.write()
+	before := gitRuns.Load()
+	_, res := f.run()
+	if res.Status != wire.StatusOK {
+		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
+	}
+	if n := gitRuns.Load() - before; n != 2 {
+		t.Errorf("the worker ran git %d times, want 2 (add and diff at capture)", n)
+	}
+	if res.Patch.FilesChanged != 4 {
+		t.Errorf("got %d files changed, want 4", res.Patch.FilesChanged)
+	}
+	fresh := t.TempDir()
+	git(t, fresh, "init", "-q")
+	applyPatch(t, f, fresh)
+	for p, want := range map[string]string{"a.txt": "one\n", "d/e/b.txt": "two\n", "c.bin": "bin\x00ary"} {
+		if got := readFile(t, filepath.Join(fresh, p)); got != want {
+			t.Errorf("%s after apply = %q, want %q", p, got, want)
+		}
+	}
+	if target, err := os.Readlink(filepath.Join(fresh, "link")); err != nil || target != "a.txt" {
+		t.Errorf("link after apply: %q, %v; want a link to a.txt", target, err)
+	}
+}
