@@ -48,41 +48,53 @@ type Home struct {
 // migrations ([github.com/agora-dev/agora/internal/agoradb.Migrations]), passed in so that
 // home imports none of the packages that own its tables.
 func Init(ctx context.Context, dir string, schema []store.Migration) (created []string, err error) {
-	if err := ensureDir(dir, &created); err != nil {
+	created, db, _, err := initHome(ctx, dir, schema)
+	if err != nil {
 		return nil, err
 	}
+	db.Close()
+	return created, nil
+}
+
+// initHome is Init, returning the database and blob store it opened: [Open] keeps them
+// rather than open agora.db a second time in the same process.
+func initHome(ctx context.Context, dir string, schema []store.Migration) (created []string, db *store.DB, blobs *blob.Store, err error) {
+	if err := ensureDir(dir, &created); err != nil {
+		return nil, nil, nil, err
+	}
 	if err := ensureDir(filepath.Join(dir, KeyDir), &created); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	secretKey := filepath.Join(dir, SecretKeyFile)
 	if _, err := os.Stat(secretKey); errors.Is(err, fs.ErrNotExist) {
 		created = append(created, secretKey)
 	}
 	if _, err := secret.LoadOrCreateKey(secretKey); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if err := ensureAuditKey(dir, &created); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if err := ensureRandomKey(filepath.Join(dir, CallbackKey), &created); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	dbPath := filepath.Join(dir, DBFile)
 	if _, err := os.Stat(dbPath); errors.Is(err, fs.ErrNotExist) {
 		created = append(created, dbPath)
 	}
-	db, err := store.Open(ctx, dbPath, schema)
+	db, err = store.Open(ctx, dbPath, schema)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	defer db.Close()
 	if err := os.Chmod(dbPath, 0o600); err != nil {
-		return nil, err
+		db.Close()
+		return nil, nil, nil, err
 	}
-	if _, err := blob.Open(filepath.Join(dir, BlobDir)); err != nil {
-		return nil, err
+	if blobs, err = blob.Open(filepath.Join(dir, BlobDir)); err != nil {
+		db.Close()
+		return nil, nil, nil, err
 	}
-	return created, nil
+	return created, db, blobs, nil
 }
 
 func ensureDir(dir string, created *[]string) error {
@@ -211,18 +223,11 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 
 // Open initialises dir on first use and opens it, migrating agora.db to schema (see [Init]).
 func Open(ctx context.Context, dir string, schema []store.Migration) (*Home, error) {
-	if _, err := Init(ctx, dir, schema); err != nil {
+	_, db, blobs, err := initHome(ctx, dir, schema)
+	if err != nil {
 		return nil, err
 	}
 	cfg, err := config.Load(dir)
-	if err != nil {
-		return nil, err
-	}
-	db, err := store.Open(ctx, filepath.Join(dir, DBFile), schema)
-	if err != nil {
-		return nil, err
-	}
-	blobs, err := blob.Open(filepath.Join(dir, BlobDir))
 	if err != nil {
 		db.Close()
 		return nil, err

@@ -196,6 +196,17 @@ func IsUniqueViolation(err error) bool {
 }
 
 func (db *DB) migrate(ctx context.Context, migrations []Migration) error {
+	// The common case, a schema already current, is read without the write lock (which a
+	// transaction takes up front, and which every other process's writer holds in turn):
+	// one statement instead of BEGIN IMMEDIATE, a read and a COMMIT. user_version only
+	// grows, so a database found current stays current.
+	var version int
+	if err := db.sql.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("migrate %s: %w", db.path, err)
+	}
+	if version == len(migrations) {
+		return nil
+	}
 	for {
 		var applied bool
 		err := db.Tx(ctx, func(tx *sql.Tx) error {
