@@ -31,6 +31,8 @@ var readAllowed = map[string]string{
 	"dispatch/supervise.go:newLogSink: os.OpenFile":       "creates the supervisor's own log, write-only",
 	"dispatch/stage.go:hold: os.OpenFile":                 "creates dispatches/.held/<id>, the host's index of stages to release, never bound into a sandbox",
 	"dispatch/stage.go:checkRunnable: os.Stat":            "the agora binary the host runs",
+	"dispatch/bundles.go:writeBundleFiles: os.OpenFile":   "creates (O_EXCL) a file of a shared bundle being staged in the stage directory, before any sandbox exists",
+	"dispatch/bundles.go:checkOwnDir: os.Lstat":           "dispatches/.bundles and its entries, which a sandbox sees only as read-only mounts; their files are then read through sandboxfs",
 	"dispatch/accept.go:resolveRevision: os.Stat":         "the --repo a person names",
 	"dispatch/gateway.go:removeGatewayEntry: os.Lstat":    "the stage's gateway link, the supervisor's own, never bound into a sandbox; its target must be a /tmp/agora-gw-* directory",
 	"dispatch/gateway.go:removeGatewayEntry: os.Readlink": "the same link",

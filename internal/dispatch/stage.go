@@ -28,8 +28,11 @@ import (
 // handed to the target's sandbox uid. AGORA_HOME and the stage directory stay 0700 root: the
 // provider binds the sources from a private mount namespace.
 type stage struct {
-	dir       string
+	dir string
+	// bundle is the dispatch's own bundle directory: its manifest.json, and for `sandbox:
+	// none` the whole bundle. shared is the entry of .bundles bound under it, "" for none.
 	bundle    string
+	shared    string
 	workspace string
 	out       string
 	stdout    string
@@ -127,11 +130,9 @@ func newStage(stateDir, id string, l stageLimits) (*stage, error) {
 	if err := s.hold(); err != nil {
 		return nil, fmt.Errorf("stage dispatch %s: %w", id, err)
 	}
-	for _, d := range []string{s.bundle, filepath.Join(s.bundle, wire.CapabilitiesDir)} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			s.removeWork()
-			return nil, fmt.Errorf("stage dispatch %s: %w", id, err)
-		}
+	if err := os.MkdirAll(s.bundle, 0o700); err != nil {
+		s.removeWork()
+		return nil, fmt.Errorf("stage dispatch %s: %w", id, err)
 	}
 	if l.disk > 0 {
 		disk := filepath.Join(s.dir, diskDir)
@@ -267,6 +268,8 @@ func (s *stage) removeWork() {
 		os.RemoveAll(s.disk)
 	}
 	os.RemoveAll(s.bundle)
+	os.RemoveAll(filepath.Join(s.dir, bundleStaging))
+	os.RemoveAll(filepath.Join(s.dir, bundleDiscard))
 	os.RemoveAll(s.workspace)
 	os.RemoveAll(s.out)
 	os.RemoveAll(filepath.Join(s.dir, wire.InputsDir))
@@ -339,15 +342,10 @@ func (d *Dispatcher) loadPinned(ctx context.Context, r *Record) (*pinned, error)
 	return p, nil
 }
 
-// writeBundle copies the pinned content into the bundle directory and writes manifest.json.
+// writeBundle writes the dispatch's manifest.json into its bundle directory, and the pinned
+// content beside it (`sandbox: none`) or into the shared entry of its content digest (see
+// bundles.go).
 func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, setupTimeout int) error {
-	subContent, err := d.Catalog.Content(p.subagent)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(s.bundle, wire.SubagentFile), subContent, 0o600); err != nil {
-		return err
-	}
 	m := wire.Manifest{
 		Version:    wire.ManifestVersion,
 		DispatchID: r.ID,
@@ -365,15 +363,7 @@ func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, s
 	}
 	var declared wire.Grants
 	for _, c := range p.capabilities {
-		data, err := d.Catalog.Content(c)
-		if err != nil {
-			return err
-		}
-		rel := wire.CapabilityPath(c.Digest)
-		if err := os.WriteFile(filepath.Join(s.bundle, rel), data, 0o600); err != nil {
-			return err
-		}
-		m.Capabilities = append(m.Capabilities, wire.Bundle{Name: c.Name, Digest: c.Digest, Path: rel})
+		m.Capabilities = append(m.Capabilities, wire.Bundle{Name: c.Name, Digest: c.Digest, Path: wire.CapabilityPath(c.Digest)})
 		if g := c.Meta.Grants; g != nil {
 			declared.Commands = append(declared.Commands, g.Commands...)
 			declared.Tools = append(declared.Tools, g.Tools...)
@@ -394,7 +384,32 @@ func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, s
 	if err != nil {
 		return err
 	}
+	files := bundleVersions(p)
+	if s.sandboxed {
+		if s.shared, err = d.shareBundle(s, files); err != nil {
+			return err
+		}
+	} else if err := d.writeOwnBundle(s.bundle, files); err != nil {
+		return err
+	}
 	return os.WriteFile(filepath.Join(s.bundle, wire.ManifestFile), b, 0o600)
+}
+
+// writeOwnBundle writes files into the stage's own bundle directory.
+func (d *Dispatcher) writeOwnBundle(dir string, files []bundleFile) error {
+	if err := os.Mkdir(filepath.Join(dir, wire.CapabilitiesDir), 0o700); err != nil {
+		return err
+	}
+	for _, f := range files {
+		data, err := d.Catalog.Content(f.version)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.rel), data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func uniq(ss []string) []string {

@@ -149,12 +149,10 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		Stdout: stdout, Stderr: stderr,
 		// Root runs the sandbox as the target's sandbox uid; nil leaves it the invoking user.
 		RunAs: st.owner,
-		Binds: []compute.Bind{
-			{Src: d.AgoraBin, Dst: wire.BinPath},
-			{Src: st.bundle, Dst: wire.BundlePath},
-			{Src: st.workspace, Dst: wire.WorkspacePath, Writable: true},
-			{Src: st.out, Dst: wire.OutPath, Writable: true},
-		},
+		Binds: append(append([]compute.Bind{{Src: d.AgoraBin, Dst: wire.BinPath}}, st.bundleBinds(wire.BundlePath)...),
+			compute.Bind{Src: st.workspace, Dst: wire.WorkspacePath, Writable: true},
+			compute.Bind{Src: st.out, Dst: wire.OutPath, Writable: true},
+		),
 	}
 	if len(r.Inputs) > 0 {
 		spec.Binds = append(spec.Binds, compute.Bind{Src: inputsDir, Dst: wire.InputsPath})
