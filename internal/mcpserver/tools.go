@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -67,63 +68,68 @@ func (t tool) mcpTool() *mcp.Tool {
 	}
 }
 
-var toolTable = []tool{
-	define(tool{
-		name: "agora_capabilities_list", tier: CeilingRead, title: "List capabilities",
-		desc:     "List the registered capabilities: name, version digest, registered time and description. Metadata only.",
-		readOnly: true, idem: true,
-	}, noProps, (*Server).capabilitiesList),
-	define(tool{
-		name: "agora_subagents_list", tier: CeilingRead, title: "List subagents",
-		desc:     "List the registered subagents: name, version digest, registered time, description, runtime and capability names. Metadata only: no prompts.",
-		readOnly: true, idem: true,
-	}, noProps, (*Server).subagentsList),
-	define(tool{
-		name: "agora_envs_list", tier: CeilingRead, title: "List env bundles",
-		desc:     "List the registered env bundles: name, version digest, registered time, description, and the KEYS of their values and secrets. Never values.",
-		readOnly: true, idem: true,
-	}, noProps, (*Server).envsList),
-	define(tool{
-		name: "agora_dispatch", tier: CeilingDispatch, title: "Dispatch a subagent",
-		desc: "Run a registered subagent in a sandbox with env bundles, on a target, with a JSON input and a timeout. " +
-			"Waits up to wait_seconds (default 30, at most 300) and returns the dispatch record, finished or not; " +
-			"a running dispatch keeps running after this call returns (follow it with agora_dispatch_describe). " +
-			"The worker starts in an empty workspace; its changes come back as a patch ref.",
-		open: true,
-	}, dispatchProps, (*Server).dispatch),
-	define(tool{
-		name: "agora_dispatch_describe", tier: CeilingRead, title: "Describe a dispatch",
-		desc:     "Return a dispatch's record: state, reason, exit code, refs (digests) to its patch and outputs, and the question when it needs input.",
-		readOnly: true, idem: true,
-	}, idProps, (*Server).dispatchDescribe),
-	define(tool{
-		name: "agora_dispatch_cancel", tier: CeilingDispatch, title: "Cancel a dispatch",
-		desc:     "Cancel a running dispatch and everything it started; returns the final record. Cancelling a dispatch that already ended changes nothing.",
-		destruct: true, idem: true,
-	}, idProps, (*Server).dispatchCancel),
-	define(tool{
-		name: "agora_orchestrator_submit", tier: CeilingOrchestrate, title: "Submit an orchestrator plan",
-		desc: "Submit a plan (an object of tasks over registered subagents, envs and targets) to the orchestrator; returns the run.",
-		open: true,
-	}, submitProps, (*Server).orchestratorSubmit),
-	define(tool{
-		name: "agora_orchestrator_status", tier: CeilingRead, title: "Orchestrator run status",
-		desc:     "Return the status of an orchestrator run and its tasks.",
-		readOnly: true, idem: true,
-	}, runProps, (*Server).orchestratorStatus),
-	define(tool{
-		name: "agora_orchestrator_watch", tier: CeilingRead, title: "Watch an orchestrator run",
-		desc:     "Wait up to timeout_seconds (default 30, at most 300) for an orchestrator run to change or end, then return its status.",
-		readOnly: true, idem: true,
-	}, watchProps, (*Server).orchestratorWatch),
-}
+// toolTable is built on first use, not at init: deriving the nine input schemas costs
+// milliseconds that every agora process (each CLI command, each sandbox's worker) would
+// otherwise pay whether or not it serves MCP.
+var toolTable = sync.OnceValue(func() []tool {
+	return []tool{
+		define(tool{
+			name: "agora_capabilities_list", tier: CeilingRead, title: "List capabilities",
+			desc:     "List the registered capabilities: name, version digest, registered time and description. Metadata only.",
+			readOnly: true, idem: true,
+		}, noProps, (*Server).capabilitiesList),
+		define(tool{
+			name: "agora_subagents_list", tier: CeilingRead, title: "List subagents",
+			desc:     "List the registered subagents: name, version digest, registered time, description, runtime and capability names. Metadata only: no prompts.",
+			readOnly: true, idem: true,
+		}, noProps, (*Server).subagentsList),
+		define(tool{
+			name: "agora_envs_list", tier: CeilingRead, title: "List env bundles",
+			desc:     "List the registered env bundles: name, version digest, registered time, description, and the KEYS of their values and secrets. Never values.",
+			readOnly: true, idem: true,
+		}, noProps, (*Server).envsList),
+		define(tool{
+			name: "agora_dispatch", tier: CeilingDispatch, title: "Dispatch a subagent",
+			desc: "Run a registered subagent in a sandbox with env bundles, on a target, with a JSON input and a timeout. " +
+				"Waits up to wait_seconds (default 30, at most 300) and returns the dispatch record, finished or not; " +
+				"a running dispatch keeps running after this call returns (follow it with agora_dispatch_describe). " +
+				"The worker starts in an empty workspace; its changes come back as a patch ref.",
+			open: true,
+		}, dispatchProps, (*Server).dispatch),
+		define(tool{
+			name: "agora_dispatch_describe", tier: CeilingRead, title: "Describe a dispatch",
+			desc:     "Return a dispatch's record: state, reason, exit code, refs (digests) to its patch and outputs, and the question when it needs input.",
+			readOnly: true, idem: true,
+		}, idProps, (*Server).dispatchDescribe),
+		define(tool{
+			name: "agora_dispatch_cancel", tier: CeilingDispatch, title: "Cancel a dispatch",
+			desc:     "Cancel a running dispatch and everything it started; returns the final record. Cancelling a dispatch that already ended changes nothing.",
+			destruct: true, idem: true,
+		}, idProps, (*Server).dispatchCancel),
+		define(tool{
+			name: "agora_orchestrator_submit", tier: CeilingOrchestrate, title: "Submit an orchestrator plan",
+			desc: "Submit a plan (an object of tasks over registered subagents, envs and targets) to the orchestrator; returns the run.",
+			open: true,
+		}, submitProps, (*Server).orchestratorSubmit),
+		define(tool{
+			name: "agora_orchestrator_status", tier: CeilingRead, title: "Orchestrator run status",
+			desc:     "Return the status of an orchestrator run and its tasks.",
+			readOnly: true, idem: true,
+		}, runProps, (*Server).orchestratorStatus),
+		define(tool{
+			name: "agora_orchestrator_watch", tier: CeilingRead, title: "Watch an orchestrator run",
+			desc:     "Wait up to timeout_seconds (default 30, at most 300) for an orchestrator run to change or end, then return its status.",
+			readOnly: true, idem: true,
+		}, watchProps, (*Server).orchestratorWatch),
+	}
+})
 
 // tools returns the nine tools.
-func tools() []tool { return toolTable }
+func tools() []tool { return toolTable() }
 
 // tierOf returns the ceiling tier tool name needs.
 func tierOf(name string) (Ceiling, bool) {
-	for _, t := range toolTable {
+	for _, t := range toolTable() {
 		if t.name == name {
 			return t.tier, true
 		}
