@@ -173,9 +173,12 @@ func run(n int, bin, repo, base string) error {
 	d, bare, iso := median(benches[0].walls), median(benches[1].walls), median(benches[2].walls)
 	fmt.Printf("ratio dispatch/bare median: %.2fx\n", float64(d)/float64(bare))
 	fmt.Printf("ratio dispatch/namespaced-bwrap median: %.2fx\n", float64(d)/float64(iso))
+	// Each -base dispatch against the same dispatch of -bin.
 	for _, b := range benches {
-		if b.agora != nil && len(b.walls) > 0 {
-			fmt.Printf("ratio %q/dispatch median: %.2fx\n", b.name, float64(median(b.walls))/float64(d))
+		for _, a := range benches {
+			if b.agora != nil && a.agora == nil && strings.TrimPrefix(b.name, "-base: ") == strings.TrimPrefix(a.name, "agora ") {
+				fmt.Printf("ratio -base/-bin, %s: %.2fx\n", a.name, float64(median(b.walls))/float64(median(a.walls)))
+			}
 		}
 	}
 	for _, b := range benches {
