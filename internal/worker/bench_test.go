@@ -8,8 +8,9 @@ import (
 )
 
 // BenchmarkWorkerNoop runs the whole worker for the command `true` on an empty workspace:
-// verify, baseline (git add, write-tree), the agent, capture (git add, diff), outputs and
-// the result. It reports the mean time of each phase next to the total.
+// verify, baseline, the agent, capture, outputs and the result. An empty workspace that stays
+// empty runs no git (the baseline is the empty tree, the patch empty). It reports the mean
+// time of each phase next to the total.
 //
 // In the sandbox /tmp (the baseline repository) is a tmpfs; the "tmp=tmpfs" case uses
 // /dev/shm to match, "tmp=disk" a directory next to the workspace.
