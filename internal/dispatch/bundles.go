@@ -19,19 +19,23 @@ import (
 
 // A sandboxed dispatch's bundle is its manifest.json, which is its own, and the pinned
 // catalog content (subagent.json and capabilities/*), which every dispatch of the same
-// subagent version shares. That content is staged once per content digest under
-// dispatches/.bundles/<key> and bound read-only at /agora/bundle, with the dispatch's
-// manifest.json bound over the entry's empty placeholder. `sandbox: none` has no mount to
-// do that with, and writes its whole bundle into its stage as before.
+// subagent version shares. When the sandboxes run as the invoking user (an unprivileged
+// agora), that content is staged once per content digest under dispatches/.bundles/<key>
+// and bound read-only at /agora/bundle, with the dispatch's manifest.json bound over the
+// entry's empty placeholder. A root agora runs each sandbox as one of 65536 uids, and
+// nothing in AGORA_HOME is readable by a uid that does not own it (0600 and 0700
+// throughout), so it writes each dispatch's whole bundle into its stage, handed to that
+// dispatch's uid, as does `sandbox: none`, which has no mount to bind an entry with.
 //
 // An entry is never trusted for being there. It is made in the dispatch's own stage
 // directory and renamed into place whole, so a crash leaves no half entry at the key (what
 // it leaves in the stage, removeWork and Reap delete); and every later use checks it again
-// before binding it: the entry and .bundles are directories of this user that nobody else
-// may write, and every file is read beneath the entry with no symlink on the way, one link
-// only, and exactly the bytes of its digest (sandboxfs). An entry that fails is moved into
-// the dispatch's stage, to be deleted with it, and staged again. Inside a sandbox the entry
-// is a read-only mount, which neither the agent nor the worker can write through.
+// before binding it: the entry, its capabilities directory and .bundles are directories of
+// this user's that nobody else may even read, and every file is read beneath the entry with
+// no symlink on the way, one link only, and exactly the bytes of its digest (sandboxfs). An
+// entry that fails is moved into the dispatch's stage, to be deleted with it, and staged
+// again. Inside a sandbox the entry is a read-only mount, which neither the agent nor the
+// worker can write through.
 //
 // Entries are not removed: they hold a copy of catalog content that the blob store keeps
 // anyway, one per subagent version dispatched, and a running sandbox may be reading one.
@@ -100,29 +104,22 @@ func (d *Dispatcher) shareBundle(s *stage, files []bundleFile) (string, error) {
 }
 
 // writeBundleFiles writes files and an empty manifest.json placeholder into a new directory
-// dir, readable by every sandbox user (the entry is shared across the sandbox uids of a
-// root agora; .bundles above it is 0700).
+// dir, private like everything in AGORA_HOME.
 func (d *Dispatcher) writeBundleFiles(dir string, files []bundleFile) error {
 	if err := os.RemoveAll(dir); err != nil { // a leftover of an earlier attempt
 		return err
 	}
 	for _, sub := range []string{dir, filepath.Join(dir, wire.CapabilitiesDir)} {
-		if err := os.Mkdir(sub, 0o755); err != nil {
-			return err
-		}
-		if err := os.Chmod(sub, 0o755); err != nil { // Mkdir obeys the umask
+		if err := os.Mkdir(sub, 0o700); err != nil {
 			return err
 		}
 	}
 	write := func(rel string, data []byte) error {
-		f, err := os.OpenFile(filepath.Join(dir, rel), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		f, err := os.OpenFile(filepath.Join(dir, rel), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 		if err != nil {
 			return err
 		}
 		_, err = f.Write(data)
-		if err2 := f.Chmod(0o644); err == nil {
-			err = err2
-		}
 		return errors.Join(err, f.Close())
 	}
 	for _, f := range files {
@@ -160,7 +157,7 @@ func checkBundle(path string, files []bundleFile) error {
 }
 
 // checkOwnDir checks that path is a directory (not a link to one) of this user's that no
-// other user may write.
+// other user may use at all.
 func checkOwnDir(path string) error {
 	fi, err := os.Lstat(path)
 	if err != nil {
@@ -172,8 +169,8 @@ func checkOwnDir(path string) error {
 		return fmt.Errorf("%s is not a directory (%s)", path, fi.Mode().Type())
 	case !ok || int(st.Uid) != os.Geteuid():
 		return fmt.Errorf("%s is not owned by uid %d", path, os.Geteuid())
-	case fi.Mode().Perm()&0o022 != 0:
-		return fmt.Errorf("%s is writable by others (mode %v)", path, fi.Mode().Perm())
+	case fi.Mode().Perm()&0o077 != 0:
+		return fmt.Errorf("%s is open to others (mode %v)", path, fi.Mode().Perm())
 	}
 	return nil
 }

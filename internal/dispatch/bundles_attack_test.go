@@ -15,11 +15,20 @@ import (
 	"github.com/agora-dev/agora/internal/home"
 )
 
-// A sandboxed dispatch's pinned catalog content is staged once per content digest in
-// dispatches/.bundles/<key> and bound read-only into every later sandbox with the same
-// subagent version. These tests try to poison that shared entry: from inside a sandbox, and by
-// planting something at its path (or at .bundles) before a dispatch reuses it. Each fails if a
-// later dispatch could be handed anything but the catalog's bytes.
+// When sandboxes run as the invoking user, a dispatch's pinned catalog content is staged once
+// per content digest in dispatches/.bundles/<key> and bound read-only into every later sandbox
+// with the same subagent version. These tests try to poison that shared entry: from inside a
+// sandbox, and by planting something at its path (or at .bundles) before a dispatch reuses it.
+// Each fails if a later dispatch could be handed anything but the catalog's bytes. Run as
+// root, they stage as an unprivileged agora does (dispatch.StageAsInvokingUser); the agent
+// is then root's uid without capabilities, a stronger attacker than the invoking user's.
+
+// newSharedEnv is newEnv with sandboxes run as the invoking user, who shares bundles.
+func newSharedEnv(t *testing.T) *env {
+	e := newEnv(t)
+	dispatch.StageAsInvokingUser(e.d)
+	return e
+}
 
 // bundleEntries lists the entries of .bundles.
 func (e *env) bundleEntries() []string {
@@ -55,15 +64,15 @@ func sha256Hex(b []byte) string {
 
 // checkEntryIntact fails t unless entry is a real directory holding exactly the catalog's
 // bytes for r: subagent.json of r's subagent digest, one capability archive whose name is its
-// own digest, an empty manifest.json placeholder, nothing else, and nothing writable by others.
+// own digest, an empty manifest.json placeholder, nothing else, and nothing open to others.
 func checkEntryIntact(t *testing.T, entry string, r *dispatch.Record) {
 	t.Helper()
 	fi, err := os.Lstat(entry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !fi.IsDir() || fi.Mode().Perm() != 0o755 {
-		t.Fatalf("entry %s is %v, want a directory of mode 0755", entry, fi.Mode())
+	if !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("entry %s is %v, want a directory of mode 0700", entry, fi.Mode())
 	}
 	var names []string
 	err = filepath.WalkDir(entry, func(p string, d os.DirEntry, err error) error {
@@ -76,7 +85,7 @@ func checkEntryIntact(t *testing.T, entry string, r *dispatch.Record) {
 		if err != nil {
 			return err
 		}
-		if info.Mode()&os.ModeSymlink != 0 || info.Mode().Perm()&0o022 != 0 {
+		if info.Mode()&os.ModeSymlink != 0 || info.Mode().Perm()&0o077 != 0 {
 			t.Errorf("entry file %s has mode %v", rel, info.Mode())
 		}
 		if !d.Type().IsRegular() {
@@ -120,7 +129,7 @@ func checkEntryIntact(t *testing.T, entry string, r *dispatch.Record) {
 // Impact if it worked: a later sandbox (any sandbox uid of a root agora) would run a subagent
 // document or capability the catalog never held.
 func TestRedTeam_SharedBundleWritesFromSandbox(t *testing.T) {
-	e := newEnv(t)
+	e := newSharedEnv(t)
 	e.subagent("poison", `b=/agora/bundle
 [ -s $b/subagent.json ] && echo seen-subagent
 grep -q '"dispatch_id"' $b/manifest.json && echo seen-manifest
@@ -202,8 +211,17 @@ func TestRedTeam_SharedBundlePlanted(t *testing.T) {
 		{"entry writable by others", func(t *testing.T, entry, _ string) {
 			mustDo(t, os.Chmod(entry, 0o777))
 		}},
+		{"entry readable by others", func(t *testing.T, entry, _ string) {
+			mustDo(t, os.Chmod(entry, 0o755))
+		}},
 		{"capabilities writable by others", func(t *testing.T, entry, _ string) {
 			mustDo(t, os.Chmod(filepath.Join(entry, "capabilities"), 0o777))
+		}},
+		{"entry owned by another user", func(t *testing.T, entry, _ string) {
+			if os.Geteuid() != 0 {
+				t.Skip("SKIP: only root can give the entry to another user")
+			}
+			mustDo(t, os.Lchown(entry, 65534, 65534))
 		}},
 		{"manifest placeholder filled in", func(t *testing.T, entry, _ string) {
 			mustDo(t, os.WriteFile(filepath.Join(entry, "manifest.json"), []byte(`{"version":1}`), 0o644))
@@ -221,7 +239,7 @@ func TestRedTeam_SharedBundlePlanted(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := newSharedEnv(t)
 			e.subagent("victim", `cat /agora/bundle/subagent.json; echo`)
 			first := e.run(dispatch.Request{Subagent: "victim"})
 			entry := e.onlyBundleEntry(first)
@@ -301,7 +319,7 @@ func copyTree(t *testing.T, src, dst string) {
 // Dispatches of one subagent version that stage its shared bundle at the same time all run,
 // with one entry left: a rename that loses finds the winner's entry and checks it.
 func TestDispatch_SharedBundleStagedConcurrently(t *testing.T) {
-	e := newEnv(t)
+	e := newSharedEnv(t)
 	e.subagent("many", `true`)
 	var wg sync.WaitGroup
 	records := make([]*dispatch.Record, 4)
@@ -328,5 +346,21 @@ func TestDispatch_SharedBundleStagedConcurrently(t *testing.T) {
 		t.Errorf(".bundles holds %v, want one entry", entries)
 	} else if records[0] != nil {
 		checkEntryIntact(t, entries[0], records[0])
+	}
+}
+
+// A root agora runs each sandbox as one of its sandbox uids, and nothing in AGORA_HOME may be
+// read by a uid that does not own it: it shares no entry, and writes each dispatch's whole
+// bundle into the stage, handed to that dispatch's uid.
+func TestDispatch_RootStagesEachBundle(t *testing.T) {
+	requireRootLimits(t)
+	e := newEnv(t)
+	e.subagent("solo", `[ -s /agora/bundle/subagent.json ] && echo seen`)
+	r := e.run(dispatch.Request{Subagent: "solo"})
+	if r.State != dispatch.StateFinished || !strings.Contains(e.stdout(r), "seen") {
+		t.Fatalf("dispatch %s: %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
+	}
+	if ents, err := os.ReadDir(filepath.Join(e.home.Dir, home.DispatchDir, ".bundles")); err == nil && len(ents) > 0 {
+		t.Errorf("a root agora shared a bundle: .bundles holds %d entries", len(ents))
 	}
 }

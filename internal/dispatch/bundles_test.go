@@ -62,7 +62,7 @@ func BenchmarkBundle(b *testing.B) {
 	}
 	content := [][]byte{sub, archive}
 	write := func(dir string, mode os.FileMode) {
-		if err := os.MkdirAll(filepath.Join(dir, wire.CapabilitiesDir), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(dir, wire.CapabilitiesDir), 0o700); err != nil {
 			b.Fatal(err)
 		}
 		for i, f := range files {
@@ -72,8 +72,8 @@ func BenchmarkBundle(b *testing.B) {
 		}
 	}
 	entry := filepath.Join(dir, "entry")
-	write(entry, 0o644)
-	if err := os.WriteFile(filepath.Join(entry, wire.ManifestFile), nil, 0o644); err != nil {
+	write(entry, 0o600)
+	if err := os.WriteFile(filepath.Join(entry, wire.ManifestFile), nil, 0o600); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("check shared entry", func(b *testing.B) {

@@ -50,6 +50,10 @@ type Dispatcher struct {
 	// addresses only.
 	Egress egress.Policy
 	Now    func() time.Time
+
+	// testOnlyInvokingUser makes a root agora stage and run sandboxes as an unprivileged one
+	// does (as the invoking user, no disk quota), so tests running as root cover that path.
+	testOnlyInvokingUser bool
 }
 
 func (d *Dispatcher) now() time.Time {

@@ -343,8 +343,8 @@ func (d *Dispatcher) loadPinned(ctx context.Context, r *Record) (*pinned, error)
 }
 
 // writeBundle writes the dispatch's manifest.json into its bundle directory, and the pinned
-// content beside it (`sandbox: none`) or into the shared entry of its content digest (see
-// bundles.go).
+// content into the shared entry of its content digest (sandboxes run as the invoking user)
+// or beside the manifest (a root agora's sandbox uids, `sandbox: none`): see bundles.go.
 func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, setupTimeout int) error {
 	m := wire.Manifest{
 		Version:    wire.ManifestVersion,
@@ -385,7 +385,7 @@ func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, s
 		return err
 	}
 	files := bundleVersions(p)
-	if s.sandboxed {
+	if s.sandboxed && s.owner == nil {
 		if s.shared, err = d.shareBundle(s, files); err != nil {
 			return err
 		}

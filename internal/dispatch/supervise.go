@@ -69,7 +69,11 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	if err != nil {
 		return failed(ReasonIntegrityFailed, "load pinned catalog content: %v", err), nil
 	}
-	st, err := newStage(d.StateDir, r.ID, limitsFor(target, r.Sandbox, r.ID))
+	limits := limitsFor(target, r.Sandbox, r.ID)
+	if d.testOnlyInvokingUser {
+		limits.owner, limits.disk = nil, 0
+	}
+	st, err := newStage(d.StateDir, r.ID, limits)
 	if err != nil {
 		return Outcome{}, err
 	}
