@@ -16,12 +16,7 @@ import (
 
 // Dispatcher builds the dispatcher over AGORA_HOME with the local provider.
 func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) {
-	f.wrote = true
-	h, err := f.Home(ctx)
-	if err != nil {
-		return nil, err
-	}
-	sealer, err := h.Sealer()
+	h, sealer, err := f.sealedHome(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/secret"
 )
 
 // Factory supplies commands with their streams and lazily opened dependencies, so a command
@@ -50,14 +51,24 @@ func (f *Factory) Home(ctx context.Context) (*home.Home, error) {
 	return h, nil
 }
 
-// Writer opens the privileged catalog writer.
-func (f *Factory) Writer(ctx context.Context) (*provision.Writer, error) {
+// sealedHome opens AGORA_HOME and its sealer for a command that may write: the catalog
+// writer and the dispatcher both need the two, and both count as writes for the checkpoint.
+func (f *Factory) sealedHome(ctx context.Context) (*home.Home, *secret.Sealer, error) {
 	f.wrote = true
 	h, err := f.Home(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sealer, err := h.Sealer()
+	if err != nil {
+		return nil, nil, err
+	}
+	return h, sealer, nil
+}
+
+// Writer opens the privileged catalog writer.
+func (f *Factory) Writer(ctx context.Context) (*provision.Writer, error) {
+	h, sealer, err := f.sealedHome(ctx)
 	if err != nil {
 		return nil, err
 	}
