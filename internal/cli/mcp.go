@@ -167,10 +167,17 @@ func readTokensFile(path string) ([]byte, error) {
 // and watch only), and the audit log.
 func mcpRun(ctx context.Context, opts *mcpOptions) error {
 	f := opts.f
+	logger := slog.New(slog.NewJSONHandler(f.IO.ErrOut, nil))
+	// A client starts this command with the environment it was configured with: a missing or
+	// mistyped AGORA_HOME must be an error naming the path, never a new empty home.
+	f.existingHome = true
 	h, err := f.Home(ctx)
 	if err != nil {
 		return err
 	}
+	// The operator reading the client's server log sees which home (catalog, keys, audit log)
+	// this server acts on.
+	logger.Info("mcp server home", "home", h.Dir)
 	d, err := f.Dispatcher(ctx)
 	if err != nil {
 		return err
@@ -184,7 +191,6 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewJSONHandler(f.IO.ErrOut, nil))
 	ctx, stop := context.WithCancel(ctx)
 	auditor := audit.NewBatcher(h.DB, audit.New(f.Now))
 	var wg sync.WaitGroup

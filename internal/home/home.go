@@ -221,6 +221,41 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	return os.Rename(tmp.Name(), path)
 }
 
+// MissingError reports an AGORA_HOME that was never initialised: [OpenExisting] refuses to
+// create one. Dir is the home; Missing is the first thing not found in it (the home itself,
+// agora.db or the sealing key).
+type MissingError struct {
+	Dir     string
+	Missing string
+}
+
+func (e *MissingError) Error() string {
+	if e.Missing == e.Dir {
+		return fmt.Sprintf("AGORA_HOME %s does not exist", e.Dir)
+	}
+	return fmt.Sprintf("AGORA_HOME %s is not initialised: %s is missing", e.Dir, e.Missing)
+}
+
+// Hint says how to create the home, or how to point at the one that exists.
+func (e *MissingError) Hint() string {
+	return fmt.Sprintf("create it with 'AGORA_HOME=%s agora init', or set AGORA_HOME to the home you provisioned", e.Dir)
+}
+
+// OpenExisting opens dir like [Open] but only when it was initialised already: the home, its
+// database and its sealing key must exist. A long-running server a client starts (agora mcp)
+// uses it, so a mistyped or missing AGORA_HOME is an error naming the path instead of a new,
+// empty home that silently serves nothing.
+func OpenExisting(ctx context.Context, dir string, schema []store.Migration) (*Home, error) {
+	for _, p := range []string{dir, filepath.Join(dir, DBFile), filepath.Join(dir, SecretKeyFile)} {
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			return nil, &MissingError{Dir: dir, Missing: p}
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	return Open(ctx, dir, schema)
+}
+
 // Open initialises dir on first use and opens it, migrating agora.db to schema (see [Init]).
 func Open(ctx context.Context, dir string, schema []store.Migration) (*Home, error) {
 	_, db, blobs, err := initHome(ctx, dir, schema)
