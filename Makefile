@@ -4,10 +4,19 @@
 GO ?= go
 export CGO_ENABLED ?= 0
 
-.PHONY: build demo test vet fmt-check unit fuzz-short mcp-inspector bench clean
+.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean
 
 build:
 	$(GO) build -o bin/agora ./cmd/agora
+
+# install puts agora on PATH: $(PREFIX)/bin/agora (PREFIX=/usr/local; PREFIX=$$HOME/.local for a
+# user install). Mode 0755: as root, agora binds itself into each sandbox, which runs as its own
+# uid and must be able to execute it (agora doctor checks).
+PREFIX ?= /usr/local
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 bin/agora $(DESTDIR)$(PREFIX)/bin/agora
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/agora"
 
 demo: build
 	./scripts/demo.sh

@@ -47,6 +47,9 @@ func newMCPCmd(f *Factory, runF func(*mcpOptions) error) *cobra.Command {
 dispatches, and reach the orchestrator. Nothing that changes the catalog, touches secrets or
 audits is among them; see docs/mcp.md.
 
+AGORA_HOME must be an initialised home ('agora init'): this command never creates one, and its
+first log line names the home it serves.
+
 Without --http the server speaks MCP on stdin and stdout (the client starts 'agora mcp' itself);
 logs go to stderr. Its ceiling is --ceiling, its name in the audit log --actor (default: the OS
 user).
@@ -61,7 +64,8 @@ no foreign Origin.
 
 Ceilings: read (lists, describe, orchestrator status and watch) < dispatch (dispatch, cancel)
 < orchestrate (orchestrator submit). A client sees and may call only what its ceiling allows.`,
-		Example: `  agora mcp --ceiling dispatch
+		Example: `  claude mcp add agora --env AGORA_HOME=$HOME/.local/share/agora -- agora mcp --ceiling dispatch
+  agora mcp --ceiling dispatch
   AGORA_HTTP_TOKEN=$(openssl rand -hex 32) agora mcp --http 127.0.0.1:8765`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
