@@ -142,7 +142,7 @@ or ANTHROPIC_API_KEY from the env bundles); the sandbox never sees it. See docs/
 	fl.StringVar(&opts.subagent, "subagent", "", "the subagent to run: NAME (latest) or NAME@sha256:HEX (required)")
 	fl.StringSliceVar(&opts.envs, "env", nil, "env bundles, comma-separated or repeated; a later bundle's key wins")
 	fl.StringVar(&opts.target, "target", "", "target from agora.yaml (default local)")
-	fl.StringVar(&opts.input, "input", "", "input as a JSON object, or @FILE to read it from a file")
+	fl.StringVar(&opts.input, "input", "", "input as a JSON object, or @FILE to read it from a file; at most 120 KiB as canonical JSON")
 	fl.StringVar(&opts.repo, "repo", "", "git repository to work on: PATH or PATH@REV (default HEAD)")
 	fl.DurationVar(&opts.timeout, "timeout", 0, "wall-clock limit (default and maximum: the target's)")
 	fl.BoolVar(&opts.detach, "detach", false, "return once the worker has started")

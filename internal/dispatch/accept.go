@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/grant"
-	"github.com/agora-dev/agora/internal/jcs"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -117,7 +115,7 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	case timeout > target.Timeout:
 		return nil, reqErr("timeout %s is over target %q's limit of %s", timeout, req.Target, target.Timeout)
 	}
-	input, err := canonicalInput(req.Input)
+	input, err := wire.CanonicalInput(req.Input)
 	if err != nil {
 		return nil, &RequestError{Err: err}
 	}
@@ -180,35 +178,6 @@ func checkCommand(doc catalog.SubagentDoc, grants grant.Set) string {
 		return fmt.Sprintf("command %q matches none of the granted patterns %q", strings.Join(doc.Command, " "), patterns)
 	}
 	return ""
-}
-
-// canonicalInput checks that raw is one JSON object under the size cap and returns its RFC
-// 8785 form, so equal inputs have equal digests.
-func canonicalInput(raw json.RawMessage) ([]byte, error) {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return []byte("{}"), nil
-	}
-	if len(raw) > maxInput {
-		return nil, fmt.Errorf("input is %d bytes, over the %d-byte limit", len(raw), maxInput)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("input is not valid JSON: %v", err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("input holds more than one JSON value")
-	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("input must be a JSON object")
-	}
-	b, err := jcs.Marshal(obj)
-	if err != nil {
-		return nil, fmt.Errorf("input: %v", err)
-	}
-	return b, nil
 }
 
 // resolveRevision checks that repo is a git repository and pins rev to a commit id.

@@ -26,8 +26,6 @@ import (
 const (
 	MaxStdout = 4 << 20
 	MaxStderr = 1 << 20
-	// maxInput caps a dispatch's input JSON.
-	maxInput = 1 << 20
 )
 
 // Unsealer returns the plaintext of a sealed secret reference.

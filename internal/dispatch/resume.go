@@ -2,8 +2,11 @@ package dispatch
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // ResumeRequest is the request that answers parent, a dispatch that needs input: the same
@@ -13,7 +16,7 @@ func (d *Dispatcher) ResumeRequest(parent *Record, answer, actor string) (Reques
 	if parent.State != StateNeedsInput || parent.Result == nil || parent.Result.NeedsInput == nil {
 		return Request{}, fmt.Errorf("dispatch %s is %s; only a dispatch that needs input can be resumed", parent.ID, parent.State)
 	}
-	raw, err := d.Blobs.Get(parent.InputDigest, 0)
+	raw, err := d.Blobs.Get(parent.InputDigest, wire.MaxInputJSON)
 	if err != nil {
 		return Request{}, err
 	}
@@ -30,6 +33,10 @@ func (d *Dispatcher) ResumeRequest(parent *Record, answer, actor string) (Reques
 	b, err := json.Marshal(input)
 	if err != nil {
 		return Request{}, err
+	}
+	if _, err := wire.CanonicalInput(b); errors.Is(err, wire.ErrInputTooLarge) {
+		return Request{}, reqErr("resume %s: the parent's input with the answer in agora_resume is too large (%v); "+
+			"give a shorter answer or dispatch anew with a smaller input", parent.ID, err)
 	}
 	envs := make([]string, len(parent.Envs))
 	for i, e := range parent.Envs {

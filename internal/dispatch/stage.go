@@ -336,7 +336,7 @@ func (d *Dispatcher) loadPinned(ctx context.Context, r *Record) (*pinned, error)
 			delete(p.env, k)
 		}
 	}
-	if p.input, err = d.Blobs.Get(r.InputDigest, maxInput*2); err != nil {
+	if p.input, err = d.Blobs.Get(r.InputDigest, wire.MaxInputJSON); err != nil {
 		return nil, err
 	}
 	return p, nil

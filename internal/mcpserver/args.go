@@ -13,12 +13,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // Argument limits. Each is also in the published input schema, so a client can see it.
 const (
 	maxArgsBytes   = 2 << 20 // one call's arguments
-	maxInputBytes  = 1 << 20 // a dispatch's input object (the dispatcher's own cap)
 	maxPlanBytes   = 1 << 20 // an orchestrator plan
 	maxEnvs        = 16
 	maxTimeout     = 86400 // seconds: the longest any target allows
@@ -85,11 +86,15 @@ func (a *dispatchArgs) check() error {
 		return argErrorf("argument \"target\" is not a target name (letters, digits, '.', '_' or '-', at most %d)", maxTargetLen)
 	}
 	if a.Input != nil {
-		if len(a.Input) > maxInputBytes {
-			return argErrorf("argument \"input\" is %d bytes, over the %d-byte limit", len(a.Input), maxInputBytes)
-		}
 		if !isObject(a.Input) {
 			return argErrorf("argument \"input\" must be a JSON object")
+		}
+		// The dispatcher's own check, applied before anything is recorded: the limit is
+		// on the canonical form, which is what reaches the worker.
+		if _, err := wire.CanonicalInput(a.Input); errors.Is(err, wire.ErrInputTooLarge) {
+			return argErrorf("argument \"input\" is over the limit of %d bytes of canonical JSON (RFC 8785)", wire.MaxInputJSON)
+		} else if err != nil {
+			return argErrorf("argument \"input\" has no canonical JSON form: numbers must be integers within ±2^53 (write others as strings)")
 		}
 	}
 	if err := checkRange("timeout_seconds", a.TimeoutSeconds, 1, maxTimeout); err != nil {
@@ -213,7 +218,7 @@ var (
 			Items: refSchema("NAME or NAME@sha256:HEX"), MaxItems: jsonschema.Ptr(maxEnvs), UniqueItems: true},
 		"target": {Type: "string", Description: "where the worker runs, a target configured by the operator; default: the default target",
 			Pattern: targetPattern, MaxLength: jsonschema.Ptr(maxTargetLen)},
-		"input":           {Type: "object", Description: "the worker's input, a JSON object (it sees it as AGORA_INPUT_JSON); at most 1 MiB"},
+		"input":           {Type: "object", Description: "the worker's input, a JSON object (it sees it as AGORA_INPUT_JSON); at most 120 KiB (122880 bytes) as canonical JSON (RFC 8785)"},
 		"timeout_seconds": intSchema("wall-clock limit for the worker; default and maximum: the target's", 1, maxTimeout, nil),
 		"wait_seconds":    intSchema("how long this call waits for the dispatch to end before returning its record anyway", 0, maxWait, jsonschema.Ptr(defaultWait)),
 	}

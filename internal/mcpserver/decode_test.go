@@ -12,7 +12,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agora-dev/agora/internal/secret/redact"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
+
+// atLimit is an input of exactly wire.MaxInputJSON bytes of canonical JSON.
+var atLimit = `{"big":"` + strings.Repeat("x", wire.MaxInputJSON-len(`{"big":""}`)) + `"}`
 
 func findTool(t testing.TB, name string) tool {
 	t.Helper()
@@ -56,7 +60,9 @@ func TestDecodeArgs(t *testing.T) {
 		{"agora_dispatch", `{"subagent":"w","envs":"demo"}`, nil, `"envs" has the wrong type (got string)`},
 		{"agora_dispatch", `{"subagent":"w","envs":[` + strings.Repeat(`"e",`, 16) + `"f"]}`, nil, "at most 16"},
 		{"agora_dispatch", `{"subagent":"w","input":"{}"}`, nil, `"input" must be a JSON object`},
-		{"agora_dispatch", `{"subagent":"w","input":{"big":"` + strings.Repeat("x", maxInputBytes) + `"}}`, nil, "over the 1048576-byte limit"},
+		{"agora_dispatch", `{"subagent":"w","input":{"big":"` + strings.Repeat("x", wire.MaxInputJSON-len(`{"big":""}`)+1) + `"}}`, nil, "over the limit of 122880 bytes of canonical JSON"},
+		{"agora_dispatch", `{"subagent":"w","input":` + atLimit + `}`, dispatchArgs{Subagent: "w", Input: json.RawMessage(atLimit)}, ""},
+		{"agora_dispatch", `{"subagent":"w","input":{"a":1.5}}`, nil, `"input" has no canonical JSON form`},
 		{"agora_dispatch", `{"subagent":"w","pad":"` + strings.Repeat("x", maxArgsBytes) + `"}`, nil, "over the 2097152-byte limit"},
 		{"agora_dispatch_cancel", `{"id":"01ARZ3NDEKTSV4RRFFQ69G5FAV"}`, idArgs{ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV"}, ""},
 		{"agora_dispatch_cancel", `{"id":"01arz3ndektsv4rrffq69g5fav"}`, nil, "not a dispatch id"},

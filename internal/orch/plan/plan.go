@@ -20,10 +20,16 @@ import (
 
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/strictyaml"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // Version is the only plan format version this package reads.
 const Version = 1
+
+// MaxInputSize caps one task's input in canonical JSON: the one input limit of every way a
+// dispatch is made (the CLI, MCP, plans), since the input reaches the agent as one
+// environment string.
+const MaxInputSize = wire.MaxInputJSON
 
 // Limits on a plan. A plan larger than these is refused, not truncated.
 const (
@@ -34,7 +40,6 @@ const (
 	MaxLocks           = 64             // entries in one task's locks
 	MaxGrantItems      = 64             // entries in each list of one task's grants
 	MaxEnvs            = 16             // env bundles in one task's (or the defaults') env
-	MaxInputSize       = 120 << 10      // bytes of one task's input in canonical JSON
 	MaxOutputPath      = 1024           // bytes of the PATH in select: output:PATH
 	MaxConcurrency     = 1024           // the largest concurrency a plan may ask for
 	MaxTimeout         = 24 * time.Hour // the longest task timeout
