@@ -62,6 +62,9 @@ var forbidden = []edge{
 	{"internal/mcpserver", "internal/blob", "the MCP server reads catalog metadata; it never writes content"},
 	{"internal/catalog", "internal/toolreg", "the grant and the built-in tool names are package grant's; the registry is the worker's"},
 	{"internal/toolreg", "internal/catalog", "the registry takes a grant.Set; the catalog's formats are the host's"},
+	{"internal/mcpserver", "internal/workspace", "the MCP server names workspaces; it never runs git or sees a repository path (the dispatcher resolves them)"},
+	{"internal/workspace", "internal/store", "workspace resolves revisions with git; it reads the catalog through a Reader it is handed"},
+	{"internal/workspace", "internal/secret", "workspace resolves revisions; it never holds the sealer"},
 }
 
 // inSandbox are the packages that run inside the sandbox, in the worker process. Every

@@ -1,7 +1,8 @@
-// Package catalog defines agora's catalog nouns (capabilities, subagents, env bundles) and their
-// stored formats: the deterministic capability archive, capability.yaml (whose grant is a
-// grant.Set) and the canonical subagent and env documents. It is pure: no database, no keys,
-// no I/O beyond reading a directory, so both the host and the worker inside a sandbox use it.
+// Package catalog defines agora's catalog nouns (capabilities, subagents, env bundles,
+// workspaces) and their stored formats: the deterministic capability archive, capability.yaml
+// (whose grant is a grant.Set) and the canonical subagent, env and workspace documents. It is
+// pure: no database, no keys, no I/O beyond reading a directory, so both the host and the
+// worker inside a sandbox use it.
 // Package registry reads versions from agora.db; package provision writes them.
 package catalog
 
@@ -15,17 +16,20 @@ import (
 	"github.com/agora-dev/agora/internal/digest"
 )
 
-// Kind is one of the three catalog nouns.
+// Kind is one of the four catalog nouns.
 type Kind string
 
 const (
 	KindCapability Kind = "capability"
 	KindSubagent   Kind = "subagent"
 	KindEnv        Kind = "env"
+	// KindWorkspace is a repository on the host that dispatches and plans may name, with the
+	// revisions they may ask for ([WorkspaceDoc]). People provision it; an AI only names it.
+	KindWorkspace Kind = "workspace"
 )
 
 // Kinds lists every kind, in the order a manifest applies them.
-var Kinds = []Kind{KindCapability, KindSubagent, KindEnv}
+var Kinds = []Kind{KindCapability, KindSubagent, KindEnv, KindWorkspace}
 
 // Plural is the noun's plural, for messages.
 func (k Kind) Plural() string {
@@ -76,6 +80,10 @@ type Meta struct {
 	// Env bundle: keys only, never values of secrets.
 	ValueKeys  []string `json:"value_keys,omitempty"`
 	SecretKeys []string `json:"secret_keys,omitempty"`
+
+	// Workspace: the revision patterns and the default, never the repository path.
+	Revisions       []string `json:"revisions,omitempty"`
+	DefaultRevision string   `json:"default_revision,omitempty"`
 
 	// AllowedCredentialPatterns records scanner opt-outs used when this content was registered.
 	AllowedCredentialPatterns []string `json:"allowed_credential_patterns,omitempty"`

@@ -31,7 +31,7 @@ func newApplyCmd(f *Factory, runF func(*applyOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "apply -f agora-manifest.yaml [--dry-run] [--prune]",
 		Short: "Reconcile the catalog with a manifest, all or nothing",
-		Long: `Declare capabilities, subagents and env bundles in one file and make the catalog match it.
+		Long: `Declare capabilities, subagents, env bundles and workspaces in one file and make the catalog match it.
 
 apply prints a plan (+ create, ~ new version, = unchanged, - retire) and then carries it
 out in ONE transaction: either every change lands, with its audit entry, or none does.
@@ -53,6 +53,11 @@ manifest does not declare are retired (they stay in history and in the audit log
       secrets:
         GITHUB_TOKEN: {from_env: GITHUB_TOKEN}
         DEPLOY_KEY: {from_file: ./secrets/deploy.key}
+  workspaces:
+    - name: app
+      repo: /srv/src/app                   # a git repository on this host
+      revisions: [main, "release/*"]       # what dispatches and plans may ask for
+      default_revision: main
 
 Secrets are read from their sources at apply time; a manifest never holds a secret value.`,
 		Example: `  agora apply -f agora-manifest.yaml --dry-run

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -125,6 +126,11 @@ func TestCommandTree_JSON(t *testing.T) {
 	must("capability", "register", "tools", "--from", capDir)
 	must("subagent", "register", "lint", "--runtime", "exec", "--command", "sh -c 'make lint'", "--capability", "tools")
 	must("env", "register", "ci", "--value", "LOG_LEVEL=debug")
+	repo := filepath.Join(dir, "repo")
+	if out, err := exec.Command("git", "init", "-q", "-b", "main", repo).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	must("workspace", "register", "app", "--repo", repo, "--revision", "main")
 	must("subagent", "register", "denied", "--runtime", "exec", "--command", "sh -c 'echo hi'")
 	r := runAgora(t, env, "dispatch", "run", "--subagent", "denied")
 	if r.code != cli.ExitWorkerFail || !strings.Contains(r.stderr, "denied") {
@@ -153,6 +159,10 @@ func TestCommandTree_JSON(t *testing.T) {
 		"env list":            {},
 		"env show":            {args: []string{"ci"}},
 		"env history":         {args: []string{"ci"}},
+		"workspace register":  {args: []string{"app", "--repo", repo, "--revision", "main"}},
+		"workspace list":      {},
+		"workspace show":      {args: []string{"app"}},
+		"workspace history":   {args: []string{"app"}},
 		"apply":               {args: []string{"-f", filepath.Join(dir, "agora-manifest.yaml"), "--dry-run"}},
 		"audit log":           {},
 		"audit checkpoint":    {},

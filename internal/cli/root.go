@@ -125,6 +125,7 @@ State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/ago
 		newCapabilityCmd(f),
 		newSubagentCmd(f),
 		newEnvCmd(f),
+		newWorkspaceCmd(f),
 		newApplyCmd(f, nil),
 		newAuditCmd(f),
 		newVerifyCmd(f, nil),

@@ -22,6 +22,17 @@ type Manifest struct {
 	Capabilities []Capability `yaml:"capabilities"`
 	Subagents    []Subagent   `yaml:"subagents"`
 	Envs         []Env        `yaml:"envs"`
+	Workspaces   []Workspace  `yaml:"workspaces"`
+}
+
+// Workspace declares a workspace: a git repository on this host (absolute, or relative to
+// the manifest) and the revision patterns dispatches and plans may ask for.
+type Workspace struct {
+	Name            string   `yaml:"name"`
+	Repo            string   `yaml:"repo"`
+	Revisions       []string `yaml:"revisions"`
+	DefaultRevision string   `yaml:"default_revision"`
+	Description     string   `yaml:"description"`
 }
 
 // Capability declares a capability from a directory relative to the manifest.
@@ -113,6 +124,22 @@ func Parse(file string, src []byte) (*Manifest, *strictyaml.Positions, error) {
 			s := e.Secrets[k]
 			if (s.FromEnv == "") == (s.FromFile == "") {
 				errs = append(errs, pos.Errorf(p+".secrets."+k, "want exactly one of from_env or from_file"))
+			}
+		}
+	}
+	seen = map[string]string{}
+	for i, w := range m.Workspaces {
+		p := fmt.Sprintf("workspaces[%d]", i)
+		check(catalog.KindWorkspace, p, w.Name, seen)
+		if w.Repo == "" {
+			errs = append(errs, pos.Errorf(p, "repo (the git repository) is required"))
+		}
+		if len(w.Revisions) == 0 {
+			errs = append(errs, pos.Errorf(p, "revisions (at least one pattern, such as main) is required"))
+		}
+		for j, r := range w.Revisions {
+			if err := catalog.CheckRevisionPattern(r); err != nil {
+				errs = append(errs, pos.Errorf(fmt.Sprintf("%s.revisions[%d]", p, j), "%v", err))
 			}
 		}
 	}

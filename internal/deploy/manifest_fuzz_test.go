@@ -19,6 +19,8 @@ func FuzzParseManifest(f *testing.F) {
 	f.Add([]byte("version: 1\nenvs:\n  - name: e\n    secrets: {K: {from_env: A, from_file: b}}\n"))
 	f.Add([]byte("version: 1\nsubagents:\n  - {name: s, from: f.yaml, model: m}\n"))
 	f.Add([]byte("version: &v 1\nx: *v\n"))
+	f.Add([]byte("version: 1\nworkspaces:\n  - {name: app, repo: /srv/app, revisions: [main, \"release/*\"], default_revision: main}\n"))
+	f.Add([]byte("version: 1\nworkspaces:\n  - {name: app, revisions: [\"main~1\"]}\n  - {name: app, repo: x}\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		m, _, err := deploy.Parse("m.yaml", src)
 		if err != nil {
@@ -51,6 +53,17 @@ func FuzzParseManifest(f *testing.F) {
 		}
 		for _, s := range m.Subagents {
 			check(catalog.KindSubagent, s.Name)
+		}
+		for _, w := range m.Workspaces {
+			check(catalog.KindWorkspace, w.Name)
+			if w.Repo == "" || len(w.Revisions) == 0 {
+				t.Fatalf("accepted workspace %q without a repo or revisions", w.Name)
+			}
+			for _, r := range w.Revisions {
+				if err := catalog.CheckRevisionPattern(r); err != nil {
+					t.Fatalf("accepted workspace %q with pattern %q: %v", w.Name, r, err)
+				}
+			}
 		}
 		for _, e := range m.Envs {
 			check(catalog.KindEnv, e.Name)

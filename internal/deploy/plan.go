@@ -48,7 +48,7 @@ func Load(path string) (*Source, error) {
 }
 
 // Prepare validates every declared entry against the catalog and the files it names, and
-// returns the pending versions in apply order (capabilities, then subagents, then envs). Every
+// returns the pending versions in apply order (capabilities, subagents, envs, workspaces). Every
 // entry is checked even after one fails; all problems are returned together.
 func (s *Source) Prepare(ctx context.Context, w *provision.Writer, getenv func(string) string) ([]*provision.Pending, error) {
 	var pendings []*provision.Pending
@@ -104,6 +104,16 @@ func (s *Source) Prepare(ctx context.Context, w *provision.Writer, getenv func(s
 		p, err := w.PrepareEnv(e.Name, e.Values, secrets, e.AllowCredentialPatterns)
 		if err != nil {
 			fail(path, err)
+			continue
+		}
+		pendings = append(pendings, p)
+	}
+	for i, ws := range s.M.Workspaces {
+		p, err := w.PrepareWorkspace(ctx, ws.Name, provision.WorkspaceSpec{
+			Repo: s.abs(ws.Repo), Revisions: ws.Revisions, DefaultRevision: ws.DefaultRevision, Description: ws.Description,
+		})
+		if err != nil {
+			fail(fmt.Sprintf("workspaces[%d]", i), err)
 			continue
 		}
 		pendings = append(pendings, p)

@@ -11,6 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/secret"
+	"github.com/agora-dev/agora/internal/workspace"
 )
 
 // Size limits on what a person can register. They are generous for real use and keep a
@@ -332,4 +333,46 @@ func (w *Writer) Assign(ctx context.Context, actor, name string, refs []string) 
 		return Change{}, catalog.Version{}, err
 	}
 	return w.Register(ctx, actor, "assign", p)
+}
+
+// WorkspaceSpec is a workspace as a person writes it (flags or a manifest entry).
+type WorkspaceSpec struct {
+	Repo            string   // a git repository on this host; made absolute and clean
+	Revisions       []string // ref name patterns (path.Match: '*' does not cross '/')
+	DefaultRevision string   // "" means the first pattern without a wildcard
+	Description     string
+}
+
+// PrepareWorkspace checks a workspace: its repository is a git repository of its own on this
+// host, its patterns are valid and its default revision is one they allow. The repository path
+// is stored in the content only; the version's metadata (what lists and MCP see) never has it.
+func (w *Writer) PrepareWorkspace(ctx context.Context, name string, spec WorkspaceSpec) (*Pending, error) {
+	if err := catalog.CheckName(catalog.KindWorkspace, name); err != nil {
+		return nil, err
+	}
+	repo := spec.Repo
+	if repo == "" {
+		return nil, fmt.Errorf("workspace %q: a repository is required (--repo PATH)", name)
+	}
+	repo, err := filepath.Abs(repo)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %q: %w", name, err)
+	}
+	doc := catalog.WorkspaceDoc{Repo: repo, Revisions: spec.Revisions, DefaultRevision: spec.DefaultRevision, Description: spec.Description}
+	if err := doc.Check(); err != nil {
+		return nil, fmt.Errorf("workspace %q: %w", name, err)
+	}
+	if err := workspace.CheckRepo(ctx, repo); err != nil {
+		return nil, fmt.Errorf("workspace %q: %w", name, err)
+	}
+	var findings []CredentialFinding
+	scanInto(&findings, "description", []byte(spec.Description), nil)
+	if len(findings) > 0 {
+		return nil, &CredentialError{Findings: findings}
+	}
+	data, err := doc.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{Kind: catalog.KindWorkspace, Name: name, Content: data, Digest: digest.Sum(data), Meta: doc.Meta()}, nil
 }

@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/catalog/provision"
+)
+
+func newWorkspaceCmd(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "workspace",
+		Short: "Register and inspect workspaces (repositories dispatches and plans may name)",
+		Long: `A workspace names a git repository on this host and the revisions of it that dispatches and
+plans may ask for, as ref name patterns ('*' does not cross '/'). An orchestrator (over MCP or
+in a plan) names the workspace, never a path: 'agora dispatch run --workspace app@main'.
+People register workspaces; every change is on the audit log with its history.`,
+	}
+	cmd.AddCommand(
+		newWorkspaceRegisterCmd(f, nil),
+		newListCmd(f, nil, catalog.KindWorkspace, listColumns{
+			headers: []string{"NAME", "DIGEST", "REVISIONS", "DEFAULT", "REGISTERED", "DESCRIPTION"},
+			row: func(f *Factory, v catalog.Version) []string {
+				return []string{v.Name, fmtDigest(f.IO, v.Digest), strings.Join(v.Meta.Revisions, ","), orDash(v.Meta.DefaultRevision),
+					fmtTime(f.IO, f.Now(), v.RegisteredAt), truncate(v.Meta.Description, 60)}
+			},
+		}),
+		newShowCmd(f, nil, catalog.KindWorkspace, "Show a workspace's repository and allowed revisions", workspaceShowRun),
+		newHistoryCmd(f, nil, catalog.KindWorkspace),
+	)
+	return cmd
+}
+
+type workspaceRegisterOptions struct {
+	f      *Factory
+	name   string
+	spec   provision.WorkspaceSpec
+	output string
+}
+
+func newWorkspaceRegisterCmd(f *Factory, runF func(*workspaceRegisterOptions) error) *cobra.Command {
+	opts := &workspaceRegisterOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "register NAME --repo PATH --revision PATTERN... [--default-revision REV]",
+		Short: "Register a git repository as a new version of a workspace",
+		Long: `Register workspace NAME: the git repository at PATH (its top directory or a bare
+repository) and the revisions dispatches may ask of it.
+
+Each --revision is a branch or tag name pattern: main, release/*, v1.* ('*' matches within one
+path component, as in path.Match). A dispatch may then name a branch or tag matching one
+(refs/heads/R first, then refs/tags/R), or a full commit id reachable from one. Revision
+syntax (main~1, HEAD, @{...}) is never accepted. A dispatch that names no revision gets
+--default-revision, else the first pattern without a wildcard.
+
+The path is kept in the catalog content only: lists and MCP show the name, the patterns and
+the description, never the path.`,
+		Example: `  agora workspace register app --repo /srv/src/app --revision main --revision 'release/*'
+  agora workspace register docs --repo ~/src/docs --revision 'v*' --default-revision v2.0 --description "the user docs"`,
+		Args: exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.name = args[0]
+			if opts.spec.Repo == "" {
+				return usageErrorf(cmd, "--repo PATH is required")
+			}
+			if len(opts.spec.Revisions) == 0 {
+				return usageErrorf(cmd, "--revision PATTERN is required (at least one, such as main)")
+			}
+			if err := checkOutput(cmd, opts.output); err != nil {
+				return err
+			}
+			return runCmd(cmd, opts, runF, workspaceRegisterRun)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.spec.Repo, "repo", "", "the git repository on this host (required)")
+	fl.StringArrayVar(&opts.spec.Revisions, "revision", nil, "a branch or tag name pattern dispatches may ask for; repeatable (required)")
+	fl.StringVar(&opts.spec.DefaultRevision, "default-revision", "", "the revision a dispatch gets when it names none (default: the first pattern without a wildcard)")
+	fl.StringVar(&opts.spec.Description, "description", "", "what this workspace is, for the people and models that choose it")
+	addOutputFlag(cmd, &opts.output)
+	return cmd
+}
+
+func workspaceRegisterRun(ctx context.Context, opts *workspaceRegisterOptions) error {
+	return registerRun(ctx, opts.f, opts.output, func(w *provision.Writer) (*provision.Pending, error) {
+		return w.PrepareWorkspace(ctx, opts.name, opts.spec)
+	})
+}
+
+// workspaceShow is the JSON shape of 'workspace show'. Unlike the version's metadata, it holds
+// the repository path: show is for the people who provision the host.
+type workspaceShow struct {
+	catalog.Version
+	Repo string `json:"repo"`
+}
+
+func workspaceShowRun(ctx context.Context, opts *refOptions) error {
+	_, v, data, err := resolveContent(ctx, opts)
+	if err != nil {
+		return err
+	}
+	doc, err := catalog.ParseWorkspaceDoc(data)
+	if err != nil {
+		return err
+	}
+	out := workspaceShow{Version: v, Repo: doc.Repo}
+	return emit(opts.f.IO, opts.output, out, func(out workspaceShow) error {
+		w := opts.f.IO.Out
+		fmt.Fprintf(w, "name:        %s\n", v.Name)
+		fmt.Fprintf(w, "digest:      %s\n", v.Digest)
+		fmt.Fprintf(w, "registered:  %s by %s\n", v.RegisteredAt.UTC().Format("2006-01-02T15:04:05Z"), v.RegisteredBy)
+		fmt.Fprintf(w, "description: %s\n", orDash(doc.Description))
+		fmt.Fprintf(w, "repository:  %s\n", doc.Repo)
+		fmt.Fprintf(w, "revisions:   %s\n", strings.Join(doc.Revisions, ", "))
+		fmt.Fprintf(w, "default:     %s\n", orDash(doc.DefaultRevision))
+		return nil
+	})
+}
