@@ -61,6 +61,7 @@ type dispatchRunOptions struct {
 	target   string
 	input    string
 	repo     string
+	wsFlag   string
 	timeout  time.Duration
 	detach   bool
 	callback string
@@ -104,8 +105,8 @@ func newDispatchRunCmd(f *Factory, runF func(*dispatchRunOptions) error) *cobra.
 The dispatch id is printed at once; lifecycle events go to stderr as they happen, and a
 summary follows the end. With --detach, run returns once the worker has started.
 
-The worker sees: the workspace (a checkout of --repo at its revision, or an empty directory)
-with the subagent's capability files overlaid, the env bundles' values and secrets (secrets
+The worker sees: the workspace (a checkout of --workspace or --repo at its revision, or an
+empty directory) with the subagent's capability files overlaid, the env bundles' values and secrets (secrets
 arrive on a file descriptor, never in argv), AGORA_INPUT_JSON and AGORA_DISPATCH_ID. Its
 changes come back as a patch: 'agora dispatch patch ID | git apply'.
 
@@ -116,6 +117,7 @@ runtimes reach their model through a gateway on the host that holds the API key 
 or ANTHROPIC_API_KEY from the env bundles); the sandbox never sees it. See docs/runtimes.md.`,
 		Example: `  agora dispatch run --subagent hello --env demo --repo . --input '{"task":"greet"}'
   agora dispatch run --subagent fixer@sha256:1f2e... --repo ~/src/app@v1.2.0 --timeout 10m --detach
+  agora dispatch run --subagent fixer --workspace app@release/1
   agora dispatch run --subagent reviewer --env model --repo . --tools read_file,run_command --commands 'git diff *' --input '{"prompt":"review the last commit"}'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -129,10 +131,17 @@ or ANTHROPIC_API_KEY from the env bundles); the sandbox never sees it. See docs/
 			if err != nil {
 				return usageErrorf(cmd, "--input: %v", err)
 			}
+			if opts.repo != "" && opts.wsFlag != "" {
+				return usageErrorf(cmd, "--repo and --workspace cannot both be given: name a workspace or a repository")
+			}
 			repo, rev := splitRepo(opts.repo)
+			ws := ""
+			if opts.wsFlag != "" {
+				ws, rev = splitWorkspace(opts.wsFlag)
+			}
 			opts.req = dispatch.Request{
 				Subagent: opts.subagent, Envs: splitList(opts.envs), Target: opts.target, Input: input,
-				Repo: repo, Revision: rev, Timeout: opts.timeout, Actor: f.Actor(), CallbackURL: opts.callback,
+				Repo: repo, Workspace: ws, Revision: rev, Timeout: opts.timeout, Actor: f.Actor(), CallbackURL: opts.callback,
 				Grants: opts.grants(cmd),
 			}
 			return runCmd(cmd, opts, runF, dispatchRunRun)
@@ -144,6 +153,7 @@ or ANTHROPIC_API_KEY from the env bundles); the sandbox never sees it. See docs/
 	fl.StringVar(&opts.target, "target", "", "target from agora.yaml (default local)")
 	fl.StringVar(&opts.input, "input", "", "input as a JSON object, or @FILE to read it from a file; at most 120 KiB as canonical JSON")
 	fl.StringVar(&opts.repo, "repo", "", "git repository to work on: PATH or PATH@REV (default HEAD)")
+	fl.StringVar(&opts.wsFlag, "workspace", "", "workspace to work on: NAME or NAME@REV, a branch, tag or commit it allows (default: its default revision)")
 	fl.DurationVar(&opts.timeout, "timeout", 0, "wall-clock limit (default and maximum: the target's)")
 	fl.BoolVar(&opts.detach, "detach", false, "return once the worker has started")
 	fl.StringVar(&opts.callback, "callback", "", "URL that receives every lifecycle event as a signed POST")
@@ -170,6 +180,16 @@ func readInput(s string) (json.RawMessage, error) {
 		return b, nil
 	}
 	return json.RawMessage(s), nil
+}
+
+// splitWorkspace splits NAME[@sha256:HEX][@REV] at the last '@'; a last part that is a
+// version digest (sha256:...) belongs to the name.
+func splitWorkspace(s string) (name, rev string) {
+	i := strings.LastIndex(s, "@")
+	if i < 0 || strings.HasPrefix(s[i+1:], "sha256:") {
+		return s, ""
+	}
+	return s[:i], s[i+1:]
 }
 
 // splitRepo splits PATH@REV at the last '@'. A PATH that exists as given (a directory whose

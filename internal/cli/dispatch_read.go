@@ -84,6 +84,9 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 		fmt.Fprintf(w, "env:       %s@%s\n", e.Name, e.Digest)
 	}
 	fmt.Fprintf(w, "target:    %s (sandbox %s, network %s, isolation %s)\n", r.Target, r.Sandbox, r.Network, orDash(r.Isolation))
+	if r.Workspace != "" {
+		fmt.Fprintf(w, "workspace: %s at %s\n", r.Workspace, r.Revision)
+	}
 	if r.Repo != "" {
 		fmt.Fprintf(w, "repo:      %s@%s\n", r.Repo, r.Revision)
 	}

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/worker/wire"
+	"github.com/agora-dev/agora/internal/workspace"
 )
 
 // Request is what a caller may choose for a dispatch: catalog names, a target, an input, a
@@ -28,7 +30,7 @@ type Request struct {
 	Target      string          // "" means the default target
 	Input       json.RawMessage // a JSON object; nil means {}
 	Repo        string          // a local git repository; "" means an empty workspace
-	Revision    string          // a revision of Repo; "" means HEAD
+	Revision    string          // a revision of Repo ("" means HEAD) or of Workspace ("" means its default)
 	Timeout     time.Duration   // 0 means the target's timeout; more than the target's is refused
 	ParentID    string          // set by resume
 	Actor       string
@@ -41,6 +43,10 @@ type Request struct {
 	// do not grant is refused with a [RequestError] naming the item: a dispatch may narrow,
 	// never widen.
 	Grants *grant.Set
+
+	// Workspace names a workspace of the catalog (NAME or NAME@sha256:HEX) instead of Repo:
+	// the dispatch works on its repository at Revision, which the workspace must allow.
+	Workspace string
 }
 
 // InputSpec names an upstream dispatch's product: Select is "patch", "outputs" or
@@ -123,13 +129,20 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	repo, rev := "", ""
-	if req.Repo != "" {
+	repo, rev, wsRef := "", "", ""
+	switch {
+	case req.Workspace != "" && req.Repo != "":
+		return nil, reqErr("a dispatch names a workspace or a repository, not both")
+	case req.Workspace != "":
+		if wsRef, repo, rev, err = d.resolveWorkspace(ctx, req.Workspace, req.Revision); err != nil {
+			return nil, err
+		}
+	case req.Repo != "":
 		if repo, rev, err = resolveRevision(ctx, req.Repo, req.Revision); err != nil {
 			return nil, &RequestError{Err: err}
 		}
-	} else if req.Revision != "" {
-		return nil, reqErr("a revision needs a repository (--repo PATH@REV)")
+	case req.Revision != "":
+		return nil, reqErr("a revision needs a workspace or a repository (--workspace NAME@REV or --repo PATH@REV)")
 	}
 	inputs, err := d.resolveInputs(ctx, req.Inputs)
 	if err != nil {
@@ -147,7 +160,7 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	}
 	rec := &Record{
 		ID: id, Subagent: sub.Name, SubagentDigest: sub.Digest, Envs: envs, Target: req.Target,
-		Sandbox: target.Sandbox, Network: target.Network, InputDigest: inputDigest, Repo: repo, Revision: rev,
+		Sandbox: target.Sandbox, Network: target.Network, InputDigest: inputDigest, Repo: repo, Revision: rev, Workspace: wsRef,
 		Timeout: Duration(timeout), ParentID: req.ParentID, Actor: req.Actor, CallbackURL: callback, Inputs: inputs,
 		Grants: &grants,
 	}
@@ -178,6 +191,23 @@ func checkCommand(doc catalog.SubagentDoc, grants grant.Set) string {
 		return fmt.Sprintf("command %q matches none of the granted patterns %q", strings.Join(doc.Command, " "), patterns)
 	}
 	return ""
+}
+
+// resolveWorkspace pins the workspace ref names to its version and rev to a commit the
+// workspace allows. Its refusals are [RequestError]s that name the workspace, never its path.
+func (d *Dispatcher) resolveWorkspace(ctx context.Context, ref, rev string) (wsRef, repo, commit string, err error) {
+	ws, err := workspace.Lookup(ctx, d.Catalog, ref)
+	if err != nil {
+		return "", "", "", &RequestError{Err: err}
+	}
+	commit, err = workspace.Resolve(ctx, ws, rev)
+	if errors.Is(err, workspace.ErrRevision) {
+		return "", "", "", &RequestError{Err: err}
+	}
+	if err != nil {
+		return "", "", "", err
+	}
+	return ws.Ref(), ws.Doc.Repo, commit, nil
 }
 
 // resolveRevision checks that repo is a git repository and pins rev to a commit id.

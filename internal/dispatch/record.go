@@ -93,6 +93,10 @@ type Record struct {
 	Result    *Result    `json:"result,omitempty"`
 	Events    []Event    `json:"events"`
 
+	// Workspace is the workspace the dispatch named, NAME@sha256:HEX; Repo is then its
+	// repository (a host path: never shown over MCP) and Revision the commit it resolved to.
+	Workspace string `json:"workspace,omitempty"`
+
 	supervisor      string
 	cancelRequested bool
 }
@@ -186,7 +190,7 @@ var ErrExists = errors.New("dispatch already recorded")
 
 const recordColumns = `id, state, reason, detail, exit_code, subagent, subagent_digest, envs, target, sandbox,
 network, input_digest, repo, revision, timeout_ms, parent_id, actor, provider_task_id, supervisor,
-cancel_requested, callback_url, created_at, started_at, ended_at, isolation, result, inputs, grants`
+cancel_requested, callback_url, created_at, started_at, ended_at, isolation, result, inputs, grants, workspace`
 
 type scanner interface{ Scan(...any) error }
 
@@ -198,7 +202,7 @@ func scanRecord(row scanner) (*Record, error) {
 	if err := row.Scan(&r.ID, &r.State, &r.Reason, &r.Detail, &exit, &r.Subagent, &r.SubagentDigest, &envs,
 		&r.Target, &r.Sandbox, &r.Network, &r.InputDigest, &r.Repo, &r.Revision, &timeoutMS, &r.ParentID,
 		&r.Actor, &r.ProviderTaskID, &r.supervisor, &r.cancelRequested, &r.CallbackURL, &created, &started,
-		&ended, &r.Isolation, &result, &inputs, &grants); err != nil {
+		&ended, &r.Isolation, &result, &inputs, &grants, &r.Workspace); err != nil {
 		return nil, err
 	}
 	if exit.Valid {

@@ -86,11 +86,11 @@ func (s *Records) Accept(ctx context.Context, r *Record) error {
 	return s.db.Tx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
 INSERT INTO dispatches(id, state, subagent, subagent_digest, envs, target, sandbox, network, input_digest,
-	repo, revision, timeout_ms, parent_id, actor, callback_url, created_at, supervisor, inputs, grants)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	repo, revision, timeout_ms, parent_id, actor, callback_url, created_at, supervisor, inputs, grants, workspace)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.State, r.Subagent, r.SubagentDigest, string(envs), r.Target, r.Sandbox, r.Network, r.InputDigest,
 			r.Repo, r.Revision, time.Duration(r.Timeout).Milliseconds(), r.ParentID, r.Actor, r.CallbackURL, ts(r.CreatedAt),
-			selfSupervisor(), string(inputs), string(grants))
+			selfSupervisor(), string(inputs), string(grants), r.Workspace)
 		if store.IsUniqueViolation(err) {
 			return fmt.Errorf("record dispatch %s: %w", r.ID, ErrExists)
 		}
@@ -118,6 +118,10 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		}
 		if r.Grants != nil {
 			data["grants"] = grantsDetails(*r.Grants)
+		}
+		if r.Workspace != "" {
+			// The name and the commit, never the path: the audit says what was worked on.
+			data["workspace"], data["revision"] = r.Workspace, r.Revision
 		}
 		return s.event(ctx, tx, r, StateAccepted, data)
 	})

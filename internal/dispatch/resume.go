@@ -10,7 +10,7 @@ import (
 )
 
 // ResumeRequest is the request that answers parent, a dispatch that needs input: the same
-// pinned subagent, env bundles, target and revision, and the parent's input plus
+// pinned subagent, env bundles, target, workspace and revision, and the parent's input plus
 // "agora_resume": {question, answer, partial_state}.
 func (d *Dispatcher) ResumeRequest(parent *Record, answer, actor string) (Request, error) {
 	if parent.State != StateNeedsInput || parent.Result == nil || parent.Result.NeedsInput == nil {
@@ -42,9 +42,14 @@ func (d *Dispatcher) ResumeRequest(parent *Record, answer, actor string) (Reques
 	for i, e := range parent.Envs {
 		envs[i] = e.Name + "@" + string(e.Digest)
 	}
-	return Request{
+	req := Request{
 		Subagent: parent.Subagent + "@" + string(parent.SubagentDigest), Envs: envs, Target: parent.Target,
 		Input: b, Repo: parent.Repo, Revision: parent.Revision, Timeout: time.Duration(parent.Timeout),
 		ParentID: parent.ID, Actor: actor, CallbackURL: parent.CallbackURL,
-	}, nil
+	}
+	if parent.Workspace != "" {
+		// The same workspace version at the same commit, checked again against its patterns.
+		req.Workspace, req.Repo = parent.Workspace, ""
+	}
+	return req, nil
 }

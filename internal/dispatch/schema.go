@@ -76,4 +76,11 @@ ALTER TABLE dispatches ADD COLUMN inputs TEXT NOT NULL DEFAULT '[]';
 -- by the dispatch. '' on records accepted before this column existed (the whole grant).
 ALTER TABLE dispatches ADD COLUMN grants TEXT NOT NULL DEFAULT '';
 `,
+}, {
+	Name: "dispatch workspace",
+	SQL: `
+-- NAME@sha256:HEX of the workspace a dispatch named, or '' (a --repo dispatch or none). repo
+-- then holds the workspace's repository and revision the commit its revision resolved to.
+ALTER TABLE dispatches ADD COLUMN workspace TEXT NOT NULL DEFAULT '';
+`,
 }}

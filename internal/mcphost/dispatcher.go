@@ -32,7 +32,7 @@ func (m *Dispatcher) Dispatch(ctx context.Context, req mcpserver.DispatchRequest
 	}
 	rec, err := m.d.Accept(ctx, dispatch.Request{
 		Subagent: req.Subagent, Envs: req.Envs, Target: req.Target, Input: req.Input,
-		Timeout: req.Timeout, Actor: req.Actor,
+		Timeout: req.Timeout, Actor: req.Actor, Workspace: req.Workspace, Revision: req.Revision,
 	})
 	if err != nil {
 		return nil, dispatchError(err)

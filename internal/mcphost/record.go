@@ -1,6 +1,7 @@
 package mcphost
 
 import (
+	"strings"
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
@@ -8,7 +9,8 @@ import (
 )
 
 // record is the MCP view of a record: no repository path, callback URL, provider task id or
-// partial state.
+// partial state. A workspace dispatch shows the workspace version and the commit; its path is
+// also cut out of the detail, where a failed checkout would name it.
 func record(r *dispatch.Record) *mcpserver.Record {
 	out := &mcpserver.Record{
 		ID: r.ID, State: r.State, Done: dispatch.IsTerminal(r.State), Reason: r.Reason, Detail: r.Detail,
@@ -17,6 +19,12 @@ func record(r *dispatch.Record) *mcpserver.Record {
 		InputDigest: string(r.InputDigest), TimeoutSeconds: int64(time.Duration(r.Timeout) / time.Second),
 		ParentID: r.ParentID, Actor: r.Actor, CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, EndedAt: r.EndedAt,
 		Outputs: []mcpserver.Output{}, Events: []mcpserver.Event{},
+	}
+	if r.Workspace != "" {
+		out.Workspace, out.Revision = r.Workspace, r.Revision
+	}
+	if r.Repo != "" {
+		out.Detail = strings.ReplaceAll(out.Detail, r.Repo, "(repository)")
 	}
 	for _, e := range r.Envs {
 		out.Envs = append(out.Envs, e.Name+"@"+string(e.Digest))

@@ -42,3 +42,26 @@ func TestRecord_CarriesNoHostDetails(t *testing.T) {
 		}
 	}
 }
+
+// TestRecord_WorkspaceWithoutPath: a workspace dispatch shows the workspace version and the
+// commit, never the repository path, even where a failed checkout wrote it into the detail.
+func TestRecord_WorkspaceWithoutPath(t *testing.T) {
+	commit := strings.Repeat("ab", 20)
+	r := &dispatch.Record{
+		ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", State: dispatch.StateFailed, Reason: dispatch.ReasonProviderFailed,
+		Detail: "stage: clone /srv/src/secret-app: fatal: could not read /srv/src/secret-app/.git", Subagent: "writer",
+		SubagentDigest: "sha256:ab", Repo: "/srv/src/secret-app", Revision: commit, Workspace: "app@sha256:" + strings.Repeat("0", 64),
+	}
+	got, err := json.Marshal(record(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(got), "/srv/src") {
+		t.Errorf("the MCP record carries the repository path: %s", got)
+	}
+	for _, want := range []string{`"workspace":"app@sha256:`, `"revision":"` + commit + `"`, `clone (repository)`} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("the MCP record lacks %s: %s", want, got)
+		}
+	}
+}

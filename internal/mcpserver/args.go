@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -38,6 +39,8 @@ const (
 	targetPattern = `^[A-Za-z0-9]([A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$`
 	idPattern     = `^[0-9A-HJKMNP-TV-Z]{26}$` // a ULID, as the dispatcher mints them
 	runIDPattern  = `^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`
+	// revisionPattern is the alphabet of a revision; catalog.ParseRevision has the rest.
+	revisionPattern = `^[A-Za-z0-9_+][A-Za-z0-9._+/-]*$`
 )
 
 var (
@@ -45,6 +48,8 @@ var (
 	targetRE = regexp.MustCompile(targetPattern)
 	idRE     = regexp.MustCompile(idPattern)
 	runIDRE  = regexp.MustCompile(runIDPattern)
+
+	revisionRE = regexp.MustCompile(revisionPattern)
 )
 
 // noArgs is the input of the three lists: nothing.
@@ -60,6 +65,8 @@ type dispatchArgs struct {
 	Input          json.RawMessage `json:"input,omitempty"`
 	TimeoutSeconds *int64          `json:"timeout_seconds,omitempty"`
 	WaitSeconds    *int64          `json:"wait_seconds,omitempty"`
+	Workspace      *string         `json:"workspace,omitempty"`
+	Revision       *string         `json:"revision,omitempty"`
 }
 
 func (a *dispatchArgs) check() error {
@@ -100,7 +107,33 @@ func (a *dispatchArgs) check() error {
 	if err := checkRange("timeout_seconds", a.TimeoutSeconds, 1, maxTimeout); err != nil {
 		return err
 	}
+	if err := checkWorkspace(a.Workspace, a.Revision); err != nil {
+		return err
+	}
 	return checkRange("wait_seconds", a.WaitSeconds, 0, maxWait)
+}
+
+// checkWorkspace checks the workspace's name and the revision's form; whether the workspace
+// exists and allows the revision is the dispatcher's to say.
+func checkWorkspace(ws, rev *string) error {
+	if ws != nil {
+		if err := checkRef("workspace", *ws); err != nil {
+			return err
+		}
+	}
+	if rev == nil {
+		return nil
+	}
+	if ws == nil {
+		return argErrorf("argument \"revision\" needs a workspace: name one with \"workspace\"")
+	}
+	if len(*rev) > catalog.MaxRevisionLen || !revisionRE.MatchString(*rev) {
+		return argErrorf("argument \"revision\" is not a branch, tag or full commit id (letters, digits, '.', '_', '-', '+', '/'; at most %d)", catalog.MaxRevisionLen)
+	}
+	if _, err := catalog.ParseRevision(*rev); err != nil {
+		return argErrorf("argument \"revision\" is not a branch, tag or full commit id: no revision syntax (~ ^ @{ :), HEAD, refs/ or '..'")
+	}
+	return nil
 }
 
 // idArgs names one dispatch.
@@ -221,6 +254,9 @@ var (
 		"input":           {Type: "object", Description: "the worker's input, a JSON object (it sees it as AGORA_INPUT_JSON); at most 120 KiB (122880 bytes) as canonical JSON (RFC 8785)"},
 		"timeout_seconds": intSchema("wall-clock limit for the worker; default and maximum: the target's", 1, maxTimeout, nil),
 		"wait_seconds":    intSchema("how long this call waits for the dispatch to end before returning its record anyway", 0, maxWait, jsonschema.Ptr(defaultWait)),
+		"workspace":       refSchema(workspaceDesc),
+		"revision": {Type: "string", Description: "with workspace: a branch or tag name the workspace allows, or a full commit id reachable from one; default: the workspace's default revision",
+			Pattern: revisionPattern, MaxLength: jsonschema.Ptr(catalog.MaxRevisionLen)},
 	}
 	idProps = map[string]*jsonschema.Schema{
 		"id": {Type: "string", Description: "the dispatch id agora_dispatch returned", Pattern: idPattern, MinLength: jsonschema.Ptr(dispatchIDLen), MaxLength: jsonschema.Ptr(dispatchIDLen)},

@@ -97,6 +97,12 @@ func (s *Server) result(r *Record) dispatchResult {
 
 func (s *Server) dispatch(ctx context.Context, p Principal, a dispatchArgs) (any, error) {
 	req := DispatchRequest{Subagent: a.Subagent, Envs: a.Envs, Input: a.Input, Actor: "mcp:" + p.Client}
+	if a.Workspace != nil {
+		req.Workspace = *a.Workspace
+	}
+	if a.Revision != nil {
+		req.Revision = *a.Revision
+	}
 	if a.Target != nil {
 		req.Target = *a.Target
 	}

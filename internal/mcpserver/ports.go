@@ -26,6 +26,12 @@ type DispatchRequest struct {
 	Input    json.RawMessage // one JSON object; nil is {}
 	Timeout  time.Duration   // 0 is the target's timeout
 	Actor    string          // "mcp:" + the client's name
+
+	// Workspace names a workspace people registered (NAME or NAME@sha256:HEX), "" for an empty
+	// directory; Revision is a branch, tag or commit id it allows ("" is its default). The port
+	// resolves them; the server never sees the repository's path.
+	Workspace string
+	Revision  string
 }
 
 // Dispatcher is the run-time dispatch port.
@@ -112,6 +118,11 @@ type Record struct {
 	Truncated      []string    `json:"truncated,omitempty"`
 	NeedsInput     *NeedsInput `json:"needs_input,omitempty"`
 	Events         []Event     `json:"events"`
+
+	// Workspace is the workspace version the dispatch works on (NAME@sha256:HEX) and Revision
+	// the commit it resolved to; the repository's path is never part of a Record.
+	Workspace string `json:"workspace,omitempty"`
+	Revision  string `json:"revision,omitempty"`
 }
 
 // Artifact is a stored blob: its digest and size, never its bytes.

@@ -126,6 +126,7 @@ func (s *Server) toolMiddleware(id identity) mcp.Middleware {
 				tier, ok := tierOf(t.Name)
 				return !known || !ok || !p.Ceiling.Allows(tier)
 			})
+			s.listWorkspaces(ctx, out.Tools)
 			return &out, nil
 		}
 	}

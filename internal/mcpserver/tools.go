@@ -93,7 +93,8 @@ var toolTable = sync.OnceValue(func() []tool {
 			desc: "Run a registered subagent in a sandbox with env bundles, on a target, with a JSON input and a timeout. " +
 				"Waits up to wait_seconds (default 30, at most 300) and returns the dispatch record, finished or not; " +
 				"a running dispatch keeps running after this call returns (follow it with agora_dispatch_describe). " +
-				"The worker starts in an empty workspace; its changes come back as a patch ref.",
+				"The worker starts in a checkout of the named workspace at the revision (the workspaces people registered are " +
+				"listed in the workspace argument's description), or in an empty directory; its changes come back as a patch ref.",
 			open: true,
 		}, dispatchProps, (*Server).dispatch),
 		define(tool{
