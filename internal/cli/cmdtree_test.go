@@ -100,6 +100,15 @@ type jsonRun struct {
 	noJSON string
 }
 
+// initRepo makes an empty git repository at dir, for a workspace.
+func initRepo(t *testing.T, dir string) string {
+	t.Helper()
+	if out, err := exec.Command("git", "init", "-q", "-b", "main", dir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	return dir
+}
+
 // TestCommandTree_JSON runs every command that takes --output with -o json in one AGORA_HOME
 // (a catalog, a dispatch denied before it starts, an orchestrator serving a run of it) and
 // checks stdout is one valid JSON document. A command with --output missing from the table
@@ -126,10 +135,7 @@ func TestCommandTree_JSON(t *testing.T) {
 	must("capability", "register", "tools", "--from", capDir)
 	must("subagent", "register", "lint", "--runtime", "exec", "--command", "sh -c 'make lint'", "--capability", "tools")
 	must("env", "register", "ci", "--value", "LOG_LEVEL=debug")
-	repo := filepath.Join(dir, "repo")
-	if out, err := exec.Command("git", "init", "-q", "-b", "main", repo).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v\n%s", err, out)
-	}
+	repo := initRepo(t, filepath.Join(dir, "repo"))
 	must("workspace", "register", "app", "--repo", repo, "--revision", "main")
 	must("subagent", "register", "denied", "--runtime", "exec", "--command", "sh -c 'echo hi'")
 	r := runAgora(t, env, "dispatch", "run", "--subagent", "denied")

@@ -1,5 +1,5 @@
-// Package view is the read side of agora's catalog as stored in agora.db: it lists,
-// shows, resolves and reads the history of capabilities, subagents and env bundles. It cannot
+// Package view is the read side of agora's catalog as stored in agora.db: it lists, shows,
+// resolves and reads the history of capabilities, subagents, env bundles and workspaces. It cannot
 // change anything: deploy-time writes live in package provision, which the run-time side (the
 // MCP server, the dispatcher) never imports. It never returns secret values: only sealed bytes,
 // which need a key it does not have.
