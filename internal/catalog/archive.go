@@ -359,3 +359,9 @@ func ReadArchive(data []byte, lim Limits) ([]File, error) {
 	}
 	return files, nil
 }
+
+// ReadStored reads an archive the catalog stored already: its files can hold no more than
+// the archive's own size.
+func ReadStored(data []byte) ([]File, error) {
+	return ReadArchive(data, Limits{MaxTotalSize: int64(len(data)), MaxFiles: DefaultMaxFiles})
+}

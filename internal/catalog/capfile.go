@@ -22,6 +22,9 @@ type Grants struct {
 	grant.Set   `yaml:",inline"`
 	Setup       string `yaml:"setup" json:"setup,omitempty"`
 	Network     string `yaml:"network" json:"network"` // "none" (default) or "egress"
+	// Overlay names the files that are also placed in the workspace (see [OverlayFiles]);
+	// every file is mounted read-only at /agora/capabilities/NAME.
+	Overlay []string `yaml:"overlay" json:"overlay,omitempty"`
 }
 
 // ParseGrants reads capability.yaml (file names it in messages) and the archive's file list,
@@ -64,6 +67,14 @@ func ParseGrants(file string, src []byte, files []File) (Grants, error) {
 	case "none", "egress":
 	default:
 		errs = append(errs, pos.Errorf("network", `want "none" or "egress", got %q`, g.Network))
+	}
+	if len(g.Overlay) > maxOverlayPatterns {
+		errs = append(errs, pos.Errorf("overlay", "%d patterns; at most %d", len(g.Overlay), maxOverlayPatterns))
+	}
+	for i, p := range g.Overlay {
+		if err := CheckOverlayPattern(p); err != nil {
+			errs = append(errs, pos.Errorf(fmt.Sprintf("overlay[%d]", i), "%v", err))
+		}
 	}
 	if g.Setup != "" {
 		if f, ok := findFile(files, g.Setup); !ok {

@@ -20,6 +20,7 @@ func FuzzParseGrants(f *testing.F) {
 		"egress: [\"*.example.com\", Bad]\nnetwork: wide\n",
 		"setup: bin/setup-link\n",
 		"description: &a x\nsetup: *a\n",
+		"overlay: [\".claude/**\", CLAUDE.md, \"../x\", /abs, \"a/**b\", \"[\"]\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -45,6 +46,11 @@ func FuzzParseGrants(f *testing.F) {
 		}
 		if g.Setup != "" && g.Setup != "bin/setup.sh" {
 			t.Fatalf("accepted setup %q that is not a regular file of the capability", g.Setup)
+		}
+		for _, p := range g.Overlay {
+			if err := catalog.CheckOverlayPattern(p); err != nil {
+				t.Fatalf("accepted a bad overlay pattern %q: %v", p, err)
+			}
 		}
 	})
 }

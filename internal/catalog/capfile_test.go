@@ -119,7 +119,7 @@ func TestParseGrants_DecodeErrors(t *testing.T) {
 	tests := []struct {
 		name, src, want string
 	}{
-		{"unknown field", "tool: [read_file]\n", `capability.yaml:1: tool: unknown field "tool"; known fields: commands, description, egress, network, setup, tools`},
+		{"unknown field", "tool: [read_file]\n", `capability.yaml:1: tool: unknown field "tool"; known fields: commands, description, egress, network, overlay, setup, tools`},
 		{"type mismatch", "tools: read_file\n", `capability.yaml:1: tools: want a list, got "read_file"`},
 		{"egress as mapping", "egress: {a: b}\n", `capability.yaml:1: egress: want a list, got a mapping`},
 		{"duplicate key", "network: none\nnetwork: egress\n", `capability.yaml:2: network: duplicate key (first at line 1)`},

@@ -19,7 +19,11 @@ func newCapabilityCmd(f *Factory) *cobra.Command {
 		Short: "Register and inspect capabilities (what a worker may do)",
 		Long: `A capability is a directory of files plus an optional capability.yaml that declares what
 it grants: tools, command allow-patterns, egress hosts, a setup script and network access.
-Everything not granted is denied. Versions are immutable and content-addressed.`,
+Everything not granted is denied. Versions are immutable and content-addressed.
+
+In a dispatch a capability's files are mounted read-only at /agora/capabilities/NAME
+($AGORA_CAPABILITIES/NAME), outside the workspace, so they never replace the repository's
+files; only those its overlay: patterns name are placed in the workspace as well.`,
 	}
 	cmd.AddCommand(
 		newCapabilityRegisterCmd(f, nil),
@@ -57,8 +61,15 @@ DIR may hold a capability.yaml:
   tools: [read_file, write_file, run_command]   # from the tool registry
   commands: ["go test **", "make lint"]         # argv allow-patterns: * one arg, ** the rest
   egress: [api.github.com, "*.example.com"]     # hosts the worker may reach via the gateway
-  setup: setup.sh                               # run inside the sandbox before the agent
+  setup: setup.sh                               # run inside the sandbox before the agent,
+                                                # from the mount, in the workspace
   network: none                                 # none (default) or egress
+  overlay: [".claude/**", CLAUDE.md]            # files also placed in the workspace
+
+Overlay patterns are relative paths; * matches within one path segment, a ** segment any
+number of them. A dispatch whose repository already has an overlaid path (or whose two
+capabilities overlay the same one) is refused before it is recorded, naming both; the
+overlaid files never appear in the patch, whatever the agent does to them.
 
 Every file is scanned for credentials; a hit refuses the registration. Registering content
 identical to the latest version does nothing; content equal to an older version makes it the
@@ -139,6 +150,7 @@ func printCapability(w io.Writer, out capabilityShow, total int64) {
 		fmt.Fprintf(w, "egress:      %s\n", orDash(strings.Join(g.Egress, ", ")))
 		fmt.Fprintf(w, "network:     %s\n", g.Network)
 		fmt.Fprintf(w, "setup:       %s\n", orDash(g.Setup))
+		fmt.Fprintf(w, "overlay:     %s\n", orDash(quoteAll(g.Overlay)))
 	}
 	if len(v.Meta.AllowedCredentialPatterns) > 0 {
 		fmt.Fprintf(w, "scanner opt-outs: %s\n", strings.Join(v.Meta.AllowedCredentialPatterns, ", "))

@@ -144,6 +144,9 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	case req.Revision != "":
 		return nil, reqErr("a revision needs a workspace or a repository (--workspace NAME@REV or --repo PATH@REV)")
 	}
+	if err := d.checkOverlays(ctx, doc, repo, rev, checkoutName(req, rev)); err != nil {
+		return nil, err
+	}
 	inputs, err := d.resolveInputs(ctx, req.Inputs)
 	if err != nil {
 		return nil, &RequestError{Err: err}
@@ -176,6 +179,19 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 		}
 	}
 	return d.Records.Get(ctx, rec.ID)
+}
+
+// checkoutName names what a dispatch of req checks out, for refusals: a workspace by its
+// name (an orchestrator never sees its path), a repository by the path its caller gave.
+func checkoutName(req Request, commit string) string {
+	short := commit
+	if len(short) > 12 {
+		short = short[:12]
+	}
+	if req.Workspace != "" {
+		return fmt.Sprintf("workspace %q at %s", strings.SplitN(req.Workspace, "@", 2)[0], short)
+	}
+	return fmt.Sprintf("repository %s at %s", req.Repo, short)
 }
 
 // checkCommand returns why the exec subagent of doc may not run under grants, or "".

@@ -81,7 +81,7 @@ func TestModel_ClaudeCode(t *testing.T) {
 	e.modelSubagent("reviewer", "claude-code", "claude-bin")
 	e.envBundle("anthropic", map[string]string{
 		"ANTHROPIC_BASE_URL": api.URL,
-		"PATH":               "/agora/workspace/bin:/usr/bin:/bin",
+		"PATH":               "/agora/capabilities/claude-bin/bin:/usr/bin:/bin",
 		"FAKECLAUDE_MODE":    "api",
 		// The fake writes what it was given into the workspace: it comes back in the patch.
 		"FAKECLAUDE_RECORD": "/agora/workspace/claude-record.json",
@@ -166,7 +166,7 @@ func TestModel_SandboxNone(t *testing.T) {
 	nobox := e.home.Config.Targets["local"]
 	nobox.Sandbox = compute.SandboxNone
 	e.home.Config.Targets["nobox"] = nobox
-	e.capability("notes", "tools: [list_files]\n", map[string]string{"a.txt": "a"})
+	e.capability("notes", "tools: [list_files]\noverlay: [a.txt]\n", map[string]string{"a.txt": "a"})
 	e.modelSubagent("lister", "openai", "notes")
 	srv := e.model(testAPIKey,
 		openaitest.CallTool("list_files", `{}`),
@@ -277,7 +277,7 @@ func claudeEnv(e *env, m *claudeModel, grants string, files map[string]string, v
 	e.modelSubagent("critic", "claude-code", "claude-bin")
 	vals := map[string]string{
 		"ANTHROPIC_BASE_URL": m.srv.URL,
-		"PATH":               "/agora/workspace/bin:/usr/bin:/bin",
+		"PATH":               "/agora/capabilities/claude-bin/bin:/usr/bin:/bin",
 		"FAKECLAUDE_MODE":    "api",
 	}
 	for k, v := range values {

@@ -27,7 +27,7 @@ const testAPIKey = "sk-agora-test-7f3e9b1c5d2a4e6f8091a2b3c4d5e6f7"
 // key the gateway adds.
 func TestModel_GrantedToolLoop(t *testing.T) {
 	e := newModelEnv(t)
-	e.capability("notes", "tools: [read_file, list_files]\n", map[string]string{"notes/hello.txt": "hello from the capability\n"})
+	e.capability("notes", "tools: [read_file, list_files]\noverlay: [\"notes/**\"]\n", map[string]string{"notes/hello.txt": "hello from the capability\n"})
 	e.modelSubagent("reader", "openai", "notes")
 	srv := e.model(testAPIKey,
 		openaitest.CallTool("list_files", `{"path":"notes"}`),

@@ -108,7 +108,10 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 			return failed(ReasonIntegrityFailed, "stage inputs: %v", err), nil
 		}
 	}
-	if err := st.handOver(st.bundle, st.workspace, st.out, inputsDir); err != nil {
+	if err := d.stageCapabilityFiles(p, st.capabilityFilesDir()); err != nil {
+		return failed(ReasonIntegrityFailed, "stage capability files: %v", err), nil
+	}
+	if err := st.handOver(st.bundle, st.workspace, st.out, inputsDir, st.capabilityFilesDir()); err != nil {
 		return Outcome{}, err
 	}
 
@@ -156,6 +159,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		Binds: append(append([]compute.Bind{{Src: d.AgoraBin, Dst: wire.BinPath}}, st.bundleBinds(wire.BundlePath)...),
 			compute.Bind{Src: st.workspace, Dst: wire.WorkspacePath, Writable: true},
 			compute.Bind{Src: st.out, Dst: wire.OutPath, Writable: true},
+			compute.Bind{Src: st.capabilityFilesDir(), Dst: wire.CapabilityFilesPath},
 		),
 	}
 	if len(r.Inputs) > 0 {

@@ -46,6 +46,7 @@ func agentEnv(m wire.Manifest, secrets map[string]string, root, tmp string) []st
 	env["AGORA_DISPATCH_ID"] = m.DispatchID
 	env["AGORA_OUT"] = filepath.Join(root, wire.OutDir)
 	env["AGORA_WORKSPACE"] = filepath.Join(root, wire.WorkspaceDir)
+	env[wire.CapabilitiesEnv] = filepath.Join(root, wire.CapabilityFilesDir)
 	if fi, err := os.Stat(filepath.Join(root, wire.InputsDir)); err == nil && fi.IsDir() {
 		env["AGORA_INPUTS"] = filepath.Join(root, wire.InputsDir)
 	}

@@ -264,9 +264,10 @@ func (r *runner) capture(ctx context.Context) *failure {
 		if g == nil {
 			return nil // nothing before, nothing after: the empty patch
 		}
-		err := g.run(ctx, pw, "diff", "--cached", "--binary", "--full-index", "--no-ext-diff",
+		args := append([]string{"diff", "--cached", "--binary", "--full-index", "--no-ext-diff",
 			"--no-textconv", "--no-color", "--ignore-submodules=none", "--src-prefix=a/", "--dst-prefix=b/",
-			g.tree, "--")
+			g.tree, "--"}, excludePathspecs(r.overlaid)...)
+		err := g.run(ctx, pw, args...)
 		if pw.over {
 			// git died of the closed pipe; the size is the reason.
 			return &patchSizeError{limit: pw.limit}
@@ -283,6 +284,17 @@ func (r *runner) capture(ctx context.Context) *failure {
 		FilesChanged: pw.files,
 	}
 	return nil
+}
+
+// excludePathspecs leaves paths out of a diff: the overlaid files are the capabilities',
+// whatever the agent did to them. Literal, so no character in a name is pathspec magic; top,
+// so the working directory does not matter. With only exclusions git diffs everything else.
+func excludePathspecs(paths []string) []string {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		out = append(out, ":(top,exclude,literal)"+p)
+	}
+	return out
 }
 
 // patchSizeError reports a patch over its limit (MaxPatchSize).

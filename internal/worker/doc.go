@@ -1,5 +1,6 @@
 // Package worker is `agora worker`: the process that runs INSIDE the sandbox for one
-// dispatch. It verifies the bundle, overlays capability files into the workspace, runs the
+// dispatch. It verifies the bundle, overlays the capability files their overlay: patterns
+// name into the workspace, runs the
 // capabilities' setup scripts, records a git baseline, runs the agent through its runtime
 // under a deadline, captures the patch and the outputs, and writes one authoritative
 // result.json. The files that cross the sandbox wall, [wire.Manifest] and [wire.Result], and
@@ -27,19 +28,24 @@
 //     build does not have is worker-failed.
 //  2. secrets: the object on fd 3, at most 1 MiB, keys exactly Manifest.SecretKeys, else
 //     fetch-failed.
-//  3. overlay: each archive's files are written into the workspace in order (a later file
-//     replaces an earlier one; capability.yaml is not copied); a symlink in the workspace on
-//     the way, or a file where a directory is needed, is integrity-failed and nothing is
-//     written outside the workspace.
-//  4. setup: each declared setup script runs as `/bin/sh <workspace>/<script>` with the agent's
-//     environment, cwd the workspace, all within Manifest.SetupTimeoutSeconds, its process
-//     group killed at the deadline; output goes to stderr. Failure is worker-failed.
+//  3. overlay: the host mounts each capability's files read-only at
+//     /agora/capabilities/NAME (AGORA_CAPABILITIES names the directory); only the files its
+//     overlay: patterns match are written into the workspace too, in order
+//     (capability.yaml never). The host refused, before the record, an overlaid path the
+//     checkout or another capability has; an entry already there, a symlink in the workspace
+//     on the way, or a file where a directory is needed, is integrity-failed and nothing is
+//     written outside the workspace. Capture leaves the overlaid paths out of the patch.
+//  4. setup: each declared setup script runs as `/bin/sh /agora/capabilities/NAME/<script>`
+//     (which must hold the archive's bytes) with the agent's environment, cwd the workspace,
+//     all within Manifest.SetupTimeoutSeconds, its process group killed at the deadline;
+//     output goes to stderr. Failure is worker-failed.
 //  5. baseline: a private repository in /tmp records the workspace (git add -A, write-tree),
 //     so setup's files are not in the patch. See capture.go for the git hardening.
 //  6. runtime: the agent runs with cwd the workspace and the environment PATH, HOME=/tmp,
 //     LANG=C.UTF-8, then the manifest's env, then the secrets, then AGORA_INPUT_JSON (the
 //     input, "{}" when empty), AGORA_DISPATCH_ID, AGORA_OUT=/agora/out,
-//     AGORA_WORKSPACE=/agora/workspace and, when mounted, AGORA_INPUTS=/agora/inputs. Its
+//     AGORA_WORKSPACE=/agora/workspace, AGORA_CAPABILITIES=/agora/capabilities and, when
+//     mounted, AGORA_INPUTS=/agora/inputs. Its
 //     process group is killed at Manifest.AgentTimeoutSeconds (timeout) and when it exits.
 //     A non-zero exit is worker-failed with the code, unless the agent asked a question.
 //     The model runtimes run in the worker process instead (see below).
@@ -50,7 +56,8 @@
 //  8. needs_input: out/needs_input.json (see [wire.NeedsInput]), whatever the exit code, unless
 //     the agent timed out: valid makes the status needs_input, invalid is worker-failed.
 //  9. capture: out/patch.diff, a `git diff --cached --binary --full-index` against the
-//     baseline, at most [wire.MaxPatchSize]; symlinks stay symlinks.
+//     baseline without the overlaid paths, at most [wire.MaxPatchSize]; symlinks stay
+//     symlinks.
 //  10. outputs: regular files with one link under out/outputs/, at most [wire.MaxOutputs] files,
 //     [wire.MaxOutputsSize] bytes and [wire.MaxOutputNames] bytes of names; symlinks, hard links and
 //     special files are skipped and listed.

@@ -114,6 +114,28 @@ func archive(t testing.TB, c testCap) []byte {
 	return b
 }
 
+// layOut places a capability's files at capabilities/NAME as the host does.
+func (f *fixture) layOut(name string, files []catalog.File) {
+	f.t.Helper()
+	dir := filepath.Join(f.root, wire.CapabilityFilesDir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		f.t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer root.Close()
+	for _, file := range files {
+		if file.Path == catalog.CapabilityFile {
+			continue
+		}
+		if err := catalog.Place(root, file, 0o700, 0o500); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
 // write writes the bundle: capability archives, the subagent document, the manifest.
 // Manifest fields the test set are kept; the rest are derived.
 func (f *fixture) write() {
@@ -134,6 +156,7 @@ func (f *fixture) write() {
 		if err != nil {
 			t.Fatal(err)
 		}
+		f.layOut(c.name, files)
 		if c.yaml != "" {
 			g, err := catalog.ParseGrants(catalog.CapabilityFile, []byte(c.yaml), files)
 			if err != nil {

@@ -10,39 +10,86 @@ import (
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-func TestWorker_OverlayInOrder(t *testing.T) {
-	f := newFixture(t, `cat shared.txt > "$AGORA_OUT/seen"`)
+func TestWorker_CapabilityFilesStayOutOfTheWorkspace(t *testing.T) {
+	f := newFixture(t, `cat "$AGORA_CAPABILITIES/first/README.md" > "$AGORA_OUT/seen"
+"$AGORA_CAPABILITIES/first/bin/tool.sh" > "$AGORA_OUT/tool"
+cat README.md > "$AGORA_OUT/repo-readme"`)
 	f.caps = []testCap{
 		{name: "first", yaml: "commands:\n  - sh -c *\n", exec: []string{"bin/tool.sh"}, files: map[string]string{
-			"shared.txt": "from first\n", "first/only.txt": "first\n", "bin/tool.sh": "#!/bin/sh\n", "link": "->first/only.txt",
+			"README.md": "the capability's readme\n", "bin/tool.sh": "#!/bin/sh\necho tool ran\n", "link": "->README.md",
 		}},
-		{name: "second", files: map[string]string{"shared.txt": "from second\n", "second.txt": "second\n"}},
+		{name: "second", files: map[string]string{"README.md": "second's readme\n"}},
 	}
-	initRepo(t, f.ws(), map[string]string{"shared.txt": "from the repository\n", "capability.yaml": "repo's own\n"})
+	initRepo(t, f.ws(), map[string]string{"README.md": "the repository's readme\n"})
 	f.write()
 	_, res := f.run()
 	if res.Status != wire.StatusOK {
 		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
 	}
-	if got := readFile(t, f.outPath("seen")); got != "from second\n" {
-		t.Errorf("the agent saw shared.txt = %q, want the later capability's", got)
-	}
-	for p, want := range map[string]string{"first/only.txt": "first\n", "second.txt": "second\n", "link": "first\n"} {
-		if got := readFile(t, f.ws(p)); got != want {
-			t.Errorf("%s = %q, want %q", p, got, want)
+	for name, want := range map[string]string{"seen": "the capability's readme\n", "tool": "tool ran\n", "repo-readme": "the repository's readme\n"} {
+		if got := readFile(t, f.outPath(name)); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
 		}
 	}
-	if target, err := os.Readlink(f.ws("link")); err != nil || target != "first/only.txt" {
-		t.Errorf("link: got %q, %v; want a symlink to first/only.txt", target, err)
-	}
-	if fi, err := os.Stat(f.ws("bin/tool.sh")); err != nil || fi.Mode().Perm() != 0o755 {
-		t.Errorf("bin/tool.sh mode: %v, %v; want 0755", fi.Mode(), err)
-	}
-	if got := readFile(t, f.ws("capability.yaml")); got != "repo's own\n" {
-		t.Errorf("capability.yaml was overlaid: %q", got)
+	for _, p := range []string{"bin", "link", "capability.yaml"} {
+		if exists(f.ws(p)) {
+			t.Errorf("%s was copied into the workspace", p)
+		}
 	}
 	if res.Patch == nil || res.Patch.Bytes != 0 {
-		t.Errorf("the overlay is part of the baseline; want an empty patch, got %+v", res.Patch)
+		t.Errorf("want an empty patch, got %+v", res.Patch)
+	}
+}
+
+func TestWorker_OverlayPatternsPlaceFilesAndLeaveThemOutOfThePatch(t *testing.T) {
+	f := newFixture(t, `test -f CLAUDE.md && test -f .claude/settings.json || exit 7
+test ! -e tool.sh || exit 8
+echo changed >> CLAUDE.md
+rm .claude/settings.json
+ln -sf /etc/shadow .claude/hooks.json
+echo new > new.txt`)
+	f.caps[0].yaml = "commands:\n  - sh -c *\noverlay: [\".claude/**\", CLAUDE.md]\n"
+	f.caps[0].files = map[string]string{
+		"CLAUDE.md": "house rules\n", ".claude/settings.json": "{}\n", ".claude/hooks.json": "[]\n", "tool.sh": "echo\n",
+	}
+	initRepo(t, f.ws(), map[string]string{"README.md": "repo\n"})
+	f.write()
+	_, res := f.run()
+	if res.Status != wire.StatusOK {
+		t.Fatalf("got %q %q %q (exit %d)", res.Status, res.Reason, res.Detail, res.ExitCode)
+	}
+	patch := checkPatch(t, f, res)
+	if res.Patch.FilesChanged != 1 || !strings.Contains(patch, "new.txt") {
+		t.Errorf("want a patch of new.txt only, got:\n%s", patch)
+	}
+	for _, p := range []string{"CLAUDE.md", ".claude", "shadow"} {
+		if strings.Contains(patch, p) {
+			t.Errorf("the overlaid %s is in the patch:\n%s", p, patch)
+		}
+	}
+}
+
+func TestWorker_OverlayRefusesAPathTheCheckoutHas(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(outside, []byte("untouched\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, marker)
+	f.caps[0].yaml = "commands:\n  - sh -c *\noverlay: [\"**\"]\n"
+	f.caps[0].files = map[string]string{"link": "from the capability\n"}
+	if err := os.Symlink(outside, f.ws("link")); err != nil {
+		t.Fatal(err)
+	}
+	f.write()
+	_, res := f.run()
+	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonIntegrityFailed || !strings.Contains(res.Detail, "already in the workspace") {
+		t.Fatalf("got %q %q %q, want failed integrity-failed: already in the workspace", res.Status, res.Reason, res.Detail)
+	}
+	if got := readFile(t, outside); got != "untouched\n" {
+		t.Errorf("the file behind the symlink changed: %q", got)
+	}
+	if agentRan(f) {
+		t.Error("the agent ran")
 	}
 }
 
@@ -77,15 +124,16 @@ func TestWorker_OverlayRefusesWorkspaceSymlinks(t *testing.T) {
 		}, "inner/x", "through a symlink", ""},
 		{"file where a directory is needed", func(t *testing.T, f *fixture, outside string) {
 			os.WriteFile(f.ws("dir"), []byte("a file\n"), 0o644)
-		}, "dir/x", "is a file in the workspace", ""},
+		}, "dir/x", "is a file, the capability needs a directory", ""},
 		{"directory where the file goes", func(t *testing.T, f *fixture, outside string) {
 			os.MkdirAll(f.ws("x", "y"), 0o755)
-		}, "x", "is a directory in the workspace", ""},
+		}, "x", "already in the workspace", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			outside := t.TempDir()
 			f := newFixture(t, marker)
+			f.caps[0].yaml = "commands:\n  - sh -c *\noverlay: [\"**\"]\n"
 			f.caps[0].files = map[string]string{tt.capFile: "capability content\n"}
 			tt.plant(t, f, outside)
 			f.write()
@@ -106,28 +154,6 @@ func TestWorker_OverlayRefusesWorkspaceSymlinks(t *testing.T) {
 				t.Error("the agent ran")
 			}
 		})
-	}
-}
-
-func TestWorker_OverlayReplacesSymlinkAtFilePath(t *testing.T) {
-	outside := filepath.Join(t.TempDir(), "victim")
-	if err := os.WriteFile(outside, []byte("untouched\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f := newFixture(t, "true")
-	f.caps[0].files = map[string]string{"link": "from the capability\n"}
-	if err := os.Symlink(outside, f.ws("link")); err != nil {
-		t.Fatal(err)
-	}
-	f.write()
-	if _, res := f.run(); res.Status != wire.StatusOK {
-		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
-	}
-	if got := readFile(t, outside); got != "untouched\n" {
-		t.Errorf("the file behind the symlink changed: %q", got)
-	}
-	if fi, err := os.Lstat(f.ws("link")); err != nil || !fi.Mode().IsRegular() || readFile(t, f.ws("link")) != "from the capability\n" {
-		t.Errorf("link was not replaced by the capability's file: %v", err)
 	}
 }
 
@@ -182,10 +208,8 @@ func TestWorker_SetupFailures(t *testing.T) {
 	}{
 		{"non-zero exit", []testCap{setupCap("exit 5")}, 60, wire.ReasonWorkerFailed, "exited with code 5"},
 		{"timeout kills it", []testCap{setupCap("sleep 100 & sleep 100")}, 1, wire.ReasonWorkerFailed, "timed out"},
-		{"script replaced by a later capability", []testCap{
-			setupCap("echo first"),
-			{name: "later", files: map[string]string{"scripts/setup.sh": "echo imposter\n"}},
-		}, 60, wire.ReasonIntegrityFailed, "was replaced after the overlay"},
+		{"script in the layout differs from the archive", []testCap{setupCap("echo first")}, 60,
+			wire.ReasonIntegrityFailed, "does not hold the capability's bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -193,6 +217,13 @@ func TestWorker_SetupFailures(t *testing.T) {
 			f.caps = tt.caps
 			f.man.SetupTimeoutSeconds = tt.timeout
 			f.write()
+			if tt.reason == wire.ReasonIntegrityFailed {
+				script := filepath.Join(f.root, wire.CapabilityFilesDir, "setup", "scripts", "setup.sh")
+				os.Chmod(script, 0o700)
+				if err := os.WriteFile(script, []byte("echo imposter\n"), 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
 			start := time.Now()
 			_, res := f.run()
 			if d := time.Since(start); d > 20*time.Second {

@@ -77,7 +77,7 @@ func (r *runner) verify(ctx context.Context) *failure {
 		}
 		// The content cannot be longer than the archive; the host enforced its own size
 		// limit when the capability was registered.
-		files, err := catalog.ReadArchive(data, catalog.Limits{MaxTotalSize: int64(len(data)), MaxFiles: catalog.DefaultMaxFiles})
+		files, err := catalog.ReadStored(data)
 		if err != nil {
 			return fail(wire.ReasonIntegrityFailed, "verify capability %q: %v", c.Name, err)
 		}

@@ -109,12 +109,14 @@ type runner struct {
 	out       string
 	res       wire.Result
 
-	man     wire.Manifest
-	doc     catalog.SubagentDoc
-	caps    []capability
-	secrets map[string]string
-	env     []string
-	rt      agentRuntime
+	man  wire.Manifest
+	doc  catalog.SubagentDoc
+	caps []capability
+	// overlaid are the workspace paths the overlay wrote, left out of the patch.
+	overlaid []string
+	secrets  map[string]string
+	env      []string
+	rt       agentRuntime
 	// mcpConfig is the capabilities' MCP config (claude-code), nil when none declares one.
 	mcpConfig []byte
 	// gateway is the gateway's socket (model runtimes), checked at verify.

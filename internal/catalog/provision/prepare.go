@@ -189,6 +189,9 @@ func (w *Writer) PrepareSubagent(ctx context.Context, name string, spec Subagent
 	if err != nil {
 		return nil, fmt.Errorf("subagent %q: %w", name, err)
 	}
+	if err := w.checkOverlayClash(ctx, pins, local); err != nil {
+		return nil, fmt.Errorf("subagent %q: %w", name, err)
+	}
 	doc := catalog.SubagentDoc{
 		Description: spec.Description, Runtime: spec.Runtime, Model: spec.Model,
 		SystemPrompt: spec.SystemPrompt, Command: spec.Command, Capabilities: pins,
@@ -204,6 +207,22 @@ func (w *Writer) PrepareSubagent(ctx context.Context, name string, spec Subagent
 			AllowedCredentialPatterns: allow,
 		},
 	}, nil
+}
+
+// checkOverlayClash refuses capabilities that overlay the same workspace path. A capability
+// of the same batch (in local) is not stored yet; dispatch checks again at accept, where
+// every capability is stored, so the rule holds either way.
+func (w *Writer) checkOverlayClash(ctx context.Context, pins []catalog.Pin, local map[string]digest.Digest) error {
+	for _, p := range pins {
+		if d, ok := local[p.Name]; ok && d == p.Digest {
+			return nil
+		}
+	}
+	names, files, err := w.reader.Overlays(ctx, pins)
+	if err != nil {
+		return err
+	}
+	return catalog.CheckOverlayClash(names, files)
 }
 
 func (w *Writer) pinCapabilities(ctx context.Context, refs []string, local map[string]digest.Digest) ([]catalog.Pin, error) {

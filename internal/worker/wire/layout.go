@@ -24,7 +24,10 @@ const (
 	TranscriptFile  = "transcript.jsonl" // in OutDir, written by the model runtimes
 	FinalFile       = "final.md"         // in OutDir/OutputsDir, the model's last answer
 	GatewayDir      = "gateway"          // read-only, model runtimes only: the host's gateway
-	GatewaySocket   = "gateway.sock"     // in GatewayDir
+	// CapabilityFilesDir holds each capability's files, read-only, at CapabilityFilesDir/NAME:
+	// the host lays them out from the catalog; AGORA_CAPABILITIES names the directory.
+	CapabilityFilesDir = "capabilities"
+	GatewaySocket      = "gateway.sock" // in GatewayDir
 )
 
 // The layout's mount points inside the sandbox, where the host binds the stage directory's
@@ -36,7 +39,12 @@ const (
 	OutPath       = DefaultRoot + "/" + OutDir
 	InputsPath    = DefaultRoot + "/" + InputsDir
 	GatewayPath   = DefaultRoot + "/" + GatewayDir
+	// CapabilityFilesPath is where the sandbox finds the capabilities' files.
+	CapabilityFilesPath = DefaultRoot + "/" + CapabilityFilesDir
 )
+
+// CapabilitiesEnv names CapabilityFilesPath (or its place below RootEnv) for the agent.
+const CapabilitiesEnv = "AGORA_CAPABILITIES"
 
 // RootEnv names the layout root when the worker runs without a sandbox (a target with
 // `sandbox: none`): the host sets it to the stage directory, which has the same layout.
