@@ -269,7 +269,7 @@ func printEvent(f *Factory, kind string, r *dispatch.Record) {
 	case dispatch.StateStarted:
 		fmt.Fprintf(f.IO.ErrOut, "agora: %s started (%s)\n", r.ID, r.ProviderTaskID)
 	case dispatch.StateFailed:
-		fmt.Fprintf(f.IO.ErrOut, "agora: %s failed: %s: %s\n", r.ID, r.Reason, r.Detail)
+		fmt.Fprintf(f.IO.ErrOut, "agora: %s failed: %s: %s\n", r.ID, r.Reason, agentText(r.Detail))
 	default:
 		fmt.Fprintf(f.IO.ErrOut, "agora: %s %s\n", r.ID, kind)
 	}
@@ -321,13 +321,13 @@ func printSummary(f *Factory, r *dispatch.Record) {
 	fmt.Fprintf(w, "subagent  %s@%s\n", r.Subagent, r.SubagentDigest)
 	fmt.Fprintf(w, "target    %s (isolation %s, network %s)\n", r.Target, orDash(r.Isolation), r.Network)
 	if r.Detail != "" && r.State != dispatch.StateFinished {
-		fmt.Fprintf(w, "detail    %s\n", r.Detail)
+		fmt.Fprintf(w, "detail    %s\n", agentText(r.Detail))
 	}
 	if res := r.Result; res != nil {
 		if res.NeedsInput != nil {
-			fmt.Fprintf(w, "question  %s\n", res.NeedsInput.Question)
+			fmt.Fprintf(w, "question  %s\n", agentText(res.NeedsInput.Question))
 			for _, o := range res.NeedsInput.Options {
-				fmt.Fprintf(w, "  option  %s\n", o)
+				fmt.Fprintf(w, "  option  %s\n", agentText(o))
 			}
 			fmt.Fprintf(w, "          -> agora dispatch resume %s --answer TEXT\n", r.ID)
 		}

@@ -74,7 +74,7 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 		fmt.Fprintf(w, "reason:    %s\n", r.Reason)
 	}
 	if r.Detail != "" {
-		fmt.Fprintf(w, "detail:    %s\n", r.Detail)
+		fmt.Fprintf(w, "detail:    %s\n", agentText(r.Detail))
 	}
 	if r.ExitCode != nil {
 		fmt.Fprintf(w, "exit code: %d\n", *r.ExitCode)
@@ -110,7 +110,10 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 			fmt.Fprintf(w, "transcript: %s (%d bytes)\n", res.Transcript.Digest, res.Transcript.Size)
 		}
 		if res.NeedsInput != nil {
-			fmt.Fprintf(w, "question:  %s\n", res.NeedsInput.Question)
+			fmt.Fprintf(w, "question:  %s\n", agentText(res.NeedsInput.Question))
+			for _, o := range res.NeedsInput.Options {
+				fmt.Fprintf(w, "  option:  %s\n", agentText(o))
+			}
 		}
 	}
 	fmt.Fprintf(w, "events:\n")

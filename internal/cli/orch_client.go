@@ -250,10 +250,10 @@ func printTasks(f *Factory, r api.Run) error {
 	for i, t := range r.Tasks {
 		why := t.Reason
 		if t.Detail != "" {
-			why = strings.TrimSpace(why + ": " + t.Detail)
+			why = strings.TrimSpace(why + ": " + agentText(t.Detail))
 		}
 		if t.Question != "" {
-			why = "asks: " + t.Question
+			why = "asks: " + agentText(t.Question)
 		}
 		if t.RetryAt != nil {
 			why = strings.TrimSpace(why + " (retry " + t.RetryAt.Format(time.RFC3339) + ")")

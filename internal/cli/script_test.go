@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -21,6 +22,10 @@ func TestMain(m *testing.M) {
 // TestScripts drives the real command line end to end: every script in testdata/script gets
 // its own AGORA_HOME and HOME.
 func TestScripts(t *testing.T) {
+	examples, err := filepath.Abs("../../examples")
+	if err != nil {
+		t.Fatal(err)
+	}
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
@@ -35,6 +40,9 @@ func TestScripts(t *testing.T) {
 			},
 		},
 		Setup: func(e *testscript.Env) error {
+			// EXAMPLES is the repository's examples directory: scripts run the documented
+			// examples exactly as a reader would.
+			e.Setenv("EXAMPLES", examples)
 			e.Setenv("AGORA_HOME", e.WorkDir+"/.agora")
 			e.Setenv("HOME", e.WorkDir+"/home")
 			return os.MkdirAll(e.WorkDir+"/home", 0o700)
