@@ -65,6 +65,9 @@ var forbidden = []edge{
 	{"internal/mcpserver", "internal/workspace", "the MCP server names workspaces; it never runs git or sees a repository path (the dispatcher resolves them)"},
 	{"internal/workspace", "internal/store", "workspace resolves revisions with git; it reads the catalog through a Reader it is handed"},
 	{"internal/workspace", "internal/secret", "workspace resolves revisions; it never holds the sealer"},
+	{"internal/gitbranch", "internal/store", "gitbranch is handed patches; it opens no database"},
+	{"internal/gitbranch", "internal/secret", "gitbranch writes git history; it never holds the sealer"},
+	{"internal/mcpserver", "internal/gitbranch", "an AI reads patches over MCP; branches are made by people on the CLI"},
 }
 
 // inSandbox are the packages that run inside the sandbox, in the worker process. Every

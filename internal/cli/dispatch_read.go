@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agora-dev/agora/internal/gitbranch"
 	"io"
 	"os"
 	"path/filepath"
@@ -285,24 +286,44 @@ func followLog(ctx context.Context, f *Factory, d *dispatch.Dispatcher, id, path
 	}
 }
 
-func newDispatchPatchCmd(f *Factory, runF func(*dispatchIDOptions) error) *cobra.Command {
-	opts := &dispatchIDOptions{printOptions{f: f}}
-	return &cobra.Command{
-		Use:   "patch ID",
-		Short: "Print a dispatch's patch, ready for git apply",
+type dispatchPatchOptions struct {
+	f            *Factory
+	id           string
+	branch, repo string
+}
+
+func newDispatchPatchCmd(f *Factory, runF func(*dispatchPatchOptions) error) *cobra.Command {
+	opts := &dispatchPatchOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "patch ID [--branch NAME [--repo PATH]]",
+		Short: "Print a dispatch's patch, ready for git apply, or make it a branch",
 		Long: `Print the patch the worker captured (git diff --binary against the workspace as it was
 before the agent ran). It applies with 'git apply' on the dispatch's revision. Review it: the
-agent wrote it.`,
+agent wrote it.
+
+--branch NAME instead creates branch NAME in the dispatch's repository (or --repo PATH, a
+clone that has its commit) with one commit on the dispatch's commit: author the subagent and
+its digest, Agora-Dispatch and Agora-Subagent trailers in the message. Only git's object
+store and the new branch are written (no checkout, no hook, no push); an existing branch is
+refused.`,
+		Example: `  agora dispatch patch 01J9Z3K4M5N6P7Q8R9S0T1V2W3 | git apply --check
+  agora dispatch patch 01J9Z3K4M5N6P7Q8R9S0T1V2W3 --branch agora/fix-login`,
 		Args: exactArgs(1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.arg = args[0]
+			opts.id = args[0]
+			if opts.repo != "" && opts.branch == "" {
+				return usageErrorf(cmd, "--repo goes with --branch")
+			}
 			return runCmd(cmd, opts, runF, dispatchPatchRun)
 		},
 	}
+	cmd.Flags().StringVar(&opts.branch, "branch", "", "create this git branch with the patch as one commit")
+	cmd.Flags().StringVar(&opts.repo, "repo", "", "the repository for --branch (default: the dispatch's)")
+	return cmd
 }
 
-func dispatchPatchRun(ctx context.Context, opts *dispatchIDOptions) error {
-	d, r, err := openRecord(ctx, opts.f, opts.arg)
+func dispatchPatchRun(ctx context.Context, opts *dispatchPatchOptions) error {
+	d, r, err := openRecord(ctx, opts.f, opts.id)
 	if err != nil {
 		return err
 	}
@@ -311,6 +332,20 @@ func dispatchPatchRun(ctx context.Context, opts *dispatchIDOptions) error {
 	}
 	if r.Result == nil || r.Result.Patch == nil {
 		return fmt.Errorf("dispatch %s has no patch (%s)", r.ID, strings.Join(nonEmpty(r.State, r.Reason), ": "))
+	}
+	if opts.branch != "" {
+		c, err := dispatchChange(d.Blobs, r, "", "")
+		if err != nil {
+			return err
+		}
+		w := branchWork{repo: r.Repo, base: r.Revision, changes: []gitbranch.Change{c}}
+		if opts.repo != "" {
+			w.repo = opts.repo
+		}
+		if err := w.check("dispatch " + r.ID); err != nil {
+			return err
+		}
+		return writeBranch(ctx, opts.f, w, opts.branch)
 	}
 	b, err := d.Blobs.Get(r.Result.Patch.Digest, 0)
 	if err != nil {

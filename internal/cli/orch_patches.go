@@ -11,38 +11,69 @@ import (
 )
 
 type orchPatchesOptions struct {
-	f      *Factory
-	run    string
-	to     string
-	output string
+	f        *Factory
+	run      string
+	to       string
+	branch   string
+	repo     string
+	combined bool
+	output   string
 }
 
 func newOrchPatchesCmd(f *Factory, runF func(*orchPatchesOptions) error) *cobra.Command {
 	opts := &orchPatchesOptions{f: f}
 	cmd := &cobra.Command{
-		Use:   "patches RUN --to DIR",
-		Short: "Write every succeeded task's patch into a directory",
-		Long: `Write the patch of each task that succeeded, from its last attempt's dispatch, to
-DIR/<task>.patch (git apply on the run's revision). Tasks that changed nothing get no
-file. Review them: agents wrote them.
+		Use:   "patches RUN (--to DIR | --branch NAME | --combined)",
+		Short: "Write a run's patches into a directory, a git branch or one patch",
+		Long: `Collect the patch of each task that succeeded, from its last attempt's dispatch. Review
+them: agents wrote them.
 
-Patches are written 0600 (DIR, if created, 0700). Nothing already in DIR is followed or
-overwritten: a symbolic link or a different file where a patch goes is an error, and a
-file with the same patch is left as it is, so a rerun succeeds.`,
-		Example: `  agora orch patches nightly-fixes --to ./review && git apply --check review/*.patch`,
-		Args:    exactArgs(1, "RUN"),
+--to DIR writes DIR/<task>.patch (git apply on the run's revision); tasks that changed
+nothing get no file. Patches are written 0600 (DIR, if created, 0700). Nothing already in
+DIR is followed or overwritten: a symbolic link or a different file where a patch goes is an
+error, and a file with the same patch is left as it is, so a rerun succeeds.
+
+--branch NAME creates branch NAME in the run's repository (or --repo PATH, a clone that has
+the run's commit) with one commit per succeeded task that changed something, in dependency
+order (ties by task id), each applied with a three-way merge onto the commits before it.
+The author is the subagent and its digest (name@sha256:HEX <name@subagent.agora.invalid>);
+the message names the task, dispatch and run as Agora-Task, Agora-Dispatch, Agora-Run and
+Agora-Subagent trailers. Only git's object store and the new branch are written: the
+working tree, the index, HEAD and the current branch stay as they are, no hook runs and
+nothing is pushed. An existing branch is refused. A task whose patch conflicts with the ones
+before it stops everything: no branch is created, and the error names the task and files.
+
+--combined prints one patch of all of them (the same three-way merges), from the run's
+commit to the result.`,
+		Example: `  agora orch patches nightly-fixes --to ./review && git apply --check review/*.patch
+  agora orch patches nightly-fixes --branch agora/nightly-fixes
+  git log --stat main..agora/nightly-fixes
+  agora orch patches nightly-fixes --combined --repo ~/src/app > nightly.patch`,
+		Args: exactArgs(1, "RUN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.run = args[0]
 			if err := checkOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			if opts.to == "" {
-				return usageErrorf(cmd, "patches needs --to DIR")
+			n := 0
+			for _, set := range []bool{opts.to != "", opts.branch != "", opts.combined} {
+				if set {
+					n++
+				}
+			}
+			if n != 1 {
+				return usageErrorf(cmd, "patches needs exactly one of --to DIR, --branch NAME or --combined")
+			}
+			if opts.repo != "" && opts.to != "" {
+				return usageErrorf(cmd, "--repo goes with --branch or --combined")
 			}
 			return runCmd(cmd, opts, runF, orchPatchesRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.to, "to", "", "directory to write <task>.patch files into (created if missing)")
+	cmd.Flags().StringVar(&opts.branch, "branch", "", "create this git branch with one commit per task (e.g. agora/RUN)")
+	cmd.Flags().BoolVar(&opts.combined, "combined", false, "print one patch of every task's changes")
+	cmd.Flags().StringVar(&opts.repo, "repo", "", "the repository for --branch/--combined (default: the run's)")
 	addOutputFlag(cmd, &opts.output)
 	return cmd
 }
@@ -57,6 +88,16 @@ func orchPatchesRun(ctx context.Context, opts *orchPatchesOptions) error {
 	h, err := f.Home(ctx)
 	if err != nil {
 		return err
+	}
+	if opts.branch != "" || opts.combined {
+		w, err := runWork(ctx, h, run, opts.repo)
+		if err != nil {
+			return err
+		}
+		if opts.combined {
+			return writeCombined(ctx, f, w)
+		}
+		return writeBranch(ctx, f, w, opts.branch)
 	}
 	records := dispatch.NewRecords(h.DB, nil, f.Now)
 	dir, err := openOutDir(opts.to)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/hostgit"
 	"github.com/agora-dev/agora/internal/worker/wire"
 	"github.com/agora-dev/agora/internal/workspace"
 )
@@ -248,15 +249,10 @@ func resolveRevision(ctx context.Context, repo, rev string) (string, string, err
 	return abs, strings.TrimSpace(string(out)), nil
 }
 
-// gitCmd runs git on the host with configuration from the user and the system ignored, so a
-// repository's own hooks and filters never run on the host.
+// gitCmd runs git on the host (package hostgit), so a repository's own hooks and filters and
+// the user's configuration never run.
 func gitCmd(ctx context.Context, dir string, args ...string) *exec.Cmd {
-	base := []string{"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"}
-	cmd := exec.CommandContext(ctx, "git", append(base, args...)...)
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent", "GIT_CONFIG_NOSYSTEM=1",
-		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0", "LANG=C"}
-	return cmd
+	return hostgit.Command(ctx, dir, args...)
 }
 
 // PinRevision checks that repo is a git repository and returns its absolute path and the

@@ -16,12 +16,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/digest"
+	"github.com/agora-dev/agora/internal/hostgit"
 )
 
 // Workspace is one version of a workspace from the catalog.
@@ -170,13 +169,7 @@ func CheckRepo(ctx context.Context, repo string) error {
 // fsmonitor, replace refs, prompts; discovery never leaves dir. It returns stdout, trimmed.
 // Stderr is dropped: it may name the path, which errors here must not.
 func git(ctx context.Context, dir string, args ...string) (string, error) {
-	base := []string{"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"}
-	cmd := exec.CommandContext(ctx, "git", append(base, args...)...)
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent", "GIT_CONFIG_NOSYSTEM=1",
-		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0", "GIT_NO_REPLACE_OBJECTS=1", "LANG=C",
-		"GIT_CEILING_DIRECTORIES=" + filepath.Dir(filepath.Clean(dir))}
-	out, err := cmd.Output()
+	out, err := hostgit.Command(ctx, dir, args...).Output()
 	if err != nil {
 		return "", err
 	}

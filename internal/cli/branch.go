@@ -1,0 +1,180 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agora-dev/agora/internal/digest"
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/gitbranch"
+	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/orch/api"
+)
+
+// branchWork is what becomes a branch: where, on which commit, and the changes in order.
+type branchWork struct {
+	repo, base string
+	changes    []gitbranch.Change
+	// dispatches pairs each change with its dispatch, for the report.
+	dispatches []string
+}
+
+// blobGetter reads hash-checked content from the blob store.
+type blobGetter interface {
+	Get(d digest.Digest, max int64) ([]byte, error)
+}
+
+// dispatchChange is the commit one dispatch's patch becomes. The author is the subagent and
+// the version that wrote it; the message names the task, the dispatch and the run, as
+// trailers a reviewer (or a script) can read back.
+func dispatchChange(blobs blobGetter, r *dispatch.Record, task, run string) (gitbranch.Change, error) {
+	label := "dispatch " + r.ID
+	subject := "agora: dispatch " + r.ID
+	if task != "" {
+		label = fmt.Sprintf("task %s (dispatch %s)", task, r.ID)
+		subject = fmt.Sprintf("agora: task %s of run %s", task, run)
+	}
+	msg := subject + "\n\n"
+	if task != "" {
+		msg += "Agora-Task: " + task + "\nAgora-Run: " + run + "\n"
+	}
+	msg += "Agora-Dispatch: " + r.ID + "\nAgora-Subagent: " + r.Subagent + "@" + string(r.SubagentDigest) + "\n"
+	c := gitbranch.Change{
+		Label:   label,
+		Author:  gitbranch.Signature{Name: r.Subagent + "@" + string(r.SubagentDigest), Email: r.Subagent + "@subagent.agora.invalid"},
+		Message: msg,
+	}
+	if r.Result != nil && r.Result.Patch != nil && r.Result.Patch.Size > 0 {
+		b, err := blobs.Get(r.Result.Patch.Digest, 0)
+		if err != nil {
+			return c, fmt.Errorf("%s: %w", label, err)
+		}
+		c.Patch = b
+	}
+	return c, nil
+}
+
+// runOrder is the run's succeeded tasks in dependency order: a task after everything it
+// depends on, ties broken by task id, so the same run always gives the same branch.
+func runOrder(tasks []api.Task) []api.Task {
+	byID := map[string]api.Task{}
+	for _, t := range tasks {
+		byID[t.ID] = t
+	}
+	done := map[string]bool{}
+	var order []api.Task
+	for len(done) < len(tasks) {
+		var ready []string
+		for _, t := range tasks {
+			if done[t.ID] {
+				continue
+			}
+			if !slices.ContainsFunc(t.DependsOn, func(d string) bool { _, known := byID[d]; return known && !done[d] }) {
+				ready = append(ready, t.ID)
+			}
+		}
+		if len(ready) == 0 { // a cycle the plan check refused already; keep id order
+			for _, t := range tasks {
+				if !done[t.ID] {
+					ready = append(ready, t.ID)
+				}
+			}
+		}
+		slices.Sort(ready)
+		for _, id := range ready {
+			done[id] = true
+			if t := byID[id]; t.State == api.TaskSucceeded && t.DispatchID != "" {
+				order = append(order, t)
+			}
+		}
+	}
+	return order
+}
+
+// runWork gathers a run's branch: its tasks' patches in dependency order, on the run's commit
+// in the run's repository, unless repo names another clone of it.
+func runWork(ctx context.Context, h *home.Home, run api.Run, repo string) (branchWork, error) {
+	w := branchWork{repo: run.Repo, base: run.Revision}
+	if repo != "" {
+		w.repo = repo
+	}
+	records := dispatch.NewRecords(h.DB, nil, nil)
+	for _, t := range runOrder(run.Tasks) {
+		r, err := records.Get(ctx, t.DispatchID)
+		if err != nil {
+			return w, fmt.Errorf("task %s: %w", t.ID, err)
+		}
+		if w.base == "" {
+			w.base = r.Revision
+		}
+		if r.Revision != w.base {
+			return w, fmt.Errorf("task %s ran on commit %s, the run on %s: one branch needs one base", t.ID, orDash(r.Revision), w.base)
+		}
+		c, err := dispatchChange(h.Blobs, r, t.ID, run.ID)
+		if err != nil {
+			return w, err
+		}
+		w.changes, w.dispatches = append(w.changes, c), append(w.dispatches, r.ID)
+	}
+	return w, w.check("run " + run.ID)
+}
+
+// check says what is missing before git is asked anything.
+func (w branchWork) check(what string) error {
+	switch {
+	case w.base == "" && w.repo == "":
+		return fmt.Errorf("%s did not work on a repository, so there is no commit to branch from; its patches are against an empty tree", what)
+	case w.base == "":
+		return fmt.Errorf("%s did not work on a repository, so there is no commit to branch from in %s", what, w.repo)
+	case w.repo == "":
+		return fmt.Errorf("%s ran on a workspace's commit %s; name a clone that has it with --repo PATH", what, w.base)
+	}
+	return nil
+}
+
+// writeBranch makes the branch and prints what it made, or the conflict and how to go on.
+func writeBranch(ctx context.Context, f *Factory, w branchWork, branch string) error {
+	res, err := gitbranch.Create(ctx, branch, gitbranch.Options{Repo: w.repo, Base: w.base, Changes: w.changes, When: f.Now()})
+	var ce *gitbranch.ConflictError
+	if errors.As(err, &ce) {
+		files := make([]string, len(ce.Files))
+		for i, p := range ce.Files {
+			files[i] = agentText(p)
+		}
+		return fmt.Errorf("%s does not apply onto the changes before it; conflict in %s. Nothing was created. "+
+			"To go on: review that patch against the others (agora dispatch patch ID), make the branch without it "+
+			"from the tasks before it, or print one patch of everything (--combined) and resolve it by hand",
+			ce.Label, orDash(strings.Join(files, ", ")))
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f.IO.Out, "branch %s at %s: %s on %s\n", branch, short(res.Head), plural(len(res.Commits), "commit"), short(w.base))
+	fmt.Fprintf(f.IO.Out, "  -> git log --stat %s..%s   (in %s; nothing was checked out or pushed)\n", short(w.base), branch, w.repo)
+	return nil
+}
+
+// writeCombined prints one patch of every change, from the base to the result.
+func writeCombined(ctx context.Context, f *Factory, w branchWork) error {
+	b, err := gitbranch.Combined(ctx, gitbranch.Options{Repo: w.repo, Base: w.base, Changes: w.changes})
+	var ce *gitbranch.ConflictError
+	if errors.As(err, &ce) {
+		return fmt.Errorf("%s does not apply onto the changes before it; conflict in %s: there is no one patch of them",
+			ce.Label, orDash(agentText(strings.Join(ce.Files, ", "))))
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.IO.Out.Write(b)
+	return err
+}
+
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
+}

@@ -1,0 +1,268 @@
+// Package gitbranch turns reviewed work into git history without touching anyone's checkout:
+// each change (a dispatch's patch) becomes one commit on a new branch, applied with a
+// three-way merge onto the branch so far, in the order given. Everything happens in git's
+// plumbing with a private index: the repository's working tree, index, HEAD and current
+// branch are never read or written, nothing is pushed, and hooks and the user's
+// configuration never run (package hostgit). A conflict creates no ref at all.
+package gitbranch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agora-dev/agora/internal/hostgit"
+)
+
+// Change is one commit to make.
+type Change struct {
+	// Label names the change in a conflict report ("task fix-b (dispatch 01J...)").
+	Label   string
+	Patch   []byte // a git diff --binary --full-index against Base (empty: no commit)
+	Author  Signature
+	Message string
+}
+
+// Signature is a commit's author.
+type Signature struct{ Name, Email string }
+
+// committer is who writes every commit.
+var committer = Signature{Name: "agora", Email: "agora@agora.invalid"}
+
+// Options say what to build.
+type Options struct {
+	Repo    string // a git repository (its top directory or a bare one)
+	Base    string // the full commit id the changes were made against
+	Changes []Change
+	// When dates every commit, so the same changes give the same commits; zero is now.
+	When time.Time
+}
+
+// Result is the branch made.
+type Result struct {
+	Ref     string   // refs/heads/NAME
+	Head    string   // the last commit (Base when no change had a patch)
+	Commits []string // one per change with a patch, in order
+}
+
+// ConflictError is a change that does not apply onto the branch so far.
+type ConflictError struct {
+	Label string
+	Files []string // the paths left unmerged, sorted; may be empty when git named none
+	Git   string   // git's own words, bounded
+}
+
+func (e *ConflictError) Error() string {
+	files := "(git named no file; see its message)"
+	if len(e.Files) > 0 {
+		files = strings.Join(e.Files, ", ")
+	}
+	return fmt.Sprintf("%s does not apply onto the changes before it: conflict in %s; nothing was created", e.Label, files)
+}
+
+// ErrBranchExists is returned when the branch is there already: nothing is replaced.
+var ErrBranchExists = errors.New("branch exists")
+
+// Create makes branch (a name for refs/heads/) with one commit per change. It refuses a
+// branch that exists, and creates nothing when any change conflicts.
+func Create(ctx context.Context, branch string, o Options) (Result, error) {
+	if err := CheckBranchName(branch); err != nil {
+		return Result{}, err
+	}
+	ref := "refs/heads/" + branch
+	b, err := newBuilder(ctx, o)
+	if err != nil {
+		return Result{}, err
+	}
+	defer b.close()
+	if _, err := b.git(ctx, nil, "rev-parse", "--verify", "--quiet", ref); err == nil {
+		return Result{}, fmt.Errorf("%w: %s is already in the repository; pick another --branch, or delete it first (git branch -D %s)", ErrBranchExists, branch, branch)
+	}
+	res := Result{Ref: ref, Head: o.Base}
+	for _, c := range o.Changes {
+		if len(c.Patch) == 0 {
+			continue
+		}
+		tree, err := b.apply(ctx, c)
+		if err != nil {
+			return Result{}, err
+		}
+		commit, err := b.commit(ctx, tree, res.Head, c)
+		if err != nil {
+			return Result{}, err
+		}
+		res.Head, res.Commits = commit, append(res.Commits, commit)
+	}
+	// Create-only: the zero old value makes git refuse if the branch appeared meanwhile.
+	zero := strings.Repeat("0", len(res.Head))
+	if _, err := b.git(ctx, nil, "update-ref", "-m", "agora: create "+branch, ref, res.Head, zero); err != nil {
+		return Result{}, fmt.Errorf("create %s: %w", branch, err)
+	}
+	return res, nil
+}
+
+// Combined applies every change the same way and returns one patch from Base to the result,
+// creating no commit and no ref.
+func Combined(ctx context.Context, o Options) ([]byte, error) {
+	b, err := newBuilder(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer b.close()
+	tree := ""
+	for _, c := range o.Changes {
+		if len(c.Patch) == 0 {
+			continue
+		}
+		if tree, err = b.apply(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	if tree == "" {
+		return nil, nil
+	}
+	return b.git(ctx, nil, "diff-tree", "-r", "-p", "--binary", "--full-index", "--no-ext-diff", "--no-textconv",
+		"--no-color", "--no-renames", "--src-prefix=a/", "--dst-prefix=b/", o.Base, tree)
+}
+
+// builder holds a private index in a temporary directory.
+type builder struct {
+	repo, tmp, index string
+	when             time.Time
+}
+
+func newBuilder(ctx context.Context, o Options) (*builder, error) {
+	if !isCommitID(o.Base) {
+		return nil, fmt.Errorf("base %q is not a full commit id", o.Base)
+	}
+	tmp, err := os.MkdirTemp("", "agora-branch-*")
+	if err != nil {
+		return nil, err
+	}
+	if o.When.IsZero() {
+		o.When = time.Now()
+	}
+	b := &builder{repo: o.Repo, tmp: tmp, index: filepath.Join(tmp, "index"), when: o.When}
+	if _, err := b.git(ctx, nil, "rev-parse", "--verify", "--quiet", o.Base+"^{commit}"); err != nil {
+		b.close()
+		return nil, fmt.Errorf("commit %s is not in %s (is it the repository the work was done on?)", o.Base, o.Repo)
+	}
+	if _, err := b.git(ctx, nil, "read-tree", o.Base); err != nil {
+		b.close()
+		return nil, fmt.Errorf("read commit %s: %w", o.Base, err)
+	}
+	return b, nil
+}
+
+func (b *builder) close() { os.RemoveAll(b.tmp) }
+
+// apply applies c's patch to the private index and returns the tree it makes.
+func (b *builder) apply(ctx context.Context, c Change) (string, error) {
+	if _, err := b.git(ctx, c.Patch, "apply", "--cached", "--3way", "--whitespace=nowarn", "-"); err != nil {
+		ce := &ConflictError{Label: c.Label}
+		var ge *gitError
+		if errors.As(err, &ge) {
+			ce.Git = ge.stderr
+		}
+		if out, lerr := b.git(ctx, nil, "ls-files", "-u", "-z"); lerr == nil {
+			ce.Files = unmerged(out)
+		}
+		return "", ce
+	}
+	out, err := b.git(ctx, nil, "write-tree")
+	if err != nil {
+		return "", fmt.Errorf("%s: write the tree: %w", c.Label, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// commit writes a commit of tree on parent for c, dated b.when.
+func (b *builder) commit(ctx context.Context, tree, parent string, c Change) (string, error) {
+	date := fmt.Sprintf("@%d +0000", b.when.Unix())
+	env := []string{
+		"GIT_AUTHOR_NAME=" + c.Author.Name, "GIT_AUTHOR_EMAIL=" + c.Author.Email, "GIT_AUTHOR_DATE=" + date,
+		"GIT_COMMITTER_NAME=" + committer.Name, "GIT_COMMITTER_EMAIL=" + committer.Email, "GIT_COMMITTER_DATE=" + date,
+	}
+	out, err := b.gitEnv(ctx, []byte(c.Message), env, "commit-tree", tree, "-p", parent, "-F", "-")
+	if err != nil {
+		return "", fmt.Errorf("%s: commit: %w", c.Label, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// unmerged lists the paths of `git ls-files -u -z` output, once each, sorted.
+func unmerged(out []byte) []string {
+	set := map[string]bool{}
+	for _, rec := range bytes.Split(out, []byte{0}) {
+		if _, path, ok := bytes.Cut(rec, []byte{'\t'}); ok {
+			set[string(path)] = true
+		}
+	}
+	files := make([]string, 0, len(set))
+	for f := range set {
+		files = append(files, f)
+	}
+	sort.Strings(files)
+	return files
+}
+
+func isCommitID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// gitError is a git command that failed, with its stderr (bounded).
+type gitError struct {
+	args   string
+	stderr string
+	err    error
+}
+
+func (e *gitError) Error() string {
+	if e.stderr == "" {
+		return fmt.Sprintf("git %s: %v", e.args, e.err)
+	}
+	return fmt.Sprintf("git %s: %s", e.args, e.stderr)
+}
+
+// git runs git in the repository with the private index, stdin from in.
+func (b *builder) git(ctx context.Context, in []byte, args ...string) ([]byte, error) {
+	return b.gitEnv(ctx, in, nil, args...)
+}
+
+func (b *builder) gitEnv(ctx context.Context, in []byte, env []string, args ...string) ([]byte, error) {
+	cmd := hostgit.Command(ctx, b.repo, args...)
+	cmd.Env = append(cmd.Env, append([]string{"GIT_INDEX_FILE=" + b.index}, env...)...)
+	if in != nil {
+		cmd.Stdin = bytes.NewReader(in)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if len(msg) > 2048 {
+			msg = msg[:2048] + "..."
+		}
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			return nil, fmt.Errorf("run git: %w", err)
+		}
+		return nil, &gitError{args: args[0], stderr: msg, err: err}
+	}
+	return out, nil
+}
