@@ -82,15 +82,12 @@ Secrets are read from their sources at apply time; a manifest never holds a secr
 
 func applyRun(ctx context.Context, opts *applyOptions) error {
 	f := opts.f
-	src, err := deploy.Load(opts.file)
-	if err != nil {
-		return err
-	}
 	w, err := f.Writer(ctx)
 	if err != nil {
 		return err
 	}
-	pendings, err := src.Prepare(ctx, w, f.Getenv)
+	// The manifest's own problems and every entry's, in one report.
+	src, pendings, err := deploy.Check(ctx, opts.file, w, f.Getenv)
 	if err != nil {
 		return err
 	}

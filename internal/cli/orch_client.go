@@ -67,10 +67,7 @@ func orchValidateRun(ctx context.Context, opts *planOptions) error {
 	if err != nil {
 		return err
 	}
-	p, err := plan.Parse(name, src)
-	if err != nil {
-		return err
-	}
+	var refs plan.Refs
 	checked := "catalog references not checked (no catalog in AGORA_HOME)"
 	if dir, err := f.HomeDir(); err == nil {
 		if _, err := os.Stat(filepath.Join(dir, "agora.db")); err == nil {
@@ -78,12 +75,14 @@ func orchValidateRun(ctx context.Context, opts *planOptions) error {
 			if err != nil {
 				return err
 			}
-			refs := catalogRefs{r: view.New(h.DB, h.Blobs), targets: h.Config.Target}
-			if err := p.Check(ctx, refs); err != nil {
-				return err
-			}
+			refs = catalogRefs{r: view.New(h.DB, h.Blobs), targets: h.Config.Target}
 			checked = "catalog references checked"
 		}
+	}
+	// Structure and catalog together: every problem in one pass.
+	p, err := plan.Validate(ctx, name, src, refs)
+	if err != nil {
+		return err
 	}
 	edges, locks := 0, map[string]bool{}
 	for _, t := range p.Resolve() {

@@ -73,15 +73,28 @@ type SecretSource struct {
 // Parse decodes and checks a manifest. Every problem is reported at once with file, line and
 // path. pos lets later steps point at the source too.
 func Parse(file string, src []byte) (*Manifest, *strictyaml.Positions, error) {
+	m, pos, errs, err := parse(file, src)
+	if err != nil {
+		return nil, pos, err
+	}
+	if len(errs) > 0 {
+		return nil, pos, errs
+	}
+	return m, pos, nil
+}
+
+// parse is Parse that returns what decoded along with its problems (sorted), so the entries
+// without one can still be checked against the catalog; err is a problem that left nothing.
+func parse(file string, src []byte) (*Manifest, *strictyaml.Positions, strictyaml.Errors, error) {
 	if len(src) > MaxSize {
-		return nil, nil, fmt.Errorf("%s is larger than %d bytes", file, MaxSize)
+		return nil, nil, nil, fmt.Errorf("%s is larger than %d bytes", file, MaxSize)
 	}
 	var m Manifest
 	pos, err := strictyaml.Decode(file, src, &m)
 	// Keep checking what did decode, so every problem is reported at once.
 	errs, ok := strictyaml.Collect(err)
 	if !ok {
-		return nil, pos, err
+		return nil, pos, nil, err
 	}
 	if m.Version != 1 {
 		errs = append(errs, pos.Errorf("version", "want version: 1, got %d", m.Version))
@@ -143,9 +156,6 @@ func Parse(file string, src []byte) (*Manifest, *strictyaml.Positions, error) {
 			}
 		}
 	}
-	if len(errs) > 0 {
-		errs.Sort()
-		return nil, pos, errs
-	}
-	return &m, pos, nil
+	errs.Sort()
+	return &m, pos, errs, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/catalog"
@@ -29,28 +30,74 @@ type Source struct {
 
 // Load reads and parses the manifest at path.
 func Load(path string) (*Source, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("read manifest: %w", err)
-	}
-	if fi.Size() > MaxSize {
-		return nil, fmt.Errorf("manifest %s is larger than %d bytes", path, MaxSize)
-	}
-	src, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read manifest: %w", err)
-	}
-	m, pos, err := Parse(path, src)
+	s, errs, err := load(path)
 	if err != nil {
 		return nil, err
 	}
-	return &Source{Path: path, Dir: filepath.Dir(path), Digest: digest.Sum(src), M: m, pos: pos}, nil
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return s, nil
+}
+
+// load is Load that returns what decoded along with its problems.
+func load(path string) (*Source, strictyaml.Errors, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read manifest: %w", err)
+	}
+	if fi.Size() > MaxSize {
+		return nil, nil, fmt.Errorf("manifest %s is larger than %d bytes", path, MaxSize)
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read manifest: %w", err)
+	}
+	m, pos, errs, err := parse(path, src)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &Source{Path: path, Dir: filepath.Dir(path), Digest: digest.Sum(src), M: m, pos: pos}, errs, nil
+}
+
+// Check loads the manifest at path and prepares every entry, reporting the manifest's own
+// problems and every entry's (files, credentials, the catalog) together, so one pass fixes
+// them all. An entry with a problem in the manifest itself is not prepared.
+func Check(ctx context.Context, path string, w *provision.Writer, getenv func(string) string) (*Source, []*provision.Pending, error) {
+	s, errs, err := load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	skip := map[string]bool{}
+	for _, e := range errs {
+		if i := strings.Index(e.Path, "]"); i > 0 {
+			skip[e.Path[:i+1]] = true // capabilities[2]
+		}
+	}
+	pendings, err := s.prepare(ctx, w, getenv, skip)
+	var more strictyaml.Errors
+	switch {
+	case errors.As(err, &more):
+		errs = append(errs, more...)
+	case err != nil:
+		return nil, nil, err
+	}
+	if len(errs) > 0 {
+		errs.Sort()
+		return nil, nil, errs
+	}
+	return s, pendings, nil
 }
 
 // Prepare validates every declared entry against the catalog and the files it names, and
 // returns the pending versions in apply order (capabilities, subagents, envs, workspaces). Every
 // entry is checked even after one fails; all problems are returned together.
 func (s *Source) Prepare(ctx context.Context, w *provision.Writer, getenv func(string) string) ([]*provision.Pending, error) {
+	return s.prepare(ctx, w, getenv, nil)
+}
+
+// prepare is Prepare without the entries in skip (by path, such as capabilities[2]).
+func (s *Source) prepare(ctx context.Context, w *provision.Writer, getenv func(string) string, skip map[string]bool) ([]*provision.Pending, error) {
 	var pendings []*provision.Pending
 	var errs strictyaml.Errors
 	fail := func(path string, err error) {
@@ -63,6 +110,9 @@ func (s *Source) Prepare(ctx context.Context, w *provision.Writer, getenv func(s
 	}
 	local := map[string]digest.Digest{}
 	for i, c := range s.M.Capabilities {
+		if skip[fmt.Sprintf("capabilities[%d]", i)] {
+			continue
+		}
 		p, err := w.PrepareCapability(c.Name, s.abs(c.From), c.AllowCredentialPatterns)
 		if err != nil {
 			fail(fmt.Sprintf("capabilities[%d]", i), err)
@@ -73,6 +123,9 @@ func (s *Source) Prepare(ctx context.Context, w *provision.Writer, getenv func(s
 	}
 	for i, sa := range s.M.Subagents {
 		path := fmt.Sprintf("subagents[%d]", i)
+		if skip[path] {
+			continue
+		}
 		spec, err := s.subagentSpec(sa)
 		if err != nil {
 			fail(path, err)
@@ -87,6 +140,9 @@ func (s *Source) Prepare(ctx context.Context, w *provision.Writer, getenv func(s
 	}
 	for i, e := range s.M.Envs {
 		path := fmt.Sprintf("envs[%d]", i)
+		if skip[path] {
+			continue
+		}
 		secrets := map[string][]byte{}
 		ok := true
 		for _, k := range catalog.SortedKeys(e.Secrets) { // sorted, so errors come in a stable order
@@ -109,6 +165,9 @@ func (s *Source) Prepare(ctx context.Context, w *provision.Writer, getenv func(s
 		pendings = append(pendings, p)
 	}
 	for i, ws := range s.M.Workspaces {
+		if skip[fmt.Sprintf("workspaces[%d]", i)] {
+			continue
+		}
 		p, err := w.PrepareWorkspace(ctx, ws.Name, provision.WorkspaceSpec{
 			Repo: s.abs(ws.Repo), Revisions: ws.Revisions, DefaultRevision: ws.DefaultRevision, Description: ws.Description,
 		})

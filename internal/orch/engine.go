@@ -293,6 +293,9 @@ func (e *Engine) Submit(ctx context.Context, p *plan.Plan, repo, revision, actor
 	}
 }
 
+// Refs are the catalog lookups the engine checks plans with (nil: none).
+func (e *Engine) Refs() plan.Refs { return e.opts.Refs }
+
 // errInvalid marks a refused plan.
 var errInvalid = errors.New("invalid plan")
 

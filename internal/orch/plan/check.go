@@ -24,7 +24,22 @@ func (p *Plan) Check(ctx context.Context, refs Refs) error {
 		return nil
 	}
 	v := newValidator(p.pos, nil)
-	c := refChecker{ctx: ctx, v: v, seen: map[refKey]error{}}
+	p.checkRefs(ctx, refs, v)
+	if len(v.errs) > 0 {
+		v.errs.Sort()
+		return v.errs
+	}
+	return nil
+}
+
+// checkRefs adds to v every reference that does not resolve, except at a path v has a
+// problem at already.
+func (p *Plan) checkRefs(ctx context.Context, refs Refs, v *validator) {
+	had := map[string]bool{}
+	for _, e := range v.errs {
+		had[e.Path] = true
+	}
+	c := refChecker{ctx: ctx, v: v, seen: map[refKey]error{}, had: had}
 	c.check("defaults.target", "target", p.Defaults.Target, refs.Target)
 	for k, e := range p.Defaults.Env {
 		c.check("defaults.env["+strconv.Itoa(k)+"]", "env", e, refs.Env)
@@ -38,11 +53,6 @@ func (p *Plan) Check(ctx context.Context, refs Refs) error {
 			c.check(tp+".env["+strconv.Itoa(k)+"]", "env", e, refs.Env)
 		}
 	}
-	if len(v.errs) > 0 {
-		v.errs.Sort()
-		return v.errs
-	}
-	return nil
 }
 
 type refKey struct{ kind, ref string }
@@ -52,10 +62,11 @@ type refChecker struct {
 	ctx  context.Context
 	v    *validator
 	seen map[refKey]error
+	had  map[string]bool // paths with a structural problem: not looked up
 }
 
 func (c *refChecker) check(path, kind, ref string, lookup func(context.Context, string) error) {
-	if ref == "" {
+	if ref == "" || c.had[path] || c.v.reported(path) {
 		return
 	}
 	k := refKey{kind, ref}

@@ -108,3 +108,41 @@ func TestPlan_Check_HandBuilt(t *testing.T) {
 		t.Fatalf("Check = %v, want %q", err, want)
 	}
 }
+
+// A model writing a plan gets every problem in one answer: a cycle, an unknown subagent, a
+// bad timeout and a bad lock together, each with its path; a reference that is already
+// wrong in form is reported once, not looked up.
+func TestValidate_StructureAndCatalogAtOnce(t *testing.T) {
+	src := `version: 1
+name: all-wrong
+tasks:
+  - {id: a, subagent: fixer, depends_on: [b]}
+  - {id: b, subagent: nobody, depends_on: [a]}
+  - {id: c, subagent: fixer, timeout: -5s}
+  - {id: d, subagent: "Bad Name", locks: [{name: x, mode: sometimes}]}
+`
+	refs := &fakeRefs{subagents: []string{"fixer"}, targets: []string{"local"}}
+	_, err := plan.Validate(t.Context(), "plan.yaml", []byte(src), refs)
+	var es strictyaml.Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("got %v, want strictyaml.Errors", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"cycle",
+		`tasks[1].subagent: subagent "nobody" not found; known: fixer`,
+		"tasks[2].timeout",
+		"tasks[3].locks[0]",
+		"tasks[3].subagent",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("errors lack %q:\n%s", want, msg)
+		}
+	}
+	if n := strings.Count(msg, "tasks[3].subagent"); n != 1 {
+		t.Errorf("tasks[3].subagent reported %d times, want once:\n%s", n, msg)
+	}
+	if _, err := plan.Parse("plan.yaml", []byte(src)); err == nil || strings.Contains(err.Error(), "not found") {
+		t.Errorf("Parse looks nothing up: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -56,8 +57,16 @@ type retryDoc struct {
 // structure: fields, names, references between tasks, cycles, locks, retry and limits. Every
 // problem is reported at once as [strictyaml.Errors], each located by file, line and path
 // (tasks[3].depends_on[0]: unknown task "lint"), in document order. Catalog references are
-// not looked up; see [Plan.Check].
+// not looked up; see [Validate].
 func Parse(file string, src []byte) (*Plan, error) {
+	return Validate(context.Background(), file, src, nil)
+}
+
+// Validate is [Parse] that also looks up every catalog reference through refs (nil: none),
+// and reports the structural and the catalog problems together, so whoever wrote the plan
+// (a person or a model) fixes them in one pass. A reference at a path that already has a
+// structural problem is not looked up.
+func Validate(ctx context.Context, file string, src []byte, refs Refs) (*Plan, error) {
 	if len(src) > MaxSourceSize {
 		return nil, strictyaml.Errors{{File: file, Msg: fmt.Sprintf("plan is %d bytes; at most %d", len(src), MaxSourceSize)}}
 	}
@@ -69,10 +78,13 @@ func Parse(file string, src []byte) (*Plan, error) {
 	}
 	v := newValidator(pos, errs)
 	p := v.plan(&doc)
+	p.pos = pos
+	if refs != nil {
+		p.checkRefs(ctx, refs, v)
+	}
 	if len(v.errs) > 0 {
 		v.errs.Sort()
 		return nil, v.errs
 	}
-	p.pos = pos
 	return p, nil
 }

@@ -125,7 +125,8 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	p, err := plan.Parse(req.File, req.Source)
+	// Structure and catalog together: a refused plan gets every problem in one answer.
+	p, err := plan.Validate(r.Context(), req.File, req.Source, s.Engine.Refs())
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, "invalid", err.Error())
 		return
