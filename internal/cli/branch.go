@@ -110,6 +110,9 @@ func runWork(ctx context.Context, h *home.Home, run api.Run, repo string) (branc
 		if w.base == "" {
 			w.base = r.Revision
 		}
+		if w.repo == "" {
+			w.repo = r.Repo // a workspace run: its repository, as the dispatcher resolved it
+		}
 		if r.Revision != w.base {
 			return w, fmt.Errorf("task %s ran on commit %s, the run on %s: one branch needs one base", t.ID, orDash(r.Revision), w.base)
 		}
@@ -140,14 +143,10 @@ func writeBranch(ctx context.Context, f *Factory, w branchWork, branch string) e
 	res, err := gitbranch.Create(ctx, branch, gitbranch.Options{Repo: w.repo, Base: w.base, Changes: w.changes, When: f.Now()})
 	var ce *gitbranch.ConflictError
 	if errors.As(err, &ce) {
-		files := make([]string, len(ce.Files))
-		for i, p := range ce.Files {
-			files[i] = agentText(p)
-		}
 		return fmt.Errorf("%s does not apply onto the changes before it; conflict in %s. Nothing was created. "+
 			"To go on: review that patch against the others (agora dispatch patch ID), make the branch without it "+
 			"from the tasks before it, or print one patch of everything (--combined) and resolve it by hand",
-			ce.Label, orDash(strings.Join(files, ", ")))
+			ce.Label, conflictWhere(ce))
 	}
 	if err != nil {
 		return err
@@ -163,13 +162,23 @@ func writeCombined(ctx context.Context, f *Factory, w branchWork) error {
 	var ce *gitbranch.ConflictError
 	if errors.As(err, &ce) {
 		return fmt.Errorf("%s does not apply onto the changes before it; conflict in %s: there is no one patch of them",
-			ce.Label, orDash(agentText(strings.Join(ce.Files, ", "))))
+			ce.Label, conflictWhere(ce))
 	}
 	if err != nil {
 		return err
 	}
 	_, err = f.IO.Out.Write(b)
 	return err
+}
+
+// conflictWhere names a conflict's files, or git's own first words when it left none
+// unmerged (two tasks adding the same file). Paths come from agents' patches: escaped.
+func conflictWhere(ce *gitbranch.ConflictError) string {
+	if len(ce.Files) > 0 {
+		return agentText(strings.Join(ce.Files, ", "))
+	}
+	line, _, _ := strings.Cut(ce.Git, "\n")
+	return "(git: " + agentText(strings.TrimPrefix(line, "error: ")) + ")"
 }
 
 func short(commit string) string {

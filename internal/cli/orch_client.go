@@ -38,9 +38,10 @@ func readPlan(f *Factory, path string) (string, []byte, error) {
 type planOptions struct {
 	f    *Factory
 	path string
-	// repo and wait are submit's.
-	repo string
-	wait bool
+	// repo, workspace and wait are submit's.
+	repo      string
+	workspace string
+	wait      bool
 }
 
 func newOrchValidateCmd(f *Factory, runF func(*planOptions) error) *cobra.Command {
@@ -103,20 +104,28 @@ func newOrchSubmitCmd(f *Factory, runF func(*planOptions) error) *cobra.Command 
 		Short: "Start a run of a plan; prints the run id",
 		Long: `Submit a plan to the orchestrator service and print the run's id on stdout.
 
-A plan name is a run's identity: submitting a plan whose name already ran is refused,
-unless its content is identical, in which case the existing run's id is printed.
+A run is identified by its name, its plan's digest, and what it works on (the workspace or
+repository and the commit): submitting exactly that again prints the existing run's id and
+says so; the same name with another plan, workspace or commit starts a new run, and the name
+then means the newest of them (a run id always means its own run).
 
---repo gives every task of the run a checkout of PATH at REV (pinned to a commit now) as
-its workspace; without it each task starts in an empty workspace. --wait watches the run
-and exits with its outcome, like 'agora orch watch'.`,
-		Example: `  agora orch submit nightly.yaml --repo ~/src/app@main --wait`,
-		Args:    exactArgs(1, "PLAN"),
+--workspace gives every task of the run a checkout of the catalog workspace NAME at REV
+(a branch or tag its patterns allow, or a full commit id; default its default revision),
+pinned to one commit now; a plan may name its workspace itself ("workspace:"), and the two
+must agree. --repo gives a checkout of the repository PATH at REV instead (a person's
+choice; over MCP only workspaces exist). Without either each task starts in an empty
+workspace. --wait watches the run and exits with its outcome, like 'agora orch watch'.`,
+		Example: `  agora orch submit nightly.yaml --workspace app@main --wait
+  agora orch submit nightly.yaml --repo ~/src/app@main`,
+		Args: exactArgs(1, "PLAN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.path = args[0]
 			return runCmd(cmd, opts, runF, orchSubmitRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.repo, "repo", "", "git repository every task works on: PATH or PATH@REV (default HEAD)")
+	cmd.Flags().StringVar(&opts.workspace, "workspace", "", "catalog workspace every task works on: NAME or NAME@REV")
+	cmd.MarkFlagsMutuallyExclusive("repo", "workspace")
 	cmd.Flags().BoolVar(&opts.wait, "wait", false, "watch the run and exit with its outcome")
 	return cmd
 }
@@ -139,6 +148,9 @@ func orchSubmitRun(ctx context.Context, opts *planOptions) error {
 		}
 		req.Repo, req.Revision = abs, rev
 	}
+	if opts.workspace != "" {
+		req.Workspace, req.Revision = splitWorkspace(opts.workspace)
+	}
 	c, err := f.OrchClient(ctx)
 	if err != nil {
 		return err
@@ -151,7 +163,8 @@ func orchSubmitRun(ctx context.Context, opts *planOptions) error {
 	if resp.Created {
 		fmt.Fprintf(f.IO.ErrOut, "agora: run %s (%s) submitted with %s\n", resp.Run.ID, resp.Run.Name, plural(resp.Run.Total, "task"))
 	} else {
-		fmt.Fprintf(f.IO.ErrOut, "agora: plan %s already ran as %s with identical content (%s)\n", resp.Run.Name, resp.Run.ID, resp.Run.State)
+		fmt.Fprintf(f.IO.ErrOut, "agora: run %s (%s) already exists: the same plan on the same %s; not started again (%s)\n",
+			resp.Run.ID, resp.Run.Name, checkoutWord(resp.Run), resp.Run.State)
 	}
 	if !opts.wait {
 		fmt.Fprintf(f.IO.ErrOut, "agora: follow it with 'agora orch watch %s'\n", resp.Run.ID)
@@ -159,6 +172,17 @@ func orchSubmitRun(ctx context.Context, opts *planOptions) error {
 	}
 	// stdout carries only the run id: the progress goes to stderr.
 	return watchRun(ctx, f, resp.Run.ID, f.IO.ErrOut, false)
+}
+
+// checkoutWord names what a run worked on, for messages.
+func checkoutWord(r api.Run) string {
+	switch {
+	case r.Workspace != "":
+		return "workspace and commit"
+	case r.Repo != "":
+		return "repository and commit"
+	}
+	return "empty workspace"
 }
 
 type orchRunsOptions struct {

@@ -106,7 +106,7 @@ func orchServeRun(ctx context.Context, opts *factoryOptions) error {
 		return err
 	}
 	defer os.Remove(sock)
-	srv := &service.Server{Engine: eng, PinRepo: dispatch.PinRevision, Log: logger,
+	srv := &service.Server{Engine: eng, PinRepo: dispatch.PinRevision, PinWorkspace: d.PinWorkspace, Log: logger,
 		ExportRun: func(ctx context.Context, runID string) (*verify.Bundle, error) {
 			if _, err := orchCP.Checkpoint(ctx); err != nil {
 				return nil, err

@@ -255,6 +255,14 @@ func gitCmd(ctx context.Context, dir string, args ...string) *exec.Cmd {
 	return hostgit.Command(ctx, dir, args...)
 }
 
+// PinWorkspace pins the workspace ref names to its version and rev ("" means its default) to a
+// commit the workspace allows: what a run of a plan on it records, so every task sees one tree.
+// Refusals name the workspace, never its path.
+func (d *Dispatcher) PinWorkspace(ctx context.Context, ref, rev string) (wsRef, commit string, err error) {
+	wsRef, _, commit, err = d.resolveWorkspace(ctx, ref, rev)
+	return wsRef, commit, err
+}
+
 // PinRevision checks that repo is a git repository and returns its absolute path and the
 // commit id rev names ("" means HEAD): what a dispatch records, so it never moves.
 func PinRevision(ctx context.Context, repo, rev string) (string, string, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/agora-dev/agora/internal/mcpserver"
@@ -12,8 +13,9 @@ import (
 )
 
 // Orchestrator is the MCP server's orchestrator port: the service's client, limited to
-// submit, status and watch. A plan submitted over MCP gets no repository: its tasks start in
-// empty workspaces (a person chooses repositories, on the command line).
+// submit, status and watch. A plan submitted over MCP names no repository: it reaches code
+// only through its workspace (catalog workspaces are provisioned by people), and a run's
+// repository path, which a person may have given on the command line, is never shown.
 type Orchestrator struct{ c *client.Client }
 
 var _ mcpserver.Orchestrator = (*Orchestrator)(nil)
@@ -26,7 +28,22 @@ func (o *Orchestrator) Submit(ctx context.Context, actor string, plan json.RawMe
 	if err != nil {
 		return nil, orchError(err)
 	}
-	return json.Marshal(resp)
+	r := withoutPath(resp.Run)
+	msg := fmt.Sprintf("started run %s (%s) with %d tasks", r.ID, r.Name, r.Total)
+	if !resp.Created {
+		msg = fmt.Sprintf("run %s (%s) already exists with the same plan on the same workspace and commit; it was not started again (state %s)", r.ID, r.Name, r.State)
+	}
+	return json.Marshal(struct {
+		Run     api.Run `json:"run"`
+		Created bool    `json:"created"`
+		Message string  `json:"message"`
+	}{r, resp.Created, msg})
+}
+
+// withoutPath is r without its repository's host path (a workspace run has none).
+func withoutPath(r api.Run) api.Run {
+	r.Repo = ""
+	return r
 }
 
 func (o *Orchestrator) Status(ctx context.Context, runID string) (json.RawMessage, error) {
@@ -34,7 +51,7 @@ func (o *Orchestrator) Status(ctx context.Context, runID string) (json.RawMessag
 	if err != nil {
 		return nil, orchError(err)
 	}
-	return json.Marshal(r)
+	return json.Marshal(withoutPath(r))
 }
 
 // Watch waits until the run's state changes from what it was at the call, or it ends, or the
@@ -68,7 +85,7 @@ func (o *Orchestrator) Watch(ctx context.Context, runID string, timeout time.Dur
 	if last == nil {
 		return o.Status(ctx, runID)
 	}
-	return json.Marshal(last)
+	return json.Marshal(withoutPath(*last))
 }
 
 // orchError maps the client's errors onto the MCP server's: refusals become request

@@ -43,13 +43,11 @@ func (e *Engine) action(c actionCmd) {
 
 // target finds the run (and task) a command names.
 func (e *Engine) target(req api.ActionRequest) (*run, *task, error) {
-	r, ok := e.runs[req.Run]
-	if !ok {
-		r, ok = e.byName[req.Run]
-	}
+	r, ok := e.runRef(req.Run)
 	if !ok {
 		var state string
-		err := e.db.SQL().QueryRow(`SELECT state FROM runs WHERE id = ? OR name = ?`, req.Run, req.Run).Scan(&state)
+		err := e.db.SQL().QueryRow(`SELECT state FROM runs WHERE id = ? OR name = ?
+			ORDER BY id = ? DESC, created_at DESC, id DESC LIMIT 1`, req.Run, req.Run, req.Run).Scan(&state)
 		if err == nil {
 			return nil, nil, fmt.Errorf("%w: run %s is sealed (%s); a sealed run accepts no further changes", ErrConflict, req.Run, state)
 		}

@@ -88,6 +88,7 @@ type completion struct{ o Outcome }
 type submitCmd struct {
 	p              *plan.Plan
 	repo, revision string
+	workspace      string
 	actor          string
 	reply          chan submitResult
 }
@@ -227,7 +228,9 @@ func (e *Engine) flush(ctx context.Context) error {
 	for _, r := range e.runs {
 		if r.sealed {
 			delete(e.runs, r.id)
-			delete(e.byName, r.name)
+			if e.byName[r.name] == r {
+				delete(e.byName, r.name)
+			}
 			// Keep the specs of the last sealed run: their watchers and exporters read
 			// their status right after the seal, and parsing a large plan again is costly.
 			e.sealedSpecs = append(e.sealedSpecs, r.id)
@@ -273,16 +276,23 @@ func (e *Engine) send(ctx context.Context, ev event) error {
 	}
 }
 
-// Submit starts a run of p, or returns the existing run when an identical plan already ran
-// under its name. The plan must already be parsed; Submit checks its catalog references.
-func (e *Engine) Submit(ctx context.Context, p *plan.Plan, repo, revision, actor string) (runID string, created bool, err error) {
+// Checkout is what a run works on, pinned at submit: a workspace version (name@sha256:HEX)
+// or a repository path, and a commit id. All empty: every task gets an empty workspace.
+type Checkout struct {
+	Workspace, Repo, Revision string
+}
+
+// Submit starts a run of p on co, or returns the existing run of the same identity (name,
+// plan digest and co) with created false. The plan must already be parsed; Submit checks its
+// catalog references.
+func (e *Engine) Submit(ctx context.Context, p *plan.Plan, co Checkout, actor string) (runID string, created bool, err error) {
 	if e.opts.Refs != nil {
 		if err := p.Check(ctx, e.opts.Refs); err != nil {
 			return "", false, fmt.Errorf("%w: %w", errInvalid, err)
 		}
 	}
 	reply := make(chan submitResult, 1)
-	if err := e.send(ctx, submitCmd{p: p, repo: repo, revision: revision, actor: actor, reply: reply}); err != nil {
+	if err := e.send(ctx, submitCmd{p: p, workspace: co.Workspace, repo: co.Repo, revision: co.Revision, actor: actor, reply: reply}); err != nil {
 		return "", false, err
 	}
 	select {

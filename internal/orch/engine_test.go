@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/orch/plan"
 )
 
 func TestEngine_DiamondRunsInDependencyOrder(t *testing.T) {
@@ -283,21 +285,51 @@ func TestEngine_RetryCommandRevivesSkippedDependents(t *testing.T) {
 	}
 }
 
-func TestEngine_SubmitSameNameIsIdempotentOnlyForSameContent(t *testing.T) {
+// A run is identified by its name, plan and what it works on: only that identity returns the
+// existing run; the same name with another plan or commit is a new run, and the name then
+// means the newest.
+func TestEngine_SubmitIdentityIsNamePlanAndCheckout(t *testing.T) {
 	h := start(t, "", newFakeExec(succeed))
 	p := mkPlan(t, "nightly", 1, spec{ID: "a"})
-	id1, created, err := h.eng.Submit(t.Context(), p, "", "", "me")
+	co := orch.Checkout{Repo: "/src/app", Revision: strings.Repeat("a", 40)}
+	id1, created, err := h.eng.Submit(t.Context(), p, co, "me")
 	if err != nil || !created {
 		t.Fatalf("first submit: %v created=%v", err, created)
 	}
-	id2, created, err := h.eng.Submit(t.Context(), mkPlan(t, "nightly", 1, spec{ID: "a"}), "", "", "me")
+	id2, created, err := h.eng.Submit(t.Context(), mkPlan(t, "nightly", 1, spec{ID: "a"}), co, "me")
 	if err != nil || created || id2 != id1 {
 		t.Errorf("identical resubmit: id %s created=%v err=%v, want %s existing", id2, created, err, id1)
 	}
 	h.wait(id1)
-	// Still after the run is sealed and gone from memory.
-	if _, _, err := h.eng.Submit(t.Context(), mkPlan(t, "nightly", 1, spec{ID: "b"}), "", "", "me"); !errors.Is(err, orch.ErrConflict) {
-		t.Errorf("different plan under the same name: %v, want conflict", err)
+	seen := map[string]bool{id1: true}
+	for name, sub := range map[string]struct {
+		p  *plan.Plan
+		co orch.Checkout
+	}{
+		"another plan":      {mkPlan(t, "nightly", 1, spec{ID: "b"}), co},
+		"another commit":    {p, orch.Checkout{Repo: co.Repo, Revision: strings.Repeat("b", 40)}},
+		"another workspace": {p, orch.Checkout{Workspace: "app@sha256:" + strings.Repeat("c", 64), Revision: co.Revision}},
+		"no checkout":       {p, orch.Checkout{}},
+	} {
+		id, created, err := h.eng.Submit(t.Context(), sub.p, sub.co, "me")
+		if err != nil || !created || seen[id] {
+			t.Errorf("%s: id %s created=%v err=%v, want a new run", name, id, created, err)
+		}
+		seen[id] = true
+		h.wait(id)
+		// Still after the run is sealed and gone from memory.
+		again, created, err := h.eng.Submit(t.Context(), sub.p, sub.co, "me")
+		if err != nil || created || again != id {
+			t.Errorf("%s resubmitted after it ended: %s created=%v err=%v, want %s", name, again, created, err, id)
+		}
+	}
+	newest, err := h.eng.Status(t.Context(), "nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, _ := h.eng.Runs(t.Context(), 100)
+	if len(runs) != 5 || newest.ID != runs[0].ID {
+		t.Errorf("the name means the newest run: got %s; runs %d, newest %s", newest.ID, len(runs), runs[0].ID)
 	}
 }
 

@@ -22,6 +22,7 @@ type Attempt struct {
 	Timeout    time.Duration // 0 = the target's
 	Repo       string
 	Revision   string
+	Workspace  string // name@sha256:HEX; set, it names the repository and Repo is ""
 	Inputs     []Input
 	Grants     *grant.Set // the task's narrowing of its subagent's grant, or nil
 	// ParentID and Answer are set when the attempt answers a dispatch that needed input.

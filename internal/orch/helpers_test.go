@@ -197,7 +197,7 @@ func (h *harness) runToEnd(p *plan.Plan) string {
 
 func (h *harness) submit(p *plan.Plan) string {
 	h.tb.Helper()
-	id, _, err := h.eng.Submit(context.Background(), p, "", "", "tester")
+	id, _, err := h.eng.Submit(context.Background(), p, orch.Checkout{}, "tester")
 	if err != nil {
 		h.tb.Fatalf("submit: %v", err)
 	}

@@ -15,7 +15,7 @@ import (
 // stored: a running task holds its locks, so they are derived here and can never leak.
 func (e *Engine) load(ctx context.Context) error {
 	db := e.db.SQL()
-	rows, err := db.QueryContext(ctx, `SELECT id, name, digest, plan, state, actor, repo, revision, cancel_requested, created_at, ended_at
+	rows, err := db.QueryContext(ctx, `SELECT id, name, digest, plan, state, actor, workspace, repo, revision, cancel_requested, created_at, ended_at
 		FROM runs JOIN run_plans ON run_plans.run_id = runs.id WHERE sealed_at = '' ORDER BY created_at, id`)
 	if err != nil {
 		return fmt.Errorf("load runs: %w", err)
@@ -24,7 +24,7 @@ func (e *Engine) load(ctx context.Context) error {
 	for rows.Next() {
 		r := &run{counts: map[string]int{}}
 		var created, ended string
-		if err := rows.Scan(&r.id, &r.name, &r.digest, &r.canonical, &r.state, &r.actor, &r.repo, &r.revision,
+		if err := rows.Scan(&r.id, &r.name, &r.digest, &r.canonical, &r.state, &r.actor, &r.workspace, &r.repo, &r.revision,
 			&r.cancelRequested, &created, &ended); err != nil {
 			rows.Close()
 			return fmt.Errorf("load runs: %w", err)
@@ -58,7 +58,10 @@ func (e *Engine) load(ctx context.Context) error {
 			subject, subject+"/", subject+"0").Scan(&r.entries); err != nil {
 			return fmt.Errorf("load run %s: count its audit entries: %w", r.id, err)
 		}
-		e.runs[r.id], e.byName[r.name] = r, r
+		e.runs[r.id] = r
+		if old, ok := e.byName[r.name]; !ok || !old.createdAt.After(r.createdAt) {
+			e.byName[r.name] = r // the newest of the name
+		}
 		for _, t := range r.tasks {
 			if t.readySeq > e.seq {
 				e.seq = t.readySeq

@@ -61,4 +61,19 @@ func TestMigration_RunPlansMoveOut(t *testing.T) {
 	if err := h.db.SQL().QueryRow(`SELECT plan FROM run_plans WHERE run_id = 'R1'`).Scan(&plan); err != nil || string(plan) != string(p.Canonical()) {
 		t.Fatalf("run_plans row = %q, %v", plan, err)
 	}
+	// "runs identified by what they work on" rebuilt runs and its children: the references
+	// still name runs, and the name is no longer unique.
+	for _, child := range []string{"tasks", "run_plans"} {
+		var parent string
+		if err := h.db.SQL().QueryRow(`SELECT "table" FROM pragma_foreign_key_list(?)`, child).Scan(&parent); err != nil || parent != "runs" {
+			t.Errorf("%s references %q (%v), want runs", child, parent, err)
+		}
+	}
+	var problems int
+	if err := h.db.SQL().QueryRow(`SELECT COUNT(*) FROM pragma_foreign_key_check`).Scan(&problems); err != nil || problems != 0 {
+		t.Errorf("foreign key check: %d problems, %v", problems, err)
+	}
+	if _, err := h.db.SQL().Exec(`INSERT INTO runs(id, name, digest, state, actor, created_at) VALUES ('R2', 'old', 'x', 'succeeded', 'test', ?)`, now); err != nil {
+		t.Errorf("a second run named old: %v", err)
+	}
 }

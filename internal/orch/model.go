@@ -12,6 +12,7 @@ type run struct {
 	canonical        []byte
 	actor            string
 	repo, revision   string
+	workspace        string // name@sha256:HEX, "" for none
 	concurrency      int
 	createdAt        time.Time
 	endedAt          time.Time

@@ -17,7 +17,9 @@ import (
 // Status returns a run (by id or name) with its tasks.
 func (e *Engine) Status(ctx context.Context, ref string) (api.Run, error) {
 	db := e.db.SQL()
-	r, err := scanRun(db.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ? OR name = ?`, ref, ref))
+	// An id is that run; a name, its newest run.
+	r, err := scanRun(db.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ? OR name = ?
+		ORDER BY id = ? DESC, created_at DESC, id DESC LIMIT 1`, ref, ref, ref))
 	if errors.Is(err, sql.ErrNoRows) {
 		return api.Run{}, fmt.Errorf("%w: run %q", ErrNotFound, ref)
 	}
@@ -138,14 +140,14 @@ func (e *Engine) Runs(ctx context.Context, limit int) ([]api.Run, error) {
 	return out, nil
 }
 
-const runColumns = `id, name, state, digest, actor, repo, revision, cancel_requested, created_at, ended_at, sealed_at`
+const runColumns = `id, name, state, digest, actor, workspace, repo, revision, cancel_requested, created_at, ended_at, sealed_at`
 
 type rowScanner interface{ Scan(...any) error }
 
 func scanRun(row rowScanner) (api.Run, error) {
 	var r api.Run
 	var created, ended, sealed string
-	if err := row.Scan(&r.ID, &r.Name, &r.State, &r.PlanDigest, &r.Actor, &r.Repo, &r.Revision, &r.CancelAsked,
+	if err := row.Scan(&r.ID, &r.Name, &r.State, &r.PlanDigest, &r.Actor, &r.Workspace, &r.Repo, &r.Revision, &r.CancelAsked,
 		&created, &ended, &sealed); err != nil {
 		return r, err
 	}

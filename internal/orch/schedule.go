@@ -153,7 +153,7 @@ func (e *Engine) attempt(t *task) Attempt {
 	a := Attempt{
 		DispatchID: t.dispatchID, RunID: r.id, RunName: r.name, TaskID: t.spec.ID, Number: t.attempts,
 		Subagent: t.spec.Subagent, Env: t.spec.Env, Target: t.spec.Target, Input: t.spec.Input, Timeout: t.spec.Timeout,
-		Repo: r.repo, Revision: r.revision, ParentID: t.parentID, Answer: t.answer, Grants: t.spec.Grants,
+		Repo: r.repo, Revision: r.revision, Workspace: r.workspace, ParentID: t.parentID, Answer: t.answer, Grants: t.spec.Grants,
 		Actor: r.actor + " via orch/" + r.id + "/" + t.spec.ID,
 	}
 	for _, key := range slices.Sorted(maps.Keys(t.spec.Needs)) {

@@ -101,5 +101,64 @@ DROP TABLE attempts;
 ALTER TABLE attempts_by_id RENAME TO attempts;
 CREATE INDEX attempts_task ON attempts(run_id, task_idx, number);
 `,
+	}, store.Migration{
+		// A run is identified by what it works on (name, plan digest, workspace or
+		// repository, commit), not by its name alone: the same plan on another commit is a new
+		// run. The name stops being unique; the workspace the run was pinned to is kept.
+		// SQLite drops a constraint only by rebuilding the table, and a parent table with
+		// rows referencing it cannot be dropped with foreign keys on (as they are, inside
+		// this transaction): so its children are rebuilt too, dropped before it, and the
+		// renames carry their references over to the new runs.
+		Name: "runs identified by what they work on",
+		SQL: `
+CREATE TABLE runs_new (
+	id               TEXT PRIMARY KEY,
+	name             TEXT NOT NULL,
+	digest           TEXT NOT NULL,      -- sha256 of the canonical plan
+	state            TEXT NOT NULL,
+	actor            TEXT NOT NULL,
+	workspace        TEXT NOT NULL DEFAULT '', -- name@sha256:HEX of the pinned workspace
+	repo             TEXT NOT NULL DEFAULT '',
+	revision         TEXT NOT NULL DEFAULT '',
+	cancel_requested INTEGER NOT NULL DEFAULT 0,
+	created_at       TEXT NOT NULL,
+	ended_at         TEXT NOT NULL DEFAULT '',
+	sealed_at        TEXT NOT NULL DEFAULT ''
+);
+INSERT INTO runs_new(id, name, digest, state, actor, repo, revision, cancel_requested, created_at, ended_at, sealed_at)
+	SELECT id, name, digest, state, actor, repo, revision, cancel_requested, created_at, ended_at, sealed_at FROM runs;
+CREATE TABLE tasks_new (
+	run_id      TEXT NOT NULL REFERENCES runs_new(id),
+	idx         INTEGER NOT NULL,          -- position in the plan
+	id          TEXT NOT NULL,
+	state       TEXT NOT NULL,
+	attempts    INTEGER NOT NULL DEFAULT 0, -- attempts fired
+	failures    INTEGER NOT NULL DEFAULT 0, -- failed attempts counted against retry.max_attempts
+	dispatch_id TEXT NOT NULL DEFAULT '',  -- the latest attempt's
+	ready_seq   INTEGER NOT NULL DEFAULT 0, -- global order in which tasks became ready: lock fairness
+	retry_at    TEXT NOT NULL DEFAULT '',
+	reason      TEXT NOT NULL DEFAULT '',
+	detail      TEXT NOT NULL DEFAULT '',
+	question    TEXT NOT NULL DEFAULT '',
+	answer      TEXT NOT NULL DEFAULT '',  -- given to the next attempt, then cleared
+	cancel      INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (run_id, idx)
+) WITHOUT ROWID;
+INSERT INTO tasks_new(run_id, idx, id, state, attempts, failures, dispatch_id, ready_seq, retry_at, reason, detail, question, answer, cancel)
+	SELECT run_id, idx, id, state, attempts, failures, dispatch_id, ready_seq, retry_at, reason, detail, question, answer, cancel FROM tasks;
+CREATE TABLE run_plans_new (
+	run_id TEXT PRIMARY KEY REFERENCES runs_new(id),
+	plan   BLOB NOT NULL                -- the canonical plan, never updated
+);
+INSERT INTO run_plans_new(run_id, plan) SELECT run_id, plan FROM run_plans;
+DROP TABLE tasks;
+DROP TABLE run_plans;
+DROP TABLE runs;
+ALTER TABLE runs_new RENAME TO runs;
+ALTER TABLE tasks_new RENAME TO tasks;
+ALTER TABLE run_plans_new RENAME TO run_plans;
+CREATE INDEX runs_open ON runs(sealed_at, created_at);
+CREATE INDEX runs_name ON runs(name, created_at);
+`,
 	})
 }

@@ -4,27 +4,23 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
+	"time"
 
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
 
-// submit creates a run, or answers with the existing run of the same name and content.
+// submit creates a run, or answers with the existing run of the same identity: name, plan
+// digest, workspace, repository and commit. The same name on anything else is a new run.
 func (e *Engine) submit(c submitCmd) {
 	p := c.p
 	digest := p.Digest()
-	existing, existingDigest, err := e.runByName(p.Name)
+	existing, err := e.runByIdentity(p.Name, digest, c.workspace, c.repo, c.revision)
 	if err != nil {
 		c.reply <- submitResult{err: err}
 		return
 	}
 	if existing != "" {
-		if existingDigest != digest {
-			c.reply <- submitResult{err: fmt.Errorf("%w: a run named %q already exists with a different plan (%s); rename the plan to run it again",
-				ErrConflict, p.Name, existingDigest)}
-			return
-		}
 		c.reply <- submitResult{runID: existing}
 		return
 	}
@@ -32,7 +28,7 @@ func (e *Engine) submit(c submitCmd) {
 	e.runs[r.id], e.byName[r.name] = r, r
 	e.b.newRuns = append(e.b.newRuns, r)
 	e.record(r, nil, "orch.run.submitted", map[string]any{
-		"plan_digest": digest, "tasks": int64(len(r.tasks)), "submitted_by": c.actor, "repo": r.repo, "revision": r.revision,
+		"plan_digest": digest, "tasks": int64(len(r.tasks)), "submitted_by": c.actor, "workspace": r.workspace, "repo": r.repo, "revision": r.revision,
 	})
 	for _, t := range r.tasks {
 		if t.unmet == 0 {
@@ -44,23 +40,61 @@ func (e *Engine) submit(c submitCmd) {
 	e.b.replies = append(e.b.replies, func(err error) { reply <- submitResult{runID: id, created: err == nil, err: err} })
 }
 
-// runByName finds a run of that name in memory or, when sealed, in the database.
-func (e *Engine) runByName(name string) (id, digest string, err error) {
-	if r, ok := e.byName[name]; ok {
-		return r.id, r.digest, nil
+// runByIdentity finds the newest run of that identity, in memory (a run of this batch is not
+// committed yet) or in the database.
+func (e *Engine) runByIdentity(name, digest, workspace, repo, revision string) (string, error) {
+	for _, r := range e.runs {
+		if r.name == name && r.digest == digest && r.workspace == workspace && r.repo == repo && r.revision == revision {
+			return r.id, nil
+		}
 	}
-	err = e.db.SQL().QueryRowContext(context.Background(), `SELECT id, digest FROM runs WHERE name = ?`, name).Scan(&id, &digest)
+	var id string
+	err := e.db.SQL().QueryRowContext(context.Background(), `SELECT id FROM runs
+		WHERE name = ? AND digest = ? AND workspace = ? AND repo = ? AND revision = ?
+		ORDER BY created_at DESC, id DESC LIMIT 1`, name, digest, workspace, repo, revision).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", "", nil
+		return "", nil
 	}
-	return id, digest, err
+	return id, err
+}
+
+// runRef finds the unsealed run ref names: an id, or a name, which means its newest run.
+// ok is false when that run is sealed or there is none.
+func (e *Engine) runRef(ref string) (*run, bool) {
+	if r, ok := e.runs[ref]; ok {
+		return r, true
+	}
+	var id string
+	err := e.db.SQL().QueryRowContext(context.Background(), `SELECT id FROM runs WHERE name = ?
+		ORDER BY created_at DESC, id DESC LIMIT 1`, ref).Scan(&id)
+	if err == nil {
+		if r, ok := e.runs[id]; ok {
+			return r, true
+		}
+		if r, ok := e.byName[ref]; ok && r.createdAt.After(e.createdAtOf(id)) {
+			return r, true // submitted in this batch, newer than the committed one
+		}
+		return nil, false
+	}
+	r, ok := e.byName[ref]
+	return r, ok
+}
+
+// createdAtOf is when the committed run id was created, zero when unknown.
+func (e *Engine) createdAtOf(id string) time.Time {
+	var at string
+	if e.db.SQL().QueryRowContext(context.Background(), `SELECT created_at FROM runs WHERE id = ?`, id).Scan(&at) != nil {
+		return time.Time{}
+	}
+	t, _ := time.Parse(time.RFC3339Nano, at)
+	return t
 }
 
 // newRun builds the in-memory run of p: tasks, edges, unmet counts and lock requests.
 func (e *Engine) newRun(p *plan.Plan, digest string, c submitCmd) *run {
 	r := &run{
 		id: e.newID(), name: p.Name, digest: digest, canonical: p.Canonical(), actor: c.actor,
-		repo: c.repo, revision: c.revision, concurrency: p.Concurrency, createdAt: e.opts.Now().UTC(),
+		repo: c.repo, revision: c.revision, workspace: c.workspace, concurrency: p.Concurrency, createdAt: e.opts.Now().UTC(),
 		state: api.RunRunning, counts: map[string]int{}, inserted: true,
 	}
 	e.buildTasks(r, p)

@@ -50,6 +50,7 @@ type Run struct {
 	PlanDigest  string         `json:"plan_digest"`
 	Actor       string         `json:"actor"`
 	Concurrency int            `json:"concurrency"`
+	Workspace   string         `json:"workspace,omitempty"` // name@sha256:HEX
 	Repo        string         `json:"repo,omitempty"`
 	Revision    string         `json:"revision,omitempty"`
 	Counts      map[string]int `json:"counts"`
@@ -90,17 +91,20 @@ type Event struct {
 
 // SubmitRequest carries a plan's source, parsed and validated by the service.
 type SubmitRequest struct {
-	File     string `json:"file"`
-	Source   []byte `json:"source"`
-	Repo     string `json:"repo,omitempty"`     // an absolute path to a git repository; CLI only
-	Revision string `json:"revision,omitempty"` // a revision of Repo, pinned to a commit at submit
-	Actor    string `json:"actor"`
+	File   string `json:"file"`
+	Source []byte `json:"source"`
+	Repo   string `json:"repo,omitempty"` // an absolute path to a git repository; CLI only
+	// Workspace names a catalog workspace (NAME or NAME@sha256:HEX) instead; the plan's own
+	// workspace must agree with it.
+	Workspace string `json:"workspace,omitempty"`
+	Revision  string `json:"revision,omitempty"` // a revision of Repo or Workspace, pinned to a commit at submit
+	Actor     string `json:"actor"`
 }
 
 // SubmitResponse names the run.
 type SubmitResponse struct {
 	Run     Run  `json:"run"`
-	Created bool `json:"created"` // false when an identical plan already ran under the name
+	Created bool `json:"created"` // false when a run of the same identity (name, plan, checkout) exists
 }
 
 // ActionRequest is cancel, answer, retry and seal.

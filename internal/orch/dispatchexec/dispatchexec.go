@@ -92,6 +92,10 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 		ID: a.DispatchID, Subagent: a.Subagent, Envs: a.Env, Target: a.Target, Input: a.Input,
 		Repo: a.Repo, Revision: a.Revision, Timeout: a.Timeout, Actor: a.Actor,
 	}
+	if a.Workspace != "" {
+		// The pinned workspace version and commit; the dispatcher resolves its repository.
+		req.Workspace, req.Repo = a.Workspace, ""
+	}
 	if a.ParentID != "" {
 		parent, err := x.D.Records.Get(ctx, a.ParentID)
 		if err != nil {

@@ -29,6 +29,10 @@ func (p *Plan) Canonical() []byte {
 	}
 	o.key("name")
 	w.str(p.Name)
+	if p.Revision != "" {
+		o.key("revision")
+		w.str(p.Revision)
+	}
 	o.key("tasks")
 	w.b = append(w.b, '[')
 	for i := range p.Tasks {
@@ -40,6 +44,10 @@ func (p *Plan) Canonical() []byte {
 	w.b = append(w.b, ']')
 	o.key("version")
 	w.int(int64(p.Version))
+	if p.Workspace != "" {
+		o.key("workspace")
+		w.str(p.Workspace)
+	}
 	o.end()
 	return w.b
 }

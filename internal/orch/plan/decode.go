@@ -16,6 +16,8 @@ type planDoc struct {
 	Name        string      `yaml:"name"`
 	Concurrency *int        `yaml:"concurrency"`
 	Defaults    defaultsDoc `yaml:"defaults"`
+	Workspace   string      `yaml:"workspace"`
+	Revision    string      `yaml:"revision"`
 	Tasks       []taskDoc   `yaml:"tasks"`
 }
 

@@ -71,7 +71,12 @@ type Plan struct {
 	Name        string
 	Concurrency int // tasks of this run running at once, 1 to MaxConcurrency
 	Defaults    Defaults
-	Tasks       []Task
+	// Workspace names the catalog workspace every task works on, pinned at submit to one
+	// commit of Revision ("" means the workspace's default). "" means none: the tasks get
+	// an empty workspace, or the repository the submitter names (CLI only).
+	Workspace string
+	Revision  string
+	Tasks     []Task
 
 	pos *strictyaml.Positions // where each path came from, for Check's messages
 }

@@ -89,6 +89,22 @@ func (v *validator) plan(doc *planDoc) *Plan {
 		}
 		p.Concurrency = *c
 	}
+	p.Workspace, p.Revision = doc.Workspace, doc.Revision
+	if doc.Workspace != "" {
+		if err := checkRef(catalog.KindWorkspace, doc.Workspace); err != nil {
+			v.add("workspace", "%v", err)
+		}
+	}
+	if doc.Revision != "" {
+		switch {
+		case doc.Workspace == "":
+			v.add("revision", "a revision needs a workspace: name the workspace the run works on")
+		default:
+			if _, err := catalog.ParseRevision(doc.Revision); err != nil {
+				v.add("revision", "%v", err)
+			}
+		}
+	}
 	p.Defaults = v.defaults(&doc.Defaults)
 	p.Tasks = v.tasks(doc.Tasks, p.Defaults.Retry)
 	return p

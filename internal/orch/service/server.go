@@ -36,6 +36,9 @@ type Server struct {
 	Engine *orch.Engine
 	// PinRepo resolves a submitted repository and revision to an absolute path and a commit.
 	PinRepo func(ctx context.Context, repo, rev string) (string, string, error)
+	// PinWorkspace resolves a workspace (NAME or NAME@sha256:HEX) and revision ("" for its
+	// default) to its pinned version (name@sha256:HEX) and a commit.
+	PinWorkspace func(ctx context.Context, ref, rev string) (string, string, error)
 	// ExportRun writes a checkpoint of orch.db if needed and exports the run's entries
 	// (subject run/<id>) with their proofs.
 	ExportRun func(ctx context.Context, runID string) (*verify.Bundle, error)
@@ -131,18 +134,12 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "invalid", err.Error())
 		return
 	}
-	repo, rev := "", ""
-	if req.Repo != "" {
-		if s.PinRepo == nil {
-			writeErr(w, http.StatusBadRequest, "invalid", "this orchestrator takes no repositories")
-			return
-		}
-		if repo, rev, err = s.PinRepo(r.Context(), req.Repo, req.Revision); err != nil {
-			writeErr(w, http.StatusBadRequest, "invalid", err.Error())
-			return
-		}
+	co, err := s.checkout(r.Context(), p, req)
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, "invalid", err.Error())
+		return
 	}
-	id, created, err := s.Engine.Submit(r.Context(), p, repo, rev, req.Actor)
+	id, created, err := s.Engine.Submit(r.Context(), p, co, req.Actor)
 	if err != nil {
 		writeEngineErr(w, err)
 		return
@@ -154,6 +151,50 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	run.Tasks = nil
 	writeJSON(w, http.StatusOK, api.SubmitResponse{Run: run, Created: created})
+}
+
+// checkout pins what a submitted run works on: the plan's workspace or the submitter's
+// (which must agree), or the submitter's repository; never both a workspace and a repository.
+func (s *Server) checkout(ctx context.Context, p *plan.Plan, req api.SubmitRequest) (orch.Checkout, error) {
+	ws, rev := p.Workspace, p.Revision
+	switch {
+	case req.Workspace != "" && req.Repo != "":
+		return orch.Checkout{}, errors.New("a run works on a workspace or a repository, not both")
+	case req.Workspace != "":
+		if ws != "" && ws != req.Workspace {
+			return orch.Checkout{}, fmt.Errorf("the plan names workspace %q and the submission %q: they must agree", ws, req.Workspace)
+		}
+		if rev != "" && req.Revision != "" && rev != req.Revision {
+			return orch.Checkout{}, fmt.Errorf("the plan names revision %q and the submission %q: they must agree", rev, req.Revision)
+		}
+		ws = req.Workspace
+		if req.Revision != "" {
+			rev = req.Revision
+		}
+	case ws != "" && req.Repo != "":
+		return orch.Checkout{}, fmt.Errorf("the plan works on workspace %q; a repository cannot replace it", ws)
+	}
+	if ws != "" {
+		if s.PinWorkspace == nil {
+			return orch.Checkout{}, errors.New("this orchestrator takes no workspaces")
+		}
+		ref, commit, err := s.PinWorkspace(ctx, ws, rev)
+		if err != nil {
+			return orch.Checkout{}, err
+		}
+		return orch.Checkout{Workspace: ref, Revision: commit}, nil
+	}
+	if req.Repo == "" {
+		return orch.Checkout{}, nil
+	}
+	if s.PinRepo == nil {
+		return orch.Checkout{}, errors.New("this orchestrator takes no repositories")
+	}
+	repo, commit, err := s.PinRepo(ctx, req.Repo, req.Revision)
+	if err != nil {
+		return orch.Checkout{}, err
+	}
+	return orch.Checkout{Repo: repo, Revision: commit}, nil
 }
 
 func (s *Server) runs(w http.ResponseWriter, r *http.Request) {
