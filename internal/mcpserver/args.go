@@ -15,6 +15,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/orch/plan"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -262,7 +263,7 @@ var (
 		"id": {Type: "string", Description: "the dispatch id agora_dispatch returned", Pattern: idPattern, MinLength: jsonschema.Ptr(dispatchIDLen), MaxLength: jsonschema.Ptr(dispatchIDLen)},
 	}
 	submitProps = map[string]*jsonschema.Schema{
-		"plan": {Type: "object", Description: "the plan: tasks naming subagents, envs, targets, inputs and dependencies; at most 1 MiB"},
+		"plan": planSchema(),
 	}
 	runProps   = map[string]*jsonschema.Schema{"run_id": runIDSchema}
 	watchProps = map[string]*jsonschema.Schema{
@@ -270,6 +271,16 @@ var (
 		"timeout_seconds": intSchema("how long to wait for a change or the end", 1, maxWait, jsonschema.Ptr(defaultWatchTO)),
 	}
 )
+
+// planSchema is the plan format's own schema (generated from its decoder's types), so a model
+// has the format to follow; the service still checks every plan and answers every problem at
+// once.
+func planSchema() *jsonschema.Schema {
+	s := plan.JSONSchema()
+	s.Description = "The plan: a DAG of tasks over registered subagents (agora_subagents_list), at most 2 MiB as JSON. " +
+		"Name a workspace to give the tasks code. " + s.Description
+	return s
+}
 
 // ArgumentError is a call whose arguments were refused. Its message names the argument and what
 // is wrong, never the value.

@@ -1,0 +1,170 @@
+package plan
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/agora-dev/agora/internal/grant"
+)
+
+// The plan's JSON Schema is generated from the decoder's own types (planDoc and what it
+// holds), so it cannot list a field the decoder refuses or miss one it reads; fieldDocs gives
+// each field the words a model writing a plan follows, and a test fails for a field without
+// them. The schema guides; the decoder and validator decide (every error at once, with its
+// path), so a plan the schema lets through can still be refused, never the reverse for a
+// field's presence.
+
+// fieldDocs describes each field by its path: a dotted path of YAML names, [] for a list's
+// items and {} for a map's values.
+var fieldDocs = map[string]string{
+	"":                          "An agora plan: a DAG of tasks over the catalog's subagents. Unknown fields are errors.",
+	"version":                   "Always 1.",
+	"name":                      "The run name: 1-63 of a-z 0-9 . _ -, starting with a letter or digit. The same name, plan, workspace and commit return the existing run; anything else starts a new one.",
+	"concurrency":               "How many tasks of this run may run at once, 1 to 1024 (default 4).",
+	"workspace":                 "The catalog workspace every task works on (NAME or NAME@sha256:HEX); its commit is pinned at submit. Omitted: each task starts in an empty directory.",
+	"revision":                  "With workspace: a branch or tag its patterns allow, or a full commit id reachable from one. Default: the workspace's default revision.",
+	"defaults":                  "Values every task takes unless it sets its own.",
+	"defaults.target":           "The target (agora.yaml) tasks run on; default the configured default target.",
+	"defaults.env":              "Env bundles (NAME or NAME@sha256:HEX) every task gets unless it lists its own.",
+	"defaults.env[]":            "An env bundle reference.",
+	"defaults.timeout":          "Each task's timeout, a Go duration such as 30s, 10m or 1h30m; at most 24h; default the target's.",
+	"defaults.retry":            "The retry policy every task inherits field by field.",
+	"tasks":                     "The tasks, 1 to 100000. Order does not matter: depends_on and needs decide it.",
+	"tasks[]":                   "One task: a dispatch of a subagent.",
+	"tasks[].id":                "A unique task id: 1-63 of a-z 0-9 . _ -.",
+	"tasks[].subagent":          "The subagent to dispatch: NAME or NAME@sha256:HEX (agora_subagents_list names them).",
+	"tasks[].target":            "The target this task runs on; overrides defaults.target.",
+	"tasks[].env":               "Env bundles for this task; replaces defaults.env ([] means none).",
+	"tasks[].env[]":             "An env bundle reference.",
+	"tasks[].input":             "The task's input: a JSON object, at most 120 KiB as canonical JSON. The agent reads it as AGORA_INPUT_JSON.",
+	"tasks[].depends_on":        "Task ids that must succeed first. A task whose dependency fails is skipped.",
+	"tasks[].depends_on[]":      "A task id of this plan.",
+	"tasks[].needs":             "Upstream products handed to this task read-only at /agora/inputs/KEY; each implies depends_on its from task.",
+	"tasks[].needs{}":           "One hand-off.",
+	"tasks[].needs{}.from":      "The upstream task id.",
+	"tasks[].needs{}.select":    "patch (its patch as patch.diff), outputs (its outputs tree) or output:PATH (one output file).",
+	"tasks[].locks":             "Named resources held while the task runs, across all runs; a bare name is an exclusive lock.",
+	"tasks[].locks[]":           "A lock name (exclusive), or {name, mode}.",
+	"tasks[].locks[].name":      "The lock name.",
+	"tasks[].locks[].mode":      "exclusive (default) or shared.",
+	"tasks[].retry":             "This task's retry policy; fields set here override defaults.retry.",
+	"tasks[].timeout":           "This task's timeout, a Go duration such as 30s or 10m; at most 24h.",
+	"tasks[].grants":            "Narrows the subagent's grant for this task; a list given replaces that part with a subset of it, an omitted one keeps it.",
+	"tasks[].grants.tools":      "Tool names, each one the subagent is granted.",
+	"tasks[].grants.tools[]":    "A tool name.",
+	"tasks[].grants.commands":   "Command patterns, each equal to one the subagent is granted.",
+	"tasks[].grants.commands[]": "A command pattern.",
+	"tasks[].grants.egress":     "Hosts, each covered by one the subagent is granted.",
+	"tasks[].grants.egress[]":   "A host name or *.domain.",
+	"retry.max_attempts":        "Attempts in all, 1 to 100 (1: no retry).",
+	"retry.initial_backoff":     "The first wait before a retry, a Go duration such as 1s.",
+	"retry.multiplier":          "How much each wait grows, 1 to 10.",
+	"retry.max_backoff":         "The longest wait, a Go duration.",
+	"retry.on_worker_failed":    "Retry an attempt that failed worker-failed (default true).",
+}
+
+// durationPattern is a Go duration as time.ParseDuration reads it, unsigned.
+const durationPattern = `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+
+var (
+	durationType = reflect.TypeFor[time.Duration]()
+	lockType     = reflect.TypeFor[lockDoc]()
+	retryType    = reflect.TypeFor[retryDoc]()
+	grantType    = reflect.TypeFor[grant.Set]()
+)
+
+// JSONSchema is the plan format's JSON Schema, as a model reads it to write a plan.
+func JSONSchema() *jsonschema.Schema {
+	s, err := schemaOf(reflect.TypeFor[planDoc](), "")
+	if err != nil {
+		panic(err) // the types are fixed at build time; TestJSONSchema runs this
+	}
+	s.Required = []string{"version", "name", "tasks"}
+	s.Properties["version"].Enum = []any{Version}
+	s.Properties["tasks"].Items.Required = []string{"id", "subagent"}
+	return s
+}
+
+// schemaOf is t's schema at path (see fieldDocs).
+func schemaOf(t reflect.Type, path string) (*jsonschema.Schema, error) {
+	doc := fieldDocs[path]
+	if strings.HasPrefix(path, "defaults.retry.") || strings.Contains(path, "].retry.") {
+		doc = fieldDocs["retry."+path[strings.LastIndex(path, ".")+1:]]
+	}
+	if doc == "" {
+		return nil, fmt.Errorf("plan schema: no description for %q: add it to fieldDocs", path)
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	s := &jsonschema.Schema{Description: doc}
+	switch {
+	case t == durationType:
+		s.Type, s.Pattern = "string", durationPattern
+	case t == lockType:
+		name, err := schemaOf(reflect.TypeFor[string](), path+".name")
+		if err != nil {
+			return nil, err
+		}
+		mode, err := schemaOf(reflect.TypeFor[string](), path+".mode")
+		if err != nil {
+			return nil, err
+		}
+		mode.Enum = []any{LockExclusive, LockShared}
+		s.AnyOf = []*jsonschema.Schema{{Type: "string"}, {
+			Type: "object", Properties: map[string]*jsonschema.Schema{"name": name, "mode": mode},
+			Required: []string{"name"}, AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}},
+		}}
+	case t.Kind() == reflect.Interface: // input
+		s.Type = "object"
+	case t.Kind() == reflect.String:
+		s.Type = "string"
+	case t.Kind() == reflect.Int:
+		s.Type = "integer"
+	case t.Kind() == reflect.Float64:
+		s.Type = "number"
+	case t.Kind() == reflect.Bool:
+		s.Type = "boolean"
+	case t.Kind() == reflect.Slice:
+		items, err := schemaOf(t.Elem(), path+"[]")
+		if err != nil {
+			return nil, err
+		}
+		s.Type, s.Items = "array", items
+	case t.Kind() == reflect.Map:
+		values, err := schemaOf(t.Elem(), path+"{}")
+		if err != nil {
+			return nil, err
+		}
+		s.Type, s.AdditionalProperties = "object", values
+	case t.Kind() == reflect.Struct:
+		s.Type, s.Properties = "object", map[string]*jsonschema.Schema{}
+		s.AdditionalProperties = &jsonschema.Schema{Not: &jsonschema.Schema{}}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if !f.IsExported() || name == "-" {
+				continue
+			}
+			if name == "" { // an inline struct (grant.Set in capability files; not here)
+				return nil, fmt.Errorf("plan schema: %s.%s has no yaml name", path, f.Name)
+			}
+			child := name
+			if path != "" {
+				child = path + "." + name
+			}
+			fs, err := schemaOf(f.Type, child)
+			if err != nil {
+				return nil, err
+			}
+			s.Properties[name] = fs
+		}
+	default:
+		return nil, fmt.Errorf("plan schema: %s: no schema for %s", path, t)
+	}
+	return s, nil
+}
