@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/mcpserver"
@@ -65,6 +66,38 @@ func (m *Dispatcher) Cancel(ctx context.Context, id string) (*mcpserver.Record, 
 		return nil, dispatchError(err)
 	}
 	return m.ended.put(record(rec)), nil
+}
+
+// Resume starts the linked child of the dispatch id in needs_input, with answer: what
+// `agora dispatch resume` does, recorded with actor.
+func (m *Dispatcher) Resume(ctx context.Context, id, answer, actor string) (*mcpserver.Record, error) {
+	if err := m.sup.Reap(ctx); err != nil {
+		return nil, err
+	}
+	parent, err := m.d.Records.Get(ctx, id)
+	if err != nil {
+		return nil, dispatchError(err)
+	}
+	req, err := m.d.ResumeRequest(parent, answer, actor)
+	if err != nil {
+		return nil, &mcpserver.RequestError{Msg: err.Error()}
+	}
+	rec, err := m.d.Accept(ctx, req)
+	if err != nil {
+		return nil, dispatchError(err)
+	}
+	if !dispatch.IsTerminal(rec.State) {
+		if rec, err = m.sup.Start(ctx, rec.ID); err != nil {
+			return nil, err
+		}
+	}
+	return record(rec), nil
+}
+
+// Content reads stored content by digest from the blob store, which checks it against the
+// digest; more than max bytes is refused.
+func (m *Dispatcher) Content(_ context.Context, d string, max int64) ([]byte, error) {
+	return m.d.Blobs.Get(digest.Digest(d), max)
 }
 
 // dispatchError maps the dispatcher's refusals onto the port's error contract.

@@ -34,6 +34,7 @@ func record(r *dispatch.Record) *mcpserver.Record {
 	}
 	if res := r.Result; res != nil {
 		out.Patch, out.Stdout, out.Stderr = artifact(res.Patch), artifact(res.Stdout), artifact(res.Stderr)
+		out.Transcript = artifact(res.Transcript)
 		out.Truncated = res.Truncated
 		for _, o := range res.Outputs {
 			out.Outputs = append(out.Outputs, mcpserver.Output{Path: o.Path, Digest: string(o.Digest), Size: o.Size})

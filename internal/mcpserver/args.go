@@ -60,7 +60,8 @@ func (*noArgs) check() error { return nil }
 
 // dispatchArgs is the whole of what agora_dispatch accepts.
 type dispatchArgs struct {
-	Subagent       string          `json:"subagent"`
+	Subagent       string          `json:"subagent,omitempty"`
+	Resume         *resumeArgs     `json:"resume,omitempty"`
 	Envs           []string        `json:"envs,omitempty"`
 	Target         *string         `json:"target,omitempty"` // nil: the default target; never ""
 	Input          json.RawMessage `json:"input,omitempty"`
@@ -70,7 +71,19 @@ type dispatchArgs struct {
 	Revision       *string         `json:"revision,omitempty"`
 }
 
+// resumeArgs answer a dispatch's question: the child starts as `agora dispatch resume` does.
+type resumeArgs struct {
+	Dispatch string `json:"dispatch"`
+	Answer   string `json:"answer"`
+}
+
+// maxAnswer caps a resume's answer (it joins the parent's input, within MaxInputJSON).
+const maxAnswer = 16 << 10
+
 func (a *dispatchArgs) check() error {
+	if a.Resume != nil {
+		return a.checkResume()
+	}
 	if err := checkRef("subagent", a.Subagent); err != nil {
 		return err
 	}
@@ -110,6 +123,24 @@ func (a *dispatchArgs) check() error {
 	}
 	if err := checkWorkspace(a.Workspace, a.Revision); err != nil {
 		return err
+	}
+	return checkRange("wait_seconds", a.WaitSeconds, 0, maxWait)
+}
+
+// checkResume allows, with resume, only wait_seconds: the child inherits everything else
+// from the dispatch it answers.
+func (a *dispatchArgs) checkResume() error {
+	if a.Subagent != "" || a.Envs != nil || a.Target != nil || a.Input != nil || a.TimeoutSeconds != nil || a.Workspace != nil || a.Revision != nil {
+		return argErrorf("argument \"resume\" answers a dispatch, whose child inherits its subagent, envs, target, input, timeout and workspace: give only resume and wait_seconds")
+	}
+	if len(a.Resume.Dispatch) != dispatchIDLen || !idRE.MatchString(a.Resume.Dispatch) {
+		return argErrorf("argument \"resume.dispatch\" is not a dispatch id")
+	}
+	if strings.TrimSpace(a.Resume.Answer) == "" {
+		return argErrorf("argument \"resume.answer\" is empty")
+	}
+	if len(a.Resume.Answer) > maxAnswer || !utf8.ValidString(a.Resume.Answer) {
+		return argErrorf("argument \"resume.answer\" must be UTF-8 text of at most %d bytes", maxAnswer)
 	}
 	return checkRange("wait_seconds", a.WaitSeconds, 0, maxWait)
 }
@@ -247,7 +278,13 @@ var (
 
 	noProps       = map[string]*jsonschema.Schema{}
 	dispatchProps = map[string]*jsonschema.Schema{
-		"subagent": refSchema("the subagent to run: NAME for its latest version or NAME@sha256:HEX to pin one (see agora_subagents_list)"),
+		"subagent": refSchema("the subagent to run: NAME for its latest version or NAME@sha256:HEX to pin one (see agora_subagents_list); required unless resume is given"),
+		"resume": {Type: "object", Description: "instead of a new dispatch: answer the question of a dispatch in needs_input; its child starts with the same subagent, envs, target, workspace and input plus the answer (give only resume and wait_seconds)",
+			Properties: map[string]*jsonschema.Schema{
+				"dispatch": {Type: "string", Description: "the id of the dispatch that asked", Pattern: idPattern, MinLength: jsonschema.Ptr(dispatchIDLen), MaxLength: jsonschema.Ptr(dispatchIDLen)},
+				"answer":   {Type: "string", Description: "the answer, one of its options or your own words", MinLength: jsonschema.Ptr(1), MaxLength: jsonschema.Ptr(maxAnswer)},
+			},
+			Required: []string{"dispatch", "answer"}, AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}}},
 		"envs": {Type: "array", Description: "env bundles to apply, in order; a later bundle's key wins (see agora_envs_list)",
 			Items: refSchema("NAME or NAME@sha256:HEX"), MaxItems: jsonschema.Ptr(maxEnvs), UniqueItems: true},
 		"target": {Type: "string", Description: "where the worker runs, a target configured by the operator; default: the default target",

@@ -28,6 +28,27 @@ type fakeDispatcher struct {
 	dispatch func(context.Context, mcpserver.DispatchRequest) (*mcpserver.Record, error)
 	get      func(context.Context, string) (*mcpserver.Record, error)
 	cancel   func(context.Context, string) (*mcpserver.Record, error)
+	resume   func(ctx context.Context, id, answer, actor string) (*mcpserver.Record, error)
+	// content is the stored content by digest.
+	content map[string][]byte
+}
+
+func (d *fakeDispatcher) Resume(ctx context.Context, id, answer, actor string) (*mcpserver.Record, error) {
+	if d.resume == nil {
+		return nil, errUnexpected
+	}
+	return d.resume(ctx, id, answer, actor)
+}
+
+func (d *fakeDispatcher) Content(_ context.Context, digest string, max int64) ([]byte, error) {
+	b, ok := d.content[digest]
+	if !ok {
+		return nil, errUnexpected
+	}
+	if int64(len(b)) > max {
+		return nil, errors.New("over the limit")
+	}
+	return b, nil
 }
 
 var errUnexpected = errors.New("unexpected call")

@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agora-dev/agora/internal/catalog"
@@ -83,19 +85,38 @@ func (s *Server) envsList(ctx context.Context, _ Principal, _ noArgs) (any, erro
 
 // dispatchResult is what the dispatch tools return.
 type dispatchResult struct {
-	Dispatch *Record `json:"dispatch"`
-	Note     string  `json:"note,omitempty"`
+	Dispatch *Record  `json:"dispatch"`
+	Results  *Results `json:"results"`
+	Note     string   `json:"note,omitempty"`
 }
 
-func (s *Server) result(r *Record) dispatchResult {
-	out := dispatchResult{Dispatch: s.public(r)}
+// result is a record with what it produced (bounded) and, when something could not be read
+// or is still to come, a note saying so.
+func (s *Server) result(ctx context.Context, r *Record) dispatchResult {
+	res, notes := s.results(ctx, r)
+	out := dispatchResult{Dispatch: s.public(r), Results: res}
 	if !r.Done {
-		out.Note = "still running; call agora_dispatch_describe with this id to follow it, or agora_dispatch_cancel to stop it"
+		notes = append(notes, "still running; call agora_dispatch_describe with this id to follow it, or agora_dispatch_cancel to stop it")
 	}
+	if r.State == "needs_input" {
+		notes = append(notes, fmt.Sprintf("it asks a question (needs_input); answer with agora_dispatch {\"resume\": {\"dispatch\": %q, \"answer\": \"...\"}}", r.ID))
+	}
+	out.Note = strings.Join(notes, "; ")
 	return out
 }
 
 func (s *Server) dispatch(ctx context.Context, p Principal, a dispatchArgs) (any, error) {
+	wait := time.Duration(defaultWait) * time.Second
+	if a.WaitSeconds != nil {
+		wait = time.Duration(*a.WaitSeconds) * time.Second
+	}
+	if a.Resume != nil {
+		r, err := s.cfg.Dispatcher.Resume(ctx, a.Resume.Dispatch, a.Resume.Answer, "mcp:"+p.Client)
+		if err != nil {
+			return nil, notFound(err, "dispatch", a.Resume.Dispatch)
+		}
+		return s.result(ctx, s.await(ctx, r, wait)), nil
+	}
 	req := DispatchRequest{Subagent: a.Subagent, Envs: a.Envs, Input: a.Input, Actor: "mcp:" + p.Client}
 	if a.Workspace != nil {
 		req.Workspace = *a.Workspace
@@ -109,15 +130,11 @@ func (s *Server) dispatch(ctx context.Context, p Principal, a dispatchArgs) (any
 	if a.TimeoutSeconds != nil {
 		req.Timeout = time.Duration(*a.TimeoutSeconds) * time.Second
 	}
-	wait := time.Duration(defaultWait) * time.Second
-	if a.WaitSeconds != nil {
-		wait = time.Duration(*a.WaitSeconds) * time.Second
-	}
 	r, err := s.cfg.Dispatcher.Dispatch(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	return s.result(s.await(ctx, r, wait)), nil
+	return s.result(ctx, s.await(ctx, r, wait)), nil
 }
 
 // await polls r until it ends, wait passes or ctx ends, and returns the latest record. A
@@ -150,7 +167,7 @@ func (s *Server) dispatchDescribe(ctx context.Context, _ Principal, a idArgs) (a
 	if err != nil {
 		return nil, notFound(err, "dispatch", a.ID)
 	}
-	return s.result(r), nil
+	return s.result(ctx, r), nil
 }
 
 func (s *Server) dispatchCancel(ctx context.Context, _ Principal, a idArgs) (any, error) {
@@ -158,7 +175,7 @@ func (s *Server) dispatchCancel(ctx context.Context, _ Principal, a idArgs) (any
 	if err != nil {
 		return nil, notFound(err, "dispatch", a.ID)
 	}
-	return s.result(r), nil
+	return s.result(ctx, r), nil
 }
 
 // runResult is what the orchestrator tools return: the service's own document.

@@ -41,10 +41,17 @@ type DispatchRequest struct {
 // already ended (a denial ends it at once). Get and Cancel work on any dispatch, whoever
 // started it. A request the dispatcher refuses MUST come back as a [*RequestError]; an unknown
 // id as an error matching [ErrNotFound].
+//
+// Resume starts the linked child of a dispatch in needs_input with answer, exactly like
+// `agora dispatch resume`. Content returns stored content by its digest, checked against
+// it, refusing (with an error) more than max bytes: the server asks only for digests a
+// Record it was given names.
 type Dispatcher interface {
 	Dispatch(ctx context.Context, req DispatchRequest) (*Record, error)
 	Get(ctx context.Context, id string) (*Record, error)
 	Cancel(ctx context.Context, id string) (*Record, error)
+	Resume(ctx context.Context, id, answer, actor string) (*Record, error)
+	Content(ctx context.Context, digest string, max int64) ([]byte, error)
 }
 
 // Orchestrator is the orchestrator service port (agora orch serve). Results are the service's
@@ -115,6 +122,7 @@ type Record struct {
 	Outputs        []Output    `json:"outputs"`
 	Stdout         *Artifact   `json:"stdout,omitempty"`
 	Stderr         *Artifact   `json:"stderr,omitempty"`
+	Transcript     *Artifact   `json:"transcript,omitempty"`
 	Truncated      []string    `json:"truncated,omitempty"`
 	NeedsInput     *NeedsInput `json:"needs_input,omitempty"`
 	Events         []Event     `json:"events"`

@@ -59,6 +59,8 @@ type Server struct {
 	log *slog.Logger
 	// redactor masks the HTTP tokens in everything the server says; set once before serving.
 	redactor *redact.Redactor
+	// resultCache keeps what terminal dispatches produced, read once.
+	resultCache *resultCache
 }
 
 // ErrConfig reports a [Config] that lacks a required port.
@@ -75,7 +77,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, redactor: redact.New(nil)}, nil
+	return &Server{cfg: cfg, log: cfg.Logger, redactor: redact.New(nil), resultCache: &resultCache{}}, nil
 }
 
 // identity says who sent a request, from what the transport attached to it.
@@ -98,6 +100,7 @@ func (s *Server) newMCP(id identity, limiter *rate.Limiter) *mcp.Server {
 	for _, t := range tools() {
 		m.AddTool(t.mcpTool(), s.guard(t, id, limiter))
 	}
+	s.addResources(m, id)
 	m.AddReceivingMiddleware(s.toolMiddleware(id))
 	return m
 }

@@ -1,0 +1,13 @@
+package mcpserver
+
+// ResourceRefForTest is a parsed resource URI.
+type ResourceRefForTest struct{ Kind, ID, Name string }
+
+// ParseResourceURIForTest exposes parseResourceURI.
+func ParseResourceURIForTest(uri string) (ResourceRefForTest, error) {
+	r, err := parseResourceURI(uri)
+	return ResourceRefForTest{r.kind, r.id, r.name}, err
+}
+
+// DiffstatForTest exposes diffstat.
+func DiffstatForTest(b []byte) Diffstat { return diffstat(b) }

@@ -1,0 +1,180 @@
+package mcpserver_test
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agora-dev/agora/internal/mcpserver"
+)
+
+const resID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+
+// resultsFixture has one finished dispatch with a patch over 64 KiB, a final answer, an
+// output in a subdirectory and both logs.
+func resultsFixture(t *testing.T) (*fixture, string) {
+	t.Helper()
+	f := newFixture()
+	var patch strings.Builder
+	patch.WriteString("diff --git a/big.txt b/big.txt\nnew file mode 100644\nindex 0000000..1111111\n--- /dev/null\n+++ b/big.txt\n@@ -0,0 +1,5000 @@\n")
+	for range 5000 {
+		patch.WriteString("+héllo wörld, a line of the patch\n")
+	}
+	f.disp.content = map[string][]byte{
+		"sha256:patch":  []byte(patch.String()),
+		"sha256:final":  []byte("The fix is in.\n"),
+		"sha256:out":    []byte("nested\n"),
+		"sha256:stdout": []byte(strings.Repeat("x", 10000) + "the end of stdout\n"),
+		"sha256:stderr": []byte("warn\n"),
+		"sha256:huge":   nil,
+	}
+	r := record(resID, "finished")
+	r.Patch = &mcpserver.Artifact{Digest: "sha256:patch", Size: int64(patch.Len())}
+	r.Outputs = []mcpserver.Output{{Path: "final.md", Digest: "sha256:final", Size: 15}, {Path: "sub/a b.txt", Digest: "sha256:out", Size: 7}}
+	r.Stdout = &mcpserver.Artifact{Digest: "sha256:stdout", Size: 10018}
+	r.Stderr = &mcpserver.Artifact{Digest: "sha256:stderr", Size: 5}
+	r.Transcript = &mcpserver.Artifact{Digest: "sha256:huge", Size: 17 << 20}
+	f.disp.get = func(_ context.Context, id string) (*mcpserver.Record, error) {
+		if id != resID {
+			return nil, mcpserver.ErrNotFound
+		}
+		return r, nil
+	}
+	return f, patch.String()
+}
+
+func TestDescribe_Results(t *testing.T) {
+	f, patch := resultsFixture(t)
+	cs := f.stdio(t, mcpserver.Principal{Client: "tester", Ceiling: mcpserver.CeilingRead}, mcpserver.Limits{})
+	var out struct {
+		Results mcpserver.Results `json:"results"`
+	}
+	decode(t, call(t, cs, "agora_dispatch_describe", map[string]any{"id": resID}), &out)
+	r := out.Results
+	if r.Patch == nil || !r.Patch.Truncated || len(r.Patch.Text) > 64<<10 || !strings.HasPrefix(patch, r.Patch.Text) || r.Patch.Size != int64(len(patch)) {
+		t.Errorf("patch view: truncated %v, %d bytes of text, size %d", r.Patch.Truncated, len(r.Patch.Text), r.Patch.Size)
+	}
+	if r.Patch.URI != "agora://dispatches/"+resID+"/patch" || r.Patch.Digest != "sha256:patch" {
+		t.Errorf("patch uri %q digest %q", r.Patch.URI, r.Patch.Digest)
+	}
+	if r.Diffstat == nil || *r.Diffstat != (mcpserver.Diffstat{Files: 1, Insertions: 5000}) {
+		t.Errorf("diffstat = %+v", r.Diffstat)
+	}
+	if r.Final == nil || r.Final.Text != "The fix is in.\n" || r.Final.Truncated {
+		t.Errorf("final = %+v", r.Final)
+	}
+	if len(r.Outputs) != 2 || r.Outputs[1].URI != "agora://dispatches/"+resID+"/outputs/sub%2Fa%20b.txt" {
+		t.Errorf("outputs = %+v", r.Outputs)
+	}
+	if !strings.HasSuffix(r.StdoutTail, "the end of stdout\n") || len(r.StdoutTail) > 4096 || r.StderrTail != "warn\n" {
+		t.Errorf("tails: %d bytes of stdout, stderr %q", len(r.StdoutTail), r.StderrTail)
+	}
+}
+
+func readResource(t *testing.T, cs *mcp.ClientSession, uri string) (string, error) {
+	t.Helper()
+	res, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		return "", err
+	}
+	return res.Contents[0].Text, nil
+}
+
+func TestResources_ReadAuditedAndBounded(t *testing.T) {
+	f, patch := resultsFixture(t)
+	cs := f.stdio(t, mcpserver.Principal{Client: "tester", Ceiling: mcpserver.CeilingRead}, mcpserver.Limits{})
+	base := "agora://dispatches/" + resID
+	for uri, want := range map[string]string{
+		base + "/patch": patch,
+		base + "/outputs/" + url.PathEscape("sub/a b.txt"): "nested\n",
+		base + "/logs/stderr":                              "warn\n",
+	} {
+		got, err := readResource(t, cs, uri)
+		if err != nil || got != want {
+			t.Errorf("%s: %d bytes, %v", uri, len(got), err)
+		}
+	}
+	n := len(f.audit.all())
+	if _, err := readResource(t, cs, base+"/transcript"); err == nil || !strings.Contains(err.Error(), "over the") {
+		t.Errorf("a 17 MiB transcript: %v, want refused over the limit", err)
+	}
+	entries := f.audit.all()
+	if len(entries) != n+1 || entries[n].Kind != mcpserver.KindResourceDenied || entries[n].Details["decision"] != "refused" {
+		t.Errorf("the refused read was not audited as refused: %+v", entries[n:])
+	}
+	reads := 0
+	for _, e := range entries {
+		if e.Kind == mcpserver.KindResourceRead && e.Details["decision"] == "allowed" && e.Actor == "tester" {
+			reads++
+			for _, v := range e.Details {
+				if s, ok := v.(string); ok && strings.Contains(s, "a b.txt") {
+					t.Errorf("the audit entry repeats the output's name: %+v", e.Details)
+				}
+			}
+		}
+	}
+	if reads != 3 {
+		t.Errorf("%d allowed reads audited, want 3", reads)
+	}
+	for _, uri := range []string{
+		base + "/outputs/..%2F..%2Fetc%2Fpasswd", base + "/outputs/missing", base + "/logs/stdin",
+		"agora://dispatches/" + strings.Repeat("A", 26) + "/patch", "agora://dispatches/01ARZ3NDEKTSV4RRFFQ69G5FAZ/patch",
+	} {
+		if got, err := readResource(t, cs, uri); err == nil {
+			t.Errorf("%s: read %q, want refused", uri, got)
+		}
+	}
+	// An audit log that cannot record refuses the read.
+	f.audit.mu.Lock()
+	f.audit.fail = context.DeadlineExceeded
+	f.audit.mu.Unlock()
+	if _, err := readResource(t, cs, base+"/patch"); err == nil || !strings.Contains(err.Error(), "audit") {
+		t.Errorf("read with a failing audit log: %v", err)
+	}
+}
+
+func TestParseResourceURI_Attacks(t *testing.T) {
+	for _, uri := range []string{
+		"agora://dispatches/" + resID + "/outputs/..%2Fsecret", "agora://dispatches/" + resID + "/outputs/%2Fetc%2Fshadow",
+		"agora://dispatches/" + resID + "/outputs/a%00b", "agora://dispatches/" + resID + "/outputs/",
+		"agora://dispatches/" + resID + "/outputs/a/b", "agora://dispatches/" + resID + "/patch?x=1",
+		"agora://dispatches/" + resID + "/patch#f", "agora://dispatches/..%2F" + resID + "/patch",
+		"agora://dispatches/" + resID + "/logs/../patch", "file:///etc/passwd", "agora://runs/../patches",
+		"agora://dispatches/" + resID + "/outputs/" + strings.Repeat("a", 3000), "AGORA://workspaces",
+		"agora://workspaces/", "agora://dispatches/" + resID, "agora://dispatches/" + resID + "/outputs/%ZZ",
+	} {
+		if ref, err := mcpserver.ParseResourceURIForTest(uri); err == nil {
+			t.Errorf("%q parsed as %+v, want refused", uri, ref)
+		}
+	}
+}
+
+func FuzzParseResourceURI(f *testing.F) {
+	for _, s := range []string{"agora://workspaces", "agora://dispatches/" + resID + "/patch", "agora://dispatches/" + resID + "/outputs/a%2Fb",
+		"agora://runs/run-1/patches", "agora://dispatches/" + resID + "/logs/stdout", "agora://x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, uri string) {
+		ref, err := mcpserver.ParseResourceURIForTest(uri)
+		if err != nil {
+			return
+		}
+		if ref.Kind == "output" && (strings.HasPrefix(ref.Name, "/") || strings.Contains("/"+ref.Name+"/", "/../") || strings.ContainsRune(ref.Name, 0)) {
+			t.Fatalf("%q: output name %q leaves the outputs", uri, ref.Name)
+		}
+	})
+}
+
+func FuzzDiffstat(f *testing.F) {
+	f.Add([]byte("diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"))
+	f.Add([]byte("diff --git a/x b/x\nGIT binary patch\nliteral 3\nKcmZ?\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d := mcpserver.DiffstatForTest(b)
+		if d.Files < 0 || d.Insertions < 0 || d.Deletions < 0 || d.Insertions+d.Deletions > len(b) {
+			t.Fatalf("diffstat %+v of %d bytes", d, len(b))
+		}
+	})
+}
