@@ -53,7 +53,7 @@ func (s *Server) guard(t tool, id identity, limiter *rate.Limiter) mcp.ToolHandl
 		if err := s.audit(ctx, p, t, KindToolCall, decisionAllowed, raw); err != nil {
 			return toolError(t.name + " refused: the audit log could not record this call"), nil
 		}
-		out, err := t.run(ctx, s, p, args)
+		out, err := t.run(withProgress(ctx, req), s, p, args)
 		if err != nil {
 			msg := s.publicError(t.name, err)
 			s.log.Info("tool call failed", "tool", t.name, "client", p.Client, "ms", time.Since(start).Milliseconds())
@@ -119,6 +119,22 @@ func argsHash(raw json.RawMessage) (string, string) {
 // success packs a tool's output as structured content plus the same JSON as text, for clients
 // that read only text. Tokens are masked in it as a backstop.
 func (s *Server) success(out any) (*mcp.CallToolResult, error) {
+	b, err := s.encode(out)
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.CallToolResult{
+		StructuredContent: json.RawMessage(b),
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
+	}, nil
+}
+
+// encode is out as it is sent: JSON, with the tokens masked. An [encoded] output is that
+// already.
+func (s *Server) encode(out any) ([]byte, error) {
+	if e, ok := out.(encoded); ok {
+		return e, nil
+	}
 	b, err := json.Marshal(out)
 	if err != nil {
 		return nil, fmt.Errorf("encode tool output: %w", err)
@@ -126,11 +142,11 @@ func (s *Server) success(out any) (*mcp.CallToolResult, error) {
 	if !s.redactor.Empty() {
 		b = s.redactor.Bytes(b)
 	}
-	return &mcp.CallToolResult{
-		StructuredContent: json.RawMessage(b),
-		Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
-	}, nil
+	return b, nil
 }
+
+// encoded is a tool output already encoded by [Server.encode].
+type encoded []byte
 
 func toolError(msg string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}

@@ -143,7 +143,22 @@ func (s *Server) await(ctx context.Context, r *Record, wait time.Duration) *Reco
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	interval := 50 * time.Millisecond
+	progress := progressOf(ctx)
+	report := func() {
+		progress(fmt.Sprintf("dispatch %s %s, %ds elapsed", r.ID, r.State, int(time.Since(r.CreatedAt).Seconds())))
+	}
+	report()
+	lastState, lastReport := r.State, time.Now()
+	defer func() {
+		if r.State != lastState {
+			report()
+		}
+	}()
 	for !r.Done {
+		if r.State != lastState || time.Since(lastReport) >= 5*time.Second {
+			report()
+			lastState, lastReport = r.State, time.Now()
+		}
 		select {
 		case <-ctx.Done():
 			return r
@@ -167,7 +182,19 @@ func (s *Server) dispatchDescribe(ctx context.Context, _ Principal, a idArgs) (a
 	if err != nil {
 		return nil, notFound(err, "dispatch", a.ID)
 	}
-	return s.result(ctx, r), nil
+	if !r.Done {
+		return s.result(ctx, r), nil
+	}
+	// A terminal dispatch never changes: its answer is encoded (and masked) once.
+	if b, ok := s.resultCache.encoded(r.ID); ok {
+		return encoded(b), nil
+	}
+	b, err := s.encode(s.result(ctx, r))
+	if err != nil {
+		return nil, err
+	}
+	s.resultCache.putEncoded(r.ID, b)
+	return encoded(b), nil
 }
 
 func (s *Server) dispatchCancel(ctx context.Context, _ Principal, a idArgs) (any, error) {
@@ -213,9 +240,32 @@ func (s *Server) orchestratorWatch(ctx context.Context, _ Principal, a watchArgs
 	if a.TimeoutSeconds != nil {
 		timeout = time.Duration(*a.TimeoutSeconds) * time.Second
 	}
+	progress := progressOf(ctx)
+	start := time.Now()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				progress(fmt.Sprintf("run %s: waiting for a change, %ds elapsed", a.RunID, int(time.Since(start).Seconds())))
+			}
+		}
+	}()
+	progress(fmt.Sprintf("run %s: watching for up to %s", a.RunID, timeout))
 	run, err := s.cfg.Orchestrator.Watch(ctx, a.RunID, timeout)
 	if err != nil {
 		return nil, notFound(err, "run", a.RunID)
+	}
+	var st struct {
+		State string `json:"state"`
+	}
+	if json.Unmarshal(run, &st) == nil {
+		progress(fmt.Sprintf("run %s: %s, %ds elapsed", a.RunID, st.State, int(time.Since(start).Seconds())))
 	}
 	return runResult{Run: run}, nil
 }

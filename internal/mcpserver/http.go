@@ -1,9 +1,12 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -140,16 +143,54 @@ func (s *Server) httpHandler(cfg HTTPConfig, addr net.Addr) http.Handler {
 		return Principal{Client: c.Name, Ceiling: c.Ceiling}, ok
 	}
 	m := s.newMCP(id, nil)
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m }, &mcp.StreamableHTTPOptions{
-		Stateless:           true,
-		JSONResponse:        true,
-		Logger:              s.sdkLog(),
-		MaxRequestBodyBytes: maxBodyBytes,
-		// httpGuard checks Host for every bind, not only loopback ones, and honours
-		// AllowHosts (a proxy on this host); the SDK's narrower check would refuse those.
-		DisableLocalhostProtection: true,
-	})
-	return newHTTPGuard(cfg, addr, s.log).wrap(sdk)
+	handler := func(jsonResponse bool) http.Handler {
+		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m }, &mcp.StreamableHTTPOptions{
+			Stateless:           true,
+			JSONResponse:        jsonResponse,
+			Logger:              s.sdkLog(),
+			MaxRequestBodyBytes: maxBodyBytes,
+			// httpGuard checks Host for every bind, not only loopback ones, and honours
+			// AllowHosts (a proxy on this host); the SDK's narrower check would refuse those.
+			DisableLocalhostProtection: true,
+		})
+	}
+	return newHTTPGuard(cfg, addr, s.log).wrap(progressSplit{plain: handler(true), stream: handler(false)})
+}
+
+// progressSplit answers a request that carries a progress token as an event stream, so its
+// progress notifications travel with it (a stateless server has no other stream to send them
+// on), and every other request with one plain JSON response.
+type progressSplit struct{ plain, stream http.Handler }
+
+func (p progressSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.Body == nil {
+		p.plain.ServeHTTP(w, r)
+		return
+	}
+	// The guard capped the body already; the SDK reads it again from the copy.
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+		return
+	case err != nil:
+		http.Error(w, "read the request body", http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var msg struct {
+		Params struct {
+			Meta struct {
+				ProgressToken any `json:"progressToken"`
+			} `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) == nil && msg.Params.Meta.ProgressToken != nil {
+		p.stream.ServeHTTP(w, r)
+		return
+	}
+	p.plain.ServeHTTP(w, r)
 }
 
 // limitListener caps open connections, so connections that never authenticate cannot pile up

@@ -120,7 +120,7 @@ func (s *Server) results(ctx context.Context, r *Record) (*Results, []string) {
 		res.TranscriptURI = base + "/transcript"
 	}
 	if r.Done {
-		s.resultCache.put(r.ID, cachedResults{res, notes})
+		s.resultCache.put(r.ID, cachedResults{res: res, notes: notes})
 	}
 	return res, notes
 }
@@ -170,6 +170,8 @@ func cutText(b []byte, n int) (string, bool) {
 type cachedResults struct {
 	res   *Results
 	notes []string
+	// enc is describe's whole answer, encoded; nil until the first describe.
+	enc []byte
 }
 
 // resultCache keeps the results of the last terminal dispatches described.
@@ -186,6 +188,24 @@ func (c *resultCache) get(id string) (cachedResults, bool) {
 	defer c.mu.Unlock()
 	r, ok := c.byID[id]
 	return r, ok
+}
+
+// encoded is describe's encoded answer for the terminal dispatch id, if kept.
+func (c *resultCache) encoded(id string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.byID[id]
+	return r.enc, ok && r.enc != nil
+}
+
+// putEncoded keeps describe's encoded answer next to the results it was made of.
+func (c *resultCache) putEncoded(id string, b []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.byID[id]; ok {
+		r.enc = b
+		c.byID[id] = r
+	}
 }
 
 func (c *resultCache) put(id string, r cachedResults) {

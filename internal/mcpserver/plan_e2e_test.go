@@ -1,0 +1,143 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/orch/client"
+)
+
+// serveOrch starts agora orch serve on home until the test ends.
+func serveOrch(t *testing.T, home string) {
+	t.Helper()
+	serve := exec.Command(agoraBin, "orch", "serve")
+	serve.Env = baseEnv(home)
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() })
+	c := client.New(home + "/orch/orch.sock")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := c.Health(context.Background()); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("serve did not answer")
+		}
+	}
+}
+
+// TestPlan_FromTheSchemaOverMCP: the submit tool's published schema is the plan format; a
+// plan written from it alone (a workspace, a dependency, a lock, a hand-off) runs to the end,
+// watched with progress notifications, and its patches read back as one resource. A plan with
+// four problems gets all four in one answer.
+func TestPlan_FromTheSchemaOverMCP(t *testing.T) {
+	requireSandbox(t)
+	home := newHome(t)
+	repo, commits := gitRepo(t)
+	agora(t, home, nil, "workspace", "register", "app", "--repo", repo, "--revision", "main", "--revision", "release/*")
+	serveOrch(t, home)
+	var prog progressLog
+	cmd := exec.Command(agoraBin, "mcp", "--ceiling", "orchestrate")
+	cmd.Env = baseEnv(home)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "1"}, &mcp.ClientOptions{ProgressNotificationHandler: prog.handler}).
+		Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+
+	var schema map[string]any
+	for tl, err := range cs.Tools(t.Context(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tl.Name == "agora_orchestrator_submit" {
+			b, _ := json.Marshal(tl.InputSchema)
+			json.Unmarshal(b, &schema)
+		}
+	}
+	planSchema := schema["properties"].(map[string]any)["plan"].(map[string]any)
+	props := planSchema["properties"].(map[string]any)
+	for _, f := range []string{"workspace", "revision", "tasks", "concurrency", "defaults"} {
+		if d, _ := props[f].(map[string]any)["description"].(string); d == "" {
+			t.Errorf("the plan schema does not describe %q", f)
+		}
+	}
+	task := props["tasks"].(map[string]any)["items"].(map[string]any)["properties"].(map[string]any)
+	for _, f := range []string{"depends_on", "needs", "locks", "retry", "timeout", "grants", "input"} {
+		if _, ok := task[f]; !ok {
+			t.Errorf("the plan schema has no task field %q", f)
+		}
+	}
+
+	// Written from the schema: what a model would send.
+	plan := map[string]any{"version": 1, "name": "schema-plan", "workspace": "app", "revision": "release/1",
+		"tasks": []any{
+			map[string]any{"id": "write", "subagent": "writer", "env": []string{"demo"}, "locks": []any{"tree"}, "timeout": "2m"},
+			map[string]any{"id": "again", "subagent": "writer", "env": []string{"demo"}, "depends_on": []string{"write"},
+				"needs": map[string]any{"prev": map[string]any{"from": "write", "select": "patch"}}, "locks": []any{map[string]any{"name": "tree", "mode": "shared"}}},
+		}}
+	var sub struct {
+		Run struct {
+			Run     api.Run `json:"run"`
+			Created bool    `json:"created"`
+			Message string  `json:"message"`
+		} `json:"run"`
+	}
+	decode(t, call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": plan}), &sub)
+	run := sub.Run.Run
+	if !sub.Run.Created || !strings.HasPrefix(run.Workspace, "app@sha256:") || run.Revision != commits["release/1"] || run.Repo != "" {
+		t.Fatalf("submit = %+v", sub.Run)
+	}
+	var st struct {
+		Run api.Run `json:"run"`
+	}
+	for range 30 {
+		p := &mcp.CallToolParams{Name: "agora_orchestrator_watch", Arguments: map[string]any{"run_id": run.ID, "timeout_seconds": 10}}
+		p.SetProgressToken("watch")
+		res, err := cs.CallTool(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decode(t, res, &st)
+		if api.RunTerminal(st.Run.State) {
+			break
+		}
+	}
+	if st.Run.State != api.RunSucceeded {
+		t.Fatalf("run ended %s: %+v", st.Run.State, st.Run)
+	}
+	if msgs := prog.all(); len(msgs) == 0 || !strings.Contains(strings.Join(msgs, "\n"), "run "+run.ID) {
+		t.Errorf("watch progress: %q", msgs)
+	}
+	rr, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "agora://runs/" + run.ID + "/patches"})
+	if err != nil || strings.Count(rr.Contents[0].Text, "# task ") != 2 || !strings.Contains(rr.Contents[0].Text, "+hello") {
+		t.Errorf("run patches resource: %v\n%+v", err, rr)
+	}
+	decode(t, call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": plan}), &sub)
+	if sub.Run.Created || sub.Run.Run.ID != run.ID || !strings.Contains(sub.Run.Message, "already exists") {
+		t.Errorf("identical resubmit = %+v", sub.Run)
+	}
+
+	bad := map[string]any{"version": 1, "name": "four-wrong", "tasks": []any{
+		map[string]any{"id": "a", "subagent": "writer", "depends_on": []string{"b"}},
+		map[string]any{"id": "b", "subagent": "nobody", "depends_on": []string{"a"}},
+		map[string]any{"id": "c", "subagent": "writer", "timeout": "soon"},
+		map[string]any{"id": "d", "subagent": "writer", "locks": []any{map[string]any{"name": "x", "mode": "sometimes"}}},
+	}}
+	got := text(call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": bad}))
+	for _, want := range []string{"cycle", `tasks[1].subagent: subagent "nobody" not found`, "tasks[2].timeout", "tasks[3].locks[0].mode"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("a bad plan's answer lacks %q:\n%s", want, got)
+		}
+	}
+}
