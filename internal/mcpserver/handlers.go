@@ -229,7 +229,39 @@ func (s *Server) orchestratorStatus(ctx context.Context, _ Principal, a runArgs)
 	if err != nil {
 		return nil, notFound(err, "run", a.RunID)
 	}
-	return runResult{Run: run}, nil
+	return runResult{Run: s.withOptions(ctx, run)}, nil
+}
+
+// withOptions adds, to each task of run that waits for an answer, the options its dispatch
+// offered (the service keeps the question; the dispatch record has both). A run it cannot
+// read, or a dispatch it cannot get, is left as it is.
+func (s *Server) withOptions(ctx context.Context, run json.RawMessage) json.RawMessage {
+	var doc map[string]any
+	if json.Unmarshal(run, &doc) != nil {
+		return run
+	}
+	tasks, _ := doc["tasks"].([]any)
+	changed := false
+	for _, t := range tasks {
+		task, _ := t.(map[string]any)
+		id, _ := task["dispatch_id"].(string)
+		if task["state"] != "needs_input" || id == "" {
+			continue
+		}
+		r, err := s.cfg.Dispatcher.Get(ctx, id)
+		if err != nil || r.NeedsInput == nil || len(r.NeedsInput.Options) == 0 {
+			continue
+		}
+		task["options"], changed = r.NeedsInput.Options, true
+	}
+	if !changed {
+		return run
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return run
+	}
+	return b
 }
 
 func (s *Server) orchestratorWatch(ctx context.Context, _ Principal, a watchArgs) (any, error) {
