@@ -3,9 +3,9 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
