@@ -46,6 +46,10 @@ step "agora dispatch patch $id (review it, then git apply)"
 "$bin" dispatch patch "$id" | tee "$work/hello.patch"
 git -C "$work/repo" apply --check "$work/hello.patch" && echo "(the patch applies cleanly to the dispatched revision)"
 
+step "agora dispatch patch $id --branch agora/hello (a reviewable commit; nothing checked out or pushed)"
+"$bin" dispatch patch "$id" --branch agora/hello
+git -C "$work/repo" log --format='%h %an%n    %s' main..agora/hello
+
 step "agora audit export + agora verify (offline, no AGORA_HOME needed)"
 "$bin" audit checkpoint >/dev/null
 "$bin" audit export --out "$work/bundle.json"

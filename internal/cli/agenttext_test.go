@@ -1,6 +1,9 @@
 package cli
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // An agent's question reaches a person's terminal: no escape sequence may pass through.
 func TestAgentText(t *testing.T) {
@@ -17,5 +20,12 @@ func TestAgentText(t *testing.T) {
 		if got := agentText(in); got != want {
 			t.Errorf("agentText(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestGitNamedPaths(t *testing.T) {
+	stderr := "Performing three-way merge...\nerror: patch failed: greetings.txt:1\nApplied patch to 'greetings.txt' with conflicts.\nerror: docs/new.md: already exists in index\nU greetings.txt\n"
+	if got := gitNamedPaths(stderr); strings.Join(got, ",") != "greetings.txt,docs/new.md" {
+		t.Errorf("gitNamedPaths = %q", got)
 	}
 }

@@ -171,14 +171,59 @@ func writeCombined(ctx context.Context, f *Factory, w branchWork) error {
 	return err
 }
 
-// conflictWhere names a conflict's files, or git's own first words when it left none
-// unmerged (two tasks adding the same file). Paths come from agents' patches: escaped.
+// conflictWhere names a conflict's files: the unmerged paths, else the paths git's own
+// messages name (two tasks adding one file leaves nothing unmerged), else git's last error.
+// Paths come from agents' patches: escaped.
 func conflictWhere(ce *gitbranch.ConflictError) string {
-	if len(ce.Files) > 0 {
-		return agentText(strings.Join(ce.Files, ", "))
+	files := ce.Files
+	if len(files) == 0 {
+		files = gitNamedPaths(ce.Git)
 	}
-	line, _, _ := strings.Cut(ce.Git, "\n")
-	return "(git: " + agentText(strings.TrimPrefix(line, "error: ")) + ")"
+	if len(files) > 0 {
+		return agentText(strings.Join(files, ", "))
+	}
+	last := ""
+	for _, line := range strings.Split(ce.Git, "\n") {
+		if strings.HasPrefix(line, "error: ") {
+			last = strings.TrimPrefix(line, "error: ")
+		}
+	}
+	return "(git: " + agentText(orDash(last)) + ")"
+}
+
+// gitPathMessages are git apply's messages that name the path in the way.
+var gitPathMessages = []struct{ prefix, suffix string }{
+	{"error: patch failed: ", ":"},
+	{"error: ", ": already exists in index"},
+	{"error: ", ": does not exist in index"},
+	{"error: ", ": does not match index"},
+	{"Applied patch to '", "' with conflicts."},
+	{"U ", ""},
+}
+
+// gitNamedPaths lists, once each, the paths git apply's stderr names as in the way.
+func gitNamedPaths(stderr string) []string {
+	var out []string
+	for _, line := range strings.Split(stderr, "\n") {
+		for _, m := range gitPathMessages {
+			rest, ok := strings.CutPrefix(line, m.prefix)
+			if !ok {
+				continue
+			}
+			if m.suffix == ":" { // patch failed: PATH:LINE
+				if i := strings.LastIndex(rest, ":"); i > 0 {
+					rest, ok = rest[:i], true
+				}
+			} else if m.suffix != "" {
+				rest, ok = strings.CutSuffix(rest, m.suffix)
+			}
+			if ok && rest != "" && !slices.Contains(out, rest) {
+				out = append(out, rest)
+			}
+			break
+		}
+	}
+	return out
 }
 
 func short(commit string) string {
