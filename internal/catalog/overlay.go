@@ -34,6 +34,8 @@ func CheckOverlayPattern(p string) error {
 			return fmt.Errorf("overlay pattern %q has an empty or '.' segment", p)
 		case seg == "..":
 			return fmt.Errorf("overlay pattern %q leaves the workspace (..)", p)
+		case strings.EqualFold(seg, ".git"):
+			return fmt.Errorf("overlay pattern %q names the checkout's .git, which is git's, not the workspace's", p)
 		case seg == "**":
 		case strings.Contains(seg, "**"):
 			return fmt.Errorf("overlay pattern %q: ** must be a whole segment", p)
@@ -80,7 +82,7 @@ func matchSegments(pat, name []string) bool {
 func OverlayFiles(g Grants, files []File) []string {
 	var out []string
 	for _, f := range files {
-		if f.Path == CapabilityFile {
+		if f.Path == CapabilityFile || inGitDir(f.Path) {
 			continue
 		}
 		for _, p := range g.Overlay {
@@ -92,6 +94,17 @@ func OverlayFiles(g Grants, files []File) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// inGitDir reports whether name has a .git segment (any case): ** never places a file
+// there.
+func inGitDir(name string) bool {
+	for _, seg := range strings.Split(name, "/") {
+		if strings.EqualFold(seg, ".git") {
+			return true
+		}
+	}
+	return false
 }
 
 // OverlayClash is two capabilities of one subagent placing the same workspace path.

@@ -15,16 +15,18 @@ func TestCheckOverlayPattern(t *testing.T) {
 		}
 	}
 	for p, want := range map[string]string{
-		"":          "empty",
-		"/etc/x":    "absolute",
-		"../x":      "leaves the workspace",
-		"a/../../x": "leaves the workspace",
-		"a//b":      "empty or '.'",
-		"./a":       "empty or '.'",
-		"a/**b":     "whole segment",
-		"a\\b":      "backslash",
-		"a\x00":     "NUL",
-		"[":         "syntax error",
+		"":             "empty",
+		"/etc/x":       "absolute",
+		"../x":         "leaves the workspace",
+		"a/../../x":    "leaves the workspace",
+		"a//b":         "empty or '.'",
+		"./a":          "empty or '.'",
+		"a/**b":        "whole segment",
+		"a\\b":         "backslash",
+		"a\x00":        "NUL",
+		"[":            "syntax error",
+		".git/hooks/*": "checkout's .git",
+		"a/.GIT/x":     "checkout's .git",
 	} {
 		err := catalog.CheckOverlayPattern(p)
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -69,6 +71,10 @@ func TestOverlayFiles(t *testing.T) {
 	got := catalog.OverlayFiles(catalog.Grants{Overlay: []string{"**"}}, files)
 	if strings.Join(got, ",") != ".claude/settings.json,CLAUDE.md,tool.sh" {
 		t.Errorf("OverlayFiles(**) = %q: capability.yaml is never overlaid", got)
+	}
+	withGit := append(files, regular(".git/hooks/post-checkout", 0o755, "evil"), regular("sub/.Git/config", 0o644, "x"))
+	if got := catalog.OverlayFiles(catalog.Grants{Overlay: []string{"**"}}, withGit); strings.Join(got, ",") != ".claude/settings.json,CLAUDE.md,tool.sh" {
+		t.Errorf("OverlayFiles(**) placed a file into a .git directory: %q", got)
 	}
 	if got := catalog.OverlayFiles(catalog.Grants{}, files); len(got) != 0 {
 		t.Errorf("no patterns overlay nothing, got %q", got)

@@ -270,3 +270,23 @@ func FuzzCheckBranchName(f *testing.F) {
 		}
 	})
 }
+
+// The attack: an agent's patch that writes into .git (a hook that would run on the next
+// checkout). git refuses the path; nothing is created.
+func TestCreate_RefusesAPatchIntoGitDir(t *testing.T) {
+	requireGit(t)
+	dir, base := repo(t, map[string]string{"f": "x\n"})
+	evil := []byte("diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\nnew file mode 100755\n" +
+		"--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+touch /tmp/pwned\n")
+	for _, p := range [][]byte{evil, []byte(strings.ReplaceAll(string(evil), ".git/", "sub/.GIT/"))} {
+		_, err := gitbranch.Create(t.Context(), "agora/evil", gitbranch.Options{Repo: dir, Base: base,
+			Changes: []gitbranch.Change{{Label: "task evil", Author: sig("fixer"), Message: "evil\n", Patch: p}}})
+		var ce *gitbranch.ConflictError
+		if !errors.As(err, &ce) || !strings.Contains(ce.Git, "invalid path") {
+			t.Errorf("a patch into the git directory: %v", err)
+		}
+		if refs := git(t, dir, "for-each-ref", "--format=%(refname)"); refs != "refs/heads/main" {
+			t.Errorf("refs: %q", refs)
+		}
+	}
+}
