@@ -27,6 +27,11 @@ func FuzzParse(f *testing.F) {
 		"version: 1\nname: p\nconcurrency: 3\ndefaults: {env: [e], target: t, timeout: 1s, retry: {on_worker_failed: false}}\ntasks: [{id: a, subagent: 'x@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef'}]\n",
 		`{"version":1,"name":"p","tasks":[{"id":"a","subagent":"s","needs":{"k":{"from":"b","select":"output:a/b.txt"}}},{"id":"b","subagent":"s"}]}`,
 		"version: 1\nname: p\ntasks:\n  - &a {id: a, subagent: s}\n  - *a\n",
+		"version: 1\nname: p\nworkspace: app\nrevision: release/1\ntasks: [{id: a, subagent: s}]\n",
+		"version: 1\nname: p\nworkspace: 'app@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef'\nrevision: 0123456789abcdef0123456789abcdef01234567\ntasks: [{id: a, subagent: s}]\n",
+		"version: 1\nname: p\nrevision: main~1\ntasks: [{id: a, subagent: s}]\n",
+		"version: 1\nname: p\nworkspace: [app]\nrevision: {r: 1}\ntasks: [{id: a, subagent: s}]\n",
+		`{"version":1,"name":"p","workspace":"App","revision":"refs/heads/../x","tasks":[{"id":"a","subagent":"s"}]}`,
 	} {
 		f.Add([]byte(s))
 	}

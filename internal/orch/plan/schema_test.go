@@ -2,10 +2,15 @@ package plan_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
@@ -67,5 +72,95 @@ func TestJSONSchema(t *testing.T) {
 	b, _ = json.Marshal(written)
 	if _, err := plan.Parse("written.json", b); err != nil {
 		t.Errorf("a plan written to the schema does not parse: %v", err)
+	}
+}
+
+// TestJSONSchema_AgreesWithDecoder: at every object of the schema, the fields the schema
+// lists are exactly the fields the decoder accepts there. The decoder names what it accepts
+// in its unknown-field message, so a field added to (or dropped from) either side without
+// the other fails here, including the hand-written lock form.
+func TestJSONSchema_AgreesWithDecoder(t *testing.T) {
+	known := regexp.MustCompile(`unknown field "agora_probe"; known fields: ([a-z_, ]+)`)
+	var visited []string
+	var walk func(s *jsonschema.Schema, path string, wrap func(any) any)
+	walk = func(s *jsonschema.Schema, path string, wrap func(any) any) {
+		for _, alt := range s.AnyOf {
+			walk(alt, path, wrap)
+		}
+		switch {
+		case s.Properties != nil:
+			visited = append(visited, path)
+			doc, _ := json.Marshal(wrap(map[string]any{"agora_probe": 1}))
+			_, err := plan.Parse("probe.json", doc)
+			m := known.FindStringSubmatch(fmt.Sprint(err))
+			if m == nil {
+				t.Errorf("%s: the schema lists fields but the decoder took agora_probe there: %s\n%v", orRoot(path), doc, err)
+				return
+			}
+			var schemaFields []string
+			for name := range s.Properties {
+				schemaFields = append(schemaFields, name)
+			}
+			slices.Sort(schemaFields)
+			if got := strings.Join(schemaFields, ", "); got != m[1] {
+				t.Errorf("%s: the schema lists %s; the decoder accepts %s", orRoot(path), got, m[1])
+			}
+			if s.AdditionalProperties == nil || s.AdditionalProperties.Not == nil {
+				t.Errorf("%s: the schema allows other fields; the decoder refuses them", orRoot(path))
+			}
+			for name, child := range s.Properties {
+				walk(child, path+"."+name, func(v any) any { return wrap(map[string]any{name: v}) })
+			}
+		case s.Items != nil:
+			walk(s.Items, path+"[]", func(v any) any { return wrap([]any{v}) })
+		case s.AdditionalProperties != nil && s.AdditionalProperties.Not == nil:
+			walk(s.AdditionalProperties, path+"{}", func(v any) any { return wrap(map[string]any{"k": v}) })
+		}
+	}
+	walk(plan.JSONSchema(), "", func(v any) any { return v })
+	// Every object of the format was reached: a walk that stopped early proves nothing.
+	want := []string{"", ".defaults", ".defaults.retry", ".tasks[]", ".tasks[].grants", ".tasks[].locks[]", ".tasks[].needs{}", ".tasks[].retry"}
+	slices.Sort(visited)
+	if !slices.Equal(visited, want) {
+		t.Errorf("objects checked %q, want %q", visited, want)
+	}
+}
+
+func orRoot(path string) string {
+	if path == "" {
+		return "the plan"
+	}
+	return strings.TrimPrefix(path, ".")
+}
+
+// TestJSONSchema_DocsPlans: every example plan in docs/plan.md passes the schema a model is
+// given, as its canonical JSON (what a model would send over MCP).
+func TestJSONSchema_DocsPlans(t *testing.T) {
+	r, err := plan.JSONSchema().Resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(readRepoFile(t, "docs/plan.md"))
+	n := 0
+	for _, b := range regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(doc, -1) {
+		if !strings.HasPrefix(b[1], "version: 1\n") {
+			continue
+		}
+		n++
+		p, err := plan.Parse("docs/plan.md", []byte(b[1]))
+		if err != nil {
+			t.Errorf("docs/plan.md example does not parse: %v", err)
+			continue
+		}
+		var v any
+		if err := json.Unmarshal(p.Canonical(), &v); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Validate(v); err != nil {
+			t.Errorf("docs/plan.md example parses but fails the schema: %v\n%s", err, b[1])
+		}
+	}
+	if n == 0 {
+		t.Error("docs/plan.md has no example plan")
 	}
 }
