@@ -59,7 +59,12 @@ manifest does not declare are retired (they stay in history and in the audit log
       revisions: [main, "release/*"]       # what dispatches and plans may ask for
       default_revision: main
 
-Secrets are read from their sources at apply time; a manifest never holds a secret value.`,
+Secrets are read from their sources at apply time; a manifest never holds a secret value.
+
+A manifest with problems changes nothing: every problem is reported at once, the manifest's
+own (names, fields) and each entry's (missing files, credentials, unknown capabilities)
+together, each with its line and path (subagents[2]: ...); the first 100 are listed, then
+how many more there are.`,
 		Example: `  agora apply -f agora-manifest.yaml --dry-run
   agora apply -f agora-manifest.yaml --prune --output json`,
 		Args: noArgs,

@@ -84,10 +84,18 @@ func Check(ctx context.Context, path string, w *provision.Writer, getenv func(st
 	}
 	if len(errs) > 0 {
 		errs.Sort()
+		if n := len(errs) - MaxErrors; n > 0 {
+			errs = append(errs[:MaxErrors:MaxErrors], strictyaml.Error{File: path,
+				Msg: fmt.Sprintf("and %d more problems not listed: the first %d are; fix them and check again", n, MaxErrors)})
+		}
 		return nil, nil, errs
 	}
 	return s, pendings, nil
 }
+
+// MaxErrors is how many problems a refused manifest lists, in document order; the rest are
+// counted. (The decoder stops at its own limit of 100 first.)
+const MaxErrors = 100
 
 // Prepare validates every declared entry against the catalog and the files it names, and
 // returns the pending versions in apply order (capabilities, subagents, envs, workspaces). Every

@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -258,5 +259,38 @@ func TestLoad_Errors(t *testing.T) {
 	_, err := deploy.Load(p)
 	if err == nil || !strings.Contains(err.Error(), p+`:2: bogus: unknown field "bogus"`) {
 		t.Errorf("Load(bad) = %v", err)
+	}
+}
+
+// TestCheck_BoundsTheReport: a manifest with more problems than anyone reads lists the first
+// MaxErrors in document order and counts the rest, after them.
+func TestCheck_BoundsTheReport(t *testing.T) {
+	_, w := newWriter(t)
+	dir := t.TempDir()
+	var m strings.Builder
+	m.WriteString("version: 1\ncapabilities:\n")
+	for i := range 60 {
+		// Each one missing: its directory is not there (a catalog-side problem, found by
+		// preparing it), so the decoder's own limit is not what stops the list.
+		fmt.Fprintf(&m, "  - {name: gone-%d, from: caps/gone-%d}\n", i, i)
+	}
+	m.WriteString("subagents:\n")
+	for i := range 60 {
+		fmt.Fprintf(&m, "  - {name: s-%d, runtime: exec, command: [sh], capabilities: [nope-%d]}\n", i, i)
+	}
+	writeTree(t, dir, map[string]string{"agora-manifest.yaml": m.String()})
+	_, _, err := deploy.Check(t.Context(), filepath.Join(dir, "agora-manifest.yaml"), w, getenv(nil))
+	var es strictyaml.Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("Check = %v, want strictyaml.Errors", err)
+	}
+	if len(es) != deploy.MaxErrors+1 {
+		t.Fatalf("got %d problems, want %d listed and the count:\n%v", len(es), deploy.MaxErrors, err)
+	}
+	if !strings.HasPrefix(es[0].Path, "capabilities[0]") || !strings.HasPrefix(es[deploy.MaxErrors-1].Path, "subagents[39]") {
+		t.Errorf("not the first problems in document order: %s ... %s", es[0].Path, es[deploy.MaxErrors-1].Path)
+	}
+	if last := es[len(es)-1]; last.Path != "" || !strings.HasPrefix(last.Msg, "and 20 more problems not listed") {
+		t.Errorf("last = %+v, want the count of the other 20", last)
 	}
 }
