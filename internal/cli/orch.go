@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -76,5 +77,16 @@ func runStatus(ctx context.Context, f *Factory, ref string) (*client.Client, api
 		return nil, api.Run{}, err
 	}
 	run, err := c.Status(ctx, ref)
+	if err == nil {
+		noteShared(f, run)
+	}
 	return c, run, err
+}
+
+// noteShared says on stderr which run a name shared by several runs stands for: the newest.
+func noteShared(f *Factory, r api.Run) {
+	if r.NameRuns > 1 {
+		fmt.Fprintf(f.IO.ErrOut, "agora: %d runs are named %s; this is the newest, %s (created %s); name another by its id (agora orch runs)\n",
+			r.NameRuns, r.Name, r.ID, r.CreatedAt.UTC().Format(time.RFC3339))
+	}
 }

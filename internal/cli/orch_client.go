@@ -51,8 +51,8 @@ func newOrchValidateCmd(f *Factory, runF func(*planOptions) error) *cobra.Comman
 		Short: "Check a plan offline: every error at once, with its path",
 		Long: `Check a plan (YAML or JSON, '-' for stdin) the way 'agora orch serve' does at submit,
 without the service: the schema, the graph (unknown tasks, cycles printed as their path),
-locks, retries and timeouts. When AGORA_HOME holds a catalog, subagent and env references
-and targets are checked against it too.`,
+locks, retries and timeouts. When AGORA_HOME holds a catalog, subagent and env references,
+targets and the plan's workspace and revision are checked against it in the same pass.`,
 		Example: `  agora orch validate examples/plans/demo.yaml`,
 		Args:    exactArgs(1, "PLAN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -136,9 +136,8 @@ func orchSubmitRun(ctx context.Context, opts *planOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, err := plan.Parse(name, src); err != nil {
-		return err
-	}
+	// The service validates the plan, structure and catalog together, and answers every
+	// problem at once: a local structural check first would report them in two rounds.
 	req := api.SubmitRequest{File: filepath.Base(name), Source: src, Actor: f.Actor()}
 	if opts.repo != "" {
 		path, rev := splitRepo(opts.repo)
@@ -241,8 +240,13 @@ type runOptions struct {
 
 func newOrchStatusCmd(f *Factory, runF func(*runOptions) error) *cobra.Command {
 	return newPrintCmd(&cobra.Command{
-		Use:     "status RUN",
-		Short:   "Show a run and its tasks (RUN is an id or a plan name)",
+		Use:   "status RUN",
+		Short: "Show a run and its tasks (RUN is an id or a plan name)",
+		Long: `Show a run and its tasks. RUN is a run id, or a plan name: a name several runs share (the
+same plan on another workspace or commit is a new run under the same name) means the newest
+of them, and the command says so on stderr ("name_runs" in JSON); name another by its id
+('agora orch runs' lists them). watch, patches, audit, cancel, answer, retry and seal read
+RUN the same way.`,
 		Example: `  agora orch status nightly-fixes --output json`,
 		Args:    exactArgs(1, "RUN"),
 	}, &runOptions{printOptions{f: f}}, runF, orchStatusRun)
@@ -327,6 +331,9 @@ func watchRun(ctx context.Context, f *Factory, ref string, out io.Writer, live b
 			}
 			fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\n", ev.At.UTC().Format(time.RFC3339), task,
 				strings.TrimPrefix(ev.Kind, "orch."), ev.State, ev.Detail)
+		}
+		if r != nil && last.ID == "" {
+			noteShared(f, *r) // the first status: ref resolved
 		}
 		if r == nil {
 			if live && ev != nil && ev.Task != "" {
@@ -472,6 +479,7 @@ func orchActionRun(ctx context.Context, opts *orchActionOptions) error {
 	if err != nil {
 		return err
 	}
+	noteShared(f, r)
 	fmt.Fprintf(f.IO.ErrOut, "agora: %s: run %s is %s (%s tasks done)\n", opts.action, r.ID, r.State, progress(r))
 	return nil
 }

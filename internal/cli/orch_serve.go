@@ -24,6 +24,7 @@ import (
 	"github.com/agora-dev/agora/internal/orch/dispatchexec"
 	"github.com/agora-dev/agora/internal/orch/service"
 	"github.com/agora-dev/agora/internal/store"
+	"github.com/agora-dev/agora/internal/workspace"
 )
 
 func newOrchServeCmd(f *Factory, runF func(*factoryOptions) error) *cobra.Command {
@@ -146,5 +147,16 @@ func (c catalogRefs) Env(ctx context.Context, ref string) error {
 
 func (c catalogRefs) Target(_ context.Context, name string) error {
 	_, err := c.targets(name)
+	return err
+}
+
+// Workspace checks that the workspace exists and allows revision, resolving it to a commit of
+// its repository (git runs); the error names the workspace and its patterns, never the path.
+func (c catalogRefs) Workspace(ctx context.Context, ref, revision string) error {
+	ws, err := workspace.Lookup(ctx, c.r, ref)
+	if err != nil {
+		return err
+	}
+	_, err = workspace.Resolve(ctx, ws, revision)
 	return err
 }

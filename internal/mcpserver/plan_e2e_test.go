@@ -38,7 +38,7 @@ func serveOrch(t *testing.T, home string) {
 // TestPlan_FromTheSchemaOverMCP: the submit tool's published schema is the plan format; a
 // plan written from it alone (a workspace, a dependency, a lock, a hand-off) runs to the end,
 // watched with progress notifications, and its patches read back as one resource. A plan with
-// four problems gets all four in one answer.
+// five problems (its workspace among them) gets all five in one answer.
 func TestPlan_FromTheSchemaOverMCP(t *testing.T) {
 	requireSandbox(t)
 	home := newHome(t)
@@ -128,14 +128,14 @@ func TestPlan_FromTheSchemaOverMCP(t *testing.T) {
 		t.Errorf("identical resubmit = %+v", sub.Run)
 	}
 
-	bad := map[string]any{"version": 1, "name": "four-wrong", "tasks": []any{
+	bad := map[string]any{"version": 1, "name": "five-wrong", "workspace": "nowhere", "tasks": []any{
 		map[string]any{"id": "a", "subagent": "writer", "depends_on": []string{"b"}},
 		map[string]any{"id": "b", "subagent": "nobody", "depends_on": []string{"a"}},
 		map[string]any{"id": "c", "subagent": "writer", "timeout": "soon"},
 		map[string]any{"id": "d", "subagent": "writer", "locks": []any{map[string]any{"name": "x", "mode": "sometimes"}}},
 	}}
 	got := text(call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": bad}))
-	for _, want := range []string{"cycle", `tasks[1].subagent: subagent "nobody" not found`, "tasks[2].timeout", "tasks[3].locks[0].mode"} {
+	for _, want := range []string{"cycle", `tasks[1].subagent: subagent "nobody" not found`, "tasks[2].timeout", "tasks[3].locks[0].mode", `workspace: workspace "nowhere" not found; known: app`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("a bad plan's answer lacks %q:\n%s", want, got)
 		}

@@ -29,7 +29,8 @@ const MemoryLimit = 80 << 20
 type Options struct {
 	Now  func() time.Time
 	Rand func() float64 // backoff jitter in [0, 1)
-	// Refs checks a plan's catalog references at submit; nil skips the check.
+	// Refs are the catalog lookups the service validates a submitted plan with ([Engine.Refs]);
+	// nil checks structure only.
 	Refs plan.Refs
 	// AfterCommit runs on the engine goroutine after every commit that sealed runs, with
 	// their ids (the service writes a checkpoint of orch.db then).
@@ -283,14 +284,10 @@ type Checkout struct {
 }
 
 // Submit starts a run of p on co, or returns the existing run of the same identity (name,
-// plan digest and co) with created false. The plan must already be parsed; Submit checks its
-// catalog references.
+// plan digest and co) with created false. The plan must already be validated against the
+// catalog ([plan.Validate] with [Engine.Refs], as the service does, so structure and catalog
+// problems come back together); Submit looks nothing up again.
 func (e *Engine) Submit(ctx context.Context, p *plan.Plan, co Checkout, actor string) (runID string, created bool, err error) {
-	if e.opts.Refs != nil {
-		if err := p.Check(ctx, e.opts.Refs); err != nil {
-			return "", false, fmt.Errorf("%w: %w", errInvalid, err)
-		}
-	}
 	reply := make(chan submitResult, 1)
 	if err := e.send(ctx, submitCmd{p: p, workspace: co.Workspace, repo: co.Repo, revision: co.Revision, actor: actor, reply: reply}); err != nil {
 		return "", false, err
@@ -303,14 +300,8 @@ func (e *Engine) Submit(ctx context.Context, p *plan.Plan, co Checkout, actor st
 	}
 }
 
-// Refs are the catalog lookups the engine checks plans with (nil: none).
+// Refs are the catalog lookups plans are validated with at submit (nil: none).
 func (e *Engine) Refs() plan.Refs { return e.opts.Refs }
-
-// errInvalid marks a refused plan.
-var errInvalid = errors.New("invalid plan")
-
-// IsInvalid reports whether err refuses a plan.
-func IsInvalid(err error) bool { return errors.Is(err, errInvalid) }
 
 // Cancel cancels a run, or one task of it (and skips its dependents).
 func (e *Engine) Cancel(ctx context.Context, req api.ActionRequest) error {

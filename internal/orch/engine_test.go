@@ -328,8 +328,11 @@ func TestEngine_SubmitIdentityIsNamePlanAndCheckout(t *testing.T) {
 		t.Fatal(err)
 	}
 	runs, _ := h.eng.Runs(t.Context(), 100)
-	if len(runs) != 5 || newest.ID != runs[0].ID {
-		t.Errorf("the name means the newest run: got %s; runs %d, newest %s", newest.ID, len(runs), runs[0].ID)
+	if len(runs) != 5 || newest.ID != runs[0].ID || newest.NameRuns != 5 {
+		t.Errorf("the name means the newest run: got %s of %d; runs %d, newest %s", newest.ID, newest.NameRuns, len(runs), runs[0].ID)
+	}
+	if byID, err := h.eng.Status(t.Context(), id1); err != nil || byID.ID != id1 || byID.NameRuns != 0 {
+		t.Errorf("status by id: %s name_runs %d, %v; want %s, 0", byID.ID, byID.NameRuns, err, id1)
 	}
 }
 

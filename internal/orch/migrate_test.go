@@ -3,6 +3,7 @@ package orch_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agora-dev/agora/internal/orch"
@@ -75,5 +76,75 @@ func TestMigration_RunPlansMoveOut(t *testing.T) {
 	}
 	if _, err := h.db.SQL().Exec(`INSERT INTO runs(id, name, digest, state, actor, created_at) VALUES ('R2', 'old', 'x', 'succeeded', 'test', ?)`, now); err != nil {
 		t.Errorf("a second run named old: %v", err)
+	}
+}
+
+// TestMigration_RunIdentity opens an orch.db written while a run's name was unique, with a
+// finished run on a repository commit and an open one: the migration keeps both with their
+// tasks and plans; the same plan on the same commit still finds the old run, another commit
+// starts a second run under the same name, and the name then means the newest.
+func TestMigration_RunIdentity(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "orch.db")
+	var before []store.Migration
+	for _, m := range orch.Migrations() {
+		if m.Name == "runs identified by what they work on" {
+			break
+		}
+		before = append(before, m)
+	}
+	if len(before) == len(orch.Migrations()) {
+		t.Fatal(`no migration named "runs identified by what they work on"`)
+	}
+	old, err := store.Open(context.Background(), path, before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.SQL().Exec(`INSERT INTO runs(id, name, digest, state, actor, created_at) VALUES ('X', 'x', 'd', 'running', 'test', '2026-01-01T00:00:00Z')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.SQL().Exec(`INSERT INTO runs(id, name, digest, state, actor, created_at) VALUES ('Y', 'x', 'd', 'running', 'test', '2026-01-01T00:00:00Z')`); err == nil {
+		t.Fatal("the old schema took two runs of one name: this is not the schema before the migration")
+	}
+	old.SQL().Exec(`DELETE FROM runs WHERE id = 'X'`)
+	p := mkPlan(t, "nightly", 1, spec{ID: "a"}, spec{ID: "b", Deps: []string{"a"}})
+	q := mkPlan(t, "open", 1, spec{ID: "a"})
+	commit := strings.Repeat("a", 40)
+	const at = "2026-01-01T00:00:00.000000000Z"
+	for _, stmt := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO runs(id, name, digest, state, actor, repo, revision, created_at, ended_at, sealed_at) VALUES ('R1', 'nightly', ?, 'succeeded', 'test', '/src/app', ?, ?, ?, ?)`, []any{p.Digest(), commit, at, at, at}},
+		{`INSERT INTO run_plans(run_id, plan) VALUES ('R1', ?)`, []any{p.Canonical()}},
+		{`INSERT INTO tasks(run_id, idx, id, state, attempts, dispatch_id) VALUES ('R1', 0, 'a', 'succeeded', 1, 'D1'), ('R1', 1, 'b', 'succeeded', 1, 'D2')`, nil},
+		{`INSERT INTO runs(id, name, digest, state, actor, created_at) VALUES ('R2', 'open', ?, 'running', 'test', ?)`, []any{q.Digest(), at}},
+		{`INSERT INTO run_plans(run_id, plan) VALUES ('R2', ?)`, []any{q.Canonical()}},
+		{`INSERT INTO tasks(run_id, idx, id, state, ready_seq) VALUES ('R2', 0, 'a', 'ready', 1)`, nil},
+	} {
+		if _, err := old.SQL().Exec(stmt.sql, stmt.args...); err != nil {
+			t.Fatalf("%s: %v", stmt.sql, err)
+		}
+	}
+	old.Close()
+
+	h := start(t, path, newNoopExec())
+	if r := h.wait("R2", api.RunSucceeded); r.Name != "open" || r.Total != 1 {
+		t.Errorf("the open run after the migration: %+v", r)
+	}
+	r1, err := h.eng.Status(t.Context(), "R1")
+	if err != nil || r1.Name != "nightly" || r1.Repo != "/src/app" || r1.Revision != commit || r1.Tasks[1].DispatchID != "D2" || r1.Workspace != "" {
+		t.Fatalf("the finished run after the migration: %+v, %v", r1, err)
+	}
+	co := orch.Checkout{Repo: "/src/app", Revision: commit}
+	if id, created, err := h.eng.Submit(t.Context(), p, co, "me"); err != nil || created || id != "R1" {
+		t.Errorf("the same plan on the same commit: %s created=%v %v, want R1", id, created, err)
+	}
+	id, created, err := h.eng.Submit(t.Context(), p, orch.Checkout{Repo: "/src/app", Revision: strings.Repeat("b", 40)}, "me")
+	if err != nil || !created || id == "R1" {
+		t.Fatalf("another commit: %s created=%v %v, want a new run", id, created, err)
+	}
+	h.wait(id)
+	if newest, err := h.eng.Status(t.Context(), "nightly"); err != nil || newest.ID != id || newest.NameRuns != 2 {
+		t.Errorf("the name after a second run: %s of %d, %v; want %s of 2", newest.ID, newest.NameRuns, err, id)
 	}
 }

@@ -26,6 +26,17 @@ func (e *Engine) Status(ctx context.Context, ref string) (api.Run, error) {
 	if err != nil {
 		return api.Run{}, err
 	}
+	if r.ID != ref {
+		// Asked for by name: say when the name is shared, so nobody mistakes the newest run
+		// for the only one.
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM runs WHERE name = ?`, ref).Scan(&n); err != nil {
+			return api.Run{}, err
+		}
+		if n > 1 {
+			r.NameRuns = n
+		}
+	}
 	var specs []plan.Resolved
 	if cached, ok := e.specs.Load(r.ID); ok {
 		rs := cached.(runSpecs)

@@ -59,7 +59,10 @@ type Run struct {
 	EndedAt     *time.Time     `json:"ended_at,omitempty"`
 	Sealed      bool           `json:"sealed"`
 	CancelAsked bool           `json:"cancel_requested,omitempty"`
-	Tasks       []Task         `json:"tasks,omitempty"`
+	// NameRuns is set when the run was asked for by its name and more than one run has that
+	// name: how many do (this one is the newest; an id names any of them).
+	NameRuns int    `json:"name_runs,omitempty"`
+	Tasks    []Task `json:"tasks,omitempty"`
 }
 
 // Task is one node of a run.

@@ -12,9 +12,14 @@ type Refs interface {
 	Subagent(ctx context.Context, ref string) error // NAME or NAME@sha256:HEX
 	Env(ctx context.Context, ref string) error      // NAME or NAME@sha256:HEX
 	Target(ctx context.Context, name string) error  // a target of agora.yaml; never called with ""
+	// Workspace checks the plan's workspace (NAME or NAME@sha256:HEX) and that it allows
+	// revision ("": its default) and the revision names a commit of it; never called with
+	// ref "". Its error names the workspace and its allowed revisions, never a path.
+	Workspace(ctx context.Context, ref, revision string) error
 }
 
-// Check looks up every catalog reference of the plan (subagents, env bundles, targets) through
+// Check looks up every catalog reference of the plan (subagents, env bundles, targets, the
+// workspace and its revision) through
 // refs and reports each one that does not resolve, at every place it is used, as
 // [strictyaml.Errors] (tasks[1].subagent: subagent "x" not found; known: a, b). Each distinct
 // reference is looked up once. A nil refs checks nothing: validating a plan offline without a
@@ -25,11 +30,7 @@ func (p *Plan) Check(ctx context.Context, refs Refs) error {
 	}
 	v := newValidator(p.pos, nil)
 	p.checkRefs(ctx, refs, v)
-	if len(v.errs) > 0 {
-		v.errs.Sort()
-		return v.errs
-	}
-	return nil
+	return v.result()
 }
 
 // checkRefs adds to v every reference that does not resolve, except at a path v has a
@@ -40,6 +41,11 @@ func (p *Plan) checkRefs(ctx context.Context, refs Refs, v *validator) {
 		had[e.Path] = true
 	}
 	c := refChecker{ctx: ctx, v: v, seen: map[refKey]error{}, had: had}
+	if p.Workspace != "" && !c.had["revision"] && !c.v.reported("revision") {
+		c.check("workspace", "workspace", p.Workspace, func(ctx context.Context, ref string) error {
+			return refs.Workspace(ctx, ref, p.Revision)
+		})
+	}
 	c.check("defaults.target", "target", p.Defaults.Target, refs.Target)
 	for k, e := range p.Defaults.Env {
 		c.check("defaults.env["+strconv.Itoa(k)+"]", "env", e, refs.Env)

@@ -15,8 +15,8 @@ import (
 
 // fakeRefs is a catalog of known names; it counts lookups.
 type fakeRefs struct {
-	subagents, envs, targets []string
-	calls                    map[string]int
+	subagents, envs, targets, workspaces []string
+	calls                                map[string]int
 }
 
 func (f *fakeRefs) lookup(kind string, known []string, ref string) error {
@@ -43,6 +43,17 @@ func (f *fakeRefs) Env(_ context.Context, ref string) error {
 
 func (f *fakeRefs) Target(_ context.Context, name string) error {
 	return f.lookup("target", f.targets, name)
+}
+
+// Workspace knows the workspaces in f.workspaces, each allowing only the revision "main".
+func (f *fakeRefs) Workspace(_ context.Context, ref, revision string) error {
+	if err := f.lookup("workspace", f.workspaces, ref); err != nil {
+		return err
+	}
+	if revision != "" && revision != "main" {
+		return fmt.Errorf("workspace %q: revision %q is not allowed; allowed revisions: main", ref, revision)
+	}
+	return nil
 }
 
 func TestPlan_Check(t *testing.T) {
@@ -110,18 +121,19 @@ func TestPlan_Check_HandBuilt(t *testing.T) {
 }
 
 // A model writing a plan gets every problem in one answer: a cycle, an unknown subagent, a
-// bad timeout and a bad lock together, each with its path; a reference that is already
-// wrong in form is reported once, not looked up.
+// bad timeout, a bad lock and an unknown workspace together, each with its path; a
+// reference that is already wrong in form is reported once, not looked up.
 func TestValidate_StructureAndCatalogAtOnce(t *testing.T) {
 	src := `version: 1
 name: all-wrong
+workspace: nowhere
 tasks:
   - {id: a, subagent: fixer, depends_on: [b]}
   - {id: b, subagent: nobody, depends_on: [a]}
   - {id: c, subagent: fixer, timeout: -5s}
   - {id: d, subagent: "Bad Name", locks: [{name: x, mode: sometimes}]}
 `
-	refs := &fakeRefs{subagents: []string{"fixer"}, targets: []string{"local"}}
+	refs := &fakeRefs{subagents: []string{"fixer"}, targets: []string{"local"}, workspaces: []string{"app"}}
 	_, err := plan.Validate(t.Context(), "plan.yaml", []byte(src), refs)
 	var es strictyaml.Errors
 	if !errors.As(err, &es) {
@@ -134,6 +146,7 @@ tasks:
 		"tasks[2].timeout",
 		"tasks[3].locks[0]",
 		"tasks[3].subagent",
+		`workspace: workspace "nowhere" not found; known: app`,
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("errors lack %q:\n%s", want, msg)
@@ -144,5 +157,40 @@ tasks:
 	}
 	if _, err := plan.Parse("plan.yaml", []byte(src)); err == nil || strings.Contains(err.Error(), "not found") {
 		t.Errorf("Parse looks nothing up: %v", err)
+	}
+}
+
+// The workspace is looked up with the plan's revision, and a revision that is wrong in form is
+// reported once, without a lookup.
+func TestValidate_Workspace(t *testing.T) {
+	for _, tt := range []struct {
+		head, want string
+		lookups    int
+	}{
+		{"workspace: app\n", "", 1},
+		{"workspace: app\nrevision: main\n", "", 1},
+		{"workspace: app\nrevision: release/2\n", `plan.yaml:3: workspace: workspace "app": revision "release/2" is not allowed; allowed revisions: main`, 1},
+		{"workspace: docs\n", `plan.yaml:3: workspace: workspace "docs" not found; known: app`, 1},
+		{"workspace: app\nrevision: main~1\n", "plan.yaml:4: revision: ", 0},
+		{"revision: main\n", "plan.yaml:3: revision: a revision needs a workspace", 0},
+	} {
+		refs := &fakeRefs{subagents: []string{"s"}, workspaces: []string{"app"}}
+		src := "version: 1\nname: p\n" + tt.head + "tasks: [{id: a, subagent: s}]\n"
+		_, err := plan.Validate(t.Context(), "plan.yaml", []byte(src), refs)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%q: %v", tt.head, err)
+		case tt.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.want)):
+			t.Errorf("%q: got %v, want %q...", tt.head, err, tt.want)
+		}
+		n := 0
+		for k, c := range refs.calls {
+			if strings.HasPrefix(k, "workspace ") {
+				n += c
+			}
+		}
+		if n != tt.lookups {
+			t.Errorf("%q: %d workspace lookups, want %d", tt.head, n, tt.lookups)
+		}
 	}
 }

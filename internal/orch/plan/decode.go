@@ -84,9 +84,8 @@ func Validate(ctx context.Context, file string, src []byte, refs Refs) (*Plan, e
 	if refs != nil {
 		p.checkRefs(ctx, refs, v)
 	}
-	if len(v.errs) > 0 {
-		v.errs.Sort()
-		return nil, v.errs
+	if err := v.result(); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

@@ -465,8 +465,12 @@ func TestParse_Limits(t *testing.T) {
 		if len(got) != plan.MaxErrors+1 {
 			t.Fatalf("got %d errors, want %d", len(got), plan.MaxErrors+1)
 		}
-		if last := got[len(got)-1]; !strings.HasSuffix(last, "more than 100 errors; stopping here") {
-			t.Errorf("last error = %q, want the stopping note", last)
+		// 150 bad subagents and 149 duplicate ids: 100 listed, the other 199 counted.
+		if last := got[len(got)-1]; last != "p.yaml: and 199 more problems not listed: the first 100 are; fix them and check again" {
+			t.Errorf("last error = %q, want the count of the rest", last)
+		}
+		if strings.Contains(strings.Join(got[:len(got)-1], "\n"), "more problems") {
+			t.Errorf("the count is not last:\n%s", strings.Join(got, "\n"))
 		}
 	})
 	t.Run("decoder errors count towards MaxErrors", func(t *testing.T) {
@@ -475,8 +479,13 @@ func TestParse_Limits(t *testing.T) {
 		for range plan.MaxErrors + 50 {
 			b.WriteString("  - {id: a, subagent: s, bogus: 1}\n")
 		}
-		if got := parseErrs(t, b.String()); len(got) != plan.MaxErrors+1 {
+		got := parseErrs(t, b.String())
+		if len(got) != plan.MaxErrors+1 {
 			t.Fatalf("got %d errors, want %d", len(got), plan.MaxErrors+1)
+		}
+		// The decoder stopped at its limit, so how many more there are is not known.
+		if strings.Contains(strings.Join(got, "\n"), "more problems") || !strings.HasSuffix(got[len(got)-1], "stopping here") {
+			t.Errorf("after the decoder's limit:\n%s", strings.Join(got, "\n"))
 		}
 	})
 }

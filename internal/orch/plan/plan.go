@@ -46,7 +46,7 @@ const (
 	MaxRetryBackoff    = 24 * time.Hour // the longest initial_backoff or max_backoff
 	MaxRetryAttempts   = 100            // the largest retry.max_attempts
 	MaxRetryMultiplier = 10.0           // the largest retry.multiplier
-	MaxErrors          = 100            // problems reported before validation stops
+	MaxErrors          = 100            // problems listed; the rest are counted ("and N more")
 	DefaultConcurrency = 4              // concurrency when the plan names none
 )
 

@@ -26,10 +26,13 @@ type validator struct {
 	errs strictyaml.Errors
 	bad  map[string]bool // paths the decoder already reported: nothing more is said under them
 	full bool            // MaxErrors reached
+	more int             // problems found after MaxErrors, counted but not listed
+	// stopped: the decoder gave up at its own limit, so how many more there are is unknown.
+	stopped bool
 }
 
 func newValidator(pos *strictyaml.Positions, errs strictyaml.Errors) *validator {
-	v := &validator{pos: pos, errs: errs, full: len(errs) > MaxErrors}
+	v := &validator{pos: pos, errs: errs, full: len(errs) >= MaxErrors, stopped: len(errs) > MaxErrors}
 	for _, e := range errs {
 		if v.bad == nil {
 			v.bad = map[string]bool{}
@@ -40,15 +43,29 @@ func newValidator(pos *strictyaml.Positions, errs strictyaml.Errors) *validator 
 }
 
 func (v *validator) add(path, format string, args ...any) {
-	if v.full || v.reported(path) {
+	if v.reported(path) {
 		return
 	}
-	if len(v.errs) == MaxErrors {
-		v.errs = append(v.errs, v.pos.Errorf(path, "more than %d errors; stopping here", MaxErrors))
-		v.full = true
+	if v.full {
+		v.more++
 		return
 	}
 	v.errs = append(v.errs, v.pos.Errorf(path, format, args...))
+	v.full = len(v.errs) >= MaxErrors
+}
+
+// result is the problems found, in document order, and after them how many more were found
+// beyond [MaxErrors]; nil when there are none.
+func (v *validator) result() error {
+	if len(v.errs) == 0 {
+		return nil
+	}
+	v.errs.Sort()
+	if v.more > 0 && !v.stopped {
+		v.errs = append(v.errs, strictyaml.Error{File: v.errs[0].File,
+			Msg: fmt.Sprintf("and %d more problems not listed: the first %d are; fix them and check again", v.more, MaxErrors)})
+	}
+	return v.errs
 }
 
 // reported reports whether the decoder already found a problem at path or an ancestor of it:

@@ -128,13 +128,19 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	// Structure and catalog together: a refused plan gets every problem in one answer.
-	p, err := plan.Validate(r.Context(), req.File, req.Source, s.Engine.Refs())
+	// Structure and catalog together (the plan's workspace and revision among them): a
+	// refused plan gets every problem in one answer.
+	refs := &submitRefs{s: s, req: &req}
+	var checked plan.Refs
+	if refs.Refs = s.Engine.Refs(); refs.Refs != nil {
+		checked = refs
+	}
+	p, err := plan.Validate(r.Context(), req.File, req.Source, checked)
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, "invalid", err.Error())
 		return
 	}
-	co, err := s.checkout(r.Context(), p, req)
+	co, err := s.checkout(r.Context(), p, req, refs.pinned)
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, "invalid", err.Error())
 		return
@@ -153,9 +159,39 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.SubmitResponse{Run: run, Created: created})
 }
 
+// submitRefs are the catalog lookups a submission is validated with. The plan's own
+// workspace is pinned here, with the other references, when the submitter names neither a
+// workspace nor a repository (a submitter's choice is checked against the plan's by
+// checkout); the commit pinned is kept, so checkout does not resolve it again.
+type submitRefs struct {
+	plan.Refs
+	s      *Server
+	req    *api.SubmitRequest
+	pinned *orch.Checkout
+}
+
+func (c *submitRefs) Workspace(ctx context.Context, ref, revision string) error {
+	if c.req.Workspace != "" || c.req.Repo != "" {
+		return nil
+	}
+	if c.s.PinWorkspace == nil {
+		return errors.New("this orchestrator takes no workspaces")
+	}
+	ws, commit, err := c.s.PinWorkspace(ctx, ref, revision)
+	if err != nil {
+		return err
+	}
+	c.pinned = &orch.Checkout{Workspace: ws, Revision: commit}
+	return nil
+}
+
 // checkout pins what a submitted run works on: the plan's workspace or the submitter's
 // (which must agree), or the submitter's repository; never both a workspace and a repository.
-func (s *Server) checkout(ctx context.Context, p *plan.Plan, req api.SubmitRequest) (orch.Checkout, error) {
+// pinned, when not nil, is the plan's workspace pinned while the plan was validated.
+func (s *Server) checkout(ctx context.Context, p *plan.Plan, req api.SubmitRequest, pinned *orch.Checkout) (orch.Checkout, error) {
+	if pinned != nil && req.Workspace == "" && req.Repo == "" {
+		return *pinned, nil
+	}
 	ws, rev := p.Workspace, p.Revision
 	switch {
 	case req.Workspace != "" && req.Repo != "":
@@ -237,6 +273,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, err)
 		return
 	}
+	run.NameRuns = first.NameRuns // asked for by a shared name: the watcher says so
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
@@ -370,8 +407,6 @@ func writeEngineErr(w http.ResponseWriter, err error) {
 		writeErr(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, orch.ErrConflict):
 		writeErr(w, http.StatusConflict, "conflict", err.Error())
-	case orch.IsInvalid(err):
-		writeErr(w, http.StatusBadRequest, "invalid", err.Error())
 	case errors.Is(err, orch.ErrStopped), errors.Is(err, context.Canceled):
 		writeErr(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 	default:
