@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,6 +30,21 @@ func TestOrchSubmit_PlanWorkspace(t *testing.T) {
 	status := e.run("orch", "status", first, "-o", "json")
 	if !strings.Contains(status, `"workspace": "app@sha256:`) || strings.Contains(status, repo) {
 		t.Errorf("status of a workspace run: want the workspace and no path:\n%s", status)
+	}
+	// The task's dispatch inherits the run's workspace and its pinned commit.
+	var st struct {
+		Revision string `json:"revision"`
+		Tasks    []struct {
+			DispatchID string `json:"dispatch_id"`
+		} `json:"tasks"`
+	}
+	must(t, json.Unmarshal([]byte(e.runOut("orch", "status", first, "-o", "json")), &st))
+	var rec struct {
+		Workspace, Revision string
+	}
+	must(t, json.Unmarshal([]byte(e.runOut("dispatch", "describe", st.Tasks[0].DispatchID, "-o", "json")), &rec))
+	if !strings.HasPrefix(rec.Workspace, "app@sha256:") || rec.Revision != st.Revision || len(rec.Revision) != 40 {
+		t.Errorf("the task's dispatch: workspace %q revision %q; the run's revision %q", rec.Workspace, rec.Revision, st.Revision)
 	}
 	out := e.run("orch", "patches", first, "--combined")
 	if strings.Count(out, "+two") != 1 || strings.Contains(out, "+one") {
