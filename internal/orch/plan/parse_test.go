@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -531,5 +532,28 @@ func TestGrants_CanonicalKeepsNoneApartFromAbsent(t *testing.T) {
 	}
 	if back.Digest() != none.Digest() {
 		t.Errorf("digest changed over the canonical round trip")
+	}
+}
+
+// TestParse_LongValuesInMessages: messages quote what the plan says; a megabyte where a name,
+// a duration or a lock mode belongs makes a problem of at most about 600 bytes, not a copy of
+// the megabyte (a refusal of 100 such problems would otherwise be 100 MB over MCP).
+func TestParse_LongValuesInMessages(t *testing.T) {
+	long := strings.Repeat("é", 1<<19) // 1 MiB, two bytes a rune: a cut must not split one
+	for _, src := range []string{
+		"version: 1\nname: " + long + "\ntasks: [{id: a, subagent: s}]\n",
+		"version: 1\nname: p\ntasks: [{id: " + long + ", subagent: s}]\n",
+		"version: 1\nname: p\ntasks: [{id: a, subagent: " + long + "}]\n",
+		"version: 1\nname: p\ntasks: [{id: a, subagent: s, depends_on: [" + long + "]}]\n",
+		"version: 1\nname: p\nworkspace: " + long + "\ntasks: [{id: a, subagent: s}]\n",
+		"version: 1\nname: p\ntasks: [{id: a, subagent: s, timeout: " + long + "}]\n",
+		"version: 1\nname: p\ntasks: [{id: a, subagent: s, locks: [{name: x, mode: " + long + "}]}]\n",
+		"version: 1\nname: p\ntasks: [{id: a, subagent: s, needs: {k: {from: a, select: " + long + "}}}]\n",
+	} {
+		for _, msg := range parseErrs(t, src) {
+			if len(msg) > 700 || !utf8.ValidString(msg) {
+				t.Errorf("a %d-byte problem (valid UTF-8: %v): %.120s...", len(msg), utf8.ValidString(msg), msg)
+			}
+		}
 	}
 }

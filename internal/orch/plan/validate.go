@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/grant"
@@ -54,13 +55,27 @@ func (v *validator) add(path, format string, args ...any) {
 	v.full = len(v.errs) >= MaxErrors
 }
 
-// result is the problems found, in document order, and after them how many more were found
-// beyond [MaxErrors]; nil when there are none.
+// maxMessage caps one problem's message in bytes: messages quote what the plan says, and a
+// plan may say a megabyte where a name belongs, so a refusal of 100 problems stays readable
+// (and fits a model's context) whatever the plan holds.
+const maxMessage = 512
+
+// result is the problems found, in document order, each message cut at maxMessage, and after
+// them how many more were found beyond [MaxErrors]; nil when there are none.
 func (v *validator) result() error {
 	if len(v.errs) == 0 {
 		return nil
 	}
 	v.errs.Sort()
+	for i := range v.errs {
+		if m := v.errs[i].Msg; len(m) > maxMessage {
+			end := maxMessage
+			for end > 0 && !utf8.RuneStart(m[end]) {
+				end--
+			}
+			v.errs[i].Msg = fmt.Sprintf("%s... (%d more bytes)", m[:end], len(m)-end)
+		}
+	}
 	if v.more > 0 && !v.stopped {
 		v.errs = append(v.errs, strictyaml.Error{File: v.errs[0].File,
 			Msg: fmt.Sprintf("and %d more problems not listed: the first %d are; fix them and check again", v.more, MaxErrors)})
