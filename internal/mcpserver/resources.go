@@ -93,7 +93,7 @@ func parseResourceURI(uri string) (resourceRef, error) {
 	case len(seg) == 4 && seg[2] == "outputs":
 		name, err := url.PathUnescape(seg[3])
 		if err != nil || name == "" || !utf8.ValidString(name) || strings.ContainsRune(name, 0) ||
-			path.IsAbs(name) || path.Clean(name) != name || name == ".." || strings.HasPrefix(name, "../") {
+			path.IsAbs(name) || path.Clean(name) != name || name == "." || name == ".." || strings.HasPrefix(name, "../") {
 			return bad("not an output name")
 		}
 		return resourceRef{kind: "output", id: id, name: name}, nil

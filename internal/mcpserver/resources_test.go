@@ -145,6 +145,12 @@ func TestParseResourceURI_Attacks(t *testing.T) {
 		"agora://dispatches/" + resID + "/logs/../patch", "file:///etc/passwd", "agora://runs/../patches",
 		"agora://dispatches/" + resID + "/outputs/" + strings.Repeat("a", 3000), "AGORA://workspaces",
 		"agora://workspaces/", "agora://dispatches/" + resID, "agora://dispatches/" + resID + "/outputs/%ZZ",
+		"agora://dispatches/" + resID + "/logs/stdin", "agora://dispatches/" + resID + "/logs/STDOUT",
+		"agora://dispatches/" + resID + "/logs/stdout%00", "agora://dispatches/" + resID + "/patch\x00",
+		"agora://dispatches/" + resID + "%2Fpatch", "agora://dispatches/" + strings.ToLower(resID) + "x/patch",
+		"agora://runs/run-1%2F..%2Fx/patches", "agora://runs/run-1/patches/", "https://dispatches/" + resID + "/patch",
+		"agora:/dispatches/" + resID + "/patch", "agora://" + strings.Repeat("dispatches/"+resID+"/", 200) + "patch",
+		"agora://dispatches/" + resID + "/outputs/a%2F..%2F..%2Fb", "agora://dispatches/" + resID + "/outputs/.",
 	} {
 		if ref, err := mcpserver.ParseResourceURIForTest(uri); err == nil {
 			t.Errorf("%q parsed as %+v, want refused", uri, ref)
@@ -162,7 +168,8 @@ func FuzzParseResourceURI(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if ref.Kind == "output" && (strings.HasPrefix(ref.Name, "/") || strings.Contains("/"+ref.Name+"/", "/../") || strings.ContainsRune(ref.Name, 0)) {
+		if ref.Kind == "output" && (strings.HasPrefix(ref.Name, "/") || strings.Contains("/"+ref.Name+"/", "/../") ||
+			strings.Contains("/"+ref.Name+"/", "/./") || strings.Contains(ref.Name, "//") || strings.ContainsRune(ref.Name, 0)) {
 			t.Fatalf("%q: output name %q leaves the outputs", uri, ref.Name)
 		}
 	})
