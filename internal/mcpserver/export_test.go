@@ -11,3 +11,6 @@ func ParseResourceURIForTest(uri string) (ResourceRefForTest, error) {
 
 // DiffstatForTest exposes diffstat.
 func DiffstatForTest(b []byte) Diffstat { return diffstat(b) }
+
+// CutTextForTest exposes cutText.
+func CutTextForTest(b []byte, n int) (string, bool) { return cutText(b, n) }

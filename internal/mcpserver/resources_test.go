@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -182,6 +183,64 @@ func FuzzDiffstat(f *testing.F) {
 		d := mcpserver.DiffstatForTest(b)
 		if d.Files < 0 || d.Insertions < 0 || d.Deletions < 0 || d.Insertions+d.Deletions > len(b) {
 			t.Fatalf("diffstat %+v of %d bytes", d, len(b))
+		}
+	})
+}
+
+// TestDescribe_PatchCutInsideARune: a text patch whose 64 KiB cut falls inside a character is
+// cut before it and is not called binary; a patch holding bytes that are not UTF-8 is.
+func TestDescribe_PatchCutInsideARune(t *testing.T) {
+	head := "diff --git a/t.txt b/t.txt\n--- a/t.txt\n+++ b/t.txt\n@@ -1 +1 @@\n+"
+	for _, tc := range []struct {
+		name   string
+		patch  string
+		binary bool
+	}{
+		// "é" is 2 bytes, "€" 3: the byte at 64 KiB is the second of one of them.
+		{"2-byte rune", head + strings.Repeat("a", 64<<10-len(head)-1) + strings.Repeat("é", 10) + "\n", false},
+		{"3-byte rune", head + strings.Repeat("a", 64<<10-len(head)-2) + strings.Repeat("€", 10) + "\n", false},
+		{"not UTF-8", head + "\xff\xfe" + strings.Repeat("a", 70<<10) + "\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture()
+			f.disp.content = map[string][]byte{"sha256:patch": []byte(tc.patch)}
+			r := record(resID, "finished")
+			r.Patch = &mcpserver.Artifact{Digest: "sha256:patch", Size: int64(len(tc.patch))}
+			f.disp.get = func(context.Context, string) (*mcpserver.Record, error) { return r, nil }
+			cs := f.stdio(t, mcpserver.Principal{Client: "tester", Ceiling: mcpserver.CeilingRead}, mcpserver.Limits{})
+			var out struct {
+				Results mcpserver.Results `json:"results"`
+			}
+			decode(t, call(t, cs, "agora_dispatch_describe", map[string]any{"id": resID}), &out)
+			p := out.Results.Patch
+			if p == nil || !p.Truncated || p.Binary != tc.binary || len(p.Text) > 64<<10 {
+				t.Fatalf("patch view: %d bytes of text, truncated %v, binary %v", len(p.Text), p.Truncated, p.Binary)
+			}
+			if !tc.binary && (!strings.HasPrefix(tc.patch, p.Text) || len(p.Text) < 64<<10-3) {
+				t.Errorf("text is not the patch's first 64 KiB, cut before the split character: %d bytes, ends %q", len(p.Text), p.Text[max(0, len(p.Text)-8):])
+			}
+		})
+	}
+}
+
+// FuzzCutText: what describe shows of a text is valid UTF-8 within its bound, a prefix of a
+// text that was valid, and said to be cut whenever something was left out.
+func FuzzCutText(f *testing.F) {
+	f.Add([]byte("héllo wörld"), 2)
+	f.Add([]byte("a€b"), 3)
+	f.Add([]byte("\xff\xfe\xfd"), 2)
+	f.Add([]byte("ok"), 0)
+	f.Fuzz(func(t *testing.T, b []byte, n int) {
+		n = max(0, n%64)
+		s, cut := mcpserver.CutTextForTest(b, n)
+		if len(s) > n || !utf8.ValidString(s) {
+			t.Fatalf("cutText(%q, %d) = %q: over the bound or not UTF-8", b, n, s)
+		}
+		if len(b) > n && !cut {
+			t.Fatalf("cutText(%q, %d) = %q, not said to be cut", b, n, s)
+		}
+		if utf8.Valid(b) && (!strings.HasPrefix(string(b), s) || len(s) < min(len(b), n)-utf8.UTFMax+1) {
+			t.Fatalf("cutText(%q, %d) = %q: not the longest whole-character prefix", b, n, s)
 		}
 	})
 }

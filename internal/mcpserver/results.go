@@ -96,7 +96,9 @@ func (s *Server) results(ctx context.Context, r *Record) (*Results, []string) {
 			ds := diffstat(b)
 			res.Diffstat = &ds
 			pv.Text, pv.Truncated = cutText(b, maxPatchText)
-			pv.Binary = !utf8.Valid(b[:min(len(b), maxPatchText)])
+			// Judged on what the text shows, less a character the cut split.
+			head, _ := cutBytes(b, maxPatchText)
+			pv.Binary = !utf8.Valid(head)
 		}
 		res.Patch = pv
 	}
@@ -149,22 +151,33 @@ func (s *Server) tail(ctx context.Context, a *Artifact, notes *[]string) string 
 }
 
 // cutText is b as text, at most n bytes cut at a rune boundary, and whether it was cut.
-// Bytes that are not UTF-8 become U+FFFD.
+// Bytes that are not UTF-8 become U+FFFD; when that makes the text longer than n, whole
+// characters are dropped from its end.
 func cutText(b []byte, n int) (string, bool) {
-	cut := len(b) > n
-	if cut {
-		b = b[:n]
-		// Drop a rune the cut split.
-		for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
-			if utf8.RuneStart(b[i]) {
-				if !utf8.FullRune(b[i:]) {
-					b = b[:i]
-				}
-				break
+	head, cut := cutBytes(b, n)
+	s := strings.ToValidUTF8(string(head), "\uFFFD")
+	for len(s) > n {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s, cut = s[:len(s)-size], true
+	}
+	return s, cut
+}
+
+// cutBytes is b cut to at most n bytes, less a character the cut split, and whether it was cut.
+func cutBytes(b []byte, n int) ([]byte, bool) {
+	if len(b) <= n {
+		return b, false
+	}
+	b = b[:n]
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				b = b[:i]
 			}
+			break
 		}
 	}
-	return strings.ToValidUTF8(string(b), "\uFFFD"), cut
+	return b, true
 }
 
 type cachedResults struct {
