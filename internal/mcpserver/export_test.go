@@ -14,3 +14,6 @@ func DiffstatForTest(b []byte) Diffstat { return diffstat(b) }
 
 // CutTextForTest exposes cutText.
 func CutTextForTest(b []byte, n int) (string, bool) { return cutText(b, n) }
+
+// TailTextForTest exposes tailText.
+func TailTextForTest(b []byte, n int) string { return tailText(b, n) }

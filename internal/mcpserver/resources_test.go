@@ -244,3 +244,20 @@ func FuzzCutText(f *testing.F) {
 		}
 	})
 }
+
+// FuzzTailText: a log's tail is valid UTF-8 within its bound and, for a valid log, its end.
+func FuzzTailText(f *testing.F) {
+	f.Add([]byte("héllo wörld"), 3)
+	f.Add([]byte("\xff\x80\xfeabc"), 4)
+	f.Add([]byte("€€€"), 4)
+	f.Fuzz(func(t *testing.T, b []byte, n int) {
+		n = max(0, n%64)
+		s := mcpserver.TailTextForTest(b, n)
+		if len(s) > n || !utf8.ValidString(s) {
+			t.Fatalf("tailText(%q, %d) = %q: over the bound or not UTF-8", b, n, s)
+		}
+		if utf8.Valid(b) && (!strings.HasSuffix(string(b), s) || len(s) < min(len(b), n)-utf8.UTFMax+1) {
+			t.Fatalf("tailText(%q, %d) = %q: not the longest whole-character suffix", b, n, s)
+		}
+	})
+}

@@ -141,13 +141,25 @@ func (s *Server) tail(ctx context.Context, a *Artifact, notes *[]string) string 
 		*notes = append(*notes, "a log could not be read: "+s.scrub(err.Error()))
 		return ""
 	}
-	if len(b) > maxTail {
-		b = b[len(b)-maxTail:]
+	return tailText(b, maxTail)
+}
+
+// tailText is the end of b as text, at most n bytes, from a character boundary. Bytes that
+// are not UTF-8 become U+FFFD; when that makes the text longer than n, whole characters are
+// dropped from its start.
+func tailText(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
 		for len(b) > 0 && !utf8.RuneStart(b[0]) {
 			b = b[1:]
 		}
 	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	for len(s) > n {
+		_, size := utf8.DecodeRuneInString(s)
+		s = s[size:]
+	}
+	return s
 }
 
 // cutText is b as text, at most n bytes cut at a rune boundary, and whether it was cut.
