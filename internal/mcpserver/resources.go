@@ -135,6 +135,10 @@ func (s *Server) readResource(id identity) mcp.ResourceHandler {
 		if err == nil && a != nil && a.Size > maxContentRead {
 			err = fmt.Errorf("it is %d bytes, over the %d bytes one resource read returns; read it on the host with the agora CLI", a.Size, maxContentRead)
 		}
+		var parts []runPatch
+		if err == nil && ref.kind == "run-patches" {
+			parts, err = s.runPatchParts(ctx, ref.id)
+		}
 		if err != nil {
 			s.auditResource(ctx, p, KindResourceDenied, "refused", uri, ref)
 			return nil, errors.New(s.scrub(err.Error()))
@@ -149,7 +153,7 @@ func (s *Server) readResource(id identity) mcp.ResourceHandler {
 		case ref.kind == "workspaces":
 			b, err = s.workspacesJSON(ctx)
 		default:
-			b, err = s.runPatches(ctx, ref.id)
+			b, err = s.runPatches(ctx, parts)
 		}
 		if err != nil {
 			return nil, errors.New(s.scrub(err.Error()))
@@ -256,8 +260,16 @@ func (s *Server) workspacesJSON(ctx context.Context) ([]byte, error) {
 	return json.Marshal(items)
 }
 
-// runPatches concatenates a run's succeeded tasks' patches, in the order of its tasks.
-func (s *Server) runPatches(ctx context.Context, id string) ([]byte, error) {
+// runPatch is one succeeded task of a run, with its dispatch's patch (nil: no changes).
+type runPatch struct {
+	task, dispatch string
+	patch          *Artifact
+}
+
+// runPatchParts lists a run's succeeded tasks in the order of its tasks, with their patches,
+// and refuses, before anything is read, a run whose patches together are over what one read
+// returns.
+func (s *Server) runPatchParts(ctx context.Context, id string) ([]runPatch, error) {
 	raw, err := s.cfg.Orchestrator.Status(ctx, id)
 	if err != nil {
 		return nil, notFound(err, "run", id)
@@ -272,7 +284,8 @@ func (s *Server) runPatches(ctx context.Context, id string) ([]byte, error) {
 	if err := json.Unmarshal(raw, &run); err != nil {
 		return nil, err
 	}
-	var out []byte
+	var parts []runPatch
+	var total int64
 	for _, t := range run.Tasks {
 		if t.State != "succeeded" || t.DispatchID == "" {
 			continue
@@ -281,15 +294,30 @@ func (s *Server) runPatches(ctx context.Context, id string) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = fmt.Appendf(out, "# task %s (dispatch %s)\n", t.ID, t.DispatchID)
-		if r.Patch == nil || r.Patch.Size == 0 {
+		p := runPatch{task: t.ID, dispatch: t.DispatchID}
+		if r.Patch != nil && r.Patch.Size > 0 {
+			p.patch = r.Patch
+			total += r.Patch.Size
+		}
+		total += int64(len(t.ID) + len(t.DispatchID) + 32) // the header line, and "(no changes)"
+		if total > maxContentRead {
+			return nil, fmt.Errorf("the run's patches are over the %d bytes one resource read returns; read them with agora orch patches on the host", maxContentRead)
+		}
+		parts = append(parts, p)
+	}
+	return parts, nil
+}
+
+// runPatches concatenates the parts' patches, each after a line naming its task and dispatch.
+func (s *Server) runPatches(ctx context.Context, parts []runPatch) ([]byte, error) {
+	var out []byte
+	for _, p := range parts {
+		out = fmt.Appendf(out, "# task %s (dispatch %s)\n", p.task, p.dispatch)
+		if p.patch == nil {
 			out = append(out, "# (no changes)\n"...)
 			continue
 		}
-		if int64(len(out))+r.Patch.Size > maxContentRead {
-			return nil, fmt.Errorf("the run's patches are over the %d bytes one resource read returns; read them with agora orch patches on the host", maxContentRead)
-		}
-		b, err := s.readArtifact(ctx, r.Patch)
+		b, err := s.readArtifact(ctx, p.patch)
 		if err != nil {
 			return nil, err
 		}

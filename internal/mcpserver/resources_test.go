@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/url"
 	"strings"
 	"testing"
@@ -260,4 +261,68 @@ func FuzzTailText(f *testing.F) {
 			t.Fatalf("tailText(%q, %d) = %q: not the longest whole-character suffix", b, n, s)
 		}
 	})
+}
+
+// statusOrchestrator answers Status with a fixed run.
+type statusOrchestrator struct {
+	fakeOrchestrator
+	run string
+}
+
+func (o *statusOrchestrator) Status(context.Context, string) (json.RawMessage, error) {
+	return json.RawMessage(o.run), nil
+}
+
+// TestResources_RunPatches: a run's patches come in the order of its tasks, each after its
+// header, only for succeeded tasks; a run whose patches are over one read's limit is refused
+// before any is read, and audited as refused, never as allowed.
+func TestResources_RunPatches(t *testing.T) {
+	const d1, d2, d3 = "01ARZ3NDEKTSV4RRFFQ69G5FA1", "01ARZ3NDEKTSV4RRFFQ69G5FA2", "01ARZ3NDEKTSV4RRFFQ69G5FA3"
+	run := `{"id":"run-1","state":"done","tasks":[
+		{"id":"fix","state":"succeeded","dispatch_id":"` + d1 + `"},
+		{"id":"broken","state":"failed","dispatch_id":"` + d2 + `"},
+		{"id":"noop","state":"succeeded","dispatch_id":"` + d3 + `"}]}`
+	patch := "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+	for _, big := range []bool{false, true} {
+		f := newFixture()
+		f.orch = &statusOrchestrator{run: run}
+		f.disp.content = map[string][]byte{"sha256:p1": []byte(patch), "sha256:p2": []byte("never\n")}
+		size := int64(len(patch))
+		if big {
+			size = 17 << 20 // the content is never read: the fake has 36 bytes for it
+		}
+		recs := map[string]*mcpserver.Record{d1: record(d1, "finished"), d2: record(d2, "failed"), d3: record(d3, "finished")}
+		recs[d1].Patch = &mcpserver.Artifact{Digest: "sha256:p1", Size: size}
+		recs[d2].Patch = &mcpserver.Artifact{Digest: "sha256:p2", Size: 6}
+		f.disp.get = func(_ context.Context, id string) (*mcpserver.Record, error) {
+			if r, ok := recs[id]; ok {
+				return r, nil
+			}
+			return nil, mcpserver.ErrNotFound
+		}
+		cs := f.stdio(t, mcpserver.Principal{Client: "tester", Ceiling: mcpserver.CeilingRead}, mcpserver.Limits{})
+		got, err := readResource(t, cs, "agora://runs/run-1/patches")
+		last := f.audit.all()[len(f.audit.all())-1]
+		if !big {
+			want := "# task fix (dispatch " + d1 + ")\n" + patch + "# task noop (dispatch " + d3 + ")\n# (no changes)\n"
+			if err != nil || got != want {
+				t.Errorf("run patches = %q, %v; want %q", got, err, want)
+			}
+			if last.Kind != mcpserver.KindResourceRead || last.Details["resource"] != "run-patches" {
+				t.Errorf("audit = %+v", last)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "over the") {
+			t.Errorf("17 MiB of run patches: %q, %v; want refused", got, err)
+		}
+		for _, e := range f.audit.all() {
+			if e.Kind == mcpserver.KindResourceRead {
+				t.Errorf("the refused read was audited as allowed: %+v", e)
+			}
+		}
+		if last.Kind != mcpserver.KindResourceDenied || last.Details["decision"] != "refused" {
+			t.Errorf("the refused read was not audited as refused: %+v", last)
+		}
+	}
 }
