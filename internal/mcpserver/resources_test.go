@@ -326,3 +326,30 @@ func TestResources_RunPatches(t *testing.T) {
 		}
 	}
 }
+
+// TestDescribe_FinalAndTailsBounded: final.md over 16 KiB comes back cut and said so, with its
+// size and where to read the rest; a log that ends in bytes that are not UTF-8 still gives a
+// tail within 4 KiB.
+func TestDescribe_FinalAndTailsBounded(t *testing.T) {
+	f := newFixture()
+	final := strings.Repeat("The answer, at length. ", 1000) // 23 KB
+	garbage := strings.Repeat("\xffa", 4000) // each lone byte becomes U+FFFD, three bytes
+	f.disp.content = map[string][]byte{"sha256:final": []byte(final), "sha256:log": []byte(garbage)}
+	r := record(resID, "finished")
+	r.Outputs = []mcpserver.Output{{Path: "final.md", Digest: "sha256:final", Size: int64(len(final))}}
+	r.Stdout = &mcpserver.Artifact{Digest: "sha256:log", Size: int64(len(garbage))}
+	f.disp.get = func(context.Context, string) (*mcpserver.Record, error) { return r, nil }
+	cs := f.stdio(t, mcpserver.Principal{Client: "tester", Ceiling: mcpserver.CeilingRead}, mcpserver.Limits{})
+	var out struct {
+		Results mcpserver.Results `json:"results"`
+	}
+	decode(t, call(t, cs, "agora_dispatch_describe", map[string]any{"id": resID}), &out)
+	fv := out.Results.Final
+	if fv == nil || !fv.Truncated || len(fv.Text) > 16<<10 || len(fv.Text) < 16<<10-3 || !strings.HasPrefix(final, fv.Text) ||
+		fv.Size != int64(len(final)) || fv.URI != "agora://dispatches/"+resID+"/outputs/final.md" {
+		t.Errorf("final: %d bytes of text, truncated %v, size %d, uri %q", len(fv.Text), fv.Truncated, fv.Size, fv.URI)
+	}
+	if tail := out.Results.StdoutTail; len(tail) > 4<<10 || len(tail) == 0 || !utf8.ValidString(tail) {
+		t.Errorf("stdout tail of a binary log: %d bytes, valid UTF-8 %v", len(tail), utf8.ValidString(tail))
+	}
+}
