@@ -17,3 +17,6 @@ func CutTextForTest(b []byte, n int) (string, bool) { return cutText(b, n) }
 
 // TailTextForTest exposes tailText.
 func TailTextForTest(b []byte, n int) string { return tailText(b, n) }
+
+// EscapeNameForTest exposes escapeName.
+func EscapeNameForTest(name string) string { return escapeName(name) }

@@ -42,7 +42,7 @@ var templates = []*mcp.ResourceTemplate{
 	{Name: "dispatch-patch", URITemplate: "agora://dispatches/{id}/patch", MIMEType: "text/x-diff",
 		Description: "A dispatch's whole patch (git diff --binary against its commit); agora_dispatch_describe shows the first 64 KiB."},
 	{Name: "dispatch-output", URITemplate: "agora://dispatches/{id}/outputs/{name}",
-		Description: "One file the dispatch left in its outputs; name is its path, percent-encoded (a/b.txt is a%2Fb.txt), as describe's uris give it."},
+		Description: "One file the dispatch left in its outputs; name is its path with every byte but letters, digits and - . _ ~ percent-encoded (a/b c.txt is a%2Fb%20c.txt), as describe's uris give it."},
 	{Name: "dispatch-log", URITemplate: "agora://dispatches/{id}/logs/{stream}", MIMEType: "text/plain",
 		Description: "A dispatch's stdout or stderr (stream is stdout or stderr), redacted."},
 	{Name: "dispatch-transcript", URITemplate: "agora://dispatches/{id}/transcript", MIMEType: "application/jsonl",

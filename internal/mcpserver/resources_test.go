@@ -3,7 +3,9 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
+	"path"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -352,4 +354,59 @@ func TestDescribe_FinalAndTailsBounded(t *testing.T) {
 	if tail := out.Results.StdoutTail; len(tail) > 4<<10 || len(tail) == 0 || !utf8.ValidString(tail) {
 		t.Errorf("stdout tail of a binary log: %d bytes, valid UTF-8 %v", len(tail), utf8.ValidString(tail))
 	}
+}
+
+// TestResources_OutputURIsRoundTrip: every output's uri in describe reads back that output,
+// whatever characters its name holds.
+func TestResources_OutputURIsRoundTrip(t *testing.T) {
+	names := []string{"a b.txt", "100%.md", "q?x#y.txt", "ü/ñ.txt", "plus+sign&amp;.txt", "dir/sub/deep.json", "semi;colon=eq.txt", "tab\there.txt"}
+	f := newFixture()
+	f.disp.content = map[string][]byte{}
+	r := record(resID, "finished")
+	for i, n := range names {
+		d := fmt.Sprintf("sha256:o%d", i)
+		f.disp.content[d] = []byte("content of " + n)
+		r.Outputs = append(r.Outputs, mcpserver.Output{Path: n, Digest: d, Size: int64(len("content of " + n))})
+	}
+	f.disp.get = func(context.Context, string) (*mcpserver.Record, error) { return r, nil }
+	cs := f.stdio(t, mcpserver.Principal{Client: "tester", Ceiling: mcpserver.CeilingRead}, mcpserver.Limits{})
+	var out struct {
+		Results mcpserver.Results `json:"results"`
+	}
+	decode(t, call(t, cs, "agora_dispatch_describe", map[string]any{"id": resID}), &out)
+	if len(out.Results.Outputs) != len(names) {
+		t.Fatalf("outputs = %+v", out.Results.Outputs)
+	}
+	for _, o := range out.Results.Outputs {
+		got, err := readResource(t, cs, o.URI)
+		if err != nil || got != "content of "+o.Path {
+			t.Errorf("%q via %s: %q, %v", o.Path, o.URI, got, err)
+		}
+	}
+}
+
+// FuzzOutputNameRoundTrip: an output name, escaped as describe escapes it, parses back to
+// itself, and its URI holds nothing but unreserved characters and percent escapes (what a
+// URI template's {name} matches).
+func FuzzOutputNameRoundTrip(f *testing.F) {
+	for _, s := range []string{"a b.txt", "semi;colon=eq.txt", "plus+&.txt", "ü/ñ.txt", "100%.md", "q?x#y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		esc := mcpserver.EscapeNameForTest(name)
+		for i := 0; i < len(esc); i++ {
+			if c := esc[i]; !strings.ContainsRune("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%", rune(c)) {
+				t.Fatalf("escapeName(%q) = %q holds %q", name, esc, c)
+			}
+		}
+		ref, err := mcpserver.ParseResourceURIForTest("agora://dispatches/" + resID + "/outputs/" + esc)
+		if err == nil && ref.Name != name {
+			t.Fatalf("%q escaped as %q parses back as %q", name, esc, ref.Name)
+		}
+		clean := name != "" && utf8.ValidString(name) && !strings.ContainsRune(name, 0) && !strings.HasPrefix(name, "/") &&
+			path.Clean(name) == name && name != "." && name != ".." && !strings.HasPrefix(name, "../") && len(esc) < 1500
+		if clean && err != nil {
+			t.Fatalf("the output name %q (%q) is refused: %v", name, esc, err)
+		}
+	})
 }

@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -103,7 +102,7 @@ func (s *Server) results(ctx context.Context, r *Record) (*Results, []string) {
 		res.Patch = pv
 	}
 	for _, o := range r.Outputs {
-		uri := base + "/outputs/" + url.PathEscape(o.Path)
+		uri := base + "/outputs/" + escapeName(o.Path)
 		res.Outputs = append(res.Outputs, OutputView{Path: o.Path, Size: o.Size, URI: uri})
 		if o.Path != "final.md" {
 			continue
@@ -125,6 +124,25 @@ func (s *Server) results(ctx context.Context, r *Record) (*Results, []string) {
 		s.resultCache.put(r.ID, cachedResults{res: res, notes: notes})
 	}
 	return res, notes
+}
+
+// escapeName percent-encodes every byte of an output's name but the unreserved characters
+// of RFC 3986 (letters, digits, - . _ ~), as a URI template's {name} expands it: url.PathEscape
+// leaves + & = ; and others as they are, which the template then does not match.
+func escapeName(name string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
 }
 
 // tail is the last maxTail bytes of a log, from a valid UTF-8 boundary.
