@@ -274,9 +274,9 @@ func (s *Server) orchestratorWatch(ctx context.Context, _ Principal, a watchArgs
 	}
 	progress := progressOf(ctx)
 	start := time.Now()
-	stop := make(chan struct{})
-	defer close(stop)
+	stop, ticking := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(ticking)
 		tick := time.NewTicker(2 * time.Second)
 		defer tick.Stop()
 		for {
@@ -290,6 +290,10 @@ func (s *Server) orchestratorWatch(ctx context.Context, _ Principal, a watchArgs
 	}()
 	progress(fmt.Sprintf("run %s: watching for up to %s", a.RunID, timeout))
 	run, err := s.cfg.Orchestrator.Watch(ctx, a.RunID, timeout)
+	// The ticker is gone before the last notification and the answer: progress stops at
+	// completion, and none comes after the state it ends with.
+	close(stop)
+	<-ticking
 	if err != nil {
 		return nil, notFound(err, "run", a.RunID)
 	}
