@@ -335,7 +335,7 @@ func TestResources_RunPatches(t *testing.T) {
 func TestDescribe_FinalAndTailsBounded(t *testing.T) {
 	f := newFixture()
 	final := strings.Repeat("The answer, at length. ", 1000) // 23 KB
-	garbage := strings.Repeat("\xffa", 4000) // each lone byte becomes U+FFFD, three bytes
+	garbage := strings.Repeat("\xffa", 4000)                 // each lone byte becomes U+FFFD, three bytes
 	f.disp.content = map[string][]byte{"sha256:final": []byte(final), "sha256:log": []byte(garbage)}
 	r := record(resID, "finished")
 	r.Outputs = []mcpserver.Output{{Path: "final.md", Digest: "sha256:final", Size: int64(len(final))}}
