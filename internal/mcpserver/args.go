@@ -77,6 +77,21 @@ type resumeArgs struct {
 	Answer   string `json:"answer"`
 }
 
+// UnmarshalJSON reads resume as strictly as the arguments around it: an object whose keys are
+// exactly dispatch and answer, each once and not null, as its schema says. Without it, a key
+// the schema refuses (or one spelled in another case, or given twice) was taken or ignored.
+func (r *resumeArgs) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '{' {
+		return argErrorf("argument \"resume\" must be an object with dispatch and answer")
+	}
+	if err := scanKeys(b, []string{"dispatch", "answer"}); err != nil {
+		return argErrorf("argument \"resume\": %s", err.Error())
+	}
+	type plain resumeArgs
+	return json.Unmarshal(b, (*plain)(r))
+}
+
 // maxAnswer caps a resume's answer (it joins the parent's input, within MaxInputJSON).
 const maxAnswer = 16 << 10
 
@@ -430,6 +445,10 @@ func quoteKey(k string) string {
 // typeError turns encoding/json's complaint into a sentence naming the argument but not the
 // value.
 func typeError(err error) error {
+	var ae *ArgumentError
+	if errors.As(err, &ae) {
+		return ae // a nested object's own strict reading refused it
+	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		got, _, _ := strings.Cut(te.Value, " ")
