@@ -4,6 +4,14 @@
 // plumbing with a private index: the repository's working tree, index, HEAD and current
 // branch are never read or written, nothing is pushed, and hooks and the user's
 // configuration never run (package hostgit). A conflict creates no ref at all.
+//
+// The merges run in a private git directory that shares only the repository's object store
+// (GIT_OBJECT_DIRECTORY): its config and info/attributes are written here, and it has no
+// hooks. So nothing the repository configures can name a program for git to run while it
+// merges and commits: not a merge, filter or diff driver in .git/config (which a
+// .gitattributes in the tree, or in an agent's patch, would select), not gpg, not a hook.
+// The repository itself is touched twice: to ask whether the branch exists, and to create it
+// (update-ref, create-only, hooks off).
 package gitbranch
 
 import (
@@ -82,7 +90,7 @@ func Create(ctx context.Context, branch string, o Options) (Result, error) {
 		return Result{}, err
 	}
 	defer b.close()
-	if _, err := b.git(ctx, nil, "rev-parse", "--verify", "--quiet", ref); err == nil {
+	if _, err := b.inRepo(ctx, "rev-parse", "--verify", "--quiet", ref); err == nil {
 		return Result{}, fmt.Errorf("%w: %s is already in the repository; pick another --branch, or delete it first (git branch -D %s)", ErrBranchExists, branch, branch)
 	}
 	res := Result{Ref: ref, Head: o.Base}
@@ -102,7 +110,7 @@ func Create(ctx context.Context, branch string, o Options) (Result, error) {
 	}
 	// Create-only: the zero old value makes git refuse if the branch appeared meanwhile.
 	zero := strings.Repeat("0", len(res.Head))
-	if _, err := b.git(ctx, nil, "update-ref", "-m", "agora: create "+branch, ref, res.Head, zero); err != nil {
+	if _, err := b.inRepo(ctx, "update-ref", "-m", "agora: create "+branch, ref, res.Head, zero); err != nil {
 		return Result{}, fmt.Errorf("create %s: %w", branch, err)
 	}
 	return res, nil
@@ -132,16 +140,33 @@ func Combined(ctx context.Context, o Options) ([]byte, error) {
 		"--no-color", "--no-renames", "--src-prefix=a/", "--dst-prefix=b/", o.Base, tree)
 }
 
-// builder holds a private index in a temporary directory.
+// builder holds a private git directory and index in a temporary directory.
 type builder struct {
-	repo, tmp, index string
-	when             time.Time
+	repo, tmp string
+	env       []string // GIT_DIR, GIT_OBJECT_DIRECTORY and GIT_INDEX_FILE: the private ones
+	when      time.Time
 }
+
+// privateAttributes outranks every .gitattributes: no attribute that would transform content
+// or pick a driver (merge, filter, diff) is set, so git merges bytes as bytes, with its own
+// text merge.
+const privateAttributes = "* !text !eol !crlf !ident !filter !diff !merge !working-tree-encoding\n"
 
 func newBuilder(ctx context.Context, o Options) (*builder, error) {
 	if !isCommitID(o.Base) {
 		return nil, fmt.Errorf("base %q is not a full commit id", o.Base)
 	}
+	// Where the repository keeps its objects, and their format. Only rev-parse reads the
+	// repository's config, and it runs nothing.
+	out, err := hostgit.Command(ctx, o.Repo, "rev-parse", "--show-object-format", "--path-format=absolute", "--git-path", "objects").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a git repository (its top directory or a bare one)", o.Repo)
+	}
+	format, objects, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	if (format != "sha1" && format != "sha256") || !filepath.IsAbs(objects) {
+		return nil, fmt.Errorf("git rev-parse in %s printed %q: want an object format and the objects directory", o.Repo, cut(string(out)))
+	}
+	shared, _ := hostgit.Command(ctx, o.Repo, "config", "--get", "core.sharedRepository").Output()
 	tmp, err := os.MkdirTemp("", "agora-branch-*")
 	if err != nil {
 		return nil, err
@@ -149,7 +174,14 @@ func newBuilder(ctx context.Context, o Options) (*builder, error) {
 	if o.When.IsZero() {
 		o.When = time.Now()
 	}
-	b := &builder{repo: o.Repo, tmp: tmp, index: filepath.Join(tmp, "index"), when: o.When}
+	gitDir := filepath.Join(tmp, "git")
+	b := &builder{repo: o.Repo, tmp: tmp, when: o.When, env: []string{
+		"GIT_DIR=" + gitDir, "GIT_OBJECT_DIRECTORY=" + objects, "GIT_INDEX_FILE=" + filepath.Join(tmp, "index"),
+	}}
+	if err := writeGitDir(gitDir, format, strings.TrimSpace(string(shared))); err != nil {
+		b.close()
+		return nil, err
+	}
 	if _, err := b.git(ctx, nil, "rev-parse", "--verify", "--quiet", o.Base+"^{commit}"); err != nil {
 		b.close()
 		return nil, fmt.Errorf("commit %s is not in %s (is it the repository the work was done on?)", o.Base, o.Repo)
@@ -159,6 +191,30 @@ func newBuilder(ctx context.Context, o Options) (*builder, error) {
 		return nil, fmt.Errorf("read commit %s: %w", o.Base, err)
 	}
 	return b, nil
+}
+
+// writeGitDir lays out the private git directory: bare, no hooks, our config and attributes.
+// shared is the repository's core.sharedRepository, kept so the objects written into its
+// store get the permissions its other objects have.
+func writeGitDir(dir, format, shared string) error {
+	config := "[core]\n\trepositoryformatversion = 0\n\tbare = true\n\tlogallrefupdates = false\n"
+	if format == "sha256" {
+		config = "[core]\n\trepositoryformatversion = 1\n\tbare = true\n\tlogallrefupdates = false\n[extensions]\n\tobjectformat = sha256\n"
+	}
+	if shared != "" && len(shared) <= 16 && strings.Trim(shared, "abcdefghijklmnopqrstuvwxyz0123456789") == "" {
+		config += "[core]\n\tsharedRepository = " + shared + "\n"
+	}
+	for _, d := range []string{"objects", "refs", "info"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return err
+		}
+	}
+	for name, content := range map[string]string{"HEAD": "ref: refs/heads/agora\n", "config": config, "info/attributes": privateAttributes} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (b *builder) close() { os.RemoveAll(b.tmp) }
@@ -245,8 +301,17 @@ func (b *builder) git(ctx context.Context, in []byte, args ...string) ([]byte, e
 }
 
 func (b *builder) gitEnv(ctx context.Context, in []byte, env []string, args ...string) ([]byte, error) {
-	cmd := hostgit.Command(ctx, b.repo, args...)
-	cmd.Env = append(cmd.Env, append([]string{"GIT_INDEX_FILE=" + b.index}, env...)...)
+	cmd := hostgit.Command(ctx, b.tmp, args...)
+	cmd.Env = append(append(cmd.Env, b.env...), env...)
+	return run(cmd, in, args[0])
+}
+
+// inRepo runs git in the repository itself: its git directory, its refs.
+func (b *builder) inRepo(ctx context.Context, args ...string) ([]byte, error) {
+	return run(hostgit.Command(ctx, b.repo, args...), nil, args[0])
+}
+
+func run(cmd *exec.Cmd, in []byte, name string) ([]byte, error) {
 	if in != nil {
 		cmd.Stdin = bytes.NewReader(in)
 	}
@@ -262,7 +327,14 @@ func (b *builder) gitEnv(ctx context.Context, in []byte, env []string, args ...s
 		if !errors.As(err, &ee) {
 			return nil, fmt.Errorf("run git: %w", err)
 		}
-		return nil, &gitError{args: args[0], stderr: msg, err: err}
+		return nil, &gitError{args: name, stderr: msg, err: err}
 	}
 	return out, nil
+}
+
+func cut(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
 }

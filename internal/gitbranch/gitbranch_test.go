@@ -1,6 +1,7 @@
 package gitbranch_test
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -146,6 +147,7 @@ func TestCreate_OneCommitPerChangeInOrder(t *testing.T) {
 	if after := state(t, dir); after != before {
 		t.Errorf("the checkout changed:\nbefore %s\nafter  %s", before, after)
 	}
+	git(t, dir, "fsck", "--strict", "--no-dangling") // the commits and trees are in the repository's store
 	// Same changes, same commits: dated by When, not the clock.
 	res2, err := gitbranch.Create(t.Context(), "agora/run-1-again", gitbranch.Options{Repo: dir, Base: base, Changes: changes, When: when})
 	if err != nil || res2.Head != res.Head {
@@ -197,38 +199,69 @@ func TestCreate_ConflictCreatesNothing(t *testing.T) {
 	}
 }
 
-// The attack: a repository whose hooks and fsmonitor would run a program. Nothing runs.
+// The attack: a repository whose hooks, fsmonitor and configured drivers would run a program.
+// Its .gitattributes (committed, and in .git/info/attributes) selects a merge, filter and diff
+// driver that .git/config defines, commit.gpgSign names a gpg.program, and the second change
+// needs a real three-way merge, so git would call the merge driver if it could. Nothing runs.
 func TestCreate_RunsNoHookOrFsmonitor(t *testing.T) {
 	requireGit(t)
-	dir, base := repo(t, map[string]string{"f": "x\n"})
+	dir, base := repo(t, map[string]string{"f": lines, ".gitattributes": "* merge=evil filter=evil diff=evil\n"})
 	marker := filepath.Join(t.TempDir(), "ran")
-	script := "#!/bin/sh\necho \"$0\" >> " + marker + "\n"
-	for _, h := range []string{"post-commit", "pre-commit", "reference-transaction", "post-index-change", "post-checkout", "pre-auto-gc", "post-rewrite"} {
+	script := "#!/bin/sh\necho \"$0 $*\" >> " + marker + "\ncat\nexit 1\n"
+	for _, h := range []string{"post-commit", "pre-commit", "reference-transaction", "post-index-change", "post-checkout", "pre-auto-gc", "post-rewrite", "pre-push"} {
 		if err := os.WriteFile(filepath.Join(dir, ".git", "hooks", h), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	fsmon := filepath.Join(t.TempDir(), "fsmonitor.sh")
-	os.WriteFile(fsmon, []byte(script), 0o755)
-	git(t, dir, "config", "core.fsmonitor", fsmon)
-	git(t, dir, "config", "core.hooksPath", filepath.Join(dir, ".git", "hooks"))
-	// The trap works: plain git in this repository runs the reference-transaction hook.
-	os.Remove(marker)
-	git(t, dir, "update-ref", "refs/heads/probe", base)
-	if _, err := os.Stat(marker); err != nil {
-		t.Fatalf("the planted hook did not run for plain git, so this test proves nothing: %v", err)
+	prog := filepath.Join(t.TempDir(), "evil.sh")
+	os.WriteFile(prog, []byte(script), 0o755)
+	for _, kv := range [][2]string{
+		{"core.fsmonitor", prog}, {"core.hooksPath", filepath.Join(dir, ".git", "hooks")},
+		{"merge.evil.driver", prog + " %O %A %B"}, {"merge.default", "evil"},
+		{"filter.evil.clean", prog}, {"filter.evil.smudge", prog}, {"filter.evil.process", prog}, {"filter.evil.required", "true"},
+		{"diff.evil.command", prog}, {"diff.evil.textconv", prog}, {"diff.external", prog},
+		{"commit.gpgSign", "true"}, {"gpg.program", prog}, {"gc.auto", "1"}, {"core.sharedRepository", "group"},
+	} {
+		git(t, dir, "config", kv[0], kv[1])
 	}
-	git(t, dir, "update-ref", "-d", "refs/heads/probe")
-	changes := []gitbranch.Change{{Label: "task a", Author: sig("fixer"), Message: "a\n", Patch: patchOf(t, dir, base, func(d string) { write(d, "f", "y\n") })}}
+	os.WriteFile(filepath.Join(dir, ".git", "info", "attributes"), []byte("* merge=evil filter=evil diff=evil\n"), 0o644)
+	changes := []gitbranch.Change{
+		{Label: "task a", Author: sig("fixer"), Message: "a\n", Patch: patchOf(t, dir, base, func(d string) { write(d, "f", strings.Replace(lines, "two", "TWO", 1)) })},
+		{Label: "task b", Author: sig("fixer"), Message: "b\n", Patch: patchOf(t, dir, base, func(d string) { write(d, "f", strings.Replace(lines, "seven", "SEVEN", 1)) })},
+	}
 	os.Remove(marker)
-	if _, err := gitbranch.Create(t.Context(), "agora/hooks", gitbranch.Options{Repo: dir, Base: base, Changes: changes}); err != nil {
+	// The trap works: plain git in this repository runs the reference-transaction hook, and
+	// its three-way apply of the second change runs the merge driver.
+	idx := filepath.Join(t.TempDir(), "index")
+	for i, args := range [][]string{{"update-ref", "refs/heads/probe", base}, {"read-tree", base}, {"apply", "--cached", "--3way", "-"}, {"apply", "--cached", "--3way", "-"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), "GIT_INDEX_FILE="+idx, "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		if i > 1 {
+			cmd.Stdin = bytes.NewReader(changes[i-2].Patch)
+		}
+		cmd.CombinedOutput() // the programs fail the update and the merge; what matters is that they ran
+	}
+	ran, _ := os.ReadFile(marker)
+	if !strings.Contains(string(ran), "reference-transaction") || !strings.Contains(string(ran), "evil.sh") {
+		t.Fatalf("the planted hook did not run for plain git, so this test proves nothing: %q", ran)
+	}
+	os.Remove(marker)
+	res, err := gitbranch.Create(t.Context(), "agora/hooks", gitbranch.Options{Repo: dir, Base: base, Changes: changes})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := gitbranch.Combined(t.Context(), gitbranch.Options{Repo: dir, Base: base, Changes: changes}); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(marker); err == nil {
-		t.Errorf("a hook or the fsmonitor ran: %s", b)
+		t.Errorf("a hook, the fsmonitor or a configured program ran: %s", b)
+	}
+	// git's own text merge made the commit, unsigned.
+	if got := git(t, dir, "show", "agora/hooks:f") + "\n"; got != strings.Replace(strings.Replace(lines, "two", "TWO", 1), "seven", "SEVEN", 1) {
+		t.Errorf("f on the branch = %q, want both edits merged by git's text merge", got)
+	}
+	if c := git(t, dir, "cat-file", "commit", res.Head); strings.Contains(c, "gpgsig") {
+		t.Errorf("the commit is signed:\n%s", c)
 	}
 }
 
@@ -287,6 +320,44 @@ func TestCreate_RefusesAPatchIntoGitDir(t *testing.T) {
 		}
 		if refs := git(t, dir, "for-each-ref", "--format=%(refname)"); refs != "refs/heads/main" {
 			t.Errorf("refs: %q", refs)
+		}
+	}
+}
+
+// A SHA-256 repository: the private git directory takes the repository's object format.
+func TestCreate_SHA256Repository(t *testing.T) {
+	requireGit(t)
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main", "--object-format=sha256")
+	write(dir, "f", lines)
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-qm", "base")
+	base := git(t, dir, "rev-parse", "HEAD")
+	if len(base) != 64 {
+		t.Skipf("SKIP: git made a %d-hex commit id in a sha256 repository", len(base))
+	}
+	changes := []gitbranch.Change{
+		{Label: "task a", Author: sig("fixer"), Message: "a\n", Patch: patchOf(t, dir, base, func(d string) { write(d, "f", strings.Replace(lines, "two", "TWO", 1)) })},
+		{Label: "task b", Author: sig("fixer"), Message: "b\n", Patch: patchOf(t, dir, base, func(d string) { write(d, "f", strings.Replace(lines, "seven", "SEVEN", 1)) })},
+	}
+	res, err := gitbranch.Create(t.Context(), "agora/sha256", gitbranch.Options{Repo: dir, Base: base, Changes: changes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Head) != 64 || git(t, dir, "rev-list", "--count", "main..agora/sha256") != "2" {
+		t.Errorf("got %+v; want two commits with 64-hex ids", res)
+	}
+	git(t, dir, "fsck", "--strict")
+}
+
+// --repo that is not a repository, or a directory inside one, is refused before anything.
+func TestCreate_RefusesANonRepository(t *testing.T) {
+	requireGit(t)
+	dir, base := repo(t, map[string]string{"sub/f": "x\n"})
+	for _, r := range []string{t.TempDir(), filepath.Join(dir, "sub")} {
+		_, err := gitbranch.Create(t.Context(), "agora/x", gitbranch.Options{Repo: r, Base: base})
+		if err == nil || !strings.Contains(err.Error(), "is not a git repository") {
+			t.Errorf("repo %s: %v", r, err)
 		}
 	}
 }
