@@ -57,38 +57,31 @@ func dispatchChange(blobs blobGetter, r *dispatch.Record, task, run string) (git
 	return c, nil
 }
 
-// runOrder is the run's succeeded tasks in dependency order: a task after everything it
-// depends on, ties broken by task id, so the same run always gives the same branch.
+// runOrder is the run's succeeded tasks in dependency order: each step takes, of the tasks
+// whose dependencies are all placed, the one with the smallest id (the lexicographically
+// first topological order). So the same run always gives the same branch, and a task's
+// commit comes after the commits of everything it depends on.
 func runOrder(tasks []api.Task) []api.Task {
-	byID := map[string]api.Task{}
+	pending := slices.Clone(tasks)
+	slices.SortFunc(pending, func(a, b api.Task) int { return strings.Compare(a.ID, b.ID) })
+	known := map[string]bool{}
 	for _, t := range tasks {
-		byID[t.ID] = t
+		known[t.ID] = true
 	}
-	done := map[string]bool{}
+	placed := map[string]bool{}
 	var order []api.Task
-	for len(done) < len(tasks) {
-		var ready []string
-		for _, t := range tasks {
-			if done[t.ID] {
-				continue
-			}
-			if !slices.ContainsFunc(t.DependsOn, func(d string) bool { _, known := byID[d]; return known && !done[d] }) {
-				ready = append(ready, t.ID)
-			}
+	for len(pending) > 0 {
+		next := slices.IndexFunc(pending, func(t api.Task) bool {
+			return !slices.ContainsFunc(t.DependsOn, func(d string) bool { return known[d] && !placed[d] })
+		})
+		if next < 0 { // a cycle, which the plan check refuses; keep id order
+			next = 0
 		}
-		if len(ready) == 0 { // a cycle the plan check refused already; keep id order
-			for _, t := range tasks {
-				if !done[t.ID] {
-					ready = append(ready, t.ID)
-				}
-			}
-		}
-		slices.Sort(ready)
-		for _, id := range ready {
-			done[id] = true
-			if t := byID[id]; t.State == api.TaskSucceeded && t.DispatchID != "" {
-				order = append(order, t)
-			}
+		t := pending[next]
+		pending = slices.Delete(pending, next, next+1)
+		placed[t.ID] = true
+		if t.State == api.TaskSucceeded && t.DispatchID != "" {
+			order = append(order, t)
 		}
 	}
 	return order

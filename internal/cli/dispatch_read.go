@@ -302,12 +302,16 @@ before the agent ran). It applies with 'git apply' on the dispatch's revision. R
 agent wrote it.
 
 --branch NAME instead creates branch NAME in the dispatch's repository (or --repo PATH, a
-clone that has its commit) with one commit on the dispatch's commit: author the subagent and
-its digest, Agora-Dispatch and Agora-Subagent trailers in the message. Only git's object
-store and the new branch are written (no checkout, no hook, no push); an existing branch is
-refused.`,
+clone that has its commit; required when the dispatch worked on a workspace) with one commit
+on the commit the dispatch ran on: author the subagent and its digest
+(name@sha256:HEX <name@subagent.agora.invalid>), committer agora <agora@agora.invalid>,
+Agora-Dispatch and Agora-Subagent trailers in the message. Only git's object store and the
+new branch are written: no checkout, no index, no HEAD, no push, and no hook, fsmonitor or
+configured driver runs. An existing branch is refused, never moved.`,
 		Example: `  agora dispatch patch 01J9Z3K4M5N6P7Q8R9S0T1V2W3 | git apply --check
-  agora dispatch patch 01J9Z3K4M5N6P7Q8R9S0T1V2W3 --branch agora/fix-login`,
+  agora dispatch patch 01J9Z3K4M5N6P7Q8R9S0T1V2W3 --branch agora/fix-login
+  git log -1 --stat agora/fix-login
+  agora dispatch patch 01J9Z3K4M5N6P7Q8R9S0T1V2W3 --branch agora/fix-login --repo ~/src/app-clone`,
 		Args: exactArgs(1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.id = args[0]

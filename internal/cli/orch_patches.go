@@ -34,21 +34,32 @@ DIR is followed or overwritten: a symbolic link or a different file where a patc
 error, and a file with the same patch is left as it is, so a rerun succeeds.
 
 --branch NAME creates branch NAME in the run's repository (or --repo PATH, a clone that has
-the run's commit) with one commit per succeeded task that changed something, in dependency
-order (ties by task id), each applied with a three-way merge onto the commits before it.
-The author is the subagent and its digest (name@sha256:HEX <name@subagent.agora.invalid>);
-the message names the task, dispatch and run as Agora-Task, Agora-Dispatch, Agora-Run and
-Agora-Subagent trailers. Only git's object store and the new branch are written: the
-working tree, the index, HEAD and the current branch stay as they are, no hook runs and
-nothing is pushed. An existing branch is refused. A task whose patch conflicts with the ones
-before it stops everything: no branch is created, and the error names the task and files.
+the run's commit; required when the run worked on a workspace) with one commit per succeeded
+task that changed something, starting from the commit the run worked on. The order is the
+dependency order: each next commit is, of the tasks whose dependencies are all placed, the
+one with the smallest task id, so the same run always gives the same branch. Each patch is
+applied with a three-way merge onto the commits before it. The author is the subagent and
+its digest (name@sha256:HEX <name@subagent.agora.invalid>), the committer agora
+<agora@agora.invalid>; the message names the task, dispatch and run as Agora-Task,
+Agora-Dispatch, Agora-Run and Agora-Subagent trailers.
+
+Only git's object store and the new branch are written: the working tree, the index, HEAD
+and the current branch stay as they are, nothing is pushed, and nothing the repository or
+your git configuration names (hooks, fsmonitor, merge, filter or diff drivers, gpg) runs:
+the merges happen in a private git directory that shares only the object store. An existing
+branch is refused, never moved: pick another name or delete it (git branch -D NAME). A name
+git would not take as a branch (a space, '..', '@{', a component ending in .lock, a leading
+'-') is refused before git is asked. A task
+whose patch conflicts with the ones before it stops everything: no branch is created, and
+the error names the task and the files, and how to go on.
 
 --combined prints one patch of all of them (the same three-way merges), from the run's
 commit to the result.`,
 		Example: `  agora orch patches nightly-fixes --to ./review && git apply --check review/*.patch
   agora orch patches nightly-fixes --branch agora/nightly-fixes
-  git log --stat main..agora/nightly-fixes
-  agora orch patches nightly-fixes --combined --repo ~/src/app > nightly.patch`,
+  git log --stat --format='%h %an%n%s%n%(trailers)' main..agora/nightly-fixes
+  agora orch patches nightly-fixes --branch agora/nightly-fixes --repo ~/src/app-clone
+  agora orch patches nightly-fixes --combined > nightly.patch && git apply --check nightly.patch`,
 		Args: exactArgs(1, "RUN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.run = args[0]

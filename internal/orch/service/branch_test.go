@@ -73,10 +73,10 @@ func TestOrchPatches_Branch(t *testing.T) {
 	must(t, os.WriteFile(plan, []byte(`version: 1
 name: four
 tasks:
-  - {id: a, subagent: add-a}
-  - {id: b, subagent: edit-two, locks: [shared.txt]}
-  - {id: c, subagent: edit-seven, depends_on: [b], locks: [shared.txt]}
-  - {id: d, subagent: add-d, depends_on: [a]}
+  - {id: a, subagent: edit-seven, depends_on: [d], locks: [shared.txt]}
+  - {id: b, subagent: add-a}
+  - {id: c, subagent: add-d, depends_on: [b]}
+  - {id: d, subagent: edit-two, locks: [shared.txt]}
 `), 0o644))
 	out := e.run("orch", "submit", plan, "--repo", repo, "--wait")
 	if !strings.Contains(out, "succeeded") {
@@ -87,19 +87,31 @@ tasks:
 	if !strings.Contains(out, "branch agora/four") || !strings.Contains(out, "4 commits") {
 		t.Errorf("patches --branch said:\n%s", out)
 	}
-	log := gitIn(t, repo, "log", "--reverse", "--format=%an|%s|%(trailers:key=Agora-Task,valueonly,separator=)", "main..agora/four")
+	log := gitIn(t, repo, "log", "--reverse", "--format=%an|%ae|%cn <%ce>|%s|%(trailers:key=Agora-Task,valueonly,separator=)", "main..agora/four")
 	lines := strings.Split(log, "\n")
 	if len(lines) != 4 {
 		t.Fatalf("git log shows %d commits, want 4:\n%s", len(lines), log)
 	}
-	// Dependency order, ties by task id: a and b first (no deps), then c (after b) and d (after a).
-	for i, task := range []string{"a", "b", "c", "d"} {
-		if !strings.Contains(lines[i], "|agora: task "+task+" of run ") || !strings.HasSuffix(lines[i], "|"+task) {
-			t.Errorf("commit %d = %q, want task %s with its Agora-Task trailer", i, lines[i], task)
+	// Dependency order, ties by task id: b and d are ready first (b), then c and d (c), then d,
+	// then a, which depends on d. Id order (a, b, c, d) would put a's edit before d's.
+	for i, want := range [][2]string{{"b", "add-a"}, {"c", "add-d"}, {"d", "edit-two"}, {"a", "edit-seven"}} {
+		task, author := want[0], want[1]
+		if !strings.HasPrefix(lines[i], author+"@sha256:") || !strings.Contains(lines[i], "|"+author+"@subagent.agora.invalid|agora <agora@agora.invalid>|agora: task "+task+" of run ") || !strings.HasSuffix(lines[i], "|"+task) {
+			t.Errorf("commit %d = %q, want task %s by %s@sha256:... with its Agora-Task trailer", i, lines[i], task, author)
 		}
 	}
-	if !strings.HasPrefix(lines[1], "edit-two@sha256:") || !strings.HasPrefix(lines[2], "edit-seven@sha256:") {
-		t.Errorf("authors are not the subagents with their digests:\n%s", log)
+	// Each message's trailers name its dispatch and the run.
+	trailers := gitIn(t, repo, "log", "--reverse", "--format=%(trailers:key=Agora-Dispatch,key=Agora-Run,valueonly,separator=%x2C)", "main..agora/four")
+	runs := map[string]bool{}
+	for i, l := range strings.Split(trailers, "\n") {
+		r, d, ok := strings.Cut(l, ",") // in the message's order: Agora-Run, then Agora-Dispatch
+		if !ok || len(d) < 20 || r == "" {
+			t.Errorf("commit %d trailers = %q, want Agora-Dispatch and Agora-Run", i, l)
+		}
+		runs[r] = true
+	}
+	if len(runs) != 1 {
+		t.Errorf("the commits name %d runs, want one: %s", len(runs), trailers)
 	}
 	if got := gitIn(t, repo, "show", "agora/four:shared.txt"); got != "one\nTWO\nthree\nfour\nfive\nsix\nSEVEN\neight" {
 		t.Errorf("shared.txt on the branch = %q, want both edits", got)
