@@ -65,3 +65,37 @@ func BenchmarkBaselineGitApply100(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBaselineCombinedApply100 is the other floor: the run's 100 changes as the one
+// combined patch, applied by a single `git apply --cached` and written as one tree.
+func BenchmarkBaselineCombinedApply100(b *testing.B) {
+	dir, base, changes := run100(b)
+	combined, err := gitbranch.Combined(b.Context(), gitbranch.Options{Repo: dir, Base: base, Changes: changes})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		idx := b.TempDir() + "/index"
+		env := []string{"GIT_INDEX_FILE=" + idx, "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1"}
+		for _, args := range [][]string{{"read-tree", base}, {"apply", "--cached", "-"}, {"write-tree"}} {
+			cmd := exec.Command("git", args...)
+			cmd.Dir, cmd.Env, cmd.Stdin = dir, env, strings.NewReader(string(combined))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("%v: %s", err, out)
+			}
+		}
+	}
+}
+
+// BenchmarkCombined100: the --combined patch of the same run (100 three-way applies, no
+// commit, one diff-tree).
+func BenchmarkCombined100(b *testing.B) {
+	dir, base, changes := run100(b)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := gitbranch.Combined(b.Context(), gitbranch.Options{Repo: dir, Base: base, Changes: changes}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
