@@ -124,17 +124,22 @@ func Combined(ctx context.Context, o Options) ([]byte, error) {
 		return nil, err
 	}
 	defer b.close()
-	tree := ""
+	merged := false
 	for _, c := range o.Changes {
 		if len(c.Patch) == 0 {
 			continue
 		}
-		if tree, err = b.apply(ctx, c); err != nil {
+		if err := b.merge(ctx, c); err != nil {
 			return nil, err
 		}
+		merged = true
 	}
-	if tree == "" {
+	if !merged {
 		return nil, nil
+	}
+	tree, err := b.writeTree(ctx, "the combined patch")
+	if err != nil {
+		return nil, err
 	}
 	return b.git(ctx, nil, "diff-tree", "-r", "-p", "--binary", "--full-index", "--no-ext-diff", "--no-textconv",
 		"--no-color", "--no-renames", "--src-prefix=a/", "--dst-prefix=b/", o.Base, tree)
@@ -221,6 +226,14 @@ func (b *builder) close() { os.RemoveAll(b.tmp) }
 
 // apply applies c's patch to the private index and returns the tree it makes.
 func (b *builder) apply(ctx context.Context, c Change) (string, error) {
+	if err := b.merge(ctx, c); err != nil {
+		return "", err
+	}
+	return b.writeTree(ctx, c.Label)
+}
+
+// merge applies c's patch to the private index, three-way where it does not apply as is.
+func (b *builder) merge(ctx context.Context, c Change) error {
 	if _, err := b.git(ctx, c.Patch, "apply", "--cached", "--3way", "--whitespace=nowarn", "-"); err != nil {
 		ce := &ConflictError{Label: c.Label}
 		var ge *gitError
@@ -230,11 +243,16 @@ func (b *builder) apply(ctx context.Context, c Change) (string, error) {
 		if out, lerr := b.git(ctx, nil, "ls-files", "-u", "-z"); lerr == nil {
 			ce.Files = unmerged(out)
 		}
-		return "", ce
+		return ce
 	}
+	return nil
+}
+
+// writeTree writes the private index as a tree.
+func (b *builder) writeTree(ctx context.Context, label string) (string, error) {
 	out, err := b.git(ctx, nil, "write-tree")
 	if err != nil {
-		return "", fmt.Errorf("%s: write the tree: %w", c.Label, err)
+		return "", fmt.Errorf("%s: write the tree: %w", label, err)
 	}
 	return strings.TrimSpace(string(out)), nil
 }
