@@ -13,7 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/grant"
-	"github.com/agora-dev/agora/internal/hostgit"
+	"github.com/agora-dev/agora/internal/gitexec"
 	"github.com/agora-dev/agora/internal/worker/wire"
 	"github.com/agora-dev/agora/internal/workspace"
 )
@@ -249,10 +249,10 @@ func resolveRevision(ctx context.Context, repo, rev string) (string, string, err
 	return abs, strings.TrimSpace(string(out)), nil
 }
 
-// gitCmd runs git on the host (package hostgit), so a repository's own hooks and filters and
+// gitCmd runs git on the host (package gitexec), so a repository's own hooks and filters and
 // the user's configuration never run.
 func gitCmd(ctx context.Context, dir string, args ...string) *exec.Cmd {
-	return hostgit.Command(ctx, dir, args...)
+	return gitexec.Command(ctx, dir, args...)
 }
 
 // PinWorkspace pins the workspace ref names to its version and rev ("" means its default) to a

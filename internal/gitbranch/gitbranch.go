@@ -3,7 +3,7 @@
 // three-way merge onto the branch so far, in the order given. Everything happens in git's
 // plumbing with a private index: the repository's working tree, index, HEAD and current
 // branch are never read or written, nothing is pushed, and hooks and the user's
-// configuration never run (package hostgit). A conflict creates no ref at all.
+// configuration never run (package gitexec). A conflict creates no ref at all.
 //
 // The merges run in a private git directory that shares only the repository's object store
 // (GIT_OBJECT_DIRECTORY): its config and info/attributes are written here, and it has no
@@ -26,7 +26,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agora-dev/agora/internal/hostgit"
+	"github.com/agora-dev/agora/internal/gitexec"
 )
 
 // Change is one commit to make.
@@ -163,7 +163,7 @@ func newBuilder(ctx context.Context, o Options) (*builder, error) {
 	}
 	// Where the repository keeps its objects, and their format. Only rev-parse reads the
 	// repository's config, and it runs nothing.
-	out, err := hostgit.Command(ctx, o.Repo, "rev-parse", "--show-object-format", "--path-format=absolute", "--git-path", "objects").Output()
+	out, err := gitexec.Command(ctx, o.Repo, "rev-parse", "--show-object-format", "--path-format=absolute", "--git-path", "objects").Output()
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a git repository (its top directory or a bare one)", o.Repo)
 	}
@@ -171,7 +171,7 @@ func newBuilder(ctx context.Context, o Options) (*builder, error) {
 	if (format != "sha1" && format != "sha256") || !filepath.IsAbs(objects) {
 		return nil, fmt.Errorf("git rev-parse in %s printed %q: want an object format and the objects directory", o.Repo, cut(string(out)))
 	}
-	shared, _ := hostgit.Command(ctx, o.Repo, "config", "--get", "core.sharedRepository").Output()
+	shared, _ := gitexec.Command(ctx, o.Repo, "config", "--get", "core.sharedRepository").Output()
 	tmp, err := os.MkdirTemp("", "agora-branch-*")
 	if err != nil {
 		return nil, err
@@ -319,14 +319,14 @@ func (b *builder) git(ctx context.Context, in []byte, args ...string) ([]byte, e
 }
 
 func (b *builder) gitEnv(ctx context.Context, in []byte, env []string, args ...string) ([]byte, error) {
-	cmd := hostgit.Command(ctx, b.tmp, args...)
+	cmd := gitexec.Command(ctx, b.tmp, args...)
 	cmd.Env = append(append(cmd.Env, b.env...), env...)
 	return run(cmd, in, args[0])
 }
 
 // inRepo runs git in the repository itself: its git directory, its refs.
 func (b *builder) inRepo(ctx context.Context, args ...string) ([]byte, error) {
-	return run(hostgit.Command(ctx, b.repo, args...), nil, args[0])
+	return run(gitexec.Command(ctx, b.repo, args...), nil, args[0])
 }
 
 func run(cmd *exec.Cmd, in []byte, name string) ([]byte, error) {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/agora-dev/agora/internal/gitexec"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -23,11 +24,12 @@ import (
 // (GIT_DIR in the private temp dir, the workspace as its work tree). The checkout's own .git
 // is never consulted: git skips every entry named .git while walking a work tree, and with
 // an explicit --git-dir it never looks for one. Its config, hooks, fsmonitor and filter
-// drivers therefore cannot run anything. The system and global config are off
-// (GIT_CONFIG_NOSYSTEM, GIT_CONFIG_GLOBAL=/dev/null, GIT_ATTR_NOSYSTEM, core.attributesFile
-// and core.excludesFile /dev/null), and the repository's config is written by the worker, so
-// no filter, diff or textconv driver is defined anywhere git looks: a .gitattributes in the
-// workspace naming one ("* filter=evil") names nothing, and git runs no program.
+// drivers therefore cannot run anything. The system and global config are off (package
+// gitexec: GIT_CONFIG_NOSYSTEM, GIT_CONFIG_GLOBAL=/dev/null, GIT_ATTR_NOSYSTEM,
+// core.attributesFile /dev/null; core.excludesFile /dev/null here), and the repository's
+// config is written by the worker, so no filter, diff or textconv driver is defined anywhere
+// git looks: a .gitattributes in the workspace naming one ("* filter=evil") names nothing,
+// and git runs no program.
 //
 // info/attributes, which outranks every .gitattributes, resets the attributes that would
 // transform content on add (text, eol, crlf, ident, filter, working-tree-encoding) and the
@@ -51,23 +53,18 @@ const (
 	maxGitStderr = 1 << 10
 )
 
-// gitFlags go before every git subcommand: nothing the checkout or the environment
+// gitFlags go before every git subcommand: gitexec's (no hook, fsmonitor, signing, gc or
+// outside attributes) and capture's own, so nothing the checkout or the environment
 // configures can change what capture does.
-var gitFlags = []string{
-	"-c", "core.hooksPath=/dev/null",
-	"-c", "core.fsmonitor=false",
+var gitFlags = append(gitexec.Flags(),
 	"-c", "core.untrackedCache=false",
 	"-c", "core.autocrlf=false",
 	"-c", "core.safecrlf=false",
-	"-c", "core.attributesFile=/dev/null",
 	"-c", "core.excludesFile=/dev/null",
 	"-c", "core.quotePath=true",
-	"-c", "commit.gpgsign=false",
-	"-c", "gc.auto=0",
-	"-c", "maintenance.auto=false",
 	"-c", "user.name=agora",
 	"-c", "user.email=worker@agora.invalid",
-}
+)
 
 // gitRuns counts the git processes the worker started; tests hold an empty workspace to none.
 var gitRuns atomic.Int64
@@ -92,15 +89,7 @@ func newGitDir(tmp, workTree string) (*gitDir, error) {
 		git:      git,
 		dir:      dir,
 		workTree: workTree,
-		env: []string{
-			"PATH=" + agentPath,
-			"HOME=" + tmp,
-			"LC_ALL=C",
-			"GIT_CONFIG_NOSYSTEM=1",
-			"GIT_CONFIG_GLOBAL=/dev/null",
-			"GIT_ATTR_NOSYSTEM=1",
-			"GIT_TERMINAL_PROMPT=0",
-		},
+		env:      append([]string{"PATH=" + agentPath, "HOME=" + tmp, "LC_ALL=C"}, gitexec.IsolatedEnv()...),
 	}
 	// The repository layout git itself creates with `git init --template=`, written
 	// directly to save a process per dispatch.

@@ -20,7 +20,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/digest"
-	"github.com/agora-dev/agora/internal/hostgit"
+	"github.com/agora-dev/agora/internal/gitexec"
 )
 
 // Workspace is one version of a workspace from the catalog.
@@ -169,7 +169,7 @@ func CheckRepo(ctx context.Context, repo string) error {
 // fsmonitor, replace refs, prompts; discovery never leaves dir. It returns stdout, trimmed.
 // Stderr is dropped: it may name the path, which errors here must not.
 func git(ctx context.Context, dir string, args ...string) (string, error) {
-	out, err := hostgit.Command(ctx, dir, args...).Output()
+	out, err := gitexec.Command(ctx, dir, args...).Output()
 	if err != nil {
 		return "", err
 	}

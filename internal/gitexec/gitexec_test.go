@@ -1,4 +1,4 @@
-package hostgit_test
+package gitexec_test
 
 import (
 	"os"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/hostgit"
+	"github.com/agora-dev/agora/internal/gitexec"
 )
 
 func TestCommand_StaysInTheRepositoryAndRunsNothing(t *testing.T) {
@@ -26,16 +26,16 @@ func TestCommand_StaysInTheRepositoryAndRunsNothing(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	tree := "4b825dc642cb6eb9a060e54bf8d69288fbee4904" // the empty tree
-	cmd := hostgit.Command(t.Context(), repo, "commit-tree", tree, "-m", "x")
+	cmd := gitexec.Command(t.Context(), repo, "commit-tree", tree, "-m", "x")
 	cmd.Env = append(cmd.Env, "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@a", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@a")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := hostgit.Command(t.Context(), repo, "update-ref", "refs/heads/x", strings.TrimSpace(string(out))).Run(); err != nil {
+	if err := gitexec.Command(t.Context(), repo, "update-ref", "refs/heads/x", strings.TrimSpace(string(out))).Run(); err != nil {
 		t.Fatal(err)
 	}
-	if err := hostgit.Command(t.Context(), repo, "status").Run(); err != nil {
+	if err := gitexec.Command(t.Context(), repo, "status").Run(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(marker); err == nil {
@@ -44,11 +44,11 @@ func TestCommand_StaysInTheRepositoryAndRunsNothing(t *testing.T) {
 	// A directory inside the repository is not a repository: discovery stops there.
 	sub := filepath.Join(repo, "sub")
 	os.Mkdir(sub, 0o755)
-	if err := hostgit.Command(t.Context(), sub, "rev-parse", "--git-dir").Run(); err == nil {
+	if err := gitexec.Command(t.Context(), sub, "rev-parse", "--git-dir").Run(); err == nil {
 		t.Error("git found the enclosing repository from a subdirectory")
 	}
 	for _, kv := range []string{"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "HOME=/nonexistent"} {
-		if !strings.Contains(strings.Join(hostgit.Env(repo), "\n"), kv) {
+		if !strings.Contains(strings.Join(gitexec.Env(repo), "\n"), kv) {
 			t.Errorf("env lacks %s", kv)
 		}
 	}
