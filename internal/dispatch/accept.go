@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/catalog"
-	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/gitexec"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/worker/wire"
 	"github.com/agora-dev/agora/internal/workspace"
 )
