@@ -102,8 +102,12 @@ func (w *Writer) PrepareCapability(name, dir string, allow []string) (*Pending, 
 	if err != nil {
 		return nil, err
 	}
+	sum := digest.Sum(data)
+	w.overlaysMu.Lock()
+	w.overlays[sum] = catalog.OverlayFiles(grants, files)
+	w.overlaysMu.Unlock()
 	return &Pending{
-		Kind: catalog.KindCapability, Name: name, Content: data, Digest: digest.Sum(data),
+		Kind: catalog.KindCapability, Name: name, Content: data, Digest: sum,
 		Meta: catalog.Meta{
 			Description: grants.Description, Grants: &grants, FileCount: len(files),
 			AllowedCredentialPatterns: allow,
@@ -210,17 +214,28 @@ func (w *Writer) PrepareSubagent(ctx context.Context, name string, spec Subagent
 }
 
 // checkOverlayClash refuses capabilities that overlay the same workspace path. A capability
-// of the same batch (in local) is not stored yet; dispatch checks again at accept, where
-// every capability is stored, so the rule holds either way.
+// of the same batch (in local) is not stored yet: its overlay files are the ones
+// PrepareCapability kept by digest. Dispatch checks again at accept, where every capability
+// is stored.
 func (w *Writer) checkOverlayClash(ctx context.Context, pins []catalog.Pin, local map[string]digest.Digest) error {
+	names := make([]string, 0, len(pins))
+	files := make([][]string, 0, len(pins))
 	for _, p := range pins {
 		if d, ok := local[p.Name]; ok && d == p.Digest {
-			return nil
+			w.overlaysMu.Lock()
+			fs, ok := w.overlays[d]
+			w.overlaysMu.Unlock()
+			if !ok {
+				return fmt.Errorf("capability %q@%s of this batch was not prepared by this writer", p.Name, d)
+			}
+			names, files = append(names, p.Name), append(files, fs)
+			continue
 		}
-	}
-	names, files, err := w.reader.Overlays(ctx, pins)
-	if err != nil {
-		return err
+		n, f, err := w.reader.Overlays(ctx, []catalog.Pin{p})
+		if err != nil {
+			return err
+		}
+		names, files = append(names, n...), append(files, f...)
 	}
 	return catalog.CheckOverlayClash(names, files)
 }

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
@@ -33,6 +34,12 @@ type Writer struct {
 	log    *audit.Log
 	now    func() time.Time
 	limits catalog.Limits
+
+	// overlays holds, by digest, the overlay files of each capability PrepareCapability
+	// built, so a subagent of the same batch (a manifest) is checked for clashes before its
+	// capabilities are stored. Content-addressed, so an entry never goes stale.
+	overlaysMu sync.Mutex
+	overlays   map[digest.Digest][]string // guarded by overlaysMu
 }
 
 // Options configures a [Writer].
@@ -54,7 +61,8 @@ func New(db *store.DB, blobs *blob.Store, sealer *secret.Sealer, log *audit.Log,
 	}
 	return &Writer{
 		db: db, blobs: blobs, reader: view.New(db, blobs), sealer: sealer, log: log, now: opts.Now,
-		limits: catalog.Limits{MaxTotalSize: opts.CapabilityMaxSize, MaxFiles: catalog.DefaultMaxFiles},
+		limits:   catalog.Limits{MaxTotalSize: opts.CapabilityMaxSize, MaxFiles: catalog.DefaultMaxFiles},
+		overlays: map[digest.Digest][]string{},
 	}
 }
 

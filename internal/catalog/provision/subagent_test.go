@@ -142,7 +142,11 @@ func TestWriter_PrepareSubagent(t *testing.T) {
 func TestWriter_SubagentLocalCapabilities(t *testing.T) {
 	f := newFixture(t)
 	ctx := t.Context()
-	local := digest.Sum([]byte("pending capability"))
+	pc, err := f.w.PrepareCapability("fresh", capDir(t, map[string]string{"f": "pending"}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := pc.Digest
 	p, err := f.w.PrepareSubagent(ctx, "s", provision.SubagentSpec{Command: []string{"x"}, Capabilities: []string{"fresh"}},
 		map[string]digest.Digest{"fresh": local}, nil)
 	if err != nil {
@@ -159,5 +163,53 @@ func TestWriter_SubagentLocalCapabilities(t *testing.T) {
 	}
 	if diff := cmp.Diff([]catalog.Pin{{Name: "fresh", Digest: local}}, p.Meta.Capabilities); diff != "" {
 		t.Errorf("pins mismatch (-want +got):\n%s", diff)
+	}
+	// A digest said to be of this batch that no PrepareCapability built cannot be checked.
+	unknown := digest.Sum([]byte("never prepared"))
+	if _, err := f.w.PrepareSubagent(ctx, "s", provision.SubagentSpec{Command: []string{"x"}, Capabilities: []string{"ghost"}},
+		map[string]digest.Digest{"ghost": unknown}, nil); err == nil || !strings.Contains(err.Error(), "not prepared") {
+		t.Errorf("an unprepared batch capability: got %v", err)
+	}
+}
+
+// A manifest's batch: capabilities not stored yet, a subagent pinning them. Two of them (or
+// one of them and a stored one) overlaying one path are refused at registration, not only
+// at accept.
+func TestWriter_SubagentOverlayClashInOneBatch(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	_, _ = f.registerCap(t, "stored", capDir(t, map[string]string{
+		"capability.yaml": "overlay: [CLAUDE.md]\n", "CLAUDE.md": "stored\n",
+	}))
+	local := map[string]digest.Digest{}
+	for name, files := range map[string]map[string]string{
+		"a":     {"capability.yaml": "overlay: [\".claude/**\"]\n", ".claude/settings.json": "{}\n"},
+		"b":     {"capability.yaml": "overlay: [\".claude/*.json\"]\n", ".claude/settings.json": "[]\n"},
+		"c":     {"capability.yaml": "overlay: [\"**\"]\n", "CLAUDE.md": "c\n"},
+		"other": {"capability.yaml": "overlay: [\".claude/**\"]\n", ".claude/other.json": "{}\n"},
+	} {
+		p, err := f.w.PrepareCapability(name, capDir(t, files), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		local[name] = p.Digest
+	}
+	tests := []struct {
+		caps []string
+		want string
+	}{
+		{[]string{"a", "b"}, `capabilities "a" and "b" both overlay .claude/settings.json`},
+		{[]string{"stored", "c"}, `capabilities "stored" and "c" both overlay CLAUDE.md`},
+		{[]string{"a", "other", "stored"}, ""},
+	}
+	for _, tt := range tests {
+		_, err := f.w.PrepareSubagent(ctx, "s", provision.SubagentSpec{Command: []string{"x"}, Capabilities: tt.caps}, local, nil)
+		var clash *catalog.OverlayClash
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%v: got %v, want no clash", tt.caps, err)
+		case tt.want != "" && (!errors.As(err, &clash) || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%v: got %v, want an OverlayClash %q", tt.caps, err, tt.want)
+		}
 	}
 }
