@@ -45,6 +45,7 @@ var readAllowed = map[string]string{
 	"cli/writeout.go:sameFile: unix.Openat":                  "reads back a file there with O_NOFOLLOW",
 	"cli/writeout.go:writeOutFile: os.Lstat":                 "the --out path a person names, checked for a link",
 	"dispatch/capfiles.go:stageCapabilityFiles: os.OpenRoot": "the capability's directory it has just made in the stage, to write the catalog's files into, before any sandbox exists",
+	"dispatch/capfiles.go:setDirModes: unix.Openat":          "the capability layout's directories, opened only to list and chmod them, one component at a time with O_NOFOLLOW|O_DIRECTORY: no link is followed and no file's content is read",
 	"dispatch/stage.go:heldStages: os.ReadDir":               "lists dispatches/.held/, the host's own index",
 	"dispatch/stage.go:handOver: filepath.WalkDir":           "chowns the stage to the sandbox uid before the sandbox exists (Lchown: no link followed)",
 	"cli/dispatch_read.go:followLog: os.Open":                "the supervisor's live log in the stage directory, which is never bound into the sandbox",

@@ -1,9 +1,13 @@
 package dispatch
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -14,6 +18,14 @@ import (
 // sandbox sees dir read-only at /agora/capabilities; the files are not copied into the
 // workspace, so none of them can replace a file of the repository. Modes are private, as
 // everywhere in AGORA_HOME: handOver gives the tree to the sandbox user.
+//
+// Nothing in the layout keeps a write bit: files are masked to 0500 and every directory,
+// dir included, ends 0500. Under a sandbox that is belt and braces (the bind is read-only);
+// under `sandbox: none`, where dir is the worker's own AGORA_CAPABILITIES on the host, the
+// modes are all there is: they stop a non-root agent that does not chmod them back, and
+// root not at all (docs/exec.md says so). Either way each dispatch lays the files out
+// afresh from the catalog and removeWork deletes them, so what one agent changes no other
+// dispatch sees.
 func (d *Dispatcher) stageCapabilityFiles(p *pinned, dir string) error {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return err
@@ -46,8 +58,52 @@ func (d *Dispatcher) stageCapabilityFiles(p *pinned, dir string) error {
 		}
 		root.Close()
 	}
+	return setTreeDirModes(dir, 0o500)
+}
+
+// setTreeDirModes sets the mode of dir and of every directory below it. It opens each
+// directory relative to its parent without following a symlink, so a tree someone swapped
+// parts of (an agent under `sandbox: none` owns its layout) never leads it elsewhere; a
+// symlink is left alone.
+func setTreeDirModes(dir string, mode fs.FileMode) error {
+	return setDirModes(unix.AT_FDCWD, dir, uint32(mode.Perm()))
+}
+
+func setDirModes(parent int, name string, mode uint32) error {
+	fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOENT):
+		return nil // a file, a symlink, or gone
+	case err != nil:
+		return fmt.Errorf("open %s: %w", name, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	// Owner rwx while the entries are read: a 0500 directory stays listable either way.
+	if err := unix.Fchmod(fd, 0o700); err != nil {
+		return fmt.Errorf("chmod %s: %w", name, err)
+	}
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", name, err)
+	}
+	for _, n := range names {
+		if err := setDirModes(fd, n, mode); err != nil {
+			return err
+		}
+	}
+	if err := unix.Fchmod(fd, mode); err != nil {
+		return fmt.Errorf("chmod %s: %w", name, err)
+	}
 	return nil
 }
 
 // capabilityFilesDir is the stage's layout of the capabilities' files.
 func (s *stage) capabilityFilesDir() string { return filepath.Join(s.dir, wire.CapabilityFilesDir) }
+
+// removeCapabilityFiles deletes the layout, which has no writable directory: made writable
+// again first, or a non-root agora could not unlink a file in it.
+func (s *stage) removeCapabilityFiles() {
+	_ = setTreeDirModes(s.capabilityFilesDir(), 0o700)
+	os.RemoveAll(s.capabilityFilesDir())
+}

@@ -273,7 +273,7 @@ func (s *stage) removeWork() {
 	os.RemoveAll(s.workspace)
 	os.RemoveAll(s.out)
 	os.RemoveAll(filepath.Join(s.dir, wire.InputsDir))
-	os.RemoveAll(s.capabilityFilesDir())
+	s.removeCapabilityFiles()
 	removeGatewayEntry(filepath.Join(s.dir, wire.GatewayDir))
 	if unmounted {
 		// Else the entry stays, and the next Reap tries again.
