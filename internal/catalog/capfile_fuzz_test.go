@@ -21,6 +21,7 @@ func FuzzParseGrants(f *testing.F) {
 		"setup: bin/setup-link\n",
 		"description: &a x\nsetup: *a\n",
 		"overlay: [\".claude/**\", CLAUDE.md, \"../x\", /abs, \"a/**b\", \"[\"]\n",
+		"overlay: [\".GIT/hooks/*\", \"**\", \"a/./b\", \"a//b\", \"\"]\n",
 	} {
 		f.Add([]byte(s))
 	}
