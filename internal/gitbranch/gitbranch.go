@@ -10,8 +10,9 @@
 // hooks. So nothing the repository configures can name a program for git to run while it
 // merges and commits: not a merge, filter or diff driver in .git/config (which a
 // .gitattributes in the tree, or in an agent's patch, would select), not gpg, not a hook.
-// The repository itself is touched twice: to ask whether the branch exists, and to create it
-// (update-ref, create-only, hooks off).
+// The repository's own git directory is only read (where its objects are, their format, its
+// core.sharedRepository, whether the branch exists) and given one create-only update-ref,
+// hooks off. Commits are laid out and hashed here and stored by one git process (commit.go).
 package gitbranch
 
 import (
@@ -94,6 +95,7 @@ func Create(ctx context.Context, branch string, o Options) (Result, error) {
 		return Result{}, fmt.Errorf("%w: %s is already in the repository; pick another --branch, or delete it first (git branch -D %s)", ErrBranchExists, branch, branch)
 	}
 	res := Result{Ref: ref, Head: o.Base}
+	var bodies [][]byte
 	for _, c := range o.Changes {
 		if len(c.Patch) == 0 {
 			continue
@@ -102,11 +104,15 @@ func Create(ctx context.Context, branch string, o Options) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		commit, err := b.commit(ctx, tree, res.Head, c)
+		body, err := commitObject(tree, res.Head, c, b.when.Unix())
 		if err != nil {
 			return Result{}, err
 		}
-		res.Head, res.Commits = commit, append(res.Commits, commit)
+		commit := objectID(b.format, "commit", body)
+		bodies, res.Head, res.Commits = append(bodies, body), commit, append(res.Commits, commit)
+	}
+	if err := b.writeCommits(ctx, bodies, res.Commits); err != nil {
+		return Result{}, err
 	}
 	// Create-only: the zero old value makes git refuse if the branch appeared meanwhile.
 	zero := strings.Repeat("0", len(res.Head))
@@ -148,6 +154,7 @@ func Combined(ctx context.Context, o Options) ([]byte, error) {
 // builder holds a private git directory and index in a temporary directory.
 type builder struct {
 	repo, tmp string
+	format    string   // the object format: sha1 or sha256
 	env       []string // GIT_DIR, GIT_OBJECT_DIRECTORY and GIT_INDEX_FILE: the private ones
 	when      time.Time
 }
@@ -180,7 +187,7 @@ func newBuilder(ctx context.Context, o Options) (*builder, error) {
 		o.When = time.Now()
 	}
 	gitDir := filepath.Join(tmp, "git")
-	b := &builder{repo: o.Repo, tmp: tmp, when: o.When, env: []string{
+	b := &builder{repo: o.Repo, tmp: tmp, format: format, when: o.When, env: []string{
 		"GIT_DIR=" + gitDir, "GIT_OBJECT_DIRECTORY=" + objects, "GIT_INDEX_FILE=" + filepath.Join(tmp, "index"),
 	}}
 	if err := writeGitDir(gitDir, format, strings.TrimSpace(string(shared))); err != nil {
@@ -257,20 +264,6 @@ func (b *builder) writeTree(ctx context.Context, label string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// commit writes a commit of tree on parent for c, dated b.when.
-func (b *builder) commit(ctx context.Context, tree, parent string, c Change) (string, error) {
-	date := fmt.Sprintf("@%d +0000", b.when.Unix())
-	env := []string{
-		"GIT_AUTHOR_NAME=" + c.Author.Name, "GIT_AUTHOR_EMAIL=" + c.Author.Email, "GIT_AUTHOR_DATE=" + date,
-		"GIT_COMMITTER_NAME=" + committer.Name, "GIT_COMMITTER_EMAIL=" + committer.Email, "GIT_COMMITTER_DATE=" + date,
-	}
-	out, err := b.gitEnv(ctx, []byte(c.Message), env, "commit-tree", tree, "-p", parent, "-F", "-")
-	if err != nil {
-		return "", fmt.Errorf("%s: commit: %w", c.Label, err)
-	}
-	return strings.TrimSpace(string(out)), nil
-}
-
 // unmerged lists the paths of `git ls-files -u -z` output, once each, sorted.
 func unmerged(out []byte) []string {
 	set := map[string]bool{}
@@ -313,14 +306,10 @@ func (e *gitError) Error() string {
 	return fmt.Sprintf("git %s: %s", e.args, e.stderr)
 }
 
-// git runs git in the repository with the private index, stdin from in.
+// git runs git in the private git directory with the private index, stdin from in.
 func (b *builder) git(ctx context.Context, in []byte, args ...string) ([]byte, error) {
-	return b.gitEnv(ctx, in, nil, args...)
-}
-
-func (b *builder) gitEnv(ctx context.Context, in []byte, env []string, args ...string) ([]byte, error) {
 	cmd := gitexec.Command(ctx, b.tmp, args...)
-	cmd.Env = append(append(cmd.Env, b.env...), env...)
+	cmd.Env = append(cmd.Env, b.env...)
 	return run(cmd, in, args[0])
 }
 

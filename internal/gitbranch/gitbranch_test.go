@@ -361,3 +361,53 @@ func TestCreate_RefusesANonRepository(t *testing.T) {
 		}
 	}
 }
+
+// agora lays out each commit itself and has git store them in one process: the commits are
+// the ones git commit-tree makes from the same tree, parent, people, date and message.
+func TestCreate_CommitsAreCommitTrees(t *testing.T) {
+	requireGit(t)
+	for _, format := range []string{"sha1", "sha256"} {
+		t.Run(format, func(t *testing.T) {
+			dir := t.TempDir()
+			git(t, dir, "init", "-q", "-b", "main", "--object-format="+format)
+			write(dir, "f", lines)
+			git(t, dir, "add", "-A")
+			git(t, dir, "commit", "-qm", "base")
+			base := git(t, dir, "rev-parse", "HEAD")
+			when := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+			changes := []gitbranch.Change{
+				{Label: "task a", Author: sig("fixer"), Message: "agora: task a\n\nAgora-Task: a\n", Patch: patchOf(t, dir, base, func(d string) { write(d, "f", strings.Replace(lines, "two", "TWO", 1)) })},
+				{Label: "task b", Author: sig("editor"), Message: "no final newline", Patch: patchOf(t, dir, base, func(d string) { write(d, "g", "g\n") })},
+			}
+			res, err := gitbranch.Create(t.Context(), "agora/x", gitbranch.Options{Repo: dir, Base: base, Changes: changes, When: when})
+			if err != nil {
+				t.Fatal(err)
+			}
+			parent := base
+			for i, c := range changes {
+				cmd := exec.Command("git", "commit-tree", git(t, dir, "rev-parse", res.Commits[i]+"^{tree}"), "-p", parent, "-F", "-")
+				cmd.Dir, cmd.Stdin = dir, strings.NewReader(c.Message)
+				cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+					"GIT_AUTHOR_NAME="+c.Author.Name, "GIT_AUTHOR_EMAIL="+c.Author.Email, "GIT_AUTHOR_DATE=@1795348800 +0000",
+					"GIT_COMMITTER_NAME=agora", "GIT_COMMITTER_EMAIL=agora@agora.invalid", "GIT_COMMITTER_DATE=@1795348800 +0000")
+				out, err := cmd.Output()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := strings.TrimSpace(string(out)); res.Commits[i] != want {
+					t.Errorf("commit %d = %s, git commit-tree makes %s:\n%s", i, res.Commits[i], want, git(t, dir, "cat-file", "commit", res.Commits[i]))
+				}
+				parent = res.Commits[i]
+			}
+			git(t, dir, "fsck", "--strict", "--no-dangling")
+		})
+	}
+	dir, base := repo(t, map[string]string{"f": "x\n"})
+	for _, a := range []gitbranch.Signature{{Name: "x <evil@x>", Email: "a@b"}, {Name: "x", Email: "a@b>\ncommitter z"}, {Name: "", Email: "a@b"}} {
+		_, err := gitbranch.Create(t.Context(), "agora/bad-author", gitbranch.Options{Repo: dir, Base: base, Changes: []gitbranch.Change{
+			{Label: "task a", Author: a, Message: "a\n", Patch: patchOf(t, dir, base, func(d string) { write(d, "f", "y\n") })}}})
+		if err == nil || !strings.Contains(err.Error(), "cannot be written in a commit") {
+			t.Errorf("author %+v: %v", a, err)
+		}
+	}
+}
