@@ -173,7 +173,7 @@ func conflictWhere(ce *gitbranch.ConflictError) string {
 		files = gitNamedPaths(ce.Git)
 	}
 	if len(files) > 0 {
-		return agentText(strings.Join(files, ", "))
+		return pathLine(agentText(strings.Join(files, ", ")))
 	}
 	last := ""
 	for _, line := range strings.Split(ce.Git, "\n") {
@@ -181,8 +181,12 @@ func conflictWhere(ce *gitbranch.ConflictError) string {
 			last = strings.TrimPrefix(line, "error: ")
 		}
 	}
-	return "(git: " + agentText(orDash(last)) + ")"
+	return "(git: " + pathLine(agentText(orDash(last))) + ")"
 }
+
+// pathLine keeps a path with a newline from starting a line of its own in the report (a forged
+// "agora: hint:" line): newlines and tabs are written as \n and \t.
+func pathLine(s string) string { return strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(s) }
 
 // gitPathMessages are git apply's messages that name the path in the way.
 var gitPathMessages = []struct{ prefix, suffix string }{
