@@ -301,8 +301,8 @@ func newDispatchPatchCmd(f *Factory, runF func(*dispatchPatchOptions) error) *co
 before the agent ran). It applies with 'git apply' on the dispatch's revision. Review it: the
 agent wrote it.
 
---branch NAME instead creates branch NAME in the dispatch's repository (or --repo PATH, a
-clone that has its commit; required when the dispatch worked on a workspace) with one commit
+--branch NAME instead creates branch NAME in the dispatch's repository (its --repo, or its
+workspace's repository; --repo PATH names another clone that has its commit) with one commit
 on the commit the dispatch ran on: author the subagent and its digest
 (name@sha256:HEX <name@subagent.agora.invalid>), committer agora <agora@agora.invalid>,
 Agora-Dispatch and Agora-Subagent trailers in the message. Only git's object store and the

@@ -33,9 +33,9 @@ nothing get no file. Patches are written 0600 (DIR, if created, 0700). Nothing a
 DIR is followed or overwritten: a symbolic link or a different file where a patch goes is an
 error, and a file with the same patch is left as it is, so a rerun succeeds.
 
---branch NAME creates branch NAME in the run's repository (or --repo PATH, a clone that has
-the run's commit; required when the run worked on a workspace) with one commit per succeeded
-task that changed something, starting from the commit the run worked on. The order is the
+--branch NAME creates branch NAME in the run's repository (its --repo, or its workspace's
+repository; --repo PATH names another clone that has the run's commit) with one commit per
+succeeded task that changed something, starting from the commit the run worked on. The order is the
 dependency order: each next commit is, of the tasks whose dependencies are all placed, the
 one with the smallest task id, so the same run always gives the same branch. Each patch is
 applied with a three-way merge onto the commits before it. The author is the subagent and
