@@ -411,3 +411,26 @@ func TestCreate_CommitsAreCommitTrees(t *testing.T) {
 		}
 	}
 }
+
+// A linked worktree as the repository: the branch lands in the shared refs, and neither the
+// worktree's checkout nor the main one moves.
+func TestCreate_LinkedWorktree(t *testing.T) {
+	requireGit(t)
+	dir, base := repo(t, map[string]string{"f": lines})
+	wt := filepath.Join(t.TempDir(), "wt")
+	git(t, dir, "worktree", "add", "-q", "-b", "side", wt)
+	before, beforeWT := state(t, dir), git(t, wt, "rev-parse", "HEAD")+git(t, wt, "symbolic-ref", "HEAD")+git(t, wt, "status", "--porcelain")
+	changes := []gitbranch.Change{{Label: "task a", Author: sig("fixer"), Message: "a\n", Patch: patchOf(t, dir, base, func(d string) { write(d, "g", "g\n") })}}
+	if _, err := gitbranch.Create(t.Context(), "agora/from-worktree", gitbranch.Options{Repo: wt, Base: base, Changes: changes}); err != nil {
+		t.Fatal(err)
+	}
+	if n := git(t, dir, "rev-list", "--count", "main..agora/from-worktree"); n != "1" {
+		t.Errorf("the main repository sees %s commits on the branch, want 1", n)
+	}
+	if after := state(t, dir); after != before {
+		t.Errorf("the main checkout changed:\nbefore %s\nafter  %s", before, after)
+	}
+	if after := git(t, wt, "rev-parse", "HEAD") + git(t, wt, "symbolic-ref", "HEAD") + git(t, wt, "status", "--porcelain"); after != beforeWT {
+		t.Errorf("the worktree changed: %q, was %q", after, beforeWT)
+	}
+}
