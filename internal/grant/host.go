@@ -13,24 +13,12 @@ var egressPattern = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9
 // optionally after "*." for its subdomains.
 func ValidEgress(h string) bool { return len(h) <= 253 && egressPattern.MatchString(h) }
 
-// HostGranted reports whether host (as in a URL, without port) is allowed by the egress
-// entries: equal to an entry, or a strict subdomain of a "*.domain" entry. Comparison is
-// case-insensitive; a host with a trailing dot matches nothing.
-func HostGranted(egress []string, host string) bool {
-	if host == "" {
-		return false
-	}
-	host = strings.ToLower(host)
-	for _, e := range egress {
-		if e == host {
-			return true
-		}
-		if suffix, ok := strings.CutPrefix(e, "*"); ok && strings.HasPrefix(suffix, ".") &&
-			len(host) > len(suffix) && strings.HasSuffix(host, suffix) {
-			return true
-		}
-	}
-	return false
+// HostGranted reports whether host (as in a URL, without port) on port is allowed by some
+// egress rule: equal to its host, or a strict subdomain of a "*.domain" host, and its port
+// when it names one. Comparison is case-insensitive; a host with a trailing dot matches
+// nothing. Methods and paths are not considered: see [RequestAllowed].
+func HostGranted(egress []EgressRule, host string, port uint16) bool {
+	return DecideHost(egress, host, port).Allowed
 }
 
 // hostCoveredBy reports whether the child entry h (a host or "*.domain") is within the
@@ -46,7 +34,7 @@ func hostCoveredBy(parent []string, h string) bool {
 		probe = "x." + rest
 	}
 	for _, e := range parent {
-		if strings.HasPrefix(e, "*.") && HostGranted([]string{e}, probe) {
+		if strings.HasPrefix(e, "*.") && hostMatches(e, probe) {
 			return true
 		}
 	}

@@ -15,22 +15,24 @@ import (
 )
 
 // Set is a grant: tool names from [BuiltinTools], argv allow-patterns ([ParseCommandPattern]
-// syntax) and egress hosts (an exact lowercase host, or "*.example.com" for any subdomain of
-// example.com, not example.com itself). Everything absent is denied.
+// syntax) and egress rules ([EgressRule]: a host pattern, an optional port, optional methods
+// and path prefixes). Everything absent is denied.
 //
 // As a narrowing request (a dispatch's or a plan task's grants) a nil list keeps that part of
 // the grant it narrows whole, and an empty one grants none of it.
 type Set struct {
 	Tools    []string `yaml:"tools" json:"tools"`
 	Commands []string `yaml:"commands" json:"commands"`
-	Egress   []string `yaml:"egress" json:"egress"`
+	Egress   []EgressRule `yaml:"egress" json:"egress"`
 }
 
 // Narrow returns child, normalised, when every item of child is covered by s; otherwise it
 // returns one [*NarrowError] per uncovered item, joined. A child tool must be named by s; a
 // child command pattern must equal a pattern of s (words compared after splitting on
-// spaces); a child egress host must equal an entry of s or be covered by a "*.domain" entry
-// of s (a child "*.a.example.com" is covered by "*.example.com"). Narrowing can only remove.
+// spaces); a child egress rule must be covered by one rule of s: its host equal or within a
+// "*.domain" host (a child "*.a.example.com" is covered by "*.example.com"), the same port
+// unless the parent allows any, and no method or path prefix the parent does not allow.
+// Narrowing can only remove.
 //
 // Normal form: each list sorted, duplicates removed, never nil; command patterns with single
 // spaces between words; hosts lowercase.
@@ -48,9 +50,9 @@ func (s Set) Narrow(child Set) (Set, error) {
 			errs = append(errs, &NarrowError{Kind: "command", Item: c})
 		}
 	}
-	for _, h := range out.Egress {
-		if !hostCoveredBy(parent.Egress, h) {
-			errs = append(errs, &NarrowError{Kind: "egress", Item: h})
+	for _, r := range out.Egress {
+		if !slices.ContainsFunc(parent.Egress, func(p EgressRule) bool { return p.covers(r) }) {
+			errs = append(errs, &NarrowError{Kind: "egress", Item: r.String()})
 		}
 	}
 	if len(errs) > 0 {
@@ -82,14 +84,22 @@ func (e *NarrowError) Error() string {
 
 // Clone returns a deep copy of s, so a holder is not changed by its caller's later edits.
 func (s Set) Clone() Set {
-	return Set{Tools: slices.Clone(s.Tools), Commands: slices.Clone(s.Commands), Egress: slices.Clone(s.Egress)}
+	egress := make([]EgressRule, len(s.Egress))
+	for i, r := range s.Egress {
+		r.Methods, r.Paths = slices.Clone(r.Methods), slices.Clone(r.Paths)
+		egress[i] = r
+	}
+	if s.Egress == nil {
+		egress = nil
+	}
+	return Set{Tools: slices.Clone(s.Tools), Commands: slices.Clone(s.Commands), Egress: egress}
 }
 
 func normalize(s Set) Set {
 	return Set{
 		Tools:    sortedSet(s.Tools, func(s string) string { return s }),
 		Commands: sortedSet(s.Commands, func(s string) string { return strings.Join(strings.Fields(s), " ") }),
-		Egress:   sortedSet(s.Egress, strings.ToLower),
+		Egress:   normalizeRules(s.Egress),
 	}
 }
 
