@@ -21,8 +21,8 @@ import (
 // As a narrowing request (a dispatch's or a plan task's grants) a nil list keeps that part of
 // the grant it narrows whole, and an empty one grants none of it.
 type Set struct {
-	Tools    []string `yaml:"tools" json:"tools"`
-	Commands []string `yaml:"commands" json:"commands"`
+	Tools    []string     `yaml:"tools" json:"tools"`
+	Commands []string     `yaml:"commands" json:"commands"`
 	Egress   []EgressRule `yaml:"egress" json:"egress"`
 }
 

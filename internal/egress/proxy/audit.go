@@ -1,0 +1,92 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Audit entry kinds.
+const (
+	KindConnect = "net.connect" // a connection decided: allow or deny, before its effect
+	KindRequest = "net.request" // a request refused inside a connection the proxy reads
+	KindClose   = "net.close"   // an allowed connection ended: bytes, duration, requests
+)
+
+var errAuditSpent = errors.New("the dispatch's network audit budget is spent")
+
+// record writes one entry, charged to the budget. Nothing is allowed on an error.
+func (p *Proxy) record(ctx context.Context, kind string, details map[string]any) error {
+	p.mu.Lock()
+	if p.spent {
+		p.mu.Unlock()
+		return errAuditSpent
+	}
+	p.entries++
+	last := p.entries >= p.cfg.MaxAuditEntries
+	if last {
+		p.spent = true
+	}
+	p.mu.Unlock()
+	if last {
+		details = map[string]any{"budget_spent": true, "entries": p.cfg.MaxAuditEntries}
+		kind = KindConnect
+		err := p.cfg.Audit.Record(ctx, kind, details)
+		if p.cfg.OnLimit != nil {
+			p.cfg.OnLimit(fmt.Sprintf("network audit budget spent (%d entries): the sandbox opened too many connections", p.cfg.MaxAuditEntries))
+		}
+		if err != nil {
+			return err
+		}
+		return errAuditSpent
+	}
+	return p.cfg.Audit.Record(ctx, kind, details)
+}
+
+// connectEntry is a net.connect entry's details.
+func connectEntry(t target, via, decision, reason string, intercept bool) map[string]any {
+	d := map[string]any{"host": t.host, "port": int(t.port), "decision": decision, "via": via}
+	if reason != "" {
+		d["reason"] = reason
+	}
+	if intercept {
+		d["terminated"] = true
+	}
+	return d
+}
+
+// closeEntry is a net.close entry's details.
+func closeEntry(t target, up, down int64, d time.Duration, requests int, keys []string, errText string) map[string]any {
+	e := map[string]any{
+		"host": t.host, "port": int(t.port), "bytes_up": up, "bytes_down": down,
+		"duration_ms": d.Milliseconds(), "requests": requests,
+	}
+	if len(keys) > 0 {
+		e["credentials"] = keys
+	}
+	if errText != "" {
+		e["error"] = errText
+	}
+	return e
+}
+
+// count updates the record's counters.
+func (p *Proxy) count(t target, allowed bool, up, down int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := t.String()
+	if allowed {
+		p.stats.Reached[k]++
+	} else {
+		p.stats.Refused[k]++
+	}
+	p.stats.BytesUp += up
+	p.stats.BytesDown += down
+}
+
+func (p *Proxy) notice(line string) {
+	if p.cfg.Notice != nil {
+		p.cfg.Notice(line)
+	}
+}

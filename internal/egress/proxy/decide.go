@@ -1,0 +1,115 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/grant"
+)
+
+// target is where a client asked to go: a lowercase host name or an IP literal (no
+// brackets), and a port.
+type target struct {
+	host string
+	port uint16
+}
+
+func (t target) String() string { return net.JoinHostPort(t.host, strconv.Itoa(int(t.port))) }
+
+// parseAuthority reads "host:port" (a CONNECT's request target, or a URL's host); defPort
+// applies when the port is missing and is not 0.
+func parseAuthority(s string, defPort uint16) (target, error) {
+	host, portText, err := net.SplitHostPort(s)
+	if err != nil {
+		if defPort == 0 {
+			return target{}, fmt.Errorf("want host:port")
+		}
+		host, portText = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"), strconv.Itoa(int(defPort))
+	}
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if err != nil || port == 0 {
+		return target{}, fmt.Errorf("port %q is not a number from 1 to 65535", cut(portText, 16))
+	}
+	if host == "" {
+		return target{}, fmt.Errorf("empty host")
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.String()
+	}
+	return target{host: strings.ToLower(host), port: uint16(port)}, nil
+}
+
+// decision is what the proxy does with a connection to a target.
+type decision struct {
+	allowed   bool
+	intercept bool      // read its requests: a rule restricts them, or a secret is bound
+	bound     []Binding // secrets bound to the host
+	reason    string    // why not, for the refusal
+}
+
+// decide applies the grant to a connection to t; a CONNECT (tunnel) needs the CA where the
+// proxy must read requests, plain HTTP does not.
+func (p *Proxy) decide(t target, tunnel bool) decision {
+	g := grant.DecideHost(p.cfg.Rules, t.host, t.port)
+	if !g.Allowed {
+		return decision{reason: "not in the dispatch's egress grant"}
+	}
+	d := decision{allowed: true, bound: p.boundTo(t.host)}
+	d.intercept = g.Inspect || len(d.bound) > 0
+	if d.intercept && tunnel && p.cfg.CA == nil {
+		return decision{reason: "its rules or bound secrets need TLS termination, and this dispatch has no proxy CA"}
+	}
+	return d
+}
+
+// boundTo returns the bindings whose hosts match host.
+func (p *Proxy) boundTo(host string) []Binding {
+	var out []Binding
+	for _, b := range p.cfg.Bindings {
+		for _, h := range b.Hosts {
+			if (grant.EgressRule{Host: h}).MatchesHost(host, 1) {
+				out = append(out, b)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// dial connects to t through the egress dialer. A refusal by the egress policy (a private
+// address, say) comes back as a reason; any other failure as err.
+func (p *Proxy) dial(ctx context.Context, t target) (c net.Conn, refused string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	c, err = p.cfg.Dialer.DialContext(ctx, "tcp", t.String())
+	var de *egress.DeniedError
+	if errors.As(err, &de) {
+		reason := de.Reason
+		if de.Addr.IsValid() {
+			reason = "it resolves to " + de.Addr.String() + ", " + de.Reason
+		}
+		return nil, reason, nil
+	}
+	return c, "", err
+}
+
+const dialTimeout = 15 * time.Second
+
+// refusalSentence is the one sentence a refused client (a model, often) reads.
+func refusalSentence(t target, reason string) string {
+	return fmt.Sprintf("agora refused the connection to %s: %s; this sandbox can reach only the hosts its grant allows.", cut(t.String(), 270), reason)
+}
+
+func cut(s string, n int) string {
+	if len(s) > n {
+		s = s[:n]
+	}
+	return strings.ToValidUTF8(s, "?")
+}

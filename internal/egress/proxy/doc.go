@@ -1,0 +1,24 @@
+// Package proxy is a dispatch's egress proxy: the only way a sandboxed tool reaches the
+// network. It runs on the host, in the supervising process, one per dispatch, and serves an
+// ordinary HTTP proxy (CONNECT tunnels and plain-HTTP forwarding) on a Unix socket the
+// worker relays the sandbox's loopback proxy port to.
+//
+// A connection is allowed only when its host and port match the dispatch's grant
+// ([grant.DecideHost]). The proxy never uses the client's idea of an address: it dials the
+// host name through [egress.Dialer], which resolves it once and refuses private, loopback,
+// link-local and metadata addresses unless the policy admits them. A refusal is an HTTP 403
+// whose body says, in one sentence, which host was refused and why.
+//
+// Connections are tunnelled untouched, except to hosts where the proxy must read requests:
+// a rule that restricts methods or paths, or a host a secret is bound to. There it terminates
+// TLS with a per-dispatch CA ([NewCA]; its key never leaves the process), checks each
+// request against the rules, swaps each bound secret's placeholder for its value in the
+// Authorization header (bearer or basic) and the binding's named headers, re-encrypts to the
+// real host with normal certificate verification, and masks the values in the response. A
+// placeholder headed for a host it is not bound to is refused wherever the proxy can see it.
+//
+// Every decision is reported to the [Auditor] before its effect: a connection's
+// net.connect entry is recorded before a byte of the client reaches the host, and a refused
+// request's entry before the refusal is answered. When the connection ends, net.close
+// reports its bytes each way, duration and requests.
+package proxy

@@ -1,0 +1,318 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/subtle"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/grant"
+)
+
+// Auditor records the proxy's decisions. Record returns only once the entry is kept (or
+// failed); a failed record refuses the connection or request it was about.
+type Auditor interface {
+	Record(ctx context.Context, kind string, details map[string]any) error
+}
+
+// Binding is one secret bound to hosts: the sandbox holds Placeholder, the proxy sends Value
+// to the bound hosts only.
+type Binding struct {
+	Key         string // the env bundle key, for the audit (never the value)
+	Placeholder string
+	Value       []byte
+	Hosts       []string // host patterns as in a grant: name, "*.domain" or IP literal
+	Headers     []string // header names swapped besides Authorization
+}
+
+// Config is one dispatch's proxy.
+type Config struct {
+	// Rules is the dispatch's effective egress grant.
+	Rules []grant.EgressRule
+	// Dialer dials every upstream connection. Required.
+	Dialer *egress.Dialer
+	// Token, when set, must be the password of the client's Proxy-Authorization (Basic,
+	// any user name): the proxy is then safe on a loopback others share (sandbox: none).
+	Token string
+	// CA signs the certificates of hosts the proxy terminates TLS for. nil refuses every
+	// connection that needs termination.
+	CA *CA
+	// Roots verifies upstream servers when the proxy terminates TLS; nil means the system's.
+	Roots *x509.CertPool
+	// Bindings are the dispatch's bound secrets.
+	Bindings []Binding
+	// Audit receives net.connect, net.request and net.close entries. Required.
+	Audit Auditor
+	// MaxConns caps concurrent client connections (default 512); more wait.
+	MaxConns int
+	// MaxAuditEntries caps the entries one dispatch's proxy writes (default 20,000). When it
+	// is spent every further connection is refused without an entry, and OnLimit is called
+	// once.
+	MaxAuditEntries int
+	// OnLimit is called (once) when the audit budget is spent.
+	OnLimit func(detail string)
+	// Notice, when set, receives one line for each refusal (for the dispatch's stderr: a
+	// client such as git shows only "CONNECT tunnel failed, response 403").
+	Notice func(line string)
+}
+
+// Defaults.
+const (
+	defaultMaxConns        = 512
+	defaultMaxAuditEntries = 20000
+	// headTimeout bounds reading one request head from the client.
+	headTimeout = 30 * time.Second
+	// maxHead caps one request head from the client.
+	maxHead = 64 << 10
+	// maxAuthTries is how many 407 answers one client connection gets.
+	maxAuthTries = 3
+)
+
+// Proxy serves one dispatch. Build it with [New]; [Proxy.Serve] accepts on a listener.
+type Proxy struct {
+	cfg   Config
+	conns chan struct{} // semaphore of MaxConns
+
+	mu      sync.Mutex
+	active  map[net.Conn]struct{}
+	stopped bool
+	stats   Stats
+	spent   bool
+	entries int
+	wg      sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+// Stats counts what a dispatch's proxy did, for its record.
+type Stats struct {
+	// Reached counts allowed connections by "host:port"; Refused refused connections and
+	// requests by "host:port".
+	Reached map[string]int `json:"reached,omitempty"`
+	Refused map[string]int `json:"refused,omitempty"`
+	// BytesUp and BytesDown are the bytes relayed to and from upstream hosts.
+	BytesUp   int64 `json:"bytes_up"`
+	BytesDown int64 `json:"bytes_down"`
+}
+
+// New returns a proxy for cfg.
+func New(cfg Config) (*Proxy, error) {
+	if cfg.Dialer == nil || cfg.Audit == nil {
+		return nil, errors.New("egress proxy: a dialer and an auditor are required")
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = defaultMaxConns
+	}
+	if cfg.MaxAuditEntries <= 0 {
+		cfg.MaxAuditEntries = defaultMaxAuditEntries
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Proxy{
+		cfg: cfg, conns: make(chan struct{}, cfg.MaxConns), active: map[net.Conn]struct{}{},
+		stats: Stats{Reached: map[string]int{}, Refused: map[string]int{}}, ctx: ctx, cancel: cancel,
+	}, nil
+}
+
+// Serve accepts client connections on ln until [Proxy.Close] or ln fails.
+func (p *Proxy) Serve(ln net.Listener) error {
+	go func() {
+		<-p.ctx.Done()
+		ln.Close()
+	}()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if p.ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		select {
+		case p.conns <- struct{}{}:
+		case <-p.ctx.Done():
+			c.Close()
+			return nil
+		}
+		if !p.track(c) {
+			c.Close()
+			<-p.conns
+			return nil
+		}
+		p.wg.Go(func() {
+			defer func() { <-p.conns }()
+			defer p.untrack(c)
+			p.serveConn(c)
+		})
+	}
+}
+
+// Close stops accepting, closes every connection and waits for their handlers (so every
+// net.close entry is written). It is safe to call more than once.
+func (p *Proxy) Close() error {
+	p.cancel()
+	p.mu.Lock()
+	p.stopped = true
+	for c := range p.active {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	return nil
+}
+
+// Stats returns a copy of the counts so far.
+func (p *Proxy) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Stats{Reached: map[string]int{}, Refused: map[string]int{}, BytesUp: p.stats.BytesUp, BytesDown: p.stats.BytesDown}
+	for k, v := range p.stats.Reached {
+		s.Reached[k] = v
+	}
+	for k, v := range p.stats.Refused {
+		s.Refused[k] = v
+	}
+	return s
+}
+
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return false
+	}
+	p.active[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	c.Close()
+	p.mu.Lock()
+	delete(p.active, c)
+	p.mu.Unlock()
+}
+
+// limitedConn caps what a request head may read; reset before each head, lifted after.
+type limitedConn struct {
+	net.Conn
+	left int64
+}
+
+func (l *limitedConn) Read(b []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, errHeadTooLarge
+	}
+	if int64(len(b)) > l.left {
+		b = b[:l.left]
+	}
+	n, err := l.Conn.Read(b)
+	l.left -= int64(n)
+	return n, err
+}
+
+var errHeadTooLarge = errors.New("request head too large")
+
+// client is one client connection and the reader of its requests.
+type client struct {
+	net.Conn
+	lc *limitedConn
+	br *bufio.Reader
+}
+
+func newClient(c net.Conn) *client {
+	lc := &limitedConn{Conn: c}
+	return &client{Conn: c, lc: lc, br: bufio.NewReaderSize(lc, 16<<10)}
+}
+
+// readRequest reads one request head, capped at maxHead and bounded by timeout; the body
+// (and a tunnel after a CONNECT) is then read without the cap.
+func (cl *client) readRequest(timeout time.Duration) (*http.Request, error) {
+	cl.lc.left = maxHead
+	cl.SetReadDeadline(time.Now().Add(timeout))
+	req, err := http.ReadRequest(cl.br)
+	cl.SetReadDeadline(time.Time{})
+	cl.lc.left = math.MaxInt64
+	return req, err
+}
+
+// serveConn reads requests from one client connection: a CONNECT hands the connection to a
+// tunnel; plain requests are forwarded while the client keeps the connection.
+func (p *Proxy) serveConn(c net.Conn) {
+	cl := newClient(c)
+	authTries := 0
+	for {
+		req, err := cl.readRequest(headTimeout)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !isClosed(err) && !isTimeout(err) {
+				status := http.StatusBadRequest
+				if errors.Is(err, errHeadTooLarge) {
+					status = http.StatusRequestHeaderFieldsTooLarge
+				}
+				writeStatus(c, status, "agora egress proxy: malformed request: "+shortError(err)+".")
+			}
+			return
+		}
+		if !p.authorized(req) {
+			authTries++
+			io.Copy(io.Discard, io.LimitReader(req.Body, 1<<20))
+			writeAuthRequired(c)
+			if authTries >= maxAuthTries || req.Close {
+				return
+			}
+			continue
+		}
+		if req.Method == http.MethodConnect {
+			p.connect(cl, req)
+			return
+		}
+		if !p.plain(cl, req) {
+			return
+		}
+	}
+}
+
+// authorized checks the Proxy-Authorization header when a token is configured.
+func (p *Proxy) authorized(req *http.Request) bool {
+	defer req.Header.Del("Proxy-Authorization")
+	if p.cfg.Token == "" {
+		return true
+	}
+	h := req.Header.Get("Proxy-Authorization")
+	scheme, cred, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return false
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+	if err != nil {
+		return false
+	}
+	_, pass, ok := strings.Cut(string(raw), ":")
+	return ok && subtle.ConstantTimeCompare([]byte(pass), []byte(p.cfg.Token)) == 1
+}
+
+func isClosed(err error) bool {
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.Canceled)
+}
+
+// shortError is err's text, cut, without anything that could be long.
+func shortError(err error) string {
+	s := err.Error()
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return strings.ToValidUTF8(s, "?")
+}

@@ -1,0 +1,364 @@
+package proxy
+
+import (
+	"bufio"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/secret/redact"
+)
+
+// session forwards the requests of one client connection to one upstream host, reading each:
+// a terminated TLS connection, or plain HTTP to one host.
+type session struct {
+	p        *Proxy
+	t        target
+	tls      bool
+	bound    []Binding
+	mask     *redact.Redactor // the bound values, masked in responses; nil when none
+	conn     net.Conn         // upstream, possibly TLS; nil until dialled
+	br       *bufio.Reader
+	up       counter
+	down     counter
+	keys     map[string]bool
+	err      error
+	raw      net.Conn // the first upstream connection, dialled by CONNECT
+	requests int
+}
+
+type counter struct{ n atomic.Int64 }
+
+// countingConn counts the bytes read and written on an upstream connection.
+type countingConn struct {
+	net.Conn
+	up, down *counter
+}
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.down.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.up.n.Add(int64(n))
+	return n, err
+}
+
+func (p *Proxy) newSession(t target, d decision, useTLS bool, raw net.Conn) *session {
+	s := &session{p: p, t: t, tls: useTLS, bound: d.bound, raw: raw, keys: map[string]bool{}}
+	if len(d.bound) > 0 {
+		vals := make([][]byte, len(d.bound))
+		for i, b := range d.bound {
+			vals[i] = b.Value
+		}
+		s.mask = redact.New(vals)
+	}
+	return s
+}
+
+func (s *session) usedKeys() []string {
+	out := make([]string, 0, len(s.keys))
+	for k := range s.keys {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// serveTLS terminates the client's TLS with a certificate for the target from the dispatch's
+// CA and forwards each request it reads.
+func (s *session) serveTLS(c net.Conn, br *bufio.Reader) {
+	cert, err := s.p.cfg.CA.certFor(s.t.host)
+	if err != nil {
+		s.err = err
+		return
+	}
+	tc := tls.Server(&prefixConn{Conn: c, r: br}, &tls.Config{
+		Certificates: []tls.Certificate{*cert},
+		NextProtos:   []string{"http/1.1"},
+		MinVersion:   tls.VersionTLS12,
+	})
+	tc.SetDeadline(time.Now().Add(headTimeout))
+	if err := tc.Handshake(); err != nil {
+		s.err = fmt.Errorf("TLS handshake with the sandbox: %w", err)
+		return
+	}
+	tc.SetDeadline(time.Time{})
+	defer s.closeUpstream()
+	cbr := bufio.NewReaderSize(tc, 16<<10)
+	for {
+		tc.SetReadDeadline(time.Now().Add(idleTimeout))
+		req, err := http.ReadRequest(cbr)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !isClosed(err) && !isTimeout(err) {
+				writeStatus(tc, http.StatusBadRequest, "agora egress proxy: malformed request: "+shortError(err)+".")
+			}
+			return
+		}
+		tc.SetReadDeadline(time.Time{})
+		if !s.forward(tc, req) {
+			return
+		}
+	}
+}
+
+// idleTimeout ends a terminated connection with no request for this long.
+const idleTimeout = 2 * time.Minute
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// forward checks one request, swaps the bound secrets in, sends it upstream and copies the
+// response back, masked. It reports whether the client connection may carry another request.
+func (s *session) forward(w io.Writer, req *http.Request) bool {
+	if reason := s.check(req); reason != "" {
+		s.refuseRequest(w, req, reason)
+		return false // the refusal closes the exchange
+	}
+	s.swap(req)
+	out := outgoing(req, s.t, s.tls, s.mask != nil)
+	for attempt := 0; ; attempt++ {
+		if s.conn == nil {
+			if err := s.dialUpstream(); err != nil {
+				s.err = err
+				writeStatus(w, http.StatusBadGateway, "agora egress proxy: "+shortError(err)+".")
+				return false
+			}
+		}
+		if err := out.Write(s.conn); err != nil {
+			s.closeUpstream()
+			// A kept-alive upstream connection the server closed: redial once if no body went.
+			if attempt == 0 && out.Body == nil {
+				continue
+			}
+			s.err = err
+			writeStatus(w, http.StatusBadGateway, "agora egress proxy: sending to "+s.t.String()+" failed.")
+			return false
+		}
+		break
+	}
+	resp, err := http.ReadResponse(s.br, out)
+	if err != nil {
+		s.err = err
+		s.closeUpstream()
+		writeStatus(w, http.StatusBadGateway, "agora egress proxy: no valid response from "+s.t.String()+".")
+		return false
+	}
+	s.requests++
+	defer resp.Body.Close()
+	if s.mask != nil {
+		if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+			s.closeUpstream()
+			writeStatus(w, http.StatusBadGateway, "agora egress proxy: "+s.t.String()+" answered with Content-Encoding "+cut(ce, 32)+", which would hide a secret from masking; refused.")
+			return false
+		}
+		maskResponse(resp, s.mask)
+	}
+	removeHopHeaders(resp.Header)
+	if err := resp.Write(w); err != nil {
+		s.err = err
+		return false
+	}
+	if resp.Close || out.Close {
+		s.closeUpstream()
+	}
+	return !req.Close && !resp.Close
+}
+
+// check returns why req may not go to the session's host, or "".
+func (s *session) check(req *http.Request) string {
+	if req.Method == http.MethodConnect {
+		return "a CONNECT inside a connection is not allowed"
+	}
+	if h := req.Host; h != "" && s.tls {
+		t, err := parseAuthority(h, s.t.port)
+		if err != nil || t != s.t {
+			return "its Host header names another host than the connection's"
+		}
+	}
+	if up := req.Header.Get("Upgrade"); up != "" {
+		return "protocol upgrades are not supported"
+	}
+	path, ok := requestPath(req)
+	if !ok {
+		return "its path holds an encoded slash, backslash or dot"
+	}
+	if !grant.RequestAllowed(s.p.cfg.Rules, s.t.host, s.t.port, req.Method, path) {
+		return "the grant does not allow " + cut(req.Method, 16) + " " + cut(path, 200) + " on this host"
+	}
+	for _, b := range s.p.cfg.Bindings {
+		if containsPlaceholder(req, b.Placeholder) && !s.isBound(b) {
+			return "it carries the placeholder of " + b.Key + ", which is not bound to this host"
+		}
+	}
+	return ""
+}
+
+func (s *session) isBound(b Binding) bool {
+	for _, x := range s.bound {
+		if x.Placeholder == b.Placeholder {
+			return true
+		}
+	}
+	return false
+}
+
+// requestPath is the request's decoded path; ok is false when the escaped path encodes a
+// slash, a backslash or a dot, which a server may read differently from the decoded form.
+func requestPath(req *http.Request) (string, bool) {
+	esc := strings.ToLower(req.URL.EscapedPath())
+	if strings.Contains(esc, "%2f") || strings.Contains(esc, "%5c") || strings.Contains(esc, "%2e") {
+		return "", false
+	}
+	p := req.URL.Path
+	if p == "" {
+		p = "/"
+	}
+	return p, true
+}
+
+func (s *session) refuseRequest(w io.Writer, req *http.Request, reason string) {
+	path, _ := requestPath(req)
+	s.p.count(s.t, false, 0, 0)
+	s.p.record(s.p.ctx, KindRequest, map[string]any{
+		"host": s.t.host, "port": int(s.t.port), "method": cut(req.Method, 16), "path": cut(path, 200),
+		"decision": "deny", "reason": reason,
+	})
+	sentence := fmt.Sprintf("agora refused %s %s on %s: %s; this sandbox can make only the requests its grant allows.",
+		cut(req.Method, 16), cut(path, 200), s.t.String(), reason)
+	s.p.notice(sentence)
+	writeStatus(w, http.StatusForbidden, sentence)
+}
+
+// dialUpstream connects (again) to the host: the CONNECT's first connection, else a new one
+// through the egress dialer; TLS with normal verification when the session is terminated.
+func (s *session) dialUpstream() error {
+	raw := s.raw
+	s.raw = nil
+	if raw == nil {
+		c, refused, err := s.p.dial(s.p.ctx, s.t)
+		if refused != "" {
+			return errors.New("refused " + s.t.String() + ": " + refused)
+		}
+		if err != nil {
+			return fmt.Errorf("could not connect to %s: %w", s.t, err)
+		}
+		raw = c
+	}
+	var c net.Conn = &countingConn{Conn: raw, up: &s.up, down: &s.down}
+	if s.tls {
+		tc := tls.Client(c, &tls.Config{
+			ServerName: s.t.host,
+			RootCAs:    s.p.cfg.Roots,
+			NextProtos: []string{"http/1.1"},
+			MinVersion: tls.VersionTLS12,
+		})
+		tc.SetDeadline(time.Now().Add(headTimeout))
+		if err := tc.Handshake(); err != nil {
+			raw.Close()
+			return fmt.Errorf("TLS to %s failed: %s", s.t, shortError(err))
+		}
+		tc.SetDeadline(time.Time{})
+		c = tc
+	}
+	s.conn, s.br = c, bufio.NewReaderSize(c, 16<<10)
+	return nil
+}
+
+func (s *session) closeUpstream() {
+	if s.conn != nil {
+		s.conn.Close()
+		s.conn, s.br = nil, nil
+	}
+	if s.raw != nil {
+		s.raw.Close()
+		s.raw = nil
+	}
+}
+
+// outgoing is the request sent upstream: origin-form, hop-by-hop and proxy headers removed,
+// and plain bodies asked for when the response will be masked.
+func outgoing(req *http.Request, t target, useTLS, masked bool) *http.Request {
+	out := req.Clone(req.Context())
+	out.Body = req.Body
+	if req.Body == http.NoBody || req.ContentLength == 0 && len(req.TransferEncoding) == 0 {
+		out.Body = nil
+	}
+	out.RequestURI = ""
+	out.URL.Scheme, out.URL.Host = "", ""
+	if useTLS {
+		out.URL.Scheme = "https"
+	} else {
+		out.URL.Scheme = "http"
+	}
+	out.URL.Host = t.String()
+	if out.Host == "" {
+		out.Host = hostHeader(t, useTLS)
+	}
+	removeHopHeaders(out.Header)
+	if masked {
+		out.Header.Set("Accept-Encoding", "identity")
+	}
+	return out
+}
+
+func hostHeader(t target, useTLS bool) string {
+	if (useTLS && t.port == 443) || (!useTLS && t.port == 80) {
+		if strings.Contains(t.host, ":") {
+			return "[" + t.host + "]"
+		}
+		return t.host
+	}
+	return t.String()
+}
+
+// hopHeaders are never forwarded (RFC 9110 7.6.1), nor the proxy's own.
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Upgrade"}
+
+func removeHopHeaders(h http.Header) {
+	for _, f := range h.Values("Connection") {
+		for _, name := range strings.Split(f, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+}
+
+// writeStatus answers a request with status and a one-line text body, closing the exchange.
+func writeStatus(w io.Writer, status int, body string) {
+	body += "\n"
+	fmt.Fprintf(w, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %s\r\nConnection: close\r\n\r\n%s",
+		status, http.StatusText(status), strconv.Itoa(len(body)), body)
+}
+
+func writeAuthRequired(w io.Writer) {
+	body := "agora egress proxy: proxy authorization required.\n"
+	fmt.Fprintf(w, "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"agora\"\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+}
+
+// prefixConn reads what a bufio.Reader already holds before the connection itself.
+type prefixConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *prefixConn) Read(b []byte) (int, error) { return c.r.Read(b) }
