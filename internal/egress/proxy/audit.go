@@ -71,11 +71,24 @@ func closeEntry(t target, up, down int64, d time.Duration, requests int, keys []
 	return e
 }
 
+// maxStatsHosts caps the hosts counted by name on the record; the rest count as otherHosts.
+const (
+	maxStatsHosts = 256
+	otherHosts    = "(other hosts)"
+)
+
 // count updates the record's counters.
 func (p *Proxy) count(t target, allowed bool, up, down int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k := t.String()
+	m := p.stats.Refused
+	if allowed {
+		m = p.stats.Reached
+	}
+	if _, ok := m[k]; !ok && len(m) >= maxStatsHosts {
+		k = otherHosts
+	}
 	if allowed {
 		p.stats.Reached[k]++
 	} else {

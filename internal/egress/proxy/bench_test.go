@@ -1,0 +1,225 @@
+package proxy_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/egress/proxy"
+	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/store"
+)
+
+// The benchmarks measure the path a sandboxed tool's request takes: the client, a loopback
+// TCP relay (the worker's, reproduced here), the proxy's Unix socket, the proxy (every
+// connection recorded in a real agora.db through the group-commit writer), the upstream
+// server on loopback. "direct" is the same client straight to the server, in the same run.
+
+type batchAudit struct{ b *audit.Batcher }
+
+func (a batchAudit) Record(ctx context.Context, kind string, d map[string]any) error {
+	return a.b.Append(ctx, audit.Entry{Actor: "dispatch/bench role", Kind: kind, Subject: "dispatch/bench", Details: d})
+}
+
+type benchRig struct {
+	srv      *httptest.Server
+	proxyURL *url.URL
+	ca       *proxy.CA
+}
+
+func newRig(b *testing.B, body []byte, bind bool) *benchRig {
+	b.Helper()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(body)
+	}))
+	b.Cleanup(srv.Close)
+	db, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "agora.db"), audit.Migrations)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	bat := audit.NewBatcher(db, audit.New(nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	go bat.Run(ctx)
+	u, _ := url.Parse(srv.URL)
+	rules, _ := grant.EgressRules(u.Host)
+	cfg := proxy.Config{
+		Rules:  rules,
+		Dialer: egress.NewDialer(egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, nil),
+		Audit:  batchAudit{bat}, Roots: poolOf(srv.Certificate()),
+	}
+	rig := &benchRig{srv: srv}
+	if bind {
+		ca, err := proxy.NewCA("bench", time.Hour)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.CA, rig.ca = ca, ca
+		cfg.Bindings = []proxy.Binding{{Key: "TOKEN", Placeholder: "agora-placeholder-bench0123456789", Value: []byte("real-secret-value-0123456789"), Hosts: []string{"127.0.0.1"}}}
+	}
+	p, err := proxy.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sock := filepath.Join(b.TempDir(), "proxy.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go p.Serve(ln)
+	b.Cleanup(func() { p.Close() })
+	relay := startRelay(b, sock)
+	rig.proxyURL, _ = url.Parse("http://" + relay)
+	return rig
+}
+
+// startRelay is the worker's relay: loopback TCP to the Unix socket, byte for byte.
+func startRelay(b *testing.B, sock string) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				u, err := net.Dial("unix", sock)
+				if err != nil {
+					return
+				}
+				defer u.Close()
+				done := make(chan struct{})
+				go func() { io.Copy(u, c); u.(*net.UnixConn).CloseWrite(); close(done) }()
+				io.Copy(c, u)
+				c.(*net.TCPConn).CloseWrite()
+				<-done
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func poolOf(c *x509.Certificate) *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(c)
+	return p
+}
+
+func (r *benchRig) client(viaProxy, keepAlive bool) *http.Client {
+	roots := poolOf(r.srv.Certificate())
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, DisableKeepAlives: !keepAlive, MaxIdleConnsPerHost: 8}
+	if viaProxy {
+		tr.Proxy = http.ProxyURL(r.proxyURL)
+		if r.ca != nil {
+			roots.AppendCertsFromPEM(r.ca.CertPEM())
+		}
+	}
+	return &http.Client{Transport: tr}
+}
+
+// runGETs times b.N GETs one after another and reports the median and p99 in microseconds.
+func runGETs(b *testing.B, c *http.Client, u string, auth string) {
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		req, _ := http.NewRequest("GET", u, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+// BenchmarkTunnelGET: an HTTPS GET of 1 KiB, tunnelled, on a new connection each time (the
+// proxy decides, dials and records each) and on a kept-alive one.
+func BenchmarkTunnelGET(b *testing.B) {
+	body := []byte(strings.Repeat("x", 1024))
+	rig := newRig(b, body, false)
+	for _, keep := range []bool{false, true} {
+		name := "new-conn"
+		if keep {
+			name = "keep-alive"
+		}
+		b.Run(name+"/direct", func(b *testing.B) { runGETs(b, rig.client(false, keep), rig.srv.URL, "") })
+		b.Run(name+"/proxy", func(b *testing.B) { runGETs(b, rig.client(true, keep), rig.srv.URL, "") })
+	}
+}
+
+// BenchmarkInterceptGET: the same GET to a host a secret is bound to: the proxy terminates
+// TLS with the dispatch's CA, swaps the placeholder for the value, re-encrypts, and masks the
+// value in the response.
+func BenchmarkInterceptGET(b *testing.B) {
+	body := []byte(strings.Repeat("x", 1024))
+	rig := newRig(b, body, true)
+	for _, keep := range []bool{false, true} {
+		name := "new-conn"
+		if keep {
+			name = "keep-alive"
+		}
+		b.Run(name+"/direct", func(b *testing.B) { runGETs(b, rig.client(false, keep), rig.srv.URL, "Bearer x") })
+		b.Run(name+"/proxy", func(b *testing.B) {
+			runGETs(b, rig.client(true, keep), rig.srv.URL, "Bearer agora-placeholder-bench0123456789")
+		})
+	}
+}
+
+// BenchmarkBulk: one 64 MiB HTTPS download per op, tunnelled.
+func BenchmarkBulk(b *testing.B) {
+	body := make([]byte, 64<<20)
+	rig := newRig(b, body, false)
+	for _, via := range []bool{false, true} {
+		name := "direct"
+		if via {
+			name = "proxy"
+		}
+		b.Run(name, func(b *testing.B) {
+			c := rig.client(via, true)
+			b.SetBytes(int64(len(body)))
+			b.ResetTimer()
+			for range b.N {
+				resp, err := c.Get(rig.srv.URL)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, _ := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if n != int64(len(body)) {
+					b.Fatalf("got %d bytes", n)
+				}
+			}
+		})
+	}
+}
