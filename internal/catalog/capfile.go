@@ -56,9 +56,13 @@ func ParseGrants(file string, src []byte, files []File) (Grants, error) {
 			errs = append(errs, pos.Errorf(fmt.Sprintf("commands[%d]", i), "%v", err))
 		}
 	}
-	for i, h := range g.Egress {
-		if !grant.ValidEgress(h) {
-			errs = append(errs, pos.Errorf(fmt.Sprintf("egress[%d]", i), "want a lowercase host name such as api.example.com or *.example.com, got %q", h))
+	for i, r := range g.Egress {
+		p := fmt.Sprintf("egress[%d]", i)
+		if reported(errs, p) {
+			continue // the string form did not parse: said once, by the decoder
+		}
+		if err := r.Validate(); err != nil {
+			errs = append(errs, pos.Errorf(p, "%v", err))
 		}
 	}
 	switch g.Network {
@@ -89,7 +93,9 @@ func ParseGrants(file string, src []byte, files []File) (Grants, error) {
 	}
 	g.Tools = nonNil(g.Tools)
 	g.Commands = nonNil(g.Commands)
-	g.Egress = nonNil(g.Egress)
+	if g.Egress == nil {
+		g.Egress = []grant.EgressRule{}
+	}
 	return g, nil
 }
 
@@ -107,4 +113,14 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// reported reports whether errs already holds an error at path.
+func reported(errs strictyaml.Errors, path string) bool {
+	for _, e := range errs {
+		if e.Path == path {
+			return true
+		}
+	}
+	return false
 }

@@ -38,7 +38,7 @@ network: egress
 		Set: grant.Set{
 			Tools:    []string{"read_file", "run_command", "http_fetch"},
 			Commands: []string{"go test **", "git status", "make *"},
-			Egress:   []string{"api.github.com", "*.example.com", "localhost"},
+			Egress:   grant.MustEgressRules("api.github.com", "*.example.com", "localhost"),
 		},
 		Setup:   "bin/setup.sh",
 		Network: "egress",
@@ -54,7 +54,7 @@ func TestParseGrants_Defaults(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ParseGrants(%q): %v", src, err)
 		}
-		want := catalog.Grants{Set: grant.Set{Tools: []string{}, Commands: []string{}, Egress: []string{}}, Network: "none"}
+		want := catalog.Grants{Set: grant.Set{Tools: []string{}, Commands: []string{}, Egress: grant.MustEgressRules()}, Network: "none"}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("ParseGrants(%q) mismatch (-want +got):\n%s", src, diff)
 		}
@@ -95,10 +95,10 @@ setup: bin/missing.sh
 		{File: "cap/capability.yaml", Line: 4, Path: "commands[1]", Msg: `command pattern "** x": ** may only be the last word`},
 		{File: "cap/capability.yaml", Line: 5, Path: "commands[2]", Msg: `command pattern "* arg": the program must be named, not *`},
 		{File: "cap/capability.yaml", Line: 6, Path: "commands[3]", Msg: `command pattern "go [bad": bad glob "[bad"`},
-		{File: "cap/capability.yaml", Line: 9, Path: "egress[0]", Msg: `want a lowercase host name such as api.example.com or *.example.com, got "API.GITHUB.COM"`},
-		{File: "cap/capability.yaml", Line: 10, Path: "egress[1]", Msg: `want a lowercase host name such as api.example.com or *.example.com, got "https://example.com"`},
-		{File: "cap/capability.yaml", Line: 12, Path: "egress[3]", Msg: `want a lowercase host name such as api.example.com or *.example.com, got "*"`},
-		{File: "cap/capability.yaml", Line: 13, Path: "egress[4]", Msg: `want a lowercase host name such as api.example.com or *.example.com, got "bad_host.com"`},
+		{File: "cap/capability.yaml", Line: 9, Path: "egress[0]", Msg: `egress host "API.GITHUB.COM": want a lowercase host name such as api.example.com or *.example.com, or an IP address`},
+		{File: "cap/capability.yaml", Line: 10, Path: "egress[1]", Msg: `egress "https://example.com": write a host and optional port such as api.example.com:443, not a URL (paths go in a rule's paths)`},
+		{File: "cap/capability.yaml", Line: 12, Path: "egress[3]", Msg: `egress host "*": want a lowercase host name such as api.example.com or *.example.com, or an IP address`},
+		{File: "cap/capability.yaml", Line: 13, Path: "egress[4]", Msg: `egress host "bad_host.com": want a lowercase host name such as api.example.com or *.example.com, or an IP address`},
 		{File: "cap/capability.yaml", Line: 14, Path: "network", Msg: `want "none" or "egress", got "internet"`},
 		{File: "cap/capability.yaml", Line: 15, Path: "setup", Msg: `setup script "bin/missing.sh" is not a file in the capability`},
 	}

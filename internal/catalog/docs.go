@@ -66,6 +66,17 @@ func ParseSubagentDoc(b []byte) (SubagentDoc, error) {
 type EnvDoc struct {
 	Values  map[string]string `json:"values"`
 	Secrets map[string]string `json:"secrets"` // key -> sealed secret reference
+	// Bindings bind secrets to hosts: the sandbox sees a placeholder, and the egress proxy
+	// sends the value to those hosts only. Absent from the document when empty.
+	Bindings map[string]Binding `json:"bindings,omitempty"`
+}
+
+// Binding is where one secret's value may go.
+type Binding struct {
+	// Hosts are host patterns as in a grant's egress: a name, "*.domain" or an IP literal.
+	Hosts []string `json:"hosts"`
+	// Headers are header names the proxy swaps the placeholder in, besides Authorization.
+	Headers []string `json:"headers,omitempty"`
 }
 
 // Marshal returns the canonical bytes of d.

@@ -147,7 +147,7 @@ func printCapability(w io.Writer, out capabilityShow, total int64) {
 	if g != nil {
 		fmt.Fprintf(w, "tools:       %s\n", orDash(strings.Join(g.Tools, ", ")))
 		fmt.Fprintf(w, "commands:    %s\n", orDash(quoteAll(g.Commands)))
-		fmt.Fprintf(w, "egress:      %s\n", orDash(strings.Join(g.Egress, ", ")))
+		fmt.Fprintf(w, "egress:      %s\n", orDash(strings.Join(ruleStrings(g.Egress), ", ")))
 		fmt.Fprintf(w, "network:     %s\n", g.Network)
 		fmt.Fprintf(w, "setup:       %s\n", orDash(g.Setup))
 		fmt.Fprintf(w, "overlay:     %s\n", orDash(quoteAll(g.Overlay)))

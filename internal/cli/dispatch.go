@@ -72,10 +72,10 @@ type dispatchRunOptions struct {
 
 // grants returns the narrowing the flags ask for, or nil when none was given: a kind whose
 // flag is absent stays as the subagent has it; a flag given an empty value grants none of it.
-func (o *dispatchRunOptions) grants(cmd *cobra.Command) *grant.Set {
+func (o *dispatchRunOptions) grants(cmd *cobra.Command) (*grant.Set, error) {
 	fl := cmd.Flags()
 	if !fl.Changed("tools") && !fl.Changed("commands") && !fl.Changed("egress") {
-		return nil
+		return nil, nil
 	}
 	g := &grant.Set{}
 	if fl.Changed("tools") {
@@ -90,9 +90,16 @@ func (o *dispatchRunOptions) grants(cmd *cobra.Command) *grant.Set {
 		}
 	}
 	if fl.Changed("egress") {
-		g.Egress = append([]string{}, splitList(o.egress)...)
+		g.Egress = []grant.EgressRule{}
+		for _, s := range splitList(o.egress) {
+			r, err := grant.ParseEgressRule(strings.ToLower(s))
+			if err != nil {
+				return nil, usageErrorf(cmd, "--egress: %v", err)
+			}
+			g.Egress = append(g.Egress, r)
+		}
 	}
-	return g
+	return g, nil
 }
 
 func newDispatchRunCmd(f *Factory, runF func(*dispatchRunOptions) error) *cobra.Command {
@@ -139,10 +146,14 @@ or ANTHROPIC_API_KEY from the env bundles); the sandbox never sees it. See docs/
 			if opts.wsFlag != "" {
 				ws, rev = splitWorkspace(opts.wsFlag)
 			}
+			grants, err := opts.grants(cmd)
+			if err != nil {
+				return err
+			}
 			opts.req = dispatch.Request{
 				Subagent: opts.subagent, Envs: splitList(opts.envs), Target: opts.target, Input: input,
 				Repo: repo, Workspace: ws, Revision: rev, Timeout: opts.timeout, Actor: f.Actor(), CallbackURL: opts.callback,
-				Grants: opts.grants(cmd),
+				Grants: grants,
 			}
 			return runCmd(cmd, opts, runF, dispatchRunRun)
 		},
@@ -214,8 +225,13 @@ func runDispatch(ctx context.Context, f *Factory, req dispatch.Request, detached
 	if _, err := d.Reap(ctx); err != nil {
 		return err
 	}
-	if t, err := d.Config.Target(req.Target); err == nil && t.Sandbox == "none" {
-		fmt.Fprintf(f.IO.ErrOut, "agora: WARNING: target %q runs workers WITHOUT a sandbox (sandbox: none); this is recorded on the dispatch\n", orDefault(req.Target, "local"))
+	if t, err := d.Config.Target(req.Target); err == nil {
+		if t.Sandbox == "none" {
+			fmt.Fprintf(f.IO.ErrOut, "agora: WARNING: target %q runs workers WITHOUT a sandbox (sandbox: none); this is recorded on the dispatch\n", orDefault(req.Target, "local"))
+		}
+		if t.Network == dispatch.NetworkHost {
+			fmt.Fprintf(f.IO.ErrOut, "agora: WARNING: target %q gives workers the host's network, unrestricted and unaudited (network: host); this is recorded on the dispatch\n", orDefault(req.Target, "local"))
+		}
 	}
 	rec, err := d.Accept(ctx, req)
 	var re *dispatch.RequestError

@@ -32,6 +32,10 @@ func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) 
 	if err != nil {
 		return nil, err
 	}
+	roots, err := h.Config.Egress.LoadCACerts()
+	if err != nil {
+		return nil, err
+	}
 	reader := view.New(h.DB, h.Blobs)
 	return &dispatch.Dispatcher{
 		Records: dispatch.NewRecords(h.DB, audit.New(f.Now), f.Now),
@@ -49,8 +53,9 @@ func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) 
 		StateDir: filepath.Join(h.Dir, home.DispatchDir),
 		AgoraBin: bin,
 		// The gateways of model runtimes dial through this policy (egress.allow_private).
-		Egress: egress.Policy{AllowPrivate: prefixes},
-		Now:    f.Now,
+		Egress:      egress.Policy{AllowPrivate: prefixes},
+		EgressRoots: roots,
+		Now:         f.Now,
 	}, nil
 }
 

@@ -6,14 +6,18 @@ import (
 	"fmt"
 	"github.com/agora-dev/agora/internal/gitbranch"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/egress/proxy"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/home"
 )
 
@@ -98,8 +102,9 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 	fmt.Fprintf(w, "timeout:   %s\n", time.Duration(r.Timeout))
 	fmt.Fprintf(w, "actor:     %s\n", r.Actor)
 	if g := r.Grants; g != nil {
-		fmt.Fprintf(w, "grants:    tools %s; commands %s; egress %s\n", orNone(g.Tools), orNone(g.Commands), orNone(g.Egress))
+		fmt.Fprintf(w, "grants:    tools %s; commands %s; egress %s\n", orNone(g.Tools), orNone(g.Commands), orNone(ruleStrings(g.Egress)))
 	}
+	printNet(w, r.Net)
 	if res := r.Result; res != nil {
 		if res.Patch != nil {
 			fmt.Fprintf(w, "patch:     %s (%d bytes)\n", res.Patch.Digest, res.Patch.Size)
@@ -518,4 +523,34 @@ func orNone(items []string) string {
 		return "(none)"
 	}
 	return quoteAll(items)
+}
+
+// ruleStrings is each egress rule as people read it: host[:port], then methods and paths.
+func ruleStrings(rules []grant.EgressRule) []string {
+	out := make([]string, len(rules))
+	for i, r := range rules {
+		out[i] = r.String()
+	}
+	return out
+}
+
+// printNet writes what the dispatch's egress proxy saw: hosts reached and refused, with
+// their connection counts, and the bytes each way.
+func printNet(w io.Writer, n *proxy.Stats) {
+	if n == nil {
+		return
+	}
+	counts := func(m map[string]int) string {
+		if len(m) == 0 {
+			return "none"
+		}
+		keys := slices.Sorted(maps.Keys(m))
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = fmt.Sprintf("%s (%d)", agentText(k), m[k])
+		}
+		return strings.Join(parts, ", ")
+	}
+	fmt.Fprintf(w, "reached:   %s; %d bytes up, %d down\n", counts(n.Reached), n.BytesUp, n.BytesDown)
+	fmt.Fprintf(w, "refused:   %s\n", counts(n.Refused))
 }

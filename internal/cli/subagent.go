@@ -292,7 +292,7 @@ func printSubagent(w io.Writer, v catalog.Version, doc catalog.SubagentDoc, gran
 	fmt.Fprintf(w, "grants (the union of its capabilities; a dispatch may narrow them):\n")
 	fmt.Fprintf(w, "  tools:     %s\n", orNone(grants.Tools))
 	fmt.Fprintf(w, "  commands:  %s\n", orNone(grants.Commands))
-	fmt.Fprintf(w, "  egress:    %s\n", orNone(grants.Egress))
+	fmt.Fprintf(w, "  egress:    %s\n", orNone(ruleStrings(grants.Egress)))
 	fmt.Fprintf(w, "system prompt:\n")
 	if doc.SystemPrompt == "" {
 		fmt.Fprintf(w, "  (none)\n")

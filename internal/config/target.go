@@ -1,12 +1,15 @@
 package config
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"net/netip"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/agora-dev/agora/internal/capped"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
@@ -25,7 +28,11 @@ type Target struct {
 	// Sandbox is "bwrap" (default) or "none". "none" runs workers WITHOUT isolation: it is
 	// printed on every dispatch and stored in the record.
 	Sandbox string `yaml:"sandbox"`
-	// Network is "none" (default: the sandbox has only loopback) or "host".
+	// Network is what a sandbox can reach. "proxy" (the default): its own loopback, and
+	// through the dispatch's egress proxy the hosts its grant allows; a dispatch whose grant
+	// allows no host gets "none". "none": only loopback, whatever the grant. "host": the
+	// host's network, unrestricted and unaudited: an explicit unsafe escape, warned about
+	// on every dispatch and recorded on it.
 	Network string `yaml:"network"`
 	// Timeout is the default and maximum wall-clock time of a dispatch (default 30m).
 	Timeout time.Duration `yaml:"timeout"`
@@ -59,6 +66,45 @@ type Egress struct {
 	// AllowPrivate lists private prefixes (CIDR or single addresses) that outbound requests
 	// may reach. Empty by default: only public addresses.
 	AllowPrivate []string `yaml:"allow_private"`
+	// CACerts are PEM files of extra root certificates (an internal CA): the egress proxy
+	// trusts them besides the system's when it verifies a host it terminates TLS for, and
+	// every sandbox with the proxy finds them in its trust store.
+	CACerts []string `yaml:"ca_certs"`
+}
+
+// maxCACerts caps what egress.ca_certs may read, all files together.
+const maxCACerts = 4 << 20
+
+// LoadCACerts reads egress.ca_certs: every file must hold only PEM certificates, at least
+// one. Nothing is read when the list is empty.
+func (e Egress) LoadCACerts() ([]byte, error) {
+	var out []byte
+	for _, path := range e.CACerts {
+		b, err := capped.ReadFile(path, maxCACerts-int64(len(out)))
+		if err != nil {
+			return nil, fmt.Errorf("egress.ca_certs: %w", err)
+		}
+		rest, found := b, false
+		for {
+			var blk *pem.Block
+			blk, rest = pem.Decode(rest)
+			if blk == nil {
+				break
+			}
+			if blk.Type != "CERTIFICATE" {
+				return nil, fmt.Errorf("egress.ca_certs: %s holds a %s block; want only certificates", path, blk.Type)
+			}
+			if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
+				return nil, fmt.Errorf("egress.ca_certs: %s: %w", path, err)
+			}
+			found = true
+		}
+		if !found {
+			return nil, fmt.Errorf("egress.ca_certs: %s holds no PEM certificate", path)
+		}
+		out = append(append(out, b...), '\n')
+	}
+	return out, nil
 }
 
 // Prefixes parses AllowPrivate.
@@ -105,7 +151,7 @@ const (
 
 func defaultTarget() Target {
 	return Target{
-		Provider: "local", Sandbox: "bwrap", Network: "none", Timeout: 30 * time.Minute,
+		Provider: "local", Sandbox: "bwrap", Network: "proxy", Timeout: 30 * time.Minute,
 		MaxProcs: 256, FileSize: 1 << 30, Memory: 4 << 30, Disk: DefaultDisk, SandboxUID: DefaultSandboxUID,
 	}
 }
@@ -172,8 +218,8 @@ func (c *Config) validateTargets(pos *strictyaml.Positions) strictyaml.Errors {
 		if t.Sandbox != "bwrap" && t.Sandbox != "none" {
 			errs = append(errs, pos.Errorf(p+".sandbox", `want "bwrap" or "none", got %q`, t.Sandbox))
 		}
-		if t.Network != "none" && t.Network != "host" {
-			errs = append(errs, pos.Errorf(p+".network", `want "none" or "host", got %q`, t.Network))
+		if t.Network != "proxy" && t.Network != "none" && t.Network != "host" {
+			errs = append(errs, pos.Errorf(p+".network", `want "proxy", "none" or "host", got %q`, t.Network))
 		}
 		if t.Timeout > MaxDispatchTimeout {
 			errs = append(errs, pos.Errorf(p+".timeout", "at most %s", MaxDispatchTimeout))

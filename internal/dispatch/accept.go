@@ -164,7 +164,7 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	}
 	rec := &Record{
 		ID: id, Subagent: sub.Name, SubagentDigest: sub.Digest, Envs: envs, Target: req.Target,
-		Sandbox: target.Sandbox, Network: target.Network, InputDigest: inputDigest, Repo: repo, Revision: rev, Workspace: wsRef,
+		Sandbox: target.Sandbox, Network: resolveNetwork(target.Network, grants), InputDigest: inputDigest, Repo: repo, Revision: rev, Workspace: wsRef,
 		Timeout: Duration(timeout), ParentID: req.ParentID, Actor: req.Actor, CallbackURL: callback, Inputs: inputs,
 		Grants: &grants,
 	}

@@ -47,7 +47,11 @@ type Dispatcher struct {
 	// fetches through (agora.yaml egress.allow_private). The zero Policy reaches public
 	// addresses only.
 	Egress egress.Policy
-	Now    func() time.Time
+	// EgressRoots are extra trusted root certificates (PEM, agora.yaml's egress.ca_certs):
+	// the egress proxy verifies upstream hosts with them besides the system's, and the
+	// sandbox's trust store holds them.
+	EgressRoots []byte
+	Now         func() time.Time
 
 	// testOnlyInvokingUser makes a root agora stage and run sandboxes as an unprivileged one
 	// does (as the invoking user, no disk quota), so tests running as root cover that path.

@@ -12,6 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/gateway"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -103,20 +104,20 @@ func (d *Dispatcher) takeModelEndpoint(ctx context.Context, p *pinned) (*modelEn
 	return e, nil
 }
 
-// runningGateway is one dispatch's gateway and the directory its socket lives in.
+// runningGateway is one dispatch's socket directory and the host servers listening in it:
+// the model gateway (model runtimes) and the egress proxy (network: proxy).
 type runningGateway struct {
-	gw *gateway.Gateway
+	gw    *gateway.Gateway
+	proxy *runningProxy
 	// dir is bound into the sandbox; link, when set, is the stage's gateway entry pointing
 	// at dir (the stage path was too long for a Unix socket).
 	dir, link string
 }
 
-// startGateway starts the gateway of dispatch r in a fresh 0700 directory: the stage's
-// gateway/ when a socket path there fits, else a short temporary directory that the stage's
-// gateway entry links to (the worker of a `sandbox: none` target finds it through the link).
-// A gateway whose audit budget is spent pulls trip: the sandbox is stopped and the dispatch
-// fails limit-exceeded.
-func (d *Dispatcher) startGateway(ctx context.Context, r *Record, st *stage, ep *modelEndpoint, secrets [][]byte, trip *limitTrip) (*runningGateway, error) {
+// openGatewayDir makes the dispatch's socket directory, fresh and 0700: the stage's gateway/
+// when a socket path there fits, else a short temporary directory that the stage's gateway
+// entry links to (the worker of a `sandbox: none` target finds it through the link).
+func openGatewayDir(st *stage) (*runningGateway, error) {
 	rg := &runningGateway{dir: filepath.Join(st.dir, wire.GatewayDir)}
 	os.RemoveAll(rg.dir) // nothing of an earlier attempt is reused
 	// The gateway binds its socket in a temporary directory beside the path, then renames it.
@@ -133,8 +134,15 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, st *stage, ep 
 	} else if err := os.Mkdir(rg.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("start gateway: %w", err)
 	}
+	return rg, nil
+}
+
+// startGateway starts the model gateway of dispatch r in rg's directory. A gateway whose
+// audit budget is spent pulls trip: the sandbox is stopped and the dispatch fails
+// limit-exceeded.
+func (d *Dispatcher) startGateway(ctx context.Context, r *Record, rg *runningGateway, ep *modelEndpoint, secrets [][]byte, trip *limitTrip) error {
 	role := r.Subagent + "@" + string(r.SubagentDigest)
-	var egressGrant []string
+	var egressGrant []grant.EgressRule
 	if r.Grants != nil {
 		egressGrant = r.Grants.Egress
 	}
@@ -157,11 +165,10 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, st *stage, ep 
 	})
 	clear(ep.key)
 	if err != nil {
-		rg.remove()
-		return nil, err
+		return err
 	}
 	rg.gw = gw
-	return rg, nil
+	return nil
 }
 
 // maxSocketPath is the longest Unix socket path Linux accepts.
@@ -205,6 +212,7 @@ func (rg *runningGateway) close() error {
 	if rg.gw != nil {
 		err = rg.gw.Close()
 	}
+	rg.proxy.close()
 	rg.remove()
 	return err
 }

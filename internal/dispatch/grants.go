@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -82,8 +83,18 @@ func manifestCommands(declared, effective []string) []string {
 
 // grantsDetails is the audit form of g.
 func grantsDetails(g grant.Set) map[string]any {
-	return map[string]any{"tools": nonNilStrings(g.Tools), "commands": nonNilStrings(g.Commands), "egress": nonNilStrings(g.Egress)}
+	egress := make([]any, len(g.Egress))
+	for i, r := range g.Egress {
+		b, _ := r.MarshalJSON()
+		var v any
+		json.Unmarshal(b, &v)
+		egress[i] = v
+	}
+	return map[string]any{"tools": nonNilStrings(g.Tools), "commands": nonNilStrings(g.Commands), "egress": egress}
 }
+
+// uniqRules is rs in the normal form of a grant: sorted, without duplicates, never nil.
+func uniqRules(rs []grant.EgressRule) []grant.EgressRule { return grant.NormalRules(rs) }
 
 func nonNilStrings(s []string) []string {
 	if s == nil {

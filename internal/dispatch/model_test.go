@@ -352,7 +352,7 @@ func TestModel_Narrowing(t *testing.T) {
 		for _, g := range []grant.Set{
 			{Tools: []string{"run_command"}},
 			{Commands: []string{"sh -c *"}},
-			{Egress: []string{"example.com"}},
+			{Egress: grant.MustEgressRules("example.com")},
 		} {
 			before, _ := e.d.Records.List(t.Context(), dispatch.ListFilter{})
 			_, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "editor", Actor: "test", Grants: &g})
@@ -385,7 +385,7 @@ func TestModel_Narrowing(t *testing.T) {
 		if got := offered(srv.Accepted()[0]); !cmp.Equal(got, []string{"ask_human", "read_file"}) {
 			t.Errorf("tools offered %v, want the narrowed set", got)
 		}
-		want := grant.Set{Tools: []string{"ask_human", "read_file"}, Commands: []string{"git diff *"}, Egress: []string{}}
+		want := grant.Set{Tools: []string{"ask_human", "read_file"}, Commands: []string{"git diff *"}, Egress: grant.MustEgressRules()}
 		if diff := cmp.Diff(&want, r.Grants); diff != "" {
 			t.Errorf("recorded grant (-want +got):\n%s", diff)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/digest"
+	"github.com/agora-dev/agora/internal/egress/proxy"
 	"github.com/agora-dev/agora/internal/grant"
 )
 
@@ -96,6 +97,10 @@ type Record struct {
 	// Workspace is the workspace the dispatch named, NAME@sha256:HEX; Repo is then its
 	// repository (a host path: never shown over MCP) and Revision the commit it resolved to.
 	Workspace string `json:"workspace,omitempty"`
+
+	// Net is what the dispatch's egress proxy saw: connections by host:port, reached and
+	// refused, and bytes each way. nil without the proxy or when nothing connected.
+	Net *proxy.Stats `json:"net,omitempty"`
 
 	supervisor      string
 	cancelRequested bool
@@ -190,19 +195,19 @@ var ErrExists = errors.New("dispatch already recorded")
 
 const recordColumns = `id, state, reason, detail, exit_code, subagent, subagent_digest, envs, target, sandbox,
 network, input_digest, repo, revision, timeout_ms, parent_id, actor, provider_task_id, supervisor,
-cancel_requested, callback_url, created_at, started_at, ended_at, isolation, result, inputs, grants, workspace`
+cancel_requested, callback_url, created_at, started_at, ended_at, isolation, result, inputs, grants, workspace, net`
 
 type scanner interface{ Scan(...any) error }
 
 func scanRecord(row scanner) (*Record, error) {
 	var r Record
 	var exit sql.NullInt64
-	var envs, created, started, ended, result, inputs, grants string
+	var envs, created, started, ended, result, inputs, grants, netStats string
 	var timeoutMS int64
 	if err := row.Scan(&r.ID, &r.State, &r.Reason, &r.Detail, &exit, &r.Subagent, &r.SubagentDigest, &envs,
 		&r.Target, &r.Sandbox, &r.Network, &r.InputDigest, &r.Repo, &r.Revision, &timeoutMS, &r.ParentID,
 		&r.Actor, &r.ProviderTaskID, &r.supervisor, &r.cancelRequested, &r.CallbackURL, &created, &started,
-		&ended, &r.Isolation, &result, &inputs, &grants, &r.Workspace); err != nil {
+		&ended, &r.Isolation, &result, &inputs, &grants, &r.Workspace, &netStats); err != nil {
 		return nil, err
 	}
 	if exit.Valid {
@@ -216,6 +221,12 @@ func scanRecord(row scanner) (*Record, error) {
 	if inputs != "" && inputs != "[]" {
 		if err := json.Unmarshal([]byte(inputs), &r.Inputs); err != nil {
 			return nil, fmt.Errorf("dispatch %s: bad inputs: %w", r.ID, err)
+		}
+	}
+	if netStats != "" {
+		r.Net = &proxy.Stats{}
+		if err := json.Unmarshal([]byte(netStats), r.Net); err != nil {
+			return nil, fmt.Errorf("dispatch %s: bad net: %w", r.ID, err)
 		}
 	}
 	if grants != "" {

@@ -12,6 +12,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/egress/proxy"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -35,6 +36,9 @@ func NewRecords(db *store.DB, log *audit.Log, now func() time.Time) *Records {
 func NewID(now time.Time) string {
 	return ulid.MustNew(ulid.Timestamp(now), rand.Reader).String()
 }
+
+// newBatcher returns a group-commit writer of audit entries to agora.db; the caller runs it.
+func (s *Records) newBatcher() *audit.Batcher { return audit.NewBatcher(s.db, s.log) }
 
 // AppendAudit appends e to agora.db's audit log in a transaction of its own: for records
 // that describe no state change of a dispatch, such as its gateway's requests and its
@@ -186,6 +190,7 @@ type Outcome struct {
 	ExitCode  *int
 	Isolation string
 	Result    *Result
+	Net       *proxy.Stats // the egress proxy's counts, or nil
 }
 
 // Finish moves a live dispatch to its terminal state. It returns false (and changes nothing)
@@ -214,12 +219,22 @@ func (s *Records) Finish(ctx context.Context, id string, o Outcome) (bool, error
 		if o.ExitCode != nil {
 			exit = *o.ExitCode
 		}
+		var netStats []byte
+		if o.Net != nil {
+			if netStats, err = json.Marshal(o.Net); err != nil {
+				return err
+			}
+		}
 		if _, err := tx.ExecContext(ctx, `
-UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolation = ?, result = ?, ended_at = ? WHERE id = ?`,
-			o.State, o.Reason, o.Detail, exit, o.Isolation, string(result), ts(s.now()), id); err != nil {
+UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolation = ?, result = ?, ended_at = ?, net = ? WHERE id = ?`,
+			o.State, o.Reason, o.Detail, exit, o.Isolation, string(result), ts(s.now()), string(netStats), id); err != nil {
 			return err
 		}
 		data := map[string]any{"reason": o.Reason, "detail": o.Detail, "isolation": o.Isolation}
+		if o.Net != nil {
+			data["net"] = map[string]any{"reached": len(o.Net.Reached), "refused": len(o.Net.Refused),
+				"bytes_up": o.Net.BytesUp, "bytes_down": o.Net.BytesDown}
+		}
 		if o.ExitCode != nil {
 			data["exit_code"] = int64(*o.ExitCode)
 		}
@@ -227,7 +242,7 @@ UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolatio
 			data["patch_digest"] = string(o.Result.Patch.Digest)
 		}
 		ended := *r
-		ended.State, ended.Reason, ended.Result = o.State, o.Reason, o.Result
+		ended.State, ended.Reason, ended.Result, ended.Net = o.State, o.Reason, o.Result, o.Net
 		manifest, err := Provenance(&ended)
 		if err != nil {
 			return err

@@ -83,4 +83,11 @@ ALTER TABLE dispatches ADD COLUMN grants TEXT NOT NULL DEFAULT '';
 -- then holds the workspace's repository and revision the commit its revision resolved to.
 ALTER TABLE dispatches ADD COLUMN workspace TEXT NOT NULL DEFAULT '';
 `,
+}, {
+	Name: "dispatch network",
+	SQL: `
+-- JSON {reached: {host:port: n}, refused: {host:port: n}, bytes_up, bytes_down}: what the
+-- dispatch's egress proxy saw, written with the terminal state. '' without the proxy.
+ALTER TABLE dispatches ADD COLUMN net TEXT NOT NULL DEFAULT '';
+`,
 }}

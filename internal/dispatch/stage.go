@@ -287,7 +287,8 @@ type pinned struct {
 	doc          catalog.SubagentDoc
 	capabilities []catalog.Version
 	env          map[string]string
-	secretRefs   map[string]string // key -> sealed ref
+	secretRefs   map[string]string          // key -> sealed ref
+	bindings     map[string]catalog.Binding // secret key -> the hosts its value may go to
 	input        []byte
 }
 
@@ -306,7 +307,7 @@ func (d *Dispatcher) loadPinned(ctx context.Context, r *Record) (*pinned, error)
 	if err != nil {
 		return nil, err
 	}
-	p := &pinned{subagent: sub, doc: doc, env: map[string]string{}, secretRefs: map[string]string{}}
+	p := &pinned{subagent: sub, doc: doc, env: map[string]string{}, secretRefs: map[string]string{}, bindings: map[string]catalog.Binding{}}
 	for _, pin := range doc.Capabilities {
 		v, err := d.Catalog.Resolve(ctx, catalog.KindCapability, pin.Name+"@"+string(pin.Digest))
 		if err != nil {
@@ -331,10 +332,15 @@ func (d *Dispatcher) loadPinned(ctx context.Context, r *Record) (*pinned, error)
 		for k, val := range ed.Values {
 			p.env[k] = val
 			delete(p.secretRefs, k)
+			delete(p.bindings, k)
 		}
 		for k, ref := range ed.Secrets {
 			p.secretRefs[k] = ref
 			delete(p.env, k)
+			delete(p.bindings, k)
+			if b, ok := ed.Bindings[k]; ok {
+				p.bindings[k] = b
+			}
 		}
 	}
 	if p.input, err = d.Blobs.Get(r.InputDigest, wire.MaxInputJSON); err != nil {
@@ -361,6 +367,7 @@ func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, s
 		SetupTimeoutSeconds: setupTimeout,
 		// Every isolated sandbox has its own PID namespace; `sandbox: none` shares the host's.
 		PIDNamespace: r.Sandbox != "none",
+		Network:      manifestNetwork(r.Network),
 	}
 	var declared wire.Grants
 	for _, c := range p.capabilities {
@@ -371,14 +378,14 @@ func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, s
 			declared.Egress = append(declared.Egress, g.Egress...)
 		}
 	}
-	declared.Commands, declared.Tools, declared.Egress = uniq(declared.Commands), uniq(declared.Tools), uniq(declared.Egress)
+	declared.Commands, declared.Tools, declared.Egress = uniq(declared.Commands), uniq(declared.Tools), uniqRules(declared.Egress)
 	m.Grants = declared
 	if g := r.Grants; g != nil {
 		// The dispatch's grant, narrowed at accept time from exactly these capabilities.
 		m.Grants = wire.Grants{
 			Commands: manifestCommands(declared.Commands, g.Commands),
 			Tools:    uniq(g.Tools),
-			Egress:   uniq(g.Egress),
+			Egress:   uniqRules(g.Egress),
 		}
 	}
 	b, err := m.Marshal()

@@ -8,9 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/egress/proxy"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -129,6 +131,12 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		secrets[k] = string(v)
 		values = append(values, v)
 	}
+	// A bound secret's value stays on the host: the sandbox gets a placeholder the proxy swaps
+	// back, for the bound hosts only. values keeps the value, so it is masked all the same.
+	bindings, err := bindSecrets(secrets, p.bindings)
+	if err != nil {
+		return Outcome{}, err
+	}
 	red := redact.New(values)
 
 	stdout, err := newLogSink(st.stdout, MaxStdout, red)
@@ -167,21 +175,15 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	}
 	// Host-side enforcers trip this to stop the sandbox and fail the dispatch limit-exceeded.
 	trip := newLimitTrip()
-	var gw *runningGateway
-	if endpoint != nil {
-		if gw, err = d.startGateway(ctx, r, st, endpoint, values, trip); err != nil {
-			stdout.Close()
-			stderr.Close()
-			return failed(ReasonProviderFailed, "%v", err), nil
+	gw, fl, err := d.startNetwork(ctx, r, st, endpoint, values, bindings, trip, stderr, &spec)
+	defer gw.close()
+	if fl != nil || err != nil {
+		stdout.Close()
+		stderr.Close()
+		if fl != nil {
+			return *fl, nil
 		}
-		defer gw.close()
-		// The sandbox user must be able to connect to the socket.
-		if err := st.handOver(gw.dir); err != nil {
-			stdout.Close()
-			stderr.Close()
-			return Outcome{}, err
-		}
-		spec.Binds = append(spec.Binds, compute.Bind{Src: gw.dir, Dst: wire.GatewayPath})
+		return Outcome{}, err
 	}
 	if r.Sandbox == compute.SandboxNone {
 		// No mount namespace: the worker finds its files at their host paths.
@@ -239,7 +241,52 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		trip.Trip(full)
 	}
 
-	return d.reconcile(context.WithoutCancel(ctx), r, st, exit, werr, trip.Detail(), red, stdout, stderr, endpoint != nil), nil
+	o := d.reconcile(context.WithoutCancel(ctx), r, st, exit, werr, trip.Detail(), red, stdout, stderr, endpoint != nil)
+	o.Net = gw.netStats()
+	return o, nil
+}
+
+// startNetwork starts what the sandbox reaches the outside through, in one socket directory
+// bound at /agora/gateway: the model gateway for a model runtime, the egress proxy for
+// network: proxy (with its trust store). It returns a failed outcome for what the dispatch
+// cannot run without, or an error for the host's own trouble.
+func (d *Dispatcher) startNetwork(ctx context.Context, r *Record, st *stage, ep *modelEndpoint, values [][]byte,
+	bindings []proxy.Binding, trip *limitTrip, stderr *logSink, spec *compute.Spec) (*runningGateway, *Outcome, error) {
+	if ep == nil && r.Network != NetworkProxy {
+		return nil, nil, nil
+	}
+	gw, err := openGatewayDir(st)
+	if err != nil {
+		o := failed(ReasonProviderFailed, "%v", err)
+		return nil, &o, nil
+	}
+	if ep != nil {
+		if err := d.startGateway(ctx, r, gw, ep, values, trip); err != nil {
+			o := failed(ReasonProviderFailed, "%v", err)
+			return gw, &o, nil
+		}
+	}
+	if r.Network == NetworkProxy {
+		ns, err := d.prepareProxy(r, st, bindings)
+		if err != nil {
+			o := failed(ReasonProviderFailed, "egress proxy: %v", err)
+			return gw, &o, nil
+		}
+		if err := d.startProxy(r, gw, ns, trip, stderr.notice); err != nil {
+			o := failed(ReasonProviderFailed, "%v", err)
+			return gw, &o, nil
+		}
+		spec.Binds = append(spec.Binds, ns.trustBinds()...)
+		if ns.token != "" {
+			spec.Env = append(spec.Env, wire.ProxyTokenEnv+"="+ns.token)
+		}
+	}
+	// The sandbox user must be able to connect to the sockets.
+	if err := st.handOver(gw.dir); err != nil {
+		return gw, nil, err
+	}
+	spec.Binds = append(spec.Binds, compute.Bind{Src: gw.dir, Dst: wire.GatewayPath})
+	return gw, nil, nil
 }
 
 // budgets splits a dispatch's wall clock into the setup scripts' budget and the agent's, in
@@ -287,6 +334,7 @@ func (d *Dispatcher) watchCancel(ctx context.Context, id string, h compute.Handl
 // logSink caps and redacts one stream into a file. The redactor sits first, so the cap counts
 // redacted bytes and a secret is never split by the cap into an unredacted prefix.
 type logSink struct {
+	mu        sync.Mutex // the sandbox's stream and the proxy's notices
 	f         *os.File
 	red       io.WriteCloser
 	cap       *capWriter
@@ -302,9 +350,21 @@ func newLogSink(path string, limit int64, red *redact.Redactor) (*logSink, error
 	return &logSink{f: f, red: red.Writer(c), cap: c}, nil
 }
 
-func (l *logSink) Write(p []byte) (int, error) { return l.red.Write(p) }
+func (l *logSink) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.red.Write(p)
+}
+
+// notice adds one line of agora's own to the log (the egress proxy's refusals, which a
+// client such as git reports only as a status code), between the sandbox's writes.
+func (l *logSink) notice(line string) {
+	l.Write([]byte("agora: " + line + "\n"))
+}
 
 func (l *logSink) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	err := l.red.Close()
 	l.truncated = l.cap.dropped
 	return errors.Join(err, l.f.Close())

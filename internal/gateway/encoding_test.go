@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 // compressed encodes b with the named content coding.
@@ -91,7 +93,7 @@ func TestGateway_EncodedBodyRefused(t *testing.T) {
 				echo := fmt.Sprintf(`{"error":"bad key %s"}`+"\n", testKey) // as the key was sent: a model endpoint echoing it
 				w.Write(compressed(t, coding, []byte(echo)))
 			})
-			h := start(t, Config{ModelBaseURL: up.at("model.test"), Egress: []string{"granted.test"}, APIKey: []byte(testKey)})
+			h := start(t, Config{ModelBaseURL: up.at("model.test"), Egress: grant.MustEgressRules("granted.test"), APIKey: []byte(testKey)})
 			var out []byte
 			var route string
 			if tc.route == "model" {
@@ -187,7 +189,7 @@ func TestGateway_KeyFormsMasked(t *testing.T) {
 			rc.Flush()
 		}
 	})
-	h := start(t, Config{ModelBaseURL: up.at("model.test"), Egress: []string{"granted.test"}, APIKey: []byte(testKey)})
+	h := start(t, Config{ModelBaseURL: up.at("model.test"), Egress: grant.MustEgressRules("granted.test"), APIKey: []byte(testKey)})
 	check := func(t *testing.T, what string, b []byte) {
 		t.Helper()
 		wantNoKey(t, what, b)
@@ -246,7 +248,7 @@ func TestGateway_KeyNotCutInHalf(t *testing.T) {
 		up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, strings.Repeat("x", limit-20)+testKey+" and more")
 		})
-		h := start(t, Config{Egress: []string{"granted.test"}, APIKey: []byte(testKey), MaxBody: limit})
+		h := start(t, Config{Egress: grant.MustEgressRules("granted.test"), APIKey: []byte(testKey), MaxBody: limit})
 		status, reply, msg := h.fetch(t, fmt.Sprintf(`{"url":%q}`, up.at("granted.test")+"/"))
 		body, _ := base64.StdEncoding.DecodeString(reply.BodyBase64)
 		if status != http.StatusOK || !reply.Truncated {

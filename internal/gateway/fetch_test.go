@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 func TestGateway_FetchGranted(t *testing.T) {
@@ -25,7 +27,7 @@ func TestGateway_FetchGranted(t *testing.T) {
 		w.WriteHeader(http.StatusTeapot)
 		io.WriteString(w, "hello, sandbox")
 	})
-	h := start(t, Config{Egress: []string{"granted.test"}, APIKey: []byte(testKey)})
+	h := start(t, Config{Egress: grant.MustEgressRules("granted.test"), APIKey: []byte(testKey)})
 	target := up.at("GRANTED.test") + "/page?token=s3cr3t-query#frag"
 	resp, b := h.do(t, http.MethodPost, "/fetch", http.Header{
 		"Authorization": {"Bearer sk-sandbox-forged-key-0000"},
@@ -70,7 +72,7 @@ func TestGateway_FetchHeadAndTruncation(t *testing.T) {
 		methods <- r.Method
 		io.WriteString(w, strings.Repeat("0123456789", 10))
 	})
-	h := start(t, Config{Egress: []string{"granted.test"}, MaxBody: 16})
+	h := start(t, Config{Egress: grant.MustEgressRules("granted.test"), MaxBody: 16})
 
 	status, reply, _ := h.fetch(t, fmt.Sprintf(`{"url":%q}`, up.at("granted.test")+"/"))
 	body, _ := base64.StdEncoding.DecodeString(reply.BodyBase64)
@@ -94,7 +96,7 @@ func TestGateway_FetchHeadAndTruncation(t *testing.T) {
 func TestGateway_FetchRefused(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	port := strings.TrimPrefix(up.at(""), "http://:")
-	h := start(t, Config{Egress: []string{"granted.test", "*.docs.test", "internal.test", "10.0.0.1"}})
+	h := start(t, Config{Egress: grant.MustEgressRules("granted.test", "*.docs.test", "internal.test", "10.0.0.1")})
 	// A policy refusal (403) has its own entry; a malformed request (400) is counted.
 	var denied, malformed int
 	for _, tc := range []struct {
@@ -163,7 +165,7 @@ func TestGateway_FetchRedirects(t *testing.T) {
 			http.Redirect(w, r, "file:///etc/passwd", http.StatusFound)
 		}
 	})
-	h := start(t, Config{Egress: []string{"granted.test", "*.docs.test"}})
+	h := start(t, Config{Egress: grant.MustEgressRules("granted.test", "*.docs.test")})
 
 	status, _, msg := h.fetch(t, fmt.Sprintf(`{"url":%q}`, up.at("granted.test")+"/to-evil"))
 	if status != http.StatusForbidden || msg != `host "evil.test" is not granted` {
@@ -189,7 +191,7 @@ func TestGateway_FetchRedirects(t *testing.T) {
 
 func TestGateway_FetchLoopbackRefusedByDefault(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	h := start(t, Config{Egress: []string{"granted.test", "127.0.0.1"}, Dialer: defaultDialer()})
+	h := start(t, Config{Egress: grant.MustEgressRules("granted.test", "127.0.0.1"), Dialer: defaultDialer()})
 	for i, target := range []string{up.at("granted.test"), up.URL} {
 		status, _, msg := h.fetch(t, fmt.Sprintf(`{"url":%q}`, target+"/"))
 		if status != http.StatusForbidden || msg != "address 127.0.0.1 is loopback" {
@@ -207,7 +209,7 @@ func TestGateway_FetchRedactsKey(t *testing.T) {
 		w.Header().Set("Content-Type", "text/plain; k="+testKey)
 		io.WriteString(w, "the key is "+testKey)
 	})
-	h := start(t, Config{Egress: []string{"granted.test"}, APIKey: []byte(testKey)})
+	h := start(t, Config{Egress: grant.MustEgressRules("granted.test"), APIKey: []byte(testKey)})
 	status, reply, _ := h.fetch(t, fmt.Sprintf(`{"url":%q}`, up.at("granted.test")+"/"))
 	body, _ := base64.StdEncoding.DecodeString(reply.BodyBase64)
 	if status != http.StatusOK || string(body) != "the key is [REDACTED]" || reply.ContentType != "text/plain; k=[REDACTED]" {
@@ -230,7 +232,7 @@ func TestGateway_RefusalsRepeatNoPartOfASecret(t *testing.T) {
 		w.Header().Set("Content-Encoding", "x"+envSecret) // an upstream the sandbox told the secret
 		io.WriteString(w, "{}")
 	})
-	h := start(t, Config{ModelBaseURL: model.at("model.test"), Egress: []string{"granted.test"},
+	h := start(t, Config{ModelBaseURL: model.at("model.test"), Egress: grant.MustEgressRules("granted.test"),
 		Secrets: [][]byte{[]byte(envSecret), []byte(schemeSecret), []byte(shortSecret)}})
 	for _, body := range []string{
 		`{"url":"http://granted.test/","method":"` + envSecret + `"}`,

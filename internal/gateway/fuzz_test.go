@@ -10,11 +10,13 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/egress"
+
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 // fuzzGrants are the grants FuzzFetchRequest runs under; refGranted is an independent
 // statement of what they allow.
-var fuzzGrants = []string{"granted.test", "*.docs.test", "10.1.2.3", "2001:db8::1"}
+var fuzzGrants = []grant.EgressRule{{Host: "granted.test"}, {Host: "*.docs.test"}, {Host: "10.1.2.3"}, {Host: "2001:db8::1"}}
 
 func refGranted(host string) bool {
 	for i := 0; i < len(host); i++ {
@@ -97,7 +99,7 @@ func FuzzFetchRequest(f *testing.F) {
 			}
 		}
 		// The same vetting guards every redirect hop.
-		if u, err := url.Parse(string(body)); err == nil && g.vetTarget(u) == nil {
+		if u, err := url.Parse(string(body)); err == nil && g.vetTarget(u, "GET") == nil {
 			if !refGranted(strings.ToLower(u.Hostname())) || u.User != nil {
 				t.Fatalf("redirect vetting admitted %q", body)
 			}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
@@ -117,7 +118,7 @@ type Config struct {
 	Secrets [][]byte
 	// Egress lists the hosts /fetch may reach: an exact lowercase host name or canonical IP
 	// literal, or "*.domain" for any proper subdomain of domain. Empty grants none.
-	Egress []string
+	Egress []grant.EgressRule
 	// Dialer carries every outbound request; its policy decides private addresses.
 	Dialer *egress.Dialer
 	// Audit records the gateway's entries (see the package doc), each charged to the audit
@@ -295,7 +296,7 @@ func newGateway(cfg Config) (*Gateway, error) {
 	g.fetchClient = cfg.Dialer.Client(orDefault(cfg.FetchTimeout, DefaultFetchTimeout))
 	vet := g.fetchClient.CheckRedirect
 	g.fetchClient.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if err := g.vetTarget(req.URL); err != nil {
+		if err := g.vetTarget(req.URL, req.Method); err != nil {
 			return err
 		}
 		return vet(req, via)

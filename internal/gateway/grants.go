@@ -4,59 +4,51 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 // maxHostInError caps how much of a (possibly hostile) host an error repeats.
 const maxHostInError = 80
 
-// grants is the validated /fetch allow-list: exact lowercase host names, canonical IP
-// literals, and "*.domain" entries that match proper subdomains of domain only.
-type grants []string
+// grants is the validated /fetch allow-list: the dispatch's egress rules (see
+// [grant.EgressRule]: a host pattern, a port, methods and path prefixes).
+type grants []grant.EgressRule
 
-// newGrants validates entries with the egress policy's rules for host entries.
-func newGrants(entries []string) (grants, error) {
-	gs := append(grants{}, entries...)
-	if err := (egress.Policy{Hosts: gs}).Validate(); err != nil {
+// newGrants validates the rules; the host patterns must also pass the egress policy's
+// rules for host entries.
+func newGrants(rules []grant.EgressRule) (grants, error) {
+	hosts := make([]string, len(rules))
+	for i, r := range rules {
+		if err := r.Validate(); err != nil {
+			return nil, fmt.Errorf("gateway config: egress grant: %w", err)
+		}
+		hosts[i] = r.Host
+	}
+	if err := (egress.Policy{Hosts: hosts}).Validate(); err != nil {
 		return nil, fmt.Errorf("gateway config: egress grant: %w", err)
 	}
-	return gs, nil
+	return append(grants{}, rules...), nil
 }
 
-// allows reports whether the canonical host (lowercase name or canonical IP literal) is
-// granted.
-func (gs grants) allows(host string, isIP bool) bool {
-	for _, g := range gs {
-		if g == host {
-			return true
-		}
-		if isIP {
-			continue
-		}
-		if domain, ok := strings.CutPrefix(g, "*."); ok &&
-			len(host) > len(domain)+1 && strings.HasSuffix(host, "."+domain) {
-			return true
-		}
-	}
-	return false
-}
-
-// check refuses u unless its host is granted. It judges the host net/http will dial: the
-// URL's Hostname, with IP literals in canonical form and names lowercased; a name that is not
-// plain ASCII is refused (net/http would convert it with IDNA first).
-func (gs grants) check(u *url.URL) error {
+// check refuses u unless its host and port are granted and, where a rule restricts them,
+// method and path. It judges the host net/http will dial: the URL's Hostname, with IP literals
+// in canonical form and names lowercased; a name that is not plain ASCII is refused (net/http
+// would convert it with IDNA first).
+func (gs grants) check(u *url.URL, method string) error {
 	raw := u.Hostname()
 	if raw == "" {
 		return &refusal{msg: "URL has no host"}
 	}
-	host, isIP := raw, false
+	host := raw
 	if ip, err := netip.ParseAddr(raw); err == nil {
 		if ip.Zone() != "" {
 			return &refusal{msg: fmt.Sprintf("host %s has a zone", quoted(raw, maxHostInError))}
 		}
-		host, isIP = ip.String(), true
+		host = ip.String()
 	} else {
 		for i := 0; i < len(raw); i++ {
 			if raw[i] >= 0x80 {
@@ -65,9 +57,27 @@ func (gs grants) check(u *url.URL) error {
 		}
 		host = strings.ToLower(raw)
 	}
-	if !gs.allows(host, isIP) {
+	port := uint16(443)
+	if u.Scheme == "http" {
+		port = 80
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil || n == 0 {
+			return &refusal{msg: "URL port is not a number from 1 to 65535"}
+		}
+		port = uint16(n)
+	}
+	if !grant.HostGranted(gs, host, port) {
 		// As sent, not lowercased: a secret in it must still be the form the redactor masks.
-		return &refusal{msg: fmt.Sprintf("host %s is not granted", quoted(raw, maxHostInError))}
+		return &refusal{msg: fmt.Sprintf("host %s is not granted on port %d", quoted(raw, maxHostInError), port)}
+	}
+	path := u.Path
+	if path == "" {
+		path = "/"
+	}
+	if !grant.RequestAllowed(gs, host, port, method, path) {
+		return &refusal{msg: fmt.Sprintf("%s of this path of host %s is not granted", method, quoted(raw, maxHostInError))}
 	}
 	return nil
 }

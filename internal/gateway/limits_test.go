@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 func TestGateway_OversizeRequestsRefused(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "{}") })
-	h := start(t, Config{ModelBaseURL: up.at("model.test"), Egress: []string{"granted.test"}})
+	h := start(t, Config{ModelBaseURL: up.at("model.test"), Egress: grant.MustEgressRules("granted.test")})
 	refused := map[string]int{} // by route: oversize bodies are counted, not recorded alone
 	for _, tc := range []struct {
 		name, path, body string

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 func testConfig() Config {
@@ -150,8 +152,8 @@ func TestListen_ConfigErrors(t *testing.T) {
 		{"RoleShortHash", func(c *Config) { c.Role = "reviewer@sha256:abc" }, "role"},
 		{"ShortKey", func(c *Config) { c.APIKey = []byte("sk-1234") }, "shorter than 8 bytes"},
 		{"KeyWithNewline", func(c *Config) { c.APIKey = []byte(testKey + "\r\nX-Evil: 1") }, "not visible ASCII"},
-		{"GrantNotLowercase", func(c *Config) { c.Egress = []string{"Evil.com"} }, "egress grant"},
-		{"GrantBareWildcard", func(c *Config) { c.Egress = []string{"*"} }, "egress grant"},
+		{"GrantNotLowercase", func(c *Config) { c.Egress = []grant.EgressRule{{Host: "Evil.com"}} }, "egress grant"},
+		{"GrantBareWildcard", func(c *Config) { c.Egress = []grant.EgressRule{{Host: "*"}} }, "egress grant"},
 		{"ModelUserinfo", func(c *Config) { c.ModelBaseURL = "https://user:pw@model.test/v1" }, "userinfo"},
 		{"ModelQuery", func(c *Config) { c.ModelBaseURL = "https://model.test/v1?key=x" }, "query"},
 		{"ModelScheme", func(c *Config) { c.ModelBaseURL = "ftp://model.test/v1" }, "not http or https"},

@@ -39,11 +39,15 @@ type EgressRule struct {
 	Paths []string `yaml:"paths" json:"paths,omitempty"`
 }
 
-// ParseEgressRule parses the string form "host", "host:port", "[v6]" or "[v6]:port". The host
-// is lowercased; the rule is validated.
+// ParseEgressRule parses the string form "host", "host:port", "[v6]" or "[v6]:port", and
+// validates the rule (a host name in upper case is refused, not folded: a grant says exactly
+// what it allows).
 func ParseEgressRule(s string) (EgressRule, error) {
 	var r EgressRule
 	host := s
+	if strings.ContainsAny(s, "/@ ") {
+		return EgressRule{}, fmt.Errorf("egress %q: write a host and optional port such as api.example.com:443, not a URL (paths go in a rule's paths)", s)
+	}
 	if strings.HasPrefix(s, "[") {
 		end := strings.IndexByte(s, ']')
 		if end < 0 {
@@ -75,7 +79,7 @@ func ParseEgressRule(s string) (EgressRule, error) {
 		}
 		host, r.Port = s[:i], port
 	}
-	r.Host = strings.ToLower(host)
+	r.Host = host
 	if err := r.Validate(); err != nil {
 		return EgressRule{}, err
 	}
@@ -349,9 +353,9 @@ func (p EgressRule) covers(c EgressRule) bool {
 	return true
 }
 
-// normalizeRules lowercases hosts, sorts and dedupes each rule's methods and paths, then sorts
+// NormalRules returns rules in a grant's normal form: it lowercases hosts, sorts and dedupes each rule's methods and paths, then sorts
 // the rules by their JSON form and removes duplicates. Never nil.
-func normalizeRules(in []EgressRule) []EgressRule {
+func NormalRules(in []EgressRule) []EgressRule {
 	out := make([]EgressRule, 0, len(in))
 	for _, r := range in {
 		r.Host = strings.ToLower(r.Host)
@@ -384,4 +388,13 @@ func EgressRules(ss ...string) ([]EgressRule, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// MustEgressRules is [EgressRules] for rules written in code: it panics on a malformed one.
+func MustEgressRules(ss ...string) []EgressRule {
+	rs, err := EgressRules(ss...)
+	if err != nil {
+		panic(err)
+	}
+	return rs
 }

@@ -99,7 +99,7 @@ func normalize(s Set) Set {
 	return Set{
 		Tools:    sortedSet(s.Tools, func(s string) string { return s }),
 		Commands: sortedSet(s.Commands, func(s string) string { return strings.Join(strings.Fields(s), " ") }),
-		Egress:   normalizeRules(s.Egress),
+		Egress:   NormalRules(s.Egress),
 	}
 }
 

@@ -12,7 +12,7 @@ func TestSet_Narrow(t *testing.T) {
 	parent := Set{
 		Tools:    []string{"read_file", "list_files", "run_command", "http_fetch"},
 		Commands: []string{"echo *", "go  test **"},
-		Egress:   []string{"api.example.com", "*.github.com"},
+		Egress:   MustEgressRules("api.example.com", "*.github.com"),
 	}
 	tests := []struct {
 		name    string
@@ -23,7 +23,7 @@ func TestSet_Narrow(t *testing.T) {
 		{
 			name:  "empty child narrows to nothing",
 			child: Set{},
-			want:  Set{Tools: []string{}, Commands: []string{}, Egress: []string{}},
+			want:  Set{Tools: []string{}, Commands: []string{}, Egress: MustEgressRules()},
 		},
 		{
 			name:  "equal child",
@@ -31,7 +31,7 @@ func TestSet_Narrow(t *testing.T) {
 			want: Set{
 				Tools:    []string{"http_fetch", "list_files", "read_file", "run_command"},
 				Commands: []string{"echo *", "go test **"},
-				Egress:   []string{"*.github.com", "api.example.com"},
+				Egress:   MustEgressRules("*.github.com", "api.example.com"),
 			},
 		},
 		{
@@ -39,12 +39,12 @@ func TestSet_Narrow(t *testing.T) {
 			child: Set{
 				Tools:    []string{"read_file", "read_file"},
 				Commands: []string{" go test   ** "},
-				Egress:   []string{"API.example.com", "raw.github.com", "*.api.github.com"},
+				Egress:   MustEgressRules("API.example.com", "raw.github.com", "*.api.github.com"),
 			},
 			want: Set{
 				Tools:    []string{"read_file"},
 				Commands: []string{"go test **"},
-				Egress:   []string{"*.api.github.com", "api.example.com", "raw.github.com"},
+				Egress:   MustEgressRules("*.api.github.com", "api.example.com", "raw.github.com"),
 			},
 		},
 		{
@@ -59,7 +59,7 @@ func TestSet_Narrow(t *testing.T) {
 		},
 		{
 			name:  "widen egress",
-			child: Set{Egress: []string{"github.com", "*.example.com", "evil.com", "x.api.example.com"}},
+			child: Set{Egress: MustEgressRules("github.com", "*.example.com", "evil.com", "x.api.example.com")},
 			wantErr: []NarrowError{
 				{Kind: "egress", Item: "*.example.com"},
 				{Kind: "egress", Item: "evil.com"},
@@ -107,7 +107,7 @@ func TestSet_NarrowErrorMessage(t *testing.T) {
 }
 
 func TestHostGranted(t *testing.T) {
-	egress := []string{"api.example.com", "*.github.com"}
+	egress := MustEgressRules("api.example.com", "*.github.com")
 	tests := []struct {
 		host string
 		want bool
@@ -126,7 +126,7 @@ func TestHostGranted(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.host, func(t *testing.T) {
-			if got := HostGranted(egress, tt.host); got != tt.want {
+			if got := HostGranted(egress, tt.host, 443); got != tt.want {
 				t.Errorf("HostGranted(%q) = %v, want %v", tt.host, got, tt.want)
 			}
 		})
@@ -167,8 +167,8 @@ func TestValidEgress(t *testing.T) {
 
 func TestSet_Union(t *testing.T) {
 	a := Set{Tools: []string{"read_file"}, Commands: []string{"git status"}}
-	b := Set{Tools: []string{"read_file", "run_command"}, Egress: []string{"api.example.com"}}
-	want := Set{Tools: []string{"read_file", "read_file", "run_command"}, Commands: []string{"git status"}, Egress: []string{"api.example.com"}}
+	b := Set{Tools: []string{"read_file", "run_command"}, Egress: MustEgressRules("api.example.com")}
+	want := Set{Tools: []string{"read_file", "read_file", "run_command"}, Commands: []string{"git status"}, Egress: MustEgressRules("api.example.com")}
 	if diff := cmp.Diff(want, a.Union(b)); diff != "" {
 		t.Errorf("Union (-want +got):\n%s", diff)
 	}

@@ -23,6 +23,9 @@ func record(r *dispatch.Record) *mcpserver.Record {
 	if r.Workspace != "" {
 		out.Workspace, out.Revision = r.Workspace, r.Revision
 	}
+	if n := r.Net; n != nil {
+		out.Net = &mcpserver.Net{Reached: n.Reached, Refused: n.Refused, BytesUp: n.BytesUp, BytesDown: n.BytesDown}
+	}
 	if r.Repo != "" {
 		out.Detail = strings.ReplaceAll(out.Detail, r.Repo, "(repository)")
 	}

@@ -131,6 +131,17 @@ type Record struct {
 	// the commit it resolved to; the repository's path is never part of a Record.
 	Workspace string `json:"workspace,omitempty"`
 	Revision  string `json:"revision,omitempty"`
+
+	// Net is what the dispatch's egress proxy saw, once it ended: hosts reached and refused.
+	Net *Net `json:"net,omitempty"`
+}
+
+// Net counts a dispatch's connections through its egress proxy by host:port, and its bytes.
+type Net struct {
+	Reached   map[string]int `json:"reached,omitempty"`
+	Refused   map[string]int `json:"refused,omitempty"`
+	BytesUp   int64          `json:"bytes_up"`
+	BytesDown int64          `json:"bytes_down"`
 }
 
 // Artifact is a stored blob: its digest and size, never its bytes.

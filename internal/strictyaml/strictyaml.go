@@ -250,6 +250,12 @@ func (d *Decoder) Decode(n *yaml.Node, v reflect.Value, path string) {
 		d.duration(n, v, path)
 		return
 	}
+	// A struct that also reads itself from text (a grant's egress rule: "host:port" or
+	// {host, port, methods, paths}) takes a mapping as the struct and a scalar as text.
+	if v.Kind() == reflect.Struct && n.Kind == yaml.MappingNode && hasExportedField(v.Type()) {
+		d.structure(n, v, path)
+		return
+	}
 	if v.CanAddr() && v.Addr().Type().Implements(textType) {
 		if !d.want(n, path, yaml.ScalarNode, "a string") {
 			return
@@ -628,4 +634,15 @@ func cleanYAMLErr(err error) string {
 		msg = msg[i+2:]
 	}
 	return "invalid YAML: " + msg
+}
+
+// hasExportedField reports whether struct type t has a field a document can name (a text
+// type such as netip.Addr has none, and stays text only).
+func hasExportedField(t reflect.Type) bool {
+	for i := range t.NumField() {
+		if t.Field(i).IsExported() {
+			return true
+		}
+	}
+	return false
 }

@@ -247,7 +247,7 @@ func TestView_CallPassesIdentity(t *testing.T) {
 	var got Call
 	mustRegister(t, r, Tool{Name: "who", Description: "d", Schema: echoSchema,
 		Handler: func(_ context.Context, c Call) (Result, error) { got = c; return Result{}, nil }})
-	g := grant.Set{Tools: []string{"who"}, Commands: []string{"echo *"}, Egress: []string{"api.example.com"}}
+	g := grant.Set{Tools: []string{"who"}, Commands: []string{"echo *"}, Egress: grant.MustEgressRules("api.example.com")}
 	v := r.For("d-7", testRole, g, nopAuditor{})
 	if _, err := v.Call(t.Context(), "who", json.RawMessage(`{"path":"x"}`)); err != nil {
 		t.Fatal(err)

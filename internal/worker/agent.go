@@ -25,8 +25,10 @@ const agentPath = "/usr/local/bin:/usr/bin:/bin"
 
 // agentEnv is the complete environment of setup scripts and the agent: a base, then the
 // bundle's plain values, then the secrets, then agora's own keys, each layer winning over the
-// ones before (the host already refuses AGORA_* in bundles; the manifest parser too).
-func agentEnv(m wire.Manifest, secrets map[string]string, root, tmp string) []string {
+// ones before (the host already refuses AGORA_* in bundles; the manifest parser too). With the
+// egress proxy, its variables come last: a bundle cannot point the agent around it (there is
+// no other way out of the sandbox anyway) nor at another trust store.
+func agentEnv(m wire.Manifest, secrets map[string]string, root, tmp string, proxy *proxyRelay) []string {
 	env := map[string]string{
 		"PATH": agentPath,
 		"HOME": tmp,
@@ -49,6 +51,9 @@ func agentEnv(m wire.Manifest, secrets map[string]string, root, tmp string) []st
 	env[wire.CapabilitiesEnv] = filepath.Join(root, wire.CapabilityFilesDir)
 	if fi, err := os.Stat(filepath.Join(root, wire.InputsDir)); err == nil && fi.IsDir() {
 		env["AGORA_INPUTS"] = filepath.Join(root, wire.InputsDir)
+	}
+	if proxy != nil {
+		maps.Copy(env, proxyEnv(proxy.URL(), root))
 	}
 	out := make([]string, 0, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {

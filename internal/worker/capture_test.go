@@ -186,7 +186,7 @@ sleep 100`)
 	if res.Patch == nil || res.Patch.FilesChanged != 1 {
 		t.Errorf("patch %+v, want the partial work", res.Patch)
 	}
-	if diff := cmp.Diff([]string{wire.PhaseVerify, wire.PhaseSecrets, wire.PhaseOverlay, wire.PhaseSetup, wire.PhaseBaseline,
+	if diff := cmp.Diff([]string{wire.PhaseVerify, wire.PhaseSecrets, wire.PhaseNetwork, wire.PhaseOverlay, wire.PhaseSetup, wire.PhaseBaseline,
 		wire.PhaseRuntime, wire.PhaseStop, wire.PhaseCapture, wire.PhaseOutputs}, phaseNames(res)); diff != "" {
 		t.Errorf("phases (-want +got):\n%s", diff)
 	}

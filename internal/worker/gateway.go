@@ -48,26 +48,35 @@ type gatewayClient struct {
 }
 
 // gatewaySocket returns the path of the gateway's socket under root, checked to be a socket.
-// A path too long for a socket address is resolved through its directory's symlink (the host
-// links a long stage path to a short directory).
 func gatewaySocket(root string) (string, error) {
-	path := filepath.Join(root, wire.GatewayDir, wire.GatewaySocket)
+	p, err := socketPath(root, wire.GatewaySocket)
+	if err != nil {
+		return "", fmt.Errorf("gateway: %w", err)
+	}
+	return p, nil
+}
+
+// socketPath returns the path of the host's socket name in the gateway directory under root,
+// checked to be a socket. A path too long for a socket address is resolved through its
+// directory's symlink (the host links a long stage path to a short directory).
+func socketPath(root, name string) (string, error) {
+	path := filepath.Join(root, wire.GatewayDir, name)
 	if len(path) > maxSocketPath {
 		dir, err := filepath.EvalSymlinks(filepath.Dir(path))
 		if err != nil {
-			return "", fmt.Errorf("gateway: %w", err)
+			return "", err
 		}
-		path = filepath.Join(dir, filepath.Base(path))
+		path = filepath.Join(dir, name)
 		if len(path) > maxSocketPath {
-			return "", fmt.Errorf("gateway: socket path %q is over the %d byte limit", path, maxSocketPath)
+			return "", fmt.Errorf("socket path %q is over the %d byte limit", path, maxSocketPath)
 		}
 	}
 	fi, err := os.Lstat(path)
 	if err != nil {
-		return "", fmt.Errorf("gateway: no socket: %w", err)
+		return "", fmt.Errorf("no socket: %w", err)
 	}
 	if fi.Mode().Type() != fs.ModeSocket {
-		return "", fmt.Errorf("gateway: %s is not a socket", path)
+		return "", fmt.Errorf("%s is not a socket", path)
 	}
 	return path, nil
 }

@@ -94,13 +94,17 @@ func (r *runner) verify(ctx context.Context) *failure {
 	}{
 		{"commands", m.Grants.Commands, union.Commands},
 		{"tools", m.Grants.Tools, union.Tools},
-		{"egress", m.Grants.Egress, union.Egress},
 	} {
 		for _, g := range l.got {
 			if !slices.Contains(l.union, g) {
 				return fail(wire.ReasonIntegrityFailed, "verify: manifest grants %s %q, which no capability declares", l.name, g)
 			}
 		}
+	}
+	// An egress rule may be narrower than the one a capability declares (a dispatch narrowed
+	// it), never wider.
+	if _, err := union.Narrow(grant.Set{Egress: m.Grants.Egress}); err != nil {
+		return fail(wire.ReasonIntegrityFailed, "verify: manifest grants egress no capability declares: %v", err)
 	}
 
 	rt, err := runtimeFor(m.Runtime)

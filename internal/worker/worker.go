@@ -121,8 +121,10 @@ type runner struct {
 	mcpConfig []byte
 	// gateway is the gateway's socket (model runtimes), checked at verify.
 	gateway string
-	git     *gitDir
-	exit    agentExit
+	// proxy relays the agent's loopback proxy port to the host's egress proxy (network: proxy).
+	proxy *proxyRelay
+	git   *gitDir
+	exit  agentExit
 	// transcript is the model runtimes' transcript, written to out/ after stop.
 	transcript *transcriptFile
 }
@@ -166,6 +168,7 @@ func (r *runner) steps(ctx context.Context) {
 	}{
 		{wire.PhaseVerify, r.verify},
 		{wire.PhaseSecrets, r.readSecrets},
+		{wire.PhaseNetwork, r.network},
 		{wire.PhaseOverlay, r.overlay},
 		{wire.PhaseSetup, r.setup},
 		{wire.PhaseBaseline, r.baseline},
@@ -175,6 +178,8 @@ func (r *runner) steps(ctx context.Context) {
 		}
 	}
 	r.phase(ctx, wire.PhaseRuntime, r.runAgent)
+	// The network ends with the agent: nothing after it is the agent's.
+	r.proxy.close()
 	// Nothing the agent started may run while the worker captures: a process left behind
 	// could swap what is hashed. Without that guarantee nothing is captured.
 	if !r.phase(ctx, wire.PhaseStop, r.stop) {
@@ -299,6 +304,7 @@ func writeFileAtomic(dir, name string, write func(io.Writer) error) error {
 }
 
 func (r *runner) cleanup() {
+	r.proxy.close()
 	if r.git != nil {
 		r.git.remove()
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-var allPhases = []string{wire.PhaseVerify, wire.PhaseSecrets, wire.PhaseOverlay, wire.PhaseSetup, wire.PhaseBaseline,
+var allPhases = []string{wire.PhaseVerify, wire.PhaseSecrets, wire.PhaseNetwork, wire.PhaseOverlay, wire.PhaseSetup, wire.PhaseBaseline,
 	wire.PhaseRuntime, wire.PhaseStop, wire.PhaseNeedsInput, wire.PhaseCapture, wire.PhaseOutputs}
 
 // checkPatch checks PatchInfo against out/patch.diff and returns the patch text.

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf16"
 
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/jcs"
 )
 
@@ -122,6 +123,40 @@ func (w *canonWriter) strs(ss []string) {
 	w.b = append(w.b, ']')
 }
 
+// rules writes egress rules: an unrestricted rule as its string, exactly the bytes a plan
+// wrote before rules had ports and paths (so those plans keep their digests), a restricted
+// one as its object in RFC 8785 form.
+func (w *canonWriter) rules(rs []grant.EgressRule) {
+	w.b = append(w.b, '[')
+	for i, r := range rs {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		if !r.Restricted() {
+			w.str(r.String())
+			continue
+		}
+		o := map[string]any{"host": r.Host, "methods": anySlice(r.Methods), "paths": anySlice(r.Paths)}
+		if r.Port != 0 {
+			o["port"] = float64(r.Port)
+		}
+		b, err := jcs.Marshal(o)
+		if err != nil {
+			panic(err) // strings and a small integer always encode
+		}
+		w.b = append(w.b, b...)
+	}
+	w.b = append(w.b, ']')
+}
+
+func anySlice(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
 // number writes f as ECMAScript's Number.prototype.toString does, which RFC 8785 requires.
 func (w *canonWriter) number(f float64) {
 	if f == 0 || math.IsNaN(f) || math.IsInf(f, 0) {
@@ -180,7 +215,7 @@ func (w *canonWriter) task(t *Task) {
 		}
 		if g.Egress != nil {
 			gw.key("egress")
-			w.strs(g.Egress)
+			w.rules(g.Egress)
 		}
 		if g.Tools != nil {
 			gw.key("tools")

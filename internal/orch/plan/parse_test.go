@@ -330,10 +330,10 @@ func TestParse_Errors(t *testing.T) {
 			"p.yaml:4: tasks[0].timeout: want more than 0s and at most 24h0m0s, got 25h0m0s",
 		}},
 		{"grants", head + "  - {id: a, subagent: s, grants: {tools: [read_file, rm_rf, read_file], commands: ['git **', ''], egress: ['http://x']}}", []string{
+			`p.yaml:4: tasks[0].grants.egress[0]: egress "http://x": write a host and optional port such as api.example.com:443, not a URL (paths go in a rule's paths)`,
 			`p.yaml:4: tasks[0].grants.tools[1]: unknown tool "rm_rf"; known: ask_human, http_fetch, list_files, read_file, run_command, search_files, write_file`,
 			`p.yaml:4: tasks[0].grants.tools[2]: "read_file" listed twice`,
 			`p.yaml:4: tasks[0].grants.commands[1]: empty command pattern`,
-			`p.yaml:4: tasks[0].grants.egress[0]: egress entry "http://x" is not a host name (or *.domain)`,
 		}},
 		{"cycle", head + "  - {id: a, subagent: s, depends_on: [b]}\n  - {id: b, subagent: s, depends_on: [a]}", []string{
 			"p.yaml:4: tasks[0].depends_on[0]: cycle: a -> b -> a",

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"encoding"
 	"fmt"
 	"reflect"
 	"strings"
@@ -21,50 +22,56 @@ import (
 // fieldDocs describes each field by its path: a dotted path of YAML names, [] for a list's
 // items and {} for a map's values.
 var fieldDocs = map[string]string{
-	"":                          "An agora plan: a DAG of tasks over the catalog's subagents. Unknown fields are errors.",
-	"version":                   "Always 1.",
-	"name":                      "The run name: 1-63 of a-z 0-9 . _ -, starting with a letter or digit. The same name, plan, workspace and commit return the existing run; anything else starts a new one.",
-	"concurrency":               "How many tasks of this run may run at once, 1 to 1024 (default 4).",
-	"workspace":                 "The catalog workspace every task works on (NAME or NAME@sha256:HEX); its commit is pinned at submit. Omitted: each task starts in an empty directory.",
-	"revision":                  "With workspace: a branch or tag its patterns allow, or a full commit id reachable from one. Default: the workspace's default revision.",
-	"defaults":                  "Values every task takes unless it sets its own.",
-	"defaults.target":           "The target (agora.yaml) tasks run on; default the configured default target.",
-	"defaults.env":              "Env bundles (NAME or NAME@sha256:HEX) every task gets unless it lists its own.",
-	"defaults.env[]":            "An env bundle reference.",
-	"defaults.timeout":          "Each task's timeout, a Go duration such as 30s, 10m or 1h30m; at most 24h; default the target's.",
-	"defaults.retry":            "The retry policy every task inherits field by field.",
-	"tasks":                     "The tasks, 1 to 100000. Order does not matter: depends_on and needs decide it.",
-	"tasks[]":                   "One task: a dispatch of a subagent.",
-	"tasks[].id":                "A unique task id: 1-63 of a-z 0-9 . _ -.",
-	"tasks[].subagent":          "The subagent to dispatch: NAME or NAME@sha256:HEX (agora_subagents_list names them).",
-	"tasks[].target":            "The target this task runs on; overrides defaults.target.",
-	"tasks[].env":               "Env bundles for this task; replaces defaults.env ([] means none).",
-	"tasks[].env[]":             "An env bundle reference.",
-	"tasks[].input":             "The task's input: a JSON object, at most 120 KiB as canonical JSON. The agent reads it as AGORA_INPUT_JSON.",
-	"tasks[].depends_on":        "Task ids that must succeed first. A task whose dependency fails is skipped.",
-	"tasks[].depends_on[]":      "A task id of this plan.",
-	"tasks[].needs":             "Upstream products handed to this task read-only at /agora/inputs/KEY; each implies depends_on its from task.",
-	"tasks[].needs{}":           "One hand-off.",
-	"tasks[].needs{}.from":      "The upstream task id.",
-	"tasks[].needs{}.select":    "patch (its patch as patch.diff), outputs (its outputs tree) or output:PATH (one output file).",
-	"tasks[].locks":             "Named resources held while the task runs, across all runs; a bare name is an exclusive lock.",
-	"tasks[].locks[]":           "A lock name (exclusive), or {name, mode}.",
-	"tasks[].locks[].name":      "The lock name.",
-	"tasks[].locks[].mode":      "exclusive (default) or shared.",
-	"tasks[].retry":             "This task's retry policy; fields set here override defaults.retry.",
-	"tasks[].timeout":           "This task's timeout, a Go duration such as 30s or 10m; at most 24h.",
-	"tasks[].grants":            "Narrows the subagent's grant for this task; a list given replaces that part with a subset of it, an omitted one keeps it.",
-	"tasks[].grants.tools":      "Tool names, each one the subagent is granted.",
-	"tasks[].grants.tools[]":    "A tool name.",
-	"tasks[].grants.commands":   "Command patterns, each equal to one the subagent is granted.",
-	"tasks[].grants.commands[]": "A command pattern.",
-	"tasks[].grants.egress":     "Hosts, each covered by one the subagent is granted.",
-	"tasks[].grants.egress[]":   "A host name or *.domain.",
-	"retry.max_attempts":        "Attempts in all, 1 to 100 (1: no retry).",
-	"retry.initial_backoff":     "The first wait before a retry, a Go duration such as 1s.",
-	"retry.multiplier":          "How much each wait grows, 1 to 10.",
-	"retry.max_backoff":         "The longest wait, a Go duration.",
-	"retry.on_worker_failed":    "Retry an attempt that failed worker-failed (default true).",
+	"":                                  "An agora plan: a DAG of tasks over the catalog's subagents. Unknown fields are errors.",
+	"version":                           "Always 1.",
+	"name":                              "The run name: 1-63 of a-z 0-9 . _ -, starting with a letter or digit. The same name, plan, workspace and commit return the existing run; anything else starts a new one.",
+	"concurrency":                       "How many tasks of this run may run at once, 1 to 1024 (default 4).",
+	"workspace":                         "The catalog workspace every task works on (NAME or NAME@sha256:HEX); its commit is pinned at submit. Omitted: each task starts in an empty directory.",
+	"revision":                          "With workspace: a branch or tag its patterns allow, or a full commit id reachable from one. Default: the workspace's default revision.",
+	"defaults":                          "Values every task takes unless it sets its own.",
+	"defaults.target":                   "The target (agora.yaml) tasks run on; default the configured default target.",
+	"defaults.env":                      "Env bundles (NAME or NAME@sha256:HEX) every task gets unless it lists its own.",
+	"defaults.env[]":                    "An env bundle reference.",
+	"defaults.timeout":                  "Each task's timeout, a Go duration such as 30s, 10m or 1h30m; at most 24h; default the target's.",
+	"defaults.retry":                    "The retry policy every task inherits field by field.",
+	"tasks":                             "The tasks, 1 to 100000. Order does not matter: depends_on and needs decide it.",
+	"tasks[]":                           "One task: a dispatch of a subagent.",
+	"tasks[].id":                        "A unique task id: 1-63 of a-z 0-9 . _ -.",
+	"tasks[].subagent":                  "The subagent to dispatch: NAME or NAME@sha256:HEX (agora_subagents_list names them).",
+	"tasks[].target":                    "The target this task runs on; overrides defaults.target.",
+	"tasks[].env":                       "Env bundles for this task; replaces defaults.env ([] means none).",
+	"tasks[].env[]":                     "An env bundle reference.",
+	"tasks[].input":                     "The task's input: a JSON object, at most 120 KiB as canonical JSON. The agent reads it as AGORA_INPUT_JSON.",
+	"tasks[].depends_on":                "Task ids that must succeed first. A task whose dependency fails is skipped.",
+	"tasks[].depends_on[]":              "A task id of this plan.",
+	"tasks[].needs":                     "Upstream products handed to this task read-only at /agora/inputs/KEY; each implies depends_on its from task.",
+	"tasks[].needs{}":                   "One hand-off.",
+	"tasks[].needs{}.from":              "The upstream task id.",
+	"tasks[].needs{}.select":            "patch (its patch as patch.diff), outputs (its outputs tree) or output:PATH (one output file).",
+	"tasks[].locks":                     "Named resources held while the task runs, across all runs; a bare name is an exclusive lock.",
+	"tasks[].locks[]":                   "A lock name (exclusive), or {name, mode}.",
+	"tasks[].locks[].name":              "The lock name.",
+	"tasks[].locks[].mode":              "exclusive (default) or shared.",
+	"tasks[].retry":                     "This task's retry policy; fields set here override defaults.retry.",
+	"tasks[].timeout":                   "This task's timeout, a Go duration such as 30s or 10m; at most 24h.",
+	"tasks[].grants":                    "Narrows the subagent's grant for this task; a list given replaces that part with a subset of it, an omitted one keeps it.",
+	"tasks[].grants.tools":              "Tool names, each one the subagent is granted.",
+	"tasks[].grants.tools[]":            "A tool name.",
+	"tasks[].grants.commands":           "Command patterns, each equal to one the subagent is granted.",
+	"tasks[].grants.commands[]":         "A command pattern.",
+	"tasks[].grants.egress":             "Egress rules, each covered by one the subagent is granted.",
+	"tasks[].grants.egress[]":           "A host: \"api.example.com\", \"*.example.com\" (its subdomains), \"10.0.0.1\"; optionally with a port, \"api.example.com:443\"; or an object {host, port, methods, paths} that also limits the HTTP methods and path prefixes.",
+	"tasks[].grants.egress[].host":      "A lowercase host name, *.domain or IP address.",
+	"tasks[].grants.egress[].port":      "The only port allowed; absent allows any.",
+	"tasks[].grants.egress[].methods":   "The only HTTP methods allowed, upper case.",
+	"tasks[].grants.egress[].methods[]": "An HTTP method such as GET.",
+	"tasks[].grants.egress[].paths":     "Path prefixes a request's path must start with.",
+	"tasks[].grants.egress[].paths[]":   "A path prefix such as /repos/acme/.",
+	"retry.max_attempts":                "Attempts in all, 1 to 100 (1: no retry).",
+	"retry.initial_backoff":             "The first wait before a retry, a Go duration such as 1s.",
+	"retry.multiplier":                  "How much each wait grows, 1 to 10.",
+	"retry.max_backoff":                 "The longest wait, a Go duration.",
+	"retry.on_worker_failed":            "Retry an attempt that failed worker-failed (default true).",
 }
 
 // durationPattern is a Go duration as time.ParseDuration reads it, unsigned.
@@ -119,12 +126,22 @@ func schemaOf(t reflect.Type, path string) (*jsonschema.Schema, error) {
 			Type: "object", Properties: map[string]*jsonschema.Schema{"name": name, "mode": mode},
 			Required: []string{"name"}, AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}},
 		}}
+	case t.Kind() == reflect.Struct && reflect.PointerTo(t).Implements(textType):
+		// Written as a string or as the object (an egress rule: "host:port" or {host, ...}).
+		obj, err := structSchema(t, path)
+		if err != nil {
+			return nil, err
+		}
+		s.AnyOf = []*jsonschema.Schema{{Type: "string"}, obj}
 	case t.Kind() == reflect.Interface: // input
 		s.Type = "object"
 	case t.Kind() == reflect.String:
 		s.Type = "string"
 	case t.Kind() == reflect.Int:
 		s.Type = "integer"
+	case t.Kind() == reflect.Uint16:
+		one, most := 1.0, 65535.0
+		s.Type, s.Minimum, s.Maximum = "integer", &one, &most
 	case t.Kind() == reflect.Float64:
 		s.Type = "number"
 	case t.Kind() == reflect.Bool:
@@ -142,8 +159,25 @@ func schemaOf(t reflect.Type, path string) (*jsonschema.Schema, error) {
 		}
 		s.Type, s.AdditionalProperties = "object", values
 	case t.Kind() == reflect.Struct:
-		s.Type, s.Properties = "object", map[string]*jsonschema.Schema{}
-		s.AdditionalProperties = &jsonschema.Schema{Not: &jsonschema.Schema{}}
+		obj, err := structSchema(t, path)
+		if err != nil {
+			return nil, err
+		}
+		obj.Description = doc
+		s = obj
+	default:
+		return nil, fmt.Errorf("plan schema: %s: no schema for %s", path, t)
+	}
+	return s, nil
+}
+
+var textType = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// structSchema is the object schema of struct t at path: its yaml fields, nothing else.
+func structSchema(t reflect.Type, path string) (*jsonschema.Schema, error) {
+	s := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{}}
+	s.AdditionalProperties = &jsonschema.Schema{Not: &jsonschema.Schema{}}
+	{
 		for i := range t.NumField() {
 			f := t.Field(i)
 			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
@@ -163,8 +197,6 @@ func schemaOf(t reflect.Type, path string) (*jsonschema.Schema, error) {
 			}
 			s.Properties[name] = fs
 		}
-	default:
-		return nil, fmt.Errorf("plan schema: %s: no schema for %s", path, t)
 	}
 	return s, nil
 }

@@ -330,13 +330,28 @@ func (v *validator) grants(path string, doc *grant.Set) *grant.Set {
 			_, err := grant.ParseCommandPattern(s)
 			return err
 		}),
-		Egress: list("egress", doc.Egress, func(s string) error {
-			if s == "" || strings.ContainsAny(s, "/:@ ") {
-				return fmt.Errorf("egress entry %q is not a host name (or *.domain)", s)
-			}
-			return nil
-		}),
+		Egress: v.egressRules(path+".egress", doc.Egress),
 	}
+}
+
+// egressRules checks a task's egress rules: each valid, none twice, at most MaxGrantItems.
+func (v *validator) egressRules(path string, rules []grant.EgressRule) []grant.EgressRule {
+	if len(rules) > MaxGrantItems {
+		v.add(path, "%d items; at most %d", len(rules), MaxGrantItems)
+		return rules
+	}
+	seen := map[string]bool{}
+	for i, r := range rules {
+		ip := path + "[" + strconv.Itoa(i) + "]"
+		key := r.String()
+		if seen[key] {
+			v.add(ip, "%q listed twice", key)
+		} else if err := r.Validate(); err != nil {
+			v.add(ip, "%v", err)
+		}
+		seen[key] = true
+	}
+	return rules
 }
 
 // edge checks that task self may depend on dep and records the edge.

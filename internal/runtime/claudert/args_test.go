@@ -36,7 +36,7 @@ func TestArgs(t *testing.T) {
 					Set: grant.Set{
 						Tools:    []string{"read_file", "run_command", "http_fetch"},
 						Commands: []string{"git diff **", "git status", "git diff *"},
-						Egress:   []string{"api.github.com"},
+						Egress:   grant.MustEgressRules("api.github.com"),
 					},
 					MCPServers: []string{"linter"},
 				},

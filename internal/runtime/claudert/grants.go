@@ -152,7 +152,7 @@ func translate(g Grants) translation {
 			for _, h := range g.Egress {
 				rule, why := webFetchRule(h)
 				if why != "" {
-					tr.dropped = append(tr.dropped, fmt.Sprintf("egress %q: %s", h, why))
+					tr.dropped = append(tr.dropped, fmt.Sprintf("egress %q: %s", h.String(), why))
 					continue
 				}
 				tools[ccWebFetch] = true
@@ -219,8 +219,10 @@ func safeWord(w string) bool {
 	return w != ""
 }
 
-// webFetchRule translates one egress host.
-func webFetchRule(h string) (rule, why string) {
+// webFetchRule translates one egress rule into a WebFetch domain rule. Ports, methods and
+// paths have no WebFetch form: the egress proxy, which every fetch goes through, enforces them.
+func webFetchRule(r grant.EgressRule) (rule, why string) {
+	h := r.Host
 	if strings.HasPrefix(h, "*.") {
 		return "", "Claude Code's *.domain rule also matches the domain itself, which the grant excludes"
 	}

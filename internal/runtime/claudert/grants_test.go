@@ -42,7 +42,7 @@ func TestTranslate(t *testing.T) {
 		},
 		{
 			name:       "commands and hosts without their tools grant nothing",
-			g:          Grants{Set: grant.Set{Commands: []string{"git diff **"}, Egress: []string{"api.example.com"}}},
+			g:          Grants{Set: grant.Set{Commands: []string{"git diff **"}, Egress: grant.MustEgressRules("api.example.com")}},
 			tools:      []string{"TodoWrite"},
 			disallowed: allDenied,
 		},
@@ -99,7 +99,7 @@ func TestTranslate(t *testing.T) {
 		},
 		{
 			name:         "http_fetch maps exact hosts",
-			g:            Grants{Set: grant.Set{Tools: []string{"http_fetch"}, Egress: []string{"api.example.com", "*.example.org", "docs.rs", "Bad.Host"}}},
+			g:            Grants{Set: grant.Set{Tools: []string{"http_fetch"}, Egress: []grant.EgressRule{{Host: "api.example.com"}, {Host: "*.example.org"}, {Host: "docs.rs"}, {Host: "Bad.Host"}}}},
 			tools:        []string{"TodoWrite", "WebFetch"},
 			allowed:      []string{"WebFetch(domain:api.example.com)", "WebFetch(domain:docs.rs)"},
 			disallowed:   without(allDenied, "WebFetch"),
@@ -158,7 +158,7 @@ func TestTranslate_NeverGrantsTheRiskyTools(t *testing.T) {
 	g := Grants{Set: grant.Set{
 		Tools:    []string{"read_file", "write_file", "list_files", "search_files", "run_command", "http_fetch", "ask_human"},
 		Commands: []string{"make **"},
-		Egress:   []string{"example.com"},
+		Egress:   grant.MustEgressRules("example.com"),
 	}}
 	denied := DisallowedTools(g)
 	for _, tool := range []string{"WebSearch", "Agent", "Task", "AskUserQuestion", "Skill", "Artifact", "EnterWorktree", "CronCreate", "NotebookEdit", "MultiEdit", "PowerShell"} {

@@ -64,7 +64,14 @@ func settingsJSON(hook []string) ([]byte, error) {
 	for _, ev := range HookEvents {
 		hooks[ev] = every
 	}
-	return json.Marshal(map[string]any{"hooks": hooks})
+	return json.Marshal(map[string]any{
+		"hooks": hooks,
+		// WebFetch first asks claude.ai whether a domain is blocked; inside agora the egress
+		// proxy decides by the grant, and claude.ai is not a granted host. Claude Code's own
+		// sandbox stays off: agora's sandbox and proxy are the boundary.
+		"skipWebFetchPreflight": true,
+		"sandbox":               map[string]any{"enabled": false},
+	})
 }
 
 // shellQuote quotes w for a POSIX shell: inside single quotes nothing is special but the

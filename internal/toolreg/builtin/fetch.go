@@ -50,9 +50,11 @@ func httpFetchTool(fetch FetchFunc) toolreg.Tool {
 	}
 }
 
-// checkURL parses rawURL and checks it against the egress grant. It returns the URL to
-// request, re-serialised, so the gateway parses what was checked.
-func checkURL(egress []string, rawURL string) (string, error) {
+// checkURL parses rawURL and checks it, with method, against the egress grant: the host and
+// port (80 or 443 by scheme when the URL names none), and the method and path where a rule
+// restricts them. It returns the URL to request, re-serialised, so the gateway parses what
+// was checked.
+func checkURL(egress []grant.EgressRule, rawURL, method string) (string, error) {
 	const tool = "http_fetch"
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -70,22 +72,44 @@ func checkURL(egress []string, rawURL string) (string, error) {
 	if u.Opaque != "" || u.Hostname() == "" {
 		return "", &toolreg.DeniedError{Tool: tool, Reason: ReasonNoHost, Hint: "give an absolute URL such as https://host/path"}
 	}
-	if port := u.Port(); port != "" {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+	port := uint16(443)
+	if strings.EqualFold(u.Scheme, "http") {
+		port = 80
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
 			return "", errors.New(tool + ": malformed url: bad port")
 		}
+		port = uint16(n)
 	}
-	if !grant.HostGranted(egress, u.Hostname()) {
+	if !grant.HostGranted(egress, u.Hostname(), port) {
 		hint := "no hosts are granted"
 		if len(egress) > 0 {
-			hint = "the granted hosts are " + quoteCapped(egress)
+			hint = "the granted hosts are " + quoteCapped(ruleStrings(egress))
 		}
 		return "", &toolreg.DeniedError{Tool: tool, Reason: ReasonHostNotGranted, Hint: hint}
+	}
+	path := u.Path
+	if path == "" {
+		path = "/"
+	}
+	if !grant.RequestAllowed(egress, u.Hostname(), port, method, path) {
+		return "", &toolreg.DeniedError{Tool: tool, Reason: ReasonHostNotGranted,
+			Hint: "the grant does not allow " + method + " on this path of the host; its rules are " + quoteCapped(ruleStrings(egress))}
 	}
 	return u.String(), nil
 }
 
-func httpFetch(ctx context.Context, fetch FetchFunc, egress []string, rawURL, method string) (toolreg.Result, error) {
+func ruleStrings(rules []grant.EgressRule) []string {
+	out := make([]string, len(rules))
+	for i, r := range rules {
+		out[i] = r.String()
+	}
+	return out
+}
+
+func httpFetch(ctx context.Context, fetch FetchFunc, egress []grant.EgressRule, rawURL, method string) (toolreg.Result, error) {
 	const tool = "http_fetch"
 	if method == "" {
 		method = "GET"
@@ -93,7 +117,7 @@ func httpFetch(ctx context.Context, fetch FetchFunc, egress []string, rawURL, me
 	if method != "GET" && method != "HEAD" {
 		return toolreg.Result{}, errors.New(tool + ": method must be GET or HEAD")
 	}
-	target, err := checkURL(egress, rawURL)
+	target, err := checkURL(egress, rawURL, method)
 	if err != nil {
 		return toolreg.Result{}, err
 	}

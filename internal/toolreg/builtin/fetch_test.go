@@ -29,7 +29,7 @@ func (f *fakeFetch) fetch(_ context.Context, rawURL, method string) (int, string
 }
 
 func TestHTTPFetch(t *testing.T) {
-	grants := grant.Set{Tools: []string{"http_fetch"}, Egress: []string{"api.example.com", "*.github.com"}}
+	grants := grant.Set{Tools: []string{"http_fetch"}, Egress: grant.MustEgressRules("api.example.com", "*.github.com")}
 	tests := []struct {
 		name       string
 		args       map[string]any
@@ -124,7 +124,7 @@ func TestHTTPFetch(t *testing.T) {
 }
 
 func TestHTTPFetch_Limits(t *testing.T) {
-	grants := grant.Set{Tools: []string{"http_fetch"}, Egress: []string{"api.example.com"}}
+	grants := grant.Set{Tools: []string{"http_fetch"}, Egress: grant.MustEgressRules("api.example.com")}
 	t.Run("POST is refused by the schema", func(t *testing.T) {
 		fake := &fakeFetch{}
 		f := newFixture(t, grant.Set{})

@@ -64,7 +64,7 @@ func TestAskHuman(t *testing.T) {
 // TestRedaction_PlantedSecretNeverAudited pushes a secret through every tool's arguments and
 // error paths; the harness asserts no decision holds it, and the hash is of redacted args.
 func TestRedaction_PlantedSecretNeverAudited(t *testing.T) {
-	f := newFixture(t, grant.Set{Tools: grant.BuiltinTools, Commands: []string{"echo *"}, Egress: []string{"api.example.com"}})
+	f := newFixture(t, grant.Set{Tools: grant.BuiltinTools, Commands: []string{"echo *"}, Egress: grant.MustEgressRules("api.example.com")})
 	calls := []struct {
 		tool string
 		args map[string]any

@@ -10,6 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agora-dev/agora/internal/digest"
+
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 func validManifest() Manifest {
@@ -21,7 +23,7 @@ func validManifest() Manifest {
 		Capabilities:        []Bundle{{Name: "repo-tools", Digest: d, Path: CapabilityPath(d)}},
 		Runtime:             "exec",
 		Command:             []string{"sh", "-c", "true"},
-		Grants:              Grants{Commands: []string{"sh -c *"}, Tools: []string{"read_file"}, Egress: []string{"api.example.com"}},
+		Grants:              Grants{Commands: []string{"sh -c *"}, Tools: []string{"read_file"}, Egress: grant.MustEgressRules("api.example.com")},
 		InputJSON:           `{"k":1}`,
 		Env:                 map[string]string{"GREETING": "hi"},
 		SecretKeys:          []string{"TOKEN"},

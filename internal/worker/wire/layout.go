@@ -28,7 +28,24 @@ const (
 	// the host lays them out from the catalog; AGORA_CAPABILITIES names the directory.
 	CapabilityFilesDir = "capabilities"
 	GatewaySocket      = "gateway.sock" // in GatewayDir
+	// ProxySocket is the host's egress proxy for the dispatch (network: proxy), in GatewayDir.
+	ProxySocket = "proxy.sock"
+	// TrustDir holds TrustFile, read-only: the system's roots, the roots agora.yaml adds and,
+	// when the proxy terminates TLS for some host, the dispatch's proxy CA. The host also binds
+	// TrustFile over SystemTrustFile, so tools that read only the system store trust it too.
+	TrustDir  = "trust"
+	TrustFile = "ca-certificates.crt"
 )
+
+// SystemTrustFile is the Debian-family system trust store, replaced inside the sandbox by
+// TrustFile when the sandbox has the proxy.
+const SystemTrustFile = "/etc/ssl/certs/ca-certificates.crt"
+
+// ProxyTokenEnv carries, in the worker's own environment (never an argv, never a file), the
+// password the host's proxy wants in Proxy-Authorization; empty when it wants none. The
+// worker puts it in the proxy URLs it gives the agent and removes it from its own
+// environment.
+const ProxyTokenEnv = "AGORA_PROXY_TOKEN"
 
 // The layout's mount points inside the sandbox, where the host binds the stage directory's
 // parts.
@@ -39,6 +56,7 @@ const (
 	OutPath       = DefaultRoot + "/" + OutDir
 	InputsPath    = DefaultRoot + "/" + InputsDir
 	GatewayPath   = DefaultRoot + "/" + GatewayDir
+	TrustPath     = DefaultRoot + "/" + TrustDir
 	// CapabilityFilesPath is where the sandbox finds the capabilities' files.
 	CapabilityFilesPath = DefaultRoot + "/" + CapabilityFilesDir
 )

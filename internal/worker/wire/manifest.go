@@ -74,7 +74,14 @@ type Manifest struct {
 	// worker kills every other process in it before capture (the worker's stop.go). The host
 	// sets it for every isolated sandbox; never for `sandbox: none`.
 	PIDNamespace bool `json:"pid_namespace,omitempty"`
+	// Network is "proxy" when the host runs an egress proxy for the dispatch on
+	// GatewayDir/ProxySocket: the worker relays a loopback port to it and points the agent's
+	// proxy variables at that port. "" means no network (or the host's, for network: host).
+	Network string `json:"network,omitempty"`
 }
+
+// NetworkProxy is [Manifest.Network]'s one value.
+const NetworkProxy = "proxy"
 
 // Bundle names one read-only file of bundle/ and the digest it must have.
 type Bundle struct {
@@ -89,9 +96,9 @@ type Bundle struct {
 // grant.Set (capability.yaml, the catalog, dispatch records) writes tools first; the bytes
 // of the format do not change.
 type Grants struct {
-	Commands []string `json:"commands"`
-	Tools    []string `json:"tools"`
-	Egress   []string `json:"egress"`
+	Commands []string           `json:"commands"`
+	Tools    []string           `json:"tools"`
+	Egress   []grant.EgressRule `json:"egress"`
 }
 
 // Set returns g as a [grant.Set].
@@ -141,7 +148,9 @@ func (m Manifest) Marshal() ([]byte, error) {
 	m.Command = nonNil(m.Command)
 	m.Grants.Commands = nonNil(m.Grants.Commands)
 	m.Grants.Tools = nonNil(m.Grants.Tools)
-	m.Grants.Egress = nonNil(m.Grants.Egress)
+	if m.Grants.Egress == nil {
+		m.Grants.Egress = []grant.EgressRule{}
+	}
 	m.SecretKeys = nonNil(m.SecretKeys)
 	if m.Env == nil {
 		m.Env = map[string]string{}
@@ -192,6 +201,9 @@ func (m Manifest) Validate() error {
 	if m.Runtime == "exec" && len(m.Command) == 0 {
 		bad("command: the exec runtime needs a command")
 	}
+	if m.Network != "" && m.Network != NetworkProxy {
+		bad("network: want %q or nothing, got %q", NetworkProxy, m.Network)
+	}
 	if len(m.Command) > maxCommandArgs {
 		bad("command: more than %d arguments", maxCommandArgs)
 	}
@@ -203,9 +215,17 @@ func (m Manifest) Validate() error {
 	for _, l := range []struct {
 		name string
 		list []string
-	}{{"commands", m.Grants.Commands}, {"tools", m.Grants.Tools}, {"egress", m.Grants.Egress}} {
+	}{{"commands", m.Grants.Commands}, {"tools", m.Grants.Tools}} {
 		if len(l.list) > maxListItems {
 			bad("grants.%s: more than %d items", l.name, maxListItems)
+		}
+	}
+	if len(m.Grants.Egress) > maxListItems {
+		bad("grants.egress: more than %d items", maxListItems)
+	}
+	for i, r := range m.Grants.Egress {
+		if err := r.Validate(); err != nil {
+			bad("grants.egress[%d]: %v", i, err)
 		}
 	}
 	for i, c := range m.Grants.Commands {

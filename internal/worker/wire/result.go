@@ -76,6 +76,7 @@ var (
 const (
 	PhaseVerify     = "verify"
 	PhaseSecrets    = "secrets"
+	PhaseNetwork    = "network"
 	PhaseOverlay    = "overlay"
 	PhaseSetup      = "setup"
 	PhaseBaseline   = "baseline"
@@ -86,7 +87,7 @@ const (
 	PhaseOutputs    = "outputs"
 )
 
-var phaseOrder = []string{PhaseVerify, PhaseSecrets, PhaseOverlay, PhaseSetup, PhaseBaseline,
+var phaseOrder = []string{PhaseVerify, PhaseSecrets, PhaseNetwork, PhaseOverlay, PhaseSetup, PhaseBaseline,
 	PhaseRuntime, PhaseStop, PhaseNeedsInput, PhaseCapture, PhaseOutputs}
 
 // Result is out/result.json, the worker's one authoritative account of the dispatch. The
