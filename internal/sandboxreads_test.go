@@ -50,6 +50,7 @@ var readAllowed = map[string]string{
 	"dispatch/stage.go:handOver: filepath.WalkDir":           "chowns the stage to the sandbox uid before the sandbox exists (Lchown: no link followed)",
 	"cli/dispatch_read.go:followLog: os.Open":                "the supervisor's live log in the stage directory, which is never bound into the sandbox",
 	"dispatch/detach/spawn.go:spawn: os.OpenFile":            "/dev/null for the detached supervisor",
+	"dispatch/network.go:prepareProxy: os.Open":              "the host's system trust store (/etc/ssl/certs/ca-certificates.crt), copied into the sandbox's",
 	"cli/orch_client.go:readPlan: capped.ReadFile":           "a plan file a person names",
 	"cli/subagent.go:readLimited: capped.ReadFile":           "a file a person names",
 	"cli/verify.go:verifyFile: os.Open":                      "the bundle a person names",

@@ -51,7 +51,10 @@ type Dispatcher struct {
 	// the egress proxy verifies upstream hosts with them besides the system's, and the
 	// sandbox's trust store holds them.
 	EgressRoots []byte
-	Now         func() time.Time
+	// Resolver resolves the names the gateway and the egress proxy dial; nil means the
+	// system's. Every address it returns is vetted against Egress all the same.
+	Resolver egress.Resolver
+	Now      func() time.Time
 
 	// testOnlyInvokingUser makes a root agora stage and run sandboxes as an unprivileged one
 	// does (as the invoking user, no disk quota), so tests running as root cover that path.

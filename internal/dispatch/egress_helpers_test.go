@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"archive/zip"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -17,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,8 +29,28 @@ import (
 )
 
 // upstreamAddr is where the tests' servers listen: loopback, but not 127.0.0.1, so the
-// sandbox's own loopback (127.0.0.1 inside its namespace) is never confused with it.
+// sandbox's own loopback (127.0.0.1 inside its namespace) is never confused with it. Tools
+// skip a proxy for a loopback literal (Go does, whatever NO_PROXY says), so the tests also
+// name it: the proxy's resolver maps testNames to it, and loopName to 127.0.0.1, which
+// egress.allow_private does not admit.
 const upstreamAddr = "127.0.0.2"
+
+var testNames = []string{"git.test", "mods.test", "registry.test", "api.test"}
+
+const loopName = "loop.test"
+
+// testResolver is the proxy's resolver in these tests.
+type testResolver struct{}
+
+func (testResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if host == loopName {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}
+	if slices.Contains(testNames, host) {
+		return []netip.Addr{netip.MustParseAddr(upstreamAddr)}, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
 
 // testCA is a CA of the test's own, standing in for a team's internal CA: the servers' leaf
 // certificates are signed by it, and agora trusts it through egress.ca_certs.
@@ -62,7 +84,8 @@ func (ca *testCA) serveTLS(t *testing.T, h http.Handler) string {
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: upstreamAddr},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP(upstreamAddr)}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.ParseIP(upstreamAddr)}, DNSNames: testNames,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
@@ -99,6 +122,7 @@ func netEnv(t *testing.T, ca *testCA) *env {
 	t.Helper()
 	e := newEnv(t)
 	e.d.Egress = egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix(upstreamAddr + "/32")}}
+	e.d.Resolver = testResolver{}
 	if ca != nil {
 		e.d.EgressRoots = ca.pem
 	}

@@ -118,13 +118,13 @@ func TestEgress_Curl(t *testing.T) {
 		io.WriteString(w, "allowed-body")
 	}))
 	base := "https://" + upstreamAddr + ":" + ok
-	// localhost is granted but resolves to loopback, which egress.allow_private does not admit.
-	e.netSubagent("curler", "  - \""+upstreamAddr+":"+ok+"\"\n  - localhost\n", strings.Join([]string{
+	// loop.test is granted but resolves to 127.0.0.1, which egress.allow_private does not admit.
+	e.netSubagent("curler", "  - \""+upstreamAddr+":"+ok+"\"\n  - "+loopName+"\n", strings.Join([]string{
 		"curl -sS " + base + "/ && echo",
-		"curl -sS https://evil.example/ ; echo \"exit=$?\"",
-		"curl -sS http://localhost:8080/ ; echo \"exit=$?\"",
-		"curl -sS http://127.0.0.3:" + ok + "/ ; echo \"exit=$?\"",
-		"curl -sSL " + base + "/redirect ; echo \"exit=$?\"",
+		"curl -sS --fail-with-body https://evil.example/ ; echo \"exit=$?\"",
+		"curl -sS --fail-with-body http://" + loopName + ":8080/ ; echo \"exit=$?\"",
+		"curl -sS --fail-with-body http://127.0.0.3:" + ok + "/ ; echo \"exit=$?\"",
+		"curl -sSL --fail-with-body " + base + "/redirect ; echo \"exit=$?\"",
 	}, "; "))
 	r := e.run(dispatch.Request{Subagent: "curler"})
 	out := e.stdout(r)
@@ -133,7 +133,7 @@ func TestEgress_Curl(t *testing.T) {
 	}
 	for _, want := range []string{
 		"evil.example:443: not in the dispatch's egress grant",
-		"localhost:8080: it resolves to",
+		loopName + ":8080: it resolves to 127.0.0.1",
 		"127.0.0.3:" + ok + ": not in the dispatch's egress grant",
 		"127.0.0.3:9: not in the dispatch's egress grant",
 	} {
@@ -218,8 +218,8 @@ func TestEgress_GoModDownload(t *testing.T) {
 	ca := newTestCA(t)
 	e := netEnv(t, ca)
 	port := ca.serveTLS(t, goProxy(t))
-	e.netSubagent("gomod", "  - \""+upstreamAddr+":"+port+"\"\n", strings.Join([]string{
-		"export GOPROXY=https://" + upstreamAddr + ":" + port + " GOSUMDB=off GOTOOLCHAIN=local GOFLAGS=-modcacherw GOMODCACHE=/tmp/mod GOCACHE=/tmp/gocache",
+	e.netSubagent("gomod", "  - \"mods.test:"+port+"\"\n", strings.Join([]string{
+		"export GOPROXY=https://mods.test:" + port + " GOSUMDB=off GOTOOLCHAIN=local GOFLAGS=-modcacherw GOMODCACHE=/tmp/mod GOCACHE=/tmp/gocache",
 		"mkdir /tmp/m && cd /tmp/m && " + goBin + " mod init example.test/app >/dev/null 2>&1",
 		goBin + " mod download -json example.test/hello@v1.0.0",
 		"cat /tmp/mod/example.test/hello@v1.0.0/hello.go",
@@ -263,10 +263,10 @@ func TestEgress_NPMInstall(t *testing.T) {
 	ca := newTestCA(t)
 	e := netEnv(t, ca)
 	var port string
-	port = ca.serveTLS(t, npmRegistry(t, func() string { return "https://" + upstreamAddr + ":" + port }))
-	e.netSubagent("npmer", "  - \""+upstreamAddr+":"+port+"\"\n", strings.Join([]string{
+	port = ca.serveTLS(t, npmRegistry(t, func() string { return "https://registry.test:" + port }))
+	e.netSubagent("npmer", "  - \"registry.test:"+port+"\"\n", strings.Join([]string{
 		"mkdir /tmp/p && cd /tmp/p && echo '{\"name\":\"p\",\"version\":\"1.0.0\"}' > package.json",
-		"npm install --no-audit --no-fund --registry https://" + upstreamAddr + ":" + port + "/ agora-left-pad",
+		"npm install --no-audit --no-fund --no-update-notifier --loglevel=http --fetch-retries=0 --registry https://registry.test:" + port + "/ agora-left-pad",
 		"cat node_modules/agora-left-pad/index.js",
 	}, " && "))
 	r := e.run(dispatch.Request{Subagent: "npmer", Timeout: 120e9})

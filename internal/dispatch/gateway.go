@@ -155,7 +155,7 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, rg *runningGat
 		APIKey:            ep.key,
 		Secrets:           secrets,
 		Egress:            egressGrant,
-		Dialer:            egress.NewDialer(d.Egress, nil),
+		Dialer:            egress.NewDialer(d.Egress, d.Resolver),
 		Audit:             &gatewayAuditor{records: d.Records, id: r.ID, role: role},
 		RequestsPerSecond: gatewayRequestsPerSecond,
 		RequestBurst:      gatewayRequestBurst,

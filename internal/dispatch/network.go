@@ -195,7 +195,7 @@ func (d *Dispatcher) startProxy(r *Record, rg *runningGateway, ns *netSetup, tri
 		rules = r.Grants.Egress
 	}
 	p, err := proxy.New(proxy.Config{
-		Rules: rules, Dialer: egress.NewDialer(d.Egress, nil), Token: ns.token, CA: ns.ca, Roots: ns.roots,
+		Rules: rules, Dialer: egress.NewDialer(d.Egress, d.Resolver), Token: ns.token, CA: ns.ca, Roots: ns.roots,
 		Bindings: ns.bindings, Audit: &batchAuditor{b: b, id: r.ID, role: role},
 		MaxAuditEntries: proxyAuditEntries, OnLimit: trip.Trip, Notice: notice,
 	})
