@@ -305,3 +305,23 @@ func npmRegistry(t *testing.T, base func() string) http.Handler {
 		}
 	})
 }
+
+// TestEgress_200ConcurrentFromASandbox: 200 connections at once from one sandbox, through the
+// worker's relay and the proxy, all answered.
+func TestEgress_200ConcurrentFromASandbox(t *testing.T) {
+	requireTool(t, "curl")
+	requireTool(t, "xargs")
+	ca := newTestCA(t)
+	e := netEnv(t, ca)
+	port := ca.serveTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }))
+	e.netSubagent("swarm", "  - \"api.test:"+port+"\"\n",
+		"seq 200 | xargs -P 200 -I{} curl -sS --max-time 60 -o /dev/null -w '%{http_code}\\n' https://api.test:"+port+"/{} | sort | uniq -c")
+	r := e.run(dispatch.Request{Subagent: "swarm", Timeout: 120e9})
+	out := e.stdout(r)
+	if r.State != dispatch.StateFinished || !strings.Contains(out, "200 200") {
+		t.Fatalf("%s %s: %q\n%s", r.State, r.Detail, out, e.logs(r.ID))
+	}
+	if r.Net == nil || r.Net.Reached["api.test:"+port] != 200 {
+		t.Fatalf("net = %+v", r.Net)
+	}
+}
