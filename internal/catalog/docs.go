@@ -3,6 +3,7 @@ package catalog
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/agora-dev/agora/internal/jcs"
 )
@@ -66,20 +67,18 @@ func ParseSubagentDoc(b []byte) (SubagentDoc, error) {
 type EnvDoc struct {
 	Values  map[string]string `json:"values"`
 	Secrets map[string]string `json:"secrets"` // key -> sealed secret reference
-	// Bindings bind secrets to hosts: the sandbox sees a placeholder, and the egress proxy
-	// sends the value to those hosts only. Absent from the document when empty.
+	// Bindings are the secrets that never enter the sandbox: key -> where the egress proxy may
+	// send the value ([Binding]). nil or empty: none.
 	Bindings map[string]Binding `json:"bindings,omitempty"`
 }
 
-// Binding is where one secret's value may go.
-type Binding struct {
-	// Hosts are host patterns as in a grant's egress: a name, "*.domain" or an IP literal.
-	Hosts []string `json:"hosts"`
-	// Headers are header names the proxy swaps the placeholder in, besides Authorization.
-	Headers []string `json:"headers,omitempty"`
-}
+// envBoundVersion is the format version of an env document with bindings. A reader that knows
+// only version 1 would ignore "bindings" and hand the secret's value to the sandbox; with
+// version 2 it refuses the document instead. A document without bindings stays version 1, so
+// every bundle registered before bindings existed keeps its bytes and digest.
+const envBoundVersion = 2
 
-// Marshal returns the canonical bytes of d.
+// Marshal returns the canonical bytes of d. "bindings" appears only when d has some.
 func (d EnvDoc) Marshal() ([]byte, error) {
 	values, secrets := d.Values, d.Secrets
 	if values == nil {
@@ -88,10 +87,26 @@ func (d EnvDoc) Marshal() ([]byte, error) {
 	if secrets == nil {
 		secrets = map[string]string{}
 	}
-	return jcs.Marshal(map[string]any{"version": docVersion, "values": values, "secrets": secrets})
+	doc := map[string]any{"version": docVersion, "values": values, "secrets": secrets}
+	if len(d.Bindings) > 0 {
+		bindings := make(map[string]any, len(d.Bindings))
+		for k, b := range d.Bindings {
+			hosts, headers := b.Hosts, b.Headers
+			if hosts == nil {
+				hosts = []string{}
+			}
+			if headers == nil {
+				headers = []string{}
+			}
+			bindings[k] = map[string]any{"hosts": hosts, "headers": headers}
+		}
+		doc["version"], doc["bindings"] = envBoundVersion, bindings
+	}
+	return jcs.Marshal(doc)
 }
 
-// ParseEnvDoc reads stored env bundle bytes.
+// ParseEnvDoc reads stored env bundle bytes and checks the bindings (see [CheckBindings]): a
+// document that binds a plain value or names an invalid host is refused, never half-read.
 func ParseEnvDoc(b []byte) (EnvDoc, error) {
 	var raw struct {
 		Version int `json:"version"`
@@ -100,8 +115,16 @@ func ParseEnvDoc(b []byte) (EnvDoc, error) {
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return EnvDoc{}, fmt.Errorf("read env document: %w", err)
 	}
-	if raw.Version != docVersion {
+	switch {
+	case raw.Version == docVersion && raw.Bindings != nil:
+		return EnvDoc{}, fmt.Errorf("read env document: version %d cannot have bindings", docVersion)
+	case raw.Version == envBoundVersion && len(raw.Bindings) == 0:
+		return EnvDoc{}, fmt.Errorf("read env document: version %d without bindings", envBoundVersion)
+	case raw.Version != docVersion && raw.Version != envBoundVersion:
 		return EnvDoc{}, fmt.Errorf("read env document: unsupported version %d", raw.Version)
+	}
+	if problems := CheckBindings(raw.Bindings, raw.Values, raw.Secrets); len(problems) > 0 {
+		return EnvDoc{}, fmt.Errorf("read env document: %s", strings.Join(problems, "; "))
 	}
 	return raw.EnvDoc, nil
 }

@@ -80,6 +80,9 @@ type Meta struct {
 	// Env bundle: keys only, never values of secrets.
 	ValueKeys  []string `json:"value_keys,omitempty"`
 	SecretKeys []string `json:"secret_keys,omitempty"`
+	// Bindings are the bound secrets' hosts and headers (never a value), so lists, shows and
+	// apply plans see where a secret may be sent without reading content.
+	Bindings map[string]Binding `json:"bindings,omitempty"`
 
 	// Workspace: the revision patterns and the default, never the repository path.
 	Revisions       []string `json:"revisions,omitempty"`

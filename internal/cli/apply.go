@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -53,6 +54,10 @@ manifest does not declare are retired (they stay in history and in the audit log
       secrets:
         GITHUB_TOKEN: {from_env: GITHUB_TOKEN}
         DEPLOY_KEY: {from_file: ./secrets/deploy.key}
+      bind:                                # GITHUB_TOKEN never enters the sandbox
+        GITHUB_TOKEN:
+          hosts: [api.github.com, github.com]
+          headers: [X-Api-Key]             # besides Authorization; optional
   workspaces:
     - name: app
       repo: /srv/src/app                   # a git repository on this host
@@ -60,6 +65,9 @@ manifest does not declare are retired (they stay in history and in the audit log
       default_revision: main
 
 Secrets are read from their sources at apply time; a manifest never holds a secret value.
+A bound secret (bind:) reaches the sandbox only as a placeholder; the egress proxy swaps in
+the value for requests to its hosts alone (see agora env register --help). The plan shows
+each binding a change adds (bind), moves (rebind) or removes (unbind).
 
 A manifest with problems changes nothing: every problem is reported at once, the manifest's
 own (names, fields) and each entry's (missing files, credentials, unknown capabilities)
@@ -152,7 +160,39 @@ func printPlan(f *Factory, changes []provision.Change) {
 		case catalog.ActionRetire:
 			fmt.Fprintf(f.IO.Out, "- %-32s retire       %s\n", label, c.Previous)
 		}
+		if c.Action == catalog.ActionCreate || c.Action == catalog.ActionUpdate {
+			for _, line := range bindingChanges(c.PreviousBindings, c.Bindings) {
+				fmt.Fprintf(f.IO.Out, "    %s\n", line)
+			}
+		}
 	}
 	fmt.Fprintf(f.IO.Out, "Plan: %d to create, %d new version(s), %d to retire, %d unchanged.\n",
 		counts[catalog.ActionCreate], counts[catalog.ActionUpdate], counts[catalog.ActionRetire], counts[catalog.ActionUnchanged])
+}
+
+// bindingChanges says, a line per secret, how an env change moves where its secrets may be
+// sent: bound anew, bound elsewhere, or unbound (a secret left in the bundle unbound is
+// handed to the sandbox as it is).
+func bindingChanges(before, after map[string]catalog.Binding) []string {
+	keys := catalog.SortedKeys(after)
+	for _, k := range catalog.SortedKeys(before) {
+		if _, ok := after[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var lines []string
+	for _, k := range keys {
+		b, bound := after[k]
+		was, wasBound := before[k]
+		switch {
+		case bound && !wasBound:
+			lines = append(lines, fmt.Sprintf("bind   %s -> %s", k, fmtBinding(b)))
+		case !bound:
+			lines = append(lines, fmt.Sprintf("unbind %s (was -> %s)", k, fmtBinding(was)))
+		case !slices.Equal(b.Hosts, was.Hosts) || !slices.Equal(b.Headers, was.Headers):
+			lines = append(lines, fmt.Sprintf("rebind %s -> %s (was -> %s)", k, fmtBinding(b), fmtBinding(was)))
+		}
+	}
+	return lines
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -39,20 +40,24 @@ printed, logged or stored in plaintext; lists and shows give their keys only.`,
 type envRegisterOptions struct {
 	f    *Factory
 	name string
-	// values and secrets are the bundle, parsed from the flags and read from their sources.
-	values  map[string]string
-	secrets map[string][]byte
+	// values, secrets and bindings are the bundle, parsed from the flags and read from their
+	// sources.
+	values   map[string]string
+	secrets  map[string][]byte
+	bindings map[string]catalog.Binding
 
-	valueFlags  []string
-	secretFlags []string
-	allow       []string
-	output      string
+	valueFlags      []string
+	secretFlags     []string
+	bindHostFlags   []string
+	bindHeaderFlags []string
+	allow           []string
+	output          string
 }
 
 func newEnvRegisterCmd(f *Factory, runF func(*envRegisterOptions) error) *cobra.Command {
 	opts := &envRegisterOptions{f: f}
 	cmd := &cobra.Command{
-		Use:   "register NAME [--value K=V]... [--secret K=SOURCE]...",
+		Use:   "register NAME [--value K=V]... [--secret K=SOURCE]... [--bind-host K=HOST,...]...",
 		Short: "Register a new version of an env bundle",
 		Long: `Register env bundle NAME with plain values and sealed secrets.
 
@@ -62,28 +67,32 @@ A secret's SOURCE says where to read it, never the value itself:
   K=-          from standard input (one trailing newline is dropped; at most one per command)
 
 A literal value (--secret K=hunter2) is refused: a command line is visible to every process
-on the machine. Plain values are scanned for credentials; a hit refuses the registration.`,
+on the machine. Plain values are scanned for credentials; a hit refuses the registration.
+
+Binding a secret to hosts keeps its value out of the sandbox altogether:
+  --bind-host K=HOST,HOST     the hosts the secret may be sent to (repeatable)
+  --bind-header K=HEADER,...  headers to put it in besides Authorization (X-Api-Key, say)
+
+The sandbox then sees only a placeholder (agora-placeholder-...) in K, never the value.
+agora's egress proxy, outside the sandbox, swaps the placeholder for the value in requests
+to those hosts only: in the Authorization header (a bearer token, or basic-auth
+user:password) and in the named headers. A request carrying the placeholder to any other
+host is refused, so an agent cannot send the secret anywhere else. A HOST is a lowercase
+name (api.github.com), *.example.com for its subdomains, or an IP address; no scheme, port
+or path. A binding opens no network: the subagent's capabilities must still grant egress
+to the host. With exactly one --secret, K= may be left out of --bind-host and --bind-header.
+Registering the same bindings again changes nothing; other bindings make a new version.`,
 		Example: `  agora env register ci --value LOG_LEVEL=debug --secret GITHUB_TOKEN=env:GITHUB_TOKEN
-  vault read -field=key secret/openai | agora env register openai --secret OPENAI_API_KEY=-`,
+  vault read -field=key secret/openai | agora env register openai --secret OPENAI_API_KEY=-
+  agora env register gh --secret GITHUB_TOKEN=env:GH --bind-host GITHUB_TOKEN=api.github.com,github.com
+  agora env register search --secret API_KEY=file:key.txt --bind-host api.example.com --bind-header X-Api-Key`,
 		Args: exactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(cmd, opts.output); err != nil {
 				return err
 			}
 			opts.name = args[0]
-			opts.values = map[string]string{}
-			for _, kv := range opts.valueFlags {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return usageErrorf(cmd, "--value %q: want KEY=VALUE", kv)
-				}
-				if _, dup := opts.values[k]; dup {
-					return usageErrorf(cmd, "--value %s given twice", k)
-				}
-				opts.values[k] = v
-			}
-			var err error
-			if opts.secrets, err = readSecrets(cmd, f, opts.secretFlags); err != nil {
+			if err := opts.parseFlags(cmd); err != nil {
 				return err
 			}
 			return runCmd(cmd, opts, runF, envRegisterRun)
@@ -91,14 +100,130 @@ on the machine. Plain values are scanned for credentials; a hit refuses the regi
 	}
 	cmd.Flags().StringArrayVar(&opts.valueFlags, "value", nil, "a plain value KEY=VALUE; repeatable")
 	cmd.Flags().StringArrayVar(&opts.secretFlags, "secret", nil, "a secret KEY=env:VAR, KEY=file:PATH or KEY=- (stdin); repeatable")
+	cmd.Flags().StringArrayVar(&opts.bindHostFlags, "bind-host", nil, "bind secret KEY to hosts, KEY=HOST,HOST: the sandbox gets a placeholder, the proxy sends the value to those hosts only; repeatable")
+	cmd.Flags().StringArrayVar(&opts.bindHeaderFlags, "bind-header", nil, "KEY=HEADER,HEADER: headers to swap bound secret KEY into besides Authorization; repeatable")
 	cmd.Flags().StringSliceVar(&opts.allow, "allow-credential-pattern", nil, "credential scanner pattern to ignore in values (recorded on the version)")
 	addOutputFlag(cmd, &opts.output)
 	return cmd
 }
 
+// parseFlags fills values, bindings and secrets from the flags. Bindings are checked before
+// any secret is read: a wrong command line is refused before it consumes standard input.
+func (opts *envRegisterOptions) parseFlags(cmd *cobra.Command) error {
+	opts.values = map[string]string{}
+	for _, kv := range opts.valueFlags {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return usageErrorf(cmd, "--value %q: want KEY=VALUE", kv)
+		}
+		if _, dup := opts.values[k]; dup {
+			return usageErrorf(cmd, "--value %s given twice", k)
+		}
+		opts.values[k] = v
+	}
+	var secretKeys []string
+	for _, s := range opts.secretFlags {
+		if k, _, ok := strings.Cut(s, "="); ok && k != "" && !slices.Contains(secretKeys, k) {
+			secretKeys = append(secretKeys, k)
+		}
+	}
+	slices.Sort(secretKeys)
+	var err error
+	if opts.bindings, err = parseBindings(cmd, opts.bindHostFlags, opts.bindHeaderFlags, secretKeys, opts.values); err != nil {
+		return err
+	}
+	opts.secrets, err = readSecrets(cmd, opts.f, opts.secretFlags)
+	return err
+}
+
+// parseBindings reads --bind-host and --bind-header into bindings, refusing a key that is not
+// one of secretKeys (the command's --secret keys), an invalid host or header, and headers for
+// a key no --bind-host binds.
+func parseBindings(cmd *cobra.Command, hostFlags, headerFlags, secretKeys []string, values map[string]string) (map[string]catalog.Binding, error) {
+	out := map[string]catalog.Binding{}
+	for _, arg := range hostFlags {
+		k, hosts, err := bindArg(cmd, "--bind-host", arg, secretKeys, values)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range hosts {
+			if err := catalog.CheckBindingHost(h); err != nil {
+				return nil, usageErrorf(cmd, "--bind-host %s: %v", k, err)
+			}
+		}
+		b := out[k]
+		b.Hosts = append(b.Hosts, hosts...)
+		out[k] = b
+	}
+	for _, arg := range headerFlags {
+		k, headers, err := bindArg(cmd, "--bind-header", arg, secretKeys, values)
+		if err != nil {
+			return nil, err
+		}
+		b, ok := out[k]
+		if !ok {
+			return nil, usageErrorf(cmd, "--bind-header %s: %s is bound to no host; add --bind-host %s=HOST first (the headers say where to put a bound secret)", k, k, k)
+		}
+		for _, h := range headers {
+			h = catalog.CanonicalHeader(h)
+			if err := catalog.CheckBindingHeader(h); err != nil {
+				return nil, usageErrorf(cmd, "--bind-header %s: %v", k, err)
+			}
+			b.Headers = append(b.Headers, h)
+		}
+		out[k] = b
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
+// bindArg splits a --bind-host or --bind-header argument, KEY=A,B or (with exactly one
+// --secret) A,B, into the secret's key and the items. Host and header names never hold '=',
+// so the first one separates the key.
+func bindArg(cmd *cobra.Command, flag, arg string, secretKeys []string, values map[string]string) (string, []string, error) {
+	k, list, named := strings.Cut(arg, "=")
+	if !named && slices.Contains(secretKeys, arg) {
+		return "", nil, usageErrorf(cmd, "%s %s: nothing to bind it to; want %s %s=A,B", flag, arg, flag, arg)
+	}
+	if !named {
+		if len(secretKeys) != 1 {
+			return "", nil, usageErrorf(cmd, "%s %s: name the secret, as %s KEY=%s; KEY= may be left out only with exactly one --secret (this command has %d)",
+				flag, arg, flag, arg, len(secretKeys))
+		}
+		k, list = secretKeys[0], arg
+	}
+	if !slices.Contains(secretKeys, k) {
+		if _, isValue := values[k]; isValue {
+			return "", nil, usageErrorf(cmd, "%s %s: %s is a --value, not a --secret; only a secret can be bound (secrets: %s)", flag, k, k, keyList(secretKeys))
+		}
+		return "", nil, usageErrorf(cmd, "%s %s: %s is not a --secret of this command (secrets: %s)", flag, k, k, keyList(secretKeys))
+	}
+	var items []string
+	for item := range strings.SplitSeq(list, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			items = append(items, item)
+		}
+	}
+	if len(items) == 0 {
+		return "", nil, usageErrorf(cmd, "%s %s: nothing after %s=; want %s %s=A,B", flag, k, k, flag, k)
+	}
+	return k, items, nil
+}
+
+// keyList lists keys for a message, or says there are none.
+func keyList(keys []string) string {
+	if len(keys) == 0 {
+		return "none"
+	}
+	return strings.Join(keys, ", ")
+}
+
 func envRegisterRun(ctx context.Context, opts *envRegisterOptions) error {
 	return registerRun(ctx, opts.f, opts.output, func(w *provision.Writer) (*provision.Pending, error) {
-		return w.PrepareEnv(opts.name, opts.values, opts.secrets, splitList(opts.allow))
+		spec := provision.EnvSpec{Values: opts.values, Secrets: opts.secrets, Bindings: opts.bindings}
+		return w.PrepareEnvSpec(opts.name, spec, splitList(opts.allow))
 	})
 }
 
@@ -175,6 +300,8 @@ type envShow struct {
 	catalog.Version
 	Values     map[string]string `json:"values"`
 	SecretKeys []string          `json:"secret_keys"`
+	// Bindings are the bound secrets: key -> hosts and extra headers ({} when none).
+	Bindings map[string]catalog.Binding `json:"bindings"`
 }
 
 func envShowRun(ctx context.Context, opts *refOptions) error {
@@ -186,9 +313,12 @@ func envShowRun(ctx context.Context, opts *refOptions) error {
 	if err != nil {
 		return err
 	}
-	out := envShow{Version: v, Values: doc.Values, SecretKeys: catalog.SortedKeys(doc.Secrets)}
+	out := envShow{Version: v, Values: doc.Values, SecretKeys: catalog.SortedKeys(doc.Secrets), Bindings: doc.Bindings}
 	if out.Values == nil {
 		out.Values = map[string]string{}
+	}
+	if out.Bindings == nil {
+		out.Bindings = map[string]catalog.Binding{}
 	}
 	return emit(opts.f.IO, opts.output, out, func(out envShow) error {
 		w := opts.f.IO.Out
@@ -203,6 +333,17 @@ func envShowRun(ctx context.Context, opts *refOptions) error {
 		for _, k := range out.SecretKeys {
 			fmt.Fprintf(w, "  %s\n", k)
 		}
+		if len(out.Bindings) > 0 {
+			fmt.Fprintf(w, "bindings (the sandbox sees a placeholder; the egress proxy sends the value only to these hosts):\n")
+			for _, k := range catalog.SortedKeys(out.Bindings) {
+				fmt.Fprintf(w, "  %s -> %s\n", k, fmtBinding(out.Bindings[k]))
+			}
+		}
 		return nil
 	})
+}
+
+// fmtBinding is a binding on one line: its hosts, then the headers the value goes in.
+func fmtBinding(b catalog.Binding) string {
+	return strings.Join(b.Hosts, ", ") + " (in " + strings.Join(append([]string{"Authorization"}, b.Headers...), ", ") + ")"
 }

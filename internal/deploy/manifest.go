@@ -8,6 +8,7 @@ package deploy
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/strictyaml"
@@ -58,10 +59,20 @@ type Subagent struct {
 
 // Env declares an env bundle.
 type Env struct {
-	Name                    string                  `yaml:"name"`
-	Values                  map[string]string       `yaml:"values"`
-	Secrets                 map[string]SecretSource `yaml:"secrets"`
-	AllowCredentialPatterns []string                `yaml:"allow_credential_patterns"`
+	Name    string                  `yaml:"name"`
+	Values  map[string]string       `yaml:"values"`
+	Secrets map[string]SecretSource `yaml:"secrets"`
+	// Bind keeps secrets out of the sandbox: a key of Secrets -> the hosts the egress proxy
+	// may send its value to (the sandbox sees only a placeholder).
+	Bind                    map[string]Binding `yaml:"bind"`
+	AllowCredentialPatterns []string           `yaml:"allow_credential_patterns"`
+}
+
+// Binding binds one secret of an env bundle ([catalog.Binding]): the hosts its value may be
+// sent to and the headers besides Authorization it is swapped into.
+type Binding struct {
+	Hosts   []string `yaml:"hosts"`
+	Headers []string `yaml:"headers"`
 }
 
 // SecretSource says where a secret's value is read from at apply time.
@@ -139,6 +150,7 @@ func parse(file string, src []byte) (*Manifest, *strictyaml.Positions, strictyam
 				errs = append(errs, pos.Errorf(p+".secrets."+k, "want exactly one of from_env or from_file"))
 			}
 		}
+		errs = append(errs, checkBind(pos, p, e)...)
 	}
 	seen = map[string]string{}
 	for i, w := range m.Workspaces {
@@ -158,4 +170,41 @@ func parse(file string, src []byte) (*Manifest, *strictyaml.Positions, strictyam
 	}
 	errs.Sort()
 	return &m, pos, errs, nil
+}
+
+// checkBind checks an env entry's bind: each key a secret the entry declares, with at least
+// one valid host and valid headers, every problem at its own path.
+func checkBind(pos *strictyaml.Positions, path string, e Env) strictyaml.Errors {
+	var errs strictyaml.Errors
+	for _, k := range catalog.SortedKeys(e.Bind) {
+		p, b := path+".bind."+k, e.Bind[k]
+		if _, ok := e.Secrets[k]; !ok {
+			if _, isValue := e.Values[k]; isValue {
+				errs = append(errs, pos.Errorf(p, "%s is a plain value (values:), not a secret; only a secret can be bound to hosts", k))
+			} else {
+				errs = append(errs, pos.Errorf(p, "%s is not a secret of this env bundle (secrets: %s); declare it under secrets: first", k, keyList(catalog.SortedKeys(e.Secrets))))
+			}
+		}
+		if len(b.Hosts) == 0 {
+			errs = append(errs, pos.Errorf(p, "hosts (at least one host the secret may be sent to) is required"))
+		}
+		for j, h := range b.Hosts {
+			if err := catalog.CheckBindingHost(h); err != nil {
+				errs = append(errs, pos.Errorf(fmt.Sprintf("%s.hosts[%d]", p, j), "%v", err))
+			}
+		}
+		for j, h := range b.Headers {
+			if err := catalog.CheckBindingHeader(catalog.CanonicalHeader(h)); err != nil {
+				errs = append(errs, pos.Errorf(fmt.Sprintf("%s.headers[%d]", p, j), "%v", err))
+			}
+		}
+	}
+	return errs
+}
+
+func keyList(keys []string) string {
+	if len(keys) == 0 {
+		return "none"
+	}
+	return strings.Join(keys, ", ")
 }

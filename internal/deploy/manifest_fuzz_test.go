@@ -10,8 +10,8 @@ import (
 )
 
 // FuzzParseManifest parses arbitrary bytes as agora-manifest.yaml: it must never panic, every
-// failure is located, and an accepted manifest has version 1, valid unique names and exactly
-// one source per secret.
+// failure is located, and an accepted manifest has version 1, valid unique names, exactly
+// one source per secret, and binds only its secrets, to valid hosts and headers.
 func FuzzParseManifest(f *testing.F) {
 	f.Add([]byte(exampleManifest))
 	f.Add([]byte("version: 1\n"))
@@ -21,6 +21,8 @@ func FuzzParseManifest(f *testing.F) {
 	f.Add([]byte("version: &v 1\nx: *v\n"))
 	f.Add([]byte("version: 1\nworkspaces:\n  - {name: app, repo: /srv/app, revisions: [main, \"release/*\"], default_revision: main}\n"))
 	f.Add([]byte("version: 1\nworkspaces:\n  - {name: app, revisions: [\"main~1\"]}\n  - {name: app, repo: x}\n"))
+	f.Add([]byte("version: 1\nenvs:\n  - name: e\n    secrets: {T: {from_env: T}}\n    bind: {T: {hosts: [api.github.com, \"*.example.com\", 192.0.2.1, \"::1\"], headers: [x-api-key]}}\n"))
+	f.Add([]byte("version: 1\nenvs:\n  - name: e\n    values: {V: x}\n    secrets: {T: {from_env: T}}\n    bind: {V: {hosts: [a.example]}, N: {hosts: []}, T: {hosts: [\"A.example:1\", 127.1], headers: [Host, Proxy-X]}}\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		m, _, err := deploy.Parse("m.yaml", src)
 		if err != nil {
@@ -70,6 +72,21 @@ func FuzzParseManifest(f *testing.F) {
 			for k, s := range e.Secrets {
 				if (s.FromEnv == "") == (s.FromFile == "") {
 					t.Fatalf("accepted secret %s with %+v", k, s)
+				}
+			}
+			for k, b := range e.Bind {
+				if _, ok := e.Secrets[k]; !ok || len(b.Hosts) == 0 {
+					t.Fatalf("accepted bind %s %+v (a secret: %v)", k, b, ok)
+				}
+				for _, h := range b.Hosts {
+					if err := catalog.CheckBindingHost(h); err != nil {
+						t.Fatalf("accepted bind %s host: %v", k, err)
+					}
+				}
+				for _, h := range b.Headers {
+					if err := catalog.CheckBindingHeader(catalog.CanonicalHeader(h)); err != nil {
+						t.Fatalf("accepted bind %s header: %v", k, err)
+					}
 				}
 			}
 		}

@@ -165,7 +165,7 @@ func (s *Source) prepare(ctx context.Context, w *provision.Writer, getenv func(s
 		if !ok {
 			continue
 		}
-		p, err := w.PrepareEnv(e.Name, e.Values, secrets, e.AllowCredentialPatterns)
+		p, err := w.PrepareEnvSpec(e.Name, provision.EnvSpec{Values: e.Values, Secrets: secrets, Bindings: bindings(e.Bind)}, e.AllowCredentialPatterns)
 		if err != nil {
 			fail(path, err)
 			continue
@@ -189,6 +189,18 @@ func (s *Source) prepare(ctx context.Context, w *provision.Writer, getenv func(s
 		return nil, errs
 	}
 	return pendings, nil
+}
+
+// bindings converts a manifest's bind to the catalog's form; PrepareEnvSpec normalises it.
+func bindings(bind map[string]Binding) map[string]catalog.Binding {
+	if len(bind) == 0 {
+		return nil
+	}
+	out := make(map[string]catalog.Binding, len(bind))
+	for k, b := range bind {
+		out[k] = catalog.Binding{Hosts: b.Hosts, Headers: b.Headers}
+	}
+	return out
 }
 
 func (s *Source) abs(p string) string {

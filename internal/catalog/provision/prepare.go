@@ -269,10 +269,26 @@ func (w *Writer) pinCapabilities(ctx context.Context, refs []string, local map[s
 
 var envKeyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 
-// PrepareEnv checks an env bundle, scans its plain values for credentials and seals its
-// secrets. Secret values are never scanned (they are meant to be secret) and never leave this
-// function except sealed.
+// EnvSpec is an env bundle as a person writes it (flags or a manifest entry).
+type EnvSpec struct {
+	Values  map[string]string
+	Secrets map[string][]byte // key -> value; sealed by PrepareEnvSpec, never stored as is
+	// Bindings keep secrets out of the sandbox: key (a key of Secrets) -> the hosts the egress
+	// proxy may send the value to. Normalised here (sorted, unique, canonical header names).
+	Bindings map[string]catalog.Binding
+}
+
+// PrepareEnv is [Writer.PrepareEnvSpec] for a bundle without bindings.
 func (w *Writer) PrepareEnv(name string, values map[string]string, secrets map[string][]byte, allow []string) (*Pending, error) {
+	return w.PrepareEnvSpec(name, EnvSpec{Values: values, Secrets: secrets}, allow)
+}
+
+// PrepareEnvSpec checks an env bundle, scans its plain values for credentials and seals its
+// secrets. Secret values are never scanned (they are meant to be secret) and never leave this
+// function except sealed. Bindings change the document, so the same bundle bound otherwise is
+// a new version, and bound the same way is the same one.
+func (w *Writer) PrepareEnvSpec(name string, spec EnvSpec, allow []string) (*Pending, error) {
+	values, secrets := spec.Values, spec.Secrets
 	if err := catalog.CheckName(catalog.KindEnv, name); err != nil {
 		return nil, err
 	}
@@ -309,6 +325,14 @@ func (w *Writer) PrepareEnv(name string, values map[string]string, secrets map[s
 			problems = append(problems, fmt.Sprintf("secret %s is over %d bytes", k, maxSecretSize))
 		}
 	}
+	var bindings map[string]catalog.Binding
+	if len(spec.Bindings) > 0 {
+		bindings = make(map[string]catalog.Binding, len(spec.Bindings))
+		for k, b := range spec.Bindings {
+			bindings[k] = catalog.NormalizeBinding(b)
+		}
+		problems = append(problems, catalog.CheckBindings(bindings, values, secrets)...)
+	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("env bundle %q: %s", name, strings.Join(problems, "; "))
 	}
@@ -319,7 +343,7 @@ func (w *Writer) PrepareEnv(name string, values map[string]string, secrets map[s
 	if len(findings) > 0 {
 		return nil, &CredentialError{Findings: findings}
 	}
-	doc := catalog.EnvDoc{Values: values, Secrets: map[string]string{}}
+	doc := catalog.EnvDoc{Values: values, Secrets: map[string]string{}, Bindings: bindings}
 	var sealed []sealedSecret
 	for _, k := range catalog.SortedKeys(secrets) {
 		ref := w.sealer.Ref(name, k, secrets[k])
@@ -337,7 +361,7 @@ func (w *Writer) PrepareEnv(name string, values map[string]string, secrets map[s
 	return &Pending{
 		Kind: catalog.KindEnv, Name: name, Content: data, Digest: digest.Sum(data), secrets: sealed,
 		Meta: catalog.Meta{
-			ValueKeys: catalog.SortedKeys(values), SecretKeys: catalog.SortedKeys(secrets),
+			ValueKeys: catalog.SortedKeys(values), SecretKeys: catalog.SortedKeys(secrets), Bindings: bindings,
 			AllowedCredentialPatterns: allow,
 		},
 	}, nil

@@ -92,7 +92,12 @@ type Change struct {
 	Name     string        `json:"name"`
 	Digest   digest.Digest `json:"digest,omitempty"`
 	Previous digest.Digest `json:"previous,omitempty"`
-	pending  *Pending
+	// Bindings are an env bundle's bound secrets as the change leaves them, and
+	// PreviousBindings those of the version it replaces (an update only): a plan shows where a
+	// secret may be sent before anyone applies it.
+	Bindings         map[string]catalog.Binding `json:"bindings,omitempty"`
+	PreviousBindings map[string]catalog.Binding `json:"previous_bindings,omitempty"`
+	pending          *Pending
 }
 
 // Plan works out what registering pendings (and, with prune, retiring every active name of a
@@ -152,7 +157,7 @@ type querier interface {
 }
 
 func (w *Writer) planOne(ctx context.Context, q querier, p *Pending) (Change, error) {
-	c := Change{Kind: p.Kind, Name: p.Name, Digest: p.Digest, pending: p}
+	c := Change{Kind: p.Kind, Name: p.Name, Digest: p.Digest, Bindings: p.Meta.Bindings, pending: p}
 	var head digest.Digest
 	var retired bool
 	err := q.QueryRowContext(ctx, `SELECT digest, retired FROM catalog_heads WHERE kind = ? AND name = ?`, p.Kind, p.Name).
@@ -170,8 +175,31 @@ func (w *Writer) planOne(ctx context.Context, q querier, p *Pending) (Change, er
 	default:
 		c.Action = catalog.ActionUpdate
 		c.Previous = head
+		if p.Kind == catalog.KindEnv {
+			prev, err := previousMeta(ctx, q, p.Kind, p.Name, head)
+			if err != nil {
+				return c, err
+			}
+			c.PreviousBindings = prev.Bindings
+		}
 	}
 	return c, nil
+}
+
+// previousMeta reads the metadata of version d of a name through q (the apply's transaction,
+// when there is one). A version registered before bindings existed has none, which is right:
+// it could not bind anything.
+func previousMeta(ctx context.Context, q querier, kind catalog.Kind, name string, d digest.Digest) (catalog.Meta, error) {
+	var raw string
+	var m catalog.Meta
+	err := q.QueryRowContext(ctx, `SELECT meta FROM catalog_versions WHERE kind = ? AND name = ? AND digest = ?`, kind, name, d).Scan(&raw)
+	if err != nil {
+		return m, fmt.Errorf("look up %s %q@%s: %w", kind, name, d, err)
+	}
+	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+		return m, fmt.Errorf("%s %q@%s: bad metadata: %w", kind, name, d, err)
+	}
+	return m, nil
 }
 
 // Apply carries out changes in ONE transaction together with their audit entries, plus summary
@@ -258,6 +286,15 @@ ON CONFLICT(kind, name) DO UPDATE SET digest = excluded.digest, retired = 0`, p.
 	}
 	if len(p.Meta.AllowedCredentialPatterns) > 0 {
 		details["allowed_credential_patterns"] = p.Meta.AllowedCredentialPatterns
+	}
+	if len(p.Meta.Bindings) > 0 {
+		// Who allowed a secret to be sent where is part of the record (hosts and header
+		// names only; the value is never here).
+		bound := make(map[string]any, len(p.Meta.Bindings))
+		for k, b := range p.Meta.Bindings {
+			bound[k] = map[string]any{"hosts": b.Hosts, "headers": b.Headers}
+		}
+		details["bindings"] = bound
 	}
 	if len(p.Meta.Capabilities) > 0 {
 		pins := make([]any, len(p.Meta.Capabilities))
