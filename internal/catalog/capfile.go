@@ -61,7 +61,9 @@ func ParseGrants(file string, src []byte, files []File) (Grants, error) {
 		if reported(errs, p) {
 			continue // the string form did not parse: said once, by the decoder
 		}
-		if err := r.Validate(); err != nil {
+		// A mapping decodes field by field: clean it as the string form is.
+		g.Egress[i] = r.Clean()
+		if err := g.Egress[i].Validate(); err != nil {
 			errs = append(errs, pos.Errorf(p, "%v", err))
 		}
 	}

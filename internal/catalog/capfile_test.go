@@ -95,7 +95,6 @@ setup: bin/missing.sh
 		{File: "cap/capability.yaml", Line: 4, Path: "commands[1]", Msg: `command pattern "** x": ** may only be the last word`},
 		{File: "cap/capability.yaml", Line: 5, Path: "commands[2]", Msg: `command pattern "* arg": the program must be named, not *`},
 		{File: "cap/capability.yaml", Line: 6, Path: "commands[3]", Msg: `command pattern "go [bad": bad glob "[bad"`},
-		{File: "cap/capability.yaml", Line: 9, Path: "egress[0]", Msg: `egress host "API.GITHUB.COM": want a lowercase host name such as api.example.com or *.example.com, or an IP address`},
 		{File: "cap/capability.yaml", Line: 10, Path: "egress[1]", Msg: `egress "https://example.com": write a host and optional port such as api.example.com:443, not a URL (paths go in a rule's paths)`},
 		{File: "cap/capability.yaml", Line: 12, Path: "egress[3]", Msg: `egress host "*": want a lowercase host name such as api.example.com or *.example.com, or an IP address`},
 		{File: "cap/capability.yaml", Line: 13, Path: "egress[4]", Msg: `egress host "bad_host.com": want a lowercase host name such as api.example.com or *.example.com, or an IP address`},

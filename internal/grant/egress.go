@@ -39,13 +39,13 @@ type EgressRule struct {
 	Paths []string `yaml:"paths" json:"paths,omitempty"`
 }
 
-// ParseEgressRule parses the string form "host", "host:port", "[v6]" or "[v6]:port", and
-// validates the rule (a host name in upper case is refused, not folded: a grant says exactly
-// what it allows).
+// ParseEgressRule parses the string form "host", "host:port", "[v6]" or "[v6]:port". The host
+// is lowercased (names compare case-insensitively); the rule is validated.
 func ParseEgressRule(s string) (EgressRule, error) {
 	var r EgressRule
 	host := s
 	if strings.ContainsAny(s, "/@ ") {
+		// "https://example.com/x" would otherwise be read as host "https" with a bad port.
 		return EgressRule{}, fmt.Errorf("egress %q: write a host and optional port such as api.example.com:443, not a URL (paths go in a rule's paths)", s)
 	}
 	if strings.HasPrefix(s, "[") {
@@ -66,9 +66,12 @@ func ParseEgressRule(s string) (EgressRule, error) {
 			}
 			r.Port = port
 		}
-		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() {
+		a, err := netip.ParseAddr(host)
+		if err != nil || !a.Is6() || a.Zone() != "" {
 			return EgressRule{}, fmt.Errorf("egress %q: brackets hold only an IPv6 address", s)
 		}
+		// One spelling per address, so equal rules compare (and narrow) equal.
+		host = a.String()
 	} else if i := strings.LastIndexByte(s, ':'); i >= 0 {
 		if strings.Count(s, ":") > 1 {
 			return EgressRule{}, fmt.Errorf("egress %q: write an IPv6 address in brackets, [%s]", s, s)
@@ -79,7 +82,7 @@ func ParseEgressRule(s string) (EgressRule, error) {
 		}
 		host, r.Port = s[:i], port
 	}
-	r.Host = host
+	r.Host = strings.ToLower(host)
 	if err := r.Validate(); err != nil {
 		return EgressRule{}, err
 	}
@@ -99,6 +102,9 @@ func parsePort(p string) (uint16, error) {
 // with "/", holds a dot segment, an empty segment, a percent sign, a control character or
 // white space; or too many of either.
 func (r EgressRule) Validate() error {
+	if a, err := netip.ParseAddr(r.Host); err == nil && a.Zone() == "" && a.String() != r.Host {
+		return fmt.Errorf("egress host %q: write the IP address as %s", r.Host, a)
+	}
 	if !validRuleHost(r.Host) {
 		return fmt.Errorf("egress host %q: want a lowercase host name such as api.example.com or *.example.com, or an IP address", r.Host)
 	}
@@ -231,6 +237,9 @@ func (r *EgressRule) UnmarshalJSON(b []byte) error {
 		}
 		return r.UnmarshalText([]byte(s))
 	}
+	if err := checkRuleKeys(b); err != nil {
+		return fmt.Errorf("egress rule: %w", err)
+	}
 	type object EgressRule
 	var o object
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -241,7 +250,7 @@ func (r *EgressRule) UnmarshalJSON(b []byte) error {
 	if dec.More() {
 		return errors.New("egress rule: trailing data")
 	}
-	v := EgressRule(o)
+	v := EgressRule(o).Clean()
 	if err := v.Validate(); err != nil {
 		return err
 	}
@@ -249,13 +258,73 @@ func (r *EgressRule) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// Clean returns r as the string form would give it: the host lowercased, and empty method and
+// path lists as none (an empty list restricts nothing). A rule decoded field by field (a YAML
+// or JSON object) is cleaned before it is validated.
+func (r EgressRule) Clean() EgressRule {
+	r.Host = strings.ToLower(r.Host)
+	if len(r.Methods) == 0 {
+		r.Methods = nil
+	}
+	if len(r.Paths) == 0 {
+		r.Paths = nil
+	}
+	return r
+}
+
+// ruleKeys are the object form's keys. encoding/json would also take "Host" or "HOST" for
+// host and the last of two "host" keys; a rule must read the same to every reader.
+var ruleKeys = []string{"host", "methods", "paths", "port"}
+
+// checkRuleKeys refuses an object b whose keys are not exactly, and at most once, those of
+// ruleKeys. Anything that is not an object is left to the decoder to refuse.
+func checkRuleKeys(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		k, _ := t.(string)
+		if !slices.Contains(ruleKeys, k) {
+			if len(k) > 40 {
+				k = k[:40] + "..."
+			}
+			return fmt.Errorf("unknown field %q; known fields: %s", k, strings.Join(ruleKeys, ", "))
+		}
+		if seen[k] {
+			return fmt.Errorf("duplicate field %q", k)
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // MatchesHost reports whether r admits a connection to host (a name as in a URL, or an IP
-// literal without brackets) on port. Names compare case-insensitively.
+// literal without brackets) on port. Names compare case-insensitively; an IP literal is
+// compared in its canonical form ("2001:DB8:0::1" is "2001:db8::1").
 func (r EgressRule) MatchesHost(host string, port uint16) bool {
 	if r.Port != 0 && r.Port != port {
 		return false
 	}
-	return hostMatches(r.Host, strings.ToLower(host))
+	return hostMatches(r.Host, canonicalHost(host))
+}
+
+// canonicalHost is host as rules spell it: a zone-less IP literal in canonical form, anything
+// else lowercased (a zoned address then matches no valid rule).
+func canonicalHost(host string) string {
+	if a, err := netip.ParseAddr(host); err == nil && a.Zone() == "" {
+		return a.String()
+	}
+	return strings.ToLower(host)
 }
 
 func hostMatches(pattern, host string) bool {

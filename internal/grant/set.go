@@ -51,7 +51,9 @@ func (s Set) Narrow(child Set) (Set, error) {
 		}
 	}
 	for _, r := range out.Egress {
-		if !slices.ContainsFunc(parent.Egress, func(p EgressRule) bool { return p.covers(r) }) {
+		// A malformed child rule (a ".." path prefix, say) is covered by nothing: callers
+		// validate first and say why; this keeps it out whatever they do.
+		if r.Validate() != nil || !slices.ContainsFunc(parent.Egress, func(p EgressRule) bool { return p.covers(r) }) {
 			errs = append(errs, &NarrowError{Kind: "egress", Item: r.String()})
 		}
 	}

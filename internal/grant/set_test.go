@@ -12,7 +12,7 @@ func TestSet_Narrow(t *testing.T) {
 	parent := Set{
 		Tools:    []string{"read_file", "list_files", "run_command", "http_fetch"},
 		Commands: []string{"echo *", "go  test **"},
-		Egress:   MustEgressRules("api.example.com", "*.github.com"),
+		Egress:   rules("api.example.com", "*.github.com"),
 	}
 	tests := []struct {
 		name    string
@@ -23,7 +23,7 @@ func TestSet_Narrow(t *testing.T) {
 		{
 			name:  "empty child narrows to nothing",
 			child: Set{},
-			want:  Set{Tools: []string{}, Commands: []string{}, Egress: MustEgressRules()},
+			want:  Set{Tools: []string{}, Commands: []string{}, Egress: []EgressRule{}},
 		},
 		{
 			name:  "equal child",
@@ -31,7 +31,7 @@ func TestSet_Narrow(t *testing.T) {
 			want: Set{
 				Tools:    []string{"http_fetch", "list_files", "read_file", "run_command"},
 				Commands: []string{"echo *", "go test **"},
-				Egress:   MustEgressRules("*.github.com", "api.example.com"),
+				Egress:   rules("*.github.com", "api.example.com"),
 			},
 		},
 		{
@@ -39,12 +39,12 @@ func TestSet_Narrow(t *testing.T) {
 			child: Set{
 				Tools:    []string{"read_file", "read_file"},
 				Commands: []string{" go test   ** "},
-				Egress:   MustEgressRules("API.example.com", "raw.github.com", "*.api.github.com"),
+				Egress:   []EgressRule{{Host: "API.example.com"}, {Host: "raw.github.com"}, {Host: "*.api.github.com"}},
 			},
 			want: Set{
 				Tools:    []string{"read_file"},
 				Commands: []string{"go test **"},
-				Egress:   MustEgressRules("*.api.github.com", "api.example.com", "raw.github.com"),
+				Egress:   rules("*.api.github.com", "api.example.com", "raw.github.com"),
 			},
 		},
 		{
@@ -59,7 +59,7 @@ func TestSet_Narrow(t *testing.T) {
 		},
 		{
 			name:  "widen egress",
-			child: Set{Egress: MustEgressRules("github.com", "*.example.com", "evil.com", "x.api.example.com")},
+			child: Set{Egress: rules("github.com", "*.example.com", "evil.com", "x.api.example.com")},
 			wantErr: []NarrowError{
 				{Kind: "egress", Item: "*.example.com"},
 				{Kind: "egress", Item: "evil.com"},
@@ -107,7 +107,7 @@ func TestSet_NarrowErrorMessage(t *testing.T) {
 }
 
 func TestHostGranted(t *testing.T) {
-	egress := MustEgressRules("api.example.com", "*.github.com")
+	egress := rules("api.example.com", "*.github.com")
 	tests := []struct {
 		host string
 		want bool
@@ -167,12 +167,21 @@ func TestValidEgress(t *testing.T) {
 
 func TestSet_Union(t *testing.T) {
 	a := Set{Tools: []string{"read_file"}, Commands: []string{"git status"}}
-	b := Set{Tools: []string{"read_file", "run_command"}, Egress: MustEgressRules("api.example.com")}
-	want := Set{Tools: []string{"read_file", "read_file", "run_command"}, Commands: []string{"git status"}, Egress: MustEgressRules("api.example.com")}
+	b := Set{Tools: []string{"read_file", "run_command"}, Egress: rules("api.example.com")}
+	want := Set{Tools: []string{"read_file", "read_file", "run_command"}, Commands: []string{"git status"}, Egress: rules("api.example.com")}
 	if diff := cmp.Diff(want, a.Union(b)); diff != "" {
 		t.Errorf("Union (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"read_file"}, a.Tools); diff != "" {
 		t.Errorf("Union changed its receiver (-want +got):\n%s", diff)
 	}
+}
+
+// rules parses each string form, for tables.
+func rules(ss ...string) []EgressRule {
+	out, err := EgressRules(ss...)
+	if err != nil {
+		panic(err)
+	}
+	return out
 }

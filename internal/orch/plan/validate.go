@@ -342,6 +342,8 @@ func (v *validator) egressRules(path string, rules []grant.EgressRule) []grant.E
 	}
 	seen := map[string]bool{}
 	for i, r := range rules {
+		r = r.Clean()
+		rules[i] = r
 		ip := path + "[" + strconv.Itoa(i) + "]"
 		key := r.String()
 		if seen[key] {
