@@ -70,7 +70,10 @@ func (gs grants) check(u *url.URL, method string) error {
 	}
 	if !grant.HostGranted(gs, host, port) {
 		// As sent, not lowercased: a secret in it must still be the form the redactor masks.
-		return &refusal{msg: fmt.Sprintf("host %s is not granted on port %d", quoted(raw, maxHostInError), port)}
+		if gs.anyPort(host) {
+			return &refusal{msg: fmt.Sprintf("host %s is not granted on port %d", quoted(raw, maxHostInError), port)}
+		}
+		return &refusal{msg: fmt.Sprintf("host %s is not granted", quoted(raw, maxHostInError))}
 	}
 	path := u.Path
 	if path == "" {
@@ -80,4 +83,14 @@ func (gs grants) check(u *url.URL, method string) error {
 		return &refusal{msg: fmt.Sprintf("%s of this path of host %s is not granted", method, quoted(raw, maxHostInError))}
 	}
 	return nil
+}
+
+// anyPort reports whether some rule names host, whatever its port.
+func (gs grants) anyPort(host string) bool {
+	for _, r := range gs {
+		if (grant.EgressRule{Host: r.Host}).MatchesHost(host, 1) {
+			return true
+		}
+	}
+	return false
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -95,7 +96,16 @@ func TestLoop_OverStdioAndHTTP(t *testing.T) {
 			if r.State != "finished" || r.Revision != commits["release/1"] || out.Results.Patch == nil {
 				t.Fatalf("dispatch = %+v %+v", r, out.Results)
 			}
-			if msgs := prog.all(); len(msgs) < 2 || !strings.Contains(strings.Join(msgs, "\n"), "finished") {
+			// The client handles notifications on goroutines of its own: the last one may land
+			// just after the answer it came before.
+			msgs := prog.all()
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); msgs = prog.all() {
+				if len(msgs) >= 2 && strings.Contains(strings.Join(msgs, "\n"), "finished") {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if len(msgs) < 2 || !strings.Contains(strings.Join(msgs, "\n"), "finished") {
 				t.Errorf("progress notifications: %q, want the start and the end", msgs)
 			}
 
