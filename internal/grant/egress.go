@@ -74,7 +74,13 @@ func ParseEgressRule(s string) (EgressRule, error) {
 		host = a.String()
 	} else if i := strings.LastIndexByte(s, ':'); i >= 0 {
 		if strings.Count(s, ":") > 1 {
-			return EgressRule{}, fmt.Errorf("egress %q: write an IPv6 address in brackets, [%s]", s, s)
+			if _, err := netip.ParseAddr(s); err == nil {
+				return EgressRule{}, fmt.Errorf("egress %q: write an IPv6 address in brackets, [%s]", s, s)
+			}
+			if _, err := netip.ParseAddr(s[:i]); err == nil {
+				return EgressRule{}, fmt.Errorf("egress %q: write an IPv6 address in brackets, [%s]:%s", s, s[:i], s[i+1:])
+			}
+			return EgressRule{}, fmt.Errorf("egress %q: want host or host:port", s)
 		}
 		port, err := parsePort(s[i+1:])
 		if err != nil {

@@ -37,6 +37,8 @@ func TestParseEgressRule(t *testing.T) {
 		{in: "api.github.com:https", wantErr: `port "https"`},
 		{in: "2001:db8::1", wantErr: "write an IPv6 address in brackets, [2001:db8::1]"},
 		{in: "2001:db8::1:443", wantErr: "write an IPv6 address in brackets"},
+		{in: "2001:db8::1:99999", wantErr: "write an IPv6 address in brackets, [2001:db8::1]:99999"},
+		{in: "api.github.com:443:1", wantErr: "want host or host:port"},
 		{in: "[2001:db8::1", wantErr: "missing ]"},
 		{in: "[2001:db8::1]443", wantErr: "want [address]:port"},
 		{in: "[192.0.2.1]:443", wantErr: "brackets hold only an IPv6 address"},
