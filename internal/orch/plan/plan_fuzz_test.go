@@ -32,6 +32,8 @@ func FuzzParse(f *testing.F) {
 		"version: 1\nname: p\nrevision: main~1\ntasks: [{id: a, subagent: s}]\n",
 		"version: 1\nname: p\nworkspace: [app]\nrevision: {r: 1}\ntasks: [{id: a, subagent: s}]\n",
 		`{"version":1,"name":"p","workspace":"App","revision":"refs/heads/../x","tasks":[{"id":"a","subagent":"s"}]}`,
+		head + "  - {id: a, subagent: s, grants: {egress: [a.example, \"*.b.example:443\", \"[2001:DB8::1]:8443\", {host: C.example, methods: [GET, GET], paths: [/x/]}, {host: d.example, methods: [], port: 0}]}}\n",
+		head + "  - {id: a, subagent: s, grants: {egress: [{host: a, paths: [/a/../b]}, {host: a, Host: b}, a.example:0443, 2001:db8::1, [x], ~]}}\n",
 	} {
 		f.Add([]byte(s))
 	}
