@@ -491,3 +491,40 @@ func TestMalformedRequests(t *testing.T) {
 		t.Fatalf("allowed: %s", f.audit.dump())
 	}
 }
+
+// A client that sends Expect: 100-continue gets the interim answer from the proxy before it
+// sends its body, and the body reaches the host, which never sees the Expect (and so sends no
+// interim answer of its own that the proxy could take for the final one).
+func TestPlain_ExpectContinue(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, r.Header.Get("Expect")+"|"+string(b))
+		io.WriteString(w, "stored")
+	}))
+	defer srv.Close()
+	_, port := hostPort(t, srv.URL)
+	f := start(t, Config{Rules: rules(t, "127.0.0.1:"+port)}, nil)
+	c, err := net.Dial("tcp", f.url.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "POST %s/up HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nContent-Length: 7\r\nExpect: 100-continue\r\n\r\n", srv.URL, port)
+	br := bufioReader(c)
+	interim, err := br.ReadString('\n')
+	if err != nil || !strings.HasPrefix(interim, "HTTP/1.1 100 ") {
+		t.Fatalf("first answer %q (%v), want 100 Continue before the body", interim, err)
+	}
+	br.ReadString('\n') // the blank line ending the interim answer
+	io.WriteString(c, "payload")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if string(body) != "stored" || len(got) != 1 || got[0] != "|payload" {
+		t.Fatalf("body %q, server saw %q", body, got)
+	}
+}

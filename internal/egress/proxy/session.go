@@ -130,6 +130,12 @@ func (s *session) forward(w io.Writer, req *http.Request) bool {
 		return false // the refusal closes the exchange
 	}
 	s.swap(req)
+	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
+		// Answered here, and not sent on: the client sends its body now, and the host never
+		// answers with an interim response the exchange below would take for the final one.
+		io.WriteString(w, "HTTP/1.1 100 Continue\r\n\r\n")
+		req.Header.Del("Expect")
+	}
 	out := outgoing(req, s.t, s.tls, s.mask != nil)
 	for attempt := 0; ; attempt++ {
 		if s.conn == nil {
@@ -151,7 +157,7 @@ func (s *session) forward(w io.Writer, req *http.Request) bool {
 		}
 		break
 	}
-	resp, err := http.ReadResponse(s.br, out)
+	resp, err := readFinalResponse(s.br, out)
 	if err != nil {
 		s.err = err
 		s.closeUpstream()
@@ -362,3 +368,19 @@ type prefixConn struct {
 }
 
 func (c *prefixConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// readFinalResponse reads the host's answer to req, skipping interim (1xx) responses: the
+// proxy answers a client's Expect itself and supports no upgrade (101 is refused before).
+func readFinalResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	for range 8 {
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			return resp, nil
+		}
+		resp.Body.Close()
+	}
+	return nil, errors.New("more than 8 interim responses")
+}
