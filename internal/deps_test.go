@@ -88,6 +88,7 @@ var hostOnly = []struct{ to, why string }{
 	{"internal/egress", "the sandbox has no network: requests leave through the gateway"},
 	{"internal/audit", "audit records leave the sandbox through the gateway"},
 	{"internal/dispatch", "the dispatcher is the host side"},
+	{"internal/runtimebin", "the host resolves and hashes the agent CLIs; the sandbox only runs the bound copy"},
 }
 
 // sandboxEdges is inSandbox, with every runtime, times hostOnly.

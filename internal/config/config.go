@@ -31,6 +31,8 @@ type Config struct {
 	Audit   Audit             `yaml:"audit"`
 	Targets map[string]Target `yaml:"targets"`
 	Egress  Egress            `yaml:"egress"`
+	// Runtimes names the host-installed agent CLIs (runtimes.go).
+	Runtimes map[string]Runtime `yaml:"runtimes"`
 }
 
 // Catalog holds catalog limits.
@@ -106,6 +108,7 @@ func Parse(file string, src []byte, c *Config) error {
 	}
 	errs = append(errs, c.validateTargets(pos)...)
 	errs = append(errs, validateAudit(pos, &c.Audit)...)
+	errs = append(errs, validateRuntimes(pos, c.Runtimes)...)
 	if c.Catalog.CapabilityMaxSize <= 0 {
 		errs = append(errs, pos.Errorf("catalog.capability_max_size", "must be positive, got %d", c.Catalog.CapabilityMaxSize))
 	}

@@ -1,0 +1,28 @@
+package runtimebin
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary stand in for a native agent CLI: copied under the name
+// "claude", "codex" or "hang" and run with --version, it answers like one (or hangs).
+func TestMain(m *testing.M) {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		switch filepath.Base(os.Args[0]) {
+		case "claude":
+			fmt.Println("9.9.9 (Claude Code)")
+			os.Exit(0)
+		case "codex":
+			fmt.Println("\ncodex-cli 1.2.3")
+			os.Exit(0)
+		case "hang":
+			time.Sleep(time.Minute)
+			os.Exit(0)
+		}
+	}
+	os.Exit(m.Run())
+}
