@@ -15,6 +15,7 @@ var leaves = []struct {
 	why string
 }{
 	{"internal/digest", nil, "a digest is a name for content; it knows no store"},
+	{"internal/budget", nil, "budgets, prices and usage are shared by catalog, config, plans, the gateway, dispatch and the orchestrator; it depends on none of them"},
 	{"internal/grant", []string{"internal/digest"}, "the grant is shared by catalog, dispatch, plans, toolreg and the runtimes; it depends on none of them"},
 }
 

@@ -1,0 +1,104 @@
+package budget
+
+import (
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+// Meter counts one dispatch's usage against its budget. Spent is what the gateway asks
+// before it forwards every model request: a few atomic loads, whatever the request.
+// Safe for concurrent use.
+type Meter struct {
+	limit       Budget
+	limitNano   int64 // limit.USD in nano-dollars; 0: none
+	prices      Prices
+	model       string // the model the dispatch declared, for a response that names none
+	countTokens bool   // a token or usd limit is set: usage must be read
+
+	input, output, cached, calls, costNano atomic.Int64
+	stop                                   atomic.Pointer[string] // why nothing more is allowed, set once
+
+	mu sync.Mutex // orders the stop reason's first write
+}
+
+// NewMeter counts against b, pricing responses with prices; model is the dispatch's
+// declared model, used when a response names none.
+func NewMeter(b Budget, prices Prices, model string) *Meter {
+	m := &Meter{limit: b, prices: prices, model: model, countTokens: b.Tokens != 0 || b.USD != 0}
+	if b.USD != 0 {
+		m.limitNano = int64(math.Ceil(b.USD * 1e9))
+	}
+	return m
+}
+
+// Budget is the limit the meter counts against.
+func (m *Meter) Budget() Budget { return m.limit }
+
+// Spent says why the next model request must be refused, or "" when it may go.
+func (m *Meter) Spent() string {
+	if p := m.stop.Load(); p != nil {
+		return *p
+	}
+	l := &m.limit
+	if l.ModelCalls == 0 && l.Tokens == 0 && m.limitNano == 0 {
+		return ""
+	}
+	if (l.ModelCalls != 0 && m.calls.Load() >= l.ModelCalls) ||
+		(l.Tokens != 0 && m.input.Load()+m.output.Load() >= l.Tokens) ||
+		(m.limitNano != 0 && m.costNano.Load() >= m.limitNano) {
+		return l.Spent(m.Usage())
+	}
+	return ""
+}
+
+// Call counts one model request forwarded upstream.
+func (m *Meter) Call() { m.calls.Add(1) }
+
+// Add counts one response's usage, as Response.Result reports it. A response that reported
+// no usage while a token or usd limit is set, or that names a model without a price while a
+// usd limit is set, spends the budget: it cannot be counted, so nothing more is allowed.
+func (m *Meter) Add(model string, u Usage, seen bool) {
+	m.input.Add(u.InputTokens)
+	m.output.Add(u.OutputTokens)
+	m.cached.Add(u.CachedTokens)
+	if model == "" {
+		model = m.model
+	}
+	if p, ok := m.prices.Lookup(model); ok {
+		m.costNano.Add(p.CostNano(u))
+	} else if m.limitNano != 0 {
+		m.setStop("usd budget cannot be counted: model " + quote(model) + " has no price in agora.yaml")
+	}
+	if !seen && m.countTokens {
+		m.setStop("budget cannot be counted: a model response reported no usage")
+	}
+}
+
+func (m *Meter) setStop(why string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stop.Load() == nil {
+		m.stop.Store(&why)
+	}
+}
+
+// Usage is what was counted so far.
+func (m *Meter) Usage() Usage {
+	return Usage{
+		InputTokens:  m.input.Load(),
+		OutputTokens: m.output.Load(),
+		CachedTokens: m.cached.Load(),
+		ModelCalls:   m.calls.Load(),
+		CostUSD:      roundUSD(float64(m.costNano.Load()) / 1e9),
+	}
+}
+
+// quote quotes a model name the upstream chose, cut to 64 bytes.
+func quote(s string) string {
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	return strconv.Quote(s)
+}

@@ -1,0 +1,109 @@
+package budget
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// maxPricePerMTok caps a configured price: far above any model's, low enough that a
+// response's cost in nano-dollars cannot overflow.
+const maxPricePerMTok = 100_000.0
+
+// Price is what a model costs in US dollars per million tokens. Cached input tokens are
+// charged CachedInputPerMTok (zero: InputPerMTok, never free by omission); tokens written to
+// a prompt cache (Anthropic's cache_creation_input_tokens) are charged InputPerMTok.
+type Price struct {
+	InputPerMTok       float64 `json:"input_per_mtok" yaml:"input_per_mtok"`
+	OutputPerMTok      float64 `json:"output_per_mtok" yaml:"output_per_mtok"`
+	CachedInputPerMTok float64 `json:"cached_input_per_mtok,omitempty" yaml:"cached_input_per_mtok"`
+}
+
+// Prices are the model prices of agora.yaml, by model name.
+type Prices map[string]Price
+
+// Validate refuses an empty model name and a negative, non-finite or oversized price.
+func (ps Prices) Validate() error {
+	var errs []error
+	for _, name := range ps.Names() {
+		p := ps[name]
+		if strings.TrimSpace(name) == "" {
+			errs = append(errs, errors.New("models: a model name is empty"))
+		}
+		for field, v := range map[string]float64{"input_per_mtok": p.InputPerMTok, "output_per_mtok": p.OutputPerMTok, "cached_input_per_mtok": p.CachedInputPerMTok} {
+			if math.IsNaN(v) || v < 0 || v > maxPricePerMTok {
+				errs = append(errs, fmt.Errorf("models: %q: %s %s: want 0 to %s", name, field, fmtUSD(v), fmtUSD(maxPricePerMTok)))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Names lists the priced models, sorted.
+func (ps Prices) Names() []string {
+	names := make([]string, 0, len(ps))
+	for n := range ps {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Lookup finds the price of model: its exact name, else the longest priced name N such that
+// model is N followed by "-" and more (a dated snapshot such as "gpt-4o-2024-08-06" of a
+// priced "gpt-4o"). ok is false when neither exists.
+func (ps Prices) Lookup(model string) (p Price, ok bool) {
+	if p, ok := ps[model]; ok {
+		return p, true
+	}
+	best := ""
+	for n := range ps {
+		if n != "" && len(n) > len(best) && strings.HasPrefix(model, n+"-") {
+			best = n
+		}
+	}
+	if best == "" {
+		return Price{}, false
+	}
+	return ps[best], true
+}
+
+// ErrNoPrice is returned when a usd budget meets a model that agora.yaml does not price.
+var ErrNoPrice = errors.New("model has no price")
+
+// Require refuses a usd budget for a model without a price (fail closed: the cost could not
+// be counted), naming the priced models.
+func (ps Prices) Require(b Budget, model string) error {
+	if b.USD == 0 {
+		return nil
+	}
+	if _, ok := ps.Lookup(model); ok {
+		return nil
+	}
+	known := strings.Join(ps.Names(), ", ")
+	if known == "" {
+		known = "none"
+	}
+	return fmt.Errorf("a usd budget of %s needs a price for model %q in agora.yaml's models: (input_per_mtok, output_per_mtok); priced: %s: %w", fmtUSD(b.USD), model, known, ErrNoPrice)
+}
+
+// nanoPerMTok converts dollars per million tokens to nano-dollars per token.
+const nanoPerMTok = 1e3
+
+// CostNano is what u costs at p, in nano-dollars, rounded up.
+func (p Price) CostNano(u Usage) int64 {
+	cachedPrice := p.CachedInputPerMTok
+	if cachedPrice == 0 {
+		cachedPrice = p.InputPerMTok
+	}
+	fresh := max(u.InputTokens-u.CachedTokens, 0)
+	c := float64(fresh)*p.InputPerMTok*nanoPerMTok +
+		float64(min(u.CachedTokens, u.InputTokens))*cachedPrice*nanoPerMTok +
+		float64(u.OutputTokens)*p.OutputPerMTok*nanoPerMTok
+	if c >= math.MaxInt64/2 {
+		return math.MaxInt64 / 2
+	}
+	return int64(math.Ceil(c))
+}
