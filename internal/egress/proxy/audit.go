@@ -18,6 +18,15 @@ var errAuditSpent = errors.New("the dispatch's network audit budget is spent")
 
 // record writes one entry, charged to the budget. Nothing is allowed on an error.
 func (p *Proxy) record(ctx context.Context, kind string, details map[string]any) error {
+	if kind == KindClose {
+		// A connection's end is recorded whatever happened: past the budget (it is bounded by
+		// the allowed connections, each of which was charged) and after the dispatch's
+		// context ended (the writer stops only once Close has returned).
+		p.mu.Lock()
+		p.entries++
+		p.mu.Unlock()
+		return p.cfg.Audit.Record(context.WithoutCancel(ctx), kind, details)
+	}
 	p.mu.Lock()
 	if p.spent {
 		p.mu.Unlock()

@@ -5,7 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -49,7 +49,7 @@ func (p *Proxy) connect(cl *client, req *http.Request) {
 		p.finish(t, s.up.n.Load(), s.down.n.Load(), start, s.requests, s.usedKeys(), s.err)
 		return
 	}
-	upN, downN := tunnel(c, br, up)
+	upN, downN := p.tunnel(c, br, up)
 	p.finish(t, upN, downN, start, 0, nil, nil)
 }
 
@@ -74,24 +74,113 @@ func (p *Proxy) refuse(c net.Conn, t target, via, reason string) {
 
 // tunnel relays bytes both ways until both directions end; what the client sent after its
 // CONNECT head (br's buffer) goes first. It returns the bytes sent up and down.
-func tunnel(c net.Conn, br *bufio.Reader, up net.Conn) (upN, downN int64) {
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if n := br.Buffered(); n > 0 {
-			b, _ := br.Peek(n)
-			w, _ := up.Write(b)
-			upN += int64(w)
+//
+// A direction that ends cleanly (EOF) half-closes its destination, and the other direction
+// may then stay silent for the linger time only: a peer that ignores the half-close (or
+// keeps its side open after closing its writes) cannot pin the tunnel. A direction that
+// fails (a reset, a write to a gone peer, the idle limit) closes both sides at once.
+func (p *Proxy) tunnel(c net.Conn, br *bufio.Reader, up net.Conn) (upN, downN int64) {
+	var prefix []byte
+	if n := br.Buffered(); n > 0 {
+		prefix, _ = br.Peek(n)
+	}
+	var act activity
+	act.touch()
+	act.limit.Store(int64(p.idle()))
+	type result struct {
+		upward bool
+		n      int64
+		err    error
+	}
+	done := make(chan result, 2)
+	go func() { n, err := act.pipe(up, c, prefix); done <- result{true, n, err} }()
+	go func() { n, err := act.pipe(c, up, nil); done <- result{false, n, err} }()
+	for i := range 2 {
+		r := <-done
+		if r.upward {
+			upN = r.n
+		} else {
+			downN = r.n
 		}
-		n, _ := io.Copy(up, c)
-		upN += n
-		closeWrite(up)
-	})
-	n, _ := io.Copy(c, up)
-	downN = n
-	closeWrite(c)
-	wg.Wait()
+		if i == 1 {
+			break
+		}
+		if r.err != io.EOF {
+			c.Close()
+			up.Close()
+			continue
+		}
+		// The direction that ended wrote to dst; the other one reads from it.
+		dst := c
+		if r.upward {
+			dst = up
+		}
+		closeWrite(dst)
+		act.limit.Store(int64(p.lingerTime()))
+		dst.SetReadDeadline(time.Now()) // wake the other direction to apply the linger
+	}
 	return upN, downN
 }
+
+// activity is a tunnel's shared clock: the time of its last byte either way, and how long
+// it may stay silent.
+type activity struct {
+	last  atomic.Int64 // unix nanoseconds
+	limit atomic.Int64 // a time.Duration
+}
+
+func (a *activity) touch() { a.last.Store(time.Now().UnixNano()) }
+
+// pipe copies src to dst (prefix first) until src ends (io.EOF), an error, or the tunnel has
+// been silent both ways for its limit (a timeout error).
+func (a *activity) pipe(dst, src net.Conn, prefix []byte) (int64, error) {
+	var written int64
+	if len(prefix) > 0 {
+		n, err := dst.Write(prefix)
+		written += int64(n)
+		if err != nil {
+			return written, err
+		}
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		limit := time.Duration(a.limit.Load())
+		src.SetReadDeadline(time.Now().Add(limit))
+		if time.Duration(a.limit.Load()) != limit {
+			continue // the limit changed while the deadline was set: set it again
+		}
+		n, err := src.Read(buf)
+		if n > 0 {
+			a.touch()
+			dst.SetWriteDeadline(time.Now().Add(limit))
+			w, werr := dst.Write(buf[:n])
+			written += int64(w)
+			if werr != nil {
+				return written, werr
+			}
+		}
+		if err != nil {
+			if isTimeout(err) && time.Since(time.Unix(0, a.last.Load())) < time.Duration(a.limit.Load()) {
+				continue // the other direction moved, or the limit changed: not idle
+			}
+			return written, err
+		}
+	}
+}
+
+// closeLinger is how long a tunnel's remaining direction may stay silent once the other has
+// ended.
+const closeLinger = 10 * time.Second
+
+func (p *Proxy) lingerTime() time.Duration {
+	if p.cfg.linger > 0 {
+		return p.cfg.linger
+	}
+	return closeLinger
+}
+
+// idle is how long a connection may stay silent before the proxy ends it.
+func (p *Proxy) idle() time.Duration { return idleTimeout }
 
 // closeWrite half-closes a connection that supports it, else closes it.
 func closeWrite(c net.Conn) {

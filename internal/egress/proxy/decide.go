@@ -97,6 +97,10 @@ func (p *Proxy) dial(ctx context.Context, t target) (c net.Conn, refused string,
 		}
 		return nil, reason, nil
 	}
+	if err != nil {
+		return nil, "", err
+	}
+	c, err = p.trackUpstream(c)
 	return c, "", err
 }
 

@@ -64,6 +64,10 @@ type Config struct {
 	// Notice, when set, receives one line for each refusal (for the dispatch's stderr: a
 	// client such as git shows only "CONNECT tunnel failed, response 403").
 	Notice func(line string)
+
+	// linger bounds how long a tunnel's other direction may stay silent once one direction
+	// has ended (default closeLinger); tests shorten it.
+	linger time.Duration
 }
 
 // Defaults.
@@ -167,10 +171,15 @@ func (p *Proxy) Close() error {
 	p.cancel()
 	p.mu.Lock()
 	p.stopped = true
+	conns := make([]net.Conn, 0, len(p.active))
 	for c := range p.active {
-		c.Close()
+		conns = append(conns, c)
 	}
 	p.mu.Unlock()
+	// Upstream connections too: a handler blocked reading a silent host must end now.
+	for _, c := range conns {
+		c.Close()
+	}
 	p.wg.Wait()
 	return nil
 }
@@ -204,6 +213,40 @@ func (p *Proxy) untrack(c net.Conn) {
 	p.mu.Lock()
 	delete(p.active, c)
 	p.mu.Unlock()
+}
+
+// trackedConn is an upstream connection [Proxy.Close] closes; closing it forgets it.
+type trackedConn struct {
+	net.Conn
+	p    *Proxy
+	once sync.Once
+}
+
+func (t *trackedConn) Close() error {
+	t.once.Do(func() {
+		t.p.mu.Lock()
+		delete(t.p.active, t)
+		t.p.mu.Unlock()
+	})
+	return t.Conn.Close()
+}
+
+// CloseWrite half-closes the connection when it can.
+func (t *trackedConn) CloseWrite() error {
+	if cw, ok := t.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return t.Conn.Close()
+}
+
+// trackUpstream registers an upstream connection; after Close it is closed and refused.
+func (p *Proxy) trackUpstream(c net.Conn) (net.Conn, error) {
+	tc := &trackedConn{Conn: c, p: p}
+	if !p.track(tc) {
+		c.Close()
+		return nil, errors.New("the dispatch's proxy is closing")
+	}
+	return tc, nil
 }
 
 // limitedConn caps what a request head may read; reset before each head, lifted after.
