@@ -35,7 +35,8 @@ type EgressRule struct {
 	Port uint16 `yaml:"port" json:"port,omitempty"`
 	// Methods, when set, are the only HTTP methods allowed (upper case).
 	Methods []string `yaml:"methods" json:"methods,omitempty"`
-	// Paths, when set, are the path prefixes allowed: a request path must start with one.
+	// Paths, when set, are the path prefixes allowed: a request path must be one or lie under
+	// one ([PathUnder]: a prefix ends at a segment boundary).
 	Paths []string `yaml:"paths" json:"paths,omitempty"`
 }
 
@@ -178,11 +179,19 @@ func pathPrefixProblem(p string) string {
 	return ""
 }
 
+// DotOrEmptySegment reports whether path (starting with "/") has a "." or ".." segment (";"
+// parameters cut) or an empty one: a path that no path rule admits.
+func DotOrEmptySegment(path string) bool { return strings.HasPrefix(path, "/") && dotOrEmptySegment(path) }
+
 // dotOrEmptySegment reports whether the path p (starting with "/") has an empty segment
 // ("//"), or a "." or ".." segment. A trailing "/" is not an empty segment.
 func dotOrEmptySegment(p string) bool {
 	segs := strings.Split(p[1:], "/")
 	for i, s := range segs {
+		// A segment's ";parameters" are cut first: servers that strip them read "..;x" as "..".
+		if before, _, ok := strings.Cut(s, ";"); ok {
+			s = before
+		}
 		if s == "." || s == ".." || (s == "" && i != len(segs)-1) {
 			return true
 		}
@@ -358,11 +367,21 @@ func (r EgressRule) AllowsRequest(method, path string) bool {
 		return false
 	}
 	for _, p := range r.Paths {
-		if strings.HasPrefix(path, p) {
+		if PathUnder(path, p) {
 			return true
 		}
 	}
 	return false
+}
+
+// PathUnder reports whether path is prefix or lies under it, a path prefix ending at a segment
+// boundary: "/repos/acme" admits "/repos/acme" and "/repos/acme/x", never "/repos/acmeevil"
+// nor "/repos/acme;x"; "/repos/acme/" admits what starts with it.
+func PathUnder(path, prefix string) bool {
+	if !strings.HasPrefix(path, prefix) {
+		return false
+	}
+	return len(path) == len(prefix) || strings.HasSuffix(prefix, "/") || path[len(prefix)] == '/'
 }
 
 // EgressDecision is what a grant's egress says about a connection to one host and port.
@@ -420,7 +439,7 @@ func (p EgressRule) covers(c EgressRule) bool {
 			return false
 		}
 		for _, cp := range c.Paths {
-			if !slices.ContainsFunc(p.Paths, func(pp string) bool { return strings.HasPrefix(cp, pp) }) {
+			if !slices.ContainsFunc(p.Paths, func(pp string) bool { return PathUnder(cp, pp) }) {
 				return false
 			}
 		}

@@ -262,7 +262,12 @@ func TestEgressRule_AllowsRequest(t *testing.T) {
 		{"HEAD", "/repos/acme/", true},
 		{"GET", "/meta", true},
 		{"GET", "/meta/x", true},
-		{"GET", "/metadata", true}, // a prefix is a string prefix: end it with "/" to stop at a segment
+		{"GET", "/metadata", false}, // attack: a prefix ends at a segment boundary
+		{"GET", "/meta;x", false},
+		{"GET", "/meta/", true},
+		{"GET", "/repos/acme/..;/other", false}, // attack: "..;" is ".." to servers that strip parameters
+		{"GET", "/repos/acme/.;x/other", false},
+		{"GET", "/repos/acme/x;y/z", true},
 		{"POST", "/repos/acme/widget", false},
 		{"get", "/repos/acme/widget", false},
 		{"GET", "/repos/acme", false},
@@ -287,6 +292,17 @@ func TestEgressRule_AllowsRequest(t *testing.T) {
 	}
 	if !(EgressRule{Host: "a.example", Methods: []string{"GET"}}).AllowsRequest("GET", "/anything") {
 		t.Errorf("a rule with methods only refused a path")
+	}
+}
+
+// Attack (HIGH): a narrowing that names "/repos/acmeevil" under a parent's "/repos/acme" is
+// not covered, since the parent's prefix stops at a segment boundary.
+func TestEgressRule_CoversPathAtSegmentBoundary(t *testing.T) {
+	parent := EgressRule{Host: "a.example", Paths: []string{"/repos/acme"}}
+	for child, want := range map[string]bool{"/repos/acme": true, "/repos/acme/": true, "/repos/acme/x": true, "/repos/acmeevil": false, "/repos/acme-x/": false} {
+		if got := parent.covers(EgressRule{Host: "a.example", Paths: []string{child}}); got != want {
+			t.Errorf("%q covers %q = %v, want %v", parent.Paths[0], child, got, want)
+		}
 	}
 }
 

@@ -50,6 +50,7 @@ func parseAuthority(s string, defPort uint16) (target, error) {
 type decision struct {
 	allowed   bool
 	intercept bool      // read its requests: a rule restricts them, or a secret is bound
+	inspect   bool      // a rule restricts its requests
 	bound     []Binding // secrets bound to the host
 	reason    string    // why not, for the refusal
 }
@@ -62,6 +63,7 @@ func (p *Proxy) decide(t target, tunnel bool) decision {
 		return decision{reason: "not in the dispatch's egress grant"}
 	}
 	d := decision{allowed: true, bound: p.boundTo(t.host)}
+	d.inspect = g.Inspect
 	d.intercept = g.Inspect || len(d.bound) > 0
 	if d.intercept && tunnel && p.cfg.CA == nil {
 		return decision{reason: "its rules or bound secrets need TLS termination, and this dispatch has no proxy CA"}

@@ -26,6 +26,13 @@ func (p *Proxy) plain(cl *client, req *http.Request) bool {
 		p.refuse(c, t, "http", d.reason)
 		return false
 	}
+	// The first request is judged before a connection is made for it.
+	s := p.newSession(t, d, false, nil)
+	if reason := s.check(req); reason != "" {
+		io.Copy(io.Discard, io.LimitReader(req.Body, 1<<20))
+		s.refuseRequest(c, req, reason)
+		return false
+	}
 	up, refused, err := p.dial(p.ctx, t)
 	if refused != "" {
 		p.refuse(c, t, "http", refused)
@@ -42,7 +49,7 @@ func (p *Proxy) plain(cl *client, req *http.Request) bool {
 		return false
 	}
 	start := time.Now()
-	s := p.newSession(t, d, false, up)
+	s.raw = up
 	defer func() {
 		s.closeUpstream()
 		p.finish(t, s.up.n.Load(), s.down.n.Load(), start, s.requests, s.usedKeys(), s.err)

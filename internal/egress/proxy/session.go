@@ -34,7 +34,11 @@ type session struct {
 	err      error
 	raw      net.Conn // the first upstream connection, dialled by CONNECT
 	requests int
+	inspect  bool // a rule for the host restricts methods or paths
 }
+
+// restricted reports whether a rule for the session's host restricts its requests.
+func (s *session) restricted() bool { return s.inspect }
 
 type counter struct{ n atomic.Int64 }
 
@@ -57,7 +61,7 @@ func (c *countingConn) Write(b []byte) (int, error) {
 }
 
 func (p *Proxy) newSession(t target, d decision, useTLS bool, raw net.Conn) *session {
-	s := &session{p: p, t: t, tls: useTLS, bound: d.bound, raw: raw, keys: map[string]bool{}}
+	s := &session{p: p, t: t, tls: useTLS, bound: d.bound, raw: raw, keys: map[string]bool{}, inspect: d.inspect}
 	if len(d.bound) > 0 {
 		vals := make([][]byte, len(d.bound))
 		for i, b := range d.bound {
@@ -199,9 +203,15 @@ func (s *session) check(req *http.Request) string {
 	if up := req.Header.Get("Upgrade"); up != "" {
 		return "protocol upgrades are not supported"
 	}
-	path, ok := requestPath(req)
-	if !ok {
-		return "its path holds an encoded slash, backslash or dot"
+	path, problem := requestPath(req)
+	if problem != "" && s.restricted() {
+		return problem
+	}
+	if s.restricted() && grant.DotOrEmptySegment(path) {
+		return `its path holds a "." or ".." segment or an empty one ("//"), which servers resolve differently`
+	}
+	if strings.Contains(path, "#") && s.restricted() {
+		return "its path holds a \"#\", which servers read differently"
 	}
 	if !grant.RequestAllowed(s.p.cfg.Rules, s.t.host, s.t.port, req.Method, path) {
 		return "the grant does not allow " + cut(req.Method, 16) + " " + cut(path, 200) + " on this host"
@@ -223,22 +233,47 @@ func (s *session) isBound(b Binding) bool {
 	return false
 }
 
-// requestPath is the request's decoded path; ok is false when the escaped path encodes a
-// slash, a backslash or a dot, which a server may read differently from the decoded form.
-func requestPath(req *http.Request) (string, bool) {
-	esc := strings.ToLower(req.URL.EscapedPath())
-	if strings.Contains(esc, "%2f") || strings.Contains(esc, "%5c") || strings.Contains(esc, "%2e") {
-		return "", false
+// requestPath is the request's decoded path, as a server sees it, and "" or why the proxy
+// will not judge it: an escaped path that encodes "/", "\\", ".", "%" (a second round of
+// decoding) or a control byte, which servers and the rule matcher may read differently.
+func requestPath(req *http.Request) (path, problem string) {
+	esc := req.URL.EscapedPath()
+	for i := 0; i+2 < len(esc); i++ {
+		if esc[i] != '%' {
+			continue
+		}
+		code := strings.ToLower(esc[i+1 : i+3])
+		switch {
+		case code == "2f", code == "5c", code == "2e", code == "25":
+			return "", fmt.Sprintf("its path holds %q (an encoded %q), which servers decode differently; send the path decoded",
+				code2escape(code), unescapeByte(code))
+		case code < "20" || code == "7f":
+			return "", "its path holds an encoded control character"
+		}
 	}
 	p := req.URL.Path
 	if p == "" {
 		p = "/"
 	}
-	return p, true
+	return p, ""
+}
+
+func code2escape(code string) string { return "%" + code }
+
+func unescapeByte(code string) string {
+	switch code {
+	case "2f":
+		return "/"
+	case "5c":
+		return "\\"
+	case "2e":
+		return "."
+	}
+	return "%"
 }
 
 func (s *session) refuseRequest(w io.Writer, req *http.Request, reason string) {
-	path, _ := requestPath(req)
+	path := req.URL.Path
 	s.p.count(s.t, false, 0, 0)
 	s.p.record(s.p.ctx, KindRequest, map[string]any{
 		"host": s.t.host, "port": int(s.t.port), "method": cut(req.Method, 16), "path": cut(path, 200),
