@@ -181,7 +181,9 @@ func pathPrefixProblem(p string) string {
 
 // DotOrEmptySegment reports whether path (starting with "/") has a "." or ".." segment (";"
 // parameters cut) or an empty one: a path that no path rule admits.
-func DotOrEmptySegment(path string) bool { return strings.HasPrefix(path, "/") && dotOrEmptySegment(path) }
+func DotOrEmptySegment(path string) bool {
+	return strings.HasPrefix(path, "/") && dotOrEmptySegment(path)
+}
 
 // dotOrEmptySegment reports whether the path p (starting with "/") has an empty segment
 // ("//"), or a "." or ".." segment. A trailing "/" is not an empty segment.

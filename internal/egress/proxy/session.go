@@ -216,12 +216,39 @@ func (s *session) check(req *http.Request) string {
 	if !grant.RequestAllowed(s.p.cfg.Rules, s.t.host, s.t.port, req.Method, path) {
 		return "the grant does not allow " + cut(req.Method, 16) + " " + cut(path, 200) + " on this host"
 	}
+	if s.restricted() {
+		for _, m := range overrideMethods(req) {
+			if !grant.RequestAllowed(s.p.cfg.Rules, s.t.host, s.t.port, m, path) {
+				return "it asks for " + cut(m, 16) + " in a method override, which the grant does not allow"
+			}
+		}
+	}
 	for _, b := range s.p.cfg.Bindings {
 		if containsPlaceholder(req, b.Placeholder) && !s.isBound(b) {
 			return "it carries the placeholder of " + b.Key + ", which is not bound to this host"
 		}
 	}
 	return ""
+}
+
+// overrideHeaders carry a method that frameworks use instead of the request's own.
+var overrideHeaders = []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
+
+// overrideMethods are the methods req asks for besides its own: the override headers and a
+// "_method" query parameter (a form body's "_method" is not read; see docs/egress.md).
+func overrideMethods(req *http.Request) []string {
+	var out []string
+	for _, h := range overrideHeaders {
+		for _, v := range req.Header.Values(h) {
+			for _, m := range strings.Split(v, ",") {
+				out = append(out, strings.ToUpper(strings.TrimSpace(m)))
+			}
+		}
+	}
+	for _, m := range req.URL.Query()["_method"] {
+		out = append(out, strings.ToUpper(strings.TrimSpace(m)))
+	}
+	return out
 }
 
 func (s *session) isBound(b Binding) bool {
