@@ -8,6 +8,8 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+
+	"github.com/agora-dev/agora/internal/budget"
 )
 
 // streamBuf is the read size when copying a response.
@@ -20,8 +22,13 @@ var errOverCap = errors.New("over the response size limit")
 // bytes; a longer body is an error. An event stream is passed on line by line as it arrives,
 // each line redacted whole and flushed: a key has no line break in it, so no form of it can
 // straddle two lines, and nothing is held back waiting for the next event.
-func (g *Gateway) copyModelBody(w http.ResponseWriter, resp *http.Response) error {
-	src := &capReader{r: resp.Body, left: g.maxBody}
+//
+// count, when not nil, reads the response's usage from the upstream bytes as they pass.
+func (g *Gateway) copyModelBody(w http.ResponseWriter, resp *http.Response, count *budget.Response) error {
+	var src io.Reader = &capReader{r: resp.Body, left: g.maxBody}
+	if count != nil {
+		src = io.TeeReader(src, count)
+	}
 	if !isEventStream(resp.Header.Get("Content-Type")) {
 		rw := g.red.Writer(w)
 		if _, err := io.Copy(rw, src); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/secret/redact"
@@ -151,6 +152,14 @@ type Config struct {
 	// is spent; the dispatch supervisor stops the sandbox and fails the dispatch
 	// limit-exceeded. It MUST NOT block. Nil calls nothing (the gateway still refuses).
 	OnLimit func(detail string)
+	// Meter counts the dispatch's model usage against its budget: every model call's response
+	// is read for its usage, and once the budget is spent the next model call is refused
+	// (400, an error body in the API's own shape) and OnBudget is called. Nil counts usage
+	// against no budget ([Gateway.Usage] still reports it).
+	Meter *budget.Meter
+	// OnBudget is called, after the refusal is answered, each time a model call is refused
+	// because the budget is spent, with why. It MUST NOT block. Nil calls nothing.
+	OnBudget func(detail string)
 	// RefusalInterval is how often counted refusals are written as [KindGatewayRefused];
 	// Close writes what is left. Zero means [DefaultRefusalInterval].
 	RefusalInterval time.Duration
@@ -167,6 +176,8 @@ type Gateway struct {
 	dialer           *egress.Dialer
 	audit            *auditBudget // every entry goes through the budget
 	tally            tally
+	meter            *budget.Meter
+	onBudget         func(detail string)
 	calls            callStates // what is on record of each reported call id
 	refusalInterval  time.Duration
 	maxBody          int64
@@ -283,6 +294,11 @@ func newGateway(cfg Config) (*Gateway, error) {
 		limiter: rate.NewLimiter(rate.Limit(orDefault(cfg.RequestsPerSecond, DefaultRequestsPerSecond)),
 			orDefault(cfg.RequestBurst, DefaultRequestBurst)),
 		closeGrace: closeGrace,
+		meter:      cfg.Meter,
+		onBudget:   cfg.OnBudget,
+	}
+	if g.meter == nil {
+		g.meter = budget.NewMeter(budget.Budget{}, nil, "")
 	}
 	g.red = redact.New(append([][]byte{g.key}, cfg.Secrets...))
 	if cfg.ModelBaseURL != "" {

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"bytes"
+
+	"github.com/agora-dev/agora/internal/budget"
 	"io"
 	"net/http"
 	"slices"
@@ -32,7 +34,9 @@ var anthropicHeaders = []string{"Anthropic-Version", "Anthropic-Beta"}
 const maxForwardedValue = 512
 
 // serveModel forwards a model request of api to ModelBaseURL/upstream with the gateway's key.
-func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, ex *exchange, api, method, upstream string) {
+// shape is the wire format of a model call's response, whose usage is counted against the
+// dispatch's budget; 0 marks a route that is no model call (the model list, token counts).
+func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, ex *exchange, api, method, upstream string, shape budget.Shape) {
 	if g.model == nil {
 		g.refuse(w, ex, http.StatusNotFound, "no model endpoint is configured for this dispatch")
 		return
@@ -47,6 +51,13 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, ex *exchang
 	if r.Method != method {
 		g.methodNotAllowed(w, ex, method)
 		return
+	}
+	if shape != 0 {
+		// Before the body is read: the check costs the same whatever the request.
+		if spent := g.meter.Spent(); spent != "" {
+			g.refuseBudget(w, ex, api, spent)
+			return
+		}
 	}
 	var body io.Reader = http.NoBody
 	if method == http.MethodPost {
@@ -91,6 +102,9 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, ex *exchang
 			req.Header.Set("Authorization", "Bearer "+string(g.key))
 		}
 	}
+	if shape != 0 {
+		g.meter.Call()
+	}
 	resp, err := g.modelClient.Do(req)
 	if err != nil {
 		status, decision, msg := classify(err)
@@ -108,7 +122,13 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, ex *exchang
 	if resp.StatusCode >= 300 {
 		ex.reason = "model endpoint answered " + strconv.Itoa(resp.StatusCode)
 	}
-	if err := g.copyModelBody(w, resp); err != nil {
+	var count *budget.Response
+	if shape != 0 && resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		count = budget.NewResponse(shape, isEventStream(resp.Header.Get("Content-Type")))
+		// Counted even when the copy fails: what the model sent was spent.
+		defer g.countUsage(ex, count)
+	}
+	if err := g.copyModelBody(w, resp, count); err != nil {
 		// The status line is out; cutting the connection is the only way left to tell the
 		// client the body is incomplete.
 		ex.decision, ex.reason = decisionError, g.red.String(err.Error())

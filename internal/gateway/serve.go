@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agora-dev/agora/internal/budget"
 )
 
 // Routes as recorded in the audit log.
@@ -37,6 +39,8 @@ type exchange struct {
 	path     string // upstream path, if any; never a query string
 	decision string
 	reason   string
+	// usage, when set, is what a model response reported (recorded with the request).
+	usage *budget.Usage
 	// tally, when set, is the reason a refusal is counted under instead of having its own
 	// entry (see auditlimit.go).
 	tally string
@@ -120,13 +124,13 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch ex.route {
 	case routeModelChat:
-		g.serveModel(rec, r, ex, APIOpenAI, http.MethodPost, "chat/completions")
+		g.serveModel(rec, r, ex, APIOpenAI, http.MethodPost, "chat/completions", budget.ShapeChat)
 	case routeModelModels:
-		g.serveModel(rec, r, ex, APIOpenAI, http.MethodGet, "models")
+		g.serveModel(rec, r, ex, APIOpenAI, http.MethodGet, "models", 0)
 	case routeAnthropicMessages:
-		g.serveModel(rec, r, ex, APIAnthropic, http.MethodPost, "v1/messages")
+		g.serveModel(rec, r, ex, APIAnthropic, http.MethodPost, "v1/messages", budget.ShapeAnthropic)
 	case routeAnthropicCount:
-		g.serveModel(rec, r, ex, APIAnthropic, http.MethodPost, "v1/messages/count_tokens")
+		g.serveModel(rec, r, ex, APIAnthropic, http.MethodPost, "v1/messages/count_tokens", 0)
 	case routeFetch:
 		g.serveFetch(rec, r, ex)
 	case routeAuditTool:
@@ -155,8 +159,7 @@ func (g *Gateway) record(r *http.Request, ex *exchange, status int, bytesOut, by
 		g.tally.add(ex.route, ex.tally, status, time.Now())
 		return
 	}
-	// The answer is sent; a record that is not kept cannot change it.
-	_ = g.audit.Record(context.WithoutCancel(r.Context()), KindGateway, map[string]any{
+	details := map[string]any{
 		"dispatch":    g.dispatchID,
 		"role":        g.role,
 		"route":       ex.route,
@@ -169,7 +172,12 @@ func (g *Gateway) record(r *http.Request, ex *exchange, status int, bytesOut, by
 		"duration_ms": time.Since(start).Milliseconds(),
 		"decision":    ex.decision,
 		"reason":      g.mask(ex.reason, maxReasonLen),
-	})
+	}
+	if u := ex.usage; u != nil {
+		details["input_tokens"], details["output_tokens"], details["cached_tokens"] = u.InputTokens, u.OutputTokens, u.CachedTokens
+	}
+	// The answer is sent; a record that is not kept cannot change it.
+	_ = g.audit.Record(context.WithoutCancel(r.Context()), KindGateway, details)
 }
 
 // mask redacts the key from s, then clips it to n bytes: clipping first could cut a key in

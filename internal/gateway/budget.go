@@ -1,0 +1,45 @@
+package gateway
+
+import (
+	"net/http"
+
+	"github.com/agora-dev/agora/internal/budget"
+)
+
+// budgetCode is the machine-readable code of a refusal for a spent budget.
+const budgetCode = "budget_exceeded"
+
+// refuseBudget answers a model call once the dispatch's budget is spent: 400, which neither
+// the OpenAI nor the Anthropic clients retry (they retry 408, 409, 429 and 5xx), with an
+// error body in the API's own shape, so the agent's CLI shows the reason to the model and
+// the person. The refusal has its own audit entry (denied, with the reason) and is never
+// counted among the tallied refusals.
+func (g *Gateway) refuseBudget(w http.ResponseWriter, ex *exchange, api, spent string) {
+	msg := "agora: this dispatch's budget is spent (" + spent + "); no more model calls are allowed"
+	ex.decision, ex.reason = decisionDenied, "budget exceeded: "+spent
+	var body any
+	switch api {
+	case APIAnthropic:
+		body = map[string]any{"type": "error", "error": map[string]string{"type": "invalid_request_error", "message": msg}}
+	default:
+		body = map[string]any{"error": map[string]any{"message": msg, "type": budgetCode, "param": nil, "code": budgetCode}}
+	}
+	writeJSON(w, http.StatusBadRequest, body)
+	if g.onBudget != nil {
+		g.onBudget(spent)
+	}
+}
+
+// countUsage adds one model response's usage to the dispatch's meter and to its request's
+// audit entry.
+func (g *Gateway) countUsage(ex *exchange, count *budget.Response) {
+	model, u, seen := count.Result()
+	g.meter.Add(model, u, seen)
+	if seen {
+		ex.usage = &u
+	}
+}
+
+// Usage is the model usage counted so far: every model call forwarded, the tokens their
+// responses reported, and their cost at the meter's prices.
+func (g *Gateway) Usage() budget.Usage { return g.meter.Usage() }
