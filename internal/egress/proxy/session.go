@@ -72,6 +72,15 @@ func (p *Proxy) newSession(t target, d decision, useTLS bool, raw net.Conn) *ses
 	return s
 }
 
+// values are the session's bound secret values.
+func (s *session) values() [][]byte {
+	out := make([][]byte, len(s.bound))
+	for i, b := range s.bound {
+		out[i] = b.Value
+	}
+	return out
+}
+
 func (s *session) usedKeys() []string {
 	out := make([]string, 0, len(s.keys))
 	for k := range s.keys {
@@ -176,7 +185,7 @@ func (s *session) forward(w io.Writer, req *http.Request) bool {
 			writeStatus(w, http.StatusBadGateway, "agora egress proxy: "+s.t.String()+" answered with Content-Encoding "+cut(ce, 32)+", which would hide a secret from masking; refused.")
 			return false
 		}
-		maskResponse(resp, s.mask)
+		maskResponse(resp, s.mask, s.values())
 	}
 	removeHopHeaders(resp.Header)
 	if err := resp.Write(w); err != nil {

@@ -92,13 +92,23 @@ func swapAuthorization(v string, b Binding) string {
 
 // maskResponse masks the bound values in the response's headers and body. The body's length
 // may change, so it goes chunked.
-func maskResponse(resp *http.Response, r *redact.Redactor) {
+//
+// The status line's text is masked too; a header whose name holds a value (in any case: names
+// are canonicalized) is dropped; trailers are dropped, as they arrive after the head is sent.
+func maskResponse(resp *http.Response, r *redact.Redactor, values [][]byte) {
+	resp.Status = r.String(resp.Status)
 	for k, vs := range resp.Header {
+		if nameHolds(k, values) {
+			delete(resp.Header, k)
+			continue
+		}
 		for i, v := range vs {
 			vs[i] = r.String(v)
 		}
 		resp.Header[k] = vs
 	}
+	resp.Header.Del("Trailer")
+	resp.Trailer = nil
 	if resp.Body == nil || resp.Body == http.NoBody || resp.ContentLength == 0 {
 		return
 	}
@@ -106,6 +116,16 @@ func maskResponse(resp *http.Response, r *redact.Redactor) {
 	resp.ContentLength = -1
 	resp.TransferEncoding = []string{"chunked"}
 	resp.Body = &maskedBody{src: resp.Body, w: nil, r: r}
+}
+
+// nameHolds reports whether a header name holds one of values, case-insensitively.
+func nameHolds(name string, values [][]byte) bool {
+	for _, v := range values {
+		if len(v) >= redact.MinLen && bytes.Contains(bytes.ToLower([]byte(name)), bytes.ToLower(v)) {
+			return true
+		}
+	}
+	return false
 }
 
 // maskedBody reads its source through a streaming redactor.
