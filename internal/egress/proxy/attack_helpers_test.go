@@ -150,3 +150,15 @@ func mustContain(t *testing.T, what, s string, subs ...string) {
 		}
 	}
 }
+
+// dialProxy opens a plain connection to the proxy.
+func dialProxy(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
+}

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
 // Auditor records the proxy's decisions. Record returns only once the entry is kept (or
@@ -113,6 +115,14 @@ type Stats struct {
 func New(cfg Config) (*Proxy, error) {
 	if cfg.Dialer == nil || cfg.Audit == nil {
 		return nil, errors.New("egress proxy: a dialer and an auditor are required")
+	}
+	for _, b := range cfg.Bindings {
+		if len(b.Value) < redact.MinLen {
+			return nil, fmt.Errorf("egress proxy: the secret %q is bound to hosts but is shorter than %d bytes, too short to mask in what a host sends back; bind a real credential", cut(b.Key, 64), redact.MinLen)
+		}
+		if len(b.Placeholder) < 16 {
+			return nil, fmt.Errorf("egress proxy: the secret %q has no placeholder of at least 16 bytes", cut(b.Key, 64))
+		}
 	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = defaultMaxConns

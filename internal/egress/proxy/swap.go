@@ -10,24 +10,26 @@ import (
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
-// containsPlaceholder reports whether ph appears in the request's target or any header
-// (basic credentials decoded too).
+// containsPlaceholder reports whether ph appears, in any case, in the request's target or
+// any header's name or value (basic credentials decoded too).
 func containsPlaceholder(req *http.Request, ph string) bool {
 	if ph == "" {
 		return false
 	}
-	if strings.Contains(req.RequestURI, ph) || strings.Contains(req.URL.String(), ph) {
+	ph = strings.ToLower(ph)
+	has := func(s string) bool { return strings.Contains(strings.ToLower(s), ph) }
+	if has(req.RequestURI) || has(req.URL.String()) {
 		return true
 	}
 	for k, vs := range req.Header {
-		if strings.Contains(k, ph) {
+		if has(k) {
 			return true
 		}
 		for _, v := range vs {
-			if strings.Contains(v, ph) {
+			if has(v) {
 				return true
 			}
-			if u, pw, ok := basicCredentials(v); ok && (strings.Contains(u, ph) || strings.Contains(pw, ph)) {
+			if u, pw, ok := basicCredentials(v); ok && (has(u) || has(pw)) {
 				return true
 			}
 		}
