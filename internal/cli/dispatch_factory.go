@@ -12,6 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/runtimebin"
 )
 
 // Dispatcher builds the dispatcher over AGORA_HOME with the local provider.
@@ -55,7 +56,10 @@ func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) 
 		// The gateways of model runtimes dial through this policy (egress.allow_private).
 		Egress:      egress.Policy{AllowPrivate: prefixes},
 		EgressRoots: roots,
-		Now:         f.Now,
+		// Versions and digests of the host's agent CLIs, cached by file identity, so a
+		// dispatch does not rehash a 400 MB claude each time.
+		Runtimes: &runtimebin.Resolver{CacheFile: filepath.Join(h.Dir, runtimebin.CacheFileName)},
+		Now:      f.Now,
 	}, nil
 }
 

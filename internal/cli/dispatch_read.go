@@ -104,6 +104,9 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 	if g := r.Grants; g != nil {
 		fmt.Fprintf(w, "grants:    tools %s; commands %s; egress %s\n", orNone(g.Tools), orNone(g.Commands), orNone(ruleStrings(g.Egress)))
 	}
+	if b := r.RuntimeBinary; b != nil {
+		fmt.Fprintf(w, "runtime:   %s (%s, sha256 %s, bound read-only at %s)\n", b.HostPath, b.Version, b.SHA256, b.Path)
+	}
 	printNet(w, r.Net)
 	if res := r.Result; res != nil {
 		if res.Patch != nil {

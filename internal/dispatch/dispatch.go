@@ -20,6 +20,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/runtimebin"
 )
 
 // Output caps: what is kept of a worker's streams, after redaction.
@@ -54,6 +55,9 @@ type Dispatcher struct {
 	// Resolver resolves the names the gateway and the egress proxy dial; nil means the
 	// system's. Every address it returns is vetted against Egress all the same.
 	Resolver egress.Resolver
+	// Runtimes resolves the host-installed agent CLIs bound into model runtimes' sandboxes
+	// (claude for claude-code); nil resolves without a cache across processes.
+	Runtimes *runtimebin.Resolver
 	Now      func() time.Time
 
 	// testOnlyInvokingUser makes a root agora stage and run sandboxes as an unprivileged one

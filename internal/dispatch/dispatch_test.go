@@ -20,6 +20,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/runtimebin"
 )
 
 // agoraBin is the real agora binary, built once: it is what runs inside every sandbox.
@@ -79,6 +80,9 @@ func newEnv(t *testing.T) *env {
 		Config:   h.Config,
 		StateDir: filepath.Join(dir, home.DispatchDir),
 		AgoraBin: agoraBin,
+		// An empty PATH: a claude installed on the test machine must not replace the fake
+		// the tests ship in a capability. Tests of the host binary configure it.
+		Runtimes: &runtimebin.Resolver{PATH: t.TempDir()},
 	}
 	e := &env{t: t, home: h, w: w, d: d}
 	capDir := t.TempDir()

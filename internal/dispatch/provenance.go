@@ -41,7 +41,7 @@ func Provenance(r *Record) ([]byte, error) {
 		}
 		products["outputs"] = outs
 	}
-	b, err := jcs.Marshal(map[string]any{
+	stmt := map[string]any{
 		"format":       ProvenanceFormat,
 		"dispatch":     r.ID,
 		"subagent":     r.Subagent + "@" + string(r.SubagentDigest),
@@ -56,7 +56,12 @@ func Provenance(r *Record) ([]byte, error) {
 		"state":        r.State,
 		"reason":       r.Reason,
 		"products":     products,
-	})
+	}
+	if rb := r.RuntimeBinary; rb != nil {
+		// Only when there is one, so the statements of older dispatches keep their bytes.
+		stmt["runtime_binary"] = map[string]any{"path": rb.Path, "host_path": rb.HostPath, "version": rb.Version, "sha256": rb.SHA256}
+	}
+	b, err := jcs.Marshal(stmt)
 	if err != nil {
 		return nil, fmt.Errorf("dispatch %s manifest: %w", r.ID, err)
 	}

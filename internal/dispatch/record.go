@@ -12,6 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/egress/proxy"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // States of a dispatch. accepted and started are live; the rest are terminal.
@@ -101,6 +102,10 @@ type Record struct {
 	// Net is what the dispatch's egress proxy saw: connections by host:port, reached and
 	// refused, and bytes each way. nil without the proxy or when nothing connected.
 	Net *proxy.Stats `json:"net,omitempty"`
+
+	// RuntimeBinary is the host-installed agent CLI the sandbox ran (path, version, sha256),
+	// nil when the runtime ran none from the host.
+	RuntimeBinary *wire.RuntimeBinary `json:"runtime_binary,omitempty"`
 
 	supervisor      string
 	cancelRequested bool
@@ -195,19 +200,21 @@ var ErrExists = errors.New("dispatch already recorded")
 
 const recordColumns = `id, state, reason, detail, exit_code, subagent, subagent_digest, envs, target, sandbox,
 network, input_digest, repo, revision, timeout_ms, parent_id, actor, provider_task_id, supervisor,
-cancel_requested, callback_url, created_at, started_at, ended_at, isolation, result, inputs, grants, workspace, net`
+cancel_requested, callback_url, created_at, started_at, ended_at, isolation, result, inputs, grants, workspace, net,
+runtime_binary`
 
 type scanner interface{ Scan(...any) error }
 
 func scanRecord(row scanner) (*Record, error) {
 	var r Record
 	var exit sql.NullInt64
-	var envs, created, started, ended, result, inputs, grants, netStats string
+	var envs, created, started, ended, result, inputs, grants, netStats, runtimeBin string
 	var timeoutMS int64
 	if err := row.Scan(&r.ID, &r.State, &r.Reason, &r.Detail, &exit, &r.Subagent, &r.SubagentDigest, &envs,
 		&r.Target, &r.Sandbox, &r.Network, &r.InputDigest, &r.Repo, &r.Revision, &timeoutMS, &r.ParentID,
 		&r.Actor, &r.ProviderTaskID, &r.supervisor, &r.cancelRequested, &r.CallbackURL, &created, &started,
-		&ended, &r.Isolation, &result, &inputs, &grants, &r.Workspace, &netStats); err != nil {
+		&ended, &r.Isolation, &result, &inputs, &grants, &r.Workspace, &netStats,
+		&runtimeBin); err != nil {
 		return nil, err
 	}
 	if exit.Valid {
@@ -227,6 +234,12 @@ func scanRecord(row scanner) (*Record, error) {
 		r.Net = &proxy.Stats{}
 		if err := json.Unmarshal([]byte(netStats), r.Net); err != nil {
 			return nil, fmt.Errorf("dispatch %s: bad net: %w", r.ID, err)
+		}
+	}
+	if runtimeBin != "" {
+		r.RuntimeBinary = &wire.RuntimeBinary{}
+		if err := json.Unmarshal([]byte(runtimeBin), r.RuntimeBinary); err != nil {
+			return nil, fmt.Errorf("dispatch %s: bad runtime_binary: %w", r.ID, err)
 		}
 	}
 	if grants != "" {

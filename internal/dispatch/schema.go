@@ -90,4 +90,12 @@ ALTER TABLE dispatches ADD COLUMN workspace TEXT NOT NULL DEFAULT '';
 -- dispatch's egress proxy saw, written with the terminal state. '' without the proxy.
 ALTER TABLE dispatches ADD COLUMN net TEXT NOT NULL DEFAULT '';
 `,
+}, {
+	Name: "dispatch runtime binary",
+	SQL: `
+-- JSON {path, host_path, version, sha256}: the host-installed agent CLI (claude, codex) the
+-- dispatch's sandbox ran, bound read-only, written before the sandbox starts. '' for a runtime
+-- that runs none, or a CLI found on the sandbox's PATH (shipped in a capability).
+ALTER TABLE dispatches ADD COLUMN runtime_binary TEXT NOT NULL DEFAULT '';
+`,
 }}

@@ -290,6 +290,9 @@ type pinned struct {
 	secretRefs   map[string]string          // key -> sealed ref
 	bindings     map[string]catalog.Binding // secret key -> the hosts its value may go to
 	input        []byte
+	// runtimeBinary is the host CLI run resolved for this run (not pinned at accept time:
+	// what is recorded is what the sandbox runs).
+	runtimeBinary *wire.RuntimeBinary
 }
 
 // loadPinned rebuilds the dispatch's inputs from its record. Every digest is pinned, so a
@@ -368,6 +371,8 @@ func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, s
 		// Every isolated sandbox has its own PID namespace; `sandbox: none` shares the host's.
 		PIDNamespace: r.Sandbox != "none",
 		Network:      manifestNetwork(r.Network),
+		// Resolved on the host by run, bound read-only at its Path.
+		RuntimeBinary: p.runtimeBinary,
 	}
 	var declared wire.Grants
 	for _, c := range p.capabilities {

@@ -92,6 +92,16 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		return failed(ReasonFetchFailed, "%v", err), nil
 	}
 
+	// The host's agent CLI, resolved now (what runs is what is recorded), bound read-only.
+	rb, fl := d.runtimeBinary(ctx, p.doc.Runtime, r.Sandbox)
+	if fl != nil {
+		return *fl, nil
+	}
+	if err := d.Records.SetRuntimeBinary(ctx, r.ID, rb); err != nil {
+		return Outcome{}, err
+	}
+	r.RuntimeBinary, p.runtimeBinary = rb, rb
+
 	timeout := time.Duration(r.Timeout)
 	setupTimeout, agentTimeout := budgets(timeout)
 	if err := d.writeBundle(r, p, st, agentTimeout, setupTimeout); err != nil {
@@ -170,6 +180,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 			compute.Bind{Src: st.capabilityFilesDir(), Dst: wire.CapabilityFilesPath},
 		),
 	}
+	spec.Binds = append(spec.Binds, runtimeBinaryBind(rb)...)
 	if len(r.Inputs) > 0 {
 		spec.Binds = append(spec.Binds, compute.Bind{Src: inputsDir, Dst: wire.InputsPath})
 	}

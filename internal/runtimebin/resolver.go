@@ -12,6 +12,9 @@ import (
 	"time"
 )
 
+// CacheFileName is the cache file agora keeps in AGORA_HOME.
+const CacheFileName = "runtimebin.json"
+
 // DefaultVersionTimeout bounds `BINARY --version`.
 const DefaultVersionTimeout = 10 * time.Second
 

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -52,6 +53,13 @@ func version(ctx context.Context, path string, timeout time.Duration) (string, e
 		if !utf8.ValidString(line) {
 			return "", fmt.Errorf("%s --version printed a line that is not UTF-8", path)
 		}
+		// It is printed on terminals and recorded: no escape sequence or control byte.
+		line = strings.Map(func(r rune) rune {
+			if !unicode.IsPrint(r) {
+				return '?'
+			}
+			return r
+		}, line)
 		if len(line) > maxVersion {
 			line = line[:maxVersion]
 			for !utf8.ValidString(line) {

@@ -89,6 +89,9 @@ type invocation struct {
 	tmp          string          // private scratch, outside the workspace
 	gateway      string          // the gateway's socket
 	mcpConfig    []byte          // the capabilities' MCP config (claude-code), nil for none
+	// binary is the runtime's CLI as the host bound it (read-only, outside the workspace);
+	// "" looks the program up on the sandbox's PATH.
+	binary string
 }
 
 // agentExit is how the agent ended.
@@ -165,6 +168,7 @@ func (r *runner) runAgent(ctx context.Context) *failure {
 		tmp:          r.opts.TempDir,
 		gateway:      r.gateway,
 		mcpConfig:    r.mcpConfig,
+		binary:       runtimeBinaryPath(r.man),
 	})
 	if err != nil {
 		return fail(wire.ReasonWorkerFailed, "start agent: %v", err)
@@ -222,4 +226,12 @@ func (r *runner) needsInput(ctx context.Context) *failure {
 		r.res.NeedsInput = &n
 	}
 	return nil
+}
+
+// runtimeBinaryPath is where the manifest says the host bound the runtime's CLI, or "".
+func runtimeBinaryPath(m wire.Manifest) string {
+	if m.RuntimeBinary == nil {
+		return ""
+	}
+	return m.RuntimeBinary.Path
 }

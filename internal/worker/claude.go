@@ -93,6 +93,7 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
 	})
 	res, err := claudert.Run(runCtx, claudert.Config{
+		Binary:       inv.binary,
 		SystemPrompt: inv.systemPrompt,
 		Model:        inv.model,
 		Grants:       grants,
@@ -155,7 +156,7 @@ func claudeExit(ctx context.Context, res claudert.Result, err error, inv invocat
 	case err != nil && ctx.Err() != nil:
 		return agentExit{ExitCode: -1, Failure: "claude cancelled"}, nil
 	case errors.As(err, &nf):
-		return agentExit{ExitCode: 127, Failure: err.Error() + "; install Claude Code where the sandbox sees it (see docs/runtimes.md)"}, nil
+		return agentExit{ExitCode: 127, Failure: err.Error() + "; install Claude Code on the host (npm install -g @anthropic-ai/claude-code) or set runtimes.claude-code.binary in agora.yaml (see docs/runtimes.md)"}, nil
 	case errors.As(err, &ee):
 		return agentExit{ExitCode: max(ee.ExitCode, 1), Failure: err.Error()}, nil
 	case err != nil:

@@ -78,6 +78,9 @@ type Manifest struct {
 	// GatewayDir/ProxySocket: the worker relays a loopback port to it and points the agent's
 	// proxy variables at that port. "" means no network (or the host's, for network: host).
 	Network string `json:"network,omitempty"`
+	// RuntimeBinary is the host-installed CLI the runtime runs (claude-code), bound
+	// read-only; nil runs the runtime's program found on the sandbox's PATH.
+	RuntimeBinary *RuntimeBinary `json:"runtime_binary,omitempty"`
 }
 
 // NetworkProxy is [Manifest.Network]'s one value.
@@ -200,6 +203,11 @@ func (m Manifest) Validate() error {
 	}
 	if m.Runtime == "exec" && len(m.Command) == 0 {
 		bad("command: the exec runtime needs a command")
+	}
+	if m.RuntimeBinary != nil {
+		if err := m.RuntimeBinary.Validate(); err != nil {
+			bad("%v", err)
+		}
 	}
 	if m.Network != "" && m.Network != NetworkProxy {
 		bad("network: want %q or nothing, got %q", NetworkProxy, m.Network)

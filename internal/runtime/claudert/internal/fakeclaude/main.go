@@ -158,6 +158,15 @@ func (o opts) list(name string) []string {
 }
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		// As the real CLI prints it; FAKECLAUDE_VERSION lets a test see a version change.
+		v := os.Getenv("FAKECLAUDE_VERSION")
+		if v == "" {
+			v = "2.1.0"
+		}
+		fmt.Println(v + " (Claude Code)")
+		return
+	}
 	o := parse(os.Args[1:])
 	if !o.set["--print"] {
 		fail("fakeclaude: only --print is supported")

@@ -1,0 +1,87 @@
+package dispatch
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/runtimebin"
+	"github.com/agora-dev/agora/internal/worker/wire"
+)
+
+// hostRuntimes are the runtimes whose CLI the host binds into the sandbox by default.
+// (codex joins when its runtime lands.)
+var hostRuntimes = map[string]bool{"claude-code": true}
+
+// runtimeBinary resolves the host-installed CLI of the dispatch's runtime: the binary
+// agora.yaml names (runtimes.NAME.binary) or, when none is named, the one on agora's PATH.
+// It returns nil, and no failure, for a runtime with no CLI, and for an unconfigured one
+// found nowhere on the host: the sandbox then looks the program up on its own PATH (a
+// capability that ships claude keeps working). A configured binary that cannot be used fails
+// the dispatch: a person named it, so running something else would not be what they set.
+func (d *Dispatcher) runtimeBinary(ctx context.Context, runtime, sandbox string) (*wire.RuntimeBinary, *Outcome) {
+	if !hostRuntimes[runtime] {
+		return nil, nil
+	}
+	configured := ""
+	if d.Config != nil {
+		configured = d.Config.RuntimeBinary(runtime)
+	}
+	res := d.Runtimes
+	if res == nil {
+		res = defaultRuntimes
+	}
+	b, err := res.Resolve(ctx, runtime, configured)
+	var nf *runtimebin.NotFoundError
+	if errors.As(err, &nf) && configured == "" {
+		return nil, nil
+	}
+	if err != nil {
+		o := failed(ReasonProviderFailed, "%v", err)
+		return nil, &o
+	}
+	rb := &wire.RuntimeBinary{Path: b.SandboxPath(), HostPath: b.Path, Version: b.Version, SHA256: b.SHA256}
+	if sandbox == compute.SandboxNone {
+		rb.Path = b.Path // no mount namespace: the worker runs the host's file
+	}
+	if err := rb.Validate(); err != nil {
+		o := failed(ReasonProviderFailed, "%s runtime: %v", runtime, err)
+		return nil, &o
+	}
+	return rb, nil
+}
+
+// defaultRuntimes resolves for a Dispatcher with no Runtimes: no cache across processes.
+var defaultRuntimes = &runtimebin.Resolver{}
+
+// runtimeBinaryBind binds rb's host file read-only at its sandbox path.
+func runtimeBinaryBind(rb *wire.RuntimeBinary) []compute.Bind {
+	if rb == nil {
+		return nil
+	}
+	return []compute.Bind{{Src: rb.HostPath, Dst: rb.Path}}
+}
+
+// SetRuntimeBinary records the host CLI a live dispatch's sandbox runs, before it starts.
+func (s *Records) SetRuntimeBinary(ctx context.Context, id string, rb *wire.RuntimeBinary) error {
+	if rb == nil {
+		return nil
+	}
+	b, err := json.Marshal(rb)
+	if err != nil {
+		return err
+	}
+	return s.db.Tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE dispatches SET runtime_binary = ? WHERE id = ? AND state = ?`, string(b), id, StateAccepted)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return fmt.Errorf("dispatch %s is no longer accepted; its runtime binary is not recorded", id)
+		}
+		return nil
+	})
+}
