@@ -19,6 +19,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/runtimebin"
 )
 
 // Statuses of a [Check].
@@ -30,7 +31,8 @@ const (
 // Check is one thing the host can or cannot do.
 type Check struct {
 	// Name is a stable identifier: bwrap, prlimit, user-namespaces, privileges,
-	// sandbox-uid, cgroup-v2, disk-quota, agora-binary, git, config.
+	// sandbox-uid, cgroup-v2, disk-quota, agora-binary, git, config, and runtime-NAME for
+	// each host-installed agent CLI (runtime-claude-code, runtime-codex).
 	Name string `json:"name"`
 	// Status is ok or missing.
 	Status string `json:"status"`
@@ -69,6 +71,9 @@ type Host struct {
 	// Executable is the running agora binary; Stat stats a path.
 	Executable func() (string, error)
 	Stat       func(path string) (fs.FileInfo, error)
+	// RuntimeBinary resolves a host runtime's agent CLI (runtimebin.Resolve); nil skips the
+	// runtime checks.
+	RuntimeBinary func(ctx context.Context, runtime, configured string) (runtimebin.Binary, error)
 }
 
 // Options are what the checks are about.
@@ -92,6 +97,7 @@ func Run(ctx context.Context, h Host, o Options) Report {
 	r.diskQuota()
 	r.agoraBinary()
 	r.git()
+	r.runtimes(o)
 	rep := Report{Checks: r.checks, CanDispatch: true}
 	for _, c := range r.checks {
 		if c.Required && c.Status != StatusOK {

@@ -16,11 +16,12 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/runtimebin"
 )
 
 // wantNames is the fixed order of the checks.
 var wantNames = []string{"config", "bwrap", "prlimit", "user-namespaces", "privileges", "sandbox-uid",
-	"cgroup-v2", "disk-quota", "agora-binary", "git"}
+	"cgroup-v2", "disk-quota", "agora-binary", "git", "runtime-claude-code", "runtime-codex"}
 
 type fileInfo struct{ mode fs.FileMode }
 
@@ -58,6 +59,9 @@ func healthyRoot(gotRunAs **compute.HostUser) Host {
 		MountTmpfs: func() error { return nil },
 		Executable: func() (string, error) { return "/usr/local/bin/agora", nil },
 		Stat:       func(string) (fs.FileInfo, error) { return fileInfo{mode: 0o755}, nil },
+		RuntimeBinary: func(_ context.Context, rt, _ string) (runtimebin.Binary, error) {
+			return runtimebin.Binary{Runtime: rt, Path: "/opt/" + rt, Version: "1.0", SHA256: strings.Repeat("a", 64)}, nil
+		},
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/runtimebin"
 )
 
 // commandTimeout bounds each command a check runs (bwrap --version, git --version).
@@ -46,6 +47,9 @@ func System() Host {
 		MountTmpfs: mountTmpfs,
 		Executable: os.Executable,
 		Stat:       os.Stat,
+		RuntimeBinary: func(ctx context.Context, runtime, configured string) (runtimebin.Binary, error) {
+			return runtimebin.Resolve(ctx, runtime, configured)
+		},
 	}
 }
 
