@@ -45,6 +45,9 @@ type pattern struct {
 	window    int            // bytes from the trigger the regexp may need (0: to the end)
 	runThen   string         // if set, see below
 	re        *regexp.Regexp // anchored with \A, matched from the trigger's position
+	// binaryRe, when set, replaces re in binary data (see [IsBinary]), on binaryWindow bytes.
+	binaryRe     *regexp.Regexp
+	binaryWindow int
 }
 
 // A pattern with runThen set (jwt) has no length bound, so it is matched to the end of the token.
@@ -73,7 +76,14 @@ var patterns = []pattern{
 	{name: "openai-key", triggers: lits("sk-"), wordStart: true, exclude: []string{"sk-ant-"}, window: 28,
 		re: anchored(`sk-(?:proj-)?[A-Za-z0-9_-]{20}`)},
 	{name: "private-key", triggers: lits("-----BEGIN "), window: 11 + 3*17 + 22,
-		re: anchored(`-----BEGIN (?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----`)},
+		re: anchored(`-----BEGIN (?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----`),
+		// In a binary the marker alone is code (PEM parsers carry it: the claude CLI does), so
+		// there it must be followed by key material: a line break (or a "\n" escape, a key in
+		// a string literal), up to four "Name: value" header lines (an encrypted PEM), and 40
+		// base64 characters.
+		binaryWindow: 11 + 3*17 + 22 + 2 + 4*(32+2+128+2) + 2 + 40,
+		binaryRe: anchored(`-----BEGIN (?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----` +
+			`(?:\r?\n|\\n)(?:[A-Za-z0-9-]{1,32}: [ -~]{1,128}(?:\r?\n|\\n)){0,4}(?:\r?\n|\\n)?[A-Za-z0-9+/=]{40}`)},
 	{name: "slack-token", triggers: lits("xox", "hooks.slack.com/services/"), wordStart: true, window: 35,
 		re: anchored(`xox[abposr]-[0-9A-Za-z-]{10}|hooks\.slack\.com/services/[A-Za-z0-9_/-]{10}`)},
 	{name: "stripe-key", triggers: lits("sk_live_", "sk_test_", "rk_live_", "rk_test_"), wordStart: true, window: 24,
@@ -116,8 +126,13 @@ func ValidatePatternNames(names []string) error {
 	return nil
 }
 
+// IsBinary reports whether Scan treats data as binary: it holds a NUL byte (git's test).
+func IsBinary(data []byte) bool { return bytes.IndexByte(data, 0) >= 0 }
+
 // Scan reports the credentials in data, which may be text or binary: it works on raw bytes and
-// needs no valid UTF-8. Patterns named in allow are skipped; names there that are not patterns are
+// needs no valid UTF-8. Every file is scanned with every pattern, binary or not (nothing is
+// skipped); in binary data ([IsBinary]) private-key needs key material after the PEM marker,
+// because executables that parse PEM contain the bare marker. Patterns named in allow are skipped; names there that are not patterns are
 // ignored (check them with [ValidatePatternNames]). Findings are in order of position (patterns at
 // the same position by name), at most one per (pattern, line).
 func Scan(data []byte, allow []string) []Finding {
@@ -125,6 +140,7 @@ func Scan(data []byte, allow []string) []Finding {
 	for i, p := range patterns {
 		skip[i] = slices.Contains(allow, p.name)
 	}
+	binary := IsBinary(data)
 	lastLine := make([]int, len(patterns)) // line of each pattern's latest finding
 	resume := make([]int, len(patterns))   // no trigger of patterns[j] before resume[j] needs testing
 	findings := []Finding{}
@@ -139,7 +155,7 @@ func Scan(data []byte, allow []string) []Finding {
 			if skip[t.pattern] || i < resume[t.pattern] || !bytes.HasPrefix(data[i:], t.lit) {
 				continue
 			}
-			ok, next := p.matchAt(data, i)
+			ok, next := p.matchAt(data, i, binary)
 			resume[t.pattern] = next
 			if !ok {
 				continue
@@ -189,13 +205,17 @@ func indexTriggers() (*[1 << 16]uint8, [][]trigger) {
 
 // matchAt reports whether a match of p starts at pos, and the first position after pos at which
 // a trigger of p needs testing again.
-func (p *pattern) matchAt(data []byte, pos int) (bool, int) {
+func (p *pattern) matchAt(data []byte, pos int, binary bool) (bool, int) {
 	if p.wordStart && pos > 0 && isWordByte(data[pos-1]) {
 		return false, pos + 1
 	}
+	re, window := p.re, p.window
+	if binary && p.binaryRe != nil {
+		re, window = p.binaryRe, p.binaryWindow
+	}
 	rest := data[pos:]
-	if p.window > 0 && len(rest) > p.window {
-		rest = rest[:p.window]
+	if window > 0 && len(rest) > window {
+		rest = rest[:window]
 	}
 	for _, x := range p.exclude {
 		if bytes.HasPrefix(rest, []byte(x)) {
@@ -213,7 +233,7 @@ func (p *pattern) matchAt(data []byte, pos int) (bool, int) {
 			return false, next
 		}
 	}
-	return p.re.Match(rest), next
+	return re.Match(rest), next
 }
 
 func isWordByte(c byte) bool {

@@ -27,9 +27,13 @@ func referenceScan(data []byte) []Finding {
 		{"jwt", true, "", regexp.MustCompile(`\AeyJ[A-Za-z0-9_-]{7,}\.eyJ[A-Za-z0-9_-]{7,}\.[A-Za-z0-9_-]{10,}`)},
 		{"openai-key", true, "sk-ant-", regexp.MustCompile(`\Ask-(?:proj-)?[A-Za-z0-9_-]{20,}`)},
 		{"private-key", false, "", regexp.MustCompile(`\A-----BEGIN (?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----`)},
+		// Binary data: the marker must be followed by key material.
+		{"private-key-binary", false, "", regexp.MustCompile(`\A-----BEGIN (?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----` +
+			`(?:\r?\n|\\n)(?:[A-Za-z0-9-]{1,32}: [ -~]{1,128}(?:\r?\n|\\n)){0,4}(?:\r?\n|\\n)?[A-Za-z0-9+/=]{40,}`)},
 		{"slack-token", true, "", regexp.MustCompile(`\A(?:xox[abposr]-[0-9A-Za-z-]{10,}|hooks\.slack\.com/services/[A-Za-z0-9_/-]{10,})`)},
 		{"stripe-key", true, "", regexp.MustCompile(`\A[sr]k_(?:live|test)_[0-9A-Za-z]{16,}`)},
 	}
+	binary := strings.IndexByte(string(data), 0) >= 0
 	findings := []Finding{}
 	seen := map[Finding]bool{}
 	line := 1
@@ -38,6 +42,13 @@ func referenceScan(data []byte) []Finding {
 			line++
 		}
 		for _, r := range refs {
+			name := r.name
+			switch {
+			case name == "private-key" && binary, name == "private-key-binary" && !binary:
+				continue
+			case name == "private-key-binary":
+				name = "private-key"
+			}
 			if r.wordStart && i > 0 && isWordByte(data[i-1]) {
 				continue
 			}
@@ -47,12 +58,12 @@ func referenceScan(data []byte) []Finding {
 			if !r.re.Match(data[i:]) {
 				continue
 			}
-			key := Finding{Pattern: r.name, Line: line}
+			key := Finding{Pattern: name, Line: line}
 			if seen[key] {
 				continue
 			}
 			seen[key] = true
-			findings = append(findings, Finding{Pattern: r.name, Line: line, Preview: string(data[i:i+4]) + "..."})
+			findings = append(findings, Finding{Pattern: name, Line: line, Preview: string(data[i:i+4]) + "..."})
 		}
 	}
 	return findings
