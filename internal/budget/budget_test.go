@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -110,4 +111,49 @@ func TestPrices(t *testing.T) {
 	if err := (Prices{"m": {InputPerMTok: -1}}).Validate(); err == nil {
 		t.Error("a negative price validated")
 	}
+}
+
+func TestBudget_JSON(t *testing.T) {
+	for in, want := range map[string]Budget{
+		`{"tokens":5,"usd":0.25}`:       {Tokens: 5, USD: 0.25},
+		`{"usd":"1.5","model_calls":3}`: {USD: 1.5, ModelCalls: 3},
+		`{"usd":null}`:                  {},
+		`{}`:                            {},
+	} {
+		var b Budget
+		if err := json.Unmarshal([]byte(in), &b); err != nil || b != want {
+			t.Errorf("%s: %+v %v, want %+v", in, b, err, want)
+		}
+	}
+	for _, in := range []string{`{"usd":"NaN"}`, `{"usd":"1e999"}`, `{"usd":true}`, `{"usd":"x"}`, `{"tokens":"5"}`} {
+		var b Budget
+		if err := json.Unmarshal([]byte(in), &b); err == nil {
+			t.Errorf("%s read as %+v", in, b)
+		}
+	}
+	m := Budget{Tokens: 1, USD: 0.1}.Canonical()
+	if m["usd"] != "0.1" || m["tokens"] != int64(1) || len(m) != 2 {
+		t.Errorf("Canonical = %v", m)
+	}
+}
+
+// FuzzBudgetJSON: any input decodes to a budget or an error, never a panic, and a decoded
+// budget that validates reads back the same from its canonical form.
+func FuzzBudgetJSON(f *testing.F) {
+	f.Add(`{"tokens":5,"usd":"0.25","model_calls":2}`)
+	f.Add(`{"usd":1e-9}`)
+	f.Fuzz(func(t *testing.T, in string) {
+		var b Budget
+		if json.Unmarshal([]byte(in), &b) != nil || b.Validate() != nil {
+			return
+		}
+		out, err := json.Marshal(b.Canonical())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Budget
+		if err := json.Unmarshal(out, &back); err != nil || back != b {
+			t.Fatalf("%s -> %s -> %+v (%v), want %+v", in, out, back, err, b)
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/jcs"
 )
 
@@ -23,7 +24,16 @@ type SubagentDoc struct {
 	SystemPrompt string   `json:"system_prompt"`
 	Command      []string `json:"command"`
 	Capabilities []Pin    `json:"capabilities"`
+	// Budget is the most a dispatch of this subagent may spend; a dispatch may narrow it.
+	// Zero sets none.
+	Budget budget.Budget `json:"budget,omitzero"`
 }
+
+// docBudgetVersion is the format version of a subagent document with a budget. A reader that
+// knows only version 1 would ignore "budget" and run the subagent without its limit; with
+// version 2 it refuses the document instead. A document without a budget stays version 1,
+// so every subagent registered before budgets existed keeps its bytes and digest.
+const docBudgetVersion = 2
 
 // Marshal returns the canonical bytes of d.
 func (d SubagentDoc) Marshal() ([]byte, error) {
@@ -35,7 +45,7 @@ func (d SubagentDoc) Marshal() ([]byte, error) {
 	if cmd == nil {
 		cmd = []string{}
 	}
-	return jcs.Marshal(map[string]any{
+	m := map[string]any{
 		"version":       docVersion,
 		"description":   d.Description,
 		"runtime":       d.Runtime,
@@ -43,7 +53,15 @@ func (d SubagentDoc) Marshal() ([]byte, error) {
 		"system_prompt": d.SystemPrompt,
 		"command":       cmd,
 		"capabilities":  caps,
-	})
+	}
+	if !d.Budget.IsZero() {
+		if err := d.Budget.Validate(); err != nil {
+			return nil, fmt.Errorf("subagent budget: %w", err)
+		}
+		m["version"] = docBudgetVersion
+		m["budget"] = d.Budget.Canonical()
+	}
+	return jcs.Marshal(m)
 }
 
 // ParseSubagentDoc reads stored subagent bytes.
@@ -55,7 +73,13 @@ func ParseSubagentDoc(b []byte) (SubagentDoc, error) {
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return SubagentDoc{}, fmt.Errorf("read subagent document: %w", err)
 	}
-	if raw.Version != docVersion {
+	switch {
+	case raw.Version == docVersion && raw.Budget.IsZero():
+	case raw.Version == docBudgetVersion && !raw.Budget.IsZero():
+		if err := raw.Budget.Validate(); err != nil {
+			return SubagentDoc{}, fmt.Errorf("read subagent document: %w", err)
+		}
+	default:
 		return SubagentDoc{}, fmt.Errorf("read subagent document: unsupported version %d", raw.Version)
 	}
 	return raw.SubagentDoc, nil

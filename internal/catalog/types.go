@@ -8,6 +8,7 @@ package catalog
 
 import (
 	"fmt"
+	"github.com/agora-dev/agora/internal/budget"
 	"regexp"
 	"sort"
 	"strings"
@@ -76,6 +77,8 @@ type Meta struct {
 	Runtime      string `json:"runtime,omitempty"`
 	Model        string `json:"model,omitempty"`
 	Capabilities []Pin  `json:"capabilities,omitempty"`
+	// Budget is the subagent's budget, nil when it sets none.
+	Budget *budget.Budget `json:"budget,omitempty"`
 
 	// Env bundle: keys only, never values of secrets.
 	ValueKeys  []string `json:"value_keys,omitempty"`

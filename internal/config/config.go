@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
@@ -33,6 +34,9 @@ type Config struct {
 	Egress  Egress            `yaml:"egress"`
 	// Runtimes names the host-installed agent CLIs (runtimes.go).
 	Runtimes map[string]Runtime `yaml:"runtimes"`
+	// Models prices the models budgets count in US dollars:
+	// models: {NAME: {input_per_mtok: X, output_per_mtok: Y, cached_input_per_mtok: Z}}.
+	Models budget.Prices `yaml:"models"`
 }
 
 // Catalog holds catalog limits.
@@ -109,6 +113,11 @@ func Parse(file string, src []byte, c *Config) error {
 	errs = append(errs, c.validateTargets(pos)...)
 	errs = append(errs, validateAudit(pos, &c.Audit)...)
 	errs = append(errs, validateRuntimes(pos, c.Runtimes)...)
+	for _, name := range c.Models.Names() {
+		if err := (budget.Prices{name: c.Models[name]}).Validate(); err != nil {
+			errs = append(errs, pos.Errorf("models."+name, "%v", err))
+		}
+	}
 	if c.Catalog.CapabilityMaxSize <= 0 {
 		errs = append(errs, pos.Errorf("catalog.capability_max_size", "must be positive, got %d", c.Catalog.CapabilityMaxSize))
 	}

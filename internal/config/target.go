@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/capped"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
@@ -59,6 +60,10 @@ type Target struct {
 	// CallbackURL, when set, receives every lifecycle event of dispatches on this target as
 	// an HMAC-signed POST.
 	CallbackURL string `yaml:"callback_url"`
+	// Budget is the most any dispatch on this target may spend: tokens, usd (at the
+	// prices of models:) and model_calls; a dispatch may narrow it, never raise it. Zero
+	// fields set no limit.
+	Budget budget.Budget `yaml:"budget"`
 }
 
 // Egress configures outbound requests.
@@ -211,6 +216,9 @@ func (c *Config) validateTargets(pos *strictyaml.Positions) strictyaml.Errors {
 		}
 		if t.SandboxUID == 0 {
 			t.SandboxUID = d.SandboxUID
+		}
+		if err := t.Budget.Validate(); err != nil {
+			errs = append(errs, pos.Errorf(p+".budget", "%v", err))
 		}
 		if t.Provider != "local" {
 			errs = append(errs, pos.Errorf(p+".provider", `unknown provider %q; this build has: local`, t.Provider))

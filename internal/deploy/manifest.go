@@ -8,6 +8,7 @@ package deploy
 
 import (
 	"fmt"
+	"github.com/agora-dev/agora/internal/budget"
 	"strings"
 
 	"github.com/agora-dev/agora/internal/catalog"
@@ -55,6 +56,8 @@ type Subagent struct {
 	Command                 []string `yaml:"command"`
 	Capabilities            []string `yaml:"capabilities"`
 	AllowCredentialPatterns []string `yaml:"allow_credential_patterns"`
+	// Budget is the most a dispatch of the subagent may spend (tokens, usd, model_calls).
+	Budget budget.Budget `yaml:"budget"`
 }
 
 // Env declares an env bundle.

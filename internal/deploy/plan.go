@@ -226,6 +226,7 @@ func (s *Source) subagentSpec(sa Subagent) (provision.SubagentSpec, error) {
 	spec := provision.SubagentSpec{
 		Description: sa.Description, SystemPrompt: sa.SystemPrompt, PromptFile: sa.PromptFile,
 		Runtime: sa.Runtime, Model: sa.Model, Command: sa.Command, Capabilities: sa.Capabilities,
+		Budget: sa.Budget,
 	}
 	return spec, readPrompt(&spec, s.Dir)
 }

@@ -3,6 +3,7 @@ package provision
 import (
 	"context"
 	"fmt"
+	"github.com/agora-dev/agora/internal/budget"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -124,6 +125,8 @@ type SubagentSpec struct {
 	Model        string   `yaml:"model"`
 	Command      []string `yaml:"command"`      // exec runtime: argv
 	Capabilities []string `yaml:"capabilities"` // names or name@sha256:HEX
+	// Budget is the most a dispatch of this subagent may spend (tokens, usd, model_calls).
+	Budget budget.Budget `yaml:"budget"`
 }
 
 // PrepareSubagent checks spec and pins its capabilities by digest: a pinned reference as given,
@@ -170,6 +173,9 @@ func (w *Writer) PrepareSubagent(ctx context.Context, name string, spec Subagent
 	if len(spec.Model) > maxModelSize || strings.ContainsAny(spec.Model, "\x00\n") {
 		problems = append(problems, "model is not a plausible model name")
 	}
+	if err := spec.Budget.Validate(); err != nil {
+		problems = append(problems, err.Error())
+	}
 	if len(spec.Command) > maxCommandArgs {
 		problems = append(problems, fmt.Sprintf("command has more than %d arguments", maxCommandArgs))
 	}
@@ -198,7 +204,7 @@ func (w *Writer) PrepareSubagent(ctx context.Context, name string, spec Subagent
 	}
 	doc := catalog.SubagentDoc{
 		Description: spec.Description, Runtime: spec.Runtime, Model: spec.Model,
-		SystemPrompt: spec.SystemPrompt, Command: spec.Command, Capabilities: pins,
+		SystemPrompt: spec.SystemPrompt, Command: spec.Command, Capabilities: pins, Budget: spec.Budget,
 	}
 	data, err := doc.Marshal()
 	if err != nil {
@@ -208,7 +214,7 @@ func (w *Writer) PrepareSubagent(ctx context.Context, name string, spec Subagent
 		Kind: catalog.KindSubagent, Name: name, Content: data, Digest: digest.Sum(data),
 		Meta: catalog.Meta{
 			Description: spec.Description, Runtime: spec.Runtime, Model: spec.Model, Capabilities: pins,
-			AllowedCredentialPatterns: allow,
+			AllowedCredentialPatterns: allow, Budget: budgetOrNil(spec.Budget),
 		},
 	}, nil
 }
@@ -433,4 +439,12 @@ func (w *Writer) PrepareWorkspace(ctx context.Context, name string, spec Workspa
 		return nil, err
 	}
 	return &Pending{Kind: catalog.KindWorkspace, Name: name, Content: data, Digest: digest.Sum(data), Meta: doc.Meta()}, nil
+}
+
+// budgetOrNil is b, or nil when b limits nothing.
+func budgetOrNil(b budget.Budget) *budget.Budget {
+	if b.IsZero() {
+		return nil
+	}
+	return &b
 }
