@@ -80,6 +80,8 @@ const (
 	headTimeout = 30 * time.Second
 	// maxHead caps one request head from the client.
 	maxHead = 64 << 10
+	// maxRespHead caps one response head from a host the proxy reads.
+	maxRespHead = 256 << 10
 	// maxAuthTries is how many 407 answers one client connection gets.
 	maxAuthTries = 3
 )
@@ -265,19 +267,29 @@ type limitedConn struct {
 	left int64
 }
 
-func (l *limitedConn) Read(b []byte) (int, error) {
-	if l.left <= 0 {
+func (l *limitedConn) Read(b []byte) (int, error) { return limitRead(l.Conn, &l.left, b) }
+
+// limitedReader is a limitedConn for any reader: a terminated TLS session, an upstream.
+type limitedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *limitedReader) Read(b []byte) (int, error) { return limitRead(l.r, &l.left, b) }
+
+func limitRead(r io.Reader, left *int64, b []byte) (int, error) {
+	if *left <= 0 {
 		return 0, errHeadTooLarge
 	}
-	if int64(len(b)) > l.left {
-		b = b[:l.left]
+	if int64(len(b)) > *left {
+		b = b[:*left]
 	}
-	n, err := l.Conn.Read(b)
-	l.left -= int64(n)
+	n, err := r.Read(b)
+	*left -= int64(n)
 	return n, err
 }
 
-var errHeadTooLarge = errors.New("request head too large")
+var errHeadTooLarge = errors.New("head too large")
 
 // client is one client connection and the reader of its requests.
 type client struct {

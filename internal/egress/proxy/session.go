@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"sort"
@@ -28,6 +29,7 @@ type session struct {
 	mask     *redact.Redactor // the bound values, masked in responses; nil when none
 	conn     net.Conn         // upstream, possibly TLS; nil until dialled
 	br       *bufio.Reader
+	lr       *limitedReader // under br: caps a response head
 	up       counter
 	down     counter
 	keys     map[string]bool
@@ -110,12 +112,17 @@ func (s *session) serveTLS(c net.Conn, br *bufio.Reader) {
 	}
 	tc.SetDeadline(time.Time{})
 	defer s.closeUpstream()
-	cbr := bufio.NewReaderSize(tc, 16<<10)
+	lr := &limitedReader{r: tc}
+	cbr := bufio.NewReaderSize(lr, 16<<10)
 	for {
-		tc.SetReadDeadline(time.Now().Add(idleTimeout))
+		tc.SetReadDeadline(time.Now().Add(s.p.idle()))
+		lr.left = maxHead
 		req, err := http.ReadRequest(cbr)
+		lr.left = math.MaxInt64
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !isClosed(err) && !isTimeout(err) {
+			if errors.Is(err, errHeadTooLarge) {
+				writeStatus(tc, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("agora egress proxy: request head too large (over %d KiB).", maxHead>>10))
+			} else if !errors.Is(err, io.EOF) && !isClosed(err) && !isTimeout(err) {
 				writeStatus(tc, http.StatusBadRequest, "agora egress proxy: malformed request: "+shortError(err)+".")
 			}
 			return
@@ -170,10 +177,18 @@ func (s *session) forward(w io.Writer, req *http.Request) bool {
 		}
 		break
 	}
+	s.lr.left = maxRespHead
 	resp, err := readFinalResponse(s.br, out)
+	if s.lr != nil {
+		s.lr.left = math.MaxInt64
+	}
 	if err != nil {
 		s.err = err
 		s.closeUpstream()
+		if errors.Is(err, errHeadTooLarge) {
+			writeStatus(w, http.StatusBadGateway, fmt.Sprintf("agora egress proxy: the response head from %s is too large (over %d KiB); refused.", s.t, maxRespHead>>10))
+			return false
+		}
 		writeStatus(w, http.StatusBadGateway, "agora egress proxy: no valid response from "+s.t.String()+".")
 		return false
 	}
@@ -352,14 +367,15 @@ func (s *session) dialUpstream() error {
 		tc.SetDeadline(time.Time{})
 		c = tc
 	}
-	s.conn, s.br = c, bufio.NewReaderSize(c, 16<<10)
+	s.lr = &limitedReader{r: c, left: math.MaxInt64}
+	s.conn, s.br = c, bufio.NewReaderSize(s.lr, 16<<10)
 	return nil
 }
 
 func (s *session) closeUpstream() {
 	if s.conn != nil {
 		s.conn.Close()
-		s.conn, s.br = nil, nil
+		s.conn, s.br, s.lr = nil, nil, nil
 	}
 	if s.raw != nil {
 		s.raw.Close()
