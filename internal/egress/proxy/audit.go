@@ -18,6 +18,7 @@ var errAuditSpent = errors.New("the dispatch's network audit budget is spent")
 
 // record writes one entry, charged to the budget. Nothing is allowed on an error.
 func (p *Proxy) record(ctx context.Context, kind string, details map[string]any) error {
+	p.scrubDetails(details)
 	if kind == KindClose {
 		// A connection's end is recorded whatever happened: past the budget (it is bounded by
 		// the allowed connections, each of which was charged) and after the dispatch's
@@ -109,6 +110,34 @@ func (p *Proxy) count(t target, allowed bool, up, down int64) {
 
 func (p *Proxy) notice(line string) {
 	if p.cfg.Notice != nil {
-		p.cfg.Notice(line)
+		p.cfg.Notice(p.scrub(line))
+	}
+}
+
+// scrub masks every bound value in s: an error or a sentence may quote what a host sent, and
+// a host may send the value back.
+func (p *Proxy) scrub(s string) string {
+	if p.scrubber == nil {
+		return s
+	}
+	return p.scrubber.String(s)
+}
+
+// scrubDetails scrubs an entry's text in place.
+func (p *Proxy) scrubDetails(d map[string]any) {
+	if p.scrubber == nil {
+		return
+	}
+	for k, v := range d {
+		switch v := v.(type) {
+		case string:
+			d[k] = p.scrub(v)
+		case []string:
+			out := make([]string, len(v))
+			for i, x := range v {
+				out[i] = p.scrub(x)
+			}
+			d[k] = out
+		}
 	}
 }

@@ -14,7 +14,7 @@ func (p *Proxy) connect(cl *client, req *http.Request) {
 	c, br := cl.Conn, cl.br
 	t, err := parseAuthority(req.RequestURI, 0)
 	if err != nil {
-		writeStatus(c, http.StatusBadRequest, "agora egress proxy: CONNECT wants host:port ("+err.Error()+").")
+		p.writeStatus(c, http.StatusBadRequest, "agora egress proxy: CONNECT wants host:port ("+err.Error()+").")
 		return
 	}
 	d := p.decide(t, true)
@@ -28,14 +28,14 @@ func (p *Proxy) connect(cl *client, req *http.Request) {
 		return
 	}
 	if err != nil {
-		p.record(p.ctx, KindConnect, connectEntry(t, "connect", "error", "connect failed: "+shortError(err), d.intercept))
-		writeStatus(c, http.StatusBadGateway, "agora egress proxy: could not connect to "+t.String()+": "+shortError(err)+".")
+		p.record(p.ctx, KindConnect, connectEntry(t, "connect", "error", "connect failed: "+p.shortError(err), d.intercept))
+		p.writeStatus(c, http.StatusBadGateway, "agora egress proxy: could not connect to "+t.String()+": "+p.shortError(err)+".")
 		return
 	}
 	defer up.Close()
 	// Recorded before a byte of the client reaches the host.
 	if err := p.record(p.ctx, KindConnect, connectEntry(t, "connect", "allow", "", d.intercept)); err != nil {
-		writeStatus(c, http.StatusServiceUnavailable, "agora egress proxy: the connection could not be audited, so it was not made.")
+		p.writeStatus(c, http.StatusServiceUnavailable, "agora egress proxy: the connection could not be audited, so it was not made.")
 		return
 	}
 	start := time.Now()
@@ -58,7 +58,7 @@ func (p *Proxy) finish(t target, up, down int64, start time.Time, requests int, 
 	p.count(t, true, up, down)
 	var errText string
 	if err != nil && !isClosed(err) && err != io.EOF {
-		errText = shortError(err)
+		errText = p.shortError(err)
 	}
 	p.record(p.ctx, KindClose, closeEntry(t, up, down, time.Since(start), requests, keys, errText))
 }
@@ -69,7 +69,7 @@ func (p *Proxy) refuse(c net.Conn, t target, via, reason string) {
 	p.record(p.ctx, KindConnect, connectEntry(t, via, "deny", reason, false))
 	sentence := refusalSentence(t, reason)
 	p.notice(sentence)
-	writeStatus(c, http.StatusForbidden, sentence)
+	p.writeStatus(c, http.StatusForbidden, sentence)
 }
 
 // tunnel relays bytes both ways until both directions end; what the client sent after its

@@ -13,12 +13,12 @@ func (p *Proxy) plain(cl *client, req *http.Request) bool {
 	c := cl.Conn
 	if !req.URL.IsAbs() || req.URL.Scheme != "http" {
 		io.Copy(io.Discard, io.LimitReader(req.Body, 1<<20))
-		writeStatus(c, http.StatusBadRequest, "agora egress proxy: want an absolute http:// URL, or CONNECT for https.")
+		p.writeStatus(c, http.StatusBadRequest, "agora egress proxy: want an absolute http:// URL, or CONNECT for https.")
 		return false
 	}
 	t, err := parseAuthority(req.URL.Host, 80)
 	if err != nil {
-		writeStatus(c, http.StatusBadRequest, "agora egress proxy: bad host in the URL ("+err.Error()+").")
+		p.writeStatus(c, http.StatusBadRequest, "agora egress proxy: bad host in the URL ("+err.Error()+").")
 		return false
 	}
 	d := p.decide(t, false)
@@ -39,13 +39,13 @@ func (p *Proxy) plain(cl *client, req *http.Request) bool {
 		return false
 	}
 	if err != nil {
-		p.record(p.ctx, KindConnect, connectEntry(t, "http", "error", "connect failed: "+shortError(err), false))
-		writeStatus(c, http.StatusBadGateway, "agora egress proxy: could not connect to "+t.String()+": "+shortError(err)+".")
+		p.record(p.ctx, KindConnect, connectEntry(t, "http", "error", "connect failed: "+p.shortError(err), false))
+		p.writeStatus(c, http.StatusBadGateway, "agora egress proxy: could not connect to "+t.String()+": "+p.shortError(err)+".")
 		return false
 	}
 	if err := p.record(p.ctx, KindConnect, connectEntry(t, "http", "allow", "", false)); err != nil {
 		up.Close()
-		writeStatus(c, http.StatusServiceUnavailable, "agora egress proxy: the connection could not be audited, so it was not made.")
+		p.writeStatus(c, http.StatusServiceUnavailable, "agora egress proxy: the connection could not be audited, so it was not made.")
 		return false
 	}
 	start := time.Now()
@@ -69,7 +69,7 @@ func (p *Proxy) plain(cl *client, req *http.Request) bool {
 		}
 		nt, err := parseAuthority(next.URL.Host, 80)
 		if next.Method == http.MethodConnect || !next.URL.IsAbs() || next.URL.Scheme != "http" || err != nil || nt != t {
-			writeStatus(c, http.StatusBadRequest, "agora egress proxy: one connection per host; open a new connection for another host.")
+			p.writeStatus(c, http.StatusBadRequest, "agora egress proxy: one connection per host; open a new connection for another host.")
 			return false
 		}
 		req = next

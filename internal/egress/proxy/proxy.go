@@ -100,6 +100,9 @@ type Proxy struct {
 	wg      sync.WaitGroup
 	ctx     context.Context
 	cancel  context.CancelFunc
+	// scrubber masks every bound value in the proxy's own messages and entries; nil when
+	// nothing is bound.
+	scrubber *redact.Redactor
 }
 
 // Stats counts what a dispatch's proxy did, for its record.
@@ -133,10 +136,18 @@ func New(cfg Config) (*Proxy, error) {
 		cfg.MaxAuditEntries = defaultMaxAuditEntries
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Proxy{
+	p := &Proxy{
 		cfg: cfg, conns: make(chan struct{}, cfg.MaxConns), active: map[net.Conn]struct{}{},
 		stats: Stats{Reached: map[string]int{}, Refused: map[string]int{}}, ctx: ctx, cancel: cancel,
-	}, nil
+	}
+	if len(cfg.Bindings) > 0 {
+		vals := make([][]byte, len(cfg.Bindings))
+		for i, b := range cfg.Bindings {
+			vals[i] = b.Value
+		}
+		p.scrubber = redact.New(vals)
+	}
+	return p, nil
 }
 
 // Serve accepts client connections on ln until [Proxy.Close] or ln fails.
@@ -327,7 +338,7 @@ func (p *Proxy) serveConn(c net.Conn) {
 				if errors.Is(err, errHeadTooLarge) {
 					status = http.StatusRequestHeaderFieldsTooLarge
 				}
-				writeStatus(c, status, "agora egress proxy: malformed request: "+shortError(err)+".")
+				p.writeStatus(c, status, "agora egress proxy: malformed request: "+p.shortError(err)+".")
 			}
 			return
 		}
@@ -371,6 +382,12 @@ func (p *Proxy) authorized(req *http.Request) bool {
 
 func isClosed(err error) bool {
 	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.Canceled)
+}
+
+// shortError is err's text with every bound value masked, then cut: masked before the cut,
+// so no part of a value survives at the edge.
+func (p *Proxy) shortError(err error) string {
+	return shortError(errors.New(p.scrub(err.Error())))
 }
 
 // shortError is err's text, cut, without anything that could be long.

@@ -121,9 +121,9 @@ func (s *session) serveTLS(c net.Conn, br *bufio.Reader) {
 		lr.left = math.MaxInt64
 		if err != nil {
 			if errors.Is(err, errHeadTooLarge) {
-				writeStatus(tc, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("agora egress proxy: request head too large (over %d KiB).", maxHead>>10))
+				s.p.writeStatus(tc, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("agora egress proxy: request head too large (over %d KiB).", maxHead>>10))
 			} else if !errors.Is(err, io.EOF) && !isClosed(err) && !isTimeout(err) {
-				writeStatus(tc, http.StatusBadRequest, "agora egress proxy: malformed request: "+shortError(err)+".")
+				s.p.writeStatus(tc, http.StatusBadRequest, "agora egress proxy: malformed request: "+s.p.shortError(err)+".")
 			}
 			return
 		}
@@ -161,7 +161,7 @@ func (s *session) forward(w io.Writer, req *http.Request) bool {
 		if s.conn == nil {
 			if err := s.dialUpstream(); err != nil {
 				s.err = err
-				writeStatus(w, http.StatusBadGateway, "agora egress proxy: "+shortError(err)+".")
+				s.p.writeStatus(w, http.StatusBadGateway, "agora egress proxy: "+s.p.shortError(err)+".")
 				return false
 			}
 		}
@@ -172,7 +172,7 @@ func (s *session) forward(w io.Writer, req *http.Request) bool {
 				continue
 			}
 			s.err = err
-			writeStatus(w, http.StatusBadGateway, "agora egress proxy: sending to "+s.t.String()+" failed.")
+			s.p.writeStatus(w, http.StatusBadGateway, "agora egress proxy: sending to "+s.t.String()+" failed.")
 			return false
 		}
 		break
@@ -186,10 +186,10 @@ func (s *session) forward(w io.Writer, req *http.Request) bool {
 		s.err = err
 		s.closeUpstream()
 		if errors.Is(err, errHeadTooLarge) {
-			writeStatus(w, http.StatusBadGateway, fmt.Sprintf("agora egress proxy: the response head from %s is too large (over %d KiB); refused.", s.t, maxRespHead>>10))
+			s.p.writeStatus(w, http.StatusBadGateway, fmt.Sprintf("agora egress proxy: the response head from %s is too large (over %d KiB); refused.", s.t, maxRespHead>>10))
 			return false
 		}
-		writeStatus(w, http.StatusBadGateway, "agora egress proxy: no valid response from "+s.t.String()+".")
+		s.p.writeStatus(w, http.StatusBadGateway, "agora egress proxy: no valid response from "+s.t.String()+".")
 		return false
 	}
 	s.requests++
@@ -197,7 +197,7 @@ func (s *session) forward(w io.Writer, req *http.Request) bool {
 	if s.mask != nil {
 		if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 			s.closeUpstream()
-			writeStatus(w, http.StatusBadGateway, "agora egress proxy: "+s.t.String()+" answered with Content-Encoding "+cut(ce, 32)+", which would hide a secret from masking; refused.")
+			s.p.writeStatus(w, http.StatusBadGateway, "agora egress proxy: "+s.t.String()+" answered with Content-Encoding "+cut(s.p.scrub(ce), 32)+", which would hide a secret from masking; refused.")
 			return false
 		}
 		maskResponse(resp, s.mask, s.values())
@@ -333,7 +333,7 @@ func (s *session) refuseRequest(w io.Writer, req *http.Request, reason string) {
 	sentence := fmt.Sprintf("agora refused %s %s on %s: %s; this sandbox can make only the requests its grant allows.",
 		cut(req.Method, 16), cut(path, 200), s.t.String(), reason)
 	s.p.notice(sentence)
-	writeStatus(w, http.StatusForbidden, sentence)
+	s.p.writeStatus(w, http.StatusForbidden, sentence)
 }
 
 // dialUpstream connects (again) to the host: the CONNECT's first connection, else a new one
@@ -362,7 +362,7 @@ func (s *session) dialUpstream() error {
 		tc.SetDeadline(time.Now().Add(headTimeout))
 		if err := tc.Handshake(); err != nil {
 			raw.Close()
-			return fmt.Errorf("TLS to %s failed: %s", s.t, shortError(err))
+			return fmt.Errorf("TLS to %s failed: %s", s.t, s.p.shortError(err))
 		}
 		tc.SetDeadline(time.Time{})
 		c = tc
@@ -434,6 +434,12 @@ func removeHopHeaders(h http.Header) {
 	for _, k := range hopHeaders {
 		h.Del(k)
 	}
+}
+
+// writeStatus is [writeStatus] with every bound value masked in body: a sentence may quote
+// what a host sent.
+func (p *Proxy) writeStatus(w io.Writer, status int, body string) {
+	writeStatus(w, status, p.scrub(body))
 }
 
 // writeStatus answers a request with status and a one-line text body, closing the exchange.
