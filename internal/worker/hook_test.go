@@ -20,6 +20,7 @@ import (
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/gateway"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/runtime/claudert/anthropictest"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -471,11 +472,12 @@ func sseModel(t *testing.T, replies ...[]map[string]any) string {
 
 // TestClaude_RealCLI runs the same calls through the real Claude Code CLI, when one is
 // given, against a scripted streaming Messages API and the real gateway: the entries must
-// be exactly those the fake claude produces. Seen passing with Claude Code 2.1.197.
+// be exactly those the fake claude produces. Seen passing with Claude Code 2.1.197 and
+// 2.1.330.
 func TestClaude_RealCLI(t *testing.T) {
-	real := os.Getenv("AGORA_TEST_CLAUDE")
+	real := anthropictest.RealClaude(filepath.Join("..", ".."))
 	if real == "" {
-		t.Skip("SKIP: set AGORA_TEST_CLAUDE to a Claude Code binary (npm @anthropic-ai/claude-code-linux-x64) to check the hooks against the real CLI")
+		t.Skip("SKIP: the real claude CLI is not installed (run scripts/agent-clis.sh, or set AGORA_TEST_CLAUDE to a Claude Code binary) to check the hooks against it")
 	}
 	agora, _ := hookBinaries(t)
 	tool := func(id, name, input string) []map[string]any {
