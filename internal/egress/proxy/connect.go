@@ -180,7 +180,12 @@ func (p *Proxy) lingerTime() time.Duration {
 }
 
 // idle is how long a connection may stay silent before the proxy ends it.
-func (p *Proxy) idle() time.Duration { return idleTimeout }
+func (p *Proxy) idle() time.Duration {
+	if p.cfg.IdleTimeout > 0 {
+		return p.cfg.IdleTimeout
+	}
+	return defaultIdleTimeout
+}
 
 // closeWrite half-closes a connection that supports it, else closes it.
 func closeWrite(c net.Conn) {

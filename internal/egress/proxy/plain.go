@@ -59,7 +59,7 @@ func (p *Proxy) plain(cl *client, req *http.Request) bool {
 			return false
 		}
 		// The next request on this connection: the same host continues the session.
-		next, err := cl.readRequest(idleTimeout)
+		next, err := cl.readRequest(p.idle())
 		if err != nil {
 			return false
 		}

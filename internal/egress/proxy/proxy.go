@@ -57,6 +57,10 @@ type Config struct {
 	Audit Auditor
 	// MaxConns caps concurrent client connections (default 512); more wait.
 	MaxConns int
+	// IdleTimeout ends a connection that moved no byte either way for this long (default 5
+	// minutes): a tunnel, a terminated session waiting on its host or on the next request,
+	// a plain connection between requests.
+	IdleTimeout time.Duration
 	// MaxAuditEntries caps the entries one dispatch's proxy writes (default 20,000). When it
 	// is spent every further connection is refused without an entry, and OnLimit is called
 	// once.

@@ -44,13 +44,16 @@ func (s *session) restricted() bool { return s.inspect }
 
 type counter struct{ n atomic.Int64 }
 
-// countingConn counts the bytes read and written on an upstream connection.
+// countingConn counts the bytes read and written on an upstream connection, and ends a read
+// that waits longer than idle.
 type countingConn struct {
 	net.Conn
 	up, down *counter
+	idle     time.Duration
 }
 
 func (c *countingConn) Read(b []byte) (int, error) {
+	c.Conn.SetReadDeadline(time.Now().Add(c.idle))
 	n, err := c.Conn.Read(b)
 	c.down.n.Add(int64(n))
 	return n, err
@@ -134,8 +137,8 @@ func (s *session) serveTLS(c net.Conn, br *bufio.Reader) {
 	}
 }
 
-// idleTimeout ends a terminated connection with no request for this long.
-const idleTimeout = 2 * time.Minute
+// defaultIdleTimeout ends a connection that moved no byte for this long.
+const defaultIdleTimeout = 5 * time.Minute
 
 func isTimeout(err error) bool {
 	var ne net.Error
@@ -351,7 +354,7 @@ func (s *session) dialUpstream() error {
 		}
 		raw = c
 	}
-	var c net.Conn = &countingConn{Conn: raw, up: &s.up, down: &s.down}
+	var c net.Conn = &countingConn{Conn: raw, up: &s.up, down: &s.down, idle: s.p.idle()}
 	if s.tls {
 		tc := tls.Client(c, &tls.Config{
 			ServerName: s.t.host,
