@@ -67,6 +67,18 @@ func ParseGrants(file string, src []byte, files []File) (Grants, error) {
 			errs = append(errs, pos.Errorf(p, "%v", err))
 		}
 	}
+	if len(g.Approve) > 256 {
+		errs = append(errs, pos.Errorf("approve", "%d rules; at most 256", len(g.Approve)))
+	}
+	for i, r := range g.Approve {
+		p := fmt.Sprintf("approve[%d]", i)
+		if reported(errs, p) {
+			continue // the string form did not parse: said once, by the decoder
+		}
+		if err := r.Validate(); err != nil {
+			errs = append(errs, pos.Errorf(p, "%v", err))
+		}
+	}
 	switch g.Network {
 	case "":
 		g.Network = "none"

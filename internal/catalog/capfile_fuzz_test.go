@@ -22,6 +22,8 @@ func FuzzParseGrants(f *testing.F) {
 		"description: &a x\nsetup: *a\n",
 		"overlay: [\".claude/**\", CLAUDE.md, \"../x\", /abs, \"a/**b\", \"[\"]\n",
 		"overlay: [\".GIT/hooks/*\", \"**\", \"a/./b\", \"a//b\", \"\"]\n",
+		"approve: [write_file, {command: \"git push *\"}, {tool: run_command}]\n",
+		"approve: [nope, {command: \"* **\"}, {tool: write_file, command: ls}, {}, [x]]\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -43,6 +45,11 @@ func FuzzParseGrants(f *testing.F) {
 		for _, c := range g.Commands {
 			if _, err := grant.ParseCommandPattern(c); err != nil {
 				t.Fatalf("accepted a bad command pattern %q: %v", c, err)
+			}
+		}
+		for _, r := range g.Approve {
+			if err := r.Validate(); err != nil {
+				t.Fatalf("accepted a bad approve rule %+v: %v", r, err)
 			}
 		}
 		if g.Setup != "" && g.Setup != "bin/setup.sh" {

@@ -118,7 +118,7 @@ func TestParseGrants_DecodeErrors(t *testing.T) {
 	tests := []struct {
 		name, src, want string
 	}{
-		{"unknown field", "tool: [read_file]\n", `capability.yaml:1: tool: unknown field "tool"; known fields: commands, description, egress, network, overlay, setup, tools`},
+		{"unknown field", "tool: [read_file]\n", `capability.yaml:1: tool: unknown field "tool"; known fields: approve, commands, description, egress, network, overlay, setup, tools`},
 		{"type mismatch", "tools: read_file\n", `capability.yaml:1: tools: want a list, got "read_file"`},
 		{"egress as mapping", "egress: {a: b}\n", `capability.yaml:1: egress: want a list, got a mapping`},
 		{"duplicate key", "network: none\nnetwork: egress\n", `capability.yaml:2: network: duplicate key (first at line 1)`},
@@ -138,5 +138,24 @@ func TestParseGrants_TooLarge(t *testing.T) {
 	if _, err := catalog.ParseGrants("capability.yaml", []byte(src), nil); err == nil ||
 		!strings.Contains(err.Error(), "capability.yaml is larger than 262144 bytes") {
 		t.Errorf("ParseGrants of an oversized file = %v", err)
+	}
+}
+
+func TestParseGrants_Approve(t *testing.T) {
+	src := "tools: [write_file, run_command]\ncommands: [\"git **\"]\napprove: [write_file, {command: \"git push *\"}]\n"
+	got, err := catalog.ParseGrants("capability.yaml", []byte(src), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []grant.ApproveRule{{Tool: "write_file"}, {Command: "git push *"}}
+	if diff := cmp.Diff(want, got.Approve); diff != "" {
+		t.Errorf("approve (-want +got):\n%s", diff)
+	}
+	bad := "approve: [nope, {command: \"* **\"}, {tool: write_file, command: ls}, {verb: x}]\n"
+	_, err = catalog.ParseGrants("capability.yaml", []byte(bad), nil)
+	for _, want := range []string{"approve[0]", `unknown tool "nope"`, "approve[1]", "approve[2]", "not both", "approve[3]"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want it to name %q", err, want)
+		}
 	}
 }

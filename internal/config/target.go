@@ -37,6 +37,10 @@ type Target struct {
 	Network string `yaml:"network"`
 	// Timeout is the default and maximum wall-clock time of a dispatch (default 30m).
 	Timeout time.Duration `yaml:"timeout"`
+	// ApprovalTimeout is how long a call a capability marks for approval waits for a person
+	// (`agora dispatch approve`/`deny`) before it is denied as expired (default 10m, at
+	// most the dispatch's timeout bound, 24h).
+	ApprovalTimeout time.Duration `yaml:"approval_timeout"`
 	// MaxProcs caps processes in the sandbox (default 256).
 	MaxProcs int `yaml:"max_procs"`
 	// FileSize caps any file the worker writes (default 1GiB).
@@ -148,6 +152,10 @@ func parsePrefix(s string) (netip.Prefix, error) {
 // creates accounts there, so no process but a sandbox runs as it.
 const DefaultSandboxUID = 0x70000000
 
+// DefaultApprovalTimeout is how long a held call waits for a person when a target does not
+// say (its approval_timeout).
+const DefaultApprovalTimeout = 10 * time.Minute
+
 // DefaultDisk is a target's default disk quota; MinDisk the smallest accepted.
 const (
 	DefaultDisk = 2 << 30
@@ -157,7 +165,7 @@ const (
 func defaultTarget() Target {
 	return Target{
 		Provider: "local", Sandbox: "bwrap", Network: "proxy", Timeout: 30 * time.Minute,
-		MaxProcs: 256, FileSize: 1 << 30, Memory: 4 << 30, Disk: DefaultDisk, SandboxUID: DefaultSandboxUID,
+		ApprovalTimeout: DefaultApprovalTimeout, MaxProcs: 256, FileSize: 1 << 30, Memory: 4 << 30, Disk: DefaultDisk, SandboxUID: DefaultSandboxUID,
 	}
 }
 
@@ -202,6 +210,9 @@ func (c *Config) validateTargets(pos *strictyaml.Positions) strictyaml.Errors {
 		if t.Timeout == 0 {
 			t.Timeout = d.Timeout
 		}
+		if t.ApprovalTimeout == 0 {
+			t.ApprovalTimeout = d.ApprovalTimeout
+		}
 		if t.MaxProcs == 0 {
 			t.MaxProcs = d.MaxProcs
 		}
@@ -231,6 +242,9 @@ func (c *Config) validateTargets(pos *strictyaml.Positions) strictyaml.Errors {
 		}
 		if t.Timeout > MaxDispatchTimeout {
 			errs = append(errs, pos.Errorf(p+".timeout", "at most %s", MaxDispatchTimeout))
+		}
+		if t.ApprovalTimeout < time.Second || t.ApprovalTimeout > MaxDispatchTimeout {
+			errs = append(errs, pos.Errorf(p+".approval_timeout", "want 1s to %s, got %s", MaxDispatchTimeout, t.ApprovalTimeout))
 		}
 		if t.MaxProcs < 0 {
 			errs = append(errs, pos.Errorf(p+".max_procs", "must be positive"))

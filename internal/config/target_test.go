@@ -3,6 +3,7 @@ package config_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agora-dev/agora/internal/config"
 )
@@ -52,6 +53,42 @@ func TestTarget_DiskAndSandboxUID(t *testing.T) {
 			}
 			if got.Disk != tt.wantDisk || got.SandboxUID != tt.wantUID {
 				t.Errorf("target %s: disk %s, sandbox_uid %d; want %s, %d", name, got.Disk, got.SandboxUID, tt.wantDisk, tt.wantUID)
+			}
+		})
+	}
+}
+
+func TestTarget_ApprovalTimeout(t *testing.T) {
+	tests := []struct {
+		name, file string
+		want       time.Duration
+		wantErr    string
+	}{
+		{name: "default", file: "targets:\n  ci: {network: host}\n", want: 10 * time.Minute},
+		{name: "set", file: "targets:\n  ci: {approval_timeout: 90s}\n", want: 90 * time.Second},
+		{name: "too short", file: "targets:\n  ci: {approval_timeout: 1ms}\n", wantErr: "targets.ci.approval_timeout: want 1s to 24h0m0s"},
+		{name: "too long", file: "targets:\n  ci: {approval_timeout: 25h}\n", wantErr: "targets.ci.approval_timeout"},
+		{name: "negative", file: "targets:\n  ci: {approval_timeout: -1s}\n", wantErr: "targets.ci.approval_timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := config.Default("/h")
+			err := config.Parse("agora.yaml", []byte(tt.file), c)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Parse = %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.Target("ci")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ApprovalTimeout != tt.want {
+				t.Fatalf("approval_timeout = %s, want %s", got.ApprovalTimeout, tt.want)
 			}
 		})
 	}

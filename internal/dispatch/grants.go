@@ -90,7 +90,16 @@ func grantsDetails(g grant.Set) map[string]any {
 		json.Unmarshal(b, &v)
 		egress[i] = v
 	}
-	return map[string]any{"tools": nonNilStrings(g.Tools), "commands": nonNilStrings(g.Commands), "egress": egress}
+	out := map[string]any{"tools": nonNilStrings(g.Tools), "commands": nonNilStrings(g.Commands), "egress": egress}
+	if len(g.Approve) > 0 {
+		// Only when there are some, so an entry without approvals keeps its bytes.
+		approve := make([]any, len(g.Approve))
+		for i, r := range g.Approve {
+			approve[i] = r.String()
+		}
+		out["approve"] = approve
+	}
+	return out
 }
 
 // uniqRules is rs in the normal form of a grant: sorted, without duplicates, never nil.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 	"golang.org/x/sys/unix"
@@ -16,6 +17,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -355,7 +357,7 @@ func (d *Dispatcher) loadPinned(ctx context.Context, r *Record) (*pinned, error)
 // writeBundle writes the dispatch's manifest.json into its bundle directory, and the pinned
 // content into the shared entry of its content digest (sandboxes run as the invoking user)
 // or beside the manifest (a root agora's sandbox uids, `sandbox: none`): see bundles.go.
-func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, setupTimeout int) error {
+func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, setupTimeout int, approvalTimeout time.Duration) error {
 	m := wire.Manifest{
 		Version:    wire.ManifestVersion,
 		DispatchID: r.ID,
@@ -381,8 +383,10 @@ func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, s
 			declared.Commands = append(declared.Commands, g.Commands...)
 			declared.Tools = append(declared.Tools, g.Tools...)
 			declared.Egress = append(declared.Egress, g.Egress...)
+			declared.Approve = append(declared.Approve, g.Approve...)
 		}
 	}
+	declared.Approve = grant.NormalApprove(declared.Approve)
 	declared.Commands, declared.Tools, declared.Egress = uniq(declared.Commands), uniq(declared.Tools), uniqRules(declared.Egress)
 	m.Grants = declared
 	if g := r.Grants; g != nil {
@@ -391,7 +395,11 @@ func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, s
 			Commands: manifestCommands(declared.Commands, g.Commands),
 			Tools:    uniq(g.Tools),
 			Egress:   uniqRules(g.Egress),
+			Approve:  g.Approve,
 		}
+	}
+	if len(m.Grants.Approve) > 0 {
+		m.ApprovalTimeoutSeconds = int(approvalTimeout.Round(time.Second) / time.Second)
 	}
 	b, err := m.Marshal()
 	if err != nil {

@@ -104,7 +104,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 
 	timeout := time.Duration(r.Timeout)
 	setupTimeout, agentTimeout := budgets(timeout)
-	if err := d.writeBundle(r, p, st, agentTimeout, setupTimeout); err != nil {
+	if err := d.writeBundle(r, p, st, agentTimeout, setupTimeout, target.ApprovalTimeout); err != nil {
 		return Outcome{}, fmt.Errorf("stage bundle: %w", err)
 	}
 	if err := prepareWorkspace(ctx, r, st); err != nil {

@@ -24,6 +24,10 @@ type Set struct {
 	Tools    []string     `yaml:"tools" json:"tools"`
 	Commands []string     `yaml:"commands" json:"commands"`
 	Egress   []EgressRule `yaml:"egress" json:"egress"`
+	// Approve marks granted calls a person must approve before they run ([ApproveRule]).
+	// Narrowing may add rules, never remove one. Absent (nil) when there are none, so a
+	// grant without approvals has the JSON, and the digests, it always had.
+	Approve []ApproveRule `yaml:"approve" json:"approve,omitempty"`
 }
 
 // Narrow returns child, normalised, when every item of child is covered by s; otherwise it
@@ -32,7 +36,9 @@ type Set struct {
 // spaces); a child egress rule must be covered by one rule of s: its host equal or within a
 // "*.domain" host (a child "*.a.example.com" is covered by "*.example.com"), the same port
 // unless the parent allows any, and no method or path prefix the parent does not allow.
-// Narrowing can only remove.
+// Narrowing can only remove. Approval rules are the opposite: the result holds the parent's
+// and the child's (a child may ask for more approvals, never fewer); an invalid child rule
+// is refused.
 //
 // Normal form: each list sorted, duplicates removed, never nil; command patterns with single
 // spaces between words; hosts lowercase.
@@ -57,6 +63,12 @@ func (s Set) Narrow(child Set) (Set, error) {
 			errs = append(errs, &NarrowError{Kind: "egress", Item: r.String()})
 		}
 	}
+	for _, r := range child.Approve {
+		if r.Validate() != nil {
+			errs = append(errs, &NarrowError{Kind: "approve", Item: r.String()})
+		}
+	}
+	out.Approve = NormalApprove(slices.Concat(parent.Approve, out.Approve))
 	if len(errs) > 0 {
 		return Set{}, errors.Join(errs...)
 	}
@@ -70,17 +82,21 @@ func (s Set) Union(o Set) Set {
 		Tools:    slices.Concat(s.Tools, o.Tools),
 		Commands: slices.Concat(s.Commands, o.Commands),
 		Egress:   slices.Concat(s.Egress, o.Egress),
+		Approve:  slices.Concat(s.Approve, o.Approve),
 	}
 }
 
 // NarrowError is returned by [Set.Narrow] for an item of the child grant that the parent
 // does not cover.
 type NarrowError struct {
-	Kind string // "tool", "command" or "egress"
+	Kind string // "tool", "command", "egress" or "approve"
 	Item string
 }
 
 func (e *NarrowError) Error() string {
+	if e.Kind == "approve" {
+		return "narrow grants: approve rule " + strconv.Quote(e.Item) + " is not valid (a tool name or {command: PATTERN})"
+	}
 	return "narrow grants: " + e.Kind + " " + strconv.Quote(e.Item) + " is not covered by the parent grant"
 }
 
@@ -94,7 +110,7 @@ func (s Set) Clone() Set {
 	if s.Egress == nil {
 		egress = nil
 	}
-	return Set{Tools: slices.Clone(s.Tools), Commands: slices.Clone(s.Commands), Egress: egress}
+	return Set{Tools: slices.Clone(s.Tools), Commands: slices.Clone(s.Commands), Egress: egress, Approve: slices.Clone(s.Approve)}
 }
 
 func normalize(s Set) Set {
@@ -102,6 +118,7 @@ func normalize(s Set) Set {
 		Tools:    sortedSet(s.Tools, func(s string) string { return s }),
 		Commands: sortedSet(s.Commands, func(s string) string { return strings.Join(strings.Fields(s), " ") }),
 		Egress:   NormalRules(s.Egress),
+		Approve:  NormalApprove(s.Approve),
 	}
 }
 

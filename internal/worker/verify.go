@@ -106,6 +106,13 @@ func (r *runner) verify(ctx context.Context) *failure {
 	if _, err := union.Narrow(grant.Set{Egress: m.Grants.Egress}); err != nil {
 		return fail(wire.ReasonIntegrityFailed, "verify: manifest grants egress no capability declares: %v", err)
 	}
+	// Approvals may be added by a dispatch, never dropped: every rule a capability declares
+	// holds its calls.
+	for _, a := range grant.NormalApprove(union.Approve) {
+		if !slices.Contains(grant.NormalApprove(m.Grants.Approve), a) {
+			return fail(wire.ReasonIntegrityFailed, "verify: capability approve rule %q is not in the manifest's grant", a.String())
+		}
+	}
 
 	rt, err := runtimeFor(m.Runtime)
 	if err != nil {

@@ -333,3 +333,23 @@ func TestWorker_SecretsDescriptorByNumber(t *testing.T) {
 		})
 	}
 }
+
+// The attack: a manifest that drops an approve rule a capability declares, so a held call
+// would run unheld. The worker refuses it before the agent starts.
+func TestWorker_ManifestDropsApproveRule(t *testing.T) {
+	f := newFixture(t, marker)
+	f.caps[0].yaml = "commands:\n  - sh -c *\napprove:\n  - {command: \"sh -c *\"}\n"
+	f.write()
+	f.man.Grants.Approve = nil
+	f.writeManifest()
+	_, res := f.run()
+	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonIntegrityFailed {
+		t.Fatalf("got %q %q %q, want failed integrity-failed", res.Status, res.Reason, res.Detail)
+	}
+	if want := `capability approve rule "command: sh -c *" is not in the manifest's grant`; !strings.Contains(res.Detail, want) {
+		t.Errorf("detail %q does not contain %q", res.Detail, want)
+	}
+	if agentRan(f) {
+		t.Error("the agent ran")
+	}
+}

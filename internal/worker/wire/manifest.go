@@ -81,6 +81,10 @@ type Manifest struct {
 	// RuntimeBinary is the host-installed CLI the runtime runs (claude-code), bound
 	// read-only; nil runs the runtime's program found on the sandbox's PATH.
 	RuntimeBinary *RuntimeBinary `json:"runtime_binary,omitempty"`
+	// ApprovalTimeoutSeconds is how long a call held for approval waits for a person before
+	// it is denied (the target's approval_timeout); 0 when the grant holds no call. The
+	// gateway enforces it; the worker sizes the hooks that wait on it (Claude Code's).
+	ApprovalTimeoutSeconds int `json:"approval_timeout_seconds,omitempty"`
 }
 
 // NetworkProxy is [Manifest.Network]'s one value.
@@ -102,11 +106,15 @@ type Grants struct {
 	Commands []string           `json:"commands"`
 	Tools    []string           `json:"tools"`
 	Egress   []grant.EgressRule `json:"egress"`
+	// Approve marks the granted calls a person must approve before they run: every rule
+	// the capabilities declare, and those the dispatch added. Absent when there are none,
+	// so a manifest without approvals has the bytes it always had.
+	Approve []grant.ApproveRule `json:"approve,omitempty"`
 }
 
 // Set returns g as a [grant.Set].
 func (g Grants) Set() grant.Set {
-	return grant.Set{Tools: g.Tools, Commands: g.Commands, Egress: g.Egress}
+	return grant.Set{Tools: g.Tools, Commands: g.Commands, Egress: g.Egress, Approve: g.Approve}
 }
 
 // CapabilityPath is where the host puts the archive with digest d, relative to bundle/.
@@ -235,6 +243,12 @@ func (m Manifest) Validate() error {
 		if err := r.Validate(); err != nil {
 			bad("grants.egress[%d]: %v", i, err)
 		}
+	}
+	if err := grant.ValidateApprove(m.Grants.Approve); err != nil {
+		bad("grants.%v", err)
+	}
+	if m.ApprovalTimeoutSeconds < 0 || m.ApprovalTimeoutSeconds > MaxAgentTimeoutSeconds {
+		bad("approval_timeout_seconds: want 0 to %d", MaxAgentTimeoutSeconds)
 	}
 	for i, c := range m.Grants.Commands {
 		if _, err := grant.ParseCommandPattern(c); err != nil {
