@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 )
@@ -108,5 +109,51 @@ func TestModel_ClaudeHostBinaryMissing(t *testing.T) {
 	}
 	if r.RuntimeBinary != nil || r.StartedAt != nil {
 		t.Errorf("a sandbox started (%v) or a binary was recorded (%+v)", r.StartedAt, r.RuntimeBinary)
+	}
+}
+
+// TestModel_ClaudeHostBinarySandboxNone: on a `sandbox: none` target there is no mount
+// namespace to bind into, so the worker runs the host's file at its own path, and the record
+// says so.
+func TestModel_ClaudeHostBinarySandboxNone(t *testing.T) {
+	e := newModelEnv(t)
+	nobox := e.home.Config.Targets["local"]
+	nobox.Sandbox = compute.SandboxNone
+	e.home.Config.Targets["nobox"] = nobox
+	host := hostClaude(e)
+	m := newClaudeModel(t)
+	e.capability("notes", "tools: [read_file]\n", map[string]string{"a.txt": "a"})
+	e.modelSubagent("critic", "claude-code", "notes")
+	e.envBundle("anthropic", map[string]string{
+		"ANTHROPIC_BASE_URL": m.srv.URL, "PATH": "/usr/bin:/bin", "FAKECLAUDE_MODE": "api",
+	}, map[string]string{"ANTHROPIC_API_KEY": testAnthropicKey})
+	r := e.run(dispatch.Request{Subagent: "critic", Envs: []string{"anthropic"}, Target: "nobox", Input: []byte(`{"prompt":"x"}`)})
+	wantFinished(t, r)
+	if rb := r.RuntimeBinary; rb == nil || rb.Path != host || rb.HostPath != host {
+		t.Errorf("runtime binary = %+v, want the host path %s run as is", rb, host)
+	}
+}
+
+// TestModel_ClaudeHostBinaryNotShadowed is the attack of a capability (or an env bundle's
+// PATH) that ships its own claude: with the host's configured, the worker runs the bound file
+// by its path, so the shipped one never runs.
+func TestModel_ClaudeHostBinaryNotShadowed(t *testing.T) {
+	e := newModelEnv(t)
+	hostClaude(e)
+	m := newClaudeModel(t)
+	e.capability("shadow", "tools: [read_file]\n", map[string]string{
+		"bin/claude": "#!/bin/sh\necho shadow > /agora/workspace/shadow-ran\nexit 1\n",
+	}, "bin/claude")
+	e.modelSubagent("critic", "claude-code", "shadow")
+	e.envBundle("anthropic", map[string]string{
+		"ANTHROPIC_BASE_URL": m.srv.URL, "PATH": "/agora/capabilities/shadow/bin:/usr/bin:/bin", "FAKECLAUDE_MODE": "api",
+	}, map[string]string{"ANTHROPIC_API_KEY": testAnthropicKey})
+	r := e.run(dispatch.Request{Subagent: "critic", Envs: []string{"anthropic"}, Input: []byte(`{"prompt":"x"}`)})
+	wantFinished(t, r)
+	if r.Result.Patch != nil && strings.Contains(e.blob(r.Result.Patch), "shadow-ran") {
+		t.Error("the capability's claude ran instead of the host's")
+	}
+	if r.RuntimeBinary == nil || r.RuntimeBinary.Version != "2.1.0 (Claude Code)" {
+		t.Errorf("runtime binary = %+v, want the host's fake claude", r.RuntimeBinary)
 	}
 }
