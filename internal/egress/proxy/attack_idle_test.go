@@ -36,7 +36,7 @@ func TestAttack_IdleConnectionsTimeOut(t *testing.T) {
 	dialConnect(t, f.url.Host, "127.0.0.1:"+port) // a silent tunnel
 	tc := tlsThrough(t, f.url.Host, "example.com:"+sport, poolFromCA(ca))
 	io.WriteString(tc, "GET /wait HTTP/1.1\r\nHost: example.com:"+sport+"\r\n\r\n") // a host that never answers
-	c := dialProxy(t, f.url.Host)                                                 // a plain connection kept after its answer
+	c := dialProxy(t, f.url.Host)                                                   // a plain connection kept after its answer
 	if resp, _ := sendOn(t, c, bufioReader(c), "GET http://127.0.0.1:"+pport+"/ HTTP/1.1\r\nHost: x\r\n\r\n"); resp.StatusCode != 200 {
 		t.Fatalf("plain: %d", resp.StatusCode)
 	}

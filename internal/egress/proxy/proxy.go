@@ -107,6 +107,8 @@ type Proxy struct {
 	// scrubber masks every bound value in the proxy's own messages and entries; nil when
 	// nothing is bound.
 	scrubber *redact.Redactor
+	// finders find each binding's placeholder (by index in cfg.Bindings) in a request.
+	finders []*placeholderFinder
 }
 
 // Stats counts what a dispatch's proxy did, for its record.
@@ -150,6 +152,9 @@ func New(cfg Config) (*Proxy, error) {
 			vals[i] = b.Value
 		}
 		p.scrubber = redact.New(vals)
+	}
+	for _, b := range cfg.Bindings {
+		p.finders = append(p.finders, newPlaceholderFinder(b.Placeholder))
 	}
 	return p, nil
 }

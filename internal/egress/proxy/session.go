@@ -250,8 +250,8 @@ func (s *session) check(req *http.Request) string {
 			}
 		}
 	}
-	for _, b := range s.p.cfg.Bindings {
-		if containsPlaceholder(req, b.Placeholder) && !s.isBound(b) {
+	for i, b := range s.p.cfg.Bindings {
+		if !s.isBound(b) && containsPlaceholder(req, s.p.finders[i]) {
 			return "it carries the placeholder of " + b.Key + ", which is not bound to this host"
 		}
 	}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"strings"
@@ -10,26 +11,76 @@ import (
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
-// containsPlaceholder reports whether ph appears, in any case, in the request's target or
-// any header's name or value (basic credentials decoded too).
-func containsPlaceholder(req *http.Request, ph string) bool {
-	if ph == "" {
-		return false
+// placeholderFinder finds one placeholder in request text: raw in any case, and in every
+// encoding the redactor knows (base64 at any alignment, hex, URL and JSON escaping), also
+// after up to three rounds of percent-decoding.
+type placeholderFinder struct {
+	lower string
+	enc   *redact.Redactor
+}
+
+func newPlaceholderFinder(ph string) *placeholderFinder {
+	return &placeholderFinder{lower: strings.ToLower(ph), enc: redact.New([][]byte{[]byte(ph)})}
+}
+
+// in reports whether s holds the placeholder.
+func (f *placeholderFinder) in(s string) bool {
+	for range 4 {
+		if strings.Contains(strings.ToLower(s), f.lower) || f.enc.String(s) != s {
+			return true
+		}
+		d, changed := percentDecode(s)
+		if !changed {
+			return false
+		}
+		s = d
 	}
-	ph = strings.ToLower(ph)
-	has := func(s string) bool { return strings.Contains(strings.ToLower(s), ph) }
-	if has(req.RequestURI) || has(req.URL.String()) {
+	return false
+}
+
+// percentDecode decodes every valid %XX (and "+" as a space) in s, leaving the rest.
+func percentDecode(s string) (string, bool) {
+	if !strings.ContainsAny(s, "%+") {
+		return s, false
+	}
+	b := make([]byte, 0, len(s))
+	changed := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '+' {
+			b, changed = append(b, ' '), true
+			continue
+		}
+		if c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			v, _ := hex.DecodeString(s[i+1 : i+3])
+			b, changed = append(b, v[0]), true
+			i += 2
+			continue
+		}
+		b = append(b, c)
+	}
+	return string(b), changed
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// containsPlaceholder reports whether f's placeholder appears, raw or encoded, in the
+// request's target or any header's name or value (basic credentials decoded too).
+func containsPlaceholder(req *http.Request, f *placeholderFinder) bool {
+	if f.in(req.RequestURI) || f.in(req.URL.String()) {
 		return true
 	}
 	for k, vs := range req.Header {
-		if has(k) {
+		if f.in(k) {
 			return true
 		}
 		for _, v := range vs {
-			if has(v) {
+			if f.in(v) {
 				return true
 			}
-			if u, pw, ok := basicCredentials(v); ok && (has(u) || has(pw)) {
+			if u, pw, ok := basicCredentials(v); ok && (f.in(u) || f.in(pw)) {
 				return true
 			}
 		}
