@@ -142,6 +142,18 @@ func (e *env) stdout(r *dispatch.Record) string {
 	return string(b)
 }
 
+func (e *env) stderr(r *dispatch.Record) string {
+	e.t.Helper()
+	if r.Result == nil || r.Result.Stderr == nil {
+		e.t.Fatalf("dispatch %s (%s %s: %s) has no stderr", r.ID, r.State, r.Reason, r.Detail)
+	}
+	b, err := e.home.Blobs.Get(r.Result.Stderr.Digest, 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return string(b)
+}
+
 // TestDispatch_Isolation probes the sandbox from inside a real worker: AGORA_HOME, the host
 // home, the parent's environment, paths outside the binds and the host network are out of
 // reach.
@@ -204,6 +216,10 @@ func TestDispatch_Isolation(t *testing.T) {
 	}
 	if r.Network != "host" {
 		t.Errorf("record says network %q, want host", r.Network)
+	}
+	// The unsafe escape is announced in the dispatch's own log, whatever started it.
+	if errOut := e.stderr(r); !strings.Contains(errOut, "WARNING: this dispatch has the host's network") {
+		t.Errorf("stderr of a network: host dispatch has no warning:\n%s", errOut)
 	}
 }
 

@@ -159,12 +159,17 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		return Outcome{}, err
 	}
 
+	// network: host is the explicit unsafe escape: every dispatch that takes it says so in its
+	// own log, whichever door it came through (CLI, MCP, a plan), not only on a terminal.
+	if r.Network == NetworkHost {
+		stderr.notice("WARNING: this dispatch has the host's network, unrestricted and unaudited (target network: host)")
+	}
 	spec := compute.Spec{
 		ID:      r.ID,
 		Argv:    []string{wire.BinPath, "worker"},
 		Env:     []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "AGORA_DISPATCH_ID=" + r.ID},
 		Dir:     wire.WorkspacePath,
-		Network: r.Network == "host",
+		Network: r.Network == NetworkHost,
 		Sandbox: r.Sandbox,
 		Limits: compute.Limits{
 			Timeout: timeout, MaxProcs: target.MaxProcs, FileSize: int64(target.FileSize), Memory: int64(target.Memory),
