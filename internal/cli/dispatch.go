@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agora-dev/agora/internal/budget"
 	"os"
 	"strings"
 	"time"
@@ -24,17 +25,19 @@ func newDispatchCmd(f *Factory) *cobra.Command {
 		Long: `A dispatch runs one subagent on one target in a sandbox. Its record is written before
 anything starts and ends in exactly one terminal state: finished, needs_input, failed (with a
 reason: worker-failed, provider-failed, timeout, cancelled, fetch-failed, integrity-failed,
-denied, lost, limit-exceeded) or cancelled. lost means the process supervising the worker died
+denied, lost, limit-exceeded, budget-exceeded) or cancelled. lost means the process supervising the worker died
 first; the worker died with it. integrity-failed after the run means the out directory did not
 hold what the worker declared (nothing of it is kept). limit-exceeded means the host stopped
-the sandbox at a limit it enforces (the disk quota, the audit budget).
+the sandbox at a limit it enforces (the disk quota, the audit budget). budget-exceeded means
+the dispatch's budget (tokens, usd or model calls: the subagent's and the target's, narrowed by
+--budget-*) was spent and the gateway refused the next model call.
 
 Exit codes of run and resume:
   0  finished
   1  infrastructure failure (provider-failed, fetch-failed, lost, or agora itself)
   2  usage error: nothing was dispatched
   3  the worker did not succeed (worker-failed, timeout, denied, integrity-failed,
-     limit-exceeded, cancelled)
+     limit-exceeded, budget-exceeded, cancelled)
   4  needs input: answer with 'agora dispatch resume ID --answer TEXT'`,
 	}
 	cmd.AddCommand(
@@ -68,6 +71,8 @@ type dispatchRunOptions struct {
 	output   string
 	// tools, commands and egress narrow the subagent's grant when their flag is given.
 	tools, commands, egress []string
+	// budget narrows the subagent's and the target's budgets (--budget-*).
+	budget budget.Budget
 }
 
 // grants returns the narrowing the flags ask for, or nil when none was given: a kind whose
@@ -119,7 +124,10 @@ changes come back as a patch: 'agora dispatch patch ID | git apply'.
 
 --tools, --commands and --egress narrow what the worker is granted (see 'agora subagent show'):
 each one given replaces that part of the subagent's grant with a subset of it ('' for none);
-anything the subagent's capabilities do not grant is refused. The openai and claude-code
+anything the subagent's capabilities do not grant is refused. --budget-tokens, --budget-usd and
+--budget-calls narrow the subagent's and the target's budgets (never raise them: a higher value
+is refused naming the ceiling); once spent, the next model call is refused and the dispatch ends
+failed/budget-exceeded. The openai and claude-code
 runtimes reach their model through a gateway on the host that holds the API key (OPENAI_API_KEY
 or ANTHROPIC_API_KEY from the env bundles); the sandbox never sees it. See docs/runtimes.md.`,
 		Example: `  agora dispatch run --subagent hello --env demo --repo . --input '{"task":"greet"}'
@@ -153,7 +161,7 @@ or ANTHROPIC_API_KEY from the env bundles); the sandbox never sees it. See docs/
 			opts.req = dispatch.Request{
 				Subagent: opts.subagent, Envs: splitList(opts.envs), Target: opts.target, Input: input,
 				Repo: repo, Workspace: ws, Revision: rev, Timeout: opts.timeout, Actor: f.Actor(), CallbackURL: opts.callback,
-				Grants: grants,
+				Grants: grants, Budget: opts.budget,
 			}
 			return runCmd(cmd, opts, runF, dispatchRunRun)
 		},
@@ -171,6 +179,9 @@ or ANTHROPIC_API_KEY from the env bundles); the sandbox never sees it. See docs/
 	fl.StringSliceVar(&opts.tools, "tools", nil, "narrow the granted tools to these, comma-separated ('' for none)")
 	fl.StringArrayVar(&opts.commands, "commands", nil, "narrow the granted command patterns to these, one per flag ('' for none)")
 	fl.StringSliceVar(&opts.egress, "egress", nil, "narrow the granted egress hosts to these, comma-separated ('' for none)")
+	fl.Int64Var(&opts.budget.Tokens, "budget-tokens", 0, "narrow the token budget (input plus output) to at most this")
+	fl.Float64Var(&opts.budget.USD, "budget-usd", 0, "narrow the cost budget to at most this many US dollars (needs the model's price in agora.yaml)")
+	fl.Int64Var(&opts.budget.ModelCalls, "budget-calls", 0, "narrow the model call budget to at most this many calls")
 	addOutputFlag(cmd, &opts.output)
 	return cmd
 }
@@ -338,6 +349,9 @@ func printSummary(f *Factory, r *dispatch.Record) {
 	fmt.Fprintf(w, "target    %s (isolation %s, network %s)\n", r.Target, orDash(r.Isolation), r.Network)
 	if r.Detail != "" && r.State != dispatch.StateFinished {
 		fmt.Fprintf(w, "detail    %s\n", agentText(r.Detail))
+	}
+	if r.Usage != nil {
+		fmt.Fprintf(w, "usage     %s\n", usageLine(r.Usage, r.Budget))
 	}
 	if res := r.Result; res != nil {
 		if res.NeedsInput != nil {

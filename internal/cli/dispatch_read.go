@@ -108,6 +108,12 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 		fmt.Fprintf(w, "runtime:   %s (%s, sha256 %s, bound read-only at %s)\n", b.HostPath, b.Version, b.SHA256, b.Path)
 	}
 	printNet(w, r.Net)
+	if r.Budget != nil {
+		fmt.Fprintf(w, "budget:    %s\n", r.Budget)
+	}
+	if r.Usage != nil {
+		fmt.Fprintf(w, "usage:     %s\n", usageLine(r.Usage, r.Budget))
+	}
 	if res := r.Result; res != nil {
 		if res.Patch != nil {
 			fmt.Fprintf(w, "patch:     %s (%d bytes)\n", res.Patch.Digest, res.Patch.Size)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/gitexec"
 	"github.com/agora-dev/agora/internal/grant"
@@ -44,6 +45,14 @@ type Request struct {
 	// do not grant is refused with a [RequestError] naming the item: a dispatch may narrow,
 	// never widen.
 	Grants *grant.Set
+
+	// Budget narrows the dispatch's budget: each field set must be at most the subagent's,
+	// the target's and every Ceilings' (a higher one is a [RequestError] naming the
+	// ceiling). Zero fields take the tightest ceiling.
+	Budget budget.Budget
+	// Ceilings are further budgets the caller is held to (a plan's, what is left of its
+	// run's): the effective budget is at most each, without an error.
+	Ceilings []budget.Ceiling
 
 	// Workspace names a workspace of the catalog (NAME or NAME@sha256:HEX) instead of Repo:
 	// the dispatch works on its repository at Revision, which the workspace must allow.
@@ -158,6 +167,10 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	} else if !wire.ValidDispatchID(id) {
 		return nil, reqErr("dispatch id %q is not valid", id)
 	}
+	eff, err := d.effectiveBudget(req, sub.Name, doc, target)
+	if err != nil {
+		return nil, err
+	}
 	callback := req.CallbackURL
 	if callback == "" {
 		callback = target.CallbackURL
@@ -166,7 +179,7 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 		ID: id, Subagent: sub.Name, SubagentDigest: sub.Digest, Envs: envs, Target: req.Target,
 		Sandbox: target.Sandbox, Network: resolveNetwork(target.Network, grants), InputDigest: inputDigest, Repo: repo, Revision: rev, Workspace: wsRef,
 		Timeout: Duration(timeout), ParentID: req.ParentID, Actor: req.Actor, CallbackURL: callback, Inputs: inputs,
-		Grants: &grants,
+		Grants: &grants, Budget: eff,
 	}
 	if rec.Envs == nil {
 		rec.Envs = []EnvRef{}

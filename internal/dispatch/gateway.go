@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/gateway"
 	"github.com/agora-dev/agora/internal/grant"
@@ -63,6 +64,7 @@ type modelEndpoint struct {
 	api     modelAPI
 	baseURL string
 	key     []byte // nil: no key (a local server that needs none)
+	model   string // the subagent's model, priced for responses that name none
 }
 
 // takeModelEndpoint removes the endpoint and key entries of the runtime's API from p's
@@ -90,7 +92,7 @@ func (d *Dispatcher) takeModelEndpoint(ctx context.Context, p *pinned) (*modelEn
 		}
 		return v, nil
 	}
-	e := &modelEndpoint{api: api, baseURL: api.defaultBaseURL}
+	e := &modelEndpoint{api: api, baseURL: api.defaultBaseURL, model: p.doc.Model}
 	base, err := take(api.baseURLKey)
 	if err != nil {
 		return nil, err
@@ -162,6 +164,8 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, rg *runningGat
 		MaxAuditEntries:   maxEntries,
 		MaxAuditBytes:     maxBytes,
 		OnLimit:           trip.Trip,
+		Meter:             d.meterFor(r, ep.model),
+		OnBudget:          func(detail string) { trip.TripBudget(detail, budgetGrace) },
 	})
 	clear(ep.key)
 	if err != nil {
@@ -215,6 +219,15 @@ func (rg *runningGateway) close() error {
 	rg.proxy.close()
 	rg.remove()
 	return err
+}
+
+// usage is what the model gateway counted, or nil without one.
+func (rg *runningGateway) usage() *budget.Usage {
+	if rg == nil || rg.gw == nil {
+		return nil
+	}
+	u := rg.gw.Usage()
+	return &u
 }
 
 func (rg *runningGateway) remove() {

@@ -24,7 +24,7 @@ import (
 // fails the dispatch integrity-failed. Every string the agent could shape (output names, the
 // question, details) is redacted before it is stored.
 func (d *Dispatcher) reconcile(ctx context.Context, r *Record, st *stage, exit compute.Exit, werr error,
-	limit string, red *redact.Redactor, stdout, stderr *logSink, transcript bool) Outcome {
+	trip *limitTrip, red *redact.Redactor, stdout, stderr *logSink, transcript bool) Outcome {
 	res := &Result{Outputs: []Output{}}
 	o := Outcome{Isolation: exit.Isolation, Result: res}
 	if logs, err := sandboxfs.Open(st.dir); err == nil {
@@ -75,8 +75,8 @@ func (d *Dispatcher) reconcile(ctx context.Context, r *Record, st *stage, exit c
 	switch {
 	case werr != nil:
 		o.State, o.Reason, o.Detail = StateFailed, ReasonProviderFailed, werr.Error()
-	case limit != "":
-		o.State, o.Reason, o.Detail = StateFailed, ReasonLimitExceeded, limit
+	case trip.Detail() != "":
+		o.State, o.Reason, o.Detail = StateFailed, trip.Reason(), trip.Detail()
 	case exit.Cancelled || d.Records.cancelRequested(ctx, r.ID):
 		o.State, o.Reason, o.Detail = StateCancelled, ReasonCancelled, "cancelled"
 	case exit.TimedOut:

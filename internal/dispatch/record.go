@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/egress/proxy"
 	"github.com/agora-dev/agora/internal/grant"
@@ -40,10 +41,13 @@ const (
 	// ReasonLimitExceeded: a limit the host enforces was exceeded (the audit budget, the
 	// disk quota); the host stopped the sandbox.
 	ReasonLimitExceeded = "limit-exceeded"
+	// ReasonBudgetExceeded: the dispatch's budget (tokens, usd or model calls) was spent and
+	// the gateway refused a model call; the host stopped the sandbox.
+	ReasonBudgetExceeded = "budget-exceeded"
 )
 
 // Reasons lists every failure reason.
-var Reasons = []string{ReasonWorkerFailed, ReasonProviderFailed, ReasonTimeout, ReasonCancelled, ReasonFetchFailed, ReasonIntegrityFailed, ReasonDenied, ReasonLost, ReasonLimitExceeded}
+var Reasons = []string{ReasonWorkerFailed, ReasonProviderFailed, ReasonTimeout, ReasonCancelled, ReasonFetchFailed, ReasonIntegrityFailed, ReasonDenied, ReasonLost, ReasonLimitExceeded, ReasonBudgetExceeded}
 
 // Events are the lifecycle vocabulary: closed, and the same words as the states they enter.
 var Events = []string{StateAccepted, StateStarted, StateFinished, StateNeedsInput, StateFailed, StateCancelled}
@@ -106,6 +110,12 @@ type Record struct {
 	// RuntimeBinary is the host-installed agent CLI the sandbox ran (path, version, sha256),
 	// nil when the runtime ran none from the host.
 	RuntimeBinary *wire.RuntimeBinary `json:"runtime_binary,omitempty"`
+
+	// Budget is the dispatch's effective budget; nil when none was set.
+	Budget *budget.Budget `json:"budget,omitempty"`
+	// Usage is what the dispatch's model calls used, counted by the gateway; nil for a
+	// dispatch without one (or not ended yet).
+	Usage *budget.Usage `json:"usage,omitempty"`
 
 	supervisor      string
 	cancelRequested bool
@@ -201,20 +211,20 @@ var ErrExists = errors.New("dispatch already recorded")
 const recordColumns = `id, state, reason, detail, exit_code, subagent, subagent_digest, envs, target, sandbox,
 network, input_digest, repo, revision, timeout_ms, parent_id, actor, provider_task_id, supervisor,
 cancel_requested, callback_url, created_at, started_at, ended_at, isolation, result, inputs, grants, workspace, net,
-runtime_binary`
+runtime_binary, budget, usage`
 
 type scanner interface{ Scan(...any) error }
 
 func scanRecord(row scanner) (*Record, error) {
 	var r Record
 	var exit sql.NullInt64
-	var envs, created, started, ended, result, inputs, grants, netStats, runtimeBin string
+	var envs, created, started, ended, result, inputs, grants, netStats, runtimeBin, budgetJSON, usageJSON string
 	var timeoutMS int64
 	if err := row.Scan(&r.ID, &r.State, &r.Reason, &r.Detail, &exit, &r.Subagent, &r.SubagentDigest, &envs,
 		&r.Target, &r.Sandbox, &r.Network, &r.InputDigest, &r.Repo, &r.Revision, &timeoutMS, &r.ParentID,
 		&r.Actor, &r.ProviderTaskID, &r.supervisor, &r.cancelRequested, &r.CallbackURL, &created, &started,
 		&ended, &r.Isolation, &result, &inputs, &grants, &r.Workspace, &netStats,
-		&runtimeBin); err != nil {
+		&runtimeBin, &budgetJSON, &usageJSON); err != nil {
 		return nil, err
 	}
 	if exit.Valid {
@@ -234,6 +244,18 @@ func scanRecord(row scanner) (*Record, error) {
 		r.Net = &proxy.Stats{}
 		if err := json.Unmarshal([]byte(netStats), r.Net); err != nil {
 			return nil, fmt.Errorf("dispatch %s: bad net: %w", r.ID, err)
+		}
+	}
+	if budgetJSON != "" {
+		r.Budget = &budget.Budget{}
+		if err := json.Unmarshal([]byte(budgetJSON), r.Budget); err != nil {
+			return nil, fmt.Errorf("dispatch %s: bad budget: %w", r.ID, err)
+		}
+	}
+	if usageJSON != "" {
+		r.Usage = &budget.Usage{}
+		if err := json.Unmarshal([]byte(usageJSON), r.Usage); err != nil {
+			return nil, fmt.Errorf("dispatch %s: bad usage: %w", r.ID, err)
 		}
 	}
 	if runtimeBin != "" {

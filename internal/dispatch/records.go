@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agora-dev/agora/internal/budget"
+	"math"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -87,14 +89,20 @@ func (s *Records) Accept(ctx context.Context, r *Record) error {
 			return err
 		}
 	}
+	budgetJSON := []byte{}
+	if r.Budget != nil {
+		if budgetJSON, err = json.Marshal(r.Budget); err != nil {
+			return err
+		}
+	}
 	return s.db.Tx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
 INSERT INTO dispatches(id, state, subagent, subagent_digest, envs, target, sandbox, network, input_digest,
-	repo, revision, timeout_ms, parent_id, actor, callback_url, created_at, supervisor, inputs, grants, workspace)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	repo, revision, timeout_ms, parent_id, actor, callback_url, created_at, supervisor, inputs, grants, workspace, budget)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.State, r.Subagent, r.SubagentDigest, string(envs), r.Target, r.Sandbox, r.Network, r.InputDigest,
 			r.Repo, r.Revision, time.Duration(r.Timeout).Milliseconds(), r.ParentID, r.Actor, r.CallbackURL, ts(r.CreatedAt),
-			selfSupervisor(), string(inputs), string(grants), r.Workspace)
+			selfSupervisor(), string(inputs), string(grants), r.Workspace, string(budgetJSON))
 		if store.IsUniqueViolation(err) {
 			return fmt.Errorf("record dispatch %s: %w", r.ID, ErrExists)
 		}
@@ -122,6 +130,9 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		}
 		if r.Grants != nil {
 			data["grants"] = grantsDetails(*r.Grants)
+		}
+		if r.Budget != nil {
+			data["budget"] = r.Budget.Canonical()
 		}
 		if r.Workspace != "" {
 			// The name and the commit, never the path: the audit says what was worked on.
@@ -190,7 +201,8 @@ type Outcome struct {
 	ExitCode  *int
 	Isolation string
 	Result    *Result
-	Net       *proxy.Stats // the egress proxy's counts, or nil
+	Net       *proxy.Stats  // the egress proxy's counts, or nil
+	Usage     *budget.Usage // the model gateway's counts, or nil
 }
 
 // Finish moves a live dispatch to its terminal state. It returns false (and changes nothing)
@@ -225,9 +237,15 @@ func (s *Records) Finish(ctx context.Context, id string, o Outcome) (bool, error
 				return err
 			}
 		}
+		var usageJSON []byte
+		if o.Usage != nil {
+			if usageJSON, err = json.Marshal(o.Usage); err != nil {
+				return err
+			}
+		}
 		if _, err := tx.ExecContext(ctx, `
-UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolation = ?, result = ?, ended_at = ?, net = ? WHERE id = ?`,
-			o.State, o.Reason, o.Detail, exit, o.Isolation, string(result), ts(s.now()), string(netStats), id); err != nil {
+UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolation = ?, result = ?, ended_at = ?, net = ?, usage = ? WHERE id = ?`,
+			o.State, o.Reason, o.Detail, exit, o.Isolation, string(result), ts(s.now()), string(netStats), string(usageJSON), id); err != nil {
 			return err
 		}
 		data := map[string]any{"reason": o.Reason, "detail": o.Detail, "isolation": o.Isolation}
@@ -238,11 +256,16 @@ UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolatio
 		if o.ExitCode != nil {
 			data["exit_code"] = int64(*o.ExitCode)
 		}
+		if u := o.Usage; u != nil {
+			// Cost in nano-dollars: the audit's canonical JSON holds integers only.
+			data["usage"] = map[string]any{"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens,
+				"cached_tokens": u.CachedTokens, "model_calls": u.ModelCalls, "cost_nano_usd": int64(math.Round(u.CostUSD * 1e9))}
+		}
 		if o.Result != nil && o.Result.Patch != nil {
 			data["patch_digest"] = string(o.Result.Patch.Digest)
 		}
 		ended := *r
-		ended.State, ended.Reason, ended.Result, ended.Net = o.State, o.Reason, o.Result, o.Net
+		ended.State, ended.Reason, ended.Result, ended.Net, ended.Usage = o.State, o.Reason, o.Result, o.Net, o.Usage
 		manifest, err := Provenance(&ended)
 		if err != nil {
 			return err

@@ -98,4 +98,14 @@ ALTER TABLE dispatches ADD COLUMN net TEXT NOT NULL DEFAULT '';
 -- that runs none, or a CLI found on the sandbox's PATH (shipped in a capability).
 ALTER TABLE dispatches ADD COLUMN runtime_binary TEXT NOT NULL DEFAULT '';
 `,
+}, {
+	Name: "dispatch usage",
+	SQL: `
+-- JSON {tokens, usd, model_calls}: the effective budget (the subagent's, the target's and the
+-- caller's, narrowed), written at accept; '' when none. usage: JSON {input_tokens,
+-- output_tokens, cached_tokens, model_calls, cost_usd} the gateway counted, written with the
+-- terminal state; '' for a dispatch without a model gateway.
+ALTER TABLE dispatches ADD COLUMN budget TEXT NOT NULL DEFAULT '';
+ALTER TABLE dispatches ADD COLUMN usage TEXT NOT NULL DEFAULT '';
+`,
 }}

@@ -257,8 +257,8 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		trip.Trip(full)
 	}
 
-	o := d.reconcile(context.WithoutCancel(ctx), r, st, exit, werr, trip.Detail(), red, stdout, stderr, endpoint != nil)
-	o.Net = gw.netStats()
+	o := d.reconcile(context.WithoutCancel(ctx), r, st, exit, werr, trip, red, stdout, stderr, endpoint != nil)
+	o.Net, o.Usage = gw.netStats(), gw.usage()
 	return o, nil
 }
 

@@ -26,6 +26,13 @@ func record(r *dispatch.Record) *mcpserver.Record {
 	if n := r.Net; n != nil {
 		out.Net = &mcpserver.Net{Reached: n.Reached, Refused: n.Refused, BytesUp: n.BytesUp, BytesDown: n.BytesDown}
 	}
+	if b := r.Budget; b != nil {
+		out.Budget = &mcpserver.Budget{Tokens: b.Tokens, USD: b.USD, ModelCalls: b.ModelCalls}
+	}
+	if u := r.Usage; u != nil {
+		out.Usage = &mcpserver.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+			CachedTokens: u.CachedTokens, ModelCalls: u.ModelCalls, CostUSD: u.CostUSD}
+	}
 	if r.Repo != "" {
 		out.Detail = strings.ReplaceAll(out.Detail, r.Repo, "(repository)")
 	}

@@ -2,6 +2,8 @@ package mcphost
 
 import (
 	"encoding/json"
+	"github.com/agora-dev/agora/internal/budget"
+	"github.com/agora-dev/agora/internal/mcpserver"
 	"strings"
 	"testing"
 	"time"
@@ -63,5 +65,22 @@ func TestRecord_WorkspaceWithoutPath(t *testing.T) {
 		if !strings.Contains(string(got), want) {
 			t.Errorf("the MCP record lacks %s: %s", want, got)
 		}
+	}
+}
+
+// TestRecord_BudgetAndUsage: the MCP view carries the dispatch's budget and usage.
+func TestRecord_BudgetAndUsage(t *testing.T) {
+	r := &dispatch.Record{ID: "d", State: dispatch.StateFailed, Reason: dispatch.ReasonBudgetExceeded,
+		Budget: &budget.Budget{Tokens: 100, USD: 0.5},
+		Usage:  &budget.Usage{InputTokens: 90, OutputTokens: 20, CachedTokens: 5, ModelCalls: 3, CostUSD: 0.01}}
+	out := record(r)
+	if out.Reason != "budget-exceeded" || out.Budget == nil || out.Budget.Tokens != 100 || out.Budget.USD != 0.5 {
+		t.Errorf("budget %+v reason %s", out.Budget, out.Reason)
+	}
+	if out.Usage == nil || *out.Usage != (mcpserver.Usage{InputTokens: 90, OutputTokens: 20, CachedTokens: 5, ModelCalls: 3, CostUSD: 0.01}) {
+		t.Errorf("usage %+v", out.Usage)
+	}
+	if record(&dispatch.Record{ID: "e"}).Usage != nil {
+		t.Error("usage on a record without any")
 	}
 }

@@ -134,6 +134,27 @@ type Record struct {
 
 	// Net is what the dispatch's egress proxy saw, once it ended: hosts reached and refused.
 	Net *Net `json:"net,omitempty"`
+
+	// Budget is the dispatch's effective budget, and Usage what its model calls used (tokens,
+	// calls, cost at agora.yaml's prices) once it ended.
+	Budget *Budget `json:"budget,omitempty"`
+	Usage  *Usage  `json:"usage,omitempty"`
+}
+
+// Budget is a dispatch's spending limit; a zero field sets none.
+type Budget struct {
+	Tokens     int64   `json:"tokens,omitempty"`
+	USD        float64 `json:"usd,omitempty"`
+	ModelCalls int64   `json:"model_calls,omitempty"`
+}
+
+// Usage is what a dispatch's model calls used.
+type Usage struct {
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	CachedTokens int64   `json:"cached_tokens"`
+	ModelCalls   int64   `json:"model_calls"`
+	CostUSD      float64 `json:"cost_usd"`
 }
 
 // Net counts a dispatch's connections through its egress proxy by host:port, and its bytes.

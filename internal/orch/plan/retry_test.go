@@ -99,6 +99,7 @@ func TestRetry_Retryable(t *testing.T) {
 		{dispatch.ReasonDenied, false},
 		{dispatch.ReasonIntegrityFailed, false},
 		{dispatch.ReasonLimitExceeded, false}, // the same work would hit the same limit
+		{dispatch.ReasonBudgetExceeded, false}, // a retry would spend the same budget again
 		{dispatch.ReasonCancelled, false},
 		{dispatch.ReasonFetchFailed, false},
 		{"", false},
