@@ -197,6 +197,13 @@ func (s *session) forward(w io.Writer, req *http.Request) bool {
 	}
 	s.requests++
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// The proxy relays HTTP exchanges it reads, never a raw protocol after a switch: what
+		// follows a 101 would go unread and unaudited, or be taken for the next answer.
+		s.closeUpstream()
+		s.p.writeStatus(w, http.StatusBadGateway, "agora egress proxy: "+s.t.String()+" answered 101 Switching Protocols; protocol upgrades are not supported through the proxy, so the connection is closed.")
+		return false
+	}
 	if s.mask != nil {
 		if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 			s.closeUpstream()
@@ -466,7 +473,7 @@ type prefixConn struct {
 func (c *prefixConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 
 // readFinalResponse reads the host's answer to req, skipping interim (1xx) responses: the
-// proxy answers a client's Expect itself and supports no upgrade (101 is refused before).
+// proxy answers a client's Expect itself; a 101 comes back, for the caller to refuse.
 func readFinalResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 	for range 8 {
 		resp, err := http.ReadResponse(br, req)
