@@ -30,6 +30,7 @@ type session struct {
 	conn     net.Conn         // upstream, possibly TLS; nil until dialled
 	br       *bufio.Reader
 	lr       *limitedReader // under br: caps a response head
+	cc       *countingConn  // under conn
 	up       counter
 	down     counter
 	keys     map[string]bool
@@ -160,25 +161,23 @@ func (s *session) forward(w io.Writer, req *http.Request) bool {
 		req.Header.Del("Expect")
 	}
 	out := outgoing(req, s.t, s.tls, s.mask != nil)
-	for attempt := 0; ; attempt++ {
-		if s.conn == nil {
-			if err := s.dialUpstream(); err != nil {
-				s.err = err
-				s.p.writeStatus(w, http.StatusBadGateway, "agora egress proxy: "+s.p.shortError(err)+".")
-				return false
-			}
-		}
-		if err := out.Write(s.conn); err != nil {
-			s.closeUpstream()
-			// A kept-alive upstream connection the server closed: redial once if no body went.
-			if attempt == 0 && out.Body == nil {
-				continue
-			}
+	if s.conn != nil && s.stale() {
+		s.closeUpstream() // closed by the host while idle: nothing was sent on it
+	}
+	if s.conn == nil {
+		if err := s.dialUpstream(); err != nil {
 			s.err = err
-			s.p.writeStatus(w, http.StatusBadGateway, "agora egress proxy: sending to "+s.t.String()+" failed.")
+			s.p.writeStatus(w, http.StatusBadGateway, "agora egress proxy: "+s.p.shortError(err)+".")
 			return false
 		}
-		break
+	}
+	// Sent once: a failure is the client's to retry, never the proxy's (the host may have
+	// acted on a request whose connection broke).
+	if err := out.Write(s.conn); err != nil {
+		s.closeUpstream()
+		s.err = err
+		s.p.writeStatus(w, http.StatusBadGateway, "agora egress proxy: sending to "+s.t.String()+" failed; the request was not resent.")
+		return false
 	}
 	s.lr.left = maxRespHead
 	resp, err := readFinalResponse(s.br, out)
@@ -361,7 +360,8 @@ func (s *session) dialUpstream() error {
 		}
 		raw = c
 	}
-	var c net.Conn = &countingConn{Conn: raw, up: &s.up, down: &s.down, idle: s.p.idle()}
+	s.cc = &countingConn{Conn: raw, up: &s.up, down: &s.down, idle: s.p.idle()}
+	var c net.Conn = s.cc
 	if s.tls {
 		tc := tls.Client(c, &tls.Config{
 			ServerName: s.t.host,
@@ -380,6 +380,12 @@ func (s *session) dialUpstream() error {
 	s.lr = &limitedReader{r: c, left: math.MaxInt64}
 	s.conn, s.br = c, bufio.NewReaderSize(s.lr, 16<<10)
 	return nil
+}
+
+// stale reports whether the kept-alive upstream connection is unusable: the host closed it,
+// or sent bytes nobody asked for. It looks without reading or waiting.
+func (s *session) stale() bool {
+	return s.br.Buffered() > 0 || peerClosedOrSent(s.cc.Conn)
 }
 
 func (s *session) closeUpstream() {
