@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf16"
 
+	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/jcs"
 )
@@ -22,6 +23,10 @@ import (
 func (p *Plan) Canonical() []byte {
 	w := &canonWriter{b: make([]byte, 0, 128+128*len(p.Tasks))}
 	o := w.object()
+	if !p.Budget.IsZero() {
+		o.key("budget")
+		w.budget(p.Budget)
+	}
 	o.key("concurrency")
 	w.int(int64(p.Concurrency))
 	if d := p.Defaults; d.Target != "" || d.Env != nil || d.Timeout != 0 || d.Retry != nil {
@@ -196,8 +201,31 @@ func (w *canonWriter) defaults(d *Defaults) {
 	o.end()
 }
 
+// budget writes the fields of b that are set; a plan without a budget writes none, so its
+// canonical bytes (and digest) are those it had before budgets existed.
+func (w *canonWriter) budget(b budget.Budget) {
+	o := w.object()
+	if b.ModelCalls != 0 {
+		o.key("model_calls")
+		w.int(b.ModelCalls)
+	}
+	if b.Tokens != 0 {
+		o.key("tokens")
+		w.int(b.Tokens)
+	}
+	if b.USD != 0 {
+		o.key("usd")
+		w.number(b.USD)
+	}
+	o.end()
+}
+
 func (w *canonWriter) task(t *Task) {
 	o := w.object()
+	if !t.Budget.IsZero() {
+		o.key("budget")
+		w.budget(t.Budget)
+	}
 	if len(t.DependsOn) > 0 {
 		o.key("depends_on")
 		w.strs(t.DependsOn)

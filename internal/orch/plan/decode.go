@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
@@ -12,13 +13,14 @@ import (
 // The wire types mirror the document. Pointers tell a field written as zero (an error: a
 // concurrency of 0, a timeout of 0s) from one left out (the default).
 type planDoc struct {
-	Version     *int        `yaml:"version"`
-	Name        string      `yaml:"name"`
-	Concurrency *int        `yaml:"concurrency"`
-	Defaults    defaultsDoc `yaml:"defaults"`
-	Workspace   string      `yaml:"workspace"`
-	Revision    string      `yaml:"revision"`
-	Tasks       []taskDoc   `yaml:"tasks"`
+	Version     *int           `yaml:"version"`
+	Name        string         `yaml:"name"`
+	Concurrency *int           `yaml:"concurrency"`
+	Defaults    defaultsDoc    `yaml:"defaults"`
+	Workspace   string         `yaml:"workspace"`
+	Revision    string         `yaml:"revision"`
+	Tasks       []taskDoc      `yaml:"tasks"`
+	Budget      *budget.Budget `yaml:"budget"`
 }
 
 type defaultsDoc struct {
@@ -40,6 +42,7 @@ type taskDoc struct {
 	Retry     *retryDoc          `yaml:"retry"`
 	Timeout   *time.Duration     `yaml:"timeout"`
 	Grants    *grant.Set         `yaml:"grants"`
+	Budget    *budget.Budget     `yaml:"budget"`
 }
 
 type needDoc struct {

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/strictyaml"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -77,6 +78,9 @@ type Plan struct {
 	Workspace string
 	Revision  string
 	Tasks     []Task
+	// Budget is the run's budget, shared by all its tasks' attempts: a task is not fired
+	// once the run has spent it. Zero sets none.
+	Budget budget.Budget
 
 	pos *strictyaml.Positions // where each path came from, for Check's messages
 }
@@ -108,6 +112,9 @@ type Task struct {
 	// that widens the grant makes the task's dispatch fail as denied: the catalog, not a
 	// plan, decides what a role may do.
 	Grants *grant.Set
+	// Budget narrows each attempt's budget (never above the plan's, the subagent's or the
+	// target's). Zero fields take the tightest ceiling.
+	Budget budget.Budget
 }
 
 // Need hands an upstream task's product to a task, mounted read-only at /agora/inputs/<key>.

@@ -33,6 +33,7 @@ func FuzzParse(f *testing.F) {
 		"version: 1\nname: p\nworkspace: [app]\nrevision: {r: 1}\ntasks: [{id: a, subagent: s}]\n",
 		`{"version":1,"name":"p","workspace":"App","revision":"refs/heads/../x","tasks":[{"id":"a","subagent":"s"}]}`,
 		head + "  - {id: a, subagent: s, grants: {egress: [a.example, \"*.b.example:443\", \"[2001:DB8::1]:8443\", {host: C.example, methods: [GET, GET], paths: [/x/]}, {host: d.example, methods: [], port: 0}]}}\n",
+		"version: 1\nname: p\nbudget: {tokens: 1000, usd: 0.5, model_calls: 9}\ntasks: [{id: a, subagent: s, budget: {usd: 0.25}}, {id: b, subagent: s, budget: {tokens: 2000, usd: -1, model_calls: 1e3}}]\n",
 		head + "  - {id: a, subagent: s, grants: {egress: [{host: a, paths: [/a/../b]}, {host: a, Host: b}, a.example:0443, 2001:db8::1, [x], ~]}}\n",
 	} {
 		f.Add([]byte(s))

@@ -98,7 +98,7 @@ func TestRetry_Retryable(t *testing.T) {
 		{dispatch.ReasonWorkerFailed, true},
 		{dispatch.ReasonDenied, false},
 		{dispatch.ReasonIntegrityFailed, false},
-		{dispatch.ReasonLimitExceeded, false}, // the same work would hit the same limit
+		{dispatch.ReasonLimitExceeded, false},  // the same work would hit the same limit
 		{dispatch.ReasonBudgetExceeded, false}, // a retry would spend the same budget again
 		{dispatch.ReasonCancelled, false},
 		{dispatch.ReasonFetchFailed, false},

@@ -29,6 +29,14 @@ var fieldDocs = map[string]string{
 	"workspace":                         "The catalog workspace every task works on (NAME or NAME@sha256:HEX); its commit is pinned at submit. Omitted: each task starts in an empty directory.",
 	"revision":                          "With workspace: a branch or tag its patterns allow, or a full commit id reachable from one. Default: the workspace's default revision.",
 	"defaults":                          "Values every task takes unless it sets its own.",
+	"budget":                            "The run's budget, shared by its tasks' attempts: once their model usage spends it, no further task is fired and the run ends budget-exceeded.",
+	"budget.tokens":                     "Input plus output tokens, all attempts together; 0 or absent sets no limit.",
+	"budget.usd":                        "US dollars at the prices of agora.yaml's models:, all attempts together; 0 or absent sets no limit.",
+	"budget.model_calls":                "Model requests, all attempts together; 0 or absent sets no limit.",
+	"tasks[].budget":                    "Narrows each attempt's budget: at most the plan's, the subagent's and the target's (a higher value is an error).",
+	"tasks[].budget.tokens":             "Input plus output tokens of one attempt.",
+	"tasks[].budget.usd":                "US dollars of one attempt.",
+	"tasks[].budget.model_calls":        "Model requests of one attempt.",
 	"defaults.target":                   "The target (agora.yaml) tasks run on; default the configured default target.",
 	"defaults.env":                      "Env bundles (NAME or NAME@sha256:HEX) every task gets unless it lists its own.",
 	"defaults.env[]":                    "An env bundle reference.",
@@ -143,6 +151,9 @@ func schemaOf(t reflect.Type, path string) (*jsonschema.Schema, error) {
 		s.Type = "string"
 	case t.Kind() == reflect.Int:
 		s.Type = "integer"
+	case t.Kind() == reflect.Int64: // budgets: 0 (no limit) or more
+		zero := 0.0
+		s.Type, s.Minimum = "integer", &zero
 	case t.Kind() == reflect.Uint16:
 		one, most := 1.0, 65535.0
 		s.Type, s.Minimum, s.Maximum = "integer", &one, &most

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"github.com/agora-dev/agora/internal/budget"
 	"regexp"
 	"strconv"
 	"strings"
@@ -139,7 +140,32 @@ func (v *validator) plan(doc *planDoc) *Plan {
 	}
 	p.Defaults = v.defaults(&doc.Defaults)
 	p.Tasks = v.tasks(doc.Tasks, p.Defaults.Retry)
+	v.budgets(p, doc)
 	return p
+}
+
+// budgets checks the run's budget and each task's narrowing of it: a task may narrow the
+// plan's budget, never raise it.
+func (v *validator) budgets(p *Plan, doc *planDoc) {
+	if doc.Budget != nil {
+		if err := doc.Budget.Validate(); err != nil {
+			v.add("budget", "%v", err)
+		} else {
+			p.Budget = *doc.Budget
+		}
+	}
+	for i := range doc.Tasks {
+		b := doc.Tasks[i].Budget
+		if b == nil || i >= len(p.Tasks) {
+			continue
+		}
+		tp := "tasks[" + strconv.Itoa(i) + "].budget"
+		if _, err := budget.Narrow(*b, budget.Ceiling{Source: "plan " + strconv.Quote(p.Name), Budget: p.Budget}); err != nil {
+			v.add(tp, "%v", err)
+			continue
+		}
+		p.Tasks[i].Budget = *b
+	}
 }
 
 func (v *validator) defaults(doc *defaultsDoc) Defaults {
