@@ -87,6 +87,10 @@ func (r *Resolver) Resolve(ctx context.Context, runtime, configured string) (Bin
 	if st.Mode()&0o111 == 0 {
 		return Binary{}, fmt.Errorf("%s runtime: %s is not executable", runtime, path)
 	}
+	if st.Mode()&0o022 != 0 {
+		// Anyone who can rewrite it decides what every sandbox of this runtime runs.
+		return Binary{}, fmt.Errorf("%s runtime: %s is writable by its group or others (mode %v); fix it with chmod go-w %s", runtime, path, st.Mode().Perm(), path)
+	}
 	id, err := identify(st)
 	if err != nil {
 		return Binary{}, fmt.Errorf("%s runtime: %w", runtime, err)

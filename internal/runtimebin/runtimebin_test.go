@@ -117,6 +117,13 @@ func TestResolve_NotFound(t *testing.T) {
 	if _, err := r.Resolve(t.Context(), "codex", empty); err == nil {
 		t.Error("Resolve(directory) = nil error")
 	}
+	shared := copyExe(t, t.TempDir(), "codex")
+	if err := os.Chmod(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Resolve(t.Context(), "codex", shared); err == nil || !strings.Contains(err.Error(), "writable by its group or others") || !strings.Contains(err.Error(), "chmod go-w") {
+		t.Errorf("Resolve(0777 file) = %v, want refused as writable by others", err)
+	}
 	plain := filepath.Join(empty, "codex")
 	copyFile(t, "/proc/self/exe", plain, 0o644)
 	if _, err := r.Resolve(t.Context(), "codex", plain); err == nil || !strings.Contains(err.Error(), "not executable") {
