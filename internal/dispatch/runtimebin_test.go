@@ -10,7 +10,9 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 func fileSHA(t *testing.T, path string) string {
@@ -155,5 +157,27 @@ func TestModel_ClaudeHostBinaryNotShadowed(t *testing.T) {
 	}
 	if r.RuntimeBinary == nil || r.RuntimeBinary.Version != "2.1.0 (Claude Code)" {
 		t.Errorf("runtime binary = %+v, want the host's fake claude", r.RuntimeBinary)
+	}
+}
+
+// TestProvenance_RuntimeBinaryOnlyWhenRan: a statement names a runtime binary only for a
+// dispatch that ran one, so the statements (and audited digests) of every other dispatch keep
+// the bytes they had before the field existed.
+func TestProvenance_RuntimeBinaryOnlyWhenRan(t *testing.T) {
+	r := &dispatch.Record{ID: "d1", Subagent: "s", SubagentDigest: digest.Digest("sha256:" + strings.Repeat("a", 64)), State: dispatch.StateFinished}
+	without, err := dispatch.Provenance(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(without), "runtime_binary") {
+		t.Errorf("a dispatch without a host CLI names one: %s", without)
+	}
+	r.RuntimeBinary = &wire.RuntimeBinary{Path: "/agora/runtime/bin/claude", HostPath: "/opt/claude", Version: "1 (Claude Code)", SHA256: strings.Repeat("d", 64)}
+	with, err := dispatch.Provenance(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dispatch.ProvenanceDigest(with) == dispatch.ProvenanceDigest(without) || !strings.Contains(string(with), `"sha256":"`+strings.Repeat("d", 64)) {
+		t.Errorf("the runtime binary does not change the statement: %s", with)
 	}
 }
