@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agora-dev/agora/internal/budget"
 	"io"
 	"os"
 	"path/filepath"
@@ -270,6 +271,13 @@ func printRunHeader(f *Factory, r api.Run) {
 		sealed = ", sealed"
 	}
 	fmt.Fprintf(f.IO.ErrOut, "run %s (%s): %s%s, %s tasks done, plan %s\n", r.ID, r.Name, r.State, sealed, progress(r), r.PlanDigest)
+	if r.Usage != nil || r.Budget != nil {
+		u := r.Usage
+		if u == nil {
+			u = &budget.Usage{}
+		}
+		fmt.Fprintf(f.IO.ErrOut, "usage: %s\n", usageLine(u, r.Budget))
+	}
 }
 
 func printTasks(f *Factory, r api.Run) error {

@@ -1,7 +1,11 @@
 package orch
 
 import (
+	"encoding/json"
+	"math"
 	"slices"
+
+	"github.com/agora-dev/agora/internal/budget"
 
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -16,9 +20,18 @@ func (e *Engine) complete(o Outcome) {
 	e.releaseSlot(t)
 	r := t.run
 	now := e.opts.Now()
-	e.b.ended = append(e.b.ended, attemptEnd{id: o.DispatchID, state: o.State, reason: o.Reason, at: now})
+	end := attemptEnd{id: o.DispatchID, state: o.State, reason: o.Reason, at: now}
 	cancelled := t.cancel || r.cancelRequested
 	details := map[string]any{"attempt": int64(t.attempts), "dispatch_id": o.DispatchID}
+	if u := o.Usage; u != nil {
+		// Committed with the attempt's end and its audit entry: the run's usage is the sum
+		// over its attempts' rows, whatever crashes.
+		b, _ := json.Marshal(u)
+		end.usage = string(b)
+		r.usage = r.usage.Add(*u)
+		details["usage"] = usageDetails(*u)
+	}
+	e.b.ended = append(e.b.ended, end)
 	switch {
 	case o.State == api.TaskSucceeded:
 		t.answer, t.parentID = "", ""
@@ -65,6 +78,25 @@ func (e *Engine) complete(o Outcome) {
 	e.settle(r)
 }
 
+// usageDetails is u for an audit entry: integers only (cost in nano-dollars).
+func usageDetails(u budget.Usage) map[string]any {
+	return map[string]any{"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens, "cached_tokens": u.CachedTokens,
+		"model_calls": u.ModelCalls, "cost_nano_usd": int64(math.Round(u.CostUSD * 1e9))}
+}
+
+// failOverBudget ends a ready task that may not fire because its run's budget is spent.
+func (e *Engine) failOverBudget(t *task, spent string) {
+	unqueue(t)
+	t.reason, t.detail = reasonBudgetExceeded, "the run's budget is spent ("+spent+"); the task was not fired"
+	e.set(t, api.TaskFailed)
+	e.record(t.run, t, "orch.task.failed", map[string]any{"attempt": int64(t.attempts), "reason": t.reason, "detail": t.detail})
+	e.skipDependents(t, "failed")
+	e.settle(t.run)
+}
+
+// reasonBudgetExceeded is dispatch's reason for a spent budget, used for a run's too.
+const reasonBudgetExceeded = "budget-exceeded"
+
 // skipDependents marks every transitive dependent of t that has not run `skipped`, naming t.
 func (e *Engine) skipDependents(t *task, why string) {
 	stack := slices.Clone(t.dependents)
@@ -109,7 +141,14 @@ func (e *Engine) settle(r *run) {
 	e.b.runs[r] = true
 	if api.RunTerminal(s) {
 		r.endedAt = e.opts.Now().UTC()
-		e.record(r, nil, "orch.run.ended", map[string]any{"state": s, "counts": countsDetail(r)})
+		details := map[string]any{"state": s, "counts": countsDetail(r)}
+		if !r.budget.IsZero() || !r.usage.IsZero() {
+			details["usage"] = usageDetails(r.usage)
+		}
+		if spent := r.budgetSpent(); spent != "" && s == api.RunFailed {
+			details["reason"], details["detail"] = reasonBudgetExceeded, spent
+		}
+		e.record(r, nil, "orch.run.ended", details)
 		if s != api.RunFailed {
 			e.seal(r)
 		}

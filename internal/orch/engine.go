@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/agora-dev/agora/internal/budget"
 	mrand "math/rand/v2"
 	"sync"
 	"time"
@@ -79,6 +80,7 @@ const keepSealedSpecs = 1
 type runSpecs struct {
 	concurrency int
 	tasks       []plan.Resolved
+	budget      budget.Budget
 }
 
 // event is anything the loop applies.

@@ -3,6 +3,7 @@ package orch
 import (
 	"context"
 	"encoding/json"
+	"github.com/agora-dev/agora/internal/budget"
 	"time"
 
 	"github.com/agora-dev/agora/internal/grant"
@@ -25,6 +26,10 @@ type Attempt struct {
 	Workspace  string // name@sha256:HEX; set, it names the repository and Repo is ""
 	Inputs     []Input
 	Grants     *grant.Set // the task's narrowing of its subagent's grant, or nil
+	// Budget is the task's narrowing of the dispatch's budget; Ceilings hold what is left of
+	// the run's budget when the attempt fires (empty when the plan sets none).
+	Budget   budget.Budget
+	Ceilings []budget.Ceiling
 	// ParentID and Answer are set when the attempt answers a dispatch that needed input.
 	ParentID string
 	Answer   string
@@ -46,6 +51,9 @@ type Outcome struct {
 	Reason     string // the dispatch failure reason
 	Detail     string
 	Question   string
+	// Usage is what the attempt's dispatch used (model calls, tokens, cost); nil: unknown
+	// or none.
+	Usage *budget.Usage
 }
 
 // Executor starts attempts and reports their ends.

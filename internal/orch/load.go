@@ -127,6 +127,9 @@ func (e *Engine) loadTasks(ctx context.Context, db *sql.DB, r *run) error {
 	if n != len(r.tasks) {
 		return fmt.Errorf("load tasks of run %s: %d task rows for %d tasks in its plan", r.id, n, len(r.tasks))
 	}
+	if r.usage, err = runUsage(ctx, db, r.id); err != nil {
+		return err
+	}
 	for _, t := range r.tasks {
 		t.unmet = 0
 		for _, d := range t.deps {

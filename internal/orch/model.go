@@ -1,6 +1,7 @@
 package orch
 
 import (
+	"github.com/agora-dev/agora/internal/budget"
 	"time"
 
 	"github.com/agora-dev/agora/internal/orch/plan"
@@ -23,10 +24,35 @@ type run struct {
 	byID             map[string]*task
 	counts           map[string]int
 	running          int
-	waiting          queue // ready tasks waiting for a run slot
-	backoff          int   // pending tasks waiting out a retry backoff
-	entries          int   // audit entries recorded about the run (the seal states the count)
-	inserted         bool  // the run row does not exist yet
+	waiting          queue         // ready tasks waiting for a run slot
+	backoff          int           // pending tasks waiting out a retry backoff
+	entries          int           // audit entries recorded about the run (the seal states the count)
+	inserted         bool          // the run row does not exist yet
+	budget           budget.Budget // the plan's run budget; zero: none
+	usage            budget.Usage  // the sum of the ended attempts' usage
+}
+
+// budgetSpent says why r's budget allows no further task, or "".
+func (r *run) budgetSpent() string {
+	if r.budget.IsZero() {
+		return ""
+	}
+	return r.budget.Spent(r.usage)
+}
+
+// remaining is what is left of r's budget, field by field (a field r does not limit stays 0).
+func (r *run) remaining() budget.Budget {
+	b := r.budget
+	if b.Tokens != 0 {
+		b.Tokens = max(b.Tokens-r.usage.Tokens(), 1)
+	}
+	if b.ModelCalls != 0 {
+		b.ModelCalls = max(b.ModelCalls-r.usage.ModelCalls, 1)
+	}
+	if b.USD != 0 {
+		b.USD = max(b.USD-r.usage.CostUSD, 1e-9)
+	}
+	return b
 }
 
 // task is one node of a run.

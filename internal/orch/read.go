@@ -3,10 +3,12 @@ package orch
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
@@ -38,9 +40,10 @@ func (e *Engine) Status(ctx context.Context, ref string) (api.Run, error) {
 		}
 	}
 	var specs []plan.Resolved
+	var runBudget budget.Budget
 	if cached, ok := e.specs.Load(r.ID); ok {
 		rs := cached.(runSpecs)
-		specs, r.Concurrency = rs.tasks, rs.concurrency
+		specs, r.Concurrency, runBudget = rs.tasks, rs.concurrency, rs.budget
 	} else {
 		var canonical []byte
 		if err := db.QueryRowContext(ctx, `SELECT plan FROM run_plans WHERE run_id = ?`, r.ID).Scan(&canonical); err != nil {
@@ -50,7 +53,17 @@ func (e *Engine) Status(ctx context.Context, ref string) (api.Run, error) {
 		if err != nil {
 			return api.Run{}, fmt.Errorf("run %s: stored plan: %w", r.ID, err)
 		}
-		specs, r.Concurrency = p.Resolve(), p.Concurrency
+		specs, r.Concurrency, runBudget = p.Resolve(), p.Concurrency, p.Budget
+	}
+	if !runBudget.IsZero() {
+		r.Budget = &runBudget
+	}
+	u, err := runUsage(ctx, db, r.ID)
+	if err != nil {
+		return api.Run{}, err
+	}
+	if !u.IsZero() {
+		r.Usage = &u
 	}
 	r.Total = len(specs)
 	r.Tasks = make([]api.Task, len(specs))
@@ -170,4 +183,26 @@ func scanRun(row rowScanner) (api.Run, error) {
 	r.Sealed = sealed != ""
 	r.Counts = map[string]int{}
 	return r, nil
+}
+
+// runUsage is the sum of what the run's ended attempts used, as their rows record it.
+func runUsage(ctx context.Context, db *sql.DB, runID string) (budget.Usage, error) {
+	rows, err := db.QueryContext(ctx, `SELECT usage FROM attempts WHERE run_id = ? AND usage != ''`, runID)
+	if err != nil {
+		return budget.Usage{}, fmt.Errorf("run %s: read its usage: %w", runID, err)
+	}
+	defer rows.Close()
+	var sum budget.Usage
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return budget.Usage{}, err
+		}
+		var u budget.Usage
+		if err := json.Unmarshal([]byte(s), &u); err != nil {
+			return budget.Usage{}, fmt.Errorf("run %s: an attempt's usage: %w", runID, err)
+		}
+		sum = sum.Add(u)
+	}
+	return sum, rows.Err()
 }

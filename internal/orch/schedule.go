@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -100,6 +101,10 @@ func (e *Engine) tryStart(t *task) {
 		unqueue(t)
 		return
 	}
+	if spent := r.budgetSpent(); spent != "" {
+		e.failOverBudget(t, spent)
+		return
+	}
 	if r.running >= r.concurrency {
 		r.waiting.push(t)
 		return
@@ -154,7 +159,11 @@ func (e *Engine) attempt(t *task) Attempt {
 		DispatchID: t.dispatchID, RunID: r.id, RunName: r.name, TaskID: t.spec.ID, Number: t.attempts,
 		Subagent: t.spec.Subagent, Env: t.spec.Env, Target: t.spec.Target, Input: t.spec.Input, Timeout: t.spec.Timeout,
 		Repo: r.repo, Revision: r.revision, Workspace: r.workspace, ParentID: t.parentID, Answer: t.answer, Grants: t.spec.Grants,
-		Actor: r.actor + " via orch/" + r.id + "/" + t.spec.ID,
+		Actor:  r.actor + " via orch/" + r.id + "/" + t.spec.ID,
+		Budget: t.spec.Budget,
+	}
+	if !r.budget.IsZero() {
+		a.Ceilings = []budget.Ceiling{{Source: "run " + r.name + "'s remaining budget", Budget: r.remaining()}}
 	}
 	for _, key := range slices.Sorted(maps.Keys(t.spec.Needs)) {
 		n := t.spec.Needs[key]

@@ -160,5 +160,13 @@ ALTER TABLE run_plans_new RENAME TO run_plans;
 CREATE INDEX runs_open ON runs(sealed_at, created_at);
 CREATE INDEX runs_name ON runs(name, created_at);
 `,
+	}, store.Migration{
+		// What each attempt's dispatch used (JSON budget.Usage), written in the transaction
+		// that records the attempt's end: a run's usage is the sum over its attempts, so it is
+		// never lost or counted twice across a crash.
+		Name: "attempt usage",
+		SQL: `
+ALTER TABLE attempts ADD COLUMN usage TEXT NOT NULL DEFAULT '';
+`,
 	})
 }

@@ -104,7 +104,8 @@ func (e *Engine) newRun(p *plan.Plan, digest string, c submitCmd) *run {
 // buildTasks fills r.tasks from p, all pending.
 func (e *Engine) buildTasks(r *run, p *plan.Plan) {
 	resolved := p.Resolve()
-	e.specs.Store(r.id, runSpecs{concurrency: p.Concurrency, tasks: resolved})
+	r.budget = p.Budget
+	e.specs.Store(r.id, runSpecs{concurrency: p.Concurrency, tasks: resolved, budget: p.Budget})
 	r.tasks = make([]*task, len(resolved))
 	r.byID = make(map[string]*task, len(resolved))
 	for i, spec := range resolved {

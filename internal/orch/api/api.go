@@ -3,7 +3,11 @@
 // no behaviour, so a client imports it without importing the engine or any database code.
 package api
 
-import "time"
+import (
+	"time"
+
+	"github.com/agora-dev/agora/internal/budget"
+)
 
 // Task states. pending, ready and running are live; needs_input waits for an answer; the
 // rest are terminal.
@@ -63,6 +67,10 @@ type Run struct {
 	// name: how many do (this one is the newest; an id names any of them).
 	NameRuns int    `json:"name_runs,omitempty"`
 	Tasks    []Task `json:"tasks,omitempty"`
+	// Budget is the plan's run budget, and Usage what the run's ended attempts used
+	// together; nil when there is none.
+	Budget *budget.Budget `json:"budget,omitempty"`
+	Usage  *budget.Usage  `json:"usage,omitempty"`
 }
 
 // Task is one node of a run.

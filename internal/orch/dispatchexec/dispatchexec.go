@@ -113,6 +113,9 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 		narrowed := g.Clone()
 		req.Grants = &narrowed
 	}
+	// The task's narrowing and what is left of the run's budget; the dispatcher refuses a
+	// task budget above the subagent's or the target's as denied.
+	req.Budget, req.Ceilings = a.Budget, a.Ceilings
 	for _, in := range a.Inputs {
 		req.Inputs = append(req.Inputs, dispatch.InputSpec{Key: in.Key, Select: in.Select, FromDispatch: in.FromDispatch})
 	}
@@ -121,7 +124,7 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 
 // outcome maps a terminal dispatch record to an attempt outcome.
 func outcome(r *dispatch.Record) orch.Outcome {
-	o := orch.Outcome{DispatchID: r.ID, Reason: r.Reason, Detail: r.Detail}
+	o := orch.Outcome{DispatchID: r.ID, Reason: r.Reason, Detail: r.Detail, Usage: r.Usage}
 	switch r.State {
 	case dispatch.StateFinished:
 		o.State = api.TaskSucceeded

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"encoding/json"
+	"github.com/agora-dev/agora/internal/budget"
 	"maps"
 	"slices"
 	"time"
@@ -22,6 +23,7 @@ type Resolved struct {
 	Retry    Retry         // the effective policy, every field set
 	Timeout  time.Duration // 0 when neither the task nor the defaults set one: the target's own
 	Grants   *grant.Set    // the task's narrowing, or nil
+	Budget   budget.Budget // the task's narrowing of each attempt's budget; zero: none
 }
 
 // Resolve applies the defaults to every task, in plan order. Fields a task sets win; retry
@@ -34,6 +36,7 @@ func (p *Plan) Resolve() []Resolved {
 		r := Resolved{
 			ID:       t.ID,
 			Subagent: t.Subagent,
+			Budget:   t.Budget,
 			Target:   t.Target,
 			Env:      t.Env,
 			Input:    t.Input,
