@@ -97,3 +97,37 @@ func poolFromCA(ca *CA) *x509.CertPool {
 	p.AppendCertsFromPEM(ca.CertPEM())
 	return p
 }
+
+// Attack (HIGH): the client goes away while its request waits on a slow host, in a
+// terminated session and over plain HTTP. The connection ends at once (not after the idle
+// timeout), the host's connection is closed, and net.close is written.
+func TestAttack_ClientGoneWhileHostIsSlow(t *testing.T) {
+	slow := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	}))
+	defer slow.Close()
+	slowPlain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	}))
+	defer slowPlain.Close()
+	_, port := hostPort(t, slow.URL)
+	_, pport := hostPort(t, slowPlain.URL)
+	ca, err := NewCA("d-test", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := start(t, Config{
+		Rules: rules(t, "127.0.0.1"), CA: ca, Roots: poolOf(slow.Certificate()),
+		Bindings: []Binding{{Key: "K", Placeholder: "agora-placeholder-0011223344556677", Value: []byte("secret-value-0123"), Hosts: []string{"127.0.0.1"}}},
+	}, nil)
+	tc := tlsThrough(t, f.url.Host, "127.0.0.1:"+port, poolFromCA(ca))
+	io.WriteString(tc, "GET /slow HTTP/1.1\r\nHost: 127.0.0.1:"+port+"\r\n\r\n")
+	c := dialProxy(t, f.url.Host)
+	io.WriteString(c, "GET http://127.0.0.1:"+pport+"/slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(200 * time.Millisecond) // both requests reach their hosts
+	tc.Close()
+	c.Close()
+	if got := f.audit.waitEntries(t, KindClose, 2, 5*time.Second); len(got) != 2 {
+		t.Fatalf("connections whose client left still wait on their hosts:\n%s", f.audit.dump())
+	}
+}

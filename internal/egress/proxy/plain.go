@@ -55,7 +55,7 @@ func (p *Proxy) plain(cl *client, req *http.Request) bool {
 		p.finish(t, s.up.n.Load(), s.down.n.Load(), start, s.requests, s.usedKeys(), s.err)
 	}()
 	for {
-		if !s.forward(c, req) {
+		if !s.forward(c, cl.br, req) {
 			return false
 		}
 		// The next request on this connection: the same host continues the session.

@@ -132,7 +132,7 @@ func (s *session) serveTLS(c net.Conn, br *bufio.Reader) {
 			return
 		}
 		tc.SetReadDeadline(time.Time{})
-		if !s.forward(tc, req) {
+		if !s.forward(tc, cbr, req) {
 			return
 		}
 	}
@@ -148,7 +148,7 @@ func isTimeout(err error) bool {
 
 // forward checks one request, swaps the bound secrets in, sends it upstream and copies the
 // response back, masked. It reports whether the client connection may carry another request.
-func (s *session) forward(w io.Writer, req *http.Request) bool {
+func (s *session) forward(w net.Conn, cr *bufio.Reader, req *http.Request) bool {
 	if reason := s.check(req); reason != "" {
 		s.refuseRequest(w, req, reason)
 		return false // the refusal closes the exchange
@@ -179,6 +179,8 @@ func (s *session) forward(w io.Writer, req *http.Request) bool {
 		s.p.writeStatus(w, http.StatusBadGateway, "agora egress proxy: sending to "+s.t.String()+" failed; the request was not resent.")
 		return false
 	}
+	stop := s.watchClient(w, cr)
+	defer stop()
 	s.lr.left = maxRespHead
 	resp, err := readFinalResponse(s.br, out)
 	if s.lr != nil {
@@ -386,6 +388,26 @@ func (s *session) dialUpstream() error {
 // or sent bytes nobody asked for. It looks without reading or waiting.
 func (s *session) stale() bool {
 	return s.br.Buffered() > 0 || peerClosedOrSent(s.cc.Conn)
+}
+
+// watchClient ends the exchange when the client goes away while it waits on the host: a
+// background peek at the client's next bytes; the client's end (or an error) closes the
+// upstream connection, which ends the wait. stop wakes the peek and waits for it; nothing
+// is consumed, so a pipelined next request stays for the next read.
+func (s *session) watchClient(c net.Conn, br *bufio.Reader) (stop func()) {
+	up := s.cc.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, err := br.Peek(1); err != nil && !isTimeout(err) {
+			up.Close()
+		}
+	}()
+	return func() {
+		c.SetReadDeadline(time.Now())
+		<-done
+		c.SetReadDeadline(time.Time{})
+	}
 }
 
 func (s *session) closeUpstream() {
