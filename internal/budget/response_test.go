@@ -274,3 +274,30 @@ func BenchmarkMeterSpent(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkResponse is the usage counting of one response as it passes: a streamed one (the
+// Anthropic event sequence) and a 1 MiB Chat Completions body.
+func BenchmarkResponse(b *testing.B) {
+	big := `{"id":"c","model":"m","choices":[{"message":{"content":"` + strings.Repeat("x", 1<<20) + `"}}],"usage":{"prompt_tokens":1,"completion_tokens":2}}`
+	for _, tc := range []struct {
+		name   string
+		shape  Shape
+		stream bool
+		body   string
+	}{
+		{"anthropic-stream", ShapeAnthropic, true, anthropicStream},
+		{"chat-body-1MiB", ShapeChat, false, big},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(tc.body)))
+			for b.Loop() {
+				r := NewResponse(tc.shape, tc.stream)
+				r.Write([]byte(tc.body))
+				if _, _, seen := r.Result(); !seen {
+					b.Fatal("no usage")
+				}
+			}
+		})
+	}
+}

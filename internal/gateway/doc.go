@@ -64,6 +64,16 @@
 // with 503 and no entry. Requests are size-capped, limited in number in flight and in rate,
 // and bounded by server timeouts.
 //
+// # Budgets
+//
+// Every model call is counted and its response's usage read as it passes (package budget's
+// Response, teed from the upstream body; nothing is held). Before a model call is forwarded,
+// and before its body is read, [Config.Meter] is asked whether the dispatch's budget is
+// spent; if it is, the call is refused 400 with an error body in the API's own shape, its own
+// [KindGateway] entry (denied, "budget exceeded: ..."; never merely counted), and
+// [Config.OnBudget]. A new model route passes its response shape to serveModel and is
+// counted and checked the same way.
+//
 // # Connections
 //
 // Every open connection costs the supervisor, on the host and outside the sandbox's memory
