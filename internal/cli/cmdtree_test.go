@@ -151,39 +151,7 @@ func TestCommandTree_JSON(t *testing.T) {
 		t.Fatalf("orch watch %s: exit %d, want %d (the run of a denied task fails)\n%s", run, r.code, cli.ExitWorkerFail, r.stderr)
 	}
 
-	runs := map[string]jsonRun{
-		"capability register": {args: []string{"tools", "--from", capDir}},
-		"capability list":     {},
-		"capability show":     {args: []string{"tools"}},
-		"capability history":  {args: []string{"tools"}},
-		"subagent register":   {args: []string{"lint", "--runtime", "exec", "--command", "sh -c 'make lint'", "--capability", "tools"}},
-		"subagent assign":     {args: []string{"lint", "--capability", ""}},
-		"subagent list":       {},
-		"subagent show":       {args: []string{"lint"}},
-		"subagent history":    {args: []string{"lint"}},
-		"env register":        {args: []string{"ci", "--value", "LOG_LEVEL=debug"}},
-		"env list":            {},
-		"env show":            {args: []string{"ci"}},
-		"env history":         {args: []string{"ci"}},
-		"workspace register":  {args: []string{"app", "--repo", repo, "--revision", "main"}},
-		"workspace list":      {},
-		"workspace show":      {args: []string{"app"}},
-		"workspace history":   {args: []string{"app"}},
-		"apply":               {args: []string{"-f", filepath.Join(dir, "agora-manifest.yaml"), "--dry-run"}},
-		"audit log":           {},
-		"audit checkpoint":    {},
-		"verify":              {args: []string{filepath.Join(dir, "bundle.json")}},
-		"dispatch run":        {args: []string{"--subagent", "denied"}, code: cli.ExitWorkerFail},
-		"dispatch resume":     {args: []string{id, "--answer", "yes"}, code: cli.ExitError, noJSON: "resuming needs a dispatch that ended waiting for input, which needs a worker"},
-		"dispatch describe":   {args: []string{id}},
-		"dispatch list":       {},
-		"dispatch outputs":    {args: []string{id}},
-		"dispatch cancel":     {args: []string{id}},
-		"orch runs":           {},
-		"orch status":         {args: []string{run}},
-		"orch patches":        {args: []string{run, "--to", filepath.Join(dir, "patches")}},
-		"doctor":              {code: -1},
-	}
+	runs := jsonRuns(dir, capDir, repo, id, run)
 	for _, c := range commandTree(t) {
 		if c.Flags().Lookup("output") == nil {
 			continue
@@ -250,5 +218,44 @@ func serveOrch(t *testing.T, env map[string]string) (stop func()) {
 			stop()
 			t.Fatalf("orch serve did not answer within 20s: %s", r.stderr)
 		}
+	}
+}
+
+// jsonRuns is TestCommandTree_JSON's table: how to run each command that takes --output.
+func jsonRuns(dir, capDir, repo, id, run string) map[string]jsonRun {
+	return map[string]jsonRun{
+		"capability register": {args: []string{"tools", "--from", capDir}},
+		"capability list":     {},
+		"capability show":     {args: []string{"tools"}},
+		"capability history":  {args: []string{"tools"}},
+		"subagent register":   {args: []string{"lint", "--runtime", "exec", "--command", "sh -c 'make lint'", "--capability", "tools"}},
+		"subagent assign":     {args: []string{"lint", "--capability", ""}},
+		"subagent list":       {},
+		"subagent show":       {args: []string{"lint"}},
+		"subagent history":    {args: []string{"lint"}},
+		"env register":        {args: []string{"ci", "--value", "LOG_LEVEL=debug"}},
+		"env list":            {},
+		"env show":            {args: []string{"ci"}},
+		"env history":         {args: []string{"ci"}},
+		"workspace register":  {args: []string{"app", "--repo", repo, "--revision", "main"}},
+		"workspace list":      {},
+		"workspace show":      {args: []string{"app"}},
+		"workspace history":   {args: []string{"app"}},
+		"apply":               {args: []string{"-f", filepath.Join(dir, "agora-manifest.yaml"), "--dry-run"}},
+		"audit log":           {},
+		"audit checkpoint":    {},
+		"verify":              {args: []string{filepath.Join(dir, "bundle.json")}},
+		"dispatch run":        {args: []string{"--subagent", "denied"}, code: cli.ExitWorkerFail},
+		"dispatch resume":     {args: []string{id, "--answer", "yes"}, code: cli.ExitError, noJSON: "resuming needs a dispatch that ended waiting for input, which needs a worker"},
+		"dispatch describe":   {args: []string{id}},
+		"dispatch list":       {},
+		"dispatch outputs":    {args: []string{id}},
+		"dispatch cancel":     {args: []string{id}},
+		"dispatch approve":    {args: []string{id, "call_1"}, code: cli.ExitError, noJSON: "deciding needs a call held by a running model dispatch, which needs a worker"},
+		"dispatch deny":       {args: []string{id, "call_1", "--reason", "no"}, code: cli.ExitError, noJSON: "deciding needs a call held by a running model dispatch, which needs a worker"},
+		"orch runs":           {},
+		"orch status":         {args: []string{run}},
+		"orch patches":        {args: []string{run, "--to", filepath.Join(dir, "patches")}},
+		"doctor":              {code: -1},
 	}
 }

@@ -49,6 +49,8 @@ Exit codes of run and resume:
 		newDispatchPatchCmd(f, nil),
 		newDispatchOutputsCmd(f, nil),
 		newDispatchCancelCmd(f, nil),
+		newDispatchApproveCmd(f, nil),
+		newDispatchDenyCmd(f, nil),
 		newDispatchDeliverCmd(f, nil),
 		newDispatchSuperviseCmd(f, nil),
 	)

@@ -114,6 +114,7 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 	if r.Usage != nil {
 		fmt.Fprintf(w, "usage:     %s\n", usageLine(r.Usage, r.Budget))
 	}
+	printApprovals(w, r)
 	if res := r.Result; res != nil {
 		if res.Patch != nil {
 			fmt.Fprintf(w, "patch:     %s (%d bytes)\n", res.Patch.Digest, res.Patch.Size)

@@ -149,6 +149,16 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, rg *runningGat
 		egressGrant = r.Grants.Egress
 	}
 	maxEntries, maxBytes := gatewayAuditBudget(time.Duration(r.Timeout))
+	var approver gateway.Approver
+	var approvalTimeout time.Duration
+	if r.Grants != nil && len(r.Grants.Approve) > 0 {
+		target, err := d.Config.Target(r.Target)
+		if err != nil {
+			return err
+		}
+		approvalTimeout = target.ApprovalTimeout
+		approver = &approvalWaiter{records: d.Records, id: r.ID, role: role, timeout: approvalTimeout}
+	}
 	gw, err := gateway.Listen(ctx, filepath.Join(rg.dir, wire.GatewaySocket), gateway.Config{
 		DispatchID:        r.ID,
 		Role:              role,
@@ -166,6 +176,8 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, rg *runningGat
 		OnLimit:           trip.Trip,
 		Meter:             d.meterFor(r, ep.model),
 		OnBudget:          func(detail string) { trip.TripBudget(detail, budgetGrace) },
+		Approver:          approver,
+		ApprovalTimeout:   approvalTimeout,
 	})
 	clear(ep.key)
 	if err != nil {

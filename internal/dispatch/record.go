@@ -116,6 +116,11 @@ type Record struct {
 	// Usage is what the dispatch's model calls used, counted by the gateway; nil for a
 	// dispatch without one (or not ended yet).
 	Usage *budget.Usage `json:"usage,omitempty"`
+	// Phase is "awaiting_approval" ([PhaseAwaitingApproval]) while a call of the live
+	// dispatch is held for a person's approval, and "" otherwise.
+	Phase string `json:"phase,omitempty"`
+	// Approvals are the dispatch's held calls in order, pending and decided.
+	Approvals []Approval `json:"approvals,omitempty"`
 
 	supervisor      string
 	cancelRequested bool
@@ -326,7 +331,14 @@ func getRecord(ctx context.Context, q queryer, id string) (*Record, error) {
 		}
 		r.Events = append(r.Events, e)
 	}
-	return r, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+	if err := loadApprovals(ctx, q, r); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // ListFilter narrows [Store.List].

@@ -108,4 +108,30 @@ ALTER TABLE dispatches ADD COLUMN runtime_binary TEXT NOT NULL DEFAULT '';
 ALTER TABLE dispatches ADD COLUMN budget TEXT NOT NULL DEFAULT '';
 ALTER TABLE dispatches ADD COLUMN usage TEXT NOT NULL DEFAULT '';
 `,
+}, {
+	Name: "dispatch approvals",
+	SQL: `
+-- One row per call held for a person's approval (a capability's approve rules): the call as
+-- the runtime named it, the sha256 of its canonical arguments (the decision binds to it), a
+-- redacted, capped preview, and how it was decided: approved or denied by a person (actor,
+-- the OS user), or expired (actor system). seq numbers a dispatch's requests in order.
+CREATE TABLE dispatch_approvals (
+	dispatch_id  TEXT NOT NULL REFERENCES dispatches(id),
+	seq          INTEGER NOT NULL,
+	call_id      TEXT NOT NULL,
+	tool         TEXT NOT NULL,
+	args_digest  TEXT NOT NULL,
+	preview      TEXT NOT NULL,
+	rule         TEXT NOT NULL,
+	role         TEXT NOT NULL,
+	state        TEXT NOT NULL,
+	reason       TEXT NOT NULL DEFAULT '',
+	actor        TEXT NOT NULL DEFAULT '',
+	requested_at TEXT NOT NULL,
+	expires_at   TEXT NOT NULL,
+	decided_at   TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (dispatch_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX dispatch_approvals_pending ON dispatch_approvals(dispatch_id, state);
+`,
 }}

@@ -199,6 +199,29 @@ func (b *auditBudget) Record(ctx context.Context, kind string, details map[strin
 	return err
 }
 
+// charge takes entries and bytes from the budget for entries another writer keeps (an
+// approval's request and decision, written with their state by the Approver), or says the
+// budget cannot afford them, spending it as Record does.
+func (b *auditBudget) charge(entries, bytes int64) error {
+	b.mu.Lock()
+	if b.isSpent {
+		b.mu.Unlock()
+		return errBudgetSpent
+	}
+	overEntries := b.entries+entries >= b.maxEntries
+	if overEntries || b.bytes+bytes > b.maxBytes-finalEntryReserve {
+		b.isSpent = true
+		kept, size := b.entries, b.bytes
+		b.mu.Unlock()
+		b.finish(context.Background(), kept, size, fmt.Sprintf("the gateway's audit budget of %d entries and %d bytes is spent", b.maxEntries, b.maxBytes))
+		return errBudgetSpent
+	}
+	b.entries += entries
+	b.bytes += bytes
+	b.mu.Unlock()
+	return nil
+}
+
 // finish writes the entry saying the budget is spent, after every entry in flight, and calls
 // onLimit. It runs once: on the Record that found the budget spent.
 func (b *auditBudget) finish(ctx context.Context, entries, bytes int64, detail string) {

@@ -160,6 +160,12 @@ type Config struct {
 	// OnBudget is called, after the refusal is answered, each time a model call is refused
 	// because the budget is spent, with why. It MUST NOT block. Nil calls nothing.
 	OnBudget func(detail string)
+	// Approver holds the calls the worker reports on /approval until a person decides them
+	// (see approval.go). Nil: the dispatch holds no calls, and /approval is refused.
+	Approver Approver
+	// ApprovalTimeout is the longest an Approver holds a call; the server's write timeout
+	// allows for it. Zero when Approver is nil.
+	ApprovalTimeout time.Duration
 	// RefusalInterval is how often counted refusals are written as [KindGatewayRefused];
 	// Close writes what is left. Zero means [DefaultRefusalInterval].
 	RefusalInterval time.Duration
@@ -179,6 +185,7 @@ type Gateway struct {
 	meter            *budget.Meter
 	onBudget         func(detail string)
 	calls            callStates // what is on record of each reported call id
+	approver         Approver
 	refusalInterval  time.Duration
 	maxBody          int64
 	modelClient      *http.Client
@@ -218,6 +225,7 @@ func Listen(ctx context.Context, socketPath string, cfg Config) (*Gateway, error
 		return nil, err
 	}
 	g.path, g.sock = socketPath, fi
+	approvalTimeout := cfg.ApprovalTimeout
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	g.cancelBase = cancel
 	g.srv = &http.Server{
@@ -225,7 +233,8 @@ func Listen(ctx context.Context, socketPath string, cfg Config) (*Gateway, error
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		// A response may stream for as long as the longest upstream request.
-		WriteTimeout:   max(g.modelClient.Timeout, g.fetchClient.Timeout) + time.Minute,
+		// A held call's answer waits for a person, as long as the approval timeout.
+		WriteTimeout:   max(g.modelClient.Timeout, g.fetchClient.Timeout, approvalTimeout) + time.Minute,
 		IdleTimeout:    idleTimeout,
 		MaxHeaderBytes: maxHeaderBytes,
 		BaseContext:    func(net.Listener) context.Context { return base },
@@ -296,6 +305,7 @@ func newGateway(cfg Config) (*Gateway, error) {
 		closeGrace: closeGrace,
 		meter:      cfg.Meter,
 		onBudget:   cfg.OnBudget,
+		approver:   cfg.Approver,
 	}
 	if g.meter == nil {
 		g.meter = budget.NewMeter(budget.Budget{}, nil, "")

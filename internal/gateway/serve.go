@@ -25,6 +25,7 @@ const (
 	routeAnthropicOther    = "anthropic.unknown"
 	routeFetch             = "fetch"
 	routeAuditTool         = "audit.tool"
+	routeApproval          = "approval"
 	routeUnknown           = "unknown"
 )
 
@@ -57,6 +58,8 @@ func routeOf(path string) string {
 		return routeFetch
 	case "/audit/tool":
 		return routeAuditTool
+	case "/approval":
+		return routeApproval
 	case "/anthropic/v1/messages":
 		return routeAnthropicMessages
 	case "/anthropic/v1/messages/count_tokens":
@@ -135,8 +138,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		g.serveFetch(rec, r, ex)
 	case routeAuditTool:
 		g.serveToolAudit(rec, r, ex)
+	case routeApproval:
+		g.serveApproval(rec, r, ex)
 	default:
-		g.refuse(rec, ex, http.StatusNotFound, "no such route (want /model/chat/completions, /model/models, /anthropic/v1/messages, /fetch or /audit/tool)")
+		g.refuse(rec, ex, http.StatusNotFound, "no such route (want /model/chat/completions, /model/models, /anthropic/v1/messages, /fetch, /audit/tool or /approval)")
 	}
 }
 

@@ -36,6 +36,14 @@ func record(r *dispatch.Record) *mcpserver.Record {
 	if r.Repo != "" {
 		out.Detail = strings.ReplaceAll(out.Detail, r.Repo, "(repository)")
 	}
+	out.Phase = r.Phase
+	for _, a := range r.Approvals {
+		if a.State == dispatch.ApprovalPending && r.Phase != "" {
+			out.AwaitingApproval = append(out.AwaitingApproval, mcpserver.HeldCall{
+				CallID: a.CallID, Tool: a.Tool, ArgsDigest: a.ArgsDigest, Preview: a.Preview, ExpiresAt: a.ExpiresAt,
+			})
+		}
+	}
 	for _, e := range r.Envs {
 		out.Envs = append(out.Envs, e.Name+"@"+string(e.Digest))
 	}

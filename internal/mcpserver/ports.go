@@ -139,6 +139,13 @@ type Record struct {
 	// calls, cost at agora.yaml's prices) once it ended.
 	Budget *Budget `json:"budget,omitempty"`
 	Usage  *Usage  `json:"usage,omitempty"`
+
+	// Phase is "awaiting_approval" while a call of the dispatch is held for a person's
+	// approval. A person decides it on the host's CLI (agora dispatch approve/deny); no MCP
+	// tool can.
+	Phase string `json:"phase,omitempty"`
+	// AwaitingApproval are the calls held now: the tool and a redacted preview.
+	AwaitingApproval []HeldCall `json:"awaiting_approval,omitempty"`
 }
 
 // Budget is a dispatch's spending limit; a zero field sets none.
@@ -155,6 +162,15 @@ type Usage struct {
 	CachedTokens int64   `json:"cached_tokens"`
 	ModelCalls   int64   `json:"model_calls"`
 	CostUSD      float64 `json:"cost_usd"`
+}
+
+// HeldCall is a call held for a person's approval.
+type HeldCall struct {
+	CallID     string    `json:"call_id"`
+	Tool       string    `json:"tool"`
+	ArgsDigest string    `json:"args_digest"`
+	Preview    string    `json:"preview"`
+	ExpiresAt  time.Time `json:"expires_at"`
 }
 
 // Net counts a dispatch's connections through its egress proxy by host:port, and its bytes.

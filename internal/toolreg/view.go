@@ -19,6 +19,7 @@ type View struct {
 	role       string
 	grants     grant.Set
 	auditor    Auditor
+	approver   Approver // nil: a call an approve rule holds is refused
 	redact     func([]byte) []byte
 	tools      map[string]*entry // the granted, registered tools
 	names      []string          // keys of tools, sorted
@@ -84,6 +85,12 @@ func (v *View) Call(ctx context.Context, name string, args json.RawMessage) (res
 		d.Decision, d.Reason = DecisionError, v.redactReason("invalid arguments: "+r)
 		v.record(ctx, &d, start)
 		return Result{}, &ArgsError{Tool: e.info.Name, Reason: r}
+	}
+	if rule, held := v.heldBy(e.info.Name, args); held {
+		if err := v.hold(ctx, &d, rule, args); err != nil {
+			v.record(ctx, &d, start)
+			return Result{}, err
+		}
 	}
 	finished := false
 	defer func() {

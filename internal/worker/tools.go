@@ -58,7 +58,8 @@ func newView(inv invocation, gw *gatewayClient, a *toolAuditor) (*toolreg.View, 
 	// The recorded hash is of the arguments with the bundle's secret values masked, so it
 	// cannot confirm a guess of one.
 	red := redact.New(inv.secrets)
-	return reg.For(inv.dispatchID, inv.role, inv.grants, a, toolreg.WithRedactor(red.Bytes)), nil
+	return reg.For(inv.dispatchID, inv.role, inv.grants, a, toolreg.WithRedactor(red.Bytes),
+		toolreg.WithApprover(&gatewayApprover{gw: gw})), nil
 }
 
 // viewTools is a [toolreg.View] as the openai loop's [openairt.Tools].

@@ -136,7 +136,7 @@ func (l *loop) call(ctx context.Context, turn int, tc toolCall) (content, questi
 	if l.tools == nil {
 		return result("error: no tools are available", true)
 	}
-	out, err := l.tools.Call(ctx, name, args)
+	out, err := l.tools.Call(context.WithValue(ctx, callIDKey{}, tc.ID), name, args)
 	if err != nil {
 		var ni needsInput
 		if errors.As(err, &ni) {
@@ -149,6 +149,16 @@ func (l *loop) call(ctx context.Context, turn int, tc toolCall) (content, questi
 		return result("error: "+err.Error(), true)
 	}
 	return result(out, false)
+}
+
+// callIDKey carries the model's id of a tool call into [Tools.Call]'s context.
+type callIDKey struct{}
+
+// CallID returns the model's id of the tool call a [Tools.Call] context belongs to, or "":
+// a call held for approval is named by it.
+func CallID(ctx context.Context) string {
+	id, _ := ctx.Value(callIDKey{}).(string)
+	return id
 }
 
 func (l *loop) stop(reason string) error {

@@ -1,0 +1,192 @@
+package dispatch_test
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
+)
+
+// approvalCLI runs the real agora binary on e's home, as a person at the host would, in a
+// process of its own.
+func (e *env) approvalCLI(args ...string) (string, error) {
+	e.t.Helper()
+	cmd := exec.Command(agoraBin, args...)
+	cmd.Env = append(os.Environ(), "AGORA_HOME="+e.home.Dir)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// awaitPending waits until dispatch id has a pending approval after seq, and returns it.
+func (e *env) awaitPending(id string, after int) dispatch.Approval {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		r, err := e.d.Records.Get(e.t.Context(), id)
+		if err == nil {
+			for _, a := range r.Approvals {
+				if a.Seq > after && a.State == dispatch.ApprovalPending {
+					if r.Phase != dispatch.PhaseAwaitingApproval {
+						e.t.Errorf("a call is pending and the phase is %q, want %s", r.Phase, dispatch.PhaseAwaitingApproval)
+					}
+					return a
+				}
+			}
+			if dispatch.IsTerminal(r.State) {
+				e.t.Fatalf("dispatch %s ended (%s %s: %s) with no call pending", id, r.State, r.Reason, r.Detail)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.t.Fatalf("dispatch %s: no call held for approval within 30s", id)
+	return dispatch.Approval{}
+}
+
+// runAsync accepts req and supervises it on a goroutine; the channel yields the final record.
+func (e *env) runAsync(req dispatch.Request) (string, <-chan *dispatch.Record) {
+	e.t.Helper()
+	req.Timeout, req.Actor = 60*time.Second, "test"
+	r, err := e.d.Accept(e.t.Context(), req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	done := make(chan *dispatch.Record, 1)
+	go func() {
+		final, err := e.d.Supervise(e.t.Context(), r.ID, nil)
+		if err != nil {
+			e.t.Error(err)
+		}
+		done <- final
+	}()
+	return r.ID, done
+}
+
+// TestApproval_OpenAIEndToEnd: a capability marks write_file for approval. The model's
+// first write is held, shown with its preview, and approved from another process (the real
+// binary) with the digest the person read: it runs. The model then writes other arguments
+// under the same call id: the earlier approval does not cover them, the call is held again,
+// the old digest cannot approve it, and a denial's reason is what the model reads. Both
+// decisions are audited with the person as the actor.
+func TestApproval_OpenAIEndToEnd(t *testing.T) {
+	e := newModelEnv(t)
+	e.capability("files", "tools: [read_file, write_file]\napprove: [write_file]\n", nil)
+	e.modelSubagent("writer", "openai", "files")
+	srv := e.model(testAPIKey,
+		openaitest.CallTools(openaitest.Call{ID: "call_same", Name: "write_file", Arguments: `{"path":"a.txt","content":"one"}`}),
+		openaitest.Func(func(req openaitest.Request) openaitest.Reply {
+			if got := lastToolResult(t, req); strings.Contains(got, "refused") {
+				t.Errorf("the approved write came back %q", got)
+			}
+			return openaitest.Reply{ToolCalls: []openaitest.Call{{ID: "call_same", Name: "write_file", Arguments: `{"path":"a.txt","content":"two"}`}}}
+		}),
+		openaitest.Func(func(req openaitest.Request) openaitest.Reply {
+			got := lastToolResult(t, req)
+			if !strings.Contains(got, "approval denied by") || !strings.Contains(got, "keep the first version") {
+				t.Errorf("the denied write came back %q, want the denial and its reason", got)
+			}
+			return openaitest.Reply{Content: "done"}
+		}),
+	)
+	repo := gitRepo(t, map[string]string{"README.md": "# repo\n"})
+	id, done := e.runAsync(dispatch.Request{Subagent: "writer", Envs: []string{"model"}, Repo: repo})
+
+	first := e.awaitPending(id, 0)
+	if first.CallID != "call_same" || first.Tool != "write_file" || !strings.Contains(first.Preview, `"content":"one"`) {
+		t.Errorf("held call %+v, want call_same write_file with its arguments in the preview", first)
+	}
+	if out, err := e.approvalCLI("dispatch", "describe", id); err != nil || !strings.Contains(out, "phase:     awaiting_approval") || !strings.Contains(out, "call_same write_file pending") {
+		t.Errorf("describe while held: %v\n%s", err, out)
+	}
+	if out, err := e.approvalCLI("dispatch", "approve", id, "call_same", "--digest", first.ArgsDigest); err != nil {
+		t.Fatalf("approve: %v\n%s", err, out)
+	}
+
+	second := e.awaitPending(id, first.Seq)
+	if second.ArgsDigest == first.ArgsDigest || !strings.Contains(second.Preview, `"content":"two"`) {
+		t.Errorf("second held call %+v, want other arguments with another digest", second)
+	}
+	// The digest the person approved before does not approve the changed arguments.
+	if out, err := e.approvalCLI("dispatch", "approve", id, "call_same", "--digest", first.ArgsDigest); err == nil || !strings.Contains(out, "no pending approval") {
+		t.Errorf("approving the changed call with the old digest: %v\n%s", err, out)
+	}
+	if out, err := e.approvalCLI("dispatch", "deny", id, "call_same", "--reason", "keep the first version"); err != nil {
+		t.Fatalf("deny: %v\n%s", err, out)
+	}
+	r := <-done
+	wantFinished(t, r)
+	if len(srv.Accepted()) != 3 {
+		t.Fatalf("the model got %d requests, want 3", len(srv.Accepted()))
+	}
+	patch := e.blob(r.Result.Patch)
+	if !strings.Contains(patch, "+one") || strings.Contains(patch, "two") {
+		t.Errorf("patch %q, want the approved write only", patch)
+	}
+	if r.Phase != "" || len(r.Approvals) != 2 || r.Approvals[0].State != dispatch.ApprovalApproved || r.Approvals[1].State != dispatch.ApprovalDenied {
+		t.Errorf("record phase %q approvals %+v, want approved then denied", r.Phase, r.Approvals)
+	}
+	wantCalls := []string{"write_file allowed granted", "write_file denied approval denied by " + r.Approvals[1].Actor + " (" + second.ArgsDigest + ")"}
+	if got := e.toolCalls(r); strings.Join(got, "\n") != strings.Join(wantCalls, "\n") {
+		t.Errorf("tool.call entries %q, want %q", got, wantCalls)
+	}
+	reqs, decs := e.audited(r, dispatch.KindApprovalRequest), e.audited(r, dispatch.KindApprovalDecision)
+	if len(reqs) != 2 || len(decs) != 2 {
+		t.Fatalf("got %d approval.request and %d approval.decision entries, want 2 each", len(reqs), len(decs))
+	}
+	for i, d := range decs {
+		if d.Actor == "" || d.Actor == dispatch.SystemActor || d.Actor == "test" || d.Details["role"] != r.Subagent+"@"+string(r.SubagentDigest) {
+			t.Errorf("decision %d by %q role %v, want the person who ran the CLI and the dispatch's role", i, d.Actor, d.Details["role"])
+		}
+	}
+	if decs[0].Details["args_digest"] != first.ArgsDigest || decs[0].Details["decision"] != "approved" ||
+		decs[1].Details["args_digest"] != second.ArgsDigest || decs[1].Details["decision"] != "denied" {
+		t.Errorf("decisions %v / %v, want approved %s then denied %s", decs[0].Details, decs[1].Details, first.ArgsDigest, second.ArgsDigest)
+	}
+	bundle := t.TempDir() + "/audit.json"
+	if out, err := e.approvalCLI("audit", "export", "--out", bundle, "--kind", "approval.*"); err != nil {
+		t.Fatalf("audit export: %v\n%s", err, out)
+	}
+	if out, err := e.approvalCLI("verify", bundle, "--key", e.home.Dir+"/keys/audit.pub"); err != nil || !strings.Contains(out, "approval.decision") {
+		t.Errorf("agora verify of a bundle with approval entries: %v\n%s", err, out)
+	}
+}
+
+// TestApproval_ExpiryDenies: nobody answers; after the target's approval_timeout the call
+// is denied as expired by the system, the model reads why, and nothing is written.
+func TestApproval_ExpiryDenies(t *testing.T) {
+	e := newModelEnv(t)
+	target := e.d.Config.Targets["local"]
+	target.ApprovalTimeout = time.Second
+	e.d.Config.Targets["local"] = target
+	e.capability("files", "tools: [write_file]\napprove: [write_file]\n", nil)
+	e.modelSubagent("writer", "openai", "files")
+	e.model(testAPIKey,
+		openaitest.CallTool("write_file", `{"path":"a.txt","content":"unattended"}`),
+		openaitest.Func(func(req openaitest.Request) openaitest.Reply {
+			if got := lastToolResult(t, req); !strings.Contains(got, "approval expired by system") || !strings.Contains(got, "approval timeout (1s)") {
+				t.Errorf("the expired write came back %q", got)
+			}
+			return openaitest.Reply{Content: "gave up"}
+		}),
+	)
+	repo := gitRepo(t, map[string]string{"README.md": "# repo\n"})
+	r := e.run(dispatch.Request{Subagent: "writer", Envs: []string{"model"}, Repo: repo})
+	wantFinished(t, r)
+	if len(r.Approvals) != 1 || r.Approvals[0].State != dispatch.ApprovalExpired || r.Approvals[0].Actor != dispatch.SystemActor {
+		t.Fatalf("approvals %+v, want one expired by system", r.Approvals)
+	}
+	if r.Result.Patch != nil && r.Result.Patch.Size != 0 {
+		t.Errorf("patch %q, want nothing written", e.blob(r.Result.Patch))
+	}
+	decs := e.audited(r, dispatch.KindApprovalDecision)
+	if len(decs) != 1 || decs[0].Actor != dispatch.SystemActor || decs[0].Details["decision"] != "expired" {
+		t.Errorf("decision entries %+v, want one expiry by system", decs)
+	}
+	// Deciding after the expiry changes nothing.
+	if out, err := e.approvalCLI("dispatch", "approve", r.ID, r.Approvals[0].CallID); err == nil || !strings.Contains(out, "already expired") {
+		t.Errorf("approving an expired call: %v\n%s", err, out)
+	}
+}

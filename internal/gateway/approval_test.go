@@ -1,0 +1,109 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// recordingApprover decides every held call with decision and remembers what it was shown.
+// testSecret is a secret value of the dispatch under test.
+const testSecret = "s3cr3t-approval-value-0123456789"
+
+type recordingApprover struct {
+	mu       sync.Mutex
+	seen     []ApprovalRequest
+	decision ApprovalDecision
+}
+
+func (a *recordingApprover) Await(_ context.Context, req ApprovalRequest) (ApprovalDecision, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.seen = append(a.seen, req)
+	return a.decision, nil
+}
+
+func TestApproval_DigestAndPreview(t *testing.T) {
+	ap := &recordingApprover{decision: ApprovalDecision{State: "denied", Reason: "no, key " + testSecret, Actor: "alice"}}
+	h := start(t, Config{Approver: ap, Secrets: [][]byte{[]byte(testSecret)}})
+	// The same arguments in another key order and spacing have the same digest; a secret of
+	// the dispatch is masked in the preview and in the reason the sandbox reads; a terminal
+	// escape and a bidirectional override are escaped.
+	bodies := []string{
+		`{"tool":"write_file","call_id":"call_1","rule":"write_file","args":{"path":"a","content":"x ` + testSecret + ` \u001b[2J \u202e"}}`,
+		`{"tool":"write_file","call_id":"call_2","rule":"write_file","args":{ "content":"x ` + testSecret + ` \u001b[2J \u202e" , "path":"a"}}`,
+	}
+	for _, b := range bodies {
+		resp, body := h.do(t, http.MethodPost, "/approval", nil, b)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d: %s", resp.StatusCode, body)
+		}
+		var ans approvalAnswer
+		if err := json.Unmarshal(body, &ans); err != nil || ans.Decision != "denied" || ans.Actor != "alice" {
+			t.Fatalf("answer %s, %v", body, err)
+		}
+		if strings.Contains(string(body), testSecret) {
+			t.Errorf("the answer repeats a secret: %s", body)
+		}
+	}
+	if len(ap.seen) != 2 || ap.seen[0].ArgsDigest != ap.seen[1].ArgsDigest || !strings.HasPrefix(ap.seen[0].ArgsDigest, "sha256:") {
+		t.Fatalf("requests %+v, want two with the same digest", ap.seen)
+	}
+	p := ap.seen[0].Preview
+	if strings.Contains(p, testSecret) || strings.ContainsAny(p, "\x1b\u202e") || !strings.Contains(p, `\u001b`) || !strings.Contains(p, `\u202e`) {
+		t.Errorf("preview %q: want the secret masked and control characters escaped", p)
+	}
+	// Other arguments, another digest.
+	h.do(t, http.MethodPost, "/approval", nil, `{"tool":"write_file","call_id":"call_3","rule":"write_file","args":{"path":"b"}}`)
+	if ap.seen[2].ArgsDigest == ap.seen[0].ArgsDigest {
+		t.Error("changed arguments have the same digest")
+	}
+}
+
+func TestApproval_Refusals(t *testing.T) {
+	ap := &recordingApprover{decision: ApprovalDecision{State: "approved", Actor: "alice"}}
+	h := start(t, Config{Approver: ap, Secrets: [][]byte{[]byte(testSecret)}})
+	for _, tc := range []struct{ name, body, want string }{
+		{"no call id", `{"tool":"write_file","rule":"r","args":{}}`, "call_id: required"},
+		{"args not an object", `{"tool":"write_file","call_id":"c","rule":"r","args":[1]}`, "not a JSON object"},
+		{"duplicate key in args", `{"tool":"write_file","call_id":"c","rule":"r","args":{"a":1,"a":2}}`, "args"},
+		{"unknown field", `{"tool":"write_file","call_id":"c","rule":"r","args":{},"approved":true}`, "approval:"},
+		{"secret as call id", `{"tool":"write_file","call_id":"` + testSecret + `","rule":"r","args":{}}`, "call_id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := h.do(t, http.MethodPost, "/approval", nil, tc.body)
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), tc.want) {
+				t.Errorf("got %d %s, want 400 with %q", resp.StatusCode, body, tc.want)
+			}
+		})
+	}
+	if len(ap.seen) != 0 {
+		t.Errorf("a malformed request reached the approver: %+v", ap.seen)
+	}
+	// A dispatch that holds no calls has no route.
+	h2 := start(t, Config{})
+	if resp, _ := h2.do(t, http.MethodPost, "/approval", nil, `{"tool":"write_file","call_id":"c","rule":"r","args":{}}`); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("without an approver: %d, want 404", resp.StatusCode)
+	}
+}
+
+// FuzzArgsDigest digests arbitrary bytes as a held call's arguments: it must never panic,
+// and arguments it accepts have a canonical form that digests to the same value again.
+func FuzzArgsDigest(f *testing.F) {
+	for _, s := range []string{`{}`, `{"b":1,"a":[1,2,{"c":null}]}`, `{"a":1e400}`, `{"a":"\ud800"}`, `[]`, `{"a":1,"a":2}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, canon, err := ArgsDigest(b)
+		if err != nil {
+			return
+		}
+		d2, canon2, err := ArgsDigest(canon)
+		if err != nil || d2 != d || string(canon2) != string(canon) {
+			t.Fatalf("canonical form %q is not stable: %v", canon, err)
+		}
+	})
+}
