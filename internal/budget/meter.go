@@ -53,8 +53,25 @@ func (m *Meter) Spent() string {
 	return ""
 }
 
-// Call counts one model request forwarded upstream.
+// Call counts one model request forwarded upstream without checking the budget (a route
+// that is checked by Reserve must not call it too).
 func (m *Meter) Call() { m.calls.Add(1) }
+
+// Reserve is what the gateway asks before it forwards a model call: "" and the call counted,
+// or why the budget is spent and nothing counted. The call is taken in the same atomic step
+// that checks the call limit, so concurrent requests cannot pass it together: with one call
+// left, one of them goes. Tokens and cost are known only when responses end, so calls in
+// flight together may overshoot those limits by what they use.
+func (m *Meter) Reserve() string {
+	if s := m.Spent(); s != "" {
+		return s
+	}
+	if n := m.calls.Add(1); m.limit.ModelCalls != 0 && n > m.limit.ModelCalls {
+		m.calls.Add(-1)
+		return m.limit.Spent(m.Usage())
+	}
+	return ""
+}
 
 // Add counts one response's usage, as Response.Result reports it. A response that reported
 // no usage while a token or usd limit is set, or that names a model without a price while a

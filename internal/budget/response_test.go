@@ -301,3 +301,15 @@ func BenchmarkResponse(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMeterReserve is the gateway's check of a model call: Spent plus the call's atomic
+// reservation.
+func BenchmarkMeterReserve(b *testing.B) {
+	m := NewMeter(Budget{Tokens: 1 << 40, USD: 1000, ModelCalls: 1 << 40}, Prices{"m": {InputPerMTok: 1}}, "m")
+	b.ReportAllocs()
+	for b.Loop() {
+		if m.Reserve() != "" {
+			b.Fatal("spent")
+		}
+	}
+}

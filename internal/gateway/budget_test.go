@@ -195,3 +195,46 @@ func BenchmarkGateway_ModelRequest(b *testing.B) {
 		}
 	}
 }
+
+// TestGateway_BudgetCallsUnderConcurrency is the attack on the call budget: with 3 calls
+// allowed, the sandbox sends 12 at once (the upstream holds each one), hoping all pass the
+// check before any is counted. Exactly 3 reach the model; the rest are refused.
+func TestGateway_BudgetCallsUnderConcurrency(t *testing.T) {
+	hold := make(chan struct{})
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		<-hold
+		chatReply(1)(w, r)
+	})
+	h := start(t, Config{ModelBaseURL: up.at("model.test"), APIKey: []byte(testKey), MaxConcurrent: 16,
+		Meter: budget.NewMeter(budget.Budget{ModelCalls: 3}, nil, "")})
+	var wg sync.WaitGroup
+	codes := make(chan int, 12)
+	for range 12 {
+		wg.Go(func() {
+			resp, _ := h.do(t, http.MethodPost, "/model/chat/completions", nil, `{}`)
+			codes <- resp.StatusCode
+		})
+	}
+	// The refusals come back while the three allowed calls are held upstream.
+	refused := 0
+	for refused < 9 {
+		if c := <-codes; c != http.StatusBadRequest {
+			t.Fatalf("a call answered %d before the held ones were released", c)
+		}
+		refused++
+	}
+	close(hold)
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != http.StatusOK {
+			t.Errorf("an allowed call answered %d", c)
+		}
+	}
+	if n := up.hits.Load(); n != 3 {
+		t.Errorf("upstream saw %d calls, want 3", n)
+	}
+	if u := h.gw.Usage(); u.ModelCalls != 3 {
+		t.Errorf("usage counts %d calls, want 3", u.ModelCalls)
+	}
+}

@@ -53,8 +53,9 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, ex *exchang
 		return
 	}
 	if shape != 0 {
-		// Before the body is read: the check costs the same whatever the request.
-		if spent := g.meter.Spent(); spent != "" {
+		// Before the body is read: the check costs the same whatever the request. It also
+		// takes the call, atomically with the check (see budget.Meter.Reserve).
+		if spent := g.meter.Reserve(); spent != "" {
 			g.refuseBudget(w, ex, api, spent)
 			return
 		}
@@ -101,9 +102,6 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, ex *exchang
 		default:
 			req.Header.Set("Authorization", "Bearer "+string(g.key))
 		}
-	}
-	if shape != 0 {
-		g.meter.Call()
 	}
 	resp, err := g.modelClient.Do(req)
 	if err != nil {
