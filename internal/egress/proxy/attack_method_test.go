@@ -51,4 +51,9 @@ func TestAttack_MethodOverride(t *testing.T) {
 	if resp.StatusCode != 200 || hits.Load() != 1 {
 		t.Fatalf("an allowed override = %d %q", resp.StatusCode, body)
 	}
+	// A methods-only rule does not judge paths: an encoded slash or an empty segment passes.
+	resp, body = rawExchange(t, f.url.Host, "GET "+base+"/a//b%2Fc HTTP/1.1\r\nHost: 127.0.0.1:"+port+"\r\n\r\n")
+	if resp.StatusCode != 200 {
+		t.Fatalf("a methods-only rule refused a path: %d %q", resp.StatusCode, body)
+	}
 }

@@ -38,6 +38,9 @@ type session struct {
 	raw      net.Conn // the first upstream connection, dialled by CONNECT
 	requests int
 	inspect  bool // a rule for the host restricts methods or paths
+	// pathRules: a rule for the host limits paths, so a path a server could read otherwise
+	// than the proxy is refused (a methods-only rule has no use for the path).
+	pathRules bool
 }
 
 // restricted reports whether a rule for the session's host restricts its requests.
@@ -68,6 +71,11 @@ func (c *countingConn) Write(b []byte) (int, error) {
 
 func (p *Proxy) newSession(t target, d decision, useTLS bool, raw net.Conn) *session {
 	s := &session{p: p, t: t, tls: useTLS, bound: d.bound, raw: raw, keys: map[string]bool{}, inspect: d.inspect}
+	for _, r := range p.cfg.Rules {
+		if len(r.Paths) > 0 && r.MatchesHost(t.host, t.port) {
+			s.pathRules = true
+		}
+	}
 	if len(d.bound) > 0 {
 		vals := make([][]byte, len(d.bound))
 		for i, b := range d.bound {
@@ -239,13 +247,13 @@ func (s *session) check(req *http.Request) string {
 		return "protocol upgrades are not supported"
 	}
 	path, problem := requestPath(req)
-	if problem != "" && s.restricted() {
+	if problem != "" && s.pathRules {
 		return problem
 	}
-	if s.restricted() && grant.DotOrEmptySegment(path) {
+	if s.pathRules && grant.DotOrEmptySegment(path) {
 		return `its path holds a "." or ".." segment or an empty one ("//"), which servers resolve differently`
 	}
-	if strings.Contains(path, "#") && s.restricted() {
+	if strings.Contains(path, "#") && s.pathRules {
 		return "its path holds a \"#\", which servers read differently"
 	}
 	if !grant.RequestAllowed(s.p.cfg.Rules, s.t.host, s.t.port, req.Method, path) {
