@@ -125,3 +125,24 @@ func TestBudget_NarrowNeverRaises(t *testing.T) {
 		t.Fatalf("with a plan ceiling: %+v %v", r.Budget, err)
 	}
 }
+
+// TestBudget_ResumeKeepsTheParentsBudget: the answer to a dispatch that needed input runs
+// under the budget its parent ran under, not the wider ceilings the parent narrowed.
+func TestBudget_ResumeKeepsTheParentsBudget(t *testing.T) {
+	e := newModelEnv(t)
+	e.capability("asker", "tools: [ask_human]\n", nil)
+	e.modelSubagent("asker", "openai", "asker")
+	e.model(testAPIKey, openaitest.CallTool("ask_human", `{"question":"which one?"}`), openaitest.Say("done"))
+	parent := e.run(dispatch.Request{Subagent: "asker", Envs: []string{"model"}, Budget: budget.Budget{ModelCalls: 7}})
+	if parent.State != dispatch.StateNeedsInput {
+		t.Fatalf("parent %s %s: %s", parent.State, parent.Reason, parent.Detail)
+	}
+	req, err := e.d.ResumeRequest(parent, "the first", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := e.run(req)
+	if child.Budget == nil || *child.Budget != (budget.Budget{ModelCalls: 7}) {
+		t.Fatalf("child budget %+v, want the parent's", child.Budget)
+	}
+}

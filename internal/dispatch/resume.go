@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agora-dev/agora/internal/budget"
 	"time"
 
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -50,6 +51,11 @@ func (d *Dispatcher) ResumeRequest(parent *Record, answer, actor string) (Reques
 	if parent.Workspace != "" {
 		// The same workspace version at the same commit, checked again against its patterns.
 		req.Workspace, req.Repo = parent.Workspace, ""
+	}
+	if parent.Budget != nil {
+		// The answer runs under the budget its parent ran under (counted afresh), never
+		// under a wider one the parent's narrowing left behind.
+		req.Ceilings = []budget.Ceiling{{Source: "dispatch " + parent.ID, Budget: *parent.Budget}}
 	}
 	return req, nil
 }

@@ -115,7 +115,7 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 	}
 	// The task's narrowing and what is left of the run's budget; the dispatcher refuses a
 	// task budget above the subagent's or the target's as denied.
-	req.Budget, req.Ceilings = a.Budget, a.Ceilings
+	req.Budget, req.Ceilings = a.Budget, append(req.Ceilings, a.Ceilings...)
 	for _, in := range a.Inputs {
 		req.Inputs = append(req.Inputs, dispatch.InputSpec{Key: in.Key, Select: in.Select, FromDispatch: in.FromDispatch})
 	}
