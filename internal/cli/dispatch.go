@@ -160,6 +160,9 @@ or ANTHROPIC_API_KEY from the env bundles); the sandbox never sees it. See docs/
 			if err != nil {
 				return err
 			}
+			if err := opts.budget.Validate(); err != nil {
+				return usageErrorf(cmd, "%v", err)
+			}
 			opts.req = dispatch.Request{
 				Subagent: opts.subagent, Envs: splitList(opts.envs), Target: opts.target, Input: input,
 				Repo: repo, Workspace: ws, Revision: rev, Timeout: opts.timeout, Actor: f.Actor(), CallbackURL: opts.callback,
