@@ -238,3 +238,39 @@ func TestGateway_BudgetCallsUnderConcurrency(t *testing.T) {
 		t.Errorf("usage counts %d calls, want 3", u.ModelCalls)
 	}
 }
+
+// TestGateway_BudgetCountsACutStream: a stream the upstream cuts after message_start still
+// counts the input it reported (the model was paid for it), and the cut reaches the client.
+func TestGateway_BudgetCountsACutStream(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: message_start\n"+`data: {"type":"message_start","message":{"model":"claude-haiku-4-5","usage":{"input_tokens":70,"output_tokens":1}}}`+"\n\n")
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // the upstream connection drops mid-stream
+	})
+	h := start(t, Config{ModelBaseURL: up.at("model.test"), ModelAPI: APIAnthropic, APIKey: []byte(testKey),
+		Meter: budget.NewMeter(budget.Budget{Tokens: 50}, nil, "")})
+	hdr := http.Header{"Anthropic-Version": {"2023-06-01"}}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://gateway/anthropic/v1/messages", strings.NewReader(`{}`))
+	req.Header = hdr
+	if resp, err := h.client.Do(req); err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			t.Error("the cut stream reached the client whole")
+		}
+	}
+	// The request's record is written after its usage is counted.
+	rec := h.audit.waitGateway(t, 1)[0]
+	if rec["decision"] != decisionError || rec["input_tokens"] != int64(70) {
+		t.Errorf("record of the cut stream %v", rec)
+	}
+	if u := h.gw.Usage(); u.InputTokens != 70 || u.OutputTokens != 1 || u.ModelCalls != 1 {
+		t.Fatalf("usage %+v, want the 70 input tokens message_start reported", u)
+	}
+	resp, body := h.do(t, http.MethodPost, "/anthropic/v1/messages", hdr, `{}`)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "token budget spent: 71 of 50") {
+		t.Fatalf("next call %d %s, want the budget refusal", resp.StatusCode, body)
+	}
+}
