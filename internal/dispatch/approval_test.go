@@ -190,3 +190,48 @@ func TestApproval_ExpiryDenies(t *testing.T) {
 		t.Errorf("approving an expired call: %v\n%s", err, out)
 	}
 }
+
+// TestApproval_ClaudeCodeHook: the same hold for claude-code, in its PreToolUse hook (the
+// fake claude runs hooks as claude does, their timeout included). The first Write is
+// approved from another process and runs; the second is denied, claude does not run it, and
+// the model reads the reason.
+func TestApproval_ClaudeCodeHook(t *testing.T) {
+	e := newModelEnv(t)
+	m := newClaudeModel(t,
+		"["+toolUse("toolu_01W", "Write", `{"file_path":"/agora/workspace/a.txt","content":"one"}`)+"]",
+		"["+toolUse("toolu_01X", "Write", `{"file_path":"/agora/workspace/b.txt","content":"two"}`)+"]",
+	)
+	claudeEnv(e, m, "tools: [read_file, write_file]\napprove: [write_file]\n", nil, nil)
+	repo := gitRepo(t, map[string]string{"README.md": "# demo\n"})
+	id, done := e.runAsync(dispatch.Request{Subagent: "critic", Envs: []string{"anthropic"}, Repo: repo, Input: []byte(`{"prompt":"write"}`)})
+
+	first := e.awaitPending(id, 0)
+	if first.CallID != "toolu_01W" || first.Tool != "Write" || !strings.Contains(first.Preview, `"content":"one"`) {
+		t.Errorf("held call %+v, want toolu_01W Write with its input in the preview", first)
+	}
+	if out, err := e.approvalCLI("dispatch", "approve", id, "toolu_01W"); err != nil {
+		t.Fatalf("approve: %v\n%s", err, out)
+	}
+	second := e.awaitPending(id, first.Seq)
+	if out, err := e.approvalCLI("dispatch", "deny", id, second.CallID, "--reason", "only one file please"); err != nil {
+		t.Fatalf("deny: %v\n%s", err, out)
+	}
+	r := <-done
+	wantFinished(t, r)
+	if !strings.Contains(m.body(3), "only one file please") {
+		t.Errorf("the model was not given the denial's reason: %s", m.body(3))
+	}
+	patch := e.blob(r.Result.Patch)
+	if !strings.Contains(patch, "a.txt") || strings.Contains(patch, "b.txt") {
+		t.Errorf("patch %q, want the approved Write only", patch)
+	}
+	calls := e.toolCalls(r)
+	want := []string{
+		"Write requested claude-code: about to run; claude's permission rules derived from the grant decide",
+		"Write allowed claude-code: ran, allowed by the permission rules derived from the grant",
+		"Write denied claude-code: approval denied by " + r.Approvals[1].Actor + " (" + second.ArgsDigest + ")",
+	}
+	if strings.Join(calls, "\n") != strings.Join(want, "\n") {
+		t.Errorf("tool.call entries:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"))
+	}
+}

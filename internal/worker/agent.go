@@ -92,6 +92,8 @@ type invocation struct {
 	// binary is the runtime's CLI as the host bound it (read-only, outside the workspace);
 	// "" looks the program up on the sandbox's PATH.
 	binary string
+	// approvalTimeout is the longest a call held for approval waits (the manifest's).
+	approvalTimeout time.Duration
 }
 
 // agentExit is how the agent ended.
@@ -156,19 +158,20 @@ func (r *runner) runAgent(ctx context.Context) *failure {
 		stderr:  r.opts.Stderr,
 		timeout: time.Duration(r.man.AgentTimeoutSeconds) * time.Second,
 
-		dispatchID:   r.man.DispatchID,
-		role:         r.man.Subagent.Name + "@" + string(r.man.Subagent.Digest),
-		grants:       r.man.Grants.Set(),
-		model:        r.doc.Model,
-		systemPrompt: r.doc.SystemPrompt,
-		prompt:       userPrompt(r.man.InputJSON),
-		secrets:      secrets,
-		out:          r.out,
-		transcript:   r.transcript,
-		tmp:          r.opts.TempDir,
-		gateway:      r.gateway,
-		mcpConfig:    r.mcpConfig,
-		binary:       runtimeBinaryPath(r.man),
+		dispatchID:      r.man.DispatchID,
+		role:            r.man.Subagent.Name + "@" + string(r.man.Subagent.Digest),
+		grants:          r.man.Grants.Set(),
+		approvalTimeout: time.Duration(r.man.ApprovalTimeoutSeconds) * time.Second,
+		model:           r.doc.Model,
+		systemPrompt:    r.doc.SystemPrompt,
+		prompt:          userPrompt(r.man.InputJSON),
+		secrets:         secrets,
+		out:             r.out,
+		transcript:      r.transcript,
+		tmp:             r.opts.TempDir,
+		gateway:         r.gateway,
+		mcpConfig:       r.mcpConfig,
+		binary:          runtimeBinaryPath(r.man),
 	})
 	if err != nil {
 		return fail(wire.ReasonWorkerFailed, "start agent: %v", err)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/agora-dev/agora/internal/runtime/claudert"
 	"github.com/agora-dev/agora/internal/secret/redact"
@@ -74,7 +75,7 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 	tools := claudert.Tools(grants)
 	audit := newClaudeAudit(gw, hooks, redact.New(inv.secrets), tools, grants.MCPServers, stop)
 	hook := hookConfig{gateway: hooks.name, tools: tools, mcp: grants.MCPServers,
-		secretEnvs: secretNames(inv.env, inv.secrets)}
+		secretEnvs: secretNames(inv.env, inv.secrets), approve: inv.grants.Approve}
 
 	rl, err := startRelay(audit.gate(gw))
 	if err != nil {
@@ -105,6 +106,7 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 		Transcript:   tr,
 		TempDir:      inv.tmp,
 		HookCommand:  append([]string{hookProg, "worker", "hook"}, hook.args()...),
+		HookTimeout:  hookTimeout(inv.approvalTimeout, len(hook.approve) > 0),
 		Observer:     audit,
 	}, inv.prompt)
 	audit.finish(context.WithoutCancel(ctx), res, err)
@@ -167,4 +169,14 @@ func claudeExit(ctx context.Context, res claudert.Result, err error, inv invocat
 	final := res.Final
 	fmt.Fprintln(inv.stdout, final)
 	return agentExit{Final: &final}, nil
+}
+
+// hookTimeout is the timeout claude gives its hooks: the default, or, when calls may be
+// held, the approval timeout and a minute for the hook's own reports, so claude never lets
+// a held call through because its hook took long.
+func hookTimeout(approval time.Duration, holds bool) int {
+	if !holds {
+		return 0
+	}
+	return max(claudert.HookTimeout, int(approval/time.Second)+60)
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
@@ -65,10 +66,11 @@ const (
 
 // hookConfig is the hook's command line.
 type hookConfig struct {
-	gateway    string   // the worker's hook relay: an abstract socket "@name" (or a path)
-	tools      []string // built-in tools the grant covers (claudert.Tools)
-	mcp        []string // MCP servers the grant covers: their mcp__SERVER__* tools
-	secretEnvs []string // variables whose values are masked before hashing
+	gateway    string              // the worker's hook relay: an abstract socket "@name" (or a path)
+	tools      []string            // built-in tools the grant covers (claudert.Tools)
+	mcp        []string            // MCP servers the grant covers: their mcp__SERVER__* tools
+	secretEnvs []string            // variables whose values are masked before hashing
+	approve    []grant.ApproveRule // the grant's approve rules: calls held for a person
 }
 
 // args is the hook's argv after `agora worker hook`.
@@ -83,7 +85,7 @@ func (c hookConfig) args() []string {
 	for _, e := range c.secretEnvs {
 		a = append(a, "--secret-env="+e)
 	}
-	return a
+	return append(a, approveArgs(c.approve)...)
 }
 
 // list is a repeatable flag.
@@ -100,7 +102,13 @@ func parseHookArgs(args []string) (hookConfig, error) {
 	fs.Var((*list)(&c.tools), "tool", "")
 	fs.Var((*list)(&c.mcp), "mcp", "")
 	fs.Var((*list)(&c.secretEnvs), "secret-env", "")
+	var approve list
+	fs.Var(&approve, "approve", "")
 	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	var err error
+	if c.approve, err = parseApprove(approve); err != nil {
 		return c, err
 	}
 	switch {
@@ -178,8 +186,15 @@ func (h hook) run(ctx context.Context, in hookInput, stderr io.Writer) int {
 		if !covered {
 			r.Decision, r.Reason = "denied", reasonNotCovered
 		}
+		approved := true
+		if rule, held := heldBy(h.cfg.approve, in.Tool, in.Input); covered && held {
+			approved = h.hold(ctx, in, rule, &r, stderr)
+		}
 		if err := h.gw.report(ctx, r); err != nil {
 			fmt.Fprintf(stderr, "agora: the call could not be recorded in the audit log, so it is refused: %v\n", err)
+			return hookBlock
+		}
+		if !approved {
 			return hookBlock
 		}
 		if !covered {

@@ -111,8 +111,12 @@ func (r *hookRelay) serve(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(status)
 		json.NewEncoder(w).Encode(map[string]string{"error": msg}) //nolint:errcheck // the hook reads what arrives
 	}
+	if req.Method == http.MethodPost && req.URL.Path == "/approval" {
+		r.serveApproval(w, req, answer)
+		return
+	}
 	if req.Method != http.MethodPost || req.URL.Path != "/audit/tool" {
-		answer(http.StatusNotFound, "the hook relay serves POST /audit/tool only")
+		answer(http.StatusNotFound, "the hook relay serves POST /audit/tool and /approval only")
 		return
 	}
 	b, err := io.ReadAll(io.LimitReader(req.Body, maxHookReport+1))
@@ -192,4 +196,35 @@ func parseHookReport(b []byte) (hookReport, error) {
 		return r, fmt.Errorf("tool audit: duration_ms: want 0 to %d", int64(maxDurationMS))
 	}
 	return r, nil
+}
+
+// maxApprovalRequest caps a held call's request, as the gateway caps /approval.
+const maxApprovalRequest = 1<<20 + 4<<10
+
+// serveApproval passes a hook's held call on to the gateway's /approval and its decision
+// back. The gateway checks the request and computes what a person sees; the relay only
+// reads it strictly and waits as long as the gateway does.
+func (r *hookRelay) serveApproval(w http.ResponseWriter, req *http.Request, answer func(int, string)) {
+	b, err := io.ReadAll(io.LimitReader(req.Body, maxApprovalRequest+1))
+	if err != nil || len(b) > maxApprovalRequest {
+		answer(http.StatusBadRequest, "approval: the request could not be read or is too large")
+		return
+	}
+	var in struct {
+		Tool   string          `json:"tool"`
+		CallID string          `json:"call_id"`
+		Rule   string          `json:"rule"`
+		Args   json.RawMessage `json:"args"`
+	}
+	if err := strictjson.Unmarshal(b, &in); err != nil {
+		answer(http.StatusBadRequest, "approval: "+err.Error())
+		return
+	}
+	a, err := r.gw.approval(req.Context(), in.Tool, in.CallID, in.Rule, in.Args)
+	if err != nil {
+		answer(http.StatusBadGateway, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(approvalAnswer{Decision: a.State, Reason: a.Reason, Actor: a.Actor, ArgsDigest: a.ArgsDigest}) //nolint:errcheck // the hook reads what arrives
 }

@@ -59,6 +59,10 @@ type Config struct {
 	// through a private settings file (--settings), never the workspace's. It MUST hold no
 	// secret: a hook's argv is visible to every process in the sandbox.
 	HookCommand []string
+	// HookTimeout is how long, in seconds, claude lets each hook run; zero means
+	// [HookTimeout]. A hook that holds a call for a person's approval needs more than the
+	// approval timeout: claude lets a call through when its PreToolUse hook times out.
+	HookTimeout int
 	// Observer, when not nil, sees claude's events as Run parses them; see [Observer].
 	Observer Observer
 }

@@ -107,7 +107,7 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 	}
 	settingsFile := ""
 	if len(cfg.HookCommand) > 0 {
-		b, err := settingsJSON(cfg.HookCommand)
+		b, err := settingsJSON(cfg.HookCommand, cfg.HookTimeout)
 		if err != nil {
 			return Result{}, fmt.Errorf("claude-code runtime: %w", err)
 		}

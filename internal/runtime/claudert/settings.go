@@ -29,7 +29,8 @@ import (
 // listed in the result's permission_denials.
 var HookEvents = []string{"PreToolUse", "PostToolUse", "PostToolUseFailure"}
 
-// HookTimeout is the timeout, in seconds, claude gives each hook command. claude lets the
+// HookTimeout is the default timeout ([Config.HookTimeout]), in seconds, claude gives each
+// hook command. claude lets the
 // call through when a PreToolUse hook times out, so the hook's own work MUST end well
 // within it.
 const HookTimeout = 120
@@ -38,7 +39,10 @@ const HookTimeout = 120
 // tool at each of [HookEvents], and nothing else. claude runs a hook command through a
 // shell, so each word of hook is single-quoted; a word holding a NUL or another control
 // character is refused rather than quoted.
-func settingsJSON(hook []string) ([]byte, error) {
+func settingsJSON(hook []string, timeout int) ([]byte, error) {
+	if timeout <= 0 {
+		timeout = HookTimeout
+	}
 	if len(hook) == 0 {
 		return nil, errors.New("no hook command")
 	}
@@ -59,7 +63,7 @@ func settingsJSON(hook []string) ([]byte, error) {
 		Matcher string    `json:"matcher"`
 		Hooks   []command `json:"hooks"`
 	}
-	every := []group{{Matcher: "*", Hooks: []command{{Type: "command", Command: strings.Join(words, " "), Timeout: HookTimeout}}}}
+	every := []group{{Matcher: "*", Hooks: []command{{Type: "command", Command: strings.Join(words, " "), Timeout: timeout}}}}
 	hooks := map[string][]group{}
 	for _, ev := range HookEvents {
 		hooks[ev] = every

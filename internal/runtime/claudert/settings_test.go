@@ -3,6 +3,7 @@ package claudert
 import (
 	"encoding/json"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,7 +14,7 @@ import (
 // shell given the command runs exactly the argv, whatever its words hold.
 func TestSettingsJSON(t *testing.T) {
 	words := []string{"printf", `%s\n`, "a'b c", "$HOME", "`id`", "'", `\`, "--x=;rm -rf /", ""}
-	b, err := settingsJSON(words)
+	b, err := settingsJSON(words, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,8 +48,20 @@ func TestSettingsJSON(t *testing.T) {
 		}
 	}
 	for _, bad := range [][]string{nil, {"a\x00b"}, {"x", "\t"}} {
-		if _, err := settingsJSON(bad); err == nil {
+		if _, err := settingsJSON(bad, 0); err == nil {
 			t.Errorf("settingsJSON(%q) = nil error, want a refusal", bad)
+		}
+	}
+}
+
+func TestSettingsJSON_HookTimeout(t *testing.T) {
+	for _, tc := range []struct{ in, want int }{{0, HookTimeout}, {660, 660}} {
+		b, err := settingsJSON([]string{"/agora/bin/agora", "worker", "hook"}, tc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), `"timeout":`+strconv.Itoa(tc.want)) {
+			t.Errorf("settingsJSON(timeout %d) = %s, want timeout %d", tc.in, b, tc.want)
 		}
 	}
 }

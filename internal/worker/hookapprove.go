@@ -1,0 +1,121 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/agora-dev/agora/internal/grant"
+)
+
+// Claude Code's calls a capability marks for approval are held in its PreToolUse hook: the
+// hook asks the gateway's /approval (through the worker's relay) and blocks until a person
+// decides, then lets the call go on (exit 0) or refuses it with the reason (exit 2, which
+// claude gives the model). claude gives the hook its settings' timeout, which the worker
+// sets above the target's approval_timeout, so claude never lets a held call through on a
+// hook timeout.
+
+// Reasons of claude-code calls held for approval.
+const (
+	reasonApprovalUnavailable = "claude-code: approval could not be requested; the call is refused"
+)
+
+// agoraTool is the agora tool a Claude Code tool does the work of, for approve rules; ""
+// for one none covers (an MCP tool, TodoWrite).
+func agoraTool(claudeTool string) string {
+	switch claudeTool {
+	case "Write", "Edit", "MultiEdit", "NotebookEdit":
+		return "write_file"
+	case "Read":
+		return "read_file"
+	case "Glob":
+		return "list_files"
+	case "Grep":
+		return "search_files"
+	case "WebFetch":
+		return "http_fetch"
+	case "Bash":
+		return "run_command"
+	}
+	return ""
+}
+
+// shellSyntax are the characters with which one Bash command line can run more than the
+// words it starts with.
+const shellSyntax = ";&|`$()<>\n\\'\"*?[]{}~#"
+
+// heldBy returns the approve rule that holds a claude call of tool with input. A Bash
+// command is matched word by word against command rules; a command line with shell syntax
+// in it is held by any command rule, since its words need not be the command that runs
+// (fail closed: holding too much asks a person once more, holding too little runs a call
+// unheld).
+func heldBy(rules []grant.ApproveRule, tool string, input json.RawMessage) (grant.ApproveRule, bool) {
+	name := agoraTool(tool)
+	if name == "" || len(rules) == 0 {
+		return grant.ApproveRule{}, false
+	}
+	if name != "run_command" {
+		return grant.NeedsApproval(rules, name, nil)
+	}
+	var in struct {
+		Command string `json:"command"`
+	}
+	json.Unmarshal(input, &in) //nolint:errcheck // an unreadable input holds on any rule below
+	if r, ok := grant.NeedsApproval(rules, name, strings.Fields(in.Command)); ok {
+		return r, true
+	}
+	if in.Command == "" || strings.ContainsAny(in.Command, shellSyntax) {
+		for _, r := range rules {
+			if r.Command != "" {
+				return r, true
+			}
+		}
+	}
+	return grant.ApproveRule{}, false
+}
+
+// hold asks for approval of a held PreToolUse call and says whether it may go on; r is the
+// call's pre report, which it fills with the refusal when it may not.
+func (h hook) hold(ctx context.Context, in hookInput, rule grant.ApproveRule, r *toolReport, stderr io.Writer) bool {
+	args := in.Input
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	a, err := h.gw.approval(ctx, auditToolName(in.Tool), r.CallID, rule.String(), args)
+	if err != nil {
+		r.Decision, r.Reason = "denied", reasonApprovalUnavailable
+		fmt.Fprintf(stderr, "agora: this call needs a person's approval, which could not be asked for (%v); the call is refused\n", err)
+		return false
+	}
+	if a.State == "approved" {
+		return true
+	}
+	r.Decision, r.Reason = "denied", "claude-code: approval "+a.State+" by "+a.Actor+" ("+a.ArgsDigest+")"
+	fmt.Fprintf(stderr, "agora: approval %s by %s: %s\n", a.State, a.Actor, h.red.String(a.Reason))
+	return false
+}
+
+// approveArgs is the hook's --approve flags: each rule as its JSON.
+func approveArgs(rules []grant.ApproveRule) []string {
+	var out []string
+	for _, r := range rules {
+		b, _ := json.Marshal(r)
+		out = append(out, "--approve="+string(b))
+	}
+	return out
+}
+
+// parseApprove reads the --approve flags back.
+func parseApprove(flags []string) ([]grant.ApproveRule, error) {
+	var out []grant.ApproveRule
+	for _, f := range flags {
+		var r grant.ApproveRule
+		if err := json.Unmarshal([]byte(f), &r); err != nil {
+			return nil, fmt.Errorf("--approve: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
