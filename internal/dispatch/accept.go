@@ -220,6 +220,11 @@ func checkCommand(doc catalog.SubagentDoc, grants grant.Set) string {
 		}
 		return fmt.Sprintf("command %q matches none of the granted patterns %q", strings.Join(doc.Command, " "), patterns)
 	}
+	// The exec runtime has no tool loop to hold a call in: a command a person must approve
+	// is refused rather than run unheld.
+	if r, held := grant.NeedsApproval(grants.Approve, "run_command", doc.Command); held {
+		return fmt.Sprintf("command %q needs a person's approval (approve rule %q), and the exec runtime cannot hold a call", strings.Join(doc.Command, " "), r.String())
+	}
 	return ""
 }
 

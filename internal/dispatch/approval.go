@@ -135,6 +135,10 @@ func (s *Records) DecideApproval(ctx context.Context, id, call string, approve b
 		case len(pending) > 1:
 			return fmt.Errorf("call %q of dispatch %s has %d pending requests with different arguments; name one with --digest", call, id, len(pending))
 		}
+		if IsTerminal(r.State) {
+			// Its supervisor died holding the call: nothing waits for this decision.
+			return fmt.Errorf("%w: dispatch %s is %s; its held calls ended with it", ErrApprovalNotPending, id, r.State)
+		}
 		a := pending[0]
 		if out, err = s.settle(ctx, tx, id, a, state, reason, actor); err != nil {
 			return err

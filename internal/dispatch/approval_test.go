@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
@@ -233,5 +234,70 @@ func TestApproval_ClaudeCodeHook(t *testing.T) {
 	}
 	if strings.Join(calls, "\n") != strings.Join(want, "\n") {
 		t.Errorf("tool.call entries:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A pending approval of a dispatch that ended (its supervisor died holding the call) cannot
+// be decided: nothing waits for the decision, and the audit must not show one taking effect.
+// A reason over the limit and a system actor are refused too.
+func TestRecords_DecideApprovalRefusals(t *testing.T) {
+	e := newEnv(t)
+	e.subagent("quiet", "true")
+	r, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "quiet", Timeout: time.Minute, Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.d.Records.RequestApproval(t.Context(), r.ID, dispatch.Approval{CallID: "call_1", Tool: "write_file",
+		ArgsDigest: "sha256:" + strings.Repeat("a", 64), Preview: "{}", Rule: "write_file", Role: "r"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.d.Records.DecideApproval(t.Context(), r.ID, "call_1", true, "", dispatch.SystemActor, ""); err == nil {
+		t.Error("the system actor approved a call")
+	}
+	if _, err := e.d.Records.DecideApproval(t.Context(), r.ID, "call_1", false, strings.Repeat("x", 2000), "alice", ""); err == nil {
+		t.Error("a 2000-byte reason was taken")
+	}
+	if _, err := e.d.Records.DecideApproval(t.Context(), r.ID, "call_1", true, "", "alice", "sha256:"+strings.Repeat("b", 64)); err == nil || !strings.Contains(err.Error(), "with arguments sha256:bbbb") {
+		t.Errorf("approving other arguments: %v", err)
+	}
+	if _, err := e.d.Records.Finish(t.Context(), r.ID, dispatch.Outcome{State: dispatch.StateCancelled, Reason: dispatch.ReasonCancelled}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.d.Records.DecideApproval(t.Context(), r.ID, "call_1", true, "", "alice", ""); err == nil || !strings.Contains(err.Error(), "ended with it") {
+		t.Errorf("approving a call of an ended dispatch: %v", err)
+	}
+	got, err := e.d.Records.Approval(t.Context(), r.ID, a.Seq)
+	if err != nil || got.State != dispatch.ApprovalPending {
+		t.Errorf("approval %+v, %v: want it still pending, decided by nobody", got, err)
+	}
+	if n := len(e.audited(r, dispatch.KindApprovalDecision)); n != 0 {
+		t.Errorf("%d decision entries, want none", n)
+	}
+}
+
+// The exec runtime cannot hold a call: an exec subagent whose command an approve rule marks
+// is refused at accept (failed, denied) and never runs unheld.
+func TestApproval_ExecRefused(t *testing.T) {
+	e := newEnv(t)
+	capDir := t.TempDir()
+	os.WriteFile(capDir+"/capability.yaml", []byte("commands: [\"sh -c *\"]\napprove: [{command: \"sh -c *\"}]\n"), 0o644)
+	pc, err := e.w.PrepareCapability("held", capDir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.w.Register(t.Context(), "test", "register", pc); err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.w.PrepareSubagent(t.Context(), "pusher", provision.SubagentSpec{Command: []string{"sh", "-c", "touch ran"}, Capabilities: []string{"held"}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.w.Register(t.Context(), "test", "register", p); err != nil {
+		t.Fatal(err)
+	}
+	r := e.run(dispatch.Request{Subagent: "pusher"})
+	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonDenied || !strings.Contains(r.Detail, "exec runtime cannot hold a call") {
+		t.Fatalf("got %s %s %q, want failed denied: the exec runtime cannot hold a call", r.State, r.Reason, r.Detail)
 	}
 }
