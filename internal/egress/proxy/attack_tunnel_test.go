@@ -131,3 +131,17 @@ func TestAttack_ClientGoneWhileHostIsSlow(t *testing.T) {
 		t.Fatalf("connections whose client left still wait on their hosts:\n%s", f.audit.dump())
 	}
 }
+
+// A connection allowed before the audit budget was spent still gets its net.close after it.
+func TestAttack_CloseRecordedPastTheBudget(t *testing.T) {
+	port, _ := rawServer(t, func(c net.Conn) { io.Copy(io.Discard, c) })
+	f := start(t, Config{Rules: rules(t, "127.0.0.1:"+port), MaxAuditEntries: 3, linger: 100 * time.Millisecond}, nil)
+	c, _ := dialConnect(t, f.url.Host, "127.0.0.1:"+port)
+	for range 4 {
+		rawConnect(t, f.url.Host, "evil.test:443", "")
+	}
+	c.Close()
+	if got := f.audit.waitEntries(t, KindClose, 1, 5*time.Second); len(got) != 1 {
+		t.Fatalf("no net.close past the budget:\n%s", f.audit.dump())
+	}
+}

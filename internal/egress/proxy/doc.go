@@ -20,5 +20,15 @@
 // Every decision is reported to the [Auditor] before its effect: a connection's
 // net.connect entry is recorded before a byte of the client reaches the host, and a refused
 // request's entry before the refusal is answered. When the connection ends, net.close
-// reports its bytes each way, duration and requests.
+// reports its bytes each way, duration and requests: exactly once per allowed connection,
+// past the audit budget and after the dispatch's context has ended too.
+//
+// Nothing one sandbox sends may pin the host: heads are capped (64 KiB from the client, 256
+// KiB from a host), a connection silent for [Config.IdleTimeout] ends, a tunnel ends once
+// either side closes (the other direction gets a short linger), a client that leaves while
+// its request waits on a host ends the exchange, and [Proxy.Close] closes upstream
+// connections too. A request is sent at most once (never resent after a broken write), and
+// a host's 101 is refused rather than relayed as an unread stream. Every message, notice and
+// entry the proxy writes is masked with the bound values first. docs/egress.md lists what
+// the proxy does not inspect.
 package proxy
