@@ -1,12 +1,15 @@
 package proxy
 
 import (
+	"bufio"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agora-dev/agora/internal/grant"
 )
@@ -94,5 +97,35 @@ func TestAttack_PathEncodingRefusalSaysWhy(t *testing.T) {
 		if resp.StatusCode != 403 || !strings.Contains(body, want) || strings.Count(body, ". ") > 0 {
 			t.Errorf("GET %s = %d %q, want a sentence naming %s", path, resp.StatusCode, body, want)
 		}
+	}
+}
+
+// Inside a terminated TLS session, an absolute-form request target carries its own path:
+// that path is the one judged, whatever a Host header or an X-Original-URL says.
+func TestAttack_PathInAbsoluteFormInsideTLS(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	_, port := hostPort(t, srv.URL)
+	ca, err := NewCA("d-test", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := []grant.EgressRule{{Host: "127.0.0.1", Methods: []string{"GET"}, Paths: []string{"/repos/acme/"}}}
+	f := start(t, Config{Rules: r, CA: ca, Roots: poolOf(srv.Certificate())}, nil)
+	for _, target := range []string{
+		"https://127.0.0.1:" + port + "/repos/other",
+		"https://127.0.0.1:" + port + "/repos/acme/%2e%2e/other",
+		"//127.0.0.1:" + port + "/repos/other",
+	} {
+		tc := tlsThrough(t, f.url.Host, "127.0.0.1:"+port, poolFromCA(ca))
+		resp, body := sendOn(t, tc, bufio.NewReader(tc), "GET "+target+" HTTP/1.1\r\nHost: 127.0.0.1:"+port+"\r\nX-Original-URL: /repos/acme/x\r\n\r\n")
+		tc.Close()
+		if resp.StatusCode != 403 {
+			t.Errorf("GET %s = %d %q, want 403", target, resp.StatusCode, body)
+		}
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("the host got %d requests outside the prefix", hits.Load())
 	}
 }
