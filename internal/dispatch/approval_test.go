@@ -237,8 +237,8 @@ func TestApproval_ClaudeCodeHook(t *testing.T) {
 	}
 }
 
-// A pending approval of a dispatch that ended (its supervisor died holding the call) cannot
-// be decided: nothing waits for the decision, and the audit must not show one taking effect.
+// A pending approval of a dispatch that ends (its supervisor died holding the call) expires
+// with it, by system, and can no longer be decided: nothing waits for the decision.
 // A reason over the limit and a system actor are refused too.
 func TestRecords_DecideApprovalRefusals(t *testing.T) {
 	e := newEnv(t)
@@ -264,15 +264,16 @@ func TestRecords_DecideApprovalRefusals(t *testing.T) {
 	if _, err := e.d.Records.Finish(t.Context(), r.ID, dispatch.Outcome{State: dispatch.StateCancelled, Reason: dispatch.ReasonCancelled}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.d.Records.DecideApproval(t.Context(), r.ID, "call_1", true, "", "alice", ""); err == nil || !strings.Contains(err.Error(), "ended with it") {
+	if _, err := e.d.Records.DecideApproval(t.Context(), r.ID, "call_1", true, "", "alice", ""); err == nil || !strings.Contains(err.Error(), "already expired") {
 		t.Errorf("approving a call of an ended dispatch: %v", err)
 	}
 	got, err := e.d.Records.Approval(t.Context(), r.ID, a.Seq)
-	if err != nil || got.State != dispatch.ApprovalPending {
-		t.Errorf("approval %+v, %v: want it still pending, decided by nobody", got, err)
+	if err != nil || got.State != dispatch.ApprovalExpired || got.Actor != dispatch.SystemActor || !strings.Contains(got.Reason, "the dispatch ended (cancelled)") {
+		t.Errorf("approval %+v, %v: want it expired by system with the dispatch", got, err)
 	}
-	if n := len(e.audited(r, dispatch.KindApprovalDecision)); n != 0 {
-		t.Errorf("%d decision entries, want none", n)
+	decs := e.audited(r, dispatch.KindApprovalDecision)
+	if len(decs) != 1 || decs[0].Actor != dispatch.SystemActor {
+		t.Errorf("decision entries %+v, want the one expiry", decs)
 	}
 }
 

@@ -271,6 +271,15 @@ UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolatio
 			return err
 		}
 		data["manifest"] = ProvenanceDigest(manifest)
+		// A call still held has nobody left to wait for it (a supervisor that died holding
+		// it): it expires with the dispatch, so every request has its one decision on record.
+		for _, a := range r.Approvals {
+			if a.State == ApprovalPending {
+				if _, err := s.settle(ctx, tx, id, a, ApprovalExpired, "the dispatch ended ("+o.State+") before anyone decided", SystemActor); err != nil {
+					return err
+				}
+			}
+		}
 		if err := s.event(ctx, tx, r, o.State, data); err != nil {
 			return err
 		}

@@ -84,3 +84,21 @@ func TestRecord_BudgetAndUsage(t *testing.T) {
 		t.Error("usage on a record without any")
 	}
 }
+
+// TestRecord_AwaitingApproval: an orchestrator sees why a dispatch waits (the held call's
+// tool and redacted preview), and only the pending calls.
+func TestRecord_AwaitingApproval(t *testing.T) {
+	r := &dispatch.Record{ID: "d", State: dispatch.StateStarted, Phase: dispatch.PhaseAwaitingApproval,
+		Approvals: []dispatch.Approval{
+			{Seq: 1, CallID: "call_1", Tool: "write_file", ArgsDigest: "sha256:aa", Preview: `{"path":"a"}`, State: dispatch.ApprovalApproved, Actor: "alice"},
+			{Seq: 2, CallID: "call_2", Tool: "write_file", ArgsDigest: "sha256:bb", Preview: `{"path":"b"}`, State: dispatch.ApprovalPending},
+		}}
+	out := record(r)
+	if out.Phase != "awaiting_approval" || len(out.AwaitingApproval) != 1 || out.AwaitingApproval[0].CallID != "call_2" || out.AwaitingApproval[0].Preview != `{"path":"b"}` {
+		t.Errorf("phase %q held %+v, want call_2 only", out.Phase, out.AwaitingApproval)
+	}
+	b, _ := json.Marshal(record(&dispatch.Record{ID: "e"}))
+	if strings.Contains(string(b), "approval") || strings.Contains(string(b), "phase") {
+		t.Errorf("a record holding no call mentions approvals: %s", b)
+	}
+}
