@@ -104,7 +104,7 @@ func TestWriter_EnvBindings(t *testing.T) {
 
 func TestWriter_PrepareEnvSpecRefusesBindings(t *testing.T) {
 	f := newFixture(t)
-	secrets := map[string][]byte{"TOKEN": []byte("s3cret-value-0123"), "OTHER": []byte("s3cret-value-4567")}
+	secrets := map[string][]byte{"TOKEN": []byte("s3cret-value-0123"), "OTHER": []byte("s3cret-value-4567"), "PIN": []byte("s3cret")}
 	tests := []struct {
 		name     string
 		bindings map[string]catalog.Binding
@@ -113,7 +113,9 @@ func TestWriter_PrepareEnvSpecRefusesBindings(t *testing.T) {
 		{"plain value", map[string]catalog.Binding{"LOG": {Hosts: []string{"a.example"}}},
 			"binding LOG: LOG is a plain value, not a secret; only a secret can be bound to hosts"},
 		{"unknown key", map[string]catalog.Binding{"NOPE": {Hosts: []string{"a.example"}}},
-			"binding NOPE: the bundle has no secret NOPE (its secrets: OTHER, TOKEN)"},
+			"binding NOPE: the bundle has no secret NOPE (its secrets: OTHER, PIN, TOKEN)"},
+		{"too short to mask", map[string]catalog.Binding{"PIN": {Hosts: []string{"a.example"}}},
+			"binding PIN: the secret is shorter than 8 bytes, too short to mask"},
 		{"no hosts", map[string]catalog.Binding{"TOKEN": {}}, "binding TOKEN: no hosts"},
 		{"bad host", map[string]catalog.Binding{"TOKEN": {Hosts: []string{"https://a.example/x"}}},
 			`binding TOKEN: host "https://a.example/x": want a lowercase host name`},

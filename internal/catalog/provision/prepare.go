@@ -3,15 +3,16 @@ package provision
 import (
 	"context"
 	"fmt"
-	"github.com/agora-dev/agora/internal/budget"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/secret"
+	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/workspace"
 )
 
@@ -338,6 +339,14 @@ func (w *Writer) PrepareEnvSpec(name string, spec EnvSpec, allow []string) (*Pen
 			bindings[k] = catalog.NormalizeBinding(b)
 		}
 		problems = append(problems, catalog.CheckBindings(bindings, values, secrets)...)
+		// The proxy masks a bound value in what hosts send back; a value shorter than the
+		// redactor's minimum cannot be masked, so the proxy would refuse it at every dispatch.
+		// Say so now, to the person registering it, not to an agent later.
+		for _, k := range catalog.SortedKeys(bindings) {
+			if v, ok := secrets[k]; ok && len(v) > 0 && len(v) < redact.MinLen {
+				problems = append(problems, fmt.Sprintf("binding %s: the secret is shorter than %d bytes, too short to mask in what a host sends back; bind a real credential", k, redact.MinLen))
+			}
+		}
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("env bundle %q: %s", name, strings.Join(problems, "; "))
