@@ -39,6 +39,9 @@ func TestModel_SpendingBudgets(t *testing.T) {
 			if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonBudgetExceeded || !strings.Contains(r.Detail, tc.want) {
 				t.Fatalf("got %s %s: %s, want failed budget-exceeded saying %q", r.State, r.Reason, r.Detail, tc.want)
 			}
+			if r.Sandbox != "bwrap" || r.Isolation == "" {
+				t.Errorf("ran with sandbox %q isolation %q, want bubblewrap", r.Sandbox, r.Isolation)
+			}
 			if r.Budget == nil || *r.Budget != tc.b {
 				t.Errorf("record budget %+v, want %+v", r.Budget, tc.b)
 			}
