@@ -210,6 +210,12 @@ func checkoutName(req Request, commit string) string {
 
 // checkCommand returns why the exec subagent of doc may not run under grants, or "".
 func checkCommand(doc catalog.SubagentDoc, grants grant.Set) string {
+	if doc.Runtime == runtimeCodex && len(grants.Approve) > 0 {
+		// codex exec runs with approval_policy "never": nothing waits before a command or a
+		// file change, and its events arrive as one starts or after it ran. Refused rather
+		// than audited after the fact (docs/runtimes.md, Approvals).
+		return fmt.Sprintf("the grant marks calls for a person's approval (%s), and the codex runtime cannot hold a call", approveList(grants.Approve))
+	}
 	if doc.Runtime != "exec" {
 		return ""
 	}
@@ -226,6 +232,18 @@ func checkCommand(doc catalog.SubagentDoc, grants grant.Set) string {
 		return fmt.Sprintf("command %q needs a person's approval (approve rule %q), and the exec runtime cannot hold a call", strings.Join(doc.Command, " "), r.String())
 	}
 	return ""
+}
+
+// runtimeCodex is the Codex CLI runtime's name in a subagent document.
+const runtimeCodex = "codex"
+
+// approveList is rules as a person reads them, comma-separated.
+func approveList(rules []grant.ApproveRule) string {
+	out := make([]string, len(rules))
+	for i, r := range rules {
+		out[i] = r.String()
+	}
+	return strings.Join(out, ", ")
 }
 
 // resolveWorkspace pins the workspace ref names to its version and rev to a commit the

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
@@ -300,5 +302,21 @@ func TestApproval_ExecRefused(t *testing.T) {
 	r := e.run(dispatch.Request{Subagent: "pusher"})
 	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonDenied || !strings.Contains(r.Detail, "exec runtime cannot hold a call") {
 		t.Fatalf("got %s %s %q, want failed denied: the exec runtime cannot hold a call", r.State, r.Reason, r.Detail)
+	}
+}
+
+// Codex runs with approval_policy "never": it cannot hold a call, so a codex subagent whose
+// grant marks any call for approval is refused at accept, never audited after the fact.
+func TestCheckCommand_CodexCannotHold(t *testing.T) {
+	held := grant.Set{Tools: []string{"write_file"}, Approve: []grant.ApproveRule{{Tool: "write_file"}, {Command: "git push *"}}}
+	got := dispatch.CheckCommand(catalog.SubagentDoc{Runtime: "codex"}, held)
+	if !strings.Contains(got, "codex runtime cannot hold a call") || !strings.Contains(got, "write_file, command: git push *") {
+		t.Errorf("codex with approve rules: %q, want a refusal naming the rules", got)
+	}
+	if got := dispatch.CheckCommand(catalog.SubagentDoc{Runtime: "codex"}, grant.Set{Tools: []string{"write_file"}}); got != "" {
+		t.Errorf("codex without approve rules refused: %q", got)
+	}
+	if got := dispatch.CheckCommand(catalog.SubagentDoc{Runtime: "openai"}, held); got != "" {
+		t.Errorf("openai with approve rules refused: %q (it holds calls)", got)
 	}
 }

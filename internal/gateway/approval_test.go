@@ -107,3 +107,31 @@ func FuzzArgsDigest(f *testing.F) {
 		}
 	})
 }
+
+// The attack: a process in the sandbox asks for approvals in a loop to flood the audit log
+// (each costs a request and a decision entry) or a person's queue. Every request is charged
+// to the dispatch's audit budget first; once it is spent the dispatch is stopped.
+func TestApproval_ChargedToAuditBudget(t *testing.T) {
+	ap := &recordingApprover{decision: ApprovalDecision{State: "expired", Actor: "system"}}
+	limited := make(chan string, 1)
+	h := start(t, Config{Approver: ap, MaxAuditEntries: 8, OnLimit: func(d string) { limited <- d }})
+	var last int
+	for i := 0; i < 8; i++ {
+		resp, _ := h.do(t, http.MethodPost, "/approval", nil, `{"tool":"write_file","call_id":"c`+string(rune('a'+i))+`","rule":"r","args":{}}`)
+		last = resp.StatusCode
+		if last != http.StatusOK {
+			break
+		}
+	}
+	if last != http.StatusServiceUnavailable {
+		t.Fatalf("last status %d, want 503 once the budget is spent", last)
+	}
+	select {
+	case <-limited:
+	default:
+		t.Error("OnLimit was not called")
+	}
+	if n := len(ap.seen); n == 0 || n >= 8 {
+		t.Errorf("the approver saw %d requests, want fewer than the 8 sent", n)
+	}
+}
