@@ -6,7 +6,10 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/budget"
+	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 // TestNewDispatchRunCmd_Budget maps --budget-* to the request's narrowing (stopping after
@@ -54,5 +57,25 @@ func TestPrintRecord_Usage(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("describe output lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestPrintSubagent_Budget: subagent show names the subagent's budget.
+func TestPrintSubagent_Budget(t *testing.T) {
+	var b bytes.Buffer
+	printSubagent(&b, catalog.Version{Name: "fixer"}, catalog.SubagentDoc{Runtime: "openai", Budget: budget.Budget{USD: 0.5, ModelCalls: 20}}, grant.Set{})
+	if want := "budget:       usd 0.5, model_calls 20 (a dispatch may narrow it)\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("show output lacks %q:\n%s", want, b.String())
+	}
+}
+
+// TestPrintRunHeader_Usage: orch status shows the run's usage against its budget.
+func TestPrintRunHeader_Usage(t *testing.T) {
+	var errOut bytes.Buffer
+	f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errOut}, func(string) string { return "" })
+	printRunHeader(f, api.Run{ID: "r", Name: "n", State: api.RunFailed, Budget: &budget.Budget{ModelCalls: 4},
+		Usage: &budget.Usage{InputTokens: 200, OutputTokens: 20, ModelCalls: 4, CostUSD: 0.4}})
+	if want := "usage: 200 in (0 cached), 20 out, 4 calls, $0.4 of budget model_calls 4\n"; !strings.Contains(errOut.String(), want) {
+		t.Errorf("status header lacks %q:\n%s", want, errOut.String())
 	}
 }

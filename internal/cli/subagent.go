@@ -279,6 +279,9 @@ func printSubagent(w io.Writer, v catalog.Version, doc catalog.SubagentDoc, gran
 	fmt.Fprintf(w, "description:  %s\n", orDash(doc.Description))
 	fmt.Fprintf(w, "runtime:      %s\n", doc.Runtime)
 	fmt.Fprintf(w, "model:        %s\n", orDash(doc.Model))
+	if !doc.Budget.IsZero() {
+		fmt.Fprintf(w, "budget:       %s (a dispatch may narrow it)\n", doc.Budget)
+	}
 	if len(doc.Command) > 0 {
 		fmt.Fprintf(w, "command:      %s\n", quoteAll(doc.Command))
 	}
