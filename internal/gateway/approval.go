@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -184,7 +183,7 @@ func (g *Gateway) checkApproval(req *approvalRequest) error {
 		return fmt.Errorf("call_id: %s", err)
 	}
 	if len(req.Rule) > maxApprovalRule {
-		return fmt.Errorf("rule: over %s bytes", strconv.Itoa(maxApprovalRule))
+		return fmt.Errorf("rule: over %d bytes", maxApprovalRule)
 	}
 	if err := checkReason(req.Rule); err != nil {
 		return fmt.Errorf("rule: %s", err)

@@ -35,6 +35,11 @@
 //     Any other is refused (400). A report whose tool, call_id, phase, decision or args_hash
 //     holds a form of the key or of a secret is refused (400) too: those fields are recorded
 //     verbatim, so that they can be read and paired, and only the reason is masked.
+//   - POST /approval {"tool", "call_id", "rule", "args"}: a call an approve rule holds. The
+//     gateway digests the canonical arguments and builds the masked preview itself, charges
+//     two entries to the audit budget, and answers {"decision", "reason", "actor",
+//     "args_digest"} once its [Approver] says how a person (or the timeout) decided. Served
+//     only with [Config.Approver] (see approval.go).
 //
 // # Masking
 //
