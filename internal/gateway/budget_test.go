@@ -274,3 +274,19 @@ func TestGateway_BudgetCountsACutStream(t *testing.T) {
 		t.Fatalf("next call %d %s, want the budget refusal", resp.StatusCode, body)
 	}
 }
+
+// TestGateway_BudgetRefusedRequestCostsNoCall: a model request the gateway refuses before
+// sending it (an oversized body, a bad header) takes no call from the budget.
+func TestGateway_BudgetRefusedRequestCostsNoCall(t *testing.T) {
+	up := newUpstream(t, chatReply(1))
+	h := start(t, Config{ModelBaseURL: up.at("model.test"), APIKey: []byte(testKey), Meter: budget.NewMeter(budget.Budget{ModelCalls: 1}, nil, "")})
+	if resp, _ := h.do(t, http.MethodPost, "/model/chat/completions", nil, strings.Repeat("x", maxRequestBody+1)); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("oversized body: %d", resp.StatusCode)
+	}
+	if u := h.gw.Usage(); u.ModelCalls != 0 {
+		t.Fatalf("a refused request counted %d calls", u.ModelCalls)
+	}
+	if resp, body := h.do(t, http.MethodPost, "/model/chat/completions", nil, `{}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the one allowed call: %d %s", resp.StatusCode, body)
+	}
+}

@@ -53,9 +53,9 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, ex *exchang
 		return
 	}
 	if shape != 0 {
-		// Before the body is read: the check costs the same whatever the request. It also
-		// takes the call, atomically with the check (see budget.Meter.Reserve).
-		if spent := g.meter.Reserve(); spent != "" {
+		// Before the body is read: the check costs the same whatever the request. The call
+		// is taken just before it is sent (a request refused on the way costs none).
+		if spent := g.meter.Spent(); spent != "" {
 			g.refuseBudget(w, ex, api, spent)
 			return
 		}
@@ -101,6 +101,14 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, ex *exchang
 			req.Header.Set("X-Api-Key", string(g.key))
 		default:
 			req.Header.Set("Authorization", "Bearer "+string(g.key))
+		}
+	}
+	if shape != 0 {
+		// Taken atomically with a second check, so concurrent requests cannot pass the
+		// call limit together (see budget.Meter.Reserve).
+		if spent := g.meter.Reserve(); spent != "" {
+			g.refuseBudget(w, ex, api, spent)
+			return
 		}
 	}
 	resp, err := g.modelClient.Do(req)
