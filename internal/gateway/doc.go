@@ -5,7 +5,8 @@
 //
 // # What it owns
 //
-//   - POST /model/chat/completions and GET /model/models: forwarded to [Config.ModelBaseURL].
+//   - POST /model/chat/completions, POST /model/responses (the Responses API, which the Codex
+//     CLI speaks) and GET /model/models: forwarded to [Config.ModelBaseURL].
 //     Every header from the sandbox is dropped except Content-Type and Accept, and the
 //     gateway sets Authorization from [Config.APIKey] itself, so the key never enters the
 //     sandbox. Responses pass through a redactor for the key (in case the server echoes it)

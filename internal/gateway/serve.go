@@ -16,9 +16,11 @@ import (
 
 // Routes as recorded in the audit log.
 const (
-	routeModelChat   = "model.chat_completions"
-	routeModelModels = "model.models"
-	routeModelOther  = "model.unknown"
+	routeModelChat = "model.chat_completions"
+	// The Responses API (what the Codex CLI speaks), beside chat completions.
+	routeModelResponses = "model.responses"
+	routeModelModels    = "model.models"
+	routeModelOther     = "model.unknown"
 	// The Anthropic routes, served when the model API is APIAnthropic.
 	routeAnthropicMessages = "anthropic.messages"
 	routeAnthropicCount    = "anthropic.count_tokens"
@@ -52,6 +54,8 @@ func routeOf(path string) string {
 	switch path {
 	case "/model/chat/completions":
 		return routeModelChat
+	case "/model/responses":
+		return routeModelResponses
 	case "/model/models":
 		return routeModelModels
 	case "/fetch":
@@ -128,6 +132,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	switch ex.route {
 	case routeModelChat:
 		g.serveModel(rec, r, ex, APIOpenAI, http.MethodPost, "chat/completions", budget.ShapeChat)
+	case routeModelResponses:
+		g.serveModel(rec, r, ex, APIOpenAI, http.MethodPost, "responses", budget.ShapeResponses)
 	case routeModelModels:
 		g.serveModel(rec, r, ex, APIOpenAI, http.MethodGet, "models", 0)
 	case routeAnthropicMessages:
@@ -141,7 +147,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	case routeApproval:
 		g.serveApproval(rec, r, ex)
 	default:
-		g.refuse(rec, ex, http.StatusNotFound, "no such route (want /model/chat/completions, /model/models, /anthropic/v1/messages, /fetch, /audit/tool or /approval)")
+		g.refuse(rec, ex, http.StatusNotFound, "no such route (want /model/chat/completions, /model/responses, /model/models, /anthropic/v1/messages, /fetch, /audit/tool or /approval)")
 	}
 }
 
