@@ -1,0 +1,73 @@
+package codexrt
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// EnvKey is the variable codex reads its provider's bearer token from. Its value is the
+// relay's per-run token: the gateway drops it and adds the real key.
+const EnvKey = "AGORA_CODEX_TOKEN"
+
+// providerName is the one model provider the generated config defines.
+const providerName = "agora"
+
+// ConfigTOML returns the config.toml codex runs with (see the package doc for why each
+// setting). baseURL is where codex POSTs {baseURL}/responses. It refuses values TOML or
+// codex could misread rather than escape them into something else.
+func ConfigTOML(model, baseURL, systemPrompt string) ([]byte, error) {
+	if model == "" {
+		return nil, fmt.Errorf("codex runtime: the subagent names no model")
+	}
+	if !strings.HasPrefix(baseURL, "http://") && !strings.HasPrefix(baseURL, "https://") {
+		return nil, fmt.Errorf("codex runtime: base URL %q is not http(s)", baseURL)
+	}
+	for name, v := range map[string]string{"model": model, "base URL": baseURL, "system prompt": systemPrompt} {
+		if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+			return nil, fmt.Errorf("codex runtime: the %s is not valid UTF-8 text", name)
+		}
+	}
+	var b strings.Builder
+	line := func(k, v string) { fmt.Fprintf(&b, "%s = %s\n", k, v) }
+	line("model", tomlString(model))
+	line("model_provider", tomlString(providerName))
+	line("approval_policy", tomlString("never"))
+	line("sandbox_mode", tomlString("danger-full-access"))
+	line("check_for_update_on_startup", "false")
+	line("web_search", tomlString("disabled"))
+	if systemPrompt != "" {
+		line("developer_instructions", tomlString(systemPrompt))
+	}
+	b.WriteString("\n[analytics]\nenabled = false\n")
+	b.WriteString("\n[feedback]\nenabled = false\n")
+	b.WriteString("\n[features]\nplugins = false\nremote_plugin = false\napps = false\nunbounded_connection_retries = false\n")
+	b.WriteString("\n[model_providers." + providerName + "]\n")
+	line("name", tomlString(providerName))
+	line("base_url", tomlString(baseURL))
+	line("env_key", tomlString(EnvKey))
+	line("wire_api", tomlString("responses"))
+	line("request_max_retries", "0")
+	line("stream_max_retries", "0")
+	return []byte(b.String()), nil
+}
+
+// tomlString quotes s as a TOML basic string: quotes, backslashes and every control
+// character escaped, so no value can end the string or start a new key.
+func tomlString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\u%04X`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}

@@ -1,0 +1,218 @@
+package codexrt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agora-dev/agora/internal/runtime/execrt"
+)
+
+// ErrTimedOut means codex ran past Config.Timeout and its process group was killed.
+var ErrTimedOut = errors.New("codex ran past its time budget")
+
+// NotFoundError means the codex executable is not on the PATH of Config.Env (or not at the
+// path given).
+type NotFoundError struct {
+	Name, PATH string
+	Err        error
+}
+
+func (e *NotFoundError) Error() string {
+	if strings.Contains(e.Name, "/") {
+		return fmt.Sprintf("codex runtime: %q not found: %v", e.Name, e.Err)
+	}
+	return fmt.Sprintf("codex runtime: %q not found on PATH (PATH=%s)", e.Name, e.PATH)
+}
+
+func (e *NotFoundError) Unwrap() error { return e.Err }
+
+// ExitError means codex exited non-zero or its turn failed.
+type ExitError struct {
+	ExitCode int // -1 when killed by a signal
+	// Detail is codex's first error message or else the tail of its stderr, on one line, at
+	// most 512 bytes; codex's words, so the caller redacts it.
+	Detail string
+}
+
+func (e *ExitError) Error() string {
+	msg := fmt.Sprintf("codex runtime: codex exited with code %d", e.ExitCode)
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	return msg
+}
+
+// Config is one codex run.
+type Config struct {
+	Binary       string // the codex executable; "" looks up "codex" on Env's PATH
+	Model        string
+	SystemPrompt string
+	// BaseURL is the provider's base URL (codex POSTs BaseURL+"/responses"); Token is the
+	// bearer token it sends there (a relay token, never a model key).
+	BaseURL, Token string
+	Dir            string   // the workspace codex works in
+	Env            []string // codex's whole environment; CODEX_HOME and the token are added
+	Timeout        time.Duration
+	Stderr         io.Writer // codex's stderr, besides the tail Run keeps
+	Transcript     io.Writer // the JSONL events, unredacted
+	TempDir        string    // where the private CODEX_HOME is made
+	Observer       Observer
+}
+
+const (
+	stderrTail = 4 << 10
+	maxDetail  = 512
+	// stdinScript feeds the prompt file to codex's stdin (`codex exec -` reads the prompt
+	// there): execrt gives the process no stdin, and the prompt stays out of argv.
+	shell       = "/bin/sh"
+	stdinScript = `f=$1; shift; exec "$@" <"$f"`
+)
+
+// Args is codex's argv after the program name.
+func Args() []string {
+	return []string{"exec", "--json", "--strict-config", "--skip-git-repo-check", "-"}
+}
+
+// Run runs codex once on prompt and returns what it produced. The JSONL output is parsed
+// as it arrives, written to cfg.Transcript and shown to cfg.Observer. It returns a
+// [*NotFoundError], [ErrTimedOut], ctx's error, an [*ExitError] when codex exits non-zero or
+// its turn failed, or a parse error; the Result holds whatever was parsed in every case.
+func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
+	name := cfg.Binary
+	if name == "" {
+		name = "codex"
+	}
+	path := execrt.EnvValue(cfg.Env, "PATH")
+	prog, err := execrt.LookPath(name, path)
+	if err != nil {
+		return Result{}, &NotFoundError{Name: name, PATH: path, Err: err}
+	}
+	conf, err := ConfigTOML(cfg.Model, cfg.BaseURL, cfg.SystemPrompt)
+	if err != nil {
+		return Result{}, err
+	}
+	home, err := os.MkdirTemp(cfg.TempDir, "codexrt-")
+	if err != nil {
+		return Result{}, fmt.Errorf("codex runtime: create CODEX_HOME: %w", err)
+	}
+	defer os.RemoveAll(home)
+	if home, err = filepath.Abs(home); err != nil {
+		return Result{}, fmt.Errorf("codex runtime: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), conf, 0o600); err != nil {
+		return Result{}, fmt.Errorf("codex runtime: write config.toml: %w", err)
+	}
+	promptFile := filepath.Join(home, "prompt")
+	if err := os.WriteFile(promptFile, []byte(prompt), 0o600); err != nil {
+		return Result{}, fmt.Errorf("codex runtime: write prompt: %w", err)
+	}
+	env := withEnv(cfg.Env, map[string]string{"CODEX_HOME": home, EnvKey: cfg.Token})
+	argv := append([]string{shell, "-c", stdinScript, "codexrt", promptFile, prog}, Args()...)
+
+	tail := &tailWriter{max: stderrTail}
+	var stderr io.Writer = tail
+	if cfg.Stderr != nil {
+		stderr = io.MultiWriter(cfg.Stderr, tail)
+	}
+	pr, pw := io.Pipe()
+	var res Result
+	var perr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		res, perr = ParseStream(pr, cfg.Transcript, cfg.Observer)
+		_, _ = io.Copy(io.Discard, pr)
+	})
+	er, err := execrt.Run(ctx, execrt.Spec{Argv: argv, Dir: cfg.Dir, Env: env, Stdout: pw, Stderr: stderr, Timeout: cfg.Timeout})
+	pw.Close()
+	wg.Wait()
+	detail := func() string {
+		if len(res.Errors) > 0 {
+			return oneLine(res.Errors[len(res.Errors)-1], maxDetail)
+		}
+		return oneLine(tail.String(), maxDetail)
+	}
+	switch {
+	case err != nil:
+		return res, fmt.Errorf("codex runtime: %w", err)
+	case er.TimedOut:
+		return res, fmt.Errorf("codex runtime: killed after %s: %w", cfg.Timeout, ErrTimedOut)
+	case er.Cancelled:
+		return res, fmt.Errorf("codex runtime: cancelled: %w", context.Cause(ctx))
+	case er.ExitCode != 0:
+		return res, &ExitError{ExitCode: er.ExitCode, Detail: detail()}
+	case perr != nil:
+		return res, fmt.Errorf("codex runtime: %w", perr)
+	case res.Failed:
+		return res, &ExitError{ExitCode: 1, Detail: detail()}
+	}
+	return res, nil
+}
+
+// withEnv returns env with the variables of set replaced or added.
+func withEnv(env []string, set map[string]string) []string {
+	out := make([]string, 0, len(env)+len(set))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := set[k]; !ok {
+			out = append(out, kv)
+		}
+	}
+	for _, k := range []string{"CODEX_HOME", EnvKey} {
+		if v, ok := set[k]; ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
+}
+
+// tailWriter keeps the last max bytes written to it.
+type tailWriter struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailWriter) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, b...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(b), nil
+}
+
+func (t *tailWriter) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// oneLine folds s onto one printable line and keeps its last n bytes.
+func oneLine(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\r' || r == '\t':
+			return ' '
+		case r < 0x20 || r == 0x7f || r == '\uFFFD':
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(s, ""))
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		i := len(s) - n
+		for i < len(s) && (s[i]&0xC0) == 0x80 {
+			i++
+		}
+		s = s[i:]
+	}
+	return s
+}
