@@ -48,7 +48,7 @@ read -r prompt; [ "$prompt" = "do the thing" ] || { echo "bad prompt: $prompt" >
 
 func testConfig(t *testing.T, bin string) Config {
 	return Config{
-		Binary: bin, Model: "gpt-5.1-codex", BaseURL: "http://127.0.0.1:9/model", Token: "relay-token",
+		Binary: bin, Model: "gpt-5.5", BaseURL: "http://127.0.0.1:9/model", Token: "relay-token",
 		Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir()},
 		Timeout: time.Minute, TempDir: t.TempDir(),
 	}
@@ -162,4 +162,48 @@ func mustAbs(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// TestRunRealCodexPatch: the real Codex CLI applies an apply_patch custom tool call from
+// the Responses fake, and reports it as a file_change item naming the file, after it was
+// applied; a patch of a file outside the working directory is applied too (codex's own
+// sandbox is off), which is why the caller must check every file_change it sees.
+func TestRunRealCodexPatch(t *testing.T) {
+	bin := realCodex(t)
+	outside := filepath.Join(t.TempDir(), "outside.txt")
+	srv, err := responsestest.Start("relay-token", responsestest.Turns(
+		responsestest.Patch("*** Begin Patch\n*** Add File: notes/hello.md\n+hello from a patch\n*** End Patch\n"),
+		responsestest.Patch("*** Begin Patch\n*** Add File: "+outside+"\n+escaped\n*** End Patch\n"),
+		responsestest.Say("patched"),
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cfg := testConfig(t, bin)
+	cfg.BaseURL = srv.URL
+	var obs recorder
+	cfg.Observer = &obs
+	var stderr bytes.Buffer
+	cfg.Stderr = &stderr
+	res, err := Run(t.Context(), cfg, "write notes")
+	if err != nil {
+		t.Fatalf("%v\nstderr: %s\nrequests: %s", err, stderr.String(), srv.Bodies())
+	}
+	if b, err := os.ReadFile(filepath.Join(cfg.Dir, "notes", "hello.md")); err != nil || string(b) != "hello from a patch\n" {
+		t.Errorf("notes/hello.md = %q, %v; outputs %v", b, err, srv.Requests()[1].Outputs)
+	}
+	var changes []Change
+	for _, it := range obs.completed {
+		if it.Type == KindFileChange {
+			changes = append(changes, it.Changes...)
+		}
+	}
+	want := []Change{{Path: filepath.Join(cfg.Dir, "notes", "hello.md"), Kind: "add"}, {Path: outside, Kind: "add"}}
+	if len(changes) != 2 || changes[0] != want[0] || changes[1] != want[1] {
+		t.Errorf("file changes %+v, want %+v", changes, want)
+	}
+	if res.Final != "patched" {
+		t.Errorf("final %q", res.Final)
+	}
 }

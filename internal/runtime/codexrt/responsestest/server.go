@@ -3,7 +3,8 @@
 // answered, when the request asks for "stream": true, with the server-sent events the real API
 // sends (response.created, response.in_progress, then per output item
 // response.output_item.added, the function call's response.function_call_arguments.delta /
-// .done or the message's response.content_part.added, response.output_text.delta / .done and
+// .done, the custom tool call's (apply_patch) response.custom_tool_call_input.delta / .done,
+// or the message's response.content_part.added, response.output_text.delta / .done and
 // response.content_part.done, then response.output_item.done, and last response.completed
 // with usage), and as one response object otherwise. Arguments and text arrive in several
 // deltas, as from the real API. A request without "Authorization: Bearer <key>" is answered
@@ -30,9 +31,12 @@ import (
 // Path is where the API serves responses; a client's base URL ends in /v1.
 const Path = "/v1/responses"
 
-// Call is a function call the model makes; Arguments is JSON text, sent as written.
+// Call is a function call the model makes; Arguments is JSON text, sent as written. A
+// Custom call is a call of a custom (free-form) tool, such as Codex's apply_patch: its
+// Arguments are the tool's raw input text, sent as the item's "input".
 type Call struct {
 	Name, Arguments string
+	Custom          bool
 }
 
 // Usage is what a reply reports it cost.
@@ -53,6 +57,12 @@ type Reply struct {
 // Exec is a reply calling Codex's exec_command tool with {"cmd": cmd}.
 func Exec(cmd string) Reply {
 	return Reply{Calls: []Call{{Name: "exec_command", Arguments: string(marshal(map[string]string{"cmd": cmd}))}}}
+}
+
+// Patch is a reply calling Codex's apply_patch custom tool with patch, in the patch format
+// its grammar defines ("*** Begin Patch" ... "*** End Patch").
+func Patch(patch string) Reply {
+	return Reply{Calls: []Call{{Name: "apply_patch", Arguments: patch, Custom: true}}}
 }
 
 // Say is a reply of text only: the end of the model's turn.
@@ -274,6 +284,12 @@ func outputItems(id string, reply Reply, done bool) []map[string]any {
 		if !done {
 			args = ""
 		}
+		if c.Custom {
+			// The API's custom tool call item has no status.
+			out = append(out, map[string]any{"type": "custom_tool_call", "id": fmt.Sprintf("ctc_%s_%d", id, i),
+				"call_id": fmt.Sprintf("call_%s_%d", id, i), "name": c.Name, "input": args})
+			continue
+		}
 		out = append(out, map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_%s_%d", id, i),
 			"call_id": fmt.Sprintf("call_%s_%d", id, i), "name": c.Name, "arguments": args, "status": status})
 	}
@@ -336,6 +352,12 @@ func stream(w http.ResponseWriter, id, model string, reply Reply) {
 				ev("response.function_call_arguments.delta", map[string]any{"item_id": itemID, "output_index": i, "delta": part})
 			}
 			ev("response.function_call_arguments.done", map[string]any{"item_id": itemID, "output_index": i, "arguments": args})
+		} else if done[i]["type"] == "custom_tool_call" {
+			input := done[i]["input"].(string)
+			for _, part := range split(input) {
+				ev("response.custom_tool_call_input.delta", map[string]any{"item_id": itemID, "output_index": i, "delta": part})
+			}
+			ev("response.custom_tool_call_input.done", map[string]any{"item_id": itemID, "output_index": i, "input": input})
 		} else {
 			ev("response.content_part.added", map[string]any{"item_id": itemID, "output_index": i, "content_index": 0, "part": textPart("")})
 			for _, part := range split(reply.Text) {

@@ -150,3 +150,45 @@ func TestServer_JSON(t *testing.T) {
 		t.Errorf("got %+v", o)
 	}
 }
+
+// TestPatchStream: a custom tool call (apply_patch) streams as the API sends one: the item
+// announced without input, the input in deltas, its .done with the whole input, then the
+// item done with input and call id; the next turn's custom_tool_call_output pairs with it.
+func TestPatchStream(t *testing.T) {
+	patch := "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch\n"
+	s, err := Start("sk-real", Turns(Patch(patch), Say("ok")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	evs := events(t, post(t, s, "sk-real", `{"model":"gpt-5.5","stream":true,"input":"go"}`))
+	var types []string
+	var deltas strings.Builder
+	for _, e := range evs {
+		types = append(types, e["type"].(string))
+		if e["type"] == "response.custom_tool_call_input.delta" {
+			deltas.WriteString(e["delta"].(string))
+		}
+	}
+	want := "response.created response.in_progress response.output_item.added " +
+		"response.custom_tool_call_input.delta response.custom_tool_call_input.delta response.custom_tool_call_input.delta " +
+		"response.custom_tool_call_input.done response.output_item.done response.completed"
+	if strings.Join(types, " ") != want {
+		t.Fatalf("events %v, want %s", types, want)
+	}
+	if deltas.String() != patch || evs[6]["input"] != patch {
+		t.Errorf("deltas %q, done %v, want the patch", deltas.String(), evs[6]["input"])
+	}
+	added, done := evs[2]["item"].(map[string]any), evs[7]["item"].(map[string]any)
+	if added["type"] != "custom_tool_call" || added["input"] != "" || done["input"] != patch || done["name"] != "apply_patch" || done["call_id"] == "" {
+		t.Errorf("added %v done %v", added, done)
+	}
+	callID := done["call_id"].(string)
+	resp := post(t, s, "sk-real", `{"model":"gpt-5.5","stream":true,"input":[{"type":"custom_tool_call","call_id":"`+callID+`","name":"apply_patch","input":"x"},{"type":"custom_tool_call_output","call_id":"`+callID+`","output":"Success"}]}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("second turn: %d", resp.StatusCode)
+	}
+	if reqs := s.Requests(); reqs[1].Turn != 1 || reqs[1].Outputs[callID] != "Success" {
+		t.Errorf("second request %+v, want turn 1 with the patch's output", reqs[1])
+	}
+}
