@@ -13,7 +13,7 @@ import (
 const docVersion = 1
 
 // Runtimes are the agent runtimes a subagent may name.
-var Runtimes = []string{"exec", "claude-code", "openai"}
+var Runtimes = []string{"exec", "claude-code", "openai", "codex"}
 
 // SubagentDoc is the stored, hashed form of a subagent: exactly these fields as RFC 8785 JSON.
 // The name is not part of it, so the same role under two names has one digest.

@@ -24,7 +24,7 @@ func newSubagentCmd(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "subagent",
 		Short: "Register and inspect subagents (agent roles)",
-		Long: `A subagent is an agent role: a system prompt, a runtime (exec, claude-code or openai), a
+		Long: `A subagent is an agent role: a system prompt, a runtime (exec, claude-code, openai or codex), a
 model, and the capabilities it holds, pinned by digest when it is registered.`,
 	}
 	cmd.AddCommand(
@@ -78,7 +78,7 @@ func newSubagentRegisterCmd(f *Factory, runF func(*subagentRegisterOptions) erro
 The YAML file has the same fields as the flags:
 
   description: fixes failing tests
-  runtime: exec                  # exec, claude-code or openai
+  runtime: exec                  # exec, claude-code, openai or codex
   model: gpt-4.1                 # openai and claude-code
   system_prompt: |               # or prompt_file: prompt.md (relative to this file)
     You fix failing tests.
@@ -106,8 +106,8 @@ capabilities, or dispatches are denied.`,
 	fl.StringVar(&opts.from, "from", "", "read the subagent from this YAML file")
 	fl.StringVar(&opts.systemPrompt, "system-prompt", "", "the system prompt")
 	fl.StringVar(&opts.promptFile, "prompt-file", "", "read the system prompt from this file")
-	fl.StringVar(&opts.runtime, "runtime", "", "agent runtime: exec, claude-code or openai (default exec)")
-	fl.StringVar(&opts.model, "model", "", "model name, for the openai and claude-code runtimes")
+	fl.StringVar(&opts.runtime, "runtime", "", "agent runtime: exec, claude-code, openai or codex (default exec)")
+	fl.StringVar(&opts.model, "model", "", "model name, for the openai, claude-code and codex runtimes")
 	fl.StringVar(&opts.command, "command", "", "exec runtime: the command to run, split like a shell would (no expansion)")
 	fl.StringVar(&opts.description, "description", "", "one line saying what the subagent is for")
 	fl.StringSliceVar(&opts.capabilities, "capability", nil, "capabilities to hold, comma-separated or repeated: NAME or NAME@sha256:HEX")

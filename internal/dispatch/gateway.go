@@ -55,7 +55,9 @@ type modelAPI struct {
 
 // modelAPIs are the runtimes that reach a model, by runtime name.
 var modelAPIs = map[string]modelAPI{
-	"openai":      {api: gateway.APIOpenAI, baseURLKey: "OPENAI_BASE_URL", keyKey: "OPENAI_API_KEY", defaultBaseURL: "https://api.openai.com/v1"},
+	"openai": {api: gateway.APIOpenAI, baseURLKey: "OPENAI_BASE_URL", keyKey: "OPENAI_API_KEY", defaultBaseURL: "https://api.openai.com/v1"},
+	// codex speaks the Responses API (/model/responses) to the same OpenAI endpoint.
+	"codex":       {api: gateway.APIOpenAI, baseURLKey: "OPENAI_BASE_URL", keyKey: "OPENAI_API_KEY", defaultBaseURL: "https://api.openai.com/v1"},
 	"claude-code": {api: gateway.APIAnthropic, baseURLKey: "ANTHROPIC_BASE_URL", keyKey: "ANTHROPIC_API_KEY", defaultBaseURL: "https://api.anthropic.com"},
 }
 

@@ -13,8 +13,7 @@ import (
 )
 
 // hostRuntimes are the runtimes whose CLI the host binds into the sandbox by default.
-// (codex joins when its runtime lands.)
-var hostRuntimes = map[string]bool{"claude-code": true}
+var hostRuntimes = map[string]bool{"claude-code": true, "codex": true}
 
 // runtimeBinary resolves the host-installed CLI of the dispatch's runtime: the binary
 // agora.yaml names (runtimes.NAME.binary) or, when none is named, the one on agora's PATH.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/runtime/claudert"
+	"github.com/agora-dev/agora/internal/runtime/codexrt"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 	"github.com/agora-dev/agora/internal/runtime/openairt"
 	"github.com/agora-dev/agora/internal/sandboxfs"
@@ -121,6 +122,8 @@ func runtimeFor(name string) (agentRuntime, error) {
 		return openaiRuntime{}, nil
 	case claudert.Name:
 		return claudeRuntime{}, nil
+	case codexrt.Name:
+		return codexRuntime{}, nil
 	}
 	return nil, fmt.Errorf("runtime %q is not available in this build", name)
 }

@@ -17,12 +17,15 @@ import (
 	"time"
 )
 
-// relayPrefix is the only path prefix the relay forwards: the gateway's Anthropic routes.
+// relayPrefix is the only path prefix claude's relay forwards: the gateway's Anthropic routes.
 const relayPrefix = "/anthropic/"
 
 // relayHeaders are the only request headers the relay passes on (the gateway takes the same
 // ones and no others).
 var relayHeaders = []string{"Content-Type", "Accept", "Anthropic-Version", "Anthropic-Beta"}
+
+// codexRelayPath is the only path codex's relay forwards: the gateway's Responses route.
+const codexRelayPath = "/model/responses"
 
 // relay is a loopback TCP listener that forwards Claude Code's API requests to the gateway's
 // Unix socket: claude speaks HTTP to a base URL, not to a socket. Inside the sandbox the
@@ -33,12 +36,26 @@ type relay struct {
 	URL   string // http://127.0.0.1:PORT/anthropic, claude's ANTHROPIC_BASE_URL
 	Token string
 
+	// allowed reports whether a request path is forwarded.
+	allowed func(string) bool
+
 	srv *http.Server
 	wg  sync.WaitGroup
 }
 
-// startRelay listens on 127.0.0.1:0 and serves until close.
+// startRelay listens on 127.0.0.1:0 and serves claude's Anthropic requests until close.
 func startRelay(gw *gatewayClient) (*relay, error) {
+	return startRelayFor(gw, relayPrefix, func(p string) bool { return strings.HasPrefix(p, relayPrefix) })
+}
+
+// startCodexRelay serves codex's Responses requests (base URL http://127.0.0.1:PORT/model)
+// until close; every other path is refused.
+func startCodexRelay(gw *gatewayClient) (*relay, error) {
+	return startRelayFor(gw, "/model/", func(p string) bool { return p == codexRelayPath })
+}
+
+// startRelayFor listens on 127.0.0.1:0 and forwards the paths allowed admits.
+func startRelayFor(gw *gatewayClient, prefix string, allowed func(string) bool) (*relay, error) {
 	tok := make([]byte, 32)
 	if _, err := rand.Read(tok); err != nil {
 		return nil, err
@@ -48,8 +65,9 @@ func startRelay(gw *gatewayClient) (*relay, error) {
 		return nil, err
 	}
 	r := &relay{
-		URL:   "http://" + ln.Addr().String() + strings.TrimSuffix(relayPrefix, "/"),
-		Token: "agora-relay-" + hex.EncodeToString(tok),
+		URL:     "http://" + ln.Addr().String() + strings.TrimSuffix(prefix, "/"),
+		Token:   "agora-relay-" + hex.EncodeToString(tok),
+		allowed: allowed,
 	}
 	target, _ := url.Parse(gatewayBase)
 	proxy := &httputil.ReverseProxy{
@@ -78,7 +96,7 @@ func startRelay(gw *gatewayClient) (*relay, error) {
 	return r, nil
 }
 
-// guard admits POSTs under relayPrefix that carry the relay's token.
+// guard admits requests to an allowed path that carry the relay's token.
 func (r *relay) guard(next http.Handler) http.Handler {
 	want := []byte("Bearer " + r.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -89,8 +107,8 @@ func (r *relay) guard(next http.Handler) http.Handler {
 		switch {
 		case subtle.ConstantTimeCompare([]byte(got), want) != 1:
 			http.Error(w, `{"type":"error","error":{"type":"authentication_error","message":"agora relay: wrong token"}}`, http.StatusUnauthorized)
-		case !strings.HasPrefix(req.URL.Path, relayPrefix) || strings.Contains(req.URL.Path, ".."):
-			http.Error(w, `{"type":"error","error":{"type":"not_found_error","message":"agora relay: only /anthropic/ is served"}}`, http.StatusNotFound)
+		case !r.allowed(req.URL.Path) || strings.Contains(req.URL.Path, ".."):
+			http.Error(w, `{"type":"error","error":{"type":"not_found_error","message":"agora relay: no such route"}}`, http.StatusNotFound)
 		default:
 			next.ServeHTTP(w, req)
 		}

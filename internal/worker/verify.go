@@ -12,6 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/runtime/claudert"
+	"github.com/agora-dev/agora/internal/runtime/codexrt"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 	"github.com/agora-dev/agora/internal/runtime/openairt"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -119,7 +120,7 @@ func (r *runner) verify(ctx context.Context) *failure {
 		return fail(wire.ReasonWorkerFailed, "verify: %v", err)
 	}
 	r.rt = rt
-	if m.Runtime == openairt.Name || m.Runtime == claudert.Name {
+	if m.Runtime == openairt.Name || m.Runtime == claudert.Name || m.Runtime == codexrt.Name {
 		// The model runtimes reach their model only through the host's gateway.
 		if r.gateway, err = gatewaySocket(r.opts.Root); err != nil {
 			return fail(wire.ReasonWorkerFailed, "verify: runtime %q: %v", m.Runtime, err)

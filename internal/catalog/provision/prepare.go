@@ -157,7 +157,10 @@ func (w *Writer) PrepareSubagent(ctx context.Context, name string, spec Subagent
 			problems = append(problems, "the openai runtime needs a model (--model)")
 		}
 		fallthrough
-	case "claude-code":
+	case "claude-code", "codex":
+		if spec.Runtime == "codex" && spec.Model == "" {
+			problems = append(problems, "the codex runtime needs a model (--model), one `codex debug models` lists")
+		}
 		if spec.SystemPrompt == "" {
 			problems = append(problems, fmt.Sprintf("the %s runtime needs a system prompt (--system-prompt or --prompt-file)", spec.Runtime))
 		}

@@ -116,6 +116,8 @@ func TestWriter_PrepareSubagent(t *testing.T) {
 		{"unknown runtime", provision.SubagentSpec{Runtime: "gpt"}, `runtime "gpt" is not one of exec, claude-code, openai`},
 		{"openai needs model and prompt", provision.SubagentSpec{Runtime: "openai"},
 			`subagent "s": the openai runtime needs a model (--model); the openai runtime needs a system prompt (--system-prompt or --prompt-file)`},
+		{"codex needs model and prompt", provision.SubagentSpec{Runtime: "codex"},
+			`subagent "s": the codex runtime needs a model (--model), one ` + "`codex debug models`" + ` lists; the codex runtime needs a system prompt (--system-prompt or --prompt-file)`},
 		{"command only for exec", provision.SubagentSpec{Runtime: "claude-code", SystemPrompt: "p", Command: []string{"x"}},
 			"command applies to the exec runtime only, not claude-code"},
 		{"prompt too large", provision.SubagentSpec{Runtime: "claude-code", SystemPrompt: strings.Repeat("p", 1<<20+1)}, "system prompt is 1048577 bytes"},

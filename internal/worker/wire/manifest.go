@@ -53,7 +53,7 @@ type Manifest struct {
 	// Capabilities are the subagent's capability archives, in the subagent's order; each
 	// Path is [CapabilityPath] of its digest.
 	Capabilities []Bundle `json:"capabilities"`
-	// Runtime is the subagent's runtime: "exec", "claude-code" or "openai".
+	// Runtime is the subagent's runtime: "exec", "claude-code", "openai" or "codex".
 	Runtime string `json:"runtime"`
 	// Command is the exec runtime's argv, copied from the subagent document.
 	Command []string `json:"command"`

@@ -1,0 +1,207 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/runtime/codexrt"
+	"github.com/agora-dev/agora/internal/secret/redact"
+)
+
+// Tool names codex's items are audited under (codex's own tool names).
+const (
+	codexExecTool  = "exec_command"
+	codexPatchTool = "apply_patch"
+)
+
+// codexRuntime runs the Codex CLI (`codex exec --json`) with the subagent's prompt, model
+// and instructions. codex speaks the Responses API to a loopback relay that forwards to the
+// gateway's /model/responses, where the key is added. With approval "never" codex cannot
+// ask before it runs a command, so each command is checked against the grant as codex
+// starts it (codexAudit): recorded allowed, or recorded denied and codex killed and the
+// dispatch failed closed.
+type codexRuntime struct{}
+
+func (codexRuntime) Run(ctx context.Context, inv invocation) (agentExit, error) {
+	gw := dialGateway(inv.gateway)
+	defer gw.close()
+	rl, err := startCodexRelay(gw)
+	if err != nil {
+		return agentExit{}, fmt.Errorf("start the model relay: %w", err)
+	}
+	defer rl.close()
+	tr, err := inv.openTranscript()
+	if err != nil {
+		return agentExit{}, err
+	}
+	defer tr.close(inv.stderr)
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	audit := &codexAudit{ctx: context.WithoutCancel(ctx), gw: gw, red: redact.New(inv.secrets), grants: inv.grants, dir: inv.dir, stop: stop, seen: map[string]bool{}}
+	res, err := codexrt.Run(runCtx, codexrt.Config{
+		Binary:       inv.binary,
+		Model:        inv.model,
+		SystemPrompt: inv.systemPrompt,
+		// The relay's per-run token, never the model key: the gateway adds that on the host.
+		BaseURL: rl.URL, Token: rl.Token,
+		Dir:        inv.dir,
+		Env:        inv.env,
+		Timeout:    inv.timeout,
+		TempDir:    inv.tmp,
+		Stderr:     inv.stderr,
+		Transcript: tr,
+		Observer:   audit,
+	}, inv.prompt)
+	if u := res.Usage; res.Completed {
+		fmt.Fprintf(inv.stderr, "codex: turn usage %d input (%d cached), %d output (%d reasoning) tokens\n",
+			u.InputTokens, u.CachedInputTokens, u.OutputTokens, u.ReasoningOutputTokens)
+	}
+	if aerr := audit.failed(); aerr != nil {
+		return agentExit{ExitCode: 1, Failure: "codex runtime: " + aerr.Error()}, nil
+	}
+	return codexExit(ctx, res, err, inv)
+}
+
+// codexExit maps how codex ended to the agent's exit.
+func codexExit(ctx context.Context, res codexrt.Result, err error, inv invocation) (agentExit, error) {
+	var nf *codexrt.NotFoundError
+	switch {
+	case errors.Is(err, codexrt.ErrTimedOut):
+		return agentExit{ExitCode: -1, TimedOut: true, Failure: fmt.Sprintf("codex killed at its budget of %s", inv.timeout)}, nil
+	case err != nil && ctx.Err() != nil:
+		return agentExit{ExitCode: -1, Failure: "codex cancelled"}, nil
+	case errors.As(err, &nf):
+		return agentExit{ExitCode: 127, Failure: err.Error() + "; install the Codex CLI on the host (npm install -g @openai/codex) or set runtimes.codex.binary in agora.yaml (see docs/runtimes.md)"}, nil
+	case err != nil:
+		return agentExit{ExitCode: 1, Failure: err.Error()}, nil
+	}
+	final := res.Final
+	fmt.Fprintln(inv.stdout, final)
+	return agentExit{Final: &final}, nil
+}
+
+// codexAudit checks and records codex's actions as they are parsed (a codexrt.Observer).
+// A command is allowed when the grant has run_command and one of its command patterns
+// matches the command (codexrt.CommandAllowed); a file change when the grant has write_file
+// and every path is inside the workspace; any other action (an MCP call, a web search) is
+// outside what agora configured. A refusal kills codex first, then is recorded: codex has
+// already started the action, and every moment it runs on is worse than a record a moment
+// later. A decision the gateway does not keep also stops codex: nothing runs unrecorded.
+type codexAudit struct {
+	ctx    context.Context
+	gw     *gatewayClient
+	red    *redact.Redactor
+	grants grant.Set
+	dir    string
+	stop   context.CancelCauseFunc
+
+	seen map[string]bool // items decided, by kind and id (the parsing goroutine's alone)
+
+	mu  sync.Mutex
+	err error
+}
+
+// Started decides a command as codex starts it; Completed decides a file change once it
+// is applied, and anything not decided at its start.
+func (a *codexAudit) Started(it codexrt.Item) {
+	if it.Type == codexrt.KindCommand {
+		a.decide(it)
+	}
+}
+
+func (a *codexAudit) Completed(it codexrt.Item) { a.decide(it) }
+
+// decide checks one item once; messages, reasoning, plans and notices act on nothing.
+func (a *codexAudit) decide(it codexrt.Item) {
+	switch it.Type {
+	case codexrt.KindMessage, "reasoning", "todo_list", "error":
+		return
+	}
+	key := it.Type + "\x00" + it.ID
+	if a.seen[key] {
+		return
+	}
+	a.seen[key] = true
+	switch it.Type {
+	case codexrt.KindCommand:
+		a.command(it.ID, it.Command)
+	case codexrt.KindFileChange:
+		a.fileChange(it.ID, it.Changes)
+	default:
+		a.unexpected(it.ID, it.Type)
+	}
+}
+
+func (a *codexAudit) command(id, command string) {
+	args, _ := json.Marshal(map[string]string{"command": command})
+	if !slices.Contains(a.grants.Tools, "run_command") {
+		a.deny(id, codexExecTool, args, "the grant has no run_command tool", fmt.Sprintf("command %q refused: the grant has no run_command tool", a.red.String(command)))
+		return
+	}
+	if !codexrt.CommandAllowed(a.grants.Commands, command) {
+		a.deny(id, codexExecTool, args, "command matches no granted pattern", fmt.Sprintf("command %q is outside the grant (no commands pattern matches it); codex was stopped", a.red.String(command)))
+		return
+	}
+	a.record(id, codexExecTool, args, "allowed", "command matches a granted pattern")
+}
+
+func (a *codexAudit) fileChange(id string, changes []codexrt.Change) {
+	args, _ := json.Marshal(changes)
+	if !slices.Contains(a.grants.Tools, "write_file") {
+		a.deny(id, codexPatchTool, args, "the grant has no write_file tool", "codex changed files but the grant has no write_file tool; codex was stopped")
+		return
+	}
+	for _, c := range changes {
+		p := c.Path
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(a.dir, p)
+		}
+		if rel, err := filepath.Rel(a.dir, filepath.Clean(p)); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			a.deny(id, codexPatchTool, args, "a changed file is outside the workspace", fmt.Sprintf("codex changed %q, outside the workspace; codex was stopped", a.red.String(c.Path)))
+			return
+		}
+	}
+	a.record(id, codexPatchTool, args, "allowed", "file changes inside the workspace")
+}
+
+func (a *codexAudit) unexpected(id, kind string) {
+	a.deny(id, auditToolName(kind), nil, "an action agora does not configure for codex", fmt.Sprintf("codex performed a %q action, which agora does not configure; codex was stopped", kind))
+}
+
+// deny stops codex, then records the refusal; failure is the dispatch's failure detail.
+func (a *codexAudit) deny(id, tool string, args []byte, reason, failure string) {
+	a.fail(errors.New(failure))
+	a.record(id, tool, args, "denied", reason)
+}
+
+// record sends one decision to the gateway; a decision not on record stops codex.
+func (a *codexAudit) record(id, tool string, args []byte, decision, reason string) {
+	err := a.gw.report(a.ctx, toolReport{Tool: tool, Decision: decision, Reason: reason,
+		ArgsHash: argsHash(a.red, args), CallID: auditCallID(id)})
+	if err != nil {
+		a.fail(fmt.Errorf("%s %s could not be recorded: %w; codex was stopped", tool, decision, err))
+	}
+}
+
+// fail keeps the first failure and kills codex.
+func (a *codexAudit) fail(err error) {
+	a.mu.Lock()
+	if a.err == nil {
+		a.err = err
+	}
+	a.mu.Unlock()
+	a.stop(err)
+}
+
+func (a *codexAudit) failed() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
