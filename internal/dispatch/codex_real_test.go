@@ -43,7 +43,8 @@ type codexDescribe struct {
 // against the Responses fake: codex is the host's, bound read-only, its version and digest on
 // the record; a granted command's file lands in the patch; the environment codex's commands
 // see holds the relay token, never the key, and the key is in no stored output; a command
-// outside the grant kills codex, is audited denied and fails the dispatch saying so.
+// outside the grant is cut out of the model's answer before codex sees it (it never runs),
+// audited denied, codex is stopped and the dispatch fails saying so.
 func TestCodex_RealCLI(t *testing.T) {
 	codex := realCodexCLI()
 	if codex == "" {
@@ -64,7 +65,7 @@ func TestCodex_RealCLI(t *testing.T) {
 	}
 	defer good.Close()
 	bad, err := responsestest.Start(key, responsestest.Turns(
-		responsestest.Exec("curl -s https://example.com/install.sh"),
+		responsestest.Exec("touch pwned"),
 		responsestest.Say("done"),
 	))
 	if err != nil {
@@ -137,8 +138,12 @@ func TestCodex_RealCLI(t *testing.T) {
 	}
 
 	id2, rec2 := run("openai-bad")
-	if rec2.State != "failed" || !strings.Contains(rec2.Detail, "outside the grant") {
-		t.Errorf("dispatch %s with a command outside the grant: %s %s %q, want failed saying the command is outside the grant", id2, rec2.State, rec2.Reason, rec2.Detail)
+	if rec2.State != "failed" || !strings.Contains(rec2.Detail, "outside the grant") || !strings.Contains(rec2.Detail, "refused before it ran") {
+		t.Errorf("dispatch %s with a command outside the grant: %s %s %q, want failed saying the command is outside the grant and was refused before it ran", id2, rec2.State, rec2.Reason, rec2.Detail)
+	}
+	// The relay cut the call out of the stream: codex never ran it.
+	if p := h.agora("dispatch", "patch", id2); strings.Contains(p, "pwned") {
+		t.Errorf("the refused command ran:\n%s", p)
 	}
 	var entries []struct {
 		Details map[string]any `json:"details"`

@@ -24,15 +24,20 @@ const (
 // codexRuntime runs the Codex CLI (`codex exec --json`) with the subagent's prompt, model
 // and instructions. codex speaks the Responses API to a loopback relay that forwards to the
 // gateway's /model/responses, where the key is added. With approval "never" codex cannot
-// ask before it runs a command, so each command is checked against the grant as codex
-// starts it (codexAudit): recorded allowed, or recorded denied and codex killed and the
-// dispatch failed closed.
+// ask before it runs a command, so agora decides for it twice: the relay cuts an
+// exec_command call outside the grant out of the model's answer before codex sees it
+// (codexgate.go, codexAudit.precheck), and each action is checked again as codex takes it
+// (codexAudit): recorded allowed, or recorded denied and codex killed and the dispatch
+// failed closed.
 type codexRuntime struct{}
 
 func (codexRuntime) Run(ctx context.Context, inv invocation) (agentExit, error) {
 	gw := dialGateway(inv.gateway)
 	defer gw.close()
-	rl, err := startCodexRelay(gw)
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	audit := &codexAudit{ctx: context.WithoutCancel(ctx), gw: gw, red: redact.New(inv.secrets), grants: inv.grants, dir: inv.dir, stop: stop, seen: map[string]bool{}}
+	rl, err := startCodexRelay(gw, gateResponse(audit.precheck))
 	if err != nil {
 		return agentExit{}, fmt.Errorf("start the model relay: %w", err)
 	}
@@ -42,9 +47,6 @@ func (codexRuntime) Run(ctx context.Context, inv invocation) (agentExit, error) 
 		return agentExit{}, err
 	}
 	defer tr.close(inv.stderr)
-	runCtx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	audit := &codexAudit{ctx: context.WithoutCancel(ctx), gw: gw, red: redact.New(inv.secrets), grants: inv.grants, dir: inv.dir, stop: stop, seen: map[string]bool{}}
 	res, err := codexrt.Run(runCtx, codexrt.Config{
 		Binary:       inv.binary,
 		Model:        inv.model,
@@ -169,6 +171,20 @@ func (a *codexAudit) fileChange(id string, changes []codexrt.Change) {
 		}
 	}
 	a.record(id, codexPatchTool, args, "allowed", "file changes inside the workspace")
+}
+
+// precheck decides an exec_command call the model made before codex sees it (the relay's
+// gate): a command codex would run outside the grant is refused, recorded denied and codex
+// stopped, so it never runs. A command it lets through is still checked as codex starts it.
+func (a *codexAudit) precheck(callID, cmd string) error {
+	line := "/bin/bash -lc '" + strings.ReplaceAll(cmd, "'", `'"'"'`) + "'"
+	if slices.Contains(a.grants.Tools, "run_command") && codexrt.CommandAllowed(a.grants.Commands, line) {
+		return nil
+	}
+	args, _ := json.Marshal(map[string]string{"command": line})
+	a.deny(callID, codexExecTool, args, "command matches no granted pattern; refused before it ran",
+		fmt.Sprintf("the model asked codex to run %q, which is outside the grant (no commands pattern matches it, or no run_command); refused before it ran, codex was stopped", a.red.String(cmd)))
+	return errors.New("refused by agora: the command is outside the grant")
 }
 
 func (a *codexAudit) unexpected(id, kind string) {

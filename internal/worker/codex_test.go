@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bufio"
 	"bytes"
 	"net/http"
 	"net/netip"
@@ -49,18 +50,7 @@ func startCodexGateway(t *testing.T, a *memAuditor) (string, *responsestest.Serv
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fake.Close() })
-	sock := filepath.Join(t.TempDir(), wire.GatewaySocket)
-	gw, err := gateway.Listen(t.Context(), sock, gateway.Config{
-		DispatchID: "01JTESTDISPATCH", Role: "fixer@sha256:" + strings.Repeat("ab", 32),
-		ModelAPI: gateway.APIOpenAI, ModelBaseURL: fake.URL, APIKey: []byte(codexTestKey),
-		Dialer: egress.NewDialer(egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, nil),
-		Audit:  a, RequestsPerSecond: 1000, RequestBurst: 1000,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gw.Close() })
-	return sock, fake
+	return startGatewayAt(t, a, fake.URL), fake
 }
 
 func codexInvocation(t *testing.T, sock, stream string, grants grant.Set, extra ...string) (invocation, *bytes.Buffer, string) {
@@ -183,7 +173,7 @@ func TestCodexRelay_OnlyResponses(t *testing.T) {
 	sock, fake := startCodexGateway(t, &memAuditor{})
 	gw := dialGateway(sock)
 	defer gw.close()
-	rl, err := startCodexRelay(gw)
+	rl, err := startCodexRelay(gw, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,3 +205,22 @@ func TestCodexRelay_OnlyResponses(t *testing.T) {
 		t.Errorf("fake got %d requests, want 1", n)
 	}
 }
+
+// startGatewayAt runs the real gateway for the OpenAI endpoint at base.
+func startGatewayAt(t *testing.T, a *memAuditor, base string) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), wire.GatewaySocket)
+	gw, err := gateway.Listen(t.Context(), sock, gateway.Config{
+		DispatchID: "01JTESTDISPATCH", Role: "fixer@sha256:" + strings.Repeat("ab", 32),
+		ModelAPI: gateway.APIOpenAI, ModelBaseURL: base, APIKey: []byte(codexTestKey),
+		Dialer: egress.NewDialer(egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, nil),
+		Audit:  a, RequestsPerSecond: 1000, RequestBurst: 1000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	return sock
+}
+
+func bufioReader(s string) *bufio.Reader { return bufio.NewReader(strings.NewReader(s)) }

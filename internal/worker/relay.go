@@ -45,17 +45,19 @@ type relay struct {
 
 // startRelay listens on 127.0.0.1:0 and serves claude's Anthropic requests until close.
 func startRelay(gw *gatewayClient) (*relay, error) {
-	return startRelayFor(gw, relayPrefix, func(p string) bool { return strings.HasPrefix(p, relayPrefix) })
+	return startRelayFor(gw, relayPrefix, func(p string) bool { return strings.HasPrefix(p, relayPrefix) }, nil)
 }
 
 // startCodexRelay serves codex's Responses requests (base URL http://127.0.0.1:PORT/model)
-// until close; every other path is refused.
-func startCodexRelay(gw *gatewayClient) (*relay, error) {
-	return startRelayFor(gw, "/model/", func(p string) bool { return p == codexRelayPath })
+// until close; every other path is refused. Each response passes through gate (see
+// codexgate.go) before codex reads it.
+func startCodexRelay(gw *gatewayClient, gate func(*http.Response) error) (*relay, error) {
+	return startRelayFor(gw, "/model/", func(p string) bool { return p == codexRelayPath }, gate)
 }
 
-// startRelayFor listens on 127.0.0.1:0 and forwards the paths allowed admits.
-func startRelayFor(gw *gatewayClient, prefix string, allowed func(string) bool) (*relay, error) {
+// startRelayFor listens on 127.0.0.1:0 and forwards the paths allowed admits; modify, when
+// not nil, may replace each response's body.
+func startRelayFor(gw *gatewayClient, prefix string, allowed func(string) bool, modify func(*http.Response) error) (*relay, error) {
 	tok := make([]byte, 32)
 	if _, err := rand.Read(tok); err != nil {
 		return nil, err
@@ -83,9 +85,10 @@ func startRelayFor(gw *gatewayClient, prefix string, allowed func(string) bool) 
 			}
 			pr.Out.Header = h
 		},
-		Transport:     gw.http.Transport,
-		FlushInterval: -1, // event streams pass as they come
-		ErrorLog:      log.New(io.Discard, "", 0),
+		Transport:      gw.http.Transport,
+		ModifyResponse: modify,
+		FlushInterval:  -1, // event streams pass as they come
+		ErrorLog:       log.New(io.Discard, "", 0),
 	}
 	r.srv = &http.Server{
 		Handler:           r.guard(proxy),
