@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -169,6 +170,12 @@ func (a *codexAudit) fileChange(id string, changes []codexrt.Change) {
 			a.deny(id, codexPatchTool, args, "a changed file is outside the workspace", fmt.Sprintf("codex changed %q, outside the workspace; codex was stopped", a.red.String(c.Path)))
 			return
 		}
+		// codex writes through symlinks: a path inside the workspace whose directory (or
+		// itself) is a link out of it changed a file elsewhere, so judge where it resolves.
+		if !resolvesInside(a.dir, p) {
+			a.deny(id, codexPatchTool, args, "a changed file resolves outside the workspace through a symlink", fmt.Sprintf("codex changed %q, which resolves outside the workspace through a symlink; codex was stopped", a.red.String(c.Path)))
+			return
+		}
 	}
 	a.record(id, codexPatchTool, args, "allowed", "file changes inside the workspace")
 }
@@ -185,6 +192,25 @@ func (a *codexAudit) precheck(callID, cmd string) error {
 	a.deny(callID, codexExecTool, args, "command matches no granted pattern; refused before it ran",
 		fmt.Sprintf("the model asked codex to run %q, which is outside the grant (no commands pattern matches it, or no run_command); refused before it ran, codex was stopped", a.red.String(cmd)))
 	return errors.New("refused by agora: the command is outside the grant")
+}
+
+// resolvesInside says whether p, with every symlink resolved, is inside dir (resolved too).
+// A path that no longer exists (a deleted file) is judged by its nearest existing parent.
+func resolvesInside(dir, p string) bool {
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return false
+	}
+	for q := filepath.Clean(p); ; q = filepath.Dir(q) {
+		r, err := filepath.EvalSymlinks(q)
+		if err == nil {
+			rel, err := filepath.Rel(root, r)
+			return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+		}
+		if !errors.Is(err, fs.ErrNotExist) || q == filepath.Dir(q) {
+			return false
+		}
+	}
 }
 
 func (a *codexAudit) unexpected(id, kind string) {

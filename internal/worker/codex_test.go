@@ -168,6 +168,35 @@ func TestCodex_CommandOutsideGrantFailsClosed(t *testing.T) {
 	}
 }
 
+// TestCodex_PatchThroughSymlinkFailsClosed: codex follows a symlink in the workspace (the
+// real CLI does: its file_change then names the path inside the workspace), so a change
+// whose path is inside but resolves outside is recorded denied and fails the dispatch.
+func TestCodex_PatchThroughSymlinkFailsClosed(t *testing.T) {
+	a := &memAuditor{}
+	sock, _ := startCodexGateway(t, a)
+	stream := jsonl(`{"type":"turn.started"}`,
+		`{"type":"item.completed","item":{"id":"item_0","type":"file_change","changes":[{"path":"link/x.txt","kind":"add"}],"status":"completed"}}`)
+	inv, stderr, _ := codexInvocation(t, sock, stream, grant.Set{Tools: []string{"write_file"}}, "FAKECODEX_HANG=1")
+	if err := os.Symlink(t.TempDir(), filepath.Join(inv.dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	exit, err := codexRuntime{}.Run(t.Context(), inv)
+	if err != nil || !strings.Contains(exit.Failure, "resolves outside the workspace through a symlink") {
+		t.Fatalf("Run: %+v %v, want the change refused\nstderr:\n%s", exit, err, stderr)
+	}
+	if calls := a.calls(); len(calls) != 1 || !strings.HasPrefix(calls[0], "apply_patch denied ") {
+		t.Errorf("tool.call records %q, want apply_patch denied", calls)
+	}
+	for _, tc := range []struct {
+		path string
+		want bool
+	}{{filepath.Join(inv.dir, "new", "deep", "x.txt"), true}, {filepath.Join(inv.dir, "link", "gone", "x"), false}, {filepath.Join(inv.dir, "link"), false}} {
+		if got := resolvesInside(inv.dir, tc.path); got != tc.want {
+			t.Errorf("resolvesInside(%s) = %v, want %v", tc.path, got, tc.want)
+		}
+	}
+}
+
 // TestCodexRelay_OnlyResponses: the relay forwards only /model/responses, only with its token.
 func TestCodexRelay_OnlyResponses(t *testing.T) {
 	sock, fake := startCodexGateway(t, &memAuditor{})
