@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agora-dev/agora/internal/runtime/clitail"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 )
 
@@ -118,7 +119,7 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 	}
 	argv := append([]string{shell, "-c", stdinScript, "claudert", promptFile, prog}, Args(cfg, systemFile, settingsFile)...)
 
-	tail := &tailWriter{max: stderrTail}
+	tail := &clitail.Writer{Max: stderrTail}
 	var stderr io.Writer = tail
 	if cfg.Stderr != nil {
 		stderr = io.MultiWriter(cfg.Stderr, tail)
@@ -156,55 +157,9 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 		if detail == "" {
 			detail = tail.String()
 		}
-		return res, &ExitError{ExitCode: er.ExitCode, Subtype: res.Subtype, Detail: oneLine(detail, maxDetail)}
+		return res, &ExitError{ExitCode: er.ExitCode, Subtype: res.Subtype, Detail: clitail.OneLine(detail, maxDetail)}
 	case perr != nil:
 		return res, fmt.Errorf("claude-code runtime: %w", perr)
 	}
 	return res, nil
-}
-
-// tailWriter keeps the last max bytes written to it.
-type tailWriter struct {
-	mu  sync.Mutex // guards buf
-	max int
-	buf []byte
-}
-
-func (t *tailWriter) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, b...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(b), nil
-}
-
-func (t *tailWriter) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
-}
-
-// oneLine folds s onto one printable line and keeps its last n bytes (the end of a stderr
-// tail is where the error is).
-func oneLine(s string, n int) string {
-	s = strings.Map(func(r rune) rune {
-		switch {
-		case r == '\n' || r == '\r' || r == '\t':
-			return ' '
-		case r < 0x20 || r == 0x7f || r == '\uFFFD':
-			return -1
-		}
-		return r
-	}, strings.ToValidUTF8(s, ""))
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		i := len(s) - n
-		for i < len(s) && (s[i]&0xC0) == 0x80 {
-			i++
-		}
-		s = s[i:]
-	}
-	return s
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agora-dev/agora/internal/runtime/clitail"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 )
 
@@ -116,7 +117,7 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 	env := withEnv(cfg.Env, map[string]string{"CODEX_HOME": home, EnvKey: cfg.Token})
 	argv := append([]string{shell, "-c", stdinScript, "codexrt", promptFile, prog}, Args()...)
 
-	tail := &tailWriter{max: stderrTail}
+	tail := &clitail.Writer{Max: stderrTail}
 	var stderr io.Writer = tail
 	if cfg.Stderr != nil {
 		stderr = io.MultiWriter(cfg.Stderr, tail)
@@ -134,9 +135,9 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 	wg.Wait()
 	detail := func() string {
 		if len(res.Errors) > 0 {
-			return oneLine(res.Errors[len(res.Errors)-1], maxDetail)
+			return clitail.OneLine(res.Errors[len(res.Errors)-1], maxDetail)
 		}
-		return oneLine(tail.String(), maxDetail)
+		return clitail.OneLine(tail.String(), maxDetail)
 	}
 	switch {
 	case err != nil:
@@ -170,49 +171,4 @@ func withEnv(env []string, set map[string]string) []string {
 		}
 	}
 	return out
-}
-
-// tailWriter keeps the last max bytes written to it.
-type tailWriter struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailWriter) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, b...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(b), nil
-}
-
-func (t *tailWriter) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
-}
-
-// oneLine folds s onto one printable line and keeps its last n bytes.
-func oneLine(s string, n int) string {
-	s = strings.Map(func(r rune) rune {
-		switch {
-		case r == '\n' || r == '\r' || r == '\t':
-			return ' '
-		case r < 0x20 || r == 0x7f || r == '\uFFFD':
-			return -1
-		}
-		return r
-	}, strings.ToValidUTF8(s, ""))
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		i := len(s) - n
-		for i < len(s) && (s[i]&0xC0) == 0x80 {
-			i++
-		}
-		s = s[i:]
-	}
-	return s
 }
