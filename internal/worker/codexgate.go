@@ -106,38 +106,46 @@ type gateEvent struct {
 	} `json:"response"`
 }
 
-// inspect checks every exec_command call an event completes. An event that names
-// exec_command but cannot be read is refused: it might be a call.
+// inspect checks every exec_command call an event completes. The event's data lines are
+// joined as an SSE client joins them (so a call split over several lines is seen whole), and
+// the payload is decoded whenever it could name a call: it holds "exec_command" or a
+// backslash (a JSON escape such as exec\u005fcommand spells the name
+// without its bytes). Such a payload that cannot be read is refused: it might be a call.
 func (g *execGate) inspect(ev []byte) error {
+	var data [][]byte
 	for _, line := range bytes.Split(ev, []byte("\n")) {
-		data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), []byte("data:"))
-		if !ok || !bytes.Contains(data, []byte("exec_command")) {
+		d, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), []byte("data:"))
+		if ok {
+			data = append(data, bytes.TrimPrefix(d, []byte(" ")))
+		}
+	}
+	payload := bytes.Join(data, []byte("\n"))
+	if !bytes.Contains(payload, []byte("exec_command")) && !bytes.Contains(payload, []byte("\\")) {
+		return nil
+	}
+	var e gateEvent
+	if err := json.Unmarshal(payload, &e); err != nil {
+		return errors.New("agora relay: an unreadable event that may name a command")
+	}
+	var items []gateItem
+	switch {
+	case e.Type == "response.output_item.done" && e.Item != nil:
+		items = append(items, *e.Item)
+	case e.Type == "response.completed" && e.Response != nil:
+		items = e.Response.Output
+	}
+	for _, it := range items {
+		if it.Type != "function_call" || it.Name != "exec_command" {
 			continue
 		}
-		var e gateEvent
-		if err := json.Unmarshal(data, &e); err != nil {
-			return errors.New("agora relay: an unreadable event naming exec_command")
+		var args struct {
+			Cmd string `json:"cmd"`
 		}
-		var items []gateItem
-		switch {
-		case e.Type == "response.output_item.done" && e.Item != nil:
-			items = append(items, *e.Item)
-		case e.Type == "response.completed" && e.Response != nil:
-			items = e.Response.Output
+		if err := json.Unmarshal([]byte(it.Arguments), &args); err != nil {
+			args.Cmd = it.Arguments // checked as written: it will match no grant
 		}
-		for _, it := range items {
-			if it.Type != "function_call" || it.Name != "exec_command" {
-				continue
-			}
-			var args struct {
-				Cmd string `json:"cmd"`
-			}
-			if err := json.Unmarshal([]byte(it.Arguments), &args); err != nil {
-				args.Cmd = it.Arguments // checked as written: it will match no grant
-			}
-			if err := g.check(it.CallID, args.Cmd); err != nil {
-				return err
-			}
+		if err := g.check(it.CallID, args.Cmd); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -79,6 +79,36 @@ func TestCodexGate_RefusesBeforeCodexSees(t *testing.T) {
 	}
 }
 
+// TestCodexGate_SpellingsOfACall: a call is found however the event spells it: the name as a
+// JSON escape, the event's JSON split over several data lines (an SSE client joins them), and
+// the arguments escaped; a payload that may hide a call but cannot be read is refused.
+func TestCodexGate_SpellingsOfACall(t *testing.T) {
+	call := func(name, args string) string {
+		return `{"type":"response.output_item.done","item":{"type":"function_call","name":"` + name + `","call_id":"c1","arguments":` + args + `}}`
+	}
+	for _, tc := range []struct{ name, stream, wantCmd string }{
+		{"escaped name", "data: " + call(`exec\u005fcommand`, `"{\"cmd\":\"rm -rf x\"}"`) + "\n\n", "rm -rf x"},
+		{"escaped type", "data: " + strings.Replace(call("exec_command", `"{\"cmd\":\"id\"}"`), "output_item.done", `output_item.d\u006fne`, 1) + "\n\n", "id"},
+		{"split over data lines", "data: " + strings.Replace(call("exec_command", `"{\"cmd\":\"id\"}"`), `"name":`, "\"name\":\ndata: ", 1) + "\n\n", "id"},
+		{"name split over data lines", "data: " + strings.Replace(call("exec_command", `"{\"cmd\":\"id\"}"`), `"exec_command"`, "\"exec\\u005f\ndata: command\"", 1) + "\n\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var checked []string
+			g := &execGate{src: bufioReader(tc.stream), body: io.NopCloser(nil), check: func(_, cmd string) error {
+				checked = append(checked, cmd)
+				return errors.New("refused")
+			}}
+			out, err := io.ReadAll(g)
+			if err == nil || len(out) != 0 {
+				t.Fatalf("the call passed the gate: err %v, out %q", err, out)
+			}
+			if tc.wantCmd != "" && (len(checked) != 1 || checked[0] != tc.wantCmd) {
+				t.Errorf("checked %q, want [%q]", checked, tc.wantCmd)
+			}
+		})
+	}
+}
+
 // FuzzExecGate: whatever the stream, the gate never panics, passes a stream with no call
 // through byte for byte, and refuses whenever the check refuses a call it found.
 func FuzzExecGate(f *testing.F) {
@@ -92,7 +122,7 @@ func FuzzExecGate(f *testing.F) {
 			return errors.New("no")
 		}}
 		out, err := io.ReadAll(g)
-		if refusals == 0 && !strings.Contains(s, "exec_command") && (err != nil || string(out) != s) {
+		if refusals == 0 && !strings.Contains(s, "exec_command") && !strings.Contains(s, `\`) && (err != nil || string(out) != s) {
 			t.Errorf("a stream without a call changed: err %v\n in %q\nout %q", err, s, out)
 		}
 		if refusals > 0 && err == nil {
