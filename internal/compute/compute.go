@@ -20,6 +20,11 @@ import (
 type Bind struct {
 	Src, Dst string
 	Writable bool
+	// Result marks a writable bind the host reads after the process ends (the out
+	// directory). A provider whose process does not see this host's file system (a
+	// Kubernetes pod) MUST bring the bind's contents back into Src before [Handle.Wait]
+	// returns; one that binds Src directly (bubblewrap, a local container) has nothing to do.
+	Result bool
 }
 
 // HostUser is a host uid and gid.

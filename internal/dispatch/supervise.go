@@ -181,7 +181,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		RunAs: st.owner,
 		Binds: append(append([]compute.Bind{{Src: d.AgoraBin, Dst: wire.BinPath}}, st.bundleBinds(wire.BundlePath)...),
 			compute.Bind{Src: st.workspace, Dst: wire.WorkspacePath, Writable: true},
-			compute.Bind{Src: st.out, Dst: wire.OutPath, Writable: true},
+			compute.Bind{Src: st.out, Dst: wire.OutPath, Writable: true, Result: true},
 			compute.Bind{Src: st.capabilityFilesDir(), Dst: wire.CapabilityFilesPath},
 		),
 	}
