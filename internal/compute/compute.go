@@ -108,6 +108,9 @@ type Exit struct {
 	// Cancelled is set when the start context was cancelled or the provider that started
 	// the process was asked to cancel it.
 	Cancelled bool
+	// Lost is set when the process vanished without an observed end (a deleted Job or pod,
+	// a container removed behind the provider's back): nothing says how it ended.
+	Lost bool
 	// Duration is the wall-clock time from start to exit.
 	Duration time.Duration
 	// Isolation records what applied, as "+"-joined tokens, e.g. "bwrap+rlimits+cgroup",

@@ -1,0 +1,98 @@
+// Package remote is the contract between agora's network gateway (host side, internal/netgw)
+// and a worker that runs where the host's file system is not, such as a Kubernetes pod: what
+// the pod must mount, how it authenticates, and the gateway's routes. It is a leaf both sides
+// link: the host's providers and gateway, and the worker inside the pod.
+//
+// A provider that cannot bind host paths hands its [compute.Spec] to an [Exporter]. The
+// exporter registers a session for the dispatch with a fresh bearer token and turns every
+// bind into a [Mount]: an init step in the pod downloads each Fetch mount's content from the
+// gateway into a volume of its own, the worker's container mounts the volumes at their Dst
+// (read-only unless Writable), serves the Sockets of a mount by tunnelling each connection to
+// the host socket of the same name, reads spec.Files through the gateway, streams its stdout
+// and stderr back, and uploads every Result mount before it exits. Closing the session
+// revokes the token.
+package remote
+
+import (
+	"context"
+
+	"github.com/agora-dev/agora/internal/compute"
+)
+
+// Mount is one part of the sandbox layout a remote worker must have, one per [compute.Bind].
+type Mount struct {
+	// Name names the mount in routes and the pod's volume: [a-z0-9-], at most 40 bytes,
+	// unique in the session.
+	Name string `json:"name"`
+	// Dst is the path inside the worker's container (the bind's Dst).
+	Dst string `json:"dst"`
+	// Writable mounts the volume read-write in the worker's container; otherwise read-only.
+	Writable bool `json:"writable,omitempty"`
+	// File says Dst is one regular file: the volume holds it as [FileName] and the worker's
+	// container mounts that entry alone (a subPath mount).
+	File bool `json:"file,omitempty"`
+	// Fetch says the host has content for the volume: the init step downloads it
+	// (GET mounts/NAME, a tar stream) before the worker starts.
+	Fetch bool `json:"fetch,omitempty"`
+	// Result says the host reads the volume after the worker ends ([compute.Bind.Result]):
+	// the worker uploads it (PUT mounts/NAME, a tar stream, accepted once) before it exits.
+	Result bool `json:"result,omitempty"`
+	// Sockets are Unix socket names the host has in this directory. The worker listens on
+	// each name in the volume and tunnels every connection to the host's socket.
+	Sockets []string `json:"sockets,omitempty"`
+}
+
+// FileName is the entry a File mount's volume holds.
+const FileName = "file"
+
+// Session is what a provider needs to start a remote worker for one dispatch.
+type Session struct {
+	// Dispatch is the dispatch id (the spec's ID).
+	Dispatch string
+	// Token is the dispatch's bearer token: it authorises only this dispatch's routes, and
+	// only until Close. Never log it, put it in a name, label, annotation or argv; a provider
+	// hands it to the pod as a Secret.
+	Token string
+	// Mounts are the volumes the pod needs, in bind order.
+	Mounts []Mount
+	// Files is how many of spec.Files the worker reads through the gateway (GET files/I).
+	Files int
+	// Close revokes the token, stops serving the session's files and streams, and waits
+	// until what the worker streamed has reached spec.Stdout and spec.Stderr. Idempotent.
+	Close func() error
+}
+
+// Exporter registers a spec's session with the network gateway.
+type Exporter interface {
+	// Export makes spec reachable to a remote worker for its dispatch. The spec's Binds are
+	// read from the host as they are when the worker fetches them; Result binds are
+	// written when the worker uploads them.
+	Export(ctx context.Context, spec compute.Spec) (*Session, error)
+}
+
+// The environment of a remote worker's pod. The token arrives only in TokenEnv (from a
+// Secret): the worker reads it and removes it from its environment before anything of the
+// agent runs, and, being non-dumpable, keeps it from the agent's /proc reads.
+const (
+	// GatewayURLEnv is the gateway's base URL, "https://HOST:PORT".
+	GatewayURLEnv = "AGORA_GATEWAY_URL"
+	// TokenEnv carries the dispatch's bearer token.
+	TokenEnv = "AGORA_GATEWAY_TOKEN"
+	// CAEnv carries the PEM certificate(s) the worker trusts for the gateway's TLS.
+	CAEnv = "AGORA_GATEWAY_CA"
+	// StageEnv names where the init step finds the mounts' volumes: STAGE/NAME.
+	StageEnv = "AGORA_STAGE"
+)
+
+// Routes, below "/v1/dispatches/ID/", each with "Authorization: Bearer TOKEN":
+//
+//	GET  session                  the session as JSON: mounts, files, the host agora's version
+//	GET  mounts/NAME              a Fetch mount's content as a tar stream
+//	PUT  mounts/NAME              a Result mount's content as a tar stream, accepted once
+//	GET  files/I                  spec.Files[I]'s content, served once
+//	POST streams/stdout|stderr    the worker's output, appended as it arrives
+//	GET  sockets/NAME/SOCKET      with "Upgrade: agora-tunnel": a byte stream to the host socket
+const (
+	RoutePrefix   = "/v1/dispatches/"
+	TunnelUpgrade = "agora-tunnel"
+)
