@@ -37,6 +37,19 @@ type Config struct {
 	// Models prices the models budgets count in US dollars:
 	// models: {NAME: {input_per_mtok: X, output_per_mtok: Y, cached_input_per_mtok: Z}}.
 	Models budget.Prices `yaml:"models"`
+	// Gateway is the network gateway workers on other machines (kubernetes targets) reach
+	// agora through: TLS, a token per dispatch (netgw).
+	Gateway Gateway `yaml:"gateway"`
+}
+
+// Gateway configures the network gateway that `agora gateway serve` and `agora orch serve
+// --gateway` run.
+type Gateway struct {
+	// Listen is the address the gateway listens on (HOST:PORT), e.g. 0.0.0.0:8443.
+	Listen string `yaml:"listen"`
+	// Advertise is the URL pods reach it at (https://HOST:PORT); its host goes into the
+	// gateway's TLS certificate, and a kubernetes target without its own gateway uses it.
+	Advertise string `yaml:"advertise"`
 }
 
 // Catalog holds catalog limits.

@@ -24,8 +24,13 @@ const MaxDispatchTimeout = 24 * time.Hour
 // Target is where workers run: a compute provider and its settings. Targets are configured by
 // people in agora.yaml; a dispatch may only pick one by name.
 type Target struct {
-	// Provider is the compute provider: "local" (bubblewrap on this machine).
+	// Provider is the compute provider: "local" (bubblewrap on this machine, the default),
+	// "docker" (a hardened container through the Docker Engine API; podman's compatible
+	// socket works too) or "kubernetes" (a batch/v1 Job per dispatch). See docs/providers.md.
 	Provider string `yaml:"provider"`
+	// The container and Kubernetes providers' settings (provider.go): refused on a local
+	// target, where they would mean nothing.
+	Remote `yaml:",inline"`
 	// Sandbox is "bwrap" (default) or "none". "none" runs workers WITHOUT isolation: it is
 	// printed on every dispatch and stored in the record.
 	Sandbox string `yaml:"sandbox"`
@@ -231,9 +236,7 @@ func (c *Config) validateTargets(pos *strictyaml.Positions) strictyaml.Errors {
 		if err := t.Budget.Validate(); err != nil {
 			errs = append(errs, pos.Errorf(p+".budget", "%v", err))
 		}
-		if t.Provider != "local" {
-			errs = append(errs, pos.Errorf(p+".provider", `unknown provider %q; this build has: local`, t.Provider))
-		}
+		errs = append(errs, t.validateProvider(pos, p)...)
 		if t.Sandbox != "bwrap" && t.Sandbox != "none" {
 			errs = append(errs, pos.Errorf(p+".sandbox", `want "bwrap" or "none", got %q`, t.Sandbox))
 		}
@@ -253,6 +256,21 @@ func (c *Config) validateTargets(pos *strictyaml.Positions) strictyaml.Errors {
 			errs = append(errs, pos.Errorf(p+".disk", "at least %s", ByteSize(MinDisk)))
 		}
 		c.Targets[name] = t
+	}
+	if c.Gateway.Advertise != "" {
+		if err := checkGatewayURL(c.Gateway.Advertise); err != nil {
+			errs = append(errs, pos.Errorf("gateway.advertise", "%v", err))
+		}
+	}
+	for name, t := range c.Targets {
+		if t.Provider == ProviderKubernetes && t.Gateway == "" {
+			if c.Gateway.Advertise == "" {
+				errs = append(errs, pos.Errorf("targets."+name+".gateway", "a kubernetes target needs the URL its pods reach agora's gateway at: set gateway.advertise (or targets.%s.gateway) to https://HOST:PORT", name))
+				continue
+			}
+			t.Gateway = c.Gateway.Advertise
+			c.Targets[name] = t
+		}
 	}
 	for i, s := range c.Egress.AllowPrivate {
 		if _, err := parsePrefix(s); err != nil {

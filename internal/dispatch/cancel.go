@@ -26,7 +26,7 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (*Record, error) {
 		return r, nil
 	}
 	if r.ProviderTaskID != "" {
-		if err := d.Provider.Cancel(ctx, r.ProviderTaskID); err != nil {
+		if err := d.cancelTask(ctx, r); err != nil {
 			return nil, fmt.Errorf("cancel dispatch %s: %w", id, err)
 		}
 	}
@@ -83,7 +83,7 @@ func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
 			o = Outcome{State: StateCancelled, Reason: ReasonCancelled, Detail: "cancelled"}
 		}
 		if r.ProviderTaskID != "" {
-			d.Provider.Cancel(ctx, r.ProviderTaskID)
+			d.cancelTask(ctx, r)
 		}
 		// The dead supervisor never unmounted the disk quota nor removed the stage's work.
 		d.release(ctx, r.ID)
@@ -116,11 +116,20 @@ func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
 			continue // live since the listing above, or a supervisor still ending it
 		}
 		if r.ProviderTaskID != "" {
-			d.Provider.Cancel(ctx, r.ProviderTaskID)
+			d.cancelTask(ctx, r)
 		}
 		d.release(ctx, id)
 	}
 	return n, nil
+}
+
+// cancelTask stops the provider task of r, through the provider of r's target.
+func (d *Dispatcher) cancelTask(ctx context.Context, r *Record) error {
+	p, err := d.providerFor(ctx, r.Target)
+	if err != nil {
+		return err
+	}
+	return p.Cancel(ctx, r.ProviderTaskID)
 }
 
 // releaser is a provider that can remove what the tasks of a dispatch left on the host when

@@ -13,6 +13,7 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/agora-dev/agora/internal/blob"
@@ -38,8 +39,12 @@ type Dispatcher struct {
 	Catalog  *view.Catalog
 	Blobs    *blob.Store
 	Unseal   Unsealer
+	// Provider runs the dispatches of local targets (bubblewrap).
 	Provider compute.Provider
-	Config   *config.Config
+	// Providers returns the provider of a target that is not local (docker, kubernetes),
+	// built from the target's settings; nil refuses such targets.
+	Providers func(ctx context.Context, target string, t config.Target) (compute.Provider, error)
+	Config    *config.Config
 	// StateDir holds per-dispatch staging directories (AGORA_HOME/dispatches).
 	StateDir string
 	// AgoraBin is the agora binary bound read-only into every sandbox as /agora/bin/agora.
@@ -70,4 +75,24 @@ func (d *Dispatcher) now() time.Time {
 		return d.Now()
 	}
 	return time.Now()
+}
+
+// providerFor returns the provider of the named target: Provider for a local one, Providers'
+// answer for the others.
+func (d *Dispatcher) providerFor(ctx context.Context, name string) (compute.Provider, error) {
+	t, err := d.Config.Target(name)
+	if err != nil {
+		return nil, err
+	}
+	if t.Provider == "" || t.Provider == config.ProviderLocal {
+		return d.Provider, nil
+	}
+	if d.Providers == nil {
+		return nil, fmt.Errorf("target %q uses provider %s, which this process cannot start", name, t.Provider)
+	}
+	p, err := d.Providers(ctx, name, t)
+	if err != nil {
+		return nil, fmt.Errorf("target %q (provider %s): %w", name, t.Provider, err)
+	}
+	return p, nil
 }

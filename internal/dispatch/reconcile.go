@@ -81,6 +81,10 @@ func (d *Dispatcher) reconcile(ctx context.Context, r *Record, st *stage, exit c
 		o.State, o.Reason, o.Detail = StateCancelled, ReasonCancelled, "cancelled"
 	case exit.TimedOut:
 		o.State, o.Reason, o.Detail = StateFailed, ReasonTimeout, fmt.Sprintf("killed after %s", time.Duration(r.Timeout))
+	case exit.Lost:
+		// A Job or container deleted behind agora's back: nothing it left is vouched for.
+		*res = Result{Outputs: []Output{}, Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated, Phases: res.Phases}
+		o.State, o.Reason, o.Detail = StateFailed, ReasonLost, "the worker vanished before it ended (its Job or container was removed)"
 	case errors.As(ierr, new(storeError)):
 		o.State, o.Reason, o.Detail = StateFailed, ReasonProviderFailed, ierr.Error()
 	case ierr != nil:

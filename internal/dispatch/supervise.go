@@ -67,6 +67,10 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	if err != nil {
 		return failed(ReasonProviderFailed, "%v", err), nil
 	}
+	provider, err := d.providerFor(ctx, r.Target)
+	if err != nil {
+		return failed(ReasonProviderFailed, "%v", err), nil
+	}
 	p, err := d.loadPinned(ctx, r)
 	if err != nil {
 		return failed(ReasonIntegrityFailed, "load pinned catalog content: %v", err), nil
@@ -225,7 +229,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		}()
 	}
 
-	h, err := d.Provider.Start(ctx, spec)
+	h, err := provider.Start(ctx, spec)
 	if secretsRead != nil {
 		secretsRead.Close()
 	}
@@ -235,7 +239,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		return failed(ReasonProviderFailed, "%v", err), nil
 	}
 	if err := d.Records.Started(ctx, r.ID, h.TaskID(), selfSupervisor()); err != nil {
-		d.Provider.Cancel(context.WithoutCancel(ctx), h.TaskID())
+		provider.Cancel(context.WithoutCancel(ctx), h.TaskID())
 		h.Wait()
 		return Outcome{}, err
 	}
@@ -243,7 +247,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		progress(StateStarted, started)
 	}
 
-	stopWatch := d.watchCancel(ctx, r.ID, h, trip.C())
+	stopWatch := d.watchCancel(ctx, provider, r.ID, h, trip.C())
 	exit, werr := h.Wait()
 	stopWatch()
 	stdout.Close()
@@ -319,7 +323,7 @@ func budgets(timeout time.Duration) (setup, agent int) {
 // watchCancel polls the record's cancel flag (set by `agora dispatch cancel` in another
 // process) and kills the sandbox when it is raised, or when limit fires. Polling keeps the
 // contract simple: the flag lives in the database every process can reach.
-func (d *Dispatcher) watchCancel(ctx context.Context, id string, h compute.Handle, limit <-chan struct{}) (stop func()) {
+func (d *Dispatcher) watchCancel(ctx context.Context, provider compute.Provider, id string, h compute.Handle, limit <-chan struct{}) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -331,14 +335,14 @@ func (d *Dispatcher) watchCancel(ctx context.Context, id string, h compute.Handl
 			case <-done:
 				return
 			case <-ctx.Done():
-				d.Provider.Cancel(context.WithoutCancel(ctx), h.TaskID())
+				provider.Cancel(context.WithoutCancel(ctx), h.TaskID())
 				return
 			case <-limit:
-				d.Provider.Cancel(context.WithoutCancel(ctx), h.TaskID())
+				provider.Cancel(context.WithoutCancel(ctx), h.TaskID())
 				return
 			case <-t.C:
 				if d.Records.cancelRequested(ctx, id) {
-					d.Provider.Cancel(ctx, h.TaskID())
+					provider.Cancel(ctx, h.TaskID())
 					return
 				}
 			}

@@ -1,0 +1,189 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agora-dev/agora/internal/strictyaml"
+)
+
+// The compute providers a target may name.
+const (
+	ProviderLocal      = "local"
+	ProviderDocker     = "docker"
+	ProviderKubernetes = "kubernetes"
+)
+
+// Remote holds the settings of the providers that run a worker away from bubblewrap: a
+// container (docker) or a Kubernetes Job (kubernetes). A local target sets none of them.
+type Remote struct {
+	// Image is the team's agent toolchain image (git, compilers, agent CLIs), pinned by
+	// digest: "REF@sha256:<64 hex>". A tag alone is refused: what runs must be what was
+	// reviewed. agora adds its own worker binary; the image needs nothing from agora.
+	Image string `yaml:"image"`
+	// Runtime is the container runtime of a docker target: "" (the engine's default) or
+	// "runsc" (gVisor), which the engine must know.
+	Runtime string `yaml:"runtime"`
+	// DockerHost is the Docker Engine API endpoint of a docker target (unix:///PATH or
+	// tcp://HOST:PORT); empty means the DOCKER_HOST variable of the agora process.
+	DockerHost string `yaml:"docker_host"`
+	// WorkerImage is the small agora image (`make image`) a kubernetes target's init
+	// container copies agora's worker binary from, pinned by digest like Image.
+	WorkerImage string `yaml:"worker_image"`
+	// Kubeconfig is the kubeconfig file of a kubernetes target; empty means agora runs in the
+	// cluster and uses its service account. Context picks a context in it.
+	Kubeconfig string `yaml:"kubeconfig"`
+	Context    string `yaml:"context"`
+	// Namespace is where a kubernetes target's Jobs, Secrets and NetworkPolicies go.
+	Namespace string `yaml:"namespace"`
+	// RuntimeClass is the pods' runtimeClassName (gvisor, kata, ...); empty: the cluster's
+	// default.
+	RuntimeClass string `yaml:"runtime_class"`
+	// Resources are each worker's CPU and memory, as requests equal to limits.
+	Resources Resources `yaml:"resources"`
+	// NodeSelector constrains the nodes a kubernetes target's pods run on.
+	NodeSelector map[string]string `yaml:"node_selector"`
+	// TTLAfterFinished is how long Kubernetes keeps a finished Job (default 10m); agora
+	// also deletes the Jobs of ended dispatches itself.
+	TTLAfterFinished time.Duration `yaml:"ttl_after_finished"`
+	// Gateway is the URL pods reach agora's network gateway at (https://HOST:PORT); empty
+	// means the top-level gateway.advertise.
+	Gateway string `yaml:"gateway"`
+}
+
+// Resources are a worker's CPU and memory in Kubernetes quantity notation (cpu: 2, 500m;
+// memory: 4Gi). A docker target reads cpu as a number of CPUs.
+type Resources struct {
+	CPU    Quantity `yaml:"cpu"`
+	Memory Quantity `yaml:"memory"`
+}
+
+// Quantity is a Kubernetes resource quantity: a decimal number with an optional suffix (m,
+// k, M, G, T, Ki, Mi, Gi, Ti).
+type Quantity string
+
+var quantityRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$`)
+
+// UnmarshalText accepts "2", "500m", "4Gi".
+func (q *Quantity) UnmarshalText(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 32 || !quantityRE.MatchString(s) {
+		return fmt.Errorf("want a quantity such as 2, 500m or 4Gi, got %q", string(b))
+	}
+	*q = Quantity(s)
+	return nil
+}
+
+// DefaultTTLAfterFinished is how long a finished Job stays when a target does not say.
+const DefaultTTLAfterFinished = 10 * time.Minute
+
+// pinnedImageRE is an image reference pinned by digest: a name, an optional tag, and
+// "@sha256:" with 64 lowercase hex digits.
+var pinnedImageRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._/:-]*[a-z0-9])?(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}$`)
+
+// PinnedImage reports whether ref names an image by its digest.
+func PinnedImage(ref string) bool { return len(ref) <= 512 && pinnedImageRE.MatchString(ref) }
+
+var labelRE = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?)$`)
+
+// validateProvider checks the provider and the settings that belong to it.
+func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyaml.Errors {
+	var errs strictyaml.Errors
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, pos.Errorf(p+"."+field, format, args...))
+	}
+	image := func(field, ref string) {
+		switch {
+		case ref == "":
+			bad(field, "required for provider %s: the image pinned by digest, REF@sha256:<64 hex>", t.Provider)
+		case !PinnedImage(ref):
+			bad(field, "%q is not pinned by digest; want REF@sha256:<64 hex> (a tag can be moved to other content)", ref)
+		}
+	}
+	// Settings a provider does not read are refused, so a typo'd target fails loudly.
+	unused := func(allowed ...string) {
+		set := map[string]bool{
+			"image": t.Image != "", "runtime": t.Runtime != "", "docker_host": t.DockerHost != "",
+			"worker_image": t.WorkerImage != "", "kubeconfig": t.Kubeconfig != "", "context": t.Context != "",
+			"namespace": t.Namespace != "", "runtime_class": t.RuntimeClass != "",
+			"resources": t.Resources != Resources{}, "node_selector": len(t.NodeSelector) > 0,
+			"ttl_after_finished": t.TTLAfterFinished != 0, "gateway": t.Gateway != "",
+		}
+		for _, a := range allowed {
+			delete(set, a)
+		}
+		var names []string
+		for k, v := range set {
+			if v {
+				names = append(names, k)
+			}
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			bad(k, "not a setting of provider %s", t.Provider)
+		}
+	}
+	remoteOnly := func() {
+		if t.Sandbox != "bwrap" {
+			bad("sandbox", "sandbox: none is only for provider local; a %s target is always isolated", t.Provider)
+		}
+		if t.Network == "host" {
+			bad("network", "network: host is only for provider local; a %s worker reaches nothing but agora's gateway and egress proxy", t.Provider)
+		}
+	}
+	switch t.Provider {
+	case ProviderLocal:
+		unused()
+	case ProviderDocker:
+		unused("image", "runtime", "docker_host", "resources")
+		image("image", t.Image)
+		remoteOnly()
+		if t.Runtime != "" && t.Runtime != "runsc" {
+			bad("runtime", `want "runsc" (gVisor) or nothing, got %q`, t.Runtime)
+		}
+		if t.DockerHost != "" && !strings.HasPrefix(t.DockerHost, "unix://") && !strings.HasPrefix(t.DockerHost, "tcp://") {
+			bad("docker_host", "want unix:///PATH or tcp://HOST:PORT, got %q", t.DockerHost)
+		}
+	case ProviderKubernetes:
+		unused("image", "worker_image", "kubeconfig", "context", "namespace", "runtime_class", "resources",
+			"node_selector", "ttl_after_finished", "gateway")
+		image("image", t.Image)
+		image("worker_image", t.WorkerImage)
+		remoteOnly()
+		if t.Namespace == "" {
+			bad("namespace", "required for provider kubernetes: the namespace agora's Jobs run in")
+		} else if len(t.Namespace) > 63 || !labelRE.MatchString(t.Namespace) {
+			bad("namespace", "want a Kubernetes namespace name (lowercase letters, digits and -), got %q", t.Namespace)
+		}
+		if t.RuntimeClass != "" && (len(t.RuntimeClass) > 253 || !labelRE.MatchString(t.RuntimeClass)) {
+			bad("runtime_class", "want a RuntimeClass name, got %q", t.RuntimeClass)
+		}
+		if t.TTLAfterFinished == 0 {
+			t.TTLAfterFinished = DefaultTTLAfterFinished
+		}
+		if t.TTLAfterFinished < 0 {
+			bad("ttl_after_finished", "must not be negative")
+		}
+		if t.Gateway != "" {
+			if err := checkGatewayURL(t.Gateway); err != nil {
+				bad("gateway", "%v", err)
+			}
+		}
+	default:
+		bad("provider", `unknown provider %q; want local, docker or kubernetes`, t.Provider)
+	}
+	return errs
+}
+
+// checkGatewayURL accepts https://HOST:PORT and nothing else: pods send their token there.
+func checkGatewayURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.Host == "" || u.Port() == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return fmt.Errorf("want https://HOST:PORT (pods send their dispatch token there, so only TLS), got %q", s)
+	}
+	return nil
+}
