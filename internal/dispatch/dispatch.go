@@ -35,10 +35,10 @@ type Unsealer func(ctx context.Context, ref string) ([]byte, error)
 
 // Dispatcher resolves, records, runs and reconciles dispatches.
 type Dispatcher struct {
-	Records  *Records
-	Catalog  *view.Catalog
-	Blobs    *blob.Store
-	Unseal   Unsealer
+	Records *Records
+	Catalog *view.Catalog
+	Blobs   *blob.Store
+	Unseal  Unsealer
 	// Provider runs the dispatches of local targets (bubblewrap).
 	Provider compute.Provider
 	// Providers returns the provider of a target that is not local (docker, kubernetes),

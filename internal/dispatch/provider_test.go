@@ -13,7 +13,7 @@ import (
 type nopProvider struct{ name string }
 
 func (p *nopProvider) Start(context.Context, compute.Spec) (compute.Handle, error) { return nil, nil }
-func (p *nopProvider) Cancel(context.Context, string) error                         { return nil }
+func (p *nopProvider) Cancel(context.Context, string) error                        { return nil }
 
 func TestProviderFor_ByTarget(t *testing.T) {
 	c := config.Default("/h")
