@@ -16,6 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/worker"
+	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
 
 func newDispatchCmd(f *Factory) *cobra.Command {
@@ -523,7 +524,25 @@ func newWorkerCmd(f *Factory, runF func(*workerOptions) error) *cobra.Command {
 			return runCmd(cmd, hook, runF, workerHookRun)
 		},
 	})
+	// A pod's init step: fetch the mounts through the network gateway.
+	fetch := &workerOptions{f: f}
+	cmd.AddCommand(&cobra.Command{
+		Use:    "fetch",
+		Short:  "Fetch a remote worker's mounts from the gateway (run in a pod, not by people)",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runCmd(cmd, fetch, runF, workerFetchRun)
+		},
+	})
 	return cmd
+}
+
+func workerFetchRun(ctx context.Context, opts *workerOptions) error {
+	if code := workerremote.FetchMain(ctx, opts.f.IO.ErrOut); code != 0 {
+		return &exitError{code: code}
+	}
+	return nil
 }
 
 func workerRun(ctx context.Context, opts *workerOptions) error {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -79,8 +80,12 @@ func Main(ctx context.Context, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	return run(ctx, options{Root: root, TempDir: tmp, Stdout: stdout, Stderr: stderr, secretsFD: wire.SecretsFD,
-		stopOthers: os.Getenv(wire.RootEnv) == ""})
+	opts := options{Root: root, TempDir: tmp, Stdout: stdout, Stderr: stderr, secretsFD: wire.SecretsFD,
+		stopOthers: os.Getenv(wire.RootEnv) == ""}
+	if workerremote.Enabled() {
+		return runRemote(ctx, opts)
+	}
+	return run(ctx, opts)
 }
 
 // ignoredSignals are every signal a process may ignore whose default or Go-runtime action

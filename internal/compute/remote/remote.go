@@ -42,6 +42,18 @@ type Mount struct {
 	Sockets []string `json:"sockets,omitempty"`
 }
 
+// Info is the body of GET session: what the worker needs to know of its session.
+type Info struct {
+	// Dispatch is the dispatch id.
+	Dispatch string `json:"dispatch"`
+	// Version is the host agora's version; the fetch step refuses a worker image of another.
+	Version string `json:"version"`
+	// Mounts are the session's mounts, in bind order.
+	Mounts []Mount `json:"mounts"`
+	// Files is how many of spec.Files the worker reads (GET files/I, I < Files).
+	Files int `json:"files"`
+}
+
 // FileName is the entry a File mount's volume holds.
 const FileName = "file"
 

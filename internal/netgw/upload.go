@@ -1,0 +1,234 @@
+package netgw
+
+import (
+	"archive/tar"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// Caps of one upload.
+const (
+	// MaxUploadBytes caps the bytes of the regular files of one upload (the local disk
+	// quota's default).
+	MaxUploadBytes = 2 << 30
+	// MaxUploadEntries caps the entries (files and directories) of one upload.
+	MaxUploadEntries = 4096
+	// maxUploadName caps an entry's name.
+	maxUploadName = 1024
+)
+
+// UploadError is why an upload was refused; the out directory is then unchanged.
+type UploadError struct {
+	Entry  string // the entry's name as the tar gave it (quoted when shown), empty when none
+	Reason string
+}
+
+func (e *UploadError) Error() string {
+	if e.Entry == "" {
+		return "upload refused: " + e.Reason
+	}
+	return fmt.Sprintf("upload refused: entry %q: %s", e.Entry, e.Reason)
+}
+
+// upload receives a Result mount's tar, once. The first PUT claims the mount (a marker made
+// with O_EXCL), whatever it then brings: a worker gets exactly one chance to say what its out
+// directory holds.
+func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *mountRecord) {
+	sd, _ := sessionDir(s.Registry.Dir, rec.Dispatch)
+	marker, err := os.OpenFile(filepath.Join(sd, putPrefix+m.Name), os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		s.logger().Warn("gateway upload refused", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", "uploaded already")
+		httpError(w, http.StatusConflict, "the mount was uploaded already")
+		return
+	}
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "claim the upload")
+		return
+	}
+	marker.Close()
+	rc := http.NewResponseController(w)
+	caps := uploadCaps{bytes: s.MaxUploadBytes, entries: s.MaxUploadEntries}
+	n, err := extractUpload(&deadlineReader{r: r.Body, rc: rc}, m.Src, caps)
+	if err != nil {
+		s.logger().Warn("gateway upload refused", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
+		var ue *UploadError
+		if errors.As(err, &ue) {
+			httpError(w, http.StatusUnprocessableEntity, err.Error())
+			return
+		}
+		httpError(w, http.StatusBadRequest, "upload failed")
+		return
+	}
+	s.logger().Info("gateway upload", "dispatch_id", rec.Dispatch, "mount", m.Name, "entries", n)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type uploadCaps struct {
+	bytes   int64
+	entries int
+}
+
+// extractUpload extracts the tar in r into dst, all or nothing: into a fresh directory beside
+// dst first (same file system), whose entries replace dst's only once the whole tar was
+// accepted. Regular files and directories only, beneath the directory (os.Root), each name
+// clean, local and new; modes 0600 and 0700; bytes and entries capped. It returns the number
+// of entries.
+func extractUpload(r io.Reader, dst string, caps uploadCaps) (int, error) {
+	if caps.bytes <= 0 {
+		caps.bytes = MaxUploadBytes
+	}
+	if caps.entries <= 0 {
+		caps.entries = MaxUploadEntries
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := filepath.Join(filepath.Dir(dst), ".upload-"+filepath.Base(dst)+"-"+hex.EncodeToString(rnd[:]))
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return 0, fmt.Errorf("stage upload: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	root, err := os.OpenRoot(tmp)
+	if err != nil {
+		return 0, fmt.Errorf("stage upload: %w", err)
+	}
+	n, err := extractInto(root, r, caps)
+	root.Close()
+	if err != nil {
+		return 0, err
+	}
+	return n, replaceEntries(tmp, dst)
+}
+
+func extractInto(root *os.Root, r io.Reader, caps uploadCaps) (int, error) {
+	tr := tar.NewReader(r)
+	seen := map[string]bool{}
+	var total int64
+	for n := 0; ; n++ {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return 0, &UploadError{Reason: "not a valid tar stream"}
+		}
+		if n >= caps.entries {
+			return 0, &UploadError{Reason: fmt.Sprintf("more than %d entries", caps.entries)}
+		}
+		name, err := entryName(hdr)
+		if err != nil {
+			return 0, err
+		}
+		if seen[name] {
+			return 0, &UploadError{Entry: hdr.Name, Reason: "a duplicate entry"}
+		}
+		seen[name] = true
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if err := root.MkdirAll(name, 0o700); err != nil {
+				return 0, &UploadError{Entry: hdr.Name, Reason: "cannot make the directory: " + errReason(err)}
+			}
+		case tar.TypeReg:
+			if hdr.Size < 0 || hdr.Size > caps.bytes-total {
+				return 0, &UploadError{Entry: hdr.Name, Reason: fmt.Sprintf("the upload is over the %d byte limit", caps.bytes)}
+			}
+			total += hdr.Size
+			if err := extractFile(root, name, tr, hdr.Size); err != nil {
+				return 0, &UploadError{Entry: hdr.Name, Reason: errReason(err)}
+			}
+		default:
+			return 0, &UploadError{Entry: hdr.Name, Reason: fmt.Sprintf("type %q: only regular files and directories are accepted", typeName(hdr.Typeflag))}
+		}
+	}
+}
+
+// entryName checks a tar name: local, clean, no backslash or NUL, not too long. A
+// directory's trailing slash is dropped.
+func entryName(hdr *tar.Header) (string, error) {
+	name := hdr.Name
+	if hdr.Typeflag == tar.TypeDir {
+		name = strings.TrimSuffix(name, "/")
+	}
+	switch {
+	case len(name) > maxUploadName:
+		return "", &UploadError{Entry: hdr.Name[:64] + "...", Reason: fmt.Sprintf("a name over %d bytes", maxUploadName)}
+	case name == "" || strings.HasPrefix(name, "/") || !fs.ValidPath(name) || path.Clean(name) != name:
+		return "", &UploadError{Entry: hdr.Name, Reason: "an absolute, empty or unclean name (.., ., //)"}
+	case strings.ContainsAny(name, "\\\x00"):
+		return "", &UploadError{Entry: hdr.Name, Reason: "a backslash or NUL in the name"}
+	}
+	return name, nil
+}
+
+// extractFile writes exactly size bytes of r to a new file name beneath root, mode 0600. Its
+// parents are made as directories (0700); os.Root refuses a path that leaves the root.
+func extractFile(root *os.Root, name string, r io.Reader, size int64) error {
+	if dir := path.Dir(name); dir != "." {
+		if err := root.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+	}
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, 0o600)
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(f, io.LimitReader(r, size))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n != size {
+		err = errors.New("the tar ended inside the file")
+	}
+	return err
+}
+
+// replaceEntries moves every entry of tmp into dst, replacing what dst has of that name.
+func replaceEntries(tmp, dst string) error {
+	ents, err := os.ReadDir(tmp)
+	if err != nil {
+		return fmt.Errorf("place upload: %w", err)
+	}
+	for _, e := range ents {
+		to := filepath.Join(dst, e.Name())
+		if err := os.RemoveAll(to); err != nil {
+			return fmt.Errorf("place upload: %w", err)
+		}
+		if err := os.Rename(filepath.Join(tmp, e.Name()), to); err != nil {
+			return fmt.Errorf("place upload: %w", err)
+		}
+	}
+	return nil
+}
+
+// errReason states an extraction error without the staging directory's path.
+func errReason(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+func typeName(t byte) string {
+	switch t {
+	case tar.TypeSymlink:
+		return "symlink"
+	case tar.TypeLink:
+		return "hardlink"
+	case tar.TypeChar:
+		return "character device"
+	case tar.TypeBlock:
+		return "block device"
+	case tar.TypeFifo:
+		return "fifo"
+	}
+	return string(rune(t))
+}

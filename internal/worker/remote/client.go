@@ -1,0 +1,260 @@
+// Package remote is the worker's side of agora's network gateway, for a worker that runs
+// where the host's file system is not (a Kubernetes pod): the init step that fetches the
+// mounts ([FetchMain], `agora worker fetch`) and, in the worker itself ([Start]), the token
+// taken out of the environment, the host's sockets served by tunnels, the secrets object read
+// through the gateway, the output streamed back and the result uploaded.
+//
+// It runs INSIDE the pod, next to the agent: it links only the standard library, the
+// contract (internal/compute/remote) and the sandbox layout (internal/worker/wire). Every
+// decision stays with the host; this package moves bytes and trusts only the CA it is given.
+package remote
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agora-dev/agora/internal/compute/remote"
+)
+
+// Limits of the client.
+const (
+	// maxInfo caps GET session's reply.
+	maxInfo = 1 << 20
+	// maxErrorBody caps an error reply read into a message.
+	maxErrorBody = 512
+	// dialTimeout bounds connecting to the gateway.
+	dialTimeout = 15 * time.Second
+)
+
+// Client talks to the gateway for one dispatch. The token lives only in its memory.
+type Client struct {
+	base     *url.URL
+	dispatch string
+	token    string
+	tls      *tls.Config
+	http     *http.Client
+}
+
+// FromEnv builds a client from the pod's environment ([remote.GatewayURLEnv],
+// [remote.TokenEnv], [remote.CAEnv]) and removes those variables and [remote.StageEnv] from
+// the process's environment first, so nothing it starts inherits the token. dispatch is the
+// dispatch id (AGORA_DISPATCH_ID).
+func FromEnv(dispatch string) (*Client, error) {
+	u, token, ca := os.Getenv(remote.GatewayURLEnv), os.Getenv(remote.TokenEnv), os.Getenv(remote.CAEnv)
+	for _, k := range []string{remote.GatewayURLEnv, remote.TokenEnv, remote.CAEnv} {
+		os.Unsetenv(k)
+	}
+	return NewClient(u, dispatch, token, []byte(ca))
+}
+
+// NewClient returns a client of the gateway at rawURL ("https://HOST:PORT") trusting only the
+// certificates in caPEM.
+func NewClient(rawURL, dispatch, token string, caPEM []byte) (*Client, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.User != nil || u.RawQuery != "" {
+		return nil, fmt.Errorf("gateway URL %q: want https://HOST:PORT", rawURL)
+	}
+	if dispatch == "" || strings.ContainsAny(dispatch, "/?#%") {
+		return nil, fmt.Errorf("dispatch id %q is not valid", dispatch)
+	}
+	if token == "" {
+		return nil, fmt.Errorf("no gateway token in %s", remote.TokenEnv)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("no PEM certificate in %s", remote.CAEnv)
+	}
+	cfg := &tls.Config{
+		MinVersion:         tls.VersionTLS13,
+		RootCAs:            pool,
+		ServerName:         u.Hostname(),
+		NextProtos:         []string{"http/1.1"},
+		ClientSessionCache: tls.NewLRUClientSessionCache(64),
+	}
+	tr := &http.Transport{
+		TLSClientConfig:     cfg,
+		TLSHandshakeTimeout: dialTimeout,
+		DialContext:         (&net.Dialer{Timeout: dialTimeout}).DialContext,
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 8,
+		IdleConnTimeout:     30 * time.Second,
+		Proxy:               nil, // the gateway is reached directly, never through a proxy
+		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
+	}
+	return &Client{base: &url.URL{Scheme: "https", Host: u.Host}, dispatch: dispatch, token: token, tls: cfg, http: &http.Client{Transport: tr}}, nil
+}
+
+// Close releases idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+func (c *Client) url(route string) string {
+	return c.base.String() + remote.RoutePrefix + c.dispatch + "/" + route
+}
+
+// do sends a request with the token and returns the response when its status is want.
+func (c *Client) do(ctx context.Context, method, route string, body io.Reader, want int) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.url(route), body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		// url.Error quotes the URL, which holds no token.
+		return nil, fmt.Errorf("%s %s: %w", method, route, err)
+	}
+	if resp.StatusCode != want {
+		defer resp.Body.Close()
+		return nil, statusError(method, route, resp)
+	}
+	return resp, nil
+}
+
+func statusError(method, route string, resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	msg := strings.TrimSpace(strings.ToValidUTF8(string(b), ""))
+	return &StatusError{Method: method, Route: route, Code: resp.StatusCode, Message: msg}
+}
+
+// StatusError is a reply of the gateway with an unexpected status.
+type StatusError struct {
+	Method, Route string
+	Code          int
+	Message       string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("%s %s: the gateway answered %d: %s", e.Method, e.Route, e.Code, e.Message)
+}
+
+// Info returns the session.
+func (c *Client) Info(ctx context.Context) (*remote.Info, error) {
+	resp, err := c.do(ctx, http.MethodGet, "session", nil, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxInfo+1))
+	if err != nil {
+		return nil, fmt.Errorf("GET session: %w", err)
+	}
+	if len(b) > maxInfo {
+		return nil, fmt.Errorf("GET session: over %d bytes", maxInfo)
+	}
+	var info remote.Info
+	if err := json.Unmarshal(b, &info); err != nil {
+		return nil, fmt.Errorf("GET session: %w", err)
+	}
+	if info.Dispatch != c.dispatch {
+		return nil, fmt.Errorf("GET session: it is dispatch %q's, want %q", info.Dispatch, c.dispatch)
+	}
+	return &info, nil
+}
+
+// File returns spec.Files[i]'s content, which the gateway serves once.
+func (c *Client) File(ctx context.Context, i int, limit int64) ([]byte, error) {
+	route := "files/" + strconv.Itoa(i)
+	resp, err := c.do(ctx, http.MethodGet, route, nil, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", route, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("GET %s: over %d bytes", route, limit)
+	}
+	return b, nil
+}
+
+// Fetch extracts mount m's content into dir.
+func (c *Client) Fetch(ctx context.Context, m remote.Mount, dir string) error {
+	route := "mounts/" + m.Name
+	resp, err := c.do(ctx, http.MethodGet, route, nil, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := Extract(resp.Body, dir); err != nil {
+		return fmt.Errorf("GET %s: %w", route, err)
+	}
+	return nil
+}
+
+// Upload sends dir's regular files and directories as mount m's content.
+func (c *Client) Upload(ctx context.Context, m remote.Mount, dir string) error {
+	route := "mounts/" + m.Name
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(Pack(pw, dir)) }()
+	resp, err := c.do(ctx, http.MethodPut, route, pr, http.StatusNoContent)
+	pr.CloseWithError(errors.New("upload ended"))
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// DialTunnel opens a byte stream to the host socket sock of mount m.
+func (c *Client) DialTunnel(ctx context.Context, m, sock string) (net.Conn, error) {
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: dialTimeout}, Config: c.tls}
+	conn, err := d.DialContext(ctx, "tcp", c.base.Host)
+	if err != nil {
+		return nil, fmt.Errorf("tunnel %s/%s: %w", m, sock, err)
+	}
+	route := "sockets/" + m + "/" + sock
+	req := "GET " + remote.RoutePrefix + c.dispatch + "/" + route + " HTTP/1.1\r\nHost: " + c.base.Host +
+		"\r\nAuthorization: Bearer " + c.token + "\r\nConnection: Upgrade\r\nUpgrade: " + remote.TunnelUpgrade + "\r\n\r\n"
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	} else {
+		conn.SetDeadline(time.Now().Add(dialTimeout))
+	}
+	if _, err := io.WriteString(conn, req); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("tunnel %s/%s: %w", m, sock, err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("tunnel %s/%s: %w", m, sock, err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		err := statusError(http.MethodGet, route, resp)
+		conn.Close()
+		return nil, err
+	}
+	conn.SetDeadline(time.Time{})
+	return &bufConn{Conn: conn, r: br}, nil
+}
+
+// bufConn reads what the response reader buffered past the 101 first.
+type bufConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+func (b *bufConn) CloseWrite() error {
+	if cw, ok := b.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}

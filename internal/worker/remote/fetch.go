@@ -1,0 +1,123 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"time"
+
+	"github.com/agora-dev/agora/internal/compute/remote"
+	"github.com/agora-dev/agora/internal/worker/wire"
+)
+
+// DispatchEnv names the dispatch id in the pod's environment (the host sets it for every
+// worker).
+const DispatchEnv = "AGORA_DISPATCH_ID"
+
+// fetchTimeout bounds the whole fetch step.
+const fetchTimeout = 30 * time.Minute
+
+// Version is this agora's version as the gateway reports the host's: the module version, or
+// "dev" for a build without one.
+func Version() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "dev"
+}
+
+// FetchMain is `agora worker fetch`, the pod's init step: it reads the gateway's address,
+// token and CA from the environment, checks that the host runs this agora's version,
+// downloads every Fetch mount into $AGORA_STAGE/NAME (a File mount as NAME/file) and copies
+// its own binary to $AGORA_STAGE/bin/agora (0555) for the worker's container. It returns the
+// process exit code.
+func FetchMain(ctx context.Context, stderr io.Writer) int {
+	if err := fetch(ctx); err != nil {
+		fmt.Fprintf(stderr, "agora worker fetch: error: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func fetch(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	defer cancel()
+	stage := os.Getenv(remote.StageEnv)
+	os.Unsetenv(remote.StageEnv)
+	if stage == "" || !filepath.IsAbs(stage) {
+		return fmt.Errorf("%s must name the stage directory, an absolute path", remote.StageEnv)
+	}
+	c, err := FromEnv(os.Getenv(DispatchEnv))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	info, err := c.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if v := Version(); info.Version != v {
+		return fmt.Errorf("worker image is agora %s, the host runs %s: rebuild it with make image", v, info.Version)
+	}
+	for _, m := range info.Mounts {
+		if !m.Fetch {
+			continue
+		}
+		if !validName(m.Name) {
+			return fmt.Errorf("mount name %q is not valid", m.Name)
+		}
+		if err := c.Fetch(ctx, m, filepath.Join(stage, m.Name)); err != nil {
+			return err
+		}
+	}
+	return copySelf(filepath.Join(stage, wire.BinDir, wire.BinFile))
+}
+
+// copySelf copies the running binary to dst, mode 0555.
+func copySelf(dst string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("copy the agora binary: %w", err)
+	}
+	in, err := os.Open(self)
+	if err != nil {
+		return fmt.Errorf("copy the agora binary: %w", err)
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("copy the agora binary: %w", err)
+	}
+	tmp := dst + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o555)
+	if err != nil {
+		return fmt.Errorf("copy the agora binary: %w", err)
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("copy the agora binary: %w", err)
+	}
+	return nil
+}
+
+// validName: a mount name as the contract has it, [a-z0-9-], 1 to 40 bytes.
+func validName(s string) bool {
+	if s == "" || len(s) > 40 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

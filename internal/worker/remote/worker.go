@@ -1,0 +1,153 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agora-dev/agora/internal/compute/remote"
+	"github.com/agora-dev/agora/internal/worker/wire"
+)
+
+// Limits of the worker's side.
+const (
+	// MaxSecretsFile caps spec.Files[0] (the worker's own cap on the secrets object is 1 MiB).
+	MaxSecretsFile = 1<<20 + 1
+	// maxTunnels caps the tunnels the worker carries at once; more connections are closed.
+	maxTunnels = 256
+	// startTimeout bounds the session's start: reading it and the secrets.
+	startTimeout = 2 * time.Minute
+	// uploadTimeout bounds the upload of the result mounts.
+	uploadTimeout = 10 * time.Minute
+)
+
+// Enabled reports whether the worker runs in remote mode: the pod's environment names a
+// gateway.
+func Enabled() bool { return os.Getenv(remote.GatewayURLEnv) != "" }
+
+// Worker is the worker's remote mode for one run: the tunnels it serves, the secrets it
+// read, the streams it tees. The caller runs the worker with [Worker.SecretsFile],
+// [Worker.Stdout] and [Worker.Stderr], then calls [Worker.Finish].
+type Worker struct {
+	c    *Client
+	info *remote.Info
+	root string
+	// SecretsFile is spec.Files[0] (the secrets object) as a pipe, nil when the host passed
+	// none.
+	SecretsFile *os.File
+	// Stdout and Stderr tee the worker's output to the container log (the writers Start was
+	// given) and to the gateway's streams.
+	Stdout, Stderr io.Writer
+
+	streams []*stream
+	lns     []net.Listener
+	slots   chan struct{}
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{} // guarded by mu
+	wg      sync.WaitGroup
+}
+
+// Start takes the gateway's token out of the environment, reads the session, listens on
+// every host socket at its place below root (the layout root: a mount's Dst below
+// [wire.DefaultRoot] moves below root) and reads the secrets object. stdout and stderr are
+// the container's own streams.
+func Start(ctx context.Context, root string, stdout, stderr io.Writer) (*Worker, error) {
+	c, err := FromEnv(os.Getenv(DispatchEnv))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	info, err := c.Info(ctx)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	w := &Worker{c: c, info: info, root: root, slots: make(chan struct{}, maxTunnels), conns: map[net.Conn]struct{}{}}
+	ok := false
+	defer func() {
+		if !ok {
+			w.closeTunnels()
+			c.Close()
+		}
+	}()
+	for _, m := range info.Mounts {
+		for _, s := range m.Sockets {
+			if err := w.listen(m.Name, s, filepath.Join(Local(root, m.Dst), s)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if info.Files > 0 {
+		b, err := c.File(ctx, 0, MaxSecretsFile)
+		if err != nil {
+			return nil, fmt.Errorf("secrets: %w", err)
+		}
+		if w.SecretsFile, err = pipeOf(b); err != nil {
+			return nil, fmt.Errorf("secrets: %w", err)
+		}
+	}
+	so, se := c.openStream("stdout"), c.openStream("stderr")
+	w.streams = []*stream{so, se}
+	w.Stdout, w.Stderr = &tee{local: stdout, remote: so}, &tee{local: stderr, remote: se}
+	ok = true
+	return w, nil
+}
+
+// Local maps a mount's destination to its place below the layout root root.
+func Local(root, dst string) string {
+	if root == wire.DefaultRoot {
+		return dst
+	}
+	if rel, ok := strings.CutPrefix(dst, wire.DefaultRoot+"/"); ok {
+		return filepath.Join(root, rel)
+	}
+	return dst
+}
+
+// Finish uploads every Result mount (the caller has written result.json and stopped every
+// process of the agent), then closes the tunnels and the streams. An error means the host
+// did not get the result.
+func (w *Worker) Finish(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, uploadTimeout)
+	defer cancel()
+	var errs []error
+	for _, m := range w.info.Mounts {
+		if m.Result {
+			if err := w.c.Upload(ctx, m, Local(w.root, m.Dst)); err != nil {
+				errs = append(errs, fmt.Errorf("upload %s: %w", m.Dst, err))
+			}
+		}
+	}
+	w.closeTunnels()
+	if err := errors.Join(errs...); err != nil {
+		fmt.Fprintf(w.Stderr, "agora worker: error: %v\n", err)
+	}
+	for _, s := range w.streams {
+		s.close()
+	}
+	w.c.Close()
+	return errors.Join(errs...)
+}
+
+// pipeOf returns the read end of a pipe that yields b, written by a goroutine that ends when
+// b is read or the read end is closed.
+func pipeOf(b []byte) (*os.File, error) {
+	r, wr, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		wr.Write(b)
+		wr.Close()
+		clear(b)
+	}()
+	return r, nil
+}

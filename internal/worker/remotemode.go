@@ -1,0 +1,29 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+
+	workerremote "github.com/agora-dev/agora/internal/worker/remote"
+)
+
+// runRemote runs the worker in a pod that reaches the host through agora's network gateway
+// (internal/worker/remote): the gateway's token leaves the environment before anything of
+// the agent runs, the host's sockets are tunnelled, the secrets object arrives through the
+// gateway instead of a descriptor, the output is teed back, and once result.json is written
+// and every agent process stopped, the out directory is uploaded. A failed upload is a
+// failed worker: the host has no result.
+func runRemote(ctx context.Context, opts options) int {
+	rw, err := workerremote.Start(ctx, opts.Root, opts.Stdout, opts.Stderr)
+	if err != nil {
+		fmt.Fprintf(opts.Stderr, "agora worker: error: gateway: %v\n", err)
+		return 1
+	}
+	opts.SecretsFile, opts.Stdout, opts.Stderr = rw.SecretsFile, rw.Stdout, rw.Stderr
+	opts.secretsFD = 0 // no descriptor from the host in a pod
+	code := run(ctx, opts)
+	if err := rw.Finish(ctx); err != nil {
+		return 1
+	}
+	return code
+}
