@@ -437,3 +437,41 @@ func tarOf(t testing.TB, entries ...tarEntry) []byte {
 	return b.Bytes()
 }
 
+
+// TestRegistry_Reattach: a supervisor restarted after the exporter died takes the session
+// back: the pod's token still works and its streams reach the new writers.
+func TestRegistry_Reattach(t *testing.T) {
+	g := startGateway(t)
+	l := stageLayout(t, "01REATTACH")
+	spec := l.spec(t)
+	s, err := g.reg.Export(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A new supervisor reattaches while session.json stands (the old exporter's listeners
+	// are replaced at the same paths).
+	var out syncBuffer
+	spec.Stdout = &out
+	r, err := g.reg.Reattach(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Token != "" || len(r.Mounts) != len(s.Mounts) {
+		t.Errorf("reattached session: token %q, %d mounts; want no token and %d mounts", r.Token, len(r.Mounts), len(s.Mounts))
+	}
+	code, _ := g.do(t, "POST", remote.RoutePrefix+l.id+"/streams/stdout", s.Token, strings.NewReader("after restart\n"))
+	if code != 204 {
+		t.Fatalf("stream after reattach: %d", code)
+	}
+	must(t, r.Close())
+	if got := out.String(); got != "after restart\n" {
+		t.Errorf("new stdout %q", got)
+	}
+	if code, _ := g.do(t, "GET", remote.RoutePrefix+l.id+"/session", s.Token, nil); code != 401 {
+		t.Errorf("after the reattached Close: %d, want 401", code)
+	}
+	s.Close()
+	if _, err := g.reg.Reattach(t.Context(), spec); !errors.Is(err, ErrNoSession) {
+		t.Errorf("reattach without a session: %v, want ErrNoSession", err)
+	}
+}

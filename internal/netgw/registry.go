@@ -101,6 +101,29 @@ func (g *Registry) Export(ctx context.Context, spec compute.Spec) (*remote.Sessi
 	return s, nil
 }
 
+var _ remote.Reattacher = (*Registry)(nil)
+
+// Reattach takes back the session of spec.ID, exported by a process that is gone: the token
+// stays valid, the streams feed spec's writers from now on. Files are not served again (the
+// worker read them at its start). [ErrNoSession] when the dispatch has no session.
+func (g *Registry) Reattach(ctx context.Context, spec compute.Spec) (*remote.Session, error) {
+	rec, err := loadRecord(g.Dir, spec.ID)
+	if err != nil {
+		return nil, err
+	}
+	sd, _ := sessionDir(g.Dir, spec.ID)
+	x := &exported{dir: sd}
+	if err := x.serveStreams(spec.Stdout, spec.Stderr); err != nil {
+		x.stop()
+		return nil, fmt.Errorf("reattach dispatch %q: %w", spec.ID, err)
+	}
+	s := &remote.Session{Dispatch: spec.ID, Files: rec.Files, Close: x.close}
+	for _, m := range rec.Mounts {
+		s.Mounts = append(s.Mounts, m.Mount)
+	}
+	return s, nil
+}
+
 // exportMounts maps binds to mounts.
 func exportMounts(binds []compute.Bind) ([]mountRecord, error) {
 	taken := map[string]bool{}

@@ -82,6 +82,16 @@ type Exporter interface {
 	Export(ctx context.Context, spec compute.Spec) (*Session, error)
 }
 
+// Reattacher is an [Exporter] that can take back the session of a dispatch whose exporting
+// process died (a restarted supervisor adopting a running Job): the token, the mounts and
+// what was uploaded stay; the returned Session's Token is empty (only its hash is kept),
+// spec.Stdout and spec.Stderr receive the streams from now on, and files already served are
+// not served again. [ErrNoSession]-like failures mean there is nothing to take back: export
+// afresh (a new token) instead.
+type Reattacher interface {
+	Reattach(ctx context.Context, spec compute.Spec) (*Session, error)
+}
+
 // The environment of a remote worker's pod. The token arrives only in TokenEnv (from a
 // Secret): the worker reads it and removes it from its environment before anything of the
 // agent runs, and, being non-dumpable, keeps it from the agent's /proc reads.
