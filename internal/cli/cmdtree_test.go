@@ -257,5 +257,6 @@ func jsonRuns(dir, capDir, repo, id, run string) map[string]jsonRun {
 		"orch status":         {args: []string{run}},
 		"orch patches":        {args: []string{run, "--to", filepath.Join(dir, "patches")}},
 		"doctor":              {code: -1},
+		"version":             {},
 	}
 }

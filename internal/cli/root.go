@@ -39,7 +39,13 @@ func Run(ctx context.Context, f *Factory, args []string) int {
 	var ue *usageError
 	if !errors.As(err, &ue) && strings.HasPrefix(err.Error(), "unknown command ") {
 		// cobra finds an unknown command before any of ours runs; it is a wrong command line.
-		err = &usageError{err: err, cmd: cmd}
+		// Its message carries its own "Did you mean" block: the suggestion is rendered as a
+		// hint instead, like every group's.
+		word := ""
+		if fields := strings.SplitN(err.Error(), "\"", 3); len(fields) == 3 {
+			word = fields[1]
+		}
+		err = unknownCommand(cmd, word)
 	}
 	return renderError(f, err)
 }
@@ -134,6 +140,7 @@ State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/ago
 		newMCPCmd(f, nil),
 		newOrchCmd(f),
 		newDoctorCmd(f, nil),
+		newVersionCmd(f, nil),
 	)
 	for _, c := range root.Commands() {
 		refuseUnknownSubcommands(c)
@@ -156,6 +163,35 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 		if len(args) == 0 {
 			return cmd.Help()
 		}
-		return &usageError{err: fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath()), cmd: cmd}
+		return unknownCommand(cmd, args[0])
 	}
+}
+
+// unknownCommandError is a word that names no subcommand of cmd, with cobra's suggestions
+// (commands within two edits of it, or that it is a prefix of).
+type unknownCommandError struct {
+	word, parent string
+	suggest      []string
+}
+
+func (e *unknownCommandError) Error() string {
+	return fmt.Sprintf("unknown command %q for %q", e.word, e.parent)
+}
+
+func (e *unknownCommandError) Hint() string {
+	if len(e.suggest) == 0 {
+		return ""
+	}
+	return "did you mean " + strings.Join(e.suggest, " or ") + "?"
+}
+
+func unknownCommand(cmd *cobra.Command, word string) error {
+	e := &unknownCommandError{word: word, parent: cmd.CommandPath()}
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	for _, s := range cmd.SuggestionsFor(word) {
+		e.suggest = append(e.suggest, "'"+cmd.CommandPath()+" "+s+"'")
+	}
+	return &usageError{err: e, cmd: cmd}
 }
