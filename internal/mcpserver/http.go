@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -267,9 +266,4 @@ func (h redactHandler) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h redactHandler) WithGroup(name string) slog.Handler {
 	return redactHandler{next: h.next.WithGroup(name), r: h.r}
-}
-
-// hostPort joins host and port the way a Host header spells them, lowercased.
-func hostPort(host, port string) string {
-	return strings.ToLower(net.JoinHostPort(host, port))
 }

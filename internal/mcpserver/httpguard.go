@@ -12,21 +12,18 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"golang.org/x/time/rate"
+
+	"github.com/agora-dev/agora/internal/hostcheck"
 )
 
 // httpGuard is everything a request passes before the SDK sees it.
 type httpGuard struct {
-	// hosts are the Host values (lowercased HOST:PORT) that name this server.
-	hosts map[string]bool
-	// anyLocal: bound to every interface, so the address a connection arrived on also names
-	// this server (an IP literal cannot be rebound by DNS).
-	anyLocal bool
+	// names are the Host values that name this server (DNS rebinding, cross-site Origin).
+	names    *hostcheck.Names
 	clients  []tokenSum
 	limiters map[string]*rate.Limiter
 	inflight map[string]chan struct{}
@@ -42,33 +39,7 @@ type tokenSum struct {
 
 func newHTTPGuard(cfg HTTPConfig, addr net.Addr, log *slog.Logger) *httpGuard {
 	l := cfg.Limits.withDefaults()
-	g := &httpGuard{hosts: map[string]bool{}, limiters: map[string]*rate.Limiter{}, inflight: map[string]chan struct{}{}, log: log}
-	_, port, _ := net.SplitHostPort(addr.String())
-	add := func(h string) {
-		h = strings.Trim(h, "[]")
-		g.hosts[hostPort(h, port)] = true
-		if port == "80" {
-			g.hosts[strings.ToLower(strings.TrimSuffix(hostPort(h, port), ":80"))] = true
-		}
-	}
-	if ta, ok := addr.(*net.TCPAddr); ok {
-		if ta.IP.IsUnspecified() {
-			g.anyLocal = true
-		} else {
-			add(ta.IP.String())
-		}
-		if ta.IP.IsLoopback() {
-			add("localhost")
-		}
-	}
-	if h, _, err := net.SplitHostPort(cfg.Addr); err == nil && h != "" {
-		if ip := net.ParseIP(h); ip == nil || !ip.IsUnspecified() {
-			add(h)
-		}
-	}
-	for _, h := range cfg.AllowHosts {
-		add(h)
-	}
+	g := &httpGuard{names: hostcheck.New(cfg.Addr, addr, cfg.AllowHosts), limiters: map[string]*rate.Limiter{}, inflight: map[string]chan struct{}{}, log: log}
 	for _, c := range cfg.Clients {
 		g.clients = append(g.clients, tokenSum{name: c.Name, sum: sha256.Sum256([]byte(c.Token))})
 		g.limiters[c.Name] = rate.NewLimiter(rate.Limit(l.Rate), l.Burst)
@@ -86,11 +57,11 @@ func (g *httpGuard) wrap(next http.Handler) http.Handler {
 		g.admit(w, r, next)
 	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !g.hostOK(r) {
+		if !g.names.HostOK(r) {
 			g.refuse(w, r, http.StatusForbidden, "forbidden: the Host header does not name this server")
 			return
 		}
-		if !g.originOK(r) {
+		if !g.names.OriginOK(r) {
 			g.refuse(w, r, http.StatusForbidden, "forbidden: cross-origin requests are not allowed")
 			return
 		}
@@ -159,52 +130,6 @@ func (g *httpGuard) admit(w http.ResponseWriter, r *http.Request, next http.Hand
 func (g *httpGuard) refuse(w http.ResponseWriter, r *http.Request, code int, msg string) {
 	g.log.Warn("http request refused", "status", code, "remote", r.RemoteAddr, "reason", msg)
 	http.Error(w, msg, code)
-}
-
-// hostOK reports whether the request's Host names this server: the bound address, localhost
-// for a loopback bind, an allowed host, or (bound to every interface) the address the
-// connection arrived on. A rebound DNS name never matches.
-func (g *httpGuard) hostOK(r *http.Request) bool {
-	return g.named(strings.ToLower(r.Host), r)
-}
-
-func (g *httpGuard) named(host string, r *http.Request) bool {
-	if g.hosts[host] {
-		return true
-	}
-	if g.anyLocal {
-		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && strings.ToLower(la.String()) == host {
-			return true
-		}
-	}
-	return false
-}
-
-// originOK reports whether a browser could have sent the request from a page this server
-// served: no Origin (and no cross-site Sec-Fetch-Site), or an Origin naming this server.
-func (g *httpGuard) originOK(r *http.Request) bool {
-	origins := r.Header.Values("Origin")
-	if len(origins) == 0 {
-		switch r.Header.Get("Sec-Fetch-Site") {
-		case "", "same-origin", "none":
-			return true
-		}
-		return false
-	}
-	for _, o := range origins {
-		u, err := url.Parse(o)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-			return false
-		}
-		port := u.Port()
-		if port == "" {
-			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-		}
-		if !g.named(hostPort(u.Hostname(), port), r) {
-			return false
-		}
-	}
-	return true
 }
 
 // JSON-RPC's Invalid Request error code (JSON-RPC 2.0 §5.1).
