@@ -4,7 +4,7 @@
 GO ?= go
 export CGO_ENABLED ?= 0
 
-.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean
+.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean k8s-tools k8s-cluster
 
 build:
 	$(GO) build -o bin/agora ./cmd/agora
@@ -40,6 +40,14 @@ fuzz-short:
 # A third-party client (the MCP Inspector CLI, from npm) against the real binary.
 mcp-inspector:
 	./scripts/mcp-inspector.sh
+
+# The Kubernetes control plane the tests run (internal/k8stest), built from Go modules.
+k8s-tools:
+	./scripts/k8s-tools.sh
+
+# That control plane held for manual use, with an admin kubeconfig in .cache/k8s/kubeconfig.
+k8s-cluster: k8s-tools
+	./scripts/k8s-cluster.sh
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
