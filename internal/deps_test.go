@@ -68,6 +68,7 @@ var forbidden = []edge{
 	{"internal/gitbranch", "internal/store", "gitbranch is handed patches; it opens no database"},
 	{"internal/gitbranch", "internal/secret", "gitbranch writes git history; it never holds the sealer"},
 	{"internal/mcpserver", "internal/gitbranch", "an AI reads patches over MCP; branches are made by people on the CLI"},
+	{"cmd/agora", "internal/k8stest", "the Kubernetes test harness starts control planes from test binaries; it never ships"},
 }
 
 // inSandbox are the packages that run inside the sandbox, in the worker process. Every
