@@ -137,6 +137,7 @@ State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/ago
 		newVerifyCmd(f, nil),
 		newDispatchCmd(f),
 		newWorkerCmd(f, nil),
+		newFdpassCmd(nil),
 		newMCPCmd(f, nil),
 		newOrchCmd(f),
 		newDoctorCmd(f, nil),

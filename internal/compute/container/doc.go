@@ -1,0 +1,51 @@
+// Package container runs one worker process in a hardened container through the Docker
+// Engine API (the official moby client), against Docker or podman's Docker-compatible
+// socket. It implements [compute.Provider] on the host side and never imports another
+// provider.
+//
+// # What a container gets
+//
+// Every container is created from one image pinned by digest (REF@sha256:<64 hex>; a tag is
+// refused, and the image must already be present: the provider never pulls), with a
+// read-only root file system, every capability dropped, no-new-privileges, a seccomp
+// profile that refuses new namespaces (user namespaces above all), a non-root user
+// (the spec's RunAs, else 65534:65534; uid 0 is refused), no network at all (network mode
+// "none": only loopback), a pids limit, a memory limit with swap equal to it, ulimits (fsize,
+// nofile, nproc), sized tmpfs scratch at /tmp and /dev/shm, the spec's binds (read-only
+// unless Writable), the spec's environment plus PWD (the engine adds HOSTNAME, TERM, HOME
+// when the spec has none, and podman "container"; nothing else, nothing of the host's), no
+// image entrypoint or command, the label agora.dispatch=<id> and the name agora-<id>. A spec
+// asking for the host's network is refused: a container target has none to give.
+//
+// # Secrets
+//
+// A container cannot inherit file descriptors, so [compute.Spec.Files] (at most one: the
+// worker's secrets on fd 3) travels on the container's stdin: the entrypoint is the agora
+// binary's hidden `fdpass` command (internal/compute/fdpass), which reads stdin to its end,
+// puts it in a sealed memfd at fd 3, points stdin at /dev/null and execs the real argv, so
+// the worker is the container's PID 1 and reads fd 3 exactly as under bubblewrap. The
+// secret is never in argv, the environment, a label, a name or a log.
+//
+// # Ending
+//
+// The provider kills the container at [compute.Limits.Timeout] ([compute.Exit.TimedOut])
+// and when the start context is cancelled ([compute.Exit.Cancelled]); it never uses the
+// engine's auto-remove (podman's reports exit 0 for a container that exited 3): it waits,
+// inspects, then removes the container itself. A container removed behind its back ends
+// [compute.Exit.Lost]. Task ids are "docker:<64 hex container id>"; [Provider.Cancel] kills
+// and removes only a container that carries the agora.dispatch label.
+//
+// # Isolation tokens
+//
+// [compute.Exit.Isolation] joins, with "+":
+//
+//	docker     a container started through the Docker Engine API (Docker or podman)
+//	readonly   read-only root file system
+//	capdrop    every capability dropped, no-new-privileges
+//	seccomp    agora's seccomp profile: the engine's default without new namespaces
+//	nonroot    ran as a non-root uid and gid
+//	nonet      network mode none: loopback only
+//	pids       the pids cgroup limit (Limits.MaxProcs, default 256)
+//	memory     the memory cgroup limit, swap included (Limits.Memory, default 4 GiB)
+//	runsc      the gVisor runtime (Options.Runtime "runsc")
+package container

@@ -1,0 +1,105 @@
+package container
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/agora-dev/agora/internal/compute"
+)
+
+// The attack: a fork bomb. The pids limit stops it short of the host's process table.
+func TestProvider_PidsLimit(t *testing.T) {
+	engine(t)
+	p := newTestProvider(t, Options{})
+	// busybox sh gives up at the first fork that fails; the count is kept with builtins
+	// only, which need no fork.
+	s := shSpec(t, `
+( n=0; while [ $n -lt 100 ]; do sleep 30 & n=$((n+1)); echo $n > /tmp/n; done ) 2>/dev/null
+read n < /tmp/n; echo "running=$n"`)
+	s.RunAs = &compute.HostUser{UID: 4343, GID: 4343}
+	s.Limits.MaxProcs = 20
+	s.Limits.Timeout = 60e9
+	exit, out, errs := runSpec(t, p, s)
+	t.Logf("exit %+v stdout %q", exit, out)
+	var running int
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "running="); ok {
+			running = atoiOr(v, -1)
+		}
+	}
+	if running <= 0 || running > 20 {
+		t.Errorf("%d processes ran under max_procs 20 (stderr %q)", running, errs)
+	}
+}
+
+// The attack: a memory hog. The memory limit kills it.
+func TestProvider_MemoryLimit(t *testing.T) {
+	engine(t)
+	p := newTestProvider(t, Options{})
+	s := compute.Spec{
+		ID:    testID(t),
+		Argv:  []string{DefaultShimPath, "probe-alloc"},
+		Binds: []compute.Bind{selfBind(t)},
+		Env:   []string{"PATH=/bin"},
+	}
+	s.Limits.Memory = 128 << 20
+	exit, out, errs := runSpec(t, p, s)
+	if exit.Code == 0 || strings.Contains(out, "allocated") {
+		t.Errorf("a 512 MiB allocation under a 128 MiB limit ended %+v, stdout %q stderr %q", exit, out, errs)
+	}
+	if exit.Signal != "killed" {
+		t.Logf("ended %+v (not SIGKILL: the runtime may have failed its own allocation first)", exit)
+	}
+	// Control: with room, the same probe completes, so the limit is what stopped it.
+	s.ID = testID(t)
+	s.Limits.Memory = 1 << 30
+	exit, out, _ = runSpec(t, p, s)
+	if exit.Code != 0 || !strings.Contains(out, "allocated 512 MiB") {
+		t.Errorf("control run under 1 GiB ended %+v, stdout %q", exit, out)
+	}
+}
+
+func TestProvider_Runsc(t *testing.T) {
+	engine(t)
+	if _, err := exec.LookPath("runsc"); err != nil {
+		t.Skip("SKIP: runsc (gVisor) is not installed: apt-get install runsc, then scripts/podman.sh")
+	}
+	// podman's Docker API ignores the runtime a container asks for: scripts/podman.sh serves
+	// a second socket whose default runtime is runsc.
+	host := os.Getenv("DOCKER_HOST_RUNSC")
+	if host == "" {
+		host = "unix:///run/agora-podman-runsc.sock"
+	}
+	if _, err := os.Stat(strings.TrimPrefix(host, "unix://")); err != nil {
+		t.Skipf("SKIP: no runsc engine at %s: run scripts/podman.sh", host)
+	}
+	p := newTestProvider(t, Options{Runtime: RuntimeRunsc, Host: host})
+	rw := writableDir(t, 65534, 65534)
+	s := shSpec(t, `echo "kernel=$(uname -r)"; cat <&3; echo; id -u; cat /proc/self/status | grep CapEff`)
+	r, w := pipeWith(t, "gvisor-secret")
+	_ = w
+	s.Files = append(s.Files, r)
+	s.Binds = append(s.Binds, compute.Bind{Src: rw, Dst: "/rw", Writable: true})
+	exit, out, errs := runSpec(t, p, s)
+	if exit.Code != 0 {
+		t.Fatalf("exit %+v: %s %s", exit, out, errs)
+	}
+	kernel, err := exec.Command("uname", "-r").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// gVisor's Sentry answers for the kernel: not the host's release.
+	if strings.Contains(out, "kernel="+strings.TrimSpace(string(kernel))+"\n") {
+		t.Errorf("the container saw the host's kernel %s: not gVisor", kernel)
+	}
+	for _, want := range []string{"gvisor-secret\n", "65534\n", "CapEff:\t0000000000000000"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output %q lacks %q", out, want)
+		}
+	}
+	if !strings.HasSuffix(exit.Isolation, "+runsc") {
+		t.Errorf("isolation %q lacks +runsc", exit.Isolation)
+	}
+}

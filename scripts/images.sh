@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Builds agora's container images with podman, without a registry (make image):
+#
+#   localhost/agora-worker:<version>   FROM scratch, the static agora binary at
+#                                      /agora/bin/agora (its entrypoint); saved to
+#                                      .cache/images/agora-worker.tar for Kubernetes nodes
+#                                      (ctr -n k8s.io images import).
+#   localhost/agora-toolchain:<hash>   FROM scratch, busybox-static and git copied from this
+#                                      host: what the container tests run the worker in.
+#
+# Each image is rebuilt only when its inputs change (a label on the image records their
+# hash). The last lines printed are the digest references to put in agora.yaml:
+#   AGORA_WORKER_IMAGE=localhost/agora-worker:<version>@sha256:<64 hex>
+#   AGORA_TOOLCHAIN_IMAGE=localhost/agora-toolchain:<hash>@sha256:<64 hex>
+# Usage: scripts/images.sh [worker|toolchain]...   (both when none is named)
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cache="$root/.cache/images"
+mkdir -p "$cache"
+command -v podman >/dev/null || { echo "agora images: podman is missing: run scripts/podman.sh" >&2; exit 2; }
+
+# current IMAGE: the inputs hash the image was built from, empty when absent.
+current() {
+  podman image inspect --format '{{index .Labels "agora.inputs"}}' "$1" 2>/dev/null || true
+}
+
+# digestref IMAGE: IMAGE@sha256:<manifest digest>, the form agora.yaml's image: wants.
+digestref() {
+  local d
+  d=$(podman image inspect --format '{{.Digest}}' "$1")
+  echo "$1@$d"
+}
+
+build_worker() {
+  local ctx version inputs tag
+  ctx=$(mktemp -d)
+  trap 'rm -rf "$ctx"' RETURN
+  ( cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/agora" ./cmd/agora )
+  version=$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)
+  cp "$root/images/agora-worker.Containerfile" "$ctx/Containerfile"
+  inputs=$(cat "$ctx/agora" "$ctx/Containerfile" | sha256sum | cut -c1-64)
+  tag="localhost/agora-worker:$version"
+  if [ "$(current "$tag")" != "$inputs" ]; then
+    echo "agora images: building $tag" >&2
+    podman build -q --label "agora.inputs=$inputs" -t "$tag" "$ctx" >/dev/null
+    rm -f "$cache/agora-worker.tar"
+  fi
+  if [ ! -s "$cache/agora-worker.tar" ]; then
+    podman save -q --format docker-archive -o "$cache/agora-worker.tar.tmp" "$tag"
+    mv "$cache/agora-worker.tar.tmp" "$cache/agora-worker.tar"
+  fi
+  echo "AGORA_WORKER_IMAGE=$(digestref "$tag")"
+}
+
+# copy_at FILE DEST_ROOT [cp flags]: FILE at its host path below DEST_ROOT. The rootfs has
+# Debian's merged /usr (bin, lib, lib64 link into usr), so parents are made through links.
+copy_at() {
+  mkdir -p "$2$(dirname "$1")"
+  cp "${3:--a}" "$1" "$2$1"
+}
+
+# copy_elf FILE DEST_ROOT: FILE and every shared library ldd names, at their host paths.
+copy_elf() {
+  local f=$1 dst=$2 lib
+  copy_at "$f" "$dst"
+  for lib in $(ldd "$f" 2>/dev/null | grep -o '/[^ ]*' || true); do
+    [ -e "$dst$lib" ] || copy_at "$lib" "$dst" -L
+  done
+}
+
+build_toolchain() {
+  local ctx rootfs inputs tag applet f
+  for f in /bin/busybox /usr/bin/git; do
+    [ -x "$f" ] || { echo "agora images: $f is missing: apt-get install busybox-static git" >&2; exit 2; }
+  done
+  inputs=$( { cat "$root/images/agora-toolchain.Containerfile" "$0";
+    dpkg-query -W busybox-static git git-man ca-certificates libc6 2>/dev/null; } | sha256sum | cut -c1-16)
+  tag="localhost/agora-toolchain:$inputs"
+  if [ "$(current "$tag")" != "$inputs" ]; then
+    echo "agora images: building $tag" >&2
+    ctx=$(mktemp -d)
+    trap 'rm -rf "$ctx"' RETURN
+    rootfs="$ctx/rootfs"
+    mkdir -p "$rootfs"/{usr/bin,usr/lib,usr/lib64,usr/local/bin,etc,tmp,dev/shm,agora}
+    ln -s usr/bin "$rootfs/bin"
+    ln -s usr/lib "$rootfs/lib"
+    ln -s usr/lib64 "$rootfs/lib64"
+    chmod 1777 "$rootfs/tmp"
+    cp /bin/busybox "$rootfs/bin/busybox"
+    for applet in $(/bin/busybox --list); do
+      [ -e "$rootfs/bin/$applet" ] || ln -s busybox "$rootfs/bin/$applet"
+    done
+    copy_elf /usr/bin/git "$rootfs"
+    # git's helpers (most are links to git itself); the remote helpers bring libcurl.
+    for f in /usr/lib/git-core/*; do
+      if [ ! -L "$f" ] && [ -f "$f" ] && head -c4 "$f" | grep -q ELF; then copy_elf "$f" "$rootfs"
+      else copy_at "$f" "$rootfs"; fi
+    done
+    if [ -d /usr/share/git-core ]; then copy_at /usr/share/git-core "$rootfs"; fi
+    if [ -d /etc/ssl/certs ]; then copy_at /etc/ssl/certs "$rootfs" -aL; fi
+    printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$rootfs/etc/passwd"
+    printf 'root:x:0:\nnogroup:x:65534:\n' >"$rootfs/etc/group"
+    cp "$root/images/agora-toolchain.Containerfile" "$ctx/Containerfile"
+    podman build -q --label "agora.inputs=$inputs" -t "$tag" "$ctx" >/dev/null
+  fi
+  echo "AGORA_TOOLCHAIN_IMAGE=$(digestref "$tag")"
+}
+
+which=("$@")
+[ ${#which[@]} -eq 0 ] && which=(worker toolchain)
+for w in "${which[@]}"; do
+  case $w in
+    worker) build_worker ;;
+    toolchain) build_toolchain ;;
+    *) echo "agora images: unknown image $w (want worker or toolchain)" >&2; exit 2 ;;
+  esac
+done
