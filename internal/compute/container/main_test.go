@@ -37,9 +37,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// probeAlloc touches 512 MiB, a page at a time, and exits 0 if it ever gets there.
+// probeAlloc touches 256 MiB, a page at a time, and exits 0 if it ever gets there.
 func probeAlloc() int {
-	const size, page = 512 << 20, 4096
+	const size, page = 256 << 20, 4096
 	var keep [][]byte
 	for n := 0; n < size; n += 1 << 20 {
 		b := make([]byte, 1<<20)
