@@ -17,7 +17,8 @@ import (
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-// Progress receives lifecycle events as they are recorded.
+// Progress receives lifecycle events as they are recorded (kind is a state), and each
+// host-side phase as it begins (kind is a Phase constant, r the record as accepted).
 type Progress func(kind string, r *Record)
 
 // Supervise runs an accepted dispatch to its terminal state: it stages the bundle, starts the
@@ -85,6 +86,8 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	}
 	// After collection (reconcile reads the out directory first); it unmounts the disk quota.
 	defer st.removeWork()
+	enter := func(phase string) { st.setPhase(phase); progress(phase, r) }
+	enter(PhaseStaging)
 	if err := st.checkRunnable(d.AgoraBin); err != nil {
 		return failed(ReasonProviderFailed, "%v", err), nil
 	}
@@ -229,6 +232,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		}()
 	}
 
+	enter(PhaseSandbox)
 	h, err := provider.Start(ctx, spec)
 	if secretsRead != nil {
 		secretsRead.Close()
@@ -246,10 +250,12 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	if started, err := d.Records.Get(ctx, r.ID); err == nil {
 		progress(StateStarted, started)
 	}
+	enter(PhaseAgent)
 
 	stopWatch := d.watchCancel(ctx, provider, r.ID, h, trip.C())
 	exit, werr := h.Wait()
 	stopWatch()
+	enter(PhaseCapture)
 	stdout.Close()
 	stderr.Close()
 	// Every request of the worker is answered and audited before the record is reconciled.

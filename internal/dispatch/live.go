@@ -1,0 +1,107 @@
+package dispatch
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Phases of a live dispatch on the host side, in order. [Dispatcher.Supervise] reports each
+// to its [Progress] as it begins and writes it to the stage's phase file, so a process that
+// does not supervise the dispatch (`agora orch watch`, a detached run) reads it with
+// [Dispatcher.Live]. The worker's own finer steps (verify, setup, baseline, runtime, ...) are
+// recorded with their durations in [Result.Phases] once it ends.
+const (
+	PhaseStaging = "staging" // loading pinned content, writing the bundle, checking out the workspace, starting the gateways
+	PhaseSandbox = "sandbox" // starting the sandbox
+	PhaseAgent   = "agent"   // the worker runs in the sandbox
+	PhaseCapture = "capture" // the sandbox exited: collecting the patch, outputs and logs
+)
+
+// phaseFile is the stage's file holding the current phase's name.
+const phaseFile = "phase"
+
+// liveTail is how much of the end of a live log [Dispatcher.Live] reads for the last line.
+const liveTail = 4 << 10
+
+// Live is what a live dispatch is doing now, read from its stage directory.
+type Live struct {
+	// Phase is one of the Phase constants, or "" when the stage has none (not staged yet,
+	// or supervised by an agora that did not write one).
+	Phase string `json:"phase,omitempty"`
+	// PhaseSince is when Phase began; zero without a phase.
+	PhaseSince time.Time `json:"phase_since,omitzero"`
+	// LastLine is the last non-empty line the worker wrote to stdout or stderr (the stream
+	// written last), redacted as the logs are; text the agent wrote, so a caller printing it
+	// to a terminal MUST escape control characters.
+	LastLine string `json:"last_line,omitempty"`
+}
+
+// setPhase records that the dispatch staged in s entered phase. It is a display aid: a
+// failure to write it changes nothing about the dispatch.
+func (s *stage) setPhase(phase string) {
+	tmp := filepath.Join(s.dir, "."+phaseFile)
+	if err := os.WriteFile(tmp, []byte(phase+"\n"), 0o600); err == nil {
+		os.Rename(tmp, filepath.Join(s.dir, phaseFile))
+	}
+}
+
+// Live reads the phase and the last output line of dispatch id from its stage. The stage is
+// written by the supervisor on the host; with `sandbox: none` the worker could write there
+// too, so only the known phase names are believed and every read is capped.
+func (d *Dispatcher) Live(id string) Live {
+	st := stageAt(d.StateDir, id)
+	var l Live
+	if fi, err := os.Stat(filepath.Join(st.dir, phaseFile)); err == nil && fi.Mode().IsRegular() {
+		if b, err := readCapped(filepath.Join(st.dir, phaseFile), 0, 64); err == nil {
+			switch p := strings.TrimSpace(string(b)); p {
+			case PhaseStaging, PhaseSandbox, PhaseAgent, PhaseCapture:
+				l.Phase, l.PhaseSince = p, fi.ModTime()
+			}
+		}
+	}
+	var newest time.Time
+	for _, path := range []string{st.stdout, st.stderr} {
+		fi, err := os.Stat(path)
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 || fi.ModTime().Before(newest) {
+			continue
+		}
+		b, err := readCapped(path, max(fi.Size()-liveTail, 0), liveTail)
+		if err != nil {
+			continue
+		}
+		if line := lastLine(b); line != "" {
+			l.LastLine, newest = line, fi.ModTime()
+		}
+	}
+	return l
+}
+
+// readCapped reads at most n bytes of path from off.
+func readCapped(path string, off, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.NewSectionReader(f, off, n))
+}
+
+// lastLine is the last line of b with anything but white space on it.
+func lastLine(b []byte) string {
+	for len(b) > 0 {
+		b = bytes.TrimRight(b, " \t\r\n")
+		i := bytes.LastIndexByte(b, '\n')
+		if line := bytes.TrimSpace(b[i+1:]); len(line) > 0 {
+			return string(line)
+		}
+		if i < 0 {
+			break
+		}
+		b = b[:i]
+	}
+	return ""
+}
