@@ -147,3 +147,55 @@ func TestDispatch_ContainerAgentFails(t *testing.T) {
 		t.Errorf("stdout %q", e.stdout(r))
 	}
 }
+
+// `agora dispatch cancel` of a running container dispatch kills the container through the
+// record's task id and target, and the supervisor records cancelled.
+func TestDispatch_ContainerCancel(t *testing.T) {
+	image := requireContainer(t)
+	e := newEnv(t)
+	e.addDockerTarget(image)
+	e.subagent("sleeper", `echo started; sleep 120`)
+	ctx := t.Context()
+	r, err := e.d.Accept(ctx, dispatch.Request{Subagent: "sleeper", Target: "box", Timeout: 3 * time.Minute, Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *dispatch.Record, 1)
+	go func() {
+		rec, err := e.d.Supervise(ctx, r.ID, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- rec
+	}()
+	var task string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		cur, err := e.d.Records.Get(ctx, r.ID)
+		if err == nil && cur.ProviderTaskID != "" {
+			task = cur.ProviderTaskID
+			break
+		}
+	}
+	if !strings.HasPrefix(task, "docker:") {
+		t.Fatalf("no docker task recorded (got %q)", task)
+	}
+	start := time.Now()
+	if _, err := e.d.Cancel(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	final := <-done
+	if final == nil || final.State != dispatch.StateCancelled {
+		t.Fatalf("dispatch ended %+v, want cancelled", final)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("cancel took %v", d)
+	}
+	cli, err := client.New(client.WithHost(containerHost()), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.ContainerInspect(ctx, strings.TrimPrefix(task, "docker:"), client.ContainerInspectOptions{}); err == nil {
+		t.Errorf("container %s still exists after the cancel", task)
+	}
+}
