@@ -437,7 +437,6 @@ func tarOf(t testing.TB, entries ...tarEntry) []byte {
 	return b.Bytes()
 }
 
-
 // TestRegistry_Reattach: a supervisor restarted after the exporter died takes the session
 // back: the pod's token still works and its streams reach the new writers.
 func TestRegistry_Reattach(t *testing.T) {
