@@ -16,15 +16,24 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/remote"
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
+// agoraBin is the real agora binary, built once by TestMain.
+var agoraBin string
+
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(binaryMain{m})
 }
+
+// binaryMain builds the binary around the package's tests, inside goleak's check.
+type binaryMain struct{ m *testing.M }
+
+func (b binaryMain) Run() int { return agoratest.RunWithBinary(b.m, &agoraBin) }
 
 // gw is a real gateway on loopback TLS over a registry in a temp dir.
 type gw struct {
@@ -39,6 +48,12 @@ type gw struct {
 
 func startGateway(t testing.TB) *gw {
 	t.Helper()
+	return startGatewayVersion(t, workerremote.Version())
+}
+
+// startGatewayVersion starts a gateway that says the host runs agora version.
+func startGatewayVersion(t testing.TB, version string) *gw {
+	t.Helper()
 	home := t.TempDir()
 	certs, err := LoadOrCreateCA(filepath.Join(home, "keys"), []string{"127.0.0.1"})
 	if err != nil {
@@ -46,7 +61,7 @@ func startGateway(t testing.TB) *gw {
 	}
 	logs := &syncBuffer{}
 	g := &gw{reg: &Registry{Dir: filepath.Join(home, "gateway", "sessions")}, ca: certs.CAPEM, logs: logs, home: home}
-	g.srv = &Server{Registry: g.reg, Version: workerremote.Version(), Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	g.srv = &Server{Registry: g.reg, Version: version, Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
