@@ -27,9 +27,16 @@ import (
 	"github.com/agora-dev/agora/internal/workspace"
 )
 
-func newOrchServeCmd(f *Factory, runF func(*factoryOptions) error) *cobra.Command {
-	opts := &factoryOptions{f: f}
-	return &cobra.Command{
+// orchServeOptions are agora orch serve's flags.
+type orchServeOptions struct {
+	f *Factory
+	// gateway, when set, serves the network gateway too, on this address.
+	gateway string
+}
+
+func newOrchServeCmd(f *Factory, runF func(*orchServeOptions) error) *cobra.Command {
+	opts := &orchServeOptions{f: f}
+	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the orchestrator service (the only owner of orch.db)",
 		Long: `Run the orchestrator service in the foreground until SIGINT or SIGTERM.
@@ -41,15 +48,20 @@ on AGORA_HOME/orch/orch.sock (mode 0600).
 Workers outlive serve: each attempt's dispatch has its own detached supervisor, so stopping
 or crashing serve never kills work in flight. A restarted serve re-attaches to every
 attempt by its dispatch id; one whose worker died meanwhile ends failed/lost and is
-retried by the task's policy.`,
+retried by the task's policy.
+
+With --gateway HOST:PORT it also serves the network gateway (see 'agora gateway serve'),
+certified for gateway.advertise in agora.yaml.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCmd(cmd, opts, runF, orchServeRun)
 		},
 	}
+	cmd.Flags().StringVar(&opts.gateway, "gateway", "", "also serve the network gateway on HOST:PORT (advertised as gateway.advertise)")
+	return cmd
 }
 
-func orchServeRun(ctx context.Context, opts *factoryOptions) error {
+func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	f := opts.f
 	dir, err := f.orchPaths()
 	if err != nil {
@@ -114,8 +126,17 @@ func orchServeRun(ctx context.Context, opts *factoryOptions) error {
 			}
 			return orchCP.Export(ctx, audit.Selection{Subjects: []string{"run/" + runID}, Run: runID})
 		}}
+	var serveGateway func(context.Context) error
+	if opts.gateway != "" {
+		if serveGateway, err = f.networkGateway(ctx, opts.gateway, ""); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(f.IO.ErrOut, "agora: orchestrator serving on %s (pid %d)\n", sock, os.Getpid())
 	g, gctx := errgroup.WithContext(ctx)
+	if serveGateway != nil {
+		g.Go(func() error { return serveGateway(gctx) })
+	}
 	g.Go(func() error { return eng.Run(gctx) })
 	g.Go(func() error { return srv.Serve(gctx, ln) })
 	g.Go(func() error { return orchCP.Run(gctx, 5*time.Second) })

@@ -140,6 +140,7 @@ State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/ago
 		newFdpassCmd(nil),
 		newMCPCmd(f, nil),
 		newOrchCmd(f),
+		newGatewayCmd(f),
 		newDoctorCmd(f, nil),
 		newVersionCmd(f, nil),
 	)

@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/netgw"
+	workerremote "github.com/agora-dev/agora/internal/worker/remote"
+)
+
+func newGatewayCmd(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "gateway",
+		Short: "Serve the network gateway remote workers reach agora through",
+		Long: `The network gateway is how a worker on another machine (a kubernetes target's pod)
+reaches this host: one TLS listener, a token per dispatch scoped to its own routes and
+revoked at its end. It moves bytes only: the model gateway, the egress proxy and every
+decision stay with each dispatch's supervisor on this host.`,
+		Args: noArgs,
+	}
+	cmd.AddCommand(newGatewayServeCmd(f, nil))
+	return cmd
+}
+
+// gatewayServeOptions are agora gateway serve's flags.
+type gatewayServeOptions struct {
+	f         *Factory
+	listen    string
+	advertise string
+}
+
+func newGatewayServeCmd(f *Factory, runF func(*gatewayServeOptions) error) *cobra.Command {
+	opts := &gatewayServeOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the network gateway in the foreground",
+		Long: `Run the network gateway until SIGINT or SIGTERM.
+
+It listens with TLS 1.3 on --listen (default: gateway.listen in agora.yaml) with a server
+certificate for the host of --advertise (default: gateway.advertise), issued by the gateway's
+own CA in AGORA_HOME/keys/gateway-ca.pem: the certificate pods trust. Sessions are those
+the dispatches' supervisors register in AGORA_HOME/gateway/sessions.`,
+		Example: `  agora gateway serve --listen 0.0.0.0:8443 --advertise https://10.0.0.5:8443`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.advertise != "" {
+				if _, err := advertisedHost(opts.advertise); err != nil {
+					return usageErrorf(cmd, "--advertise: %v", err)
+				}
+			}
+			return runCmd(cmd, opts, runF, gatewayServeRun)
+		},
+	}
+	cmd.Flags().StringVar(&opts.listen, "listen", "", "address to listen on, HOST:PORT (default: gateway.listen)")
+	cmd.Flags().StringVar(&opts.advertise, "advertise", "", "URL pods reach the gateway at, https://HOST:PORT (default: gateway.advertise)")
+	return cmd
+}
+
+func gatewayServeRun(ctx context.Context, opts *gatewayServeOptions) error {
+	serve, err := opts.f.networkGateway(ctx, opts.listen, opts.advertise)
+	if err != nil {
+		return err
+	}
+	err = serve(ctx)
+	if ctx.Err() != nil {
+		fmt.Fprintln(opts.f.IO.ErrOut, "agora: gateway stopped")
+		return nil
+	}
+	return err
+}
+
+// GatewaySessionsDir is where the network gateway's sessions live below AGORA_HOME.
+const GatewaySessionsDir = "gateway/sessions"
+
+// gatewayRegistry returns the network gateway's session registry (the remote.Exporter a
+// kubernetes provider uses) and the CA certificate its pods trust; the CA is made on first
+// use, for host.
+func gatewayRegistry(homeDir string, hosts []string) (*netgw.Registry, *netgw.Certs, error) {
+	certs, err := netgw.LoadOrCreateCA(filepath.Join(homeDir, home.KeyDir), hosts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &netgw.Registry{Dir: filepath.Join(homeDir, GatewaySessionsDir)}, certs, nil
+}
+
+// networkGateway prepares the network gateway on listen, certified for advertise's host (each
+// defaulting to agora.yaml's gateway:) and returns the function that serves it until ctx ends.
+// agora gateway serve and agora orch serve --gateway run it.
+func (f *Factory) networkGateway(ctx context.Context, listen, advertise string) (func(context.Context) error, error) {
+	h, err := f.Home(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if listen == "" {
+		listen = h.Config.Gateway.Listen
+	}
+	if advertise == "" {
+		advertise = h.Config.Gateway.Advertise
+	}
+	if listen == "" || advertise == "" {
+		return nil, errors.New("the gateway needs an address to listen on and the URL pods reach it at: give --listen and --advertise, or set gateway: {listen, advertise} in agora.yaml")
+	}
+	host, err := advertisedHost(advertise)
+	if err != nil {
+		return nil, fmt.Errorf("gateway advertise URL: %w", err)
+	}
+	reg, certs, err := gatewayRegistry(h.Dir, []string{host})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	srv := &netgw.Server{Registry: reg, Version: workerremote.Version(), Log: slog.New(slog.NewJSONHandler(f.IO.ErrOut, nil))}
+	fmt.Fprintf(f.IO.ErrOut, "agora: gateway serving on %s as %s; pods trust %s\n", ln.Addr(), advertise,
+		filepath.Join(h.Dir, home.KeyDir, netgw.CACertFile))
+	return func(ctx context.Context) error { return srv.Serve(ctx, ln, certs.Server) }, nil
+}
+
+// advertisedHost returns the host of an https://HOST:PORT URL.
+func advertisedHost(s string) (string, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.Hostname() == "" || u.Port() == "" || (u.Path != "" && u.Path != "/") || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("%q: want https://HOST:PORT", s)
+	}
+	return u.Hostname(), nil
+}

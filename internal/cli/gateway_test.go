@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/netgw"
+)
+
+func TestNewGatewayServeCmd(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		want      gatewayServeOptions
+		wantUsage bool
+	}{
+		{name: "flags", args: []string{"--listen", "0.0.0.0:8443", "--advertise", "https://10.0.0.5:8443"},
+			want: gatewayServeOptions{listen: "0.0.0.0:8443", advertise: "https://10.0.0.5:8443"}},
+		{name: "from agora.yaml", args: nil, want: gatewayServeOptions{}},
+		{name: "http advertise", args: []string{"--advertise", "http://10.0.0.5:8443"}, wantUsage: true},
+		{name: "advertise without port", args: []string{"--advertise", "https://gw.example"}, wantUsage: true},
+		{name: "advertise with a path", args: []string{"--advertise", "https://gw.example:1/x"}, wantUsage: true},
+		{name: "an argument", args: []string{"extra"}, wantUsage: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
+			var got *gatewayServeOptions
+			cmd := newGatewayServeCmd(f, func(o *gatewayServeOptions) error { got = o; return nil })
+			cmd.SetArgs(tc.args)
+			cmd.SetOut(&bytes.Buffer{})
+			cmd.SetErr(&bytes.Buffer{})
+			err := cmd.Execute()
+			if tc.wantUsage {
+				if err == nil || got != nil {
+					t.Fatalf("got options %+v, err %v; want a usage error", got, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.listen != tc.want.listen || got.advertise != tc.want.advertise {
+				t.Errorf("got listen %q advertise %q, want %q %q", got.listen, got.advertise, tc.want.listen, tc.want.advertise)
+			}
+		})
+	}
+}
+
+// TestGatewayServeRun runs the real gateway: it makes its CA in AGORA_HOME/keys (keys 0600),
+// serves TLS 1.3 with a certificate for the advertised host, and stops on cancel.
+func TestGatewayServeRun(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "home")
+	errOut := &lockedBuffer{}
+	f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: errOut}, func(k string) string {
+		if k == "AGORA_HOME" {
+			return dir
+		}
+		return ""
+	})
+	defer f.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- gatewayServeRun(ctx, &gatewayServeOptions{f: f, listen: "127.0.0.1:0", advertise: "https://127.0.0.1:8443"})
+	}()
+	addr := ""
+	re := regexp.MustCompile(`serving on (127\.0\.0\.1:\d+)`)
+	for deadline := time.Now().Add(20 * time.Second); addr == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m := re.FindStringSubmatch(errOut.String()); m != nil {
+			addr = m[1]
+		}
+	}
+	if addr == "" {
+		cancel()
+		t.Fatalf("the gateway did not start: %s (%v)", errOut.String(), <-done)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, home.KeyDir, netgw.CACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"gateway-ca.key", "gateway.key"} {
+		if fi, err := os.Stat(filepath.Join(dir, home.KeyDir, k)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v, want mode 0600", k, fi, err)
+		}
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	if err != nil {
+		t.Fatalf("TLS to the gateway with its CA: %v", err)
+	}
+	if v := conn.ConnectionState().Version; v != tls.VersionTLS13 {
+		t.Errorf("TLS version %x, want 1.3", v)
+	}
+	conn.Close()
+	if _, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MaxVersion: tls.VersionTLS12}); err == nil {
+		t.Error("a TLS 1.2 client was accepted")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("gateway serve after cancel: %v", err)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader in two goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
