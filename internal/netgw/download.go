@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"sync"
 	"syscall"
 
 	"github.com/agora-dev/agora/internal/compute/remote"
@@ -26,6 +27,10 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, rec *record, m
 		panic(http.ErrAbortHandler)
 	}
 }
+
+// copyBufs are the buffers file content is copied through: large, so each write to the TLS
+// connection fills several records.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 // writeTar writes m's host content to w: a File mount as the one entry [remote.FileName],
 // a directory by an lstat walk beneath its source that never follows a symlink (a symlink is
@@ -110,7 +115,9 @@ func writeTarFile(tw *tar.Writer, name string, f *os.File, fi fs.FileInfo) error
 	if err := tw.WriteHeader(hdr); err != nil {
 		return err
 	}
-	n, err := io.Copy(tw, io.LimitReader(f, fi.Size()))
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	n, err := io.CopyBuffer(tw, io.LimitReader(f, fi.Size()), *buf)
 	if err != nil {
 		return err
 	}

@@ -93,6 +93,9 @@ func NewClient(rawURL, dispatch, token string, caPEM []byte) (*Client, error) {
 		IdleConnTimeout:     30 * time.Second,
 		Proxy:               nil, // the gateway is reached directly, never through a proxy
 		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
+		// Large buffers: a bundle download is the bulk of a pod's start.
+		ReadBufferSize:  256 << 10,
+		WriteBufferSize: 256 << 10,
 	}
 	return &Client{base: &url.URL{Scheme: "https", Host: u.Host}, dispatch: dispatch, token: token, tls: cfg, http: &http.Client{Transport: tr}}, nil
 }

@@ -110,7 +110,7 @@ func extractEntry(root *os.Root, tr *tar.Reader, hdr *tar.Header, name string, t
 		if err != nil {
 			return &ExtractError{Entry: hdr.Name, Reason: reason(err)}
 		}
-		n, err := io.Copy(f, io.LimitReader(tr, hdr.Size))
+		n, err := io.CopyBuffer(f, io.LimitReader(tr, hdr.Size), make([]byte, min(hdr.Size+1, 1<<20)))
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
