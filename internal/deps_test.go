@@ -74,6 +74,11 @@ var forbidden = []edge{
 	{"internal/gitbranch", "internal/secret", "gitbranch writes git history; it never holds the sealer"},
 	{"internal/mcpserver", "internal/gitbranch", "an AI reads patches over MCP; branches are made by people on the CLI"},
 	{"cmd/agora", "internal/k8stest", "the Kubernetes test harness starts control planes from test binaries; it never ships"},
+	{"internal/compute/kubernetes", "internal/compute/local", "providers never import each other"},
+	{"internal/compute/kubernetes", "internal/store", "providers hold no state of their own in agora.db; the cluster's labels are the record"},
+	{"internal/compute/kubernetes", "internal/secret", "the provider is handed a session token, never the sealer"},
+	{"internal/worker", "k8s.io/client-go", "the worker in a pod talks to agora's gateway, never to the cluster's API"},
+	{"internal/mcpserver", "k8s.io/client-go", "the MCP server is handed ports; cluster access is the provider's"},
 }
 
 // inSandbox are the packages that run inside the sandbox, in the worker process. Every

@@ -1,0 +1,124 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Cancel deletes the Job named by taskID with foreground propagation, so it is gone only once
+// its pod is. It first marks the Job cancelled, so the Wait following it, in whichever
+// process, reports Cancelled rather than Lost. A Job already gone is not an error; a Job
+// without agora's labels, or in another namespace, is refused.
+func (p *Provider) Cancel(ctx context.Context, taskID string) error {
+	ns, name, err := parseTaskID(taskID)
+	if err != nil {
+		return err
+	}
+	if ns != p.ns {
+		return fmt.Errorf("cancel %q: namespace %q is not this target's (%q)", taskID, ns, p.ns)
+	}
+	jobs := p.client.BatchV1().Jobs(p.ns)
+	job, err := jobs.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cancel %q: %w", taskID, err)
+	}
+	if job.Labels[labelManagedBy] != managedBy || job.Labels[labelDispatch] == "" {
+		return fmt.Errorf("cancel %q: job %q does not carry agora's labels; refusing to delete it", taskID, name)
+	}
+	p.markCancel(name)
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, annotationCancelled)
+	if _, err := jobs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("cancel %q: mark cancelled: %w", taskID, err)
+	}
+	err = jobs.Delete(ctx, name, metav1.DeleteOptions{
+		PropagationPolicy: ptrTo(metav1.DeletePropagationForeground),
+		Preconditions:     &metav1.Preconditions{UID: &job.UID},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("cancel %q: delete job: %w", taskID, err)
+	}
+	return nil
+}
+
+// deleteJob deletes the Job of that uid in the foreground, when the caller's context is gone.
+func (p *Provider) deleteJob(name string, uid types.UID) error {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	err := p.client.BatchV1().Jobs(p.ns).Delete(ctx, name, metav1.DeleteOptions{
+		PropagationPolicy: ptrTo(metav1.DeletePropagationForeground),
+		Preconditions:     &metav1.Preconditions{UID: &uid},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete job %q: %w", name, err)
+	}
+	return nil
+}
+
+func (p *Provider) markCancel(name string) {
+	p.mu.Lock()
+	p.cancelled[name] = true
+	p.mu.Unlock()
+}
+
+func (p *Provider) isCancel(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cancelled[name]
+}
+
+func (p *Provider) forgetCancel(name string) {
+	p.mu.Lock()
+	delete(p.cancelled, name)
+	p.mu.Unlock()
+}
+
+// Sweep deletes what agora left in the namespace for dispatches that terminal reports ended:
+// their Jobs (foreground; the Secret and NetworkPolicy go with them as their dependents), and
+// the NetworkPolicy and Secret of a start that crashed before its Job existed (every such
+// Secret has a NetworkPolicy of its name, made first, so Secrets are never listed). It
+// returns how many dispatches it cleaned.
+func (p *Provider) Sweep(ctx context.Context, terminal func(id string) bool) (int, error) {
+	sel := metav1.ListOptions{LabelSelector: labelManagedBy + "=" + managedBy + "," + labelDispatch}
+	jobs, err := p.client.BatchV1().Jobs(p.ns).List(ctx, sel)
+	if err != nil {
+		return 0, fmt.Errorf("sweep: list jobs: %w", err)
+	}
+	var errs []error
+	cleaned := map[string]bool{}
+	for _, j := range jobs.Items {
+		id := j.Labels[labelDispatch]
+		if j.Name != objectName(id) || !terminal(id) {
+			continue
+		}
+		cleaned[id] = true
+		if err := p.deleteJob(j.Name, j.UID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	nps, err := p.client.NetworkingV1().NetworkPolicies(p.ns).List(ctx, sel)
+	if err != nil {
+		return len(cleaned), errors.Join(append(errs, fmt.Errorf("sweep: list network policies: %w", err))...)
+	}
+	for _, np := range nps.Items {
+		id := np.Labels[labelDispatch]
+		if np.Name != objectName(id) || !terminal(id) {
+			continue
+		}
+		cleaned[id] = true
+		if err := p.deleteParts(np.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return len(cleaned), errors.Join(errs...)
+}

@@ -1,0 +1,256 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/remote"
+)
+
+// Watch pacing: a watch is renewed at least this often (a missed event costs at most this),
+// and a failing API server is retried after retryDelay.
+const (
+	watchTimeout = 60 * time.Second
+	retryDelay   = time.Second
+	// cancelWait bounds how long a cancelled Wait waits for the Job's foreground deletion.
+	cancelWait = 2 * time.Minute
+)
+
+// handle is one dispatch's Job. Its follower goroutine owns everything but done's result.
+type handle struct {
+	p      *Provider
+	name   string
+	uid    types.UID
+	taskID string
+	sess   *remote.Session
+	stderr io.Writer
+	start  time.Time
+
+	done chan struct{}
+	exit compute.Exit // written before done is closed
+	err  error
+}
+
+func (h *handle) TaskID() string { return h.taskID }
+
+func (h *handle) Wait() (compute.Exit, error) {
+	<-h.done
+	return h.exit, h.err
+}
+
+// follow starts the goroutine that follows job to its end.
+func (p *Provider) follow(ctx context.Context, s compute.Spec, name string, job *batchv1.Job, sess *remote.Session, start time.Time) *handle {
+	h := &handle{p: p, name: name, uid: job.UID, taskID: formatTaskID(p.ns, name), sess: sess,
+		stderr: s.Stderr, start: start, done: make(chan struct{})}
+	go h.run(ctx)
+	return h
+}
+
+func (h *handle) run(ctx context.Context) {
+	defer close(h.done)
+	exit, err := h.watch(ctx)
+	// The pod is gone or finished: nothing may use the token any more, and what the worker
+	// streamed must reach the spec's writers before Wait returns.
+	err = errors.Join(err, closeSession(h.sess))
+	h.p.forgetCancel(h.name)
+	dctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	if derr := h.p.client.CoreV1().Secrets(h.p.ns).Delete(dctx, h.name, metav1.DeleteOptions{}); derr != nil && !apierrors.IsNotFound(derr) {
+		err = errors.Join(err, fmt.Errorf("delete secret %q: %w", h.name, derr))
+	}
+	exit.Duration = time.Since(h.start)
+	exit.Isolation = h.p.isolation()
+	h.exit, h.err = exit, err
+}
+
+// watch follows the Job until it is Complete, Failed or gone. When ctx ends it deletes the
+// Job and waits for it to go.
+func (h *handle) watch(ctx context.Context) (compute.Exit, error) {
+	jobs := h.p.client.BatchV1().Jobs(h.p.ns)
+	wctx := ctx
+	cancelling := false
+	for {
+		if !cancelling && ctx.Err() != nil {
+			cancelling = true
+			h.p.markCancel(h.name)
+			if err := h.p.deleteJob(h.name, h.uid); err != nil {
+				return compute.Exit{Code: -1, Cancelled: true}, err
+			}
+			var stop context.CancelFunc
+			wctx, stop = context.WithTimeout(context.Background(), cancelWait)
+			defer stop()
+		}
+		job, err := jobs.Get(wctx, h.name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return h.vanished(nil), nil
+		case err != nil:
+			if cancelling && wctx.Err() != nil {
+				return compute.Exit{Code: -1, Cancelled: true}, fmt.Errorf("job %q: deleted, still there after %v", h.name, cancelWait)
+			}
+			sleep(wctx, retryDelay)
+			continue
+		case job.UID != h.uid:
+			return h.vanished(nil), nil
+		}
+		if exit, done := h.ended(wctx, job); done {
+			return exit, nil
+		}
+		w, err := jobs.Watch(wctx, metav1.ListOptions{
+			FieldSelector:   "metadata.name=" + h.name,
+			ResourceVersion: job.ResourceVersion,
+			TimeoutSeconds:  ptrTo(int64(watchTimeout / time.Second)),
+		})
+		if err != nil {
+			sleep(wctx, retryDelay)
+			continue
+		}
+		exit, done := h.events(wctx, w, job)
+		w.Stop()
+		if done {
+			return exit, nil
+		}
+	}
+}
+
+// events reads one watch until the Job ends, the watch closes or ctx ends.
+func (h *handle) events(ctx context.Context, w watch.Interface, last *batchv1.Job) (compute.Exit, bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return compute.Exit{}, false
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return compute.Exit{}, false
+			}
+			job, isJob := ev.Object.(*batchv1.Job)
+			switch {
+			case ev.Type == watch.Error || !isJob:
+				return compute.Exit{}, false
+			case job.UID != h.uid:
+				continue
+			case ev.Type == watch.Deleted:
+				return h.vanished(job), true
+			}
+			last = job
+			if exit, done := h.ended(ctx, last); done {
+				return exit, true
+			}
+		}
+	}
+}
+
+// ended reports how the Job ended, if it has: a Complete or Failed condition.
+func (h *handle) ended(ctx context.Context, job *batchv1.Job) (compute.Exit, bool) {
+	var failed *batchv1.JobCondition
+	for i, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return h.podExit(ctx, job), true
+		case batchv1.JobFailed:
+			failed = &job.Status.Conditions[i]
+		}
+	}
+	if failed == nil {
+		return compute.Exit{}, false
+	}
+	if failed.Reason == batchv1.JobReasonDeadlineExceeded {
+		return compute.Exit{Code: -1, Signal: "killed", TimedOut: true}, true
+	}
+	return h.podExit(ctx, job), true
+}
+
+// podExit reads the exit status from the Job's pod: the init container's when it failed (its
+// log tail goes to the spec's stderr: the gateway streams only the worker's), else the
+// worker's. A pod gone, or without a terminated state, means nothing says how it ended.
+func (h *handle) podExit(ctx context.Context, job *batchv1.Job) compute.Exit {
+	pods, err := h.p.client.CoreV1().Pods(h.p.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: batchv1.ControllerUidLabel + "=" + string(job.UID)})
+	if err != nil {
+		return compute.Exit{Code: -1, Lost: true}
+	}
+	for _, pod := range pods.Items {
+		for _, st := range pod.Status.InitContainerStatuses {
+			if t := st.State.Terminated; st.Name == fetchContainer && t != nil && t.ExitCode != 0 {
+				h.initLog(ctx, pod.Name, t.ExitCode)
+				return exitOf(t)
+			}
+		}
+		for _, st := range pod.Status.ContainerStatuses {
+			if t := st.State.Terminated; st.Name == workerContainer && t != nil {
+				return exitOf(t)
+			}
+		}
+	}
+	return compute.Exit{Code: -1, Lost: true}
+}
+
+// exitOf maps a terminated container to an exit: 128+n is signal n, as the runtime reports it.
+func exitOf(t *corev1.ContainerStateTerminated) compute.Exit {
+	if t.Reason == "OOMKilled" {
+		return compute.Exit{Code: -1, Signal: "killed"}
+	}
+	if c := t.ExitCode; c > 128 && c < 128+65 {
+		return compute.Exit{Code: -1, Signal: signalName(int(c - 128))}
+	}
+	return compute.Exit{Code: int(t.ExitCode)}
+}
+
+// vanished is the exit of a Job that is gone: Cancelled when agora deleted it, Lost otherwise.
+func (h *handle) vanished(job *batchv1.Job) compute.Exit {
+	if h.p.isCancel(h.name) || (job != nil && job.Annotations[annotationCancelled] == "true") {
+		return compute.Exit{Code: -1, Signal: "killed", Cancelled: true}
+	}
+	return compute.Exit{Code: -1, Lost: true}
+}
+
+// initLogLimit caps the init container's log copied to the spec's stderr.
+const initLogLimit = 8 << 10
+
+// initLog copies the tail of the failed init container's log to the spec's stderr, so the
+// dispatch's record says why the worker never started (a version mismatch, a refused
+// download).
+func (h *handle) initLog(ctx context.Context, pod string, code int32) {
+	if h.stderr == nil {
+		return
+	}
+	fmt.Fprintf(h.stderr, "agora: the pod's init container (worker fetch) exited %d:\n", code)
+	rc, err := h.p.client.CoreV1().Pods(h.p.ns).GetLogs(pod, &corev1.PodLogOptions{
+		Container: fetchContainer, LimitBytes: ptrTo(int64(initLogLimit)), TailLines: ptrTo(int64(50))}).Stream(ctx)
+	if err != nil {
+		fmt.Fprintf(h.stderr, "agora: its log is not readable: %v\n", err)
+		return
+	}
+	defer rc.Close()
+	io.Copy(h.stderr, io.LimitReader(rc, initLogLimit))
+}
+
+// isolation is the exit's isolation tokens (see the package doc).
+func (p *Provider) isolation() string {
+	s := "kubernetes+restricted+readonly+nonroot+netpol"
+	if p.opts.RuntimeClass != "" {
+		s += "+runtimeclass"
+	}
+	return s
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

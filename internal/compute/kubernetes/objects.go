@@ -1,0 +1,141 @@
+package kubernetes
+
+import (
+	"fmt"
+	"net/netip"
+	"path"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/agora-dev/agora/internal/compute/remote"
+)
+
+// Keys of the dispatch's Secret. Every environment value of the pod comes from it, so the Job
+// object holds names only: the token, and whatever else the spec's environment carries (the
+// egress proxy's password), is readable only by who may read Secrets.
+const (
+	secretToken = "token"
+	secretCA    = "ca.crt"
+	// secretEnvPrefix prefixes the key of each of the spec's environment variables.
+	secretEnvPrefix = "env."
+)
+
+// secretObject is the dispatch's Secret: the session's token, the gateway's CA and the spec's
+// environment. Immutable, so nothing edits a running pod's credentials in place.
+func secretObject(ns, name, id, token string, ca []byte, env []envVar) *corev1.Secret {
+	data := map[string][]byte{secretToken: []byte(token), secretCA: ca}
+	for _, e := range env {
+		data[secretEnvPrefix+e.name] = []byte(e.value)
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels(id)},
+		Type:       corev1.SecretTypeOpaque,
+		Immutable:  ptrTo(true),
+		Data:       data,
+	}
+}
+
+// networkPolicyObject admits no ingress to the dispatch's pod and egress only to the gateway's
+// address and port over TCP: no DNS, no other pod, no metadata service. It binds only where
+// the cluster's network plugin enforces NetworkPolicy (the docs say so).
+func networkPolicyObject(ns, name, id string, gw netip.AddrPort) *networkingv1.NetworkPolicy {
+	bits := 32
+	if gw.Addr().Is6() {
+		bits = 128
+	}
+	port := intstr.FromInt32(int32(gw.Port()))
+	tcp := corev1.ProtocolTCP
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels(id)},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: labels(id)},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Egress: []networkingv1.NetworkPolicyEgressRule{{
+				To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: fmt.Sprintf("%s/%d", gw.Addr(), bits)}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}},
+			}},
+		},
+	}
+}
+
+// envVar is one variable of the spec's environment.
+type envVar struct{ name, value string }
+
+// splitEnv parses the spec's "NAME=value" list. Names must be C identifiers (they become Secret
+// keys), unique, and not one the provider sets itself.
+func splitEnv(env []string) ([]envVar, error) {
+	seen := map[string]bool{}
+	out := make([]envVar, 0, len(env))
+	for _, kv := range env {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || !isEnvName(name) {
+			return nil, fmt.Errorf("environment entry %q: want NAME=value with NAME a C identifier", redactedEnv(kv))
+		}
+		switch name {
+		case remote.GatewayURLEnv, remote.TokenEnv, remote.CAEnv, remote.StageEnv, "PWD":
+			return nil, fmt.Errorf("environment variable %s is set by the provider", name)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("environment variable %s is set twice", name)
+		}
+		seen[name] = true
+		out = append(out, envVar{name, value})
+	}
+	return out, nil
+}
+
+// redactedEnv keeps an environment entry's name for a message, never its value.
+func redactedEnv(kv string) string {
+	name, _, _ := strings.Cut(kv, "=")
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	return name + "=..."
+}
+
+func isEnvName(s string) bool {
+	if s == "" || len(s) > 200 || ('0' <= s[0] && s[0] <= '9') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkMounts validates a session's mounts before any of them names a volume or a path: names
+// [a-z0-9-] of at most 40 bytes, unique and not the provider's own; destinations absolute,
+// clean and clear of the paths the provider mounts itself.
+func checkMounts(ms []remote.Mount) error {
+	names := map[string]bool{}
+	for _, m := range ms {
+		if m.Name == "" || len(m.Name) > 40 || !isDNSLabel(m.Name) {
+			return fmt.Errorf("mount %q: want a name of [a-z0-9-], at most 40 bytes", m.Name)
+		}
+		if m.Name == binVolume || names[m.Name] {
+			return fmt.Errorf("mount %q: name reserved or used twice", m.Name)
+		}
+		names[m.Name] = true
+		if !path.IsAbs(m.Dst) || path.Clean(m.Dst) != m.Dst || m.Dst == "/" || strings.ContainsAny(m.Dst, "\x00\n") {
+			return fmt.Errorf("mount %q: destination %q must be a clean absolute path other than /", m.Name, m.Dst)
+		}
+		for _, own := range []string{binDir, tmpDir, stageDir} {
+			if m.Dst == own || strings.HasPrefix(m.Dst, own+"/") || strings.HasPrefix(own, m.Dst+"/") {
+				return fmt.Errorf("mount %q: destination %q overlaps the provider's %s", m.Name, m.Dst, own)
+			}
+		}
+		if m.File && len(m.Sockets) > 0 {
+			return fmt.Errorf("mount %q: a file mount cannot hold sockets", m.Name)
+		}
+	}
+	return nil
+}
+
+func ptrTo[T any](v T) *T { return &v }

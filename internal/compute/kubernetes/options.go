@@ -1,0 +1,239 @@
+package kubernetes
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/remote"
+)
+
+// DefaultTTL is how long a finished Job stays for `agora dispatch describe` before the
+// cluster deletes it (ttlSecondsAfterFinished).
+const DefaultTTL = 10 * time.Minute
+
+// DefaultRunAs is the uid and gid of the pod when the spec sets no RunAs: nobody.
+const DefaultRunAs = 65534
+
+// Client-side rate limits: client-go's defaults (5 requests a second) would throttle a few
+// dozen concurrent dispatches; the apiserver's own priority and fairness still applies.
+const (
+	clientQPS   = 100
+	clientBurst = 200
+)
+
+// Options configure a [Provider].
+type Options struct {
+	// Kubeconfig is the path of a kubeconfig file; empty means the in-cluster configuration
+	// (the pod's service account).
+	Kubeconfig string
+	// Context selects a context of Kubeconfig; empty means its current context.
+	Context string
+	// Namespace is where every object is made. Required.
+	Namespace string
+	// Image is the main container's image, REF@sha256:<64 hex> (a tag is refused). Required.
+	Image string
+	// WorkerImage is agora's own image (`make image`), REF@sha256:<64 hex>: the init
+	// container runs `agora worker fetch` from it. Required.
+	WorkerImage string
+	// RuntimeClass names a RuntimeClass (gVisor, Kata) for the pod; empty means the node's
+	// default runtime.
+	RuntimeClass string
+	// CPU and Memory are resource quantities ("2", "500m", "4Gi"), set as both requests and
+	// limits. Empty CPU sets none; empty Memory takes the spec's Limits.Memory, if any.
+	CPU, Memory string
+	// NodeSelector restricts the nodes the pod may run on.
+	NodeSelector map[string]string
+	// TTL is ttlSecondsAfterFinished; 0 means [DefaultTTL].
+	TTL time.Duration
+	// GatewayURL is the network gateway as pods reach it, "https://IP:PORT". The host must be
+	// an IP literal: the NetworkPolicy admits exactly that address and port, and pods get no
+	// DNS. Required.
+	GatewayURL string
+	// GatewayCA is the PEM certificate(s) pods trust for the gateway's TLS. Required.
+	GatewayCA []byte
+	// Exporter registers each spec's session with the gateway. Required.
+	Exporter remote.Exporter
+	// Target is the target's name in agora.yaml, for messages.
+	Target string
+}
+
+// Provider runs specs as Kubernetes Jobs. It is safe for concurrent use.
+type Provider struct {
+	client   kubernetes.Interface
+	ns       string
+	opts     Options
+	cpu, mem *resource.Quantity
+	gateway  netip.AddrPort
+
+	mu        sync.Mutex
+	cancelled map[string]bool // guarded by mu: Jobs this process is deleting on purpose
+}
+
+var _ compute.Provider = (*Provider)(nil)
+
+// New checks opts and builds a provider with a client for its cluster. It does not contact
+// the cluster.
+func New(opts Options) (*Provider, error) {
+	cfg, err := restConfig(opts.Kubeconfig, opts.Context)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes target %q: %w", opts.Target, err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes target %q: client: %w", opts.Target, err)
+	}
+	return newProvider(opts, cs)
+}
+
+// restConfig loads a kubeconfig file, or the in-cluster configuration when path is empty.
+func restConfig(path, context string) (*rest.Config, error) {
+	var (
+		cfg *rest.Config
+		err error
+	)
+	if path == "" {
+		if context != "" {
+			return nil, errors.New("context is set but kubeconfig is empty; name the kubeconfig file")
+		}
+		cfg, err = rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster configuration (set kubeconfig to run outside a cluster): %w", err)
+		}
+	} else {
+		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: path}
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+			&clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %q: %w", path, err)
+		}
+	}
+	cfg.QPS, cfg.Burst = clientQPS, clientBurst
+	cfg.UserAgent = "agora"
+	return cfg, nil
+}
+
+// newProvider checks opts and builds a provider over client.
+func newProvider(opts Options, client kubernetes.Interface) (*Provider, error) {
+	p := &Provider{client: client, ns: opts.Namespace, opts: opts, cancelled: make(map[string]bool)}
+	if err := p.check(); err != nil {
+		return nil, fmt.Errorf("kubernetes target %q: %w", opts.Target, err)
+	}
+	if p.opts.TTL == 0 {
+		p.opts.TTL = DefaultTTL
+	}
+	return p, nil
+}
+
+// check validates the options and fills the parsed fields.
+func (p *Provider) check() error {
+	o := p.opts
+	if !isDNSLabel(o.Namespace) {
+		return fmt.Errorf("namespace %q: want a DNS label ([a-z0-9-], at most 63)", o.Namespace)
+	}
+	if err := checkImage("image", o.Image); err != nil {
+		return err
+	}
+	if err := checkImage("worker_image", o.WorkerImage); err != nil {
+		return err
+	}
+	if o.RuntimeClass != "" && !isDNSSubdomain(o.RuntimeClass) {
+		return fmt.Errorf("runtime_class %q: not a valid RuntimeClass name", o.RuntimeClass)
+	}
+	for field, s := range map[string]string{"resources.cpu": o.CPU, "resources.memory": o.Memory} {
+		if s == "" {
+			continue
+		}
+		q, err := resource.ParseQuantity(s)
+		if err != nil || q.Sign() <= 0 {
+			return fmt.Errorf("%s %q: want a positive quantity such as \"2\", \"500m\" or \"4Gi\"", field, s)
+		}
+		if field == "resources.cpu" {
+			p.cpu = &q
+		} else {
+			p.mem = &q
+		}
+	}
+	if o.TTL < 0 {
+		return fmt.Errorf("ttl %v: must not be negative", o.TTL)
+	}
+	gw, err := parseGatewayURL(o.GatewayURL)
+	if err != nil {
+		return err
+	}
+	p.gateway = gw
+	if err := checkCA(o.GatewayCA); err != nil {
+		return err
+	}
+	if o.Exporter == nil {
+		return errors.New("no network gateway to export dispatches through (gateway in agora.yaml)")
+	}
+	return nil
+}
+
+// parseGatewayURL accepts exactly https://IP:PORT[/], the one form a NetworkPolicy can admit.
+func parseGatewayURL(s string) (netip.AddrPort, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.User != nil || (u.Path != "" && u.Path != "/") ||
+		u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return netip.AddrPort{}, fmt.Errorf("gateway %q: want https://IP:PORT", s)
+	}
+	addr, err := netip.ParseAddr(u.Hostname())
+	if err != nil || addr.Zone() != "" {
+		return netip.AddrPort{}, fmt.Errorf("gateway %q: host must be an IP address, since the pod's NetworkPolicy admits only it and pods get no DNS", s)
+	}
+	port, err := strconv.ParseUint(u.Port(), 10, 16)
+	if err != nil || port == 0 {
+		return netip.AddrPort{}, fmt.Errorf("gateway %q: want an explicit port", s)
+	}
+	return netip.AddrPortFrom(addr.Unmap(), uint16(port)), nil
+}
+
+// checkCA wants at least one PEM certificate and nothing else.
+func checkCA(b []byte) error {
+	n := 0
+	for rest := b; ; n++ {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			return fmt.Errorf("gateway CA: PEM block %q, want only CERTIFICATE", blk.Type)
+		}
+		if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
+			return fmt.Errorf("gateway CA: certificate %d: %w", n+1, err)
+		}
+	}
+	if n == 0 {
+		return errors.New("gateway CA: no PEM certificate")
+	}
+	return nil
+}
+
+// isDNSSubdomain reports whether s is an RFC 1123 subdomain (labels joined by dots, at most
+// 253).
+func isDNSSubdomain(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(s, ".") {
+		if !isDNSLabel(l) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,216 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/remote"
+)
+
+// Reattacher is an [remote.Exporter] that can hand back the live session of a dispatch whose
+// pod already runs (it holds that session's token), so a restarted supervisor that adopts
+// the Job gets the worker's streams and revokes the token at the end. Without it an adopted
+// Job is followed to its end with no session.
+type Reattacher interface {
+	Reattach(ctx context.Context, spec compute.Spec) (*remote.Session, error)
+}
+
+// cleanupTimeout bounds the requests that undo a half-made start or delete a finished
+// dispatch's Secret, which run after the caller's context may be gone.
+const cleanupTimeout = 30 * time.Second
+
+// Start creates the dispatch's Secret, NetworkPolicy and Job, or adopts the dispatch's Job
+// when it exists already, and returns once the Job exists (its pod may still be pending).
+// Cancelling ctx deletes the Job.
+func (p *Provider) Start(ctx context.Context, s compute.Spec) (compute.Handle, error) {
+	env, err := p.checkSpec(s)
+	if err != nil {
+		return nil, fmt.Errorf("start %q: %w", s.ID, err)
+	}
+	name := objectName(s.ID)
+	if h, err := p.adopt(ctx, s, name); h != nil || err != nil {
+		return h, err
+	}
+	// The worker's binary comes from the worker image, through the init container: the host's
+	// binary is not exported.
+	exported := s
+	exported.Binds = nil
+	for _, b := range s.Binds {
+		if b.Dst != s.Argv[0] {
+			exported.Binds = append(exported.Binds, b)
+		}
+	}
+	sess, err := p.opts.Exporter.Export(ctx, exported)
+	if err != nil {
+		return nil, fmt.Errorf("start %q: export to the gateway: %w", s.ID, err)
+	}
+	h, err := p.create(ctx, s, name, env, sess)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("start %q: %w", s.ID, err), closeSession(sess))
+	}
+	return h, nil
+}
+
+// checkSpec refuses what a pod cannot honour, rather than run it differently.
+func (p *Provider) checkSpec(s compute.Spec) ([]envVar, error) {
+	if err := checkDispatchID(s.ID); err != nil {
+		return nil, err
+	}
+	switch {
+	case s.Sandbox == compute.SandboxNone:
+		return nil, errors.New("sandbox: none runs on the host only; a kubernetes target always runs in its pod")
+	case s.Sandbox != "" && s.Sandbox != compute.SandboxBwrap:
+		return nil, fmt.Errorf("unknown sandbox %q", s.Sandbox)
+	case s.Network:
+		return nil, errors.New("network: host is not available on a kubernetes target; its pod reaches only the gateway")
+	case len(s.Argv) == 0:
+		return nil, errors.New("empty argv")
+	case s.RunAs != nil && (s.RunAs.UID == 0 || s.RunAs.GID == 0):
+		return nil, errors.New("run as uid or gid 0 refused")
+	}
+	return splitEnv(s.Env)
+}
+
+// create makes the objects in the order that never leaves a pod unconfined: the
+// NetworkPolicy first (it selects the pod before the pod exists), then the Secret (whose
+// orphans Sweep finds through the NetworkPolicy of the same name, so it never needs to list
+// Secrets), then the Job; last the Job becomes their owner, so deleting it deletes them.
+func (p *Provider) create(ctx context.Context, s compute.Spec, name string, env []envVar, sess *remote.Session) (compute.Handle, error) {
+	if sess.Dispatch != s.ID {
+		return nil, fmt.Errorf("the gateway exported dispatch %q for %q", sess.Dispatch, s.ID)
+	}
+	if err := checkMounts(sess.Mounts); err != nil {
+		return nil, fmt.Errorf("gateway session: %w", err)
+	}
+	netpols := p.client.NetworkingV1().NetworkPolicies(p.ns)
+	secrets := p.client.CoreV1().Secrets(p.ns)
+	np := networkPolicyObject(p.ns, name, s.ID, p.gateway)
+	if err := createOrReplace(ctx, np.Name,
+		func() error { _, err := netpols.Create(ctx, np, metav1.CreateOptions{}); return err },
+		func() error { return netpols.Delete(ctx, np.Name, metav1.DeleteOptions{}) }); err != nil {
+		return nil, fmt.Errorf("create network policy %q: %w", name, err)
+	}
+	sec := secretObject(p.ns, name, s.ID, sess.Token, p.opts.GatewayCA, env)
+	if err := createOrReplace(ctx, sec.Name,
+		func() error { _, err := secrets.Create(ctx, sec, metav1.CreateOptions{}); return err },
+		func() error { return secrets.Delete(ctx, sec.Name, metav1.DeleteOptions{}) }); err != nil {
+		return nil, errors.Join(fmt.Errorf("create secret %q: %w", name, err), p.deleteParts(name))
+	}
+	job := p.jobObject(jobInput{name: name, id: s.ID, spec: s, env: env, mounts: sess.Mounts})
+	made, err := p.client.BatchV1().Jobs(p.ns).Create(ctx, job, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// Another Start of the same dispatch won the race: follow its Job, never a second.
+		if cerr := closeSession(sess); cerr != nil {
+			return nil, cerr
+		}
+		h, aerr := p.adopt(ctx, s, name)
+		if h == nil && aerr == nil {
+			aerr = fmt.Errorf("job %q exists and vanished again", name)
+		}
+		return h, aerr
+	}
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("create job %q: %w", name, err), p.deleteParts(name))
+	}
+	if err := p.ownParts(ctx, made); err != nil {
+		// The Job runs: cancel it rather than leave it without its cleanup.
+		return nil, errors.Join(fmt.Errorf("make job %q own its secret and network policy: %w", name, err),
+			p.deleteJob(name, made.UID), p.deleteParts(name))
+	}
+	return p.follow(ctx, s, name, made, sess, time.Now()), nil
+}
+
+// createOrReplace runs create; an object of that name left by a start that crashed before
+// its Job existed is deleted and made afresh. The namespace is agora's own (docs/providers-k8s.md):
+// the provider may not read Secrets, so it cannot check the old one's labels first.
+func createOrReplace(ctx context.Context, name string, create, del func() error) error {
+	err := create()
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if err := del(); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("replace stale %q: %w", name, err)
+	}
+	for range 20 {
+		if err = create(); !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		// A deletion can take a moment to land.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// ownParts makes the Job the owner of the Secret and the NetworkPolicy.
+func (p *Provider) ownParts(ctx context.Context, job *batchv1.Job) error {
+	patch := fmt.Appendf(nil, `{"metadata":{"ownerReferences":[{"apiVersion":"batch/v1","kind":"Job","name":%q,"uid":%q}]}}`,
+		job.Name, job.UID)
+	if _, err := p.client.CoreV1().Secrets(p.ns).Patch(ctx, job.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return err
+	}
+	_, err := p.client.NetworkingV1().NetworkPolicies(p.ns).Patch(ctx, job.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+// adopt returns a handle following the dispatch's existing Job, nil when there is none, or an
+// error when the name is taken by something that is not this dispatch's.
+func (p *Provider) adopt(ctx context.Context, s compute.Spec, name string) (compute.Handle, error) {
+	job, err := p.client.BatchV1().Jobs(p.ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start %q: look for job %q: %w", s.ID, name, err)
+	}
+	if !ownedBy(job.Labels, s.ID) {
+		return nil, fmt.Errorf("start %q: job %q exists and is not agora's for this dispatch; refusing to touch it", s.ID, name)
+	}
+	var sess *remote.Session
+	if r, ok := p.opts.Exporter.(Reattacher); ok {
+		if sess, err = r.Reattach(ctx, s); err != nil {
+			return nil, fmt.Errorf("start %q: re-attach to the gateway session: %w", s.ID, err)
+		}
+	}
+	start := time.Now()
+	if job.Status.StartTime != nil {
+		start = job.Status.StartTime.Time
+	}
+	return p.follow(ctx, s, name, job, sess, start), nil
+}
+
+// deleteParts deletes a dispatch's Secret and NetworkPolicy (a start that failed before its
+// Job owned them), ignoring what is gone already.
+func (p *Provider) deleteParts(name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	var errs []error
+	if err := p.client.CoreV1().Secrets(p.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("delete secret %q: %w", name, err))
+	}
+	if err := p.client.NetworkingV1().NetworkPolicies(p.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("delete network policy %q: %w", name, err))
+	}
+	return errors.Join(errs...)
+}
+
+func closeSession(s *remote.Session) error {
+	if s == nil || s.Close == nil {
+		return nil
+	}
+	if err := s.Close(); err != nil {
+		return fmt.Errorf("close gateway session: %w", err)
+	}
+	return nil
+}
