@@ -8,6 +8,7 @@ import (
 	"github.com/agora-dev/agora/internal/budget"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -72,6 +73,7 @@ type dispatchRunOptions struct {
 	detach   bool
 	callback string
 	output   string
+	progress bool
 	// tools, commands and egress narrow the subagent's grant when their flag is given.
 	tools, commands, egress []string
 	// budget narrows the subagent's and the target's budgets (--budget-*).
@@ -188,12 +190,13 @@ or ANTHROPIC_API_KEY from the env bundles); the sandbox never sees it. See docs/
 	fl.Int64Var(&opts.budget.Tokens, "budget-tokens", 0, "narrow the token budget (input plus output) to at most this")
 	fl.Float64Var(&opts.budget.USD, "budget-usd", 0, "narrow the cost budget to at most this many US dollars (needs the model's price in agora.yaml)")
 	fl.Int64Var(&opts.budget.ModelCalls, "budget-calls", 0, "narrow the model call budget to at most this many calls")
+	fl.BoolVar(&opts.progress, "progress", false, "show each phase and the worker's last output line on stderr (default: when stderr is a terminal)")
 	addOutputFlag(cmd, &opts.output)
 	return cmd
 }
 
 func dispatchRunRun(ctx context.Context, opts *dispatchRunOptions) error {
-	return runDispatch(ctx, opts.f, opts.req, opts.detach, opts.output)
+	return runDispatch(ctx, opts.f, opts.req, opts.detach, opts.output, opts.progress || opts.f.IO.ErrTTY)
 }
 
 func readInput(s string) (json.RawMessage, error) {
@@ -234,7 +237,7 @@ func splitRepo(s string) (string, string) {
 }
 
 // runDispatch accepts req and supervises it here, or in a detached process.
-func runDispatch(ctx context.Context, f *Factory, req dispatch.Request, detached bool, output string) error {
+func runDispatch(ctx context.Context, f *Factory, req dispatch.Request, detached bool, output string, show bool) error {
 	d, err := f.Dispatcher(ctx)
 	if err != nil {
 		return err
@@ -261,7 +264,6 @@ func runDispatch(ctx context.Context, f *Factory, req dispatch.Request, detached
 	if output != formatJSON {
 		fmt.Fprintln(f.IO.Out, rec.ID)
 	}
-	progress := func(kind string, r *dispatch.Record) { printEvent(f, kind, r) }
 	printEvent(f, dispatch.StateAccepted, rec)
 	if dispatch.IsTerminal(rec.State) {
 		printEvent(f, rec.State, rec)
@@ -270,6 +272,9 @@ func runDispatch(ctx context.Context, f *Factory, req dispatch.Request, detached
 	if detached {
 		started, err := detach.For(d).Start(ctx, rec.ID)
 		if err != nil {
+			if ctx.Err() != nil {
+				return interrupted("dispatch %s keeps going in its detached supervisor; see 'agora dispatch describe %s', stop it with 'agora dispatch cancel %s'", rec.ID, rec.ID, rec.ID)
+			}
 			return err
 		}
 		printEvent(f, started.State, started)
@@ -279,9 +284,23 @@ func runDispatch(ctx context.Context, f *Factory, req dispatch.Request, detached
 		fmt.Fprintf(f.IO.ErrOut, "agora: detached; follow with 'agora dispatch logs %s -f' or 'agora dispatch describe %s'\n", rec.ID, rec.ID)
 		return nil
 	}
-	final, err := d.Supervise(ctx, rec.ID, progress)
+	p := &dispatchProgress{f: f, d: d, id: rec.ID, show: show}
+	followCtx, stopFollow := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { p.follow(followCtx) })
+	final, err := d.Supervise(ctx, rec.ID, p.event)
+	stopFollow()
+	wg.Wait()
+	p.stop()
 	if err != nil {
 		return err
+	}
+	if ctx.Err() != nil {
+		// Supervise recorded the end before it returned: the sandbox is gone. The record is
+		// still the result (-o json prints it); the exit code says it was interrupted.
+		_ = finishDispatchOutput(f, final, output)
+		return interrupted("dispatch %s was cancelled: the sandbox was stopped and the end recorded (%s, %s); see 'agora dispatch describe %s'",
+			final.ID, final.State, orDash(final.Reason), final.ID)
 	}
 	deliverCallbacks(ctx, f, final)
 	return finishDispatchOutput(f, final, output)

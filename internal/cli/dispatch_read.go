@@ -524,7 +524,7 @@ func dispatchResumeRun(ctx context.Context, opts *dispatchResumeOptions) error {
 	if err != nil {
 		return err
 	}
-	return runDispatch(ctx, opts.f, req, opts.detach, opts.output)
+	return runDispatch(ctx, opts.f, req, opts.detach, opts.output, opts.f.IO.ErrTTY)
 }
 
 // orNone quotes a grant list, or says it is empty.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,7 +15,20 @@ const (
 	ExitWorkerFail  = 3 // a dispatched worker ran and failed (non-zero exit, timeout, denied)
 	ExitNeedsInput  = 4 // a dispatch ended waiting for an answer (agora dispatch resume)
 	ExitCheckFailed = 5 // a verification found a failed check (agora verify)
+	// ExitInterrupted is 128+SIGINT, as a shell reports a command Ctrl-C stopped: the
+	// message says what became of the work.
+	ExitInterrupted = 130
 )
+
+// interruptedError is a command stopped by Ctrl-C (or SIGTERM), saying what happened to the
+// work it had started.
+type interruptedError struct{ what string }
+
+func (e *interruptedError) Error() string { return e.what }
+
+func interrupted(format string, args ...any) error {
+	return &interruptedError{what: fmt.Sprintf(format, args...)}
+}
 
 // exitError carries a specific exit code up to [Main] with the error to print (nil prints
 // nothing more: the command already said what happened).

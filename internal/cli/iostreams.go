@@ -15,6 +15,8 @@ type IOStreams struct {
 	ErrOut io.Writer
 	// OutTTY says whether Out is a terminal: tables then get headers and relative times.
 	OutTTY bool
+	// ErrTTY says whether ErrOut is a terminal: progress is then shown as it happens.
+	ErrTTY bool
 	// InTTY says whether In is a terminal (secrets are then read without echo).
 	InTTY bool
 }
@@ -23,7 +25,7 @@ type IOStreams struct {
 func System() *IOStreams {
 	return &IOStreams{
 		In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr,
-		OutTTY: isTerminal(os.Stdout), InTTY: isTerminal(os.Stdin),
+		OutTTY: isTerminal(os.Stdout), ErrTTY: isTerminal(os.Stderr), InTTY: isTerminal(os.Stdin),
 	}
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -365,6 +366,10 @@ func watchRun(ctx context.Context, f *Factory, ref string, out io.Writer, live b
 		}
 		return nil
 	})
+	if err != nil && ctx.Err() != nil {
+		id := cmp.Or(last.ID, ref)
+		return interrupted("stopped watching; nothing changed: run %s keeps running in 'agora orch serve' (follow it again with 'agora orch watch %s', stop it with 'agora orch cancel %s')", id, id, id)
+	}
 	if err != nil && !errors.Is(err, errStopWatch) {
 		return err
 	}

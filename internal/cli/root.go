@@ -47,7 +47,38 @@ func Run(ctx context.Context, f *Factory, args []string) int {
 		}
 		err = unknownCommand(cmd, word)
 	}
+	if ctx.Err() != nil {
+		return renderInterrupt(f, cmd, err)
+	}
 	return renderError(f, err)
+}
+
+// renderInterrupt says what a Ctrl-C did to the work, instead of "context canceled".
+// A command that started work says what became of it ([interruptedError]); a read only
+// stopped reading.
+func renderInterrupt(f *Factory, cmd *cobra.Command, err error) int {
+	var ie *interruptedError
+	switch {
+	case errors.As(err, &ie):
+		fmt.Fprintf(f.IO.ErrOut, "agora: interrupted: %s\n", ie.what)
+	case readOnly(cmd):
+		fmt.Fprintf(f.IO.ErrOut, "agora: interrupted: nothing changed\n")
+	default:
+		fmt.Fprintf(f.IO.ErrOut, "agora: interrupted: %s stopped before it finished (%v); what it had written is committed, see 'agora audit log'\n", cmd.CommandPath(), err)
+	}
+	return ExitInterrupted
+}
+
+// readOnly reports whether cmd only reads: a Ctrl-C cannot have changed anything.
+func readOnly(cmd *cobra.Command) bool {
+	if cmd == nil {
+		return false
+	}
+	switch cmd.Name() {
+	case "list", "show", "history", "describe", "logs", "status", "runs", "watch", "validate", "log", "version", "doctor":
+		return true
+	}
+	return false
 }
 
 // afterWrites writes an audit checkpoint when one is due (every N entries or T seconds, see
