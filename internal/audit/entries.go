@@ -26,6 +26,8 @@ type ListOptions struct {
 	Kind string
 	// Limit keeps the last Limit matching entries; 0 keeps all.
 	Limit int
+	// Subject keeps entries about that subject only ("dispatch/ID", "run/ID"); "" keeps all.
+	Subject string
 }
 
 // List returns the matching entries in sequence order. Each is decoded from its canonical
@@ -41,6 +43,10 @@ func List(ctx context.Context, q Querier, opts ListOptions) ([]Record, error) {
 	if opts.Kind != "" && !isPattern(opts.Kind) {
 		query += ` AND kind = ?`
 		args = append(args, opts.Kind)
+	}
+	if opts.Subject != "" {
+		query += ` AND subject = ?`
+		args = append(args, opts.Subject)
 	}
 	query += ` ORDER BY seq`
 	rows, err := q.QueryContext(ctx, query, args...)

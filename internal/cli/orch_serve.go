@@ -32,6 +32,7 @@ type orchServeOptions struct {
 	f *Factory
 	// gateway, when set, serves the network gateway too, on this address.
 	gateway string
+	web     orchWebFlags
 }
 
 func newOrchServeCmd(f *Factory, runF func(*orchServeOptions) error) *cobra.Command {
@@ -51,13 +52,23 @@ attempt by its dispatch id; one whose worker died meanwhile ends failed/lost and
 retried by the task's policy.
 
 With --gateway HOST:PORT it also serves the network gateway (see 'agora gateway serve'),
-certified for gateway.advertise in agora.yaml.`,
-		Args: noArgs,
+certified for gateway.advertise in agora.yaml.
+
+--http HOST:PORT also serves the web run view (runs, a live DAG, tasks, dispatches, the
+catalog and the audit log) with the posture of MCP HTTP: a token from AGORA_HTTP_TOKEN or
+AGORA_HTTP_TOKENS_FILE (an operator's ceiling is orchestrate; others only read), loopback
+unless AGORA_HTTP_ALLOW_ANY, Host and Origin checked. A browser logs in once with the token.`,
+		Example: `  AGORA_HTTP_TOKEN=$(openssl rand -hex 32) agora orch serve --http 127.0.0.1:8080`,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := opts.web.check(cmd, f); err != nil {
+				return err
+			}
 			return runCmd(cmd, opts, runF, orchServeRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.gateway, "gateway", "", "also serve the network gateway on HOST:PORT (advertised as gateway.advertise)")
+	opts.web.add(cmd)
 	return cmd
 }
 
@@ -132,8 +143,15 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 			return err
 		}
 	}
+	ui, err := orchWeb(&opts.web, f, h, db, eng, d, logger)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(f.IO.ErrOut, "agora: orchestrator serving on %s (pid %d)\n", sock, os.Getpid())
 	g, gctx := errgroup.WithContext(ctx)
+	if ui != nil {
+		g.Go(func() error { return ui.Serve(gctx) })
+	}
 	if serveGateway != nil {
 		g.Go(func() error { return serveGateway(gctx) })
 	}

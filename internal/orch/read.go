@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agora-dev/agora/internal/budget"
@@ -69,6 +70,12 @@ func (e *Engine) Status(ctx context.Context, ref string) (api.Run, error) {
 	r.Tasks = make([]api.Task, len(specs))
 	for i, s := range specs {
 		t := api.Task{ID: s.ID, Subagent: s.Subagent, DependsOn: s.Deps}
+		for _, n := range s.Needs {
+			if !slices.Contains(t.Needs, n.From) {
+				t.Needs = append(t.Needs, n.From)
+			}
+		}
+		slices.Sort(t.Needs)
 		for _, l := range s.Locks {
 			name := l.Name
 			if l.Mode == "shared" {

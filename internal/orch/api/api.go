@@ -75,10 +75,12 @@ type Run struct {
 
 // Task is one node of a run.
 type Task struct {
-	ID         string     `json:"id"`
-	State      string     `json:"state"`
-	Subagent   string     `json:"subagent"`
-	DependsOn  []string   `json:"depends_on,omitempty"`
+	ID        string   `json:"id"`
+	State     string   `json:"state"`
+	Subagent  string   `json:"subagent"`
+	DependsOn []string `json:"depends_on,omitempty"` // depends_on and every needs.from
+	// Needs are the tasks whose products this one takes as inputs (its needs.*.from).
+	Needs      []string   `json:"needs,omitempty"`
 	Locks      []string   `json:"locks,omitempty"`
 	Attempts   int        `json:"attempts"`
 	DispatchID string     `json:"dispatch_id,omitempty"`

@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/catalog/view"
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/mcpserver"
+	"github.com/agora-dev/agora/internal/orch"
+	"github.com/agora-dev/agora/internal/store"
+	"github.com/agora-dev/agora/internal/web"
+)
+
+// orchWebFlags are serve's flags for the web run view.
+type orchWebFlags struct {
+	http       string
+	allowHosts []string
+	// clients and allowAny are read from the environment when the flags are checked, so a
+	// missing token refuses before anything opens.
+	clients  []mcpserver.Client
+	allowAny bool
+}
+
+func (o *orchWebFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.http, "http", "", "serve the web run view on HOST:PORT (token from AGORA_HTTP_TOKEN or AGORA_HTTP_TOKENS_FILE; loopback unless AGORA_HTTP_ALLOW_ANY)")
+	cmd.Flags().StringSliceVar(&o.allowHosts, "allow-host", nil, "an extra host name the web view's Host and Origin may carry (repeatable)")
+}
+
+// check loads the web view's clients the way MCP HTTP does (the same variables and rules) and
+// refuses, before serve opens anything, a missing or weak token or an exposed bind.
+func (o *orchWebFlags) check(cmd *cobra.Command, f *Factory) error {
+	if o.http == "" {
+		if len(o.allowHosts) > 0 {
+			return usageErrorf(cmd, "--allow-host needs --http")
+		}
+		return nil
+	}
+	token := f.Getenv(envHTTPToken)
+	cfg, err := mcpHTTPConfig(cmd, f, &mcpOptions{http: o.http, allowHosts: o.allowHosts}, token, mcpserver.CeilingRead)
+	if err != nil {
+		return err
+	}
+	o.clients, o.allowAny = cfg.Clients, cfg.AllowAny
+	if token != "" {
+		// AGORA_HTTP_TOKEN's one client is its operator: whoever holds the only token runs serve.
+		o.clients[0].Ceiling = mcpserver.CeilingOrchestrate
+	}
+	return web.Check(o.config(nil))
+}
+
+func (o *orchWebFlags) config(log *slog.Logger) web.Config {
+	return web.Config{Addr: o.http, Clients: o.clients, AllowAny: o.allowAny, AllowHosts: o.allowHosts, Log: log}
+}
+
+// orchWeb builds the web run view over the engine and agora.db, or nil without --http.
+func orchWeb(o *orchWebFlags, f *Factory, h *home.Home, orchDB *store.DB, eng *orch.Engine, d *dispatch.Dispatcher, log *slog.Logger) (*web.Server, error) {
+	if o.http == "" {
+		return nil, nil
+	}
+	reader := view.New(h.DB, h.Blobs)
+	cfg := o.config(log)
+	cfg.Now = f.Now
+	cfg.Listening = func(a net.Addr) { fmt.Fprintf(f.IO.ErrOut, "agora: web run view on http://%s\n", a) }
+	return web.New(cfg, web.Sources{
+		Orch:       eng,
+		Dispatches: d.Records,
+		Blob:       h.Blobs.Get,
+		Tail:       d.LiveTail,
+		Catalog: func(ctx context.Context, k catalog.Kind) ([]catalog.Version, error) {
+			return reader.List(ctx, k)
+		},
+		MainLog: h.DB.SQL(),
+		OrchLog: orchDB.SQL(),
+	})
+}

@@ -1,0 +1,106 @@
+package web
+
+import (
+	"embed"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Everything the pages use is in the binary: templates, one stylesheet, one script.
+//
+//go:embed assets/pages.html assets/app.css assets/app.js
+var assets embed.FS
+
+func staticHandler() http.Handler {
+	sub, _ := fs.Sub(assets, "assets")
+	files := http.FileServerFS(sub)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(r.URL.Path, "/static/")
+		if name != "app.css" && name != "app.js" {
+			http.NotFound(w, r)
+			return
+		}
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = "/" + name
+		files.ServeHTTP(w, r2)
+	})
+}
+
+type pages struct{ t *template.Template }
+
+func newPages() (*pages, error) {
+	t, err := template.New("pages").Funcs(template.FuncMap{
+		"when":  fmtTime,
+		"since": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"dur":   fmtDur,
+		"bytes": fmtBytes,
+		"join":  strings.Join,
+		"dict":  func(p pageData, v *dispatchView) detailData { return detailData{Page: p, View: v} },
+	}).ParseFS(assets, "assets/pages.html")
+	if err != nil {
+		return nil, err
+	}
+	return &pages{t: t}, nil
+}
+
+// pageData is what every page template gets; Body is the page's own view.
+type pageData struct {
+	Title    string
+	Who      string
+	Operator bool
+	CSRF     string
+	Error    string
+	Next     string
+	Nav      string
+	Body     any
+}
+
+// detailData is the dispatch detail's view inside a page (a dispatch's or a task's).
+type detailData struct {
+	Page pageData
+	View *dispatchView
+}
+
+func (p *pages) render(w http.ResponseWriter, name string, d pageData) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := p.t.ExecuteTemplate(w, name, d); err != nil {
+		// Headers are gone; the page ends where it broke, and the error is not shown.
+		return
+	}
+}
+
+func fmtTime(t any) string {
+	switch v := t.(type) {
+	case time.Time:
+		if v.IsZero() {
+			return "-"
+		}
+		return v.UTC().Format("2006-01-02 15:04:05Z")
+	case *time.Time:
+		if v == nil {
+			return "-"
+		}
+		return v.UTC().Format("2006-01-02 15:04:05Z")
+	}
+	return "-"
+}
+
+func fmtDur(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return d.Round(time.Second).String()
+}
+
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return strings.TrimSuffix(strings.TrimSuffix(fmtFloat(float64(n)/(1<<20)), "0"), ".") + " MiB"
+	case n >= 1<<10:
+		return strings.TrimSuffix(strings.TrimSuffix(fmtFloat(float64(n)/(1<<10)), "0"), ".") + " KiB"
+	}
+	return itoa(n) + " B"
+}

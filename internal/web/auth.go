@@ -1,0 +1,174 @@
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/agora-dev/agora/internal/mcpserver"
+)
+
+// Sessions and login.
+const (
+	cookieName  = "agora_session"
+	sessionTTL  = 12 * time.Hour
+	maxSessions = 1024
+	// loginRate and loginBurst bound token guesses across all clients.
+	loginRate  = 2
+	loginBurst = 10
+)
+
+// principal is who a request acts for.
+type principal struct {
+	name     string
+	operator bool
+	// csrf is the session's CSRF token; empty for a bearer request (nothing ambient to forge).
+	csrf string
+}
+
+type session struct {
+	p       principal
+	expires time.Time
+}
+
+// authenticator checks tokens and keeps sessions. Sessions live in memory only: a restarted
+// serve logs everyone out, and no session id is ever written down.
+type authenticator struct {
+	clients []tokenSum
+	now     func() time.Time
+	login   *rate.Limiter
+
+	mu sync.Mutex
+	// sessions maps the SHA-256 of a session id to its session; guarded by mu.
+	sessions map[[sha256.Size]byte]*session
+}
+
+// tokenSum is a client's token hashed, so every comparison takes the same time whatever the
+// presented token's length.
+type tokenSum struct {
+	client mcpserver.Client
+	sum    [sha256.Size]byte
+}
+
+func newAuthenticator(clients []mcpserver.Client, now func() time.Time) *authenticator {
+	a := &authenticator{now: now, login: rate.NewLimiter(loginRate, loginBurst), sessions: map[[sha256.Size]byte]*session{}}
+	for _, c := range clients {
+		a.clients = append(a.clients, tokenSum{client: c, sum: sha256.Sum256([]byte(c.Token))})
+	}
+	return a
+}
+
+// verify finds the client whose token was presented, comparing against every client in
+// constant time.
+func (a *authenticator) verify(token string) (principal, bool) {
+	sum := sha256.Sum256([]byte(token))
+	match := -1
+	for i, c := range a.clients {
+		if subtle.ConstantTimeCompare(sum[:], c.sum[:]) == 1 {
+			match = i
+		}
+	}
+	if match < 0 || token == "" {
+		return principal{}, false
+	}
+	c := a.clients[match].client
+	return principal{name: c.Name, operator: c.Ceiling.Allows(mcpserver.CeilingOrchestrate)}, true
+}
+
+// newSession starts a session for p and returns its id (for the cookie).
+func (a *authenticator) newSession(p principal) (string, bool) {
+	id, csrf := randomToken(), randomToken()
+	p.csrf = csrf
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, s := range a.sessions {
+		if now.After(s.expires) {
+			delete(a.sessions, k)
+		}
+	}
+	if len(a.sessions) >= maxSessions {
+		return "", false
+	}
+	a.sessions[sha256.Sum256([]byte(id))] = &session{p: p, expires: now.Add(sessionTTL)}
+	return id, true
+}
+
+func (a *authenticator) session(id string) (principal, bool) {
+	key := sha256.Sum256([]byte(id))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, ok := a.sessions[key]
+	if !ok {
+		return principal{}, false
+	}
+	if a.now().After(s.expires) {
+		delete(a.sessions, key)
+		return principal{}, false
+	}
+	return s.p, true
+}
+
+func (a *authenticator) endSession(id string) {
+	a.mu.Lock()
+	delete(a.sessions, sha256.Sum256([]byte(id)))
+	a.mu.Unlock()
+}
+
+// who reads the request's credential: a bearer token (programs) or the session cookie
+// (browsers).
+func (a *authenticator) who(r *http.Request) (principal, bool) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		tok, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok {
+			return principal{}, false
+		}
+		return a.verify(tok)
+	}
+	c, err := r.Cookie(cookieName)
+	if err != nil || c.Value == "" {
+		return principal{}, false
+	}
+	return a.session(c.Value)
+}
+
+// csrfOK reports whether a changing request carries its session's CSRF token (a form field
+// or the X-CSRF-Token header). A bearer request has no session and needs none.
+func csrfOK(p principal, r *http.Request) bool {
+	if p.csrf == "" {
+		return true
+	}
+	got := r.Header.Get("X-CSRF-Token")
+	if got == "" {
+		got = r.PostFormValue("csrf")
+	}
+	return subtle.ConstantTimeCompare([]byte(got), []byte(p.csrf)) == 1
+}
+
+func randomToken() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+type principalKey struct{}
+
+func withPrincipal(ctx context.Context, p principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+func principalOf(ctx context.Context) principal {
+	p, _ := ctx.Value(principalKey{}).(principal)
+	return p
+}
+
+// actor is how an action of p is recorded: "web:" and the token's name, as MCP's are "mcp:".
+func (p principal) actor() string { return "web:" + p.name }

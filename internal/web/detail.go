@@ -1,0 +1,194 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/egress/proxy"
+	"github.com/agora-dev/agora/internal/gateway"
+)
+
+// Caps of what one dispatch page shows: the ends of long logs, the start of a long patch.
+const (
+	maxPatchShown      = 512 << 10
+	maxTranscriptShown = 256 << 10
+	maxLogShown        = 16 << 10
+	maxCallsShown      = 2000
+)
+
+type dispatchView struct {
+	Rec        *dispatch.Record
+	Live       bool
+	Elapsed    time.Duration
+	Since      time.Time
+	Stdout     string
+	Stderr     string
+	Transcript string
+	Patch      []diffLine
+	PatchNote  string
+	Calls      []callRow
+	Net        []netRow
+	Events     []eventRow
+}
+
+type eventRow struct {
+	dispatch.Event
+	Data string
+}
+
+type diffLine struct {
+	Class, Text string
+}
+
+type callRow struct {
+	Seq                                uint64
+	At                                 time.Time
+	Tool, Decision, Reason, Phase, Who string
+	Rest                               string
+}
+
+type netRow struct {
+	Seq                                  uint64
+	At                                   time.Time
+	Kind, Host, Decision, Reason, Detail string
+}
+
+func (s *Server) dispatchDetail(ctx context.Context, rec *dispatch.Record) *dispatchView {
+	v := &dispatchView{Rec: rec, Live: !dispatch.IsTerminal(rec.State), Elapsed: elapsed(rec, s.now())}
+	v.Since = rec.CreatedAt
+	if rec.StartedAt != nil {
+		v.Since = *rec.StartedAt
+	}
+	for _, e := range rec.Events {
+		v.Events = append(v.Events, eventRow{Event: e, Data: compactJSON(e.Data)})
+	}
+	if v.Live {
+		if s.src.Tail != nil {
+			out, _ := s.src.Tail(rec.ID, false, tailBytes)
+			errb, _ := s.src.Tail(rec.ID, true, tailBytes)
+			v.Stdout, v.Stderr = string(bytes.ToValidUTF8(out, nil)), string(bytes.ToValidUTF8(errb, nil))
+		}
+	} else if res := rec.Result; res != nil && s.src.Blob != nil {
+		v.Stdout = s.blobTail(res.Stdout)
+		v.Stderr = s.blobTail(res.Stderr)
+		if res.Transcript != nil {
+			v.Transcript = s.blobHead(res.Transcript, maxTranscriptShown)
+		}
+		if res.Patch != nil {
+			text := s.blobHead(res.Patch, maxPatchShown)
+			if res.Patch.Size > maxPatchShown {
+				v.PatchNote = fmt.Sprintf("the patch is %d bytes; the first %d are shown ('agora dispatch patch %s' prints it all)", res.Patch.Size, maxPatchShown, rec.ID)
+			}
+			v.Patch = diffLines(text)
+		}
+	}
+	if s.src.MainLog != nil {
+		recs, err := audit.List(ctx, s.src.MainLog, audit.ListOptions{Subject: "dispatch/" + rec.ID})
+		if err != nil {
+			s.log.Warn("web: read a dispatch's audit entries", "dispatch_id", rec.ID, "err", err)
+		}
+		for _, e := range recs {
+			switch {
+			case e.Kind == gateway.KindToolCall && len(v.Calls) < maxCallsShown:
+				v.Calls = append(v.Calls, callOf(e))
+			case strings.HasPrefix(e.Kind, "net.") && len(v.Net) < maxCallsShown:
+				v.Net = append(v.Net, netOf(e))
+			}
+		}
+	}
+	return v
+}
+
+func (s *Server) blobTail(a *dispatch.Artifact) string {
+	if a == nil {
+		return ""
+	}
+	b, err := s.src.Blob(a.Digest, 0)
+	if err != nil {
+		return "(could not be read)"
+	}
+	if len(b) > maxLogShown {
+		b = b[len(b)-maxLogShown:]
+	}
+	return string(bytes.ToValidUTF8(b, nil))
+}
+
+func (s *Server) blobHead(a *dispatch.Artifact, n int64) string {
+	b, err := s.src.Blob(a.Digest, 0)
+	if err != nil {
+		return "(could not be read)"
+	}
+	if int64(len(b)) > n {
+		b = b[:n]
+	}
+	return string(bytes.ToValidUTF8(b, nil))
+}
+
+// diffLines classes each line of a unified diff for colour; the text is shown as it is.
+func diffLines(text string) []diffLine {
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	out := make([]diffLine, 0, len(lines))
+	for _, l := range lines {
+		c := "ctx"
+		switch {
+		case strings.HasPrefix(l, "diff --git"), strings.HasPrefix(l, "+++ "), strings.HasPrefix(l, "--- "), strings.HasPrefix(l, "index "),
+			strings.HasPrefix(l, "new file"), strings.HasPrefix(l, "deleted file"):
+			c = "file"
+		case strings.HasPrefix(l, "@@"):
+			c = "hunk"
+		case strings.HasPrefix(l, "+"):
+			c = "add"
+		case strings.HasPrefix(l, "-"):
+			c = "del"
+		}
+		out = append(out, diffLine{Class: c, Text: l})
+	}
+	return out
+}
+
+func str(m map[string]any, k string) string {
+	if v, ok := m[k]; ok && v != nil {
+		if s, ok := v.(string); ok {
+			return s
+		}
+		return fmt.Sprint(v)
+	}
+	return ""
+}
+
+func callOf(e audit.Record) callRow {
+	c := callRow{Seq: e.Seq, At: e.Time, Tool: str(e.Details, "tool"), Decision: str(e.Details, "decision"),
+		Reason: str(e.Details, "reason"), Phase: str(e.Details, "phase"), Who: e.Actor}
+	rest := map[string]any{}
+	for k, val := range e.Details {
+		switch k {
+		case "tool", "decision", "reason", "phase":
+		default:
+			rest[k] = val
+		}
+	}
+	c.Rest = compactJSON(rest)
+	return c
+}
+
+func netOf(e audit.Record) netRow {
+	n := netRow{Seq: e.Seq, At: e.Time, Kind: e.Kind, Decision: str(e.Details, "decision"), Reason: str(e.Details, "reason")}
+	if h := str(e.Details, "host"); h != "" {
+		n.Host = h + ":" + str(e.Details, "port")
+	}
+	switch e.Kind {
+	case proxy.KindClose:
+		n.Detail = fmt.Sprintf("up %s B, down %s B, %s ms, %s requests", str(e.Details, "bytes_up"), str(e.Details, "bytes_down"),
+			str(e.Details, "duration_ms"), str(e.Details, "requests"))
+	case proxy.KindRequest:
+		n.Detail = str(e.Details, "method") + " " + str(e.Details, "path")
+	default:
+		n.Detail = str(e.Details, "via")
+	}
+	return n
+}

@@ -1,0 +1,332 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/orch"
+	"github.com/agora-dev/agora/internal/orch/api"
+)
+
+// Page sizes.
+const (
+	maxRuns       = 200
+	maxDispatches = 200
+	maxAudit      = 300
+)
+
+func (s *Server) page(w http.ResponseWriter, r *http.Request, name, title, nav string, body any) {
+	p := principalOf(r.Context())
+	s.pages.render(w, name, pageData{Title: title, Who: p.name, Operator: p.operator, CSRF: p.csrf, Nav: nav, Body: body})
+}
+
+// fail answers an error: not found for what does not exist, and otherwise a message without
+// internals (the log has the cause).
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, orch.ErrNotFound), errors.Is(err, dispatch.ErrNotFound):
+		http.Error(w, "not found", http.StatusNotFound)
+	case errors.Is(err, orch.ErrConflict):
+		http.Error(w, "conflict: "+err.Error(), http.StatusConflict)
+	default:
+		s.log.Warn("web request failed", "path", r.URL.Path, "err", err)
+		http.Error(w, "the request could not be answered; the server log says why", http.StatusInternalServerError)
+	}
+}
+
+type runRow struct {
+	api.Run
+	Duration time.Duration
+}
+
+type runsView struct {
+	Runs   []runRow
+	State  string
+	States []string
+}
+
+func (s *Server) listRuns(ctx context.Context, state string) ([]runRow, error) {
+	runs, err := s.src.Orch.Runs(ctx, maxRuns)
+	if err != nil {
+		return nil, err
+	}
+	out := []runRow{}
+	for _, r := range runs {
+		if state != "" && r.State != state {
+			continue
+		}
+		end := s.now()
+		if r.EndedAt != nil {
+			end = *r.EndedAt
+		}
+		if full, err := s.src.Orch.Status(ctx, r.ID); err == nil {
+			r.Usage = full.Usage
+		}
+		out = append(out, runRow{Run: r, Duration: end.Sub(r.CreatedAt)})
+	}
+	return out, nil
+}
+
+func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
+	state := r.URL.Query().Get("state")
+	rows, err := s.listRuns(r.Context(), state)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.page(w, r, "runs", "Runs", "runs", runsView{Runs: rows, State: state,
+		States: []string{api.RunRunning, api.RunNeedsInput, api.RunSucceeded, api.RunFailed, api.RunCancelled}})
+}
+
+type runView struct {
+	Run      api.Run
+	Graph    dag
+	Duration time.Duration
+	Asking   []api.Task
+	Verified *verifyView
+}
+
+type verifyView struct {
+	OK    bool
+	Lines []string
+	Err   string
+}
+
+func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
+	run, err := s.src.Orch.Status(r.Context(), r.PathValue("run"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	v := runView{Run: run, Graph: layout(run.ID, run.Tasks)}
+	end := s.now()
+	if run.EndedAt != nil {
+		end = *run.EndedAt
+	}
+	v.Duration = end.Sub(run.CreatedAt)
+	for _, t := range run.Tasks {
+		if t.State == api.TaskNeedsInput {
+			v.Asking = append(v.Asking, t)
+		}
+	}
+	if run.Sealed && s.src.VerifyRun != nil {
+		ok, lines, err := s.src.VerifyRun(r.Context(), run)
+		v.Verified = &verifyView{OK: ok && err == nil, Lines: lines}
+		if err != nil {
+			v.Verified.Err = err.Error()
+		}
+	}
+	s.page(w, r, "run", "Run "+run.Name, "runs", v)
+}
+
+type taskView struct {
+	Run      api.Run
+	Task     api.Task
+	Dispatch *dispatchView
+}
+
+func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
+	run, err := s.src.Orch.Status(r.Context(), r.PathValue("run"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	i := slices.IndexFunc(run.Tasks, func(t api.Task) bool { return t.ID == r.PathValue("task") })
+	if i < 0 {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	v := taskView{Run: run, Task: run.Tasks[i]}
+	if id := v.Task.DispatchID; id != "" {
+		if rec, err := s.src.Dispatches.Get(r.Context(), id); err == nil {
+			v.Dispatch = s.dispatchDetail(r.Context(), rec)
+		}
+	}
+	s.page(w, r, "task", "Task "+v.Task.ID, "runs", v)
+}
+
+type dispatchRow struct {
+	*dispatch.Record
+	Elapsed time.Duration
+}
+
+func (s *Server) dispatchesPage(w http.ResponseWriter, r *http.Request) {
+	recs, err := s.src.Dispatches.List(r.Context(), dispatch.ListFilter{State: r.URL.Query().Get("state"), Limit: maxDispatches})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	inRun, err := s.runDispatches(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rows := []dispatchRow{}
+	for _, d := range recs {
+		if !inRun[d.ID] && !inRun[d.ParentID] {
+			rows = append(rows, dispatchRow{Record: d, Elapsed: elapsed(d, s.now())})
+		}
+	}
+	s.page(w, r, "dispatches", "Dispatches", "dispatches", rows)
+}
+
+// runDispatches are the dispatch ids of every attempt of the recent runs.
+func (s *Server) runDispatches(ctx context.Context) (map[string]bool, error) {
+	runs, err := s.src.Orch.Runs(ctx, maxRuns)
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	for _, run := range runs {
+		full, err := s.src.Orch.Status(ctx, run.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range full.Tasks {
+			for _, d := range t.Dispatches {
+				ids[d] = true
+			}
+		}
+	}
+	return ids, nil
+}
+
+func (s *Server) dispatchPage(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.src.Dispatches.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.page(w, r, "dispatch", "Dispatch "+rec.ID, "dispatches", s.dispatchDetail(r.Context(), rec))
+}
+
+type catalogView struct {
+	Kinds []catalogKind
+	Err   string
+}
+
+type catalogKind struct {
+	Kind     catalog.Kind
+	Versions []catalog.Version
+}
+
+func (s *Server) catalogPage(w http.ResponseWriter, r *http.Request) {
+	v := catalogView{}
+	if s.src.Catalog == nil {
+		v.Err = "the catalog is not available here"
+	} else {
+		for _, k := range []catalog.Kind{catalog.KindSubagent, catalog.KindCapability, catalog.KindEnv, catalog.KindWorkspace} {
+			vs, err := s.src.Catalog(r.Context(), k)
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			v.Kinds = append(v.Kinds, catalogKind{Kind: k, Versions: vs})
+		}
+	}
+	s.page(w, r, "catalog", "Catalog", "catalog", v)
+}
+
+type auditView struct {
+	Log        string
+	Entries    []auditRow
+	TreeSize   uint64
+	Checkpoint *audit.StoredCheckpoint
+	Behind     uint64
+	Err        string
+}
+
+type auditRow struct {
+	audit.Record
+	Details string
+}
+
+func (s *Server) auditPage(w http.ResponseWriter, r *http.Request) {
+	v := auditView{Log: "agora.db"}
+	q := s.src.MainLog
+	if r.URL.Query().Get("log") == "orch" {
+		v.Log, q = "orch.db", s.src.OrchLog
+	}
+	if q == nil {
+		v.Err = "this log is not available here"
+		s.page(w, r, "audit", "Audit log", "audit", v)
+		return
+	}
+	ctx := r.Context()
+	recs, err := audit.List(ctx, q, audit.ListOptions{Limit: maxAudit, Kind: r.URL.Query().Get("kind")})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	for i := len(recs) - 1; i >= 0; i-- {
+		v.Entries = append(v.Entries, auditRow{Record: recs[i], Details: compactJSON(recs[i].Details)})
+	}
+	if v.TreeSize, err = audit.TreeSize(ctx, q); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if cp, err := audit.LatestCheckpoint(ctx, q); err == nil && cp != nil {
+		v.Checkpoint = cp
+		if v.TreeSize > cp.Size {
+			v.Behind = v.TreeSize - cp.Size
+		}
+	}
+	s.page(w, r, "audit", "Audit log", "audit", v)
+}
+
+func compactJSON(v any) string {
+	if v == nil {
+		return ""
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) apiRuns(w http.ResponseWriter, r *http.Request) {
+	rows, err := s.listRuns(r.Context(), r.URL.Query().Get("state"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := make([]api.Run, len(rows))
+	for i, row := range rows {
+		out[i] = row.Run
+	}
+	writeJSON(w, out)
+}
+
+func (s *Server) apiRun(w http.ResponseWriter, r *http.Request) {
+	run, err := s.src.Orch.Status(r.Context(), r.PathValue("run"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, run)
+}
+
+func (s *Server) apiDispatch(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.src.Dispatches.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, rec)
+}
+
+var _ = strconv.Itoa

@@ -1,0 +1,49 @@
+package web
+
+import (
+	"context"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/digest"
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/orch/api"
+)
+
+// Orch is the orchestrator as the run view sees it: committed state, a feed of changes, and
+// the three commands a person may give. *orch.Engine implements it.
+type Orch interface {
+	Runs(ctx context.Context, limit int) ([]api.Run, error)
+	Status(ctx context.Context, ref string) (api.Run, error)
+	Subscribe(id string) (<-chan api.Event, func())
+	Cancel(ctx context.Context, req api.ActionRequest) error
+	Answer(ctx context.Context, req api.ActionRequest) error
+	Retry(ctx context.Context, req api.ActionRequest) error
+}
+
+// Dispatches are the dispatch records. *dispatch.Records implements it.
+type Dispatches interface {
+	Get(ctx context.Context, id string) (*dispatch.Record, error)
+	List(ctx context.Context, f dispatch.ListFilter) ([]*dispatch.Record, error)
+	DecideApproval(ctx context.Context, id, call string, approve bool, reason, actor, argsDigest string) (*dispatch.Approval, error)
+}
+
+// Sources are the rest of what the pages read. Every field but Orch and Dispatches may be
+// nil: the page then says the part is not available.
+type Sources struct {
+	Orch       Orch
+	Dispatches Dispatches
+	// Blob reads a stored blob, hash-checked, refusing one over max bytes (0: no cap).
+	Blob func(d digest.Digest, max int64) ([]byte, error)
+	// Tail returns up to max bytes of the end of a running dispatch's live stdout (or stderr).
+	Tail func(id string, stderr bool, max int64) ([]byte, error)
+	// Catalog lists the catalog's versions of one kind (metadata only).
+	Catalog func(ctx context.Context, kind catalog.Kind) ([]catalog.Version, error)
+	// MainLog is agora.db's audit log (dispatches, tool calls, network, catalog); OrchLog is
+	// orch.db's (runs and tasks).
+	MainLog audit.Querier
+	OrchLog audit.Querier
+	// VerifyRun exports a sealed run's bundle and verifies it, returning one line per check
+	// and whether all passed.
+	VerifyRun func(ctx context.Context, run api.Run) (ok bool, lines []string, err error)
+}

@@ -1,0 +1,42 @@
+package web
+
+import (
+	"net/http"
+)
+
+// routes is every page, API and action. Only the login and the stylesheet it uses are served
+// without a login; everything else needs one, and the actions an operator.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /login", s.loginPage)
+	mux.HandleFunc("POST /login", s.loginPost)
+	mux.Handle("GET /static/app.css", staticHandler())
+
+	in := http.NewServeMux()
+	in.Handle("GET /static/", staticHandler())
+	in.HandleFunc("POST /logout", s.logout)
+	in.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/runs", http.StatusSeeOther) })
+	in.HandleFunc("GET /runs", s.runsPage)
+	in.HandleFunc("GET /runs/{run}", s.runPage)
+	in.HandleFunc("GET /runs/{run}/tasks/{task}", s.taskPage)
+	in.HandleFunc("GET /dispatches", s.dispatchesPage)
+	in.HandleFunc("GET /dispatches/{id}", s.dispatchPage)
+	in.HandleFunc("GET /catalog", s.catalogPage)
+	in.HandleFunc("GET /audit", s.auditPage)
+	in.HandleFunc("GET /api/runs", s.apiRuns)
+	in.HandleFunc("GET /api/runs/{run}", s.apiRun)
+	in.HandleFunc("GET /api/runs/{run}/events", s.runEvents)
+	in.HandleFunc("GET /api/dispatches/{id}", s.apiDispatch)
+	in.HandleFunc("GET /api/dispatches/{id}/tail", s.dispatchTail)
+	for pattern, h := range s.cfg.Mount {
+		in.Handle(pattern, h)
+	}
+	mux.Handle("/", s.requireLogin(in))
+
+	mux.Handle("POST /runs/{run}/cancel", s.requireOperator(s.cancelRun))
+	mux.Handle("POST /runs/{run}/retry", s.requireOperator(s.retryRun))
+	mux.Handle("POST /runs/{run}/tasks/{task}/cancel", s.requireOperator(s.cancelRun))
+	mux.Handle("POST /runs/{run}/tasks/{task}/answer", s.requireOperator(s.answerTask))
+	mux.Handle("POST /dispatches/{id}/approvals/{call}/{decision}", s.requireOperator(s.decideApproval))
+	return mux
+}

@@ -1,0 +1,184 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/orch/api"
+)
+
+// keepalive is how often an idle stream sends a comment, so proxies keep it open.
+const keepalive = 15 * time.Second
+
+// tailBytes is how much of the end of a live log a page shows.
+const tailBytes = 8 << 10
+
+type sseWriter struct {
+	w http.ResponseWriter
+	f http.Flusher
+}
+
+func startSSE(w http.ResponseWriter) (*sseWriter, bool) {
+	f, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return nil, false
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, "retry: 1000\n\n")
+	f.Flush()
+	return &sseWriter{w: w, f: f}, true
+}
+
+// send writes one event; JSON never holds a raw newline, so one data line carries it.
+func (s *sseWriter) send(event string, v any) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false
+	}
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+		return false
+	}
+	s.f.Flush()
+	return true
+}
+
+// runEvents streams a run's changes: a snapshot of every task's state first (after
+// subscribing, so nothing between is missed), then one "task" or "run" event per change.
+// When the page falls behind the stream ends, and the browser reconnects for a snapshot.
+func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
+	first, err := s.src.Orch.Status(r.Context(), r.PathValue("run"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	events, stop := s.hub.subscribe(first.ID)
+	defer stop()
+	run, err := s.src.Orch.Status(r.Context(), first.ID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	sw, ok := startSSE(w)
+	if !ok {
+		return
+	}
+	if !sw.send("snapshot", snapshotOf(run)) {
+		return
+	}
+	tick := time.NewTicker(keepalive)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
+				return
+			}
+			sw.f.Flush()
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			if ev.Task != "" {
+				if !sw.send("task", map[string]string{"task": ev.Task, "state": ev.State, "kind": ev.Kind}) {
+					return
+				}
+				continue
+			}
+			run, err := s.src.Orch.Status(r.Context(), first.ID)
+			if err != nil || !sw.send("snapshot", snapshotOf(run)) {
+				return
+			}
+		}
+	}
+}
+
+type snapshot struct {
+	State  string            `json:"state"`
+	Counts map[string]int    `json:"counts"`
+	Tasks  map[string]string `json:"tasks"`
+}
+
+func snapshotOf(run api.Run) snapshot {
+	s := snapshot{State: run.State, Counts: run.Counts, Tasks: make(map[string]string, len(run.Tasks))}
+	for _, t := range run.Tasks {
+		s.Tasks[t.ID] = t.State
+	}
+	return s
+}
+
+// tailState is what a dispatch page shows live.
+type tailState struct {
+	State     string `json:"state"`
+	Phase     string `json:"phase,omitempty"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	ElapsedMS int64  `json:"elapsed_ms"`
+}
+
+// dispatchTail streams a running dispatch's state, phase and the ends of its stdout and
+// stderr every tick while something changed, and "end" once it is terminal.
+func (s *Server) dispatchTail(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := s.src.Dispatches.Get(r.Context(), id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	sw, ok := startSSE(w)
+	if !ok {
+		return
+	}
+	var last tailState
+	tick := time.NewTicker(s.tailTick)
+	defer tick.Stop()
+	for {
+		rec, err := s.src.Dispatches.Get(r.Context(), id)
+		if err != nil {
+			return
+		}
+		cur := tailState{State: rec.State, Phase: rec.Phase, ElapsedMS: elapsed(rec, s.now()).Milliseconds()}
+		if s.src.Tail != nil {
+			out, _ := s.src.Tail(id, false, tailBytes)
+			errb, _ := s.src.Tail(id, true, tailBytes)
+			cur.Stdout, cur.Stderr = string(bytes.ToValidUTF8(out, nil)), string(bytes.ToValidUTF8(errb, nil))
+		}
+		if cur.State != last.State || cur.Phase != last.Phase || cur.Stdout != last.Stdout || cur.Stderr != last.Stderr {
+			if !sw.send("tail", cur) {
+				return
+			}
+			last = cur
+		}
+		if dispatch.IsTerminal(rec.State) {
+			sw.send("end", map[string]string{"state": rec.State})
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// elapsed is how long a dispatch has run (or ran).
+func elapsed(r *dispatch.Record, now time.Time) time.Duration {
+	start := r.CreatedAt
+	if r.StartedAt != nil {
+		start = *r.StartedAt
+	}
+	end := now
+	if r.EndedAt != nil {
+		end = *r.EndedAt
+	}
+	if end.Before(start) {
+		return 0
+	}
+	return end.Sub(start)
+}
