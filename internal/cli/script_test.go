@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,11 +40,26 @@ func TestScripts(t *testing.T) {
 				ts.Setenv(args[0], strings.TrimSpace(ts.ReadFile("stdout")))
 			},
 		},
+		// [container] holds when the developer set up a container engine and its toolchain
+		// image and exported its reference (scripts/podman.sh, scripts/images.sh).
+		Condition: func(cond string) (bool, error) {
+			if cond == "container" {
+				return os.Getenv("AGORA_TOOLCHAIN_IMAGE") != "", nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 		Setup: func(e *testscript.Env) error {
 			// EXAMPLES is the repository's examples directory: scripts run the documented
 			// examples exactly as a reader would.
 			e.Setenv("EXAMPLES", examples)
 			e.Setenv("AGORA_HOME", e.WorkDir+"/.agora")
+			// The container scripts reach the engine and image the developer set up
+			// (scripts/podman.sh, scripts/images.sh); unset, they skip saying so.
+			for _, k := range []string{"DOCKER_HOST", "AGORA_TOOLCHAIN_IMAGE"} {
+				if v := os.Getenv(k); v != "" {
+					e.Setenv(k, v)
+				}
+			}
 			e.Setenv("HOME", e.WorkDir+"/home")
 			return os.MkdirAll(e.WorkDir+"/home", 0o700)
 		},
