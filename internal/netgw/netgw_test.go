@@ -110,6 +110,24 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatalf("echo through the tunnel: %d bytes %v, want %d", len(got), err, len(msg))
 		}
 	}
+	// The agent (same uid) replaces the socket file in the writable volume: the worker's own
+	// calls go through DialSocket, in-process, and still reach the host.
+	sockFile := filepath.Join(root, wire.GatewayDir, "echo.sock")
+	must(t, os.Remove(sockFile))
+	fake, err := net.Listen("unix", sockFile)
+	must(t, err)
+	defer fake.Close()
+	conn, err := w.DialSocket(ctx, "echo.sock")
+	must(t, err)
+	io.WriteString(conn, "direct")
+	conn.(interface{ CloseWrite() error }).CloseWrite()
+	if got, err := io.ReadAll(conn); err != nil || string(got) != "direct" {
+		t.Errorf("DialSocket echo: %q %v", got, err)
+	}
+	conn.Close()
+	if _, err := w.DialSocket(ctx, "nosuch.sock"); err == nil {
+		t.Error("DialSocket of a socket the session does not list succeeded")
+	}
 	io.WriteString(w.Stdout, "hello out\n")
 	io.WriteString(w.Stderr, "hello err\n")
 	must(t, os.WriteFile(filepath.Join(root, wire.OutDir, wire.ResultFile), []byte(`{"status":"ok"}`), 0o644))

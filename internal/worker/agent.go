@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -89,7 +90,10 @@ type invocation struct {
 	transcript   *transcriptFile // the model runtimes' transcript, kept in memory (answer.go)
 	tmp          string          // private scratch, outside the workspace
 	gateway      string          // the gateway's socket
-	mcpConfig    []byte          // the capabilities' MCP config (claude-code), nil for none
+	// dialHost, in remote mode, connects to a host socket by name through the network
+	// gateway; nil elsewhere.
+	dialHost  func(ctx context.Context, socket string) (net.Conn, error)
+	mcpConfig []byte // the capabilities' MCP config (claude-code), nil for none
 	// binary is the runtime's CLI as the host bound it (read-only, outside the workspace);
 	// "" looks the program up on the sandbox's PATH.
 	binary string
@@ -173,6 +177,7 @@ func (r *runner) runAgent(ctx context.Context) *failure {
 		transcript:      r.transcript,
 		tmp:             r.opts.TempDir,
 		gateway:         r.gateway,
+		dialHost:        r.opts.dialHost,
 		mcpConfig:       r.mcpConfig,
 		binary:          runtimeBinaryPath(r.man),
 	})

@@ -34,7 +34,7 @@ type claudeRuntime struct{}
 var testOnlyHookProgram string
 
 func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error) {
-	gw := dialGateway(inv.gateway)
+	gw := inv.gatewayClient()
 	defer gw.close()
 	grants := claudert.Grants{Set: inv.grants}
 	mcpPath := ""

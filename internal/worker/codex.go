@@ -33,7 +33,7 @@ const (
 type codexRuntime struct{}
 
 func (codexRuntime) Run(ctx context.Context, inv invocation) (agentExit, error) {
-	gw := dialGateway(inv.gateway)
+	gw := inv.gatewayClient()
 	defer gw.close()
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)

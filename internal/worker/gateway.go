@@ -83,11 +83,26 @@ func socketPath(root, name string) (string, error) {
 
 // dialGateway returns a client of the gateway whose socket is at path.
 func dialGateway(path string) *gatewayClient {
+	return newGatewayClient(func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	})
+}
+
+// gatewayClient returns the invocation's client of the gateway. In a pod (remote mode) the
+// socket file lives in a volume the worker had to create it in, which the agent (same uid)
+// could replace with a listener of its own; the worker's own calls (model, tool audit) then
+// go through the network gateway in-process, never through that file.
+func (inv invocation) gatewayClient() *gatewayClient {
+	if inv.dialHost != nil {
+		return newGatewayClient(func(ctx context.Context) (net.Conn, error) { return inv.dialHost(ctx, wire.GatewaySocket) })
+	}
+	return dialGateway(inv.gateway)
+}
+
+func newGatewayClient(dial func(context.Context) (net.Conn, error)) *gatewayClient {
 	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
-		},
+		DialContext:        func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
 		DisableCompression: true,
 		MaxIdleConns:       4,
 		// Below the gateway's own 5 s idle timeout, so a request is never sent on a

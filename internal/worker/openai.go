@@ -21,7 +21,7 @@ const (
 type openaiRuntime struct{}
 
 func (openaiRuntime) Run(ctx context.Context, inv invocation) (agentExit, error) {
-	gw := dialGateway(inv.gateway)
+	gw := inv.gatewayClient()
 	defer gw.close()
 	lctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

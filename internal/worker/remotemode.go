@@ -21,6 +21,7 @@ func runRemote(ctx context.Context, opts options) int {
 	}
 	opts.SecretsFile, opts.Stdout, opts.Stderr = rw.SecretsFile, rw.Stdout, rw.Stderr
 	opts.secretsFD = 0 // no descriptor from the host in a pod
+	opts.dialHost = rw.DialSocket
 	code := run(ctx, opts)
 	if err := rw.Finish(ctx); err != nil {
 		return 1

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -40,7 +41,9 @@ type options struct {
 	// to Stderr. nil discards.
 	Stdout, Stderr io.Writer
 
-	secretsFD        int
+	secretsFD int
+	// dialHost connects to a host socket by name through the network gateway (remote mode).
+	dialHost         func(ctx context.Context, socket string) (net.Conn, error)
 	testOnlyMaxPatch int64 // 0: MaxPatchSize
 	// stopOthers lets the worker kill every other process of its PID namespace after the
 	// agent (with Manifest.PIDNamespace). Only Main sets it, and only inside a sandbox:

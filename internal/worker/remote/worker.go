@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -135,6 +136,18 @@ func (w *Worker) Finish(ctx context.Context) error {
 	}
 	w.c.Close()
 	return errors.Join(errs...)
+}
+
+// DialSocket connects to the host socket called name (a socket of one of the session's
+// mounts) through a tunnel, in-process: for the worker's own calls, which must not go through
+// a socket file the agent could replace.
+func (w *Worker) DialSocket(ctx context.Context, name string) (net.Conn, error) {
+	for _, m := range w.info.Mounts {
+		if slices.Contains(m.Sockets, name) {
+			return w.c.DialTunnel(ctx, m.Name, name)
+		}
+	}
+	return nil, fmt.Errorf("the session has no host socket %q", name)
 }
 
 // pipeOf returns the read end of a pipe that yields b, written by a goroutine that ends when
