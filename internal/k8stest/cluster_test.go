@@ -193,7 +193,10 @@ func TestPodSecurityRefuses(t *testing.T) {
 		mutate func(spec map[string]any)
 		want   string // in the refusal
 	}{
-		{"privileged", func(s map[string]any) { containerSC(s)["privileged"] = true }, "privileged"},
+		{"privileged", func(s map[string]any) {
+			containerSC(s)["privileged"] = true
+			delete(containerSC(s), "allowPrivilegeEscalation") // both at once is invalid, not a policy matter
+		}, "privileged"},
 		{"host-path", func(s map[string]any) {
 			s["volumes"] = []any{map[string]any{"name": "root", "hostPath": map[string]any{"path": "/"}}}
 		}, "hostPath"},
@@ -235,6 +238,7 @@ func TestPodSecurityRefuses(t *testing.T) {
 	// warns on templates) but its pod is never created; the Job controller reports why.
 	spec := hardenedPodSpec()
 	containerSC(spec)["privileged"] = true
+	delete(containerSC(spec), "allowPrivilegeEscalation")
 	if err := c.Do(t.Context(), http.MethodPost, "/apis/batch/v1/namespaces/"+c.Namespace+"/jobs",
 		job("privileged", nil, nil, spec), nil); err != nil {
 		t.Fatal(err)

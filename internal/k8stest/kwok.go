@@ -31,7 +31,7 @@ func (c *Cluster) kwokProc(dir string, bins *binaries, kubeconfig string) *proc 
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 		"--cidr=10.244.0.0/16",
 		"--node-ip=10.250.0.2",
-	}, "HOME="+dir)
+	}, "HOME="+dir, noWatchList)
 }
 
 // createKwokNode registers the fake node: big enough for a 200-Job benchmark, untainted so a

@@ -170,14 +170,14 @@ func startOnce(opts Options, bins *binaries) (_ *Cluster, err error) {
 		"--controllers=" + strings.Join(controllers, ","),
 		"--concurrent-job-syncs=20",
 		"--profiling=false",
-	}, qps...))
+	}, qps...), noWatchList)
 	sched := newProc(dir, "kube-scheduler", append([]string{bins.scheduler,
 		"--kubeconfig=" + kubeconfigs["kube-scheduler"],
 		"--authentication-kubeconfig=" + kubeconfigs["kube-scheduler"],
 		"--authorization-kubeconfig=" + kubeconfigs["kube-scheduler"],
 		"--secure-port=0", "--leader-elect=false",
 		"--profiling=false",
-	}, qps...))
+	}, qps...), noWatchList)
 	comps := []*proc{kcm, sched}
 	if opts.RealNode {
 		rn, err := c.realNodeProcs(dir, bins, p)
@@ -212,6 +212,11 @@ func startOnce(opts Options, bins *binaries) (_ *Cluster, err error) {
 	return c, nil
 }
 
+// noWatchList turns off client-go's streaming list for a component: it needs etcd's progress
+// notifications, which Debian's etcd 3.4 lacks, and a client that asks anyway gets its watch
+// ended over and over and never syncs.
+const noWatchList = "KUBE_FEATURE_WatchListClient=false"
+
 // controllers are the controller-manager's controllers the tests rely on: Jobs and their pods,
 // foreground deletion (the garbage collector), the default service account a pod needs, and
 // namespace deletion, RBAC's aggregated roles. Starting the other thirty costs CPU on a shared
@@ -226,6 +231,9 @@ var controllers = []string{
 	"ttl-after-finished-controller",
 	"root-ca-certificate-publisher-controller",
 	"clusterrole-aggregation-controller", // the admin/edit roles a least-privilege test binds
+	// The apiserver taints every new node not-ready; this controller lifts the taint once the
+	// node reports Ready (and marks a node whose kubelet or kwok went silent).
+	"node-lifecycle-controller",
 }
 
 // waitAPIServer polls /readyz until the apiserver says every check passed.
@@ -265,7 +273,8 @@ func (c *Cluster) createNamespace(ctx context.Context) error {
 	return nil
 }
 
-// waitReady waits until a Job could run: the node is Ready (kwok or the kubelet is up) and
+// waitReady waits until a Job could run: the node is Ready and untainted (kwok or the kubelet
+// is up, and the node-lifecycle controller saw it) and
 // the namespace's default service account exists (the controller-manager is up; without it
 // the ServiceAccount admission refuses every pod).
 func (c *Cluster) waitReady(ctx context.Context) error {
@@ -276,6 +285,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		var nodes struct {
 			Items []struct {
 				Metadata struct{ Name string }
+				Spec     struct{ Taints []struct{ Key string } }
 				Status   struct {
 					Conditions []struct{ Type, Status string }
 				}
@@ -286,13 +296,13 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		}
 		for _, n := range nodes.Items {
 			for _, cond := range n.Status.Conditions {
-				if cond.Type == "Ready" && cond.Status == "True" {
+				if cond.Type == "Ready" && cond.Status == "True" && len(n.Spec.Taints) == 0 {
 					nodeName = n.Metadata.Name
 					return true, nil
 				}
 			}
 		}
-		return false, errors.New("no node is Ready")
+		return false, errors.New("no node is Ready and untainted")
 	})
 	if err != nil {
 		return err
