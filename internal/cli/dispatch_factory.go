@@ -50,6 +50,8 @@ func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) 
 			return sealer.Open(ref, sealed)
 		},
 		Provider: provider,
+		// Docker and kubernetes targets: built on first use, one per target.
+		Providers: newRemoteProviders(h.Dir).For,
 		Config:   h.Config,
 		StateDir: filepath.Join(h.Dir, home.DispatchDir),
 		AgoraBin: bin,

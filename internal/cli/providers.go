@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sync"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/kubernetes"
+	"github.com/agora-dev/agora/internal/config"
+)
+
+// remoteProviders builds the providers of a home's docker and kubernetes targets on first
+// use and keeps one per target for the life of the process: a long-lived serve or MCP server
+// would otherwise open a client per dispatch.
+type remoteProviders struct {
+	homeDir string
+	mu      sync.Mutex
+	built   map[string]compute.Provider // guarded by mu
+}
+
+func newRemoteProviders(homeDir string) *remoteProviders {
+	return &remoteProviders{homeDir: homeDir, built: map[string]compute.Provider{}}
+}
+
+// For is dispatch.Dispatcher.Providers.
+func (r *remoteProviders) For(ctx context.Context, name string, t config.Target) (compute.Provider, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p, ok := r.built[name]; ok {
+		return p, nil
+	}
+	var (
+		p   compute.Provider
+		err error
+	)
+	switch t.Provider {
+	case config.ProviderDocker:
+		p, err = newContainerProvider(ctx, t)
+	case config.ProviderKubernetes:
+		p, err = r.kubernetes(name, t)
+	default:
+		err = fmt.Errorf("provider %q is not one this build can start", t.Provider)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.built[name] = p
+	return p, nil
+}
+
+// kubernetes builds a kubernetes target's provider: its pods reach the network gateway at
+// the target's gateway URL, trusting the CA in AGORA_HOME/keys that certifies that host.
+func (r *remoteProviders) kubernetes(name string, t config.Target) (compute.Provider, error) {
+	u, err := url.Parse(t.Gateway)
+	if err != nil {
+		return nil, fmt.Errorf("gateway %q: %w", t.Gateway, err)
+	}
+	reg, certs, err := gatewayRegistry(r.homeDir, []string{u.Hostname()})
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.New(kubernetes.Options{
+		Kubeconfig: t.Kubeconfig, Context: t.Context, Namespace: t.Namespace,
+		Image: t.Image, WorkerImage: t.WorkerImage, RuntimeClass: t.RuntimeClass,
+		CPU: string(t.Resources.CPU), Memory: string(t.Resources.Memory),
+		NodeSelector: t.NodeSelector, TTL: t.TTLAfterFinished,
+		GatewayURL: t.Gateway, GatewayCA: certs.CAPEM, Exporter: reg, Target: name,
+	})
+}
