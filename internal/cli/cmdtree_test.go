@@ -98,6 +98,8 @@ type jsonRun struct {
 	// noJSON, when set, says why this command cannot print its JSON here; the run must
 	// still get past parsing (no usage error).
 	noJSON string
+	// lines: stdout is JSON lines (a stream), each line one JSON object.
+	lines bool
 }
 
 // initRepo makes an empty git repository at dir, for a workspace.
@@ -170,6 +172,18 @@ func TestCommandTree_JSON(t *testing.T) {
 			}
 			if tt.noJSON != "" {
 				t.Logf("SKIP the JSON check: %s", tt.noJSON)
+				return
+			}
+			if tt.lines {
+				lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+				for i, l := range lines {
+					if !json.Valid([]byte(l)) || !strings.HasPrefix(l, "{") {
+						t.Fatalf("line %d of the stream is not one JSON object: %q", i+1, l)
+					}
+				}
+				if !strings.HasPrefix(lines[0], `{"run":`) {
+					t.Fatalf("the stream starts %q, want the run's state first", lines[0])
+				}
 				return
 			}
 			if !json.Valid([]byte(r.stdout)) { // one JSON value, nothing else but white space
@@ -255,6 +269,9 @@ func jsonRuns(dir, capDir, repo, id, run string) map[string]jsonRun {
 		"dispatch deny":       {args: []string{id, "call_1", "--reason", "no"}, code: cli.ExitError, noJSON: "deciding needs a call held by a running model dispatch, which needs a worker"},
 		"orch runs":           {},
 		"orch status":         {args: []string{run}},
+		"orch validate":       {args: []string{filepath.Join(dir, "plan.yaml")}},
+		"orch submit":         {args: []string{filepath.Join(dir, "plan.yaml")}},
+		"orch watch":          {args: []string{run}, code: cli.ExitWorkerFail, lines: true},
 		"orch patches":        {args: []string{run, "--to", filepath.Join(dir, "patches")}},
 		"doctor":              {code: -1},
 		"version":             {},

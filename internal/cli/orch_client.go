@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"github.com/agora-dev/agora/internal/budget"
 	"io"
@@ -44,11 +42,23 @@ type planOptions struct {
 	repo      string
 	workspace string
 	wait      bool
+	output    string
+}
+
+// validateResult is `orch validate -o json`.
+type validateResult struct {
+	Plan           string `json:"plan"`
+	Valid          bool   `json:"valid"`
+	Error          string `json:"error,omitempty"`
+	Tasks          int    `json:"tasks"`
+	Edges          int    `json:"edges"`
+	Locks          int    `json:"locks"`
+	CatalogChecked bool   `json:"catalog_checked"`
 }
 
 func newOrchValidateCmd(f *Factory, runF func(*planOptions) error) *cobra.Command {
 	opts := &planOptions{f: f}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "validate PLAN",
 		Short: "Check a plan offline: every error at once, with its path",
 		Long: `Check a plan (YAML or JSON, '-' for stdin) the way 'agora orch serve' does at submit,
@@ -59,9 +69,14 @@ targets and the plan's workspace and revision are checked against it in the same
 		Args:    exactArgs(1, "PLAN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.path = args[0]
+			if err := checkOutput(cmd, opts.output); err != nil {
+				return err
+			}
 			return runCmd(cmd, opts, runF, orchValidateRun)
 		},
 	}
+	addOutputFlag(cmd, &opts.output)
+	return cmd
 }
 
 func orchValidateRun(ctx context.Context, opts *planOptions) error {
@@ -85,6 +100,10 @@ func orchValidateRun(ctx context.Context, opts *planOptions) error {
 	// Structure and catalog together: every problem in one pass.
 	p, err := plan.Validate(ctx, name, src, refs)
 	if err != nil {
+		if opts.output == formatJSON {
+			// The problems are the result: printed, and still an error for the exit code.
+			writeJSON(f.IO.Out, validateResult{Plan: name, Error: err.Error(), CatalogChecked: refs != nil})
+		}
 		return err
 	}
 	edges, locks := 0, map[string]bool{}
@@ -93,6 +112,9 @@ func orchValidateRun(ctx context.Context, opts *planOptions) error {
 		for _, l := range t.Locks {
 			locks[l.Name] = true
 		}
+	}
+	if opts.output == formatJSON {
+		return writeJSON(f.IO.Out, validateResult{Plan: p.Name, Valid: true, Tasks: len(p.Tasks), Edges: edges, Locks: len(locks), CatalogChecked: refs != nil})
 	}
 	fmt.Fprintf(f.IO.Out, "plan %s is valid: %s, %s, %s; %s\n", p.Name, plural(len(p.Tasks), "task"),
 		plural(edges, "edge"), plural(len(locks), "lock"), checked)
@@ -122,9 +144,13 @@ workspace. --wait watches the run and exits with its outcome, like 'agora orch w
 		Args: exactArgs(1, "PLAN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.path = args[0]
+			if err := checkOutput(cmd, opts.output); err != nil {
+				return err
+			}
 			return runCmd(cmd, opts, runF, orchSubmitRun)
 		},
 	}
+	addOutputFlag(cmd, &opts.output)
 	cmd.Flags().StringVar(&opts.repo, "repo", "", "git repository every task works on: PATH or PATH@REV (default HEAD)")
 	cmd.Flags().StringVar(&opts.workspace, "workspace", "", "catalog workspace every task works on: NAME or NAME@REV")
 	cmd.MarkFlagsMutuallyExclusive("repo", "workspace")
@@ -160,7 +186,13 @@ func orchSubmitRun(ctx context.Context, opts *planOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(f.IO.Out, resp.Run.ID)
+	if opts.output == formatJSON {
+		if err := writeJSON(f.IO.Out, resp); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(f.IO.Out, resp.Run.ID)
+	}
 	if resp.Created {
 		fmt.Fprintf(f.IO.ErrOut, "agora: run %s (%s) submitted with %s\n", resp.Run.ID, resp.Run.Name, plural(resp.Run.Total, "task"))
 	} else {
@@ -172,7 +204,7 @@ func orchSubmitRun(ctx context.Context, opts *planOptions) error {
 		return nil
 	}
 	// stdout carries only the run id: the progress goes to stderr.
-	return watchRun(ctx, f, resp.Run.ID, f.IO.ErrOut, false)
+	return watchRun(ctx, f, resp.Run.ID, f.IO.ErrOut, false, false)
 }
 
 // checkoutWord names what a run worked on, for messages.
@@ -301,11 +333,15 @@ func printTasks(f *Factory, r api.Run) error {
 
 func newOrchWatchCmd(f *Factory, runF func(*runOptions) error) *cobra.Command {
 	opts := &runOptions{printOptions{f: f}}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "watch RUN",
 		Short: "Follow a run until it ends; the exit code is its outcome",
-		Long: `Follow a run: on a terminal a live table with a progress bar, otherwise one line per
-change. Exits when the run ends or needs an answer:
+		Long: `Follow a run: on a terminal a table with a progress bar, redrawn every second with each
+running task's phase, elapsed time and last output line; otherwise one line per change
+(and per change of a running task's phase or last line). -o json writes JSON lines: each
+one object with one of "run" (the run's state), "event" (a change) or "progress" (the
+running tasks). Ctrl-C stops watching; the run keeps running in 'agora orch serve'. Exits
+when the run ends or needs an answer:
 
   0  the run succeeded
   3  the run failed or was cancelled
@@ -313,115 +349,18 @@ change. Exits when the run ends or needs an answer:
 		Args: exactArgs(1, "RUN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.arg = args[0]
+			if err := checkOutput(cmd, opts.output); err != nil {
+				return err
+			}
 			return runCmd(cmd, opts, runF, orchWatchRun)
 		},
 	}
+	addOutputFlag(cmd, &opts.output)
+	return cmd
 }
 
 func orchWatchRun(ctx context.Context, opts *runOptions) error {
-	return watchRun(ctx, opts.f, opts.arg, opts.f.IO.Out, opts.f.IO.OutTTY)
-}
-
-var errStopWatch = errors.New("stop watching")
-
-// watchRun follows a run and turns its outcome into the exit code.
-func watchRun(ctx context.Context, f *Factory, ref string, out io.Writer, live bool) error {
-	c, err := f.OrchClient(ctx)
-	if err != nil {
-		return err
-	}
-	var last api.Run
-	drawn := 0
-	err = c.Watch(ctx, ref, func(r *api.Run, ev *api.Event) error {
-		if ev != nil && !live {
-			task := ev.Task
-			if task == "" {
-				task = "-"
-			}
-			fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\n", ev.At.UTC().Format(time.RFC3339), task,
-				strings.TrimPrefix(ev.Kind, "orch."), ev.State, ev.Detail)
-		}
-		if r != nil && last.ID == "" {
-			noteShared(f, *r) // the first status: ref resolved
-		}
-		if r == nil {
-			if live && ev != nil && ev.Task != "" {
-				for i := range last.Tasks {
-					if last.Tasks[i].ID == ev.Task {
-						last.Counts[last.Tasks[i].State]--
-						last.Tasks[i].State = ev.State
-						last.Counts[ev.State]++
-					}
-				}
-				drawn = drawLive(out, last, drawn)
-			}
-			return nil
-		}
-		last = *r
-		if live {
-			drawn = drawLive(out, last, drawn)
-		}
-		if r.State == api.RunNeedsInput {
-			return errStopWatch
-		}
-		return nil
-	})
-	if err != nil && ctx.Err() != nil {
-		id := cmp.Or(last.ID, ref)
-		return interrupted("stopped watching; nothing changed: run %s keeps running in 'agora orch serve' (follow it again with 'agora orch watch %s', stop it with 'agora orch cancel %s')", id, id, id)
-	}
-	if err != nil && !errors.Is(err, errStopWatch) {
-		return err
-	}
-	if !live {
-		printRunHeader(f, last)
-	}
-	switch last.State {
-	case api.RunSucceeded:
-		return nil
-	case api.RunNeedsInput:
-		for _, t := range last.Tasks {
-			if t.State == api.TaskNeedsInput {
-				fmt.Fprintf(f.IO.ErrOut, "agora: task %s asks: %s\n  -> agora orch answer %s %s --answer TEXT\n", t.ID, t.Question, last.ID, t.ID)
-			}
-		}
-		return &exitError{code: ExitNeedsInput}
-	default:
-		return &exitError{code: ExitWorkerFail}
-	}
-}
-
-// drawLive redraws the run's table in place on a terminal.
-func drawLive(out io.Writer, r api.Run, previous int) int {
-	var b strings.Builder
-	if previous > 0 {
-		fmt.Fprintf(&b, "\x1b[%dA\x1b[J", previous)
-	}
-	done, total := 0, max(r.Total, 1)
-	for _, s := range []string{api.TaskSucceeded, api.TaskFailed, api.TaskCancelled, api.TaskSkipped} {
-		done += r.Counts[s]
-	}
-	const width = 30
-	fill := done * width / total
-	fmt.Fprintf(&b, "%s (%s) %s [%s%s] %d/%d\n", r.Name, r.ID, r.State, strings.Repeat("#", fill), strings.Repeat(".", width-fill), done, r.Total)
-	lines := 1
-	shown := r.Tasks
-	if len(shown) > 40 {
-		// Show the tasks that are doing something; the counts cover the rest.
-		var active []api.Task
-		for _, t := range shown {
-			if t.State == api.TaskRunning || t.State == api.TaskReady || t.State == api.TaskNeedsInput || t.State == api.TaskFailed {
-				active = append(active, t)
-			}
-		}
-		shown = active[:min(len(active), 40)]
-	}
-	for _, t := range shown {
-		fmt.Fprintf(&b, "  %-24s %-12s %s\n", truncate(t.ID, 24), t.State, orDash(t.DispatchID))
-		lines++
-	}
-	fmt.Fprint(out, b.String())
-	return lines
+	return watchRun(ctx, opts.f, opts.arg, opts.f.IO.Out, opts.f.IO.OutTTY, opts.output == formatJSON)
 }
 
 type orchActionOptions struct {
