@@ -178,6 +178,7 @@ State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/ago
 	for _, c := range root.Commands() {
 		refuseUnknownSubcommands(c)
 	}
+	addCompletions(f, root)
 	return root
 }
 
