@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/agora-dev/agora/internal/budget"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/capped"
 	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/orch/client"
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
 
@@ -280,7 +282,8 @@ func newOrchStatusCmd(f *Factory, runF func(*runOptions) error) *cobra.Command {
 same plan on another workspace or commit is a new run under the same name) means the newest
 of them, and the command says so on stderr ("name_runs" in JSON); name another by its id
 ('agora orch runs' lists them). watch, patches, audit, cancel, answer, retry and seal read
-RUN the same way.`,
+RUN the same way. When 'agora orch serve' is not running, status reads orch.db read-only
+and says it shows a snapshot of what serve last wrote.`,
 		Example: `  agora orch status nightly-fixes --output json`,
 		Args:    exactArgs(1, "RUN"),
 	}, &runOptions{printOptions{f: f}}, runF, orchStatusRun)
@@ -289,6 +292,9 @@ RUN the same way.`,
 func orchStatusRun(ctx context.Context, opts *runOptions) error {
 	f := opts.f
 	_, r, err := runStatus(ctx, f, opts.arg)
+	if errors.Is(err, client.ErrNotRunning) {
+		r, err = snapshotStatus(ctx, f, opts.arg, err)
+	}
 	if err != nil {
 		return err
 	}

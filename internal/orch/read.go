@@ -19,7 +19,18 @@ import (
 
 // Status returns a run (by id or name) with its tasks.
 func (e *Engine) Status(ctx context.Context, ref string) (api.Run, error) {
-	db := e.db.SQL()
+	return status(ctx, e.db.SQL(), ref, func(id string) (any, bool) { return e.specs.Load(id) })
+}
+
+// ReadStatus is [Engine.Status] over an orch.db no engine has open: `agora orch status`
+// reads a snapshot with it when serve is not running. db SHOULD be opened read-only.
+func ReadStatus(ctx context.Context, db *sql.DB, ref string) (api.Run, error) {
+	return status(ctx, db, ref, func(string) (any, bool) { return nil, false })
+}
+
+// status reads run ref from db; cached returns a run's resolved specs when an engine holds
+// them, else they are parsed from the stored plan.
+func status(ctx context.Context, db *sql.DB, ref string, cached func(id string) (any, bool)) (api.Run, error) {
 	// An id is that run; a name, its newest run.
 	r, err := scanRun(db.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ? OR name = ?
 		ORDER BY id = ? DESC, created_at DESC, id DESC LIMIT 1`, ref, ref, ref))
@@ -42,7 +53,7 @@ func (e *Engine) Status(ctx context.Context, ref string) (api.Run, error) {
 	}
 	var specs []plan.Resolved
 	var runBudget budget.Budget
-	if cached, ok := e.specs.Load(r.ID); ok {
+	if cached, ok := cached(r.ID); ok {
 		rs := cached.(runSpecs)
 		specs, r.Concurrency, runBudget = rs.tasks, rs.concurrency, rs.budget
 	} else {

@@ -80,6 +80,28 @@ func Open(ctx context.Context, path string, migrations []Migration, opts ...Opti
 	return db, nil
 }
 
+// OpenReadOnly opens the existing SQLite database at path for reading only (mode=ro,
+// query_only), without migrating it: a snapshot of what its writer last committed, read
+// while that writer may hold it open (WAL readers do not block it, nor it them).
+func OpenReadOnly(ctx context.Context, path string) (*DB, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", "query_only(1)")
+	sqldb, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	if err := sqldb.PingContext(ctx); err != nil {
+		sqldb.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	return &DB{sql: sqldb, path: path}, nil
+}
+
 // private makes the database at path, and the -wal and -shm files beside it when they exist,
 // mode 0600, creating the database (empty, 0600 whatever the umask) when it is missing. SQLite
 // creates its -wal and -shm files with the database file's own mode (os_unix.c:
