@@ -1,0 +1,116 @@
+package cli_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/cli"
+)
+
+var (
+	realBinOnce sync.Once
+	realBin     string
+	realBinErr  error
+)
+
+// builtAgora is the agora binary built from this tree. orch serve starts dispatch
+// supervisors as its own executable, so a test of orchestrated work needs the real binary,
+// not this test binary under another name.
+func builtAgora(t *testing.T) string {
+	t.Helper()
+	realBinOnce.Do(func() { realBin, _, realBinErr = agoratest.BuildBinary() })
+	if realBinErr != nil {
+		t.Fatal(realBinErr)
+	}
+	return realBin
+}
+
+// TestInterrupt_OrchWatch: orch watch off a terminal prints a running task's phase and last
+// output line as they come (-o json: JSON lines); Ctrl-C stops watching, says the run keeps
+// running in serve and that nothing changed, and it does keep running.
+func TestInterrupt_OrchWatch(t *testing.T) {
+	env := sandboxHome(t)
+	bin := builtAgora(t)
+	run := func(args ...string) *exec.Cmd {
+		c := exec.Command(bin, args...)
+		c.Env = []string{"PATH=" + os.Getenv("PATH")}
+		for k, v := range env {
+			c.Env = append(c.Env, k+"="+v)
+		}
+		return c
+	}
+	serve := run("orch", "serve")
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() }()
+	plan := filepath.Join(t.TempDir(), "plan.yaml")
+	writeFiles(t, map[string]string{plan: "version: 1\nname: slow\ntasks:\n  - id: work\n    subagent: slow\n"})
+	var id string
+	for deadline := time.Now().Add(20 * time.Second); id == ""; time.Sleep(100 * time.Millisecond) {
+		out, err := run("orch", "submit", plan).Output()
+		if err == nil {
+			id = strings.TrimSpace(string(out))
+		} else if time.Now().After(deadline) {
+			t.Fatalf("submit: %v", err)
+		}
+	}
+	defer run("orch", "cancel", id).Run()
+
+	watch := run("orch", "watch", id, "-o", "json")
+	stdout, err := watch.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errOut := &syncBuffer{}
+	watch.Stderr = errOut
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(60*time.Second, func() { watch.Process.Kill() })
+	defer timer.Stop()
+	var progress []string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		var l struct {
+			Progress []struct {
+				Task     string `json:"task"`
+				Phase    string `json:"phase"`
+				LastLine string `json:"last_line"`
+			}
+		}
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("not a JSON line: %q", sc.Text())
+		}
+		for _, p := range l.Progress {
+			progress = append(progress, p.Task+" "+p.Phase+" "+p.LastLine)
+			if p.Phase == "agent" && p.LastLine == "working on it" {
+				watch.Process.Signal(syscall.SIGINT)
+			}
+		}
+	}
+	err = watch.Wait()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != cli.ExitInterrupted {
+		t.Fatalf("watch: %v, want exit %d; progress seen %q\n%s", err, cli.ExitInterrupted, progress, errOut.String())
+	}
+	want := "agora: interrupted: stopped watching; nothing changed: run " + id + " keeps running in 'agora orch serve'"
+	if !strings.Contains(errOut.String(), want) || strings.Contains(errOut.String(), "context canceled") {
+		t.Errorf("stderr %q, want %q", errOut.String(), want)
+	}
+	out, err := run("orch", "status", id, "-o", "json").Output()
+	var st struct{ State string }
+	if err != nil || json.Unmarshal(out, &st) != nil || st.State != "running" {
+		t.Errorf("after the interrupted watch the run is %q (%v), want still running", st.State, err)
+	}
+	t.Logf("progress lines: %q", progress)
+}
