@@ -4,7 +4,9 @@
 (function () {
   function setState(el, state) {
     if (!el) return;
-    el.className = el.className.replace(/\bst-[a-z_]+/g, "").trim() + " st-" + state;
+    // classList, not className: an SVG element's className is not a string.
+    Array.from(el.classList).forEach(function (c) { if (c.indexOf("st-") === 0) el.classList.remove(c); });
+    el.classList.add("st-" + state);
   }
   function esc(s) { return window.CSS && CSS.escape ? CSS.escape(s) : s.replace(/["\\]/g, "\\$&"); }
 

@@ -1,0 +1,90 @@
+// A line-oriented driver of headless Debian Chromium for the Go UI tests: each line on stdin
+// is one JSON command, each answer one JSON line on stdout ({ok: true, ...} or {ok: false,
+// error}). The Go test decides what to check; this only does what it is told. The browser
+// reaches nothing but the server under test: every other request is aborted and reported.
+import { chromium } from "playwright-core";
+import readline from "node:readline";
+
+const base = process.env.UI_BASE;
+const browser = await chromium.launch({
+  executablePath: process.env.UI_CHROMIUM || "/usr/bin/chromium",
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--no-first-run", "--disable-sync"],
+});
+const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+const offsite = [];
+await context.route("**/*", (route) => {
+  const u = route.request().url();
+  if (u.startsWith(base + "/")) return route.continue();
+  offsite.push(u);
+  return route.abort();
+});
+const consoleErrors = [];
+let page = await context.newPage();
+page.on("console", (m) => { if (m.type() === "error") consoleErrors.push(m.text()); });
+page.on("pageerror", (e) => consoleErrors.push(String(e)));
+
+const ops = {
+  async goto({ path }) {
+    const t0 = Date.now();
+    const resp = await page.goto(base + path, { waitUntil: "load" });
+    return { status: resp.status(), ms: Date.now() - t0, url: page.url() };
+  },
+  async fill({ selector, value }) { await page.fill(selector, value); return {}; },
+  async click({ selector, nav }) {
+    if (nav) {
+      await Promise.all([page.waitForNavigation({ waitUntil: "load" }), page.click(selector)]);
+    } else {
+      await page.click(selector);
+    }
+    return { url: page.url() };
+  },
+  async text({ selector }) { return { text: await page.textContent(selector) }; },
+  async count({ selector }) { return { n: await page.locator(selector).count() }; },
+  async waitClass({ selector, cls, timeout }) {
+    const t0 = Date.now();
+    await page.waitForFunction(([s, c]) => {
+      const el = document.querySelector(s);
+      return el && el.classList.contains(c);
+    }, [selector, cls], { timeout, polling: 20 });
+    return { ms: Date.now() - t0 };
+  },
+  async waitText({ selector, contains, timeout }) {
+    const t0 = Date.now();
+    await page.waitForFunction(([s, c]) => {
+      const el = document.querySelector(s);
+      return el && el.textContent.includes(c);
+    }, [selector, contains], { timeout, polling: 50 });
+    return { ms: Date.now() - t0 };
+  },
+  // render measures a page's load: navigation start to the load event, and to the moment
+  // the selector is in the DOM.
+  async render({ path, selector }) {
+    const t0 = Date.now();
+    await page.goto(base + path, { waitUntil: "load" });
+    await page.waitForSelector(selector, { state: "attached" });
+    const nav = await page.evaluate(() => {
+      const e = performance.getEntriesByType("navigation")[0];
+      return { load: e.loadEventEnd, dom: e.domContentLoadedEventEnd };
+    });
+    return { ms: Date.now() - t0, load_ms: nav.load, dom_ms: nav.dom };
+  },
+  async screenshot({ path }) { await page.screenshot({ path, fullPage: true }); return {}; },
+  async cookies() { return { cookies: await context.cookies() }; },
+  async report() { return { offsite, console_errors: consoleErrors }; },
+  async close() { await browser.close(); return {}; },
+};
+
+const rl = readline.createInterface({ input: process.stdin });
+for await (const line of rl) {
+  let out;
+  try {
+    const cmd = JSON.parse(line);
+    out = { ok: true, ...(await ops[cmd.op](cmd)) };
+  } catch (e) {
+    out = { ok: false, error: String(e && e.message || e).split("\n")[0] };
+  }
+  process.stdout.write(JSON.stringify(out) + "\n");
+  if (out.ok && line.includes('"op":"close"')) break;
+}
+process.exit(0);
