@@ -36,6 +36,8 @@ type Options struct {
 	// AfterCommit runs on the engine goroutine after every commit that sealed runs, with
 	// their ids (the service writes a checkpoint of orch.db then).
 	AfterCommit func(ctx context.Context, sealed []string)
+	// Observer, when set, sees every committed batch, lock wait and re-attach.
+	Observer Observer
 }
 
 // Engine runs plans. Create it with [Open], then call [Engine.Run] once.
@@ -56,6 +58,7 @@ type Engine struct {
 	timers timers
 	seq    int64
 	b      *batch
+	began  time.Time // when the current batch took its first event (for the Observer)
 
 	// Scheduling work of the current batch.
 	candidates []*task
@@ -164,8 +167,10 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.failPending(ErrStopped)
 			return nil
 		case ev := <-e.in:
+			e.markBegan()
 			e.apply(ev)
 		case <-timerC:
+			e.markBegan()
 		}
 	drain:
 		for i := 0; i < maxBatch; i++ {
@@ -222,12 +227,21 @@ func (e *Engine) flush(ctx context.Context) error {
 		return nil
 	}
 	e.b = newBatch()
+	t0 := time.Now()
 	if err := e.commit(ctx, b); err != nil {
 		for _, r := range b.replies {
 			r(err)
 		}
 		return fmt.Errorf("orchestrator: commit: %w", err)
 	}
+	if o := e.opts.Observer; o != nil {
+		began := e.began
+		if began.IsZero() {
+			began = t0
+		}
+		o.Committed(Batch{Entries: b.entries, Began: began, Commit: time.Since(t0)})
+	}
+	e.began = time.Time{}
 	for _, r := range e.runs {
 		if r.sealed {
 			delete(e.runs, r.id)
@@ -257,6 +271,13 @@ func (e *Engine) flush(ctx context.Context) error {
 		e.opts.AfterCommit(ctx, b.sealed)
 	}
 	return nil
+}
+
+// markBegan notes when a batch took its first event, only when an Observer wants it.
+func (e *Engine) markBegan() {
+	if e.opts.Observer != nil && e.began.IsZero() {
+		e.began = time.Now()
+	}
 }
 
 // done is the completion callback handed to the executor.

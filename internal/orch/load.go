@@ -153,7 +153,11 @@ func (e *Engine) loadTasks(ctx context.Context, db *sql.DB, r *run) error {
 // (or starts it, when the crash came before it was accepted).
 func (e *Engine) resume(ctx context.Context) {
 	for _, t := range e.reattach {
-		e.exec.Start(ctx, e.attempt(t), e.done)
+		a := e.attempt(t)
+		if o := e.opts.Observer; o != nil {
+			o.Reattached(a)
+		}
+		e.exec.Start(ctx, a, e.done)
 	}
 	e.reattach = nil
 }

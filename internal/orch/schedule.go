@@ -116,6 +116,7 @@ func (e *Engine) tryStart(t *task) {
 	for _, lr := range t.locks {
 		if !lr.l.admits(t, lr.shared) {
 			lr.l.waiters.push(t)
+			e.observeLockWait(t, lr.l)
 			return
 		}
 	}

@@ -10,6 +10,11 @@ type Stats struct {
 	LockWaiters  int
 	SlotWaiters  int
 	Backoffs     int
+	// RunStates and TaskStates count the open runs, and their tasks, by state (sealed runs
+	// have left memory). TaskStates["ready"] is the ready queue: tasks waiting for a run
+	// slot, a lock, or the next batch.
+	RunStates  map[string]int
+	TaskStates map[string]int
 }
 
 type statsCmd struct{ reply chan Stats }
@@ -36,8 +41,15 @@ func (e *Engine) stats() Stats {
 		}
 		s.LockWaiters += l.waiters.len()
 	}
+	s.RunStates, s.TaskStates = map[string]int{}, map[string]int{}
 	for _, r := range e.runs {
 		s.SlotWaiters += r.waiting.len()
+		s.RunStates[r.state]++
+		for st, n := range r.counts {
+			if n != 0 {
+				s.TaskStates[st] += n
+			}
+		}
 	}
 	return s
 }
