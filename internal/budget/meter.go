@@ -80,17 +80,29 @@ func (m *Meter) Add(model string, u Usage, seen bool) {
 	m.input.Add(u.InputTokens)
 	m.output.Add(u.OutputTokens)
 	m.cached.Add(u.CachedTokens)
-	if model == "" {
-		model = m.model
-	}
-	if p, ok := m.prices.Lookup(model); ok {
-		m.costNano.Add(p.CostNano(u))
+	model, cost, priced := m.Price(model, u)
+	if priced {
+		m.costNano.Add(cost)
 	} else if m.limitNano != 0 {
 		m.setStop("usd budget cannot be counted: model " + quote(model) + " has no price in agora.yaml")
 	}
 	if !seen && m.countTokens {
 		m.setStop("budget cannot be counted: a model response reported no usage")
 	}
+}
+
+// Price is what one response costs in nano-dollars at the meter's prices, and the model it
+// is priced as (the dispatch's declared model when the response names none); priced is false
+// when that model has no price.
+func (m *Meter) Price(model string, u Usage) (priced string, nanoUSD int64, ok bool) {
+	if model == "" {
+		model = m.model
+	}
+	p, ok := m.prices.Lookup(model)
+	if !ok {
+		return model, 0, false
+	}
+	return model, p.CostNano(u), true
 }
 
 func (m *Meter) setStop(why string) {

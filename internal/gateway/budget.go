@@ -37,6 +37,9 @@ func (g *Gateway) countUsage(ex *exchange, count *budget.Response) {
 	g.meter.Add(model, u, seen)
 	if seen {
 		ex.usage = &u
+		// The model and the cost go on the request's record, so serve's metrics and traces
+		// can count tokens and cost by model from the audit log alone.
+		ex.model, ex.costNano, _ = g.meter.Price(model, u)
 	}
 }
 

@@ -34,6 +34,9 @@ const (
 // maxPathInAudit caps the upstream path kept in an audit record.
 const maxPathInAudit = 256
 
+// maxModelInAudit bounds the model name on a request's record.
+const maxModelInAudit = 128
+
 // exchange is what one request's audit record says beyond what the middleware measures.
 // Handlers fill it in; the middleware records it once when the handler returns.
 type exchange struct {
@@ -44,6 +47,10 @@ type exchange struct {
 	reason   string
 	// usage, when set, is what a model response reported (recorded with the request).
 	usage *budget.Usage
+	// model and costNano, with usage, are the model the response was priced as and its cost
+	// in nano-dollars (0 without a price).
+	model    string
+	costNano int64
 	// tally, when set, is the reason a refusal is counted under instead of having its own
 	// entry (see auditlimit.go).
 	tally string
@@ -186,6 +193,9 @@ func (g *Gateway) record(r *http.Request, ex *exchange, status int, bytesOut, by
 	}
 	if u := ex.usage; u != nil {
 		details["input_tokens"], details["output_tokens"], details["cached_tokens"] = u.InputTokens, u.OutputTokens, u.CachedTokens
+		// The model name comes from upstream's response (or the dispatch's declaration):
+		// masked and clipped like every other string the gateway records.
+		details["model"], details["cost_nano_usd"] = g.mask(ex.model, maxModelInAudit), ex.costNano
 	}
 	// The answer is sent; a record that is not kept cannot change it.
 	_ = g.audit.Record(context.WithoutCancel(r.Context()), KindGateway, details)
