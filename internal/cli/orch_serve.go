@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -20,6 +19,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
+	"github.com/agora-dev/agora/internal/obs"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/dispatchexec"
 	"github.com/agora-dev/agora/internal/orch/service"
@@ -33,6 +33,10 @@ type orchServeOptions struct {
 	// gateway, when set, serves the network gateway too, on this address.
 	gateway string
 	web     orchWebFlags
+	// metrics is --metrics HOST:PORT, "" for none; metricsAllowRemote lets it bind off loopback.
+	metrics            string
+	metricsAllowRemote bool
+	logFormat          string // --log-format: text or json
 }
 
 func newOrchServeCmd(f *Factory, runF func(*orchServeOptions) error) *cobra.Command {
@@ -57,17 +61,39 @@ certified for gateway.advertise in agora.yaml.
 --http HOST:PORT also serves the web run view (runs, a live DAG, tasks, dispatches, the
 catalog and the audit log) with the posture of MCP HTTP: a token from AGORA_HTTP_TOKEN or
 AGORA_HTTP_TOKENS_FILE (an operator's ceiling is orchestrate; others only read), loopback
-unless AGORA_HTTP_ALLOW_ANY, Host and Origin checked. A browser logs in once with the token.`,
-		Example: `  AGORA_HTTP_TOKEN=$(openssl rand -hex 32) agora orch serve --http 127.0.0.1:8080`,
-		Args:    noArgs,
+unless AGORA_HTTP_ALLOW_ANY, Host and Origin checked. A browser logs in once with the token.
+
+Every transition, retry, lock wait, re-attach and refused request is logged on stderr with
+its run, task and dispatch ids: key=value text, or one JSON object per line with
+--log-format json.
+
+--metrics HOST:PORT serves Prometheus /metrics, /healthz (alive) and /readyz (databases
+writable, engine running) on a listener of its own. It has NO token: anyone who can reach
+it reads the metrics (names, counts and durations; never a secret), so it must be loopback
+(127.0.0.1, ::1, localhost) unless --metrics-allow-remote says otherwise.`,
+		Example: `  AGORA_HTTP_TOKEN=$(openssl rand -hex 32) agora orch serve --http 127.0.0.1:8080
+  agora orch serve --metrics 127.0.0.1:9090 --log-format json`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := opts.web.check(cmd, f); err != nil {
 				return err
 			}
+			if opts.logFormat != obs.LogText && opts.logFormat != obs.LogJSON {
+				return usageErrorf(cmd, "--log-format %q: want %s or %s", opts.logFormat, obs.LogText, obs.LogJSON)
+			}
+			if opts.metrics != "" {
+				if err := obs.CheckBind(opts.metrics, opts.metricsAllowRemote); err != nil {
+					return usageErrorf(cmd, "--metrics: %v", err)
+				}
+			}
 			return runCmd(cmd, opts, runF, orchServeRun)
 		},
 	}
-	cmd.Flags().StringVar(&opts.gateway, "gateway", "", "also serve the network gateway on HOST:PORT (advertised as gateway.advertise)")
+	fl := cmd.Flags()
+	fl.StringVar(&opts.gateway, "gateway", "", "also serve the network gateway on HOST:PORT (advertised as gateway.advertise)")
+	fl.StringVar(&opts.metrics, "metrics", "", "serve /metrics, /healthz and /readyz on HOST:PORT (no token; loopback only unless --metrics-allow-remote)")
+	fl.BoolVar(&opts.metricsAllowRemote, "metrics-allow-remote", false, "let --metrics bind an address other hosts can reach (it has no token)")
+	fl.StringVar(&opts.logFormat, "log-format", obs.LogText, "log format on stderr: text or json")
 	opts.web.add(cmd)
 	return cmd
 }
@@ -99,7 +125,10 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(f.IO.ErrOut, nil))
+	ob, err := newServeObs(opts)
+	if err != nil {
+		return err
+	}
 	orchCP, err := f.checkpointerFor(ctx, db, orchDB)
 	if err != nil {
 		return err
@@ -109,28 +138,29 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 		return err
 	}
 	reader := view.New(h.DB, h.Blobs)
-	executor := &dispatchexec.Executor{D: d, Supervisors: detach.For(d), Log: logger}
-	eng, err := orch.Open(ctx, db, audit.New(f.Now), executor, orch.Options{
-		Now:  f.Now,
-		Refs: catalogRefs{r: reader, targets: h.Config.Target},
+	eng, err := orch.Open(ctx, db, audit.New(f.Now), &dispatchexec.Executor{D: d, Supervisors: detach.For(d), Log: ob.log}, orch.Options{
+		Now:      f.Now,
+		Refs:     catalogRefs{r: reader, targets: h.Config.Target},
+		Observer: ob.observer,
 		AfterCommit: func(ctx context.Context, sealed []string) {
 			// A sealed run gets a checkpoint at once, so its bundle can be exported and
 			// anchored without waiting for the next interval.
 			if _, err := orchCP.Checkpoint(ctx); err != nil {
-				logger.Warn("checkpoint orch.db after sealing", "runs", sealed, "err", err)
+				ob.log.Warn("checkpoint orch.db after sealing", "runs", sealed, "err", err)
 			}
 		},
 	})
 	if err != nil {
 		return err
 	}
+	ob.attach(eng, db, h.DB, d.Records)
 	sock := filepath.Join(dir, orchSocket)
 	ln, err := service.Listen(sock)
 	if err != nil {
 		return err
 	}
 	defer os.Remove(sock)
-	srv := &service.Server{Engine: eng, PinRepo: dispatch.PinRevision, PinWorkspace: d.PinWorkspace, Log: logger,
+	srv := &service.Server{Engine: eng, PinRepo: dispatch.PinRevision, PinWorkspace: d.PinWorkspace, Log: ob.log,
 		ExportRun: func(ctx context.Context, runID string) (*verify.Bundle, error) {
 			if _, err := orchCP.Checkpoint(ctx); err != nil {
 				return nil, err
@@ -143,7 +173,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 			return err
 		}
 	}
-	ui, err := orchWeb(&opts.web, f, h, db, eng, d, logger)
+	ui, err := orchWeb(&opts.web, f, h, db, eng, d, ob.log, ob.mount())
 	if err != nil {
 		return err
 	}
@@ -159,6 +189,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	g.Go(func() error { return srv.Serve(gctx, ln) })
 	g.Go(func() error { return orchCP.Run(gctx, 5*time.Second) })
 	g.Go(func() error { return mainCP.Run(gctx, 5*time.Second) })
+	g.Go(func() error { return ob.serveMetrics(gctx, opts.metrics) })
 	err = g.Wait()
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
 		// Stopped by a signal: a clean stop, whatever the goroutines said while winding down.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 
 	"github.com/spf13/cobra"
 
@@ -60,13 +61,14 @@ func (o *orchWebFlags) config(log *slog.Logger) web.Config {
 }
 
 // orchWeb builds the web run view over the engine and agora.db, or nil without --http.
-func orchWeb(o *orchWebFlags, f *Factory, h *home.Home, orchDB *store.DB, eng *orch.Engine, d *dispatch.Dispatcher, log *slog.Logger) (*web.Server, error) {
+func orchWeb(o *orchWebFlags, f *Factory, h *home.Home, orchDB *store.DB, eng *orch.Engine, d *dispatch.Dispatcher, log *slog.Logger, mount map[string]http.Handler) (*web.Server, error) {
 	if o.http == "" {
 		return nil, nil
 	}
 	reader := view.New(h.DB, h.Blobs)
 	cfg := o.config(log)
 	cfg.Now = f.Now
+	cfg.Mount = mount
 	cfg.Listening = func(a net.Addr) { fmt.Fprintf(f.IO.ErrOut, "agora: web run view on http://%s\n", a) }
 	return web.New(cfg, web.Sources{
 		Orch:       eng,

@@ -115,11 +115,14 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{ref}/{action}", s.action)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ok, _ := r.Context().Value(peerKey{}).(bool); !ok {
+			if s.Log != nil {
+				s.Log.Warn("refused", "method", r.Method, "status", http.StatusForbidden, "why", "peer is not this user")
+			}
 			writeErr(w, http.StatusForbidden, "forbidden", "peer is not this user")
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-		mux.ServeHTTP(w, r)
+		logRefusals(s.Log, mux).ServeHTTP(w, r)
 	})
 }
 

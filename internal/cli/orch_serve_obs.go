@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/obs"
+	"github.com/agora-dev/agora/internal/orch"
+	"github.com/agora-dev/agora/internal/store"
+)
+
+// serveObs is serve's observability: the engine's observer, and the handlers the metrics
+// listener (and the web listener, behind its token) serve.
+type serveObs struct {
+	log      *slog.Logger
+	metrics  *obs.Metrics
+	observer *obs.EngineObserver
+	health   *obs.Health
+	// Metrics, Healthz and Readyz are /metrics, /healthz and /readyz; set by attach.
+	Metrics, Healthz, Readyz http.Handler
+}
+
+// newServeObs makes serve's logger, registry and engine observer, before the engine opens.
+func newServeObs(opts *orchServeOptions) (*serveObs, error) {
+	logger, err := obs.NewLogger(opts.f.IO.ErrOut, opts.logFormat, slog.LevelInfo)
+	if err != nil {
+		return nil, err
+	}
+	m := obs.NewMetrics()
+	return &serveObs{log: logger, metrics: m, observer: &obs.EngineObserver{Metrics: m, Log: logger}}, nil
+}
+
+// attach registers the collectors that read the engine and the databases when scraped.
+func (o *serveObs) attach(eng *orch.Engine, orchDB, mainDB *store.DB, records *dispatch.Records) {
+	obs.NewAuditFeed(o.metrics, mainDB, records, o.log)
+	dbs := []obs.NamedDB{{Name: "orch.db", DB: orchDB}, {Name: "agora.db", DB: mainDB}}
+	// Fixed collectors with names of their own: registering them cannot fail.
+	o.metrics.Registry().MustRegister(obs.EngineGauges{Engine: eng}, obs.CheckpointAge{DBs: dbs})
+	o.health = &obs.Health{Engine: eng, DBs: dbs, Log: o.log}
+	o.Metrics, o.Healthz, o.Readyz = o.metrics.Handler(), obs.Healthz(), o.health.Readyz()
+}
+
+// mount is what the web listener serves behind its token and login.
+func (o *serveObs) mount() map[string]http.Handler {
+	return map[string]http.Handler{"GET /metrics": o.Metrics, "GET /healthz": o.Healthz, "GET /readyz": o.Readyz}
+}
+
+// serveMetrics serves /metrics, /healthz and /readyz on addr until ctx ends; addr "" serves
+// nothing. The listener has no token: it is loopback unless --metrics-allow-remote.
+func (o *serveObs) serveMetrics(ctx context.Context, addr string) error {
+	if addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	for pattern, h := range o.mount() {
+		mux.Handle(pattern, h)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(o.log.Handler(), slog.LevelWarn)}
+	o.log.Info("metrics listening", "addr", ln.Addr().String())
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(shut)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	return nil
+}
