@@ -64,7 +64,17 @@ func TestInterrupt_OrchWatch(t *testing.T) {
 			t.Fatalf("submit: %v", err)
 		}
 	}
-	defer run("orch", "cancel", id).Run()
+	defer func() {
+		// Cancel, then wait for the detached supervisor to release the stage (as root it
+		// unmounts the dispatch's disk quota), or the temporary home cannot be removed.
+		run("orch", "cancel", id).Run()
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if held, _ := filepath.Glob(filepath.Join(env["AGORA_HOME"], "dispatches", "*", "disk")); len(held) == 0 {
+				return
+			}
+		}
+		t.Errorf("the cancelled dispatch's stage was not released within 30s")
+	}()
 
 	watch := run("orch", "watch", id, "-o", "json")
 	stdout, err := watch.StdoutPipe()
