@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
+
 	"github.com/agora-dev/agora/internal/compute"
 )
 
@@ -117,7 +119,10 @@ func TestProvider_CancelByTaskID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if exit.Code != -1 || exit.Signal != "killed" {
+	// Cancel kills, then removes: the handle sees the kill, and Lost too when the removal
+	// came before its inspect (the dispatcher's cancel flag makes the record cancelled
+	// either way).
+	if exit.Code != -1 || exit.Signal != "killed" || exit.Cancelled || exit.TimedOut {
 		t.Errorf("exit %+v, want killed", exit)
 	}
 	if !containerGone(t, cli, h.TaskID()) {
@@ -215,4 +220,27 @@ func writableDir(t testing.TB, uid, gid int) string {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// The attack on the record: someone with the engine's socket removes the container. The
+// handle reports the worker Lost, never an ordinary end.
+func TestProvider_RemovedBehindItsBack(t *testing.T) {
+	cli := engine(t)
+	p := newTestProvider(t, Options{})
+	h, err := p.Start(t.Context(), shSpec(t, "sleep 60"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	id, _ := parseTaskID(h.TaskID())
+	if _, err := cli.ContainerRemove(t.Context(), id, client.ContainerRemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	exit, err := h.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !exit.Lost || exit.Cancelled || exit.TimedOut {
+		t.Errorf("exit %+v, want lost", exit)
+	}
 }

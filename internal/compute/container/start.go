@@ -176,13 +176,18 @@ func (h *handle) run(ctx context.Context, att client.ContainerAttachResult, bega
 	switch {
 	case ierr == nil && ins.Container.State != nil && !ins.Container.State.Running:
 		h.setCode(int64(ins.Container.State.ExitCode))
-	case gotCode:
-		// Inspect failed, or a container removed behind us (a Cancel from another
-		// process): the wait's code is all there is.
-		h.setCode(code)
-	case isNotFound(ierr) || isNotFound(waitErr):
-		h.exit.Code = -1
+	case isNotFound(ierr) || (!gotCode && isNotFound(waitErr)):
+		// Removed behind this handle's back (by another process's Cancel, or anyone with
+		// the engine's socket): the record must say the worker vanished. The wait's code,
+		// when it came, still says how the process died.
 		h.exit.Lost = true
+		h.exit.Code = -1
+		if gotCode {
+			h.setCode(code)
+		}
+	case gotCode:
+		// Inspect failed for another reason: the wait's code is all there is.
+		h.setCode(code)
 	default:
 		h.exit.Code = -1
 		h.err = fmt.Errorf("wait for container %q: %w", h.id, errors.Join(waitErr, ierr))
