@@ -94,6 +94,9 @@ serve() {
   fi
   answers "$s" && return 0
   rm -f "$s"
+  # From /: conmon leaves files such as "oom" (a container the kernel OOM-killed) in the
+  # service's working directory, which must not be a checkout.
+  cd /
   if [ -n "$c" ]; then
     CONTAINERS_CONF=$c nohup podman system service --time=0 "unix://$s" >>"$log" 2>&1 </dev/null &
   else
