@@ -14,6 +14,10 @@ import (
 // keepalive is how often an idle stream sends a comment, so proxies keep it open.
 const keepalive = 15 * time.Second
 
+// batchWindow is how long a run page's task changes wait to travel together: well inside
+// the second a change may take to reach the page.
+const batchWindow = 100 * time.Millisecond
+
 // tailBytes is how much of the end of a live log a page shows.
 const tailBytes = 8 << 10
 
@@ -73,6 +77,19 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	tick := time.NewTicker(keepalive)
 	defer tick.Stop()
+	// Task changes are batched for batchWindow: one write per page per window however many
+	// tasks changed, so a busy run costs each page a few writes a second, not one per event.
+	pending := map[string]string{}
+	var flush <-chan time.Time
+	sendPending := func() bool {
+		flush = nil
+		if len(pending) == 0 {
+			return true
+		}
+		ok := sw.send("tasks", pending)
+		pending = map[string]string{}
+		return ok
+	}
 	for {
 		select {
 		case <-r.Context().Done():
@@ -82,15 +99,23 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			sw.f.Flush()
+		case <-flush:
+			if !sendPending() {
+				return
+			}
 		case ev, ok := <-events:
 			if !ok {
 				return
 			}
 			if ev.Task != "" {
-				if !sw.send("task", map[string]string{"task": ev.Task, "state": ev.State, "kind": ev.Kind}) {
-					return
+				pending[ev.Task] = ev.State
+				if flush == nil {
+					flush = time.After(batchWindow)
 				}
 				continue
+			}
+			if !sendPending() {
+				return
 			}
 			run, err := s.src.Orch.Status(r.Context(), first.ID)
 			if err != nil || !sw.send("snapshot", snapshotOf(run)) {

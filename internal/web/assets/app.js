@@ -10,10 +10,25 @@
   }
   function esc(s) { return window.CSS && CSS.escape ? CSS.escape(s) : s.replace(/["\\]/g, "\\$&"); }
 
+  // One pass over the page indexes every node and row by task, so a snapshot of a
+  // 1,000-task run updates in one sweep instead of 1,000 document queries.
+  var byTask = null, shown = {};
+  function index() {
+    byTask = {};
+    document.querySelectorAll("g.node[data-task], tr[data-task] span.state").forEach(function (el) {
+      var holder = el.hasAttribute("data-task") ? el : el.closest("tr");
+      var t = holder.getAttribute("data-task");
+      (byTask[t] = byTask[t] || []).push(el);
+    });
+  }
   function taskChanged(task, state) {
-    var q = '[data-task="' + esc(task) + '"]';
-    document.querySelectorAll("g.node" + q).forEach(function (g) { setState(g, state); });
-    document.querySelectorAll("tr" + q + " span.state").forEach(function (s) { s.textContent = state; setState(s, state); });
+    if (shown[task] === state) return;
+    shown[task] = state;
+    if (!byTask) index();
+    (byTask[task] || []).forEach(function (el) {
+      if (el.tagName === "SPAN") el.textContent = state;
+      setState(el, state);
+    });
   }
 
   function countsText(counts, total) {
@@ -30,6 +45,12 @@
   }
 
   var run = document.getElementById("run");
+  if (run) {
+    document.querySelectorAll("g.node[data-task]").forEach(function (g) {
+      var m = /\bst-([a-z_]+)/.exec(g.getAttribute("class"));
+      if (m) shown[g.getAttribute("data-task")] = m[1];
+    });
+  }
   if (run && window.EventSource) {
     var id = run.getAttribute("data-run");
     var es = new EventSource("/api/runs/" + encodeURIComponent(id) + "/events");
@@ -43,10 +64,9 @@
       countsText(s.counts || {}, Object.keys(states).length);
       run.setAttribute("data-live", s.state);
     });
-    es.addEventListener("task", function (e) {
-      var ev = JSON.parse(e.data);
-      states[ev.task] = ev.state;
-      taskChanged(ev.task, ev.state);
+    es.addEventListener("tasks", function (e) {
+      var changed = JSON.parse(e.data);
+      Object.keys(changed).forEach(function (t) { states[t] = changed[t]; taskChanged(t, changed[t]); });
       var counts = {};
       Object.keys(states).forEach(function (t) { counts[states[t]] = (counts[states[t]] || 0) + 1; });
       countsText(counts, Object.keys(states).length);
