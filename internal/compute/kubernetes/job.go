@@ -134,6 +134,9 @@ func (p *Provider) jobObject(in jobInput) *batchv1.Job {
 			},
 		},
 	}
+	if p.testOnlyPodMeta != nil {
+		p.testOnlyPodMeta(&job.Spec.Template.ObjectMeta)
+	}
 	if t := in.spec.Limits.Timeout; t > 0 {
 		job.Spec.ActiveDeadlineSeconds = ptrTo(int64((t + time.Second - 1) / time.Second))
 	}

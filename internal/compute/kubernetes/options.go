@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -78,6 +79,10 @@ type Provider struct {
 	opts     Options
 	cpu, mem *resource.Quantity
 	gateway  netip.AddrPort
+
+	// testOnlyPodMeta, set by tests, edits the pod template's metadata (kwok's stages are
+	// chosen by labels and annotations).
+	testOnlyPodMeta func(*metav1.ObjectMeta)
 
 	mu        sync.Mutex
 	cancelled map[string]bool // guarded by mu: Jobs this process is deleting on purpose
