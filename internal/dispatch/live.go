@@ -30,7 +30,7 @@ const liveTail = 4 << 10
 // Live is what a live dispatch is doing now, read from its stage directory.
 type Live struct {
 	// Phase is one of the Phase constants, or "" when the stage has none (not staged yet,
-	// or supervised by an agora that did not write one).
+	// ended: its work is removed with the phase file, or supervised by an older agora).
 	Phase string `json:"phase,omitempty"`
 	// PhaseSince is when Phase began; zero without a phase.
 	PhaseSince time.Time `json:"phase_since,omitzero"`

@@ -54,7 +54,7 @@ func TestSupervise_Phases(t *testing.T) {
 	if l.Phase != dispatch.PhaseAgent || l.LastLine != "second line" || l.PhaseSince.IsZero() {
 		t.Errorf("while the worker ran: %+v, want phase agent, last line %q", l, "second line")
 	}
-	if l := e.d.Live(r.ID); l.Phase != dispatch.PhaseCapture {
-		t.Errorf("after the end: phase %q, want the last one, capture", l.Phase)
+	if l := e.d.Live(r.ID); l.Phase != "" || l.LastLine != "second line" {
+		t.Errorf("after the end: %+v, want no phase (the stage keeps its logs only) and the last line", l)
 	}
 }

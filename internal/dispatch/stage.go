@@ -257,7 +257,7 @@ func quotaDetail(what, target string) string {
 		"(targets.%s.disk in agora.yaml)", what, target)
 }
 
-// removeWork unmounts the disk quota and deletes everything but the logs, which `dispatch
+// removeWork unmounts the disk quota and deletes everything but the logs (the phase file too), which `dispatch
 // logs -f` may still be reading, then takes the stage out of the held index. The unmount is
 // lazy: a reader still holding a file open keeps its pages until it closes it, but the
 // mount is gone at once. A gateway directory outside the stage (see startGateway) goes too.
@@ -275,6 +275,8 @@ func (s *stage) removeWork() {
 	os.RemoveAll(s.workspace)
 	os.RemoveAll(s.out)
 	os.RemoveAll(filepath.Join(s.dir, wire.InputsDir))
+	os.Remove(filepath.Join(s.dir, phaseFile)) // the dispatch's record says how it ended
+	os.Remove(filepath.Join(s.dir, "."+phaseFile))
 	s.removeCapabilityFiles()
 	removeGatewayEntry(filepath.Join(s.dir, wire.GatewayDir))
 	if unmounted {
