@@ -4,7 +4,7 @@
 GO ?= go
 export CGO_ENABLED ?= 0
 
-.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean k8s-tools k8s-cluster
+.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean k8s-tools k8s-cluster image podman test-containers test-k8s test-ui
 
 build:
 	$(GO) build -o bin/agora ./cmd/agora
@@ -40,6 +40,29 @@ fuzz-short:
 # A third-party client (the MCP Inspector CLI, from npm) against the real binary.
 mcp-inspector:
 	./scripts/mcp-inspector.sh
+
+# agora's worker image FROM scratch (the static binary only) and the test toolchain image, built
+# with podman without a registry; prints their digest references and saves the worker image to
+# .cache/images/agora-worker.tar (docs/providers.md says how to push it).
+image: build
+	./scripts/images.sh
+
+# podman's Docker-compatible API on a socket of its own (prints DOCKER_HOST=...).
+podman:
+	./scripts/podman.sh
+
+# The suites of make test that need the tools (each skips, saying so, without them): the
+# container provider against podman, the Kubernetes provider against a real control plane, the
+# web view in Chromium. make test runs them inside `unit`; these run them alone.
+test-containers:
+	CGO_ENABLED=1 $(GO) test -race -count=1 ./internal/compute/container ./internal/compute/fdpass
+	CGO_ENABLED=1 $(GO) test -race -count=1 -run 'Container|Docker' ./internal/dispatch ./internal/cli
+
+test-k8s:
+	CGO_ENABLED=1 $(GO) test -race -count=1 ./internal/k8stest ./internal/compute/kubernetes ./internal/netgw ./internal/worker/remote
+
+test-ui:
+	CGO_ENABLED=1 $(GO) test -count=1 -run TestUI -v ./internal/web
 
 # The Kubernetes control plane the tests run (internal/k8stest), built from Go modules.
 k8s-tools:
