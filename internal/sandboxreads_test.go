@@ -36,6 +36,7 @@ var readAllowed = map[string]string{
 	"dispatch/accept.go:resolveRevision: os.Stat":            "the --repo a person names",
 	"dispatch/gateway.go:removeGatewayEntry: os.Lstat":       "the stage's gateway link, the supervisor's own, never bound into a sandbox; its target must be a /tmp/agora-gw-* directory",
 	"dispatch/gateway.go:removeGatewayEntry: os.Readlink":    "the same link",
+	"cli/completion.go:existingHome: os.Stat":                "AGORA_HOME's agora.db, to complete without creating a home; never a stage",
 	"cli/audit.go:auditExportRun: os.Lstat":                  "the --out path a person names",
 	"cli/dispatch.go:splitRepo: os.Stat":                     "the --repo path a person names",
 	"cli/mcp.go:readTokensFile: os.Stat":                     "the tokens file a person names",

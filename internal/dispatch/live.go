@@ -2,7 +2,7 @@ package dispatch
 
 import (
 	"bytes"
-	"io"
+	"github.com/agora-dev/agora/internal/sandboxfs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,39 +55,28 @@ func (s *stage) setPhase(phase string) {
 func (d *Dispatcher) Live(id string) Live {
 	st := stageAt(d.StateDir, id)
 	var l Live
-	if fi, err := os.Stat(filepath.Join(st.dir, phaseFile)); err == nil && fi.Mode().IsRegular() {
-		if b, err := readCapped(filepath.Join(st.dir, phaseFile), 0, 64); err == nil {
-			switch p := strings.TrimSpace(string(b)); p {
-			case PhaseStaging, PhaseSandbox, PhaseAgent, PhaseCapture:
-				l.Phase, l.PhaseSince = p, fi.ModTime()
-			}
+	dir, err := sandboxfs.Open(st.dir)
+	if err != nil {
+		return l
+	}
+	defer dir.Close()
+	if b, mod, err := dir.Tail(phaseFile, 64); err == nil {
+		switch p := strings.TrimSpace(string(b)); p {
+		case PhaseStaging, PhaseSandbox, PhaseAgent, PhaseCapture:
+			l.Phase, l.PhaseSince = p, mod
 		}
 	}
 	var newest time.Time
-	for _, path := range []string{st.stdout, st.stderr} {
-		fi, err := os.Stat(path)
-		if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 || fi.ModTime().Before(newest) {
-			continue
-		}
-		b, err := readCapped(path, max(fi.Size()-liveTail, 0), liveTail)
-		if err != nil {
+	for _, name := range []string{stdoutLog, stderrLog} {
+		b, mod, err := dir.Tail(name, liveTail)
+		if err != nil || len(b) == 0 || mod.Before(newest) {
 			continue
 		}
 		if line := lastLine(b); line != "" {
-			l.LastLine, newest = line, fi.ModTime()
+			l.LastLine, newest = line, mod
 		}
 	}
 	return l
-}
-
-// readCapped reads at most n bytes of path from off.
-func readCapped(path string, off, n int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.NewSectionReader(f, off, n))
 }
 
 // lastLine is the last line of b with anything but white space on it.

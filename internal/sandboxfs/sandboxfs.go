@@ -30,6 +30,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -261,4 +262,30 @@ func quote(s string) string {
 		s = s[:max]
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+// Tail reads at most the last n bytes of the regular file rel under the rules of the package
+// (a live log that a reader polls: reading it whole each time would cost its size), with the
+// file's modification time.
+func (d *Dir) Tail(rel string, n int64) ([]byte, time.Time, error) {
+	f, err := d.open(rel)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("read %s: %w", quote(rel), err)
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, time.Time{}, fmt.Errorf("read %s: %w", quote(rel), err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return nil, time.Time{}, fmt.Errorf("read %s: %w", quote(rel), ErrNotRegular)
+	case st.Nlink != 1:
+		return nil, time.Time{}, fmt.Errorf("read %s: %w", quote(rel), ErrHardLink)
+	}
+	b, err := io.ReadAll(io.NewSectionReader(f, max(st.Size-n, 0), n))
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("read %s: %w", quote(rel), err)
+	}
+	return b, time.Unix(st.Mtim.Unix()), nil
 }
