@@ -125,6 +125,13 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	if err != nil {
 		return err
 	}
+	// Jobs and containers of dispatches that ended while no serve ran. A cluster that cannot be
+	// reached now is said, not fatal: local targets still work, and the next start sweeps again.
+	if n, err := d.SweepRemote(ctx); err != nil {
+		fmt.Fprintf(f.IO.ErrOut, "agora: warning: %v\n", err)
+	} else if n > 0 {
+		fmt.Fprintf(f.IO.ErrOut, "agora: removed what %d ended dispatches left in their clusters\n", n)
+	}
 	ob, err := newServeObs(opts)
 	if err != nil {
 		return err
