@@ -52,9 +52,9 @@ func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) 
 		Provider: provider,
 		// Docker and kubernetes targets: built on first use, one per target.
 		Providers: newRemoteProviders(h.Dir).For,
-		Config:   h.Config,
-		StateDir: filepath.Join(h.Dir, home.DispatchDir),
-		AgoraBin: bin,
+		Config:    h.Config,
+		StateDir:  filepath.Join(h.Dir, home.DispatchDir),
+		AgoraBin:  bin,
 		// The gateways of model runtimes dial through this policy (egress.allow_private).
 		Egress:      egress.Policy{AllowPrivate: prefixes},
 		EgressRoots: roots,

@@ -30,8 +30,8 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
