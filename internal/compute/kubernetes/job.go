@@ -58,10 +58,14 @@ func (p *Provider) jobObject(in jobInput) *batchv1.Job {
 		scratch = defaultScratch
 	}
 	pod := corev1.PodSpec{
-		RestartPolicy:                corev1.RestartPolicyNever,
-		AutomountServiceAccountToken: ptrTo(false),
-		EnableServiceLinks:           ptrTo(false),
-		NodeSelector:                 p.opts.NodeSelector,
+		RestartPolicy: corev1.RestartPolicyNever,
+		// The Job owns the NetworkPolicy, so deleting the Job (cancel) deletes the policy at
+		// once: a grace period would leave the agent running without it (the worker ignores
+		// SIGTERM). No grace: the pod is killed as the policy goes (red team).
+		TerminationGracePeriodSeconds: ptrTo(int64(0)),
+		AutomountServiceAccountToken:  ptrTo(false),
+		EnableServiceLinks:            ptrTo(false),
+		NodeSelector:                  p.opts.NodeSelector,
 		SecurityContext: &corev1.PodSecurityContext{
 			RunAsNonRoot:   ptrTo(true),
 			RunAsUser:      &uid,

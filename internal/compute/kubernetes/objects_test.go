@@ -41,6 +41,9 @@ func TestJobObject_Hardened(t *testing.T) {
 		t.Errorf("ttlSecondsAfterFinished = %d, want 600", got)
 	}
 	pod := job.Spec.Template.Spec
+	if g := pod.TerminationGracePeriodSeconds; g == nil || *g != 0 {
+		t.Errorf("pod: terminationGracePeriodSeconds %v, want 0: a cancel deletes the NetworkPolicy with the Job", g)
+	}
 	if pod.RestartPolicy != corev1.RestartPolicyNever || *pod.AutomountServiceAccountToken || *pod.EnableServiceLinks {
 		t.Errorf("pod: restartPolicy %q, automount %v, service links %v", pod.RestartPolicy, *pod.AutomountServiceAccountToken, *pod.EnableServiceLinks)
 	}
