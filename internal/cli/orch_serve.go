@@ -121,16 +121,9 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 		return err
 	}
 	defer db.Close()
-	d, err := f.Dispatcher(ctx)
+	d, err := sweptDispatcher(ctx, f)
 	if err != nil {
 		return err
-	}
-	// Jobs and containers of dispatches that ended while no serve ran. A cluster that cannot be
-	// reached now is said, not fatal: local targets still work, and the next start sweeps again.
-	if n, err := d.SweepRemote(ctx); err != nil {
-		fmt.Fprintf(f.IO.ErrOut, "agora: warning: %v\n", err)
-	} else if n > 0 {
-		fmt.Fprintf(f.IO.ErrOut, "agora: removed what %d ended dispatches left in their clusters\n", n)
 	}
 	ob, err := newServeObs(opts)
 	if err != nil {
@@ -236,4 +229,20 @@ func (c catalogRefs) Workspace(ctx context.Context, ref, revision string) error 
 	}
 	_, err = workspace.Resolve(ctx, ws, revision)
 	return err
+}
+
+// sweptDispatcher is serve's dispatcher, after it removed the Jobs and containers of
+// dispatches that ended while no serve ran. A cluster that cannot be reached now is said, not
+// fatal: local targets still work, and the next start sweeps again.
+func sweptDispatcher(ctx context.Context, f *Factory) (*dispatch.Dispatcher, error) {
+	d, err := f.Dispatcher(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if n, err := d.SweepRemote(ctx); err != nil {
+		fmt.Fprintf(f.IO.ErrOut, "agora: warning: %v\n", err)
+	} else if n > 0 {
+		fmt.Fprintf(f.IO.ErrOut, "agora: removed what %d ended dispatches left in their clusters\n", n)
+	}
+	return d, nil
 }

@@ -104,7 +104,7 @@ func TestCluster_RunsToCompletion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exit := waitTimeout(t, h, time.Minute)
+	exit := waitTimeout(t, h, 3*time.Minute)
 	if exit.Code != 0 || exit.Lost || exit.Cancelled || exit.TimedOut {
 		t.Errorf("exit = %+v, want code 0", exit)
 	}
@@ -142,7 +142,7 @@ func TestCluster_FailingStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if exit := waitTimeout(t, h, time.Minute); exit.Code != 3 || exit.Lost {
+	if exit := waitTimeout(t, h, 3*time.Minute); exit.Code != 3 || exit.Lost {
 		t.Errorf("exit = %+v, want code 3", exit)
 	}
 }
@@ -168,7 +168,7 @@ func TestCluster_CancelDeletesForeground(t *testing.T) {
 	if err := other.Cancel(t.Context(), h.TaskID()); err != nil {
 		t.Errorf("second Cancel = %v, want nil", err)
 	}
-	exit := waitTimeout(t, h, time.Minute)
+	exit := waitTimeout(t, h, 3*time.Minute)
 	if !exit.Cancelled || exit.Lost {
 		t.Errorf("exit = %+v, want Cancelled", exit)
 	}
@@ -206,7 +206,7 @@ func TestCluster_StartTwiceAdopts(t *testing.T) {
 	if err != nil || len(jobs.Items) != 1 {
 		t.Errorf("%d jobs for the dispatch (%v), want 1", len(jobs.Items), err)
 	}
-	e1, e2 := waitTimeout(t, h1, time.Minute), waitTimeout(t, h2, time.Minute)
+	e1, e2 := waitTimeout(t, h1, 3*time.Minute), waitTimeout(t, h2, 3*time.Minute)
 	if e1.Code != 0 || e2.Code != 0 || e1.Lost || e2.Lost {
 		t.Errorf("exits = %+v, %+v; want code 0 from both", e1, e2)
 	}
@@ -226,7 +226,7 @@ func TestCluster_DeletedBehindOurBackIsLost(t *testing.T) {
 	if err := p.client.BatchV1().Jobs(p.ns).Delete(t.Context(), objectName(id), metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
 		t.Fatal(err)
 	}
-	if exit := waitTimeout(t, h, time.Minute); !exit.Lost || exit.Cancelled {
+	if exit := waitTimeout(t, h, 3*time.Minute); !exit.Lost || exit.Cancelled {
 		t.Errorf("exit = %+v, want Lost", exit)
 	}
 }
@@ -259,7 +259,7 @@ func TestCluster_SweepTerminalOnly(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("Sweep = %d, %v; want 2", n, err)
 	}
-	if exit := waitTimeout(t, handles[0], time.Minute); !exit.Lost && !exit.Cancelled {
+	if exit := waitTimeout(t, handles[0], 3*time.Minute); !exit.Lost && !exit.Cancelled {
 		t.Errorf("swept job's exit = %+v", exit)
 	}
 	if _, err := p.client.BatchV1().Jobs(p.ns).Get(t.Context(), objectName(live), metav1.GetOptions{}); err != nil {
@@ -280,7 +280,7 @@ func TestCluster_SweepTerminalOnly(t *testing.T) {
 		}
 	}
 	cancel()
-	waitTimeout(t, handles[1], time.Minute)
+	waitTimeout(t, handles[1], 3*time.Minute)
 }
 
 // The pod the provider builds is admitted where Pod Security "restricted" is enforced, and the
