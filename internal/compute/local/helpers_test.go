@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 )
 
@@ -32,23 +32,8 @@ func newProvider(t testing.TB, opts Options) *Provider {
 	return p
 }
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of stdout and stderr.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer: a process writes it while the test reads it.
+type syncBuffer = agoratest.SyncBuffer
 
 // result is one finished run.
 type result struct {
