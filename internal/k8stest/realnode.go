@@ -35,12 +35,11 @@ const (
 )
 
 // realNodeReady reports the first part a real node needs that is missing, as a skip.
+// AGORA_K8S_REAL_NODE=0 turns real nodes off (a machine where containerd is installed for
+// something else, say); anything else leaves them on when the parts are there.
 func realNodeReady() error {
-	// Unfinished: the node comes up and runs pod sandboxes, but the kubelet does not find an
-	// image imported by ImportImage under its digest-pinned reference (ErrImageNeverPull), so
-	// a Job never starts. Opt-in until that is fixed, so it breaks no one's test run.
-	if os.Getenv("AGORA_K8S_REAL_NODE") != "1" {
-		return &skipError{"Options.RealNode is unfinished (an imported image is not found by digest): set AGORA_K8S_REAL_NODE=1 to run it"}
+	if os.Getenv("AGORA_K8S_REAL_NODE") == "0" {
+		return &skipError{"Options.RealNode is turned off by AGORA_K8S_REAL_NODE=0"}
 	}
 	if os.Geteuid() != 0 {
 		return &skipError{"Options.RealNode needs root (the kubelet and containerd run as root)"}
@@ -78,7 +77,11 @@ func (c *Cluster) realNodeProcs(dir string, bins *binaries, p *pki) ([]*proc, er
 	}
 	kubeletPort := ports[0]
 	sock := filepath.Join(dir, "containerd.sock")
+	// Set before anything can fail, so Stop drains and releases (and unlocks) the node.
 	c.containerdSock = sock
+	if err := lockRealNode(c); err != nil {
+		return nil, err
+	}
 
 	netd := filepath.Join(dir, "cni", "net.d")
 	if err := os.MkdirAll(netd, 0o700); err != nil {
@@ -144,7 +147,7 @@ state = %q
 	if err != nil {
 		return nil, err
 	}
-	if err := c.ImportImage(context.Background(), tarball); err != nil {
+	if _, err := c.ImportImage(context.Background(), tarball); err != nil {
 		return nil, fmt.Errorf("import the pause image: %w", err)
 	}
 
@@ -277,10 +280,75 @@ func (c *Cluster) ctr(ctx context.Context, stdin []byte, args ...string) ([]byte
 }
 
 // ImportImage imports an image tar (OCI layout, or docker-archive as `podman save` writes it)
-// into the real node's containerd, where pods with imagePullPolicy Never find it.
-func (c *Cluster) ImportImage(ctx context.Context, tarball []byte) error {
-	_, err := c.ctr(ctx, tarball, "images", "import", "-")
-	return err
+// into the real node's containerd, where pods with imagePullPolicy Never find it, and returns
+// each imported image's digest-pinned reference, REPOSITORY@sha256:<manifest digest>, the
+// form agora's targets require.
+//
+// ctr names an imported image only by its tag, and the kubelet asks the CRI for the pod's
+// reference exactly: a pod pinned by digest gets ErrImageNeverPull although the content is
+// there. So each image is also named REPOSITORY@DIGEST, with the digest containerd holds:
+// for a docker-archive that is the manifest containerd wrote on import, not podman's own
+// digest (`podman image inspect .Digest`), so a pod must use the reference returned here.
+func (c *Cluster) ImportImage(ctx context.Context, tarball []byte) ([]string, error) {
+	out, err := c.ctr(ctx, tarball, "images", "import", "-")
+	if err != nil {
+		return nil, err
+	}
+	imported := importedImages(out)
+	if len(imported) == 0 {
+		return nil, fmt.Errorf("ctr images import named no image: %s", bytes.TrimSpace(out))
+	}
+	var pinned []string
+	for _, im := range imported {
+		ref := im.repo + "@" + im.digest
+		// A second import of the same image finds the name taken: that is the same content.
+		if out, err := c.ctr(ctx, nil, "images", "tag", im.name, ref); err != nil && !bytes.Contains(out, []byte("already exists")) {
+			return nil, err
+		}
+		pinned = append(pinned, ref)
+	}
+	return pinned, nil
+}
+
+type importedImage struct{ name, repo, digest string }
+
+// importedImages reads ctr's "unpacking NAME (sha256:HEX)...done" lines. A NAME without a
+// tag (an image ID, a digest name) yields nothing: it has no repository to pin.
+func importedImages(out []byte) []importedImage {
+	var ims []importedImage
+	for _, line := range strings.Split(string(out), "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "unpacking ")
+		if !ok {
+			continue
+		}
+		name, rest, ok := strings.Cut(rest, " (")
+		if !ok {
+			continue
+		}
+		digest, _, ok := strings.Cut(rest, ")")
+		if !ok || !isDigest(digest) || strings.ContainsAny(name, "@ \t") || strings.HasPrefix(name, "sha256:") {
+			continue
+		}
+		i := strings.LastIndexByte(name, ':')
+		if i <= 0 || i <= strings.LastIndexByte(name, '/') || i == len(name)-1 {
+			continue
+		}
+		ims = append(ims, importedImage{name: name, repo: name[:i], digest: digest})
+	}
+	return ims
+}
+
+func isDigest(s string) bool {
+	hex, ok := strings.CutPrefix(s, "sha256:")
+	if !ok || len(hex) != 64 {
+		return false
+	}
+	for _, r := range hex {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // drainRealNode ends every pod through the kubelet before the node goes away, so no container,
@@ -324,4 +392,5 @@ func (c *Cluster) drainRealNode() {
 func (c *Cluster) releaseRealNode() {
 	unmountUnder(c.Dir)
 	_ = exec.Command("ip", "link", "del", bridgeName).Run()
+	unlockRealNode(c)
 }

@@ -77,8 +77,12 @@ func TestRealNodeRunsHardenedJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ImportImage(t.Context(), tarball); err != nil {
+	refs, err := c.ImportImage(t.Context(), tarball)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if len(refs) != 1 || refs[0] != pinned {
+		t.Fatalf("imported %q, want [%s]", refs, pinned)
 	}
 
 	for _, tc := range []struct {
