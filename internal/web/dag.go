@@ -1,7 +1,6 @@
 package web
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
@@ -21,14 +20,14 @@ const (
 )
 
 type dagNode struct {
-	ID, State, Subagent, Locks, Href string
-	X, Y, W, H                       int
-	Label                            string
+	ID, State, Subagent, Locks string
+	X, Y                       int
 }
 
+// dagEdge runs from node From (a dependency) to node To, both indexes into dag.Nodes.
 type dagEdge struct {
-	Path  string
-	Needs bool
+	From, To int
+	Needs    bool
 }
 
 type dag struct {
@@ -38,7 +37,7 @@ type dag struct {
 }
 
 // layout lays out a run's tasks (a valid plan: no cycles, every dependency a task).
-func layout(runID string, tasks []api.Task) dag {
+func layout(tasks []api.Task) dag {
 	idx := make(map[string]int, len(tasks))
 	for i, t := range tasks {
 		idx[t.ID] = i
@@ -112,40 +111,27 @@ func layout(runID string, tasks []api.Task) dag {
 			x := margin + col*(nodeW+gapX)
 			ny := y + row*(nodeH+rowGap)
 			t := tasks[i]
-			g.Nodes = append(g.Nodes, dagNode{ID: t.ID, State: t.State, Subagent: t.Subagent, Locks: strings.Join(t.Locks, ", "),
-				Href: "/runs/" + runID + "/tasks/" + t.ID, X: x, Y: ny, W: nodeW, H: nodeH, Label: cut(t.ID, 22)})
+			g.Nodes = append(g.Nodes, dagNode{ID: t.ID, State: t.State, Subagent: t.Subagent, Locks: strings.Join(t.Locks, ", "), X: x, Y: ny})
 			g.Width = max(g.Width, x+nodeW+margin)
 		}
 		rows := (len(l) + maxPerRow - 1) / maxPerRow
 		y += rows*(nodeH+rowGap) - rowGap + gapY
 	}
 	g.Height = y - gapY + margin
-	at := make(map[string]*dagNode, len(g.Nodes))
-	for i := range g.Nodes {
-		at[g.Nodes[i].ID] = &g.Nodes[i]
+	at := make(map[string]int, len(g.Nodes))
+	for i, n := range g.Nodes {
+		at[n.ID] = i
 	}
 	for _, t := range tasks {
-		to := at[t.ID]
+		to, ok := at[t.ID]
+		if !ok {
+			continue
+		}
 		for _, d := range t.DependsOn {
-			from := at[d]
-			if from == nil || to == nil {
-				continue
+			if from, ok := at[d]; ok {
+				g.Edges = append(g.Edges, dagEdge{From: from, To: to, Needs: slices.Contains(t.Needs, d)})
 			}
-			x1, y1 := from.X+from.W/2, from.Y+from.H
-			x2, y2 := to.X+to.W/2, to.Y
-			mid := (y1 + y2) / 2
-			g.Edges = append(g.Edges, dagEdge{Path: fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, x1, mid, x2, mid, x2, y2),
-				Needs: slices.Contains(t.Needs, d)})
 		}
 	}
 	return g
-}
-
-// cut shortens s to n runes with an ellipsis.
-func cut(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }

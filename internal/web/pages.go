@@ -88,11 +88,19 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 
 type runView struct {
 	Run      api.Run
-	Graph    dag
+	Graph    dagData
 	Duration time.Duration
 	Asking   []api.Task
 	Verified *verifyView
+	// Rows are the tasks the table lists: all of them, or the first maxTaskRows of a big run
+	// unless ?tasks=all asks for every one (the graph always has every task).
+	Rows   []api.Task
+	Capped bool
 }
+
+// maxTaskRows bounds the run page's task table by default: a 1,000-row table costs the
+// browser more than the whole graph drawn only where it is seen.
+const maxTaskRows = 100
 
 type verifyView struct {
 	OK    bool
@@ -106,7 +114,10 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	v := runView{Run: run, Graph: layout(run.ID, run.Tasks)}
+	v := runView{Run: run, Graph: layout(run.Tasks).data(), Rows: run.Tasks}
+	if len(v.Rows) > maxTaskRows && r.URL.Query().Get("tasks") != "all" {
+		v.Rows, v.Capped = v.Rows[:maxTaskRows], true
+	}
 	end := s.now()
 	if run.EndedAt != nil {
 		end = *run.EndedAt

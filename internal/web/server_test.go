@@ -274,7 +274,7 @@ func TestServer_RunEventsReachThePage(t *testing.T) {
 }
 
 func TestLayout_Layers(t *testing.T) {
-	g := layout("r", []api.Task{{ID: "a"}, {ID: "b", DependsOn: []string{"a"}}, {ID: "c", DependsOn: []string{"a", "b"}, Needs: []string{"b"}}, {ID: "d"}})
+	g := layout([]api.Task{{ID: "a"}, {ID: "b", DependsOn: []string{"a"}}, {ID: "c", DependsOn: []string{"a", "b"}, Needs: []string{"b"}}, {ID: "d"}})
 	y := map[string]int{}
 	for _, n := range g.Nodes {
 		y[n.ID] = n.Y

@@ -41,6 +41,17 @@ const ops = {
   },
   async text({ selector }) { return { text: await page.textContent(selector) }; },
   async count({ selector }) { return { n: await page.locator(selector).count() }; },
+  async attr({ selector, name }) { return { text: await page.getAttribute(selector, name) }; },
+  // scroll sets an element's scroll position, as a person dragging its scroll bars would.
+  async scroll({ selector, x, y }) {
+    await page.$eval(selector, (el, [x, y]) => { el.scrollLeft = x; el.scrollTop = y; }, [x, y]);
+    return {};
+  },
+  async waitSelector({ selector, timeout }) {
+    const t0 = Date.now();
+    await page.waitForSelector(selector, { state: "attached", timeout });
+    return { ms: Date.now() - t0 };
+  },
   async waitClass({ selector, cls, timeout }) {
     const t0 = Date.now();
     await page.waitForFunction(([s, c]) => {
@@ -57,12 +68,14 @@ const ops = {
     }, [selector, contains], { timeout, polling: 50 });
     return { ms: Date.now() - t0 };
   },
-  // render measures a page's load: navigation start to the load event, and to the moment
-  // the selector is in the DOM.
+  // render measures a page's load: navigation start to the load event, the selector in the
+  // DOM, and the next two animation frames, so the first frame with it is laid out and
+  // painted (the load event alone can come before Chromium has laid anything out).
   async render({ path, selector }) {
     const t0 = Date.now();
     await page.goto(base + path, { waitUntil: "load" });
     await page.waitForSelector(selector, { state: "attached" });
+    await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
     const nav = await page.evaluate(() => {
       const e = performance.getEntriesByType("navigation")[0];
       return { load: e.loadEventEnd, dom: e.domContentLoadedEventEnd };

@@ -10,25 +10,80 @@
   }
   function esc(s) { return window.CSS && CSS.escape ? CSS.escape(s) : s.replace(/["\\]/g, "\\$&"); }
 
-  // One pass over the page indexes every node and row by task, so a snapshot of a
-  // 1,000-task run updates in one sweep instead of 1,000 document queries.
-  var byTask = null, shown = {};
-  function index() {
-    byTask = {};
-    document.querySelectorAll("g.node[data-task], tr[data-task] span.state").forEach(function (el) {
-      var holder = el.hasAttribute("data-task") ? el : el.closest("tr");
-      var t = holder.getAttribute("data-task");
-      (byTask[t] = byTask[t] || []).push(el);
-    });
+  // The graph: the layout comes as JSON (#dag-data) and only the nodes and edges inside the
+  // scrolled view, with a margin, are in the DOM, so a 1,000-task run costs tens of elements.
+  // Nodes come and go as the view scrolls; each is drawn with the task's latest state.
+  var SVGNS = "http://www.w3.org/2000/svg", PAD = 240;
+  function svgEl(name, attrs, parent) {
+    var el = document.createElementNS(SVGNS, name);
+    Object.keys(attrs).forEach(function (k) { el.setAttribute(k, attrs[k]); });
+    if (parent) parent.appendChild(el);
+    return el;
   }
+  function label(id) { var r = Array.from(id); return r.length <= 22 ? id : r.slice(0, 21).join("") + "\u2026"; }
+  function newGraph(runID, g, stateOf) {
+    var svg = document.getElementById("dag"), box = svg.parentNode, layer = document.getElementById("dag-nodes");
+    var paths = svg.querySelectorAll("path.edge");
+    var base = "/runs/" + encodeURIComponent(runID) + "/tasks/";
+    var at = {}, drawn = {}, queued = false;
+    g.id.forEach(function (id, i) { at[id] = i; });
+    function node(i) {
+      var x = g.x[i], y = g.y[i], el = svgEl("g", { "class": "node st-" + stateOf(g.id[i], g.st[i]), "data-task": g.id[i], tabindex: "0", role: "link" });
+      svgEl("title", {}, el).textContent = g.id[i] + " (" + g.sub[i] + ")" + (g.locks[i] ? " locks: " + g.locks[i] : "");
+      svgEl("rect", { x: x, y: y, width: g.nw, height: g.nh, rx: 6 }, el);
+      svgEl("text", { x: x + 8, y: y + 16 }, el).textContent = label(g.id[i]);
+      svgEl("text", { "class": "sub", x: x + 8, y: y + 32 }, el).textContent = g.locks[i] ? "lock " + g.locks[i] : g.sub[i];
+      return el;
+    }
+    function edges(pairs, v) {
+      var d = [];
+      for (var k = 0; k + 1 < pairs.length; k += 2) {
+        var a = pairs[k], b = pairs[k + 1];
+        var x1 = g.x[a] + g.nw / 2, y1 = g.y[a] + g.nh, x2 = g.x[b] + g.nw / 2, y2 = g.y[b], mid = (y1 + y2) / 2;
+        if (Math.max(x1, x2) < v.x0 || Math.min(x1, x2) > v.x1 || Math.max(y1, y2) < v.y0 || Math.min(y1, y2) > v.y1) continue;
+        d.push("M" + x1 + " " + y1 + "C" + x1 + " " + mid + " " + x2 + " " + mid + " " + x2 + " " + y2);
+      }
+      return d.join("");
+    }
+    function draw() {
+      queued = false;
+      var v = { x0: box.scrollLeft - PAD, y0: box.scrollTop - PAD, x1: box.scrollLeft + box.clientWidth + PAD, y1: box.scrollTop + box.clientHeight + PAD };
+      var add = document.createDocumentFragment();
+      for (var i = 0; i < g.id.length; i++) {
+        var seen = g.x[i] + g.nw >= v.x0 && g.x[i] <= v.x1 && g.y[i] + g.nh >= v.y0 && g.y[i] <= v.y1;
+        if (seen && !drawn[i]) { drawn[i] = node(i); add.appendChild(drawn[i]); }
+        if (!seen && drawn[i]) { drawn[i].remove(); delete drawn[i]; }
+      }
+      layer.appendChild(add);
+      paths[0].setAttribute("d", edges(g.deps, v));
+      paths[1].setAttribute("d", edges(g.needs, v));
+    }
+    function later() { if (!queued) { queued = true; requestAnimationFrame(draw); } }
+    box.addEventListener("scroll", later, { passive: true });
+    window.addEventListener("resize", later);
+    function open(e) {
+      var n = e.target.closest && e.target.closest("g.node");
+      if (n && (e.type === "click" || e.key === "Enter")) window.location.href = base + encodeURIComponent(n.getAttribute("data-task"));
+    }
+    svg.addEventListener("click", open);
+    svg.addEventListener("keydown", open);
+    draw();
+    return { el: function (task) { var i = at[task]; return i === undefined ? null : drawn[i] || null; } };
+  }
+
+  // A task's state shows on its node (when drawn) and its row of the table (when listed).
+  var graph = null, rows = null, shown = {};
   function taskChanged(task, state) {
     if (shown[task] === state) return;
     shown[task] = state;
-    if (!byTask) index();
-    (byTask[task] || []).forEach(function (el) {
-      if (el.tagName === "SPAN") el.textContent = state;
-      setState(el, state);
-    });
+    if (!rows) {
+      rows = {};
+      document.querySelectorAll("tr[data-task] span.state").forEach(function (el) { rows[el.closest("tr").getAttribute("data-task")] = el; });
+    }
+    var row = rows[task];
+    if (row) { row.textContent = state; setState(row, state); }
+    var n = graph && graph.el(task);
+    if (n) setState(n, state);
   }
 
   function countsText(counts, total) {
@@ -44,12 +99,9 @@
     });
   }
 
-  var run = document.getElementById("run");
-  if (run) {
-    document.querySelectorAll("g.node[data-task]").forEach(function (g) {
-      var m = /\bst-([a-z_]+)/.exec(g.getAttribute("class"));
-      if (m) shown[g.getAttribute("data-task")] = m[1];
-    });
+  var run = document.getElementById("run"), data = document.getElementById("dag-data");
+  if (run && data) {
+    graph = newGraph(run.getAttribute("data-run"), JSON.parse(data.textContent), function (task, st) { return shown[task] || st; });
   }
   if (run && window.EventSource) {
     var id = run.getAttribute("data-run");
