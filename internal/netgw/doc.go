@@ -12,7 +12,9 @@
 // put in a name a token (session.json holds its SHA-256); follow a symlink out of a bind
 // when it reads one; write anything of an upload but regular files and directories beneath
 // the result bind; answer a route of one dispatch for another's token; outlive the session's
-// Close with any tunnel. It runs on the host, as agora.
+// Close with any tunnel, at either end; queue a connection (every peer that can reach it,
+// any agent pod, is untrusted until its token is checked: a connection over a limit is
+// closed at once, see conns.go). It runs on the host, as agora.
 //
 // The server and the exporter may be different processes on one host (agora gateway serve
 // and a detached supervisor): they share only the session directory,

@@ -54,6 +54,12 @@ func startGateway(t testing.TB) *gw {
 // startGatewayVersion starts a gateway that says the host runs agora version.
 func startGatewayVersion(t testing.TB, version string) *gw {
 	t.Helper()
+	return startGatewayWith(t, version, nil)
+}
+
+// startGatewayWith starts a gateway whose Server set changes before it serves.
+func startGatewayWith(t testing.TB, version string, set func(*Server)) *gw {
+	t.Helper()
 	home := t.TempDir()
 	certs, err := LoadOrCreateCA(filepath.Join(home, "keys"), []string{"127.0.0.1"})
 	if err != nil {
@@ -62,6 +68,9 @@ func startGatewayVersion(t testing.TB, version string) *gw {
 	logs := &syncBuffer{}
 	g := &gw{reg: &Registry{Dir: filepath.Join(home, "gateway", "sessions")}, ca: certs.CAPEM, logs: logs, home: home}
 	g.srv = &Server{Registry: g.reg, Version: version, Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	if set != nil {
+		set(g.srv)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

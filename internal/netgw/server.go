@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute/remote"
@@ -21,14 +20,14 @@ import (
 const (
 	// MaxHeaderBytes caps a request's header.
 	MaxHeaderBytes = 16 << 10
-	// ReadHeaderTimeout bounds reading a request's header.
-	ReadHeaderTimeout = 10 * time.Second
-	// IdleTimeout closes a keep-alive connection with no request.
-	IdleTimeout = 90 * time.Second
+	// ReadHeaderTimeout bounds a TLS handshake and reading a request's header.
+	ReadHeaderTimeout = 5 * time.Second
+	// IdleTimeout closes a keep-alive connection with no request. It is longer than the
+	// worker's client keeps an idle connection (30 s), so the client closes first and never
+	// sends on a connection the server is closing.
+	IdleTimeout = 45 * time.Second
 	// IOTimeout bounds each read or write of a body: a peer that stalls longer is cut off.
 	IOTimeout = 60 * time.Second
-	// MaxConns caps the connections the server holds at once, tunnels included.
-	MaxConns = 4096
 	// shutdownTimeout bounds a graceful stop.
 	shutdownTimeout = 5 * time.Second
 )
@@ -49,11 +48,22 @@ type Server struct {
 	// MaxUploadEntries caps the entries of one upload; 0 means [MaxUploadEntries].
 	MaxUploadEntries int
 
-	tunnels tunnelSet
-}
+	// Connection limits; 0 means the constant of the same name. Connections over a limit
+	// are closed, never queued.
+	MaxConns            int
+	MaxPending          int
+	MaxPendingPerSource int
+	MaxConnsPerDispatch int
+	// PreAuthTimeout bounds a connection's life before a valid token; 0 means
+	// [PreAuthTimeout].
+	PreAuthTimeout time.Duration
+	// TunnelIdleTimeout closes a tunnel that carried no byte either way for that long; 0
+	// means [TunnelIdleTimeout].
+	TunnelIdleTimeout time.Duration
 
-// Handler returns the server's HTTP handler (tests serve it without TLS).
-func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+	tunnels tunnelSet
+	conns   *connTable
+}
 
 // TLSConfig returns the server's TLS configuration for cert: TLS 1.3 only, HTTP/1.1 only
 // (a tunnel is an HTTP/1.1 upgrade).
@@ -68,9 +78,11 @@ func TLSConfig(cert tls.Certificate) *tls.Config {
 // Serve serves TLS connections accepted on ln until ctx is done, then stops: requests in
 // flight get shutdownTimeout, tunnels are closed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, cert tls.Certificate) error {
+	s.conns = s.newConnTable()
 	srv := &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: ReadHeaderTimeout,
+		Handler:           http.HandlerFunc(s.serveHTTP),
+		ConnContext:       withConn,
+		ReadHeaderTimeout: min(ReadHeaderTimeout, s.conns.preAuth),
 		IdleTimeout:       IdleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
 		// No HTTP/2: tunnels hijack HTTP/1.1 connections.
@@ -78,7 +90,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, cert tls.Certificat
 		ErrorLog:     slog.NewLogLogger(s.logger().Handler(), slog.LevelDebug),
 		BaseContext:  func(net.Listener) context.Context { return ctx },
 	}
-	tl := tls.NewListener(&limitListener{Listener: ln, slots: make(chan struct{}, MaxConns)}, TLSConfig(cert))
+	tl := tls.NewListener(&gateListener{Listener: ln, t: s.conns}, TLSConfig(cert))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(tl) }()
 	select {
@@ -99,6 +111,29 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, cert tls.Certificat
 	return err
 }
 
+// newConnTable makes the connection table of the server's limits.
+func (s *Server) newConnTable() *connTable {
+	or := func(v, def int) int {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	t := &connTable{
+		maxConns: or(s.MaxConns, MaxConns), maxPending: or(s.MaxPending, MaxPending),
+		maxPerSource: or(s.MaxPendingPerSource, MaxPendingPerSource), maxPerDispatch: or(s.MaxConnsPerDispatch, MaxConnsPerDispatch),
+		preAuth: PreAuthTimeout,
+	}
+	if s.PreAuthTimeout > 0 {
+		t.preAuth = s.PreAuthTimeout
+	}
+	log := s.logger()
+	t.refusals = &refusalLog{log: func(reason, source string, suppressed int) {
+		log.Warn("gateway connection refused", "source", source, "reason", reason, "suppressed", suppressed)
+	}}
+	return t
+}
+
 func (s *Server) logger() *slog.Logger {
 	if s.Log == nil {
 		return slog.New(slog.DiscardHandler)
@@ -115,6 +150,19 @@ func httpError(w http.ResponseWriter, status int, msg string) {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	gc := connOf(r.Context())
+	if gc == nil {
+		// Fail closed: a request on a connection the table does not count is refused.
+		w.Header().Set("Connection", "close")
+		httpError(w, http.StatusInternalServerError, "connection not admitted")
+		return
+	}
+	// A connection that has not shown a valid token ends with this request's reply,
+	// whatever it is: an unauthenticated peer gets one request per connection.
+	pending := !s.conns.charged(gc)
+	if pending {
+		w.Header().Set("Connection", "close")
+	}
 	rt, err := parseRoute(r.URL.EscapedPath())
 	if err != nil || r.URL.RawQuery != "" {
 		httpError(w, http.StatusNotFound, "no such route")
@@ -123,6 +171,14 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	rec, ok := s.authorize(w, r, rt)
 	if !ok {
 		return
+	}
+	if pending {
+		if ok, reason := s.conns.claim(gc, rec.Dispatch); !ok {
+			s.logger().Warn("gateway connection refused", "dispatch_id", rec.Dispatch, "source", gc.source, "reason", reason)
+			httpError(w, http.StatusTooManyRequests, reason)
+			return
+		}
+		w.Header().Del("Connection")
 	}
 	switch rt.kind {
 	case routeSession:
@@ -292,32 +348,4 @@ type deadlineWriter struct {
 func (d *deadlineWriter) Write(p []byte) (int, error) {
 	d.rc.SetWriteDeadline(time.Now().Add(IOTimeout))
 	return d.w.Write(p)
-}
-
-// limitListener holds at most cap(slots) accepted connections at once.
-type limitListener struct {
-	net.Listener
-	slots chan struct{}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	l.slots <- struct{}{}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
-	}
-	return &slotConn{Conn: c, release: func() { <-l.slots }}, nil
-}
-
-type slotConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *slotConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
 }

@@ -1,12 +1,12 @@
 package netgw
 
 import (
-	"bufio"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute/remote"
@@ -16,8 +16,12 @@ import (
 const (
 	// MaxTunnels caps the tunnels of one dispatch at once.
 	MaxTunnels = 256
-	// revokeCheck is how often an open tunnel checks that its session still stands; a
-	// revoked session's tunnels close within it.
+	// TunnelIdleTimeout closes a tunnel that carried no byte in either direction for so
+	// long. It is longer than the model gateway's default model timeout (10 min), the
+	// longest a model call may leave a tunnel silent.
+	TunnelIdleTimeout = 11 * time.Minute
+	// revokeCheck is how often an open tunnel checks that its session still stands and that
+	// it is not idle; a revoked session's tunnels close within it.
 	revokeCheck = time.Second
 )
 
@@ -57,21 +61,32 @@ func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request, rec *record
 	}
 	id := s.tunnels.add(rec.Dispatch, conn)
 	defer s.tunnels.remove(rec.Dispatch, id)
+	act := newActivity()
 	stop := make(chan struct{})
+	var watcher sync.WaitGroup
+	defer watcher.Wait()
 	defer close(stop)
-	go watchRevoke(s.Registry.Dir, rec.Dispatch, rec.TokenSHA256, stop, conn)
-	splice(conn, brw.Reader, up.(*net.UnixConn))
+	watcher.Go(func() {
+		if reason := s.watchTunnel(rec.Dispatch, rec.TokenSHA256, act, stop); reason != "" {
+			// Both ends: the worker's, and the host socket's, whose server may never close
+			// on its own (an idle upstream, a half-read request).
+			conn.Close()
+			up.Close()
+			s.logger().Info("gateway tunnel closed", "dispatch_id", rec.Dispatch, "socket", rt.name+"/"+rt.socket, "reason", reason)
+		}
+	})
+	splice(conn, &activeReader{r: brw.Reader, act: act}, up.(*net.UnixConn), act)
 }
 
 // splice copies both ways until both directions end; the end of one direction is passed on
-// as a half close.
-func splice(conn net.Conn, buffered *bufio.Reader, up *net.UnixConn) {
+// as a half close. Every read either way is recorded in act.
+func splice(conn net.Conn, fromWorker io.Reader, up *net.UnixConn, act *activity) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		io.Copy(up, buffered)
+		io.Copy(up, fromWorker)
 		up.CloseWrite()
 	})
-	io.Copy(conn, up)
+	io.Copy(conn, &activeReader{r: up, act: act})
 	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
 		cw.CloseWrite()
 	}
@@ -80,23 +95,58 @@ func splice(conn net.Conn, buffered *bufio.Reader, up *net.UnixConn) {
 	wg.Wait()
 }
 
-// watchRevoke closes conn once dispatch id's session is gone or holds another token.
-func watchRevoke(dir, id, sum string, stop <-chan struct{}, conn net.Conn) {
+// watchTunnel returns once the tunnel must close, saying why: dispatch id's session is gone
+// or holds another token (revoked), or the tunnel was idle for the idle timeout. It returns
+// "" when stop closes first.
+func (s *Server) watchTunnel(id, sum string, act *activity, stop <-chan struct{}) string {
+	idle := s.TunnelIdleTimeout
+	if idle <= 0 {
+		idle = TunnelIdleTimeout
+	}
 	t := time.NewTicker(revokeCheck)
 	defer t.Stop()
 	for {
 		select {
 		case <-stop:
-			return
+			return ""
 		case <-t.C:
 		}
 		// Fail closed: a session that cannot be read back ends the tunnel too.
-		rec, err := loadRecord(dir, id)
+		rec, err := loadRecord(s.Registry.Dir, id)
 		if err != nil || rec.TokenSHA256 != sum {
-			conn.Close()
-			return
+			return "revoked"
+		}
+		if act.idleFor() >= idle {
+			return "idle"
 		}
 	}
+}
+
+// activity is when a tunnel last carried a byte, either way.
+type activity struct{ last atomic.Int64 }
+
+func newActivity() *activity {
+	a := &activity{}
+	a.last.Store(time.Now().UnixNano())
+	return a
+}
+
+func (a *activity) idleFor() time.Duration {
+	return time.Duration(time.Now().UnixNano() - a.last.Load())
+}
+
+// activeReader records in act every read that brings bytes.
+type activeReader struct {
+	r   io.Reader
+	act *activity
+}
+
+func (a *activeReader) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if n > 0 {
+		a.act.last.Store(time.Now().UnixNano())
+	}
+	return n, err
 }
 
 // headerHas reports whether the comma-separated header h lists token (case-insensitive).

@@ -1,0 +1,240 @@
+package netgw
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"sync"
+	"time"
+)
+
+// Connection limits of the server. A connection is unauthenticated ("pending") from its accept
+// until a request on it carries a dispatch's valid token; it is then charged to that dispatch.
+// Every limit refuses by closing the connection at once: nothing ever queues, so a peer that
+// holds connections open delays nobody else.
+const (
+	// MaxConns caps the authenticated connections the server holds at once, tunnels included.
+	MaxConns = 4096
+	// MaxPending caps the unauthenticated connections of all peers at once, apart from
+	// MaxConns: peers without a token cannot take what dispatches hold.
+	MaxPending = 1024
+	// MaxPendingPerSource caps the unauthenticated connections of one source IP address, so
+	// one pod (any peer that can reach the gateway) cannot take every pending slot. A worker
+	// opens a handful at a time and each stays pending for milliseconds; raise it when many
+	// pods reach the gateway through one NAT address.
+	MaxPendingPerSource = 32
+	// MaxConnsPerDispatch caps the authenticated connections of one dispatch: its tunnels,
+	// its two streams, an upload, a file and a few requests.
+	MaxConnsPerDispatch = MaxTunnels + 32
+	// PreAuthTimeout bounds a connection's unauthenticated life: its TLS handshake and its
+	// first request's header must be done, with a valid token, within it, or it is closed.
+	PreAuthTimeout = 5 * time.Second
+	// refusalLogEvery spaces the log lines of one kind of refusal: an unauthenticated peer
+	// must not be able to flood the log. The suppressed count is logged with the next line.
+	refusalLogEvery = time.Second
+)
+
+// connTable counts the server's connections by state, source and dispatch.
+type connTable struct {
+	maxConns, maxPending, maxPerSource, maxPerDispatch int
+	preAuth                                            time.Duration
+	refusals                                           *refusalLog
+
+	mu         sync.Mutex
+	pending    int            // guarded by mu
+	bySource   map[string]int // guarded by mu: pending connections per source IP
+	authed     int            // guarded by mu
+	byDispatch map[string]int // guarded by mu: authenticated connections per dispatch
+}
+
+// gateConn is an accepted connection and its place in the table.
+type gateConn struct {
+	net.Conn
+	t      *connTable
+	source string
+	timer  *time.Timer
+	once   sync.Once
+
+	dispatch string // guarded by t.mu: the dispatch it is charged to; "" while pending
+	expired  bool   // guarded by t.mu: the pre-auth timeout closed it
+}
+
+// gateListener admits the connections the table has room for and closes the others.
+type gateListener struct {
+	net.Listener
+	t *connTable
+}
+
+func (l *gateListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if gc := l.t.admit(c); gc != nil {
+			return gc, nil
+		}
+	}
+}
+
+// admit counts c as pending, or closes it when its source or the server has no pending slot.
+func (t *connTable) admit(c net.Conn) *gateConn {
+	src := sourceOf(c.RemoteAddr())
+	t.mu.Lock()
+	reason := ""
+	switch {
+	case t.pending >= t.maxPending:
+		reason = "too many unauthenticated connections"
+	case t.bySource[src] >= t.maxPerSource:
+		reason = "too many unauthenticated connections from this source"
+	default:
+		t.pending++
+		if t.bySource == nil {
+			t.bySource = map[string]int{}
+		}
+		t.bySource[src]++
+	}
+	t.mu.Unlock()
+	if reason != "" {
+		c.Close()
+		t.refusals.refuse(reason, src)
+		return nil
+	}
+	gc := &gateConn{Conn: c, t: t, source: src}
+	gc.timer = time.AfterFunc(t.preAuth, gc.expire)
+	return gc
+}
+
+// expire closes gc when no valid token came on it in time.
+func (gc *gateConn) expire() {
+	gc.t.mu.Lock()
+	if gc.dispatch != "" {
+		gc.t.mu.Unlock()
+		return
+	}
+	gc.expired = true
+	gc.t.mu.Unlock()
+	gc.Close()
+	gc.t.refusals.refuse("no valid request in time", gc.source)
+}
+
+// claim charges gc to dispatch id after a request on it carried id's valid token. A
+// connection already charged stays with its dispatch. It returns why not when id, or the
+// server, has no room.
+func (t *connTable) claim(gc *gateConn, id string) (ok bool, reason string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case gc.dispatch != "":
+		return true, ""
+	case gc.expired:
+		return false, "the connection timed out before its token was checked"
+	case t.byDispatch[id] >= t.maxPerDispatch:
+		return false, "too many connections for this dispatch"
+	case t.authed >= t.maxConns:
+		return false, "the gateway is at its connection limit"
+	}
+	gc.timer.Stop()
+	t.unpend(gc.source)
+	if t.byDispatch == nil {
+		t.byDispatch = map[string]int{}
+	}
+	t.byDispatch[id]++
+	t.authed++
+	gc.dispatch = id
+	return true, ""
+}
+
+// charged reports whether gc is charged to a dispatch.
+func (t *connTable) charged(gc *gateConn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return gc.dispatch != ""
+}
+
+// unpend takes a pending connection of src off the counts; t.mu is held.
+func (t *connTable) unpend(src string) {
+	t.pending--
+	if t.bySource[src]--; t.bySource[src] <= 0 {
+		delete(t.bySource, src)
+	}
+}
+
+func (gc *gateConn) Close() error {
+	err := gc.Conn.Close()
+	gc.once.Do(func() {
+		gc.timer.Stop()
+		t := gc.t
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if gc.dispatch == "" {
+			t.unpend(gc.source)
+			return
+		}
+		t.authed--
+		if t.byDispatch[gc.dispatch]--; t.byDispatch[gc.dispatch] <= 0 {
+			delete(t.byDispatch, gc.dispatch)
+		}
+	})
+	return err
+}
+
+// sourceOf is the IP address of a peer, the unit of the per-source cap.
+func sourceOf(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
+}
+
+type connKey struct{}
+
+// withConn is the server's ConnContext: requests find their connection's table entry.
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if gc, ok := c.(*gateConn); ok {
+		return context.WithValue(ctx, connKey{}, gc)
+	}
+	return ctx
+}
+
+// connOf returns the connection a request came on; nil when it came on none the table
+// knows, which the handler refuses.
+func connOf(ctx context.Context) *gateConn {
+	gc, _ := ctx.Value(connKey{}).(*gateConn)
+	return gc
+}
+
+// refusalLog logs refused connections, at most one line per reason every refusalLogEvery,
+// with how many it did not log since. A line names the source and the reason, never a token
+// (no token was read).
+type refusalLog struct {
+	log func(reason, source string, suppressed int)
+
+	mu    sync.Mutex
+	last  map[string]time.Time // guarded by mu
+	quiet map[string]int       // guarded by mu: refusals not logged since last
+}
+
+func (r *refusalLog) refuse(reason, source string) {
+	now := time.Now()
+	r.mu.Lock()
+	if r.last == nil {
+		r.last, r.quiet = map[string]time.Time{}, map[string]int{}
+	}
+	if now.Sub(r.last[reason]) < refusalLogEvery {
+		r.quiet[reason]++
+		r.mu.Unlock()
+		return
+	}
+	n := r.quiet[reason]
+	r.last[reason], r.quiet[reason] = now, 0
+	r.mu.Unlock()
+	r.log(reason, source, n)
+}
