@@ -15,7 +15,8 @@ func BenchmarkProvider_NoOp(b *testing.B) {
 	engine(b)
 	p := newTestProvider(b, Options{})
 	for b.Loop() {
-		s := compute.Spec{ID: testID(b), Argv: []string{"/bin/true"}, Env: []string{"PATH=/bin"}}
+		id := testID(b)
+		s := compute.Spec{ID: id, Argv: []string{"/bin/true"}, Env: []string{"PATH=/bin"}, RunAs: testUser(id)}
 		h, err := p.Start(b.Context(), s)
 		if err != nil {
 			b.Fatal(err)
@@ -32,7 +33,8 @@ func BenchmarkProvider_NoOpSecret(b *testing.B) {
 	p := newTestProvider(b, Options{})
 	for b.Loop() {
 		r, _ := pipeWith(b, `{"K":"v"}`)
-		s := compute.Spec{ID: testID(b), Argv: []string{"/bin/true"}, Env: []string{"PATH=/bin"},
+		id := testID(b)
+		s := compute.Spec{ID: id, Argv: []string{"/bin/true"}, Env: []string{"PATH=/bin"}, RunAs: testUser(id),
 			Binds: []compute.Bind{selfBind(b)}, Files: []*os.File{r}}
 		h, err := p.Start(b.Context(), s)
 		if err != nil {

@@ -24,8 +24,6 @@ const (
 	maxShm = 256 << 20
 	// nofile is every container's open-file limit.
 	nofile = 4096
-	// nobody is the user a spec without RunAs runs as.
-	nobody = 65534
 )
 
 // LabelDispatch marks every container this provider creates with its dispatch id; Cancel
@@ -35,6 +33,14 @@ const LabelDispatch = "agora.dispatch"
 // ErrNetwork refuses a spec that asks for the host's network.
 var ErrNetwork = errors.New("network: host is not available on a container target")
 
+// ErrNoRunAs refuses a spec without its own host user. The nproc ulimit (RLIMIT_NPROC) is
+// counted per host uid across every container, not per container: with one uid shared by
+// all dispatches, one agent that forks up to its limit keeps every other dispatch from
+// forking at all (red team #16, finding 2). Each dispatch therefore runs as its own uid,
+// which only a root agora can hand the stage to.
+var ErrNoRunAs = errors.New("a container dispatch runs as its own host uid, and this one has none: " +
+	"agora must run as root to give each dispatch a uid of the target's sandbox_uid range and hand it the stage")
+
 // maxIDLen bounds a dispatch id in a container name (Docker allows 253 bytes in a name).
 const maxIDLen = 128
 
@@ -43,10 +49,7 @@ func (p *Provider) createOptions(s compute.Spec) (client.ContainerCreateOptions,
 	if err := checkSpec(s); err != nil {
 		return client.ContainerCreateOptions{}, "", err
 	}
-	uid, gid := uint32(nobody), uint32(nobody)
-	if s.RunAs != nil {
-		uid, gid = s.RunAs.UID, s.RunAs.GID
-	}
+	uid, gid := s.RunAs.UID, s.RunAs.GID
 	lim := withDefaults(s.Limits)
 	dir := s.Dir
 	if dir == "" {
@@ -95,6 +98,9 @@ func (p *Provider) createOptions(s compute.Spec) (client.ContainerCreateOptions,
 			Ulimits: []*container.Ulimit{
 				{Name: "fsize", Soft: lim.FileSize, Hard: lim.FileSize},
 				{Name: "nofile", Soft: nofile, Hard: nofile},
+				// Per host uid, so per dispatch only because RunAs is (ErrNoRunAs). podman
+				// sets nproc from containers.conf when the request has none, so leaving it
+				// out would not remove it.
 				{Name: "nproc", Soft: int64(lim.MaxProcs), Hard: int64(lim.MaxProcs)},
 			},
 		},
@@ -122,7 +128,10 @@ func checkSpec(s compute.Spec) error {
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		return errors.New("empty argv")
 	}
-	if s.RunAs != nil && (s.RunAs.UID == 0 || s.RunAs.GID == 0) {
+	if s.RunAs == nil {
+		return ErrNoRunAs
+	}
+	if s.RunAs.UID == 0 || s.RunAs.GID == 0 {
 		return errors.New("run as uid or gid 0 refused: a container never runs agora's worker as root")
 	}
 	if len(s.Files) > 1 {

@@ -8,14 +8,27 @@
 // Every container is created from one image pinned by digest (REF@sha256:<64 hex>; a tag is
 // refused, and the image must already be present: the provider never pulls), with a
 // read-only root file system, every capability dropped, no-new-privileges, a seccomp
-// profile that refuses new namespaces (user namespaces above all), a non-root user
-// (the spec's RunAs, else 65534:65534; uid 0 is refused), no network at all (network mode
+// profile that refuses new namespaces (user namespaces above all), the spec's RunAs as its
+// user (required, uid and gid 0 refused: see below), no network at all (network mode
 // "none": only loopback), a pids limit, a memory limit with swap equal to it, ulimits (fsize,
 // nofile, nproc), sized tmpfs scratch at /tmp and /dev/shm, the spec's binds (read-only
 // unless Writable), the spec's environment plus PWD (the engine adds HOSTNAME, TERM, HOME
 // when the spec has none, and podman "container"; nothing else, nothing of the host's), no
 // image entrypoint or command, the label agora.dispatch=<id> and the name agora-<id>. A spec
 // asking for the host's network is refused: a container target has none to give.
+//
+// # A host uid per dispatch
+//
+// The nproc ulimit is RLIMIT_NPROC, which the kernel counts per host uid across every
+// container, not per container: were every dispatch one uid, one agent forking up to its
+// limit would stop every other dispatch from forking (red team #16, finding 2). It cannot
+// simply be left out either: podman then sets it from containers.conf. So a spec without
+// RunAs is refused ([ErrNoRunAs]); a root agora gives each dispatch its own uid of the
+// target's sandbox_uid range and hands it the stage, whose writable binds (workspace, out)
+// are that uid's and which the host reads back only through internal/sandboxfs. A user
+// namespace per container (podman's UsernsMode "auto") was the other way: podman 4.3.1
+// accepts it on its Docker API but needs a "containers" range in /etc/subuid, and Docker
+// refuses every per-container UsernsMode but "host", so only the uid holds on both.
 //
 // # Secrets
 //
@@ -43,7 +56,7 @@
 //	readonly   read-only root file system
 //	capdrop    every capability dropped, no-new-privileges
 //	seccomp    agora's seccomp profile: the engine's default without new namespaces
-//	nonroot    ran as a non-root uid and gid
+//	nonroot    ran as the dispatch's own non-root uid and gid
 //	nonet      network mode none: loopback only
 //	pids       the pids cgroup limit (Limits.MaxProcs, default 256)
 //	memory     the memory cgroup limit, swap included (Limits.Memory, default 4 GiB)

@@ -126,14 +126,33 @@ func testID(t testing.TB) string {
 		"-" + time.Now().Format("150405.000000") + "-" + string(rune('a'+idSeq.n%26))
 }
 
-// shSpec runs script under busybox sh as the default user, with the test binary bound.
+// shSpec runs script under busybox sh as a uid of its own (testUser), with the test
+// binary bound.
 func shSpec(t testing.TB, script string) compute.Spec {
+	id := testID(t)
 	return compute.Spec{
-		ID:    testID(t),
+		ID:    id,
 		Argv:  []string{"/bin/sh", "-c", script},
 		Env:   []string{"PATH=/usr/bin:/bin"},
 		Binds: []compute.Bind{selfBind(t)},
+		RunAs: testUser(id),
 	}
+}
+
+// testUIDBase is the first of the test uids: the default sandbox_uid range's upper half, so
+// no test container shares a uid with a dispatch of a default target or a host account.
+const testUIDBase = 0x70008000
+
+// testUser is the host user the container of dispatch id runs as: one of 32768 uids by the
+// id's FNV-1a hash, as a root agora picks one per dispatch.
+func testUser(id string) *compute.HostUser {
+	h := uint32(2166136261)
+	for i := 0; i < len(id); i++ {
+		h ^= uint32(id[i])
+		h *= 16777619
+	}
+	uid := testUIDBase + h%0x8000
+	return &compute.HostUser{UID: uid, GID: uid}
 }
 
 // runSpec starts s, waits, and returns how it ended and what it wrote.

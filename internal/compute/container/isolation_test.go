@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -32,6 +33,7 @@ func TestProvider_Isolation(t *testing.T) {
 	engine(t)
 	p := newTestProvider(t, Options{})
 	s := shSpec(t, isolationProbe)
+	uid := strconv.FormatUint(uint64(s.RunAs.UID), 10)
 	s.Dir = "/tmp"
 	s.Env = append(s.Env, "FOO=bar")
 	exit, out, errs := runSpec(t, p, s)
@@ -40,7 +42,7 @@ func TestProvider_Isolation(t *testing.T) {
 	}
 	t.Logf("probe:\n%s", out)
 	for _, want := range []string{
-		"uid=65534 gid=65534",
+		"uid=" + uid + " gid=" + uid + "\n",
 		"CapEff:\t0000000000000000",
 		"CapPrm:\t0000000000000000",
 		"CapBnd:\t0000000000000000",
@@ -119,7 +121,6 @@ func TestProvider_SecretOnFD3(t *testing.T) {
 	cli := engine(t)
 	p := newTestProvider(t, Options{})
 	const secret = "s3cr3t-d5f1c0de-never-elsewhere"
-	rw := writableDir(t, 65534, 65534)
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -136,6 +137,7 @@ cat /proc/1/environ | tr '\0' ' ' > /rw/environ
 touch /rw/ready
 i=0; while [ ! -e /rw/go ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done`)
 	s.Files = []*os.File{r}
+	rw := writableDir(t, int(s.RunAs.UID), int(s.RunAs.GID))
 	s.Binds = append(s.Binds, compute.Bind{Src: rw, Dst: "/rw", Writable: true})
 	var out, errb syncBuffer
 	s.Stdout, s.Stderr = &out, &errb

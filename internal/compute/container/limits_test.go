@@ -1,6 +1,7 @@
 package container
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -38,8 +39,10 @@ read n < /tmp/n; echo "running=$n"`)
 func TestProvider_MemoryLimit(t *testing.T) {
 	engine(t)
 	p := newTestProvider(t, Options{})
+	id := testID(t)
 	s := compute.Spec{
-		ID:    testID(t),
+		ID:    id,
+		RunAs: testUser(id),
 		Argv:  []string{DefaultShimPath, "probe-alloc"},
 		Binds: []compute.Bind{selfBind(t)},
 		Env:   []string{"PATH=/bin"},
@@ -77,8 +80,8 @@ func TestProvider_Runsc(t *testing.T) {
 		t.Skipf("SKIP: no runsc engine at %s: run scripts/podman.sh", host)
 	}
 	p := newTestProvider(t, Options{Runtime: RuntimeRunsc, Host: host})
-	rw := writableDir(t, 65534, 65534)
 	s := shSpec(t, `echo "kernel=$(uname -r)"; cat <&3; echo; id -u; cat /proc/self/status | grep CapEff`)
+	rw := writableDir(t, int(s.RunAs.UID), int(s.RunAs.GID))
 	r, w := pipeWith(t, "gvisor-secret")
 	_ = w
 	s.Files = append(s.Files, r)
@@ -95,7 +98,7 @@ func TestProvider_Runsc(t *testing.T) {
 	if strings.Contains(out, "kernel="+strings.TrimSpace(string(kernel))+"\n") {
 		t.Errorf("the container saw the host's kernel %s: not gVisor", kernel)
 	}
-	for _, want := range []string{"gvisor-secret\n", "65534\n", "CapEff:\t0000000000000000"} {
+	for _, want := range []string{"gvisor-secret\n", fmt.Sprintf("\n%d\n", s.RunAs.UID), "CapEff:\t0000000000000000"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output %q lacks %q", out, want)
 		}

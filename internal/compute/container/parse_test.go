@@ -157,10 +157,25 @@ func TestCreateOptions(t *testing.T) {
 			t.Errorf("request names a descriptor path: %q", v)
 		}
 	}
+	// The nproc ulimit is set, and binds only because the user is the dispatch's own.
+	var nproc int64
+	for _, u := range h.Ulimits {
+		if u.Name == "nproc" && u.Soft == u.Hard {
+			nproc = u.Hard
+		}
+	}
+	if nproc != 64 {
+		t.Errorf("nproc ulimit %d, want 64 soft and hard (ulimits %+v)", nproc, h.Ulimits)
+	}
 	// Without files, no stdin and no shim.
 	s.Files = nil
 	opts, _, _ = p.createOptions(s)
 	if opts.Config.OpenStdin || opts.Config.Entrypoint[0] != "/agora/bin/agora" || opts.Config.Entrypoint[1] != "worker" {
 		t.Errorf("without files: %+v", opts.Config)
+	}
+	// Without a user of its own the spec is refused, never run as a shared one.
+	s.RunAs = nil
+	if _, _, err := p.createOptions(s); !errors.Is(err, ErrNoRunAs) {
+		t.Errorf("createOptions without RunAs: %v, want ErrNoRunAs", err)
 	}
 }
