@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/agora-dev/agora/internal/compute"
 )
 
 // UID is a host user id (also used as the group id) written in decimal or as 0x-prefixed
@@ -37,26 +39,11 @@ func (u *UID) UnmarshalText(text []byte) error {
 }
 
 // SandboxUIDs is how many host uids a target's sandboxes spread over, from its sandbox_uid
-// up. Each dispatch runs as one of them, chosen by its id: the kernel keeps some counters
-// per host uid across namespaces (inotify instances and watches, POSIX message queue bytes,
-// pending signals), and with one uid for every sandbox one dispatch could spend them for all
-// the others (issue #11 red team). Two concurrent dispatches share a uid only by chance.
-const SandboxUIDs = 1 << 16
+// up ([compute.SandboxUIDs]: the scheme is the providers', which hold no config).
+const SandboxUIDs = compute.SandboxUIDs
 
 // Range is the first and last uid of the range that starts at u (capped below 2^31).
-func (u UID) Range() (first, last uint32) {
-	first = uint32(u)
-	last = uint32(min(uint64(u)+SandboxUIDs-1, maxUID))
-	return first, last
-}
+func (u UID) Range() (first, last uint32) { return compute.SandboxUIDRange(uint32(u)) }
 
-// For is the uid of the range that dispatch id runs as (FNV-1a of the id).
-func (u UID) For(id string) uint32 {
-	first, last := u.Range()
-	h := uint32(2166136261)
-	for i := 0; i < len(id); i++ {
-		h ^= uint32(id[i])
-		h *= 16777619
-	}
-	return first + h%(last-first+1)
-}
+// For is the uid of the range that dispatch id runs as by default (FNV-1a of the id).
+func (u UID) For(id string) uint32 { return compute.SandboxUIDFor(uint32(u), id) }
