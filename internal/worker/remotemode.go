@@ -11,9 +11,16 @@ import (
 // (internal/worker/remote): the gateway's token leaves the environment before anything of
 // the agent runs, the host's sockets are tunnelled, the secrets object arrives through the
 // gateway instead of a descriptor, the output is teed back, and once result.json is written
-// and every agent process stopped, the out directory is uploaded. A failed upload is a
+// and every agent process stopped, the out directory is uploaded. The limits the local
+// provider applies with prlimit come from the pod's AGORA_RLIMITS. A failed upload is a
 // failed worker: the host has no result.
 func runRemote(ctx context.Context, opts options) int {
+	// A pod has no setting for these limits: the worker lowers them on itself first, and
+	// everything of the agent inherits them (internal/worker/remote/rlimit.go).
+	if err := workerremote.ApplyRlimits(); err != nil {
+		fmt.Fprintf(opts.Stderr, "agora worker: error: %v\n", err)
+		return 1
+	}
 	rw, err := workerremote.Start(ctx, opts.Root, opts.Stdout, opts.Stderr)
 	if err != nil {
 		fmt.Fprintf(opts.Stderr, "agora worker: error: gateway: %v\n", err)
