@@ -49,10 +49,7 @@ type jobInput struct {
 // jobObject builds the dispatch's Job. It holds no secret: every environment value comes from
 // the Secret named like the Job.
 func (p *Provider) jobObject(in jobInput) *batchv1.Job {
-	uid, gid := int64(DefaultRunAs), int64(DefaultRunAs)
-	if ra := in.spec.RunAs; ra != nil {
-		uid, gid = int64(ra.UID), int64(ra.GID)
-	}
+	uid, gid := p.podUser(in.spec)
 	scratch := in.spec.Limits.Scratch
 	if scratch <= 0 {
 		scratch = defaultScratch
@@ -103,7 +100,8 @@ func (p *Provider) jobObject(in jobInput) *batchv1.Job {
 		Image:      p.opts.Image,
 		Command:    append([]string{workerBin}, in.spec.Argv[1:]...),
 		WorkingDir: dir,
-		Env:        append(append(secretEnv(in.name, in.env), corev1.EnvVar{Name: "PWD", Value: dir}), p.remoteEnv(in.name)...),
+		Env: append(append(secretEnv(in.name, in.env), corev1.EnvVar{Name: "PWD", Value: dir}, rlimitsEnv(in.spec.Limits)),
+			p.remoteEnv(in.name)...),
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: binVolume, MountPath: binDir, ReadOnly: true},
 			{Name: tmpVolume, MountPath: tmpDir},

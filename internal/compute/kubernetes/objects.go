@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
@@ -76,7 +77,7 @@ func splitEnv(env []string) ([]envVar, error) {
 			return nil, fmt.Errorf("environment entry %q: want NAME=value with NAME a C identifier", redactedEnv(kv))
 		}
 		switch name {
-		case remote.GatewayURLEnv, remote.TokenEnv, remote.CAEnv, remote.StageEnv, "PWD":
+		case remote.GatewayURLEnv, remote.TokenEnv, remote.CAEnv, remote.StageEnv, remote.RlimitsEnv, "PWD":
 			return nil, fmt.Errorf("environment variable %s is set by the provider", name)
 		}
 		if seen[name] {
@@ -136,6 +137,37 @@ func checkMounts(ms []remote.Mount) error {
 		}
 	}
 	return nil
+}
+
+// podUser is the uid and gid the dispatch's pod runs as: the spec's RunAs (a root agora's
+// leased uid), else the dispatch's own uid of the target's range. RLIMIT_NPROC, and the
+// kernel's other per-uid counters, are kept per uid on the node whatever the pod: with one uid
+// for every pod, one agent forking to its limit would keep every other pod of that uid on
+// the node from forking (red team #16, finding 2).
+func (p *Provider) podUser(s compute.Spec) (uid, gid int64) {
+	if ra := s.RunAs; ra != nil {
+		return int64(ra.UID), int64(ra.GID)
+	}
+	first := p.opts.SandboxUID
+	if first == 0 {
+		first = DefaultSandboxUID
+	}
+	u := int64(compute.SandboxUIDFor(first, s.ID))
+	return u, u
+}
+
+// rlimitsEnv hands the worker the limits a pod has no setting for; it applies them to itself
+// before the agent runs (internal/worker/remote/rlimit.go). Not a secret: it is a value in
+// the Job.
+func rlimitsEnv(l compute.Limits) corev1.EnvVar {
+	r := remote.Rlimits{Nofile: remote.DefaultNofile}
+	if l.MaxProcs > 0 {
+		r.Nproc = uint64(l.MaxProcs)
+	}
+	if l.FileSize > 0 {
+		r.Fsize = uint64(l.FileSize)
+	}
+	return corev1.EnvVar{Name: remote.RlimitsEnv, Value: r.WithDefaults().String()}
 }
 
 func ptrTo[T any](v T) *T { return &v }

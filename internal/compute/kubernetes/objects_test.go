@@ -48,7 +48,8 @@ func TestJobObject_Hardened(t *testing.T) {
 		t.Errorf("pod: restartPolicy %q, automount %v, service links %v", pod.RestartPolicy, *pod.AutomountServiceAccountToken, *pod.EnableServiceLinks)
 	}
 	sc := pod.SecurityContext
-	if !*sc.RunAsNonRoot || *sc.RunAsUser != DefaultRunAs || *sc.RunAsGroup != DefaultRunAs || *sc.FSGroup != DefaultRunAs ||
+	own := int64(compute.SandboxUIDFor(DefaultSandboxUID, s.ID))
+	if !*sc.RunAsNonRoot || *sc.RunAsUser != own || *sc.RunAsGroup != own || *sc.FSGroup != own ||
 		sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("pod security context = %+v", sc)
 	}
@@ -69,7 +70,7 @@ func TestJobObject_Hardened(t *testing.T) {
 			t.Errorf("container %s resources = %+v, want requests = limits = 500m/256Mi", c.Name, c.Resources)
 		}
 		for _, e := range c.Env {
-			if e.Value != "" && e.Name != remote.GatewayURLEnv && e.Name != remote.StageEnv && e.Name != "PWD" {
+			if e.Value != "" && e.Name != remote.GatewayURLEnv && e.Name != remote.StageEnv && e.Name != "PWD" && e.Name != remote.RlimitsEnv {
 				t.Errorf("container %s: env %s has a value in the Job (%q); values belong in the Secret", c.Name, e.Name, e.Value)
 			}
 		}

@@ -26,8 +26,9 @@ import (
 // cluster deletes it (ttlSecondsAfterFinished).
 const DefaultTTL = 10 * time.Minute
 
-// DefaultRunAs is the uid and gid of the pod when the spec sets no RunAs: nobody.
-const DefaultRunAs = 65534
+// DefaultSandboxUID is the first uid of the pods' range when [Options.SandboxUID] is 0: the
+// same as agora.yaml's default sandbox_uid (systemd's unused range, below 2^31).
+const DefaultSandboxUID = 0x70000000
 
 // Client-side rate limits: client-go's defaults (5 requests a second) would throttle a few
 // dozen concurrent dispatches; the apiserver's own priority and fairness still applies.
@@ -70,6 +71,11 @@ type Options struct {
 	Exporter remote.Exporter
 	// Target is the target's name in agora.yaml, for messages.
 	Target string
+	// SandboxUID is the first of the [compute.SandboxUIDs] uids (and gids) the target's pods
+	// run as: each dispatch's pod as its own, [compute.SandboxUIDFor] its id, unless the
+	// spec names RunAs. RLIMIT_NPROC counts per uid on a node, across pods. 0 means
+	// [DefaultSandboxUID]; 2^31 and above are refused.
+	SandboxUID uint32
 }
 
 // Provider runs specs as Kubernetes Jobs. It is safe for concurrent use.
@@ -171,6 +177,9 @@ func (p *Provider) check() error {
 		} else {
 			p.mem = &q
 		}
+	}
+	if o.SandboxUID > 1<<31-1 {
+		return fmt.Errorf("sandbox_uid %d: want a uid below 2147483648", o.SandboxUID)
 	}
 	if o.TTL < 0 {
 		return fmt.Errorf("ttl %v: must not be negative", o.TTL)
