@@ -51,6 +51,12 @@ type Limits struct {
 	// /dev/shm up to 256 MiB): in-memory file systems whose pages no per-process limit
 	// counts. 0 means the provider default (1 GiB for local).
 	Scratch int64
+	// Disk caps what the sandbox's writable binds may hold together, in bytes: the target's
+	// disk quota. The local provider leaves it to the dispatch's own quota (a tmpfs of this
+	// size when agora is root); a remote worker's exporter caps the upload of its result
+	// binds by it, counting files by their logical size. 0 means the provider default
+	// (2 GiB for a remote upload).
+	Disk int64
 }
 
 // Spec describes one sandboxed process. Paths in Argv, Dir and Bind.Dst are as seen

@@ -182,6 +182,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 			Timeout: timeout, MaxProcs: target.MaxProcs, FileSize: int64(target.FileSize), Memory: int64(target.Memory),
 			// /tmp holds the baseline's copy of the workspace: as large as the disk quota.
 			Scratch: int64(target.Disk),
+			Disk:    int64(target.Disk),
 		},
 		Stdout: stdout, Stderr: stderr,
 		// Root runs the sandbox as the target's sandbox uid; nil leaves it the invoking user.

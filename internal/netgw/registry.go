@@ -88,7 +88,7 @@ func (g *Registry) Export(ctx context.Context, spec compute.Spec) (*remote.Sessi
 	if err != nil {
 		return nil, err
 	}
-	rec := &record{Version: 1, Dispatch: spec.ID, TokenSHA256: sum, Mounts: mounts, Files: len(spec.Files)}
+	rec := &record{Version: 1, Dispatch: spec.ID, TokenSHA256: sum, Mounts: mounts, Files: len(spec.Files), MaxUploadBytes: max(spec.Limits.Disk, 0)}
 	// session.json last: the token works only once everything it reaches is served.
 	if err := saveRecord(sd, rec); err != nil {
 		return nil, err

@@ -43,7 +43,9 @@ type Server struct {
 	// Log receives one line per refused request and per upload; nil discards. No line
 	// carries a token.
 	Log *slog.Logger
-	// MaxUploadBytes caps the bytes of regular files in one upload; 0 means [MaxUploadBytes].
+	// MaxUploadBytes caps the bytes of regular files in one upload of any session; 0 means
+	// [MaxUploadBytes]. A session exported with a disk limit (its target's disk) is capped
+	// by that too, whichever is lower.
 	MaxUploadBytes int64
 	// MaxUploadEntries caps the entries of one upload; 0 means [MaxUploadEntries].
 	MaxUploadEntries int

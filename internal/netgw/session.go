@@ -46,6 +46,9 @@ type record struct {
 	TokenSHA256 string        `json:"token_sha256"`
 	Mounts      []mountRecord `json:"mounts"`
 	Files       int           `json:"files"`
+	// MaxUploadBytes caps the bytes of one upload of this session (the target's disk,
+	// compute.Limits.Disk); 0 leaves the server's cap.
+	MaxUploadBytes int64 `json:"max_upload_bytes,omitempty"`
 }
 
 // mountRecord is a mount and the host path it comes from (the bind's Src).

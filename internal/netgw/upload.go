@@ -56,7 +56,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 	}
 	marker.Close()
 	rc := http.NewResponseController(w)
-	caps := uploadCaps{bytes: s.MaxUploadBytes, entries: s.MaxUploadEntries}
+	caps := uploadCaps{bytes: s.uploadBytes(rec), entries: s.MaxUploadEntries}
 	n, err := extractUpload(&deadlineReader{r: r.Body, rc: rc}, m.Src, caps)
 	if err != nil {
 		s.logger().Warn("gateway upload refused", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
@@ -70,6 +70,19 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 	}
 	s.logger().Info("gateway upload", "dispatch_id", rec.Dispatch, "mount", m.Name, "entries", n)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// uploadBytes is the byte cap of an upload of rec: the session's (the target's disk), within
+// the server's.
+func (s *Server) uploadBytes(rec *record) int64 {
+	server := s.MaxUploadBytes
+	if server <= 0 {
+		server = MaxUploadBytes
+	}
+	if rec.MaxUploadBytes > 0 {
+		return min(rec.MaxUploadBytes, server)
+	}
+	return server
 }
 
 type uploadCaps struct {
@@ -137,6 +150,9 @@ func extractInto(root *os.Root, r io.Reader, caps uploadCaps) (int, error) {
 				return 0, &UploadError{Entry: hdr.Name, Reason: "cannot make the directory: " + errReason(err)}
 			}
 		case tar.TypeReg:
+			// hdr.Size is a file's logical size, a sparse file's (PAX sparse) included:
+			// extractFile writes every byte of it, holes as zeros, so it is what the upload
+			// costs the host's disk.
 			if hdr.Size < 0 || hdr.Size > caps.bytes-total {
 				return 0, &UploadError{Entry: hdr.Name, Reason: fmt.Sprintf("the upload is over the %d byte limit", caps.bytes)}
 			}
@@ -229,6 +245,8 @@ func typeName(t byte) string {
 		return "block device"
 	case tar.TypeFifo:
 		return "fifo"
+	case tar.TypeGNUSparse:
+		return "GNU sparse file"
 	}
 	return string(rune(t))
 }
