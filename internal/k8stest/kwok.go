@@ -31,6 +31,10 @@ func (c *Cluster) kwokProc(dir string, bins *binaries, kubeconfig string) *proc 
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 		"--cidr=10.244.0.0/16",
 		"--node-ip=10.250.0.2",
+		// The heartbeat stage kwok ships ("with-lease") renews the node's condition rarely and
+		// leaves liveness to a Lease; without one the node-lifecycle controller marked the node
+		// unreachable after 40 s and tainted it, and no pod was scheduled after that.
+		"--node-lease-duration-seconds=40",
 	}, "HOME="+dir, noWatchList)
 }
 

@@ -149,6 +149,11 @@ func startOnce(opts Options, bins *binaries) (_ *Cluster, err error) {
 		"--kubelet-certificate-authority=" + p.caFile(),
 		"--kubelet-preferred-address-types=InternalIP",
 		"--profiling=false",
+		// A watch from resourceVersion 0 (every kwok informer's, and client-go's first) is
+		// turned by the WatchList feature into a streaming watch, which needs etcd's progress
+		// requests; Debian's etcd 3.4 has none, so the apiserver ended each such watch at once
+		// and kwok saw a pod only at its next relist, seconds later or never.
+		"--feature-gates=WatchList=false",
 	})
 	for _, pr := range []*proc{c.etcd, c.apiserver} {
 		if err := pr.start(); err != nil {
