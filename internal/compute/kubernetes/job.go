@@ -81,11 +81,15 @@ func (p *Provider) jobObject(in jobInput) *batchv1.Job {
 		pod.RuntimeClassName = ptrTo(p.opts.RuntimeClass)
 	}
 	res := p.resources(in.spec.Limits)
+	// fetch names its routes by the dispatch id; the spec's environment, which carries it,
+	// is the worker's container's only.
+	fetchEnv := append(p.remoteEnv(in.name), corev1.EnvVar{Name: remote.StageEnv, Value: stageDir},
+		corev1.EnvVar{Name: remote.DispatchEnv, Value: in.id})
 	fetch := corev1.Container{
 		Name:            fetchContainer,
 		Image:           p.opts.WorkerImage,
 		Command:         []string{workerBin, "worker", "fetch"},
-		Env:             append(p.remoteEnv(in.name), corev1.EnvVar{Name: remote.StageEnv, Value: stageDir}),
+		Env:             fetchEnv,
 		VolumeMounts:    []corev1.VolumeMount{{Name: binVolume, MountPath: stageDir + "/" + binVolume}},
 		Resources:       res,
 		SecurityContext: containerSecurity(),

@@ -104,6 +104,9 @@ const (
 	CAEnv = "AGORA_GATEWAY_CA"
 	// StageEnv names where the init step finds the mounts' volumes: STAGE/NAME.
 	StageEnv = "AGORA_STAGE"
+	// DispatchEnv names the dispatch id: the init step needs it for its routes, and the
+	// worker's container has it from the spec's environment.
+	DispatchEnv = "AGORA_DISPATCH_ID"
 )
 
 // Routes, below "/v1/dispatches/ID/", each with "Authorization: Bearer TOKEN":

@@ -15,7 +15,7 @@ import (
 
 // DispatchEnv names the dispatch id in the pod's environment (the host sets it for every
 // worker).
-const DispatchEnv = "AGORA_DISPATCH_ID"
+const DispatchEnv = remote.DispatchEnv
 
 // fetchTimeout bounds the whole fetch step.
 const fetchTimeout = 30 * time.Minute
