@@ -25,10 +25,11 @@ const (
 	// RealNodeIP is added to lo (a /32) when absent: the node's InternalIP, where the
 	// apiserver reaches the kubelet for logs.
 	RealNodeIP = "10.250.0.1"
-	// podSubnet is the bridge network pods get addresses from.
-	podSubnet  = "10.251.0.0/24"
-	bridgeName = "k8stest0"
-	cniBinDir  = "/usr/lib/cni"
+	// RealNodePodSubnet is the bridge network pods get addresses from.
+	RealNodePodSubnet = "10.251.0.0/24"
+	podSubnet         = RealNodePodSubnet
+	bridgeName        = "k8stest0"
+	cniBinDir         = "/usr/lib/cni"
 	// pauseImage is the sandbox image, made by OCIImage and imported at start: there is no
 	// registry to pull registry.k8s.io/pause from.
 	pauseImage = "k8stest.invalid/pause:1"

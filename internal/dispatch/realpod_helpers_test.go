@@ -1,0 +1,264 @@
+package dispatch_test
+
+import (
+	"bytes"
+	"context"
+	"debug/buildinfo"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/kubernetes"
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/k8stest"
+	"github.com/agora-dev/agora/internal/netgw"
+)
+
+// podNode is a real node (k8stest.Options.RealNode) holding agora's worker image and the
+// toolchain image, and a network gateway the node's pods reach.
+type podNode struct {
+	c                    *k8stest.Cluster
+	workerRef, toolchain string // digest-pinned, as containerd holds them
+	gatewayURL           string
+	ca                   []byte
+	reg                  *netgw.Registry
+	gwLog                *agoratest.SyncBuffer
+	peers                peerSet // the addresses the gateway was reached from
+}
+
+// peerSet records the hosts of the connections a listener accepted.
+type peerSet struct {
+	mu    sync.Mutex
+	hosts map[string]int
+}
+
+func (p *peerSet) add(addr net.Addr) {
+	host, _, _ := net.SplitHostPort(addr.String())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hosts == nil {
+		p.hosts = map[string]int{}
+	}
+	p.hosts[host]++
+}
+
+func (p *peerSet) snapshot() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	for h, n := range p.hosts {
+		out[h] = n
+	}
+	return out
+}
+
+type peerListener struct {
+	net.Listener
+	peers *peerSet
+}
+
+func (l *peerListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.peers.add(c.RemoteAddr())
+	}
+	return c, err
+}
+
+// startPodNode brings the node up, or skips saying which part is missing. The worker image is
+// made here from the test's own agora binary (FROM scratch, the binary at /agora/bin/agora,
+// as images/agora-worker.Containerfile builds it), so the pod runs the code under test; the
+// toolchain image is the container tests' (podman), saved and imported into containerd.
+func startPodNode(t *testing.T) *podNode {
+	t.Helper()
+	toolchain := requireContainer(t)
+	if _, err := exec.LookPath("podman"); err != nil {
+		t.Skip("SKIP: podman is missing (it saves the toolchain image for containerd): run scripts/podman.sh")
+	}
+	c := k8stest.Start(t, k8stest.Options{RealNode: true})
+	n := &podNode{c: c}
+	ctx := t.Context()
+
+	bin, err := os.ReadFile(agoraBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tarball, _, err := k8stest.OCIImage("localhost/agora-worker:e2e", []string{"/agora/bin/agora"},
+		k8stest.ImageFile{Path: "/agora/bin/agora", Mode: 0o755, Data: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.workerRef = importOne(t, c, tarball)
+
+	name, _, _ := strings.Cut(toolchain, "@")
+	saved, err := exec.CommandContext(ctx, "podman", "save", "-q", "--format", "docker-archive", "-o", "/dev/stdout", name).Output()
+	if err != nil {
+		t.Fatalf("podman save %s: %v", name, err)
+	}
+	n.toolchain = importOne(t, c, saved)
+	t.Logf("images in containerd: worker %s, toolchain %s", n.workerRef, n.toolchain)
+
+	n.startGateway(t)
+	return n
+}
+
+func importOne(t *testing.T, c *k8stest.Cluster, tarball []byte) string {
+	t.Helper()
+	refs, err := c.ImportImage(t.Context(), tarball)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refs) != 1 {
+		t.Fatalf("imported %q, want one image", refs)
+	}
+	return refs[0]
+}
+
+// startGateway serves the network gateway on the node's IP, which the pods reach through the
+// bridge's default route, certified for that IP. It says it runs the version the worker
+// binary was built as, as `agora orch serve --gateway` does from the same binary.
+func (n *podNode) startGateway(t *testing.T) {
+	t.Helper()
+	info, err := buildinfo.ReadFile(agoraBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := info.Main.Version
+	if version == "" || version == "(devel)" {
+		version = "dev"
+	}
+	dir := t.TempDir()
+	certs, err := netgw.LoadOrCreateCA(filepath.Join(dir, "keys"), []string{k8stest.RealNodeIP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.ca = certs.CAPEM
+	n.reg = &netgw.Registry{Dir: filepath.Join(dir, "sessions")}
+	n.gwLog = &agoratest.SyncBuffer{}
+	srv := &netgw.Server{Registry: n.reg, Version: version, Log: slog.New(slog.NewJSONHandler(n.gwLog, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	ln, err := net.Listen("tcp", net.JoinHostPort(k8stest.RealNodeIP, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.gatewayURL = "https://" + ln.Addr().String()
+	ln = &peerListener{Listener: ln, peers: &n.peers}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln, certs.Server) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && err != http.ErrServerClosed {
+			t.Errorf("gateway: %v", err)
+		}
+	})
+}
+
+// addPodTarget adds target "pod": the default target's settings on provider kubernetes, on
+// the node.
+func (e *env) addPodTarget(n *podNode) {
+	tg := e.home.Config.Targets[config.DefaultTarget]
+	tg.Provider = config.ProviderKubernetes
+	tg.Image, tg.WorkerImage = n.toolchain, n.workerRef
+	tg.Kubeconfig, tg.Namespace, tg.Gateway = n.c.Kubeconfig, n.c.Namespace, n.gatewayURL
+	e.home.Config.Targets["pod"] = tg
+	var p compute.Provider
+	e.d.Providers = func(ctx context.Context, name string, tg config.Target) (compute.Provider, error) {
+		if p != nil {
+			return p, nil
+		}
+		kp, err := kubernetes.New(kubernetes.Options{
+			Kubeconfig: tg.Kubeconfig, Namespace: tg.Namespace, Image: tg.Image, WorkerImage: tg.WorkerImage,
+			GatewayURL: tg.Gateway, GatewayCA: n.ca, Exporter: n.reg, Target: name,
+		})
+		p = kp
+		return kp, err
+	}
+}
+
+// grepTree lists the regular files under root that hold needle (each read whole, up to 1 GiB),
+// and how many it read: everything the node keeps (etcd's data, containerd's content and
+// snapshots, the kubelet's pod volumes, the logs).
+func grepTree(t *testing.T, root string, needle []byte) (hits []string, files int) {
+	t.Helper()
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // a file gone while walking (a log rotated, a pod's volume torn down)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		if fi, err := d.Info(); err != nil || fi.Size() > 1<<30 {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		files++
+		if bytes.Contains(b, needle) {
+			hits = append(hits, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hits, files
+}
+
+// objectsJSON is a GET of each object kind in the node's namespace, raw, for a search.
+func (n *podNode) objectsJSON(t *testing.T) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for kind, path := range map[string]string{
+		"jobs":            "/apis/batch/v1/namespaces/" + n.c.Namespace + "/jobs",
+		"pods":            "/api/v1/namespaces/" + n.c.Namespace + "/pods",
+		"secrets":         "/api/v1/namespaces/" + n.c.Namespace + "/secrets",
+		"networkpolicies": "/apis/networking.k8s.io/v1/namespaces/" + n.c.Namespace + "/networkpolicies",
+		"events":          "/api/v1/namespaces/" + n.c.Namespace + "/events",
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		var raw []byte
+		err := n.c.Do(ctx, http.MethodGet, path, nil, &raw)
+		cancel()
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		out[kind] = raw
+	}
+	return out
+}
+
+// podLogs is every container's log of every pod in the namespace, for a failure message.
+func (n *podNode) podLogs(t *testing.T) string {
+	t.Helper()
+	var pods struct {
+		Items []struct {
+			Metadata struct{ Name string }
+		}
+	}
+	ctx := t.Context()
+	if err := n.c.Do(ctx, http.MethodGet, "/api/v1/namespaces/"+n.c.Namespace+"/pods", nil, &pods); err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		for _, ctr := range []string{"fetch", "worker"} {
+			var log []byte
+			err := n.c.Do(ctx, http.MethodGet, "/api/v1/namespaces/"+n.c.Namespace+"/pods/"+p.Metadata.Name+"/log?container="+ctr, nil, &log)
+			fmt.Fprintf(&b, "--- %s/%s (%v)\n%s\n", p.Metadata.Name, ctr, err, log)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,259 @@
+package dispatch_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/compute/remote"
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/k8stest"
+	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
+)
+
+// realPodEdit is the agent's change, the same under bubblewrap and in the pod.
+const realPodEdit = `printf 'hello\n' > greeting.txt
+sed -i 's/one/uno/' README
+rm gone.txt
+echo edited`
+
+// realPodProbe searches everything the pod can read for the model key: every regular file of
+// its root and volumes (not /proc, /sys, /dev), then each process's environment and command
+// line (but the worker's, pid 1, which is not dumpable). The key and its variable's name are
+// assembled at run time, so the probe's own text (its command line, the model's request, the
+// transcript) does not hold them whole. Two canaries, assembled the same way, are things
+// the pod does hold (/etc/passwd's nobody, the agent's AGORA_WORKSPACE): finding them shows
+// the searches can find.
+func realPodProbe(key string) string {
+	return fmt.Sprintf(`k1=%s; k2=%s; n1=OPENAI_; n2=API_KEY
+c1=nobody:x:; c2=65534; c3=AGORA_WORK; c4=SPACE=/agora
+echo ENV-BEGIN; env | sort; echo ENV-END
+echo "uid=$(id -u) gid=$(id -g)"
+n=$(find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o -type f -print 2>/dev/null | wc -l)
+echo "FILES-SCANNED $n"
+if find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o -type f -print 2>/dev/null | xargs grep -lsF "$k1$k2"; then echo KEY-FOUND-FILE; fi
+if find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o -type f -print 2>/dev/null | xargs grep -lsF "$c1$c2" >/dev/null; then echo CANARY-FOUND-FILE; fi
+for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' < "$f" 2>/dev/null; done > /tmp/procs
+echo "PROC-BYTES $(wc -c < /tmp/procs)"
+if grep -qF "$k1$k2" /tmp/procs; then echo KEY-FOUND-PROC; else echo KEY-NOT-FOUND; fi
+if grep -qF "$c3$c4" /tmp/procs; then echo CANARY-FOUND-PROC; fi
+if grep -qF "$n1$n2" /tmp/procs; then echo NAME-FOUND; else echo NAME-NOT-FOUND; fi
+rm -f /tmp/procs`, key[:10], key[10:])
+}
+
+// TestDispatch_RealPodSamePatchAsLocal is issue #16's "real pods" test: with a real kubelet,
+// Debian's containerd, runc and the bridge CNI, an openai-runtime dispatch runs end to end in a
+// pod (the init container `agora worker fetch` from the worker image downloads the bundle over
+// the network gateway, the toolchain image runs the worker, the result is uploaded) and makes
+// the same patch as under bubblewrap from the same commit. Its model calls go through the
+// gateway's tunnel to a model API on this host, which refuses a request without the key: the
+// key is added on the host, and it is in nothing the pod can read, in no Kubernetes object,
+// and nowhere in the node's state.
+func TestDispatch_RealPodSamePatchAsLocal(t *testing.T) {
+	n := startPodNode(t)
+	e := newModelEnv(t)
+	e.addPodTarget(n)
+	e.capability("shell", "tools: [run_command]\ncommands: [\"sh -c *\"]\n", nil)
+	e.modelSubagent("editor", "openai", "shell")
+	repo := gitRepo(t, map[string]string{"README": "one\ntwo\n", "gone.txt": "bye\n"})
+
+	var (
+		patches [2]string
+		probe   string
+		objs    map[string][]byte // the namespace's objects while the pod runs
+	)
+	for i, target := range []string{"", "pod"} {
+		steps := []openaitest.Step{openaitest.CallTool("run_command", mustJSON(t, map[string]any{"argv": []string{"sh", "-c", realPodEdit}}))}
+		if target == "pod" {
+			steps = append(steps,
+				openaitest.CallTool("run_command", mustJSON(t, map[string]any{"argv": []string{"sh", "-c", realPodProbe(testAPIKey)}})),
+				openaitest.Func(func(req openaitest.Request) openaitest.Reply {
+					probe = lastToolResult(t, req)
+					// The pod is waiting on this answer: its Secret and Job are there now.
+					objs = n.objectsJSON(t)
+					return openaitest.Reply{Content: "probed"}
+				}))
+		} else {
+			steps = append(steps, openaitest.Say("edited"))
+		}
+		srv := e.model(testAPIKey, steps...)
+		begin := time.Now()
+		r := e.run(dispatch.Request{Subagent: "editor", Repo: repo, Target: target, Envs: []string{"model"}, Timeout: 4 * time.Minute})
+		t.Logf("target %q: %s in %s, task %s, isolation %s", target, r.State, time.Since(begin).Round(time.Millisecond), r.ProviderTaskID, r.Isolation)
+		if r.State != dispatch.StateFinished {
+			t.Fatalf("target %q: dispatch %s: %s %s: %s\ndispatch logs:\n%s\ngateway log:\n%s\npod logs:\n%s", target, r.ID, r.State, r.Reason, r.Detail,
+				e.logs(r.ID), n.gwLog, n.podLogs(t))
+		}
+		// Every model call reached the model with the key, which only the host holds.
+		if got := len(srv.Accepted()); got != len(steps) {
+			t.Errorf("target %q: the model accepted %d requests, want %d", target, got, len(steps))
+		}
+		for j, req := range srv.Requests() {
+			if req.Rejected != "" || req.Header.Get("Authorization") != "Bearer "+testAPIKey {
+				t.Errorf("target %q: model request %d rejected %q; want accepted with the key", target, j, req.Rejected)
+			}
+		}
+		if r.Result == nil || r.Result.Patch == nil {
+			t.Fatalf("target %q: no patch", target)
+		}
+		patches[i] = e.blob(r.Result.Patch)
+		for name, a := range map[string]*dispatch.Artifact{"stdout": r.Result.Stdout, "stderr": r.Result.Stderr, "transcript": r.Result.Transcript} {
+			if a != nil && strings.Contains(e.blob(a), testAPIKey) {
+				t.Errorf("target %q: stored %s holds the key", target, name)
+			}
+		}
+		if target == "pod" {
+			if !strings.HasPrefix(r.ProviderTaskID, "k8s:") {
+				t.Errorf("task id %q, want k8s:<namespace>/<job>", r.ProviderTaskID)
+			}
+			checkGatewayPeers(t, n)
+		}
+	}
+	if patches[0] != patches[1] {
+		t.Errorf("patches differ:\nbubblewrap:\n%s\npod:\n%s", patches[0], patches[1])
+	}
+	for _, want := range []string{"+hello", "-one", "+uno", "gone.txt"} {
+		if !strings.Contains(patches[1], want) {
+			t.Errorf("the pod's patch lacks %q:\n%s", want, patches[1])
+		}
+	}
+	t.Logf("the probe in the pod:\n%s", probe)
+	checkProbe(t, probe)
+	checkObjectsHoldNoKey(t, n, objs)
+	checkNodeHoldsNoKey(t, n)
+}
+
+// checkProbe: the probe ran in the pod, as nobody, read the pod's files and processes, and
+// found neither the key nor its name, nor the gateway's token variable.
+func checkProbe(t *testing.T, probe string) {
+	t.Helper()
+	for _, want := range []string{"ENV-BEGIN", "FILES-SCANNED", "KEY-NOT-FOUND", "NAME-NOT-FOUND", "CANARY-FOUND-FILE", "CANARY-FOUND-PROC", "exit code: 0"} {
+		if !strings.Contains(probe, want) {
+			t.Errorf("the probe's output lacks %q", want)
+		}
+	}
+	for _, bad := range []string{testAPIKey, "KEY-FOUND-FILE", "KEY-FOUND-PROC", "OPENAI_API_KEY", remote.TokenEnv + "=", remote.CAEnv + "="} {
+		if strings.Contains(probe, bad) {
+			t.Errorf("the probe's output holds %q", bad)
+		}
+	}
+	if strings.Contains(probe, "uid=0 ") || strings.Contains(probe, "gid=0\n") {
+		t.Errorf("the agent ran as root in the pod")
+	}
+	var scanned int
+	if i := strings.Index(probe, "FILES-SCANNED "); i >= 0 {
+		fmt.Sscanf(probe[i+len("FILES-SCANNED "):], "%d", &scanned)
+	}
+	// The toolchain image alone has hundreds of files (busybox's links, git's helpers).
+	if scanned < 100 {
+		t.Errorf("the probe read %d files, want the pod's whole file system", scanned)
+	}
+}
+
+// checkObjectsHoldNoKey looks where the pod's definition lives, as it was while the pod ran:
+// the Job, pod, Secret, NetworkPolicy and event objects. The dispatch's Secret holds the
+// session's token and the gateway's CA, and no key.
+func checkObjectsHoldNoKey(t *testing.T, n *podNode, objs map[string][]byte) {
+	t.Helper()
+	if objs == nil {
+		t.Fatal("no snapshot of the namespace's objects: the probe's answer never came")
+	}
+	for kind, raw := range objs {
+		if bytes.Contains(raw, []byte(testAPIKey)) {
+			t.Errorf("the %s in namespace %s hold the key", kind, n.c.Namespace)
+		}
+	}
+	var secrets struct {
+		Items []struct {
+			Metadata struct{ Name string }
+			Data     map[string][]byte
+		}
+	}
+	if err := json.Unmarshal(objs["secrets"], &secrets); err != nil {
+		t.Fatal(err)
+	}
+	if len(secrets.Items) != 1 {
+		t.Errorf("%d Secrets, want the dispatch's one", len(secrets.Items))
+	}
+	for _, s := range secrets.Items {
+		var keys []string
+		for k, v := range s.Data {
+			keys = append(keys, k)
+			if bytes.Contains(v, []byte(testAPIKey)) || bytes.Contains(v, []byte("OPENAI_API_KEY")) {
+				t.Errorf("Secret %s key %s holds the model key", s.Metadata.Name, k)
+			}
+		}
+		t.Logf("Secret %s holds %q", s.Metadata.Name, keys)
+		if s.Data["token"] == nil || s.Data["ca.crt"] == nil {
+			t.Errorf("Secret %s lacks the token or the CA: %q", s.Metadata.Name, keys)
+		}
+	}
+	checkNetworkPolicy(t, n, objs["networkpolicies"])
+}
+
+// checkNodeHoldsNoKey searches every file of the node after the run: etcd's data,
+// containerd's images, snapshots and container specs, the kubelet's pod volumes, the logs.
+func checkNodeHoldsNoKey(t *testing.T, n *podNode) {
+	t.Helper()
+	hits, files := grepTree(t, n.c.Dir, []byte(testAPIKey))
+	t.Logf("searched %d files of the node's state (%s) for the key", files, n.c.Dir)
+	if len(hits) > 0 {
+		t.Errorf("the node's state holds the key in %q", hits)
+	}
+	if files < 50 {
+		t.Errorf("searched only %d files of the node's state", files)
+	}
+}
+
+// checkNetworkPolicy: the dispatch's policy admits egress to the gateway alone. The bridge CNI
+// enforces no NetworkPolicy, so on this node the pod could reach more than the policy says;
+// the test shows the object, not its enforcement, and says so.
+func checkNetworkPolicy(t *testing.T, n *podNode, raw []byte) {
+	t.Helper()
+	t.Log("NOTE: the bridge CNI plugin does NOT enforce NetworkPolicy: this node runs the generated policy " +
+		"without applying it. Egress-only-to-the-gateway holds only on a cluster whose network plugin " +
+		"enforces NetworkPolicy (Calico, Cilium); this test checks the object, not the enforcement.")
+	var pols struct {
+		Items []struct {
+			Spec struct {
+				PolicyTypes []string
+				Egress      []struct {
+					To    []struct{ IPBlock *struct{ CIDR string } }
+					Ports []struct{ Port int }
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(raw, &pols); err != nil {
+		t.Fatal(err)
+	}
+	want := strings.TrimPrefix(n.gatewayURL, "https://"+k8stest.RealNodeIP+":")
+	if len(pols.Items) != 1 || len(pols.Items[0].Spec.Egress) != 1 ||
+		len(pols.Items[0].Spec.Egress[0].To) != 1 || pols.Items[0].Spec.Egress[0].To[0].IPBlock == nil ||
+		pols.Items[0].Spec.Egress[0].To[0].IPBlock.CIDR != k8stest.RealNodeIP+"/32" ||
+		len(pols.Items[0].Spec.Egress[0].Ports) != 1 || fmt.Sprint(pols.Items[0].Spec.Egress[0].Ports[0].Port) != want {
+		t.Errorf("NetworkPolicy %s, want one policy with egress only to %s/32 port %s", raw, k8stest.RealNodeIP, want)
+	}
+}
+
+// checkGatewayPeers: the gateway was reached, and only from the pod network: the bundle, the
+// model calls' tunnel and the upload came over the bridge, not from a process on this host.
+func checkGatewayPeers(t *testing.T, n *podNode) {
+	t.Helper()
+	pods := netip.MustParsePrefix(k8stest.RealNodePodSubnet)
+	peers := n.peers.snapshot()
+	t.Logf("gateway connections by peer: %v", peers)
+	if len(peers) == 0 {
+		t.Error("nothing connected to the gateway")
+	}
+	for h := range peers {
+		if a, err := netip.ParseAddr(h); err != nil || !pods.Contains(a) {
+			t.Errorf("the gateway was reached from %s, outside the pod network %s", h, pods)
+		}
+	}
+	t.Logf("gateway log:\n%s", n.gwLog)
+}
