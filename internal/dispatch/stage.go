@@ -79,7 +79,7 @@ func limitsFor(target config.Target, sandbox, id string) stageLimits {
 	if !l.sandboxed || os.Geteuid() != 0 {
 		return l
 	}
-	uid := target.SandboxUID.For(id) // one of the target's range, by dispatch id
+	uid := target.SandboxUID.For(id) // its own of the range; run leases it or the next free one
 	l.owner = &compute.HostUser{UID: uid, GID: uid}
 	l.disk = int64(target.Disk)
 	return l

@@ -80,6 +80,15 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	if d.testOnlyInvokingUser {
 		limits.owner, limits.disk = nil, 0
 	}
+	if limits.owner != nil {
+		// Held until the stage's work is gone (deferred before removeWork, so released after).
+		lease, err := leaseUID(d.StateDir, target.SandboxUID, r.ID)
+		if err != nil {
+			return failed(ReasonProviderFailed, "%v", err), nil
+		}
+		defer lease.release()
+		limits.owner = &compute.HostUser{UID: lease.uid, GID: lease.uid}
+	}
 	st, err := newStage(d.StateDir, r.ID, limits)
 	if err != nil {
 		return Outcome{}, err

@@ -1,0 +1,69 @@
+package dispatch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/config"
+)
+
+// uidLeaseDir, beside the stage directories, holds one file per uid a running dispatch of
+// this home runs as, locked (flock) by its supervisor while the dispatch runs. The kernel
+// drops the lock when the supervisor dies, however it dies, so a lease never outlives its
+// holder and nothing needs cleaning up.
+const uidLeaseDir = ".uids"
+
+// maxUIDProbes bounds the search for a free uid: far more dispatches than this never run at
+// once on one home, and a search that finds none fails closed.
+const maxUIDProbes = 4096
+
+// uidLease is a dispatch's hold on its host uid.
+type uidLease struct {
+	uid uint32
+	f   *os.File
+}
+
+// release gives the uid back; the caller's sandbox has ended.
+func (l *uidLease) release() {
+	if l != nil && l.f != nil {
+		l.f.Close()
+	}
+}
+
+// leaseUID picks the uid dispatch id runs as: its own of the target's range
+// ([compute.SandboxUIDFor]), or, when a running dispatch of this home holds that one, the next
+// free uid of the range. The hash alone lets two concurrent dispatches share a uid by chance,
+// and they then share RLIMIT_NPROC and every other per-uid kernel counter: one could keep the
+// other from forking (red team #16, finding 2). The lease rules that out among this home's
+// dispatches; homes sharing a range must not (agora doctor checks overlapping ranges).
+func leaseUID(stateDir string, first config.UID, id string) (*uidLease, error) {
+	dir := filepath.Join(stateDir, uidLeaseDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("lease a sandbox uid: %w", err)
+	}
+	lo, hi := compute.SandboxUIDRange(uint32(first))
+	n := uint64(hi-lo) + 1
+	start := uint64(compute.SandboxUIDFor(uint32(first), id) - lo)
+	for i := uint64(0); i < min(n, maxUIDProbes); i++ {
+		uid := lo + uint32((start+i)%n)
+		f, err := os.OpenFile(filepath.Join(dir, strconv.FormatUint(uint64(uid), 10)), os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("lease a sandbox uid: %w", err)
+		}
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return &uidLease{uid: uid, f: f}, nil
+		}
+		f.Close()
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("lease sandbox uid %d: %w", uid, err)
+		}
+	}
+	return nil, fmt.Errorf("no free sandbox uid: %d running dispatches hold the first %d tried of the range from %d", min(n, maxUIDProbes), min(n, maxUIDProbes), lo)
+}
