@@ -293,7 +293,7 @@ var fakeClaudeOnce struct {
 }
 
 // fakeClaudeBytes is fakeClaude, built once for the package's tests.
-func fakeClaudeBytes(t *testing.T) []byte {
+func fakeClaudeBytes(t testing.TB) []byte {
 	fakeClaudeOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "fakeclaude-")
 		if err != nil {

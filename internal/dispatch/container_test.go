@@ -34,7 +34,7 @@ var (
 
 // requireContainer skips loudly unless a Docker API answers and the toolchain image is
 // there (scripts/images.sh builds it, cached), and returns the image's digest reference.
-func requireContainer(t *testing.T) string {
+func requireContainer(t testing.TB) string {
 	t.Helper()
 	host := containerHost()
 	cli, err := client.New(client.WithHost(host), client.WithAPIVersionNegotiation())

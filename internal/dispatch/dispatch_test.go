@@ -29,13 +29,13 @@ var agoraBin string
 func TestMain(m *testing.M) { os.Exit(agoratest.RunWithBinary(m, &agoraBin)) }
 
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	home *home.Home
 	w    *provision.Writer
 	d    *dispatch.Dispatcher
 }
 
-func requireSandbox(t *testing.T) {
+func requireSandbox(t testing.TB) {
 	t.Helper()
 	if err := local.Available(); err != nil {
 		t.Skipf("SKIP: bubblewrap sandbox not available here (apt-get install bubblewrap): %v", err)
@@ -45,7 +45,7 @@ func requireSandbox(t *testing.T) {
 	}
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	requireSandbox(t)
 	ctx := t.Context()

@@ -80,7 +80,7 @@ func (l *peerListener) Accept() (net.Conn, error) {
 // made here from the test's own agora binary (FROM scratch, the binary at /agora/bin/agora,
 // as images/agora-worker.Containerfile builds it), so the pod runs the code under test; the
 // toolchain image is the container tests' (podman), saved and imported into containerd.
-func startPodNode(t *testing.T) *podNode {
+func startPodNode(t testing.TB) *podNode {
 	t.Helper()
 	toolchain := requireContainer(t)
 	if _, err := exec.LookPath("podman"); err != nil {
@@ -113,7 +113,7 @@ func startPodNode(t *testing.T) *podNode {
 	return n
 }
 
-func importOne(t *testing.T, c *k8stest.Cluster, tarball []byte) string {
+func importOne(t testing.TB, c *k8stest.Cluster, tarball []byte) string {
 	t.Helper()
 	refs, err := c.ImportImage(t.Context(), tarball)
 	if err != nil {
@@ -128,7 +128,7 @@ func importOne(t *testing.T, c *k8stest.Cluster, tarball []byte) string {
 // startGateway serves the network gateway on the node's IP, which the pods reach through the
 // bridge's default route, certified for that IP. It says it runs the version the worker
 // binary was built as, as `agora orch serve --gateway` does from the same binary.
-func (n *podNode) startGateway(t *testing.T) {
+func (n *podNode) startGateway(t testing.TB) {
 	t.Helper()
 	info, err := buildinfo.ReadFile(agoraBin)
 	if err != nil {
