@@ -16,7 +16,8 @@ import (
 // uidLeaseDir, beside the stage directories, holds one file per uid a running dispatch of
 // this home runs as, locked (flock) by its supervisor while the dispatch runs. The kernel
 // drops the lock when the supervisor dies, however it dies, so a lease never outlives its
-// holder and nothing needs cleaning up.
+// holder and nothing needs cleaning up. The files stay (at most one per uid of a range, empty):
+// removing one on release would let two dispatches lock two different files of one uid.
 const uidLeaseDir = ".uids"
 
 // maxUIDProbes bounds the search for a free uid: far more dispatches than this never run at
