@@ -53,6 +53,9 @@ func (h *handle) Wait() (compute.Exit, error) {
 func (p *Provider) follow(ctx context.Context, s compute.Spec, name string, job *batchv1.Job, sess *remote.Session, start time.Time) *handle {
 	h := &handle{p: p, name: name, uid: job.UID, taskID: formatTaskID(p.ns, name), sess: sess,
 		stderr: s.Stderr, start: start, done: make(chan struct{})}
+	if sess != nil {
+		p.holdSession(name)
+	}
 	go h.run(ctx)
 	return h
 }
@@ -63,6 +66,9 @@ func (h *handle) run(ctx context.Context) {
 	// The pod is gone or finished: nothing may use the token any more, and what the worker
 	// streamed must reach the spec's writers before Wait returns.
 	err = errors.Join(err, closeSession(h.sess))
+	if h.sess != nil {
+		h.p.releaseSession(h.name)
+	}
 	h.p.forgetCancel(h.name)
 	dctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()

@@ -91,7 +91,9 @@ type Provider struct {
 	testOnlyPodMeta func(*metav1.ObjectMeta)
 
 	mu        sync.Mutex
-	cancelled map[string]bool // guarded by mu: Jobs this process is deleting on purpose
+	cancelled map[string]bool       // guarded by mu: Jobs this process is deleting on purpose
+	starting  map[string]*startLock // guarded by mu: this process's Starts, by Job name
+	sessions  map[string]int        // guarded by mu: handles holding a Job's gateway session
 }
 
 var _ compute.Provider = (*Provider)(nil)
@@ -139,7 +141,8 @@ func restConfig(path, context string) (*rest.Config, error) {
 
 // newProvider checks opts and builds a provider over client.
 func newProvider(opts Options, client kubernetes.Interface) (*Provider, error) {
-	p := &Provider{client: client, ns: opts.Namespace, opts: opts, cancelled: make(map[string]bool)}
+	p := &Provider{client: client, ns: opts.Namespace, opts: opts, cancelled: make(map[string]bool),
+		starting: make(map[string]*startLock), sessions: make(map[string]int)}
 	if err := p.check(); err != nil {
 		return nil, fmt.Errorf("kubernetes target %q: %w", opts.Target, err)
 	}

@@ -36,7 +36,13 @@ func (p *Provider) Start(ctx context.Context, s compute.Spec) (compute.Handle, e
 		return nil, fmt.Errorf("start %q: %w", s.ID, err)
 	}
 	name := objectName(s.ID)
+	defer p.lockStart(name)()
 	if h, err := p.adopt(ctx, s, name); h != nil || err != nil {
+		return h, err
+	}
+	// Nothing is exported or replaced before this Start holds the dispatch (claim.go).
+	npUID, h, err := p.claim(ctx, s, name)
+	if h != nil || err != nil {
 		return h, err
 	}
 	// The worker's binary comes from the worker image, through the init container: the host's
@@ -50,9 +56,9 @@ func (p *Provider) Start(ctx context.Context, s compute.Spec) (compute.Handle, e
 	}
 	sess, err := p.opts.Exporter.Export(ctx, exported)
 	if err != nil {
-		return nil, fmt.Errorf("start %q: export to the gateway: %w", s.ID, err)
+		return nil, errors.Join(fmt.Errorf("start %q: export to the gateway: %w", s.ID, err), p.deleteParts(name))
 	}
-	h, err := p.create(ctx, s, name, env, sess)
+	h, err = p.create(ctx, s, name, npUID, env, sess)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("start %q: %w", s.ID, err), closeSession(sess))
 	}
@@ -80,24 +86,18 @@ func (p *Provider) checkSpec(s compute.Spec) ([]envVar, error) {
 }
 
 // create makes the objects in the order that never leaves a pod unconfined: the
-// NetworkPolicy first (it selects the pod before the pod exists), then the Secret (whose
-// orphans Sweep finds through the NetworkPolicy of the same name, so it never needs to list
-// Secrets), then the Job; last the Job becomes their owner, so deleting it deletes them.
-func (p *Provider) create(ctx context.Context, s compute.Spec, name string, env []envVar, sess *remote.Session) (compute.Handle, error) {
+// NetworkPolicy is there already (claim made it: it selects the pod before the pod exists),
+// then the Secret (whose orphans Sweep finds through the NetworkPolicy of the same name, so it
+// never needs to list Secrets), then the Job; last the Job becomes their owner, so deleting
+// it deletes them.
+func (p *Provider) create(ctx context.Context, s compute.Spec, name string, npUID types.UID, env []envVar, sess *remote.Session) (compute.Handle, error) {
 	if sess.Dispatch != s.ID {
 		return nil, fmt.Errorf("the gateway exported dispatch %q for %q", sess.Dispatch, s.ID)
 	}
 	if err := checkMounts(sess.Mounts); err != nil {
 		return nil, fmt.Errorf("gateway session: %w", err)
 	}
-	netpols := p.client.NetworkingV1().NetworkPolicies(p.ns)
 	secrets := p.client.CoreV1().Secrets(p.ns)
-	np := networkPolicyObject(p.ns, name, s.ID, p.gateway)
-	if err := createOrReplace(ctx, np.Name,
-		func() error { _, err := netpols.Create(ctx, np, metav1.CreateOptions{}); return err },
-		func() error { return netpols.Delete(ctx, np.Name, metav1.DeleteOptions{}) }); err != nil {
-		return nil, fmt.Errorf("create network policy %q: %w", name, err)
-	}
 	sec := secretObject(p.ns, name, s.ID, sess.Token, p.opts.GatewayCA, env)
 	if err := createOrReplace(ctx, sec.Name,
 		func() error { _, err := secrets.Create(ctx, sec, metav1.CreateOptions{}); return err },
@@ -120,7 +120,7 @@ func (p *Provider) create(ctx context.Context, s compute.Spec, name string, env 
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("create job %q: %w", name, err), p.deleteParts(name))
 	}
-	if err := p.ownParts(ctx, made); err != nil {
+	if err := p.ownParts(ctx, made, npUID); err != nil {
 		// The Job runs: cancel it rather than leave it without its cleanup.
 		return nil, errors.Join(fmt.Errorf("make job %q own its secret and network policy: %w", name, err),
 			p.deleteJob(name, made.UID), p.deleteParts(name))
@@ -153,12 +153,17 @@ func createOrReplace(ctx context.Context, name string, create, del func() error)
 	return err
 }
 
-// ownParts makes the Job the owner of the Secret and the NetworkPolicy.
-func (p *Provider) ownParts(ctx context.Context, job *batchv1.Job) error {
-	patch := fmt.Appendf(nil, `{"metadata":{"ownerReferences":[{"apiVersion":"batch/v1","kind":"Job","name":%q,"uid":%q}]}}`,
-		job.Name, job.UID)
+// ownParts makes the Job the owner of the Secret and the NetworkPolicy. The policy's patch
+// carries the UID this Start created it with as a precondition: a policy replaced meanwhile
+// (another Start judged this one stale) fails the start rather than guard the Job by chance.
+func (p *Provider) ownParts(ctx context.Context, job *batchv1.Job, npUID types.UID) error {
+	owner := fmt.Sprintf(`"ownerReferences":[{"apiVersion":"batch/v1","kind":"Job","name":%q,"uid":%q}]`, job.Name, job.UID)
+	patch := []byte(`{"metadata":{` + owner + `}}`)
 	if _, err := p.client.CoreV1().Secrets(p.ns).Patch(ctx, job.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return err
+	}
+	if npUID != "" {
+		patch = fmt.Appendf(nil, `{"metadata":{"uid":%q,%s}}`, npUID, owner)
 	}
 	_, err := p.client.NetworkingV1().NetworkPolicies(p.ns).Patch(ctx, job.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
@@ -178,7 +183,7 @@ func (p *Provider) adopt(ctx context.Context, s compute.Spec, name string) (comp
 		return nil, fmt.Errorf("start %q: job %q exists and is not agora's for this dispatch; refusing to touch it", s.ID, name)
 	}
 	var sess *remote.Session
-	if r, ok := p.opts.Exporter.(Reattacher); ok {
+	if r, ok := p.opts.Exporter.(Reattacher); ok && !p.hasSession(name) {
 		if sess, err = r.Reattach(ctx, s); err != nil {
 			return nil, fmt.Errorf("start %q: re-attach to the gateway session: %w", s.ID, err)
 		}
