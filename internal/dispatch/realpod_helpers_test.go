@@ -262,3 +262,48 @@ func (n *podNode) podLogs(t *testing.T) string {
 	}
 	return b.String()
 }
+
+// logPodTimeline logs where a finished pod's time went, from its status (the apiserver keeps
+// whole seconds): created, scheduled, the init container's run, the worker's run.
+func (n *podNode) logPodTimeline(t testing.TB) {
+	t.Helper()
+	type term struct {
+		Terminated *struct{ StartedAt, FinishedAt time.Time }
+	}
+	var pods struct {
+		Items []struct {
+			Metadata struct {
+				Name              string
+				CreationTimestamp time.Time
+			}
+			Status struct {
+				Conditions []struct {
+					Type               string
+					LastTransitionTime time.Time
+				}
+				InitContainerStatuses []struct{ State term }
+				ContainerStatuses     []struct{ State term }
+			}
+		}
+	}
+	if err := n.c.Do(t.Context(), http.MethodGet, "/api/v1/namespaces/"+n.c.Namespace+"/pods", nil, &pods); err != nil {
+		t.Logf("pod timeline: %v", err)
+		return
+	}
+	for _, p := range pods.Items {
+		t0 := p.Metadata.CreationTimestamp
+		var b strings.Builder
+		fmt.Fprintf(&b, "pod %s from creation:", p.Metadata.Name)
+		for _, c := range p.Status.Conditions {
+			fmt.Fprintf(&b, " %s +%s;", c.Type, c.LastTransitionTime.Sub(t0))
+		}
+		for name, sts := range map[string][]struct{ State term }{"fetch": p.Status.InitContainerStatuses, "worker": p.Status.ContainerStatuses} {
+			for _, st := range sts {
+				if st.State.Terminated != nil {
+					fmt.Fprintf(&b, " %s ran +%s..+%s;", name, st.State.Terminated.StartedAt.Sub(t0), st.State.Terminated.FinishedAt.Sub(t0))
+				}
+			}
+		}
+		t.Log(b.String())
+	}
+}

@@ -111,6 +111,7 @@ func TestDispatch_RealPodSamePatchAsLocal(t *testing.T) {
 				t.Errorf("task id %q, want k8s:<namespace>/<job>", r.ProviderTaskID)
 			}
 			checkGatewayPeers(t, n)
+			n.logPodTimeline(t)
 		}
 	}
 	if patches[0] != patches[1] {
