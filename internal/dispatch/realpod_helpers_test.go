@@ -264,7 +264,8 @@ func (n *podNode) podLogs(t *testing.T) string {
 }
 
 // logPodTimeline logs where a finished pod's time went, from its status (the apiserver keeps
-// whole seconds): created, scheduled, the init container's run, the worker's run.
+// whole seconds): created, scheduled, the init container's run, the worker's run, and the
+// Job's conditions, which the provider waits on.
 func (n *podNode) logPodTimeline(t testing.TB) {
 	t.Helper()
 	type term struct {
@@ -301,6 +302,23 @@ func (n *podNode) logPodTimeline(t testing.TB) {
 			for _, st := range sts {
 				if st.State.Terminated != nil {
 					fmt.Fprintf(&b, " %s ran +%s..+%s;", name, st.State.Terminated.StartedAt.Sub(t0), st.State.Terminated.FinishedAt.Sub(t0))
+				}
+			}
+		}
+		var jobs struct {
+			Items []struct {
+				Status struct {
+					Conditions []struct {
+						Type               string
+						LastTransitionTime time.Time
+					}
+				}
+			}
+		}
+		if err := n.c.Do(t.Context(), http.MethodGet, "/apis/batch/v1/namespaces/"+n.c.Namespace+"/jobs", nil, &jobs); err == nil {
+			for _, j := range jobs.Items {
+				for _, c := range j.Status.Conditions {
+					fmt.Fprintf(&b, " job %s +%s;", c.Type, c.LastTransitionTime.Sub(t0))
 				}
 			}
 		}
