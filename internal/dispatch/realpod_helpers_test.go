@@ -217,9 +217,9 @@ func grepTree(t *testing.T, root string, needle []byte) (hits []string, files in
 	return hits, files
 }
 
-// objectsJSON is a GET of each object kind in the node's namespace, raw, for a search.
-func (n *podNode) objectsJSON(t *testing.T) map[string][]byte {
-	t.Helper()
+// objectsJSON is a GET of each object kind in the node's namespace, raw, for a search. It
+// returns an error rather than fail the test: the model API's handler calls it.
+func (n *podNode) objectsJSON(ctx context.Context) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	for kind, path := range map[string]string{
 		"jobs":            "/apis/batch/v1/namespaces/" + n.c.Namespace + "/jobs",
@@ -228,16 +228,16 @@ func (n *podNode) objectsJSON(t *testing.T) map[string][]byte {
 		"networkpolicies": "/apis/networking.k8s.io/v1/namespaces/" + n.c.Namespace + "/networkpolicies",
 		"events":          "/api/v1/namespaces/" + n.c.Namespace + "/events",
 	} {
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		var raw []byte
 		err := n.c.Do(ctx, http.MethodGet, path, nil, &raw)
 		cancel()
 		if err != nil {
-			t.Fatalf("GET %s: %v", path, err)
+			return nil, fmt.Errorf("GET %s: %w", path, err)
 		}
 		out[kind] = raw
 	}
-	return out
+	return out, nil
 }
 
 // podLogs is every container's log of every pod in the namespace, for a failure message.

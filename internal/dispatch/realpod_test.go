@@ -21,28 +21,30 @@ sed -i 's/one/uno/' README
 rm gone.txt
 echo edited`
 
-// realPodProbe searches everything the pod can read for the model key: every regular file of
-// its root and volumes (not /proc, /sys, /dev), then each process's environment and command
-// line (but the worker's, pid 1, which is not dumpable). The key and its variable's name are
-// assembled at run time, so the probe's own text (its command line, the model's request, the
-// transcript) does not hold them whole. Two canaries, assembled the same way, are things
-// the pod does hold (/etc/passwd's nobody, the agent's AGORA_WORKSPACE): finding them shows
-// the searches can find.
-func realPodProbe(key string) string {
-	return fmt.Sprintf(`k1=%s; k2=%s; n1=OPENAI_; n2=API_KEY
+// realPodProbe searches everything the pod can read for the model key and for the dispatch's
+// gateway token: every regular file of its root and volumes (not /proc, /sys, /dev), then each
+// process's environment and command line (but the worker's, pid 1, which is not dumpable; its
+// environment held the token when it started). The needles are assembled at run time, so the
+// probe's own text (its command line, the model's request, the transcript) does not hold them
+// whole. Two canaries, assembled the same way, are things the pod does hold (/etc/passwd's
+// nobody, the agent's AGORA_WORKSPACE): finding them shows the searches can find.
+func realPodProbe(key, token string) string {
+	return fmt.Sprintf(`k1=%s; k2=%s; t1=%s; t2=%s; n1=OPENAI_; n2=API_KEY
 c1=nobody:x:; c2=65534; c3=AGORA_WORK; c4=SPACE=/agora
 echo ENV-BEGIN; env | sort; echo ENV-END
 echo "uid=$(id -u) gid=$(id -g)"
-n=$(find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o -type f -print 2>/dev/null | wc -l)
-echo "FILES-SCANNED $n"
-if find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o -type f -print 2>/dev/null | xargs grep -lsF "$k1$k2"; then echo KEY-FOUND-FILE; fi
-if find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o -type f -print 2>/dev/null | xargs grep -lsF "$c1$c2" >/dev/null; then echo CANARY-FOUND-FILE; fi
+find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o -type f -print 2>/dev/null > /tmp/files
+echo "FILES-SCANNED $(wc -l < /tmp/files)"
+if xargs grep -lsF "$k1$k2" < /tmp/files; then echo KEY-FOUND-FILE; fi
+if xargs grep -lsF "$t1$t2" < /tmp/files; then echo TOKEN-FOUND-FILE; fi
+if xargs grep -lsF "$c1$c2" < /tmp/files >/dev/null; then echo CANARY-FOUND-FILE; fi
 for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' < "$f" 2>/dev/null; done > /tmp/procs
 echo "PROC-BYTES $(wc -c < /tmp/procs)"
 if grep -qF "$k1$k2" /tmp/procs; then echo KEY-FOUND-PROC; else echo KEY-NOT-FOUND; fi
+if grep -qF "$t1$t2" /tmp/procs; then echo TOKEN-FOUND-PROC; else echo TOKEN-NOT-FOUND; fi
 if grep -qF "$c3$c4" /tmp/procs; then echo CANARY-FOUND-PROC; fi
 if grep -qF "$n1$n2" /tmp/procs; then echo NAME-FOUND; else echo NAME-NOT-FOUND; fi
-rm -f /tmp/procs`, key[:10], key[10:])
+rm -f /tmp/procs /tmp/files`, key[:10], key[10:], token[:len(token)/2], token[len(token)/2:])
 }
 
 // TestDispatch_RealPodSamePatchAsLocal is issue #16's "real pods" test: with a real kubelet,
@@ -70,11 +72,19 @@ func TestDispatch_RealPodSamePatchAsLocal(t *testing.T) {
 		steps := []openaitest.Step{openaitest.CallTool("run_command", mustJSON(t, map[string]any{"argv": []string{"sh", "-c", realPodEdit}}))}
 		if target == "pod" {
 			steps = append(steps,
-				openaitest.CallTool("run_command", mustJSON(t, map[string]any{"argv": []string{"sh", "-c", realPodProbe(testAPIKey)}})),
+				// The pod is waiting on this answer: its Secret and Job are there now, and
+				// the Secret says which token to look for.
+				openaitest.Func(func(req openaitest.Request) openaitest.Reply {
+					var err error
+					if objs, err = n.objectsJSON(t.Context()); err != nil {
+						t.Error(err)
+					}
+					token := sessionToken(t, objs["secrets"])
+					return openaitest.Reply{ToolCalls: []openaitest.Call{{Name: "run_command",
+						Arguments: mustJSON(t, map[string]any{"argv": []string{"sh", "-c", realPodProbe(testAPIKey, token)}})}}}
+				}),
 				openaitest.Func(func(req openaitest.Request) openaitest.Reply {
 					probe = lastToolResult(t, req)
-					// The pod is waiting on this answer: its Secret and Job are there now.
-					objs = n.objectsJSON(t)
 					return openaitest.Reply{Content: "probed"}
 				}))
 		} else {
@@ -128,16 +138,16 @@ func TestDispatch_RealPodSamePatchAsLocal(t *testing.T) {
 	checkNodeHoldsNoKey(t, n)
 }
 
-// checkProbe: the probe ran in the pod, as nobody, read the pod's files and processes, and
-// found neither the key nor its name, nor the gateway's token variable.
+// checkProbe: the probe ran in the pod, not as root, read the pod's files and processes, and
+// found neither the key nor its name, nor the gateway's token or its variable.
 func checkProbe(t *testing.T, probe string) {
 	t.Helper()
-	for _, want := range []string{"ENV-BEGIN", "FILES-SCANNED", "KEY-NOT-FOUND", "NAME-NOT-FOUND", "CANARY-FOUND-FILE", "CANARY-FOUND-PROC", "exit code: 0"} {
+	for _, want := range []string{"ENV-BEGIN", "FILES-SCANNED", "KEY-NOT-FOUND", "TOKEN-NOT-FOUND", "NAME-NOT-FOUND", "CANARY-FOUND-FILE", "CANARY-FOUND-PROC", "exit code: 0"} {
 		if !strings.Contains(probe, want) {
 			t.Errorf("the probe's output lacks %q", want)
 		}
 	}
-	for _, bad := range []string{testAPIKey, "KEY-FOUND-FILE", "KEY-FOUND-PROC", "OPENAI_API_KEY", remote.TokenEnv + "=", remote.CAEnv + "="} {
+	for _, bad := range []string{testAPIKey, "KEY-FOUND-FILE", "KEY-FOUND-PROC", "TOKEN-FOUND-FILE", "TOKEN-FOUND-PROC", "OPENAI_API_KEY", remote.TokenEnv + "=", remote.CAEnv + "="} {
 		if strings.Contains(probe, bad) {
 			t.Errorf("the probe's output holds %q", bad)
 		}
@@ -257,4 +267,17 @@ func checkGatewayPeers(t *testing.T, n *podNode) {
 		}
 	}
 	t.Logf("gateway log:\n%s", n.gwLog)
+}
+
+// sessionToken is the gateway token in the dispatch's Secret (the one Secret of the
+// namespace), or a placeholder that fails the test when there is none.
+func sessionToken(t *testing.T, secretsJSON []byte) string {
+	var secrets struct {
+		Items []struct{ Data map[string][]byte }
+	}
+	if err := json.Unmarshal(secretsJSON, &secrets); err != nil || len(secrets.Items) != 1 || len(secrets.Items[0].Data["token"]) < 16 {
+		t.Errorf("want the dispatch's one Secret with a token, got %d Secrets (%v)", len(secrets.Items), err)
+		return "no-token-in-the-secret"
+	}
+	return string(secrets.Items[0].Data["token"])
 }
