@@ -17,10 +17,13 @@
 // Every object carries the labels app.kubernetes.io/managed-by=agora and
 // agora.dispatch=<id>; Cancel and Sweep touch nothing without them.
 //
-// Pods meet Pod Security "restricted": non-root (spec.RunAs, else 65534), read-only root
-// file system, no privilege escalation, every capability dropped, seccomp RuntimeDefault, no
-// service account token, no service links. Isolation tokens on [compute.Exit]:
+// Pods meet Pod Security "restricted": non-root, read-only root file system, no privilege
+// escalation, every capability dropped, seccomp RuntimeDefault, no service account token, no
+// service links. Each dispatch's pod runs as its own uid: spec.RunAs, else the dispatch's uid
+// of [Options.SandboxUID]'s range ([compute.SandboxUIDFor]), since the kernel counts
+// RLIMIT_NPROC per uid on a node. Isolation tokens on [compute.Exit]:
 // kubernetes+restricted+readonly+nonroot+netpol, then runtimeclass when the target names a
 // RuntimeClass (gVisor, Kata). Limits.MaxProcs and Limits.FileSize have no pod-level
-// equivalent the API can set (pids are a kubelet setting) and are not enforced here.
+// equivalent the API can set, so the worker container's AGORA_RLIMITS carries them and the
+// worker applies them to itself and the agent (internal/worker/remote/rlimit.go).
 package kubernetes
