@@ -102,12 +102,16 @@ func (p *Provider) claim(ctx context.Context, s compute.Spec, name string) (type
 			}
 			return made.UID, nil, nil
 		}
-		if h, err := p.adopt(ctx, s, name); h != nil || err != nil {
-			return "", h, err
-		}
+		// The policy first, then the Job: the winner makes its Job before its policy gets an
+		// owner, so an owned policy read before a Job is missing means that Job is gone.
+		// (Job first could miss a Job made between the two reads and take the winner's
+		// fresh owner for a dead one.)
 		old, err := p.findPolicy(ctx, name)
 		if err != nil {
 			return "", nil, fmt.Errorf("start %q: %w", s.ID, err)
+		}
+		if h, err := p.adopt(ctx, s, name); h != nil || err != nil {
+			return "", h, err
 		}
 		if old == nil {
 			continue // deleted meanwhile: claim it

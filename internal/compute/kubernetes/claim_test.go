@@ -216,3 +216,51 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// TestStart_ClaimSeesOwnerBeforeJob pins the order of the loser's two reads: the winner's Job
+// and the policy's owner appear between them. Read the other way round, the loser took the
+// winner's fresh owner for a dead Job and deleted the live policy (the 200-dispatch benchmark
+// found it: 11 of 200 exported twice).
+func TestStart_ClaimSeesOwnerBeforeJob(t *testing.T) {
+	cs := fake.NewClientset()
+	policyWatch(t, cs)
+	exp := &fakeExporter{}
+	p, err := newProvider(testOptions(t, exp), cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := testSpec("01JORDER")
+	name := objectName(s.ID)
+	np := networkPolicyObject("agents", name, s.ID, p.gateway) // the winner's claim
+	if _, err := cs.NetworkingV1().NetworkPolicies("agents").Create(t.Context(), np, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	cs.PrependReactor("list", "networkpolicies", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		once.Do(func() {
+			// The winner's Job is made and owns its policy just as the loser reads.
+			env, _ := splitEnv(s.Env)
+			job := p.jobObject(jobInput{name: name, id: s.ID, spec: s, env: env, mounts: testMounts()})
+			job.UID = "winner"
+			if err := cs.Tracker().Add(job); err != nil {
+				t.Error(err)
+			}
+			owned := np.DeepCopy()
+			owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: name, UID: "winner"}}
+			if err := cs.Tracker().Update(a.GetResource(), owned, "agents"); err != nil {
+				t.Error(err)
+			}
+		})
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	h, err := p.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exp.exports != 0 || jobCreates(cs) != 0 {
+		t.Errorf("%d exports, %d job creates; want the loser to adopt", exp.exports, jobCreates(cs))
+	}
+	cancel()
+	h.Wait()
+}
