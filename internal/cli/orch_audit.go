@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/orch/api"
@@ -75,11 +74,7 @@ func orchAuditRun(ctx context.Context, opts *orchAuditOptions) error {
 	if err != nil {
 		return err
 	}
-	parts := audit.RunParts{Run: verify.RunInfo{ID: run.ID, Name: run.Name, PlanDigest: run.PlanDigest}, Orch: orchPart}
-	for _, t := range run.Tasks {
-		parts.Tasks = append(parts.Tasks, audit.RunTask{ID: t.ID, Dispatches: t.Dispatches})
-	}
-	rb, err := cp.ExportRun(ctx, parts, dispatch.NewRecords(h.DB, nil, f.Now))
+	rb, err := cp.ExportRun(ctx, runParts(run, orchPart), dispatch.NewRecords(h.DB, nil, f.Now))
 	if err != nil {
 		return err
 	}

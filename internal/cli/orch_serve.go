@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agora-dev/agora/internal/audit"
-	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/config"
@@ -161,19 +160,14 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	}
 	defer os.Remove(sock)
 	srv := &service.Server{Engine: eng, PinRepo: dispatch.PinRevision, PinWorkspace: d.PinWorkspace, Log: ob.log,
-		ExportRun: func(ctx context.Context, runID string) (*verify.Bundle, error) {
-			if _, err := orchCP.Checkpoint(ctx); err != nil {
-				return nil, err
-			}
-			return orchCP.Export(ctx, audit.Selection{Subjects: []string{"run/" + runID}, Run: runID})
-		}}
+		ExportRun: orchRunExporter(orchCP)}
 	var serveGateway func(context.Context) error
 	if opts.gateway != "" {
 		if serveGateway, err = f.networkGateway(ctx, opts.gateway, ""); err != nil {
 			return err
 		}
 	}
-	ui, err := orchWeb(&opts.web, f, h, db, eng, d, ob.log, ob.mount())
+	ui, err := orchWeb(&opts.web, f, h, db, eng, d, ob.log, ob.mount(), runVerifier(h, orchCP, mainCP, f.Now))
 	if err != nil {
 		return err
 	}

@@ -9,12 +9,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/mcpserver"
 	"github.com/agora-dev/agora/internal/orch"
+	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/store"
 	"github.com/agora-dev/agora/internal/web"
 )
@@ -61,7 +63,8 @@ func (o *orchWebFlags) config(log *slog.Logger) web.Config {
 }
 
 // orchWeb builds the web run view over the engine and agora.db, or nil without --http.
-func orchWeb(o *orchWebFlags, f *Factory, h *home.Home, orchDB *store.DB, eng *orch.Engine, d *dispatch.Dispatcher, log *slog.Logger, mount map[string]http.Handler) (*web.Server, error) {
+func orchWeb(o *orchWebFlags, f *Factory, h *home.Home, orchDB *store.DB, eng *orch.Engine, d *dispatch.Dispatcher, log *slog.Logger, mount map[string]http.Handler,
+	verifyRun func(context.Context, api.Run) (*verify.Report, error)) (*web.Server, error) {
 	if o.http == "" {
 		return nil, nil
 	}
@@ -78,7 +81,9 @@ func orchWeb(o *orchWebFlags, f *Factory, h *home.Home, orchDB *store.DB, eng *o
 		Catalog: func(ctx context.Context, k catalog.Kind) ([]catalog.Version, error) {
 			return reader.List(ctx, k)
 		},
-		MainLog: h.DB.SQL(),
-		OrchLog: orchDB.SQL(),
+		MainLog:        h.DB.SQL(),
+		OrchLog:        orchDB.SQL(),
+		VerifyRun:      verifyRun,
+		CancelDispatch: d.CancelBy,
 	})
 }

@@ -78,3 +78,33 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("web action", "action", r.PathValue("decision"), "dispatch_id", id, "call_id", call, "actor", p.actor())
 	s.done(w, r, "/dispatches/"+id, a)
 }
+
+// cancelDispatch cancels a dispatch that is not in a run. An attempt of a run is refused
+// with 409: the engine cancels it, so the run records why and what follows.
+func (s *Server) cancelDispatch(w http.ResponseWriter, r *http.Request) {
+	if s.src.CancelDispatch == nil {
+		http.Error(w, "cancelling dispatches is not available here", http.StatusNotImplemented)
+		return
+	}
+	p := principalOf(r.Context())
+	rec, err := s.src.Dispatches.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	inRun, err := s.inRun(r.Context(), rec)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if inRun {
+		http.Error(w, "conflict: dispatch "+rec.ID+" is an attempt of a run; cancel its task or run from the run's page", http.StatusConflict)
+		return
+	}
+	if rec, err = s.src.CancelDispatch(r.Context(), rec.ID, p.actor()); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info("web action", "action", "cancel", "dispatch_id", rec.ID, "actor", p.actor())
+	s.done(w, r, "/dispatches/"+rec.ID, rec)
+}

@@ -22,18 +22,20 @@ const (
 )
 
 type dispatchView struct {
-	Rec        *dispatch.Record
-	Live       bool
-	Elapsed    time.Duration
-	Since      time.Time
-	Stdout     string
-	Stderr     string
-	Transcript string
-	Patch      []diffLine
-	PatchNote  string
-	Calls      []callRow
-	Net        []netRow
-	Events     []eventRow
+	Rec  *dispatch.Record
+	Live bool
+	// Cancellable is set on a live dispatch not in a run when the server can cancel it.
+	Cancellable bool
+	Elapsed     time.Duration
+	Since       time.Time
+	Stdout      string
+	Stderr      string
+	Transcript  string
+	Patch       []diffLine
+	PatchNote   string
+	Calls       []callRow
+	Net         []netRow
+	Events      []eventRow
 }
 
 type eventRow struct {

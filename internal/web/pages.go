@@ -102,12 +102,6 @@ type runView struct {
 // browser more than the whole graph drawn only where it is seen.
 const maxTaskRows = 100
 
-type verifyView struct {
-	OK    bool
-	Lines []string
-	Err   string
-}
-
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	run, err := s.src.Orch.Status(r.Context(), r.PathValue("run"))
 	if err != nil {
@@ -128,12 +122,9 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 			v.Asking = append(v.Asking, t)
 		}
 	}
-	if run.Sealed && s.src.VerifyRun != nil {
-		ok, lines, err := s.src.VerifyRun(r.Context(), run)
-		v.Verified = &verifyView{OK: ok && err == nil, Lines: lines}
-		if err != nil {
-			v.Verified.Err = err.Error()
-		}
+	if run.Sealed && s.verified != nil {
+		vv := s.verified.get(r.Context(), run, verifyWait)
+		v.Verified = &vv
 	}
 	s.page(w, r, "run", "Run "+run.Name, "runs", v)
 }
@@ -216,7 +207,25 @@ func (s *Server) dispatchPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.page(w, r, "dispatch", "Dispatch "+rec.ID, "dispatches", s.dispatchDetail(r.Context(), rec))
+	v := s.dispatchDetail(r.Context(), rec)
+	if v.Live && s.src.CancelDispatch != nil {
+		inRun, err := s.inRun(r.Context(), rec)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		v.Cancellable = !inRun
+	}
+	s.page(w, r, "dispatch", "Dispatch "+rec.ID, "dispatches", v)
+}
+
+// inRun reports whether rec is an attempt of a recent run, or a child of one.
+func (s *Server) inRun(ctx context.Context, rec *dispatch.Record) (bool, error) {
+	ids, err := s.runDispatches(ctx)
+	if err != nil {
+		return false, err
+	}
+	return ids[rec.ID] || (rec.ParentID != "" && ids[rec.ParentID]), nil
 }
 
 type catalogView struct {
@@ -277,8 +286,13 @@ func (s *Server) auditPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	operator := principalOf(ctx).operator
 	for i := len(recs) - 1; i >= 0; i-- {
-		v.Entries = append(v.Entries, auditRow{Record: recs[i], Details: compactJSON(recs[i].Details)})
+		var details any = recs[i].Details
+		if !operator {
+			details = hideHostPaths(recs[i].Details)
+		}
+		v.Entries = append(v.Entries, auditRow{Record: recs[i], Details: compactJSON(details)})
 	}
 	if v.TreeSize, err = audit.TreeSize(ctx, q); err != nil {
 		s.fail(w, r, err)
@@ -315,9 +329,10 @@ func (s *Server) apiRuns(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	operator := principalOf(r.Context()).operator
 	out := make([]api.Run, len(rows))
 	for i, row := range rows {
-		out[i] = row.Run
+		out[i] = runForViewer(row.Run, operator)
 	}
 	writeJSON(w, out)
 }
@@ -328,7 +343,7 @@ func (s *Server) apiRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, run)
+	writeJSON(w, runForViewer(run, principalOf(r.Context()).operator))
 }
 
 func (s *Server) apiDispatch(w http.ResponseWriter, r *http.Request) {
@@ -337,7 +352,7 @@ func (s *Server) apiDispatch(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, rec)
+	writeJSON(w, recordForViewer(rec, principalOf(r.Context()).operator))
 }
 
 var _ = strconv.Itoa

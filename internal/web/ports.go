@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/dispatch"
@@ -43,7 +44,11 @@ type Sources struct {
 	// orch.db's (runs and tasks).
 	MainLog audit.Querier
 	OrchLog audit.Querier
-	// VerifyRun exports a sealed run's bundle and verifies it, returning one line per check
-	// and whether all passed.
-	VerifyRun func(ctx context.Context, run api.Run) (ok bool, lines []string, err error)
+	// CancelDispatch cancels a dispatch on behalf of actor, who is audited as asking
+	// (*dispatch.Dispatcher's CancelBy). The view offers it only for dispatches not in a run:
+	// a run's attempts are cancelled through the engine, which decides what follows.
+	CancelDispatch func(ctx context.Context, id, actor string) (*dispatch.Record, error)
+	// VerifyRun exports a sealed run's bundle and verifies it as `agora verify --key` with
+	// the home's audit key would. The run page shows the result, kept per run (verifycache.go).
+	VerifyRun func(ctx context.Context, run api.Run) (*verify.Report, error)
 }

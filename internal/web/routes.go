@@ -37,6 +37,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /runs/{run}/retry", s.requireOperator(s.retryRun))
 	mux.Handle("POST /runs/{run}/tasks/{task}/cancel", s.requireOperator(s.cancelRun))
 	mux.Handle("POST /runs/{run}/tasks/{task}/answer", s.requireOperator(s.answerTask))
+	mux.Handle("POST /dispatches/{id}/cancel", s.requireOperator(s.cancelDispatch))
 	mux.Handle("POST /dispatches/{id}/approvals/{call}/{decision}", s.requireOperator(s.decideApproval))
 	return mux
 }

@@ -65,6 +65,7 @@ type Server struct {
 	hub      *hub
 	pages    *pages
 	tailTick time.Duration
+	verified *verifyCache // nil without Sources.VerifyRun
 }
 
 // New builds the run view over src. It starts nothing.
@@ -88,6 +89,9 @@ func New(cfg Config, src Sources) (*Server, error) {
 	s := &Server{cfg: cfg, src: src, log: cfg.Log, now: cfg.Now, pages: p, tailTick: 500 * time.Millisecond}
 	s.auth = newAuthenticator(cfg.Clients, cfg.Now)
 	s.hub = newHub(src.Orch)
+	if src.VerifyRun != nil {
+		s.verified = newVerifyCache(src.VerifyRun, cfg.Now)
+	}
 	return s, nil
 }
 

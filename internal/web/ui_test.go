@@ -385,6 +385,13 @@ func TestUI_Chromium(t *testing.T) {
 	}
 	b.must(map[string]any{"op": "waitText", "selector": "#run-state", "contains": "succeeded", "timeout": 5000})
 	b.must(map[string]any{"op": "goto", "path": "/runs/" + run.ID})
+	// The run sealed as it succeeded; its bundle is exported and checked as `agora verify` would.
+	if txt := b.must(map[string]any{"op": "text", "selector": "#seal"}).Text; txt != "sealed" {
+		t.Errorf("seal shows %q, want sealed", txt)
+	}
+	if txt := b.must(map[string]any{"op": "text", "selector": "#verify"}).Text; !strings.Contains(txt, "Run bundle: verified") || !strings.Contains(txt, "tier tamper-detecting") {
+		t.Errorf("the run bundle's verification shows %q, want verified at tier tamper-detecting", txt)
+	}
 	b.shot("run-succeeded")
 
 	// A node is a link to its task without an <a> around it.
@@ -423,7 +430,42 @@ func TestUI_Chromium(t *testing.T) {
 	if txt := b.must(map[string]any{"op": "text", "selector": "table#audit"}).Text; !strings.Contains(txt, `"by":"web:operator"`) {
 		t.Errorf("orch.db's audit log does not show the cancel by web:operator:\n%.3000s", txt)
 	}
+	if !strings.Contains(txt(b, "table#audit"), e.repo) {
+		t.Errorf("an operator's orch audit page does not show the run's repository %s", e.repo)
+	}
 	b.shot("audit-orch")
+
+	// A dispatch outside any run is cancelled from its own page; a read-only token cannot.
+	cmd := exec.Command(agoraBin, "dispatch", "run", "--subagent", "forever", "--repo", e.repo, "--detach", "-o", "json")
+	cmd.Env = e.vars
+	out, err := cmd.Output()
+	must(t, err)
+	var lone struct {
+		ID string `json:"id"`
+	}
+	must(t, json.Unmarshal(out, &lone))
+	if code := post(t, e.base+"/dispatches/"+lone.ID+"/cancel", uiViewerToken); code != http.StatusForbidden {
+		t.Errorf("a read-only token's cancel of a dispatch: status %d, want 403", code)
+	}
+	b.must(map[string]any{"op": "goto", "path": "/dispatches/" + lone.ID})
+	b.must(map[string]any{"op": "waitText", "selector": "#stdout", "contains": "waiting", "timeout": 10000})
+	b.shot("dispatch-live")
+	b.must(map[string]any{"op": "click", "selector": "#cancel-dispatch", "nav": true})
+	b.must(map[string]any{"op": "waitText", "selector": "#d-state", "contains": "cancelled", "timeout": 20000})
+	b.shot("dispatch-cancelled")
+	b.must(map[string]any{"op": "goto", "path": "/audit?kind=dispatch.cancel_requested"})
+	if a := txt(b, "table#audit"); !strings.Contains(a, "web:operator") || !strings.Contains(a, lone.ID) {
+		t.Errorf("agora.db's audit log does not show dispatch %s's cancel by web:operator:\n%.2000s", lone.ID, a)
+	}
+	// An attempt of a run is the engine's to cancel: the page offers no button and the
+	// server refuses the request.
+	b.must(map[string]any{"op": "goto", "path": "/dispatches/" + mustStatus(t, e, long.ID).Tasks[0].DispatchID})
+	if n := b.must(map[string]any{"op": "count", "selector": "#cancel-dispatch"}).N; n != 0 {
+		t.Error("a run's attempt offers its own cancel button")
+	}
+	if code := post(t, e.base+"/dispatches/"+mustStatus(t, e, long.ID).Tasks[0].DispatchID+"/cancel", uiOperatorToken); code != http.StatusConflict {
+		t.Errorf("an operator's cancel of a run's attempt as a dispatch: status %d, want 409", code)
+	}
 	b.must(map[string]any{"op": "goto", "path": "/audit"})
 	if txt := b.must(map[string]any{"op": "text", "selector": "#checkpoint"}).Text; !strings.Contains(txt, "entries") {
 		t.Errorf("checkpoint status %q", txt)
@@ -463,6 +505,46 @@ func TestUI_Chromium(t *testing.T) {
 	if n := v.must(map[string]any{"op": "count", "selector": "#cancel-run"}).N; n != 0 {
 		t.Error("a read-only login sees the cancel button")
 	}
+	// ... and sees no path on the serving host: not on the orch audit page, not in the API.
+	v.must(map[string]any{"op": "goto", "path": "/audit?log=orch"})
+	if a := txt(v, "table#audit"); strings.Contains(a, e.repo) || !strings.Contains(a, "(host path hidden)") {
+		t.Errorf("a read-only login's orch audit page shows the repository path or no sign of hiding it:\n%.2000s", a)
+	}
+	v.shot("audit-orch-viewer")
+	for _, p := range []string{"/api/runs", "/api/runs/" + long.ID, "/api/dispatches/" + lone.ID} {
+		v.must(map[string]any{"op": "goto", "path": p})
+		if a := txt(v, "body"); strings.Contains(a, e.repo) {
+			t.Errorf("a read-only login's %s shows the repository path: %.500s", p, a)
+		}
+	}
+	b.must(map[string]any{"op": "goto", "path": "/api/runs/" + long.ID})
+	if a := txt(b, "body"); !strings.Contains(a, e.repo) {
+		t.Errorf("an operator's /api/runs/%s lacks the repository path: %.500s", long.ID, a)
+	}
+}
+
+func txt(b *browser, selector string) string {
+	b.t.Helper()
+	return b.must(map[string]any{"op": "text", "selector": selector}).Text
+}
+
+// post sends an action with a bearer token, as a script would, and returns the status.
+func post(t *testing.T, url, token string) int {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func mustStatus(t *testing.T, e *uiEnv, id string) api.Run {
+	t.Helper()
+	r, err := e.client().Status(context.Background(), id)
+	must(t, err)
+	return r
 }
 
 // TestUI_RefusesEveryRoute asks the real binary for every page and API without a token, with
@@ -474,7 +556,7 @@ func TestUI_RefusesEveryRoute(t *testing.T) {
 	routes := []string{"GET /", "GET /runs", "GET /runs/" + run.ID, "GET /runs/" + run.ID + "/tasks/a", "GET /dispatches",
 		"GET /catalog", "GET /audit", "GET /audit?log=orch", "GET /api/runs", "GET /api/runs/" + run.ID, "GET /api/runs/" + run.ID + "/events",
 		"GET /static/app.js", "POST /runs/" + run.ID + "/cancel", "POST /runs/" + run.ID + "/retry",
-		"POST /runs/" + run.ID + "/tasks/a/answer", "POST /dispatches/x/approvals/y/approve", "POST /logout"}
+		"POST /runs/" + run.ID + "/tasks/a/answer", "POST /dispatches/x/approvals/y/approve", "POST /dispatches/x/cancel", "POST /logout"}
 	cases := []struct {
 		name, auth, host, origin string
 		want                     int
