@@ -325,3 +325,14 @@ func (n *podNode) logPodTimeline(t testing.TB) {
 		t.Log(b.String())
 	}
 }
+
+// readCmdline is a host process's command line, its arguments joined by spaces.
+func readCmdline(pid string) (string, error) {
+	b, err := os.ReadFile("/proc/" + pid + "/cmdline")
+	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " ")), err
+}
+
+func toJSON(t testing.TB, v any) string {
+	t.Helper()
+	return mustJSON(t, v)
+}

@@ -280,6 +280,12 @@ func (c *Cluster) ctr(ctx context.Context, stdin []byte, args ...string) ([]byte
 	return out, nil
 }
 
+// Ctr runs ctr against the real node's containerd in the kubelet's namespace (k8s.io), for a
+// test that looks at what really runs: `tasks ls`, `containers info ID`.
+func (c *Cluster) Ctr(ctx context.Context, args ...string) ([]byte, error) {
+	return c.ctr(ctx, nil, args...)
+}
+
 // ImportImage imports an image tar (OCI layout, or docker-archive as `podman save` writes it)
 // into the real node's containerd, where pods with imagePullPolicy Never find it, and returns
 // each imported image's digest-pinned reference, REPOSITORY@sha256:<manifest digest>, the
