@@ -4,7 +4,7 @@
 GO ?= go
 export CGO_ENABLED ?= 0
 
-.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean k8s-tools k8s-cluster image podman test-containers test-k8s test-ui
+.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean k8s-tools k8s-cluster image podman test-containers test-k8s test-ui bench-targets
 
 build:
 	$(GO) build -o bin/agora ./cmd/agora
@@ -60,6 +60,7 @@ test-containers:
 
 test-k8s:
 	CGO_ENABLED=1 $(GO) test -race -count=1 ./internal/k8stest ./internal/compute/kubernetes ./internal/netgw ./internal/worker/remote
+	CGO_ENABLED=1 $(GO) test -race -count=1 -run 'RealPod' ./internal/dispatch
 
 test-ui:
 	CGO_ENABLED=1 $(GO) test -count=1 -run TestUI -v ./internal/web
@@ -74,6 +75,10 @@ k8s-cluster: k8s-tools
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+# The same task's wall time under bubblewrap, in a container and in a real pod.
+bench-targets:
+	$(GO) test ./internal/dispatch -run '^$$' -bench 'Dispatch_Targets' -benchtime 5x -benchmem
 
 clean:
 	rm -rf bin
