@@ -85,11 +85,11 @@ func (p *Provider) hasSession(name string) bool {
 	return p.sessions[name] > 0
 }
 
-// claim creates the dispatch's NetworkPolicy and returns its UID once this Start holds it, or
-// the handle of the Job another Start made meanwhile.
-func (p *Provider) claim(ctx context.Context, s compute.Spec, name string) (types.UID, compute.Handle, error) {
+// claim creates the dispatch's NetworkPolicy (egress to gw alone) and returns its UID once
+// this Start holds it, or the handle of the Job another Start made meanwhile.
+func (p *Provider) claim(ctx context.Context, s compute.Spec, name string, gw gatewayAddr) (types.UID, compute.Handle, error) {
 	netpols := p.client.NetworkingV1().NetworkPolicies(p.ns)
-	np := networkPolicyObject(p.ns, name, s.ID, p.gateway)
+	np := networkPolicyObject(p.ns, name, s.ID, gw)
 	var (
 		watching types.UID
 		since    time.Time

@@ -5,7 +5,8 @@
 // [remote.Exporter] (the network gateway), which registers a session with a fresh token and
 // turns every bind into a [remote.Mount]. Start then creates, in this order and all named
 // agora-<dispatch>: a Secret holding the token and the gateway's CA, a NetworkPolicy letting the
-// pod reach only the gateway's IP and port (and nothing reach the pod), and the Job. Its pod
+// pod reach only the gateway's address and port (a name's addresses, resolved once for the Job
+// and pinned in the pod's /etc/hosts too), nothing reach the pod, and the Job. Its pod
 // has an init container from the agora worker image that downloads the mounts into emptyDir
 // volumes and copies agora's own static binary into a bin volume; the main container, from the
 // target's image, runs that binary as `agora worker` with the volumes at their paths.

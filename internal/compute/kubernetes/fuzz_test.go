@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -51,13 +52,22 @@ func FuzzCheckImage(f *testing.F) {
 func FuzzParseGatewayURL(f *testing.F) {
 	f.Add("https://10.0.0.1:8443")
 	f.Add("https://[::1]:1/")
+	f.Add("https://gw.agents.example:8443")
 	f.Fuzz(func(t *testing.T, s string) {
-		ap, err := parseGatewayURL(s)
+		gw, err := parseGatewayURL(s)
 		if err != nil {
 			return
 		}
-		if !ap.IsValid() || ap.Port() == 0 || ap.Addr().Zone() != "" {
-			t.Errorf("parseGatewayURL(%q) = %v", s, ap)
+		ok := gw.port != 0
+		if gw.name == "" {
+			ok = ok && len(gw.addrs) == 1 && gw.addrs[0].IsValid() && gw.addrs[0].Zone() == ""
+		} else {
+			// A name must be one a pod's hostAliases takes, and never an address.
+			_, perr := netip.ParseAddr(gw.name)
+			ok = ok && len(gw.addrs) == 0 && validDNSName(gw.name) && perr != nil && gw.name == strings.ToLower(gw.name)
+		}
+		if !ok {
+			t.Errorf("parseGatewayURL(%q) = %+v", s, gw)
 		}
 	})
 }

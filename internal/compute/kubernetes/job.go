@@ -44,6 +44,8 @@ type jobInput struct {
 	spec     compute.Spec
 	env      []envVar
 	mounts   []remote.Mount
+	// gateway is the gateway resolved for this Job, as its NetworkPolicy admits it.
+	gateway gatewayAddr
 }
 
 // jobObject builds the dispatch's Job. It holds no secret: every environment value comes from
@@ -63,6 +65,7 @@ func (p *Provider) jobObject(in jobInput) *batchv1.Job {
 		AutomountServiceAccountToken:  ptrTo(false),
 		EnableServiceLinks:            ptrTo(false),
 		NodeSelector:                  p.opts.NodeSelector,
+		HostAliases:                   in.gateway.hostAliases(),
 		SecurityContext: &corev1.PodSecurityContext{
 			RunAsNonRoot:   ptrTo(true),
 			RunAsUser:      &uid,

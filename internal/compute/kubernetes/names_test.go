@@ -74,12 +74,12 @@ func TestCheckImage(t *testing.T) {
 }
 
 func TestParseGatewayURL(t *testing.T) {
-	for _, ok := range []string{"https://10.0.0.1:8443", "https://10.0.0.1:8443/", "https://[fd00::1]:443"} {
+	for _, ok := range []string{"https://10.0.0.1:8443", "https://10.0.0.1:8443/", "https://[fd00::1]:443", "https://gw.example:443", "https://agora-gw.agents.svc.cluster.local:8443"} {
 		if _, err := parseGatewayURL(ok); err != nil {
 			t.Errorf("parseGatewayURL(%q) = %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "http://10.0.0.1:80", "https://gw.example:443", "https://10.0.0.1", "https://10.0.0.1:0",
+	for _, bad := range []string{"", "http://10.0.0.1:80", "https://gw:443", "https://GW.example:443", "https://-gw.example:443", "https://gw_1.example:443", "https://10.1:443", "https://10.0.0.1", "https://10.0.0.1:0",
 		"https://u:p@10.0.0.1:1", "https://10.0.0.1:1/x", "https://10.0.0.1:1?q", "https://[fe80::1%25eth0]:1"} {
 		if _, err := parseGatewayURL(bad); err == nil {
 			t.Errorf("parseGatewayURL(%q) accepted", bad)

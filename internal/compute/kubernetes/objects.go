@@ -41,22 +41,23 @@ func secretObject(ns, name, id, token string, ca []byte, env []envVar) *corev1.S
 }
 
 // networkPolicyObject admits no ingress to the dispatch's pod and egress only to the gateway's
-// address and port over TCP: no DNS, no other pod, no metadata service. It binds only where
-// the cluster's network plugin enforces NetworkPolicy (the docs say so).
-func networkPolicyObject(ns, name, id string, gw netip.AddrPort) *networkingv1.NetworkPolicy {
-	bits := 32
-	if gw.Addr().Is6() {
-		bits = 128
-	}
-	port := intstr.FromInt32(int32(gw.Port()))
+// addresses (one, or a name's, resolved) and port over TCP: no DNS, no other pod, no metadata
+// service. It binds only where the cluster's network plugin enforces NetworkPolicy (the docs
+// say so).
+func networkPolicyObject(ns, name, id string, gw gatewayAddr) *networkingv1.NetworkPolicy {
+	port := intstr.FromInt32(int32(gw.port))
 	tcp := corev1.ProtocolTCP
+	peers := make([]networkingv1.NetworkPolicyPeer, 0, len(gw.addrs))
+	for _, a := range gw.addrs {
+		peers = append(peers, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: netip.PrefixFrom(a, a.BitLen()).String()}})
+	}
 	return &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels(id)},
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: labels(id)},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 			Egress: []networkingv1.NetworkPolicyEgressRule{{
-				To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: fmt.Sprintf("%s/%d", gw.Addr(), bits)}}},
+				To:    peers,
 				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}},
 			}},
 		},

@@ -1,13 +1,12 @@
 package kubernetes
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/netip"
-	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -61,10 +60,14 @@ type Options struct {
 	NodeSelector map[string]string
 	// TTL is ttlSecondsAfterFinished; 0 means [DefaultTTL].
 	TTL time.Duration
-	// GatewayURL is the network gateway as pods reach it, "https://IP:PORT". The host must be
-	// an IP literal: the NetworkPolicy admits exactly that address and port, and pods get no
-	// DNS. Required.
+	// GatewayURL is the network gateway as pods reach it, "https://HOST:PORT", HOST an IP
+	// address or a DNS name. The NetworkPolicy admits exactly that address and port; a name
+	// is resolved on agora's host when each Job is made, and its addresses are pinned in the
+	// policy and the pod's /etc/hosts (pods get no DNS). Required.
 	GatewayURL string
+	// Resolve resolves the gateway's name when GatewayURL holds one; nil means the host's
+	// resolver. Whoever answers it chooses the addresses a pod may reach.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	// GatewayCA is the PEM certificate(s) pods trust for the gateway's TLS. Required.
 	GatewayCA []byte
 	// Exporter registers each spec's session with the gateway. Required.
@@ -84,7 +87,7 @@ type Provider struct {
 	ns       string
 	opts     Options
 	cpu, mem *resource.Quantity
-	gateway  netip.AddrPort
+	gateway  gatewayAddr
 
 	// testOnlyPodMeta, set by tests, edits the pod template's metadata (kwok's stages are
 	// chosen by labels and annotations).
@@ -192,6 +195,9 @@ func (p *Provider) check() error {
 		return err
 	}
 	p.gateway = gw
+	if p.opts.Resolve == nil {
+		p.opts.Resolve = lookupNetIP
+	}
 	if err := checkCA(o.GatewayCA); err != nil {
 		return err
 	}
@@ -199,24 +205,6 @@ func (p *Provider) check() error {
 		return errors.New("no network gateway to export dispatches through (gateway in agora.yaml)")
 	}
 	return nil
-}
-
-// parseGatewayURL accepts exactly https://IP:PORT[/], the one form a NetworkPolicy can admit.
-func parseGatewayURL(s string) (netip.AddrPort, error) {
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme != "https" || u.User != nil || (u.Path != "" && u.Path != "/") ||
-		u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return netip.AddrPort{}, fmt.Errorf("gateway %q: want https://IP:PORT", s)
-	}
-	addr, err := netip.ParseAddr(u.Hostname())
-	if err != nil || addr.Zone() != "" {
-		return netip.AddrPort{}, fmt.Errorf("gateway %q: host must be an IP address, since the pod's NetworkPolicy admits only it and pods get no DNS", s)
-	}
-	port, err := strconv.ParseUint(u.Port(), 10, 16)
-	if err != nil || port == 0 {
-		return netip.AddrPort{}, fmt.Errorf("gateway %q: want an explicit port", s)
-	}
-	return netip.AddrPortFrom(addr.Unmap(), uint16(port)), nil
 }
 
 // checkCA wants at least one PEM certificate and nothing else.

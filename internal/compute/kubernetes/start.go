@@ -40,8 +40,13 @@ func (p *Provider) Start(ctx context.Context, s compute.Spec) (compute.Handle, e
 	if h, err := p.adopt(ctx, s, name); h != nil || err != nil {
 		return h, err
 	}
+	// Resolved once: the policy and the pod's /etc/hosts get the same addresses.
+	gw, err := p.resolveGateway(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("start %q: %w", s.ID, err)
+	}
 	// Nothing is exported or replaced before this Start holds the dispatch (claim.go).
-	npUID, h, err := p.claim(ctx, s, name)
+	npUID, h, err := p.claim(ctx, s, name, gw)
 	if h != nil || err != nil {
 		return h, err
 	}
@@ -58,7 +63,7 @@ func (p *Provider) Start(ctx context.Context, s compute.Spec) (compute.Handle, e
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("start %q: export to the gateway: %w", s.ID, err), p.deleteParts(name))
 	}
-	h, err = p.create(ctx, s, name, npUID, env, sess)
+	h, err = p.create(ctx, s, name, npUID, env, sess, gw)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("start %q: %w", s.ID, err), closeSession(sess))
 	}
@@ -90,7 +95,7 @@ func (p *Provider) checkSpec(s compute.Spec) ([]envVar, error) {
 // then the Secret (whose orphans Sweep finds through the NetworkPolicy of the same name, so it
 // never needs to list Secrets), then the Job; last the Job becomes their owner, so deleting
 // it deletes them.
-func (p *Provider) create(ctx context.Context, s compute.Spec, name string, npUID types.UID, env []envVar, sess *remote.Session) (compute.Handle, error) {
+func (p *Provider) create(ctx context.Context, s compute.Spec, name string, npUID types.UID, env []envVar, sess *remote.Session, gw gatewayAddr) (compute.Handle, error) {
 	if sess.Dispatch != s.ID {
 		return nil, fmt.Errorf("the gateway exported dispatch %q for %q", sess.Dispatch, s.ID)
 	}
@@ -104,7 +109,7 @@ func (p *Provider) create(ctx context.Context, s compute.Spec, name string, npUI
 		func() error { return secrets.Delete(ctx, sec.Name, metav1.DeleteOptions{}) }); err != nil {
 		return nil, errors.Join(fmt.Errorf("create secret %q: %w", name, err), p.deleteParts(name))
 	}
-	job := p.jobObject(jobInput{name: name, id: s.ID, spec: s, env: env, mounts: sess.Mounts})
+	job := p.jobObject(jobInput{name: name, id: s.ID, spec: s, env: env, mounts: sess.Mounts, gateway: gw})
 	made, err := p.client.BatchV1().Jobs(p.ns).Create(ctx, job, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		// Another Start of the same dispatch won the race: follow its Job, never a second.

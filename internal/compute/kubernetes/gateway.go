@@ -1,0 +1,134 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Resolving a gateway name.
+const (
+	// maxGatewayAddrs caps the addresses a gateway name may resolve to: each becomes a rule of
+	// the pod's NetworkPolicy and a line of its /etc/hosts.
+	maxGatewayAddrs = 8
+	// resolveTimeout bounds resolving the gateway's name at a Job's creation.
+	resolveTimeout = 10 * time.Second
+)
+
+// gatewayAddr is the network gateway as pods reach it: an IP address, or a DNS name that is
+// resolved on agora's host when each Job is made. A pod gets no DNS (its NetworkPolicy admits
+// only the gateway), so the name's addresses are pinned twice, identically: as the policy's
+// only egress peers, and in the pod's /etc/hosts (hostAliases), which the worker's resolver
+// reads first. The policy stays exact; a pod keeps the addresses of its Job's creation.
+type gatewayAddr struct {
+	name  string       // the DNS name, "" when the URL holds an IP address
+	addrs []netip.Addr // the IP address, or the name's addresses once resolved
+	port  uint16
+}
+
+// parseGatewayURL accepts exactly https://HOST:PORT[/], HOST an IP address or a DNS name.
+func parseGatewayURL(s string) (gatewayAddr, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.User != nil || (u.Path != "" && u.Path != "/") ||
+		u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return gatewayAddr{}, fmt.Errorf("gateway %q: want https://HOST:PORT", s)
+	}
+	port, err := strconv.ParseUint(u.Port(), 10, 16)
+	if err != nil || port == 0 {
+		return gatewayAddr{}, fmt.Errorf("gateway %q: want an explicit port", s)
+	}
+	host := u.Hostname()
+	if addr, err := netip.ParseAddr(host); err == nil {
+		if addr.Zone() != "" {
+			return gatewayAddr{}, fmt.Errorf("gateway %q: an address with a zone is not reachable from a pod", s)
+		}
+		return gatewayAddr{addrs: []netip.Addr{addr.Unmap()}, port: uint16(port)}, nil
+	}
+	if !validDNSName(host) {
+		return gatewayAddr{}, fmt.Errorf("gateway %q: host must be an IP address or a lowercase DNS name", s)
+	}
+	return gatewayAddr{name: host, port: uint16(port)}, nil
+}
+
+// validDNSName reports whether s is a lowercase RFC 1123 name with a dot, as a pod's
+// hostAliases takes it: labels of [a-z0-9-], not starting or ending with '-', at most 63
+// bytes each and 253 in all. A single label is refused: a pod's resolver would add its
+// search domains to it.
+func validDNSName(s string) bool {
+	if len(s) > 253 || !strings.Contains(s, ".") {
+		return false
+	}
+	for l := range strings.SplitSeq(s, ".") {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, c := range l {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	// All digits and dots is an IPv4 address written oddly ("10.1"), never a name.
+	return strings.Trim(s, "0123456789.") != ""
+}
+
+// resolveGateway returns the gateway's addresses for one Job: the IP address of the URL, or
+// the name's addresses now, sorted, at most maxGatewayAddrs. A name that resolves to no usable
+// address fails the start: loopback, unspecified, multicast and link-local addresses (the
+// cloud metadata service is link-local) would open the policy to what the pod must not reach.
+func (p *Provider) resolveGateway(ctx context.Context) (gatewayAddr, error) {
+	gw := p.gateway
+	if gw.name == "" {
+		return gw, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	defer cancel()
+	found, err := p.opts.Resolve(ctx, gw.name)
+	if err != nil {
+		return gatewayAddr{}, fmt.Errorf("resolve the gateway's name %q: %w", gw.name, err)
+	}
+	var addrs []netip.Addr
+	for _, a := range found {
+		a = a.Unmap().WithZone("")
+		if !a.IsValid() || a.IsLoopback() || a.IsUnspecified() || a.IsMulticast() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() {
+			return gatewayAddr{}, fmt.Errorf("the gateway's name %q resolves to %s, which a pod's policy must not admit", gw.name, a)
+		}
+		if !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+		}
+	}
+	switch {
+	case len(addrs) == 0:
+		return gatewayAddr{}, fmt.Errorf("the gateway's name %q resolves to no address", gw.name)
+	case len(addrs) > maxGatewayAddrs:
+		return gatewayAddr{}, fmt.Errorf("the gateway's name %q resolves to %d addresses, more than %d", gw.name, len(addrs), maxGatewayAddrs)
+	}
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	gw.addrs = addrs
+	return gw, nil
+}
+
+// hostAliases is the pod's /etc/hosts entries for the gateway's name; none for an address.
+func (gw gatewayAddr) hostAliases() []corev1.HostAlias {
+	if gw.name == "" {
+		return nil
+	}
+	out := make([]corev1.HostAlias, 0, len(gw.addrs))
+	for _, a := range gw.addrs {
+		out = append(out, corev1.HostAlias{IP: a.String(), Hostnames: []string{gw.name}})
+	}
+	return out
+}
+
+// lookupNetIP is the default [Options.Resolve]: the host's resolver.
+func lookupNetIP(ctx context.Context, host string) ([]netip.Addr, error) {
+	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+}
