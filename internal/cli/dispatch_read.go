@@ -61,12 +61,15 @@ func newDispatchDescribeCmd(f *Factory, runF func(*dispatchIDOptions) error) *co
 }
 
 func dispatchDescribeRun(ctx context.Context, opts *dispatchIDOptions) error {
-	_, r, err := openRecord(ctx, opts.f, opts.arg)
+	d, r, err := openRecord(ctx, opts.f, opts.arg)
 	if err != nil {
 		return err
 	}
-	return emit(opts.f.IO, opts.output, r, func(r *dispatch.Record) error {
-		printRecord(opts.f.IO.Out, r)
+	out := describeOutput{Record: r}
+	out.Placement, out.PlacementError = placementOf(ctx, d, r)
+	return emit(opts.f.IO, opts.output, out, func(o describeOutput) error {
+		printRecord(opts.f.IO.Out, o.Record)
+		printPlacement(opts.f.IO.Out, o)
 		return nil
 	})
 }

@@ -3,51 +3,42 @@ package kubernetes
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agora-dev/agora/internal/compute"
 )
 
-// describeLogLimit caps the log tail of [Description].
-const describeLogLimit = 16 << 10
+var _ compute.Describer = (*Provider)(nil)
 
-// Description is what `agora dispatch describe` shows of a dispatch's Job. The log tail is
-// the pod's raw output: callers MUST redact it before showing it.
-type Description struct {
-	Job        string   // the Job's name; empty when it is gone
-	Conditions []string // the Job's true conditions with their reasons, "Failed: DeadlineExceeded"
-	Pod        string   // the newest pod's name; empty when there is none
-	Phase      string   // Pending, Running, Succeeded, Failed, Unknown
-	Node       string
-	Reason     string // why the pod is where it is, when the cluster says
-	LogTail    string // the worker container's last lines (init container's when it failed)
-}
-
-// Describe reports the Job named by taskID and its pod. A Job that is gone is an empty
-// description, not an error.
-func (p *Provider) Describe(ctx context.Context, taskID string) (Description, error) {
+// Describe reports the Job named by taskID and its newest pod: phase, node and why it is
+// where it is. A Job that is gone is Placement.Gone, not an error. It reads no log: the
+// worker's output reaches the dispatch's record through the gateway, redacted.
+func (p *Provider) Describe(ctx context.Context, taskID string) (compute.Placement, error) {
+	d := compute.Placement{Provider: "kubernetes"}
 	ns, name, err := parseTaskID(taskID)
 	if err != nil {
-		return Description{}, err
+		return d, err
 	}
 	if ns != p.ns {
-		return Description{}, fmt.Errorf("describe %q: namespace %q is not this target's (%q)", taskID, ns, p.ns)
+		return d, fmt.Errorf("describe %q: namespace %q is not this target's (%q)", taskID, ns, p.ns)
 	}
+	d.Object = name
 	job, err := p.client.BatchV1().Jobs(p.ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return Description{}, nil
+		d.Gone = true
+		return d, nil
 	}
 	if err != nil {
-		return Description{}, fmt.Errorf("describe %q: %w", taskID, err)
+		return d, fmt.Errorf("describe %q: %w", taskID, err)
 	}
 	if job.Labels[labelManagedBy] != managedBy {
-		return Description{}, fmt.Errorf("describe %q: job %q does not carry agora's labels", taskID, name)
+		return d, fmt.Errorf("describe %q: job %q does not carry agora's labels", taskID, name)
 	}
-	d := Description{Job: job.Name}
 	for _, c := range job.Status.Conditions {
 		if c.Status == corev1.ConditionTrue {
 			d.Conditions = append(d.Conditions, strings.TrimSuffix(string(c.Type)+": "+c.Reason, ": "))
@@ -68,22 +59,16 @@ func (p *Provider) Describe(ctx context.Context, taskID string) (Description, er
 		return d, nil
 	}
 	d.Pod, d.Phase, d.Node, d.Reason = pod.Name, string(pod.Status.Phase), pod.Spec.NodeName, pod.Status.Reason
-	container := workerContainer
-	for _, st := range pod.Status.InitContainerStatuses {
-		if t := st.State.Terminated; t != nil && t.ExitCode != 0 {
-			container = fetchContainer
-		} else if st.State.Waiting != nil && d.Reason == "" {
+	for _, st := range append(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses...) {
+		if d.Reason != "" {
+			break
+		}
+		switch {
+		case st.State.Waiting != nil:
 			d.Reason = st.State.Waiting.Reason
+		case st.State.Terminated != nil && st.State.Terminated.ExitCode != 0:
+			d.Reason = fmt.Sprintf("%s %s exited %d", st.Name, st.State.Terminated.Reason, st.State.Terminated.ExitCode)
 		}
 	}
-	rc, err := p.client.CoreV1().Pods(p.ns).GetLogs(pod.Name, &corev1.PodLogOptions{
-		Container: container, TailLines: ptrTo(int64(100)), LimitBytes: ptrTo(int64(describeLogLimit))}).Stream(ctx)
-	if err != nil {
-		// A pod that never started has no log: the phase and reason say why.
-		return d, nil
-	}
-	defer rc.Close()
-	b, _ := io.ReadAll(io.LimitReader(rc, describeLogLimit))
-	d.LogTail = string(b)
 	return d, nil
 }

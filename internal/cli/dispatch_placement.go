@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/dispatch"
+)
+
+// placementTimeout bounds describe's question to the cluster or engine: an unreachable
+// apiserver costs a line in the output, not a hung command.
+const placementTimeout = 10 * time.Second
+
+// describeOutput is `agora dispatch describe`'s result: the record's fields, and where its
+// process runs as the target's provider sees it now (absent for local targets).
+type describeOutput struct {
+	*dispatch.Record
+	Placement      *compute.Placement `json:"placement,omitempty"`
+	PlacementError string             `json:"placement_error,omitempty"`
+}
+
+// placementOf asks the dispatch's provider where it runs. A failure is reported beside the
+// record, not instead of it: the record is what describe is for.
+func placementOf(ctx context.Context, d *dispatch.Dispatcher, r *dispatch.Record) (*compute.Placement, string) {
+	ctx, cancel := context.WithTimeout(ctx, placementTimeout)
+	defer cancel()
+	pl, err := d.Placement(ctx, r)
+	if err != nil {
+		return nil, err.Error()
+	}
+	return pl, ""
+}
+
+// printPlacement writes the placement lines of describe for people.
+func printPlacement(w io.Writer, o describeOutput) {
+	if o.PlacementError != "" {
+		fmt.Fprintf(w, "placement: unknown (%s)\n", agentText(o.PlacementError))
+		return
+	}
+	pl := o.Placement
+	if pl == nil {
+		return
+	}
+	if pl.Gone {
+		fmt.Fprintf(w, "placement: %s %s is gone (deleted after it finished, cancelled, or removed by someone else)\n", pl.Provider, orDash(pl.Object))
+		return
+	}
+	var parts []string
+	for _, kv := range [][2]string{{"phase", pl.Phase}, {"node", pl.Node}, {"pod", pl.Pod}, {"reason", pl.Reason}, {"health", pl.Health}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+" "+agentText(kv[1]))
+		}
+	}
+	if len(pl.Conditions) > 0 {
+		parts = append(parts, "conditions "+agentText(strings.Join(pl.Conditions, ", ")))
+	}
+	fmt.Fprintf(w, "placement: %s %s: %s\n", pl.Provider, pl.Object, orNone(parts))
+}
