@@ -51,7 +51,6 @@ var readAllowed = map[string]string{
 	"dispatch/uidlease.go:leaseUID: os.OpenFile":             "creates or opens dispatches/.uids/<uid> (O_NOFOLLOW) only to flock it, reading nothing; the supervisor's own, never bound into a sandbox",
 	"dispatch/stage.go:handOver: filepath.WalkDir":           "chowns the stage to the sandbox uid before the sandbox exists (Lchown: no link followed)",
 	"cli/dispatch_read.go:followLog: os.Open":                "the supervisor's live log in the stage directory, which is never bound into the sandbox",
-	"dispatch/livetail.go:LiveTail: os.OpenFile":             "the same live log, for the web view's tail, opened with O_NOFOLLOW",
 	"dispatch/detach/spawn.go:spawn: os.OpenFile":            "/dev/null for the detached supervisor",
 	"dispatch/network.go:prepareProxy: os.Open":              "the host's system trust store (/etc/ssl/certs/ca-certificates.crt), copied into the sandbox's",
 	"cli/orch_client.go:readPlan: capped.ReadFile":           "a plan file a person names",

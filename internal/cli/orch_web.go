@@ -77,7 +77,7 @@ func orchWeb(o *orchWebFlags, f *Factory, h *home.Home, orchDB *store.DB, eng *o
 		Orch:       eng,
 		Dispatches: d.Records,
 		Blob:       h.Blobs.Get,
-		Tail:       d.LiveTail,
+		Live:       d.Live,
 		Catalog: func(ctx context.Context, k catalog.Kind) ([]catalog.Version, error) {
 			return reader.List(ctx, k)
 		},

@@ -2,11 +2,12 @@ package dispatch
 
 import (
 	"bytes"
-	"github.com/agora-dev/agora/internal/sandboxfs"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/agora-dev/agora/internal/sandboxfs"
 )
 
 // Phases of a live dispatch on the host side, in order. [Dispatcher.Supervise] reports each
@@ -24,8 +25,9 @@ const (
 // phaseFile is the stage's file holding the current phase's name.
 const phaseFile = "phase"
 
-// liveTail is how much of the end of a live log [Dispatcher.Live] reads for the last line.
-const liveTail = 4 << 10
+// liveTail is how much of the end of each live log [Dispatcher.Live] reads: the web view
+// shows it, and the last line comes from it.
+const liveTail = 8 << 10
 
 // Live is what a live dispatch is doing now, read from its stage directory.
 type Live struct {
@@ -38,6 +40,10 @@ type Live struct {
 	// written last), redacted as the logs are; text the agent wrote, so a caller printing it
 	// to a terminal MUST escape control characters.
 	LastLine string `json:"last_line,omitempty"`
+	// Stdout and Stderr are the last liveTail bytes of the live logs, redacted as written:
+	// the web view's tails (not in JSON, where LastLine says enough). Agent text, as LastLine.
+	Stdout []byte `json:"-"`
+	Stderr []byte `json:"-"`
 }
 
 // setPhase records that the dispatch staged in s entered phase. It is a display aid: a
@@ -49,12 +55,17 @@ func (s *stage) setPhase(phase string) {
 	}
 }
 
-// Live reads the phase and the last output line of dispatch id from its stage. The stage is
-// written by the supervisor on the host; with `sandbox: none` the worker could write there
-// too, so only the known phase names are believed and every read is capped.
+// Live reads the phase, the ends of the live logs and the last output line of dispatch id
+// from its stage. The stage is written by the supervisor on the host; with `sandbox: none`
+// the worker could write there too, so it is read through sandboxfs (no link followed, no
+// special or hard-linked file), only the known phase names are believed and every read is
+// capped. A dispatch without a stage (not staged yet, or cleaned up) has an empty Live.
 func (d *Dispatcher) Live(id string) Live {
-	st := stageAt(d.StateDir, id)
 	var l Live
+	if id == "" || filepath.Base(id) != id || id == "." || id == ".." {
+		return l
+	}
+	st := stageAt(d.StateDir, id)
 	dir, err := sandboxfs.Open(st.dir)
 	if err != nil {
 		return l
@@ -67,9 +78,17 @@ func (d *Dispatcher) Live(id string) Live {
 		}
 	}
 	var newest time.Time
-	for _, name := range []string{stdoutLog, stderrLog} {
+	for i, name := range []string{stdoutLog, stderrLog} {
 		b, mod, err := dir.Tail(name, liveTail)
-		if err != nil || len(b) == 0 || mod.Before(newest) {
+		if err != nil {
+			continue
+		}
+		if i == 0 {
+			l.Stdout = b
+		} else {
+			l.Stderr = b
+		}
+		if len(b) == 0 || mod.Before(newest) {
 			continue
 		}
 		if line := lastLine(b); line != "" {

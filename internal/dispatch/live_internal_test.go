@@ -3,6 +3,7 @@ package dispatch
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -57,7 +58,18 @@ func TestLive_Untrusted(t *testing.T) {
 	if l := d.Live(id); l.Phase != PhaseAgent {
 		t.Errorf("phase %q, want agent", l.Phase)
 	}
-	if l := d.Live("01JYYYYYYYYYYYYYYYYYYYYYYY"); l != (Live{}) {
-		t.Errorf("an unknown dispatch: %+v, want nothing", l)
+	for _, unknown := range []string{"01JYYYYYYYYYYYYYYYYYYYYYYY", "../" + id, ".", ""} {
+		if l := d.Live(unknown); !reflect.DeepEqual(l, Live{}) {
+			t.Errorf("dispatch %q: %+v, want nothing", unknown, l)
+		}
+	}
+	// The tails the web view shows: capped, and a link planted as a log is not followed.
+	os.Symlink("/etc/passwd", filepath.Join(dir, stderrLog))
+	l = d.Live(id)
+	if !strings.HasSuffix(string(l.Stdout), "the end\n") || len(l.Stdout) != liveTail {
+		t.Errorf("stdout tail of %d bytes ending %q, want the last %d", len(l.Stdout), l.Stdout[max(len(l.Stdout)-20, 0):], liveTail)
+	}
+	if len(l.Stderr) != 0 {
+		t.Errorf("a symlinked stderr log was read: %.40q", l.Stderr)
 	}
 }

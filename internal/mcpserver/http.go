@@ -10,11 +10,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agora-dev/agora/internal/httplisten"
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
@@ -74,13 +74,9 @@ func (s *Server) ListenHTTP(ctx context.Context, cfg HTTPConfig) error {
 		return err
 	}
 	s = s.withTokens(cfg.Clients)
-	host, port, _ := net.SplitHostPort(cfg.Addr)
-	if host == "localhost" {
-		host = "127.0.0.1" // never whatever a resolver says localhost is
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
+	ln, err := httplisten.Listen(cfg.Addr, maxConns)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+		return err
 	}
 	h := s.httpHandler(cfg, ln.Addr())
 	srv := &http.Server{
@@ -98,7 +94,7 @@ func (s *Server) ListenHTTP(ctx context.Context, cfg HTTPConfig) error {
 		cfg.Listening(ln.Addr())
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(&limitListener{Listener: ln, sem: make(chan struct{}, maxConns)}) }()
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve http: %w", err)
@@ -190,35 +186,6 @@ func (p progressSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.plain.ServeHTTP(w, r)
-}
-
-// limitListener caps open connections, so connections that never authenticate cannot pile up
-// past a bound; each is also cut off by the read-header timeout.
-type limitListener struct {
-	net.Listener
-	sem chan struct{}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	l.sem <- struct{}{}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
-}
-
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
 }
 
 // redactHandler masks the tokens in every log record, as a backstop: nothing logs a token.

@@ -70,9 +70,9 @@ func (s *Server) dispatchDetail(ctx context.Context, rec *dispatch.Record) *disp
 		v.Events = append(v.Events, eventRow{Event: e, Data: compactJSON(e.Data)})
 	}
 	if v.Live {
-		if s.src.Tail != nil {
-			out, _ := s.src.Tail(rec.ID, false, tailBytes)
-			errb, _ := s.src.Tail(rec.ID, true, tailBytes)
+		if s.src.Live != nil {
+			l := s.src.Live(rec.ID)
+			out, errb := lastBytes(l.Stdout, tailBytes), lastBytes(l.Stderr, tailBytes)
 			v.Stdout, v.Stderr = string(bytes.ToValidUTF8(out, nil)), string(bytes.ToValidUTF8(errb, nil))
 		}
 	} else if res := rec.Result; res != nil && s.src.Blob != nil {

@@ -36,8 +36,9 @@ type Sources struct {
 	Dispatches Dispatches
 	// Blob reads a stored blob, hash-checked, refusing one over max bytes (0: no cap).
 	Blob func(d digest.Digest, max int64) ([]byte, error)
-	// Tail returns up to max bytes of the end of a running dispatch's live stdout (or stderr).
-	Tail func(id string, stderr bool, max int64) ([]byte, error)
+	// Live reads a running dispatch's phase and the ends of its live stdout and stderr
+	// (*dispatch.Dispatcher's Live).
+	Live func(id string) dispatch.Live
 	// Catalog lists the catalog's versions of one kind (metadata only).
 	Catalog func(ctx context.Context, kind catalog.Kind) ([]catalog.Version, error)
 	// MainLog is agora.db's audit log (dispatches, tool calls, network, catalog); OrchLog is

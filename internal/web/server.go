@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/hostcheck"
+	"github.com/agora-dev/agora/internal/httplisten"
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
@@ -98,13 +99,9 @@ func New(cfg Config, src Sources) (*Server, error) {
 // Serve listens on cfg.Addr and serves until ctx ends. It refuses to start, binding nothing,
 // when [Check] fails.
 func (s *Server) Serve(ctx context.Context) error {
-	host, port, _ := net.SplitHostPort(s.cfg.Addr)
-	if host == "localhost" {
-		host = "127.0.0.1" // never whatever a resolver says localhost is
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
+	ln, err := httplisten.Listen(s.cfg.Addr, maxConns)
 	if err != nil {
-		return fmt.Errorf("web run view: listen on %s: %w", s.cfg.Addr, err)
+		return fmt.Errorf("web run view: %w", err)
 	}
 	srv := &http.Server{
 		Handler:           s.Handler(ln.Addr()),
@@ -122,7 +119,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	hubDone := make(chan struct{})
 	go func() { defer close(hubDone); s.hub.run(ctx) }()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(&limitListener{Listener: ln, sem: make(chan struct{}, maxConns)}) }()
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err = <-errc:
 	case <-ctx.Done():

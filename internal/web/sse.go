@@ -21,6 +21,9 @@ const batchWindow = 100 * time.Millisecond
 // tailBytes is how much of the end of a live log a page shows.
 const tailBytes = 8 << 10
 
+// lastBytes is the end of b, at most n bytes.
+func lastBytes(b []byte, n int) []byte { return b[max(len(b)-n, 0):] }
+
 type sseWriter struct {
 	w http.ResponseWriter
 	f http.Flusher
@@ -169,9 +172,9 @@ func (s *Server) dispatchTail(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		cur := tailState{State: rec.State, Phase: rec.Phase, ElapsedMS: elapsed(rec, s.now()).Milliseconds()}
-		if s.src.Tail != nil {
-			out, _ := s.src.Tail(id, false, tailBytes)
-			errb, _ := s.src.Tail(id, true, tailBytes)
+		if s.src.Live != nil {
+			l := s.src.Live(id)
+			out, errb := lastBytes(l.Stdout, tailBytes), lastBytes(l.Stderr, tailBytes)
 			cur.Stdout, cur.Stderr = string(bytes.ToValidUTF8(out, nil)), string(bytes.ToValidUTF8(errb, nil))
 		}
 		if cur.State != last.State || cur.Phase != last.Phase || cur.Stdout != last.Stdout || cur.Stderr != last.Stderr {
