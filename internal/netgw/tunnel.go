@@ -83,16 +83,26 @@ func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request, rec *record
 func splice(conn net.Conn, fromWorker io.Reader, up *net.UnixConn, act *activity) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		io.Copy(up, fromWorker)
+		copyPooled(up, fromWorker)
 		up.CloseWrite()
 	})
-	io.Copy(conn, &activeReader{r: up, act: act})
+	copyPooled(conn, &activeReader{r: up, act: act})
 	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
 		cw.CloseWrite()
 	}
 	// The host side ended: the worker's side has nothing more to say to it.
 	conn.SetReadDeadline(time.Now().Add(IOTimeout))
 	wg.Wait()
+}
+
+// copyBuffers are the tunnels' copy buffers: the readers that count activity hide the
+// connections' own copy paths, so io.Copy would allocate 32 KiB per direction per tunnel.
+var copyBuffers = sync.Pool{New: func() any { return new([32 << 10]byte) }}
+
+func copyPooled(dst io.Writer, src io.Reader) {
+	buf := copyBuffers.Get().(*[32 << 10]byte)
+	defer copyBuffers.Put(buf)
+	io.CopyBuffer(dst, src, buf[:])
 }
 
 // watchTunnel returns once the tunnel must close, saying why: dispatch id's session is gone
