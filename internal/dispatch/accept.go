@@ -57,6 +57,10 @@ type Request struct {
 	// Workspace names a workspace of the catalog (NAME or NAME@sha256:HEX) instead of Repo:
 	// the dispatch works on its repository at Revision, which the workspace must allow.
 	Workspace string
+
+	// Traceparent is the W3C traceparent the dispatch's span is a child of (a task's span);
+	// "" takes the span in Accept's context, if any. A malformed one is ignored.
+	Traceparent string
 }
 
 // InputSpec names an upstream dispatch's product: Select is "patch", "outputs" or
@@ -82,6 +86,7 @@ func reqErr(format string, args ...any) error {
 // ends failed/denied: nothing starts. Accept never starts a worker; [Dispatcher.Supervise]
 // does.
 func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
+	began := time.Now()
 	sub, err := d.Catalog.Resolve(ctx, catalog.KindSubagent, req.Subagent)
 	if err != nil {
 		return nil, &RequestError{Err: err}
@@ -181,12 +186,14 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 		Timeout: Duration(timeout), ParentID: req.ParentID, Actor: req.Actor, CallbackURL: callback, Inputs: inputs,
 		Grants: &grants, Budget: eff,
 	}
+	rec.TraceID, rec.TraceSpan, rec.TraceParent = d.traceIDs(ctx, req.Traceparent)
 	if rec.Envs == nil {
 		rec.Envs = []EnvRef{}
 	}
 	if err := d.Records.Accept(ctx, rec); err != nil {
 		return nil, err
 	}
+	d.traceAccept(ctx, rec, began)
 	if denial := checkCommand(doc, grants); denial != "" {
 		if _, err := d.Records.Finish(ctx, rec.ID, Outcome{State: StateFailed, Reason: ReasonDenied, Detail: denial}); err != nil {
 			return nil, err

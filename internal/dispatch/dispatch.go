@@ -63,7 +63,9 @@ type Dispatcher struct {
 	// Runtimes resolves the host-installed agent CLIs bound into model runtimes' sandboxes
 	// (claude for claude-code); nil resolves without a cache across processes.
 	Runtimes *runtimebin.Resolver
-	Now      func() time.Time
+	// Tracer exports the dispatch's spans (trace.go); nil records no trace.
+	Tracer Tracer
+	Now    func() time.Time
 
 	// testOnlyInvokingUser makes a root agora stage and run sandboxes as an unprivileged one
 	// does (as the invoking user, no disk quota), so tests running as root cover that path.

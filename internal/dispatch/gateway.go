@@ -144,7 +144,7 @@ func openGatewayDir(st *stage) (*runningGateway, error) {
 // startGateway starts the model gateway of dispatch r in rg's directory. A gateway whose
 // audit budget is spent pulls trip: the sandbox is stopped and the dispatch fails
 // limit-exceeded.
-func (d *Dispatcher) startGateway(ctx context.Context, r *Record, rg *runningGateway, ep *modelEndpoint, secrets [][]byte, trip *limitTrip) error {
+func (d *Dispatcher) startGateway(ctx context.Context, r *Record, rg *runningGateway, ep *modelEndpoint, secrets [][]byte, trip *limitTrip, tracer gateway.Tracer) error {
 	role := r.Subagent + "@" + string(r.SubagentDigest)
 	var egressGrant []grant.EgressRule
 	if r.Grants != nil {
@@ -180,6 +180,7 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, rg *runningGat
 		OnBudget:          func(detail string) { trip.TripBudget(detail, budgetGrace) },
 		Approver:          approver,
 		ApprovalTimeout:   approvalTimeout,
+		Tracer:            tracer,
 	})
 	clear(ep.key)
 	if err != nil {

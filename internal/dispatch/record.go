@@ -119,6 +119,11 @@ type Record struct {
 	// Phase is "awaiting_approval" ([PhaseAwaitingApproval]) while a call of the live
 	// dispatch is held for a person's approval, and "" otherwise.
 	Phase string `json:"phase,omitempty"`
+	// TraceID is the trace the dispatch's spans belong to (32 hex digits), "" without one.
+	// TraceSpan is the dispatch span's id and TraceParent the traceparent of its parent.
+	TraceID     string `json:"trace_id,omitempty"`
+	TraceSpan   string `json:"-"`
+	TraceParent string `json:"-"`
 	// Approvals are the dispatch's held calls in order, pending and decided.
 	Approvals []Approval `json:"approvals,omitempty"`
 
@@ -216,7 +221,7 @@ var ErrExists = errors.New("dispatch already recorded")
 const recordColumns = `id, state, reason, detail, exit_code, subagent, subagent_digest, envs, target, sandbox,
 network, input_digest, repo, revision, timeout_ms, parent_id, actor, provider_task_id, supervisor,
 cancel_requested, callback_url, created_at, started_at, ended_at, isolation, result, inputs, grants, workspace, net,
-runtime_binary, budget, usage`
+runtime_binary, budget, usage, trace_id, trace_span, trace_parent`
 
 type scanner interface{ Scan(...any) error }
 
@@ -229,7 +234,7 @@ func scanRecord(row scanner) (*Record, error) {
 		&r.Target, &r.Sandbox, &r.Network, &r.InputDigest, &r.Repo, &r.Revision, &timeoutMS, &r.ParentID,
 		&r.Actor, &r.ProviderTaskID, &r.supervisor, &r.cancelRequested, &r.CallbackURL, &created, &started,
 		&ended, &r.Isolation, &result, &inputs, &grants, &r.Workspace, &netStats,
-		&runtimeBin, &budgetJSON, &usageJSON); err != nil {
+		&runtimeBin, &budgetJSON, &usageJSON, &r.TraceID, &r.TraceSpan, &r.TraceParent); err != nil {
 		return nil, err
 	}
 	if exit.Valid {

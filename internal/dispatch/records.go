@@ -98,11 +98,13 @@ func (s *Records) Accept(ctx context.Context, r *Record) error {
 	return s.db.Tx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
 INSERT INTO dispatches(id, state, subagent, subagent_digest, envs, target, sandbox, network, input_digest,
-	repo, revision, timeout_ms, parent_id, actor, callback_url, created_at, supervisor, inputs, grants, workspace, budget)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	repo, revision, timeout_ms, parent_id, actor, callback_url, created_at, supervisor, inputs, grants, workspace, budget,
+	trace_id, trace_span, trace_parent)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.State, r.Subagent, r.SubagentDigest, string(envs), r.Target, r.Sandbox, r.Network, r.InputDigest,
 			r.Repo, r.Revision, time.Duration(r.Timeout).Milliseconds(), r.ParentID, r.Actor, r.CallbackURL, ts(r.CreatedAt),
-			selfSupervisor(), string(inputs), string(grants), r.Workspace, string(budgetJSON))
+			selfSupervisor(), string(inputs), string(grants), r.Workspace, string(budgetJSON),
+			r.TraceID, r.TraceSpan, r.TraceParent)
 		if store.IsUniqueViolation(err) {
 			return fmt.Errorf("record dispatch %s: %w", r.ID, ErrExists)
 		}

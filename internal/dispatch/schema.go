@@ -134,4 +134,15 @@ CREATE TABLE dispatch_approvals (
 ) WITHOUT ROWID;
 CREATE INDEX dispatch_approvals_pending ON dispatch_approvals(dispatch_id, state);
 `,
+}, {
+	Name: "dispatch trace",
+	SQL: `
+-- The dispatch's place in a trace (W3C ids, hex): the trace, the id of the dispatch's own span
+-- (chosen at accept, so the accept span and the detached supervisor name the same span) and
+-- the traceparent of its parent (a task's span, an MCP or CLI caller's), '' without one. All
+-- '' when tracing was off and no caller sent a traceparent. Ids only, never a secret.
+ALTER TABLE dispatches ADD COLUMN trace_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE dispatches ADD COLUMN trace_span TEXT NOT NULL DEFAULT '';
+ALTER TABLE dispatches ADD COLUMN trace_parent TEXT NOT NULL DEFAULT '';
+`,
 }}

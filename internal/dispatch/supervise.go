@@ -42,7 +42,8 @@ func (d *Dispatcher) Supervise(ctx context.Context, id string, progress Progress
 		}
 		return nil, err
 	}
-	outcome, err := d.run(ctx, r, progress)
+	sp := d.startDispatchSpan(ctx, r)
+	outcome, err := d.run(ctx, r, progress, sp)
 	if err != nil {
 		outcome = Outcome{State: StateFailed, Reason: ReasonProviderFailed, Detail: err.Error()}
 	}
@@ -55,6 +56,7 @@ func (d *Dispatcher) Supervise(ctx context.Context, id string, progress Progress
 	if err != nil {
 		return nil, err
 	}
+	sp.finish(final)
 	progress(final.State, final)
 	return final, nil
 }
@@ -63,7 +65,7 @@ func failed(reason, format string, args ...any) Outcome {
 	return Outcome{State: StateFailed, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
-func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Outcome, error) {
+func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress, sp *dispatchSpan) (Outcome, error) {
 	target, err := d.Config.Target(r.Target)
 	if err != nil {
 		return failed(ReasonProviderFailed, "%v", err), nil
@@ -95,7 +97,8 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	}
 	// After collection (reconcile reads the out directory first); it unmounts the disk quota.
 	defer st.removeWork()
-	enter := func(phase string) { st.setPhase(phase); progress(phase, r) }
+	sp.setCapabilities(p.doc.Capabilities)
+	enter := func(phase string) { st.setPhase(phase); sp.phase(phaseSpan(phase)); progress(phase, r) }
 	enter(PhaseStaging)
 	if err := st.checkRunnable(d.AgoraBin); err != nil {
 		return failed(ReasonProviderFailed, "%v", err), nil
@@ -208,7 +211,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 	}
 	// Host-side enforcers trip this to stop the sandbox and fail the dispatch limit-exceeded.
 	trip := newLimitTrip()
-	gw, fl, err := d.startNetwork(ctx, r, st, endpoint, values, bindings, trip, stderr, &spec)
+	gw, fl, err := d.startNetwork(ctx, r, st, endpoint, values, bindings, trip, stderr, &spec, sp)
 	defer gw.close()
 	if fl != nil || err != nil {
 		stdout.Close()
@@ -277,6 +280,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 		trip.Trip(full)
 	}
 
+	sp.phase(SpanReconcile)
 	o := d.reconcile(context.WithoutCancel(ctx), r, st, exit, werr, trip, red, stdout, stderr, endpoint != nil)
 	o.Net, o.Usage = gw.netStats(), gw.usage()
 	return o, nil
@@ -287,7 +291,7 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress) (Out
 // network: proxy (with its trust store). It returns a failed outcome for what the dispatch
 // cannot run without, or an error for the host's own trouble.
 func (d *Dispatcher) startNetwork(ctx context.Context, r *Record, st *stage, ep *modelEndpoint, values [][]byte,
-	bindings []proxy.Binding, trip *limitTrip, stderr *logSink, spec *compute.Spec) (*runningGateway, *Outcome, error) {
+	bindings []proxy.Binding, trip *limitTrip, stderr *logSink, spec *compute.Spec, sp *dispatchSpan) (*runningGateway, *Outcome, error) {
 	if ep == nil && r.Network != NetworkProxy {
 		return nil, nil, nil
 	}
@@ -297,7 +301,7 @@ func (d *Dispatcher) startNetwork(ctx context.Context, r *Record, st *stage, ep 
 		return nil, &o, nil
 	}
 	if ep != nil {
-		if err := d.startGateway(ctx, r, gw, ep, values, trip); err != nil {
+		if err := d.startGateway(ctx, r, gw, ep, values, trip, gatewayTracer(sp)); err != nil {
 			o := failed(ReasonProviderFailed, "%v", err)
 			return gw, &o, nil
 		}

@@ -169,6 +169,9 @@ type Config struct {
 	// RefusalInterval is how often counted refusals are written as [KindGatewayRefused];
 	// Close writes what is left. Zero means [DefaultRefusalInterval].
 	RefusalInterval time.Duration
+	// Tracer receives a span for every model call and every tool decision (trace.go); nil
+	// records none.
+	Tracer Tracer
 }
 
 // Gateway is a running gateway. Build it with [Listen]; stop it with [Gateway.Close].
@@ -186,6 +189,7 @@ type Gateway struct {
 	onBudget         func(detail string)
 	calls            callStates // what is on record of each reported call id
 	approver         Approver
+	tracer           *spans // nil without a Tracer
 	refusalInterval  time.Duration
 	maxBody          int64
 	modelClient      *http.Client
@@ -287,6 +291,7 @@ func newGateway(cfg Config) (*Gateway, error) {
 	g := &Gateway{
 		dispatchID: cfg.DispatchID,
 		role:       cfg.Role,
+		tracer:     newSpans(cfg.Tracer),
 		api:        cfg.ModelAPI,
 		key:        append([]byte(nil), cfg.APIKey...),
 		grants:     gs,

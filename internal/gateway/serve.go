@@ -177,6 +177,7 @@ func (g *Gateway) record(r *http.Request, ex *exchange, status int, bytesOut, by
 		g.tally.add(ex.route, ex.tally, status, time.Now())
 		return
 	}
+	g.tracer.request(g, ex, status, start)
 	details := map[string]any{
 		"dispatch":    g.dispatchID,
 		"role":        g.role,

@@ -166,6 +166,7 @@ func (g *Gateway) serveToolAudit(w http.ResponseWriter, r *http.Request, ex *exc
 		details["call_id"] = t.CallID // checked above to hold no secret
 	}
 	err = g.audit.Record(context.WithoutCancel(r.Context()), KindToolCall, details)
+	g.tracer.tool(&t, g.red.String(t.Reason))
 	g.calls.end(t.CallID, next, err == nil)
 	if err != nil {
 		// The worker fails the call closed when its decision is not on record.
