@@ -37,6 +37,10 @@ func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) 
 	if err != nil {
 		return nil, err
 	}
+	tracer, err := f.Tracer(ctx)
+	if err != nil {
+		return nil, err
+	}
 	reader := view.New(h.DB, h.Blobs)
 	return &dispatch.Dispatcher{
 		Records: dispatch.NewRecords(h.DB, audit.New(f.Now), f.Now),
@@ -62,6 +66,7 @@ func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) 
 		// dispatch does not rehash a 400 MB claude each time.
 		Runtimes: &runtimebin.Resolver{CacheFile: filepath.Join(h.Dir, runtimebin.CacheFileName)},
 		Now:      f.Now,
+		Tracer:   tracer,
 	}, nil
 }
 

@@ -92,6 +92,9 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 		fmt.Fprintf(w, "env:       %s@%s\n", e.Name, e.Digest)
 	}
 	fmt.Fprintf(w, "target:    %s (sandbox %s, network %s, isolation %s)\n", r.Target, r.Sandbox, r.Network, orDash(r.Isolation))
+	if r.TraceID != "" {
+		fmt.Fprintf(w, "trace:     %s\n", r.TraceID)
+	}
 	if r.Workspace != "" {
 		fmt.Fprintf(w, "workspace: %s at %s\n", r.Workspace, r.Revision)
 	}

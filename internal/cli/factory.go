@@ -11,6 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/secret"
+	"github.com/agora-dev/agora/internal/tracing"
 )
 
 // Factory supplies commands with their streams and lazily opened dependencies, so a command
@@ -27,6 +28,8 @@ type Factory struct {
 	existingHome bool
 	// wrote is set once a command opened something that appends audit entries.
 	wrote bool
+	// tracer is the process's tracer, made on first use (tracing.go).
+	tracer *tracing.Tracer
 }
 
 // NewFactory returns a factory over the given streams and environment.

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/agora-dev/agora/internal/tracing"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -114,7 +115,9 @@ func mcpRefusal(cmd *cobra.Command, err error, hint string) error {
 // anything is opened: no token, no bind.
 func mcpHTTPConfig(cmd *cobra.Command, f *Factory, opts *mcpOptions, token string, ceiling mcpserver.Ceiling) (mcpserver.HTTPConfig, error) {
 	cfg := mcpserver.HTTPConfig{Addr: opts.http, AllowHosts: opts.allowHosts,
-		Limits: mcpserver.Limits{Rate: opts.rate, Burst: opts.burst}}
+		Limits: mcpserver.Limits{Rate: opts.rate, Burst: opts.burst},
+		// A client's traceparent header: the dispatches and runs its calls start join its trace.
+		Wrap: tracing.Extract}
 	file := f.Getenv(envHTTPTokensFile)
 	switch {
 	case token != "" && file != "":

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/agora-dev/agora/internal/tracing"
 	"os"
 	"path/filepath"
 	"time"
@@ -67,7 +68,10 @@ func (f *Factory) OrchClient(ctx context.Context) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return client.New(filepath.Join(h, orchDir, orchSocket)), nil
+	c := client.New(filepath.Join(h, orchDir, orchSocket))
+	// A run submitted from inside a trace (TRACEPARENT, an MCP request's) joins it.
+	c.Traceparent = tracing.Traceparent
+	return c, nil
 }
 
 // runStatus connects to the orchestrator service and reads run ref (an id or a plan name).

@@ -124,7 +124,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	if err != nil {
 		return err
 	}
-	ob, err := newServeObs(opts)
+	ob, err := newServeObs(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 		return err
 	}
 	reader := view.New(h.DB, h.Blobs)
-	eng, err := orch.Open(ctx, db, audit.New(f.Now), &dispatchexec.Executor{D: d, Supervisors: detach.For(d), Log: ob.log}, orch.Options{
+	eng, err := orch.Open(ctx, db, audit.New(f.Now), &dispatchexec.Executor{D: d, Supervisors: detach.For(d), Log: ob.log, Trace: ob.spans.Traceparent}, orch.Options{
 		Now:      f.Now,
 		Refs:     catalogRefs{r: reader, targets: h.Config.Target},
 		Observer: ob.observer,
@@ -160,7 +160,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	}
 	defer os.Remove(sock)
 	srv := &service.Server{Engine: eng, PinRepo: dispatch.PinRevision, PinWorkspace: d.PinWorkspace, Log: ob.log,
-		ExportRun: orchRunExporter(orchCP)}
+		Trace: runTrace(ob.tracer), ExportRun: orchRunExporter(orchCP)}
 	var serveGateway func(context.Context) error
 	if opts.gateway != "" {
 		if serveGateway, err = f.networkGateway(ctx, opts.gateway, ""); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/obs"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/store"
+	"github.com/agora-dev/agora/internal/tracing"
 )
 
 // serveObs is serve's observability: the engine's observer, and the handlers the metrics
@@ -22,18 +23,30 @@ type serveObs struct {
 	metrics  *obs.Metrics
 	observer *obs.EngineObserver
 	health   *obs.Health
+	// tracer and spans export the runs' and tasks' spans; spans is nil with tracing off.
+	tracer *tracing.Tracer
+	spans  *obs.EngineSpans
 	// Metrics, Healthz and Readyz are /metrics, /healthz and /readyz; set by attach.
 	Metrics, Healthz, Readyz http.Handler
 }
 
 // newServeObs makes serve's logger, registry and engine observer, before the engine opens.
-func newServeObs(opts *orchServeOptions) (*serveObs, error) {
+func newServeObs(ctx context.Context, opts *orchServeOptions) (*serveObs, error) {
 	logger, err := obs.NewLogger(opts.f.IO.ErrOut, opts.logFormat, slog.LevelInfo)
 	if err != nil {
 		return nil, err
 	}
+	tracer, err := opts.f.Tracer(ctx)
+	if err != nil {
+		return nil, err
+	}
 	m := obs.NewMetrics()
-	return &serveObs{log: logger, metrics: m, observer: &obs.EngineObserver{Metrics: m, Log: logger}}, nil
+	o := &serveObs{log: logger, metrics: m, observer: &obs.EngineObserver{Metrics: m, Log: logger}, tracer: tracer, spans: obs.NewEngineSpans(tracer)}
+	if o.spans != nil {
+		// Only when on: a nil *EngineSpans in the interface would still be a call per batch.
+		o.observer.Spans = o.spans
+	}
+	return o, nil
 }
 
 // attach registers the collectors that read the engine and the databases when scraped.

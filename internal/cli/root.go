@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/tracing"
 )
 
 // Main runs agora with the process's arguments and streams and returns the exit code.
@@ -26,6 +28,9 @@ func Main() int {
 
 // Run executes one command line and returns its exit code.
 func Run(ctx context.Context, f *Factory, args []string) int {
+	// A command run inside a trace (TRACEPARENT, as CI systems and tracing-aware tools set
+	// it) puts what it starts there: a submitted run, a dispatch. A malformed one is ignored.
+	ctx = tracing.Join(ctx, f.Getenv("TRACEPARENT"))
 	root := NewRootCmd(f)
 	root.SetArgs(args)
 	root.SetIn(f.IO.In)
@@ -33,6 +38,7 @@ func Run(ctx context.Context, f *Factory, args []string) int {
 	root.SetErr(f.IO.ErrOut)
 	cmd, err := root.ExecuteContextC(ctx)
 	f.afterWrites(context.WithoutCancel(ctx))
+	f.flushTraces(ctx)
 	if err == nil {
 		return ExitOK
 	}

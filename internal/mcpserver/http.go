@@ -46,6 +46,10 @@ type HTTPConfig struct {
 	Limits     Limits
 	// Listening, when set, is called with the bound address before the first request is served.
 	Listening func(net.Addr)
+	// Wrap, when set, wraps the whole request path: the host uses it to take a request's
+	// traceparent into its context (the MCP server links no tracing), so what a tool call
+	// starts joins the caller's trace.
+	Wrap func(http.Handler) http.Handler
 }
 
 // CheckHTTP reports whether cfg may start, without binding anything: a token for every
@@ -79,6 +83,9 @@ func (s *Server) ListenHTTP(ctx context.Context, cfg HTTPConfig) error {
 		return err
 	}
 	h := s.httpHandler(cfg, ln.Addr())
+	if cfg.Wrap != nil {
+		h = cfg.Wrap(h)
+	}
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,

@@ -186,7 +186,12 @@ func (h *home) submitAndWait(src string, limit time.Duration) api.Run {
 	h.t.Helper()
 	path := filepath.Join(h.t.TempDir(), "plan.yaml")
 	write(h.t, path, src)
-	runID := strings.TrimSpace(strings.Split(h.run("orch", "submit", path), "\n")[0])
+	return h.waitRun(strings.TrimSpace(strings.Split(h.run("orch", "submit", path), "\n")[0]), limit)
+}
+
+// waitRun waits for run runID to end.
+func (h *home) waitRun(runID string, limit time.Duration) api.Run {
+	h.t.Helper()
 	c := h.client()
 	deadline := time.Now().Add(limit)
 	for {

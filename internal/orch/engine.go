@@ -96,6 +96,7 @@ type submitCmd struct {
 	repo, revision string
 	workspace      string
 	actor          string
+	trace          Trace
 	reply          chan submitResult
 }
 
@@ -304,6 +305,15 @@ func (e *Engine) send(ctx context.Context, ev event) error {
 // or a repository path, and a commit id. All empty: every task gets an empty workspace.
 type Checkout struct {
 	Workspace, Repo, Revision string
+	// Trace places the run in a trace; zero: none.
+	Trace Trace
+}
+
+// Trace is a run's place in a trace, W3C ids in hex: the trace, the run span's own id and
+// the traceparent of the caller's span it joined ("" for a root). The service chooses it at
+// submit; the engine records it and hands it to its Observer in the run.submitted entry.
+type Trace struct {
+	ID, Span, Parent string
 }
 
 // Submit starts a run of p on co, or returns the existing run of the same identity (name,
@@ -312,7 +322,7 @@ type Checkout struct {
 // problems come back together); Submit looks nothing up again.
 func (e *Engine) Submit(ctx context.Context, p *plan.Plan, co Checkout, actor string) (runID string, created bool, err error) {
 	reply := make(chan submitResult, 1)
-	if err := e.send(ctx, submitCmd{p: p, workspace: co.Workspace, repo: co.Repo, revision: co.Revision, actor: actor, reply: reply}); err != nil {
+	if err := e.send(ctx, submitCmd{p: p, workspace: co.Workspace, repo: co.Repo, revision: co.Revision, actor: actor, trace: co.Trace, reply: reply}); err != nil {
 		return "", false, err
 	}
 	select {

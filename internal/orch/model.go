@@ -14,6 +14,7 @@ type run struct {
 	actor            string
 	repo, revision   string
 	workspace        string // name@sha256:HEX, "" for none
+	trace            Trace
 	concurrency      int
 	createdAt        time.Time
 	endedAt          time.Time

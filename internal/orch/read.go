@@ -182,7 +182,7 @@ func (e *Engine) Runs(ctx context.Context, limit int) ([]api.Run, error) {
 	return out, nil
 }
 
-const runColumns = `id, name, state, digest, actor, workspace, repo, revision, cancel_requested, created_at, ended_at, sealed_at`
+const runColumns = `id, name, state, digest, actor, workspace, repo, revision, cancel_requested, created_at, ended_at, sealed_at, trace_id`
 
 type rowScanner interface{ Scan(...any) error }
 
@@ -190,7 +190,7 @@ func scanRun(row rowScanner) (api.Run, error) {
 	var r api.Run
 	var created, ended, sealed string
 	if err := row.Scan(&r.ID, &r.Name, &r.State, &r.PlanDigest, &r.Actor, &r.Workspace, &r.Repo, &r.Revision, &r.CancelAsked,
-		&created, &ended, &sealed); err != nil {
+		&created, &ended, &sealed, &r.TraceID); err != nil {
 		return r, err
 	}
 	r.CreatedAt, _ = time.Parse(time.RFC3339Nano, created)

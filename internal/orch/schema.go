@@ -168,5 +168,16 @@ CREATE INDEX runs_name ON runs(name, created_at);
 		SQL: `
 ALTER TABLE attempts ADD COLUMN usage TEXT NOT NULL DEFAULT '';
 `,
+	}, store.Migration{
+		// The run's place in a trace (W3C ids, hex): its trace, its own span's id (chosen at
+		// submit, so the record names it before the span is exported) and the traceparent of
+		// the caller it joined, '' for a root. All '' when tracing was off and the caller sent
+		// no traceparent.
+		Name: "run trace",
+		SQL: `
+ALTER TABLE runs ADD COLUMN trace_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN trace_span TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN trace_parent TEXT NOT NULL DEFAULT '';
+`,
 	})
 }

@@ -27,9 +27,14 @@ func (e *Engine) submit(c submitCmd) {
 	r := e.newRun(p, digest, c)
 	e.runs[r.id], e.byName[r.name] = r, r
 	e.b.newRuns = append(e.b.newRuns, r)
-	e.record(r, nil, "orch.run.submitted", map[string]any{
+	details := map[string]any{
 		"plan_digest": digest, "tasks": int64(len(r.tasks)), "submitted_by": c.actor, "workspace": r.workspace, "repo": r.repo, "revision": r.revision,
-	})
+	}
+	if r.trace.ID != "" {
+		// Only with a trace, so a run without one is recorded exactly as before.
+		details["trace_id"], details["trace_span"], details["trace_parent"] = r.trace.ID, r.trace.Span, r.trace.Parent
+	}
+	e.record(r, nil, "orch.run.submitted", details)
 	for _, t := range r.tasks {
 		if t.unmet == 0 {
 			e.becomeReady(t)
@@ -94,7 +99,7 @@ func (e *Engine) createdAtOf(id string) time.Time {
 func (e *Engine) newRun(p *plan.Plan, digest string, c submitCmd) *run {
 	r := &run{
 		id: e.newID(), name: p.Name, digest: digest, canonical: p.Canonical(), actor: c.actor,
-		repo: c.repo, revision: c.revision, workspace: c.workspace, concurrency: p.Concurrency, createdAt: e.opts.Now().UTC(),
+		repo: c.repo, revision: c.revision, workspace: c.workspace, trace: c.trace, concurrency: p.Concurrency, createdAt: e.opts.Now().UTC(),
 		state: api.RunRunning, counts: map[string]int{}, inserted: true,
 	}
 	e.buildTasks(r, p)

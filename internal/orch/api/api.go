@@ -71,6 +71,8 @@ type Run struct {
 	// together; nil when there is none.
 	Budget *budget.Budget `json:"budget,omitempty"`
 	Usage  *budget.Usage  `json:"usage,omitempty"`
+	// TraceID is the trace the run's spans belong to (32 hex digits), "" without one.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Task is one node of a run.

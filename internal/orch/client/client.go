@@ -36,6 +36,10 @@ func (e *Error) Error() string { return e.Msg }
 type Client struct {
 	socket string
 	hc     *http.Client
+	// Traceparent, when set, gives the W3C traceparent of the span in a request's context,
+	// sent as the traceparent header so a submitted run joins the caller's trace ("" sends
+	// none). The client links no tracing of its own.
+	Traceparent func(context.Context) string
 }
 
 // New returns a client of the service listening on socket.
@@ -81,6 +85,11 @@ func (c *Client) send(ctx context.Context, method, path string, in any) (*http.R
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Traceparent != nil {
+		if tp := c.Traceparent(ctx); tp != "" {
+			req.Header.Set("traceparent", tp)
+		}
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

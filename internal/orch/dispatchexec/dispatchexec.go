@@ -30,6 +30,9 @@ type Executor struct {
 	// Supervisors starts and follows the dispatches' detached supervisors.
 	Supervisors *detach.Supervisors
 	Log         *slog.Logger
+	// Trace, when set, returns the traceparent of the task span an attempt (by dispatch id)
+	// runs under: its dispatch's span becomes a child of it.
+	Trace func(dispatchID string) string
 }
 
 func (x *Executor) log() *slog.Logger {
@@ -118,6 +121,9 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 	req.Budget, req.Ceilings = a.Budget, append(req.Ceilings, a.Ceilings...)
 	for _, in := range a.Inputs {
 		req.Inputs = append(req.Inputs, dispatch.InputSpec{Key: in.Key, Select: in.Select, FromDispatch: in.FromDispatch})
+	}
+	if x.Trace != nil {
+		req.Traceparent = x.Trace(a.DispatchID)
 	}
 	return x.D.Accept(ctx, req)
 }

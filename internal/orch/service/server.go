@@ -42,7 +42,10 @@ type Server struct {
 	// ExportRun writes a checkpoint of orch.db if needed and exports the run's entries
 	// (subject run/<id>) with their proofs.
 	ExportRun func(ctx context.Context, runID string) (*verify.Bundle, error)
-	Log       *slog.Logger
+	// Trace places a submitted run in a trace, from the request's traceparent header (a
+	// malformed one is ignored) or a new trace when tracing is on; nil: runs have no trace.
+	Trace func(r *http.Request) orch.Trace
+	Log   *slog.Logger
 }
 
 // Listen removes a stale socket at path (the caller holds the serve lock, so nobody else
@@ -147,6 +150,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, "invalid", err.Error())
 		return
+	}
+	if s.Trace != nil {
+		co.Trace = s.Trace(r)
 	}
 	id, created, err := s.Engine.Submit(r.Context(), p, co, req.Actor)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -49,6 +50,16 @@ type Receiver struct {
 func Start(t testing.TB) *Receiver {
 	r := &Receiver{}
 	srv := httptest.NewServer(http.HandlerFunc(r.serve))
+	t.Cleanup(srv.Close)
+	r.URL = srv.URL
+	return r
+}
+
+// Serve starts a receiver on ln (a fixed address a test watches) that stops when t ends.
+func Serve(t testing.TB, ln net.Listener) *Receiver {
+	r := &Receiver{}
+	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(r.serve)}}
+	srv.Start()
 	t.Cleanup(srv.Close)
 	r.URL = srv.URL
 	return r
