@@ -58,5 +58,8 @@ func printPlacement(w io.Writer, o describeOutput) {
 	if len(pl.Conditions) > 0 {
 		parts = append(parts, "conditions "+agentText(strings.Join(pl.Conditions, ", ")))
 	}
-	fmt.Fprintf(w, "placement: %s %s: %s\n", pl.Provider, pl.Object, orNone(parts))
+	if len(parts) == 0 {
+		parts = []string{"no pod yet"}
+	}
+	fmt.Fprintf(w, "placement: %s %s: %s\n", pl.Provider, pl.Object, strings.Join(parts, ", "))
 }
