@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit/verify"
+	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -123,5 +124,30 @@ func TestRunPage_ShowsVerification(t *testing.T) {
 				t.Errorf("%+v: page has %q", c.v, s)
 			}
 		}
+	}
+}
+
+// TestPages_ShowTraceID: a run's and a dispatch's trace id (recorded when traces are
+// exported) is on their pages, to find the trace in the tracing backend.
+func TestPages_ShowTraceID(t *testing.T) {
+	p, err := newPages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tid = "4bf92f3577b34da6a3ce929d0e0e4736"
+	w := httptest.NewRecorder()
+	p.render(w, "run", pageData{Title: "Run", Body: runView{Run: api.Run{ID: "r1", TraceID: tid}, Graph: layout(nil).data()}})
+	if !strings.Contains(w.Body.String(), `id="run-trace">`+tid) {
+		t.Error("the run page lacks the run's trace id")
+	}
+	w = httptest.NewRecorder()
+	p.render(w, "dispatch", pageData{Title: "Dispatch", Body: &dispatchView{Rec: &dispatch.Record{ID: "d1", TraceID: tid}}})
+	if !strings.Contains(w.Body.String(), `id="d-trace">`+tid) {
+		t.Error("the dispatch page lacks the dispatch's trace id")
+	}
+	w = httptest.NewRecorder()
+	p.render(w, "dispatch", pageData{Title: "Dispatch", Body: &dispatchView{Rec: &dispatch.Record{ID: "d1"}}})
+	if strings.Contains(w.Body.String(), "d-trace") {
+		t.Error("a dispatch without a trace shows a trace row")
 	}
 }
