@@ -17,7 +17,9 @@ const uiModelKey = "sk-ui-test-not-a-real-key-0123456789"
 // TestUI_ToolCallRows runs a dispatch of the openai runtime through the real binary against a
 // scripted model on loopback: the model lists files (granted) and asks to run a command (not
 // granted). The dispatch page's tool-call table shows both rows with tool, decision and
-// reason, as the gateway audited them; the model's API key appears nowhere on the page.
+// reason, as the gateway audited them; the model's API key appears nowhere on the page. An
+// exec dispatch whose curl asks the egress proxy for a host outside its grant shows the
+// refused connection in the network table.
 func TestUI_ToolCallRows(t *testing.T) {
 	requireUI(t)
 	srv := openaitest.New(t,
@@ -38,10 +40,16 @@ func TestUI_ToolCallRows(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(dir, "caps", "notes", "notes"), 0o755))
 	must(t, os.WriteFile(filepath.Join(dir, "caps", "notes", "capability.yaml"), []byte("tools: [read_file, list_files]\noverlay: [\"notes/**\"]\n"), 0o644))
 	must(t, os.WriteFile(filepath.Join(dir, "caps", "notes", "notes", "hello.txt"), []byte("hello\n"), 0o644))
+	must(t, os.MkdirAll(filepath.Join(dir, "caps", "web"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "caps", "web", "capability.yaml"), []byte("commands: [\"sh -c *\"]\negress: [example.com]\n"), 0o644))
 	must(t, os.WriteFile(filepath.Join(dir, "agora-manifest.yaml"), []byte(`version: 1
 capabilities:
   - {name: notes, from: caps/notes}
+  - {name: web, from: caps/web}
 subagents:
+  - name: curler
+    command: [sh, -c, 'curl -sS -m 10 http://evil.example/; echo "exit=$?"']
+    capabilities: [web]
   - name: reader
     runtime: openai
     model: test-model
@@ -101,5 +109,18 @@ envs:
 	}
 	if page := txt(b, "body"); strings.Contains(page, uiModelKey) {
 		t.Error("the dispatch page shows the model's API key")
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("SKIP: curl is not installed, so no dispatch asks the egress proxy for a connection (apt-get install curl)")
+	}
+	cmd = exec.Command(agoraBin, "dispatch", "run", "--subagent", "curler", "-o", "json")
+	cmd.Env = e.vars
+	out, _ = cmd.Output() // curl's refusal may fail the dispatch; the record is what counts
+	must(t, json.Unmarshal(out, &rec))
+	b.must(map[string]any{"op": "goto", "path": "/dispatches/" + rec.ID})
+	b.shot("dispatch-network")
+	net := txt(b, "table#net tbody")
+	if !strings.Contains(net, "evil.example") || b.must(map[string]any{"op": "count", "selector": "table#net td.dec-deny"}).N == 0 {
+		t.Errorf("the network table lacks the refused connection to evil.example:\n%s", net)
 	}
 }
