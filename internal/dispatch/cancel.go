@@ -82,11 +82,8 @@ func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
 		if r.cancelRequested {
 			o = Outcome{State: StateCancelled, Reason: ReasonCancelled, Detail: "cancelled"}
 		}
-		if r.ProviderTaskID != "" {
-			d.cancelTask(ctx, r)
-		}
 		// The dead supervisor never unmounted the disk quota nor removed the stage's work.
-		d.release(ctx, r.ID)
+		d.stopAndRelease(ctx, r)
 		applied, err := d.Records.Finish(ctx, r.ID, o)
 		if err != nil {
 			return n, err
@@ -115,12 +112,27 @@ func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
 		case !IsTerminal(r.State) || supervisorAlive(r.supervisor):
 			continue // live since the listing above, or a supervisor still ending it
 		}
-		if r.ProviderTaskID != "" {
-			d.cancelTask(ctx, r)
-		}
-		d.release(ctx, id)
+		d.stopAndRelease(ctx, r)
 	}
 	return n, nil
+}
+
+// stopAndRelease has the provider remove r's task, whose supervisor is gone, then releases
+// what r holds on the host. A container or pod outlives its supervisor: while the provider
+// has not confirmed its removal, the stage stays held, and with it the uid the sandbox runs as
+// (see leaseUID), so that no other dispatch shares that uid with a live sandbox and the next
+// Reap tries again (red team s3, finding A).
+func (d *Dispatcher) stopAndRelease(ctx context.Context, r *Record) {
+	if r.ProviderTaskID != "" {
+		if err := d.cancelTask(ctx, r); err != nil {
+			_ = stageAt(d.StateDir, r.ID).hold()
+			d.log().Warn("reap: the sandbox of a dispatch whose supervisor is gone could not be removed; "+
+				"its stage and sandbox uid stay held and the next reap retries",
+				"dispatch", r.ID, "task", r.ProviderTaskID, "err", err.Error())
+			return
+		}
+	}
+	d.release(ctx, r.ID)
 }
 
 // cancelTask stops the provider task of r, through the provider of r's target.

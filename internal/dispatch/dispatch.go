@@ -14,6 +14,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/agora-dev/agora/internal/blob"
@@ -65,11 +66,21 @@ type Dispatcher struct {
 	Runtimes *runtimebin.Resolver
 	// Tracer exports the dispatch's spans (trace.go); nil records no trace.
 	Tracer Tracer
-	Now    func() time.Time
+	// Log receives what a command cannot return as an error (a reap that must retry); nil
+	// logs to slog's default logger (stderr).
+	Log *slog.Logger
+	Now func() time.Time
 
 	// testOnlyInvokingUser makes a root agora stage and run sandboxes as an unprivileged one
 	// does (as the invoking user, no disk quota), so tests running as root cover that path.
 	testOnlyInvokingUser bool
+}
+
+func (d *Dispatcher) log() *slog.Logger {
+	if d.Log != nil {
+		return d.Log
+	}
+	return slog.Default()
 }
 
 func (d *Dispatcher) now() time.Time {

@@ -3,6 +3,8 @@ package dispatch
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,11 +15,14 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 )
 
-// uidLeaseDir, beside the stage directories, holds one file per uid a running dispatch of
-// this home runs as, locked (flock) by its supervisor while the dispatch runs. The kernel
-// drops the lock when the supervisor dies, however it dies, so a lease never outlives its
-// holder and nothing needs cleaning up. The files stay (at most one per uid of a range, empty):
-// removing one on release would let two dispatches lock two different files of one uid.
+// uidLeaseDir, beside the stage directories, holds one file per uid a dispatch of this home
+// runs as, locked (flock) by its supervisor while the dispatch runs and naming the dispatch.
+// The kernel drops the lock when the supervisor dies, however it dies, but a container or a
+// pod outlives its supervisor (only bubblewrap dies with it): so a uid whose file names a
+// dispatch whose stage is still in the held index (see heldDir) stays taken after the lock
+// is gone, until Reap has had the provider remove the sandbox and released the stage (red
+// team s3, finding A). The files stay (at most one per uid of a range): removing one on
+// release would let two dispatches lock two different files of one uid.
 const uidLeaseDir = ".uids"
 
 // maxUIDProbes bounds the search for a free uid: far more dispatches than this never run at
@@ -42,7 +47,8 @@ func (l *uidLease) release() {
 // free uid of the range. The hash alone lets two concurrent dispatches share a uid by chance,
 // and they then share RLIMIT_NPROC and every other per-uid kernel counter: one could keep the
 // other from forking (red team #16, finding 2). The lease rules that out among this home's
-// dispatches; homes sharing a range must not (agora doctor checks overlapping ranges).
+// dispatches, including those whose supervisor died while their sandbox may still run; homes
+// or targets sharing a range are not coordinated (agora doctor warns about overlapping ranges).
 func leaseUID(stateDir string, first config.UID, id string) (*uidLease, error) {
 	dir := filepath.Join(stateDir, uidLeaseDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -59,12 +65,47 @@ func leaseUID(stateDir string, first config.UID, id string) (*uidLease, error) {
 		}
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			return &uidLease{uid: uid, f: f}, nil
+			ok, err := claimUID(stateDir, f, id)
+			if ok {
+				return &uidLease{uid: uid, f: f}, nil
+			}
+			f.Close()
+			if err != nil {
+				return nil, fmt.Errorf("lease sandbox uid %d: %w", uid, err)
+			}
+			continue // an orphaned sandbox may still run as uid
 		}
 		f.Close()
 		if !errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, fmt.Errorf("lease sandbox uid %d: %w", uid, err)
 		}
 	}
-	return nil, fmt.Errorf("no free sandbox uid: %d running dispatches hold the first %d tried of the range from %d", min(n, maxUIDProbes), min(n, maxUIDProbes), lo)
+	return nil, fmt.Errorf("no free sandbox uid: dispatches running or not yet reaped hold the first %d tried of the range from %d", min(n, maxUIDProbes), lo)
+}
+
+// claimUID, with f's lock held, reports whether the uid of lease file f is free, and if so
+// writes id into it. It is not free while the dispatch f names (another than id) still has
+// its stage held: its supervisor died before releasing it, so its sandbox may still run.
+func claimUID(stateDir string, f *os.File, id string) (bool, error) {
+	var buf [64]byte
+	k, err := f.ReadAt(buf[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	if prev := string(buf[:k]); prev != "" && prev != id {
+		_, err := os.Lstat(filepath.Join(stateDir, heldDir, filepath.Base(prev)))
+		if err == nil {
+			return false, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return false, err
+		}
+	}
+	if err := f.Truncate(0); err != nil {
+		return false, err
+	}
+	if _, err := f.WriteAt([]byte(id), 0); err != nil {
+		return false, err
+	}
+	return true, nil
 }

@@ -166,3 +166,37 @@ func BenchmarkLeaseUID_HashOnly(b *testing.B) {
 		i++
 	}
 }
+
+// Red team s3, finding A: a container outlives its supervisor killed with -9, whose lock the
+// kernel drops at once. While the dead dispatch's stage is held (Reap has not had the
+// provider remove the container), its uid stays taken; once released, it is free again.
+func TestLeaseUID_OrphanedSandboxKeepsUID(t *testing.T) {
+	dir := t.TempDir()
+	first := config.UID(config.DefaultSandboxUID)
+	a, b := collidingIDs(t, first)
+	la, err := leaseUID(dir, first, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stageAt(dir, a).hold(); err != nil {
+		t.Fatal(err)
+	}
+	la.release() // the supervisor dies: the kernel drops its lock
+	lb, err := leaseUID(dir, first, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lb.uid == la.uid {
+		t.Fatalf("B leased uid %d while A's orphaned sandbox may still run as it", la.uid)
+	}
+	lb.release()
+	stageAt(dir, a).removeWork() // Reap: the provider removed A's sandbox, the stage is released
+	again, err := leaseUID(dir, first, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.release()
+	if again.uid != la.uid {
+		t.Errorf("after A was reaped B leased %d, want the shared uid %d", again.uid, la.uid)
+	}
+}
