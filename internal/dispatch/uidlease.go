@@ -48,7 +48,7 @@ func (l *uidLease) release() {
 // and they then share RLIMIT_NPROC and every other per-uid kernel counter: one could keep the
 // other from forking (red team #16, finding 2). The lease rules that out among this home's
 // dispatches, including those whose supervisor died while their sandbox may still run; homes
-// or targets sharing a range are not coordinated (agora doctor warns about overlapping ranges).
+// or targets sharing a range are not coordinated, and nothing checks ranges for overlap yet.
 func leaseUID(stateDir string, first config.UID, id string) (*uidLease, error) {
 	dir := filepath.Join(stateDir, uidLeaseDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
