@@ -1,6 +1,7 @@
 package netgw
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"net"
@@ -10,8 +11,12 @@ import (
 
 // Connection limits of the server. A connection is unauthenticated ("pending") from its accept
 // until a request on it carries a dispatch's valid token; it is then charged to that dispatch.
-// Every limit refuses by closing the connection at once: nothing ever queues, so a peer that
-// holds connections open delays nobody else.
+// Nothing ever queues. An authenticated limit refuses by closing the new connection at once. A
+// full pending pool (of the server, or of one source) closes its OLDEST pending connection
+// instead, so holding connections idle wins an attacker nothing: a pod that shares its
+// source address with an attacker (pods behind one NAT address) still gets its handshake
+// done, since the attacker would have to open MaxPendingPerSource new connections within that
+// handshake to push it out (red team, session 3, finding D).
 const (
 	// MaxConns caps the authenticated connections the server holds at once, tunnels included.
 	MaxConns = 4096
@@ -41,10 +46,12 @@ type connTable struct {
 	refusals                                           *refusalLog
 
 	mu         sync.Mutex
-	pending    int            // guarded by mu
-	bySource   map[string]int // guarded by mu: pending connections per source IP
-	authed     int            // guarded by mu
-	byDispatch map[string]int // guarded by mu: authenticated connections per dispatch
+	pending    int                   // guarded by mu
+	bySource   map[string]int        // guarded by mu: pending connections per source IP
+	order      list.List             // guarded by mu: pending connections, oldest first
+	srcOrder   map[string]*list.List // guarded by mu: the same per source IP
+	authed     int                   // guarded by mu
+	byDispatch map[string]int        // guarded by mu: authenticated connections per dispatch
 }
 
 // gateConn is an accepted connection and its place in the table.
@@ -55,8 +62,11 @@ type gateConn struct {
 	timer  *time.Timer
 	once   sync.Once
 
-	dispatch string // guarded by t.mu: the dispatch it is charged to; "" while pending
-	expired  bool   // guarded by t.mu: the pre-auth timeout closed it
+	dispatch string        // guarded by t.mu: the dispatch it is charged to; "" while pending
+	expired  bool          // guarded by t.mu: the pre-auth timeout, or an eviction, closed it
+	counted  bool          // guarded by t.mu: it is in the pending counts and lists
+	elem     *list.Element // guarded by t.mu: its place in t.order
+	srcElem  *list.Element // guarded by t.mu: its place in t.srcOrder[source]
 }
 
 // gateListener admits the connections the table has room for and closes the others.
@@ -77,31 +87,45 @@ func (l *gateListener) Accept() (net.Conn, error) {
 	}
 }
 
-// admit counts c as pending, or closes it when its source or the server has no pending slot.
+// admit counts c as pending. When the server's or its source's pending pool is full, the
+// oldest pending connection of that pool is closed to make room (see the constants).
 func (t *connTable) admit(c net.Conn) *gateConn {
 	src := sourceOf(c.RemoteAddr())
+	gc := &gateConn{Conn: c, t: t, source: src}
+	// The timer is set before gc is in the lists, where an eviction may close it at once.
+	gc.timer = time.AfterFunc(t.preAuth, gc.expire)
 	t.mu.Lock()
+	var evict *gateConn
 	reason := ""
 	switch {
-	case t.pending >= t.maxPending:
-		reason = "too many unauthenticated connections"
 	case t.bySource[src] >= t.maxPerSource:
-		reason = "too many unauthenticated connections from this source"
-	default:
-		t.pending++
-		if t.bySource == nil {
-			t.bySource = map[string]int{}
+		reason = "too many unauthenticated connections from this source; closed its oldest"
+		if l := t.srcOrder[src]; l != nil && l.Front() != nil {
+			evict = l.Front().Value.(*gateConn)
 		}
-		t.bySource[src]++
+	case t.pending >= t.maxPending:
+		reason = "too many unauthenticated connections; closed the oldest"
+		if t.order.Front() != nil {
+			evict = t.order.Front().Value.(*gateConn)
+		}
 	}
-	t.mu.Unlock()
-	if reason != "" {
+	if reason != "" && evict == nil { // a pool of size 0: nothing to evict
+		t.mu.Unlock()
+		gc.timer.Stop()
 		c.Close()
-		t.refusals.refuse(reason, src)
+		t.refusals.refuse("too many unauthenticated connections", src)
 		return nil
 	}
-	gc := &gateConn{Conn: c, t: t, source: src}
-	gc.timer = time.AfterFunc(t.preAuth, gc.expire)
+	if evict != nil {
+		t.unpend(evict)
+		evict.expired = true
+	}
+	t.pend(gc)
+	t.mu.Unlock()
+	if evict != nil {
+		evict.Close()
+		t.refusals.refuse(reason, evict.source)
+	}
 	return gc
 }
 
@@ -135,7 +159,7 @@ func (t *connTable) claim(gc *gateConn, id string) (ok bool, reason string) {
 		return false, "the gateway is at its connection limit"
 	}
 	gc.timer.Stop()
-	t.unpend(gc.source)
+	t.unpend(gc)
 	if t.byDispatch == nil {
 		t.byDispatch = map[string]int{}
 	}
@@ -152,11 +176,38 @@ func (t *connTable) charged(gc *gateConn) bool {
 	return gc.dispatch != ""
 }
 
-// unpend takes a pending connection of src off the counts; t.mu is held.
-func (t *connTable) unpend(src string) {
+// pend counts gc as pending of its source; t.mu is held.
+func (t *connTable) pend(gc *gateConn) {
+	t.pending++
+	if t.bySource == nil {
+		t.bySource, t.srcOrder = map[string]int{}, map[string]*list.List{}
+	}
+	t.bySource[gc.source]++
+	l := t.srcOrder[gc.source]
+	if l == nil {
+		l = list.New()
+		t.srcOrder[gc.source] = l
+	}
+	gc.elem, gc.srcElem = t.order.PushBack(gc), l.PushBack(gc)
+	gc.counted = true
+}
+
+// unpend takes a pending gc off the counts and lists, once; t.mu is held.
+func (t *connTable) unpend(gc *gateConn) {
+	if !gc.counted {
+		return
+	}
+	gc.counted = false
 	t.pending--
-	if t.bySource[src]--; t.bySource[src] <= 0 {
-		delete(t.bySource, src)
+	t.order.Remove(gc.elem)
+	if l := t.srcOrder[gc.source]; l != nil {
+		l.Remove(gc.srcElem)
+		if l.Len() == 0 {
+			delete(t.srcOrder, gc.source)
+		}
+	}
+	if t.bySource[gc.source]--; t.bySource[gc.source] <= 0 {
+		delete(t.bySource, gc.source)
 	}
 }
 
@@ -168,7 +219,7 @@ func (gc *gateConn) Close() error {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		if gc.dispatch == "" {
-			t.unpend(gc.source)
+			t.unpend(gc)
 			return
 		}
 		t.authed--
