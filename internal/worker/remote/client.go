@@ -107,17 +107,36 @@ func (c *Client) url(route string) string {
 	return c.base.String() + remote.RoutePrefix + c.dispatch + "/" + route
 }
 
-// do sends a request with the token and returns the response when its status is want.
+// getRetries are the waits before each retry of a GET whose connection failed before any
+// answer: the gateway closes its oldest unauthenticated connection when a pool is full, and a
+// pod behind the NAT address of a pod that floods it may be the one closed (docs/providers.md).
+var getRetries = []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second, 2 * time.Second}
+
+// do sends a request with the token and returns the response when its status is want. A GET
+// whose connection fails before an answer is retried (getRetries): with no answer the gateway
+// served nothing, so even a once-only file is still there. A request with a body is not: its
+// body cannot be sent twice.
 func (c *Client) do(ctx context.Context, method, route string, body io.Reader, want int) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.url(route), body)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		// url.Error quotes the URL, which holds no token.
-		return nil, fmt.Errorf("%s %s: %w", method, route, err)
+	var resp *http.Response
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, method, c.url(route), body)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		resp, err = c.http.Do(req)
+		if err == nil {
+			break
+		}
+		if method != http.MethodGet || attempt == len(getRetries) || ctx.Err() != nil {
+			// url.Error quotes the URL, which holds no token.
+			return nil, fmt.Errorf("%s %s: %w", method, route, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s %s: %w", method, route, err)
+		case <-time.After(getRetries[attempt]):
+		}
 	}
 	if resp.StatusCode != want {
 		defer resp.Body.Close()
