@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +42,14 @@ func (p *Provider) Cancel(ctx context.Context, taskID string) error {
 		}
 		return fmt.Errorf("cancel %q: mark cancelled: %w", taskID, err)
 	}
+	// The NetworkPolicy is the Job's dependent, and a foreground deletion removes dependents
+	// at once, the pod's while it still runs: the agent had the kubelet's kill time without
+	// its policy (red team s3, finding I). So the policy is orphaned first, and removed only
+	// after the Job, pods included, is gone; when this process does not see that, Sweep does.
+	policy, err := p.orphanPolicy(ctx, name)
+	if err != nil {
+		return fmt.Errorf("cancel %q: keep the network policy until the pod is gone: %w", taskID, err)
+	}
 	err = jobs.Delete(ctx, name, metav1.DeleteOptions{
 		PropagationPolicy: ptrTo(metav1.DeletePropagationForeground),
 		Preconditions:     &metav1.Preconditions{UID: &job.UID},
@@ -48,8 +57,64 @@ func (p *Provider) Cancel(ctx context.Context, taskID string) error {
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("cancel %q: delete job: %w", taskID, err)
 	}
+	if policy != "" && p.jobGone(ctx, name, job.UID) {
+		p.deletePolicy(name, policy)
+	}
 	return nil
 }
+
+// orphanPolicy removes the Job's owner reference from the dispatch's NetworkPolicy and returns
+// the policy's uid ("" when there is none).
+func (p *Provider) orphanPolicy(ctx context.Context, name string) (types.UID, error) {
+	nps := p.client.NetworkingV1().NetworkPolicies(p.ns)
+	np, err := nps.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if len(np.OwnerReferences) > 0 {
+		patch := []byte(`{"metadata":{"ownerReferences":null}}`)
+		if _, err := nps.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			if apierrors.IsNotFound(err) {
+				return "", nil
+			}
+			return "", err
+		}
+	}
+	return np.UID, nil
+}
+
+// jobGone waits, up to policyHoldWait, for the Job of that uid to be deleted (foreground: its
+// pods first).
+func (p *Provider) jobGone(ctx context.Context, name string, uid types.UID) bool {
+	ctx, cancel := context.WithTimeout(ctx, policyHoldWait)
+	defer cancel()
+	for {
+		j, err := p.client.BatchV1().Jobs(p.ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && j.UID != uid) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// deletePolicy deletes the NetworkPolicy of that uid (never a newer Start's).
+func (p *Provider) deletePolicy(name string, uid types.UID) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	_ = p.client.NetworkingV1().NetworkPolicies(p.ns).Delete(ctx, name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid},
+	})
+}
+
+// policyHoldWait bounds how long Cancel waits to remove an orphaned policy itself.
+const policyHoldWait = 30 * time.Second
 
 // deleteJob deletes the Job of that uid in the foreground, when the caller's context is gone.
 func (p *Provider) deleteJob(name string, uid types.UID) error {
