@@ -48,6 +48,7 @@ var readAllowed = map[string]string{
 	"dispatch/capfiles.go:stageCapabilityFiles: os.OpenRoot": "the capability's directory it has just made in the stage, to write the catalog's files into, before any sandbox exists",
 	"dispatch/capfiles.go:setDirModes: unix.Openat":          "the capability layout's directories, opened only to list and chmod them, one component at a time with O_NOFOLLOW|O_DIRECTORY: no link is followed and no file's content is read",
 	"dispatch/stage.go:heldStages: os.ReadDir":               "lists dispatches/.held/, the host's own index",
+	"dispatch/uidlease.go:claimUID: os.Lstat":                "only whether state/.held/<id> exists (the stage a dead supervisor left); the held directory is agora's own, never bound into a sandbox",
 	"dispatch/uidlease.go:leaseUID: os.OpenFile":             "creates or opens dispatches/.uids/<uid> (O_NOFOLLOW) only to flock it, reading nothing; the supervisor's own, never bound into a sandbox",
 	"dispatch/stage.go:handOver: filepath.WalkDir":           "chowns the stage to the sandbox uid before the sandbox exists (Lchown: no link followed)",
 	"cli/dispatch_read.go:followLog: os.Open":                "the supervisor's live log in the stage directory, which is never bound into the sandbox",

@@ -241,7 +241,29 @@ func TestRedTeam2_UnboundedConnections(t *testing.T) {
 		t.Errorf("a report after the connections closed: got %d %s, want 204", resp.StatusCode, body)
 	}
 	h.gw.Close()
-	if entries := h.audit.all(); len(entries) > 4 {
-		t.Errorf("got %d audit entries, want at most 4 (the report, its request, the counted 404s)", len(entries))
+	// 3000 connections are a handful of entries: the report and its request, and the
+	// refusals counted as one entry per route and reason. Which reasons occur depends on the
+	// machine's speed (a connection still queued at Close is refused as closing, which a
+	// loaded CI machine saw), so the bound is per reason, not a total.
+	entries := h.audit.all()
+	reasons := map[string]int{}
+	others := 0
+	for _, e := range entries {
+		if e.kind != KindGatewayRefused {
+			others++
+			continue
+		}
+		reasons[fmt.Sprint(e.details["route"], " ", e.details["reason"])]++
+	}
+	if others > 2 {
+		t.Errorf("got %d audit entries besides the refusals, want at most 2 (the report, its request)", others)
+	}
+	for r, k := range reasons {
+		if k > 1 {
+			t.Errorf("refusals %q written as %d entries, want one (counted)", r, k)
+		}
+	}
+	if len(reasons) > 3 {
+		t.Errorf("refusals of %d routes and reasons %v, want at most 3 (not found, closing, too many)", len(reasons), reasons)
 	}
 }
