@@ -60,6 +60,10 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 	n, err := extractUpload(&deadlineReader{r: r.Body, rc: rc}, m.Src, caps)
 	if err != nil {
 		s.logger().Warn("gateway upload refused", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
+		// Read on a little so the refusal reaches the worker: closing with its bytes unread
+		// resets the connection, and the worker would see "connection reset" instead of why.
+		// Bounded: a larger rest is cut off, and the dispatch fails either way.
+		_, _ = io.CopyN(io.Discard, r.Body, refusedDrain)
 		var ue *UploadError
 		if errors.As(err, &ue) {
 			httpError(w, http.StatusUnprocessableEntity, err.Error())
@@ -250,3 +254,6 @@ func typeName(t byte) string {
 	}
 	return string(rune(t))
 }
+
+// refusedDrain bounds what a refused upload's rest is read for its answer to arrive.
+const refusedDrain = 4 << 20
