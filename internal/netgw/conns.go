@@ -46,10 +46,8 @@ type connTable struct {
 	refusals                                           *refusalLog
 
 	mu         sync.Mutex
-	pending    int                   // guarded by mu
-	bySource   map[string]int        // guarded by mu: pending connections per source IP
 	order      list.List             // guarded by mu: pending connections, oldest first
-	srcOrder   map[string]*list.List // guarded by mu: the same per source IP
+	bySource   map[string]*list.List // guarded by mu: pending connections per source IP, oldest first
 	authed     int                   // guarded by mu
 	byDispatch map[string]int        // guarded by mu: authenticated connections per dispatch
 }
@@ -66,7 +64,7 @@ type gateConn struct {
 	expired  bool          // guarded by t.mu: the pre-auth timeout, or an eviction, closed it
 	counted  bool          // guarded by t.mu: it is in the pending counts and lists
 	elem     *list.Element // guarded by t.mu: its place in t.order
-	srcElem  *list.Element // guarded by t.mu: its place in t.srcOrder[source]
+	srcElem  *list.Element // guarded by t.mu: its place in t.bySource[source]
 }
 
 // gateListener admits the connections the table has room for and closes the others.
@@ -98,12 +96,12 @@ func (t *connTable) admit(c net.Conn) *gateConn {
 	var evict *gateConn
 	reason := ""
 	switch {
-	case t.bySource[src] >= t.maxPerSource:
+	case t.bySource[src] != nil && t.bySource[src].Len() >= t.maxPerSource:
 		reason = "too many unauthenticated connections from this source; closed its oldest"
-		if l := t.srcOrder[src]; l != nil && l.Front() != nil {
+		if l := t.bySource[src]; l.Front() != nil {
 			evict = l.Front().Value.(*gateConn)
 		}
-	case t.pending >= t.maxPending:
+	case t.order.Len() >= t.maxPending:
 		reason = "too many unauthenticated connections; closed the oldest"
 		if t.order.Front() != nil {
 			evict = t.order.Front().Value.(*gateConn)
@@ -178,15 +176,13 @@ func (t *connTable) charged(gc *gateConn) bool {
 
 // pend counts gc as pending of its source; t.mu is held.
 func (t *connTable) pend(gc *gateConn) {
-	t.pending++
 	if t.bySource == nil {
-		t.bySource, t.srcOrder = map[string]int{}, map[string]*list.List{}
+		t.bySource = map[string]*list.List{}
 	}
-	t.bySource[gc.source]++
-	l := t.srcOrder[gc.source]
+	l := t.bySource[gc.source]
 	if l == nil {
 		l = list.New()
-		t.srcOrder[gc.source] = l
+		t.bySource[gc.source] = l
 	}
 	gc.elem, gc.srcElem = t.order.PushBack(gc), l.PushBack(gc)
 	gc.counted = true
@@ -198,16 +194,12 @@ func (t *connTable) unpend(gc *gateConn) {
 		return
 	}
 	gc.counted = false
-	t.pending--
 	t.order.Remove(gc.elem)
-	if l := t.srcOrder[gc.source]; l != nil {
+	if l := t.bySource[gc.source]; l != nil {
 		l.Remove(gc.srcElem)
 		if l.Len() == 0 {
-			delete(t.srcOrder, gc.source)
+			delete(t.bySource, gc.source)
 		}
-	}
-	if t.bySource[gc.source]--; t.bySource[gc.source] <= 0 {
-		delete(t.bySource, gc.source)
 	}
 }
 

@@ -43,7 +43,8 @@ func TestServe_SameSourceAttackerDoesNotStarveAPod(t *testing.T) {
 	waitFor(t, "the source's pool full", func() bool {
 		g.srv.conns.mu.Lock()
 		defer g.srv.conns.mu.Unlock()
-		return g.srv.conns.bySource["127.0.0.1"] == perSource
+		l := g.srv.conns.bySource["127.0.0.1"]
+		return l != nil && l.Len() == perSource
 	})
 
 	c := g.client(t, l.id, s.Token)

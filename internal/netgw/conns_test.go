@@ -119,7 +119,7 @@ func TestServe_IdleConnectionsDoNotStarveOthers(t *testing.T) {
 	waitFor(t, "no pending connection left", func() bool {
 		g.srv.conns.mu.Lock()
 		defer g.srv.conns.mu.Unlock()
-		return g.srv.conns.pending == 0 && len(g.srv.conns.bySource) == 0
+		return g.srv.conns.order.Len() == 0 && len(g.srv.conns.bySource) == 0
 	})
 }
 
