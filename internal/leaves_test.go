@@ -17,6 +17,7 @@ var leaves = []struct {
 	{"internal/digest", nil, "a digest is a name for content; it knows no store"},
 	{"internal/budget", nil, "budgets, prices and usage are shared by catalog, config, plans, the gateway, dispatch and the orchestrator; it depends on none of them"},
 	{"internal/grant", []string{"internal/digest"}, "the grant is shared by catalog, dispatch, plans, toolreg and the runtimes; it depends on none of them"},
+	{"internal/shellwords", nil, "the one reader of the shell lines grants judge, shared by the codex runtime and the Claude Code hook; it depends on nothing"},
 }
 
 // TestLeaves keeps the leaf packages leaves.

@@ -2,103 +2,76 @@ package codexrt
 
 import (
 	"path"
-	"strings"
 
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/shellwords"
 )
 
-// shells are the programs codex wraps a command in ("/bin/bash -lc '<cmd>'").
-var shells = map[string]bool{"bash": true, "sh": true, "zsh": true}
+// systemShell reports whether program is a shell codex wraps commands in ("/usr/bin/bash -lc
+// '<script>'") at a path the sandbox's read-only system tree holds. Only such a shell's script
+// is read as the command it runs, and only such a program may be named by its base name: a
+// "bash" in the workspace (which the model can write, and name through exec_command's
+// "shell" argument) is not bash. zsh is not one: it reads words unlike POSIX sh (=cmd, globs).
+func systemShell(program string) bool {
+	switch program {
+	case "/bin/bash", "/usr/bin/bash", "/bin/sh", "/usr/bin/sh":
+		return true
+	}
+	return false
+}
 
-// CommandArgv returns the argv forms of a command line as codex reports it, in the order a
+// CommandArgv returns the argv forms of a command line as codex reports it (see [ArgvForms]);
+// a line that is not one simple command of literal words ([shellwords.Split]) yields none,
+// which no grant allows.
+func CommandArgv(line string) [][]string {
+	argv, err := shellwords.Split(line)
+	if err != nil {
+		return nil
+	}
+	return ArgvForms(argv)
+}
+
+// ArgvForms returns the forms of a command codex runs (argv, as it execs it) in the order a
 // grant is matched against them:
 //
-//   - when the line is a shell running one script ("/bin/bash -lc 'git status'") and the
-//     script is a simple command (plain or quoted words; no expansion, redirection,
-//     operator, glob or assignment), the script's words: ["git", "status"];
-//   - the line's own words, and the same with the program's base name (["bash", "-lc",
-//     "git status"]): a grant allows a shell script only by naming the shell ("bash -lc *").
-//
-// A line codexrt cannot split the way a shell would yields nothing, which no grant allows.
-func CommandArgv(line string) [][]string {
-	outer, ok := splitWords(line)
-	if !ok || len(outer) == 0 {
+//   - when argv is a system shell running one script ("/usr/bin/bash -lc 'git status'") and
+//     the script is one simple command of literal words ([shellwords.Split]), the script's
+//     words: ["git", "status"];
+//   - argv itself, and, for a system shell, the same with the shell's base name (["bash",
+//     "-lc", "git status"]): a grant allows any script only by naming the shell ("bash -lc *").
+func ArgvForms(argv []string) [][]string {
+	if len(argv) == 0 {
 		return nil
 	}
 	var out [][]string
-	if len(outer) == 3 && shells[path.Base(outer[0])] && (outer[1] == "-lc" || outer[1] == "-c") {
-		if inner, ok := splitWords(outer[2]); ok && len(inner) > 0 {
+	shell := systemShell(argv[0])
+	if shell && len(argv) == 3 && (argv[1] == "-lc" || argv[1] == "-c") {
+		if inner, err := shellwords.Split(argv[2]); err == nil {
 			out = append(out, inner)
 		}
 	}
-	out = append(out, outer)
-	if b := path.Base(outer[0]); b != outer[0] {
-		out = append(out, append([]string{b}, outer[1:]...))
+	out = append(out, argv)
+	if shell {
+		out = append(out, append([]string{path.Base(argv[0])}, argv[1:]...))
 	}
 	return out
 }
 
-// CommandAllowed reports whether any argv form of line (see [CommandArgv]) matches one of
-// the grant's command patterns.
-func CommandAllowed(patterns []string, line string) bool {
-	for _, argv := range CommandArgv(line) {
-		if grant.CommandAllowed(patterns, argv) {
+// ArgvAllowed is the one judgment of a codex command, whether the model asks for it (the
+// relay's check) or codex starts it (the check of codex's events): whether any form of argv
+// (see [ArgvForms]) matches one of the grant's command patterns.
+func ArgvAllowed(patterns []string, argv []string) bool {
+	for _, form := range ArgvForms(argv) {
+		if grant.CommandAllowed(patterns, form) {
 			return true
 		}
 	}
 	return false
 }
 
-// unquotedSpecial are the characters that mean something to a shell outside quotes.
-const unquotedSpecial = ";&|<>()$`\\*?[]{}~#!\n\r\"'"
-
-// splitWords splits s into words as a POSIX shell would for a simple command, and reports
-// false for anything that is more than that: an operator, a redirection, an expansion, a
-// glob, an assignment before the program, an escape, or an unterminated quote. Words may be single-quoted
-// (literal) or double-quoted when the quoted text holds no $, ` or \.
-func splitWords(s string) ([]string, bool) {
-	var words []string
-	var cur strings.Builder
-	inWord := false
-	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
-		case c == ' ' || c == '\t':
-			if inWord {
-				words = append(words, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-			i++
-		case c == '\'':
-			j := strings.IndexByte(s[i+1:], '\'')
-			if j < 0 {
-				return nil, false
-			}
-			cur.WriteString(s[i+1 : i+1+j])
-			inWord = true
-			i += j + 2
-		case c == '"':
-			j := strings.IndexByte(s[i+1:], '"')
-			if j < 0 || strings.ContainsAny(s[i+1:i+1+j], "$`\\!") {
-				return nil, false
-			}
-			cur.WriteString(s[i+1 : i+1+j])
-			inWord = true
-			i += j + 2
-		case strings.IndexByte(unquotedSpecial, c) >= 0 || c < 0x20 || c == 0x7f:
-			return nil, false
-		case c == '=' && len(words) == 0:
-			// NAME=value before the program sets a variable for it (LD_PRELOAD=...).
-			return nil, false
-		default:
-			cur.WriteByte(c)
-			inWord = true
-			i++
-		}
-	}
-	if inWord {
-		words = append(words, cur.String())
-	}
-	return words, true
+// CommandAllowed is [ArgvAllowed] of a command line as codex reports it, read by
+// [shellwords.Split]: a line it cannot read exactly is allowed by no grant.
+func CommandAllowed(patterns []string, line string) bool {
+	argv, err := shellwords.Split(line)
+	return err == nil && ArgvAllowed(patterns, argv)
 }
