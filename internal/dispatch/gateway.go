@@ -153,7 +153,9 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, rg *runningGat
 	maxEntries, maxBytes := gatewayAuditBudget(time.Duration(r.Timeout))
 	var approver gateway.Approver
 	var approvalTimeout time.Duration
+	var approve []grant.ApproveRule
 	if r.Grants != nil && len(r.Grants.Approve) > 0 {
+		approve = r.Grants.Approve
 		target, err := d.Config.Target(r.Target)
 		if err != nil {
 			return err
@@ -179,6 +181,7 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, rg *runningGat
 		Meter:             d.meterFor(r, ep.model),
 		OnBudget:          func(detail string) { trip.TripBudget(detail, budgetGrace) },
 		Approver:          approver,
+		Approve:           approve,
 		ApprovalTimeout:   approvalTimeout,
 		Tracer:            tracer,
 	})

@@ -39,8 +39,8 @@ const (
 
 // ApprovalRequest is a held call as the gateway computed it.
 type ApprovalRequest struct {
-	// CallID is the runtime's id of the call; Tool its tool; Rule the approve rule that
-	// holds it, as the worker named it.
+	// CallID is the runtime's id of the call; Tool its tool (as the runtime names it); Rule
+	// the approve rule of the grant that holds it, as the gateway found it (see holdingRule).
 	CallID, Tool, Rule string
 	// ArgsDigest is "sha256:<hex>" of the arguments' RFC 8785 canonical JSON: a decision
 	// binds to exactly these arguments.
@@ -68,10 +68,12 @@ type Approver interface {
 
 // approvalRequest is the body of POST /approval.
 type approvalRequest struct {
-	Tool   string          `json:"tool"`
-	CallID string          `json:"call_id"`
-	Rule   string          `json:"rule"`
-	Args   json.RawMessage `json:"args"`
+	Tool   string `json:"tool"`
+	CallID string `json:"call_id"`
+	// Rule is what the worker says holds the call. It is checked like any field and then
+	// ignored: the gateway finds the rule itself, in the grant.
+	Rule string          `json:"rule"`
+	Args json.RawMessage `json:"args"`
 }
 
 // approvalAnswer is the body of a 200 answer from /approval.
@@ -147,15 +149,22 @@ func (g *Gateway) serveApproval(w http.ResponseWriter, r *http.Request, ex *exch
 		g.refuse(w, ex, http.StatusBadRequest, "approval: "+err.Error())
 		return
 	}
+	// Which rule holds the call is the grant's to say, never the request's; a call none
+	// holds is refused with its own entry (403 is not counted away), and no person is asked.
+	rule, err := g.holdingRule(req.Tool, req.Args)
+	if err != nil {
+		g.refuse(w, ex, http.StatusForbidden, "approval: "+err.Error())
+		return
+	}
 	// Every held call costs the audit log two entries (request, decision): charge them to
 	// the dispatch's audit budget first, so a sandbox cannot flood the log by asking.
-	if err := g.audit.charge(2, int64(len(req.Tool)+len(req.CallID)+len(req.Rule)+MaxApprovalPreview)*2); err != nil {
+	if err := g.audit.charge(2, int64(len(req.Tool)+len(req.CallID)+len(rule.String())+MaxApprovalPreview)*2); err != nil {
 		g.fail(w, ex, http.StatusServiceUnavailable, decisionError, "approval: "+err.Error())
 		return
 	}
 	// The client going away (or the gateway closing) ends the wait; the approver expires it.
 	dec, err := g.approver.Await(r.Context(), ApprovalRequest{
-		CallID: req.CallID, Tool: req.Tool, Rule: req.Rule, ArgsDigest: digest, Preview: g.preview(canon),
+		CallID: req.CallID, Tool: req.Tool, Rule: rule.String(), ArgsDigest: digest, Preview: g.preview(canon),
 	})
 	if err != nil {
 		g.fail(w, ex, http.StatusServiceUnavailable, decisionError, "approval: the request was not recorded: "+err.Error())

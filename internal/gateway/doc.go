@@ -37,7 +37,10 @@
 //     holds a form of the key or of a secret is refused (400) too: those fields are recorded
 //     verbatim, so that they can be read and paired, and only the reason is masked.
 //   - POST /approval {"tool", "call_id", "rule", "args"}: a call an approve rule holds. The
-//     gateway digests the canonical arguments and builds the masked preview itself, charges
+//     gateway finds the rule itself, in [Config.Approve] (the request's "rule" is ignored),
+//     and refuses (403, a denied entry of its own) a call no rule holds, so nothing in the
+//     sandbox can put a made-up call to a person. It digests the canonical arguments and
+//     builds the masked preview itself, charges
 //     two entries to the audit budget, and answers {"decision", "reason", "actor",
 //     "args_digest"} once its [Approver] says how a person (or the timeout) decided. Served
 //     only with [Config.Approver] (see approval.go).

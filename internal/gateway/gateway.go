@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -163,6 +164,11 @@ type Config struct {
 	// Approver holds the calls the worker reports on /approval until a person decides them
 	// (see approval.go). Nil: the dispatch holds no calls, and /approval is refused.
 	Approver Approver
+	// Approve are the approve rules of the dispatch's grant. A call reported on /approval is
+	// held only when one of them holds it, and under the rule the gateway finds
+	// ([grant.ApprovalTool], [grant.NeedsApproval], [grant.HeldCommandLine]), never under
+	// the text of the request: anything in the sandbox can POST /approval.
+	Approve []grant.ApproveRule
 	// ApprovalTimeout is the longest an Approver holds a call; the server's write timeout
 	// allows for it. Zero when Approver is nil.
 	ApprovalTimeout time.Duration
@@ -189,7 +195,8 @@ type Gateway struct {
 	onBudget         func(detail string)
 	calls            callStates // what is on record of each reported call id
 	approver         Approver
-	tracer           *spans // nil without a Tracer
+	approve          []grant.ApproveRule // the grant's approve rules
+	tracer           *spans              // nil without a Tracer
 	refusalInterval  time.Duration
 	maxBody          int64
 	modelClient      *http.Client
@@ -311,6 +318,7 @@ func newGateway(cfg Config) (*Gateway, error) {
 		meter:      cfg.Meter,
 		onBudget:   cfg.OnBudget,
 		approver:   cfg.Approver,
+		approve:    slices.Clone(cfg.Approve),
 	}
 	if g.meter == nil {
 		g.meter = budget.NewMeter(budget.Budget{}, nil, "")
