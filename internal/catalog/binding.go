@@ -2,7 +2,6 @@ package catalog
 
 import (
 	"fmt"
-	"net/netip"
 	"net/textproto"
 	"slices"
 	"strings"
@@ -13,14 +12,19 @@ import (
 // Binding says where one secret of an env bundle may be sent. A bound secret never enters the
 // sandbox: the sandbox's variable holds a placeholder, and the host-side egress proxy puts the
 // value in its place only in requests to Hosts, in the Authorization header (bearer, basic
-// userinfo) and the headers named in Headers. A placeholder headed anywhere else is refused.
+// userinfo) and the headers named in Headers, and only inside TLS the proxy terminates and
+// re-encrypts to the host (never over plain HTTP). A placeholder headed anywhere else is
+// refused.
 //
-// Stored form (in [EnvDoc] and [Meta]): hosts and headers sorted and unique, header names in
-// canonical MIME form ([NormalizeBinding] makes it; [CheckBindings] checks it).
+// Stored form (in [EnvDoc] and [Meta]): hosts in the form [grant.BoundHostString] writes,
+// hosts and headers sorted and unique, header names in canonical MIME form
+// ([NormalizeBinding] makes it; [CheckBindings] checks it).
 type Binding struct {
-	// Hosts are lowercase host names, "*.domain" for the strict subdomains of domain (as in
-	// a grant's egress), or canonical IP addresses (IPv6 without brackets); never a port,
-	// scheme or path. At least one.
+	// Hosts are where the secret may go over HTTPS: a lowercase host name, "*.domain" for the
+	// strict subdomains of domain (as in a grant's egress), or a canonical IP address, with
+	// ":port" when the port is not 443 (IPv6 as "[2001:db8::1]:8443"; on 443 without
+	// brackets). A host without a port means port 443 only: bindings stored before hosts had
+	// ports read that way too. Never a scheme or path. At least one.
 	Hosts []string `json:"hosts"`
 	// Headers are request headers swapped besides Authorization (X-Api-Key, say).
 	Headers []string `json:"headers"`
@@ -34,24 +38,44 @@ const (
 	maxHeaderName     = 128
 )
 
-// CheckBindingHost reports whether h may be a binding's host: the rules of a grant's egress
-// entries ([grant.ValidEgress]) or a canonical IP address. A name whose last label starts with
-// a digit would read as an IP address to a URL parser (127.1), so it must be a canonical one.
+// CheckBindingHost reports whether h may be a binding's host: HOST or HOST:PORT, where HOST
+// follows the rules of a grant's egress entries ([grant.ValidEgress]) or is a canonical IP
+// address ([grant.ParseBoundHost]). A name whose last label starts with a digit would read as
+// an IP address to a URL parser (127.1), so it must be a canonical one.
 func CheckBindingHost(h string) error {
-	const want = "want a lowercase host name such as api.example.com, *.example.com for its subdomains, or an IP address such as 192.0.2.1; no scheme, port or path"
-	if a, err := netip.ParseAddr(h); err == nil {
-		if a.Zone() != "" || a.String() != h {
-			return fmt.Errorf("host %q: an IP address must be written in canonical form (%s)", h, a.WithZone(""))
-		}
-		return nil
-	}
-	if !grant.ValidEgress(h) {
+	const want = "want a lowercase host name such as api.example.com, *.example.com for its subdomains, or an IP address such as 192.0.2.1, with :PORT when the port is not 443 (HTTPS); no scheme or path"
+	if strings.Contains(h, "://") || strings.ContainsAny(h, "/@ ") {
 		return fmt.Errorf("host %q: %s", h, want)
 	}
-	if last := h[strings.LastIndexByte(h, '.')+1:]; last[0] >= '0' && last[0] <= '9' {
-		return fmt.Errorf("host %q: reads as an IP address but is not one in canonical form; %s", h, want)
+	if _, err := grant.ParseBoundHost(h); err != nil {
+		// The grant's parser names the entry "egress"; a binding's problem names its host.
+		msg := err.Error()
+		if strings.Contains(msg, "write it as") || strings.Contains(msg, "brackets") || strings.Contains(msg, "port ") {
+			if _, detail, ok := strings.Cut(msg, fmt.Sprintf("%q: ", h)); ok {
+				msg = detail
+			}
+			return fmt.Errorf("host %q: %s", h, msg)
+		}
+		name := h
+		if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[:i], ":") {
+			name = h[:i]
+		}
+		if last := name[strings.LastIndexByte(name, '.')+1:]; last != "" && last[0] >= '0' && last[0] <= '9' && grant.ValidEgress(name) {
+			return fmt.Errorf("host %q: reads as an IP address but is not one in canonical form; %s", h, want)
+		}
+		return fmt.Errorf("host %q: %s", h, want)
 	}
 	return nil
+}
+
+// canonicalBindingHost is h in stored form, or h unchanged when it is no valid host (so
+// [CheckBindingHost] names it as written).
+func canonicalBindingHost(h string) string {
+	r, err := grant.ParseBoundHost(h)
+	if err != nil {
+		return h
+	}
+	return grant.BoundHostString(r)
 }
 
 // unswappable are the header names a binding may not name: the connection and framing
@@ -107,15 +131,19 @@ func CanonicalHeader(h string) string {
 	return textproto.CanonicalMIMEHeaderKey(h)
 }
 
-// NormalizeBinding returns b in stored form: hosts and headers sorted and unique, header names
-// in canonical MIME form ([CanonicalHeader]). Hosts keep their case, so an error names a host
-// as it was written.
+// NormalizeBinding returns b in stored form: hosts and headers sorted and unique, hosts without
+// ":443" (the default port), header names in canonical MIME form ([CanonicalHeader]). Hosts
+// keep their case, so an error names a host as it was written.
 func NormalizeBinding(b Binding) Binding {
 	headers := make([]string, len(b.Headers))
 	for i, h := range b.Headers {
 		headers[i] = CanonicalHeader(h)
 	}
-	return Binding{Hosts: sortedUnique(b.Hosts), Headers: sortedUnique(headers)}
+	hosts := make([]string, len(b.Hosts))
+	for i, h := range b.Hosts {
+		hosts[i] = canonicalBindingHost(h)
+	}
+	return Binding{Hosts: sortedUnique(hosts), Headers: sortedUnique(headers)}
 }
 
 func sortedUnique(in []string) []string {
@@ -158,6 +186,8 @@ func CheckBindings[V, S any](bindings map[string]Binding, values map[string]V, s
 		for _, h := range b.Hosts {
 			if err := CheckBindingHost(h); err != nil {
 				problems = append(problems, fmt.Sprintf("binding %s: %v", k, err))
+			} else if c := canonicalBindingHost(h); c != h {
+				problems = append(problems, fmt.Sprintf("binding %s: host %q: write it as %s", k, h, c))
 			}
 		}
 		for _, h := range b.Headers {

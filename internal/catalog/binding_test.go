@@ -1,6 +1,7 @@
 package catalog_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -99,10 +100,13 @@ func TestParseEnvDoc_RefusesBadBindings(t *testing.T) {
 
 func TestCheckBindingHost(t *testing.T) {
 	good := []string{"api.github.com", "github.com", "localhost", "*.example.com", "x1.example.com", "192.0.2.1",
-		"2001:db8::1", "::1", "a-b.example"}
-	bad := []string{"", "API.github.com", "api.github.com:443", "https://api.github.com", "api.github.com/path",
+		"2001:db8::1", "::1", "a-b.example", "api.github.com:443", "api.github.com:8443", "*.example.com:8443",
+		"192.0.2.1:8443", "[2001:db8::1]:8443", "[::1]"}
+	bad := []string{"", "API.github.com", "https://api.github.com", "api.github.com/path",
 		"*", "*.", "a..b", "-a.example", "127.1", "0x7f.1", "192.000.2.1", "2001:DB8::1", "2001:db8:0::1",
-		"[::1]", "fe80::1%eth0", "*.192.0.2.1", "a.example.", "user@a.example", "a b"}
+		"fe80::1%eth0", "*.192.0.2.1", "a.example.", "user@a.example", "a b", "api.github.com:", "api.github.com:0",
+		"api.github.com:65536", "api.github.com:08443", "api.github.com:x", "API.github.com:8443", "[2001:DB8::1]:8443",
+		"[2001:db8::1", "[a.example]:443", "http://api.github.com:80"}
 	for _, h := range good {
 		if err := catalog.CheckBindingHost(h); err != nil {
 			t.Errorf("CheckBindingHost(%q) = %v, want ok", h, err)
@@ -158,6 +162,11 @@ func TestNormalizeBinding(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("NormalizeBinding mismatch (-want +got):\n%s", diff)
 	}
+	// Port 443 is the default and not written; another port is; IPv6 on 443 has no brackets.
+	got = catalog.NormalizeBinding(catalog.Binding{Hosts: []string{"a.example:443", "a.example", "b.example:8443", "[::1]", "[::1]:8443", "Bad.example:443"}})
+	if want := []string{"::1", "Bad.example:443", "[::1]:8443", "a.example", "b.example:8443"}; !slices.Equal(got.Hosts, want) {
+		t.Errorf("NormalizeBinding hosts = %q, want %q", got.Hosts, want)
+	}
 	if got := catalog.NormalizeBinding(catalog.Binding{Hosts: []string{"a.example"}}); got.Headers == nil {
 		t.Errorf("NormalizeBinding left Headers nil; stored form has []")
 	}
@@ -171,7 +180,7 @@ func TestCheckBindings_AllProblems(t *testing.T) {
 	}
 	got := catalog.CheckBindings(bindings, map[string]string{"V": "x"}, map[string][]byte{"A": nil, "B": nil})
 	want := []string{
-		`binding A: host "Bad.example": want a lowercase host name such as api.example.com, *.example.com for its subdomains, or an IP address such as 192.0.2.1; no scheme, port or path`,
+		`binding A: host "Bad.example": write it as bad.example (lower case, an address in canonical form)`,
 		`binding A: header "Host" cannot be bound: Host names the server`,
 		`binding A: hosts and headers must be sorted and unique`,
 		`binding B: no hosts; bind a secret to at least one host`,

@@ -20,6 +20,8 @@ func FuzzParseEnvDoc(f *testing.F) {
 		`{"secrets":{"T":"sec_01"},"values":{"A":"1"},"version":1}`,
 		`{"bindings":{"T":{"headers":["X-Api-Key"],"hosts":["api.github.com","github.com"]}},"secrets":{"T":"sec_01"},"values":{},"version":2}`,
 		`{"bindings":{"T":{"headers":[],"hosts":["*.npmjs.org","192.0.2.1","2001:db8::1"]}},"secrets":{"T":"sec_01"},"values":{},"version":2}`,
+		`{"bindings":{"T":{"headers":[],"hosts":["[2001:db8::1]:8443","a.example:8443","b.example"]}},"secrets":{"T":"sec_01"},"values":{},"version":2}`,
+		`{"bindings":{"T":{"headers":[],"hosts":["a.example:443"]}},"secrets":{"T":"sec_01"},"values":{},"version":2}`,
 		`{"bindings":{"V":{"hosts":["a.example"]}},"secrets":{},"values":{"V":"x"},"version":2}`,
 		`{"bindings":{"T":{"hosts":["b.example","a.example","127.1"],"headers":["host","Proxy-Authorization"]}},"secrets":{"T":"s"},"version":2}`,
 		`{"bindings":{},"secrets":{"T":"s"},"values":{},"version":1}`,

@@ -74,13 +74,15 @@ Binding a secret to hosts keeps its value out of the sandbox altogether:
   --bind-header K=HEADER,...  headers to put it in besides Authorization (X-Api-Key, say)
 
 The sandbox then sees only a placeholder (agora-placeholder-...) in K, never the value.
-agora's egress proxy, outside the sandbox, swaps the placeholder for the value in requests
-to those hosts only: in the Authorization header (a bearer token, or basic-auth
-user:password) and in the named headers. A request carrying the placeholder to any other
-host is refused, so an agent cannot send the secret anywhere else. A HOST is a lowercase
-name (api.github.com), *.example.com for its subdomains, or an IP address; no scheme, port
-or path. A binding opens no network: the subagent's capabilities must still grant egress
-to the host. With exactly one --secret, K= may be left out of --bind-host and --bind-header.
+agora's egress proxy, outside the sandbox, swaps the placeholder for the value in HTTPS
+requests to those hosts only: in the Authorization header (a bearer token, or basic-auth
+user:password) and in the named headers. The value goes only inside TLS the proxy
+terminates and re-encrypts, on port 443 unless the HOST names another
+(api.example.com:8443, [2001:db8::1]:8443); never over plain HTTP. A request carrying the
+placeholder to any other host or port, or over plain HTTP, is refused, so an agent cannot
+send the secret anywhere else. A HOST is a lowercase name (api.github.com), *.example.com
+for its subdomains, or an IP address, and an optional :PORT; no scheme or path. A binding
+opens no network: the subagent's capabilities must still grant egress to the host. With exactly one --secret, K= may be left out of --bind-host and --bind-header.
 Registering the same bindings again changes nothing; other bindings make a new version.`,
 		Example: `  agora env register ci --value LOG_LEVEL=debug --secret GITHUB_TOKEN=env:GITHUB_TOKEN
   vault read -field=key secret/openai | agora env register openai --secret OPENAI_API_KEY=-
@@ -100,7 +102,7 @@ Registering the same bindings again changes nothing; other bindings make a new v
 	}
 	cmd.Flags().StringArrayVar(&opts.valueFlags, "value", nil, "a plain value KEY=VALUE; repeatable")
 	cmd.Flags().StringArrayVar(&opts.secretFlags, "secret", nil, "a secret KEY=env:VAR, KEY=file:PATH or KEY=- (stdin); repeatable")
-	cmd.Flags().StringArrayVar(&opts.bindHostFlags, "bind-host", nil, "bind secret KEY to hosts, KEY=HOST,HOST: the sandbox gets a placeholder, the proxy sends the value to those hosts only; repeatable")
+	cmd.Flags().StringArrayVar(&opts.bindHostFlags, "bind-host", nil, "bind secret KEY to hosts, KEY=HOST[:PORT],...: the sandbox gets a placeholder, the proxy sends the value over HTTPS to those hosts only (port 443 unless named); repeatable")
 	cmd.Flags().StringArrayVar(&opts.bindHeaderFlags, "bind-header", nil, "KEY=HEADER,HEADER: headers to swap bound secret KEY into besides Authorization; repeatable")
 	cmd.Flags().StringSliceVar(&opts.allow, "allow-credential-pattern", nil, "credential scanner pattern to ignore in values (recorded on the version)")
 	addOutputFlag(cmd, &opts.output)
@@ -334,7 +336,7 @@ func envShowRun(ctx context.Context, opts *refOptions) error {
 			fmt.Fprintf(w, "  %s\n", k)
 		}
 		if len(out.Bindings) > 0 {
-			fmt.Fprintf(w, "bindings (the sandbox sees a placeholder; the egress proxy sends the value only to these hosts):\n")
+			fmt.Fprintf(w, "bindings (the sandbox sees a placeholder; the egress proxy sends the value only to these hosts, over HTTPS, port 443 unless named):\n")
 			for _, k := range catalog.SortedKeys(out.Bindings) {
 				fmt.Fprintf(w, "  %s -> %s\n", k, fmtBinding(out.Bindings[k]))
 			}

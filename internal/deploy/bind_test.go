@@ -49,7 +49,7 @@ envs:
       LOG: {hosts: [a.example]}
       NOPE: {hosts: [a.example]}
       T:
-        hosts: [API.example, "a.example:443", "https://b.example/x", 127.1]
+        hosts: [API.example, "a.example:0", "https://b.example/x", 127.1]
         headers: [Host, Proxy-Authorization, "X Key"]
         header: [X-Api-Key]
   - name: f
@@ -67,12 +67,12 @@ envs:
 	for _, e := range es {
 		got = append(got, e.Error())
 	}
-	const wantHost = "want a lowercase host name such as api.example.com, *.example.com for its subdomains, or an IP address such as 192.0.2.1; no scheme, port or path"
+	const wantHost = "want a lowercase host name such as api.example.com, *.example.com for its subdomains, or an IP address such as 192.0.2.1, with :PORT when the port is not 443 (HTTPS); no scheme or path"
 	want := []string{
 		"m.yaml:8: envs[0].bind.LOG: LOG is a plain value (values:), not a secret; only a secret can be bound to hosts",
 		"m.yaml:9: envs[0].bind.NOPE: NOPE is not a secret of this env bundle (secrets: T); declare it under secrets: first",
-		`m.yaml:11: envs[0].bind.T.hosts[0]: host "API.example": ` + wantHost,
-		`m.yaml:11: envs[0].bind.T.hosts[1]: host "a.example:443": ` + wantHost,
+		`m.yaml:11: envs[0].bind.T.hosts[0]: host "API.example": write it as api.example (lower case, an address in canonical form)`,
+		`m.yaml:11: envs[0].bind.T.hosts[1]: host "a.example:0": port "0": want a number from 1 to 65535`,
 		`m.yaml:11: envs[0].bind.T.hosts[2]: host "https://b.example/x": ` + wantHost,
 		`m.yaml:11: envs[0].bind.T.hosts[3]: host "127.1": reads as an IP address but is not one in canonical form; ` + wantHost,
 		`m.yaml:12: envs[0].bind.T.headers[0]: header "Host" cannot be bound: Host names the server`,

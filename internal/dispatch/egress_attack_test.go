@@ -37,7 +37,7 @@ func TestEgress_AttacksFromASandbox(t *testing.T) {
 	apiPort := ca.serveTLS(t, h)
 	p, err := e.w.PrepareEnvSpec("gh", provision.EnvSpec{
 		Secrets:  map[string][]byte{"GITHUB_TOKEN": []byte(value)},
-		Bindings: map[string]catalog.Binding{"GITHUB_TOKEN": {Hosts: []string{"git.test"}}},
+		Bindings: map[string]catalog.Binding{"GITHUB_TOKEN": {Hosts: []string{"git.test:" + gitPort}}},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)

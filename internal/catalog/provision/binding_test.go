@@ -121,8 +121,8 @@ func TestWriter_PrepareEnvSpecRefusesBindings(t *testing.T) {
 			`binding TOKEN: host "https://a.example/x": want a lowercase host name`},
 		{"framing header", map[string]catalog.Binding{"TOKEN": {Hosts: []string{"a.example"}, Headers: []string{"transfer-encoding"}}},
 			`binding TOKEN: header "Transfer-Encoding" cannot be bound`},
-		{"several at once", map[string]catalog.Binding{"TOKEN": {Hosts: []string{"A.example"}}, "OTHER": {Hosts: []string{"a.example:80"}}},
-			`env bundle "e": binding OTHER: host "a.example:80"`},
+		{"several at once", map[string]catalog.Binding{"TOKEN": {Hosts: []string{"A.example"}}, "OTHER": {Hosts: []string{"a.example:0"}}},
+			`env bundle "e": binding OTHER: host "a.example:0"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

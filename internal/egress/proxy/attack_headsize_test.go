@@ -25,7 +25,7 @@ func TestAttack_OversizedHeadInTerminatedSession(t *testing.T) {
 	}
 	f := start(t, Config{
 		Rules: rules(t, "127.0.0.1:"+port), CA: ca, Roots: poolOf(srv.Certificate()),
-		Bindings: []Binding{{Key: "K", Placeholder: "agora-placeholder-0011223344556677", Value: []byte("secret-value-0123"), Hosts: []string{"127.0.0.1"}}},
+		Bindings: []Binding{{Key: "K", Placeholder: "agora-placeholder-0011223344556677", Value: []byte("secret-value-0123"), Hosts: []string{"127.0.0.1:" + port}}},
 	}, nil)
 	tc := tlsThrough(t, f.url.Host, "127.0.0.1:"+port, poolFromCA(ca))
 	tc.SetDeadline(time.Now().Add(10 * time.Second))

@@ -36,7 +36,7 @@ func TestAttack_HostSwitchInsideATerminatedSession(t *testing.T) {
 	}
 	f := start(t, Config{
 		Rules: rules(t, "127.0.0.1", "evil.test"), CA: ca, Roots: poolOf(srv.Certificate()),
-		Bindings: []Binding{{Key: "GITHUB_TOKEN", Placeholder: ph, Value: []byte(value), Hosts: []string{"127.0.0.1"}}},
+		Bindings: []Binding{{Key: "GITHUB_TOKEN", Placeholder: ph, Value: []byte(value), Hosts: []string{"127.0.0.1:" + port}}},
 	}, resolver{"evil.test": "127.0.0.1"})
 	auth := "Authorization: Bearer " + ph + "\r\n"
 	for _, head := range []string{

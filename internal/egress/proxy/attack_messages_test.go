@@ -2,12 +2,12 @@ package proxy
 
 import (
 	"bufio"
-	"io"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Attack: a bound host answers with text that embeds the value it received (a broken status
@@ -30,26 +30,40 @@ func TestAttack_SecretNeverInMessages(t *testing.T) {
 		"/status-long": func(tok string) string { return "HTTP/1.1 2" + strings.Repeat("0", 180) + tok + " OK\r\n\r\n" },
 		"/chunked":     func(tok string) string { return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + tok + "\r\n" },
 	}
-	port, _ := rawServer(t, func(c net.Conn) {
-		req, err := http.ReadRequest(bufio.NewReader(c))
+	// A TLS host (a bound secret goes only into TLS) that writes the raw answer itself.
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		c, bw, err := w.(http.Hijacker).Hijack()
 		if err != nil {
 			return
 		}
-		tok := strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
-		io.WriteString(c, answers[req.URL.Path](tok))
-	})
+		defer c.Close()
+		bw.WriteString(answers[r.URL.Path](tok))
+		bw.Flush()
+	}))
+	defer srv.Close()
+	_, port := hostPort(t, srv.URL)
+	ca, err := NewCA("d-test", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var notices []string
 	var mu sync.Mutex
 	f := start(t, Config{
-		Rules:    rules(t, "127.0.0.1:"+port),
-		Bindings: []Binding{{Key: "GITHUB_TOKEN", Placeholder: ph, Value: []byte(value), Hosts: []string{"127.0.0.1"}}},
+		Rules: rules(t, "127.0.0.1:"+port), CA: ca, Roots: poolOf(srv.Certificate()),
+		Bindings: []Binding{{Key: "GITHUB_TOKEN", Placeholder: ph, Value: []byte(value), Hosts: []string{"127.0.0.1:" + port}}},
 		Notice:   func(s string) { mu.Lock(); notices = append(notices, s); mu.Unlock() },
 	}, nil)
 	for path := range answers {
-		resp, body := rawExchange(t, f.url.Host, "GET http://127.0.0.1:"+port+path+" HTTP/1.1\r\nHost: 127.0.0.1:"+port+"\r\nAuthorization: Bearer "+ph+"\r\n\r\n")
+		tc := tlsThrough(t, f.url.Host, "127.0.0.1:"+port, poolFromCA(ca))
+		resp, body := sendOn(t, tc, bufio.NewReader(tc), "GET "+path+" HTTP/1.1\r\nHost: 127.0.0.1:"+port+"\r\nAuthorization: Bearer "+ph+"\r\n\r\n")
+		tc.Close()
 		if strings.Contains(body, value[:12]) || strings.Contains(resp.Status, value[:12]) {
 			t.Errorf("%s: the sandbox read the value: %s %q", path, resp.Status, body)
 		}
+	}
+	if len(f.audit.find(KindClose, "")) == 0 {
+		t.Fatal("no connection reached the host")
 	}
 	f.p.Close()
 	if dump := f.audit.dump(); strings.Contains(dump, value[:12]) {

@@ -67,7 +67,7 @@ func TestAttack_ReflectedSecretNeverReachesTheSandbox(t *testing.T) {
 	}
 	f := start(t, Config{
 		Rules: rules(t, "127.0.0.1:"+port), CA: ca, Roots: poolOf(srv.Certificate()),
-		Bindings: []Binding{{Key: "GITHUB_TOKEN", Placeholder: ph, Value: []byte(value), Hosts: []string{"127.0.0.1"}}},
+		Bindings: []Binding{{Key: "GITHUB_TOKEN", Placeholder: ph, Value: []byte(value), Hosts: []string{"127.0.0.1:" + port}}},
 	}, nil)
 	c := f.client(poolFromCA(ca))
 	c.Transport.(*http.Transport).DisableCompression = true

@@ -69,7 +69,7 @@ func newRig(b *testing.B, body []byte, bind bool) *benchRig {
 			b.Fatal(err)
 		}
 		cfg.CA, rig.ca = ca, ca
-		cfg.Bindings = []proxy.Binding{{Key: "TOKEN", Placeholder: "agora-placeholder-bench0123456789", Value: []byte("real-secret-value-0123456789"), Hosts: []string{"127.0.0.1"}}}
+		cfg.Bindings = []proxy.Binding{{Key: "TOKEN", Placeholder: "agora-placeholder-bench0123456789", Value: []byte("real-secret-value-0123456789"), Hosts: []string{u.Host}}}
 	}
 	p, err := proxy.New(cfg)
 	if err != nil {

@@ -49,40 +49,62 @@ func parseAuthority(s string, defPort uint16) (target, error) {
 // decision is what the proxy does with a connection to a target.
 type decision struct {
 	allowed   bool
-	intercept bool      // read its requests: a rule restricts them, or a secret is bound
+	intercept bool      // read its requests: a rule restricts them, or a secret names the host
 	inspect   bool      // a rule restricts its requests
-	bound     []Binding // secrets bound to the host
+	bound     []Binding // secrets swapped in on this connection: bound to its host and port, and TLS
+	named     []Binding // secrets whose bindings name the host, on any port: masked in responses
 	reason    string    // why not, for the refusal
 }
 
 // decide applies the grant to a connection to t; a CONNECT (tunnel) needs the CA where the
 // proxy must read requests, plain HTTP does not.
+//
+// A secret is swapped in only on a tunnel (the proxy terminates its TLS and re-encrypts to
+// the host) to a port its binding names; never over plain HTTP, where it would cross the
+// network in cleartext. A tunnel to any port of a host a binding names is read all the same,
+// so a placeholder sent to the wrong port is refused, not passed on unseen.
 func (p *Proxy) decide(t target, tunnel bool) decision {
 	g := grant.DecideHost(p.cfg.Rules, t.host, t.port)
 	if !g.Allowed {
 		return decision{reason: "not in the dispatch's egress grant"}
 	}
-	d := decision{allowed: true, bound: p.boundTo(t.host)}
-	d.inspect = g.Inspect
-	d.intercept = g.Inspect || len(d.bound) > 0
+	d := decision{allowed: true, inspect: g.Inspect}
+	for i, b := range p.cfg.Bindings {
+		named, onPort := false, false
+		for _, h := range p.hosts[i] {
+			if (grant.EgressRule{Host: h.Host}).MatchesHost(t.host, 1) {
+				named = true
+				onPort = onPort || h.Port == t.port
+			}
+		}
+		if named {
+			d.named = append(d.named, b)
+		}
+		if named && onPort && tunnel {
+			d.bound = append(d.bound, b)
+		}
+	}
+	d.intercept = g.Inspect || len(d.named) > 0
 	if d.intercept && tunnel && p.cfg.CA == nil {
 		return decision{reason: "its rules or bound secrets need TLS termination, and this dispatch has no proxy CA"}
 	}
 	return d
 }
 
-// boundTo returns the bindings whose hosts match host.
-func (p *Proxy) boundTo(host string) []Binding {
-	var out []Binding
-	for _, b := range p.cfg.Bindings {
-		for _, h := range b.Hosts {
-			if (grant.EgressRule{Host: h}).MatchesHost(host, 1) {
-				out = append(out, b)
-				break
-			}
+// boundWhere says where binding i sends its secret, for a refusal: "a.example:443, b.example:8443".
+func (p *Proxy) boundWhere(i int) string {
+	var b strings.Builder
+	for j, h := range p.hosts[i] {
+		if j > 0 {
+			b.WriteString(", ")
 		}
+		if j == 4 {
+			b.WriteString("...")
+			break
+		}
+		b.WriteString(cut(target{host: h.Host, port: h.Port}.String(), 270))
 	}
-	return out
+	return b.String()
 }
 
 // dial connects to t through the egress dialer. A refusal by the egress policy (a private

@@ -15,7 +15,9 @@
 // request against the rules, swaps each bound secret's placeholder for its value in the
 // Authorization header (bearer or basic) and the binding's named headers, re-encrypts to the
 // real host with normal certificate verification, and masks the values in the response. A
-// placeholder headed for a host it is not bound to is refused wherever the proxy can see it.
+// value is swapped in only there, inside TLS, on the port its binding names (443 unless it
+// names one); never into plain HTTP. A placeholder headed for a host it is not bound to, for
+// another port of a bound host, or over plain HTTP is refused wherever the proxy can see it.
 //
 // Every decision is reported to the [Auditor] before its effect: a connection's
 // net.connect entry is recorded before a byte of the client reaches the host, and a refused

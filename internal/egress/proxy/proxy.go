@@ -28,13 +28,17 @@ type Auditor interface {
 }
 
 // Binding is one secret bound to hosts: the sandbox holds Placeholder, the proxy sends Value
-// to the bound hosts only.
+// to the bound hosts only, and only inside TLS it terminates and re-encrypts (never over
+// plain HTTP).
 type Binding struct {
 	Key         string // the env bundle key, for the audit (never the value)
 	Placeholder string
 	Value       []byte
-	Hosts       []string // host patterns as in a grant: name, "*.domain" or IP literal
-	Headers     []string // header names swapped besides Authorization
+	// Hosts are where Value may go, as a binding stores them ([grant.ParseBoundHost]): a host
+	// pattern as in a grant (name, "*.domain" or IP literal) and a port, 443 when none is
+	// written.
+	Hosts   []string
+	Headers []string // header names swapped besides Authorization
 }
 
 // Config is one dispatch's proxy.
@@ -109,6 +113,8 @@ type Proxy struct {
 	scrubber *redact.Redactor
 	// finders find each binding's placeholder (by index in cfg.Bindings) in a request.
 	finders []*placeholderFinder
+	// hosts are each binding's hosts (by index in cfg.Bindings), parsed: never port 0.
+	hosts [][]grant.EgressRule
 }
 
 // Stats counts what a dispatch's proxy did, for its record.
@@ -134,6 +140,9 @@ func New(cfg Config) (*Proxy, error) {
 		if len(b.Placeholder) < 16 {
 			return nil, fmt.Errorf("egress proxy: the secret %q has no placeholder of at least 16 bytes", cut(b.Key, 64))
 		}
+		if len(b.Hosts) == 0 {
+			return nil, fmt.Errorf("egress proxy: the secret %q is bound to no host", cut(b.Key, 64))
+		}
 	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = defaultMaxConns
@@ -155,6 +164,16 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	for _, b := range cfg.Bindings {
 		p.finders = append(p.finders, newPlaceholderFinder(b.Placeholder))
+		hosts := make([]grant.EgressRule, 0, len(b.Hosts))
+		for _, h := range b.Hosts {
+			r, err := grant.ParseBoundHost(h)
+			if err != nil {
+				cancel()
+				return nil, fmt.Errorf("egress proxy: the secret %q: %w", cut(b.Key, 64), err)
+			}
+			hosts = append(hosts, r)
+		}
+		p.hosts = append(p.hosts, hosts)
 	}
 	return p, nil
 }

@@ -298,7 +298,7 @@ func TestIntercept_SwapsBoundSecretAndMasksIt(t *testing.T) {
 	}
 	f := start(t, Config{
 		Rules: rules(t, "127.0.0.1:"+port), CA: ca, Roots: poolOf(srv.Certificate()),
-		Bindings: []Binding{{Key: "GITHUB_TOKEN", Placeholder: ph, Value: []byte(value), Hosts: []string{"127.0.0.1"}, Headers: []string{"X-Api-Key"}}},
+		Bindings: []Binding{{Key: "GITHUB_TOKEN", Placeholder: ph, Value: []byte(value), Hosts: []string{"127.0.0.1:" + port}, Headers: []string{"X-Api-Key"}}},
 	}, nil)
 	caPool := x509.NewCertPool()
 	caPool.AppendCertsFromPEM(ca.CertPEM())

@@ -25,8 +25,9 @@ type session struct {
 	p        *Proxy
 	t        target
 	tls      bool
-	bound    []Binding
-	mask     *redact.Redactor // the bound values, masked in responses; nil when none
+	bound    []Binding        // swapped in: bound to this host and port, on a TLS session only
+	named    []Binding        // bound to this host on any port: masked in its responses
+	mask     *redact.Redactor // the named values, masked in responses; nil when none
 	conn     net.Conn         // upstream, possibly TLS; nil until dialled
 	br       *bufio.Reader
 	lr       *limitedReader // under br: caps a response head
@@ -70,26 +71,27 @@ func (c *countingConn) Write(b []byte) (int, error) {
 }
 
 func (p *Proxy) newSession(t target, d decision, useTLS bool, raw net.Conn) *session {
-	s := &session{p: p, t: t, tls: useTLS, bound: d.bound, raw: raw, keys: map[string]bool{}, inspect: d.inspect}
+	s := &session{p: p, t: t, tls: useTLS, named: d.named, raw: raw, keys: map[string]bool{}, inspect: d.inspect}
+	if useTLS {
+		s.bound = d.bound // never swapped into plain HTTP, whatever decided
+	}
 	for _, r := range p.cfg.Rules {
 		if len(r.Paths) > 0 && r.MatchesHost(t.host, t.port) {
 			s.pathRules = true
 		}
 	}
-	if len(d.bound) > 0 {
-		vals := make([][]byte, len(d.bound))
-		for i, b := range d.bound {
-			vals[i] = b.Value
-		}
-		s.mask = redact.New(vals)
+	// A host a secret is bound to may have kept the value from an earlier request and
+	// show it on any connection, so every connection to it is masked, whatever its port.
+	if len(d.named) > 0 {
+		s.mask = redact.New(s.values())
 	}
 	return s
 }
 
-// values are the session's bound secret values.
+// values are the values of the secrets bound to the session's host, on any port.
 func (s *session) values() [][]byte {
-	out := make([][]byte, len(s.bound))
-	for i, b := range s.bound {
+	out := make([][]byte, len(s.named))
+	for i, b := range s.named {
 		out[i] = b.Value
 	}
 	return out
@@ -268,10 +270,28 @@ func (s *session) check(req *http.Request) string {
 	}
 	for i, b := range s.p.cfg.Bindings {
 		if !s.isBound(b) && containsPlaceholder(req, s.p.finders[i]) {
-			return "it carries the placeholder of " + b.Key + ", which is not bound to this host"
+			return s.placeholderRefusal(i, b)
 		}
 	}
 	return ""
+}
+
+// placeholderRefusal says why the placeholder of binding i may not go on this session.
+func (s *session) placeholderRefusal(i int, b Binding) string {
+	named := false
+	for _, x := range s.named {
+		named = named || x.Placeholder == b.Placeholder
+	}
+	switch {
+	case !named:
+		return "it carries the placeholder of " + b.Key + ", which is not bound to this host"
+	case !s.tls:
+		return "it carries the placeholder of " + b.Key + ", which agora swaps only inside HTTPS (bound to " + s.p.boundWhere(i) +
+			"); over plain HTTP the secret would cross the network in cleartext"
+	default:
+		return "it carries the placeholder of " + b.Key + ", which is bound to " + s.p.boundWhere(i) + ", not to port " +
+			strconv.Itoa(int(s.t.port)) + " of this host"
+	}
 }
 
 // overrideHeaders carry a method that frameworks use instead of the request's own.

@@ -103,8 +103,11 @@ func basicCredentials(v string) (user, pass string, ok bool) {
 
 // swap replaces each bound secret's placeholder with its value in the Authorization header
 // (any scheme; inside Basic credentials too) and in the binding's named headers. The value
-// never passes through a string the proxy logs.
+// never passes through a string the proxy logs, and never into a plain-HTTP request.
 func (s *session) swap(req *http.Request) {
+	if !s.tls {
+		return
+	}
 	for _, b := range s.bound {
 		used := false
 		if vs := req.Header.Values("Authorization"); len(vs) > 0 {
