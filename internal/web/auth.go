@@ -11,19 +11,17 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
 // Sessions and login.
 const (
-	cookieName  = "agora_session"
-	sessionTTL  = 12 * time.Hour
-	maxSessions = 1024
-	// loginRate and loginBurst bound token guesses across all clients.
-	loginRate  = 2
-	loginBurst = 10
+	cookieName = "agora_session"
+	sessionTTL = 12 * time.Hour
+	// maxClientSessions bounds each client's sessions: logging in once more ends that
+	// client's oldest session, so no token (a read-only one included) can fill the table and
+	// keep another client out. The table holds at most this many per configured client.
+	maxClientSessions = 32
 )
 
 // principal is who a request acts for.
@@ -36,6 +34,7 @@ type principal struct {
 
 type session struct {
 	p       principal
+	client  int // index of the client in authenticator.clients
 	expires time.Time
 }
 
@@ -44,11 +43,13 @@ type session struct {
 type authenticator struct {
 	clients []tokenSum
 	now     func() time.Time
-	login   *rate.Limiter
+	limit   *loginLimiter
 
 	mu sync.Mutex
-	// sessions maps the SHA-256 of a session id to its session; guarded by mu.
+	// sessions maps the SHA-256 of a session id to its session, and byClient lists each
+	// client's session keys oldest first; both guarded by mu.
 	sessions map[[sha256.Size]byte]*session
+	byClient map[int][][sha256.Size]byte
 }
 
 // tokenSum is a client's token hashed, so every comparison takes the same time whatever the
@@ -59,7 +60,7 @@ type tokenSum struct {
 }
 
 func newAuthenticator(clients []mcpserver.Client, now func() time.Time) *authenticator {
-	a := &authenticator{now: now, login: rate.NewLimiter(loginRate, loginBurst), sessions: map[[sha256.Size]byte]*session{}}
+	a := &authenticator{now: now, limit: newLoginLimiter(), sessions: map[[sha256.Size]byte]*session{}, byClient: map[int][][sha256.Size]byte{}}
 	for _, c := range clients {
 		a.clients = append(a.clients, tokenSum{client: c, sum: sha256.Sum256([]byte(c.Token))})
 	}
@@ -69,6 +70,12 @@ func newAuthenticator(clients []mcpserver.Client, now func() time.Time) *authent
 // verify finds the client whose token was presented, comparing against every client in
 // constant time.
 func (a *authenticator) verify(token string) (principal, bool) {
+	p, _, ok := a.verifyClient(token)
+	return p, ok
+}
+
+// verifyClient is verify, with the index of the client.
+func (a *authenticator) verifyClient(token string) (principal, int, bool) {
 	sum := sha256.Sum256([]byte(token))
 	match := -1
 	for i, c := range a.clients {
@@ -77,29 +84,37 @@ func (a *authenticator) verify(token string) (principal, bool) {
 		}
 	}
 	if match < 0 || token == "" {
-		return principal{}, false
+		return principal{}, -1, false
 	}
 	c := a.clients[match].client
-	return principal{name: c.Name, operator: c.Ceiling.Allows(mcpserver.CeilingOrchestrate)}, true
+	return principal{name: c.Name, operator: c.Ceiling.Allows(mcpserver.CeilingOrchestrate)}, match, true
 }
 
-// newSession starts a session for p and returns its id (for the cookie).
-func (a *authenticator) newSession(p principal) (string, bool) {
+// newSession starts a session for p, the principal of client, and returns its id (for the
+// cookie). The client's expired sessions are dropped, and its oldest when it holds
+// maxClientSessions.
+func (a *authenticator) newSession(p principal, client int) string {
 	id, csrf := randomToken(), randomToken()
 	p.csrf = csrf
 	now := a.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for k, s := range a.sessions {
-		if now.After(s.expires) {
+	keys := a.byClient[client][:0]
+	for _, k := range a.byClient[client] {
+		if s, ok := a.sessions[k]; ok && !now.After(s.expires) {
+			keys = append(keys, k)
+		} else {
 			delete(a.sessions, k)
 		}
 	}
-	if len(a.sessions) >= maxSessions {
-		return "", false
+	for len(keys) >= maxClientSessions {
+		delete(a.sessions, keys[0])
+		keys = keys[1:]
 	}
-	a.sessions[sha256.Sum256([]byte(id))] = &session{p: p, expires: now.Add(sessionTTL)}
-	return id, true
+	key := sha256.Sum256([]byte(id))
+	a.sessions[key] = &session{p: p, client: client, expires: now.Add(sessionTTL)}
+	a.byClient[client] = append(keys, key)
+	return id
 }
 
 func (a *authenticator) session(id string) (principal, bool) {
@@ -172,3 +187,10 @@ func principalOf(ctx context.Context) principal {
 
 // actor is how an action of p is recorded: "web:" and the token's name, as MCP's are "mcp:".
 func (p principal) actor() string { return "web:" + p.name }
+
+// failed charges a wrong token to the request's source and reports whether the source is
+// still within its budget of wrong tokens.
+func (a *authenticator) failed(r *http.Request) bool {
+	src := sourceOf(r.RemoteAddr)
+	return a.limit.failed(src.Addr())
+}

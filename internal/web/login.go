@@ -50,31 +50,32 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) loginPost(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	next := localPath(r.PostFormValue("next"))
-	if !s.auth.login.Allow() {
-		w.Header().Set("Retry-After", "1")
-		w.WriteHeader(http.StatusTooManyRequests)
-		s.pages.render(w, "login", pageData{Title: "Log in", Error: "Too many attempts: wait a moment.", Next: next})
-		return
-	}
-	p, ok := s.auth.verify(r.PostFormValue("token"))
+	// The token is checked first: a correct one always gets in, whatever others sent.
+	p, client, ok := s.auth.verifyClient(r.PostFormValue("token"))
 	if !ok {
+		if !s.auth.failed(r) {
+			s.log.Warn("web login refused", "remote", r.RemoteAddr, "reason", "too many wrong tokens from this source")
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			s.pages.render(w, "login", pageData{Title: "Log in", Error: "Too many wrong tokens from this address: wait a moment.", Next: next})
+			return
+		}
 		s.log.Warn("web login refused", "remote", r.RemoteAddr)
 		w.WriteHeader(http.StatusUnauthorized)
 		s.pages.render(w, "login", pageData{Title: "Log in", Error: "That token is not valid here.", Next: next})
 		return
 	}
-	id, ok := s.auth.newSession(p)
-	if !ok {
-		s.refuse(w, r, http.StatusServiceUnavailable, "too many sessions: try again later")
-		return
-	}
+	id := s.auth.newSession(p, client)
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: r.TLS != nil, MaxAge: int(sessionTTL.Seconds())})
 	s.log.Info("web login", "client", p.name, "operator", p.operator, "remote", r.RemoteAddr)
 	if next == "" {
-		next = "/runs"
+		next = "/"
 	}
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	// Not http.Redirect, which cleans and re-escapes the target: the Location is exactly the
+	// target localPath checked.
+	w.Header().Set("Location", next)
+	w.WriteHeader(http.StatusSeeOther)
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
@@ -89,13 +90,4 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
-}
-
-// localPath keeps a redirect target only when it is a path on this server: "/x", never
-// "//host" or "/\host" (which browsers read as another origin) or an absolute URL.
-func localPath(p string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") || strings.ContainsAny(p, "\r\n") {
-		return ""
-	}
-	return p
 }

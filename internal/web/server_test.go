@@ -36,6 +36,13 @@ func start(t *testing.T) env {
 		"d1": {ID: "d1", State: dispatch.StateStarted, Subagent: "coder", CreatedAt: now, StartedAt: &now},
 		"d2": {ID: "d2", State: dispatch.StateFinished, Subagent: "alone", CreatedAt: now, EndedAt: &now},
 	}
+	return startWith(t, Sources{Orch: o, Dispatches: fakeDispatches{recs}})
+}
+
+// startWith serves src (whose Orch is a *fakeOrch) on a loopback port to an operator (alice,
+// opToken) and a read-only viewer (bob, readToken).
+func startWith(t *testing.T, src Sources) env {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +52,7 @@ func start(t *testing.T) env {
 	srv, err := New(Config{Addr: addr, Clients: []mcpserver.Client{
 		{Name: "alice", Token: opToken, Ceiling: mcpserver.CeilingOrchestrate},
 		{Name: "bob", Token: readToken, Ceiling: mcpserver.CeilingRead},
-	}}, Sources{Orch: o, Dispatches: fakeDispatches{recs}})
+	}}, src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +68,7 @@ func start(t *testing.T) env {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return env{base: "http://" + addr, orch: o}
+	return env{base: "http://" + addr, orch: src.Orch.(*fakeOrch)}
 }
 
 // login returns a client holding the session cookie of token, and the page's CSRF token.
@@ -160,8 +167,8 @@ func TestServer_LoginCookieAndHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if got := resp.Header.Get("Location"); got != "/runs" {
-		t.Errorf("redirect after login to %q, want /runs (an off-site next is dropped)", got)
+	if got := resp.Header.Get("Location"); got != "/" {
+		t.Errorf("redirect after login to %q, want / (an off-site next is dropped)", got)
 	}
 	sc := resp.Header.Get("Set-Cookie")
 	for _, want := range []string{cookieName + "=", "HttpOnly", "SameSite=Strict", "Path=/"} {
