@@ -35,7 +35,9 @@ type orchServeOptions struct {
 	// metrics is --metrics HOST:PORT, "" for none; metricsAllowRemote lets it bind off loopback.
 	metrics            string
 	metricsAllowRemote bool
-	logFormat          string // --log-format: text or json
+	// metricsAllowHosts are extra names the metrics listener's Host and Origin may carry.
+	metricsAllowHosts []string
+	logFormat         string // --log-format: text or json
 }
 
 func newOrchServeCmd(f *Factory, runF func(*orchServeOptions) error) *cobra.Command {
@@ -69,7 +71,10 @@ its run, task and dispatch ids: key=value text, or one JSON object per line with
 --metrics HOST:PORT serves Prometheus /metrics, /healthz (alive) and /readyz (databases
 writable, engine running) on a listener of its own. It has NO token: anyone who can reach
 it reads the metrics (names, counts and durations; never a secret), so it must be loopback
-(127.0.0.1, ::1, localhost) unless --metrics-allow-remote says otherwise.`,
+(127.0.0.1, ::1, localhost) unless --metrics-allow-remote says otherwise. It answers only
+requests addressed to it: a Host naming its address (or localhost for a loopback bind, or a
+--metrics-allow-host name), and no cross-site Origin, so a web page cannot read it through a
+rebound DNS name.`,
 		Example: `  AGORA_HTTP_TOKEN=$(openssl rand -hex 32) agora orch serve --http 127.0.0.1:8080
   agora orch serve --metrics 127.0.0.1:9090 --log-format json`,
 		Args: noArgs,
@@ -84,6 +89,8 @@ it reads the metrics (names, counts and durations; never a secret), so it must b
 				if err := obs.CheckBind(opts.metrics, opts.metricsAllowRemote); err != nil {
 					return usageErrorf(cmd, "--metrics: %v", err)
 				}
+			} else if len(opts.metricsAllowHosts) > 0 {
+				return usageErrorf(cmd, "--metrics-allow-host needs --metrics")
 			}
 			return runCmd(cmd, opts, runF, orchServeRun)
 		},
@@ -92,6 +99,7 @@ it reads the metrics (names, counts and durations; never a secret), so it must b
 	fl.StringVar(&opts.gateway, "gateway", "", "also serve the network gateway on HOST:PORT (advertised as gateway.advertise)")
 	fl.StringVar(&opts.metrics, "metrics", "", "serve /metrics, /healthz and /readyz on HOST:PORT (no token; loopback only unless --metrics-allow-remote)")
 	fl.BoolVar(&opts.metricsAllowRemote, "metrics-allow-remote", false, "let --metrics bind an address other hosts can reach (it has no token)")
+	fl.StringSliceVar(&opts.metricsAllowHosts, "metrics-allow-host", nil, "an extra host name the metrics listener's Host and Origin may carry (repeatable)")
 	fl.StringVar(&opts.logFormat, "log-format", obs.LogText, "log format on stderr: text or json")
 	opts.web.add(cmd)
 	return cmd
@@ -183,7 +191,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	g.Go(func() error { return srv.Serve(gctx, ln) })
 	g.Go(func() error { return orchCP.Run(gctx, 5*time.Second) })
 	g.Go(func() error { return mainCP.Run(gctx, 5*time.Second) })
-	g.Go(func() error { return ob.serveMetrics(gctx, opts.metrics) })
+	g.Go(func() error { return ob.serveMetrics(gctx, opts.metrics, opts.metricsAllowHosts) })
 	err = g.Wait()
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
 		// Stopped by a signal: a clean stop, whatever the goroutines said while winding down.

@@ -2,12 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/obs"
@@ -65,29 +61,11 @@ func (o *serveObs) mount() map[string]http.Handler {
 }
 
 // serveMetrics serves /metrics, /healthz and /readyz on addr until ctx ends; addr "" serves
-// nothing. The listener has no token: it is loopback unless --metrics-allow-remote.
-func (o *serveObs) serveMetrics(ctx context.Context, addr string) error {
+// nothing. The listener has no token: it is loopback unless --metrics-allow-remote, and
+// answers only requests whose Host and Origin name it (or one of allowHosts).
+func (o *serveObs) serveMetrics(ctx context.Context, addr string, allowHosts []string) error {
 	if addr == "" {
 		return nil
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("metrics listener: %w", err)
-	}
-	mux := http.NewServeMux()
-	for pattern, h := range o.mount() {
-		mux.Handle(pattern, h)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(o.log.Handler(), slog.LevelWarn)}
-	o.log.Info("metrics listening", "addr", ln.Addr().String())
-	go func() {
-		<-ctx.Done()
-		shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		srv.Shutdown(shut)
-	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("metrics listener: %w", err)
-	}
-	return nil
+	return obs.ServeListener(ctx, obs.ListenerConfig{Addr: addr, AllowHosts: allowHosts, Handlers: o.mount(), Log: o.log})
 }
