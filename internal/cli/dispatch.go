@@ -346,7 +346,8 @@ func dispatchExitCode(r *dispatch.Record) int {
 	switch r.State {
 	case dispatch.StateFinished:
 		return ExitOK
-	case dispatch.StateNeedsInput:
+	case dispatch.StateNeedsInput, dispatch.StateAnswered:
+		// An answered dispatch ended needs_input; its answer is its child.
 		return ExitNeedsInput
 	case dispatch.StateFailed:
 		if r.Reason == dispatch.ReasonProviderFailed || r.Reason == dispatch.ReasonFetchFailed || r.Reason == dispatch.ReasonLost {

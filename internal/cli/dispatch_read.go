@@ -104,6 +104,16 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 	if r.ParentID != "" {
 		fmt.Fprintf(w, "parent:    %s\n", r.ParentID)
 	}
+	if r.RunID != "" {
+		fmt.Fprintf(w, "run:       %s, task %s (answered and cancelled through the run)\n", r.RunID, r.TaskID)
+	}
+	if r.ChildID != "" {
+		at := ""
+		if r.AnsweredAt != nil {
+			at = " at " + r.AnsweredAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "answered:  by %s%s: child %s\n", r.AnsweredBy, at, r.ChildID)
+	}
 	fmt.Fprintf(w, "input:     %s\n", r.InputDigest)
 	fmt.Fprintf(w, "timeout:   %s\n", time.Duration(r.Timeout))
 	fmt.Fprintf(w, "actor:     %s\n", r.Actor)
@@ -502,7 +512,12 @@ func newDispatchResumeCmd(f *Factory, runF func(*dispatchResumeOptions) error) *
 		Short: "Answer a dispatch that needs input, as a new linked dispatch",
 		Long: `Start a new dispatch, linked to ID as its parent, with the same pinned subagent, env
 bundles, target and revision. Its input is the parent's input plus "agora_resume":
-{"question", "answer", "partial_state"}, so the agent can pick up where it stopped.`,
+{"question", "answer", "partial_state"}, so the agent can pick up where it stopped.
+
+A question is answered once: the parent moves to state answered and names its child, in
+the same transaction that records the child, and a later answer (from here or over MCP)
+is refused naming the first (who, when, which child). A run's attempt is answered through
+its run: 'agora orch answer RUN TASK --answer TEXT'.`,
 		Args: exactArgs(1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.id = args[0]
@@ -526,7 +541,7 @@ func dispatchResumeRun(ctx context.Context, opts *dispatchResumeOptions) error {
 	if err != nil {
 		return err
 	}
-	req, err := d.ResumeRequest(parent, opts.answer, opts.f.Actor())
+	req, err := d.ResumeRequest(ctx, parent, opts.answer, dispatch.Answerer{Actor: opts.f.Actor(), Via: dispatch.ViaCLI})
 	if err != nil {
 		return err
 	}

@@ -61,6 +61,14 @@ type Request struct {
 	// Traceparent is the W3C traceparent the dispatch's span is a child of (a task's span);
 	// "" takes the span in Accept's context, if any. A malformed one is ignored.
 	Traceparent string
+
+	// RunID and TaskID name the run and task whose attempt this is (the orchestrator sets
+	// them): the record keeps them, so the attempt is answered only through its run.
+	RunID  string
+	TaskID string
+
+	// answer is set by [Dispatcher.ResumeRequest]: who answers ParentID, through which door.
+	answer *answerNote
 }
 
 // InputSpec names an upstream dispatch's product: Select is "patch", "outputs" or
@@ -184,13 +192,17 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 		ID: id, Subagent: sub.Name, SubagentDigest: sub.Digest, Envs: envs, Target: req.Target,
 		Sandbox: target.Sandbox, Network: resolveNetwork(target.Network, grants), InputDigest: inputDigest, Repo: repo, Revision: rev, Workspace: wsRef,
 		Timeout: Duration(timeout), ParentID: req.ParentID, Actor: req.Actor, CallbackURL: callback, Inputs: inputs,
-		Grants: &grants, Budget: eff,
+		Grants: &grants, Budget: eff, RunID: req.RunID, TaskID: req.TaskID, answer: req.answer,
 	}
 	rec.TraceID, rec.TraceSpan, rec.TraceParent = d.traceIDs(ctx, req.Traceparent)
 	if rec.Envs == nil {
 		rec.Envs = []EnvRef{}
 	}
 	if err := d.Records.Accept(ctx, rec); err != nil {
+		if refused := answerRefusal(err); refused != nil && req.ParentID != "" {
+			// Another answer won the race for the parent: nothing was recorded but this.
+			return nil, d.refuseAnswer(ctx, req.ParentID, req.answer.answerer(req.Actor), refused)
+		}
 		return nil, err
 	}
 	d.traceAccept(ctx, rec, began)

@@ -140,7 +140,7 @@ func TestBudget_ResumeKeepsTheParentsBudget(t *testing.T) {
 	if parent.State != dispatch.StateNeedsInput {
 		t.Fatalf("parent %s %s: %s", parent.State, parent.Reason, parent.Detail)
 	}
-	req, err := e.d.ResumeRequest(parent, "the first", "test")
+	req, err := e.d.ResumeRequest(t.Context(), parent, "the first", dispatch.Answerer{Actor: "test", Via: dispatch.ViaCLI})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -398,7 +398,7 @@ func TestModel_Narrowing(t *testing.T) {
 		}
 
 		// Resuming keeps the parent's narrowed grant; narrowing further still works.
-		req, err := e.d.ResumeRequest(r, "README.md", "test")
+		req, err := e.d.ResumeRequest(t.Context(), r, "README.md", dispatch.Answerer{Actor: "test", Via: dispatch.ViaCLI})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -53,7 +53,7 @@ func Provenance(r *Record) ([]byte, error) {
 		"repo":         r.Repo,
 		"revision":     r.Revision,
 		"inputs":       inputs,
-		"state":        r.State,
+		"state":        endState(r.State),
 		"reason":       r.Reason,
 		"products":     products,
 	}
@@ -66,6 +66,15 @@ func Provenance(r *Record) ([]byte, error) {
 		return nil, fmt.Errorf("dispatch %s manifest: %w", r.ID, err)
 	}
 	return b, nil
+}
+
+// endState is the state a dispatch ended in: an answered dispatch ended needs_input (its
+// terminal entry says so, and the manifest it names was written then).
+func endState(state string) string {
+	if state == StateAnswered {
+		return StateNeedsInput
+	}
+	return state
 }
 
 // ProvenanceDigest is "sha256:<hex>" of b.

@@ -16,7 +16,9 @@ import (
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-// States of a dispatch. accepted and started are live; the rest are terminal.
+// States of a dispatch. accepted and started are live; the rest are terminal. answered is the
+// one move a terminal state makes: a dispatch that needs input becomes answered, naming its
+// child, when its question is answered (once; [Records.Accept] of the child moves it).
 const (
 	StateAccepted   = "accepted"
 	StateStarted    = "started"
@@ -24,6 +26,7 @@ const (
 	StateNeedsInput = "needs_input"
 	StateFailed     = "failed"
 	StateCancelled  = "cancelled"
+	StateAnswered   = "answered"
 )
 
 // Failure reasons: a closed set.
@@ -50,12 +53,12 @@ const (
 var Reasons = []string{ReasonWorkerFailed, ReasonProviderFailed, ReasonTimeout, ReasonCancelled, ReasonFetchFailed, ReasonIntegrityFailed, ReasonDenied, ReasonLost, ReasonLimitExceeded, ReasonBudgetExceeded}
 
 // Events are the lifecycle vocabulary: closed, and the same words as the states they enter.
-var Events = []string{StateAccepted, StateStarted, StateFinished, StateNeedsInput, StateFailed, StateCancelled}
+var Events = []string{StateAccepted, StateStarted, StateFinished, StateNeedsInput, StateFailed, StateCancelled, StateAnswered}
 
 // IsTerminal reports whether state is final.
 func IsTerminal(state string) bool {
 	switch state {
-	case StateFinished, StateNeedsInput, StateFailed, StateCancelled:
+	case StateFinished, StateNeedsInput, StateFailed, StateCancelled, StateAnswered:
 		return true
 	}
 	return false
@@ -127,8 +130,21 @@ type Record struct {
 	// Approvals are the dispatch's held calls in order, pending and decided.
 	Approvals []Approval `json:"approvals,omitempty"`
 
+	// RunID and TaskID name the run and task whose attempt this is ("" for a dispatch a
+	// person or an MCP client started): a run's attempt is answered through its run.
+	RunID  string `json:"run_id,omitempty"`
+	TaskID string `json:"task_id,omitempty"`
+	// ChildID is the dispatch that answers this one's question (state answered), AnsweredBy
+	// who answered it and AnsweredAt when. A question is answered once; a later answer is
+	// refused naming these ([AnsweredError]).
+	ChildID    string     `json:"child_id,omitempty"`
+	AnsweredBy string     `json:"answered_by,omitempty"`
+	AnsweredAt *time.Time `json:"answered_at,omitempty"`
+
 	supervisor      string
 	cancelRequested bool
+	// answer is set on a child being accepted: who answers its parent, and the answer's hash.
+	answer *answerNote
 }
 
 // Duration marshals as a Go duration string ("30m0s").
@@ -221,20 +237,21 @@ var ErrExists = errors.New("dispatch already recorded")
 const recordColumns = `id, state, reason, detail, exit_code, subagent, subagent_digest, envs, target, sandbox,
 network, input_digest, repo, revision, timeout_ms, parent_id, actor, provider_task_id, supervisor,
 cancel_requested, callback_url, created_at, started_at, ended_at, isolation, result, inputs, grants, workspace, net,
-runtime_binary, budget, usage, trace_id, trace_span, trace_parent`
+runtime_binary, budget, usage, trace_id, trace_span, trace_parent, run_id, task_id, child_id, answered_by, answered_at`
 
 type scanner interface{ Scan(...any) error }
 
 func scanRecord(row scanner) (*Record, error) {
 	var r Record
 	var exit sql.NullInt64
-	var envs, created, started, ended, result, inputs, grants, netStats, runtimeBin, budgetJSON, usageJSON string
+	var envs, created, started, ended, result, inputs, grants, netStats, runtimeBin, budgetJSON, usageJSON, answeredAt string
 	var timeoutMS int64
 	if err := row.Scan(&r.ID, &r.State, &r.Reason, &r.Detail, &exit, &r.Subagent, &r.SubagentDigest, &envs,
 		&r.Target, &r.Sandbox, &r.Network, &r.InputDigest, &r.Repo, &r.Revision, &timeoutMS, &r.ParentID,
 		&r.Actor, &r.ProviderTaskID, &r.supervisor, &r.cancelRequested, &r.CallbackURL, &created, &started,
 		&ended, &r.Isolation, &result, &inputs, &grants, &r.Workspace, &netStats,
-		&runtimeBin, &budgetJSON, &usageJSON, &r.TraceID, &r.TraceSpan, &r.TraceParent); err != nil {
+		&runtimeBin, &budgetJSON, &usageJSON, &r.TraceID, &r.TraceSpan, &r.TraceParent,
+		&r.RunID, &r.TaskID, &r.ChildID, &r.AnsweredBy, &answeredAt); err != nil {
 		return nil, err
 	}
 	if exit.Valid {
@@ -284,7 +301,7 @@ func scanRecord(row scanner) (*Record, error) {
 	if r.CreatedAt, err = time.Parse(time.RFC3339Nano, created); err != nil {
 		return nil, fmt.Errorf("dispatch %s: bad time: %w", r.ID, err)
 	}
-	r.StartedAt, r.EndedAt = parseOptTime(started), parseOptTime(ended)
+	r.StartedAt, r.EndedAt, r.AnsweredAt = parseOptTime(started), parseOptTime(ended), parseOptTime(answeredAt)
 	if result != "" {
 		r.Result = &Result{}
 		if err := json.Unmarshal([]byte(result), r.Result); err != nil {

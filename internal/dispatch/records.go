@@ -69,7 +69,8 @@ const tsLayout = "2006-01-02T15:04:05.000000000Z07:00"
 func ts(t time.Time) string { return t.UTC().Format(tsLayout) }
 
 // Accept writes r in state accepted, with its event and audit entry. Nothing may start
-// before it returns.
+// before it returns. A child (r.ParentID set) also moves its parent from needs_input to
+// answered in the same transaction; a parent already answered refuses it ([AnsweredError]).
 func (s *Records) Accept(ctx context.Context, r *Record) error {
 	r.State = StateAccepted
 	r.CreatedAt = s.now().UTC()
@@ -99,17 +100,23 @@ func (s *Records) Accept(ctx context.Context, r *Record) error {
 		_, err := tx.ExecContext(ctx, `
 INSERT INTO dispatches(id, state, subagent, subagent_digest, envs, target, sandbox, network, input_digest,
 	repo, revision, timeout_ms, parent_id, actor, callback_url, created_at, supervisor, inputs, grants, workspace, budget,
-	trace_id, trace_span, trace_parent)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	trace_id, trace_span, trace_parent, run_id, task_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.State, r.Subagent, r.SubagentDigest, string(envs), r.Target, r.Sandbox, r.Network, r.InputDigest,
 			r.Repo, r.Revision, time.Duration(r.Timeout).Milliseconds(), r.ParentID, r.Actor, r.CallbackURL, ts(r.CreatedAt),
 			selfSupervisor(), string(inputs), string(grants), r.Workspace, string(budgetJSON),
-			r.TraceID, r.TraceSpan, r.TraceParent)
+			r.TraceID, r.TraceSpan, r.TraceParent, r.RunID, r.TaskID)
 		if store.IsUniqueViolation(err) {
 			return fmt.Errorf("record dispatch %s: %w", r.ID, ErrExists)
 		}
 		if err != nil {
 			return fmt.Errorf("record dispatch %s: %w", r.ID, err)
+		}
+		if r.ParentID != "" {
+			// The child and its parent's answer commit together, or neither does.
+			if err := s.answered(ctx, tx, r); err != nil {
+				return err
+			}
 		}
 		var inputRefs []any
 		for _, in := range r.Inputs {

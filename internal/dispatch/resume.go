@@ -1,9 +1,9 @@
 package dispatch
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"github.com/agora-dev/agora/internal/budget"
 	"time"
 
@@ -12,10 +12,26 @@ import (
 
 // ResumeRequest is the request that answers parent, a dispatch that needs input: the same
 // pinned subagent, env bundles, target, workspace and revision, and the parent's input plus
-// "agora_resume": {question, answer, partial_state}.
-func (d *Dispatcher) ResumeRequest(parent *Record, answer, actor string) (Request, error) {
-	if parent.State != StateNeedsInput || parent.Result == nil || parent.Result.NeedsInput == nil {
-		return Request{}, fmt.Errorf("dispatch %s is %s; only a dispatch that needs input can be resumed", parent.ID, parent.State)
+// "agora_resume": {question, answer, partial_state}. by says who answers through which door;
+// a refusal (by may not answer parent, or parent does not wait for an answer, or was answered
+// already) is recorded in the audit log as dispatch.resume.refused before it is returned. The
+// answer is taken, once, when [Dispatcher.Accept] records the child.
+func (d *Dispatcher) ResumeRequest(ctx context.Context, parent *Record, answer string, by Answerer) (Request, error) {
+	if err := mayAnswer(parent, by); err != nil {
+		return Request{}, d.refuseAnswer(ctx, parent.ID, by, err)
+	}
+	switch {
+	case parent.State == StateAnswered && !(by.Via == ViaOrch && by.RunID != "" && by.RunID == parent.RunID):
+		at := time.Time{}
+		if parent.AnsweredAt != nil {
+			at = *parent.AnsweredAt
+		}
+		return Request{}, d.refuseAnswer(ctx, parent.ID, by, &AnsweredError{Parent: parent.ID, By: parent.AnsweredBy, At: at, Child: parent.ChildID})
+	case parent.State == StateAnswered:
+		// The run answers its attempt again (a retried task); Accept checks the child it
+		// fired before has ended.
+	case parent.State != StateNeedsInput || parent.Result == nil || parent.Result.NeedsInput == nil:
+		return Request{}, d.refuseAnswer(ctx, parent.ID, by, &answerStateError{id: parent.ID, state: parent.State})
 	}
 	raw, err := d.Blobs.Get(parent.InputDigest, wire.MaxInputJSON)
 	if err != nil {
@@ -46,7 +62,8 @@ func (d *Dispatcher) ResumeRequest(parent *Record, answer, actor string) (Reques
 	req := Request{
 		Subagent: parent.Subagent + "@" + string(parent.SubagentDigest), Envs: envs, Target: parent.Target,
 		Input: b, Repo: parent.Repo, Revision: parent.Revision, Timeout: time.Duration(parent.Timeout),
-		ParentID: parent.ID, Actor: actor, CallbackURL: parent.CallbackURL,
+		ParentID: parent.ID, Actor: by.Actor, CallbackURL: parent.CallbackURL,
+		RunID: by.RunID, TaskID: by.TaskID, answer: &answerNote{by: by, sum: answerSum(answer)},
 	}
 	if parent.Workspace != "" {
 		// The same workspace version at the same commit, checked again against its patterns.

@@ -145,4 +145,23 @@ ALTER TABLE dispatches ADD COLUMN trace_id TEXT NOT NULL DEFAULT '';
 ALTER TABLE dispatches ADD COLUMN trace_span TEXT NOT NULL DEFAULT '';
 ALTER TABLE dispatches ADD COLUMN trace_parent TEXT NOT NULL DEFAULT '';
 `,
+}, {
+	Name: "dispatch answers",
+	SQL: `
+-- A run's attempt names its run and task (answered and cancelled through the run, never over
+-- MCP); a dispatch that needed input and was answered (state answered) names its one child,
+-- who answered and when, written with the child's row and the dispatch.answered entry in one
+-- transaction, so two answers cannot both win. Attempts recorded before this column existed
+-- carry their run in the actor ("USER via orch/RUN/TASK"; run and task ids hold no '/').
+ALTER TABLE dispatches ADD COLUMN run_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE dispatches ADD COLUMN task_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE dispatches ADD COLUMN child_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE dispatches ADD COLUMN answered_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE dispatches ADD COLUMN answered_at TEXT NOT NULL DEFAULT '';
+CREATE INDEX dispatches_parent ON dispatches(parent_id) WHERE parent_id != '';
+UPDATE dispatches SET
+	run_id = substr(substr(actor, instr(actor, ' via orch/') + 10), 1, instr(substr(actor, instr(actor, ' via orch/') + 10), '/') - 1),
+	task_id = substr(substr(actor, instr(actor, ' via orch/') + 10), instr(substr(actor, instr(actor, ' via orch/') + 10), '/') + 1)
+WHERE instr(actor, ' via orch/') > 0 AND instr(substr(actor, instr(actor, ' via orch/') + 10), '/') > 1;
+`,
 }}

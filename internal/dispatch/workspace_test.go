@@ -162,7 +162,7 @@ func TestResume_InheritsWorkspace(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(r.dir, "VERSION"), []byte("three\n"), 0o644)
 	gitT(t, r.dir, "commit", "-q", "-am", "three")
-	req, err := e.d.ResumeRequest(parent, "this", "test")
+	req, err := e.d.ResumeRequest(t.Context(), parent, "this", dispatch.Answerer{Actor: "test", Via: dispatch.ViaCLI})
 	if err != nil {
 		t.Fatal(err)
 	}

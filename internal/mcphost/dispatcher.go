@@ -53,14 +53,37 @@ func (m *Dispatcher) Get(ctx context.Context, id string) (*mcpserver.Record, err
 	if err := m.sup.Reap(ctx); err != nil {
 		return nil, err
 	}
-	rec, err := m.d.Records.Get(ctx, id)
+	rec, err := m.visible(ctx, id)
 	if err != nil {
-		return nil, dispatchError(err)
+		return nil, err
 	}
 	return m.ended.put(record(rec)), nil
 }
 
+// visible returns the record of id if an MCP client may see it: never one on a repository
+// path a person gave on the host's command line (no MCP client could have started it, and its
+// patch, outputs and logs are that repository's).
+func (m *Dispatcher) visible(ctx context.Context, id string) (*dispatch.Record, error) {
+	rec, err := m.d.Records.Get(ctx, id)
+	if err != nil {
+		return nil, dispatchError(err)
+	}
+	if err := dispatch.MCPHidden(rec); err != nil {
+		return nil, dispatchError(err)
+	}
+	return rec, nil
+}
+
+// Cancel cancels a dispatch an MCP client could have started; a run's attempt is cancelled
+// through its run, on the host.
 func (m *Dispatcher) Cancel(ctx context.Context, id string) (*mcpserver.Record, error) {
+	cur, err := m.visible(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := dispatch.MCPReadOnly(cur); err != nil {
+		return nil, dispatchError(err)
+	}
 	rec, err := m.d.Cancel(ctx, id)
 	if err != nil {
 		return nil, dispatchError(err)
@@ -68,9 +91,11 @@ func (m *Dispatcher) Cancel(ctx context.Context, id string) (*mcpserver.Record, 
 	return m.ended.put(record(rec)), nil
 }
 
-// Resume starts the linked child of the dispatch id in needs_input, with answer: what
-// `agora dispatch resume` does, recorded with actor.
-func (m *Dispatcher) Resume(ctx context.Context, id, answer, actor string) (*mcpserver.Record, error) {
+// Resume answers, for client p, the question of the dispatch id in needs_input: what `agora
+// dispatch resume` does, recorded with the client as the actor and its ceiling as the role.
+// The dispatcher refuses, and audits as refused, what p could not have dispatched itself and
+// a question answered already.
+func (m *Dispatcher) Resume(ctx context.Context, p mcpserver.Principal, id, answer string) (*mcpserver.Record, error) {
 	if err := m.sup.Reap(ctx); err != nil {
 		return nil, err
 	}
@@ -78,9 +103,10 @@ func (m *Dispatcher) Resume(ctx context.Context, id, answer, actor string) (*mcp
 	if err != nil {
 		return nil, dispatchError(err)
 	}
-	req, err := m.d.ResumeRequest(parent, answer, actor)
+	req, err := m.d.ResumeRequest(ctx, parent, answer, dispatch.Answerer{
+		Actor: "mcp:" + p.Client, Via: dispatch.ViaMCP, Role: p.Ceiling.String()})
 	if err != nil {
-		return nil, &mcpserver.RequestError{Msg: err.Error()}
+		return nil, dispatchError(err)
 	}
 	rec, err := m.d.Accept(ctx, req)
 	if err != nil {

@@ -6,9 +6,10 @@ import (
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
-// endedRecords keeps the last records seen in a terminal state. A terminal record never
-// changes again (exactly one terminal state is recorded, and nothing is added after it), so an
-// orchestrator re-reading a finished dispatch costs no database read.
+// endedRecords keeps the last records seen in a final state. A final record never changes
+// again (exactly one terminal state is recorded, nothing is added after it, and only
+// needs_input, which is not kept here, moves on to answered), so an orchestrator re-reading a
+// finished dispatch costs no database read.
 type endedRecords struct {
 	mu    sync.Mutex
 	byID  map[string]*mcpserver.Record // guarded by mu
@@ -24,7 +25,8 @@ func (c *endedRecords) get(id string) *mcpserver.Record {
 }
 
 func (c *endedRecords) put(r *mcpserver.Record) *mcpserver.Record {
-	if !r.Done {
+	if !r.Final() {
+		// Live, or waiting for an answer that will move it to answered.
 		return r
 	}
 	c.mu.Lock()

@@ -14,8 +14,8 @@ import (
 
 // Orchestrator is the MCP server's orchestrator port: the service's client, limited to
 // submit, status and watch. A plan submitted over MCP names no repository: it reaches code
-// only through its workspace (catalog workspaces are provisioned by people), and a run's
-// repository path, which a person may have given on the command line, is never shown.
+// only through its workspace (catalog workspaces are provisioned by people), and a run on a
+// repository path a person gave on the command line is not shown at all.
 type Orchestrator struct{ c *client.Client }
 
 var _ mcpserver.Orchestrator = (*Orchestrator)(nil)
@@ -46,17 +46,35 @@ func withoutPath(r api.Run) api.Run {
 	return r
 }
 
+// hiddenRun returns why an MCP client may not see run r, or nil: a run on a repository path a
+// person gave on the host's command line (agora orch submit --repo) is one no MCP client could
+// have submitted, and its tasks' questions, details and patches are that repository's.
+func hiddenRun(r api.Run) error {
+	if r.Repo != "" && r.Workspace == "" {
+		return &mcpserver.RequestError{Msg: fmt.Sprintf("run %s works on a repository path given on the host's command line "+
+			"(agora orch submit --repo); over MCP only runs on a workspace, or on none, can be seen", r.ID)}
+	}
+	return nil
+}
+
 func (o *Orchestrator) Status(ctx context.Context, runID string) (json.RawMessage, error) {
 	r, err := o.c.Status(ctx, runID)
 	if err != nil {
 		return nil, orchError(err)
 	}
+	if err := hiddenRun(r); err != nil {
+		return nil, err
+	}
 	return json.Marshal(withoutPath(r))
 }
 
 // Watch waits until the run's state changes from what it was at the call, or it ends, or the
-// timeout passes, and returns its status then.
+// timeout passes, and returns its status then. A run an MCP client may not see is refused
+// before anything is watched.
 func (o *Orchestrator) Watch(ctx context.Context, runID string, timeout time.Duration) (json.RawMessage, error) {
+	if _, err := o.Status(ctx, runID); err != nil {
+		return nil, err
+	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var first, last *api.Run

@@ -23,6 +23,8 @@ func record(r *dispatch.Record) *mcpserver.Record {
 	if r.Workspace != "" {
 		out.Workspace, out.Revision = r.Workspace, r.Revision
 	}
+	out.ChildID, out.AnsweredBy, out.AnsweredAt = r.ChildID, r.AnsweredBy, r.AnsweredAt
+	out.RunID, out.TaskID = r.RunID, r.TaskID
 	if n := r.Net; n != nil {
 		out.Net = &mcpserver.Net{Reached: n.Reached, Refused: n.Refused, BytesUp: n.BytesUp, BytesDown: n.BytesDown}
 	}

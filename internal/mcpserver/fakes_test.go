@@ -33,7 +33,8 @@ type fakeDispatcher struct {
 	content map[string][]byte
 }
 
-func (d *fakeDispatcher) Resume(ctx context.Context, id, answer, actor string) (*mcpserver.Record, error) {
+func (d *fakeDispatcher) Resume(ctx context.Context, p mcpserver.Principal, id, answer string) (*mcpserver.Record, error) {
+	actor := "mcp:" + p.Client
 	if d.resume == nil {
 		return nil, errUnexpected
 	}

@@ -111,7 +111,7 @@ func (s *Server) dispatch(ctx context.Context, p Principal, a dispatchArgs) (any
 		wait = time.Duration(*a.WaitSeconds) * time.Second
 	}
 	if a.Resume != nil {
-		r, err := s.cfg.Dispatcher.Resume(ctx, a.Resume.Dispatch, a.Resume.Answer, "mcp:"+p.Client)
+		r, err := s.cfg.Dispatcher.Resume(ctx, p, a.Resume.Dispatch, a.Resume.Answer)
 		if err != nil {
 			return nil, notFound(err, "dispatch", a.Resume.Dispatch)
 		}
@@ -182,10 +182,10 @@ func (s *Server) dispatchDescribe(ctx context.Context, _ Principal, a idArgs) (a
 	if err != nil {
 		return nil, notFound(err, "dispatch", a.ID)
 	}
-	if !r.Done {
+	if !r.Final() {
 		return s.result(ctx, r), nil
 	}
-	// A terminal dispatch never changes: its answer is encoded (and masked) once.
+	// A final dispatch never changes: its answer is encoded (and masked) once.
 	if b, ok := s.resultCache.encoded(r.ID); ok {
 		return encoded(b), nil
 	}

@@ -39,18 +39,23 @@ type DispatchRequest struct {
 // Dispatch records the dispatch and hands it to a supervisor that outlives the MCP session (a
 // detached process), then returns the record once the worker has started or the dispatch has
 // already ended (a denial ends it at once). Get and Cancel work on any dispatch, whoever
-// started it. A request the dispatcher refuses MUST come back as a [*RequestError]; an unknown
-// id as an error matching [ErrNotFound].
+// started it, except as Resume says. A request the dispatcher refuses MUST come back as a
+// [*RequestError]; an unknown id as an error matching [ErrNotFound].
 //
-// Resume starts the linked child of a dispatch in needs_input with answer, exactly like
-// `agora dispatch resume`. Content returns stored content by its digest, checked against
+// Resume answers, for client p (recorded as "mcp:" + its name, with its ceiling), the question
+// of a dispatch in needs_input: it starts the linked child exactly like `agora dispatch
+// resume`, and MUST refuse (audited, as a [*RequestError]) what p could not have dispatched
+// itself (a dispatch on a repository path a person gave, a run's attempt) and a question that
+// was answered already, naming that answer. Get MUST refuse a dispatch no MCP client could
+// have started (on such a repository path) the same way, and Cancel also a run's attempt.
+// Content returns stored content by its digest, checked against
 // it, refusing (with an error) more than max bytes: the server asks only for digests a
 // Record it was given names.
 type Dispatcher interface {
 	Dispatch(ctx context.Context, req DispatchRequest) (*Record, error)
 	Get(ctx context.Context, id string) (*Record, error)
 	Cancel(ctx context.Context, id string) (*Record, error)
-	Resume(ctx context.Context, id, answer, actor string) (*Record, error)
+	Resume(ctx context.Context, p Principal, id, answer string) (*Record, error)
 	Content(ctx context.Context, digest string, max int64) ([]byte, error)
 }
 
@@ -99,33 +104,43 @@ func (e *RequestError) Error() string { return e.Msg }
 // callback URL and no partial state: the adapter fills only these fields, and the server scrubs
 // Detail before it leaves.
 type Record struct {
-	ID             string      `json:"id"`
-	State          string      `json:"state"`
-	Done           bool        `json:"done"` // the state is terminal
-	Reason         string      `json:"reason,omitempty"`
-	Detail         string      `json:"detail,omitempty"`
-	ExitCode       *int        `json:"exit_code,omitempty"`
-	Subagent       string      `json:"subagent"` // NAME@sha256:HEX
-	Envs           []string    `json:"envs"`     // NAME@sha256:HEX each
-	Target         string      `json:"target"`
-	Sandbox        string      `json:"sandbox"`
-	Network        string      `json:"network"`
-	Isolation      string      `json:"isolation,omitempty"`
-	InputDigest    string      `json:"input_digest"`
-	TimeoutSeconds int64       `json:"timeout_seconds"`
-	ParentID       string      `json:"parent_id,omitempty"`
-	Actor          string      `json:"actor"`
-	CreatedAt      time.Time   `json:"created_at"`
-	StartedAt      *time.Time  `json:"started_at,omitempty"`
-	EndedAt        *time.Time  `json:"ended_at,omitempty"`
-	Patch          *Artifact   `json:"patch,omitempty"`
-	Outputs        []Output    `json:"outputs"`
-	Stdout         *Artifact   `json:"stdout,omitempty"`
-	Stderr         *Artifact   `json:"stderr,omitempty"`
-	Transcript     *Artifact   `json:"transcript,omitempty"`
-	Truncated      []string    `json:"truncated,omitempty"`
-	NeedsInput     *NeedsInput `json:"needs_input,omitempty"`
-	Events         []Event     `json:"events"`
+	ID             string   `json:"id"`
+	State          string   `json:"state"`
+	Done           bool     `json:"done"` // the state is terminal
+	Reason         string   `json:"reason,omitempty"`
+	Detail         string   `json:"detail,omitempty"`
+	ExitCode       *int     `json:"exit_code,omitempty"`
+	Subagent       string   `json:"subagent"` // NAME@sha256:HEX
+	Envs           []string `json:"envs"`     // NAME@sha256:HEX each
+	Target         string   `json:"target"`
+	Sandbox        string   `json:"sandbox"`
+	Network        string   `json:"network"`
+	Isolation      string   `json:"isolation,omitempty"`
+	InputDigest    string   `json:"input_digest"`
+	TimeoutSeconds int64    `json:"timeout_seconds"`
+	ParentID       string   `json:"parent_id,omitempty"`
+	// ChildID is the dispatch that answers this one's question, once one did (state
+	// answered); AnsweredBy and AnsweredAt say who answered and when. A question is answered
+	// once: a later answer is refused naming these.
+	ChildID    string     `json:"child_id,omitempty"`
+	AnsweredBy string     `json:"answered_by,omitempty"`
+	AnsweredAt *time.Time `json:"answered_at,omitempty"`
+	// RunID and TaskID name the run and task whose attempt this is: it is answered and
+	// cancelled through its run, on the host, never over MCP.
+	RunID      string      `json:"run_id,omitempty"`
+	TaskID     string      `json:"task_id,omitempty"`
+	Actor      string      `json:"actor"`
+	CreatedAt  time.Time   `json:"created_at"`
+	StartedAt  *time.Time  `json:"started_at,omitempty"`
+	EndedAt    *time.Time  `json:"ended_at,omitempty"`
+	Patch      *Artifact   `json:"patch,omitempty"`
+	Outputs    []Output    `json:"outputs"`
+	Stdout     *Artifact   `json:"stdout,omitempty"`
+	Stderr     *Artifact   `json:"stderr,omitempty"`
+	Transcript *Artifact   `json:"transcript,omitempty"`
+	Truncated  []string    `json:"truncated,omitempty"`
+	NeedsInput *NeedsInput `json:"needs_input,omitempty"`
+	Events     []Event     `json:"events"`
 
 	// Workspace is the workspace version the dispatch works on (NAME@sha256:HEX) and Revision
 	// the commit it resolved to; the repository's path is never part of a Record.
@@ -205,6 +220,10 @@ type Event struct {
 	Kind string    `json:"kind"`
 	At   time.Time `json:"at"`
 }
+
+// Final reports whether r will never change again: it ended, and not in needs_input (which an
+// answer moves to answered).
+func (r *Record) Final() bool { return r.Done && r.State != "needs_input" }
 
 // public returns a copy of r fit to send: Detail scrubbed, lists never null.
 func (s *Server) public(r *Record) *Record {

@@ -94,6 +94,7 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 	req := dispatch.Request{
 		ID: a.DispatchID, Subagent: a.Subagent, Envs: a.Env, Target: a.Target, Input: a.Input,
 		Repo: a.Repo, Revision: a.Revision, Timeout: a.Timeout, Actor: a.Actor,
+		RunID: a.RunID, TaskID: a.TaskID,
 	}
 	if a.Workspace != "" {
 		// The pinned workspace version and commit; the dispatcher resolves its repository.
@@ -104,7 +105,10 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 		if err != nil {
 			return nil, err
 		}
-		resumed, err := x.D.ResumeRequest(parent, a.Answer, a.Actor)
+		// The run answers its own attempt; the dispatcher records the answer on the parent
+		// with the attempt, and refuses a parent answered otherwise.
+		resumed, err := x.D.ResumeRequest(ctx, parent, a.Answer, dispatch.Answerer{
+			Actor: a.Actor, Via: dispatch.ViaOrch, RunID: a.RunID, TaskID: a.TaskID})
 		if err != nil {
 			return nil, &dispatch.RequestError{Err: err}
 		}
@@ -134,7 +138,8 @@ func outcome(r *dispatch.Record) orch.Outcome {
 	switch r.State {
 	case dispatch.StateFinished:
 		o.State = api.TaskSucceeded
-	case dispatch.StateNeedsInput:
+	case dispatch.StateNeedsInput, dispatch.StateAnswered:
+		// An answered dispatch ended needs_input; its answer is another attempt.
 		o.State = api.TaskNeedsInput
 		if r.Result != nil && r.Result.NeedsInput != nil {
 			o.Question = r.Result.NeedsInput.Question
