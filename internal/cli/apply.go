@@ -164,6 +164,7 @@ func printPlan(f *Factory, changes []provision.Change) {
 			for _, line := range bindingChanges(c.PreviousBindings, c.Bindings) {
 				fmt.Fprintf(f.IO.Out, "    %s\n", line)
 			}
+			printApproveNotes(f.IO.Out, "    note: ", c.ApproveNotes)
 		}
 	}
 	fmt.Fprintf(f.IO.Out, "Plan: %d to create, %d new version(s), %d to retire, %d unchanged.\n",

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/grant"
 )
 
 func newCapabilityCmd(f *Factory) *cobra.Command {
@@ -65,11 +66,17 @@ DIR may hold a capability.yaml:
                                                 # from the mount, in the workspace
   network: none                                 # none (default) or egress
   overlay: [".claude/**", CLAUDE.md]            # files also placed in the workspace
+  approve: [write_file, {command: "git push *"}] # calls a person must approve first
 
 Overlay patterns are relative paths; * matches within one path segment, a ** segment any
 number of them. A dispatch whose repository already has an overlaid path (or whose two
 capabilities overlay the same one) is refused before it is recorded, naming both; the
 overlaid files never appear in the patch, whatever the agent does to them.
+
+An approve command rule holds every call agora reads as that operation (global options,
+aliases, wrappers such as env and sh -c included) and every call it cannot read; what it
+cannot see (a push from a Makefile's recipe, git's hooks and config files, an option spelt
+otherwise) is printed as notes on registration and by 'agora capability show'.
 
 Every file is scanned for credentials; a hit refuses the registration. Registering content
 identical to the latest version does nothing; content equal to an older version makes it the
@@ -98,6 +105,8 @@ latest again. The total size is capped (catalog.capability_max_size, default 50 
 type capabilityShow struct {
 	catalog.Version
 	Files []capabilityFile `json:"files"`
+	// ApproveNotes say what the capability's approve rules cannot see.
+	ApproveNotes []string `json:"approve_notes,omitempty"`
 }
 
 type capabilityFile struct {
@@ -123,6 +132,9 @@ func capabilityShowRun(ctx context.Context, opts *refOptions) error {
 		return err
 	}
 	out := capabilityShow{Version: v, Files: []capabilityFile{}}
+	if v.Meta.Grants != nil {
+		out.ApproveNotes = grant.ApproveNotes(v.Meta.Grants.Set)
+	}
 	for _, fl := range files {
 		out.Files = append(out.Files, capabilityFile{Path: fl.Path, Size: fl.Size, Mode: fmt.Sprintf("%04o", fl.Mode), Target: fl.LinkTarget})
 	}
@@ -148,9 +160,14 @@ func printCapability(w io.Writer, out capabilityShow, total int64) {
 		fmt.Fprintf(w, "tools:       %s\n", orDash(strings.Join(g.Tools, ", ")))
 		fmt.Fprintf(w, "commands:    %s\n", orDash(quoteAll(g.Commands)))
 		fmt.Fprintf(w, "egress:      %s\n", orDash(strings.Join(ruleStrings(g.Egress), ", ")))
+		fmt.Fprintf(w, "approve:     %s\n", orDash(approveStrings(g.Approve)))
 		fmt.Fprintf(w, "network:     %s\n", g.Network)
 		fmt.Fprintf(w, "setup:       %s\n", orDash(g.Setup))
 		fmt.Fprintf(w, "overlay:     %s\n", orDash(quoteAll(g.Overlay)))
+	}
+	if len(out.ApproveNotes) > 0 {
+		fmt.Fprintln(w, "approve rules cannot see:")
+		printApproveNotes(w, "  ", out.ApproveNotes)
 	}
 	if len(v.Meta.AllowedCredentialPatterns) > 0 {
 		fmt.Fprintf(w, "scanner opt-outs: %s\n", strings.Join(v.Meta.AllowedCredentialPatterns, ", "))
@@ -163,6 +180,15 @@ func printCapability(w io.Writer, out capabilityShow, total int64) {
 			fmt.Fprintf(w, "  %s  %s  %d\n", fl.Mode, fl.Path, fl.Size)
 		}
 	}
+}
+
+// approveStrings is approve rules as people read them, comma-separated.
+func approveStrings(rules []grant.ApproveRule) string {
+	out := make([]string, len(rules))
+	for i, r := range rules {
+		out[i] = r.String()
+	}
+	return strings.Join(out, ", ")
 }
 
 func quoteAll(ss []string) string {

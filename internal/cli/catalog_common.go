@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,12 +17,15 @@ import (
 type registerResult struct {
 	Action  string          `json:"action"`
 	Version catalog.Version `json:"version"`
+	// ApproveNotes say what the capability's approve rules cannot see.
+	ApproveNotes []string `json:"approve_notes,omitempty"`
 }
 
 func printRegistered(f *Factory, format string, c provision.Change, v catalog.Version) error {
 	if format == formatJSON {
-		return writeJSON(f.IO.Out, registerResult{Action: c.Action, Version: v})
+		return writeJSON(f.IO.Out, registerResult{Action: c.Action, Version: v, ApproveNotes: c.ApproveNotes})
 	}
+	defer printApproveNotes(f.IO.ErrOut, "agora: note: ", c.ApproveNotes)
 	switch c.Action {
 	case catalog.ActionUnchanged:
 		fmt.Fprintf(f.IO.ErrOut, "agora: %s %q unchanged: identical content is already the latest version\n", v.Kind, v.Name)
@@ -32,6 +36,13 @@ func printRegistered(f *Factory, format string, c provision.Change, v catalog.Ve
 	}
 	fmt.Fprintln(f.IO.Out, v.Ref())
 	return nil
+}
+
+// printApproveNotes writes what approve rules cannot see, a line each after prefix.
+func printApproveNotes(w io.Writer, prefix string, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintf(w, "%s%s\n", prefix, n)
+	}
 }
 
 // registerRun registers what prepare makes of the command line, with its audit entry, and

@@ -131,16 +131,11 @@ func (r ApproveRule) normal() ApproveRule {
 	return r
 }
 
-// Matches reports whether a call of tool with argv (run_command's, else nil) is one r holds.
+// Matches reports whether a call of tool with argv (run_command's, else nil) is one r holds:
+// every call that is not provably outside it ([ApproveRule.Outside]).
 func (r ApproveRule) Matches(tool string, argv []string) bool {
-	if r.Tool != "" {
-		return r.Tool == tool
-	}
-	if tool != "run_command" {
-		return false
-	}
-	p, err := ParseCommandPattern(r.Command)
-	return err == nil && p.Match(argv)
+	_, outside := r.Outside(tool, argv)
+	return !outside
 }
 
 // NeedsApproval returns the first of rules that holds a call of tool with argv

@@ -60,7 +60,7 @@ func TestNeedsApproval(t *testing.T) {
 		{"write_file", nil, true},
 		{"read_file", nil, false},
 		{"run_command", []string{"git", "push", "origin"}, true},
-		{"run_command", []string{"git", "push"}, false},
+		{"run_command", []string{"git", "push"}, true}, // a bare push pushes: * is no constraint in a rule
 		{"run_command", []string{"git", "status", "x"}, false},
 		{"http_fetch", []string{"git", "push", "origin"}, false},
 	}

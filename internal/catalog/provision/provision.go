@@ -21,6 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/digest"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/secret"
 	"github.com/agora-dev/agora/internal/store"
 )
@@ -97,7 +98,10 @@ type Change struct {
 	// secret may be sent before anyone applies it.
 	Bindings         map[string]catalog.Binding `json:"bindings,omitempty"`
 	PreviousBindings map[string]catalog.Binding `json:"previous_bindings,omitempty"`
-	pending          *Pending
+	// ApproveNotes say what a capability's approve rules cannot see ([grant.ApproveNotes]),
+	// so the person registering it reads them before anyone relies on the rules.
+	ApproveNotes []string `json:"approve_notes,omitempty"`
+	pending      *Pending
 }
 
 // Plan works out what registering pendings (and, with prune, retiring every active name of a
@@ -158,6 +162,9 @@ type querier interface {
 
 func (w *Writer) planOne(ctx context.Context, q querier, p *Pending) (Change, error) {
 	c := Change{Kind: p.Kind, Name: p.Name, Digest: p.Digest, Bindings: p.Meta.Bindings, pending: p}
+	if p.Meta.Grants != nil {
+		c.ApproveNotes = grant.ApproveNotes(p.Meta.Grants.Set)
+	}
 	var head digest.Digest
 	var retired bool
 	err := q.QueryRowContext(ctx, `SELECT digest, retired FROM catalog_heads WHERE kind = ? AND name = ?`, p.Kind, p.Name).
