@@ -229,37 +229,41 @@ func (s *Server) orchestratorStatus(ctx context.Context, _ Principal, a runArgs)
 	if err != nil {
 		return nil, notFound(err, "run", a.RunID)
 	}
-	return runResult{Run: s.withOptions(ctx, run)}, nil
+	return runResult{Run: s.publicRun(ctx, run, true)}, nil
 }
 
-// withOptions adds, to each task of run that waits for an answer, the options its dispatch
-// offered (the service keeps the question; the dispatch record has both). A run it cannot
-// read, or a dispatch it cannot get, is left as it is.
-func (s *Server) withOptions(ctx context.Context, run json.RawMessage) json.RawMessage {
+// publicRun is run fit to send: each task's free text (a failure detail, a question) with
+// host paths masked as a dispatch's are, and, with options, each task that waits for an
+// answer given the options its dispatch offered (the service keeps the question; the dispatch
+// record has both; a dispatch it cannot get is left out). A run it cannot read becomes an
+// empty object rather than passing on unmasked.
+func (s *Server) publicRun(ctx context.Context, run json.RawMessage, options bool) json.RawMessage {
 	var doc map[string]any
 	if json.Unmarshal(run, &doc) != nil {
-		return run
+		s.log.Error("run document does not parse")
+		return json.RawMessage(`{}`)
 	}
 	tasks, _ := doc["tasks"].([]any)
-	changed := false
 	for _, t := range tasks {
 		task, _ := t.(map[string]any)
+		for _, k := range []string{"detail", "question"} {
+			if v, ok := task[k].(string); ok {
+				task[k] = s.scrub(v)
+			}
+		}
 		id, _ := task["dispatch_id"].(string)
-		if task["state"] != "needs_input" || id == "" {
+		if !options || task["state"] != "needs_input" || id == "" {
 			continue
 		}
 		r, err := s.cfg.Dispatcher.Get(ctx, id)
 		if err != nil || r.NeedsInput == nil || len(r.NeedsInput.Options) == 0 {
 			continue
 		}
-		task["options"], changed = r.NeedsInput.Options, true
-	}
-	if !changed {
-		return run
+		task["options"] = r.NeedsInput.Options
 	}
 	b, err := json.Marshal(doc)
 	if err != nil {
-		return run
+		return json.RawMessage(`{}`)
 	}
 	return b
 }
@@ -303,5 +307,5 @@ func (s *Server) orchestratorWatch(ctx context.Context, _ Principal, a watchArgs
 	if json.Unmarshal(run, &st) == nil {
 		progress(fmt.Sprintf("run %s: %s, %ds elapsed", a.RunID, st.State, int(time.Since(start).Seconds())))
 	}
-	return runResult{Run: run}, nil
+	return runResult{Run: s.publicRun(ctx, run, false)}, nil
 }

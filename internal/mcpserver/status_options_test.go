@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,5 +42,43 @@ func TestOrchestratorStatus_QuestionAndOptions(t *testing.T) {
 	decode(t, call(t, cs, "agora_orchestrator_status", map[string]any{"run_id": "run-1"}), &out)
 	if len(out.Run.Tasks) != 2 || out.Run.Tasks[0].Question != "Which color?" || len(out.Run.Tasks[0].Options) != 2 || out.Run.Tasks[1].Options != nil {
 		t.Errorf("status tasks = %+v", out.Run.Tasks)
+	}
+}
+
+// pathOrch has one run whose tasks' free text names host paths: a failure detail and a
+// question.
+type pathOrch struct{ fakeOrchestrator }
+
+func (pathOrch) Status(context.Context, string) (json.RawMessage, error) {
+	return json.RawMessage(`{"id":"run-1","state":"failed","tasks":[` +
+		`{"id":"a","state":"failed","reason":"denied","detail":"repository /tmp/TestX123/001/private-repo is not a directory"},` +
+		`{"id":"b","state":"needs_input","question":"overwrite /home/alice/src/app/.env?"}]}`), nil
+}
+
+func (pathOrch) Watch(ctx context.Context, id string, _ time.Duration) (json.RawMessage, error) {
+	return pathOrch{}.Status(ctx, id)
+}
+
+// agora_orchestrator_status and _watch mask host paths in a task's detail and question, as
+// describe does in a dispatch's (#26 finding 7's check of what MCP shows).
+func TestOrchestratorStatus_HostPathsMasked(t *testing.T) {
+	f := newFixture()
+	f.orch = &pathOrch{}
+	cs := f.stdio(t, mcpserver.Principal{Client: "tester", Ceiling: mcpserver.CeilingRead}, mcpserver.Limits{})
+	for _, tool := range []string{"agora_orchestrator_status", "agora_orchestrator_watch"} {
+		var doc any
+		if err := json.Unmarshal([]byte(text(call(t, cs, tool, map[string]any{"run_id": "run-1"}))), &doc); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(doc)
+		got := strings.NewReplacer(`\u003c`, "<", `\u003e`, ">").Replace(string(b))
+		for _, p := range []string{"/tmp/TestX123", "private-repo", "/home/alice"} {
+			if strings.Contains(got, p) {
+				t.Errorf("%s shows %q: %s", tool, p, got)
+			}
+		}
+		if !strings.Contains(got, "repository <path> is not a directory") || !strings.Contains(got, "overwrite <path>") {
+			t.Errorf("%s: the masked texts are missing: %s", tool, got)
+		}
 	}
 }
