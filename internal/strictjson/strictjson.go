@@ -68,6 +68,23 @@ func Unmarshal(b []byte, v any) error {
 	return dec.Decode(v)
 }
 
+// UnmarshalKnown is [Unmarshal] for documents that carry more than v reads (a protocol's
+// events, which gain fields over time): a key no struct of v's type names, not even under
+// case folding, is allowed and ignored. Everything else holds as for Unmarshal: b passes
+// [Check] (so no two keys of any object are equal under case folding, known or not), and a
+// key that matches a field only under case folding ("Cmd" for "cmd") is refused, at every
+// level, so every case-sensitive reader of b sees exactly the values v gets.
+func UnmarshalKnown(b []byte, v any) error {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return fmt.Errorf("strictjson: UnmarshalKnown needs a non-nil pointer, not %T", v)
+	}
+	if _, err := checkWith(b, shapeOf(rv.Type().Elem()), true); err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
 // Decode is [Unmarshal] of at most limit bytes; what names the document in errors
 // ("read manifest: ...").
 func Decode(what string, b []byte, limit int, v any) error {
@@ -82,7 +99,11 @@ func Decode(what string, b []byte, limit int, v any) error {
 
 // check returns the document's first delimiter ('{', '[') or 0 for a scalar. want, when not
 // nil, is the shape of the Go value it will be decoded into.
-func check(b []byte, want *shape) (json.Delim, error) {
+func check(b []byte, want *shape) (json.Delim, error) { return checkWith(b, want, false) }
+
+// checkWith is check; with open, a key no field of want's structs names (not even under case
+// folding) is allowed, and its value read with no shape.
+func checkWith(b []byte, want *shape, open bool) (json.Delim, error) {
 	if !utf8.Valid(b) {
 		return 0, errors.New("not valid UTF-8")
 	}
@@ -96,7 +117,7 @@ func check(b []byte, want *shape) (json.Delim, error) {
 		return 0, errors.New("data after the JSON document")
 	}
 	// b is one valid JSON document: the walk below relies on it and only looks at structure.
-	w := walker{b: b}
+	w := walker{b: b, open: open}
 	first, err := w.value(0, want)
 	if err != nil {
 		return 0, err
@@ -109,8 +130,9 @@ func check(b []byte, want *shape) (json.Delim, error) {
 // than json.Decoder tokens, which cost an allocation and a formatted error each and made
 // reading an audit bundle twice as slow.
 type walker struct {
-	b []byte
-	i int
+	b    []byte
+	i    int
+	open bool // unknown keys are allowed (UnmarshalKnown); near misses never are
 }
 
 func (w *walker) space() {
@@ -180,7 +202,10 @@ func (w *walker) object(depth int, want *shape) error {
 		var next *shape
 		if want != nil {
 			if next, err = want.field(k); err != nil {
-				return err
+				if !w.open || want.nearMiss(k) {
+					return err
+				}
+				next = nil
 			}
 		}
 		w.space()
@@ -378,6 +403,17 @@ func (s *shape) field(k string) (*shape, error) {
 		return nil, fmt.Errorf("unknown field %q (keys are case-sensitive: the field is %q)", clip(k), name)
 	}
 	return nil, fmt.Errorf("unknown field %q", clip(k))
+}
+
+// nearMiss reports whether k is not a field name of a struct shape but equals one under case
+// folding: encoding/json would read it into that field, a case-sensitive reader would not.
+func (s *shape) nearMiss(k string) bool {
+	if s.fields == nil {
+		return false
+	}
+	_, exact := s.fields[k]
+	_, folded := s.folded[foldKey(k)]
+	return folded && !exact
 }
 
 var (
