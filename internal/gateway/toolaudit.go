@@ -28,6 +28,12 @@ const (
 // valid only with phasePre, so no other report can claim it.
 const decisionRequested = "requested"
 
+// DecisionRanOutsideGrant is the decision of an action a runtime started before agora could
+// judge it (codex reports a command as it starts it) and that the grant does not allow: it
+// ran, or began to, outside the grant. It is valid only without a phase: it is a finding about
+// a call, never a refusal ("denied" says the call did not run) nor a call's outcome.
+const DecisionRanOutsideGrant = "ran-outside-grant"
+
 // maxCallIDLen bounds a reported call id.
 const maxCallIDLen = 128
 
@@ -55,11 +61,17 @@ func (t *toolAuditRequest) validate() error {
 		return fmt.Errorf("tool: %s", err)
 	}
 	switch t.Phase {
-	case "", phasePost:
+	case "":
+		switch t.Decision {
+		case decisionAllowed, decisionDenied, decisionError, DecisionRanOutsideGrant:
+		default:
+			return fmt.Errorf("decision: want %s, %s, %s or %s", decisionAllowed, decisionDenied, decisionError, DecisionRanOutsideGrant)
+		}
+	case phasePost:
 		switch t.Decision {
 		case decisionAllowed, decisionDenied, decisionError:
 		default:
-			return fmt.Errorf("decision: want %s, %s or %s", decisionAllowed, decisionDenied, decisionError)
+			return fmt.Errorf("decision: want %s, %s or %s with phase %s", decisionAllowed, decisionDenied, decisionError, phasePost)
 		}
 	case phasePre:
 		// Before the tool runs nothing can have been allowed yet, nor have failed.

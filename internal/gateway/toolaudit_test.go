@@ -58,7 +58,7 @@ func TestGateway_ToolAuditValidation(t *testing.T) {
 	for _, tc := range []struct {
 		name, body, msg string
 	}{
-		{"DecisionUnknown", with("decision", `"maybe"`), "decision: want allowed, denied or error"},
+		{"DecisionUnknown", with("decision", `"maybe"`), "decision: want allowed, denied, error or ran-outside-grant"},
 		{"DecisionMissing", with("decision", ""), "decision"},
 		{"HashUppercase", with("args_hash", `"sha256:`+strings.Repeat("A", 64)+`"`), "args_hash"},
 		{"HashShort", with("args_hash", `"sha256:abc"`), "args_hash"},
@@ -122,6 +122,7 @@ func TestGateway_ToolAuditPhases(t *testing.T) {
 		`{"tool":"Write","decision":"denied","reason":"not covered","args_hash":"` + testArgsHash + `","duration_ms":0,"phase":"pre","call_id":"toolu_02"}`,
 		`{"tool":"Read","decision":"denied","reason":"not loaded","args_hash":"` + testArgsHash + `","duration_ms":0,"call_id":"toolu_03"}`,
 		`{"tool":"read_file","decision":"allowed","reason":"","args_hash":"` + testArgsHash + `","duration_ms":1}`,
+		`{"tool":"exec_command","decision":"ran-outside-grant","reason":"outside","args_hash":"` + testArgsHash + `","duration_ms":0,"call_id":"item_0"}`,
 	} {
 		if resp, got := h.do(t, http.MethodPost, "/audit/tool", nil, body); resp.StatusCode != http.StatusNoContent {
 			t.Fatalf("%s: got %d %q, want 204", body, resp.StatusCode, got)
@@ -141,6 +142,7 @@ func TestGateway_ToolAuditPhases(t *testing.T) {
 		entry("Write", "denied", "not covered", 0, "phase", "pre", "call_id", "toolu_02"),
 		entry("Read", "denied", "not loaded", 0, "call_id", "toolu_03"),
 		entry("read_file", "allowed", "", 1),
+		entry("exec_command", "ran-outside-grant", "outside", 0, "call_id", "item_0"),
 	}
 	if diff := cmp.Diff(want, h.audit.ofKind(KindToolCall)); diff != "" {
 		t.Errorf("tool.call records (-want +got):\n%s", diff)
@@ -164,8 +166,12 @@ func TestGateway_ToolAuditPhaseValidation(t *testing.T) {
 	for _, tc := range []struct {
 		name, body, msg string
 	}{
-		{"RequestedWithoutPhase", body("requested", "-", "toolu_1"), "decision: want allowed, denied or error"},
-		{"RequestedAfterTheCall", body("requested", "post", "toolu_1"), "decision: want allowed, denied or error"},
+		{"RequestedWithoutPhase", body("requested", "-", "toolu_1"), "decision: want allowed, denied, error or ran-outside-grant"},
+		{"RequestedAfterTheCall", body("requested", "post", "toolu_1"), "decision: want allowed, denied or error with phase post"},
+		// ran-outside-grant is a finding about a call agora could not judge before it ran:
+		// never a call's outcome after a pre report, nor a pre report itself.
+		{"RanOutsideGrantAsOutcome", body(DecisionRanOutsideGrant, "post", "toolu_1"), "decision: want allowed, denied or error with phase post"},
+		{"RanOutsideGrantBeforeTheCall", body(DecisionRanOutsideGrant, "pre", "toolu_1"), "decision: want requested or denied with phase pre"},
 		{"AllowedBeforeTheCall", body("allowed", "pre", "toolu_1"), "decision: want requested or denied with phase pre"},
 		{"ErrorBeforeTheCall", body("error", "pre", "toolu_1"), "decision: want requested or denied with phase pre"},
 		{"PhaseUnknown", body("allowed", "during", "toolu_1"), "phase: want pre, post or none"},
@@ -212,6 +218,9 @@ func FuzzToolAuditRequest(f *testing.F) {
 		}
 		if r.Phase != "" && r.CallID == "" {
 			t.Fatalf("phase %q without a call id accepted", r.Phase)
+		}
+		if r.Decision == DecisionRanOutsideGrant && r.Phase != "" {
+			t.Fatalf("%s with phase %q accepted", r.Decision, r.Phase)
 		}
 		if checkCallID(r.CallID) != nil || checkToolName(r.Tool) != nil || checkReason(r.Reason) != nil || !isDigest(r.ArgsHash) {
 			t.Fatalf("invalid field accepted: %+v", r)

@@ -14,7 +14,13 @@ import (
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/runtime/codexrt"
 	"github.com/agora-dev/agora/internal/secret/redact"
+	"github.com/agora-dev/agora/internal/shellwords"
 )
+
+// decisionRanOutsideGrant is the decision of an action codex started before agora could judge
+// it and that the grant does not allow: it ran (or began to), outside the grant. The gateway
+// accepts it only without a phase; it is never "denied", which says the action did not run.
+const decisionRanOutsideGrant = "ran-outside-grant"
 
 // Tool names codex's items are audited under (codex's own tool names).
 const (
@@ -25,11 +31,11 @@ const (
 // codexRuntime runs the Codex CLI (`codex exec --json`) with the subagent's prompt, model
 // and instructions. codex speaks the Responses API to a loopback relay that forwards to the
 // gateway's /model/responses, where the key is added. With approval "never" codex cannot
-// ask before it runs a command, so agora decides for it twice: the relay cuts an
-// exec_command call outside the grant out of the model's answer before codex sees it
-// (codexgate.go, codexAudit.precheck), and each action is checked again as codex takes it
-// (codexAudit): recorded allowed, or recorded denied and codex killed and the dispatch
-// failed closed.
+// ask before it runs a command, so agora decides for it twice, with one judgment
+// (codexrt.ArgvAllowed): the relay cuts a call outside the grant out of the model's answer
+// before codex sees it (codexgate.go, codexAudit.precheck), recorded denied; and each action
+// is checked again as codex takes it (codexAudit): recorded allowed, or, since codex has
+// already started it, recorded ran-outside-grant, codex killed and the dispatch failed.
 type codexRuntime struct{}
 
 func (codexRuntime) Run(ctx context.Context, inv invocation) (agentExit, error) {
@@ -37,7 +43,8 @@ func (codexRuntime) Run(ctx context.Context, inv invocation) (agentExit, error) 
 	defer gw.close()
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	audit := &codexAudit{ctx: context.WithoutCancel(ctx), gw: gw, red: redact.New(inv.secrets), grants: inv.grants, dir: inv.dir, stop: stop, seen: map[string]bool{}}
+	audit := &codexAudit{ctx: context.WithoutCancel(ctx), gw: gw, red: redact.New(inv.secrets), grants: inv.grants, dir: inv.dir,
+		shell: codexDefaultShell(inv.env), stop: stop, seen: map[string]bool{}}
 	rl, err := startCodexRelay(gw, gateResponse(audit.precheck))
 	if err != nil {
 		return agentExit{}, fmt.Errorf("start the model relay: %w", err)
@@ -92,17 +99,20 @@ func codexExit(ctx context.Context, res codexrt.Result, err error, inv invocatio
 
 // codexAudit checks and records codex's actions as they are parsed (a codexrt.Observer).
 // A command is allowed when the grant has run_command and one of its command patterns
-// matches the command (codexrt.CommandAllowed); a file change when the grant has write_file
-// and every path is inside the workspace; any other action (an MCP call, a web search) is
-// outside what agora configured. A refusal kills codex first, then is recorded: codex has
-// already started the action, and every moment it runs on is worse than a record a moment
-// later. A decision the gateway does not keep also stops codex: nothing runs unrecorded.
+// matches the command (codexrt.ArgvAllowed, the relay's judgment too); a file change when
+// the grant has write_file and every path is inside the workspace; any other action (an MCP
+// call, a web search) is outside what agora configured. Codex reports an action once it has
+// started it, so one outside the grant is recorded as what it was, ran-outside-grant, never
+// denied; codex is killed first, then the record is written: every moment the action runs
+// on is worse than a record a moment later. A decision the gateway does not keep also stops
+// codex: nothing runs unrecorded.
 type codexAudit struct {
 	ctx    context.Context
 	gw     *gatewayClient
 	red    *redact.Redactor
 	grants grant.Set
 	dir    string
+	shell  string // the shell codex runs a command in when the model names none
 	stop   context.CancelCauseFunc
 
 	seen map[string]bool // items decided, by kind and id (the parsing goroutine's alone)
@@ -145,11 +155,16 @@ func (a *codexAudit) decide(it codexrt.Item) {
 func (a *codexAudit) command(id, command string) {
 	args, _ := json.Marshal(map[string]string{"command": command})
 	if !slices.Contains(a.grants.Tools, "run_command") {
-		a.deny(id, codexExecTool, args, "the grant has no run_command tool", fmt.Sprintf("command %q refused: the grant has no run_command tool", a.red.String(command)))
+		a.ranOutside(id, codexExecTool, args, "the grant has no run_command tool", fmt.Sprintf("codex ran command %q, but the grant has no run_command tool; codex was stopped", a.red.String(command)))
 		return
 	}
-	if !codexrt.CommandAllowed(a.grants.Commands, command) {
-		a.deny(id, codexExecTool, args, "command matches no granted pattern", fmt.Sprintf("command %q is outside the grant (no commands pattern matches it); codex was stopped", a.red.String(command)))
+	argv, err := shellwords.Split(command)
+	if err != nil {
+		a.ranOutside(id, codexExecTool, args, "codex started a command line agora cannot read exactly", fmt.Sprintf("codex ran command %q, which agora cannot read exactly (%v), so no grant allows it; codex was stopped", a.red.String(command), err))
+		return
+	}
+	if !codexrt.ArgvAllowed(a.grants.Commands, argv) {
+		a.ranOutside(id, codexExecTool, args, "command matches no granted pattern", fmt.Sprintf("codex ran command %q, which is outside the grant (no commands pattern matches it); codex was stopped", a.red.String(command)))
 		return
 	}
 	a.record(id, codexExecTool, args, "allowed", "command matches a granted pattern")
@@ -158,7 +173,7 @@ func (a *codexAudit) command(id, command string) {
 func (a *codexAudit) fileChange(id string, changes []codexrt.Change) {
 	args, _ := json.Marshal(changes)
 	if !slices.Contains(a.grants.Tools, "write_file") {
-		a.deny(id, codexPatchTool, args, "the grant has no write_file tool", "codex changed files but the grant has no write_file tool; codex was stopped")
+		a.ranOutside(id, codexPatchTool, args, "the grant has no write_file tool", "codex changed files but the grant has no write_file tool; codex was stopped")
 		return
 	}
 	for _, c := range changes {
@@ -167,31 +182,50 @@ func (a *codexAudit) fileChange(id string, changes []codexrt.Change) {
 			p = filepath.Join(a.dir, p)
 		}
 		if rel, err := filepath.Rel(a.dir, filepath.Clean(p)); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-			a.deny(id, codexPatchTool, args, "a changed file is outside the workspace", fmt.Sprintf("codex changed %q, outside the workspace; codex was stopped", a.red.String(c.Path)))
+			a.ranOutside(id, codexPatchTool, args, "a changed file is outside the workspace", fmt.Sprintf("codex changed %q, outside the workspace; codex was stopped", a.red.String(c.Path)))
 			return
 		}
 		// codex writes through symlinks: a path inside the workspace whose directory (or
 		// itself) is a link out of it changed a file elsewhere, so judge where it resolves.
 		if !resolvesInside(a.dir, p) {
-			a.deny(id, codexPatchTool, args, "a changed file resolves outside the workspace through a symlink", fmt.Sprintf("codex changed %q, which resolves outside the workspace through a symlink; codex was stopped", a.red.String(c.Path)))
+			a.ranOutside(id, codexPatchTool, args, "a changed file resolves outside the workspace through a symlink", fmt.Sprintf("codex changed %q, which resolves outside the workspace through a symlink; codex was stopped", a.red.String(c.Path)))
 			return
 		}
 	}
 	a.record(id, codexPatchTool, args, "allowed", "file changes inside the workspace")
 }
 
-// precheck decides an exec_command call the model made before codex sees it (the relay's
-// gate): a command codex would run outside the grant is refused, recorded denied and codex
-// stopped, so it never runs. A command it lets through is still checked as codex starts it.
-func (a *codexAudit) precheck(callID, cmd string) error {
-	line := "/bin/bash -lc '" + strings.ReplaceAll(cmd, "'", `'"'"'`) + "'"
-	if slices.Contains(a.grants.Tools, "run_command") && codexrt.CommandAllowed(a.grants.Commands, line) {
-		return nil
+// precheck decides a call the model made before codex sees it (the relay's gate): a call the
+// gate refused (unreadable, or a tool or item agora does not let codex act on), a command
+// outside the grant, or a patch without write_file is recorded denied and codex stopped, and
+// the gate cuts the stream, so codex never runs it. A command it lets through is checked
+// again, by the same judgment, as codex starts it.
+func (a *codexAudit) precheck(c modelCall) error {
+	var argv []string
+	switch {
+	case c.Refused != "":
+		return a.refuse(c, nil, c.Refused, c.Refused)
+	case c.Tool == codexExecTool && c.Exec != nil:
+		if argv = execArgv(c.Exec, a.shell); argv == nil {
+			why := fmt.Sprintf("exec_command names the shell %q, which agora does not judge", a.red.String(clipText(*c.Exec.Shell, 64)))
+			return a.refuse(c, nil, why, why)
+		}
+		args, _ := json.Marshal(map[string][]string{"argv": argv})
+		if !slices.Contains(a.grants.Tools, "run_command") || !codexrt.ArgvAllowed(a.grants.Commands, argv) {
+			return a.refuse(c, args, "command matches no granted pattern; refused before it ran",
+				fmt.Sprintf("the model asked codex to run %q, which is outside the grant (no commands pattern matches it, or no run_command)", a.red.String(*c.Exec.Cmd)))
+		}
+	case c.Tool == codexPatchTool && !slices.Contains(a.grants.Tools, "write_file"):
+		return a.refuse(c, nil, "the grant has no write_file tool; refused before it ran", "the model asked codex to change files, but the grant has no write_file tool")
 	}
-	args, _ := json.Marshal(map[string]string{"command": line})
-	a.deny(callID, codexExecTool, args, "command matches no granted pattern; refused before it ran",
-		fmt.Sprintf("the model asked codex to run %q, which is outside the grant (no commands pattern matches it, or no run_command); refused before it ran, codex was stopped", a.red.String(cmd)))
-	return errors.New("refused by agora: the command is outside the grant")
+	return nil
+}
+
+// refuse records a call the gate refuses as denied, stops codex and returns the error that
+// cuts the model's answer. why is the dispatch's failure detail, reason the entry's.
+func (a *codexAudit) refuse(c modelCall, args []byte, reason, why string) error {
+	a.deny(c.ID, c.Tool, args, reason, why+"; refused before it ran, codex was stopped")
+	return errors.New("refused by agora: " + why)
 }
 
 // resolvesInside says whether p, with every symlink resolved, is inside dir (resolved too).
@@ -214,13 +248,21 @@ func resolvesInside(dir, p string) bool {
 }
 
 func (a *codexAudit) unexpected(id, kind string) {
-	a.deny(id, auditToolName(kind), nil, "an action agora does not configure for codex", fmt.Sprintf("codex performed a %q action, which agora does not configure; codex was stopped", kind))
+	a.ranOutside(id, auditToolName(kind), nil, "an action agora does not configure for codex", fmt.Sprintf("codex performed a %q action, which agora does not configure; codex was stopped", kind))
 }
 
-// deny stops codex, then records the refusal; failure is the dispatch's failure detail.
+// deny stops codex, then records the refusal of a call codex never saw; failure is the
+// dispatch's failure detail.
 func (a *codexAudit) deny(id, tool string, args []byte, reason, failure string) {
 	a.fail(errors.New(failure))
 	a.record(id, tool, args, "denied", reason)
+}
+
+// ranOutside stops codex, then records an action codex had already started (or done)
+// outside the grant as what it was: decisionRanOutsideGrant, never denied.
+func (a *codexAudit) ranOutside(id, tool string, args []byte, reason, failure string) {
+	a.fail(errors.New(failure))
+	a.record(id, tool, args, decisionRanOutsideGrant, reason+"; codex had already started it")
 }
 
 // record sends one decision to the gateway; a decision not on record stops codex.

@@ -127,8 +127,10 @@ func TestCodex_AuditsLive(t *testing.T) {
 	}
 }
 
-// TestCodex_CommandOutsideGrantFailsClosed: codex cannot ask first, so a command outside the
-// grant kills codex, is recorded denied, and fails the dispatch saying why.
+// TestCodex_CommandOutsideGrantFailsClosed: codex cannot ask first, so an action outside the
+// grant that codex reports kills codex, is recorded as what it was, ran-outside-grant (codex
+// had started it; "denied" would say it never ran, #26 finding 2), and fails the dispatch
+// saying why.
 func TestCodex_CommandOutsideGrantFailsClosed(t *testing.T) {
 	for _, tc := range []struct {
 		name, item, tool, want string
@@ -142,6 +144,10 @@ func TestCodex_CommandOutsideGrantFailsClosed(t *testing.T) {
 			grant.Set{Tools: []string{"write_file"}}},
 		{"mcp", `{"id":"item_0","type":"mcp_tool_call","server":"s","tool":"t","status":"completed"}`, "mcp_tool_call", "does not configure",
 			grant.Set{Tools: []string{"run_command"}}},
+		{"a line agora cannot read", `{"id":"item_0","type":"command_execution","command":"/usr/bin/bash -lc \"touch a","status":"in_progress"}`, "exec_command", "cannot read exactly",
+			grant.Set{Tools: []string{"run_command"}, Commands: []string{"bash -lc *"}}},
+		{"a script outside a narrower grant", `{"id":"item_0","type":"command_execution","command":"/usr/bin/bash -lc \"printf '%s\\\\n' 'LINE' > NOTES.md && cat NOTES.md\"","status":"in_progress"}`, "exec_command", "outside the grant",
+			grant.Set{Tools: []string{"run_command"}, Commands: []string{"printf **", "cat **"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := &memAuditor{}
@@ -161,8 +167,8 @@ func TestCodex_CommandOutsideGrantFailsClosed(t *testing.T) {
 				t.Errorf("codex ran on for %s after the refusal", d)
 			}
 			calls := a.calls()
-			if len(calls) != 1 || !strings.HasPrefix(calls[0], tc.tool+" denied ") {
-				t.Errorf("tool.call records %q, want one %s denied", calls, tc.tool)
+			if len(calls) != 1 || !strings.HasPrefix(calls[0], tc.tool+" ran-outside-grant ") {
+				t.Errorf("tool.call records %q, want one %s ran-outside-grant", calls, tc.tool)
 			}
 		})
 	}
@@ -170,7 +176,8 @@ func TestCodex_CommandOutsideGrantFailsClosed(t *testing.T) {
 
 // TestCodex_PatchThroughSymlinkFailsClosed: codex follows a symlink in the workspace (the
 // real CLI does: its file_change then names the path inside the workspace), so a change
-// whose path is inside but resolves outside is recorded denied and fails the dispatch.
+// whose path is inside but resolves outside is recorded ran-outside-grant (codex applied it)
+// and fails the dispatch.
 func TestCodex_PatchThroughSymlinkFailsClosed(t *testing.T) {
 	a := &memAuditor{}
 	sock, _ := startCodexGateway(t, a)
@@ -184,8 +191,8 @@ func TestCodex_PatchThroughSymlinkFailsClosed(t *testing.T) {
 	if err != nil || !strings.Contains(exit.Failure, "resolves outside the workspace through a symlink") {
 		t.Fatalf("Run: %+v %v, want the change refused\nstderr:\n%s", exit, err, stderr)
 	}
-	if calls := a.calls(); len(calls) != 1 || !strings.HasPrefix(calls[0], "apply_patch denied ") {
-		t.Errorf("tool.call records %q, want apply_patch denied", calls)
+	if calls := a.calls(); len(calls) != 1 || !strings.HasPrefix(calls[0], "apply_patch ran-outside-grant ") {
+		t.Errorf("tool.call records %q, want apply_patch ran-outside-grant", calls)
 	}
 	for _, tc := range []struct {
 		path string

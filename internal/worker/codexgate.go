@@ -3,7 +3,6 @@ package worker
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
 	"mime"
@@ -14,21 +13,25 @@ import (
 const maxGateEvent = 16 << 20
 
 // gateResponse returns the codex relay's response hook: a successful event stream is passed
-// to codex event by event, each exec_command call the model makes held until check has
-// decided it (check returns an error to refuse it); a refused call cuts the stream before
-// codex sees the call, so it never runs. A successful answer that is not an event stream
-// (codex always streams) is refused whole: it could carry a call the gate cannot see.
-func gateResponse(check func(callID, cmd string) error) func(*http.Response) error {
+// to codex event by event, each event read exactly (codexevent.go) and every call of a tool
+// it carries held until judge has decided it (judge returns an error to refuse it). A refused
+// call, or an event the gate cannot read exactly, cuts the stream before codex reads that
+// event, so nothing in it runs. A successful answer that is not a plain event stream (codex
+// always streams; a content coding would hide the events) is refused whole.
+func gateResponse(judge func(modelCall) error) func(*http.Response) error {
 	return func(resp *http.Response) error {
 		if resp.StatusCode < 200 || resp.StatusCode >= 300 {
 			return nil
 		}
-		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+		ce := resp.Header.Get("Content-Encoding")
+		if mt != "text/event-stream" || ce != "" && ce != "identity" {
 			resp.Body.Close()
-			resp.Body = io.NopCloser(&errReader{errors.New("agora relay: a model answer that is not an event stream is refused for codex")})
+			resp.Body = io.NopCloser(&errReader{errors.New("agora relay: a model answer that is not a plain event stream is refused for codex")})
+			_ = judge(modelCall{Tool: modelAnswerTool, Refused: "the model's answer is not a plain event stream (codex always streams)"})
 			return nil
 		}
-		resp.Body = &execGate{src: bufio.NewReaderSize(resp.Body, 64<<10), body: resp.Body, check: check}
+		resp.Body = &callGate{src: bufio.NewReaderSize(resp.Body, 64<<10), body: resp.Body, judge: judge}
 		return nil
 	}
 }
@@ -37,16 +40,17 @@ type errReader struct{ err error }
 
 func (e *errReader) Read([]byte) (int, error) { return 0, e.err }
 
-// execGate is an event stream held one event at a time (see gateResponse).
-type execGate struct {
-	src   *bufio.Reader
-	body  io.Closer
-	check func(callID, cmd string) error
-	out   []byte // the checked event not yet read
-	err   error  // what Read returns once out is drained
+// callGate is an event stream held one event at a time (see gateResponse).
+type callGate struct {
+	src     *bufio.Reader
+	body    io.Closer
+	judge   func(modelCall) error
+	started bool   // the first line has been read (a byte order mark may only start it)
+	out     []byte // the checked event not yet read
+	err     error  // what Read returns once out is drained
 }
 
-func (g *execGate) Read(p []byte) (int, error) {
+func (g *callGate) Read(p []byte) (int, error) {
 	for len(g.out) == 0 {
 		if g.err != nil {
 			return 0, g.err
@@ -58,16 +62,16 @@ func (g *execGate) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (g *execGate) Close() error { return g.body.Close() }
+func (g *callGate) Close() error { return g.body.Close() }
 
 // fill reads one event, through its blank line, and releases it once checked.
-func (g *execGate) fill() {
+func (g *callGate) fill() {
 	var ev []byte
 	for {
 		line, err := g.src.ReadSlice('\n')
 		ev = append(ev, line...)
 		if len(ev) > maxGateEvent {
-			g.err = errors.New("agora relay: an event over the size limit")
+			g.refuse("an event over the gate's size limit")
 			return
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -81,72 +85,62 @@ func (g *execGate) fill() {
 			break
 		}
 	}
-	if err := g.inspect(ev); err != nil {
-		g.err = err
+	if len(ev) == 0 {
 		return
+	}
+	calls, why := g.read(ev)
+	if why != "" {
+		g.refuse(why)
+		return
+	}
+	for _, c := range calls {
+		if err := g.judge(c); err != nil {
+			g.err = err
+			return
+		}
 	}
 	g.out = ev
 }
 
-// gateItem is the part of an output item the gate reads.
-type gateItem struct {
-	Type      string `json:"type"`
-	Name      string `json:"name"`
-	CallID    string `json:"call_id"`
-	Arguments string `json:"arguments"`
+// refuse cuts the stream for an event the gate cannot read exactly; judge records why.
+func (g *callGate) refuse(why string) {
+	g.err = g.judge(modelCall{Tool: modelAnswerTool, Refused: why})
+	if g.err == nil {
+		g.err = errors.New("agora relay: " + why)
+	}
 }
 
-// gateEvent is the part of an event the gate reads: an item done, or the completed
-// response's whole output (which repeats the calls).
-type gateEvent struct {
-	Type     string    `json:"type"`
-	Item     *gateItem `json:"item"`
-	Response *struct {
-		Output []gateItem `json:"output"`
-	} `json:"response"`
-}
-
-// inspect checks every exec_command call an event completes. The event's data lines are
-// joined as an SSE client joins them (so a call split over several lines is seen whole), and
-// the payload is decoded whenever it could name a call: it holds "exec_command" or a
-// backslash (a JSON escape such as exec\u005fcommand spells the name
-// without its bytes). Such a payload that cannot be read is refused: it might be a call.
-func (g *execGate) inspect(ev []byte) error {
+// read returns the calls one event carries, or why the event cannot be read exactly. The
+// event's lines are read as the SSE standard has a client read them (data lines joined with
+// newlines; comments and other fields ignored), except what a client could read otherwise
+// than the gate: a lone carriage return (a line break to an SSE client), a byte order mark
+// anywhere but at the very start, a NUL.
+//
+// [SSE]: https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation
+func (g *callGate) read(ev []byte) ([]modelCall, string) {
+	if !g.started {
+		g.started = true
+		ev = bytes.TrimPrefix(ev, []byte("\xef\xbb\xbf"))
+	}
 	var data [][]byte
-	for _, line := range bytes.Split(ev, []byte("\n")) {
-		d, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), []byte("data:"))
-		if ok {
-			data = append(data, bytes.TrimPrefix(d, []byte(" ")))
+	for _, line := range bytes.SplitAfter(ev, []byte("\n")) {
+		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+		switch {
+		case bytes.IndexByte(line, '\r') >= 0:
+			return nil, "an event line holds a carriage return (an event stream client reads it as a line break)"
+		case bytes.Contains(line, []byte("\xef\xbb\xbf")), bytes.IndexByte(line, 0) >= 0:
+			return nil, "an event line holds a byte order mark or a NUL"
+		case len(line) == 0, line[0] == ':':
+			continue
+		}
+		name, value, _ := bytes.Cut(line, []byte(":"))
+		if string(name) == "data" {
+			data = append(data, bytes.TrimPrefix(value, []byte(" ")))
 		}
 	}
 	payload := bytes.Join(data, []byte("\n"))
-	if !bytes.Contains(payload, []byte("exec_command")) && !bytes.Contains(payload, []byte("\\")) {
-		return nil
+	if len(payload) == 0 {
+		return nil, "" // an event with no data is not dispatched
 	}
-	var e gateEvent
-	if err := json.Unmarshal(payload, &e); err != nil {
-		return errors.New("agora relay: an unreadable event that may name a command")
-	}
-	var items []gateItem
-	switch {
-	case e.Type == "response.output_item.done" && e.Item != nil:
-		items = append(items, *e.Item)
-	case e.Type == "response.completed" && e.Response != nil:
-		items = e.Response.Output
-	}
-	for _, it := range items {
-		if it.Type != "function_call" || it.Name != "exec_command" {
-			continue
-		}
-		var args struct {
-			Cmd string `json:"cmd"`
-		}
-		if err := json.Unmarshal([]byte(it.Arguments), &args); err != nil {
-			args.Cmd = it.Arguments // checked as written: it will match no grant
-		}
-		if err := g.check(it.CallID, args.Cmd); err != nil {
-			return err
-		}
-	}
-	return nil
+	return eventCalls(payload)
 }

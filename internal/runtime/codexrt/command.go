@@ -7,12 +7,12 @@ import (
 	"github.com/agora-dev/agora/internal/shellwords"
 )
 
-// systemShell reports whether program is a shell codex wraps commands in ("/usr/bin/bash -lc
+// SystemShell reports whether program is a shell codex wraps commands in ("/usr/bin/bash -lc
 // '<script>'") at a path the sandbox's read-only system tree holds. Only such a shell's script
 // is read as the command it runs, and only such a program may be named by its base name: a
 // "bash" in the workspace (which the model can write, and name through exec_command's
 // "shell" argument) is not bash. zsh is not one: it reads words unlike POSIX sh (=cmd, globs).
-func systemShell(program string) bool {
+func SystemShell(program string) bool {
 	switch program {
 	case "/bin/bash", "/usr/bin/bash", "/bin/sh", "/usr/bin/sh":
 		return true
@@ -44,7 +44,7 @@ func ArgvForms(argv []string) [][]string {
 		return nil
 	}
 	var out [][]string
-	shell := systemShell(argv[0])
+	shell := SystemShell(argv[0])
 	if shell && len(argv) == 3 && (argv[1] == "-lc" || argv[1] == "-c") {
 		if inner, err := shellwords.Split(argv[2]); err == nil {
 			out = append(out, inner)

@@ -126,11 +126,15 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 	var res Result
 	var perr error
 	var wg sync.WaitGroup
+	// An output line codex's reader cannot read exactly stops codex: what it did next would
+	// be shown to no Observer, so it would run unchecked.
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	wg.Go(func() {
-		res, perr = ParseStream(pr, cfg.Transcript, cfg.Observer)
+		res, perr = parseStream(pr, cfg.Transcript, cfg.Observer, stop)
 		_, _ = io.Copy(io.Discard, pr)
 	})
-	er, err := execrt.Run(ctx, execrt.Spec{Argv: argv, Dir: cfg.Dir, Env: env, Stdout: pw, Stderr: stderr, Timeout: cfg.Timeout})
+	er, err := execrt.Run(runCtx, execrt.Spec{Argv: argv, Dir: cfg.Dir, Env: env, Stdout: pw, Stderr: stderr, Timeout: cfg.Timeout})
 	pw.Close()
 	wg.Wait()
 	detail := func() string {
@@ -142,6 +146,8 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 	switch {
 	case err != nil:
 		return res, fmt.Errorf("codex runtime: %w", err)
+	case perr != nil && ctx.Err() == nil && er.Cancelled:
+		return res, fmt.Errorf("codex runtime: %w; codex was stopped", perr)
 	case er.TimedOut:
 		return res, fmt.Errorf("codex runtime: killed after %s: %w", cfg.Timeout, ErrTimedOut)
 	case er.Cancelled:

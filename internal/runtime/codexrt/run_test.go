@@ -103,6 +103,19 @@ func TestRunErrors(t *testing.T) {
 			t.Fatalf("got %v, want the malformed line named", err)
 		}
 	})
+	t.Run("UnreadableLineStopsCodex", func(t *testing.T) {
+		// What codex does after a line its reader cannot read exactly is shown to no
+		// Observer, so codex is stopped then, not left to run on unchecked.
+		cfg := testConfig(t, fakeCodex(t, `echo '{"type":"item.started","Type":"x","item":{"id":"1","type":"command_execution","command":"id"}}'; exec sleep 30`+"\n"))
+		start := time.Now()
+		_, err := Run(t.Context(), cfg, "do the thing\n")
+		if err == nil || !strings.Contains(err.Error(), `duplicate key "Type"`) || !strings.Contains(err.Error(), "codex was stopped") {
+			t.Fatalf("got %v, want the unreadable line named and codex stopped", err)
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("codex ran on for %s after an unreadable line", d)
+		}
+	})
 	t.Run("Timeout", func(t *testing.T) {
 		cfg := testConfig(t, fakeCodex(t, "sleep 30\n"))
 		cfg.Timeout = 200 * time.Millisecond

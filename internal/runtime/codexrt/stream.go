@@ -3,10 +3,11 @@ package codexrt
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/agora-dev/agora/internal/strictjson"
 )
 
 // maxLine bounds one JSONL event (a command's aggregated output rides in its item).
@@ -91,10 +92,17 @@ type event struct {
 }
 
 // ParseStream reads codex's --json output to its end, copying each line to transcript (when
-// not nil) and showing items to obs (when not nil). A line that is not a JSON object with a
-// string "type" is an error naming its line number; ParseStream still reads to the end so
-// codex is never blocked on a full pipe. It returns [ErrNoTurn] when no turn ended.
+// not nil) and showing items to obs (when not nil). A line that is not exactly one JSON
+// event (see [Result.apply]) is an error naming its line number; nothing after it is shown
+// to obs, and ParseStream still reads to the end so codex is never blocked on a full pipe. It
+// returns [ErrNoTurn] when no turn ended.
 func ParseStream(r io.Reader, transcript io.Writer, obs Observer) (Result, error) {
+	return parseStream(r, transcript, obs, nil)
+}
+
+// parseStream is ParseStream; onErr, when not nil, is told of the first unreadable line as
+// soon as it is read (Run stops codex then: what it does next would go unseen).
+func parseStream(r io.Reader, transcript io.Writer, obs Observer, onErr func(error)) (Result, error) {
 	var res Result
 	var perr error
 	sc := bufio.NewScanner(r)
@@ -112,13 +120,19 @@ func ParseStream(r io.Reader, transcript io.Writer, obs Observer) (Result, error
 		}
 		if err := res.apply(line, obs); err != nil {
 			perr = fmt.Errorf("codex output line %d: %w", n, err)
+			if onErr != nil {
+				onErr(perr)
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {
-		_, _ = io.Copy(io.Discard, r)
 		if perr == nil {
 			perr = fmt.Errorf("codex output line %d: %w", n+1, err)
+			if onErr != nil {
+				onErr(perr)
+			}
 		}
+		_, _ = io.Copy(io.Discard, r)
 	}
 	if perr == nil && !res.Completed && !res.Failed {
 		perr = ErrNoTurn
@@ -126,11 +140,17 @@ func ParseStream(r io.Reader, transcript io.Writer, obs Observer) (Result, error
 	return res, perr
 }
 
-// apply folds one event into res.
+// apply folds one event into res. The event is read exactly (strictjson.UnmarshalKnown): a
+// line with two keys equal under case folding, or a key that only folds to one agora reads
+// ("Item", "Command"), would tell the audit one thing and a case-sensitive reader of the
+// transcript another, and is refused.
 func (res *Result) apply(line []byte, obs Observer) error {
 	var ev event
-	if err := json.Unmarshal(line, &ev); err != nil {
+	if err := strictjson.CheckObject(line); err != nil {
 		return fmt.Errorf("not a JSON event: %w", err)
+	}
+	if err := strictjson.UnmarshalKnown(line, &ev); err != nil {
+		return fmt.Errorf("not a JSON event agora can read exactly: %w", err)
 	}
 	switch ev.Type {
 	case "":

@@ -52,6 +52,11 @@ type Reply struct {
 	// Status, when not 0 or 200, answers with the API's error body carrying Message.
 	Status  int
 	Message string
+	// Rewrite, when not nil, is given each streamed event's data (one line of JSON, as the
+	// API writes it) and returns what is sent instead: a test of a hostile model's stream
+	// (duplicate keys, an event the API never sends) rewrites a faithful one. Returning ""
+	// drops the event.
+	Rewrite func(data string) string
 }
 
 // Exec is a reply calling Codex's exec_command tool with {"cmd": cmd}.
@@ -335,7 +340,13 @@ func stream(w http.ResponseWriter, id, model string, reply Reply) {
 	ev := func(typ string, data map[string]any) {
 		data["type"], data["sequence_number"] = typ, seq
 		seq++
-		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, marshal(data))
+		line := string(marshal(data))
+		if reply.Rewrite != nil {
+			if line = reply.Rewrite(line); line == "" {
+				return
+			}
+		}
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, line)
 		if fl != nil {
 			fl.Flush()
 		}

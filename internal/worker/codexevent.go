@@ -1,0 +1,141 @@
+package worker
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/agora-dev/agora/internal/strictjson"
+)
+
+// modelAnswerTool is the tool name a refusal of the model's answer itself is audited under
+// (an event the gate cannot read exactly, an item codex must not act on): no tool ran.
+const modelAnswerTool = "model_response"
+
+// modelCall is one call of a tool the model makes, as the relay's gate read it from the
+// model's answer, before codex sees it.
+type modelCall struct {
+	ID   string // the API's call_id
+	Tool string // the tool as the model named it (exec_command, apply_patch, ...)
+	// Exec is an exec_command call's arguments (nil for other tools, and for an exec_command
+	// item whose arguments have not arrived yet).
+	Exec *execArgs
+	// Refused says why the gate refuses the call whatever the grant; "" lets the grant decide.
+	Refused string
+}
+
+// execArgs are the arguments of Codex's exec_command that decide what it runs: the script,
+// the shell it runs the script in, and whether that shell is a login shell (-lc or -c).
+type execArgs struct {
+	Cmd   *string `json:"cmd"`
+	Shell *string `json:"shell"`
+	Login *bool   `json:"login"`
+}
+
+// wireItem is the part of a Responses API output item the gate reads.
+type wireItem struct {
+	Type      string  `json:"type"`
+	Name      string  `json:"name"`
+	CallID    string  `json:"call_id"`
+	Arguments *string `json:"arguments"`
+}
+
+// wireEvent is the part of a Responses API stream event the gate reads: an item (added or
+// done), or a response's whole output (which repeats the calls).
+type wireEvent struct {
+	Type     string    `json:"type"`
+	Item     *wireItem `json:"item"`
+	Response *struct {
+		Output []wireItem `json:"output"`
+	} `json:"response"`
+}
+
+// codexBookkeeping are the tools Codex offers that act on nothing outside codex itself (its
+// plan, its goals, a question for the user) or on a command the gate already judged
+// (write_stdin writes to a running exec_command session): they pass without a decision.
+func codexBookkeeping(name string) bool {
+	switch name {
+	case "write_stdin", "update_plan", "request_user_input", "get_goal", "create_goal", "update_goal":
+		return true
+	}
+	return false
+}
+
+// eventCalls returns the calls one event's data carries, or why it cannot be read exactly.
+// Every event is decoded with strictjson, whatever its type: Codex reads each key exactly
+// (serde), so an event with two keys equal under case folding ("cmd" and "Cmd", "type" and
+// "Type") or a key that only folds to one the gate reads would say one thing to the gate and
+// another to Codex. Every item found (an event's item, a response's output) is a call to
+// judge unless it is a message or reasoning: an item type or tool agora does not know is
+// refused, not passed.
+func eventCalls(payload []byte) ([]modelCall, string) {
+	var ev wireEvent
+	if err := strictjson.UnmarshalKnown(payload, &ev); err != nil {
+		return nil, "the model's answer holds an event agora cannot read exactly: " + clipText(err.Error(), 160)
+	}
+	var items []wireItem
+	if ev.Item != nil {
+		items = append(items, *ev.Item)
+	}
+	if ev.Response != nil {
+		items = append(items, ev.Response.Output...)
+	}
+	var calls []modelCall
+	for _, it := range items {
+		if c, ok := itemCall(it); ok {
+			calls = append(calls, c)
+		}
+	}
+	return calls, ""
+}
+
+// itemCall returns the call an output item makes, if it makes one.
+func itemCall(it wireItem) (modelCall, bool) {
+	c := modelCall{ID: it.CallID, Tool: it.Name}
+	switch it.Type {
+	case "message", "reasoning":
+		return c, false
+	case "function_call":
+		switch {
+		case it.Name == codexExecTool:
+			c.Exec, c.Refused = execCall(it.Arguments)
+		case it.Name == codexPatchTool, codexBookkeeping(it.Name):
+		default:
+			c.Refused = fmt.Sprintf("the model called %q, a tool agora does not let codex run", clipText(it.Name, 64))
+		}
+	case "custom_tool_call":
+		if it.Name != codexPatchTool {
+			c.Refused = fmt.Sprintf("the model called %q, a tool agora does not let codex run", clipText(it.Name, 64))
+		}
+	default:
+		c.Tool = modelAnswerTool
+		c.Refused = fmt.Sprintf("the model's answer holds an item of type %q, which agora does not let codex act on", clipText(it.Type, 64))
+	}
+	return c, true
+}
+
+// execCall reads exec_command's arguments. An item whose arguments have not arrived yet
+// ("" in response.output_item.added) runs nothing and has none to judge.
+func execCall(raw *string) (*execArgs, string) {
+	if raw == nil || *raw == "" {
+		return nil, ""
+	}
+	var a execArgs
+	if err := strictjson.CheckObject([]byte(*raw)); err != nil {
+		return nil, "exec_command arguments agora cannot read exactly: " + clipText(err.Error(), 160)
+	}
+	if err := strictjson.UnmarshalKnown([]byte(*raw), &a); err != nil {
+		return nil, "exec_command arguments agora cannot read exactly: " + clipText(err.Error(), 160)
+	}
+	if a.Cmd == nil {
+		return nil, "exec_command arguments name no cmd"
+	}
+	return &a, ""
+}
+
+// clipText cuts s to at most n bytes, on a rune boundary, marking the cut.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
+}
