@@ -18,8 +18,8 @@ import (
 // bubblewrap, against the Responses fake: an apply_patch call (the custom tool the real API
 // streams) inside the workspace lands in the patch and is audited allowed, the binary is not
 // in the patch; a patch of a file outside the workspace (codex's own sandbox is off, so codex
-// applies it) is audited denied, fails the dispatch saying so, and never reaches the host;
-// the key is in no request body and no stored output.
+// applies it) is audited ran-outside-grant, fails the dispatch saying so, and never reaches
+// the host; the key is in no request body and no stored output.
 func TestCodexPatch_RealCLI(t *testing.T) {
 	codex := os.Getenv("AGORA_TEST_CODEX")
 	if codex == "" {
@@ -134,13 +134,15 @@ func TestCodexPatch_RealCLI(t *testing.T) {
 		calls = append(calls, fmt.Sprint(e.Details["tool"], " ", e.Details["decision"], " ", e.Details["dispatch"]))
 	}
 	got := strings.Join(calls, ", ")
-	for _, want := range []string{"apply_patch allowed " + id, "apply_patch denied " + id2} {
+	// Codex applied the patch outside the workspace before it printed the item: the record
+	// says what happened (ran-outside-grant), never "denied", which says it did not run.
+	for _, want := range []string{"apply_patch allowed " + id, "apply_patch ran-outside-grant " + id2} {
 		if !strings.Contains(got, want) {
 			t.Errorf("tool.call entries %q lack %q", got, want)
 		}
 	}
-	if strings.Contains(got, "apply_patch allowed "+id2) {
-		t.Errorf("the refused patch is on record as allowed: %q", got)
+	if strings.Contains(got, "apply_patch allowed "+id2) || strings.Contains(got, "apply_patch denied "+id2) {
+		t.Errorf("the patch codex applied outside the workspace is on record as allowed or denied: %q", got)
 	}
 
 	for _, srv := range []*responsestest.Server{good, bad} {

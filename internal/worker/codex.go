@@ -213,7 +213,7 @@ func (a *codexAudit) precheck(c modelCall) error {
 		args, _ := json.Marshal(map[string][]string{"argv": argv})
 		if !slices.Contains(a.grants.Tools, "run_command") || !codexrt.ArgvAllowed(a.grants.Commands, argv) {
 			return a.refuse(c, args, "command matches no granted pattern; refused before it ran",
-				fmt.Sprintf("the model asked codex to run %q, which is outside the grant (no commands pattern matches it, or no run_command)", a.red.String(*c.Exec.Cmd)))
+				fmt.Sprintf("the model asked codex to run %q (in %s %s), which is outside the grant (no commands pattern matches it, or no run_command)", a.red.String(*c.Exec.Cmd), argv[0], argv[1]))
 		}
 	case c.Tool == codexPatchTool && !slices.Contains(a.grants.Tools, "write_file"):
 		return a.refuse(c, nil, "the grant has no write_file tool; refused before it ran", "the model asked codex to change files, but the grant has no write_file tool")

@@ -3,6 +3,7 @@ package worker
 import (
 	"bufio"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 
@@ -11,15 +12,21 @@ import (
 )
 
 // codexDefaultShell returns the shell Codex 0.169.0 runs a command in when the model names
-// none, found as Codex finds it: the login shell of the process's user in /etc/passwd, else
-// bash on PATH, else /bin/sh (checked against the real CLI: a user whose passwd shell is
-// /bin/sh gets "/bin/sh -lc", a uid without an entry "/usr/bin/bash -lc"). The relay's check
-// judges a call as running in it; the check of what codex started judges what it reports, by
-// the same function, so a wrong guess can only refuse a call codex would run the same way
-// under a grant that names the shell's full path.
+// none, found as Codex finds it: the login shell of the process's user in /etc/passwd when it
+// is a shell Codex knows (bash, zsh, sh) and can run, else bash on PATH, else /bin/sh (checked
+// against the real CLI: a user whose passwd shell is /bin/sh gets "/bin/sh -lc"; a uid with no
+// entry, or the sandbox's, whose entry says /usr/sbin/nologin, gets "/usr/bin/bash -lc"). The
+// relay's check judges a call as running in it; the check of what codex started judges what
+// codex reports, by the same function, so a wrong guess can only make the two differ for a
+// grant that names a shell, and then the second records what ran as ran-outside-grant.
 func codexDefaultShell(env []string) string {
 	if sh := passwdShell(os.Getuid()); sh != "" {
-		return sh
+		switch path.Base(sh) {
+		case "bash", "zsh", "sh":
+			if p, err := execrt.LookPath(sh, ""); err == nil && path.IsAbs(p) {
+				return p
+			}
+		}
 	}
 	if p, err := execrt.LookPath("bash", execrt.EnvValue(env, "PATH")); err == nil {
 		return p
