@@ -137,6 +137,19 @@ func (e *Engine) loadTasks(ctx context.Context, db *sql.DB, r *run) error {
 				t.unmet++
 			}
 		}
+		if t.state != api.TaskRunning && t.answer != "" {
+			// Answered but not running: the latest attempt asked (its answer is still to
+			// fire), or it was the answer and failed (its retry answers the same question:
+			// the one its parent asked).
+			var parent, state string
+			err := db.QueryRowContext(ctx, `SELECT parent_id, state FROM attempts WHERE dispatch_id = ?`, t.dispatchID).Scan(&parent, &state)
+			if err != nil {
+				return fmt.Errorf("load attempt %s of run %s: %w", t.dispatchID, r.id, err)
+			}
+			if state != api.TaskNeedsInput && parent != "" {
+				t.parentID = parent
+			}
+		}
 		if t.state == api.TaskRunning {
 			var parent string
 			err := db.QueryRowContext(ctx, `SELECT parent_id FROM attempts WHERE dispatch_id = ?`, t.dispatchID).Scan(&parent)

@@ -1,11 +1,14 @@
 package service_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,5 +104,71 @@ tasks:
 	cmd.Env = append(os.Environ(), "AGORA_HOME=/nonexistent")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("verify of the run's bundle: %v\n%s", err, b)
+	}
+}
+
+// TestAnswer_Kill9DuringRetryBackoff: serve is killed with SIGKILL while a task whose answered
+// attempt failed waits out its retry backoff; after the restart the retry answers the same
+// question again (the first attempt's, not the failed answer's), so it runs and fails as the
+// agent fails (worker-failed), not refused as an answer to a dispatch that never asked.
+func TestAnswer_Kill9DuringRetryBackoff(t *testing.T) {
+	requireBwrap(t)
+	e := newEnv(t)
+	serve := e.serve()
+	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	e.run("subagent", "register", "flaky", "--capability", "shell", "--command",
+		`sh -c 'case "$AGORA_INPUT_JSON" in *agora_resume*) exit 3;; *) printf %s "{\"question\":\"Which color?\"}" > "$AGORA_OUT/needs_input.json";; esac'`)
+	c := e.client()
+	for try := 0; ; try++ {
+		if try == 5 {
+			t.Fatal("in 5 runs no retry backoff lasted long enough to kill serve inside it")
+		}
+		plan := filepath.Join(e.home, "..", fmt.Sprintf("flaky-%d.yaml", try))
+		must(t, os.WriteFile(plan, []byte(fmt.Sprintf(`version: 1
+name: flaky-%d
+tasks:
+  - id: ask
+    subagent: flaky
+    retry: {max_attempts: 2, initial_backoff: 6s, max_backoff: 6s}
+`, try)), 0o600))
+		runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", plan), "\n")[0])
+		task := func() api.Task {
+			t.Helper()
+			r, err := c.Status(context.Background(), runID)
+			must(t, err)
+			return r.Tasks[0]
+		}
+		for deadline := time.Now().Add(60 * time.Second); task().State != api.TaskNeedsInput; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("run %s never needed input", runID)
+			}
+		}
+		parent := task().DispatchID
+		e.run("orch", "answer", runID, "ask", "--answer", "red")
+		var tk api.Task
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if tk = task(); tk.State == api.TaskPending && tk.RetryAt != nil || api.TaskTerminal(tk.State) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if tk.RetryAt == nil || time.Until(*tk.RetryAt) < time.Second {
+			continue // the jittered backoff was too short to kill serve inside it: another run
+		}
+		must(t, serve.Process.Signal(syscall.SIGKILL))
+		serve.Wait()
+		serve = e.serve()
+		r := waitRun(t, c, runID, time.Minute)
+		if r.State != api.RunFailed || len(r.Tasks[0].Dispatches) != 3 {
+			t.Fatalf("run %s after the restart: %s, task %+v; want failed after 3 attempts", runID, r.State, r.Tasks[0])
+		}
+		var retry struct {
+			State, Reason string
+			ParentID      string `json:"parent_id"`
+		}
+		must(t, json.Unmarshal([]byte(e.run("dispatch", "describe", r.Tasks[0].Dispatches[2], "-o", "json")), &retry))
+		if retry.ParentID != parent || retry.Reason != "worker-failed" || r.Tasks[0].Reason != "worker-failed" {
+			t.Errorf("the retry after the restart: %+v (task reason %q), want a worker-failed answer to %s", retry, r.Tasks[0].Reason, parent)
+		}
+		return
 	}
 }
