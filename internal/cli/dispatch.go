@@ -27,8 +27,10 @@ func newDispatchCmd(f *Factory) *cobra.Command {
 		Long: `A dispatch runs one subagent on one target in a sandbox. Its record is written before
 anything starts and ends in exactly one terminal state: finished, needs_input, failed (with a
 reason: worker-failed, provider-failed, timeout, cancelled, fetch-failed, integrity-failed,
-denied, lost, limit-exceeded, budget-exceeded) or cancelled. lost means the process supervising the worker died
-first; the worker died with it. integrity-failed after the run means the out directory did not
+denied, lost, limit-exceeded, budget-exceeded, gateway-unreachable) or cancelled. lost means the
+process supervising the worker died first; the worker died with it. gateway-unreachable means a
+kubernetes target's pod could not reach agora's network gateway across its retries (the
+gateway was down longer than the pod waits for it): the agent is not to blame. integrity-failed after the run means the out directory did not
 hold what the worker declared (nothing of it is kept). limit-exceeded means the host stopped
 the sandbox at a limit it enforces (the disk quota, the audit budget). budget-exceeded means
 the dispatch's budget (tokens, usd or model calls: the subagent's and the target's, narrowed by
@@ -36,7 +38,8 @@ the dispatch's budget (tokens, usd or model calls: the subagent's and the target
 
 Exit codes of run and resume:
   0  finished
-  1  infrastructure failure (provider-failed, fetch-failed, lost, or agora itself)
+  1  infrastructure failure (provider-failed, fetch-failed, lost, gateway-unreachable, or
+     agora itself)
   2  usage error: nothing was dispatched
   3  the worker did not succeed (worker-failed, timeout, denied, integrity-failed,
      limit-exceeded, budget-exceeded, cancelled)
@@ -350,7 +353,8 @@ func dispatchExitCode(r *dispatch.Record) int {
 		// An answered dispatch ended needs_input; its answer is its child.
 		return ExitNeedsInput
 	case dispatch.StateFailed:
-		if r.Reason == dispatch.ReasonProviderFailed || r.Reason == dispatch.ReasonFetchFailed || r.Reason == dispatch.ReasonLost {
+		if r.Reason == dispatch.ReasonProviderFailed || r.Reason == dispatch.ReasonFetchFailed || r.Reason == dispatch.ReasonLost ||
+			r.Reason == dispatch.ReasonGatewayUnreachable {
 			return ExitError
 		}
 		return ExitWorkerFail

@@ -117,6 +117,11 @@ type Exit struct {
 	// Lost is set when the process vanished without an observed end (a deleted Job or pod,
 	// a container removed behind the provider's back): nothing says how it ended.
 	Lost bool
+	// GatewayUnreachable is set when a remote worker (or its init step) gave up on agora's
+	// network gateway after retrying it across an outage: it exited
+	// remote.ExitGatewayUnreachable, which the agent cannot make it do. The dispatch failed
+	// for want of the gateway, not for anything the agent did.
+	GatewayUnreachable bool
 	// Duration is the wall-clock time from start to exit.
 	Duration time.Duration
 	// Isolation records what applied, as "+"-joined tokens, e.g. "bwrap+rlimits+cgroup",

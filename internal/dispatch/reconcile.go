@@ -92,6 +92,13 @@ func (d *Dispatcher) reconcile(ctx context.Context, r *Record, st *stage, exit c
 		*res = Result{Outputs: []Output{}, Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated, Phases: res.Phases}
 		o.State, o.Reason = StateFailed, ReasonIntegrityFailed
 		o.Detail = "the out directory does not hold what the worker declared: " + ierr.Error()
+	case rerr != nil && exit.GatewayUnreachable:
+		// The worker said so by its exit status, which the agent cannot set: no result
+		// crossed, and the agent is not to blame.
+		code := exit.Code
+		o.ExitCode = &code
+		o.State, o.Reason = StateFailed, ReasonGatewayUnreachable
+		o.Detail = "the worker could not reach agora's network gateway across its retries (the gateway was down or refused it); no result came back. See the dispatch's stderr"
 	case rerr != nil:
 		code := exit.Code
 		o.ExitCode = &code

@@ -47,10 +47,15 @@ const (
 	// ReasonBudgetExceeded: the dispatch's budget (tokens, usd or model calls) was spent and
 	// the gateway refused a model call; the host stopped the sandbox.
 	ReasonBudgetExceeded = "budget-exceeded"
+	// ReasonGatewayUnreachable: a remote worker (a kubernetes target's pod) could not reach
+	// agora's network gateway across its retries (the gateway was down longer than the
+	// worker's outage limit), so its mounts or its result never crossed. Nothing the agent
+	// did is known or blamed; plans retry it.
+	ReasonGatewayUnreachable = "gateway-unreachable"
 )
 
 // Reasons lists every failure reason.
-var Reasons = []string{ReasonWorkerFailed, ReasonProviderFailed, ReasonTimeout, ReasonCancelled, ReasonFetchFailed, ReasonIntegrityFailed, ReasonDenied, ReasonLost, ReasonLimitExceeded, ReasonBudgetExceeded}
+var Reasons = []string{ReasonWorkerFailed, ReasonProviderFailed, ReasonTimeout, ReasonCancelled, ReasonFetchFailed, ReasonIntegrityFailed, ReasonDenied, ReasonLost, ReasonLimitExceeded, ReasonBudgetExceeded, ReasonGatewayUnreachable}
 
 // Events are the lifecycle vocabulary: closed, and the same words as the states they enter.
 var Events = []string{StateAccepted, StateStarted, StateFinished, StateNeedsInput, StateFailed, StateCancelled, StateAnswered}

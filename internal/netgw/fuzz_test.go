@@ -93,3 +93,24 @@ func FuzzExtractUpload(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseUploadMark: a mark is read back exactly as it was written, or refused; nothing
+// else parses.
+func FuzzParseUploadMark(f *testing.F) {
+	f.Add([]byte("refused\n"))
+	f.Add(uploadMark{SHA256: strings.Repeat("ab", 32), Size: 1024}.encode())
+	f.Add([]byte("stored " + strings.Repeat("AB", 32) + " 1\n"))
+	f.Add([]byte("stored " + strings.Repeat("ab", 32) + " 01\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := parseUploadMark(b)
+		if err != nil {
+			return
+		}
+		if got := m.encode(); !bytes.Equal(got, b) {
+			t.Fatalf("%q parsed as %+v, which writes %q", b, m, got)
+		}
+		if !m.Refused && (m.Size < 0 || len(m.SHA256) != 64) {
+			t.Fatalf("%q parsed as %+v", b, m)
+		}
+	})
+}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -44,6 +45,10 @@ type gw struct {
 	logs  *syncBuffer
 	home  string
 	close func()
+
+	certs   *Certs
+	version string
+	set     func(*Server)
 }
 
 func startGateway(t testing.TB) *gw {
@@ -65,28 +70,47 @@ func startGatewayWith(t testing.TB, version string, set func(*Server)) *gw {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
-	g := &gw{reg: &Registry{Dir: filepath.Join(home, "gateway", "sessions")}, ca: certs.CAPEM, logs: logs, home: home}
-	g.srv = &Server{Registry: g.reg, Version: version, Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
-	if set != nil {
-		set(g.srv)
-	}
+	g := &gw{reg: &Registry{Dir: filepath.Join(home, "gateway", "sessions")}, ca: certs.CAPEM, logs: &syncBuffer{}, home: home,
+		certs: certs, version: version, set: set}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g.url = "https://" + ln.Addr().String()
+	g.serve(t, ln)
+	t.Cleanup(func() { g.close() })
+	return g
+}
+
+// serve runs a fresh Server of g's settings on ln; g.close stops it (once).
+func (g *gw) serve(t testing.TB, ln net.Listener) {
+	g.srv = &Server{Registry: g.reg, Version: g.version, Log: slog.New(slog.NewJSONHandler(g.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	if g.set != nil {
+		g.set(g.srv)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- g.srv.Serve(ctx, ln, certs.Server) }()
+	go func() { done <- g.srv.Serve(ctx, ln, g.certs.Server) }()
+	var once sync.Once
 	g.close = func() {
-		cancel()
-		if err := <-done; err != nil && err != http.ErrServerClosed {
-			t.Errorf("serve: %v", err)
-		}
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil && err != http.ErrServerClosed {
+				t.Errorf("serve: %v", err)
+			}
+		})
 	}
-	t.Cleanup(g.close)
-	return g
+}
+
+// restart serves g again on its address after a stop (g.close), as a restarted `agora orch
+// serve --gateway` does: a new process over the same sessions directory and CA.
+func (g *gw) restart(t testing.TB) {
+	t.Helper()
+	ln, err := net.Listen("tcp", strings.TrimPrefix(g.url, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.serve(t, ln)
 }
 
 func (g *gw) client(t testing.TB, id, token string) *workerremote.Client {

@@ -39,27 +39,58 @@ func (e *UploadError) Error() string {
 	return fmt.Sprintf("upload refused: entry %q: %s", e.Entry, e.Reason)
 }
 
-// upload receives a Result mount's tar, once. The first PUT claims the mount (a marker made
-// with O_EXCL), whatever it then brings: a worker gets exactly one chance to say what its out
-// directory holds.
+// upload receives a Result mount's tar, once (uploadmark.go): the first upload the gateway
+// stores or refuses for its content is final. One cut off by its connection, or by the
+// gateway's own death, is not: the worker retries it. A retry of a stored upload with the
+// same bytes is answered 204 again; any other upload after the first is refused.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *mountRecord) {
 	sd, _ := sessionDir(s.Registry.Dir, rec.Dispatch)
-	marker, err := os.OpenFile(filepath.Join(sd, putPrefix+m.Name), os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		s.logger().Warn("gateway upload refused", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", "uploaded already")
-		httpError(w, http.StatusConflict, "the mount was uploaded already")
+	unlock, err := lockUpload(sd, m.Name)
+	if errors.Is(err, errUploadBusy) {
+		w.Header().Set("Retry-After", "1")
+		httpError(w, http.StatusServiceUnavailable, "an upload of the mount is in progress; retry")
 		return
 	}
 	if err != nil {
+		s.logger().Error("gateway upload lock", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
 		httpError(w, http.StatusInternalServerError, "claim the upload")
 		return
 	}
-	marker.Close()
+	defer unlock()
+	switch mark, err := readUploadMark(sd, m.Name); {
+	case err == nil:
+		s.uploadAgain(w, r, rec, m, mark)
+		return
+	case !errors.Is(err, fs.ErrNotExist):
+		s.logger().Error("gateway upload mark unreadable", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
+		httpError(w, http.StatusInternalServerError, "claim the upload")
+		return
+	}
+	removeStaging(m.Src)
 	rc := http.NewResponseController(w)
 	caps := uploadCaps{bytes: s.uploadBytes(rec), entries: s.MaxUploadEntries}
-	n, err := extractUpload(&deadlineReader{r: r.Body, rc: rc}, m.Src, caps)
+	body := newBodyReader(&deadlineReader{r: r.Body, rc: rc})
+	n, err := extractUpload(body, m.Src, caps)
+	if err == nil {
+		// The tar's end marker is read; what follows it (a writer's padding) is part of the
+		// body the mark's digest covers.
+		if k, _ := io.CopyN(io.Discard, body, maxTrailer+1); k > maxTrailer {
+			err = &UploadError{Reason: fmt.Sprintf("more than %d bytes after the tar's end", maxTrailer)}
+		}
+	}
+	if err != nil && body.err != nil {
+		// The connection failed, not the content: nothing is claimed, and what was staged is
+		// gone with extractUpload's temporary directory. (Entries replaced before a failure
+		// there are replaced again by the retry.)
+		s.logger().Warn("gateway upload interrupted", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", body.err)
+		httpError(w, http.StatusBadRequest, "upload interrupted; retry")
+		return
+	}
 	if err != nil {
 		s.logger().Warn("gateway upload refused", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
+		if merr := writeUploadMark(sd, m.Name, uploadMark{Refused: true}); merr != nil {
+			s.logger().Error("gateway upload mark", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", merr)
+		}
 		// Read on a little so the refusal reaches the worker: closing with its bytes unread
 		// resets the connection, and the worker would see "connection reset" instead of why.
 		// Bounded: a larger rest is cut off, and the dispatch fails either way.
@@ -72,8 +103,33 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 		httpError(w, http.StatusBadRequest, "upload failed")
 		return
 	}
+	if err := writeUploadMark(sd, m.Name, body.mark()); err != nil {
+		// Stored, but not final: a retry stores the same again.
+		s.logger().Error("gateway upload mark", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
+		httpError(w, http.StatusInternalServerError, "record the upload; retry")
+		return
+	}
 	s.logger().Info("gateway upload", "dispatch_id", rec.Dispatch, "mount", m.Name, "entries", n)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// uploadAgain answers an upload of a mount whose upload is final: 204 when it is a retry of
+// the stored one (the same bytes: the worker did not hear the first answer), else 409. At
+// most the stored upload's length (plus one byte) is read to tell.
+func (s *Server) uploadAgain(w http.ResponseWriter, r *http.Request, rec *record, m *mountRecord, mark uploadMark) {
+	if !mark.Refused {
+		rc := http.NewResponseController(w)
+		body := newBodyReader(&deadlineReader{r: r.Body, rc: rc})
+		_, _ = io.Copy(io.Discard, io.LimitReader(body, mark.Size+1))
+		if body.err == nil && body.mark() == mark {
+			s.logger().Info("gateway upload repeated", "dispatch_id", rec.Dispatch, "mount", m.Name)
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+	s.logger().Warn("gateway upload refused", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", "uploaded already")
+	_, _ = io.CopyN(io.Discard, r.Body, refusedDrain) // as for a refusal: let the answer arrive
+	httpError(w, http.StatusConflict, "the mount was uploaded already")
 }
 
 // uploadBytes is the byte cap of an upload of rec: the session's (the target's disk), within
@@ -108,7 +164,7 @@ func extractUpload(r io.Reader, dst string, caps uploadCaps) (int, error) {
 	}
 	var rnd [8]byte
 	rand.Read(rnd[:])
-	tmp := filepath.Join(filepath.Dir(dst), ".upload-"+filepath.Base(dst)+"-"+hex.EncodeToString(rnd[:]))
+	tmp := filepath.Join(filepath.Dir(dst), stagingPrefix(dst)+hex.EncodeToString(rnd[:]))
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return 0, fmt.Errorf("stage upload: %w", err)
 	}
@@ -257,3 +313,7 @@ func typeName(t byte) string {
 
 // refusedDrain bounds what a refused upload's rest is read for its answer to arrive.
 const refusedDrain = 4 << 20
+
+// maxTrailer bounds the bytes an upload may carry after its tar's end marker (archive/tar's
+// writer adds none past the two zero blocks; other writers pad to a record).
+const maxTrailer = 64 << 10

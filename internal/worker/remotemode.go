@@ -13,7 +13,8 @@ import (
 // gateway instead of a descriptor, the output is teed back, and once result.json is written
 // and every agent process stopped, the out directory is uploaded. The limits the local
 // provider applies with prlimit come from the pod's AGORA_RLIMITS. A failed upload is a
-// failed worker: the host has no result.
+// failed worker: the host has no result. A gateway that did not answer across the worker's
+// retries ends it with remote.ExitGatewayUnreachable, which the host records as such.
 func runRemote(ctx context.Context, opts options) int {
 	// A pod has no setting for these limits: the worker lowers them on itself first, and
 	// everything of the agent inherits them (internal/worker/remote/rlimit.go).
@@ -24,14 +25,14 @@ func runRemote(ctx context.Context, opts options) int {
 	rw, err := workerremote.Start(ctx, opts.Root, opts.Stdout, opts.Stderr)
 	if err != nil {
 		fmt.Fprintf(opts.Stderr, "agora worker: error: gateway: %v\n", err)
-		return 1
+		return workerremote.ExitCode(err)
 	}
 	opts.SecretsFile, opts.Stdout, opts.Stderr = rw.SecretsFile, rw.Stdout, rw.Stderr
 	opts.secretsFD = 0 // no descriptor from the host in a pod
 	opts.dialHost = rw.DialSocket
 	code := run(ctx, opts)
 	if err := rw.Finish(ctx); err != nil {
-		return 1
+		return workerremote.ExitCode(err)
 	}
 	return code
 }

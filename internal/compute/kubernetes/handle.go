@@ -205,7 +205,10 @@ func (h *handle) podExit(ctx context.Context, job *batchv1.Job) compute.Exit {
 	return compute.Exit{Code: -1, Lost: true}
 }
 
-// exitOf maps a terminated container to an exit: 128+n is signal n, as the runtime reports it.
+// exitOf maps a terminated container to an exit: 128+n is signal n, as the runtime reports it;
+// remote.ExitGatewayUnreachable is the worker's (or its fetch step's) report that the gateway
+// did not answer across its retries. Both containers' exit status is agora's own process's
+// (the worker is the container's first process), never the agent's.
 func exitOf(t *corev1.ContainerStateTerminated) compute.Exit {
 	if t.Reason == "OOMKilled" {
 		return compute.Exit{Code: -1, Signal: "killed"}
@@ -213,7 +216,7 @@ func exitOf(t *corev1.ContainerStateTerminated) compute.Exit {
 	if c := t.ExitCode; c > 128 && c < 128+65 {
 		return compute.Exit{Code: -1, Signal: signalName(int(c - 128))}
 	}
-	return compute.Exit{Code: int(t.ExitCode)}
+	return compute.Exit{Code: int(t.ExitCode), GatewayUnreachable: t.ExitCode == remote.ExitGatewayUnreachable}
 }
 
 // vanished is the exit of a Job that is gone: Cancelled when agora deleted it, Lost otherwise.

@@ -114,6 +114,7 @@ const (
 //	GET  session                  the session as JSON: mounts, files, the host agora's version
 //	GET  mounts/NAME              a Fetch mount's content as a tar stream
 //	PUT  mounts/NAME              a Result mount's content as a tar stream, accepted once
+//	                              (the same bytes again, a retry, are answered 204 again)
 //	GET  files/I                  spec.Files[I]'s content, served once
 //	POST streams/stdout|stderr    the worker's output, appended as it arrives
 //	GET  sockets/NAME/SOCKET      with "Upgrade: agora-tunnel": a byte stream to the host socket
@@ -121,3 +122,9 @@ const (
 	RoutePrefix   = "/v1/dispatches/"
 	TunnelUpgrade = "agora-tunnel"
 )
+
+// ExitGatewayUnreachable is the exit status of a remote worker, or of its init step, that
+// gave up on a gateway that did not answer for the worker's outage limit (it retries every
+// request across a gateway's restart first). The host records such a dispatch
+// gateway-unreachable: the agent did nothing wrong. (75 is EX_TEMPFAIL of sysexits.h.)
+const ExitGatewayUnreachable = 75

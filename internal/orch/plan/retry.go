@@ -93,12 +93,12 @@ func (r Retry) Backoff(attempt int, rnd func() float64) time.Duration {
 }
 
 // Retryable reports whether an attempt that failed for reason may be retried (attempts left
-// permitting): provider-failed, timeout and lost always; worker-failed unless OnWorkerFailed is
+// permitting): provider-failed, timeout, lost and gateway-unreachable always; worker-failed unless OnWorkerFailed is
 // false; denied, integrity-failed, limit-exceeded, budget-exceeded, fetch-failed, cancelled
 // and any other reason never.
 func (r Retry) Retryable(reason string) bool {
 	switch reason {
-	case "provider-failed", "timeout", ReasonLost:
+	case "provider-failed", "timeout", ReasonLost, "gateway-unreachable":
 		return true
 	case "worker-failed":
 		return r.OnWorkerFailed == nil || *r.OnWorkerFailed

@@ -102,6 +102,7 @@ func TestRetry_Retryable(t *testing.T) {
 		{dispatch.ReasonBudgetExceeded, false}, // a retry would spend the same budget again
 		{dispatch.ReasonCancelled, false},
 		{dispatch.ReasonFetchFailed, false},
+		{dispatch.ReasonGatewayUnreachable, true}, // the gateway was away: the work itself is untried
 		{"", false},
 		{"something-new", false},
 		{"Timeout", false},

@@ -107,42 +107,50 @@ func (c *Client) url(route string) string {
 	return c.base.String() + remote.RoutePrefix + c.dispatch + "/" + route
 }
 
-// getRetries are the waits before each retry of a GET whose connection failed before any
-// answer: the gateway closes its oldest unauthenticated connection when a pool is full, and a
-// pod behind the NAT address of a pod that floods it may be the one closed (docs/providers.md).
-var getRetries = []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second, 2 * time.Second}
-
-// do sends a request with the token and returns the response when its status is want. A GET
-// whose connection fails before an answer is retried (getRetries): with no answer the gateway
-// served nothing, so even a once-only file is still there. A request with a body is not: its
-// body cannot be sent twice.
-func (c *Client) do(ctx context.Context, method, route string, body io.Reader, want int) (*http.Response, error) {
-	var resp *http.Response
-	for attempt := 0; ; attempt++ {
-		req, err := http.NewRequestWithContext(ctx, method, c.url(route), body)
-		if err != nil {
-			return nil, err
+// do sends a request with the token and returns the response when its status is want.
+// newBody (nil for none) makes the request's body afresh for each attempt. A request that
+// gets no answer, or a "not now" (retry.go), is tried again across a gateway's outage: every
+// route is safe to repeat (a GET serves the same again; a once-only file is still there when
+// nothing was answered; an upload of the same bytes is answered 204 again). A stream's POST
+// is not a request of this kind: see stream.go.
+func (c *Client) do(ctx context.Context, method, route string, newBody func() io.ReadCloser, want int) (*http.Response, error) {
+	r := &retrier{op: method + " " + route}
+	for {
+		var body io.ReadCloser
+		if newBody != nil {
+			body = newBody()
 		}
-		req.Header.Set("Authorization", "Bearer "+c.token)
-		resp, err = c.http.Do(req)
+		resp, err := c.once(ctx, method, route, body)
+		if err == nil && resp.StatusCode == want {
+			return resp, nil
+		}
 		if err == nil {
-			break
-		}
-		if method != http.MethodGet || attempt == len(getRetries) || ctx.Err() != nil {
+			err = statusError(method, route, resp)
+			resp.Body.Close()
+			if !transientStatus(resp.StatusCode) {
+				return nil, err
+			}
+		} else if !transient(ctx, err) {
 			// url.Error quotes the URL, which holds no token.
 			return nil, fmt.Errorf("%s %s: %w", method, route, err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%s %s: %w", method, route, err)
-		case <-time.After(getRetries[attempt]):
+		if werr := r.wait(ctx, err); werr != nil {
+			return nil, werr
 		}
 	}
-	if resp.StatusCode != want {
-		defer resp.Body.Close()
-		return nil, statusError(method, route, resp)
+}
+
+// once sends one request with the token.
+func (c *Client) once(ctx context.Context, method, route string, body io.ReadCloser) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.url(route), body)
+	if err != nil {
+		if body != nil {
+			body.Close()
+		}
+		return nil, err
 	}
-	return resp, nil
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	return c.http.Do(req)
 }
 
 func statusError(method, route string, resp *http.Response) error {
@@ -204,27 +212,58 @@ func (c *Client) File(ctx context.Context, i int, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// Fetch extracts mount m's content into dir.
+// Fetch extracts mount m's content into dir. A download cut off by its connection (a
+// gateway that restarted) is fetched again, whole, into an emptied dir.
 func (c *Client) Fetch(ctx context.Context, m remote.Mount, dir string) error {
 	route := "mounts/" + m.Name
-	resp, err := c.do(ctx, http.MethodGet, route, nil, http.StatusOK)
-	if err != nil {
-		return err
+	r := &retrier{op: "GET " + route}
+	for {
+		resp, err := c.do(ctx, http.MethodGet, route, nil, http.StatusOK)
+		if err != nil {
+			return err
+		}
+		body := &readErr{r: resp.Body}
+		err = Extract(body, dir)
+		resp.Body.Close()
+		if err == nil {
+			return nil
+		}
+		if body.err == nil || !transient(ctx, body.err) {
+			return fmt.Errorf("GET %s: %w", route, err)
+		}
+		if werr := r.wait(ctx, body.err); werr != nil {
+			return werr
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("GET %s: start again: %w", route, err)
+		}
 	}
-	defer resp.Body.Close()
-	if err := Extract(resp.Body, dir); err != nil {
-		return fmt.Errorf("GET %s: %w", route, err)
-	}
-	return nil
 }
 
-// Upload sends dir's regular files and directories as mount m's content.
+// readErr keeps the first read error that is not the end of the stream.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErr) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF && e.err == nil {
+		e.err = err
+	}
+	return n, err
+}
+
+// Upload sends dir's regular files and directories as mount m's content. Each attempt packs
+// dir afresh; Pack writes the same bytes for the same tree, which the gateway recognises as a
+// retry of an upload it stored but could not answer.
 func (c *Client) Upload(ctx context.Context, m remote.Mount, dir string) error {
 	route := "mounts/" + m.Name
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(Pack(pw, dir)) }()
-	resp, err := c.do(ctx, http.MethodPut, route, pr, http.StatusNoContent)
-	pr.CloseWithError(errors.New("upload ended"))
+	resp, err := c.do(ctx, http.MethodPut, route, func() io.ReadCloser {
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(Pack(pw, dir)) }()
+		return pr
+	}, http.StatusNoContent)
 	if err != nil {
 		return err
 	}
@@ -232,8 +271,28 @@ func (c *Client) Upload(ctx context.Context, m remote.Mount, dir string) error {
 	return nil
 }
 
-// DialTunnel opens a byte stream to the host socket sock of mount m.
+// DialTunnel opens a byte stream to the host socket sock of mount m, trying again across a
+// gateway's outage (retry.go) within ctx. A tunnel over the dispatch's caps (429) is refused
+// at once: the agent holds the others, and waiting would only stall its connection.
 func (c *Client) DialTunnel(ctx context.Context, m, sock string) (net.Conn, error) {
+	r := &retrier{op: "tunnel " + m + "/" + sock}
+	for {
+		conn, err := c.dialTunnel(ctx, m, sock)
+		if err == nil {
+			return conn, nil
+		}
+		var se *StatusError
+		if errors.As(err, &se) && (se.Code == http.StatusTooManyRequests || !transientStatus(se.Code)) ||
+			!errors.As(err, &se) && !transient(ctx, err) {
+			return nil, err
+		}
+		if werr := r.wait(ctx, err); werr != nil {
+			return nil, werr
+		}
+	}
+}
+
+func (c *Client) dialTunnel(ctx context.Context, m, sock string) (net.Conn, error) {
 	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: dialTimeout}, Config: c.tls}
 	conn, err := d.DialContext(ctx, "tcp", c.base.Host)
 	if err != nil {

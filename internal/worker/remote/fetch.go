@@ -37,7 +37,7 @@ func Version() string {
 func FetchMain(ctx context.Context, stderr io.Writer) int {
 	if err := fetch(ctx); err != nil {
 		fmt.Fprintf(stderr, "agora worker fetch: error: %v\n", err)
-		return 1
+		return ExitCode(err)
 	}
 	return 0
 }

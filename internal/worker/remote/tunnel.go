@@ -1,7 +1,6 @@
 package remote
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -37,7 +36,8 @@ func (w *Worker) listen(m, sock, path string) error {
 				defer func() { <-w.slots }()
 				defer w.track(c, false)
 				defer c.Close()
-				up, err := w.c.DialTunnel(context.Background(), m, sock)
+				// Across a gateway's restart the agent's connection waits for the tunnel.
+				up, err := w.c.DialTunnel(w.ctx, m, sock)
 				if err != nil {
 					return
 				}
@@ -61,8 +61,9 @@ func (w *Worker) track(c net.Conn, add bool) {
 	}
 }
 
-// closeTunnels stops listening and ends every tunnel.
+// closeTunnels stops listening and ends every tunnel, and every tunnel's retry.
 func (w *Worker) closeTunnels() {
+	w.cancel()
 	for _, ln := range w.lns {
 		ln.Close()
 	}

@@ -22,10 +22,13 @@ const (
 	// MaxSecretsFile caps spec.Files[0] (the worker's own cap on the secrets object is 1 MiB).
 	MaxSecretsFile = 1<<20 + 1
 	// maxTunnels caps the tunnels the worker carries at once; more connections are closed.
-	maxTunnels = 256
-	// startTimeout bounds the session's start: reading it and the secrets.
-	startTimeout = 2 * time.Minute
-	// uploadTimeout bounds the upload of the result mounts.
+	// It is the gateway's cap per dispatch (netgw.MaxTunnels).
+	maxTunnels = 128
+	// startGrace is how much longer than OutageLimit the session's start (reading it and the
+	// secrets) may take.
+	startGrace = time.Minute
+	// uploadTimeout bounds the upload of the result mounts, retries across a gateway's
+	// outage included.
 	uploadTimeout = 10 * time.Minute
 )
 
@@ -48,11 +51,14 @@ type Worker struct {
 	Stdout, Stderr io.Writer
 
 	streams []*stream
-	lns     []net.Listener
-	slots   chan struct{}
-	mu      sync.Mutex
-	conns   map[net.Conn]struct{} // guarded by mu
-	wg      sync.WaitGroup
+	// ctx ends the tunnels' retries when the worker closes them.
+	ctx    context.Context
+	cancel context.CancelFunc
+	lns    []net.Listener
+	slots  chan struct{}
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{} // guarded by mu
+	wg     sync.WaitGroup
 }
 
 // Start takes the gateway's token out of the environment, reads the session, listens on
@@ -64,7 +70,7 @@ func Start(ctx context.Context, root string, stdout, stderr io.Writer) (*Worker,
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	ctx, cancel := context.WithTimeout(ctx, OutageLimit+startGrace)
 	defer cancel()
 	info, err := c.Info(ctx)
 	if err != nil {
@@ -72,6 +78,7 @@ func Start(ctx context.Context, root string, stdout, stderr io.Writer) (*Worker,
 		return nil, err
 	}
 	w := &Worker{c: c, info: info, root: root, slots: make(chan struct{}, maxTunnels), conns: map[net.Conn]struct{}{}}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
 		if !ok {
@@ -111,6 +118,15 @@ func Local(root, dst string) string {
 		return filepath.Join(root, rel)
 	}
 	return dst
+}
+
+// ExitCode is the worker's exit status for err, an error of [Start] or [Finish]:
+// [remote.ExitGatewayUnreachable] when the gateway did not answer for [OutageLimit], else 1.
+func ExitCode(err error) int {
+	if errors.As(err, new(*UnreachableError)) {
+		return remote.ExitGatewayUnreachable
+	}
+	return 1
 }
 
 // Finish uploads every Result mount (the caller has written result.json and stopped every

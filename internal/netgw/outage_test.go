@@ -1,0 +1,244 @@
+package netgw
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/compute/remote"
+	workerremote "github.com/agora-dev/agora/internal/worker/remote"
+	"github.com/agora-dev/agora/internal/worker/wire"
+)
+
+// TestUpload_RepeatedIsIdempotent: a worker that did not hear the answer to its upload sends
+// the same bytes again and gets 204 again; other bytes are refused, as is any upload after
+// one refused for its content.
+func TestUpload_RepeatedIsIdempotent(t *testing.T) {
+	g := startGateway(t)
+	l := stageLayout(t, "01UPLOADAGAIN")
+	s := g.export(t, l)
+	body := tarOf(t, tarEntry{name: "result.json", body: "1"})
+	for i := range 2 {
+		if code, msg := g.putOut(t, l, s, body); code != 204 {
+			t.Fatalf("upload %d of the same bytes: %d %s, want 204", i+1, code, msg)
+		}
+	}
+	if code, _ := g.putOut(t, l, s, tarOf(t, tarEntry{name: "result.json", body: "2"})); code != 409 {
+		t.Errorf("other bytes after a stored upload: %d, want 409", code)
+	}
+	checkFile(t, filepath.Join(l.out, "result.json"), "1")
+
+	refused := stageLayout(t, "01UPLOADREFUSEDAGAIN")
+	rs := g.export(t, refused)
+	bad := tarOf(t, tarEntry{name: "../escape", body: "x"})
+	if code, _ := g.putOut(t, refused, rs, bad); code != 422 {
+		t.Fatalf("a hostile upload: %d, want 422", code)
+	}
+	for _, b := range [][]byte{bad, body} {
+		if code, _ := g.putOut(t, refused, rs, b); code != 409 {
+			t.Errorf("an upload after a refused one: %d, want 409", code)
+		}
+	}
+}
+
+// TestUpload_CutOffIsRetried: an upload whose connection ends inside its body claims
+// nothing; the worker's retry of the whole upload is stored.
+func TestUpload_CutOffIsRetried(t *testing.T) {
+	g := startGateway(t)
+	l := stageLayout(t, "01UPLOADCUT")
+	s := g.export(t, l)
+	body := tarOf(t, tarEntry{name: "result.json", body: "{}"}, tarEntry{name: "big", body: strings.Repeat("b", 1<<20)})
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(g.ca)
+	tc, err := tls.Dial("tcp", strings.TrimPrefix(g.url, "https://"), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	must(t, err)
+	head := "PUT " + remote.RoutePrefix + l.id + "/mounts/out HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + s.Token +
+		"\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
+	_, err = io.WriteString(tc, head)
+	must(t, err)
+	_, err = tc.Write(body[:len(body)/2])
+	must(t, err)
+	waitFor(t, "the gateway extracting the upload", func() bool { return len(staging(t, l.out)) > 0 })
+	tc.Close()
+	waitFor(t, "the cut-off upload's end", func() bool { return len(staging(t, l.out)) == 0 })
+
+	if code, msg := g.putOut(t, l, s, body); code != 204 {
+		t.Fatalf("the retry of a cut-off upload: %d %s, want 204", code, msg)
+	}
+	checkFile(t, filepath.Join(l.out, "result.json"), "{}")
+	if left := staging(t, l.out); len(left) > 0 {
+		t.Errorf("staging directories left: %v", left)
+	}
+}
+
+// TestGatewayProcess_Kill9MidUploadLeavesNoClaim is issue #26 finding 12 at the gateway's
+// level: the real `agora gateway serve` is killed with SIGKILL while it extracts an upload;
+// the restarted one stores the worker's retry of it (the first claimed nothing) and removes
+// what the killed one staged.
+func TestGatewayProcess_Kill9MidUploadLeavesNoClaim(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	env := append(os.Environ(), "AGORA_HOME="+home)
+	initCmd := exec.Command(agoraBin, "init")
+	initCmd.Env = env
+	if out, err := initCmd.CombinedOutput(); err != nil {
+		t.Fatalf("agora init: %v\n%s", err, out)
+	}
+	addr := freeAddr(t)
+	serve := func() *exec.Cmd {
+		cmd := exec.Command(agoraBin, "gateway", "serve", "--listen", addr, "--advertise", "https://"+addr)
+		cmd.Env = env
+		cmd.Stderr = &syncBuffer{}
+		must(t, cmd.Start())
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		waitFor(t, "the gateway listening", func() bool {
+			c, err := net.Dial("tcp", addr)
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		})
+		return cmd
+	}
+	first := serve()
+	ca, err := os.ReadFile(filepath.Join(home, "keys", CACertFile))
+	must(t, err)
+	reg := &Registry{Dir: filepath.Join(home, "gateway", "sessions")}
+	l := stageLayout(t, "01UPLOADKILL9")
+	s, err := reg.Export(t.Context(), l.spec(t))
+	must(t, err)
+	defer s.Close()
+	g := &gw{url: "https://" + addr, ca: ca}
+	body := tarOf(t, tarEntry{name: "result.json", body: "{}"}, tarEntry{name: "big", body: strings.Repeat("k", 4<<20)})
+
+	// Half the body, then hold: the gateway is extracting when it dies.
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest("PUT", g.url+remote.RoutePrefix+l.id+"/mounts/out", pr)
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+s.Token)
+	req.ContentLength = int64(len(body))
+	done := make(chan error, 1)
+	go func() {
+		resp, err := g.httpClient().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	go pw.Write(body[:len(body)/2])
+	waitFor(t, "the gateway extracting the upload", func() bool { return len(staging(t, l.out)) > 0 })
+	must(t, first.Process.Signal(syscall.SIGKILL))
+	first.Wait()
+	pw.CloseWithError(io.ErrUnexpectedEOF)
+	if err := <-done; err == nil {
+		t.Fatal("the upload to a killed gateway succeeded")
+	}
+
+	serve()
+	code, msg := g.do(t, "PUT", remote.RoutePrefix+l.id+"/mounts/out", s.Token, bytes.NewReader(body))
+	if code != 204 {
+		t.Fatalf("the worker's retry after the gateway's restart: %d %s, want 204", code, msg)
+	}
+	checkFile(t, filepath.Join(l.out, "result.json"), "{}")
+	if left := staging(t, l.out); len(left) > 0 {
+		t.Errorf("the killed gateway's staging is left: %v", left)
+	}
+	if code, _ := g.do(t, "PUT", remote.RoutePrefix+l.id+"/mounts/out", s.Token, bytes.NewReader(tarOf(t, tarEntry{name: "result.json", body: "x"}))); code != 409 {
+		t.Errorf("other bytes after the stored retry: %d, want 409", code)
+	}
+}
+
+// TestRemoteWorker_RidesOutGatewayRestart is issue #26 finding 12 with the real binary: the
+// gateway is down when the pod's fetch step starts, and down again when the worker uploads
+// (its agent's output streaming meanwhile). Each time it comes back on the same address over
+// the same sessions, and the worker carries on: the fetch succeeds, the result reaches the
+// host, and the output written while the gateway was away reaches the host's log after it.
+func TestRemoteWorker_RidesOutGatewayRestart(t *testing.T) {
+	g := startGateway(t)
+	script := `echo "agent started"; sleep 2; echo "agent after the outage"; printf changed > README`
+	h := newHostStage(t, "01E2EOUTAGE", script)
+	var stdout, stderr syncBuffer
+	s, err := g.reg.Export(t.Context(), h.spec(t, &stdout, &stderr, `{"API_KEY":"k"}`))
+	must(t, err)
+	defer s.Close()
+
+	g.close()
+	stage := t.TempDir()
+	fetch := exec.CommandContext(t.Context(), agoraBin, "worker", "fetch")
+	fetch.Env = podEnv(g, h.id, s.Token, remote.StageEnv+"="+stage)
+	var fetchLog syncBuffer
+	fetch.Stdout, fetch.Stderr = &fetchLog, &fetchLog
+	must(t, fetch.Start())
+	// Longer than the few quick retries a GET had before (3.4 s): a restart takes seconds.
+	time.Sleep(5 * time.Second)
+	g.restart(t)
+	if err := fetch.Wait(); err != nil {
+		t.Fatalf("agora worker fetch across the gateway's restart: %v\n%s", err, fetchLog.String())
+	}
+
+	root := t.TempDir()
+	for _, m := range s.Mounts {
+		dst := workerremote.Local(root, m.Dst)
+		must(t, os.MkdirAll(filepath.Dir(dst), 0o755))
+		if m.Fetch {
+			must(t, os.Rename(filepath.Join(stage, m.Name), dst))
+		} else {
+			must(t, os.Mkdir(dst, 0o755))
+		}
+	}
+	worker := exec.CommandContext(t.Context(), filepath.Join(stage, wire.BinDir, wire.BinFile), "worker")
+	worker.Env = podEnv(g, h.id, s.Token, wire.RootEnv+"="+root)
+	var podLog syncBuffer
+	worker.Stdout, worker.Stderr = &podLog, &podLog
+	must(t, worker.Start())
+	waitFor(t, "the agent's first line at the host", func() bool { return strings.Contains(stdout.String(), "agent started") })
+	g.close()
+	// The agent ends and the worker uploads while the gateway is down.
+	time.Sleep(3 * time.Second)
+	g.restart(t)
+	if err := worker.Wait(); err != nil {
+		t.Fatalf("agora worker across the gateway's restart: %v\n%s", err, podLog.String())
+	}
+	must(t, s.Close())
+	b, err := os.ReadFile(filepath.Join(h.out, wire.ResultFile))
+	if err != nil {
+		t.Fatalf("no result.json at the host: %v\npod log:\n%s", err, podLog.String())
+	}
+	res, err := wire.ParseResult(b)
+	must(t, err)
+	if res.Status != wire.StatusOK {
+		t.Errorf("result %s %s: %s", res.Status, res.Reason, res.Detail)
+	}
+	if !strings.Contains(stdout.String(), "agent after the outage") {
+		t.Errorf("the output written while the gateway was down did not reach the host:\n%s", stdout.String())
+	}
+	assertNoToken(t, g, s.Token)
+}
+
+// staging lists the upload staging directories beside out.
+func staging(t testing.TB, out string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(filepath.Dir(out), ".upload-"+filepath.Base(out)+"-*"))
+	must(t, err)
+	return m
+}
+
+// freeAddr is a loopback address no one listens on now.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}

@@ -1,0 +1,99 @@
+package remote
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// The gateway can be away for a while with nothing wrong with the dispatch: `agora orch serve
+// --gateway` restarted (a crash, an upgrade, its pod rescheduled), its sessions kept in
+// AGORA_HOME, where the restarted gateway finds them again. The worker rides that out: a
+// request that got no answer, or an answer that says "not now" (429, 503, 504), is tried
+// again after a backoff that doubles from retryFirst to retryMax, until OutageLimit has passed
+// since the first failure. Then the worker gives up with an [UnreachableError], and exits
+// [remote.ExitGatewayUnreachable], so the host records the outage as what it is and never
+// blames the agent.
+var (
+	// OutageLimit is how long the worker keeps trying a gateway that does not answer.
+	OutageLimit = 3 * time.Minute
+	retryFirst  = 100 * time.Millisecond
+	retryMax    = 2 * time.Second
+)
+
+// UnreachableError is a gateway that did not answer for [OutageLimit].
+type UnreachableError struct {
+	Op  string        // what was tried: "GET session", "tunnel gateway/gateway.sock"
+	For time.Duration // how long it was tried
+	Err error         // the last failure
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("%s: the gateway did not answer for %s: %v", e.Op, e.For.Round(time.Second), e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// retrier paces the attempts of one operation.
+type retrier struct {
+	op    string
+	first time.Time // the first failure
+	next  time.Duration
+}
+
+// wait sleeps before the next attempt after err, or returns why there is none: ctx ended, or
+// the outage lasted OutageLimit (an [UnreachableError]).
+func (r *retrier) wait(ctx context.Context, err error) error {
+	return r.waitOr(ctx, err, nil)
+}
+
+// waitOr is wait, cut short when wake receives.
+func (r *retrier) waitOr(ctx context.Context, err error, wake <-chan struct{}) error {
+	now := time.Now()
+	if r.first.IsZero() {
+		r.first, r.next = now, retryFirst
+	}
+	if now.Sub(r.first) >= OutageLimit {
+		return &UnreachableError{Op: r.op, For: now.Sub(r.first), Err: err}
+	}
+	d := min(r.next, OutageLimit-now.Sub(r.first))
+	r.next = min(2*r.next, retryMax)
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w (after %v)", r.op, context.Cause(ctx), err)
+	case <-time.After(d):
+		return nil
+	case <-wake:
+		return nil
+	}
+}
+
+// transient reports whether a request's failure may pass: anything but a certificate the
+// gateway's CA does not vouch for, or the caller's own end.
+func transient(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var (
+		cv *tls.CertificateVerificationError
+		ua x509.UnknownAuthorityError
+		he x509.HostnameError
+		ci x509.CertificateInvalidError
+	)
+	return !errors.As(err, &cv) && !errors.As(err, &ua) && !errors.As(err, &he) && !errors.As(err, &ci)
+}
+
+// transientStatus reports an answer that says "not now": the gateway's connection limits, or
+// an upload of the mount still in progress. (502 is a host socket that does not answer: the
+// dispatch's supervisor is gone, which waiting does not mend.)
+func transientStatus(code int) bool {
+	switch code {
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
