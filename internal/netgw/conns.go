@@ -17,9 +17,21 @@ import (
 // source address with an attacker (pods behind one NAT address) still gets its handshake
 // done, since the attacker would have to open MaxPendingPerSource new connections within that
 // handshake to push it out (red team, session 3, finding D).
+//
+// Every dispatch has a reserve of connections no other can take (ReservePerDispatch): those
+// are never refused for the server's sake, only beyond the dispatch's own cap. What dispatches
+// hold beyond their reserves comes from one shared pool (MaxConns), so dispatches that open
+// every tunnel they may (an agent's doing) can fill the pool, but never keep another dispatch
+// from its session, its streams, its upload and a few tunnels (red team s3, finding E: 16
+// dispatches of 256 tunnels each filled the whole server).
 const (
-	// MaxConns caps the authenticated connections the server holds at once, tunnels included.
+	// MaxConns caps the authenticated connections dispatches hold beyond their reserves, all
+	// together, tunnels included.
 	MaxConns = 4096
+	// ReservePerDispatch is how many connections each dispatch holds whatever the others
+	// hold: its session and fetch requests, its secrets, its two streams, its upload and a
+	// handful of tunnels.
+	ReservePerDispatch = 16
 	// MaxPending caps the unauthenticated connections of all peers at once, apart from
 	// MaxConns: peers without a token cannot take what dispatches hold.
 	MaxPending = 1024
@@ -41,15 +53,16 @@ const (
 
 // connTable counts the server's connections by state, source and dispatch.
 type connTable struct {
-	maxConns, maxPending, maxPerSource, maxPerDispatch int
-	preAuth                                            time.Duration
-	refusals                                           *refusalLog
+	maxConns, maxPending, maxPerSource, maxPerDispatch, reserve int
+	preAuth                                                     time.Duration
+	refusals                                                    *refusalLog
 
 	mu         sync.Mutex
 	order      list.List             // guarded by mu: pending connections, oldest first
 	bySource   map[string]*list.List // guarded by mu: pending connections per source IP, oldest first
-	authed     int                   // guarded by mu
+	shared     int                   // guarded by mu: authenticated connections beyond their dispatch's reserve
 	byDispatch map[string]int        // guarded by mu: authenticated connections per dispatch
+	reserved   map[string]int        // guarded by mu: of those, the ones in the dispatch's reserve
 }
 
 // gateConn is an accepted connection and its place in the table.
@@ -60,11 +73,12 @@ type gateConn struct {
 	timer  *time.Timer
 	once   sync.Once
 
-	dispatch string        // guarded by t.mu: the dispatch it is charged to; "" while pending
-	expired  bool          // guarded by t.mu: the pre-auth timeout, or an eviction, closed it
-	counted  bool          // guarded by t.mu: it is in the pending counts and lists
-	elem     *list.Element // guarded by t.mu: its place in t.order
-	srcElem  *list.Element // guarded by t.mu: its place in t.bySource[source]
+	dispatch  string        // guarded by t.mu: the dispatch it is charged to; "" while pending
+	inReserve bool          // guarded by t.mu: it is in its dispatch's reserve, not the shared pool
+	expired   bool          // guarded by t.mu: the pre-auth timeout, or an eviction, closed it
+	counted   bool          // guarded by t.mu: it is in the pending counts and lists
+	elem      *list.Element // guarded by t.mu: its place in t.order
+	srcElem   *list.Element // guarded by t.mu: its place in t.bySource[source]
 }
 
 // gateListener admits the connections the table has room for and closes the others.
@@ -140,12 +154,13 @@ func (gc *gateConn) expire() {
 	gc.t.refusals.refuse("no valid request in time", gc.source)
 }
 
-// claim charges gc to dispatch id after a request on it carried id's valid token. A
-// connection already charged stays with its dispatch. It returns why not when id, or the
-// server, has no room.
+// claim charges gc to dispatch id after a request on it carried id's valid token: to id's
+// reserve while it has room, else to the shared pool. A connection already charged stays
+// with its dispatch. It returns why not when id, or the shared pool, has no room.
 func (t *connTable) claim(gc *gateConn, id string) (ok bool, reason string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	inReserve := t.reserved[id] < t.reserve
 	switch {
 	case gc.dispatch != "":
 		return true, ""
@@ -153,17 +168,21 @@ func (t *connTable) claim(gc *gateConn, id string) (ok bool, reason string) {
 		return false, "the connection timed out before its token was checked"
 	case t.byDispatch[id] >= t.maxPerDispatch:
 		return false, "too many connections for this dispatch"
-	case t.authed >= t.maxConns:
+	case !inReserve && t.shared >= t.maxConns:
 		return false, "the gateway is at its connection limit"
 	}
 	gc.timer.Stop()
 	t.unpend(gc)
 	if t.byDispatch == nil {
-		t.byDispatch = map[string]int{}
+		t.byDispatch, t.reserved = map[string]int{}, map[string]int{}
 	}
 	t.byDispatch[id]++
-	t.authed++
-	gc.dispatch = id
+	if inReserve {
+		t.reserved[id]++
+	} else {
+		t.shared++
+	}
+	gc.dispatch, gc.inReserve = id, inReserve
 	return true, ""
 }
 
@@ -214,7 +233,13 @@ func (gc *gateConn) Close() error {
 			t.unpend(gc)
 			return
 		}
-		t.authed--
+		if gc.inReserve {
+			if t.reserved[gc.dispatch]--; t.reserved[gc.dispatch] <= 0 {
+				delete(t.reserved, gc.dispatch)
+			}
+		} else {
+			t.shared--
+		}
 		if t.byDispatch[gc.dispatch]--; t.byDispatch[gc.dispatch] <= 0 {
 			delete(t.byDispatch, gc.dispatch)
 		}

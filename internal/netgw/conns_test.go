@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/compute/remote"
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
 
@@ -277,4 +278,50 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		}
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// TestServe_ReserveOutlastsAFullPool is the red team's finding E (session 3): dispatches
+// whose agents open every tunnel they may filled the server (16 dispatches of 256 tunnels
+// were all of MaxConns), and a dispatch starting then got nothing, not even its session. Now
+// each dispatch has a reserve the others cannot take: with the shared pool full, a late
+// dispatch still reads its session and opens tunnels.
+func TestServe_ReserveOutlastsAFullPool(t *testing.T) {
+	const pool = 8
+	g := startGatewayWith(t, workerremote.Version(), func(s *Server) { s.MaxConns = pool; s.MaxConnsPerDispatch = 64 })
+	var tunnels []net.Conn
+	defer func() {
+		for _, c := range tunnels {
+			c.Close()
+		}
+	}()
+	for _, id := range []string{"01GREEDYA", "01GREEDYB"} {
+		l := stageLayout(t, id)
+		c := g.client(t, l.id, g.export(t, l).Token)
+		for {
+			conn, err := c.DialTunnel(t.Context(), "gateway", "echo.sock")
+			var se *workerremote.StatusError
+			if errors.As(err, &se) && se.Code == 429 {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tunnels = append(tunnels, conn)
+		}
+	}
+	t.Logf("two greedy dispatches hold %d tunnels", len(tunnels))
+	late := stageLayout(t, "01LATEDISPATCH")
+	s := g.export(t, late)
+	if code, body := g.do(t, "GET", remote.RoutePrefix+late.id+"/session", s.Token, nil); code != 200 {
+		t.Fatalf("a dispatch's session with the pool full: %d %s, want 200", code, body)
+	}
+	c := g.client(t, late.id, s.Token)
+	for i := range 4 {
+		conn, err := c.DialTunnel(t.Context(), "gateway", "echo.sock")
+		if err != nil {
+			t.Fatalf("tunnel %d of a dispatch with the pool full: %v", i+1, err)
+		}
+		tunnels = append(tunnels, conn)
+	}
+	assertNoToken(t, g, s.Token)
 }

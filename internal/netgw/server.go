@@ -56,6 +56,9 @@ type Server struct {
 	MaxPending          int
 	MaxPendingPerSource int
 	MaxConnsPerDispatch int
+	// ReservePerDispatch is how many connections each dispatch holds beyond the reach of the
+	// shared pool (MaxConns); 0 means [ReservePerDispatch], below 0 none.
+	ReservePerDispatch int
 	// PreAuthTimeout bounds a connection's life before a valid token; 0 means
 	// [PreAuthTimeout].
 	PreAuthTimeout time.Duration
@@ -124,7 +127,10 @@ func (s *Server) newConnTable() *connTable {
 	t := &connTable{
 		maxConns: or(s.MaxConns, MaxConns), maxPending: or(s.MaxPending, MaxPending),
 		maxPerSource: or(s.MaxPendingPerSource, MaxPendingPerSource), maxPerDispatch: or(s.MaxConnsPerDispatch, MaxConnsPerDispatch),
-		preAuth: PreAuthTimeout,
+		reserve: or(s.ReservePerDispatch, ReservePerDispatch), preAuth: PreAuthTimeout,
+	}
+	if s.ReservePerDispatch < 0 {
+		t.reserve = 0
 	}
 	if s.PreAuthTimeout > 0 {
 		t.preAuth = s.PreAuthTimeout

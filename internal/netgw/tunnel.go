@@ -14,14 +14,16 @@ import (
 
 // Tunnel limits.
 const (
-	// MaxTunnels caps the tunnels of one dispatch at once.
-	MaxTunnels = 256
+	// MaxTunnels caps the tunnels of one dispatch at once: enough for an agent's parallel
+	// model calls and fetches, and few enough that a handful of dispatches cannot fill the
+	// shared pool (MaxConns) alone.
+	MaxTunnels = 128
 	// TunnelIdleTimeout closes a tunnel that carried no byte in either direction for so
 	// long. It is longer than the model gateway's default model timeout (10 min), the
 	// longest a model call may leave a tunnel silent.
 	TunnelIdleTimeout = 11 * time.Minute
-	// revokeCheck is how often an open tunnel checks that its session still stands and that
-	// it is not idle; a revoked session's tunnels close within it.
+	// revokeCheck is how often a dispatch's open tunnels check that its session still stands
+	// (revoke.go) and each that it is not idle; a revoked session's tunnels close within it.
 	revokeCheck = time.Second
 )
 
@@ -61,13 +63,15 @@ func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request, rec *record
 	}
 	id := s.tunnels.add(rec.Dispatch, conn)
 	defer s.tunnels.remove(rec.Dispatch, id)
+	revoked, unwatch := s.tunnels.watchSession(s.Registry.Dir, rec.Dispatch, rec.TokenSHA256)
+	defer unwatch()
 	act := newActivity()
 	stop := make(chan struct{})
 	var watcher sync.WaitGroup
 	defer watcher.Wait()
 	defer close(stop)
 	watcher.Go(func() {
-		if reason := s.watchTunnel(rec.Dispatch, rec.TokenSHA256, act, stop); reason != "" {
+		if reason := s.watchTunnel(revoked, act, stop); reason != "" {
 			// Both ends: the worker's, and the host socket's, whose server may never close
 			// on its own (an idle upstream, a half-read request).
 			conn.Close()
@@ -105,10 +109,10 @@ func copyPooled(dst io.Writer, src io.Reader) {
 	io.CopyBuffer(dst, src, buf[:])
 }
 
-// watchTunnel returns once the tunnel must close, saying why: dispatch id's session is gone
-// or holds another token (revoked), or the tunnel was idle for the idle timeout. It returns
-// "" when stop closes first.
-func (s *Server) watchTunnel(id, sum string, act *activity, stop <-chan struct{}) string {
+// watchTunnel returns once the tunnel must close, saying why: its session was revoked (the
+// revoked channel closed), or the tunnel was idle for the idle timeout. It returns "" when
+// stop closes first.
+func (s *Server) watchTunnel(revoked <-chan struct{}, act *activity, stop <-chan struct{}) string {
 	idle := s.TunnelIdleTimeout
 	if idle <= 0 {
 		idle = TunnelIdleTimeout
@@ -119,12 +123,9 @@ func (s *Server) watchTunnel(id, sum string, act *activity, stop <-chan struct{}
 		select {
 		case <-stop:
 			return ""
-		case <-t.C:
-		}
-		// Fail closed: a session that cannot be read back ends the tunnel too.
-		rec, err := loadRecord(s.Registry.Dir, id)
-		if err != nil || rec.TokenSHA256 != sum {
+		case <-revoked:
 			return "revoked"
+		case <-t.C:
 		}
 		if act.idleFor() >= idle {
 			return "idle"
@@ -173,10 +174,11 @@ func headerHas(h http.Header, name, token string) bool {
 
 // tunnelSet tracks open tunnels: to cap them per dispatch and close them all at shutdown.
 type tunnelSet struct {
-	mu    sync.Mutex
-	next  int
-	count map[string]int   // guarded by mu: reserved tunnels per dispatch
-	open  map[int]net.Conn // guarded by mu
+	mu      sync.Mutex
+	next    int
+	count   map[string]int             // guarded by mu: reserved tunnels per dispatch
+	open    map[int]net.Conn           // guarded by mu
+	watches map[watchKey]*sessionWatch // guarded by mu: the sessions open tunnels watch
 }
 
 func (t *tunnelSet) reserve(id string) bool {
