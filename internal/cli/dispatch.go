@@ -56,6 +56,7 @@ Exit codes of run and resume:
 		newDispatchCancelCmd(f, nil),
 		newDispatchApproveCmd(f, nil),
 		newDispatchDenyCmd(f, nil),
+		newDispatchApprovalCmd(f),
 		newDispatchDeliverCmd(f, nil),
 		newDispatchSuperviseCmd(f, nil),
 	)

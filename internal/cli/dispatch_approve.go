@@ -100,9 +100,11 @@ func printApprovals(w io.Writer, r *dispatch.Record) {
 	}
 	for _, a := range r.Approvals {
 		fmt.Fprintf(w, "approval:  %s %s %s (%s) %s\n", a.CallID, a.Tool, a.State, a.Rule, a.ArgsDigest)
+		fmt.Fprintf(w, "  size:    %s\n", argsSize(a.ArgsBytes))
 		fmt.Fprintf(w, "  args:    %s\n", agentText(a.Preview))
 		switch {
 		case a.State == dispatch.ApprovalPending && r.Phase != "":
+			fmt.Fprintf(w, "  read:    agora dispatch approval show %s %s\n", r.ID, a.CallID)
 			fmt.Fprintf(w, "  decide:  agora dispatch approve %s %s --digest %s (expires %s)\n", r.ID, a.CallID, a.ArgsDigest, a.ExpiresAt.UTC().Format(time.RFC3339))
 			fmt.Fprintf(w, "           agora dispatch deny %s %s --reason TEXT\n", r.ID, a.CallID)
 		case a.Actor != "":

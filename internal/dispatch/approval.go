@@ -50,9 +50,13 @@ type Approval struct {
 	CallID     string `json:"call_id"`
 	Tool       string `json:"tool"`
 	ArgsDigest string `json:"args_digest"`
-	// Preview is the call's arguments as canonical JSON with the dispatch's secrets masked,
-	// control characters escaped and cut at a fixed size: for a person to read, never to run.
+	// Preview is the call's arguments for a person to read, never to run: the dispatch's
+	// secrets masked, invisible characters escaped, the fields that say what the call acts
+	// on (path, argv, url...) first and whole, cut at a fixed size with "[… N more bytes not
+	// shown]" markers (a literal "…" is never content). ArgsBytes is the size of the whole
+	// arguments (canonical JSON), which [Records.ApprovalArgs] returns while it is pending.
 	Preview     string     `json:"preview"`
+	ArgsBytes   int        `json:"args_bytes"`
 	Rule        string     `json:"rule"`
 	Role        string     `json:"role"`
 	State       string     `json:"state"`
@@ -64,9 +68,10 @@ type Approval struct {
 }
 
 // RequestApproval records a pending approval of a call of dispatch id, with its
-// approval.request audit entry, and returns it with its seq and times. The dispatch must be
-// live.
-func (s *Records) RequestApproval(ctx context.Context, id string, a Approval, timeout time.Duration) (*Approval, error) {
+// approval.request audit entry, and returns it with its seq and times. args is the call's
+// whole arguments, masked (see [Approval]); it is kept while the call is pending and is never
+// part of the audit entry. The dispatch must be live.
+func (s *Records) RequestApproval(ctx context.Context, id string, a Approval, args string, timeout time.Duration) (*Approval, error) {
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		r, err := getRecord(ctx, tx, id)
 		if err != nil {
@@ -82,15 +87,16 @@ func (s *Records) RequestApproval(ctx context.Context, id string, a Approval, ti
 		a.State, a.RequestedAt, a.ExpiresAt = ApprovalPending, now, now.Add(timeout)
 		a.Reason, a.Actor, a.DecidedAt = "", "", nil
 		if _, err := tx.ExecContext(ctx, `INSERT INTO dispatch_approvals(dispatch_id, seq, call_id, tool, args_digest,
-			preview, rule, role, state, requested_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			id, a.Seq, a.CallID, a.Tool, a.ArgsDigest, a.Preview, a.Rule, a.Role, a.State, ts(a.RequestedAt), ts(a.ExpiresAt)); err != nil {
+			preview, rule, role, state, requested_at, expires_at, args, args_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			id, a.Seq, a.CallID, a.Tool, a.ArgsDigest, a.Preview, a.Rule, a.Role, a.State, ts(a.RequestedAt), ts(a.ExpiresAt),
+			args, a.ArgsBytes); err != nil {
 			return fmt.Errorf("record approval request of dispatch %s: %w", id, err)
 		}
 		_, err = s.log.Append(ctx, tx, audit.Entry{
 			Actor: "dispatch/" + id + " " + a.Role, Kind: KindApprovalRequest, Subject: "dispatch/" + id,
 			Details: map[string]any{
 				"dispatch": id, "role": a.Role, "seq": a.Seq, "call_id": a.CallID, "tool": a.Tool,
-				"args_digest": a.ArgsDigest, "rule": a.Rule, "preview": a.Preview,
+				"args_digest": a.ArgsDigest, "rule": a.Rule, "preview": a.Preview, "args_bytes": a.ArgsBytes,
 				"expires_at": ts(a.ExpiresAt),
 			},
 		})
@@ -185,7 +191,8 @@ func (s *Records) ExpireApproval(ctx context.Context, id string, seq int, reason
 // settle moves pending approval a to state with its approval.decision entry, inside tx.
 func (s *Records) settle(ctx context.Context, tx *sql.Tx, id string, a Approval, state, reason, actor string) (*Approval, error) {
 	now := s.now().UTC()
-	res, err := tx.ExecContext(ctx, `UPDATE dispatch_approvals SET state = ?, reason = ?, actor = ?, decided_at = ?
+	// The whole arguments are kept only while someone may still read them to decide.
+	res, err := tx.ExecContext(ctx, `UPDATE dispatch_approvals SET state = ?, reason = ?, actor = ?, decided_at = ?, args = ''
 		WHERE dispatch_id = ? AND seq = ? AND state = ?`, state, reason, actor, ts(now), id, a.Seq, ApprovalPending)
 	if err != nil {
 		return nil, err
@@ -212,12 +219,12 @@ func (s *Records) Approval(ctx context.Context, id string, seq int) (*Approval, 
 	return getApproval(ctx, s.db.SQL(), id, seq)
 }
 
-const approvalColumns = `seq, call_id, tool, args_digest, preview, rule, role, state, reason, actor, requested_at, expires_at, decided_at`
+const approvalColumns = `seq, call_id, tool, args_digest, preview, args_bytes, rule, role, state, reason, actor, requested_at, expires_at, decided_at`
 
 func scanApproval(row scanner) (*Approval, error) {
 	var a Approval
 	var requested, expires, decided string
-	if err := row.Scan(&a.Seq, &a.CallID, &a.Tool, &a.ArgsDigest, &a.Preview, &a.Rule, &a.Role, &a.State,
+	if err := row.Scan(&a.Seq, &a.CallID, &a.Tool, &a.ArgsDigest, &a.Preview, &a.ArgsBytes, &a.Rule, &a.Role, &a.State,
 		&a.Reason, &a.Actor, &requested, &expires, &decided); err != nil {
 		return nil, err
 	}
@@ -225,6 +232,17 @@ func scanApproval(row scanner) (*Approval, error) {
 	a.ExpiresAt, _ = time.Parse(time.RFC3339Nano, expires)
 	a.DecidedAt = parseOptTime(decided)
 	return &a, nil
+}
+
+// ApprovalArgs returns the whole arguments of approval seq of dispatch id, masked, as
+// canonical JSON: "" once it was decided or expired (only a pending call keeps them).
+func (s *Records) ApprovalArgs(ctx context.Context, id string, seq int) (string, error) {
+	var args string
+	err := s.db.SQL().QueryRowContext(ctx, `SELECT args FROM dispatch_approvals WHERE dispatch_id = ? AND seq = ?`, id, seq).Scan(&args)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("dispatch %s has no approval %d", id, seq)
+	}
+	return args, err
 }
 
 func getApproval(ctx context.Context, q queryer, id string, seq int) (*Approval, error) {

@@ -250,9 +250,12 @@ func TestRecords_DecideApprovalRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, err := e.d.Records.RequestApproval(t.Context(), r.ID, dispatch.Approval{CallID: "call_1", Tool: "write_file",
-		ArgsDigest: "sha256:" + strings.Repeat("a", 64), Preview: "{}", Rule: "write_file", Role: "r"}, time.Minute)
+		ArgsDigest: "sha256:" + strings.Repeat("a", 64), Preview: "{}", Rule: "write_file", Role: "r"}, `{"path":"p"}`, time.Minute)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if args, err := e.d.Records.ApprovalArgs(t.Context(), r.ID, a.Seq); err != nil || args != `{"path":"p"}` {
+		t.Errorf("args of the pending call: %q, %v", args, err)
 	}
 	if _, err := e.d.Records.DecideApproval(t.Context(), r.ID, "call_1", true, "", dispatch.SystemActor, ""); err == nil {
 		t.Error("the system actor approved a call")
@@ -272,6 +275,10 @@ func TestRecords_DecideApprovalRefusals(t *testing.T) {
 	got, err := e.d.Records.Approval(t.Context(), r.ID, a.Seq)
 	if err != nil || got.State != dispatch.ApprovalExpired || got.Actor != dispatch.SystemActor || !strings.Contains(got.Reason, "the dispatch ended (cancelled)") {
 		t.Errorf("approval %+v, %v: want it expired by system with the dispatch", got, err)
+	}
+	// The whole arguments are kept only while someone may still decide.
+	if args, err := e.d.Records.ApprovalArgs(t.Context(), r.ID, a.Seq); err != nil || args != "" {
+		t.Errorf("args of the expired call: %q, %v, want none kept", args, err)
 	}
 	decs := e.audited(r, dispatch.KindApprovalDecision)
 	if len(decs) != 1 || decs[0].Actor != dispatch.SystemActor {

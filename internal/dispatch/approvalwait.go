@@ -29,8 +29,9 @@ var _ gateway.Approver = (*approvalWaiter)(nil)
 // it decided.
 func (w *approvalWaiter) Await(ctx context.Context, req gateway.ApprovalRequest) (gateway.ApprovalDecision, error) {
 	a, err := w.records.RequestApproval(context.WithoutCancel(ctx), w.id, Approval{
-		CallID: req.CallID, Tool: req.Tool, ArgsDigest: req.ArgsDigest, Preview: req.Preview, Rule: req.Rule, Role: w.role,
-	}, w.timeout)
+		CallID: req.CallID, Tool: req.Tool, ArgsDigest: req.ArgsDigest, Preview: req.Preview, ArgsBytes: req.ArgsBytes,
+		Rule: req.Rule, Role: w.role,
+	}, req.Args, w.timeout)
 	if err != nil {
 		return gateway.ApprovalDecision{}, err
 	}

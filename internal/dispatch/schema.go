@@ -164,4 +164,14 @@ UPDATE dispatches SET
 	task_id = substr(substr(actor, instr(actor, ' via orch/') + 10), instr(substr(actor, instr(actor, ' via orch/') + 10), '/') + 1)
 WHERE instr(actor, ' via orch/') > 0 AND instr(substr(actor, instr(actor, ' via orch/') + 10), '/') > 1;
 `,
+}, {
+	Name: "approval arguments",
+	SQL: `
+-- A held call's whole arguments, canonical JSON with the dispatch's secrets masked, so that a
+-- person can read all of them before deciding (agora dispatch approval show); kept only
+-- while the call is pending ('' once decided or expired: the preview and the digest stay).
+-- args_bytes is the size of the canonical arguments. 0 and '' for calls held before.
+ALTER TABLE dispatch_approvals ADD COLUMN args TEXT NOT NULL DEFAULT '';
+ALTER TABLE dispatch_approvals ADD COLUMN args_bytes INTEGER NOT NULL DEFAULT 0;
+`,
 }}

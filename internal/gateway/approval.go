@@ -9,9 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/agora-dev/agora/internal/jcs"
 	"github.com/agora-dev/agora/internal/strictjson"
@@ -21,8 +18,9 @@ import (
 // path (the openai runtime's tool view, Claude Code's PreToolUse hook) POSTs it to
 // /approval with its arguments and waits for the answer. The gateway computes what a person
 // is shown and what the decision binds to itself, never taking the sandbox's word for it:
-// the digest of the canonical arguments, and a preview with the dispatch's secrets masked,
-// control characters escaped and cut at MaxApprovalPreview bytes. The [Approver] (the
+// the rule that holds the call (held.go), the digest of the canonical arguments, and a
+// preview with the dispatch's secrets masked, invisible characters escaped, the fields that
+// say what the call acts on first, cut at MaxApprovalPreview bytes (preview.go). The [Approver] (the
 // dispatch's supervisor) records the request and blocks until a person decides it from
 // another process or it expires; the answer says how, with the reason a denial gives.
 
@@ -45,8 +43,15 @@ type ApprovalRequest struct {
 	// ArgsDigest is "sha256:<hex>" of the arguments' RFC 8785 canonical JSON: a decision
 	// binds to exactly these arguments.
 	ArgsDigest string
-	// Preview is for a person to read: canonical JSON, secrets masked, capped.
+	// Preview is for a person to read: the arguments with the dispatch's secrets masked,
+	// invisible characters escaped, the fields that say what the call acts on first, cut to
+	// MaxApprovalPreview bytes with markers that cannot be taken for content (preview.go).
 	Preview string
+	// Args is the whole arguments, canonical JSON with the dispatch's secrets masked (not
+	// escaped: whoever shows it escapes it, see [EscapeJSON]), for a person who wants to read
+	// all of them before deciding; ArgsBytes is the size of the canonical arguments.
+	Args      string
+	ArgsBytes int
 }
 
 // ApprovalDecision is how a held call was decided.
@@ -104,23 +109,6 @@ func ArgsDigest(args []byte) (string, []byte, error) {
 	return "sha256:" + hex.EncodeToString(sum[:]), canon, nil
 }
 
-// preview is canon with the dispatch's secrets masked first (so a cut cannot leave part of
-// one), then every control, format (bidirectional overrides) or other invisible character
-// escaped as \uXXXX so nothing a model wrote can move a terminal's cursor or hide text from
-// the person reading it, then cut to MaxApprovalPreview bytes.
-func (g *Gateway) preview(canon []byte) string {
-	s := g.red.String(string(canon))
-	var b strings.Builder
-	for _, r := range s {
-		if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || !unicode.IsPrint(r) && r != ' ' {
-			fmt.Fprintf(&b, "\\u%04x", r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return clip(b.String(), MaxApprovalPreview)
-}
-
 // serveApproval holds a call until the Approver decides it.
 func (g *Gateway) serveApproval(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	if r.Method != http.MethodPost {
@@ -164,7 +152,8 @@ func (g *Gateway) serveApproval(w http.ResponseWriter, r *http.Request, ex *exch
 	}
 	// The client going away (or the gateway closing) ends the wait; the approver expires it.
 	dec, err := g.approver.Await(r.Context(), ApprovalRequest{
-		CallID: req.CallID, Tool: req.Tool, Rule: rule.String(), ArgsDigest: digest, Preview: g.preview(canon),
+		CallID: req.CallID, Tool: req.Tool, Rule: rule.String(), ArgsDigest: digest,
+		Preview: g.renderPreview(canon, g.dispatchID, req.CallID), Args: g.red.String(string(canon)), ArgsBytes: len(canon),
 	})
 	if err != nil {
 		g.fail(w, ex, http.StatusServiceUnavailable, decisionError, "approval: the request was not recorded: "+err.Error())

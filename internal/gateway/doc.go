@@ -40,10 +40,11 @@
 //     gateway finds the rule itself, in [Config.Approve] (the request's "rule" is ignored),
 //     and refuses (403, a denied entry of its own) a call no rule holds, so nothing in the
 //     sandbox can put a made-up call to a person. It digests the canonical arguments and
-//     builds the masked preview itself, charges
-//     two entries to the audit budget, and answers {"decision", "reason", "actor",
-//     "args_digest"} once its [Approver] says how a person (or the timeout) decided. Served
-//     only with [Config.Approver] (see approval.go).
+//     builds what a person reads itself: a preview whose identifying fields (path, argv,
+//     url...) come first and whole and whose cuts are marked unmistakably, and the whole
+//     arguments, both masked (preview.go). It charges two entries to the audit budget, and
+//     answers {"decision", "reason", "actor", "args_digest"} once its [Approver] says how a
+//     person (or the timeout) decided. Served only with [Config.Approver] (see approval.go).
 //
 // # Masking
 //
@@ -102,7 +103,8 @@
 // sandbox can provoke, nor any entry past the budget or after Close returns. It runs on the
 // host side only; nothing in the sandbox imports it.
 //
-// Its fifteen files are split by concern (routes, bodies, fetches, tool reports and their
-// per-call state, audit bounds, the socket and its connection cap); they stay one package
-// because every one works on the [Gateway]'s state.
+// Its files are split by concern (routes, bodies, model requests, fetches, tool reports and
+// their per-call state, approvals and what a person is shown of them, audit bounds, the
+// socket and its connection cap); they stay one package because every one works on the
+// [Gateway]'s state.
 package gateway

@@ -42,7 +42,8 @@ func record(r *dispatch.Record) *mcpserver.Record {
 	for _, a := range r.Approvals {
 		if a.State == dispatch.ApprovalPending && r.Phase != "" {
 			out.AwaitingApproval = append(out.AwaitingApproval, mcpserver.HeldCall{
-				CallID: a.CallID, Tool: a.Tool, ArgsDigest: a.ArgsDigest, Preview: a.Preview, ExpiresAt: a.ExpiresAt,
+				CallID: a.CallID, Tool: a.Tool, Rule: a.Rule, ArgsDigest: a.ArgsDigest, ArgsBytes: a.ArgsBytes,
+				Preview: a.Preview, ExpiresAt: a.ExpiresAt,
 			})
 		}
 	}

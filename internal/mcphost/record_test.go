@@ -91,11 +91,15 @@ func TestRecord_AwaitingApproval(t *testing.T) {
 	r := &dispatch.Record{ID: "d", State: dispatch.StateStarted, Phase: dispatch.PhaseAwaitingApproval,
 		Approvals: []dispatch.Approval{
 			{Seq: 1, CallID: "call_1", Tool: "write_file", ArgsDigest: "sha256:aa", Preview: `{"path":"a"}`, State: dispatch.ApprovalApproved, Actor: "alice"},
-			{Seq: 2, CallID: "call_2", Tool: "write_file", ArgsDigest: "sha256:bb", Preview: `{"path":"b"}`, State: dispatch.ApprovalPending},
+			{Seq: 2, CallID: "call_2", Tool: "write_file", Rule: "write_file", ArgsDigest: "sha256:bb", ArgsBytes: 12, Preview: `{"path":"b"}`, State: dispatch.ApprovalPending},
 		}}
 	out := record(r)
 	if out.Phase != "awaiting_approval" || len(out.AwaitingApproval) != 1 || out.AwaitingApproval[0].CallID != "call_2" || out.AwaitingApproval[0].Preview != `{"path":"b"}` {
 		t.Errorf("phase %q held %+v, want call_2 only", out.Phase, out.AwaitingApproval)
+	}
+	// The same fields as 'agora dispatch approval list' (#26 finding 4): the rule and the size.
+	if h := out.AwaitingApproval; len(h) == 1 && (h[0].Rule != "write_file" || h[0].ArgsBytes != 12) {
+		t.Errorf("held call %+v, want its rule and the size of its arguments", h[0])
 	}
 	b, _ := json.Marshal(record(&dispatch.Record{ID: "e"}))
 	if strings.Contains(string(b), "approval") || strings.Contains(string(b), "phase") {

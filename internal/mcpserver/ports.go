@@ -179,11 +179,16 @@ type Usage struct {
 	CostUSD      float64 `json:"cost_usd"`
 }
 
-// HeldCall is a call held for a person's approval.
+// HeldCall is a call held for a person's approval: what `agora dispatch approval list`
+// shows of it. Preview shows the fields that say what the call acts on first and whole, and
+// ends a cut with "[… N more bytes not shown]" markers; ArgsBytes is the size of the whole
+// arguments, which a person reads on the host (`agora dispatch approval show`).
 type HeldCall struct {
 	CallID     string    `json:"call_id"`
 	Tool       string    `json:"tool"`
+	Rule       string    `json:"rule"`
 	ArgsDigest string    `json:"args_digest"`
+	ArgsBytes  int       `json:"args_bytes"`
 	Preview    string    `json:"preview"`
 	ExpiresAt  time.Time `json:"expires_at"`
 }
