@@ -47,8 +47,8 @@ func TestApproval_PreviewShowsWhatIsApproved(t *testing.T) {
 			Arguments: mustJSON(t, map[string]string{"path": ".githooks/post-checkout", "content": content})}),
 		openaitest.Say("done"),
 	)
-	repo := gitRepo(t, map[string]string{"README.md": "# repo\n"})
-	id, done := e.runAsync(dispatch.Request{Subagent: "writer", Envs: []string{"model", "deploy"}, Repo: repo})
+	// No repository: over MCP only a dispatch on a workspace, or on none, can be seen.
+	id, done := e.runAsync(dispatch.Request{Subagent: "writer", Envs: []string{"model", "deploy"}})
 	held := e.awaitPending(id, 0)
 
 	// The gateway masks the dispatch's secrets in what the model sends back, so the worker
@@ -135,7 +135,13 @@ func TestApproval_PreviewShowsWhatIsApproved(t *testing.T) {
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "agora_dispatch_describe", Arguments: map[string]any{"id": id}})
 	cs.Close()
 	if err != nil || res.IsError {
-		t.Fatalf("MCP describe: %v %+v", err, res)
+		var msg string
+		if res != nil && len(res.Content) > 0 {
+			if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+				msg = tc.Text
+			}
+		}
+		t.Fatalf("MCP describe: %v %s", err, msg)
 	}
 	b, _ := json.Marshal(res.StructuredContent)
 	var desc struct {
