@@ -18,6 +18,8 @@ var leaves = []struct {
 	{"internal/budget", nil, "budgets, prices and usage are shared by catalog, config, plans, the gateway, dispatch and the orchestrator; it depends on none of them"},
 	{"internal/grant", []string{"internal/digest", "internal/cmdread", "internal/shellwords"}, "the grant is shared by catalog, dispatch, plans, toolreg and the runtimes; it depends on none of them"},
 	{"internal/cmdread", []string{"internal/shellwords"}, "what an argv runs is read the same by the host and the worker, for approve rules; it depends on nothing else"},
+	{"internal/hostpath", nil, "hiding host paths is shared by the web view and the MCP host; it knows neither"},
+	{"internal/agenttext", nil, "escaping what an agent wrote is shared by the CLI and the web view; it knows neither"},
 	{"internal/shellwords", nil, "the one reader of the shell lines grants judge, shared by the codex runtime and the Claude Code hook; it depends on nothing"},
 }
 

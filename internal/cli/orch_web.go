@@ -72,6 +72,7 @@ func orchWeb(o *orchWebFlags, f *Factory, h *home.Home, orchDB *store.DB, eng *o
 	cfg := o.config(log)
 	cfg.Now = f.Now
 	cfg.Mount = mount
+	cfg.HostPaths = []string{h.Dir}
 	cfg.Listening = func(a net.Addr) { fmt.Fprintf(f.IO.ErrOut, "agora: web run view on http://%s\n", a) }
 	return web.New(cfg, web.Sources{
 		Orch:       eng,

@@ -7,9 +7,10 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/agenttext"
 )
 
 // Output formats.
@@ -104,22 +105,5 @@ func truncate(s string, n int) string {
 }
 
 // agentText makes text an agent wrote (a question, its options) safe to print on a terminal:
-// control characters other than newline and tab, which could move the cursor, rewrite what
-// is shown or reach the clipboard (ANSI and OSC sequences), are printed escaped as \xNN or
-// \uNNNN; invalid UTF-8 becomes U+FFFD.
-func agentText(s string) string {
-	var b strings.Builder
-	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
-		switch {
-		case r == '\n' || r == '\t':
-			b.WriteRune(r)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, "\\x%02x", r)
-		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r):
-			fmt.Fprintf(&b, "\\u%04x", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+// see [agenttext.Escape], which the web run view shares.
+func agentText(s string) string { return agenttext.Escape(s) }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agora-dev/agora/internal/hostpath"
 	"github.com/agora-dev/agora/internal/mcpserver"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
@@ -40,9 +41,22 @@ func (o *Orchestrator) Submit(ctx context.Context, actor string, plan json.RawMe
 	}{r, resp.Created, msg})
 }
 
-// withoutPath is r without its repository's host path (a workspace run has none).
+// withoutPath is r without a path on the host in any of its text: its repository's path (a
+// workspace run has none) is cleared and hidden wherever else it occurs (a question an agent
+// wrote after reading its git remote), and a task's reason and detail, which the host wrote,
+// lose every absolute path (a failure names the path it looked at: "repository /x is not a
+// directory"). The tasks are copied, never changed in place.
 func withoutPath(r api.Run) api.Run {
+	m := hostpath.New(r.Repo)
 	r.Repo = ""
+	tasks := make([]api.Task, len(r.Tasks))
+	for i, t := range r.Tasks {
+		t.Reason, t.Detail, t.Question = m.HostText(t.Reason), m.HostText(t.Detail), m.Text(t.Question)
+		tasks[i] = t
+	}
+	if r.Tasks != nil {
+		r.Tasks = tasks
+	}
 	return r
 }
 

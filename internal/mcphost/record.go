@@ -1,10 +1,10 @@
 package mcphost
 
 import (
-	"strings"
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/hostpath"
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
@@ -35,9 +35,10 @@ func record(r *dispatch.Record) *mcpserver.Record {
 		out.Usage = &mcpserver.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 			CachedTokens: u.CachedTokens, ModelCalls: u.ModelCalls, CostUSD: u.CostUSD}
 	}
-	if r.Repo != "" {
-		out.Detail = strings.ReplaceAll(out.Detail, r.Repo, "(repository)")
-	}
+	// The repository's path is cut from the host's text and from what the agent wrote (it
+	// can read it from git); the server also drops every other path from the detail.
+	m := hostpath.New(r.Repo)
+	out.Detail, out.Reason = m.HostText(out.Detail), m.HostText(out.Reason)
 	out.Phase = r.Phase
 	for _, a := range r.Approvals {
 		if a.State == dispatch.ApprovalPending && r.Phase != "" {
@@ -61,7 +62,10 @@ func record(r *dispatch.Record) *mcpserver.Record {
 			out.Outputs = append(out.Outputs, mcpserver.Output{Path: o.Path, Digest: string(o.Digest), Size: o.Size})
 		}
 		if n := res.NeedsInput; n != nil {
-			out.NeedsInput = &mcpserver.NeedsInput{Question: n.Question, Options: n.Options}
+			out.NeedsInput = &mcpserver.NeedsInput{Question: m.Text(n.Question)}
+			for _, o := range n.Options {
+				out.NeedsInput.Options = append(out.NeedsInput.Options, m.Text(o))
+			}
 		}
 	}
 	return out

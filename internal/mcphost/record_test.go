@@ -61,7 +61,7 @@ func TestRecord_WorkspaceWithoutPath(t *testing.T) {
 	if strings.Contains(string(got), "/srv/src") {
 		t.Errorf("the MCP record carries the repository path: %s", got)
 	}
-	for _, want := range []string{`"workspace":"app@sha256:`, `"revision":"` + commit + `"`, `clone (repository)`} {
+	for _, want := range []string{`"workspace":"app@sha256:`, `"revision":"` + commit + `"`, `clone (host path hidden)`} {
 		if !strings.Contains(string(got), want) {
 			t.Errorf("the MCP record lacks %s: %s", want, got)
 		}

@@ -3,10 +3,13 @@ package web
 import (
 	"embed"
 	"html/template"
+	"io"
 	"io/fs"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/agora-dev/agora/internal/agenttext"
 )
 
 // Everything the pages use is in the binary: templates, one stylesheet, one script.
@@ -64,12 +67,16 @@ type detailData struct {
 	View *dispatchView
 }
 
+// render writes page name. It is rendered whole first, so a template error answers 500
+// rather than half a page, and escaped whole (agenttext.go).
 func (p *pages) render(w http.ResponseWriter, name string, d pageData) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := p.t.ExecuteTemplate(w, name, d); err != nil {
-		// Headers are gone; the page ends where it broke, and the error is not shown.
+	var b strings.Builder
+	if err := p.t.ExecuteTemplate(&b, name, d); err != nil {
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
 		return
 	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	io.WriteString(w, agenttext.Escape(b.String()))
 }
 
 func fmtTime(t any) string {

@@ -6,23 +6,27 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/hostpath"
 	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-func TestHideHostPaths(t *testing.T) {
+func TestMasked(t *testing.T) {
+	m := hostpath.New("/home/alice/src/app")
 	in := map[string]any{
 		"repo": "/home/alice/src/app", "revision": "abc", "workspace": "app@sha256:1",
 		"runtime_binary": map[string]any{"path": "/opt/agora/claude", "host_path": "/usr/local/bin/claude"},
 		"list":           []any{map[string]any{"repo": "/srv/x"}, "plain"},
 		"empty":          map[string]any{"repo": ""},
+		"reason":         "checkout /var/tmp/other/repo: exit status 128",
 	}
-	out, _ := json.Marshal(hideHostPaths(in))
-	for _, leaked := range []string{"/home/alice", "/usr/local/bin", "/srv/x"} {
+	out, _ := json.Marshal(masked(any(in), m))
+	for _, leaked := range []string{"/home/alice", "/usr/local/bin", "/srv/x", "/var/tmp", "/opt/agora"} {
 		if strings.Contains(string(out), leaked) {
 			t.Errorf("%s still in %s", leaked, out)
 		}
 	}
-	for _, kept := range []string{`"revision":"abc"`, `"path":"/opt/agora/claude"`, `"plain"`, `"empty":{"repo":""}`} {
+	for _, kept := range []string{`"revision":"abc"`, `"plain"`, `"empty":{"repo":""}`} {
 		if !strings.Contains(string(out), kept) {
 			t.Errorf("%s lost from %s", kept, out)
 		}
@@ -30,12 +34,20 @@ func TestHideHostPaths(t *testing.T) {
 	if in["repo"] != "/home/alice/src/app" {
 		t.Error("the input was changed")
 	}
-	r := runForViewer(api.Run{Repo: "/src/app"}, false)
-	rec := recordForViewer(&dispatch.Record{Repo: "/src/app"}, false)
-	if r.Repo != hiddenPath || rec.Repo != hiddenPath {
-		t.Errorf("viewer sees run repo %q, dispatch repo %q", r.Repo, rec.Repo)
+	run := api.Run{Repo: "/src/app", Tasks: []api.Task{{ID: "a", Detail: "repository /x/y is gone", Question: "see /work/out.txt in /src/app/x"}}}
+	r := masked(run, hostpath.New("/src/app"))
+	if r.Repo != hiddenPath || r.Tasks[0].Detail != "repository (host path hidden) is gone" || r.Tasks[0].Question != "see /work/out.txt in (host path hidden)" {
+		t.Errorf("masked run %+v", r)
 	}
-	if runForViewer(api.Run{Repo: "/src/app"}, true).Repo != "/src/app" {
-		t.Error("an operator does not see the repository")
+	if run.Repo != "/src/app" || run.Tasks[0].Detail != "repository /x/y is gone" {
+		t.Error("the run was changed")
+	}
+	rec := &dispatch.Record{Repo: "/src/app", RuntimeBinary: &wire.RuntimeBinary{HostPath: "/usr/bin/claude"}, Detail: "x /tmp/a/b"}
+	got := masked(rec, hostpath.New("/src/app"))
+	if got.Repo != hiddenPath || got.RuntimeBinary.HostPath != hiddenPath || got.Detail != "x (host path hidden)" || rec.RuntimeBinary.HostPath != "/usr/bin/claude" {
+		t.Errorf("masked record %+v %+v", got, got.RuntimeBinary)
+	}
+	if masked(run, nil).Repo != "/src/app" {
+		t.Error("an operator (nil mask) does not see the repository")
 	}
 }

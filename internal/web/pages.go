@@ -23,8 +23,11 @@ const (
 	maxAudit      = 300
 )
 
-func (s *Server) page(w http.ResponseWriter, r *http.Request, name, title, nav string, body any) {
+// page renders a page whose body shows objects at the known host paths: a read-only viewer
+// gets it masked (hostpaths.go).
+func (s *Server) page(w http.ResponseWriter, r *http.Request, name, title, nav string, body any, known ...string) {
 	p := principalOf(r.Context())
+	body = masked(body, s.mask(r.Context(), known...))
 	s.pages.render(w, name, pageData{Title: title, Who: p.name, Operator: p.operator, CSRF: p.csrf, Nav: nav, Body: body})
 }
 
@@ -82,8 +85,12 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	var repos []string
+	for _, row := range rows {
+		repos = append(repos, row.Repo)
+	}
 	s.page(w, r, "runs", "Runs", "runs", runsView{Runs: rows, State: state,
-		States: []string{api.RunRunning, api.RunNeedsInput, api.RunSucceeded, api.RunFailed, api.RunCancelled}})
+		States: []string{api.RunRunning, api.RunNeedsInput, api.RunSucceeded, api.RunFailed, api.RunCancelled}}, repos...)
 }
 
 type runView struct {
@@ -126,7 +133,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		vv := s.verified.get(r.Context(), run, verifyWait)
 		v.Verified = &vv
 	}
-	s.page(w, r, "run", "Run "+run.Name, "runs", v)
+	s.page(w, r, "run", "Run "+run.Name, "runs", v, run.Repo)
 }
 
 type taskView struct {
@@ -147,12 +154,14 @@ func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := taskView{Run: run, Task: run.Tasks[i]}
+	known := []string{run.Repo}
 	if id := v.Task.DispatchID; id != "" {
 		if rec, err := s.src.Dispatches.Get(r.Context(), id); err == nil {
 			v.Dispatch = s.dispatchDetail(r.Context(), rec)
+			known = append(known, rec.Repo)
 		}
 	}
-	s.page(w, r, "task", "Task "+v.Task.ID, "runs", v)
+	s.page(w, r, "task", "Task "+v.Task.ID, "runs", v, known...)
 }
 
 type dispatchRow struct {
@@ -172,12 +181,14 @@ func (s *Server) dispatchesPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rows := []dispatchRow{}
+	var repos []string
 	for _, d := range recs {
 		if !inRun[d.ID] && !inRun[d.ParentID] {
 			rows = append(rows, dispatchRow{Record: d, Elapsed: elapsed(d, s.now())})
+			repos = append(repos, d.Repo)
 		}
 	}
-	s.page(w, r, "dispatches", "Dispatches", "dispatches", rows)
+	s.page(w, r, "dispatches", "Dispatches", "dispatches", rows, repos...)
 }
 
 // runDispatches are the dispatch ids of every attempt of the recent runs.
@@ -216,7 +227,7 @@ func (s *Server) dispatchPage(w http.ResponseWriter, r *http.Request) {
 		}
 		v.Cancellable = !inRun
 	}
-	s.page(w, r, "dispatch", "Dispatch "+rec.ID, "dispatches", v)
+	s.page(w, r, "dispatch", "Dispatch "+rec.ID, "dispatches", v, rec.Repo)
 }
 
 // inRun reports whether rec is an attempt of a recent run, or a child of one.
@@ -286,13 +297,19 @@ func (s *Server) auditPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	operator := principalOf(ctx).operator
+	// The repositories the entries name are hidden wherever else they occur.
+	var repos []string
+	m := s.mask(ctx)
 	for i := len(recs) - 1; i >= 0; i-- {
-		var details any = recs[i].Details
-		if !operator {
-			details = hideHostPaths(recs[i].Details)
+		if repo, ok := recs[i].Details["repo"].(string); ok {
+			repos = append(repos, repo)
 		}
-		v.Entries = append(v.Entries, auditRow{Record: recs[i], Details: compactJSON(details)})
+	}
+	if m != nil {
+		m.Add(repos...)
+	}
+	for i := len(recs) - 1; i >= 0; i-- {
+		v.Entries = append(v.Entries, auditRow{Record: recs[i], Details: compactJSON(masked(recs[i].Details, m))})
 	}
 	if v.TreeSize, err = audit.TreeSize(ctx, q); err != nil {
 		s.fail(w, r, err)
@@ -304,7 +321,7 @@ func (s *Server) auditPage(w http.ResponseWriter, r *http.Request) {
 			v.Behind = v.TreeSize - cp.Size
 		}
 	}
-	s.page(w, r, "audit", "Audit log", "audit", v)
+	s.page(w, r, "audit", "Audit log", "audit", v, repos...)
 }
 
 func compactJSON(v any) string {
@@ -318,9 +335,17 @@ func compactJSON(v any) string {
 	return string(b)
 }
 
+// writeJSON answers v as JSON, with every character an agent could use to reorder or hide
+// text written as a JSON escape: a program decodes the same string, a person viewing the
+// answer sees the escape (agenttext.go).
 func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "the answer could not be encoded", http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(v)
+	w.Write(append(jsonEscapeHidden(b), '\n'))
 }
 
 func (s *Server) apiRuns(w http.ResponseWriter, r *http.Request) {
@@ -329,12 +354,13 @@ func (s *Server) apiRuns(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	operator := principalOf(r.Context()).operator
 	out := make([]api.Run, len(rows))
+	var repos []string
 	for i, row := range rows {
-		out[i] = runForViewer(row.Run, operator)
+		out[i] = row.Run
+		repos = append(repos, row.Repo)
 	}
-	writeJSON(w, out)
+	writeJSON(w, masked(out, s.mask(r.Context(), repos...)))
 }
 
 func (s *Server) apiRun(w http.ResponseWriter, r *http.Request) {
@@ -343,7 +369,7 @@ func (s *Server) apiRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, runForViewer(run, principalOf(r.Context()).operator))
+	writeJSON(w, masked(run, s.mask(r.Context(), run.Repo)))
 }
 
 func (s *Server) apiDispatch(w http.ResponseWriter, r *http.Request) {
@@ -352,7 +378,7 @@ func (s *Server) apiDispatch(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, recordForViewer(rec, principalOf(r.Context()).operator))
+	writeJSON(w, masked(rec, s.mask(r.Context(), rec.Repo)))
 }
 
 var _ = strconv.Itoa

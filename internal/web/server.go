@@ -38,6 +38,9 @@ type Config struct {
 	AllowAny bool
 	// AllowHosts are extra names a request's Host and Origin may carry.
 	AllowHosts []string
+	// HostPaths are paths on this host a read-only viewer never sees in any text (AGORA_HOME);
+	// the repositories of the runs and dispatches shown are hidden too (hostpaths.go).
+	HostPaths []string
 	// Mount are handlers served behind the same checks and login (obs's /metrics, /healthz,
 	// /readyz), by pattern.
 	Mount map[string]http.Handler

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agenttext"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -48,7 +49,7 @@ func (s *sseWriter) send(event string, v any) bool {
 	if err != nil {
 		return false
 	}
-	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, jsonEscapeHidden(b)); err != nil {
 		return false
 	}
 	s.f.Flush()
@@ -155,10 +156,14 @@ type tailState struct {
 // stderr every tick while something changed, and "end" once it is terminal.
 func (s *Server) dispatchTail(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, err := s.src.Dispatches.Get(r.Context(), id); err != nil {
+	first, err := s.src.Dispatches.Get(r.Context(), id)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	// The page shows the logs as text: masked for a viewer and escaped before they travel.
+	m := s.mask(r.Context(), first.Repo)
+	shown := func(b []byte) string { return agenttext.Escape(m.Text(string(bytes.ToValidUTF8(b, nil)))) }
 	sw, ok := startSSE(w)
 	if !ok {
 		return
@@ -174,8 +179,7 @@ func (s *Server) dispatchTail(w http.ResponseWriter, r *http.Request) {
 		cur := tailState{State: rec.State, Phase: rec.Phase, ElapsedMS: elapsed(rec, s.now()).Milliseconds()}
 		if s.src.Live != nil {
 			l := s.src.Live(id)
-			out, errb := lastBytes(l.Stdout, tailBytes), lastBytes(l.Stderr, tailBytes)
-			cur.Stdout, cur.Stderr = string(bytes.ToValidUTF8(out, nil)), string(bytes.ToValidUTF8(errb, nil))
+			cur.Stdout, cur.Stderr = shown(lastBytes(l.Stdout, tailBytes)), shown(lastBytes(l.Stderr, tailBytes))
 		}
 		if cur.State != last.State || cur.Phase != last.Phase || cur.Stdout != last.Stdout || cur.Stderr != last.Stderr {
 			if !sw.send("tail", cur) {

@@ -1,0 +1,76 @@
+// Package agenttext makes text an agent or a model wrote safe to show a person: on a terminal
+// (the CLI) and in a browser (the web run view). Control characters other than newline and
+// tab, which could move a terminal's cursor, rewrite what is shown or reach the clipboard
+// (ANSI and OSC sequences), and the characters that reorder or hide text (bidirectional
+// overrides, isolates and marks, line and paragraph separators), are shown escaped as \xNN
+// or \uNNNN; invalid UTF-8 becomes U+FFFD. So `invoice<U+202E>fdp.exe` reads
+// `invoice\u202efdp.exe`, never `invoiceexe.pdf`.
+//
+// It is a leaf: it imports only the standard library, holds no state and runs on either side
+// of the sandbox.
+package agenttext
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Escape returns s with every character [Hidden] reports written as an escape: \xNN below
+// U+0020 and for DEL, \uNNNN otherwise. Newline and tab are kept. Invalid UTF-8 becomes
+// U+FFFD. Text with nothing to escape is returned as it is, without copying.
+func Escape(s string) string {
+	if clean(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		switch {
+		case !Hidden(r):
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
+}
+
+// Hidden reports whether r must not reach a person as it is: a control character other than
+// newline and tab (C0, DEL, C1), a bidirectional control (U+061C, U+200E, U+200F,
+// U+202A-U+202E, U+2066-U+2069), or a line or paragraph separator (U+2028, U+2029).
+func Hidden(r rune) bool {
+	switch {
+	case r == '\n' || r == '\t':
+		return false
+	case r < 0x20 || r == 0x7f:
+		return true
+	case r < 0x80:
+		return false
+	}
+	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r)
+}
+
+// clean reports whether s is valid UTF-8 with nothing to escape. Plain ASCII text, the usual
+// case, is decided a byte at a time.
+func clean(s string) bool {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if Hidden(rune(c)) {
+				return false
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n <= 1 || Hidden(r) {
+			return false
+		}
+		i += n
+	}
+	return true
+}
