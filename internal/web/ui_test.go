@@ -93,12 +93,21 @@ runtime: exec
 command: [sh, -c, 'echo waiting; sleep 300']
 capabilities: [shell]
 `), 0o644))
+	// bidi writes what a hostile agent would: a reversed file name in its output, an output
+	// file of that name, and a question that reads backwards (YAML's \u202E is the raw
+	// RIGHT-TO-LEFT OVERRIDE in the command).
+	must(t, os.WriteFile(filepath.Join(cat, "bidi.yaml"), []byte(`description: writes bidirectional overrides everywhere
+runtime: exec
+command: [sh, -c, "echo \"stdout invoice\u202Efdp.exe\"; mkdir -p \"$AGORA_OUT/outputs\"; echo x > \"$AGORA_OUT/outputs/invoice\u202Efdp.exe\"; printf '{\"question\":\"Pay invoice\u202Efdp.exe?\"}' > \"$AGORA_OUT/needs_input.json\""]
+capabilities: [shell]
+`), 0o644))
 	must(t, os.WriteFile(filepath.Join(cat, "agora-manifest.yaml"), []byte(`version: 1
 capabilities:
   - {name: shell, from: caps/shell}
 subagents:
   - {name: slow, from: slow.yaml}
   - {name: forever, from: forever.yaml}
+  - {name: bidi, from: bidi.yaml}
 `), 0o644))
 	e.run("init")
 	e.run("apply", "-f", filepath.Join(cat, "agora-manifest.yaml"))
