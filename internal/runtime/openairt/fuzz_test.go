@@ -137,7 +137,8 @@ func FuzzSSE(f *testing.F) {
 }
 
 func FuzzResponse(f *testing.F) {
-	for _, s := range []string{seedOpenAIJSON, `{"choices":[{"message":{"content":"hi"}}]}`, `{"error":{"message":"x"}}`, `{"object":"error","message":"m"}`, `null`, `[]`, ``} {
+	for _, s := range []string{seedOpenAIJSON, `{"choices":[{"message":{"tool_calls":[{"function":{"name":"a","Name":"b","arguments":"{}"}}]}}]}`,
+		`{"choices":[{"message":{"tool_calls":[{"function":{"name":"a","arguments":"{}"}}]}}],"Choices":[]}`, `{"choices":[{"message":{"content":"hi"}}]}`, `{"error":{"message":"x"}}`, `{"object":"error","message":"m"}`, `null`, `[]`, ``} {
 		f.Add([]byte(s), "Hello", `{"path":"a"}`, "read_file")
 	}
 	f.Fuzz(func(t *testing.T, raw []byte, content, args, name string) {
@@ -154,6 +155,7 @@ func FuzzResponse(f *testing.F) {
 			if c.Usage != nil && (c.Usage.PromptTokens < 0 || c.Usage.CompletionTokens < 0) {
 				t.Fatalf("negative usage %+v", c.Usage)
 			}
+			sameToCaseSensitiveReader(t, raw, c)
 		}
 		// Any error body: the quoted message is bounded, valid UTF-8, free of control characters.
 		msg := errorMessage(raw)
@@ -191,4 +193,40 @@ func FuzzResponse(f *testing.F) {
 			t.Fatalf("got %+v from %s", c, b)
 		}
 	})
+}
+
+// sameToCaseSensitiveReader fails t unless the tool calls decodeResponse read from raw are
+// what a reader that matches keys exactly (and sees every key) finds there: the choice the
+// loop takes (index 0, else the first) and each call's name and arguments.
+func sameToCaseSensitiveReader(t *testing.T, raw []byte, c completion) {
+	t.Helper()
+	var top map[string]any
+	if json.Unmarshal(raw, &top) != nil {
+		return
+	}
+	choices, _ := top["choices"].([]any)
+	if len(choices) == 0 {
+		t.Fatalf("decoded %+v from a reply a case-sensitive reader finds no choices in: %s", c, raw)
+	}
+	ch, _ := choices[0].(map[string]any)
+	for _, x := range choices {
+		if m, _ := x.(map[string]any); m != nil && m["index"] == float64(0) {
+			ch = m
+			break
+		}
+	}
+	msg, _ := ch["message"].(map[string]any)
+	calls, _ := msg["tool_calls"].([]any)
+	if len(calls) != len(c.ToolCalls) {
+		t.Fatalf("decoded %d tool calls, a case-sensitive reader finds %d in %s", len(c.ToolCalls), len(calls), raw)
+	}
+	for i, x := range calls {
+		m, _ := x.(map[string]any)
+		fn, _ := m["function"].(map[string]any)
+		name, _ := fn["name"].(string)
+		args, _ := fn["arguments"].(string)
+		if name != c.ToolCalls[i].Function.Name || args != c.ToolCalls[i].Function.Arguments {
+			t.Fatalf("call %d decoded as %q(%q), a case-sensitive reader reads %q(%q) in %s", i, c.ToolCalls[i].Function.Name, c.ToolCalls[i].Function.Arguments, name, args, raw)
+		}
+	}
 }

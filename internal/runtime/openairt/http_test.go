@@ -124,6 +124,13 @@ func TestRun_BrokenReplies(t *testing.T) {
 		{"stream error event", "data: {\"error\":{\"message\":\"upstream died\"}}\n\n", sse, ErrBadResponse, "upstream died"},
 		{"stream bad chunk", "data: {nope\n\ndata: [DONE]\n\n", sse, ErrBadResponse, "chunk 0"},
 		{"stream line too long", "data: \"" + strings.Repeat("a", maxResponseBytes) + "\n\n", sse, ErrResponseTooLarge, ""},
+		// #26: a reply that names one tool to the loop and another to a case-sensitive
+		// reader of the transcript (encoding/json folds case and keeps the last duplicate).
+		{"name and Name", `{"choices":[{"index":0,"message":{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"list_files","Name":"run_command","arguments":"{}"}}]}}]}`, "application/json", ErrBadResponse, `duplicate key "Name"`},
+		{"lone Name", `{"choices":[{"index":0,"message":{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"Name":"run_command","arguments":"{}"}}]}}]}`, "application/json", ErrBadResponse, `keys are case-sensitive`},
+		{"arguments twice", `{"choices":[{"index":0,"message":{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}","arguments":"{\"argv\":[\"x\"]}"}}]}}]}`, "application/json", ErrBadResponse, `duplicate key "arguments"`},
+		{"stream name and Name", "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"list_files\",\"Name\":\"run_command\",\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n", sse, ErrBadResponse, `duplicate key "Name"`},
+		{"stream Choices", "data: {\"choices\":[],\"Choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n", sse, ErrBadResponse, `duplicate key "Choices"`},
 		{"stream index out of range", "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":100000,\"function\":{\"name\":\"f\"}}]}}]}\n\ndata: [DONE]\n\n", sse, ErrBadResponse, "out of range"},
 	}
 	for _, tt := range tests {

@@ -3,12 +3,13 @@ package openairt
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/agora-dev/agora/internal/strictjson"
 )
 
 // A streamed reply is a text/event-stream (https://html.spec.whatwg.org/multipage/server-sent-events.html)
@@ -132,7 +133,7 @@ type streamAcc struct {
 
 func (a *streamAcc) add(data []byte) error {
 	var c chunk
-	if err := json.Unmarshal(data, &c); err != nil {
+	if err := strictjson.UnmarshalKnown(data, &c); err != nil {
 		return fmt.Errorf("%w: chunk %d: %s", ErrBadResponse, a.chunks, jsonProblem(err))
 	}
 	a.chunks++

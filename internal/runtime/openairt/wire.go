@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/agora-dev/agora/internal/strictjson"
 )
 
 // The chat-completions wire format, as much of it as the loop sends and reads. Replies are
 // decoded leniently about fields the loop does not use (servers add their own) and strictly
-// about the ones it does: a tool call's arguments MUST be a JSON string, content a string or
+// about the ones it does, exactly (strictjson.UnmarshalKnown: no two keys equal under case
+// folding, no key that only folds to a field's name): a tool call's arguments MUST be a JSON string, content a string or
 // null.
 
 // chatRequest is the body of POST {BaseURL}/chat/completions.
@@ -100,7 +103,7 @@ const maxToolCalls = 128
 // decodeResponse decodes a non-streaming chat completion.
 func decodeResponse(b []byte) (completion, error) {
 	var r chatResponse
-	if err := json.Unmarshal(b, &r); err != nil {
+	if err := strictjson.UnmarshalKnown(b, &r); err != nil {
 		return completion{}, fmt.Errorf("%w: %s", ErrBadResponse, jsonProblem(err))
 	}
 	if r.Error != nil {
@@ -147,7 +150,10 @@ func clean(u *usage) *usage {
 	return &v
 }
 
-// jsonProblem describes a decode error without quoting the body.
+// jsonProblem describes a decode error without quoting the body (strictjson's errors name a
+// key, cut short, and where it is: a reply with two keys equal under case folding, or one
+// that only folds to a field, is refused rather than read one way by the loop and another by
+// a case-sensitive reader of the transcript).
 func jsonProblem(err error) string {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
@@ -157,7 +163,7 @@ func jsonProblem(err error) string {
 	case errors.As(err, &te):
 		return fmt.Sprintf("field %q: got JSON %s, want %s", te.Field, te.Value, te.Type)
 	default:
-		return "invalid JSON"
+		return "not one exact JSON reading: " + bounded(err.Error())
 	}
 }
 
