@@ -201,11 +201,12 @@ func (w *walker) object(depth int, want *shape) error {
 		}
 		var next *shape
 		if want != nil {
-			if next, err = want.field(k); err != nil {
-				if !w.open || want.nearMiss(k) {
-					return err
-				}
-				next = nil
+			if f, known := want.fields[k]; w.open && want.fields != nil && !known && !want.nearMiss(k) {
+				next = nil // a key no field names, allowed open: no error is built for it
+			} else if known {
+				next = f
+			} else if next, err = want.field(k); err != nil {
+				return err
 			}
 		}
 		w.space()
