@@ -43,27 +43,36 @@ func supervisorAlive(s string) bool {
 	if err1 != nil || err2 != nil || pid <= 0 {
 		return false
 	}
-	got, err := processStart(pid)
-	return err == nil && (start == 0 || got == start)
+	got, state, err := processStat(pid)
+	// A zombie (killed, not yet reaped by its parent) runs nothing: its sandbox died with it.
+	return err == nil && state != "Z" && state != "X" && (start == 0 || got == start)
 }
 
 // processStart is field 22 of /proc/<pid>/stat: the start time in clock ticks since boot.
 func processStart(pid int) (uint64, error) {
+	start, _, err := processStat(pid)
+	return start, err
+}
+
+// processStat is the start time (field 22) and the state (field 3: R, S, Z, ...) of
+// /proc/<pid>/stat.
+func processStat(pid int) (uint64, string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	// The command name (field 2) may hold spaces and parentheses: count from the last ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("bad /proc/%d/stat", pid)
+		return 0, "", fmt.Errorf("bad /proc/%d/stat", pid)
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 20 {
-		return 0, fmt.Errorf("bad /proc/%d/stat", pid)
+		return 0, "", fmt.Errorf("bad /proc/%d/stat", pid)
 	}
 	// f[0] is field 3 (state), so field 22 is f[19].
-	return strconv.ParseUint(f[19], 10, 64)
+	start, err := strconv.ParseUint(f[19], 10, 64)
+	return start, f[0], err
 }
 
 // SelfSupervisor names this process the way records name supervisors.

@@ -375,70 +375,93 @@ func TestResume_AnsweredOnce(t *testing.T) {
 	}
 }
 
-// TestResume_Kill9DuringAnswer kills `agora dispatch resume` with SIGKILL at varying moments
-// of its answer (before, during and after the commit that records the child, and while the
-// child runs): the parent is either still waiting with no child, or answered naming its one
-// child, which runs to its end or is recorded failed (lost); a second answer is then refused
-// naming that child, or (when nothing was committed) is the one answer. Never two children.
+// TestResume_Kill9DuringAnswer kills the answering process with SIGKILL at varying moments
+// of its answer (before, during and after the commit that records the child, and after the
+// child started): `agora dispatch resume`, which supervises the child itself, and `agora mcp
+// --http`, which hands it to a detached supervisor. Afterwards the parent is either still
+// waiting with no child, or answered naming its one child, which runs on (detached) or is
+// recorded failed (lost); a second answer is then refused naming that child, or (when nothing
+// was committed) is the one answer. Never two children.
 func TestResume_Kill9DuringAnswer(t *testing.T) {
 	requireSandbox(t)
 	home := newHome(t)
 	agora(t, home, nil, "subagent", "register", "slowchooser", "--capability", "shell", "--command",
 		`sh -c 'case "$AGORA_INPUT_JSON" in *agora_resume*) sleep 30;; *) printf %s "{\"question\":\"Which color?\"}" > "$AGORA_OUT/needs_input.json";; esac'`)
+	token := newToken(t)
+	tokens := tokensFile(t, map[string][2]string{"helper": {token, "dispatch"}})
 	delays := []time.Duration{0, 20 * time.Millisecond, 60 * time.Millisecond, 120 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond, time.Second}
-	answered := 0
-	for _, delay := range delays {
-		out, stderr, _ := agoraExit(t, home, "dispatch", "run", "--subagent", "slowchooser", "-o", "json")
-		var parent dispatchRecord
-		if err := json.Unmarshal([]byte(out), &parent); err != nil || parent.State != "needs_input" {
-			t.Fatalf("asker: %v\n%s\n%s", err, out, stderr)
-		}
-		cmd := exec.Command(agoraBin, "dispatch", "resume", parent.ID, "--answer", "first")
-		cmd.Env = baseEnv(home)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(delay)
-		cmd.Process.Kill()
-		cmd.Wait()
+	answerers := map[string]func(parent string, delay time.Duration){
+		"cli": func(parent string, delay time.Duration) {
+			cmd := exec.Command(agoraBin, "dispatch", "resume", parent, "--answer", "first")
+			cmd.Env = baseEnv(home)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(delay)
+			cmd.Process.Kill()
+			cmd.Wait()
+		},
+		"mcp": func(parent string, delay time.Duration) {
+			srv := httpServer(t, home, []string{"AGORA_HTTP_TOKENS_FILE=" + tokens})
+			cs := httpSession(t, srv.url, token)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "agora_dispatch",
+					Arguments: map[string]any{"resume": map[string]any{"dispatch": parent, "answer": "first"}, "wait_seconds": 0}})
+			}()
+			time.Sleep(delay)
+			syscall.Kill(srv.pid, syscall.SIGKILL)
+			<-done
+		},
+	}
+	for via, answer := range answerers {
+		committed := 0
+		for _, delay := range delays {
+			out, stderr, _ := agoraExit(t, home, "dispatch", "run", "--subagent", "slowchooser", "-o", "json")
+			var parent dispatchRecord
+			if err := json.Unmarshal([]byte(out), &parent); err != nil || parent.State != "needs_input" {
+				t.Fatalf("asker: %v\n%s\n%s", err, out, stderr)
+			}
+			answer(parent.ID, delay)
 
-		// A second answer, after the crash: Reap (run by every dispatch command) ends a child
-		// whose supervisor died, and the parent says which answer stands.
-		_, stderr, code := agoraExit(t, home, "dispatch", "resume", parent.ID, "--answer", "second", "--detach")
-		kids := childrenOf(t, home, parent.ID)
-		p := hostRecord(t, home, parent.ID)
-		if len(kids) != 1 {
-			t.Fatalf("delay %s: %d children of %s, want 1: %+v (second answer: exit %d %q)", delay, len(kids), parent.ID, kids, code, stderr)
-		}
-		if p.State != "answered" || p.ChildID != kids[0].ID {
-			t.Errorf("delay %s: parent = %+v, want answered naming %s", delay, p, kids[0].ID)
-		}
-		if code == 0 {
-			// The first answer never committed: the second is the one answer.
+			// A second answer, after the crash: Reap (run by every dispatch command) ends a
+			// child whose supervisor died, and the parent says which answer stands.
+			_, stderr, code := agoraExit(t, home, "dispatch", "resume", parent.ID, "--answer", "second", "--detach")
+			kids := childrenOf(t, home, parent.ID)
+			p := hostRecord(t, home, parent.ID)
+			if len(kids) != 1 {
+				t.Fatalf("%s, delay %s: %d children of %s, want 1: %+v (second answer: exit %d %q)", via, delay, len(kids), parent.ID, kids, code, stderr)
+			}
+			if p.State != "answered" || p.ChildID != kids[0].ID {
+				t.Errorf("%s, delay %s: parent = %+v, want answered naming %s", via, delay, p, kids[0].ID)
+			}
+			if code != 0 {
+				committed++
+				if !strings.Contains(stderr, "was already answered") || !strings.Contains(stderr, "child "+kids[0].ID) {
+					t.Errorf("%s, delay %s: second answer refused with %q, want it to name child %s", via, delay, stderr, kids[0].ID)
+				}
+				// The first answer's child is not left accepted with nobody to start it: it
+				// runs (under a detached supervisor that outlived the kill) or is recorded lost.
+				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+					agoraExit(t, home, "dispatch", "list", "--limit", "1")
+					st := hostRecord(t, home, kids[0].ID)
+					if st.State == "failed" && st.Reason != "lost" {
+						t.Errorf("%s, delay %s: child %s failed %s, want lost", via, delay, st.ID, st.Reason)
+					}
+					if st.State != "accepted" {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%s, delay %s: child %s still accepted after its supervisor was killed", via, delay, st.ID)
+					}
+				}
+			}
 			agora(t, home, nil, "dispatch", "cancel", kids[0].ID)
 			waitEnded(t, home, kids)
-			continue
 		}
-		answered++
-		if !strings.Contains(stderr, "was already answered") || !strings.Contains(stderr, "child "+kids[0].ID) {
-			t.Errorf("delay %s: second answer refused with %q, want it to name child %s", delay, stderr, kids[0].ID)
+		if committed == 0 {
+			t.Errorf("%s: no kill landed after the answer committed; the test checked only the before-commit side", via)
 		}
-		// The first answer's child is not left live: it ran on, or it is recorded lost.
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			agoraExit(t, home, "dispatch", "list", "--limit", "1")
-			st := hostRecord(t, home, kids[0].ID)
-			if st.State == "failed" || st.State == "finished" {
-				if st.State == "failed" && st.Reason != "lost" {
-					t.Errorf("delay %s: child %s failed %s, want lost", delay, st.ID, st.Reason)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("delay %s: child %s still %s after its supervisor was killed", delay, st.ID, st.State)
-			}
-		}
-	}
-	if answered == 0 {
-		t.Errorf("no kill landed after the answer committed; the test checked only the before-commit side")
 	}
 }
