@@ -14,8 +14,8 @@ import (
 	"github.com/agora-dev/agora/internal/orch/client"
 )
 
-// TestOrchestratorStatusHidesHostPathsInFreeText: a person's `orch submit --repo` run whose
-// task fails because its repository moved away has a failure detail naming that host path;
+// TestOrchestratorStatusHidesHostPathsInFreeText: a workspace run whose tasks fail because
+// the workspace's repository moved away has failure details naming that host path;
 // agora_orchestrator_status and _watch over MCP show the failure without the path, in any
 // field. Finding 8 of #26 (the detail "repository /tmp/.../private-repo is not a
 // directory" reached MCP clients, although the run's repo field was cleared).
@@ -48,7 +48,8 @@ func TestOrchestratorStatusHidesHostPathsInFreeText(t *testing.T) {
 	if err := os.WriteFile(planPath, []byte("version: 1\nname: moved\nconcurrency: 1\ntasks:\n  - {id: a, subagent: sleeper}\n  - {id: b, subagent: writer}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	id := strings.TrimSpace(string(agora(t, home, nil, "orch", "submit", planPath, "--repo", repo)))
+	agora(t, home, nil, "workspace", "register", "app", "--repo", repo, "--revision", "main")
+	id := strings.TrimSpace(string(agora(t, home, nil, "orch", "submit", planPath, "--workspace", "app")))
 	status := func() api.Run {
 		r, err := c.Status(context.Background(), id)
 		if err != nil {
@@ -61,7 +62,7 @@ func TestOrchestratorStatusHidesHostPathsInFreeText(t *testing.T) {
 		t.Fatal(err)
 	}
 	agoraMay(home, "orch", "cancel", id, "--task", "a") // a may have failed already
-	waitFor(t, 60*time.Second, "a failure detail naming the repository", func() bool {
+	waitFor(t, 150*time.Second, "a failure detail naming the repository", func() bool {
 		for _, task := range status().Tasks {
 			if strings.Contains(task.Detail, "private-repo") {
 				return true
