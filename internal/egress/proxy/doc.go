@@ -14,7 +14,8 @@
 // TLS with a per-dispatch CA ([NewCA]; its key never leaves the process), checks each
 // request against the rules, swaps each bound secret's placeholder for its value in the
 // Authorization header (bearer or basic) and the binding's named headers, re-encrypts to the
-// real host with normal certificate verification, and masks the values in the response. A
+// real host with normal certificate verification, and masks the values in the response
+// (strictly: wrapped, escaped, and any piece long enough to matter; [redact.NewStrict]). A
 // value is swapped in only there, inside TLS, on the port its binding names (443 unless it
 // names one); never into plain HTTP. A placeholder headed for a host it is not bound to, for
 // another port of a bound host, or over plain HTTP is refused wherever the proxy can see it.

@@ -115,6 +115,9 @@ type Proxy struct {
 	finders []*placeholderFinder
 	// hosts are each binding's hosts (by index in cfg.Bindings), parsed: never port 0.
 	hosts [][]grant.EgressRule
+	// masks are the strict redactors of the sets of bindings connections have named, by
+	// their placeholders: built once per set, not per connection. Guarded by mu.
+	masks map[string]*redact.Redactor
 }
 
 // Stats counts what a dispatch's proxy did, for its record.
@@ -160,7 +163,7 @@ func New(cfg Config) (*Proxy, error) {
 		for i, b := range cfg.Bindings {
 			vals[i] = b.Value
 		}
-		p.scrubber = redact.New(vals)
+		p.scrubber = redact.NewStrict(vals)
 	}
 	for _, b := range cfg.Bindings {
 		p.finders = append(p.finders, newPlaceholderFinder(b.Placeholder))
@@ -176,6 +179,29 @@ func New(cfg Config) (*Proxy, error) {
 		p.hosts = append(p.hosts, hosts)
 	}
 	return p, nil
+}
+
+// maskFor returns the strict redactor of the values of bindings (a host's named ones), which
+// masks them in what the host sends back: every encoding and every piece long enough to
+// matter ([redact.NewStrict]).
+func (p *Proxy) maskFor(bindings []Binding) *redact.Redactor {
+	var key strings.Builder
+	vals := make([][]byte, len(bindings))
+	for i, b := range bindings {
+		key.WriteString(b.Placeholder + "\x00")
+		vals[i] = b.Value
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r, ok := p.masks[key.String()]; ok {
+		return r
+	}
+	if p.masks == nil {
+		p.masks = map[string]*redact.Redactor{}
+	}
+	r := redact.NewStrict(vals)
+	p.masks[key.String()] = r
+	return r
 }
 
 // Serve accepts client connections on ln until [Proxy.Close] or ln fails.

@@ -83,7 +83,7 @@ func (p *Proxy) newSession(t target, d decision, useTLS bool, raw net.Conn) *ses
 	// A host a secret is bound to may have kept the value from an earlier request and
 	// show it on any connection, so every connection to it is masked, whatever its port.
 	if len(d.named) > 0 {
-		s.mask = redact.New(s.values())
+		s.mask = p.maskFor(d.named)
 	}
 	return s
 }

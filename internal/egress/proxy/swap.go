@@ -149,12 +149,13 @@ func swapAuthorization(v string, b Binding) string {
 // maskResponse masks the bound values in the response's headers and body. The body's length
 // may change, so it goes chunked.
 //
-// The status line's text is masked too; a header whose name holds a value (in any case: names
-// are canonicalized) is dropped; trailers are dropped, as they arrive after the head is sent.
+// The status line's text is masked too; a header whose name holds a value or a piece of one
+// (in any case: names are canonicalized) is dropped; trailers are dropped, as they arrive
+// after the head is sent.
 func maskResponse(resp *http.Response, r *redact.Redactor, values [][]byte) {
 	resp.Status = r.String(resp.Status)
 	for k, vs := range resp.Header {
-		if nameHolds(k, values) {
+		if low := strings.ToLower(k); nameHolds(k, values) || r.String(low) != low {
 			delete(resp.Header, k)
 			continue
 		}

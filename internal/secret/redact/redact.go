@@ -20,6 +20,24 @@
 // Every occurrence of every form is masked. Overlapping occurrences are merged into one [Mask], so
 // the longest match wins and no byte of any occurrence survives; occurrences that merely touch get
 // one [Mask] each.
+//
+// # Strict
+//
+// [NewStrict] is for values the reader must not learn even in part: the secrets the egress proxy
+// swaps into requests, which a host may echo back to a sandbox that never held them. It matches
+// on the text's skeleton (white space dropped, %XX, backslash and &#N; escapes decoded; see
+// normalize.go), so wrapped base64, spaced hex and escaped strings are one run, and it masks any
+// piece of any form that carries [PieceLen] bytes of a value: half the value, at least 4 and at
+// most 8 bytes. Why pieces: a host that cuts a header to 40 characters shows a 33-byte prefix, and
+// a prefix, a suffix and a middle are worth the same to a reader. Why not shorter: a window of 7
+// bytes still leaves 9 bytes of a 16-byte token (and 57 of a 64-byte one) unknown, and masking
+// every 4-byte fragment of a long value would mask ordinary text; why not longer: two windows (a
+// prefix from one answer, a suffix from another) must not add up to the value, so the line
+// cannot be "the value's length minus a margin". A strict Redactor scans a few times slower
+// than [New] (docs/BENCHMARKS.md). What it cannot see: a value cut by the host into pieces
+// shorter than PieceLen (two headers of 7 bytes each, or characters put between the bytes), an
+// encoding it does not know (rot13, compression, a second round of escaping, hex in mixed case),
+// and white space inside an escape ("%6\n7").
 package redact
 
 import (
@@ -51,6 +69,7 @@ type Redactor struct {
 	filter   []uint64            // bit hash(prefix) set for every form's 8-byte prefix
 	byPrefix map[uint64][][]byte // forms by their first 8 bytes (little endian), longest first
 	maxLen   int                 // longest form; 0 when there is nothing to mask
+	strict   *fragIndex          // set by NewStrict, which uses it instead of the fields above
 }
 
 // New builds a [Redactor] for values. Values shorter than [MinLen] are ignored (see the package
@@ -82,6 +101,9 @@ func New(values [][]byte) *Redactor {
 
 // Empty reports whether r masks nothing (no value was at least [MinLen] bytes).
 func (r *Redactor) Empty() bool {
+	if r.strict != nil {
+		return r.strict.maxLen == 0
+	}
 	return r.maxLen == 0
 }
 
@@ -89,6 +111,9 @@ func (r *Redactor) Empty() bool {
 func (r *Redactor) Bytes(b []byte) []byte {
 	if r.Empty() {
 		return bytes.Clone(b)
+	}
+	if r.strict != nil {
+		return r.strict.bytes(b)
 	}
 	var c cursor
 	return r.advance(&c, b, len(b), make([]byte, 0, len(b)))

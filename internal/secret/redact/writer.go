@@ -16,6 +16,9 @@ var ErrClosed = errors.New("write redacted stream: writer is closed")
 //
 // The writer is not safe for concurrent use.
 func (r *Redactor) Writer(w io.Writer) io.WriteCloser {
+	if r.strict != nil {
+		return &strictWriter{x: r.strict, w: w, own: true}
+	}
 	return &writer{r: r, w: w}
 }
 
