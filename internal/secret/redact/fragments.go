@@ -172,7 +172,7 @@ func newFragIndex(values [][]byte) *fragIndex {
 		x.byKey[k] = x.prune(ws)
 	}
 	size := 1 << 16
-	for size < 64*len(x.byKey) && size < 1<<22 {
+	for size < 16*len(x.byKey) && size < 1<<22 {
 		size <<= 1
 	}
 	x.filter = make([]uint64, size/64)

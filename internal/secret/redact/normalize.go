@@ -221,65 +221,115 @@ func decodeCharRef(b []byte, final bool, dec *[utf8.UTFMax]byte) (n, span int) {
 	return utf8.EncodeRune(dec[:], r), end + 1
 }
 
-// skeleton is a normalized run of input: skel[i] came from the unit in[from[i] :
-// from[i]+ulen[i]].
+// skeleton is a normalized run of input: skel[i] came from in[from[i]], one byte of it, or
+// from an escape: a run of esc names the skeleton bytes each escape gave and the input it
+// spans. Escapes are rare in most text, so a plain byte costs one offset, not a unit length.
 type skeleton struct {
 	skel []byte
 	from []int32
-	ulen []uint8
+	esc  []escape
 	gap  int // white space bytes since the last skeleton byte
 	pos  int // next input byte to read
 }
 
-func (k *skeleton) end(i int) int { return int(k.from[i]) + int(k.ulen[i]) }
+// escape is a unit of more than one input byte: skeleton bytes [skel, skel+n) came from
+// in[from[skel] : from[skel]+span].
+type escape struct {
+	skel int32
+	n    uint8
+	span uint8
+}
+
+// escapeAt returns the index in esc of the escape that gave skeleton byte i, or -1.
+func (k *skeleton) escapeAt(i int) int {
+	lo, hi := 0, len(k.esc)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if int(k.esc[m].skel) <= i {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if j := lo - 1; j >= 0 && i < int(k.esc[j].skel)+int(k.esc[j].n) {
+		return j
+	}
+	return -1
+}
+
+// end is the end in the input of the unit skeleton byte i came from.
+func (k *skeleton) end(i int) int {
+	if j := k.escapeAt(i); j >= 0 {
+		return int(k.from[i]) + int(k.esc[j].span)
+	}
+	return int(k.from[i]) + 1
+}
+
+// drop forgets the first n skeleton bytes.
+func (k *skeleton) drop(n int) {
+	if n == 0 {
+		return
+	}
+	k.skel = k.skel[:copy(k.skel, k.skel[n:])]
+	k.from = k.from[:copy(k.from, k.from[n:])]
+	j := 0
+	for j < len(k.esc) && int(k.esc[j].skel)+int(k.esc[j].n) <= n {
+		j++
+	}
+	k.esc = k.esc[:copy(k.esc, k.esc[j:])]
+	for i := range k.esc {
+		k.esc[i].skel -= int32(n)
+	}
+}
 
 // read normalizes in[k.pos:] into the skeleton. It stops at the end of in, before an escape
 // that may still be incomplete (unless final), or right after a white space run grows past
 // maxGap: it then reports that the segment ended.
+//
+// No unit decodes to more bytes than it spans, so the skeleton grows by at most the input
+// left: room for that is made once, and the loop writes by index (this loop and decide's are
+// where the strict matcher spends its time).
 func (k *skeleton) read(in []byte, final bool) (segmentEnd bool) {
 	classes := byteClasses()
+	n, pos, gap := len(k.skel), k.pos, k.gap
+	skel := slices.Grow(k.skel, len(in)-pos)[:n+len(in)-pos]
+	from := slices.Grow(k.from, len(in)-pos)[:n+len(in)-pos]
+	defer func() {
+		k.skel, k.from, k.pos, k.gap = skel[:n], from[:n], pos, gap
+	}()
 	var dec [utf8.UTFMax]byte
-	for k.pos < len(in) {
-		switch classes[in[k.pos]] {
+	for pos < len(in) {
+		c := in[pos]
+		switch classes[c] {
 		case classPlain:
-			j := k.pos + 1
-			for j < len(in) && classes[in[j]] == classPlain {
-				j++
-			}
-			k.skel = append(k.skel, in[k.pos:j]...)
-			n := len(k.from)
-			k.from = slices.Grow(k.from, j-k.pos)[:n+j-k.pos]
-			k.ulen = slices.Grow(k.ulen, j-k.pos)[:n+j-k.pos]
-			for p := k.pos; p < j; p++ {
-				k.from[n] = int32(p)
-				k.ulen[n] = 1
-				n++
-			}
-			k.gap, k.pos = 0, j
+			skel[n], from[n] = c, int32(pos)
+			n, pos, gap = n+1, pos+1, 0
 		case classSpace:
-			k.pos++
-			if k.gap++; k.gap == maxGap+1 {
+			pos++
+			if gap++; gap == maxGap+1 {
 				return true
 			}
 		default:
-			n, span := decodeUnit(in[k.pos:], final, &dec)
+			dn, span := decodeUnit(in[pos:], final, &dec)
 			if span == 0 {
 				return false
 			}
-			if n == 1 && isSpaceByte(dec[0]) {
-				before := k.gap
-				k.pos += span
-				if k.gap += span; before <= maxGap && k.gap > maxGap {
+			if dn == 1 && isSpaceByte(dec[0]) {
+				before := gap
+				pos += span
+				if gap += span; before <= maxGap && gap > maxGap {
 					return true
 				}
 				continue
 			}
-			for _, c := range dec[:n] {
-				k.skel = append(k.skel, c)
-				k.from = append(k.from, int32(k.pos))
-				k.ulen = append(k.ulen, uint8(span))
+			if span > 1 {
+				k.esc = append(k.esc, escape{skel: int32(n), n: uint8(dn), span: uint8(span)})
 			}
-			k.gap, k.pos = 0, k.pos+span
+			for _, c := range dec[:dn] {
+				skel[n], from[n] = c, int32(pos)
+				n++
+			}
+			pos, gap = pos+span, 0
 		}
 	}
 	return false

@@ -139,54 +139,82 @@ func (s *strictWriter) step(final bool) {
 // decide tests the skeleton positions [s.next, lim) as starts of masked pieces, and at an
 // escape, the escape's own text too (see literalStarts).
 func (s *strictWriter) decide(lim int) {
-	x, sk := s.x, s.k.skel
+	x, k := s.x, &s.k
 	if x.maxLen == 0 {
 		s.next = max(s.next, lim)
 		return
 	}
-	for i := s.next; i < lim; i++ {
-		if i+keyLen <= len(sk) {
+	sk := k.skel
+	e := 0
+	for e < len(k.esc) && int(k.esc[e].skel) < s.next {
+		e++
+	}
+	for i := s.next; i < lim; {
+		// Up to the next escape's first byte: the skeleton alone.
+		stop, at := lim, -1
+		if e < len(k.esc) && int(k.esc[e].skel) < lim {
+			at = int(k.esc[e].skel)
+			stop = at + 1
+		}
+		filter, shift := x.filter, x.shift // locals: the loop's calls would make it reload fields
+		for end := min(stop, len(sk)-keyLen+1); i < end; i++ {
 			key := binary.LittleEndian.Uint32(sk[i:])
-			h := (key * hashMul32) >> x.shift
-			if x.filter[h>>6]&(1<<(h&63)) != 0 {
-				if n := x.longestAt(sk[i:], key); n > 0 {
-					s.mark(int(s.k.from[i]), s.k.end(i+n-1))
-				}
+			h := (key * hashMul32) >> shift
+			if filter[h>>6]&(1<<(h&63)) == 0 {
+				continue
+			}
+			if n := x.longestAt(sk[i:], key); n > 0 {
+				s.mark(int(k.from[i]), k.end(i+n-1))
 			}
 		}
-		if s.k.ulen[i] > 1 && (i == 0 || s.k.from[i-1] != s.k.from[i]) {
-			s.literalStarts(i)
+		i = stop
+		if at >= 0 {
+			s.literalStarts(at, int(k.esc[e].span))
+			e++
 		}
 	}
 	s.next = max(s.next, lim)
 }
 
-// literalStarts tests the text of the escape that skeleton byte i decodes, after its first
-// byte, as the start of a masked piece that goes on in the skeleton after the escape. A host
-// may write a value right after "%" or "\u" (the sandbox can put those in the header it
-// reflects): the skeleton then decodes the value's first characters with the escape
-// ("%ab", "\ucafe") and its matches start only after them, which would leave a short value
-// unmasked.
-func (s *strictWriter) literalStarts(i int) {
+// literalStarts tests the text of the escape that starts at skeleton byte i (span input
+// bytes), after its first byte, as the start of a masked piece that goes on in the skeleton
+// after the escape. A host may write a value right after "%" or "\u" (the sandbox can put
+// those in the header it reflects): the skeleton then decodes the value's first characters
+// with the escape ("%ab", "\ucafe") and its matches start only after them, which would
+// leave a short value unmasked.
+func (s *strictWriter) literalStarts(i, span int) {
 	x, k := s.x, &s.k
-	lit := s.in[int(k.from[i])+1 : k.end(i)]
-	buf := append(s.scratch[:0], lit...)
-	buf = append(buf, k.skel[i+1:min(len(k.skel), i+1+x.maxLen)]...)
-	s.scratch = buf
-	for o := 0; o < len(lit) && o+keyLen <= len(buf); o++ {
-		key := binary.LittleEndian.Uint32(buf[o:])
-		h := (key * hashMul32) >> x.shift
-		if x.filter[h>>6]&(1<<(h&63)) == 0 {
+	from := int(k.from[i])
+	lit := s.in[from+1 : from+span]
+	next := i + 1
+	for next < len(k.from) && int(k.from[next]) == from {
+		next++ // the other bytes the escape decoded to
+	}
+	// The keys first, from the escape's text and the next few skeleton bytes; the whole
+	// lookahead is copied only when one passes the filter.
+	var head [needEscape + keyLen]byte
+	h := copy(head[:], lit)
+	h += copy(head[h:], k.skel[next:min(len(k.skel), next+keyLen-1)])
+	var buf []byte
+	for o := 0; o < len(lit) && o+keyLen <= h; o++ {
+		key := binary.LittleEndian.Uint32(head[o:])
+		hash := (key * hashMul32) >> x.shift
+		if x.filter[hash>>6]&(1<<(hash&63)) == 0 {
 			continue
+		}
+		if buf == nil {
+			buf = append(s.scratch[:0], lit...)
+			buf = append(buf, k.skel[next:min(len(k.skel), next+x.maxLen)]...)
+			s.scratch = buf
 		}
 		n := x.longestAt(buf[o:], key)
 		if n == 0 {
 			continue
 		}
-		start := int(k.from[i]) + 1 + o
+		start := from + 1 + o
 		stop := start + n
 		if n > len(lit)-o {
-			stop = k.end(i + o + n - len(lit))
+			stop = k.end(next + o + n - len(lit) - 1)
 		}
 		s.mark(start, stop)
 	}
@@ -210,13 +238,8 @@ func (s *strictWriter) mark(start, stop int) {
 // first skeleton byte left), rebasing every offset.
 func (s *strictWriter) trim() {
 	k := &s.k
-	n := s.next
-	if n > 0 {
-		k.skel = k.skel[:copy(k.skel, k.skel[n:])]
-		k.from = k.from[:copy(k.from, k.from[n:])]
-		k.ulen = k.ulen[:copy(k.ulen, k.ulen[n:])]
-		s.next = 0
-	}
+	k.drop(s.next)
+	s.next = 0
 	// Keep the text of every skeleton byte still to decide: literalStarts reads an escape's.
 	cut := s.base
 	if len(k.from) > 0 {

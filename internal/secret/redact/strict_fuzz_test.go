@@ -79,13 +79,13 @@ func FuzzSkeleton(f *testing.F) {
 		for parts.pos < len(data) {
 			parts.read(data, true)
 		}
-		if !bytes.Equal(whole.skel, parts.skel) || !slices.Equal(whole.from, parts.from) || !slices.Equal(whole.ulen, parts.ulen) {
+		if !bytes.Equal(whole.skel, parts.skel) || !slices.Equal(whole.from, parts.from) || !slices.Equal(whole.esc, parts.esc) {
 			t.Fatalf("in pieces %q / %v, whole %q / %v", parts.skel, parts.from, whole.skel, whole.from)
 		}
 		last := -1
 		for i, c := range whole.skel {
 			from, end := int(whole.from[i]), whole.end(i)
-			if from < 0 || end > len(data) || whole.ulen[i] == 0 || from < last {
+			if from < 0 || end > len(data) || end <= from || from < last {
 				t.Fatalf("byte %d maps to [%d, %d) after %d in %d bytes", i, from, end, last, len(data))
 			}
 			if i > 0 && from != int(whole.from[i-1]) && from < whole.end(i-1) {
