@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -92,7 +93,9 @@ func eventCalls(payload []byte) ([]modelCall, string) {
 func itemCall(it wireItem) (modelCall, bool) {
 	c := modelCall{ID: it.CallID, Tool: it.Name}
 	switch it.Type {
-	case "message", "reasoning":
+	case "message", "reasoning", "tool_search_call":
+		// tool_search searches the metadata of deferred tools (agora configures none): a tool
+		// it would expose is still a call the gate judges by name.
 		return c, false
 	case "function_call":
 		switch {
@@ -129,7 +132,30 @@ func execCall(raw *string) (*execArgs, string) {
 	if a.Cmd == nil {
 		return nil, "exec_command arguments name no cmd"
 	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(*raw), &keys); err != nil {
+		return nil, "exec_command arguments agora cannot read exactly: " + clipText(err.Error(), 160)
+	}
+	for k := range keys {
+		if !execArgKnown(k) {
+			return nil, fmt.Sprintf("exec_command arguments hold %q, which Codex's tool does not offer and agora cannot judge", clipText(k, 64))
+		}
+	}
 	return &a, ""
+}
+
+// execArgKnown reports whether k is one of the arguments Codex 0.169.0's exec_command offers
+// the model (its tool schema). The gate judges cmd, shell and login; the others change how
+// the command is run (its directory, a terminal, how long to wait, how much output) but not
+// what runs. Any other key is refused: Codex may read it (an alias, a field its schema does
+// not show, such as a remote environment's id) in a way the gate cannot see.
+func execArgKnown(k string) bool {
+	switch k {
+	case "cmd", "shell", "login", "workdir", "tty", "yield_time_ms", "max_output_tokens",
+		"sandbox_permissions", "justification", "prefix_rule":
+		return true
+	}
+	return false
 }
 
 // clipText cuts s to at most n bytes, on a rune boundary, marking the cut.

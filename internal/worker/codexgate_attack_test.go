@@ -107,3 +107,37 @@ func TestCodexGate_DuplicateKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestCodexGate_ShellAndLogin: the relay judges the argv Codex will run, not only cmd: a
+// shell the model names must be a system shell (Codex runs another name as whatever it takes
+// it for, a workspace "bash" included), "login": false runs "-c", not "-lc", and an argument
+// Codex's tool does not offer is refused, since Codex may read it in a way the gate cannot see.
+func TestCodexGate_ShellAndLogin(t *testing.T) {
+	for _, tc := range []struct {
+		name, args string
+		commands   []string
+		allowed    bool
+	}{
+		{"default shell", `{"cmd":"git status"}`, []string{"git status"}, true},
+		{"system sh", `{"cmd":"git status","shell":"/bin/sh","login":true}`, []string{"git status"}, true},
+		{"a bash in the workspace", `{"cmd":"git status","shell":"/agora/workspace/bash"}`, []string{"git status", "bash -lc *"}, false},
+		{"a shell by name", `{"cmd":"git status","shell":"bash"}`, []string{"git status"}, false},
+		{"bash -lc * and login false", `{"cmd":"echo hi > x","login":false}`, []string{"bash -lc *"}, false},
+		{"bash -c * and login false", `{"cmd":"echo hi > x","login":false}`, []string{"bash -c *"}, true},
+		{"login not a boolean", `{"cmd":"git status","login":"false"}`, []string{"git status"}, false},
+		{"an argument Codex does not offer", `{"cmd":"git status","environment_id":"elsewhere"}`, []string{"git status"}, false},
+		{"all the arguments Codex offers", `{"cmd":"git status","workdir":"/agora/workspace","tty":false,"yield_time_ms":1000,"max_output_tokens":100,"sandbox_permissions":"use_default","justification":"j","prefix_rule":["git"],"login":true,"shell":"/usr/bin/bash"}`, []string{"git status"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := throughRelay(t, grant.Set{Tools: []string{"run_command"}, Commands: tc.commands},
+				responsestest.Reply{Calls: []responsestest.Call{{Name: "exec_command", Arguments: tc.args}}})
+			passed := bytes.Contains(r.body, []byte("response.completed")) && r.readErr == nil && r.stop == nil
+			if passed != tc.allowed {
+				t.Errorf("passed %v, want %v (read err %v, stop %v, records %q)", passed, tc.allowed, r.readErr, r.stop, r.calls)
+			}
+			if !tc.allowed && (len(r.calls) != 1 || !strings.Contains(r.calls[0], " denied ")) {
+				t.Errorf("tool.call records %q, want one denial", r.calls)
+			}
+		})
+	}
+}

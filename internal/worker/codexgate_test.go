@@ -106,6 +106,8 @@ func TestCodexGate_SpellingsOfACall(t *testing.T) {
 		{"arguments not a string", "data: " + call("exec_command", `{"cmd":"id"}`) + "\n\n", ""},
 		{"arguments not an object", "data: " + call("exec_command", `"[\"id\"]"`) + "\n\n", ""},
 		{"arguments without cmd", "data: " + call("exec_command", `"{\"command\":\"id\"}"`) + "\n\n", ""},
+		{"an argument Codex does not offer", "data: " + call("exec_command", `"{\"cmd\":\"id\",\"environment_id\":\"remote\"}"`) + "\n\n", ""},
+		{"a shell outside the system's", "data: " + call("exec_command", `"{\"cmd\":\"id\",\"shell\":\"/agora/workspace/bash\"}"`) + "\n\n", "id"},
 		{"an item type agora does not know", `data: {"type":"response.output_item.done","item":{"type":"local_shell_call","call_id":"c1","action":{"type":"exec","command":["id"]}}}` + "\n\n", ""},
 		{"a tool agora does not let codex run", "data: " + call("shell", `"{\"command\":[\"id\"]}"`) + "\n\n", ""},
 		{"a call in a response's output", `data: {"type":"response.completed","response":{"output":[{"type":"function_call","name":"exec_command","call_id":"c1","arguments":"{\"cmd\":\"id\"}"}]}}` + "\n\n", "id"},
