@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -461,7 +462,62 @@ func prepareWorkspace(ctx context.Context, r *Record, s *stage) error {
 	if out, err := gitCmd(ctx, s.workspace, "checkout", "--quiet", "--detach", r.Revision).CombinedOutput(); err != nil {
 		return s.gitError("check out "+r.Revision, out)
 	}
-	return nil
+	return scrubGitDir(ctx, s, r.Repo)
+}
+
+// scrubGitDir leaves the checkout's .git naming no host path: clone wrote the source
+// repository's path as origin's URL (config) and into the reflogs ("clone: from PATH"), where
+// the agent would read where the repository lives on the host (issue 26, finding 9). The
+// .git stays, so git works in the sandbox, with the checkout's history and no remote. Then
+// every file outside objects/ is read back, and a .git that still names the path is refused
+// rather than handed over (a git that writes it somewhere new).
+func scrubGitDir(ctx context.Context, s *stage, repo string) error {
+	if out, err := gitCmd(ctx, s.workspace, "remote", "remove", "origin").CombinedOutput(); err != nil {
+		return s.gitError("remove the checkout's remote", out)
+	}
+	dotGit := filepath.Join(s.workspace, ".git")
+	for _, name := range []string{"logs", "FETCH_HEAD", "ORIG_HEAD", filepath.Join("objects", "info", "alternates")} {
+		if err := os.RemoveAll(filepath.Join(dotGit, name)); err != nil {
+			return err
+		}
+	}
+	return filepath.WalkDir(dotGit, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if de.IsDir() && p == filepath.Join(dotGit, "objects") {
+			return fs.SkipDir
+		}
+		if !de.Type().IsRegular() || p == filepath.Join(dotGit, "index") { // the index: the checkout's own paths
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if namesPath(b, repo) {
+			rel, _ := filepath.Rel(s.workspace, p)
+			return fmt.Errorf("the checkout's %s names the repository's host path after scrubbing; refusing to hand it to the sandbox", rel)
+		}
+		return nil
+	})
+}
+
+// namesPath reports whether b holds path as a path of its own: starting b, or after a byte
+// that cannot be part of a path before it (a blank, a quote, = or :). A ref such as
+// refs/heads/lib/src does not name the repository /src.
+func namesPath(b []byte, path string) bool {
+	for i := 0; ; {
+		j := bytes.Index(b[i:], []byte(path))
+		if j < 0 {
+			return false
+		}
+		at := i + j
+		if at == 0 || bytes.IndexByte([]byte(" \t\n\r\"'=:"), b[at-1]) >= 0 {
+			return true
+		}
+		i = at + 1
+	}
 }
 
 // gitError words a failed git step, marked [errNoSpace] when it ran out of the quota's room.
