@@ -133,7 +133,9 @@ func TestRedTeam3_ClaudeRefusedCallAuditedAllowed(t *testing.T) {
 		"["+toolUse("toolu_01LINT", "Bash", `{"command":"python3 ci/lint.py"}`)+"]",
 		"["+toolUse("toolu_01REFUSED", "Bash", `{"command":"touch pwned.txt"}`)+"]",
 	)
-	claudeEnv(e, m, "tools: [read_file, run_command]\ncommands: [\"python3 ci/lint.py\"]\n", nil, nil)
+	// "touch *" is granted (agora's pre-tool hook lets touch pwned.txt go on) but has no exact
+	// Claude Code rule, so claude's own rules refuse it: the refusal this attack rewrites.
+	claudeEnv(e, m, "tools: [read_file, run_command]\ncommands: [\"python3 ci/lint.py\", \"touch *\"]\n", nil, nil)
 	repo := gitRepo(t, map[string]string{"README.md": "# demo\n", "ci/lint.py": markForger})
 
 	r := e.run(dispatch.Request{Subagent: "critic", Envs: []string{"anthropic"}, Repo: repo, Timeout: 2 * time.Minute,

@@ -341,17 +341,21 @@ func TestModel_ClaudeRefusedWrite(t *testing.T) {
 
 // TestModel_ClaudeToolCallsAuditedInOrder: every call claude makes is on record as it
 // happens: a call that runs is "requested" before it runs and "allowed" with its outcome; a
-// call claude's permission rules refuse is "requested" then "denied"; a call to a tool that
-// is not loaded is "denied" only. Each entry carries claude's call id.
+// call claude's permission rules refuse is "requested" then "denied"; a Bash line the grant
+// does not cover is "denied" by agora's pre-tool hook only; a call to a tool that is not
+// loaded is "denied" only. Each entry carries claude's call id.
 func TestModel_ClaudeToolCallsAuditedInOrder(t *testing.T) {
 	e := newModelEnv(t)
 	m := newClaudeModel(t,
 		"["+toolUse("toolu_01A", "Bash", `{"command":"git status"}`)+"]",
-		"["+toolUse("toolu_01B", "Bash", `{"command":"rm -rf .git"}`)+"]",
+		"["+toolUse("toolu_01B", "Bash", `{"command":"touch x"}`)+"]",
+		"["+toolUse("toolu_01E", "Bash", `{"command":"rm -rf .git"}`)+"]",
 		"["+toolUse("toolu_01C", "Edit", `{"file_path":"README.md","old_string":"a","new_string":"b"}`)+"]",
 		"["+toolUse("toolu_01D", "Read", `{"file_path":"/agora/workspace/README.md"}`)+"]",
 	)
-	claudeEnv(e, m, "tools: [read_file, run_command]\ncommands: [\"git status\"]\n", nil, nil)
+	// "touch *" is granted, but has no exact Claude Code rule (its * is one argument): the
+	// hook lets touch x go on, and claude's own rules refuse it.
+	claudeEnv(e, m, "tools: [read_file, run_command]\ncommands: [\"git status\", \"touch *\"]\n", nil, nil)
 	repo := gitRepo(t, map[string]string{"README.md": "# demo\n"})
 
 	r := e.run(dispatch.Request{Subagent: "critic", Envs: []string{"anthropic"}, Repo: repo, Input: []byte(`{"prompt":"look around"}`)})
@@ -361,6 +365,7 @@ func TestModel_ClaudeToolCallsAuditedInOrder(t *testing.T) {
 		"Bash allowed claude-code: ran, allowed by the permission rules derived from the grant",
 		"Bash requested claude-code: about to run; claude's permission rules derived from the grant decide",
 		"Bash denied claude-code: denied by the permission rules derived from the grant",
+		"Bash denied claude-code: command not covered by the grant; refused by agora's pre-tool hook",
 		"Edit denied claude-code: not loaded: the grant does not cover this tool",
 		"Read requested claude-code: about to run; claude's permission rules derived from the grant decide",
 		"Read allowed claude-code: ran, allowed by the permission rules derived from the grant",
@@ -372,7 +377,7 @@ func TestModel_ClaudeToolCallsAuditedInOrder(t *testing.T) {
 	for _, a := range e.audited(r, "tool.call") {
 		ids = append(ids, a.Details["call_id"])
 	}
-	wantIDs := []any{"toolu_01A", "toolu_01A", "toolu_01B", "toolu_01B", "toolu_01C", "toolu_01D", "toolu_01D"}
+	wantIDs := []any{"toolu_01A", "toolu_01A", "toolu_01B", "toolu_01B", "toolu_01E", "toolu_01C", "toolu_01D", "toolu_01D"}
 	if diff := cmp.Diff(wantIDs, ids); diff != "" {
 		t.Errorf("call ids (-want +got):\n%s", diff)
 	}

@@ -3,7 +3,10 @@ package grant
 import (
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
+
+	"github.com/agora-dev/agora/internal/shellwords"
 )
 
 // CommandPattern is an argv allow-pattern from a grant's Commands. It is written as
@@ -72,6 +75,70 @@ func CommandAllowed(patterns []string, argv []string) bool {
 	for _, s := range patterns {
 		p, err := ParseCommandPattern(s)
 		if err == nil && p.Match(argv) {
+			return true
+		}
+	}
+	return false
+}
+
+// shellForms are the argvs a shell command line runs as when a grant names a shell for it:
+// a grant allows any line only by naming one of these ("bash -c *", "bash -lc *",
+// "sh -c *"), as codex's commands are granted.
+func shellForms(line string) [][]string {
+	return [][]string{{"bash", "-c", line}, {"bash", "-lc", line}, {"sh", "-c", line}}
+}
+
+// CommandLineAllowed reports whether a shell command line (Claude Code's Bash) runs only what
+// patterns allow: the line is one simple command of literal words whose argv, read as a
+// POSIX shell reads it ([shellwords.Split]), a pattern matches; or the patterns name a shell
+// to run any line ([shellForms]). Otherwise why says, for the model, why not.
+func CommandLineAllowed(patterns []string, line string) (ok bool, why string) {
+	words, err := shellwords.Split(line)
+	if err == nil && CommandAllowed(patterns, words) {
+		return true, ""
+	}
+	for _, argv := range shellForms(line) {
+		if CommandAllowed(patterns, argv) {
+			return true, ""
+		}
+	}
+	granted := "no commands are granted"
+	if len(patterns) > 0 {
+		q := make([]string, len(patterns))
+		for i, p := range patterns {
+			q[i] = strconv.Quote(p)
+		}
+		granted = "the grant allows " + strings.Join(q, ", ")
+	}
+	if err != nil {
+		return false, fmt.Sprintf("this command line is %v, and the grant names no shell to run it (such as \"bash -c *\"); %s", err, granted)
+	}
+	return false, fmt.Sprintf("command %s is not covered by this subagent's grant; %s", quoteArgv(words), granted)
+}
+
+// quoteArgv writes argv for a message, each word quoted, cut after 16 words.
+func quoteArgv(argv []string) string {
+	q := make([]string, 0, min(len(argv), 16)+1)
+	for i, w := range argv {
+		if i == 16 {
+			q = append(q, "...")
+			break
+		}
+		if len(w) > 80 {
+			w = w[:80] + "..."
+		}
+		q = append(q, strconv.Quote(w))
+	}
+	return "[" + strings.Join(q, " ") + "]"
+}
+
+// RunsAnyLine reports whether p allows any shell command line to run through a shell
+// ([CommandLineAllowed]): "bash -c *", "bash -lc *", "sh -c *", "bash **" and the like. It
+// asks p about a line only a lone * or ** matches (no glob word matches a NUL, then a
+// slash), so a yes holds for every line.
+func (p CommandPattern) RunsAnyLine() bool {
+	for _, argv := range shellForms("\x00/\x00") {
+		if p.Match(argv) {
 			return true
 		}
 	}

@@ -98,3 +98,62 @@ func TestCommandAllowed(t *testing.T) {
 		t.Errorf("no patterns allowed a command")
 	}
 }
+
+// Claude Code's Bash lines (issue 26, finding 9): a line runs only when it is one simple
+// command the grant names, or the grant names a shell to run any line.
+func TestCommandLineAllowed(t *testing.T) {
+	tests := []struct {
+		patterns []string
+		line     string
+		want     bool
+		why      string
+	}{
+		{[]string{"git status"}, "git status", true, ""},
+		{[]string{"git status"}, "  git   'status' ", true, ""},
+		{[]string{"git status"}, `git "status"`, true, ""},
+		{[]string{"git status"}, "cat PRIVATE.txt", false, `command ["cat" "PRIVATE.txt"] is not covered by this subagent's grant; the grant allows "git status"`},
+		{[]string{"git status"}, "git log -1", false, "not covered"},
+		{[]string{"git status"}, "git status -s", false, "not covered"},
+		{[]string{"git status"}, "git status && cat PRIVATE.txt", false, "not one simple command: the operator '&'"},
+		{[]string{"git status"}, "git status; id", false, "the grant names no shell"},
+		{[]string{"git status"}, "git status $(id)", false, "expansion"},
+		{[]string{"git status"}, "git status > out", false, "redirection"},
+		{[]string{"git status"}, "GIT_DIR=x git status", false, "assignment"},
+		{[]string{"git status"}, "time git status", false, "reserved word"},
+		{[]string{"git status"}, "", false, "empty"},
+		{[]string{"git status"}, "git status\nid", false, "newline"},
+		{nil, "ls", false, "no commands are granted"},
+		{[]string{"go test **"}, "go test ./... -run 'TestX$'", true, ""},
+		{[]string{"bash -c *"}, "git status && cat x | wc -l", true, ""},
+		{[]string{"bash -lc *"}, "for f in *; do echo $f; done", true, ""},
+		{[]string{"sh -c *"}, "a; b", true, ""},
+		{[]string{"sh -c *"}, "ls", true, ""},
+		{[]string{"sh -c ls"}, "a; b", false, "names no shell"},
+	}
+	for _, tt := range tests {
+		ok, why := grant.CommandLineAllowed(tt.patterns, tt.line)
+		if ok != tt.want || !strings.Contains(why, tt.why) || (ok && why != "") {
+			t.Errorf("CommandLineAllowed(%q, %q) = %v %q, want %v %q", tt.patterns, tt.line, ok, why, tt.want, tt.why)
+		}
+	}
+}
+
+func TestCommandPattern_RunsAnyLine(t *testing.T) {
+	for pattern, want := range map[string]bool{
+		"bash -c *": true, "bash -lc *": true, "sh -c *": true, "sh -c **": true, "bash -lc * **": true,
+		"sh -c": false, "sh -c git*": false, "zsh -c *": false, "bash -xc *": false, "sh -c * x": false,
+		"/bin/sh -c *": false, "git status": false, "bash **": true, "b* -c *": true, "sh ?c *": true, "sh -c ?": false,
+	} {
+		p, err := grant.ParseCommandPattern(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.RunsAnyLine(); got != want {
+			t.Errorf("%q.RunsAnyLine() = %v, want %v", pattern, got, want)
+		}
+		// Whatever it says, CommandLineAllowed agrees on a line that is not one simple command.
+		if ok, _ := grant.CommandLineAllowed([]string{pattern}, "a; b /c"); ok != want {
+			t.Errorf("CommandLineAllowed(%q, a line with ;) = %v, want %v", pattern, ok, want)
+		}
+	}
+}

@@ -1,6 +1,6 @@
 package grant
 
-import "strings"
+import "github.com/agora-dev/agora/internal/shellwords"
 
 // A call held for approval reaches the host (the gateway's /approval) from inside the
 // sandbox, where anything may forge it: a granted curl can name any tool and any rule. The
@@ -35,24 +35,18 @@ func ApprovalTool(name string) string {
 	return ""
 }
 
-// ShellSyntax are the characters with which one shell command line can run more than the
-// words it starts with.
-const ShellSyntax = ";&|`$()<>\n\\'\"*?[]{}~#"
-
 // HeldCommandLine returns the approve rule that holds a shell command line (Claude Code's
-// Bash): the rule its words match as an argv, else, when the line is empty or has shell
-// syntax in it, the first command rule, since its words need not be the command that runs
-// (fail closed: holding too much asks a person once more; holding too little runs a call
-// unheld).
+// Bash): when the line is one simple command of literal words ([shellwords.Split]), the rule
+// that holds its argv ([NeedsApproval], which reads through wrappers, shells and aliases);
+// otherwise the first command rule, since agora cannot tell what the line runs (fail closed:
+// holding too much asks a person once more; holding too little runs a call unheld).
 func HeldCommandLine(rules []ApproveRule, line string) (ApproveRule, bool) {
-	if r, ok := NeedsApproval(rules, "run_command", strings.Fields(line)); ok {
-		return r, true
+	if words, err := shellwords.Split(line); err == nil {
+		return NeedsApproval(rules, "run_command", words)
 	}
-	if line == "" || strings.ContainsAny(line, ShellSyntax) {
-		for _, r := range rules {
-			if r.Command != "" {
-				return r, true
-			}
+	for _, r := range rules {
+		if r.Command != "" {
+			return r, true
 		}
 	}
 	return ApproveRule{}, false

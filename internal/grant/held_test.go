@@ -37,6 +37,12 @@ func TestHeldCommandLine(t *testing.T) {
 		{"git status; git push origin", "command: git push *", true},
 		{"echo $(git push origin)", "command: git push *", true},
 		{"", "command: git push *", true},
+		// Quotes are read as the shell reads them: the argv is judged, not the text.
+		{"git 'push' origin", "command: git push *", true},
+		{"git \"status\"", "", false},
+		{"make\\ deploy", "command: make deploy", true}, // a program named "make deploy" names make
+		{"env git push", "command: git push *", true},
+		{"sh -c 'git push'", "command: git push *", true},
 	} {
 		r, ok := HeldCommandLine(rules, tc.line)
 		if ok != tc.held || r.String() != tc.want && tc.held {

@@ -74,7 +74,7 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 	defer stop(nil)
 	tools := claudert.Tools(grants)
 	audit := newClaudeAudit(gw, hooks, redact.New(inv.secrets), tools, grants.MCPServers, stop)
-	hook := hookConfig{gateway: hooks.name, tools: tools, mcp: grants.MCPServers,
+	hook := hookConfig{gateway: hooks.name, tools: tools, mcp: grants.MCPServers, commands: grants.Commands,
 		secretEnvs: secretNames(inv.env, inv.secrets), approve: inv.grants.Approve}
 
 	rl, err := startRelay(audit.gate(gw))

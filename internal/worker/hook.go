@@ -18,6 +18,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/secret/redact"
+	"github.com/agora-dev/agora/internal/shellwords"
 )
 
 // Claude Code runs its own tools, so agora audits them through Claude Code's hooks: the
@@ -52,16 +53,21 @@ const (
 
 // Reasons of the tool.call entries of claude-code calls.
 const (
-	reasonRequested   = "claude-code: about to run; claude's permission rules derived from the grant decide"
-	reasonRan         = "claude-code: ran, allowed by the permission rules derived from the grant"
-	reasonFailed      = "claude-code: ran, allowed by the permission rules derived from the grant, and failed"
-	reasonInterrupt   = "claude-code: ran, allowed by the permission rules derived from the grant, and was interrupted"
-	reasonNotCovered  = "claude-code: not covered by the grant; refused by agora's pre-tool hook"
-	reasonNotLoaded   = "claude-code: not loaded: the grant does not cover this tool"
-	reasonRuleDenied  = "claude-code: denied by the permission rules derived from the grant"
-	reasonRefused     = "claude-code: refused by claude or its tool before it ran (invalid input)"
-	reasonHookBlocked = "claude-code: refused by a blocking pre-tool hook"
-	reasonNoPreHook   = "claude-code: ran without agora's pre-tool hook; the dispatch is stopped"
+	reasonRequested  = "claude-code: about to run; claude's permission rules derived from the grant decide"
+	reasonRan        = "claude-code: ran, allowed by the permission rules derived from the grant"
+	reasonFailed     = "claude-code: ran, allowed by the permission rules derived from the grant, and failed"
+	reasonInterrupt  = "claude-code: ran, allowed by the permission rules derived from the grant, and was interrupted"
+	reasonNotCovered = "claude-code: not covered by the grant; refused by agora's pre-tool hook"
+	// Bash lines the hook judges against the grant's command patterns itself, whatever
+	// claude's own rules would allow (claude runs its read-only commands without any rule).
+	reasonCommandNotGranted = "claude-code: command not covered by the grant; refused by agora's pre-tool hook"
+	reasonLineNotSimple     = "claude-code: not one simple command, and the grant names no shell; refused by agora's pre-tool hook"
+	reasonInputUnreadable   = "claude-code: the tool's input could not be read exactly; refused by agora's pre-tool hook"
+	reasonNotLoaded         = "claude-code: not loaded: the grant does not cover this tool"
+	reasonRuleDenied        = "claude-code: denied by the permission rules derived from the grant"
+	reasonRefused           = "claude-code: refused by claude or its tool before it ran (invalid input)"
+	reasonHookBlocked       = "claude-code: refused by a blocking pre-tool hook"
+	reasonNoPreHook         = "claude-code: ran without agora's pre-tool hook; the dispatch is stopped"
 )
 
 // hookConfig is the hook's command line.
@@ -69,6 +75,7 @@ type hookConfig struct {
 	gateway    string              // the worker's hook relay: an abstract socket "@name" (or a path)
 	tools      []string            // built-in tools the grant covers (claudert.Tools)
 	mcp        []string            // MCP servers the grant covers: their mcp__SERVER__* tools
+	commands   []string            // the grant's command patterns: every Bash line is judged against them
 	secretEnvs []string            // variables whose values are masked before hashing
 	approve    []grant.ApproveRule // the grant's approve rules: calls held for a person
 }
@@ -81,6 +88,9 @@ func (c hookConfig) args() []string {
 	}
 	for _, s := range c.mcp {
 		a = append(a, "--mcp="+s)
+	}
+	for _, p := range c.commands {
+		a = append(a, "--command="+p)
 	}
 	for _, e := range c.secretEnvs {
 		a = append(a, "--secret-env="+e)
@@ -101,6 +111,7 @@ func parseHookArgs(args []string) (hookConfig, error) {
 	fs.StringVar(&c.gateway, "gateway", "", "")
 	fs.Var((*list)(&c.tools), "tool", "")
 	fs.Var((*list)(&c.mcp), "mcp", "")
+	fs.Var((*list)(&c.commands), "command", "")
 	fs.Var((*list)(&c.secretEnvs), "secret-env", "")
 	var approve list
 	fs.Var(&approve, "approve", "")
@@ -182,13 +193,17 @@ func (h hook) run(ctx context.Context, in hookInput, stderr io.Writer) int {
 	if in.Event == "PreToolUse" {
 		r.Phase = phasePre
 		r.Decision, r.Reason = decisionRequested, reasonRequested
-		covered := h.cfg.covers(in.Tool)
-		if !covered {
-			r.Decision, r.Reason = "denied", reasonNotCovered
-		}
+		refusal := h.judge(in, &r)
 		approved := true
-		if rule, held := heldBy(h.cfg.approve, in.Tool, in.Input); covered && held {
-			approved = h.hold(ctx, in, rule, &r, stderr)
+		if refusal == "" {
+			rule, held, err := heldBy(h.cfg.approve, in.Tool, in.Input)
+			switch {
+			case err != nil:
+				r.Decision, r.Reason = "denied", reasonInputUnreadable
+				refusal = err.Error() + "; the call is refused"
+			case held:
+				approved = h.hold(ctx, in, rule, &r, stderr)
+			}
 		}
 		if err := h.gw.report(ctx, r); err != nil {
 			fmt.Fprintf(stderr, "agora: the call could not be recorded in the audit log, so it is refused: %v\n", err)
@@ -197,8 +212,8 @@ func (h hook) run(ctx context.Context, in hookInput, stderr io.Writer) int {
 		if !approved {
 			return hookBlock
 		}
-		if !covered {
-			fmt.Fprintf(stderr, "agora: tool %q is not covered by this subagent's grant; the call is refused\n", auditToolName(in.Tool))
+		if refusal != "" {
+			fmt.Fprintf(stderr, "agora: %s\n", refusal)
 			return hookBlock
 		}
 		return hookContinue
@@ -221,6 +236,35 @@ func (h hook) run(ctx context.Context, in hookInput, stderr io.Writer) int {
 		return hookBlock
 	}
 	return hookContinue
+}
+
+// judge decides a PreToolUse call against the grant before anything else: a tool the grant
+// does not cover, and a Bash line that is not one simple command the grant's patterns name
+// (unless they name a shell), are refused here, whatever claude's own permission rules
+// would allow (claude runs its built-in read-only commands, cat, ls, git log, without any
+// rule). It fills r with the refusal and returns what the model reads, or "".
+func (h hook) judge(in hookInput, r *toolReport) string {
+	if !h.cfg.covers(in.Tool) {
+		r.Decision, r.Reason = "denied", reasonNotCovered
+		return fmt.Sprintf("tool %q is not covered by this subagent's grant; the call is refused", auditToolName(in.Tool))
+	}
+	if in.Tool != "Bash" {
+		return ""
+	}
+	line, err := bashCommand(in.Input)
+	if err != nil {
+		r.Decision, r.Reason = "denied", reasonInputUnreadable
+		return err.Error() + "; the call is refused"
+	}
+	ok, why := grant.CommandLineAllowed(h.cfg.commands, line)
+	if ok {
+		return ""
+	}
+	r.Decision, r.Reason = "denied", reasonCommandNotGranted
+	if _, err := shellwords.Split(line); err != nil {
+		r.Reason = reasonLineNotSimple
+	}
+	return h.red.String(why) + "; the call is refused"
 }
 
 // argsHash is "sha256:" and the hex SHA-256 of a tool input as compact JSON with the

@@ -103,6 +103,43 @@ func TestHookMain(t *testing.T) {
 			wantCalls: []string{"Bash requested " + reasonRequested + "|pre|toolu_01A|" + masked},
 		},
 		{
+			// Every Bash line is judged against the grant's patterns by the hook itself.
+			name:      "PreBashNotGranted",
+			in:        hookEvent("PreToolUse", "Bash", "toolu_01A", `{"command":"cat PRIVATE.txt"}`),
+			wantCode:  hookBlock,
+			wantCalls: []string{"Bash denied " + reasonCommandNotGranted + "|pre|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{"command":"cat PRIVATE.txt"}`))},
+			wantStd:   `command ["cat" "PRIVATE.txt"] is not covered by this subagent's grant; the grant allows "ls", "echo *"; the call is refused`,
+		},
+		{
+			name:      "PreBashNotSimple",
+			in:        hookEvent("PreToolUse", "Bash", "toolu_01A", `{"command":"ls; id"}`),
+			wantCode:  hookBlock,
+			wantCalls: []string{"Bash denied " + reasonLineNotSimple + "|pre|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{"command":"ls; id"}`))},
+			wantStd:   `not one simple command`,
+		},
+		{
+			name:      "PreBashSecretInRefusal",
+			in:        hookEvent("PreToolUse", "Bash", "toolu_01A", `{"command":"cat `+hookSecret+`"}`),
+			wantCode:  hookBlock,
+			wantCalls: []string{"Bash denied " + reasonCommandNotGranted + "|pre|toolu_01A|" + argsHash(redact.New([][]byte{[]byte(hookSecret)}), json.RawMessage(`{"command":"cat `+hookSecret+`"}`))},
+			wantStd:   `command ["cat" "[REDACTED]"] is not covered`,
+		},
+		{
+			// claude reads "command" exactly; a key that matches it only under case folding is
+			// no command to judge, so the call is refused.
+			name:      "PreBashCaseFoldedKey",
+			in:        hookEvent("PreToolUse", "Bash", "toolu_01A", `{"Command":"ls"}`),
+			wantCode:  hookBlock,
+			wantCalls: []string{"Bash denied " + reasonInputUnreadable + "|pre|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{"Command":"ls"}`))},
+			wantStd:   `Bash input: no "command"`,
+		},
+		{
+			name:     "PreBashDuplicateKey",
+			in:       hookEvent("PreToolUse", "Bash", "toolu_01A", `{"command":"ls","command":"cat PRIVATE.txt"}`),
+			wantCode: hookBlock,
+			wantStd:  "duplicate",
+		},
+		{
 			name:      "PreMCPToolOfAGrantedServer",
 			in:        hookEvent("PreToolUse", "mcp__docs__search", "toolu_01A", `{}`),
 			wantCode:  hookContinue,
@@ -205,7 +242,7 @@ func TestHookMain(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			setPreloadFile(t, tc.preload)
-			cfg := hookConfig{gateway: sock, tools: []string{"Bash", "Read"}, mcp: []string{"docs"}, secretEnvs: []string{"TOKEN"}}
+			cfg := hookConfig{gateway: sock, tools: []string{"Bash", "Read"}, mcp: []string{"docs"}, secretEnvs: []string{"TOKEN"}, commands: []string{"ls", "echo *"}}
 			// A short deadline: an unreachable gateway is retried until it.
 			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 			defer cancel()
@@ -301,11 +338,15 @@ func claudeInvocation(t *testing.T, sock, claude, calls string, grants grant.Set
 // never run is stopped at the first call that ran unrecorded.
 func TestClaude_HooksEndToEnd(t *testing.T) {
 	agora, claude := hookBinaries(t)
+	// "ls *" is granted without an exact Claude Code rule: the hook lets ls x go on and
+	// claude's rules refuse it. rm is not granted, and "touch again; echo ..." is not one
+	// simple command (claude's own rule, Bash(touch *), would have run it): the hook refuses both.
 	calls := `[{"name":"Bash","input":{"command":"touch ran"}},` +
+		`{"name":"Bash","input":{"command":"ls x"}},` +
 		`{"name":"Bash","input":{"command":"rm -rf /"}},` +
 		`{"name":"Write","input":{"file_path":"w","content":"x"}},` +
 		`{"name":"Bash","input":{"command":"touch again; echo ` + hookSecret + `"}}]`
-	grants := grant.Set{Tools: []string{"run_command"}, Commands: []string{"touch **"}}
+	grants := grant.Set{Tools: []string{"run_command"}, Commands: []string{"touch **", "ls *"}}
 	hash := func(input string) string {
 		return argsHash(redact.New([][]byte{[]byte(hookSecret)}), json.RawMessage(input))
 	}
@@ -322,19 +363,20 @@ func TestClaude_HooksEndToEnd(t *testing.T) {
 		want := []string{
 			"Bash requested " + reasonRequested + `|pre|toolu_01FAKE000001|` + hash(`{"command":"touch ran"}`),
 			"Bash allowed " + reasonRan + `|post|toolu_01FAKE000001|` + hash(`{"command":"touch ran"}`),
-			"Bash requested " + reasonRequested + `|pre|toolu_01FAKE000002|` + hash(`{"command":"rm -rf /"}`),
-			"Bash denied " + reasonRuleDenied + `|post|toolu_01FAKE000002|` + hash(`{"command":"rm -rf /"}`),
-			"Write denied " + reasonNotLoaded + `|<nil>|toolu_01FAKE000003|` + hash(`{"content":"x","file_path":"w"}`),
-			"Bash requested " + reasonRequested + `|pre|toolu_01FAKE000004|` + hash(`{"command":"touch again; echo `+hookSecret+`"}`),
-			"Bash allowed " + reasonRan + `|post|toolu_01FAKE000004|` + hash(`{"command":"touch again; echo `+hookSecret+`"}`),
+			"Bash requested " + reasonRequested + `|pre|toolu_01FAKE000002|` + hash(`{"command":"ls x"}`),
+			"Bash denied " + reasonRuleDenied + `|post|toolu_01FAKE000002|` + hash(`{"command":"ls x"}`),
+			"Bash denied " + reasonCommandNotGranted + `|pre|toolu_01FAKE000003|` + hash(`{"command":"rm -rf /"}`),
+			"Write denied " + reasonNotLoaded + `|<nil>|toolu_01FAKE000004|` + hash(`{"content":"x","file_path":"w"}`),
+			"Bash denied " + reasonLineNotSimple + `|pre|toolu_01FAKE000005|` + hash(`{"command":"touch again; echo `+hookSecret+`"}`),
 		}
 		if diff := cmp.Diff(want, a.calls()); diff != "" {
 			t.Errorf("tool.call records (-want +got):\n%s", diff)
 		}
-		for _, f := range []string{"ran", "again"} {
-			if !exists(filepath.Join(inv.dir, f)) {
-				t.Errorf("%s: the allowed call did not run", f)
-			}
+		if !exists(filepath.Join(inv.dir, "ran")) {
+			t.Error("the allowed call did not run")
+		}
+		if exists(filepath.Join(inv.dir, "again")) {
+			t.Error("the line with shell syntax ran")
 		}
 		if exists(filepath.Join(inv.dir, "w")) {
 			t.Error("the Write that is not loaded ran")
@@ -490,8 +532,10 @@ func TestClaude_RealCLI(t *testing.T) {
 	model := sseModel(t,
 		tool("toolu_01AAA", "Bash", `{"command":"touch ran"}`),
 		tool("toolu_01BBB", "Write", `{"file_path":"pwned","content":"x"}`),
-		tool("toolu_01CCC", "Bash", `{"command":"rm -rf build"}`),
+		tool("toolu_01CCC", "Bash", `{"command":"mkdir build"}`),
 		tool("toolu_01DDD", "Bash", `{"command":"touch nodir/x"}`),
+		tool("toolu_01EEE", "Bash", `{"command":"rm -rf build"}`),
+		tool("toolu_01FFF", "Bash", `{"command":"cat /etc/hostname"}`),
 	)
 	a := &memAuditor{}
 	sock := filepath.Join(t.TempDir(), wire.GatewaySocket)
@@ -507,7 +551,9 @@ func TestClaude_RealCLI(t *testing.T) {
 	t.Cleanup(func() { gw.Close() })
 	testOnlyHookProgram = agora
 	defer func() { testOnlyHookProgram = "" }()
-	inv, stderr := claudeInvocation(t, sock, real, "", grant.Set{Tools: []string{"run_command"}, Commands: []string{"touch **"}})
+	// mkdir * has no exact Claude Code rule (claude's own rules refuse it); rm and cat are
+	// not granted (the hook refuses them, though claude runs cat on its own).
+	inv, stderr := claudeInvocation(t, sock, real, "", grant.Set{Tools: []string{"run_command"}, Commands: []string{"touch **", "mkdir *"}})
 	inv.model = "claude-sonnet-4-5"
 	exit, err := claudeRuntime{}.Run(t.Context(), inv)
 	if err != nil || exit.Failure != "" {
@@ -525,6 +571,8 @@ func TestClaude_RealCLI(t *testing.T) {
 		"Bash denied " + reasonRuleDenied + "|post|toolu_01CCC",
 		"Bash requested " + reasonRequested + "|pre|toolu_01DDD",
 		"Bash error " + reasonFailed + "|post|toolu_01DDD",
+		"Bash denied " + reasonCommandNotGranted + "|pre|toolu_01EEE",
+		"Bash denied " + reasonCommandNotGranted + "|pre|toolu_01FFF",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("tool.call records (-want +got):\n%s", diff)

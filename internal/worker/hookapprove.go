@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/agora-dev/agora/internal/grant"
 )
@@ -22,58 +21,26 @@ const (
 	reasonApprovalUnavailable = "claude-code: approval could not be requested; the call is refused"
 )
 
-// agoraTool is the agora tool a Claude Code tool does the work of, for approve rules; ""
-// for one none covers (an MCP tool, TodoWrite).
-func agoraTool(claudeTool string) string {
-	switch claudeTool {
-	case "Write", "Edit", "MultiEdit", "NotebookEdit":
-		return "write_file"
-	case "Read":
-		return "read_file"
-	case "Glob":
-		return "list_files"
-	case "Grep":
-		return "search_files"
-	case "WebFetch":
-		return "http_fetch"
-	case "Bash":
-		return "run_command"
-	}
-	return ""
-}
-
-// shellSyntax are the characters with which one Bash command line can run more than the
-// words it starts with.
-const shellSyntax = ";&|`$()<>\n\\'\"*?[]{}~#"
-
-// heldBy returns the approve rule that holds a claude call of tool with input. A Bash
-// command is matched word by word against command rules; a command line with shell syntax
-// in it is held by any command rule, since its words need not be the command that runs
-// (fail closed: holding too much asks a person once more, holding too little runs a call
-// unheld).
-func heldBy(rules []grant.ApproveRule, tool string, input json.RawMessage) (grant.ApproveRule, bool) {
-	name := agoraTool(tool)
+// heldBy returns the approve rule that holds a claude call of tool with input: the host's
+// own judgement ([grant.ApprovalTool], [grant.NeedsApproval], [grant.HeldCommandLine]), which
+// the gateway repeats before it asks anybody, so the two agree. A Bash line is read from
+// the input exactly (bashCommand); an input that cannot be read so is an error, and the call
+// is refused.
+func heldBy(rules []grant.ApproveRule, tool string, input json.RawMessage) (grant.ApproveRule, bool, error) {
+	name := grant.ApprovalTool(tool)
 	if name == "" || len(rules) == 0 {
-		return grant.ApproveRule{}, false
+		return grant.ApproveRule{}, false, nil
 	}
 	if name != "run_command" {
-		return grant.NeedsApproval(rules, name, nil)
+		r, held := grant.NeedsApproval(rules, name, nil)
+		return r, held, nil
 	}
-	var in struct {
-		Command string `json:"command"`
+	line, err := bashCommand(input)
+	if err != nil {
+		return grant.ApproveRule{}, false, err
 	}
-	json.Unmarshal(input, &in) //nolint:errcheck // an unreadable input holds on any rule below
-	if r, ok := grant.NeedsApproval(rules, name, strings.Fields(in.Command)); ok {
-		return r, true
-	}
-	if in.Command == "" || strings.ContainsAny(in.Command, shellSyntax) {
-		for _, r := range rules {
-			if r.Command != "" {
-				return r, true
-			}
-		}
-	}
-	return grant.ApproveRule{}, false
+	r, held := grant.HeldCommandLine(rules, line)
+	return r, held, nil
 }
 
 // hold asks for approval of a held PreToolUse call and says whether it may go on; r is the

@@ -10,29 +10,39 @@ import (
 )
 
 // The attack: a Bash command line that runs `git push` without starting with the words of
-// the rule ("true && git push origin main", "$(echo git) push x"). Anything with shell
-// syntax is held by any command rule.
+// the rule ("true && git push origin main", "$(echo git) push x", "git -c x=y push"). A
+// line that is one simple command is read as its argv; anything else is held by any command
+// rule; an input the hook cannot read exactly (the line under "Command", twice) is an error.
 func TestHeldBy_Claude(t *testing.T) {
 	rules := []grant.ApproveRule{{Command: "git push *"}}
 	tests := []struct {
 		tool, input string
 		want        bool
+		err         bool
 	}{
-		{"Bash", `{"command":"git push origin"}`, true},
-		{"Bash", `{"command":"git status"}`, false},
-		{"Bash", `{"command":"true && git push origin main"}`, true},
-		{"Bash", `{"command":"$(echo git) push x"}`, true},
-		{"Bash", `{"command":"git  push\norigin"}`, true},
-		{"Bash", `{}`, true},
-		{"Write", `{"file_path":"a","content":"x"}`, false},
-		{"mcp__srv__push", `{}`, false},
+		{"Bash", `{"command":"git push origin"}`, true, false},
+		{"Bash", `{"command":"git status"}`, false, false},
+		{"Bash", `{"command":"git 'status'"}`, false, false},
+		{"Bash", `{"command":"git -c x.y=z push r HEAD:x"}`, true, false},
+		{"Bash", `{"command":"git -c alias.p=push p"}`, true, false},
+		{"Bash", `{"command":"true && git push origin main"}`, true, false},
+		{"Bash", `{"command":"$(echo git) push x"}`, true, false},
+		{"Bash", `{"command":"git  push\norigin"}`, true, false},
+		{"Bash", `{"command":""}`, true, false},
+		{"Bash", `{}`, false, true},
+		{"Bash", `{"Command":"git push"}`, false, true},
+		{"Bash", `{"command":"git status","command":"git push"}`, false, true},
+		{"Bash", `{"command":["git","push"]}`, false, true},
+		{"Write", `{"file_path":"a","content":"x"}`, false, false},
+		{"mcp__srv__push", `{}`, false, false},
 	}
 	for _, tt := range tests {
-		if _, got := heldBy(rules, tt.tool, json.RawMessage(tt.input)); got != tt.want {
-			t.Errorf("heldBy(%s %s) = %v, want %v", tt.tool, tt.input, got, tt.want)
+		_, got, err := heldBy(rules, tt.tool, json.RawMessage(tt.input))
+		if got != tt.want || (err != nil) != tt.err {
+			t.Errorf("heldBy(%s %s) = %v, %v; want %v, error %v", tt.tool, tt.input, got, err, tt.want, tt.err)
 		}
 	}
-	if _, held := heldBy([]grant.ApproveRule{{Tool: "write_file"}}, "Edit", json.RawMessage(`{}`)); !held {
+	if _, held, _ := heldBy([]grant.ApproveRule{{Tool: "write_file"}}, "Edit", json.RawMessage(`{}`)); !held {
 		t.Error("a write_file rule does not hold Edit")
 	}
 	// The hook flags carry the rules through claude's settings unchanged.

@@ -90,3 +90,23 @@ func parseHookInput(b []byte) (hookInput, error) {
 
 // maxDurationMS bounds a reported duration as the gateway does (7 days).
 const maxDurationMS = 7 * 24 * 60 * 60 * 1000
+
+// bashCommand reads the command line of a Bash call's tool_input exactly as claude does: the
+// member "command", spelt so, a string (the whole input passed strictjson's check, so no other
+// member equals it under case folding, and none appears twice). Errors name the field, never
+// its value.
+func bashCommand(input json.RawMessage) (string, error) {
+	var m map[string]json.RawMessage
+	if err := strictjson.Unmarshal(input, &m); err != nil {
+		return "", fmt.Errorf("Bash input: %w", err)
+	}
+	raw, ok := m["command"]
+	if !ok {
+		return "", errors.New("Bash input: no \"command\"")
+	}
+	var line string
+	if err := strictjson.Unmarshal(raw, &line); err != nil {
+		return "", errors.New("Bash input: \"command\" is not a string")
+	}
+	return line, nil
+}

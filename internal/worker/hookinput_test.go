@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/runtime/claudert"
+	"github.com/agora-dev/agora/internal/shellwords"
+	"github.com/agora-dev/agora/internal/strictjson"
 )
 
 func TestParseHookInput(t *testing.T) {
@@ -85,6 +88,46 @@ func FuzzParseHookInput(f *testing.F) {
 			in.CallID == "" || len(in.CallID) > maxHookField || !json.Valid(in.Input) || in.Input[0] != '{' ||
 			in.DurationMS < -1 || in.DurationMS > maxDurationMS {
 			t.Fatalf("accepted %+v", in)
+		}
+	})
+}
+
+// FuzzHookBash: whatever a Bash call's tool_input holds, the hook reads its command line
+// exactly as claude would (the one member named "command", a string) or refuses it, and the
+// line it lets through is one the grant allows: one simple command a pattern names, or any
+// line when a pattern names the shell.
+func FuzzHookBash(f *testing.F) {
+	for _, s := range []string{
+		`{"command":"git status"}`, `{"command":"git status; id"}`, `{"Command":"ls"}`,
+		`{"command":"ls","command":"id"}`, `{"command":"git \"status\"","description":"x"}`,
+		`{"command":"git status","COMMAND":"id"}`, `{"command":1}`, `{"command":"git 'status'\n"}`,
+	} {
+		f.Add([]byte(s), "git status")
+		f.Add([]byte(s), "bash -c *")
+	}
+	f.Fuzz(func(t *testing.T, input []byte, pattern string) {
+		line, err := bashCommand(input)
+		if err != nil {
+			return
+		}
+		var m map[string]any
+		if strictjson.CheckObject(input) != nil || json.Unmarshal(input, &m) != nil || m["command"] != line {
+			t.Fatalf("bashCommand(%q) = %q, which is not the input's one \"command\" string", input, line)
+		}
+		patterns := []string{pattern}
+		ok, why := grant.CommandLineAllowed(patterns, line)
+		if !ok {
+			if why == "" {
+				t.Fatalf("%q refused without a reason", line)
+			}
+			return
+		}
+		words, serr := shellwords.Split(line)
+		simple := serr == nil && grant.CommandAllowed(patterns, words)
+		shell := grant.CommandAllowed(patterns, []string{"bash", "-c", line}) ||
+			grant.CommandAllowed(patterns, []string{"bash", "-lc", line}) || grant.CommandAllowed(patterns, []string{"sh", "-c", line})
+		if !simple && !shell {
+			t.Fatalf("%q allowed under %q: it is neither one simple command the pattern names nor a line under a granted shell", line, pattern)
 		}
 	})
 }

@@ -88,15 +88,19 @@ func Tools(g Grants) []string { return translate(g).tools }
 //     "git diff *" (one argument) would widen to any argument list. A word a shell would
 //     interpret, or that Claude Code's rule syntax reserves (":" "," "(" ")"), is dropped
 //     too, since Claude Code runs the command through a shell.
+//     A pattern that names a shell to run any line ("bash -c *", "bash -lc *", "sh -c *")
+//     becomes Bash, every command.
 //   - http_fetch: WebFetch(domain:HOST) per exact egress host. "*.example.com" is DROPPED:
 //     Claude Code's wildcard domain rule also matches example.com itself
 //     (https://github.com/anthropics/claude-code/issues/67244), which the grant excludes.
 //   - MCPServers: mcp__NAME, every tool of that server.
 //
-// Claude Code's matcher, not agora's, decides what a Bash rule matches: it accepts output
-// redirections after a matching command and strips wrappers such as timeout and nohup.
-// agora's run_command has no shell; inside the sandbox the difference is bounded by what the
-// sandbox lets any process do.
+// These rules are claude's own fence, not agora's: claude runs its built-in read-only
+// commands (cat, ls, git log, ...) without any rule, accepts output redirections after a
+// matching command and strips wrappers such as timeout and nohup. agora's PreToolUse hook
+// judges every Bash line against the grant itself before claude's rules are consulted
+// (grant.CommandLineAllowed): one simple command a pattern names, or any line when a pattern
+// names the shell; everything else is refused there.
 func AllowedTools(g Grants) []string { return translate(g).allowed }
 
 // DisallowedTools returns the tools denied by name (claude's --disallowedTools), sorted: every
@@ -140,6 +144,13 @@ func translate(g Grants) translation {
 			tools[ccGrep], tools[ccGlob] = true, true
 		case "run_command":
 			for _, c := range g.Commands {
+				if p, err := grant.ParseCommandPattern(c); err == nil && p.RunsAnyLine() {
+					// The grant names a shell: any line may run, and agora's pre-tool hook,
+					// which judges every line against the grant, lets it.
+					tools[ccBash] = true
+					allowed[ccBash] = true
+					continue
+				}
 				rule, why := bashRule(c)
 				if why != "" {
 					tr.dropped = append(tr.dropped, fmt.Sprintf("command %q: %s", c, why))

@@ -81,7 +81,7 @@ func TestTranslate(t *testing.T) {
 				"a,b", "echo (x)", "cat ~/.netrc", "**",
 			}}},
 			tools:      []string{"Bash", "TodoWrite"},
-			allowed:    []string{"Bash(git diff *)", "Bash(git log --format=%H *)", "Bash(git show HEAD)", "Bash(git status)", "Bash(go test ./... *)", "Bash(sh -c *)"},
+			allowed:    []string{"Bash", "Bash(git diff *)", "Bash(git log --format=%H *)", "Bash(git show HEAD)", "Bash(git status)", "Bash(go test ./... *)"},
 			disallowed: without(allDenied, "Bash"),
 			droppedParts: []string{
 				`command "git diff *": word "*" is a wildcard`, `command "ls *.go"`, `command "cat [ab]"`,
@@ -89,6 +89,14 @@ func TestTranslate(t *testing.T) {
 				`command "npm run test:unit"`, `command "a,b"`, `command "echo (x)"`, `command "cat ~/.netrc"`,
 				`command "**": names no program`,
 			},
+		},
+		{
+			// The hook judges every line; a grant that names the shell lets any line run.
+			name:       "run_command naming a shell allows every Bash line",
+			g:          Grants{Set: grant.Set{Tools: []string{"run_command"}, Commands: []string{"bash -lc *", "git status"}}},
+			tools:      []string{"Bash", "TodoWrite"},
+			allowed:    []string{"Bash", "Bash(git status)"},
+			disallowed: without(allDenied, "Bash"),
 		},
 		{
 			name:         "run_command with nothing expressible loads no Bash",
