@@ -27,7 +27,7 @@ var fileReads = map[string]bool{
 // readAllowed lists every other file read in hostReaders: "file:function: call" and why it
 // never touches a path the sandbox can write.
 var readAllowed = map[string]string{
-	"dispatch/process.go:processStart: os.ReadFile":          "/proc/PID/stat: the kernel's file",
+	"dispatch/process.go:processStat: os.ReadFile":           "/proc/PID/stat: the kernel's file",
 	"dispatch/supervise.go:newLogSink: os.OpenFile":          "creates the supervisor's own log, write-only",
 	"dispatch/stage.go:hold: os.OpenFile":                    "creates dispatches/.held/<id>, the host's index of stages to release, never bound into a sandbox",
 	"dispatch/stage.go:checkRunnable: os.Stat":               "the agora binary the host runs",
