@@ -181,9 +181,26 @@ func (p *Provider) Sweep(ctx context.Context, terminal func(id string) bool) (in
 			continue
 		}
 		cleaned[id] = true
-		if err := p.deleteParts(np.Name); err != nil {
+		if err := p.sweepParts(np.Name, np.UID); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return len(cleaned), errors.Join(errs...)
+}
+
+// sweepParts deletes a terminal dispatch's NetworkPolicy (of the uid listed) and its Secret.
+// The Secret goes by name: the provider may not read Secrets to learn its uid, and no Start of
+// a dispatch that ended can be running to own one of that name (a Secret made by this agora is
+// owned by its policy anyway, and goes with it).
+func (p *Provider) sweepParts(name string, npUID types.UID) error {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	var errs []error
+	if err := p.client.CoreV1().Secrets(p.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("delete secret %q: %w", name, err))
+	}
+	if err := p.deleteParts(name, npUID, ""); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }

@@ -34,8 +34,11 @@ type handle struct {
 	uid    types.UID
 	taskID string
 	sess   *remote.Session
-	stderr io.Writer
-	start  time.Time
+	// secretUID is the uid of the Secret this process created for the Job; empty for an
+	// adopted Job.
+	secretUID types.UID
+	stderr    io.Writer
+	start     time.Time
 
 	done chan struct{}
 	exit compute.Exit // written before done is closed
@@ -50,8 +53,8 @@ func (h *handle) Wait() (compute.Exit, error) {
 }
 
 // follow starts the goroutine that follows job to its end.
-func (p *Provider) follow(ctx context.Context, s compute.Spec, name string, job *batchv1.Job, sess *remote.Session, start time.Time) *handle {
-	h := &handle{p: p, name: name, uid: job.UID, taskID: formatTaskID(p.ns, name), sess: sess,
+func (p *Provider) follow(ctx context.Context, s compute.Spec, name string, job *batchv1.Job, sess *remote.Session, secretUID types.UID, start time.Time) *handle {
+	h := &handle{p: p, name: name, uid: job.UID, taskID: formatTaskID(p.ns, name), sess: sess, secretUID: secretUID,
 		stderr: s.Stderr, start: start, done: make(chan struct{})}
 	if sess != nil {
 		p.holdSession(name)
@@ -72,7 +75,14 @@ func (h *handle) run(ctx context.Context) {
 	h.p.forgetCancel(h.name)
 	dctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	if derr := h.p.client.CoreV1().Secrets(h.p.ns).Delete(dctx, h.name, metav1.DeleteOptions{}); derr != nil && !apierrors.IsNotFound(derr) {
+	// The Secret of the Job that ended: the one this process made (its uid), or, for an
+	// adopted Job, the one of its name, which no other Start of a dispatch whose Job exists
+	// can have made (a Start adopts the Job it finds).
+	del := metav1.DeleteOptions{}
+	if h.secretUID != "" {
+		del.Preconditions = &metav1.Preconditions{UID: &h.secretUID}
+	}
+	if derr := h.p.client.CoreV1().Secrets(h.p.ns).Delete(dctx, h.name, del); derr != nil && !apierrors.IsNotFound(derr) && !apierrors.IsConflict(derr) {
 		err = errors.Join(err, fmt.Errorf("delete secret %q: %w", h.name, derr))
 	}
 	exit.Duration = time.Since(h.start)

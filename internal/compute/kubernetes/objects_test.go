@@ -2,11 +2,17 @@ package kubernetes
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/remote"
@@ -15,6 +21,15 @@ import (
 func testProvider(t *testing.T, exp remote.Exporter) (*Provider, *fake.Clientset) {
 	t.Helper()
 	cs := fake.NewClientset()
+	// The apiserver gives every object a uid at create; the fake does not by itself, and the
+	// provider deletes only with the uids it created things with.
+	var uids atomic.Int64
+	cs.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if m, err := meta.Accessor(a.(k8stesting.CreateAction).GetObject()); err == nil && m.GetUID() == "" {
+			m.SetUID(types.UID(fmt.Sprintf("uid-%d", uids.Add(1))))
+		}
+		return false, nil, nil
+	})
 	p, err := newProvider(testOptions(t, exp), cs)
 	if err != nil {
 		t.Fatal(err)

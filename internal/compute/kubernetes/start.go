@@ -7,6 +7,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -61,7 +62,7 @@ func (p *Provider) Start(ctx context.Context, s compute.Spec) (compute.Handle, e
 	}
 	sess, err := p.opts.Exporter.Export(ctx, exported)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("start %q: export to the gateway: %w", s.ID, err), p.deleteParts(name))
+		return nil, errors.Join(fmt.Errorf("start %q: export to the gateway: %w", s.ID, err), p.deleteParts(name, npUID, ""))
 	}
 	h, err = p.create(ctx, s, name, npUID, env, sess, gw)
 	if err != nil {
@@ -102,60 +103,87 @@ func (p *Provider) create(ctx context.Context, s compute.Spec, name string, npUI
 	if err := checkMounts(sess.Mounts); err != nil {
 		return nil, fmt.Errorf("gateway session: %w", err)
 	}
-	secrets := p.client.CoreV1().Secrets(p.ns)
 	sec := secretObject(p.ns, name, s.ID, sess.Token, p.opts.GatewayCA, env)
-	if err := createOrReplace(ctx, sec.Name,
-		func() error { _, err := secrets.Create(ctx, sec, metav1.CreateOptions{}); return err },
-		func() error { return secrets.Delete(ctx, sec.Name, metav1.DeleteOptions{}) }); err != nil {
-		return nil, errors.Join(fmt.Errorf("create secret %q: %w", name, err), p.deleteParts(name))
+	// Owned by this Start's claim until the Job owns it: should the claim be judged stale and
+	// replaced, the garbage collector takes this Secret with it, and nobody deletes it by name.
+	sec.OwnerReferences = []metav1.OwnerReference{{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy", Name: name, UID: npUID}}
+	secUID, err := p.createSecret(ctx, sec, npUID)
+	if errors.Is(err, errClaimLost) {
+		// Another Start replaced this one's claim: follow its Job, touch nothing of its.
+		return p.yield(ctx, s, name, sess, err)
+	}
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("create secret %q: %w", name, err), p.deleteParts(name, npUID, ""))
 	}
 	job := p.jobObject(jobInput{name: name, id: s.ID, spec: s, env: env, mounts: sess.Mounts, gateway: gw})
 	made, err := p.client.BatchV1().Jobs(p.ns).Create(ctx, job, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		// Another Start of the same dispatch won the race: follow its Job, never a second.
-		if cerr := closeSession(sess); cerr != nil {
-			return nil, cerr
-		}
-		h, aerr := p.adopt(ctx, s, name)
-		if h == nil && aerr == nil {
-			aerr = fmt.Errorf("job %q exists and vanished again", name)
-		}
-		return h, aerr
+		return p.yield(ctx, s, name, sess, fmt.Errorf("job %q exists and vanished again", name))
 	}
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("create job %q: %w", name, err), p.deleteParts(name))
+		return nil, errors.Join(fmt.Errorf("create job %q: %w", name, err), p.deleteParts(name, npUID, secUID))
 	}
 	if err := p.ownParts(ctx, made, npUID); err != nil {
 		// The Job runs: cancel it rather than leave it without its cleanup.
 		return nil, errors.Join(fmt.Errorf("make job %q own its secret and network policy: %w", name, err),
-			p.deleteJob(name, made.UID), p.deleteParts(name))
+			p.deleteJob(name, made.UID), p.deleteParts(name, npUID, secUID))
 	}
-	return p.follow(ctx, s, name, made, sess, time.Now()), nil
+	return p.follow(ctx, s, name, made, sess, secUID, time.Now()), nil
 }
 
-// createOrReplace runs create; an object of that name left by a start that crashed before
-// its Job existed is deleted and made afresh. The namespace is agora's own (docs/providers-k8s.md):
-// the provider may not read Secrets, so it cannot check the old one's labels first.
-func createOrReplace(ctx context.Context, name string, create, del func() error) error {
-	err := create()
-	if !apierrors.IsAlreadyExists(err) {
-		return err
+// yield ends a Start that lost the dispatch to another: it closes its own session and adopts
+// the winner's Job; without one, gone is the error.
+func (p *Provider) yield(ctx context.Context, s compute.Spec, name string, sess *remote.Session, gone error) (compute.Handle, error) {
+	if err := closeSession(sess); err != nil {
+		return nil, err
 	}
-	if err := del(); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("replace stale %q: %w", name, err)
+	h, err := p.adopt(ctx, s, name)
+	if h == nil && err == nil {
+		err = gone
 	}
-	for range 20 {
-		if err = create(); !apierrors.IsAlreadyExists(err) {
-			return err
+	return h, err
+}
+
+// errClaimLost: the dispatch's NetworkPolicy is not the one this Start created any more.
+var errClaimLost = errors.New("another start replaced this one's claim on the dispatch")
+
+// secretWait bounds how long a Start waits for the garbage collector to remove a Secret of the
+// dispatch's name left by an earlier start, whose claim is gone.
+var secretWait = 30 * time.Second
+
+// createSecret creates sec and returns its UID. A Secret of that name already there is never
+// deleted by name (the provider may not read Secrets, so it cannot tell whose it is): one made
+// by a start whose claim was replaced is owned by that claim and goes with it (the garbage
+// collector), so createSecret waits for it, as long as this Start's claim (the policy of UID
+// npUID) stands; when another Start holds the claim now, it returns errClaimLost.
+func (p *Provider) createSecret(ctx context.Context, sec *corev1.Secret, npUID types.UID) (types.UID, error) {
+	secrets := p.client.CoreV1().Secrets(p.ns)
+	deadline := time.Now().Add(secretWait)
+	for {
+		made, err := secrets.Create(ctx, sec, metav1.CreateOptions{})
+		if err == nil {
+			return made.UID, nil
 		}
-		// A deletion can take a moment to land.
+		if !apierrors.IsAlreadyExists(err) {
+			return "", err
+		}
+		np, ferr := p.findPolicy(ctx, sec.Name)
+		switch {
+		case ferr != nil:
+			return "", ferr
+		case np == nil || np.UID != npUID:
+			return "", errClaimLost
+		case time.Now().After(deadline):
+			return "", fmt.Errorf("a Secret %q is there and is not this start's: it was not removed with the claim it belonged to "+
+				"(an agora older than this one made it, or someone else); delete it if no pod uses it", sec.Name)
+		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+			return "", ctx.Err()
+		case <-time.After(claimPoll):
 		}
 	}
-	return err
 }
 
 // ownParts makes the Job the owner of the Secret and the NetworkPolicy. The policy's patch
@@ -197,20 +225,28 @@ func (p *Provider) adopt(ctx context.Context, s compute.Spec, name string) (comp
 	if job.Status.StartTime != nil {
 		start = job.Status.StartTime.Time
 	}
-	return p.follow(ctx, s, name, job, sess, start), nil
+	return p.follow(ctx, s, name, job, sess, "", start), nil
 }
 
-// deleteParts deletes a dispatch's Secret and NetworkPolicy (a start that failed before its
-// Job owned them), ignoring what is gone already.
-func (p *Provider) deleteParts(name string) error {
+// deleteParts deletes what a Start that failed before its Job owned them made: its
+// NetworkPolicy and its Secret, each only with the UID this Start created it with (an empty
+// UID deletes nothing), so a Start judged stale never deletes the objects of the Start that
+// replaced it (red team s3, finding C). What is gone already is no error.
+func (p *Provider) deleteParts(name string, npUID, secUID types.UID) error {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	var errs []error
-	if err := p.client.CoreV1().Secrets(p.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		errs = append(errs, fmt.Errorf("delete secret %q: %w", name, err))
+	if secUID != "" {
+		err := p.client.CoreV1().Secrets(p.ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &secUID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("delete secret %q: %w", name, err))
+		}
 	}
-	if err := p.client.NetworkingV1().NetworkPolicies(p.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		errs = append(errs, fmt.Errorf("delete network policy %q: %w", name, err))
+	if npUID != "" {
+		err := p.client.NetworkingV1().NetworkPolicies(p.ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &npUID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("delete network policy %q: %w", name, err))
+		}
 	}
 	return errors.Join(errs...)
 }
