@@ -64,21 +64,20 @@ func (p *Provider) Cancel(ctx context.Context, taskID string) error {
 }
 
 // orphanPolicy removes the Job's owner reference from the dispatch's NetworkPolicy and returns
-// the policy's uid ("" when there is none).
+// the policy's uid ("" when there is none). It finds the policy by listing: agora's Role may
+// list policies, not get them (a get here was refused and left the pod running: #26 finding
+// 13). The patch carries the uid it read, so it orphans that policy only.
 func (p *Provider) orphanPolicy(ctx context.Context, name string) (types.UID, error) {
 	nps := p.client.NetworkingV1().NetworkPolicies(p.ns)
-	np, err := nps.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return "", nil
-	}
-	if err != nil {
+	np, err := p.findPolicy(ctx, name)
+	if err != nil || np == nil {
 		return "", err
 	}
 	if len(np.OwnerReferences) > 0 {
-		patch := []byte(`{"metadata":{"ownerReferences":null}}`)
+		patch := fmt.Appendf(nil, `{"metadata":{"uid":%q,"ownerReferences":null}}`, np.UID)
 		if _, err := nps.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			if apierrors.IsNotFound(err) {
-				return "", nil
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+				return "", nil // gone, or replaced since the list: not this Job's to hold
 			}
 			return "", err
 		}
