@@ -69,8 +69,27 @@ copy_elf() {
   done
 }
 
+# install_missing: busybox-static and git, when missing and this shell may install packages
+# (root, or passwordless sudo, with apt-get), as scripts/k8s-node.sh does; else say how.
+install_missing() {
+  local need=() sudo=()
+  [ -x /bin/busybox ] || need+=(busybox-static)
+  [ -x /usr/bin/git ] || need+=(git)
+  [ ${#need[@]} -eq 0 ] && return 0
+  if ! command -v apt-get >/dev/null ||
+    { [ "$(id -u)" != 0 ] && ! { command -v sudo >/dev/null && sudo -n true 2>/dev/null; }; }; then
+    echo "agora images: ${need[*]} missing: apt-get install ${need[*]}" >&2
+    exit 2
+  fi
+  [ "$(id -u)" = 0 ] || sudo=(sudo -n)
+  echo "agora images: installing ${need[*]} (apt-get)" >&2
+  "${sudo[@]}" apt-get update -qq >&2
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
+}
+
 build_toolchain() {
   local ctx rootfs inputs tag applet f
+  install_missing
   for f in /bin/busybox /usr/bin/git; do
     [ -x "$f" ] || { echo "agora images: $f is missing: apt-get install busybox-static git" >&2; exit 2; }
   done
