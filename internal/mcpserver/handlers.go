@@ -98,8 +98,13 @@ func (s *Server) result(ctx context.Context, r *Record) dispatchResult {
 	if !r.Done {
 		notes = append(notes, "still running; call agora_dispatch_describe with this id to follow it, or agora_dispatch_cancel to stop it")
 	}
-	if r.State == "needs_input" {
+	switch {
+	case r.State == "needs_input" && r.RunID != "":
+		notes = append(notes, fmt.Sprintf("it asks a question (needs_input) as task %q of run %s; a run's questions are answered on the host: agora orch answer %s %s --answer TEXT", r.TaskID, r.RunID, r.RunID, r.TaskID))
+	case r.State == "needs_input":
 		notes = append(notes, fmt.Sprintf("it asks a question (needs_input); answer with agora_dispatch {\"resume\": {\"dispatch\": %q, \"answer\": \"...\"}}", r.ID))
+	case r.State == "answered":
+		notes = append(notes, fmt.Sprintf("its question was answered by %s: child %s", r.AnsweredBy, r.ChildID))
 	}
 	out.Note = strings.Join(notes, "; ")
 	return out

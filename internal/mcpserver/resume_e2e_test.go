@@ -238,7 +238,11 @@ func TestResume_OnlyWhatTheClientCouldDispatch(t *testing.T) {
 		if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "agora://dispatches/" + byRepo.ID + "/logs/stdout"}); err == nil {
 			t.Errorf("%s: read the --repo dispatch's log", client)
 		}
-		if res := call(t, cs, "agora_dispatch_describe", map[string]any{"id": wsAttempt}); res.IsError || strings.Contains(text(res), repo) {
+		res := call(t, cs, "agora_dispatch_describe", map[string]any{"id": wsAttempt})
+		var att loopOut
+		decode(t, res, &att)
+		if strings.Contains(text(res), repo) || att.Dispatch.RunID == "" || att.Dispatch.TaskID != "ask" ||
+			!strings.Contains(att.Note, "agora orch answer "+att.Dispatch.RunID+" ask") || strings.Contains(att.Note, `"resume"`) {
 			t.Errorf("%s: describe of a workspace run's attempt: %q", client, text(res))
 		}
 	}
@@ -339,7 +343,7 @@ func TestResume_AnsweredOnce(t *testing.T) {
 		}
 		var desc loopOut
 		decode(t, call(t, httpCS, "agora_dispatch_describe", map[string]any{"id": parent}), &desc)
-		if desc.Dispatch.State != "answered" || desc.Dispatch.ChildID != child.ID {
+		if desc.Dispatch.State != "answered" || desc.Dispatch.ChildID != child.ID || !strings.Contains(desc.Note, "answered by "+child.Actor+": child "+child.ID) {
 			t.Errorf("round %d: describe over MCP = %+v, want answered naming %s", round, desc.Dispatch, child.ID)
 		}
 		won := 0
