@@ -42,11 +42,13 @@ var programKinds = sync.OnceValue(func() map[string]Kind {
 		base64 jq comm paste join fold tac rev sleep which tree`)
 	add(Wrapper, `env command exec builtin nice nohup timeout stdbuf time setsid xargs watch
 		find eval busybox`)
-	add(Shell, `sh bash dash zsh ksh ksh93 mksh lksh pdksh ash yash posh rbash`)
+	// zsh is not among the shells: its words are not POSIX sh's (=cmd expands to a path,
+	// extended globs), so shellwords could not read its scripts exactly.
+	add(Shell, `sh bash dash ksh ksh93 mksh lksh pdksh ash yash posh rbash`)
 	add(Interpreter, `python pypy perl ruby node nodejs sed gsed`)
 	add(Opaque, `awk gawk mawk nawk php lua luajit tclsh wish Rscript R julia deno bun
 		osascript pwsh powershell expect m4 dc ed ex vim vi nvim view vimdiff emacs sqlite3 psql
-		mysql jshell groovy scala irb jruby raku perl6 fish csh tcsh xonsh nu elvish guile
+		mysql jshell groovy scala irb jruby raku perl6 zsh fish csh tcsh xonsh nu elvish guile
 		racket sbcl clisp ghci runghc swipl ocaml erl escript elixir iex
 		sudo doas su runuser chroot unshare nsenter setpriv systemd-run firejail bwrap proot
 		fakeroot fakechroot strace ltrace valgrind perf gdb lldb script parallel taskset chrt

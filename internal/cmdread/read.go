@@ -406,23 +406,34 @@ func inertDanger(prog string, c Command) string {
 // prog as a word of a command line in one argument, quotes and backslashes removed): the
 // program's own name too, since "./git-wrapper" or a file named "git push" could run it.
 func (c Command) Mentions(prog string) bool {
+	var word []byte
 	for i, a := range c.Argv {
 		if !c.Known[i] {
 			return true // agora cannot tell
 		}
-		a = strings.NewReplacer(`"`, "", `'`, "", `\`, "").Replace(a)
-		for _, t := range strings.FieldsFunc(a, notNameChar) {
-			if ProgMatches(prog, t) {
+		// The words of a, quotes and backslashes dropped (a shell would drop them).
+		word = word[:0]
+		for j := 0; j <= len(a); j++ {
+			if j < len(a) && (a[j] == '"' || a[j] == '\'' || a[j] == '\\') {
+				continue
+			}
+			if j < len(a) && nameChar(a[j]) {
+				word = append(word, a[j])
+				continue
+			}
+			if len(word) > 0 && ProgMatches(prog, string(word)) {
 				return true
 			}
+			word = word[:0]
 		}
 	}
 	return c.Tail
 }
 
-// notNameChar separates the words of an argument for [Command.Mentions].
-func notNameChar(r rune) bool {
-	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '+')
+// nameChar reports whether b is part of a word for [Command.Mentions]; any other byte
+// separates words.
+func nameChar(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '.' || b == '+' || b >= 0x80
 }
 
 // ProgMatches reports whether a program named name is pattern: a name, or a glob over

@@ -8,6 +8,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/agora-dev/agora/internal/cmdread"
 )
 
 // maxApproveRules caps a grant's approval rules, so matching a call stays cheap.
@@ -141,8 +143,13 @@ func (r ApproveRule) Matches(tool string, argv []string) bool {
 // NeedsApproval returns the first of rules that holds a call of tool with argv
 // (run_command's argv; nil for other tools), and whether one does.
 func NeedsApproval(rules []ApproveRule, tool string, argv []string) (ApproveRule, bool) {
+	var rd *cmdread.Reading // read once, by the first command rule that needs it
 	for _, r := range rules {
-		if r.Matches(tool, argv) {
+		if rd == nil && r.Command != "" && tool == "run_command" {
+			read := cmdread.Read(argv)
+			rd = &read
+		}
+		if _, outside := r.outsideOf(tool, argv, rd); !outside {
 			return r, true
 		}
 	}

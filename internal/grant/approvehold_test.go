@@ -60,6 +60,9 @@ func TestNeedsApproval_HoldsEveryPush(t *testing.T) {
 		"git config --rename-section foo alias",
 		"git config -e",
 		"git config --edit",
+		// help.autocorrect runs a mistyped command as the one it resembles
+		"git psuh r.git HEAD:x",
+		"git -c help.autocorrect=1 pus r.git",
 		// configuration that runs commands
 		"git -c core.sshCommand=x fetch r",
 		"git -c core.pager=x log",
@@ -166,6 +169,8 @@ func TestNeedsApproval_HoldsEveryPush(t *testing.T) {
 		"bash -o pipefail -c 'git push'",
 		"dash -c 'git push'",
 		"zsh -c 'nice git push'",
+		"zsh -c 'nice =git status'",
+		"zsh -c x",
 		"sh -c 'git push; true'",
 		"sh -c 'true && git push'",
 		"sh -c 'git push > /dev/null'",
@@ -265,6 +270,8 @@ func TestNeedsApproval_OutsideIsNotHeld(t *testing.T) {
 		"git help push",
 		"git",
 		"git rebase -i HEAD~2",
+		"git stash push -m x",
+		"git --version push",
 		"git cherry-pick -x abc",
 		"git grep -n push",
 		"env LANG=C git status",

@@ -40,6 +40,12 @@ type ProofStep struct {
 // Outside returns the proof that a call of tool with argv (run_command's; nil for other
 // tools) is outside r, or false when r holds the call.
 func (r ApproveRule) Outside(tool string, argv []string) (Proof, bool) {
+	return r.outsideOf(tool, argv, nil)
+}
+
+// outsideOf is [ApproveRule.Outside] with the argv's reading, when the caller has it (nil:
+// read it here), so several rules judge one call with one reading.
+func (r ApproveRule) outsideOf(tool string, argv []string, rd *cmdread.Reading) (Proof, bool) {
 	if r.Tool != "" {
 		if r.Tool == tool {
 			return Proof{}, false
@@ -53,7 +59,10 @@ func (r ApproveRule) Outside(tool string, argv []string) (Proof, bool) {
 	if err != nil {
 		return Proof{}, false // an invalid rule holds everything it could mean
 	}
-	rd := cmdread.Read(argv)
+	if rd == nil {
+		read := cmdread.Read(argv)
+		rd = &read
+	}
 	if rd.Opaque != "" {
 		return Proof{}, false
 	}
@@ -66,25 +75,6 @@ func (r ApproveRule) Outside(tool string, argv []string) (Proof, bool) {
 		proof.Steps = append(proof.Steps, ProofStep{Argv: c.Argv, Why: why})
 	}
 	return proof, true
-}
-
-// HoldReason says why r holds a run_command call of argv, for people: the command agora read
-// that is the rule's operation, or what agora could not read. "" when r does not hold it.
-func (r ApproveRule) HoldReason(argv []string) string {
-	if _, outside := r.Outside("run_command", argv); outside || r.Command == "" {
-		return ""
-	}
-	rd := cmdread.Read(argv)
-	if rd.Opaque != "" {
-		return "agora cannot tell what the call runs: " + rd.Opaque
-	}
-	p, _ := ParseCommandPattern(r.Command)
-	for _, c := range rd.Commands {
-		if _, outside := p.outside(c); !outside {
-			return fmt.Sprintf("it runs %q", strings.Join(c.Argv, " "))
-		}
-	}
-	return "the rule is not valid"
 }
 
 // outside says why command c is not p's operation, or false when it may be.
