@@ -11,10 +11,29 @@ import (
 )
 
 // PieceLen is the shortest piece of a value of n bytes that a strict [Redactor] masks: half
-// the value, at least 4 and at most 8 bytes. A piece shorter than that may pass, so whatever
-// one window shows, at least half of a short value and all but 7 bytes of a long one stay
-// hidden; see the package doc for why pieces are masked at all and why not shorter ones.
-func PieceLen(n int) int { return max(4, min(8, n/2)) }
+// the value, at least 4 and at most 8 bytes, plus one byte for every KiB past the first (see
+// stride). A piece shorter than that may pass, so whatever one window shows, at least half of
+// a short value and all but 7 bytes of a token stay hidden; see the package doc for why pieces
+// are masked at all and why not shorter ones.
+func PieceLen(n int) int { return basePiece(n) + stride(n) - 1 }
+
+// basePiece is PieceLen before the allowance for long values.
+func basePiece(n int) int { return max(4, min(8, n/2)) }
+
+// stride is the distance, in characters of a form, between the windows indexed for a value
+// of n bytes: 1 up to 1 KiB, one more per KiB. A value of 64 KiB (the largest secret) would
+// otherwise need over a million windows (13 s and 130 MiB to index); with the stride every
+// value costs at most about 1,024 bytes' worth. A piece is then found from the first window
+// inside it, so up to stride-1 characters before that pass: PieceLen allows for them.
+func stride(n int) int { return (n + strideBytes - 1) / strideBytes }
+
+const (
+	strideBytes = 1024
+	// maxMatch caps how far one match is followed. A longer run of a form is masked by the
+	// overlapping matches after it, so what the writer holds back stays under maxMatch
+	// skeleton bytes however long a value is.
+	maxMatch = 2048
+)
 
 // keyLen is how many skeleton bytes the strict matcher's filter reads at a position: the
 // shortest piece it masks in any form (4 bytes raw, when PieceLen is 4).
@@ -113,7 +132,7 @@ type fragIndex struct {
 	shift  uint                // 32 - log2(bits in filter)
 	byKey  map[uint32][]window // windows by their first keyLen bytes
 	forms  [][]byte            // normalized forms
-	maxLen int                 // longest form; 0 when there is nothing to mask
+	maxLen int                 // longest match followed: min(longest form, maxMatch); 0: nothing to mask
 }
 
 // window is a place in a form where a masked piece may start, and the shortest piece from
@@ -130,7 +149,7 @@ func newFragIndex(values [][]byte) *fragIndex {
 		if len(v) < MinLen {
 			continue
 		}
-		piece := PieceLen(len(v))
+		piece, step := basePiece(len(v)), stride(len(v))
 		for _, f := range strictForms(v) {
 			var k skeleton
 			for k.pos < len(f.text) {
@@ -141,9 +160,9 @@ func newFragIndex(values [][]byte) *fragIndex {
 				id = int32(len(x.forms))
 				ids[string(k.skel)] = id
 				x.forms = append(x.forms, k.skel)
-				x.maxLen = max(x.maxLen, len(k.skel))
+				x.maxLen = max(x.maxLen, min(len(k.skel), maxMatch))
 			}
-			for j := 0; j+keyLen <= len(k.skel); j++ {
+			for j := 0; j+keyLen <= len(k.skel); j += step {
 				m := f.kind.minPiece(8 * piece)
 				if f.kind == kindRaw {
 					// As written, a raw value may hold white space or escapes the skeleton
@@ -215,7 +234,7 @@ func (x *fragIndex) longestAt(b []byte, key uint32) int {
 	best := 0
 	for _, w := range x.byKey[key] {
 		f := x.forms[w.form][w.off:]
-		n := commonPrefix(b, f)
+		n := commonPrefix(b, f[:min(len(f), maxMatch)])
 		if n >= int(w.min) && n > best {
 			best = n
 		}

@@ -28,7 +28,7 @@
 // on the text's skeleton (white space dropped, %XX, backslash and &#N; escapes decoded; see
 // normalize.go), so wrapped base64, spaced hex and escaped strings are one run, and it masks any
 // piece of any form that carries [PieceLen] bytes of a value: half the value, at least 4 and at
-// most 8 bytes. Why pieces: a host that cuts a header to 40 characters shows a 33-byte prefix, and
+// most 8 bytes (one more per KiB past the first, so a long key's index stays small). Why pieces: a host that cuts a header to 40 characters shows a 33-byte prefix, and
 // a prefix, a suffix and a middle are worth the same to a reader. Why not shorter: a window of 7
 // bytes still leaves 9 bytes of a 16-byte token (and 57 of a 64-byte one) unknown, and masking
 // every 4-byte fragment of a long value would mask ordinary text; why not longer: two windows (a

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -275,6 +276,41 @@ func TestStrict_ValueAfterAnEscapeStarter(t *testing.T) {
 				if piece, how := redacttest.Leak([]byte(out), []byte(v), PieceLen(len(v))); piece != nil {
 					t.Errorf("%q after %q (chunks of %d): %q read back (%s) from %q", v, pre, chunk, piece, how, out)
 				}
+			}
+		}
+	}
+}
+
+// A long value (a bound key of up to 64 KiB, the largest secret) is indexed with a stride, so
+// its index stays small and the writer holds back at most maxMatch skeleton bytes; it is still
+// masked whole, wrapped and in base64, and no piece of PieceLen bytes passes.
+func TestStrict_LongValue(t *testing.T) {
+	for _, n := range []int{1500, 8 << 10, 64 << 10} {
+		rng := rand.New(rand.NewPCG(uint64(n), 1))
+		v := make([]byte, n)
+		for i := range v {
+			v[i] = secretAlphabet[rng.IntN(len(secretAlphabet))]
+		}
+		r := NewStrict([][]byte{v})
+		if keys := len(r.strict.byKey); keys > 120_000 {
+			t.Errorf("n=%d: %d keys indexed, want a bounded index", n, keys)
+		}
+		if r.strict.maxLen > maxMatch {
+			t.Errorf("n=%d: follows matches of %d bytes, cap %d", n, r.strict.maxLen, maxMatch)
+		}
+		p := PieceLen(n)
+		for name, in := range map[string]string{
+			"raw":       "<" + string(v) + ">",
+			"base64 76": "<" + wrapEvery(base64.StdEncoding.EncodeToString(v), 76, "\n") + ">",
+			"piece":     "<" + string(v[n/3:n/3+p]) + ">",
+			"hex piece": "<" + hex.EncodeToString(v[n/2:n/2+p]) + ">",
+		} {
+			out := streamed(t, r, []byte(in), 32<<10)
+			if piece, how := redacttest.Leak([]byte(out), v, p); piece != nil {
+				t.Errorf("n=%d %s: %d bytes read back (%s), PieceLen %d", n, name, len(piece), how, p)
+			}
+			if !strings.Contains(out, Mask) {
+				t.Errorf("n=%d %s: nothing masked", n, name)
 			}
 		}
 	}
