@@ -130,11 +130,19 @@ func BenchmarkRedactResponse(b *testing.B) {
 	}
 }
 
-// BenchmarkNewStrict builds the strict index of one 64-byte value (the proxy builds one per
-// set of bound values and keeps it).
+// BenchmarkNewStrict builds the strict index of one random value of 64 bytes (a token), 1 KiB
+// and 64 KiB (the largest secret); the proxy builds one per set of bound values and keeps it.
 func BenchmarkNewStrict(b *testing.B) {
-	value := []byte("ghp_R3aLs3cr3tVALUEs64charsLONGabcdefghijKLMNOPqrstuvw0123456789")
-	for b.Loop() {
-		NewStrict([][]byte{value})
+	for _, n := range []int{64, 1 << 10, 64 << 10} {
+		rng := rand.New(rand.NewPCG(uint64(n), 2))
+		value := make([]byte, n)
+		for i := range value {
+			value[i] = byte(rng.IntN(256))
+		}
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for b.Loop() {
+				NewStrict([][]byte{value})
+			}
+		})
 	}
 }
