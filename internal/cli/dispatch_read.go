@@ -542,6 +542,12 @@ func dispatchResumeRun(ctx context.Context, opts *dispatchResumeOptions) error {
 		return err
 	}
 	req, err := d.ResumeRequest(ctx, parent, opts.answer, dispatch.Answerer{Actor: opts.f.Actor(), Via: dispatch.ViaCLI})
+	var re *dispatch.RequestError
+	if errors.As(err, &re) {
+		// A refused answer exits as runDispatch's refusals do, whichever check caught it
+		// (this one, or the transaction that records the child when another answer won).
+		return &usageError{err: err}
+	}
 	if err != nil {
 		return err
 	}

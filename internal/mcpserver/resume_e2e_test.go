@@ -326,6 +326,9 @@ func TestResume_AnsweredOnce(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			_, stderr, code := agoraExit(t, home, "dispatch", "resume", parent, "--answer", "cli")
+			if code != 0 && code != 2 {
+				stderr = fmt.Sprintf("exit %d, want 2 for a refused answer: %s", code, stderr)
+			}
 			answers <- answer{"cli", stderr, code == 0}
 		})
 		close(start)
@@ -370,7 +373,7 @@ func TestResume_AnsweredOnce(t *testing.T) {
 			!strings.Contains(text(res), "child "+child.ID) {
 			t.Errorf("round %d: late MCP answer: %q", round, text(res))
 		}
-		if _, stderr, code := agoraExit(t, home, "dispatch", "resume", parent, "--answer", "late"); code == 0 || !strings.Contains(stderr, "child "+child.ID) {
+		if _, stderr, code := agoraExit(t, home, "dispatch", "resume", parent, "--answer", "late"); code != 2 || !strings.Contains(stderr, "child "+child.ID) {
 			t.Errorf("round %d: late CLI answer: exit %d, %q", round, code, stderr)
 		}
 		if kids := childrenOf(t, home, parent); len(kids) != 1 {
