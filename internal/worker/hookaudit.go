@@ -14,6 +14,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/runtime/claudert"
 	"github.com/agora-dev/agora/internal/secret/redact"
+	"github.com/agora-dev/agora/internal/strictjson"
 )
 
 // claudeAudit reads claude's output as it is parsed (a [claudert.Observer]) and completes,
@@ -396,7 +397,9 @@ func (t gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil || len(b) > maxModelRequest {
 			return nil, fmt.Errorf("agora: claude's model request could not be read or is over %d bytes", maxModelRequest)
 		}
-		want = requestResults(b)
+		if want, err = requestResults(b); err != nil {
+			return nil, fmt.Errorf("agora: claude's model request: %w", err)
+		}
 		req.Body = io.NopCloser(bytes.NewReader(b))
 		req.ContentLength = int64(len(b))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
@@ -414,24 +417,39 @@ func (t gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 const maxModelRequest = 64 << 20
 
 // requestResults counts, per call id, the tool_result blocks of a Messages API request's
-// messages. A body that is not such a request has none (the gateway judges it).
-func requestResults(b []byte) map[string]int {
+// messages, read exactly as the model API reads them (strictjson: no key twice, none that
+// matches "messages", "type" or "tool_use_id" only under case folding), so a result the
+// model will see is never one the gate missed. A body that is not JSON has none (the gateway
+// refuses it); JSON that is not one exact document is an error, and the request is refused.
+func requestResults(b []byte) (map[string]int, error) {
+	if !json.Valid(b) {
+		return nil, nil
+	}
 	var req struct {
 		Messages []struct {
 			Content json.RawMessage `json:"content"`
 		} `json:"messages"`
 	}
-	if json.Unmarshal(b, &req) != nil {
-		return nil
+	if err := strictjson.UnmarshalKnown(b, &req); err != nil {
+		if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) {
+			return nil, nil // not a Messages request (messages is no list): the gateway judges it
+		}
+		return nil, err
 	}
 	n := map[string]int{}
 	for _, m := range req.Messages {
+		if len(m.Content) == 0 || m.Content[0] != '[' {
+			continue
+		}
 		var blocks []struct {
 			Type      string `json:"type"`
 			ToolUseID string `json:"tool_use_id"`
 		}
-		if len(m.Content) == 0 || m.Content[0] != '[' || json.Unmarshal(m.Content, &blocks) != nil {
-			continue
+		if err := strictjson.UnmarshalKnown(m.Content, &blocks); err != nil {
+			if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) {
+				continue
+			}
+			return nil, err
 		}
 		for _, bl := range blocks {
 			if bl.Type == "tool_result" && bl.ToolUseID != "" {
@@ -439,7 +457,7 @@ func requestResults(b []byte) map[string]int {
 			}
 		}
 	}
-	return n
+	return n, nil
 }
 
 // cut shortens s to at most n bytes of valid UTF-8 for a message.

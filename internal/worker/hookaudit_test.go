@@ -3,6 +3,7 @@ package worker
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -415,5 +416,32 @@ func TestClaudeAudit_GateWaitsForTheRequestsResults(t *testing.T) {
 	}
 	if err := never.failed(); err == nil || !strings.Contains(err.Error(), "never showed") {
 		t.Errorf("got %v, want the run stopped", err)
+	}
+}
+
+// The gate reads claude's model requests as the model API does: a tool_result it would
+// miss under another reading (a key twice, or one that matches only under case folding)
+// refuses the request instead of letting a result it never saw settled reach the model.
+func TestRequestResults_Exact(t *testing.T) {
+	tests := []struct {
+		body    string
+		want    map[string]int
+		wantErr bool
+	}{
+		{body: `{"messages":[{"role":"user","content":"hi"},{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"x"},{"type":"text","text":"y"}]}],"model":"m"}`, want: map[string]int{"a": 1}},
+		{body: `{"messages":[{"content":[{"type":"tool_result","tool_use_id":"a"},{"type":"tool_result","tool_use_id":"a"}]}]}`, want: map[string]int{"a": 2}},
+		{body: `not json`, want: nil},
+		{body: `{"messages":{}}`, want: nil},
+		{body: `{"messages":[{"content":[{"type":"tool_result","tool_use_id":"a","Tool_Use_ID":"b"}]}]}`, wantErr: true},
+		{body: `{"messages":[{"content":[{"type":"tool_result","TOOL_USE_ID":"b"}]}]}`, wantErr: true},
+		{body: `{"messages":[{"content":[{"Type":"tool_result","tool_use_id":"b"}]}]}`, wantErr: true},
+		{body: `{"Messages":[{"content":[{"type":"tool_result","tool_use_id":"b"}]}]}`, wantErr: true},
+		{body: `{"messages":[],"messages":[{"content":[{"type":"tool_result","tool_use_id":"b"}]}]}`, wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := requestResults([]byte(tt.body))
+		if (err != nil) != tt.wantErr || (!tt.wantErr && !maps.Equal(got, tt.want)) {
+			t.Errorf("requestResults(%s) = %v, %v; want %v, error %v", tt.body, got, err, tt.want, tt.wantErr)
+		}
 	}
 }
