@@ -16,18 +16,6 @@ import (
 	"github.com/agora-dev/agora/internal/secret/redact/redacttest"
 )
 
-// wrapLines breaks s every n characters with sep, as `base64` (76, "\n"), PEM (64) and MIME
-// (76, "\r\n") do.
-func wrapLines(s string, n int, sep string) string {
-	var b strings.Builder
-	for len(s) > n {
-		b.WriteString(s[:n] + sep)
-		s = s[n:]
-	}
-	b.WriteString(s)
-	return b.String()
-}
-
 // reflections are what a bound host that echoes request headers may write back, by path:
 // the Authorization header it received (the real value, swapped in by the proxy) in every
 // form finding 11 of #26 names.
@@ -44,17 +32,17 @@ func reflections(auth string) map[string]string {
 	}
 	headers, _ := json.Marshal(map[string]map[string]string{"headers": {"Authorization": auth}})
 	return map[string]string{
-		"/b64-76":        wrapLines(b64([]byte(auth)), 76, "\n") + "\n",
-		"/b64-64":        wrapLines(b64([]byte(auth)), 64, "\n") + "\n",
-		"/b64-76-crlf":   wrapLines(b64([]byte(auth)), 76, "\r\n") + "\r\n",
-		"/b64-headers":   wrapLines(b64([]byte("Host: x\r\nAuthorization: "+auth+"\r\n\r\n")), 76, "\n"),
+		"/b64-76":        redacttest.Wrap(b64([]byte(auth)), 76, "\n") + "\n",
+		"/b64-64":        redacttest.Wrap(b64([]byte(auth)), 64, "\n") + "\n",
+		"/b64-76-crlf":   redacttest.Wrap(b64([]byte(auth)), 76, "\r\n") + "\r\n",
+		"/b64-headers":   redacttest.Wrap(b64([]byte("Host: x\r\nAuthorization: "+auth+"\r\n\r\n")), 76, "\n"),
 		"/b64url":        base64.URLEncoding.EncodeToString([]byte(auth)),
-		"/b64url-wrap":   wrapLines(base64.RawURLEncoding.EncodeToString([]byte("a="+auth)), 50, "\n  "),
+		"/b64url-wrap":   redacttest.Wrap(base64.RawURLEncoding.EncodeToString([]byte("a="+auth)), 50, "\n  "),
 		"/hex-spaced":    strings.Join(spaced, " "),
-		"/hex-upper":     wrapLines(strings.ToUpper(hex.EncodeToString([]byte(auth))), 32, "\r\n"),
+		"/hex-upper":     redacttest.Wrap(strings.ToUpper(hex.EncodeToString([]byte(auth))), 32, "\r\n"),
 		"/hexdump":       hex.Dump([]byte(auth)),
 		"/cut40":         auth[:40],
-		"/cut40-b64":     wrapLines(b64([]byte(auth[:40])), 76, "\n"),
+		"/cut40-b64":     redacttest.Wrap(b64([]byte(auth[:40])), 76, "\n"),
 		"/cut20":         auth[:20],
 		"/suffix":        auth[len(auth)-30:],
 		"/middle":        auth[20:40],
@@ -62,8 +50,8 @@ func reflections(auth string) map[string]string {
 		"/urlenc-every":  every.String(),
 		"/json":          string(headers),
 		"/json-u":        `{"authorization":"` + uesc.String() + `"}`,
-		"/spaced-raw":    wrapLines(auth, 10, " "),
-		"/b64-of-b64-76": wrapLines(b64([]byte(b64([]byte(auth)))), 76, "\n"),
+		"/spaced-raw":    redacttest.Wrap(auth, 10, " "),
+		"/b64-of-b64-76": redacttest.Wrap(b64([]byte(b64([]byte(auth)))), 76, "\n"),
 	}
 }
 

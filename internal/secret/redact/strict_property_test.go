@@ -91,7 +91,7 @@ func TestStrict_Property(t *testing.T) {
 			enc := propertyEncodings[name](s[at:at+n], pad)
 			if wrappable[name] && rapid.Bool().Draw(t, "wrap") {
 				sep := rapid.SampledFrom([]string{"\n", "\r\n", " ", "\t", "\n  ", "\r\n        ", " \n"}).Draw(t, "sep")
-				enc = wrapEvery(enc, rapid.IntRange(1, 80).Draw(t, "width"), sep)
+				enc = redacttest.Wrap(enc, rapid.IntRange(1, 80).Draw(t, "width"), sep)
 			}
 			in.WriteString(enc)
 		}

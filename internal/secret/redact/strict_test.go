@@ -15,16 +15,6 @@ import (
 // long64 is a 64-byte token, as in finding 11 of #26.
 const long64 = "ghp_R3aLs3cr3tVALUEs64charsLONGabcdefghijKLMNOPqrstuvw0123456789"
 
-func wrapEvery(s string, n int, sep string) string {
-	var b strings.Builder
-	for len(s) > n {
-		b.WriteString(s[:n] + sep)
-		s = s[n:]
-	}
-	b.WriteString(s)
-	return b.String()
-}
-
 // A strict Redactor masks everything New does, with the text around it kept.
 func TestStrict_MasksEveryFormNewMasks(t *testing.T) {
 	r := NewStrict([][]byte{canary})
@@ -59,26 +49,26 @@ func TestStrict_WrappedEscapedAndCut(t *testing.T) {
 	}
 	basic := "Basic " + b64([]byte("x-access-token:"+long64))
 	cases := map[string]string{
-		"base64 76 LF":    wrapEvery(b64([]byte("Bearer "+long64)), 76, "\n"),
-		"base64 64 LF":    wrapEvery(b64([]byte("Bearer "+long64)), 64, "\n"),
-		"base64 76 CRLF":  wrapEvery(b64([]byte("Bearer "+long64)), 76, "\r\n"),
-		"base64 indented": wrapEvery(b64([]byte("k: "+long64)), 20, "\n        "),
+		"base64 76 LF":    redacttest.Wrap(b64([]byte("Bearer "+long64)), 76, "\n"),
+		"base64 64 LF":    redacttest.Wrap(b64([]byte("Bearer "+long64)), 64, "\n"),
+		"base64 76 CRLF":  redacttest.Wrap(b64([]byte("Bearer "+long64)), 76, "\r\n"),
+		"base64 indented": redacttest.Wrap(b64([]byte("k: "+long64)), 20, "\n        "),
 		"base64url":       base64.URLEncoding.EncodeToString([]byte("x" + long64)),
 		"hex spaced":      strings.Join(spaced, " "),
 		"hex dump":        hex.Dump(v),
-		"raw spaced":      wrapEvery(long64, 5, " "),
+		"raw spaced":      redacttest.Wrap(long64, 5, " "),
 		"json \\u":        `"` + strings.Join(uesc, "") + `"`,
 		"json mixed":      `"` + long64[:20] + strings.Join(uesc[20:40], "") + long64[40:] + `"`,
 		"percent every":   strings.Join(every, ""),
 		"html entities":   strings.Join(ents, ""),
 		"octal":           strings.Join(octal, ""),
 		"cut 40":          ("Bearer " + long64)[:40],
-		"cut 40 base64":   wrapEvery(b64([]byte(("Bearer " + long64)[:40])), 76, "\n"),
+		"cut 40 base64":   redacttest.Wrap(b64([]byte(("Bearer " + long64)[:40])), 76, "\n"),
 		"suffix":          long64[40:],
 		"middle":          long64[20:32],
 		"lower":           strings.ToLower(long64),
 		"basic reflected": basic,
-		"basic base64 76": wrapEvery(b64([]byte(basic)), 76, "\n"),
+		"basic base64 76": redacttest.Wrap(b64([]byte(basic)), 76, "\n"),
 		"basic hex":       hex.EncodeToString([]byte(basic)),
 		"basic percent every": strings.Join(func() []string {
 			var o []string
@@ -87,7 +77,7 @@ func TestStrict_WrappedEscapedAndCut(t *testing.T) {
 			}
 			return o
 		}(), ""),
-		"base64 of base64 76":   wrapEvery(b64([]byte(b64(v))), 76, "\n"),
+		"base64 of base64 76":   redacttest.Wrap(b64([]byte(b64(v))), 76, "\n"),
 		"base64url of base64":   base64.RawURLEncoding.EncodeToString([]byte("ab" + b64(v))),
 		"header name lowercase": "x-" + strings.ToLower(long64[10:30]) + ": 1",
 	}
@@ -173,7 +163,7 @@ func TestStrict_EscapeSplitAcrossWrites(t *testing.T) {
 func TestStrict_WriterMatchesBytes(t *testing.T) {
 	second := []byte("0123456789abcdef-second")
 	r := NewStrict([][]byte{[]byte(long64), second})
-	in := []byte("head " + wrapEvery(base64.StdEncoding.EncodeToString([]byte(long64)), 10, "\r\n") + " mid %30%31%32%33%34%35%36%37 " +
+	in := []byte("head " + redacttest.Wrap(base64.StdEncoding.EncodeToString([]byte(long64)), 10, "\r\n") + " mid %30%31%32%33%34%35%36%37 " +
 		string(second[:9]) + strings.Repeat(" ", 40) + long64[50:] + " &#103;&#104;&#112;&#95;R3aLs3 end")
 	want := r.Bytes(in)
 	if !bytes.Contains(want, []byte(Mask)) {
@@ -301,7 +291,7 @@ func TestStrict_LongValue(t *testing.T) {
 		p := PieceLen(n)
 		for name, in := range map[string]string{
 			"raw":       "<" + string(v) + ">",
-			"base64 76": "<" + wrapEvery(base64.StdEncoding.EncodeToString(v), 76, "\n") + ">",
+			"base64 76": "<" + redacttest.Wrap(base64.StdEncoding.EncodeToString(v), 76, "\n") + ">",
 			"piece":     "<" + string(v[n/3:n/3+p]) + ">",
 			"hex piece": "<" + hex.EncodeToString(v[n/2:n/2+p]) + ">",
 		} {

@@ -238,3 +238,15 @@ func hexDecode(run []byte) []byte {
 	}
 	return out
 }
+
+// Wrap breaks s every n characters with sep, as `base64` (76, "\n"), PEM (64) and MIME (76,
+// "\r\n") do: how tests write a value the way a host would.
+func Wrap(s string, n int, sep string) string {
+	var b bytes.Buffer
+	for len(s) > n {
+		b.WriteString(s[:n] + sep)
+		s = s[n:]
+	}
+	b.WriteString(s)
+	return b.String()
+}

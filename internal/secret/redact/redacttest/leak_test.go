@@ -8,16 +8,6 @@ import (
 	"testing"
 )
 
-func wrap(s string, n int, sep string) string {
-	var b strings.Builder
-	for len(s) > n {
-		b.WriteString(s[:n] + sep)
-		s = s[n:]
-	}
-	b.WriteString(s)
-	return b.String()
-}
-
 // The oracle itself must read every encoding the tests use, or a test judged by it proves
 // nothing.
 func TestLeak_ReadsEveryEncoding(t *testing.T) {
@@ -35,14 +25,14 @@ func TestLeak_ReadsEveryEncoding(t *testing.T) {
 	header := "Basic " + b64([]byte("x-access-token:"+string(secret)))
 	for name, out := range map[string]string{
 		"raw":               "x " + string(secret) + " y",
-		"base64 76":         wrap(b64([]byte("Bearer "+string(secret))), 76, "\n"),
-		"base64 64 crlf":    wrap(b64([]byte("Authorization: Bearer "+string(secret))), 64, "\r\n"),
+		"base64 76":         Wrap(b64([]byte("Bearer "+string(secret))), 76, "\n"),
+		"base64 64 crlf":    Wrap(b64([]byte("Authorization: Bearer "+string(secret))), 64, "\r\n"),
 		"base64url":         base64.URLEncoding.EncodeToString([]byte("ab" + string(secret))),
 		"hex spaced":        strings.Join(spaced, " "),
 		"hex dump":          hex.Dump([]byte("Bearer " + string(secret))),
 		"json \\u":          `{"a":"` + uesc.String() + `"}`,
 		"percent every":     every.String(),
-		"nested basic":      wrap(b64([]byte(header)), 76, "\n"),
+		"nested basic":      Wrap(b64([]byte(header)), 76, "\n"),
 		"cut":               string(secret[:9]),
 		"upper":             strings.ToUpper(string(secret)),
 		"hex of base64":     hex.EncodeToString([]byte(b64(secret))),
