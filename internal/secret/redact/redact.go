@@ -36,7 +36,7 @@
 // cannot be "the value's length minus a margin". A strict Redactor scans a few times slower
 // than [New] (docs/BENCHMARKS.md). What it cannot see: a value cut by the host into pieces
 // shorter than PieceLen (two headers of 7 bytes each, or characters put between the bytes), an
-// encoding it does not know (rot13, compression, a second round of escaping, hex in mixed case),
+// encoding it does not know (rot13, compression, UTF-16, a second round of escaping, mixed-case hex),
 // and white space inside an escape ("%6\n7").
 package redact
 
