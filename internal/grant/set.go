@@ -3,8 +3,13 @@
 // inherits as the union of its capabilities' and a dispatch or plan task may only narrow
 // ([Set.Narrow]). Everything absent is denied.
 //
-// grant is a leaf: it imports nothing of agora, so the host (catalog, dispatch, the plan
-// format) and the worker inside a sandbox (toolreg, the runtimes) share one definition.
+// It also owns approve rules ([ApproveRule]) and the judgement of what they hold
+// ([ApproveRule.Outside], reading argvs with package cmdread), and of shell command lines
+// ([CommandLineAllowed], with package shellwords).
+//
+// grant is a leaf: it imports nothing of agora but the leaves digest, cmdread and
+// shellwords, so the host (catalog, dispatch, the plan format, the gateway) and the worker
+// inside a sandbox (toolreg, the runtimes, Claude Code's hook) share one definition.
 package grant
 
 import (
