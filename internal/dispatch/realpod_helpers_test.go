@@ -88,41 +88,17 @@ func startPodNode(t testing.TB) *podNode {
 	}
 	c := k8stest.Start(t, k8stest.Options{RealNode: true})
 	n := &podNode{c: c}
-	ctx := t.Context()
-
-	bin, err := os.ReadFile(agoraBin)
-	if err != nil {
+	var err error
+	if n.workerRef, err = c.ImportAgoraWorker(t.Context(), agoraBin); err != nil {
 		t.Fatal(err)
 	}
-	tarball, _, err := k8stest.OCIImage("localhost/agora-worker:e2e", []string{"/agora/bin/agora"},
-		k8stest.ImageFile{Path: "/agora/bin/agora", Mode: 0o755, Data: bin})
-	if err != nil {
+	if n.toolchain, err = c.ImportPodmanImage(t.Context(), toolchain); err != nil {
 		t.Fatal(err)
 	}
-	n.workerRef = importOne(t, c, tarball)
-
-	name, _, _ := strings.Cut(toolchain, "@")
-	saved, err := exec.CommandContext(ctx, "podman", "save", "-q", "--format", "docker-archive", "-o", "/dev/stdout", name).Output()
-	if err != nil {
-		t.Fatalf("podman save %s: %v", name, err)
-	}
-	n.toolchain = importOne(t, c, saved)
 	t.Logf("images in containerd: worker %s, toolchain %s", n.workerRef, n.toolchain)
 
 	n.startGateway(t)
 	return n
-}
-
-func importOne(t testing.TB, c *k8stest.Cluster, tarball []byte) string {
-	t.Helper()
-	refs, err := c.ImportImage(t.Context(), tarball)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(refs) != 1 {
-		t.Fatalf("imported %q, want one image", refs)
-	}
-	return refs[0]
 }
 
 // startGateway serves the network gateway on the node's IP, which the pods reach through the

@@ -476,8 +476,8 @@ func TestRegistry_Reattach(t *testing.T) {
 	if r.Token != "" || len(r.Mounts) != len(s.Mounts) {
 		t.Errorf("reattached session: token %q, %d mounts; want no token and %d mounts", r.Token, len(r.Mounts), len(s.Mounts))
 	}
-	code, _ := g.do(t, "POST", remote.RoutePrefix+l.id+"/streams/stdout", s.Token, strings.NewReader("after restart\n"))
-	if code != 204 {
+	code, body := g.do(t, "POST", remote.RoutePrefix+l.id+"/streams/stdout", s.Token, strings.NewReader("after restart\n"))
+	if code != 200 || body != remote.StreamDone {
 		t.Fatalf("stream after reattach: %d", code)
 	}
 	must(t, r.Close())

@@ -220,6 +220,17 @@ func TestRemoteWorker_RidesOutGatewayRestart(t *testing.T) {
 	if res.Status != wire.StatusOK {
 		t.Errorf("result %s %s: %s", res.Status, res.Reason, res.Detail)
 	}
+	// The pod's own logs say what it rode out.
+	for _, want := range []string{"the gateway does not answer GET session", "the gateway answers GET session again"} {
+		if !strings.Contains(fetchLog.String(), want) {
+			t.Errorf("the fetch step's log lacks %q:\n%s", want, fetchLog.String())
+		}
+	}
+	for _, want := range []string{"the gateway does not answer PUT mounts/out", "the gateway answers PUT mounts/out again"} {
+		if !strings.Contains(podLog.String(), want) {
+			t.Errorf("the worker's log lacks %q:\n%s", want, podLog.String())
+		}
+	}
 	if !strings.Contains(stdout.String(), "agent after the outage") {
 		t.Errorf("the output written while the gateway was down did not reach the host:\n%s", stdout.String())
 	}

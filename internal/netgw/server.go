@@ -302,9 +302,12 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, rec *record, 
 	io.Copy(&deadlineWriter{w: w, rc: rc}, io.LimitReader(c, MaxFileSize))
 }
 
-// serveStream relays a stream's body to the exporter, then waits until the exporter has
-// copied all of it (it closes its end), so a worker whose POST returned knows its output
-// reached the supervisor before the session can be closed.
+// serveStream relays a stream's body to the exporter. It answers 200 at once and keeps the
+// answer open while the body flows (full duplex), so the worker learns at once when the
+// gateway goes away (its answer ends) and sends what it writes next on a new stream instead of
+// into a dead connection. When the body ends, it waits until the exporter has copied all of it
+// (it closes its end) and only then writes [StreamDone]: a worker that read it knows its
+// output reached the supervisor before the session can be closed.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, rec *record, rt route) {
 	if r.Method != http.MethodPost {
 		httpError(w, http.StatusMethodNotAllowed, "POST only")
@@ -321,18 +324,27 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, rec *record
 		return
 	}
 	defer c.Close()
+	rc := http.NewResponseController(w)
+	if err := rc.EnableFullDuplex(); err != nil {
+		httpError(w, http.StatusInternalServerError, "stream: "+err.Error())
+		return
+	}
 	// A stream has no idle timeout: a worker may be quiet for as long as its agent thinks.
 	// It ends with the worker, or when the session is closed (the exporter's end goes).
-	http.NewResponseController(w).SetReadDeadline(time.Time{})
+	rc.SetReadDeadline(time.Time{})
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return
+	}
 	_, err = io.Copy(c, r.Body)
 	c.(*net.UnixConn).CloseWrite()
 	if err != nil {
-		httpError(w, http.StatusBadRequest, "stream interrupted")
-		return
+		return // the answer ends without StreamDone: the worker sends the rest again
 	}
 	c.SetReadDeadline(time.Now().Add(IOTimeout))
 	io.Copy(io.Discard, c)
-	w.WriteHeader(http.StatusNoContent)
+	io.WriteString(w, remote.StreamDone)
 }
 
 // deadlineReader extends the connection's read deadline before every read of a body: a

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
 // TestCluster_StaleStartDeletesNothingOfTheWinner is the red team's finding C (session 3):
@@ -123,4 +124,21 @@ func TestCluster_CrashedStartsSecretGoesWithItsClaim(t *testing.T) {
 	}
 	cancel()
 	waitTimeout(t, h, 3*time.Minute)
+}
+
+// TestCluster_GatewayUnreachableExit: a pod whose worker (or fetch step) exits
+// remote.ExitGatewayUnreachable, its report that the gateway did not answer across its
+// retries, ends with Exit.GatewayUnreachable; another failure does not.
+func TestCluster_GatewayUnreachableExit(t *testing.T) {
+	p, _ := clusterProvider(t, &fakeExporter{})
+	for code, want := range map[int]bool{remote.ExitGatewayUnreachable: true, 1: false} {
+		p.testOnlyPodMeta = failWith(code, "1s")
+		h, err := p.Start(t.Context(), testSpec(clusterID("UNREACH")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exit := waitTimeout(t, h, 3*time.Minute); exit.Code != code || exit.GatewayUnreachable != want {
+			t.Errorf("exit %d: %+v, want GatewayUnreachable %v", code, exit, want)
+		}
+	}
 }

@@ -116,11 +116,16 @@ const (
 //	PUT  mounts/NAME              a Result mount's content as a tar stream, accepted once
 //	                              (the same bytes again, a retry, are answered 204 again)
 //	GET  files/I                  spec.Files[I]'s content, served once
-//	POST streams/stdout|stderr    the worker's output, appended as it arrives
+//	POST streams/stdout|stderr    the worker's output, appended as it arrives; answered 200 at
+//	                              once (full duplex), the answer ending with StreamDone once
+//	                              all of it reached the host
 //	GET  sockets/NAME/SOCKET      with "Upgrade: agora-tunnel": a byte stream to the host socket
 const (
 	RoutePrefix   = "/v1/dispatches/"
 	TunnelUpgrade = "agora-tunnel"
+	// StreamDone ends the answer to a stream's POST whose output all reached the host. An
+	// answer that ends without it (the gateway went away) means the rest must be sent again.
+	StreamDone = "ok\n"
 )
 
 // ExitGatewayUnreachable is the exit status of a remote worker, or of its init step, that

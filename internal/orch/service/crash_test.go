@@ -101,7 +101,13 @@ func (e *env) run(args ...string) string {
 // serve starts `agora orch serve` and waits until it answers.
 func (e *env) serve() *exec.Cmd {
 	e.t.Helper()
-	cmd := exec.Command(agoraBin, "orch", "serve")
+	return e.serveArgs()
+}
+
+// serveArgs starts `agora orch serve ARGS...` and waits until it answers.
+func (e *env) serveArgs(args ...string) *exec.Cmd {
+	e.t.Helper()
+	cmd := exec.Command(agoraBin, append([]string{"orch", "serve"}, args...)...)
 	cmd.Env = e.vars
 	log, err := os.OpenFile(filepath.Join(e.home, "..", "serve.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	must(e.t, err)

@@ -46,6 +46,9 @@ type Client struct {
 	token    string
 	tls      *tls.Config
 	http     *http.Client
+	// log is where the retries across a gateway's outage are noted (the container's own
+	// stderr, which `kubectl logs` reads); nil notes nothing. Set before any request.
+	log io.Writer
 }
 
 // FromEnv builds a client from the pod's environment ([remote.GatewayURLEnv],
@@ -114,7 +117,7 @@ func (c *Client) url(route string) string {
 // nothing was answered; an upload of the same bytes is answered 204 again). A stream's POST
 // is not a request of this kind: see stream.go.
 func (c *Client) do(ctx context.Context, method, route string, newBody func() io.ReadCloser, want int) (*http.Response, error) {
-	r := &retrier{op: method + " " + route}
+	r := c.retry(method + " " + route)
 	for {
 		var body io.ReadCloser
 		if newBody != nil {
@@ -122,6 +125,7 @@ func (c *Client) do(ctx context.Context, method, route string, newBody func() io
 		}
 		resp, err := c.once(ctx, method, route, body)
 		if err == nil && resp.StatusCode == want {
+			r.recovered()
 			return resp, nil
 		}
 		if err == nil {
@@ -216,7 +220,7 @@ func (c *Client) File(ctx context.Context, i int, limit int64) ([]byte, error) {
 // gateway that restarted) is fetched again, whole, into an emptied dir.
 func (c *Client) Fetch(ctx context.Context, m remote.Mount, dir string) error {
 	route := "mounts/" + m.Name
-	r := &retrier{op: "GET " + route}
+	r := c.retry("GET " + route + " (whole)")
 	for {
 		resp, err := c.do(ctx, http.MethodGet, route, nil, http.StatusOK)
 		if err != nil {
@@ -226,6 +230,7 @@ func (c *Client) Fetch(ctx context.Context, m remote.Mount, dir string) error {
 		err = Extract(body, dir)
 		resp.Body.Close()
 		if err == nil {
+			r.recovered()
 			return nil
 		}
 		if body.err == nil || !transient(ctx, body.err) {
@@ -275,10 +280,11 @@ func (c *Client) Upload(ctx context.Context, m remote.Mount, dir string) error {
 // gateway's outage (retry.go) within ctx. A tunnel over the dispatch's caps (429) is refused
 // at once: the agent holds the others, and waiting would only stall its connection.
 func (c *Client) DialTunnel(ctx context.Context, m, sock string) (net.Conn, error) {
-	r := &retrier{op: "tunnel " + m + "/" + sock}
+	r := c.retry("tunnel " + m + "/" + sock)
 	for {
 		conn, err := c.dialTunnel(ctx, m, sock)
 		if err == nil {
+			r.recovered()
 			return conn, nil
 		}
 		var se *StatusError

@@ -35,14 +35,14 @@ func Version() string {
 // its own binary to $AGORA_STAGE/bin/agora (0555) for the worker's container. It returns the
 // process exit code.
 func FetchMain(ctx context.Context, stderr io.Writer) int {
-	if err := fetch(ctx); err != nil {
+	if err := fetch(ctx, stderr); err != nil {
 		fmt.Fprintf(stderr, "agora worker fetch: error: %v\n", err)
 		return ExitCode(err)
 	}
 	return 0
 }
 
-func fetch(ctx context.Context) error {
+func fetch(ctx context.Context, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
 	stage := os.Getenv(remote.StageEnv)
@@ -55,6 +55,7 @@ func fetch(ctx context.Context) error {
 		return err
 	}
 	defer c.Close()
+	c.log = stderr
 	info, err := c.Info(ctx)
 	if err != nil {
 		return err

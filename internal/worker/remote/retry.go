@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 )
@@ -38,11 +39,24 @@ func (e *UnreachableError) Error() string {
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
-// retrier paces the attempts of one operation.
+// retrier paces the attempts of one operation, and says on log (nil: nowhere) when the
+// gateway stops answering it and when it answers again.
 type retrier struct {
 	op    string
+	log   io.Writer
 	first time.Time // the first failure
 	next  time.Duration
+}
+
+// retry starts the retries of op.
+func (c *Client) retry(op string) *retrier { return &retrier{op: op, log: c.log} }
+
+// recovered notes that op got its answer after failures.
+func (r *retrier) recovered() {
+	if !r.first.IsZero() && r.log != nil {
+		fmt.Fprintf(r.log, "agora worker: the gateway answers %s again after %s\n", r.op, time.Since(r.first).Round(time.Millisecond))
+	}
+	r.first = time.Time{}
 }
 
 // wait sleeps before the next attempt after err, or returns why there is none: ctx ended, or
@@ -56,6 +70,9 @@ func (r *retrier) waitOr(ctx context.Context, err error, wake <-chan struct{}) e
 	now := time.Now()
 	if r.first.IsZero() {
 		r.first, r.next = now, retryFirst
+		if r.log != nil {
+			fmt.Fprintf(r.log, "agora worker: the gateway does not answer %s (%v); retrying for up to %s\n", r.op, err, OutageLimit)
+		}
 	}
 	if now.Sub(r.first) >= OutageLimit {
 		return &UnreachableError{Op: r.op, For: now.Sub(r.first), Err: err}

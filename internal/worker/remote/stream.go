@@ -2,11 +2,14 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
 // Limits of a stream.
@@ -47,42 +50,50 @@ func (c *Client) openStream(name string) *stream {
 	return s
 }
 
-// run keeps a POST carrying the stream until the stream is closed and its output taken.
+// run keeps a POST carrying the stream until the stream is closed and its output taken. The
+// gateway answers a stream's POST at once and ends the answer with remote.StreamDone when the
+// output reached the host; an answer that ends otherwise means the gateway went away, and the
+// body is closed at once, so what is written next waits for the next POST instead of going
+// into a dead connection.
 func (s *stream) run() {
 	defer close(s.done)
 	route := "streams/" + s.name
-	r := &retrier{op: "POST " + route}
+	r := s.c.retry("POST " + route)
 	for {
 		body := &streamBody{s: s}
 		s.mu.Lock()
 		s.carrying = true
 		s.mu.Unlock()
 		resp, err := s.c.once(s.ctx, http.MethodPost, route, body)
-		body.Close()
 		if err == nil {
-			code := resp.StatusCode
-			if code != http.StatusNoContent {
+			if resp.StatusCode == http.StatusOK {
+				var b []byte
+				b, err = io.ReadAll(io.LimitReader(resp.Body, int64(len(remote.StreamDone))+1))
+				if err == nil && string(b) != remote.StreamDone {
+					err = fmt.Errorf("POST %s: the gateway ended the stream", route)
+				}
+			} else {
 				err = statusError(http.MethodPost, route, resp)
 			}
 			resp.Body.Close()
-			s.mu.Lock()
-			end := s.closed && len(s.buf) == 0
-			s.mu.Unlock()
-			switch {
-			case code == http.StatusNoContent && end:
-				return
-			case code == http.StatusNoContent:
-				err = fmt.Errorf("POST %s: the gateway ended the stream early", route)
-			case !transientStatus(code):
-				s.giveUp()
-				return
-			}
-		} else if !transient(s.ctx, err) {
+		}
+		body.Close()
+		s.mu.Lock()
+		end := s.closed && len(s.buf) == 0
+		s.mu.Unlock()
+		switch {
+		case err == nil && end:
+			return
+		case err == nil:
+			err = fmt.Errorf("POST %s: the gateway ended the stream early", route)
+		}
+		var se *StatusError
+		if errors.As(err, &se) && !transientStatus(se.Code) || !errors.As(err, &se) && !transient(s.ctx, err) {
 			s.giveUp()
 			return
 		}
 		if body.read {
-			r = &retrier{op: "POST " + route} // it carried output: a new outage starts now
+			r.first = time.Time{} // it carried output: a new outage starts now
 		}
 		if r.waitOr(s.ctx, err, s.kick) != nil {
 			s.giveUp()

@@ -70,6 +70,7 @@ func Start(ctx context.Context, root string, stdout, stderr io.Writer) (*Worker,
 	if err != nil {
 		return nil, err
 	}
+	c.log = stderr // the container's own: the host's streams may be what is down
 	ctx, cancel := context.WithTimeout(ctx, OutageLimit+startGrace)
 	defer cancel()
 	info, err := c.Info(ctx)

@@ -1,0 +1,64 @@
+package dispatch_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/remote"
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/dispatch"
+)
+
+// exitProvider is a compute.Provider at the process edge: every task it starts exits with
+// exit and writes nothing, as a pod whose worker never reached the gateway does.
+type exitProvider struct{ exit compute.Exit }
+
+func (p *exitProvider) Start(ctx context.Context, s compute.Spec) (compute.Handle, error) {
+	return exitHandle{p.exit}, nil
+}
+func (p *exitProvider) Cancel(context.Context, string) error { return nil }
+
+type exitHandle struct{ exit compute.Exit }
+
+func (h exitHandle) TaskID() string              { return "k8s:agents/agora-test" }
+func (h exitHandle) Wait() (compute.Exit, error) { return h.exit, nil }
+
+// TestDispatch_GatewayUnreachableIsNotTheAgents: a pod's worker that gave up on the network
+// gateway (it exited remote.ExitGatewayUnreachable, which the kubernetes provider reports as
+// Exit.GatewayUnreachable) is recorded failed/gateway-unreachable, audited so, and not
+// worker-failed: the agent did nothing wrong, and plans retry it. The same exit code without
+// the provider's word (a local worker that exited 75) stays worker-failed.
+func TestDispatch_GatewayUnreachableIsNotTheAgents(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		exit   compute.Exit
+		reason string
+	}{
+		{"reported", compute.Exit{Code: remote.ExitGatewayUnreachable, GatewayUnreachable: true}, dispatch.ReasonGatewayUnreachable},
+		{"bare-code", compute.Exit{Code: remote.ExitGatewayUnreachable}, dispatch.ReasonWorkerFailed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			tg := e.home.Config.Targets[config.DefaultTarget]
+			tg.Provider = config.ProviderKubernetes
+			e.home.Config.Targets["pod"] = tg
+			e.d.Providers = func(context.Context, string, config.Target) (compute.Provider, error) {
+				return &exitProvider{tt.exit}, nil
+			}
+			e.subagent("quiet", "true")
+			r := e.run(dispatch.Request{Subagent: "quiet", Target: "pod", Timeout: time.Minute})
+			if r.State != dispatch.StateFailed || r.Reason != tt.reason {
+				t.Fatalf("dispatch ended %s/%s (%s), want failed/%s", r.State, r.Reason, r.Detail, tt.reason)
+			}
+			if tt.reason == dispatch.ReasonGatewayUnreachable && !strings.Contains(r.Detail, "network gateway") {
+				t.Errorf("detail %q does not say the gateway was unreachable", r.Detail)
+			}
+			if !strings.Contains(e.auditDump(), `"reason":"`+tt.reason+`"`) {
+				t.Errorf("the audit log does not record reason %s", tt.reason)
+			}
+		})
+	}
+}
