@@ -41,6 +41,10 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (*Record, error) {
 		}
 		if !supervisorAlive(cur.supervisor) || time.Now().After(deadline) {
 			if !supervisorAlive(cur.supervisor) {
+				if err := d.revokeSession(ctx, cur); err != nil {
+					d.log().Warn("cancel: the gateway session of a dispatch whose supervisor is gone could not be revoked",
+						"dispatch", id, "err", err.Error())
+				}
 				d.release(ctx, id)
 			}
 			if _, err := d.Records.Finish(ctx, id, Outcome{State: StateCancelled, Reason: ReasonCancelled,
@@ -117,12 +121,45 @@ func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// sessionRevoker is a provider whose workers reach the host through a session of their own
+// (the network gateway's, for kubernetes): RevokeSession ends dispatch id's.
+type sessionRevoker interface {
+	RevokeSession(ctx context.Context, dispatchID string) error
+}
+
+// revokeSession ends r's gateway session, if its target's provider holds one: a pod outlives
+// its supervisor, and with the token it could still read the dispatch's mounts and upload
+// into its stage (red team s3, finding F).
+func (d *Dispatcher) revokeSession(ctx context.Context, r *Record) error {
+	if r.Target == "" {
+		return nil
+	}
+	p, err := d.providerFor(ctx, r.Target)
+	if err != nil {
+		return err
+	}
+	if sr, ok := p.(sessionRevoker); ok {
+		return sr.RevokeSession(ctx, r.ID)
+	}
+	return nil
+}
+
 // stopAndRelease has the provider remove r's task, whose supervisor is gone, then releases
-// what r holds on the host. A container or pod outlives its supervisor: while the provider
+// what r holds on the host. The task's gateway session is revoked first: the dispatch has
+// ended, whatever the provider then manages. A container or pod outlives its supervisor: while the provider
 // has not confirmed its removal, the stage stays held, and with it the uid the sandbox runs as
 // (see leaseUID), so that no other dispatch shares that uid with a live sandbox and the next
 // Reap tries again (red team s3, finding A).
 func (d *Dispatcher) stopAndRelease(ctx context.Context, r *Record) {
+	// A session is exported just before the task starts; a dispatch that recorded no task
+	// (its supervisor died in between, or its target is gone from agora.yaml) is released
+	// whatever the revocation says.
+	if err := d.revokeSession(ctx, r); err != nil && r.ProviderTaskID != "" {
+		_ = stageAt(d.StateDir, r.ID).hold()
+		d.log().Warn("reap: the gateway session of a dispatch whose supervisor is gone could not be revoked; "+
+			"its stage stays held and the next reap retries", "dispatch", r.ID, "err", err.Error())
+		return
+	}
 	if r.ProviderTaskID != "" {
 		if err := d.cancelTask(ctx, r); err != nil {
 			_ = stageAt(d.StateDir, r.ID).hold()

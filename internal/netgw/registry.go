@@ -124,6 +124,26 @@ func (g *Registry) Reattach(ctx context.Context, spec compute.Spec) (*remote.Ses
 	return s, nil
 }
 
+var _ remote.Revoker = (*Registry)(nil)
+
+// Revoke ends dispatch id's session, whoever exported it: session.json goes first (every
+// route then answers 401, and its tunnels close within a second), then the directory. The
+// reaper calls it for a dispatch whose supervisor died, since that session's Close will never
+// run. No session is no error.
+func (g *Registry) Revoke(ctx context.Context, id string) error {
+	sd, err := sessionDir(g.Dir, id)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(sd, sessionFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("revoke gateway session %q: %w", id, err)
+	}
+	if err := os.RemoveAll(sd); err != nil {
+		return fmt.Errorf("remove gateway session %q: %w", id, err)
+	}
+	return nil
+}
+
 // exportMounts maps binds to mounts.
 func exportMounts(binds []compute.Bind) ([]mountRecord, error) {
 	taken := map[string]bool{}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
 // TestTunnel_IdleTunnelsDoNotReadTheSession is the red team's finding G (session 3): every
@@ -108,4 +110,31 @@ func countOpens(t *testing.T, dir, name string) *atomic.Int64 {
 		<-done
 	})
 	return &n
+}
+
+// TestRegistry_RevokeWithoutTheExporter: Revoke ends a session whose exporter is gone (the
+// reaper's case): its routes answer 401 and its open tunnels close; revoking again, or a
+// dispatch without a session, is no error.
+func TestRegistry_RevokeWithoutTheExporter(t *testing.T) {
+	g := startGateway(t)
+	l := stageLayout(t, "01REVOKEREAP")
+	s := g.export(t, l)
+	conn, err := g.client(t, l.id, s.Token).DialTunnel(t.Context(), "gateway", "echo.sock")
+	must(t, err)
+	defer conn.Close()
+	reaper := &Registry{Dir: g.reg.Dir} // another process, over the same directory
+	must(t, reaper.Revoke(t.Context(), l.id))
+	if err := closedByPeer(conn); err != nil {
+		t.Errorf("the tunnel after Revoke: %v", err)
+	}
+	for _, route := range []string{"/session", "/mounts/workspace"} {
+		if code, _ := g.do(t, "GET", remote.RoutePrefix+l.id+route, s.Token, nil); code != 401 {
+			t.Errorf("GET %s after Revoke: %d, want 401", route, code)
+		}
+	}
+	must(t, reaper.Revoke(t.Context(), l.id))
+	must(t, reaper.Revoke(t.Context(), "01NEVEREXPORTED"))
+	if err := reaper.Revoke(t.Context(), "../escape"); err == nil {
+		t.Error("Revoke of an invalid id succeeded")
+	}
 }

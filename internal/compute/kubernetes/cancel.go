@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
 // Cancel deletes the Job named by taskID with foreground propagation, so it is gone only once
@@ -145,6 +147,16 @@ func (p *Provider) forgetCancel(name string) {
 	p.mu.Lock()
 	delete(p.cancelled, name)
 	p.mu.Unlock()
+}
+
+// RevokeSession ends the dispatch's gateway session, when the exporter can (a
+// [remote.Revoker]): the reaper calls it for a dispatch whose supervisor died, whose pod may
+// still run with the token.
+func (p *Provider) RevokeSession(ctx context.Context, dispatchID string) error {
+	if r, ok := p.opts.Exporter.(remote.Revoker); ok {
+		return r.Revoke(ctx, dispatchID)
+	}
+	return nil
 }
 
 // Sweep deletes what agora left in the namespace for dispatches that terminal reports ended:

@@ -92,6 +92,13 @@ type Reattacher interface {
 	Reattach(ctx context.Context, spec compute.Spec) (*Session, error)
 }
 
+// Revoker is an [Exporter] that can end the session of a dispatch whose exporting process
+// died (a supervisor killed with -9): the token stops working at once, and the session's open
+// tunnels close. Revoking a dispatch without a session is no error.
+type Revoker interface {
+	Revoke(ctx context.Context, dispatchID string) error
+}
+
 // The environment of a remote worker's pod. The token arrives only in TokenEnv (from a
 // Secret): the worker reads it and removes it from its environment before anything of the
 // agent runs, and, being non-dumpable, keeps it from the agent's /proc reads.

@@ -207,3 +207,53 @@ func lastLine(s string) string {
 	s = strings.TrimRight(s, "\n")
 	return s[strings.LastIndexByte(s, '\n')+1:]
 }
+
+// TestServe_ReapRevokesDeadSupervisorsSession is the red team's finding F (session 3): a
+// dispatch's supervisor killed with -9 leaves its gateway session behind, and the pod, which
+// outlives it, keeps a token that still opens the dispatch's routes (its mounts, its upload
+// into the stage). The reap that records the dispatch lost must revoke the session too.
+func TestServe_ReapRevokesDeadSupervisorsSession(t *testing.T) {
+	e := newK8sEnv(t)
+	serve := e.serve()
+	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	planPath := filepath.Join(t.TempDir(), "reap.yaml")
+	must(t, os.WriteFile(planPath, []byte("version: 1\nname: reap\ndefaults: {target: k8s}\ntasks:\n  - {id: orphaned, subagent: worker}\n"), 0o644))
+	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", planPath), "\n")[0])
+	jobs := e.waitJobs(1)
+	var id string
+	for d := range jobs {
+		id = d
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if state, _ := e.dispatchState(id); state == "started" {
+			break // its supervisor is recorded, and holds the session
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the dispatch is not started a minute after its Job exists")
+		}
+	}
+	session := filepath.Join(e.home, "gateway", "sessions", id, "session.json")
+	if _, err := os.Stat(session); err != nil {
+		t.Fatalf("the dispatch has no gateway session while its Job runs: %v", err)
+	}
+	db, err := store.Open(context.Background(), filepath.Join(e.home, "agora.db"), agoradb.Migrations())
+	must(t, err)
+	var supervisor string
+	err = db.SQL().QueryRow(`SELECT supervisor FROM dispatches WHERE id = ?`, id).Scan(&supervisor)
+	db.Close()
+	must(t, err)
+	pid, _, _ := strings.Cut(supervisor, ":")
+	var n int
+	if _, err := fmt.Sscanf(pid, "%d", &n); err != nil || n <= 1 {
+		t.Fatalf("supervisor %q", supervisor)
+	}
+	must(t, syscall.Kill(n, syscall.SIGKILL))
+
+	waitRun(t, e.client(), runID, 2*time.Minute)
+	if state, reason := e.dispatchState(id); state != "failed" || reason != "lost" {
+		t.Errorf("the dispatch whose supervisor was killed ended %s/%s, want failed/lost", state, reason)
+	}
+	if _, err := os.Stat(session); !os.IsNotExist(err) {
+		t.Errorf("the dead supervisor's gateway session is still there after the reap (%v): its pod's token still works", err)
+	}
+}
