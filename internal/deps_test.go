@@ -40,6 +40,8 @@ var forbidden = []edge{
 	{"internal/secret/redact", "internal/secret", "redaction is the harmless half; it never holds keys"},
 	{"internal/mcpserver", "internal/catalog/provision", "an AI composes the catalog over MCP; it never changes it (ADR-0005)"},
 	{"internal/mcpserver", "internal/deploy", "an AI composes the catalog over MCP; it never changes it (ADR-0005)"},
+	{"internal/mcpserver", "internal/catalog/ccimport", "importing Claude Code subagents is deploy time, a person's; never an MCP tool"},
+	{"internal/dispatch", "internal/catalog/ccimport", "run time composes the catalog; it never changes it"},
 	{"internal/mcpserver", "internal/secret", "the MCP server never seals or opens a secret"},
 	{"internal/mcpserver", "internal/store", "the MCP server is handed ports; it opens no database"},
 	{"internal/mcpserver", "modernc.org/sqlite", "the MCP server is handed ports; it opens no database"},

@@ -131,6 +131,7 @@ func TestCommandTree_JSON(t *testing.T) {
 		filepath.Join(capDir, "capability.yaml"):  "commands: [\"sh -c *\"]\n",
 		filepath.Join(dir, "agora-manifest.yaml"): "version: 1\ncapabilities:\n  - name: tools\n    from: caps/tools\n",
 		filepath.Join(dir, "plan.yaml"):           "version: 1\nname: tree\ntasks:\n  - id: only\n    subagent: denied\n",
+		filepath.Join(dir, "agents", "helper.md"): "---\nname: helper\ndescription: helps\ntools: Read\n---\nYou help.\n",
 	})
 	must("init")
 	// Registered again below with -o json (unchanged then): the tree is walked in name order.
@@ -244,6 +245,7 @@ func jsonRuns(dir, capDir, repo, id, run string) map[string]jsonRun {
 		"capability history":     {args: []string{"tools"}},
 		"subagent register":      {args: []string{"lint", "--runtime", "exec", "--command", "sh -c 'make lint'", "--capability", "tools"}},
 		"subagent assign":        {args: []string{"lint", "--capability", ""}},
+		"subagent import":        {args: []string{filepath.Join(dir, "agents"), "--dry-run"}},
 		"subagent list":          {},
 		"subagent show":          {args: []string{"lint"}},
 		"subagent history":       {args: []string{"lint"}},

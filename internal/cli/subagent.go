@@ -30,6 +30,7 @@ model, and the capabilities it holds, pinned by digest when it is registered.`,
 	cmd.AddCommand(
 		newSubagentRegisterCmd(f, nil),
 		newSubagentAssignCmd(f, nil),
+		newSubagentImportCmd(f, nil),
 		newListCmd(f, nil, catalog.KindSubagent, listColumns{
 			headers: []string{"NAME", "DIGEST", "RUNTIME", "CAPABILITIES", "REGISTERED", "DESCRIPTION"},
 			row: func(f *Factory, v catalog.Version) []string {

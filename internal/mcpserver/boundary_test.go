@@ -22,7 +22,7 @@ var theNine = []string{
 }
 
 // privileged are name shapes that must never be a tool, whatever else changes.
-var privileged = []string{"*_register", "*_assign", "*_apply", "*_audit", "*_serve", "*_retire", "*_secret*", "agora_orchestrator_cancel", "*orch*_cancel"}
+var privileged = []string{"*_register", "*_assign", "*_apply", "*import*", "*_audit", "*_serve", "*_retire", "*_secret*", "agora_orchestrator_cancel", "*orch*_cancel"}
 
 // TestPrivilegeBoundary lists the tools of the real binary through the official SDK client,
 // over stdio and over HTTP, and pins the exact set. It needs nothing optional and never skips.

@@ -81,13 +81,31 @@ func (w *Writer) PrepareCapability(name, dir string, allow []string) (*Pending, 
 	if err != nil {
 		return nil, err
 	}
+	return w.prepareCapability(name, filepath.Join(dir, catalog.CapabilityFile), files, allow)
+}
+
+// PrepareCapabilityFiles is [Writer.PrepareCapability] for files made in memory (the
+// capability.yaml an import writes for a subagent's grant); where names them in messages.
+func (w *Writer) PrepareCapabilityFiles(name, where string, files []catalog.File, allow []string) (*Pending, error) {
+	if err := catalog.CheckName(catalog.KindCapability, name); err != nil {
+		return nil, err
+	}
+	if err := secret.ValidatePatternNames(allow); err != nil {
+		return nil, err
+	}
+	return w.prepareCapability(name, where, files, allow)
+}
+
+// prepareCapability checks the grants of files (capability.yaml, named file in messages),
+// scans them for credentials and builds the archive.
+func (w *Writer) prepareCapability(name, file string, files []catalog.File, allow []string) (*Pending, error) {
 	var grantSrc []byte
 	for _, f := range files {
 		if f.Path == catalog.CapabilityFile && f.LinkTarget == "" {
 			grantSrc = f.Data
 		}
 	}
-	grants, err := catalog.ParseGrants(filepath.Join(dir, catalog.CapabilityFile), grantSrc, files)
+	grants, err := catalog.ParseGrants(file, grantSrc, files)
 	if err != nil {
 		return nil, err
 	}

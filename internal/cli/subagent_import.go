@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/catalog/ccimport"
+	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/grant"
+)
+
+type subagentImportOptions struct {
+	f            *Factory
+	root         string
+	dryRun       bool
+	defaultTools string
+	defaults     []ccimport.Tool
+	allow        []string
+	output       string
+}
+
+// importResult is the JSON shape of 'subagent import'.
+type importResult struct {
+	DryRun    bool               `json:"dry_run"`
+	Applied   bool               `json:"applied"`
+	Subagents []importedSubagent `json:"subagents"`
+	Skipped   []ccimport.Skipped `json:"skipped"`
+	Changes   []provision.Change `json:"changes"`
+}
+
+// importedSubagent is one file's mapping.
+type importedSubagent struct {
+	File string `json:"file"`
+	Name string `json:"name"`
+	*ccimport.Imported
+}
+
+func newSubagentImportCmd(f *Factory, runF func(*subagentImportOptions) error) *cobra.Command {
+	opts := &subagentImportOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "import DIR|FILE.md [--dry-run] [--default-tools TOOLS]",
+		Short: "Import Claude Code subagent files as claude-code subagents",
+		Long: `Import the Claude Code subagents of DIR (a .claude/agents directory, read recursively as
+Claude Code reads it) or of one .md file. Each file opens with YAML front matter:
+
+  ---
+  name: code-reviewer                 # the subagent's name in agora
+  description: "Reviews diffs."       # a literal \n is a newline, as in Claude Code
+  tools: Read, Grep, Glob, Bash(git diff:*)
+  model: sonnet                       # sonnet, opus, haiku, fable, inherit or a model id
+  color: blue                         # display only: ignored
+  ---
+  You review diffs. ...               # the body is the system prompt
+
+Each becomes a claude-code subagent NAME holding one capability, NAME.claude-tools, whose
+grant is what its tools map to; the mapping is printed tool by tool:
+
+  Read -> read_file             Edit, Write -> write_file      Glob -> list_files
+  Grep -> search_files          Bash -> run_command, any line  TodoWrite -> (always there)
+  Bash(git status) -> the command "git status"
+  Bash(git diff:*), Bash(git diff *) -> "git diff **"
+  WebFetch(domain:HOST) -> http_fetch with egress HOST
+  Read(./**), Edit(./**) -> read_file, write_file (a grant has no narrower paths)
+
+A tool agora cannot grant exactly is refused, naming it: a bare WebFetch (any host),
+WebSearch, Agent/Task, AskUserQuestion, MCP tools (mcp__server__tool), paths other than ./**,
+wildcards inside a command, words a shell would interpret. A file without tools (or with an
+empty one) gets every tool in Claude Code, which agora cannot express: it is refused unless
+--default-tools gives its tools. Front matter fields agora cannot honour (permissionMode,
+hooks, mcpServers, disallowedTools, ...) are refused by name; inherit and no model mean
+claude's default model.
+
+The import is all or nothing: every problem of every file is listed with its file and line,
+and one problem registers nothing. A name used twice is refused, and so is a subagent or
+capability of the same name that was not made by an import. Each version is registered and
+audited like any registration (catalog.subagent.import, catalog.capability.import), with a
+catalog.import entry listing the files' digests; importing the same files again changes
+nothing. Files without front matter (a README.md) are skipped, as Claude Code skips them.
+
+Imports are deploy time: they are never offered over MCP. A manifest can import too:
+'import: [.claude/agents]' (see agora apply --help).`,
+		Example: `  agora subagent import .claude/agents --dry-run
+  agora subagent import .claude/agents
+  agora subagent import ~/.claude/agents/reviewer.md --default-tools 'Read, Grep, Glob'`,
+		Args: exactArgs(1, "DIR or FILE.md"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, opts.output); err != nil {
+				return err
+			}
+			opts.root = args[0]
+			if cmd.Flags().Changed("default-tools") {
+				d, err := ccimport.ParseDefaultTools(opts.defaultTools)
+				if err != nil {
+					return usageErrorf(cmd, "%v", err)
+				}
+				opts.defaults = d
+			}
+			return runCmd(cmd, opts, runF, subagentImportRun)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&opts.dryRun, "dry-run", false, "print the mapping and the plan; change nothing")
+	fl.StringVar(&opts.defaultTools, "default-tools", "", "tools, as a subagent file writes them, for files that list none (default: refuse them)")
+	fl.StringSliceVar(&opts.allow, "allow-credential-pattern", nil, "credential scanner pattern to ignore (recorded on the versions)")
+	addOutputFlag(cmd, &opts.output)
+	return cmd
+}
+
+func subagentImportRun(ctx context.Context, opts *subagentImportOptions) error {
+	f := opts.f
+	set, err := ccimport.Load(opts.root, opts.defaults)
+	if err != nil {
+		return err
+	}
+	w, err := f.Writer(ctx)
+	if err != nil {
+		return err
+	}
+	pendings, err := set.Prepare(ctx, w, nil, splitList(opts.allow))
+	if err != nil {
+		return err
+	}
+	changes, err := w.Plan(ctx, pendings, false)
+	if err != nil {
+		return err
+	}
+	res := importResult{DryRun: opts.dryRun, Skipped: set.Skipped, Changes: changes}
+	for _, im := range set.Agents {
+		res.Subagents = append(res.Subagents, importedSubagent{File: im.Agent.File, Name: im.Agent.Name, Imported: im})
+	}
+	if opts.output != formatJSON {
+		printImport(f.IO.Out, res)
+		printPlan(f, changes)
+	}
+	if !opts.dryRun && hasWork(changes) {
+		done, err := w.Apply(ctx, f.Actor(), "import", changes, set.Summary(f.Actor(), changes))
+		if err != nil {
+			return err
+		}
+		res.Applied, res.Changes = true, done
+	}
+	if opts.output == formatJSON {
+		return writeJSON(f.IO.Out, res)
+	}
+	switch {
+	case !hasWork(changes):
+		fmt.Fprintln(f.IO.Out, "Nothing to do: the catalog already holds these subagents.")
+	case opts.dryRun:
+		fmt.Fprintln(f.IO.Out, "Dry run: nothing was changed.")
+	default:
+		fmt.Fprintln(f.IO.Out, "Imported.")
+	}
+	return nil
+}
+
+// printImport writes each file's mapping, tool by tool, for people.
+func printImport(w io.Writer, res importResult) {
+	for _, s := range res.Subagents {
+		fmt.Fprintf(w, "%s -> subagent %s (claude-code), capability %s\n", s.File, s.Name, s.Capability)
+		if s.DefaultTools {
+			fmt.Fprintf(w, "  (the file lists no tools: --default-tools gives them)\n")
+		}
+		for _, t := range s.Tools {
+			line := "  "
+			if t.Line > 0 {
+				line = fmt.Sprintf("  line %d: ", t.Line)
+			}
+			fmt.Fprintf(w, "%s%s -> %s", line, t.Entry, grantString(t.Grant))
+			if len(t.Claude) > 0 {
+				fmt.Fprintf(w, " (claude: %s)", strings.Join(t.Claude, ", "))
+			}
+			if t.Note != "" {
+				fmt.Fprintf(w, "; %s", t.Note)
+			}
+			fmt.Fprintln(w)
+		}
+		model := orDash(s.Model)
+		if s.ModelNote != "" {
+			model += " (" + s.ModelNote + ")"
+		}
+		fmt.Fprintf(w, "  model: %s\n", model)
+		fmt.Fprintf(w, "  grant: %s\n", grantString(s.Grant))
+	}
+	for _, sk := range res.Skipped {
+		fmt.Fprintf(w, "skipped %s: %s\n", sk.File, sk.Reason)
+	}
+}
+
+// grantString is a grant on one line: its tools, then its command patterns quoted, then
+// its egress hosts; "nothing" when it is empty.
+func grantString(g grant.Set) string {
+	parts := append([]string{}, g.Tools...)
+	for _, c := range g.Commands {
+		parts = append(parts, strconv.Quote(c))
+	}
+	for _, r := range g.Egress {
+		parts = append(parts, "egress "+r.String())
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, " ")
+}
