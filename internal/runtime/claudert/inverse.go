@@ -91,7 +91,11 @@ func agree(m ToolMapping, want string) ToolMapping {
 			m.Claude = append(m.Claude, t)
 		}
 	}
-	m.Claude = append(m.Claude, tr.allowed...)
+	for _, r := range tr.allowed {
+		if !slices.Contains(m.Claude, r) { // a bare Bash is both a tool and its rule
+			m.Claude = append(m.Claude, r)
+		}
+	}
 	switch {
 	case len(tr.dropped) > 0:
 		return ToolMapping{Entry: m.Entry, Claude: []string{}, Refused: strings.Join(tr.dropped, "; ")}

@@ -24,7 +24,7 @@ func TestMapTool(t *testing.T) {
 		{entry: "Edit(./**)", want: grant.Set{Tools: []string{"write_file"}}, claude: []string{"Edit", "Write", "Edit(./**)"}},
 		{entry: "Glob", want: grant.Set{Tools: []string{"list_files"}}, claude: []string{"Glob"}},
 		{entry: "Grep", want: grant.Set{Tools: []string{"search_files"}}, claude: []string{"Glob", "Grep"}},
-		{entry: "Bash", want: grant.Set{Tools: []string{"run_command"}, Commands: []string{"bash -c *"}}, claude: []string{"Bash", "Bash"}},
+		{entry: "Bash", want: grant.Set{Tools: []string{"run_command"}, Commands: []string{"bash -c *"}}, claude: []string{"Bash"}},
 		{entry: "Bash(git status)", want: grant.Set{Tools: []string{"run_command"}, Commands: []string{"git status"}}, claude: []string{"Bash", "Bash(git status)"}},
 		{entry: "Bash(git diff:*)", want: grant.Set{Tools: []string{"run_command"}, Commands: []string{"git diff **"}}, claude: []string{"Bash", "Bash(git diff *)"}},
 		{entry: "Bash(go test *)", want: grant.Set{Tools: []string{"run_command"}, Commands: []string{"go test **"}}, claude: []string{"Bash", "Bash(go test *)"}},
