@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/catalog/ccimport"
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/deploy"
 )
@@ -25,6 +26,9 @@ type applyResult struct {
 	DryRun  bool               `json:"dry_run"`
 	Applied bool               `json:"applied"`
 	Changes []provision.Change `json:"changes"`
+	// Imported are the Claude Code subagent files the manifest's import: entries read, each
+	// with its tool-by-tool mapping (absent without imports).
+	Imported []importedSubagent `json:"imported,omitempty"`
 }
 
 func newApplyCmd(f *Factory, runF func(*applyOptions) error) *cobra.Command {
@@ -63,11 +67,17 @@ manifest does not declare are retired (they stay in history and in the audit log
       repo: /srv/src/app                   # a git repository on this host
       revisions: [main, "release/*"]       # what dispatches and plans may ask for
       default_revision: main
+  import:                                  # Claude Code subagent files, as
+    - .claude/agents                       # 'agora subagent import' reads them
+    - {from: ./more-agents, default_tools: "Read, Grep, Glob"}
 
 Secrets are read from their sources at apply time; a manifest never holds a secret value.
 A bound secret (bind:) reaches the sandbox only as a placeholder; the egress proxy swaps in
 the value for requests to its hosts alone (see agora env register --help). The plan shows
 each binding a change adds (bind), moves (rebind) or removes (unbind).
+
+Each import: entry registers its files' subagents and their NAME.claude-tools capabilities,
+printing the mapping of every tool first (see agora subagent import --help).
 
 A manifest with problems changes nothing: every problem is reported at once, the manifest's
 own (names, fields) and each entry's (missing files, credentials, unknown capabilities)
@@ -109,6 +119,13 @@ func applyRun(ctx context.Context, opts *applyOptions) error {
 		return err
 	}
 	res := applyResult{DryRun: opts.dryRun, Changes: changes}
+	if sets := src.Imports(); len(sets) > 0 {
+		var skipped []ccimport.Skipped
+		res.Imported, skipped = importedOf(sets...)
+		if opts.output != formatJSON {
+			printImport(f.IO.Out, importResult{Subagents: res.Imported, Skipped: skipped})
+		}
+	}
 	if opts.output != formatJSON {
 		printPlan(f, changes)
 	}

@@ -96,7 +96,7 @@ Imports are deploy time: they are never offered over MCP. A manifest can import 
 			if cmd.Flags().Changed("default-tools") {
 				d, err := ccimport.ParseDefaultTools(opts.defaultTools)
 				if err != nil {
-					return usageErrorf(cmd, "%v", err)
+					return usageErrorf(cmd, "--default-tools: %v", err)
 				}
 				opts.defaults = d
 			}
@@ -129,10 +129,8 @@ func subagentImportRun(ctx context.Context, opts *subagentImportOptions) error {
 	if err != nil {
 		return err
 	}
-	res := importResult{DryRun: opts.dryRun, Skipped: set.Skipped, Changes: changes}
-	for _, im := range set.Agents {
-		res.Subagents = append(res.Subagents, importedSubagent{File: im.Agent.File, Name: im.Agent.Name, Imported: im})
-	}
+	res := importResult{DryRun: opts.dryRun, Changes: changes}
+	res.Subagents, res.Skipped = importedOf(set)
 	if opts.output != formatJSON {
 		printImport(f.IO.Out, res)
 		printPlan(f, changes)
@@ -156,6 +154,18 @@ func subagentImportRun(ctx context.Context, opts *subagentImportOptions) error {
 		fmt.Fprintln(f.IO.Out, "Imported.")
 	}
 	return nil
+}
+
+// importedOf lists the subagent files of sets, mapped, and the files they skipped.
+func importedOf(sets ...*ccimport.Set) ([]importedSubagent, []ccimport.Skipped) {
+	subs, skipped := []importedSubagent{}, []ccimport.Skipped{}
+	for _, set := range sets {
+		for _, im := range set.Agents {
+			subs = append(subs, importedSubagent{File: im.Agent.File, Name: im.Agent.Name, Imported: im})
+		}
+		skipped = append(skipped, set.Skipped...)
+	}
+	return subs, skipped
 }
 
 // printImport writes each file's mapping, tool by tool, for people.

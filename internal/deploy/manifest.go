@@ -8,10 +8,14 @@ package deploy
 
 import (
 	"fmt"
-	"github.com/agora-dev/agora/internal/budget"
+	"reflect"
 	"strings"
 
+	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/catalog/ccimport"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
@@ -25,6 +29,39 @@ type Manifest struct {
 	Subagents    []Subagent   `yaml:"subagents"`
 	Envs         []Env        `yaml:"envs"`
 	Workspaces   []Workspace  `yaml:"workspaces"`
+	// Import names Claude Code subagent files to import as claude-code subagents, as
+	// 'agora subagent import' does (package ccimport).
+	Import []Import `yaml:"import"`
+}
+
+// Import imports the Claude Code subagent files of a .claude/agents directory, or one .md
+// file, relative to the manifest. Written as the path alone or as a mapping.
+type Import struct {
+	From string `yaml:"from"`
+	// DefaultTools are the tools, as a subagent file writes them, of a file that lists none
+	// (refused without them: Claude Code gives such a subagent every tool).
+	DefaultTools            string   `yaml:"default_tools"`
+	AllowCredentialPatterns []string `yaml:"allow_credential_patterns"`
+}
+
+// UnmarshalStrictYAML decodes a path or a {from, default_tools, allow_credential_patterns}
+// mapping.
+func (im *Import) UnmarshalStrictYAML(d *strictyaml.Decoder, n *yaml.Node, path string) {
+	if n.Kind == yaml.ScalarNode && n.Tag != "!!null" {
+		im.From = n.Value
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.Errorf(n, path, "want a directory of Claude Code subagent files, or {from: DIR, default_tools: TOOLS}")
+		return
+	}
+	var m struct {
+		From                    string   `yaml:"from"`
+		DefaultTools            string   `yaml:"default_tools"`
+		AllowCredentialPatterns []string `yaml:"allow_credential_patterns"`
+	}
+	d.Decode(n, reflect.ValueOf(&m).Elem(), path)
+	*im = Import(m)
 }
 
 // Workspace declares a workspace: a git repository on this host (absolute, or relative to
@@ -154,6 +191,17 @@ func parse(file string, src []byte) (*Manifest, *strictyaml.Positions, strictyam
 			}
 		}
 		errs = append(errs, checkBind(pos, p, e)...)
+	}
+	for i, im := range m.Import {
+		p := fmt.Sprintf("import[%d]", i)
+		if im.From == "" {
+			errs = append(errs, pos.Errorf(p, "from (a .claude/agents directory or a .md file) is required"))
+		}
+		if im.DefaultTools != "" {
+			if _, err := ccimport.ParseDefaultTools(im.DefaultTools); err != nil {
+				errs = append(errs, pos.Errorf(p+".default_tools", "%v", err))
+			}
+		}
 	}
 	seen = map[string]string{}
 	for i, w := range m.Workspaces {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/catalog/ccimport"
 	"github.com/agora-dev/agora/internal/deploy"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
@@ -23,6 +24,8 @@ func FuzzParseManifest(f *testing.F) {
 	f.Add([]byte("version: 1\nworkspaces:\n  - {name: app, revisions: [\"main~1\"]}\n  - {name: app, repo: x}\n"))
 	f.Add([]byte("version: 1\nenvs:\n  - name: e\n    secrets: {T: {from_env: T}}\n    bind: {T: {hosts: [api.github.com, \"*.example.com\", 192.0.2.1, \"::1\"], headers: [x-api-key]}}\n"))
 	f.Add([]byte("version: 1\nenvs:\n  - name: e\n    values: {V: x}\n    secrets: {T: {from_env: T}}\n    bind: {V: {hosts: [a.example]}, N: {hosts: []}, T: {hosts: [\"A.example:1\", 127.1], headers: [Host, Proxy-X]}}\n"))
+	f.Add([]byte("version: 1\nimport: [.claude/agents, {from: more, default_tools: \"Read, Bash(go test:*)\"}]\n"))
+	f.Add([]byte("version: 1\nimport:\n  - {default_tools: \"WebSearch\"}\n  - [x]\n  - ~\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		m, _, err := deploy.Parse("m.yaml", src)
 		if err != nil {
@@ -64,6 +67,16 @@ func FuzzParseManifest(f *testing.F) {
 			for _, r := range w.Revisions {
 				if err := catalog.CheckRevisionPattern(r); err != nil {
 					t.Fatalf("accepted workspace %q with pattern %q: %v", w.Name, r, err)
+				}
+			}
+		}
+		for _, im := range m.Import {
+			if im.From == "" {
+				t.Fatalf("accepted an import without from: %+v", im)
+			}
+			if im.DefaultTools != "" {
+				if _, err := ccimport.ParseDefaultTools(im.DefaultTools); err != nil {
+					t.Fatalf("accepted default_tools %q: %v", im.DefaultTools, err)
 				}
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/catalog/ccimport"
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/strictyaml"
@@ -26,6 +27,14 @@ type Source struct {
 	Digest digest.Digest
 	M      *Manifest
 	pos    *strictyaml.Positions
+	// imports are the sets the manifest's imports loaded, in order, set by prepare.
+	imports []sourceImport
+}
+
+// sourceImport is one import entry's files, by the entry's path (import[0]).
+type sourceImport struct {
+	path string
+	set  *ccimport.Set
 }
 
 // Load reads and parses the manifest at path.
@@ -146,6 +155,19 @@ func (s *Source) prepare(ctx context.Context, w *provision.Writer, getenv func(s
 		}
 		pendings = append(pendings, p)
 	}
+	s.imports = nil
+	for i, im := range s.M.Import {
+		path := fmt.Sprintf("import[%d]", i)
+		if skip[path] {
+			continue
+		}
+		p, err := s.prepareImport(ctx, w, path, im, local)
+		if err != nil {
+			fail(path, err)
+			continue
+		}
+		pendings = append(pendings, p...)
+	}
 	for i, e := range s.M.Envs {
 		path := fmt.Sprintf("envs[%d]", i)
 		if skip[path] {
@@ -189,6 +211,82 @@ func (s *Source) prepare(ctx context.Context, w *provision.Writer, getenv func(s
 		return nil, errs
 	}
 	return pendings, nil
+}
+
+// prepareImport loads and prepares the Claude Code subagent files of one import entry. A name
+// it would register that the manifest declares too, or that an earlier import makes, is a
+// problem at both: a manifest says each name once.
+func (s *Source) prepareImport(ctx context.Context, w *provision.Writer, path string, im Import, local map[string]digest.Digest) ([]*provision.Pending, error) {
+	var defaults []ccimport.Tool
+	if im.DefaultTools != "" {
+		d, err := ccimport.ParseDefaultTools(im.DefaultTools)
+		if err != nil {
+			return nil, err
+		}
+		defaults = d
+	}
+	set, err := ccimport.Load(s.abs(im.From), defaults)
+	if err != nil {
+		return nil, err
+	}
+	var errs strictyaml.Errors
+	for _, a := range set.Agents {
+		for _, c := range []struct {
+			kind catalog.Kind
+			name string
+		}{{catalog.KindSubagent, a.Agent.Name}, {catalog.KindCapability, a.Capability}} {
+			if where := s.declares(c.kind, c.name); where != "" {
+				errs = append(errs, strictyaml.Error{File: a.Agent.File, Line: a.Agent.NameLine, Path: "name",
+					Msg: fmt.Sprintf("%s %q that %s imports is also declared at %s", c.kind, c.name, path, where)})
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	pendings, err := set.Prepare(ctx, w, local, im.AllowCredentialPatterns)
+	if err != nil {
+		return nil, err
+	}
+	s.imports = append(s.imports, sourceImport{path: path, set: set})
+	return pendings, nil
+}
+
+// declares says where the manifest, or an import prepared before, declares kind name: a
+// path such as subagents[2] or import[0], or "".
+func (s *Source) declares(kind catalog.Kind, name string) string {
+	switch kind {
+	case catalog.KindSubagent:
+		for i, sa := range s.M.Subagents {
+			if sa.Name == name {
+				return fmt.Sprintf("subagents[%d]", i)
+			}
+		}
+	case catalog.KindCapability:
+		for i, c := range s.M.Capabilities {
+			if c.Name == name {
+				return fmt.Sprintf("capabilities[%d]", i)
+			}
+		}
+	}
+	for _, im := range s.imports {
+		for _, a := range im.set.Agents {
+			if kind == catalog.KindSubagent && a.Agent.Name == name || kind == catalog.KindCapability && a.Capability == name {
+				return fmt.Sprintf("%s (%s)", im.path, a.Agent.File)
+			}
+		}
+	}
+	return ""
+}
+
+// Imports are the Claude Code subagent files the manifest's imports read, each import's
+// mapped, after a successful [Check] or [Source.Prepare].
+func (s *Source) Imports() []*ccimport.Set {
+	sets := make([]*ccimport.Set, len(s.imports))
+	for i, im := range s.imports {
+		sets[i] = im.set
+	}
+	return sets
 }
 
 // bindings converts a manifest's bind to the catalog's form; PrepareEnvSpec normalises it.
@@ -287,10 +385,20 @@ func (s *Source) Summary(actor string, changes []provision.Change, prune bool) *
 		n, _ := counts[c.Action].(int64)
 		counts[c.Action] = n + 1
 	}
+	details := map[string]any{"manifest_digest": string(s.Digest), "prune": prune, "changes": counts}
+	if len(s.imports) > 0 {
+		// The Claude Code files the imports read, by digest: the manifest names only their
+		// directories.
+		var files []any
+		for _, im := range s.imports {
+			files = append(files, im.set.Files()...)
+		}
+		details["imported_files"] = files
+	}
 	return &audit.Entry{
 		Actor:   actor,
 		Kind:    "catalog.apply",
 		Subject: "manifest/" + filepath.Base(s.Path),
-		Details: map[string]any{"manifest_digest": string(s.Digest), "prune": prune, "changes": counts},
+		Details: details,
 	}
 }

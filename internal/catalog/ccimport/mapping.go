@@ -1,6 +1,7 @@
 package ccimport
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -148,8 +149,8 @@ func sortedUnique(in []string) []string {
 	return out
 }
 
-// ParseDefaultTools reads --default-tools (a tools string as a subagent file writes it) and
-// checks every entry maps.
+// ParseDefaultTools reads the default tools of an import (--default-tools, a manifest's
+// default_tools): a tools string as a subagent file writes it. Every entry must map.
 func ParseDefaultTools(s string) ([]Tool, error) {
 	var tools []Tool
 	var bad []string
@@ -161,9 +162,9 @@ func ParseDefaultTools(s string) ([]Tool, error) {
 	}
 	switch {
 	case len(bad) > 0:
-		return nil, fmt.Errorf("--default-tools: %s", strings.Join(bad, "; "))
-	case strings.TrimSpace(s) != "" && len(tools) == 0, len(tools) > maxTools:
-		return nil, fmt.Errorf("--default-tools: want 1 to %d tools such as \"Read, Grep, Glob\"", maxTools)
+		return nil, errors.New(strings.Join(bad, "; "))
+	case len(tools) == 0, len(tools) > maxTools:
+		return nil, fmt.Errorf("want 1 to %d tools such as \"Read, Grep, Glob\"", maxTools)
 	}
 	return tools, nil
 }
