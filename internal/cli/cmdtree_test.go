@@ -98,6 +98,9 @@ type jsonRun struct {
 	// noJSON, when set, says why this command cannot print its JSON here; the run must
 	// still get past parsing (no usage error).
 	noJSON string
+	// refused, when set, is what stderr says when the command refuses the request itself
+	// (exit 2, nothing done): the row then proves -o json got past parsing by that message.
+	refused string
 	// lines: stdout is JSON lines (a stream), each line one JSON object.
 	lines bool
 }
@@ -168,7 +171,8 @@ func TestCommandTree_JSON(t *testing.T) {
 		delete(runs, name)
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			r := runAgora(t, env, argv(c, append(tt.args, "-o", "json")...)...)
-			if r.code == cli.ExitUsage || (tt.code >= 0 && r.code != tt.code) {
+			parsed := r.code != cli.ExitUsage || (tt.refused != "" && strings.Contains(r.stderr, tt.refused))
+			if !parsed || (tt.code >= 0 && r.code != tt.code) {
 				t.Fatalf("exit %d, want %d\n%s", r.code, tt.code, r.stderr)
 			}
 			if tt.noJSON != "" {
@@ -262,7 +266,7 @@ func jsonRuns(dir, capDir, repo, id, run string) map[string]jsonRun {
 		"audit checkpoint":       {},
 		"verify":                 {args: []string{filepath.Join(dir, "bundle.json")}},
 		"dispatch run":           {args: []string{"--subagent", "denied"}, code: cli.ExitWorkerFail},
-		"dispatch resume":        {args: []string{id, "--answer", "yes"}, code: cli.ExitError, noJSON: "resuming needs a dispatch that ended waiting for input, which needs a worker"},
+		"dispatch resume":        {args: []string{id, "--answer", "yes"}, code: cli.ExitUsage, refused: "only a dispatch that needs input can be resumed", noJSON: "resuming needs a dispatch that ended waiting for input, which needs a worker"},
 		"dispatch describe":      {args: []string{id}},
 		"dispatch list":          {},
 		"dispatch outputs":       {args: []string{id}},
