@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agora-dev/agora/internal/agenttext"
 	"github.com/agora-dev/agora/internal/capped"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
@@ -51,13 +52,14 @@ func Load(root string, defaults []Tool) (*Set, error) {
 	for _, f := range files {
 		src, err := capped.ReadFile(f.path, MaxFileSize)
 		if err != nil {
-			errs = append(errs, strictyaml.Error{File: f.path, Msg: readProblem(err)})
+			errs = append(errs, strictyaml.Error{File: agenttext.Escape(f.path), Msg: readProblem(err)})
 			continue
 		}
 		if total += int64(len(src)); total > maxTotalBytes {
 			return nil, fmt.Errorf("import %s: the subagent files are over %d bytes together", root, maxTotalBytes)
 		}
-		a, skip, err := Parse(f.path, f.rel, src)
+		// A file's name may come from a repository someone else wrote: shown escaped.
+		a, skip, err := Parse(agenttext.Escape(f.path), agenttext.Escape(f.rel), src)
 		if err != nil {
 			errs = append(errs, asErrors(err)...)
 			continue

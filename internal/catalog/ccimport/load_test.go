@@ -85,6 +85,7 @@ func TestLoad_Refusals(t *testing.T) {
 		"h-name.md":       agentFile("Bad_Name", "Read"),
 		"i-long.md":       agentFile(strings.Repeat("n", 60), "Read"),
 		"j-websearch.md":  agentFile("searcher", "WebSearch, WebFetch"),
+		"k-\x1b[2J.md":    agentFile("escaped", "\"Bash(echo \\e[2J)\""),
 		"ok.md":           agentFile("fine", "Read"),
 	})
 	s, err := Load(dir, nil)
@@ -111,6 +112,7 @@ func TestLoad_Refusals(t *testing.T) {
 		"i-long.md:2: name: \"" + strings.Repeat("n", 60) + "\" is longer than 51 characters",
 		"j-websearch.md:4: tools: WebSearch: server-side web search is never host-restricted",
 		"j-websearch.md:4: tools: WebFetch: WebFetch without a domain reaches any host",
+		`k-\x1b[2J.md:4: tools: Bash(echo \x1b[2J): command pattern "echo \x1b[2J": bad glob`,
 	}
 	for _, w := range want {
 		if !containsPrefix(got, w) {
@@ -120,6 +122,9 @@ func TestLoad_Refusals(t *testing.T) {
 	for _, g := range got {
 		if strings.HasPrefix(g, "ok.md") || strings.HasPrefix(g, "e-dup.md") {
 			t.Errorf("a good file has a problem: %s", g)
+		}
+		if strings.ContainsRune(g, 0x1b) {
+			t.Errorf("a problem shows an escape character as it is: %q", g)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agora-dev/agora/internal/agenttext"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/runtime/claudert"
@@ -102,7 +103,7 @@ func Map(a *Agent, defaults []Tool) (*Imported, strictyaml.Errors) {
 	for _, t := range entries {
 		m := claudert.MapTool(t.Entry)
 		if m.Refused != "" {
-			at(t.Line, "tools", "%s: %s", t.Entry, m.Refused)
+			at(t.Line, "tools", "%s: %s", agenttext.Escape(t.Entry), m.Refused)
 			continue
 		}
 		im.Tools = append(im.Tools, ToolMap{ToolMapping: m, Line: t.Line})
@@ -156,7 +157,7 @@ func ParseDefaultTools(s string) ([]Tool, error) {
 	var bad []string
 	for _, e := range SplitTools(s) {
 		if m := claudert.MapTool(e); m.Refused != "" {
-			bad = append(bad, fmt.Sprintf("%s: %s", e, m.Refused))
+			bad = append(bad, fmt.Sprintf("%s: %s", agenttext.Escape(e), m.Refused))
 		}
 		tools = append(tools, Tool{Entry: e})
 	}

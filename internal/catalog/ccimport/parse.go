@@ -20,6 +20,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/agora-dev/agora/internal/agenttext"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
@@ -250,10 +251,22 @@ func Parse(file, rel string, src []byte) (a *Agent, skip string, err error) {
 	if len(fm.Tools.entries) > maxTools {
 		at("tools", "%d tools; at most %d", len(fm.Tools.entries), maxTools)
 	}
+	for _, f := range []struct{ key, value string }{{"name", fm.Name}, {"description", fm.Description}, {"model", fm.Model}} {
+		if r, ok := hidden(f.value); ok {
+			at(f.key, "holds %U, a character a person reading the file does not see; agora imports only text that reads as it is", r)
+		}
+	}
+	bodyLine := strings.Count(head, "\n") + 3
 	prompt := strings.TrimSpace(body)
 	if prompt == "" {
-		errs = append(errs, strictyaml.Error{File: file, Line: strings.Count(head, "\n") + 3,
-			Msg: "the body (the subagent's system prompt) is empty"})
+		errs = append(errs, strictyaml.Error{File: file, Line: bodyLine, Msg: "the body (the subagent's system prompt) is empty"})
+	}
+	for i, l := range strings.Split(body, "\n") {
+		if r, ok := hidden(l); ok {
+			errs = append(errs, strictyaml.Error{File: file, Line: bodyLine + i,
+				Msg: fmt.Sprintf("the prompt holds %U, a character a person reading the file does not see; agora imports only text that reads as it is", r)})
+			break
+		}
 	}
 	if len(errs) > 0 {
 		errs.Sort()
@@ -267,6 +280,17 @@ func Parse(file, rel string, src []byte) (a *Agent, skip string, err error) {
 	}
 	a.Tools = fm.Tools.entries
 	return a, "", nil
+}
+
+// hidden returns the first character of s that [agenttext.Hidden] says a person does not see
+// as it is (a control character, a bidirectional override, a line separator).
+func hidden(s string) (rune, bool) {
+	for _, r := range s {
+		if agenttext.Hidden(r) {
+			return r, true
+		}
+	}
+	return 0, false
 }
 
 // splitFrontMatter splits text (LF line ends) into the YAML between an opening "---" first

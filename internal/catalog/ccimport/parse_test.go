@@ -117,6 +117,10 @@ func TestParse_Problems(t *testing.T) {
 		{"nul", "---\nname: a\x00\n---\np\n", []string{"0: not UTF-8"}},
 		{"too large", "---\nname: a\ndescription: d\ntools: Read\n---\n" + strings.Repeat("x", MaxFileSize), []string{"0: over the"}},
 		{"front matter too large", "---\nname: a\ndescription: \"" + strings.Repeat("x", maxFrontMatter) + "\"\n---\np\n", []string{"1: front matter is over"}},
+		{"hidden in the description", "---\nname: a\ndescription: \"safe\\u202Eesrever\"\ntools: Read\n---\np\n", []string{"3: description: holds U+202E"}},
+		{"escape in the name", "---\nname: \"a\\e[2J\"\ndescription: d\ntools: Read\n---\np\n", []string{"2: name: holds U+001B"}},
+		{"hidden in the prompt", "---\nname: a\ndescription: d\ntools: Read\n---\nline one\nDo \u2066this\u2069 quietly\n", []string{"7: the prompt holds U+2066"}},
+		{"a lone carriage return in the prompt", "---\nname: a\ndescription: d\ntools: Read\n---\nover\rwritten\n", []string{"6: the prompt holds U+000D"}},
 		{"too many tools", "---\nname: a\ndescription: d\ntools: " + strings.Repeat("Read,", maxTools+1) + "\n---\np\n", []string{"4: tools: 257 tools; at most 256"}},
 	}
 	for _, tt := range tests {

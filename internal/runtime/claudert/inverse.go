@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agora-dev/agora/internal/cmdread"
 	"github.com/agora-dev/agora/internal/grant"
 )
 
@@ -68,7 +69,7 @@ func MapTool(entry string) ToolMapping {
 	}
 	var want string // the tool or rule the grant must translate back to
 	if args {
-		m.Grant, want, m.Refused = mapRule(name, content)
+		m.Grant, want, m.Note, m.Refused = mapRule(name, content)
 	} else {
 		m.Grant, want, m.Note, m.Refused = mapBare(name)
 	}
@@ -142,40 +143,56 @@ func mapBare(name string) (g grant.Set, want, note, refused string) {
 }
 
 // mapRule maps a tool named with arguments: NAME(content).
-func mapRule(name, content string) (g grant.Set, want, refused string) {
+func mapRule(name, content string) (g grant.Set, want, note, refused string) {
 	switch name {
 	case ccBash:
 		return bashEntry(content)
 	case ccRead, ccEdit:
 		if content != "./**" {
-			return g, "", fmt.Sprintf("an agora grant has no paths: %s maps only as %s or %s(./**), the workspace", name, name, name)
+			return g, "", "", fmt.Sprintf("an agora grant has no paths: %s maps only as %s or %s(./**), the workspace", name, name, name)
 		}
 		if name == ccRead {
-			return tools("read_file"), "Read(./**)", ""
+			return tools("read_file"), "Read(./**)", "", ""
 		}
-		return tools("write_file"), "Edit(./**)", ""
+		return tools("write_file"), "Edit(./**)", "write_file gives claude Edit and Write together, under the workspace", ""
 	case ccWebFetch:
 		host, ok := strings.CutPrefix(content, "domain:")
 		if !ok {
-			return g, "", "want WebFetch(domain:HOST)"
+			return g, "", "", "want WebFetch(domain:HOST)"
 		}
 		rule := grant.EgressRule{Host: host}
 		if err := rule.Validate(); err != nil {
-			return g, "", err.Error()
+			return g, "", "", err.Error()
 		}
 		g = tools("http_fetch")
 		g.Egress = []grant.EgressRule{rule}
-		return g, "WebFetch(domain:" + host + ")", ""
+		return g, "WebFetch(domain:" + host + ")", "", ""
 	}
 	if strings.HasPrefix(name, "mcp__") {
-		return g, "", "an MCP tool; agora loads MCP servers only from a capability's mcp.json"
+		return g, "", "", "an MCP tool; agora loads MCP servers only from a capability's mcp.json"
 	}
-	return g, "", fmt.Sprintf("agora cannot express %s(...); it maps Bash(COMMAND), Read(./**), Edit(./**) and WebFetch(domain:HOST)", name)
+	return g, "", "", fmt.Sprintf("agora cannot express %s(...); it maps Bash(COMMAND), Read(./**), Edit(./**) and WebFetch(domain:HOST)", name)
 }
 
 // bashEntry maps Bash(content): literal words, optionally followed by ":*" (Claude Code's
-// older prefix form) or " *" (any further words, or none).
-func bashEntry(content string) (g grant.Set, want, refused string) {
+// older prefix form) or " *" (any further words, or none). A program that runs what its
+// arguments name (env, xargs, python, ssh, ...) with any arguments maps as written, with a
+// note saying it reaches any program: the file grants that in Claude Code too.
+func bashEntry(content string) (g grant.Set, want, note, refused string) {
+	g, want, refused = bashPattern(content)
+	if refused != "" || !strings.HasSuffix(g.Commands[0], " **") {
+		return g, want, "", refused
+	}
+	prog := strings.Fields(g.Commands[0])[0]
+	switch cmdread.KindOf(cmdread.ProgName(prog)) {
+	case cmdread.Wrapper, cmdread.Shell, cmdread.Interpreter, cmdread.Opaque:
+		note = fmt.Sprintf("%s runs the programs or code its arguments name: with any arguments it can run anything in the sandbox", prog)
+	}
+	return g, want, note, ""
+}
+
+// bashPattern is the command pattern of Bash(content) and the rule it translates back to.
+func bashPattern(content string) (g grant.Set, want, refused string) {
 	prefix, rest := strings.CutSuffix(content, ":*")
 	if !rest {
 		prefix, rest = strings.CutSuffix(content, " *")

@@ -15,6 +15,7 @@ func TestMapTool(t *testing.T) {
 		entry   string
 		want    grant.Set
 		claude  []string
+		note    string // a substring of the note; "" when there is none
 		refused string // a substring of the refusal; "" when it maps
 	}{
 		{entry: "Read", want: grant.Set{Tools: []string{"read_file"}}, claude: []string{"Read", "Read(./**)"}},
@@ -31,6 +32,11 @@ func TestMapTool(t *testing.T) {
 		{entry: "Bash(npm run test:*)", want: grant.Set{Tools: []string{"run_command"}, Commands: []string{"npm run test **"}}, claude: []string{"Bash", "Bash(npm run test *)"}},
 		{entry: "WebFetch(domain:docs.example.com)", want: grant.Set{Tools: []string{"http_fetch"}, Egress: []grant.EgressRule{{Host: "docs.example.com"}}},
 			claude: []string{"WebFetch", "WebFetch(domain:docs.example.com)"}},
+		{entry: "Bash(env:*)", want: grant.Set{Tools: []string{"run_command"}, Commands: []string{"env **"}}, claude: []string{"Bash", "Bash(env *)"},
+			note: "env runs the programs or code its arguments name"},
+		{entry: "Bash(python3 -m:*)", want: grant.Set{Tools: []string{"run_command"}, Commands: []string{"python3 -m **"}}, claude: []string{"Bash", "Bash(python3 -m *)"},
+			note: "python3 runs the programs or code"},
+		{entry: "Bash(env)", want: grant.Set{Tools: []string{"run_command"}, Commands: []string{"env"}}, claude: []string{"Bash", "Bash(env)"}},
 		{entry: "TodoWrite", claude: []string{}},
 		{entry: "LS", claude: []string{}},
 
@@ -86,6 +92,9 @@ func TestMapTool(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.claude, m.Claude); diff != "" {
 				t.Errorf("claude gets (-want +got):\n%s", diff)
+			}
+			if strings.HasPrefix(tt.entry, "Bash(") && (tt.note == "") != (m.Note == "") || !strings.Contains(m.Note, tt.note) {
+				t.Errorf("note = %q, want it to say %q", m.Note, tt.note)
 			}
 		})
 	}
