@@ -21,6 +21,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/agora-dev/agora/internal/agenttext"
+	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
@@ -248,6 +249,12 @@ func Parse(file, rel string, src []byte) (a *Agent, skip string, err error) {
 	if strings.TrimSpace(fm.Description) == "" {
 		at("description", "description is required (Claude Code skips a subagent without one)")
 	}
+	// A literal \n is a newline, as Claude Code reads it.
+	description := strings.ReplaceAll(fm.Description, `\n`, "\n")
+	if len(description) > provision.MaxDescriptionSize {
+		at("description", "%d bytes; a subagent's description in agora is at most %d: shorten it (examples of when to use it can go in the prompt)",
+			len(description), provision.MaxDescriptionSize)
+	}
 	if len(fm.Tools.entries) > maxTools {
 		at("tools", "%d tools; at most %d", len(fm.Tools.entries), maxTools)
 	}
@@ -274,7 +281,7 @@ func Parse(file, rel string, src []byte) (a *Agent, skip string, err error) {
 	}
 	a = &Agent{
 		File: file, Rel: rel, SHA256: digest.Sum(src),
-		Name: fm.Name, Description: strings.ReplaceAll(fm.Description, `\n`, "\n"),
+		Name: fm.Name, Description: description,
 		ToolsSet: len(fm.Tools.entries) > 0, Model: fm.Model, Prompt: prompt,
 		NameLine: line("name"), ToolsLine: line("tools"), ModelLine: line("model"),
 	}

@@ -121,6 +121,7 @@ func TestParse_Problems(t *testing.T) {
 		{"escape in the name", "---\nname: \"a\\e[2J\"\ndescription: d\ntools: Read\n---\np\n", []string{"2: name: holds U+001B"}},
 		{"hidden in the prompt", "---\nname: a\ndescription: d\ntools: Read\n---\nline one\nDo \u2066this\u2069 quietly\n", []string{"7: the prompt holds U+2066"}},
 		{"a lone carriage return in the prompt", "---\nname: a\ndescription: d\ntools: Read\n---\nover\rwritten\n", []string{"6: the prompt holds U+000D"}},
+		{"description too long", "---\nname: a\ndescription: \"" + strings.Repeat("x", 1025) + "\"\ntools: Read\n---\np\n", []string{"3: description: 1025 bytes; a subagent's description in agora is at most 1024"}},
 		{"too many tools", "---\nname: a\ndescription: d\ntools: " + strings.Repeat("Read,", maxTools+1) + "\n---\np\n", []string{"4: tools: 257 tools; at most 256"}},
 	}
 	for _, tt := range tests {

@@ -20,13 +20,16 @@ import (
 // mistake (a binary as a prompt) from becoming a stored artifact.
 const (
 	maxPromptSize      = 1 << 20
-	maxDescriptionSize = 1 << 10
+	maxDescriptionSize = MaxDescriptionSize
 	maxModelSize       = 256
 	maxEnvValueSize    = 64 << 10
 	maxSecretSize      = 64 << 10
 	maxEnvKeys         = 256
 	maxCommandArgs     = 256
 )
+
+// MaxDescriptionSize caps a subagent's description: one line saying what it is for.
+const MaxDescriptionSize = 1 << 10
 
 // CredentialError reports credentials found in content being registered.
 type CredentialError struct {
