@@ -1,0 +1,230 @@
+package verdict
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agora-dev/agora/internal/jcs"
+	"github.com/agora-dev/agora/internal/strictjson"
+)
+
+// Why a verdict is red: a closed set. A green verdict has no reason.
+const (
+	// ReasonExit: the command ran and exited non-zero (or was killed by a signal).
+	ReasonExit = "exit-status"
+	// ReasonTimeout: the command ran past its timeout and was killed.
+	ReasonTimeout = "timeout"
+	// ReasonProtected: the patch touches a protected path; the command never ran.
+	ReasonProtected = "protected-path"
+	// ReasonPatch: the captured patch does not apply to the base tree; the command never ran.
+	ReasonPatch = "patch-failed"
+)
+
+// Reasons lists every reason of a red verdict.
+var Reasons = []string{ReasonExit, ReasonTimeout, ReasonProtected, ReasonPatch}
+
+// Limits of a [Verdict].
+const (
+	// MaxTail is the most output a verdict keeps: the last 16 KiB, redacted.
+	MaxTail = 16 << 10
+	// MaxProtectedPaths is the most protected paths a verdict names; Detail counts the rest.
+	MaxProtectedPaths = 64
+	// MaxJSON caps a verdict's JSON form (the tail JSON-escaped at worst, and the rest).
+	MaxJSON = 256 << 10
+	// maxDetail caps Detail in bytes.
+	maxDetail = 2048
+)
+
+// Verdict is what agora observed running a [Spec]: the host's own reading of the sandbox
+// process's exit status and output pipe, never anything the sandbox wrote in a file.
+type Verdict struct {
+	// Passed is true only when the command ran to its end within its timeout and exited 0.
+	Passed bool `json:"passed"`
+	// Reason is why it is red (one of [Reasons]); "" when it passed.
+	Reason string `json:"reason,omitempty"`
+	// Detail says it for a person: "exit status 1", "protected paths touched: a_test.go".
+	Detail string `json:"detail,omitempty"`
+	// Exit is the command's exit status; -1 when it was killed by a signal or never ran.
+	Exit int `json:"exit"`
+	// DurationMS is the command's wall clock in milliseconds (0 when it never ran).
+	DurationMS int64 `json:"duration_ms"`
+	// TimedOut is set when the command ran past its timeout and was killed.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Command is the argv that ran (or would have).
+	Command []string `json:"command"`
+	// ProtectedPaths are the paths the patch touches that a protect glob matches, sorted, at
+	// most [MaxProtectedPaths].
+	ProtectedPaths []string `json:"protected_paths,omitempty"`
+	// OutputTail is the last [MaxTail] bytes of the command's stdout and stderr together,
+	// redacted with the dispatch's secret values, as valid UTF-8.
+	OutputTail string `json:"output_tail"`
+	// OutputSHA256 is the hex SHA-256 of OutputTail's bytes.
+	OutputSHA256 string `json:"output_sha256"`
+	// OutputBytes is how many bytes the command wrote in all (after redaction).
+	OutputBytes int64 `json:"output_bytes"`
+}
+
+// Green returns a passed verdict for command with its output tail t.
+func Green(command []string, took time.Duration, t TailText) Verdict {
+	return Verdict{Passed: true, Exit: 0, DurationMS: took.Milliseconds(), Command: command}.withTail(t)
+}
+
+// Red returns a failed verdict; reason is one of [Reasons].
+func Red(reason, detail string, exit int, command []string, took time.Duration, t TailText) Verdict {
+	v := Verdict{Reason: reason, Detail: clip(detail, maxDetail), Exit: exit, DurationMS: took.Milliseconds(),
+		TimedOut: reason == ReasonTimeout, Command: command}
+	return v.withTail(t)
+}
+
+// Protected returns the red verdict of a patch touching the protected paths (sorted): the
+// command never ran.
+func Protected(command, paths []string) Verdict {
+	shown := paths
+	if len(shown) > MaxProtectedPaths {
+		shown = shown[:MaxProtectedPaths]
+	}
+	detail := fmt.Sprintf("the patch touches %d protected path(s): ", len(paths))
+	for i, p := range shown {
+		if i > 0 {
+			detail += ", "
+		}
+		detail += fmt.Sprintf("%q", p)
+	}
+	if len(paths) > len(shown) {
+		detail += fmt.Sprintf(" and %d more", len(paths)-len(shown))
+	}
+	v := Red(ReasonProtected, detail+"; the command did not run", -1, command, 0, TailText{})
+	v.ProtectedPaths = append([]string{}, shown...)
+	return v
+}
+
+func (v Verdict) withTail(t TailText) Verdict {
+	v.OutputTail, v.OutputBytes = t.Text, t.Total
+	sum := sha256.Sum256([]byte(t.Text))
+	v.OutputSHA256 = hex.EncodeToString(sum[:])
+	if v.Command == nil {
+		v.Command = []string{}
+	}
+	return v
+}
+
+// Check reports the first way v is not a verdict agora writes: a reason outside the closed
+// set, a green verdict with a reason (or a red one without), a tail over [MaxTail] or not
+// valid UTF-8, a hash that is not the tail's.
+func (v *Verdict) Check() error {
+	switch {
+	case v.Passed && (v.Reason != "" || v.Exit != 0 || v.TimedOut || len(v.ProtectedPaths) > 0):
+		return errors.New("verdict passed but names a reason, a non-zero exit, a timeout or protected paths")
+	case !v.Passed && !knownReason(v.Reason):
+		return fmt.Errorf("verdict reason %q: want one of %v", clip(v.Reason, 64), Reasons)
+	case len(v.OutputTail) > MaxTail:
+		return fmt.Errorf("verdict output tail is %d bytes; at most %d", len(v.OutputTail), MaxTail)
+	case !utf8.ValidString(v.OutputTail):
+		return errors.New("verdict output tail is not valid UTF-8")
+	case int64(len(v.OutputTail)) > v.OutputBytes:
+		return fmt.Errorf("verdict output tail is %d bytes of %d written", len(v.OutputTail), v.OutputBytes)
+	case len(v.ProtectedPaths) > MaxProtectedPaths:
+		return fmt.Errorf("verdict names %d protected paths; at most %d", len(v.ProtectedPaths), MaxProtectedPaths)
+	case v.DurationMS < 0:
+		return errors.New("verdict duration is negative")
+	case len(v.Detail) > maxDetail:
+		return fmt.Errorf("verdict detail is %d bytes; at most %d", len(v.Detail), maxDetail)
+	}
+	if err := CheckCommand(v.Command); err != nil {
+		return err
+	}
+	sum := sha256.Sum256([]byte(v.OutputTail))
+	if got := hex.EncodeToString(sum[:]); got != v.OutputSHA256 {
+		return fmt.Errorf("verdict output_sha256 %q is not the tail's (%s)", clip(v.OutputSHA256, 80), got)
+	}
+	return nil
+}
+
+func knownReason(r string) bool {
+	for _, k := range Reasons {
+		if r == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Parse reads a verdict's JSON form exactly (strictjson: no unknown, duplicate or case-folded
+// key, at most [MaxJSON] bytes) and checks it ([Verdict.Check]).
+func Parse(b []byte) (Verdict, error) {
+	var v Verdict
+	if err := strictjson.Decode("verdict", b, MaxJSON, &v); err != nil {
+		return Verdict{}, err
+	}
+	if err := v.Check(); err != nil {
+		return Verdict{}, fmt.Errorf("read verdict: %w", err)
+	}
+	return v, nil
+}
+
+// Details is v as an audit entry's details: everything but the tail itself, which
+// output_sha256 binds (integers only, as the audit's canonical JSON holds).
+func (v Verdict) Details() map[string]any {
+	d := map[string]any{
+		"passed": v.Passed, "exit": int64(v.Exit), "duration_ms": v.DurationMS,
+		"command": anyStrings(v.Command), "output_sha256": v.OutputSHA256, "output_bytes": v.OutputBytes,
+	}
+	if v.Reason != "" {
+		d["reason"] = v.Reason
+	}
+	if v.Detail != "" {
+		d["detail"] = v.Detail
+	}
+	if v.TimedOut {
+		d["timed_out"] = true
+	}
+	if len(v.ProtectedPaths) > 0 {
+		d["protected_paths"] = anyStrings(v.ProtectedPaths)
+	}
+	return d
+}
+
+// Digest is "sha256:" and the hex SHA-256 of [Verdict.Details] in RFC 8785 form: what a
+// dispatch's terminal entry and manifest record, binding its dispatch.verified entry.
+func (v Verdict) Digest() string {
+	b, err := jcs.Marshal(v.Details())
+	if err != nil {
+		// Strings are valid UTF-8 (Check), numbers integers: this cannot fail.
+		panic(fmt.Sprintf("verdict digest: %v", err))
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Summary is one line for a person: "passed (exit 0, 1.2s)", "failed: exit-status (exit 1,
+// 3.4s)", "failed: protected-path (...)".
+func (v Verdict) Summary() string {
+	if v.Passed {
+		return fmt.Sprintf("passed (exit 0, %s)", v.Took())
+	}
+	switch v.Reason {
+	case ReasonProtected, ReasonPatch:
+		return "failed: " + v.Reason + ": " + v.Detail
+	case ReasonTimeout:
+		return fmt.Sprintf("failed: timeout (killed after %s)", v.Took())
+	}
+	return fmt.Sprintf("failed: %s (exit %d, %s)", v.Reason, v.Exit, v.Took())
+}
+
+// Took is the command's wall clock.
+func (v Verdict) Took() time.Duration { return time.Duration(v.DurationMS) * time.Millisecond }
+
+// clip cuts s to at most n bytes on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
