@@ -36,6 +36,7 @@ type attemptEnd struct {
 	id, state, reason string
 	at                time.Time
 	usage             string // JSON budget.Usage, or ""
+	verdict           string // JSON verdict.Verdict, or ""
 }
 
 func newBatch() *batch { return &batch{runs: map[*run]bool{}} }
@@ -151,12 +152,12 @@ func (e *Engine) commit(ctx context.Context, b *batch) error {
 			stmt.Close()
 		}
 		if len(b.ended) > 0 {
-			stmt, err := tx.PrepareContext(ctx, `UPDATE attempts SET state = ?, reason = ?, ended_at = ?, usage = ? WHERE dispatch_id = ?`)
+			stmt, err := tx.PrepareContext(ctx, `UPDATE attempts SET state = ?, reason = ?, ended_at = ?, usage = ?, verdict = ? WHERE dispatch_id = ?`)
 			if err != nil {
 				return err
 			}
 			for _, x := range b.ended {
-				if _, err := stmt.ExecContext(ctx, x.state, x.reason, ts(x.at), x.usage, x.id); err != nil {
+				if _, err := stmt.ExecContext(ctx, x.state, x.reason, ts(x.at), x.usage, x.verdict, x.id); err != nil {
 					stmt.Close()
 					return err
 				}

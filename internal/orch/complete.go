@@ -31,6 +31,16 @@ func (e *Engine) complete(o Outcome) {
 		r.usage = r.usage.Add(*u)
 		details["usage"] = usageDetails(*u)
 	}
+	if v := o.Verdict; v != nil {
+		// In the batch that ends the attempt, before the entry saying how it ended: the
+		// verdict is the dispatch's, observed by agora's host (dispatch.verified).
+		b, _ := json.Marshal(v)
+		end.verdict = string(b)
+		vd := v.Details()
+		vd["attempt"], vd["dispatch_id"], vd["verdict"] = int64(t.attempts), o.DispatchID, v.Digest()
+		e.record(r, t, "orch.task.verified", vd)
+		details["verdict"] = v.Digest()
+	}
 	e.b.ended = append(e.b.ended, end)
 	switch {
 	case o.State == api.TaskSucceeded:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/verdict"
 )
 
 // Attempt is one try of a task: exactly one dispatch.
@@ -34,6 +35,9 @@ type Attempt struct {
 	ParentID string
 	Answer   string
 	Actor    string
+	// Verify is the task's verify gate (timeout resolved), nil for none: the dispatch runs
+	// it after the agent, in a fresh sandbox, and reports its verdict in the Outcome.
+	Verify *verdict.Spec
 }
 
 // Input is an upstream task's product this attempt receives.
@@ -54,7 +58,15 @@ type Outcome struct {
 	// Usage is what the attempt's dispatch used (model calls, tokens, cost); nil: unknown
 	// or none.
 	Usage *budget.Usage
+	// Verdict is the dispatch's verify gate verdict, nil when it had none or never reached
+	// it (it failed, asked a question or was cancelled first). A red verdict comes with
+	// State failed and Reason [ReasonVerifyFailed].
+	Verdict *verdict.Verdict
 }
+
+// ReasonVerifyFailed is the failure reason of an attempt whose verify gate was red
+// (dispatch.ReasonVerifyFailed); the retry policy never retries it.
+const ReasonVerifyFailed = "verify-failed"
 
 // Executor starts attempts and reports their ends.
 type Executor interface {

@@ -12,6 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
+	"github.com/agora-dev/agora/internal/verdict"
 )
 
 // Reads go to the database, never to the engine's memory: everything the engine decided is
@@ -80,7 +81,7 @@ func status(ctx context.Context, db *sql.DB, ref string, cached func(id string) 
 	r.Total = len(specs)
 	r.Tasks = make([]api.Task, len(specs))
 	for i, s := range specs {
-		t := api.Task{ID: s.ID, Subagent: s.Subagent, DependsOn: s.Deps}
+		t := api.Task{ID: s.ID, Subagent: s.Subagent, DependsOn: s.Deps, Verify: s.Verify}
 		for _, n := range s.Needs {
 			if !slices.Contains(t.Needs, n.From) {
 				t.Needs = append(t.Needs, n.From)
@@ -123,19 +124,28 @@ func status(ctx context.Context, db *sql.DB, ref string, cached func(id string) 
 	if err := rows.Err(); err != nil {
 		return api.Run{}, err
 	}
-	arows, err := db.QueryContext(ctx, `SELECT task_idx, dispatch_id FROM attempts WHERE run_id = ? ORDER BY task_idx, number`, r.ID)
+	arows, err := db.QueryContext(ctx, `SELECT task_idx, dispatch_id, verdict FROM attempts WHERE run_id = ? ORDER BY task_idx, number`, r.ID)
 	if err != nil {
 		return api.Run{}, err
 	}
 	defer arows.Close()
 	for arows.Next() {
 		var idx int
-		var id string
-		if err := arows.Scan(&idx, &id); err != nil {
+		var id, vj string
+		if err := arows.Scan(&idx, &id, &vj); err != nil {
 			return api.Run{}, err
 		}
-		if idx >= 0 && idx < len(r.Tasks) {
-			r.Tasks[idx].Dispatches = append(r.Tasks[idx].Dispatches, id)
+		if idx < 0 || idx >= len(r.Tasks) {
+			continue
+		}
+		t := &r.Tasks[idx]
+		t.Dispatches = append(t.Dispatches, id)
+		if vj != "" && id == t.DispatchID {
+			v, err := verdict.Parse([]byte(vj))
+			if err != nil {
+				return api.Run{}, fmt.Errorf("run %s task %s: its verdict: %w", r.ID, t.ID, err)
+			}
+			t.Verdict = &v
 		}
 	}
 	return r, arows.Err()

@@ -162,6 +162,7 @@ func (e *Engine) attempt(t *task) Attempt {
 		Repo: r.repo, Revision: r.revision, Workspace: r.workspace, ParentID: t.parentID, Answer: t.answer, Grants: t.spec.Grants,
 		Actor:  r.actor + " via orch/" + r.id + "/" + t.spec.ID,
 		Budget: t.spec.Budget,
+		Verify: t.spec.Verify,
 	}
 	if !r.budget.IsZero() {
 		a.Ceilings = []budget.Ceiling{{Source: "run " + r.name + "'s remaining budget", Budget: r.remaining()}}

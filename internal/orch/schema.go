@@ -179,5 +179,13 @@ ALTER TABLE runs ADD COLUMN trace_id TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN trace_span TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN trace_parent TEXT NOT NULL DEFAULT '';
 `,
+	}, store.Migration{
+		// The verdict of the attempt's verify gate (JSON verdict.Verdict, the tail included),
+		// written in the transaction that records the attempt's end with its
+		// orch.task.verified entry; '' when the attempt had no gate or never reached it.
+		Name: "attempt verdict",
+		SQL: `
+ALTER TABLE attempts ADD COLUMN verdict TEXT NOT NULL DEFAULT '';
+`,
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/budget"
+	"github.com/agora-dev/agora/internal/verdict"
 )
 
 // Task states. pending, ready and running are live; needs_input waits for an answer; the
@@ -91,6 +92,10 @@ type Task struct {
 	Question   string     `json:"question,omitempty"`
 	RetryAt    *time.Time `json:"retry_at,omitempty"`
 	Dispatches []string   `json:"dispatches,omitempty"` // every attempt's dispatch id, oldest first
+	// Verify is the task's verify gate, nil without one; Verdict is the verdict of its
+	// latest attempt, nil until one is recorded.
+	Verify  *verdict.Spec    `json:"verify,omitempty"`
+	Verdict *verdict.Verdict `json:"verdict,omitempty"`
 }
 
 // Event is one change a watcher sees.

@@ -13,6 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/jcs"
+	"github.com/agora-dev/agora/internal/verdict"
 )
 
 // Canonical returns the plan as RFC 8785 canonical JSON: the normalised plan Parse returned
@@ -29,7 +30,7 @@ func (p *Plan) Canonical() []byte {
 	}
 	o.key("concurrency")
 	w.int(int64(p.Concurrency))
-	if d := p.Defaults; d.Target != "" || d.Env != nil || d.Timeout != 0 || d.Retry != nil {
+	if d := p.Defaults; d.Target != "" || d.Env != nil || d.Timeout != 0 || d.Retry != nil || d.Verify != nil {
 		o.key("defaults")
 		w.defaults(&d)
 	}
@@ -198,6 +199,27 @@ func (w *canonWriter) defaults(d *Defaults) {
 		o.key("timeout")
 		w.duration(d.Timeout)
 	}
+	if d.Verify != nil {
+		o.key("verify")
+		w.verify(d.Verify)
+	}
+	o.end()
+}
+
+// verify writes a verify gate; a plan without one writes nothing, so its bytes (and digest)
+// are those it had before verify gates existed.
+func (w *canonWriter) verify(s *verdict.Spec) {
+	o := w.object()
+	o.key("command")
+	w.strs(s.Command)
+	if len(s.Protect) > 0 {
+		o.key("protect")
+		w.strs(s.Protect)
+	}
+	if s.Timeout != 0 {
+		o.key("timeout")
+		w.duration(s.Timeout)
+	}
 	o.end()
 }
 
@@ -290,6 +312,10 @@ func (w *canonWriter) task(t *Task) {
 	if t.Timeout != 0 {
 		o.key("timeout")
 		w.duration(t.Timeout)
+	}
+	if t.Verify != nil {
+		o.key("verify")
+		w.verify(t.Verify)
 	}
 	o.end()
 }

@@ -28,6 +28,7 @@ type defaultsDoc struct {
 	Env     []string       `yaml:"env"`
 	Timeout *time.Duration `yaml:"timeout"`
 	Retry   *retryDoc      `yaml:"retry"`
+	Verify  *verifyDoc     `yaml:"verify"`
 }
 
 type taskDoc struct {
@@ -43,6 +44,14 @@ type taskDoc struct {
 	Timeout   *time.Duration     `yaml:"timeout"`
 	Grants    *grant.Set         `yaml:"grants"`
 	Budget    *budget.Budget     `yaml:"budget"`
+	Verify    *verifyDoc         `yaml:"verify"`
+}
+
+// verifyDoc is a verify gate: an argv (never a shell line), a timeout, protect globs.
+type verifyDoc struct {
+	Command []string       `yaml:"command"`
+	Timeout *time.Duration `yaml:"timeout"`
+	Protect []string       `yaml:"protect"`
 }
 
 type needDoc struct {

@@ -21,6 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/strictyaml"
+	"github.com/agora-dev/agora/internal/verdict"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -91,6 +92,8 @@ type Defaults struct {
 	Env     []string      // env bundle references, NAME or NAME@sha256:HEX
 	Timeout time.Duration // 0 means the target's own timeout
 	Retry   *Retry        // nil means the built-in policy (see [DefaultRetry])
+	// Verify is the verify gate every task takes unless it sets its own; nil: none.
+	Verify *verdict.Spec
 }
 
 // Task is one node of the plan's graph.
@@ -115,6 +118,10 @@ type Task struct {
 	// Budget narrows each attempt's budget (never above the plan's, the subagent's or the
 	// target's). Zero fields take the tightest ceiling.
 	Budget budget.Budget
+	// Verify is the task's verify gate, replacing Defaults.Verify whole; nil inherits it.
+	// After the agent, agora runs its command in a fresh sandbox on the base tree plus the
+	// attempt's patch; a red verdict fails the attempt verify-failed.
+	Verify *verdict.Spec
 }
 
 // Need hands an upstream task's product to a task, mounted read-only at /agora/inputs/<key>.

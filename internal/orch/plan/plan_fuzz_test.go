@@ -35,6 +35,8 @@ func FuzzParse(f *testing.F) {
 		head + "  - {id: a, subagent: s, grants: {egress: [a.example, \"*.b.example:443\", \"[2001:DB8::1]:8443\", {host: C.example, methods: [GET, GET], paths: [/x/]}, {host: d.example, methods: [], port: 0}]}}\n",
 		"version: 1\nname: p\nbudget: {tokens: 1000, usd: 0.5, model_calls: 9}\ntasks: [{id: a, subagent: s, budget: {usd: 0.25}}, {id: b, subagent: s, budget: {tokens: 2000, usd: -1, model_calls: 1e3}}]\n",
 		head + "  - {id: a, subagent: s, grants: {egress: [{host: a, paths: [/a/../b]}, {host: a, Host: b}, a.example:0443, 2001:db8::1, [x], ~]}}\n",
+		"version: 1\nname: p\ndefaults: {verify: {command: [go, test, ./...], timeout: 10m, protect: ['**/*_test.go', '.github/**']}}\ntasks: [{id: a, subagent: s}, {id: b, subagent: s, verify: {command: [make, 'é x']}}]\n",
+		head + "  - {id: a, subagent: s, verify: {command: [], timeout: 0s, protect: ['/x', 'a//b', a, a, '{a,b']}}\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/verdict"
 )
 
 // Resolved is a task with the plan's defaults applied: what the engine stores and runs.
@@ -24,6 +25,9 @@ type Resolved struct {
 	Timeout  time.Duration // 0 when neither the task nor the defaults set one: the target's own
 	Grants   *grant.Set    // the task's narrowing, or nil
 	Budget   budget.Budget // the task's narrowing of each attempt's budget; zero: none
+	// Verify is the task's verify gate (its own, else the defaults'), with its timeout
+	// resolved; nil: none.
+	Verify *verdict.Spec
 }
 
 // Resolve applies the defaults to every task, in plan order. Fields a task sets win; retry
@@ -57,9 +61,21 @@ func (p *Plan) Resolve() []Resolved {
 		if r.Timeout == 0 {
 			r.Timeout = p.Defaults.Timeout
 		}
+		if v := t.Verify; v != nil {
+			r.Verify = cloneVerify(v)
+		} else if v := p.Defaults.Verify; v != nil {
+			r.Verify = cloneVerify(v)
+		}
 		out[i] = r
 	}
 	return out
+}
+
+// cloneVerify is v with its default timeout applied, sharing nothing with the plan.
+func cloneVerify(v *verdict.Spec) *verdict.Spec {
+	c := v.Effective()
+	c.Command, c.Protect = slices.Clone(c.Command), slices.Clone(c.Protect)
+	return &c
 }
 
 func deps(t *Task) []string {

@@ -79,6 +79,13 @@ var fieldDocs = map[string]string{
 	"tasks[].grants.approve[]":          "A built-in tool name such as \"write_file\", or {command: PATTERN} for run_command argv matching the pattern.",
 	"tasks[].grants.approve[].tool":     "A built-in tool name.",
 	"tasks[].grants.approve[].command":  "An argv pattern such as \"git push *\".",
+	"defaults.verify":                   "The verify gate every task takes unless it sets its own verify.",
+	"tasks[].verify":                    "This task's verify gate (replaces defaults.verify): after the agent, agora runs command in a fresh sandbox of the task's target on the base tree plus the task's patch, with no model key, no secrets and no network. A non-zero exit, a timeout or a patch touching a protect path fails the attempt verify-failed (never retried); the patch is kept.",
+	"verify.command":                    "The command as an argv, no shell: [go, test, ./...]. The program is found on the sandbox's PATH (the target's verify_path first) or named by an absolute path.",
+	"verify.command[]":                  "One argument.",
+	"verify.timeout":                    "The command's wall clock, a Go duration such as 10m; at most 24h; default 10m.",
+	"verify.protect":                    "Globs of paths the patch must not touch (doublestar: ** spans directories, * stays within one, {a,b} alternatives), such as **/*_test.go or .github/**. A hit fails the gate before the command runs.",
+	"verify.protect[]":                  "A glob relative to the repository root.",
 	"retry.max_attempts":                "Attempts in all, 1 to 100 (1: no retry).",
 	"retry.initial_backoff":             "The first wait before a retry, a Go duration such as 1s.",
 	"retry.multiplier":                  "How much each wait grows, 1 to 10.",
@@ -113,6 +120,9 @@ func schemaOf(t reflect.Type, path string) (*jsonschema.Schema, error) {
 	doc := fieldDocs[path]
 	if strings.HasPrefix(path, "defaults.retry.") || strings.Contains(path, "].retry.") {
 		doc = fieldDocs["retry."+path[strings.LastIndex(path, ".")+1:]]
+	}
+	if _, rest, ok := strings.Cut(path, "verify."); ok && (strings.HasPrefix(path, "defaults.verify.") || strings.Contains(path, "].verify.")) {
+		doc = fieldDocs["verify."+rest]
 	}
 	if doc == "" {
 		return nil, fmt.Errorf("plan schema: no description for %q: add it to fieldDocs", path)

@@ -119,7 +119,8 @@ func TestJSONSchema_AgreesWithDecoder(t *testing.T) {
 	}
 	walk(plan.JSONSchema(), "", func(v any) any { return v })
 	// Every object of the format was reached: a walk that stopped early proves nothing.
-	want := []string{"", ".budget", ".defaults", ".defaults.retry", ".tasks[]", ".tasks[].budget", ".tasks[].grants", ".tasks[].grants.approve[]", ".tasks[].grants.egress[]", ".tasks[].locks[]", ".tasks[].needs{}", ".tasks[].retry"}
+	want := []string{"", ".budget", ".defaults", ".defaults.retry", ".defaults.verify", ".tasks[]", ".tasks[].budget", ".tasks[].grants",
+		".tasks[].grants.approve[]", ".tasks[].grants.egress[]", ".tasks[].locks[]", ".tasks[].needs{}", ".tasks[].retry", ".tasks[].verify"}
 	slices.Sort(visited)
 	if !slices.Equal(visited, want) {
 		t.Errorf("objects checked %q, want %q", visited, want)

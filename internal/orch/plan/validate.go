@@ -12,6 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/strictyaml"
+	"github.com/agora-dev/agora/internal/verdict"
 )
 
 var (
@@ -177,6 +178,7 @@ func (v *validator) defaults(doc *defaultsDoc) Defaults {
 	}
 	d.Timeout = v.timeout("defaults.timeout", doc.Timeout)
 	d.Retry = v.retry("defaults.retry", doc.Retry, nil)
+	d.Verify = v.verify("defaults.verify", doc.Verify)
 	return d
 }
 
@@ -316,6 +318,40 @@ func (v *validator) task(t *Task, doc *taskDoc, tp string, ids map[string]int, g
 	t.Needs = v.needs(tp+".needs", self, doc.Needs, ids, g)
 	t.Locks = v.locks(tp+".locks", doc.Locks)
 	t.Grants = v.grants(tp+".grants", doc.Grants)
+	t.Verify = v.verify(tp+".verify", doc.Verify)
+}
+
+// verify checks a verify gate: a command (an argv), a timeout within MaxTimeout, protect
+// globs that compile; each problem at its own path.
+func (v *validator) verify(path string, doc *verifyDoc) *verdict.Spec {
+	if doc == nil {
+		return nil
+	}
+	s := &verdict.Spec{Command: doc.Command, Protect: doc.Protect}
+	if err := verdict.CheckCommand(doc.Command); err != nil {
+		v.add(path+".command", "%v", err)
+	}
+	if doc.Timeout != nil {
+		s.Timeout = v.timeout(path+".timeout", doc.Timeout)
+	}
+	if len(doc.Protect) > verdict.MaxProtect {
+		v.add(path+".protect", "%d patterns; at most %d", len(doc.Protect), verdict.MaxProtect)
+		return s
+	}
+	for i, p := range doc.Protect {
+		ip := path + ".protect[" + strconv.Itoa(i) + "]"
+		if err := verdict.CheckPattern(p); err != nil {
+			v.add(ip, "protect glob %q: %v", p, err)
+			continue
+		}
+		for _, q := range doc.Protect[:i] {
+			if q == p {
+				v.add(ip, "%q listed twice", p)
+				break
+			}
+		}
+	}
+	return s
 }
 
 // grants checks a task's narrowing: known tool names, valid command patterns, host names,
