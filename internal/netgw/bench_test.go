@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -167,4 +168,36 @@ func (g *gw) stream(b *testing.B, path, token string) (int, int64) {
 	defer resp.Body.Close()
 	n, _ := io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode, n
+}
+
+// BenchmarkUpload measures a worker's upload of a 100 MB out directory over loopback TLS, as
+// `agora worker` sends it (Pack into the PUT), into a fresh session each time (a mount takes
+// one upload): what the gateway extracts, and, since #26, hashes and marks.
+func BenchmarkUpload(b *testing.B) {
+	const size = 100 << 20
+	g := startGateway(b)
+	out := b.TempDir()
+	data := make([]byte, size)
+	rand.Read(data)
+	if err := os.WriteFile(filepath.Join(out, "output.bin"), data, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(size)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		id := "01BENCHUPLOAD" + strings.Repeat("X", i%10) + strconv.Itoa(i)
+		dst := b.TempDir()
+		s, err := g.reg.Export(b.Context(), compute.Spec{ID: id, Binds: []compute.Bind{{Src: dst, Dst: wire.OutPath, Writable: true, Result: true}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := g.client(b, id, s.Token)
+		if err := c.Upload(b.Context(), s.Mounts[0], out); err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+		os.RemoveAll(dst)
+	}
 }
