@@ -100,6 +100,7 @@ func FuzzParseUploadMark(f *testing.F) {
 	f.Add([]byte("refused\n"))
 	f.Add(uploadMark{SHA256: strings.Repeat("ab", 32), Size: 1024}.encode())
 	f.Add([]byte("stored " + strings.Repeat("AB", 32) + " 1\n"))
+	f.Add(uploadMark{Placing: true, SHA256: strings.Repeat("cd", 32), Size: 7}.encode())
 	f.Add([]byte("stored " + strings.Repeat("ab", 32) + " 01\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := parseUploadMark(b)

@@ -2,8 +2,10 @@ package netgw
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"io"
 	"net"
 	"net/http"
@@ -252,4 +254,63 @@ func freeAddr(t testing.TB) string {
 	must(t, err)
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// TestUpload_PlacingFinishesOnlyTheSameBytes: a gateway killed while it moved an accepted
+// upload's entries into the out directory leaves the mark "placing" with that body's digest.
+// Only the same bytes may finish it (the worker's retry); another upload is refused, so a
+// token holder cannot slip a second upload in through a gateway's death.
+func TestUpload_PlacingFinishesOnlyTheSameBytes(t *testing.T) {
+	g := startGateway(t)
+	l := stageLayout(t, "01UPLOADPLACING")
+	s := g.export(t, l)
+	first := tarOf(t, tarEntry{name: "result.json", body: "first"})
+	sum := sha256.Sum256(first)
+	sd := filepath.Join(g.reg.Dir, l.id)
+	must(t, writeUploadMark(sd, "out", uploadMark{Placing: true, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(first))}))
+	// Half placed when the gateway died.
+	must(t, os.WriteFile(filepath.Join(l.out, "result.json"), []byte("half"), 0o600))
+
+	if code, _ := g.putOut(t, l, s, tarOf(t, tarEntry{name: "result.json", body: "other"})); code != 409 {
+		t.Errorf("other bytes over a placing upload: %d, want 409", code)
+	}
+	checkFile(t, filepath.Join(l.out, "result.json"), "half")
+	if code, msg := g.putOut(t, l, s, first); code != 204 {
+		t.Fatalf("the same bytes over a placing upload: %d %s, want 204", code, msg)
+	}
+	checkFile(t, filepath.Join(l.out, "result.json"), "first")
+	if m, err := readUploadMark(sd, "out"); err != nil || m.Placing || m.Refused {
+		t.Errorf("mark after the finished upload: %+v, %v; want stored", m, err)
+	}
+}
+
+// TestUpload_CutAfterTheTarPlacesNothing: an upload whose connection ends after the tar's
+// end marker but before the body's declared end is cut off like any other: nothing reaches
+// the out directory and nothing is claimed, so what the gateway places is always a whole
+// body, the one its mark names (a token holder cannot have one upload placed unmarked and
+// then a second one stored).
+func TestUpload_CutAfterTheTarPlacesNothing(t *testing.T) {
+	g := startGateway(t)
+	l := stageLayout(t, "01UPLOADTRAILER")
+	s := g.export(t, l)
+	tar := tarOf(t, tarEntry{name: "result.json", body: "cut"})
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(g.ca)
+	tc, err := tls.Dial("tcp", strings.TrimPrefix(g.url, "https://"), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	must(t, err)
+	_, err = io.WriteString(tc, "PUT "+remote.RoutePrefix+l.id+"/mounts/out HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+s.Token+
+		"\r\nContent-Length: "+strconv.Itoa(len(tar)+512)+"\r\n\r\n")
+	must(t, err)
+	_, err = tc.Write(tar)
+	must(t, err)
+	waitFor(t, "the gateway reading the upload", func() bool { return len(staging(t, l.out)) > 0 })
+	tc.Close()
+	waitFor(t, "the cut-off upload's end", func() bool { return len(staging(t, l.out)) == 0 })
+	if _, err := os.Stat(filepath.Join(l.out, "result.json")); !os.IsNotExist(err) {
+		t.Errorf("a cut-off upload placed result.json (%v)", err)
+	}
+	if code, msg := g.putOut(t, l, s, tarOf(t, tarEntry{name: "result.json", body: "whole"})); code != 204 {
+		t.Fatalf("the upload after the cut one: %d %s, want 204", code, msg)
+	}
+	checkFile(t, filepath.Join(l.out, "result.json"), "whole")
 }

@@ -9,11 +9,12 @@ import (
 
 // A session is revoked when its session.json goes or names another token (a re-export); its
 // open tunnels must then close at both ends. One watcher per dispatch and token looks, for all
-// of that session's tunnels, every revokeCheck: it stats session.json and reads it again only
-// when the file changed (its inode, size or modification time; saveRecord replaces it by
-// rename, so a new session is a new inode). Idle tunnels therefore cost no reads, where each
-// used to read and parse session.json every second (red team s3, finding G). A session that
-// cannot be read back ends its tunnels too: fail closed.
+// of that session's tunnels, every revokeCheck: it stats the session's directory and
+// session.json and reads the file again only when either changed (inode, size or times:
+// Export makes a new directory, and saveRecord replaces the file by rename), and every
+// revokeReread in any case. Idle tunnels thus cost a stat a second per session, where each
+// tunnel used to read and parse session.json every second (red team s3, finding G). A session
+// that cannot be read back ends its tunnels too: fail closed.
 
 // sessionWatch is the watcher of one session (a dispatch id and its token's hash).
 type sessionWatch struct {
@@ -50,9 +51,17 @@ func (t *tunnelSet) watchSession(dir, id, sum string) (<-chan struct{}, func()) 
 	}
 }
 
+// revokeReread is how often a watcher reads session.json even when its stamp did not change:
+// a file replaced within one tick of the kernel's coarse clock, on a reused inode, at the same
+// size, could keep its stamp.
+const revokeReread = 30 * time.Second
+
 // run closes w.revoked once session (id, sum) stands no more, or returns when w.stop closes.
 func (w *sessionWatch) run(dir, id, sum string) {
-	var seen fileStamp
+	var (
+		seen     stamp
+		lastRead time.Time
+	)
 	tick := time.NewTicker(revokeCheck)
 	defer tick.Stop()
 	for {
@@ -66,8 +75,8 @@ func (w *sessionWatch) run(dir, id, sum string) {
 			close(w.revoked)
 			return
 		}
-		st, err := stampOf(filepath.Join(sd, sessionFile))
-		if err == nil && st == seen {
+		st, err := stampOf(sd)
+		if err == nil && st == seen && time.Since(lastRead) < revokeReread {
 			continue
 		}
 		rec, rerr := loadRecord(dir, id)
@@ -75,8 +84,21 @@ func (w *sessionWatch) run(dir, id, sum string) {
 			close(w.revoked)
 			return
 		}
-		seen = st
+		seen, lastRead = st, time.Now()
 	}
+}
+
+// stamp is what tells a session replaced or rewritten from the one read before: its
+// directory's and its session.json's identity and times (Export makes both afresh).
+type stamp struct{ dir, file fileStamp }
+
+func stampOf(sd string) (stamp, error) {
+	d, err := fileStampOf(sd)
+	if err != nil {
+		return stamp{}, err
+	}
+	f, err := fileStampOf(filepath.Join(sd, sessionFile))
+	return stamp{d, f}, err
 }
 
 // fileStamp is what tells a replaced or rewritten file from the one read before.
@@ -87,7 +109,7 @@ type fileStamp struct {
 	ctime    int64 // ns
 }
 
-func stampOf(path string) (fileStamp, error) {
+func fileStampOf(path string) (fileStamp, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		return fileStamp{}, err

@@ -57,11 +57,12 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 		return
 	}
 	defer unlock()
-	switch mark, err := readUploadMark(sd, m.Name); {
-	case err == nil:
-		s.uploadAgain(w, r, rec, m, mark)
+	prev, err := readUploadMark(sd, m.Name)
+	switch {
+	case err == nil && !prev.Placing:
+		s.uploadAgain(w, r, rec, m, prev)
 		return
-	case !errors.Is(err, fs.ErrNotExist):
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		s.logger().Error("gateway upload mark unreadable", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
 		httpError(w, http.StatusInternalServerError, "claim the upload")
 		return
@@ -70,47 +71,67 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 	rc := http.NewResponseController(w)
 	caps := uploadCaps{bytes: s.uploadBytes(rec), entries: s.MaxUploadEntries}
 	body := newBodyReader(&deadlineReader{r: r.Body, rc: rc})
-	n, err := extractUpload(body, m.Src, caps)
+	st, err := stageUpload(body, m.Src, caps)
 	if err == nil {
-		// The tar's end marker is read; what follows it (a writer's padding) is part of the
-		// body the mark's digest covers.
-		if k, _ := io.CopyN(io.Discard, body, maxTrailer+1); k > maxTrailer {
-			err = &UploadError{Reason: fmt.Sprintf("more than %d bytes after the tar's end", maxTrailer)}
-		}
+		defer st.discard()
 	}
 	if err != nil && body.err != nil {
-		// The connection failed, not the content: nothing is claimed, and what was staged is
-		// gone with extractUpload's temporary directory. (Entries replaced before a failure
-		// there are replaced again by the retry.)
+		// The connection failed, not the content: nothing is claimed or placed, and what was
+		// staged is gone with its temporary directory.
 		s.logger().Warn("gateway upload interrupted", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", body.err)
 		httpError(w, http.StatusBadRequest, "upload interrupted; retry")
 		return
 	}
-	if err != nil {
-		s.logger().Warn("gateway upload refused", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
-		if merr := writeUploadMark(sd, m.Name, uploadMark{Refused: true}); merr != nil {
-			s.logger().Error("gateway upload mark", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", merr)
-		}
-		// Read on a little so the refusal reaches the worker: closing with its bytes unread
-		// resets the connection, and the worker would see "connection reset" instead of why.
-		// Bounded: a larger rest is cut off, and the dispatch fails either way.
+	mark := body.mark()
+	switch {
+	case prev.Placing && (err != nil || !prev.sameBody(mark)):
+		// A gateway died placing another upload: only that one may finish.
+		s.logger().Warn("gateway upload refused", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", "another upload is being placed")
 		_, _ = io.CopyN(io.Discard, r.Body, refusedDrain)
-		var ue *UploadError
-		if errors.As(err, &ue) {
-			httpError(w, http.StatusUnprocessableEntity, err.Error())
-			return
-		}
-		httpError(w, http.StatusBadRequest, "upload failed")
+		httpError(w, http.StatusConflict, "the mount was uploaded already")
+		return
+	case err != nil:
+		s.refuseUpload(w, r, rec, m, sd, err)
 		return
 	}
-	if err := writeUploadMark(sd, m.Name, body.mark()); err != nil {
-		// Stored, but not final: a retry stores the same again.
+	mark.Placing = true
+	if err := writeUploadMark(sd, m.Name, mark); err != nil {
 		s.logger().Error("gateway upload mark", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
 		httpError(w, http.StatusInternalServerError, "record the upload; retry")
 		return
 	}
-	s.logger().Info("gateway upload", "dispatch_id", rec.Dispatch, "mount", m.Name, "entries", n)
+	if err := st.place(); err != nil {
+		// Placing, not placed: the same bytes again finish it.
+		s.logger().Error("gateway upload", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
+		httpError(w, http.StatusInternalServerError, "place the upload; retry")
+		return
+	}
+	mark.Placing = false
+	if err := writeUploadMark(sd, m.Name, mark); err != nil {
+		s.logger().Error("gateway upload mark", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
+		httpError(w, http.StatusInternalServerError, "record the upload; retry")
+		return
+	}
+	s.logger().Info("gateway upload", "dispatch_id", rec.Dispatch, "mount", m.Name, "entries", st.entries)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// refuseUpload makes the mount's refusal final and answers it.
+func (s *Server) refuseUpload(w http.ResponseWriter, r *http.Request, rec *record, m *mountRecord, sd string, err error) {
+	s.logger().Warn("gateway upload refused", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
+	if merr := writeUploadMark(sd, m.Name, uploadMark{Refused: true}); merr != nil {
+		s.logger().Error("gateway upload mark", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", merr)
+	}
+	// Read on a little so the refusal reaches the worker: closing with its bytes unread
+	// resets the connection, and the worker would see "connection reset" instead of why.
+	// Bounded: a larger rest is cut off, and the dispatch fails either way.
+	_, _ = io.CopyN(io.Discard, r.Body, refusedDrain)
+	var ue *UploadError
+	if errors.As(err, &ue) {
+		httpError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	}
+	httpError(w, http.StatusBadRequest, "upload failed")
 }
 
 // uploadAgain answers an upload of a mount whose upload is final: 204 when it is a retry of
@@ -121,7 +142,7 @@ func (s *Server) uploadAgain(w http.ResponseWriter, r *http.Request, rec *record
 		rc := http.NewResponseController(w)
 		body := newBodyReader(&deadlineReader{r: r.Body, rc: rc})
 		_, _ = io.Copy(io.Discard, io.LimitReader(body, mark.Size+1))
-		if body.err == nil && body.mark() == mark {
+		if body.err == nil && body.mark().sameBody(mark) {
 			s.logger().Info("gateway upload repeated", "dispatch_id", rec.Dispatch, "mount", m.Name)
 			w.WriteHeader(http.StatusNoContent)
 			return
@@ -150,12 +171,29 @@ type uploadCaps struct {
 	entries int
 }
 
-// extractUpload extracts the tar in r into dst, all or nothing: into a fresh directory beside
-// dst first (same file system), whose entries replace dst's only once the whole tar was
-// accepted. Regular files and directories only, beneath the directory (os.Root), each name
-// clean, local and new; modes 0600 and 0700; bytes and entries capped. It returns the number
-// of entries.
+// extractUpload extracts the tar in r into dst, all or nothing (stageUpload, then place). It
+// returns the number of entries.
 func extractUpload(r io.Reader, dst string, caps uploadCaps) (int, error) {
+	st, err := stageUpload(r, dst, caps)
+	if err != nil {
+		return 0, err
+	}
+	defer st.discard()
+	return st.entries, st.place()
+}
+
+// staged is an upload extracted whole beside its out directory, not yet in it.
+type staged struct {
+	tmp, dst string
+	entries  int
+}
+
+// stageUpload extracts the tar in r into a fresh directory beside dst (same file system) and
+// reads r to its end (a writer's padding after the tar's end marker, at most maxTrailer
+// bytes): the whole body is read before anything reaches dst. Regular files and directories
+// only, beneath the directory (os.Root), each name clean, local and new; modes 0600 and 0700;
+// bytes and entries capped.
+func stageUpload(r io.Reader, dst string, caps uploadCaps) (*staged, error) {
 	if caps.bytes <= 0 {
 		caps.bytes = MaxUploadBytes
 	}
@@ -164,22 +202,40 @@ func extractUpload(r io.Reader, dst string, caps uploadCaps) (int, error) {
 	}
 	var rnd [8]byte
 	rand.Read(rnd[:])
-	tmp := filepath.Join(filepath.Dir(dst), stagingPrefix(dst)+hex.EncodeToString(rnd[:]))
-	if err := os.Mkdir(tmp, 0o700); err != nil {
-		return 0, fmt.Errorf("stage upload: %w", err)
+	st := &staged{tmp: filepath.Join(filepath.Dir(dst), stagingPrefix(dst)+hex.EncodeToString(rnd[:])), dst: dst}
+	if err := os.Mkdir(st.tmp, 0o700); err != nil {
+		return nil, fmt.Errorf("stage upload: %w", err)
 	}
-	defer os.RemoveAll(tmp)
-	root, err := os.OpenRoot(tmp)
+	root, err := os.OpenRoot(st.tmp)
 	if err != nil {
-		return 0, fmt.Errorf("stage upload: %w", err)
+		st.discard()
+		return nil, fmt.Errorf("stage upload: %w", err)
 	}
-	n, err := extractInto(root, r, caps)
+	st.entries, err = extractInto(root, r, caps)
 	root.Close()
-	if err != nil {
-		return 0, err
+	if err == nil {
+		var k int64
+		switch k, err = io.CopyN(io.Discard, r, maxTrailer+1); {
+		case k > maxTrailer:
+			err = &UploadError{Reason: fmt.Sprintf("more than %d bytes after the tar's end", maxTrailer)}
+		case err == io.EOF:
+			err = nil // the body's end: all of it was read
+		case err != nil:
+			err = fmt.Errorf("read the upload's end: %w", err)
+		}
 	}
-	return n, replaceEntries(tmp, dst)
+	if err != nil {
+		st.discard()
+		return nil, err
+	}
+	return st, nil
 }
+
+// place moves the staged entries into the out directory, replacing what it has of their names.
+func (st *staged) place() error { return replaceEntries(st.tmp, st.dst) }
+
+// discard removes what is left of the staging directory.
+func (st *staged) discard() { os.RemoveAll(st.tmp) }
 
 func extractInto(root *os.Root, r io.Reader, caps uploadCaps) (int, error) {
 	tr := tar.NewReader(r)

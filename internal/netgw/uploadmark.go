@@ -15,16 +15,25 @@ import (
 )
 
 // A Result mount takes one upload: the first that the gateway stored, or refused for what it
-// held, is the mount's for good. What that was is written in put-<mount> (the mark) only once
-// it is final, under an flock on put-<mount>.lock, so a gateway killed in the middle of an
-// upload (kill -9 of `agora orch serve --gateway`) leaves no claim behind: the kernel drops the
-// lock with the process, and the worker's retry is served by the restarted gateway. A retry of
-// an upload that was stored (its answer lost with the connection) gets 204 again when its
-// bytes are the stored upload's (the mark holds their SHA-256 and length); anything else is
-// refused. Nothing in the mark comes from the worker but the digest the gateway computed.
+// held, is the mount's for good. The mark (put-<mount>) records where that stands, always
+// replaced whole (rename), under an flock on put-<mount>.lock that the kernel drops with a
+// gateway killed mid-upload:
+//
+//   - no mark: nothing was decided. An upload cut off by its connection, or by the gateway's
+//     death, while its body was read leaves none (what it staged is beside the out directory,
+//     removed by the next upload), and the worker's retry is served like a first upload.
+//   - "placing SHA SIZE": the whole body (its SHA-256 and length) was accepted and its entries
+//     were being moved into the out directory when the gateway died. Only the same bytes may
+//     finish it: a retry is extracted again and placed, anything else refused.
+//   - "stored SHA SIZE": final. A retry with the same bytes (the worker did not hear the
+//     answer) gets 204 again, anything else 409.
+//   - "refused": final; every later upload gets 409.
+//
+// Nothing in a mark comes from the worker but the digest the gateway computed itself.
 
 // Upload marks.
 const (
+	markPlacing = "placing"
 	markStored  = "stored"
 	markRefused = "refused"
 	// maxMark caps a mark read back.
@@ -33,10 +42,11 @@ const (
 	lockSuffix = ".lock"
 )
 
-// uploadMark is a Result mount's final upload: refused, or stored with the SHA-256 and
-// length of the request body that brought it.
+// uploadMark is where a Result mount's upload stands: refused, or being placed or stored with
+// the SHA-256 and length of the request body that brought it.
 type uploadMark struct {
 	Refused bool
+	Placing bool   // accepted whole, not yet all in the out directory
 	SHA256  string // hex, 64 characters; "" when refused
 	Size    int64  // body bytes; 0 when refused
 }
@@ -45,7 +55,16 @@ func (m uploadMark) encode() []byte {
 	if m.Refused {
 		return []byte(markRefused + "\n")
 	}
-	return fmt.Appendf(nil, "%s %s %d\n", markStored, m.SHA256, m.Size)
+	word := markStored
+	if m.Placing {
+		word = markPlacing
+	}
+	return fmt.Appendf(nil, "%s %s %d\n", word, m.SHA256, m.Size)
+}
+
+// sameBody reports whether m and o are marks of the same body.
+func (m uploadMark) sameBody(o uploadMark) bool {
+	return !m.Refused && !o.Refused && m.SHA256 == o.SHA256 && m.Size == o.Size
 }
 
 // parseUploadMark reads a mark exactly as encode writes it.
@@ -58,7 +77,7 @@ func parseUploadMark(b []byte) (uploadMark, error) {
 		return uploadMark{Refused: true}, nil
 	}
 	f := strings.Split(s, " ")
-	if len(f) != 3 || f[0] != markStored || len(f[1]) != sha256.Size*2 || strings.ToLower(f[1]) != f[1] {
+	if len(f) != 3 || (f[0] != markStored && f[0] != markPlacing) || len(f[1]) != sha256.Size*2 || strings.ToLower(f[1]) != f[1] {
 		return uploadMark{}, errors.New("upload mark: malformed")
 	}
 	if _, err := hex.DecodeString(f[1]); err != nil {
@@ -68,7 +87,7 @@ func parseUploadMark(b []byte) (uploadMark, error) {
 	if err != nil || n < 0 || strconv.FormatInt(n, 10) != f[2] {
 		return uploadMark{}, errors.New("upload mark: malformed size")
 	}
-	return uploadMark{SHA256: f[1], Size: n}, nil
+	return uploadMark{Placing: f[0] == markPlacing, SHA256: f[1], Size: n}, nil
 }
 
 // readUploadMark returns the mark of mount in session directory sd; fs.ErrNotExist when the

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"time"
 )
@@ -15,7 +16,7 @@ import (
 // --gateway` restarted (a crash, an upgrade, its pod rescheduled), its sessions kept in
 // AGORA_HOME, where the restarted gateway finds them again. The worker rides that out: a
 // request that got no answer, or an answer that says "not now" (429, 503, 504), is tried
-// again after a backoff that doubles from retryFirst to retryMax, until OutageLimit has passed
+// again after a jittered backoff that doubles from retryFirst to retryMax, until OutageLimit has passed
 // since the first failure. Then the worker gives up with an [UnreachableError], and exits
 // [remote.ExitGatewayUnreachable], so the host records the outage as what it is and never
 // blames the agent.
@@ -77,7 +78,10 @@ func (r *retrier) waitOr(ctx context.Context, err error, wake <-chan struct{}) e
 	if now.Sub(r.first) >= OutageLimit {
 		return &UnreachableError{Op: r.op, For: now.Sub(r.first), Err: err}
 	}
-	d := min(r.next, OutageLimit-now.Sub(r.first))
+	// Half the backoff plus a random half: the pods that lost a gateway together do not all
+	// come back in the same instant (they would crowd its unauthenticated pools).
+	d := r.next/2 + rand.N(r.next/2+1)
+	d = min(d, OutageLimit-now.Sub(r.first))
 	r.next = min(2*r.next, retryMax)
 	select {
 	case <-ctx.Done():
