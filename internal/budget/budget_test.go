@@ -82,15 +82,41 @@ func TestSpent(t *testing.T) {
 }
 
 func TestPrices(t *testing.T) {
-	ps := Prices{"gpt-4o": {InputPerMTok: 2.5, OutputPerMTok: 10, CachedInputPerMTok: 1.25}, "gpt-4o-mini": {InputPerMTok: 0.15, OutputPerMTok: 0.6}}
-	if p, ok := ps.Lookup("gpt-4o-mini-2024-07-18"); !ok || p.InputPerMTok != 0.15 {
-		t.Errorf("dated snapshot priced %+v %v, want gpt-4o-mini's", p, ok)
+	ps := Prices{
+		"gpt-4o":      {InputPerMTok: 2.5, OutputPerMTok: 10, CachedInputPerMTok: 1.25, Aliases: []string{"gpt-4o-2024-08-06"}},
+		"gpt-4o-mini": {InputPerMTok: 0.15, OutputPerMTok: 0.6},
+		"o1":          {InputPerMTok: 15, OutputPerMTok: 60},
+	}
+	if p, ok := ps.Lookup("gpt-4o-mini"); !ok || p.InputPerMTok != 0.15 {
+		t.Errorf("exact name priced %+v %v", p, ok)
 	}
 	if p, ok := ps.Lookup("gpt-4o-2024-08-06"); !ok || p.InputPerMTok != 2.5 {
-		t.Errorf("dated gpt-4o priced %+v %v", p, ok)
+		t.Errorf("declared alias priced %+v %v, want gpt-4o's", p, ok)
 	}
-	if _, ok := ps.Lookup("gpt-4"); ok {
-		t.Error("gpt-4 priced by a longer name")
+	// Issue #26 finding 5: a name is never priced as a prefix of it. o1-pro costs ten times
+	// o1; a dated snapshot nobody declared has no price.
+	for _, name := range []string{"o1-pro-2025-03-19", "o1-pro", "gpt-4o-mini-2024-07-18", "gpt-4o-2024-11-20", "gpt-4", "GPT-4O", "gpt-4o "} {
+		if p, ok := ps.Lookup(name); ok {
+			t.Errorf("%q priced %+v, want no price: only exact names and declared aliases are priced", name, p)
+		}
+	}
+	for prices, want := range map[string]string{
+		`alias of two`:    "models: alias \"x\" of both \"a\" and \"b\"",
+		`alias is a name`: "models: \"a\": alias \"b\" is a priced model of its own",
+		`empty alias`:     "models: \"a\": an alias is empty",
+	} {
+		var bad Prices
+		switch prices {
+		case `alias of two`:
+			bad = Prices{"a": {Aliases: []string{"x"}}, "b": {Aliases: []string{"x"}}}
+		case `alias is a name`:
+			bad = Prices{"a": {Aliases: []string{"b"}}, "b": {}}
+		case `empty alias`:
+			bad = Prices{"a": {Aliases: []string{" "}}}
+		}
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: Validate = %v, want %q", prices, err, want)
+		}
 	}
 	// 1M fresh input at 2.5, 1M cached at 1.25, 1M output at 10.
 	got := ps["gpt-4o"].CostNano(Usage{InputTokens: 2_000_000, CachedTokens: 1_000_000, OutputTokens: 1_000_000})
@@ -102,7 +128,7 @@ func TestPrices(t *testing.T) {
 		t.Errorf("cached cost without a cached price = %d", got)
 	}
 	err := ps.Require(Budget{USD: 1}, "claude-x")
-	if err == nil || !strings.Contains(err.Error(), `model "claude-x"`) || !strings.Contains(err.Error(), "priced: gpt-4o, gpt-4o-mini") {
+	if err == nil || !strings.Contains(err.Error(), `model "claude-x"`) || !strings.Contains(err.Error(), "priced: gpt-4o (gpt-4o-2024-08-06), gpt-4o-mini, o1") {
 		t.Errorf("Require = %v", err)
 	}
 	if err := ps.Require(Budget{Tokens: 5}, "claude-x"); err != nil {

@@ -3,6 +3,7 @@ package budget
 import (
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -89,6 +90,31 @@ func (m *Meter) Add(model string, u Usage, seen bool) {
 	if !seen && m.countTokens {
 		m.setStop("budget cannot be counted: a model response reported no usage")
 	}
+}
+
+// Unpriced says why a model call naming model must be refused before it is sent: a usd
+// limit is set and model has no price (neither a priced name nor a declared alias), so its
+// cost could not be counted. "" when the call may go (issue #26, finding 5: refused at the
+// request, not after the response spent what nobody could count).
+func (m *Meter) Unpriced(model string) string {
+	if m.limitNano == 0 {
+		return ""
+	}
+	if _, ok := m.prices.Lookup(model); ok {
+		return ""
+	}
+	var names []string
+	for _, n := range m.prices.Names() {
+		if a := m.prices[n].Aliases; len(a) > 0 {
+			n += " (" + strings.Join(a, ", ") + ")"
+		}
+		names = append(names, n)
+	}
+	known := strings.Join(names, ", ")
+	if known == "" {
+		known = "no model"
+	}
+	return "usd budget of $" + fmtUSD(m.limit.USD) + " cannot count model " + quote(model) + ": agora.yaml prices " + known
 }
 
 // Price is what one response costs in nano-dollars at the meter's prices, and the model it

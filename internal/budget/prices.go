@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -19,14 +20,20 @@ type Price struct {
 	InputPerMTok       float64 `json:"input_per_mtok" yaml:"input_per_mtok"`
 	OutputPerMTok      float64 `json:"output_per_mtok" yaml:"output_per_mtok"`
 	CachedInputPerMTok float64 `json:"cached_input_per_mtok,omitempty" yaml:"cached_input_per_mtok"`
+	// Aliases are other names this price holds for, exactly (a dated snapshot such as
+	// "gpt-4o-2024-08-06" of a priced "gpt-4o"): a name is priced only as itself or as a
+	// declared alias, never as a prefix of a longer one.
+	Aliases []string `json:"aliases,omitempty" yaml:"aliases"`
 }
 
 // Prices are the model prices of agora.yaml, by model name.
 type Prices map[string]Price
 
-// Validate refuses an empty model name and a negative, non-finite or oversized price.
+// Validate refuses an empty model name, a negative, non-finite or oversized price, and an
+// alias that is empty, is a priced name of its own or belongs to two models.
 func (ps Prices) Validate() error {
 	var errs []error
+	owner := map[string]string{}
 	for _, name := range ps.Names() {
 		p := ps[name]
 		if strings.TrimSpace(name) == "" {
@@ -35,6 +42,19 @@ func (ps Prices) Validate() error {
 		for field, v := range map[string]float64{"input_per_mtok": p.InputPerMTok, "output_per_mtok": p.OutputPerMTok, "cached_input_per_mtok": p.CachedInputPerMTok} {
 			if math.IsNaN(v) || v < 0 || v > maxPricePerMTok {
 				errs = append(errs, fmt.Errorf("models: %q: %s %s: want 0 to %s", name, field, fmtUSD(v), fmtUSD(maxPricePerMTok)))
+			}
+		}
+		for _, a := range p.Aliases {
+			_, priced := ps[a]
+			switch {
+			case strings.TrimSpace(a) == "":
+				errs = append(errs, fmt.Errorf("models: %q: an alias is empty", name))
+			case priced:
+				errs = append(errs, fmt.Errorf("models: %q: alias %q is a priced model of its own", name, a))
+			case owner[a] != "" && owner[a] != name:
+				errs = append(errs, fmt.Errorf("models: alias %q of both %q and %q", a, owner[a], name))
+			default:
+				owner[a] = name
 			}
 		}
 	}
@@ -51,23 +71,19 @@ func (ps Prices) Names() []string {
 	return names
 }
 
-// Lookup finds the price of model: its exact name, else the longest priced name N such that
-// model is N followed by "-" and more (a dated snapshot such as "gpt-4o-2024-08-06" of a
-// priced "gpt-4o"). ok is false when neither exists.
+// Lookup finds the price of model: its exact name, else the model that declares it among
+// its aliases. ok is false when neither exists. A name is never priced as the prefix of a
+// longer one: "o1-pro-2025-03-19" is not "o1" (issue #26, finding 5).
 func (ps Prices) Lookup(model string) (p Price, ok bool) {
 	if p, ok := ps[model]; ok {
 		return p, true
 	}
-	best := ""
-	for n := range ps {
-		if n != "" && len(n) > len(best) && strings.HasPrefix(model, n+"-") {
-			best = n
+	for _, n := range ps.Names() { // sorted, so an alias Validate refuses still has one reading
+		if slices.Contains(ps[n].Aliases, model) {
+			return ps[n], true
 		}
 	}
-	if best == "" {
-		return Price{}, false
-	}
-	return ps[best], true
+	return Price{}, false
 }
 
 // ErrNoPrice is returned when a usd budget meets a model that agora.yaml does not price.
@@ -82,7 +98,14 @@ func (ps Prices) Require(b Budget, model string) error {
 	if _, ok := ps.Lookup(model); ok {
 		return nil
 	}
-	known := strings.Join(ps.Names(), ", ")
+	var names []string
+	for _, n := range ps.Names() {
+		if a := ps[n].Aliases; len(a) > 0 {
+			n += " (" + strings.Join(a, ", ") + ")"
+		}
+		names = append(names, n)
+	}
+	known := strings.Join(names, ", ")
 	if known == "" {
 		known = "none"
 	}

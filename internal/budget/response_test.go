@@ -162,7 +162,7 @@ func TestMeter(t *testing.T) {
 		if s := m.Spent(); s != "" {
 			t.Fatalf("spent at $0.008: %s", s)
 		}
-		m.Add("m-2025-01-01", Usage{InputTokens: 2}, true)
+		m.Add("m", Usage{InputTokens: 2}, true)
 		if s := m.Spent(); s != "usd budget spent: $0.01 of $0.01" {
 			t.Fatalf("Spent = %q", s)
 		}
@@ -175,6 +175,20 @@ func TestMeter(t *testing.T) {
 		m.Add("other", Usage{InputTokens: 1}, true)
 		if s := m.Spent(); !strings.Contains(s, `model "other" has no price`) {
 			t.Fatalf("Spent = %q", s)
+		}
+	})
+	t.Run("unpriced model refused before the call", func(t *testing.T) {
+		m := NewMeter(Budget{USD: 5}, Prices{"m": {InputPerMTok: 1, Aliases: []string{"m-2025-01-01"}}}, "m")
+		for _, ok := range []string{"m", "m-2025-01-01"} {
+			if r := m.Unpriced(ok); r != "" {
+				t.Errorf("Unpriced(%q) = %q, want a priced model", ok, r)
+			}
+		}
+		if r := m.Unpriced("m-pro-2025-03-19"); !strings.Contains(r, `usd budget of $5 cannot count model "m-pro-2025-03-19": agora.yaml prices m (m-2025-01-01)`) {
+			t.Errorf("Unpriced = %q", r)
+		}
+		if r := NewMeter(Budget{Tokens: 5}, nil, "m").Unpriced("anything"); r != "" {
+			t.Errorf("without a usd budget any model can be counted, got %q", r)
 		}
 	})
 	t.Run("missing usage fails closed", func(t *testing.T) {

@@ -66,7 +66,7 @@ type modelEndpoint struct {
 	api     modelAPI
 	baseURL string
 	key     []byte // nil: no key (a local server that needs none)
-	model   string // the subagent's model, priced for responses that name none
+	model   string // the subagent's model: every model request must name it; its price counts each call
 }
 
 // takeModelEndpoint removes the endpoint and key entries of the runtime's API from p's
@@ -168,6 +168,7 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, rg *runningGat
 		Role:              role,
 		ModelBaseURL:      ep.baseURL,
 		ModelAPI:          ep.api.api,
+		Model:             ep.model,
 		APIKey:            ep.key,
 		Secrets:           secrets,
 		Egress:            egressGrant,

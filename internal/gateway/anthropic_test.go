@@ -84,7 +84,7 @@ func TestGateway_AnthropicRoutes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := start(t, Config{ModelBaseURL: up.at("model.test"), ModelAPI: tc.api, APIKey: []byte(testKey)})
-			resp, body := h.do(t, http.MethodPost, tc.path, tc.hdr, "{}")
+			resp, body := h.do(t, http.MethodPost, tc.path, tc.hdr, `{"model":"m"}`)
 			if resp.StatusCode != tc.status {
 				t.Fatalf("got %d %q, want %d", resp.StatusCode, body, tc.status)
 			}

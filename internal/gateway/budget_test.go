@@ -114,12 +114,12 @@ func TestGateway_BudgetStreams(t *testing.T) {
 			h := start(t, Config{ModelBaseURL: up.at("model.test"), ModelAPI: APIAnthropic, APIKey: []byte(testKey), Meter: budget.NewMeter(tc.b, prices, "claude-haiku-4-5")})
 			hdr := http.Header{"Content-Type": {"application/json"}, "Anthropic-Version": {"2023-06-01"}}
 			for i := range tc.calls {
-				resp, body := h.do(t, http.MethodPost, "/anthropic/v1/messages", hdr, `{"stream":true}`)
+				resp, body := h.do(t, http.MethodPost, "/anthropic/v1/messages", hdr, `{"model":"claude-haiku-4-5","stream":true}`)
 				if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "message_stop") {
 					t.Fatalf("call %d: %d %s", i, resp.StatusCode, body)
 				}
 			}
-			resp, body := h.do(t, http.MethodPost, "/anthropic/v1/messages", hdr, `{"stream":true}`)
+			resp, body := h.do(t, http.MethodPost, "/anthropic/v1/messages", hdr, `{"model":"claude-haiku-4-5","stream":true}`)
 			var e struct {
 				Type  string
 				Error struct{ Type, Message string }
@@ -144,7 +144,7 @@ func TestGateway_BudgetUpstreamErrorNotSpent(t *testing.T) {
 	})
 	h := start(t, Config{ModelBaseURL: up.at("model.test"), APIKey: []byte(testKey), Meter: budget.NewMeter(budget.Budget{Tokens: 10}, nil, "")})
 	for range 2 {
-		if resp, _ := h.do(t, http.MethodPost, "/model/chat/completions", nil, `{}`); resp.StatusCode != http.StatusServiceUnavailable {
+		if resp, _ := h.do(t, http.MethodPost, "/model/chat/completions", nil, `{"model":"m"}`); resp.StatusCode != http.StatusServiceUnavailable {
 			t.Fatalf("got %d, want the upstream's 503", resp.StatusCode)
 		}
 	}
@@ -159,8 +159,8 @@ func TestGateway_BudgetNoUsageFailsClosed(t *testing.T) {
 		io.WriteString(w, `data: {"choices":[{"delta":{"content":"x"}}]}`+"\n\ndata: [DONE]\n\n")
 	})
 	h := start(t, Config{ModelBaseURL: up.at("model.test"), APIKey: []byte(testKey), Meter: budget.NewMeter(budget.Budget{Tokens: 1000}, nil, "")})
-	h.do(t, http.MethodPost, "/model/chat/completions", nil, `{}`)
-	resp, body := h.do(t, http.MethodPost, "/model/chat/completions", nil, `{}`)
+	h.do(t, http.MethodPost, "/model/chat/completions", nil, `{"model":"m"}`)
+	resp, body := h.do(t, http.MethodPost, "/model/chat/completions", nil, `{"model":"m"}`)
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "reported no usage") {
 		t.Fatalf("got %d %s, want the budget refusal", resp.StatusCode, body)
 	}
@@ -168,7 +168,8 @@ func TestGateway_BudgetNoUsageFailsClosed(t *testing.T) {
 
 // BenchmarkGateway_ModelRequest is one chat completion through the gateway, without a
 // budget (the baseline) and with one, for a small and a large request body: the budget check
-// reads no body, so its cost does not grow with it.
+// reads no body, so its cost does not grow with it (the model pin's strict read of the body
+// does, in both).
 func BenchmarkGateway_ModelRequest(b *testing.B) {
 	up := newUpstream(b, chatReply(1))
 	for _, size := range []int{1 << 10, 1 << 20} {
@@ -211,7 +212,7 @@ func TestGateway_BudgetCallsUnderConcurrency(t *testing.T) {
 	codes := make(chan int, 12)
 	for range 12 {
 		wg.Go(func() {
-			resp, _ := h.do(t, http.MethodPost, "/model/chat/completions", nil, `{}`)
+			resp, _ := h.do(t, http.MethodPost, "/model/chat/completions", nil, `{"model":"m"}`)
 			codes <- resp.StatusCode
 		})
 	}
@@ -252,7 +253,7 @@ func TestGateway_BudgetCountsACutStream(t *testing.T) {
 	h := start(t, Config{ModelBaseURL: up.at("model.test"), ModelAPI: APIAnthropic, APIKey: []byte(testKey),
 		Meter: budget.NewMeter(budget.Budget{Tokens: 50}, nil, "")})
 	hdr := http.Header{"Anthropic-Version": {"2023-06-01"}}
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://gateway/anthropic/v1/messages", strings.NewReader(`{}`))
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://gateway/anthropic/v1/messages", strings.NewReader(`{"model":"m"}`))
 	req.Header = hdr
 	if resp, err := h.client.Do(req); err == nil {
 		_, err = io.ReadAll(resp.Body)
@@ -269,7 +270,7 @@ func TestGateway_BudgetCountsACutStream(t *testing.T) {
 	if u := h.gw.Usage(); u.InputTokens != 70 || u.OutputTokens != 1 || u.ModelCalls != 1 {
 		t.Fatalf("usage %+v, want the 70 input tokens message_start reported", u)
 	}
-	resp, body := h.do(t, http.MethodPost, "/anthropic/v1/messages", hdr, `{}`)
+	resp, body := h.do(t, http.MethodPost, "/anthropic/v1/messages", hdr, `{"model":"m"}`)
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "token budget spent: 71 of 50") {
 		t.Fatalf("next call %d %s, want the budget refusal", resp.StatusCode, body)
 	}
@@ -286,7 +287,7 @@ func TestGateway_BudgetRefusedRequestCostsNoCall(t *testing.T) {
 	if u := h.gw.Usage(); u.ModelCalls != 0 {
 		t.Fatalf("a refused request counted %d calls", u.ModelCalls)
 	}
-	if resp, body := h.do(t, http.MethodPost, "/model/chat/completions", nil, `{}`); resp.StatusCode != http.StatusOK {
+	if resp, body := h.do(t, http.MethodPost, "/model/chat/completions", nil, `{"model":"m"}`); resp.StatusCode != http.StatusOK {
 		t.Fatalf("the one allowed call: %d %s", resp.StatusCode, body)
 	}
 }

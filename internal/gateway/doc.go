@@ -84,6 +84,12 @@
 // [Config.OnBudget]. A new model route passes its response shape to serveModel and is
 // counted and checked the same way.
 //
+// Every POST model route's body is read for its model, exactly (strictjson: one reading, no
+// duplicate or case-folded key at any level), and forwarded only when it names
+// [Config.Model] and, under a usd budget, a model with a price (modelpin.go); otherwise it is
+// refused 400 in the API's own shape with a denied entry of its own. A call is priced as the
+// model it was forwarded for, never as the name its response carries.
+//
 // # Connections
 //
 // Every open connection costs the supervisor, on the host and outside the sandbox's memory

@@ -97,7 +97,7 @@ func TestGateway_EncodedBodyRefused(t *testing.T) {
 			var out []byte
 			var route string
 			if tc.route == "model" {
-				out = h.raw(t, "POST /model/chat/completions HTTP/1.1\r\nHost: gateway\r\nAccept-Encoding: deflate, gzip\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}")
+				out = h.raw(t, "POST /model/chat/completions HTTP/1.1\r\nHost: gateway\r\nAccept-Encoding: deflate, gzip\r\nConnection: close\r\nContent-Length: 13\r\n\r\n{\"model\":\"m\"}")
 				route = routeModelChat
 			} else {
 				out = h.raw(t, fmt.Sprintf("POST /fetch HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
@@ -137,7 +137,7 @@ func TestGateway_IdentityBodyPasses(t *testing.T) {
 		io.WriteString(w, `{"ok":true}`)
 	})
 	h := start(t, Config{ModelBaseURL: up.at("model.test"), APIKey: []byte(testKey)})
-	if resp, body := h.do(t, http.MethodPost, "/model/chat/completions", nil, "{}"); resp.StatusCode != http.StatusOK || string(body) != `{"ok":true}` {
+	if resp, body := h.do(t, http.MethodPost, "/model/chat/completions", nil, `{"model":"m"}`); resp.StatusCode != http.StatusOK || string(body) != `{"ok":true}` {
 		t.Errorf("got %d %q, want 200 and the body", resp.StatusCode, body)
 	}
 }

@@ -245,7 +245,7 @@ func TestGateway_RefusalsRepeatNoPartOfASecret(t *testing.T) {
 			t.Errorf("%s: got %d %q, want 403", body, status, msg)
 		}
 	}
-	if resp, body := h.do(t, http.MethodPost, "/model/chat/completions", nil, "{}"); resp.StatusCode != http.StatusBadGateway {
+	if resp, body := h.do(t, http.MethodPost, "/model/chat/completions", nil, `{"model":"m"}`); resp.StatusCode != http.StatusBadGateway {
 		t.Errorf("encoded model answer: got %d %s, want 502", resp.StatusCode, body)
 	}
 	h.audit.waitGateway(t, 6)

@@ -2,16 +2,19 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/agora-dev/agora/internal/egress"
 
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/strictjson"
 )
 
 // fuzzGrants are the grants FuzzFetchRequest runs under; refGranted is an independent
@@ -184,6 +187,115 @@ func FuzzCheckCoding(f *testing.F) {
 				if el != "" && el != "identity" {
 					t.Fatalf("passed a body in coding %q (header %q, %q)", el, v1, v2)
 				}
+			}
+		}
+	})
+}
+
+// FuzzModelRequest reads arbitrary bodies as a model request: never a panic, and a model it
+// accepts is the one every case-sensitive reader of the body sees at its top level, with no
+// other key there that a case-insensitive reader (encoding/json into a struct) could take
+// for "model".
+func FuzzModelRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"gpt-4o-mini","messages":[]}`, `{"model":"a","model":"b"}`, `{"model":"a","Model":"b"}`,
+		`{"Model":"a"}`, `{"MODEL":"a"}`, `{"model":["a"]}`, `{"model":null}`, `{}`, `[]`, `{"model":"\u0061"}`,
+		`{"model":"a","prompt":{"id":"p"}}`, `{"model":"a","x":{"k":1,"K":2}}`, `{"model":"a"} {}`, `{"model":"a","n":1e999}`,
+	} {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, responses bool) {
+		model, err := decodeModelRequest(body, responses)
+		if err != nil {
+			return
+		}
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal(body, &top); err != nil {
+			t.Fatalf("accepted a body encoding/json refuses: %q", body)
+		}
+		var seen string
+		if json.Unmarshal(top["model"], &seen) != nil || seen != model {
+			t.Fatalf("accepted model %q, a case-sensitive reader sees %s", model, top["model"])
+		}
+		for k := range top {
+			if k != "model" && strings.EqualFold(k, "model") {
+				t.Fatalf("accepted %q beside model in %q", k, body)
+			}
+		}
+		if responses && len(top["prompt"]) > 0 && string(top["prompt"]) != "null" {
+			t.Fatalf("accepted a stored prompt: %q", body)
+		}
+	})
+}
+
+// FuzzApprovalRequest decodes arbitrary /approval bodies as the gateway does and asks which
+// rule holds the call: never a panic; a call is held only by one of the grant's rules, only
+// for a tool an approve rule can name, and never by the rule text the body carries.
+func FuzzApprovalRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"tool":"write_file","call_id":"c","rule":"x","args":{"path":"a"}}`,
+		`{"tool":"run_command","call_id":"c","rule":"x","args":{"argv":["git","push","o"]}}`,
+		`{"tool":"Bash","call_id":"c","rule":"x","args":{"command":"git push o; rm -rf /"}}`,
+		`{"tool":"deploy_production","call_id":"c","rule":"pre-approved","args":{}}`,
+		`{"tool":"run_command","call_id":"c","rule":"x","args":{"argv":["git","push"],"ARGV":["ls"]}}`,
+		`{"tool":"write_file","Tool":"x","call_id":"c","rule":"x","args":{}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	rules := []grant.ApproveRule{{Tool: "write_file"}, {Command: "git push *"}}
+	g, err := newGateway(Config{DispatchID: testDispatchID, Role: testRole, Dialer: defaultDialer(), Audit: &fakeAuditor{}, Approve: rules})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req approvalRequest
+		if strictjson.Unmarshal(body, &req) != nil || g.checkApproval(&req) != nil {
+			return
+		}
+		if _, _, err := ArgsDigest(req.Args); err != nil {
+			return
+		}
+		r, err := g.holdingRule(req.Tool, req.Args)
+		if err != nil {
+			return
+		}
+		if !slices.Contains(rules, r) {
+			t.Fatalf("held by %+v, not a rule of the grant", r)
+		}
+		if grant.ApprovalTool(req.Tool) == "" {
+			t.Fatalf("tool %q held although no approve rule can name it", req.Tool)
+		}
+		if r.Tool != "" && grant.ApprovalTool(req.Tool) != r.Tool {
+			t.Fatalf("tool %q held by the rule for %q", req.Tool, r.Tool)
+		}
+	})
+}
+
+// FuzzToolAuditDecode decodes arbitrary /audit/tool bodies: never a panic, and a report it
+// accepts says what every case-sensitive reader of the body reads, field by field.
+func FuzzToolAuditDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"tool":"read_file","decision":"allowed","reason":"","args_hash":"sha256:` + strings.Repeat("a", 64) + `","duration_ms":3}`,
+		`{"tool":"read_file","Tool":"x","decision":"allowed"}`, `{"tool":"a","tool":"b"}`, `{"duration_ms":1e400}`,
+		`{"tool":"read_file","decision":"denied","phase":"pre","call_id":"toolu_1","args_hash":"sha256:` + strings.Repeat("b", 64) + `"}`,
+		`{"tool":{"x":1}}`, `{"\u0074ool":"x"}`, `{}`, `[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var r toolAuditRequest
+		if decodeFlat(body, toolAuditFields, &r) != nil {
+			return
+		}
+		r.validate() // must not panic
+		var top map[string]any
+		if err := json.Unmarshal(body, &top); err != nil {
+			t.Fatalf("accepted a body encoding/json refuses: %q", body)
+		}
+		for k, got := range map[string]string{"tool": r.Tool, "decision": r.Decision, "reason": r.Reason, "phase": r.Phase, "call_id": r.CallID, "args_hash": r.ArgsHash} {
+			if v, ok := top[k].(string); ok && v != got || !ok && got != "" {
+				t.Fatalf("field %s decoded %q, a case-sensitive reader sees %v in %q", k, got, top[k], body)
 			}
 		}
 	})

@@ -110,6 +110,11 @@ type Config struct {
 	// ModelAPI is the wire format of ModelBaseURL: [APIOpenAI] (the default when empty) or
 	// [APIAnthropic]. Only that API's routes are served.
 	ModelAPI string
+	// Model is the subagent's model: every model request (chat completions, Responses,
+	// Anthropic Messages and its token count) must name exactly it, or it is refused before
+	// it is sent (modelpin.go). "" pins nothing (a subagent that names no model, whose CLI
+	// picks its own; such a subagent cannot have a usd budget).
+	Model string
 	// APIKey is sent on model requests only, as "Authorization: Bearer <key>" (OpenAI) or
 	// "x-api-key: <key>" (Anthropic); nil or empty sends none. It must be at least [redact.MinLen] bytes (shorter could not be masked in
 	// responses) and a valid header value. Listen copies it; Close zeroes the copy.
@@ -187,6 +192,7 @@ type Gateway struct {
 	red              *redact.Redactor
 	model            *url.URL // nil: no model route
 	api              string   // APIOpenAI or APIAnthropic
+	pin              string   // the model every model request must name; "" pins none
 	grants           grants
 	dialer           *egress.Dialer
 	audit            *auditBudget // every entry goes through the budget
@@ -300,6 +306,7 @@ func newGateway(cfg Config) (*Gateway, error) {
 		role:       cfg.Role,
 		tracer:     newSpans(cfg.Tracer),
 		api:        cfg.ModelAPI,
+		pin:        cfg.Model,
 		key:        append([]byte(nil), cfg.APIKey...),
 		grants:     gs,
 		dialer:     cfg.Dialer,

@@ -88,7 +88,7 @@ func TestGateway_ConcurrencyLimit(t *testing.T) {
 	done := make(chan int, 2)
 	for range 2 {
 		go func() {
-			req, _ := http.NewRequest(http.MethodPost, "http://gateway/model/chat/completions", strings.NewReader("{}"))
+			req, _ := http.NewRequest(http.MethodPost, "http://gateway/model/chat/completions", strings.NewReader(`{"model":"m"}`))
 			resp, err := h.client.Do(req)
 			if err != nil {
 				done <- 0
@@ -101,7 +101,7 @@ func TestGateway_ConcurrencyLimit(t *testing.T) {
 	}
 	<-arrived
 	<-arrived
-	resp, body := h.do(t, http.MethodPost, "/model/chat/completions", nil, "{}")
+	resp, body := h.do(t, http.MethodPost, "/model/chat/completions", nil, `{"model":"m"}`)
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(errorOf(t, body), "more than 2 requests in flight") {
 		t.Errorf("third concurrent request: got %d %q, want 503", resp.StatusCode, body)
 	}
@@ -113,7 +113,7 @@ func TestGateway_ConcurrencyLimit(t *testing.T) {
 		}
 	}
 	// Slots are given back: the next request is admitted.
-	if resp, _ := h.do(t, http.MethodPost, "/model/chat/completions", nil, "{}"); resp.StatusCode != http.StatusOK {
+	if resp, _ := h.do(t, http.MethodPost, "/model/chat/completions", nil, `{"model":"m"}`); resp.StatusCode != http.StatusOK {
 		t.Errorf("after the others finished: got %d, want 200", resp.StatusCode)
 	}
 	h.audit.waitGateway(t, 3)

@@ -61,11 +61,22 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, ex *exchang
 		}
 	}
 	var body io.Reader = http.NoBody
+	var model string
 	if method == http.MethodPost {
 		b, ok := g.readBody(w, r, ex, maxRequestBody)
 		if !ok {
 			return
 		}
+		// Every POST model route's body names its model: read exactly, pinned, priced.
+		m, err := decodeModelRequest(b, upstream == "responses")
+		if err != nil {
+			g.refuse(w, ex, http.StatusBadRequest, "model request: "+err.Error())
+			return
+		}
+		if !g.checkModel(w, ex, api, m, shape != 0) {
+			return
+		}
+		model = m
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(r.Context(), method, target.String(), body)
@@ -132,7 +143,7 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, ex *exchang
 	if shape != 0 && resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		count = budget.NewResponse(shape, isEventStream(resp.Header.Get("Content-Type")))
 		// Counted even when the copy fails: what the model sent was spent.
-		defer g.countUsage(ex, count)
+		defer g.countUsage(ex, count, model)
 	}
 	if err := g.copyModelBody(w, resp, count); err != nil {
 		// The status line is out; cutting the connection is the only way left to tell the

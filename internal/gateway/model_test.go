@@ -174,7 +174,7 @@ func TestGateway_ModelStreamsIncrementally(t *testing.T) {
 		}
 	})
 	h := start(t, Config{ModelBaseURL: up.at("model.test"), APIKey: []byte(testKey)})
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://gateway/model/chat/completions", strings.NewReader(`{"stream":true}`))
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://gateway/model/chat/completions", strings.NewReader(`{"model":"m","stream":true}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestGateway_ModelRoutesRefused(t *testing.T) {
 
 func TestGateway_NoModelRoute(t *testing.T) {
 	h := start(t, Config{})
-	resp, body := h.do(t, http.MethodPost, "/model/chat/completions", nil, "{}")
+	resp, body := h.do(t, http.MethodPost, "/model/chat/completions", nil, `{"model":"m"}`)
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(errorOf(t, body), "no model endpoint") {
 		t.Fatalf("got %d %q, want 404 naming the missing model endpoint", resp.StatusCode, body)
 	}
@@ -258,7 +258,7 @@ func TestGateway_ModelRedirectNotFollowed(t *testing.T) {
 		http.Redirect(w, r, other.at("model.test")+"/steal", http.StatusTemporaryRedirect)
 	})
 	h := start(t, Config{ModelBaseURL: up.at("model.test"), APIKey: []byte(testKey)})
-	resp, _ := h.do(t, http.MethodPost, "/model/chat/completions", nil, "{}")
+	resp, _ := h.do(t, http.MethodPost, "/model/chat/completions", nil, `{"model":"m"}`)
 	if resp.StatusCode != http.StatusTemporaryRedirect {
 		t.Errorf("got status %d, want the upstream's 307 passed back", resp.StatusCode)
 	}
@@ -275,7 +275,7 @@ func TestGateway_ModelLoopbackRefusedByDefault(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "{}") })
 	// model.test resolves to 127.0.0.1, which the default egress policy refuses at dial time.
 	h := start(t, Config{ModelBaseURL: up.at("model.test"), APIKey: []byte(testKey), Dialer: defaultDialer()})
-	resp, body := h.do(t, http.MethodPost, "/model/chat/completions", nil, "{}")
+	resp, body := h.do(t, http.MethodPost, "/model/chat/completions", nil, `{"model":"m"}`)
 	if msg := errorOf(t, body); resp.StatusCode != http.StatusForbidden || msg != "address 127.0.0.1 is loopback" {
 		t.Errorf("got %d %q, want 403 %q", resp.StatusCode, msg, "address 127.0.0.1 is loopback")
 	}
@@ -299,7 +299,7 @@ func TestGateway_ModelUpstreamDown(t *testing.T) {
 	base := up.at("model.test")
 	up.Close()
 	h := start(t, Config{ModelBaseURL: base, APIKey: []byte(testKey)})
-	resp, body := h.do(t, http.MethodPost, "/model/chat/completions", nil, "{}")
+	resp, body := h.do(t, http.MethodPost, "/model/chat/completions", nil, `{"model":"m"}`)
 	if msg := errorOf(t, body); resp.StatusCode != http.StatusBadGateway || !strings.Contains(msg, "upstream request failed") {
 		t.Errorf("got %d %q, want 502 upstream request failed", resp.StatusCode, msg)
 	}
@@ -322,7 +322,7 @@ func TestGateway_ModelResponseOverCap(t *testing.T) {
 				}
 			})
 			h := start(t, Config{ModelBaseURL: up.at("model.test"), MaxBody: 1024})
-			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://gateway/model/chat/completions", strings.NewReader("{}"))
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://gateway/model/chat/completions", strings.NewReader(`{"model":"m"}`))
 			// The cut may come before the buffered header is sent (Do fails) or after (the read does).
 			resp, err := h.client.Do(req)
 			var b []byte

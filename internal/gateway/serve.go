@@ -51,6 +51,8 @@ type exchange struct {
 	// in nano-dollars (0 without a price).
 	model    string
 	costNano int64
+	// responseModel is the model the response named, when it is not model (a dated name).
+	responseModel string
 	// tally, when set, is the reason a refusal is counted under instead of having its own
 	// entry (see auditlimit.go).
 	tally string
@@ -197,6 +199,9 @@ func (g *Gateway) record(r *http.Request, ex *exchange, status int, bytesOut, by
 		// The model name comes from upstream's response (or the dispatch's declaration):
 		// masked and clipped like every other string the gateway records.
 		details["model"], details["cost_nano_usd"] = g.mask(ex.model, maxModelInAudit), ex.costNano
+		if ex.responseModel != "" {
+			details["response_model"] = g.mask(ex.responseModel, maxModelInAudit)
+		}
 	}
 	// The answer is sent; a record that is not kept cannot change it.
 	_ = g.audit.Record(context.WithoutCancel(r.Context()), KindGateway, details)

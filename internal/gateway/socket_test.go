@@ -193,7 +193,7 @@ func TestGateway_CloseWaitsForInFlight(t *testing.T) {
 	}
 	got := make(chan result, 1)
 	go func() {
-		req, _ := http.NewRequest(http.MethodPost, "http://gateway/model/chat/completions", strings.NewReader("{}"))
+		req, _ := http.NewRequest(http.MethodPost, "http://gateway/model/chat/completions", strings.NewReader(`{"model":"m"}`))
 		resp, err := h.client.Do(req)
 		if err != nil {
 			got <- result{body: err.Error()}
@@ -236,7 +236,7 @@ func TestGateway_CloseIsBounded(t *testing.T) {
 	h.gw.closeGrace = 50 * time.Millisecond
 	errc := make(chan error, 1)
 	go func() {
-		req, _ := http.NewRequest(http.MethodPost, "http://gateway/model/chat/completions", strings.NewReader("{}"))
+		req, _ := http.NewRequest(http.MethodPost, "http://gateway/model/chat/completions", strings.NewReader(`{"model":"m"}`))
 		resp, err := h.client.Do(req)
 		if err == nil {
 			resp.Body.Close()

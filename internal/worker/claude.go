@@ -87,12 +87,21 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 		return agentExit{}, err
 	}
 	defer tr.close(inv.stderr)
-	env := envWith(inv.env, map[string]string{
+	set := map[string]string{
 		"ANTHROPIC_BASE_URL":   rl.URL,
 		"ANTHROPIC_AUTH_TOKEN": rl.Token,
 		// No update checks, telemetry or error reports: there is no route for them.
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-	})
+	}
+	// The gateway refuses a request for any model but the subagent's (issue #26, finding 5):
+	// every model slot claude has (its background "small fast" model, its subagents', each
+	// family's default) is that model, so claude never asks for another.
+	if inv.model != "" {
+		for _, k := range claudeModelEnv {
+			set[k] = inv.model
+		}
+	}
+	env := envWith(inv.env, set)
 	res, err := claudert.Run(runCtx, claudert.Config{
 		Binary:       inv.binary,
 		SystemPrompt: inv.systemPrompt,
@@ -114,6 +123,12 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 		return agentExit{ExitCode: 1, Failure: "claude-code runtime: " + aerr.Error()}, nil
 	}
 	return claudeExit(ctx, res, err, inv)
+}
+
+// claudeModelEnv are the variables through which claude picks a model other than --model's.
+var claudeModelEnv = []string{
+	"ANTHROPIC_MODEL", "ANTHROPIC_SMALL_FAST_MODEL", "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+	"ANTHROPIC_DEFAULT_SONNET_MODEL", "ANTHROPIC_DEFAULT_OPUS_MODEL", "CLAUDE_CODE_SUBAGENT_MODEL",
 }
 
 // hookProgram is the agora binary claude runs as its tool hook: the sandbox's
