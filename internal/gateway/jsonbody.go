@@ -8,6 +8,8 @@ import (
 	"io"
 	"slices"
 	"unicode/utf8"
+
+	"github.com/agora-dev/agora/internal/strictjson"
 )
 
 // maxFieldInError caps how much of an unknown field name an error repeats.
@@ -15,7 +17,8 @@ const maxFieldInError = 40
 
 // decodeFlat parses b as exactly one flat JSON object into v, strictly: valid UTF-8, every
 // key one of fields exactly (encoding/json alone would match keys case-insensitively and keep
-// the last of duplicates), no key twice, only scalar values, nothing after the object.
+// the last of duplicates), no key twice, only scalar values, nothing after the object; v is
+// decoded by [strictjson.Unmarshal].
 func decodeFlat(b []byte, fields []string, v any) error {
 	if !utf8.Valid(b) {
 		return errors.New("body is not valid UTF-8")
@@ -53,9 +56,9 @@ func decodeFlat(b []byte, fields []string, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("data after the JSON object")
 	}
-	dec = json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	// The pass above explains a refusal without repeating the body; strictjson decides and
+	// decodes (no key that matches a field only under case folding, numbers in range).
+	if err := strictjson.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("body does not match the schema: %s", jsonErr(err))
 	}
 	return nil
