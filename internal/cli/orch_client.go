@@ -95,7 +95,7 @@ func orchValidateRun(ctx context.Context, opts *planOptions) error {
 			if err != nil {
 				return err
 			}
-			refs = catalogRefs{r: view.New(h.DB, h.Blobs), targets: h.Config.Target}
+			refs = catalogRefs{r: view.New(h.DB, h.Blobs), targets: h.Config.Target, queues: h.Config.CheckQueue}
 			checked = "catalog references checked"
 		}
 	}
@@ -276,21 +276,35 @@ type runOptions struct {
 
 func newOrchStatusCmd(f *Factory, runF func(*runOptions) error) *cobra.Command {
 	return newPrintCmd(&cobra.Command{
-		Use:   "status RUN",
-		Short: "Show a run and its tasks (RUN is an id or a plan name)",
+		Use:   "status [RUN]",
+		Short: "Show a run and its tasks (RUN is an id or a plan name), or the queues",
 		Long: `Show a run and its tasks. RUN is a run id, or a plan name: a name several runs share (the
 same plan on another workspace or commit is a new run under the same name) means the newest
 of them, and the command says so on stderr ("name_runs" in JSON); name another by its id
 ('agora orch runs' lists them). watch, patches, audit, cancel, answer, retry and seal read
 RUN the same way. When 'agora orch serve' is not running, status reads orch.db read-only
-and says it shows a snapshot of what serve last wrote.`,
-		Example: `  agora orch status nightly-fixes --output json`,
-		Args:    exactArgs(1, "RUN"),
+and says it shows a snapshot of what serve last wrote.
+
+A run's status names its queue (queues: in agora.yaml) with the tasks running on it and its
+depth, the ready tasks of its runs waiting to start ("queue_state" in JSON); a run a
+schedule started names the schedule, its slot and how many earlier slots were missed and
+coalesced into it. Without RUN, status lists the queues.`,
+		Example: `  agora orch status nightly-fixes --output json
+  agora orch status`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageErrorf(cmd, "%s takes at most one RUN (got %d arguments)", cmd.CommandPath(), len(args))
+			}
+			return nil
+		},
 	}, &runOptions{printOptions{f: f}}, runF, orchStatusRun)
 }
 
 func orchStatusRun(ctx context.Context, opts *runOptions) error {
 	f := opts.f
+	if opts.arg == "" {
+		return orchQueuesRun(ctx, f, opts.output)
+	}
 	_, r, err := runStatus(ctx, f, opts.arg)
 	if errors.Is(err, client.ErrNotRunning) {
 		r, err = snapshotStatus(ctx, f, opts.arg, err)
@@ -310,6 +324,12 @@ func printRunHeader(f *Factory, r api.Run) {
 		sealed = ", sealed"
 	}
 	fmt.Fprintf(f.IO.ErrOut, "run %s (%s): %s%s, %s tasks done, plan %s\n", r.ID, r.Name, r.State, sealed, progress(r), r.PlanDigest)
+	if line := queueLine(r); line != "" {
+		fmt.Fprintln(f.IO.ErrOut, line)
+	}
+	if line := slotLine(r); line != "" {
+		fmt.Fprintln(f.IO.ErrOut, line)
+	}
 	if r.Usage != nil || r.Budget != nil {
 		u := r.Usage
 		if u == nil {

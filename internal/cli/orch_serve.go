@@ -147,7 +147,8 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	reader := view.New(h.DB, h.Blobs)
 	eng, err := orch.Open(ctx, db, audit.New(f.Now), &dispatchexec.Executor{D: d, Supervisors: detach.For(d), Log: ob.log, Trace: ob.spans.Traceparent}, orch.Options{
 		Now:      f.Now,
-		Refs:     catalogRefs{r: reader, targets: h.Config.Target},
+		Refs:     catalogRefs{r: reader, targets: h.Config.Target, queues: h.Config.CheckQueue},
+		Queues:   h.Config.QueueConcurrency(),
 		Observer: ob.observer,
 		AfterCommit: func(ctx context.Context, sealed []string) {
 			// A sealed run gets a checkpoint at once, so its bundle can be exported and
@@ -201,11 +202,15 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	return err
 }
 
-// catalogRefs checks a plan's references against the catalog and agora.yaml's targets.
+// catalogRefs checks a plan's references against the catalog and agora.yaml's targets and
+// queues.
 type catalogRefs struct {
 	r       *view.Catalog
 	targets func(string) (config.Target, error)
+	queues  func(string) error
 }
+
+func (c catalogRefs) Queue(_ context.Context, name string) error { return c.queues(name) }
 
 func (c catalogRefs) Subagent(ctx context.Context, ref string) error {
 	_, err := c.r.Resolve(ctx, catalog.KindSubagent, ref)

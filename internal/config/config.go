@@ -40,6 +40,8 @@ type Config struct {
 	// Gateway is the network gateway workers on other machines (kubernetes targets) reach
 	// agora through: TLS, a token per dispatch (netgw).
 	Gateway Gateway `yaml:"gateway"`
+	// Queues bound how many tasks run at once across the runs on each (queues.go).
+	Queues map[string]Queue `yaml:"queues"`
 }
 
 // Gateway configures the network gateway that `agora gateway serve` and `agora orch serve
@@ -66,6 +68,7 @@ func Default(home string) *Config {
 		Catalog: Catalog{CapabilityMaxSize: DefaultCapabilityMaxSize},
 	}
 	c.validateTargets(nil)
+	c.validateQueues(nil)
 	return c
 }
 
@@ -126,6 +129,7 @@ func Parse(file string, src []byte, c *Config) error {
 	errs = append(errs, c.validateTargets(pos)...)
 	errs = append(errs, validateAudit(pos, &c.Audit)...)
 	errs = append(errs, validateRuntimes(pos, c.Runtimes)...)
+	errs = append(errs, c.validateQueues(pos)...)
 	for _, name := range c.Models.Names() {
 		if err := (budget.Prices{name: c.Models[name]}).Validate(); err != nil {
 			errs = append(errs, pos.Errorf("models."+name, "%v", err))

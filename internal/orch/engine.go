@@ -38,6 +38,9 @@ type Options struct {
 	AfterCommit func(ctx context.Context, sealed []string)
 	// Observer, when set, sees every committed batch, lock wait and re-attach.
 	Observer Observer
+	// Queues are agora.yaml's queues and their concurrency (queues.go); nil: no queue
+	// bounds anything.
+	Queues map[string]int
 }
 
 // Engine runs plans. Create it with [Open], then call [Engine.Run] once.
@@ -67,6 +70,9 @@ type Engine struct {
 	wokenLocks map[*lockState]bool
 	wokenRuns  map[*run]bool
 
+	queues      map[string]*queueState // agora.yaml's queues and those open runs name (queues.go)
+	wokenQueues map[*queueState]bool
+
 	subMu sync.Mutex
 	subs  map[string]map[chan api.Event]struct{}
 
@@ -84,6 +90,7 @@ type runSpecs struct {
 	concurrency int
 	tasks       []plan.Resolved
 	budget      budget.Budget
+	queue       string
 }
 
 // event is anything the loop applies.
@@ -98,6 +105,7 @@ type submitCmd struct {
 	actor          string
 	trace          Trace
 	reply          chan submitResult
+	slot           *Slot // a schedule's slot: the run's id is chosen (scheduled.go)
 }
 
 type submitResult struct {
@@ -135,6 +143,7 @@ func Open(ctx context.Context, db *store.DB, log *audit.Log, exec Executor, opts
 		runs: map[string]*run{}, byName: map[string]*run{}, locks: map[string]*lockState{}, live: map[string]*task{},
 		subs:       map[string]map[chan api.Event]struct{}{},
 		wokenLocks: map[*lockState]bool{}, wokenRuns: map[*run]bool{},
+		queues: map[string]*queueState{}, wokenQueues: map[*queueState]bool{},
 	}
 	e.b = newBatch()
 	if err := e.load(ctx); err != nil {
@@ -216,6 +225,8 @@ func (e *Engine) apply(ev event) {
 		e.action(c)
 	case statsCmd:
 		c.reply <- e.stats()
+	case queuesCmd:
+		c.reply <- e.queueStats()
 	}
 }
 

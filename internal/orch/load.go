@@ -75,6 +75,7 @@ func (e *Engine) load(ctx context.Context) error {
 					lr.l.acquire(t, lr.shared)
 				}
 				r.running++
+				r.q.running++
 				e.reattach = append(e.reattach, t)
 			case api.TaskPending:
 				if !t.retryAt.IsZero() {

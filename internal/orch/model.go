@@ -16,6 +16,8 @@ type run struct {
 	workspace        string // name@sha256:HEX, "" for none
 	trace            Trace
 	concurrency      int
+	q                *queueState // the queue its tasks take slots from
+	slot             Slot        // the schedule's slot it runs for; zero: none
 	createdAt        time.Time
 	endedAt          time.Time
 	state            string

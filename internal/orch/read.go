@@ -56,7 +56,7 @@ func status(ctx context.Context, db *sql.DB, ref string, cached func(id string) 
 	var runBudget budget.Budget
 	if cached, ok := cached(r.ID); ok {
 		rs := cached.(runSpecs)
-		specs, r.Concurrency, runBudget = rs.tasks, rs.concurrency, rs.budget
+		specs, r.Concurrency, runBudget, r.Queue = rs.tasks, rs.concurrency, rs.budget, rs.queue
 	} else {
 		var canonical []byte
 		if err := db.QueryRowContext(ctx, `SELECT plan FROM run_plans WHERE run_id = ?`, r.ID).Scan(&canonical); err != nil {
@@ -66,7 +66,7 @@ func status(ctx context.Context, db *sql.DB, ref string, cached func(id string) 
 		if err != nil {
 			return api.Run{}, fmt.Errorf("run %s: stored plan: %w", r.ID, err)
 		}
-		specs, r.Concurrency, runBudget = p.Resolve(), p.Concurrency, p.Budget
+		specs, r.Concurrency, runBudget, r.Queue = p.Resolve(), p.Concurrency, p.Budget, p.QueueName()
 	}
 	if !runBudget.IsZero() {
 		r.Budget = &runBudget
@@ -192,16 +192,21 @@ func (e *Engine) Runs(ctx context.Context, limit int) ([]api.Run, error) {
 	return out, nil
 }
 
-const runColumns = `id, name, state, digest, actor, workspace, repo, revision, cancel_requested, created_at, ended_at, sealed_at, trace_id`
+const runColumns = `id, name, state, digest, actor, workspace, repo, revision, cancel_requested, created_at, ended_at, sealed_at, trace_id,
+	queue, schedule, slot, missed`
 
 type rowScanner interface{ Scan(...any) error }
 
 func scanRun(row rowScanner) (api.Run, error) {
 	var r api.Run
-	var created, ended, sealed string
+	var created, ended, sealed, slot string
 	if err := row.Scan(&r.ID, &r.Name, &r.State, &r.PlanDigest, &r.Actor, &r.Workspace, &r.Repo, &r.Revision, &r.CancelAsked,
-		&created, &ended, &sealed, &r.TraceID); err != nil {
+		&created, &ended, &sealed, &r.TraceID, &r.Queue, &r.Schedule, &slot, &r.Missed); err != nil {
 		return r, err
+	}
+	if slot != "" {
+		at, _ := time.Parse(time.RFC3339Nano, slot)
+		r.Slot = &at
 	}
 	r.CreatedAt, _ = time.Parse(time.RFC3339Nano, created)
 	if ended != "" {

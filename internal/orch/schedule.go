@@ -40,7 +40,7 @@ func (e *Engine) recordReady() {
 // locks and freed run slots (they were ready earlier), then the tasks that became ready in
 // this batch. It touches only those tasks.
 func (e *Engine) schedule() {
-	for len(e.wokenLocks) > 0 || len(e.wokenRuns) > 0 || len(e.candidates) > 0 {
+	for len(e.wokenLocks) > 0 || len(e.wokenRuns) > 0 || len(e.wokenQueues) > 0 || len(e.candidates) > 0 {
 		for l := range e.wokenLocks {
 			delete(e.wokenLocks, l)
 			e.wakeLock(l)
@@ -49,6 +49,7 @@ func (e *Engine) schedule() {
 			delete(e.wokenRuns, r)
 			e.wakeRun(r)
 		}
+		e.wakeQueues()
 		cands := e.candidates
 		e.candidates = nil
 		for _, t := range cands {
@@ -94,7 +95,7 @@ func (t *task) wantsShared(l *lockState) bool {
 }
 
 // tryStart fires t when its run has a slot and every lock admits it; otherwise t waits in
-// the queue of the first thing that stopped it.
+// the queue of the first thing that stopped it: its run, its run's queue (queues.go) or a lock.
 func (e *Engine) tryStart(t *task) {
 	r := t.run
 	if t.state != api.TaskReady || r.cancelRequested {
@@ -113,6 +114,9 @@ func (e *Engine) tryStart(t *task) {
 		r.waiting.push(t)
 		return
 	}
+	if !e.queueAdmits(t) {
+		return
+	}
 	for _, lr := range t.locks {
 		if !lr.l.admits(t, lr.shared) {
 			lr.l.waiters.push(t)
@@ -125,6 +129,7 @@ func (e *Engine) tryStart(t *task) {
 		lr.l.acquire(t, lr.shared)
 	}
 	r.running++
+	r.q.running++
 	e.fire(t)
 }
 
@@ -210,4 +215,6 @@ func (e *Engine) releaseSlot(t *task) {
 	}
 	t.run.running--
 	e.wokenRuns[t.run] = true
+	t.run.q.running--
+	e.wokenQueues[t.run.q] = true
 }

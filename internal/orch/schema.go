@@ -187,5 +187,37 @@ ALTER TABLE runs ADD COLUMN trace_parent TEXT NOT NULL DEFAULT '';
 		SQL: `
 ALTER TABLE attempts ADD COLUMN verdict TEXT NOT NULL DEFAULT '';
 `,
+	}, store.Migration{
+		// Queues and schedules. A run records its queue (its plan's, 'default' for every run
+		// before queues) and, when a schedule submitted it, the schedule, the slot (its id is
+		// NAME@SLOT) and how many earlier slots were coalesced into it. A schedule is a
+		// person's standing order: a cron spec in a zone, a canonical plan, and the slot it
+		// last fired; next_due is indexed, so the scheduler reads the earliest due schedule
+		// and scans nothing.
+		Name: "queues and schedules",
+		SQL: `
+ALTER TABLE runs ADD COLUMN queue TEXT NOT NULL DEFAULT 'default';
+ALTER TABLE runs ADD COLUMN schedule TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN slot TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN missed INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX runs_schedule ON runs(schedule, slot);
+
+CREATE TABLE schedules (
+	name       TEXT PRIMARY KEY,
+	spec       TEXT NOT NULL,              -- the cron spec as validated: 5 fields or a descriptor
+	zone       TEXT NOT NULL,              -- the IANA zone its fields are read in
+	plan       BLOB NOT NULL,              -- the canonical plan, validated when added
+	digest     TEXT NOT NULL,              -- its digest
+	workspace  TEXT NOT NULL DEFAULT '',   -- the workspace given when added (NAME or NAME@sha256:HEX), resolved at each slot
+	revision   TEXT NOT NULL DEFAULT '',   -- and its revision, resolved to a commit at each slot
+	actor      TEXT NOT NULL,              -- who added it
+	created_at TEXT NOT NULL,
+	last_slot  TEXT NOT NULL DEFAULT '',   -- the latest slot fired (or refused), '' for none yet
+	last_run   TEXT NOT NULL DEFAULT '',   -- the run of last_slot, '' when it was refused
+	last_error TEXT NOT NULL DEFAULT '',   -- why last_slot was refused
+	next_due   TEXT NOT NULL               -- the first slot after last_slot (or after created_at)
+) WITHOUT ROWID;
+CREATE INDEX schedules_due ON schedules(next_due);
+`,
 	})
 }

@@ -15,7 +15,13 @@ import (
 func (e *Engine) submit(c submitCmd) {
 	p := c.p
 	digest := p.Digest()
-	existing, err := e.runByIdentity(p.Name, digest, c.workspace, c.repo, c.revision)
+	var existing string
+	var err error
+	if c.slot != nil {
+		existing, err = e.runByID(c.slot.RunID())
+	} else {
+		existing, err = e.runByIdentity(p.Name, digest, c.workspace, c.repo, c.revision)
+	}
 	if err != nil {
 		c.reply <- submitResult{err: err}
 		return
@@ -34,6 +40,7 @@ func (e *Engine) submit(c submitCmd) {
 		// Only with a trace, so a run without one is recorded exactly as before.
 		details["trace_id"], details["trace_span"], details["trace_parent"] = r.trace.ID, r.trace.Span, r.trace.Parent
 	}
+	slotDetails(c.slot, details)
 	e.record(r, nil, "orch.run.submitted", details)
 	for _, t := range r.tasks {
 		if t.unmet == 0 {
@@ -102,6 +109,10 @@ func (e *Engine) newRun(p *plan.Plan, digest string, c submitCmd) *run {
 		repo: c.repo, revision: c.revision, workspace: c.workspace, trace: c.trace, concurrency: p.Concurrency, createdAt: e.opts.Now().UTC(),
 		state: api.RunRunning, counts: map[string]int{}, inserted: true,
 	}
+	if c.slot != nil {
+		r.id, r.slot = c.slot.RunID(), *c.slot
+		r.slot.At = r.slot.At.UTC()
+	}
 	e.buildTasks(r, p)
 	return r
 }
@@ -110,7 +121,8 @@ func (e *Engine) newRun(p *plan.Plan, digest string, c submitCmd) *run {
 func (e *Engine) buildTasks(r *run, p *plan.Plan) {
 	resolved := p.Resolve()
 	r.budget = p.Budget
-	e.specs.Store(r.id, runSpecs{concurrency: p.Concurrency, tasks: resolved, budget: p.Budget})
+	r.q = e.queueOf(p.QueueName())
+	e.specs.Store(r.id, runSpecs{concurrency: p.Concurrency, tasks: resolved, budget: p.Budget, queue: p.QueueName()})
 	r.tasks = make([]*task, len(resolved))
 	r.byID = make(map[string]*task, len(resolved))
 	for i, spec := range resolved {

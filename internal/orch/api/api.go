@@ -74,6 +74,17 @@ type Run struct {
 	Usage  *budget.Usage  `json:"usage,omitempty"`
 	// TraceID is the trace the run's spans belong to (32 hex digits), "" without one.
 	TraceID string `json:"trace_id,omitempty"`
+	// Queue is the queue its tasks take their slots from (its plan's queue:), and
+	// QueueState that queue now (the service adds it; absent from a snapshot read without
+	// serve).
+	Queue      string `json:"queue"`
+	QueueState *Queue `json:"queue_state,omitempty"`
+	// Schedule is the schedule whose slot (Slot, when it was due) the run is for, "" for a
+	// run submitted by hand; Missed is how many earlier slots of it got no run of their own
+	// (serve was down) and were coalesced into this one.
+	Schedule string     `json:"schedule,omitempty"`
+	Slot     *time.Time `json:"slot,omitempty"`
+	Missed   int        `json:"missed,omitempty"`
 }
 
 // Task is one node of a run.
@@ -146,6 +157,27 @@ type Patch struct {
 	Task       string `json:"task"`
 	DispatchID string `json:"dispatch_id"`
 	Digest     string `json:"digest,omitempty"`
+}
+
+// Queue is one queue of agora.yaml (queues:) as the engine holds it now.
+type Queue struct {
+	Name string `json:"name"`
+	// Concurrency is how many tasks of its runs may run at once, all runs together; 0 is
+	// no limit.
+	Concurrency int `json:"concurrency"`
+	// Declared is false for a queue an open run names that agora.yaml no longer declares:
+	// it runs at a concurrency of 1 until the queue is declared again.
+	Declared bool `json:"declared"`
+	Running  int  `json:"running"` // tasks of its runs running now
+	// Depth is the ready tasks of its open runs: waiting for a slot of the queue, of their
+	// run, or a lock.
+	Depth int `json:"depth"`
+	Runs  int `json:"runs"` // its open runs
+}
+
+// Queues is the service's answer listing its queues, sorted by name.
+type Queues struct {
+	Queues []Queue `json:"queues"`
 }
 
 // Health is the service's liveness answer with a snapshot of the engine.

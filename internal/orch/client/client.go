@@ -116,6 +116,13 @@ func (c *Client) Health(ctx context.Context) (api.Health, error) {
 	return h, err
 }
 
+// Queues lists the queues with their running tasks and depth.
+func (c *Client) Queues(ctx context.Context) ([]api.Queue, error) {
+	var out api.Queues
+	err := c.do(ctx, http.MethodGet, "/v1/queues", nil, &out)
+	return out.Queues, err
+}
+
 // Submit starts a run.
 func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
 	var out api.SubmitResponse

@@ -36,6 +36,12 @@ func (p *Plan) Canonical() []byte {
 	}
 	o.key("name")
 	w.str(p.Name)
+	if p.Queue != "" {
+		// The default queue is "" and left out, written or not: a plan that names none
+		// keeps the digest it had before queues existed.
+		o.key("queue")
+		w.str(p.Queue)
+	}
 	if p.Revision != "" {
 		o.key("revision")
 		w.str(p.Revision)

@@ -16,11 +16,14 @@ type Refs interface {
 	// revision ("": its default) and the revision names a commit of it; never called with
 	// ref "". Its error names the workspace and its allowed revisions, never a path.
 	Workspace(ctx context.Context, ref, revision string) error
+	// Queue checks that agora.yaml declares the queue (never called with ""); its error names
+	// the queues it does declare.
+	Queue(ctx context.Context, name string) error
 }
 
 // Check looks up every catalog reference of the plan (subagents, env bundles, targets, the
 // workspace and its revision) through
-// refs and reports each one that does not resolve, at every place it is used, as
+// refs (and the plan's queue against agora.yaml's) and reports each one that does not resolve, at every place it is used, as
 // [strictyaml.Errors] (tasks[1].subagent: subagent "x" not found; known: a, b). Each distinct
 // reference is looked up once. A nil refs checks nothing: validating a plan offline without a
 // catalog checks structure only.
@@ -46,6 +49,7 @@ func (p *Plan) checkRefs(ctx context.Context, refs Refs, v *validator) {
 			return refs.Workspace(ctx, ref, p.Revision)
 		})
 	}
+	c.check("queue", "queue", p.QueueName(), refs.Queue)
 	c.check("defaults.target", "target", p.Defaults.Target, refs.Target)
 	for k, e := range p.Defaults.Env {
 		c.check("defaults.env["+strconv.Itoa(k)+"]", "env", e, refs.Env)

@@ -16,6 +16,7 @@ import (
 // fakeRefs is a catalog of known names; it counts lookups.
 type fakeRefs struct {
 	subagents, envs, targets, workspaces []string
+	queues                               []string // nil: only the default queue
 	calls                                map[string]int
 }
 
@@ -43,6 +44,14 @@ func (f *fakeRefs) Env(_ context.Context, ref string) error {
 
 func (f *fakeRefs) Target(_ context.Context, name string) error {
 	return f.lookup("target", f.targets, name)
+}
+
+func (f *fakeRefs) Queue(_ context.Context, name string) error {
+	known := f.queues
+	if known == nil {
+		known = []string{plan.DefaultQueue}
+	}
+	return f.lookup("queue", known, name)
 }
 
 // Workspace knows the workspaces in f.workspaces, each allowing only the revision "main".
@@ -88,8 +97,8 @@ tasks:
 			t.Errorf("%s looked up %d times, want once", ref, n)
 		}
 	}
-	if len(refs.calls) != 7 {
-		t.Errorf("looked up %d distinct references, want 7: %v", len(refs.calls), refs.calls)
+	if len(refs.calls) != 8 { // 7 and the default queue
+		t.Errorf("looked up %d distinct references, want 8: %v", len(refs.calls), refs.calls)
 	}
 }
 

@@ -19,6 +19,7 @@ type planDoc struct {
 	Defaults    defaultsDoc    `yaml:"defaults"`
 	Workspace   string         `yaml:"workspace"`
 	Revision    string         `yaml:"revision"`
+	Queue       string         `yaml:"queue"`
 	Tasks       []taskDoc      `yaml:"tasks"`
 	Budget      *budget.Budget `yaml:"budget"`
 }

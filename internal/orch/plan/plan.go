@@ -52,6 +52,10 @@ const (
 	DefaultConcurrency = 4              // concurrency when the plan names none
 )
 
+// DefaultQueue is the queue of a plan that names none. It always exists: agora.yaml declares
+// it implicitly when it does not itself.
+const DefaultQueue = "default"
+
 // Lock modes.
 const (
 	LockExclusive = "exclusive" // excludes every other holder
@@ -78,7 +82,10 @@ type Plan struct {
 	// an empty workspace, or the repository the submitter names (CLI only).
 	Workspace string
 	Revision  string
-	Tasks     []Task
+	// Queue is the agora.yaml queue the run's tasks take their slots from, together with
+	// every other run on it; "" is [DefaultQueue] (named or not: see [Plan.QueueName]).
+	Queue string
+	Tasks []Task
 	// Budget is the run's budget, shared by all its tasks' attempts: a task is not fired
 	// once the run has spent it. Zero sets none.
 	Budget budget.Budget

@@ -28,6 +28,7 @@ var fieldDocs = map[string]string{
 	"concurrency":                       "How many tasks of this run may run at once, 1 to 1024 (default 4).",
 	"workspace":                         "The catalog workspace every task works on (NAME or NAME@sha256:HEX); its commit is pinned at submit. Omitted: each task starts in an empty directory.",
 	"revision":                          "With workspace: a branch or tag its patterns allow, or a full commit id reachable from one. Default: the workspace's default revision.",
+	"queue":                             "The queue (agora.yaml queues:) whose concurrency bounds this run's running tasks together with every other run on it; default \"default\". An undeclared queue is refused, naming the declared ones.",
 	"defaults":                          "Values every task takes unless it sets its own.",
 	"budget":                            "The run's budget, shared by its tasks' attempts: once their model usage spends it, no further task is fired and the run ends budget-exceeded.",
 	"budget.tokens":                     "Input plus output tokens, all attempts together; 0 or absent sets no limit.",

@@ -123,6 +123,7 @@ func (v *validator) plan(doc *planDoc) *Plan {
 		}
 		p.Concurrency = *c
 	}
+	p.Queue = v.queue(doc.Queue)
 	p.Workspace, p.Revision = doc.Workspace, doc.Revision
 	if doc.Workspace != "" {
 		if err := checkRef(catalog.KindWorkspace, doc.Workspace); err != nil {

@@ -110,6 +110,7 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, api.Health{PID: os.Getpid(), OpenRuns: st.Runs, LiveAttempts: st.LiveAttempts,
 			LocksHeld: st.LocksHeld, LockWaiters: st.LockWaiters, SlotWaiters: st.SlotWaiters, Backoffs: st.Backoffs})
 	})
+	mux.HandleFunc("GET /v1/queues", s.queues)
 	mux.HandleFunc("POST /v1/runs", s.submit)
 	mux.HandleFunc("GET /v1/runs", s.runs)
 	mux.HandleFunc("GET /v1/runs/{ref}", s.status)
@@ -261,6 +262,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, err)
 		return
 	}
+	s.addQueueState(r.Context(), &run)
 	writeJSON(w, http.StatusOK, run)
 }
 
