@@ -34,7 +34,7 @@ func (p *dispatchProgress) event(kind string, r *dispatch.Record) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch kind {
-	case dispatch.PhaseStaging, dispatch.PhaseSandbox, dispatch.PhaseAgent, dispatch.PhaseCapture:
+	case dispatch.PhaseStaging, dispatch.PhaseSandbox, dispatch.PhaseAgent, dispatch.PhaseCapture, dispatch.PhaseVerify:
 		p.phase, p.since = kind, p.f.Now()
 		if p.show {
 			fmt.Fprintf(p.f.IO.ErrOut, "agora: %s %s\n", p.id, kind)

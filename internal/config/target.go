@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net/netip"
+	"path"
 	"sort"
 	"strings"
 	"time"
@@ -73,7 +74,16 @@ type Target struct {
 	// prices of models:) and model_calls; a dispatch may narrow it, never raise it. Zero
 	// fields set no limit.
 	Budget budget.Budget `yaml:"budget"`
+	// VerifyPath are directories put before the default PATH (/usr/local/bin:/usr/bin:/bin)
+	// of this target's verify gate sandboxes, so a verify command such as [go, test, ./...]
+	// finds a toolchain the default PATH lacks (/usr/local/go/bin). Absolute, clean, at most
+	// 16. The local sandbox binds /usr read-only: a directory outside it is not visible
+	// there. Default none.
+	VerifyPath []string `yaml:"verify_path"`
 }
+
+// maxVerifyPath caps a target's verify_path.
+const maxVerifyPath = 16
 
 // Egress configures outbound requests.
 type Egress struct {
@@ -254,6 +264,14 @@ func (c *Config) validateTargets(pos *strictyaml.Positions) strictyaml.Errors {
 		}
 		if t.Disk < MinDisk {
 			errs = append(errs, pos.Errorf(p+".disk", "at least %s", ByteSize(MinDisk)))
+		}
+		if len(t.VerifyPath) > maxVerifyPath {
+			errs = append(errs, pos.Errorf(p+".verify_path", "%d directories; at most %d", len(t.VerifyPath), maxVerifyPath))
+		}
+		for i, dir := range t.VerifyPath {
+			if !path.IsAbs(dir) || path.Clean(dir) != dir || strings.ContainsAny(dir, ":\x00") {
+				errs = append(errs, pos.Errorf(fmt.Sprintf("%s.verify_path[%d]", p, i), "want an absolute, clean directory without ':', got %q", dir))
+			}
 		}
 		c.Targets[name] = t
 	}

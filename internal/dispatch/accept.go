@@ -15,6 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/gitexec"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/verdict"
 	"github.com/agora-dev/agora/internal/worker/wire"
 	"github.com/agora-dev/agora/internal/workspace"
 )
@@ -66,6 +67,11 @@ type Request struct {
 	// them): the record keeps them, so the attempt is answered only through its run.
 	RunID  string
 	TaskID string
+
+	// Verify is the dispatch's verify gate, nil for none: after the agent, its command runs
+	// in a fresh sandbox of the target on the base tree plus the captured patch, and a red
+	// verdict ends the dispatch failed/verify-failed. A kubernetes target refuses it.
+	Verify *verdict.Spec
 
 	// answer is set by [Dispatcher.ResumeRequest]: who answers ParentID, through which door.
 	answer *answerNote
@@ -144,6 +150,10 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	case timeout > target.Timeout:
 		return nil, reqErr("timeout %s is over target %q's limit of %s", timeout, req.Target, target.Timeout)
 	}
+	verify, err := checkVerify(req.Verify, req.Target, target)
+	if err != nil {
+		return nil, err
+	}
 	input, err := wire.CanonicalInput(req.Input)
 	if err != nil {
 		return nil, &RequestError{Err: err}
@@ -192,7 +202,7 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 		ID: id, Subagent: sub.Name, SubagentDigest: sub.Digest, Envs: envs, Target: req.Target,
 		Sandbox: target.Sandbox, Network: resolveNetwork(target.Network, grants), InputDigest: inputDigest, Repo: repo, Revision: rev, Workspace: wsRef,
 		Timeout: Duration(timeout), ParentID: req.ParentID, Actor: req.Actor, CallbackURL: callback, Inputs: inputs,
-		Grants: &grants, Budget: eff, RunID: req.RunID, TaskID: req.TaskID, answer: req.answer,
+		Grants: &grants, Budget: eff, RunID: req.RunID, TaskID: req.TaskID, answer: req.answer, Verify: verify,
 	}
 	rec.TraceID, rec.TraceSpan, rec.TraceParent = d.traceIDs(ctx, req.Traceparent)
 	if rec.Envs == nil {

@@ -20,6 +20,7 @@ const (
 	PhaseSandbox = "sandbox" // starting the sandbox
 	PhaseAgent   = "agent"   // the worker runs in the sandbox
 	PhaseCapture = "capture" // the sandbox exited: collecting the patch, outputs and logs
+	// PhaseVerify (gate.go) follows capture for a dispatch with a verify gate.
 )
 
 // phaseFile is the stage's file holding the current phase's name.
@@ -73,7 +74,7 @@ func (d *Dispatcher) Live(id string) Live {
 	defer dir.Close()
 	if b, mod, err := dir.Tail(phaseFile, 64); err == nil {
 		switch p := strings.TrimSpace(string(b)); p {
-		case PhaseStaging, PhaseSandbox, PhaseAgent, PhaseCapture:
+		case PhaseStaging, PhaseSandbox, PhaseAgent, PhaseCapture, PhaseVerify:
 			l.Phase, l.PhaseSince = p, mod
 		}
 	}

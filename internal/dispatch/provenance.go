@@ -57,6 +57,10 @@ func Provenance(r *Record) ([]byte, error) {
 		"reason":       r.Reason,
 		"products":     products,
 	}
+	if v := r.Verdict; v != nil {
+		// Only with a verdict, so the statements of older dispatches keep their bytes.
+		stmt["verdict"] = v.Digest()
+	}
 	if rb := r.RuntimeBinary; rb != nil {
 		// Only when there is one, so the statements of older dispatches keep their bytes.
 		stmt["runtime_binary"] = map[string]any{"path": rb.Path, "host_path": rb.HostPath, "version": rb.Version, "sha256": rb.SHA256}

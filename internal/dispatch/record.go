@@ -13,6 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/egress/proxy"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/verdict"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -52,10 +53,15 @@ const (
 	// worker's outage limit), so its mounts or its result never crossed. Nothing the agent
 	// did is known or blamed; plans retry it.
 	ReasonGatewayUnreachable = "gateway-unreachable"
+	// ReasonVerifyFailed: the dispatch's verify gate was red (its command failed or timed
+	// out, or the patch touches a protected path or does not apply); the record's Verdict
+	// says which. The patch and outputs are kept. Never retried: the same patch fails the
+	// same way.
+	ReasonVerifyFailed = "verify-failed"
 )
 
 // Reasons lists every failure reason.
-var Reasons = []string{ReasonWorkerFailed, ReasonProviderFailed, ReasonTimeout, ReasonCancelled, ReasonFetchFailed, ReasonIntegrityFailed, ReasonDenied, ReasonLost, ReasonLimitExceeded, ReasonBudgetExceeded, ReasonGatewayUnreachable}
+var Reasons = []string{ReasonWorkerFailed, ReasonProviderFailed, ReasonTimeout, ReasonCancelled, ReasonFetchFailed, ReasonIntegrityFailed, ReasonDenied, ReasonLost, ReasonLimitExceeded, ReasonBudgetExceeded, ReasonGatewayUnreachable, ReasonVerifyFailed}
 
 // Events are the lifecycle vocabulary: closed, and the same words as the states they enter.
 var Events = []string{StateAccepted, StateStarted, StateFinished, StateNeedsInput, StateFailed, StateCancelled, StateAnswered}
@@ -145,6 +151,12 @@ type Record struct {
 	ChildID    string     `json:"child_id,omitempty"`
 	AnsweredBy string     `json:"answered_by,omitempty"`
 	AnsweredAt *time.Time `json:"answered_at,omitempty"`
+
+	// Verify is the dispatch's verify gate (its timeout resolved), nil for none; Verdict is
+	// what agora observed running it, recorded with the terminal state, nil when the
+	// dispatch had no gate or ended before it (failed, needs_input, cancelled).
+	Verify  *verdict.Spec    `json:"verify,omitempty"`
+	Verdict *verdict.Verdict `json:"verdict,omitempty"`
 
 	supervisor      string
 	cancelRequested bool
@@ -242,21 +254,21 @@ var ErrExists = errors.New("dispatch already recorded")
 const recordColumns = `id, state, reason, detail, exit_code, subagent, subagent_digest, envs, target, sandbox,
 network, input_digest, repo, revision, timeout_ms, parent_id, actor, provider_task_id, supervisor,
 cancel_requested, callback_url, created_at, started_at, ended_at, isolation, result, inputs, grants, workspace, net,
-runtime_binary, budget, usage, trace_id, trace_span, trace_parent, run_id, task_id, child_id, answered_by, answered_at`
+runtime_binary, budget, usage, trace_id, trace_span, trace_parent, run_id, task_id, child_id, answered_by, answered_at, verify, verdict`
 
 type scanner interface{ Scan(...any) error }
 
 func scanRecord(row scanner) (*Record, error) {
 	var r Record
 	var exit sql.NullInt64
-	var envs, created, started, ended, result, inputs, grants, netStats, runtimeBin, budgetJSON, usageJSON, answeredAt string
+	var envs, created, started, ended, result, inputs, grants, netStats, runtimeBin, budgetJSON, usageJSON, answeredAt, verifyJSON, verdictJSON string
 	var timeoutMS int64
 	if err := row.Scan(&r.ID, &r.State, &r.Reason, &r.Detail, &exit, &r.Subagent, &r.SubagentDigest, &envs,
 		&r.Target, &r.Sandbox, &r.Network, &r.InputDigest, &r.Repo, &r.Revision, &timeoutMS, &r.ParentID,
 		&r.Actor, &r.ProviderTaskID, &r.supervisor, &r.cancelRequested, &r.CallbackURL, &created, &started,
 		&ended, &r.Isolation, &result, &inputs, &grants, &r.Workspace, &netStats,
 		&runtimeBin, &budgetJSON, &usageJSON, &r.TraceID, &r.TraceSpan, &r.TraceParent,
-		&r.RunID, &r.TaskID, &r.ChildID, &r.AnsweredBy, &answeredAt); err != nil {
+		&r.RunID, &r.TaskID, &r.ChildID, &r.AnsweredBy, &answeredAt, &verifyJSON, &verdictJSON); err != nil {
 		return nil, err
 	}
 	if exit.Valid {
@@ -301,6 +313,20 @@ func scanRecord(row scanner) (*Record, error) {
 		if err := json.Unmarshal([]byte(grants), r.Grants); err != nil {
 			return nil, fmt.Errorf("dispatch %s: bad grants: %w", r.ID, err)
 		}
+	}
+	if verifyJSON != "" {
+		s, err := verdict.ParseSpec([]byte(verifyJSON))
+		if err != nil {
+			return nil, fmt.Errorf("dispatch %s: bad verify: %w", r.ID, err)
+		}
+		r.Verify = &s
+	}
+	if verdictJSON != "" {
+		v, err := verdict.Parse([]byte(verdictJSON))
+		if err != nil {
+			return nil, fmt.Errorf("dispatch %s: bad verdict: %w", r.ID, err)
+		}
+		r.Verdict = &v
 	}
 	var err error
 	if r.CreatedAt, err = time.Parse(time.RFC3339Nano, created); err != nil {

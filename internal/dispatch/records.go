@@ -16,7 +16,11 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/egress/proxy"
 	"github.com/agora-dev/agora/internal/store"
+	"github.com/agora-dev/agora/internal/verdict"
 )
+
+// KindVerified is the audit kind of a dispatch's verify gate verdict.
+const KindVerified = "dispatch.verified"
 
 // Records keeps dispatch records, their lifecycle events, audit entries and callback outbox
 // rows; every state change writes all of them in one transaction.
@@ -96,16 +100,22 @@ func (s *Records) Accept(ctx context.Context, r *Record) error {
 			return err
 		}
 	}
+	verifyJSON := []byte{}
+	if r.Verify != nil {
+		if verifyJSON, err = json.Marshal(r.Verify); err != nil {
+			return err
+		}
+	}
 	return s.db.Tx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
 INSERT INTO dispatches(id, state, subagent, subagent_digest, envs, target, sandbox, network, input_digest,
 	repo, revision, timeout_ms, parent_id, actor, callback_url, created_at, supervisor, inputs, grants, workspace, budget,
-	trace_id, trace_span, trace_parent, run_id, task_id)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	trace_id, trace_span, trace_parent, run_id, task_id, verify)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.State, r.Subagent, r.SubagentDigest, string(envs), r.Target, r.Sandbox, r.Network, r.InputDigest,
 			r.Repo, r.Revision, time.Duration(r.Timeout).Milliseconds(), r.ParentID, r.Actor, r.CallbackURL, ts(r.CreatedAt),
 			selfSupervisor(), string(inputs), string(grants), r.Workspace, string(budgetJSON),
-			r.TraceID, r.TraceSpan, r.TraceParent, r.RunID, r.TaskID)
+			r.TraceID, r.TraceSpan, r.TraceParent, r.RunID, r.TaskID, string(verifyJSON))
 		if store.IsUniqueViolation(err) {
 			return fmt.Errorf("record dispatch %s: %w", r.ID, ErrExists)
 		}
@@ -142,6 +152,9 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 
 		}
 		if r.Budget != nil {
 			data["budget"] = r.Budget.Canonical()
+		}
+		if r.Verify != nil {
+			data["verify"] = r.Verify.Details()
 		}
 		if r.Workspace != "" {
 			// The name and the commit, never the path: the audit says what was worked on.
@@ -212,6 +225,9 @@ type Outcome struct {
 	Result    *Result
 	Net       *proxy.Stats  // the egress proxy's counts, or nil
 	Usage     *budget.Usage // the model gateway's counts, or nil
+	// Verdict is the verify gate's verdict, or nil: written with the terminal state, and
+	// audited as dispatch.verified in the same transaction, before the terminal entry.
+	Verdict *verdict.Verdict
 }
 
 // Finish moves a live dispatch to its terminal state. It returns false (and changes nothing)
@@ -252,9 +268,15 @@ func (s *Records) Finish(ctx context.Context, id string, o Outcome) (bool, error
 				return err
 			}
 		}
+		var verdictJSON []byte
+		if o.Verdict != nil {
+			if verdictJSON, err = json.Marshal(o.Verdict); err != nil {
+				return err
+			}
+		}
 		if _, err := tx.ExecContext(ctx, `
-UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolation = ?, result = ?, ended_at = ?, net = ?, usage = ? WHERE id = ?`,
-			o.State, o.Reason, o.Detail, exit, o.Isolation, string(result), ts(s.now()), string(netStats), string(usageJSON), id); err != nil {
+UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolation = ?, result = ?, ended_at = ?, net = ?, usage = ?, verdict = ? WHERE id = ?`,
+			o.State, o.Reason, o.Detail, exit, o.Isolation, string(result), ts(s.now()), string(netStats), string(usageJSON), string(verdictJSON), id); err != nil {
 			return err
 		}
 		data := map[string]any{"reason": o.Reason, "detail": o.Detail, "isolation": o.Isolation}
@@ -273,8 +295,19 @@ UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolatio
 		if o.Result != nil && o.Result.Patch != nil {
 			data["patch_digest"] = string(o.Result.Patch.Digest)
 		}
+		if v := o.Verdict; v != nil {
+			// The verdict is audited before the end it decided, in the same transaction; the
+			// terminal entry and the manifest name its digest, so a bundle without the
+			// dispatch.verified entry fails agora verify.
+			data["verdict"] = v.Digest()
+			vd := v.Details()
+			vd["verdict"] = v.Digest()
+			if _, err := s.log.Append(ctx, tx, audit.Entry{Actor: r.Actor, Kind: KindVerified, Subject: "dispatch/" + r.ID, Details: vd}); err != nil {
+				return err
+			}
+		}
 		ended := *r
-		ended.State, ended.Reason, ended.Result, ended.Net, ended.Usage = o.State, o.Reason, o.Result, o.Net, o.Usage
+		ended.State, ended.Reason, ended.Result, ended.Net, ended.Usage, ended.Verdict = o.State, o.Reason, o.Result, o.Net, o.Usage, o.Verdict
 		manifest, err := Provenance(&ended)
 		if err != nil {
 			return err

@@ -64,6 +64,9 @@ func (d *Dispatcher) ResumeRequest(ctx context.Context, parent *Record, answer s
 		Input: b, Repo: parent.Repo, Revision: parent.Revision, Timeout: time.Duration(parent.Timeout),
 		ParentID: parent.ID, Actor: by.Actor, CallbackURL: parent.CallbackURL,
 		RunID: by.RunID, TaskID: by.TaskID, answer: &answerNote{by: by, sum: answerSum(answer)},
+		// The answer's dispatch is judged by the gate its parent was: answering a question
+		// never skips it.
+		Verify: parent.Verify,
 	}
 	if parent.Workspace != "" {
 		// The same workspace version at the same commit, checked again against its patterns.

@@ -174,4 +174,15 @@ WHERE instr(actor, ' via orch/') > 0 AND instr(substr(actor, instr(actor, ' via 
 ALTER TABLE dispatch_approvals ADD COLUMN args TEXT NOT NULL DEFAULT '';
 ALTER TABLE dispatch_approvals ADD COLUMN args_bytes INTEGER NOT NULL DEFAULT 0;
 `,
+}, {
+	Name: "dispatch verify gate",
+	SQL: `
+-- verify: JSON {command, timeout, protect}, the dispatch's verify gate (timeout resolved),
+-- written at accept; '' for none. verdict: JSON verdict.Verdict (exit, duration, the last
+-- 16 KiB of output redacted, its sha256, protected paths), what agora observed running the
+-- gate in a fresh sandbox, written with the terminal state and its dispatch.verified entry;
+-- '' when there was no gate or the dispatch ended before it.
+ALTER TABLE dispatches ADD COLUMN verify TEXT NOT NULL DEFAULT '';
+ALTER TABLE dispatches ADD COLUMN verdict TEXT NOT NULL DEFAULT '';
+`,
 }}

@@ -276,6 +276,9 @@ func (s *stage) removeWork() {
 	os.RemoveAll(s.workspace)
 	os.RemoveAll(s.out)
 	os.RemoveAll(filepath.Join(s.dir, wire.InputsDir))
+	os.RemoveAll(filepath.Join(s.dir, gateDir)) // the verify gate's tree without a disk quota
+	os.RemoveAll(filepath.Join(s.dir, gateGitDir))
+	os.Remove(filepath.Join(s.dir, gateIndex))
 	os.Remove(filepath.Join(s.dir, phaseFile)) // the dispatch's record says how it ended
 	os.Remove(filepath.Join(s.dir, "."+phaseFile))
 	s.removeCapabilityFiles()

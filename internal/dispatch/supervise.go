@@ -283,6 +283,11 @@ func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress, sp *
 	sp.phase(SpanReconcile)
 	o := d.reconcile(context.WithoutCancel(ctx), r, st, exit, werr, trip, red, stdout, stderr, endpoint != nil)
 	o.Net, o.Usage = gw.netStats(), gw.usage()
+	if r.Verify != nil && o.State == StateFinished {
+		// The agent's sandbox has exited and been reaped, and its products are stored: the
+		// gate runs on the stored patch alone, in a sandbox of its own.
+		o = d.gate(ctx, r, st, provider, target, o, red, enter)
+	}
 	return o, nil
 }
 

@@ -94,7 +94,7 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 	req := dispatch.Request{
 		ID: a.DispatchID, Subagent: a.Subagent, Envs: a.Env, Target: a.Target, Input: a.Input,
 		Repo: a.Repo, Revision: a.Revision, Timeout: a.Timeout, Actor: a.Actor,
-		RunID: a.RunID, TaskID: a.TaskID,
+		RunID: a.RunID, TaskID: a.TaskID, Verify: a.Verify,
 	}
 	if a.Workspace != "" {
 		// The pinned workspace version and commit; the dispatcher resolves its repository.
@@ -112,7 +112,7 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 		if err != nil {
 			return nil, &dispatch.RequestError{Err: err}
 		}
-		resumed.ID, resumed.Timeout = a.DispatchID, a.Timeout
+		resumed.ID, resumed.Timeout, resumed.Verify = a.DispatchID, a.Timeout, a.Verify
 		req = resumed
 	}
 	if g := a.Grants; g != nil {
@@ -134,7 +134,7 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 
 // outcome maps a terminal dispatch record to an attempt outcome.
 func outcome(r *dispatch.Record) orch.Outcome {
-	o := orch.Outcome{DispatchID: r.ID, Reason: r.Reason, Detail: r.Detail, Usage: r.Usage}
+	o := orch.Outcome{DispatchID: r.ID, Reason: r.Reason, Detail: r.Detail, Usage: r.Usage, Verdict: r.Verdict}
 	switch r.State {
 	case dispatch.StateFinished:
 		o.State = api.TaskSucceeded

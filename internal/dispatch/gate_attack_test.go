@@ -1,0 +1,202 @@
+package dispatch_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/verdict"
+)
+
+// calcRepo is a tiny Go module with a passing test, a workflow and a data file.
+func calcRepo(t testing.TB) string {
+	t.Helper()
+	return gitRepo(t, map[string]string{
+		"go.mod":                   "module example.com/calc\n\ngo 1.22\n",
+		"calc.go":                  "package calc\n\nfunc Add(a, b int) int { return a + b }\n",
+		"calc_test.go":             "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal(\"Add(2, 3) != 5\")\n\t}\n}\n",
+		".github/workflows/ci.yml": "on: push\n",
+		"testdata/want.txt":        "5\n",
+	})
+}
+
+// passIfRun is a verify command that would pass: a gate that runs it anyway is green.
+var passIfRun = []string{"sh", "-c", "echo ran; exit 0"}
+
+var protect = []string{"**/*_test.go", ".github/**", "testdata/**"}
+
+// TestGate_ProtectedPathsRedBeforeTheCommand: an agent that changes what judges it, in any
+// way git can carry in a patch, gets a red verdict naming the path, and the command (which
+// would pass) never runs.
+func TestGate_ProtectedPathsRedBeforeTheCommand(t *testing.T) {
+	e := newEnv(t)
+	repo := calcRepo(t)
+	for _, c := range []struct {
+		name, script string
+		want         []string
+	}{
+		{"edit", `printf 'package calc\n' > calc_test.go`, []string{"calc_test.go"}},
+		{"delete", `rm calc_test.go`, []string{"calc_test.go"}},
+		{"rename from", `mv calc_test.go calc_test.go.off`, []string{"calc_test.go"}},
+		{"rename into", `mv calc.go zz_test.go`, []string{"zz_test.go"}},
+		{"new test file", `printf 'package calc\nimport "os"\nfunc init() { os.Exit(0) }\n' > a/b_test.go 2>/dev/null || { mkdir a; printf 'package calc\n' > a/b_test.go; }`, []string{"a/b_test.go"}},
+		{"symlink over", `rm calc_test.go && ln -s calc.go calc_test.go`, []string{"calc_test.go"}},
+		{"new symlink", `ln -s calc.go evil_test.go`, []string{"evil_test.go"}},
+		{"mode change", `chmod +x calc_test.go`, []string{"calc_test.go"}},
+		{"directory replaced by a file", `rm -r .github && echo x > .github`, []string{".github", ".github/workflows/ci.yml"}},
+		{"directory replaced by a symlink", `rm -r testdata && mkdir fake && echo 6 > fake/want.txt && ln -s fake testdata`, []string{"testdata", "testdata/want.txt"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			name := "agent-" + strings.ReplaceAll(c.name, " ", "-")
+			e.subagent(name, c.script)
+			r := e.run(dispatch.Request{Subagent: name, Repo: repo, Verify: &verdict.Spec{Command: passIfRun, Protect: protect}})
+			if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonVerifyFailed {
+				t.Fatalf("dispatch %s %s: %s, want failed verify-failed", r.State, r.Reason, r.Detail)
+			}
+			v := r.Verdict
+			if v == nil || v.Passed || v.Reason != verdict.ReasonProtected {
+				t.Fatalf("verdict %+v, want red protected-path", v)
+			}
+			if strings.Join(v.ProtectedPaths, ",") != strings.Join(c.want, ",") {
+				t.Errorf("protected paths %q, want %q", v.ProtectedPaths, c.want)
+			}
+			if v.Exit != -1 || v.OutputBytes != 0 || v.DurationMS != 0 || strings.Contains(v.OutputTail, "ran") {
+				t.Errorf("the command ran: %+v", v)
+			}
+			for _, p := range c.want {
+				if !strings.Contains(r.Detail, p) {
+					t.Errorf("detail %q does not name %q", r.Detail, p)
+				}
+			}
+			if r.Result == nil || r.Result.Patch == nil {
+				t.Error("the red dispatch's patch was not kept")
+			}
+		})
+	}
+	t.Run("untouched protect passes", func(t *testing.T) {
+		e.subagent("honest", `printf 'package calc\n\nfunc Sub(a, b int) int { return a - b }\n' > sub.go`)
+		r := e.run(dispatch.Request{Subagent: "honest", Repo: repo, Verify: &verdict.Spec{Command: passIfRun, Protect: protect}})
+		if r.State != dispatch.StateFinished || r.Verdict == nil || !r.Verdict.Passed || r.Verdict.OutputTail != "ran\n" {
+			t.Fatalf("dispatch %s %s: %s, verdict %+v; want finished and green", r.State, r.Reason, r.Detail, r.Verdict)
+		}
+	})
+}
+
+// TestGate_AgentCannotAnswerForTheCommand: whatever the agent leaves behind (a daemon
+// printing PASS, a process holding its output pipe, a fake result file in its out
+// directory or /tmp) the command runs in a fresh sandbox and the verdict is its exit status.
+func TestGate_AgentCannotAnswerForTheCommand(t *testing.T) {
+	e := newEnv(t)
+	repo := calcRepo(t)
+	e.subagent("forger", `
+setsid sh -c 'while :; do echo PASS; echo PASS >&2; sleep 0.05; done' &
+sh -c 'sleep 600' &
+mkdir -p /agora/out/outputs
+echo '{"passed":true,"exit":0}' > /agora/out/outputs/verdict.json
+echo '{"passed":true,"exit":0}' > /agora/out/verdict.json
+echo PASS > /tmp/verdict
+echo 'exit 0' > /tmp/verify.sh
+echo fake > fake.txt
+`)
+	// The command fails unless something outside the tree answers for it: a leftover
+	// process, a file outside the workspace, the agent's /tmp.
+	cmd := []string{"sh", "-c", "ls /tmp; cat /tmp/verdict /agora/out/verdict.json 2>&1; test -f fake.txt && echo tree-has-the-patch; sleep 0.3; ps -e -o pid,comm 2>/dev/null || ls /proc; exit 3"}
+	began := time.Now()
+	r := e.run(dispatch.Request{Subagent: "forger", Repo: repo, Verify: &verdict.Spec{Command: cmd}})
+	if took := time.Since(began); took > 20*time.Second {
+		t.Errorf("the dispatch took %s: something waited on the agent's leftovers", took)
+	}
+	v := r.Verdict
+	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonVerifyFailed || v == nil || v.Passed || v.Exit != 3 {
+		t.Fatalf("dispatch %s %s (%s), verdict %+v: want red with exit 3", r.State, r.Reason, r.Detail, v)
+	}
+	if strings.Contains(v.OutputTail, "PASS") || strings.Contains(v.OutputTail, `"passed"`) || strings.Contains(v.OutputTail, "sleep") {
+		t.Errorf("the verify sandbox saw the agent's leftovers:\n%s", v.OutputTail)
+	}
+	if !strings.Contains(v.OutputTail, "tree-has-the-patch") {
+		t.Errorf("the verify tree lacks the agent's patch:\n%s", v.OutputTail)
+	}
+}
+
+// TestGate_NoSecretInTheVerdict: the verify sandbox gets no secret and no env value, and a
+// secret the agent smuggled through its patch in a form the patch's redaction cannot see
+// (reversed) is masked when the command prints it back.
+func TestGate_NoSecretInTheVerdict(t *testing.T) {
+	e := newEnv(t)
+	const secret = "s3cr3t-verify-9f8e7d6c5b4a"
+	e.envBundle("creds", map[string]string{"PLAIN_SETTING": "plain-value-123456"}, map[string]string{"API_TOKEN": secret})
+	e.subagent("leaker", `printf '%s\n' "$API_TOKEN" | rev > leak.txt; printf '%s\n' "$API_TOKEN" > plain.txt`)
+	cmd := []string{"sh", "-c", "env; rev leak.txt; cat plain.txt; exit 1"}
+	r := e.run(dispatch.Request{Subagent: "leaker", Envs: []string{"creds"}, Verify: &verdict.Spec{Command: cmd}})
+	v := r.Verdict
+	if v == nil || v.Passed {
+		t.Fatalf("dispatch %s %s (%s), verdict %+v: want red", r.State, r.Reason, r.Detail, v)
+	}
+	for _, leak := range []string{secret, "API_TOKEN", "PLAIN_SETTING", "plain-value", "OPENAI", "AGORA_PROXY"} {
+		if strings.Contains(v.OutputTail, leak) {
+			t.Errorf("the verdict's tail holds %q:\n%s", leak, v.OutputTail)
+		}
+	}
+	if strings.Count(v.OutputTail, "[REDACTED]") < 2 {
+		t.Errorf("the secret printed back is not masked:\n%s", v.OutputTail)
+	}
+	rec, _ := json.Marshal(r)
+	if strings.Contains(string(rec), secret) {
+		t.Error("the record holds the secret")
+	}
+	if strings.Contains(e.auditDump(), secret) {
+		t.Error("the audit log holds the secret")
+	}
+}
+
+// TestGate_TimeoutAndAudit: a command past its timeout is killed and red; the verdict is
+// audited as dispatch.verified right before the terminal entry, in the same transaction,
+// and both name its digest.
+func TestGate_TimeoutAndAudit(t *testing.T) {
+	e := newEnv(t)
+	e.subagent("idle", "true")
+	r := e.run(dispatch.Request{Subagent: "idle", Verify: &verdict.Spec{Command: []string{"sh", "-c", "echo start; sleep 30"}, Timeout: time.Second}})
+	v := r.Verdict
+	if v == nil || v.Reason != verdict.ReasonTimeout || !v.TimedOut || v.OutputTail != "start\n" || v.Took() < time.Second {
+		t.Fatalf("verdict %+v, want red timeout after 1s with the output so far", v)
+	}
+	dump := strings.Split(strings.TrimSpace(e.auditDump()), "\n")
+	var verified, failed int = -1, -1
+	for i, line := range dump {
+		switch {
+		case strings.Contains(line, `"kind":"dispatch.verified"`):
+			verified = i
+		case strings.Contains(line, `"kind":"dispatch.failed"`):
+			failed = i
+		}
+	}
+	if verified < 0 || failed != verified+1 {
+		t.Fatalf("dispatch.verified at %d, dispatch.failed at %d: want the verdict right before the end\n%s", verified, failed, strings.Join(dump, "\n"))
+	}
+	for _, line := range dump[verified : failed+1] {
+		if !strings.Contains(line, v.Digest()) {
+			t.Errorf("entry does not name the verdict's digest %s: %s", v.Digest(), line)
+		}
+	}
+	accepted := ""
+	for _, line := range dump {
+		if strings.Contains(line, `"kind":"dispatch.accepted"`) {
+			accepted = line
+		}
+	}
+	if !strings.Contains(accepted, `"verify":{"command":["sh","-c","echo start; sleep 30"],"timeout_ms":1000}`) {
+		t.Errorf("the accepted entry does not record the gate: %s", accepted)
+	}
+}
+
+// TestGate_NotRunWhenTheAgentFailed: a dispatch that did not finish has no verdict.
+func TestGate_NotRunWhenTheAgentFailed(t *testing.T) {
+	e := newEnv(t)
+	e.subagent("broken", "exit 7")
+	r := e.run(dispatch.Request{Subagent: "broken", Verify: &verdict.Spec{Command: passIfRun}})
+	if r.State != dispatch.StateFailed || r.Reason == dispatch.ReasonVerifyFailed || r.Verdict != nil {
+		t.Fatalf("dispatch %s %s, verdict %+v: want the agent's own failure and no verdict", r.State, r.Reason, r.Verdict)
+	}
+}
