@@ -142,8 +142,8 @@ func (d *Dispatcher) runGateCommand(ctx context.Context, r *Record, st *stage, p
 			Scratch: int64(target.Disk), Disk: int64(target.Disk),
 		},
 		Stdout: stdout, Stderr: stderr,
-		RunAs:  st.owner,
-		Binds:  []compute.Bind{{Src: dir, Dst: wire.WorkspacePath, Writable: true}},
+		RunAs: st.owner,
+		Binds: []compute.Bind{{Src: dir, Dst: wire.WorkspacePath, Writable: true}},
 	}
 	if r.Sandbox == compute.SandboxNone {
 		s.Dir, s.Binds = dir, nil
