@@ -27,14 +27,15 @@ func newDispatchCmd(f *Factory) *cobra.Command {
 		Long: `A dispatch runs one subagent on one target in a sandbox. Its record is written before
 anything starts and ends in exactly one terminal state: finished, needs_input, failed (with a
 reason: worker-failed, provider-failed, timeout, cancelled, fetch-failed, integrity-failed,
-denied, lost, limit-exceeded, budget-exceeded, gateway-unreachable) or cancelled. lost means the
+denied, lost, limit-exceeded, budget-exceeded, gateway-unreachable, verify-failed) or cancelled. lost means the
 process supervising the worker died first; the worker died with it. gateway-unreachable means a
 kubernetes target's pod could not reach agora's network gateway across its retries (the
 gateway was down longer than the pod waits for it): the agent is not to blame. integrity-failed after the run means the out directory did not
 hold what the worker declared (nothing of it is kept). limit-exceeded means the host stopped
 the sandbox at a limit it enforces (the disk quota, the audit budget). budget-exceeded means
 the dispatch's budget (tokens, usd or model calls: the subagent's and the target's, narrowed by
---budget-*) was spent and the gateway refused the next model call.
+--budget-*) was spent and the gateway refused the next model call. verify-failed means the
+agent finished but its verify gate (--verify, a plan's verify:) was red: the verdict says why.
 
 Exit codes of run and resume:
   0  finished
@@ -42,7 +43,7 @@ Exit codes of run and resume:
      agora itself)
   2  usage error: nothing was dispatched
   3  the worker did not succeed (worker-failed, timeout, denied, integrity-failed,
-     limit-exceeded, budget-exceeded, cancelled)
+     limit-exceeded, budget-exceeded, verify-failed, cancelled)
   4  needs input: answer with 'agora dispatch resume ID --answer TEXT'`,
 	}
 	cmd.AddCommand(
@@ -82,6 +83,8 @@ type dispatchRunOptions struct {
 	tools, commands, egress []string
 	// budget narrows the subagent's and the target's budgets (--budget-*).
 	budget budget.Budget
+	// verify is the dispatch's verify gate (--verify, --verify-timeout, --protect).
+	verify verifyFlags
 }
 
 // grants returns the narrowing the flags ask for, or nil when none was given: a kind whose
@@ -138,11 +141,20 @@ anything the subagent's capabilities do not grant is refused. --budget-tokens, -
 is refused naming the ceiling); once spent, the next model call is refused and the dispatch ends
 failed/budget-exceeded. The openai and claude-code
 runtimes reach their model through a gateway on the host that holds the API key (OPENAI_API_KEY
-or ANTHROPIC_API_KEY from the env bundles); the sandbox never sees it. See docs/runtimes.md.`,
+or ANTHROPIC_API_KEY from the env bundles); the sandbox never sees it. See docs/runtimes.md.
+
+--verify CMD is a verify gate: after the agent, agora checks its work itself. A patch touching
+a --protect glob is red at once, naming the paths; otherwise CMD (one simple command, split
+as sh would, no shell) runs in a fresh sandbox of the target on the base tree plus the
+patch, with no model key, no env bundle values or secrets and no network. The verdict is the
+exit status and the end of the output agora read from that sandbox (the last 16 KiB,
+redacted, hashed), shown in the summary and 'agora dispatch describe'. Red ends the dispatch
+failed/verify-failed (exit 3) with the patch kept. See docs/plan.md, "Verify gates".`,
 		Example: `  agora dispatch run --subagent hello --env demo --repo . --input '{"task":"greet"}'
   agora dispatch run --subagent fixer@sha256:1f2e... --repo ~/src/app@v1.2.0 --timeout 10m --detach
   agora dispatch run --subagent fixer --workspace app@release/1
-  agora dispatch run --subagent reviewer --env model --repo . --tools read_file,run_command --commands 'git diff *' --input '{"prompt":"review the last commit"}'`,
+  agora dispatch run --subagent reviewer --env model --repo . --tools read_file,run_command --commands 'git diff *' --input '{"prompt":"review the last commit"}'
+  agora dispatch run --subagent fixer --repo . --verify 'go test ./...' --protect '**/*_test.go' --protect '.github/**'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.subagent == "" {
@@ -170,10 +182,14 @@ or ANTHROPIC_API_KEY from the env bundles); the sandbox never sees it. See docs/
 			if err := opts.budget.Validate(); err != nil {
 				return usageErrorf(cmd, "%v", err)
 			}
+			gate, err := opts.verify.spec(cmd)
+			if err != nil {
+				return err
+			}
 			opts.req = dispatch.Request{
 				Subagent: opts.subagent, Envs: splitList(opts.envs), Target: opts.target, Input: input,
 				Repo: repo, Workspace: ws, Revision: rev, Timeout: opts.timeout, Actor: f.Actor(), CallbackURL: opts.callback,
-				Grants: grants, Budget: opts.budget,
+				Grants: grants, Budget: opts.budget, Verify: gate,
 			}
 			return runCmd(cmd, opts, runF, dispatchRunRun)
 		},
@@ -194,6 +210,7 @@ or ANTHROPIC_API_KEY from the env bundles); the sandbox never sees it. See docs/
 	fl.Int64Var(&opts.budget.Tokens, "budget-tokens", 0, "narrow the token budget (input plus output) to at most this")
 	fl.Float64Var(&opts.budget.USD, "budget-usd", 0, "narrow the cost budget to at most this many US dollars (needs the model's price in agora.yaml)")
 	fl.Int64Var(&opts.budget.ModelCalls, "budget-calls", 0, "narrow the model call budget to at most this many calls")
+	opts.verify.add(cmd)
 	fl.BoolVar(&opts.progress, "progress", false, "show each phase and the worker's last output line on stderr (default: when stderr is a terminal)")
 	addOutputFlag(cmd, &opts.output)
 	return cmd
@@ -407,6 +424,9 @@ func printSummary(f *Factory, r *dispatch.Record) {
 		if len(res.Truncated) > 0 {
 			fmt.Fprintf(w, "truncated %s (over the cap)\n", strings.Join(res.Truncated, ", "))
 		}
+	}
+	if r.Verify != nil {
+		printGate(w, "verify    ", r.Verify, r.Verdict, 20)
 	}
 }
 

@@ -131,6 +131,9 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 		fmt.Fprintf(w, "usage:     %s\n", usageLine(r.Usage, r.Budget))
 	}
 	printApprovals(w, r)
+	if r.Verify != nil {
+		printGate(w, "verify:    ", r.Verify, r.Verdict, 0)
+	}
 	if res := r.Result; res != nil {
 		if res.Patch != nil {
 			fmt.Fprintf(w, "patch:     %s (%d bytes)\n", res.Patch.Digest, res.Patch.Size)

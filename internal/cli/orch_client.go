@@ -352,9 +352,23 @@ func printTasks(f *Factory, r api.Run) error {
 		if t.RetryAt != nil {
 			why = strings.TrimSpace(why + " (retry " + t.RetryAt.Format(time.RFC3339) + ")")
 		}
-		rows[i] = []string{t.ID, t.State, fmt.Sprint(t.Attempts), orDash(t.DispatchID), orDash(truncate(why, 100))}
+		rows[i] = []string{t.ID, t.State, fmt.Sprint(t.Attempts), orDash(t.DispatchID), taskVerdict(t), orDash(truncate(why, 100))}
 	}
-	return printTable(f.IO, []string{"TASK", "STATE", "ATTEMPTS", "DISPATCH", "WHY"}, rows)
+	return printTable(f.IO, []string{"TASK", "STATE", "ATTEMPTS", "DISPATCH", "VERIFY", "WHY"}, rows)
+}
+
+// taskVerdict is a task's verify gate in one word or two: - (no gate), pending (none
+// recorded yet), passed, or failed: REASON.
+func taskVerdict(t api.Task) string {
+	switch {
+	case t.Verify == nil && t.Verdict == nil:
+		return "-"
+	case t.Verdict == nil:
+		return "pending"
+	case t.Verdict.Passed:
+		return "passed"
+	}
+	return "failed: " + t.Verdict.Reason
 }
 
 func newOrchWatchCmd(f *Factory, runF func(*runOptions) error) *cobra.Command {

@@ -40,6 +40,15 @@ func record(r *dispatch.Record) *mcpserver.Record {
 	m := hostpath.New(r.Repo)
 	out.Detail, out.Reason = m.HostText(out.Detail), m.HostText(out.Reason)
 	out.Phase = r.Phase
+	if r.Verify != nil {
+		s := *r.Verify
+		out.Verify = &s
+	}
+	if r.Verdict != nil {
+		v := *r.Verdict
+		v.Detail, v.OutputTail = m.HostText(v.Detail), m.Text(v.OutputTail)
+		out.Verdict = &v
+	}
 	for _, a := range r.Approvals {
 		if a.State == dispatch.ApprovalPending && r.Phase != "" {
 			out.AwaitingApproval = append(out.AwaitingApproval, mcpserver.HeldCall{

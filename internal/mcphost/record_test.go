@@ -10,6 +10,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/verdict"
 )
 
 // TestRecord_CarriesNoHostDetails: what the MCP view leaves out of a record.
@@ -104,5 +105,27 @@ func TestRecord_AwaitingApproval(t *testing.T) {
 	b, _ := json.Marshal(record(&dispatch.Record{ID: "e"}))
 	if strings.Contains(string(b), "approval") || strings.Contains(string(b), "phase") {
 		t.Errorf("a record holding no call mentions approvals: %s", b)
+	}
+}
+
+// TestRecord_Verdict: the MCP view carries the gate and its verdict, with the repository's
+// path masked in the tail and the detail.
+func TestRecord_Verdict(t *testing.T) {
+	repo := "/home/alice/src/secret-project"
+	spec := &verdict.Spec{Command: []string{"go", "test", "./..."}, Timeout: verdict.DefaultTimeout}
+	v := verdict.Red(verdict.ReasonExit, "exit status 1 in "+repo, 1, spec.Command, time.Second,
+		verdict.TailText{Text: "--- FAIL " + repo + "/calc_test.go:7\n", Total: 64})
+	r := &dispatch.Record{ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", State: dispatch.StateFailed, Reason: dispatch.ReasonVerifyFailed,
+		Repo: repo, Verify: spec, Verdict: &v}
+	got := record(r)
+	if got.Verify == nil || got.Verdict == nil || got.Verdict.Passed || got.Verdict.OutputSHA256 != v.OutputSHA256 {
+		t.Fatalf("MCP record verify %+v verdict %+v", got.Verify, got.Verdict)
+	}
+	b, _ := json.Marshal(got)
+	if strings.Contains(string(b), "/home/alice") {
+		t.Errorf("the verdict names the repository's path: %s", b)
+	}
+	if !strings.Contains(got.Verdict.OutputTail, "--- FAIL (host path hidden):7") || !strings.Contains(string(b), `"verdict":{"passed":false,"reason":"exit-status"`) {
+		t.Errorf("verdict over MCP: %s", b)
 	}
 }

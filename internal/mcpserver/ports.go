@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/verdict"
 )
 
 // Catalog lists the latest active version of every catalog entry of a kind, sorted by name. The
@@ -161,6 +162,13 @@ type Record struct {
 	Phase string `json:"phase,omitempty"`
 	// AwaitingApproval are the calls held now: the tool and a redacted preview.
 	AwaitingApproval []HeldCall `json:"awaiting_approval,omitempty"`
+
+	// Verify is the dispatch's verify gate, and Verdict what agora observed running it in a
+	// fresh sandbox once the agent finished: exit status, duration, the last 16 KiB of output
+	// (redacted; host paths masked here, output_sha256 is of the tail as recorded) and the
+	// protected paths a patch touched. A red verdict ends the dispatch failed/verify-failed.
+	Verify  *verdict.Spec    `json:"verify,omitempty"`
+	Verdict *verdict.Verdict `json:"verdict,omitempty"`
 }
 
 // Budget is a dispatch's spending limit; a zero field sets none.
@@ -247,6 +255,11 @@ func (s *Server) public(r *Record) *Record {
 		n := *c.NeedsInput
 		n.Question = s.scrub(n.Question)
 		c.NeedsInput = &n
+	}
+	if c.Verdict != nil {
+		v := *c.Verdict
+		v.Detail = s.scrub(v.Detail)
+		c.Verdict = &v
 	}
 	return &c
 }

@@ -29,6 +29,7 @@ const (
 	CheckDispatches  = "run dispatches"
 	CheckBinding     = "manifest binding"
 	CheckProvenance  = "provenance"
+	CheckVerdicts    = "verdicts"
 	emptyDigest      = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 	maxManifestBytes = 1 << 20
 )
@@ -181,7 +182,9 @@ type dispatchManifest struct {
 		Patch   string         `json:"patch"`
 		Outputs []manifestFile `json:"outputs"`
 	} `json:"products"`
-	digest string
+	// Verdict is the digest of the dispatch's verify gate verdict, "" without one.
+	Verdict string `json:"verdict"`
+	digest  string
 }
 
 type manifestFile struct {
@@ -268,7 +271,7 @@ var terminalKinds = map[string]bool{"dispatch.finished": true, "dispatch.failed"
 
 // attempt is what the dispatches part holds of one dispatch.
 type attempt struct {
-	accepted, terminal []*EntryFields
+	accepted, terminal, verified []*EntryFields
 }
 
 func (rv *runVerifier) checkDispatches(fired, succeeded map[string]string) {
@@ -286,6 +289,8 @@ func (rv *runVerifier) checkDispatches(fired, succeeded map[string]string) {
 			a.accepted = append(a.accepted, e)
 		case terminalKinds[e.Kind]:
 			a.terminal = append(a.terminal, e)
+		case e.Kind == "dispatch.verified":
+			a.verified = append(a.verified, e)
 		}
 	}
 	carried := map[string]bool{}
@@ -327,6 +332,7 @@ func (rv *runVerifier) checkDispatches(fired, succeeded map[string]string) {
 	for _, d := range slices.Sorted(maps.Keys(manifests)) {
 		rv.provenance(manifests[d], manifests, succeeded)
 	}
+	rv.checkVerdicts(fired, attempts)
 }
 
 // attemptProblem says what is wrong with dispatch d's part of the bundle, or "" when it was
@@ -363,6 +369,32 @@ func attemptProblem(d string, fired, succeeded map[string]string, selected map[s
 		return fmt.Sprintf("its %s entry (%d) names no manifest", end.Kind, end.Seq)
 	case !carried[ref]:
 		return fmt.Sprintf("its %s entry (%d) names manifest %s, which the bundle does not carry", end.Kind, end.Seq, truncate(ref, 80))
+	}
+	return verdictProblem(a)
+}
+
+// verdictProblem says what is wrong with a closed attempt's verify gate entries, or "": the
+// verdict its end names is the one dispatch.verified entry before it, a dispatch.verified
+// entry is named by its end, and a dispatch accepted with a gate does not finish without one.
+func verdictProblem(a *attempt) string {
+	end := a.terminal[0]
+	want, _ := end.Details["verdict"].(string)
+	_, gated := a.accepted[0].Details["verify"]
+	switch {
+	case want == "" && len(a.verified) > 0:
+		return fmt.Sprintf("a dispatch.verified entry (%d) that its %s entry (%d) does not name", a.verified[0].Seq, end.Kind, end.Seq)
+	case want == "" && gated && end.Kind == "dispatch.finished":
+		return fmt.Sprintf("accepted with a verify gate, it finished (%d) without a verdict", end.Seq)
+	case want == "":
+		return ""
+	case len(a.verified) == 0:
+		return fmt.Sprintf("its %s entry (%d) names verdict %s, but the bundle holds no dispatch.verified entry: it was removed", end.Kind, end.Seq, truncate(want, 80))
+	case len(a.verified) > 1:
+		return fmt.Sprintf("%d dispatch.verified entries, want exactly 1", len(a.verified))
+	case a.verified[0].Details["verdict"] != want:
+		return fmt.Sprintf("its dispatch.verified entry (%d) records verdict %v, its end names %s", a.verified[0].Seq, a.verified[0].Details["verdict"], truncate(want, 80))
+	case a.verified[0].Seq > end.Seq:
+		return fmt.Sprintf("its dispatch.verified entry (%d) comes after its end (%d)", a.verified[0].Seq, end.Seq)
 	}
 	return ""
 }
@@ -409,6 +441,9 @@ func (rv *runVerifier) bind(raw []byte, attempts map[string]*attempt) (*dispatch
 	}
 	if p, ok := end.Details["patch_digest"]; ok && p != m.Products.Patch {
 		return nil, fmt.Errorf("dispatch %s: its entry records patch %v, the manifest %s", m.Dispatch, p, m.Products.Patch)
+	}
+	if v, _ := end.Details["verdict"].(string); v != m.Verdict {
+		return nil, fmt.Errorf("dispatch %s: its entry records verdict %q, the manifest %q", m.Dispatch, v, m.Verdict)
 	}
 	if !equalStrings(anyStrings(acc.Details["envs"]), m.Envs) {
 		return nil, fmt.Errorf("dispatch %s: accepted with env bundles %v, the manifest says %v", m.Dispatch, acc.Details["envs"], m.Envs)
