@@ -103,6 +103,7 @@ func TestRetry_Retryable(t *testing.T) {
 		{dispatch.ReasonCancelled, false},
 		{dispatch.ReasonFetchFailed, false},
 		{dispatch.ReasonGatewayUnreachable, true}, // the gateway was away: the work itself is untried
+		{dispatch.ReasonVerifyFailed, false},      // the same patch fails the same gate; a fix loop tries again
 		{"", false},
 		{"something-new", false},
 		{"Timeout", false},
