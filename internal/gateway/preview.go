@@ -35,6 +35,13 @@ var identifyingFields = []string{
 	"url", "host", "method", "pattern", "glob",
 }
 
+// identifying is key's place among identifyingFields, or -1. Case is ignored: a tool that
+// decodes its arguments with encoding/json reads "Path" as its path, so "Path" must come
+// first as "path" does (the strict check of the arguments refuses both in one call).
+func identifying(key string) int {
+	return slices.IndexFunc(identifyingFields, func(f string) bool { return strings.EqualFold(f, key) })
+}
+
 // shortField is the longest rendered field ("key":value) that counts as short: shown whole
 // ahead of the long fields, as long as the preview has room.
 const shortField = 256
@@ -134,7 +141,7 @@ func (g *Gateway) previewFields(canon []byte) ([]field, error) {
 			str: len(m.raw) > 0 && m.raw[0] == '"',
 		}
 		f.shown = len(f.val)
-		switch i := slices.Index(identifyingFields, m.key); {
+		switch i := identifying(m.key); {
 		case i >= 0:
 			f.order = i
 		case len(f.key)+1+len(f.val) <= shortField:
@@ -360,7 +367,7 @@ func orderedMembers(b []byte) ([]member, error) {
 		return nil, err
 	}
 	rank := func(k string) int {
-		if i := slices.Index(identifyingFields, k); i >= 0 {
+		if i := identifying(k); i >= 0 {
 			return i
 		}
 		return len(identifyingFields)

@@ -78,6 +78,8 @@ func TestRenderPreview(t *testing.T) {
 		{name: "short stays JSON", args: `{"path":"a","content":"b"}`, want: []string{`{"path":"a","content":"b"}`}, not: []string{"…"}},
 		{name: "identifying fields first", args: `{"b":1,"argv":["git","push"],"a":"x","cwd":"sub","url":"https://h/"}`,
 			want: []string{`{"argv":["git","push"],"cwd":"sub","url":"https://h/","a":"x","b":1}`}},
+		{name: "identifying under another case", args: `{"content":"` + long + `","Path":".githooks/post-checkout"}`,
+			want: []string{`{"Path":".githooks/post-checkout","content":"xxx`, "more bytes not shown]"}},
 		{name: "both sides of an edit", args: `{"file_path":"f.go","old_string":"` + long + `","new_string":"` + strings.Repeat("y", 3000) + `"}`,
 			want: []string{`{"file_path":"f.go",`, `"new_string":"yyy`, `"old_string":"xxx`, "more bytes not shown]"}},
 		{name: "an ellipsis in content is escaped", args: `{"path":"p","content":"ok…` + long + `"}`,
