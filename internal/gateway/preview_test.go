@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode"
@@ -78,8 +79,8 @@ func TestRenderPreview(t *testing.T) {
 		{name: "short stays JSON", args: `{"path":"a","content":"b"}`, want: []string{`{"path":"a","content":"b"}`}, not: []string{"…"}},
 		{name: "identifying fields first", args: `{"b":1,"argv":["git","push"],"a":"x","cwd":"sub","url":"https://h/"}`,
 			want: []string{`{"argv":["git","push"],"cwd":"sub","url":"https://h/","a":"x","b":1}`}},
-		{name: "identifying under another case", args: `{"content":"` + long + `","Path":".githooks/post-checkout"}`,
-			want: []string{`{"Path":".githooks/post-checkout","content":"xxx`, "more bytes not shown]"}},
+		{name: "identifying under another case", args: shortFieldsThen(`"Path":".githooks/post-checkout"`),
+			want: []string{`{"Path":".githooks/post-checkout","A00":`, "more fields ("}},
 		{name: "both sides of an edit", args: `{"file_path":"f.go","old_string":"` + long + `","new_string":"` + strings.Repeat("y", 3000) + `"}`,
 			want: []string{`{"file_path":"f.go",`, `"new_string":"yyy`, `"old_string":"xxx`, "more bytes not shown]"}},
 		{name: "an ellipsis in content is escaped", args: `{"path":"p","content":"ok…` + long + `"}`,
@@ -114,6 +115,18 @@ func TestRenderPreview(t *testing.T) {
 			checkPreview(t, p)
 		})
 	}
+}
+
+// shortFieldsThen is an object of 24 short fields A00..A23 (100 bytes each, more than the
+// preview holds; they sort before any lowercase key) and member.
+func shortFieldsThen(member string) string {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range 24 {
+		fmt.Fprintf(&b, `"A%02d":"%s",`, i, strings.Repeat("v", 100))
+	}
+	b.WriteString(member + "}")
+	return b.String()
 }
 
 func manyFields(n int) string {
