@@ -266,7 +266,13 @@ func (c *Client) Upload(ctx context.Context, m remote.Mount, dir string) error {
 	route := "mounts/" + m.Name
 	resp, err := c.do(ctx, http.MethodPut, route, func() io.ReadCloser {
 		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(Pack(pw, dir)) }()
+		go func() {
+			err := Pack(pw, dir)
+			if err != nil {
+				err = &localError{fmt.Errorf("pack %s: %w", m.Dst, err)}
+			}
+			pw.CloseWithError(err)
+		}()
 		return pr
 	}, http.StatusNoContent)
 	if err != nil {

@@ -93,10 +93,20 @@ func (r *retrier) waitOr(ctx context.Context, err error, wake <-chan struct{}) e
 	}
 }
 
+// localError is a request that failed on the worker's side before any gateway was involved
+// (its body could not be made: the upload's Pack): retrying it would only fail again, and
+// giving up on it as [UnreachableError] would blame the gateway for it (#26 red team B: an
+// agent's unreadable output file made the worker exit 75, recorded gateway-unreachable).
+type localError struct{ err error }
+
+func (e *localError) Error() string { return e.err.Error() }
+func (e *localError) Unwrap() error { return e.err }
+
 // transient reports whether a request's failure may pass: anything but a certificate the
-// gateway's CA does not vouch for, or the caller's own end.
+// gateway's CA does not vouch for, a failure of the worker's own ([localError]), or the
+// caller's own end.
 func transient(ctx context.Context, err error) bool {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || errors.As(err, new(*localError)) {
 		return false
 	}
 	var (

@@ -1,0 +1,112 @@
+package netgw
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/compute/remote"
+	workerremote "github.com/agora-dev/agora/internal/worker/remote"
+	"github.com/agora-dev/agora/internal/worker/wire"
+)
+
+// The red team's attacks on the gateway and the remote worker (issue #26, session 4, part B).
+
+// podUID is the uid the tests run a pod's worker as: a pod runs non-root (runAsNonRoot).
+const podUID = 65534
+
+// podDir is a fresh directory that the pod's uid owns, below a parent it may traverse
+// (t.TempDir's parents are root's, mode 0700).
+func podDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "agora-redteam4-pod-*")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	must(t, os.Chmod(d, 0o755))
+	return d
+}
+
+// chownTree hands every entry below dir to uid.
+func chownTree(t *testing.T, dir string, uid int) {
+	t.Helper()
+	must(t, filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	}))
+}
+
+// TestRedTeam4_UnreadableOutputIsNotAGatewayOutage: blame-shifting. An agent in its pod
+// (which runs as a non-root uid, the worker's own) leaves a file in out/outputs that nobody
+// may read (chmod 000). The worker's upload packs the out directory, cannot open that file,
+// and, before the fix, took the packing error for a gateway that did not answer: it repacked
+// and resent for OutageLimit (3 minutes), then exited 75, which the host records
+// failed/gateway-unreachable ("the agent is not blamed") and plans retry always, even with
+// on_worker_failed: false. A local failure is never an outage: the worker must not retry it,
+// and what it could pack (result.json saying what went wrong) must reach the host.
+func TestRedTeam4_UnreadableOutputIsNotAGatewayOutage(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: running the worker as a pod's non-root uid needs root")
+	}
+	g := startGateway(t)
+	script := `mkdir -p ../out/outputs && echo hidden > ../out/outputs/locked && chmod 000 ../out/outputs/locked`
+	h := newHostStage(t, "01RT4UNREADABLE", script)
+	var stdout, stderr syncBuffer
+	s, err := g.reg.Export(t.Context(), h.spec(t, &stdout, &stderr, `{"API_KEY":"k"}`))
+	must(t, err)
+	defer s.Close()
+
+	stage := podDir(t)
+	fetch := exec.CommandContext(t.Context(), agoraBin, "worker", "fetch")
+	fetch.Env = podEnv(g, h.id, s.Token, remote.StageEnv+"="+stage)
+	if out, err := fetch.CombinedOutput(); err != nil {
+		t.Fatalf("agora worker fetch: %v\n%s", err, out)
+	}
+	root := podDir(t)
+	for _, m := range s.Mounts {
+		dst := workerremote.Local(root, m.Dst)
+		must(t, os.MkdirAll(filepath.Dir(dst), 0o755))
+		if m.Fetch {
+			must(t, os.Rename(filepath.Join(stage, m.Name), dst))
+		} else {
+			must(t, os.Mkdir(dst, 0o755))
+		}
+	}
+	chownTree(t, root, podUID)
+	chownTree(t, stage, podUID)
+
+	// Well below OutageLimit: a worker still retrying then took its own failure for an outage.
+	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
+	defer cancel()
+	worker := exec.CommandContext(ctx, filepath.Join(stage, wire.BinDir, wire.BinFile), "worker")
+	worker.Env = podEnv(g, h.id, s.Token, wire.RootEnv+"="+root)
+	worker.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: podUID, Gid: podUID}}
+	var podLog syncBuffer
+	worker.Stdout, worker.Stderr = &podLog, &podLog
+	err = worker.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("the worker was still retrying its upload after 45 s: a local packing failure taken for a gateway outage\n%s",
+			truncateForTest(podLog.String()))
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == remote.ExitGatewayUnreachable {
+		t.Fatalf("the worker exited %d (gateway unreachable) for an output it could not read:\n%s",
+			remote.ExitGatewayUnreachable, truncateForTest(podLog.String()))
+	}
+	b, rerr := os.ReadFile(filepath.Join(h.out, wire.ResultFile))
+	if rerr != nil {
+		t.Fatalf("no result.json reached the host (%v); worker: %v\n%s", rerr, err, truncateForTest(podLog.String()))
+	}
+	res, perr := wire.ParseResult(b)
+	must(t, perr)
+	if res.Status == wire.StatusOK || !strings.Contains(res.Detail, "locked") {
+		t.Errorf("result %s/%s %q: want the worker's own failure naming the unreadable output", res.Status, res.Reason, res.Detail)
+	}
+}
