@@ -453,31 +453,35 @@ func uniq(ss []string) []string {
 }
 
 // prepareWorkspace checks the pinned revision out into the workspace, or makes it empty.
-// --no-hardlinks: the worker can write to its clone's objects, which must not be the
-// source repository's files.
+// The workspace's .git holds the pinned commit's history and nothing else: a new repository
+// fetches that one commit (with what it reaches) from the source, so no other branch, tag,
+// or object no ref reaches is in the sandbox, where the agent could read it with git
+// cat-file whatever the workspace's allow-list says (issue 26 red team: a clone copied every
+// object of the source). Protocol v2 lets a commit no ref names be fetched by its id; fetch
+// never shares the source's object files, which the worker can write.
 func prepareWorkspace(ctx context.Context, r *Record, s *stage) error {
 	if r.Repo == "" {
 		return os.MkdirAll(s.workspace, 0o700)
 	}
-	if out, err := gitCmd(ctx, s.dir, "clone", "--quiet", "--no-hardlinks", "--no-checkout", "--", r.Repo, s.workspace).CombinedOutput(); err != nil {
-		return s.gitError("clone "+r.Repo, out)
+	if out, err := gitCmd(ctx, s.dir, "init", "--quiet", "--", s.workspace).CombinedOutput(); err != nil {
+		return s.gitError("initialise the workspace", out)
+	}
+	if out, err := gitCmd(ctx, s.workspace, "-c", "protocol.version=2", "fetch", "--quiet", "--no-tags",
+		"--no-write-fetch-head", "--no-recurse-submodules", "--", r.Repo, r.Revision).CombinedOutput(); err != nil {
+		return s.gitError("fetch "+r.Revision+" from "+r.Repo, out)
 	}
 	if out, err := gitCmd(ctx, s.workspace, "checkout", "--quiet", "--detach", r.Revision).CombinedOutput(); err != nil {
 		return s.gitError("check out "+r.Revision, out)
 	}
-	return scrubGitDir(ctx, s, r.Repo)
+	return scrubGitDir(s, r.Repo)
 }
 
-// scrubGitDir leaves the checkout's .git naming no host path: clone wrote the source
-// repository's path as origin's URL (config) and into the reflogs ("clone: from PATH"), where
-// the agent would read where the repository lives on the host (issue 26, finding 9). The
-// .git stays, so git works in the sandbox, with the checkout's history and no remote. Then
-// every file outside objects/ is read back, and a .git that still names the path is refused
-// rather than handed over (a git that writes it somewhere new).
-func scrubGitDir(ctx context.Context, s *stage, repo string) error {
-	if out, err := gitCmd(ctx, s.workspace, "remote", "remove", "origin").CombinedOutput(); err != nil {
-		return s.gitError("remove the checkout's remote", out)
-	}
+// scrubGitDir leaves the checkout's .git naming no host path (issue 26, finding 9): the
+// fetch names the source nowhere but in logs and FETCH_HEAD (neither is written, but a git
+// that wrote them would be caught here), which go. The .git stays, so git works in the
+// sandbox, with the checkout's history and no remote. Then every file outside objects/ is
+// read back, and a .git that still names the path is refused rather than handed over.
+func scrubGitDir(s *stage, repo string) error {
 	dotGit := filepath.Join(s.workspace, ".git")
 	for _, name := range []string{"logs", "FETCH_HEAD", "ORIG_HEAD", filepath.Join("objects", "info", "alternates")} {
 		if err := os.RemoveAll(filepath.Join(dotGit, name)); err != nil {
