@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/toolreg"
 )
 
@@ -141,6 +142,9 @@ func (w workspace) write(p, content string) (toolreg.Result, error) {
 	if name == "." {
 		return toolreg.Result{}, errors.New(tool + ": the path names the workspace root, not a file")
 	}
+	if grant.InGitDir(name) {
+		return toolreg.Result{}, gitDirDenied(tool)
+	}
 	if dir := filepath.Dir(name); dir != "." {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
 			if errors.Is(err, fs.ErrExist) {
@@ -155,10 +159,30 @@ func (w workspace) write(p, content string) (toolreg.Result, error) {
 	if errors.Is(err, fs.ErrExist) {
 		created = false
 		// An existing file, or a link (possibly dangling) that the Root follows only inside.
-		f, err = root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK, 0o644)
+		// Not truncated yet: where it leads is checked first.
+		f, err = root.OpenFile(name, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if errors.Is(err, fs.ErrNotExist) { // a dangling link: its target is made
+			f, err = root.OpenFile(name, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
+			created = err == nil
+		}
 	}
 	if err != nil {
 		return toolreg.Result{}, fsError(tool, err)
+	}
+	// The name is not the file: a link inside the workspace (one a repository committed)
+	// may lead into .git, so judge the file opened, by the kernel's name for it.
+	if real, err := w.checkOpened(tool, f); err != nil {
+		f.Close()
+		if created && real != "" {
+			os.Remove(real) // made by this call, through the name or a link
+		}
+		return toolreg.Result{}, err
+	}
+	if !created {
+		if err := f.Truncate(0); err != nil {
+			f.Close()
+			return toolreg.Result{}, fsError(tool, err)
+		}
 	}
 	fi, err := f.Stat()
 	if err == nil && !fi.Mode().IsRegular() {

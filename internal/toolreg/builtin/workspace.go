@@ -5,14 +5,47 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/toolreg"
 )
 
 // ReasonOutsideWorkspace is the audit reason of a path refused for leaving the workspace.
 const ReasonOutsideWorkspace = "path outside the workspace"
+
+// ReasonGitDir is the audit reason of a write refused for landing in a .git directory.
+const ReasonGitDir = "path inside a .git directory"
+
+// gitDirDenied is the refusal of a write into a .git directory (see [grant.InGitDir]).
+func gitDirDenied(tool string) error {
+	return &toolreg.DeniedError{Tool: tool, Reason: ReasonGitDir,
+		Hint: "files under .git are git's own configuration, which names programs git runs; they are not written by file tools"}
+}
+
+// checkOpened refuses a file f, opened for writing, that is not inside the workspace outside
+// any .git directory, judged by where the kernel says f is (/proc/self/fd), whatever links
+// the name went through. A file it cannot place is refused. It returns that place.
+func (w workspace) checkOpened(tool string, f *os.File) (string, error) {
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	if err != nil {
+		return "", &toolreg.DeniedError{Tool: tool, Reason: ReasonGitDir, Hint: "where the file is cannot be checked (no /proc)"}
+	}
+	root, err := filepath.EvalSymlinks(w.dir)
+	if err != nil {
+		return real, errors.New(tool + ": the workspace cannot be opened")
+	}
+	rel, err := filepath.Rel(root, real)
+	if err != nil || !filepath.IsLocal(rel) {
+		return real, &toolreg.DeniedError{Tool: tool, Reason: ReasonOutsideWorkspace, Hint: "the file is outside the workspace"}
+	}
+	if grant.InGitDir(rel) {
+		return real, gitDirDenied(tool)
+	}
+	return real, nil
+}
 
 // maxPathLen caps a path argument, in characters.
 const maxPathLen = 4096
