@@ -19,6 +19,8 @@ type codexGateHome struct {
 	t   *testing.T
 	key string
 	n   int // env bundles registered, one per dispatch
+	// repo, when set, is the repository each dispatch checks out (--repo); else none.
+	repo string
 }
 
 func newCodexGateHome(t *testing.T) *codexGateHome {
@@ -81,7 +83,11 @@ func (h *codexGateHome) run(subagent string, replies ...responsestest.Reply) cod
 	h.n++
 	env := fmt.Sprintf("model-%d", h.n)
 	h.agora("env", "register", env, "--value", "OPENAI_BASE_URL="+srv.URL, "--secret", "OPENAI_API_KEY=env:OPENAI_API_KEY")
-	c := exec.Command(agoraBin, "dispatch", "run", "--subagent", subagent, "--env", env, "--input", `{"prompt":"go"}`)
+	args := []string{"dispatch", "run", "--subagent", subagent, "--env", env, "--input", `{"prompt":"go"}`}
+	if h.repo != "" {
+		args = append(args, "--repo", h.repo)
+	}
+	c := exec.Command(agoraBin, args...)
 	c.Env = append(append(os.Environ(), h.env...), "AGORA_HOME="+h.dir)
 	o, _ := c.Output() // a failed dispatch exits non-zero; its id is still the first line
 	var out codexOutcome

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -177,22 +178,41 @@ func (a *codexAudit) fileChange(id string, changes []codexrt.Change) {
 		return
 	}
 	for _, c := range changes {
-		p := c.Path
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(a.dir, p)
-		}
-		if rel, err := filepath.Rel(a.dir, filepath.Clean(p)); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-			a.ranOutside(id, codexPatchTool, args, "a changed file is outside the workspace", fmt.Sprintf("codex changed %q, outside the workspace; codex was stopped", a.red.String(c.Path)))
-			return
-		}
-		// codex writes through symlinks: a path inside the workspace whose directory (or
-		// itself) is a link out of it changed a file elsewhere, so judge where it resolves.
-		if !resolvesInside(a.dir, p) {
-			a.ranOutside(id, codexPatchTool, args, "a changed file resolves outside the workspace through a symlink", fmt.Sprintf("codex changed %q, which resolves outside the workspace through a symlink; codex was stopped", a.red.String(c.Path)))
+		if reason := outsideWorkspace(a.dir, c.Path); reason != "" {
+			a.ranOutside(id, codexPatchTool, args, reason, fmt.Sprintf("codex changed %q: %s; codex was stopped", a.red.String(c.Path), reason))
 			return
 		}
 	}
 	a.record(id, codexPatchTool, args, "allowed", "file changes inside the workspace")
+}
+
+// outsideWorkspace says why path (absolute, or relative to the workspace dir, as codex
+// resolves a patch's paths) is not a file inside the workspace, or "" when it is.
+func outsideWorkspace(dir, path string) string {
+	p := path
+	if p == "" {
+		return "a changed file has no path"
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	rel, err := filepath.Rel(dir, filepath.Clean(p))
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "a changed file is outside the workspace"
+	}
+	if grant.InGitDir(rel) {
+		return "a changed file is inside a .git directory (git's own configuration names programs git runs)"
+	}
+	// codex writes through symlinks: a path inside the workspace whose directory (or itself)
+	// is a link out of it changed a file elsewhere, so judge where it resolves.
+	resolved, ok := resolvedRel(dir, p)
+	if !ok {
+		return "a changed file resolves outside the workspace through a symlink"
+	}
+	if grant.InGitDir(resolved) {
+		return "a changed file resolves inside a .git directory through a symlink (git's own configuration names programs git runs)"
+	}
+	return ""
 }
 
 // precheck decides a call the model made before codex sees it (the relay's gate): a call the
@@ -217,6 +237,20 @@ func (a *codexAudit) precheck(c modelCall) error {
 		}
 	case c.Tool == codexPatchTool && !slices.Contains(a.grants.Tools, "write_file"):
 		return a.refuse(c, nil, "the grant has no write_file tool; refused before it ran", "the model asked codex to change files, but the grant has no write_file tool")
+	case c.Tool == codexPatchTool:
+		// Every path the patch names is judged before codex applies it, as the check of what
+		// codex changed judges it after: a move's destination is judged here only (codex
+		// reports the moved file's old path), and a change inside .git is refused before a
+		// granted git command could run what it configures.
+		for _, p := range c.Paths {
+			for _, path := range []string{p, strings.TrimSpace(p)} {
+				if reason := outsideWorkspace(a.dir, path); reason != "" {
+					args, _ := json.Marshal(map[string]string{"path": path})
+					return a.refuse(c, args, "a patch names a path "+strings.TrimPrefix(reason, "a changed file ")+"; refused before it ran",
+						fmt.Sprintf("the model asked codex to change %q: %s (every path of a patch is checked before codex applies it)", a.red.String(clipText(path, 256)), reason))
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -231,19 +265,45 @@ func (a *codexAudit) refuse(c modelCall, args []byte, reason, why string) error 
 // resolvesInside says whether p, with every symlink resolved, is inside dir (resolved too).
 // A path that no longer exists (a deleted file) is judged by its nearest existing parent.
 func resolvesInside(dir, p string) bool {
+	_, ok := resolvedRel(dir, p)
+	return ok
+}
+
+// resolvedRel returns p, every symlink resolved, relative to dir (resolved too), and whether
+// it is inside. A path that does not exist (yet, or any more) is resolved by its nearest
+// existing parent, the rest joined as written.
+func resolvedRel(dir, p string) (string, bool) {
 	root, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return false
+		return "", false
 	}
-	for q := filepath.Clean(p); ; q = filepath.Dir(q) {
+	rest, hops := "", 0
+	for q := filepath.Clean(p); ; {
 		r, err := filepath.EvalSymlinks(q)
 		if err == nil {
-			rel, err := filepath.Rel(root, r)
-			return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+			rel, err := filepath.Rel(root, filepath.Join(r, rest))
+			return rel, err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 		}
 		if !errors.Is(err, fs.ErrNotExist) || q == filepath.Dir(q) {
-			return false
+			return "", false
 		}
+		// A dangling link is written through (its target is made): follow it.
+		if fi, err := os.Lstat(q); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			if hops++; hops > 40 {
+				return "", false
+			}
+			t, err := os.Readlink(q)
+			if err != nil {
+				return "", false
+			}
+			if !filepath.IsAbs(t) {
+				t = filepath.Join(filepath.Dir(q), t)
+			}
+			q = filepath.Clean(t)
+			continue
+		}
+		rest = filepath.Join(filepath.Base(q), rest)
+		q = filepath.Dir(q)
 	}
 }
 

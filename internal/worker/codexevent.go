@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/agora-dev/agora/internal/strictjson"
 )
@@ -20,6 +21,10 @@ type modelCall struct {
 	// Exec is an exec_command call's arguments (nil for other tools, and for an exec_command
 	// item whose arguments have not arrived yet).
 	Exec *execArgs
+	// Paths are the paths an apply_patch call's patch names in its headers (see
+	// patchPaths), judged before codex applies it: Codex reports a moved file's old path
+	// only, and a file written into .git would change what the next granted git command runs.
+	Paths []string
 	// Refused says why the gate refuses the call whatever the grant; "" lets the grant decide.
 	Refused string
 }
@@ -38,6 +43,7 @@ type wireItem struct {
 	Name      string  `json:"name"`
 	CallID    string  `json:"call_id"`
 	Arguments *string `json:"arguments"`
+	Input     *string `json:"input"` // a custom tool call's text (apply_patch's patch)
 }
 
 // wireEvent is the part of a Responses API stream event the gate reads: an item (added or
@@ -101,13 +107,17 @@ func itemCall(it wireItem) (modelCall, bool) {
 		switch {
 		case it.Name == codexExecTool:
 			c.Exec, c.Refused = execCall(it.Arguments)
-		case it.Name == codexPatchTool, codexBookkeeping(it.Name):
+		case it.Name == codexPatchTool:
+			c.Paths, c.Refused = patchArgs(it.Arguments)
+		case codexBookkeeping(it.Name):
 		default:
 			c.Refused = fmt.Sprintf("the model called %q, a tool agora does not let codex run", clipText(it.Name, 64))
 		}
 	case "custom_tool_call":
 		if it.Name != codexPatchTool {
 			c.Refused = fmt.Sprintf("the model called %q, a tool agora does not let codex run", clipText(it.Name, 64))
+		} else if it.Input != nil {
+			c.Paths = patchPaths(*it.Input)
 		}
 	default:
 		c.Tool = modelAnswerTool
@@ -142,6 +152,56 @@ func execCall(raw *string) (*execArgs, string) {
 		}
 	}
 	return &a, ""
+}
+
+// patchArgs reads the arguments of apply_patch called as a function ({"input": PATCH}, what
+// Codex's handler reads from a function call as from the custom tool's input) and returns the
+// patch's paths. An item whose arguments have not arrived yet has none.
+func patchArgs(raw *string) ([]string, string) {
+	if raw == nil || *raw == "" {
+		return nil, ""
+	}
+	var a struct {
+		Input *string `json:"input"`
+	}
+	if err := strictjson.CheckObject([]byte(*raw)); err != nil {
+		return nil, "apply_patch arguments agora cannot read exactly: " + clipText(err.Error(), 160)
+	}
+	if err := strictjson.UnmarshalKnown([]byte(*raw), &a); err != nil {
+		return nil, "apply_patch arguments agora cannot read exactly: " + clipText(err.Error(), 160)
+	}
+	if a.Input == nil {
+		return nil, "apply_patch arguments name no input"
+	}
+	return patchPaths(*a.Input), ""
+}
+
+// patchPaths returns the path of every line of an apply_patch patch that could be one of its
+// file headers ("*** Add File: PATH", "*** Delete File: PATH", "*** Update File: PATH",
+// "*** Move to: PATH"): any line that, blanks trimmed, starts with "*" and, the stars and
+// blanks after them trimmed, with "add", "delete", "update" or "move" in any case; its path
+// is what follows the first ":" ("" when there is none, which no check allows). Codex's own
+// headers are exactly those words at the start of a line; reading more lines as headers than
+// Codex does can only refuse a patch, never pass one. A move is the one change Codex's JSONL
+// does not name (it reports the moved file's old path, so the check of what codex changed
+// would see a file in the workspace; issue 26 red team: a move to /tmp/.bash_profile ran in
+// the next granted command's login shell), and a write into .git changes what the next
+// granted git command runs: both are judged here, before codex applies anything.
+func patchPaths(patch string) []string {
+	var paths []string
+	for _, line := range strings.FieldsFunc(patch, func(r rune) bool { return r == '\n' || r == '\r' }) {
+		t := strings.TrimSpace(line)
+		if !strings.HasPrefix(t, "*") {
+			continue
+		}
+		rest := strings.ToLower(strings.TrimLeftFunc(t, func(r rune) bool { return r == '*' || unicode.IsSpace(r) }))
+		if !strings.HasPrefix(rest, "add") && !strings.HasPrefix(rest, "delete") && !strings.HasPrefix(rest, "update") && !strings.HasPrefix(rest, "move") {
+			continue
+		}
+		_, path, _ := strings.Cut(strings.TrimLeftFunc(t, func(r rune) bool { return r == '*' || unicode.IsSpace(r) }), ":")
+		paths = append(paths, path)
+	}
+	return paths
 }
 
 // execArgKnown reports whether k is one of the arguments Codex 0.169.0's exec_command offers
