@@ -63,6 +63,7 @@ const (
 	reasonCommandNotGranted = "claude-code: command not covered by the grant; refused by agora's pre-tool hook"
 	reasonLineNotSimple     = "claude-code: not one simple command, and the grant names no shell; refused by agora's pre-tool hook"
 	reasonInputUnreadable   = "claude-code: the tool's input could not be read exactly; refused by agora's pre-tool hook"
+	reasonGitDir            = "claude-code: a write inside a .git directory; refused by agora's pre-tool hook"
 	reasonNotLoaded         = "claude-code: not loaded: the grant does not cover this tool"
 	reasonRuleDenied        = "claude-code: denied by the permission rules derived from the grant"
 	reasonRefused           = "claude-code: refused by claude or its tool before it ran (invalid input)"
@@ -247,6 +248,17 @@ func (h hook) judge(in hookInput, r *toolReport) string {
 	if !h.cfg.covers(in.Tool) {
 		r.Decision, r.Reason = "denied", reasonNotCovered
 		return fmt.Sprintf("tool %q is not covered by this subagent's grant; the call is refused", auditToolName(in.Tool))
+	}
+	if path, ok, err := editedPath(in.Tool, in.Input); ok {
+		switch {
+		case err != nil:
+			r.Decision, r.Reason = "denied", reasonInputUnreadable
+			return err.Error() + "; the call is refused"
+		case writesGitDir(path, in.Cwd):
+			r.Decision, r.Reason = "denied", reasonGitDir
+			return "a file tool never writes inside a .git directory (git's own configuration names programs git runs); the call is refused"
+		}
+		return ""
 	}
 	if in.Tool != "Bash" {
 		return ""

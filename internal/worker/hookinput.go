@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/runtime/claudert"
 	"github.com/agora-dev/agora/internal/strictjson"
 )
@@ -31,7 +34,8 @@ type hookInput struct {
 	CallID string          // tool_use_id
 	// DurationMS is the tool's run time as claude measured it, -1 when not given.
 	DurationMS int64
-	Interrupt  bool // is_interrupt: the failure was an interruption
+	Interrupt  bool   // is_interrupt: the failure was an interruption
+	Cwd        string // cwd: claude's working directory, which a relative file path is in
 }
 
 // parseHookInput reads a hook's stdin strictly: one JSON object with one reading (valid
@@ -80,6 +84,11 @@ func parseHookInput(b []byte) (hookInput, error) {
 		}
 		in.DurationMS = int64(ms)
 	}
+	if raw, ok := top["cwd"]; ok && string(raw) != "null" {
+		if json.Unmarshal(raw, &in.Cwd) != nil {
+			return in, errors.New("hook input: cwd: want a string")
+		}
+	}
 	if raw, ok := top["is_interrupt"]; ok && string(raw) != "null" {
 		if json.Unmarshal(raw, &in.Interrupt) != nil {
 			return in, errors.New("hook input: is_interrupt: want a boolean")
@@ -109,4 +118,54 @@ func bashCommand(input json.RawMessage) (string, error) {
 		return "", errors.New("Bash input: \"command\" is not a string")
 	}
 	return line, nil
+}
+
+// editField names the member of a Claude Code tool's input that names the file it writes,
+// or "" for a tool that writes none.
+func editField(tool string) string {
+	switch tool {
+	case "Write", "Edit", "MultiEdit":
+		return "file_path"
+	case "NotebookEdit":
+		return "notebook_path"
+	}
+	return ""
+}
+
+// editedPath reads the path a file-writing tool's input names, exactly (see bashCommand); ok
+// is false for a tool that writes no file.
+func editedPath(tool string, input json.RawMessage) (path string, ok bool, err error) {
+	field := editField(tool)
+	if field == "" {
+		return "", false, nil
+	}
+	var m map[string]json.RawMessage
+	if err := strictjson.Unmarshal(input, &m); err != nil {
+		return "", true, fmt.Errorf("%s input: %w", tool, err)
+	}
+	raw, found := m[field]
+	if !found {
+		return "", true, fmt.Errorf("%s input: no %q", tool, field)
+	}
+	if err := strictjson.Unmarshal(raw, &path); err != nil || path == "" {
+		return "", true, fmt.Errorf("%s input: %q is not a path", tool, field)
+	}
+	return path, true, nil
+}
+
+// writesGitDir reports whether a file tool writing path (relative to cwd when not absolute)
+// would write inside a .git directory: named so, or reached through a symlink (resolved as
+// far as the path exists, a dangling link followed). See grant.InGitDir.
+func writesGitDir(path, cwd string) bool {
+	if !filepath.IsAbs(path) {
+		if cwd == "" {
+			cwd, _ = os.Getwd()
+		}
+		path = filepath.Join(cwd, path)
+	}
+	if grant.InGitDir(path) {
+		return true
+	}
+	resolved, ok := resolvedRel("/", path)
+	return !ok || grant.InGitDir(resolved)
 }

@@ -1,0 +1,98 @@
+package dispatch_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agora-dev/agora/internal/runtime/claudert/anthropictest"
+	"github.com/agora-dev/agora/internal/runtimebin"
+)
+
+// claudeRedHome is an agora home with the real Claude Code CLI and one subagent of one grant.
+func claudeRedHome(t *testing.T, key, capYAML string) *cliHome {
+	t.Helper()
+	claude := anthropictest.RealClaude(filepath.Join("..", ".."))
+	if claude == "" {
+		t.Skip("SKIP: the real claude CLI is not installed (run scripts/agent-clis.sh or set AGORA_TEST_CLAUDE)")
+	}
+	bin, err := runtimebin.Resolve(t.Context(), "claude-code", claude)
+	if err != nil {
+		t.Fatalf("resolve the real claude: %v", err)
+	}
+	dir := t.TempDir()
+	h := &cliHome{t: t, dir: filepath.Join(dir, "home"), env: []string{"ANTHROPIC_API_KEY=" + key}}
+	if err := os.MkdirAll(h.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	conf := fmt.Sprintf("runtimes:\n  claude-code: {binary: %s}\negress:\n  allow_private: [127.0.0.1/32]\n", bin.Path)
+	if err := os.WriteFile(filepath.Join(h.dir, "agora.yaml"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	capDir := filepath.Join(dir, "cap")
+	os.MkdirAll(capDir, 0o755)
+	os.WriteFile(filepath.Join(capDir, "capability.yaml"), []byte(capYAML), 0o644)
+	h.agora("capability", "register", "cap", "--from", capDir)
+	h.agora("subagent", "register", "agent", "--runtime", "claude-code", "--model", "claude-sonnet-4-5",
+		"--system-prompt", "You work.", "--capability", "cap")
+	return h
+}
+
+// TestRedTeam4_ClaudeWriteGitConfigRunsCommands (issue 26 red team, the sandbox .git): grant
+// read_file, write_file and run_command with only `git status`. Through the real Claude Code
+// CLI the model writes git configuration that names a command (core.fsmonitor): the
+// workspace's .git/config directly, the same through a symlink the repository committed
+// (meta -> .git), and a nested repository's. Then it runs the granted `git status`, which
+// would run that command. Claude Code's own rules refuse the direct write; agora's pre-tool
+// hook now refuses every write of a file tool into a .git directory itself, whatever claude
+// would allow, audited denied naming .git, so git status runs nothing else.
+func TestRedTeam4_ClaudeWriteGitConfigRunsCommands(t *testing.T) {
+	const key = "sk-ant-api03-e2e-redteam4-gitcfg-0123456789"
+	config := "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfsmonitor = \"echo FSMONITOR-RAN > /agora/workspace/pwned.txt; false\"\n"
+	h := claudeRedHome(t, key, "tools: [read_file, write_file, run_command]\ncommands: [\"git status\"]\n")
+	repo := gitRepo(t, map[string]string{"README.md": "# repo\n"})
+	if err := os.Symlink(".git", filepath.Join(repo, "meta")); err != nil {
+		t.Fatal(err)
+	}
+	gitCommitAll(t, repo)
+	for i, path := range []string{".git/config", "meta/config", "sub/.git/config"} {
+		t.Run(path, func(t *testing.T) {
+			file := "/agora/workspace/" + path
+			api, err := anthropictest.Start(key, anthropictest.Turns(
+				anthropictest.Reply{Blocks: []anthropictest.Block{anthropictest.ToolUse("toolu_read", "Read", mustJSON(t, map[string]string{"file_path": file}))}},
+				anthropictest.Reply{Blocks: []anthropictest.Block{anthropictest.ToolUse("toolu_write", "Write", mustJSON(t, map[string]string{"file_path": file, "content": config}))}},
+				anthropictest.Reply{Blocks: []anthropictest.Block{anthropictest.ToolUse("toolu_status", "Bash", `{"command":"git status","description":"status"}`)}},
+				anthropictest.Reply{Blocks: []anthropictest.Block{anthropictest.Text("Done.")}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer api.Close()
+			env := fmt.Sprintf("anthropic-%d", i)
+			h.agora("env", "register", env, "--value", "ANTHROPIC_BASE_URL="+api.URL, "--secret", "ANTHROPIC_API_KEY=env:ANTHROPIC_API_KEY")
+			out := h.agora("dispatch", "run", "--subagent", "agent", "--env", env, "--repo", repo, "--input", `{"prompt":"go"}`)
+			id, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
+			var rec struct{ State, Reason, Detail string }
+			if err := json.Unmarshal([]byte(h.agora("dispatch", "describe", id, "-o", "json")), &rec); err != nil {
+				t.Fatal(err)
+			}
+			if patch := h.agora("dispatch", "patch", id); strings.Contains(patch, "FSMONITOR-RAN") {
+				t.Errorf("git status ran the fsmonitor the model configured (dispatch %s %s):\n%s", id, rec.State, patch)
+			}
+			var write []string
+			for _, e := range auditByCall(t, h)["toolu_write"] {
+				if strings.Contains(e, "Write") {
+					write = append(write, e)
+				}
+			}
+			if len(write) == 0 || !strings.HasPrefix(write[len(write)-1], "Write denied ") {
+				t.Errorf("the Write of %s: tool.call entries %q, want it denied", path, write)
+			}
+			if got := toolResultsOf(t, api.Requests())["toolu_write"]; !strings.Contains(got, "agora:") || !strings.Contains(got, ".git") {
+				t.Errorf("the model read %q for its Write of %s, want agora's refusal naming .git", got, path)
+			}
+		})
+	}
+}
