@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/agora-dev/agora/internal/grant"
@@ -42,6 +43,7 @@ func agentEnv(m wire.Manifest, secrets map[string]string, root, tmp string, prox
 	for k, v := range secrets {
 		env[k] = v
 	}
+	refuseImplicitBareRepos(env)
 	input := m.InputJSON
 	if input == "" {
 		input = "{}"
@@ -62,6 +64,23 @@ func agentEnv(m wire.Manifest, secrets map[string]string, root, tmp string, prox
 		out = append(out, k+"="+env[k])
 	}
 	return out
+}
+
+// refuseImplicitBareRepos makes every git in the sandbox refuse a directory it would take for
+// a bare repository by its look (HEAD, objects/, refs/ and a config beside them): such a
+// config is the agent's or the repository's own writing, and names programs git runs
+// (core.fsmonitor with core.worktree runs on `git status`), so a granted git command run in
+// it (codex's workdir, a cd) would run anything (issue 26 red team). safe.bareRepository is
+// read only from protected configuration, which GIT_CONFIG_COUNT is (command-line scope);
+// it is added after any pairs the env bundle set.
+func refuseImplicitBareRepos(env map[string]string) {
+	n, err := strconv.Atoi(env["GIT_CONFIG_COUNT"])
+	if err != nil || n < 0 || n > 1000 {
+		n = 0
+	}
+	env["GIT_CONFIG_KEY_"+strconv.Itoa(n)] = "safe.bareRepository"
+	env["GIT_CONFIG_VALUE_"+strconv.Itoa(n)] = "explicit"
+	env["GIT_CONFIG_COUNT"] = strconv.Itoa(n + 1)
 }
 
 // agentRuntime runs the agent. Each runtime a build supports has an adapter in this package
