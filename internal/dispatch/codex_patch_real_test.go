@@ -17,9 +17,10 @@ import (
 // CLI (scripts/agent-clis.sh, or AGORA_TEST_CODEX) through `agora dispatch run` in
 // bubblewrap, against the Responses fake: an apply_patch call (the custom tool the real API
 // streams) inside the workspace lands in the patch and is audited allowed, the binary is not
-// in the patch; a patch of a file outside the workspace (codex's own sandbox is off, so codex
-// applies it) is audited ran-outside-grant, fails the dispatch saying so, and never reaches
-// the host; the key is in no request body and no stored output.
+// in the patch; a patch of a file outside the workspace is cut by the relay's gate before
+// codex applies it (codex's own sandbox is off, so it would), audited denied, fails the
+// dispatch saying so, and never reaches the host; the key is in no request body and no
+// stored output.
 func TestCodexPatch_RealCLI(t *testing.T) {
 	codex := os.Getenv("AGORA_TEST_CODEX")
 	if codex == "" {
@@ -134,15 +135,19 @@ func TestCodexPatch_RealCLI(t *testing.T) {
 		calls = append(calls, fmt.Sprint(e.Details["tool"], " ", e.Details["decision"], " ", e.Details["dispatch"]))
 	}
 	got := strings.Join(calls, ", ")
-	// Codex applied the patch outside the workspace before it printed the item: the record
-	// says what happened (ran-outside-grant), never "denied", which says it did not run.
-	for _, want := range []string{"apply_patch allowed " + id, "apply_patch ran-outside-grant " + id2} {
+	// The relay's gate reads the patch's paths and cuts one outside the workspace before
+	// codex applies it (#26 red team A): denied, since it never ran (before that, codex
+	// applied it and the record said ran-outside-grant).
+	for _, want := range []string{"apply_patch allowed " + id, "apply_patch denied " + id2} {
 		if !strings.Contains(got, want) {
 			t.Errorf("tool.call entries %q lack %q", got, want)
 		}
 	}
-	if strings.Contains(got, "apply_patch allowed "+id2) || strings.Contains(got, "apply_patch denied "+id2) {
-		t.Errorf("the patch codex applied outside the workspace is on record as allowed or denied: %q", got)
+	if strings.Contains(got, "apply_patch allowed "+id2) || strings.Contains(got, "apply_patch ran-outside-grant "+id2) {
+		t.Errorf("the patch refused before it ran is on record as allowed or as having run: %q", got)
+	}
+	if !strings.Contains(rec2.Detail, "refused before it ran") {
+		t.Errorf("dispatch %s: %q, want the patch refused before it ran", id2, rec2.Detail)
 	}
 
 	for _, srv := range []*responsestest.Server{good, bad} {
