@@ -262,6 +262,10 @@ func (w *canonWriter) task(t *Task) {
 		o.key("env")
 		w.strs(t.Env)
 	}
+	if t.FanOut != nil {
+		o.key("fan_out")
+		w.fanOut(t.FanOut)
+	}
 	if g := t.Grants; g != nil {
 		o.key("grants")
 		gw := w.object()
@@ -279,8 +283,10 @@ func (w *canonWriter) task(t *Task) {
 		}
 		gw.end()
 	}
-	o.key("id")
-	w.str(t.ID)
+	if t.ID != "" { // a fan-out template has none
+		o.key("id")
+		w.str(t.ID)
+	}
 	if t.Input != nil {
 		o.key("input")
 		w.b = append(w.b, t.Input...)
@@ -305,12 +311,22 @@ func (w *canonWriter) task(t *Task) {
 		o.key("needs")
 		w.needs(t.Needs)
 	}
+	if t.OnFail != nil {
+		o.key("on_fail")
+		w.onFail(t.OnFail)
+	}
 	if t.Retry != nil {
 		o.key("retry")
 		w.retry(t.Retry)
 	}
-	o.key("subagent")
-	w.str(t.Subagent)
+	if t.Review != nil {
+		o.key("review")
+		w.review(t.Review)
+	}
+	if t.Subagent != "" { // a fan-out task has none
+		o.key("subagent")
+		w.str(t.Subagent)
+	}
 	if t.Target != "" {
 		o.key("target")
 		w.str(t.Target)

@@ -55,13 +55,29 @@ func (p *Plan) checkRefs(ctx context.Context, refs Refs, v *validator) {
 		c.check("defaults.env["+strconv.Itoa(k)+"]", "env", e, refs.Env)
 	}
 	for i := range p.Tasks {
-		t := &p.Tasks[i]
-		tp := "tasks[" + strconv.Itoa(i) + "]"
-		c.check(tp+".subagent", "subagent", t.Subagent, refs.Subagent)
-		c.check(tp+".target", "target", t.Target, refs.Target)
-		for k, e := range t.Env {
-			c.check(tp+".env["+strconv.Itoa(k)+"]", "env", e, refs.Env)
+		c.task("tasks["+strconv.Itoa(i)+"]", &p.Tasks[i], refs)
+	}
+}
+
+// task checks the references of t at path tp: its own, its fan-out template's, its
+// reviewers' and its fixer's.
+func (c *refChecker) task(tp string, t *Task, refs Refs) {
+	if t.FanOut != nil {
+		c.task(tp+".fan_out.template", &t.FanOut.Template, refs)
+		return
+	}
+	c.check(tp+".subagent", "subagent", t.Subagent, refs.Subagent)
+	c.check(tp+".target", "target", t.Target, refs.Target)
+	for k, e := range t.Env {
+		c.check(tp+".env["+strconv.Itoa(k)+"]", "env", e, refs.Env)
+	}
+	if r := t.Review; r != nil {
+		for k, s := range r.Subagents {
+			c.check(tp+".review.subagents["+strconv.Itoa(k)+"]", "subagent", s, refs.Subagent)
 		}
+	}
+	if f := t.OnFail; f != nil && f.Fix != nil {
+		c.check(tp+".on_fail.fix.subagent", "subagent", f.Fix.Subagent, refs.Subagent)
 	}
 }
 

@@ -46,6 +46,9 @@ type taskDoc struct {
 	Grants    *grant.Set         `yaml:"grants"`
 	Budget    *budget.Budget     `yaml:"budget"`
 	Verify    *verifyDoc         `yaml:"verify"`
+	FanOut    *fanOutDoc         `yaml:"fan_out"`
+	Review    *reviewDoc         `yaml:"review"`
+	OnFail    *onFailDoc         `yaml:"on_fail"`
 }
 
 // verifyDoc is a verify gate: an argv (never a shell line), a timeout, protect globs.

@@ -63,6 +63,12 @@ func cyclePath(tasks []Task, cycle []int32) string {
 
 // entryPath is the path, relative to a task, of the entry naming dep.
 func entryPath(t *Task, dep string) string {
+	if f := t.FanOut; f != nil {
+		if f.From == dep {
+			return ".fan_out.from"
+		}
+		return ".fan_out.template" + entryPath(&f.Template, dep)
+	}
 	if k := slices.Index(t.DependsOn, dep); k >= 0 {
 		return ".depends_on[" + strconv.Itoa(k) + "]"
 	}

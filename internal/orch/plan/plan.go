@@ -129,6 +129,13 @@ type Task struct {
 	// After the agent, agora runs its command in a fresh sandbox on the base tree plus the
 	// attempt's patch; a red verdict fails the attempt verify-failed.
 	Verify *verdict.Spec
+	// FanOut makes the task a group: it runs nothing itself, and when FanOut.From succeeds
+	// the engine adds one task per item of its list (see [FanOut]). Every other field of a
+	// fan-out task is empty; its template holds them.
+	FanOut *FanOut
+	// Review and OnFail are the task's review quorum and fix loop ([Review], [OnFail]).
+	Review *Review
+	OnFail *OnFail
 }
 
 // Need hands an upstream task's product to a task, mounted read-only at /agora/inputs/<key>.

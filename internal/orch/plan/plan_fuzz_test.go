@@ -19,6 +19,8 @@ func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		"",
 		fullPlan,
+		extendPlan,
+		head + "  - {id: s, subagent: s}\n  - {id: f, fan_out: {from: s, select: 'output:x', template: {subagent: w, needs: {k: {from: f, select: patch}}}}}\n",
 		fullCanonical,
 		head + "  - {id: a, subagent: s, depends_on: [b]}\n  - {id: b, subagent: s, needs: {x: {from: a, select: patch}}}\n",
 		head + "  - {id: a, subagent: s, locks: [r, {name: r, mode: shared}, [x], ~]}\n",

@@ -28,6 +28,11 @@ type Resolved struct {
 	// Verify is the task's verify gate (its own, else the defaults'), with its timeout
 	// resolved; nil: none.
 	Verify *verdict.Spec
+	// FanOut is set on a fan-out task, which runs nothing itself: its Deps are its producer
+	// and its template's dependencies, and every other field is empty.
+	FanOut *ResolvedFanOut
+	Review *Review // nil: no review
+	OnFail *OnFail // nil: a red verdict fails the task
 }
 
 // Resolve applies the defaults to every task, in plan order. Fields a task sets win; retry
@@ -37,36 +42,11 @@ func (p *Plan) Resolve() []Resolved {
 	base := DefaultRetry().with(p.Defaults.Retry)
 	for i := range p.Tasks {
 		t := &p.Tasks[i]
-		r := Resolved{
-			ID:       t.ID,
-			Subagent: t.Subagent,
-			Budget:   t.Budget,
-			Target:   t.Target,
-			Env:      t.Env,
-			Input:    t.Input,
-			Deps:     deps(t),
-			Needs:    maps.Clone(t.Needs),
-			Locks:    effectiveLocks(t.Locks),
-			Retry:    base.with(t.Retry),
-			Timeout:  t.Timeout,
-			Grants:   t.Grants,
+		if t.FanOut != nil {
+			out[i] = p.resolveFanOut(t, base)
+			continue
 		}
-		if r.Target == "" {
-			r.Target = p.Defaults.Target
-		}
-		if r.Env == nil {
-			r.Env = p.Defaults.Env
-		}
-		r.Env = append([]string{}, r.Env...)
-		if r.Timeout == 0 {
-			r.Timeout = p.Defaults.Timeout
-		}
-		if v := t.Verify; v != nil {
-			r.Verify = cloneVerify(v)
-		} else if v := p.Defaults.Verify; v != nil {
-			r.Verify = cloneVerify(v)
-		}
-		out[i] = r
+		out[i] = p.resolveTask(t, base)
 	}
 	return out
 }
@@ -76,6 +56,42 @@ func cloneVerify(v *verdict.Spec) *verdict.Spec {
 	c := v.Effective()
 	c.Command, c.Protect = slices.Clone(c.Command), slices.Clone(c.Protect)
 	return &c
+}
+
+// resolveTask is t with the defaults applied.
+func (p *Plan) resolveTask(t *Task, base Retry) Resolved {
+	r := Resolved{
+		ID:       t.ID,
+		Subagent: t.Subagent,
+		Budget:   t.Budget,
+		Target:   t.Target,
+		Env:      t.Env,
+		Input:    t.Input,
+		Deps:     deps(t),
+		Needs:    maps.Clone(t.Needs),
+		Locks:    effectiveLocks(t.Locks),
+		Retry:    base.with(t.Retry),
+		Timeout:  t.Timeout,
+		Grants:   t.Grants,
+		Review:   t.Review,
+		OnFail:   t.OnFail,
+	}
+	if r.Target == "" {
+		r.Target = p.Defaults.Target
+	}
+	if r.Env == nil {
+		r.Env = p.Defaults.Env
+	}
+	r.Env = append([]string{}, r.Env...)
+	if r.Timeout == 0 {
+		r.Timeout = p.Defaults.Timeout
+	}
+	if v := t.Verify; v != nil {
+		r.Verify = cloneVerify(v)
+	} else if v := p.Defaults.Verify; v != nil {
+		r.Verify = cloneVerify(v)
+	}
+	return r
 }
 
 func deps(t *Task) []string {

@@ -45,7 +45,7 @@ var fieldDocs = map[string]string{
 	"defaults.retry":                    "The retry policy every task inherits field by field.",
 	"tasks":                             "The tasks, 1 to 100000. Order does not matter: depends_on and needs decide it.",
 	"tasks[]":                           "One task: a dispatch of a subagent.",
-	"tasks[].id":                        "A unique task id: 1-63 of a-z 0-9 . _ -.",
+	"tasks[].id":                        "A unique task id: 1-63 of a-z 0-9 _ -, starting with a letter or digit ('.', '[' and ']' are kept for the tasks a run adds: ID[KEY], ID.fix-N, ID.review-NAME).",
 	"tasks[].subagent":                  "The subagent to dispatch: NAME or NAME@sha256:HEX (agora_subagents_list names them).",
 	"tasks[].target":                    "The target this task runs on; overrides defaults.target.",
 	"tasks[].env":                       "Env bundles for this task; replaces defaults.env ([] means none).",
@@ -87,6 +87,18 @@ var fieldDocs = map[string]string{
 	"verify.timeout":                    "The command's wall clock, a Go duration such as 10m; at most 24h; default 10m.",
 	"verify.protect":                    "Globs of paths the patch must not touch (doublestar: ** spans directories, * stays within one, {a,b} alternatives), such as **/*_test.go or .github/**. A hit fails the gate before the command runs.",
 	"verify.protect[]":                  "A glob relative to the repository root.",
+	"tasks[].fan_out":                   "Makes this task a fan-out: when from succeeds, its output select (a JSON list of at most 10000 items) adds one task per item, id ID[KEY] (KEY: the item's string id, else its index), running template with the item as input.item. This task then succeeds when all of them have; needs from it hand over each item task's product under KEY/. A fan_out task sets nothing but id and fan_out.",
+	"tasks[].fan_out.from":              "The task that writes the list.",
+	"tasks[].fan_out.select":            "output:PATH, the JSON list in from's outputs: at most 10000 items, each any JSON value; an object item's \"id\" (a-z 0-9 _ -, unique) names its task.",
+	"tasks[].fan_out.template":          "Every item task's settings, the fields of a task without id: subagent is required; input (an object) gets the item under \"item\".",
+	"tasks[].review":                    "A review quorum: once this task's work is done (and its verify gate green), each reviewer subagent gets its patch at /agora/inputs/patch/patch.diff and writes outputs/verdict.json, {\"approve\": true|false, \"reasons\": [\"...\"]}; the work is approved when at least approve of them approve, else on_fail runs or the task fails naming the reasons.",
+	"tasks[].review.subagents":          "1 to 9 reviewer subagents (NAME or NAME@sha256:HEX), distinct names; task ID.review-NAME runs each.",
+	"tasks[].review.subagents[]":        "A reviewer subagent.",
+	"tasks[].review.approve":            "How many reviewers must approve, 1 to the number of reviewers.",
+	"tasks[].on_fail":                   "What runs when this task's work is judged red by its verify gate or its review.",
+	"tasks[].on_fail.fix":               "A fix loop: each red verdict adds task ID.fix-N, a dispatch of subagent that starts from the red patch applied and gets it at /agora/inputs/patch/patch.diff with the reasons in its input; its work is judged by the same gates. The task succeeds with the first green fix, or fails after max_attempts fixes.",
+	"tasks[].on_fail.fix.subagent":      "The fixer subagent (NAME or NAME@sha256:HEX).",
+	"tasks[].on_fail.fix.max_attempts":  "Fixes at most, 1 to 10 (default 1).",
 	"retry.max_attempts":                "Attempts in all, 1 to 100 (1: no retry).",
 	"retry.initial_backoff":             "The first wait before a retry, a Go duration such as 1s.",
 	"retry.multiplier":                  "How much each wait grows, 1 to 10.",
@@ -112,17 +124,32 @@ func JSONSchema() *jsonschema.Schema {
 	}
 	s.Required = []string{"version", "name", "tasks"}
 	s.Properties["version"].Enum = []any{Version}
-	s.Properties["tasks"].Items.Required = []string{"id", "subagent"}
+	tasks := s.Properties["tasks"].Items
+	// A task names its subagent, or is a fan-out whose template does.
+	tasks.Required = []string{"id"}
+	tasks.OneOf = []*jsonschema.Schema{{Required: []string{"subagent"}}, {Required: []string{"fan_out"}}}
+	fo := tasks.Properties["fan_out"]
+	fo.Required = []string{"from", "select", "template"}
+	fo.Properties["template"].Required = []string{"subagent"}
+	for _, t := range []*jsonschema.Schema{tasks, fo.Properties["template"]} {
+		t.Properties["review"].Required = []string{"subagents", "approve"}
+		t.Properties["on_fail"].Required = []string{"fix"}
+		t.Properties["on_fail"].Properties["fix"].Required = []string{"subagent"}
+	}
 	return s
 }
 
 // schemaOf is t's schema at path (see fieldDocs).
 func schemaOf(t reflect.Type, path string) (*jsonschema.Schema, error) {
-	doc := fieldDocs[path]
-	if strings.HasPrefix(path, "defaults.retry.") || strings.Contains(path, "].retry.") {
-		doc = fieldDocs["retry."+path[strings.LastIndex(path, ".")+1:]]
+	docPath := path
+	if rest, ok := strings.CutPrefix(path, "tasks[].fan_out.template."); ok {
+		docPath = "tasks[]." + rest // a template's fields are a task's
 	}
-	if _, rest, ok := strings.Cut(path, "verify."); ok && (strings.HasPrefix(path, "defaults.verify.") || strings.Contains(path, "].verify.")) {
+	doc := fieldDocs[docPath]
+	if strings.HasPrefix(docPath, "defaults.retry.") || strings.Contains(docPath, "].retry.") {
+		doc = fieldDocs["retry."+docPath[strings.LastIndex(docPath, ".")+1:]]
+	}
+	if _, rest, ok := strings.Cut(docPath, "verify."); ok && (strings.HasPrefix(docPath, "defaults.verify.") || strings.Contains(docPath, "].verify.")) {
 		doc = fieldDocs["verify."+rest]
 	}
 	if doc == "" {

@@ -143,6 +143,7 @@ func (v *validator) plan(doc *planDoc) *Plan {
 	p.Defaults = v.defaults(&doc.Defaults)
 	p.Tasks = v.tasks(doc.Tasks, p.Defaults.Retry)
 	v.budgets(p, doc)
+	v.extensions(p, doc)
 	return p
 }
 
@@ -288,6 +289,10 @@ func (v *validator) tasks(docs []taskDoc, defaultRetry *Retry) []Task {
 }
 
 func (v *validator) task(t *Task, doc *taskDoc, tp string, ids map[string]int, g *graph, defaultRetry *Retry) {
+	if doc.FanOut != nil {
+		v.fanOutTask(t, doc, tp, ids, g, defaultRetry)
+		return
+	}
 	self := t.ID
 	t.Subagent = doc.Subagent
 	if doc.Subagent == "" {
@@ -320,6 +325,8 @@ func (v *validator) task(t *Task, doc *taskDoc, tp string, ids map[string]int, g
 	t.Locks = v.locks(tp+".locks", doc.Locks)
 	t.Grants = v.grants(tp+".grants", doc.Grants)
 	t.Verify = v.verify(tp+".verify", doc.Verify)
+	t.Review = v.review(tp+".review", doc.Review)
+	t.OnFail = v.onFail(tp+".on_fail", doc.OnFail)
 }
 
 // verify checks a verify gate: a command (an argv), a timeout within MaxTimeout, protect
