@@ -83,6 +83,9 @@ type InputSpec struct {
 	Key          string
 	Select       string
 	FromDispatch string
+	// Dir, when set, mounts the product under /agora/inputs/<key>/<dir>/ instead: one of
+	// many products under one key (the items of an orchestrator fan-out, by item key).
+	Dir string
 }
 
 // RequestError is a request that cannot be dispatched; nothing was recorded.

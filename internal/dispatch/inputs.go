@@ -12,7 +12,10 @@ import (
 	"github.com/agora-dev/agora/internal/digest"
 )
 
-var inputKeyPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+var (
+	inputKeyPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+	inputDirPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`) // a fan-out item's key
+)
 
 // Limits of one dispatch's inputs. Every input file is listed in the dispatch's canonical
 // manifest, which `agora verify` reads only up to 1 MiB: with a dispatch's own outputs
@@ -30,20 +33,33 @@ const PatchFile = "patch.diff"
 // resolveInputs turns input specs into the files to mount, read from the upstream records:
 // only a finished dispatch has products, and only the ones it recorded.
 func (d *Dispatcher) resolveInputs(ctx context.Context, specs []InputSpec) ([]Input, error) {
-	if len(specs) > maxInputs {
-		return nil, fmt.Errorf("%d inputs, over the limit of %d", len(specs), maxInputs)
-	}
 	var out []Input
-	seen := map[string]bool{}
+	seen := map[string]bool{}   // key and dir
+	keys := map[string]string{} // key -> "" (one product) or "dir" (products under dirs)
 	files, names := 0, 0
 	for _, s := range specs {
 		if !inputKeyPattern.MatchString(s.Key) {
 			return nil, fmt.Errorf("input key %q is not valid (want %s)", s.Key, inputKeyPattern)
 		}
-		if seen[s.Key] {
-			return nil, fmt.Errorf("input key %q named twice", s.Key)
+		if s.Dir != "" && !inputDirPattern.MatchString(s.Dir) {
+			return nil, fmt.Errorf("input %q: dir %q is not valid (want %s)", s.Key, s.Dir, inputDirPattern)
 		}
-		seen[s.Key] = true
+		kind, known := keys[s.Key]
+		switch {
+		case seen[s.Key+"/"+s.Dir]:
+			if s.Dir != "" {
+				return nil, fmt.Errorf("input %q: dir %q named twice", s.Key, s.Dir)
+			}
+			return nil, fmt.Errorf("input key %q named twice", s.Key)
+		case known && (kind == "") != (s.Dir == ""):
+			return nil, fmt.Errorf("input key %q names one product and products under dirs", s.Key)
+		case !known && len(keys) == maxInputs:
+			return nil, fmt.Errorf("more than %d input keys", maxInputs)
+		}
+		if s.Dir != "" {
+			kind = "dir"
+		}
+		keys[s.Key], seen[s.Key+"/"+s.Dir] = kind, true
 		up, err := d.Records.Get(ctx, s.FromDispatch)
 		if err != nil {
 			return nil, fmt.Errorf("input %q: %w", s.Key, err)
@@ -51,7 +67,7 @@ func (d *Dispatcher) resolveInputs(ctx context.Context, specs []InputSpec) ([]In
 		if up.State != StateFinished || up.Result == nil {
 			return nil, fmt.Errorf("input %q: dispatch %s is %s; only a finished dispatch has products", s.Key, up.ID, up.State)
 		}
-		in := Input{Key: s.Key, Select: s.Select, FromDispatch: up.ID, Files: []InputFile{}}
+		in := Input{Key: s.Key, Select: s.Select, FromDispatch: up.ID, Files: []InputFile{}, Dir: s.Dir}
 		switch {
 		case s.Select == "patch":
 			f := InputFile{Path: PatchFile, Digest: digest.Digest(emptyDigest), Size: 0}
@@ -84,7 +100,7 @@ func (d *Dispatcher) resolveInputs(ctx context.Context, specs []InputSpec) ([]In
 			if !safeRel(f.Path) {
 				return nil, fmt.Errorf("input %q: unsafe path %q", s.Key, f.Path)
 			}
-			files, names = files+1, names+len(f.Path)
+			files, names = files+1, names+len(s.Dir)+len(f.Path)
 		}
 		if files > maxInputFiles || names > maxInputNamesBytes {
 			return nil, fmt.Errorf("inputs: %d files with %d bytes of names, over the limit of %d files and %d bytes "+
@@ -114,7 +130,10 @@ func (d *Dispatcher) stageInputs(inputs []Input, dir string) error {
 			if err != nil {
 				return fmt.Errorf("input %q: %s: %w", in.Key, f.Path, err)
 			}
-			dst := filepath.Join(dir, in.Key, filepath.FromSlash(f.Path))
+			if in.Dir != "" && !inputDirPattern.MatchString(in.Dir) {
+				return fmt.Errorf("input %q: unsafe dir %q", in.Key, in.Dir)
+			}
+			dst := filepath.Join(dir, in.Key, in.Dir, filepath.FromSlash(f.Path))
 			if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 				return err
 			}

@@ -28,7 +28,12 @@ func Provenance(r *Record) ([]byte, error) {
 		for j, f := range in.Files {
 			files[j] = map[string]any{"path": f.Path, "digest": string(f.Digest), "size": f.Size}
 		}
-		inputs[i] = map[string]any{"key": in.Key, "select": in.Select, "from_dispatch": in.FromDispatch, "files": files}
+		m := map[string]any{"key": in.Key, "select": in.Select, "from_dispatch": in.FromDispatch, "files": files}
+		if in.Dir != "" {
+			// Only when set, so the manifests of dispatches without one keep their bytes.
+			m["dir"] = in.Dir
+		}
+		inputs[i] = m
 	}
 	products := map[string]any{"patch": "", "outputs": []any{}}
 	if r.Result != nil {

@@ -211,9 +211,11 @@ type Input struct {
 	Select       string      `json:"select"` // patch | outputs | output:PATH
 	FromDispatch string      `json:"from_dispatch"`
 	Files        []InputFile `json:"files"`
+	// Dir, when set, places the files under /agora/inputs/<Key>/<Dir>/ (see [InputSpec]).
+	Dir string `json:"dir,omitempty"`
 }
 
-// InputFile is one file of an input, relative to /agora/inputs/<Key>.
+// InputFile is one file of an input, relative to /agora/inputs/<Key> (and its Dir).
 type InputFile struct {
 	Path   string        `json:"path"`
 	Digest digest.Digest `json:"digest"`

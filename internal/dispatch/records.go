@@ -134,7 +134,11 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 
 			for i, f := range in.Files {
 				files[i] = f.Path + "=" + string(f.Digest)
 			}
-			inputRefs = append(inputRefs, map[string]any{"key": in.Key, "select": in.Select, "from_dispatch": in.FromDispatch, "files": files})
+			ref := map[string]any{"key": in.Key, "select": in.Select, "from_dispatch": in.FromDispatch, "files": files}
+			if in.Dir != "" {
+				ref["dir"] = in.Dir
+			}
+			inputRefs = append(inputRefs, ref)
 		}
 		envNames := make([]any, len(r.Envs))
 		for i, e := range r.Envs {

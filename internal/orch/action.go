@@ -98,6 +98,10 @@ func (e *Engine) cancel(r *run, t *task, actor string) error {
 	if t.state == api.TaskCancelled {
 		e.skipDependents(t, "cancelled")
 	}
+	e.cancelAdded(t)
+	if t.role != "" && api.TaskTerminal(t.state) {
+		e.ownedEnded(t)
+	}
 	return nil
 }
 
@@ -148,6 +152,9 @@ func (e *Engine) retry(r *run, t *task, actor string) error {
 	}
 	if t.state != api.TaskFailed && t.state != api.TaskCancelled {
 		return fmt.Errorf("%w: task %s is %s; only a failed or cancelled task can be retried", ErrConflict, t.spec.ID, t.state)
+	}
+	if why := notRetryable(t); why != "" {
+		return fmt.Errorf("%w: task %s %s", ErrConflict, t.spec.ID, why)
 	}
 	t.failures, t.cancel, t.reason, t.detail = 0, false, "", ""
 	e.record(r, t, "orch.task.retried", map[string]any{"by": actor})

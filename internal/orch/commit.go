@@ -24,6 +24,7 @@ type batch struct {
 	cancels  []string
 	sealed   []string
 	replies  []func(error)
+	exts     []extInsert // extensions of runs that exist: their rows and their tasks' rows
 }
 
 type attemptRow struct {
@@ -115,18 +116,21 @@ func (e *Engine) commit(ctx context.Context, b *batch) error {
 				return err
 			}
 		}
+		if err := insertExtensions(ctx, tx, b.exts); err != nil {
+			return err
+		}
 		if len(b.tasks) > 0 {
 			stmt, err := tx.PrepareContext(ctx, `UPDATE tasks SET state = ?, attempts = ?, failures = ?, dispatch_id = ?, ready_seq = ?,
-				retry_at = ?, reason = ?, detail = ?, question = ?, answer = ?, cancel = ? WHERE run_id = ? AND idx = ?`)
+				retry_at = ?, reason = ?, detail = ?, question = ?, answer = ?, cancel = ?, review = ? WHERE run_id = ? AND idx = ?`)
 			if err != nil {
 				return err
 			}
 			for _, t := range b.tasks {
-				if t.run.inserted {
+				if t.run.inserted || t.fresh {
 					continue
 				}
 				if _, err := stmt.ExecContext(ctx, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq, ts(t.retryAt),
-					t.reason, t.detail, t.question, t.answer, t.cancel, t.run.id, t.idx); err != nil {
+					t.reason, t.detail, t.question, t.answer, t.cancel, voteJSON(t), t.run.id, t.idx); err != nil {
 					stmt.Close()
 					return err
 				}
@@ -180,7 +184,7 @@ func (e *Engine) commit(ctx context.Context, b *batch) error {
 		r.inserted = false
 	}
 	for _, t := range b.tasks {
-		t.dirty = false
+		t.dirty, t.fresh = false, false
 	}
 	return nil
 }
@@ -204,12 +208,17 @@ func insertRun(ctx context.Context, tx *sql.Tx, r *run) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO run_plans(run_id, plan) VALUES (?, ?)`, r.id, r.canonical); err != nil {
 		return err
 	}
+	return insertTasks(ctx, tx, r, r.tasks)
+}
+
+// insertTasks writes the rows of tasks of r.
+func insertTasks(ctx context.Context, tx *sql.Tx, r *run, tasks []*task) error {
 	const cols = 14
 	const chunk = 500
-	for start := 0; start < len(r.tasks); start += chunk {
-		end := min(start+chunk, len(r.tasks))
+	for start := 0; start < len(tasks); start += chunk {
+		end := min(start+chunk, len(tasks))
 		args := make([]any, 0, (end-start)*cols)
-		for _, t := range r.tasks[start:end] {
+		for _, t := range tasks[start:end] {
 			args = append(args, r.id, t.idx, t.spec.ID, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq,
 				ts(t.retryAt), t.reason, t.detail, t.question, t.answer, t.cancel)
 		}

@@ -43,20 +43,24 @@ func (e *Engine) complete(o Outcome) {
 	}
 	e.b.ended = append(e.b.ended, end)
 	switch {
-	case o.State == api.TaskSucceeded:
+	case o.State == api.TaskSucceeded && !(cancelled && t.gated()):
+		// (A cancel asked while gated work ran ends it cancelled: success must pass the gate.)
 		t.answer, t.parentID = "", ""
-		e.set(t, api.TaskSucceeded)
-		e.record(r, t, "orch.task.succeeded", details)
-		if !r.cancelRequested {
-			for _, d := range t.dependents {
-				if d.state != api.TaskPending {
-					continue
-				}
-				d.unmet--
-				if d.unmet == 0 && d.retryAt.IsZero() {
-					e.becomeReady(d)
-				}
+		if t.role == causeReview {
+			v := o.Review
+			if v == nil {
+				iv := InvalidReview("the executor read no review")
+				v = &iv
 			}
+			t.vote = v
+			details["review"] = reviewDetails(v)
+		}
+		switch {
+		case e.startReview(t, details):
+		case t.role == causeFix:
+			e.accept(t, details)
+		default:
+			e.succeed(t, details, o)
 		}
 	case cancelled || o.State == api.TaskCancelled:
 		t.reason, t.detail = "cancelled", o.Detail
@@ -69,6 +73,11 @@ func (e *Engine) complete(o Outcome) {
 		e.set(t, api.TaskNeedsInput)
 		details["question_chars"] = int64(len(o.Question))
 		e.record(r, t, "orch.task.needs_input", details)
+	case o.Reason == ReasonVerifyFailed && loopOf(t).spec.OnFail != nil:
+		// Red work with a fix loop: the loop's next fix takes over (never a retry).
+		t.failures++
+		details["verdict_reason"], details["detail"] = verdictReason(o), o.Detail
+		e.reject(t, ReasonVerifyFailed, verdictReasons(t, o), details)
 	default: // failed
 		t.failures++
 		t.reason, t.detail = o.Reason, o.Detail
@@ -84,6 +93,9 @@ func (e *Engine) complete(o Outcome) {
 			e.record(r, t, "orch.task.failed", details)
 			e.skipDependents(t, "failed")
 		}
+	}
+	if t.role != "" && api.TaskTerminal(t.state) {
+		e.ownedEnded(t)
 	}
 	e.settle(r)
 }
@@ -139,7 +151,7 @@ func (e *Engine) settle(r *run) {
 		s = api.RunRunning // cannot happen: a pending task waits for a live ancestor
 	case r.cancelRequested:
 		s = api.RunCancelled
-	case c[api.TaskSucceeded] == len(r.tasks):
+	case c[api.TaskSucceeded]+c[api.TaskRejected] == len(r.tasks): // a rejected fix was superseded by its loop
 		s = api.RunSucceeded
 	default:
 		s = api.RunFailed

@@ -91,6 +91,7 @@ type runSpecs struct {
 	tasks       []plan.Resolved
 	budget      budget.Budget
 	queue       string
+	added       []api.Added // why each task after the plan's was added, in order
 }
 
 // event is anything the loop applies.

@@ -38,6 +38,12 @@ type Attempt struct {
 	// Verify is the task's verify gate (timeout resolved), nil for none: the dispatch runs
 	// it after the agent, in a fresh sandbox, and reports its verdict in the Outcome.
 	Verify *verdict.Spec
+	// Lists are output paths the executor reads, once the attempt succeeded, as fan-out
+	// lists ([DecodeItems]) into Outcome.Items; Review asks it to read the reviewer's
+	// outputs/verdict.json ([DecodeReview]) into Outcome.Review. Both are read from the
+	// products the host collected, never from a path the sandbox can still change.
+	Lists  []string
+	Review bool
 }
 
 // Input is an upstream task's product this attempt receives.
@@ -46,6 +52,9 @@ type Input struct {
 	FromTask     string `json:"from_task"`
 	FromDispatch string `json:"from_dispatch"`
 	Select       string `json:"select"`
+	// Dir, when set, mounts the product under /agora/inputs/<key>/<dir>/: the key of the
+	// fan-out item it comes from, one of many under one key.
+	Dir string `json:"dir,omitempty"`
 }
 
 // Outcome is how an attempt ended.
@@ -62,6 +71,10 @@ type Outcome struct {
 	// it (it failed, asked a question or was cancelled first). A red verdict comes with
 	// State failed and Reason [ReasonVerifyFailed].
 	Verdict *verdict.Verdict
+	// Items holds the fan-out lists of Attempt.Lists, by path, once the attempt succeeded;
+	// Review a reviewer's review (nil: none read).
+	Items  map[string]ItemList
+	Review *Review
 }
 
 // ReasonVerifyFailed is the failure reason of an attempt whose verify gate was red

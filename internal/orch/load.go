@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -50,6 +51,9 @@ func (e *Engine) load(ctx context.Context) error {
 		}
 		r.concurrency = p.Concurrency
 		e.buildTasks(r, p)
+		if err := e.loadExtensions(ctx, db, r); err != nil {
+			return err
+		}
 		if err := e.loadTasks(ctx, db, r); err != nil {
 			return err
 		}
@@ -92,7 +96,7 @@ func (e *Engine) load(ctx context.Context) error {
 // loadTasks applies the stored task rows to r's freshly built tasks.
 func (e *Engine) loadTasks(ctx context.Context, db *sql.DB, r *run) error {
 	rows, err := db.QueryContext(ctx, `SELECT idx, state, attempts, failures, dispatch_id, ready_seq, retry_at, reason, detail,
-		question, answer, cancel FROM tasks WHERE run_id = ?`, r.id)
+		question, answer, cancel, review FROM tasks WHERE run_id = ?`, r.id)
 	if err != nil {
 		return fmt.Errorf("load tasks of run %s: %w", r.id, err)
 	}
@@ -101,16 +105,23 @@ func (e *Engine) loadTasks(ctx context.Context, db *sql.DB, r *run) error {
 	n := 0
 	for rows.Next() {
 		var idx int
-		var state, retryAt string
+		var state, retryAt, review string
 		var x task
 		if err := rows.Scan(&idx, &state, &x.attempts, &x.failures, &x.dispatchID, &x.readySeq, &retryAt, &x.reason, &x.detail,
-			&x.question, &x.answer, &x.cancel); err != nil {
+			&x.question, &x.answer, &x.cancel, &review); err != nil {
 			return fmt.Errorf("load tasks of run %s: %w", r.id, err)
 		}
 		if idx < 0 || idx >= len(r.tasks) {
 			return fmt.Errorf("load tasks of run %s: task index %d is not in its plan", r.id, idx)
 		}
 		t := r.tasks[idx]
+		if review != "" {
+			v, err := decodeStoredReview(review)
+			if err != nil {
+				return fmt.Errorf("load task %s of run %s: %w", t.spec.ID, r.id, err)
+			}
+			t.vote = v
+		}
 		t.state, t.attempts, t.failures, t.dispatchID, t.readySeq = state, x.attempts, x.failures, x.dispatchID, x.readySeq
 		t.reason, t.detail, t.question, t.answer, t.cancel = x.reason, x.detail, x.question, x.answer, x.cancel
 		if retryAt != "" {
@@ -132,6 +143,14 @@ func (e *Engine) loadTasks(ctx context.Context, db *sql.DB, r *run) error {
 		return err
 	}
 	for _, t := range r.tasks {
+		if t.state == api.TaskSucceeded {
+			for _, f := range slices.Backward(t.fixes) {
+				if f.state == api.TaskSucceeded {
+					t.product = f // the fix the loop succeeded with
+					break
+				}
+			}
+		}
 		t.unmet = 0
 		for _, d := range t.deps {
 			if d.state != api.TaskSucceeded {

@@ -33,6 +33,8 @@ type run struct {
 	inserted         bool          // the run row does not exist yet
 	budget           budget.Budget // the plan's run budget; zero: none
 	usage            budget.Usage  // the sum of the ended attempts' usage
+	planTasks        int           // tasks of the plan; those after them were added (extend.go)
+	exts             int           // extensions applied, the next one's sequence number
 }
 
 // budgetSpent says why r's budget allows no further task, or "".
@@ -90,6 +92,9 @@ type task struct {
 
 	dirty           bool // written in the current batch
 	readyUnrecorded bool // became ready in this batch; no ready entry yet
+	fresh           bool // added in the current batch: its row is inserted, not updated
+
+	ext // run extension (extend.go)
 }
 
 // lockReq is one lock a task needs.

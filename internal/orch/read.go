@@ -53,10 +53,11 @@ func status(ctx context.Context, db *sql.DB, ref string, cached func(id string) 
 		}
 	}
 	var specs []plan.Resolved
+	var added []api.Added
 	var runBudget budget.Budget
 	if cached, ok := cached(r.ID); ok {
 		rs := cached.(runSpecs)
-		specs, r.Concurrency, runBudget, r.Queue = rs.tasks, rs.concurrency, rs.budget, rs.queue
+		specs, r.Concurrency, runBudget, r.Queue, added = rs.tasks, rs.concurrency, rs.budget, rs.queue, rs.added
 	} else {
 		var canonical []byte
 		if err := db.QueryRowContext(ctx, `SELECT plan FROM run_plans WHERE run_id = ?`, r.ID).Scan(&canonical); err != nil {
@@ -67,7 +68,11 @@ func status(ctx context.Context, db *sql.DB, ref string, cached func(id string) 
 			return api.Run{}, fmt.Errorf("run %s: stored plan: %w", r.ID, err)
 		}
 		specs, r.Concurrency, runBudget, r.Queue = p.Resolve(), p.Concurrency, p.Budget, p.QueueName()
+		if specs, added, err = extendedSpecs(ctx, db, r.ID, specs); err != nil {
+			return api.Run{}, err
+		}
 	}
+	planTasks := len(specs) - len(added)
 	if !runBudget.IsZero() {
 		r.Budget = &runBudget
 	}
@@ -95,24 +100,33 @@ func status(ctx context.Context, db *sql.DB, ref string, cached func(id string) 
 			}
 			t.Locks = append(t.Locks, name)
 		}
+		if i >= planTasks {
+			a := added[i-planTasks]
+			t.Added = &a
+		}
 		r.Tasks[i] = t
 	}
-	rows, err := db.QueryContext(ctx, `SELECT idx, state, attempts, dispatch_id, reason, detail, question, retry_at FROM tasks WHERE run_id = ?`, r.ID)
+	rows, err := db.QueryContext(ctx, `SELECT idx, state, attempts, dispatch_id, reason, detail, question, retry_at, review FROM tasks WHERE run_id = ?`, r.ID)
 	if err != nil {
 		return api.Run{}, err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var idx int
-		var state, dispatchID, reason, detail, question, retryAt string
+		var state, dispatchID, reason, detail, question, retryAt, review string
 		var attempts int
-		if err := rows.Scan(&idx, &state, &attempts, &dispatchID, &reason, &detail, &question, &retryAt); err != nil {
+		if err := rows.Scan(&idx, &state, &attempts, &dispatchID, &reason, &detail, &question, &retryAt, &review); err != nil {
 			return api.Run{}, err
 		}
 		if idx < 0 || idx >= len(r.Tasks) {
 			continue
 		}
 		t := &r.Tasks[idx]
+		if review != "" {
+			if t.Review, err = decodeStoredReview(review); err != nil {
+				return api.Run{}, fmt.Errorf("run %s task %s: %w", r.ID, t.ID, err)
+			}
+		}
 		t.State, t.Attempts, t.DispatchID, t.Reason, t.Detail, t.Question = state, attempts, dispatchID, reason, detail, question
 		if retryAt != "" {
 			if at, err := time.Parse(time.RFC3339Nano, retryAt); err == nil {

@@ -2,6 +2,7 @@ package orch
 
 import (
 	"container/heap"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -13,6 +14,10 @@ import (
 // becomeReady makes a pending task whose dependencies all succeeded ready, and a candidate
 // for this batch's scheduling pass.
 func (e *Engine) becomeReady(t *task) {
+	if t.spec.FanOut != nil {
+		e.groupDone(t) // a fan-out fires nothing: its items are done
+		return
+	}
 	e.seq++
 	t.readySeq = e.seq
 	t.retryAt = time.Time{}
@@ -106,6 +111,10 @@ func (e *Engine) tryStart(t *task) {
 		e.failOverBudget(t, spent)
 		return
 	}
+	if n := t.inputCount(); n > MaxAttemptInputs {
+		e.failUnfired(t, "denied", fmt.Sprintf("its needs hand it %d products; at most %d (a fan-out this large needs its items' products gathered in steps)", n, MaxAttemptInputs))
+		return
+	}
 	if r.running >= r.concurrency {
 		r.waiting.push(t)
 		return
@@ -151,7 +160,11 @@ func (e *Engine) fire(t *task) {
 	if len(a.Inputs) > 0 {
 		ins := make([]any, len(a.Inputs))
 		for i, in := range a.Inputs {
-			ins[i] = map[string]any{"key": in.Key, "from_task": in.FromTask, "from_dispatch": in.FromDispatch, "select": in.Select}
+			m := map[string]any{"key": in.Key, "from_task": in.FromTask, "from_dispatch": in.FromDispatch, "select": in.Select}
+			if in.Dir != "" {
+				m["dir"] = in.Dir
+			}
+			ins[i] = m
 		}
 		details["inputs"] = ins
 	}
@@ -175,8 +188,13 @@ func (e *Engine) attempt(t *task) Attempt {
 	for _, key := range slices.Sorted(maps.Keys(t.spec.Needs)) {
 		n := t.spec.Needs[key]
 		up := r.byID[n.From]
-		a.Inputs = append(a.Inputs, Input{Key: key, FromTask: n.From, FromDispatch: up.dispatchID, Select: n.Select})
+		if up.spec.FanOut != nil {
+			a.Inputs = append(a.Inputs, groupInputs(key, n, up)...)
+			continue
+		}
+		a.Inputs = append(a.Inputs, Input{Key: key, FromTask: n.From, FromDispatch: up.productID(), Select: n.Select})
 	}
+	a.Lists, a.Review = t.lists(), t.role == causeReview
 	return a
 }
 

@@ -219,5 +219,24 @@ CREATE TABLE schedules (
 ) WITHOUT ROWID;
 CREATE INDEX schedules_due ON schedules(next_due);
 `,
+	}, store.Migration{
+		// Tasks a running run added (fan-out items, reviewers, fixes): one row per extension,
+		// written in the transaction of the event that caused it, holding what its tasks are
+		// derived from; their task rows follow the plan's (idx first to first+count-1). A
+		// reviewer's row keeps its review.
+		Name: "run extensions",
+		SQL: `
+CREATE TABLE run_extensions (
+	run_id TEXT NOT NULL REFERENCES runs(id),
+	seq    INTEGER NOT NULL,    -- 0, 1, ... in the order applied
+	cause  TEXT NOT NULL,       -- fan_out, review or fix
+	task   TEXT NOT NULL,       -- the task it was for
+	first  INTEGER NOT NULL,    -- idx of its first task
+	count  INTEGER NOT NULL,
+	data   BLOB NOT NULL,       -- canonical JSON: the items, the rejected work and its reasons
+	PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+ALTER TABLE tasks ADD COLUMN review TEXT NOT NULL DEFAULT '';
+`,
 	})
 }

@@ -141,7 +141,12 @@ func (e *Engine) buildTasks(r *run, p *plan.Plan) {
 		for _, l := range t.spec.Locks {
 			t.locks = append(t.locks, lockReq{l: e.lock(l.Name), shared: l.Mode == "shared"})
 		}
+		if f := t.spec.FanOut; f != nil {
+			producer := r.byID[f.From]
+			producer.fanOuts = append(producer.fanOuts, t)
+		}
 	}
+	r.planTasks = len(r.tasks)
 }
 
 // lock returns the named lock's state, creating it.

@@ -227,7 +227,9 @@ func (rv *runVerifier) check() {
 			if d, ok := e.Details["dispatch_id"].(string); ok {
 				fired[d] = taskOf(e.Subject)
 			}
-		case "orch.task.succeeded":
+		case "orch.task.succeeded", "orch.task.produced":
+			// produced: the attempt finished and its products were handed to reviewers
+			// (the task's success waits for their quorum).
 			if d, ok := e.Details["dispatch_id"].(string); ok {
 				succeeded[d] = taskOf(e.Subject)
 			}

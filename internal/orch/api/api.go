@@ -21,6 +21,9 @@ const (
 	TaskNeedsInput = "needs_input"
 	TaskCancelled  = "cancelled"
 	TaskSkipped    = "skipped"
+	// TaskRejected is a fix whose work its loop's gates judged red: a later fix, or the
+	// loop's failure, took over. It counts as done for the run.
+	TaskRejected = "rejected"
 )
 
 // Run states, derived from the tasks: running while any task can still make progress,
@@ -41,7 +44,7 @@ func RunTerminal(s string) bool {
 // TaskTerminal reports whether a task in state s is final.
 func TaskTerminal(s string) bool {
 	switch s {
-	case TaskSucceeded, TaskFailed, TaskCancelled, TaskSkipped:
+	case TaskSucceeded, TaskFailed, TaskCancelled, TaskSkipped, TaskRejected:
 		return true
 	}
 	return false
@@ -107,6 +110,26 @@ type Task struct {
 	// latest attempt, nil until one is recorded.
 	Verify  *verdict.Spec    `json:"verify,omitempty"`
 	Verdict *verdict.Verdict `json:"verdict,omitempty"`
+	// Added says why the engine added the task to the running run; nil for a task of the
+	// plan.
+	Added *Added `json:"added,omitempty"`
+	// Review is a reviewer task's review of the work it judged, once it ended.
+	Review *Review `json:"review,omitempty"`
+}
+
+// Added is why a task was added to a running run: Cause "fan_out" (an item of fan-out task
+// Task), "review" (a reviewer of Task's work) or "fix" (a fix of Task's work).
+type Added struct {
+	Cause string `json:"cause"`
+	Task  string `json:"task"`
+}
+
+// Review is what a reviewer concluded: its outputs/verdict.json as the host read it, or a
+// rejection the host wrote when that file was missing or malformed (Invalid).
+type Review struct {
+	Approve bool     `json:"approve"`
+	Reasons []string `json:"reasons"`
+	Invalid bool     `json:"invalid,omitempty"`
 }
 
 // Event is one change a watcher sees.

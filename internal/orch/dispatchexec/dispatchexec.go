@@ -86,7 +86,17 @@ func (x *Executor) run(ctx context.Context, a orch.Attempt) (orch.Outcome, error
 	if rec, err = x.Supervisors.Watch(ctx, rec); err != nil {
 		return orch.Outcome{}, err
 	}
-	return outcome(rec), nil
+	o := outcome(rec)
+	if o.State == api.TaskSucceeded {
+		if len(a.Lists) > 0 {
+			o.Items = x.readLists(rec, a.Lists)
+		}
+		if a.Review {
+			v := x.readReview(rec)
+			o.Review = &v
+		}
+	}
+	return o, nil
 }
 
 // accept records the attempt's dispatch under its id.
@@ -124,7 +134,7 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 	// task budget above the subagent's or the target's as denied.
 	req.Budget, req.Ceilings = a.Budget, append(req.Ceilings, a.Ceilings...)
 	for _, in := range a.Inputs {
-		req.Inputs = append(req.Inputs, dispatch.InputSpec{Key: in.Key, Select: in.Select, FromDispatch: in.FromDispatch})
+		req.Inputs = append(req.Inputs, dispatch.InputSpec{Key: in.Key, Select: in.Select, FromDispatch: in.FromDispatch, Dir: in.Dir})
 	}
 	if x.Trace != nil {
 		req.Traceparent = x.Trace(a.DispatchID)

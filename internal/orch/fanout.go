@@ -1,0 +1,136 @@
+package orch
+
+import (
+	"strings"
+
+	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/orch/plan"
+)
+
+// Fan-out: a fan-out task F is a group. Its producer's attempt reads the list (the executor
+// reads the output file the host collected, see [Attempt.Lists]); when the producer succeeds,
+// the engine adds F[KEY] for every item in the same transaction, each a dependency of F, so
+// F becomes done when its last item succeeds, and is skipped (naming the item) when one
+// fails for good, like any dependent.
+
+// reasonFanOutRefused is the reason a fan-out fails when its list cannot be used.
+const reasonFanOutRefused = "fan-out-refused"
+
+// ItemList is a fan-out list as the executor read it: its items, or why it cannot be used.
+type ItemList struct {
+	Items []Item
+	Err   string // "" when Items is the list
+}
+
+// listPath is the path in its producer's outputs of fan-out f's list.
+func listPath(f *task) string {
+	return strings.TrimPrefix(f.spec.FanOut.Select, plan.SelectOutputPrefix)
+}
+
+// lists are the output paths t's attempt must read as fan-out lists.
+func (t *task) lists() []string {
+	var out []string
+	for _, f := range t.fanOuts {
+		if p := listPath(f); !containsString(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func containsString(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// fanOut adds the items of every fan-out whose list t, which just succeeded, wrote. A
+// fan-out whose list cannot be used fails with the reason, and its dependents are skipped.
+func (e *Engine) fanOut(t *task, o Outcome) {
+	for _, f := range t.fanOuts {
+		if f.state != api.TaskPending || f.extended {
+			continue // cancelled or skipped meanwhile, or added already
+		}
+		path := listPath(f)
+		list, ok := o.Items[path]
+		switch {
+		case !ok:
+			e.fanOutFailed(f, "the executor read no list "+path)
+			continue
+		case list.Err != "":
+			e.fanOutFailed(f, "task "+t.spec.ID+"'s output "+path+": "+list.Err)
+			continue
+		}
+		added, err := e.extend(t.run, f, fanOutRow(f, o.DispatchID, list.Items), o.DispatchID)
+		if err != nil {
+			e.fanOutFailed(f, "task "+t.spec.ID+"'s output "+path+": "+err.Error())
+			continue
+		}
+		if len(added) == 0 {
+			f.extended = true // an empty list: the fan-out is done with its producer
+		}
+		for _, c := range added {
+			if c.unmet == 0 {
+				e.becomeReady(c)
+			}
+		}
+	}
+}
+
+// fanOutFailed ends fan-out f failed: its list could not be used.
+func (e *Engine) fanOutFailed(f *task, detail string) {
+	f.reason, f.detail = reasonFanOutRefused, detail
+	e.set(f, api.TaskFailed)
+	e.record(f.run, f, "orch.task.failed", map[string]any{"reason": f.reason, "detail": detail})
+	e.skipDependents(f, "failed")
+}
+
+// groupDone ends fan-out f succeeded: every item succeeded.
+func (e *Engine) groupDone(f *task) {
+	e.set(f, api.TaskSucceeded)
+	e.record(f.run, f, "orch.task.succeeded", map[string]any{"items": int64(len(f.children))})
+	e.release(f)
+}
+
+// groupInputs are the inputs a need of every item of fan-out f stands for: each item's
+// product under <key>/<KEY>/.
+func groupInputs(key string, n plan.Need, f *task) []Input {
+	out := make([]Input, len(f.children))
+	for i, c := range f.children {
+		out[i] = Input{Key: key, Dir: c.key, FromTask: c.spec.ID, FromDispatch: c.productID(), Select: n.Select}
+	}
+	return out
+}
+
+// MaxAttemptInputs caps the products one attempt receives: a dispatch mounts at most 1,024
+// input files, and the attempt's fired entry lists every input.
+const MaxAttemptInputs = 1024
+
+// inputCount is how many products t's attempt would receive.
+func (t *task) inputCount() int {
+	n := 0
+	for _, need := range t.spec.Needs {
+		if up := t.run.byID[need.From]; up.spec.FanOut != nil {
+			n += len(up.children)
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+// failUnfired ends ready task t failed without firing it.
+func (e *Engine) failUnfired(t *task, reason, detail string) {
+	unqueue(t)
+	t.reason, t.detail = reason, detail
+	e.set(t, api.TaskFailed)
+	e.record(t.run, t, "orch.task.failed", map[string]any{"attempt": int64(t.attempts), "reason": reason, "detail": detail})
+	e.skipDependents(t, "failed")
+	if t.role != "" {
+		e.ownedEnded(t)
+	}
+	e.settle(t.run)
+}
