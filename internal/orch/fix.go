@@ -45,7 +45,7 @@ func (e *Engine) accept(c *task, details map[string]any) {
 	}
 	t.product = c
 	t.reason, t.detail = "", ""
-	e.succeed(t, map[string]any{"fixed_by": c.spec.ID, "dispatch_id": c.productID(), "fixes": int64(len(t.fixes))}, Outcome{})
+	e.succeed(t, map[string]any{"fixed_by": c.spec.ID, "product": c.productID(), "fixes": int64(len(t.fixes))}, Outcome{})
 }
 
 // succeed ends t succeeded: its fan-outs are added, its dependents released.
@@ -82,7 +82,8 @@ func (e *Engine) reject(c *task, reason string, reasons []string, details map[st
 	reasons = capReasons(reasons)
 	detail := strings.Join(reasons, "; ")
 	if details == nil {
-		details = map[string]any{"attempt": int64(c.attempts), "dispatch_id": c.dispatchID}
+		// Not the attempt's end (that was orch.task.produced): the work it judged.
+		details = map[string]any{"attempt": int64(c.attempts), "judged_dispatch": c.dispatchID}
 	}
 	details["reason"], details["reasons"] = reason, anyStrings(reasons)
 	if c != t {

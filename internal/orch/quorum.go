@@ -79,7 +79,8 @@ func (e *Engine) reviewEnded(rv *task) {
 		"reasons": anyStrings(capReasons(reasons)),
 	})
 	if approved {
-		e.accept(c, map[string]any{"attempt": int64(c.attempts), "dispatch_id": c.dispatchID, "reviewed": true})
+		// Not the attempt's end (that was orch.task.produced): the work it approved.
+		e.accept(c, map[string]any{"attempt": int64(c.attempts), "product": c.dispatchID, "reviewed": true})
 		return
 	}
 	e.reject(c, reasonReviewRejected, reasons, nil)

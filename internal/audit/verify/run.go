@@ -118,7 +118,7 @@ func VerifyRun(b *RunBundle, opts Options) *Report {
 		}
 		parts[i] = v
 	}
-	rv := &runVerifier{b: b, rep: rep, orch: parts[0], disp: parts[1]}
+	rv := &runVerifier{b: b, rep: rep, orch: parts[0], disp: parts[1], redWork: map[string]string{}}
 	rv.check()
 	rep.OK = len(rep.Failed()) == 0
 	rep.Tier = TierNone
@@ -154,6 +154,9 @@ type runVerifier struct {
 	b          *RunBundle
 	rep        *Report
 	orch, disp *verifier
+	// redWork maps a dispatch whose verify gate was red and whose work the run handed to a
+	// fix (orch.task.rejected) to its task.
+	redWork map[string]string
 }
 
 func (rv *runVerifier) pass(check, item, format string, args ...any) {
@@ -174,6 +177,7 @@ type dispatchManifest struct {
 	State       string   `json:"state"`
 	Inputs      []struct {
 		Key          string         `json:"key"`
+		Dir          string         `json:"dir"`
 		Select       string         `json:"select"`
 		FromDispatch string         `json:"from_dispatch"`
 		Files        []manifestFile `json:"files"`
@@ -232,6 +236,12 @@ func (rv *runVerifier) check() {
 			// (the task's success waits for their quorum).
 			if d, ok := e.Details["dispatch_id"].(string); ok {
 				succeeded[d] = taskOf(e.Subject)
+			}
+		case "orch.task.rejected":
+			// Red work (its verify gate failed) handed to the task's fix loop: its patch is
+			// the fix's input.
+			if d, ok := e.Details["dispatch_id"].(string); ok && e.Details["reason"] == "verify-failed" {
+				rv.redWork[d] = taskOf(e.Subject)
 			}
 		}
 	}
@@ -458,20 +468,32 @@ func (rv *runVerifier) bind(raw []byte, attempts map[string]*attempt) (*dispatch
 func (rv *runVerifier) provenance(m *dispatchManifest, manifests map[string]*dispatchManifest, succeeded map[string]string) {
 	for _, in := range m.Inputs {
 		item := m.Dispatch + " " + in.Key
+		if in.Dir != "" {
+			item += "/" + in.Dir
+		}
 		up := manifests[in.FromDispatch]
+		task, red := succeeded[in.FromDispatch], false
+		if task == "" {
+			task = rv.redWork[in.FromDispatch]
+			red = task != ""
+		}
 		switch {
-		case succeeded[in.FromDispatch] == "":
+		case task == "":
 			rv.fail(CheckProvenance, item, "input %q comes from dispatch %s, which is not a succeeded task of this run", in.Key, truncate(in.FromDispatch, 40))
 			continue
-		case up == nil || up.State != "finished":
+		case up == nil || (!red && up.State != "finished"):
 			rv.fail(CheckProvenance, item, "input %q: the manifest of upstream dispatch %s is missing or not finished", in.Key, in.FromDispatch)
+			continue
+		case red && (up.State != "failed" || in.Select != "patch"):
+			rv.fail(CheckProvenance, item, "input %q: dispatch %s's work was rejected; only its patch goes to its fix, not its %s (its manifest says %s)",
+				in.Key, in.FromDispatch, truncate(in.Select, 40), up.State)
 			continue
 		}
 		if err := sameProduct(in.Select, in.Files, up); err != nil {
-			rv.fail(CheckProvenance, item, "input %q from task %s: %v", in.Key, succeeded[in.FromDispatch], err)
+			rv.fail(CheckProvenance, item, "input %q from task %s: %v", in.Key, task, err)
 			continue
 		}
-		rv.pass(CheckProvenance, item, "input %q is the %s of task %s (%s)", in.Key, in.Select, succeeded[in.FromDispatch], in.FromDispatch)
+		rv.pass(CheckProvenance, item, "input %q is the %s of task %s (%s)", in.Key, in.Select, task, in.FromDispatch)
 	}
 }
 

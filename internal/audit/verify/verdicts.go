@@ -8,7 +8,9 @@ import (
 
 // orchEnds are the orch.db entries that end an attempt and name its dispatch.
 var orchEnds = map[string]bool{"orch.task.succeeded": true, "orch.task.failed": true, "orch.task.retry_scheduled": true,
-	"orch.task.cancelled": true, "orch.task.needs_input": true}
+	"orch.task.cancelled": true, "orch.task.needs_input": true,
+	// Run extension: finished work held for review, red work handed to a fix.
+	"orch.task.produced": true, "orch.task.rejected": true}
 
 // checkVerdicts checks the run's verify gates across both logs: each attempt's end in
 // orch.db names the verdict its dispatch's end names (or none when it has none), and each
