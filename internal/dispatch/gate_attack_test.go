@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -198,5 +199,24 @@ func TestGate_NotRunWhenTheAgentFailed(t *testing.T) {
 	r := e.run(dispatch.Request{Subagent: "broken", Verify: &verdict.Spec{Command: passIfRun}})
 	if r.State != dispatch.StateFailed || r.Reason == dispatch.ReasonVerifyFailed || r.Verdict != nil {
 		t.Fatalf("dispatch %s %s, verdict %+v: want the agent's own failure and no verdict", r.State, r.Reason, r.Verdict)
+	}
+}
+
+// TestGate_RefusedOnKubernetes: a kubernetes target's pods run only agora's worker, so a
+// gate there is refused at accept, naming the target, and nothing is recorded.
+func TestGate_RefusedOnKubernetes(t *testing.T) {
+	e := newEnv(t)
+	e.subagent("idle", "true")
+	tg := e.home.Config.Targets["local"]
+	tg.Provider = "kubernetes"
+	e.home.Config.Targets["cluster"] = tg
+	_, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "idle", Target: "cluster", Actor: "test",
+		Verify: &verdict.Spec{Command: passIfRun}})
+	var re *dispatch.RequestError
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), `target "cluster"`) || !strings.Contains(err.Error(), "Kubernetes") {
+		t.Fatalf("Accept = %v, want a request error naming the kubernetes target", err)
+	}
+	if rs, _ := e.d.Records.List(t.Context(), dispatch.ListFilter{}); len(rs) != 0 {
+		t.Errorf("a refused gate recorded %d dispatches", len(rs))
 	}
 }
