@@ -155,6 +155,14 @@ func (d *Dispatcher) runGateCommand(ctx context.Context, r *Record, st *stage, p
 		fl := failed(ReasonProviderFailed, "verify: start the verify sandbox: %v", err)
 		return nil, &fl
 	}
+	if err := d.Records.SetProviderTask(context.WithoutCancel(ctx), r.ID, h.TaskID()); err != nil {
+		provider.Cancel(context.WithoutCancel(ctx), h.TaskID())
+		h.Wait()
+		stdout.Close()
+		stderr.Close()
+		fl := failed(ReasonProviderFailed, "verify: %v", err)
+		return nil, &fl
+	}
 	stop := d.watchCancel(ctx, provider, r.ID, h, nil)
 	exit, werr := h.Wait()
 	stop()

@@ -220,3 +220,57 @@ func TestGate_RefusedOnKubernetes(t *testing.T) {
 		t.Errorf("a refused gate recorded %d dispatches", len(rs))
 	}
 }
+
+// TestGate_CancelledFromAnotherCaller: `agora dispatch cancel` reaches the gate's sandbox
+// (the record names its task once it starts): the dispatch ends cancelled, with no verdict.
+func TestGate_CancelledFromAnotherCaller(t *testing.T) {
+	e := newEnv(t)
+	e.subagent("idle", "true")
+	r, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "idle", Actor: "test", Timeout: 30 * time.Second,
+		Verify: &verdict.Spec{Command: []string{"sh", "-c", "sleep 60"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *dispatch.Record, 1)
+	go func() {
+		final, _ := e.d.Supervise(t.Context(), r.ID, nil)
+		done <- final
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	// Until the record names the gate's sandbox: another task than the one it started with.
+	gateTask := func() bool {
+		cur := mustGet(t, e, r.ID)
+		for _, ev := range cur.Events {
+			if ev.Kind == dispatch.StateStarted {
+				return cur.ProviderTaskID != "" && cur.ProviderTaskID != ev.Data["provider_task_id"]
+			}
+		}
+		return false
+	}
+	for e.d.Live(r.ID).Phase != dispatch.PhaseVerify || !gateTask() {
+		if time.Now().After(deadline) {
+			t.Fatal("the gate never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	began := time.Now()
+	if _, err := e.d.Cancel(t.Context(), r.ID); err != nil {
+		t.Fatal(err)
+	}
+	final := <-done
+	if final.State != dispatch.StateCancelled || final.Verdict != nil {
+		t.Fatalf("dispatch %s %s, verdict %+v: want cancelled without a verdict", final.State, final.Reason, final.Verdict)
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("cancel took %s", took)
+	}
+}
+
+func mustGet(t *testing.T, e *env, id string) *dispatch.Record {
+	t.Helper()
+	r, err := e.d.Records.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

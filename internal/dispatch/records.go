@@ -219,6 +219,22 @@ func (s *Records) Started(ctx context.Context, id, taskID, supervisor string) er
 	})
 }
 
+// SetProviderTask names the provider task a started dispatch runs now: its verify gate's
+// sandbox, after the agent's ended. Cancel and Reap, from any process, then stop that one (a
+// container outlives a supervisor killed with -9; its uid stays leased until it is removed).
+func (s *Records) SetProviderTask(ctx context.Context, id, taskID string) error {
+	return s.db.Tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE dispatches SET provider_task_id = ? WHERE id = ? AND state = ?`, taskID, id, StateStarted)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return fmt.Errorf("dispatch %s is not started: its task cannot change", id)
+		}
+		return nil
+	})
+}
+
 // Outcome is a terminal state with everything recorded beside it.
 type Outcome struct {
 	State     string
