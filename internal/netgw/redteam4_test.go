@@ -110,3 +110,27 @@ func TestRedTeam4_UnreadableOutputIsNotAGatewayOutage(t *testing.T) {
 		t.Errorf("result %s/%s %q: want the worker's own failure naming the unreadable output", res.Status, res.Reason, res.Detail)
 	}
 }
+
+// TestRedTeam4_ClosingAReplacedSessionLeavesTheNewOne: a supervisor's session was replaced by
+// another's export of the same dispatch (a Start judged stale, whose claim another process
+// took over: compute/kubernetes's claim.go). When the replaced one closes its session at last,
+// it must end only its own: before the fix, Close removed whatever session.json and directory
+// stood at the dispatch's path, the winner's, so the winner's pod lost its token (401 on
+// everything) and its streams' sockets.
+func TestRedTeam4_ClosingAReplacedSessionLeavesTheNewOne(t *testing.T) {
+	g := startGateway(t)
+	l := stageLayout(t, "01RT4REPLACED")
+	stale := g.export(t, l)
+	winner := g.export(t, l)
+	must(t, stale.Close())
+	if code, msg := g.do(t, "GET", remote.RoutePrefix+l.id+"/session", winner.Token, nil); code != 200 {
+		t.Fatalf("the winner's token after the replaced session's Close: %d %s, want 200", code, msg)
+	}
+	if _, err := os.Stat(filepath.Join(g.reg.Dir, l.id, stdoutSocket)); err != nil {
+		t.Errorf("the winner's stream socket after the replaced session's Close: %v", err)
+	}
+	must(t, winner.Close())
+	if code, _ := g.do(t, "GET", remote.RoutePrefix+l.id+"/session", winner.Token, nil); code != 401 {
+		t.Errorf("the winner's token after its own Close: %d, want 401", code)
+	}
+}

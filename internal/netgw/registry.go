@@ -52,6 +52,15 @@ var _ remote.Exporter = (*Registry)(nil)
 // The bind at [wire.BinPath] (the host's agora binary) becomes no mount: the pod runs the
 // agora binary of its own worker image, whose version the fetch step checks.
 func (g *Registry) Export(ctx context.Context, spec compute.Spec) (*remote.Session, error) {
+	return g.ExportIf(ctx, spec, nil)
+}
+
+var _ remote.ClaimExporter = (*Registry)(nil)
+
+// ExportIf is Export, except that a session of the dispatch that stands already is replaced
+// only when held (nil: always), called under the dispatch's lock, returns nil; its error is
+// returned as it is, and nothing is touched.
+func (g *Registry) ExportIf(ctx context.Context, spec compute.Spec, held func(context.Context) error) (*remote.Session, error) {
 	sd, err := sessionDir(g.Dir, spec.ID)
 	if err != nil {
 		return nil, err
@@ -63,6 +72,16 @@ func (g *Registry) Export(ctx context.Context, spec compute.Spec) (*remote.Sessi
 	if err := os.MkdirAll(g.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("export dispatch %q: %w", spec.ID, err)
 	}
+	unlock, err := g.lockDispatch(ctx, spec.ID)
+	if err != nil {
+		return nil, fmt.Errorf("export dispatch %q: %w", spec.ID, err)
+	}
+	defer unlock(false)
+	if _, err := os.Lstat(filepath.Join(sd, sessionFile)); held != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := held(ctx); err != nil {
+			return nil, err
+		}
+	}
 	// Revoke and clear a previous session of the dispatch before anything of this one exists.
 	if err := os.RemoveAll(sd); err != nil {
 		return nil, fmt.Errorf("export dispatch %q: %w", spec.ID, err)
@@ -70,7 +89,7 @@ func (g *Registry) Export(ctx context.Context, spec compute.Spec) (*remote.Sessi
 	if err := os.Mkdir(sd, 0o700); err != nil {
 		return nil, fmt.Errorf("export dispatch %q: %w", spec.ID, err)
 	}
-	x := &exported{dir: sd}
+	x := &exported{reg: g, id: spec.ID, dir: sd}
 	ok := false
 	defer func() {
 		if !ok {
@@ -93,6 +112,7 @@ func (g *Registry) Export(ctx context.Context, spec compute.Spec) (*remote.Sessi
 	if err := saveRecord(sd, rec); err != nil {
 		return nil, err
 	}
+	x.sum = sum
 	ok = true
 	s := &remote.Session{Dispatch: spec.ID, Token: token, Files: len(spec.Files), Close: x.close}
 	for _, m := range mounts {
@@ -107,12 +127,17 @@ var _ remote.Reattacher = (*Registry)(nil)
 // stays valid, the streams feed spec's writers from now on. Files are not served again (the
 // worker read them at its start). [ErrNoSession] when the dispatch has no session.
 func (g *Registry) Reattach(ctx context.Context, spec compute.Spec) (*remote.Session, error) {
+	unlock, err := g.lockDispatch(ctx, spec.ID)
+	if err != nil {
+		return nil, fmt.Errorf("reattach dispatch %q: %w", spec.ID, err)
+	}
+	defer unlock(false)
 	rec, err := loadRecord(g.Dir, spec.ID)
 	if err != nil {
 		return nil, err
 	}
 	sd, _ := sessionDir(g.Dir, spec.ID)
-	x := &exported{dir: sd}
+	x := &exported{reg: g, id: spec.ID, dir: sd, sum: rec.TokenSHA256}
 	if err := x.serveStreams(spec.Stdout, spec.Stderr); err != nil {
 		x.stop()
 		return nil, fmt.Errorf("reattach dispatch %q: %w", spec.ID, err)
@@ -135,6 +160,11 @@ func (g *Registry) Revoke(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := g.lockDispatch(ctx, id)
+	if err != nil {
+		return fmt.Errorf("revoke gateway session %q: %w", id, err)
+	}
+	defer unlock(true)
 	if err := os.Remove(filepath.Join(sd, sessionFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("revoke gateway session %q: %w", id, err)
 	}
@@ -204,7 +234,10 @@ func sockets(dir string) ([]string, error) {
 // exported is the exporting process's side of a session: the listeners of its files and
 // streams.
 type exported struct {
+	reg *Registry
+	id  string
 	dir string
+	sum string // the token's SHA-256: what tells this session from one that replaced it
 
 	mu     sync.Mutex
 	lns    []net.Listener        // guarded by mu
@@ -290,20 +323,50 @@ func (x *exported) serveFiles(files []*os.File) error {
 }
 
 // close revokes the session (session.json goes first: the next request is refused), waits
-// up to DrainTimeout for the streams' copies, then removes the directory.
+// up to DrainTimeout for the streams' copies, then removes the directory. A session that
+// another export replaced meanwhile is not this one's to end: its session.json names another
+// token, and is left, with its directory (each step under the dispatch's lock).
 func (x *exported) close() error {
 	x.once.Do(func() {
-		err := os.Remove(filepath.Join(x.dir, sessionFile))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			x.err = fmt.Errorf("revoke gateway session: %w", err)
-		}
+		x.err = x.locked(func() (bool, error) {
+			rec, err := loadRecord(x.reg.Dir, x.id)
+			if errors.Is(err, ErrNoSession) || err == nil && rec.TokenSHA256 != x.sum {
+				return false, nil // revoked already, or replaced: not ours
+			}
+			// Ours, or unreadable (fail closed: no token of a broken session should work).
+			if err := os.Remove(filepath.Join(x.dir, sessionFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return false, fmt.Errorf("revoke gateway session: %w", err)
+			}
+			return false, nil
+		})
 		x.drain()
 		x.stop()
-		if err := os.RemoveAll(x.dir); err != nil && x.err == nil {
-			x.err = fmt.Errorf("remove gateway session: %w", err)
+		err := x.locked(func() (bool, error) {
+			if _, err := os.Lstat(filepath.Join(x.dir, sessionFile)); !errors.Is(err, fs.ErrNotExist) {
+				return false, nil // another export's session stands there now
+			}
+			if err := os.RemoveAll(x.dir); err != nil {
+				return false, fmt.Errorf("remove gateway session: %w", err)
+			}
+			return true, nil
+		})
+		if x.err == nil {
+			x.err = err
 		}
 	})
 	return x.err
+}
+
+// locked runs f under the dispatch's lock, which f's first result says to drop (the session
+// is gone). Without the lock (it could not be taken) f runs all the same: a session is better
+// ended than left.
+func (x *exported) locked(f func() (bool, error)) error {
+	unlock, lerr := x.reg.lockDispatch(context.Background(), x.id)
+	drop, err := f()
+	if lerr == nil {
+		unlock(drop)
+	}
+	return err
 }
 
 // drain waits, at most DrainTimeout, until no stream copy is in flight. It polls: a relay

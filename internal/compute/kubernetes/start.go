@@ -60,7 +60,12 @@ func (p *Provider) Start(ctx context.Context, s compute.Spec) (compute.Handle, e
 			exported.Binds = append(exported.Binds, b)
 		}
 	}
-	sess, err := p.opts.Exporter.Export(ctx, exported)
+	sess, err := p.export(ctx, exported, name, npUID)
+	if errors.Is(err, errClaimLost) {
+		// Another Start took the claim over while this one stalled, and exported already:
+		// its session, which its pod's token opens, stays. Follow its Job.
+		return p.yield(ctx, s, name, nil, err)
+	}
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("start %q: export to the gateway: %w", s.ID, err), p.deleteParts(name, npUID, ""))
 	}
@@ -69,6 +74,28 @@ func (p *Provider) Start(ctx context.Context, s compute.Spec) (compute.Handle, e
 		return nil, errors.Join(fmt.Errorf("start %q: %w", s.ID, err), closeSession(sess))
 	}
 	return h, nil
+}
+
+// export registers the dispatch's session with the gateway. With a [remote.ClaimExporter] (the
+// real gateway's registry, which the supervisors of one AGORA_HOME share), a session that
+// stands already, another Start's, is replaced only while this Start's claim (the policy of
+// uid npUID) stands: a Start that froze past claimWait and was judged stale must not revoke
+// the token of the pod that the Start which replaced its claim made (red team B, session 4).
+func (p *Provider) export(ctx context.Context, s compute.Spec, name string, npUID types.UID) (*remote.Session, error) {
+	ce, ok := p.opts.Exporter.(remote.ClaimExporter)
+	if !ok {
+		return p.opts.Exporter.Export(ctx, s)
+	}
+	return ce.ExportIf(ctx, s, func(ctx context.Context) error {
+		np, err := p.findPolicy(ctx, name)
+		switch {
+		case err != nil:
+			return err
+		case np == nil || np.UID != npUID:
+			return errClaimLost
+		}
+		return nil
+	})
 }
 
 // checkSpec refuses what a pod cannot honour, rather than run it differently.

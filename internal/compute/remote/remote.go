@@ -92,6 +92,16 @@ type Reattacher interface {
 	Reattach(ctx context.Context, spec compute.Spec) (*Session, error)
 }
 
+// ClaimExporter is an [Exporter] that replaces a dispatch's standing session only for a
+// caller that still holds the dispatch: when a session of spec.ID is there already (another
+// process's export), held is called under the exporter's lock, which every export, revocation
+// and Close of the dispatch takes, and its error is returned with nothing touched. Several
+// processes can start one dispatch at once (compute/kubernetes's claims): one that froze past
+// its claim must not replace the winner's session, which its pod's token opens.
+type ClaimExporter interface {
+	ExportIf(ctx context.Context, spec compute.Spec, held func(context.Context) error) (*Session, error)
+}
+
 // Revoker is an [Exporter] that can end the session of a dispatch whose exporting process
 // died (a supervisor killed with -9): the token stops working at once, and the session's open
 // tunnels close. Revoking a dispatch without a session is no error.

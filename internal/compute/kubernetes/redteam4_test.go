@@ -1,0 +1,206 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/remote"
+	"github.com/agora-dev/agora/internal/netgw"
+)
+
+// The red team's attacks on the Kubernetes provider with the real network gateway (issue
+// #26, session 4, part B).
+
+// stallRequests is a transport that holds the first request matching match: before sending
+// it (hold "before"), or after its answer came (hold "after"), until gate closes. It stands
+// for a supervisor process that froze there (a stopped process, a swapped-out host).
+type stallRequests struct {
+	rt    http.RoundTripper
+	match func(*http.Request) bool
+	after bool
+	gate  chan struct{}
+	held  chan struct{} // closed once the request is held
+	once  sync.Once
+}
+
+func (s *stallRequests) RoundTrip(r *http.Request) (*http.Response, error) {
+	hold := false
+	if s.match(r) {
+		s.once.Do(func() { hold = true })
+	}
+	if hold && !s.after {
+		close(s.held)
+		<-s.gate
+	}
+	resp, err := s.rt.RoundTrip(r)
+	if hold && s.after {
+		close(s.held)
+		<-s.gate
+	}
+	return resp, err
+}
+
+// stalledProvider is a provider over c whose first request matching match stalls.
+func stalledProvider(t *testing.T, c kubeconfigOf, exp remote.Exporter, match func(*http.Request) bool, after bool) (*Provider, *stallRequests) {
+	t.Helper()
+	cfg, err := restConfig(c.Kubeconfig, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &stallRequests{match: match, after: after, gate: make(chan struct{}), held: make(chan struct{})}
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { st.rt = rt; return st }
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions(t, exp)
+	o.Kubeconfig, o.Namespace = c.Kubeconfig, c.Namespace
+	p, err := newProvider(o, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, st
+}
+
+type kubeconfigOf struct{ Kubeconfig, Namespace string }
+
+// gatewayOver serves reg's sessions on loopback TLS and returns a GET of a dispatch's session
+// with a token: what a pod's first request is.
+func gatewayOver(t *testing.T, reg *netgw.Registry) func(id, token string) int {
+	t.Helper()
+	certs, err := netgw.LoadOrCreateCA(filepath.Join(t.TempDir(), "keys"), []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); (&netgw.Server{Registry: reg}).Serve(ctx, ln, certs.Server) }()
+	t.Cleanup(func() { cancel(); <-done })
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certs.CAPEM)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
+	return func(id, token string) int {
+		req, _ := http.NewRequest("GET", "https://"+ln.Addr().String()+remote.RoutePrefix+id+"/session", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("GET session: %v", err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+}
+
+// exportableSpec is testSpec with binds that exist, as the real gateway registry requires.
+func exportableSpec(t *testing.T, id string) compute.Spec {
+	t.Helper()
+	s := testSpec(id)
+	dir := t.TempDir()
+	for i, b := range s.Binds {
+		if b.Dst == s.Argv[0] {
+			continue
+		}
+		src := filepath.Join(dir, filepath.Base(b.Dst))
+		if err := os.Mkdir(src, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		s.Binds[i].Src = src
+	}
+	return s
+}
+
+// TestRedTeam4_StaleStartLeavesTheWinnersGatewaySession is the red team's finding C (session
+// 3) again, with the real gateway registry the two supervisors share (AGORA_HOME/gateway/
+// sessions) instead of a fake exporter per provider. Start A holds the dispatch's claim and
+// freezes; Start B (another process) judges the claim stale after claimWait, replaces it,
+// exports the dispatch's session and makes its Secret and Job. When A wakes it must leave
+// B's session alone. Before the fix it did not, either way it froze:
+//
+//   - frozen before its export: A exported anyway, which replaced B's session (B's pod's
+//     token answered 403), then found its claim lost and closed its own session, leaving none;
+//   - frozen after its export (B's export replaced A's, as it should): A found its claim lost
+//     and closed "its" session, by path: B's session.json and sockets.
+//
+// Either way B's pod, running, could no longer reach the gateway.
+func TestRedTeam4_StaleStartLeavesTheWinnersGatewaySession(t *testing.T) {
+	defer func(d time.Duration) { claimWait = d }(claimWait)
+	claimWait = time.Second
+	_, cluster := clusterProvider(t, &fakeExporter{})
+	kc := kubeconfigOf{cluster.Kubeconfig, cluster.Namespace}
+	for _, tc := range []struct {
+		name  string
+		after bool
+		match func(*http.Request) bool
+	}{
+		// The claim's create is answered only when A wakes: A then goes on to export.
+		{"frozen before its export", true, func(r *http.Request) bool {
+			return r.Method == "POST" && strings.HasSuffix(r.URL.Path, "/networkpolicies")
+		}},
+		// A exported; its Secret's create is sent only when A wakes.
+		{"frozen after its export", false, func(r *http.Request) bool {
+			return r.Method == "POST" && strings.HasSuffix(r.URL.Path, "/secrets")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := &netgw.Registry{Dir: filepath.Join(t.TempDir(), "sessions")}
+			sessionOK := gatewayOver(t, reg)
+			pa, stall := stalledProvider(t, kc, reg, tc.match, tc.after)
+			pa.testOnlyPodMeta = failWith(0, "1h")
+			pb, _ := stalledProvider(t, kc, reg, func(*http.Request) bool { return false }, false)
+			pb.testOnlyPodMeta = pa.testOnlyPodMeta
+			id := clusterID("RT4STALE")
+			s := exportableSpec(t, id)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+
+			aDone := make(chan error, 1)
+			go func() {
+				h, err := pa.Start(ctx, s)
+				if err == nil {
+					go h.Wait()
+				}
+				aDone <- err
+			}()
+			<-stall.held
+			hb, err := pb.Start(ctx, s)
+			if err != nil {
+				t.Fatalf("Start B (the stale claim in the way): %v", err)
+			}
+			sec, err := pb.client.CoreV1().Secrets(pb.ns).Get(t.Context(), objectName(id), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tokenB := string(sec.Data[secretToken])
+			if code := sessionOK(id, tokenB); code != 200 {
+				t.Fatalf("B's pod's token before A wakes: %d, want 200", code)
+			}
+			close(stall.gate) // A wakes, stale
+			t.Logf("stale Start A ended: %v", <-aDone)
+			if code := sessionOK(id, tokenB); code != 200 {
+				t.Errorf("B's pod's token after the stale Start A woke: %d, want 200 (A replaced or closed B's session)", code)
+			}
+			cancel()
+			waitTimeout(t, hb, 3*time.Minute)
+			if code := sessionOK(id, tokenB); code != 401 {
+				t.Errorf("B's token after B's Job ended: %d, want 401", code)
+			}
+		})
+	}
+}
