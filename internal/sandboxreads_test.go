@@ -50,6 +50,8 @@ var readAllowed = map[string]string{
 	"dispatch/stage.go:heldStages: os.ReadDir":               "lists dispatches/.held/, the host's own index",
 	"dispatch/uidlease.go:claimUID: os.Lstat":                "only whether state/.held/<id> exists (the stage a dead supervisor left); the held directory is agora's own, never bound into a sandbox",
 	"dispatch/uidlease.go:leaseUID: os.OpenFile":             "creates or opens dispatches/.uids/<uid> (O_NOFOLLOW) only to flock it, reading nothing; the supervisor's own, never bound into a sandbox",
+	"dispatch/stage.go:scrubGitDir: filepath.WalkDir":        "the workspace's .git that the host's own git fetch just wrote, at staging, before any sandbox exists",
+	"dispatch/stage.go:scrubGitDir: os.ReadFile":             "a regular file of that .git (links skipped), read at staging before any sandbox exists",
 	"dispatch/stage.go:handOver: filepath.WalkDir":           "chowns the stage to the sandbox uid before the sandbox exists (Lchown: no link followed)",
 	"cli/dispatch_read.go:followLog: os.Open":                "the supervisor's live log in the stage directory, which is never bound into the sandbox",
 	"dispatch/detach/spawn.go:spawn: os.OpenFile":            "/dev/null for the detached supervisor",
