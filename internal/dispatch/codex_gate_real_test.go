@@ -73,9 +73,15 @@ type codexOutcome struct {
 // run dispatches subagent against a Responses fake answering replies, then reads back what
 // the dispatch left.
 func (h *codexGateHome) run(subagent string, replies ...responsestest.Reply) codexOutcome {
+	h.t.Helper()
+	return h.runScript(subagent, responsestest.Turns(replies...))
+}
+
+// runScript is run with a model that answers by script (one that reads what codex sent).
+func (h *codexGateHome) runScript(subagent string, script responsestest.Script) codexOutcome {
 	t := h.t
 	t.Helper()
-	srv, err := responsestest.Start(h.key, responsestest.Turns(replies...))
+	srv, err := responsestest.Start(h.key, script)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,14 +57,53 @@ type wireEvent struct {
 }
 
 // codexBookkeeping are the tools Codex offers that act on nothing outside codex itself (its
-// plan, its goals, a question for the user) or on a command the gate already judged
-// (write_stdin writes to a running exec_command session): they pass without a decision.
+// plan, its goals, a question for the user): they pass without a decision. write_stdin is
+// not one: see stdinCall.
 func codexBookkeeping(name string) bool {
 	switch name {
-	case "write_stdin", "update_plan", "request_user_input", "get_goal", "create_goal", "update_goal":
+	case "update_plan", "request_user_input", "get_goal", "create_goal", "update_goal":
 		return true
 	}
 	return false
+}
+
+// codexStdinTool writes input to a command codex started (an exec_command session).
+const codexStdinTool = "write_stdin"
+
+// stdinCall reads write_stdin's arguments exactly: a call that writes no input (it polls a
+// running command for output) passes without a decision; one that writes input is refused.
+// What a running program does with its input is no command line agora can judge: a granted
+// `sqlite3 app.db` runs ".shell CMD", a granted editor or interpreter anything (issue 26
+// red team), so input is refused whatever the grant. An item whose arguments have not
+// arrived yet has none to judge.
+func stdinCall(raw *string) string {
+	if raw == nil || *raw == "" {
+		return ""
+	}
+	var a struct {
+		Chars *string `json:"chars"`
+	}
+	if err := strictjson.CheckObject([]byte(*raw)); err != nil {
+		return "write_stdin arguments agora cannot read exactly: " + clipText(err.Error(), 160)
+	}
+	if err := strictjson.UnmarshalKnown([]byte(*raw), &a); err != nil {
+		return "write_stdin arguments agora cannot read exactly: " + clipText(err.Error(), 160)
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(*raw), &keys); err != nil {
+		return "write_stdin arguments agora cannot read exactly: " + clipText(err.Error(), 160)
+	}
+	for k := range keys {
+		switch k {
+		case "session_id", "chars", "yield_time_ms", "max_output_tokens":
+		default:
+			return fmt.Sprintf("write_stdin arguments hold %q, which Codex's tool does not offer and agora cannot judge", clipText(k, 64))
+		}
+	}
+	if a.Chars != nil && *a.Chars != "" {
+		return "the model asked codex to write input to a running command (write_stdin), which agora cannot judge: what a program does with its input is no command line the grant names"
+	}
+	return ""
 }
 
 // eventCalls returns the calls one event's data carries, or why it cannot be read exactly.
@@ -109,6 +148,8 @@ func itemCall(it wireItem) (modelCall, bool) {
 			c.Exec, c.Refused = execCall(it.Arguments)
 		case it.Name == codexPatchTool:
 			c.Paths, c.Refused = patchArgs(it.Arguments)
+		case it.Name == codexStdinTool:
+			c.Refused = stdinCall(it.Arguments)
 		case codexBookkeeping(it.Name):
 		default:
 			c.Refused = fmt.Sprintf("the model called %q, a tool agora does not let codex run", clipText(it.Name, 64))
