@@ -63,7 +63,7 @@ const (
 	reasonCommandNotGranted = "claude-code: command not covered by the grant; refused by agora's pre-tool hook"
 	reasonLineNotSimple     = "claude-code: not one simple command, and the grant names no shell; refused by agora's pre-tool hook"
 	reasonInputUnreadable   = "claude-code: the tool's input could not be read exactly; refused by agora's pre-tool hook"
-	reasonGitDir            = "claude-code: a write inside a .git directory; refused by agora's pre-tool hook"
+	reasonEditPath          = "claude-code: a write inside a .git directory or outside the workspace; refused by agora's pre-tool hook"
 	reasonNotLoaded         = "claude-code: not loaded: the grant does not cover this tool"
 	reasonRuleDenied        = "claude-code: denied by the permission rules derived from the grant"
 	reasonRefused           = "claude-code: refused by claude or its tool before it ran (invalid input)"
@@ -254,9 +254,11 @@ func (h hook) judge(in hookInput, r *toolReport) string {
 		case err != nil:
 			r.Decision, r.Reason = "denied", reasonInputUnreadable
 			return err.Error() + "; the call is refused"
-		case writesGitDir(path, in.Cwd):
-			r.Decision, r.Reason = "denied", reasonGitDir
-			return "a file tool never writes inside a .git directory (git's own configuration names programs git runs); the call is refused"
+		default:
+			if why := editRefusal(path, in.Cwd, os.Getenv("AGORA_WORKSPACE")); why != "" {
+				r.Decision, r.Reason = "denied", reasonEditPath
+				return why + "; the call is refused"
+			}
 		}
 		return ""
 	}

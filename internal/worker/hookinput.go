@@ -153,10 +153,13 @@ func editedPath(tool string, input json.RawMessage) (path string, ok bool, err e
 	return path, true, nil
 }
 
-// writesGitDir reports whether a file tool writing path (relative to cwd when not absolute)
-// would write inside a .git directory: named so, or reached through a symlink (resolved as
-// far as the path exists, a dangling link followed). See grant.InGitDir.
-func writesGitDir(path, cwd string) bool {
+// editRefusal says why a file tool may not write path (relative to cwd when not absolute),
+// or "": inside a .git directory (named so, or reached through a symlink; see
+// grant.InGitDir), or, where it resolves (as far as the path exists, a dangling link
+// followed), outside the workspace. Claude Code's own Edit(./**) rule keeps writes in its
+// working directory too; agora does not rest on it.
+func editRefusal(path, cwd, workspace string) string {
+	const gitWhy = "a file tool never writes inside a .git directory (git's own configuration names programs git runs)"
 	if !filepath.IsAbs(path) {
 		if cwd == "" {
 			cwd, _ = os.Getwd()
@@ -164,8 +167,23 @@ func writesGitDir(path, cwd string) bool {
 		path = filepath.Join(cwd, path)
 	}
 	if grant.InGitDir(path) {
-		return true
+		return gitWhy
 	}
 	resolved, ok := resolvedRel("/", path)
-	return !ok || grant.InGitDir(resolved)
+	switch {
+	case !ok:
+		return "the path cannot be resolved"
+	case grant.InGitDir(resolved):
+		return gitWhy
+	case workspace == "":
+		return ""
+	}
+	root, err := filepath.EvalSymlinks(workspace)
+	if err != nil {
+		return "the workspace cannot be resolved"
+	}
+	if rel, err := filepath.Rel(root, "/"+resolved); err != nil || !filepath.IsLocal(rel) {
+		return "a file tool writes only inside the workspace, and this path resolves outside it"
+	}
+	return ""
 }
