@@ -1,11 +1,17 @@
 package netgw
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -133,4 +139,48 @@ func TestRedTeam4_ClosingAReplacedSessionLeavesTheNewOne(t *testing.T) {
 	if code, _ := g.do(t, "GET", remote.RoutePrefix+l.id+"/session", winner.Token, nil); code != 401 {
 		t.Errorf("the winner's token after its own Close: %d, want 401", code)
 	}
+}
+
+// TestRedTeam4_UploadOutlivingItsSessionPlacesNothing: an upload whose token was good when it
+// began, but whose session was revoked while its body was still coming (the reaper revoked a
+// dead supervisor's session; here a new export follows, as a restarted start would make). The
+// gateway must not place it: before the fix it did, into the out directory, and wrote its
+// "stored" mark into the new session's directory, so the new session's own upload was refused
+// 409 "uploaded already".
+func TestRedTeam4_UploadOutlivingItsSessionPlacesNothing(t *testing.T) {
+	g := startGateway(t)
+	l := stageLayout(t, "01RT4LATEUPLOAD")
+	old := g.export(t, l)
+	body := tarOf(t, tarEntry{name: "result.json", body: "stale"}, tarEntry{name: "big", body: strings.Repeat("s", 1<<20)})
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(g.ca)
+	tc, err := tls.Dial("tcp", strings.TrimPrefix(g.url, "https://"), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	must(t, err)
+	defer tc.Close()
+	_, err = io.WriteString(tc, "PUT "+remote.RoutePrefix+l.id+"/mounts/out HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+old.Token+
+		"\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n")
+	must(t, err)
+	_, err = tc.Write(body[:len(body)/2])
+	must(t, err)
+	waitFor(t, "the gateway extracting the upload", func() bool { return len(staging(t, l.out)) > 0 })
+
+	must(t, (&Registry{Dir: g.reg.Dir}).Revoke(t.Context(), l.id))
+	fresh := g.export(t, l)
+	_, err = tc.Write(body[len(body)/2:])
+	must(t, err)
+	tc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusNoContent {
+			t.Errorf("the upload of a revoked session was answered 204")
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(l.out, "result.json")); err == nil {
+		t.Errorf("the upload of a revoked session was placed: out/result.json = %q", b)
+	}
+	if code, msg := g.putOut(t, l, fresh, tarOf(t, tarEntry{name: "result.json", body: "fresh"})); code != 204 {
+		t.Fatalf("the new session's own upload: %d %s, want 204", code, msg)
+	}
+	checkFile(t, filepath.Join(l.out, "result.json"), "fresh")
 }

@@ -2,6 +2,7 @@ package netgw
 
 import (
 	"archive/tar"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -83,6 +84,16 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 		return
 	}
 	mark := body.mark()
+	// The body took its time: the session may have ended meanwhile (revoked, or exported
+	// again with another token). An upload that outlived its token leaves no trace: no mark
+	// in a newer session's directory, nothing in the out directory (red team B, session 4).
+	release, stands := s.holdSession(r.Context(), rec)
+	if !stands {
+		s.logger().Warn("gateway upload refused", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", "the session ended while the upload came")
+		httpError(w, http.StatusUnauthorized, "the session ended while the upload came; nothing was stored")
+		return
+	}
+	defer release()
 	switch {
 	case prev.Placing && (err != nil || !prev.sameBody(mark)):
 		// A gateway died placing another upload: only that one may finish.
@@ -114,6 +125,22 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 	}
 	s.logger().Info("gateway upload", "dispatch_id", rec.Dispatch, "mount", m.Name, "entries", st.entries)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// holdSession takes the dispatch's lock (reglock.go) and reports whether rec's session still
+// stands, with rec's token; while the returned func is not called, no export, revocation or
+// close of the dispatch's session can happen.
+func (s *Server) holdSession(ctx context.Context, rec *record) (release func(), stands bool) {
+	unlock, err := s.Registry.lockDispatch(ctx, rec.Dispatch)
+	if err != nil {
+		return nil, false
+	}
+	cur, err := loadRecord(s.Registry.Dir, rec.Dispatch)
+	if err != nil || cur.TokenSHA256 != rec.TokenSHA256 {
+		unlock(false)
+		return nil, false
+	}
+	return func() { unlock(false) }, true
 }
 
 // refuseUpload makes the mount's refusal final and answers it.
