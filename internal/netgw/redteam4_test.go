@@ -184,3 +184,68 @@ func TestRedTeam4_UploadOutlivingItsSessionPlacesNothing(t *testing.T) {
 	}
 	checkFile(t, filepath.Join(l.out, "result.json"), "fresh")
 }
+
+// listening reports whether a Unix socket at path is listening (/proc/net/unix).
+func listening(t *testing.T, path string) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/unix")
+	must(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		// Num RefCount Protocol Flags Type St Inode Path; Flags 00010000 is __SO_ACCEPTCON.
+		if len(f) == 8 && f[7] == path && f[3] == "00010000" {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRedTeam4_SecretsLostInAnOutageAreTheGatewaysFault: the secrets object is served once
+// (files/0: the exporter stops listening after its first connection). A gateway that dies
+// while it relays it (kill -9 of serve while pods start) has used that once up, and the
+// worker's retry after the restart gets 410. Before the fix the worker failed with exit 1,
+// recorded worker-failed, as if something of the dispatch's own were wrong, although the agent
+// never ran: it is the gateway's outage, exit 75 (gateway-unreachable), which plans retry.
+func TestRedTeam4_SecretsLostInAnOutageAreTheGatewaysFault(t *testing.T) {
+	g := startGateway(t)
+	l := stageLayout(t, "01RT4SECRETS")
+	spec := l.spec(t)
+	rd, wr, err := os.Pipe()
+	must(t, err)
+	defer rd.Close()
+	defer wr.Close()
+	spec.Files = []*os.File{rd} // written only once the gateway relays it
+	s, err := g.reg.Export(t.Context(), spec)
+	must(t, err)
+	defer s.Close()
+	f0 := filepath.Join(g.reg.Dir, l.id, filePrefix+"0")
+	if !listening(t, f0) {
+		t.Fatalf("%s is not listening", f0)
+	}
+	c := g.client(t, l.id, s.Token)
+	got := make(chan error, 1)
+	go func() { _, err := c.File(t.Context(), 0, workerremote.MaxSecretsFile); got <- err }()
+	waitFor(t, "the gateway taking the secrets from the exporter", func() bool { return !listening(t, f0) })
+	g.close() // the gateway dies relaying it (its handler is cut off after the shutdown grace)
+	wr.Write(l.secrets)
+	wr.Close()
+	g.restart(t)
+	err = <-got
+	if err == nil {
+		t.Fatal("the worker read the secrets the dead gateway was relaying")
+	}
+	if code := workerremote.ExitCode(err); code != remote.ExitGatewayUnreachable {
+		t.Errorf("the worker exits %d for %v; want %d: the gateway's outage lost the once-only file", code, err, remote.ExitGatewayUnreachable)
+	}
+
+	// No outage, and someone else (a token thief) had the file first: not the gateway's fault.
+	l2 := stageLayout(t, "01RT4SECRETSTHIEF")
+	s2 := g.export(t, l2)
+	if code, _ := g.do(t, "GET", remote.RoutePrefix+l2.id+"/files/0", s2.Token, nil); code != 200 {
+		t.Fatalf("the thief's GET files/0: %d", code)
+	}
+	_, err = g.client(t, l2.id, s2.Token).File(t.Context(), 0, workerremote.MaxSecretsFile)
+	if code := workerremote.ExitCode(err); err == nil || code == remote.ExitGatewayUnreachable {
+		t.Errorf("the worker's GET files/0 after another's, with no outage: %v (exit %d), want refused and not an outage", err, code)
+	}
+}

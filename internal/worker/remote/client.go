@@ -117,7 +117,11 @@ func (c *Client) url(route string) string {
 // nothing was answered; an upload of the same bytes is answered 204 again). A stream's POST
 // is not a request of this kind: see stream.go.
 func (c *Client) do(ctx context.Context, method, route string, newBody func() io.ReadCloser, want int) (*http.Response, error) {
-	r := c.retry(method + " " + route)
+	return c.doRetrier(ctx, c.retry(method+" "+route), method, route, newBody, want)
+}
+
+// doRetrier is do with the caller's retrier, which notes whether an attempt went unanswered.
+func (c *Client) doRetrier(ctx context.Context, r *retrier, method, route string, newBody func() io.ReadCloser, want int) (*http.Response, error) {
 	for {
 		var body io.ReadCloser
 		if newBody != nil {
@@ -127,6 +131,9 @@ func (c *Client) do(ctx context.Context, method, route string, newBody func() io
 		if err == nil && resp.StatusCode == want {
 			r.recovered()
 			return resp, nil
+		}
+		if err != nil {
+			r.unanswered = true
 		}
 		if err == nil {
 			err = statusError(method, route, resp)
@@ -198,10 +205,18 @@ func (c *Client) Info(ctx context.Context) (*remote.Info, error) {
 	return &info, nil
 }
 
-// File returns spec.Files[i]'s content, which the gateway serves once.
+// File returns spec.Files[i]'s content, which the gateway serves once. When an attempt went
+// unanswered and the gateway then says the file was served already (410), the gateway's
+// outage consumed it (it died relaying it): a [LostError], which the worker exits
+// [remote.ExitGatewayUnreachable] for, as for any outage the agent had no part in.
 func (c *Client) File(ctx context.Context, i int, limit int64) ([]byte, error) {
 	route := "files/" + strconv.Itoa(i)
-	resp, err := c.do(ctx, http.MethodGet, route, nil, http.StatusOK)
+	r := c.retry(http.MethodGet + " " + route)
+	resp, err := c.doRetrier(ctx, r, http.MethodGet, route, nil, http.StatusOK)
+	var se *StatusError
+	if errors.As(err, &se) && se.Code == http.StatusGone && r.unanswered {
+		return nil, &LostError{Op: http.MethodGet + " " + route, Err: err}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,20 @@ func (e *UnreachableError) Error() string {
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
+// LostError is a once-only answer (the secrets object) that the gateway gave to an attempt
+// whose answer never arrived (the gateway died sending it): it serves it to nobody again.
+// Like an [UnreachableError] it is the gateway's outage, never the agent's doing.
+type LostError struct {
+	Op  string
+	Err error // the gateway's refusal of the retry
+}
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("%s: the gateway served it once, to an attempt whose answer its outage cut off (%v)", e.Op, e.Err)
+}
+
+func (e *LostError) Unwrap() error { return e.Err }
+
 // retrier paces the attempts of one operation, and says on log (nil: nowhere) when the
 // gateway stops answering it and when it answers again.
 type retrier struct {
@@ -47,6 +61,9 @@ type retrier struct {
 	log   io.Writer
 	first time.Time // the first failure
 	next  time.Duration
+	// unanswered: an attempt got no answer at all (its connection ended first), so the
+	// gateway may have done what it asked.
+	unanswered bool
 }
 
 // retry starts the retries of op.

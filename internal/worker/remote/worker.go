@@ -122,9 +122,10 @@ func Local(root, dst string) string {
 }
 
 // ExitCode is the worker's exit status for err, an error of [Start] or [Finish]:
-// [remote.ExitGatewayUnreachable] when the gateway did not answer for [OutageLimit], else 1.
+// [remote.ExitGatewayUnreachable] when the gateway did not answer for [OutageLimit], or its
+// outage lost a once-only answer ([LostError]), else 1.
 func ExitCode(err error) int {
-	if errors.As(err, new(*UnreachableError)) {
+	if errors.As(err, new(*UnreachableError)) || errors.As(err, new(*LostError)) {
 		return remote.ExitGatewayUnreachable
 	}
 	return 1
