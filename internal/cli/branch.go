@@ -80,7 +80,7 @@ func runOrder(tasks []api.Task) []api.Task {
 		t := pending[next]
 		pending = slices.Delete(pending, next, next+1)
 		placed[t.ID] = true
-		if t.State == api.TaskSucceeded && t.DispatchID != "" {
+		if t.State == api.TaskSucceeded && t.DispatchID != "" && !t.Judging() {
 			order = append(order, t)
 		}
 	}
@@ -96,7 +96,7 @@ func runWork(ctx context.Context, h *home.Home, run api.Run, repo string) (branc
 	}
 	records := dispatch.NewRecords(h.DB, nil, nil)
 	for _, t := range runOrder(run.Tasks) {
-		r, err := records.Get(ctx, t.DispatchID)
+		r, err := records.Get(ctx, t.ProductID()) // a fixed task's patch is its fix's
 		if err != nil {
 			return w, fmt.Errorf("task %s: %w", t.ID, err)
 		}

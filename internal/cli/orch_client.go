@@ -352,6 +352,15 @@ func printTasks(f *Factory, r api.Run) error {
 		if t.RetryAt != nil {
 			why = strings.TrimSpace(why + " (retry " + t.RetryAt.Format(time.RFC3339) + ")")
 		}
+		if v := t.Review; v != nil {
+			why = "approves"
+			if !v.Approve {
+				why = "rejects: " + agentText(strings.Join(v.Reasons, "; "))
+			}
+		}
+		if t.Product != "" {
+			why = "succeeded with the work of its fix, dispatch " + t.Product
+		}
 		rows[i] = []string{t.ID, t.State, fmt.Sprint(t.Attempts), orDash(t.DispatchID), taskVerdict(t), orDash(truncate(why, 100))}
 	}
 	return printTable(f.IO, []string{"TASK", "STATE", "ATTEMPTS", "DISPATCH", "VERIFY", "WHY"}, rows)

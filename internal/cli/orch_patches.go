@@ -119,10 +119,10 @@ func orchPatchesRun(ctx context.Context, opts *orchPatchesOptions) error {
 	var out []api.Patch
 	var rows [][]string
 	for _, t := range run.Tasks {
-		if t.State != api.TaskSucceeded || t.DispatchID == "" {
-			continue
+		if t.State != api.TaskSucceeded || t.DispatchID == "" || t.Judging() {
+			continue // a reviewer's or a fix's work is part of the task it judged or fixed
 		}
-		r, err := records.Get(ctx, t.DispatchID)
+		r, err := records.Get(ctx, t.ProductID())
 		if err != nil {
 			return fmt.Errorf("task %s: %w", t.ID, err)
 		}

@@ -86,6 +86,10 @@ type InputSpec struct {
 	// Dir, when set, mounts the product under /agora/inputs/<key>/<dir>/ instead: one of
 	// many products under one key (the items of an orchestrator fan-out, by item key).
 	Dir string
+	// Apply, for one patch input at most, has the worker apply that patch to the workspace
+	// before the agent starts (a fix loop's rejected work): the dispatch's own patch then
+	// holds it too.
+	Apply bool
 }
 
 // RequestError is a request that cannot be dispatched; nothing was recorded.

@@ -37,6 +37,7 @@ func (d *Dispatcher) resolveInputs(ctx context.Context, specs []InputSpec) ([]In
 	seen := map[string]bool{}   // key and dir
 	keys := map[string]string{} // key -> "" (one product) or "dir" (products under dirs)
 	files, names := 0, 0
+	applied := false
 	for _, s := range specs {
 		if !inputKeyPattern.MatchString(s.Key) {
 			return nil, fmt.Errorf("input key %q is not valid (want %s)", s.Key, inputKeyPattern)
@@ -64,10 +65,15 @@ func (d *Dispatcher) resolveInputs(ctx context.Context, specs []InputSpec) ([]In
 		if err != nil {
 			return nil, fmt.Errorf("input %q: %w", s.Key, err)
 		}
-		if up.State != StateFinished || up.Result == nil {
+		if up.Result == nil || (up.State != StateFinished && !(s.Apply && up.Reason == ReasonVerifyFailed)) {
+			// A dispatch whose verify gate was red keeps its patch: a fix applies it.
 			return nil, fmt.Errorf("input %q: dispatch %s is %s; only a finished dispatch has products", s.Key, up.ID, up.State)
 		}
-		in := Input{Key: s.Key, Select: s.Select, FromDispatch: up.ID, Files: []InputFile{}, Dir: s.Dir}
+		if s.Apply && (s.Select != "patch" || s.Dir != "" || applied) {
+			return nil, fmt.Errorf("input %q: only one patch input, not under a dir, can be applied to the workspace", s.Key)
+		}
+		applied = applied || s.Apply
+		in := Input{Key: s.Key, Select: s.Select, FromDispatch: up.ID, Files: []InputFile{}, Dir: s.Dir, Apply: s.Apply}
 		switch {
 		case s.Select == "patch":
 			f := InputFile{Path: PatchFile, Digest: digest.Digest(emptyDigest), Size: 0}

@@ -33,6 +33,9 @@ func Provenance(r *Record) ([]byte, error) {
 			// Only when set, so the manifests of dispatches without one keep their bytes.
 			m["dir"] = in.Dir
 		}
+		if in.Apply {
+			m["apply"] = true
+		}
 		inputs[i] = m
 	}
 	products := map[string]any{"patch": "", "outputs": []any{}}

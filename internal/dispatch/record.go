@@ -213,6 +213,9 @@ type Input struct {
 	Files        []InputFile `json:"files"`
 	// Dir, when set, places the files under /agora/inputs/<Key>/<Dir>/ (see [InputSpec]).
 	Dir string `json:"dir,omitempty"`
+	// Apply: the worker applied this patch to the workspace before the agent (see
+	// [InputSpec]).
+	Apply bool `json:"apply,omitempty"`
 }
 
 // InputFile is one file of an input, relative to /agora/inputs/<Key> (and its Dir).

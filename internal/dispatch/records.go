@@ -138,6 +138,9 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 
 			if in.Dir != "" {
 				ref["dir"] = in.Dir
 			}
+			if in.Apply {
+				ref["apply"] = true
+			}
 			inputRefs = append(inputRefs, ref)
 		}
 		envNames := make([]any, len(r.Envs))

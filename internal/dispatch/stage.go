@@ -407,6 +407,11 @@ func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, s
 	if len(m.Grants.Approve) > 0 {
 		m.ApprovalTimeoutSeconds = int(approvalTimeout.Round(time.Second) / time.Second)
 	}
+	for _, in := range r.Inputs {
+		if in.Apply {
+			m.BasePatch = in.Key + "/" + PatchFile
+		}
+	}
 	b, err := m.Marshal()
 	if err != nil {
 		return err

@@ -55,6 +55,9 @@ type Input struct {
 	// Dir, when set, mounts the product under /agora/inputs/<key>/<dir>/: the key of the
 	// fan-out item it comes from, one of many under one key.
 	Dir string `json:"dir,omitempty"`
+	// Apply has the patch applied to the workspace before the agent starts: a fix's
+	// rejected work, which its own patch then holds too.
+	Apply bool `json:"apply,omitempty"`
 }
 
 // Outcome is how an attempt ended.

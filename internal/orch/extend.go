@@ -180,10 +180,13 @@ func reviewerSpecs(c *plan.Resolved) []plan.Resolved {
 func fixSpec(t *plan.Resolved, d fixData) plan.Resolved {
 	return plan.Resolved{
 		ID: plan.FixID(t.ID, d.N), Subagent: t.OnFail.Fix.Subagent, Target: t.Target, Env: t.Env, Locks: t.Locks,
-		Input: workInput(t, &d), Needs: map[string]plan.Need{"patch": {From: d.From, Select: plan.SelectPatch}},
+		Input: workInput(t, &d), Needs: map[string]plan.Need{fixPatchKey: {From: d.From, Select: plan.SelectPatch}},
 		Retry: t.Retry, Timeout: t.Timeout, Review: t.Review, Verify: t.Verify,
 	}
 }
+
+// fixPatchKey is the input key of the work a fix starts from.
+const fixPatchKey = "patch"
 
 // workInput is the input of a task that judges or fixes t's work: {"task": ID, "input":
 // t's input} and, for a fix, its attempt number and the reasons its work was rejected. When

@@ -162,7 +162,32 @@ func status(ctx context.Context, db *sql.DB, ref string, cached func(id string) 
 			t.Verdict = &v
 		}
 	}
-	return r, arows.Err()
+	if err := arows.Err(); err != nil {
+		return api.Run{}, err
+	}
+	setProducts(r.Tasks, planTasks)
+	return r, nil
+}
+
+// setProducts names, on each loop task that succeeded with a fix, the fix's dispatch: what
+// its dependents received and what its patch is.
+func setProducts(tasks []api.Task, planTasks int) {
+	var index map[string]int
+	for i := planTasks; i < len(tasks); i++ {
+		x := &tasks[i]
+		if x.Added == nil || x.Added.Cause != causeFix || x.State != api.TaskSucceeded {
+			continue
+		}
+		if index == nil {
+			index = make(map[string]int, len(tasks))
+			for j := range tasks {
+				index[tasks[j].ID] = j
+			}
+		}
+		if j, ok := index[x.Added.Task]; ok && tasks[j].State == api.TaskSucceeded {
+			tasks[j].Product = x.DispatchID
+		}
+	}
 }
 
 // Runs lists runs, newest first.

@@ -164,6 +164,9 @@ func (e *Engine) fire(t *task) {
 			if in.Dir != "" {
 				m["dir"] = in.Dir
 			}
+			if in.Apply {
+				m["apply"] = true
+			}
 			ins[i] = m
 		}
 		details["inputs"] = ins
@@ -192,7 +195,9 @@ func (e *Engine) attempt(t *task) Attempt {
 			a.Inputs = append(a.Inputs, groupInputs(key, n, up)...)
 			continue
 		}
-		a.Inputs = append(a.Inputs, Input{Key: key, FromTask: n.From, FromDispatch: up.productID(), Select: n.Select})
+		// A fix starts from the work it fixes: that patch is applied before its agent runs.
+		apply := t.role == causeFix && key == fixPatchKey
+		a.Inputs = append(a.Inputs, Input{Key: key, FromTask: n.From, FromDispatch: up.productID(), Select: n.Select, Apply: apply})
 	}
 	a.Lists, a.Review = t.lists(), t.role == causeReview
 	return a

@@ -179,7 +179,7 @@ func (r *runner) steps(ctx context.Context) {
 		{wire.PhaseNetwork, r.network},
 		{wire.PhaseOverlay, r.overlay},
 		{wire.PhaseSetup, r.setup},
-		{wire.PhaseBaseline, r.baseline},
+		{wire.PhaseBaseline, r.baselineAndBase},
 	} {
 		if !r.phase(ctx, p.name, p.f) {
 			return

@@ -110,11 +110,29 @@ type Task struct {
 	// latest attempt, nil until one is recorded.
 	Verify  *verdict.Spec    `json:"verify,omitempty"`
 	Verdict *verdict.Verdict `json:"verdict,omitempty"`
+	// Product is set on a task that succeeded with a fix of its work: the fix's dispatch,
+	// whose products (its patch holds the task's work and the fix) its dependents received.
+	// "" means the task's own latest attempt.
+	Product string `json:"product,omitempty"`
 	// Added says why the engine added the task to the running run; nil for a task of the
 	// plan.
 	Added *Added `json:"added,omitempty"`
 	// Review is a reviewer task's review of the work it judged, once it ended.
 	Review *Review `json:"review,omitempty"`
+}
+
+// ProductID is the dispatch whose products t's dependents receive.
+func (t Task) ProductID() string {
+	if t.Product != "" {
+		return t.Product
+	}
+	return t.DispatchID
+}
+
+// Judging reports whether t was added to judge or fix another task's work (a reviewer or a
+// fix): its work is not a result of the run of its own, but part of that task's.
+func (t Task) Judging() bool {
+	return t.Added != nil && (t.Added.Cause == "review" || t.Added.Cause == "fix")
 }
 
 // Added is why a task was added to a running run: Cause "fan_out" (an item of fan-out task

@@ -76,6 +76,10 @@ func TestParseManifest_Refuses(t *testing.T) {
 		{"agent timeout zero", func(m *Manifest) { m.AgentTimeoutSeconds = 0 }, "agent_timeout_seconds"},
 		{"agent timeout too long", func(m *Manifest) { m.AgentTimeoutSeconds = MaxAgentTimeoutSeconds + 1 }, "agent_timeout_seconds"},
 		{"setup timeout zero", func(m *Manifest) { m.SetupTimeoutSeconds = 0 }, "setup_timeout_seconds"},
+		{"base patch outside the inputs", func(m *Manifest) { m.BasePatch = "../../etc/patch.diff" }, "base_patch"},
+		{"base patch not a patch file", func(m *Manifest) { m.BasePatch = "patch/outputs.tar" }, "base_patch"},
+		{"base patch under a bad key", func(m *Manifest) { m.BasePatch = "Patch/patch.diff" }, "base_patch"},
+		{"base patch deeper", func(m *Manifest) { m.BasePatch = "patch/x/patch.diff" }, "base_patch"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

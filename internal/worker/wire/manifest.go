@@ -85,6 +85,10 @@ type Manifest struct {
 	// it is denied (the target's approval_timeout); 0 when the grant holds no call. The
 	// gateway enforces it; the worker sizes the hooks that wait on it (Claude Code's).
 	ApprovalTimeoutSeconds int `json:"approval_timeout_seconds,omitempty"`
+	// BasePatch, when set, is an input's patch ("KEY/patch.diff" under InputsDir) the worker
+	// applies to the workspace right after recording the baseline: the agent starts from
+	// that work (a fix loop's rejected patch) and the patch it leaves holds both.
+	BasePatch string `json:"base_patch,omitempty"`
 }
 
 // NetworkProxy is [Manifest.Network]'s one value.
@@ -281,6 +285,11 @@ func (m Manifest) Validate() error {
 		}
 		seen[k] = true
 	}
+	if b := m.BasePatch; b != "" {
+		if key, file, ok := strings.Cut(b, "/"); !ok || file != BasePatchFile || !inputKey(key) {
+			bad("base_patch: want KEY/%s, got %q", BasePatchFile, b)
+		}
+	}
 	if m.AgentTimeoutSeconds < 1 || m.AgentTimeoutSeconds > MaxAgentTimeoutSeconds {
 		bad("agent_timeout_seconds: want 1-%d, got %d", MaxAgentTimeoutSeconds, m.AgentTimeoutSeconds)
 	}
@@ -315,4 +324,21 @@ func checkEnvKey(k string) error {
 		return fmt.Errorf("key %s: AGORA_ keys are reserved", k)
 	}
 	return nil
+}
+
+// BasePatchFile is the file name of an input's patch ([Manifest.BasePatch]).
+const BasePatchFile = "patch.diff"
+
+// inputKey reports whether k is an input key as the host writes them: 1-63 of a-z 0-9 _ -,
+// starting with a letter.
+func inputKey(k string) bool {
+	if len(k) == 0 || len(k) > 63 || k[0] < 'a' || k[0] > 'z' {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
