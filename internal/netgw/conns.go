@@ -32,6 +32,12 @@ const (
 	// hold: its session and fetch requests, its secrets, its two streams, its upload and a
 	// handful of tunnels.
 	ReservePerDispatch = 16
+	// ReserveForRequests is how many of a dispatch's reserve its tunnels may not take: its two
+	// streams, its upload and one request. An agent's tunnels can outlast it (the gateway's
+	// end of one closes only when the host's does), and with the shared pool full (a subagent
+	// run wide) they took the whole reserve, so the worker's upload found no room anywhere
+	// and the dispatch ended gateway-unreachable (red team B, session 4).
+	ReserveForRequests = 4
 	// MaxPending caps the unauthenticated connections of all peers at once, apart from
 	// MaxConns: peers without a token cannot take what dispatches hold.
 	MaxPending = 1024
@@ -155,12 +161,17 @@ func (gc *gateConn) expire() {
 }
 
 // claim charges gc to dispatch id after a request on it carried id's valid token: to id's
-// reserve while it has room, else to the shared pool. A connection already charged stays
-// with its dispatch. It returns why not when id, or the shared pool, has no room.
-func (t *connTable) claim(gc *gateConn, id string) (ok bool, reason string) {
+// reserve while it has room (a tunnel's room ends ReserveForRequests short of it), else to the
+// shared pool. A connection already charged stays with its dispatch. It returns why not when
+// id, or the shared pool, has no room.
+func (t *connTable) claim(gc *gateConn, id string, tunnel bool) (ok bool, reason string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	inReserve := t.reserved[id] < t.reserve
+	room := t.reserve
+	if tunnel {
+		room -= min(ReserveForRequests, t.reserve)
+	}
+	inReserve := t.reserved[id] < room
 	switch {
 	case gc.dispatch != "":
 		return true, ""

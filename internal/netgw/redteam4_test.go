@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -248,4 +249,58 @@ func TestRedTeam4_SecretsLostInAnOutageAreTheGatewaysFault(t *testing.T) {
 	if code := workerremote.ExitCode(err); err == nil || code == remote.ExitGatewayUnreachable {
 		t.Errorf("the worker's GET files/0 after another's, with no outage: %v (exit %d), want refused and not an outage", err, code)
 	}
+}
+
+// TestRedTeam4_TunnelsLeaveTheUploadItsReserve: a dispatch's reserve (the connections no
+// other dispatch can take) is meant for its session, streams, upload "and a few tunnels".
+// Before the fix its tunnels could take all of it: a subagent run wide (a plan's many tasks)
+// whose agents open every tunnel they may fills the shared pool, and each agent, when the
+// worker stops it, leaves tunnels open at the gateway (a model call or a CONNECT the host
+// has not answered yet: the gateway's side ends only when the host's does, up to the model
+// timeout). The worker's upload then found no room anywhere, got 429 for OutageLimit and
+// exited 75: recorded gateway-unreachable, and retried, for the agents' own doing. Tunnels
+// now never take the last ReserveForRequests connections of their dispatch's reserve.
+func TestRedTeam4_TunnelsLeaveTheUploadItsReserve(t *testing.T) {
+	defer func(d time.Duration) { workerremote.OutageLimit = d }(workerremote.OutageLimit)
+	workerremote.OutageLimit = 2 * time.Second
+	g := startGatewayWith(t, workerremote.Version(), func(s *Server) {
+		s.MaxConns, s.ReservePerDispatch, s.MaxConnsPerDispatch = 4, ReserveForRequests+2, 64
+	})
+	var tunnels []net.Conn
+	defer func() {
+		for _, c := range tunnels {
+			c.Close()
+		}
+	}()
+	openAll := func(c *workerremote.Client) {
+		for {
+			conn, err := c.DialTunnel(t.Context(), "gateway", "echo.sock")
+			var se *workerremote.StatusError
+			if errors.As(err, &se) && se.Code == 429 {
+				return
+			}
+			must(t, err)
+			tunnels = append(tunnels, conn)
+		}
+	}
+	// Other dispatches of the same subagent fill the shared pool with tunnels.
+	for _, id := range []string{"01RT4WIDEA", "01RT4WIDEB"} {
+		l := stageLayout(t, id)
+		openAll(g.client(t, l.id, g.export(t, l).Token))
+	}
+	// This dispatch: its worker's session, its agent's tunnels, then the upload.
+	l := stageLayout(t, "01RT4WIDEC")
+	s := g.export(t, l)
+	c := g.client(t, l.id, s.Token)
+	_, err := c.Info(t.Context())
+	must(t, err)
+	c.Close() // the client keeps an idle connection 30 s; an agent runs longer
+	openAll(c)
+	t.Logf("%d tunnels open", len(tunnels))
+	out := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(out, wire.ResultFile), []byte("{}"), 0o600))
+	if err := c.Upload(t.Context(), remote.Mount{Name: "out", Dst: wire.OutPath, Result: true}, out); err != nil {
+		t.Fatalf("the upload with the dispatch's tunnels and the shared pool full: %v", err)
+	}
+	checkFile(t, filepath.Join(l.out, wire.ResultFile), "{}")
 }

@@ -181,7 +181,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if pending {
-		if ok, reason := s.conns.claim(gc, rec.Dispatch); !ok {
+		if ok, reason := s.conns.claim(gc, rec.Dispatch, rt.kind == routeSockets); !ok {
 			s.logger().Warn("gateway connection refused", "dispatch_id", rec.Dispatch, "source", gc.source, "reason", reason)
 			httpError(w, http.StatusTooManyRequests, reason)
 			return
