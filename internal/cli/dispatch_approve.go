@@ -37,7 +37,9 @@ func newDispatchApproveCmd(f *Factory, runF func(*dispatchDecideOptions) error) 
 		Short: "Let a call held for approval run, with exactly the arguments it was held with",
 		Long: `Approve the pending call CALL (its call id, shown by 'agora dispatch describe ID') of
 dispatch ID. The approval binds to the digest of the call's arguments: a call with other
-arguments is held again. --digest makes sure the arguments are the ones you read.
+arguments is held again. --digest makes sure the arguments are the ones you read; it is
+required when the call id was held before with other arguments (the model picks call ids,
+and anything in the sandbox can ask for approval under one).
 Approval is recorded in the audit log with you (the OS user, or --actor) as the actor.
 It is never possible over MCP.`,
 		Example: `  agora dispatch approve 01J9Z3K4M5N6P7Q8R9S0T1V2W3 call_abc123

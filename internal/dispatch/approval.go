@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -146,12 +147,37 @@ func (s *Records) DecideApproval(ctx context.Context, id, call string, approve b
 			return fmt.Errorf("%w: dispatch %s is %s; its held calls ended with it", ErrApprovalNotPending, id, r.State)
 		}
 		a := pending[0]
+		if approve && argsDigest == "" {
+			if err := heldWithOtherArgs(r, a); err != nil {
+				return err
+			}
+		}
 		if out, err = s.settle(ctx, tx, id, a, state, reason, actor); err != nil {
 			return err
 		}
 		return nil
 	})
 	return out, err
+}
+
+// heldWithOtherArgs refuses to approve pending call a by its call id alone when the dispatch
+// held that call id before with other arguments. A call id is not the person's to choose: the
+// model picks it, and anything in the sandbox can ask /approval under it. Otherwise a request
+// the person read (a harmless write, forged by a granted curl) could end and the model's real
+// call take its id in the meantime, and the person's approval would run arguments they never
+// saw (red team C, #26). With the digest they read, the approval binds to those arguments.
+func heldWithOtherArgs(r *Record, a Approval) error {
+	var others []string
+	for _, o := range r.Approvals {
+		if o.Seq != a.Seq && o.CallID == a.CallID && o.ArgsDigest != a.ArgsDigest && !slices.Contains(others, o.ArgsDigest) {
+			others = append(others, o.ArgsDigest)
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	return fmt.Errorf("call %q of dispatch %s was held before with other arguments (%s); the pending one has %s: read it ('agora dispatch approval show %s %s') and approve it with --digest",
+		a.CallID, r.ID, strings.Join(others, ", "), a.ArgsDigest, r.ID, a.CallID)
 }
 
 // notPending explains why call has nothing to decide, naming the calls that do.
