@@ -163,8 +163,10 @@ var interpreterSpecs = sync.OnceValue(func() map[string]optSpec {
 		"node": {flags: "cihv", args: "r", code: "ep",
 			long: []string{"help", "version", "test", "watch", "no-warnings", "check", "interactive",
 				"enable-source-maps", "trace-warnings", "no-deprecation", "preserve-symlinks"},
-			longArg:  []string{"require", "import", "input-type", "env-file"},
-			longCode: []string{"eval", "print"}},
+			longArg: []string{"require", "input-type", "env-file"},
+			// --import and the loaders take a module specifier, which may be a data: URL:
+			// code in the argument itself (issue 26 red team).
+			longCode: []string{"eval", "print", "import", "loader", "experimental-loader"}},
 	}
 })
 

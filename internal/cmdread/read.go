@@ -85,7 +85,7 @@ func (r *Reading) read(c Command, depth int) {
 	case Shell:
 		r.Commands[idx].Read = r.shell(prog, c, depth)
 	case Interpreter:
-		r.interpreter(prog, c)
+		r.Commands[idx].Read = r.interpreter(prog, c)
 	case Opaque:
 		r.Opaque = prog + " runs code or commands agora does not read"
 	case Git:
@@ -316,53 +316,57 @@ func scriptWords(s string) ([]string, bool) {
 }
 
 // interpreter reads an interpreter's call: inline code makes it opaque; a script file is
-// code agora cannot see (the interpreter is read like an unread program).
-func (r *Reading) interpreter(prog string, c Command) {
+// code agora cannot see (the interpreter is read like an unread program). It returns whether
+// the call was read whole: only a sed agora read runs nothing it cannot see.
+func (r *Reading) interpreter(prog string, c Command) bool {
 	if !c.allKnown(1) {
 		r.Opaque = prog + " with words agora cannot know"
-		return
+		return false
 	}
 	family := interpreterFamily(prog)
 	if family == "sed" {
-		r.sed(c)
-		return
+		return r.sed(c)
 	}
 	spec, ok := interpreterSpecs()[family]
 	if !ok {
 		r.Opaque = prog + " runs code agora does not read"
-		return
+		return false
 	}
 	o, ok := spec.parse(c.Argv[1:])
 	if !ok {
 		r.Opaque = prog + " with options agora does not read"
-		return
+		return false
 	}
 	if len(o.code) > 0 {
 		r.Opaque = prog + " runs inline code agora does not read"
 	}
+	return false
 }
 
 // sed reads a sed call: GNU sed's e command and s///e flag run a shell command, so a script
 // (from -e or the first operand) holding the letter e is opaque unless --sandbox refuses them.
-func (r *Reading) sed(c Command) {
+// It returns whether the call was read whole: a script from a file (-f) is not.
+func (r *Reading) sed(c Command) bool {
 	o, ok := sedSpec().parse(c.Argv[1:])
 	if !ok {
 		r.Opaque = "sed with options agora does not read"
-		return
+		return false
 	}
 	if len(o.opts["sandbox"]) > 0 {
-		return
+		return true
 	}
+	fromFile := len(o.opts["f"]) > 0 || len(o.opts["file"]) > 0
 	scripts := append(o.opts["e"], o.opts["expression"]...)
-	if len(scripts) == 0 && len(o.opts["f"]) == 0 && len(o.opts["file"]) == 0 && len(o.operands) > 0 {
+	if len(scripts) == 0 && !fromFile && len(o.operands) > 0 {
 		scripts = o.operands[:1]
 	}
 	for _, s := range scripts {
 		if strings.ContainsRune(s, 'e') {
 			r.Opaque = "sed script " + quoteWord(s) + " may run a command (GNU sed's e)"
-			return
+			return false
 		}
 	}
+	return !fromFile
 }
 
 // inertEnv reports whether env's word w ("-", or NAME=VALUE) sets nothing that makes a
@@ -428,6 +432,36 @@ func (c Command) Mentions(prog string) bool {
 		}
 	}
 	return c.Tail
+}
+
+// Codeish reports whether an argument of c (after the program) holds a byte that makes it
+// more than a name, a path, an option, a number or a list of them: a blank, a quote, a
+// backslash, a bracket, $, `, ;, |, &, <, >, *, ?, !, #, ~, %, a control character. A program
+// agora does not read whole may read such an argument as code (make --eval, tar
+// --checkpoint-action=exec=, python -m timeit -s, a data: URL), and code can name a program
+// without spelling it ('gi'+'t', $(printf gi)t, /usr/bin/gi?, bytes.fromhex): so [Mentions]
+// proves nothing of it (issue 26 red team). An argument agora cannot know, or one that
+// follows unseen, is codeish too.
+func (c Command) Codeish() bool {
+	for i, a := range c.Argv {
+		if i == 0 {
+			continue
+		}
+		if !c.Known[i] {
+			return true
+		}
+		for j := 0; j < len(a); j++ {
+			if !plainChar(a[j]) {
+				return true
+			}
+		}
+	}
+	return c.Tail
+}
+
+// plainChar reports whether b may appear in an argument [Command.Codeish] takes for data.
+func plainChar(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || strings.IndexByte("_.,/:=@+-", b) >= 0
 }
 
 // nameChar reports whether b is part of a word for [Command.Mentions]; any other byte

@@ -18,8 +18,10 @@ import (
 // each of them is one of:
 //
 //   - another program, which agora reads whole (its grammar is known, and what it runs is
-//     in the list), or whose arguments do not name PROG anywhere (quotes and backslashes
-//     removed): an unread program that names PROG could run it, so it is held;
+//     in the list), or whose arguments neither name PROG anywhere (quotes and backslashes
+//     removed) nor hold anything but names, paths, options and numbers
+//     ([cmdread.Command.Codeish]): an unread program that names PROG, or that is handed
+//     code, which can name PROG without spelling it, could run it, so it is held;
 //   - PROG, but its arguments lack W1 W2 ... in that order (any words may come before,
 //     between and after them; a glob word matches one argument, * crossing /; * and ** are
 //     no constraint, so "git push *" holds a bare "git push"). For git the first word is
@@ -85,7 +87,9 @@ func (p CommandPattern) outside(c cmdread.Command) (string, bool) {
 		name = "git"
 	}
 	if !cmdread.ProgMatches(prog, name) {
-		if !c.Read && c.Mentions(prog) {
+		// A program agora does not read whole could run prog: held when its arguments name
+		// it, or hold anything a program could read as code (which can name it unspelt).
+		if !c.Read && (c.Mentions(prog) || c.Codeish()) {
 			return "", false
 		}
 		if c.Read {

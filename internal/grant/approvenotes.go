@@ -89,7 +89,7 @@ func patternNotes(text string, p CommandPattern, add func(string, ...any)) {
 	}
 	switch cmdread.KindOf(prog) {
 	case cmdread.Unread:
-		add("command %q: agora does not read what %s runs (a Makefile's recipes, package.json scripts, tests, a program's own files); approve rules hold its calls only when their arguments name the rule's program", text, prog)
+		add("command %q: agora does not read what %s runs (a Makefile's recipes, package.json scripts, tests, a program's own files); approve rules hold its calls only when their arguments name the rule's program or hold more than names, paths, options and numbers", text, prog)
 	case cmdread.Shell, cmdread.Interpreter:
 		add("command %q: a script file %s runs is not seen by approve rules; inline code (-c, -e) is held by every command rule", text, prog)
 	case cmdread.Opaque:
