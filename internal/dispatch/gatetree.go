@@ -14,25 +14,27 @@ import (
 )
 
 // The gate's tree is the base tree plus the stored patch, built on the host with git's own
-// machinery and never by hand:
+// machinery and never by hand, in as few git processes as it takes (the gate's overhead is
+// mostly theirs):
 //
-//  1. the base: the pinned commit checked out afresh exactly as the agent's workspace was
-//     (clone, checkout, scrub), or an empty directory for a dispatch without a repository;
-//  2. the patch is applied to a private index holding the base (`git apply --cached`: the
-//     work tree is not touched, and git refuses paths beyond a symbolic link, outside the
-//     tree or inside .git), which `write-tree` makes a tree;
-//  3. the touched paths are what `diff-tree --no-renames` lists between the base tree and
-//     that tree: every added, modified, deleted or mode-changed path, both sides of a
+//  1. the base: a new repository holding the pinned commit's history, fetched exactly as the
+//     agent's workspace was, HEAD detached at it, nothing checked out; or, for a dispatch
+//     without a repository, an empty directory and a private git directory beside the stage
+//     that the sandbox never sees;
+//  2. the index is read from the base commit (or left empty) and the patch applied to it
+//     alone (`git apply --cached`: the work tree is not touched, and git refuses paths beyond
+//     a symbolic link, outside the tree or inside .git);
+//  3. the touched paths are what `diff-index --cached --no-renames` lists between the base and
+//     that index: every added, modified, deleted or mode-changed path, both sides of a
 //     rename, symlinks and submodules alike, read from the effect and not from the patch's
 //     text, so no spelling of a patch hides a path;
-//  4. only after the protect check, `read-tree -m -u` moves the checkout from the base to
-//     that tree (git's checkout: removals, links and modes as the tree says).
+//  4. only after the protect check, `checkout-index -a` writes the index into the empty work
+//     tree (git's checkout: links and modes as the index says; an index never holds a path
+//     below a link).
 //
 // info/attributes neutralises every attribute that transforms content (the worker captured
 // the patch with the same line), so a .gitattributes in the patch cannot re-encode or
-// convert a protected file it does not touch. The tree's git directory is the clone's own
-// (the command may use git, as the agent could) or, without a repository, a private one
-// beside the stage that the sandbox never sees.
+// convert a file it does not touch: the tree holds the blobs' bytes exactly.
 
 // gateAttributes is the worker's capture line (worker/capture.go): content passes as is.
 const gateAttributes = "* !text !eol !crlf !ident !filter !diff !working-tree-encoding\n"
@@ -41,8 +43,17 @@ const gateAttributes = "* !text !eol !crlf !ident !filter !diff !working-tree-en
 const (
 	gateDir    = "verify"     // the tree, beside the agent's workspace
 	gateGitDir = "verify.git" // the private git directory of a tree without a repository
-	gateIndex  = "verify.idx" // the private index the patch is applied to
+	gateIndex  = "verify.idx" // a leftover of older agoras; removed with the stage
 )
+
+// emptyTree is git's empty tree (SHA-1), the base of a tree without a repository: its
+// private git directory is SHA-1.
+const emptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+// privateGitConfig is the private git directory's config (the worker's capture writes the
+// same layout).
+const privateGitConfig = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n" +
+	"\tlogallrefupdates = false\n\tsymlinks = true\n\tignorecase = false\n"
 
 // maxGitMessage caps what a failed git step's message keeps.
 const maxGitMessage = 2 << 10
@@ -50,11 +61,11 @@ const maxGitMessage = 2 << 10
 // gateTree is a tree being built.
 type gateTree struct {
 	dir      string   // the work tree, bound as /agora/workspace
-	gitDir   string   // "" for the clone's own .git
+	gitDir   string   // "" for the work tree's own .git
 	base     string   // the base commit, or the empty tree
-	tree     string   // base plus patch, "" without a patch
 	touched  []string // paths the patch touches
 	applyErr string   // why the patch does not apply, for a red verdict
+	empty    bool     // nothing to check out: no repository and no patch
 }
 
 // gateDirOf is where the gate's tree lives: beside the agent's workspace, on the disk quota
@@ -68,32 +79,33 @@ func (s *stage) removeAgentTree() {
 	os.RemoveAll(s.out)
 }
 
-// buildGateTree checks out the base and applies patch to a private index. A patch that does
-// not apply is tree.applyErr; an error is the host's trouble.
+// buildGateTree prepares the base and applies patch to its index. A patch that does not
+// apply is tree.applyErr; an error is the host's trouble.
 func buildGateTree(ctx context.Context, r *Record, st *stage, patch []byte) (*gateTree, error) {
 	ctx, cancel := context.WithTimeout(ctx, gateTimeout)
 	defer cancel()
-	t := &gateTree{dir: st.gateDirOf()}
+	t := &gateTree{dir: st.gateDirOf(), base: r.Revision}
 	vs := *st
 	vs.workspace = t.dir
-	if err := prepareWorkspace(ctx, r, &vs); err != nil {
-		return nil, err
-	}
-	if len(patch) == 0 {
-		return t, nil
-	}
-	if r.Repo == "" {
-		t.gitDir = filepath.Join(st.dir, gateGitDir)
-		if _, err := t.git(ctx, nil, "", "init", "--quiet", "--template="); err != nil {
+	if r.Repo != "" {
+		if err := fetchPinned(ctx, r, &vs); err != nil {
 			return nil, err
 		}
-		empty, err := t.git(ctx, nil, "", "hash-object", "-t", "tree", "/dev/null")
-		if err != nil {
+		// What checkout --detach writes, without a process: the repository is agora's own.
+		if err := os.WriteFile(filepath.Join(t.dir, ".git", "HEAD"), []byte(r.Revision+"\n"), 0o644); err != nil {
 			return nil, err
 		}
-		t.base = strings.TrimSpace(string(empty))
+		if err := scrubGitDir(&vs, r.Repo); err != nil {
+			return nil, err
+		}
 	} else {
-		t.base = r.Revision
+		if err := os.MkdirAll(t.dir, 0o700); err != nil {
+			return nil, err
+		}
+		t.gitDir, t.base = filepath.Join(st.dir, gateGitDir), emptyTree
+		if err := newPrivateGitDir(t.gitDir); err != nil {
+			return nil, err
+		}
 	}
 	info := filepath.Join(t.dotGit(), "info")
 	if err := os.MkdirAll(info, 0o700); err != nil {
@@ -102,12 +114,16 @@ func buildGateTree(ctx context.Context, r *Record, st *stage, patch []byte) (*ga
 	if err := os.WriteFile(filepath.Join(info, "attributes"), []byte(gateAttributes), 0o600); err != nil {
 		return nil, err
 	}
-	index := filepath.Join(st.dir, gateIndex)
-	defer os.Remove(index)
-	if _, err := t.git(ctx, nil, index, "read-tree", t.base); err != nil {
-		return nil, err
+	if r.Repo != "" {
+		if _, err := t.git(ctx, nil, "read-tree", t.base); err != nil {
+			return nil, err
+		}
 	}
-	if _, err := t.git(ctx, patch, index, "apply", "--cached", "--whitespace=nowarn", "-"); err != nil {
+	if len(patch) == 0 {
+		t.empty = r.Repo == ""
+		return t, nil
+	}
+	if _, err := t.git(ctx, patch, "apply", "--cached", "--whitespace=nowarn", "-"); err != nil {
 		var ge *gitError
 		if errors.As(err, &ge) {
 			t.applyErr = ge.msg
@@ -115,12 +131,7 @@ func buildGateTree(ctx context.Context, r *Record, st *stage, patch []byte) (*ga
 		}
 		return nil, err
 	}
-	tree, err := t.git(ctx, nil, index, "write-tree")
-	if err != nil {
-		return nil, err
-	}
-	t.tree = strings.TrimSpace(string(tree))
-	names, err := t.git(ctx, nil, "", "diff-tree", "-r", "-z", "--no-renames", "--name-only", t.base, t.tree)
+	names, err := t.git(ctx, nil, "diff-index", "--cached", "-z", "--no-renames", "--name-only", t.base)
 	if err != nil {
 		return nil, err
 	}
@@ -132,14 +143,27 @@ func buildGateTree(ctx context.Context, r *Record, st *stage, patch []byte) (*ga
 	return t, nil
 }
 
-// checkout moves the work tree from the base to the patched tree.
+// newPrivateGitDir lays out an empty repository at dir, as `git init --template=` would.
+func newPrivateGitDir(dir string) error {
+	for _, d := range []string{"objects", "refs/heads", "refs/tags", "info"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "HEAD"), []byte("ref: refs/heads/gate\n"), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "config"), []byte(privateGitConfig), 0o600)
+}
+
+// checkout writes the index (the base plus the patch) into the empty work tree.
 func (t *gateTree) checkout(ctx context.Context) error {
-	if t.tree == "" {
+	if t.empty {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, gateTimeout)
 	defer cancel()
-	_, err := t.git(ctx, nil, "", "read-tree", "-m", "-u", t.base, t.tree)
+	_, err := t.git(ctx, nil, "checkout-index", "--all", "--force")
 	return err
 }
 
@@ -158,8 +182,8 @@ type gitError struct {
 func (e *gitError) Error() string { return "git " + e.step + ": " + e.msg }
 
 // git runs one git step on the tree (through gitexec: no hooks, no user or system config),
-// with stdin, and the private index when index is set.
-func (t *gateTree) git(ctx context.Context, stdin []byte, index string, args ...string) ([]byte, error) {
+// with stdin.
+func (t *gateTree) git(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
 	pre := []string{"-c", "core.autocrlf=false", "-c", "core.safecrlf=false", "-c", "core.symlinks=true"}
 	dir := t.dir
 	if t.gitDir != "" {
@@ -167,9 +191,6 @@ func (t *gateTree) git(ctx context.Context, stdin []byte, index string, args ...
 		dir = filepath.Dir(t.gitDir)
 	}
 	cmd := gitexec.Command(ctx, dir, append(pre, args...)...)
-	if index != "" {
-		cmd.Env = append(cmd.Env, "GIT_INDEX_FILE="+index)
-	}
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}

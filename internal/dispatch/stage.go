@@ -468,6 +468,18 @@ func prepareWorkspace(ctx context.Context, r *Record, s *stage) error {
 	if r.Repo == "" {
 		return os.MkdirAll(s.workspace, 0o700)
 	}
+	if err := fetchPinned(ctx, r, s); err != nil {
+		return err
+	}
+	if out, err := gitCmd(ctx, s.workspace, "checkout", "--quiet", "--detach", r.Revision).CombinedOutput(); err != nil {
+		return s.gitError("check out "+r.Revision, out)
+	}
+	return scrubGitDir(s, r.Repo)
+}
+
+// fetchPinned makes s.workspace a new repository holding the pinned commit's history and
+// nothing else (see prepareWorkspace); nothing is checked out.
+func fetchPinned(ctx context.Context, r *Record, s *stage) error {
 	if out, err := gitCmd(ctx, s.dir, "init", "--quiet", "--", s.workspace).CombinedOutput(); err != nil {
 		return s.gitError("initialise the workspace", out)
 	}
@@ -475,10 +487,7 @@ func prepareWorkspace(ctx context.Context, r *Record, s *stage) error {
 		"--no-write-fetch-head", "--no-recurse-submodules", "--", r.Repo, r.Revision).CombinedOutput(); err != nil {
 		return s.gitError("fetch "+r.Revision+" from "+r.Repo, out)
 	}
-	if out, err := gitCmd(ctx, s.workspace, "checkout", "--quiet", "--detach", r.Revision).CombinedOutput(); err != nil {
-		return s.gitError("check out "+r.Revision, out)
-	}
-	return scrubGitDir(s, r.Repo)
+	return nil
 }
 
 // scrubGitDir leaves the checkout's .git naming no host path (issue 26, finding 9): the
