@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -303,4 +304,76 @@ func TestRedTeam4_TunnelsLeaveTheUploadItsReserve(t *testing.T) {
 		t.Fatalf("the upload with the dispatch's tunnels and the shared pool full: %v", err)
 	}
 	checkFile(t, filepath.Join(l.out, wire.ResultFile), "{}")
+}
+
+// TestRedTeam4_StreamOfAReplacedSessionReachesOnlyItsOwnWriter: a stream's POST is
+// authorised once and then flows for as long as the worker writes. When its session is
+// replaced (exported again with another token and other writers) while it flows, what the old
+// stream carries must never reach the new session's writers, and once its own exporter closes
+// the stream ends. (Held: the gateway relays a stream to the exporter's connection it dialled
+// at the start, never to whatever socket the path holds later.)
+func TestRedTeam4_StreamOfAReplacedSessionReachesOnlyItsOwnWriter(t *testing.T) {
+	g := startGateway(t)
+	l := stageLayout(t, "01RT4STREAMREPLACED")
+	old := g.export(t, l)
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest("POST", g.url+remote.RoutePrefix+l.id+"/streams/stdout", pr)
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+old.Token)
+	resp, err := g.httpClient().Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("stream: %d", resp.StatusCode)
+	}
+	io.WriteString(pw, "before-replace\n")
+	waitFor(t, "the first line at the old writer", func() bool { return strings.Contains(l.stdout.String(), "before-replace") })
+
+	l2 := *l
+	l2.stdout, l2.stderr = &syncBuffer{}, &syncBuffer{}
+	fresh := g.export(t, &l2)
+	io.WriteString(pw, "after-replace\n")
+	waitFor(t, "the old stream's line at its own writer", func() bool { return strings.Contains(l.stdout.String(), "after-replace") })
+	if strings.Contains(l2.stdout.String(), "after-replace") {
+		t.Errorf("the replaced session's stream reached the new session's writer")
+	}
+	must(t, old.Close())
+	done := make(chan struct{})
+	go func() { io.Copy(io.Discard, resp.Body); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(DrainTimeout + 10*time.Second):
+		t.Errorf("the stream of a closed session still flows")
+	}
+	pw.Close()
+	if code, _ := g.do(t, "GET", remote.RoutePrefix+l.id+"/session", fresh.Token, nil); code != 200 {
+		t.Errorf("the new session after the old one's close: %d", code)
+	}
+}
+
+// TestRedTeam4_ThunderingHerd: many pods lose the gateway together (serve restarted) and come
+// back at once, far more than its unauthenticated pools hold (which close their oldest
+// connection to admit a new one). The jittered backoff spreads them: every one of them gets
+// its session within the outage limit, none is shut out for good. (Held.)
+func TestRedTeam4_ThunderingHerd(t *testing.T) {
+	const pods = 48
+	g := startGatewayWith(t, workerremote.Version(), func(s *Server) { s.MaxPending, s.MaxPendingPerSource = 4, 4 })
+	clients := make([]*workerremote.Client, pods)
+	for i := range clients {
+		l := stageLayout(t, fmt.Sprintf("01RT4HERD%02d", i))
+		clients[i] = g.client(t, l.id, g.export(t, l).Token)
+	}
+	g.close()
+	errs := make(chan error, pods)
+	for _, c := range clients {
+		go func() { _, err := c.Info(t.Context()); errs <- err }()
+	}
+	time.Sleep(time.Second) // every pod is retrying now
+	g.restart(t)
+	for range pods {
+		if err := <-errs; err != nil {
+			t.Errorf("a pod after the restart: %v", err)
+		}
+	}
+	t.Logf("evictions logged: %v", strings.Contains(g.logs.String(), "closed the oldest"))
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute/remote"
@@ -337,13 +338,36 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, rec *record
 	if err := rc.Flush(); err != nil {
 		return
 	}
+	// The exporter only reads; its end closes once it has copied all (after the body's end)
+	// or when it stops (its session closed, its process gone). Then the stream is over: a
+	// quiet worker's POST must not hold its connection past its session (red team B).
+	var (
+		exporterDone = make(chan struct{})
+		mu           sync.Mutex
+		bodyDone     bool // guarded by mu: rc is not to be touched by the goroutine any more
+	)
+	go func() {
+		io.Copy(io.Discard, c)
+		close(exporterDone)
+		mu.Lock()
+		if !bodyDone {
+			rc.SetReadDeadline(time.Now()) // ends a body read still waiting for the worker
+		}
+		mu.Unlock()
+	}()
 	_, err = io.Copy(c, r.Body)
+	mu.Lock()
+	bodyDone = true
+	mu.Unlock()
 	c.(*net.UnixConn).CloseWrite()
 	if err != nil {
 		return // the answer ends without StreamDone: the worker sends the rest again
 	}
-	c.SetReadDeadline(time.Now().Add(IOTimeout))
-	io.Copy(io.Discard, c)
+	select {
+	case <-exporterDone:
+	case <-time.After(IOTimeout):
+		return
+	}
 	io.WriteString(w, remote.StreamDone)
 }
 
