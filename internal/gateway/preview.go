@@ -56,7 +56,8 @@ type field struct {
 	val   string // rendered value
 	str   bool   // the value is a string (a cut closes its quote)
 	order int    // where it is shown
-	shown int    // bytes of val shown; len(val) when whole
+	shown int    // bytes of val shown from its start; len(val) when whole
+	tail  int    // where the part of val shown at its end starts; len(val) when none
 	omit  bool   // not shown at all
 }
 
@@ -111,6 +112,20 @@ func (g *Gateway) renderPreview(canon []byte, dispatchID, callID string) string 
 			budget -= n
 			continue
 		}
+		if f.order < len(identifyingFields) {
+			// What a path or an argv ends with is what it acts on
+			// (docs/x/x/.../../../.githooks/post-checkout, git -c <long> push REMOTE):
+			// a cut identifying field shows its start and its end.
+			room := share - overhead - len(midMarker(len(f.val))) - 2
+			if room < minCut {
+				f.omit = true
+				continue
+			}
+			f.shown = cutPoint(f.val, room/2)
+			f.tail = tailPoint(f.val, room-f.shown)
+			budget -= overhead + f.shown + 2 + len(midMarker(f.tail-f.shown)) + len(f.val) - f.tail
+			continue
+		}
 		room := share - overhead - len(cutMarker(len(f.val))) - 1 // the marker's longest
 		if room < minCut {
 			f.omit = true
@@ -140,10 +155,12 @@ func (g *Gateway) previewFields(canon []byte) ([]field, error) {
 			val: EscapeJSON(g.red.String(string(m.raw))),
 			str: len(m.raw) > 0 && m.raw[0] == '"',
 		}
-		f.shown = len(f.val)
+		f.shown, f.tail = len(f.val), len(f.val)
 		switch i := identifying(m.key); {
 		case i >= 0:
 			f.order = i
+			f.val = escapeSpaceRuns(f.val)
+			f.shown, f.tail = len(f.val), len(f.val)
 		case len(f.key)+1+len(f.val) <= shortField:
 			f.order = len(identifyingFields)
 		default:
@@ -181,6 +198,14 @@ func joinFields(fields []field, tail string) string {
 		if f.str {
 			b.WriteByte('"')
 		}
+		if f.tail < len(f.val) {
+			b.WriteString(midMarker(f.tail - f.shown))
+			if f.str {
+				b.WriteByte('"')
+			}
+			b.WriteString(f.val[f.tail:])
+			continue
+		}
 		b.WriteString(cutMarker(len(f.val) - f.shown))
 	}
 	if omitted > 0 {
@@ -198,6 +223,32 @@ func joinFields(fields []field, tail string) string {
 // cutMarker ends a cut value: n bytes of its rendered form are not shown.
 func cutMarker(n int) string {
 	return "[… " + Thousands(n) + " more bytes not shown]"
+}
+
+// midMarker stands for n bytes cut out of the middle of a value, whose end follows it.
+func midMarker(n int) string {
+	return "[… " + Thousands(n) + " bytes not shown; the end follows]"
+}
+
+// tailPoint is where the longest suffix of s, at most n bytes, starts without splitting a
+// rune or an escape sequence.
+func tailPoint(s string, n int) int {
+	for i := 0; i < len(s); {
+		if len(s)-i <= n {
+			return i
+		}
+		size := 0
+		switch {
+		case s[i] == '\\' && i+1 < len(s) && s[i+1] == 'u':
+			size = 6
+		case s[i] == '\\':
+			size = 2
+		default:
+			_, size = utf8.DecodeRuneInString(s[i:])
+		}
+		i += size
+	}
+	return len(s)
 }
 
 // cutPoint is the longest prefix of s, at most n bytes, that does not split a rune or an
@@ -276,8 +327,36 @@ func visible(r rune) bool {
 	case unicode.IsControl(r), unicode.Is(unicode.Cf, r), unicode.Is(unicode.Bidi_Control, r),
 		unicode.Is(unicode.Co, r), r == '\u2028' || r == '\u2029':
 		return false
+	case unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r), unicode.Is(unicode.Variation_Selector, r),
+		r == '\u2800':
+		// Printable to Go, drawn as nothing or as blank space: the Hangul fillers, the
+		// combining grapheme joiner, variation selectors, Braille blank. A run of them pads
+		// a command so that its end sits screens below its start (red team C, #26).
+		return false
 	}
 	return unicode.IsPrint(r)
+}
+
+// escapeSpaceRuns writes every space that follows a space as \u0020. It is applied to
+// the identifying fields (a path, a command, a URL), which rarely hold two spaces in a row:
+// a run of them could push the end of a command out of sight behind a forged cut marker
+// (red team C, #26). s is JSON text, where spaces occur only inside strings.
+func escapeSpaceRuns(s string) string {
+	if !strings.Contains(s, "  ") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 32)
+	prev := byte(0)
+	for i := 0; i < len(s); i++ {
+		if s[i] == ' ' && prev == ' ' {
+			b.WriteString(`\u0020`)
+		} else {
+			b.WriteByte(s[i])
+		}
+		prev = s[i]
+	}
+	return b.String()
 }
 
 // utf16Pair is the surrogate pair of r, a code point above U+FFFF.
@@ -305,9 +384,14 @@ func FormatArgs(args string) string {
 			kb, _ := json.Marshal(key)
 			key = EscapeJSON(string(kb))
 		}
+		ident := identifying(m.key) >= 0
 		var s string
 		if json.Unmarshal(m.raw, &s) != nil || !strings.Contains(s, "\n") {
-			fmt.Fprintf(&b, "%s: %s\n", key, EscapeJSON(string(m.raw)))
+			v := EscapeJSON(string(m.raw))
+			if ident {
+				v = escapeSpaceRuns(v)
+			}
+			fmt.Fprintf(&b, "%s: %s\n", key, v)
 			continue
 		}
 		lines := strings.Split(s, "\n")
@@ -318,15 +402,20 @@ func FormatArgs(args string) string {
 		fmt.Fprintf(&b, "%s: %s bytes, %d lines\n", key, Thousands(len(s)), len(lines))
 		for _, l := range lines {
 			b.WriteString("  | ")
+			prev := rune(0)
 			for _, r := range l {
-				if r == '\t' || visible(r) {
+				switch {
+				case ident && r == ' ' && prev == ' ':
+					b.WriteString(`\u0020`)
+				case r == '\t' || visible(r):
 					b.WriteRune(r)
-				} else if r > 0xffff {
+				case r > 0xffff:
 					r1, r2 := utf16Pair(r)
 					fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
-				} else {
+				default:
 					fmt.Fprintf(&b, `\u%04x`, r)
 				}
+				prev = r
 			}
 			b.WriteByte('\n')
 		}
