@@ -8,7 +8,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+	"unicode/utf16"
 
 	"github.com/agora-dev/agora/internal/jcs"
 	"github.com/agora-dev/agora/internal/orch/api"
@@ -118,9 +121,13 @@ func addedSpecs(spec func(id string) *plan.Resolved, x extRow) ([]plan.Resolved,
 		if by.FanOut == nil {
 			return nil, nil, fmt.Errorf("extension %d: task %q is no fan-out", x.Seq, x.Task)
 		}
+		ib, err := newItemInput(by.FanOut.Template.Input)
+		if err != nil {
+			return nil, nil, err
+		}
 		specs, keys := make([]plan.Resolved, len(d.Items)), make([]string, len(d.Items))
 		for i, it := range d.Items {
-			s, err := itemSpec(by, it)
+			s, err := itemSpec(by, ib, it)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -146,19 +153,64 @@ func addedSpecs(spec func(id string) *plan.Resolved, x extRow) ([]plan.Resolved,
 }
 
 // itemSpec is fan-out f's task for item it: the template, with the item under "item" in its
-// input.
-func itemSpec(f *plan.Resolved, it itemData) (plan.Resolved, error) {
+// input (ib, made from the template's input).
+func itemSpec(f *plan.Resolved, ib itemInput, it itemData) (plan.Resolved, error) {
 	s := f.FanOut.Template
 	s.ID = plan.ItemID(f.ID, it.Key)
-	in, err := inputWith(s.Input, map[string]json.RawMessage{"item": it.Value})
-	if err != nil {
-		return s, fmt.Errorf("item %q: %w", it.Key, err)
-	}
+	in := ib.with(it.Value)
 	if len(in) > plan.MaxInputSize {
 		return s, fmt.Errorf("item %q: its task's input is %d bytes in canonical JSON; at most %d", it.Key, len(in), plan.MaxInputSize)
 	}
 	s.Input = in
 	return s, nil
+}
+
+// itemInput makes the canonical input of an item's task from the template's canonical input:
+// the members ordered before "item" (RFC 8785 orders keys by their UTF-16 code units), the
+// item, and the members after it, spliced without decoding the template again per item.
+type itemInput struct{ head, tail []byte }
+
+// newItemInput splits the template's canonical input object (nil: none) around "item",
+// which the plan refuses in a template's input.
+func newItemInput(in json.RawMessage) (itemInput, error) {
+	if in == nil {
+		return itemInput{head: []byte(`{`), tail: []byte(`}`)}, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(in, &m); err != nil {
+		return itemInput{}, fmt.Errorf("template input: %w", err)
+	}
+	if _, ok := m["item"]; ok {
+		return itemInput{}, fmt.Errorf("template input sets item, which each item's task gets")
+	}
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, compareUTF16)
+	head, tail := []byte{'{'}, []byte{}
+	for _, k := range keys {
+		kb, err := jcs.Marshal(k)
+		if err != nil {
+			return itemInput{}, err
+		}
+		member := append(append(kb, ':'), m[k]...)
+		if compareUTF16(k, "item") < 0 {
+			head = append(append(head, member...), ',')
+		} else {
+			tail = append(append(tail, ','), member...)
+		}
+	}
+	return itemInput{head: head, tail: append(tail, '}')}, nil
+}
+
+// with is the canonical input holding value (canonical JSON) under "item".
+func (ib itemInput) with(value []byte) json.RawMessage {
+	out := make([]byte, 0, len(ib.head)+len(`"item":`)+len(value)+len(ib.tail))
+	out = append(append(append(append(out, ib.head...), `"item":`...), value...), ib.tail...)
+	return out
+}
+
+// compareUTF16 orders strings by their UTF-16 code units, as RFC 8785 orders object keys.
+func compareUTF16(a, b string) int {
+	return slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
 }
 
 // reviewerSpecs are the review tasks of c's work: one per reviewer, given c's patch at
@@ -210,20 +262,6 @@ func workInput(t *plan.Resolved, fix *fixData) json.RawMessage {
 		b, _ = marshalInput(m)
 	}
 	return b
-}
-
-// inputWith is the canonical input object in with fields set.
-func inputWith(in json.RawMessage, fields map[string]json.RawMessage) (json.RawMessage, error) {
-	m := map[string]any{}
-	if in != nil {
-		if err := decodeNumbers(in, &m); err != nil {
-			return nil, err
-		}
-	}
-	for k, v := range fields {
-		m[k] = v
-	}
-	return marshalInput(m)
 }
 
 // marshalInput is m in canonical form; json.RawMessage values are decoded first.
