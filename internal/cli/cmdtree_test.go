@@ -153,6 +153,7 @@ func TestCommandTree_JSON(t *testing.T) {
 	stop := serveOrch(t, env)
 	defer stop()
 	run := must("orch", "submit", filepath.Join(dir, "plan.yaml"))
+	must("orch", "schedule", "add", "kept", "--cron", "0 2 * * *", filepath.Join(dir, "plan.yaml"))
 	if r := runAgora(t, env, "orch", "watch", run); r.code != cli.ExitWorkerFail {
 		t.Fatalf("orch watch %s: exit %d, want %d (the run of a denied task fails)\n%s", run, r.code, cli.ExitWorkerFail, r.stderr)
 	}
@@ -281,6 +282,10 @@ func jsonRuns(dir, capDir, repo, id, run string) map[string]jsonRun {
 		"orch submit":            {args: []string{filepath.Join(dir, "plan.yaml")}},
 		"orch watch":             {args: []string{run}, code: cli.ExitWorkerFail, lines: true},
 		"orch patches":           {args: []string{run, "--to", filepath.Join(dir, "patches")}},
+		"orch schedule add":      {args: []string{"added", "--cron", "@daily", "--tz", "Europe/Berlin", filepath.Join(dir, "plan.yaml")}},
+		"orch schedule list":     {},
+		"orch schedule remove":   {args: []string{"added"}},
+		"orch schedule show":     {args: []string{"kept"}},
 		"doctor":                 {code: -1},
 		"version":                {},
 	}

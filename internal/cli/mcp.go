@@ -43,7 +43,7 @@ func newMCPCmd(f *Factory, runF func(*mcpOptions) error) *cobra.Command {
 	opts := &mcpOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "mcp [--http HOST:PORT]",
-		Short: "Serve the nine run-time MCP tools to AI orchestrators over stdio or HTTP",
+		Short: "Serve the eleven run-time MCP tools to AI orchestrators over stdio or HTTP",
 		Long: `Serve agora's MCP tools: list the catalog, dispatch subagents, describe and cancel
 dispatches, and reach the orchestrator. Nothing that changes the catalog, touches secrets or
 audits is among them; see docs/mcp.md.

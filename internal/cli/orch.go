@@ -29,8 +29,8 @@ func newOrchCmd(f *Factory) *cobra.Command {
 resource locks, with retries and failure cascades (plan format: docs/plan.md).
 
 'agora orch serve' is the service and the only process that opens orch.db. Every other
-orch command talks to it over AGORA_HOME/orch/orch.sock. cancel, answer, retry and seal
-are privileged: they exist on this command line only, never over MCP.`,
+orch command talks to it over AGORA_HOME/orch/orch.sock. cancel, answer, retry, seal and
+schedule add and remove are privileged: they exist on this command line only, never over MCP.`,
 	}
 	cmd.AddCommand(
 		newOrchServeCmd(f, nil),
@@ -45,6 +45,7 @@ are privileged: they exist on this command line only, never over MCP.`,
 		newOrchActionCmd(f, nil, "seal"),
 		newOrchPatchesCmd(f, nil),
 		newOrchAuditCmd(f, nil),
+		newOrchScheduleCmd(f),
 	)
 	return cmd
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/obs"
 	"github.com/agora-dev/agora/internal/orch"
+	"github.com/agora-dev/agora/internal/orch/cron"
 	"github.com/agora-dev/agora/internal/orch/dispatchexec"
 	"github.com/agora-dev/agora/internal/orch/service"
 	"github.com/agora-dev/agora/internal/store"
@@ -170,6 +171,8 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	defer os.Remove(sock)
 	srv := &service.Server{Engine: eng, PinRepo: dispatch.PinRevision, PinWorkspace: d.PinWorkspace, Log: ob.log,
 		Trace: runTrace(ob.tracer), ExportRun: orchRunExporter(orchCP)}
+	srv.Schedules = &service.Scheduler{Server: srv, Table: cron.NewTable(db, audit.New(f.Now)), Now: f.Now, Log: ob.log}
+	testOnlySchedulerHooks(f, srv.Schedules)
 	var serveGateway func(context.Context) error
 	if opts.gateway != "" {
 		if serveGateway, err = f.networkGateway(ctx, opts.gateway, ""); err != nil {
@@ -190,6 +193,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	}
 	g.Go(func() error { return eng.Run(gctx) })
 	g.Go(func() error { return srv.Serve(gctx, ln) })
+	g.Go(func() error { return srv.Schedules.Run(gctx) })
 	g.Go(func() error { return orchCP.Run(gctx, 5*time.Second) })
 	g.Go(func() error { return mainCP.Run(gctx, 5*time.Second) })
 	g.Go(func() error { return ob.serveMetrics(gctx, opts.metrics, opts.metricsAllowHosts) })

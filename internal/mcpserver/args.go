@@ -29,7 +29,8 @@ const (
 	defaultWait    = 30
 	maxRefLen      = 64 + len("@sha256:") + 64
 	maxTargetLen   = 64
-	maxRunIDLen    = 64
+	maxRunIDLen    = 96 // a ULID, or a schedule's run NAME@SLOT (63 + 1 + 20)
+	maxScheduleLen = 63
 	dispatchIDLen  = 26
 	defaultWatchTO = 30
 )
@@ -39,7 +40,9 @@ const (
 	refPattern    = `^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?(@sha256:[0-9a-f]{64})?$`
 	targetPattern = `^[A-Za-z0-9]([A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$`
 	idPattern     = `^[0-9A-HJKMNP-TV-Z]{26}$` // a ULID, as the dispatcher mints them
-	runIDPattern  = `^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`
+	// runIDPattern is a run id (a ULID), a plan name, or a schedule's run NAME@SLOT.
+	runIDPattern    = `^[A-Za-z0-9][A-Za-z0-9_-]{0,63}(@[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)?$`
+	schedulePattern = `^[a-z0-9][a-z0-9_-]{0,62}$`
 	// revisionPattern is the alphabet of a revision; catalog.ParseRevision has the rest.
 	revisionPattern = `^[A-Za-z0-9_+][A-Za-z0-9._+/-]*$`
 )
@@ -49,6 +52,8 @@ var (
 	targetRE = regexp.MustCompile(targetPattern)
 	idRE     = regexp.MustCompile(idPattern)
 	runIDRE  = regexp.MustCompile(runIDPattern)
+
+	scheduleRE = regexp.MustCompile(schedulePattern)
 
 	revisionRE = regexp.MustCompile(revisionPattern)
 )
@@ -223,6 +228,21 @@ type runArgs struct {
 
 func (a *runArgs) check() error { return checkRunID(a.RunID) }
 
+// scheduleArgs names one schedule.
+type scheduleArgs struct {
+	Name string `json:"name"`
+}
+
+func (a *scheduleArgs) check() error {
+	if a.Name == "" {
+		return argErrorf("argument \"name\" is required")
+	}
+	if len(a.Name) > maxScheduleLen || !scheduleRE.MatchString(a.Name) {
+		return argErrorf("argument \"name\" is not a schedule name (lowercase letters, digits, '_' or '-', at most %d)", maxScheduleLen)
+	}
+	return nil
+}
+
 // watchArgs names a run and how long to wait for it to change.
 type watchArgs struct {
 	RunID          string `json:"run_id"`
@@ -317,7 +337,9 @@ var (
 	submitProps = map[string]*jsonschema.Schema{
 		"plan": planSchema(),
 	}
-	runProps   = map[string]*jsonschema.Schema{"run_id": runIDSchema}
+	runProps      = map[string]*jsonschema.Schema{"run_id": runIDSchema}
+	scheduleProps = map[string]*jsonschema.Schema{"name": {Type: "string", Description: "the schedule's name, as agora_orchestrator_schedules_list lists it",
+		Pattern: schedulePattern, MaxLength: jsonschema.Ptr(maxScheduleLen)}}
 	watchProps = map[string]*jsonschema.Schema{
 		"run_id":          runIDSchema,
 		"timeout_seconds": intSchema("how long to wait for a change or the end", 1, maxWait, jsonschema.Ptr(defaultWatchTO)),

@@ -277,6 +277,7 @@ func TestToolTiers(t *testing.T) {
 		"agora_capabilities_list": "read", "agora_subagents_list": "read", "agora_envs_list": "read",
 		"agora_dispatch_describe": "read", "agora_orchestrator_status": "read", "agora_orchestrator_watch": "read",
 		"agora_dispatch": "dispatch", "agora_dispatch_cancel": "dispatch", "agora_orchestrator_submit": "orchestrate",
+		"agora_orchestrator_schedules_list": "read", "agora_orchestrator_schedule_show": "read",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("tiers (-want +got):\n%s", diff)

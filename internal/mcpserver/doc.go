@@ -3,7 +3,7 @@
 //
 // # What it owns
 //
-//   - Exactly nine tools, all registered in one file (tools.go) so the privilege boundary can be
+//   - Exactly eleven tools, all registered in one file (tools.go) so the privilege boundary can be
 //     reviewed in one place; a test lists them through real clients and pins the exact set.
 //   - Their closed input schemas and the one decode path every call goes through.
 //   - Consent ceilings ([Ceiling]: read < dispatch < orchestrate), bound to the client's

@@ -96,6 +96,17 @@ func (o *fakeOrchestrator) Watch(_ context.Context, id string, _ time.Duration) 
 	return json.RawMessage(`{"id":"run-1","state":"done"}`), nil
 }
 
+func (o *fakeOrchestrator) Schedules(context.Context) (json.RawMessage, error) {
+	return json.RawMessage(`{"schedules":[{"name":"nightly","spec":"0 2 * * *"}]}`), nil
+}
+
+func (o *fakeOrchestrator) Schedule(_ context.Context, name string) (json.RawMessage, error) {
+	if name != "nightly" {
+		return nil, mcpserver.ErrNotFound
+	}
+	return json.RawMessage(`{"name":"nightly","spec":"0 2 * * *"}`), nil
+}
+
 // auditLog records what the server audits.
 type auditLog struct {
 	mu      sync.Mutex

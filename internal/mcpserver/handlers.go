@@ -314,3 +314,38 @@ func (s *Server) orchestratorWatch(ctx context.Context, _ Principal, a watchArgs
 	}
 	return runResult{Run: s.publicRun(ctx, run, false)}, nil
 }
+
+// scheduleResult wraps the orchestrator's schedule documents.
+type schedulesResult struct {
+	Schedules json.RawMessage `json:"schedules"`
+}
+
+func (s *Server) orchestratorSchedules(ctx context.Context, _ Principal, _ noArgs) (any, error) {
+	if s.cfg.Orchestrator == nil {
+		return nil, ErrOrchestratorDown
+	}
+	doc, err := s.cfg.Orchestrator.Schedules(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var v struct {
+		Schedules json.RawMessage `json:"schedules"`
+	}
+	if err := json.Unmarshal(doc, &v); err != nil || v.Schedules == nil {
+		return nil, fmt.Errorf("orchestrator schedules: unreadable answer")
+	}
+	return schedulesResult{Schedules: v.Schedules}, nil
+}
+
+func (s *Server) orchestratorSchedule(ctx context.Context, _ Principal, a scheduleArgs) (any, error) {
+	if s.cfg.Orchestrator == nil {
+		return nil, ErrOrchestratorDown
+	}
+	doc, err := s.cfg.Orchestrator.Schedule(ctx, a.Name)
+	if err != nil {
+		return nil, notFound(err, "schedule", a.Name)
+	}
+	return struct {
+		Schedule json.RawMessage `json:"schedule"`
+	}{doc}, nil
+}

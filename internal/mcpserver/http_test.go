@@ -320,7 +320,8 @@ func TestHTTP_Ceilings(t *testing.T) {
 	}
 	tokens := []string{newToken(t), newToken(t), newToken(t)}
 	url := "http://" + f.http(t, mcpserver.HTTPConfig{Clients: clients(tokens...)}) + "/mcp"
-	read := []string{"agora_capabilities_list", "agora_dispatch_describe", "agora_envs_list", "agora_orchestrator_status", "agora_orchestrator_watch", "agora_subagents_list"}
+	read := []string{"agora_capabilities_list", "agora_dispatch_describe", "agora_envs_list", "agora_orchestrator_schedule_show",
+		"agora_orchestrator_schedules_list", "agora_orchestrator_status", "agora_orchestrator_watch", "agora_subagents_list"}
 	dispatch := append(slices.Clone(read), "agora_dispatch", "agora_dispatch_cancel")
 	all := append(slices.Clone(dispatch), "agora_orchestrator_submit")
 	for i, want := range [][]string{read, dispatch, all} {
@@ -367,7 +368,7 @@ func TestHTTP_BinaryCeilingsAndAudit(t *testing.T) {
 	}
 	srv := httpServer(t, home, []string{"AGORA_HTTP_TOKENS_FILE=" + file})
 	cs := httpSession(t, srv.url, reader)
-	if names := toolNames(t, cs); slices.Contains(names, "agora_dispatch") || len(names) != 6 {
+	if names := toolNames(t, cs); slices.Contains(names, "agora_dispatch") || len(names) != 8 {
 		t.Errorf("read client sees %v", names)
 	}
 	res := call(t, cs, "agora_dispatch", map[string]any{"subagent": "rogue"})
@@ -379,8 +380,8 @@ func TestHTTP_BinaryCeilingsAndAudit(t *testing.T) {
 	if len(list.Subagents) != 4 {
 		t.Errorf("subagents %v", list.Subagents)
 	}
-	if got := len(toolNames(t, httpSession(t, srv.url, orch))); got != 9 {
-		t.Errorf("orchestrate client sees %d tools, want 9", got)
+	if got := len(toolNames(t, httpSession(t, srv.url, orch))); got != 11 {
+		t.Errorf("orchestrate client sees %d tools, want 11", got)
 	}
 	var saw []string
 	for _, e := range auditEntries(t, home) {

@@ -67,6 +67,10 @@ type Orchestrator interface {
 	Submit(ctx context.Context, actor string, plan json.RawMessage) (json.RawMessage, error)
 	Status(ctx context.Context, runID string) (json.RawMessage, error)
 	Watch(ctx context.Context, runID string, timeout time.Duration) (json.RawMessage, error)
+	// Schedules and Schedule read the standing orders people added on the host (agora orch
+	// schedule add); nothing over MCP adds, changes or removes one.
+	Schedules(ctx context.Context) (json.RawMessage, error)
+	Schedule(ctx context.Context, name string) (json.RawMessage, error)
 }
 
 // AuditEntry is one entry for the audit log. Details hold names, decisions and hashes only.

@@ -53,7 +53,7 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// Server serves the nine tools over stdio or HTTP. It is safe for concurrent use.
+// Server serves the eleven tools over stdio or HTTP. It is safe for concurrent use.
 type Server struct {
 	cfg Config
 	log *slog.Logger
@@ -83,7 +83,7 @@ func New(cfg Config) (*Server, error) {
 // identity says who sent a request, from what the transport attached to it.
 type identity func(extra *mcp.RequestExtra) (Principal, bool)
 
-// newMCP builds an SDK server carrying the nine tools for callers identified by id. limiter,
+// newMCP builds an SDK server carrying the eleven tools for callers identified by id. limiter,
 // when not nil, rate-limits tool calls (stdio has no HTTP layer to do it).
 func (s *Server) newMCP(id identity, limiter *rate.Limiter) *mcp.Server {
 	m := mcp.NewServer(&mcp.Implementation{Name: "agora", Title: "agora", Version: s.cfg.Version}, &mcp.ServerOptions{

@@ -36,6 +36,9 @@ func TestTools_SchemasAndAnnotations(t *testing.T) {
 		"agora_orchestrator_submit": {false, false, false, true},
 		"agora_orchestrator_status": {true, false, true, false},
 		"agora_orchestrator_watch":  {true, false, true, false},
+
+		"agora_orchestrator_schedules_list": {true, false, true, false},
+		"agora_orchestrator_schedule_show":  {true, false, true, false},
 	}
 	cs := stdioSession(t, newHome(t))
 	res, err := cs.ListTools(t.Context(), nil)
@@ -374,8 +377,8 @@ func TestServer_StdioCeiling(t *testing.T) {
 	cs := f.stdio(t, mcpserver.Principal{Client: "bob", Ceiling: mcpserver.CeilingRead}, mcpserver.Limits{})
 	got := toolNames(t, cs)
 	slices.Sort(got)
-	want := []string{"agora_capabilities_list", "agora_dispatch_describe", "agora_envs_list",
-		"agora_orchestrator_status", "agora_orchestrator_watch", "agora_subagents_list"}
+	want := []string{"agora_capabilities_list", "agora_dispatch_describe", "agora_envs_list", "agora_orchestrator_schedule_show",
+		"agora_orchestrator_schedules_list", "agora_orchestrator_status", "agora_orchestrator_watch", "agora_subagents_list"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("a read client's tools (-want +got):\n%s", diff)
 	}

@@ -68,7 +68,7 @@ func (t tool) mcpTool() *mcp.Tool {
 	}
 }
 
-// toolTable is built on first use, not at init: deriving the nine input schemas costs
+// toolTable is built on first use, not at init: deriving the eleven input schemas costs
 // milliseconds that every agora process (each CLI command, each sandbox's worker) would
 // otherwise pay whether or not it serves MCP.
 var toolTable = sync.OnceValue(func() []tool {
@@ -122,10 +122,21 @@ var toolTable = sync.OnceValue(func() []tool {
 			desc:     "Wait up to timeout_seconds (default 30, at most 300) for an orchestrator run to change or end, then return its status.",
 			readOnly: true, idem: true,
 		}, watchProps, (*Server).orchestratorWatch),
+		define(tool{
+			name: "agora_orchestrator_schedules_list", tier: CeilingRead, title: "List orchestrator schedules",
+			desc: "List the schedules people added on the host: each runs a plan at the slots of a cron spec in a time zone " +
+				"(run ids NAME@SLOT). Name, spec, zone, plan name and digest, queue, last and next slot. Schedules are added and removed on the host only.",
+			readOnly: true, idem: true,
+		}, noProps, (*Server).orchestratorSchedules),
+		define(tool{
+			name: "agora_orchestrator_schedule_show", tier: CeilingRead, title: "Show an orchestrator schedule",
+			desc:     "Return one schedule with its recent runs (id, state, slot, and how many missed slots each coalesced); follow a run with agora_orchestrator_status.",
+			readOnly: true, idem: true,
+		}, scheduleProps, (*Server).orchestratorSchedule),
 	}
 })
 
-// tools returns the nine tools.
+// tools returns the eleven tools.
 func tools() []tool { return toolTable() }
 
 // tierOf returns the ceiling tier tool name needs.

@@ -123,6 +123,34 @@ func (c *Client) Queues(ctx context.Context) ([]api.Queue, error) {
 	return out.Queues, err
 }
 
+// Schedules lists the schedules by name.
+func (c *Client) Schedules(ctx context.Context) ([]api.Schedule, error) {
+	var out api.Schedules
+	err := c.do(ctx, http.MethodGet, "/v1/schedules", nil, &out)
+	return out.Schedules, err
+}
+
+// Schedule returns one schedule with its recent runs.
+func (c *Client) Schedule(ctx context.Context, name string) (api.Schedule, error) {
+	var out api.Schedule
+	err := c.do(ctx, http.MethodGet, "/v1/schedules/"+url.PathEscape(name), nil, &out)
+	return out, err
+}
+
+// AddSchedule adds a schedule; the service validates its spec, zone and plan first.
+func (c *Client) AddSchedule(ctx context.Context, req api.ScheduleRequest) (api.Schedule, error) {
+	var out api.Schedule
+	err := c.do(ctx, http.MethodPost, "/v1/schedules", req, &out)
+	return out, err
+}
+
+// RemoveSchedule removes a schedule and returns it as it was.
+func (c *Client) RemoveSchedule(ctx context.Context, name, actor string) (api.Schedule, error) {
+	var out api.Schedule
+	err := c.do(ctx, http.MethodPost, "/v1/schedules/"+url.PathEscape(name)+"/remove", api.ScheduleRemoveRequest{Actor: actor}, &out)
+	return out, err
+}
+
 // Submit starts a run.
 func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
 	var out api.SubmitResponse

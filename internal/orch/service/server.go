@@ -46,6 +46,9 @@ type Server struct {
 	// malformed one is ignored) or a new trace when tracing is on; nil: runs have no trace.
 	Trace func(r *http.Request) orch.Trace
 	Log   *slog.Logger
+	// Schedules fires schedules' slots and keeps their table; nil: the service has no
+	// schedules (their routes answer not found).
+	Schedules *Scheduler
 }
 
 // Listen removes a stale socket at path (the caller holds the serve lock, so nobody else
@@ -111,6 +114,7 @@ func (s *Server) Handler() http.Handler {
 			LocksHeld: st.LocksHeld, LockWaiters: st.LockWaiters, SlotWaiters: st.SlotWaiters, Backoffs: st.Backoffs})
 	})
 	mux.HandleFunc("GET /v1/queues", s.queues)
+	s.scheduleRoutes(mux)
 	mux.HandleFunc("POST /v1/runs", s.submit)
 	mux.HandleFunc("GET /v1/runs", s.runs)
 	mux.HandleFunc("GET /v1/runs/{ref}", s.status)
@@ -135,19 +139,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	// Structure and catalog together (the plan's workspace and revision among them): a
-	// refused plan gets every problem in one answer.
-	refs := &submitRefs{s: s, req: &req}
-	var checked plan.Refs
-	if refs.Refs = s.Engine.Refs(); refs.Refs != nil {
-		checked = refs
-	}
-	p, err := plan.Validate(r.Context(), req.File, req.Source, checked)
-	if err != nil {
-		writeErr(w, http.StatusBadRequest, "invalid", err.Error())
-		return
-	}
-	co, err := s.checkout(r.Context(), p, req, refs.pinned)
+	p, co, err := s.prepare(r.Context(), req)
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, "invalid", err.Error())
 		return
@@ -167,6 +159,26 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	run.Tasks = nil
 	writeJSON(w, http.StatusOK, api.SubmitResponse{Run: run, Created: created})
+}
+
+// prepare validates a submitted plan and pins what its run works on. Structure and catalog
+// are checked together (the plan's workspace and revision among them): a refused plan gets
+// every problem in one answer.
+func (s *Server) prepare(ctx context.Context, req api.SubmitRequest) (*plan.Plan, orch.Checkout, error) {
+	refs := &submitRefs{s: s, req: &req}
+	var checked plan.Refs
+	if refs.Refs = s.Engine.Refs(); refs.Refs != nil {
+		checked = refs
+	}
+	p, err := plan.Validate(ctx, req.File, req.Source, checked)
+	if err != nil {
+		return nil, orch.Checkout{}, err
+	}
+	co, err := s.checkout(ctx, p, req, refs.pinned)
+	if err != nil {
+		return nil, orch.Checkout{}, err
+	}
+	return p, co, nil
 }
 
 // submitRefs are the catalog lookups a submission is validated with. The plan's own

@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agora-dev/agora/internal/orch/service"
+)
+
+// Test-only settings of serve's scheduler, read from the environment so the crash tests of
+// schedules (internal/orch/service/schedule_kill9_test.go) can drive the real binary. Nobody
+// else sets them; serve warns on stderr when they are set.
+const (
+	// envTestOnlyScheduleClock names a file holding an RFC 3339 time: the scheduler's clock
+	// (slots come due when the test writes a later time), looked at every 50ms.
+	envTestOnlyScheduleClock = "AGORA_TESTONLY_SCHEDULE_CLOCK"
+	// envTestOnlyScheduleCrash names a step of firing a slot (before-submit, after-submit,
+	// after-mark) at which serve kills itself with SIGKILL.
+	envTestOnlyScheduleCrash = "AGORA_TESTONLY_SCHEDULE_CRASH"
+)
+
+// testOnlySchedulerHooks applies the test-only settings to s.
+func testOnlySchedulerHooks(f *Factory, s *service.Scheduler) {
+	if path := f.Getenv(envTestOnlyScheduleClock); path != "" {
+		fmt.Fprintf(f.IO.ErrOut, "agora: warning: %s is set: the scheduler's clock is the time in %s (for tests only)\n", envTestOnlyScheduleClock, path)
+		s.Now = func() time.Time {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return time.Now()
+			}
+			t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(string(b)))
+			if err != nil {
+				return time.Now()
+			}
+			return t
+		}
+		s.MaxWait = 50 * time.Millisecond
+	}
+	if point := f.Getenv(envTestOnlyScheduleCrash); point != "" {
+		fmt.Fprintf(f.IO.ErrOut, "agora: warning: %s is set: serve kills itself %s a slot (for tests only)\n", envTestOnlyScheduleCrash, point)
+		s.TestOnlyCrash = func(at string) {
+			if at == point {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {} // the signal is on its way
+			}
+		}
+	}
+}

@@ -1,0 +1,171 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/agora-dev/agora/internal/orch"
+	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/orch/cron"
+)
+
+// Scheduler fires the slots of the schedules in orch.db. It keeps one timer, for the
+// earliest next slot of any schedule (read from the next_due index), and wakes early only when
+// a schedule is added or removed: an idle table costs nothing between slots, however large.
+//
+// A due slot is fired by submitting its run (id NAME@SLOT) through the engine, then marking
+// the slot fired in the schedules table. A crash between the two leaves a run whose slot is
+// not marked: the next scheduler finds it (cron.Table.UnmarkedRun) and marks it, and were it
+// to submit the slot again the engine would answer with the same run. So a slot gets exactly
+// one run, however serve is stopped.
+type Scheduler struct {
+	Server *Server
+	Table  *cron.Table
+	Now    func() time.Time
+	// MaxWait bounds each wait (default a minute: a wall clock that jumps, or a host that
+	// slept, is noticed within it).
+	MaxWait time.Duration
+	// TestOnlyCrash, when set, is called at each step of firing a slot ("before-submit",
+	// "after-submit", "after-mark"); tests stop serve there with SIGKILL.
+	TestOnlyCrash func(point string)
+	Log           *slog.Logger
+
+	once sync.Once
+	wake chan struct{} // made once (init)
+}
+
+// defaultMaxWait is the longest the scheduler sleeps without looking at the table again.
+const defaultMaxWait = time.Minute
+
+// dueBatch is how many due schedules one look at the table fires.
+const dueBatch = 64
+
+// retryAfterError is how long the scheduler waits after a failed look at the table.
+const retryAfterError = 5 * time.Second
+
+// Wake makes the scheduler look at the table again now (a schedule was added or removed).
+func (s *Scheduler) Wake() {
+	s.init()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Scheduler) init() {
+	s.once.Do(func() { s.wake = make(chan struct{}, 1) })
+}
+
+// Run fires due slots until ctx ends or the engine stops.
+func (s *Scheduler) Run(ctx context.Context) error {
+	s.init()
+	maxWait := s.MaxWait
+	if maxWait <= 0 {
+		maxWait = defaultMaxWait
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		wait := maxWait
+		if err := s.fireDue(ctx); err != nil {
+			if errors.Is(err, orch.ErrStopped) || ctx.Err() != nil {
+				return nil
+			}
+			s.log().Error("schedules: fire due slots", "err", err)
+			wait = retryAfterError
+		} else if at, ok, err := s.Table.Earliest(ctx); err != nil {
+			s.log().Error("schedules: read the next slot", "err", err)
+			wait = retryAfterError
+		} else if ok {
+			wait = min(max(at.Sub(s.Now()), 0), maxWait)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.wake:
+			if !timer.Stop() {
+				<-timer.C
+			}
+		case <-timer.C:
+		}
+	}
+}
+
+func (s *Scheduler) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Log
+}
+
+// fireDue fires every schedule whose next slot has come.
+func (s *Scheduler) fireDue(ctx context.Context) error {
+	for {
+		now := s.Now()
+		due, err := s.Table.DueBy(ctx, now, dueBatch)
+		if err != nil {
+			return err
+		}
+		for _, sch := range due {
+			if err := s.fire(ctx, sch, now); err != nil {
+				return err
+			}
+		}
+		if len(due) < dueBatch {
+			return nil
+		}
+	}
+}
+
+// fire gives schedule sch's due slot its run, or marks it refused when its plan no longer
+// validates (a subagent it names was retired, its workspace is gone); the schedule goes on to
+// its next slot either way.
+func (s *Scheduler) fire(ctx context.Context, sch *cron.Schedule, now time.Time) error {
+	// A run submitted before a crash, its slot never marked: mark it now.
+	if id, slot, missed, ok, err := s.Table.UnmarkedRun(ctx, sch); err != nil {
+		return err
+	} else if ok {
+		_, err := s.Table.Mark(ctx, sch, cron.Firing{Slot: slot, Missed: missed, RunID: id, Recovered: true})
+		s.log().Info("schedule slot recovered", "schedule", sch.Name, "slot", slot, "run_id", id)
+		return err
+	}
+	slot, missed, ok := sch.Spec.Due(sch.After(), now)
+	if !ok {
+		// Its next_due said due and no slot is: the clock went back, or the zone's rules
+		// changed. Point it at its real next slot.
+		return s.Table.Repoint(ctx, sch)
+	}
+	p, co, err := s.Server.prepare(ctx, api.SubmitRequest{File: "schedule " + sch.Name, Source: sch.Plan,
+		Workspace: sch.Workspace, Revision: sch.Revision})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.log().Warn("schedule slot refused", "schedule", sch.Name, "slot", slot, "err", err)
+		_, err := s.Table.Mark(ctx, sch, cron.Firing{Slot: slot, Missed: missed, Error: err.Error()})
+		return err
+	}
+	s.crashPoint("before-submit")
+	id, created, err := s.Server.Engine.SubmitSlot(ctx, p, co, sch.Actor+" via schedule/"+sch.Name,
+		orch.Slot{Schedule: sch.Name, At: slot, Missed: missed})
+	if err != nil {
+		return err
+	}
+	s.crashPoint("after-submit")
+	if _, err := s.Table.Mark(ctx, sch, cron.Firing{Slot: slot, Missed: missed, RunID: id, Created: created}); err != nil {
+		return err
+	}
+	s.crashPoint("after-mark")
+	s.log().Info("schedule slot fired", "schedule", sch.Name, "slot", slot, "run_id", id, "missed", missed, "created", created)
+	return nil
+}
+
+func (s *Scheduler) crashPoint(point string) {
+	if s.TestOnlyCrash != nil {
+		s.TestOnlyCrash(point)
+	}
+}
