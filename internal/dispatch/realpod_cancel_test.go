@@ -31,6 +31,20 @@ func TestDispatch_RealPodFailsAndCancels(t *testing.T) {
 		t.Logf("failed: %s: %s", r.Reason, r.Detail)
 	})
 
+	// Red team B (session 4): an agent that leaves an output nobody may read (the pod runs
+	// as a non-root uid, the worker's own) had its worker retry the upload as if the gateway
+	// were down, for 3 minutes, and the dispatch recorded gateway-unreachable (retried by
+	// plans, the agent not blamed). It is the agent's doing: the worker's own failure,
+	// recorded at once, naming the file (netgw's TestRedTeam4_UnreadableOutputIsNotAGatewayOutage).
+	t.Run("redteam4-unreadable-output", func(t *testing.T) {
+		e.subagent("locker", `mkdir -p /agora/out/outputs && echo hidden > /agora/out/outputs/locked && chmod 000 /agora/out/outputs/locked`)
+		r := e.run(dispatch.Request{Subagent: "locker", Target: "pod", Timeout: 3 * time.Minute})
+		if r.State != dispatch.StateFailed || r.Reason == dispatch.ReasonGatewayUnreachable || !strings.Contains(r.Detail, "locked") {
+			t.Fatalf("state %s (%s: %s), want failed by the worker, naming the unreadable output", r.State, r.Reason, r.Detail)
+		}
+		t.Logf("failed: %s: %s", r.Reason, r.Detail)
+	})
+
 	t.Run("cancel", func(t *testing.T) {
 		e.subagent("sleeper", `echo started; sleep 300`)
 		ctx := t.Context()
