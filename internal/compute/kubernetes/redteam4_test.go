@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -202,5 +203,73 @@ func TestRedTeam4_StaleStartLeavesTheWinnersGatewaySession(t *testing.T) {
 				t.Errorf("B's token after B's Job ended: %d, want 401", code)
 			}
 		})
+	}
+}
+
+// TestRedTeam4_StaleStartDoesNotAdoptTheWinnersSecret: finding C's rule is that a Start
+// changes only objects it made, by uid. Its owner patch of the Secret carried none: Start A
+// (its claim replaced while it was frozen before creating its Job) woke, created its Job,
+// and patched the Secret of the dispatch's name, by then Start B's, to be owned by A's Job;
+// A's policy patch then failed (A's claim is gone), A deleted its Job, and the garbage
+// collector deleted B's Secret with it: B's pod lost its token before it started.
+func TestRedTeam4_StaleStartDoesNotAdoptTheWinnersSecret(t *testing.T) {
+	defer func(d time.Duration) { claimWait = d }(claimWait)
+	claimWait = time.Second
+	_, cluster := clusterProvider(t, &fakeExporter{})
+	kc := kubeconfigOf{cluster.Kubeconfig, cluster.Namespace}
+	createsJob := func(r *http.Request) bool { return r.Method == "POST" && strings.HasSuffix(r.URL.Path, "/jobs") }
+	pa, stallA := stalledProvider(t, kc, &fakeExporter{}, createsJob, false)
+	pb, stallB := stalledProvider(t, kc, &fakeExporter{}, createsJob, false)
+	pa.testOnlyPodMeta = failWith(0, "1h")
+	pb.testOnlyPodMeta = pa.testOnlyPodMeta
+	id := clusterID("RT4SECRET")
+	name := objectName(id)
+	s := testSpec(id)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	aDone := make(chan error, 1)
+	go func() {
+		h, err := pa.Start(ctx, s)
+		if err == nil {
+			go h.Wait()
+		}
+		aDone <- err
+	}()
+	<-stallA.held // A has its claim and its Secret, and froze before its Job
+	bDone := make(chan error, 1)
+	var hb compute.Handle
+	go func() {
+		var err error
+		hb, err = pb.Start(ctx, s)
+		bDone <- err
+	}()
+	<-stallB.held // B replaced A's claim, made its own Secret, and is about to make its Job
+	secB, err := pb.client.CoreV1().Secrets(pb.ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(stallA.gate)
+	t.Logf("stale Start A ended: %v", <-aDone)
+	// A's Job, if it made one, is deleted in the foreground: its dependents go before it.
+	waitFor(t, func() bool {
+		_, err := pa.client.BatchV1().Jobs(pa.ns).Get(t.Context(), name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	sec, err := pb.client.CoreV1().Secrets(pb.ns).Get(t.Context(), name, metav1.GetOptions{})
+	switch {
+	case err != nil:
+		t.Errorf("B's Secret after the stale Start A woke: %v (A re-owned it to its doomed Job)", err)
+	case sec.UID != secB.UID:
+		t.Errorf("the Secret is not B's any more")
+	case len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].Kind != "NetworkPolicy":
+		t.Errorf("B's Secret's owners %+v, want B's claim only", sec.OwnerReferences)
+	}
+	close(stallB.gate)
+	if err := <-bDone; err != nil {
+		t.Errorf("Start B after A woke: %v", err)
+	} else {
+		cancel()
+		waitTimeout(t, hb, 3*time.Minute)
 	}
 }

@@ -151,7 +151,7 @@ func (p *Provider) create(ctx context.Context, s compute.Spec, name string, npUI
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("create job %q: %w", name, err), p.deleteParts(name, npUID, secUID))
 	}
-	if err := p.ownParts(ctx, made, npUID); err != nil {
+	if err := p.ownParts(ctx, made, npUID, secUID); err != nil {
 		// The Job runs: cancel it rather than leave it without its cleanup.
 		return nil, errors.Join(fmt.Errorf("make job %q own its secret and network policy: %w", name, err),
 			p.deleteJob(name, made.UID), p.deleteParts(name, npUID, secUID))
@@ -213,12 +213,17 @@ func (p *Provider) createSecret(ctx context.Context, sec *corev1.Secret, npUID t
 	}
 }
 
-// ownParts makes the Job the owner of the Secret and the NetworkPolicy. The policy's patch
-// carries the UID this Start created it with as a precondition: a policy replaced meanwhile
-// (another Start judged this one stale) fails the start rather than guard the Job by chance.
-func (p *Provider) ownParts(ctx context.Context, job *batchv1.Job, npUID types.UID) error {
+// ownParts makes the Job the owner of the Secret and the NetworkPolicy. Each patch carries
+// the UID this Start created the object with as a precondition: a policy or Secret replaced
+// meanwhile (another Start judged this one stale) fails the start rather than guard the Job by
+// chance, or hand the other Start's Secret to this Start's Job, whose deletion would take it
+// along (red team B, session 4: the winner's pod lost its token that way).
+func (p *Provider) ownParts(ctx context.Context, job *batchv1.Job, npUID, secUID types.UID) error {
 	owner := fmt.Sprintf(`"ownerReferences":[{"apiVersion":"batch/v1","kind":"Job","name":%q,"uid":%q}]`, job.Name, job.UID)
 	patch := []byte(`{"metadata":{` + owner + `}}`)
+	if secUID != "" {
+		patch = fmt.Appendf(nil, `{"metadata":{"uid":%q,%s}}`, secUID, owner)
+	}
 	if _, err := p.client.CoreV1().Secrets(p.ns).Patch(ctx, job.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return err
 	}
