@@ -3,6 +3,10 @@ package dispatch_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -273,4 +277,70 @@ func mustGet(t *testing.T, e *env, id string) *dispatch.Record {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestGate_SupervisorKilledDuringTheGate: the gate's sandbox dies with a supervisor killed
+// with -9 (as the agent's does); reap ends the dispatch lost, with no verdict, and releases
+// the gate's tree.
+func TestGate_SupervisorKilledDuringTheGate(t *testing.T) {
+	e := newEnv(t)
+	e.subagent("idle", "true")
+	marker := fmt.Sprintf("1000.%d", time.Now().UnixNano()%100000)
+	r, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "idle", Actor: "test", Timeout: time.Minute,
+		Verify: &verdict.Spec{Command: []string{"sleep", marker}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup := exec.Command(agoraBin, "dispatch", "supervise", r.ID)
+	sup.Env = append(os.Environ(), "AGORA_HOME="+e.home.Dir)
+	if err := sup.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	// The command itself, not bwrap's argv naming it: killed while bwrap still sets the
+	// sandbox up, the supervisor races bwrap's own death signal (a provider matter, the
+	// agent's sandbox alike; see the report of issue 27).
+	for !commandRuns("sleep", marker) {
+		if time.Now().After(deadline) {
+			t.Fatal("the gate's command never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sup.Process.Kill()
+	sup.Wait()
+	deadline = time.Now().Add(10 * time.Second)
+	for processWithArg(marker) {
+		if time.Now().After(deadline) {
+			out, _ := exec.Command("sh", "-c", "ps -eo pid,ppid,user,stat,args | grep -v grep | grep -e "+marker+" -e bwrap -e prlimit").CombinedOutput()
+			t.Fatalf("the gate's command outlived its killed supervisor:\n%s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := e.d.Reap(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	cur := mustGet(t, e, r.ID)
+	if cur.State != dispatch.StateFailed || cur.Reason != dispatch.ReasonLost || cur.Verdict != nil {
+		t.Fatalf("after reap: %s %s, verdict %+v; want failed lost without a verdict", cur.State, cur.Reason, cur.Verdict)
+	}
+	for _, p := range []string{filepath.Join(e.d.StateDir, r.ID, "verify"), filepath.Join(e.d.StateDir, r.ID, "disk")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s is left after reap", p)
+		}
+	}
+}
+
+// commandRuns reports whether a process named comm runs with arg in its command line.
+func commandRuns(comm, arg string) bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		c, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err != nil || strings.TrimSpace(string(c)) != comm {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.Contains(string(b), arg) {
+			return true
+		}
+	}
+	return false
 }
