@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/agora-dev/agora/internal/digest"
+	"github.com/agora-dev/agora/internal/jcs"
 )
 
 var (
@@ -65,8 +66,10 @@ func (d *Dispatcher) resolveInputs(ctx context.Context, specs []InputSpec) ([]In
 		if err != nil {
 			return nil, fmt.Errorf("input %q: %w", s.Key, err)
 		}
-		if up.Result == nil || (up.State != StateFinished && !(s.Apply && up.Reason == ReasonVerifyFailed)) {
-			// A dispatch whose verify gate was red keeps its patch: a fix applies it.
+		red := up.State == StateFailed && up.Reason == ReasonVerifyFailed
+		if up.Result == nil || (up.State != StateFinished && !(red && (s.Apply || s.Select == "verify"))) {
+			// A dispatch whose verify gate was red keeps its patch and its verdict: a fix
+			// applies the one and reads the other.
 			return nil, fmt.Errorf("input %q: dispatch %s is %s; only a finished dispatch has products", s.Key, up.ID, up.State)
 		}
 		if s.Apply && (s.Select != "patch" || s.Dir != "" || applied) {
@@ -87,6 +90,12 @@ func (d *Dispatcher) resolveInputs(ctx context.Context, specs []InputSpec) ([]In
 			for _, o := range up.Result.Outputs {
 				in.Files = append(in.Files, InputFile{Path: o.Path, Digest: o.Digest, Size: o.Size})
 			}
+		case s.Select == "verify":
+			files, err := d.verdictFiles(up)
+			if err != nil {
+				return nil, fmt.Errorf("input %q: %w", s.Key, err)
+			}
+			in.Files = files
 		case strings.HasPrefix(s.Select, "output:"):
 			want := strings.TrimPrefix(s.Select, "output:")
 			var found *Output
@@ -100,7 +109,7 @@ func (d *Dispatcher) resolveInputs(ctx context.Context, specs []InputSpec) ([]In
 			}
 			in.Files = append(in.Files, InputFile{Path: path.Base(found.Path), Digest: found.Digest, Size: found.Size})
 		default:
-			return nil, fmt.Errorf("input %q: select %q is not patch, outputs or output:PATH", s.Key, s.Select)
+			return nil, fmt.Errorf("input %q: select %q is not patch, outputs, verify or output:PATH", s.Key, s.Select)
 		}
 		for _, f := range in.Files {
 			if !safeRel(f.Path) {
@@ -149,4 +158,40 @@ func (d *Dispatcher) stageInputs(inputs []Input, dir string) error {
 		}
 	}
 	return nil
+}
+
+// Files of a verify input (select "verify"), under /agora/inputs/<key>/.
+const (
+	VerdictFile       = "verify.json" // the verdict's audit form (RFC 8785): its digest is the verdict's
+	VerdictOutputFile = "output.txt"  // the output tail the verdict kept: its SHA-256 is the verdict's output_sha256
+)
+
+// verdictFiles stores up's verdict as the two files of a verify input: verify.json, whose
+// digest is the verdict digest up's terminal entry and manifest name, and output.txt, whose
+// digest is the output_sha256 its dispatch.verified entry records. So agora verify binds both
+// to the upstream's own record without reading them.
+func (d *Dispatcher) verdictFiles(up *Record) ([]InputFile, error) {
+	v := up.Verdict
+	if v == nil {
+		return nil, fmt.Errorf("dispatch %s has no verify gate verdict", up.ID)
+	}
+	form, err := jcs.Marshal(v.Details())
+	if err != nil {
+		return nil, err
+	}
+	var files []InputFile
+	for _, f := range []struct {
+		name string
+		b    []byte
+	}{{VerdictFile, form}, {VerdictOutputFile, []byte(v.OutputTail)}} {
+		dg, err := d.Blobs.Put(f.b)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, InputFile{Path: f.name, Digest: dg, Size: int64(len(f.b))})
+	}
+	if string(files[0].Digest) != v.Digest() {
+		return nil, fmt.Errorf("dispatch %s: its verdict's form does not hash to its digest", up.ID)
+	}
+	return files, nil
 }

@@ -221,7 +221,7 @@ func reviewerSpecs(c *plan.Resolved) []plan.Resolved {
 	for i, sub := range c.Review.Subagents {
 		out[i] = plan.Resolved{
 			ID: plan.ReviewID(c.ID, sub), Subagent: sub, Target: c.Target, Env: c.Env, Input: in,
-			Needs: map[string]plan.Need{"patch": {From: c.ID, Select: plan.SelectPatch}}, Retry: c.Retry, Timeout: c.Timeout,
+			Needs: workNeeds(c.ID, c.Verify != nil), Retry: c.Retry, Timeout: c.Timeout,
 		}
 	}
 	return out
@@ -232,13 +232,26 @@ func reviewerSpecs(c *plan.Resolved) []plan.Resolved {
 func fixSpec(t *plan.Resolved, d fixData) plan.Resolved {
 	return plan.Resolved{
 		ID: plan.FixID(t.ID, d.N), Subagent: t.OnFail.Fix.Subagent, Target: t.Target, Env: t.Env, Locks: t.Locks,
-		Input: workInput(t, &d), Needs: map[string]plan.Need{fixPatchKey: {From: d.From, Select: plan.SelectPatch}},
+		Input: workInput(t, &d), Needs: workNeeds(d.From, t.Verify != nil),
 		Retry: t.Retry, Timeout: t.Timeout, Review: t.Review, Verify: t.Verify,
 	}
 }
 
-// fixPatchKey is the input key of the work a fix starts from.
-const fixPatchKey = "patch"
+// Input keys of the tasks that judge or fix another's work.
+const (
+	fixPatchKey = "patch"  // the work's patch (a fix starts from it)
+	verdictKey  = "verify" // the work's verify gate verdict, when it had a gate
+)
+
+// workNeeds hands task from's work to a reviewer or a fix: its patch, and its verdict when
+// it had a verify gate.
+func workNeeds(from string, verified bool) map[string]plan.Need {
+	n := map[string]plan.Need{fixPatchKey: {From: from, Select: plan.SelectPatch}}
+	if verified {
+		n[verdictKey] = plan.Need{From: from, Select: plan.SelectVerify}
+	}
+	return n
+}
 
 // workInput is the input of a task that judges or fixes t's work: {"task": ID, "input":
 // t's input} and, for a fix, its attempt number and the reasons its work was rejected. When

@@ -675,8 +675,11 @@ func TestEngine_VerifyRedRunsFixLoop(t *testing.T) {
 	if len(in.Reasons) != 2 || in.Reasons[0] != "verify go test ./...: exit status 1" || in.Reasons[1] != "output (the end): --- FAIL: TestAdd\nFAIL\n" {
 		t.Errorf("fix reasons %q", in.Reasons)
 	}
-	if fix.Inputs[0].FromDispatch != byTask["t"].DispatchID || !fix.Inputs[0].Apply {
-		t.Errorf("fix given %+v, want t's red attempt %s applied to its workspace", fix.Inputs[0], byTask["t"].DispatchID)
+	if len(fix.Inputs) != 2 || fix.Inputs[0].FromDispatch != byTask["t"].DispatchID || !fix.Inputs[0].Apply || fix.Inputs[0].Key != "patch" {
+		t.Fatalf("fix given %+v, want t's red attempt %s applied to its workspace, and its verdict", fix.Inputs, byTask["t"].DispatchID)
+	}
+	if v := fix.Inputs[1]; v.Key != "verify" || v.Select != "verify" || v.FromDispatch != byTask["t"].DispatchID || v.Apply {
+		t.Errorf("fix's verdict input %+v", v)
 	}
 	if r.Tasks[0].Product != fix.DispatchID || r.Tasks[0].ProductID() != fix.DispatchID {
 		t.Errorf("t's product %q, want the fix's dispatch %s", r.Tasks[0].Product, fix.DispatchID)

@@ -157,6 +157,8 @@ type runVerifier struct {
 	// redWork maps a dispatch whose verify gate was red and whose work the run handed to a
 	// fix (orch.task.rejected) to its task.
 	redWork map[string]string
+	// attempts are the dispatches part's entries by dispatch.
+	attempts map[string]*attempt
 }
 
 func (rv *runVerifier) pass(check, item, format string, args ...any) {
@@ -288,6 +290,7 @@ type attempt struct {
 
 func (rv *runVerifier) checkDispatches(fired, succeeded map[string]string) {
 	attempts := map[string]*attempt{}
+	rv.attempts = attempts
 	for i := range rv.disp.entries {
 		e := &rv.disp.entries[i]
 		d := strings.TrimPrefix(e.Subject, "dispatch/")
@@ -484,12 +487,17 @@ func (rv *runVerifier) provenance(m *dispatchManifest, manifests map[string]*dis
 		case up == nil || (!red && up.State != "finished"):
 			rv.fail(CheckProvenance, item, "input %q: the manifest of upstream dispatch %s is missing or not finished", in.Key, in.FromDispatch)
 			continue
-		case red && (up.State != "failed" || in.Select != "patch"):
-			rv.fail(CheckProvenance, item, "input %q: dispatch %s's work was rejected; only its patch goes to its fix, not its %s (its manifest says %s)",
+		case red && (up.State != "failed" || (in.Select != "patch" && in.Select != "verify")):
+			rv.fail(CheckProvenance, item, "input %q: dispatch %s's work was rejected; only its patch and verdict go to its fix, not its %s (its manifest says %s)",
 				in.Key, in.FromDispatch, truncate(in.Select, 40), up.State)
 			continue
 		}
-		if err := sameProduct(in.Select, in.Files, up); err != nil {
+		if in.Select == "verify" {
+			if err := rv.sameVerdict(in.Files, up); err != nil {
+				rv.fail(CheckProvenance, item, "input %q from task %s: %v", in.Key, task, err)
+				continue
+			}
+		} else if err := sameProduct(in.Select, in.Files, up); err != nil {
 			rv.fail(CheckProvenance, item, "input %q from task %s: %v", in.Key, task, err)
 			continue
 		}
@@ -569,4 +577,29 @@ func WriteRunBundle(w io.Writer, b *RunBundle) error {
 	enc.SetIndent("", " ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(b)
+}
+
+// sameVerdict checks a verify input's two files against the upstream's verdict: verify.json
+// is the verdict its manifest names, output.txt the output its dispatch.verified entry hashed.
+func (rv *runVerifier) sameVerdict(files []manifestFile, up *dispatchManifest) error {
+	if up.Verdict == "" {
+		return fmt.Errorf("the upstream dispatch has no verdict")
+	}
+	var outputSHA string
+	if a := rv.attempts[up.Dispatch]; a != nil && len(a.verified) == 1 && a.verified[0].Details["verdict"] == up.Verdict {
+		outputSHA, _ = a.verified[0].Details["output_sha256"].(string)
+	}
+	if outputSHA == "" {
+		return fmt.Errorf("the upstream dispatch's dispatch.verified entry of verdict %s is not in the bundle", truncate(up.Verdict, 80))
+	}
+	want := map[string]string{"verify.json": up.Verdict, "output.txt": "sha256:" + outputSHA}
+	if len(files) != len(want) {
+		return fmt.Errorf("mounted %d files, a verdict is 2 (verify.json, output.txt)", len(files))
+	}
+	for _, f := range files {
+		if want[f.Path] == "" || f.Digest != want[f.Path] {
+			return fmt.Errorf("mounted %s as %s, the upstream verdict's is %s", truncate(f.Path, 40), truncate(f.Digest, 80), want[f.Path])
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package plan
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -253,6 +254,10 @@ func (v *validator) extensions(p *Plan, doc *planDoc) {
 		t := &p.Tasks[i]
 		tp := "tasks[" + strconv.Itoa(i) + "]"
 		v.gate(tp, t, p.Defaults.Verify != nil)
+		v.verifyNeeds(tp, t, p)
+		if fo := t.FanOut; fo != nil {
+			v.verifyNeeds(tp+".fan_out.template", &fo.Template, p)
+		}
 		fo := t.FanOut
 		if fo == nil {
 			continue
@@ -357,4 +362,26 @@ func hasItemKey(in []byte) bool {
 	}
 	_, ok := m["item"]
 	return ok
+}
+
+// verifyNeeds refuses a need of select verify from a task without a verify gate: it would
+// have no verdict to hand over.
+func (v *validator) verifyNeeds(tp string, t *Task, p *Plan) {
+	for _, key := range slices.Sorted(maps.Keys(t.Needs)) {
+		n := t.Needs[key]
+		if n.Select != SelectVerify {
+			continue
+		}
+		j, ok := index(p.Tasks, n.From)
+		if !ok {
+			continue // reported as an unknown task
+		}
+		up := &p.Tasks[j]
+		if up.FanOut != nil {
+			up = &up.FanOut.Template
+		}
+		if up.Verify == nil && p.Defaults.Verify == nil {
+			v.add(tp+".needs."+key+".select", "task %q has no verify gate, so no verdict to hand over", n.From)
+		}
+	}
 }

@@ -118,6 +118,9 @@ func TestParse_ExtensionErrors(t *testing.T) {
 			`p.yaml:5: tasks[1].fan_out.from: task "split" has a review or on_fail: a fan-out's list is read when its producer's attempt ends, so its producer cannot wait for a judgment`,
 			"p.yaml:5: tasks[1].fan_out.template.input.item: set by the fan-out: each item's task gets its item here",
 		}},
+		{"a verdict from a task without a gate", head + "  - {id: a, subagent: s, needs: {v: {from: split, select: verify}}}\n  - {id: b, subagent: s, verify: {command: [make]}}\n  - {id: c, subagent: s, needs: {v: {from: b, select: verify}}}", []string{
+			`p.yaml:5: tasks[1].needs.v.select: task "split" has no verify gate, so no verdict to hand over`,
+		}},
 		{"review limits", head + "  - {id: a, subagent: s, review: {subagents: [r1, r2, r3, r4, r5, r6, r7, r8, r9, r10], approve: 0}}\n  - {id: b, subagent: s, review: {subagents: []}}", []string{
 			"p.yaml:5: tasks[1].review.subagents: 10 reviewers; at most 9",
 			"p.yaml:5: tasks[1].review.approve: want 1 to 10 (the number of reviewers), got 0",

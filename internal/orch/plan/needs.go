@@ -27,7 +27,7 @@ func (v *validator) needs(np, self string, docs map[string]needDoc, ids map[stri
 		}
 		v.edge(kp+".from", self, n.From, ids, g)
 		if n.Select == "" {
-			v.add(kp+".select", "required; want %s, %s or %sPATH", SelectPatch, SelectOutputs, SelectOutputPrefix)
+			v.add(kp+".select", "required; want %s, %s, %s or %sPATH", SelectPatch, SelectOutputs, SelectVerify, SelectOutputPrefix)
 		} else if err := CheckSelect(n.Select); err != nil {
 			v.add(kp+".select", "%v", err)
 		}
@@ -36,17 +36,17 @@ func (v *validator) needs(np, self string, docs map[string]needDoc, ids map[stri
 	return needs
 }
 
-// CheckSelect checks the select of a [Need]: "patch", "outputs" or "output:PATH", where PATH is
+// CheckSelect checks the select of a [Need]: "patch", "outputs", "verify" or "output:PATH", where PATH is
 // a clean relative path (no "..", no leading "/", no empty or "." parts) of printable
 // characters.
 func CheckSelect(sel string) error {
 	switch sel {
-	case SelectPatch, SelectOutputs:
+	case SelectPatch, SelectOutputs, SelectVerify:
 		return nil
 	}
 	p, ok := strings.CutPrefix(sel, SelectOutputPrefix)
 	if !ok {
-		return fmt.Errorf("want %s, %s or %sPATH, got %q", SelectPatch, SelectOutputs, SelectOutputPrefix, sel)
+		return fmt.Errorf("want %s, %s, %s or %sPATH, got %q", SelectPatch, SelectOutputs, SelectVerify, SelectOutputPrefix, sel)
 	}
 	switch {
 	case p == "":

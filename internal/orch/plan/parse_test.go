@@ -271,8 +271,8 @@ func TestParse_Errors(t *testing.T) {
 			`p.yaml:9: tasks[1].needs.nofrom.from: required`,
 			`p.yaml:10: tasks[1].needs.ghost.from: unknown task "zz"`,
 			`p.yaml:11: tasks[1].needs.me.from: task "b" depends on itself`,
-			`p.yaml:12: tasks[1].needs.nosel.select: required; want patch, outputs or output:PATH`,
-			`p.yaml:13: tasks[1].needs.wrong.select: want patch, outputs or output:PATH, got "diff"`,
+			`p.yaml:12: tasks[1].needs.nosel.select: required; want patch, outputs, verify or output:PATH`,
+			`p.yaml:13: tasks[1].needs.wrong.select: want patch, outputs, verify or output:PATH, got "diff"`,
 		}},
 		{"too many needs", head + "  - {id: a, subagent: s, needs: {" + needs(plan.MaxNeeds+1) + "}}", []string{
 			"p.yaml:4: tasks[0].needs: 65 inputs; at most 64",
@@ -405,8 +405,8 @@ func TestParse_SelectOutputPaths(t *testing.T) {
 		{"output:a\nb", `output path "a\nb" holds a control character or invalid UTF-8`},
 		{"output:a\tb", `output path "a\tb" holds a control character or invalid UTF-8`},
 		{"output:" + strings.Repeat("a", plan.MaxOutputPath+1), "output path of 1025 bytes; at most 1024"},
-		{"Patch", `want patch, outputs or output:PATH, got "Patch"`},
-		{"output", `want patch, outputs or output:PATH, got "output"`},
+		{"Patch", `want patch, outputs, verify or output:PATH, got "Patch"`},
+		{"output", `want patch, outputs, verify or output:PATH, got "output"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.sel, func(t *testing.T) {

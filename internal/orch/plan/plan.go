@@ -68,6 +68,10 @@ const (
 	SelectPatch        = "patch"   // the upstream patch, mounted as /agora/inputs/<key>/patch.diff
 	SelectOutputs      = "outputs" // the upstream outputs tree, mounted under /agora/inputs/<key>/
 	SelectOutputPrefix = "output:" // one upstream output file, mounted as /agora/inputs/<key>/<basename>
+	// SelectVerify is the upstream attempt's verify gate verdict, as the host recorded it:
+	// /agora/inputs/<key>/verify.json (the verdict, RFC 8785) and output.txt (the end of the
+	// command's output it kept, redacted). The upstream task must have a verify gate.
+	SelectVerify = "verify"
 )
 
 // Plan is a decoded, structurally valid plan. Parse normalises it: Concurrency is set, empty

@@ -56,7 +56,7 @@ var fieldDocs = map[string]string{
 	"tasks[].needs":                     "Upstream products handed to this task read-only at /agora/inputs/KEY; each implies depends_on its from task.",
 	"tasks[].needs{}":                   "One hand-off.",
 	"tasks[].needs{}.from":              "The upstream task id.",
-	"tasks[].needs{}.select":            "patch (its patch as patch.diff), outputs (its outputs tree) or output:PATH (one output file).",
+	"tasks[].needs{}.select":            "patch (its patch as patch.diff), outputs (its outputs tree), verify (its verify gate's verdict as verify.json and the end of the command's output as output.txt; it must have a verify gate) or output:PATH (one output file).",
 	"tasks[].locks":                     "Named resources held while the task runs, across all runs; a bare name is an exclusive lock.",
 	"tasks[].locks[]":                   "A lock name (exclusive), or {name, mode}.",
 	"tasks[].locks[].name":              "The lock name.",

@@ -87,7 +87,7 @@ func kinds(entries []verify.EntryFields, kind string) []verify.EntryFields {
 // TestServe_FixLoopGoTest: a plan whose first attempt fails `go test` in its verify gate is
 // fixed by its fix loop and green on the second verify, through the real binary, serve and
 // bubblewrap, with scripted exec agents: the fix starts from the red work (applied before it
-// runs), its patch holds both, the task's dependent and `orch patches` take the fix's patch,
+// runs) and reads its verdict (verify.json and the failing output), its patch holds both, the task's dependent and `orch patches` take the fix's patch,
 // and the run's audit bundle, with the whole lineage, passes agora verify.
 func TestServe_FixLoopGoTest(t *testing.T) {
 	requireBwrap(t)
@@ -103,7 +103,8 @@ func TestServe_FixLoopGoTest(t *testing.T) {
 		"breaker": `sed -i 's/a + b/a - b/' calc.go`,
 		// The fixer needs the red work in its workspace: without it, it fails.
 		"fixer": `grep -q 'a - b' calc.go || { echo "the rejected work is not in the workspace" >&2; exit 3; }; ` +
-			`test -f "$AGORA_INPUTS/patch/patch.diff" || exit 4; sed -i 's/a - b/a + b/' calc.go; printf 'fixed\n' > FIXED`,
+			`test -f "$AGORA_INPUTS/patch/patch.diff" || exit 4; grep -q 'Add(2, 3) != 5' "$AGORA_INPUTS/verify/output.txt" || exit 5; ` +
+			`grep -q '"reason":"exit-status"' "$AGORA_INPUTS/verify/verify.json" || exit 6; sed -i 's/a - b/a + b/' calc.go; printf 'fixed\n' > FIXED`,
 	})
 	planPath := filepath.Join(t.TempDir(), "plan.yaml")
 	must(t, os.WriteFile(planPath, []byte(`version: 1
