@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -376,4 +377,67 @@ func TestRedTeam4_ThunderingHerd(t *testing.T) {
 		}
 	}
 	t.Logf("evictions logged: %v", strings.Contains(g.logs.String(), "closed the oldest"))
+}
+
+// TestRedTeam4_WideFloodDoesNotEvictOtherPods: a subagent run wide, each of its agents
+// flooding the gateway from its own pod's address with connections that never show a token,
+// as fast as it can. Together they hold the whole unauthenticated pool (MaxPending). A pod of
+// another dispatch must still get its requests and tunnels through: a flooder whose own
+// source is at its cap evicts its own oldest connection, never another source's, so the
+// flood cannot push the other pod's handshake out. (Held.)
+func TestRedTeam4_WideFloodDoesNotEvictOtherPods(t *testing.T) {
+	const flooders, perSource = 8, 4
+	g := startGatewayWith(t, workerremote.Version(), func(s *Server) {
+		s.MaxPending, s.MaxPendingPerSource = flooders*perSource, perSource
+	})
+	l := stageLayout(t, "01RT4FLOODED")
+	s := g.export(t, l)
+	addr := strings.TrimPrefix(g.url, "https://")
+	stop := make(chan struct{})
+	var flood sync.WaitGroup
+	for i := range flooders {
+		src := fmt.Sprintf("127.0.0.%d", 10+i)
+		flood.Go(func() {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+			var held []net.Conn
+			defer func() {
+				for _, c := range held {
+					c.Close()
+				}
+			}()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if c, err := d.Dial("tcp", addr); err == nil {
+					held = append(held, c)
+				}
+				if len(held) > 4*perSource { // keep what the gateway may still hold; drop the rest
+					held[0].Close()
+					held = held[1:]
+				}
+			}
+		})
+	}
+	waitFor(t, "the flooders holding the whole unauthenticated pool", func() bool {
+		g.srv.conns.mu.Lock()
+		defer g.srv.conns.mu.Unlock()
+		return g.srv.conns.order.Len() >= flooders*perSource-2
+	})
+	c := g.client(t, l.id, s.Token)
+	for i := range 10 {
+		c.Close() // a fresh connection each time, through the flood
+		if _, err := c.Info(t.Context()); err != nil {
+			t.Fatalf("request %d of a pod during the flood: %v", i+1, err)
+		}
+		conn, err := c.DialTunnel(t.Context(), "gateway", "echo.sock")
+		if err != nil {
+			t.Fatalf("tunnel %d of a pod during the flood: %v", i+1, err)
+		}
+		conn.Close()
+	}
+	close(stop)
+	flood.Wait()
 }
