@@ -86,5 +86,6 @@ func orchWeb(o *orchWebFlags, f *Factory, h *home.Home, orchDB *store.DB, eng *o
 		OrchLog:        orchDB.SQL(),
 		VerifyRun:      verifyRun,
 		CancelDispatch: d.CancelBy,
+		Queues:         eng.Queues,
 	})
 }

@@ -54,6 +54,7 @@ type runsView struct {
 	Runs   []runRow
 	State  string
 	States []string
+	Queues []api.Queue // nil when the view has no queues to show
 }
 
 func (s *Server) listRuns(ctx context.Context, state string) ([]runRow, error) {
@@ -89,7 +90,7 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 	for _, row := range rows {
 		repos = append(repos, row.Repo)
 	}
-	s.page(w, r, "runs", "Runs", "runs", runsView{Runs: rows, State: state,
+	s.page(w, r, "runs", "Runs", "runs", runsView{Runs: rows, State: state, Queues: s.queues(r.Context()),
 		States: []string{api.RunRunning, api.RunNeedsInput, api.RunSucceeded, api.RunFailed, api.RunCancelled}}, repos...)
 }
 
@@ -115,6 +116,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	s.addQueueState(r.Context(), &run)
 	v := runView{Run: run, Graph: layout(run.Tasks).data(), Rows: run.Tasks}
 	if len(v.Rows) > maxTaskRows && r.URL.Query().Get("tasks") != "all" {
 		v.Rows, v.Capped = v.Rows[:maxTaskRows], true
@@ -369,6 +371,7 @@ func (s *Server) apiRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	s.addQueueState(r.Context(), &run)
 	writeJSON(w, masked(run, s.mask(r.Context(), run.Repo)))
 }
 

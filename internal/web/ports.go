@@ -52,4 +52,7 @@ type Sources struct {
 	// VerifyRun exports a sealed run's bundle and verifies it as `agora verify --key` with
 	// the home's audit key would. The run page shows the result, kept per run (verifycache.go).
 	VerifyRun func(ctx context.Context, run api.Run) (*verify.Report, error)
+	// Queues lists agora.yaml's queues with their running tasks and depth (*orch.Engine's
+	// Queues): the runs page lists them, a run's page shows its own.
+	Queues func(ctx context.Context) ([]api.Queue, error)
 }
