@@ -62,6 +62,8 @@ var readAllowed = map[string]string{
 	"cli/audit.go:checkpointerFor: os.ReadFile":              "keys/audit.pub in AGORA_HOME",
 	"cli/writeout.go:openOutDir: os.OpenFile":                "opens the --to directory a person names, to write into",
 	"cli/writeout.go:writeOutFile: os.OpenFile":              "creates the --out file a person names (O_EXCL|O_NOFOLLOW)",
+
+	"cli/orch_schedule_testonly.go:testOnlySchedulerHooks: os.ReadFile": "the scheduler's test-only clock file AGORA_TESTONLY_SCHEDULE_CLOCK names (set only by the schedule crash tests), never a stage",
 }
 
 func TestSandboxPathsReadOnlyThroughSandboxfs(t *testing.T) {
