@@ -201,15 +201,18 @@ func FuzzModelRequest(f *testing.F) {
 		`{"model":"gpt-4o-mini","messages":[]}`, `{"model":"a","model":"b"}`, `{"model":"a","Model":"b"}`,
 		`{"Model":"a"}`, `{"MODEL":"a"}`, `{"model":["a"]}`, `{"model":null}`, `{}`, `[]`, `{"model":"\u0061"}`,
 		`{"model":"a","prompt":{"id":"p"}}`, `{"model":"a","x":{"k":1,"K":2}}`, `{"model":"a"} {}`, `{"model":"a","n":1e999}`,
+		`{"model":"a","tools":[{"type":"function"},{"Type":"web_search"}]}`, `{"model":"a","tools":[{"type":"mcp"}],"background":true}`,
+		`{"model":"a","service_tier":"priority","speed":"fast","inference_geo":"us","modalities":["audio"]}`,
 	} {
 		f.Add([]byte(s), false)
 		f.Add([]byte(s), true)
 	}
 	f.Fuzz(func(t *testing.T, body []byte, responses bool) {
-		model, err := decodeModelRequest(body, responses)
+		mr, err := decodeModelRequest(body, responses)
 		if err != nil {
 			return
 		}
+		model := *mr.Model
 		var top map[string]json.RawMessage
 		if err := json.Unmarshal(body, &top); err != nil {
 			t.Fatalf("accepted a body encoding/json refuses: %q", body)
@@ -225,6 +228,20 @@ func FuzzModelRequest(f *testing.F) {
 		}
 		if responses && len(top["prompt"]) > 0 && string(top["prompt"]) != "null" {
 			t.Fatalf("accepted a stored prompt: %q", body)
+		}
+		// What the gateway judges of "tools" is what a case-sensitive reader sees there.
+		_ = dearerRate(APIAnthropic, mr, http.Header{"Anthropic-Beta": {string(body)}})
+		_ = dearerRate(APIOpenAI, mr, nil)
+		_ = providerActs(APIAnthropic, mr)
+		if providerActs(APIOpenAI, mr) == "" {
+			var tools []map[string]json.RawMessage
+			_ = json.Unmarshal(top["tools"], &tools)
+			for _, tl := range tools {
+				var typ string
+				if json.Unmarshal(tl["type"], &typ) != nil || !slices.Contains(openAIClientTools, typ) {
+					t.Fatalf("forwarded a tool of type %s: %q", tl["type"], body)
+				}
+			}
 		}
 	})
 }

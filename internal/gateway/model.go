@@ -68,15 +68,15 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, ex *exchang
 			return
 		}
 		// Every POST model route's body names its model: read exactly, pinned, priced.
-		m, err := decodeModelRequest(b, upstream == "responses")
+		mr, err := decodeModelRequest(b, upstream == "responses")
 		if err != nil {
 			g.refuse(w, ex, http.StatusBadRequest, "model request: "+err.Error())
 			return
 		}
-		if !g.checkModel(w, ex, api, m, shape != 0) {
+		if !g.checkModel(w, ex, api, *mr.Model, shape != 0) || !g.checkReach(w, ex, api, mr, r.Header, shape != 0) {
 			return
 		}
-		model = m
+		model = *mr.Model
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(r.Context(), method, target.String(), body)

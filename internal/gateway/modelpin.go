@@ -20,28 +20,48 @@ import (
 const maxModelInError = 64
 
 // modelRequest is what the gateway reads of a model request body: the top-level "model"
-// (chat completions, Responses and Anthropic Messages all name it there) and, on the
-// Responses route, "prompt", a stored prompt that can carry a model of its own.
+// (chat completions, Responses and Anthropic Messages all name it there), on the Responses
+// route "prompt", a stored prompt that can carry a model of its own, and the members that ask
+// the provider to act or to charge beyond the tokens the meter counts (modelreach.go).
 type modelRequest struct {
 	Model  *string         `json:"model"`
 	Prompt json.RawMessage `json:"prompt"`
+
+	// What the provider runs for the request (refused whatever the budget).
+	Tools            []providerTool  `json:"tools"`
+	Background       *bool           `json:"background"`
+	WebSearchOptions json.RawMessage `json:"web_search_options"`
+	MCPServers       json.RawMessage `json:"mcp_servers"`
+	Container        json.RawMessage `json:"container"`
+
+	// What changes the rate a call is charged at (refused under a usd budget).
+	ServiceTier  *string         `json:"service_tier"`
+	Speed        *string         `json:"speed"`
+	InferenceGeo *string         `json:"inference_geo"`
+	Modalities   []string        `json:"modalities"`
+	Audio        json.RawMessage `json:"audio"`
 }
 
-// decodeModelRequest returns the model body names. The body must be one JSON object with no
-// two keys equal under case folding at any level, and a string "model" spelt exactly so;
-// responses refuses a stored prompt too. Errors never repeat the body.
-func decodeModelRequest(body []byte, responses bool) (string, error) {
+// providerTool is what the gateway reads of one entry of a request's "tools": its type.
+type providerTool struct {
+	Type *string `json:"type"`
+}
+
+// decodeModelRequest reads body. The body must be one JSON object with no two keys equal
+// under case folding at any level, a string "model" spelt exactly so, and "tools" a list of
+// objects; responses refuses a stored prompt too. Errors never repeat the body.
+func decodeModelRequest(body []byte, responses bool) (*modelRequest, error) {
 	var mr modelRequest
 	if err := strictjson.UnmarshalKnown(body, &mr); err != nil {
-		return "", errors.New("the body is not one JSON object with one reading (keys are case-sensitive, each at most once, at every level; \"model\" a string)")
+		return nil, errors.New("the body is not one JSON object with one reading (keys are case-sensitive, each at most once, at every level; \"model\" a string, \"tools\" a list of objects)")
 	}
 	switch {
 	case mr.Model == nil:
-		return "", errors.New(`the body names no "model"`)
+		return nil, errors.New(`the body names no "model"`)
 	case responses && len(mr.Prompt) > 0 && string(mr.Prompt) != "null":
-		return "", errors.New(`a stored prompt ("prompt") is refused: it can name a model of its own`)
+		return nil, errors.New(`a stored prompt ("prompt") is refused: it can name a model of its own`)
 	}
-	return *mr.Model, nil
+	return &mr, nil
 }
 
 // checkModel refuses a model call that names another model than the subagent's, or one the
