@@ -15,7 +15,9 @@ const maxPricePerMTok = 100_000.0
 
 // Price is what a model costs in US dollars per million tokens. Cached input tokens are
 // charged CachedInputPerMTok (zero: InputPerMTok, never free by omission); tokens written to
-// a prompt cache (Anthropic's cache_creation_input_tokens) are charged InputPerMTok.
+// a prompt cache (Anthropic's cache_creation_input_tokens) are charged Anthropic's
+// multiples of InputPerMTok: 1.25 for the 5-minute cache, 2 for the 1-hour one (and for
+// writes the response does not place).
 type Price struct {
 	InputPerMTok       float64 `json:"input_per_mtok" yaml:"input_per_mtok"`
 	OutputPerMTok      float64 `json:"output_per_mtok" yaml:"output_per_mtok"`
@@ -115,6 +117,13 @@ func (ps Prices) Require(b Budget, model string) error {
 // nanoPerMTok converts dollars per million tokens to nano-dollars per token.
 const nanoPerMTok = 1e3
 
+// Anthropic's prices of a prompt-cache write, as multiples of the input price
+// (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching#pricing).
+const (
+	cacheWrite5m = 1.25
+	cacheWrite1h = 2.0
+)
+
 // CostNano is what u costs at p, in nano-dollars, rounded up.
 func (p Price) CostNano(u Usage) int64 {
 	cachedPrice := p.CachedInputPerMTok
@@ -122,8 +131,11 @@ func (p Price) CostNano(u Usage) int64 {
 		cachedPrice = p.InputPerMTok
 	}
 	fresh := max(u.InputTokens-u.CachedTokens, 0)
+	// fresh holds the cache writes at the input price; they cost this much more.
+	writes := float64(u.CacheWrite5mTokens)*(cacheWrite5m-1) + float64(u.CacheWrite1hTokens)*(cacheWrite1h-1)
 	c := float64(fresh)*p.InputPerMTok*nanoPerMTok +
 		float64(min(u.CachedTokens, u.InputTokens))*cachedPrice*nanoPerMTok +
+		writes*p.InputPerMTok*nanoPerMTok +
 		float64(u.OutputTokens)*p.OutputPerMTok*nanoPerMTok
 	if c >= math.MaxInt64/2 {
 		return math.MaxInt64 / 2

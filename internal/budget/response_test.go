@@ -44,7 +44,7 @@ func TestResponse_Streams(t *testing.T) {
 		model string
 		want  Usage
 	}{
-		{"anthropic", ShapeAnthropic, anthropicStream, "claude-sonnet-4-5-20250929", Usage{InputTokens: 200, CachedTokens: 50, OutputTokens: 42}},
+		{"anthropic", ShapeAnthropic, anthropicStream, "claude-sonnet-4-5-20250929", Usage{InputTokens: 200, CachedTokens: 50, OutputTokens: 42, CacheWrite1hTokens: 30}},
 		{"chat", ShapeChat, chatStream, "gpt-4o-2024-08-06", Usage{InputTokens: 200, CachedTokens: 128, OutputTokens: 17}},
 		{"responses", ShapeResponses, responsesStream, "gpt-5-codex", Usage{InputTokens: 900, CachedTokens: 600, OutputTokens: 55}},
 		{"crlf lines", ShapeChat, strings.ReplaceAll(chatStream, "\n", "\r\n"), "gpt-4o-2024-08-06", Usage{InputTokens: 200, CachedTokens: 128, OutputTokens: 17}},

@@ -14,6 +14,13 @@ type Usage struct {
 	CachedTokens int64   `json:"cached_tokens"`
 	ModelCalls   int64   `json:"model_calls"`
 	CostUSD      float64 `json:"cost_usd"`
+
+	// CacheWrite5mTokens and CacheWrite1hTokens are the part of InputTokens one response
+	// wrote to Anthropic's prompt cache for five minutes and for an hour, which cost 1.25
+	// and 2 times the input price ([Price.CostNano]). They price a response and are not
+	// kept: a sum of usages leaves them out.
+	CacheWrite5mTokens int64 `json:"-"`
+	CacheWrite1hTokens int64 `json:"-"`
 }
 
 // Tokens is what a token budget counts: input plus output.
@@ -74,10 +81,14 @@ const (
 
 // wireUsage is the union of the three shapes' usage objects.
 type wireUsage struct {
-	InputTokens      *int64 `json:"input_tokens"`
-	OutputTokens     *int64 `json:"output_tokens"`
-	CacheRead        *int64 `json:"cache_read_input_tokens"`
-	CacheCreation    *int64 `json:"cache_creation_input_tokens"`
+	InputTokens     *int64 `json:"input_tokens"`
+	OutputTokens    *int64 `json:"output_tokens"`
+	CacheRead       *int64 `json:"cache_read_input_tokens"`
+	CacheCreation   *int64 `json:"cache_creation_input_tokens"`
+	CacheCreationBy *struct {
+		Ephemeral5m *int64 `json:"ephemeral_5m_input_tokens"`
+		Ephemeral1h *int64 `json:"ephemeral_1h_input_tokens"`
+	} `json:"cache_creation"`
 	PromptTokens     *int64 `json:"prompt_tokens"`
 	CompletionTokens *int64 `json:"completion_tokens"`
 	PromptDetails    *struct {
@@ -114,6 +125,14 @@ func (s Shape) normalize(w *wireUsage) Usage {
 		u.CachedTokens = tokens(w.CacheRead)
 		u.InputTokens = tokens(w.InputTokens) + u.CachedTokens + tokens(w.CacheCreation)
 		u.OutputTokens = tokens(w.OutputTokens)
+		// Cache writes cost more than input, by how long the request asked the cache to
+		// keep them; writes the breakdown does not place are priced as the dearer ones.
+		if by := w.CacheCreationBy; by != nil {
+			u.CacheWrite5mTokens, u.CacheWrite1hTokens = tokens(by.Ephemeral5m), tokens(by.Ephemeral1h)
+		}
+		if rest := tokens(w.CacheCreation) - u.CacheWrite5mTokens - u.CacheWrite1hTokens; rest > 0 {
+			u.CacheWrite1hTokens += rest
+		}
 	case ShapeChat:
 		u.InputTokens = tokens(w.PromptTokens)
 		u.OutputTokens = tokens(w.CompletionTokens)
@@ -136,9 +155,11 @@ func (s Shape) normalize(w *wireUsage) Usage {
 // the largest value seen, never a sum.
 func merge(a, b Usage) Usage {
 	return Usage{
-		InputTokens:  max(a.InputTokens, b.InputTokens),
-		OutputTokens: max(a.OutputTokens, b.OutputTokens),
-		CachedTokens: max(a.CachedTokens, b.CachedTokens),
+		InputTokens:        max(a.InputTokens, b.InputTokens),
+		OutputTokens:       max(a.OutputTokens, b.OutputTokens),
+		CachedTokens:       max(a.CachedTokens, b.CachedTokens),
+		CacheWrite5mTokens: max(a.CacheWrite5mTokens, b.CacheWrite5mTokens),
+		CacheWrite1hTokens: max(a.CacheWrite1hTokens, b.CacheWrite1hTokens),
 	}
 }
 
