@@ -441,3 +441,20 @@ func TestRedTeam4_WideFloodDoesNotEvictOtherPods(t *testing.T) {
 	close(stop)
 	flood.Wait()
 }
+
+// TestRedTeam4_LockFilesGoWithTheirSessions: the per-dispatch lock files (reglock.go) do not
+// pile up: a closed or revoked session leaves none; a standing one keeps its own.
+func TestRedTeam4_LockFilesGoWithTheirSessions(t *testing.T) {
+	g := startGateway(t)
+	closed, revoked := stageLayout(t, "01RT4LOCKCLOSED"), stageLayout(t, "01RT4LOCKREVOKED")
+	must(t, g.export(t, closed).Close())
+	g.export(t, revoked)
+	must(t, g.reg.Revoke(t.Context(), revoked.id))
+	standing := stageLayout(t, "01RT4LOCKSTANDING")
+	g.export(t, standing)
+	ents, err := os.ReadDir(filepath.Join(g.reg.Dir, lockDir))
+	must(t, err)
+	if len(ents) != 1 || ents[0].Name() != standing.id {
+		t.Errorf("lock files %v, want only the standing session's", ents)
+	}
+}

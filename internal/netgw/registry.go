@@ -76,7 +76,11 @@ func (g *Registry) ExportIf(ctx context.Context, spec compute.Spec, held func(co
 	if err != nil {
 		return nil, fmt.Errorf("export dispatch %q: %w", spec.ID, err)
 	}
-	defer unlock(false)
+	defer func() {
+		// A failed export leaves no session: its lock file goes too.
+		_, err := os.Lstat(filepath.Join(sd, sessionFile))
+		unlock(errors.Is(err, fs.ErrNotExist))
+	}()
 	if _, err := os.Lstat(filepath.Join(sd, sessionFile)); held != nil && !errors.Is(err, fs.ErrNotExist) {
 		if err := held(ctx); err != nil {
 			return nil, err

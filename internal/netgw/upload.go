@@ -137,7 +137,7 @@ func (s *Server) holdSession(ctx context.Context, rec *record) (release func(), 
 	}
 	cur, err := loadRecord(s.Registry.Dir, rec.Dispatch)
 	if err != nil || cur.TokenSHA256 != rec.TokenSHA256 {
-		unlock(false)
+		unlock(errors.Is(err, ErrNoSession)) // no session: no lock file to keep
 		return nil, false
 	}
 	return func() { unlock(false) }, true
