@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit/verify"
@@ -31,7 +32,9 @@ type ListOptions struct {
 }
 
 // List returns the matching entries in sequence order. Each is decoded from its canonical
-// bytes; an entry that does not decode is an [ErrTampered] error.
+// bytes; an entry that does not decode is an [ErrTampered] error. With a Limit, the log is
+// read from its newest entry back and no further than the Limit-th match, so the last few
+// entries of a log of millions cost what they are.
 func List(ctx context.Context, q Querier, opts ListOptions) ([]Record, error) {
 	query := `SELECT seq, entry FROM audit_entries WHERE 1 = 1`
 	var args []any
@@ -48,7 +51,12 @@ func List(ctx context.Context, q Querier, opts ListOptions) ([]Record, error) {
 		query += ` AND subject = ?`
 		args = append(args, opts.Subject)
 	}
-	query += ` ORDER BY seq`
+	newestFirst := opts.Limit > 0
+	if newestFirst {
+		query += ` ORDER BY seq DESC`
+	} else {
+		query += ` ORDER BY seq`
+	}
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list audit log: %w", err)
@@ -69,12 +77,15 @@ func List(ctx context.Context, q Querier, opts ListOptions) ([]Record, error) {
 			continue
 		}
 		out = append(out, Record{Seq: f.Seq, Time: f.Time, Actor: f.Actor, Kind: f.Kind, Subject: f.Subject, Details: f.Details})
+		if newestFirst && len(out) == opts.Limit {
+			break
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list audit log: %w", err)
 	}
-	if opts.Limit > 0 && len(out) > opts.Limit {
-		out = out[len(out)-opts.Limit:]
+	if newestFirst {
+		slices.Reverse(out)
 	}
 	return out, nil
 }
