@@ -11,6 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -36,10 +37,20 @@ func runParts(run api.Run, orchPart *verify.Bundle) audit.RunParts {
 }
 
 // runVerifier exports a sealed run's bundle as `agora orch audit` writes it and checks it as
-// `agora verify --key keys/audit.pub` does, for the web run page.
-func runVerifier(h *home.Home, orchCP, mainCP *audit.Checkpointer, now func() time.Time) func(context.Context, api.Run) (*verify.Report, error) {
+// `agora verify --key keys/audit.pub` does, for the web run page. The web view hands it a run
+// without its tasks: it reads them with reader (the view's read-only connection).
+func runVerifier(h *home.Home, orchCP, mainCP *audit.Checkpointer, now func() time.Time, reader *orch.Reader) func(context.Context, api.Run) (*verify.Report, error) {
 	export := orchRunExporter(orchCP)
 	return func(ctx context.Context, run api.Run) (*verify.Report, error) {
+		if len(run.Tasks) == 0 {
+			tasks, err := reader.AllAttempts(ctx, run.ID)
+			if err != nil {
+				return nil, err
+			}
+			for _, t := range tasks {
+				run.Tasks = append(run.Tasks, api.Task{ID: t.ID, Dispatches: t.Dispatches})
+			}
+		}
 		orchPart, err := export(ctx, run.ID)
 		if err != nil {
 			return nil, err

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/config"
@@ -20,6 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/obs"
 	"github.com/agora-dev/agora/internal/orch"
+	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/cron"
 	"github.com/agora-dev/agora/internal/orch/dispatchexec"
 	"github.com/agora-dev/agora/internal/orch/service"
@@ -179,10 +181,14 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 			return err
 		}
 	}
-	ui, err := orchWeb(&opts.web, f, h, db, eng, d, ob.log, ob.mount(), runVerifier(h, orchCP, mainCP, f.Now))
+	ui, closeWeb, err := orchWeb(ctx, &opts.web, f, h, db, eng, d, ob.log, ob.mount(),
+		func(r *orch.Reader) func(context.Context, api.Run) (*verify.Report, error) {
+			return runVerifier(h, orchCP, mainCP, f.Now, r)
+		})
 	if err != nil {
 		return err
 	}
+	defer closeWeb()
 	fmt.Fprintf(f.IO.ErrOut, "agora: orchestrator serving on %s (pid %d)\n", sock, os.Getpid())
 	g, gctx := errgroup.WithContext(ctx)
 	if ui != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/view"
@@ -62,30 +63,68 @@ func (o *orchWebFlags) config(log *slog.Logger) web.Config {
 	return web.Config{Addr: o.http, Clients: o.clients, AllowAny: o.allowAny, AllowHosts: o.allowHosts, Log: log}
 }
 
-// orchWeb builds the web run view over the engine and agora.db, or nil without --http.
-func orchWeb(o *orchWebFlags, f *Factory, h *home.Home, orchDB *store.DB, eng *orch.Engine, d *dispatch.Dispatcher, log *slog.Logger, mount map[string]http.Handler,
-	verifyRun func(context.Context, api.Run) (*verify.Report, error)) (*web.Server, error) {
+// webReadConns is how many connections each of the web view's read-only pools holds: its
+// reads are gated to one at a time (web/gate.go), and an event stream may read beside them.
+const webReadConns = 2
+
+// orchWeb builds the web run view over the engine and agora.db, or nil without --http. It
+// reads both databases through read-only connections of its own, never the pools the engine
+// and the dispatcher write through, so no page waits for, or holds, a connection they need;
+// closeFn closes them.
+func orchWeb(ctx context.Context, o *orchWebFlags, f *Factory, h *home.Home, orchDB *store.DB, eng *orch.Engine, d *dispatch.Dispatcher, log *slog.Logger,
+	mount map[string]http.Handler, verifierFor func(*orch.Reader) func(context.Context, api.Run) (*verify.Report, error)) (ui *web.Server, closeFn func(), err error) {
 	if o.http == "" {
-		return nil, nil
+		return nil, func() {}, nil
 	}
-	reader := view.New(h.DB, h.Blobs)
+	orchRO, err := store.OpenReadOnly(ctx, orchDB.Path())
+	if err != nil {
+		return nil, nil, err
+	}
+	mainRO, err := store.OpenReadOnly(ctx, h.DB.Path())
+	if err != nil {
+		orchRO.Close()
+		return nil, nil, err
+	}
+	closeFn = func() { orchRO.Close(); mainRO.Close() }
+	for _, db := range []*store.DB{orchRO, mainRO} {
+		db.SQL().SetMaxOpenConns(webReadConns)
+	}
+	reader := view.New(mainRO, h.Blobs)
 	cfg := o.config(log)
 	cfg.Now = f.Now
 	cfg.Mount = mount
 	cfg.HostPaths = []string{h.Dir}
 	cfg.Listening = func(a net.Addr) { fmt.Fprintf(f.IO.ErrOut, "agora: web run view on http://%s\n", a) }
-	return web.New(cfg, web.Sources{
+	runs := orch.NewReader(orchRO.SQL())
+	ui, err = web.New(cfg, web.Sources{
 		Orch:       eng,
-		Dispatches: d.Records,
+		Runs:       runs,
+		Dispatches: webRecords{Records: dispatch.NewRecords(mainRO, audit.New(f.Now), f.Now), decide: d.Records},
 		Blob:       h.Blobs.Get,
 		Live:       d.Live,
 		Catalog: func(ctx context.Context, k catalog.Kind) ([]catalog.Version, error) {
 			return reader.List(ctx, k)
 		},
-		MainLog:        h.DB.SQL(),
-		OrchLog:        orchDB.SQL(),
-		VerifyRun:      verifyRun,
+		MainLog:        mainRO.SQL(),
+		OrchLog:        orchRO.SQL(),
+		VerifyRun:      verifierFor(runs),
 		CancelDispatch: d.CancelBy,
 		Queues:         eng.Queues,
 	})
+	if err != nil {
+		closeFn()
+		return nil, nil, err
+	}
+	return ui, closeFn, nil
+}
+
+// webRecords are the dispatch records as the web view reads them (through its read-only
+// connection), with decisions on held calls written through the dispatcher's own records.
+type webRecords struct {
+	*dispatch.Records
+	decide *dispatch.Records
+}
+
+func (r webRecords) DecideApproval(ctx context.Context, id, call string, approve bool, reason, actor, argsDigest string) (*dispatch.Approval, error) {
+	return r.decide.DecideApproval(ctx, id, call, approve, reason, actor, argsDigest)
 }

@@ -26,7 +26,11 @@ func (s *Server) runAction(w http.ResponseWriter, r *http.Request, name string, 
 		return
 	}
 	s.log.Info("web action", "action", name, "run_id", req.Run, "task_id", req.Task, "actor", req.Actor)
-	run, err := s.src.Orch.Status(r.Context(), req.Run)
+	run, err := s.src.Runs.Run(r.Context(), req.Run)
+	if err == nil {
+		s.summaries.invalidate(run.ID)
+		run, err = s.summaries.of(r.Context(), run, 0)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -35,7 +39,7 @@ func (s *Server) runAction(w http.ResponseWriter, r *http.Request, name string, 
 	if req.Task != "" {
 		back += "/tasks/" + req.Task
 	}
-	s.done(w, r, back, run)
+	s.done(w, r, back, masked(run, s.mask(r.Context(), run.Repo)))
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {

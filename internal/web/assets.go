@@ -41,6 +41,7 @@ func newPages() (*pages, error) {
 		"dur":   fmtDur,
 		"bytes": fmtBytes,
 		"join":  strings.Join,
+		"add":   func(a, b int) int { return a + b },
 		"dict":  func(p pageData, v *dispatchView) detailData { return detailData{Page: p, View: v} },
 	}).ParseFS(assets, "assets/pages.html")
 	if err != nil {

@@ -64,7 +64,7 @@ func BenchmarkSSEFanout(b *testing.B) {
 			}
 			go eng.Run(ctx)
 			srv, err := web.New(web.Config{Addr: "127.0.0.1:1", Clients: []mcpserver.Client{{Name: "bench", Token: uiOperatorToken, Ceiling: mcpserver.CeilingRead}}},
-				web.Sources{Orch: eng, Dispatches: noDispatches{}})
+				web.Sources{Orch: eng, Runs: orch.NewReader(db.SQL()), Dispatches: noDispatches{}})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -19,6 +19,9 @@ const (
 	maxTranscriptShown = 256 << 10
 	maxLogShown        = 16 << 10
 	maxCallsShown      = 2000
+	// maxEntriesRead bounds a dispatch's audit entries read for its page: the newest, so a
+	// dispatch that made a million calls costs what one page shows.
+	maxEntriesRead = 2 * maxCallsShown
 )
 
 type dispatchView struct {
@@ -90,7 +93,7 @@ func (s *Server) dispatchDetail(ctx context.Context, rec *dispatch.Record) *disp
 		}
 	}
 	if s.src.MainLog != nil {
-		recs, err := audit.List(ctx, s.src.MainLog, audit.ListOptions{Subject: "dispatch/" + rec.ID})
+		recs, err := audit.List(ctx, s.src.MainLog, audit.ListOptions{Subject: "dispatch/" + rec.ID, Limit: maxEntriesRead})
 		if err != nil {
 			s.log.Warn("web: read a dispatch's audit entries", "dispatch_id", rec.ID, "err", err)
 		}

@@ -2,44 +2,115 @@ package web
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/orch/plan"
+	"github.com/agora-dev/agora/internal/store"
 )
 
-// fakeOrch is the engine's edge: a run in memory, a feed and the actions it was given.
+// fakeOrch is the engine's edge: a run, a feed and the actions it was given. The run is
+// written into a real orch.db (store), as the engine would have committed it, and read
+// through orch.Reader; set changes a task there and announces it, as the engine does.
 type fakeOrch struct {
 	mu      sync.Mutex
 	run     api.Run
 	actions []api.ActionRequest
 	subs    []chan api.Event
+	db      *store.DB
+}
+
+// store writes the run into a new orch.db and returns its reader (over a read-only
+// connection, as serve's).
+func (f *fakeOrch) store(t testing.TB) *orch.Reader {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "orch.db")
+	db, err := store.Open(ctx, path, orch.Migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	r := f.run
+	f.db = db
+	ro, err := store.OpenReadOnly(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ro.Close() })
+	if len(r.Tasks) == 0 {
+		return orch.NewReader(ro.SQL()) // no run
+	}
+	var tasks []map[string]any
+	for _, task := range r.Tasks {
+		doc := map[string]any{"id": task.ID, "subagent": task.Subagent}
+		var deps []string
+		for _, d := range task.DependsOn {
+			if !slices.Contains(task.Needs, d) {
+				deps = append(deps, d)
+			}
+		}
+		if deps != nil {
+			doc["depends_on"] = deps
+		}
+		if len(task.Needs) > 0 {
+			needs := map[string]any{}
+			for i, n := range task.Needs {
+				needs[fmt.Sprintf("in%d", i)] = map[string]any{"from": n, "select": "patch"}
+			}
+			doc["needs"] = needs
+		}
+		if len(task.Locks) > 0 {
+			doc["locks"] = task.Locks
+		}
+		tasks = append(tasks, doc)
+	}
+	src, _ := json.Marshal(map[string]any{"version": 1, "name": r.Name, "tasks": tasks})
+	p, err := plan.Parse("fake.json", src)
+	if err != nil {
+		t.Fatalf("the fake's plan: %v", err)
+	}
+	ts := func(at time.Time) string { return at.UTC().Format(time.RFC3339Nano) }
+	err = db.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.Exec(`INSERT INTO runs(id, name, digest, state, actor, repo, created_at) VALUES (?, ?, ?, ?, 'tester', ?, ?)`,
+			r.ID, r.Name, p.Digest(), r.State, r.Repo, ts(r.CreatedAt)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(`INSERT INTO run_plans(run_id, plan) VALUES (?, ?)`, r.ID, p.Canonical()); err != nil {
+			return err
+		}
+		for i, task := range r.Tasks {
+			if _, err := tx.Exec(`INSERT INTO tasks(run_id, idx, id, state, attempts, dispatch_id, reason, detail, question) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				r.ID, i, task.ID, task.State, len(task.Dispatches), task.DispatchID, task.Reason, task.Detail, task.Question); err != nil {
+				return err
+			}
+			for n, d := range task.Dispatches {
+				if _, err := tx.Exec(`INSERT INTO attempts(dispatch_id, run_id, task_idx, number, state, fired_at) VALUES (?, ?, ?, ?, 'live', ?)`,
+					d, r.ID, i, n+1, ts(r.CreatedAt)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return orch.NewReader(ro.SQL())
 }
 
 func newFakeOrch(tasks ...api.Task) *fakeOrch {
 	r := api.Run{ID: "run1", Name: "demo", State: api.RunRunning, Counts: map[string]int{}, Total: len(tasks), Tasks: tasks, CreatedAt: time.Unix(1e9, 0)}
 	return &fakeOrch{run: r}
-}
-
-func (f *fakeOrch) Runs(context.Context, int) ([]api.Run, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	r := f.run
-	r.Tasks = nil
-	return []api.Run{r}, nil
-}
-
-func (f *fakeOrch) Status(_ context.Context, ref string) (api.Run, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if ref != f.run.ID && ref != f.run.Name {
-		return api.Run{}, orch.ErrNotFound
-	}
-	r := f.run
-	r.Tasks = append([]api.Task(nil), f.run.Tasks...)
-	return r, nil
 }
 
 func (f *fakeOrch) Subscribe(string) (<-chan api.Event, func()) {
@@ -59,6 +130,9 @@ func (f *fakeOrch) set(task, state string) {
 	}
 	subs := f.subs
 	f.mu.Unlock()
+	if f.db != nil {
+		f.db.SQL().Exec(`UPDATE tasks SET state = ? WHERE run_id = ? AND id = ?`, state, f.run.ID, task)
+	}
 	for _, ch := range subs {
 		ch <- api.Event{Run: f.run.ID, Task: task, State: state, Kind: "orch.task." + state}
 	}

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
@@ -37,6 +37,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, orch.ErrNotFound), errors.Is(err, dispatch.ErrNotFound):
 		http.Error(w, "not found", http.StatusNotFound)
+	case errors.Is(err, errBusy):
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 	case errors.Is(err, orch.ErrConflict):
 		http.Error(w, "conflict: "+err.Error(), http.StatusConflict)
 	default:
@@ -57,8 +60,9 @@ type runsView struct {
 	Queues []api.Queue // nil when the view has no queues to show
 }
 
-func (s *Server) listRuns(ctx context.Context, state string) ([]runRow, error) {
-	runs, err := s.src.Orch.Runs(ctx, maxRuns)
+// listRuns are the newest runs (in state, when set) with their summaries.
+func (s *Server) listRuns(ctx context.Context, state string, fresh time.Duration) ([]runRow, error) {
+	runs, err := s.src.Runs.Runs(ctx, maxRuns)
 	if err != nil {
 		return nil, err
 	}
@@ -67,12 +71,12 @@ func (s *Server) listRuns(ctx context.Context, state string) ([]runRow, error) {
 		if state != "" && r.State != state {
 			continue
 		}
+		if r, err = s.summaries.of(ctx, r, fresh); err != nil {
+			return nil, err
+		}
 		end := s.now()
 		if r.EndedAt != nil {
 			end = *r.EndedAt
-		}
-		if full, err := s.src.Orch.Status(ctx, r.ID); err == nil {
-			r.Usage = full.Usage
 		}
 		out = append(out, runRow{Run: r, Duration: end.Sub(r.CreatedAt)})
 	}
@@ -81,7 +85,7 @@ func (s *Server) listRuns(ctx context.Context, state string) ([]runRow, error) {
 
 func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 	state := r.URL.Query().Get("state")
-	rows, err := s.listRuns(r.Context(), state)
+	rows, err := s.listRuns(r.Context(), state, pageFresh)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -94,48 +98,102 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 		States: []string{api.RunRunning, api.RunNeedsInput, api.RunSucceeded, api.RunFailed, api.RunCancelled}}, repos...)
 }
 
+// runSummary reads run ref with its summary.
+func (s *Server) runSummary(ctx context.Context, ref string, fresh time.Duration) (api.Run, error) {
+	run, err := s.src.Runs.Run(ctx, ref)
+	if err != nil {
+		return run, err
+	}
+	return s.summaries.of(ctx, run, fresh)
+}
+
+// Sizes of a run page: its table lists taskPage tasks at a time (?from=N pages on), its
+// questions at most maxAsking.
+const (
+	taskPage  = 100
+	maxAsking = 20
+)
+
 type runView struct {
 	Run      api.Run
-	Graph    dagData
 	Duration time.Duration
 	Asking   []api.Task
 	Verified *verifyView
-	// Rows are the tasks the table lists: all of them, or the first maxTaskRows of a big run
-	// unless ?tasks=all asks for every one (the graph always has every task).
-	Rows   []api.Task
-	Capped bool
+	// Rows are the tasks the table lists, from plan position From; Prev and Next are the
+	// positions of the pages before and after (-1: none).
+	Rows             []api.Task
+	From, Prev, Next int
+	// Shaped says the rows carry their plan's subagent, dependencies and locks (the run's
+	// shape was ready in time; the next load has them).
+	Shaped bool
 }
 
-// maxTaskRows bounds the run page's task table by default: a 1,000-row table costs the
-// browser more than the whole graph drawn only where it is seen.
-const maxTaskRows = 100
-
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
-	run, err := s.src.Orch.Status(r.Context(), r.PathValue("run"))
+	ctx := r.Context()
+	run, err := s.runSummary(ctx, r.PathValue("run"), pageFresh)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.addQueueState(r.Context(), &run)
-	v := runView{Run: run, Graph: layout(run.Tasks).data(), Rows: run.Tasks}
-	if len(v.Rows) > maxTaskRows && r.URL.Query().Get("tasks") != "all" {
-		v.Rows, v.Capped = v.Rows[:maxTaskRows], true
+	s.addQueueState(ctx, &run)
+	v := runView{Run: run, Prev: -1, Next: -1}
+	v.From, _ = strconv.Atoi(r.URL.Query().Get("from"))
+	v.From = min(max(v.From, 0), max(run.Total-1, 0))
+	rows, err := s.src.Runs.Tasks(ctx, run.ID, v.From, taskPage)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	sh, ok, _ := s.shapes.get(ctx, run.ID, shapeWait)
+	v.Shaped = ok
+	for _, t := range rows {
+		v.Rows = append(v.Rows, withShape(t, sh))
+	}
+	if v.From > 0 {
+		v.Prev = max(v.From-taskPage, 0)
+	}
+	if v.From+taskPage < run.Total {
+		v.Next = v.From + taskPage
 	}
 	end := s.now()
 	if run.EndedAt != nil {
 		end = *run.EndedAt
 	}
 	v.Duration = end.Sub(run.CreatedAt)
-	for _, t := range run.Tasks {
-		if t.State == api.TaskNeedsInput {
-			v.Asking = append(v.Asking, t)
+	if run.Counts[api.TaskNeedsInput] > 0 {
+		asking, err := s.src.Runs.TasksIn(ctx, run.ID, api.TaskNeedsInput, maxAsking)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		for _, t := range asking {
+			v.Asking = append(v.Asking, t.Task)
 		}
 	}
 	if run.Sealed && s.verified != nil {
-		vv := s.verified.get(r.Context(), run, verifyWait)
+		vv := s.verified.get(ctx, run, verifyWait)
 		v.Verified = &vv
 	}
 	s.page(w, r, "run", "Run "+run.Name, "runs", v, run.Repo)
+}
+
+// withShape is t with what its run's plan says of it, when the shape is known.
+func withShape(t orch.TaskRow, sh *shape) api.Task {
+	task := t.Task
+	if sh == nil || t.Index < 0 || t.Index >= len(sh.ids) || sh.ids[t.Index] != t.ID {
+		return task
+	}
+	task.Subagent = sh.sub[t.Index]
+	task.DependsOn = sh.depNames(t.Index)
+	if sh.locks[t.Index] != "" {
+		task.Locks = strings.Split(sh.locks[t.Index], ", ")
+	}
+	for k, d := range sh.depsOf(t.Index) {
+		if sh.needs[int(sh.depStart[t.Index])+k] {
+			task.Needs = append(task.Needs, sh.ids[d])
+		}
+	}
+	return task
 }
 
 type taskView struct {
@@ -145,25 +203,45 @@ type taskView struct {
 }
 
 func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
-	run, err := s.src.Orch.Status(r.Context(), r.PathValue("run"))
+	ctx := r.Context()
+	run, err := s.src.Runs.Run(ctx, r.PathValue("run"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	i := slices.IndexFunc(run.Tasks, func(t api.Task) bool { return t.ID == r.PathValue("task") })
-	if i < 0 {
-		http.Error(w, "not found", http.StatusNotFound)
+	// With the run's shape kept, the task is found by its plan position (a key lookup);
+	// without, by its id (a scan of the run's rows).
+	sh, _, _ := s.shapes.get(ctx, run.ID, shapeWait)
+	row, err := s.taskRow(ctx, run.ID, r.PathValue("task"), sh)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
-	v := taskView{Run: run, Task: run.Tasks[i]}
+	if row.Dispatches, err = s.src.Runs.Attempts(ctx, run.ID, row.Index); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	v := taskView{Run: run, Task: withShape(row, sh)}
 	known := []string{run.Repo}
 	if id := v.Task.DispatchID; id != "" {
-		if rec, err := s.src.Dispatches.Get(r.Context(), id); err == nil {
-			v.Dispatch = s.dispatchDetail(r.Context(), rec)
+		if rec, err := s.src.Dispatches.Get(ctx, id); err == nil {
+			v.Dispatch = s.dispatchDetail(ctx, rec)
 			known = append(known, rec.Repo)
 		}
 	}
 	s.page(w, r, "task", "Task "+v.Task.ID, "runs", v, known...)
+}
+
+func (s *Server) taskRow(ctx context.Context, runID, taskID string, sh *shape) (orch.TaskRow, error) {
+	if sh != nil {
+		if i, ok := sh.index[taskID]; ok {
+			rows, err := s.src.Runs.TasksAt(ctx, runID, []int{int(i)})
+			if err == nil && len(rows) == 1 && rows[0].ID == taskID {
+				return rows[0], nil
+			}
+		}
+	}
+	return s.src.Runs.Task(ctx, runID, taskID)
 }
 
 type dispatchRow struct {
@@ -177,7 +255,14 @@ func (s *Server) dispatchesPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	inRun, err := s.runDispatches(r.Context())
+	var ids []string
+	for _, d := range recs {
+		ids = append(ids, d.ID)
+		if d.ParentID != "" {
+			ids = append(ids, d.ParentID)
+		}
+	}
+	inRun, err := s.src.Runs.AttemptRuns(r.Context(), ids)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -185,33 +270,12 @@ func (s *Server) dispatchesPage(w http.ResponseWriter, r *http.Request) {
 	rows := []dispatchRow{}
 	var repos []string
 	for _, d := range recs {
-		if !inRun[d.ID] && !inRun[d.ParentID] {
+		if inRun[d.ID] == "" && (d.ParentID == "" || inRun[d.ParentID] == "") {
 			rows = append(rows, dispatchRow{Record: d, Elapsed: elapsed(d, s.now())})
 			repos = append(repos, d.Repo)
 		}
 	}
 	s.page(w, r, "dispatches", "Dispatches", "dispatches", rows, repos...)
-}
-
-// runDispatches are the dispatch ids of every attempt of the recent runs.
-func (s *Server) runDispatches(ctx context.Context) (map[string]bool, error) {
-	runs, err := s.src.Orch.Runs(ctx, maxRuns)
-	if err != nil {
-		return nil, err
-	}
-	ids := map[string]bool{}
-	for _, run := range runs {
-		full, err := s.src.Orch.Status(ctx, run.ID)
-		if err != nil {
-			return nil, err
-		}
-		for _, t := range full.Tasks {
-			for _, d := range t.Dispatches {
-				ids[d] = true
-			}
-		}
-	}
-	return ids, nil
 }
 
 func (s *Server) dispatchPage(w http.ResponseWriter, r *http.Request) {
@@ -232,13 +296,14 @@ func (s *Server) dispatchPage(w http.ResponseWriter, r *http.Request) {
 	s.page(w, r, "dispatch", "Dispatch "+rec.ID, "dispatches", v, rec.Repo)
 }
 
-// inRun reports whether rec is an attempt of a recent run, or a child of one.
+// inRun reports whether rec is an attempt of a run, or a child of one.
 func (s *Server) inRun(ctx context.Context, rec *dispatch.Record) (bool, error) {
-	ids, err := s.runDispatches(ctx)
-	if err != nil {
-		return false, err
+	ids := []string{rec.ID}
+	if rec.ParentID != "" {
+		ids = append(ids, rec.ParentID)
 	}
-	return ids[rec.ID] || (rec.ParentID != "" && ids[rec.ParentID]), nil
+	runs, err := s.src.Runs.AttemptRuns(ctx, ids)
+	return len(runs) > 0, err
 }
 
 type catalogView struct {
@@ -351,7 +416,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 func (s *Server) apiRuns(w http.ResponseWriter, r *http.Request) {
-	rows, err := s.listRuns(r.Context(), r.URL.Query().Get("state"))
+	rows, err := s.listRuns(r.Context(), r.URL.Query().Get("state"), pageFresh)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -365,14 +430,59 @@ func (s *Server) apiRuns(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, masked(out, s.mask(r.Context(), repos...)))
 }
 
+// Tasks of one answer of /api/runs/RUN: the rest are read with ?from=N (the answer's next).
+const (
+	apiTaskPage    = 1000
+	maxAPITaskPage = 5000
+)
+
+// runAnswer is /api/runs/RUN: the run with one page of its tasks, from plan position from;
+// next is where the next page starts, 0 after the last.
+type runAnswer struct {
+	api.Run
+	From int `json:"from"`
+	Next int `json:"next,omitempty"`
+}
+
 func (s *Server) apiRun(w http.ResponseWriter, r *http.Request) {
-	run, err := s.src.Orch.Status(r.Context(), r.PathValue("run"))
+	ctx := r.Context()
+	run, err := s.runSummary(ctx, r.PathValue("run"), pageFresh)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.addQueueState(r.Context(), &run)
-	writeJSON(w, masked(run, s.mask(r.Context(), run.Repo)))
+	s.addQueueState(ctx, &run)
+	q := r.URL.Query()
+	from, _ := strconv.Atoi(q.Get("from"))
+	from = max(from, 0)
+	limit, err := strconv.Atoi(q.Get("limit"))
+	if err != nil || limit <= 0 {
+		limit = apiTaskPage
+	}
+	limit = min(limit, maxAPITaskPage)
+	rows, err := s.src.Runs.Tasks(ctx, run.ID, from, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	sh, _, _ := s.shapes.get(ctx, run.ID, shapeWait)
+	out := runAnswer{Run: run, From: from}
+	out.Tasks = []api.Task{}
+	if len(rows) > 0 {
+		attempts, err := s.src.Runs.AttemptsIn(ctx, run.ID, rows[0].Index, rows[len(rows)-1].Index)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		for _, t := range rows {
+			t.Dispatches = attempts[t.Index]
+			out.Tasks = append(out.Tasks, withShape(t, sh))
+		}
+	}
+	if len(rows) == limit && from+limit < run.Total {
+		out.Next = from + limit
+	}
+	writeJSON(w, masked(out, s.mask(ctx, run.Repo)))
 }
 
 func (s *Server) apiDispatch(w http.ResponseWriter, r *http.Request) {
@@ -383,5 +493,3 @@ func (s *Server) apiDispatch(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, masked(rec, s.mask(r.Context(), rec.Repo)))
 }
-
-var _ = strconv.Itoa

@@ -5,21 +5,39 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/verify"
+	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
-// Orch is the orchestrator as the run view sees it: committed state, a feed of changes, and
-// the three commands a person may give. *orch.Engine implements it.
+// Orch is the engine as the run view sees it: a feed of changes, and the three commands a
+// person may give. *orch.Engine implements it. What the runs are is read through [Runs],
+// never through the engine.
 type Orch interface {
-	Runs(ctx context.Context, limit int) ([]api.Run, error)
-	Status(ctx context.Context, ref string) (api.Run, error)
 	Subscribe(id string) (<-chan api.Event, func())
 	Cancel(ctx context.Context, req api.ActionRequest) error
 	Answer(ctx context.Context, req api.ActionRequest) error
 	Retry(ctx context.Context, req api.ActionRequest) error
+}
+
+// Runs reads orch.db's committed runs in bounded pieces: *orch.Reader over a read-only
+// connection of orch.db's own, so a page never holds a connection the engine needs.
+type Runs interface {
+	Runs(ctx context.Context, limit int) ([]api.Run, error)
+	Run(ctx context.Context, ref string) (api.Run, error)
+	Plan(ctx context.Context, id string) ([]byte, error)
+	Counts(ctx context.Context, id string) (map[string]int, int, error)
+	Usage(ctx context.Context, id string) (*budget.Usage, error)
+	Tasks(ctx context.Context, id string, from, limit int) ([]orch.TaskRow, error)
+	TasksAt(ctx context.Context, id string, idx []int) ([]orch.TaskRow, error)
+	TasksIn(ctx context.Context, id, state string, limit int) ([]orch.TaskRow, error)
+	Task(ctx context.Context, id, taskID string) (orch.TaskRow, error)
+	Attempts(ctx context.Context, id string, idx int) ([]string, error)
+	AttemptsIn(ctx context.Context, id string, from, to int) (map[int][]string, error)
+	AttemptRuns(ctx context.Context, dispatchIDs []string) (map[string]string, error)
 }
 
 // Dispatches are the dispatch records. *dispatch.Records implements it.
@@ -29,10 +47,13 @@ type Dispatches interface {
 	DecideApproval(ctx context.Context, id, call string, approve bool, reason, actor, argsDigest string) (*dispatch.Approval, error)
 }
 
-// Sources are the rest of what the pages read. Every field but Orch and Dispatches may be
-// nil: the page then says the part is not available.
+// Sources are the rest of what the pages read. Every field but Orch, Runs and Dispatches may
+// be nil: the page then says the part is not available. Everything read SHOULD come through
+// connections of the view's own (read-only), never the pools the engine and the dispatcher
+// write through.
 type Sources struct {
 	Orch       Orch
+	Runs       Runs
 	Dispatches Dispatches
 	// Blob reads a stored blob, hash-checked, refusing one over max bytes (0: no cap).
 	Blob func(d digest.Digest, max int64) ([]byte, error)

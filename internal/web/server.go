@@ -70,6 +70,11 @@ type Server struct {
 	pages    *pages
 	tailTick time.Duration
 	verified *verifyCache // nil without Sources.VerifyRun
+	// reads bounds the requests reading at once (gate.go); summaries and shapes keep what
+	// a run's pages read again and again (summary.go, shape.go).
+	reads     gate
+	summaries *summaries
+	shapes    *shapes
 }
 
 // New builds the run view over src. It starts nothing.
@@ -77,8 +82,8 @@ func New(cfg Config, src Sources) (*Server, error) {
 	if err := Check(cfg); err != nil {
 		return nil, err
 	}
-	if src.Orch == nil || src.Dispatches == nil {
-		return nil, errors.New("web run view: the orchestrator and the dispatch records are required")
+	if src.Orch == nil || src.Runs == nil || src.Dispatches == nil {
+		return nil, errors.New("web run view: the orchestrator, its runs and the dispatch records are required")
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -93,6 +98,7 @@ func New(cfg Config, src Sources) (*Server, error) {
 	s := &Server{cfg: cfg, src: src, log: cfg.Log, now: cfg.Now, pages: p, tailTick: 500 * time.Millisecond}
 	s.auth = newAuthenticator(cfg.Clients, cfg.Now)
 	s.hub = newHub(src.Orch)
+	s.reads, s.summaries, s.shapes = newGate(maxReads), newSummaries(src.Runs, cfg.Now), newShapes(src.Runs)
 	if src.VerifyRun != nil {
 		s.verified = newVerifyCache(src.VerifyRun, cfg.Now)
 	}

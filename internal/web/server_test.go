@@ -15,6 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/mcpserver"
 	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/orch/plan"
 )
 
 const (
@@ -40,9 +41,13 @@ func start(t *testing.T) env {
 }
 
 // startWith serves src (whose Orch is a *fakeOrch) on a loopback port to an operator (alice,
-// opToken) and a read-only viewer (bob, readToken).
+// opToken) and a read-only viewer (bob, readToken). The fake's run is written into a real
+// orch.db, read through orch.Reader.
 func startWith(t *testing.T, src Sources) env {
 	t.Helper()
+	if src.Runs == nil {
+		src.Runs = src.Orch.(*fakeOrch).store(t)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -270,7 +275,7 @@ func TestServer_RunEventsReachThePage(t *testing.T) {
 			}
 		}
 	}
-	if l := next(); !strings.Contains(l, `"a":"running"`) {
+	if l := next(); !strings.Contains(l, `"counts":{"pending":1,"running":1},"total":2`) {
 		t.Fatalf("first event %q, want the snapshot", l)
 	}
 	time.Sleep(50 * time.Millisecond) // the hub subscribes as the server starts
@@ -280,22 +285,22 @@ func TestServer_RunEventsReachThePage(t *testing.T) {
 	}
 }
 
-func TestLayout_Layers(t *testing.T) {
-	g := layout([]api.Task{{ID: "a"}, {ID: "b", DependsOn: []string{"a"}}, {ID: "c", DependsOn: []string{"a", "b"}, Needs: []string{"b"}}, {ID: "d"}})
-	y := map[string]int{}
-	for _, n := range g.Nodes {
-		y[n.ID] = n.Y
+func TestShape_Layers(t *testing.T) {
+	g := newShape([]plan.Outline{{ID: "a"}, {ID: "b", Deps: []string{"a"}}, {ID: "c", Deps: []string{"a", "b"}, Needs: []string{"b"}}, {ID: "d"}})
+	y := map[string]int32{}
+	for i, id := range g.ids {
+		y[id] = g.y[i]
 	}
 	if !(y["a"] < y["b"] && y["b"] < y["c"] && y["a"] == y["d"]) {
 		t.Errorf("layers by y: %v", y)
 	}
 	needs := 0
-	for _, e := range g.Edges {
-		if e.Needs {
+	for _, n := range g.needs {
+		if n {
 			needs++
 		}
 	}
-	if len(g.Edges) != 3 || needs != 1 {
-		t.Errorf("edges %d (needs %d), want 3 (1)", len(g.Edges), needs)
+	if len(g.deps) != 3 || needs != 1 {
+		t.Errorf("edges %d (needs %d), want 3 (1)", len(g.deps), needs)
 	}
 }

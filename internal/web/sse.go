@@ -56,18 +56,27 @@ func (s *sseWriter) send(event string, v any) bool {
 	return true
 }
 
-// runEvents streams a run's changes: a snapshot of every task's state first (after
-// subscribing, so nothing between is missed), then one "task" or "run" event per change.
+// runEvents streams a run's changes: a snapshot of the run (its state and counts) first,
+// after subscribing so nothing between is missed, then the tasks that changed (batched) and
+// the counts at most every streamFresh, and a new snapshot when the run itself changes. The
+// page reads the states of the tasks it draws from the graph endpoint and the table; the
+// stream only updates them, so a 100,000-task run costs a page what changes, not the run.
 // When the page falls behind the stream ends, and the browser reconnects for a snapshot.
 func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
-	first, err := s.src.Orch.Status(r.Context(), r.PathValue("run"))
-	if err != nil {
+	ctx := r.Context()
+	var first api.Run
+	if err := s.read(ctx, func() (err error) { first, err = s.src.Runs.Run(ctx, r.PathValue("run")); return err }); err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	events, stop := s.hub.subscribe(first.ID)
 	defer stop()
-	run, err := s.src.Orch.Status(r.Context(), first.ID)
+	snap := func(fresh time.Duration) (snapshot, error) {
+		var run api.Run
+		err := s.read(ctx, func() (err error) { run, err = s.runSummary(ctx, first.ID, fresh); return err })
+		return snapshot{State: run.State, Counts: run.Counts, Total: run.Total}, err
+	}
+	cur, err := snap(0)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -76,7 +85,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if !sw.send("snapshot", snapshotOf(run)) {
+	if !sw.send("snapshot", cur) {
 		return
 	}
 	tick := time.NewTicker(keepalive)
@@ -84,7 +93,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	// Task changes are batched for batchWindow: one write per page per window however many
 	// tasks changed, so a busy run costs each page a few writes a second, not one per event.
 	pending := map[string]string{}
-	var flush <-chan time.Time
+	var flush, recount <-chan time.Time
 	sendPending := func() bool {
 		flush = nil
 		if len(pending) == 0 {
@@ -92,11 +101,14 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		ok := sw.send("tasks", pending)
 		pending = map[string]string{}
+		if recount == nil {
+			recount = time.After(streamFresh)
+		}
 		return ok
 	}
 	for {
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
@@ -105,6 +117,12 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 			sw.f.Flush()
 		case <-flush:
 			if !sendPending() {
+				return
+			}
+		case <-recount:
+			recount = nil
+			next, err := snap(streamFresh)
+			if err != nil || !sw.send("snapshot", next) {
 				return
 			}
 		case ev, ok := <-events:
@@ -121,26 +139,20 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 			if !sendPending() {
 				return
 			}
-			run, err := s.src.Orch.Status(r.Context(), first.ID)
-			if err != nil || !sw.send("snapshot", snapshotOf(run)) {
+			next, err := snap(0)
+			if err != nil || !sw.send("snapshot", next) {
 				return
 			}
 		}
 	}
 }
 
+// snapshot is a run as its page's stream says it: its state and how many tasks are in each
+// state (never every task: the page reads those it shows).
 type snapshot struct {
-	State  string            `json:"state"`
-	Counts map[string]int    `json:"counts"`
-	Tasks  map[string]string `json:"tasks"`
-}
-
-func snapshotOf(run api.Run) snapshot {
-	s := snapshot{State: run.State, Counts: run.Counts, Tasks: make(map[string]string, len(run.Tasks))}
-	for _, t := range run.Tasks {
-		s.Tasks[t.ID] = t.State
-	}
-	return s
+	State  string         `json:"state"`
+	Counts map[string]int `json:"counts"`
+	Total  int            `json:"total"`
 }
 
 // tailState is what a dispatch page shows live.
@@ -156,7 +168,8 @@ type tailState struct {
 // stderr every tick while something changed, and "end" once it is terminal.
 func (s *Server) dispatchTail(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	first, err := s.src.Dispatches.Get(r.Context(), id)
+	var first *dispatch.Record
+	err := s.read(r.Context(), func() (err error) { first, err = s.src.Dispatches.Get(r.Context(), id); return err })
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -172,8 +185,8 @@ func (s *Server) dispatchTail(w http.ResponseWriter, r *http.Request) {
 	tick := time.NewTicker(s.tailTick)
 	defer tick.Stop()
 	for {
-		rec, err := s.src.Dispatches.Get(r.Context(), id)
-		if err != nil {
+		var rec *dispatch.Record
+		if err := s.read(r.Context(), func() (err error) { rec, err = s.src.Dispatches.Get(r.Context(), id); return err }); err != nil {
 			return
 		}
 		cur := tailState{State: rec.State, Phase: rec.Phase, ElapsedMS: elapsed(rec, s.now()).Milliseconds()}

@@ -352,6 +352,8 @@ func TestUI_Chromium(t *testing.T) {
 	run := e.submit("six", sixTasks)
 	events := watch(t, e, run.ID)
 	b.must(map[string]any{"op": "goto", "path": "/runs/" + run.ID})
+	// The page asks the graph endpoint for what it shows once it has loaded.
+	b.must(map[string]any{"op": "waitSelector", "selector": `svg#dag g.node[data-task="ship"]`, "timeout": 10000})
 	if n := b.must(map[string]any{"op": "count", "selector": "svg#dag g.node"}).N; n != 6 {
 		t.Fatalf("the graph has %d nodes, want 6", n)
 	}

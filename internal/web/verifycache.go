@@ -15,8 +15,11 @@ import (
 // does not export and check a large bundle again. It is redone after verifyTTL all the same,
 // so tampering with the databases afterwards shows within that time.
 const (
-	verifyTTL     = 10 * time.Minute
-	verifyWait    = 3 * time.Second // a page waits this long, then says it is still running
+	verifyTTL = 10 * time.Minute
+	// verifyWait is how long a page waits for a verification before it says it is still
+	// running: a small run's is done by then; a large bundle's takes seconds, which no
+	// page waits for (reload to see it).
+	verifyWait    = 100 * time.Millisecond
 	verifyTimeout = 5 * time.Minute
 	maxVerified   = 128
 )
@@ -37,21 +40,25 @@ type verifyEntry struct {
 	view verifyView
 }
 
-// verifyCache runs at most one verification per run at a time and keeps the latest.
+// verifyCache runs one verification at a time (a large bundle's export and check take a
+// core for seconds, which readers must not take from the engine twice over) and keeps each
+// run's latest.
 type verifyCache struct {
 	verify func(ctx context.Context, run api.Run) (*verify.Report, error)
 	now    func() time.Time
+	slot   chan struct{}
 	mu     sync.Mutex
 	runs   map[string]*verifyEntry
 }
 
 func newVerifyCache(v func(context.Context, api.Run) (*verify.Report, error), now func() time.Time) *verifyCache {
-	return &verifyCache{verify: v, now: now, runs: map[string]*verifyEntry{}}
+	return &verifyCache{verify: v, now: now, slot: make(chan struct{}, 1), runs: map[string]*verifyEntry{}}
 }
 
 // get returns run's verification, starting one when none is kept or the kept one is older
-// than verifyTTL, and waiting for it at most wait. The verification goes on without the
-// request: a page that gave up finds it done on the next load.
+// than verifyTTL. The request that starts it waits for it at most wait; one that finds it
+// running does not wait at all. The verification goes on without the request: a page that
+// gave up finds it done on the next load.
 func (c *verifyCache) get(ctx context.Context, run api.Run, wait time.Duration) verifyView {
 	c.mu.Lock()
 	e := c.runs[run.ID]
@@ -62,6 +69,7 @@ func (c *verifyCache) get(ctx context.Context, run api.Run, wait time.Duration) 
 				e = nil
 			}
 		default:
+			wait = 0
 		}
 	}
 	if e == nil {
@@ -76,6 +84,11 @@ func (c *verifyCache) get(ctx context.Context, run api.Run, wait time.Duration) 
 	select {
 	case <-e.done:
 		return e.view
+	default:
+	}
+	select {
+	case <-e.done:
+		return e.view
 	case <-t.C:
 		return verifyView{Pending: true}
 	case <-ctx.Done():
@@ -87,6 +100,13 @@ func (c *verifyCache) run(ctx context.Context, run api.Run, e *verifyEntry) {
 	defer close(e.done)
 	ctx, cancel := context.WithTimeout(ctx, verifyTimeout)
 	defer cancel()
+	select {
+	case c.slot <- struct{}{}:
+		defer func() { <-c.slot }()
+	case <-ctx.Done():
+		e.view = verifyView{Reason: "the run bundle was not verified: other verifications took too long", At: c.now()}
+		return
+	}
 	rep, err := c.verify(ctx, run)
 	e.view = reportView(rep, err)
 	e.view.At = c.now()

@@ -10,10 +10,11 @@
   }
   function esc(s) { return window.CSS && CSS.escape ? CSS.escape(s) : s.replace(/["\\]/g, "\\$&"); }
 
-  // The graph: the layout comes as JSON (#dag-data) and only the nodes and edges inside the
-  // scrolled view, with a margin, are in the DOM, so a 1,000-task run costs tens of elements.
-  // Nodes come and go as the view scrolls; each is drawn with the task's latest state.
-  var SVGNS = "http://www.w3.org/2000/svg", PAD = 240;
+  // The graph: the server lays the run out and answers the part of it a rectangle shows
+  // (/api/runs/RUN/graph), with the states of those tasks. The page asks for the scrolled view
+  // with a margin, and again when the view leaves what it has, so a 100,000-task run costs
+  // the page what is on screen. A node shows the latest state the stream said of its task.
+  var SVGNS = "http://www.w3.org/2000/svg", PAD = 600;
   function svgEl(name, attrs, parent) {
     var el = document.createElementNS(SVGNS, name);
     Object.keys(attrs).forEach(function (k) { el.setAttribute(k, attrs[k]); });
@@ -21,44 +22,73 @@
     return el;
   }
   function label(id) { var r = Array.from(id); return r.length <= 22 ? id : r.slice(0, 21).join("") + "\u2026"; }
-  function newGraph(runID, g, stateOf) {
+  function newGraph(runID, stateOf) {
     var svg = document.getElementById("dag"), box = svg.parentNode, layer = document.getElementById("dag-nodes");
-    var paths = svg.querySelectorAll("path.edge");
-    var base = "/runs/" + encodeURIComponent(runID) + "/tasks/";
-    var at = {}, drawn = {}, queued = false;
-    g.id.forEach(function (id, i) { at[id] = i; });
-    function node(i) {
-      var x = g.x[i], y = g.y[i], el = svgEl("g", { "class": "node st-" + stateOf(g.id[i], g.st[i]), "data-task": g.id[i], tabindex: "0", role: "link" });
-      svgEl("title", {}, el).textContent = g.id[i] + " (" + g.sub[i] + ")" + (g.locks[i] ? " locks: " + g.locks[i] : "");
-      svgEl("rect", { x: x, y: y, width: g.nw, height: g.nh, rx: 6 }, el);
-      svgEl("text", { x: x + 8, y: y + 16 }, el).textContent = label(g.id[i]);
-      svgEl("text", { "class": "sub", x: x + 8, y: y + 32 }, el).textContent = g.locks[i] ? "lock " + g.locks[i] : g.sub[i];
+    var note = document.getElementById("graph-note"), paths = svg.querySelectorAll("path.edge");
+    var base = "/runs/" + encodeURIComponent(runID) + "/tasks/", api = "/api/runs/" + encodeURIComponent(runID) + "/graph";
+    var drawn = {}, have = null, asking = false, queued = false, seq = 0;
+    function node(n) {
+      var el = svgEl("g", { "class": "node st-" + stateOf(n.id, n.st), "data-task": n.id, tabindex: "0", role: "link" });
+      svgEl("title", {}, el).textContent = n.id + " (" + n.sub + ")" + (n.locks ? " locks: " + n.locks : "");
+      svgEl("rect", { x: n.x, y: n.y, width: nw, height: nh, rx: 6 }, el);
+      svgEl("text", { x: n.x + 8, y: n.y + 16 }, el).textContent = label(n.id);
+      svgEl("text", { "class": "sub", x: n.x + 8, y: n.y + 32 }, el).textContent = n.locks ? "lock " + n.locks : n.sub;
       return el;
     }
-    function edges(pairs, v) {
+    var nw = 168, nh = 40;
+    function edges(c) {
       var d = [];
-      for (var k = 0; k + 1 < pairs.length; k += 2) {
-        var a = pairs[k], b = pairs[k + 1];
-        var x1 = g.x[a] + g.nw / 2, y1 = g.y[a] + g.nh, x2 = g.x[b] + g.nw / 2, y2 = g.y[b], mid = (y1 + y2) / 2;
-        if (Math.max(x1, x2) < v.x0 || Math.min(x1, x2) > v.x1 || Math.max(y1, y2) < v.y0 || Math.min(y1, y2) > v.y1) continue;
-        d.push("M" + x1 + " " + y1 + "C" + x1 + " " + mid + " " + x2 + " " + mid + " " + x2 + " " + y2);
+      for (var k = 0; k + 3 < c.length; k += 4) {
+        var mid = (c[k + 1] + c[k + 3]) / 2;
+        d.push("M" + c[k] + " " + c[k + 1] + "C" + c[k] + " " + mid + " " + c[k + 2] + " " + mid + " " + c[k + 2] + " " + c[k + 3]);
       }
       return d.join("");
     }
-    function draw() {
-      queued = false;
-      var v = { x0: box.scrollLeft - PAD, y0: box.scrollTop - PAD, x1: box.scrollLeft + box.clientWidth + PAD, y1: box.scrollTop + box.clientHeight + PAD };
-      var add = document.createDocumentFragment();
-      for (var i = 0; i < g.id.length; i++) {
-        var seen = g.x[i] + g.nw >= v.x0 && g.x[i] <= v.x1 && g.y[i] + g.nh >= v.y0 && g.y[i] <= v.y1;
-        if (seen && !drawn[i]) { drawn[i] = node(i); add.appendChild(drawn[i]); }
-        if (!seen && drawn[i]) { drawn[i].remove(); delete drawn[i]; }
-      }
-      layer.appendChild(add);
-      paths[0].setAttribute("d", edges(g.deps, v));
-      paths[1].setAttribute("d", edges(g.needs, v));
+    function view() {
+      return { x0: box.scrollLeft, y0: box.scrollTop, x1: box.scrollLeft + box.clientWidth, y1: box.scrollTop + box.clientHeight };
     }
-    function later() { if (!queued) { queued = true; requestAnimationFrame(draw); } }
+    function covered(v) { return have && v.x0 >= have.x0 && v.y0 >= have.y0 && v.x1 <= have.x1 && v.y1 <= have.y1; }
+    function ask() {
+      queued = false;
+      var v = view();
+      if (asking || covered(v)) return;
+      var want = { x0: Math.max(0, v.x0 - PAD), y0: Math.max(0, v.y0 - PAD), x1: v.x1 + PAD, y1: v.y1 + PAD };
+      var mine = ++seq;
+      asking = true;
+      fetch(api + "?x0=" + Math.floor(want.x0) + "&y0=" + Math.floor(want.y0) + "&x1=" + Math.ceil(want.x1) + "&y1=" + Math.ceil(want.y1),
+        { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then(function (resp) {
+          if (resp.status === 503) { throw new Error("later"); }
+          if (!resp.ok) { throw new Error("status " + resp.status); }
+          return resp.json();
+        })
+        .then(function (g) {
+          asking = false;
+          if (mine !== seq) return;
+          nw = g.nw; nh = g.nh;
+          svg.setAttribute("width", g.w); svg.setAttribute("height", g.h); svg.setAttribute("viewBox", "0 0 " + g.w + " " + g.h);
+          svg.setAttribute("data-nodes", g.total);
+          if (note) { note.remove(); note = null; }
+          var add = document.createDocumentFragment(), keep = {};
+          g.nodes.forEach(function (n) {
+            keep[n.id] = true;
+            if (!drawn[n.id]) { drawn[n.id] = node(n); add.appendChild(drawn[n.id]); }
+            else setState(drawn[n.id], stateOf(n.id, n.st));
+          });
+          Object.keys(drawn).forEach(function (id) { if (!keep[id]) { drawn[id].remove(); delete drawn[id]; } });
+          layer.appendChild(add);
+          paths[0].setAttribute("d", edges(g.deps));
+          paths[1].setAttribute("d", edges(g.needs));
+          have = want;
+          later();
+        })
+        .catch(function (e) {
+          asking = false;
+          if (note) note.textContent = e.message === "later" ? "Laying out the graph..." : "The graph could not be read (" + e.message + "); reload the page.";
+          setTimeout(later, 1000);
+        });
+    }
+    function later() { if (!queued) { queued = true; requestAnimationFrame(ask); } }
     box.addEventListener("scroll", later, { passive: true });
     window.addEventListener("resize", later);
     function open(e) {
@@ -67,14 +97,13 @@
     }
     svg.addEventListener("click", open);
     svg.addEventListener("keydown", open);
-    draw();
-    return { el: function (task) { var i = at[task]; return i === undefined ? null : drawn[i] || null; } };
+    later();
+    return { el: function (task) { return drawn[task] || null; } };
   }
 
   // A task's state shows on its node (when drawn) and its row of the table (when listed).
   var graph = null, rows = null, shown = {};
   function taskChanged(task, state) {
-    if (shown[task] === state) return;
     shown[task] = state;
     if (!rows) {
       rows = {};
@@ -99,29 +128,23 @@
     });
   }
 
-  var run = document.getElementById("run"), data = document.getElementById("dag-data");
-  if (run && data) {
-    graph = newGraph(run.getAttribute("data-run"), JSON.parse(data.textContent), function (task, st) { return shown[task] || st; });
+  var run = document.getElementById("run");
+  if (run && document.getElementById("dag")) {
+    graph = newGraph(run.getAttribute("data-run"), function (task, st) { return shown[task] || st; });
   }
   if (run && window.EventSource) {
     var id = run.getAttribute("data-run");
     var es = new EventSource("/api/runs/" + encodeURIComponent(id) + "/events");
-    var states = {};
     es.addEventListener("snapshot", function (e) {
       var s = JSON.parse(e.data);
-      states = s.tasks || {};
-      Object.keys(states).forEach(function (t) { taskChanged(t, states[t]); });
       var rs = document.getElementById("run-state");
       if (rs) { rs.textContent = s.state; setState(rs, s.state); }
-      countsText(s.counts || {}, Object.keys(states).length);
+      countsText(s.counts || {}, s.total || 0);
       run.setAttribute("data-live", s.state);
     });
     es.addEventListener("tasks", function (e) {
       var changed = JSON.parse(e.data);
-      Object.keys(changed).forEach(function (t) { states[t] = changed[t]; taskChanged(t, changed[t]); });
-      var counts = {};
-      Object.keys(states).forEach(function (t) { counts[states[t]] = (counts[states[t]] || 0) + 1; });
-      countsText(counts, Object.keys(states).length);
+      Object.keys(changed).forEach(function (t) { taskChanged(t, changed[t]); });
     });
   }
 
