@@ -157,6 +157,19 @@ func (r *Reader) TasksAt(ctx context.Context, id string, idx []int) ([]TaskRow, 
 	return r.taskRows(ctx, `WHERE run_id = ? AND idx IN (`+placeholders(len(idx))+`) ORDER BY idx`, args...)
 }
 
+// TasksNamed returns run id's tasks named ids (those that exist), in plan order: one scan
+// of the run's rows.
+func (r *Reader) TasksNamed(ctx context.Context, id string, ids []string) ([]TaskRow, error) {
+	if len(ids) == 0 {
+		return []TaskRow{}, nil
+	}
+	args := []any{id}
+	for _, t := range ids {
+		args = append(args, t)
+	}
+	return r.taskRows(ctx, `WHERE run_id = ? AND id IN (`+placeholders(len(ids))+`) ORDER BY idx`, args...)
+}
+
 // TasksIn returns up to limit of run id's tasks in state, in plan order.
 func (r *Reader) TasksIn(ctx context.Context, id, state string, limit int) ([]TaskRow, error) {
 	return r.taskRows(ctx, `WHERE run_id = ? AND state = ? ORDER BY idx LIMIT ?`, id, state, limit)

@@ -82,6 +82,10 @@ func TestReader_AgreesWithStatus(t *testing.T) {
 	if err != nil || len(runs) != 1 || runs[want.Tasks[0].DispatchID] != id {
 		t.Errorf("AttemptRuns = %v, %v", runs, err)
 	}
+	named, err := r.TasksNamed(ctx, id, []string{"c", "a", "nope"})
+	if err != nil || len(named) != 2 || named[0].ID != "a" || named[1].ID != "c" || named[1].Index != 5 {
+		t.Errorf("TasksNamed = %+v, %v", named, err)
+	}
 	at, err := r.TasksAt(ctx, id, []int{5, 0, 99})
 	if err != nil || len(at) != 2 || at[0].ID != "a" || at[1].ID != "c" {
 		t.Errorf("TasksAt = %+v, %v", at, err)

@@ -34,6 +34,7 @@ type Runs interface {
 	Tasks(ctx context.Context, id string, from, limit int) ([]orch.TaskRow, error)
 	TasksAt(ctx context.Context, id string, idx []int) ([]orch.TaskRow, error)
 	TasksIn(ctx context.Context, id, state string, limit int) ([]orch.TaskRow, error)
+	TasksNamed(ctx context.Context, id string, ids []string) ([]orch.TaskRow, error)
 	Task(ctx context.Context, id, taskID string) (orch.TaskRow, error)
 	Attempts(ctx context.Context, id string, idx int) ([]string, error)
 	AttemptsIn(ctx context.Context, id string, from, to int) (map[int][]string, error)

@@ -256,7 +256,7 @@ func TestServer_Actions(t *testing.T) {
 
 func TestServer_RunEventsReachThePage(t *testing.T) {
 	e := start(t)
-	req, _ := http.NewRequest("GET", e.base+"/api/runs/run1/events", nil)
+	req, _ := http.NewRequest("GET", e.base+"/api/runs/run1/events?tasks=a,zz", nil)
 	req.Header.Set("Authorization", "Bearer "+readToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -275,8 +275,8 @@ func TestServer_RunEventsReachThePage(t *testing.T) {
 			}
 		}
 	}
-	if l := next(); !strings.Contains(l, `"counts":{"pending":1,"running":1},"total":2`) {
-		t.Fatalf("first event %q, want the snapshot", l)
+	if l := next(); !strings.Contains(l, `"counts":{"pending":1,"running":1},"total":2,"tasks":{"a":"running"}`) {
+		t.Fatalf("first event %q, want the snapshot with the listed task's state", l)
 	}
 	time.Sleep(50 * time.Millisecond) // the hub subscribes as the server starts
 	e.orch.set("a", api.TaskSucceeded)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/agora-dev/agora/internal/agenttext"
@@ -56,12 +57,13 @@ func (s *sseWriter) send(event string, v any) bool {
 	return true
 }
 
-// runEvents streams a run's changes: a snapshot of the run (its state and counts) first,
-// after subscribing so nothing between is missed, then the tasks that changed (batched) and
-// the counts at most every streamFresh, and a new snapshot when the run itself changes. The
-// page reads the states of the tasks it draws from the graph endpoint and the table; the
-// stream only updates them, so a 100,000-task run costs a page what changes, not the run.
-// When the page falls behind the stream ends, and the browser reconnects for a snapshot.
+// runEvents streams a run's changes: a snapshot of the run (its state and counts, and the
+// states of the tasks the page lists, ?tasks=a,b,...) first, after subscribing so nothing
+// between is missed, then the tasks that changed (batched), the counts at most every
+// streamFresh, and a new snapshot when the run itself changes. The page reads the states of
+// the tasks it draws from the graph endpoint (again on every snapshot); the stream only
+// updates them, so a 100,000-task run costs a page what changes, not the run. When the page
+// falls behind the stream ends, and the browser reconnects for a snapshot.
 func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var first api.Run
@@ -69,14 +71,30 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	listed := listedTasks(r.URL.Query().Get("tasks"))
 	events, stop := s.hub.subscribe(first.ID)
 	defer stop()
-	snap := func(fresh time.Duration) (snapshot, error) {
-		var run api.Run
-		err := s.read(ctx, func() (err error) { run, err = s.runSummary(ctx, first.ID, fresh); return err })
-		return snapshot{State: run.State, Counts: run.Counts, Total: run.Total}, err
+	snap := func(fresh time.Duration, withTasks bool) (snapshot, error) {
+		var out snapshot
+		err := s.read(ctx, func() error {
+			run, err := s.runSummary(ctx, first.ID, fresh)
+			if err != nil {
+				return err
+			}
+			out = snapshot{State: run.State, Counts: run.Counts, Total: run.Total}
+			if !withTasks || len(listed) == 0 {
+				return nil
+			}
+			rows, err := s.src.Runs.TasksNamed(ctx, first.ID, listed)
+			out.Tasks = map[string]string{}
+			for _, t := range rows {
+				out.Tasks[t.ID] = t.State
+			}
+			return err
+		})
+		return out, err
 	}
-	cur, err := snap(0)
+	cur, err := snap(0, true)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -121,7 +139,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 			}
 		case <-recount:
 			recount = nil
-			next, err := snap(streamFresh)
+			next, err := snap(streamFresh, false)
 			if err != nil || !sw.send("snapshot", next) {
 				return
 			}
@@ -139,7 +157,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 			if !sendPending() {
 				return
 			}
-			next, err := snap(0)
+			next, err := snap(0, true)
 			if err != nil || !sw.send("snapshot", next) {
 				return
 			}
@@ -148,11 +166,24 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 // snapshot is a run as its page's stream says it: its state and how many tasks are in each
-// state (never every task: the page reads those it shows).
+// state, and the states of the tasks the page lists (never every task).
 type snapshot struct {
-	State  string         `json:"state"`
-	Counts map[string]int `json:"counts"`
-	Total  int            `json:"total"`
+	State  string            `json:"state"`
+	Counts map[string]int    `json:"counts"`
+	Total  int               `json:"total"`
+	Tasks  map[string]string `json:"tasks,omitempty"`
+}
+
+// maxListed bounds the tasks a stream's snapshot reports (a page lists taskPage).
+const maxListed = 2 * taskPage
+
+// listedTasks reads ?tasks=a,b,... (at most maxListed ids).
+func listedTasks(q string) []string {
+	if q == "" {
+		return nil
+	}
+	ids := strings.Split(q, ",")
+	return ids[:min(len(ids), maxListed)]
 }
 
 // tailState is what a dispatch page shows live.

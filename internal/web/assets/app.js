@@ -26,7 +26,8 @@
     var svg = document.getElementById("dag"), box = svg.parentNode, layer = document.getElementById("dag-nodes");
     var note = document.getElementById("graph-note"), paths = svg.querySelectorAll("path.edge");
     var base = "/runs/" + encodeURIComponent(runID) + "/tasks/", api = "/api/runs/" + encodeURIComponent(runID) + "/graph";
-    var drawn = {}, have = null, asking = false, queued = false, seq = 0;
+    // stale: a snapshot came while a request was out, so its answer may predate it.
+    var drawn = {}, have = null, asking = false, queued = false, seq = 0, stale = false;
     function node(n) {
       var el = svgEl("g", { "class": "node st-" + stateOf(n.id, n.st), "data-task": n.id, tabindex: "0", role: "link" });
       svgEl("title", {}, el).textContent = n.id + " (" + n.sub + ")" + (n.locks ? " locks: " + n.locks : "");
@@ -55,6 +56,7 @@
       var want = { x0: Math.max(0, v.x0 - PAD), y0: Math.max(0, v.y0 - PAD), x1: v.x1 + PAD, y1: v.y1 + PAD };
       var mine = ++seq;
       asking = true;
+      stale = false;
       fetch(api + "?x0=" + Math.floor(want.x0) + "&y0=" + Math.floor(want.y0) + "&x1=" + Math.ceil(want.x1) + "&y1=" + Math.ceil(want.y1),
         { credentials: "same-origin", headers: { Accept: "application/json" } })
         .then(function (resp) {
@@ -79,7 +81,7 @@
           layer.appendChild(add);
           paths[0].setAttribute("d", edges(g.deps));
           paths[1].setAttribute("d", edges(g.needs));
-          have = want;
+          have = stale ? null : want;
           later();
         })
         .catch(function (e) {
@@ -98,7 +100,11 @@
     svg.addEventListener("click", open);
     svg.addEventListener("keydown", open);
     later();
-    return { el: function (task) { return drawn[task] || null; } };
+    return {
+      el: function (task) { return drawn[task] || null; },
+      // refresh asks again for what is shown: after a snapshot, the drawn states may be old.
+      refresh: function () { stale = true; have = null; later(); }
+    };
   }
 
   // A task's state shows on its node (when drawn) and its row of the table (when listed).
@@ -134,9 +140,16 @@
   }
   if (run && window.EventSource) {
     var id = run.getAttribute("data-run");
-    var es = new EventSource("/api/runs/" + encodeURIComponent(id) + "/events");
+    // The stream's snapshots carry the states of the tasks the table lists.
+    var listed = Array.from(document.querySelectorAll("tr[data-task]")).map(function (tr) { return tr.getAttribute("data-task"); });
+    var es = new EventSource("/api/runs/" + encodeURIComponent(id) + "/events" + (listed.length ? "?tasks=" + listed.map(encodeURIComponent).join(",") : ""));
     es.addEventListener("snapshot", function (e) {
       var s = JSON.parse(e.data);
+      if (s.tasks) {
+        // A first snapshot or one after a reconnect: what the page drew may predate it.
+        Object.keys(s.tasks).forEach(function (t) { taskChanged(t, s.tasks[t]); });
+        if (graph) graph.refresh();
+      }
       var rs = document.getElementById("run-state");
       if (rs) { rs.textContent = s.state; setState(rs, s.state); }
       countsText(s.counts || {}, s.total || 0);
