@@ -11,6 +11,8 @@ import (
 
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/orch/plan"
+	"github.com/agora-dev/agora/internal/verdict"
 )
 
 // Reader answers views of the runs (the web run view) from orch.db in bounded pieces: a run
@@ -59,13 +61,31 @@ func (r *Reader) Run(ctx context.Context, ref string) (api.Run, error) {
 	return run, err
 }
 
-// Plan returns run id's plan in its canonical form.
-func (r *Reader) Plan(ctx context.Context, id string) ([]byte, error) {
+// Shape returns the outline of every task of run id, in the order of its tasks' positions:
+// its plan's ([plan.ReadOutline], without parsing the plan whole), then those its
+// extensions added (fan-out items, reviewers, fixes: the plan is then parsed, and the
+// extensions derived as the engine derives them).
+func (r *Reader) Shape(ctx context.Context, id string) ([]plan.Outline, error) {
 	var canonical []byte
 	if err := r.db.QueryRowContext(ctx, `SELECT plan FROM run_plans WHERE run_id = ?`, id).Scan(&canonical); err != nil {
 		return nil, fmt.Errorf("run %s: read its plan: %w", id, err)
 	}
-	return canonical, nil
+	var n int
+	if err := r.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM run_extensions WHERE run_id = ?`, id).Scan(&n); err != nil {
+		return nil, fmt.Errorf("run %s: read its extensions: %w", id, err)
+	}
+	if n == 0 {
+		return plan.ReadOutline(canonical)
+	}
+	p, err := plan.Parse("orch.db run "+id, canonical)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: stored plan: %w", id, err)
+	}
+	specs, _, err := extendedSpecs(ctx, r.db, id, p.Resolve())
+	if err != nil {
+		return nil, err
+	}
+	return plan.OutlineOf(specs), nil
 }
 
 // Counts returns how many of run id's tasks are in each state, and how many it has.
@@ -107,12 +127,15 @@ func (r *Reader) Usage(ctx context.Context, id string) (*budget.Usage, error) {
 	return &u, nil
 }
 
-const taskRowColumns = `idx, id, state, attempts, dispatch_id, reason, detail, question, retry_at`
+// taskRowFrom reads a task with its latest attempt's verdict (as Status shows it); queries
+// name the task's columns t.* .
+const taskRowFrom = `SELECT t.idx, t.id, t.state, t.attempts, t.dispatch_id, t.reason, t.detail, t.question, t.retry_at, t.review,
+	COALESCE(a.verdict, '') FROM tasks t LEFT JOIN attempts a ON a.dispatch_id = t.dispatch_id AND t.dispatch_id != '' `
 
 func scanTaskRow(s rowScanner) (TaskRow, error) {
 	var t TaskRow
-	var retryAt string
-	if err := s.Scan(&t.Index, &t.ID, &t.State, &t.Attempts, &t.DispatchID, &t.Reason, &t.Detail, &t.Question, &retryAt); err != nil {
+	var retryAt, review, vj string
+	if err := s.Scan(&t.Index, &t.ID, &t.State, &t.Attempts, &t.DispatchID, &t.Reason, &t.Detail, &t.Question, &retryAt, &review, &vj); err != nil {
 		return t, err
 	}
 	if retryAt != "" {
@@ -120,11 +143,25 @@ func scanTaskRow(s rowScanner) (TaskRow, error) {
 			t.RetryAt = &at
 		}
 	}
+	if review != "" {
+		rv, err := decodeStoredReview(review)
+		if err != nil {
+			return t, fmt.Errorf("task %s: %w", t.ID, err)
+		}
+		t.Review = rv
+	}
+	if vj != "" {
+		v, err := verdict.Parse([]byte(vj))
+		if err != nil {
+			return t, fmt.Errorf("task %s: its verdict: %w", t.ID, err)
+		}
+		t.Verdict = &v
+	}
 	return t, nil
 }
 
 func (r *Reader) taskRows(ctx context.Context, query string, args ...any) ([]TaskRow, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT `+taskRowColumns+` FROM tasks `+query, args...)
+	rows, err := r.db.QueryContext(ctx, taskRowFrom+query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read tasks: %w", err)
 	}
@@ -142,7 +179,7 @@ func (r *Reader) taskRows(ctx context.Context, query string, args ...any) ([]Tas
 
 // Tasks returns up to limit of run id's tasks from plan position from on, in plan order.
 func (r *Reader) Tasks(ctx context.Context, id string, from, limit int) ([]TaskRow, error) {
-	return r.taskRows(ctx, `WHERE run_id = ? AND idx >= ? ORDER BY idx LIMIT ?`, id, from, limit)
+	return r.taskRows(ctx, `WHERE t.run_id = ? AND t.idx >= ? ORDER BY t.idx LIMIT ?`, id, from, limit)
 }
 
 // TasksAt returns run id's tasks at the plan positions idx (those that exist), in plan order.
@@ -154,7 +191,7 @@ func (r *Reader) TasksAt(ctx context.Context, id string, idx []int) ([]TaskRow, 
 	for _, i := range idx {
 		args = append(args, i)
 	}
-	return r.taskRows(ctx, `WHERE run_id = ? AND idx IN (`+placeholders(len(idx))+`) ORDER BY idx`, args...)
+	return r.taskRows(ctx, `WHERE t.run_id = ? AND t.idx IN (`+placeholders(len(idx))+`) ORDER BY t.idx`, args...)
 }
 
 // TasksNamed returns run id's tasks named ids (those that exist), in plan order: one scan
@@ -167,17 +204,17 @@ func (r *Reader) TasksNamed(ctx context.Context, id string, ids []string) ([]Tas
 	for _, t := range ids {
 		args = append(args, t)
 	}
-	return r.taskRows(ctx, `WHERE run_id = ? AND id IN (`+placeholders(len(ids))+`) ORDER BY idx`, args...)
+	return r.taskRows(ctx, `WHERE t.run_id = ? AND t.id IN (`+placeholders(len(ids))+`) ORDER BY t.idx`, args...)
 }
 
 // TasksIn returns up to limit of run id's tasks in state, in plan order.
 func (r *Reader) TasksIn(ctx context.Context, id, state string, limit int) ([]TaskRow, error) {
-	return r.taskRows(ctx, `WHERE run_id = ? AND state = ? ORDER BY idx LIMIT ?`, id, state, limit)
+	return r.taskRows(ctx, `WHERE t.run_id = ? AND t.state = ? ORDER BY t.idx LIMIT ?`, id, state, limit)
 }
 
 // Task returns run id's task taskID.
 func (r *Reader) Task(ctx context.Context, id, taskID string) (TaskRow, error) {
-	t, err := scanTaskRow(r.db.QueryRowContext(ctx, `SELECT `+taskRowColumns+` FROM tasks WHERE run_id = ? AND id = ?`, id, taskID))
+	t, err := scanTaskRow(r.db.QueryRowContext(ctx, taskRowFrom+`WHERE t.run_id = ? AND t.id = ?`, id, taskID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, fmt.Errorf("%w: task %q of run %s", ErrNotFound, taskID, id)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/orch"
@@ -85,6 +86,16 @@ func TestReader_AgreesWithStatus(t *testing.T) {
 	named, err := r.TasksNamed(ctx, id, []string{"c", "a", "nope"})
 	if err != nil || len(named) != 2 || named[0].ID != "a" || named[1].ID != "c" || named[1].Index != 5 {
 		t.Errorf("TasksNamed = %+v, %v", named, err)
+	}
+	shape, err := r.Shape(ctx, id)
+	if err != nil || len(shape) != len(want.Tasks) {
+		t.Fatalf("Shape = %d tasks, %v; want %d", len(shape), err, len(want.Tasks))
+	}
+	for i, o := range shape {
+		w := want.Tasks[i]
+		if o.ID != w.ID || o.Subagent != w.Subagent || !cmp.Equal(o.Deps, w.DependsOn, cmpopts.EquateEmpty()) {
+			t.Errorf("Shape task %d = %+v, Status says %+v", i, o, w)
+		}
 	}
 	at, err := r.TasksAt(ctx, id, []int{5, 0, 99})
 	if err != nil || len(at) != 2 || at[0].ID != "a" || at[1].ID != "c" {

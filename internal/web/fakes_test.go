@@ -72,6 +72,9 @@ func (f *fakeOrch) store(t testing.TB) *orch.Reader {
 		if len(task.Locks) > 0 {
 			doc["locks"] = task.Locks
 		}
+		if task.Verify != nil {
+			doc["verify"] = task.Verify // Spec's JSON is the plan's form
+		}
 		tasks = append(tasks, doc)
 	}
 	src, _ := json.Marshal(map[string]any{"version": 1, "name": r.Name, "tasks": tasks})
@@ -94,8 +97,13 @@ func (f *fakeOrch) store(t testing.TB) *orch.Reader {
 				return err
 			}
 			for n, d := range task.Dispatches {
-				if _, err := tx.Exec(`INSERT INTO attempts(dispatch_id, run_id, task_idx, number, state, fired_at) VALUES (?, ?, ?, ?, 'live', ?)`,
-					d, r.ID, i, n+1, ts(r.CreatedAt)); err != nil {
+				var vj string
+				if d == task.DispatchID && task.Verdict != nil {
+					b, _ := json.Marshal(task.Verdict)
+					vj = string(b)
+				}
+				if _, err := tx.Exec(`INSERT INTO attempts(dispatch_id, run_id, task_idx, number, state, fired_at, verdict) VALUES (?, ?, ?, ?, 'live', ?, ?)`,
+					d, r.ID, i, n+1, ts(r.CreatedAt), vj); err != nil {
 					return err
 				}
 			}

@@ -17,7 +17,9 @@ import (
 func TestServer_VerdictShown(t *testing.T) {
 	spec := &verdict.Spec{Command: []string{"go", "test", "./..."}, Timeout: verdict.DefaultTimeout, Protect: []string{"**/*_test.go"}}
 	red := verdict.Red(verdict.ReasonExit, "exit status 1", 1, spec.Command, 2*time.Second,
-		verdict.TailText{Text: "--- FAIL: TestAdd <script>alert(1)</script>\nFAIL\n", Total: 46})
+		// Total is what the command wrote: at least the tail (the run page reads verdicts
+		// through verdict.Parse, which refuses a tail longer than the output).
+		verdict.TailText{Text: "--- FAIL: TestAdd <script>alert(1)</script>\nFAIL\n", Total: 49})
 	prot := verdict.Protected(spec.Command, []string{"calc_test.go"})
 	o := newFakeOrch(
 		api.Task{ID: "a", State: api.TaskFailed, Subagent: "coder", DispatchID: "d1", Dispatches: []string{"d1"}, Reason: "verify-failed", Verify: spec, Verdict: &red},

@@ -43,15 +43,16 @@ type graphView struct {
 func (s *Server) apiGraph(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var runID string
+	var total int
 	if err := s.read(ctx, func() error {
-		run, err := s.src.Runs.Run(ctx, r.PathValue("run"))
-		runID = run.ID
+		run, err := s.runSummary(ctx, r.PathValue("run"), streamFresh)
+		runID, total = run.ID, run.Total
 		return err
 	}); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	sh, ok, err := s.shapes.get(ctx, runID, graphWait)
+	sh, ok, err := s.shapes.get(ctx, runID, total, graphWait)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -144,7 +144,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	sh, ok, _ := s.shapes.get(ctx, run.ID, shapeWait)
+	sh, ok, _ := s.shapes.get(ctx, run.ID, run.Total, shapeWait)
 	v.Shaped = ok
 	for _, t := range rows {
 		v.Rows = append(v.Rows, withShape(t, sh))
@@ -184,6 +184,7 @@ func withShape(t orch.TaskRow, sh *shape) api.Task {
 		return task
 	}
 	task.Subagent = sh.sub[t.Index]
+	task.Verify = sh.verify[t.Index]
 	task.DependsOn = sh.depNames(t.Index)
 	if sh.locks[t.Index] != "" {
 		task.Locks = strings.Split(sh.locks[t.Index], ", ")
@@ -204,14 +205,14 @@ type taskView struct {
 
 func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	run, err := s.src.Runs.Run(ctx, r.PathValue("run"))
+	run, err := s.runSummary(ctx, r.PathValue("run"), pageFresh)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	// With the run's shape kept, the task is found by its plan position (a key lookup);
 	// without, by its id (a scan of the run's rows).
-	sh, _, _ := s.shapes.get(ctx, run.ID, shapeWait)
+	sh, _, _ := s.shapes.get(ctx, run.ID, run.Total, shapeWait)
 	row, err := s.taskRow(ctx, run.ID, r.PathValue("task"), sh)
 	if err != nil {
 		s.fail(w, r, err)
@@ -465,7 +466,7 @@ func (s *Server) apiRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	sh, _, _ := s.shapes.get(ctx, run.ID, shapeWait)
+	sh, _, _ := s.shapes.get(ctx, run.ID, run.Total, shapeWait)
 	out := runAnswer{Run: run, From: from}
 	out.Tasks = []api.Task{}
 	if len(rows) > 0 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/orch/plan"
+	"github.com/agora-dev/agora/internal/verdict"
 )
 
 // A run's shape is what its plan says of its tasks (subagent, dependencies, locks) and the
@@ -37,10 +38,11 @@ const (
 
 // shape is one run's tasks in plan order, compactly: a 100,000-task run takes a few MB.
 type shape struct {
-	ids   []string
-	index map[string]int32
-	sub   []string // each task's subagent (shared strings)
-	locks []string // each task's locks as a view lists them, ", "-joined
+	ids    []string
+	index  map[string]int32
+	sub    []string        // each task's subagent (shared strings)
+	verify []*verdict.Spec // each task's verify gate, nil: none
+	locks  []string        // each task's locks as a view lists them, ", "-joined
 	// depStart[i]:depStart[i+1] are task i's dependencies in deps (plan positions), needs
 	// marking those it takes products from.
 	depStart []int32
@@ -66,7 +68,7 @@ func (s *shape) depNames(i int) []string {
 func newShape(outline []plan.Outline) *shape {
 	n := len(outline)
 	s := &shape{ids: make([]string, n), index: make(map[string]int32, n), sub: make([]string, n), locks: make([]string, n),
-		depStart: make([]int32, n+1), x: make([]int32, n), y: make([]int32, n)}
+		verify: make([]*verdict.Spec, n), depStart: make([]int32, n+1), x: make([]int32, n), y: make([]int32, n)}
 	subs := map[string]string{}
 	for i, o := range outline {
 		s.ids[i] = o.ID
@@ -75,6 +77,7 @@ func newShape(outline []plan.Outline) *shape {
 			subs[o.Subagent] = o.Subagent
 		}
 		s.sub[i] = subs[o.Subagent]
+		s.verify[i] = o.Verify
 		if len(o.Locks) > 0 {
 			s.locks[i] = strings.Join(plan.LockNames(o.Locks), ", ")
 		}
@@ -204,11 +207,17 @@ func newShapes(src Runs) *shapes {
 	return &shapes{src: src, build: make(chan struct{}, 1), runs: map[string]*shapeEntry{}}
 }
 
-// get returns run id's shape, starting its build when none is kept and waiting for it at
-// most wait; ok is false when it is not ready by then (or its build failed: err says why).
-func (c *shapes) get(ctx context.Context, id string, wait time.Duration) (s *shape, ok bool, err error) {
+// get returns the shape of run id of tasks tasks, starting its build when none is kept (or
+// the kept one has fewer tasks: the run was extended since) and waiting for it at most wait;
+// ok is false when it is not ready by then (or its build failed: err says why).
+func (c *shapes) get(ctx context.Context, id string, tasks int, wait time.Duration) (s *shape, ok bool, err error) {
 	c.mu.Lock()
 	e := c.runs[id]
+	if e != nil && e.ready && len(e.s.ids) < tasks {
+		c.tasks -= len(e.s.ids)
+		delete(c.runs, id)
+		e = nil
+	}
 	if e == nil {
 		e = &shapeEntry{done: make(chan struct{})}
 		c.runs[id] = e
@@ -238,19 +247,21 @@ func (c *shapes) make(ctx context.Context, id string, e *shapeEntry) {
 		e.err = ctx.Err()
 	}
 	if e.err == nil {
-		var canonical []byte
-		if canonical, e.err = c.src.Plan(ctx, id); e.err == nil {
-			var outline []plan.Outline
-			if outline, e.err = plan.ReadOutline(canonical); e.err == nil {
-				e.s = newShape(outline)
-			}
+		var outline []plan.Outline
+		if outline, e.err = c.src.Shape(ctx, id); e.err == nil {
+			e.s = newShape(outline)
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e.err != nil {
-		delete(c.runs, id) // the next reader tries again
+		if c.runs[id] == e {
+			delete(c.runs, id) // the next reader tries again
+		}
 		return
+	}
+	if c.runs[id] != e {
+		return // replaced meanwhile by a newer build
 	}
 	e.ready = true
 	c.tasks += len(e.s.ids)

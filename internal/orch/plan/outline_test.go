@@ -10,27 +10,13 @@ import (
 )
 
 // outlineOf is what ReadOutline must say of p: its resolved tasks' shape.
-func outlineOf(p *plan.Plan) []plan.Outline {
-	var out []plan.Outline
-	for _, r := range p.Resolve() {
-		o := plan.Outline{ID: r.ID, Subagent: r.Subagent, Deps: r.Deps, Locks: r.Locks}
-		for _, n := range r.Needs {
-			o.Needs = append(o.Needs, n.From)
-		}
-		slices.Sort(o.Needs)
-		o.Needs = slices.Compact(o.Needs)
-		if len(o.Deps) == 0 {
-			o.Deps = nil
-		}
-		out = append(out, o)
-	}
-	return out
-}
+func outlineOf(p *plan.Plan) []plan.Outline { return plan.OutlineOf(p.Resolve()) }
 
 func TestReadOutline(t *testing.T) {
 	p, err := plan.Parse("p.yaml", []byte(head+`  - {id: a, subagent: s, locks: [r, {name: q, mode: shared}]}
   - {id: b, subagent: t, depends_on: [a], needs: {x: {from: a, select: patch}, y: {from: c, select: outputs}}}
-  - {id: c, subagent: s}
+  - {id: c, subagent: s, verify: {command: [go, test], protect: ["**/*_test.go"], timeout: 2m}}
+  - {id: d, subagent: s, verify: {command: [make]}}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +42,9 @@ func FuzzReadOutline(f *testing.F) {
 	f.Add([]byte(head + "  - {id: a, subagent: s, depends_on: [b]}\n  - {id: b, subagent: s, needs: {x: {from: a, select: patch}}, locks: [r, {name: q, mode: shared}]}\n"))
 	f.Add([]byte(`{"tasks":[{"id":"a","locks":[{"mode":"shared"}],"needs":{"k":{}}}]}`))
 	f.Add([]byte(fullCanonical))
+	f.Add([]byte(head + "  - {id: a, subagent: s, verify: {command: [go, test], timeout: 90s}}\n"))
+	f.Add([]byte("version: 1\nname: p\ndefaults: {verify: {command: [make, check]}}\ntasks: [{id: a, subagent: s}]\n"))
+	f.Add([]byte("version: 1\nname: p\ntasks:\n  - {id: split, subagent: s}\n  - {id: each, fan_out: {from: split, select: \"output:items.json\", template: {subagent: w, locks: [{name: ci, mode: shared}]}}}\n  - {id: reduce, subagent: r, depends_on: [each]}\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		plan.ReadOutline(src)
 		p, err := plan.Parse("f", src)
