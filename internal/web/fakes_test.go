@@ -84,8 +84,12 @@ func (f *fakeOrch) store(t testing.TB) *orch.Reader {
 	}
 	ts := func(at time.Time) string { return at.UTC().Format(time.RFC3339Nano) }
 	err = db.Tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.Exec(`INSERT INTO runs(id, name, digest, state, actor, repo, created_at) VALUES (?, ?, ?, ?, 'tester', ?, ?)`,
-			r.ID, r.Name, p.Digest(), r.State, r.Repo, ts(r.CreatedAt)); err != nil {
+		var slot string
+		if r.Slot != nil {
+			slot = ts(*r.Slot)
+		}
+		if _, err := tx.Exec(`INSERT INTO runs(id, name, digest, state, actor, repo, created_at, queue, schedule, slot, missed) VALUES (?, ?, ?, ?, 'tester', ?, ?, ?, ?, ?, ?)`,
+			r.ID, r.Name, p.Digest(), r.State, r.Repo, ts(r.CreatedAt), r.Queue, r.Schedule, slot, r.Missed); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(`INSERT INTO run_plans(run_id, plan) VALUES (?, ?)`, r.ID, p.Canonical()); err != nil {
