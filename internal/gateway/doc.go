@@ -87,8 +87,11 @@
 // Every POST model route's body is read for its model, exactly (strictjson: one reading, no
 // duplicate or case-folded key at any level), and forwarded only when it names
 // [Config.Model] and, under a usd budget, a model with a price (modelpin.go); otherwise it is
-// refused 400 in the API's own shape with a denied entry of its own. A call is priced as the
-// model it was forwarded for, never as the name its response carries.
+// refused 400 in the API's own shape with a denied entry of its own. The same read refuses
+// what the provider would run on the dispatch's account (provider-run tools, remote MCP
+// servers, a background response) and, under a usd budget, a rate above the standard one
+// (modelreach.go). A call is priced as the model it was forwarded for, never as the name its
+// response carries.
 //
 // # Connections
 //
