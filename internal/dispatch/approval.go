@@ -125,6 +125,7 @@ func (s *Records) DecideApproval(ctx context.Context, id, call string, approve b
 		state = ApprovalApproved
 	}
 	var out *Approval
+	var late error
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		r, err := getRecord(ctx, tx, id)
 		if err != nil {
@@ -147,6 +148,17 @@ func (s *Records) DecideApproval(ctx context.Context, id, call string, approve b
 			return fmt.Errorf("%w: dispatch %s is %s; its held calls ended with it", ErrApprovalNotPending, id, r.State)
 		}
 		a := pending[0]
+		if !s.now().Before(a.ExpiresAt) {
+			// The timeout passed and its waiter has not settled it yet (it is between
+			// polls, or died and is not yet reaped): a decision now is not one given in
+			// time. The call is settled expired, as the waiter would have, and the person
+			// told so (committed, so the refusal is on record).
+			if _, err := s.settle(ctx, tx, id, a, ApprovalExpired, "no decision within the approval timeout", SystemActor); err != nil {
+				return err
+			}
+			late = fmt.Errorf("%w: call %q of dispatch %s expired at %s, before this decision", ErrApprovalNotPending, call, id, a.ExpiresAt.UTC().Format(time.RFC3339))
+			return nil
+		}
 		if approve && argsDigest == "" {
 			if err := heldWithOtherArgs(r, a); err != nil {
 				return err
@@ -157,6 +169,9 @@ func (s *Records) DecideApproval(ctx context.Context, id, call string, approve b
 		}
 		return nil
 	})
+	if err == nil && late != nil {
+		return nil, late
+	}
 	return out, err
 }
 
