@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agora-dev/agora/internal/home"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -147,20 +148,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	if err != nil {
 		return err
 	}
-	reader := view.New(h.DB, h.Blobs)
-	eng, err := orch.Open(ctx, db, audit.New(f.Now), &dispatchexec.Executor{D: d, Supervisors: detach.For(d), Log: ob.log, Trace: ob.spans.Traceparent}, orch.Options{
-		Now:      f.Now,
-		Refs:     catalogRefs{r: reader, targets: h.Config.Target, queues: h.Config.CheckQueue},
-		Queues:   h.Config.QueueConcurrency(),
-		Observer: ob.observer,
-		AfterCommit: func(ctx context.Context, sealed []string) {
-			// A sealed run gets a checkpoint at once, so its bundle can be exported and
-			// anchored without waiting for the next interval.
-			if _, err := orchCP.Checkpoint(ctx); err != nil {
-				ob.log.Warn("checkpoint orch.db after sealing", "runs", sealed, "err", err)
-			}
-		},
-	})
+	eng, err := openOrchEngine(ctx, f, h, db, d, ob, orchCP)
 	if err != nil {
 		return err
 	}
@@ -210,6 +198,25 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 		return nil
 	}
 	return err
+}
+
+// openOrchEngine opens the orchestrator's engine over db: plans are checked against the
+// catalog and agora.yaml, tasks run through d, and a sealed run is checkpointed at once.
+func openOrchEngine(ctx context.Context, f *Factory, h *home.Home, db *store.DB, d *dispatch.Dispatcher, ob *serveObs, orchCP *audit.Checkpointer) (*orch.Engine, error) {
+	reader := view.New(h.DB, h.Blobs)
+	return orch.Open(ctx, db, audit.New(f.Now), &dispatchexec.Executor{D: d, Supervisors: detach.For(d), Log: ob.log, Trace: ob.spans.Traceparent}, orch.Options{
+		Now:      f.Now,
+		Refs:     catalogRefs{r: reader, targets: h.Config.Target, queues: h.Config.CheckQueue},
+		Queues:   h.Config.QueueConcurrency(),
+		Observer: ob.observer,
+		AfterCommit: func(ctx context.Context, sealed []string) {
+			// A sealed run gets a checkpoint at once, so its bundle can be exported and
+			// anchored without waiting for the next interval.
+			if _, err := orchCP.Checkpoint(ctx); err != nil {
+				ob.log.Warn("checkpoint orch.db after sealing", "runs", sealed, "err", err)
+			}
+		},
+	})
 }
 
 // catalogRefs checks a plan's references against the catalog and agora.yaml's targets and

@@ -88,6 +88,7 @@ func (g *gw) serve(t testing.TB, ln net.Listener) {
 	if g.set != nil {
 		g.set(g.srv)
 	}
+	g.srv.conns = g.srv.newConnTable() // before the goroutine, so tests read it race-free
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.srv.Serve(ctx, ln, g.certs.Server) }()

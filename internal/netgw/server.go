@@ -84,7 +84,9 @@ func TLSConfig(cert tls.Certificate) *tls.Config {
 // Serve serves TLS connections accepted on ln until ctx is done, then stops: requests in
 // flight get shutdownTimeout, tunnels are closed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, cert tls.Certificate) error {
-	s.conns = s.newConnTable()
+	if s.conns == nil { // a test may build the table first, to read it without a race
+		s.conns = s.newConnTable()
+	}
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(s.serveHTTP),
 		ConnContext:       withConn,
