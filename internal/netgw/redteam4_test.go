@@ -458,3 +458,43 @@ func TestRedTeam4_LockFilesGoWithTheirSessions(t *testing.T) {
 		t.Errorf("lock files %v, want only the standing session's", ents)
 	}
 }
+
+// TestRedTeam4_HostDiskFullIsNoRefusalOfTheUpload: the host's disk under the stage filled up
+// (other dispatches' uploads, each within its own cap, do that on a wide run) while a worker
+// uploaded. Writing its files failed with ENOSPC, and the gateway took that for a refusal of
+// what the upload held: 422, and the mark "refused" for good, so even the worker's retry
+// once space was freed was refused 409, and the dispatch ended worker-failed for the host's
+// disk. A failure of the host's own storage refuses nothing: 503, no mark, and the same
+// upload is stored once there is room.
+func TestRedTeam4_HostDiskFullIsNoRefusalOfTheUpload(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: mounting a small tmpfs under the stage needs root")
+	}
+	g := startGateway(t)
+	l := stageLayout(t, "01RT4DISKFULL")
+	// The out directory's file system (its staging is beside it): 256 KiB.
+	fsDir := filepath.Join(t.TempDir(), "small")
+	must(t, os.Mkdir(fsDir, 0o700))
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", fsDir).CombinedOutput(); err != nil {
+		t.Skipf("SKIP: mount tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", fsDir).Run() })
+	l.out = filepath.Join(fsDir, "out")
+	must(t, os.Mkdir(l.out, 0o700))
+	s := g.export(t, l)
+	body := tarOf(t, tarEntry{name: "result.json", body: "{}"}, tarEntry{name: "big", body: strings.Repeat("d", 512<<10)})
+	code, msg := g.putOut(t, l, s, body)
+	if code == 204 {
+		t.Fatalf("a 512 KiB upload into 256 KiB was stored")
+	}
+	if code != http.StatusServiceUnavailable {
+		t.Errorf("the upload with the host's disk full: %d %s, want 503 (the host's failure: retry)", code, msg)
+	}
+	if out, err := exec.Command("mount", "-o", "remount,size=4m", fsDir).CombinedOutput(); err != nil {
+		t.Fatalf("remount: %v %s", err, out)
+	}
+	if code, msg := g.putOut(t, l, s, body); code != 204 {
+		t.Fatalf("the same upload once the disk has room: %d %s, want 204", code, msg)
+	}
+	checkFile(t, filepath.Join(l.out, "result.json"), "{}")
+}

@@ -225,6 +225,10 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, rt route) (*r
 	}
 	if err != nil {
 		s.logger().Error("gateway session unreadable", "dispatch_id", rt.dispatch, "err", err)
+		if hostFailure(err) {
+			retryLater(w, "read the session") // out of descriptors, a failing disk: not the session's fault
+			return nil, false
+		}
 		httpError(w, http.StatusInternalServerError, "session unreadable")
 		return nil, false
 	}

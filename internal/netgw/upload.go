@@ -14,6 +14,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // Caps of one upload.
@@ -31,7 +32,10 @@ const (
 type UploadError struct {
 	Entry  string // the entry's name as the tar gave it (quoted when shown), empty when none
 	Reason string
+	Err    error // the file system's error behind Reason, if any
 }
+
+func (e *UploadError) Unwrap() error { return e.Err }
 
 func (e *UploadError) Error() string {
 	if e.Entry == "" {
@@ -54,7 +58,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 	}
 	if err != nil {
 		s.logger().Error("gateway upload lock", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
-		httpError(w, http.StatusInternalServerError, "claim the upload")
+		retryLater(w, "claim the upload")
 		return
 	}
 	defer unlock()
@@ -83,6 +87,15 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 		httpError(w, http.StatusBadRequest, "upload interrupted; retry")
 		return
 	}
+	if err != nil && hostFailure(err) {
+		// The host's storage failed (its disk full: other dispatches' uploads, each within
+		// its cap, fill it on a wide run), not the content: nothing is claimed, and the worker
+		// sends the same upload again (red team B: this was a refusal for good).
+		s.logger().Error("gateway upload: the host's storage failed", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
+		_, _ = io.CopyN(io.Discard, r.Body, refusedDrain)
+		retryLater(w, "the host could not store the upload now")
+		return
+	}
 	mark := body.mark()
 	// The body took its time: the session may have ended meanwhile (revoked, or exported
 	// again with another token). An upload that outlived its token leaves no trace: no mark
@@ -108,19 +121,19 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 	mark.Placing = true
 	if err := writeUploadMark(sd, m.Name, mark); err != nil {
 		s.logger().Error("gateway upload mark", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
-		httpError(w, http.StatusInternalServerError, "record the upload; retry")
+		retryLater(w, "record the upload")
 		return
 	}
 	if err := st.place(); err != nil {
 		// Placing, not placed: the same bytes again finish it.
 		s.logger().Error("gateway upload", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
-		httpError(w, http.StatusInternalServerError, "place the upload; retry")
+		retryLater(w, "place the upload")
 		return
 	}
 	mark.Placing = false
 	if err := writeUploadMark(sd, m.Name, mark); err != nil {
 		s.logger().Error("gateway upload mark", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
-		httpError(w, http.StatusInternalServerError, "record the upload; retry")
+		retryLater(w, "record the upload")
 		return
 	}
 	s.logger().Info("gateway upload", "dispatch_id", rec.Dispatch, "mount", m.Name, "entries", st.entries)
@@ -141,6 +154,25 @@ func (s *Server) holdSession(ctx context.Context, rec *record) (release func(), 
 		return nil, false
 	}
 	return func() { unlock(false) }, true
+}
+
+// retryLater answers that the host failed the request, not its sender: 503, which the worker
+// retries (its transient statuses), and, were the failure to last, reports as the gateway's.
+// A 500 it would have taken for a refusal of its own (red team B).
+func retryLater(w http.ResponseWriter, what string) {
+	w.Header().Set("Retry-After", "1")
+	httpError(w, http.StatusServiceUnavailable, what+" failed on the host; retry")
+}
+
+// hostFailure reports a failure of the host's own resources (its disk full or failing, out of
+// descriptors or memory), which says nothing of what was sent.
+func hostFailure(err error) bool {
+	for _, e := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.EROFS, syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // refuseUpload makes the mount's refusal final and answers it.
@@ -290,7 +322,7 @@ func extractInto(root *os.Root, r io.Reader, caps uploadCaps) (int, error) {
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			if err := root.MkdirAll(name, 0o700); err != nil {
-				return 0, &UploadError{Entry: hdr.Name, Reason: "cannot make the directory: " + errReason(err)}
+				return 0, &UploadError{Entry: hdr.Name, Reason: "cannot make the directory: " + errReason(err), Err: err}
 			}
 		case tar.TypeReg:
 			// hdr.Size is a file's logical size, a sparse file's (PAX sparse) included:
@@ -301,7 +333,7 @@ func extractInto(root *os.Root, r io.Reader, caps uploadCaps) (int, error) {
 			}
 			total += hdr.Size
 			if err := extractFile(root, name, tr, hdr.Size); err != nil {
-				return 0, &UploadError{Entry: hdr.Name, Reason: errReason(err)}
+				return 0, &UploadError{Entry: hdr.Name, Reason: errReason(err), Err: err}
 			}
 		default:
 			return 0, &UploadError{Entry: hdr.Name, Reason: fmt.Sprintf("type %q: only regular files and directories are accepted", typeName(hdr.Typeflag))}
