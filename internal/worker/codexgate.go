@@ -20,6 +20,14 @@ const maxGateEvent = 16 << 20
 // always streams; a content coding would hide the events) is refused whole.
 func gateResponse(judge func(modelCall) error) func(*http.Response) error {
 	return func(resp *http.Response) error {
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			// A WebSocket (Codex can speak the Responses API over one) would carry the
+			// model's calls past the gate, which reads event streams only: refused, and the
+			// relay answers codex 502 instead of switching.
+			why := "the model's answer switches protocols (a WebSocket), which the gate cannot read"
+			_ = judge(modelCall{Tool: modelAnswerTool, Refused: why})
+			return errors.New("agora relay: " + why)
+		}
 		if resp.StatusCode < 200 || resp.StatusCode >= 300 {
 			return nil
 		}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"encoding/json"
+	"net/http"
 	"testing"
 )
 
@@ -51,4 +52,20 @@ func FuzzStdinCall(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRedTeam4_CodexGateRefusesAProtocolSwitch (issue 26 red team): an answer that switches
+// protocols (101, a WebSocket, which Codex can speak the Responses API over) is refused by the
+// gate and recorded, never relayed unread. Failed before: a 101 passed the gate untouched
+// (only 2xx answers were read).
+func TestRedTeam4_CodexGateRefusesAProtocolSwitch(t *testing.T) {
+	var judged []modelCall
+	gate := gateResponse(func(c modelCall) error { judged = append(judged, c); return nil })
+	resp := &http.Response{StatusCode: http.StatusSwitchingProtocols, Header: http.Header{"Upgrade": {"websocket"}}, Body: http.NoBody}
+	if err := gate(resp); err == nil {
+		t.Error("a 101 answer passed the gate")
+	}
+	if len(judged) != 1 || judged[0].Refused == "" || judged[0].Tool != modelAnswerTool {
+		t.Errorf("judged %+v, want one refusal of the model's answer", judged)
+	}
 }
