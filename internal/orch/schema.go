@@ -238,5 +238,14 @@ CREATE TABLE run_extensions (
 ) WITHOUT ROWID;
 ALTER TABLE tasks ADD COLUMN review TEXT NOT NULL DEFAULT '';
 `,
+	}, store.Migration{
+		// What lists show of a schedule's plan (its name, queue and task count), so a list
+		// of schedules never reads (or parses) plans of up to 16 MiB each.
+		Name: "schedule summaries",
+		SQL: `
+ALTER TABLE schedules ADD COLUMN plan_name TEXT NOT NULL DEFAULT '';
+ALTER TABLE schedules ADD COLUMN queue TEXT NOT NULL DEFAULT 'default';
+ALTER TABLE schedules ADD COLUMN tasks INTEGER NOT NULL DEFAULT 0;
+`,
 	})
 }

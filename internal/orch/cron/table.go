@@ -15,10 +15,15 @@ import (
 
 // Schedule is one standing order: run Plan at every slot of Spec.
 type Schedule struct {
-	Name   string
-	Spec   *Spec
-	Plan   []byte // the canonical plan, validated when the schedule was added
+	Name string
+	Spec *Spec
+	// Plan is the canonical plan, validated when the schedule was added; only [Table.Add]
+	// reads it here (a plan may be 16 MiB: [Table.Plan] reads one when its slot fires).
+	Plan   []byte
 	Digest string // the plan's digest
+	// PlanName, Queue and Tasks summarise the plan for lists, which never read plans.
+	PlanName, Queue string
+	Tasks           int
 	// Workspace and Revision are what the person named when adding it (NAME or
 	// NAME@sha256:HEX, and a branch, tag or commit), resolved again at each slot; "" when
 	// the plan names its own or none.
@@ -131,9 +136,10 @@ func (t *Table) Add(ctx context.Context, s *Schedule, now time.Time) error {
 		if n > 0 {
 			return fmt.Errorf("%w: %q; remove it first ('agora orch schedule remove %s') or choose another name", ErrExists, s.Name, s.Name)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schedules(name, spec, zone, plan, digest, workspace, revision, actor, created_at, next_due)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, s.Name, s.Spec.String(), s.Spec.Zone(), s.Plan, s.Digest, s.Workspace, s.Revision,
-			s.Actor, ts(s.CreatedAt), dueText(s.NextDue)); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schedules(name, spec, zone, plan, digest, workspace, revision, actor, created_at, next_due,
+			plan_name, queue, tasks)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, s.Name, s.Spec.String(), s.Spec.Zone(), s.Plan, s.Digest, s.Workspace, s.Revision,
+			s.Actor, ts(s.CreatedAt), dueText(s.NextDue), s.PlanName, s.Queue, s.Tasks); err != nil {
 			return err
 		}
 		return t.append(ctx, tx, s.Name, "orch.schedule.added", map[string]any{
@@ -158,13 +164,15 @@ func (t *Table) Remove(ctx context.Context, name, actor string) error {
 	})
 }
 
-const columns = `name, spec, zone, plan, digest, workspace, revision, actor, created_at, last_slot, last_run, last_error, next_due`
+// columns are what a schedule is read with: everything but its plan.
+const columns = `name, spec, zone, digest, workspace, revision, actor, created_at, last_slot, last_run, last_error, next_due,
+	plan_name, queue, tasks`
 
 func scan(row interface{ Scan(...any) error }) (*Schedule, error) {
 	var s Schedule
 	var spec, zone, created, last, next string
-	if err := row.Scan(&s.Name, &spec, &zone, &s.Plan, &s.Digest, &s.Workspace, &s.Revision, &s.Actor, &created, &last,
-		&s.LastRun, &s.LastError, &next); err != nil {
+	if err := row.Scan(&s.Name, &spec, &zone, &s.Digest, &s.Workspace, &s.Revision, &s.Actor, &created, &last,
+		&s.LastRun, &s.LastError, &next, &s.PlanName, &s.Queue, &s.Tasks); err != nil {
 		return nil, err
 	}
 	sp, err := Parse(spec, zone)
@@ -186,6 +194,16 @@ func (t *Table) Get(ctx context.Context, name string) (*Schedule, error) {
 		return nil, fmt.Errorf("%w: %q", ErrNotFound, name)
 	}
 	return s, err
+}
+
+// Plan reads s's canonical plan (the scheduler checks it against s.Digest once parsed).
+func (t *Table) Plan(ctx context.Context, s *Schedule) ([]byte, error) {
+	var b []byte
+	err := t.db.SQL().QueryRowContext(ctx, `SELECT plan FROM schedules WHERE name = ? AND created_at = ?`, s.Name, ts(s.CreatedAt)).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, s.Name)
+	}
+	return b, err
 }
 
 // List returns every schedule by name.

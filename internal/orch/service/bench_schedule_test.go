@@ -53,8 +53,8 @@ func scheduledEngine(b *testing.B, n int) (*orch.Engine, *service.Scheduler) {
 	next := spec.Next(now).Format("2006-01-02T15:04:05.000000000Z07:00")
 	if err := db.Tx(ctx, func(tx *sql.Tx) error {
 		for i := range n {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO schedules(name, spec, zone, plan, digest, actor, created_at, next_due)
-				VALUES (?, ?, ?, ?, ?, 'bench', ?, ?)`, fmt.Sprintf("idle-%05d", i), spec.String(), spec.Zone(), p.Canonical(), p.Digest(),
+			if _, err := tx.ExecContext(ctx, `INSERT INTO schedules(name, spec, zone, plan, digest, actor, created_at, next_due, plan_name, tasks)
+				VALUES (?, ?, ?, ?, ?, 'bench', ?, ?, 'idle', 1)`, fmt.Sprintf("idle-%05d", i), spec.String(), spec.Zone(), p.Canonical(), p.Digest(),
 				now.Format("2006-01-02T15:04:05.000000000Z07:00"), next); err != nil {
 				return err
 			}
@@ -120,7 +120,7 @@ func BenchmarkScheduler_FireOneDue(b *testing.B) {
 				}
 				name := fmt.Sprintf("due-%d", i)
 				// Added two minutes ago: its slot a minute ago is due now.
-				s := &cron.Schedule{Name: name, Spec: spec, Plan: p.Canonical(), Digest: p.Digest(), Actor: "bench"}
+				s := &cron.Schedule{Name: name, Spec: spec, Plan: p.Canonical(), Digest: p.Digest(), Actor: "bench", PlanName: p.Name, Queue: "default", Tasks: 1}
 				if err := sched.Table.Add(context.Background(), s, time.Now().Add(-2*time.Minute)); err != nil {
 					b.Fatal(err)
 				}

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -139,8 +140,15 @@ func (s *Scheduler) fire(ctx context.Context, sch *cron.Schedule, now time.Time)
 		// changed. Point it at its real next slot.
 		return s.Table.Repoint(ctx, sch)
 	}
-	p, co, err := s.Server.prepare(ctx, api.SubmitRequest{File: "schedule " + sch.Name, Source: sch.Plan,
+	src, err := s.Table.Plan(ctx, sch)
+	if err != nil {
+		return err
+	}
+	p, co, err := s.Server.prepare(ctx, api.SubmitRequest{File: "schedule " + sch.Name, Source: src,
 		Workspace: sch.Workspace, Revision: sch.Revision})
+	if err == nil && p.Digest() != sch.Digest {
+		err = fmt.Errorf("the stored plan's digest is %s, not the %s it was added with", p.Digest(), sch.Digest)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

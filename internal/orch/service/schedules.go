@@ -3,13 +3,11 @@ package service
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/cron"
-	"github.com/agora-dev/agora/internal/orch/plan"
 )
 
 // showRuns is how many of a schedule's runs show lists.
@@ -57,7 +55,7 @@ func (s *Server) scheduleAdd(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sch := &cron.Schedule{Name: req.Name, Spec: spec, Plan: p.Canonical(), Digest: p.Digest(), Workspace: req.Workspace,
-		Revision: req.Revision, Actor: req.Actor}
+		Revision: req.Revision, Actor: req.Actor, PlanName: p.Name, Queue: p.QueueName(), Tasks: len(p.Tasks)}
 	if err := s.Schedules.Table.Add(r.Context(), sch, s.Schedules.Now()); err != nil {
 		writeScheduleErr(w, err)
 		return
@@ -139,12 +137,8 @@ func (s *Server) scheduleShow(w http.ResponseWriter, r *http.Request) {
 
 // schedule is sch as the API shows it, with its runs when runs is set.
 func (s *Server) schedule(ctx context.Context, sch *cron.Schedule, runs bool) (api.Schedule, error) {
-	p, err := plan.Parse("schedule "+sch.Name, sch.Plan)
-	if err != nil {
-		return api.Schedule{}, fmt.Errorf("schedule %q: its stored plan no longer parses: %w", sch.Name, err)
-	}
-	out := api.Schedule{Name: sch.Name, Spec: sch.Spec.String(), Zone: sch.Spec.Zone(), PlanName: p.Name, PlanDigest: sch.Digest,
-		Queue: p.QueueName(), Tasks: len(p.Tasks), Workspace: sch.Workspace, Revision: sch.Revision, Actor: sch.Actor,
+	out := api.Schedule{Name: sch.Name, Spec: sch.Spec.String(), Zone: sch.Spec.Zone(), PlanName: sch.PlanName, PlanDigest: sch.Digest,
+		Queue: sch.Queue, Tasks: sch.Tasks, Workspace: sch.Workspace, Revision: sch.Revision, Actor: sch.Actor,
 		CreatedAt: sch.CreatedAt, LastRun: sch.LastRun, LastError: sch.LastError, NextDue: timePtr(sch.NextDue), LastSlot: timePtr(sch.LastSlot)}
 	if !runs {
 		return out, nil
