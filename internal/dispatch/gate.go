@@ -42,6 +42,12 @@ func checkVerify(s *verdict.Spec, name string, t config.Target) (*verdict.Spec, 
 	if t.Provider == config.ProviderKubernetes {
 		return nil, reqErr("target %q runs dispatches as Kubernetes pods, which run only agora's worker, so a verify gate cannot run there: verify on a local or docker target", name)
 	}
+	if t.Sandbox == compute.SandboxNone {
+		// The command is judged against no grant because its sandbox leaves it nothing to
+		// misuse; without one it would run on the host as agora, with the host's network
+		// and files.
+		return nil, reqErr("target %q has sandbox %q, so a verify command would run on the host unconfined: verify on a sandboxed target", name, compute.SandboxNone)
+	}
 	e := s.Effective()
 	e.Command, e.Protect = slices.Clone(e.Command), slices.Clone(e.Protect)
 	return &e, nil
