@@ -50,7 +50,7 @@ func Load(root string, defaults []Tool) (*Set, error) {
 	var total int64
 	first := map[string]*Agent{}
 	for _, f := range files {
-		src, err := capped.ReadFile(f.path, MaxFileSize)
+		src, err := readListed(f)
 		if err != nil {
 			errs = append(errs, strictyaml.Error{File: agenttext.Escape(f.path), Msg: readProblem(err)})
 			continue
@@ -106,6 +106,9 @@ func readProblem(err error) string {
 	if errors.As(err, &tl) {
 		return fmt.Sprintf("over the %d-byte limit of a subagent file", MaxFileSize)
 	}
+	if errors.Is(err, errOutside) {
+		return err.Error()
+	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return pe.Err.Error()
@@ -113,10 +116,36 @@ func readProblem(err error) string {
 	return err.Error()
 }
 
-type listed struct{ path, rel string }
+// listed is a file to read: its path as listed, its path under the root, and the directory
+// whose files it may resolve to ("" for a root that is one file, which a person named).
+type listed struct{ path, rel, within string }
+
+// errOutside means a file is a symlink to a file outside the directory being imported.
+var errOutside = errors.New("is a symlink to a file outside the directory given; agora imports only the files the directory holds")
+
+// readListed reads f's file. A symlink is followed only to a file inside f.within: a
+// repository's agents directory may not import a file from elsewhere on the host (another
+// project's agent, a person's notes). The file is opened non-blocking and must be regular,
+// so a FIFO a tarball carried is refused, never waited on.
+func readListed(f listed) ([]byte, error) {
+	real, err := filepath.EvalSymlinks(f.path)
+	if err == nil {
+		real, err = filepath.Abs(real)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if f.within != "" {
+		if rel, err := filepath.Rel(f.within, real); err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+			return nil, errOutside
+		}
+	}
+	return capped.NoFollow(real, MaxFileSize)
+}
 
 // listFiles lists the .md files under root in lexical order; root itself may be one .md file.
-// Symlinks to files are followed (when read); symlinked directories are not entered.
+// Symlinks to files inside root are followed (when read); symlinked directories are not
+// entered.
 func listFiles(root string) ([]listed, error) {
 	fi, err := os.Stat(root)
 	if err != nil {
@@ -127,6 +156,13 @@ func listFiles(root string) ([]listed, error) {
 			return nil, fmt.Errorf("import %s: want a directory of subagent files or one .md file", root)
 		}
 		return []listed{{path: root, rel: filepath.Base(root)}}, nil
+	}
+	within, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	if within, err = filepath.Abs(within); err != nil {
+		return nil, fmt.Errorf("import: %w", err)
 	}
 	var out []listed
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -143,7 +179,7 @@ func listFiles(root string) ([]listed, error) {
 		if err != nil {
 			return err
 		}
-		out = append(out, listed{path: p, rel: filepath.ToSlash(rel)})
+		out = append(out, listed{path: p, rel: filepath.ToSlash(rel), within: within})
 		return nil
 	})
 	if err != nil {
