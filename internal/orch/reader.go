@@ -61,31 +61,40 @@ func (r *Reader) Run(ctx context.Context, ref string) (api.Run, error) {
 	return run, err
 }
 
+// RunShape is the outline of every task of a run, in the order of their positions, and why
+// each task after the plan's was added.
+type RunShape struct {
+	Tasks []plan.Outline
+	// Added[i] is why Tasks[len(Tasks)-len(Added)+i] was added (as [Engine.Status] says).
+	Added []api.Added
+}
+
 // Shape returns the outline of every task of run id, in the order of its tasks' positions:
 // its plan's ([plan.ReadOutline], without parsing the plan whole), then those its
 // extensions added (fan-out items, reviewers, fixes: the plan is then parsed, and the
-// extensions derived as the engine derives them).
-func (r *Reader) Shape(ctx context.Context, id string) ([]plan.Outline, error) {
+// extensions derived as the engine derives them), with why each was added.
+func (r *Reader) Shape(ctx context.Context, id string) (RunShape, error) {
 	var canonical []byte
 	if err := r.db.QueryRowContext(ctx, `SELECT plan FROM run_plans WHERE run_id = ?`, id).Scan(&canonical); err != nil {
-		return nil, fmt.Errorf("run %s: read its plan: %w", id, err)
+		return RunShape{}, fmt.Errorf("run %s: read its plan: %w", id, err)
 	}
 	var n int
 	if err := r.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM run_extensions WHERE run_id = ?`, id).Scan(&n); err != nil {
-		return nil, fmt.Errorf("run %s: read its extensions: %w", id, err)
+		return RunShape{}, fmt.Errorf("run %s: read its extensions: %w", id, err)
 	}
 	if n == 0 {
-		return plan.ReadOutline(canonical)
+		o, err := plan.ReadOutline(canonical)
+		return RunShape{Tasks: o}, err
 	}
 	p, err := plan.Parse("orch.db run "+id, canonical)
 	if err != nil {
-		return nil, fmt.Errorf("run %s: stored plan: %w", id, err)
+		return RunShape{}, fmt.Errorf("run %s: stored plan: %w", id, err)
 	}
-	specs, _, err := extendedSpecs(ctx, r.db, id, p.Resolve())
+	specs, added, err := extendedSpecs(ctx, r.db, id, p.Resolve())
 	if err != nil {
-		return nil, err
+		return RunShape{}, err
 	}
-	return plan.OutlineOf(specs), nil
+	return RunShape{Tasks: plan.OutlineOf(specs), Added: added}, nil
 }
 
 // Counts returns how many of run id's tasks are in each state, and how many it has.
@@ -212,13 +221,43 @@ func (r *Reader) TasksIn(ctx context.Context, id, state string, limit int) ([]Ta
 	return r.taskRows(ctx, `WHERE t.run_id = ? AND t.state = ? ORDER BY t.idx LIMIT ?`, id, state, limit)
 }
 
-// Task returns run id's task taskID.
+// Task returns run id's task taskID, with why the run added it and, for a task that
+// succeeded with a fix of its work, the fix's dispatch (as [Engine.Status] says both).
 func (r *Reader) Task(ctx context.Context, id, taskID string) (TaskRow, error) {
 	t, err := scanTaskRow(r.db.QueryRowContext(ctx, taskRowFrom+`WHERE t.run_id = ? AND t.id = ?`, id, taskID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, fmt.Errorf("%w: task %q of run %s", ErrNotFound, taskID, id)
 	}
-	return t, err
+	if err != nil {
+		return t, err
+	}
+	return t, r.extensionOf(ctx, id, &t)
+}
+
+// extensionOf sets t.Added and t.Product from run id's extension rows: the row whose tasks
+// hold t's position added it (the engine writes each row with the positions of its tasks),
+// and the newest fix of t that succeeded is its product when t succeeded ([setProducts]).
+// Each is one scan of the run's extension rows, without their data.
+func (r *Reader) extensionOf(ctx context.Context, id string, t *TaskRow) error {
+	var a api.Added
+	err := r.db.QueryRowContext(ctx, `SELECT cause, task FROM run_extensions WHERE run_id = ? AND first <= ? AND ? < first + count`,
+		id, t.Index, t.Index).Scan(&a.Cause, &a.Task)
+	switch {
+	case err == nil:
+		t.Added = &a
+	case !errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("task %s: read its extension: %w", t.ID, err)
+	}
+	if t.State != api.TaskSucceeded {
+		return nil
+	}
+	err = r.db.QueryRowContext(ctx, `SELECT f.dispatch_id FROM run_extensions x JOIN tasks f ON f.run_id = x.run_id AND f.idx = x.first
+		WHERE x.run_id = ? AND x.cause = ? AND x.task = ? AND f.state = ? ORDER BY x.seq DESC LIMIT 1`,
+		id, causeFix, t.ID, api.TaskSucceeded).Scan(&t.Product)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("task %s: read its product: %w", t.ID, err)
+	}
+	return nil
 }
 
 // Attempts returns the dispatch ids of every attempt of run id's task at plan position idx,

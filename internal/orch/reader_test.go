@@ -88,10 +88,10 @@ func TestReader_AgreesWithStatus(t *testing.T) {
 		t.Errorf("TasksNamed = %+v, %v", named, err)
 	}
 	shape, err := r.Shape(ctx, id)
-	if err != nil || len(shape) != len(want.Tasks) {
-		t.Fatalf("Shape = %d tasks, %v; want %d", len(shape), err, len(want.Tasks))
+	if err != nil || len(shape.Tasks) != len(want.Tasks) || len(shape.Added) != 0 {
+		t.Fatalf("Shape = %d tasks (%d added), %v; want %d", len(shape.Tasks), len(shape.Added), err, len(want.Tasks))
 	}
-	for i, o := range shape {
+	for i, o := range shape.Tasks {
 		w := want.Tasks[i]
 		if o.ID != w.ID || o.Subagent != w.Subagent || !cmp.Equal(o.Deps, w.DependsOn, cmpopts.EquateEmpty()) {
 			t.Errorf("Shape task %d = %+v, Status says %+v", i, o, w)
@@ -100,5 +100,76 @@ func TestReader_AgreesWithStatus(t *testing.T) {
 	at, err := r.TasksAt(ctx, id, []int{5, 0, 99})
 	if err != nil || len(at) != 2 || at[0].ID != "a" || at[1].ID != "c" {
 		t.Errorf("TasksAt = %+v, %v", at, err)
+	}
+}
+
+// TestReader_AddedTasksAgreeWithStatus: a run extended by a fan-out, a review and a fix is
+// read back through a Reader: every task's position, why it was added and a fixed task's
+// product agree with Engine.Status, through Task (one task) and Shape (the whole run).
+func TestReader_AddedTasksAgreeWithStatus(t *testing.T) {
+	list := items(t, `[{"id": "pkg-1"}, {"id": "pkg-2"}]`)
+	rejected := map[string]orch.Review{"t.review-r2": {Approve: false, Reasons: []string{"no test <b>"}}}
+	exec := newFakeExec(func(a orch.Attempt) orch.Outcome {
+		o := reviewer(rejected)(a)
+		if a.TaskID == "split" {
+			o.Items = map[string]orch.ItemList{"items.json": list}
+		}
+		return o
+	})
+	h := start(t, "", exec)
+	id := h.runToEnd(parsePlan(t, `version: 1
+name: ext
+concurrency: 8
+tasks:
+  - {id: split, subagent: splitter}
+  - id: each
+    fan_out: {from: split, select: "output:items.json", template: {subagent: worker}}
+  - id: t
+    subagent: coder
+    review: {subagents: [r1, r2], approve: 2}
+    on_fail: {fix: {subagent: fixer, max_attempts: 2}}
+`))
+	want := h.wait(id)
+	if want.State != api.RunSucceeded {
+		t.Fatalf("run %s: %v", want.State, taskStates(want))
+	}
+	ro, err := store.OpenReadOnly(context.Background(), h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	r := orch.NewReader(ro.SQL())
+	ctx := context.Background()
+	shape, err := r.Shape(ctx, id)
+	if err != nil || len(shape.Tasks) != len(want.Tasks) {
+		t.Fatalf("Shape = %d tasks, %v; want %d", len(shape.Tasks), err, len(want.Tasks))
+	}
+	planTasks := len(shape.Tasks) - len(shape.Added)
+	var added, products int
+	for i, w := range want.Tasks {
+		got, err := r.Task(ctx, id, w.ID)
+		if err != nil || got.Index != i {
+			t.Fatalf("Task(%s) = %+v, %v; want position %d", w.ID, got, err, i)
+		}
+		if !cmp.Equal(got.Added, w.Added) || got.Product != w.Product || !cmp.Equal(got.Review, w.Review) {
+			t.Errorf("Task(%s): added %+v, product %q, review %+v; Status says %+v, %q, %+v", w.ID, got.Added, got.Product, got.Review, w.Added, w.Product, w.Review)
+		}
+		var fromShape *api.Added
+		if i >= planTasks {
+			fromShape = &shape.Added[i-planTasks]
+		}
+		if shape.Tasks[i].ID != w.ID || !cmp.Equal(fromShape, w.Added) {
+			t.Errorf("Shape task %d = %s added %+v; Status says %s added %+v", i, shape.Tasks[i].ID, fromShape, w.ID, w.Added)
+		}
+		if w.Added != nil {
+			added++
+		}
+		if w.Product != "" {
+			products++
+		}
+	}
+	// Two items, two reviewers of t, its fix and the fix's two reviewers; t's product is the fix's.
+	if added != 7 || products != 1 {
+		t.Errorf("%d added tasks and %d products; want 7 and 1 (tasks %v)", added, products, taskStates(want))
 	}
 }
