@@ -4,9 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"fmt"
 	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -50,37 +48,23 @@ func (f *fakeOrch) store(t testing.TB) *orch.Reader {
 	if len(r.Tasks) == 0 {
 		return orch.NewReader(ro.SQL()) // no run
 	}
-	var tasks []map[string]any
-	for _, task := range r.Tasks {
-		doc := map[string]any{"id": task.ID, "subagent": task.Subagent}
-		var deps []string
-		for _, d := range task.DependsOn {
-			if !slices.Contains(task.Needs, d) {
-				deps = append(deps, d)
-			}
-		}
-		if deps != nil {
-			doc["depends_on"] = deps
-		}
-		if len(task.Needs) > 0 {
-			needs := map[string]any{}
-			for i, n := range task.Needs {
-				needs[fmt.Sprintf("in%d", i)] = map[string]any{"from": n, "select": "patch"}
-			}
-			doc["needs"] = needs
-		}
-		if len(task.Locks) > 0 {
-			doc["locks"] = task.Locks
-		}
-		if task.Verify != nil {
-			doc["verify"] = task.Verify // Spec's JSON is the plan's form
-		}
-		tasks = append(tasks, doc)
-	}
-	src, _ := json.Marshal(map[string]any{"version": 1, "name": r.Name, "tasks": tasks})
+	planned, exts := fakePlan(t, r.Tasks)
+	src, _ := json.Marshal(map[string]any{"version": 1, "name": r.Name, "tasks": planned})
 	p, err := plan.Parse("fake.json", src)
 	if err != nil {
 		t.Fatalf("the fake's plan: %v", err)
+	}
+	// The tasks' positions: the plan's, then those the run added, in the order given.
+	var tasks []api.Task
+	for _, task := range r.Tasks {
+		if task.Added == nil {
+			tasks = append(tasks, task)
+		}
+	}
+	for _, task := range r.Tasks {
+		if task.Added != nil {
+			tasks = append(tasks, task)
+		}
 	}
 	ts := func(at time.Time) string { return at.UTC().Format(time.RFC3339Nano) }
 	err = db.Tx(ctx, func(tx *sql.Tx) error {
@@ -95,9 +79,20 @@ func (f *fakeOrch) store(t testing.TB) *orch.Reader {
 		if _, err := tx.Exec(`INSERT INTO run_plans(run_id, plan) VALUES (?, ?)`, r.ID, p.Canonical()); err != nil {
 			return err
 		}
-		for i, task := range r.Tasks {
-			if _, err := tx.Exec(`INSERT INTO tasks(run_id, idx, id, state, attempts, dispatch_id, reason, detail, question) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-				r.ID, i, task.ID, task.State, len(task.Dispatches), task.DispatchID, task.Reason, task.Detail, task.Question); err != nil {
+		for _, x := range exts {
+			if _, err := tx.Exec(`INSERT INTO run_extensions(run_id, seq, cause, task, first, count, data) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+				r.ID, x.seq, x.cause, x.task, x.first, x.count, x.data); err != nil {
+				return err
+			}
+		}
+		for i, task := range tasks {
+			var review string
+			if task.Review != nil {
+				b, _ := json.Marshal(task.Review)
+				review = string(b)
+			}
+			if _, err := tx.Exec(`INSERT INTO tasks(run_id, idx, id, state, attempts, dispatch_id, reason, detail, question, review) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				r.ID, i, task.ID, task.State, len(task.Dispatches), task.DispatchID, task.Reason, task.Detail, task.Question, review); err != nil {
 				return err
 			}
 			for n, d := range task.Dispatches {

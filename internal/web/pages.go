@@ -183,6 +183,7 @@ func withShape(t orch.TaskRow, sh *shape) api.Task {
 	if sh == nil || t.Index < 0 || t.Index >= len(sh.ids) || sh.ids[t.Index] != t.ID {
 		return task
 	}
+	task.Added = sh.addedAt(t.Index)
 	task.Subagent = sh.sub[t.Index]
 	task.Verify = sh.verify[t.Index]
 	task.DependsOn = sh.depNames(t.Index)
@@ -195,6 +196,37 @@ func withShape(t orch.TaskRow, sh *shape) api.Task {
 		}
 	}
 	return task
+}
+
+// products are the products of those of rows that succeeded with a fix of their work, by
+// position: the dispatch of the newest fix that succeeded, as orch status says (one read of
+// their fixes' rows; none without a shape, or when no row has a fix).
+func (s *Server) products(ctx context.Context, runID string, sh *shape, rows []orch.TaskRow) (map[int]string, error) {
+	if sh == nil || len(sh.fixes) == 0 {
+		return nil, nil
+	}
+	var fixes []int
+	for _, t := range rows {
+		if t.State == api.TaskSucceeded {
+			for _, f := range sh.fixes[int32(t.Index)] {
+				fixes = append(fixes, int(f))
+			}
+		}
+	}
+	if len(fixes) == 0 {
+		return nil, nil
+	}
+	got, err := s.src.Runs.TasksAt(ctx, runID, fixes)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]string{}
+	for _, f := range got { // in position order: the newest fix last
+		if a := sh.addedAt(f.Index); a != nil && f.State == api.TaskSucceeded {
+			out[int(sh.index[a.Task])] = f.DispatchID
+		}
+	}
+	return out, nil
 }
 
 type taskView struct {
@@ -223,6 +255,16 @@ func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := taskView{Run: run, Task: withShape(row, sh)}
+	if sh != nil {
+		products, err := s.products(ctx, run.ID, sh, []orch.TaskRow{row})
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if p, ok := products[row.Index]; ok {
+			v.Task.Product = p
+		}
+	}
 	known := []string{run.Repo}
 	if id := v.Task.DispatchID; id != "" {
 		if rec, err := s.src.Dispatches.Get(ctx, id); err == nil {
@@ -475,9 +517,18 @@ func (s *Server) apiRun(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, err)
 			return
 		}
+		products, err := s.products(ctx, run.ID, sh, rows)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
 		for _, t := range rows {
 			t.Dispatches = attempts[t.Index]
-			out.Tasks = append(out.Tasks, withShape(t, sh))
+			task := withShape(t, sh)
+			if p, ok := products[t.Index]; ok {
+				task.Product = p
+			}
+			out.Tasks = append(out.Tasks, task)
 		}
 	}
 	if len(rows) == limit && from+limit < run.Total {

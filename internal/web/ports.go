@@ -11,7 +11,6 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
-	"github.com/agora-dev/agora/internal/orch/plan"
 )
 
 // Orch is the engine as the run view sees it: a feed of changes, and the three commands a
@@ -29,7 +28,7 @@ type Orch interface {
 type Runs interface {
 	Runs(ctx context.Context, limit int) ([]api.Run, error)
 	Run(ctx context.Context, ref string) (api.Run, error)
-	Shape(ctx context.Context, id string) ([]plan.Outline, error)
+	Shape(ctx context.Context, id string) (orch.RunShape, error)
 	Counts(ctx context.Context, id string) (map[string]int, int, error)
 	Usage(ctx context.Context, id string) (*budget.Usage, error)
 	Tasks(ctx context.Context, id string, from, limit int) ([]orch.TaskRow, error)

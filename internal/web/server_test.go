@@ -14,6 +14,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/mcpserver"
+	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
@@ -286,7 +287,7 @@ func TestServer_RunEventsReachThePage(t *testing.T) {
 }
 
 func TestShape_Layers(t *testing.T) {
-	g := newShape([]plan.Outline{{ID: "a"}, {ID: "b", Deps: []string{"a"}}, {ID: "c", Deps: []string{"a", "b"}, Needs: []string{"b"}}, {ID: "d"}})
+	g := newShape(orch.RunShape{Tasks: []plan.Outline{{ID: "a"}, {ID: "b", Deps: []string{"a"}}, {ID: "c", Deps: []string{"a", "b"}, Needs: []string{"b"}}, {ID: "d"}}})
 	y := map[string]int32{}
 	for i, id := range g.ids {
 		y[id] = g.y[i]

@@ -7,13 +7,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agora-dev/agora/internal/orch"
+	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
-// A run's shape is what its plan says of its tasks (subagent, dependencies, locks) and the
-// DAG's layout. Both follow from the stored plan alone, which never changes, so a run's shape
-// is read once ([plan.ReadOutline], a fraction of a full parse), laid out once and kept: the
+// A run's shape is what its plan says of its tasks (subagent, dependencies, locks), why the
+// run added those it added (fan-out items, reviewers, fixes), and the DAG's layout. All follow
+// from the stored plan and the run's extensions, which are only ever appended to, so a run's
+// shape is read once (again when the run has more tasks than it) ([plan.ReadOutline], a fraction of a full parse), laid out once and kept: the
 // run page's task table and the graph endpoint read it, never the plan again. Shapes are
 // kept for at most maxShapeTasks tasks in all (the least recently used go first), and built
 // one at a time, off the request: a page waits for one at most shapeWait and is otherwise
@@ -48,6 +51,11 @@ type shape struct {
 	depStart []int32
 	deps     []int32
 	needs    []bool
+	// added[i-plan] is why task i (from position plan on) was added; fixes are each loop
+	// task's fixes (positions, oldest first), what its product is read from.
+	plan  int
+	added []api.Added
+	fixes map[int32][]int32
 	// x and y place each task's node (-1: not placed, which a valid plan never has).
 	x, y          []int32
 	width, height int
@@ -64,8 +72,18 @@ func (s *shape) depNames(i int) []string {
 	return out
 }
 
-// newShape compacts a plan's outline and lays it out.
-func newShape(outline []plan.Outline) *shape {
+// addedAt is why task i was added, nil for a task of the plan.
+func (s *shape) addedAt(i int) *api.Added {
+	if i < s.plan || i-s.plan >= len(s.added) {
+		return nil
+	}
+	a := s.added[i-s.plan]
+	return &a
+}
+
+// newShape compacts a run's outline and lays it out.
+func newShape(rs orch.RunShape) *shape {
+	outline := rs.Tasks
 	n := len(outline)
 	s := &shape{ids: make([]string, n), index: make(map[string]int32, n), sub: make([]string, n), locks: make([]string, n),
 		verify: make([]*verdict.Spec, n), depStart: make([]int32, n+1), x: make([]int32, n), y: make([]int32, n)}
@@ -90,7 +108,24 @@ func newShape(outline []plan.Outline) *shape {
 				s.needs = append(s.needs, isNeed)
 			}
 		}
+		// A task the run added takes the work it judges or fixes through needs alone (it
+		// was added once that work was done): those are its edges too.
+		for _, d := range o.Needs {
+			if j, ok := s.index[d]; ok && !slices.Contains(o.Deps, d) {
+				s.deps = append(s.deps, j)
+				s.needs = append(s.needs, true)
+			}
+		}
 		s.depStart[i+1] = int32(len(s.deps))
+	}
+	s.plan, s.added = n-len(rs.Added), rs.Added
+	for k, a := range rs.Added {
+		if loop, ok := s.index[a.Task]; ok && a.Cause == "fix" {
+			if s.fixes == nil {
+				s.fixes = map[int32][]int32{}
+			}
+			s.fixes[loop] = append(s.fixes[loop], int32(s.plan+k))
+		}
 	}
 	s.layout()
 	return s
@@ -247,9 +282,9 @@ func (c *shapes) make(ctx context.Context, id string, e *shapeEntry) {
 		e.err = ctx.Err()
 	}
 	if e.err == nil {
-		var outline []plan.Outline
-		if outline, e.err = c.src.Shape(ctx, id); e.err == nil {
-			e.s = newShape(outline)
+		var rs orch.RunShape
+		if rs, e.err = c.src.Shape(ctx, id); e.err == nil {
+			e.s = newShape(rs)
 		}
 	}
 	c.mu.Lock()
