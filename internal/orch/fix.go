@@ -97,13 +97,17 @@ func (e *Engine) reject(c *task, reason string, reasons []string, details map[st
 	if f := t.spec.OnFail; f != nil && f.Fix != nil && len(t.fixes) < f.Fix.MaxAttempts {
 		n := len(t.fixes) + 1
 		row := extRow{Cause: causeFix, Task: t.spec.ID, Data: mustJCS(fixData{N: n, From: c.spec.ID, FromDispatch: c.dispatchID, Reasons: reasons})}
+		if c == t {
+			// The judgment before its effect: the red work is rejected (its entry naming its
+			// dispatch) before the orch.run.extended entry of the fix it causes.
+			t.reason, t.detail = reasonAwaitingFix, detail
+			e.set(t, api.TaskPending)
+			e.record(t.run, t, "orch.task.rejected", details)
+		}
 		added, err := e.extend(t.run, t, row, c.dispatchID)
 		if err == nil && len(added) == 1 {
 			t.reason, t.detail = reasonAwaitingFix, added[0].spec.ID+" fixes: "+detail
 			e.set(t, api.TaskPending)
-			if c == t {
-				e.record(t.run, t, "orch.task.rejected", details)
-			}
 			e.becomeReady(added[0])
 			return
 		}
