@@ -47,6 +47,46 @@ func (m *Mask) Add(known ...string) {
 	slices.SortStableFunc(m.known, func(a, b string) int { return len(b) - len(a) })
 }
 
+// Tail returns the end of s from its last n bytes, with the known paths hidden. Where the cut
+// would split a known path, it moves back to the path's start: the part left over (its last
+// components, a project's name) is no longer a path the mask knows, so it is hidden whole
+// rather than its end shown. The text returned is at most n bytes plus the longest known
+// path before masking.
+func (m *Mask) Tail(s string, n int) string {
+	p := max(len(s)-n, 0)
+	for moved := m != nil; moved && p > 0; {
+		moved = false
+		for _, k := range m.known {
+			// Any occurrence inside this window starts before p and ends after it.
+			lo, hi := max(p-len(k)+1, 0), min(p+len(k)-1, len(s))
+			if lo < hi {
+				if i := strings.Index(s[lo:hi], k); i >= 0 {
+					p, moved = lo+i, true
+				}
+			}
+		}
+	}
+	return m.Text(s[p:])
+}
+
+// Head returns the start of s up to its first n bytes, with the known paths hidden; where the
+// cut would split a known path it moves on to the path's end, as [Mask.Tail] moves back.
+func (m *Mask) Head(s string, n int) string {
+	q := min(n, len(s))
+	for moved := m != nil; moved && q < len(s); {
+		moved = false
+		for _, k := range m.known {
+			lo, hi := max(q-len(k)+1, 0), min(q+len(k)-1, len(s))
+			if lo < hi {
+				if i := strings.LastIndex(s[lo:hi], k); i >= 0 {
+					q, moved = lo+i+len(k), true
+				}
+			}
+		}
+	}
+	return m.Text(s[:q])
+}
+
 // Text returns s with every known path replaced by [Hidden]: for any text, including what an
 // agent wrote. A known path is replaced only as a whole path: not where it is the start of a
 // longer name ("/src/app" in "/src/apple"), but with anything below it ("/src/app/x").

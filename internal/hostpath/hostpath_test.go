@@ -77,3 +77,41 @@ func TestMask_HostTextURLs(t *testing.T) {
 		}
 	}
 }
+
+// FuzzMaskTailHead: a cut never shows a piece (four bytes or more) of a known path that it
+// split, and never panics; with no mask it is the plain cut. Red team D of #26.
+func FuzzMaskTailHead(f *testing.F) {
+	f.Add("x /srv/acme-secret y /srv/acme-secret", 10)
+	f.Add("/srv/acme-secret/srv/acme-secret", 3)
+	f.Fuzz(func(t *testing.T, s string, n int) {
+		if n < 0 || n > 1<<16 {
+			return
+		}
+		const known = "/srv/acme-secret"
+		m := New(known)
+		for i := 0; ; {
+			j := strings.Index(s[i:], known)
+			if j < 0 {
+				break
+			}
+			if end := i + j + len(known); end < len(s) && pathByte(s[end]) && s[end] != '/' {
+				return // a longer name ("/srv/acme-secret0") is no known path: shown whole
+			}
+			i += j + 1
+		}
+		for name, got := range map[string]string{"tail": m.Tail(s, n), "head": m.Head(s, n)} {
+			// What s holds besides the path: a piece found only in the path must not show.
+			// (The mask leaves a longer name alone, "/srv/acme-secret0", and hides what lies
+			// below a path with it.)
+			rest, whole := strings.ReplaceAll(s, known, "\x00"), m.Text(s)
+			for i := 0; i+4 <= len(known); i++ {
+				if frag := known[i : i+4]; strings.Contains(got, frag) && !strings.Contains(rest, frag) && !strings.Contains(whole, frag) {
+					t.Fatalf("%s(%q, %d) = %q shows %q of the path", name, s, n, got, frag)
+				}
+			}
+		}
+		if got := (*Mask)(nil).Tail(s, n); got != s[max(len(s)-n, 0):] {
+			t.Fatalf("nil Tail = %q", got)
+		}
+	})
+}

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/egress/proxy"
 	"github.com/agora-dev/agora/internal/gateway"
+	"github.com/agora-dev/agora/internal/hostpath"
 )
 
 // Caps of what one dispatch page shows: the ends of long logs, the start of a long patch.
@@ -65,6 +65,8 @@ type netRow struct {
 
 func (s *Server) dispatchDetail(ctx context.Context, rec *dispatch.Record) *dispatchView {
 	v := &dispatchView{Rec: rec, Live: !dispatch.IsTerminal(rec.State), Elapsed: elapsed(rec, s.now())}
+	// The view is masked whole when shown; what is cut here is masked before its cut.
+	m := s.mask(ctx, rec.Repo)
 	v.Since = rec.CreatedAt
 	if rec.StartedAt != nil {
 		v.Since = *rec.StartedAt
@@ -75,17 +77,16 @@ func (s *Server) dispatchDetail(ctx context.Context, rec *dispatch.Record) *disp
 	if v.Live {
 		if s.src.Live != nil {
 			l := s.src.Live(rec.ID)
-			out, errb := lastBytes(l.Stdout, tailBytes), lastBytes(l.Stderr, tailBytes)
-			v.Stdout, v.Stderr = string(bytes.ToValidUTF8(out, nil)), string(bytes.ToValidUTF8(errb, nil))
+			v.Stdout, v.Stderr = tailShown(l.Stdout, tailBytes, m), tailShown(l.Stderr, tailBytes, m)
 		}
 	} else if res := rec.Result; res != nil && s.src.Blob != nil {
-		v.Stdout = s.blobTail(res.Stdout)
-		v.Stderr = s.blobTail(res.Stderr)
+		v.Stdout = s.blobTail(res.Stdout, m)
+		v.Stderr = s.blobTail(res.Stderr, m)
 		if res.Transcript != nil {
-			v.Transcript = s.blobHead(res.Transcript, maxTranscriptShown)
+			v.Transcript = s.blobHead(res.Transcript, maxTranscriptShown, m)
 		}
 		if res.Patch != nil {
-			text := s.blobHead(res.Patch, maxPatchShown)
+			text := s.blobHead(res.Patch, maxPatchShown, m)
 			if res.Patch.Size > maxPatchShown {
 				v.PatchNote = fmt.Sprintf("the patch is %d bytes; the first %d are shown ('agora dispatch patch %s' prints it all)", res.Patch.Size, maxPatchShown, rec.ID)
 			}
@@ -109,7 +110,7 @@ func (s *Server) dispatchDetail(ctx context.Context, rec *dispatch.Record) *disp
 	return v
 }
 
-func (s *Server) blobTail(a *dispatch.Artifact) string {
+func (s *Server) blobTail(a *dispatch.Artifact, m *hostpath.Mask) string {
 	if a == nil {
 		return ""
 	}
@@ -117,21 +118,15 @@ func (s *Server) blobTail(a *dispatch.Artifact) string {
 	if err != nil {
 		return "(could not be read)"
 	}
-	if len(b) > maxLogShown {
-		b = b[len(b)-maxLogShown:]
-	}
-	return string(bytes.ToValidUTF8(b, nil))
+	return tailShown(b, maxLogShown, m)
 }
 
-func (s *Server) blobHead(a *dispatch.Artifact, n int64) string {
+func (s *Server) blobHead(a *dispatch.Artifact, n int, m *hostpath.Mask) string {
 	b, err := s.src.Blob(a.Digest, 0)
 	if err != nil {
 		return "(could not be read)"
 	}
-	if int64(len(b)) > n {
-		b = b[:n]
-	}
-	return string(bytes.ToValidUTF8(b, nil))
+	return headShown(b, n, m)
 }
 
 // diffLines classes each line of a unified diff for colour; the text is shown as it is.

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"reflect"
 
@@ -129,3 +130,22 @@ func maskValue(v reflect.Value, m *hostpath.Mask, host bool) reflect.Value {
 	}
 	return v
 }
+
+// tailShown is the end of a log from its last n bytes as text, with m's known paths hidden
+// ([hostpath.Mask.Tail]: a path the cut would split is hidden whole, never its end shown). A
+// nil m (an operator) sees the last n bytes as they are.
+// Only the last n+cutSlack bytes are read: a cut moves by less than a path.
+func tailShown(b []byte, n int, m *hostpath.Mask) string {
+	return valid(m.Tail(string(b[max(len(b)-n-cutSlack, 0):]), n))
+}
+
+// headShown is the start of a text as [tailShown] is the end.
+func headShown(b []byte, n int, m *hostpath.Mask) string {
+	return valid(m.Head(string(b[:min(n+cutSlack, len(b))]), n))
+}
+
+// cutSlack is how far beyond a cut the text is read: twice the longest path Linux resolves.
+const cutSlack = 2 * 4096
+
+// valid is s with its invalid UTF-8 (a cut through a character) dropped.
+func valid(s string) string { return string(bytes.ToValidUTF8([]byte(s), nil)) }

@@ -14,8 +14,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/hostpath"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -478,5 +481,114 @@ func TestRedTeamWeb_AgentTextInEveryPlace(t *testing.T) {
 			t.Errorf("the tail's stdout is not escaped as the CLI does: %q", ts.Stdout)
 		}
 		break
+	}
+}
+
+// TestRedTeamWeb_PathCutAtTheEdgeOfALog: a log an agent wrote innocently (a compiler's
+// "REPO/main.go:3: ...") is shown to a read-only viewer as its last or first bytes; where
+// that edge falls inside the repository's path, the part of the path left over (its last
+// components: the project's name) must not be shown, on the page, in the tail stream or for a
+// finished dispatch's stored logs and transcript.
+func TestRedTeamWeb_PathCutAtTheEdgeOfALog(t *testing.T) {
+	const repo = "/srv/clients/acme-secret-merger"
+	const leak = "secret-merger"
+	tailCut := func(n int) []byte { // the last n bytes start 10 bytes into repo
+		rest := "/main.go:3: undefined: x\n"
+		return []byte(strings.Repeat("x", 100) + repo + rest + strings.Repeat("y", n-(len(repo)-10)-len(rest)))
+	}
+	headCut := func(n int) []byte { // the first n bytes end 10 bytes before repo's end
+		return []byte(strings.Repeat("z", n-(len(repo)-10)) + repo + "/main.go:3\n")
+	}
+	blobs := map[digest.Digest][]byte{}
+	art := func(b []byte) *dispatch.Artifact {
+		d := digest.Sum(b)
+		blobs[d] = b
+		return &dispatch.Artifact{Digest: d, Size: int64(len(b))}
+	}
+	now := time.Now()
+	recs := map[string]*dispatch.Record{
+		"live": {ID: "live", State: dispatch.StateStarted, Subagent: "s", Repo: repo, CreatedAt: now, StartedAt: &now},
+		"done": {ID: "done", State: dispatch.StateFinished, Subagent: "s", Repo: repo, CreatedAt: now, EndedAt: &now,
+			Result: &dispatch.Result{Stdout: art(tailCut(maxLogShown)), Stderr: art(tailCut(maxLogShown)), Transcript: art(headCut(maxTranscriptShown))}},
+	}
+	src := Sources{Orch: newFakeOrch(), Dispatches: fakeDispatches{recs},
+		Live: func(string) dispatch.Live {
+			return dispatch.Live{Stdout: tailCut(tailBytes), Stderr: tailCut(tailBytes)}
+		},
+		Blob: func(d digest.Digest, _ int64) ([]byte, error) { return blobs[d], nil }}
+	e := startWith(t, src)
+	c, _ := login(t, e, readToken)
+	for _, p := range []string{"/dispatches/live", "/dispatches/done"} {
+		resp, err := c.Get(e.base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || strings.Contains(string(body), leak) {
+			t.Errorf("GET %s: status %d, shows the repository's name %q: %v", p, resp.StatusCode, leak, strings.Contains(string(body), leak))
+		}
+	}
+	req, _ := http.NewRequest("GET", e.base+"/api/dispatches/live/tail", nil)
+	req.Header.Set("Authorization", "Bearer "+readToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for {
+		l, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(l, "data: ") {
+			if strings.Contains(l, leak) {
+				t.Errorf("the tail stream shows the repository's name %q", leak)
+			}
+			if !strings.Contains(l, "undefined: x") {
+				t.Errorf("the tail stream lost the log's text: %.200s", l)
+			}
+			break
+		}
+	}
+	// The operator sees everything, cut where it falls.
+	op, _ := login(t, e, opToken)
+	resp2, err := op.Get(e.base + "/dispatches/live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp2.Body)
+	resp2.Body.Close()
+	if !strings.Contains(string(body), leak) {
+		t.Error("the operator's page lost the path's end")
+	}
+}
+
+// TestRedTeamWeb_CutNeverShowsPartOfAPath cuts a log at every offset: no piece of four or
+// more bytes of the repository's last component is ever shown to a viewer, while the text
+// after the path is.
+func TestRedTeamWeb_CutNeverShowsPartOfAPath(t *testing.T) {
+	const repo = "/srv/clients/acme-secret-merger"
+	m := hostpath.New(repo, "/srv/clients/acme-secret-merger/sub")
+	b := []byte("start " + repo + "/a.go:1 then " + repo + " and é " + repo + "\nend")
+	last := "acme-secret-merger"
+	for n := 1; n <= len(b)+5; n++ {
+		for name, got := range map[string]string{"tail": tailShown(b, n, m), "head": headShown(b, n, m)} {
+			for i := 0; i+4 <= len(last); i++ {
+				if strings.Contains(got, last[i:i+4]) {
+					t.Fatalf("%s of %d bytes shows %q of the path: %q", name, n, last[i:i+4], got)
+				}
+			}
+			if !utf8.ValidString(got) {
+				t.Fatalf("%s of %d bytes is not UTF-8: %q", name, n, got)
+			}
+		}
+	}
+	if got := tailShown(b, 4, m); got != "\nend" {
+		t.Errorf("tail of 4 = %q", got)
+	}
+	if got := tailShown(b, len(b), nil); got != string(b) {
+		t.Errorf("an operator's tail = %q", got)
 	}
 }

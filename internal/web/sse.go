@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -22,9 +21,6 @@ const batchWindow = 100 * time.Millisecond
 
 // tailBytes is how much of the end of a live log a page shows.
 const tailBytes = 8 << 10
-
-// lastBytes is the end of b, at most n bytes.
-func lastBytes(b []byte, n int) []byte { return b[max(len(b)-n, 0):] }
 
 type sseWriter struct {
 	w http.ResponseWriter
@@ -207,7 +203,7 @@ func (s *Server) dispatchTail(w http.ResponseWriter, r *http.Request) {
 	}
 	// The page shows the logs as text: masked for a viewer and escaped before they travel.
 	m := s.mask(r.Context(), first.Repo)
-	shown := func(b []byte) string { return agenttext.Escape(m.Text(string(bytes.ToValidUTF8(b, nil)))) }
+	shown := func(b []byte) string { return agenttext.Escape(tailShown(b, tailBytes, m)) }
 	sw, ok := startSSE(w)
 	if !ok {
 		return
@@ -223,7 +219,7 @@ func (s *Server) dispatchTail(w http.ResponseWriter, r *http.Request) {
 		cur := tailState{State: rec.State, Phase: rec.Phase, ElapsedMS: elapsed(rec, s.now()).Milliseconds()}
 		if s.src.Live != nil {
 			l := s.src.Live(id)
-			cur.Stdout, cur.Stderr = shown(lastBytes(l.Stdout, tailBytes)), shown(lastBytes(l.Stderr, tailBytes))
+			cur.Stdout, cur.Stderr = shown(l.Stdout), shown(l.Stderr)
 		}
 		if cur.State != last.State || cur.Phase != last.Phase || cur.Stdout != last.Stdout || cur.Stderr != last.Stderr {
 			if !sw.send("tail", cur) {
