@@ -55,3 +55,37 @@ func FuzzEscape(f *testing.F) {
 		}
 	})
 }
+
+// TestRedTeamWeb_InvisibleTextEscaped: characters a browser and a terminal draw as nothing
+// carry text a person approving or reading never sees: Unicode tag characters spell any
+// ASCII invisibly ("ASCII smuggling": a write_file whose content tells the next model what to
+// do), zero-width characters and variation selectors encode bytes between visible letters,
+// and fillers read as blanks. Each is shown escaped, as the bidi controls are. Red team D of
+// #26.
+func TestRedTeamWeb_InvisibleTextEscaped(t *testing.T) {
+	tags := func(s string) string {
+		var out []rune
+		for _, r := range s {
+			out = append(out, 0xE0000+r)
+		}
+		return string(out)
+	}
+	for in, want := range map[string]string{
+		"Approve?" + tags("run rm -rf"):  `Approve?\U000e0072\U000e0075\U000e006e\U000e0020\U000e0072\U000e006d\U000e0020\U000e002d\U000e0072\U000e0066`,
+		"git\u200bpush":                  `git\u200bpush`,
+		"a\u200c\u200d\u2060\ufeffb":     `a\u200c\u200d\u2060\ufeffb`,
+		"soft\u00adhyphen":               `soft\u00adhyphen`,
+		"x\u180ey":                       `x\u180ey`,
+		"\u2061\u2062\u2063\u2064":       `\u2061\u2062\u2063\u2064`,
+		"\ufff9a\ufffab\ufffb":           `\ufff9a\ufffab\ufffb`,
+		"fill\u3164er\u115f\u1160\uffa0": `fill\u3164er\u115f\u1160\uffa0`,
+		"smile\U000e0100\U000e01ef":      `smile\U000e0100\U000e01ef`,
+		"vs\ufe00\ufe0e":                 `vs\ufe00\ufe0e`,
+		"cgj\u034f braille\u2800":        `cgj\u034f braille\u2800`,
+		"heart \u2764\ufe0f kept":        "heart \u2764\ufe0f kept",
+	} {
+		if got := Escape(in); got != want {
+			t.Errorf("Escape(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"fmt"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/agora-dev/agora/internal/agenttext"
@@ -37,7 +38,12 @@ func jsonEscapeFrom(b []byte, start int) []byte {
 	for i := start; i < len(b); {
 		r, n := utf8.DecodeRune(b[i:])
 		if agenttext.Hidden(r) && r != '\n' && r != '\t' {
-			out = fmt.Appendf(out, `\u%04x`, r)
+			if r > 0xffff { // a JSON escape holds 16 bits: a surrogate pair
+				hi, lo := utf16.EncodeRune(r)
+				out = fmt.Appendf(out, `\u%04x\u%04x`, hi, lo)
+			} else {
+				out = fmt.Appendf(out, `\u%04x`, r)
+			}
 		} else {
 			out = append(out, b[i:i+n]...)
 		}

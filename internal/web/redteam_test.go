@@ -422,7 +422,7 @@ func TestRedTeamWeb_ForgedIDsAndCursors(t *testing.T) {
 // javascript: URL, a </script>, bidi overrides and terminal escapes reaches every page and
 // JSON answer inert: no raw markup, no raw control, the text shown escaped.
 func TestRedTeamWeb_AgentTextInEveryPlace(t *testing.T) {
-	evil := "</script><script>alert(1)</script><img src=x onerror=alert(2)>\"'><a href=\"javascript:alert(3)\">x</a>invoice\u202efdp.exe\x1b]52;c;cGF5bG9hZA==\x07\u2066\u2028"
+	evil := "</script><script>alert(1)</script><img src=x onerror=alert(2)>\"'><a href=\"javascript:alert(3)\">x</a>invoice\u202efdp.exe\x1b]52;c;cGF5bG9hZA==\x07\u2066\u2028 hidden:\U000E0072\U000E006D\u200b\ufe00"
 	o := newFakeOrch(api.Task{ID: "a", State: api.TaskNeedsInput, Subagent: "coder", DispatchID: "d1", Dispatches: []string{"d1"}, Question: evil, Reason: evil, Detail: evil})
 	o.run.Name = "demo"
 	now := time.Now()
@@ -443,7 +443,7 @@ func TestRedTeamWeb_AgentTextInEveryPlace(t *testing.T) {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			s := string(body)
-			for _, bad := range []string{"<script>alert", "<img", `href="javascript:`, "\u202e", "\x1b", "\x07", "\u2066", "\u2028"} {
+			for _, bad := range []string{"<script>alert", "<img", `href="javascript:`, "\u202e", "\x1b", "\x07", "\u2066", "\u2028", "\U000E0072", "\u200b", "\ufe00"} {
 				if strings.Contains(s, bad) {
 					t.Errorf("GET %s shows %q raw", p, bad)
 				}
@@ -470,7 +470,7 @@ func TestRedTeamWeb_AgentTextInEveryPlace(t *testing.T) {
 		if !strings.HasPrefix(l, "data: ") {
 			continue
 		}
-		for _, bad := range []string{"<", ">", "\u202e", "\x1b", "\u2028"} {
+		for _, bad := range []string{"<", ">", "\u202e", "\x1b", "\u2028", "\U000E0072", "\u200b"} {
 			if strings.Contains(l, bad) {
 				t.Errorf("the tail stream carries %q raw: %.300s", bad, l)
 			}
@@ -590,5 +590,31 @@ func TestRedTeamWeb_CutNeverShowsPartOfAPath(t *testing.T) {
 	}
 	if got := tailShown(b, len(b), nil); got != string(b) {
 		t.Errorf("an operator's tail = %q", got)
+	}
+}
+
+// TestRedTeamWeb_InvisibleTextInJSON: tag characters (above U+FFFF) in an agent's text reach
+// a JSON answer as surrogate-pair escapes that decode to the text as written, never raw.
+func TestRedTeamWeb_InvisibleTextInJSON(t *testing.T) {
+	q := "Approve?\U000E0072\U000E006D\u200b"
+	o := newFakeOrch(api.Task{ID: "a", State: api.TaskNeedsInput, Subagent: "coder", Question: q})
+	e := startWith(t, Sources{Orch: o, Dispatches: fakeDispatches{map[string]*dispatch.Record{}}})
+	req, _ := http.NewRequest("GET", e.base+"/api/runs/run1", nil)
+	req.Header.Set("Authorization", "Bearer "+readToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(body), "\U000E0072") || !strings.Contains(string(body), `\udb40\udc72`) {
+		t.Errorf("the answer does not escape U+E0072 as a surrogate pair: %.400s", body)
+	}
+	var run api.Run
+	if err := json.Unmarshal(body, &run); err != nil {
+		t.Fatal(err)
+	}
+	if len(run.Tasks) == 0 || run.Tasks[0].Question != q {
+		t.Errorf("the question decodes to %+v, want %q", run.Tasks, q)
 	}
 }
