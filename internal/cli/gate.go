@@ -22,7 +22,7 @@ type verifyFlags struct {
 func (v *verifyFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&v.line, "verify", "", "after the agent, run this command in a fresh sandbox on the base tree plus its patch; a failure ends the dispatch failed/verify-failed (one simple command: no shell operators, expansions or globs)")
-	fl.DurationVar(&v.timeout, "verify-timeout", 0, "the verify command's wall clock (default 10m, at most 24h)")
+	fl.DurationVar(&v.timeout, "verify-timeout", 0, "the verify command's wall clock (default 10m, at most the target's timeout)")
 	fl.StringArrayVar(&v.protect, "protect", nil, "with --verify: a path glob the patch must not touch, such as '**/*_test.go' (repeatable)")
 }
 

@@ -48,7 +48,12 @@ func checkVerify(s *verdict.Spec, name string, t config.Target) (*verdict.Spec, 
 		// and files.
 		return nil, reqErr("target %q has sandbox %q, so a verify command would run on the host unconfined: verify on a sandboxed target", name, compute.SandboxNone)
 	}
+	// The command runs in a sandbox of the target: no longer than anything else may there.
+	if s.Timeout > t.Timeout {
+		return nil, reqErr("verify timeout %s is over target %q's limit of %s", s.Timeout, name, t.Timeout)
+	}
 	e := s.Effective()
+	e.Timeout = min(e.Timeout, t.Timeout)
 	e.Command, e.Protect = slices.Clone(e.Command), slices.Clone(e.Protect)
 	return &e, nil
 }

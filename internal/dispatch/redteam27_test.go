@@ -51,3 +51,33 @@ func TestRedTeam27_VerifyOnUnsandboxedTargetRefused(t *testing.T) {
 		t.Fatalf("sandboxed gate: %s %s, verdict %+v; want red without the host file", got.State, got.Reason, got.Verdict)
 	}
 }
+
+// TestRedTeam27_VerifyTimeoutWithinTargetLimit: a target's timeout is the longest anything of
+// a dispatch may run on it. A verify gate's command runs in a sandbox of that target, so its
+// timeout is held to the same limit: a longer one is refused at accept, as a longer dispatch
+// timeout is, and the default (10m) is cut to a shorter limit.
+func TestRedTeam27_VerifyTimeoutWithinTargetLimit(t *testing.T) {
+	e := newEnv(t)
+	short := e.home.Config.Targets["local"]
+	short.Timeout = 2 * time.Minute
+	e.home.Config.Targets["short"] = short
+	e.subagent("honest", `echo ok > ok.txt`)
+	req := dispatch.Request{Subagent: "honest", Target: "short", Timeout: time.Minute, Actor: "test",
+		Verify: &verdict.Spec{Command: []string{"sleep", "86000"}, Timeout: 24 * time.Hour}}
+	r, err := e.d.Accept(t.Context(), req)
+	var re *dispatch.RequestError
+	if err == nil {
+		t.Fatalf("a 24h verify gate on a target of at most 2m was accepted (its record holds %s)", r.Verify.Timeout)
+	}
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "short") || !strings.Contains(err.Error(), "2m0s") {
+		t.Fatalf("accept: %v; want a request error naming the target and its limit", err)
+	}
+	req.Verify = &verdict.Spec{Command: []string{"true"}}
+	r, err = e.d.Accept(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verify == nil || r.Verify.Timeout != 2*time.Minute {
+		t.Fatalf("default verify timeout on a 2m target: %+v, want 2m0s", r.Verify)
+	}
+}
