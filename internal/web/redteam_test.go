@@ -618,3 +618,56 @@ func TestRedTeamWeb_InvisibleTextInJSON(t *testing.T) {
 		t.Errorf("the question decodes to %+v, want %q", run.Tasks, q)
 	}
 }
+
+// TestRedTeamWeb_ReaderStreamsLeaveRoomForOthers: a read-only token opens live streams until
+// the listener's every connection is one of them (each page's stream holds a connection as
+// long as it is open); the operator must still get in and act, as with the sessions of
+// finding 8. The reader's streams past its share are refused, and the refused connection is
+// closed rather than kept idle.
+func TestRedTeamWeb_ReaderStreamsLeaveRoomForOthers(t *testing.T) {
+	e := start(t)
+	addr := strings.TrimPrefix(e.base, "http://")
+	var conns []net.Conn
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	opened, refused := 0, 0
+	for i := 0; i < maxConns; i++ {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		path := "/api/runs/run1/events"
+		if i%2 == 1 {
+			path = "/api/dispatches/d1/tail"
+		}
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", path, addr, readToken)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			// the listener holds no more connections for anyone
+			break
+		}
+		if strings.Contains(line, " 200 ") {
+			opened++
+		} else {
+			refused++
+		}
+	}
+	t.Logf("reader streams opened %d, refused %d", opened, refused)
+	cl := &http.Client{Timeout: 10 * time.Second}
+	req, _ := http.NewRequest("POST", e.base+"/runs/run1/retry", nil)
+	req.Header.Set("Authorization", "Bearer "+opToken)
+	req.Header.Set("Accept", "application/json")
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatalf("the operator cannot reach the web view while the reader's streams are open: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("the operator's retry: %d", resp.StatusCode)
+	}
+}

@@ -28,9 +28,9 @@ func (s *Server) routes() http.Handler {
 	in.HandleFunc("GET /api/runs", s.gated(s.apiRuns))
 	in.HandleFunc("GET /api/runs/{run}", s.gated(s.apiRun))
 	in.HandleFunc("GET /api/runs/{run}/graph", s.apiGraph)
-	in.HandleFunc("GET /api/runs/{run}/events", s.runEvents)
+	in.HandleFunc("GET /api/runs/{run}/events", s.streamed(s.runEvents))
 	in.HandleFunc("GET /api/dispatches/{id}", s.gated(s.apiDispatch))
-	in.HandleFunc("GET /api/dispatches/{id}/tail", s.dispatchTail)
+	in.HandleFunc("GET /api/dispatches/{id}/tail", s.streamed(s.dispatchTail))
 	for pattern, h := range s.cfg.Mount {
 		in.Handle(pattern, h)
 	}

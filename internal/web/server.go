@@ -75,6 +75,8 @@ type Server struct {
 	reads     gate
 	summaries *summaries
 	shapes    *shapes
+	// streams bounds each client's open event streams (streams.go).
+	streams streamCounts
 }
 
 // New builds the run view over src. It starts nothing.
