@@ -53,4 +53,12 @@ func TestRedTeam27_ExtensionKeysCannotWiden(t *testing.T) {
 			t.Errorf("approve %s: %v; want refused", a, err)
 		}
 	}
+	// A scheduled run's id is NAME@SLOT, chosen by the scheduler; a plan submitted by hand
+	// (over MCP too) is named without '@', so it can never take a slot's id.
+	for _, name := range []string{"nightly@2026-11-24T01:00:00Z", "nightly@", "@x"} {
+		src := "version: 1\nname: \"" + name + "\"\ntasks:\n  - {id: a, subagent: s}\n"
+		if _, err := plan.Parse("plan.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), "name") {
+			t.Errorf("plan name %q: %v; want refused", name, err)
+		}
+	}
 }
