@@ -43,6 +43,7 @@ func newPages() (*pages, error) {
 		"join":  strings.Join,
 		"add":   func(a, b int) int { return a + b },
 		"dict":  func(p pageData, v *dispatchView) detailData { return detailData{Page: p, View: v} },
+		"word":  plainWord,
 	}).ParseFS(assets, "assets/pages.html")
 	if err != nil {
 		return nil, err
@@ -111,4 +112,19 @@ func fmtBytes(n int64) string {
 		return strings.TrimSuffix(strings.TrimSuffix(fmtFloat(float64(n)/(1<<10)), "0"), ".") + " KiB"
 	}
 	return itoa(n) + " B"
+}
+
+// plainWord reports whether s may be a path segment of a form's action as it is: letters,
+// digits, '_' and '-' only (the gateway's call ids). Anything else could be read by the
+// browser as dot segments, a query or a fragment ("x/../../runs/R/cancel?x=" would make an
+// Approve button cancel a run), and percent-encoding does not help ("%2e%2e" is ".." to a
+// browser); such a call is decided from the CLI, never posted to a path it composes.
+func plainWord(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return s != ""
 }

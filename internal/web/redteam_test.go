@@ -671,3 +671,59 @@ func TestRedTeamWeb_ReaderStreamsLeaveRoomForOthers(t *testing.T) {
 		t.Errorf("the operator's retry: %d", resp.StatusCode)
 	}
 }
+
+// TestRedTeamWeb_ApprovalFormStaysOnItsCall: a held call's id is a path segment of its
+// Approve and Deny forms. The gateway admits only [A-Za-z0-9_-] ids, but the page must not
+// rely on it: an id with dot segments and a query ("x/../../../../runs/run1/cancel?x=") would
+// make the Approve button cancel a run. A form posts to its own call; a call whose id is not
+// a plain word gets no form, and the page says to decide it from the CLI.
+func TestRedTeamWeb_ApprovalFormStaysOnItsCall(t *testing.T) {
+	now := time.Now()
+	var approvals []dispatch.Approval
+	hostile := []string{"x/../../../../runs/run1/cancel?x=", "../../../runs/run1/retry#", "a b\"><x", "%2e%2e%2f", "c?d", "javascript:alert(1)"}
+	for i, id := range append([]string{"call_ok-1"}, hostile...) {
+		approvals = append(approvals, dispatch.Approval{Seq: i + 1, CallID: id, Tool: "write_file", Rule: "write_file", State: dispatch.ApprovalPending,
+			ArgsDigest: "sha256:" + strings.Repeat("a", 64), Preview: "{}", ArgsBytes: 2, ExpiresAt: now.Add(time.Minute)})
+	}
+	recs := map[string]*dispatch.Record{"d9": {ID: "d9", State: dispatch.StateStarted, Subagent: "w", CreatedAt: now, StartedAt: &now,
+		Phase: dispatch.PhaseAwaitingApproval, Approvals: approvals}}
+	e := startWith(t, Sources{Orch: newFakeOrch(), Dispatches: fakeDispatches{recs}})
+	c, _ := login(t, e, opToken)
+	resp, err := c.Get(e.base + "/dispatches/d9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	page := string(b)
+	base, _ := url.Parse(e.base + "/dispatches/d9")
+	n := 0
+	for rest := page; ; {
+		_, after, ok := strings.Cut(rest, `<form method="post" action="`)
+		if !ok {
+			break
+		}
+		action, tail, _ := strings.Cut(after, `"`)
+		rest = tail
+		if !strings.Contains(action, "/approvals/") {
+			continue
+		}
+		n++
+		ref, err := url.Parse(strings.ReplaceAll(action, "&amp;", "&"))
+		if err != nil {
+			t.Errorf("form action %q: %v", action, err)
+			continue
+		}
+		got := base.ResolveReference(ref)
+		if !strings.HasPrefix(got.Path, "/dispatches/d9/approvals/") || got.RawQuery != "" || got.Fragment != "" ||
+			!(strings.HasSuffix(got.Path, "/approve") || strings.HasSuffix(got.Path, "/deny")) || strings.Count(got.EscapedPath(), "/") != 5 {
+			t.Errorf("form action %q posts to %s", action, got)
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d approval forms, want the plain call's approve and deny", n)
+	}
+	if got := strings.Count(page, "is not a plain word: decide with agora dispatch approve|deny d9 CALL --digest"); got != len(hostile) {
+		t.Errorf("%d calls are sent to the CLI, want %d", got, len(hostile))
+	}
+}
