@@ -413,6 +413,20 @@ func TestRedTeamWeb_ForgedIDsAndCursors(t *testing.T) {
 			t.Errorf("GET /runs/run1?%s: %d, want 200", q, code)
 		}
 	}
+	for _, q := range []string{"from=9223372036854775807&limit=9223372036854775807", "from=-5&limit=-5", "limit=NaN", "from=1e99", "limit=0x7fffffff"} {
+		req, _ := http.NewRequest("GET", e.base+"/api/runs/run1?"+q, nil)
+		req.Header.Set("Authorization", "Bearer "+readToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ans struct{ Tasks []json.RawMessage }
+		err = json.NewDecoder(resp.Body).Decode(&ans)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || err != nil || len(ans.Tasks) > maxAPITaskPage {
+			t.Errorf("GET /api/runs/run1?%s: %d, %v, %d tasks", q, resp.StatusCode, err, len(ans.Tasks))
+		}
+	}
 	if n := len(listedTasks(strings.Repeat("a,", 30000))); n > maxListed {
 		t.Errorf("an event stream lists %d tasks, over %d", n, maxListed)
 	}
