@@ -65,7 +65,7 @@ func Load(root string, defaults []Tool) (*Set, error) {
 			continue
 		}
 		if skip != "" {
-			s.Skipped = append(s.Skipped, Skipped{File: f.rel, Reason: skip})
+			s.Skipped = append(s.Skipped, Skipped{File: agenttext.Escape(f.rel), Reason: skip})
 			continue
 		}
 		if prev, dup := first[a.Name]; dup {

@@ -111,6 +111,9 @@ func TestRedTeamImport_HostileFiles(t *testing.T) {
 		{"Bash(git $(id))", fm("name: a\ndescription: d\ntools: \"Bash(git $(id))\"\n"), ""},
 		{"Bash(git status && rm -rf /)", fm("name: a\ndescription: d\ntools: \"Bash(git status && rm -rf /)\"\n"), ""},
 		{"Bash(git\\nstatus)", fm("name: a\ndescription: d\ntools: \"Bash(git\\nstatus)\"\n"), ""},
+		{"bidi in a tool", fm("name: a\ndescription: d\ntools: \"Bash(git log \u202e)\"\n"), ""},
+		{"zero-width in a tool", fm("name: a\ndescription: d\ntools: \"Bash(git\u200bstatus)\"\n"), ""},
+		{"tag characters after a tool", fm("name: a\ndescription: d\ntools: \"Read\U000E0041\"\n"), ""},
 		{"mcp wildcard", fm("name: a\ndescription: d\ntools: mcp__*\n"), "mcp__"},
 		{"mcp tool", fm("name: a\ndescription: d\ntools: mcp__github__create_issue\n"), "mcp__"},
 		{"wildcard tool", fm("name: a\ndescription: d\ntools: \"*\"\n"), "*"},
@@ -204,5 +207,36 @@ func TestRedTeamImport_EnvPrefixSaysWhatItGrants(t *testing.T) {
 	tm := s.Agents[0].Tools[0]
 	if !strings.Contains(tm.Note, "anything") || strings.Join(tm.Grant.Commands, ",") != "env bash **" {
 		t.Errorf("Bash(env bash:*) maps to %v with note %q, want env bash ** and a note that it can run anything", tm.Grant.Commands, tm.Note)
+	}
+}
+
+// TestRedTeamImport_FileNamesShownEscaped: a repository's file names reach the person
+// importing (the mapping printed, the files skipped, the errors) escaped: a README whose name
+// holds terminal escapes or a bidi override is skipped under its escaped name.
+func TestRedTeamImport_FileNamesShownEscaped(t *testing.T) {
+	root := writeTree(t, map[string]string{
+		"ok\u202edm.exe.md":                          agentFile("ok", "Read"),
+		"README\x1b]52;c;cGF5bG9hZA==\x07\x1b[2J.md": "# not a subagent\n",
+	})
+	s, err := loadSoon(t, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what, v string) {
+		for _, r := range v {
+			if r == 0x1b || r == 0x07 || r == 0x202e {
+				t.Errorf("%s %q holds %U raw", what, v, r)
+			}
+		}
+	}
+	for _, sk := range s.Skipped {
+		check("skipped file", sk.File)
+	}
+	if len(s.Skipped) != 1 || !strings.Contains(s.Skipped[0].File, `\x1b`) {
+		t.Errorf("skipped = %+v, want the README under its escaped name", s.Skipped)
+	}
+	for _, im := range s.Agents {
+		check("file", im.Agent.File)
+		check("rel", im.Agent.Rel)
 	}
 }
