@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,4 +120,46 @@ func TestRedTeam27_ProtectSeesThroughAttributesAndBinary(t *testing.T) {
 			t.Fatalf("dispatch %s %s, verdict %+v: want green, the protected file unchanged", r.State, r.Reason, r.Verdict)
 		}
 	})
+}
+
+// TestRedTeam27_GateTreeLinksReachNothingOnTheHost: the patch's symbolic links are written
+// into the gate's tree by the host (as root here) and the tree is handed to the sandbox uid;
+// a link to a host file is never followed by that hand-over (the file keeps its owner) nor
+// by the command, which writes through it into its own /tmp.
+func TestRedTeam27_GateTreeLinksReachNothingOnTheHost(t *testing.T) {
+	e := newEnv(t)
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("host\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.subagent("linker", `ln -s `+victim+` victim && ln -s `+filepath.Dir(victim)+` victimdir`)
+	cmd := []string{"sh", "-c", "cat victim 2>&1; echo owned > victim 2>&1; echo owned > victimdir/new 2>&1; exit 0"}
+	r := e.run(dispatch.Request{Subagent: "linker", Repo: calcRepo(t), Verify: &verdict.Spec{Command: cmd}})
+	if r.Verdict == nil || strings.Contains(r.Verdict.OutputTail, "host") {
+		t.Fatalf("dispatch %s %s, verdict %+v: the command read the host file", r.State, r.Reason, r.Verdict)
+	}
+	if !strings.Contains(r.Verdict.OutputTail, "cannot create victimdir/new") {
+		t.Fatalf("tail %q: the command did not meet the links", r.Verdict.OutputTail)
+	}
+	after, err := os.Stat(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "host\n" || ownerOf(after) != ownerOf(before) || after.Mode() != before.Mode() {
+		t.Fatalf("the host file changed: %q, owner %d (was %d)", b, ownerOf(after), ownerOf(before))
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(victim), "new")); err == nil {
+		t.Fatal("the command wrote into a host directory through a link")
+	}
+}
+
+func ownerOf(fi os.FileInfo) uint32 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Uid
+	}
+	return 1<<32 - 1
 }
