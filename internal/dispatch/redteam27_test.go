@@ -12,6 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/verdict"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // TestRedTeam27_VerifyOnUnsandboxedTargetRefused: a verify gate's command is the plan
@@ -162,4 +163,26 @@ func ownerOf(fi os.FileInfo) uint32 {
 		return st.Uid
 	}
 	return 1<<32 - 1
+}
+
+// TestRedTeam27_AnswerKeepsTheGate: an agent that asks a question first, to finish in the
+// answer's dispatch, is judged there by the gate its parent had: its edit of a protected
+// test is red, the command never runs.
+func TestRedTeam27_AnswerKeepsTheGate(t *testing.T) {
+	e := newEnv(t)
+	e.subagent("asker", `if printf %s "$AGORA_INPUT_JSON" | grep -q agora_resume; then printf 'package calc\n' > calc_test.go; `+
+		`else printf '{"question":"may I?"}' > "$AGORA_OUT/`+wire.NeedsInputFile+`"; fi`)
+	parent := e.run(dispatch.Request{Subagent: "asker", Repo: calcRepo(t), Verify: &verdict.Spec{Command: passIfRun, Protect: protect}})
+	if parent.State != dispatch.StateNeedsInput || parent.Verdict != nil {
+		t.Fatalf("parent: %s %s %s, verdict %+v; want needs_input, not judged", parent.State, parent.Reason, parent.Detail, parent.Verdict)
+	}
+	req, err := e.d.ResumeRequest(t.Context(), parent, "yes", dispatch.Answerer{Actor: "test", Via: dispatch.ViaCLI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := e.run(req)
+	v := child.Verdict
+	if child.Reason != dispatch.ReasonVerifyFailed || v == nil || v.Reason != verdict.ReasonProtected || strings.Join(v.ProtectedPaths, ",") != "calc_test.go" {
+		t.Fatalf("answer's dispatch: %s %s (%s), verdict %+v; want red protected-path naming calc_test.go", child.State, child.Reason, child.Detail, v)
+	}
 }
