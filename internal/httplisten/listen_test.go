@@ -1,7 +1,11 @@
 package httplisten
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 )
@@ -54,5 +58,43 @@ func TestListen_CapsOpenConnections(t *testing.T) {
 func TestListen_BadAddress(t *testing.T) {
 	if _, err := Listen("no-port", 1); err == nil {
 		t.Error("an address without a port was accepted")
+	}
+}
+
+// TestListen_IdleYieldsWhenFull: with every place held by idle keep-alive connections of a
+// real http.Server, a new connection is accepted and answered, and the connection idle
+// longest is the one closed. Red team D of #26 (idle connections held without a token kept
+// everyone out of the web view).
+func TestListen_IdleYieldsWhenFull(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }), ConnState: ConnState}
+	go srv.Serve(ln)
+	defer srv.Close()
+	var held []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+		time.Sleep(20 * time.Millisecond) // distinct idle times
+	}
+	cl := &http.Client{Timeout: 10 * time.Second}
+	resp, err := cl.Get("http://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatalf("a new connection with every place held idle: %v", err)
+	}
+	resp.Body.Close()
+	held[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := held[0].Read(make([]byte, 1)); err == nil {
+		t.Error("the connection idle longest is still open")
 	}
 }

@@ -93,6 +93,7 @@ func (s *Server) ListenHTTP(ctx context.Context, cfg HTTPConfig) error {
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
+		ConnState:         httplisten.ConnState, // idle connections yield when the listener is full
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}

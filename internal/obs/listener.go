@@ -85,6 +85,7 @@ func ServeListener(ctx context.Context, cfg ListenerConfig) error {
 		ReadHeaderTimeout: metricsReadHeaderTimeout,
 		ReadTimeout:       metricsReadTimeout,
 		WriteTimeout:      metricsWriteTimeout,
+		ConnState:         httplisten.ConnState, // idle connections yield when the listener is full
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}

@@ -741,3 +741,39 @@ func TestRedTeamWeb_ApprovalFormStaysOnItsCall(t *testing.T) {
 		t.Errorf("%d calls are sent to the CLI, want %d", got, len(hostile))
 	}
 }
+
+// TestRedTeamWeb_IdleConnectionsYield: anyone who reaches the port (no token needed) opens
+// every connection the listener keeps, asks for the login page on each and leaves them idle
+// (keep-alive), refreshing them before the idle timeout: the operator's connection must still
+// be accepted. An idle connection yields its place when the listener is full.
+func TestRedTeamWeb_IdleConnectionsYield(t *testing.T) {
+	e := start(t)
+	addr := strings.TrimPrefix(e.base, "http://")
+	var conns []net.Conn
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	for i := 0; i < maxConns; i++ {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		fmt.Fprintf(c, "GET /login HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
+			break
+		}
+	}
+	cl := &http.Client{Timeout: 10 * time.Second}
+	resp, err := cl.Get(e.base + "/login")
+	if err != nil {
+		t.Fatalf("the operator cannot reach the login page while %d idle connections are held: %v", len(conns), err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /login: %d", resp.StatusCode)
+	}
+}
