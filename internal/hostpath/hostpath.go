@@ -123,8 +123,10 @@ func replaceWhole(s, p string) string {
 		}
 		end := i + len(p)
 		if end < len(s) && pathByte(s[end]) && s[end] != '/' {
-			b.WriteString(s[:end])
-			s = s[end:]
+			// Another name ("/srv/app" in "/srv/apple"); a whole occurrence may still start
+			// inside this one ("/ab/a" in "/ab/ab/a"), so look again one byte on.
+			b.WriteString(s[:i+1])
+			s = s[i+1:]
 			continue
 		}
 		// Take what lies below the path with it: "/src/app/x" hides "x" too.
