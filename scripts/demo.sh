@@ -64,7 +64,9 @@ for _ in $(seq 100); do [ -S "$AGORA_HOME/orch/orch.sock" ] && break; sleep 0.05
 step "agora orch validate + submit examples/plans/demo.yaml --repo $work/repo --wait"
 echo "(greet-docs and greet-readme hold disjoint locks and run in parallel; review waits for both and"
 echo " reads greet-docs' patch at /agora/inputs/docs-patch/patch.diff; tidy-a and tidy-b share the"
-echo " exclusive lock 'repo', so one runs after the other)"
+echo " exclusive lock 'repo', so one runs after the other; greet-docs is verified by agora itself:"
+echo " its verify command runs in a fresh sandbox on the base tree plus its patch, and the verdict"
+echo " is audited and shown in the status and the bundle)"
 "$bin" orch validate examples/plans/demo.yaml
 run=$("$bin" orch submit examples/plans/demo.yaml --repo "$work/repo" --wait)
 "$bin" orch status "$run"

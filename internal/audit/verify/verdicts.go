@@ -57,7 +57,11 @@ func (rv *runVerifier) checkVerdicts(fired map[string]string, attempts map[strin
 		}
 	}
 	if ok {
-		rv.pass(CheckVerdicts, "", "every one of the run's %d verdicts is recorded in both logs, before the end it decided", n)
+		if n == 1 {
+			rv.pass(CheckVerdicts, "", "the run's one verdict is recorded in both logs, before the end it decided")
+		} else {
+			rv.pass(CheckVerdicts, "", "every one of the run's %d verdicts is recorded in both logs, before the end it decided", n)
+		}
 	}
 }
 
