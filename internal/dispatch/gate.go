@@ -157,7 +157,12 @@ func (d *Dispatcher) runGateCommand(ctx context.Context, r *Record, st *stage, p
 		Binds: []compute.Bind{{Src: dir, Dst: wire.WorkspacePath, Writable: true}},
 	}
 	if r.Sandbox == compute.SandboxNone {
-		s.Dir, s.Binds = dir, nil
+		// Refused at accept; a record accepted before that rule must not run it either: the
+		// command would run on the host as agora, with its network and files.
+		stdout.Close()
+		stderr.Close()
+		fl := failed(ReasonDenied, "verify: the dispatch has no sandbox, so its verify command would run on the host unconfined; not run")
+		return nil, &fl
 	}
 	h, err := provider.Start(ctx, s)
 	if err != nil {
