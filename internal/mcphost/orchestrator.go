@@ -52,6 +52,20 @@ func withoutPath(r api.Run) api.Run {
 	tasks := make([]api.Task, len(r.Tasks))
 	for i, t := range r.Tasks {
 		t.Reason, t.Detail, t.Question = m.HostText(t.Reason), m.HostText(t.Detail), m.Text(t.Question)
+		if t.Verdict != nil {
+			// As agora_dispatch_describe shows it: the detail is the host's, the tail the command's.
+			v := *t.Verdict
+			v.Detail, v.OutputTail = m.HostText(v.Detail), m.Text(v.OutputTail)
+			t.Verdict = &v
+		}
+		if t.Review != nil {
+			rv := *t.Review
+			rv.Reasons = make([]string, len(t.Review.Reasons))
+			for j, reason := range t.Review.Reasons {
+				rv.Reasons[j] = m.Text(reason)
+			}
+			t.Review = &rv
+		}
 		tasks[i] = t
 	}
 	if r.Tasks != nil {
