@@ -115,7 +115,8 @@ func (c *countingRuns) Run(ctx context.Context, ref string) (api.Run, error) {
 var _ Runs = (*countingRuns)(nil)
 
 // TestServer_ReadsAreGated: however many pages load at once, at most maxReads of them read
-// the databases at a time; the rest wait their turn.
+// the databases at a time; the rest wait their turn (16 of one token are within its
+// maxClientWaiting, so every one is answered: fetch fails on anything but 200).
 func TestServer_ReadsAreGated(t *testing.T) {
 	o := wideRun(50)
 	runs := &countingRuns{Reader: o.store(t)}

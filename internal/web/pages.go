@@ -40,6 +40,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, errBusy):
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	case errors.Is(err, errTooMany):
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, err.Error(), http.StatusTooManyRequests)
 	case errors.Is(err, orch.ErrConflict):
 		http.Error(w, "conflict: "+err.Error(), http.StatusConflict)
 	default:

@@ -70,9 +70,10 @@ type Server struct {
 	pages    *pages
 	tailTick time.Duration
 	verified *verifyCache // nil without Sources.VerifyRun
-	// reads bounds the requests reading at once (gate.go); summaries and shapes keep what
-	// a run's pages read again and again (summary.go, shape.go).
-	reads     gate
+	// reads bounds the requests reading at once, fairly between clients (gate.go);
+	// summaries and shapes keep what a run's pages read again and again (summary.go,
+	// shape.go).
+	reads     *gate
 	summaries *summaries
 	shapes    *shapes
 	// streams bounds each client's open event streams (streams.go).

@@ -27,6 +27,7 @@ const (
 type env struct {
 	base string
 	orch *fakeOrch
+	srv  *Server
 }
 
 func start(t *testing.T) env {
@@ -74,7 +75,7 @@ func startWith(t *testing.T, src Sources) env {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return env{base: "http://" + addr, orch: src.Orch.(*fakeOrch)}
+	return env{base: "http://" + addr, orch: src.Orch.(*fakeOrch), srv: srv}
 }
 
 // login returns a client holding the session cookie of token, and the page's CSRF token.
