@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite internal/testdata/closure-*.txt from the current import graph")
+var update = flag.Bool("update", false, "rewrite what is generated from the current import graph: internal/testdata/closure-*.txt (-run Closure), docs/ARCHITECTURE.md's layer table (-run Architecture)")
 
 // unprivileged are the packages that hold no privilege: the MCP server, which an AI talks to,
 // and the worker, which runs in the sandbox. Their whole closure is pinned in a committed list,

@@ -22,6 +22,7 @@ type listed struct {
 	ImportPath string
 	Standard   bool
 	Imports    []string // non-test imports, resolved
+	GoFiles    []string // non-test Go files; none for a directory of tests only
 	Module     *struct{ Path string }
 }
 
@@ -32,7 +33,7 @@ type graph struct {
 }
 
 var loadGraphOnce = sync.OnceValues(func() (*graph, error) {
-	out, err := exec.Command("go", "list", "-deps", "-json=ImportPath,Standard,Imports,Module", module+"...").Output()
+	out, err := exec.Command("go", "list", "-deps", "-json=ImportPath,Standard,Imports,GoFiles,Module", module+"...").Output()
 	if err != nil {
 		return nil, fmt.Errorf("go list -deps %s...: %w%s", module, err, stderrOf(err))
 	}
