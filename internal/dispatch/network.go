@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -108,11 +107,9 @@ func needsCA(rules []grant.EgressRule, bindings []proxy.Binding) bool {
 	return false
 }
 
-// maxSystemTrust caps the system trust store read for the sandbox's.
-const maxSystemTrust = 4 << 20
-
 // prepareProxy makes the dispatch's CA when it needs one and writes the sandbox's trust file:
-// the system's roots, agora.yaml's egress.ca_certs, the CA.
+// the system's roots, agora.yaml's egress.ca_certs, the CA. The system's bundle is read
+// once per process (trust.go).
 func (d *Dispatcher) prepareProxy(r *Record, st *stage, bindings []proxy.Binding) (*netSetup, error) {
 	ns := &netSetup{bindings: bindings}
 	if r.Sandbox == compute.SandboxNone {
@@ -126,24 +123,22 @@ func (d *Dispatcher) prepareProxy(r *Record, st *stage, bindings []proxy.Binding
 	if r.Grants != nil {
 		rules = r.Grants.Egress
 	}
+	sys, err := systemTrust()
+	if err != nil {
+		return nil, err
+	}
 	var pem bytes.Buffer
-	if f, err := os.Open(wire.SystemTrustFile); err == nil {
-		io.Copy(&pem, io.LimitReader(f, maxSystemTrust))
-		f.Close()
-	}
-	pool, err := x509.SystemCertPool()
-	if err != nil || pool == nil {
-		pool = x509.NewCertPool()
-	}
+	pem.Write(sys)
 	if len(d.EgressRoots) > 0 {
-		if !pool.AppendCertsFromPEM(d.EgressRoots) {
-			return nil, fmt.Errorf("egress.ca_certs: no certificate found")
-		}
 		pem.WriteString("\n")
 		pem.Write(d.EgressRoots)
 	}
-	ns.roots = pool
 	if needsCA(rules, bindings) {
+		// Only a proxy that terminates TLS verifies upstream servers itself; a tunnel
+		// leaves that to the sandbox's tools, so its dispatch parses no roots.
+		if ns.roots, err = upstreamRoots(d.EgressRoots); err != nil {
+			return nil, err
+		}
 		lifetime := time.Duration(r.Timeout) + time.Hour
 		if ns.ca, err = proxy.NewCA(r.ID, lifetime); err != nil {
 			return nil, err
