@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"runtime"
 	"sync"
+	"time"
 
 	"github.com/agora-dev/agora/internal/store"
 )
@@ -15,9 +18,12 @@ import (
 // entry is committed (or the transaction failed), so a caller that acts only after Append
 // returns nil never acts unaudited.
 //
-// Entries are appended in the order their Append calls queued them, each stamped by [Log.Append]
-// as it is written. [Batcher.Run] does the writing; when its ctx ends, entries still queued
-// are refused with [ErrBatcherStopped], as is every later Append.
+// Entries are appended in the order their Append calls queued them, a batch in one transaction
+// with one tree load and prepared inserts; each entry is stamped as it is written, strictly
+// after the entry before it in the batch. An entry that cannot be encoded is refused to its
+// caller alone; if the transaction fails, every entry of the batch is refused. [Batcher.Run]
+// does the writing; when its ctx ends, entries still queued are refused with
+// [ErrBatcherStopped], as is every later Append.
 type Batcher struct {
 	db     *store.DB
 	log    *Log
@@ -88,6 +94,7 @@ func (b *Batcher) Run(ctx context.Context) {
 // drain commits what is queued, at most maxBatch entries a transaction, until nothing is.
 func (b *Batcher) drain(ctx context.Context) {
 	for {
+		b.gather()
 		b.mu.Lock()
 		batch := b.next[:min(len(b.next), maxBatch)]
 		b.next = b.next[len(batch):]
@@ -95,16 +102,64 @@ func (b *Batcher) drain(ctx context.Context) {
 		if len(batch) == 0 {
 			return
 		}
-		err := b.db.Tx(ctx, func(tx *sql.Tx) error {
-			for _, w := range batch {
-				if _, err := b.log.Append(ctx, tx, w.e); err != nil {
-					return err
-				}
+		refused := make([]error, len(batch))
+		err := b.db.Tx(ctx, func(tx *sql.Tx) error { return b.log.appendBatch(ctx, tx, batch, refused) })
+		for i, w := range batch {
+			if refused[i] != nil {
+				w.done <- refused[i]
+			} else {
+				w.done <- err
 			}
-			return nil
-		})
-		for _, w := range batch {
-			w.done <- err
 		}
 	}
+}
+
+// gather yields while the queue grows, up to a full batch. Callers answered by the last commit
+// usually queue their next entry at once but need a moment of CPU to do it; without the yield
+// the next transaction takes the few that made it, the one after the rest, and commits are
+// many and small (batches of 10 from 64 writers on 2 cores, measured). A yield costs well
+// under a microsecond when nobody is queueing.
+func (b *Batcher) gather() {
+	for n := -1; ; {
+		b.mu.Lock()
+		queued := len(b.next)
+		b.mu.Unlock()
+		if queued == n || queued >= maxBatch {
+			return
+		}
+		n = queued
+		runtime.Gosched()
+	}
+}
+
+// appendBatch writes a batch's entries in tx, in order, with one tree load and the inserts
+// prepared once. Each entry is stamped as it is written, strictly after the one before it (a
+// clock that has not moved is nudged on by a nanosecond), so entries of one batch keep
+// distinct times in their sequence order. An entry that cannot be encoded is refused in
+// refused[i] and takes no sequence number; the others are written around it. An error is the
+// transaction's: nothing of the batch may commit.
+func (l *Log) appendBatch(ctx context.Context, tx *sql.Tx, batch []batchWait, refused []error) error {
+	ctx = context.WithoutCancel(ctx) // as in AppendAll: the transaction still ends with ctx
+	a, err := newAppender(ctx, tx)
+	if err != nil {
+		return fmt.Errorf("append audit entries: %w", err)
+	}
+	defer a.close()
+	var last time.Time
+	for i, w := range batch {
+		t := l.now().UTC()
+		if !t.After(last) {
+			t = last.Add(time.Nanosecond)
+		}
+		last = t
+		at := t.Format(time.RFC3339Nano)
+		body, err := encodeEntry(a.next(), at, w.e)
+		if refused[i] = err; err != nil {
+			continue
+		}
+		if err := a.write(ctx, at, w.e, body); err != nil {
+			return err
+		}
+	}
+	return a.save(ctx)
 }

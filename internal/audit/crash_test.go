@@ -23,6 +23,7 @@ const (
 	crashChildEnv = "AGORA_AUDIT_CRASH_CHILD_DB"
 	crashKeyEnv   = "AGORA_AUDIT_CRASH_CHILD_KEY"
 	crashPubEnv   = "AGORA_AUDIT_CRASH_CHILD_PUB"
+	crashModeEnv  = "AGORA_AUDIT_CRASH_CHILD_MODE" // "batcher": 16 writers through a Batcher
 )
 
 // crashChild appends entries in small transactions and checkpoints every few, forever.
@@ -44,6 +45,9 @@ func crashChild(path string) {
 		os.Exit(2)
 	}
 	l := audit.New(nil)
+	if os.Getenv(crashModeEnv) == "batcher" {
+		crashBatcherChild(ctx, db, l, cp)
+	}
 	for i := 0; ; i++ {
 		err := db.Tx(ctx, func(tx *sql.Tx) error {
 			for j := range 1 + i%3 {
@@ -64,15 +68,44 @@ func crashChild(path string) {
 	}
 }
 
+// crashBatcherChild appends from 16 writers through a Batcher and checkpoints, forever.
+func crashBatcherChild(ctx context.Context, db *store.DB, l *audit.Log, cp *audit.Checkpointer) {
+	b := audit.NewBatcher(db, l)
+	go b.Run(ctx)
+	for w := range 16 {
+		go func() {
+			for i := 0; ; i++ {
+				if err := b.Append(ctx, audit.Entry{Kind: "mcp.tool_call", Subject: fmt.Sprintf("w%d.%d", w, i)}); err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					os.Exit(2)
+				}
+			}
+		}()
+	}
+	for {
+		if _, err := cp.MaybeCheckpoint(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestLog_SurvivesKill kills a process that is appending and checkpointing with SIGKILL, then
 // checks the log it left: the stored tree matches the root recomputed from the entries, the
 // latest checkpoint verifies and is a prefix, and an export of everything verifies.
-func TestLog_SurvivesKill(t *testing.T) {
+func TestLog_SurvivesKill(t *testing.T) { survivesKill(t, "") }
+
+// TestBatcher_SurvivesKill is TestLog_SurvivesKill with the entries written by 16 writers
+// through a Batcher, a batch per transaction.
+func TestBatcher_SurvivesKill(t *testing.T) { survivesKill(t, "batcher") }
+
+func survivesKill(t *testing.T, mode string) {
 	path := filepath.Join(t.TempDir(), "agora.db")
 	skey, vkey := audittest.NewKeyText(t)
 	for round := range 3 {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+path, crashKeyEnv+"="+skey, crashPubEnv+"="+vkey)
+		cmd.Env = append(os.Environ(), crashChildEnv+"="+path, crashKeyEnv+"="+skey, crashPubEnv+"="+vkey, crashModeEnv+"="+mode)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

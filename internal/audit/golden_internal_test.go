@@ -88,21 +88,12 @@ func writeGoldenLog(t *testing.T, db *store.DB) {
 		t.Fatal(err)
 	}
 	b := NewBatcher(db, l)
-	errs := make(chan error, 9)
-	for i, e := range goldenEntries(7, 6) {
-		go func() { errs <- b.Append(ctx, e) }()
-		for queued := 0; queued != i+1; { // queue them in this order, all before Run
-			time.Sleep(100 * time.Microsecond)
-			b.mu.Lock()
-			queued = len(b.next)
-			b.mu.Unlock()
-		}
-	}
+	errs := queueInOrder(t, b, goldenEntries(7, 6))
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { b.Run(runCtx) })
-	for range 6 {
-		if err := <-errs; err != nil {
+	for _, c := range errs {
+		if err := <-c; err != nil {
 			t.Fatal(err)
 		}
 	}

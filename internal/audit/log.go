@@ -20,10 +20,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/transparency-dev/merkle/compact"
-
 	"github.com/agora-dev/agora/internal/audit/verify"
-	"github.com/agora-dev/agora/internal/jcs"
 )
 
 // Entry is what a caller records. Details MUST NOT contain secrets; put hashes of sensitive
@@ -61,20 +58,9 @@ func (l *Log) Append(ctx context.Context, tx *sql.Tx, e Entry) (int64, error) {
 	}
 	seq := int64(r.End())
 	at := l.now().UTC().Format(time.RFC3339Nano)
-	details := e.Details
-	if details == nil {
-		details = map[string]any{}
-	}
-	body, err := jcs.Marshal(map[string]any{
-		"seq":     seq,
-		"time":    at,
-		"actor":   e.Actor,
-		"kind":    e.Kind,
-		"subject": e.Subject,
-		"details": details,
-	})
+	body, err := encodeEntry(seq, at, e)
 	if err != nil {
-		return 0, fmt.Errorf("append audit entry %s: %w", e.Kind, err)
+		return 0, err
 	}
 	leaf := LeafHash(body)
 	if _, err := tx.ExecContext(ctx,
@@ -101,57 +87,30 @@ func (l *Log) AppendAll(ctx context.Context, tx *sql.Tx, entries []Entry) (int64
 	// of many rows were tried too: SQLite compiles a long VALUES list slower than it runs
 	// the prepared one-row statement that many times.)
 	ctx = context.WithoutCancel(ctx)
-	r, err := loadTree(ctx, tx)
-	if err != nil {
-		return 0, fmt.Errorf("append audit entries: %w", err)
-	}
-	first := int64(r.End())
 	if len(entries) == 0 {
-		return first, nil
-	}
-	insEntry, err := tx.PrepareContext(ctx, `INSERT INTO audit_entries(seq, at, kind, subject, actor, entry, leaf_hash) VALUES (?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return 0, fmt.Errorf("append audit entries: %w", err)
-	}
-	defer insEntry.Close()
-	insNode, err := tx.PrepareContext(ctx, `INSERT INTO audit_nodes(id, hash) VALUES (?, ?)`)
-	if err != nil {
-		return 0, fmt.Errorf("append audit entries: %w", err)
-	}
-	defer insNode.Close()
-	at := l.now().UTC().Format(time.RFC3339Nano)
-	var nodeErr error
-	for i, e := range entries {
-		seq := first + int64(i)
-		if uint64(seq) >= maxTreeSize {
-			return 0, fmt.Errorf("append audit entries: the log is full at %d entries", seq)
-		}
-		details := e.Details
-		if details == nil {
-			details = map[string]any{}
-		}
-		body, err := jcs.Marshal(map[string]any{
-			"seq": seq, "time": at, "actor": e.Actor, "kind": e.Kind, "subject": e.Subject, "details": details,
-		})
+		r, err := loadTree(ctx, tx)
 		if err != nil {
-			return 0, fmt.Errorf("append audit entry %s: %w", e.Kind, err)
+			return 0, fmt.Errorf("append audit entries: %w", err)
 		}
-		leaf := LeafHash(body)
-		if _, err := insEntry.ExecContext(ctx, seq, at, e.Kind, e.Subject, e.Actor, body, leaf); err != nil {
-			return 0, fmt.Errorf("append audit entry %d: %w", seq, err)
+		return int64(r.End()), nil
+	}
+	a, err := newAppender(ctx, tx)
+	if err != nil {
+		return 0, fmt.Errorf("append audit entries: %w", err)
+	}
+	defer a.close()
+	first := a.next()
+	at := l.now().UTC().Format(time.RFC3339Nano)
+	for _, e := range entries {
+		body, err := encodeEntry(a.next(), at, e)
+		if err != nil {
+			return 0, err
 		}
-		if err := r.Append(leaf, func(id compact.NodeID, hash []byte) {
-			if nodeErr == nil && id.Level > 0 { // leaves live in audit_entries
-				_, nodeErr = insNode.ExecContext(ctx, nodeKey(id), hash)
-			}
-		}); err != nil {
-			return 0, fmt.Errorf("append audit leaf %d: %w", seq, err)
-		}
-		if nodeErr != nil {
-			return 0, fmt.Errorf("append audit leaf %d: %w", seq, nodeErr)
+		if err := a.write(ctx, at, e, body); err != nil {
+			return 0, err
 		}
 	}
-	if err := saveTree(ctx, tx, r); err != nil {
+	if err := a.save(ctx); err != nil {
 		return 0, err
 	}
 	return first, nil
