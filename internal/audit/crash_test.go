@@ -120,21 +120,22 @@ func survivesKill(t *testing.T, mode string) {
 	}
 }
 
+// waitForEntries waits until the log at path holds n entries and a checkpoint.
 func waitForEntries(t *testing.T, path string, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(1000)"); err == nil {
-			var got int64
-			err := db.QueryRow(`SELECT COALESCE(MAX(seq)+1, 0) FROM audit_entries`).Scan(&got)
+			var got, checkpoints int64
+			err := db.QueryRow(`SELECT (SELECT COALESCE(MAX(seq)+1, 0) FROM audit_entries), (SELECT COUNT(*) FROM audit_checkpoints)`).Scan(&got, &checkpoints)
 			db.Close()
-			if err == nil && got >= n {
+			if err == nil && got >= n && checkpoints > 0 {
 				return
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("the child did not reach %d entries in 30s", n)
+	t.Fatalf("the child did not reach %d entries and a checkpoint in 30s", n)
 }
 
 func checkAfterCrash(t *testing.T, path, skey, vkey string) {
