@@ -11,13 +11,20 @@ import (
 
 // BuildBinary builds cmd/agora (static, as shipped) into a new temporary directory and returns
 // the binary's path and a func that removes the directory. TestMain functions call it once.
+// Built from a checkout, it carries the commit (go build's -buildvcs=auto).
 func BuildBinary() (bin string, cleanup func(), err error) {
+	return BuildBinaryFlags()
+}
+
+// BuildBinaryFlags is BuildBinary with extra go build flags (-buildvcs=false).
+func BuildBinaryFlags(flags ...string) (bin string, cleanup func(), err error) {
 	dir, err := os.MkdirTemp("", "agora-bin")
 	if err != nil {
 		return "", nil, err
 	}
 	bin = filepath.Join(dir, "agora")
-	build := exec.Command("go", "build", "-o", bin, "github.com/agora-dev/agora/cmd/agora")
+	args := append(append([]string{"build"}, flags...), "-o", bin, "github.com/agora-dev/agora/cmd/agora")
+	build := exec.Command("go", args...)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)

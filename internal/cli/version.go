@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
@@ -60,7 +61,9 @@ func newVersionCmd(f *Factory, runF func(*versionOptions) error) *cobra.Command 
 		Short: "Print agora's version, commit and Go version",
 		Long: `Print the module version, the VCS commit and its time, and the Go version the binary was
 built with, from the build information the Go toolchain embeds. A build from a checkout
-says "(devel)" with the commit; "+modified" marks a tree that had uncommitted changes.`,
+says "(devel)" with the commit; "+modified" marks a tree that had uncommitted changes. A
+binary built without VCS information (go run, go build -buildvcs=false, outside a git
+checkout) says so instead of a commit.`,
 		Example: `  agora version --output json`,
 		Args:    noArgs,
 	}, opts, runF, versionRun)
@@ -69,11 +72,24 @@ says "(devel)" with the commit; "+modified" marks a tree that had uncommitted ch
 func versionRun(_ context.Context, opts *versionOptions) error {
 	v := readVersion(opts.read)
 	return emit(opts.f.IO, opts.output, v, func(v versionInfo) error {
-		rev := orDash(v.Revision)
-		if v.Modified {
-			rev += "+modified"
-		}
-		_, err := fmt.Fprintf(opts.f.IO.Out, "agora %s\ncommit %s (%s)\n%s\n", v.Version, rev, orDash(v.Time), v.GoVersion)
+		_, err := io.WriteString(opts.f.IO.Out, formatVersion(v))
 		return err
 	})
+}
+
+// noVCS is the commit line of a binary the toolchain stamped no VCS information into.
+const noVCS = "commit unknown: built without VCS information (go run, go build -buildvcs=false, or outside a git checkout)"
+
+// formatVersion is `agora version`'s text: the version, the commit (or why there is none),
+// the Go version.
+func formatVersion(v versionInfo) string {
+	commit := noVCS
+	if v.Revision != "" {
+		commit = "commit " + v.Revision
+		if v.Modified {
+			commit += "+modified"
+		}
+		commit += " (" + orDash(v.Time) + ")"
+	}
+	return fmt.Sprintf("agora %s\n%s\n%s\n", v.Version, commit, v.GoVersion)
 }

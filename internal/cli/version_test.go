@@ -59,3 +59,26 @@ func TestVersionRun(t *testing.T) {
 		}
 	}
 }
+
+func TestFormatVersion(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		v    versionInfo
+		want string
+	}{
+		{"Clean", versionInfo{Version: "(devel)", Revision: "bedde79", Time: "2026-11-23T09:00:00Z", GoVersion: "go1.26.8"},
+			"agora (devel)\ncommit bedde79 (2026-11-23T09:00:00Z)\ngo1.26.8\n"},
+		{"Modified", versionInfo{Version: "(devel)", Revision: "bedde79", Time: "2026-11-23T09:00:00Z", Modified: true, GoVersion: "go1.26.8"},
+			"agora (devel)\ncommit bedde79+modified (2026-11-23T09:00:00Z)\ngo1.26.8\n"},
+		{"NoTime", versionInfo{Version: "v1.2.3", Revision: "abc", GoVersion: "go1.26.8"},
+			"agora v1.2.3\ncommit abc (-)\ngo1.26.8\n"},
+		{"NoVCS", versionInfo{Version: "(devel)", GoVersion: "go1.26.8"},
+			"agora (devel)\n" + noVCS + "\ngo1.26.8\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := formatVersion(tt.v); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
