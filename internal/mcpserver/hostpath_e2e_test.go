@@ -14,11 +14,15 @@ import (
 	"github.com/agora-dev/agora/internal/orch/client"
 )
 
-// TestOrchestratorStatusHidesHostPathsInFreeText: a workspace run whose tasks fail because
-// the workspace's repository moved away has failure details naming that host path;
+// TestOrchestratorStatusHidesHostPathsInFreeText: a workspace run whose task fails to fetch
+// its commit from the workspace's repository has a failure detail naming that host path;
 // agora_orchestrator_status and _watch over MCP show the failure without the path, in any
 // field. Finding 8 of #26 (the detail "repository /tmp/.../private-repo is not a
 // directory" reached MCP clients, although the run's repo field was cleared).
+//
+// The repository is broken so that accept, which names no path, passes and the fetch at
+// staging fails: a blob of the commit is gone. (Moving the repository away while a task
+// ran was a race: accept's check fails first, without the path, when the move is early.)
 func TestOrchestratorStatusHidesHostPathsInFreeText(t *testing.T) {
 	requireSandbox(t)
 	home := newHome(t)
@@ -26,12 +30,24 @@ func TestOrchestratorStatusHidesHostPathsInFreeText(t *testing.T) {
 	if err := os.MkdirAll(repo, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start"}} {
+	if err := os.WriteFile(filepath.Join(repo, "data.txt"), []byte("a blob the fetch will miss\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitIn := func(args ...string) string {
 		cmd := exec.Command("git", args...)
 		cmd.Dir = repo
-		if out, err := cmd.CombinedOutput(); err != nil {
+		out, err := cmd.CombinedOutput()
+		if err != nil {
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
+		return strings.TrimSpace(string(out))
+	}
+	gitIn("init", "-q", "-b", "main")
+	gitIn("add", "data.txt")
+	gitIn("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "start")
+	blob := gitIn("rev-parse", "HEAD:data.txt")
+	if err := os.Remove(filepath.Join(repo, ".git", "objects", blob[:2], blob[2:])); err != nil {
+		t.Fatal(err)
 	}
 	serve := exec.Command(agoraBin, "orch", "serve")
 	serve.Env = baseEnv(home)
@@ -42,10 +58,8 @@ func TestOrchestratorStatusHidesHostPathsInFreeText(t *testing.T) {
 	c := client.New(home + "/orch/orch.sock")
 	waitFor(t, 20*time.Second, "serve answers", func() bool { _, err := c.Health(context.Background()); return err == nil })
 
-	// The repository moves once a has started: the tasks fail to check it out and say
-	// where they looked.
 	planPath := filepath.Join(t.TempDir(), "plan.yaml")
-	if err := os.WriteFile(planPath, []byte("version: 1\nname: moved\nconcurrency: 1\ntasks:\n  - {id: a, subagent: sleeper}\n  - {id: b, subagent: writer}\n"), 0o644); err != nil {
+	if err := os.WriteFile(planPath, []byte("version: 1\nname: broken\ntasks:\n  - {id: b, subagent: writer, retry: {max_attempts: 1}}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	agora(t, home, nil, "workspace", "register", "app", "--repo", repo, "--revision", "main")
@@ -57,19 +71,23 @@ func TestOrchestratorStatusHidesHostPathsInFreeText(t *testing.T) {
 		}
 		return r
 	}
-	waitFor(t, 60*time.Second, "task a running", func() bool { return status().Tasks[0].State == api.TaskRunning })
-	if err := os.Rename(repo, repo+"-moved"); err != nil {
-		t.Fatal(err)
-	}
-	agoraMay(home, "orch", "cancel", id, "--task", "a") // a may have failed already
-	waitFor(t, 150*time.Second, "a failure detail naming the repository", func() bool {
+	named := func() bool {
 		for _, task := range status().Tasks {
 			if strings.Contains(task.Detail, "private-repo") {
 				return true
 			}
 		}
 		return false
-	})
+	}
+	for deadline := time.Now().Add(150 * time.Second); !named(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			// Say what the run looked like, so a failure can be read.
+			for _, task := range status().Tasks {
+				t.Logf("task %s: %s %s: %s (dispatch %s)", task.ID, task.State, task.Reason, task.Detail, task.DispatchID)
+			}
+			t.Fatal("no failure detail naming the repository within 150s")
+		}
+	}
 
 	cs := stdioSession(t, home)
 	for _, tool := range []string{"agora_orchestrator_status", "agora_orchestrator_watch"} {
