@@ -159,17 +159,56 @@ type Manifest struct {
 // [Format], read so that it has one meaning for every reader (see [parseStrict]). It checks
 // the shape only; [Verify] checks the contents. Errors match [ErrBundle].
 func ParseBundle(r io.Reader) (*Bundle, error) {
-	var b Bundle
-	if err := parseStrict(r, &b); err != nil {
+	data, err := readLimited(r)
+	if err != nil {
 		return nil, err
 	}
+	return ParseBundleBytes(data)
+}
+
+// ParseBundleBytes is [ParseBundle] of a bundle already in memory. The bundle's entries are
+// read in one pass by a scanner for the shape agora writes ([scanBundle]); a bundle it does
+// not take is read again by [strictjson.Unmarshal], so every bundle has the same meaning and
+// the same error as before. The parsed bundle does not keep data.
+func ParseBundleBytes(data []byte) (*Bundle, error) {
+	if len(data) > MaxBundleSize {
+		return nil, fmt.Errorf("%w: larger than %d bytes", ErrBundle, MaxBundleSize)
+	}
+	b, ok := scanBundle(data)
+	if !ok {
+		return parseBundleStrict(data)
+	}
+	return b.checkShape()
+}
+
+// parseBundleStrict is how [ParseBundle] read every bundle before [scanBundle]: the reference
+// the scanner is fuzzed against.
+func parseBundleStrict(data []byte) (*Bundle, error) {
+	b := new(Bundle)
+	if err := strictUnmarshalBundle(data, b); err != nil {
+		return nil, err
+	}
+	return b.checkShape()
+}
+
+func strictUnmarshalBundle(data []byte, b *Bundle) error {
+	if len(data) > MaxBundleSize {
+		return fmt.Errorf("%w: larger than %d bytes", ErrBundle, MaxBundleSize)
+	}
+	if err := strictjson.Unmarshal(data, b); err != nil {
+		return fmt.Errorf("%w: %v", ErrBundle, err)
+	}
+	return nil
+}
+
+func (b *Bundle) checkShape() (*Bundle, error) {
 	if err := b.checkFormat(); err != nil {
 		return nil, err
 	}
 	if b.Entries == nil || b.Manifests == nil {
 		return nil, fmt.Errorf("%w: entries and manifests must be lists", ErrBundle)
 	}
-	return &b, nil
+	return b, nil
 }
 
 // parseStrict reads at most [MaxBundleSize] bytes of r into v with [strictjson.Unmarshal]:
@@ -178,17 +217,26 @@ func ParseBundle(r io.Reader) (*Bundle, error) {
 // "dispatches" and keep the last of two, so `agora verify` would check one part while jq and
 // every other case-sensitive reader show another.
 func parseStrict(r io.Reader, v any) error {
-	data, err := io.ReadAll(io.LimitReader(r, MaxBundleSize+1))
+	data, err := readLimited(r)
 	if err != nil {
-		return fmt.Errorf("read audit bundle: %w", err)
-	}
-	if len(data) > MaxBundleSize {
-		return fmt.Errorf("%w: larger than %d bytes", ErrBundle, MaxBundleSize)
+		return err
 	}
 	if err := strictjson.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("%w: %v", ErrBundle, err)
 	}
 	return nil
+}
+
+// readLimited reads at most [MaxBundleSize] bytes of r.
+func readLimited(r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxBundleSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read audit bundle: %w", err)
+	}
+	if len(data) > MaxBundleSize {
+		return nil, fmt.Errorf("%w: larger than %d bytes", ErrBundle, MaxBundleSize)
+	}
+	return data, nil
 }
 
 func (b *Bundle) checkFormat() error {
