@@ -40,6 +40,8 @@ func DecodeEntry(b []byte) (EntryFields, error) {
 	if err := dec.Decode(&m); err != nil {
 		return EntryFields{}, fmt.Errorf("entry is not a JSON object: %v", err)
 	}
+	// Read before toCanonical turns the numbers of m into int64 and float64 in place.
+	seq, seqOK := m["seq"].(json.Number)
 	plain, err := toCanonical(m)
 	if err != nil {
 		return EntryFields{}, fmt.Errorf("entry: %v", err)
@@ -55,8 +57,7 @@ func DecodeEntry(b []byte) (EntryFields, error) {
 		return EntryFields{}, fmt.Errorf("entry has keys other than %s", strings.Join(entryKeys, ", "))
 	}
 	var f EntryFields
-	seq, ok := m["seq"].(json.Number)
-	if !ok {
+	if !seqOK {
 		return EntryFields{}, fmt.Errorf("entry seq is not a number")
 	}
 	if _, err := fmt.Sscan(seq.String(), &f.Seq); err != nil {
@@ -77,7 +78,8 @@ func DecodeEntry(b []byte) (EntryFields, error) {
 	return f, nil
 }
 
-// toCanonical turns decoded JSON (with json.Number) into the types [jcs.Marshal] accepts.
+// toCanonical turns decoded JSON (with json.Number) into the types [jcs.Marshal] accepts,
+// in place: maps and slices are changed and returned, not copied.
 func toCanonical(v any) (any, error) {
 	switch x := v.(type) {
 	case json.Number:
@@ -90,25 +92,23 @@ func toCanonical(v any) (any, error) {
 		}
 		return f, nil
 	case map[string]any:
-		out := make(map[string]any, len(x))
 		for k, e := range x {
 			c, err := toCanonical(e)
 			if err != nil {
 				return nil, err
 			}
-			out[k] = c
+			x[k] = c
 		}
-		return out, nil
+		return x, nil
 	case []any:
-		out := make([]any, len(x))
 		for i, e := range x {
 			c, err := toCanonical(e)
 			if err != nil {
 				return nil, err
 			}
-			out[i] = c
+			x[i] = c
 		}
-		return out, nil
+		return x, nil
 	}
 	return v, nil
 }

@@ -123,9 +123,13 @@ type verifier struct {
 	// inRun is set when the bundle is checked as a part of a run bundle ([VerifyRun]).
 	inRun bool
 	refs  map[string]uint64 // details.manifest of passing entries -> entry index
-	// entries are the decoded entries that passed their own checks, in bundle order.
+	// entries are the decoded entries that passed their own checks, in bundle order; kept
+	// only for a part of a run bundle (inRun), whose run checks read them.
 	entries []EntryFields
 	incl    *inclusionChecker // one per goroutine: it reuses its hash state
+	// tree is the recomputed tree when the bundle holds all of the checkpoint's tree and
+	// its leaves give the checkpoint's root; nil otherwise ([newFullTree]).
+	tree *fullTree
 }
 
 // Verify checks b and returns a row per check. It never stops at the first failure: every
