@@ -34,6 +34,15 @@ func DecodeEntry(b []byte) (EntryFields, error) {
 	if len(b) > MaxEntrySize {
 		return EntryFields{}, fmt.Errorf("entry is larger than %d bytes", MaxEntrySize)
 	}
+	if f, ok := decodeCanonical(b); ok {
+		return f, nil
+	}
+	return decodeEntrySlow(b)
+}
+
+// decodeEntrySlow is DecodeEntry by encoding/json and jcs: the reference for every entry,
+// and the reading (and error) of every entry decodeCanonical does not take.
+func decodeEntrySlow(b []byte) (EntryFields, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var m map[string]any
