@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"runtime"
+	"sync"
 
 	"github.com/agora-dev/agora/internal/strictjson"
 )
@@ -159,15 +161,26 @@ func (s *scanner) rawValue() ([]byte, bool) {
 
 // base64 reads a string and decodes it as encoding/json decodes a []byte field.
 func (s *scanner) base64() ([]byte, bool) {
+	// A hash (most strings of a bundle) is taken at once: decodeHash accepts only the
+	// base64 alphabet, so the text holds no escape, control or non-ASCII byte.
+	start := len(s.slab)
+	if s.slab == nil || start+HashSize > cap(s.slab) {
+		s.slab, start = make([]byte, 0, slabSize), 0
+	}
+	if s.i+46 <= len(s.b) && s.b[s.i] == '"' && s.b[s.i+45] == '"' && decodeHash(s.slab[start:start+HashSize], s.b[s.i+1:s.i+45]) {
+		s.i += 46
+		s.slab = s.slab[:start+HashSize]
+		return s.slab[start : start+HashSize : start+HashSize], true
+	}
 	text, ok := s.plainString()
 	if !ok {
 		return nil, false
 	}
 	n := base64.StdEncoding.DecodedLen(len(text))
-	if s.slab == nil || len(s.slab)+n > cap(s.slab) {
+	if len(s.slab)+n > cap(s.slab) {
 		s.slab = make([]byte, 0, max(slabSize, n))
 	}
-	start := len(s.slab)
+	start = len(s.slab)
 	dst := s.slab[start : start+n]
 	m, err := base64.StdEncoding.Decode(dst, text)
 	if err != nil {
@@ -204,24 +217,106 @@ func (s *scanner) entries() ([]Entry, bool) {
 	if !s.eat('[') {
 		return nil, false
 	}
-	es := []Entry{}
-	for first := true; ; first = false {
-		s.ws()
-		if s.eat(']') {
-			return es, true
-		}
-		if !first {
-			if !s.eat(',') {
-				return nil, false
-			}
-			s.ws()
-		}
+	s.ws()
+	if s.eat(']') {
+		return []Entry{}, true
+	}
+	if es, ok := s.entriesParallel(); ok {
+		return es, true
+	}
+	es, _, ok := s.entriesUntil(-1)
+	return es, ok
+}
+
+// entriesUntil reads entries from s.i, the start of one, each followed by ',' or ']'. With
+// stop < 0 it reads to the array's ']' and returns done; otherwise it stops, not done, when
+// the next entry starts exactly at stop, and fails if none does.
+func (s *scanner) entriesUntil(stop int) (es []Entry, done, ok bool) {
+	es = []Entry{}
+	for {
 		e, ok := s.entry()
 		if !ok {
-			return nil, false
+			return nil, false, false
 		}
 		es = append(es, e)
+		s.ws()
+		if s.eat(']') {
+			return es, true, stop < 0
+		}
+		if !s.eat(',') {
+			return nil, false, false
+		}
+		s.ws()
+		switch {
+		case stop >= 0 && s.i == stop:
+			return es, false, true
+		case stop >= 0 && s.i > stop:
+			return nil, false, false
+		}
 	}
+}
+
+// parallelScanFrom is the size of the rest of a bundle from which its entries are read by
+// every CPU.
+const parallelScanFrom = 4 << 20
+
+// entriesParallel reads the entries from s.i (the first one's start) on every CPU. It guesses
+// where entries start, at the first '{' after equal shares of the rest of the document, and
+// each part is read from its guess up to the next one's, which it must reach exactly at an
+// entry's start: part 0 starts at a true entry, so by induction every guess it accepts is one,
+// and the parts joined are what one reader from s.i gives. A wrong guess (in a value after
+// the entries, or the array ended) fails and the caller reads the entries in one part.
+func (s *scanner) entriesParallel() ([]Entry, bool) {
+	parts := runtime.GOMAXPROCS(0)
+	rest := len(s.b) - s.i
+	if parts < 2 || rest < parallelScanFrom {
+		return nil, false
+	}
+	starts := []int{s.i}
+	for j := 1; j < parts; j++ {
+		k := bytes.IndexByte(s.b[s.i+rest*j/parts:], '{')
+		if k < 0 {
+			return nil, false
+		}
+		at := s.i + rest*j/parts + k
+		if at <= starts[len(starts)-1] {
+			return nil, false
+		}
+		starts = append(starts, at)
+	}
+	type part struct {
+		es   []Entry
+		end  int
+		done bool
+		ok   bool
+	}
+	got := make([]part, parts)
+	var wg sync.WaitGroup
+	for j := range parts {
+		wg.Go(func() {
+			w := &scanner{b: s.b, i: starts[j]}
+			stop := -1
+			if j+1 < parts {
+				stop = starts[j+1]
+			}
+			got[j].es, got[j].done, got[j].ok = w.entriesUntil(stop)
+			got[j].end = w.i
+		})
+	}
+	wg.Wait()
+	n := 0
+	for j, p := range got {
+		if !p.ok || p.done != (j == parts-1) {
+			return nil, false
+		}
+		n += len(p.es)
+	}
+	es := make([]Entry, 0, n)
+	for _, p := range got {
+		es = append(es, p.es...)
+	}
+	s.i = got[parts-1].end
+	return es, true
 }
 
 // entry reads one entry object: the keys index, entry, leaf_hash and inclusion_proof, each
@@ -305,4 +400,42 @@ func (s *scanner) proof() ([][]byte, bool) {
 	start := len(s.proofs)
 	s.proofs = append(s.proofs, s.tmp...)
 	return s.proofs[start : start+n : start+n], true
+}
+
+// base64Values maps a byte to its value in the standard base64 alphabet, 0xff if none; made
+// on first use.
+var base64Values = sync.OnceValue(func() *[256]byte {
+	var t [256]byte
+	for i := range t {
+		t[i] = 0xff
+	}
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	for i := range len(alphabet) {
+		t[alphabet[i]] = byte(i)
+	}
+	return &t
+})
+
+// decodeHash decodes text into dst when it is the padded base64 of 32 bytes (44 characters,
+// the last one "=") and reports whether it did; for anything else the caller uses
+// base64.StdEncoding, which then gives what it always gave. Most of a bundle is hashes, and
+// the general decoder's setup per call cost more than the decoding.
+func decodeHash(dst, text []byte) bool {
+	if len(text) != 44 || len(dst) < HashSize || text[43] != '=' {
+		return false
+	}
+	t := base64Values()
+	var bad byte
+	for q := 0; q < 10; q++ {
+		a, b, c, d := t[text[4*q]], t[text[4*q+1]], t[text[4*q+2]], t[text[4*q+3]]
+		bad |= a | b | c | d
+		v := uint32(a)<<18 | uint32(b)<<12 | uint32(c)<<6 | uint32(d)
+		dst[3*q], dst[3*q+1], dst[3*q+2] = byte(v>>16), byte(v>>8), byte(v)
+	}
+	a, b, c := t[text[40]], t[text[41]], t[text[42]]
+	bad |= a | b | c
+	v := uint32(a)<<18 | uint32(b)<<12 | uint32(c)<<6
+	dst[30], dst[31] = byte(v>>16), byte(v>>8)
+	// Any 0xff (not in the alphabet, '=' included) has the high bits set.
+	return bad&0xc0 == 0
 }

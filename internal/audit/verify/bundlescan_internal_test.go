@@ -2,9 +2,12 @@ package verify
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
+	"runtime"
 	"testing"
 )
 
@@ -91,5 +94,96 @@ func matchStrict(t *testing.T, i int, data []byte) {
 		t.Fatalf("seed %d: got error %q, the strict reading %q", i, err, wantErr)
 	case err == nil && !reflect.DeepEqual(got, want):
 		t.Fatalf("seed %d: got another bundle than the strict reading", i)
+	}
+}
+
+// TestDecodeHash_MatchesStdEncoding: the hash decoder takes a 44-character text only when
+// base64.StdEncoding decodes it to 32 bytes, and gives the same bytes (the low bits of the
+// last character, which StdEncoding ignores, included).
+func TestDecodeHash_MatchesStdEncoding(t *testing.T) {
+	texts := []string{
+		"47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",
+		"47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFV=",
+		"47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuF==",
+		"47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFUA",
+		"47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hS-FU=",
+		"47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hS\nU=",
+		"=7DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",
+		"////////////////////////////////////////////=",
+		"//////////////////////////////////////////8=",
+		"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+	}
+	for _, text := range texts {
+		checkDecodeHash(t, []byte(text))
+	}
+}
+
+func FuzzDecodeHash(f *testing.F) {
+	f.Add([]byte("47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="))
+	f.Fuzz(func(t *testing.T, text []byte) { checkDecodeHash(t, text) })
+}
+
+func checkDecodeHash(t *testing.T, text []byte) {
+	t.Helper()
+	var dst [64]byte
+	got := decodeHash(dst[:], text)
+	want := make([]byte, base64.StdEncoding.DecodedLen(len(text)))
+	n, err := base64.StdEncoding.Decode(want, text)
+	if got && (err != nil || n != HashSize || !bytes.Equal(dst[:HashSize], want[:n])) {
+		t.Fatalf("%q: decodeHash took it as %x, StdEncoding gives %x, %v", text, dst[:HashSize], want[:n], err)
+	}
+	if !got && err == nil && n == HashSize && len(text) == 44 {
+		t.Fatalf("%q: decodeHash refused the base64 of 32 bytes", text)
+	}
+}
+
+// TestScanBundle_Parallel: a bundle large enough to be read on every CPU is read as the
+// strict reading reads it, with its parts' guesses checked; a guess that lands in a value
+// after the entries (a large manifest) makes the read fall back to one part, still right.
+func TestScanBundle_Parallel(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("SKIP: one CPU: the entries are never read in parts")
+	}
+	b := &Bundle{Format: Format, Entries: []Entry{}, Manifests: []Manifest{}}
+	for i := range 6000 {
+		e := Entry{Index: uint64(i), Entry: []byte(fmt.Sprintf(`{"n":%d}`, i)), LeafHash: bytes.Repeat([]byte{byte(i)}, 32)}
+		for k := range 17 {
+			e.InclusionProof = append(e.InclusionProof, bytes.Repeat([]byte{byte(i + k)}, 32))
+		}
+		b.Entries = append(b.Entries, e)
+	}
+	var buf bytes.Buffer
+	if err := WriteBundle(&buf, b); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	if len(data) < parallelScanFrom {
+		t.Fatalf("fixture: %d bytes, below %d", len(data), parallelScanFrom)
+	}
+	start := bytes.Index(data, []byte(`"entries": [`)) + len(`"entries": [`)
+	s := &scanner{b: data, i: start}
+	s.ws()
+	es, ok := s.entriesParallel()
+	if !ok || !reflect.DeepEqual(es, b.Entries) {
+		t.Fatalf("read in parts: ok %v, %d entries, want the %d written", ok, len(es), len(b.Entries))
+	}
+	matchStrict(t, 0, data)
+
+	// A manifest after the entries as large as they are: the last guesses land in it.
+	b.Manifests = []Manifest{{Manifest: bytes.Repeat([]byte(`{"x":{}}`), len(data)/8)}}
+	buf.Reset()
+	if err := WriteBundle(&buf, b); err != nil {
+		t.Fatal(err)
+	}
+	data = buf.Bytes()
+	s = &scanner{b: data, i: start}
+	s.ws()
+	if _, ok := s.entriesParallel(); ok {
+		t.Error("read in parts with guesses past the entries' end")
+	}
+	matchStrict(t, 1, data)
+	got, err := ParseBundleBytes(data)
+	if err != nil || len(got.Entries) != len(b.Entries) {
+		t.Fatalf("got %v, %d entries", err, len(got.Entries))
 	}
 }

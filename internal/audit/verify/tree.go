@@ -3,6 +3,7 @@ package verify
 import (
 	"bytes"
 	"crypto/sha256"
+	"fmt"
 )
 
 // fullTree is the RFC 6962 tree of a bundle that holds every entry of its checkpoint's tree,
@@ -12,6 +13,7 @@ import (
 // tree whose size is not a power of two.
 type fullTree struct {
 	levels [][][HashSize]byte // levels[0] are the leaves; the last level is the root alone
+	inTree string             // the detail of a passing inclusion row, the same for every entry
 }
 
 // newFullTree returns the tree of v's entries when they are exactly the leaves 0..size-1 of
@@ -52,6 +54,7 @@ func newFullTree(v *verifier) *fullTree {
 	if !bytes.Equal(t.levels[len(t.levels)-1][0][:], v.cp.Hash) {
 		return nil
 	}
+	t.inTree = fmt.Sprintf("in the tree of size %d", v.cp.Size)
 	return t
 }
 
