@@ -104,7 +104,6 @@ type scanner struct {
 	// entries at a time.
 	slab   []byte
 	proofs [][]byte
-	tmp    [][]byte
 }
 
 const slabSize = 1 << 20
@@ -370,12 +369,16 @@ func (s *scanner) entry() (e Entry, ok bool) {
 	}
 }
 
-// proof reads a list of base64 strings; its slice headers go into a shared slab.
+// proof reads a list of base64 strings; its slice headers go straight into a shared slab,
+// moved to a new one when a proof does not fit.
 func (s *scanner) proof() ([][]byte, bool) {
 	if !s.eat('[') {
 		return nil, false
 	}
-	s.tmp = s.tmp[:0]
+	if s.proofs == nil {
+		s.proofs = make([][]byte, 0, slabSize/24)
+	}
+	start := len(s.proofs)
 	for first := true; ; first = false {
 		s.ws()
 		if s.eat(']') {
@@ -391,15 +394,13 @@ func (s *scanner) proof() ([][]byte, bool) {
 		if !ok {
 			return nil, false
 		}
-		s.tmp = append(s.tmp, h)
+		if len(s.proofs) == cap(s.proofs) {
+			fresh := make([][]byte, 0, max(slabSize/24, 2*(len(s.proofs)-start)))
+			s.proofs, start = append(fresh, s.proofs[start:]...), 0
+		}
+		s.proofs = append(s.proofs, h)
 	}
-	n := len(s.tmp)
-	if s.proofs == nil || len(s.proofs)+n > cap(s.proofs) {
-		s.proofs = make([][]byte, 0, max(slabSize/24, n))
-	}
-	start := len(s.proofs)
-	s.proofs = append(s.proofs, s.tmp...)
-	return s.proofs[start : start+n : start+n], true
+	return s.proofs[start:len(s.proofs):len(s.proofs)], true
 }
 
 // base64Values maps a byte to its value in the standard base64 alphabet, 0xff if none; made
