@@ -17,6 +17,9 @@ import (
 	"github.com/agora-dev/agora/internal/audit/verify"
 )
 
+// largeBundle is the size from which verifyFile bounds the heap by the bundle's size.
+const largeBundle = 32 << 20
+
 // maxKeyFileSize caps --key; a verifier key is under 100 bytes.
 const maxKeyFileSize = 4 << 10
 
@@ -141,8 +144,11 @@ func verifyFile(stdin io.Reader, path string, vo verify.Options) (*verify.Report
 	}
 	// The bundle in memory, its parsed form and the report are all live at the peak; the
 	// collector keeps the garbage of checking 100,000 entries around them below about
-	// twice the file instead of twice the peak (issue #28: memory under 3x the file).
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(2*int64(len(data)) + 64<<20))
+	// twice the file instead of twice the peak (issue #28: memory under 3x the file). Only
+	// for a large bundle: the limit is the process's, and a small one needs none.
+	if len(data) >= largeBundle {
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(2*int64(len(data)) + 64<<20))
+	}
 	b, err := verify.ParseBundleBytes(data)
 	if err == nil {
 		data = nil // the parsed bundle does not keep it: let it go while verifying
