@@ -191,6 +191,16 @@ func readBundle(stdin io.Reader, path string) ([]byte, error) {
 		}
 		r = fd
 	}
+	if size == 0 {
+		// A stream of unknown size: append's growth (about 1.25x for large slices), not a
+		// buffer's doubling, so a stream refused as too large holds about 2x the cap at its
+		// peak, not 4x (#28 red team).
+		b, err := io.ReadAll(io.LimitReader(r, verify.MaxBundleSize+1))
+		if err != nil {
+			return nil, fmt.Errorf("read bundle: %w", err)
+		}
+		return b, nil
+	}
 	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
 	if _, err := buf.ReadFrom(io.LimitReader(r, verify.MaxBundleSize+1)); err != nil {
 		return nil, fmt.Errorf("read bundle: %w", err)
