@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Drives the real agora binary with the MCP Inspector CLI (npx @modelcontextprotocol/inspector
 # --cli), a client nobody on this team wrote, over stdio and over HTTP: tools/list must show
-# exactly the nine run-time tools (and pass the Inspector's --strict schema checks),
+# exactly the eleven run-time tools (and pass the Inspector's --strict schema checks),
 # agora_capabilities_list must answer, a read ceiling must hide and refuse agora_dispatch, and
 # HTTP without a token must be refused.
 #
@@ -69,7 +69,7 @@ inspect() {
   set -e
 }
 
-# expect_nine FILE: the tools/list output in FILE names exactly the nine run-time tools.
+# expect_tools FILE NAME...: the tools/list output in FILE names exactly the tools NAME....
 expect_tools() {
   node -e '
     const got = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).tools.map(t => t.name).sort();
@@ -79,15 +79,16 @@ expect_tools() {
       process.exit(1);
     }' "$1" "${@:2}"
 }
-nine=(agora_capabilities_list agora_subagents_list agora_envs_list agora_dispatch agora_dispatch_describe
-  agora_dispatch_cancel agora_orchestrator_submit agora_orchestrator_status agora_orchestrator_watch)
+all=(agora_capabilities_list agora_subagents_list agora_envs_list agora_dispatch agora_dispatch_describe
+  agora_dispatch_cancel agora_orchestrator_submit agora_orchestrator_status agora_orchestrator_watch
+  agora_orchestrator_schedules_list agora_orchestrator_schedule_show)
 read_only=(agora_capabilities_list agora_subagents_list agora_envs_list agora_dispatch_describe
-  agora_orchestrator_status agora_orchestrator_watch)
+  agora_orchestrator_status agora_orchestrator_watch agora_orchestrator_schedules_list agora_orchestrator_schedule_show)
 
 step "stdio: tools/list (--strict)"
 inspect -e "AGORA_HOME=$AGORA_HOME" --method tools/list --strict "$agora" mcp
 [ "$rc" = 0 ] || fail "stdio tools/list exited $rc: $(cat "$work/err")"
-expect_tools "$work/out" "${nine[@]}" || fail "stdio tools/list is not the nine tools"
+expect_tools "$work/out" "${all[@]}" || fail "stdio tools/list is not the eleven tools"
 
 step "stdio: tools/call agora_capabilities_list"
 inspect -e "AGORA_HOME=$AGORA_HOME" --method tools/call --tool-name agora_capabilities_list "$agora" mcp
@@ -121,7 +122,7 @@ url=http://$addr/mcp
 step "http: tools/list (--strict)"
 inspect "$url" --method tools/list --strict --header "Authorization: Bearer $token"
 [ "$rc" = 0 ] || fail "http tools/list exited $rc: $(tail -1 "$work/err")"
-expect_tools "$work/out" "${nine[@]}" || fail "http tools/list is not the nine tools"
+expect_tools "$work/out" "${all[@]}" || fail "http tools/list is not the eleven tools"
 
 step "http: tools/call agora_capabilities_list"
 inspect "$url" --method tools/call --tool-name agora_capabilities_list --header "Authorization: Bearer $token"
@@ -133,4 +134,4 @@ inspect "$url" --method tools/list --stored-auth-only
 [ "$rc" = 3 ] || fail "tools/list without a token exited $rc, want 3 (auth required)"
 
 if grep -q "$token" "$work/server.log"; then fail "the server log holds the token"; fi
-step "ok: the Inspector CLI $INSPECTOR_VERSION sees the nine tools over stdio and http"
+step "ok: the Inspector CLI $INSPECTOR_VERSION sees the eleven tools over stdio and http"
