@@ -168,6 +168,13 @@ func (g gatewaySpans) Span(parent context.Context, name string, start, end time.
 	return ctx
 }
 
+// Current is the dispatch's current phase's context.
+func (g gatewaySpans) Current() context.Context {
+	g.s.mu.Lock()
+	defer g.s.mu.Unlock()
+	return g.s.phaseCtx
+}
+
 // gatewayTracer is the gateway's tracer for s, nil without one.
 func gatewayTracer(s *dispatchSpan) gateway.Tracer {
 	if s == nil {

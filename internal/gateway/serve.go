@@ -56,6 +56,8 @@ type exchange struct {
 	// tally, when set, is the reason a refusal is counted under instead of having its own
 	// entry (see auditlimit.go).
 	tally string
+	// spanParent is what the request's span falls under, taken as it started (trace.go).
+	spanParent context.Context
 }
 
 // routeOf names the route for path without trusting anything else in the request.
@@ -98,7 +100,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	ex := &exchange{route: routeOf(r.URL.Path), decision: decisionDenied}
+	ex := &exchange{route: routeOf(r.URL.Path), decision: decisionDenied, spanParent: g.tracer.parent()}
 	rec := &recorder{ResponseWriter: w}
 	body := &countingBody{ReadCloser: r.Body}
 	r.Body = body

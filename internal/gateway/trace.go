@@ -12,6 +12,10 @@ import (
 // Span returns the new span's context. It must not block.
 type Tracer interface {
 	Span(parent context.Context, name string, start, end time.Time, errText string, kv ...any) context.Context
+	// Current is the context a span starting now falls under (the dispatch's current
+	// phase): a model call's span is recorded when it ends, by when the phase may have moved
+	// on (the agent exits as soon as its last answer arrives), so its parent is taken as it starts.
+	Current() context.Context
 }
 
 // Span names and the GenAI semantic conventions' operation names.
@@ -19,6 +23,14 @@ const (
 	spanOpChat = "chat"
 	spanOpTool = "execute_tool"
 )
+
+// parent is the context a model call starting now is recorded under; nil without a tracer.
+func (s *spans) parent() context.Context {
+	if s == nil {
+		return nil
+	}
+	return s.t.Current()
+}
 
 // spans turns requests into spans: a model call as a GenAI "chat" span under the dispatch's
 // phase, and a tool decision as an "execute_tool" span under the model call before it (the
@@ -70,7 +82,7 @@ func (s *spans) request(g *Gateway, ex *exchange, status int, start time.Time) {
 		errText = ex.decision
 		kv = append(kv, "agora.reason", g.mask(ex.reason, maxReasonLen))
 	}
-	ctx := s.t.Span(nil, name, start, time.Now(), errText, kv...)
+	ctx := s.t.Span(ex.spanParent, name, start, time.Now(), errText, kv...)
 	s.mu.Lock()
 	s.lastModel = ctx
 	s.mu.Unlock()
