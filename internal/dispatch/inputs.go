@@ -8,14 +8,16 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/jcs"
 )
 
+// The input key and directory patterns, compiled on first use (no work at init).
 var (
-	inputKeyPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
-	inputDirPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`) // a fan-out item's key
+	inputKeyPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`) })
+	inputDirPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`) }) // a fan-out item's key
 )
 
 // Limits of one dispatch's inputs. Every input file is listed in the dispatch's canonical
@@ -40,11 +42,11 @@ func (d *Dispatcher) resolveInputs(ctx context.Context, specs []InputSpec) ([]In
 	files, names := 0, 0
 	applied := false
 	for _, s := range specs {
-		if !inputKeyPattern.MatchString(s.Key) {
-			return nil, fmt.Errorf("input key %q is not valid (want %s)", s.Key, inputKeyPattern)
+		if !inputKeyPattern().MatchString(s.Key) {
+			return nil, fmt.Errorf("input key %q is not valid (want %s)", s.Key, inputKeyPattern())
 		}
-		if s.Dir != "" && !inputDirPattern.MatchString(s.Dir) {
-			return nil, fmt.Errorf("input %q: dir %q is not valid (want %s)", s.Key, s.Dir, inputDirPattern)
+		if s.Dir != "" && !inputDirPattern().MatchString(s.Dir) {
+			return nil, fmt.Errorf("input %q: dir %q is not valid (want %s)", s.Key, s.Dir, inputDirPattern())
 		}
 		kind, known := keys[s.Key]
 		switch {
@@ -145,7 +147,7 @@ func (d *Dispatcher) stageInputs(inputs []Input, dir string) error {
 			if err != nil {
 				return fmt.Errorf("input %q: %s: %w", in.Key, f.Path, err)
 			}
-			if in.Dir != "" && !inputDirPattern.MatchString(in.Dir) {
+			if in.Dir != "" && !inputDirPattern().MatchString(in.Dir) {
 				return fmt.Errorf("input %q: unsafe dir %q", in.Key, in.Dir)
 			}
 			dst := filepath.Join(dir, in.Key, in.Dir, filepath.FromSlash(f.Path))

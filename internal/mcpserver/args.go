@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -53,7 +54,8 @@ var (
 	idRE     = regexp.MustCompile(idPattern)
 	runIDRE  = regexp.MustCompile(runIDPattern)
 
-	scheduleRE = regexp.MustCompile(schedulePattern)
+	// compiled on first use: no work at init (the others predate that rule, #28)
+	scheduleRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(schedulePattern) })
 
 	revisionRE = regexp.MustCompile(revisionPattern)
 )
@@ -237,7 +239,7 @@ func (a *scheduleArgs) check() error {
 	if a.Name == "" {
 		return argErrorf("argument \"name\" is required")
 	}
-	if len(a.Name) > maxScheduleLen || !scheduleRE.MatchString(a.Name) {
+	if len(a.Name) > maxScheduleLen || !scheduleRE().MatchString(a.Name) {
 		return argErrorf("argument \"name\" is not a schedule name (lowercase letters, digits, '_' or '-', at most %d)", maxScheduleLen)
 	}
 	return nil
