@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
@@ -102,71 +101,8 @@ func (e *Engine) commit(ctx context.Context, b *batch) error {
 	// cancellable ctx would cost the driver a goroutine per statement.
 	ctx = context.WithoutCancel(ctx)
 	err := e.db.Tx(ctx, func(tx *sql.Tx) error {
-		for _, r := range b.newRuns {
-			if err := insertRun(ctx, tx, r); err != nil {
-				return err
-			}
-		}
-		for r := range b.runs {
-			if r.inserted {
-				continue
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = ?, cancel_requested = ?, ended_at = ?, sealed_at = ? WHERE id = ?`,
-				r.state, r.cancelRequested, ts(r.endedAt), sealedAt(r, e.opts.Now()), r.id); err != nil {
-				return err
-			}
-		}
-		if err := insertExtensions(ctx, tx, b.exts); err != nil {
+		if err := e.writeRows(ctx, tx, b); err != nil {
 			return err
-		}
-		if len(b.tasks) > 0 {
-			stmt, err := tx.PrepareContext(ctx, `UPDATE tasks SET state = ?, attempts = ?, failures = ?, dispatch_id = ?, ready_seq = ?,
-				retry_at = ?, reason = ?, detail = ?, question = ?, answer = ?, cancel = ?, review = ? WHERE run_id = ? AND idx = ?`)
-			if err != nil {
-				return err
-			}
-			for _, t := range b.tasks {
-				if t.run.inserted || t.fresh {
-					continue
-				}
-				if _, err := stmt.ExecContext(ctx, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq, ts(t.retryAt),
-					t.reason, t.detail, t.question, t.answer, t.cancel, voteJSON(t), t.run.id, t.idx); err != nil {
-					stmt.Close()
-					return err
-				}
-			}
-			stmt.Close()
-		}
-		if len(b.attempts) > 0 {
-			stmt, err := tx.PrepareContext(ctx, `INSERT INTO attempts(dispatch_id, run_id, task_idx, number, state, parent_id, inputs, fired_at)
-				VALUES (?, ?, ?, ?, 'live', ?, ?, ?)`)
-			if err != nil {
-				return err
-			}
-			for _, a := range b.attempts {
-				inputs := []byte("[]")
-				if a.a.Inputs != nil {
-					inputs, _ = json.Marshal(a.a.Inputs)
-				}
-				if _, err := stmt.ExecContext(ctx, a.a.DispatchID, a.a.RunID, a.taskIx, a.a.Number, a.a.ParentID, string(inputs), ts(a.at)); err != nil {
-					stmt.Close()
-					return err
-				}
-			}
-			stmt.Close()
-		}
-		if len(b.ended) > 0 {
-			stmt, err := tx.PrepareContext(ctx, `UPDATE attempts SET state = ?, reason = ?, ended_at = ?, usage = ?, verdict = ? WHERE dispatch_id = ?`)
-			if err != nil {
-				return err
-			}
-			for _, x := range b.ended {
-				if _, err := stmt.ExecContext(ctx, x.state, x.reason, ts(x.at), x.usage, x.verdict, x.id); err != nil {
-					stmt.Close()
-					return err
-				}
-			}
-			stmt.Close()
 		}
 		first, err := e.log.AppendAll(ctx, tx, b.entries)
 		if err != nil {
@@ -189,6 +125,63 @@ func (e *Engine) commit(ctx context.Context, b *batch) error {
 	return nil
 }
 
+// writeRows writes the batch's runs, tasks and attempts in tx with the engine's prepared
+// statements.
+func (e *Engine) writeRows(ctx context.Context, tx *sql.Tx, b *batch) error {
+	for _, r := range b.newRuns {
+		if err := e.insertRun(ctx, tx, r); err != nil {
+			return err
+		}
+	}
+	if len(b.runs) > 0 {
+		stmt := tx.StmtContext(ctx, e.stmts.updateRun)
+		for r := range b.runs {
+			if r.inserted {
+				continue
+			}
+			if _, err := stmt.ExecContext(ctx, r.state, r.cancelRequested, ts(r.endedAt), sealedAt(r, e.opts.Now()), r.id); err != nil {
+				return err
+			}
+		}
+	}
+	if err := e.insertExtensions(ctx, tx, b.exts); err != nil {
+		return err
+	}
+	if len(b.tasks) > 0 {
+		stmt := tx.StmtContext(ctx, e.stmts.updateTask)
+		for _, t := range b.tasks {
+			if t.run.inserted || t.fresh {
+				continue
+			}
+			if _, err := stmt.ExecContext(ctx, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq, ts(t.retryAt),
+				t.reason, t.detail, t.question, t.answer, t.cancel, voteJSON(t), t.run.id, t.idx); err != nil {
+				return err
+			}
+		}
+	}
+	if len(b.attempts) > 0 {
+		stmt := tx.StmtContext(ctx, e.stmts.insertAttempt)
+		for _, a := range b.attempts {
+			inputs := []byte("[]")
+			if a.a.Inputs != nil {
+				inputs, _ = json.Marshal(a.a.Inputs)
+			}
+			if _, err := stmt.ExecContext(ctx, a.a.DispatchID, a.a.RunID, a.taskIx, a.a.Number, a.a.ParentID, string(inputs), ts(a.at)); err != nil {
+				return err
+			}
+		}
+	}
+	if len(b.ended) > 0 {
+		stmt := tx.StmtContext(ctx, e.stmts.endAttempt)
+		for _, x := range b.ended {
+			if _, err := stmt.ExecContext(ctx, x.state, x.reason, ts(x.at), x.usage, x.verdict, x.id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func sealedAt(r *run, now time.Time) string {
 	if !r.sealed {
 		return ""
@@ -197,7 +190,7 @@ func sealedAt(r *run, now time.Time) string {
 }
 
 // insertRun writes a new run and all its tasks.
-func insertRun(ctx context.Context, tx *sql.Tx, r *run) error {
+func (e *Engine) insertRun(ctx context.Context, tx *sql.Tx, r *run) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO runs(id, name, digest, state, actor, workspace, repo, revision, cancel_requested, created_at, ended_at,
 		trace_id, trace_span, trace_parent, queue, schedule, slot, missed)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -208,23 +201,17 @@ func insertRun(ctx context.Context, tx *sql.Tx, r *run) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO run_plans(run_id, plan) VALUES (?, ?)`, r.id, r.canonical); err != nil {
 		return err
 	}
-	return insertTasks(ctx, tx, r, r.tasks)
+	return e.insertTasks(ctx, tx, r, r.tasks)
 }
 
-// insertTasks writes the rows of tasks of r.
-func insertTasks(ctx context.Context, tx *sql.Tx, r *run, tasks []*task) error {
-	const cols = 14
-	const chunk = 500
-	for start := 0; start < len(tasks); start += chunk {
-		end := min(start+chunk, len(tasks))
-		args := make([]any, 0, (end-start)*cols)
-		for _, t := range tasks[start:end] {
-			args = append(args, r.id, t.idx, t.spec.ID, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq,
-				ts(t.retryAt), t.reason, t.detail, t.question, t.answer, t.cancel)
-		}
-		q := `INSERT INTO tasks(run_id, idx, id, state, attempts, failures, dispatch_id, ready_seq, retry_at, reason, detail, question, answer, cancel) VALUES ` +
-			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), ", end-start), ", ")
-		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+// insertTasks writes the rows of tasks of r with the prepared one-row statement: SQLite
+// compiles a statement of many VALUES rows (thousands of parameters) more slowly than it runs
+// a one-row statement that many times (measured, docs/BENCHMARKS.md).
+func (e *Engine) insertTasks(ctx context.Context, tx *sql.Tx, r *run, tasks []*task) error {
+	stmt := tx.StmtContext(ctx, e.stmts.insertTask)
+	for _, t := range tasks {
+		if _, err := stmt.ExecContext(ctx, r.id, t.idx, t.spec.ID, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq,
+			ts(t.retryAt), t.reason, t.detail, t.question, t.answer, t.cancel); err != nil {
 			return err
 		}
 	}

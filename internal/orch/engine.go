@@ -45,10 +45,11 @@ type Options struct {
 
 // Engine runs plans. Create it with [Open], then call [Engine.Run] once.
 type Engine struct {
-	db   *store.DB
-	log  *audit.Log
-	exec Executor
-	opts Options
+	db    *store.DB
+	log   *audit.Log
+	exec  Executor
+	opts  Options
+	stmts stmts // the commit's statements, prepared in Open, closed when Run returns
 
 	in   chan event
 	stop chan struct{}
@@ -150,6 +151,9 @@ func Open(ctx context.Context, db *store.DB, log *audit.Log, exec Executor, opts
 	if err := e.load(ctx); err != nil {
 		return nil, err
 	}
+	if err := e.stmts.prepare(ctx, db.SQL()); err != nil {
+		return nil, fmt.Errorf("orchestrator: prepare statements: %w", err)
+	}
 	return e, nil
 }
 
@@ -157,6 +161,7 @@ func Open(ctx context.Context, db *store.DB, log *audit.Log, exec Executor, opts
 // state is ahead of the database, so the engine stops; a restart reloads the durable state.
 func (e *Engine) Run(ctx context.Context) error {
 	defer close(e.stop)
+	defer e.stmts.close()
 	e.resume(ctx)
 	if err := e.flush(ctx); err != nil {
 		return err

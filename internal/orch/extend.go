@@ -428,7 +428,7 @@ type extInsert struct {
 
 // insertExtensions writes each extension's row and its tasks' rows, with their state as
 // this batch leaves them (a run inserted in this batch has its tasks written with it).
-func insertExtensions(ctx context.Context, tx *sql.Tx, exts []extInsert) error {
+func (e *Engine) insertExtensions(ctx context.Context, tx *sql.Tx, exts []extInsert) error {
 	for _, x := range exts {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO run_extensions(run_id, seq, cause, task, first, count, data) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 			x.run.id, x.row.Seq, x.row.Cause, x.row.Task, x.first, x.count, x.row.Data); err != nil {
@@ -437,7 +437,7 @@ func insertExtensions(ctx context.Context, tx *sql.Tx, exts []extInsert) error {
 		if x.run.inserted {
 			continue
 		}
-		if err := insertTasks(ctx, tx, x.run, x.run.tasks[x.first:x.first+x.count]); err != nil {
+		if err := e.insertTasks(ctx, tx, x.run, x.run.tasks[x.first:x.first+x.count]); err != nil {
 			return err
 		}
 	}

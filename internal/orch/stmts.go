@@ -1,0 +1,58 @@
+package orch
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+)
+
+// The statements every commit runs, prepared once on the pool ([Engine] prepares them in
+// [Open]) and bound to each transaction with [sql.Tx.StmtContext], which reuses the
+// connection's compiled statement: compiling them again in every commit cost more than
+// running them for a small batch.
+const (
+	sqlUpdateRun  = `UPDATE runs SET state = ?, cancel_requested = ?, ended_at = ?, sealed_at = ? WHERE id = ?`
+	sqlUpdateTask = `UPDATE tasks SET state = ?, attempts = ?, failures = ?, dispatch_id = ?, ready_seq = ?,
+		retry_at = ?, reason = ?, detail = ?, question = ?, answer = ?, cancel = ?, review = ? WHERE run_id = ? AND idx = ?`
+	sqlInsertTask = `INSERT INTO tasks(run_id, idx, id, state, attempts, failures, dispatch_id, ready_seq, retry_at, reason, detail, question, answer, cancel)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlInsertAttempt = `INSERT INTO attempts(dispatch_id, run_id, task_idx, number, state, parent_id, inputs, fired_at)
+		VALUES (?, ?, ?, ?, 'live', ?, ?, ?)`
+	sqlEndAttempt = `UPDATE attempts SET state = ?, reason = ?, ended_at = ?, usage = ?, verdict = ? WHERE dispatch_id = ?`
+)
+
+// stmts holds the engine's prepared statements. Owned by the Run goroutine once Run starts.
+type stmts struct {
+	updateRun, updateTask, insertTask, insertAttempt, endAttempt *sql.Stmt
+}
+
+// prepare compiles the commit statements on db.
+func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
+	for _, p := range []struct {
+		dst **sql.Stmt
+		q   string
+	}{
+		{&s.updateRun, sqlUpdateRun}, {&s.updateTask, sqlUpdateTask}, {&s.insertTask, sqlInsertTask},
+		{&s.insertAttempt, sqlInsertAttempt}, {&s.endAttempt, sqlEndAttempt},
+	} {
+		st, err := db.PrepareContext(ctx, p.q)
+		if err != nil {
+			s.close()
+			return err
+		}
+		*p.dst = st
+	}
+	return nil
+}
+
+// close releases the statements.
+func (s *stmts) close() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{s.updateRun, s.updateTask, s.insertTask, s.insertAttempt, s.endAttempt} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	*s = stmts{}
+	return errors.Join(errs...)
+}
