@@ -181,10 +181,9 @@ func (r *run) bwrap() {
 }
 
 func (r *run) prlimit() {
-	// Needed by every dispatch when root runs sandboxes as the sandbox uid (it applies the
-	// limits inside) and by `sandbox: none` targets; an unprivileged bwrap sandbox gets its
-	// limits with prlimit(2) instead.
-	required := r.root || !r.needBwrap()
+	// Needed by `sandbox: none` targets only: a bwrap sandbox, root's or not, gets its
+	// limits with prlimit(2) from the provider (#28).
+	required := !r.needBwrap()
 	path, err := r.h.LookPath("prlimit")
 	if err == nil {
 		path, err = r.h.Resolve(path)
@@ -193,9 +192,6 @@ func (r *run) prlimit() {
 	case err != nil:
 		r.missing("prlimit", "prlimit(1) is not installed; the provider refuses to start a worker without its limits",
 			"apt-get install util-linux", required)
-	case r.root && r.needBwrap() && !strings.HasPrefix(path, "/usr/"):
-		r.missing("prlimit", path+" is not under /usr, the only place the sandbox could run it from",
-			"install util-linux from the distribution so that prlimit is /usr/bin/prlimit", true)
 	default:
 		r.ok("prlimit", path, required)
 	}

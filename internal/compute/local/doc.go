@@ -31,9 +31,10 @@
 //
 //   - bwrap is started with --block-fd: it builds the whole sandbox, then waits. The
 //     provider reads the sandbox process's pid from --info-fd, applies the limits to it
-//     with prlimit(2) and only then lets it fork the command, which inherits them.
-//   - With [compute.Spec.RunAs] that would need CAP_SYS_RESOURCE, so prlimit(1)
-//     (util-linux) runs first inside the sandbox, limits itself and execs the command.
+//     with prlimit(2) and only then lets it exec the command, which inherits them.
+//   - With [compute.Spec.RunAs] the sandbox is another user's: the call is made from a
+//     thread of the provider whose real uid and gid are, for that call, the sandbox
+//     user's, which the kernel accepts without CAP_SYS_RESOURCE.
 //   - With [compute.SandboxNone] the command is started through prlimit(1) the same way.
 //
 // RLIMIT_NOFILE is not a [compute.Limits] field: it bounds the descriptors, and so the

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/agora-dev/agora/internal/compute"
@@ -20,9 +19,8 @@ var ErrNoSandbox = errors.New("no sandbox: bubblewrap (bwrap) is not available; 
 	"install it with `apt-get install bubblewrap` (Debian/Ubuntu), " +
 	"`dnf install bubblewrap` (Fedora/RHEL) or `pacman -S bubblewrap` (Arch)")
 
-// ErrNoPrlimit means prlimit(1) is needed but missing (or, inside a bwrap sandbox, not
-// under /usr), so the limits could not be applied; the provider refuses rather than run
-// without them.
+// ErrNoPrlimit means prlimit(1) is needed (Sandbox "none") but missing, so the limits
+// could not be applied; the provider refuses rather than run without them.
 var ErrNoPrlimit = errors.New("prlimit(1) is not available to apply limits; " +
 	"install it with `apt-get install util-linux`")
 
@@ -36,8 +34,8 @@ type Options struct {
 	// BwrapPath is the bubblewrap binary. Empty means "bwrap" looked up in PATH.
 	BwrapPath string
 	// PrlimitPath is prlimit(1) (util-linux), which applies the limits for Sandbox "none"
-	// and, with [compute.Spec.RunAs], inside bwrap sandboxes (there it must resolve to a
-	// path under /usr, which the sandbox sees too). Empty means "prlimit" looked up in PATH.
+	// (bwrap sandboxes get theirs with prlimit(2), no exec). Empty means "prlimit" looked
+	// up in PATH.
 	PrlimitPath string
 	// CgroupParent is the cgroup v2 directory under which each task gets its own cgroup.
 	// Empty means the provider's own cgroup. memory.max and pids.max apply only when this
@@ -77,8 +75,7 @@ func New(opts Options) (*Provider, error) {
 		prl = "prlimit"
 	}
 	if path, err := exec.LookPath(prl); err == nil {
-		// Resolved, so that a /bin/prlimit on a merged-/usr host is run as the
-		// /usr/bin/prlimit that the sandbox also sees.
+		// Resolved: what runs is the file itself, not a link to it.
 		if real, err := filepath.EvalSymlinks(path); err == nil {
 			p.prlimit = real
 		}
@@ -122,9 +119,6 @@ func (p *Provider) Start(ctx context.Context, s compute.Spec) (compute.Handle, e
 	} else {
 		if p.bwrap == "" {
 			return nil, fmt.Errorf("start %q: %s: %w", s.ID, p.bwrapErr, ErrNoSandbox)
-		}
-		if s.RunAs != nil && !strings.HasPrefix(p.prlimit, "/usr/") {
-			return nil, fmt.Errorf("start %q: prlimit %q is not under /usr, so the sandbox cannot run it: %w", s.ID, p.prlimit, ErrNoPrlimit)
 		}
 		h, err = p.startBwrap(ctx, s)
 	}

@@ -31,24 +31,29 @@ const (
 // own message and status, which Wait reports.
 var errGone = errors.New("sandbox process is gone")
 
-// startBwrap starts bwrap and makes sure the command never runs without its limits, in
-// one of two race-free ways:
+// startBwrap starts bwrap and makes sure the command never runs without its limits:
+// bwrap gets --block-fd, builds the whole sandbox, then waits. The provider reads the
+// sandbox process's pid from --info-fd, applies the rlimits to it with prlimit(2), and only
+// then releases it to exec the command, which inherits them (startBlocked). No process is
+// exec'd for the limits. With [compute.Spec.RunAs] the sandbox belongs to another host
+// user, and the start runs on a thread of its own (startBwrapAs), whose real ids are the
+// sandbox user's for the prlimit(2) call.
 //
-//   - By default bwrap gets --block-fd: it builds the whole sandbox, then waits. The
-//     provider reads the sandbox process's pid from --info-fd, applies the rlimits to it
-//     with prlimit(2), and only then releases it to fork the command, which inherits them.
-//   - With [compute.Spec.RunAs] the sandbox belongs to another host user, and prlimit(2)
-//     on it would need CAP_SYS_RESOURCE, which containers commonly drop. prlimit(1) then
-//     runs first inside the sandbox, sets the limits on itself and execs the command
-//     (see startBwrapAs).
-//
-// Either way the limits are set inside the sandbox's user namespace, so RLIMIT_NPROC
-// counts the sandbox's processes only.
+// The limits are set inside the sandbox's user namespace, so RLIMIT_NPROC counts the
+// sandbox's processes only, and soft and hard alike: the sandbox, without CAP_SYS_RESOURCE
+// in the host's user namespace, cannot raise them.
 func (p *Provider) startBwrap(ctx context.Context, s compute.Spec) (*handle, error) {
 	l := resolveLimits(s.Limits)
 	if s.RunAs != nil {
-		return p.startBwrapAs(s, l)
+		return p.startBwrapAs(ctx, s, l)
 	}
+	return p.startBlocked(ctx, s, l)
+}
+
+// startBlocked starts bwrap with --info-fd and --block-fd, applies l to the sandbox process
+// with prlimit(2) while it waits, and then releases it. With s.RunAs the caller MUST be on
+// a locked OS thread (asRealUser).
+func (p *Provider) startBlocked(ctx context.Context, s compute.Spec, l limits) (*handle, error) {
 	fds := newFDLayout(len(s.Files))
 	argsFile, err := memFile("agora-bwrap-args", encodeArgs(bwrapOptions(s, p.system, fds, true)))
 	if err != nil {
@@ -82,7 +87,7 @@ func (p *Provider) startBwrap(ctx context.Context, s compute.Spec) (*handle, err
 	for _, f := range extra[len(s.Files):] {
 		_ = f.Close()
 	}
-	err = limitSandbox(ctx, infoR, h.pid, l)
+	err = limitSandbox(ctx, infoR, h.pid, l, s.RunAs)
 	if err == nil || errors.Is(err, errGone) {
 		// Release the sandbox. If it or bwrap is gone, no command can run and Wait
 		// reports bwrap's status; bwrap's message is on the spec's Stderr.
@@ -98,7 +103,7 @@ func (p *Provider) startBwrap(ctx context.Context, s compute.Spec) (*handle, err
 
 // limitSandbox reads the pid of bwrap's sandbox process from the info pipe and applies the
 // rlimits to it while it waits on --block-fd.
-func limitSandbox(ctx context.Context, info *os.File, bwrapPID int, l limits) error {
+func limitSandbox(ctx context.Context, info *os.File, bwrapPID int, l limits, runAs *compute.HostUser) error {
 	deadline := time.Now().Add(setupTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -127,7 +132,14 @@ func limitSandbox(ctx context.Context, info *os.File, bwrapPID int, l limits) er
 	if st.ppid != bwrapPID {
 		return fmt.Errorf("sandbox pid %d has parent %d, want bwrap %d", msg.ChildPID, st.ppid, bwrapPID)
 	}
-	if err := applyRlimits(msg.ChildPID, l); err != nil {
+	apply := func() error { return applyRlimits(msg.ChildPID, l) }
+	if runAs != nil {
+		// prlimit(2) on another user's process needs the caller's real ids to be its own
+		// (or CAP_SYS_RESOURCE).
+		inner := apply
+		apply = func() error { return asRealUser(runAs, inner) }
+	}
+	if err := apply(); err != nil {
 		if errors.Is(err, unix.ESRCH) {
 			return errGone
 		}
