@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agora-dev/agora/internal/digest"
@@ -118,12 +119,12 @@ const (
 	ActionRetire    = "retire"
 )
 
-var namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`)
+var namePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`) })
 
 // CheckName reports whether name is a valid catalog name: 1-64 lowercase letters, digits,
 // '.', '_' or '-', starting and ending with a letter or digit.
 func CheckName(kind Kind, name string) error {
-	if !namePattern.MatchString(name) {
+	if !namePattern().MatchString(name) {
 		return fmt.Errorf("invalid %s name %q: use 1-64 lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit", kind, name)
 	}
 	return nil

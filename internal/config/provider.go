@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agora-dev/agora/internal/strictyaml"
@@ -66,12 +67,12 @@ type Resources struct {
 // k, M, G, T, Ki, Mi, Gi, Ti).
 type Quantity string
 
-var quantityRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$`)
+var quantityRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$`) })
 
 // UnmarshalText accepts "2", "500m", "4Gi".
 func (q *Quantity) UnmarshalText(b []byte) error {
 	s := strings.TrimSpace(string(b))
-	if len(s) > 32 || !quantityRE.MatchString(s) {
+	if len(s) > 32 || !quantityRE().MatchString(s) {
 		return fmt.Errorf("want a quantity such as 2, 500m or 4Gi, got %q", string(b))
 	}
 	*q = Quantity(s)
@@ -83,12 +84,14 @@ const DefaultTTLAfterFinished = 10 * time.Minute
 
 // pinnedImageRE is an image reference pinned by digest: a name, an optional tag, and
 // "@sha256:" with 64 lowercase hex digits.
-var pinnedImageRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._/:-]*[a-z0-9])?(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}$`)
+var pinnedImageRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[a-z0-9]([a-z0-9._/:-]*[a-z0-9])?(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}$`)
+})
 
 // PinnedImage reports whether ref names an image by its digest.
-func PinnedImage(ref string) bool { return len(ref) <= 512 && pinnedImageRE.MatchString(ref) }
+func PinnedImage(ref string) bool { return len(ref) <= 512 && pinnedImageRE().MatchString(ref) }
 
-var labelRE = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?)$`)
+var labelRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?)$`) })
 
 // validateProvider checks the provider and the settings that belong to it.
 func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyaml.Errors {
@@ -156,10 +159,10 @@ func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyam
 		remoteOnly()
 		if t.Namespace == "" {
 			bad("namespace", "required for provider kubernetes: the namespace agora's Jobs run in")
-		} else if len(t.Namespace) > 63 || !labelRE.MatchString(t.Namespace) {
+		} else if len(t.Namespace) > 63 || !labelRE().MatchString(t.Namespace) {
 			bad("namespace", "want a Kubernetes namespace name (lowercase letters, digits and -), got %q", t.Namespace)
 		}
-		if t.RuntimeClass != "" && (len(t.RuntimeClass) > 253 || !labelRE.MatchString(t.RuntimeClass)) {
+		if t.RuntimeClass != "" && (len(t.RuntimeClass) > 253 || !labelRE().MatchString(t.RuntimeClass)) {
 			bad("runtime_class", "want a RuntimeClass name, got %q", t.RuntimeClass)
 		}
 		if t.TTLAfterFinished == 0 {

@@ -4,14 +4,17 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
-var egressPattern = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+var egressPattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+})
 
 // ValidEgress reports whether h is well-formed as an egress entry: a lowercase host name of
 // dot-separated labels (letters, digits and inner hyphens, at most 63 each, 253 in all),
 // optionally after "*." for its subdomains.
-func ValidEgress(h string) bool { return len(h) <= 253 && egressPattern.MatchString(h) }
+func ValidEgress(h string) bool { return len(h) <= 253 && egressPattern().MatchString(h) }
 
 // HostGranted reports whether host (as in a URL, without port) on port is allowed by some
 // egress rule: equal to its host, or a strict subdomain of a "*.domain" host, and its port

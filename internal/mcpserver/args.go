@@ -48,16 +48,16 @@ const (
 	revisionPattern = `^[A-Za-z0-9_+][A-Za-z0-9._+/-]*$`
 )
 
+// The patterns compile on first use: no work at init (#28).
 var (
-	refRE    = regexp.MustCompile(refPattern)
-	targetRE = regexp.MustCompile(targetPattern)
-	idRE     = regexp.MustCompile(idPattern)
-	runIDRE  = regexp.MustCompile(runIDPattern)
+	refRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(refPattern) })
+	targetRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(targetPattern) })
+	idRE     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(idPattern) })
+	runIDRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(runIDPattern) })
 
-	// compiled on first use: no work at init (the others predate that rule, #28)
 	scheduleRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(schedulePattern) })
 
-	revisionRE = regexp.MustCompile(revisionPattern)
+	revisionRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(revisionPattern) })
 )
 
 // noArgs is the input of the three lists: nothing.
@@ -125,7 +125,7 @@ func (a *dispatchArgs) check() error {
 	if a.Target != nil && *a.Target == "" {
 		return argErrorf("argument \"target\" is empty; omit it for the default target")
 	}
-	if a.Target != nil && (len(*a.Target) > maxTargetLen || !targetRE.MatchString(*a.Target)) {
+	if a.Target != nil && (len(*a.Target) > maxTargetLen || !targetRE().MatchString(*a.Target)) {
 		return argErrorf("argument \"target\" is not a target name (letters, digits, '.', '_' or '-', at most %d)", maxTargetLen)
 	}
 	if a.Input != nil {
@@ -155,7 +155,7 @@ func (a *dispatchArgs) checkResume() error {
 	if a.Subagent != "" || a.Envs != nil || a.Target != nil || a.Input != nil || a.TimeoutSeconds != nil || a.Workspace != nil || a.Revision != nil {
 		return argErrorf("argument \"resume\" answers a dispatch, whose child inherits its subagent, envs, target, input, timeout and workspace: give only resume and wait_seconds")
 	}
-	if len(a.Resume.Dispatch) != dispatchIDLen || !idRE.MatchString(a.Resume.Dispatch) {
+	if len(a.Resume.Dispatch) != dispatchIDLen || !idRE().MatchString(a.Resume.Dispatch) {
 		return argErrorf("argument \"resume.dispatch\" is not a dispatch id")
 	}
 	if strings.TrimSpace(a.Resume.Answer) == "" {
@@ -181,7 +181,7 @@ func checkWorkspace(ws, rev *string) error {
 	if ws == nil {
 		return argErrorf("argument \"revision\" needs a workspace: name one with \"workspace\"")
 	}
-	if len(*rev) > catalog.MaxRevisionLen || !revisionRE.MatchString(*rev) {
+	if len(*rev) > catalog.MaxRevisionLen || !revisionRE().MatchString(*rev) {
 		return argErrorf("argument \"revision\" is not a branch, tag or full commit id (letters, digits, '.', '_', '-', '+', '/'; at most %d)", catalog.MaxRevisionLen)
 	}
 	if _, err := catalog.ParseRevision(*rev); err != nil {
@@ -199,7 +199,7 @@ func (a *idArgs) check() error {
 	if a.ID == "" {
 		return argErrorf("argument \"id\" is required")
 	}
-	if !idRE.MatchString(a.ID) {
+	if !idRE().MatchString(a.ID) {
 		return argErrorf("argument \"id\" is not a dispatch id (26 characters, as agora_dispatch returned it)")
 	}
 	return nil
@@ -262,7 +262,7 @@ func checkRef(field, ref string) error {
 	if ref == "" {
 		return argErrorf("argument %q is required", field)
 	}
-	if len(ref) > maxRefLen || !refRE.MatchString(ref) {
+	if len(ref) > maxRefLen || !refRE().MatchString(ref) {
 		return argErrorf("argument %q holds a reference that is not NAME or NAME@sha256:HEX (lowercase letters, digits, '.', '_', '-'; 64 hex digits)", field)
 	}
 	return nil
@@ -272,7 +272,7 @@ func checkRunID(id string) error {
 	if id == "" {
 		return argErrorf("argument \"run_id\" is required")
 	}
-	if !runIDRE.MatchString(id) {
+	if !runIDRE().MatchString(id) {
 		return argErrorf("argument \"run_id\" is not a run id")
 	}
 	return nil
@@ -299,22 +299,28 @@ func isObject(raw json.RawMessage) bool {
 }
 
 // Property schemas, keyed by argument name. schemaFor checks that they cover exactly the
-// argument type's fields.
-var (
-	refSchema = func(desc string) *jsonschema.Schema {
-		return &jsonschema.Schema{Type: "string", Description: desc, Pattern: refPattern, MaxLength: jsonschema.Ptr(maxRefLen)}
-	}
-	intSchema = func(desc string, lo, hi int, def *int) *jsonschema.Schema {
-		s := &jsonschema.Schema{Type: "integer", Description: desc, Minimum: jsonschema.Ptr(float64(lo)), Maximum: jsonschema.Ptr(float64(hi))}
-		if def != nil {
-			s.Default = json.RawMessage(fmt.Sprint(*def))
-		}
-		return s
-	}
-	runIDSchema = &jsonschema.Schema{Type: "string", Description: "the run id agora_orchestrator_submit returned", Pattern: runIDPattern, MaxLength: jsonschema.Ptr(maxRunIDLen)}
+// argument type's fields. They are functions, called once when the tool table is built (on
+// first use): the plan's schema is derived by reflection, work no process pays at init (#28).
+func refSchema(desc string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "string", Description: desc, Pattern: refPattern, MaxLength: jsonschema.Ptr(maxRefLen)}
+}
 
-	noProps       = map[string]*jsonschema.Schema{}
-	dispatchProps = map[string]*jsonschema.Schema{
+func intSchema(desc string, lo, hi int, def *int) *jsonschema.Schema {
+	s := &jsonschema.Schema{Type: "integer", Description: desc, Minimum: jsonschema.Ptr(float64(lo)), Maximum: jsonschema.Ptr(float64(hi))}
+	if def != nil {
+		s.Default = json.RawMessage(fmt.Sprint(*def))
+	}
+	return s
+}
+
+func runIDSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "string", Description: "the run id agora_orchestrator_submit returned", Pattern: runIDPattern, MaxLength: jsonschema.Ptr(maxRunIDLen)}
+}
+
+func noProps() map[string]*jsonschema.Schema { return map[string]*jsonschema.Schema{} }
+
+func dispatchProps() map[string]*jsonschema.Schema {
+	return map[string]*jsonschema.Schema{
 		"subagent": refSchema("the subagent to run: NAME for its latest version or NAME@sha256:HEX to pin one (see agora_subagents_list); required unless resume is given"),
 		"resume": {Type: "object", Description: "instead of a new dispatch: answer the question of a dispatch in needs_input; its child starts with the same subagent, envs, target, workspace and input plus the answer (give only resume and wait_seconds)",
 			Properties: map[string]*jsonschema.Schema{
@@ -333,20 +339,33 @@ var (
 		"revision": {Type: "string", Description: "with workspace: a branch or tag name the workspace allows, or a full commit id reachable from one; default: the workspace's default revision",
 			Pattern: revisionPattern, MaxLength: jsonschema.Ptr(catalog.MaxRevisionLen)},
 	}
-	idProps = map[string]*jsonschema.Schema{
+}
+
+func idProps() map[string]*jsonschema.Schema {
+	return map[string]*jsonschema.Schema{
 		"id": {Type: "string", Description: "the dispatch id agora_dispatch returned", Pattern: idPattern, MinLength: jsonschema.Ptr(dispatchIDLen), MaxLength: jsonschema.Ptr(dispatchIDLen)},
 	}
-	submitProps = map[string]*jsonschema.Schema{
-		"plan": planSchema(),
-	}
-	runProps      = map[string]*jsonschema.Schema{"run_id": runIDSchema}
-	scheduleProps = map[string]*jsonschema.Schema{"name": {Type: "string", Description: "the schedule's name, as agora_orchestrator_schedules_list lists it",
+}
+
+func submitProps() map[string]*jsonschema.Schema {
+	return map[string]*jsonschema.Schema{"plan": planSchema()}
+}
+
+func runProps() map[string]*jsonschema.Schema {
+	return map[string]*jsonschema.Schema{"run_id": runIDSchema()}
+}
+
+func scheduleProps() map[string]*jsonschema.Schema {
+	return map[string]*jsonschema.Schema{"name": {Type: "string", Description: "the schedule's name, as agora_orchestrator_schedules_list lists it",
 		Pattern: schedulePattern, MaxLength: jsonschema.Ptr(maxScheduleLen)}}
-	watchProps = map[string]*jsonschema.Schema{
-		"run_id":          runIDSchema,
+}
+
+func watchProps() map[string]*jsonschema.Schema {
+	return map[string]*jsonschema.Schema{
+		"run_id":          runIDSchema(),
 		"timeout_seconds": intSchema("how long to wait for a change or the end", 1, maxWait, jsonschema.Ptr(defaultWatchTO)),
 	}
-)
+}
 
 // planSchema is the plan format's own schema (generated from its decoder's types), so a model
 // has the format to follow; the service still checks every plan and answers every problem at

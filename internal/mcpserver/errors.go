@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // notFoundError is an id that names nothing.
@@ -50,12 +51,14 @@ func (s *Server) publicError(tool string, err error) string {
 
 // hostPath matches an absolute host path of at least two components (or a home-relative one)
 // where a path may start: a message's start, after a space, quote, bracket, '=', ':' or ','.
-var hostPath = regexp.MustCompile(`(^|[\s"'(\[=:,])(~?/[^\s"'()\[\],;:]+/[^\s"'()\[\],;:]*)`)
+var hostPath = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(^|[\s"'(\[=:,])(~?/[^\s"'()\[\],;:]+/[^\s"'()\[\],;:]*)`)
+})
 
 // scrub makes a message fit to leave the server: one line, no host paths, no tokens, bounded.
 func (s *Server) scrub(msg string) string {
 	msg = strings.Join(strings.Fields(msg), " ")
-	msg = hostPath.ReplaceAllString(msg, "${1}<path>")
+	msg = hostPath().ReplaceAllString(msg, "${1}<path>")
 	msg = s.redactor.String(msg)
 	if len(msg) > maxErrorLen {
 		cut := maxErrorLen

@@ -73,13 +73,13 @@ func parseResourceURI(uri string) (resourceRef, error) {
 	seg := strings.Split(rest, "/")
 	switch {
 	case len(seg) == 3 && seg[0] == "runs" && seg[2] == "patches":
-		if len(seg[1]) > maxRunIDLen || !runIDRE.MatchString(seg[1]) {
+		if len(seg[1]) > maxRunIDLen || !runIDRE().MatchString(seg[1]) {
 			return bad("not a run id")
 		}
 		return resourceRef{kind: "run-patches", id: seg[1]}, nil
 	case len(seg) < 3 || seg[0] != "dispatches":
 		return bad("want agora://dispatches/ID/..., agora://runs/ID/patches or agora://workspaces")
-	case len(seg[1]) != dispatchIDLen || !idRE.MatchString(seg[1]):
+	case len(seg[1]) != dispatchIDLen || !idRE().MatchString(seg[1]):
 		return bad("not a dispatch id")
 	}
 	id := seg[1]

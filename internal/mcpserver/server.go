@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"regexp"
 	"slices"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
@@ -137,7 +138,7 @@ func (s *Server) toolMiddleware(id identity) mcp.Middleware {
 
 // toolNameRE is what a tool name may look like (the spec's SHOULD); anything else is not
 // repeated into the audit log.
-var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+var toolNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`) })
 
 // auditUnknown records a call to a tool that does not exist as a denial.
 func (s *Server) auditUnknown(ctx context.Context, id identity, extra *mcp.RequestExtra, params *mcp.CallToolParamsRaw) {
@@ -146,7 +147,7 @@ func (s *Server) auditUnknown(ctx context.Context, id identity, extra *mcp.Reque
 		p = Principal{Client: "unidentified"}
 	}
 	name := params.Name
-	if !toolNameRE.MatchString(name) {
+	if !toolNameRE().MatchString(name) {
 		name = "(not a tool name)"
 	}
 	s.audit(ctx, p, tool{name: name}, KindToolDenied, decisionUnknown, params.Arguments)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
@@ -43,7 +44,7 @@ func (c Client) Format(f fmt.State, _ rune) { fmt.Fprint(f, c.String()) }
 // DefaultClientName names the one client of AGORA_HTTP_TOKEN.
 const DefaultClientName = "default"
 
-var clientNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`)
+var clientNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`) })
 
 // clientDoc is one entry of a tokens file.
 type clientDoc struct {
@@ -53,7 +54,7 @@ type clientDoc struct {
 }
 
 // quoted matches a quoted value in a decoder message: it may be a token, so it is elided.
-var quoted = regexp.MustCompile("\"(?:[^\"\\\\]|\\\\.)*\"|`[^`]*`")
+var quoted = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("\"(?:[^\"\\\\]|\\\\.)*\"|`[^`]*`") })
 
 // safePath keeps the parts of a decoder path that cannot hold a token: indices and the known
 // field names.
@@ -82,7 +83,7 @@ func ParseClients(file string, src []byte) ([]Client, error) {
 		}
 		lines := make([]string, len(es))
 		for i, e := range es {
-			e.Msg = quoted.ReplaceAllString(e.Msg, `"..."`)
+			e.Msg = quoted().ReplaceAllString(e.Msg, `"..."`)
 			e.Path = safePath(e.Path)
 			lines[i] = e.Error()
 		}
@@ -94,7 +95,7 @@ func ParseClients(file string, src []byte) ([]Client, error) {
 	clients := make([]Client, 0, len(docs))
 	for i, d := range docs {
 		where := fmt.Sprintf("tokens file %s: entry %d", file, i+1)
-		if !clientNameRE.MatchString(d.Name) {
+		if !clientNameRE().MatchString(d.Name) {
 			return nil, fmt.Errorf("%s: name must be 1-64 lowercase letters, digits, '.', '_' or '-'", where)
 		}
 		where = fmt.Sprintf("tokens file %s: client %q", file, d.Name)

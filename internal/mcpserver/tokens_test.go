@@ -136,7 +136,7 @@ func FuzzParseClients(f *testing.F) {
 			t.Fatalf("accepted an invalid client set: %v", err)
 		}
 		for _, c := range cs {
-			if !clientNameRE.MatchString(c.Name) || CheckToken(c.Token) != nil {
+			if !clientNameRE().MatchString(c.Name) || CheckToken(c.Token) != nil {
 				t.Fatalf("accepted client %q", c.Name)
 			}
 		}

@@ -77,17 +77,17 @@ var toolTable = sync.OnceValue(func() []tool {
 			name: "agora_capabilities_list", tier: CeilingRead, title: "List capabilities",
 			desc:     "List the registered capabilities: name, version digest, registered time and description. Metadata only.",
 			readOnly: true, idem: true,
-		}, noProps, (*Server).capabilitiesList),
+		}, noProps(), (*Server).capabilitiesList),
 		define(tool{
 			name: "agora_subagents_list", tier: CeilingRead, title: "List subagents",
 			desc:     "List the registered subagents: name, version digest, registered time, description, runtime and capability names. Metadata only: no prompts.",
 			readOnly: true, idem: true,
-		}, noProps, (*Server).subagentsList),
+		}, noProps(), (*Server).subagentsList),
 		define(tool{
 			name: "agora_envs_list", tier: CeilingRead, title: "List env bundles",
 			desc:     "List the registered env bundles: name, version digest, registered time, description, and the KEYS of their values and secrets. Never values.",
 			readOnly: true, idem: true,
-		}, noProps, (*Server).envsList),
+		}, noProps(), (*Server).envsList),
 		define(tool{
 			name: "agora_dispatch", tier: CeilingDispatch, title: "Dispatch a subagent",
 			desc: "Run a registered subagent in a sandbox with env bundles, on a target, with a JSON input and a timeout. " +
@@ -96,43 +96,43 @@ var toolTable = sync.OnceValue(func() []tool {
 				"The worker starts in a checkout of the named workspace at the revision (the workspaces people registered are " +
 				"listed in the workspace argument's description), or in an empty directory; its changes come back as a patch ref.",
 			open: true,
-		}, dispatchProps, (*Server).dispatch),
+		}, dispatchProps(), (*Server).dispatch),
 		define(tool{
 			name: "agora_dispatch_describe", tier: CeilingRead, title: "Describe a dispatch",
 			desc:     "Return a dispatch's record: state, reason, exit code, refs (digests) to its patch and outputs, and the question when it needs input.",
 			readOnly: true, idem: true,
-		}, idProps, (*Server).dispatchDescribe),
+		}, idProps(), (*Server).dispatchDescribe),
 		define(tool{
 			name: "agora_dispatch_cancel", tier: CeilingDispatch, title: "Cancel a dispatch",
 			desc:     "Cancel a running dispatch and everything it started; returns the final record. Cancelling a dispatch that already ended changes nothing.",
 			destruct: true, idem: true,
-		}, idProps, (*Server).dispatchCancel),
+		}, idProps(), (*Server).dispatchCancel),
 		define(tool{
 			name: "agora_orchestrator_submit", tier: CeilingOrchestrate, title: "Submit an orchestrator plan",
 			desc: "Submit a plan (an object of tasks over registered subagents, envs and targets) to the orchestrator; returns the run.",
 			open: true,
-		}, submitProps, (*Server).orchestratorSubmit),
+		}, submitProps(), (*Server).orchestratorSubmit),
 		define(tool{
 			name: "agora_orchestrator_status", tier: CeilingRead, title: "Orchestrator run status",
 			desc:     "Return the status of an orchestrator run and its tasks.",
 			readOnly: true, idem: true,
-		}, runProps, (*Server).orchestratorStatus),
+		}, runProps(), (*Server).orchestratorStatus),
 		define(tool{
 			name: "agora_orchestrator_watch", tier: CeilingRead, title: "Watch an orchestrator run",
 			desc:     "Wait up to timeout_seconds (default 30, at most 300) for an orchestrator run to change or end, then return its status.",
 			readOnly: true, idem: true,
-		}, watchProps, (*Server).orchestratorWatch),
+		}, watchProps(), (*Server).orchestratorWatch),
 		define(tool{
 			name: "agora_orchestrator_schedules_list", tier: CeilingRead, title: "List orchestrator schedules",
 			desc: "List the schedules people added on the host: each runs a plan at the slots of a cron spec in a time zone " +
 				"(run ids NAME@SLOT). Name, spec, zone, plan name and digest, queue, last and next slot. Schedules are added and removed on the host only.",
 			readOnly: true, idem: true,
-		}, noProps, (*Server).orchestratorSchedules),
+		}, noProps(), (*Server).orchestratorSchedules),
 		define(tool{
 			name: "agora_orchestrator_schedule_show", tier: CeilingRead, title: "Show an orchestrator schedule",
 			desc:     "Return one schedule with its recent runs (id, state, slot, and how many missed slots each coalesced); follow a run with agora_orchestrator_status.",
 			readOnly: true, idem: true,
-		}, scheduleProps, (*Server).orchestratorSchedule),
+		}, scheduleProps(), (*Server).orchestratorSchedule),
 	}
 })
 

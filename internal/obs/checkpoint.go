@@ -2,6 +2,7 @@ package obs
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,17 +15,24 @@ type CheckpointAge struct {
 	Now func() time.Time
 }
 
-var (
-	descCheckpointAge  = prometheus.NewDesc("agora_audit_checkpoint_age_seconds", "Age of the newest signed checkpoint of each audit log (absent: none yet).", []string{"log"}, nil)
-	descLogSize        = prometheus.NewDesc("agora_audit_log_entries", "Entries in each audit log.", []string{"log"}, nil)
-	descUncheckpointed = prometheus.NewDesc("agora_audit_uncheckpointed_entries", "Entries of each audit log not yet covered by a checkpoint.", []string{"log"}, nil)
-)
+// checkpointDescSet describes the checkpoint gauges; made on first scrape, not at init (#28).
+type checkpointDescSet struct {
+	checkpointAge, logSize, uncheckpointed *prometheus.Desc
+}
+
+var checkpointDescs = sync.OnceValue(func() checkpointDescSet {
+	return checkpointDescSet{
+		checkpointAge:  prometheus.NewDesc("agora_audit_checkpoint_age_seconds", "Age of the newest signed checkpoint of each audit log (absent: none yet).", []string{"log"}, nil),
+		logSize:        prometheus.NewDesc("agora_audit_log_entries", "Entries in each audit log.", []string{"log"}, nil),
+		uncheckpointed: prometheus.NewDesc("agora_audit_uncheckpointed_entries", "Entries of each audit log not yet covered by a checkpoint.", []string{"log"}, nil),
+	}
+})
 
 // Describe implements prometheus.Collector.
 func (c CheckpointAge) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descCheckpointAge
-	ch <- descLogSize
-	ch <- descUncheckpointed
+	ch <- checkpointDescs().checkpointAge
+	ch <- checkpointDescs().logSize
+	ch <- checkpointDescs().uncheckpointed
 }
 
 // Collect implements prometheus.Collector.
@@ -44,10 +52,10 @@ func (c CheckpointAge) Collect(ch chan<- prometheus.Metric) {
 		if err != nil {
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(descLogSize, prometheus.GaugeValue, float64(size), d.Name)
-		ch <- prometheus.MustNewConstMetric(descUncheckpointed, prometheus.GaugeValue, float64(max(size-cpSize, 0)), d.Name)
+		ch <- prometheus.MustNewConstMetric(checkpointDescs().logSize, prometheus.GaugeValue, float64(size), d.Name)
+		ch <- prometheus.MustNewConstMetric(checkpointDescs().uncheckpointed, prometheus.GaugeValue, float64(max(size-cpSize, 0)), d.Name)
 		if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
-			ch <- prometheus.MustNewConstMetric(descCheckpointAge, prometheus.GaugeValue, now().Sub(t).Seconds(), d.Name)
+			ch <- prometheus.MustNewConstMetric(checkpointDescs().checkpointAge, prometheus.GaugeValue, now().Sub(t).Seconds(), d.Name)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Finding is one credential found by [Scan]. It locates the credential without containing it.
@@ -59,35 +60,40 @@ type pattern struct {
 
 // patterns is sorted by name. A trailing `(?:[^…]|\z)` stands in for a word boundary where the
 // credential's alphabet includes '-', which \b does not treat as a word character. Each window is
-// the longest match, plus one byte where a trailing check must see the byte after the match.
-var patterns = []pattern{
-	{name: "anthropic-key", triggers: lits("sk-ant-"), wordStart: true, window: 27,
-		re: anchored(`sk-ant-[A-Za-z0-9_-]{20}`)},
-	{name: "aws-access-key", triggers: lits("AKIA", "ASIA"), wordStart: true, window: 21,
-		re: anchored(`(?:AKIA|ASIA)[0-9A-Z]{16}\b`)},
-	{name: "bearer-token", triggers: lits("Bearer", "bearer", "BEARER"), wordStart: true, window: 6 + 64 + 20,
-		re: anchored(`(?:Bearer|bearer|BEARER)[ \t]{1,64}[A-Za-z0-9._~+/=-]{20}`)},
-	{name: "github-token", triggers: lits("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), wordStart: true, window: 41,
-		re: anchored(`gh[pousr]_[A-Za-z0-9]{36}\b|github_pat_[A-Za-z0-9_]{22}`)},
-	{name: "google-api-key", triggers: lits("AIza"), wordStart: true, window: 40,
-		re: anchored(`AIza[0-9A-Za-z_-]{35}(?:[^0-9A-Za-z_-]|\z)`)},
-	{name: "jwt", triggers: lits("eyJ"), wordStart: true, runThen: ".eyJ",
-		re: anchored(`eyJ[A-Za-z0-9_-]{7,}\.eyJ[A-Za-z0-9_-]{7,}\.[A-Za-z0-9_-]{10}`)},
-	{name: "openai-key", triggers: lits("sk-"), wordStart: true, exclude: []string{"sk-ant-"}, window: 28,
-		re: anchored(`sk-(?:proj-)?[A-Za-z0-9_-]{20}`)},
-	{name: "private-key", triggers: lits("-----BEGIN "), window: 11 + 3*17 + 22,
-		re: anchored(`-----BEGIN (?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----`),
-		// In a binary the marker alone is code (PEM parsers carry it: the claude CLI does), so
-		// there it must be followed by key material: a line break (or a "\n" escape, a key in
-		// a string literal), up to four "Name: value" header lines (an encrypted PEM), and 40
-		// base64 characters.
-		binaryWindow: 11 + 3*17 + 22 + 2 + 4*(32+2+128+2) + 2 + 40,
-		binaryRe: anchored(`-----BEGIN (?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----` +
-			`(?:\r?\n|\\n)(?:[A-Za-z0-9-]{1,32}: [ -~]{1,128}(?:\r?\n|\\n)){0,4}(?:\r?\n|\\n)?[A-Za-z0-9+/=]{40}`)},
-	{name: "slack-token", triggers: lits("xox", "hooks.slack.com/services/"), wordStart: true, window: 35,
-		re: anchored(`xox[abposr]-[0-9A-Za-z-]{10}|hooks\.slack\.com/services/[A-Za-z0-9_/-]{10}`)},
-	{name: "stripe-key", triggers: lits("sk_live_", "sk_test_", "rk_live_", "rk_test_"), wordStart: true, window: 24,
-		re: anchored(`[sr]k_(?:live|test)_[0-9A-Za-z]{16}`)},
+// the longest match, plus one byte where a trailing check must see the byte after the match. The
+// table and its regexps are made on first use, not at init (#28): most agora processes never scan.
+var patterns = sync.OnceValue(newPatterns)
+
+func newPatterns() []pattern {
+	return []pattern{
+		{name: "anthropic-key", triggers: lits("sk-ant-"), wordStart: true, window: 27,
+			re: anchored(`sk-ant-[A-Za-z0-9_-]{20}`)},
+		{name: "aws-access-key", triggers: lits("AKIA", "ASIA"), wordStart: true, window: 21,
+			re: anchored(`(?:AKIA|ASIA)[0-9A-Z]{16}\b`)},
+		{name: "bearer-token", triggers: lits("Bearer", "bearer", "BEARER"), wordStart: true, window: 6 + 64 + 20,
+			re: anchored(`(?:Bearer|bearer|BEARER)[ \t]{1,64}[A-Za-z0-9._~+/=-]{20}`)},
+		{name: "github-token", triggers: lits("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), wordStart: true, window: 41,
+			re: anchored(`gh[pousr]_[A-Za-z0-9]{36}\b|github_pat_[A-Za-z0-9_]{22}`)},
+		{name: "google-api-key", triggers: lits("AIza"), wordStart: true, window: 40,
+			re: anchored(`AIza[0-9A-Za-z_-]{35}(?:[^0-9A-Za-z_-]|\z)`)},
+		{name: "jwt", triggers: lits("eyJ"), wordStart: true, runThen: ".eyJ",
+			re: anchored(`eyJ[A-Za-z0-9_-]{7,}\.eyJ[A-Za-z0-9_-]{7,}\.[A-Za-z0-9_-]{10}`)},
+		{name: "openai-key", triggers: lits("sk-"), wordStart: true, exclude: []string{"sk-ant-"}, window: 28,
+			re: anchored(`sk-(?:proj-)?[A-Za-z0-9_-]{20}`)},
+		{name: "private-key", triggers: lits("-----BEGIN "), window: 11 + 3*17 + 22,
+			re: anchored(`-----BEGIN (?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----`),
+			// In a binary the marker alone is code (PEM parsers carry it: the claude CLI does), so
+			// there it must be followed by key material: a line break (or a "\n" escape, a key in
+			// a string literal), up to four "Name: value" header lines (an encrypted PEM), and 40
+			// base64 characters.
+			binaryWindow: 11 + 3*17 + 22 + 2 + 4*(32+2+128+2) + 2 + 40,
+			binaryRe: anchored(`-----BEGIN (?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----` +
+				`(?:\r?\n|\\n)(?:[A-Za-z0-9-]{1,32}: [ -~]{1,128}(?:\r?\n|\\n)){0,4}(?:\r?\n|\\n)?[A-Za-z0-9+/=]{40}`)},
+		{name: "slack-token", triggers: lits("xox", "hooks.slack.com/services/"), wordStart: true, window: 35,
+			re: anchored(`xox[abposr]-[0-9A-Za-z-]{10}|hooks\.slack\.com/services/[A-Za-z0-9_/-]{10}`)},
+		{name: "stripe-key", triggers: lits("sk_live_", "sk_test_", "rk_live_", "rk_test_"), wordStart: true, window: 24,
+			re: anchored(`[sr]k_(?:live|test)_[0-9A-Za-z]{16}`)},
+	}
 }
 
 func lits(s ...string) [][]byte {
@@ -104,8 +110,8 @@ func anchored(expr string) *regexp.Regexp {
 
 // Patterns returns the sorted names of every credential pattern [Scan] knows.
 func Patterns() []string {
-	names := make([]string, len(patterns))
-	for i, p := range patterns {
+	names := make([]string, len(patterns()))
+	for i, p := range patterns() {
 		names[i] = p.name
 	}
 	return names
@@ -116,7 +122,7 @@ func Patterns() []string {
 func ValidatePatternNames(names []string) error {
 	var unknown []string
 	for _, n := range names {
-		if !slices.ContainsFunc(patterns, func(p pattern) bool { return p.name == n }) {
+		if !slices.ContainsFunc(patterns(), func(p pattern) bool { return p.name == n }) {
 			unknown = append(unknown, n)
 		}
 	}
@@ -136,6 +142,7 @@ func IsBinary(data []byte) bool { return bytes.IndexByte(data, 0) >= 0 }
 // ignored (check them with [ValidatePatternNames]). Findings are in order of position (patterns at
 // the same position by name), at most one per (pattern, line).
 func Scan(data []byte, allow []string) []Finding {
+	patterns, index := patterns(), triggers()
 	skip := make([]bool, len(patterns))
 	for i, p := range patterns {
 		skip[i] = slices.Contains(allow, p.name)
@@ -146,11 +153,11 @@ func Scan(data []byte, allow []string) []Finding {
 	findings := []Finding{}
 	line, counted := 1, 0
 	for i := 0; i+1 < len(data); i++ {
-		g := triggerGroup[uint16(data[i])|uint16(data[i+1])<<8]
+		g := index.group[uint16(data[i])|uint16(data[i+1])<<8]
 		if g == 0 {
 			continue
 		}
-		for _, t := range triggerGroups[g] {
+		for _, t := range index.groups[g] {
 			p := &patterns[t.pattern]
 			if skip[t.pattern] || i < resume[t.pattern] || !bytes.HasPrefix(data[i:], t.lit) {
 				continue
@@ -179,15 +186,20 @@ type trigger struct {
 	pattern int
 }
 
-// Scan screens every position, in a single pass, by its first two bytes: triggerGroup maps them
-// to an index into triggerGroups (0: no trigger starts so), which lists the triggers with that
-// prefix. Both are built once from patterns and never change.
-var triggerGroup, triggerGroups = indexTriggers()
+// triggerIndex lets Scan screen every position, in a single pass, by its first two bytes: group
+// maps them to an index into groups (0: no trigger starts so), which lists the triggers with that
+// prefix. Both are built once from patterns, on first use, and never change.
+type triggerIndex struct {
+	group  *[1 << 16]uint8
+	groups [][]trigger
+}
 
-func indexTriggers() (*[1 << 16]uint8, [][]trigger) {
+var triggers = sync.OnceValue(indexTriggers)
+
+func indexTriggers() triggerIndex {
 	group := new([1 << 16]uint8)
 	groups := [][]trigger{nil}
-	for i, p := range patterns { // patterns is sorted by name, so each group is too
+	for i, p := range patterns() { // patterns is sorted by name, so each group is too
 		for _, lit := range p.triggers {
 			k := uint16(lit[0]) | uint16(lit[1])<<8
 			if group[k] == 0 {
@@ -200,7 +212,7 @@ func indexTriggers() (*[1 << 16]uint8, [][]trigger) {
 			groups[group[k]] = append(groups[group[k]], trigger{lit: lit, pattern: i})
 		}
 	}
-	return group, groups
+	return triggerIndex{group: group, groups: groups}
 }
 
 // matchAt reports whether a match of p starts at pos, and the first position after pos at which

@@ -1,26 +1,30 @@
 package tracing
 
 import (
+	"sync"
+
 	"go.opentelemetry.io/otel/attribute"
 )
 
 // allowedKeys are the only span attributes agora exports (docs/operations.md lists them with
 // what each holds). An attribute with any other key is dropped: a value that has not been
 // reviewed never leaves the host.
-var allowedKeys = map[string]bool{
-	"agora.run.id": true, "agora.run.name": true, "agora.run.state": true, "agora.run.tasks": true,
-	"agora.task.id": true, "agora.task.state": true, "agora.task.attempts": true,
-	"agora.dispatch.id": true, "agora.dispatch.attempt": true, "agora.dispatch.state": true, "agora.dispatch.reason": true,
-	"agora.subagent": true, "agora.subagent.digest": true, "agora.capabilities": true, "agora.runtime": true,
-	"agora.target": true, "agora.sandbox": true, "agora.network": true, "agora.exit_code": true,
-	"agora.phase": true, "agora.route": true, "agora.decision": true, "agora.reason": true,
-	"agora.tool.decision": true, "agora.tool.reason": true, "agora.tool.phase": true, "agora.cost_usd": true,
-	"gen_ai.operation.name": true, "gen_ai.provider.name": true, "gen_ai.system": true,
-	"gen_ai.request.model": true, "gen_ai.response.model": true,
-	"gen_ai.usage.input_tokens": true, "gen_ai.usage.output_tokens": true,
-	"gen_ai.tool.name": true, "gen_ai.tool.call.id": true,
-	"http.response.status_code": true, "error.type": true,
-}
+var allowedKeys = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"agora.run.id": true, "agora.run.name": true, "agora.run.state": true, "agora.run.tasks": true,
+		"agora.task.id": true, "agora.task.state": true, "agora.task.attempts": true,
+		"agora.dispatch.id": true, "agora.dispatch.attempt": true, "agora.dispatch.state": true, "agora.dispatch.reason": true,
+		"agora.subagent": true, "agora.subagent.digest": true, "agora.capabilities": true, "agora.runtime": true,
+		"agora.target": true, "agora.sandbox": true, "agora.network": true, "agora.exit_code": true,
+		"agora.phase": true, "agora.route": true, "agora.decision": true, "agora.reason": true,
+		"agora.tool.decision": true, "agora.tool.reason": true, "agora.tool.phase": true, "agora.cost_usd": true,
+		"gen_ai.operation.name": true, "gen_ai.provider.name": true, "gen_ai.system": true,
+		"gen_ai.request.model": true, "gen_ai.response.model": true,
+		"gen_ai.usage.input_tokens": true, "gen_ai.usage.output_tokens": true,
+		"gen_ai.tool.name": true, "gen_ai.tool.call.id": true,
+		"http.response.status_code": true, "error.type": true,
+	}
+})
 
 // maxValue clips every string attribute and status; a reason is short, and a long value is
 // more likely something that should not be there.
@@ -35,7 +39,7 @@ func attrs(kv []any) []attribute.KeyValue {
 	out := make([]attribute.KeyValue, 0, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {
 		k, ok := kv[i].(string)
-		if !ok || !allowedKeys[k] {
+		if !ok || !allowedKeys()[k] {
 			continue
 		}
 		switch v := kv[i+1].(type) {

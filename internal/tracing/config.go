@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -23,10 +24,12 @@ const DefaultService = "agora"
 
 // samplers are the OTEL_TRACES_SAMPLER values the SDK implements itself; anything else
 // (jaeger_remote, xray) is refused rather than silently replaced by the default.
-var samplers = map[string]bool{
-	"": true, "always_on": true, "always_off": true, "traceidratio": true,
-	"parentbased_always_on": true, "parentbased_always_off": true, "parentbased_traceidratio": true,
-}
+var samplers = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"": true, "always_on": true, "always_off": true, "traceidratio": true,
+		"parentbased_always_on": true, "parentbased_always_off": true, "parentbased_traceidratio": true,
+	}
+})
 
 // ErrConfig marks an OTEL_* setting agora cannot honour; the process refuses to start.
 var ErrConfig = errors.New("tracing configuration")
@@ -82,7 +85,7 @@ func Check(getenv func(string) string) error {
 	if v := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); v != "" && v != "otlp" {
 		return fmt.Errorf("%w: OTEL_TRACES_EXPORTER=%q: agora exports traces with otlp only (or none)", ErrConfig, v)
 	}
-	if v := strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER")); !samplers[v] {
+	if v := strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER")); !samplers()[v] {
 		return fmt.Errorf("%w: OTEL_TRACES_SAMPLER=%q: want always_on, always_off, traceidratio or a parentbased_ one", ErrConfig, v)
 	}
 	return nil

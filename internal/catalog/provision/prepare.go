@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/catalog"
@@ -298,7 +299,7 @@ func (w *Writer) pinCapabilities(ctx context.Context, refs []string, local map[s
 	return pins, nil
 }
 
-var envKeyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+var envKeyPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`) })
 
 // EnvSpec is an env bundle as a person writes it (flags or a manifest entry).
 type EnvSpec struct {
@@ -332,7 +333,7 @@ func (w *Writer) PrepareEnvSpec(name string, spec EnvSpec, allow []string) (*Pen
 	}
 	checkKey := func(k string) {
 		switch {
-		case !envKeyPattern.MatchString(k):
+		case !envKeyPattern().MatchString(k):
 			problems = append(problems, fmt.Sprintf("key %q is not a valid environment variable name", k))
 		case strings.HasPrefix(k, "AGORA_"):
 			problems = append(problems, fmt.Sprintf("key %q: the AGORA_ prefix is reserved for agora itself", k))

@@ -73,7 +73,7 @@ func ReviewID(id, ref string) string {
 
 // ValidItemKey reports whether key may name a fan-out item: it is what a task id may be, so
 // an item's id never holds '[', ']', '.', '/' or anything else an id is built with.
-func ValidItemKey(key string) bool { return taskIDPattern.MatchString(key) }
+func ValidItemKey(key string) bool { return taskIDPattern().MatchString(key) }
 
 type fanOutDoc struct {
 	From     string       `yaml:"from"`

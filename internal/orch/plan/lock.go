@@ -63,7 +63,7 @@ func (v *validator) locks(path string, docs []lockDoc) []Lock {
 		switch {
 		case l.Name == "" && !l.bare:
 			v.add(namePath, "required")
-		case !lockNamePattern.MatchString(l.Name):
+		case !lockNamePattern().MatchString(l.Name):
 			v.add(namePath, "invalid lock name %q: use 1-128 lowercase letters, digits, '.', '_', '/', ':' or '-', starting with a letter or digit", l.Name)
 		}
 		mode, valid := l.Mode, true

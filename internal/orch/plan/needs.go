@@ -22,7 +22,7 @@ func (v *validator) needs(np, self string, docs map[string]needDoc, ids map[stri
 	for _, key := range keys {
 		n := docs[key]
 		kp := np + "." + key
-		if !needKeyPattern.MatchString(key) {
+		if !needKeyPattern().MatchString(key) {
 			v.add(kp, "invalid input key %q: use 1-63 lowercase letters, digits, '_' or '-', starting with a letter", key)
 		}
 		v.edge(kp+".from", self, n.From, ids, g)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -20,91 +21,93 @@ import (
 // field's presence.
 
 // fieldDocs describes each field by its path: a dotted path of YAML names, [] for a list's
-// items and {} for a map's values.
-var fieldDocs = map[string]string{
-	"":                                  "An agora plan: a DAG of tasks over the catalog's subagents. Unknown fields are errors.",
-	"version":                           "Always 1.",
-	"name":                              "The run name: 1-63 of a-z 0-9 . _ -, starting with a letter or digit. The same name, plan, workspace and commit return the existing run; anything else starts a new one.",
-	"concurrency":                       "How many tasks of this run may run at once, 1 to 1024 (default 4).",
-	"workspace":                         "The catalog workspace every task works on (NAME or NAME@sha256:HEX); its commit is pinned at submit. Omitted: each task starts in an empty directory.",
-	"revision":                          "With workspace: a branch or tag its patterns allow, or a full commit id reachable from one. Default: the workspace's default revision.",
-	"queue":                             "The queue (agora.yaml queues:) whose concurrency bounds this run's running tasks together with every other run on it; default \"default\". An undeclared queue is refused, naming the declared ones.",
-	"defaults":                          "Values every task takes unless it sets its own.",
-	"budget":                            "The run's budget, shared by its tasks' attempts: once their model usage spends it, no further task is fired and the run ends budget-exceeded.",
-	"budget.tokens":                     "Input plus output tokens, all attempts together; 0 or absent sets no limit.",
-	"budget.usd":                        "US dollars at the prices of agora.yaml's models:, all attempts together; 0 or absent sets no limit.",
-	"budget.model_calls":                "Model requests, all attempts together; 0 or absent sets no limit.",
-	"tasks[].budget":                    "Narrows each attempt's budget: at most the plan's, the subagent's and the target's (a higher value is an error).",
-	"tasks[].budget.tokens":             "Input plus output tokens of one attempt.",
-	"tasks[].budget.usd":                "US dollars of one attempt.",
-	"tasks[].budget.model_calls":        "Model requests of one attempt.",
-	"defaults.target":                   "The target (agora.yaml) tasks run on; default the configured default target.",
-	"defaults.env":                      "Env bundles (NAME or NAME@sha256:HEX) every task gets unless it lists its own.",
-	"defaults.env[]":                    "An env bundle reference.",
-	"defaults.timeout":                  "Each task's timeout, a Go duration such as 30s, 10m or 1h30m; at most 24h; default the target's.",
-	"defaults.retry":                    "The retry policy every task inherits field by field.",
-	"tasks":                             "The tasks, 1 to 100000. Order does not matter: depends_on and needs decide it.",
-	"tasks[]":                           "One task: a dispatch of a subagent.",
-	"tasks[].id":                        "A unique task id: 1-63 of a-z 0-9 _ -, starting with a letter or digit ('.', '[' and ']' are kept for the tasks a run adds: ID[KEY], ID.fix-N, ID.review-NAME).",
-	"tasks[].subagent":                  "The subagent to dispatch: NAME or NAME@sha256:HEX (agora_subagents_list names them).",
-	"tasks[].target":                    "The target this task runs on; overrides defaults.target.",
-	"tasks[].env":                       "Env bundles for this task; replaces defaults.env ([] means none).",
-	"tasks[].env[]":                     "An env bundle reference.",
-	"tasks[].input":                     "The task's input: a JSON object, at most 120 KiB as canonical JSON. The agent reads it as AGORA_INPUT_JSON.",
-	"tasks[].depends_on":                "Task ids that must succeed first. A task whose dependency fails is skipped.",
-	"tasks[].depends_on[]":              "A task id of this plan.",
-	"tasks[].needs":                     "Upstream products handed to this task read-only at /agora/inputs/KEY; each implies depends_on its from task.",
-	"tasks[].needs{}":                   "One hand-off.",
-	"tasks[].needs{}.from":              "The upstream task id.",
-	"tasks[].needs{}.select":            "patch (its patch as patch.diff), outputs (its outputs tree), verify (its verify gate's verdict as verify.json and the end of the command's output as output.txt; it must have a verify gate) or output:PATH (one output file).",
-	"tasks[].locks":                     "Named resources held while the task runs, across all runs; a bare name is an exclusive lock.",
-	"tasks[].locks[]":                   "A lock name (exclusive), or {name, mode}.",
-	"tasks[].locks[].name":              "The lock name.",
-	"tasks[].locks[].mode":              "exclusive (default) or shared.",
-	"tasks[].retry":                     "This task's retry policy; fields set here override defaults.retry.",
-	"tasks[].timeout":                   "This task's timeout, a Go duration such as 30s or 10m; at most 24h.",
-	"tasks[].grants":                    "Narrows the subagent's grant for this task; a list given replaces that part with a subset of it, an omitted one keeps it.",
-	"tasks[].grants.tools":              "Tool names, each one the subagent is granted.",
-	"tasks[].grants.tools[]":            "A tool name.",
-	"tasks[].grants.commands":           "Command patterns, each equal to one the subagent is granted.",
-	"tasks[].grants.commands[]":         "A command pattern.",
-	"tasks[].grants.egress":             "Egress rules, each covered by one the subagent is granted.",
-	"tasks[].grants.egress[]":           "A host: \"api.example.com\", \"*.example.com\" (its subdomains), \"10.0.0.1\"; optionally with a port, \"api.example.com:443\"; or an object {host, port, methods, paths} that also limits the HTTP methods and path prefixes.",
-	"tasks[].grants.egress[].host":      "A lowercase host name, *.domain or IP address.",
-	"tasks[].grants.egress[].port":      "The only port allowed; absent allows any.",
-	"tasks[].grants.egress[].methods":   "The only HTTP methods allowed, upper case.",
-	"tasks[].grants.egress[].methods[]": "An HTTP method such as GET.",
-	"tasks[].grants.egress[].paths":     "Path prefixes a request's path must start with.",
-	"tasks[].grants.egress[].paths[]":   "A path prefix such as /repos/acme/.",
-	"tasks[].grants.approve":            "Calls a person must approve before they run, added to the subagent's (never removing one).",
-	"tasks[].grants.approve[]":          "A built-in tool name such as \"write_file\", or {command: PATTERN} for run_command argv matching the pattern.",
-	"tasks[].grants.approve[].tool":     "A built-in tool name.",
-	"tasks[].grants.approve[].command":  "An argv pattern such as \"git push *\".",
-	"defaults.verify":                   "The verify gate every task takes unless it sets its own verify.",
-	"tasks[].verify":                    "This task's verify gate (replaces defaults.verify): after the agent, agora runs command in a fresh sandbox of the task's target on the base tree plus the task's patch, with no model key, no secrets and no network. A non-zero exit, a timeout or a patch touching a protect path fails the attempt verify-failed (never retried); the patch is kept.",
-	"verify.command":                    "The command as an argv, no shell: [go, test, ./...]. The program is found on the sandbox's PATH (the target's verify_path first) or named by an absolute path.",
-	"verify.command[]":                  "One argument.",
-	"verify.timeout":                    "The command's wall clock, a Go duration such as 10m; at most 24h; default 10m.",
-	"verify.protect":                    "Globs of paths the patch must not touch (doublestar: ** spans directories, * stays within one, {a,b} alternatives), such as **/*_test.go or .github/**. A hit fails the gate before the command runs.",
-	"verify.protect[]":                  "A glob relative to the repository root.",
-	"tasks[].fan_out":                   "Makes this task a fan-out: when from succeeds, its output select (a JSON list of at most 10000 items) adds one task per item, id ID[KEY] (KEY: the item's string id, else its index), running template with the item as input.item. This task then succeeds when all of them have; needs from it hand over each item task's product under KEY/. A fan_out task sets nothing but id and fan_out.",
-	"tasks[].fan_out.from":              "The task that writes the list.",
-	"tasks[].fan_out.select":            "output:PATH, the JSON list in from's outputs: at most 10000 items, each any JSON value; an object item's \"id\" (a-z 0-9 _ -, unique) names its task.",
-	"tasks[].fan_out.template":          "Every item task's settings, the fields of a task without id: subagent is required; input (an object) gets the item under \"item\".",
-	"tasks[].review":                    "A review quorum: once this task's work is done (and its verify gate green), each reviewer subagent gets its patch at /agora/inputs/patch/patch.diff and writes outputs/verdict.json, {\"approve\": true|false, \"reasons\": [\"...\"]}; the work is approved when at least approve of them approve, else on_fail runs or the task fails naming the reasons.",
-	"tasks[].review.subagents":          "1 to 9 reviewer subagents (NAME or NAME@sha256:HEX), distinct names; task ID.review-NAME runs each.",
-	"tasks[].review.subagents[]":        "A reviewer subagent.",
-	"tasks[].review.approve":            "How many reviewers must approve, 1 to the number of reviewers.",
-	"tasks[].on_fail":                   "What runs when this task's work is judged red by its verify gate or its review.",
-	"tasks[].on_fail.fix":               "A fix loop: each red verdict adds task ID.fix-N, a dispatch of subagent that starts from the red patch applied and gets it at /agora/inputs/patch/patch.diff with the reasons in its input; its work is judged by the same gates. The task succeeds with the first green fix, or fails after max_attempts fixes.",
-	"tasks[].on_fail.fix.subagent":      "The fixer subagent (NAME or NAME@sha256:HEX).",
-	"tasks[].on_fail.fix.max_attempts":  "Fixes at most, 1 to 10 (default 1).",
-	"retry.max_attempts":                "Attempts in all, 1 to 100 (1: no retry).",
-	"retry.initial_backoff":             "The first wait before a retry, a Go duration such as 1s.",
-	"retry.multiplier":                  "How much each wait grows, 1 to 10.",
-	"retry.max_backoff":                 "The longest wait, a Go duration.",
-	"retry.on_worker_failed":            "Retry an attempt that failed worker-failed (default true).",
-}
+// items and {} for a map's values. The table is made on first use, not at init (#28).
+var fieldDocs = sync.OnceValue(func() map[string]string {
+	return map[string]string{
+		"":                                  "An agora plan: a DAG of tasks over the catalog's subagents. Unknown fields are errors.",
+		"version":                           "Always 1.",
+		"name":                              "The run name: 1-63 of a-z 0-9 . _ -, starting with a letter or digit. The same name, plan, workspace and commit return the existing run; anything else starts a new one.",
+		"concurrency":                       "How many tasks of this run may run at once, 1 to 1024 (default 4).",
+		"workspace":                         "The catalog workspace every task works on (NAME or NAME@sha256:HEX); its commit is pinned at submit. Omitted: each task starts in an empty directory.",
+		"revision":                          "With workspace: a branch or tag its patterns allow, or a full commit id reachable from one. Default: the workspace's default revision.",
+		"queue":                             "The queue (agora.yaml queues:) whose concurrency bounds this run's running tasks together with every other run on it; default \"default\". An undeclared queue is refused, naming the declared ones.",
+		"defaults":                          "Values every task takes unless it sets its own.",
+		"budget":                            "The run's budget, shared by its tasks' attempts: once their model usage spends it, no further task is fired and the run ends budget-exceeded.",
+		"budget.tokens":                     "Input plus output tokens, all attempts together; 0 or absent sets no limit.",
+		"budget.usd":                        "US dollars at the prices of agora.yaml's models:, all attempts together; 0 or absent sets no limit.",
+		"budget.model_calls":                "Model requests, all attempts together; 0 or absent sets no limit.",
+		"tasks[].budget":                    "Narrows each attempt's budget: at most the plan's, the subagent's and the target's (a higher value is an error).",
+		"tasks[].budget.tokens":             "Input plus output tokens of one attempt.",
+		"tasks[].budget.usd":                "US dollars of one attempt.",
+		"tasks[].budget.model_calls":        "Model requests of one attempt.",
+		"defaults.target":                   "The target (agora.yaml) tasks run on; default the configured default target.",
+		"defaults.env":                      "Env bundles (NAME or NAME@sha256:HEX) every task gets unless it lists its own.",
+		"defaults.env[]":                    "An env bundle reference.",
+		"defaults.timeout":                  "Each task's timeout, a Go duration such as 30s, 10m or 1h30m; at most 24h; default the target's.",
+		"defaults.retry":                    "The retry policy every task inherits field by field.",
+		"tasks":                             "The tasks, 1 to 100000. Order does not matter: depends_on and needs decide it.",
+		"tasks[]":                           "One task: a dispatch of a subagent.",
+		"tasks[].id":                        "A unique task id: 1-63 of a-z 0-9 _ -, starting with a letter or digit ('.', '[' and ']' are kept for the tasks a run adds: ID[KEY], ID.fix-N, ID.review-NAME).",
+		"tasks[].subagent":                  "The subagent to dispatch: NAME or NAME@sha256:HEX (agora_subagents_list names them).",
+		"tasks[].target":                    "The target this task runs on; overrides defaults.target.",
+		"tasks[].env":                       "Env bundles for this task; replaces defaults.env ([] means none).",
+		"tasks[].env[]":                     "An env bundle reference.",
+		"tasks[].input":                     "The task's input: a JSON object, at most 120 KiB as canonical JSON. The agent reads it as AGORA_INPUT_JSON.",
+		"tasks[].depends_on":                "Task ids that must succeed first. A task whose dependency fails is skipped.",
+		"tasks[].depends_on[]":              "A task id of this plan.",
+		"tasks[].needs":                     "Upstream products handed to this task read-only at /agora/inputs/KEY; each implies depends_on its from task.",
+		"tasks[].needs{}":                   "One hand-off.",
+		"tasks[].needs{}.from":              "The upstream task id.",
+		"tasks[].needs{}.select":            "patch (its patch as patch.diff), outputs (its outputs tree), verify (its verify gate's verdict as verify.json and the end of the command's output as output.txt; it must have a verify gate) or output:PATH (one output file).",
+		"tasks[].locks":                     "Named resources held while the task runs, across all runs; a bare name is an exclusive lock.",
+		"tasks[].locks[]":                   "A lock name (exclusive), or {name, mode}.",
+		"tasks[].locks[].name":              "The lock name.",
+		"tasks[].locks[].mode":              "exclusive (default) or shared.",
+		"tasks[].retry":                     "This task's retry policy; fields set here override defaults.retry.",
+		"tasks[].timeout":                   "This task's timeout, a Go duration such as 30s or 10m; at most 24h.",
+		"tasks[].grants":                    "Narrows the subagent's grant for this task; a list given replaces that part with a subset of it, an omitted one keeps it.",
+		"tasks[].grants.tools":              "Tool names, each one the subagent is granted.",
+		"tasks[].grants.tools[]":            "A tool name.",
+		"tasks[].grants.commands":           "Command patterns, each equal to one the subagent is granted.",
+		"tasks[].grants.commands[]":         "A command pattern.",
+		"tasks[].grants.egress":             "Egress rules, each covered by one the subagent is granted.",
+		"tasks[].grants.egress[]":           "A host: \"api.example.com\", \"*.example.com\" (its subdomains), \"10.0.0.1\"; optionally with a port, \"api.example.com:443\"; or an object {host, port, methods, paths} that also limits the HTTP methods and path prefixes.",
+		"tasks[].grants.egress[].host":      "A lowercase host name, *.domain or IP address.",
+		"tasks[].grants.egress[].port":      "The only port allowed; absent allows any.",
+		"tasks[].grants.egress[].methods":   "The only HTTP methods allowed, upper case.",
+		"tasks[].grants.egress[].methods[]": "An HTTP method such as GET.",
+		"tasks[].grants.egress[].paths":     "Path prefixes a request's path must start with.",
+		"tasks[].grants.egress[].paths[]":   "A path prefix such as /repos/acme/.",
+		"tasks[].grants.approve":            "Calls a person must approve before they run, added to the subagent's (never removing one).",
+		"tasks[].grants.approve[]":          "A built-in tool name such as \"write_file\", or {command: PATTERN} for run_command argv matching the pattern.",
+		"tasks[].grants.approve[].tool":     "A built-in tool name.",
+		"tasks[].grants.approve[].command":  "An argv pattern such as \"git push *\".",
+		"defaults.verify":                   "The verify gate every task takes unless it sets its own verify.",
+		"tasks[].verify":                    "This task's verify gate (replaces defaults.verify): after the agent, agora runs command in a fresh sandbox of the task's target on the base tree plus the task's patch, with no model key, no secrets and no network. A non-zero exit, a timeout or a patch touching a protect path fails the attempt verify-failed (never retried); the patch is kept.",
+		"verify.command":                    "The command as an argv, no shell: [go, test, ./...]. The program is found on the sandbox's PATH (the target's verify_path first) or named by an absolute path.",
+		"verify.command[]":                  "One argument.",
+		"verify.timeout":                    "The command's wall clock, a Go duration such as 10m; at most 24h; default 10m.",
+		"verify.protect":                    "Globs of paths the patch must not touch (doublestar: ** spans directories, * stays within one, {a,b} alternatives), such as **/*_test.go or .github/**. A hit fails the gate before the command runs.",
+		"verify.protect[]":                  "A glob relative to the repository root.",
+		"tasks[].fan_out":                   "Makes this task a fan-out: when from succeeds, its output select (a JSON list of at most 10000 items) adds one task per item, id ID[KEY] (KEY: the item's string id, else its index), running template with the item as input.item. This task then succeeds when all of them have; needs from it hand over each item task's product under KEY/. A fan_out task sets nothing but id and fan_out.",
+		"tasks[].fan_out.from":              "The task that writes the list.",
+		"tasks[].fan_out.select":            "output:PATH, the JSON list in from's outputs: at most 10000 items, each any JSON value; an object item's \"id\" (a-z 0-9 _ -, unique) names its task.",
+		"tasks[].fan_out.template":          "Every item task's settings, the fields of a task without id: subagent is required; input (an object) gets the item under \"item\".",
+		"tasks[].review":                    "A review quorum: once this task's work is done (and its verify gate green), each reviewer subagent gets its patch at /agora/inputs/patch/patch.diff and writes outputs/verdict.json, {\"approve\": true|false, \"reasons\": [\"...\"]}; the work is approved when at least approve of them approve, else on_fail runs or the task fails naming the reasons.",
+		"tasks[].review.subagents":          "1 to 9 reviewer subagents (NAME or NAME@sha256:HEX), distinct names; task ID.review-NAME runs each.",
+		"tasks[].review.subagents[]":        "A reviewer subagent.",
+		"tasks[].review.approve":            "How many reviewers must approve, 1 to the number of reviewers.",
+		"tasks[].on_fail":                   "What runs when this task's work is judged red by its verify gate or its review.",
+		"tasks[].on_fail.fix":               "A fix loop: each red verdict adds task ID.fix-N, a dispatch of subagent that starts from the red patch applied and gets it at /agora/inputs/patch/patch.diff with the reasons in its input; its work is judged by the same gates. The task succeeds with the first green fix, or fails after max_attempts fixes.",
+		"tasks[].on_fail.fix.subagent":      "The fixer subagent (NAME or NAME@sha256:HEX).",
+		"tasks[].on_fail.fix.max_attempts":  "Fixes at most, 1 to 10 (default 1).",
+		"retry.max_attempts":                "Attempts in all, 1 to 100 (1: no retry).",
+		"retry.initial_backoff":             "The first wait before a retry, a Go duration such as 1s.",
+		"retry.multiplier":                  "How much each wait grows, 1 to 10.",
+		"retry.max_backoff":                 "The longest wait, a Go duration.",
+		"retry.on_worker_failed":            "Retry an attempt that failed worker-failed (default true).",
+	}
+})
 
 // durationPattern is a Go duration as time.ParseDuration reads it, unsigned.
 const durationPattern = `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
@@ -145,12 +148,13 @@ func schemaOf(t reflect.Type, path string) (*jsonschema.Schema, error) {
 	if rest, ok := strings.CutPrefix(path, "tasks[].fan_out.template."); ok {
 		docPath = "tasks[]." + rest // a template's fields are a task's
 	}
-	doc := fieldDocs[docPath]
+	docs := fieldDocs()
+	doc := docs[docPath]
 	if strings.HasPrefix(docPath, "defaults.retry.") || strings.Contains(docPath, "].retry.") {
-		doc = fieldDocs["retry."+docPath[strings.LastIndex(docPath, ".")+1:]]
+		doc = docs["retry."+docPath[strings.LastIndex(docPath, ".")+1:]]
 	}
 	if _, rest, ok := strings.Cut(docPath, "verify."); ok && (strings.HasPrefix(docPath, "defaults.verify.") || strings.Contains(docPath, "].verify.")) {
-		doc = fieldDocs["verify."+rest]
+		doc = docs["verify."+rest]
 	}
 	if doc == "" {
 		return nil, fmt.Errorf("plan schema: no description for %q: add it to fieldDocs", path)

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -15,12 +16,13 @@ import (
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
+// The name patterns compile on first use, not at init (#28).
 var (
-	planNamePattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
-	taskIDPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-	needKeyPattern    = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
-	lockNamePattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9._/:-]{0,127}$`)
-	targetNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	planNamePattern   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`) })
+	taskIDPattern     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`) })
+	needKeyPattern    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`) })
+	lockNamePattern   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._/:-]{0,127}$`) })
+	targetNamePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
 )
 
 // validator turns a decoded document into a Plan, collecting every problem.
@@ -114,7 +116,7 @@ func (v *validator) plan(doc *planDoc) *Plan {
 	switch {
 	case doc.Name == "":
 		v.add("name", "required")
-	case !planNamePattern.MatchString(doc.Name):
+	case !planNamePattern().MatchString(doc.Name):
 		v.add("name", "invalid plan name %q: use 1-63 lowercase letters, digits, '.', '_' or '-', starting with a letter or digit", doc.Name)
 	}
 	if c := doc.Concurrency; c != nil {
@@ -185,7 +187,7 @@ func (v *validator) defaults(doc *defaultsDoc) Defaults {
 }
 
 func (v *validator) target(path, name string) {
-	if name != "" && !targetNamePattern.MatchString(name) {
+	if name != "" && !targetNamePattern().MatchString(name) {
 		v.add(path, "invalid target name %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
 	}
 }
@@ -271,7 +273,7 @@ func (v *validator) tasks(docs []taskDoc, defaultRetry *Retry) []Task {
 		switch first, dup := ids[id]; {
 		case id == "":
 			v.add(paths[i]+".id", "required")
-		case !taskIDPattern.MatchString(id):
+		case !taskIDPattern().MatchString(id):
 			v.add(paths[i]+".id", "invalid task id %q: use 1-63 lowercase letters, digits, '_' or '-', starting with a letter or digit", id)
 		case dup:
 			v.add(paths[i]+".id", "duplicate task id %q (first at tasks[%d])", id, first)
