@@ -19,7 +19,14 @@ type appender struct {
 	r        *compact.Range
 	insEntry *sql.Stmt
 	insNode  *sql.Stmt
+	saveTree *sql.Stmt // nil: saveTreeSQL is compiled when the run is saved
 }
+
+// Statements appenders share.
+const (
+	insEntrySQL = `INSERT INTO audit_entries(seq, at, kind, subject, actor, entry, leaf_hash) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	insNodeSQL  = `INSERT INTO audit_nodes(id, hash) VALUES (?, ?)`
+)
 
 // newAppender loads the tree in tx and prepares the inserts. ctx should not be cancellable
 // (see [Log.AppendAll]): the transaction still ends with its own.
@@ -29,20 +36,71 @@ func newAppender(ctx context.Context, tx *sql.Tx) (*appender, error) {
 		return nil, err
 	}
 	a := &appender{tx: tx, r: r}
-	if a.insEntry, err = tx.PrepareContext(ctx, `INSERT INTO audit_entries(seq, at, kind, subject, actor, entry, leaf_hash) VALUES (?, ?, ?, ?, ?, ?, ?)`); err != nil {
+	if a.insEntry, err = tx.PrepareContext(ctx, insEntrySQL); err != nil {
 		return nil, err
 	}
-	if a.insNode, err = tx.PrepareContext(ctx, `INSERT INTO audit_nodes(id, hash) VALUES (?, ?)`); err != nil {
+	if a.insNode, err = tx.PrepareContext(ctx, insNodeSQL); err != nil {
 		a.insEntry.Close()
 		return nil, err
 	}
 	return a, nil
 }
 
-// close releases the prepared statements.
+// newAppenderWith is [newAppender] over statements st prepared on the pool once: in tx they
+// are compiled again only on a connection that has not run them yet.
+func newAppenderWith(ctx context.Context, tx *sql.Tx, st *statements) (*appender, error) {
+	load := tx.StmtContext(ctx, st.loadTree)
+	defer load.Close()
+	r, err := loadTreeRow(ctx, tx, load.QueryRowContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return &appender{tx: tx, r: r, insEntry: tx.StmtContext(ctx, st.insEntry),
+		insNode: tx.StmtContext(ctx, st.insNode), saveTree: tx.StmtContext(ctx, st.saveTree)}, nil
+}
+
+// close releases the statements (the transaction's hold on them; those prepared on the pool
+// stay prepared there).
 func (a *appender) close() {
 	a.insEntry.Close()
 	a.insNode.Close()
+	if a.saveTree != nil {
+		a.saveTree.Close()
+	}
+}
+
+// statements are an appender's four statements prepared on the pool, for a writer that
+// appends batch after batch (a [Batcher]): compiling them for every transaction was a third
+// of a small batch's time (the MCP server audits every call; issue #28). Close them when the
+// writer is done.
+type statements struct {
+	loadTree, insEntry, insNode, saveTree *sql.Stmt
+}
+
+// prepareStatements prepares the appender's statements on db.
+func prepareStatements(ctx context.Context, db *sql.DB) (*statements, error) {
+	st := &statements{}
+	for _, p := range []struct {
+		stmt  **sql.Stmt
+		query string
+	}{{&st.loadTree, loadTreeSQL}, {&st.insEntry, insEntrySQL}, {&st.insNode, insNodeSQL}, {&st.saveTree, saveTreeSQL}} {
+		s, err := db.PrepareContext(ctx, p.query)
+		if err != nil {
+			st.close()
+			return nil, fmt.Errorf("prepare audit statements: %w", err)
+		}
+		*p.stmt = s
+	}
+	return st, nil
+}
+
+// close releases the statements on every connection they were prepared on.
+func (st *statements) close() {
+	for _, s := range []*sql.Stmt{st.loadTree, st.insEntry, st.insNode, st.saveTree} {
+		if s != nil {
+			s.Close()
+		}
+	}
 }
 
 // next is the sequence number the next entry gets.
@@ -90,4 +148,9 @@ func (a *appender) write(ctx context.Context, at string, e Entry, body []byte) e
 }
 
 // save stores the tree's new state.
-func (a *appender) save(ctx context.Context) error { return saveTree(ctx, a.tx, a.r) }
+func (a *appender) save(ctx context.Context) error {
+	if a.saveTree == nil {
+		return saveTree(ctx, a.tx, a.r)
+	}
+	return saveTreeWith(func(args ...any) (sql.Result, error) { return a.saveTree.ExecContext(ctx, args...) }, a.r)
+}

@@ -19,7 +19,7 @@ import (
 // returns nil never acts unaudited.
 //
 // Entries are appended in the order their Append calls queued them, a batch in one transaction
-// with one tree load and prepared inserts; each entry is stamped as it is written, strictly
+// with one tree load, through statements Run prepares once on the pool; each entry is stamped as it is written, strictly
 // after the entry before it in the batch. An entry that cannot be encoded is refused to its
 // caller alone; if the transaction fails, every entry of the batch is refused. [Batcher.Run]
 // does the writing; when its ctx ends, entries still queued are refused with
@@ -75,6 +75,12 @@ func (b *Batcher) Append(ctx context.Context, e Entry) error {
 
 // Run commits batches until ctx ends; entries still waiting then are refused.
 func (b *Batcher) Run(ctx context.Context) {
+	// Without the statements (the database would not prepare them), every batch prepares its
+	// own, as AppendAll does: slower, never refused for it.
+	st, err := prepareStatements(ctx, b.db.SQL())
+	if err == nil {
+		defer st.close()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -87,12 +93,12 @@ func (b *Batcher) Run(ctx context.Context) {
 			return
 		case <-b.wake:
 		}
-		b.drain(ctx)
+		b.drain(ctx, st)
 	}
 }
 
 // drain commits what is queued, at most maxBatch entries a transaction, until nothing is.
-func (b *Batcher) drain(ctx context.Context) {
+func (b *Batcher) drain(ctx context.Context, st *statements) {
 	for {
 		b.gather()
 		b.mu.Lock()
@@ -103,7 +109,7 @@ func (b *Batcher) drain(ctx context.Context) {
 			return
 		}
 		refused := make([]error, len(batch))
-		err := b.db.Tx(ctx, func(tx *sql.Tx) error { return b.log.appendBatch(ctx, tx, batch, refused) })
+		err := b.db.Tx(ctx, func(tx *sql.Tx) error { return b.log.appendBatch(ctx, tx, st, batch, refused) })
 		for i, w := range batch {
 			if refused[i] != nil {
 				w.done <- refused[i]
@@ -132,15 +138,21 @@ func (b *Batcher) gather() {
 	}
 }
 
-// appendBatch writes a batch's entries in tx, in order, with one tree load and the inserts
-// prepared once. Each entry is stamped as it is written, strictly after the one before it (a
+// appendBatch writes a batch's entries in tx, in order, with one tree load, through st (nil:
+// statements prepared in tx). Each entry is stamped as it is written, strictly after the one before it (a
 // clock that has not moved is nudged on by a nanosecond), so entries of one batch keep
 // distinct times in their sequence order. An entry that cannot be encoded is refused in
 // refused[i] and takes no sequence number; the others are written around it. An error is the
 // transaction's: nothing of the batch may commit.
-func (l *Log) appendBatch(ctx context.Context, tx *sql.Tx, batch []batchWait, refused []error) error {
+func (l *Log) appendBatch(ctx context.Context, tx *sql.Tx, st *statements, batch []batchWait, refused []error) error {
 	ctx = context.WithoutCancel(ctx) // as in AppendAll: the transaction still ends with ctx
-	a, err := newAppender(ctx, tx)
+	var a *appender
+	var err error
+	if st != nil {
+		a, err = newAppenderWith(ctx, tx, st)
+	} else {
+		a, err = newAppender(ctx, tx)
+	}
 	if err != nil {
 		return fmt.Errorf("append audit entries: %w", err)
 	}

@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/verify"
+	"github.com/agora-dev/agora/internal/store"
 )
 
 // TestBatcher_GroupCommit writes entries from many callers at once: each returns only after
@@ -84,5 +86,68 @@ func TestBatcher_KeepsOrder(t *testing.T) {
 		if want := fmt.Sprintf("s%d", i); r.Subject != want || r.Seq != uint64(i) {
 			t.Errorf("entry %d: seq %d subject %q, want seq %d subject %q", i, r.Seq, r.Subject, i, want)
 		}
+	}
+}
+
+// TestBatcher_ReadsTheTreeFreshEachBatch: the batcher's statements are prepared once, but
+// each batch must still read the tree as it is now. Other writers (this process's own
+// transactions, and another process through its own connection to the file) append between
+// the batcher's batches; every entry gets the next sequence number and the whole log verifies.
+// A tree kept or read stale across batches would reuse a sequence number (refused by the
+// table) or build a tree that does not match the entries.
+func TestBatcher_ReadsTheTreeFreshEachBatch(t *testing.T) {
+	f := newFixture(t)
+	other, err := store.Open(t.Context(), f.path, audit.Migrations) // another process's connection
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	b := audit.NewBatcher(f.db, audit.New(nil))
+	var runner sync.WaitGroup
+	runner.Go(func() { b.Run(ctx) })
+	const rounds = 20
+	for i := range rounds {
+		if err := b.Append(t.Context(), audit.Entry{Kind: "mcp.tool_call", Subject: fmt.Sprintf("batcher-%d", i)}); err != nil {
+			t.Fatalf("batcher append %d: %v", i, err)
+		}
+		db := f.db
+		if i%2 == 1 {
+			db = other
+		}
+		if err := db.Tx(t.Context(), func(tx *sql.Tx) error {
+			_, err := audit.New(nil).Append(t.Context(), tx, audit.Entry{Kind: "mcp.tool_call", Subject: fmt.Sprintf("other-%d", i)})
+			return err
+		}); err != nil {
+			t.Fatalf("other append %d: %v", i, err)
+		}
+	}
+	cancel()
+	runner.Wait()
+	recs, err := audit.List(t.Context(), f.db.SQL(), audit.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2*rounds {
+		t.Fatalf("%d entries, want %d", len(recs), 2*rounds)
+	}
+	for i, r := range recs {
+		want := fmt.Sprintf("batcher-%d", i/2)
+		if i%2 == 1 {
+			want = fmt.Sprintf("other-%d", i/2)
+		}
+		if r.Seq != uint64(i) || r.Subject != want {
+			t.Fatalf("entry %d: got seq %d subject %q, want seq %d subject %q", i, r.Seq, r.Subject, i, want)
+		}
+	}
+	if err := f.checkpoint(t).Err(); err != nil {
+		t.Fatal(err)
+	}
+	bundle, err := f.cp.Export(t.Context(), audit.Selection{Kind: "mcp.*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := verify.Verify(roundTrip(t, bundle), verify.Options{Key: f.vkey}); !rep.OK {
+		t.Fatalf("the log does not verify: %v", failed(rep))
 	}
 }

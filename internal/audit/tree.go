@@ -53,13 +53,20 @@ type txLike interface {
 // loadTree reads the tree's compact range and brings it up to date with audit_entries: a log
 // whose entries predate the tree (or whose writer was older) is caught up here, in tx.
 func loadTree(ctx context.Context, tx txLike) (*compact.Range, error) {
-	// One statement: preparing one is most of an append's cost.
+	return loadTreeRow(ctx, tx, tx.QueryRowContext(ctx, loadTreeSQL))
+}
+
+// loadTreeSQL reads the tree in one statement: preparing one is most of an append's cost.
+const loadTreeSQL = `SELECT (SELECT COALESCE(MAX(seq)+1, 0) FROM audit_entries),
+		(SELECT size FROM audit_tree WHERE id = 0), (SELECT frontier FROM audit_tree WHERE id = 0)`
+
+// loadTreeRow is [loadTree] from row, the result of loadTreeSQL in tx (a prepared statement's
+// or not).
+func loadTreeRow(ctx context.Context, tx txLike, row *sql.Row) (*compact.Range, error) {
 	var next int64
 	var size sql.NullInt64
 	var frontier []byte
-	err := tx.QueryRowContext(ctx, `SELECT (SELECT COALESCE(MAX(seq)+1, 0) FROM audit_entries),
-		(SELECT size FROM audit_tree WHERE id = 0), (SELECT frontier FROM audit_tree WHERE id = 0)`).Scan(&next, &size, &frontier)
-	if err != nil {
+	if err := row.Scan(&next, &size, &frontier); err != nil {
 		return nil, fmt.Errorf("read audit tree: %w", err)
 	}
 	if len(frontier)%verify.HashSize != 0 {
@@ -157,12 +164,20 @@ func appendLeaf(ctx context.Context, tx execer, r *compact.Range, leaf []byte) e
 
 // saveTree stores r as the tree's state.
 func saveTree(ctx context.Context, tx execer, r *compact.Range) error {
+	return saveTreeWith(func(args ...any) (sql.Result, error) { return tx.ExecContext(ctx, saveTreeSQL, args...) }, r)
+}
+
+// saveTreeSQL stores the tree's size and frontier.
+const saveTreeSQL = `INSERT INTO audit_tree(id, size, frontier) VALUES (0, ?, ?)
+		ON CONFLICT(id) DO UPDATE SET size = excluded.size, frontier = excluded.frontier`
+
+// saveTreeWith is [saveTree] through exec, which runs saveTreeSQL with its arguments.
+func saveTreeWith(exec func(args ...any) (sql.Result, error), r *compact.Range) error {
 	frontier := make([]byte, 0, len(r.Hashes())*verify.HashSize)
 	for _, h := range r.Hashes() {
 		frontier = append(frontier, h...)
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO audit_tree(id, size, frontier) VALUES (0, ?, ?)
-		ON CONFLICT(id) DO UPDATE SET size = excluded.size, frontier = excluded.frontier`, int64(r.End()), frontier)
+	_, err := exec(int64(r.End()), frontier)
 	if err != nil {
 		return fmt.Errorf("save audit tree: %w", err)
 	}
