@@ -118,11 +118,15 @@ func BenchmarkDescribeHTTP(b *testing.B) {
 		}
 		raw(b, out.Dispatch.ID)
 	})
-	b.Run("sdk", func(b *testing.B) {
+	// sdk: eight clients as eight processes would be, each with its own connection pool.
+	// sdk-one-pool: the same eight sharing http.DefaultTransport, which keeps two idle
+	// connections per host, so most calls open a new connection (how this was measured before
+	// issue #28: ~470 new connections a second).
+	sdk := func(b *testing.B, transport func() http.RoundTripper) {
 		params := &mcp.CallToolParams{Name: "agora_dispatch_describe", Arguments: map[string]any{"id": id}}
 		callers := make([]func() error, benchClients)
 		for i := range callers {
-			cs := httpSession(b, srv.url, tokens[i])
+			cs := httpSessionVia(b, srv.url, tokens[i], transport())
 			callers[i] = func() error {
 				res, err := cs.CallTool(context.Background(), params)
 				if err != nil || res.IsError {
@@ -132,6 +136,16 @@ func BenchmarkDescribeHTTP(b *testing.B) {
 			}
 		}
 		benchCalls(b, srv, callers)
+	}
+	b.Run("sdk", func(b *testing.B) {
+		sdk(b, func() http.RoundTripper {
+			tr := &http.Transport{}
+			b.Cleanup(tr.CloseIdleConnections)
+			return tr
+		})
+	})
+	b.Run("sdk-one-pool", func(b *testing.B) {
+		sdk(b, func() http.RoundTripper { return http.DefaultTransport })
 	})
 }
 

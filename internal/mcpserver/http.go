@@ -182,6 +182,10 @@ func (p progressSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	if !mayCarryProgressToken(body) {
+		p.plain.ServeHTTP(w, r)
+		return
+	}
 	var msg struct {
 		Params struct {
 			Meta struct {
@@ -194,6 +198,14 @@ func (p progressSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.plain.ServeHTTP(w, r)
+}
+
+// mayCarryProgressToken is false when body cannot name a progress token: it holds neither
+// the key's bytes nor a \u escape that could spell them. Most calls carry none, and this
+// spares them a second decode of the whole body (the SDK decodes it after). A key spelled in
+// another case is no progress token to the SDK either.
+func mayCarryProgressToken(body []byte) bool {
+	return bytes.Contains(body, []byte(`progressToken`)) || bytes.Contains(body, []byte(`\u`))
 }
 
 // redactHandler masks the tokens in every log record, as a backstop: nothing logs a token.
