@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/audit/verify"
 )
 
@@ -41,7 +42,7 @@ func (c *Checkpointer) ExportRun(ctx context.Context, run RunParts, dispatches E
 	manifests := []verify.Manifest{}
 	for _, t := range run.Tasks {
 		for _, id := range t.Dispatches {
-			subjects = append(subjects, "dispatch/"+id)
+			subjects = append(subjects, entry.Dispatch(id))
 			m, err := dispatches.EndedProvenance(ctx, id)
 			if err != nil {
 				return nil, fmt.Errorf("task %s: %w", t.ID, err)

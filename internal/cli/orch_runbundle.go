@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
@@ -23,7 +24,7 @@ func orchRunExporter(orchCP *audit.Checkpointer) func(ctx context.Context, runID
 		if _, err := orchCP.Checkpoint(ctx); err != nil {
 			return nil, err
 		}
-		return orchCP.Export(ctx, audit.Selection{Subjects: []string{"run/" + runID}, Run: runID})
+		return orchCP.Export(ctx, audit.Selection{Subjects: []string{entry.Run(runID)}, Run: runID})
 	}
 }
 

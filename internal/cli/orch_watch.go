@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/orch/api"
@@ -142,7 +143,7 @@ func (w *runWatcher) event(ev *api.Event) {
 		w.writeLine(watchLine{Event: ev})
 	case !w.live:
 		fmt.Fprintf(w.out, "%s\t%s\t%s\t%s\t%s\n", ev.At.UTC().Format(time.RFC3339), orDash(ev.Task),
-			strings.TrimPrefix(ev.Kind, "orch."), ev.State, agentText(ev.Detail))
+			strings.TrimPrefix(ev.Kind, entry.OrchPrefix), ev.State, agentText(ev.Detail))
 	}
 	if ev.Task == "" {
 		return

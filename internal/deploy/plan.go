@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/ccimport"
 	"github.com/agora-dev/agora/internal/catalog/provision"
@@ -397,8 +398,8 @@ func (s *Source) Summary(actor string, changes []provision.Change, prune bool) *
 	}
 	return &audit.Entry{
 		Actor:   actor,
-		Kind:    "catalog.apply",
-		Subject: "manifest/" + filepath.Base(s.Path),
+		Kind:    entry.CatalogApply,
+		Subject: entry.Manifest(filepath.Base(s.Path)),
 		Details: details,
 	}
 }

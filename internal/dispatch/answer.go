@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // The doors a question is answered through.
@@ -19,13 +20,9 @@ const (
 	ViaOrch = "orch" // agora orch answer: the run fires the answering attempt
 )
 
-// Audit entry kinds of answers. The answer itself is recorded as the parent's lifecycle event
-// dispatch.answered (actor: who answered), with the child's dispatch.accepted in the same
-// transaction.
-const (
-	KindAnswered      = "dispatch." + StateAnswered
-	KindAnswerRefused = "dispatch.resume.refused"
-)
+// The answer itself is recorded as the parent's lifecycle event dispatch.answered (actor: who
+// answered), with the child's dispatch.accepted in the same transaction; a refused answer is
+// entry.DispatchResumeRefused.
 
 // Answerer is who answers a dispatch's question and through which door: the parent records
 // the actor (answered_by), and its dispatch.answered entry (or, refused, its
@@ -143,7 +140,7 @@ func (d *Dispatcher) refuseAnswer(ctx context.Context, parentID string, by Answe
 	if by.Role != "" {
 		details["role"] = by.Role
 	}
-	err := d.Records.AppendAudit(ctx, audit.Entry{Actor: by.Actor, Kind: KindAnswerRefused, Subject: "dispatch/" + parentID, Details: details})
+	err := d.Records.AppendAudit(ctx, audit.Entry{Actor: by.Actor, Kind: entry.DispatchResumeRefused, Subject: entry.Dispatch(parentID), Details: details})
 	if err != nil {
 		return fmt.Errorf("answer to dispatch %s refused (%v), and the audit log could not record the refusal: %w", parentID, why, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // A call a capability marks for approval is held: the gateway asks the dispatch's
@@ -24,12 +25,6 @@ const (
 	ApprovalApproved = "approved"
 	ApprovalDenied   = "denied"
 	ApprovalExpired  = "expired"
-)
-
-// Audit kinds of approvals.
-const (
-	KindApprovalRequest  = "approval.request"
-	KindApprovalDecision = "approval.decision"
 )
 
 // PhaseAwaitingApproval is [Record.Phase] while a call of the dispatch is held.
@@ -94,7 +89,7 @@ func (s *Records) RequestApproval(ctx context.Context, id string, a Approval, ar
 			return fmt.Errorf("record approval request of dispatch %s: %w", id, err)
 		}
 		_, err = s.log.Append(ctx, tx, audit.Entry{
-			Actor: "dispatch/" + id + " " + a.Role, Kind: KindApprovalRequest, Subject: "dispatch/" + id,
+			Actor: entry.GatewayActor(id, a.Role), Kind: entry.ApprovalRequest, Subject: entry.Dispatch(id),
 			Details: map[string]any{
 				"dispatch": id, "role": a.Role, "seq": a.Seq, "call_id": a.CallID, "tool": a.Tool,
 				"args_digest": a.ArgsDigest, "rule": a.Rule, "preview": a.Preview, "args_bytes": a.ArgsBytes,
@@ -243,7 +238,7 @@ func (s *Records) settle(ctx context.Context, tx *sql.Tx, id string, a Approval,
 	}
 	a.State, a.Reason, a.Actor, a.DecidedAt = state, reason, actor, &now
 	_, err = s.log.Append(ctx, tx, audit.Entry{
-		Actor: actor, Kind: KindApprovalDecision, Subject: "dispatch/" + id,
+		Actor: actor, Kind: entry.ApprovalDecision, Subject: entry.Dispatch(id),
 		Details: map[string]any{
 			"dispatch": id, "role": a.Role, "seq": a.Seq, "call_id": a.CallID, "tool": a.Tool,
 			"args_digest": a.ArgsDigest, "decision": state, "reason": reason,

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
-	"github.com/agora-dev/agora/internal/gateway"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
@@ -46,12 +46,12 @@ curl -s --unix-socket $sock -d '{"tool":"write_file","call_id":"forged2","rule":
 	if len(r.Approvals) != 1 {
 		t.Fatalf("approvals %+v, want only the covered call", r.Approvals)
 	}
-	reqs := e.audited(r, dispatch.KindApprovalRequest)
+	reqs := e.audited(r, entry.ApprovalRequest)
 	if len(reqs) != 1 || reqs[0].Details["tool"] != "write_file" || reqs[0].Details["rule"] != "write_file" {
 		t.Fatalf("approval.request entries %+v, want one for write_file under rule write_file", reqs)
 	}
 	var refused int
-	for _, a := range e.audited(r, gateway.KindGateway) {
+	for _, a := range e.audited(r, entry.ToolGateway) {
 		if a.Details["route"] == "approval" && a.Details["decision"] == "denied" &&
 			strings.Contains(a.Details["reason"].(string), `"deploy_production"`) {
 			refused++

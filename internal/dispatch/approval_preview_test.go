@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/gateway"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
@@ -176,7 +177,7 @@ func TestApproval_PreviewShowsWhatIsApproved(t *testing.T) {
 	if err != nil || !strings.Contains(out, "state:     denied") || !strings.Contains(out, "kept only while the call is pending") || strings.Contains(out, "evil.example") {
 		t.Errorf("approval show of a decided call: %v\n%s", err, out)
 	}
-	reqs := e.audited(r, dispatch.KindApprovalRequest)
+	reqs := e.audited(r, entry.ApprovalRequest)
 	if len(reqs) != 1 || reqs[0].Details["preview"] != held.Preview {
 		t.Fatalf("approval.request entries %+v, want the preview", reqs)
 	}

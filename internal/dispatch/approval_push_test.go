@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/grant"
@@ -92,7 +93,7 @@ func TestApproval_OpenAIHoldsEveryPush(t *testing.T) {
 			t.Errorf("tool.call %d: %q, want %q...", i, got[i], want[i])
 		}
 	}
-	if reqs := e.audited(r, dispatch.KindApprovalRequest); len(reqs) != len(pushes) {
+	if reqs := e.audited(r, entry.ApprovalRequest); len(reqs) != len(pushes) {
 		t.Errorf("%d approval.request entries, want %d", len(reqs), len(pushes))
 	}
 	patch := e.blob(r.Result.Patch)

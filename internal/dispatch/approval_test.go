@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/dispatch"
@@ -135,7 +136,7 @@ func TestApproval_OpenAIEndToEnd(t *testing.T) {
 	if got := e.toolCalls(r); strings.Join(got, "\n") != strings.Join(wantCalls, "\n") {
 		t.Errorf("tool.call entries %q, want %q", got, wantCalls)
 	}
-	reqs, decs := e.audited(r, dispatch.KindApprovalRequest), e.audited(r, dispatch.KindApprovalDecision)
+	reqs, decs := e.audited(r, entry.ApprovalRequest), e.audited(r, entry.ApprovalDecision)
 	if len(reqs) != 2 || len(decs) != 2 {
 		t.Fatalf("got %d approval.request and %d approval.decision entries, want 2 each", len(reqs), len(decs))
 	}
@@ -184,7 +185,7 @@ func TestApproval_ExpiryDenies(t *testing.T) {
 	if r.Result.Patch != nil && r.Result.Patch.Size != 0 {
 		t.Errorf("patch %q, want nothing written", e.blob(r.Result.Patch))
 	}
-	decs := e.audited(r, dispatch.KindApprovalDecision)
+	decs := e.audited(r, entry.ApprovalDecision)
 	if len(decs) != 1 || decs[0].Actor != dispatch.SystemActor || decs[0].Details["decision"] != "expired" {
 		t.Errorf("decision entries %+v, want one expiry by system", decs)
 	}
@@ -280,7 +281,7 @@ func TestRecords_DecideApprovalRefusals(t *testing.T) {
 	if args, err := e.d.Records.ApprovalArgs(t.Context(), r.ID, a.Seq); err != nil || args != "" {
 		t.Errorf("args of the expired call: %q, %v, want none kept", args, err)
 	}
-	decs := e.audited(r, dispatch.KindApprovalDecision)
+	decs := e.audited(r, entry.ApprovalDecision)
 	if len(decs) != 1 || decs[0].Actor != dispatch.SystemActor {
 		t.Errorf("decision entries %+v, want the one expiry", decs)
 	}

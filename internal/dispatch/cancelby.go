@@ -6,11 +6,8 @@ import (
 	"fmt"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
-
-// KindCancelRequest is the audit entry of a person's or program's cancel: its actor is who
-// asked. (The terminal entry that follows carries the dispatch's own actor.)
-const KindCancelRequest = "dispatch.cancel_requested"
 
 // CancelBy is [Dispatcher.Cancel] on behalf of actor, who is recorded in the audit log as
 // asking, in the same transaction that raises the cancel flag. A dispatch that has already
@@ -37,7 +34,7 @@ func (s *Records) requestCancelBy(ctx context.Context, id, actor string) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE dispatches SET cancel_requested = 1 WHERE id = ?`, id); err != nil {
 			return err
 		}
-		_, err = s.log.Append(ctx, tx, audit.Entry{Actor: actor, Kind: KindCancelRequest, Subject: "dispatch/" + id,
+		_, err = s.log.Append(ctx, tx, audit.Entry{Actor: actor, Kind: entry.DispatchCancelRequested, Subject: entry.Dispatch(id),
 			Details: map[string]any{"dispatch": id, "by": actor, "state": r.State}})
 		return err
 	})

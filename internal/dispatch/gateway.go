@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/gateway"
@@ -265,9 +266,9 @@ type gatewayAuditor struct {
 
 func (a *gatewayAuditor) Record(ctx context.Context, kind string, details map[string]any) error {
 	return a.records.AppendAudit(ctx, audit.Entry{
-		Actor:   "dispatch/" + a.id + " " + a.role,
+		Actor:   entry.GatewayActor(a.id, a.role),
 		Kind:    kind,
-		Subject: "dispatch/" + a.id,
+		Subject: entry.Dispatch(a.id),
 		Details: details,
 	})
 }

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
-	"github.com/agora-dev/agora/internal/gateway"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
@@ -56,16 +56,16 @@ echo FLOOD-ENDED`
 	if len(gw) > 512 {
 		t.Errorf("the gateway wrote %d entries, want at most the budget's 512", len(gw))
 	}
-	if n := len(gw); n == 0 || gw[n-1].Kind != gateway.KindAuditBudget {
-		t.Fatalf("the gateway's last entry is not %s (%d entries)", gateway.KindAuditBudget, n)
+	if n := len(gw); n == 0 || gw[n-1].Kind != entry.ToolGatewayBudget {
+		t.Fatalf("the gateway's last entry is not %s (%d entries)", entry.ToolGatewayBudget, n)
 	}
 	var budgets int
 	for _, a := range gw {
-		if a.Kind == gateway.KindAuditBudget {
+		if a.Kind == entry.ToolGatewayBudget {
 			budgets++
 		}
 	}
 	if budgets != 1 {
-		t.Errorf("got %d %s entries, want one", budgets, gateway.KindAuditBudget)
+		t.Errorf("got %d %s entries, want one", budgets, entry.ToolGatewayBudget)
 	}
 }

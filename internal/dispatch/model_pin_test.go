@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/dispatch"
-	"github.com/agora-dev/agora/internal/gateway"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
@@ -55,7 +55,7 @@ func TestModel_PinnedToSubagentModel(t *testing.T) {
 		}
 	}
 	var denied int
-	for _, a := range e.audited(r, gateway.KindGateway) {
+	for _, a := range e.audited(r, entry.ToolGateway) {
 		if reason, _ := a.Details["reason"].(string); a.Details["decision"] == "denied" && strings.Contains(reason, `model not allowed: "o1-pro-2025-03-19" is not the subagent's model "test-model"`) {
 			denied++
 		}

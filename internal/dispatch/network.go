@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/egress"
@@ -243,9 +244,9 @@ type batchAuditor struct {
 
 func (a *batchAuditor) Record(ctx context.Context, kind string, details map[string]any) error {
 	return a.b.Append(ctx, audit.Entry{
-		Actor:   "dispatch/" + a.id + " " + a.role,
+		Actor:   entry.GatewayActor(a.id, a.role),
 		Kind:    kind,
-		Subject: "dispatch/" + a.id,
+		Subject: entry.Dispatch(a.id),
 		Details: details,
 	})
 }

@@ -14,13 +14,11 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/egress/proxy"
 	"github.com/agora-dev/agora/internal/store"
 	"github.com/agora-dev/agora/internal/verdict"
 )
-
-// KindVerified is the audit kind of a dispatch's verify gate verdict.
-const KindVerified = "dispatch.verified"
 
 // Records keeps dispatch records, their lifecycle events, audit entries and callback outbox
 // rows; every state change writes all of them in one transaction.
@@ -193,7 +191,7 @@ func (s *Records) event(ctx context.Context, tx *sql.Tx, r *Record, kind string,
 		return fmt.Errorf("record %s event of dispatch %s: %w", kind, r.ID, err)
 	}
 	if _, err := s.log.Append(ctx, tx, audit.Entry{
-		Actor: r.Actor, Kind: "dispatch." + kind, Subject: "dispatch/" + r.ID, Details: data,
+		Actor: r.Actor, Kind: entry.DispatchState(kind), Subject: entry.Dispatch(r.ID), Details: data,
 	}); err != nil {
 		return err
 	}
@@ -325,7 +323,7 @@ UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolatio
 			data["verdict"] = v.Digest()
 			vd := v.Details()
 			vd["verdict"] = v.Digest()
-			if _, err := s.log.Append(ctx, tx, audit.Entry{Actor: r.Actor, Kind: KindVerified, Subject: "dispatch/" + r.ID, Details: vd}); err != nil {
+			if _, err := s.log.Append(ctx, tx, audit.Entry{Actor: r.Actor, Kind: entry.DispatchVerified, Subject: entry.Dispatch(r.ID), Details: vd}); err != nil {
 				return err
 			}
 		}

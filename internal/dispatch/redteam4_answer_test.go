@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -64,7 +65,7 @@ func TestRedTeam4_AnsweredOnceUnderContentionAndOldRows(t *testing.T) {
 	}
 	var refused int
 	if err := e.home.DB.SQL().QueryRow(`SELECT count(*) FROM audit_entries WHERE kind = ? AND subject = ?`,
-		dispatch.KindAnswerRefused, "dispatch/"+parent.ID).Scan(&refused); err != nil {
+		entry.DispatchResumeRefused, "dispatch/"+parent.ID).Scan(&refused); err != nil {
 		t.Fatal(err)
 	}
 	if refused != n-1 {

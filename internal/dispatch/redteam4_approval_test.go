@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
@@ -107,7 +108,7 @@ func TestRedTeam4_TwoPeopleDecideAtOnce(t *testing.T) {
 	}
 	r := <-done
 	wantFinished(t, r)
-	decs := e.audited(r, dispatch.KindApprovalDecision)
+	decs := e.audited(r, entry.ApprovalDecision)
 	if len(decs) != 1 {
 		t.Fatalf("%d approval.decision entries, want 1", len(decs))
 	}
@@ -154,7 +155,7 @@ func TestRedTeam4_ApproveAfterCancel(t *testing.T) {
 			t.Errorf("the held write ran after the cancel: %q", c)
 		}
 	}
-	for _, d := range e.audited(r, dispatch.KindApprovalDecision) {
+	for _, d := range e.audited(r, entry.ApprovalDecision) {
 		if d.Details["decision"] == "approved" {
 			t.Errorf("an approval was recorded after the cancel: %v", d.Details)
 		}

@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/dispatch"
-	"github.com/agora-dev/agora/internal/gateway"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
@@ -47,7 +47,7 @@ func TestRedTeam4_SandboxAsksTheProviderToAct(t *testing.T) {
 		t.Fatalf("the model API saw %d requests, want the runtime's 2", n)
 	}
 	var denied int
-	for _, a := range e.audited(r, gateway.KindGateway) {
+	for _, a := range e.audited(r, entry.ToolGateway) {
 		if a.Details["decision"] == "denied" && strings.Contains(a.Details["route"].(string), "model") {
 			denied++
 		}

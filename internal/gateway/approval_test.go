@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/grant"
 )
 
@@ -160,7 +161,7 @@ func TestApproval_ForgedFromSandbox(t *testing.T) {
 		{"Bash line no rule holds", "Bash", `{"command":"git status"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := len(h.audit.ofKind(KindGateway))
+			n := len(h.audit.ofKind(entry.ToolGateway))
 			resp, body := h.do(t, http.MethodPost, "/approval", nil,
 				`{"tool":"`+tc.tool+`","call_id":"c1","rule":"`+forged+`","args":`+tc.args+`}`)
 			if resp.StatusCode != http.StatusForbidden || !strings.Contains(errorOf(t, body), "no approve rule") {

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // A sandbox must not be able to turn the audit log into a weapon (issue #11, finding 8): 32
@@ -110,12 +112,12 @@ type tallyEntry struct {
 	tallyCount
 }
 
-// flushRefusals writes one [KindGatewayRefused] entry for each route and reason refused since
+// flushRefusals writes one [entry.ToolGatewayRefused] entry for each route and reason refused since
 // the last flush; last stops the counting.
 func (g *Gateway) flushRefusals(ctx context.Context, last bool) {
 	for _, e := range g.tally.take(last) {
 		// An entry not kept (the budget spent, the log down) has nowhere else to go.
-		_ = g.audit.Record(ctx, KindGatewayRefused, map[string]any{
+		_ = g.audit.Record(ctx, entry.ToolGatewayRefused, map[string]any{
 			"dispatch": g.dispatchID,
 			"role":     g.role,
 			"route":    e.route,
@@ -227,7 +229,7 @@ func (b *auditBudget) charge(entries, bytes int64) error {
 func (b *auditBudget) finish(ctx context.Context, entries, bytes int64, detail string) {
 	b.order.Lock()
 	// Not kept, the dispatch still ends: the budget is what protects the log.
-	_ = b.inner.Record(ctx, KindAuditBudget, map[string]any{
+	_ = b.inner.Record(ctx, entry.ToolGatewayBudget, map[string]any{
 		"dispatch":    b.dispatchID,
 		"role":        b.role,
 		"entries":     entries,

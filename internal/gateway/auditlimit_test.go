@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // validReport is a /audit/tool body the gateway accepts: two entries (tool.call and
@@ -72,7 +74,7 @@ func TestGateway_AuditBudgetEntries(t *testing.T) {
 		"max_entries": int64(7), "max_bytes": int64(DefaultMaxAuditBytes), "decision": decisionDenied,
 		"reason": "the gateway's audit budget of 7 entries is spent",
 	}
-	if diff := cmp.Diff(want, last.details, cmpopts.IgnoreMapEntries(func(k string, _ any) bool { return k == "bytes" })); last.kind != KindAuditBudget || diff != "" {
+	if diff := cmp.Diff(want, last.details, cmpopts.IgnoreMapEntries(func(k string, _ any) bool { return k == "bytes" })); last.kind != entry.ToolGatewayBudget || diff != "" {
 		t.Errorf("last entry %s (-want +got):\n%s", last.kind, diff)
 	}
 	if got := calls.all(); !cmp.Equal(got, []string{"the gateway's audit budget of 7 entries is spent"}) {
@@ -101,8 +103,8 @@ func TestGateway_AuditBudgetBytes(t *testing.T) {
 		used += entrySize(e.kind, e.details)
 	}
 	last := all[len(all)-1]
-	if last.kind != KindAuditBudget || last.details["bytes"] != used {
-		t.Errorf("last entry %s %v, want %s saying %d bytes were used", last.kind, last.details, KindAuditBudget, used)
+	if last.kind != entry.ToolGatewayBudget || last.details["bytes"] != used {
+		t.Errorf("last entry %s %v, want %s saying %d bytes were used", last.kind, last.details, entry.ToolGatewayBudget, used)
 	}
 	if size := entrySize(last.kind, last.details); used > budget-finalEntryReserve || size > finalEntryReserve {
 		t.Errorf("entries used %d bytes and the final one %d, want at most %d and %d", used, size, budget-finalEntryReserve, finalEntryReserve)
@@ -131,8 +133,8 @@ func TestGateway_AuditBudgetConcurrent(t *testing.T) {
 		t.Errorf("got %d entries, want at most the budget's 51", len(all))
 	}
 	for i, e := range all {
-		if (e.kind == KindAuditBudget) != (i == len(all)-1) {
-			t.Errorf("entry %d of %d is %s: want one %s, the last", i, len(all), e.kind, KindAuditBudget)
+		if (e.kind == entry.ToolGatewayBudget) != (i == len(all)-1) {
+			t.Errorf("entry %d of %d is %s: want one %s, the last", i, len(all), e.kind, entry.ToolGatewayBudget)
 		}
 	}
 	if got := calls.all(); len(got) != 1 {
@@ -151,10 +153,10 @@ func TestGateway_RefusalInterval(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			got := h.audit.ofKind(KindGatewayRefused)
+			got := h.audit.ofKind(entry.ToolGatewayRefused)
 			if len(got) >= n || time.Now().After(deadline) {
 				if len(got) != n {
-					t.Fatalf("got %d %s entries, want %d: %v", len(got), KindGatewayRefused, n, got)
+					t.Fatalf("got %d %s entries, want %d: %v", len(got), entry.ToolGatewayRefused, n, got)
 				}
 				return got
 			}
@@ -185,7 +187,7 @@ func TestGateway_RefusalInterval(t *testing.T) {
 			t.Errorf("aggregate times %v..%v, want RFC 3339, first not after last", tc.got["first"], tc.got["last"])
 		}
 	}
-	if n := len(h.audit.ofKind(KindGateway)); n != 0 {
+	if n := len(h.audit.ofKind(entry.ToolGateway)); n != 0 {
 		t.Errorf("got %d entries of their own for counted refusals, want 0", n)
 	}
 }

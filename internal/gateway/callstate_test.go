@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // callReport is a /audit/tool body for call id with phase ("" for none) and decision.
@@ -74,7 +76,7 @@ func TestGateway_ToolAuditCallSequence(t *testing.T) {
 				t.Fatalf("statuses: got %v, want %v", got, tc.want)
 			}
 			var recorded []string
-			for _, d := range h.audit.ofKind(KindToolCall) {
+			for _, d := range h.audit.ofKind(entry.ToolCall) {
 				p, _ := d["phase"].(string)
 				recorded = append(recorded, p+"/"+d["decision"].(string))
 			}
@@ -103,7 +105,7 @@ func TestGateway_ToolAuditCallIDsApart(t *testing.T) {
 			t.Errorf("%s: got %d %s, want 204", b, resp.StatusCode, body)
 		}
 	}
-	if n := len(h.audit.ofKind(KindToolCall)); n != 7 {
+	if n := len(h.audit.ofKind(entry.ToolCall)); n != 7 {
 		t.Errorf("got %d tool.call records, want 7", n)
 	}
 }
@@ -123,7 +125,7 @@ func TestGateway_ToolAuditCallNotKept(t *testing.T) {
 			t.Fatalf("%s retried: got %d %s, want 204", phase, resp.StatusCode, body)
 		}
 	}
-	if n := len(h.audit.ofKind(KindToolCall)); n != 2 {
+	if n := len(h.audit.ofKind(entry.ToolCall)); n != 2 {
 		t.Errorf("got %d tool.call records, want 2", n)
 	}
 	if got := len(h.gw.calls.m); got != 1 {
@@ -161,7 +163,7 @@ func TestGateway_ToolAuditCallRace(t *testing.T) {
 	if statuses[http.StatusNoContent] != 1 || statuses[http.StatusBadRequest] != n-1 {
 		t.Errorf("got statuses %v, want one 204 and %d 400", statuses, n-1)
 	}
-	if got := len(h.audit.ofKind(KindToolCall)); got != 2 {
+	if got := len(h.audit.ofKind(entry.ToolCall)); got != 2 {
 		t.Errorf("got %d tool.call records, want 2 (the pre and one post)", got)
 	}
 }

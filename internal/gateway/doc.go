@@ -25,7 +25,7 @@
 //     vetted against the grants again. The reply is JSON: status, content type, the body in
 //     base64 (at most [Config.MaxBody] bytes) and whether it was truncated. Fetches ask for
 //     identity and refuse an encoded body like model requests.
-//   - POST /audit/tool: the worker's tool-call decisions, recorded as "tool.call" under the
+//   - POST /audit/tool: the worker's tool-call decisions, recorded as entry.ToolCall under the
 //     dispatch id and role from [Config], never from the request. A decision the [Auditor]
 //     did not keep is answered 503, so the worker fails that call closed. claude-code's hooks
 //     report each call twice, with a phase ("pre": decision "requested" before the tool
@@ -62,14 +62,14 @@
 //
 // Every request the gateway serves, and every policy refusal worth seeing alone (a fetch of
 // a host outside the grant, a private address, a refused content coding), is recorded once
-// as [KindGateway] with the route, method, host, path, status, byte counts, duration,
+// as [entry.ToolGateway] with the route, method, host, path, status, byte counts, duration,
 // decision and reason. Refusals the sandbox can provoke at will (400, 404, 405, 413, 429,
-// and 503 for too many in flight or closing) are only counted: one [KindGatewayRefused]
+// and 503 for too many in flight or closing) are only counted: one [entry.ToolGatewayRefused]
 // entry per route and reason each [Config.RefusalInterval] and at Close, so a flood of them
 // costs the audit log a bounded number of entries. Every entry the gateway writes, the
 // tool.call reports included, is charged to the dispatch's audit budget
 // ([Config.MaxAuditEntries], [Config.MaxAuditBytes]); when it is spent, one
-// [KindAuditBudget] entry says so, [Config.OnLimit] is called once (the supervisor stops
+// [entry.ToolGatewayBudget] entry says so, [Config.OnLimit] is called once (the supervisor stops
 // the sandbox and fails the dispatch limit-exceeded), and every later request is refused
 // with 503 and no entry. Requests are size-capped, limited in number in flight and in rate,
 // and bounded by server timeouts.
@@ -80,7 +80,7 @@
 // Response, teed from the upstream body; nothing is held). Before a model call is forwarded,
 // and before its body is read, [Config.Meter] is asked whether the dispatch's budget is
 // spent; if it is, the call is refused 400 with an error body in the API's own shape, its own
-// [KindGateway] entry (denied, "budget exceeded: ..."; never merely counted), and
+// [entry.ToolGateway] entry (denied, "budget exceeded: ..."; never merely counted), and
 // [Config.OnBudget]. A new model route passes its response shape to serveModel and is
 // counted and checked the same way.
 //

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // forever is a refusal interval longer than any test: only Close (or a test's flush) writes
@@ -123,7 +125,7 @@ func wantFloodBounded(t *testing.T, h *harness, statuses map[int]int64, total in
 	}
 	var counted int64
 	keys := map[string]bool{}
-	for _, d := range h.audit.ofKind(KindGatewayRefused) {
+	for _, d := range h.audit.ofKind(entry.ToolGatewayRefused) {
 		key := d["route"].(string) + " " + d["reason"].(string)
 		if keys[key] {
 			t.Errorf("two aggregates for %s in one interval", key)
@@ -137,7 +139,7 @@ func wantFloodBounded(t *testing.T, h *harness, statuses map[int]int64, total in
 	if counted != refused {
 		t.Errorf("aggregates count %d refusals, want the %d refused requests (statuses %v)", counted, refused, statuses)
 	}
-	for _, d := range h.audit.ofKind(KindGateway) {
+	for _, d := range h.audit.ofKind(entry.ToolGateway) {
 		if s := d["status"].(int); s >= 400 {
 			t.Errorf("a refused request has its own entry: %v", d)
 		}

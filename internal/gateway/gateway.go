@@ -23,21 +23,8 @@ import (
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
-// Audit record kinds.
-const (
-	// KindGateway is recorded once for every request the gateway serves, and for every
-	// refusal that is not counted under KindGatewayRefused.
-	KindGateway = "tool.gateway"
-	// KindGatewayRefused counts the refusals of one route and reason the sandbox can provoke
-	// at will (a malformed request, an unknown route, a wrong method, an oversize body, over
-	// the rate or concurrency limit): one entry per route and reason each
-	// [Config.RefusalInterval] and at Close, never one per request.
-	KindGatewayRefused = "tool.gateway.refused"
-	// KindAuditBudget is the gateway's last entry when the dispatch's audit budget is spent.
-	KindAuditBudget = "tool.gateway.budget"
-	// KindToolCall is recorded for every tool decision the worker reports on /audit/tool.
-	KindToolCall = "tool.call"
-)
+// The audit kinds the gateway writes are in package audit/entry (entry.ToolGateway and
+// the rest).
 
 // Defaults and fixed limits.
 const (
@@ -149,7 +136,7 @@ type Config struct {
 	// MaxAuditEntries and MaxAuditBytes are the dispatch's audit budget: the most entries,
 	// and bytes of entries (the kind and the details as JSON), the gateway writes, every
 	// kind counted, the worker's tool.call reports included, the final entry too. When an
-	// entry would not fit, the gateway writes one [KindAuditBudget] entry instead, calls
+	// entry would not fit, the gateway writes one [entry.ToolGatewayBudget] entry instead, calls
 	// OnLimit, and from then on refuses every request (503) without an entry. Zero means
 	// [DefaultMaxAuditEntries] and [DefaultMaxAuditBytes].
 	MaxAuditEntries int
@@ -177,7 +164,7 @@ type Config struct {
 	// ApprovalTimeout is the longest an Approver holds a call; the server's write timeout
 	// allows for it. Zero when Approver is nil.
 	ApprovalTimeout time.Duration
-	// RefusalInterval is how often counted refusals are written as [KindGatewayRefused];
+	// RefusalInterval is how often counted refusals are written as [entry.ToolGatewayRefused];
 	// Close writes what is left. Zero means [DefaultRefusalInterval].
 	RefusalInterval time.Duration
 	// Tracer receives a span for every model call and every tool decision (trace.go); nil

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/grant"
 )
 
@@ -68,7 +69,7 @@ func TestGateway_RateLimit(t *testing.T) {
 	}
 	h.audit.waitGateway(t, 3)
 	wantRefused(t, h, routeAuditTool, http.StatusTooManyRequests, 2)
-	if n := len(h.audit.ofKind(KindToolCall)); n != 3 {
+	if n := len(h.audit.ofKind(entry.ToolCall)); n != 3 {
 		t.Errorf("got %d tool.call records, want 3 (the rate-limited reports are not recorded)", n)
 	}
 }

@@ -24,6 +24,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/egress"
 )
 
@@ -66,8 +67,8 @@ func defaultDialer() *egress.Dialer {
 	return egress.NewDialer(egress.Policy{}, mapResolver(testHosts))
 }
 
-// entry is one audit record.
-type entry struct {
+// recorded is one audit record.
+type recorded struct {
 	kind    string
 	details map[string]any
 }
@@ -75,7 +76,7 @@ type entry struct {
 // fakeAuditor records every entry in memory.
 type fakeAuditor struct {
 	mu      sync.Mutex
-	entries []entry
+	entries []recorded
 	// fail makes Record keep nothing and return an error, like a database that is down.
 	fail atomic.Bool
 }
@@ -93,14 +94,14 @@ func (a *fakeAuditor) Record(ctx context.Context, kind string, details map[strin
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.entries = append(a.entries, entry{kind, c})
+	a.entries = append(a.entries, recorded{kind, c})
 	return nil
 }
 
-func (a *fakeAuditor) all() []entry {
+func (a *fakeAuditor) all() []recorded {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return append([]entry(nil), a.entries...)
+	return append([]recorded(nil), a.entries...)
 }
 
 func (a *fakeAuditor) ofKind(kind string) []map[string]any {
@@ -113,16 +114,16 @@ func (a *fakeAuditor) ofKind(kind string) []map[string]any {
 	return out
 }
 
-// waitGateway waits (briefly) for n KindGateway records: the record is written after the
+// waitGateway waits (briefly) for n entry.ToolGateway records: the record is written after the
 // handler returns, which may be just after the client has read the response.
 func (a *fakeAuditor) waitGateway(t testing.TB, n int) []map[string]any {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		got := a.ofKind(KindGateway)
+		got := a.ofKind(entry.ToolGateway)
 		if len(got) >= n || time.Now().After(deadline) {
 			if len(got) != n {
-				t.Fatalf("got %d %s records, want %d: %v", len(got), KindGateway, n, got)
+				t.Fatalf("got %d %s records, want %d: %v", len(got), entry.ToolGateway, n, got)
 			}
 			return got
 		}
@@ -167,7 +168,7 @@ func wantRefused(t testing.TB, h *harness, route string, status, n int) {
 	for {
 		h.gw.flushRefusals(t.Context(), false)
 		got = 0
-		for _, d := range h.audit.ofKind(KindGatewayRefused) {
+		for _, d := range h.audit.ofKind(entry.ToolGatewayRefused) {
 			if d["route"] == route && d["status"] == status {
 				got += d["count"].(int64)
 			}
@@ -180,7 +181,7 @@ func wantRefused(t testing.TB, h *harness, route string, status, n int) {
 	if got != int64(n) {
 		t.Errorf("got %d %s refusals of %s counted, want %d", got, http.StatusText(status), route, n)
 	}
-	for _, d := range h.audit.ofKind(KindGateway) {
+	for _, d := range h.audit.ofKind(entry.ToolGateway) {
 		if d["route"] == route && d["status"] == status {
 			t.Errorf("a counted refusal has its own entry: %v", d)
 		}

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // TestRedTeam2_SecretAsToolNameReachesAudit: an env secret put in a tool.call report's tool
@@ -61,7 +63,7 @@ func TestRedTeam2_SecretAsToolNameReachesAudit(t *testing.T) {
 		!strings.Contains(errorOf(t, body), "args_hash: holds a secret of this dispatch") {
 		t.Errorf("a secret as args_hash: got %d %s, want 400", resp.StatusCode, body)
 	}
-	if got := h2.audit.ofKind(KindToolCall); len(got) != 0 {
+	if got := h2.audit.ofKind(entry.ToolCall); len(got) != 0 {
 		t.Errorf("a secret as args_hash was recorded: %v", got)
 	}
 	for _, b := range bodies {
@@ -71,7 +73,7 @@ func TestRedTeam2_SecretAsToolNameReachesAudit(t *testing.T) {
 		}
 	}
 	wantRefused(t, h, routeAuditTool, http.StatusBadRequest, len(bodies))
-	if got := h.audit.ofKind(KindToolCall); len(got) != 0 {
+	if got := h.audit.ofKind(entry.ToolCall); len(got) != 0 {
 		t.Errorf("got %d tool.call records of reports holding a secret, want 0: %v", len(got), got)
 	}
 	// The same report without the secret is recorded: each refusal above was the secret's.
@@ -148,7 +150,7 @@ func TestRedTeam2_RefusedCallRecordedAllowed(t *testing.T) {
 	}
 	wantRefused(t, h, routeAuditTool, http.StatusBadRequest, len(forged))
 	var got []string
-	for _, d := range h.audit.ofKind(KindToolCall) {
+	for _, d := range h.audit.ofKind(entry.ToolCall) {
 		got = append(got, fmt.Sprintf("%v %v/%v", d["call_id"], d["phase"], d["decision"]))
 	}
 	if want := []string{"toolu_01REFUSED pre/denied"}; !slices.Equal(got, want) {
@@ -249,7 +251,7 @@ func TestRedTeam2_UnboundedConnections(t *testing.T) {
 	reasons := map[string]int{}
 	others := 0
 	for _, e := range entries {
-		if e.kind != KindGatewayRefused {
+		if e.kind != entry.ToolGatewayRefused {
 			others++
 			continue
 		}

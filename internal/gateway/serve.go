@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/budget"
 )
 
@@ -90,8 +91,8 @@ func routeOf(path string) string {
 }
 
 // serve admits a request (open, under the concurrency and rate limits, the audit budget not
-// spent), routes it and records it whatever happens, a panic included: as [KindGateway], or
-// counted for [KindGatewayRefused]. The record is written before the handler counts as
+// spent), routes it and records it whatever happens, a panic included: as [entry.ToolGateway], or
+// counted for [entry.ToolGatewayRefused]. The record is written before the handler counts as
 // finished, so Close never returns ahead of a record.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	if g.audit.spent() {
@@ -174,7 +175,7 @@ func (g *Gateway) enter() bool {
 }
 
 // record counts a refusal the sandbox can provoke at will (ex.tally set) and writes any other
-// request's one KindGateway record. It holds no body, query string or key. status 0 means no
+// request's one entry.ToolGateway record. It holds no body, query string or key. status 0 means no
 // response was sent.
 func (g *Gateway) record(r *http.Request, ex *exchange, status int, bytesOut, bytesIn int64, start time.Time) {
 	if ex.tally != "" {
@@ -206,7 +207,7 @@ func (g *Gateway) record(r *http.Request, ex *exchange, status int, bytesOut, by
 		}
 	}
 	// The answer is sent; a record that is not kept cannot change it.
-	_ = g.audit.Record(context.WithoutCancel(r.Context()), KindGateway, details)
+	_ = g.audit.Record(context.WithoutCancel(r.Context()), entry.ToolGateway, details)
 }
 
 // mask redacts the key from s, then clips it to n bytes: clipping first could cut a key in

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // maxToolAuditRequest caps a /audit/tool request body.
@@ -131,7 +133,7 @@ func (g *Gateway) checkNoSecret(t *toolAuditRequest) error {
 	return nil
 }
 
-// serveToolAudit records a tool decision reported by the worker as KindToolCall. The
+// serveToolAudit records a tool decision reported by the worker as entry.ToolCall. The
 // dispatch id and role come from the gateway's config: the sandbox cannot speak for another.
 // A report with a call id must also fit what is on record for that call (see callStates).
 func (g *Gateway) serveToolAudit(w http.ResponseWriter, r *http.Request, ex *exchange) {
@@ -177,7 +179,7 @@ func (g *Gateway) serveToolAudit(w http.ResponseWriter, r *http.Request, ex *exc
 	if t.CallID != "" {
 		details["call_id"] = t.CallID // checked above to hold no secret
 	}
-	err = g.audit.Record(context.WithoutCancel(r.Context()), KindToolCall, details)
+	err = g.audit.Record(context.WithoutCancel(r.Context()), entry.ToolCall, details)
 	g.tracer.tool(&t, g.red.String(t.Reason))
 	g.calls.end(t.CallID, next, err == nil)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 const testArgsHash = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -17,7 +19,7 @@ func TestGateway_ToolAuditRecorded(t *testing.T) {
 	if resp.StatusCode != http.StatusNoContent || len(body) != 0 {
 		t.Fatalf("got %d %q, want 204 and no body", resp.StatusCode, body)
 	}
-	calls := h.audit.ofKind(KindToolCall)
+	calls := h.audit.ofKind(entry.ToolCall)
 	want := []map[string]any{{
 		"dispatch":    testDispatchID,
 		"role":        testRole,
@@ -87,7 +89,7 @@ func TestGateway_ToolAuditValidation(t *testing.T) {
 			wantRefused(t, h, routeAuditTool, http.StatusBadRequest, n) // counted, not recorded alone
 		})
 	}
-	if calls := h.audit.ofKind(KindToolCall); len(calls) != 0 {
+	if calls := h.audit.ofKind(entry.ToolCall); len(calls) != 0 {
 		t.Errorf("got %d tool.call records from invalid reports, want 0: %v", len(calls), calls)
 	}
 	// The valid body itself is accepted, so each case above fails on its one change.
@@ -106,7 +108,7 @@ func TestGateway_ToolAuditNotKept(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(errorOf(t, body), "not kept") {
 		t.Fatalf("got %d %q, want 503 saying the record was not kept", resp.StatusCode, body)
 	}
-	if got := h.audit.ofKind(KindToolCall); len(got) != 0 {
+	if got := h.audit.ofKind(entry.ToolCall); len(got) != 0 {
 		t.Errorf("got tool.call records %v, want none", got)
 	}
 }
@@ -128,7 +130,7 @@ func TestGateway_ToolAuditPhases(t *testing.T) {
 			t.Fatalf("%s: got %d %q, want 204", body, resp.StatusCode, got)
 		}
 	}
-	entry := func(tool, decision, reason string, ms int64, extra ...string) map[string]any {
+	rec := func(tool, decision, reason string, ms int64, extra ...string) map[string]any {
 		m := map[string]any{"dispatch": testDispatchID, "role": testRole, "tool": tool, "decision": decision,
 			"reason": reason, "args_hash": testArgsHash, "duration_ms": ms}
 		for i := 0; i+1 < len(extra); i += 2 {
@@ -137,14 +139,14 @@ func TestGateway_ToolAuditPhases(t *testing.T) {
 		return m
 	}
 	want := []map[string]any{
-		entry("Bash", "requested", "about to run", 0, "phase", "pre", "call_id", "toolu_01ABC"),
-		entry("Bash", "allowed", "ran", 7, "phase", "post", "call_id", "toolu_01ABC"),
-		entry("Write", "denied", "not covered", 0, "phase", "pre", "call_id", "toolu_02"),
-		entry("Read", "denied", "not loaded", 0, "call_id", "toolu_03"),
-		entry("read_file", "allowed", "", 1),
-		entry("exec_command", "ran-outside-grant", "outside", 0, "call_id", "item_0"),
+		rec("Bash", "requested", "about to run", 0, "phase", "pre", "call_id", "toolu_01ABC"),
+		rec("Bash", "allowed", "ran", 7, "phase", "post", "call_id", "toolu_01ABC"),
+		rec("Write", "denied", "not covered", 0, "phase", "pre", "call_id", "toolu_02"),
+		rec("Read", "denied", "not loaded", 0, "call_id", "toolu_03"),
+		rec("read_file", "allowed", "", 1),
+		rec("exec_command", "ran-outside-grant", "outside", 0, "call_id", "item_0"),
 	}
-	if diff := cmp.Diff(want, h.audit.ofKind(KindToolCall)); diff != "" {
+	if diff := cmp.Diff(want, h.audit.ofKind(entry.ToolCall)); diff != "" {
 		t.Errorf("tool.call records (-want +got):\n%s", diff)
 	}
 }
@@ -190,7 +192,7 @@ func TestGateway_ToolAuditPhaseValidation(t *testing.T) {
 			}
 		})
 	}
-	if calls := h.audit.ofKind(KindToolCall); len(calls) != 0 {
+	if calls := h.audit.ofKind(entry.ToolCall); len(calls) != 0 {
 		t.Errorf("got %d tool.call records from invalid reports, want 0: %v", len(calls), calls)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
@@ -128,7 +129,7 @@ func TestDispatchOverStdio(t *testing.T) {
 	json.Unmarshal([]byte(out), &entries)
 	calls := 0
 	for _, e := range entries {
-		if e.Kind == mcpserver.KindToolCall {
+		if e.Kind == entry.MCPToolCall {
 			calls++
 		}
 	}

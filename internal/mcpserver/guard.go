@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/jcs"
 )
 
@@ -32,11 +33,11 @@ func (s *Server) guard(t tool, id identity, limiter *rate.Limiter) mcp.ToolHandl
 		raw := rawArguments(req)
 		p, ok := id(req.Extra)
 		if !ok {
-			s.audit(ctx, Principal{Client: "unidentified"}, t, KindToolDenied, decisionDenied, raw)
+			s.audit(ctx, Principal{Client: "unidentified"}, t, entry.MCPToolDenied, decisionDenied, raw)
 			return toolError(t.name + " refused: the caller is not identified"), nil
 		}
 		if !p.Ceiling.Allows(t.tier) {
-			s.audit(ctx, p, t, KindToolDenied, decisionDenied, raw)
+			s.audit(ctx, p, t, entry.MCPToolDenied, decisionDenied, raw)
 			s.log.Warn("tool denied", "tool", t.name, "client", p.Client, "ceiling", p.Ceiling.String())
 			return toolError(fmt.Sprintf("client %q may not call %s: its ceiling is %s, and %s needs %s",
 				p.Client, t.name, p.Ceiling, t.name, t.tier)), nil
@@ -47,10 +48,10 @@ func (s *Server) guard(t tool, id identity, limiter *rate.Limiter) mcp.ToolHandl
 		}
 		args, err := t.decode(raw)
 		if err != nil {
-			s.audit(ctx, p, t, KindToolCall, decisionInvalid, raw)
+			s.audit(ctx, p, t, entry.MCPToolCall, decisionInvalid, raw)
 			return toolError(s.publicError(t.name, err)), nil
 		}
-		if err := s.audit(ctx, p, t, KindToolCall, decisionAllowed, raw); err != nil {
+		if err := s.audit(ctx, p, t, entry.MCPToolCall, decisionAllowed, raw); err != nil {
 			return toolError(t.name + " refused: the audit log could not record this call"), nil
 		}
 		out, err := t.run(withProgress(ctx, req), s, p, args)
@@ -75,7 +76,7 @@ func (s *Server) audit(ctx context.Context, p Principal, t tool, kind, decision 
 	err := s.cfg.Audit(ctx, AuditEntry{
 		Actor:   p.Client,
 		Kind:    kind,
-		Subject: "mcp/" + t.name,
+		Subject: entry.MCPTool(t.name),
 		Details: map[string]any{
 			"tool": t.name, "decision": decision, "ceiling": p.Ceiling.String(),
 			"args_sha256": sum, "args_form": form,

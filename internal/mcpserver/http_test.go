@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
@@ -346,7 +347,7 @@ func TestHTTP_Ceilings(t *testing.T) {
 	}
 	var denied []string
 	for _, e := range f.audit.all() {
-		if e.Kind == mcpserver.KindToolDenied {
+		if e.Kind == entry.MCPToolDenied {
 			denied = append(denied, e.Actor+" "+e.Details["tool"].(string)+" "+e.Details["ceiling"].(string))
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
@@ -186,7 +187,7 @@ func TestLoop_OverStdioAndHTTP(t *testing.T) {
 	}
 	reads := 0
 	for _, e := range entries {
-		if e.Kind == mcpserver.KindResourceRead {
+		if e.Kind == entry.MCPResourceRead {
 			reads++
 		}
 	}

@@ -76,16 +76,10 @@ type Orchestrator interface {
 // AuditEntry is one entry for the audit log. Details hold names, decisions and hashes only.
 type AuditEntry struct {
 	Actor   string
-	Kind    string // KindToolCall or KindToolDenied
+	Kind    string // entry.MCPToolCall or entry.MCPToolDenied
 	Subject string // "mcp/" + the tool's name
 	Details map[string]any
 }
-
-// Audit entry kinds.
-const (
-	KindToolCall   = "mcp.tool.call"
-	KindToolDenied = "mcp.tool.denied"
-)
 
 // AuditFunc appends e to the audit log and returns once it is durable. A call whose entry
 // cannot be written is refused.

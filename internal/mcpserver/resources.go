@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/catalog"
 )
 
@@ -21,12 +22,6 @@ import (
 // read-only, for any identified caller (the read ceiling), each read audited before its
 // content leaves, at most maxContentRead bytes. Only what a record names is served: an
 // output is looked up by its name in the dispatch's record, never opened by path.
-
-// Audit kinds of resource reads.
-const (
-	KindResourceRead   = "mcp.resource.read"
-	KindResourceDenied = "mcp.resource.denied"
-)
 
 const maxResourceURI = 2048
 
@@ -117,16 +112,16 @@ func (s *Server) readResource(id identity) mcp.ResourceHandler {
 		uri := req.Params.URI
 		p, ok := id(req.Extra)
 		if !ok {
-			s.auditResource(ctx, Principal{Client: "unidentified"}, KindResourceDenied, "denied", uri, resourceRef{})
+			s.auditResource(ctx, Principal{Client: "unidentified"}, entry.MCPResourceDenied, "denied", uri, resourceRef{})
 			return nil, errors.New("resource refused: the caller is not identified")
 		}
 		if !p.Ceiling.Allows(CeilingRead) {
-			s.auditResource(ctx, p, KindResourceDenied, "denied", uri, resourceRef{})
+			s.auditResource(ctx, p, entry.MCPResourceDenied, "denied", uri, resourceRef{})
 			return nil, fmt.Errorf("client %q may not read resources: its ceiling is %s", p.Client, p.Ceiling)
 		}
 		ref, err := parseResourceURI(uri)
 		if err != nil {
-			s.auditResource(ctx, p, KindResourceDenied, "invalid", uri, resourceRef{})
+			s.auditResource(ctx, p, entry.MCPResourceDenied, "invalid", uri, resourceRef{})
 			return nil, err
 		}
 		// Where it is and how large, before anything is read: a read over the limit is
@@ -140,10 +135,10 @@ func (s *Server) readResource(id identity) mcp.ResourceHandler {
 			parts, err = s.runPatchParts(ctx, ref.id)
 		}
 		if err != nil {
-			s.auditResource(ctx, p, KindResourceDenied, "refused", uri, ref)
+			s.auditResource(ctx, p, entry.MCPResourceDenied, "refused", uri, ref)
 			return nil, errors.New(s.scrub(err.Error()))
 		}
-		if err := s.auditResource(ctx, p, KindResourceRead, "allowed", uri, ref); err != nil {
+		if err := s.auditResource(ctx, p, entry.MCPResourceRead, "allowed", uri, ref); err != nil {
 			return nil, errors.New("resource refused: the audit log could not record this read")
 		}
 		var b []byte

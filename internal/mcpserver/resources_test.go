@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
@@ -106,12 +107,12 @@ func TestResources_ReadAuditedAndBounded(t *testing.T) {
 		t.Errorf("a 17 MiB transcript: %v, want refused over the limit", err)
 	}
 	entries := f.audit.all()
-	if len(entries) != n+1 || entries[n].Kind != mcpserver.KindResourceDenied || entries[n].Details["decision"] != "refused" {
+	if len(entries) != n+1 || entries[n].Kind != entry.MCPResourceDenied || entries[n].Details["decision"] != "refused" {
 		t.Errorf("the refused read was not audited as refused: %+v", entries[n:])
 	}
 	reads := 0
 	for _, e := range entries {
-		if e.Kind == mcpserver.KindResourceRead && e.Details["decision"] == "allowed" && e.Actor == "tester" {
+		if e.Kind == entry.MCPResourceRead && e.Details["decision"] == "allowed" && e.Actor == "tester" {
 			reads++
 			for _, v := range e.Details {
 				if s, ok := v.(string); ok && strings.Contains(s, "a b.txt") {
@@ -310,7 +311,7 @@ func TestResources_RunPatches(t *testing.T) {
 			if err != nil || got != want {
 				t.Errorf("run patches = %q, %v; want %q", got, err, want)
 			}
-			if last.Kind != mcpserver.KindResourceRead || last.Details["resource"] != "run-patches" {
+			if last.Kind != entry.MCPResourceRead || last.Details["resource"] != "run-patches" {
 				t.Errorf("audit = %+v", last)
 			}
 			continue
@@ -319,11 +320,11 @@ func TestResources_RunPatches(t *testing.T) {
 			t.Errorf("17 MiB of run patches: %q, %v; want refused", got, err)
 		}
 		for _, e := range f.audit.all() {
-			if e.Kind == mcpserver.KindResourceRead {
+			if e.Kind == entry.MCPResourceRead {
 				t.Errorf("the refused read was audited as allowed: %+v", e)
 			}
 		}
-		if last.Kind != mcpserver.KindResourceDenied || last.Details["decision"] != "refused" {
+		if last.Kind != entry.MCPResourceDenied || last.Details["decision"] != "refused" {
 			t.Errorf("the refused read was not audited as refused: %+v", last)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
@@ -150,7 +151,7 @@ func (s *Server) auditUnknown(ctx context.Context, id identity, extra *mcp.Reque
 	if !toolNameRE().MatchString(name) {
 		name = "(not a tool name)"
 	}
-	s.audit(ctx, p, tool{name: name}, KindToolDenied, decisionUnknown, params.Arguments)
+	s.audit(ctx, p, tool{name: name}, entry.MCPToolDenied, decisionUnknown, params.Arguments)
 	s.log.Warn("call to an unknown tool", "tool", name, "client", p.Client)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/grant"
@@ -229,7 +230,7 @@ func TestServer_ArgumentsAreRefusedAndAudited(t *testing.T) {
 				t.Errorf("the error echoes a value: %q", text(res))
 			}
 			es := f.audit.all()
-			if len(es) != 1 || es[0].Kind != mcpserver.KindToolCall || es[0].Details["decision"] != "invalid" {
+			if len(es) != 1 || es[0].Kind != entry.MCPToolCall || es[0].Details["decision"] != "invalid" {
 				t.Errorf("audit = %+v, want one mcp.tool.call entry with decision invalid", es)
 			}
 		})
@@ -350,7 +351,7 @@ func TestServer_AuditsEveryCallBeforeItRuns(t *testing.T) {
 		t.Fatalf("%d audit entries, want 3: %+v", len(es), es)
 	}
 	for _, e := range es {
-		if e.Actor != "tester" || e.Kind != mcpserver.KindToolCall || e.Details["decision"] != "allowed" || e.Details["args_form"] != "jcs" {
+		if e.Actor != "tester" || e.Kind != entry.MCPToolCall || e.Details["decision"] != "allowed" || e.Details["args_form"] != "jcs" {
 			t.Errorf("entry %+v", e)
 		}
 	}
@@ -390,8 +391,8 @@ func TestServer_StdioCeiling(t *testing.T) {
 		t.Errorf("describe: %s", text(res))
 	}
 	es := f.audit.all()
-	if len(es) != 2 || es[0].Kind != mcpserver.KindToolDenied || es[0].Actor != "bob" || es[0].Details["tool"] != "agora_dispatch_cancel" ||
-		es[0].Details["ceiling"] != "read" || es[1].Kind != mcpserver.KindToolCall {
+	if len(es) != 2 || es[0].Kind != entry.MCPToolDenied || es[0].Actor != "bob" || es[0].Details["tool"] != "agora_dispatch_cancel" ||
+		es[0].Details["ceiling"] != "read" || es[1].Kind != entry.MCPToolCall {
 		t.Errorf("audit = %+v", es)
 	}
 }

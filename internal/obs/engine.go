@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/orch"
 )
 
@@ -65,21 +66,21 @@ func (m *Metrics) observeBatch(b orch.Batch) {
 	}
 	for i := range b.Entries {
 		e := &b.Entries[i]
-		kind := m.kinds.of(strings.TrimPrefix(e.Kind, "orch."))
+		kind := m.kinds.of(strings.TrimPrefix(e.Kind, entry.OrchPrefix))
 		m.transitions.WithLabelValues(kind).Inc()
 		m.appends.WithLabelValues("orch.db", kind).Inc()
 		switch e.Kind {
-		case "orch.task.succeeded", "orch.task.failed", "orch.task.cancelled", "orch.task.needs_input", "orch.task.retry_scheduled":
-			if _, ok := e.Details["dispatch_id"]; !ok {
+		case entry.TaskSucceeded, entry.TaskFailed, entry.TaskCancelled, entry.TaskNeedsInput, entry.TaskRetryScheduled:
+			if _, ok := e.Details[entry.KeyDispatchID]; !ok {
 				continue // a task failed without an attempt (a spent run budget)
 			}
-			state := strings.TrimPrefix(e.Kind, "orch.task.")
+			state := strings.TrimPrefix(e.Kind, entry.TaskPrefix)
 			if state == "retry_scheduled" {
 				state = "failed"
 			}
-			m.attemptsEnded.WithLabelValues(state, m.reasons.of(str(e.Details["reason"]))).Inc()
-		case "orch.run.ended":
-			m.runsEnded.WithLabelValues(m.kinds.of(str(e.Details["state"]))).Inc()
+			m.attemptsEnded.WithLabelValues(state, m.reasons.of(str(e.Details[entry.KeyReason]))).Inc()
+		case entry.RunEnded:
+			m.runsEnded.WithLabelValues(m.kinds.of(str(e.Details[entry.KeyState]))).Inc()
 		}
 	}
 }
@@ -88,48 +89,38 @@ func (m *Metrics) observeBatch(b orch.Batch) {
 // budget, a cancel. Only ids, states, reasons and the failure detail (redacted where the
 // dispatch recorded it) are logged; never the plan's input, an answer or a repository path.
 func logEntry(l *slog.Logger, e *audit.Entry) {
-	run, task := splitSubject(e.Subject)
-	kind := strings.TrimPrefix(e.Kind, "orch.")
+	run, task := entry.SplitRun(e.Subject)
+	kind := strings.TrimPrefix(e.Kind, entry.OrchPrefix)
 	attrs := make([]any, 0, 16)
 	attrs = append(attrs, "kind", kind, "run", run)
-	if n := str(e.Details["run_name"]); n != "" {
+	if n := str(e.Details[entry.KeyRunName]); n != "" {
 		attrs = append(attrs, "run_name", n)
 	}
 	if task != "" {
 		attrs = append(attrs, "task", task)
 	}
-	for _, k := range []string{"dispatch_id", "attempt", "state", "reason", "retry_at", "by", "ancestor", "why"} {
+	for _, k := range []string{entry.KeyDispatchID, entry.KeyAttempt, entry.KeyState, entry.KeyReason, entry.KeyRetryAt, entry.KeyBy, entry.KeyAncestor, entry.KeyWhy} {
 		if v, ok := e.Details[k]; ok && v != "" {
 			name := k
-			if k == "dispatch_id" {
+			if k == entry.KeyDispatchID {
 				name = "dispatch"
 			}
 			attrs = append(attrs, name, v)
 		}
 	}
-	if d := str(e.Details["detail"]); d != "" {
+	if d := str(e.Details[entry.KeyDetail]); d != "" {
 		attrs = append(attrs, "detail", clip(d, 300))
 	}
 	msg, level := "transition", slog.LevelInfo
-	switch kind {
-	case "task.retry_scheduled":
+	switch e.Kind {
+	case entry.TaskRetryScheduled:
 		msg = "retry"
-	case "task.failed":
+	case entry.TaskFailed:
 		level = slog.LevelWarn
-	case "run.cancel_requested", "task.cancel_requested", "task.answered", "task.retried", "run.seal_requested":
+	case entry.RunCancelRequested, entry.TaskCancelRequested, entry.TaskAnswered, entry.TaskRetried, entry.RunSealRequested:
 		msg = "command"
 	}
 	l.Log(context.Background(), level, msg, attrs...)
-}
-
-// splitSubject parses "run/ID" and "run/ID/task/TASK".
-func splitSubject(s string) (run, task string) {
-	rest, ok := strings.CutPrefix(s, "run/")
-	if !ok {
-		return "", ""
-	}
-	run, task, _ = strings.Cut(rest, "/task/")
-	return run, task
 }
 
 func str(v any) string {

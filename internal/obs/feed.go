@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/store"
 )
@@ -65,8 +66,8 @@ func NewAuditFeed(m *Metrics, db *store.DB, records DispatchRecords, log *slog.L
 // counted by kind.
 func feedKind(kind string) bool {
 	switch {
-	case strings.HasPrefix(kind, "dispatch."), strings.HasPrefix(kind, "tool."),
-		kind == "net.connect", kind == "net.request", strings.HasPrefix(kind, "mcp.tool."):
+	case strings.HasPrefix(kind, entry.DispatchPrefix), strings.HasPrefix(kind, entry.ToolPrefix),
+		kind == entry.NetConnect, kind == entry.NetRequest, strings.HasPrefix(kind, entry.MCPToolPrefix):
 		return true
 	}
 	return false
@@ -130,35 +131,33 @@ func (f *AuditFeed) count(e *feedEntry) (endedID string) {
 	fm := &f.m.feed
 	d := e.Details
 	switch e.Kind {
-	case "dispatch.accepted":
-		fm.dispatchesStarted.WithLabelValues(f.targets.of(str(d["target"]))).Inc()
-	case "dispatch.finished", "dispatch.failed", "dispatch.cancelled", "dispatch.needs_input":
-		state := strings.TrimPrefix(e.Kind, "dispatch.")
-		fm.dispatchesEnded.WithLabelValues(state, f.m.reasons.of(str(d["reason"]))).Inc()
-		return strings.TrimPrefix(e.Subject, "dispatch/")
-	case "tool.gateway":
-		route := f.routes.of(str(d["route"]))
-		fm.gateway.WithLabelValues(route, f.m.kinds.of(str(d["decision"]))).Inc()
-		if _, ok := d["input_tokens"]; ok {
-			sub, model := f.subagents.of(nameOf(roleOf(e.Actor))), f.models.of(str(d["model"]))
+	case entry.DispatchAccepted:
+		fm.dispatchesStarted.WithLabelValues(f.targets.of(str(d[entry.KeyTarget]))).Inc()
+	case entry.DispatchFinished, entry.DispatchFailed, entry.DispatchCancelled, entry.DispatchNeedsInput:
+		state := strings.TrimPrefix(e.Kind, entry.DispatchPrefix)
+		fm.dispatchesEnded.WithLabelValues(state, f.m.reasons.of(str(d[entry.KeyReason]))).Inc()
+		id, _ := entry.DispatchOf(e.Subject)
+		return id
+	case entry.ToolGateway:
+		g := entry.ReadGatewayCall(d)
+		fm.gateway.WithLabelValues(f.routes.of(g.Route), f.m.kinds.of(g.Decision)).Inc()
+		if g.Usage {
+			sub, model := f.subagents.of(nameOf(entry.RoleOf(e.Actor))), f.models.of(g.Model)
 			fm.modelCalls.WithLabelValues(sub, model).Inc()
-			fm.modelTokens.WithLabelValues(sub, model, "input").Add(num(d["input_tokens"]))
-			fm.modelTokens.WithLabelValues(sub, model, "output").Add(num(d["output_tokens"]))
-			fm.modelTokens.WithLabelValues(sub, model, "cached").Add(num(d["cached_tokens"]))
-			fm.modelCost.WithLabelValues(sub, model).Add(num(d["cost_nano_usd"]) / 1e9)
+			fm.modelTokens.WithLabelValues(sub, model, "input").Add(g.InputTokens)
+			fm.modelTokens.WithLabelValues(sub, model, "output").Add(g.OutputTokens)
+			fm.modelTokens.WithLabelValues(sub, model, "cached").Add(g.CachedTokens)
+			fm.modelCost.WithLabelValues(sub, model).Add(g.CostNanoUSD / 1e9)
 		}
-	case "tool.gateway.refused":
-		n := num(d["count"])
-		if n < 1 {
-			n = 1
-		}
-		fm.gateway.WithLabelValues(f.routes.of(str(d["route"])), "denied").Add(n)
-	case "tool.call":
-		fm.toolCalls.WithLabelValues(f.tools.of(str(d["tool"])), f.m.kinds.of(str(d["decision"]))).Inc()
-	case "net.connect", "net.request":
-		fm.egress.WithLabelValues(strings.TrimPrefix(e.Kind, "net."), f.m.kinds.of(str(d["decision"]))).Inc()
-	case "mcp.tool.call", "mcp.tool.denied":
-		fm.mcp.WithLabelValues(f.tools.of(str(d["tool"])), f.clients.of(e.Actor), f.m.kinds.of(str(d["decision"]))).Inc()
+	case entry.ToolGatewayRefused:
+		g := entry.ReadGatewayCall(d)
+		fm.gateway.WithLabelValues(f.routes.of(g.Route), "denied").Add(g.Count)
+	case entry.ToolCall:
+		fm.toolCalls.WithLabelValues(f.tools.of(str(d[entry.KeyTool])), f.m.kinds.of(str(d[entry.KeyDecision]))).Inc()
+	case entry.NetConnect, entry.NetRequest:
+		fm.egress.WithLabelValues(strings.TrimPrefix(e.Kind, entry.NetPrefix), f.m.kinds.of(str(d[entry.KeyDecision]))).Inc()
+	case entry.MCPToolCall, entry.MCPToolDenied:
+		fm.mcp.WithLabelValues(f.tools.of(str(d[entry.KeyTool])), f.clients.of(e.Actor), f.m.kinds.of(str(d[entry.KeyDecision]))).Inc()
 	}
 	return ""
 }
@@ -185,23 +184,4 @@ func (f *AuditFeed) ended(ctx context.Context, id string) error {
 		}
 	}
 	return nil
-}
-
-// roleOf returns the role of a gateway entry's actor, "dispatch/ID ROLE".
-func roleOf(actor string) string {
-	_, role, _ := strings.Cut(actor, " ")
-	return role
-}
-
-// num reads a JSON number of the details.
-func num(v any) float64 {
-	n, ok := v.(json.Number)
-	if !ok {
-		return 0
-	}
-	x, err := n.Float64()
-	if err != nil || x < 0 {
-		return 0
-	}
-	return x
 }

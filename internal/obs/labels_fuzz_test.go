@@ -3,6 +3,8 @@ package obs
 import (
 	"strings"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // FuzzLabels: whatever a sandbox or a client names (a tool, a model, a route, a client), the
@@ -25,9 +27,9 @@ func FuzzLabels(f *testing.F) {
 		if len(l.seen) > 8 {
 			t.Fatalf("%d distinct values, cap 8", len(l.seen))
 		}
-		run, task := splitSubject(v)
+		run, task := entry.SplitRun(v)
 		if run != "" && !strings.HasPrefix(v, "run/"+run) || task != "" && !strings.HasSuffix(v, "/task/"+task) {
-			t.Fatalf("splitSubject(%q) = %q, %q", v, run, task)
+			t.Fatalf("entry.SplitRun(%q) = %q, %q", v, run, task)
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/tracing"
 )
@@ -65,33 +66,33 @@ func (s *EngineSpans) Committed(b orch.Batch) {
 }
 
 func (s *EngineSpans) entry(e *audit.Entry) {
-	runID, taskID := splitSubject(e.Subject)
+	runID, taskID := entry.SplitRun(e.Subject)
 	switch e.Kind {
-	case "orch.run.submitted":
-		id := str(e.Details["trace_id"])
+	case entry.RunSubmitted:
+		id := str(e.Details[entry.KeyTraceID])
 		if id == "" {
 			return
 		}
-		ctx := s.t.WithIDs(tracing.Join(context.Background(), str(e.Details["trace_parent"])), id, str(e.Details["trace_span"]))
-		ctx, end := s.t.Start(ctx, SpanRun, time.Time{}, "agora.run.id", runID, "agora.run.name", str(e.Details["run_name"]), "agora.run.tasks", e.Details["tasks"])
+		ctx := s.t.WithIDs(tracing.Join(context.Background(), str(e.Details[entry.KeyTraceParent])), id, str(e.Details[entry.KeyTraceSpan]))
+		ctx, end := s.t.Start(ctx, SpanRun, time.Time{}, "agora.run.id", runID, "agora.run.name", str(e.Details[entry.KeyRunName]), "agora.run.tasks", e.Details[entry.KeyTasks])
 		s.runs[runID] = &openRun{ctx: ctx, end: end, tasks: map[string]*openTask{}}
-	case "orch.task.fired":
+	case entry.TaskFired:
 		r := s.runs[runID]
 		if r == nil {
 			return
 		}
 		t := r.tasks[taskID]
 		if t == nil {
-			ctx, end := s.t.Start(r.ctx, SpanTask, time.Time{}, "agora.run.id", runID, "agora.task.id", taskID, "agora.subagent", str(e.Details["subagent"]))
+			ctx, end := s.t.Start(r.ctx, SpanTask, time.Time{}, "agora.run.id", runID, "agora.task.id", taskID, "agora.subagent", str(e.Details[entry.KeySubagent]))
 			t = &openTask{ctx: ctx, end: end}
 			r.tasks[taskID] = t
 		}
 		t.attempts++
-		if d := str(e.Details["dispatch_id"]); d != "" {
+		if d := str(e.Details[entry.KeyDispatchID]); d != "" {
 			s.byDispatch[d] = t.ctx
 		}
-	case "orch.task.succeeded", "orch.task.failed", "orch.task.cancelled", "orch.task.skipped":
-		if d := str(e.Details["dispatch_id"]); d != "" {
+	case entry.TaskSucceeded, entry.TaskFailed, entry.TaskCancelled, entry.TaskSkipped:
+		if d := str(e.Details[entry.KeyDispatchID]); d != "" {
 			delete(s.byDispatch, d)
 		}
 		r := s.runs[runID]
@@ -99,23 +100,23 @@ func (s *EngineSpans) entry(e *audit.Entry) {
 			return
 		}
 		t := r.tasks[taskID]
-		state := strings.TrimPrefix(e.Kind, "orch.task.")
+		state := strings.TrimPrefix(e.Kind, entry.TaskPrefix)
 		errText := ""
 		if state == "failed" {
-			errText = "failed/" + str(e.Details["reason"])
+			errText = "failed/" + str(e.Details[entry.KeyReason])
 		}
-		t.end(time.Time{}, errText, "agora.task.state", state, "agora.task.attempts", t.attempts, "agora.reason", str(e.Details["reason"]))
+		t.end(time.Time{}, errText, "agora.task.state", state, "agora.task.attempts", t.attempts, "agora.reason", str(e.Details[entry.KeyReason]))
 		delete(r.tasks, taskID)
-	case "orch.task.retry_scheduled", "orch.task.needs_input":
-		if d := str(e.Details["dispatch_id"]); d != "" {
+	case entry.TaskRetryScheduled, entry.TaskNeedsInput:
+		if d := str(e.Details[entry.KeyDispatchID]); d != "" {
 			delete(s.byDispatch, d)
 		}
-	case "orch.run.ended":
+	case entry.RunEnded:
 		r := s.runs[runID]
 		if r == nil {
 			return
 		}
-		state := str(e.Details["state"])
+		state := str(e.Details[entry.KeyState])
 		for id, t := range r.tasks {
 			t.end(time.Time{}, "", "agora.task.state", "open at run end", "agora.task.attempts", t.attempts)
 			delete(r.tasks, id)

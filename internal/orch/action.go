@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -84,7 +85,7 @@ func (e *Engine) cancel(r *run, t *task, actor string) error {
 			return fmt.Errorf("%w: run %s already ended %s", ErrConflict, r.id, r.state)
 		}
 		r.cancelRequested = true
-		e.record(r, nil, "orch.run.cancel_requested", map[string]any{"by": actor})
+		e.record(r, nil, entry.RunCancelRequested, map[string]any{"by": actor})
 		for _, x := range r.tasks {
 			e.cancelTask(x)
 		}
@@ -93,7 +94,7 @@ func (e *Engine) cancel(r *run, t *task, actor string) error {
 	if api.TaskTerminal(t.state) {
 		return fmt.Errorf("%w: task %s already ended %s", ErrConflict, t.spec.ID, t.state)
 	}
-	e.record(r, t, "orch.task.cancel_requested", map[string]any{"by": actor})
+	e.record(r, t, entry.TaskCancelRequested, map[string]any{"by": actor})
 	e.cancelTask(t)
 	if t.state == api.TaskCancelled {
 		e.skipDependents(t, "cancelled")
@@ -113,7 +114,7 @@ func (e *Engine) cancelTask(t *task) {
 		e.stopTimer(t)
 		t.reason = "cancelled"
 		e.set(t, api.TaskCancelled)
-		e.record(t.run, t, "orch.task.cancelled", nil)
+		e.record(t.run, t, entry.TaskCancelled, nil)
 	case api.TaskRunning:
 		if !t.cancel {
 			t.cancel = true
@@ -138,7 +139,7 @@ func (e *Engine) answer(r *run, t *task, req api.ActionRequest) error {
 	}
 	t.answer = req.Answer
 	sum := sha256.Sum256([]byte(req.Answer))
-	e.record(r, t, "orch.task.answered", map[string]any{"by": req.Actor, "answers": t.parentID, "answer_sha256": hex.EncodeToString(sum[:])})
+	e.record(r, t, entry.TaskAnswered, map[string]any{"by": req.Actor, "answers": t.parentID, "answer_sha256": hex.EncodeToString(sum[:])})
 	e.becomeReady(t)
 	return nil
 }
@@ -157,7 +158,7 @@ func (e *Engine) retry(r *run, t *task, actor string) error {
 		return fmt.Errorf("%w: task %s %s", ErrConflict, t.spec.ID, why)
 	}
 	t.failures, t.cancel, t.reason, t.detail = 0, false, "", ""
-	e.record(r, t, "orch.task.retried", map[string]any{"by": actor})
+	e.record(r, t, entry.TaskRetried, map[string]any{"by": actor})
 	// Dependents skipped because of t become pending again, unless another ancestor of
 	// theirs still failed: find them all, then drop those with a dependency that will not
 	// run, until nothing changes.
@@ -196,7 +197,7 @@ func (e *Engine) retry(r *run, t *task, actor string) error {
 			}
 		}
 		e.set(d, api.TaskPending)
-		e.record(r, d, "orch.task.unskipped", map[string]any{"because": t.spec.ID})
+		e.record(r, d, entry.TaskUnskipped, map[string]any{"because": t.spec.ID})
 	}
 	t.unmet = 0
 	for _, x := range t.deps {
@@ -219,7 +220,7 @@ func (e *Engine) sealCmd(r *run, actor string) error {
 	if !api.RunTerminal(r.state) {
 		return fmt.Errorf("%w: run %s is %s; only a run that ended can be sealed", ErrConflict, r.id, r.state)
 	}
-	e.record(r, nil, "orch.run.seal_requested", map[string]any{"by": actor})
+	e.record(r, nil, entry.RunSealRequested, map[string]any{"by": actor})
 	e.seal(r)
 	return nil
 }

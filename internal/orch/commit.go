@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -76,20 +77,20 @@ func (e *Engine) set(t *task, s string) {
 
 // record adds an audit entry and the watcher event it stands for.
 func (e *Engine) record(r *run, t *task, kind string, details map[string]any) {
-	subject := "run/" + r.id
+	subject := entry.Run(r.id)
 	ev := api.Event{At: e.opts.Now().UTC(), Run: r.id, Kind: kind, State: r.state}
 	if t != nil {
-		subject += "/task/" + t.spec.ID
+		subject = entry.Task(r.id, t.spec.ID)
 		ev.Task, ev.State = t.spec.ID, t.state
 	}
 	if details == nil {
 		details = map[string]any{}
 	}
-	details["run_name"] = r.name
-	if d, ok := details["detail"].(string); ok {
+	details[entry.KeyRunName] = r.name
+	if d, ok := details[entry.KeyDetail].(string); ok {
 		ev.Detail = d
 	}
-	e.b.entries = append(e.b.entries, audit.Entry{Actor: "orch", Kind: kind, Subject: subject, Details: details})
+	e.b.entries = append(e.b.entries, audit.Entry{Actor: entry.OrchActor, Kind: kind, Subject: subject, Details: details})
 	r.entries++
 	e.b.events = append(e.b.events, ev)
 	e.b.runs[r] = true

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/budget"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -38,7 +39,7 @@ func (e *Engine) complete(o Outcome) {
 		end.verdict = string(b)
 		vd := v.Details()
 		vd["attempt"], vd["dispatch_id"], vd["verdict"] = int64(t.attempts), o.DispatchID, v.Digest()
-		e.record(r, t, "orch.task.verified", vd)
+		e.record(r, t, entry.TaskVerified, vd)
 		details["verdict"] = v.Digest()
 	}
 	e.b.ended = append(e.b.ended, end)
@@ -65,14 +66,14 @@ func (e *Engine) complete(o Outcome) {
 	case cancelled || o.State == api.TaskCancelled:
 		t.reason, t.detail = "cancelled", o.Detail
 		e.set(t, api.TaskCancelled)
-		e.record(r, t, "orch.task.cancelled", details)
+		e.record(r, t, entry.TaskCancelled, details)
 		e.skipDependents(t, "cancelled")
 	case o.State == api.TaskNeedsInput:
 		t.question = o.Question
 		t.parentID = o.DispatchID
 		e.set(t, api.TaskNeedsInput)
 		details["question_chars"] = int64(len(o.Question))
-		e.record(r, t, "orch.task.needs_input", details)
+		e.record(r, t, entry.TaskNeedsInput, details)
 	case o.Reason == ReasonVerifyFailed && loopOf(t).spec.OnFail != nil:
 		// Red work with a fix loop: the loop's next fix takes over (never a retry).
 		t.failures++
@@ -87,10 +88,10 @@ func (e *Engine) complete(o Outcome) {
 			e.set(t, api.TaskPending)
 			e.startTimer(t)
 			details["retry_at"] = ts(t.retryAt)
-			e.record(r, t, "orch.task.retry_scheduled", details)
+			e.record(r, t, entry.TaskRetryScheduled, details)
 		} else {
 			e.set(t, api.TaskFailed)
-			e.record(r, t, "orch.task.failed", details)
+			e.record(r, t, entry.TaskFailed, details)
 			e.skipDependents(t, "failed")
 		}
 	}
@@ -111,7 +112,7 @@ func (e *Engine) failOverBudget(t *task, spent string) {
 	unqueue(t)
 	t.reason, t.detail = reasonBudgetExceeded, "the run's budget is spent ("+spent+"); the task was not fired"
 	e.set(t, api.TaskFailed)
-	e.record(t.run, t, "orch.task.failed", map[string]any{"attempt": int64(t.attempts), "reason": t.reason, "detail": t.detail})
+	e.record(t.run, t, entry.TaskFailed, map[string]any{"attempt": int64(t.attempts), "reason": t.reason, "detail": t.detail})
 	e.skipDependents(t, "failed")
 	e.settle(t.run)
 }
@@ -132,7 +133,7 @@ func (e *Engine) skipDependents(t *task, why string) {
 		e.stopTimer(d)
 		d.reason, d.detail = "ancestor-"+why, "task "+t.spec.ID+" "+why
 		e.set(d, api.TaskSkipped)
-		e.record(d.run, d, "orch.task.skipped", map[string]any{"ancestor": t.spec.ID, "why": why})
+		e.record(d.run, d, entry.TaskSkipped, map[string]any{"ancestor": t.spec.ID, "why": why})
 		stack = append(stack, d.dependents...)
 	}
 }
@@ -170,13 +171,13 @@ func (e *Engine) settle(r *run) {
 		if spent := r.budgetSpent(); spent != "" && s == api.RunFailed {
 			details["reason"], details["detail"] = reasonBudgetExceeded, spent
 		}
-		e.record(r, nil, "orch.run.ended", details)
+		e.record(r, nil, entry.RunEnded, details)
 		if s != api.RunFailed {
 			e.seal(r)
 		}
 	} else {
 		r.endedAt = timeZero
-		e.record(r, nil, "orch.run.state", map[string]any{"state": s})
+		e.record(r, nil, entry.RunState, map[string]any{"state": s})
 	}
 }
 
@@ -185,7 +186,7 @@ func (e *Engine) seal(r *run) {
 	r.sealed = true
 	e.b.runs[r] = true
 	// The count lets a verifier tell that a run bundle holds every entry of the run.
-	e.record(r, nil, "orch.run.sealed", map[string]any{"state": r.state, "plan_digest": r.digest, "entries": int64(r.entries)})
+	e.record(r, nil, entry.RunSealed, map[string]any{"state": r.state, "plan_digest": r.digest, "entries": int64(r.entries)})
 	e.b.sealed = append(e.b.sealed, r.id)
 }
 

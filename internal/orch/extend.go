@@ -13,6 +13,7 @@ import (
 	"strings"
 	"unicode/utf16"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/jcs"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
@@ -346,7 +347,7 @@ func (e *Engine) extend(r *run, by *task, x extRow, fromDispatch string) ([]*tas
 		sum := sha256.Sum256(x.Data)
 		details["data_sha256"] = hex.EncodeToString(sum[:])
 	}
-	e.record(r, by, "orch.run.extended", details)
+	e.record(r, by, entry.RunExtended, details)
 	return added, nil
 }
 

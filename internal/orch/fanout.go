@@ -3,6 +3,7 @@ package orch
 import (
 	"strings"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
@@ -84,14 +85,14 @@ func (e *Engine) fanOut(t *task, o Outcome) {
 func (e *Engine) fanOutFailed(f *task, detail string) {
 	f.reason, f.detail = reasonFanOutRefused, detail
 	e.set(f, api.TaskFailed)
-	e.record(f.run, f, "orch.task.failed", map[string]any{"reason": f.reason, "detail": detail})
+	e.record(f.run, f, entry.TaskFailed, map[string]any{"reason": f.reason, "detail": detail})
 	e.skipDependents(f, "failed")
 }
 
 // groupDone ends fan-out f succeeded: every item succeeded.
 func (e *Engine) groupDone(f *task) {
 	e.set(f, api.TaskSucceeded)
-	e.record(f.run, f, "orch.task.succeeded", map[string]any{"items": int64(len(f.children))})
+	e.record(f.run, f, entry.TaskSucceeded, map[string]any{"items": int64(len(f.children))})
 	e.release(f)
 }
 
@@ -127,7 +128,7 @@ func (e *Engine) failUnfired(t *task, reason, detail string) {
 	unqueue(t)
 	t.reason, t.detail = reason, detail
 	e.set(t, api.TaskFailed)
-	e.record(t.run, t, "orch.task.failed", map[string]any{"attempt": int64(t.attempts), "reason": reason, "detail": detail})
+	e.record(t.run, t, entry.TaskFailed, map[string]any{"attempt": int64(t.attempts), "reason": reason, "detail": detail})
 	e.skipDependents(t, "failed")
 	if t.role != "" {
 		e.ownedEnded(t)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/jcs"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -51,7 +52,7 @@ func (e *Engine) accept(c *task, details map[string]any) {
 // succeed ends t succeeded: its fan-outs are added, its dependents released.
 func (e *Engine) succeed(t *task, details map[string]any, o Outcome) {
 	e.set(t, api.TaskSucceeded)
-	e.record(t.run, t, "orch.task.succeeded", details)
+	e.record(t.run, t, entry.TaskSucceeded, details)
 	if len(t.fanOuts) > 0 && !t.run.cancelRequested {
 		e.fanOut(t, o)
 	}
@@ -89,7 +90,7 @@ func (e *Engine) reject(c *task, reason string, reasons []string, details map[st
 	if c != t {
 		c.reason, c.detail = reason, detail
 		e.set(c, api.TaskRejected)
-		e.record(c.run, c, "orch.task.rejected", details)
+		e.record(c.run, c, entry.TaskRejected, details)
 	}
 	if t.state != api.TaskPending && t != c {
 		return // the loop's task was cancelled meanwhile
@@ -102,7 +103,7 @@ func (e *Engine) reject(c *task, reason string, reasons []string, details map[st
 			// dispatch) before the orch.run.extended entry of the fix it causes.
 			t.reason, t.detail = reasonAwaitingFix, detail
 			e.set(t, api.TaskPending)
-			e.record(t.run, t, "orch.task.rejected", details)
+			e.record(t.run, t, entry.TaskRejected, details)
 		}
 		added, err := e.extend(t.run, t, row, c.dispatchID)
 		if err == nil && len(added) == 1 {
@@ -129,7 +130,7 @@ func (e *Engine) loopFailed(t *task, reason, detail string) {
 	unqueue(t)
 	t.reason, t.detail = reason, detail
 	e.set(t, api.TaskFailed)
-	e.record(t.run, t, "orch.task.failed", map[string]any{"attempt": int64(t.attempts), "reason": reason, "detail": detail})
+	e.record(t.run, t, entry.TaskFailed, map[string]any{"attempt": int64(t.attempts), "reason": reason, "detail": detail})
 	e.skipDependents(t, "failed")
 }
 

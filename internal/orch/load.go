@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
@@ -57,7 +58,7 @@ func (e *Engine) load(ctx context.Context) error {
 		if err := e.loadTasks(ctx, db, r); err != nil {
 			return err
 		}
-		subject := "run/" + r.id
+		subject := entry.Run(r.id)
 		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM audit_entries WHERE subject = ? OR (subject >= ? AND subject < ?)`,
 			subject, subject+"/", subject+"0").Scan(&r.entries); err != nil {
 			return fmt.Errorf("load run %s: count its audit entries: %w", r.id, err)

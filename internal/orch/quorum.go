@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -33,7 +34,7 @@ func (e *Engine) startReview(c *task, details map[string]any) bool {
 	c.reason, c.detail = reasonAwaitingReview, ""
 	e.set(c, api.TaskPending)
 	details["awaiting"] = "review"
-	e.record(r, c, "orch.task.produced", details)
+	e.record(r, c, entry.TaskProduced, details)
 	added, err := e.extend(r, c, extRow{Cause: causeReview, Task: c.spec.ID, Data: mustJCS(reviewData{FromDispatch: c.dispatchID})}, c.dispatchID)
 	if err != nil {
 		e.reject(c, reasonReviewRejected, []string{"its reviewers could not be added: " + err.Error()}, nil)
@@ -74,7 +75,7 @@ func (e *Engine) reviewEnded(rv *task) {
 	}
 	need := c.spec.Review.Approve
 	approved := approvals >= need
-	e.record(c.run, c, "orch.task.reviewed", map[string]any{
+	e.record(c.run, c, entry.TaskReviewed, map[string]any{
 		"approved": approved, "approvals": int64(approvals), "reviewers": int64(len(c.reviewers)), "approve": int64(need),
 		"reasons": anyStrings(capReasons(reasons)),
 	})

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -34,7 +35,7 @@ func (e *Engine) becomeReady(t *task) {
 func (e *Engine) recordReady() {
 	for _, t := range e.readied {
 		if t.readyUnrecorded && t.state == api.TaskReady {
-			e.record(t.run, t, "orch.task.ready", map[string]any{"ready_seq": t.readySeq})
+			e.record(t.run, t, entry.TaskReady, map[string]any{"ready_seq": t.readySeq})
 		}
 		t.readyUnrecorded = false
 	}
@@ -171,7 +172,7 @@ func (e *Engine) fire(t *task) {
 		}
 		details["inputs"] = ins
 	}
-	e.record(r, t, "orch.task.fired", details)
+	e.record(r, t, entry.TaskFired, details)
 }
 
 // attempt describes t's current attempt for the executor.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
@@ -41,7 +42,7 @@ func (e *Engine) submit(c submitCmd) {
 		details["trace_id"], details["trace_span"], details["trace_parent"] = r.trace.ID, r.trace.Span, r.trace.Parent
 	}
 	slotDetails(c.slot, details)
-	e.record(r, nil, "orch.run.submitted", details)
+	e.record(r, nil, entry.RunSubmitted, details)
 	for _, t := range r.tasks {
 		if t.unmet == 0 {
 			e.becomeReady(t)

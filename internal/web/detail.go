@@ -7,9 +7,8 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
-	"github.com/agora-dev/agora/internal/egress/proxy"
-	"github.com/agora-dev/agora/internal/gateway"
 	"github.com/agora-dev/agora/internal/hostpath"
 )
 
@@ -94,15 +93,15 @@ func (s *Server) dispatchDetail(ctx context.Context, rec *dispatch.Record) *disp
 		}
 	}
 	if s.src.MainLog != nil {
-		recs, err := audit.List(ctx, s.src.MainLog, audit.ListOptions{Subject: "dispatch/" + rec.ID, Limit: maxEntriesRead})
+		recs, err := audit.List(ctx, s.src.MainLog, audit.ListOptions{Subject: entry.Dispatch(rec.ID), Limit: maxEntriesRead})
 		if err != nil {
 			s.log.Warn("web: read a dispatch's audit entries", "dispatch_id", rec.ID, "err", err)
 		}
 		for _, e := range recs {
 			switch {
-			case e.Kind == gateway.KindToolCall && len(v.Calls) < maxCallsShown:
+			case e.Kind == entry.ToolCall && len(v.Calls) < maxCallsShown:
 				v.Calls = append(v.Calls, callOf(e))
-			case strings.HasPrefix(e.Kind, "net.") && len(v.Net) < maxCallsShown:
+			case strings.HasPrefix(e.Kind, entry.NetPrefix) && len(v.Net) < maxCallsShown:
 				v.Net = append(v.Net, netOf(e))
 			}
 		}
@@ -151,44 +150,25 @@ func diffLines(text string) []diffLine {
 	return out
 }
 
-func str(m map[string]any, k string) string {
-	if v, ok := m[k]; ok && v != nil {
-		if s, ok := v.(string); ok {
-			return s
-		}
-		return fmt.Sprint(v)
-	}
-	return ""
-}
-
 func callOf(e audit.Record) callRow {
-	c := callRow{Seq: e.Seq, At: e.Time, Tool: str(e.Details, "tool"), Decision: str(e.Details, "decision"),
-		Reason: str(e.Details, "reason"), Phase: str(e.Details, "phase"), Who: e.Actor}
-	rest := map[string]any{}
-	for k, val := range e.Details {
-		switch k {
-		case "tool", "decision", "reason", "phase":
-		default:
-			rest[k] = val
-		}
-	}
-	c.Rest = compactJSON(rest)
-	return c
+	d := entry.ReadToolDecision(e.Details)
+	return callRow{Seq: e.Seq, At: e.Time, Tool: d.Tool, Decision: d.Decision, Reason: d.Reason, Phase: d.Phase,
+		Who: e.Actor, Rest: compactJSON(d.Rest)}
 }
 
 func netOf(e audit.Record) netRow {
-	n := netRow{Seq: e.Seq, At: e.Time, Kind: e.Kind, Decision: str(e.Details, "decision"), Reason: str(e.Details, "reason")}
-	if h := str(e.Details, "host"); h != "" {
-		n.Host = h + ":" + str(e.Details, "port")
+	d := entry.ReadNet(e.Details)
+	n := netRow{Seq: e.Seq, At: e.Time, Kind: e.Kind, Decision: d.Decision, Reason: d.Reason}
+	if d.Host != "" {
+		n.Host = d.Host + ":" + d.Port
 	}
 	switch e.Kind {
-	case proxy.KindClose:
-		n.Detail = fmt.Sprintf("up %s B, down %s B, %s ms, %s requests", str(e.Details, "bytes_up"), str(e.Details, "bytes_down"),
-			str(e.Details, "duration_ms"), str(e.Details, "requests"))
-	case proxy.KindRequest:
-		n.Detail = str(e.Details, "method") + " " + str(e.Details, "path")
+	case entry.NetClose:
+		n.Detail = fmt.Sprintf("up %s B, down %s B, %s ms, %s requests", d.BytesUp, d.BytesDown, d.DurationMS, d.Requests)
+	case entry.NetRequest:
+		n.Detail = d.Method + " " + d.Path
 	default:
-		n.Detail = str(e.Details, "via")
+		n.Detail = d.Via
 	}
 	return n
 }

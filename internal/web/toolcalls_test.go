@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/gateway"
 )
@@ -19,7 +20,7 @@ import (
 func TestServer_ToolCallDecisionsShownAsRecorded(t *testing.T) {
 	now := time.Now()
 	call := func(tool, decision, reason string) audit.Entry {
-		return audit.Entry{Actor: "dispatch/d1 coder@sha256:ab", Kind: gateway.KindToolCall, Subject: "dispatch/d1",
+		return audit.Entry{Actor: "dispatch/d1 coder@sha256:ab", Kind: entry.ToolCall, Subject: "dispatch/d1",
 			Details: map[string]any{"dispatch": "d1", "tool": tool, "decision": decision, "reason": reason}}
 	}
 	e := startWith(t, Sources{Orch: newFakeOrch(), MainLog: auditDB(t, "agora.db",

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/gateway"
 	"github.com/agora-dev/agora/internal/grant"
@@ -54,7 +55,7 @@ func (a *memAuditor) calls() []string {
 	defer a.mu.Unlock()
 	var out []string
 	for i, k := range a.kinds {
-		if k == gateway.KindToolCall {
+		if k == entry.ToolCall {
 			d := a.records[i]
 			out = append(out, fmt.Sprintf("%s %s %s|%v|%v|%v", d["tool"], d["decision"], d["reason"], d["phase"], d["call_id"], d["args_hash"]))
 		}
@@ -225,7 +226,7 @@ func TestHookMain(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := &memAuditor{}
 			if tc.fail {
-				a.failKind = gateway.KindToolCall
+				a.failKind = entry.ToolCall
 			}
 			sock := startGateway(t, a)
 			if tc.noGateway {

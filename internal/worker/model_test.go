@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/gateway"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
@@ -53,7 +54,7 @@ func (a *memAuditor) toolCalls() []string {
 	defer a.mu.Unlock()
 	var out []string
 	for i, k := range a.kinds {
-		if k == gateway.KindToolCall {
+		if k == entry.ToolCall {
 			d := a.records[i]
 			out = append(out, d["tool"].(string)+" "+d["decision"].(string)+" "+d["reason"].(string))
 		}
@@ -92,7 +93,7 @@ func modelFixture(t *testing.T, tools []string, a *memAuditor, script ...openait
 // TestOpenAI_AuditFailureFailsClosed: a tool decision the audit log did not keep fails the
 // call and stops the loop; the model never gets the result.
 func TestOpenAI_AuditFailureFailsClosed(t *testing.T) {
-	a := &memAuditor{failKind: gateway.KindToolCall}
+	a := &memAuditor{failKind: entry.ToolCall}
 	f, srv := modelFixture(t, []string{"list_files"}, a, openaitest.CallTool("list_files", "{}"), openaitest.Say("unreachable"))
 	_, res := f.run()
 	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonWorkerFailed || !strings.Contains(res.Detail, "tool call not audited") {

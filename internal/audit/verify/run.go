@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/strictjson"
 )
 
@@ -200,7 +201,7 @@ type manifestFile struct {
 
 func (rv *runVerifier) check() {
 	id := rv.b.Run.ID
-	runSubject := "run/" + id
+	runSubject := entry.Run(id)
 	if subs := rv.b.Orch.Selection.Subjects; len(subs) != 1 || subs[0] != runSubject {
 		rv.fail(CheckRun, "", "the orch part selects %q, want exactly [%q]", subs, runSubject)
 		return
@@ -225,24 +226,24 @@ func (rv *runVerifier) check() {
 	for i := range rv.orch.entries {
 		e := &rv.orch.entries[i]
 		switch e.Kind {
-		case "orch.run.submitted":
+		case entry.RunSubmitted:
 			submitted = e
-		case "orch.run.sealed":
+		case entry.RunSealed:
 			sealed = e
-		case "orch.task.fired":
-			if d, ok := e.Details["dispatch_id"].(string); ok {
+		case entry.TaskFired:
+			if d, ok := e.Details[entry.KeyDispatchID].(string); ok {
 				fired[d] = taskOf(e.Subject)
 			}
-		case "orch.task.succeeded", "orch.task.produced":
+		case entry.TaskSucceeded, entry.TaskProduced:
 			// produced: the attempt finished and its products were handed to reviewers
 			// (the task's success waits for their quorum).
-			if d, ok := e.Details["dispatch_id"].(string); ok {
+			if d, ok := e.Details[entry.KeyDispatchID].(string); ok {
 				succeeded[d] = taskOf(e.Subject)
 			}
-		case "orch.task.rejected":
+		case entry.TaskRejected:
 			// Red work (its verify gate failed) handed to the task's fix loop: its patch is
 			// the fix's input.
-			if d, ok := e.Details["dispatch_id"].(string); ok && e.Details["reason"] == "verify-failed" {
+			if d, ok := e.Details[entry.KeyDispatchID].(string); ok && e.Details[entry.KeyReason] == "verify-failed" {
 				rv.redWork[d] = taskOf(e.Subject)
 			}
 		}
@@ -250,16 +251,16 @@ func (rv *runVerifier) check() {
 	switch {
 	case submitted == nil:
 		rv.fail(CheckRun, "", "no orch.run.submitted entry for run %s", id)
-	case submitted.Details["run_name"] != rv.b.Run.Name || submitted.Details["plan_digest"] != rv.b.Run.PlanDigest:
+	case submitted.Details[entry.KeyRunName] != rv.b.Run.Name || submitted.Details[entry.KeyPlanDigest] != rv.b.Run.PlanDigest:
 		rv.fail(CheckRun, "", "run %s was submitted as %v with plan %v, the bundle says %s with plan %s", id,
-			submitted.Details["run_name"], submitted.Details["plan_digest"], rv.b.Run.Name, rv.b.Run.PlanDigest)
+			submitted.Details[entry.KeyRunName], submitted.Details[entry.KeyPlanDigest], rv.b.Run.Name, rv.b.Run.PlanDigest)
 	case sealed == nil:
 		rv.fail(CheckRun, "", "run %s is not sealed in the bundle: later entries could still change it", id)
 	default:
-		rv.pass(CheckRun, "", "run %s (%s), plan %s, sealed %v", id, rv.b.Run.Name, rv.b.Run.PlanDigest, sealed.Details["state"])
+		rv.pass(CheckRun, "", "run %s (%s), plan %s, sealed %v", id, rv.b.Run.Name, rv.b.Run.PlanDigest, sealed.Details[entry.KeyState])
 	}
 	if sealed != nil {
-		want, err := strconv.Atoi(fmt.Sprint(sealed.Details["entries"]))
+		want, err := strconv.Atoi(fmt.Sprint(sealed.Details[entry.KeyEntries]))
 		switch {
 		case err != nil:
 			rv.fail(CheckRunEntries, "", "the seal records no entry count")
@@ -281,7 +282,7 @@ func taskOf(subject string) string {
 }
 
 // terminalKinds are the entries that end a dispatch; a closed attempt has exactly one.
-var terminalKinds = map[string]bool{"dispatch.finished": true, "dispatch.failed": true, "dispatch.needs_input": true, "dispatch.cancelled": true}
+var terminalKinds = map[string]bool{entry.DispatchFinished: true, entry.DispatchFailed: true, entry.DispatchNeedsInput: true, entry.DispatchCancelled: true}
 
 // attempt is what the dispatches part holds of one dispatch.
 type attempt struct {
@@ -300,11 +301,11 @@ func (rv *runVerifier) checkDispatches(fired, succeeded map[string]string) {
 			attempts[d] = a
 		}
 		switch {
-		case e.Kind == "dispatch.accepted":
+		case e.Kind == entry.DispatchAccepted:
 			a.accepted = append(a.accepted, e)
 		case terminalKinds[e.Kind]:
 			a.terminal = append(a.terminal, e)
-		case e.Kind == "dispatch.verified":
+		case e.Kind == entry.DispatchVerified:
 			a.verified = append(a.verified, e)
 		}
 	}
@@ -376,9 +377,9 @@ func attemptProblem(d string, fired, succeeded map[string]string, selected map[s
 			len(a.terminal), a.terminal[0].Kind, a.terminal[0].Seq, a.terminal[1].Kind, a.terminal[1].Seq)
 	}
 	end := a.terminal[0]
-	ref, _ := end.Details["manifest"].(string)
+	ref, _ := end.Details[entry.KeyManifest].(string)
 	switch {
-	case didSucceed && end.Kind != "dispatch.finished":
+	case didSucceed && end.Kind != entry.DispatchFinished:
 		return fmt.Sprintf("orch.db records task %s succeeded with it, but it ended %s", succeeded[d], end.Kind)
 	case ref == "":
 		return fmt.Sprintf("its %s entry (%d) names no manifest", end.Kind, end.Seq)
@@ -393,12 +394,12 @@ func attemptProblem(d string, fired, succeeded map[string]string, selected map[s
 // entry is named by its end, and a dispatch accepted with a gate does not finish without one.
 func verdictProblem(a *attempt) string {
 	end := a.terminal[0]
-	want, _ := end.Details["verdict"].(string)
-	_, gated := a.accepted[0].Details["verify"]
+	want, _ := end.Details[entry.KeyVerdict].(string)
+	_, gated := a.accepted[0].Details[entry.KeyVerify]
 	switch {
 	case want == "" && len(a.verified) > 0:
 		return fmt.Sprintf("a dispatch.verified entry (%d) that its %s entry (%d) does not name", a.verified[0].Seq, end.Kind, end.Seq)
-	case want == "" && gated && end.Kind == "dispatch.finished":
+	case want == "" && gated && end.Kind == entry.DispatchFinished:
 		return fmt.Sprintf("accepted with a verify gate, it finished (%d) without a verdict", end.Seq)
 	case want == "":
 		return ""
@@ -406,8 +407,8 @@ func verdictProblem(a *attempt) string {
 		return fmt.Sprintf("its %s entry (%d) names verdict %s, but the bundle holds no dispatch.verified entry: it was removed", end.Kind, end.Seq, truncate(want, 80))
 	case len(a.verified) > 1:
 		return fmt.Sprintf("%d dispatch.verified entries, want exactly 1", len(a.verified))
-	case a.verified[0].Details["verdict"] != want:
-		return fmt.Sprintf("its dispatch.verified entry (%d) records verdict %v, its end names %s", a.verified[0].Seq, a.verified[0].Details["verdict"], truncate(want, 80))
+	case a.verified[0].Details[entry.KeyVerdict] != want:
+		return fmt.Sprintf("its dispatch.verified entry (%d) records verdict %v, its end names %s", a.verified[0].Seq, a.verified[0].Details[entry.KeyVerdict], truncate(want, 80))
 	case a.verified[0].Seq > end.Seq:
 		return fmt.Sprintf("its dispatch.verified entry (%d) comes after its end (%d)", a.verified[0].Seq, end.Seq)
 	}
@@ -445,23 +446,23 @@ func (rv *runVerifier) bind(raw []byte, attempts map[string]*attempt) (*dispatch
 	}
 	acc, end := a.accepted[0], a.terminal[0]
 	switch {
-	case end.Details["manifest"] != m.digest:
-		return nil, fmt.Errorf("dispatch %s: its terminal entry records manifest %v, this one is %s", m.Dispatch, end.Details["manifest"], m.digest)
-	case acc.Details["subagent"] != m.Subagent:
-		return nil, fmt.Errorf("dispatch %s: accepted with subagent %v, the manifest says %s", m.Dispatch, acc.Details["subagent"], m.Subagent)
-	case acc.Details["input_digest"] != m.InputDigest:
-		return nil, fmt.Errorf("dispatch %s: accepted with input %v, the manifest says %s", m.Dispatch, acc.Details["input_digest"], m.InputDigest)
-	case "dispatch."+m.State != end.Kind:
+	case end.Details[entry.KeyManifest] != m.digest:
+		return nil, fmt.Errorf("dispatch %s: its terminal entry records manifest %v, this one is %s", m.Dispatch, end.Details[entry.KeyManifest], m.digest)
+	case acc.Details[entry.KeySubagent] != m.Subagent:
+		return nil, fmt.Errorf("dispatch %s: accepted with subagent %v, the manifest says %s", m.Dispatch, acc.Details[entry.KeySubagent], m.Subagent)
+	case acc.Details[entry.KeyInputDigest] != m.InputDigest:
+		return nil, fmt.Errorf("dispatch %s: accepted with input %v, the manifest says %s", m.Dispatch, acc.Details[entry.KeyInputDigest], m.InputDigest)
+	case entry.DispatchState(m.State) != end.Kind:
 		return nil, fmt.Errorf("dispatch %s ended %s, the manifest says %s", m.Dispatch, end.Kind, m.State)
 	}
-	if p, ok := end.Details["patch_digest"]; ok && p != m.Products.Patch {
+	if p, ok := end.Details[entry.KeyPatchDigest]; ok && p != m.Products.Patch {
 		return nil, fmt.Errorf("dispatch %s: its entry records patch %v, the manifest %s", m.Dispatch, p, m.Products.Patch)
 	}
-	if v, _ := end.Details["verdict"].(string); v != m.Verdict {
+	if v, _ := end.Details[entry.KeyVerdict].(string); v != m.Verdict {
 		return nil, fmt.Errorf("dispatch %s: its entry records verdict %q, the manifest %q", m.Dispatch, v, m.Verdict)
 	}
-	if !equalStrings(anyStrings(acc.Details["envs"]), m.Envs) {
-		return nil, fmt.Errorf("dispatch %s: accepted with env bundles %v, the manifest says %v", m.Dispatch, acc.Details["envs"], m.Envs)
+	if !equalStrings(anyStrings(acc.Details[entry.KeyEnvs]), m.Envs) {
+		return nil, fmt.Errorf("dispatch %s: accepted with env bundles %v, the manifest says %v", m.Dispatch, acc.Details[entry.KeyEnvs], m.Envs)
 	}
 	return &m, nil
 }
@@ -586,7 +587,7 @@ func (rv *runVerifier) sameVerdict(files []manifestFile, up *dispatchManifest) e
 		return fmt.Errorf("the upstream dispatch has no verdict")
 	}
 	var outputSHA string
-	if a := rv.attempts[up.Dispatch]; a != nil && len(a.verified) == 1 && a.verified[0].Details["verdict"] == up.Verdict {
+	if a := rv.attempts[up.Dispatch]; a != nil && len(a.verified) == 1 && a.verified[0].Details[entry.KeyVerdict] == up.Verdict {
 		outputSHA, _ = a.verified[0].Details["output_sha256"].(string)
 	}
 	if outputSHA == "" {

@@ -4,13 +4,15 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // orchEnds are the orch.db entries that end an attempt and name its dispatch.
-var orchEnds = map[string]bool{"orch.task.succeeded": true, "orch.task.failed": true, "orch.task.retry_scheduled": true,
-	"orch.task.cancelled": true, "orch.task.needs_input": true,
+var orchEnds = map[string]bool{entry.TaskSucceeded: true, entry.TaskFailed: true, entry.TaskRetryScheduled: true,
+	entry.TaskCancelled: true, entry.TaskNeedsInput: true,
 	// Run extension: finished work held for review, red work handed to a fix.
-	"orch.task.produced": true, "orch.task.rejected": true}
+	entry.TaskProduced: true, entry.TaskRejected: true}
 
 // checkVerdicts checks the run's verify gates across both logs: each attempt's end in
 // orch.db names the verdict its dispatch's end names (or none when it has none), and each
@@ -25,16 +27,16 @@ func (rv *runVerifier) checkVerdicts(fired map[string]string, attempts map[strin
 	byDispatch := map[string]*orchSide{}
 	for i := range rv.orch.entries {
 		e := &rv.orch.entries[i]
-		if !orchEnds[e.Kind] && e.Kind != "orch.task.verified" {
+		if !orchEnds[e.Kind] && e.Kind != entry.TaskVerified {
 			continue
 		}
-		d, _ := e.Details["dispatch_id"].(string)
+		d, _ := e.Details[entry.KeyDispatchID].(string)
 		o := byDispatch[d]
 		if o == nil {
 			o = &orchSide{}
 			byDispatch[d] = o
 		}
-		if e.Kind == "orch.task.verified" {
+		if e.Kind == entry.TaskVerified {
 			o.verified = append(o.verified, e)
 		} else {
 			o.ends = append(o.ends, e)
@@ -45,7 +47,7 @@ func (rv *runVerifier) checkVerdicts(fired map[string]string, attempts map[strin
 		o := byDispatch[d]
 		var dispVerdict string
 		if a := attempts[d]; a != nil && len(a.terminal) == 1 {
-			dispVerdict, _ = a.terminal[0].Details["verdict"].(string)
+			dispVerdict, _ = a.terminal[0].Details[entry.KeyVerdict].(string)
 		}
 		if problem := orchVerdictProblem(o.ends, o.verified, dispVerdict); problem != "" {
 			ok = false
@@ -68,7 +70,7 @@ func (rv *runVerifier) checkVerdicts(fired map[string]string, attempts map[strin
 func orchVerdictProblem(ends, verified []*EntryFields, dispVerdict string) string {
 	var want string
 	for _, e := range ends {
-		v, _ := e.Details["verdict"].(string)
+		v, _ := e.Details[entry.KeyVerdict].(string)
 		if v != dispVerdict {
 			return fmt.Sprintf("its %s entry (%d) names verdict %q, its dispatch's end %q", e.Kind, e.Seq, truncate(v, 80), truncate(dispVerdict, 80))
 		}
@@ -81,8 +83,8 @@ func orchVerdictProblem(ends, verified []*EntryFields, dispVerdict string) strin
 		return ""
 	case len(verified) != 1:
 		return fmt.Sprintf("its end names verdict %s, and the bundle holds %d orch.task.verified entries for it, want exactly 1", truncate(want, 80), len(verified))
-	case verified[0].Details["verdict"] != want:
-		return fmt.Sprintf("its orch.task.verified entry (%d) records verdict %v, its end names %s", verified[0].Seq, verified[0].Details["verdict"], truncate(want, 80))
+	case verified[0].Details[entry.KeyVerdict] != want:
+		return fmt.Sprintf("its orch.task.verified entry (%d) records verdict %v, its end names %s", verified[0].Seq, verified[0].Details[entry.KeyVerdict], truncate(want, 80))
 	case verified[0].Seq > ends[0].Seq:
 		return fmt.Sprintf("its orch.task.verified entry (%d) comes after its end (%d)", verified[0].Seq, ends[0].Seq)
 	}

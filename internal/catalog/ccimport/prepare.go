@@ -10,6 +10,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/catalog/view"
@@ -130,8 +131,8 @@ func (s *Set) Summary(actor string, changes []provision.Change) *audit.Entry {
 	}
 	return &audit.Entry{
 		Actor:   actor,
-		Kind:    "catalog.import",
-		Subject: "claude-agents/" + filepath.Base(s.Root),
+		Kind:    entry.CatalogImport,
+		Subject: entry.ClaudeAgents(filepath.Base(s.Root)),
 		Details: map[string]any{"files": s.Files(), "changes": counts},
 	}
 }

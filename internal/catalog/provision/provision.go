@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/view"
@@ -313,8 +314,8 @@ ON CONFLICT(kind, name) DO UPDATE SET digest = excluded.digest, retired = 0`, p.
 	// string(p.Kind): Kind's String is the noun for people ("env bundle"), not an identifier.
 	_, err = w.log.Append(ctx, tx, audit.Entry{
 		Actor:   actor,
-		Kind:    fmt.Sprintf("catalog.%s.%s", string(p.Kind), verb),
-		Subject: fmt.Sprintf("%s/%s", string(p.Kind), p.Name),
+		Kind:    entry.Catalog(string(p.Kind), verb),
+		Subject: entry.CatalogItem(string(p.Kind), p.Name),
 		Details: details,
 	})
 	return err
@@ -334,8 +335,8 @@ func (w *Writer) retire(ctx context.Context, tx *sql.Tx, actor, at string, c Cha
 	}
 	_, err = w.log.Append(ctx, tx, audit.Entry{
 		Actor:   actor,
-		Kind:    fmt.Sprintf("catalog.%s.retire", string(c.Kind)),
-		Subject: fmt.Sprintf("%s/%s", string(c.Kind), c.Name),
+		Kind:    entry.Catalog(string(c.Kind), "retire"),
+		Subject: entry.CatalogItem(string(c.Kind), c.Name),
 		Details: map[string]any{"name": c.Name, "previous": string(c.Previous)},
 	})
 	return err == nil, err

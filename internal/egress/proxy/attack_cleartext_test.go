@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // recordingServer is a plain-HTTP host on 127.0.0.1 that keeps every byte it receives and
@@ -150,7 +152,7 @@ func TestAttack_BoundSecretNeverInCleartext(t *testing.T) {
 	mu.Unlock()
 
 	f.p.Close()
-	denied := f.audit.find(KindRequest, "deny")
+	denied := f.audit.find(entry.NetRequest, "deny")
 	if len(denied) != 7 {
 		t.Fatalf("net.request denials = %d, want 7:\n%s", len(denied), f.audit.dump())
 	}

@@ -74,7 +74,7 @@ func dialConnect(t *testing.T, proxyAddr, target string) (net.Conn, *bufio.Reade
 }
 
 // waitEntries waits up to d for n entries of kind and returns them.
-func (a *memAudit) waitEntries(t *testing.T, kind string, n int, d time.Duration) []entry {
+func (a *memAudit) waitEntries(t *testing.T, kind string, n int, d time.Duration) []recorded {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {

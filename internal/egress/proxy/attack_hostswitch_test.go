@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // Attack (HIGH): inside a terminated TLS session to the bound host, a request names another
@@ -64,7 +66,7 @@ func TestAttack_HostSwitchInsideATerminatedSession(t *testing.T) {
 	if len(seen) != 1 || seen[0] != "127.0.0.1:"+pport+" " {
 		t.Fatalf("the hosts saw %q; only the plain request, with the URL's host, may arrive", seen)
 	}
-	if n := len(f.audit.find(KindRequest, "deny")); n != 5 {
+	if n := len(f.audit.find(entry.NetRequest, "deny")); n != 5 {
 		t.Fatalf("net.request denials = %d:\n%s", n, f.audit.dump())
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // Attack: one sandbox opens connections and leaves them silent to pin the host's resources.
@@ -40,7 +42,7 @@ func TestAttack_IdleConnectionsTimeOut(t *testing.T) {
 	if resp, _ := sendOn(t, c, bufioReader(c), "GET http://127.0.0.1:"+pport+"/ HTTP/1.1\r\nHost: x\r\n\r\n"); resp.StatusCode != 200 {
 		t.Fatalf("plain: %d", resp.StatusCode)
 	}
-	if got := f.audit.waitEntries(t, KindClose, 3, 5*time.Second); len(got) != 3 {
+	if got := f.audit.waitEntries(t, entry.NetClose, 3, 5*time.Second); len(got) != 3 {
 		t.Fatalf("silent connections outlived the idle timeout:\n%s", f.audit.dump())
 	}
 }

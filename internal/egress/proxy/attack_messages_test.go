@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // Attack: a bound host answers with text that embeds the value it received (a broken status
@@ -62,7 +64,7 @@ func TestAttack_SecretNeverInMessages(t *testing.T) {
 			t.Errorf("%s: the sandbox read the value: %s %q", path, resp.Status, body)
 		}
 	}
-	if len(f.audit.find(KindClose, "")) == 0 {
+	if len(f.audit.find(entry.NetClose, "")) == 0 {
 		t.Fatal("no connection reached the host")
 	}
 	f.p.Close()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/grant"
 )
 
@@ -76,7 +77,7 @@ func TestAttack_PathPrefixBypass(t *testing.T) {
 	if len(seen) != len(allowed) {
 		t.Fatalf("the host saw %q; only the %d allowed requests may reach it", seen, len(allowed))
 	}
-	if n := len(f.audit.find(KindRequest, "deny")); n != len(refused)+1 {
+	if n := len(f.audit.find(entry.NetRequest, "deny")); n != len(refused)+1 {
 		t.Fatalf("net.request denials = %d, want %d:\n%s", n, len(refused)+1, f.audit.dump())
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // Attack (HIGH): the placeholder sent over plain HTTP (no CONNECT, no TLS) to a host it is
@@ -47,7 +49,7 @@ func TestAttack_PlaceholderOverPlainHTTPToUnboundHost(t *testing.T) {
 	if n := hits.Load(); n != 1 {
 		t.Fatalf("the host got %d requests, want only the clean one", n)
 	}
-	if n := len(f.audit.find(KindRequest, "deny")); n != 7 {
+	if n := len(f.audit.find(entry.NetRequest, "deny")); n != 7 {
 		t.Fatalf("net.request denials = %d, want 7:\n%s", n, f.audit.dump())
 	}
 }

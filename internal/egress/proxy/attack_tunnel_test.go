@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // Attack (HIGH): a tunnel whose client closes while the host keeps its side open (a server
@@ -25,10 +27,10 @@ func TestAttack_TunnelClientCloseEndsTheTunnel(t *testing.T) {
 			c.Close()
 		}
 	}
-	if got := f.audit.waitEntries(t, KindClose, 2, 5*time.Second); len(got) != 2 {
+	if got := f.audit.waitEntries(t, entry.NetClose, 2, 5*time.Second); len(got) != 2 {
 		t.Fatalf("the tunnels did not end after the client closed:\n%s", f.audit.dump())
 	}
-	for _, e := range f.audit.find(KindClose, "") {
+	for _, e := range f.audit.find(entry.NetClose, "") {
 		if e.details["bytes_up"].(int64) != 5 {
 			t.Fatalf("net.close = %v, want 5 bytes up", e.details)
 		}
@@ -45,7 +47,7 @@ func TestAttack_TunnelUpstreamCloseEndsTheTunnel(t *testing.T) {
 	if b, err := io.ReadAll(br); err != nil || string(b) != "bye" {
 		t.Fatalf("client read %q, %v; want the host's bytes then the end", b, err)
 	}
-	got := f.audit.waitEntries(t, KindClose, 1, 5*time.Second)
+	got := f.audit.waitEntries(t, entry.NetClose, 1, 5*time.Second)
 	if len(got) != 1 || got[0].details["bytes_down"].(int64) != 3 {
 		t.Fatalf("net.close after the host closed:\n%s", f.audit.dump())
 	}
@@ -78,7 +80,7 @@ func TestAttack_CloseEndsBlockedConnectionsWithOneCloseEach(t *testing.T) {
 	}
 	tc := tlsThrough(t, f.url.Host, "127.0.0.1:"+sport, poolFromCA(ca))
 	io.WriteString(tc, "GET /wait HTTP/1.1\r\nHost: 127.0.0.1:"+sport+"\r\n\r\n")
-	a.waitEntries(t, KindConnect, 3, 5*time.Second)
+	a.waitEntries(t, entry.NetConnect, 3, 5*time.Second)
 	time.Sleep(100 * time.Millisecond) // the request reaches the silent host
 	done := make(chan struct{})
 	go func() { f.p.Close(); close(done) }()
@@ -87,7 +89,7 @@ func TestAttack_CloseEndsBlockedConnectionsWithOneCloseEach(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close hangs on connections whose host is silent")
 	}
-	if n := len(a.find(KindClose, "")); n != 3 {
+	if n := len(a.find(entry.NetClose, "")); n != 3 {
 		t.Fatalf("net.close entries = %d, want 3:\n%s", n, a.dump())
 	}
 }
@@ -127,7 +129,7 @@ func TestAttack_ClientGoneWhileHostIsSlow(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // both requests reach their hosts
 	tc.Close()
 	c.Close()
-	if got := f.audit.waitEntries(t, KindClose, 2, 5*time.Second); len(got) != 2 {
+	if got := f.audit.waitEntries(t, entry.NetClose, 2, 5*time.Second); len(got) != 2 {
 		t.Fatalf("connections whose client left still wait on their hosts:\n%s", f.audit.dump())
 	}
 }
@@ -141,7 +143,7 @@ func TestAttack_CloseRecordedPastTheBudget(t *testing.T) {
 		rawConnect(t, f.url.Host, "evil.test:443", "")
 	}
 	c.Close()
-	if got := f.audit.waitEntries(t, KindClose, 1, 5*time.Second); len(got) != 1 {
+	if got := f.audit.waitEntries(t, entry.NetClose, 1, 5*time.Second); len(got) != 1 {
 		t.Fatalf("no net.close past the budget:\n%s", f.audit.dump())
 	}
 }

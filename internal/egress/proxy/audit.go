@@ -5,13 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
-)
 
-// Audit entry kinds.
-const (
-	KindConnect = "net.connect" // a connection decided: allow or deny, before its effect
-	KindRequest = "net.request" // a request refused inside a connection the proxy reads
-	KindClose   = "net.close"   // an allowed connection ended: bytes, duration, requests
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 var errAuditSpent = errors.New("the dispatch's network audit budget is spent")
@@ -19,7 +14,7 @@ var errAuditSpent = errors.New("the dispatch's network audit budget is spent")
 // record writes one entry, charged to the budget. Nothing is allowed on an error.
 func (p *Proxy) record(ctx context.Context, kind string, details map[string]any) error {
 	p.scrubDetails(details)
-	if kind == KindClose {
+	if kind == entry.NetClose {
 		// A connection's end is recorded whatever happened: past the budget (it is bounded by
 		// the allowed connections, each of which was charged) and after the dispatch's
 		// context ended (the writer stops only once Close has returned).
@@ -41,7 +36,7 @@ func (p *Proxy) record(ctx context.Context, kind string, details map[string]any)
 	p.mu.Unlock()
 	if last {
 		details = map[string]any{"budget_spent": true, "entries": p.cfg.MaxAuditEntries}
-		kind = KindConnect
+		kind = entry.NetConnect
 		err := p.cfg.Audit.Record(ctx, kind, details)
 		if p.cfg.OnLimit != nil {
 			p.cfg.OnLimit(fmt.Sprintf("network audit budget spent (%d entries): the sandbox opened too many connections", p.cfg.MaxAuditEntries))

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // connect serves a CONNECT: decide, dial, record, then tunnel or terminate.
@@ -28,13 +30,13 @@ func (p *Proxy) connect(cl *client, req *http.Request) {
 		return
 	}
 	if err != nil {
-		p.record(p.ctx, KindConnect, connectEntry(t, "connect", "error", "connect failed: "+p.shortError(err), d.intercept))
+		p.record(p.ctx, entry.NetConnect, connectEntry(t, "connect", "error", "connect failed: "+p.shortError(err), d.intercept))
 		p.writeStatus(c, http.StatusBadGateway, "agora egress proxy: could not connect to "+t.String()+": "+p.shortError(err)+".")
 		return
 	}
 	defer up.Close()
 	// Recorded before a byte of the client reaches the host.
-	if err := p.record(p.ctx, KindConnect, connectEntry(t, "connect", "allow", "", d.intercept)); err != nil {
+	if err := p.record(p.ctx, entry.NetConnect, connectEntry(t, "connect", "allow", "", d.intercept)); err != nil {
 		p.writeStatus(c, http.StatusServiceUnavailable, "agora egress proxy: the connection could not be audited, so it was not made.")
 		return
 	}
@@ -60,13 +62,13 @@ func (p *Proxy) finish(t target, up, down int64, start time.Time, requests int, 
 	if err != nil && !isClosed(err) && err != io.EOF {
 		errText = p.shortError(err)
 	}
-	p.record(p.ctx, KindClose, closeEntry(t, up, down, time.Since(start), requests, keys, errText))
+	p.record(p.ctx, entry.NetClose, closeEntry(t, up, down, time.Since(start), requests, keys, errText))
 }
 
 // refuse records a refused connection, then answers 403 with the sentence.
 func (p *Proxy) refuse(c net.Conn, t target, via, reason string) {
 	p.count(t, false, 0, 0)
-	p.record(p.ctx, KindConnect, connectEntry(t, via, "deny", reason, false))
+	p.record(p.ctx, entry.NetConnect, connectEntry(t, via, "deny", reason, false))
 	sentence := refusalSentence(t, reason)
 	p.notice(sentence)
 	p.writeStatus(c, http.StatusForbidden, sentence)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/grant"
 )
@@ -90,7 +91,7 @@ func FuzzServeConn(f *testing.F) {
 		client.Close()
 		<-done
 		p.Close()
-		if len(a.find(KindConnect, "allow")) > 0 {
+		if len(a.find(entry.NetConnect, "allow")) > 0 {
 			t.Fatalf("allowed entry for %q:\n%s", data, a.dump())
 		}
 	})

@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // plain forwards one plain-HTTP request (absolute form) and, while the client keeps its
@@ -39,11 +41,11 @@ func (p *Proxy) plain(cl *client, req *http.Request) bool {
 		return false
 	}
 	if err != nil {
-		p.record(p.ctx, KindConnect, connectEntry(t, "http", "error", "connect failed: "+p.shortError(err), false))
+		p.record(p.ctx, entry.NetConnect, connectEntry(t, "http", "error", "connect failed: "+p.shortError(err), false))
 		p.writeStatus(c, http.StatusBadGateway, "agora egress proxy: could not connect to "+t.String()+": "+p.shortError(err)+".")
 		return false
 	}
-	if err := p.record(p.ctx, KindConnect, connectEntry(t, "http", "allow", "", false)); err != nil {
+	if err := p.record(p.ctx, entry.NetConnect, connectEntry(t, "http", "allow", "", false)); err != nil {
 		up.Close()
 		p.writeStatus(c, http.StatusServiceUnavailable, "agora egress proxy: the connection could not be audited, so it was not made.")
 		return false

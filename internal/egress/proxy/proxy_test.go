@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/grant"
 )
@@ -25,11 +26,11 @@ import (
 // memAudit keeps entries in memory; fail makes Record fail.
 type memAudit struct {
 	mu      sync.Mutex
-	entries []entry
+	entries []recorded
 	fail    bool
 }
 
-type entry struct {
+type recorded struct {
 	kind    string
 	details map[string]any
 }
@@ -40,14 +41,14 @@ func (a *memAudit) Record(_ context.Context, kind string, d map[string]any) erro
 	if a.fail {
 		return errors.New("disk full")
 	}
-	a.entries = append(a.entries, entry{kind, d})
+	a.entries = append(a.entries, recorded{kind, d})
 	return nil
 }
 
-func (a *memAudit) find(kind, decision string) []entry {
+func (a *memAudit) find(kind, decision string) []recorded {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var out []entry
+	var out []recorded
 	for _, e := range a.entries {
 		if e.kind == kind && (decision == "" || e.details["decision"] == decision) {
 			out = append(out, e)
@@ -161,10 +162,10 @@ func TestConnect_AllowedHostIsTunnelledAndAudited(t *testing.T) {
 		t.Fatalf("body = %q", body)
 	}
 	f.p.Close()
-	if got := f.audit.find(KindConnect, "allow"); len(got) != 1 || got[0].details["terminated"] != nil {
+	if got := f.audit.find(entry.NetConnect, "allow"); len(got) != 1 || got[0].details["terminated"] != nil {
 		t.Fatalf("net.connect allow entries = %v", f.audit.dump())
 	}
-	closes := f.audit.find(KindClose, "")
+	closes := f.audit.find(entry.NetClose, "")
 	if len(closes) != 1 || closes[0].details["bytes_up"].(int64) == 0 || closes[0].details["bytes_down"].(int64) == 0 {
 		t.Fatalf("net.close = %v", f.audit.dump())
 	}
@@ -195,10 +196,10 @@ func TestConnect_Refusals(t *testing.T) {
 			}
 		})
 	}
-	if got := f.audit.find(KindConnect, "deny"); len(got) != 4 {
+	if got := f.audit.find(entry.NetConnect, "deny"); len(got) != 4 {
 		t.Fatalf("deny entries:\n%s", f.audit.dump())
 	}
-	if len(f.audit.find(KindConnect, "allow")) != 0 {
+	if len(f.audit.find(entry.NetConnect, "allow")) != 0 {
 		t.Fatalf("a refused connection was recorded as allowed:\n%s", f.audit.dump())
 	}
 	if len(notices) != 4 {
@@ -272,7 +273,7 @@ func TestPlain_MethodAndPathRules(t *testing.T) {
 	if len(seen) != 1 || seen[0] != "GET /repos/acme/x" {
 		t.Fatalf("server saw %q; only the allowed request may reach it", seen)
 	}
-	if n := len(f.audit.find(KindRequest, "deny")); n != 6 {
+	if n := len(f.audit.find(entry.NetRequest, "deny")); n != 6 {
 		t.Fatalf("net.request denials = %d:\n%s", n, f.audit.dump())
 	}
 }
@@ -360,7 +361,7 @@ func TestIntercept_PlaceholderToUnboundHostRefused(t *testing.T) {
 	if hits != 0 {
 		t.Fatalf("the server got %d requests carrying the placeholder", hits)
 	}
-	if n := len(f.audit.find(KindRequest, "deny")); n != 3 {
+	if n := len(f.audit.find(entry.NetRequest, "deny")); n != 3 {
 		t.Fatalf("denials:\n%s", f.audit.dump())
 	}
 }
@@ -458,7 +459,7 @@ func TestConcurrent200Connections(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.p.Close()
-	if n := len(f.audit.find(KindClose, "")); n != 200 {
+	if n := len(f.audit.find(entry.NetClose, "")); n != 200 {
 		t.Fatalf("net.close entries = %d", n)
 	}
 }
@@ -487,7 +488,7 @@ func TestMalformedRequests(t *testing.T) {
 			t.Fatalf("%.40q: status %d", raw, resp.StatusCode)
 		}
 	}
-	if n := len(f.audit.find(KindConnect, "allow")); n != 0 {
+	if n := len(f.audit.find(entry.NetConnect, "allow")); n != 0 {
 		t.Fatalf("allowed: %s", f.audit.dump())
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
@@ -365,7 +366,7 @@ func unescapeByte(code string) string {
 func (s *session) refuseRequest(w io.Writer, req *http.Request, reason string) {
 	path := req.URL.Path
 	s.p.count(s.t, false, 0, 0)
-	s.p.record(s.p.ctx, KindRequest, map[string]any{
+	s.p.record(s.p.ctx, entry.NetRequest, map[string]any{
 		"host": s.t.host, "port": int(s.t.port), "method": cut(req.Method, 16), "path": cut(path, 200),
 		"decision": "deny", "reason": reason,
 	})

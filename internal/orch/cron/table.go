@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -116,7 +117,7 @@ func dueText(t time.Time) string {
 }
 
 func (t *Table) append(ctx context.Context, tx *sql.Tx, name, kind string, details map[string]any) error {
-	_, err := t.log.AppendAll(ctx, tx, []audit.Entry{{Actor: "orch", Kind: kind, Subject: "schedule/" + name, Details: details}})
+	_, err := t.log.AppendAll(ctx, tx, []audit.Entry{{Actor: entry.OrchActor, Kind: kind, Subject: entry.Schedule(name), Details: details}})
 	return err
 }
 
@@ -142,7 +143,7 @@ func (t *Table) Add(ctx context.Context, s *Schedule, now time.Time) error {
 			s.Actor, ts(s.CreatedAt), dueText(s.NextDue), s.PlanName, s.Queue, s.Tasks); err != nil {
 			return err
 		}
-		return t.append(ctx, tx, s.Name, "orch.schedule.added", map[string]any{
+		return t.append(ctx, tx, s.Name, entry.ScheduleAdded, map[string]any{
 			"by": s.Actor, "spec": s.Spec.String(), "zone": s.Spec.Zone(), "plan_digest": s.Digest,
 			"workspace": s.Workspace, "revision": s.Revision, "next_due": ts(s.NextDue),
 		})
@@ -160,7 +161,7 @@ func (t *Table) Remove(ctx context.Context, name, actor string) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("%w: %q", ErrNotFound, name)
 		}
-		return t.append(ctx, tx, name, "orch.schedule.removed", map[string]any{"by": actor})
+		return t.append(ctx, tx, name, entry.ScheduleRemoved, map[string]any{"by": actor})
 	})
 }
 
@@ -268,18 +269,18 @@ func (t *Table) Mark(ctx context.Context, s *Schedule, f Firing) (bool, error) {
 		marked = true
 		slot := f.Slot.UTC().Format(time.RFC3339)
 		if f.Missed > 0 {
-			if err := t.append(ctx, tx, s.Name, "orch.schedule.missed", map[string]any{
+			if err := t.append(ctx, tx, s.Name, entry.ScheduleMissed, map[string]any{
 				"missed": int64(f.Missed), "after": s.After().UTC().Format(time.RFC3339), "slot": slot,
 			}); err != nil {
 				return err
 			}
 		}
 		if f.Error != "" {
-			return t.append(ctx, tx, s.Name, "orch.schedule.refused", map[string]any{
+			return t.append(ctx, tx, s.Name, entry.ScheduleRefused, map[string]any{
 				"slot": slot, "missed": int64(f.Missed), "error": f.Error, "next_due": ts(next),
 			})
 		}
-		return t.append(ctx, tx, s.Name, "orch.schedule.fired", map[string]any{
+		return t.append(ctx, tx, s.Name, entry.ScheduleFired, map[string]any{
 			"slot": slot, "run_id": f.RunID, "missed": int64(f.Missed), "created": f.Created, "recovered": f.Recovered,
 			"next_due": ts(next),
 		})

@@ -1,0 +1,119 @@
+package entry
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Keys of the details that readers parse. A writer spells such a key with the constant, so
+// a reader and its writer cannot drift apart; keys no reader parses stay where they are
+// written.
+const (
+	// Every kind that names one.
+	KeyDecision = "decision" // "allowed", "denied", ... of a gateway, tool, net or MCP entry
+	KeyReason   = "reason"   // why: a refusal's reason, a terminal state's reason
+	KeyState    = "state"    // a state a run or dispatch reached
+	KeyDetail   = "detail"   // free text of a failure, shown redacted
+	KeyBy       = "by"       // who asked for a cancel, retry, answer or seal
+
+	// Dispatch entries (dispatch.*).
+	KeyTarget      = "target"       // dispatch.accepted: the compute target
+	KeySubagent    = "subagent"     // dispatch.accepted, orch.task.fired
+	KeyInputDigest = "input_digest" // dispatch.accepted
+	KeyEnvs        = "envs"         // dispatch.accepted
+	KeyRepo        = "repo"         // dispatch.accepted
+	KeyVerify      = "verify"       // dispatch.accepted: present when a verify gate runs
+	KeyManifest    = "manifest"     // a dispatch's terminal entry: its manifest's digest
+	KeyPatchDigest = "patch_digest" // a dispatch's terminal entry
+	KeyVerdict     = "verdict"      // dispatch.verified and a terminal entry: the verdict's digest
+
+	// Gateway entries (tool.gateway*).
+	KeyRoute        = "route"
+	KeyModel        = "model"
+	KeyInputTokens  = "input_tokens" // present on a model call that reported usage
+	KeyOutputTokens = "output_tokens"
+	KeyCachedTokens = "cached_tokens"
+	KeyCostNanoUSD  = "cost_nano_usd"
+	KeyCount        = "count" // tool.gateway.refused: how many were refused
+
+	// Tool decisions (tool.call, mcp.tool.*).
+	KeyTool  = "tool"
+	KeyPhase = "phase"
+
+	// Egress entries (net.*).
+	KeyHost       = "host"
+	KeyPort       = "port"
+	KeyVia        = "via"
+	KeyMethod     = "method"
+	KeyPath       = "path"
+	KeyBytesUp    = "bytes_up"
+	KeyBytesDown  = "bytes_down"
+	KeyDurationMS = "duration_ms"
+	KeyRequests   = "requests"
+
+	// Orchestrator entries (orch.*).
+	KeyRunName     = "run_name" // on every orch.run.* and orch.task.* entry
+	KeyPlanDigest  = "plan_digest"
+	KeyTasks       = "tasks"
+	KeyEntries     = "entries" // orch.run.sealed: the run's entries before the seal
+	KeyDispatchID  = "dispatch_id"
+	KeyAttempt     = "attempt"
+	KeyRetryAt     = "retry_at"
+	KeyAncestor    = "ancestor"
+	KeyWhy         = "why"
+	KeyTraceID     = "trace_id"
+	KeyTraceParent = "trace_parent"
+	KeyTraceSpan   = "trace_span"
+)
+
+// Str returns details[key] when it is a string, else "".
+func Str(details map[string]any, key string) string {
+	s, _ := details[key].(string)
+	return s
+}
+
+// Text returns details[key] as text: a string as it is, another value as fmt prints it, ""
+// when absent or null. It is for showing a value, never for judging one.
+func Text(details map[string]any, key string) string {
+	switch v := details[key].(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// Num returns details[key] as a non-negative number: a [json.Number] (a reader decoding with
+// UseNumber) or a Go integer or float (an entry still in memory). Anything else, a negative
+// value or one that does not parse is 0: a count cannot go back.
+func Num(details map[string]any, key string) float64 {
+	var x float64
+	switch v := details[key].(type) {
+	case json.Number:
+		f, err := v.Float64()
+		if err != nil {
+			return 0
+		}
+		x = f
+	case int:
+		x = float64(v)
+	case int64:
+		x = float64(v)
+	case float64:
+		x = v
+	default:
+		return 0
+	}
+	if x < 0 || x != x {
+		return 0
+	}
+	return x
+}
+
+// Has reports whether details holds key, whatever its value.
+func Has(details map[string]any, key string) bool {
+	_, ok := details[key]
+	return ok
+}

@@ -1,0 +1,116 @@
+package entry
+
+// Kinds of the catalog (agora.db): a registration or retirement is "catalog.KIND.VERB"
+// ([Catalog]); the two below are whole operations.
+const (
+	CatalogImport = "catalog.import" // agora import claude-agents: one entry per import
+	CatalogApply  = "catalog.apply"  // agora apply: one entry per manifest applied
+)
+
+// Catalog is the kind of a catalog change: kind is a catalog kind ("capability",
+// "subagent", "env", "workspace"), verb what happened to it ("register", "retire", ...).
+func Catalog(kind, verb string) string { return "catalog." + kind + "." + verb }
+
+// Kinds of a dispatch (agora.db). A dispatch's state change is "dispatch." + its state
+// ([DispatchState]); the states that end a dispatch are also named here for readers.
+const (
+	DispatchPrefix          = "dispatch."
+	DispatchAccepted        = DispatchPrefix + "accepted"
+	DispatchStarted         = DispatchPrefix + "started"
+	DispatchFinished        = DispatchPrefix + "finished"
+	DispatchNeedsInput      = DispatchPrefix + "needs_input"
+	DispatchFailed          = DispatchPrefix + "failed"
+	DispatchCancelled       = DispatchPrefix + "cancelled"
+	DispatchAnswered        = DispatchPrefix + "answered"
+	DispatchVerified        = DispatchPrefix + "verified"         // the verify gate's verdict
+	DispatchCancelRequested = DispatchPrefix + "cancel_requested" // a person's or program's cancel
+	DispatchResumeRefused   = DispatchPrefix + "resume.refused"   // an answer the client could not give
+)
+
+// DispatchState is the kind of a dispatch's move to state ("accepted", "finished", ...).
+func DispatchState(state string) string { return DispatchPrefix + state }
+
+// DispatchEnd reports whether kind records a dispatch's terminal state.
+func DispatchEnd(kind string) bool {
+	switch kind {
+	case DispatchFinished, DispatchFailed, DispatchCancelled, DispatchNeedsInput:
+		return true
+	}
+	return false
+}
+
+// Kinds of a held tool call (agora.db): the request for approval and its decision.
+const (
+	ApprovalRequest  = "approval.request"
+	ApprovalDecision = "approval.decision"
+)
+
+// Kinds the per-dispatch model gateway writes (agora.db), and the worker's tool decisions it
+// records for it.
+const (
+	ToolPrefix = "tool."
+	// ToolGateway is recorded once for every request the gateway serves, and for every
+	// refusal that is not counted under ToolGatewayRefused.
+	ToolGateway = "tool.gateway"
+	// ToolGatewayRefused counts the refusals of one route and reason the sandbox can provoke.
+	ToolGatewayRefused = "tool.gateway.refused"
+	// ToolGatewayBudget is the gateway's last entry when the dispatch's audit budget is spent.
+	ToolGatewayBudget = "tool.gateway.budget"
+	// ToolCall is a tool decision the worker reports inside a sandbox (not an MCP call: see
+	// [MCPToolCall]).
+	ToolCall = "tool.call"
+)
+
+// Kinds the egress proxy writes (agora.db).
+const (
+	NetPrefix  = "net."
+	NetConnect = "net.connect" // a connection decided: allow or deny, before its effect
+	NetRequest = "net.request" // a request refused inside a connection the proxy reads
+	NetClose   = "net.close"   // an allowed connection ended: bytes, duration, requests
+)
+
+// Kinds the MCP server writes (agora.db).
+const (
+	MCPToolPrefix     = "mcp.tool."
+	MCPToolCall       = "mcp.tool.call"   // an MCP client's tool call, allowed or invalid
+	MCPToolDenied     = "mcp.tool.denied" // an MCP client's tool call refused
+	MCPResourceRead   = "mcp.resource.read"
+	MCPResourceDenied = "mcp.resource.denied"
+)
+
+// Kinds of the orchestrator (orch.db): a run's and a task's transitions, and schedules.
+const (
+	OrchPrefix = "orch."
+
+	RunSubmitted       = "orch.run.submitted"
+	RunExtended        = "orch.run.extended"
+	RunState           = "orch.run.state"
+	RunEnded           = "orch.run.ended"
+	RunSealRequested   = "orch.run.seal_requested"
+	RunSealed          = "orch.run.sealed"
+	RunCancelRequested = "orch.run.cancel_requested"
+
+	TaskPrefix          = "orch.task."
+	TaskReady           = "orch.task.ready"
+	TaskFired           = "orch.task.fired"
+	TaskSucceeded       = "orch.task.succeeded"
+	TaskFailed          = "orch.task.failed"
+	TaskCancelled       = "orch.task.cancelled"
+	TaskNeedsInput      = "orch.task.needs_input"
+	TaskRetryScheduled  = "orch.task.retry_scheduled"
+	TaskSkipped         = "orch.task.skipped"
+	TaskUnskipped       = "orch.task.unskipped"
+	TaskVerified        = "orch.task.verified"
+	TaskProduced        = "orch.task.produced"
+	TaskReviewed        = "orch.task.reviewed"
+	TaskRejected        = "orch.task.rejected"
+	TaskAnswered        = "orch.task.answered"
+	TaskRetried         = "orch.task.retried"
+	TaskCancelRequested = "orch.task.cancel_requested"
+
+	ScheduleAdded   = "orch.schedule.added"
+	ScheduleRemoved = "orch.schedule.removed"
+	ScheduleFired   = "orch.schedule.fired"
+	ScheduleMissed  = "orch.schedule.missed"
+	ScheduleRefused = "orch.schedule.refused"
+)
