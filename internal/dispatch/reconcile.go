@@ -13,6 +13,19 @@ import (
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
+// reconcileInput is what reconcile judges: the sandbox's end as the host saw it, and where
+// the worker left its result.
+type reconcileInput struct {
+	r              *Record
+	st             *stage
+	exit           compute.Exit
+	werr           error      // the provider's own failure to wait, if any
+	trip           *limitTrip // a host-side limit that stopped the sandbox
+	red            *redact.Redactor
+	stdout, stderr *logSink // closed: their truncation is final
+	transcript     bool     // a model runtime: keep the transcript the worker vouched for
+}
+
 // reconcile turns the provider's exit and the worker's result.json into one outcome, storing
 // the patch, outputs and logs as redacted blobs. The host's own observations (cancel,
 // timeout, a tripped limit, exit status) win over anything the worker wrote: the worker
@@ -23,8 +36,9 @@ import (
 // the bytes still have that hash: a mismatch, or a declared file that is missing or refused,
 // fails the dispatch integrity-failed. Every string the agent could shape (output names, the
 // question, details) is redacted before it is stored.
-func (d *Dispatcher) reconcile(ctx context.Context, r *Record, st *stage, exit compute.Exit, werr error,
-	trip *limitTrip, red *redact.Redactor, stdout, stderr *logSink, transcript bool) Outcome {
+func (d *Dispatcher) reconcile(ctx context.Context, in reconcileInput) Outcome {
+	r, st, exit, werr, trip, red := in.r, in.st, in.exit, in.werr, in.trip, in.red
+	stdout, stderr, transcript := in.stdout, in.stderr, in.transcript
 	res := &Result{Outputs: []Output{}}
 	o := Outcome{Isolation: exit.Isolation, Result: res}
 	if logs, err := sandboxfs.Open(st.dir); err == nil {

@@ -203,7 +203,15 @@ func (s *Records) event(ctx context.Context, tx *sql.Tx, r *Record, kind string,
 
 // Started records that the provider runs the worker.
 func (s *Records) Started(ctx context.Context, id, taskID, supervisor string) error {
-	return s.db.Tx(ctx, func(tx *sql.Tx) error {
+	_, err := s.started(ctx, id, taskID, supervisor)
+	return err
+}
+
+// started is Started returning the record as it commits, read in the same transaction (the
+// supervisor reports it; a separate read after the commit cost a dispatch a query, #28).
+func (s *Records) started(ctx context.Context, id, taskID, supervisor string) (*Record, error) {
+	var started *Record
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		r, err := getRecord(ctx, tx, id)
 		if err != nil {
 			return err
@@ -216,8 +224,13 @@ func (s *Records) Started(ctx context.Context, id, taskID, supervisor string) er
 			StateStarted, taskID, supervisor, ts(now), id); err != nil {
 			return err
 		}
-		return s.event(ctx, tx, r, StateStarted, map[string]any{"provider_task_id": taskID})
+		if err := s.event(ctx, tx, r, StateStarted, map[string]any{"provider_task_id": taskID}); err != nil {
+			return err
+		}
+		started, err = getRecord(ctx, tx, id)
+		return err
 	})
+	return started, err
 }
 
 // SetProviderTask names the provider task a started dispatch runs now: its verify gate's
@@ -254,17 +267,24 @@ type Outcome struct {
 // Finish moves a live dispatch to its terminal state. It returns false (and changes nothing)
 // when the dispatch is already terminal: exactly one terminal state is ever recorded.
 func (s *Records) Finish(ctx context.Context, id string, o Outcome) (bool, error) {
+	applied, _, err := s.finish(ctx, id, o)
+	return applied, err
+}
+
+// finish is Finish returning the record as the transaction leaves it (terminal either way),
+// read in that transaction: the supervisor's last report needs no query of its own (#28).
+func (s *Records) finish(ctx context.Context, id string, o Outcome) (applied bool, final *Record, err error) {
 	if !IsTerminal(o.State) {
-		return false, fmt.Errorf("finish dispatch %s: %q is not a terminal state", id, o.State)
+		return false, nil, fmt.Errorf("finish dispatch %s: %q is not a terminal state", id, o.State)
 	}
-	var applied bool
-	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		applied = false
+	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
+		applied, final = false, nil
 		r, err := getRecord(ctx, tx, id)
 		if err != nil {
 			return err
 		}
 		if IsTerminal(r.State) {
+			final = r
 			return nil
 		}
 		var result []byte
@@ -346,10 +366,16 @@ UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolatio
 		if err := s.event(ctx, tx, r, o.State, data); err != nil {
 			return err
 		}
+		if final, err = getRecord(ctx, tx, id); err != nil {
+			return err
+		}
 		applied = true
 		return nil
 	})
-	return applied, err
+	if err != nil {
+		return false, nil, err
+	}
+	return applied, final, nil
 }
 
 // Claim makes the calling process the supervisor of an accepted dispatch. It succeeds only

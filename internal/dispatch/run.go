@@ -1,0 +1,388 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/egress/proxy"
+	"github.com/agora-dev/agora/internal/secret/redact"
+	"github.com/agora-dev/agora/internal/worker/wire"
+)
+
+// run is one dispatch's supervision, in the order a reader follows it: prepare (target,
+// provider, pinned content, uid and stage), stage (the bundle, workspace, inputs and
+// capability files), unseal (secrets and the redactor), open the logs, build the sandbox's
+// spec, start the network it reaches out through, start the sandbox, wait for it, and
+// settle (reconcile, then the verify gate). A step that fails the dispatch returns a
+// *failure (its outcome); any other error is the host's own trouble. What the steps hold is
+// released in one place, cleanup, whatever step ended the run.
+func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress, sp *dispatchSpan) (Outcome, error) {
+	s := &supervision{d: d, r: r, progress: progress, sp: sp}
+	defer s.cleanup()
+	for _, step := range []func(context.Context) error{
+		s.prepare, s.stage, s.unseal, s.openLogs, s.buildSpec, s.startNetwork, s.startSandbox, s.wait,
+	} {
+		if err := step(ctx); err != nil {
+			var f *failure
+			if errors.As(err, &f) {
+				return f.o, nil
+			}
+			return Outcome{}, err
+		}
+	}
+	return s.settle(ctx), nil
+}
+
+// failure is a step's failed outcome: the dispatch cannot run, for a reason it records.
+type failure struct{ o Outcome }
+
+func (f *failure) Error() string { return f.o.Reason + ": " + f.o.Detail }
+
+func fail(reason, format string, args ...any) error {
+	return &failure{failed(reason, format, args...)}
+}
+
+// supervision is what one run's steps hand each other.
+type supervision struct {
+	d        *Dispatcher
+	r        *Record
+	progress Progress
+	sp       *dispatchSpan
+
+	target   config.Target
+	provider compute.Provider
+	pinned   *pinned
+	lease    *uidLease
+	st       *stage
+	endpoint *modelEndpoint
+	inputs   string // the stage's inputs directory
+
+	secrets  map[string]string // the worker's secrets, by env name (bound ones hold placeholders)
+	values   [][]byte          // every secret value, masked in all that is stored
+	bindings []proxy.Binding
+	red      *redact.Redactor
+
+	stdout, stderr *logSink
+	spec           compute.Spec
+	trip           *limitTrip
+	gw             *runningGateway
+	handle         compute.Handle
+	exit           compute.Exit
+	waitErr        error
+}
+
+// enter records a host-side phase: on the stage (for the sandbox's own view), as a span,
+// and to the caller's progress.
+func (s *supervision) enter(phase string) {
+	s.st.setPhase(phase)
+	s.sp.phase(phaseSpan(phase))
+	s.progress(phase, s.r)
+}
+
+// cleanup releases what the steps took, in reverse: the logs (if a step failed before the
+// sandbox ended), the network, the stage's work (after collection: reconcile reads the out
+// directory first; it unmounts the disk quota), and last the uid lease, held until the
+// stage's work is gone.
+func (s *supervision) cleanup() {
+	s.closeLogs()
+	_ = s.gw.close()
+	if s.st != nil {
+		s.st.removeWork()
+	}
+	if s.lease != nil {
+		s.lease.release()
+	}
+}
+
+// prepare resolves the target and its provider, loads the pinned catalog content, leases a
+// sandbox uid (root) and makes the stage.
+func (s *supervision) prepare(ctx context.Context) error {
+	d, r := s.d, s.r
+	var err error
+	if s.target, err = d.Config.Target(r.Target); err != nil {
+		return fail(ReasonProviderFailed, "%v", err)
+	}
+	if s.provider, err = d.providerFor(ctx, r.Target); err != nil {
+		return fail(ReasonProviderFailed, "%v", err)
+	}
+	if s.pinned, err = d.loadPinned(ctx, r); err != nil {
+		return fail(ReasonIntegrityFailed, "load pinned catalog content: %v", err)
+	}
+	limits := limitsFor(s.target, r.Sandbox, r.ID)
+	if d.testOnlyInvokingUser {
+		limits.owner, limits.disk = nil, 0
+	}
+	if limits.owner != nil {
+		if s.lease, err = leaseUID(d.StateDir, s.target.SandboxUID, r.ID); err != nil {
+			return fail(ReasonProviderFailed, "%v", err)
+		}
+		limits.owner = &compute.HostUser{UID: s.lease.uid, GID: s.lease.uid}
+	}
+	if s.st, err = newStage(d.StateDir, r.ID, limits); err != nil {
+		return err
+	}
+	s.sp.setCapabilities(s.pinned.doc.Capabilities)
+	return nil
+}
+
+// stage writes what the sandbox binds: the bundle, the workspace, the inputs and the
+// capability files, handed over to the sandbox user.
+func (s *supervision) stage(ctx context.Context) error {
+	d, r, p, st := s.d, s.r, s.pinned, s.st
+	s.enter(PhaseStaging)
+	if err := st.checkRunnable(d.AgoraBin); err != nil {
+		return fail(ReasonProviderFailed, "%v", err)
+	}
+	// The model endpoint and key leave the plan before the bundle is written: the worker
+	// never learns them; the gateway uses them.
+	var err error
+	if s.endpoint, err = d.takeModelEndpoint(ctx, p); err != nil {
+		return fail(ReasonFetchFailed, "%v", err)
+	}
+	// The host's agent CLI, resolved now (what runs is what is recorded), bound read-only.
+	rb, fl := d.runtimeBinary(ctx, p.doc.Runtime, r.Sandbox)
+	if fl != nil {
+		return &failure{*fl}
+	}
+	if err := d.Records.SetRuntimeBinary(ctx, r.ID, rb); err != nil {
+		return err
+	}
+	r.RuntimeBinary, p.runtimeBinary = rb, rb
+
+	setupTimeout, agentTimeout := budgets(time.Duration(r.Timeout))
+	if err := d.writeBundle(r, p, st, agentTimeout, setupTimeout, s.target.ApprovalTimeout); err != nil {
+		return fmt.Errorf("stage bundle: %w", err)
+	}
+	if err := prepareWorkspace(ctx, r, st); err != nil {
+		if full := st.cloneExceeded(err, r.Target); full != "" {
+			// The clone counts against the quota too.
+			return fail(ReasonLimitExceeded, "%s while cloning %s", full, r.Repo)
+		}
+		return fail(ReasonFetchFailed, "%v", err)
+	}
+	s.inputs = filepath.Join(st.dir, wire.InputsDir)
+	if len(r.Inputs) > 0 {
+		if err := d.stageInputs(r.Inputs, s.inputs); err != nil {
+			return fail(ReasonIntegrityFailed, "stage inputs: %v", err)
+		}
+	}
+	if err := d.stageCapabilityFiles(p, st.capabilityFilesDir()); err != nil {
+		return fail(ReasonIntegrityFailed, "stage capability files: %v", err)
+	}
+	return st.handOver(st.bundle, st.workspace, st.out, s.inputs, st.capabilityFilesDir())
+}
+
+// unseal opens the dispatch's secrets and builds the redactor that masks every one of them
+// (and the model key) in everything stored.
+func (s *supervision) unseal(ctx context.Context) error {
+	s.secrets = map[string]string{}
+	if s.endpoint != nil && len(s.endpoint.key) > 0 {
+		// Never in the sandbox, but masked in everything stored all the same.
+		s.values = append(s.values, append([]byte(nil), s.endpoint.key...))
+	}
+	for k, ref := range s.pinned.secretRefs {
+		v, err := s.d.Unseal(ctx, ref)
+		if err != nil {
+			return fail(ReasonFetchFailed, "unseal secret %s: %v", k, err)
+		}
+		s.secrets[k] = string(v)
+		s.values = append(s.values, v)
+	}
+	// A bound secret's value stays on the host: the sandbox gets a placeholder the proxy swaps
+	// back, for the bound hosts only. values keeps the value, so it is masked all the same.
+	var err error
+	if s.bindings, err = bindSecrets(s.secrets, s.pinned.bindings); err != nil {
+		return err
+	}
+	s.red = redact.New(s.values)
+	return nil
+}
+
+// openLogs opens the sandbox's stdout and stderr sinks, capped and redacted. closeLogs is
+// the one place they are closed.
+func (s *supervision) openLogs(context.Context) error {
+	var err error
+	if s.stdout, err = newLogSink(s.st.stdout, MaxStdout, s.red); err != nil {
+		return err
+	}
+	if s.stderr, err = newLogSink(s.st.stderr, MaxStderr, s.red); err != nil {
+		return err
+	}
+	// network: host is the explicit unsafe escape: every dispatch that takes it says so in its
+	// own log, whichever door it came through (CLI, MCP, a plan), not only on a terminal.
+	if s.r.Network == NetworkHost {
+		s.stderr.notice("WARNING: this dispatch has the host's network, unrestricted and unaudited (target network: host)")
+	}
+	return nil
+}
+
+// closeLogs closes the sinks once: when the sandbox has ended (reconcile reads the files
+// next) or, for a run that ended before, at cleanup.
+func (s *supervision) closeLogs() {
+	for _, l := range []*logSink{s.stdout, s.stderr} {
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
+// buildSpec is the sandbox's spec: the worker, its limits and its binds.
+func (s *supervision) buildSpec(context.Context) error {
+	d, r, st, target := s.d, s.r, s.st, s.target
+	s.spec = compute.Spec{
+		ID:      r.ID,
+		Argv:    []string{wire.BinPath, "worker"},
+		Env:     []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "AGORA_DISPATCH_ID=" + r.ID},
+		Dir:     wire.WorkspacePath,
+		Network: r.Network == NetworkHost,
+		Sandbox: r.Sandbox,
+		Limits: compute.Limits{
+			Timeout: time.Duration(r.Timeout), MaxProcs: target.MaxProcs, FileSize: int64(target.FileSize), Memory: int64(target.Memory),
+			// /tmp holds the baseline's copy of the workspace: as large as the disk quota.
+			Scratch: int64(target.Disk),
+			Disk:    int64(target.Disk),
+		},
+		Stdout: s.stdout, Stderr: s.stderr,
+		// Root runs the sandbox as the target's sandbox uid; nil leaves it the invoking user.
+		RunAs: st.owner,
+		Binds: append(append([]compute.Bind{{Src: d.AgoraBin, Dst: wire.BinPath}}, st.bundleBinds(wire.BundlePath)...),
+			compute.Bind{Src: st.workspace, Dst: wire.WorkspacePath, Writable: true},
+			compute.Bind{Src: st.out, Dst: wire.OutPath, Writable: true, Result: true},
+			compute.Bind{Src: st.capabilityFilesDir(), Dst: wire.CapabilityFilesPath},
+		),
+	}
+	s.spec.Binds = append(s.spec.Binds, runtimeBinaryBind(r.RuntimeBinary)...)
+	if len(r.Inputs) > 0 {
+		s.spec.Binds = append(s.spec.Binds, compute.Bind{Src: s.inputs, Dst: wire.InputsPath})
+	}
+	// Host-side enforcers trip this to stop the sandbox and fail the dispatch limit-exceeded.
+	s.trip = newLimitTrip()
+	return nil
+}
+
+// startSandbox hands the secrets over a pipe, starts the sandbox and records it started.
+func (s *supervision) startSandbox(ctx context.Context) error {
+	d, r, st := s.d, s.r, s.st
+	if r.Sandbox == compute.SandboxNone {
+		// No mount namespace: the worker finds its files at their host paths.
+		s.spec.Argv = []string{d.AgoraBin, "worker"}
+		s.spec.Binds = nil
+		s.spec.Env = append(s.spec.Env, wire.RootEnv+"="+st.dir)
+		s.spec.Dir = st.workspace
+	}
+	var secretsRead *os.File
+	if len(s.secrets) > 0 {
+		rd, wr, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		secretsRead = rd
+		s.spec.Files = []*os.File{rd}
+		body, _ := json.Marshal(s.secrets)
+		go func() {
+			// The pipe holds at most 64 KiB; the worker reads it fully before anything else.
+			wr.Write(body)
+			wr.Close()
+		}()
+	}
+
+	s.enter(PhaseSandbox)
+	h, err := s.provider.Start(ctx, s.spec)
+	if secretsRead != nil {
+		secretsRead.Close()
+	}
+	if err != nil {
+		return fail(ReasonProviderFailed, "%v", err)
+	}
+	started, err := d.Records.started(ctx, r.ID, h.TaskID(), selfSupervisor())
+	if err != nil {
+		s.provider.Cancel(context.WithoutCancel(ctx), h.TaskID())
+		h.Wait()
+		return err
+	}
+	s.handle = h
+	s.progress(StateStarted, started)
+	return nil
+}
+
+// wait runs the agent phase to the sandbox's end, then begins capture: the logs are closed
+// and every request of the worker answered and audited before anything is reconciled.
+func (s *supervision) wait(ctx context.Context) error {
+	s.enter(PhaseAgent)
+	stopWatch := s.d.watchCancel(ctx, s.provider, s.r.ID, s.handle, s.trip.C())
+	s.exit, s.waitErr = s.handle.Wait()
+	stopWatch()
+	s.enter(PhaseCapture)
+	s.closeLogs()
+	// Its only error is a socket it could not remove, and its directory goes with it.
+	_ = s.gw.close()
+	s.exit.Isolation = s.st.isolation(s.exit.Isolation)
+	if full := s.st.diskExceeded(s.r.Target); full != "" {
+		// Found after the sandbox exited: the agent's writes stopped at the quota.
+		s.trip.Trip(full)
+	}
+	return nil
+}
+
+// settle reconciles the sandbox's end into an outcome and runs the verify gate on it.
+func (s *supervision) settle(ctx context.Context) Outcome {
+	s.sp.phase(SpanReconcile)
+	o := s.d.reconcile(context.WithoutCancel(ctx), reconcileInput{
+		r: s.r, st: s.st, exit: s.exit, werr: s.waitErr, trip: s.trip, red: s.red,
+		stdout: s.stdout, stderr: s.stderr, transcript: s.endpoint != nil,
+	})
+	o.Net, o.Usage = s.gw.netStats(), s.gw.usage()
+	if s.r.Verify != nil && o.State == StateFinished {
+		// The agent's sandbox has exited and been reaped, and its products are stored: the
+		// gate runs on the stored patch alone, in a sandbox of its own.
+		o = s.d.gate(ctx, s.r, s.st, s.provider, s.target, o, s.red, s.enter)
+	}
+	return o
+}
+
+// startNetwork starts what the sandbox reaches the outside through, in one socket directory
+// bound at /agora/gateway: the model gateway for a model runtime, the egress proxy for
+// network: proxy (with its trust store). It fails the dispatch for what it cannot run
+// without, or returns an error for the host's own trouble.
+func (s *supervision) startNetwork(ctx context.Context) error {
+	d, r, st, ep := s.d, s.r, s.st, s.endpoint
+	if ep == nil && r.Network != NetworkProxy {
+		return nil
+	}
+	gw, err := openGatewayDir(st)
+	if err != nil {
+		return fail(ReasonProviderFailed, "%v", err)
+	}
+	s.gw = gw
+	if ep != nil {
+		if err := d.startGateway(ctx, r, gw, ep, s.values, s.trip, gatewayTracer(s.sp)); err != nil {
+			return fail(ReasonProviderFailed, "%v", err)
+		}
+	}
+	if r.Network == NetworkProxy {
+		ns, err := d.prepareProxy(r, st, s.bindings)
+		if err != nil {
+			return fail(ReasonProviderFailed, "egress proxy: %v", err)
+		}
+		if err := d.startProxy(r, gw, ns, s.trip, s.stderr.notice); err != nil {
+			return fail(ReasonProviderFailed, "%v", err)
+		}
+		s.spec.Binds = append(s.spec.Binds, ns.trustBinds()...)
+		if ns.token != "" {
+			s.spec.Env = append(s.spec.Env, wire.ProxyTokenEnv+"="+ns.token)
+		}
+	}
+	// The sandbox user must be able to connect to the sockets.
+	if err := st.handOver(gw.dir); err != nil {
+		return err
+	}
+	s.spec.Binds = append(s.spec.Binds, compute.Bind{Src: gw.dir, Dst: wire.GatewayPath})
+	return nil
+}
