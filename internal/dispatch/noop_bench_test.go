@@ -1,0 +1,72 @@
+package dispatch_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/catalog/provision"
+)
+
+// BenchmarkDispatch_NoopResident is a no-op dispatch (the subagent runs `true`) through a
+// resident Dispatcher, Accept to the recorded end: what `orch serve` and the MCP server pay
+// per dispatch, with nothing per process (no Go start, no agora.db open, no keys). Beside it,
+// in the same run, a namespaced `bwrap true` (the sandbox's namespaces, /usr, /proc, /dev and
+// a tmpfs /tmp), the floor of issue #28's "<= 3x a namespaced bwrap".
+//
+//	go test ./internal/dispatch -run '^$' -bench 'Dispatch_NoopResident' -benchtime 40x -count 3 -benchmem
+func BenchmarkDispatch_NoopResident(b *testing.B) {
+	b.Run("dispatch", func(b *testing.B) {
+		e := newEnv(b)
+		noopSubagent(b, e)
+		for b.Loop() {
+			r := e.run(dispatch.Request{Subagent: "noop"})
+			if r.State != dispatch.StateFinished {
+				b.Fatalf("dispatch %s: %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
+			}
+		}
+	})
+	b.Run("bwrap-namespaced", func(b *testing.B) {
+		requireSandbox(b)
+		bwrap, err := exec.LookPath("bwrap")
+		if err != nil {
+			b.Skip("SKIP: bwrap not in PATH")
+		}
+		for b.Loop() {
+			c := exec.Command(bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+				"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+				"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "true")
+			if out, err := c.CombinedOutput(); err != nil {
+				b.Fatalf("bwrap: %v: %s", err, out)
+			}
+		}
+	})
+}
+
+// noopSubagent registers "noop": the command `true` under a capability that allows it, as
+// bench/dispatchbench registers it for the CLI.
+func noopSubagent(b *testing.B, e *env) {
+	b.Helper()
+	ctx := context.Background()
+	capDir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(capDir, "capability.yaml"), []byte("commands: [\"true\"]\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	pc, err := e.w.PrepareCapability("noop", capDir, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := e.w.Register(ctx, "test", "register", pc); err != nil {
+		b.Fatal(err)
+	}
+	p, err := e.w.PrepareSubagent(ctx, "noop", provision.SubagentSpec{Command: []string{"true"}, Capabilities: []string{"noop"}}, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := e.w.Register(ctx, "test", "register", p); err != nil {
+		b.Fatal(err)
+	}
+}
