@@ -2,17 +2,14 @@ package netgw
 
 import (
 	"archive/tar"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
-	"path"
 	"sync"
-	"syscall"
 
 	"github.com/agora-dev/agora/internal/compute/remote"
+	"github.com/agora-dev/agora/internal/roottar"
 )
 
 // download streams a Fetch mount's host content as a tar.
@@ -35,94 +32,29 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b
 // writeTar writes m's host content to w: a File mount as the one entry [remote.FileName],
 // a directory by an lstat walk beneath its source that never follows a symlink (a symlink is
 // an entry of its own, its target as written), holding only regular files, directories and
-// symlinks (sockets, FIFOs and devices are left out).
+// symlinks (sockets, FIFOs and devices are left out). Anything it cannot read fails it.
 func writeTar(w io.Writer, m *mountRecord) error {
-	tw := tar.NewWriter(w)
-	if m.File {
-		f, err := os.Open(m.Src)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("%s is not a regular file", m.Dst)
-		}
-		if err := writeTarFile(tw, remote.FileName, f, fi); err != nil {
-			return err
-		}
-		return tw.Close()
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	o := roottar.Options{Symlinks: true, Buffer: *buf}
+	if !m.File {
+		return roottar.WriteDir(w, m.Src, o)
 	}
-	root, err := os.OpenRoot(m.Src)
+	f, err := os.Open(m.Src)
 	if err != nil {
 		return err
 	}
-	defer root.Close()
-	err = fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if name == "." {
-			return nil
-		}
-		return writeEntry(tw, root, name, d)
-	})
+	defer f.Close()
+	fi, err := f.Stat()
 	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", m.Dst)
+	}
+	tw := tar.NewWriter(w)
+	if err := roottar.WriteFile(tw, remote.FileName, f, fi, o); err != nil {
 		return err
 	}
 	return tw.Close()
-}
-
-func writeEntry(tw *tar.Writer, root *os.Root, name string, d fs.DirEntry) error {
-	switch d.Type() {
-	case fs.ModeDir:
-		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: 0o755, Format: tar.FormatPAX})
-	case fs.ModeSymlink:
-		target, err := root.Readlink(name)
-		if err != nil {
-			return err
-		}
-		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target, Mode: 0o777, Format: tar.FormatPAX})
-	case 0:
-		// O_NOFOLLOW: an entry swapped for a symlink since the listing is refused, not
-		// followed (os.Root would follow it within the tree).
-		f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("%s changed while read", name)
-		}
-		return writeTarFile(tw, name, f, fi)
-	}
-	return nil // a socket, FIFO or device: not content
-}
-
-func writeTarFile(tw *tar.Writer, name string, f *os.File, fi fs.FileInfo) error {
-	mode := int64(0o644)
-	if fi.Mode()&0o111 != 0 {
-		mode = 0o755
-	}
-	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: path.Clean(name), Size: fi.Size(), Mode: mode, Format: tar.FormatPAX}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return err
-	}
-	buf := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(buf)
-	n, err := io.CopyBuffer(tw, io.LimitReader(f, fi.Size()), *buf)
-	if err != nil {
-		return err
-	}
-	if n != fi.Size() {
-		return errors.New(name + " shrank while read")
-	}
-	return nil
 }

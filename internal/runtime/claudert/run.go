@@ -2,71 +2,30 @@ package claudert
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
-	"github.com/agora-dev/agora/internal/runtime/clitail"
+	"github.com/agora-dev/agora/internal/runtime/agentproc"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 )
 
 // ErrTimedOut means claude ran past Config.Timeout and its process group was killed.
-var ErrTimedOut = errors.New("claude ran past its time budget")
+var ErrTimedOut = agentproc.ErrTimedOut
 
 // NotFoundError means the claude executable is not on the PATH of Config.Env (or not at the
-// path given).
-type NotFoundError struct {
-	Name string // Config.Binary, or "claude"
-	PATH string // the PATH searched
-	Err  error
-}
+// path given); Name is Config.Binary, or "claude".
+type NotFoundError = agentproc.NotFoundError
 
-func (e *NotFoundError) Error() string {
-	if strings.Contains(e.Name, "/") {
-		return fmt.Sprintf("claude-code runtime: %q not found: %v", e.Name, e.Err)
-	}
-	return fmt.Sprintf("claude-code runtime: %q not found on PATH (PATH=%s)", e.Name, e.PATH)
-}
+// ExitError means claude exited with a non-zero status (or was killed by a signal); Subtype
+// is its result event's subtype, Detail the result's first error message or else the tail
+// of its stderr.
+type ExitError = agentproc.ExitError
 
-func (e *NotFoundError) Unwrap() error { return e.Err }
-
-// ExitError means claude exited with a non-zero status (or was killed by a signal).
-type ExitError struct {
-	ExitCode int // -1 when killed by a signal
-	// Subtype is the result event's subtype, "" when there was none.
-	Subtype string
-	// Detail is the result's first error message or else the tail of claude's stderr, on
-	// one line, at most 512 bytes; claude's words, so the caller redacts it.
-	Detail string
-}
-
-func (e *ExitError) Error() string {
-	msg := fmt.Sprintf("claude-code runtime: claude exited with code %d", e.ExitCode)
-	if e.Subtype != "" {
-		msg += fmt.Sprintf(" (result %s)", e.Subtype)
-	}
-	if e.Detail != "" {
-		msg += ": " + e.Detail
-	}
-	return msg
-}
-
-const (
-	// stderrTail is how much of claude's stderr Run keeps for an [ExitError].
-	stderrTail = 4 << 10
-	// maxDetail bounds ExitError.Detail.
-	maxDetail = 512
-	// shell feeds the prompt file to claude's stdin: execrt gives the process no stdin, so
-	// /bin/sh opens the file and execs claude in its own place (same pid, same group, argv
-	// exactly claude's). It runs no user input: the file and the program are positional
-	// parameters.
-	shell       = "/bin/sh"
-	stdinScript = `f=$1; shift; exec "$@" <"$f"`
-)
+// runtimeName is what claudert's errors say they come from.
+const runtimeName = "claude-code"
 
 // Run runs claude once on prompt (given on stdin) and returns what it produced. The
 // stream-json output is parsed as it arrives, written to cfg.Transcript and shown to
@@ -85,7 +44,7 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 	path := execrt.EnvValue(cfg.Env, "PATH")
 	prog, err := execrt.LookPath(name, path)
 	if err != nil {
-		return Result{}, &NotFoundError{Name: name, PATH: path, Err: err}
+		return Result{}, &NotFoundError{Runtime: runtimeName, Name: name, PATH: path, Err: err}
 	}
 	if cfg.MCPConfig != "" && !filepath.IsAbs(cfg.MCPConfig) {
 		return Result{}, fmt.Errorf("claude-code runtime: MCP config %q is not an absolute path", cfg.MCPConfig)
@@ -117,13 +76,8 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 			return Result{}, fmt.Errorf("claude-code runtime: write settings: %w", err)
 		}
 	}
-	argv := append([]string{shell, "-c", stdinScript, "claudert", promptFile, prog}, Args(cfg, systemFile, settingsFile)...)
-
-	tail := &clitail.Writer{Max: stderrTail}
-	var stderr io.Writer = tail
-	if cfg.Stderr != nil {
-		stderr = io.MultiWriter(cfg.Stderr, tail)
-	}
+	argv := agentproc.StdinArgv("claudert", promptFile, prog, Args(cfg, systemFile, settingsFile)...)
+	stderr, tail := agentproc.Stderr(cfg.Stderr)
 	pr, pw := io.Pipe()
 	var res Result
 	var perr error
@@ -157,7 +111,8 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 		if detail == "" {
 			detail = tail.String()
 		}
-		return res, &ExitError{ExitCode: er.ExitCode, Subtype: res.Subtype, Detail: clitail.OneLine(detail, maxDetail)}
+		return res, &ExitError{Runtime: runtimeName, CLI: "claude", ExitCode: er.ExitCode, Subtype: res.Subtype,
+			Detail: agentproc.OneLine(detail, agentproc.MaxDetail)}
 	case perr != nil:
 		return res, fmt.Errorf("claude-code runtime: %w", perr)
 	}

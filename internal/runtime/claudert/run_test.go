@@ -149,7 +149,7 @@ func TestRun_Errors(t *testing.T) {
 				if !errors.As(err, &ee) {
 					t.Fatalf("got %v, want an *ExitError", err)
 				}
-				want := ExitError{ExitCode: 1, Subtype: "error_max_turns", Detail: "Reached maximum number of turns (2)"}
+				want := ExitError{Runtime: "claude-code", CLI: "claude", ExitCode: 1, Subtype: "error_max_turns", Detail: "Reached maximum number of turns (2)"}
 				if *ee != want {
 					t.Errorf("got %+v, want %+v", *ee, want)
 				}

@@ -2,7 +2,6 @@ package codexrt
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,44 +10,23 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agora-dev/agora/internal/runtime/clitail"
+	"github.com/agora-dev/agora/internal/runtime/agentproc"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 )
 
 // ErrTimedOut means codex ran past Config.Timeout and its process group was killed.
-var ErrTimedOut = errors.New("codex ran past its time budget")
+var ErrTimedOut = agentproc.ErrTimedOut
 
 // NotFoundError means the codex executable is not on the PATH of Config.Env (or not at the
 // path given).
-type NotFoundError struct {
-	Name, PATH string
-	Err        error
-}
+type NotFoundError = agentproc.NotFoundError
 
-func (e *NotFoundError) Error() string {
-	if strings.Contains(e.Name, "/") {
-		return fmt.Sprintf("codex runtime: %q not found: %v", e.Name, e.Err)
-	}
-	return fmt.Sprintf("codex runtime: %q not found on PATH (PATH=%s)", e.Name, e.PATH)
-}
+// ExitError means codex exited non-zero or its turn failed; Detail is codex's last error
+// message or else the tail of its stderr.
+type ExitError = agentproc.ExitError
 
-func (e *NotFoundError) Unwrap() error { return e.Err }
-
-// ExitError means codex exited non-zero or its turn failed.
-type ExitError struct {
-	ExitCode int // -1 when killed by a signal
-	// Detail is codex's first error message or else the tail of its stderr, on one line, at
-	// most 512 bytes; codex's words, so the caller redacts it.
-	Detail string
-}
-
-func (e *ExitError) Error() string {
-	msg := fmt.Sprintf("codex runtime: codex exited with code %d", e.ExitCode)
-	if e.Detail != "" {
-		msg += ": " + e.Detail
-	}
-	return msg
-}
+// runtimeName is what codexrt's errors say they come from.
+const runtimeName = "codex"
 
 // Config is one codex run.
 type Config struct {
@@ -67,15 +45,6 @@ type Config struct {
 	Observer       Observer
 }
 
-const (
-	stderrTail = 4 << 10
-	maxDetail  = 512
-	// stdinScript feeds the prompt file to codex's stdin (`codex exec -` reads the prompt
-	// there): execrt gives the process no stdin, and the prompt stays out of argv.
-	shell       = "/bin/sh"
-	stdinScript = `f=$1; shift; exec "$@" <"$f"`
-)
-
 // Args is codex's argv after the program name.
 func Args() []string {
 	return []string{"exec", "--json", "--strict-config", "--skip-git-repo-check", "-"}
@@ -93,7 +62,7 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 	path := execrt.EnvValue(cfg.Env, "PATH")
 	prog, err := execrt.LookPath(name, path)
 	if err != nil {
-		return Result{}, &NotFoundError{Name: name, PATH: path, Err: err}
+		return Result{}, &NotFoundError{Runtime: runtimeName, Name: name, PATH: path, Err: err}
 	}
 	conf, err := ConfigTOML(cfg.Model, cfg.BaseURL, cfg.SystemPrompt)
 	if err != nil {
@@ -115,13 +84,9 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 		return Result{}, fmt.Errorf("codex runtime: write prompt: %w", err)
 	}
 	env := withEnv(cfg.Env, map[string]string{"CODEX_HOME": home, EnvKey: cfg.Token})
-	argv := append([]string{shell, "-c", stdinScript, "codexrt", promptFile, prog}, Args()...)
-
-	tail := &clitail.Writer{Max: stderrTail}
-	var stderr io.Writer = tail
-	if cfg.Stderr != nil {
-		stderr = io.MultiWriter(cfg.Stderr, tail)
-	}
+	// `codex exec -` reads the prompt on stdin, which keeps it out of argv.
+	argv := agentproc.StdinArgv("codexrt", promptFile, prog, Args()...)
+	stderr, tail := agentproc.Stderr(cfg.Stderr)
 	pr, pw := io.Pipe()
 	var res Result
 	var perr error
@@ -139,9 +104,9 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 	wg.Wait()
 	detail := func() string {
 		if len(res.Errors) > 0 {
-			return clitail.OneLine(res.Errors[len(res.Errors)-1], maxDetail)
+			return agentproc.OneLine(res.Errors[len(res.Errors)-1], agentproc.MaxDetail)
 		}
-		return clitail.OneLine(tail.String(), maxDetail)
+		return agentproc.OneLine(tail.String(), agentproc.MaxDetail)
 	}
 	switch {
 	case err != nil:
@@ -153,11 +118,11 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 	case er.Cancelled:
 		return res, fmt.Errorf("codex runtime: cancelled: %w", context.Cause(ctx))
 	case er.ExitCode != 0:
-		return res, &ExitError{ExitCode: er.ExitCode, Detail: detail()}
+		return res, &ExitError{Runtime: runtimeName, CLI: "codex", ExitCode: er.ExitCode, Detail: detail()}
 	case perr != nil:
 		return res, fmt.Errorf("codex runtime: %w", perr)
 	case res.Failed:
-		return res, &ExitError{ExitCode: 1, Detail: detail()}
+		return res, &ExitError{Runtime: runtimeName, CLI: "codex", ExitCode: 1, Detail: detail()}
 	}
 	return res, nil
 }

@@ -1,14 +1,12 @@
-// Package clitail keeps the end of an agent CLI's stderr and folds it onto one line, for the
-// error a runtime reports when the CLI fails: the end of a stderr tail is where the error is.
-// The claude-code and codex runtimes share it.
-package clitail
+package agentproc
 
 import (
 	"strings"
 	"sync"
 )
 
-// Writer keeps the last Max bytes written to it. It is safe for concurrent use (exec's stderr
+// Writer keeps the last Max bytes written to it: the end of a CLI's stderr is where its error
+// is. It is safe for concurrent use (exec's stderr
 // copier writes while the runtime may read).
 type Writer struct {
 	Max int

@@ -1,4 +1,4 @@
-package clitail
+package agentproc
 
 import (
 	"testing"
