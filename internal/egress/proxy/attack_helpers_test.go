@@ -10,13 +10,16 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
 // rawServer accepts on 127.0.0.1 and hands each connection to h; it returns the port and
-// how many connections it accepted so far.
+// how many connections it accepted so far. When the test ends it stops accepting, closes
+// every connection it accepted and waits for their handlers: nothing it started outlives
+// the test (goleak in TestMain checks).
 func rawServer(t *testing.T, h func(net.Conn)) (string, *atomic.Int64) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -24,29 +27,51 @@ func rawServer(t *testing.T, h func(net.Conn)) (string, *atomic.Int64) {
 		t.Fatal(err)
 	}
 	var n atomic.Int64
-	done := make(chan struct{})
-	t.Cleanup(func() { close(done); ln.Close() })
-	go func() {
+	ended := make(chan struct{})
+	var mu sync.Mutex
+	var conns []net.Conn // guarded by mu
+	var handlers sync.WaitGroup
+	t.Cleanup(func() {
+		close(ended)
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		handlers.Wait()
+	})
+	handlers.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
 			n.Add(1)
-			go func() {
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			handlers.Go(func() {
 				defer c.Close()
-				h(c)
-			}()
+				h(serverConn{Conn: c, ended: ended})
+			})
 		}
-	}()
+	})
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), &n
 }
 
+// serverConn is a connection rawServer accepted; ended is closed when the test ends.
+type serverConn struct {
+	net.Conn
+	ended <-chan struct{}
+}
+
 // holdConn reads and discards until the peer closes the whole connection or the test ends,
-// never closing on its own (a server that ignores a half-close).
+// never closing on its own (a server that ignores a half-close). It held on for a minute
+// before, whatever the test did, and each such handler outlived its test.
 func holdConn(c net.Conn) {
 	io.Copy(io.Discard, c)
-	time.Sleep(time.Minute)
+	<-c.(serverConn).ended
 }
 
 // dialConnect opens a connection to the proxy and sends CONNECT target; it fails the test
