@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -354,6 +355,20 @@ type fieldInfo struct {
 	name  string
 }
 
+// fieldCache holds the fields of each struct type decoded so far (reflect.Type to
+// map[string]fieldInfo, never changed once stored): a plan of 10,000 tasks built the same
+// map of the task type's fields 10,000 times.
+var fieldCache sync.Map
+
+// cachedFields is [structFields] of t, computed once per type.
+func cachedFields(t reflect.Type) map[string]fieldInfo {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.(map[string]fieldInfo)
+	}
+	f, _ := fieldCache.LoadOrStore(t, structFields(t))
+	return f.(map[string]fieldInfo)
+}
+
 func structFields(t reflect.Type) map[string]fieldInfo {
 	fields := map[string]fieldInfo{}
 	for i := range t.NumField() {
@@ -388,7 +403,7 @@ func (d *Decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 	if !d.want(n, path, yaml.MappingNode, "a mapping") {
 		return
 	}
-	fields := structFields(v.Type())
+	fields := cachedFields(v.Type())
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
