@@ -18,9 +18,9 @@ type batch struct {
 	newRuns  []*run
 	runs     map[*run]bool
 	tasks    []*task
-	attempts []attemptRow
+	fires    []Attempt    // the attempts to start after the commit
+	attempts []attemptRow // their rows: attempts[i] is fires[i]'s
 	ended    []attemptEnd
-	fires    []Attempt
 	cancels  []string
 	sealed   []string
 	replies  []func(error)
@@ -28,7 +28,6 @@ type batch struct {
 }
 
 type attemptRow struct {
-	a      Attempt
 	taskIx int
 	at     time.Time
 }
@@ -41,6 +40,18 @@ type attemptEnd struct {
 }
 
 func newBatch() *batch { return &batch{runs: map[*run]bool{}} }
+
+// reuse empties b for the next batch, keeping the capacity of the lists that carry no
+// reference out of the engine (fires were copied to the executor, events to watchers):
+// a batch of a few hundred transitions otherwise grows each of them from nothing.
+func (b *batch) reuse() *batch {
+	clear(b.tasks)
+	clear(b.fires)
+	clear(b.events)
+	return &batch{
+		runs: map[*run]bool{}, tasks: b.tasks[:0], fires: b.fires[:0], attempts: b.attempts[:0], ended: b.ended[:0], events: b.events[:0],
+	}
+}
 
 func (b *batch) empty() bool {
 	return len(b.entries) == 0 && len(b.replies) == 0 && len(b.fires) == 0 && len(b.cancels) == 0
@@ -162,12 +173,13 @@ func (e *Engine) writeRows(ctx context.Context, tx *sql.Tx, b *batch) error {
 	}
 	if len(b.attempts) > 0 {
 		stmt := tx.StmtContext(ctx, e.stmts.insertAttempt)
-		for _, a := range b.attempts {
+		for i, row := range b.attempts {
+			a := &b.fires[i]
 			inputs := []byte("[]")
-			if a.a.Inputs != nil {
-				inputs, _ = json.Marshal(a.a.Inputs)
+			if a.Inputs != nil {
+				inputs, _ = json.Marshal(a.Inputs)
 			}
-			if _, err := stmt.ExecContext(ctx, a.a.DispatchID, a.a.RunID, a.taskIx, a.a.Number, a.a.ParentID, string(inputs), ts(a.at)); err != nil {
+			if _, err := stmt.ExecContext(ctx, a.DispatchID, a.RunID, row.taskIx, a.Number, a.ParentID, string(inputs), ts(row.at)); err != nil {
 				return err
 			}
 		}

@@ -62,6 +62,7 @@ type Engine struct {
 	timers timers
 	seq    int64
 	b      *batch
+	spare  *batch    // the last batch committed, whose lists the next but one reuses
 	began  time.Time // when the current batch took its first event (for the Observer)
 
 	// Scheduling work of the current batch.
@@ -244,7 +245,11 @@ func (e *Engine) flush(ctx context.Context) error {
 	if b.empty() {
 		return nil
 	}
-	e.b = newBatch()
+	if e.spare != nil {
+		e.b, e.spare = e.spare.reuse(), nil
+	} else {
+		e.b = newBatch()
+	}
 	t0 := time.Now()
 	if err := e.commit(ctx, b); err != nil {
 		for _, r := range b.replies {
@@ -288,6 +293,7 @@ func (e *Engine) flush(ctx context.Context) error {
 	if len(b.sealed) > 0 && e.opts.AfterCommit != nil {
 		e.opts.AfterCommit(ctx, b.sealed)
 	}
+	e.spare = b
 	return nil
 }
 

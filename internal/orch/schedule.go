@@ -152,8 +152,8 @@ func (e *Engine) fire(t *task) {
 	e.set(t, api.TaskRunning)
 	e.live[t.dispatchID] = t
 	a := e.attempt(t)
-	e.b.attempts = append(e.b.attempts, attemptRow{a: a, taskIx: t.idx, at: e.opts.Now()})
 	e.b.fires = append(e.b.fires, a)
+	e.b.attempts = append(e.b.attempts, attemptRow{taskIx: t.idx, at: e.opts.Now()})
 	details := map[string]any{"attempt": int64(t.attempts), "dispatch_id": t.dispatchID, "subagent": t.spec.Subagent, "ready_seq": t.readySeq}
 	if t.parentID != "" {
 		details["answers"] = t.parentID
