@@ -81,6 +81,9 @@ var forbidden = []edge{
 	{"internal/compute/kubernetes", "internal/secret", "the provider is handed a session token, never the sealer"},
 	{"internal/worker", "k8s.io/client-go", "the worker in a pod talks to agora's gateway, never to the cluster's API"},
 	{"internal/mcpserver", "k8s.io/client-go", "the MCP server is handed ports; cluster access is the provider's"},
+	// #28: no work at start-up.
+	{"cmd/agora", "k8s.io/client-go/kubernetes/scheme", "its init registers every Kubernetes API group (650 KB, milliseconds) in every agora process; the kubernetes provider builds a scheme of the three groups it uses when a kubernetes target is first used"},
+	{"cmd/agora", "k8s.io/client-go/kubernetes", "the clientset links client-go's all-groups scheme; the kubernetes provider uses its own client of the three groups it needs"},
 }
 
 // inSandbox are the packages that run inside the sandbox, in the worker process. Every

@@ -77,11 +77,11 @@ func TestStart_ConcurrentStartNeverDeletesLivePolicy(t *testing.T) {
 	contended := policyWatch(t, cs)
 	expA := &gatedExporter{gate: make(chan struct{})}
 	expB := &gatedExporter{}
-	pa, err := newProvider(testOptions(t, expA), cs)
+	pa, err := newProvider(testOptions(t, expA), clientsetAPI(cs))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pb, err := newProvider(testOptions(t, expB), cs)
+	pb, err := newProvider(testOptions(t, expB), clientsetAPI(cs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestStart_ClaimSeesOwnerBeforeJob(t *testing.T) {
 	cs := fake.NewClientset()
 	policyWatch(t, cs)
 	exp := &fakeExporter{}
-	p, err := newProvider(testOptions(t, exp), cs)
+	p, err := newProvider(testOptions(t, exp), clientsetAPI(cs))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func nameProvider(t *testing.T, resolve func(context.Context, string) ([]netip.A
 	o.GatewayURL = "https://gw.agents.example:8443"
 	o.Resolve = resolve
 	cs := fake.NewClientset()
-	p, err := newProvider(o, cs)
+	p, err := newProvider(o, clientsetAPI(cs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestStart_GatewayIPNeedsNoResolver(t *testing.T) {
 		return nil, errors.New("no")
 	}
 	cs := fake.NewClientset()
-	p, err := newProvider(o, cs)
+	p, err := newProvider(o, clientsetAPI(cs))
 	if err != nil {
 		t.Fatal(err)
 	}

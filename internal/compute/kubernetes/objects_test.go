@@ -30,7 +30,7 @@ func testProvider(t *testing.T, exp remote.Exporter) (*Provider, *fake.Clientset
 		}
 		return false, nil, nil
 	})
-	p, err := newProvider(testOptions(t, exp), cs)
+	p, err := newProvider(testOptions(t, exp), clientsetAPI(cs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestJobObject_RunAsAndRuntimeClass(t *testing.T) {
 	opts.RuntimeClass = "gvisor"
 	opts.NodeSelector = map[string]string{"pool": "agents"}
 	opts.Memory = ""
-	p, err := newProvider(opts, fake.NewClientset())
+	p, err := newProvider(opts, clientsetAPI(fake.NewClientset()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -83,7 +82,7 @@ type Options struct {
 
 // Provider runs specs as Kubernetes Jobs. It is safe for concurrent use.
 type Provider struct {
-	client   kubernetes.Interface
+	client   clusterAPI
 	ns       string
 	opts     Options
 	cpu, mem *resource.Quantity
@@ -108,7 +107,7 @@ func New(opts Options) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes target %q: %w", opts.Target, err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := newRESTCluster(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes target %q: client: %w", opts.Target, err)
 	}
@@ -143,7 +142,7 @@ func restConfig(path, context string) (*rest.Config, error) {
 }
 
 // newProvider checks opts and builds a provider over client.
-func newProvider(opts Options, client kubernetes.Interface) (*Provider, error) {
+func newProvider(opts Options, client clusterAPI) (*Provider, error) {
 	p := &Provider{client: client, ns: opts.Namespace, opts: opts, cancelled: make(map[string]bool),
 		starting: make(map[string]*startLock), sessions: make(map[string]int)}
 	if err := p.check(); err != nil {

@@ -69,7 +69,7 @@ func stalledProvider(t *testing.T, c kubeconfigOf, exp remote.Exporter, match fu
 	}
 	o := testOptions(t, exp)
 	o.Kubeconfig, o.Namespace = c.Kubeconfig, c.Namespace
-	p, err := newProvider(o, cs)
+	p, err := newProvider(o, clientsetAPI(cs))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 func TestJobObject_OwnUIDPerDispatch(t *testing.T) {
 	opts := testOptions(t, &fakeExporter{})
 	opts.SandboxUID = 0x60000000
-	p, err := newProvider(opts, fake.NewClientset())
+	p, err := newProvider(opts, clientsetAPI(fake.NewClientset()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestJobObject_OwnUIDPerDispatch(t *testing.T) {
 		t.Errorf("with RunAs the pod runs as %d:%d, want the spec's 1879048300", uid, gid)
 	}
 	opts.SandboxUID = 1 << 31
-	if _, err := newProvider(opts, fake.NewClientset()); err == nil || !strings.Contains(err.Error(), "sandbox_uid") {
+	if _, err := newProvider(opts, clientsetAPI(fake.NewClientset())); err == nil || !strings.Contains(err.Error(), "sandbox_uid") {
 		t.Errorf("sandbox_uid 2^31: %v, want refused", err)
 	}
 }
