@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
@@ -262,4 +264,95 @@ func TestLog_AppendAllMatchesAppend(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLog_AppendAllWithMatchesAppendAll appends the same batches, with the same clock, through
+// AppendAll in one database and AppendAllWith in another, interleaved with single appends
+// from another connection (the prepared tree read must not go stale), and compares every
+// stored entry, leaf and node byte for byte.
+func TestLog_AppendAllWithMatchesAppendAll(t *testing.T) {
+	ctx := t.Context()
+	at := time.Date(2026, 11, 24, 2, 0, 0, 0, time.UTC)
+	l := audit.New(func() time.Time { return at })
+	plain, _ := openDB(t)
+	prepared, path := openDB(t)
+	st, err := audit.PrepareStatements(ctx, prepared.SQL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	other, err := store.Open(ctx, path, audit.Migrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	for round, n := range []int{1, 7, 450, 0, 1025} {
+		var entries []audit.Entry
+		for i := range n {
+			entries = append(entries, audit.Entry{Actor: "orch", Kind: "orch.task.fired", Subject: fmt.Sprintf("run/r/task/%d-%d", round, i),
+				Details: map[string]any{"attempt": int64(i), "run_name": "r"}})
+		}
+		var firstPlain, firstPrepared int64
+		if err := plain.Tx(ctx, func(tx *sql.Tx) error {
+			firstPlain, err = l.AppendAll(ctx, tx, entries)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := prepared.Tx(ctx, func(tx *sql.Tx) error {
+			firstPrepared, err = l.AppendAllWith(ctx, tx, st, entries)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if firstPlain != firstPrepared {
+			t.Fatalf("round %d: first seq %d with statements, %d without", round, firstPrepared, firstPlain)
+		}
+		// The same entry from another connection, in both logs.
+		e := audit.Entry{Actor: "alice", Kind: "catalog.register", Subject: fmt.Sprintf("capability/c%d", round)}
+		for _, db := range []*store.DB{plain, other} {
+			if err := db.Tx(ctx, func(tx *sql.Tx) error { _, err := l.Append(ctx, tx, e); return err }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, q := range []string{
+		`SELECT seq || ' ' || at || ' ' || kind || ' ' || subject || ' ' || actor || ' ' || hex(entry) || ' ' || hex(leaf_hash) FROM audit_entries ORDER BY seq`,
+		`SELECT id || ' ' || hex(hash) FROM audit_nodes ORDER BY id`,
+		`SELECT size || ' ' || hex(frontier) FROM audit_tree`,
+	} {
+		want, got := rowsOf(t, plain.SQL(), q), rowsOf(t, prepared.SQL(), q)
+		if len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("%s: %d rows with statements, %d without; equal: %v", q, len(got), len(want), slices.Equal(got, want))
+		}
+	}
+	size, err := audit.TreeSize(ctx, prepared.SQL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mustRoot(t, prepared, size), rootFromLeaves(t, prepared, size); string(got) != string(want) {
+		t.Errorf("stored root %x, recomputed %x", got, want)
+	}
+}
+
+// rowsOf returns the single text column of every row q selects.
+func rowsOf(t *testing.T, db *sql.DB, q string) []string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -82,6 +82,35 @@ func (l *Log) Append(ctx context.Context, tx *sql.Tx, e Entry) (int64, error) {
 // statements are prepared once, so a scheduler that commits a batch of transitions pays for
 // one tree update, not one per entry.
 func (l *Log) AppendAll(ctx context.Context, tx *sql.Tx, entries []Entry) (int64, error) {
+	return l.appendAll(ctx, tx, nil, entries)
+}
+
+// Statements are a log's statements prepared once on a database's pool, for a writer that
+// appends in transaction after transaction ([Log.AppendAllWith]): compiling them for every
+// transaction is a fixed cost per commit. Close them when the writer is done.
+type Statements struct{ st *statements }
+
+// PrepareStatements prepares the log's statements on db.
+func PrepareStatements(ctx context.Context, db *sql.DB) (*Statements, error) {
+	st, err := prepareStatements(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	return &Statements{st: st}, nil
+}
+
+// Close releases the statements on every connection they were prepared on.
+func (s *Statements) Close() { s.st.close() }
+
+// AppendAllWith is [Log.AppendAll] with statements st prepared on tx's database: in tx they
+// are compiled again only on a connection that has not run them yet. The entries and their
+// bytes are the same as AppendAll's.
+func (l *Log) AppendAllWith(ctx context.Context, tx *sql.Tx, st *Statements, entries []Entry) (int64, error) {
+	return l.appendAll(ctx, tx, st.st, entries)
+}
+
+// appendAll is AppendAll with st (nil: prepared in tx).
+func (l *Log) appendAll(ctx context.Context, tx *sql.Tx, st *statements, entries []Entry) (int64, error) {
 	// The statements run under the transaction, which still ends with ctx; a cancellable ctx
 	// on each statement would only cost a goroutine per statement in the driver. (Statements
 	// of many rows were tried too: SQLite compiles a long VALUES list slower than it runs
@@ -94,7 +123,13 @@ func (l *Log) AppendAll(ctx context.Context, tx *sql.Tx, entries []Entry) (int64
 		}
 		return int64(r.End()), nil
 	}
-	a, err := newAppender(ctx, tx)
+	var a *appender
+	var err error
+	if st != nil {
+		a, err = newAppenderWith(ctx, tx, st)
+	} else {
+		a, err = newAppender(ctx, tx)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("append audit entries: %w", err)
 	}

@@ -116,7 +116,7 @@ func (e *Engine) commit(ctx context.Context, b *batch) error {
 		if err := e.writeRows(ctx, tx, b); err != nil {
 			return err
 		}
-		first, err := e.log.AppendAll(ctx, tx, b.entries)
+		first, err := e.log.AppendAllWith(ctx, tx, e.stmts.audit, b.entries)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+
+	"github.com/agora-dev/agora/internal/audit"
 )
 
 // The statements every commit runs, prepared once on the pool ([Engine] prepares them in
@@ -24,6 +26,8 @@ const (
 // stmts holds the engine's prepared statements. Owned by the Run goroutine once Run starts.
 type stmts struct {
 	updateRun, updateTask, insertTask, insertAttempt, endAttempt *sql.Stmt
+
+	audit *audit.Statements // the audit log's, for AppendAllWith
 }
 
 // prepare compiles the commit statements on db.
@@ -42,6 +46,12 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		}
 		*p.dst = st
 	}
+	st, err := audit.PrepareStatements(ctx, db)
+	if err != nil {
+		s.close()
+		return err
+	}
+	s.audit = st
 	return nil
 }
 
@@ -52,6 +62,9 @@ func (s *stmts) close() error {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
+	}
+	if s.audit != nil {
+		s.audit.Close()
 	}
 	*s = stmts{}
 	return errors.Join(errs...)
