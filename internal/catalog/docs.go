@@ -12,9 +12,6 @@ import (
 // docVersion is the format version of stored subagent and env documents.
 const docVersion = 1
 
-// Runtimes are the agent runtimes a subagent may name.
-var Runtimes = []string{"exec", "claude-code", "openai", "codex"}
-
 // SubagentDoc is the stored, hashed form of a subagent: exactly these fields as RFC 8785 JSON.
 // The name is not part of it, so the same role under two names has one digest.
 type SubagentDoc struct {

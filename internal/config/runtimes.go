@@ -5,18 +5,13 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agora-dev/agora/internal/runtime/runtimes"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
-// Runtimes whose agent CLI is a program installed on the host (package runtimebin resolves
-// it). The other runtimes (exec, openai) run inside agora and have nothing to configure.
-const (
-	RuntimeClaudeCode = "claude-code"
-	RuntimeCodex      = "codex"
-)
-
-// HostRuntimes lists the runtime names the runtimes section accepts, sorted.
-var HostRuntimes = []string{RuntimeClaudeCode, RuntimeCodex}
+// The runtimes section accepts the runtimes whose agent CLI is a program installed on the
+// host (runtimes.Hosted; package runtimebin resolves it). The other runtimes (exec, openai)
+// run inside agora and have nothing to configure.
 
 // Runtime configures one host-installed agent CLI:
 //
@@ -48,8 +43,8 @@ func validateRuntimes(pos *strictyaml.Positions, rs map[string]Runtime) strictya
 	slices.Sort(names)
 	for _, n := range names {
 		p := "runtimes." + n
-		if !slices.Contains(HostRuntimes, n) {
-			errs = append(errs, pos.Errorf(p, "runtime %q has no host binary to configure; known: %s", n, strings.Join(HostRuntimes, ", ")))
+		if hosted := runtimes.Hosted(); !slices.Contains(hosted, n) {
+			errs = append(errs, pos.Errorf(p, "runtime %q has no host binary to configure; known: %s", n, strings.Join(hosted, ", ")))
 			continue
 		}
 		b := rs[n].Binary

@@ -15,6 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/gitexec"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/runtime/runtimes"
 	"github.com/agora-dev/agora/internal/verdict"
 	"github.com/agora-dev/agora/internal/worker/wire"
 	"github.com/agora-dev/agora/internal/workspace"
@@ -246,13 +247,15 @@ func checkoutName(req Request, commit string) string {
 
 // checkCommand returns why the exec subagent of doc may not run under grants, or "".
 func checkCommand(doc catalog.SubagentDoc, grants grant.Set) string {
-	if doc.Runtime == runtimeCodex && len(grants.Approve) > 0 {
-		// codex exec runs with approval_policy "never": nothing waits before a command or a
-		// file change, and its events arrive as one starts or after it ran. Refused rather
-		// than audited after the fact (docs/runtimes.md, Approvals).
-		return fmt.Sprintf("the grant marks calls for a person's approval (%s), and the codex runtime cannot hold a call", approveList(grants.Approve))
+	rt, _ := runtimes.Lookup(doc.Runtime)
+	if !rt.HoldsApproval && !rt.Needs.Command && len(grants.Approve) > 0 {
+		// An agent that cannot hold a call (codex exec runs with approval_policy "never":
+		// nothing waits before a command or a file change, and its events arrive as one
+		// starts or after it ran) is refused rather than audited after the fact
+		// (docs/runtimes.md, Approvals).
+		return fmt.Sprintf("the grant marks calls for a person's approval (%s), and the %s runtime cannot hold a call", approveList(grants.Approve), rt.Name)
 	}
-	if doc.Runtime != "exec" {
+	if !rt.Needs.Command {
 		return ""
 	}
 	patterns := grants.Commands
@@ -265,13 +268,10 @@ func checkCommand(doc catalog.SubagentDoc, grants grant.Set) string {
 	// The exec runtime has no tool loop to hold a call in: a command a person must approve
 	// is refused rather than run unheld.
 	if r, held := grant.NeedsApproval(grants.Approve, "run_command", doc.Command); held {
-		return fmt.Sprintf("command %q needs a person's approval (approve rule %q), and the exec runtime cannot hold a call", strings.Join(doc.Command, " "), r.String())
+		return fmt.Sprintf("command %q needs a person's approval (approve rule %q), and the %s runtime cannot hold a call", strings.Join(doc.Command, " "), r.String(), rt.Name)
 	}
 	return ""
 }
-
-// runtimeCodex is the Codex CLI runtime's name in a subagent document.
-const runtimeCodex = "codex"
 
 // approveList is rules as a person reads them, comma-separated.
 func approveList(rules []grant.ApproveRule) string {

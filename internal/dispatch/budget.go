@@ -33,7 +33,7 @@ func (d *Dispatcher) effectiveBudget(req Request, subagent string, doc catalog.S
 		}
 		eff = budget.Min(eff, c.Budget)
 	}
-	if _, ok := modelAPIs[doc.Runtime]; !ok {
+	if _, ok := modelRoute(doc.Runtime); !ok {
 		// The target's or a plan's budget does not concern a runtime without model calls;
 		// one the caller asks for is a mistake worth saying.
 		if !req.Budget.IsZero() {

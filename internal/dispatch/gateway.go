@@ -15,6 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/gateway"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/runtime/runtimes"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -45,26 +46,17 @@ func gatewayAuditBudget(timeout time.Duration) (entries int, bytes int64) {
 		max(scale(gateway.DefaultMaxAuditBytes), gatewayBudgetMinBytes)
 }
 
-// modelAPI says how a runtime's model is reached through the gateway: which API it speaks
-// and which env bundle keys name its endpoint and its key.
-type modelAPI struct {
-	api            string // gateway.APIOpenAI or gateway.APIAnthropic
-	baseURLKey     string // a plain value (or a secret) of the env bundles
-	keyKey         string // a secret (or a plain value) of the env bundles
-	defaultBaseURL string
-}
-
-// modelAPIs are the runtimes that reach a model, by runtime name.
-var modelAPIs = map[string]modelAPI{
-	"openai": {api: gateway.APIOpenAI, baseURLKey: "OPENAI_BASE_URL", keyKey: "OPENAI_API_KEY", defaultBaseURL: "https://api.openai.com/v1"},
-	// codex speaks the Responses API (/model/responses) to the same OpenAI endpoint.
-	"codex":       {api: gateway.APIOpenAI, baseURLKey: "OPENAI_BASE_URL", keyKey: "OPENAI_API_KEY", defaultBaseURL: "https://api.openai.com/v1"},
-	"claude-code": {api: gateway.APIAnthropic, baseURLKey: "ANTHROPIC_BASE_URL", keyKey: "ANTHROPIC_API_KEY", defaultBaseURL: "https://api.anthropic.com"},
+// modelRoute is how the runtime called name reaches its model through the gateway (which
+// API it speaks, which env bundle keys name its endpoint and its key), and whether it
+// reaches one.
+func modelRoute(name string) (runtimes.Route, bool) {
+	rt, _ := runtimes.Lookup(name)
+	return rt.Model, rt.Model.API != ""
 }
 
 // modelEndpoint is what the gateway of one dispatch needs from its env bundles.
 type modelEndpoint struct {
-	api     modelAPI
+	api     runtimes.Route
 	baseURL string
 	key     []byte // nil: no key (a local server that needs none)
 	model   string // the subagent's model: every model request must name it; its price counts each call
@@ -75,7 +67,7 @@ type modelEndpoint struct {
 // gateway uses them instead. Either may be a plain value or a secret. It returns nil for a
 // runtime that reaches no model.
 func (d *Dispatcher) takeModelEndpoint(ctx context.Context, p *pinned) (*modelEndpoint, error) {
-	api, ok := modelAPIs[p.doc.Runtime]
+	api, ok := modelRoute(p.doc.Runtime)
 	if !ok {
 		return nil, nil
 	}
@@ -95,15 +87,15 @@ func (d *Dispatcher) takeModelEndpoint(ctx context.Context, p *pinned) (*modelEn
 		}
 		return v, nil
 	}
-	e := &modelEndpoint{api: api, baseURL: api.defaultBaseURL, model: p.doc.Model}
-	base, err := take(api.baseURLKey)
+	e := &modelEndpoint{api: api, baseURL: api.DefaultBaseURL, model: p.doc.Model}
+	base, err := take(api.BaseURLKey)
 	if err != nil {
 		return nil, err
 	}
 	if len(base) > 0 {
 		e.baseURL = string(base)
 	}
-	if e.key, err = take(api.keyKey); err != nil {
+	if e.key, err = take(api.KeyKey); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -168,7 +160,7 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, rg *runningGat
 		DispatchID:        r.ID,
 		Role:              role,
 		ModelBaseURL:      ep.baseURL,
-		ModelAPI:          ep.api.api,
+		ModelAPI:          ep.api.API,
 		Model:             ep.model,
 		APIKey:            ep.key,
 		Secrets:           secrets,

@@ -8,12 +8,10 @@ import (
 	"fmt"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/runtime/runtimes"
 	"github.com/agora-dev/agora/internal/runtimebin"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
-
-// hostRuntimes are the runtimes whose CLI the host binds into the sandbox by default.
-var hostRuntimes = map[string]bool{"claude-code": true, "codex": true}
 
 // runtimeBinary resolves the host-installed CLI of the dispatch's runtime: the binary
 // agora.yaml names (runtimes.NAME.binary) or, when none is named, the one on agora's PATH.
@@ -22,7 +20,7 @@ var hostRuntimes = map[string]bool{"claude-code": true, "codex": true}
 // capability that ships claude keeps working). A configured binary that cannot be used fails
 // the dispatch: a person named it, so running something else would not be what they set.
 func (d *Dispatcher) runtimeBinary(ctx context.Context, runtime, sandbox string) (*wire.RuntimeBinary, *Outcome) {
-	if !hostRuntimes[runtime] {
+	if rt, _ := runtimes.Lookup(runtime); !rt.Hosted() {
 		return nil, nil
 	}
 	configured := ""

@@ -20,6 +20,7 @@ import (
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/runtime/runtimes"
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
@@ -80,10 +81,10 @@ type Auditor interface {
 const (
 	// APIOpenAI serves the OpenAI chat-completions routes under /model/ with the key as
 	// "Authorization: Bearer".
-	APIOpenAI = "openai"
+	APIOpenAI = runtimes.APIOpenAI
 	// APIAnthropic serves the Anthropic Messages routes under /anthropic/ with the key as
 	// "x-api-key", for Claude Code.
-	APIAnthropic = "anthropic"
+	APIAnthropic = runtimes.APIAnthropic
 )
 
 // Config is one dispatch's gateway. DispatchID, Role, Dialer and Audit are required.

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/agora-dev/agora/internal/capped"
+	"github.com/agora-dev/agora/internal/runtime/runtimes"
 )
 
 // maxPackageJSON caps an npm package.json read while looking for the native executable.
@@ -20,25 +21,25 @@ const maxPackageJSON = 1 << 20
 // npmNative finds the native executable an npm launcher at launcher starts: the launcher's
 // package is found by walking up to the package.json that names it, and the platform package
 // is looked for beside it (a flat node_modules) or inside it (a nested one).
-func npmNative(info runtimeInfo, launcher string) (string, error) {
-	nat, ok := info.native[runtime.GOARCH]
+func npmNative(info runtimes.CLI, launcher string) (string, error) {
+	nat, ok := info.NativeFor(runtime.GOARCH)
 	if !ok {
-		return "", fmt.Errorf("agora knows no native package of %s for %s", info.npm, runtime.GOARCH)
+		return "", fmt.Errorf("agora knows no native package of %s for %s", info.NPM, runtime.GOARCH)
 	}
 	pkgDir := ""
 	for d := filepath.Dir(launcher); d != filepath.Dir(d); d = filepath.Dir(d) {
-		if npmName(filepath.Join(d, "package.json")) == info.npm {
+		if npmName(filepath.Join(d, "package.json")) == info.NPM {
 			pkgDir = d
 			break
 		}
 	}
 	if pkgDir == "" {
-		return "", fmt.Errorf("is not in the npm package %s; configure the native executable in runtimes.NAME.binary", info.npm)
+		return "", fmt.Errorf("is not in the npm package %s; configure the native executable in runtimes.NAME.binary", info.NPM)
 	}
 	var tried []string
 	for _, c := range []string{
-		filepath.Join(strings.TrimSuffix(pkgDir, string(filepath.Separator)+filepath.FromSlash(info.npm)), filepath.FromSlash(nat[0]), filepath.FromSlash(nat[1])),
-		filepath.Join(pkgDir, "node_modules", filepath.FromSlash(nat[0]), filepath.FromSlash(nat[1])),
+		filepath.Join(strings.TrimSuffix(pkgDir, string(filepath.Separator)+filepath.FromSlash(info.NPM)), filepath.FromSlash(nat.Package), filepath.FromSlash(nat.Path)),
+		filepath.Join(pkgDir, "node_modules", filepath.FromSlash(nat.Package), filepath.FromSlash(nat.Path)),
 	} {
 		tried = append(tried, c)
 		real, err := filepath.EvalSymlinks(c)
@@ -49,7 +50,7 @@ func npmNative(info runtimeInfo, launcher string) (string, error) {
 			return real, nil
 		}
 	}
-	return "", fmt.Errorf("its native executable is in none of %s (reinstall %s)", strings.Join(tried, ", "), info.npm)
+	return "", fmt.Errorf("its native executable is in none of %s (reinstall %s)", strings.Join(tried, ", "), info.NPM)
 }
 
 // npmName is the "name" of the package.json at path, "" when it cannot be read.

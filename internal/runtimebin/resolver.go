@@ -69,7 +69,7 @@ type cacheEntry struct {
 // cache when the file is unchanged. Errors: [*UnknownRuntimeError], [*NotFoundError], or one
 // that says why the file cannot be used.
 func (r *Resolver) Resolve(ctx context.Context, runtime, configured string) (Binary, error) {
-	if _, ok := known[runtime]; !ok {
+	if _, ok := known(runtime); !ok {
 		return Binary{}, &UnknownRuntimeError{Runtime: runtime}
 	}
 	pathEnv := r.PATH

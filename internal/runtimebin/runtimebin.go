@@ -19,8 +19,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
+
+	"github.com/agora-dev/agora/internal/runtime/runtimes"
 )
 
 // Binary is a resolved agent CLI on the host.
@@ -46,54 +47,30 @@ const SandboxDir = "/agora/runtime/bin"
 
 // SandboxPath is where b is bound inside the sandbox: SandboxDir/<program>.
 func (b Binary) SandboxPath() string {
-	return SandboxDir + "/" + known[b.Runtime].program
+	cli, _ := known(b.Runtime)
+	return SandboxDir + "/" + cli.Program
 }
 
-// runtimeInfo is what agora knows about one host runtime's CLI.
-type runtimeInfo struct {
-	program string // the command name looked up on PATH
-	npm     string // the npm package that installs it
-	// native lists, for each GOARCH, the npm package holding the native executable and the
-	// executable's path inside it (the main package's entry point is a launcher).
-	native map[string][2]string
-}
-
-var known = map[string]runtimeInfo{
-	"claude-code": {
-		program: "claude",
-		npm:     "@anthropic-ai/claude-code",
-		native: map[string][2]string{
-			"amd64": {"@anthropic-ai/claude-code-linux-x64", "claude"},
-			"arm64": {"@anthropic-ai/claude-code-linux-arm64", "claude"},
-		},
-	},
-	"codex": {
-		program: "codex",
-		npm:     "@openai/codex",
-		native: map[string][2]string{
-			"amd64": {"@openai/codex-linux-x64", "vendor/x86_64-unknown-linux-musl/bin/codex"},
-			"arm64": {"@openai/codex-linux-arm64", "vendor/aarch64-unknown-linux-musl/bin/codex"},
-		},
-	},
+// known returns the CLI of runtime, and whether it is a host runtime (package runtimes says
+// what each runtime is).
+func known(runtime string) (runtimes.CLI, bool) {
+	rt, ok := runtimes.Lookup(runtime)
+	return rt.CLI, ok && rt.Hosted()
 }
 
 // Runtimes lists the runtime names Resolve knows, sorted.
-func Runtimes() []string {
-	names := make([]string, 0, len(known))
-	for n := range known {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func Runtimes() []string { return runtimes.Hosted() }
 
 // Program is the command name of runtime's CLI ("claude", "codex"), "" for an unknown one.
-func Program(runtime string) string { return known[runtime].program }
+func Program(runtime string) string {
+	cli, _ := known(runtime)
+	return cli.Program
+}
 
 // InstallCommand is how a person installs runtime's CLI, "" for an unknown runtime.
 func InstallCommand(runtime string) string {
-	if i, ok := known[runtime]; ok {
-		return "npm install -g " + i.npm
+	if cli, ok := known(runtime); ok {
+		return "npm install -g " + cli.NPM
 	}
 	return ""
 }
@@ -135,11 +112,11 @@ var defaultResolver = &Resolver{}
 // locate finds the native executable: configured or PATH, symlinks followed, an npm launcher
 // replaced by the native executable it starts.
 func locate(runtime, configured, pathEnv string) (string, error) {
-	info := known[runtime]
+	info, _ := known(runtime)
 	p := configured
 	if p == "" {
 		var err error
-		if p, err = lookPath(info.program, pathEnv); err != nil {
+		if p, err = lookPath(info.Program, pathEnv); err != nil {
 			return "", &NotFoundError{Runtime: runtime, PATH: pathEnv, Err: err}
 		}
 	}

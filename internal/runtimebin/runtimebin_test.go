@@ -136,26 +136,26 @@ func TestResolve_NotFound(t *testing.T) {
 // (flat) or inside it (nested).
 func npmLayout(t *testing.T, rt string, nested bool) (launcher, native string) {
 	t.Helper()
-	info := known[rt]
-	nat, ok := info.native[runtime.GOARCH]
+	info, _ := known(rt)
+	nat, ok := info.NativeFor(runtime.GOARCH)
 	if !ok {
 		t.Skipf("SKIP: no native package for %s", runtime.GOARCH)
 	}
 	nm := filepath.Join(t.TempDir(), "lib", "node_modules")
-	pkg := filepath.Join(nm, info.npm)
-	write(t, filepath.Join(pkg, "package.json"), `{"name": "`+info.npm+`", "version": "1.0.0"}`, 0o644)
+	pkg := filepath.Join(nm, info.NPM)
+	write(t, filepath.Join(pkg, "package.json"), `{"name": "`+info.NPM+`", "version": "1.0.0"}`, 0o644)
 	launcher = write(t, filepath.Join(pkg, "bin", "launcher.js"), "#!/usr/bin/env node\nrequire('child_process')\n", 0o755)
 	base := nm
 	if nested {
 		base = filepath.Join(pkg, "node_modules")
 	}
-	native = filepath.Join(base, nat[0], nat[1])
+	native = filepath.Join(base, nat.Package, nat.Path)
 	copyExe(t, filepath.Dir(native), filepath.Base(native))
 	bin := filepath.Join(filepath.Dir(filepath.Dir(nm)), "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	link := filepath.Join(bin, info.program)
+	link := filepath.Join(bin, info.Program)
 	if err := os.Symlink(launcher, link); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/digest"
+	"github.com/agora-dev/agora/internal/runtime/runtimes"
 	"github.com/agora-dev/agora/internal/secret"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/workspace"
@@ -163,32 +164,13 @@ func (w *Writer) PrepareSubagent(ctx context.Context, name string, spec Subagent
 		return nil, err
 	}
 	if spec.Runtime == "" {
-		spec.Runtime = "exec"
+		spec.Runtime = runtimes.Default
 	}
 	var problems []string
-	if !slices.Contains(catalog.Runtimes, spec.Runtime) {
-		problems = append(problems, fmt.Sprintf("runtime %q is not one of %s", spec.Runtime, strings.Join(catalog.Runtimes, ", ")))
-	}
-	switch spec.Runtime {
-	case "exec":
-		if len(spec.Command) == 0 {
-			problems = append(problems, "the exec runtime needs a command (--command or command:)")
-		}
-	case "openai":
-		if spec.Model == "" {
-			problems = append(problems, "the openai runtime needs a model (--model)")
-		}
-		fallthrough
-	case "claude-code", "codex":
-		if spec.Runtime == "codex" && spec.Model == "" {
-			problems = append(problems, "the codex runtime needs a model (--model), one `codex debug models` lists")
-		}
-		if spec.SystemPrompt == "" {
-			problems = append(problems, fmt.Sprintf("the %s runtime needs a system prompt (--system-prompt or --prompt-file)", spec.Runtime))
-		}
-		if len(spec.Command) > 0 {
-			problems = append(problems, fmt.Sprintf("command applies to the exec runtime only, not %s", spec.Runtime))
-		}
+	if rt, ok := runtimes.Lookup(spec.Runtime); ok {
+		problems = rt.Problems(spec.Command, spec.Model, spec.SystemPrompt)
+	} else {
+		problems = append(problems, fmt.Sprintf("runtime %q is not one of %s", spec.Runtime, strings.Join(runtimes.Names(), ", ")))
 	}
 	if len(spec.SystemPrompt) > maxPromptSize {
 		problems = append(problems, fmt.Sprintf("system prompt is %d bytes, over the %d-byte limit", len(spec.SystemPrompt), maxPromptSize))

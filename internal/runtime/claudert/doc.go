@@ -26,5 +26,7 @@
 // what the subagent may do.
 package claudert
 
+import "github.com/agora-dev/agora/internal/runtime/runtimes"
+
 // Name is the runtime name a subagent document uses for this runtime.
-const Name = "claude-code"
+const Name = runtimes.NameClaudeCode

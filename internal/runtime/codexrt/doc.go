@@ -19,5 +19,7 @@
 // redacts.
 package codexrt
 
+import "github.com/agora-dev/agora/internal/runtime/runtimes"
+
 // Name is the runtime name a subagent document uses for this runtime.
-const Name = "codex"
+const Name = runtimes.NameCodex

@@ -26,10 +26,12 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agora-dev/agora/internal/runtime/runtimes"
 )
 
 // Name is the runtime name a subagent document uses for this runtime.
-const Name = "exec"
+const Name = runtimes.NameExec
 
 // drainTimeout bounds how long Run waits for output still buffered in its pipes after the
 // process group was killed. Only a process that left the group can hold a pipe open that

@@ -18,5 +18,7 @@
 // writer; the caller redacts.
 package openairt
 
+import "github.com/agora-dev/agora/internal/runtime/runtimes"
+
 // Name is the runtime name a subagent document uses for this runtime.
-const Name = "openai"
+const Name = runtimes.NameOpenAI

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/runtime/runtimes"
 	"github.com/agora-dev/agora/internal/strictjson"
 )
 
@@ -211,11 +212,12 @@ func (m Manifest) Validate() error {
 		}
 	}
 	// Whether this build can run the runtime is checked later, by the worker (runtimeFor).
-	if !slices.Contains(catalog.Runtimes, m.Runtime) {
-		bad("runtime: want one of %s, got %q", strings.Join(catalog.Runtimes, ", "), m.Runtime)
+	rt, known := runtimes.Lookup(m.Runtime)
+	if !known {
+		bad("runtime: want one of %s, got %q", strings.Join(runtimes.Names(), ", "), m.Runtime)
 	}
-	if m.Runtime == "exec" && len(m.Command) == 0 {
-		bad("command: the exec runtime needs a command")
+	if rt.Needs.Command && len(m.Command) == 0 {
+		bad("command: the %s runtime needs a command", rt.Name)
 	}
 	if m.RuntimeBinary != nil {
 		if err := m.RuntimeBinary.Validate(); err != nil {
