@@ -84,6 +84,7 @@ var forbidden = []edge{
 	// #28: no work at start-up.
 	{"cmd/agora", "k8s.io/client-go/kubernetes/scheme", "its init registers every Kubernetes API group (650 KB, milliseconds) in every agora process; the kubernetes provider builds a scheme of the three groups it uses when a kubernetes target is first used"},
 	{"cmd/agora", "k8s.io/client-go/kubernetes", "the clientset links client-go's all-groups scheme; the kubernetes provider uses its own client of the three groups it needs"},
+	{"cmd/agora", "k8s.io/client-go/testing", "client-go's fakes (linked by gentype) pull in server-side apply (structured-merge-diff, the OpenAPI models) and their inits; the provider's typed client is its own"},
 }
 
 // inSandbox are the packages that run inside the sandbox, in the worker process. Every
