@@ -6,22 +6,27 @@ export CGO_ENABLED ?= 0
 
 .PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean k8s-tools k8s-cluster image podman test-containers test-k8s test-ui bench-targets
 
+# build makes agora and its worker program side by side: bin/agora (the host) and
+# bin/agora-worker (what runs in every sandbox and for every Claude Code hook event; agora
+# looks for it beside itself and refuses to dispatch without it).
 build:
-	$(GO) build -o bin/agora ./cmd/agora
+	$(GO) build -o bin/ ./cmd/agora ./cmd/agora-worker
 
-# install puts agora on PATH: $(PREFIX)/bin/agora (PREFIX=/usr/local; PREFIX=$$HOME/.local for a
-# user install). Mode 0755: as root, agora binds itself into each sandbox, which runs as its own
-# uid and must be able to execute it (agora doctor checks).
+# install puts agora and agora-worker on PATH, side by side: $(PREFIX)/bin (PREFIX=/usr/local;
+# PREFIX=$$HOME/.local for a user install). Mode 0755; agora pins the worker's bytes into
+# AGORA_HOME/bin per dispatch (agora doctor checks it is there and built from the same source).
 PREFIX ?= /usr/local
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 bin/agora-worker $(DESTDIR)$(PREFIX)/bin/agora-worker
 	install -m 0755 bin/agora $(DESTDIR)$(PREFIX)/bin/agora
-	@echo "installed $(DESTDIR)$(PREFIX)/bin/agora"
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/agora and $(DESTDIR)$(PREFIX)/bin/agora-worker"
 
 demo: build
 	./scripts/demo.sh
 
-test: fmt-check vet unit fuzz-short mcp-inspector
+# build first: both programs must build (the worker is what every sandbox runs).
+test: fmt-check vet build unit fuzz-short mcp-inspector
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -41,7 +46,7 @@ fuzz-short:
 mcp-inspector:
 	./scripts/mcp-inspector.sh
 
-# agora's worker image FROM scratch (the static binary only) and the test toolchain image, built
+# agora's worker image FROM scratch (the static agora-worker only) and the test toolchain image, built
 # with podman without a registry; prints their digest references and saves the worker image to
 # .cache/images/agora-worker.tar (docs/providers.md says how to push it).
 image: build

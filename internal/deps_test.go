@@ -91,7 +91,9 @@ var forbidden = []edge{
 // internal/runtime/<name> package joins them without a row, so a new runtime is covered the
 // day it lands; the packages beneath a runtime (test doubles such as openaitest) run only in
 // tests, and whatever a runtime does import from beneath it is in its closure anyway.
-var inSandbox = []string{"internal/worker", "internal/toolreg", "internal/toolreg/builtin"}
+// cmd/agora-worker is the program the host binds into every sandbox (issue #28): the worker,
+// the hook, fetch and fdpass, and nothing else.
+var inSandbox = []string{"cmd/agora-worker", "internal/worker", "internal/toolreg", "internal/toolreg/builtin"}
 
 // hostOnly are what a package in the sandbox must never link, each with its reason.
 var hostOnly = []struct{ to, why string }{
@@ -106,6 +108,14 @@ var hostOnly = []struct{ to, why string }{
 	{"internal/audit", "audit records leave the sandbox through the gateway"},
 	{"internal/dispatch", "the dispatcher is the host side"},
 	{"internal/runtimebin", "the host resolves and hashes the agent CLIs; the sandbox only runs the bound copy"},
+	{"internal/workerbin", "the host locates and hashes the worker binary; the sandbox only runs the bound copy"},
+	// The slim worker (#28): what only the host needs, and what made every sandbox and every
+	// Claude Code hook event start a 90 MB binary with 389 package inits.
+	{"k8s.io/client-go", "the worker in a pod talks to agora's gateway, never to the cluster's API"},
+	{"go.opentelemetry.io/otel/sdk", "spans are the host's; the worker exports none"},
+	{"github.com/prometheus/client_golang", "metrics are the host's (agora orch serve --metrics)"},
+	{"github.com/moby/moby/client", "the container engine's client is the host's"},
+	{"github.com/spf13/cobra", "the sandbox's command line is a contract the host writes, parsed by hand in cmd/agora-worker"},
 }
 
 // sandboxEdges is inSandbox, with every runtime, times hostOnly.

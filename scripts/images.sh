@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds agora's container images with podman, without a registry (make image):
 #
-#   localhost/agora-worker:<version>   FROM scratch, the static agora binary at
-#                                      /agora/bin/agora (its entrypoint); saved to
+#   localhost/agora-worker:<version>   FROM scratch, the static worker program
+#                                      (cmd/agora-worker) at /agora/bin/agora-worker (its
+#                                      entrypoint); saved to
 #                                      .cache/images/agora-worker.tar for Kubernetes nodes
 #                                      (ctr -n k8s.io images import).
 #   localhost/agora-toolchain:<hash>   FROM scratch, busybox-static and git copied from this
@@ -36,10 +37,10 @@ build_worker() {
   local ctx version inputs tag
   ctx=$(mktemp -d)
   trap 'rm -rf "$ctx"' RETURN
-  ( cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/agora" ./cmd/agora )
+  ( cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/agora-worker" ./cmd/agora-worker )
   version=$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)
   cp "$root/images/agora-worker.Containerfile" "$ctx/Containerfile"
-  inputs=$(cat "$ctx/agora" "$ctx/Containerfile" | sha256sum | cut -c1-64)
+  inputs=$(cat "$ctx/agora-worker" "$ctx/Containerfile" | sha256sum | cut -c1-64)
   tag="localhost/agora-worker:$version"
   if [ "$(current "$tag")" != "$inputs" ]; then
     echo "agora images: building $tag" >&2

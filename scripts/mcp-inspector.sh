@@ -50,7 +50,7 @@ cleanup() {
 trap cleanup EXIT
 
 step "building agora"
-CGO_ENABLED=0 go build -o "$work/agora" ./cmd/agora
+CGO_ENABLED=0 go build -o "$work/" ./cmd/agora ./cmd/agora-worker   # the worker beside agora
 agora=$work/agora
 export AGORA_HOME=$work/agora-home
 DEMO_API_TOKEN=inspector-demo-value "$agora" apply -f examples/catalog/agora-manifest.yaml >/dev/null 2>&1 ||

@@ -9,29 +9,34 @@ import (
 	"path/filepath"
 )
 
-// BuildBinary builds cmd/agora (static, as shipped) into a new temporary directory and returns
-// the binary's path and a func that removes the directory. TestMain functions call it once.
-// Built from a checkout, it carries the commit (go build's -buildvcs=auto).
+// BuildBinary builds cmd/agora and its worker program cmd/agora-worker (static, as shipped)
+// side by side into a new temporary directory, as `make install` installs them, and returns
+// agora's path and a func that removes the directory. TestMain functions call it once. Built
+// from a checkout, they carry the commit (go build's -buildvcs=auto).
 func BuildBinary() (bin string, cleanup func(), err error) {
 	return BuildBinaryFlags()
 }
 
-// BuildBinaryFlags is BuildBinary with extra go build flags (-buildvcs=false).
+// BuildBinaryFlags is BuildBinary with extra go build flags (-buildvcs=false), given to both.
 func BuildBinaryFlags(flags ...string) (bin string, cleanup func(), err error) {
 	dir, err := os.MkdirTemp("", "agora-bin")
 	if err != nil {
 		return "", nil, err
 	}
-	bin = filepath.Join(dir, "agora")
-	args := append(append([]string{"build"}, flags...), "-o", bin, "github.com/agora-dev/agora/cmd/agora")
+	// One go build: both programs in one invocation share its work and its VCS stamp.
+	args := append(append([]string{"build"}, flags...), "-o", dir+"/",
+		"github.com/agora-dev/agora/cmd/agora", "github.com/agora-dev/agora/cmd/agora-worker")
 	build := exec.Command("go", args...)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("build agora: %v\n%s", err, out)
+		return "", nil, fmt.Errorf("build agora and agora-worker: %v\n%s", err, out)
 	}
-	return bin, func() { os.RemoveAll(dir) }, nil
+	return filepath.Join(dir, "agora"), func() { os.RemoveAll(dir) }, nil
 }
+
+// Worker is the worker program BuildBinary built beside the agora binary bin.
+func Worker(bin string) string { return filepath.Join(filepath.Dir(bin), "agora-worker") }
 
 // RunWithBinary builds the binary into *bin, runs the package's tests and removes the binary;
 // it returns the exit code for os.Exit. A build failure fails the whole package.

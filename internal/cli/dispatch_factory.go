@@ -13,6 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/runtimebin"
+	"github.com/agora-dev/agora/internal/workerbin"
 )
 
 // Dispatcher builds the dispatcher over AGORA_HOME with the local provider.
@@ -23,7 +24,15 @@ func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) 
 	}
 	bin, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("find the agora binary to bind into the sandbox: %w", err)
+		return nil, fmt.Errorf("find the agora binary (detached supervisors run it): %w", err)
+	}
+	configured, err := h.Config.WorkerBinary(f.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	worker, err := workerBinary(bin, configured, h.Dir)
+	if err != nil {
+		return nil, err
 	}
 	provider, err := local.New(local.Options{})
 	if err != nil {
@@ -59,6 +68,7 @@ func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) 
 		Config:    h.Config,
 		StateDir:  filepath.Join(h.Dir, home.DispatchDir),
 		AgoraBin:  bin,
+		Worker:    worker,
 		// The gateways of model runtimes dial through this policy (egress.allow_private).
 		Egress:      egress.Policy{AllowPrivate: prefixes},
 		EgressRoots: roots,
@@ -67,6 +77,21 @@ func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) 
 		Runtimes: &runtimebin.Resolver{CacheFile: filepath.Join(h.Dir, runtimebin.CacheFileName)},
 		Now:      f.Now,
 		Tracer:   tracer,
+	}, nil
+}
+
+// workerBinary is where the dispatcher finds the worker program: $AGORA_WORKER_BINARY or
+// agora.yaml's worker.binary, else agora-worker beside this executable; pinned into AGORA_HOME/bin. Whether it is there
+// and sound is checked per dispatch (and by agora doctor), so commands that start no
+// sandbox work without it.
+func workerBinary(exe, configured, homeDir string) (dispatch.WorkerBinary, error) {
+	path, err := workerbin.Locate(exe, configured)
+	if err != nil {
+		return dispatch.WorkerBinary{}, err
+	}
+	return dispatch.WorkerBinary{
+		Path: path, Configured: configured != "",
+		Pinner: &workerbin.Pinner{Dir: filepath.Join(homeDir, workerbin.DirName)},
 	}, nil
 }
 

@@ -19,6 +19,8 @@ type doctorOptions struct {
 	Host   doctor.Host
 	// Config loads agora.yaml without creating AGORA_HOME.
 	Config func() (*config.Config, error)
+	// Getenv reads agora's environment (AGORA_WORKER_BINARY); nil reads none.
+	Getenv func(string) string
 }
 
 // doctorResult is the JSON shape of doctor.
@@ -34,14 +36,15 @@ func newDoctorCmd(f *Factory, runF func(*doctorOptions) error) *cobra.Command {
 			return nil, err
 		}
 		return config.Load(dir)
-	}}
+	}, Getenv: f.Getenv}
 	cmd := &cobra.Command{
 		Use:   "doctor [--output json]",
 		Short: "Check what this host can enforce for sandboxes and how to get the rest",
 		Long: `Check what this host can enforce for agora's sandboxes: bubblewrap and unprivileged
 user namespaces, prlimit, whether agora runs as root, the targets' sandbox uid (unused by any
 account?), cgroup v2 delegation (memory.max, pids.max), the tmpfs disk quota, the agora
-binary and git. One row per check, ok or missing; a missing one is followed by the command
+binary, the agora-worker beside it (the program every sandbox runs: there, and built from the
+same source) and git. One row per check, ok or missing; a missing one is followed by the command
 or setting that fixes it.
 
 It starts one sandbox running 'true' (as the sandbox uid when root) and, as root, mounts and
@@ -63,7 +66,17 @@ unless a check that every dispatch needs is missing (then 1).`,
 
 func doctorRun(ctx context.Context, opts *doctorOptions) error {
 	c, cerr := opts.Config()
-	rep := doctor.Run(ctx, opts.Host, doctor.Options{Config: c, ConfigErr: cerr})
+	o := doctor.Options{Config: c, ConfigErr: cerr}
+	if c != nil {
+		getenv := opts.Getenv
+		if getenv == nil {
+			getenv = func(string) string { return "" }
+		}
+		if o.WorkerBinary, cerr = c.WorkerBinary(getenv); cerr != nil {
+			o.Config, o.ConfigErr = nil, cerr
+		}
+	}
+	rep := doctor.Run(ctx, opts.Host, o)
 	if opts.Output == formatJSON {
 		if err := writeJSON(opts.IO.Out, doctorResult{CanDispatch: rep.CanDispatch, Checks: rep.Checks}); err != nil {
 			return err

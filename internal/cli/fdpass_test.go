@@ -13,9 +13,9 @@ func TestNewFdpassCmd(t *testing.T) {
 		argv  []string
 		usage bool
 	}{
-		{name: "program", args: []string{"--", "/agora/bin/agora", "worker"}, argv: []string{"/agora/bin/agora", "worker"}},
+		{name: "program", args: []string{"--", "/agora/bin/agora-worker", "worker"}, argv: []string{"/agora/bin/agora-worker", "worker"}},
 		{name: "flagslike", args: []string{"--", "sh", "-c", "--help"}, argv: []string{"sh", "-c", "--help"}},
-		{name: "nodashes", args: []string{"/agora/bin/agora", "worker"}, usage: true},
+		{name: "nodashes", args: []string{"/agora/bin/agora-worker", "worker"}, usage: true},
 		{name: "noprogram", args: []string{"--"}, usage: true},
 		{name: "none", args: nil, usage: true},
 	} {

@@ -31,8 +31,13 @@ func agoraProcess(t *testing.T, env map[string]string, args ...string) *exec.Cmd
 	if err := os.Symlink(exe, bin); err != nil {
 		t.Fatal(err)
 	}
+	// The worker it binds is the real one (built once, as for the scripts).
+	worker, err := scriptWorker()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AGORA_WORKER_BINARY=" + worker}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

@@ -13,8 +13,8 @@ import (
 
 // newContainerProvider builds the provider of a `provider: docker` target: the engine at
 // docker_host (else $DOCKER_HOST), the target's image pinned by digest (present on the
-// engine; never pulled), its runtime and resources.cpu. The agora binary the dispatcher
-// binds at /agora/bin/agora is the container's fdpass shim.
+// engine; never pulled), its runtime and resources.cpu. The worker program the dispatcher
+// binds at /agora/bin/agora-worker is the container's fdpass shim.
 func newContainerProvider(ctx context.Context, t config.Target) (compute.Provider, error) {
 	if t.Resources.Memory != "" {
 		return nil, fmt.Errorf("resources.memory is not read by a docker target; its memory limit is the target's memory setting")

@@ -3,8 +3,10 @@ package cli_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -15,10 +17,40 @@ import (
 // TestMain lets the test binary act as the agora binary: testscript runs it as a real
 // process for every `exec agora` in the scripts.
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(removeWorker{m}, map[string]func(){
 		"agora": func() { os.Exit(cli.Main()) },
 	})
 }
+
+// workerDir holds the worker program scriptWorker builds, removed after the tests.
+var workerDir string
+
+// removeWorker runs the tests, then removes workerDir.
+type removeWorker struct{ m *testing.M }
+
+func (r removeWorker) Run() int {
+	code := r.m.Run()
+	if workerDir != "" {
+		os.RemoveAll(workerDir)
+	}
+	return code
+}
+
+// scriptWorker builds cmd/agora-worker once, for the scripts that dispatch.
+var scriptWorker = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "agora-cli-worker")
+	if err != nil {
+		return "", err
+	}
+	workerDir = dir
+	bin := filepath.Join(dir, "agora-worker")
+	build := exec.Command("go", "build", "-o", bin, "github.com/agora-dev/agora/cmd/agora-worker")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build agora-worker: %v\n%s", err, out)
+	}
+	return bin, nil
+})
 
 // TestScripts drives the real command line end to end: every script in testdata/script gets
 // its own AGORA_HOME and HOME.
@@ -53,6 +85,12 @@ func TestScripts(t *testing.T) {
 			// examples exactly as a reader would.
 			e.Setenv("EXAMPLES", examples)
 			e.Setenv("AGORA_HOME", e.WorkDir+"/.agora")
+			// The scripts' agora is this test binary; the worker it binds is the real one.
+			w, err := scriptWorker()
+			if err != nil {
+				return err
+			}
+			e.Setenv("AGORA_WORKER_BINARY", w)
 			// The container scripts reach the engine and image the developer set up
 			// (scripts/podman.sh, scripts/images.sh); unset, they skip saying so.
 			for _, k := range []string{"DOCKER_HOST", "AGORA_TOOLCHAIN_IMAGE"} {

@@ -42,6 +42,8 @@ type Config struct {
 	Gateway Gateway `yaml:"gateway"`
 	// Queues bound how many tasks run at once across the runs on each (queues.go).
 	Queues map[string]Queue `yaml:"queues"`
+	// Worker names the worker program bound into every sandbox (worker.go).
+	Worker Worker `yaml:"worker"`
 }
 
 // Gateway configures the network gateway that `agora gateway serve` and `agora orch serve
@@ -129,6 +131,7 @@ func Parse(file string, src []byte, c *Config) error {
 	errs = append(errs, c.validateTargets(pos)...)
 	errs = append(errs, validateAudit(pos, &c.Audit)...)
 	errs = append(errs, validateRuntimes(pos, c.Runtimes)...)
+	errs = append(errs, validateWorker(pos, c.Worker)...)
 	errs = append(errs, c.validateQueues(pos)...)
 	for _, name := range c.Models.Names() {
 		if err := (budget.Prices{name: c.Models[name]}).Validate(); err != nil {

@@ -274,7 +274,7 @@ func TestRedTeam3_ClaudeCallRanWithNoEntry(t *testing.T) {
 }
 
 // hookHijacker is a shared object for /etc/ld.so.preload. In the shell claude starts for
-// agora's tool hook (`sh -c "'/agora/bin/agora' 'worker' 'hook' ... '--marks=DIR' ..."`) it
+// agora's tool hook (`sh -c "'/agora/bin/agora-worker' 'worker' 'hook' ... '--marks=DIR' ..."`) it
 // runs, before the shell does anything, a python program instead of the hook: it reads the
 // hook's input (claude's JSON, with the call's tool_use_id), writes the three marks the real
 // hook would have left (pre, ran, post) and exits 0, so claude goes on and nothing reaches

@@ -48,8 +48,12 @@ type Dispatcher struct {
 	Config    *config.Config
 	// StateDir holds per-dispatch staging directories (AGORA_HOME/dispatches).
 	StateDir string
-	// AgoraBin is the agora binary bound read-only into every sandbox as /agora/bin/agora.
+	// AgoraBin is the agora binary: detached supervisors run it (`agora dispatch supervise`).
+	// It is never bound into a sandbox; Worker is.
 	AgoraBin string
+	// Worker is the worker program bound read-only into every sandbox at wire.BinPath
+	// (/agora/bin/agora-worker), pinned and hashed per dispatch (workerbin.go).
+	Worker WorkerBinary
 	// Egress is the policy of the dialer every dispatch's gateway sends model requests and
 	// fetches through (agora.yaml egress.allow_private). The zero Policy reaches public
 	// addresses only.

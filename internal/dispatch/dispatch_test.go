@@ -21,6 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/runtimebin"
+	"github.com/agora-dev/agora/internal/workerbin"
 )
 
 // agoraBin is the real agora binary, built once: it is what runs inside every sandbox.
@@ -80,6 +81,8 @@ func newEnv(t testing.TB) *env {
 		Config:   h.Config,
 		StateDir: filepath.Join(dir, home.DispatchDir),
 		AgoraBin: agoraBin,
+		Worker: dispatch.WorkerBinary{Path: agoratest.Worker(agoraBin),
+			Pinner: &workerbin.Pinner{Dir: filepath.Join(dir, workerbin.DirName)}},
 		// An empty PATH: a claude installed on the test machine must not replace the fake
 		// the tests ship in a capability. Tests of the host binary configure it.
 		Runtimes: &runtimebin.Resolver{PATH: t.TempDir()},

@@ -73,6 +73,10 @@ func Provenance(r *Record) ([]byte, error) {
 		// Only when there is one, so the statements of older dispatches keep their bytes.
 		stmt["runtime_binary"] = map[string]any{"path": rb.Path, "host_path": rb.HostPath, "version": rb.Version, "sha256": rb.SHA256}
 	}
+	if wb := r.WorkerBinary; wb != nil {
+		// Only when there is one, so the statements of older dispatches keep their bytes.
+		stmt["worker_binary"] = map[string]any{"path": wb.Path, "host_path": wb.HostPath, "version": wb.Version, "sha256": wb.SHA256}
+	}
 	b, err := jcs.Marshal(stmt)
 	if err != nil {
 		return nil, fmt.Errorf("dispatch %s manifest: %w", r.ID, err)

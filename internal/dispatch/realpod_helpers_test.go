@@ -77,7 +77,7 @@ func (l *peerListener) Accept() (net.Conn, error) {
 }
 
 // startPodNode brings the node up, or skips saying which part is missing. The worker image is
-// made here from the test's own agora binary (FROM scratch, the binary at /agora/bin/agora,
+// made here from the worker program built beside the test's agora (FROM scratch, at /agora/bin/agora-worker,
 // as images/agora-worker.Containerfile builds it), so the pod runs the code under test; the
 // toolchain image is the container tests' (podman), saved and imported into containerd.
 func startPodNode(t testing.TB) *podNode {
@@ -89,7 +89,7 @@ func startPodNode(t testing.TB) *podNode {
 	c := k8stest.Start(t, k8stest.Options{RealNode: true})
 	n := &podNode{c: c}
 	var err error
-	if n.workerRef, err = c.ImportAgoraWorker(t.Context(), agoraBin); err != nil {
+	if n.workerRef, err = c.ImportAgoraWorker(t.Context(), agoratest.Worker(agoraBin)); err != nil {
 		t.Fatal(err)
 	}
 	if n.toolchain, err = c.ImportPodmanImage(t.Context(), toolchain); err != nil {

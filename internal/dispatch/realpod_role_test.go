@@ -99,7 +99,7 @@ func TestDispatch_RealPodDocumentedRole(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		adopted, err := again.Start(ctx, compute.Spec{ID: r.ID, Argv: []string{"/agora/bin/agora", "worker"}})
+		adopted, err := again.Start(ctx, compute.Spec{ID: r.ID, Argv: []string{"/agora/bin/agora-worker", "worker"}})
 		if err != nil {
 			t.Fatalf("adopt as the Role: %v", err)
 		}

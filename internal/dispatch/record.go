@@ -124,6 +124,10 @@ type Record struct {
 	// RuntimeBinary is the host-installed agent CLI the sandbox ran (path, version, sha256),
 	// nil when the runtime ran none from the host.
 	RuntimeBinary *wire.RuntimeBinary `json:"runtime_binary,omitempty"`
+	// WorkerBinary is the worker program the sandbox ran: its path there, the pinned copy on
+	// the host the sandbox bound, its build and its sha256. Nil for a kubernetes target (the
+	// pod runs its image's) and for dispatches recorded before #28.
+	WorkerBinary *wire.RuntimeBinary `json:"worker_binary,omitempty"`
 
 	// Budget is the dispatch's effective budget; nil when none was set.
 	Budget *budget.Budget `json:"budget,omitempty"`
@@ -259,21 +263,22 @@ var ErrExists = errors.New("dispatch already recorded")
 const recordColumns = `id, state, reason, detail, exit_code, subagent, subagent_digest, envs, target, sandbox,
 network, input_digest, repo, revision, timeout_ms, parent_id, actor, provider_task_id, supervisor,
 cancel_requested, callback_url, created_at, started_at, ended_at, isolation, result, inputs, grants, workspace, net,
-runtime_binary, budget, usage, trace_id, trace_span, trace_parent, run_id, task_id, child_id, answered_by, answered_at, verify, verdict`
+runtime_binary, budget, usage, trace_id, trace_span, trace_parent, run_id, task_id, child_id, answered_by, answered_at, verify, verdict,
+worker_binary`
 
 type scanner interface{ Scan(...any) error }
 
 func scanRecord(row scanner) (*Record, error) {
 	var r Record
 	var exit sql.NullInt64
-	var envs, created, started, ended, result, inputs, grants, netStats, runtimeBin, budgetJSON, usageJSON, answeredAt, verifyJSON, verdictJSON string
+	var envs, created, started, ended, result, inputs, grants, netStats, runtimeBin, budgetJSON, usageJSON, answeredAt, verifyJSON, verdictJSON, workerBin string
 	var timeoutMS int64
 	if err := row.Scan(&r.ID, &r.State, &r.Reason, &r.Detail, &exit, &r.Subagent, &r.SubagentDigest, &envs,
 		&r.Target, &r.Sandbox, &r.Network, &r.InputDigest, &r.Repo, &r.Revision, &timeoutMS, &r.ParentID,
 		&r.Actor, &r.ProviderTaskID, &r.supervisor, &r.cancelRequested, &r.CallbackURL, &created, &started,
 		&ended, &r.Isolation, &result, &inputs, &grants, &r.Workspace, &netStats,
 		&runtimeBin, &budgetJSON, &usageJSON, &r.TraceID, &r.TraceSpan, &r.TraceParent,
-		&r.RunID, &r.TaskID, &r.ChildID, &r.AnsweredBy, &answeredAt, &verifyJSON, &verdictJSON); err != nil {
+		&r.RunID, &r.TaskID, &r.ChildID, &r.AnsweredBy, &answeredAt, &verifyJSON, &verdictJSON, &workerBin); err != nil {
 		return nil, err
 	}
 	if exit.Valid {
@@ -311,6 +316,12 @@ func scanRecord(row scanner) (*Record, error) {
 		r.RuntimeBinary = &wire.RuntimeBinary{}
 		if err := json.Unmarshal([]byte(runtimeBin), r.RuntimeBinary); err != nil {
 			return nil, fmt.Errorf("dispatch %s: bad runtime_binary: %w", r.ID, err)
+		}
+	}
+	if workerBin != "" {
+		r.WorkerBinary = &wire.RuntimeBinary{}
+		if err := json.Unmarshal([]byte(workerBin), r.WorkerBinary); err != nil {
+			return nil, fmt.Errorf("dispatch %s: bad worker_binary: %w", r.ID, err)
 		}
 	}
 	if grants != "" {

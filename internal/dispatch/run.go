@@ -137,7 +137,11 @@ func (s *supervision) prepare(ctx context.Context) error {
 func (s *supervision) stage(ctx context.Context) error {
 	d, r, p, st := s.d, s.r, s.pinned, s.st
 	s.enter(PhaseStaging)
-	if err := st.checkRunnable(d.AgoraBin); err != nil {
+	wb, fl := d.workerBinary(ctx, s.target, r.Sandbox)
+	if fl != nil {
+		return &failure{*fl}
+	}
+	if err := st.checkRunnable(wb); err != nil {
 		return fail(ReasonProviderFailed, "%v", err)
 	}
 	// The model endpoint and key leave the plan before the bundle is written: the worker
@@ -151,10 +155,10 @@ func (s *supervision) stage(ctx context.Context) error {
 	if fl != nil {
 		return &failure{*fl}
 	}
-	if err := d.Records.SetRuntimeBinary(ctx, r.ID, rb); err != nil {
+	if err := d.Records.SetBinaries(ctx, r.ID, rb, wb); err != nil {
 		return err
 	}
-	r.RuntimeBinary, p.runtimeBinary = rb, rb
+	r.RuntimeBinary, p.runtimeBinary, r.WorkerBinary = rb, rb, wb
 
 	setupTimeout, agentTimeout := budgets(time.Duration(r.Timeout))
 	if err := d.writeBundle(r, p, st, agentTimeout, setupTimeout, s.target.ApprovalTimeout); err != nil {
@@ -235,7 +239,7 @@ func (s *supervision) closeLogs() {
 
 // buildSpec is the sandbox's spec: the worker, its limits and its binds.
 func (s *supervision) buildSpec(context.Context) error {
-	d, r, st, target := s.d, s.r, s.st, s.target
+	r, st, target := s.r, s.st, s.target
 	s.spec = compute.Spec{
 		ID:      r.ID,
 		Argv:    []string{wire.BinPath, "worker"},
@@ -252,7 +256,7 @@ func (s *supervision) buildSpec(context.Context) error {
 		Stdout: s.stdout, Stderr: s.stderr,
 		// Root runs the sandbox as the target's sandbox uid; nil leaves it the invoking user.
 		RunAs: st.owner,
-		Binds: append(append([]compute.Bind{{Src: d.AgoraBin, Dst: wire.BinPath}}, st.bundleBinds(wire.BundlePath)...),
+		Binds: append(append(workerBind(r.WorkerBinary), st.bundleBinds(wire.BundlePath)...),
 			compute.Bind{Src: st.workspace, Dst: wire.WorkspacePath, Writable: true},
 			compute.Bind{Src: st.out, Dst: wire.OutPath, Writable: true, Result: true},
 			compute.Bind{Src: st.capabilityFilesDir(), Dst: wire.CapabilityFilesPath},
@@ -272,7 +276,7 @@ func (s *supervision) startSandbox(ctx context.Context) error {
 	d, r, st := s.d, s.r, s.st
 	if r.Sandbox == compute.SandboxNone {
 		// No mount namespace: the worker finds its files at their host paths.
-		s.spec.Argv = []string{d.AgoraBin, "worker"}
+		s.spec.Argv = []string{r.WorkerBinary.Path, "worker"}
 		s.spec.Binds = nil
 		s.spec.Env = append(s.spec.Env, wire.RootEnv+"="+st.dir)
 		s.spec.Dir = st.workspace

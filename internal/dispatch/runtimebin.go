@@ -2,10 +2,7 @@ package dispatch
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/runtime/runtimes"
@@ -64,21 +61,5 @@ func runtimeBinaryBind(rb *wire.RuntimeBinary) []compute.Bind {
 
 // SetRuntimeBinary records the host CLI a live dispatch's sandbox runs, before it starts.
 func (s *Records) SetRuntimeBinary(ctx context.Context, id string, rb *wire.RuntimeBinary) error {
-	if rb == nil {
-		return nil
-	}
-	b, err := json.Marshal(rb)
-	if err != nil {
-		return err
-	}
-	return s.db.Tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE dispatches SET runtime_binary = ? WHERE id = ? AND state = ?`, string(b), id, StateAccepted)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return fmt.Errorf("dispatch %s is no longer accepted; its runtime binary is not recorded", id)
-		}
-		return nil
-	})
+	return s.SetBinaries(ctx, id, rb, nil)
 }

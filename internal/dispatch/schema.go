@@ -185,4 +185,14 @@ ALTER TABLE dispatch_approvals ADD COLUMN args_bytes INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE dispatches ADD COLUMN verify TEXT NOT NULL DEFAULT '';
 ALTER TABLE dispatches ADD COLUMN verdict TEXT NOT NULL DEFAULT '';
 `,
+}, {
+	Name: "dispatch worker binary",
+	SQL: `
+-- JSON {path, host_path, version, sha256}: the worker program (cmd/agora-worker) the
+-- dispatch's sandbox ran: its path there, the pinned copy on the host that was bound
+-- read-only, the agora build it says it is and the sha256 of its bytes, written before the
+-- sandbox starts. '' for a kubernetes target (the pod runs its image's worker) and for
+-- dispatches recorded before the slim worker (#28).
+ALTER TABLE dispatches ADD COLUMN worker_binary TEXT NOT NULL DEFAULT '';
+`,
 }}

@@ -172,16 +172,17 @@ func mountQuota(dir, id string, size int64) error {
 
 // checkRunnable refuses, before anything starts, a binary the sandbox user could not run:
 // bwrap would fail inside with a bare "permission denied".
-func (s *stage) checkRunnable(bin string) error {
-	if s.owner == nil {
+func (s *stage) checkRunnable(wb *wire.RuntimeBinary) error {
+	if s.owner == nil || wb == nil {
 		return nil
 	}
+	bin := wb.HostPath
 	fi, err := os.Stat(bin)
 	if err != nil {
 		return err
 	}
 	if fi.Mode().Perm()&0o005 != 0o005 {
-		return fmt.Errorf("the agora binary %s (mode %v) is not readable and executable by others, "+
+		return fmt.Errorf("the worker binary %s (mode %v) is not readable and executable by others, "+
 			"and sandboxes run as uid %d: chmod 0755 it", bin, fi.Mode().Perm(), s.owner.UID)
 	}
 	return nil

@@ -20,6 +20,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/runtimebin"
+	"github.com/agora-dev/agora/internal/workerbin"
 )
 
 // Statuses of a [Check].
@@ -74,6 +75,9 @@ type Host struct {
 	// RuntimeBinary resolves a host runtime's agent CLI (runtimebin.Resolve); nil skips the
 	// runtime checks.
 	RuntimeBinary func(ctx context.Context, runtime, configured string) (runtimebin.Binary, error)
+	// WorkerBinary finds and checks the worker program a dispatch binds (configured is
+	// AGORA_WORKER_BINARY or worker.binary, "" for beside agora); nil skips the check.
+	WorkerBinary func(configured string) (workerbin.Binary, error)
 }
 
 // Options are what the checks are about.
@@ -81,6 +85,9 @@ type Options struct {
 	// Config is agora.yaml as loaded; nil with ConfigErr when it does not load.
 	Config    *config.Config
 	ConfigErr error
+	// WorkerBinary is the worker program the person running agora named
+	// (AGORA_WORKER_BINARY, else worker.binary), "" for agora-worker beside agora.
+	WorkerBinary string
 }
 
 // Run performs every check.
@@ -96,6 +103,7 @@ func Run(ctx context.Context, h Host, o Options) Report {
 	r.cgroup()
 	r.diskQuota()
 	r.agoraBinary()
+	r.workerBinary(o)
 	r.git()
 	r.runtimes(o)
 	rep := Report{Checks: r.checks, CanDispatch: true}
@@ -353,6 +361,22 @@ func (r *run) agoraBinary() {
 		return
 	}
 	r.ok(name, exe, true)
+}
+
+// workerBinary checks the worker program every dispatch binds: there, cmd/agora-worker, built
+// from this agora's source. Required: without it no dispatch starts.
+func (r *run) workerBinary(o Options) {
+	if r.h.WorkerBinary == nil {
+		return
+	}
+	const name = "agora-worker"
+	b, err := r.h.WorkerBinary(o.WorkerBinary)
+	if err != nil {
+		r.missing(name, err.Error(), "install agora and agora-worker side by side: "+workerbin.FixCommand, true)
+		return
+	}
+	r.ok(name, fmt.Sprintf("%s, %s, sha256 %s (pinned into AGORA_HOME/bin and bound read-only into every sandbox)",
+		b.Source, b.Version, b.SHA256), true)
 }
 
 func (r *run) git() {

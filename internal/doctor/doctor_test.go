@@ -17,11 +17,12 @@ import (
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/runtimebin"
+	"github.com/agora-dev/agora/internal/workerbin"
 )
 
 // wantNames is the fixed order of the checks.
 var wantNames = []string{"config", "bwrap", "prlimit", "user-namespaces", "privileges", "sandbox-uid",
-	"cgroup-v2", "disk-quota", "agora-binary", "git", "runtime-claude-code", "runtime-codex"}
+	"cgroup-v2", "disk-quota", "agora-binary", "agora-worker", "git", "runtime-claude-code", "runtime-codex"}
 
 type fileInfo struct{ mode fs.FileMode }
 
@@ -61,6 +62,9 @@ func healthyRoot(gotRunAs **compute.HostUser) Host {
 		Stat:       func(string) (fs.FileInfo, error) { return fileInfo{mode: 0o755}, nil },
 		RuntimeBinary: func(_ context.Context, rt, _ string) (runtimebin.Binary, error) {
 			return runtimebin.Binary{Runtime: rt, Path: "/opt/" + rt, Version: "1.0", SHA256: strings.Repeat("a", 64)}, nil
+		},
+		WorkerBinary: func(configured string) (workerbin.Binary, error) {
+			return workerbin.Binary{Source: "/usr/local/bin/agora-worker", Version: "agora v1", SHA256: strings.Repeat("b", 64)}, nil
 		},
 	}
 }
@@ -192,6 +196,17 @@ func TestRun(t *testing.T) {
 			host:          func(h *Host) { h.Stat = func(string) (fs.FileInfo, error) { return fileInfo{mode: 0o700}, nil } },
 			wantMissing:   []string{"agora-binary"},
 			wantInMissing: map[string]string{"agora-binary": "chmod 0755"},
+		},
+		{
+			// `go install ./cmd/agora` alone: no worker beside agora. No dispatch can start.
+			name: "no worker beside agora",
+			host: func(h *Host) {
+				h.WorkerBinary = func(string) (workerbin.Binary, error) {
+					return workerbin.Binary{}, &workerbin.MissingError{Path: "/usr/local/bin/agora-worker", Err: fs.ErrNotExist}
+				}
+			},
+			wantMissing:   []string{"agora-worker"},
+			wantInMissing: map[string]string{"agora-worker": "go install ./cmd/agora ./cmd/agora-worker"},
 		},
 		{
 			name:          "config does not load",

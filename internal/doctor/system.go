@@ -14,6 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/runtimebin"
+	"github.com/agora-dev/agora/internal/workerbin"
 )
 
 // commandTimeout bounds each command a check runs (bwrap --version, git --version).
@@ -49,6 +50,17 @@ func System() Host {
 		Stat:       os.Stat,
 		RuntimeBinary: func(ctx context.Context, runtime, configured string) (runtimebin.Binary, error) {
 			return runtimebin.Resolve(ctx, runtime, configured)
+		},
+		WorkerBinary: func(configured string) (workerbin.Binary, error) {
+			exe, err := os.Executable()
+			if err != nil {
+				return workerbin.Binary{}, err
+			}
+			path, err := workerbin.Locate(exe, configured)
+			if err != nil {
+				return workerbin.Binary{}, err
+			}
+			return workerbin.Inspect(path, configured != "", workerbin.Self())
 		},
 	}
 }

@@ -15,8 +15,8 @@ import (
 // The two images a kubernetes target's pod runs, for a real node: agora's worker image, made
 // from the binary under test, and the toolchain image, made by scripts/images.sh with podman.
 
-// ImportAgoraWorker makes agora's worker image from the agora binary at bin (FROM scratch, the
-// binary at /agora/bin/agora, as images/agora-worker.Containerfile builds it), imports it into
+// ImportAgoraWorker makes agora's worker image from the worker program at bin (FROM scratch,
+// cmd/agora-worker at /agora/bin/agora-worker, as images/agora-worker.Containerfile builds it), imports it into
 // the node's containerd and returns its digest-pinned reference: the pod runs the code under
 // test.
 func (c *Cluster) ImportAgoraWorker(ctx context.Context, bin string) (string, error) {
@@ -24,8 +24,8 @@ func (c *Cluster) ImportAgoraWorker(ctx context.Context, bin string) (string, er
 	if err != nil {
 		return "", err
 	}
-	tarball, _, err := OCIImage("localhost/agora-worker:e2e", []string{"/agora/bin/agora"},
-		ImageFile{Path: "/agora/bin/agora", Mode: 0o755, Data: b})
+	tarball, _, err := OCIImage("localhost/agora-worker:e2e", []string{"/agora/bin/agora-worker"},
+		ImageFile{Path: "/agora/bin/agora-worker", Mode: 0o755, Data: b})
 	if err != nil {
 		return "", err
 	}

@@ -131,9 +131,9 @@ var claudeModelEnv = []string{
 	"ANTHROPIC_DEFAULT_SONNET_MODEL", "ANTHROPIC_DEFAULT_OPUS_MODEL", "CLAUDE_CODE_SUBAGENT_MODEL",
 }
 
-// hookProgram is the agora binary claude runs as its tool hook: the sandbox's
-// /agora/bin/agora when the layout has it, else this process's own executable (a target
-// with `sandbox: none` runs the host's agora).
+// hookProgram is the worker program claude runs as its tool hook: the sandbox's
+// /agora/bin/agora-worker when the layout has it, else this process's own executable (a target
+// with `sandbox: none` runs the host's pinned copy of agora-worker).
 func hookProgram(inv invocation) (string, error) {
 	if testOnlyHookProgram != "" {
 		return testOnlyHookProgram, nil
@@ -144,7 +144,7 @@ func hookProgram(inv invocation) (string, error) {
 	}
 	p, err := os.Executable()
 	if err != nil {
-		return "", fmt.Errorf("find the agora binary for claude's tool hook: %w", err)
+		return "", fmt.Errorf("find the worker program for claude's tool hook: %w", err)
 	}
 	return p, nil
 }

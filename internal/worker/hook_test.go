@@ -292,13 +292,13 @@ func TestAuditCallID(t *testing.T) {
 	}
 }
 
-// hookBinaries builds the agora binary (claude's tool hook) and the fake claude into a
+// hookBinaries builds the worker program (claude's tool hook) and the fake claude into a
 // fresh directory.
 func hookBinaries(t *testing.T) (agora, claude string) {
 	t.Helper()
 	dir := t.TempDir()
 	for _, b := range []struct{ out, pkg string }{
-		{"agora", "github.com/agora-dev/agora/cmd/agora"},
+		{"agora", "github.com/agora-dev/agora/cmd/agora-worker"},
 		{"claude", "github.com/agora-dev/agora/internal/runtime/claudert/internal/fakeclaude"},
 	} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)

@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/fdpass"
 )
 
-// The tests bind this test binary into containers at /agora/bin/agora: as the provider's
+// The tests bind this test binary into containers at /agora/bin/agora-worker: as the provider's
 // shim it serves `fdpass -- ARGV...` exactly as the agora binary does, and its probes need
 // nothing from the image.
 func TestMain(m *testing.M) {

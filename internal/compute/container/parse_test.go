@@ -107,7 +107,7 @@ func TestCreateOptions(t *testing.T) {
 	_ = w
 	s := compute.Spec{
 		ID:    "01JABCDEF",
-		Argv:  []string{"/agora/bin/agora", "worker"},
+		Argv:  []string{"/agora/bin/agora-worker", "worker"},
 		Env:   []string{"PATH=/bin", "A=b"},
 		Dir:   "/agora/workspace",
 		Binds: []compute.Bind{{Src: "/h/ro", Dst: "/ro"}, {Src: "/h/rw", Dst: "/rw", Writable: true}},
@@ -127,7 +127,7 @@ func TestCreateOptions(t *testing.T) {
 	if opts.Name != "agora-01JABCDEF" || opts.Image != p.imageID || c.Labels[LabelDispatch] != "01JABCDEF" {
 		t.Errorf("name %q image %q labels %v", opts.Name, opts.Image, c.Labels)
 	}
-	if got := strings.Join(c.Entrypoint, " "); got != "/agora/bin/agora fdpass -- /agora/bin/agora worker" || c.Cmd == nil || len(c.Cmd) != 0 {
+	if got := strings.Join(c.Entrypoint, " "); got != "/agora/bin/agora-worker fdpass -- /agora/bin/agora-worker worker" || c.Cmd == nil || len(c.Cmd) != 0 {
 		t.Errorf("entrypoint %q cmd %q", got, c.Cmd)
 	}
 	if c.User != "1879048200:1879048200" || c.WorkingDir != "/agora/workspace" || !c.OpenStdin || !c.StdinOnce || !c.NetworkDisabled {
@@ -170,7 +170,7 @@ func TestCreateOptions(t *testing.T) {
 	// Without files, no stdin and no shim.
 	s.Files = nil
 	opts, _, _ = p.createOptions(s)
-	if opts.Config.OpenStdin || opts.Config.Entrypoint[0] != "/agora/bin/agora" || opts.Config.Entrypoint[1] != "worker" {
+	if opts.Config.OpenStdin || opts.Config.Entrypoint[0] != "/agora/bin/agora-worker" || opts.Config.Entrypoint[1] != "worker" {
 		t.Errorf("without files: %+v", opts.Config)
 	}
 	// Without a user of its own the spec is refused, never run as a shared one.

@@ -13,9 +13,9 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 )
 
-// DefaultShimPath is where the agora binary is inside the container (wire.BinPath): the
-// dispatcher binds it there, and the provider runs its fdpass command from it.
-const DefaultShimPath = "/agora/bin/agora"
+// DefaultShimPath is where agora's worker program is inside the container (wire.BinPath):
+// the dispatcher binds it there, and the provider runs its fdpass command from it.
+const DefaultShimPath = "/agora/bin/agora-worker"
 
 // RuntimeRunsc is the gVisor runtime's name in the engine's runtimes table.
 const RuntimeRunsc = "runsc"
@@ -33,7 +33,7 @@ type Options struct {
 	Runtime string
 	// CPUs caps the container's CPU time, in CPUs (1.5 = one and a half). 0 means no cap.
 	CPUs float64
-	// ShimPath is the agora binary's path inside the container. Empty means
+	// ShimPath is the worker program's path inside the container. Empty means
 	// [DefaultShimPath].
 	ShimPath string
 }

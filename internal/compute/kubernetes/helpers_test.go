@@ -87,11 +87,11 @@ func testMounts() []remote.Mount {
 func testSpec(id string) compute.Spec {
 	return compute.Spec{
 		ID:   id,
-		Argv: []string{"/agora/bin/agora", "worker"},
+		Argv: []string{"/agora/bin/agora-worker", "worker"},
 		Env:  []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "AGORA_DISPATCH_ID=" + id, "AGORA_PROXY_TOKEN=proxy-password-xyz"},
 		Dir:  "/agora/workspace",
 		Binds: []compute.Bind{
-			{Src: "/usr/local/bin/agora", Dst: "/agora/bin/agora"},
+			{Src: "/usr/local/bin/agora", Dst: "/agora/bin/agora-worker"},
 			{Src: "/home/x/bundle", Dst: "/agora/bundle"},
 			{Src: "/home/x/out", Dst: "/agora/out", Writable: true, Result: true},
 		},

@@ -15,10 +15,10 @@ import (
 
 // The pod's layout that the provider owns.
 const (
-	// binDir holds agora's static binary in the worker's container, copied there by the init
-	// container from the worker image: the target's image needs no agora of its own.
+	// binDir holds agora's static worker program in the worker's container, copied there by
+	// the init container from the worker image: the target's image needs no agora of its own.
 	binDir    = "/agora/bin"
-	workerBin = binDir + "/agora"
+	workerBin = binDir + "/agora-worker"
 	// stageDir is where the init container sees the volumes ($AGORA_STAGE/NAME).
 	stageDir = "/agora/stage"
 	tmpDir   = "/tmp"

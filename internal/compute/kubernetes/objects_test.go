@@ -93,10 +93,10 @@ func TestJobObject_Hardened(t *testing.T) {
 		}
 	}
 	init, worker := pod.InitContainers[0], pod.Containers[0]
-	if init.Image != testWorkerImage || strings.Join(init.Command, " ") != "/agora/bin/agora worker fetch" {
+	if init.Image != testWorkerImage || strings.Join(init.Command, " ") != "/agora/bin/agora-worker worker fetch" {
 		t.Errorf("init container: %s %q", init.Image, init.Command)
 	}
-	if worker.Image != testImage || strings.Join(worker.Command, " ") != "/agora/bin/agora worker" || worker.WorkingDir != "/agora/workspace" {
+	if worker.Image != testImage || strings.Join(worker.Command, " ") != "/agora/bin/agora-worker worker" || worker.WorkingDir != "/agora/workspace" {
 		t.Errorf("worker container: %s %q in %q", worker.Image, worker.Command, worker.WorkingDir)
 	}
 	mounts := map[string]corev1.VolumeMount{}
@@ -221,7 +221,7 @@ func TestCheckMounts(t *testing.T) {
 		{"relative", remote.Mount{Name: "a", Dst: "x"}, false},
 		{"unclean", remote.Mount{Name: "a", Dst: "/x/../etc"}, false},
 		{"root", remote.Mount{Name: "a", Dst: "/"}, false},
-		{"over bin", remote.Mount{Name: "a", Dst: "/agora/bin/agora"}, false},
+		{"over bin", remote.Mount{Name: "a", Dst: "/agora/bin/agora-worker"}, false},
 		{"over tmp", remote.Mount{Name: "a", Dst: "/tmp"}, false},
 		{"above bin", remote.Mount{Name: "a", Dst: "/agora"}, false},
 		{"file with sockets", remote.Mount{Name: "a", Dst: "/f", File: true, Sockets: []string{"s"}}, false},

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/k8stest"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -32,7 +33,7 @@ func newRealPodEnv(t *testing.T) *realPodEnv {
 	toolchain := k8stest.ToolchainImage(t)
 	c := k8stest.Start(t, k8stest.Options{RealNode: true})
 	ctx := t.Context()
-	workerRef, err := c.ImportAgoraWorker(ctx, agoraBin)
+	workerRef, err := c.ImportAgoraWorker(ctx, agoratest.Worker(agoraBin))
 	must(t, err)
 	toolRef, err := c.ImportPodmanImage(ctx, toolchain)
 	must(t, err)

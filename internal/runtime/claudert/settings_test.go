@@ -56,7 +56,7 @@ func TestSettingsJSON(t *testing.T) {
 
 func TestSettingsJSON_HookTimeout(t *testing.T) {
 	for _, tc := range []struct{ in, want int }{{0, HookTimeout}, {660, 660}} {
-		b, err := settingsJSON([]string{"/agora/bin/agora", "worker", "hook"}, tc.in)
+		b, err := settingsJSON([]string{"/agora/bin/agora-worker", "worker", "hook"}, tc.in)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -210,7 +210,7 @@ func TestParseStream_Observer(t *testing.T) {
 	echoed := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_6","content":"<tool_use_error>Error: No such tool available: X","is_error":false}]},"session_id":"s-1"}`
 	ruled := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_7","content":"Permission to use Bash with command rm -rf build has been denied.","is_error":true}]},"session_id":"s-1"}`
 	dontAsk := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_8","content":"Permission to use Write has been denied because Claude Code is running in don't ask mode.","is_error":true}]},"session_id":"s-1"}`
-	hooked := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_10","content":"PreToolUse:Bash hook error: ['/agora/bin/agora' 'worker' 'hook']: agora: refused","is_error":true}]},"session_id":"s-1"}`
+	hooked := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_10","content":"PreToolUse:Bash hook error: ['/agora/bin/agora-worker' 'worker' 'hook']: agora: refused","is_error":true}]},"session_id":"s-1"}`
 	mimic := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_11","content":"Exit code 1\nPermission to use Bash has been denied.","is_error":true}]},"session_id":"s-1"}`
 	okText := `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_12","content":"Permission to use Bash has been denied.","is_error":false}]},"session_id":"s-1"}`
 	prompt := `{"type":"user","message":{"role":"user","content":"plain text"},"session_id":"s-1"}`

@@ -14,7 +14,8 @@
 // The host builds this layout (paths under [DefaultRoot]); tests build it in a temporary
 // directory and run the worker without a sandbox ([RootEnv]).
 //
-//	/agora/bin/agora              the agora binary, read-only
+//	/agora/bin/agora-worker       the worker program (cmd/agora-worker), read-only: a copy the
+//	                              host pinned by its sha256 (package workerbin)
 //	/agora/bundle/manifest.json   read-only: a [Manifest]
 //	/agora/bundle/subagent.json   read-only: the subagent document, digest Manifest.Subagent.Digest
 //	/agora/bundle/capabilities/<hex>.tar

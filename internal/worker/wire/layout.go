@@ -9,7 +9,7 @@ const (
 	SecretsFD = 3
 
 	BinDir          = "bin"
-	BinFile         = "agora" // in BinDir: the agora binary
+	BinFile         = "agora-worker" // in BinDir: the worker program (cmd/agora-worker)
 	BundleDir       = "bundle"
 	WorkspaceDir    = "workspace"
 	OutDir          = "out"

@@ -1,0 +1,92 @@
+package dispatch
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/worker/wire"
+	"github.com/agora-dev/agora/internal/workerbin"
+)
+
+// WorkerBinary is where the dispatcher finds the worker program (cmd/agora-worker) it binds
+// into every sandbox, and how it pins it (package workerbin).
+type WorkerBinary struct {
+	// Path is the installed worker: workerbin.Locate's answer, beside the agora executable
+	// unless agora.yaml's worker.binary names another file.
+	Path string
+	// Configured says agora.yaml named Path (for the fix the error gives).
+	Configured bool
+	// Pinner pins it into AGORA_HOME/bin; nil fails every dispatch that binds a worker.
+	Pinner *workerbin.Pinner
+}
+
+// workerBinary pins the worker binary a dispatch on target binds, before anything starts: a
+// missing worker, one built from other source or one that cannot be pinned fails the dispatch
+// with the command that fixes it. It returns nil for a kubernetes target, whose pod runs the
+// worker of its own image (pinned by digest in agora.yaml; the pod's fetch step checks its
+// version against this agora's).
+func (d *Dispatcher) workerBinary(ctx context.Context, target config.Target, sandbox string) (*wire.RuntimeBinary, *Outcome) {
+	if target.Provider == config.ProviderKubernetes && sandbox != compute.SandboxNone {
+		return nil, nil
+	}
+	if d.Worker.Pinner == nil || d.Worker.Path == "" {
+		o := failed(ReasonProviderFailed, "this process has no worker binary to bind (agora-worker); install it beside agora with %s", workerbin.FixCommand)
+		return nil, &o
+	}
+	b, err := d.Worker.Pinner.Pin(ctx, d.Worker.Path, d.Worker.Configured)
+	if err != nil {
+		o := failed(ReasonProviderFailed, "%v", err)
+		return nil, &o
+	}
+	wb := &wire.RuntimeBinary{Path: wire.BinPath, HostPath: b.Path, Version: b.Version, SHA256: b.SHA256}
+	if sandbox == compute.SandboxNone {
+		wb.Path = b.Path // no mount namespace: the worker runs the pinned copy where it is
+	}
+	if err := wb.Validate(); err != nil {
+		o := failed(ReasonProviderFailed, "worker binary: %v", err)
+		return nil, &o
+	}
+	return wb, nil
+}
+
+// workerBind binds the pinned worker read-only at wire.BinPath; none for a kubernetes target.
+func workerBind(wb *wire.RuntimeBinary) []compute.Bind {
+	if wb == nil {
+		return nil
+	}
+	return []compute.Bind{{Src: wb.HostPath, Dst: wire.BinPath}}
+}
+
+// SetBinaries records, in one transaction, the worker binary and the host CLI a live
+// dispatch's sandbox runs, before it starts; either may be nil.
+func (s *Records) SetBinaries(ctx context.Context, id string, rb, wb *wire.RuntimeBinary) error {
+	if rb == nil && wb == nil {
+		return nil
+	}
+	cols := map[string]*wire.RuntimeBinary{"runtime_binary": rb, "worker_binary": wb}
+	return s.db.Tx(ctx, func(tx *sql.Tx) error {
+		for _, col := range []string{"runtime_binary", "worker_binary"} {
+			b := cols[col]
+			if b == nil {
+				continue
+			}
+			body, err := json.Marshal(b)
+			if err != nil {
+				return err
+			}
+			// col is one of the two literals above.
+			res, err := tx.ExecContext(ctx, `UPDATE dispatches SET `+col+` = ? WHERE id = ? AND state = ?`, string(body), id, StateAccepted)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n != 1 {
+				return fmt.Errorf("dispatch %s is no longer accepted; its %s is not recorded", id, col)
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,252 @@
+package workerbin
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+)
+
+// maxSize caps the worker binary read into memory to pin it (the binary-level test keeps it
+// under 20 MiB).
+const maxSize = 64 << 20
+
+// DirName is the directory in AGORA_HOME holding the pinned copies.
+const DirName = "bin"
+
+// Pinner pins worker binaries into Dir. The zero value is not usable; it is safe for
+// concurrent use, and several processes may share one Dir.
+type Pinner struct {
+	// Dir holds the pinned copies and their index (AGORA_HOME/bin). It MUST be a directory
+	// only agora writes: a copy there is bound into sandboxes as it is.
+	Dir string
+	// Expect is the Build the worker must have been built from; nil means this process's own
+	// ([Self]).
+	Expect *Build
+
+	mu  sync.Mutex
+	mem map[string]pin
+	// pinning serializes the pins this process makes: a hundred dispatches starting at once
+	// pin once, and no copy is rewritten while another dispatch is binding it.
+	pinning sync.Mutex
+}
+
+// fileID is what must be unchanged for a pin to still describe a file. ctime moves on every
+// write and every metadata change, and no unprivileged user can set it back.
+type fileID struct {
+	Dev     uint64 `json:"dev"`
+	Ino     uint64 `json:"ino"`
+	Size    int64  `json:"size"`
+	MtimeNs int64  `json:"mtime_ns"`
+	CtimeNs int64  `json:"ctime_ns"`
+}
+
+func identify(st os.FileInfo) fileID {
+	id := fileID{Size: st.Size(), MtimeNs: st.ModTime().UnixNano()}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		id.Dev, id.Ino, id.CtimeNs = uint64(sys.Dev), sys.Ino, sys.Ctim.Nano()
+	}
+	return id
+}
+
+// pin is one pinned source: the identity of the file read, the copy written, and what they
+// hold.
+type pin struct {
+	Source fileID `json:"source"`
+	Copy   fileID `json:"copy"`
+	SHA256 string `json:"sha256"`
+	Build  string `json:"build"`
+}
+
+// Pin returns the pinned copy of the worker binary at source (from [Locate]; configured says
+// agora.yaml named it, for the error's fix). An unchanged source with an unchanged copy costs
+// two stat calls; otherwise the source is read, checked and copied again. Errors:
+// [*MissingError], [*MismatchError], or one that says what failed.
+func (p *Pinner) Pin(ctx context.Context, source string, configured bool) (Binary, error) {
+	st, err := os.Stat(source)
+	if err != nil {
+		return Binary{}, &MissingError{Path: source, Configured: configured, Err: err}
+	}
+	if err := checkFile(source, st, configured); err != nil {
+		return Binary{}, err
+	}
+	id := identify(st)
+	if b, ok := p.pinned(source, id); ok {
+		return b, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return Binary{}, err
+	}
+	p.pinning.Lock()
+	defer p.pinning.Unlock()
+	if b, ok := p.pinned(source, id); ok { // pinned while this one waited
+		return b, nil
+	}
+	return p.pinFresh(source, id, configured)
+}
+
+// pinned returns the pin of source when source is still the file id describes and its copy
+// is still the file the pin wrote.
+func (p *Pinner) pinned(source string, id fileID) (Binary, bool) {
+	e, ok := p.lookup(source)
+	if !ok || e.Source != id {
+		return Binary{}, false
+	}
+	cp := p.copyPath(e.SHA256)
+	if cst, err := os.Stat(cp); err != nil || identify(cst) != e.Copy {
+		return Binary{}, false
+	}
+	return Binary{Source: source, Path: cp, SHA256: e.SHA256, Version: e.Build}, true
+}
+
+// pinFresh reads source (which must still be the file id describes), checks its build, and
+// writes the bytes it read, and only those, to the copy it hashes.
+func (p *Pinner) pinFresh(source string, id fileID, configured bool) (Binary, error) {
+	b, err := readIdentified(source, id, configured)
+	if err != nil {
+		return Binary{}, err
+	}
+	want := Self()
+	if p.Expect != nil {
+		want = *p.Expect
+	}
+	got, err := checkBuild(source, bytes.NewReader(b), want)
+	if err != nil {
+		return Binary{}, err
+	}
+	sum := sha256.Sum256(b)
+	digest := hex.EncodeToString(sum[:])
+	cp := p.copyPath(digest)
+	copyID, ok := sameCopy(cp, digest)
+	if !ok {
+		copyID, err = p.writeCopy(cp, b)
+	}
+	if err != nil {
+		return Binary{}, fmt.Errorf("pin the worker binary %s: %w", source, err)
+	}
+	e := pin{Source: id, Copy: copyID, SHA256: digest, Build: got.String()}
+	p.store(source, e)
+	return Binary{Source: source, Path: cp, SHA256: digest, Version: e.Build}, nil
+}
+
+func (p *Pinner) copyPath(digest string) string {
+	return filepath.Join(p.Dir, Name+"-"+digest)
+}
+
+// readIdentified reads the whole file and checks, on the open descriptor, that it is the file
+// id describes before and after the read: a file replaced or rewritten meanwhile is refused.
+func readIdentified(path string, id fileID, configured bool) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &MissingError{Path: path, Configured: configured, Err: err}
+	}
+	defer f.Close()
+	same := func() bool { st, err := f.Stat(); return err == nil && identify(st) == id }
+	if !same() {
+		return nil, fmt.Errorf("worker binary %s changed while it was read; try again", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read the worker binary %s: %w", path, err)
+	}
+	if len(b) > maxSize {
+		return nil, &MissingError{Path: path, Configured: configured, Err: fmt.Errorf("over %d bytes, so not %s", maxSize, MainPath)}
+	}
+	if !same() || int64(len(b)) != id.Size {
+		return nil, fmt.Errorf("worker binary %s changed while it was read; try again", path)
+	}
+	return b, nil
+}
+
+// sameCopy returns the identity of the copy at path when it already holds exactly the bytes
+// of digest, mode 0555 (another process pinned the same worker): it is not rewritten under
+// a dispatch that may be binding it.
+func sameCopy(path, digest string) (fileID, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return fileID{}, false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || st.Mode().Perm() != 0o555 {
+		return fileID{}, false
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, maxSize+1)); err != nil || hex.EncodeToString(h.Sum(nil)) != digest {
+		return fileID{}, false
+	}
+	after, err := f.Stat()
+	if err != nil || identify(after) != identify(st) {
+		return fileID{}, false
+	}
+	return identify(st), true
+}
+
+// writeCopy writes b to path, mode 0555, through a rename (a reader never sees half a
+// file), and returns the identity of what it wrote.
+//
+// The copy is open for writing under syscall.ForkLock: a sandbox this process starts
+// meanwhile would otherwise inherit the write descriptor until its exec, and exec'ing the
+// copy while any process holds it open for writing fails with ETXTBSY (golang/go#22315).
+func (p *Pinner) writeCopy(path string, b []byte) (fileID, error) {
+	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
+		return fileID{}, err
+	}
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	tmp, err := os.CreateTemp(p.Dir, ".pin-*")
+	if err != nil {
+		return fileID{}, err
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename, a no-op
+	_, err = tmp.Write(b)
+	if err == nil {
+		err = tmp.Chmod(0o555)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fileID{}, err
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return fileID{}, err
+	}
+	return identify(st), nil
+}
+
+// Inspect checks the worker binary at source as Pin would (a regular executable only its
+// owner writes, cmd/agora-worker built from this agora's source) and returns its digest,
+// without pinning anything: Binary.Path is "". agora doctor runs it.
+func Inspect(source string, configured bool, want Build) (Binary, error) {
+	st, err := os.Stat(source)
+	if err != nil {
+		return Binary{}, &MissingError{Path: source, Configured: configured, Err: err}
+	}
+	if err := checkFile(source, st, configured); err != nil {
+		return Binary{}, err
+	}
+	b, err := readIdentified(source, identify(st), configured)
+	if err != nil {
+		return Binary{}, err
+	}
+	got, err := checkBuild(source, bytes.NewReader(b), want)
+	if err != nil {
+		return Binary{}, err
+	}
+	sum := sha256.Sum256(b)
+	return Binary{Source: source, SHA256: hex.EncodeToString(sum[:]), Version: got.String()}, nil
+}

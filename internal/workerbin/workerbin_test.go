@@ -1,0 +1,253 @@
+package workerbin
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// installed copies the test's worker binary to dir/agora-worker, mode 0755, as make install
+// would put it beside agora.
+func installed(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(workerBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, Name)
+	if err := os.WriteFile(p, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func sumFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func TestPin_BindsTheBytesItHashed(t *testing.T) {
+	src := installed(t, t.TempDir())
+	p := &Pinner{Dir: filepath.Join(t.TempDir(), DirName)}
+	b, err := p.Pin(t.Context(), src, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Source != src || b.Path == src || filepath.Dir(b.Path) != p.Dir {
+		t.Fatalf("pinned %+v: want a copy in %s of %s", b, p.Dir, src)
+	}
+	if got := sumFile(t, b.Path); got != b.SHA256 || got != sumFile(t, src) {
+		t.Fatalf("copy's sha256 %s, pin says %s", got, b.SHA256)
+	}
+	if b.Path != filepath.Join(p.Dir, Name+"-"+b.SHA256) {
+		t.Errorf("copy %s is not named by its digest", b.Path)
+	}
+	st, err := os.Stat(b.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o555 {
+		t.Errorf("copy mode %v, want 0555 (a sandbox's own uid must run it, nobody write it)", st.Mode().Perm())
+	}
+	// A second process (a fresh Pinner over the same Dir) takes the pin from the index
+	// without rewriting the copy.
+	again, err := (&Pinner{Dir: p.Dir}).Pin(t.Context(), src, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st2, _ := os.Stat(b.Path)
+	if again != b || identify(st2) != identify(st) {
+		t.Errorf("second pin %+v (copy rewritten: %v), want %+v unchanged", again, identify(st2) != identify(st), b)
+	}
+}
+
+// The attack: once pinned, the copy is changed in place (someone who can write AGORA_HOME,
+// or a `sandbox: none` agent running as agora's user). The next dispatch must not bind it.
+func TestPin_ChangedCopyIsPinnedAgain(t *testing.T) {
+	src := installed(t, t.TempDir())
+	p := &Pinner{Dir: filepath.Join(t.TempDir(), DirName)}
+	b, err := p.Pin(t.Context(), src, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(b.Path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(b.Path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("#!/bin/sh\necho pwned\n"), 0)
+	f.Close()
+	again, err := p.Pin(t.Context(), src, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sumFile(t, again.Path); got != b.SHA256 || again.SHA256 != b.SHA256 {
+		t.Fatalf("after tampering, the bound copy hashes %s, want the worker's %s", got, b.SHA256)
+	}
+}
+
+func TestPin_ReplacedSourceIsPinnedAgain(t *testing.T) {
+	dir := t.TempDir()
+	src := installed(t, dir)
+	p := &Pinner{Dir: filepath.Join(t.TempDir(), DirName)}
+	first, err := p.Pin(t.Context(), src, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An upgrade: another build of the worker (here the same one with a byte appended,
+	// which leaves its build information readable) replaces the file.
+	b, _ := os.ReadFile(src)
+	tmp := filepath.Join(dir, "new")
+	if err := os.WriteFile(tmp, append(b, 0), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, src); err != nil {
+		t.Fatal(err)
+	}
+	second, err := p.Pin(t.Context(), src, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.SHA256 == first.SHA256 || sumFile(t, second.Path) != second.SHA256 || second.SHA256 != sumFile(t, src) {
+		t.Fatalf("after an upgrade the pin is %s (source %s), first was %s", second.SHA256, sumFile(t, src), first.SHA256)
+	}
+}
+
+func TestPin_Refusals(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		source func(t *testing.T) string
+		expect *Build
+		want   []string
+		as     any
+	}{
+		{name: "missing", source: func(t *testing.T) string { return filepath.Join(t.TempDir(), Name) },
+			want: []string{"no such file", "make install", "go install ./cmd/agora ./cmd/agora-worker"}, as: new(*MissingError)},
+		{name: "another program", source: func(t *testing.T) string {
+			// A Go program that is not the worker: this test binary.
+			b, _ := os.ReadFile(self)
+			p := filepath.Join(t.TempDir(), Name)
+			os.WriteFile(p, b, 0o755)
+			return p
+		}, want: []string{"not github.com/agora-dev/agora/cmd/agora-worker", "make install"}, as: new(*MissingError)},
+		{name: "not a program", source: func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), Name)
+			os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755)
+			return p
+		}, want: []string{"not a Go program"}, as: new(*MissingError)},
+		{name: "other source", source: func(t *testing.T) string { return installed(t, t.TempDir()) },
+			expect: &Build{Version: "v9.9.9"}, want: []string{"but this agora is agora v9.9.9", "make install"}, as: new(*MismatchError)},
+		{name: "other commit", source: func(t *testing.T) string { return installed(t, t.TempDir()) },
+			expect: &Build{Revision: "0123456789abcdef0123456789abcdef01234567", Modified: "false"}, want: []string{"commit 0123456789abcdef"}, as: new(*MismatchError)},
+		{name: "group writable", source: func(t *testing.T) string {
+			p := installed(t, t.TempDir())
+			os.Chmod(p, 0o775)
+			return p
+		}, want: []string{"writable by its group or others", "chmod go-w"}},
+		{name: "directory", source: func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), Name)
+			os.Mkdir(p, 0o755)
+			return p
+		}, want: []string{"not a regular file"}, as: new(*MissingError)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &Pinner{Dir: filepath.Join(t.TempDir(), DirName), Expect: tc.expect}
+			_, err := p.Pin(t.Context(), tc.source(t), false)
+			if err == nil {
+				t.Fatal("pinned; want a refusal")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if tc.as != nil && !errors.As(err, tc.as) {
+				t.Errorf("error %T is not %T", err, tc.as)
+			}
+			if ents, _ := os.ReadDir(p.Dir); len(ents) != 0 {
+				t.Errorf("a refused worker left %d files in %s", len(ents), p.Dir)
+			}
+		})
+	}
+}
+
+func TestLocate(t *testing.T) {
+	real := t.TempDir()
+	exe := filepath.Join(real, "agora")
+	os.WriteFile(exe, []byte("x"), 0o755)
+	onPath := t.TempDir()
+	link := filepath.Join(onPath, "agora")
+	if err := os.Symlink(exe, link); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Locate(link, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(real, Name); got != want {
+		t.Errorf("Locate(%s) = %s, want %s (beside the real executable)", link, got, want)
+	}
+	if got, _ := Locate(link, "/opt/agora/agora-worker"); got != "/opt/agora/agora-worker" {
+		t.Errorf("configured: got %s", got)
+	}
+	if _, err := Locate(link, "relative/agora-worker"); err == nil {
+		t.Error("a relative worker.binary was accepted")
+	}
+}
+
+// Many dispatches start at once on a fresh AGORA_HOME: each pins and runs the worker at once.
+// None may find the copy busy (ETXTBSY: a sibling's fork holding the copy open for writing)
+// or half written. Failed before the pins were serialized and written under ForkLock: exit
+// 126 and "worker exited 1" in TestDispatch_Concurrent100.
+func TestPin_ConcurrentPinAndRun(t *testing.T) {
+	src := installed(t, t.TempDir())
+	p := &Pinner{Dir: filepath.Join(t.TempDir(), DirName)}
+	const n = 24
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			b, err := p.Pin(t.Context(), src, false)
+			if err != nil {
+				errs <- err
+				return
+			}
+			// An unknown command line: the worker answers with its usage, exit 2.
+			out, err := exec.Command(b.Path, "--usage").CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "agora-worker runs inside") {
+				errs <- fmt.Errorf("run the pinned copy: %v: %s", err, out)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if ents, _ := os.ReadDir(p.Dir); len(ents) != 2 { // the copy and index.json
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("%s holds %v, want one copy and the index", p.Dir, names)
+	}
+}
