@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
 )
@@ -56,7 +57,7 @@ func TestOrchestratorStatusHidesHostPathsInFreeText(t *testing.T) {
 	}
 	t.Cleanup(func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() })
 	c := client.New(home + "/orch/orch.sock")
-	waitFor(t, 20*time.Second, "serve answers", func() bool { _, err := c.Health(context.Background()); return err == nil })
+	agoratest.WaitFor(t, 20*time.Second, "serve answers", func() bool { _, err := c.Health(context.Background()); return err == nil })
 
 	planPath := filepath.Join(t.TempDir(), "plan.yaml")
 	if err := os.WriteFile(planPath, []byte("version: 1\nname: broken\ntasks:\n  - {id: b, subagent: writer, retry: {max_attempts: 1}}\n"), 0o644); err != nil {
@@ -114,15 +115,4 @@ func agoraMay(home string, args ...string) {
 	cmd := exec.Command(agoraBin, args...)
 	cmd.Env = baseEnv(home)
 	cmd.Run()
-}
-
-func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %s", what, limit)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
 
@@ -40,7 +41,7 @@ func TestServe_SameSourceAttackerDoesNotStarveAPod(t *testing.T) {
 		}
 		hostile = append(hostile, raw)
 	}
-	waitFor(t, "the source's pool full", func() bool {
+	agoratest.WaitFor(t, 30*time.Second, "the source's pool full", func() bool {
 		g.srv.conns.mu.Lock()
 		defer g.srv.conns.mu.Unlock()
 		l := g.srv.conns.bySource["127.0.0.1"]

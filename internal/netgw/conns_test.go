@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute/remote"
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
@@ -117,7 +118,7 @@ func TestServe_IdleConnectionsDoNotStarveOthers(t *testing.T) {
 		}
 	}
 	assertNoToken(t, g, s.Token)
-	waitFor(t, "no pending connection left", func() bool {
+	agoratest.WaitFor(t, 30*time.Second, "no pending connection left", func() bool {
 		g.srv.conns.mu.Lock()
 		defer g.srv.conns.mu.Unlock()
 		return g.srv.conns.order.Len() == 0 && len(g.srv.conns.bySource) == 0
@@ -162,7 +163,7 @@ func TestServe_ConnsPerDispatch(t *testing.T) {
 		t.Errorf("another dispatch while the first is at its cap: %v", err)
 	}
 	tunnels[0].Close()
-	waitFor(t, "a slot freed by a closed tunnel", func() bool {
+	agoratest.WaitFor(t, 30*time.Second, "a slot freed by a closed tunnel", func() bool {
 		conn, err := ca.DialTunnel(t.Context(), "gateway", "echo.sock")
 		if err != nil {
 			return false
@@ -204,7 +205,7 @@ func TestTunnel_IdleTimeout(t *testing.T) {
 	if err := closedByPeer(conn); err != nil {
 		t.Errorf("an idle tunnel: %v", err)
 	}
-	waitFor(t, "the tunnel released", func() bool { return g.tunnelsOf(l.id) == 0 })
+	agoratest.WaitFor(t, 30*time.Second, "the tunnel released", func() bool { return g.tunnelsOf(l.id) == 0 })
 	if !strings.Contains(g.logs.String(), `"reason":"idle"`) {
 		t.Errorf("the idle close is not logged:\n%s", g.logs.String())
 	}
@@ -247,7 +248,7 @@ func TestTunnel_RevokeClosesHostSide(t *testing.T) {
 		t.Fatalf("host side after revoke: %v", err)
 	}
 	// The gateway let go of its end, without the host doing anything.
-	waitFor(t, "the revoked tunnel released", func() bool { return g.tunnelsOf(l.id) == 0 })
+	agoratest.WaitFor(t, 30*time.Second, "the revoked tunnel released", func() bool { return g.tunnelsOf(l.id) == 0 })
 	// Fully closed: a write from the host fails (a half close would take it).
 	host.SetWriteDeadline(time.Now().Add(30 * time.Second))
 	var werr error
@@ -267,17 +268,6 @@ func (g *gw) tunnelsOf(id string) int {
 	g.srv.tunnels.mu.Lock()
 	defer g.srv.tunnels.mu.Unlock()
 	return g.srv.tunnels.count[id]
-}
-
-// waitFor polls cond for up to 30 s (a bound on a loaded machine, not a timing assertion).
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 // TestServe_ReserveOutlastsAFullPool is the red team's finding E (session 3): dispatches

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute/remote"
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -72,9 +73,9 @@ func TestUpload_CutOffIsRetried(t *testing.T) {
 	must(t, err)
 	_, err = tc.Write(body[:len(body)/2])
 	must(t, err)
-	waitFor(t, "the gateway extracting the upload", func() bool { return len(staging(t, l.out)) > 0 })
+	agoratest.WaitFor(t, 30*time.Second, "the gateway extracting the upload", func() bool { return len(staging(t, l.out)) > 0 })
 	tc.Close()
-	waitFor(t, "the cut-off upload's end", func() bool { return len(staging(t, l.out)) == 0 })
+	agoratest.WaitFor(t, 30*time.Second, "the cut-off upload's end", func() bool { return len(staging(t, l.out)) == 0 })
 
 	if code, msg := g.putOut(t, l, s, body); code != 204 {
 		t.Fatalf("the retry of a cut-off upload: %d %s, want 204", code, msg)
@@ -104,7 +105,7 @@ func TestGatewayProcess_Kill9MidUploadLeavesNoClaim(t *testing.T) {
 		cmd.Stderr = &syncBuffer{}
 		must(t, cmd.Start())
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		waitFor(t, "the gateway listening", func() bool {
+		agoratest.WaitFor(t, 30*time.Second, "the gateway listening", func() bool {
 			c, err := net.Dial("tcp", addr)
 			if err == nil {
 				c.Close()
@@ -139,7 +140,7 @@ func TestGatewayProcess_Kill9MidUploadLeavesNoClaim(t *testing.T) {
 		done <- err
 	}()
 	go pw.Write(body[:len(body)/2])
-	waitFor(t, "the gateway extracting the upload", func() bool { return len(staging(t, l.out)) > 0 })
+	agoratest.WaitFor(t, 30*time.Second, "the gateway extracting the upload", func() bool { return len(staging(t, l.out)) > 0 })
 	must(t, first.Process.Signal(syscall.SIGKILL))
 	first.Wait()
 	pw.CloseWithError(io.ErrUnexpectedEOF)
@@ -204,7 +205,7 @@ func TestRemoteWorker_RidesOutGatewayRestart(t *testing.T) {
 	var podLog syncBuffer
 	worker.Stdout, worker.Stderr = &podLog, &podLog
 	must(t, worker.Start())
-	waitFor(t, "the agent's first line at the host", func() bool { return strings.Contains(stdout.String(), "agent started") })
+	agoratest.WaitFor(t, 30*time.Second, "the agent's first line at the host", func() bool { return strings.Contains(stdout.String(), "agent started") })
 	g.close()
 	// The agent ends and the worker uploads while the gateway is down.
 	time.Sleep(3 * time.Second)
@@ -303,9 +304,9 @@ func TestUpload_CutAfterTheTarPlacesNothing(t *testing.T) {
 	must(t, err)
 	_, err = tc.Write(tar)
 	must(t, err)
-	waitFor(t, "the gateway reading the upload", func() bool { return len(staging(t, l.out)) > 0 })
+	agoratest.WaitFor(t, 30*time.Second, "the gateway reading the upload", func() bool { return len(staging(t, l.out)) > 0 })
 	tc.Close()
-	waitFor(t, "the cut-off upload's end", func() bool { return len(staging(t, l.out)) == 0 })
+	agoratest.WaitFor(t, 30*time.Second, "the cut-off upload's end", func() bool { return len(staging(t, l.out)) == 0 })
 	if _, err := os.Stat(filepath.Join(l.out, "result.json")); !os.IsNotExist(err) {
 		t.Errorf("a cut-off upload placed result.json (%v)", err)
 	}

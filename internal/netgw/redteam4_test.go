@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute/remote"
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -165,7 +166,7 @@ func TestRedTeam4_UploadOutlivingItsSessionPlacesNothing(t *testing.T) {
 	must(t, err)
 	_, err = tc.Write(body[:len(body)/2])
 	must(t, err)
-	waitFor(t, "the gateway extracting the upload", func() bool { return len(staging(t, l.out)) > 0 })
+	agoratest.WaitFor(t, 30*time.Second, "the gateway extracting the upload", func() bool { return len(staging(t, l.out)) > 0 })
 
 	must(t, (&Registry{Dir: g.reg.Dir}).Revoke(t.Context(), l.id))
 	fresh := g.export(t, l)
@@ -228,7 +229,7 @@ func TestRedTeam4_SecretsLostInAnOutageAreTheGatewaysFault(t *testing.T) {
 	c := g.client(t, l.id, s.Token)
 	got := make(chan error, 1)
 	go func() { _, err := c.File(t.Context(), 0, workerremote.MaxSecretsFile); got <- err }()
-	waitFor(t, "the gateway taking the secrets from the exporter", func() bool { return !listening(t, f0) })
+	agoratest.WaitFor(t, 30*time.Second, "the gateway taking the secrets from the exporter", func() bool { return !listening(t, f0) })
 	g.close() // the gateway dies relaying it (its handler is cut off after the shutdown grace)
 	wr.Write(l.secrets)
 	wr.Close()
@@ -328,13 +329,13 @@ func TestRedTeam4_StreamOfAReplacedSessionReachesOnlyItsOwnWriter(t *testing.T) 
 		t.Fatalf("stream: %d", resp.StatusCode)
 	}
 	io.WriteString(pw, "before-replace\n")
-	waitFor(t, "the first line at the old writer", func() bool { return strings.Contains(l.stdout.String(), "before-replace") })
+	agoratest.WaitFor(t, 30*time.Second, "the first line at the old writer", func() bool { return strings.Contains(l.stdout.String(), "before-replace") })
 
 	l2 := *l
 	l2.stdout, l2.stderr = &syncBuffer{}, &syncBuffer{}
 	fresh := g.export(t, &l2)
 	io.WriteString(pw, "after-replace\n")
-	waitFor(t, "the old stream's line at its own writer", func() bool { return strings.Contains(l.stdout.String(), "after-replace") })
+	agoratest.WaitFor(t, 30*time.Second, "the old stream's line at its own writer", func() bool { return strings.Contains(l.stdout.String(), "after-replace") })
 	if strings.Contains(l2.stdout.String(), "after-replace") {
 		t.Errorf("the replaced session's stream reached the new session's writer")
 	}
@@ -421,7 +422,7 @@ func TestRedTeam4_WideFloodDoesNotEvictOtherPods(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "the flooders holding the whole unauthenticated pool", func() bool {
+	agoratest.WaitFor(t, 30*time.Second, "the flooders holding the whole unauthenticated pool", func() bool {
 		g.srv.conns.mu.Lock()
 		defer g.srv.conns.mu.Unlock()
 		return g.srv.conns.order.Len() >= flooders*perSource-2

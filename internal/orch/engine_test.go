@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
@@ -234,7 +235,7 @@ func TestEngine_CancelRunStopsEverythingAndNeverFiresAgain(t *testing.T) {
 	})
 	h := start(t, "", f)
 	id := h.submit(mkPlan(t, "cancel", 1, spec{ID: "a"}, spec{ID: "b"}, spec{ID: "c", Deps: []string{"a"}}))
-	waitFor(t, func() bool { return len(f.attempts()) == 1 })
+	agoratest.WaitFor(t, 10*time.Second, "the first attempt", func() bool { return len(f.attempts()) == 1 })
 	if err := h.eng.Cancel(t.Context(), api.ActionRequest{Run: id, Actor: "me"}); err != nil {
 		t.Fatal(err)
 	}
@@ -358,17 +359,6 @@ func TestEngine_ConcurrencyCapsRunningTasks(t *testing.T) {
 	h.wait(h.submit(mkPlan(t, "cap", 3, tasks...)))
 	if peak > 3 || peak < 2 {
 		t.Errorf("peak running %d, want at most 3 (and parallelism)", peak)
-	}
-}
-
-func waitFor(tb testing.TB, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatal("condition not met within 10s")
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
@@ -227,7 +228,7 @@ func TestEngine_FanOutSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "orch.db")
 	h := start(t, path, first)
 	id := h.submit(parsePlan(t, fanOutPlan))
-	waitFor(t, func() bool {
+	agoratest.WaitFor(t, 10*time.Second, "each[a] and five attempts", func() bool {
 		r, _ := h.eng.Status(context.Background(), id)
 		return stateOf(r, "each[a]") == api.TaskSucceeded && len(first.attempts()) == 5
 	})
@@ -571,7 +572,7 @@ func TestEngine_ReviewSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "orch.db")
 	h := start(t, path, first)
 	id := h.submit(parsePlan(t, reviewPlan(2, 0)))
-	waitFor(t, func() bool {
+	agoratest.WaitFor(t, 10*time.Second, "both reviews", func() bool {
 		r, _ := h.eng.Status(context.Background(), id)
 		return stateOf(r, "t.review-r1") == api.TaskSucceeded && stateOf(r, "t.review-r2") == api.TaskSucceeded
 	})
@@ -602,7 +603,7 @@ func TestEngine_CancelReviewedTask(t *testing.T) {
 	})
 	h := start(t, "", exec)
 	id := h.submit(parsePlan(t, reviewPlan(2, 1)))
-	waitFor(t, func() bool {
+	agoratest.WaitFor(t, 10*time.Second, "the third review running", func() bool {
 		r, _ := h.eng.Status(context.Background(), id)
 		return stateOf(r, "t.review-r3") == api.TaskRunning
 	})

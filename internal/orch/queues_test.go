@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
@@ -119,7 +120,7 @@ func TestEngine_QueuesStatsAndRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "orch.db")
 	h := startOpts(t, path, exec, orch.Options{Queues: map[string]int{"default": 5, "nightly": 2}})
 	id := h.submit(queuedPlan(t, "n", "nightly", 4, 5))
-	waitFor(t, func() bool { return len(exec.attempts()) == 2 })
+	agoratest.WaitFor(t, 10*time.Second, "two attempts", func() bool { return len(exec.attempts()) == 2 })
 	qs, err := h.eng.Queues(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +145,7 @@ func TestEngine_QueuesStatsAndRestart(t *testing.T) {
 		return orch.Outcome{State: api.TaskSucceeded}
 	})
 	h2 := startOpts(t, path, exec2, orch.Options{Queues: map[string]int{"default": 5}})
-	waitFor(t, func() bool { return len(exec2.attempts()) == 2 })
+	agoratest.WaitFor(t, 10*time.Second, "two attempts after the restart", func() bool { return len(exec2.attempts()) == 2 })
 	qs, err = h2.eng.Queues(t.Context())
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
@@ -140,14 +142,11 @@ func TestServer_ReaderCannotStarveOperator(t *testing.T) {
 	t.Logf("the reader's requests by status (0: cancelled while waiting): %v", byCode)
 }
 
-// waitFor waits until client has n requests waiting at g.
-func waitFor(t *testing.T, g *gate, client string, n int) {
+// waitWaiting waits until client has n requests waiting at g.
+func waitWaiting(t *testing.T, g *gate, client string, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); g.waiting(client) != n; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s has %d requests waiting, want %d", client, g.waiting(client), n)
-		}
-	}
+	agoratest.WaitFor(t, 10*time.Second, fmt.Sprintf("%s to have %d requests waiting", client, n),
+		func() bool { return g.waiting(client) == n })
 }
 
 // TestGate_RoundRobin: turns go round the clients that wait, one request each, whatever
@@ -176,14 +175,14 @@ func TestGate_RoundRobin(t *testing.T) {
 		}
 	}
 	queue("bob", maxClientWaiting)
-	waitFor(t, g, "bob", maxClientWaiting)
+	waitWaiting(t, g, "bob", maxClientWaiting)
 	if err := g.enter(t.Context(), "bob"); !errors.Is(err, errTooMany) {
 		t.Errorf("bob's request beyond %d waiting: %v, want errTooMany", maxClientWaiting, err)
 	}
 	queue("alice", 2)
-	waitFor(t, g, "alice", 2)
+	waitWaiting(t, g, "alice", 2)
 	queue("carol", 1)
-	waitFor(t, g, "carol", 1)
+	waitWaiting(t, g, "carol", 1)
 	g.release() // holder's turn ends
 	wg.Wait()
 	want := []string{"bob", "alice", "carol", "bob", "alice"}
@@ -215,7 +214,7 @@ func TestGate_CancelledLeaveQueue(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, g, "bob", maxClientWaiting)
+	waitWaiting(t, g, "bob", maxClientWaiting)
 	cancel()
 	wg.Wait()
 	if n := g.waiting("bob"); n != 0 {
@@ -232,7 +231,7 @@ func TestGate_CancelledLeaveQueue(t *testing.T) {
 			g.release()
 		})
 	}
-	waitFor(t, g, "bob", maxClientWaiting)
+	waitWaiting(t, g, "bob", maxClientWaiting)
 	g.release()
 	wg.Wait()
 	if n := turns.Load(); n != maxClientWaiting {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
@@ -95,7 +96,7 @@ func TestStart_ConcurrentStartNeverDeletesLivePolicy(t *testing.T) {
 	go func() { defer close(aDone); ha, errA = pa.Start(ctx, s) }()
 	// A holds the policy and waits in Export. B, with a context that ends while it waits,
 	// must give up without touching A's objects.
-	waitFor(t, func() bool { return len(policies(t, cs)) == 1 })
+	agoratest.WaitFor(t, 10*time.Second, "one policy", func() bool { return len(policies(t, cs)) == 1 })
 	bctx, bcancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	_, err = pb.Start(bctx, s)
 	bcancel()
@@ -206,15 +207,6 @@ func policies(t *testing.T, cs *fake.Clientset) []networkingv1.NetworkPolicy {
 		t.Fatal(err)
 	}
 	return l.Items
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10 s")
-		}
-	}
 }
 
 // TestStart_ClaimSeesOwnerBeforeJob pins the order of the loser's two reads: the winner's Job

@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
@@ -43,7 +44,7 @@ func TestCluster_StaleStartDeletesNothingOfTheWinner(t *testing.T) {
 	var errA error
 	aDone := make(chan struct{})
 	go func() { defer close(aDone); ha, errA = pa.Start(ctx, s) }()
-	waitFor(t, func() bool {
+	agoratest.WaitFor(t, 10*time.Second, "A's policy", func() bool {
 		l, err := pa.findPolicy(t.Context(), name)
 		return err == nil && l != nil
 	})

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/netgw"
@@ -252,7 +253,7 @@ func TestRedTeam4_StaleStartDoesNotAdoptTheWinnersSecret(t *testing.T) {
 	close(stallA.gate)
 	t.Logf("stale Start A ended: %v", <-aDone)
 	// A's Job, if it made one, is deleted in the foreground: its dependents go before it.
-	waitFor(t, func() bool {
+	agoratest.WaitFor(t, 10*time.Second, "A's Job to be gone", func() bool {
 		_, err := pa.client.BatchV1().Jobs(pa.ns).Get(t.Context(), name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})

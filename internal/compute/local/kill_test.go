@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 )
 
@@ -39,7 +40,7 @@ func TestProvider_Start_TimeoutKillsTree(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Start: %v", err)
 			}
-			waitFor(t, 5*time.Second, "the sleeps to start", func() bool { return len(procsWith(marker)) >= 3 })
+			agoratest.WaitFor(t, 5*time.Second, "the sleeps to start", func() bool { return len(procsWith(marker)) >= 3 })
 			exit, err := h.Wait()
 			if err != nil {
 				t.Fatalf("Wait: %v", err)
@@ -69,7 +70,7 @@ func TestProvider_Start_ContextCancel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	waitFor(t, 5*time.Second, "the sleep to start", func() bool { return len(procsWith(marker)) > 0 })
+	agoratest.WaitFor(t, 5*time.Second, "the sleep to start", func() bool { return len(procsWith(marker)) > 0 })
 	cancel()
 	exit, err := h.Wait()
 	if err != nil {
@@ -96,7 +97,7 @@ func TestProvider_Cancel(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Start: %v", err)
 			}
-			waitFor(t, 5*time.Second, "the sleeps to start", func() bool { return len(procsWith(marker)) >= 2 })
+			agoratest.WaitFor(t, 5*time.Second, "the sleeps to start", func() bool { return len(procsWith(marker)) >= 2 })
 			// A fresh provider knows nothing about h, like `agora dispatch cancel` in
 			// another process.
 			other := newProvider(t, Options{})
@@ -110,7 +111,7 @@ func TestProvider_Cancel(t *testing.T) {
 			if exit.Signal != "killed" || exit.Code != -1 {
 				t.Errorf("exit = %+v, want killed", exit)
 			}
-			waitFor(t, 5*time.Second, "the sandbox's processes to die", func() bool { return len(procsWith(marker)) == 0 })
+			agoratest.WaitFor(t, 5*time.Second, "the sandbox's processes to die", func() bool { return len(procsWith(marker)) == 0 })
 			for _, c := range []*Provider{other, p} {
 				if err := c.Cancel(t.Context(), h.TaskID()); err != nil {
 					t.Errorf("second Cancel = %v, want nil", err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 )
 
@@ -50,7 +51,7 @@ func TestProvider_Start_RunAsLimitsWithoutPrlimitExec(t *testing.T) {
 	}
 	// While the sandbox runs, the thread that started it is still alive: its real ids, and
 	// every other thread's, are root's again.
-	waitFor(t, 30*time.Second, "the sandbox's limits on stdout", func() bool { return strings.Contains(out.String(), "Max open files") })
+	agoratest.WaitFor(t, 30*time.Second, "the sandbox's limits on stdout", func() bool { return strings.Contains(out.String(), "Max open files") })
 	tids, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 )
 
@@ -100,7 +101,7 @@ func TestProvider_Start_RunAsReachesPrivateBinds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	waitFor(t, 30*time.Second, "the sandbox to write /rw/g", func() bool {
+	agoratest.WaitFor(t, 30*time.Second, "the sandbox to write /rw/g", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "rw", "g"))
 		return err == nil
 	})
@@ -129,7 +130,7 @@ func TestProvider_Start_RunAsReachesPrivateBinds(t *testing.T) {
 		t.Errorf("file written by the sandbox is owned by host uid %d, want %d", st.Uid, testRunAs.UID)
 	}
 	// The thread, and with it the namespace and its binds, ends with the sandbox.
-	waitFor(t, 30*time.Second, "the private mount namespace to end", func() bool { return len(threadsSeeing(t, privateRoot)) == 0 })
+	agoratest.WaitFor(t, 30*time.Second, "the private mount namespace to end", func() bool { return len(threadsSeeing(t, privateRoot)) == 0 })
 	if !strings.Contains(exit.Isolation, "+runas") || strings.Contains(exit.Isolation, "nproc-unenforced") {
 		t.Errorf("isolation %q, want +runas and no nproc-unenforced", exit.Isolation)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 )
 
@@ -101,7 +102,7 @@ func TestProvider_Start_SecretOnFileDescriptor(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	waitFor(t, 10*time.Second, "the secret read inside", func() bool { return strings.Contains(out.String(), secret) })
+	agoratest.WaitFor(t, 10*time.Second, "the secret read inside", func() bool { return strings.Contains(out.String(), secret) })
 	// While the sandbox runs, no process on the host carries the secret in its argv or
 	// environment.
 	ents, err := os.ReadDir("/proc")

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
@@ -151,14 +152,14 @@ exec sleep 30`)
 		r, err := s.Watch(t.Context(), accepted("D1"))
 		done <- result{r, err}
 	}()
-	waitFor(t, "the first supervisor", func() bool { return len(spawned(t, dir)) == 1 })
+	agoratest.WaitFor(t, 10*time.Second, "the first supervisor", func() bool { return len(spawned(t, dir)) == 1 })
 	first := spawned(t, dir)[0]
 	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitReaped(t, first)
-	waitFor(t, "a second supervisor", func() bool { return len(spawned(t, dir)) == 2 })
-	waitFor(t, "the worker to start", func() bool {
+	agoratest.WaitFor(t, 10*time.Second, "a second supervisor", func() bool { return len(spawned(t, dir)) == 2 })
+	agoratest.WaitFor(t, 10*time.Second, "the worker to start", func() bool {
 		r, _ := recs.Get(t.Context(), "D1")
 		return r.State == dispatch.StateStarted
 	})

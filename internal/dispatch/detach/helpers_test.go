@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
@@ -165,23 +166,11 @@ func spawned(t *testing.T, dir string) []int {
 	return pids
 }
 
-// waitFor polls cond until it holds, failing the test after 10 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // waitReaped waits until pid is gone from /proc: killed AND waited for. A child nobody waits
 // for stays there as a zombie.
 func waitReaped(t *testing.T, pid int) {
 	t.Helper()
-	waitFor(t, "process "+strconv.Itoa(pid)+" to be reaped", func() bool {
+	agoratest.WaitFor(t, 10*time.Second, "process "+strconv.Itoa(pid)+" to be reaped", func() bool {
 		_, err := os.Stat("/proc/" + strconv.Itoa(pid))
 		return errors.Is(err, os.ErrNotExist)
 	})
