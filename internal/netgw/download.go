@@ -1,11 +1,10 @@
 package netgw
 
 import (
-	"archive/tar"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"sync"
 
 	"github.com/agora-dev/agora/internal/compute/remote"
@@ -40,21 +39,9 @@ func writeTar(w io.Writer, m *mountRecord) error {
 	if !m.File {
 		return roottar.WriteDir(w, m.Src, o)
 	}
-	f, err := os.Open(m.Src)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
+	err := roottar.WriteSingle(w, remote.FileName, m.Src, o)
+	if errors.Is(err, roottar.ErrNotRegular) {
 		return fmt.Errorf("%s is not a regular file", m.Dst)
 	}
-	tw := tar.NewWriter(w)
-	if err := roottar.WriteFile(tw, remote.FileName, f, fi, o); err != nil {
-		return err
-	}
-	return tw.Close()
+	return err
 }

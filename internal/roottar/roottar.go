@@ -1,5 +1,5 @@
 // Package roottar writes a tar of a directory tree by an lstat walk beneath an [os.Root],
-// never following a symlink, and of one open file. It is the one tar writer of host content
+// never following a symlink, and of one file. It is the one tar writer of host content
 // sent to a worker (netgw's download of a Fetch mount) and of a worker's results sent to the
 // host (worker/remote's upload); each side says in [Options] what its tar holds.
 //
@@ -99,23 +99,48 @@ func (o Options) file(tw *tar.Writer, root *os.Root, name string) error {
 	if err != nil {
 		return err
 	}
+	var notRegular error // swapped since the listing: not a regular file any more
+	if !o.SkipChanged {
+		notRegular = fmt.Errorf("%s changed while read", name)
+	}
+	return writeRegular(tw, name, f, o, notRegular)
+}
+
+// writeRegular writes f as the regular file name and closes it; a file that is not a regular
+// file writes nothing and returns notRegular.
+func writeRegular(tw *tar.Writer, name string, f *os.File, o Options, notRegular error) error {
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
 		return err
 	}
 	if !fi.Mode().IsRegular() {
-		if o.SkipChanged {
-			return nil
-		}
-		return fmt.Errorf("%s changed while read", name)
+		return notRegular
 	}
-	return WriteFile(tw, name, f, fi, o)
+	return writeFile(tw, name, f, fi, o)
 }
 
-// WriteFile writes f, whose lstat is fi, as the regular file name, with o's mode and buffer.
+// ErrNotRegular is what [WriteSingle] returns for a path that is not a regular file.
+var ErrNotRegular = errors.New("not a regular file")
+
+// WriteSingle writes the regular file at path to w as a tar of the one entry name, then the
+// tar's end. The path is the caller's own choice (a symlink there is followed); anything
+// but a regular file is refused with [ErrNotRegular], and a FIFO does not hang the open.
+func WriteSingle(w io.Writer, name, path string, o Options) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(w)
+	if err := writeRegular(tw, name, f, o, ErrNotRegular); err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// writeFile writes f, whose stat is fi, as the regular file name, with o's mode and buffer.
 // A file that shrinks while read fails the tar (the header promised its size).
-func WriteFile(tw *tar.Writer, name string, f *os.File, fi fs.FileInfo, o Options) error {
+func writeFile(tw *tar.Writer, name string, f *os.File, fi fs.FileInfo, o Options) error {
 	mode := fileMode(fi.Mode())
 	if o.FileMode != nil {
 		mode = o.FileMode(fi.Mode())

@@ -3,6 +3,7 @@ package roottar
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -144,8 +145,27 @@ func TestWriteFile_Shrank(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(t, os.Truncate(path, 3))
-	err = WriteFile(tar.NewWriter(io.Discard), "f", f, fi, Options{})
+	err = writeFile(tar.NewWriter(io.Discard), "f", f, fi, Options{})
 	if err == nil || !strings.Contains(err.Error(), "shrank") {
 		t.Errorf("got %v, want the file shrank", err)
+	}
+}
+
+// TestWriteSingle: a regular file is the tar's one entry; a FIFO at the path is refused at
+// once, not waited on.
+func TestWriteSingle(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "f"), []byte("content"), 0o755))
+	var b bytes.Buffer
+	if err := WriteSingle(&b, "file", filepath.Join(dir, "f"), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]tarEntry{"file": {Type: tar.TypeReg, Mode: 0o755, Body: "content"}}
+	if diff := cmp.Diff(want, readTar(t, b.Bytes())); diff != "" {
+		t.Errorf("tar (-want +got):\n%s", diff)
+	}
+	must(t, syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600))
+	if err := WriteSingle(io.Discard, "file", filepath.Join(dir, "fifo"), Options{}); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("a FIFO: got %v, want ErrNotRegular", err)
 	}
 }
