@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 )
 
@@ -103,7 +104,7 @@ func TestRedTeam28_RunAsLimitRefusedLeavesNoSandboxIDs(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "rw", "ran")); err == nil {
 		t.Fatal("the command ran although its limits were refused")
 	}
-	waitFor(t, 10*time.Second, "no process left of the sandbox user", func() bool { return len(processesOf(t, u.UID)) == 0 })
+	agoratest.WaitFor(t, 10*time.Second, "no process left of the sandbox user", func() bool { return len(processesOf(t, u.UID)) == 0 })
 	r := run(t, p, compute.Spec{ID: "after", Argv: []string{"true"}, RunAs: u})
 	if r.exit.Code != 0 {
 		t.Fatalf("a start after refused ones = %+v\n%s", r.exit, r.stderr)
@@ -187,7 +188,7 @@ func TestRedTeam28_RunAsCancelledMidStart(t *testing.T) {
 		}
 	}
 	t.Logf("%d starts failed, %d ran and were killed", failed, ran)
-	waitFor(t, 10*time.Second, "no process left of the sandbox user", func() bool { return len(processesOf(t, u.UID)) == 0 })
+	agoratest.WaitFor(t, 10*time.Second, "no process left of the sandbox user", func() bool { return len(processesOf(t, u.UID)) == 0 })
 }
 
 // TestRedTeam28_RunAsSandboxCannotReachProvider: the sandbox, running as the very user whose
