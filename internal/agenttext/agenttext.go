@@ -63,7 +63,7 @@ func Hidden(r rune) bool {
 
 // invisible reports the characters outside the format class (Cf) that are drawn as nothing
 // or as a blank, and so can carry or pad text nobody sees, as the approval preview counts them
-// (internal/gateway/preview.go): the other default-ignorable code points (Hangul fillers, the
+// (internal/modelgw/preview.go): the other default-ignorable code points (Hangul fillers, the
 // combining grapheme joiner), the variation selectors but VS16 (U+FE0F, which asks for an
 // emoji's colour form and is everywhere), and the Braille blank. A run of variation
 // selectors after a visible character encodes any bytes.

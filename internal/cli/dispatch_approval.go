@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/dispatch"
-	"github.com/agora-dev/agora/internal/gateway"
+	"github.com/agora-dev/agora/internal/modelgw"
 )
 
 // Reading a held call before deciding it: 'agora dispatch approval list ID' shows every
@@ -155,17 +155,17 @@ func dispatchApprovalShowRun(ctx context.Context, opts *dispatchApprovalShowOpti
 }
 
 // argsJSON is a call's stored arguments for JSON output: the object escaped with
-// [gateway.EscapeJSON] (the same value to a JSON reader, safe on a terminal), a JSON string
+// [modelgw.EscapeJSON] (the same value to a JSON reader, safe on a terminal), a JSON string
 // when masking left something that is not JSON, null when none are kept.
 func argsJSON(args string) json.RawMessage {
 	if args == "" {
 		return json.RawMessage("null")
 	}
-	if esc := gateway.EscapeJSON(args); json.Valid([]byte(esc)) {
+	if esc := modelgw.EscapeJSON(args); json.Valid([]byte(esc)) {
 		return json.RawMessage(esc)
 	}
 	b, _ := json.Marshal(args)
-	return json.RawMessage(gateway.EscapeJSON(string(b)))
+	return json.RawMessage(modelgw.EscapeJSON(string(b)))
 }
 
 // printHeldCall writes one held call for a person: what it is, how to decide it, and every
@@ -192,7 +192,7 @@ func printHeldCall(w io.Writer, r *dispatch.Record, c heldCall) {
 		return
 	}
 	fmt.Fprintln(w, "args:")
-	for _, l := range strings.SplitAfter(gateway.FormatArgs(c.raw), "\n") {
+	for _, l := range strings.SplitAfter(modelgw.FormatArgs(c.raw), "\n") {
 		if l != "" {
 			fmt.Fprint(w, "  "+l)
 		}
@@ -205,5 +205,5 @@ func argsSize(n int) string {
 	if n <= 0 {
 		return "unknown"
 	}
-	return gateway.Thousands(n) + " bytes"
+	return modelgw.Thousands(n) + " bytes"
 }

@@ -15,8 +15,8 @@ import (
 
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/egress"
-	"github.com/agora-dev/agora/internal/gateway"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/modelgw"
 )
 
 // BenchmarkApprovalPath is a held call's way through the host, end to end, with the person's
@@ -53,7 +53,7 @@ func BenchmarkApprovalPath(b *testing.B) {
 			}
 			defer os.RemoveAll(dir)
 			sock := filepath.Join(dir, "gw.sock")
-			gw, err := gateway.Listen(context.Background(), sock, gateway.Config{
+			gw, err := modelgw.Listen(context.Background(), sock, modelgw.Config{
 				DispatchID: r.ID, Role: role, Dialer: egress.NewDialer(egress.Policy{}, nil),
 				Audit:    dispatch.NewGatewayAuditor(e.d.Records, r.ID, role),
 				Approver: dispatch.NewApprovalWaiter(e.d.Records, r.ID, role, time.Minute, tc.poll),

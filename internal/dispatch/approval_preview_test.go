@@ -12,7 +12,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
-	"github.com/agora-dev/agora/internal/gateway"
+	"github.com/agora-dev/agora/internal/modelgw"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
@@ -56,11 +56,11 @@ func TestApproval_PreviewShowsWhatIsApproved(t *testing.T) {
 	// holds the call with the secret masked already; /approval masks it again (see the
 	// gateway's TestApproval_PreviewShowsWhatIsApproved).
 	received := strings.ReplaceAll(content, secret, "[REDACTED]")
-	_, canon, err := gateway.ArgsDigest([]byte(mustJSON(t, map[string]string{"path": ".githooks/post-checkout", "content": received})))
+	_, canon, err := modelgw.ArgsDigest([]byte(mustJSON(t, map[string]string{"path": ".githooks/post-checkout", "content": received})))
 	if err != nil {
 		t.Fatal(err)
 	}
-	size := gateway.Thousands(len(canon))
+	size := modelgw.Thousands(len(canon))
 	if held.ArgsBytes != len(canon) {
 		t.Errorf("args_bytes %d, want %d", held.ArgsBytes, len(canon))
 	}

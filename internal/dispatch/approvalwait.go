@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agora-dev/agora/internal/gateway"
+	"github.com/agora-dev/agora/internal/modelgw"
 )
 
 // approvalPoll is how often a held call's supervisor reads its approval back: a person
 // decides it from another process, through agora.db.
 const approvalPoll = 200 * time.Millisecond
 
-// approvalWaiter is the dispatch's [gateway.Approver]: it records a held call, then waits
+// approvalWaiter is the dispatch's [modelgw.Approver]: it records a held call, then waits
 // for a decision in agora.db until the approval timeout, when it records the expiry itself.
 type approvalWaiter struct {
 	records  *Records
@@ -21,19 +21,19 @@ type approvalWaiter struct {
 	poll     time.Duration
 }
 
-var _ gateway.Approver = (*approvalWaiter)(nil)
+var _ modelgw.Approver = (*approvalWaiter)(nil)
 
 // Await records req as pending and blocks until it is decided, expires, or ctx ends (the
 // worker went away or the dispatch is ending: the approval expires). Whoever settles it
 // first wins, in one transaction each: a late approve finds it expired, a late expiry finds
 // it decided.
-func (w *approvalWaiter) Await(ctx context.Context, req gateway.ApprovalRequest) (gateway.ApprovalDecision, error) {
+func (w *approvalWaiter) Await(ctx context.Context, req modelgw.ApprovalRequest) (modelgw.ApprovalDecision, error) {
 	a, err := w.records.RequestApproval(context.WithoutCancel(ctx), w.id, Approval{
 		CallID: req.CallID, Tool: req.Tool, ArgsDigest: req.ArgsDigest, Preview: req.Preview, ArgsBytes: req.ArgsBytes,
 		Rule: req.Rule, Role: w.role,
 	}, req.Args, w.timeout)
 	if err != nil {
-		return gateway.ApprovalDecision{}, err
+		return modelgw.ApprovalDecision{}, err
 	}
 	poll := w.poll
 	if poll <= 0 {
@@ -55,15 +55,15 @@ func (w *approvalWaiter) Await(ctx context.Context, req gateway.ApprovalRequest)
 		bg := context.WithoutCancel(ctx)
 		if expire != "" {
 			if err := w.records.ExpireApproval(bg, w.id, a.Seq, expire); err != nil {
-				return gateway.ApprovalDecision{}, err
+				return modelgw.ApprovalDecision{}, err
 			}
 		}
 		cur, err := w.records.Approval(bg, w.id, a.Seq)
 		if err != nil {
-			return gateway.ApprovalDecision{}, err
+			return modelgw.ApprovalDecision{}, err
 		}
 		if cur.State != ApprovalPending {
-			return gateway.ApprovalDecision{State: cur.State, Reason: cur.Reason, Actor: cur.Actor}, nil
+			return modelgw.ApprovalDecision{State: cur.State, Reason: cur.Reason, Actor: cur.Actor}, nil
 		}
 	}
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/egress"
-	"github.com/agora-dev/agora/internal/gateway"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/modelgw"
 	"github.com/agora-dev/agora/internal/runtime/runtimes"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -42,8 +42,8 @@ func gatewayAuditBudget(timeout time.Duration) (entries int, bytes int64) {
 		timeout = gatewayBudgetPeriod
 	}
 	scale := func(v int64) int64 { return int64(float64(v) * (float64(timeout) / float64(gatewayBudgetPeriod))) }
-	return int(max(scale(gateway.DefaultMaxAuditEntries), gatewayBudgetMinEntries)),
-		max(scale(gateway.DefaultMaxAuditBytes), gatewayBudgetMinBytes)
+	return int(max(scale(modelgw.DefaultMaxAuditEntries), gatewayBudgetMinEntries)),
+		max(scale(modelgw.DefaultMaxAuditBytes), gatewayBudgetMinBytes)
 }
 
 // modelRoute is how the runtime called name reaches its model through the gateway (which
@@ -104,7 +104,7 @@ func (d *Dispatcher) takeModelEndpoint(ctx context.Context, p *pinned) (*modelEn
 // runningGateway is one dispatch's socket directory and the host servers listening in it:
 // the model gateway (model runtimes) and the egress proxy (network: proxy).
 type runningGateway struct {
-	gw    *gateway.Gateway
+	gw    *modelgw.Gateway
 	proxy *runningProxy
 	// dir is bound into the sandbox; link, when set, is the stage's gateway entry pointing
 	// at dir (the stage path was too long for a Unix socket).
@@ -137,14 +137,14 @@ func openGatewayDir(st *stage) (*runningGateway, error) {
 // startGateway starts the model gateway of dispatch r in rg's directory. A gateway whose
 // audit budget is spent pulls trip: the sandbox is stopped and the dispatch fails
 // limit-exceeded.
-func (d *Dispatcher) startGateway(ctx context.Context, r *Record, rg *runningGateway, ep *modelEndpoint, secrets [][]byte, trip *limitTrip, tracer gateway.Tracer) error {
+func (d *Dispatcher) startGateway(ctx context.Context, r *Record, rg *runningGateway, ep *modelEndpoint, secrets [][]byte, trip *limitTrip, tracer modelgw.Tracer) error {
 	role := r.Subagent + "@" + string(r.SubagentDigest)
 	var egressGrant []grant.EgressRule
 	if r.Grants != nil {
 		egressGrant = r.Grants.Egress
 	}
 	maxEntries, maxBytes := gatewayAuditBudget(time.Duration(r.Timeout))
-	var approver gateway.Approver
+	var approver modelgw.Approver
 	var approvalTimeout time.Duration
 	var approve []grant.ApproveRule
 	if r.Grants != nil && len(r.Grants.Approve) > 0 {
@@ -156,7 +156,7 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, rg *runningGat
 		approvalTimeout = target.ApprovalTimeout
 		approver = &approvalWaiter{records: d.Records, id: r.ID, role: role, timeout: approvalTimeout}
 	}
-	gw, err := gateway.Listen(ctx, filepath.Join(rg.dir, wire.GatewaySocket), gateway.Config{
+	gw, err := modelgw.Listen(ctx, filepath.Join(rg.dir, wire.GatewaySocket), modelgw.Config{
 		DispatchID:        r.ID,
 		Role:              role,
 		ModelBaseURL:      ep.baseURL,

@@ -242,7 +242,7 @@ PYEOF`
 //
 // Attack: any process in a model runtime's sandbox (a granted command, a hostile
 // repository's build script) can reach the gateway socket. The gateway's redactor knows only
-// the model API key (gateway.Listen: redact.New([][]byte{g.key})); the env bundles' secrets,
+// the model API key (modelgw.Listen: redact.New([][]byte{g.key})); the env bundles' secrets,
 // which the agent has in its environment, are never given to it. So a /audit/tool report
 // with the secret as its reason, or a /fetch of http://SECRET.invalid/SECRET, gets the
 // secret written verbatim into tool.call and tool.gateway audit entries.

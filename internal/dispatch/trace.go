@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/catalog"
-	"github.com/agora-dev/agora/internal/gateway"
+	"github.com/agora-dev/agora/internal/modelgw"
 )
 
 // Tracer is how a dispatch's spans leave the process (package tracing implements it over
@@ -151,11 +151,11 @@ func (s *dispatchSpan) finish(r *Record) {
 	s.end(time.Time{}, errText, kv...)
 }
 
-// gatewaySpans is the gateway's [gateway.Tracer]: its spans are children of the dispatch's
+// gatewaySpans is the gateway's [modelgw.Tracer]: its spans are children of the dispatch's
 // current phase (the agent's, when the sandbox calls), or of the span they name.
 type gatewaySpans struct{ s *dispatchSpan }
 
-var _ gateway.Tracer = gatewaySpans{}
+var _ modelgw.Tracer = gatewaySpans{}
 
 func (g gatewaySpans) Span(parent context.Context, name string, start, end time.Time, errText string, kv ...any) context.Context {
 	if parent == nil {
@@ -176,7 +176,7 @@ func (g gatewaySpans) Current() context.Context {
 }
 
 // gatewayTracer is the gateway's tracer for s, nil without one.
-func gatewayTracer(s *dispatchSpan) gateway.Tracer {
+func gatewayTracer(s *dispatchSpan) modelgw.Tracer {
 	if s == nil {
 		return nil
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
-	"github.com/agora-dev/agora/internal/gateway"
+	"github.com/agora-dev/agora/internal/modelgw"
 )
 
 // TestServer_ToolCallDecisionsShownAsRecorded: a dispatch page's tool-call table shows each
@@ -26,7 +26,7 @@ func TestServer_ToolCallDecisionsShownAsRecorded(t *testing.T) {
 	e := startWith(t, Sources{Orch: newFakeOrch(), MainLog: auditDB(t, "agora.db",
 		call("exec_command", "allowed", "command matches a granted pattern"),
 		call("exec_command", "denied", "command matches no granted pattern; refused before it ran"),
-		call("apply_patch", gateway.DecisionRanOutsideGrant, "a changed file is outside the workspace; codex had already started it")),
+		call("apply_patch", modelgw.DecisionRanOutsideGrant, "a changed file is outside the workspace; codex had already started it")),
 		Dispatches: fakeDispatches{map[string]*dispatch.Record{"d1": {ID: "d1", State: dispatch.StateFailed, Subagent: "coder",
 			CreatedAt: now, EndedAt: &now, Reason: "worker-failed"}}}})
 	page := fetch(t, e, opToken, "/dispatches/d1")

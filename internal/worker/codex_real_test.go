@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agora-dev/agora/internal/gateway"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/modelgw"
 	"github.com/agora-dev/agora/internal/runtime/codexrt"
 	"github.com/agora-dev/agora/internal/runtime/codexrt/responsestest"
 	"github.com/agora-dev/agora/internal/secret/redact"
@@ -165,7 +165,7 @@ func TestCodexAudit_RelayBypassed_RealCLI(t *testing.T) {
 		t.Errorf("failure = %v, want the command named outside the grant", f)
 	}
 	calls := a.calls()
-	if len(calls) != 1 || !strings.HasPrefix(calls[0], "exec_command "+gateway.DecisionRanOutsideGrant+" ") {
+	if len(calls) != 1 || !strings.HasPrefix(calls[0], "exec_command "+modelgw.DecisionRanOutsideGrant+" ") {
 		t.Errorf("tool.call records %q, want one exec_command ran-outside-grant", calls)
 	}
 	for _, c := range calls {
@@ -173,7 +173,7 @@ func TestCodexAudit_RelayBypassed_RealCLI(t *testing.T) {
 			t.Errorf("a command codex started is recorded denied: %q", c)
 		}
 	}
-	if decisionRanOutsideGrant != gateway.DecisionRanOutsideGrant {
-		t.Errorf("the worker reports %q, the gateway accepts %q", decisionRanOutsideGrant, gateway.DecisionRanOutsideGrant)
+	if decisionRanOutsideGrant != modelgw.DecisionRanOutsideGrant {
+		t.Errorf("the worker reports %q, the gateway accepts %q", decisionRanOutsideGrant, modelgw.DecisionRanOutsideGrant)
 	}
 }

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/egress"
-	"github.com/agora-dev/agora/internal/gateway"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/modelgw"
 	"github.com/agora-dev/agora/internal/runtime/codexrt"
 	"github.com/agora-dev/agora/internal/runtime/codexrt/responsestest"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -246,9 +246,9 @@ func TestCodexRelay_OnlyResponses(t *testing.T) {
 func startGatewayAt(t *testing.T, a *memAuditor, base string) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), wire.GatewaySocket)
-	gw, err := gateway.Listen(t.Context(), sock, gateway.Config{
+	gw, err := modelgw.Listen(t.Context(), sock, modelgw.Config{
 		DispatchID: "01JTESTDISPATCH", Role: "fixer@sha256:" + strings.Repeat("ab", 32),
-		ModelAPI: gateway.APIOpenAI, ModelBaseURL: base, APIKey: []byte(codexTestKey),
+		ModelAPI: modelgw.APIOpenAI, ModelBaseURL: base, APIKey: []byte(codexTestKey),
 		Dialer: egress.NewDialer(egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, nil),
 		Audit:  a, RequestsPerSecond: 1000, RequestBurst: 1000,
 	})

@@ -19,8 +19,8 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/egress"
-	"github.com/agora-dev/agora/internal/gateway"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/modelgw"
 	"github.com/agora-dev/agora/internal/runtime/claudert/anthropictest"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -33,10 +33,10 @@ const hookSecret = "s3cret-value-0123456789"
 func startGateway(t *testing.T, a *memAuditor) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), wire.GatewaySocket)
-	gw, err := gateway.Listen(t.Context(), sock, gateway.Config{
+	gw, err := modelgw.Listen(t.Context(), sock, modelgw.Config{
 		DispatchID: "01JTESTDISPATCH",
 		Role:       "fixer@sha256:" + strings.Repeat("ab", 32),
-		ModelAPI:   gateway.APIAnthropic,
+		ModelAPI:   modelgw.APIAnthropic,
 		Dialer:     egress.NewDialer(egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, nil),
 		Audit:      a,
 		// Each call is two reports; keep the rate limit out of these tests' way.
@@ -540,9 +540,9 @@ func TestClaude_RealCLI(t *testing.T) {
 	)
 	a := &memAuditor{}
 	sock := filepath.Join(t.TempDir(), wire.GatewaySocket)
-	gw, err := gateway.Listen(t.Context(), sock, gateway.Config{
+	gw, err := modelgw.Listen(t.Context(), sock, modelgw.Config{
 		DispatchID: "01JTESTDISPATCH", Role: "fixer@sha256:" + strings.Repeat("ab", 32),
-		ModelAPI: gateway.APIAnthropic, ModelBaseURL: model, APIKey: []byte("sk-ant-test-0123456789abcdef"),
+		ModelAPI: modelgw.APIAnthropic, ModelBaseURL: model, APIKey: []byte("sk-ant-test-0123456789abcdef"),
 		Dialer: egress.NewDialer(egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, nil),
 		Audit:  a, RequestsPerSecond: 1000, RequestBurst: 1000,
 	})

@@ -20,7 +20,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/egress"
-	"github.com/agora-dev/agora/internal/gateway"
+	"github.com/agora-dev/agora/internal/modelgw"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 	"github.com/agora-dev/agora/internal/toolreg"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -76,7 +76,7 @@ func modelFixture(t *testing.T, tools []string, a *memAuditor, script ...openait
 	if err := os.MkdirAll(filepath.Join(f.root, wire.GatewayDir), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.Listen(t.Context(), filepath.Join(f.root, wire.GatewayDir, wire.GatewaySocket), gateway.Config{
+	gw, err := modelgw.Listen(t.Context(), filepath.Join(f.root, wire.GatewayDir, wire.GatewaySocket), modelgw.Config{
 		DispatchID:   f.man.DispatchID,
 		Role:         f.man.Subagent.Name + "@" + string(f.man.Subagent.Digest),
 		ModelBaseURL: srv.URL(),
