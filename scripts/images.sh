@@ -6,6 +6,9 @@
 #                                      entrypoint); saved to
 #                                      .cache/images/agora-worker.tar for Kubernetes nodes
 #                                      (ctr -n k8s.io images import).
+#   localhost/agora:<version>          (only when named: scripts/images.sh agora) FROM scratch,
+#                                      the static agora with agora-worker beside it in
+#                                      /agora/bin: `agora orch serve` in a cluster.
 #   localhost/agora-toolchain:<hash>   FROM scratch, busybox-static and git copied from this
 #                                      host: what the container tests run the worker in.
 #
@@ -13,7 +16,7 @@
 # hash). The last lines printed are the digest references to put in agora.yaml:
 #   AGORA_WORKER_IMAGE=localhost/agora-worker:<version>@sha256:<64 hex>
 #   AGORA_TOOLCHAIN_IMAGE=localhost/agora-toolchain:<hash>@sha256:<64 hex>
-# Usage: scripts/images.sh [worker|toolchain]...   (both when none is named)
+# Usage: scripts/images.sh [worker|toolchain|agora]...   (worker and toolchain when none is named)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,6 +55,22 @@ build_worker() {
     mv "$cache/agora-worker.tar.tmp" "$cache/agora-worker.tar"
   fi
   echo "AGORA_WORKER_IMAGE=$(digestref "$tag")"
+}
+
+build_agora() {
+  local ctx version inputs tag
+  ctx=$(mktemp -d)
+  trap 'rm -rf "$ctx"' RETURN
+  ( cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/" ./cmd/agora ./cmd/agora-worker )
+  version=$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)
+  cp "$root/images/agora.Containerfile" "$ctx/Containerfile"
+  inputs=$(cat "$ctx/agora" "$ctx/agora-worker" "$ctx/Containerfile" | sha256sum | cut -c1-64)
+  tag="localhost/agora:$version"
+  if [ "$(current "$tag")" != "$inputs" ]; then
+    echo "agora images: building $tag" >&2
+    podman build -q --label "agora.inputs=$inputs" -t "$tag" "$ctx" >/dev/null
+  fi
+  echo "AGORA_IMAGE=$(digestref "$tag")"
 }
 
 # copy_at FILE DEST_ROOT [cp flags]: FILE at its host path below DEST_ROOT. The rootfs has
@@ -133,6 +152,7 @@ for w in "${which[@]}"; do
   case $w in
     worker) build_worker ;;
     toolchain) build_toolchain ;;
-    *) echo "agora images: unknown image $w (want worker or toolchain)" >&2; exit 2 ;;
+    agora) build_agora ;;
+    *) echo "agora images: unknown image $w (want worker, toolchain or agora)" >&2; exit 2 ;;
   esac
 done
