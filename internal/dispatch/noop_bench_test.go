@@ -48,7 +48,7 @@ func BenchmarkDispatch_NoopResident(b *testing.B) {
 
 // noopSubagent registers "noop": the command `true` under a capability that allows it, as
 // bench/dispatchbench registers it for the CLI.
-func noopSubagent(b *testing.B, e *env) {
+func noopSubagent(b testing.TB, e *env) {
 	b.Helper()
 	ctx := context.Background()
 	capDir := b.TempDir()

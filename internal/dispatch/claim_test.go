@@ -1,0 +1,54 @@
+package dispatch_test
+
+import (
+	"fmt"
+	"os/exec"
+	"testing"
+
+	"github.com/agora-dev/agora/internal/dispatch"
+)
+
+// TestSupervise_ClaimBySupervisor: Supervise runs an accepted dispatch only when it may
+// claim it. Since #28 a dispatch accepted by this very process is not claimed again (one
+// write transaction fewer); one recorded as another live process's is still refused, and
+// one whose recorded supervisor is gone is still taken over.
+func TestSupervise_ClaimBySupervisor(t *testing.T) {
+	e := newEnv(t)
+	noopSubagent(t, e)
+	other := exec.Command("sleep", "60")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
+	cases := []struct {
+		name, supervisor string
+		wantState        string
+	}{
+		{"this process", dispatch.SelfSupervisor(), dispatch.StateFinished},
+		// Start time 0 matches any: the process runs, so it holds the dispatch.
+		{"another live process", fmt.Sprintf("%d:0", other.Process.Pid), dispatch.StateAccepted},
+		{"a process that is gone", "2147483646:1", dispatch.StateFinished},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := t.Context()
+			r, err := e.d.Accept(ctx, dispatch.Request{Subagent: "noop", Actor: "test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.home.DB.SQL().ExecContext(ctx, `UPDATE dispatches SET supervisor = ? WHERE id = ?`, c.supervisor, r.ID); err != nil {
+				t.Fatal(err)
+			}
+			got, err := e.d.Supervise(ctx, r.ID, nil)
+			if err != nil {
+				t.Fatalf("Supervise: %v", err)
+			}
+			if got.State != c.wantState {
+				t.Fatalf("state %s (%s: %s), want %s", got.State, got.Reason, got.Detail, c.wantState)
+			}
+			if c.wantState == dispatch.StateAccepted && got.ProviderTaskID != "" {
+				t.Errorf("a dispatch another process holds was started here (task %q)", got.ProviderTaskID)
+			}
+		})
+	}
+}
