@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/dispatch"
 )
 
 // BenchmarkDispatch_NoopResident is a no-op dispatch (the subagent runs `true`) through a
