@@ -14,10 +14,10 @@ const CapabilityFile = "capability.yaml"
 // maxCapabilityFileSize caps capability.yaml.
 const maxCapabilityFileSize = 256 << 10
 
-// Grants is capability.yaml: the [grant.Set] a capability declares, with its description,
+// CapabilityDoc is capability.yaml, all of it: the [grant.Set] a capability declares, with its description,
 // setup script and network mode. Everything absent is denied. Its JSON (the catalog's stored
 // metadata) keeps the file's field order.
-type Grants struct {
+type CapabilityDoc struct {
 	Description string `yaml:"description" json:"description,omitempty"`
 	grant.Set   `yaml:",inline"`
 	Setup       string `yaml:"setup" json:"setup,omitempty"`
@@ -27,10 +27,10 @@ type Grants struct {
 	Overlay []string `yaml:"overlay" json:"overlay,omitempty"`
 }
 
-// ParseGrants reads capability.yaml (file names it in messages) and the archive's file list,
+// ParseCapabilityDoc reads capability.yaml (file names it in messages) and the archive's file list,
 // and checks everything it declares. Every problem is reported at once.
-func ParseGrants(file string, src []byte, files []File) (Grants, error) {
-	var g Grants
+func ParseCapabilityDoc(file string, src []byte, files []File) (CapabilityDoc, error) {
+	var g CapabilityDoc
 	if len(src) > maxCapabilityFileSize {
 		return g, fmt.Errorf("%s is larger than %d bytes", file, maxCapabilityFileSize)
 	}

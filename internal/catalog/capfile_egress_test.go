@@ -10,8 +10,8 @@ import (
 
 // capability.yaml writes egress rules as strings or as objects; both decode into rules, and
 // a malformed one is reported at its path.
-func TestParseGrants_EgressRuleForms(t *testing.T) {
-	g, err := catalog.ParseGrants("capability.yaml", []byte(`egress:
+func TestParseCapabilityDoc_EgressRuleForms(t *testing.T) {
+	g, err := catalog.ParseCapabilityDoc("capability.yaml", []byte(`egress:
   - Proxy.Golang.org
   - "*.npmjs.org:443"
   - {host: api.github.com, methods: [GET], paths: [/repos/acme/]}
@@ -38,7 +38,7 @@ func TestParseGrants_EgressRuleForms(t *testing.T) {
 		{"egress: [{host: a.com, methods: [get]}]", "egress[0]"},
 		{"egress: [\"https://a.com/x\"]", "not a URL"},
 	} {
-		_, err := catalog.ParseGrants("capability.yaml", []byte(bad.yaml), nil)
+		_, err := catalog.ParseCapabilityDoc("capability.yaml", []byte(bad.yaml), nil)
 		if err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%s: err = %v, want one naming %s", bad.yaml, err, bad.want)
 		}

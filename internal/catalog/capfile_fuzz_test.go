@@ -9,10 +9,10 @@ import (
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
-// FuzzParseGrants parses arbitrary capability.yaml bytes: it must never panic; failures are
+// FuzzParseCapabilityDoc parses arbitrary capability.yaml bytes: it must never panic; failures are
 // located (strictyaml.Errors, or the size refusal); anything accepted has its defaults
 // applied and only valid entries.
-func FuzzParseGrants(f *testing.F) {
+func FuzzParseCapabilityDoc(f *testing.F) {
 	for _, s := range []string{
 		"",
 		"tools: [read_file]\ncommands: [\"go test **\"]\negress: [api.github.com]\nnetwork: egress\nsetup: bin/setup.sh\n",
@@ -28,7 +28,7 @@ func FuzzParseGrants(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		g, err := catalog.ParseGrants("capability.yaml", src, capFiles)
+		g, err := catalog.ParseCapabilityDoc("capability.yaml", src, capFiles)
 		if err != nil {
 			var es strictyaml.Errors
 			if !errors.As(err, &es) && len(src) <= 256<<10 {

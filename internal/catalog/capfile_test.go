@@ -18,7 +18,7 @@ var capFiles = []catalog.File{
 	regular("capability.yaml", 0o644, ""),
 }
 
-func TestParseGrants_Valid(t *testing.T) {
+func TestParseCapabilityDoc_Valid(t *testing.T) {
 	src := `description: tools for the repo
 tools: [read_file, run_command, http_fetch]
 commands:
@@ -29,11 +29,11 @@ egress: [api.github.com, "*.example.com", localhost]
 setup: bin/setup.sh
 network: egress
 `
-	got, err := catalog.ParseGrants("cap/capability.yaml", []byte(src), capFiles)
+	got, err := catalog.ParseCapabilityDoc("cap/capability.yaml", []byte(src), capFiles)
 	if err != nil {
-		t.Fatalf("ParseGrants: %v", err)
+		t.Fatalf("ParseCapabilityDoc: %v", err)
 	}
-	want := catalog.Grants{
+	want := catalog.CapabilityDoc{
 		Description: "tools for the repo",
 		Set: grant.Set{
 			Tools:    []string{"read_file", "run_command", "http_fetch"},
@@ -44,28 +44,28 @@ network: egress
 		Network: "egress",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("ParseGrants mismatch (-want +got):\n%s", diff)
+		t.Errorf("ParseCapabilityDoc mismatch (-want +got):\n%s", diff)
 	}
 }
 
-func TestParseGrants_Defaults(t *testing.T) {
+func TestParseCapabilityDoc_Defaults(t *testing.T) {
 	for _, src := range []string{"", "# nothing granted\n", "tools: []\n", "network: none\n"} {
-		got, err := catalog.ParseGrants("capability.yaml", []byte(src), nil)
+		got, err := catalog.ParseCapabilityDoc("capability.yaml", []byte(src), nil)
 		if err != nil {
-			t.Fatalf("ParseGrants(%q): %v", src, err)
+			t.Fatalf("ParseCapabilityDoc(%q): %v", src, err)
 		}
-		want := catalog.Grants{Set: grant.Set{Tools: []string{}, Commands: []string{}, Egress: grant.MustEgressRules()}, Network: "none"}
+		want := catalog.CapabilityDoc{Set: grant.Set{Tools: []string{}, Commands: []string{}, Egress: grant.MustEgressRules()}, Network: "none"}
 		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("ParseGrants(%q) mismatch (-want +got):\n%s", src, diff)
+			t.Errorf("ParseCapabilityDoc(%q) mismatch (-want +got):\n%s", src, diff)
 		}
 		// Lists are [] in JSON, never null.
 		if got.Tools == nil || got.Commands == nil || got.Egress == nil {
-			t.Errorf("ParseGrants(%q) left a nil list: %#v", src, got)
+			t.Errorf("ParseCapabilityDoc(%q) left a nil list: %#v", src, got)
 		}
 	}
 }
 
-func TestParseGrants_Errors(t *testing.T) {
+func TestParseCapabilityDoc_Errors(t *testing.T) {
 	src := `tools: [read_file, rm_rf, read_file]
 commands:
   - ""
@@ -82,10 +82,10 @@ egress:
 network: internet
 setup: bin/missing.sh
 `
-	_, err := catalog.ParseGrants("cap/capability.yaml", []byte(src), capFiles)
+	_, err := catalog.ParseCapabilityDoc("cap/capability.yaml", []byte(src), capFiles)
 	var es strictyaml.Errors
 	if !errors.As(err, &es) {
-		t.Fatalf("ParseGrants = %v, want strictyaml.Errors", err)
+		t.Fatalf("ParseCapabilityDoc = %v, want strictyaml.Errors", err)
 	}
 	known := strings.Join(grant.BuiltinTools, ", ")
 	want := strictyaml.Errors{
@@ -106,15 +106,15 @@ setup: bin/missing.sh
 	}
 }
 
-func TestParseGrants_SetupSymlink(t *testing.T) {
-	_, err := catalog.ParseGrants("capability.yaml", []byte("setup: bin/setup-link\n"), capFiles)
+func TestParseCapabilityDoc_SetupSymlink(t *testing.T) {
+	_, err := catalog.ParseCapabilityDoc("capability.yaml", []byte("setup: bin/setup-link\n"), capFiles)
 	want := `capability.yaml:1: setup: setup script "bin/setup-link" is a symlink; name the file itself`
 	if err == nil || err.Error() != want {
-		t.Errorf("ParseGrants = %v, want %q", err, want)
+		t.Errorf("ParseCapabilityDoc = %v, want %q", err, want)
 	}
 }
 
-func TestParseGrants_DecodeErrors(t *testing.T) {
+func TestParseCapabilityDoc_DecodeErrors(t *testing.T) {
 	tests := []struct {
 		name, src, want string
 	}{
@@ -125,25 +125,25 @@ func TestParseGrants_DecodeErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := catalog.ParseGrants("capability.yaml", []byte(tt.src), nil)
+			_, err := catalog.ParseCapabilityDoc("capability.yaml", []byte(tt.src), nil)
 			if err == nil || err.Error() != tt.want {
-				t.Errorf("ParseGrants = %v, want %q", err, tt.want)
+				t.Errorf("ParseCapabilityDoc = %v, want %q", err, tt.want)
 			}
 		})
 	}
 }
 
-func TestParseGrants_TooLarge(t *testing.T) {
+func TestParseCapabilityDoc_TooLarge(t *testing.T) {
 	src := "description: " + strings.Repeat("x", 256<<10) + "\n"
-	if _, err := catalog.ParseGrants("capability.yaml", []byte(src), nil); err == nil ||
+	if _, err := catalog.ParseCapabilityDoc("capability.yaml", []byte(src), nil); err == nil ||
 		!strings.Contains(err.Error(), "capability.yaml is larger than 262144 bytes") {
-		t.Errorf("ParseGrants of an oversized file = %v", err)
+		t.Errorf("ParseCapabilityDoc of an oversized file = %v", err)
 	}
 }
 
-func TestParseGrants_Approve(t *testing.T) {
+func TestParseCapabilityDoc_Approve(t *testing.T) {
 	src := "tools: [write_file, run_command]\ncommands: [\"git **\"]\napprove: [write_file, {command: \"git push *\"}]\n"
-	got, err := catalog.ParseGrants("capability.yaml", []byte(src), nil)
+	got, err := catalog.ParseCapabilityDoc("capability.yaml", []byte(src), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestParseGrants_Approve(t *testing.T) {
 		t.Errorf("approve (-want +got):\n%s", diff)
 	}
 	bad := "approve: [nope, {command: \"* **\"}, {tool: write_file, command: ls}, {verb: x}]\n"
-	_, err = catalog.ParseGrants("capability.yaml", []byte(bad), nil)
+	_, err = catalog.ParseCapabilityDoc("capability.yaml", []byte(bad), nil)
 	for _, want := range []string{"approve[0]", `unknown tool "nope"`, "approve[1]", "approve[2]", "not both", "approve[3]"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v, want it to name %q", err, want)

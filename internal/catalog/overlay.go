@@ -79,7 +79,7 @@ func matchSegments(pat, name []string) bool {
 
 // OverlayFiles lists, sorted, the paths of files that g's overlay: patterns place in the
 // workspace. capability.yaml is a declaration, never content.
-func OverlayFiles(g Grants, files []File) []string {
+func OverlayFiles(g CapabilityDoc, files []File) []string {
 	var out []string
 	for _, f := range files {
 		if f.Path == CapabilityFile || inGitDir(f.Path) {

@@ -68,15 +68,15 @@ func TestOverlayFiles(t *testing.T) {
 		regular("capability.yaml", 0o644, "overlay: ['**']"),
 		regular("tool.sh", 0o755, "echo"),
 	}
-	got := catalog.OverlayFiles(catalog.Grants{Overlay: []string{"**"}}, files)
+	got := catalog.OverlayFiles(catalog.CapabilityDoc{Overlay: []string{"**"}}, files)
 	if strings.Join(got, ",") != ".claude/settings.json,CLAUDE.md,tool.sh" {
 		t.Errorf("OverlayFiles(**) = %q: capability.yaml is never overlaid", got)
 	}
 	withGit := append(files, regular(".git/hooks/post-checkout", 0o755, "evil"), regular("sub/.Git/config", 0o644, "x"))
-	if got := catalog.OverlayFiles(catalog.Grants{Overlay: []string{"**"}}, withGit); strings.Join(got, ",") != ".claude/settings.json,CLAUDE.md,tool.sh" {
+	if got := catalog.OverlayFiles(catalog.CapabilityDoc{Overlay: []string{"**"}}, withGit); strings.Join(got, ",") != ".claude/settings.json,CLAUDE.md,tool.sh" {
 		t.Errorf("OverlayFiles(**) placed a file into a .git directory: %q", got)
 	}
-	if got := catalog.OverlayFiles(catalog.Grants{}, files); len(got) != 0 {
+	if got := catalog.OverlayFiles(catalog.CapabilityDoc{}, files); len(got) != 0 {
 		t.Errorf("no patterns overlay nothing, got %q", got)
 	}
 }
@@ -96,12 +96,12 @@ func TestCheckOverlayClash(t *testing.T) {
 	}
 }
 
-func TestParseGrants_Overlay(t *testing.T) {
-	g, err := catalog.ParseGrants("capability.yaml", []byte("overlay: [\".claude/**\", CLAUDE.md]\n"), nil)
+func TestParseCapabilityDoc_Overlay(t *testing.T) {
+	g, err := catalog.ParseCapabilityDoc("capability.yaml", []byte("overlay: [\".claude/**\", CLAUDE.md]\n"), nil)
 	if err != nil || strings.Join(g.Overlay, ",") != ".claude/**,CLAUDE.md" {
-		t.Fatalf("ParseGrants = %+v, %v", g.Overlay, err)
+		t.Fatalf("ParseCapabilityDoc = %+v, %v", g.Overlay, err)
 	}
-	_, err = catalog.ParseGrants("capability.yaml", []byte("overlay: [\"../x\", /abs]\n"), nil)
+	_, err = catalog.ParseCapabilityDoc("capability.yaml", []byte("overlay: [\"../x\", /abs]\n"), nil)
 	if err == nil || !strings.Contains(err.Error(), "overlay[0]") || !strings.Contains(err.Error(), "overlay[1]") {
 		t.Errorf("bad patterns: got %v, want both reported with their path", err)
 	}

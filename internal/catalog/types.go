@@ -70,9 +70,10 @@ func (v Version) Ref() string { return v.Name + "@" + string(v.Digest) }
 type Meta struct {
 	Description string `json:"description,omitempty"`
 
-	// Capability.
-	Grants    *Grants `json:"grants,omitempty"`
-	FileCount int     `json:"file_count,omitempty"`
+	// Capability. CapabilityDoc is its capability.yaml; the stored key stays "grants" (stored
+	// metadata is read back by older and newer agora alike).
+	CapabilityDoc *CapabilityDoc `json:"grants,omitempty"`
+	FileCount     int            `json:"file_count,omitempty"`
 
 	// Subagent.
 	Runtime      string `json:"runtime,omitempty"`

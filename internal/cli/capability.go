@@ -132,8 +132,8 @@ func capabilityShowRun(ctx context.Context, opts *refOptions) error {
 		return err
 	}
 	out := capabilityShow{Version: v, Files: []capabilityFile{}}
-	if v.Meta.Grants != nil {
-		out.ApproveNotes = grant.ApproveNotes(v.Meta.Grants.Set)
+	if v.Meta.CapabilityDoc != nil {
+		out.ApproveNotes = grant.ApproveNotes(v.Meta.CapabilityDoc.Set)
 	}
 	for _, fl := range files {
 		out.Files = append(out.Files, capabilityFile{Path: fl.Path, Size: fl.Size, Mode: fmt.Sprintf("%04o", fl.Mode), Target: fl.LinkTarget})
@@ -151,7 +151,7 @@ func capabilityShowRun(ctx context.Context, opts *refOptions) error {
 // printCapability writes a capability for people; total is the size of its files.
 func printCapability(w io.Writer, out capabilityShow, total int64) {
 	v := out.Version
-	g := v.Meta.Grants
+	g := v.Meta.CapabilityDoc
 	fmt.Fprintf(w, "name:        %s\n", v.Name)
 	fmt.Fprintf(w, "digest:      %s\n", v.Digest)
 	fmt.Fprintf(w, "registered:  %s by %s\n", v.RegisteredAt.UTC().Format("2006-01-02T15:04:05Z"), v.RegisteredBy)

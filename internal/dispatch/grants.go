@@ -22,7 +22,7 @@ func SubagentGrants(ctx context.Context, cat *view.Catalog, doc catalog.Subagent
 		if err != nil {
 			return grant.Set{}, err
 		}
-		if g := v.Meta.Grants; g != nil {
+		if g := v.Meta.CapabilityDoc; g != nil {
 			all = all.Union(g.Set)
 		}
 	}

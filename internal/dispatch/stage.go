@@ -386,7 +386,7 @@ func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, s
 	var declared wire.Grants
 	for _, c := range p.capabilities {
 		m.Capabilities = append(m.Capabilities, wire.Bundle{Name: c.Name, Digest: c.Digest, Path: wire.CapabilityPath(c.Digest)})
-		if g := c.Meta.Grants; g != nil {
+		if g := c.Meta.CapabilityDoc; g != nil {
 			declared.Commands = append(declared.Commands, g.Commands...)
 			declared.Tools = append(declared.Tools, g.Tools...)
 			declared.Egress = append(declared.Egress, g.Egress...)

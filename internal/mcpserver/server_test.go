@@ -87,7 +87,7 @@ func TestServer_ListsAreMetadataOnly(t *testing.T) {
 	f := newFixture()
 	f.cat[catalog.KindCapability] = []catalog.Version{{Kind: catalog.KindCapability, Name: "shell", Digest: digest.Digest("sha256:" + hex64),
 		RegisteredAt: at, RegisteredBy: "alice", Meta: catalog.Meta{Description: "a shell", FileCount: 3,
-			Grants: &catalog.Grants{Set: grant.Set{Commands: []string{"sh -c *"}}}, AllowedCredentialPatterns: []string{"aws"}}}}
+			CapabilityDoc: &catalog.CapabilityDoc{Set: grant.Set{Commands: []string{"sh -c *"}}}, AllowedCredentialPatterns: []string{"aws"}}}}
 	f.cat[catalog.KindSubagent] = []catalog.Version{{Kind: catalog.KindSubagent, Name: "writer", Digest: digest.Digest("sha256:" + hex64),
 		RegisteredAt: at, Meta: catalog.Meta{Description: "writes", Runtime: "exec", Model: "m1",
 			Capabilities: []catalog.Pin{{Name: "shell", Digest: digest.Digest("sha256:" + hex64)}}}}}

@@ -158,7 +158,7 @@ func (f *fixture) write() {
 		}
 		f.layOut(c.name, files)
 		if c.yaml != "" {
-			g, err := catalog.ParseGrants(catalog.CapabilityFile, []byte(c.yaml), files)
+			g, err := catalog.ParseCapabilityDoc(catalog.CapabilityFile, []byte(c.yaml), files)
 			if err != nil {
 				t.Fatalf("capability %s: %v", c.name, err)
 			}

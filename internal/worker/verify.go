@@ -22,7 +22,7 @@ import (
 type capability struct {
 	name   string
 	files  []catalog.File
-	grants catalog.Grants
+	grants catalog.CapabilityDoc
 }
 
 // verify reads the manifest, checks the digest of the subagent document and of every
@@ -138,15 +138,15 @@ func (r *runner) verify(ctx context.Context) *failure {
 }
 
 // readGrants parses the capability.yaml of an archive; an archive without one grants nothing.
-func readGrants(files []catalog.File) (catalog.Grants, error) {
+func readGrants(files []catalog.File) (catalog.CapabilityDoc, error) {
 	f, ok := findFile(files, catalog.CapabilityFile)
 	if !ok {
-		return catalog.Grants{}, nil
+		return catalog.CapabilityDoc{}, nil
 	}
 	if f.LinkTarget != "" {
-		return catalog.Grants{}, fmt.Errorf("%s is a symlink", catalog.CapabilityFile)
+		return catalog.CapabilityDoc{}, fmt.Errorf("%s is a symlink", catalog.CapabilityFile)
 	}
-	return catalog.ParseGrants(catalog.CapabilityFile, f.Data, files)
+	return catalog.ParseCapabilityDoc(catalog.CapabilityFile, f.Data, files)
 }
 
 func findFile(files []catalog.File, p string) (catalog.File, bool) {

@@ -90,7 +90,7 @@ func TestPrepare_RegistersAndIsIdempotent(t *testing.T) {
 	if c.Digest != doc.Capabilities[0].Digest {
 		t.Errorf("the subagent pins %s, the capability is %s", doc.Capabilities[0].Digest, c.Digest)
 	}
-	g := c.Meta.Grants
+	g := c.Meta.CapabilityDoc
 	// What claude is given for this grant is what the file listed.
 	tr := claudert.Grants{Set: g.Set}
 	if got := strings.Join(claudert.AllowedTools(tr), " "); got != "Bash(git diff *) Read(./**)" {

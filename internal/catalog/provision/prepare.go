@@ -110,7 +110,7 @@ func (w *Writer) prepareCapability(name, file string, files []catalog.File, allo
 			grantSrc = f.Data
 		}
 	}
-	grants, err := catalog.ParseGrants(file, grantSrc, files)
+	grants, err := catalog.ParseCapabilityDoc(file, grantSrc, files)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func (w *Writer) prepareCapability(name, file string, files []catalog.File, allo
 	return &Pending{
 		Kind: catalog.KindCapability, Name: name, Content: data, Digest: sum,
 		Meta: catalog.Meta{
-			Description: grants.Description, Grants: &grants, FileCount: len(files),
+			Description: grants.Description, CapabilityDoc: &grants, FileCount: len(files),
 			AllowedCredentialPatterns: allow,
 		},
 	}, nil

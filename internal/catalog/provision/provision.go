@@ -163,8 +163,8 @@ type querier interface {
 
 func (w *Writer) planOne(ctx context.Context, q querier, p *Pending) (Change, error) {
 	c := Change{Kind: p.Kind, Name: p.Name, Digest: p.Digest, Bindings: p.Meta.Bindings, pending: p}
-	if p.Meta.Grants != nil {
-		c.ApproveNotes = grant.ApproveNotes(p.Meta.Grants.Set)
+	if p.Meta.CapabilityDoc != nil {
+		c.ApproveNotes = grant.ApproveNotes(p.Meta.CapabilityDoc.Set)
 	}
 	var head digest.Digest
 	var retired bool

@@ -30,8 +30,8 @@ func TestWriter_RegisterCapabilityLifecycle(t *testing.T) {
 		t.Errorf("first Register = %+v, want a create without previous", c1)
 	}
 	if v1.Name != "tools" || v1.Kind != catalog.KindCapability || v1.RegisteredBy != "tester" ||
-		v1.Meta.Description != "repo tools" || v1.Meta.FileCount != 2 || v1.Meta.Grants == nil ||
-		!cmp.Equal(v1.Meta.Grants.Tools, []string{"read_file"}) {
+		v1.Meta.Description != "repo tools" || v1.Meta.FileCount != 2 || v1.Meta.CapabilityDoc == nil ||
+		!cmp.Equal(v1.Meta.CapabilityDoc.Tools, []string{"read_file"}) {
 		t.Errorf("first version = %+v", v1)
 	}
 	content, err := f.r.Content(v1)

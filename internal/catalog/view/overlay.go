@@ -17,7 +17,7 @@ func (c *Catalog) Overlays(ctx context.Context, pins []catalog.Pin) (names []str
 			return nil, nil, err
 		}
 		var paths []string
-		if g := v.Meta.Grants; g != nil && len(g.Overlay) > 0 {
+		if g := v.Meta.CapabilityDoc; g != nil && len(g.Overlay) > 0 {
 			data, err := c.Content(v)
 			if err != nil {
 				return nil, nil, err
