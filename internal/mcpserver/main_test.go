@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.uber.org/goleak"
 
 	"github.com/agora-dev/agora/internal/agoratest"
 )
@@ -28,16 +26,8 @@ import (
 var agoraBin string
 
 func TestMain(m *testing.M) {
-	code := agoratest.RunWithBinary(m, &agoraBin)
-	if code == 0 {
-		// Every server, session and connection a test started must be gone.
-		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goroutines leaked: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	// Every server, session and connection a test started must be gone.
+	os.Exit(agoratest.NoLeaks(agoratest.RunWithBinary(m, &agoraBin)))
 }
 
 // secretCanary is the env bundle's secret value in every test home: it must never come back.
