@@ -75,6 +75,7 @@ var forbidden = []edge{
 	{"internal/gitbranch", "internal/store", "gitbranch is handed patches; it opens no database"},
 	{"internal/gitbranch", "internal/secret", "gitbranch writes git history; it never holds the sealer"},
 	{"internal/mcpserver", "internal/gitbranch", "an AI reads patches over MCP; branches are made by people on the CLI"},
+	{"cmd/agora", "internal/worker", "the host binds cmd/agora-worker into sandboxes and never runs the worker itself (#28)"},
 	{"cmd/agora", "internal/k8stest", "the Kubernetes test harness starts control planes from test binaries; it never ships"},
 	{"internal/compute/kubernetes", "internal/compute/local", "providers never import each other"},
 	{"internal/compute/kubernetes", "internal/store", "providers hold no state of their own in agora.db; the cluster's labels are the record"},

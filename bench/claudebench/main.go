@@ -5,7 +5,7 @@
 // difference of the medians is agora's overhead: sandbox, staging, gateway, relay, hooks,
 // capture, records and audit.
 //
-//	go build -o bin/agora ./cmd/agora && ./scripts/agent-clis.sh && go run ./bench/claudebench -n 20
+//	make build && ./scripts/agent-clis.sh && go run ./bench/claudebench -n 20   # agora-worker beside agora
 package main
 
 import (

@@ -4,7 +4,7 @@
 // medians, p90s, the ratios, and where a dispatch's time goes, from its record (accepted,
 // started, ended) and the worker's phases.
 //
-//	go build -o bin/agora ./cmd/agora && go run ./bench/dispatchbench -n 50
+//	make build && go run ./bench/dispatchbench -n 50   # bin/agora with bin/agora-worker beside it
 //
 // With -repo a git repository is dispatched too (a checkout, a baseline and a capture that
 // run git), as another interleaved command; with -base another agora binary (an earlier

@@ -16,8 +16,6 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/grant"
-	"github.com/agora-dev/agora/internal/worker"
-	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
 
 func newDispatchCmd(f *Factory) *cobra.Command {
@@ -534,72 +532,5 @@ func dispatchDeliverRun(ctx context.Context, opts *factoryOptions) error {
 		return err
 	}
 	fmt.Fprintf(opts.f.IO.Out, "delivered %d, pending %d\n", delivered, pending)
-	return nil
-}
-
-// workerOptions are the options of the worker and its hook: the arguments, parsed by package
-// worker itself.
-type workerOptions struct {
-	f    *Factory
-	args []string
-}
-
-// newWorkerCmd is what runs inside the sandbox.
-func newWorkerCmd(f *Factory, runF func(*workerOptions) error) *cobra.Command {
-	opts := &workerOptions{f: f}
-	cmd := &cobra.Command{
-		Use:    "worker",
-		Short:  "Run the worker inside a sandbox (started by agora, not by people)",
-		Hidden: true,
-		Args:   noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runCmd(cmd, opts, runF, workerRun)
-		},
-	}
-	// Claude Code's tool hook: its exit code is claude's (2 refuses the call), so the
-	// worker package parses its own arguments.
-	hook := &workerOptions{f: f}
-	cmd.AddCommand(&cobra.Command{
-		Use:                "hook",
-		Short:              "Audit one Claude Code tool event (run by claude in a sandbox, not by people)",
-		Hidden:             true,
-		DisableFlagParsing: true,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			hook.args = args
-			return runCmd(cmd, hook, runF, workerHookRun)
-		},
-	})
-	// A pod's init step: fetch the mounts through the network gateway.
-	fetch := &workerOptions{f: f}
-	cmd.AddCommand(&cobra.Command{
-		Use:    "fetch",
-		Short:  "Fetch a remote worker's mounts from the gateway (run in a pod, not by people)",
-		Hidden: true,
-		Args:   noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runCmd(cmd, fetch, runF, workerFetchRun)
-		},
-	})
-	return cmd
-}
-
-func workerFetchRun(ctx context.Context, opts *workerOptions) error {
-	if code := workerremote.FetchMain(ctx, opts.f.IO.ErrOut); code != 0 {
-		return &exitError{code: code}
-	}
-	return nil
-}
-
-func workerRun(ctx context.Context, opts *workerOptions) error {
-	if code := worker.Main(ctx, opts.f.IO.Out, opts.f.IO.ErrOut); code != 0 {
-		return &exitError{code: code}
-	}
-	return nil
-}
-
-func workerHookRun(ctx context.Context, opts *workerOptions) error {
-	if code := worker.HookMain(ctx, opts.args, opts.f.IO.In, opts.f.IO.ErrOut); code != 0 {
-		return &exitError{code: code}
-	}
 	return nil
 }

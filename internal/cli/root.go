@@ -173,8 +173,6 @@ State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/ago
 		newAuditCmd(f),
 		newVerifyCmd(f, nil),
 		newDispatchCmd(f),
-		newWorkerCmd(f, nil),
-		newFdpassCmd(nil),
 		newMCPCmd(f, nil),
 		newOrchCmd(f),
 		newGatewayCmd(f),

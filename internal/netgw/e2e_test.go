@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/remote"
@@ -67,7 +68,7 @@ func (h *hostStage) spec(t *testing.T, stdout, stderr *syncBuffer, secrets strin
 	return compute.Spec{
 		ID: h.id,
 		Binds: []compute.Bind{
-			{Src: agoraBin, Dst: wire.BinPath},
+			{Src: agoratest.Worker(agoraBin), Dst: wire.BinPath},
 			{Src: h.bundle, Dst: wire.BundlePath},
 			{Src: h.workspace, Dst: wire.WorkspacePath, Writable: true},
 			{Src: h.out, Dst: wire.OutPath, Writable: true, Result: true},
@@ -99,7 +100,7 @@ func TestRemoteWorker_EndToEnd(t *testing.T) {
 	defer s.Close()
 
 	stage := t.TempDir()
-	fetch := exec.CommandContext(t.Context(), agoraBin, "worker", "fetch")
+	fetch := exec.CommandContext(t.Context(), agoratest.Worker(agoraBin), "worker", "fetch")
 	fetch.Env = podEnv(g, h.id, s.Token, remote.StageEnv+"="+stage)
 	if out, err := fetch.CombinedOutput(); err != nil {
 		t.Fatalf("agora worker fetch: %v\n%s", err, out)
@@ -180,7 +181,7 @@ func TestRemoteWorker_FetchRefusesOtherVersion(t *testing.T) {
 	s, err := g.reg.Export(t.Context(), h.spec(t, &stdout, &stderr, `{"API_KEY":"k"}`))
 	must(t, err)
 	defer s.Close()
-	fetch := exec.CommandContext(t.Context(), agoraBin, "worker", "fetch")
+	fetch := exec.CommandContext(t.Context(), agoratest.Worker(agoraBin), "worker", "fetch")
 	fetch.Env = podEnv(g, h.id, s.Token, remote.StageEnv+"="+t.TempDir())
 	out, err := fetch.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "the host runs v9.9.9: rebuild it with make image") {
@@ -208,7 +209,7 @@ func TestRemoteWorker_UploadFailureExitsNonZero(t *testing.T) {
 	for _, m := range s.Mounts {
 		must(t, os.MkdirAll(workerremote.Local(root, m.Dst), 0o755))
 	}
-	cmd := exec.CommandContext(context.Background(), agoraBin, "worker")
+	cmd := exec.CommandContext(context.Background(), agoratest.Worker(agoraBin), "worker")
 	cmd.Env = podEnv(g, h.id, s.Token, wire.RootEnv+"="+root)
 	out, err := cmd.CombinedOutput()
 	if err == nil {

@@ -178,7 +178,7 @@ func TestRemoteWorker_RidesOutGatewayRestart(t *testing.T) {
 
 	g.close()
 	stage := t.TempDir()
-	fetch := exec.CommandContext(t.Context(), agoraBin, "worker", "fetch")
+	fetch := exec.CommandContext(t.Context(), agoratest.Worker(agoraBin), "worker", "fetch")
 	fetch.Env = podEnv(g, h.id, s.Token, remote.StageEnv+"="+stage)
 	var fetchLog syncBuffer
 	fetch.Stdout, fetch.Stderr = &fetchLog, &fetchLog

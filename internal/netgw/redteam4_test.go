@@ -74,7 +74,7 @@ func TestRedTeam4_UnreadableOutputIsNotAGatewayOutage(t *testing.T) {
 	defer s.Close()
 
 	stage := podDir(t)
-	fetch := exec.CommandContext(t.Context(), agoraBin, "worker", "fetch")
+	fetch := exec.CommandContext(t.Context(), agoratest.Worker(agoraBin), "worker", "fetch")
 	fetch.Env = podEnv(g, h.id, s.Token, remote.StageEnv+"="+stage)
 	if out, err := fetch.CombinedOutput(); err != nil {
 		t.Fatalf("agora worker fetch: %v\n%s", err, out)

@@ -1,6 +1,6 @@
 // Package fdpass hands a secret that arrived on stdin to a program as file descriptor 3,
 // for sandboxes that cannot inherit descriptors (a container: the engine passes none). It
-// runs INSIDE the sandbox as the agora binary's hidden `fdpass` command, the container's
+// runs INSIDE the sandbox as agora-worker's `fdpass` command (cmd/agora-worker), the container's
 // entrypoint: it reads stdin to its end (at most [MaxSize] bytes), puts the bytes in a
 // sealed memfd at fd 3, points stdin at /dev/null and execs the program in its place, so the
 // program keeps the container's PID 1 and reads fd 3 exactly as under bubblewrap.

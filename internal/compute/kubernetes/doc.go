@@ -9,7 +9,7 @@
 // and pinned in the pod's /etc/hosts too), nothing reach the pod, and the Job. Its pod
 // has an init container from the agora worker image that downloads the mounts into emptyDir
 // volumes and copies agora's own static binary into a bin volume; the main container, from the
-// target's image, runs that binary as `agora worker` with the volumes at their paths.
+// target's image, runs that binary as `agora-worker worker` with the volumes at their paths.
 //
 // The provider MUST NOT put the token anywhere but the Secret: not in a name, label,
 // annotation, argument, environment value of the Job or log line (the pod reads it through a

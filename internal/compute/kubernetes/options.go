@@ -47,7 +47,7 @@ type Options struct {
 	// Image is the main container's image, REF@sha256:<64 hex> (a tag is refused). Required.
 	Image string
 	// WorkerImage is agora's own image (`make image`), REF@sha256:<64 hex>: the init
-	// container runs `agora worker fetch` from it. Required.
+	// container runs `agora-worker worker fetch` from it. Required.
 	WorkerImage string
 	// RuntimeClass names a RuntimeClass (gVisor, Kata) for the pod; empty means the node's
 	// default runtime.
