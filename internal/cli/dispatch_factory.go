@@ -62,13 +62,13 @@ func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) 
 			}
 			return sealer.Open(ref, sealed)
 		},
-		Provider: provider,
+		LocalProvider: provider,
 		// Docker and kubernetes targets: built on first use, one per target.
-		Providers: newRemoteProviders(h.Dir).For,
-		Config:    h.Config,
-		StateDir:  filepath.Join(h.Dir, home.DispatchDir),
-		AgoraBin:  bin,
-		Worker:    worker,
+		RemoteProviders: newRemoteProviders(h.Dir).For,
+		Config:          h.Config,
+		StateDir:        filepath.Join(h.Dir, home.DispatchDir),
+		AgoraBin:        bin,
+		Worker:          worker,
 		// The gateways of model runtimes dial through this policy (egress.allow_private).
 		Egress:      egress.Policy{AllowPrivate: prefixes},
 		EgressRoots: roots,

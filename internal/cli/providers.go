@@ -24,7 +24,7 @@ func newRemoteProviders(homeDir string) *remoteProviders {
 	return &remoteProviders{homeDir: homeDir, built: map[string]compute.Provider{}}
 }
 
-// For is dispatch.Dispatcher.Providers.
+// For is dispatch.Dispatcher.RemoteProviders.
 func (r *remoteProviders) For(ctx context.Context, name string, t config.Target) (compute.Provider, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -192,7 +192,7 @@ type releaser interface {
 // the provider cannot release yet, the stage is held again so that a later Reap retries.
 func (d *Dispatcher) release(ctx context.Context, id string) {
 	var err error
-	if p, ok := d.Provider.(releaser); ok {
+	if p, ok := d.LocalProvider.(releaser); ok {
 		err = p.Release(ctx, id)
 	}
 	st := stageAt(d.StateDir, id)

@@ -75,7 +75,7 @@ func (e *env) addDockerTarget(image string) {
 	tg.Provider = config.ProviderDocker
 	tg.Image = image
 	e.home.Config.Targets["box"] = tg
-	e.d.Providers = func(ctx context.Context, _ string, tg config.Target) (compute.Provider, error) {
+	e.d.RemoteProviders = func(ctx context.Context, _ string, tg config.Target) (compute.Provider, error) {
 		return container.New(ctx, container.Options{Host: containerHost(), Image: tg.Image, Runtime: tg.Runtime})
 	}
 }

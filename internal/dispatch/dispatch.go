@@ -40,12 +40,12 @@ type Dispatcher struct {
 	Catalog *view.Catalog
 	Blobs   *blob.Store
 	Unseal  Unsealer
-	// Provider runs the dispatches of local targets (bubblewrap).
-	Provider compute.Provider
-	// Providers returns the provider of a target that is not local (docker, kubernetes),
-	// built from the target's settings; nil refuses such targets.
-	Providers func(ctx context.Context, target string, t config.Target) (compute.Provider, error)
-	Config    *config.Config
+	// LocalProvider runs the dispatches of local targets (bubblewrap).
+	LocalProvider compute.Provider
+	// RemoteProviders returns the provider of a target that is not local (docker,
+	// kubernetes), built from the target's settings; nil refuses such targets.
+	RemoteProviders func(ctx context.Context, target string, t config.Target) (compute.Provider, error)
+	Config          *config.Config
 	// StateDir holds per-dispatch staging directories (AGORA_HOME/dispatches).
 	StateDir string
 	// AgoraBin is the agora binary: detached supervisors run it (`agora dispatch supervise`).
@@ -94,7 +94,7 @@ func (d *Dispatcher) now() time.Time {
 	return time.Now()
 }
 
-// providerFor returns the provider of the named target: Provider for a local one, Providers'
+// providerFor returns the provider of the named target: LocalProvider for a local one, RemoteProviders'
 // answer for the others.
 func (d *Dispatcher) providerFor(ctx context.Context, name string) (compute.Provider, error) {
 	t, err := d.Config.Target(name)
@@ -102,12 +102,12 @@ func (d *Dispatcher) providerFor(ctx context.Context, name string) (compute.Prov
 		return nil, err
 	}
 	if t.Provider == "" || t.Provider == config.ProviderLocal {
-		return d.Provider, nil
+		return d.LocalProvider, nil
 	}
-	if d.Providers == nil {
+	if d.RemoteProviders == nil {
 		return nil, fmt.Errorf("target %q uses provider %s, which this process cannot start", name, t.Provider)
 	}
-	p, err := d.Providers(ctx, name, t)
+	p, err := d.RemoteProviders(ctx, name, t)
 	if err != nil {
 		return nil, fmt.Errorf("target %q (provider %s): %w", name, t.Provider, err)
 	}

@@ -77,10 +77,10 @@ func newEnv(t testing.TB) *env {
 			}
 			return sealer.Open(ref, s)
 		},
-		Provider: p,
-		Config:   h.Config,
-		StateDir: filepath.Join(dir, home.DispatchDir),
-		AgoraBin: agoraBin,
+		LocalProvider: p,
+		Config:        h.Config,
+		StateDir:      filepath.Join(dir, home.DispatchDir),
+		AgoraBin:      agoraBin,
 		Worker: dispatch.WorkerBinary{Path: agoratest.Worker(agoraBin),
 			Pinner: &workerbin.Pinner{Dir: filepath.Join(dir, workerbin.DirName)}},
 		// An empty PATH: a claude installed on the test machine must not replace the fake

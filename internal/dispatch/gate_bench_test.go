@@ -53,7 +53,7 @@ func BenchmarkGate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d := &Dispatcher{Records: NewRecords(db, audit.New(nil), nil), Blobs: blobs, Provider: p, Config: cfg, StateDir: filepath.Join(dir, "dispatches")}
+	d := &Dispatcher{Records: NewRecords(db, audit.New(nil), nil), Blobs: blobs, LocalProvider: p, Config: cfg, StateDir: filepath.Join(dir, "dispatches")}
 
 	repo := benchRepo(b)
 	commit := gitOut(b, repo, "rev-parse", "HEAD")

@@ -22,15 +22,15 @@ func TestProviderFor_ByTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	local := &nopProvider{"local"}
-	d := &Dispatcher{Config: c, Provider: local}
+	d := &Dispatcher{Config: c, LocalProvider: local}
 	if p, err := d.providerFor(context.Background(), ""); err != nil || p != local {
 		t.Fatalf("default target: %v, %v; want the local provider", p, err)
 	}
 	if _, err := d.providerFor(context.Background(), "box"); err == nil || !strings.Contains(err.Error(), `target "box" uses provider docker, which this process cannot start`) {
-		t.Fatalf("docker target without Providers: %v", err)
+		t.Fatalf("docker target without RemoteProviders: %v", err)
 	}
 	var asked []string
-	d.Providers = func(_ context.Context, name string, tg config.Target) (compute.Provider, error) {
+	d.RemoteProviders = func(_ context.Context, name string, tg config.Target) (compute.Provider, error) {
 		asked = append(asked, name+"/"+tg.Provider+"/"+tg.Image)
 		return &nopProvider{"docker"}, nil
 	}

@@ -149,7 +149,7 @@ func (e *env) addPodTarget(n *podNode) {
 	tg.Kubeconfig, tg.Namespace, tg.Gateway = n.c.Kubeconfig, n.c.Namespace, n.gatewayURL
 	e.home.Config.Targets["pod"] = tg
 	var p compute.Provider
-	e.d.Providers = func(ctx context.Context, name string, tg config.Target) (compute.Provider, error) {
+	e.d.RemoteProviders = func(ctx context.Context, name string, tg config.Target) (compute.Provider, error) {
 		if p != nil {
 			return p, nil
 		}

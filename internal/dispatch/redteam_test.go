@@ -153,7 +153,7 @@ func TestRedTeam_Pid1SurvivesDispatchEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.d.Provider = p
+	e.d.LocalProvider = p
 	marker := fmt.Sprintf("agora-redteam-survivor-%d", time.Now().UnixNano())
 	e.subagent("survivor", injectPid1(surviveAsPid1, marker, "exit 0\n"))
 	r := e.run(dispatch.Request{Subagent: "survivor", Timeout: 12 * time.Second})

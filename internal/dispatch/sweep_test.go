@@ -39,7 +39,7 @@ func TestSweepRemote_OnlyNonLocalTargetsAndNeverAnUnknownDispatch(t *testing.T) 
 	sp := &sweepProvider{}
 	var built []string
 	d := &dispatch.Dispatcher{Config: c, Records: dispatch.NewRecords(h.DB, audit.New(nil), nil),
-		Providers: func(_ context.Context, name string, _ config.Target) (compute.Provider, error) {
+		RemoteProviders: func(_ context.Context, name string, _ config.Target) (compute.Provider, error) {
 			built = append(built, name)
 			return sp, nil
 		}}

@@ -45,7 +45,7 @@ func TestDispatch_GatewayUnreachableIsNotTheAgents(t *testing.T) {
 			tg := e.home.Config.Targets[config.DefaultTarget]
 			tg.Provider = config.ProviderKubernetes
 			e.home.Config.Targets["pod"] = tg
-			e.d.Providers = func(context.Context, string, config.Target) (compute.Provider, error) {
+			e.d.RemoteProviders = func(context.Context, string, config.Target) (compute.Provider, error) {
 				return &exitProvider{tt.exit}, nil
 			}
 			e.subagent("quiet", "true")
