@@ -93,8 +93,13 @@ func (e *MismatchError) Error() string {
 	return fmt.Sprintf("worker binary %s is %s, but this agora is %s: reinstall both from one source with %s", e.Path, e.Got, e.Want, FixCommand)
 }
 
-// checkFile refuses a source that is not a regular executable file only its owner writes.
+// checkFile refuses a source that is not a regular executable file only its owner writes, in
+// a directory only its owner may replace it in (the sticky bit counts as that).
 func checkFile(path string, st os.FileInfo, configured bool) error {
+	if dst, err := os.Stat(filepath.Dir(path)); err == nil && dst.Mode()&0o022 != 0 && dst.Mode()&os.ModeSticky == 0 {
+		// Anyone who can write the directory can put another file at path.
+		return fmt.Errorf("worker binary %s is in a directory writable by its group or others (mode %v); fix it with chmod go-w %s", path, dst.Mode().Perm(), filepath.Dir(path))
+	}
 	missing := func(err error) error { return &MissingError{Path: path, Configured: configured, Err: err} }
 	switch {
 	case !st.Mode().IsRegular():

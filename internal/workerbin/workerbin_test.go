@@ -161,6 +161,11 @@ func TestPin_Refusals(t *testing.T) {
 			os.Chmod(p, 0o775)
 			return p
 		}, want: []string{"writable by its group or others", "chmod go-w"}},
+		{name: "directory others may write", source: func(t *testing.T) string {
+			dir := t.TempDir()
+			os.Chmod(dir, 0o777)
+			return installed(t, dir)
+		}, want: []string{"directory writable by its group or others", "chmod go-w"}},
 		{name: "directory", source: func(t *testing.T) string {
 			p := filepath.Join(t.TempDir(), Name)
 			os.Mkdir(p, 0o755)
