@@ -298,6 +298,12 @@ func (s *supervision) startSandbox(ctx context.Context) error {
 	}
 
 	s.enter(PhaseSandbox)
+	// A cancel asked for before the sandbox exists ends the dispatch here: watchCancel would
+	// see it only after the agent had run for up to a poll (red team #28). One asked for
+	// after this check is watchCancel's.
+	if d.Records.cancelRequested(ctx, r.ID) {
+		return &failure{Outcome{State: StateCancelled, Reason: ReasonCancelled, Detail: "cancelled before the sandbox started"}}
+	}
 	h, err := s.provider.Start(ctx, s.spec)
 	if secretsRead != nil {
 		secretsRead.Close()
