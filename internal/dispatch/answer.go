@@ -133,9 +133,9 @@ func mayAnswer(parent *Record, by Answerer) error {
 // door), then returns the refusal as a [RequestError]. A refusal the audit log cannot record is
 // still a refusal.
 func (d *Dispatcher) refuseAnswer(ctx context.Context, parentID string, by Answerer, why error) error {
-	details := map[string]any{"dispatch": parentID, "by": by.Actor, "reason": why.Error()}
+	details := map[string]any{"dispatch": parentID, entry.KeyBy: by.Actor, entry.KeyReason: why.Error()}
 	if by.Via != "" {
-		details["via"] = by.Via
+		details[entry.KeyVia] = by.Via
 	}
 	if by.Role != "" {
 		details["role"] = by.Role
@@ -161,7 +161,7 @@ func (s *Records) answered(ctx context.Context, tx *sql.Tx, child *Record) error
 	if err != nil {
 		return err
 	}
-	data := map[string]any{"child": child.ID, "by": child.Actor}
+	data := map[string]any{"child": child.ID, entry.KeyBy: child.Actor}
 	switch p.State {
 	case StateNeedsInput:
 		var first, by, at string
@@ -199,7 +199,7 @@ func (s *Records) answered(ctx context.Context, tx *sql.Tx, child *Record) error
 		return err
 	}
 	if n := child.answer; n != nil {
-		data["via"], data["role"], data["answer_sha256"] = n.by.Via, n.by.Role, n.sum
+		data[entry.KeyVia], data["role"], data["answer_sha256"] = n.by.Via, n.by.Role, n.sum
 	}
 	// The parent's entry, under the actor who answered it.
 	by := *p

@@ -91,7 +91,7 @@ func (s *Records) RequestApproval(ctx context.Context, id string, a Approval, ar
 		_, err = s.log.Append(ctx, tx, audit.Entry{
 			Actor: entry.GatewayActor(id, a.Role), Kind: entry.ApprovalRequest, Subject: entry.Dispatch(id),
 			Details: map[string]any{
-				"dispatch": id, "role": a.Role, "seq": a.Seq, "call_id": a.CallID, "tool": a.Tool,
+				"dispatch": id, "role": a.Role, "seq": a.Seq, "call_id": a.CallID, entry.KeyTool: a.Tool,
 				"args_digest": a.ArgsDigest, "rule": a.Rule, "preview": a.Preview, "args_bytes": a.ArgsBytes,
 				"expires_at": ts(a.ExpiresAt),
 			},
@@ -240,8 +240,8 @@ func (s *Records) settle(ctx context.Context, tx *sql.Tx, id string, a Approval,
 	_, err = s.log.Append(ctx, tx, audit.Entry{
 		Actor: actor, Kind: entry.ApprovalDecision, Subject: entry.Dispatch(id),
 		Details: map[string]any{
-			"dispatch": id, "role": a.Role, "seq": a.Seq, "call_id": a.CallID, "tool": a.Tool,
-			"args_digest": a.ArgsDigest, "decision": state, "reason": reason,
+			"dispatch": id, "role": a.Role, "seq": a.Seq, "call_id": a.CallID, entry.KeyTool: a.Tool,
+			"args_digest": a.ArgsDigest, entry.KeyDecision: state, entry.KeyReason: reason,
 		},
 	})
 	if err != nil {

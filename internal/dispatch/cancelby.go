@@ -35,7 +35,7 @@ func (s *Records) requestCancelBy(ctx context.Context, id, actor string) error {
 			return err
 		}
 		_, err = s.log.Append(ctx, tx, audit.Entry{Actor: actor, Kind: entry.DispatchCancelRequested, Subject: entry.Dispatch(id),
-			Details: map[string]any{"dispatch": id, "by": actor, "state": r.State}})
+			Details: map[string]any{"dispatch": id, entry.KeyBy: actor, entry.KeyState: r.State}})
 		return err
 	})
 }

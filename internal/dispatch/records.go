@@ -146,8 +146,8 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 
 			envNames[i] = e.Name + "@" + string(e.Digest)
 		}
 		data := map[string]any{
-			"subagent": r.Subagent + "@" + string(r.SubagentDigest), "envs": envNames, "target": r.Target,
-			"sandbox": r.Sandbox, "network": r.Network, "input_digest": string(r.InputDigest), "parent_id": r.ParentID,
+			entry.KeySubagent: r.Subagent + "@" + string(r.SubagentDigest), entry.KeyEnvs: envNames, entry.KeyTarget: r.Target,
+			"sandbox": r.Sandbox, "network": r.Network, entry.KeyInputDigest: string(r.InputDigest), "parent_id": r.ParentID,
 		}
 		if len(inputRefs) > 0 {
 			data["inputs"] = inputRefs
@@ -159,7 +159,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 
 			data["budget"] = r.Budget.Canonical()
 		}
 		if r.Verify != nil {
-			data["verify"] = r.Verify.Details()
+			data[entry.KeyVerify] = r.Verify.Details()
 		}
 		if r.Workspace != "" {
 			// The name and the commit, never the path: the audit says what was worked on.
@@ -320,7 +320,7 @@ UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolatio
 			o.State, o.Reason, o.Detail, exit, o.Isolation, string(result), ts(s.now()), string(netStats), string(usageJSON), string(verdictJSON), id); err != nil {
 			return err
 		}
-		data := map[string]any{"reason": o.Reason, "detail": o.Detail, "isolation": o.Isolation}
+		data := map[string]any{entry.KeyReason: o.Reason, entry.KeyDetail: o.Detail, "isolation": o.Isolation}
 		if o.Net != nil {
 			data["net"] = map[string]any{"reached": len(o.Net.Reached), "refused": len(o.Net.Refused),
 				"bytes_up": o.Net.BytesUp, "bytes_down": o.Net.BytesDown}
@@ -334,15 +334,15 @@ UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolatio
 				"cached_tokens": u.CachedTokens, "model_calls": u.ModelCalls, "cost_nano_usd": int64(math.Round(u.CostUSD * 1e9))}
 		}
 		if o.Result != nil && o.Result.Patch != nil {
-			data["patch_digest"] = string(o.Result.Patch.Digest)
+			data[entry.KeyPatchDigest] = string(o.Result.Patch.Digest)
 		}
 		if v := o.Verdict; v != nil {
 			// The verdict is audited before the end it decided, in the same transaction; the
 			// terminal entry and the manifest name its digest, so a bundle without the
 			// dispatch.verified entry fails agora verify.
-			data["verdict"] = v.Digest()
+			data[entry.KeyVerdict] = v.Digest()
 			vd := v.Details()
-			vd["verdict"] = v.Digest()
+			vd[entry.KeyVerdict] = v.Digest()
 			if _, err := s.log.Append(ctx, tx, audit.Entry{Actor: r.Actor, Kind: entry.DispatchVerified, Subject: entry.Dispatch(r.ID), Details: vd}); err != nil {
 				return err
 			}
@@ -353,7 +353,7 @@ UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolatio
 		if err != nil {
 			return err
 		}
-		data["manifest"] = ProvenanceDigest(manifest)
+		data[entry.KeyManifest] = ProvenanceDigest(manifest)
 		// A call still held has nobody left to wait for it (a supervisor that died holding
 		// it): it expires with the dispatch, so every request has its one decision on record.
 		for _, a := range r.Approvals {

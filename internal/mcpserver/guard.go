@@ -78,7 +78,7 @@ func (s *Server) audit(ctx context.Context, p Principal, t tool, kind, decision 
 		Kind:    kind,
 		Subject: entry.MCPTool(t.name),
 		Details: map[string]any{
-			"tool": t.name, "decision": decision, "ceiling": p.Ceiling.String(),
+			entry.KeyTool: t.name, entry.KeyDecision: decision, "ceiling": p.Ceiling.String(),
 			"args_sha256": sum, "args_form": form,
 		},
 	})

@@ -170,7 +170,7 @@ func (s *Server) readResource(id identity) mcp.ResourceHandler {
 // URI (an output's name is the agent's words: it is not repeated into the log).
 func (s *Server) auditResource(ctx context.Context, p Principal, kind, decision, uri string, ref resourceRef) error {
 	sum := sha256.Sum256([]byte(uri))
-	details := map[string]any{"decision": decision, "ceiling": p.Ceiling.String(), "uri_sha256": hex.EncodeToString(sum[:])}
+	details := map[string]any{entry.KeyDecision: decision, "ceiling": p.Ceiling.String(), "uri_sha256": hex.EncodeToString(sum[:])}
 	if ref.kind != "" {
 		details["resource"] = ref.kind
 	}

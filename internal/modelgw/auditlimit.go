@@ -118,15 +118,15 @@ func (g *Gateway) flushRefusals(ctx context.Context, last bool) {
 	for _, e := range g.tally.take(last) {
 		// An entry not kept (the budget spent, the log down) has nowhere else to go.
 		_ = g.audit.Record(ctx, entry.ToolGatewayRefused, map[string]any{
-			"dispatch": g.dispatchID,
-			"role":     g.role,
-			"route":    e.route,
-			"reason":   e.reason,
-			"status":   e.status,
-			"decision": decisionDenied,
-			"count":    e.count,
-			"first":    e.first.UTC().Format(time.RFC3339Nano),
-			"last":     e.last.UTC().Format(time.RFC3339Nano),
+			"dispatch":        g.dispatchID,
+			"role":            g.role,
+			entry.KeyRoute:    e.route,
+			entry.KeyReason:   e.reason,
+			"status":          e.status,
+			entry.KeyDecision: decisionDenied,
+			entry.KeyCount:    e.count,
+			"first":           e.first.UTC().Format(time.RFC3339Nano),
+			"last":            e.last.UTC().Format(time.RFC3339Nano),
 		})
 	}
 }
@@ -230,14 +230,14 @@ func (b *auditBudget) finish(ctx context.Context, entries, bytes int64, detail s
 	b.order.Lock()
 	// Not kept, the dispatch still ends: the budget is what protects the log.
 	_ = b.inner.Record(ctx, entry.ToolGatewayBudget, map[string]any{
-		"dispatch":    b.dispatchID,
-		"role":        b.role,
-		"entries":     entries,
-		"bytes":       bytes,
-		"max_entries": b.maxEntries,
-		"max_bytes":   b.maxBytes,
-		"decision":    decisionDenied,
-		"reason":      detail,
+		"dispatch":        b.dispatchID,
+		"role":            b.role,
+		entry.KeyEntries:  entries,
+		"bytes":           bytes,
+		"max_entries":     b.maxEntries,
+		"max_bytes":       b.maxBytes,
+		entry.KeyDecision: decisionDenied,
+		entry.KeyReason:   detail,
 	})
 	b.order.Unlock()
 	if b.onLimit != nil {

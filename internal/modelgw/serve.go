@@ -184,24 +184,24 @@ func (g *Gateway) record(r *http.Request, ex *exchange, status int, bytesOut, by
 	}
 	g.tracer.request(g, ex, status, start)
 	details := map[string]any{
-		"dispatch":    g.dispatchID,
-		"role":        g.role,
-		"route":       ex.route,
-		"method":      methodName(r.Method),
-		"host":        g.mask(ex.host, maxPathInAudit),
-		"path":        g.mask(ex.path, maxPathInAudit),
-		"status":      status,
-		"bytes_in":    bytesIn,
-		"bytes_out":   bytesOut,
-		"duration_ms": time.Since(start).Milliseconds(),
-		"decision":    ex.decision,
-		"reason":      g.mask(ex.reason, maxReasonLen),
+		"dispatch":          g.dispatchID,
+		"role":              g.role,
+		entry.KeyRoute:      ex.route,
+		entry.KeyMethod:     methodName(r.Method),
+		entry.KeyHost:       g.mask(ex.host, maxPathInAudit),
+		entry.KeyPath:       g.mask(ex.path, maxPathInAudit),
+		"status":            status,
+		"bytes_in":          bytesIn,
+		"bytes_out":         bytesOut,
+		entry.KeyDurationMS: time.Since(start).Milliseconds(),
+		entry.KeyDecision:   ex.decision,
+		entry.KeyReason:     g.mask(ex.reason, maxReasonLen),
 	}
 	if u := ex.usage; u != nil {
-		details["input_tokens"], details["output_tokens"], details["cached_tokens"] = u.InputTokens, u.OutputTokens, u.CachedTokens
+		details[entry.KeyInputTokens], details[entry.KeyOutputTokens], details[entry.KeyCachedTokens] = u.InputTokens, u.OutputTokens, u.CachedTokens
 		// The model name comes from upstream's response (or the dispatch's declaration):
 		// masked and clipped like every other string the gateway records.
-		details["model"], details["cost_nano_usd"] = g.mask(ex.model, maxModelInAudit), ex.costNano
+		details[entry.KeyModel], details[entry.KeyCostNanoUSD] = g.mask(ex.model, maxModelInAudit), ex.costNano
 		if ex.responseModel != "" {
 			details["response_model"] = g.mask(ex.responseModel, maxModelInAudit)
 		}

@@ -164,17 +164,17 @@ func (g *Gateway) serveToolAudit(w http.ResponseWriter, r *http.Request, ex *exc
 		return
 	}
 	details := map[string]any{
-		"dispatch":    g.dispatchID,
-		"role":        g.role,
-		"tool":        t.Tool,
-		"decision":    t.Decision,
-		"reason":      g.red.String(t.Reason),
-		"args_hash":   t.ArgsHash,
-		"duration_ms": t.DurationMS,
+		"dispatch":          g.dispatchID,
+		"role":              g.role,
+		entry.KeyTool:       t.Tool,
+		entry.KeyDecision:   t.Decision,
+		entry.KeyReason:     g.red.String(t.Reason),
+		"args_hash":         t.ArgsHash,
+		entry.KeyDurationMS: t.DurationMS,
 	}
 	// Only when given, so a report without them is recorded exactly as before they existed.
 	if t.Phase != "" {
-		details["phase"] = t.Phase
+		details[entry.KeyPhase] = t.Phase
 	}
 	if t.CallID != "" {
 		details["call_id"] = t.CallID // checked above to hold no secret

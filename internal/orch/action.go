@@ -85,7 +85,7 @@ func (e *Engine) cancel(r *run, t *task, actor string) error {
 			return fmt.Errorf("%w: run %s already ended %s", ErrConflict, r.id, r.state)
 		}
 		r.cancelRequested = true
-		e.record(r, nil, entry.RunCancelRequested, map[string]any{"by": actor})
+		e.record(r, nil, entry.RunCancelRequested, map[string]any{entry.KeyBy: actor})
 		for _, x := range r.tasks {
 			e.cancelTask(x)
 		}
@@ -94,7 +94,7 @@ func (e *Engine) cancel(r *run, t *task, actor string) error {
 	if api.TaskTerminal(t.state) {
 		return fmt.Errorf("%w: task %s already ended %s", ErrConflict, t.spec.ID, t.state)
 	}
-	e.record(r, t, entry.TaskCancelRequested, map[string]any{"by": actor})
+	e.record(r, t, entry.TaskCancelRequested, map[string]any{entry.KeyBy: actor})
 	e.cancelTask(t)
 	if t.state == api.TaskCancelled {
 		e.skipDependents(t, "cancelled")
@@ -139,7 +139,7 @@ func (e *Engine) answer(r *run, t *task, req api.ActionRequest) error {
 	}
 	t.answer = req.Answer
 	sum := sha256.Sum256([]byte(req.Answer))
-	e.record(r, t, entry.TaskAnswered, map[string]any{"by": req.Actor, "answers": t.parentID, "answer_sha256": hex.EncodeToString(sum[:])})
+	e.record(r, t, entry.TaskAnswered, map[string]any{entry.KeyBy: req.Actor, "answers": t.parentID, "answer_sha256": hex.EncodeToString(sum[:])})
 	e.becomeReady(t)
 	return nil
 }
@@ -158,7 +158,7 @@ func (e *Engine) retry(r *run, t *task, actor string) error {
 		return fmt.Errorf("%w: task %s %s", ErrConflict, t.spec.ID, why)
 	}
 	t.failures, t.cancel, t.reason, t.detail = 0, false, "", ""
-	e.record(r, t, entry.TaskRetried, map[string]any{"by": actor})
+	e.record(r, t, entry.TaskRetried, map[string]any{entry.KeyBy: actor})
 	// Dependents skipped because of t become pending again, unless another ancestor of
 	// theirs still failed: find them all, then drop those with a dependency that will not
 	// run, until nothing changes.
@@ -220,7 +220,7 @@ func (e *Engine) sealCmd(r *run, actor string) error {
 	if !api.RunTerminal(r.state) {
 		return fmt.Errorf("%w: run %s is %s; only a run that ended can be sealed", ErrConflict, r.id, r.state)
 	}
-	e.record(r, nil, entry.RunSealRequested, map[string]any{"by": actor})
+	e.record(r, nil, entry.RunSealRequested, map[string]any{entry.KeyBy: actor})
 	e.seal(r)
 	return nil
 }

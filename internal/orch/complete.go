@@ -23,7 +23,7 @@ func (e *Engine) complete(o Outcome) {
 	now := e.opts.Now()
 	end := attemptEnd{id: o.DispatchID, state: o.State, reason: o.Reason, at: now}
 	cancelled := t.cancel || r.cancelRequested
-	details := map[string]any{"attempt": int64(t.attempts), "dispatch_id": o.DispatchID}
+	details := map[string]any{entry.KeyAttempt: int64(t.attempts), entry.KeyDispatchID: o.DispatchID}
 	if u := o.Usage; u != nil {
 		// Committed with the attempt's end and its audit entry: the run's usage is the sum
 		// over its attempts' rows, whatever crashes.
@@ -38,9 +38,9 @@ func (e *Engine) complete(o Outcome) {
 		b, _ := json.Marshal(v)
 		end.verdict = string(b)
 		vd := v.Details()
-		vd["attempt"], vd["dispatch_id"], vd["verdict"] = int64(t.attempts), o.DispatchID, v.Digest()
+		vd[entry.KeyAttempt], vd[entry.KeyDispatchID], vd[entry.KeyVerdict] = int64(t.attempts), o.DispatchID, v.Digest()
 		e.record(r, t, entry.TaskVerified, vd)
-		details["verdict"] = v.Digest()
+		details[entry.KeyVerdict] = v.Digest()
 	}
 	e.b.ended = append(e.b.ended, end)
 	switch {
@@ -77,17 +77,17 @@ func (e *Engine) complete(o Outcome) {
 	case o.Reason == ReasonVerifyFailed && loopOf(t).spec.OnFail != nil:
 		// Red work with a fix loop: the loop's next fix takes over (never a retry).
 		t.failures++
-		details["verdict_reason"], details["detail"] = verdictReason(o), o.Detail
+		details["verdict_reason"], details[entry.KeyDetail] = verdictReason(o), o.Detail
 		e.reject(t, ReasonVerifyFailed, verdictReasons(t, o), details)
 	default: // failed
 		t.failures++
 		t.reason, t.detail = o.Reason, o.Detail
-		details["reason"], details["detail"] = o.Reason, o.Detail
+		details[entry.KeyReason], details[entry.KeyDetail] = o.Reason, o.Detail
 		if t.spec.Retry.Retryable(o.Reason) && t.failures < t.spec.Retry.MaxAttempts {
 			t.retryAt = now.Add(t.spec.Retry.Backoff(t.failures, e.opts.Rand))
 			e.set(t, api.TaskPending)
 			e.startTimer(t)
-			details["retry_at"] = ts(t.retryAt)
+			details[entry.KeyRetryAt] = ts(t.retryAt)
 			e.record(r, t, entry.TaskRetryScheduled, details)
 		} else {
 			e.set(t, api.TaskFailed)
@@ -103,7 +103,7 @@ func (e *Engine) complete(o Outcome) {
 
 // usageDetails is u for an audit entry: integers only (cost in nano-dollars).
 func usageDetails(u budget.Usage) map[string]any {
-	return map[string]any{"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens, "cached_tokens": u.CachedTokens,
+	return map[string]any{entry.KeyInputTokens: u.InputTokens, entry.KeyOutputTokens: u.OutputTokens, entry.KeyCachedTokens: u.CachedTokens,
 		"model_calls": u.ModelCalls, "cost_nano_usd": int64(math.Round(u.CostUSD * 1e9))}
 }
 
@@ -112,7 +112,7 @@ func (e *Engine) failOverBudget(t *task, spent string) {
 	unqueue(t)
 	t.reason, t.detail = reasonBudgetExceeded, "the run's budget is spent ("+spent+"); the task was not fired"
 	e.set(t, api.TaskFailed)
-	e.record(t.run, t, entry.TaskFailed, map[string]any{"attempt": int64(t.attempts), "reason": t.reason, "detail": t.detail})
+	e.record(t.run, t, entry.TaskFailed, map[string]any{entry.KeyAttempt: int64(t.attempts), entry.KeyReason: t.reason, entry.KeyDetail: t.detail})
 	e.skipDependents(t, "failed")
 	e.settle(t.run)
 }
@@ -133,7 +133,7 @@ func (e *Engine) skipDependents(t *task, why string) {
 		e.stopTimer(d)
 		d.reason, d.detail = "ancestor-"+why, "task "+t.spec.ID+" "+why
 		e.set(d, api.TaskSkipped)
-		e.record(d.run, d, entry.TaskSkipped, map[string]any{"ancestor": t.spec.ID, "why": why})
+		e.record(d.run, d, entry.TaskSkipped, map[string]any{entry.KeyAncestor: t.spec.ID, entry.KeyWhy: why})
 		stack = append(stack, d.dependents...)
 	}
 }
@@ -164,12 +164,12 @@ func (e *Engine) settle(r *run) {
 	e.b.runs[r] = true
 	if api.RunTerminal(s) {
 		r.endedAt = e.opts.Now().UTC()
-		details := map[string]any{"state": s, "counts": countsDetail(r)}
+		details := map[string]any{entry.KeyState: s, "counts": countsDetail(r)}
 		if !r.budget.IsZero() || !r.usage.IsZero() {
 			details["usage"] = usageDetails(r.usage)
 		}
 		if spent := r.budgetSpent(); spent != "" && s == api.RunFailed {
-			details["reason"], details["detail"] = reasonBudgetExceeded, spent
+			details[entry.KeyReason], details[entry.KeyDetail] = reasonBudgetExceeded, spent
 		}
 		e.record(r, nil, entry.RunEnded, details)
 		if s != api.RunFailed {
@@ -177,7 +177,7 @@ func (e *Engine) settle(r *run) {
 		}
 	} else {
 		r.endedAt = timeZero
-		e.record(r, nil, entry.RunState, map[string]any{"state": s})
+		e.record(r, nil, entry.RunState, map[string]any{entry.KeyState: s})
 	}
 }
 
@@ -186,7 +186,7 @@ func (e *Engine) seal(r *run) {
 	r.sealed = true
 	e.b.runs[r] = true
 	// The count lets a verifier tell that a run bundle holds every entry of the run.
-	e.record(r, nil, entry.RunSealed, map[string]any{"state": r.state, "plan_digest": r.digest, "entries": int64(r.entries)})
+	e.record(r, nil, entry.RunSealed, map[string]any{entry.KeyState: r.state, entry.KeyPlanDigest: r.digest, entry.KeyEntries: int64(r.entries)})
 	e.b.sealed = append(e.b.sealed, r.id)
 }
 

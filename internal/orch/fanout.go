@@ -85,7 +85,7 @@ func (e *Engine) fanOut(t *task, o Outcome) {
 func (e *Engine) fanOutFailed(f *task, detail string) {
 	f.reason, f.detail = reasonFanOutRefused, detail
 	e.set(f, api.TaskFailed)
-	e.record(f.run, f, entry.TaskFailed, map[string]any{"reason": f.reason, "detail": detail})
+	e.record(f.run, f, entry.TaskFailed, map[string]any{entry.KeyReason: f.reason, entry.KeyDetail: detail})
 	e.skipDependents(f, "failed")
 }
 
@@ -128,7 +128,7 @@ func (e *Engine) failUnfired(t *task, reason, detail string) {
 	unqueue(t)
 	t.reason, t.detail = reason, detail
 	e.set(t, api.TaskFailed)
-	e.record(t.run, t, entry.TaskFailed, map[string]any{"attempt": int64(t.attempts), "reason": reason, "detail": detail})
+	e.record(t.run, t, entry.TaskFailed, map[string]any{entry.KeyAttempt: int64(t.attempts), entry.KeyReason: reason, entry.KeyDetail: detail})
 	e.skipDependents(t, "failed")
 	if t.role != "" {
 		e.ownedEnded(t)

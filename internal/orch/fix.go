@@ -84,9 +84,9 @@ func (e *Engine) reject(c *task, reason string, reasons []string, details map[st
 	detail := strings.Join(reasons, "; ")
 	if details == nil {
 		// Not the attempt's end (that was orch.task.produced): the work it judged.
-		details = map[string]any{"attempt": int64(c.attempts), "judged_dispatch": c.dispatchID}
+		details = map[string]any{entry.KeyAttempt: int64(c.attempts), "judged_dispatch": c.dispatchID}
 	}
-	details["reason"], details["reasons"] = reason, anyStrings(reasons)
+	details[entry.KeyReason], details["reasons"] = reason, anyStrings(reasons)
 	if c != t {
 		c.reason, c.detail = reason, detail
 		e.set(c, api.TaskRejected)
@@ -130,7 +130,7 @@ func (e *Engine) loopFailed(t *task, reason, detail string) {
 	unqueue(t)
 	t.reason, t.detail = reason, detail
 	e.set(t, api.TaskFailed)
-	e.record(t.run, t, entry.TaskFailed, map[string]any{"attempt": int64(t.attempts), "reason": reason, "detail": detail})
+	e.record(t.run, t, entry.TaskFailed, map[string]any{entry.KeyAttempt: int64(t.attempts), entry.KeyReason: reason, entry.KeyDetail: detail})
 	e.skipDependents(t, "failed")
 }
 

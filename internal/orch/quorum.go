@@ -81,7 +81,7 @@ func (e *Engine) reviewEnded(rv *task) {
 	})
 	if approved {
 		// Not the attempt's end (that was orch.task.produced): the work it approved.
-		e.accept(c, map[string]any{"attempt": int64(c.attempts), "product": c.dispatchID, "reviewed": true})
+		e.accept(c, map[string]any{entry.KeyAttempt: int64(c.attempts), "product": c.dispatchID, "reviewed": true})
 		return
 	}
 	e.reject(c, reasonReviewRejected, reasons, nil)

@@ -154,7 +154,7 @@ func (e *Engine) fire(t *task) {
 	a := e.attempt(t)
 	e.b.fires = append(e.b.fires, a)
 	e.b.attempts = append(e.b.attempts, attemptRow{taskIx: t.idx, at: e.opts.Now()})
-	details := map[string]any{"attempt": int64(t.attempts), "dispatch_id": t.dispatchID, "subagent": t.spec.Subagent, "ready_seq": t.readySeq}
+	details := map[string]any{entry.KeyAttempt: int64(t.attempts), entry.KeyDispatchID: t.dispatchID, entry.KeySubagent: t.spec.Subagent, "ready_seq": t.readySeq}
 	if t.parentID != "" {
 		details["answers"] = t.parentID
 	}

@@ -35,11 +35,11 @@ func (e *Engine) submit(c submitCmd) {
 	e.runs[r.id], e.byName[r.name] = r, r
 	e.b.newRuns = append(e.b.newRuns, r)
 	details := map[string]any{
-		"plan_digest": digest, "tasks": int64(len(r.tasks)), "submitted_by": c.actor, "workspace": r.workspace, "repo": r.repo, "revision": r.revision,
+		entry.KeyPlanDigest: digest, entry.KeyTasks: int64(len(r.tasks)), "submitted_by": c.actor, "workspace": r.workspace, entry.KeyRepo: r.repo, "revision": r.revision,
 	}
 	if r.trace.ID != "" {
 		// Only with a trace, so a run without one is recorded exactly as before.
-		details["trace_id"], details["trace_span"], details["trace_parent"] = r.trace.ID, r.trace.Span, r.trace.Parent
+		details[entry.KeyTraceID], details[entry.KeyTraceSpan], details[entry.KeyTraceParent] = r.trace.ID, r.trace.Span, r.trace.Parent
 	}
 	slotDetails(c.slot, details)
 	e.record(r, nil, entry.RunSubmitted, details)

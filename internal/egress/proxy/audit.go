@@ -35,7 +35,7 @@ func (p *Proxy) record(ctx context.Context, kind string, details map[string]any)
 	}
 	p.mu.Unlock()
 	if last {
-		details = map[string]any{"budget_spent": true, "entries": p.cfg.MaxAuditEntries}
+		details = map[string]any{"budget_spent": true, entry.KeyEntries: p.cfg.MaxAuditEntries}
 		kind = entry.NetConnect
 		err := p.cfg.Audit.Record(ctx, kind, details)
 		if p.cfg.OnLimit != nil {
@@ -51,9 +51,9 @@ func (p *Proxy) record(ctx context.Context, kind string, details map[string]any)
 
 // connectEntry is a net.connect entry's details.
 func connectEntry(t target, via, decision, reason string, intercept bool) map[string]any {
-	d := map[string]any{"host": t.host, "port": int(t.port), "decision": decision, "via": via}
+	d := map[string]any{entry.KeyHost: t.host, entry.KeyPort: int(t.port), entry.KeyDecision: decision, entry.KeyVia: via}
 	if reason != "" {
-		d["reason"] = reason
+		d[entry.KeyReason] = reason
 	}
 	if intercept {
 		d["terminated"] = true
@@ -64,8 +64,8 @@ func connectEntry(t target, via, decision, reason string, intercept bool) map[st
 // closeEntry is a net.close entry's details.
 func closeEntry(t target, up, down int64, d time.Duration, requests int, keys []string, errText string) map[string]any {
 	e := map[string]any{
-		"host": t.host, "port": int(t.port), "bytes_up": up, "bytes_down": down,
-		"duration_ms": d.Milliseconds(), "requests": requests,
+		entry.KeyHost: t.host, entry.KeyPort: int(t.port), entry.KeyBytesUp: up, entry.KeyBytesDown: down,
+		entry.KeyDurationMS: d.Milliseconds(), entry.KeyRequests: requests,
 	}
 	if len(keys) > 0 {
 		e["credentials"] = keys

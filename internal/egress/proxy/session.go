@@ -367,8 +367,8 @@ func (s *session) refuseRequest(w io.Writer, req *http.Request, reason string) {
 	path := req.URL.Path
 	s.p.count(s.t, false, 0, 0)
 	s.p.record(s.p.ctx, entry.NetRequest, map[string]any{
-		"host": s.t.host, "port": int(s.t.port), "method": cut(req.Method, 16), "path": cut(path, 200),
-		"decision": "deny", "reason": reason,
+		entry.KeyHost: s.t.host, entry.KeyPort: int(s.t.port), entry.KeyMethod: cut(req.Method, 16), entry.KeyPath: cut(path, 200),
+		entry.KeyDecision: "deny", entry.KeyReason: reason,
 	})
 	sentence := fmt.Sprintf("agora refused %s %s on %s: %s; this sandbox can make only the requests its grant allows.",
 		cut(req.Method, 16), cut(path, 200), s.t.String(), reason)

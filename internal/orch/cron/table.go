@@ -144,7 +144,7 @@ func (t *Table) Add(ctx context.Context, s *Schedule, now time.Time) error {
 			return err
 		}
 		return t.append(ctx, tx, s.Name, entry.ScheduleAdded, map[string]any{
-			"by": s.Actor, "spec": s.Spec.String(), "zone": s.Spec.Zone(), "plan_digest": s.Digest,
+			entry.KeyBy: s.Actor, "spec": s.Spec.String(), "zone": s.Spec.Zone(), entry.KeyPlanDigest: s.Digest,
 			"workspace": s.Workspace, "revision": s.Revision, "next_due": ts(s.NextDue),
 		})
 	})
@@ -161,7 +161,7 @@ func (t *Table) Remove(ctx context.Context, name, actor string) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("%w: %q", ErrNotFound, name)
 		}
-		return t.append(ctx, tx, name, entry.ScheduleRemoved, map[string]any{"by": actor})
+		return t.append(ctx, tx, name, entry.ScheduleRemoved, map[string]any{entry.KeyBy: actor})
 	})
 }
 
