@@ -6,12 +6,15 @@ import (
 	"database/sql"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/audittest"
 	"github.com/agora-dev/agora/internal/audit/entry"
@@ -307,6 +310,45 @@ func TestGolden_NewBuildersWriteTheOldBytes(t *testing.T) {
 			failed = append(failed, r.Check+": "+r.Detail)
 		}
 		t.Errorf("verify of the log failed: %s", strings.Join(failed, "; "))
+	}
+	agoraVerify(t, b, vkey)
+}
+
+// agoraVerify runs the real `agora verify` on bundle b: it must pass (exit 0), and fail
+// (exit non-zero) once one byte of one entry is changed, so the pass is not vacuous.
+func agoraVerify(t *testing.T, b *verify.Bundle, vkey string) {
+	t.Helper()
+	bin, cleanup, err := agoratest.BuildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "audit.pub")
+	if err := os.WriteFile(keyFile, []byte(vkey+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, b *verify.Bundle) string {
+		var buf bytes.Buffer
+		if err := verify.WriteBundle(&buf, b); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if out, err := exec.Command(bin, "verify", "--key", keyFile, write("old.bundle", b)).CombinedOutput(); err != nil {
+		t.Errorf("agora verify of the old log: %v\n%s", err, out)
+	}
+	tampered := *b
+	tampered.Entries = slices.Clone(b.Entries)
+	e := tampered.Entries[3]
+	e.Entry = bytes.Replace(e.Entry, []byte(`"kind":"catalog.apply"`), []byte(`"kind":"catalog.applz"`), 1)
+	tampered.Entries[3] = e
+	if out, err := exec.Command(bin, "verify", "--key", keyFile, write("tampered.bundle", &tampered)).CombinedOutput(); err == nil {
+		t.Errorf("agora verify passed a bundle with a changed entry:\n%s", out)
 	}
 }
 
