@@ -24,7 +24,9 @@ import (
 
 var agoraBin string
 
-func TestMain(m *testing.M) { os.Exit(agoratest.RunWithBinary(m, &agoraBin)) }
+// TestMain builds the binary, runs the tests, and fails the package when a goroutine a
+// test started outlives the tests.
+func TestMain(m *testing.M) { os.Exit(agoratest.NoLeaks(agoratest.RunWithBinary(m, &agoraBin))) }
 
 const (
 	uiOperatorToken = "ui-operator-token-0123456789abcdef0123456789abcdef"
