@@ -23,9 +23,9 @@ var agoraBin string
 
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Getenv("OBS_NO_BINARY") != "" {
-		os.Exit(m.Run())
+		os.Exit(agoratest.NoLeaks(m.Run()))
 	}
-	os.Exit(agoratest.RunWithBinary(m, &agoraBin))
+	os.Exit(agoratest.NoLeaks(agoratest.RunWithBinary(m, &agoraBin)))
 }
 
 // secretValue is an env bundle's secret: it must appear in no metric, log line or span.
