@@ -27,7 +27,9 @@ import (
 // agoraBin is the real agora binary, built once: it is what runs inside every sandbox.
 var agoraBin string
 
-func TestMain(m *testing.M) { os.Exit(agoratest.RunWithBinary(m, &agoraBin)) }
+// TestMain builds the binary, runs the tests, and fails the package when a goroutine a
+// test started outlives the tests.
+func TestMain(m *testing.M) { os.Exit(agoratest.NoLeaks(agoratest.RunWithBinary(m, &agoraBin))) }
 
 type env struct {
 	t    testing.TB
