@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -74,6 +76,9 @@ func (p *Pinner) Pin(ctx context.Context, source string, configured bool) (Binar
 		return Binary{}, &MissingError{Path: source, Configured: configured, Err: err}
 	}
 	if err := checkFile(source, st, configured); err != nil {
+		return Binary{}, err
+	}
+	if err := checkDir(p.Dir); err != nil {
 		return Binary{}, err
 	}
 	id := identify(st)
@@ -226,6 +231,29 @@ func (p *Pinner) writeCopy(path string, b []byte) (fileID, error) {
 		return fileID{}, err
 	}
 	return identify(st), nil
+}
+
+// checkDir refuses a pin directory that someone other than agora's user (or root) may write:
+// a copy there is bound as it is, so whoever can replace it between its pin and its bind
+// decides what the sandbox runs. A missing directory is fine: writeCopy makes it 0700.
+func checkDir(dir string) error {
+	st, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("the worker's pin directory %s: %w", dir, err)
+	}
+	sys, _ := st.Sys().(*syscall.Stat_t)
+	switch {
+	case !st.IsDir():
+		return fmt.Errorf("the worker's pin directory %s is not a directory; remove it and agora makes it again", dir)
+	case st.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("the worker's pin directory %s is writable by its group or others (mode %v): whoever can write it decides what every sandbox runs; fix it with chmod go-w %s", dir, st.Mode().Perm(), dir)
+	case sys != nil && sys.Uid != uint32(os.Geteuid()) && sys.Uid != 0:
+		return fmt.Errorf("the worker's pin directory %s belongs to uid %d, not to agora's user (uid %d): whoever owns it decides what every sandbox runs; remove it and agora makes it again", dir, sys.Uid, os.Geteuid())
+	}
+	return nil
 }
 
 // Inspect checks the worker binary at source as Pin would (a regular executable only its
