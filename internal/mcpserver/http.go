@@ -181,6 +181,14 @@ func (p progressSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "read the request body", http.StatusBadRequest)
 		return
 	}
+	if !json.Valid(body) {
+		// One POST is one JSON-RPC message. The SDK decodes the first JSON value and ignores
+		// what follows, so a body holding a second message, or garbage, after it was acted on
+		// in part, and the split (which decodes the whole) could not see its progress token
+		// (red team #28). Refused whole, as JSON-RPC's parse error.
+		writeRPCError(w, http.StatusBadRequest, codeParseError, notOneJSONValue)
+		return
+	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if !mayCarryProgressToken(body) {
 		p.plain.ServeHTTP(w, r)
@@ -199,6 +207,9 @@ func (p progressSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.plain.ServeHTTP(w, r)
 }
+
+// notOneJSONValue refuses a POST body that is not exactly one JSON value.
+const notOneJSONValue = "the body is not one JSON value: send one JSON-RPC message per POST"
 
 // mayCarryProgressToken is false when body cannot name a progress token: it holds neither
 // the key's bytes nor a \u escape that could spell them. Most calls carry none, and this

@@ -132,8 +132,11 @@ func (g *httpGuard) refuse(w http.ResponseWriter, r *http.Request, code int, msg
 	http.Error(w, msg, code)
 }
 
-// JSON-RPC's Invalid Request error code (JSON-RPC 2.0 §5.1).
-const codeInvalidRequest = -32600
+// JSON-RPC's Invalid Request and Parse error codes (JSON-RPC 2.0 §5.1).
+const (
+	codeInvalidRequest = -32600
+	codeParseError     = -32700
+)
 
 // peekBufferBytes is the read-ahead of the batch check: it reads only leading whitespace and
 // one byte, and the SDK's read of the rest goes straight past a buffer this small.
@@ -189,6 +192,11 @@ type readCloser struct {
 // error object with a null id (the request's ids were never read).
 func (g *httpGuard) refuseRPC(w http.ResponseWriter, r *http.Request, status, code int, msg string) {
 	g.log.Warn("http request refused", "status", status, "remote", r.RemoteAddr, "reason", msg)
+	writeRPCError(w, status, code, msg)
+}
+
+// writeRPCError answers status with one JSON-RPC error object of code and msg, id null.
+func writeRPCError(w http.ResponseWriter, status, code int, msg string) {
 	body, _ := json.Marshal(rpcErrorResponse{JSONRPC: "2.0", Error: rpcErrorObject{Code: code, Message: msg}})
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")

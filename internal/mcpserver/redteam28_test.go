@@ -76,3 +76,24 @@ func TestRedTeam28_ProgressSplitHostileBodies(t *testing.T) {
 		}
 	}
 }
+
+// TestRedTeam28_TrailingDataRefused: a POST body is one JSON-RPC message; a body with
+// anything after it is not valid JSON and is refused, not acted on. Failed before: the SDK
+// decoded the first value, ignored the rest and ran the call (200 with its result), and the
+// progress split, decoding the whole body, missed its progress token.
+func TestRedTeam28_TrailingDataRefused(t *testing.T) {
+	f := newFixture()
+	f.orch = &slowWatch{wait: 10 * time.Millisecond}
+	tok := newToken(t)
+	addr := f.http(t, mcpserver.HTTPConfig{Clients: clients(tok)})
+	h := map[string]string{"Authorization": "Bearer " + tok, "Mcp-Protocol-Version": "2025-11-25"}
+	for _, tail := range []string{` x`, `{"jsonrpc":"2.0","id":8,"method":"tools/list"}`, `]`} {
+		code, hdr, body := post(t, addr, "/mcp", h, watchCall(`"_meta":{"progressToken":"p1"},`)+tail)
+		if code != http.StatusBadRequest || !strings.Contains(body, `"code":-32700`) || strings.Contains(body, `"result"`) {
+			t.Errorf("tail %q: got %d %s, want 400 with a JSON-RPC parse error:\n%.400s", tail, code, hdr.Get("Content-Type"), body)
+		}
+	}
+	if es := f.audit.all(); len(es) != 0 {
+		t.Errorf("refused bodies reached the tools and wrote %d audit entries, want 0", len(es))
+	}
+}
