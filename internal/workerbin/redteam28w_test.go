@@ -237,3 +237,36 @@ func TestRedTeam28W_LoosePinDir(t *testing.T) {
 		t.Fatalf("pin into a directory of uid 65534: %+v, %v; want refused", b, err)
 	}
 }
+
+// TestRedTeam28W_LinkIntoWritableDir: the path agora pins (agora-worker beside agora, or
+// AGORA_WORKER_BINARY) is a symlink, in a directory only its owner writes, to a worker in a
+// directory anyone may write (no sticky bit), or in a subdirectory of one. Whoever can write
+// that directory can put another file where the link points, so the pin must refuse it as it
+// refuses the same file named directly.
+func TestRedTeam28W_LinkIntoWritableDir(t *testing.T) {
+	open := t.TempDir()
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(open, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, target string }{
+		{"direct", installed(t, open)},
+		{"link", installed(t, open)},
+		{"link to a subdirectory of an open one", installed(t, sub)},
+	} {
+		path := tc.target
+		if tc.name != "direct" {
+			path = filepath.Join(t.TempDir(), Name)
+			if err := os.Symlink(tc.target, path); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := (&Pinner{Dir: filepath.Join(t.TempDir(), DirName)}).Pin(t.Context(), path, true)
+		if err == nil {
+			t.Errorf("%s: pinned %s (really %s, in a directory anyone may write)", tc.name, b.Path, tc.target)
+		}
+	}
+}

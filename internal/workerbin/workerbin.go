@@ -96,9 +96,9 @@ func (e *MismatchError) Error() string {
 // checkFile refuses a source that is not a regular executable file only its owner writes, in
 // a directory only its owner may replace it in (the sticky bit counts as that).
 func checkFile(path string, st os.FileInfo, configured bool) error {
-	if dst, err := os.Stat(filepath.Dir(path)); err == nil && dst.Mode()&0o022 != 0 && dst.Mode()&os.ModeSticky == 0 {
+	if dir, mode, ok := openDir(path); ok {
 		// Anyone who can write the directory can put another file at path.
-		return fmt.Errorf("worker binary %s is in a directory writable by its group or others (mode %v); fix it with chmod go-w %s", path, dst.Mode().Perm(), filepath.Dir(path))
+		return fmt.Errorf("worker binary %s is in a directory writable by its group or others (%s, mode %v); fix it with chmod go-w %s", path, dir, mode, dir)
 	}
 	missing := func(err error) error { return &MissingError{Path: path, Configured: configured, Err: err} }
 	switch {
@@ -111,4 +111,27 @@ func checkFile(path string, st os.FileInfo, configured bool) error {
 		return fmt.Errorf("worker binary %s is writable by its group or others (mode %v); fix it with chmod go-w %s", path, st.Mode().Perm(), path)
 	}
 	return nil
+}
+
+// openDir returns a directory that anyone but its owner may write (and that has no sticky
+// bit) among the ancestors of path and of the file path's symlinks lead to: whoever can write
+// any of them can put another file where agora reads the worker, by replacing the file, a
+// directory on the way, or the link's target (red team #28: a link beside agora into an open
+// directory passed when only path's own directory was checked).
+func openDir(path string) (string, os.FileMode, bool) {
+	paths := []string{path}
+	if real, err := filepath.EvalSymlinks(path); err == nil && real != path {
+		paths = append(paths, real)
+	}
+	for _, p := range paths {
+		for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+			if st, err := os.Stat(d); err == nil && st.Mode()&0o022 != 0 && st.Mode()&os.ModeSticky == 0 {
+				return d, st.Mode().Perm(), true
+			}
+			if d == filepath.Dir(d) {
+				break
+			}
+		}
+	}
+	return "", 0, false
 }
