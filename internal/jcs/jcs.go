@@ -26,6 +26,39 @@ func Marshal(v any) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// Field is one member of an object [MarshalObject] encodes.
+type Field struct {
+	Key   string
+	Value any // a type [Marshal] accepts
+}
+
+// MarshalObject encodes the object of fields as [Marshal] encodes a map[string]any holding
+// them, to the same bytes. The fields MUST come in RFC 8785 key order with no key twice;
+// others are refused, never reordered. A caller with a fixed set of keys (an audit entry's
+// envelope, written for every entry) so builds and sorts no map for them.
+func MarshalObject(fields ...Field) ([]byte, error) {
+	var b bytes.Buffer
+	b.Grow(512)
+	b.WriteByte('{')
+	for i, f := range fields {
+		if i > 0 {
+			if compareUTF16(fields[i-1].Key, f.Key) >= 0 {
+				return nil, fmt.Errorf("canonical json: object key %q after %q is out of order", f.Key, fields[i-1].Key)
+			}
+			b.WriteByte(',')
+		}
+		if err := encodeString(&b, f.Key); err != nil {
+			return nil, err
+		}
+		b.WriteByte(':')
+		if err := encode(&b, f.Value); err != nil {
+			return nil, err
+		}
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
 func encode(b *bytes.Buffer, v any) error {
 	switch x := v.(type) {
 	case nil:
@@ -123,6 +156,18 @@ func encode(b *bytes.Buffer, v any) error {
 // units, the first in D800-DBFF) sorts before U+E000-U+FFFF. So at the first differing rune,
 // compare the first units; two supplementary runes with the same first unit compare as runes.
 func compareUTF16(a, b string) int {
+	// Keys are mostly ASCII. At the first byte that differs, two ASCII bytes each start a rune
+	// (the bytes before are the same), and those runes are their own UTF-16 units.
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	if i == len(a) || i == len(b) {
+		return len(a) - len(b)
+	}
+	if a[i] < utf8.RuneSelf && b[i] < utf8.RuneSelf {
+		return int(a[i]) - int(b[i])
+	}
 	for a != "" && b != "" {
 		ra, na := utf8.DecodeRuneInString(a)
 		rb, nb := utf8.DecodeRuneInString(b)

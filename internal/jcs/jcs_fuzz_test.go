@@ -73,5 +73,19 @@ func FuzzKeyOrder(f *testing.F) {
 		if first != want {
 			t.Fatalf("Marshal(%q, %q) = %s: first key %q, want %q", a, b, out, first, want)
 		}
+		// MarshalObject writes the same bytes from the keys in that order, and refuses
+		// them in the other.
+		second := a
+		if want == a {
+			second = b
+		}
+		vals := map[string]any{a: 0, b: 1}
+		obj, err := jcs.MarshalObject(jcs.Field{Key: want, Value: vals[want]}, jcs.Field{Key: second, Value: vals[second]})
+		if err != nil || !bytes.Equal(obj, out) {
+			t.Fatalf("MarshalObject(%q, %q) = %s, %v; Marshal of the map = %s", want, second, obj, err, out)
+		}
+		if _, err := jcs.MarshalObject(jcs.Field{Key: second, Value: 0}, jcs.Field{Key: want, Value: 1}); err == nil {
+			t.Fatalf("MarshalObject(%q, %q) out of order was accepted", second, want)
+		}
 	})
 }

@@ -137,3 +137,40 @@ func TestMarshal_JSONNumber(t *testing.T) {
 		}
 	}
 }
+
+func TestMarshalObject(t *testing.T) {
+	details := map[string]any{"attempt": int64(2), "z": []any{"x", nil, true}, "é": "€", "a\u0000b": "\n"}
+	fields := []jcs.Field{{Key: "actor", Value: "orch"}, {Key: "details", Value: details}, {Key: "kind", Value: "orch.task.fired"},
+		{Key: "seq", Value: int64(1 << 40)}, {Key: "subject", Value: "run/r/task/t"}, {Key: "time", Value: "2026-11-24T02:00:00Z"}}
+	m := map[string]any{}
+	for _, f := range fields {
+		m[f.Key] = f.Value
+	}
+	want, err := jcs.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := jcs.MarshalObject(fields...)
+	if err != nil || string(got) != string(want) {
+		t.Errorf("MarshalObject = %s, %v; want %s", got, err, want)
+	}
+	if got, err := jcs.MarshalObject(); err != nil || string(got) != "{}" {
+		t.Errorf("MarshalObject() = %s, %v; want {}", got, err)
+	}
+	for _, tc := range []struct {
+		name   string
+		fields []jcs.Field
+	}{
+		{"out of order", []jcs.Field{{Key: "kind", Value: 1}, {Key: "actor", Value: 2}}},
+		{"a key twice", []jcs.Field{{Key: "a", Value: 1}, {Key: "a", Value: 2}}},
+		{"byte order, not UTF-16 order", []jcs.Field{{Key: "\uffff", Value: 1}, {Key: "\U0001F600", Value: 2}}},
+		{"a value Marshal refuses", []jcs.Field{{Key: "a", Value: 1.5}}},
+		{"a key that is not UTF-8", []jcs.Field{{Key: "\xff", Value: 1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, err := jcs.MarshalObject(tc.fields...); err == nil {
+				t.Errorf("MarshalObject = %s, want an error", got)
+			}
+		})
+	}
+}
