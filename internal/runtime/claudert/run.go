@@ -25,7 +25,7 @@ type NotFoundError = agentproc.NotFoundError
 type ExitError = agentproc.ExitError
 
 // runtimeName is what claudert's errors say they come from.
-const runtimeName = "claude-code"
+const runtimeName = Name
 
 // Run runs claude once on prompt (given on stdin) and returns what it produced. The
 // stream-json output is parsed as it arrives, written to cfg.Transcript and shown to

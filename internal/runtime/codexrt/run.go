@@ -26,7 +26,7 @@ type NotFoundError = agentproc.NotFoundError
 type ExitError = agentproc.ExitError
 
 // runtimeName is what codexrt's errors say they come from.
-const runtimeName = "codex"
+const runtimeName = Name
 
 // Config is one codex run.
 type Config struct {
