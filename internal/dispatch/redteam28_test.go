@@ -1,6 +1,7 @@
 package dispatch_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -41,5 +42,48 @@ func TestRedTeam28_CancelledBetweenAcceptAndStart(t *testing.T) {
 	}
 	if got.Result != nil && got.Result.Stdout != nil && got.Result.Stdout.Size > 0 {
 		t.Errorf("the agent ran (stdout %d bytes) although its dispatch was cancelled before it started", got.Result.Stdout.Size)
+	}
+}
+
+// TestRedTeam28_SuperviseTwiceInOneProcess: a dispatch accepted by this process is no longer
+// claimed again (66bbe9b), and Claim never told two goroutines of one process apart. Two
+// supervisors of one process race for one accepted dispatch: exactly one runs it, and the record
+// and its audit tell what ran. Failed before: the second staged over the first's stage
+// ("stage bundle: mkdir .../bundle/capabilities: file exists") and failed the dispatch, audit
+// [dispatch.accepted dispatch.failed]; the same at 99408dd, before #28.
+func TestRedTeam28_SuperviseTwiceInOneProcess(t *testing.T) {
+	e := newEnv(t)
+	e.subagent("slow", "sleep 2; echo done")
+	r, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "slow", Actor: "test", Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	finals := make([]*dispatch.Record, 2)
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Go(func() { finals[i], errs[i] = e.d.Supervise(t.Context(), r.ID, nil) })
+	}
+	wg.Wait()
+	for i := range 2 {
+		if errs[i] != nil {
+			t.Errorf("supervisor %d: %v", i, errs[i])
+		}
+	}
+	got, err := e.d.Records.Get(t.Context(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, a := range e.audited(r, "dispatch.*") {
+		kinds = append(kinds, a.Kind)
+	}
+	t.Logf("record %s (%s: %s); audit %v", got.State, got.Reason, got.Detail, kinds)
+	if got.State != dispatch.StateFinished {
+		t.Errorf("the dispatch ended %s (%s: %s), want finished: one supervisor ran it to its end", got.State, got.Reason, got.Detail)
+	}
+	want := []string{entry.DispatchAccepted, entry.DispatchStarted, entry.DispatchFinished}
+	if len(kinds) != len(want) {
+		t.Errorf("audit %v, want %v", kinds, want)
 	}
 }

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
+
+// supervising holds the dispatches a Supervise of this process runs, by state directory and id.
+var supervising sync.Map
 
 // Progress receives lifecycle events as they are recorded (kind is a state), and each
 // host-side phase as it begins (kind is a Phase constant, r the record as accepted).
@@ -28,10 +32,17 @@ func (d *Dispatcher) Supervise(ctx context.Context, id string, progress Progress
 	if r.State != StateAccepted {
 		return r, nil
 	}
+	// Two goroutines of one process are not told apart by Claim (nor by started, which a
+	// second would reach only after staging over the first's stage and failing the dispatch):
+	// the first to get here runs it, a second reports the record as it is (red team #28).
+	key := d.StateDir + "\x00" + id
+	if _, busy := supervising.LoadOrStore(key, struct{}{}); busy {
+		return d.Records.Get(ctx, id)
+	}
+	defer supervising.Delete(key)
 	// A dispatch accepted by this very process (the CLI's run, a server's) is claimed
 	// already: Claim would only write back the supervisor it holds (#28: one transaction
-	// fewer). Two goroutines of one process were never told apart by Claim; Started is what
-	// lets one of them start it.
+	// fewer).
 	if r.supervisor != selfSupervisor() {
 		if err := d.Records.Claim(ctx, id); err != nil {
 			if errors.Is(err, ErrClaimed) {
