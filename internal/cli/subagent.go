@@ -14,6 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/runtime/runtimes"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
@@ -24,7 +25,7 @@ func newSubagentCmd(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "subagent",
 		Short: "Register and inspect subagents (agent roles)",
-		Long: `A subagent is an agent role: a system prompt, a runtime (exec, claude-code, openai or codex), a
+		Long: `A subagent is an agent role: a system prompt, a runtime (` + runtimeList() + `), a
 model, and the capabilities it holds, pinned by digest when it is registered.`,
 	}
 	cmd.AddCommand(
@@ -107,7 +108,7 @@ capabilities, or dispatches are denied.`,
 	fl.StringVar(&opts.from, "from", "", "read the subagent from this YAML file")
 	fl.StringVar(&opts.systemPrompt, "system-prompt", "", "the system prompt")
 	fl.StringVar(&opts.promptFile, "prompt-file", "", "read the system prompt from this file")
-	fl.StringVar(&opts.runtime, "runtime", "", "agent runtime: exec, claude-code, openai or codex (default exec)")
+	fl.StringVar(&opts.runtime, "runtime", "", "agent runtime: "+runtimeList()+" (default "+runtimes.Default+")")
 	fl.StringVar(&opts.model, "model", "", "model name, for the openai, claude-code and codex runtimes")
 	fl.StringVar(&opts.command, "command", "", "exec runtime: the command to run, split like a shell would (no expansion)")
 	fl.StringVar(&opts.description, "description", "", "one line saying what the subagent is for")
@@ -306,4 +307,13 @@ func printSubagent(w io.Writer, v catalog.Version, doc catalog.SubagentDoc, gran
 			fmt.Fprintf(w, "  %s\n", line)
 		}
 	}
+}
+
+// runtimeList names every runtime as people read a list: "a, b, c or d".
+func runtimeList() string {
+	names := runtimes.Names()
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
