@@ -1,6 +1,10 @@
 package dispatch_test
 
 import (
+	"bytes"
+	"os"
+	"os/exec"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -84,6 +88,52 @@ func TestRedTeam28_SuperviseTwiceInOneProcess(t *testing.T) {
 	}
 	want := []string{entry.DispatchAccepted, entry.DispatchStarted, entry.DispatchFinished}
 	if len(kinds) != len(want) {
+		t.Errorf("audit %v, want %v", kinds, want)
+	}
+}
+
+// TestRedTeam28_TwoProcessesRaceForOneDispatch: two `agora dispatch supervise ID` processes,
+// both children of the process that accepted the dispatch (so Claim lets either take it over
+// from their parent), start at once: exactly one runs it. The audit holds one started and one
+// finished, and the dispatch finished.
+func TestRedTeam28_TwoProcessesRaceForOneDispatch(t *testing.T) {
+	e := newEnv(t)
+	e.subagent("slow2", "sleep 1; echo done")
+	r, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "slow2", Actor: "test", Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sups []*exec.Cmd
+	var outs [2]bytes.Buffer
+	for i := range 2 {
+		sup := exec.Command(agoraBin, "dispatch", "supervise", r.ID)
+		sup.Env = append(os.Environ(), "AGORA_HOME="+e.home.Dir)
+		sup.Stdout, sup.Stderr = &outs[i], &outs[i]
+		sups = append(sups, sup)
+	}
+	for _, sup := range sups {
+		if err := sup.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, sup := range sups {
+		if err := sup.Wait(); err != nil {
+			t.Logf("supervisor %d: %v\n%s", i, err, outs[i].String())
+		}
+	}
+	got, err := e.d.Records.Get(t.Context(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, a := range e.audited(r, "dispatch.*") {
+		kinds = append(kinds, a.Kind)
+	}
+	if got.State != dispatch.StateFinished {
+		t.Errorf("the dispatch ended %s (%s: %s), want finished", got.State, got.Reason, got.Detail)
+	}
+	want := []string{entry.DispatchAccepted, entry.DispatchStarted, entry.DispatchFinished}
+	if !slices.Equal(kinds, want) {
 		t.Errorf("audit %v, want %v", kinds, want)
 	}
 }
