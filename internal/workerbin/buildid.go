@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"sync"
 )
 
 // Build is what must agree between agora and its worker: the module version and the VCS
@@ -41,13 +42,16 @@ func buildOf(info *debug.BuildInfo) Build {
 	return b
 }
 
-// Self is the running agora's Build, from its own build information.
-func Self() Build {
+// Self is the running agora's Build, from its own build information (read once: every pin
+// compares against it).
+func Self() Build { return self() }
+
+var self = sync.OnceValue(func() Build {
 	if info, ok := debug.ReadBuildInfo(); ok {
 		return buildOf(info)
 	}
 	return Build{}
-}
+})
 
 // checkBuild reads the worker's build information from its bytes and checks that it is
 // cmd/agora-worker built from want's source.
@@ -60,9 +64,14 @@ func checkBuild(path string, r io.ReaderAt, want Build) (Build, error) {
 		return Build{}, &MissingError{Path: path, Err: fmt.Errorf("it is %q, not %s", info.Path, MainPath)}
 	}
 	got := buildOf(info)
-	if want.Version != "" && want.Version != "(devel)" && got.Version != want.Version ||
-		want.Revision != "" && (got.Revision != want.Revision || got.Modified != want.Modified) {
+	if !want.accepts(got) {
 		return Build{}, &MismatchError{Path: path, Got: got.String(), Want: want.String()}
 	}
 	return got, nil
+}
+
+// accepts reports whether a worker built as got agrees with want (this agora's build).
+func (want Build) accepts(got Build) bool {
+	return !(want.Version != "" && want.Version != "(devel)" && got.Version != want.Version ||
+		want.Revision != "" && (got.Revision != want.Revision || got.Modified != want.Modified))
 }

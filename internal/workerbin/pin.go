@@ -64,6 +64,10 @@ type pin struct {
 	Copy   fileID `json:"copy"`
 	SHA256 string `json:"sha256"`
 	Build  string `json:"build"`
+	// Worker is the copy's build, checked against the pinning agora's on every use: the
+	// index outlives the agora that wrote it (an upgraded agora must not take an older one's
+	// pin of an older worker on trust).
+	Worker Build `json:"worker"`
 }
 
 // Pin returns the pinned copy of the worker binary at source (from [Locate]; configured says
@@ -100,7 +104,7 @@ func (p *Pinner) Pin(ctx context.Context, source string, configured bool) (Binar
 // is still the file the pin wrote.
 func (p *Pinner) pinned(source string, id fileID) (Binary, bool) {
 	e, ok := p.lookup(source)
-	if !ok || e.Source != id {
+	if !ok || e.Source != id || !p.want().accepts(e.Worker) {
 		return Binary{}, false
 	}
 	cp := p.copyPath(e.SHA256)
@@ -117,11 +121,7 @@ func (p *Pinner) pinFresh(source string, id fileID, configured bool) (Binary, er
 	if err != nil {
 		return Binary{}, err
 	}
-	want := Self()
-	if p.Expect != nil {
-		want = *p.Expect
-	}
-	got, err := checkBuild(source, bytes.NewReader(b), want)
+	got, err := checkBuild(source, bytes.NewReader(b), p.want())
 	if err != nil {
 		return Binary{}, err
 	}
@@ -135,9 +135,17 @@ func (p *Pinner) pinFresh(source string, id fileID, configured bool) (Binary, er
 	if err != nil {
 		return Binary{}, fmt.Errorf("pin the worker binary %s: %w", source, err)
 	}
-	e := pin{Source: id, Copy: copyID, SHA256: digest, Build: got.String()}
+	e := pin{Source: id, Copy: copyID, SHA256: digest, Build: got.String(), Worker: got}
 	p.store(source, e)
 	return Binary{Source: source, Path: cp, SHA256: digest, Version: e.Build}, nil
+}
+
+// want is the Build the worker must agree with: Expect, or this process's own.
+func (p *Pinner) want() Build {
+	if p.Expect != nil {
+		return *p.Expect
+	}
+	return Self()
 }
 
 func (p *Pinner) copyPath(digest string) string {

@@ -1,6 +1,7 @@
 package workerbin
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -268,5 +269,25 @@ func TestRedTeam28W_LinkIntoWritableDir(t *testing.T) {
 		if err == nil {
 			t.Errorf("%s: pinned %s (really %s, in a directory anyone may write)", tc.name, b.Path, tc.target)
 		}
+	}
+}
+
+// TestRedTeam28W_UpgradedAgoraRefusesCachedOldWorker: agora is upgraded alone (`go install
+// ./cmd/agora`), the worker beside it is the old one, untouched. An earlier agora pinned it,
+// so the pin index describes it exactly. The new agora must still refuse it as built from
+// other source, not take the old process's pin on trust; and the same holds within one
+// process whose Expect changes.
+func TestRedTeam28W_UpgradedAgoraRefusesCachedOldWorker(t *testing.T) {
+	src := installed(t, t.TempDir())
+	dir := filepath.Join(t.TempDir(), DirName)
+	old := &Pinner{Dir: dir, Expect: &Build{}} // the old agora: whatever the worker is, it agrees
+	if _, err := old.Pin(t.Context(), src, false); err != nil {
+		t.Fatal(err)
+	}
+	upgraded := &Pinner{Dir: dir, Expect: &Build{Version: "v9.9.9"}}
+	b, err := upgraded.Pin(t.Context(), src, false)
+	var mm *MismatchError
+	if !errors.As(err, &mm) {
+		t.Fatalf("the upgraded agora (v9.9.9) pinned the old worker %+v (err %v); want a *MismatchError", b, err)
 	}
 }
