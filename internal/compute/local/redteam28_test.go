@@ -259,3 +259,32 @@ func TestRedTeam28_SandboxNoneKeepsLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestRedTeam28_RunAsUIDReusedAtOnce: a dispatch's uid may be leased again the moment its
+// sandbox ends. A sandbox that leaves processes behind (backgrounded, in a new session, with
+// SIGHUP ignored) must leave none of its user once Wait returns: one would be a process of the
+// very uid whose real ids the next start's thread takes on, able to signal it during the switch.
+// Each next start gets its own limits.
+func TestRedTeam28_RunAsUIDReusedAtOnce(t *testing.T) {
+	requireBwrap(t)
+	requireRoot(t)
+	u := &compute.HostUser{UID: 0x70000000 + 2850, GID: 0x70000000 + 2850}
+	p := newProvider(t, Options{PrlimitPath: "/nonexistent/prlimit"})
+	for i := range 6 {
+		lim := compute.Limits{MaxProcs: 30 + i}
+		r := run(t, p, compute.Spec{ID: "reuse" + strconv.Itoa(i), RunAs: u, Limits: lim, Argv: []string{"sh", "-c",
+			"(trap '' HUP; setsid sleep 300 >/dev/null 2>&1 &); (nohup sleep 300 >/dev/null 2>&1 &); grep 'Max processes' /proc/self/limits; sleep 0.05; echo sleepers=$(ls /proc/*/cmdline | xargs grep -l '^sleep' 2>/dev/null | wc -l)"}})
+		if r.exit.Code != 0 {
+			t.Fatalf("run %d = %+v\n%s", i, r.exit, r.stderr)
+		}
+		if want := fmt.Sprintf("%d", 30+i); !strings.Contains(r.stdout, want+" ") {
+			t.Errorf("run %d: limits %q, want Max processes %s", i, r.stdout, want)
+		}
+		if !strings.Contains(r.stdout, "sleepers=2") {
+			t.Fatalf("run %d: the two processes left behind did not start:\n%s", i, r.stdout)
+		}
+		if left := processesOf(t, u.UID); len(left) > 0 {
+			t.Fatalf("run %d: processes of the sandbox user outlive Wait: %v", i, left)
+		}
+	}
+}
