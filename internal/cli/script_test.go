@@ -11,6 +11,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/cli"
 )
 
@@ -25,7 +26,9 @@ func TestMain(m *testing.M) {
 // workerDir holds the worker program scriptWorker builds, removed after the tests.
 var workerDir string
 
-// removeWorker runs the tests, then removes workerDir.
+// removeWorker runs the tests, then removes workerDir, and fails the package when a
+// goroutine a test started outlives the tests (the processes testscript runs end with
+// os.Exit, unchecked).
 type removeWorker struct{ m *testing.M }
 
 func (r removeWorker) Run() int {
@@ -33,7 +36,7 @@ func (r removeWorker) Run() int {
 	if workerDir != "" {
 		os.RemoveAll(workerDir)
 	}
-	return code
+	return agoratest.NoLeaks(code)
 }
 
 // scriptWorker builds cmd/agora-worker once, for the scripts that dispatch.
