@@ -31,6 +31,12 @@ import (
 //	go test ./cmd/agora-worker -run RedTeam28W_HookSameAsPre28 -update-old=/tmp/agora-99408dd
 var updateOld = flag.String("update-old", "", "rewrite testdata/hook-99408dd.json by running `BIN worker hook` (BIN built from 99408dd)")
 
+// slimWorker runs the cases against a built agora-worker instead of this test binary:
+//
+//	CGO_ENABLED=0 go build -o /tmp/agora-worker ./cmd/agora-worker
+//	go test ./cmd/agora-worker -run RedTeam28W_HookSameAsPre28 -slim-worker=/tmp/agora-worker
+var slimWorker = flag.String("slim-worker", "", "run the cases against this agora-worker binary, not the test binary")
+
 const goldenHook = "testdata/hook-99408dd.json"
 
 // beWorker makes the test binary this package's main when set: the cases run the same run()
@@ -239,7 +245,11 @@ func TestRedTeam28W_HookSameAsPre28(t *testing.T) {
 			t.Errorf("%s: not in %s; rewrite it with -update-old", c.Name, goldenHook)
 			continue
 		}
-		got := runHook(t, []string{self}, []string{beWorker + "=1"}, c)
+		argv, env := []string{self}, []string{beWorker + "=1"}
+		if *slimWorker != "" {
+			argv, env = []string{*slimWorker}, nil
+		}
+		got := runHook(t, argv, env, c)
 		if got.Exit != want.Exit || got.Stdout != want.Stdout || got.Stderr != want.Stderr || strings.Join(got.Reports, "\n") != strings.Join(want.Reports, "\n") {
 			t.Errorf("%s: the slim hook differs from 99408dd's:\n got  exit %d stdout %q stderr %q reports %q\n want exit %d stdout %q stderr %q reports %q",
 				c.Name, got.Exit, got.Stdout, got.Stderr, got.Reports, want.Exit, want.Stdout, want.Stderr, want.Reports)
