@@ -1,6 +1,7 @@
 package dispatch_test
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,5 +50,52 @@ true`
 	next := e.run(dispatch.Request{Subagent: "noop"})
 	if next.WorkerBinary == nil || *next.WorkerBinary != *first.WorkerBinary || sha256File(t, next.WorkerBinary.HostPath) != first.WorkerBinary.SHA256 {
 		t.Errorf("the next dispatch binds %+v, want %+v with the same bytes", next.WorkerBinary, first.WorkerBinary)
+	}
+}
+
+// TestRedTeam28W_WorkerDigestInTheAudit (target 1, "does the audit show it"): the worker's
+// digest reaches the audit log: the dispatch's provenance statement names the copy's sha256,
+// which is the sha256 of the bytes bound, and the terminal entry's manifest digest is that
+// statement's, so an exported bundle that rewrote the worker's digest fails verify. A record
+// whose worker_binary is changed after the fact no longer matches the logged manifest.
+func TestRedTeam28W_WorkerDigestInTheAudit(t *testing.T) {
+	e := newEnv(t)
+	e.subagent("noop", "true")
+	r := e.run(dispatch.Request{Subagent: "noop"})
+	if r.State != dispatch.StateFinished || r.WorkerBinary == nil {
+		t.Fatalf("state %s (%s: %s), worker %+v", r.State, r.Reason, r.Detail, r.WorkerBinary)
+	}
+	manifest, err := e.d.Records.EndedProvenance(t.Context(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stmt struct {
+		Worker *struct {
+			Path, HostPath, SHA256 string
+		} `json:"worker_binary"`
+	}
+	if err := json.Unmarshal(manifest, &stmt); err != nil {
+		t.Fatal(err)
+	}
+	if stmt.Worker == nil || stmt.Worker.SHA256 != sha256File(t, r.WorkerBinary.HostPath) {
+		t.Fatalf("the provenance statement's worker %+v is not the bound copy's sha256 %s", stmt.Worker, sha256File(t, r.WorkerBinary.HostPath))
+	}
+	ended := e.audited(r, "dispatch.finished")
+	if len(ended) != 1 {
+		t.Fatalf("%d dispatch.finished entries", len(ended))
+	}
+	if got := ended[0].Details["manifest"]; got != dispatch.ProvenanceDigest(manifest) {
+		t.Fatalf("the terminal entry's manifest %v is not the statement's digest %s", got, dispatch.ProvenanceDigest(manifest))
+	}
+	forged := *r
+	wb := *r.WorkerBinary
+	wb.SHA256 = strings.Repeat("0", 64)
+	forged.WorkerBinary = &wb
+	m2, err := dispatch.Provenance(&forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dispatch.ProvenanceDigest(m2) == ended[0].Details["manifest"] {
+		t.Fatal("a record with another worker digest has the same manifest digest: the log does not bind the worker")
 	}
 }
