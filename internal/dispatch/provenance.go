@@ -77,6 +77,10 @@ func Provenance(r *Record) ([]byte, error) {
 		// Only when there is one, so the statements of older dispatches keep their bytes.
 		stmt["worker_binary"] = map[string]any{"path": wb.Path, "host_path": wb.HostPath, "version": wb.Version, "sha256": wb.SHA256}
 	}
+	if r.WorkerImage != "" {
+		// A pod's worker: the digest-pinned image it came from. Only when set, as above.
+		stmt["worker_image"] = r.WorkerImage
+	}
 	b, err := jcs.Marshal(stmt)
 	if err != nil {
 		return nil, fmt.Errorf("dispatch %s manifest: %w", r.ID, err)

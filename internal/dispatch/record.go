@@ -128,6 +128,9 @@ type Record struct {
 	// the host the sandbox bound, its build and its sha256. Nil for a kubernetes target (the
 	// pod runs its image's) and for dispatches recorded before #28.
 	WorkerBinary *wire.RuntimeBinary `json:"worker_binary,omitempty"`
+	// WorkerImage is the image, REF@sha256:<hex>, a kubernetes target's pod ran its worker
+	// from (no host binary is bound there); "" for every other dispatch.
+	WorkerImage string `json:"worker_image,omitempty"`
 
 	// Budget is the dispatch's effective budget; nil when none was set.
 	Budget *budget.Budget `json:"budget,omitempty"`
@@ -264,7 +267,7 @@ const recordColumns = `id, state, reason, detail, exit_code, subagent, subagent_
 network, input_digest, repo, revision, timeout_ms, parent_id, actor, provider_task_id, supervisor,
 cancel_requested, callback_url, created_at, started_at, ended_at, isolation, result, inputs, grants, workspace, net,
 runtime_binary, budget, usage, trace_id, trace_span, trace_parent, run_id, task_id, child_id, answered_by, answered_at, verify, verdict,
-worker_binary`
+worker_binary, worker_image`
 
 type scanner interface{ Scan(...any) error }
 
@@ -278,7 +281,7 @@ func scanRecord(row scanner) (*Record, error) {
 		&r.Actor, &r.ProviderTaskID, &r.supervisor, &r.cancelRequested, &r.CallbackURL, &created, &started,
 		&ended, &r.Isolation, &result, &inputs, &grants, &r.Workspace, &netStats,
 		&runtimeBin, &budgetJSON, &usageJSON, &r.TraceID, &r.TraceSpan, &r.TraceParent,
-		&r.RunID, &r.TaskID, &r.ChildID, &r.AnsweredBy, &answeredAt, &verifyJSON, &verdictJSON, &workerBin); err != nil {
+		&r.RunID, &r.TaskID, &r.ChildID, &r.AnsweredBy, &answeredAt, &verifyJSON, &verdictJSON, &workerBin, &r.WorkerImage); err != nil {
 		return nil, err
 	}
 	if exit.Valid {

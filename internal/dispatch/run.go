@@ -155,10 +155,11 @@ func (s *supervision) stage(ctx context.Context) error {
 	if fl != nil {
 		return &failure{*fl}
 	}
-	if err := d.Records.SetBinaries(ctx, r.ID, rb, wb); err != nil {
+	wi := workerImage(s.target, r.Sandbox)
+	if err := d.Records.SetBinaries(ctx, r.ID, rb, wb, wi); err != nil {
 		return err
 	}
-	r.RuntimeBinary, p.runtimeBinary, r.WorkerBinary = rb, rb, wb
+	r.RuntimeBinary, p.runtimeBinary, r.WorkerBinary, r.WorkerImage = rb, rb, wb, wi
 
 	setupTimeout, agentTimeout := budgets(time.Duration(r.Timeout))
 	if err := d.writeBundle(r, p, st, agentTimeout, setupTimeout, s.target.ApprovalTimeout); err != nil {

@@ -61,5 +61,5 @@ func runtimeBinaryBind(rb *wire.RuntimeBinary) []compute.Bind {
 
 // SetRuntimeBinary records the host CLI a live dispatch's sandbox runs, before it starts.
 func (s *Records) SetRuntimeBinary(ctx context.Context, id string, rb *wire.RuntimeBinary) error {
-	return s.SetBinaries(ctx, id, rb, nil)
+	return s.SetBinaries(ctx, id, rb, nil, "")
 }

@@ -195,4 +195,12 @@ ALTER TABLE dispatches ADD COLUMN verdict TEXT NOT NULL DEFAULT '';
 -- dispatches recorded before the slim worker (#28).
 ALTER TABLE dispatches ADD COLUMN worker_binary TEXT NOT NULL DEFAULT '';
 `,
+}, {
+	Name: "dispatch worker image",
+	SQL: `
+-- REF@sha256:<hex>: the image a kubernetes target's pod ran its worker from (the target's
+-- worker_image, digest-pinned in agora.yaml), written with worker_binary before the pod is
+-- created, so the audit says which worker ran where no host binary was bound. '' otherwise.
+ALTER TABLE dispatches ADD COLUMN worker_image TEXT NOT NULL DEFAULT '';
+`,
 }}

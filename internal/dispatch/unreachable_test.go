@@ -62,3 +62,46 @@ func TestDispatch_GatewayUnreachableIsNotTheAgents(t *testing.T) {
 		})
 	}
 }
+
+// TestDispatch_PodWorkerImageOnTheRecord: a kubernetes target binds no host worker, so its
+// record and provenance statement name the digest-pinned image its pod ran the worker from
+// (red team #28: a pod's dispatch recorded no worker identity at all); a local dispatch names
+// its pinned binary and no image.
+func TestDispatch_PodWorkerImageOnTheRecord(t *testing.T) {
+	const image = "registry.example/agora-worker@sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	e := newEnv(t)
+	tg := e.home.Config.Targets[config.DefaultTarget]
+	tg.Provider = config.ProviderKubernetes
+	tg.WorkerImage = image
+	e.home.Config.Targets["pod"] = tg
+	e.d.RemoteProviders = func(context.Context, string, config.Target) (compute.Provider, error) {
+		return &exitProvider{compute.Exit{Code: 0}}, nil
+	}
+	e.subagent("quiet", "true")
+	r := e.run(dispatch.Request{Subagent: "quiet", Target: "pod", Timeout: time.Minute})
+	if r.WorkerImage != image || r.WorkerBinary != nil {
+		t.Fatalf("pod dispatch (%s/%s %s): worker_image %q, worker_binary %+v; want the target's image and no binary", r.State, r.Reason, r.Detail, r.WorkerImage, r.WorkerBinary)
+	}
+	got, err := e.d.Records.Get(t.Context(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.WorkerImage != image {
+		t.Errorf("stored record's worker_image %q, want %q", got.WorkerImage, image)
+	}
+	prov, err := dispatch.Provenance(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(prov), `"worker_image":"`+image+`"`) {
+		t.Errorf("provenance does not name the worker image:\n%s", prov)
+	}
+
+	local := e.run(dispatch.Request{Subagent: "quiet", Timeout: time.Minute})
+	if local.WorkerImage != "" || local.WorkerBinary == nil {
+		t.Errorf("local dispatch: worker_image %q, worker_binary %+v; want a pinned binary and no image", local.WorkerImage, local.WorkerBinary)
+	}
+	if prov, err := dispatch.Provenance(local); err != nil || strings.Contains(string(prov), "worker_image") {
+		t.Errorf("a local dispatch's provenance names a worker image (%v):\n%s", err, prov)
+	}
+}

@@ -61,25 +61,43 @@ func workerBind(wb *wire.RuntimeBinary) []compute.Bind {
 	return []compute.Bind{{Src: wb.HostPath, Dst: wire.BinPath}}
 }
 
-// SetBinaries records, in one transaction, the worker binary and the host CLI a live
-// dispatch's sandbox runs, before it starts; either may be nil.
-func (s *Records) SetBinaries(ctx context.Context, id string, rb, wb *wire.RuntimeBinary) error {
-	if rb == nil && wb == nil {
+// workerImage is the image a kubernetes target's pod runs its worker from (digest-pinned
+// in agora.yaml): what the record says ran where [Dispatcher.workerBinary] binds nothing.
+func workerImage(target config.Target, sandbox string) string {
+	if target.Provider == config.ProviderKubernetes && sandbox != compute.SandboxNone {
+		return target.WorkerImage
+	}
+	return ""
+}
+
+// SetBinaries records, in one transaction, the worker binary (or, for a pod, the worker
+// image) and the host CLI a live dispatch's sandbox runs, before it starts; each may be empty.
+func (s *Records) SetBinaries(ctx context.Context, id string, rb, wb *wire.RuntimeBinary, workerImage string) error {
+	if rb == nil && wb == nil && workerImage == "" {
 		return nil
 	}
-	cols := map[string]*wire.RuntimeBinary{"runtime_binary": rb, "worker_binary": wb}
+	cols := map[string]string{}
+	for col, b := range map[string]*wire.RuntimeBinary{"runtime_binary": rb, "worker_binary": wb} {
+		if b == nil {
+			continue
+		}
+		body, err := json.Marshal(b)
+		if err != nil {
+			return err
+		}
+		cols[col] = string(body)
+	}
+	if workerImage != "" {
+		cols["worker_image"] = workerImage
+	}
 	return s.db.Tx(ctx, func(tx *sql.Tx) error {
-		for _, col := range []string{"runtime_binary", "worker_binary"} {
-			b := cols[col]
-			if b == nil {
+		for _, col := range []string{"runtime_binary", "worker_binary", "worker_image"} {
+			v, ok := cols[col]
+			if !ok {
 				continue
 			}
-			body, err := json.Marshal(b)
-			if err != nil {
-				return err
-			}
-			// col is one of the two literals above.
-			res, err := tx.ExecContext(ctx, `UPDATE dispatches SET `+col+` = ? WHERE id = ? AND state = ?`, string(body), id, StateAccepted)
+			// col is one of the three literals above.
+			res, err := tx.ExecContext(ctx, `UPDATE dispatches SET `+col+` = ? WHERE id = ? AND state = ?`, v, id, StateAccepted)
 			if err != nil {
 				return err
 			}
