@@ -20,8 +20,9 @@ import (
 // WriteBundle indents it: the shapes whose entries entriesParallel splits.
 func redTeamLargeBundle(t *testing.T, compact bool) []byte {
 	t.Helper()
+	smallScanSplit(t)
 	b := &Bundle{Format: Format, Entries: []Entry{}, Manifests: []Manifest{}}
-	for i := range 8000 {
+	for i := range redTeamEntries {
 		e := Entry{Index: uint64(i), Entry: []byte(fmt.Sprintf(`{"n":%d,"s":"},{\"index\":%d"}`, i, i+1)), LeafHash: bytes.Repeat([]byte{byte(i)}, 32)}
 		for k := range 17 {
 			e.InclusionProof = append(e.InclusionProof, bytes.Repeat([]byte{byte(i + k)}, 32))
@@ -117,6 +118,18 @@ func TestRedTeamScan_SplitPointTricks(t *testing.T) {
 	}
 }
 
+// redTeamEntries is the size of the red team's bundles: a few split points apart, above the
+// threshold smallScanSplit sets.
+const redTeamEntries = 600
+
+// smallScanSplit lowers the size from which entries are read in parts to 256 KiB for the
+// test, so the attacks run on small bundles; the split is the same code at any size.
+func smallScanSplit(t *testing.T) {
+	old := parallelScanFrom
+	parallelScanFrom = 256 << 10
+	t.Cleanup(func() { parallelScanFrom = old })
+}
+
 func splice(b []byte, from, to int, with []byte) []byte {
 	out := append(append(bytes.Clone(b[:from]), with...), b[to:]...)
 	return out
@@ -146,7 +159,7 @@ func TestRedTeamScan_ParallelMatchesOnePart(t *testing.T) {
 	start := bytes.Index(data, []byte(`"entries":[`)) + len(`"entries":[`)
 	one := &scanner{b: data, i: start}
 	want, done, ok := one.entriesUntil(-1)
-	if !ok || !done || len(want) != 8000 {
+	if !ok || !done || len(want) != redTeamEntries {
 		t.Fatalf("one part: ok %v done %v, %d entries", ok, done, len(want))
 	}
 	for _, parts := range []int{2, 3, 4, 7, 9} {
