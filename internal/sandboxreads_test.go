@@ -28,7 +28,7 @@ var fileReads = map[string]bool{
 // never touches a path the sandbox can write.
 var readAllowed = map[string]string{
 	"dispatch/process.go:processStat: os.ReadFile":           "/proc/PID/stat: the kernel's file",
-	"dispatch/supervise.go:newLogSink: os.OpenFile":          "creates the supervisor's own log, write-only",
+	"dispatch/logsink.go:newLogSink: os.OpenFile":            "creates the supervisor's own log, write-only",
 	"dispatch/stage.go:hold: os.OpenFile":                    "creates dispatches/.held/<id>, the host's index of stages to release, never bound into a sandbox",
 	"dispatch/stage.go:checkRunnable: os.Stat":               "the agora binary the host runs",
 	"dispatch/bundles.go:writeBundleFiles: os.OpenFile":      "creates (O_EXCL) a file of a shared bundle being staged in the stage directory, before any sandbox exists",
