@@ -3,6 +3,7 @@ package entry
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 )
 
 // Keys of the details that readers parse. A writer spells such a key with the constant, so
@@ -85,9 +86,10 @@ func Text(details map[string]any, key string) string {
 	}
 }
 
-// Num returns details[key] as a non-negative number: a [json.Number] (a reader decoding with
-// UseNumber) or a Go integer or float (an entry still in memory). Anything else, a negative
-// value or one that does not parse is 0: a count cannot go back.
+// Num returns details[key] as a non-negative finite number: a [json.Number] (a reader decoding
+// with UseNumber) or a Go integer or float (an entry still in memory). Anything else, a
+// negative, NaN or infinite value or one that does not parse is 0: a count cannot go back, and
+// a counter given +Inf would stay there.
 func Num(details map[string]any, key string) float64 {
 	var x float64
 	switch v := details[key].(type) {
@@ -106,7 +108,7 @@ func Num(details map[string]any, key string) float64 {
 	default:
 		return 0
 	}
-	if x < 0 || x != x {
+	if x < 0 || math.IsNaN(x) || math.IsInf(x, 0) {
 		return 0
 	}
 	return x
