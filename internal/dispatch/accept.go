@@ -245,9 +245,16 @@ func checkoutName(req Request, commit string) string {
 	return fmt.Sprintf("repository %s at %s", req.Repo, short)
 }
 
-// checkCommand returns why the exec subagent of doc may not run under grants, or "".
+// checkCommand returns why the subagent of doc may not run under grants, or "": a runtime the
+// table does not hold, approve rules for an agent that cannot hold a call, an exec command
+// not granted or marked for approval.
 func checkCommand(doc catalog.SubagentDoc, grants grant.Set) string {
-	rt, _ := runtimes.Lookup(doc.Runtime)
+	rt, known := runtimes.Lookup(doc.Runtime)
+	if !known {
+		// Provision refuses such a document; one in the catalog anyway (an older or altered
+		// agora wrote it) is refused here, not judged as a runtime with no needs.
+		return fmt.Sprintf("runtime %q is not one of %s", doc.Runtime, strings.Join(runtimes.Names(), ", "))
+	}
 	if !rt.HoldsApproval && !rt.Needs.Command && len(grants.Approve) > 0 {
 		// An agent that cannot hold a call (codex exec runs with approval_policy "never":
 		// nothing waits before a command or a file change, and its events arrive as one
