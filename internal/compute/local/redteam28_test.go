@@ -273,7 +273,9 @@ func TestRedTeam28_RunAsUIDReusedAtOnce(t *testing.T) {
 	for i := range 6 {
 		lim := compute.Limits{MaxProcs: 30 + i}
 		r := run(t, p, compute.Spec{ID: "reuse" + strconv.Itoa(i), RunAs: u, Limits: lim, Argv: []string{"sh", "-c",
-			"(trap '' HUP; setsid sleep 300 >/dev/null 2>&1 &); (nohup sleep 300 >/dev/null 2>&1 &); grep 'Max processes' /proc/self/limits; sleep 0.05; echo sleepers=$(ls /proc/*/cmdline | xargs grep -l '^sleep' 2>/dev/null | wc -l)"}})
+			"(trap '' HUP; setsid sleep 300 >/dev/null 2>&1 &); (nohup sleep 300 >/dev/null 2>&1 &); grep 'Max processes' /proc/self/limits; " +
+				// Wait (up to 10 s: a loaded machine starts them late) until both are running.
+				"for i in $(seq 200); do n=$(ls /proc/*/cmdline | xargs grep -l '^sleep' 2>/dev/null | wc -l); [ \"$n\" -ge 2 ] && break; sleep 0.05; done; echo sleepers=$n"}})
 		if r.exit.Code != 0 {
 			t.Fatalf("run %d = %+v\n%s", i, r.exit, r.stderr)
 		}
