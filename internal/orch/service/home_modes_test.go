@@ -24,6 +24,12 @@ func usualUmask(t *testing.T) {
 	t.Cleanup(func() { syscall.Umask(old) })
 }
 
+// pinnedWorker reports whether rel is a worker copy agora pinned: bin/agora-worker-<sha256>.
+func pinnedWorker(rel string) bool {
+	name, ok := strings.CutPrefix(rel, "bin/agora-worker-")
+	return ok && len(name) == 64 && strings.Trim(name, "0123456789abcdef") == ""
+}
+
 // privateHome walks home and returns every entry open to anyone but its owner: a directory
 // that is not exactly 0700, a file or socket with any group or other bit (0600 and the
 // blobs' 0400 pass; a socket's mode is checked like a file's), and anything else (a link, a
@@ -52,6 +58,10 @@ func privateHome(t *testing.T, home string) []string {
 			if m.Perm() != 0o700 || m&(fs.ModeSetgid|fs.ModeSticky|fs.ModeSetuid) != 0 {
 				bad = append(bad, fmt.Sprintf("%s: directory %v, want drwx------", rel, m))
 			}
+		case m.IsRegular() && pinnedWorker(rel) && m.Perm() == 0o555:
+			// The pinned worker (#28): a public program, no secret, in AGORA_HOME/bin (0700,
+			// checked above), so no one else reaches it on the host; a root agora's sandbox
+			// runs as its own uid and executes it through its read-only bind.
 		case m.IsRegular(), m.Type() == fs.ModeSocket:
 			if m.Perm()&0o077 != 0 || m&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
 				bad = append(bad, fmt.Sprintf("%s: %v, want 0600 or stricter", rel, m))
