@@ -124,7 +124,11 @@ const (
 	cacheWrite1h = 2.0
 )
 
-// CostNano is what u costs at p, in nano-dollars, rounded up.
+// maxCostNano is the most one response costs, in nano-dollars: 2^53, the exact range of an
+// audit entry's numbers.
+const maxCostNano = int64(1) << 53
+
+// CostNano is what u costs at p, in nano-dollars, rounded up, at most 2^53.
 func (p Price) CostNano(u Usage) int64 {
 	cachedPrice := p.CachedInputPerMTok
 	if cachedPrice == 0 {
@@ -137,8 +141,11 @@ func (p Price) CostNano(u Usage) int64 {
 		float64(min(u.CachedTokens, u.InputTokens))*cachedPrice*nanoPerMTok +
 		writes*p.InputPerMTok*nanoPerMTok +
 		float64(u.OutputTokens)*p.OutputPerMTok*nanoPerMTok
-	if c >= math.MaxInt64/2 {
-		return math.MaxInt64 / 2
+	// Capped at 2^53 nano-dollars ($9M, above [MaxUSD]): every cost is then an exact JSON
+	// number, which the gateway's audit entry needs (jcs refuses larger integers, and the
+	// call's entry would be lost), and a meter's sum of them cannot overflow.
+	if c >= float64(maxCostNano) {
+		return maxCostNano
 	}
 	return int64(math.Ceil(c))
 }
