@@ -1,10 +1,12 @@
 package modelgw
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 
 	"github.com/agora-dev/agora/internal/budget"
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/jcs"
 )
 
@@ -28,5 +30,25 @@ func TestRedTeam28V_AbsurdUsageKeepsTheEntryEncodable(t *testing.T) {
 	}
 	if _, err := jcs.Marshal(recs[0]); err != nil {
 		t.Errorf("the call's tool.gateway details %v have no canonical form, so the audit refuses the entry: %v", recs[0], err)
+	}
+}
+
+// Red team #28 (vocab): the sandbox names a fetch's URL; a host percent-encoding a byte that
+// is not UTF-8 ("%ff.example") decodes to invalid UTF-8. Its refusal must still be an entry
+// the audit can write: a tool.gateway record whose details have no canonical form is dropped.
+func TestRedTeam28V_FetchHostNotUTF8KeepsTheEntryEncodable(t *testing.T) {
+	h := start(t, Config{Egress: grant.MustEgressRules("granted.test"), APIKey: []byte(testKey)})
+	for i, u := range []string{"http://%ff.granted.test/", "http://%e2%82.granted.test/%ff"} {
+		resp, b := h.do(t, http.MethodPost, "/fetch", nil, fmt.Sprintf(`{"url":%q,"method":"GET"}`, u))
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("%s: fetched: %s", u, b)
+		}
+		if testing.Verbose() {
+			t.Logf("%s: %d %s", u, resp.StatusCode, b)
+		}
+		recs := h.audit.waitGateway(t, i+1)
+		if _, err := jcs.Marshal(recs[i]); err != nil {
+			t.Errorf("%s: the refusal's tool.gateway details %q have no canonical form, so the audit drops the entry: %v", u, recs[i], err)
+		}
 	}
 }

@@ -211,9 +211,11 @@ func (g *Gateway) record(r *http.Request, ex *exchange, status int, bytesOut, by
 }
 
 // mask redacts the key from s, then clips it to n bytes: clipping first could cut a key in
-// two and leave its first part unmasked.
+// two and leave its first part unmasked. Bytes that are not UTF-8 (a fetch host the sandbox
+// percent-encoded as "%ff") become U+FFFD first: the audit writes only valid UTF-8, and a
+// record it refused would leave the call unrecorded.
 func (g *Gateway) mask(s string, n int) string {
-	return clip(g.red.String(s), n)
+	return clip(g.red.String(strings.ToValidUTF8(s, "\uFFFD")), n)
 }
 
 // methodName returns m if it is a standard method and "OTHER" otherwise, so a client cannot
