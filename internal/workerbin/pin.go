@@ -130,7 +130,7 @@ func (p *Pinner) pinFresh(source string, id fileID, configured bool) (Binary, er
 	cp := p.copyPath(digest)
 	copyID, ok := sameCopy(cp, digest)
 	if !ok {
-		copyID, err = p.writeCopy(cp, b)
+		copyID, err = p.writeCopy(cp, digest, b)
 	}
 	if err != nil {
 		return Binary{}, fmt.Errorf("pin the worker binary %s: %w", source, err)
@@ -201,13 +201,18 @@ func sameCopy(path, digest string) (fileID, bool) {
 	return identify(st), true
 }
 
-// writeCopy writes b to path, mode 0555, through a rename (a reader never sees half a
-// file), and returns the identity of what it wrote.
+// writeCopy writes b to path, mode 0555, and returns the identity of the copy at path. The
+// temporary file is linked to path, never renamed over it (a reader never sees half a file):
+// every dispatch runs in its own `agora dispatch supervise` process, and several pinning a
+// new worker at once would otherwise replace one another's copy while a sandbox binds it,
+// whose bind of the unlinked file then fails (bwrap: "No such file or directory"). When
+// another process linked it first, its copy is used if it holds exactly b; a copy with other
+// bytes (tampered with: the name is its digest) is replaced.
 //
 // The copy is open for writing under syscall.ForkLock: a sandbox this process starts
 // meanwhile would otherwise inherit the write descriptor until its exec, and exec'ing the
 // copy while any process holds it open for writing fails with ETXTBSY (golang/go#22315).
-func (p *Pinner) writeCopy(path string, b []byte) (fileID, error) {
+func (p *Pinner) writeCopy(path, digest string, b []byte) (fileID, error) {
 	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
 		return fileID{}, err
 	}
@@ -217,7 +222,7 @@ func (p *Pinner) writeCopy(path string, b []byte) (fileID, error) {
 	if err != nil {
 		return fileID{}, err
 	}
-	defer os.Remove(tmp.Name()) // after a successful rename, a no-op
+	defer os.Remove(tmp.Name()) // the link at path, if any, keeps the file
 	_, err = tmp.Write(b)
 	if err == nil {
 		err = tmp.Chmod(0o555)
@@ -229,7 +234,13 @@ func (p *Pinner) writeCopy(path string, b []byte) (fileID, error) {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), path)
+		err = os.Link(tmp.Name(), path)
+		if errors.Is(err, fs.ErrExist) {
+			if id, ok := sameCopy(path, digest); ok {
+				return id, nil // another process pinned the same worker first
+			}
+			err = os.Rename(tmp.Name(), path)
+		}
 	}
 	if err != nil {
 		return fileID{}, err

@@ -256,3 +256,61 @@ func TestPin_ConcurrentPinAndRun(t *testing.T) {
 		t.Errorf("%s holds %v, want one copy and the index", p.Dir, names)
 	}
 }
+
+// TestPin_RacingProcessesKeepTheFirstCopy: every dispatch is supervised by its own process, so
+// the first dispatches of a new worker pin it in several processes at once, each finding no
+// copy yet. The one that writes second must not replace the copy the first one's sandbox is
+// binding: bwrap's bind of the unlinked file failed "No such file or directory", and the
+// dispatch worker-failed (TestServe_FanOutRefused in CI, failed before with a rename). A copy
+// at the name holding other bytes is replaced.
+func TestPin_RacingProcessesKeepTheFirstCopy(t *testing.T) {
+	src := installed(t, t.TempDir())
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	digest := hex.EncodeToString(sum[:])
+	first := &Pinner{Dir: filepath.Join(t.TempDir(), DirName)}
+	pinned, err := first.Pin(t.Context(), src, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := os.Open(pinned.Path) // what a sandbox's bind holds
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	before, _ := held.Stat()
+
+	// The second process checked for a copy before the first linked it, then writes.
+	second := &Pinner{Dir: first.Dir}
+	id, err := second.writeCopy(pinned.Path, digest, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := os.Stat(pinned.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(now, before) || id != identify(before) {
+		t.Fatalf("the second writer replaced the copy a sandbox holds (inode %v -> %v)", before.Sys(), now.Sys())
+	}
+	if ents, _ := os.ReadDir(first.Dir); len(ents) != 2 { // the copy and index.json: no temporary left
+		t.Errorf("%s holds %d entries, want the copy and the index", first.Dir, len(ents))
+	}
+
+	// Other bytes under the digest's name (tampered with): replaced by the worker's.
+	if err := os.Chmod(pinned.Path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pinned.Path, []byte("#!/bin/sh\necho pwned\n"), 0o555); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := second.writeCopy(pinned.Path, digest, b); err != nil {
+		t.Fatal(err)
+	}
+	if got := sumFile(t, pinned.Path); got != digest {
+		t.Errorf("a tampered copy was kept: sha256 %s, want %s", got, digest)
+	}
+}
