@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/orch"
@@ -27,12 +25,9 @@ import (
 var agoraBin string
 
 // TestMain builds the binary, runs the tests, and fails the package when a goroutine a
-// test started outlives the tests. k8stest's spawner is the one exception: it stays locked
-// to its thread for the life of the binary by design (the Kubernetes tests' children die
-// with that thread).
+// test started outlives the tests (k8stest's spawner excepted, in NoLeaks).
 func TestMain(m *testing.M) {
-	os.Exit(agoratest.NoLeaks(agoratest.RunWithBinary(m, &agoraBin),
-		goleak.IgnoreAnyFunction("github.com/agora-dev/agora/internal/k8stest.init.func1.1")))
+	os.Exit(agoratest.NoLeaks(agoratest.RunWithBinary(m, &agoraBin)))
 }
 
 // env is one AGORA_HOME with a registered catalog.
