@@ -41,14 +41,14 @@ true`
 	if out := strings.TrimSpace(e.stdout(r)); out != "SEES /agora/bin/agora-worker" {
 		t.Errorf("the sandbox reached the worker:\n%s\nwant only: SEES /agora/bin/agora-worker", out)
 	}
-	if got := sha256File(t, copyPath); got != first.WorkerBinary.SHA256 {
+	if got := fileSHA(t, copyPath); got != first.WorkerBinary.SHA256 {
 		t.Fatalf("the pinned copy now hashes %s, the record says %s", got, first.WorkerBinary.SHA256)
 	}
 	if r.WorkerBinary == nil || *r.WorkerBinary != *first.WorkerBinary {
 		t.Errorf("the attacker's dispatch ran worker %+v, want %+v", r.WorkerBinary, first.WorkerBinary)
 	}
 	next := e.run(dispatch.Request{Subagent: "noop"})
-	if next.WorkerBinary == nil || *next.WorkerBinary != *first.WorkerBinary || sha256File(t, next.WorkerBinary.HostPath) != first.WorkerBinary.SHA256 {
+	if next.WorkerBinary == nil || *next.WorkerBinary != *first.WorkerBinary || fileSHA(t, next.WorkerBinary.HostPath) != first.WorkerBinary.SHA256 {
 		t.Errorf("the next dispatch binds %+v, want %+v with the same bytes", next.WorkerBinary, first.WorkerBinary)
 	}
 }
@@ -77,8 +77,8 @@ func TestRedTeam28W_WorkerDigestInTheAudit(t *testing.T) {
 	if err := json.Unmarshal(manifest, &stmt); err != nil {
 		t.Fatal(err)
 	}
-	if stmt.Worker == nil || stmt.Worker.SHA256 != sha256File(t, r.WorkerBinary.HostPath) {
-		t.Fatalf("the provenance statement's worker %+v is not the bound copy's sha256 %s", stmt.Worker, sha256File(t, r.WorkerBinary.HostPath))
+	if stmt.Worker == nil || stmt.Worker.SHA256 != fileSHA(t, r.WorkerBinary.HostPath) {
+		t.Fatalf("the provenance statement's worker %+v is not the bound copy's sha256 %s", stmt.Worker, fileSHA(t, r.WorkerBinary.HostPath))
 	}
 	ended := e.audited(r, "dispatch.finished")
 	if len(ended) != 1 {

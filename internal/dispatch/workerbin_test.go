@@ -1,9 +1,6 @@
 package dispatch_test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,16 +9,6 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
-
-func sha256File(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
 
 // The sandbox runs the slim worker, pinned: the record names the copy that was bound and its
 // digest, which is the installed agora-worker's, and the sandbox's /agora/bin holds
@@ -40,8 +27,8 @@ func TestDispatch_WorkerBinaryOnTheRecord(t *testing.T) {
 	if wb == nil {
 		t.Fatal("the record names no worker binary")
 	}
-	want := sha256File(t, agoratest.Worker(agoraBin))
-	if wb.SHA256 != want || wb.Path != wire.BinPath || sha256File(t, wb.HostPath) != want {
+	want := fileSHA(t, agoratest.Worker(agoraBin))
+	if wb.SHA256 != want || wb.Path != wire.BinPath || fileSHA(t, wb.HostPath) != want {
 		t.Errorf("worker_binary %+v: want sha256 %s of the installed worker, bound from a copy with those bytes at %s", wb, want, wire.BinPath)
 	}
 	if filepath.Dir(wb.HostPath) == filepath.Dir(agoratest.Worker(agoraBin)) {
