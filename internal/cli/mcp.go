@@ -52,8 +52,10 @@ AGORA_HOME must be an initialised home ('agora init'): this command never create
 first log line names the home it serves.
 
 Without --http the server speaks MCP on stdin and stdout (the client starts 'agora mcp' itself);
-logs go to stderr. Its ceiling is --ceiling, its name in the audit log --actor (default: the OS
-user).
+logs go to stderr. Its ceiling is --ceiling (default orchestrate). Its name in the audit log and
+on what it starts is --actor when given, else CLIENT@USER: the name the client gives when it
+connects (Claude Code: claude-code) and the OS user running this server. The ceiling is what
+authorises; the name is only recorded.
 
 With --http HOST:PORT it serves streamable HTTP at /mcp, and refuses to start unless:
   - AGORA_HTTP_TOKEN (one client, named "default", ceiling --ceiling) or AGORA_HTTP_TOKENS_FILE
@@ -63,10 +65,12 @@ With --http HOST:PORT it serves streamable HTTP at /mcp, and refuses to start un
 Requests need 'Authorization: Bearer TOKEN', a Host naming this server (or an --allow-host) and
 no foreign Origin.
 
-Ceilings: read (lists, describe, orchestrator status and watch) < dispatch (dispatch, cancel)
-< orchestrate (orchestrator submit). A client sees and may call only what its ceiling allows.`,
-		Example: `  claude mcp add agora --env AGORA_HOME=$HOME/.local/share/agora -- agora mcp --ceiling dispatch
-  agora mcp --ceiling dispatch
+Ceilings (a client sees and may call only what its ceiling allows):
+  read         8 tools: catalog lists, dispatch describe, orchestrator status, watch, schedules
+  dispatch    10 tools: read, plus agora_dispatch (run, answer) and agora_dispatch_cancel
+  orchestrate 11 tools: dispatch, plus agora_orchestrator_submit (write and run plans)`,
+		Example: `  claude mcp add agora --env AGORA_HOME=$HOME/.local/share/agora -- agora mcp --ceiling orchestrate
+  agora mcp --ceiling read
   AGORA_HTTP_TOKEN=$(openssl rand -hex 32) agora mcp --http 127.0.0.1:8765`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -218,10 +222,16 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 	if opts.httpCfg != nil {
 		return srv.ListenHTTP(ctx, *opts.httpCfg)
 	}
-	err = srv.ServeStdio(ctx, f.IO.In, f.IO.Out, mcpserver.StdioConfig{
-		Principal: mcpserver.Principal{Client: f.Actor(), Ceiling: opts.ceilingLevel},
+	// The client is recorded as --actor when given, else as the name it gives in initialize
+	// with the OS user who started this server: CLIENT@USER (e.g. claude-code@alice).
+	stdio := mcpserver.StdioConfig{
+		Principal: mcpserver.Principal{Client: f.actorFlag, Ceiling: opts.ceilingLevel},
 		Limits:    mcpserver.Limits{Rate: opts.rate, Burst: opts.burst},
-	})
+	}
+	if f.actorFlag == "" {
+		stdio.Owner = f.Actor()
+	}
+	err = srv.ServeStdio(ctx, f.IO.In, f.IO.Out, stdio)
 	if ctx.Err() != nil {
 		return nil // interrupted: a normal way to stop
 	}

@@ -138,12 +138,13 @@ func TestDispatchOverStdio(t *testing.T) {
 	}
 }
 
-// actorOf is the OS user the stdio server names its client after.
+// actorOf is the name the stdio server records the test client by: the name it gave in
+// initialize and the OS user running the server (#29 finding 5: before, the bare OS user).
 func actorOf(t *testing.T) string {
 	t.Helper()
 	out, err := exec.Command("id", "-un").Output()
 	if err != nil {
 		t.Skipf("SKIP: cannot tell the OS user: %v", err)
 	}
-	return strings.TrimSpace(string(out))
+	return "agora-test@" + strings.TrimSpace(string(out))
 }

@@ -20,3 +20,6 @@ func TailTextForTest(b []byte, n int) string { return tailText(b, n) }
 
 // EscapeNameForTest exposes escapeName.
 func EscapeNameForTest(name string) string { return escapeName(name) }
+
+// CleanClientNameForTest exposes the stdio client-name cleaner.
+func CleanClientNameForTest(name string) string { return cleanClientName(name) }

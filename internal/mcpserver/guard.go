@@ -31,7 +31,7 @@ func (s *Server) guard(t tool, id identity, limiter *rate.Limiter) mcp.ToolHandl
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := time.Now()
 		raw := rawArguments(req)
-		p, ok := id(req.Extra)
+		p, ok := id(req)
 		if !ok {
 			s.audit(ctx, Principal{Client: "unidentified"}, t, entry.MCPToolDenied, decisionDenied, raw)
 			return toolError(t.name + " refused: the caller is not identified"), nil

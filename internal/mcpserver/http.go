@@ -138,7 +138,8 @@ func (s *Server) httpHandler(cfg HTTPConfig, addr net.Addr) http.Handler {
 	for _, c := range cfg.Clients {
 		byName[c.Name] = c
 	}
-	id := func(extra *mcp.RequestExtra) (Principal, bool) {
+	id := func(req mcp.Request) (Principal, bool) {
+		extra := req.GetExtra()
 		if extra == nil || extra.TokenInfo == nil {
 			return Principal{}, false
 		}

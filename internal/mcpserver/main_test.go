@@ -87,15 +87,7 @@ func newClient() *mcp.Client {
 // stdioSession starts `agora mcp ARGS` as a client would and connects to it over stdio.
 func stdioSession(t testing.TB, home string, args ...string) *mcp.ClientSession {
 	t.Helper()
-	cmd := exec.Command(agoraBin, append([]string{"mcp"}, args...)...)
-	cmd.Env = baseEnv(home)
-	cmd.Stderr = io.Discard
-	cs, err := newClient().Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatalf("connect to agora mcp over stdio: %v", err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
+	return stdioSessionEnv(t, home, nil, args...)
 }
 
 // server is a running `agora mcp --http` process.
@@ -246,4 +238,18 @@ func decode(t testing.TB, res *mcp.CallToolResult, v any) {
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatalf("decode %s: %v", b, err)
 	}
+}
+
+// stdioSessionEnv is stdioSession with env added to the server's environment.
+func stdioSessionEnv(t testing.TB, home string, env []string, args ...string) *mcp.ClientSession {
+	t.Helper()
+	cmd := exec.Command(agoraBin, append([]string{"mcp"}, args...)...)
+	cmd.Env = append(baseEnv(home), env...)
+	cmd.Stderr = io.Discard
+	cs, err := newClient().Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect to agora mcp over stdio: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
 }

@@ -110,7 +110,7 @@ func (s *Server) addResources(m *mcp.Server, id identity) {
 func (s *Server) readResource(id identity) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		uri := req.Params.URI
-		p, ok := id(req.Extra)
+		p, ok := id(req)
 		if !ok {
 			s.auditResource(ctx, Principal{Client: "unidentified"}, entry.MCPResourceDenied, "denied", uri, resourceRef{})
 			return nil, errors.New("resource refused: the caller is not identified")

@@ -82,8 +82,9 @@ func New(cfg Config) (*Server, error) {
 	return &Server{cfg: cfg, log: cfg.Logger, redactor: redact.New(nil), resultCache: &resultCache{}}, nil
 }
 
-// identity says who sent a request, from what the transport attached to it.
-type identity func(extra *mcp.RequestExtra) (Principal, bool)
+// identity says who sent a request, from what the transport attached to it (the token over
+// HTTP) or what the session started with (the command line and the client's name over stdio).
+type identity func(req mcp.Request) (Principal, bool)
 
 // newMCP builds an SDK server carrying the eleven tools for callers identified by id. limiter,
 // when not nil, rate-limits tool calls (stdio has no HTTP layer to do it).
@@ -116,7 +117,7 @@ func (s *Server) toolMiddleware(id identity) mcp.Middleware {
 			if method == "tools/call" {
 				if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
 					if _, known := tierOf(p.Name); !known {
-						s.auditUnknown(ctx, id, req.GetExtra(), p)
+						s.auditUnknown(ctx, id, req, p)
 					}
 				}
 			}
@@ -125,7 +126,7 @@ func (s *Server) toolMiddleware(id identity) mcp.Middleware {
 			if err != nil || method != "tools/list" || !ok {
 				return res, err
 			}
-			p, known := id(req.GetExtra())
+			p, known := id(req)
 			out := *lr
 			out.Tools = slices.DeleteFunc(slices.Clone(lr.Tools), func(t *mcp.Tool) bool {
 				tier, ok := tierOf(t.Name)
@@ -142,8 +143,8 @@ func (s *Server) toolMiddleware(id identity) mcp.Middleware {
 var toolNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`) })
 
 // auditUnknown records a call to a tool that does not exist as a denial.
-func (s *Server) auditUnknown(ctx context.Context, id identity, extra *mcp.RequestExtra, params *mcp.CallToolParamsRaw) {
-	p, ok := id(extra)
+func (s *Server) auditUnknown(ctx context.Context, id identity, req mcp.Request, params *mcp.CallToolParamsRaw) {
+	p, ok := id(req)
 	if !ok {
 		p = Principal{Client: "unidentified"}
 	}
@@ -155,9 +156,14 @@ func (s *Server) auditUnknown(ctx context.Context, id identity, extra *mcp.Reque
 	s.log.Warn("call to an unknown tool", "tool", name, "client", p.Client)
 }
 
-// StdioConfig is who the stdio client is and its limits.
+// StdioConfig is who the stdio client is and its limits. Principal.Ceiling is the client's
+// ceiling. Its name is Principal.Client when set (agora's --actor); otherwise it is
+// CLIENT@Owner, CLIENT being the name the client gave in initialize (see [stdioName]) and
+// Owner the OS user who started the server: the name a client gives itself is recorded, never
+// trusted (the ceiling, fixed here, is what authorises), and the user stays on the record.
 type StdioConfig struct {
 	Principal Principal
+	Owner     string
 	Limits    Limits
 }
 
@@ -170,10 +176,19 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, cf
 	if !cfg.Principal.Ceiling.Allows(CeilingRead) {
 		return errors.New("serve mcp: the stdio client has no ceiling")
 	}
+	if cfg.Principal.Client == "" && cfg.Owner == "" {
+		return errors.New("serve mcp: the stdio client has neither a name nor an owner")
+	}
 	l := cfg.Limits.withDefaults()
-	id := func(*mcp.RequestExtra) (Principal, bool) { return cfg.Principal, true }
+	id := func(req mcp.Request) (Principal, bool) {
+		p := cfg.Principal
+		if p.Client == "" {
+			p.Client = stdioName(req.GetSession()) + "@" + cfg.Owner
+		}
+		return p, true
+	}
 	m := s.newMCP(id, rate.NewLimiter(rate.Limit(l.Rate), l.Burst))
-	s.log.Info("mcp server serving stdio", "client", cfg.Principal.Client, "ceiling", cfg.Principal.Ceiling.String())
+	s.log.Info("mcp server serving stdio", "client", cfg.Principal.Client, "owner", cfg.Owner, "ceiling", cfg.Principal.Ceiling.String())
 	t := &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}, MaxLineLength: maxStdioLine}
 	return m.Run(ctx, t)
 }
