@@ -314,6 +314,10 @@ func orchStatusRun(ctx context.Context, opts *runOptions) error {
 	}
 	return emit(f.IO, opts.output, r, func(r api.Run) error {
 		printRunHeader(f, r)
+		if r.Next != "" {
+			// What only a person can do next, as the MCP status and watch say it.
+			fmt.Fprintf(f.IO.ErrOut, "next: %s\n", r.Next)
+		}
 		return printTasks(f, r)
 	})
 }

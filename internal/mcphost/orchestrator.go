@@ -98,20 +98,31 @@ func (o *Orchestrator) Status(ctx context.Context, runID string) (json.RawMessag
 
 // Watch waits until the run's state changes from what it was at the call, or it ends, or the
 // timeout passes, and returns its status then. A run an MCP client may not see is refused
-// before anything is watched.
+// before anything is watched. A run in needs_input is answered at once: only a person on the
+// host moves it (its status's next says how), so waiting would only burn the caller's timeout.
 func (o *Orchestrator) Watch(ctx context.Context, runID string, timeout time.Duration) (json.RawMessage, error) {
-	if _, err := o.Status(ctx, runID); err != nil {
+	now, err := o.Status(ctx, runID)
+	if err != nil {
 		return nil, err
+	}
+	var st struct {
+		State string `json:"state"`
+	}
+	if json.Unmarshal(now, &st) == nil && st.State == api.RunNeedsInput {
+		return now, nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var first, last *api.Run
 	errChanged := errors.New("changed")
-	err := o.c.Watch(wctx, runID, func(r *api.Run, _ *api.Event) error {
+	err = o.c.Watch(wctx, runID, func(r *api.Run, _ *api.Event) error {
 		if r == nil {
 			return nil
 		}
 		last = r
+		if r.State == api.RunNeedsInput {
+			return errChanged // it came to wait for a person between the status and the stream
+		}
 		if first == nil {
 			first = r
 			return nil

@@ -114,12 +114,14 @@ var toolTable = sync.OnceValue(func() []tool {
 		}, submitProps(), (*Server).orchestratorSubmit),
 		define(tool{
 			name: "agora_orchestrator_status", tier: CeilingRead, title: "Orchestrator run status",
-			desc:     "Return the status of an orchestrator run and its tasks.",
+			desc: "Return the status of an orchestrator run and its tasks. When a task waits for a person's answer, next says " +
+				"the exact `agora orch answer RUN TASK --answer TEXT` a person must run on the host (no MCP tool answers a run's question).",
 			readOnly: true, idem: true,
 		}, runProps(), (*Server).orchestratorStatus),
 		define(tool{
 			name: "agora_orchestrator_watch", tier: CeilingRead, title: "Watch an orchestrator run",
-			desc:     "Wait up to timeout_seconds (default 30, at most 300) for an orchestrator run to change or end, then return its status.",
+			desc: "Wait up to timeout_seconds (default 30, at most 300) for an orchestrator run to change or end, then return its status. " +
+				"A run in needs_input is returned at once: only a person on the host can move it, and its next says the exact command.",
 			readOnly: true, idem: true,
 		}, watchProps(), (*Server).orchestratorWatch),
 		define(tool{

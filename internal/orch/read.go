@@ -166,6 +166,7 @@ func status(ctx context.Context, db *sql.DB, ref string, cached func(id string) 
 		return api.Run{}, err
 	}
 	setProducts(r.Tasks, planTasks)
+	r.Next = nextStep(r)
 	return r, nil
 }
 

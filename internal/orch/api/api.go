@@ -88,6 +88,10 @@ type Run struct {
 	Schedule string     `json:"schedule,omitempty"`
 	Slot     *time.Time `json:"slot,omitempty"`
 	Missed   int        `json:"missed,omitempty"`
+	// Next says what must happen for the run to move on when only a person can move it:
+	// the exact `agora orch answer RUN TASK --answer TEXT` of each task that waits for an
+	// answer. "" otherwise; set on a status read with its tasks.
+	Next string `json:"next,omitempty"`
 }
 
 // Task is one node of a run.
