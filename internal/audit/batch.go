@@ -28,17 +28,30 @@ type Batcher struct {
 	db     *store.DB
 	log    *Log
 	mu     sync.Mutex
-	next   []batchWait // guarded by mu
-	closed bool        // guarded by mu: Run has returned
+	queue  []*pending // guarded by mu: the batches to write, in order, each at most maxBatch entries
+	queued int        // guarded by mu: entries in queue
+	last   int        // guarded by mu: entries in the batch written last
+	closed bool       // guarded by mu: Run has returned
 	wake   chan struct{}
 }
 
 // ErrBatcherStopped refuses entries once the [Batcher] has stopped.
 var ErrBatcherStopped = errors.New("audit log closed: the server is stopping")
 
-type batchWait struct {
-	e    Entry
-	done chan error
+// pending is one batch: its callers queue their entries into it and wait on done, which is
+// closed once errs holds each entry's answer. One channel and one answer slice per batch, not
+// a channel per entry: at 64 writers the per-entry channel and its send were most of what a
+// Batcher cost over AppendAll (issue #28).
+type pending struct {
+	entries []Entry
+	errs    []error // written before done is closed, read only after
+	done    chan struct{}
+}
+
+// finish answers every caller of p: errs[i] for entry i.
+func (p *pending) finish(errs []error) {
+	p.errs = errs
+	close(p.done)
 }
 
 // maxBatch bounds one transaction.
@@ -53,24 +66,40 @@ func NewBatcher(db *store.DB, log *Log) *Batcher {
 // Append queues e and waits until it is committed, its transaction fails, the batcher stops
 // or ctx ends. An entry whose caller gave up on ctx may still be committed.
 func (b *Batcher) Append(ctx context.Context, e Entry) error {
-	w := batchWait{e: e, done: make(chan error, 1)}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return ErrBatcherStopped
 	}
-	b.next = append(b.next, w)
+	var p *pending
+	if n := len(b.queue); n > 0 && len(b.queue[n-1].entries) < maxBatch {
+		p = b.queue[n-1]
+	} else {
+		// Sized like the batch before it, so a steady stream grows no slice.
+		p = &pending{entries: make([]Entry, 0, min(max(b.last, 8), maxBatch)), done: make(chan struct{})}
+		b.queue = append(b.queue, p)
+	}
+	i := len(p.entries)
+	p.entries = append(p.entries, e)
+	b.queued++
 	b.mu.Unlock()
 	select {
 	case b.wake <- struct{}{}:
 	default:
 	}
 	select {
-	case err := <-w.done:
-		return err
+	case <-p.done:
+		return p.errs[i]
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// queuedLen is the number of entries waiting to be written.
+func (b *Batcher) queuedLen() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.queued
 }
 
 // Run commits batches until ctx ends; entries still waiting then are refused.
@@ -85,10 +114,14 @@ func (b *Batcher) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			b.mu.Lock()
-			for _, w := range b.next {
-				w.done <- ErrBatcherStopped
+			for _, p := range b.queue {
+				errs := make([]error, len(p.entries))
+				for i := range errs {
+					errs[i] = ErrBatcherStopped
+				}
+				p.finish(errs)
 			}
-			b.next, b.closed = nil, true
+			b.queue, b.queued, b.closed = nil, 0, true
 			b.mu.Unlock()
 			return
 		case <-b.wake:
@@ -97,43 +130,56 @@ func (b *Batcher) Run(ctx context.Context) {
 	}
 }
 
-// drain commits what is queued, at most maxBatch entries a transaction, until nothing is.
+// drain commits what is queued, one batch a transaction, until nothing is.
 func (b *Batcher) drain(ctx context.Context, st *statements) {
 	for {
 		b.gather()
 		b.mu.Lock()
-		batch := b.next[:min(len(b.next), maxBatch)]
-		b.next = b.next[len(batch):]
-		b.mu.Unlock()
-		if len(batch) == 0 {
+		if len(b.queue) == 0 {
+			b.mu.Unlock()
 			return
 		}
-		refused := make([]error, len(batch))
-		err := b.db.Tx(ctx, func(tx *sql.Tx) error { return b.log.appendBatch(ctx, tx, st, batch, refused) })
-		for i, w := range batch {
-			if refused[i] != nil {
-				w.done <- refused[i]
-			} else {
-				w.done <- err
+		p := b.queue[0]
+		b.queue[0] = nil
+		b.queue = b.queue[1:]
+		b.queued -= len(p.entries)
+		b.last = len(p.entries)
+		b.mu.Unlock()
+		refused := make([]error, len(p.entries))
+		err := b.db.Tx(ctx, func(tx *sql.Tx) error { return b.log.appendBatch(ctx, tx, st, p.entries, refused) })
+		if err != nil {
+			for i := range refused {
+				if refused[i] == nil {
+					refused[i] = err
+				}
 			}
 		}
+		p.finish(refused)
 	}
 }
 
 // gather yields while the queue grows, up to a full batch. Callers answered by the last commit
 // usually queue their next entry at once but need a moment of CPU to do it; without the yield
 // the next transaction takes the few that made it, the one after the rest, and commits are
-// many and small (batches of 10 from 64 writers on 2 cores, measured). A yield costs well
-// under a microsecond when nobody is queueing.
+// many and small (batches of 10 from 64 writers on 2 cores, measured). It waits for as many
+// entries as the last batch had (those callers are the ones likely to come back), or until
+// the queue has stopped growing for a few yields: one caller alone is not kept waiting, and
+// a yield costs well under a microsecond when nobody is queueing.
 func (b *Batcher) gather() {
-	for n := -1; ; {
-		b.mu.Lock()
-		queued := len(b.next)
-		b.mu.Unlock()
-		if queued == n || queued >= maxBatch {
+	const still = 3 // yields without growth that end the wait
+	b.mu.Lock()
+	want := min(max(b.last, 1), maxBatch)
+	b.mu.Unlock()
+	for n, idle := -1, 0; idle < still; {
+		queued := b.queuedLen()
+		if queued >= want {
 			return
 		}
-		n = queued
+		if queued == n {
+			idle++
+		} else {
+			n, idle = queued, 0
+		}
 		runtime.Gosched()
 	}
 }
@@ -144,7 +190,7 @@ func (b *Batcher) gather() {
 // distinct times in their sequence order. An entry that cannot be encoded is refused in
 // refused[i] and takes no sequence number; the others are written around it. An error is the
 // transaction's: nothing of the batch may commit.
-func (l *Log) appendBatch(ctx context.Context, tx *sql.Tx, st *statements, batch []batchWait, refused []error) error {
+func (l *Log) appendBatch(ctx context.Context, tx *sql.Tx, st *statements, batch []Entry, refused []error) error {
 	ctx = context.WithoutCancel(ctx) // as in AppendAll: the transaction still ends with ctx
 	var a *appender
 	var err error
@@ -158,18 +204,18 @@ func (l *Log) appendBatch(ctx context.Context, tx *sql.Tx, st *statements, batch
 	}
 	defer a.close()
 	var last time.Time
-	for i, w := range batch {
+	for i, e := range batch {
 		t := l.now().UTC()
 		if !t.After(last) {
 			t = last.Add(time.Nanosecond)
 		}
 		last = t
 		at := t.Format(time.RFC3339Nano)
-		body, err := encodeEntry(a.next(), at, w.e)
+		body, err := encodeEntry(a.next(), at, e)
 		if refused[i] = err; err != nil {
 			continue
 		}
-		if err := a.write(ctx, at, w.e, body); err != nil {
+		if err := a.write(ctx, at, e, body); err != nil {
 			return err
 		}
 	}

@@ -24,9 +24,7 @@ func TestBatcher_RefusesQueuedOnStop(t *testing.T) {
 	go func() { done <- b.Append(t.Context(), Entry{Kind: "mcp.tool_call"}) }()
 	for queued := 0; queued == 0; {
 		time.Sleep(time.Millisecond)
-		b.mu.Lock()
-		queued = len(b.next)
-		b.mu.Unlock()
+		queued = b.queuedLen()
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -54,9 +52,7 @@ func queueInOrder(t *testing.T, b *Batcher, entries []Entry) []chan error {
 		go func() { out[i] <- b.Append(t.Context(), e) }()
 		for queued := 0; queued != i+1; {
 			time.Sleep(100 * time.Microsecond)
-			b.mu.Lock()
-			queued = len(b.next)
-			b.mu.Unlock()
+			queued = b.queuedLen()
 		}
 	}
 	return out
