@@ -130,31 +130,56 @@ func (b *Batcher) Run(ctx context.Context) {
 	}
 }
 
-// drain commits what is queued, one batch a transaction, until nothing is.
+// drain commits what is queued until nothing is. A transaction starts with the oldest batch
+// and, while it is open, takes the batches queued meanwhile too (until it holds maxBatch
+// entries), so the writer is not idle while callers answered by the last commit queue again,
+// and those callers wait for one commit, not for the next transaction's start.
 func (b *Batcher) drain(ctx context.Context, st *statements) {
 	for {
 		b.gather()
-		b.mu.Lock()
-		if len(b.queue) == 0 {
-			b.mu.Unlock()
+		var taken []*pending
+		var answers [][]error
+		written := 0
+		// batch(i) is the transaction's i-th batch, taken from the queue when it is asked for
+		// the first time: store.DB.Tx runs its function again on a busy database, and then the
+		// batches taken so far are written again, in the same order.
+		batch := func(i int) ([]Entry, []error) {
+			if i < len(taken) {
+				clear(answers[i])
+				return taken[i].entries, answers[i]
+			}
+			if written >= maxBatch {
+				return nil, nil
+			}
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if len(b.queue) == 0 {
+				return nil, nil
+			}
+			p := b.queue[0]
+			b.queue[0] = nil
+			b.queue = b.queue[1:]
+			b.queued -= len(p.entries)
+			written += len(p.entries)
+			b.last = written
+			taken = append(taken, p)
+			answers = append(answers, make([]error, len(p.entries)))
+			return p.entries, answers[len(answers)-1]
+		}
+		if entries, _ := batch(0); entries == nil {
 			return
 		}
-		p := b.queue[0]
-		b.queue[0] = nil
-		b.queue = b.queue[1:]
-		b.queued -= len(p.entries)
-		b.last = len(p.entries)
-		b.mu.Unlock()
-		refused := make([]error, len(p.entries))
-		err := b.db.Tx(ctx, func(tx *sql.Tx) error { return b.log.appendBatch(ctx, tx, st, p.entries, refused) })
-		if err != nil {
-			for i := range refused {
-				if refused[i] == nil {
-					refused[i] = err
+		err := b.db.Tx(ctx, func(tx *sql.Tx) error { return b.log.appendBatch(ctx, tx, st, batch) })
+		for i, p := range taken {
+			if err != nil {
+				for j := range answers[i] {
+					if answers[i][j] == nil {
+						answers[i][j] = err
+					}
 				}
 			}
+			p.finish(answers[i])
 		}
-		p.finish(refused)
 	}
 }
 
@@ -184,13 +209,13 @@ func (b *Batcher) gather() {
 	}
 }
 
-// appendBatch writes a batch's entries in tx, in order, with one tree load, through st (nil:
-// statements prepared in tx). Each entry is stamped as it is written, strictly after the one before it (a
+// appendBatch writes the entries of batch(0), batch(1), ... in tx, in order, until batch
+// returns none, with one tree load, through st (nil: statements prepared in tx). Each entry is stamped as it is written, strictly after the one before it (a
 // clock that has not moved is nudged on by a nanosecond), so entries of one batch keep
 // distinct times in their sequence order. An entry that cannot be encoded is refused in
-// refused[i] and takes no sequence number; the others are written around it. An error is the
+// the refused slice batch returned with it, at its index, and takes no sequence number; the others are written around it. An error is the
 // transaction's: nothing of the batch may commit.
-func (l *Log) appendBatch(ctx context.Context, tx *sql.Tx, st *statements, batch []Entry, refused []error) error {
+func (l *Log) appendBatch(ctx context.Context, tx *sql.Tx, st *statements, batch func(int) ([]Entry, []error)) error {
 	ctx = context.WithoutCancel(ctx) // as in AppendAll: the transaction still ends with ctx
 	var a *appender
 	var err error
@@ -204,19 +229,25 @@ func (l *Log) appendBatch(ctx context.Context, tx *sql.Tx, st *statements, batch
 	}
 	defer a.close()
 	var last time.Time
-	for i, e := range batch {
-		t := l.now().UTC()
-		if !t.After(last) {
-			t = last.Add(time.Nanosecond)
+	for n := 0; ; n++ {
+		entries, refused := batch(n)
+		if entries == nil {
+			break
 		}
-		last = t
-		at := t.Format(time.RFC3339Nano)
-		body, err := encodeEntry(a.next(), at, e)
-		if refused[i] = err; err != nil {
-			continue
-		}
-		if err := a.write(ctx, at, e, body); err != nil {
-			return err
+		for i, e := range entries {
+			t := l.now().UTC()
+			if !t.After(last) {
+				t = last.Add(time.Nanosecond)
+			}
+			last = t
+			at := t.Format(time.RFC3339Nano)
+			body, err := encodeEntry(a.next(), at, e)
+			if refused[i] = err; err != nil {
+				continue
+			}
+			if err := a.write(ctx, at, e, body); err != nil {
+				return err
+			}
 		}
 	}
 	return a.save(ctx)
