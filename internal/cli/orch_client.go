@@ -485,6 +485,6 @@ func orchActionRun(ctx context.Context, opts *orchActionOptions) error {
 		return err
 	}
 	noteShared(f, r)
-	fmt.Fprintf(f.IO.ErrOut, "agora: %s: run %s is %s (%s tasks done)\n", opts.action, r.ID, r.State, progress(r))
+	fmt.Fprintln(f.IO.ErrOut, actionOutcome(opts.action, opts.req, r))
 	return nil
 }
