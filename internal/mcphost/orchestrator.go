@@ -24,8 +24,10 @@ var _ mcpserver.Orchestrator = (*Orchestrator)(nil)
 // NewOrchestrator returns the port over the service's client c.
 func NewOrchestrator(c *client.Client) *Orchestrator { return &Orchestrator{c: c} }
 
+// Submit starts a run of plan. The plan names no file (File is empty): it came as a JSON value,
+// so its problems are placed by path alone (plan: tasks[3].deps: ...), never at a made-up line.
 func (o *Orchestrator) Submit(ctx context.Context, actor string, plan json.RawMessage) (json.RawMessage, error) {
-	resp, err := o.c.Submit(ctx, api.SubmitRequest{File: "plan.json", Source: plan, Actor: actor})
+	resp, err := o.c.Submit(ctx, api.SubmitRequest{Source: plan, Actor: actor})
 	if err != nil {
 		return nil, orchError(err)
 	}

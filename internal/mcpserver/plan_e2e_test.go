@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -139,5 +140,10 @@ func TestPlan_FromTheSchemaOverMCP(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("a bad plan's answer lacks %q:\n%s", want, got)
 		}
+	}
+	// A plan sent as JSON over MCP has no file and no lines of its own: no made-up
+	// "plan.json:1:" position, each problem is placed by its path only (#29 finding 8).
+	if strings.Contains(got, "plan.json") || regexp.MustCompile(`:[0-9]+:`).MatchString(got) || !strings.Contains(got, "plan: tasks[2].timeout: ") {
+		t.Errorf("a bad plan's answer has a made-up position, want each problem as %q:\n%s", "plan: tasks[2].timeout: ...", got)
 	}
 }

@@ -167,7 +167,7 @@ type Event struct {
 
 // SubmitRequest carries a plan's source, parsed and validated by the service.
 type SubmitRequest struct {
-	File   string `json:"file"`
+	File   string `json:"file"` // names the plan in its problems; empty: a plan given as a value (MCP), placed by path only
 	Source []byte `json:"source"`
 	Repo   string `json:"repo,omitempty"` // an absolute path to a git repository; CLI only
 	// Workspace names a catalog workspace (NAME or NAME@sha256:HEX) instead; the plan's own

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -84,7 +85,34 @@ func Parse(file string, src []byte) (*Plan, error) {
 // and reports the structural and the catalog problems together, so whoever wrote the plan
 // (a person or a model) fixes them in one pass. A reference at a path that already has a
 // structural problem is not looked up.
+//
+// An empty file is a plan given as a value, not read from a file (an MCP client sends one as
+// a JSON object): its problems are placed by path alone ("plan: tasks[3].depends_on[0]:
+// ..."), since a line number would count the lines of the bytes agora was handed after the
+// client's own encoding, which nobody wrote.
 func Validate(ctx context.Context, file string, src []byte, refs Refs) (*Plan, error) {
+	p, err := validate(ctx, file, src, refs)
+	if err != nil && file == "" {
+		return nil, unplaced(err)
+	}
+	return p, err
+}
+
+// unplaced is err with every problem named "plan" and placed by path only.
+func unplaced(err error) error {
+	var es strictyaml.Errors
+	if !errors.As(err, &es) {
+		return err
+	}
+	out := make(strictyaml.Errors, len(es))
+	for i, e := range es {
+		e.File, e.Line = "plan", 0
+		out[i] = e
+	}
+	return out
+}
+
+func validate(ctx context.Context, file string, src []byte, refs Refs) (*Plan, error) {
 	if len(src) > MaxSourceSize {
 		return nil, strictyaml.Errors{{File: file, Msg: fmt.Sprintf("plan is %d bytes; at most %d", len(src), MaxSourceSize)}}
 	}

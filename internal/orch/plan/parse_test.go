@@ -557,3 +557,24 @@ func TestParse_LongValuesInMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestValidate_NoFileNoLine: a plan given as a value (over MCP, no file) has its problems
+// placed by path alone, never at a made-up "plan.json:1:" (#29 finding 8); a file keeps its
+// lines.
+func TestValidate_NoFileNoLine(t *testing.T) {
+	src := []byte(`{"version": 1, "name": "x", "tasks": [{"id": "a", "subagent": "s", "depends_on": ["nope"]}, {"id": "b", "subagent": "s", "timeout": "soon"}]}`)
+	_, err := plan.Validate(t.Context(), "", src, nil)
+	want := "plan: tasks[0].depends_on[0]: unknown task \"nope\""
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "plan: tasks[1].timeout: ") {
+		t.Fatalf("got %v, want problems placed by path, e.g. %q", err, want)
+	}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if !strings.HasPrefix(line, "plan: tasks[") {
+			t.Errorf("line %q: want \"plan: tasks[...]: ...\" with no line number", line)
+		}
+	}
+	_, err = plan.Validate(t.Context(), "p.json", src, nil)
+	if err == nil || !strings.Contains(err.Error(), "p.json:1: tasks[0].depends_on[0]: ") {
+		t.Errorf("a file keeps its lines: got %v", err)
+	}
+}
