@@ -20,6 +20,10 @@ type branchWork struct {
 	changes    []gitbranch.Change
 	// dispatches pairs each change with its dispatch, for the report.
 	dispatches []string
+	// run and tasks name a run's branch and each change's task, for the conflict's advice
+	// (empty for one dispatch).
+	run   string
+	tasks []string
 }
 
 // blobGetter reads hash-checked content from the blob store.
@@ -88,14 +92,22 @@ func runOrder(tasks []api.Task) []api.Task {
 }
 
 // runWork gathers a run's branch: its tasks' patches in dependency order, on the run's commit
-// in the run's repository, unless repo names another clone of it.
-func runWork(ctx context.Context, h *home.Home, run api.Run, repo string) (branchWork, error) {
-	w := branchWork{repo: run.Repo, base: run.Revision}
+// in the run's repository, unless repo names another clone of it. The tasks in skip are left
+// out; each must be one whose patch would be there.
+func runWork(ctx context.Context, h *home.Home, run api.Run, repo string, skip []string) (branchWork, error) {
+	w := branchWork{repo: run.Repo, base: run.Revision, run: run.ID}
 	if repo != "" {
 		w.repo = repo
 	}
+	order := runOrder(run.Tasks)
+	if err := checkSkip(run.ID, order, skip); err != nil {
+		return w, err
+	}
 	records := dispatch.NewRecords(h.DB, nil, nil)
-	for _, t := range runOrder(run.Tasks) {
+	for _, t := range order {
+		if slices.Contains(skip, t.ID) {
+			continue
+		}
 		r, err := records.Get(ctx, t.ProductID()) // a fixed task's patch is its fix's
 		if err != nil {
 			return w, fmt.Errorf("task %s: %w", t.ID, err)
@@ -113,9 +125,23 @@ func runWork(ctx context.Context, h *home.Home, run api.Run, repo string) (branc
 		if err != nil {
 			return w, err
 		}
-		w.changes, w.dispatches = append(w.changes, c), append(w.dispatches, r.ID)
+		w.changes, w.dispatches, w.tasks = append(w.changes, c), append(w.dispatches, r.ID), append(w.tasks, t.ID)
 	}
 	return w, w.check("run " + run.ID)
+}
+
+// checkSkip refuses a --skip that names no task whose patch the branch would take.
+func checkSkip(run string, order []api.Task, skip []string) error {
+	for _, id := range skip {
+		if !slices.ContainsFunc(order, func(t api.Task) bool { return t.ID == id }) {
+			ids := make([]string, len(order))
+			for i, t := range order {
+				ids[i] = t.ID
+			}
+			return fmt.Errorf("--skip %q: run %s has no succeeded task %q whose work the branch takes; those are: %s", id, run, id, orDash(strings.Join(ids, ", ")))
+		}
+	}
+	return nil
 }
 
 // check says what is missing before git is asked anything.
@@ -137,16 +163,30 @@ func writeBranch(ctx context.Context, f *Factory, w branchWork, branch string) e
 	var ce *gitbranch.ConflictError
 	if errors.As(err, &ce) {
 		return fmt.Errorf("%s does not apply onto the changes before it; conflict in %s. Nothing was created. "+
-			"To go on: review that patch against the others (agora dispatch patch ID), make the branch without it "+
-			"from the tasks before it, or print one patch of everything (--combined) and resolve it by hand",
-			ce.Label, conflictWhere(ce))
+			"To go on: review that patch against the others (agora dispatch patch ID), %s, "+
+			"or print one patch of everything (--combined) and resolve it by hand",
+			ce.Label, conflictWhere(ce), without(w, ce.Label, branch))
 	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(f.IO.Out, "branch %s at %s: %s on %s\n", branch, short(res.Head), plural(len(res.Commits), "commit"), short(w.base))
+	for _, label := range res.Unchanged {
+		fmt.Fprintf(f.IO.Out, "  no commit for %s: its patch changes nothing on top of the commits before it (the same edit)\n", label)
+	}
 	fmt.Fprintf(f.IO.Out, "  -> git log --stat %s..%s   (in %s; nothing was checked out or pushed)\n", short(w.base), branch, w.repo)
 	return nil
+}
+
+// without is the advice to make the branch without the change labelled label: for a run,
+// the exact command (its --skip TASK).
+func without(w branchWork, label, branch string) string {
+	for i, c := range w.changes {
+		if c.Label == label && i < len(w.tasks) {
+			return fmt.Sprintf("make the branch without it (agora orch patches %s --branch %s --skip %s)", w.run, branch, w.tasks[i])
+		}
+	}
+	return "make the branch without it from the changes before it"
 }
 
 // writeCombined prints one patch of every change, from the base to the result.

@@ -17,6 +17,7 @@ type orchPatchesOptions struct {
 	branch   string
 	repo     string
 	combined bool
+	skip     []string
 	output   string
 }
 
@@ -49,9 +50,12 @@ your git configuration names (hooks, fsmonitor, merge, filter or diff drivers, g
 the merges happen in a private git directory that shares only the object store. An existing
 branch is refused, never moved: pick another name or delete it (git branch -D NAME). A name
 git would not take as a branch (a space, '..', '@{', a component ending in .lock, a leading
-'-') is refused before git is asked. A task
-whose patch conflicts with the ones before it stops everything: no branch is created, and
-the error names the task and the files, and how to go on.
+'-') is refused before git is asked. A task whose patch changes nothing on top of the
+commits before it (two tasks made the same edit) gets no commit, and the output says so,
+one line per such task. A task whose patch conflicts with the ones before it stops
+everything: no branch is created, and the error names the task and the files, and how to
+go on: --skip TASK (repeatable) makes the branch (or --combined's patch) without that
+task's work.
 
 --combined prints one patch of all of them (the same three-way merges), from the run's
 commit to the result.`,
@@ -59,6 +63,7 @@ commit to the result.`,
   agora orch patches nightly-fixes --branch agora/nightly-fixes
   git log --stat --format='%h %an%n%s%n%(trailers)' main..agora/nightly-fixes
   agora orch patches nightly-fixes --branch agora/nightly-fixes --repo ~/src/app-clone
+  agora orch patches nightly-fixes --branch agora/nightly-fixes --skip flaky-fix
   agora orch patches nightly-fixes --combined > nightly.patch && git apply --check nightly.patch`,
 		Args: exactArgs(1, "RUN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -78,6 +83,9 @@ commit to the result.`,
 			if opts.repo != "" && opts.to != "" {
 				return usageErrorf(cmd, "--repo goes with --branch or --combined")
 			}
+			if len(opts.skip) > 0 && opts.to != "" {
+				return usageErrorf(cmd, "--skip goes with --branch or --combined")
+			}
 			return runCmd(cmd, opts, runF, orchPatchesRun)
 		},
 	}
@@ -85,6 +93,7 @@ commit to the result.`,
 	cmd.Flags().StringVar(&opts.branch, "branch", "", "create this git branch with one commit per task (e.g. agora/RUN)")
 	cmd.Flags().BoolVar(&opts.combined, "combined", false, "print one patch of every task's changes")
 	cmd.Flags().StringVar(&opts.repo, "repo", "", "the repository for --branch/--combined (default: the run's)")
+	cmd.Flags().StringArrayVar(&opts.skip, "skip", nil, "leave this task's work out of --branch/--combined (repeatable)")
 	addOutputFlag(cmd, &opts.output)
 	return cmd
 }
@@ -101,7 +110,7 @@ func orchPatchesRun(ctx context.Context, opts *orchPatchesOptions) error {
 		return err
 	}
 	if opts.branch != "" || opts.combined {
-		w, err := runWork(ctx, h, run, opts.repo)
+		w, err := runWork(ctx, h, run, opts.repo, opts.skip)
 		if err != nil {
 			return err
 		}

@@ -58,7 +58,10 @@ type Options struct {
 type Result struct {
 	Ref     string   // refs/heads/NAME
 	Head    string   // the last commit (Base when no change had a patch)
-	Commits []string // one per change with a patch, in order
+	Commits []string // one per change with a patch that changed the tree, in order
+	// Unchanged are the labels of the changes whose patch left the tree as the changes before
+	// it made it (two tasks made the same edit): they get no commit, never an empty one.
+	Unchanged []string
 }
 
 // ConflictError is a change that does not apply onto the branch so far.
@@ -95,6 +98,10 @@ func Create(ctx context.Context, branch string, o Options) (Result, error) {
 		return Result{}, fmt.Errorf("%w: %s is already in the repository; pick another --branch, or delete it first (git branch -D %s)", ErrBranchExists, branch, branch)
 	}
 	res := Result{Ref: ref, Head: o.Base}
+	last, err := b.writeTree(ctx, "the base")
+	if err != nil {
+		return Result{}, err
+	}
 	var bodies [][]byte
 	for _, c := range o.Changes {
 		if len(c.Patch) == 0 {
@@ -104,6 +111,11 @@ func Create(ctx context.Context, branch string, o Options) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
+		if tree == last {
+			res.Unchanged = append(res.Unchanged, c.Label)
+			continue
+		}
+		last = tree
 		body, err := commitObject(tree, res.Head, c, b.when.Unix())
 		if err != nil {
 			return Result{}, err
