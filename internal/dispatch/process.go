@@ -6,17 +6,32 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // selfSupervisor names this process as "<pid>:<start time>", so another process can tell
 // whether the supervisor of a live dispatch still runs, despite pid reuse.
 func selfSupervisor() string {
-	pid := os.Getpid()
-	start, err := processStart(pid)
-	if err != nil {
-		return strconv.Itoa(pid) + ":0"
+	selfName.mu.Lock()
+	defer selfName.mu.Unlock()
+	if selfName.s == "" {
+		pid := os.Getpid()
+		start, err := processStart(pid)
+		if err != nil {
+			// Not kept: the next call reads /proc again.
+			return strconv.Itoa(pid) + ":0"
+		}
+		selfName.s = fmt.Sprintf("%d:%d", pid, start)
 	}
-	return fmt.Sprintf("%d:%d", pid, start)
+	return selfName.s
+}
+
+// selfName is selfSupervisor's answer, read from /proc once per process: a process's pid and
+// start time never change, and every dispatch asked for it three times (accept, supervise,
+// started; #28 noop).
+var selfName struct {
+	mu sync.Mutex
+	s  string
 }
 
 // parentSupervisor names this process's parent the same way, or "" when it has none left.
