@@ -51,19 +51,47 @@ type dispatchIDOptions struct {
 	printOptions
 }
 
-func newDispatchDescribeCmd(f *Factory, runF func(*dispatchIDOptions) error) *cobra.Command {
-	return newPrintCmd(&cobra.Command{
-		Use:     "describe ID",
-		Short:   "Show a dispatch's record and events (works while it runs)",
-		Example: `  agora dispatch describe 01J9Z3K4M5N6P7Q8R9S0T1V2W3 --output json`,
-		Args:    exactArgs(1, "ID"),
-	}, &dispatchIDOptions{printOptions{f: f}}, runF, dispatchDescribeRun)
+// dispatchDescribeOptions are describe's: the id, and how long to wait for it to move.
+type dispatchDescribeOptions struct {
+	printOptions
+	wait time.Duration
 }
 
-func dispatchDescribeRun(ctx context.Context, opts *dispatchIDOptions) error {
+func newDispatchDescribeCmd(f *Factory, runF func(*dispatchDescribeOptions) error) *cobra.Command {
+	opts := &dispatchDescribeOptions{printOptions: printOptions{f: f}}
+	cmd := newPrintCmd(&cobra.Command{
+		Use:   "describe ID [--wait DURATION]",
+		Short: "Show a dispatch's record and events (works while it runs)",
+		Long: `Show a dispatch's record and events. It works while the dispatch runs.
+
+With --wait, describe first waits, up to DURATION, for the dispatch to change state (or phase,
+such as a call held for approval) or to end, then shows it: a script follows a long dispatch
+with one describe per change. A dispatch that already ended (needs_input included) is shown
+at once. Waiting reads the record now and then and holds nothing.`,
+		Example: `  agora dispatch describe 01J9Z3K4M5N6P7Q8R9S0T1V2W3 --output json
+  agora dispatch describe 01J9Z3K4M5N6P7Q8R9S0T1V2W3 --wait 10m -o json`,
+		Args: exactArgs(1, "ID"),
+	}, opts, runF, dispatchDescribeRun)
+	cmd.Flags().DurationVar(&opts.wait, "wait", 0, "wait up to this long (e.g. 30s, 10m) for the dispatch to change state or end first")
+	return cmd
+}
+
+func (o *dispatchDescribeOptions) validate(cmd *cobra.Command) error {
+	if o.wait < 0 {
+		return usageErrorf(cmd, "--wait must not be negative")
+	}
+	return nil
+}
+
+func dispatchDescribeRun(ctx context.Context, opts *dispatchDescribeOptions) error {
 	d, r, err := openRecord(ctx, opts.f, opts.arg)
 	if err != nil {
 		return err
+	}
+	if opts.wait > 0 {
+		if r, err = waitForChange(ctx, d, r, opts.wait); err != nil {
+			return err
+		}
 	}
 	out := describeOutput{Record: r}
 	out.Placement, out.PlacementError = placementOf(ctx, d, r)

@@ -205,6 +205,19 @@ func (a *idArgs) check() error {
 	return nil
 }
 
+// describeArgs names one dispatch and, with wait_seconds, how long to wait for it to move.
+type describeArgs struct {
+	ID          string `json:"id"`
+	WaitSeconds *int64 `json:"wait_seconds,omitempty"`
+}
+
+func (a *describeArgs) check() error {
+	if err := (&idArgs{ID: a.ID}).check(); err != nil {
+		return err
+	}
+	return checkRange("wait_seconds", a.WaitSeconds, 0, maxWait)
+}
+
 // submitArgs carries one orchestrator plan.
 type submitArgs struct {
 	Plan json.RawMessage `json:"plan"`
@@ -345,6 +358,13 @@ func idProps() map[string]*jsonschema.Schema {
 	return map[string]*jsonschema.Schema{
 		"id": {Type: "string", Description: "the dispatch id agora_dispatch returned", Pattern: idPattern, MinLength: jsonschema.Ptr(dispatchIDLen), MaxLength: jsonschema.Ptr(dispatchIDLen)},
 	}
+}
+
+func describeProps() map[string]*jsonschema.Schema {
+	p := idProps()
+	p["wait_seconds"] = intSchema("wait up to this many seconds for the dispatch to change state (or phase) or end, then describe it; "+
+		"one that already ended, needs_input included, is described at once; 0 or absent: no wait", 0, maxWait, jsonschema.Ptr(0))
+	return p
 }
 
 func submitProps() map[string]*jsonschema.Schema {

@@ -127,7 +127,7 @@ func FuzzToolArguments(f *testing.F) {
 		``, `{}`, `null`, `[]`, `{"subagent":"writer"}`,
 		`{"subagent":"writer@sha256:` + strings.Repeat("0", 64) + `","envs":["demo"],"target":"local","input":{"a":[1,2.5,"x",null,true]},"timeout_seconds":60,"wait_seconds":0}`,
 		`{"subagent":"w","wait_seconds":-0}`, `{"subagent":"w","envs":["a","a"]}`, `{"subagent":"w","input":{"a":1,"a":2}}`,
-		`{"id":"01ARZ3NDEKTSV4RRFFQ69G5FAV"}`, `{"plan":{"tasks":[]}}`, `{"run_id":"r-1","timeout_seconds":1}`,
+		`{"id":"01ARZ3NDEKTSV4RRFFQ69G5FAV"}`, `{"id":"01ARZ3NDEKTSV4RRFFQ69G5FAV","wait_seconds":300}`, `{"id":"01ARZ3NDEKTSV4RRFFQ69G5FAV","wait_seconds":301}`, `{"plan":{"tasks":[]}}`, `{"run_id":"r-1","timeout_seconds":1}`,
 		`{"subagent":"w","Subagent":"x"}`, `{"subagent":"w\u0000"}`, `{"subagent":"w","target":"` + strings.Repeat("a", 65) + `"}`, `{"subagent":"0","target":""}`,
 		`{"resume":{"dispatch":"01ARZ3NDEKTSV4RRFFQ69G5FAV","answer":"x","extra":1}}`, `{"resume":{"dispatch":"01ARZ3NDEKTSV4RRFFQ69G5FAV","Answer":"x"}}`,
 	}

@@ -156,6 +156,12 @@ func (f *fixture) server(t testing.TB) *mcpserver.Server {
 // stdio connects a client to an in-process server speaking stdio over pipes.
 func (f *fixture) stdio(t testing.TB, p mcpserver.Principal, l mcpserver.Limits) *mcp.ClientSession {
 	t.Helper()
+	return f.stdioWith(t, p, l, nil)
+}
+
+// stdioWith is stdio with a client of opts (a progress handler).
+func (f *fixture) stdioWith(t testing.TB, p mcpserver.Principal, l mcpserver.Limits, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
 	s := f.server(t)
 	sr, cw := io.Pipe()
 	cr, sw := io.Pipe()
@@ -165,7 +171,7 @@ func (f *fixture) stdio(t testing.TB, p mcpserver.Principal, l mcpserver.Limits)
 		done <- s.ServeStdio(ctx, sr, sw, mcpserver.StdioConfig{Principal: p, Limits: l})
 		sw.Close()
 	}()
-	cs, err := newClient().Connect(ctx, &mcp.IOTransport{Reader: cr, Writer: cw}, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agora-test", Version: "v0"}, opts).Connect(ctx, &mcp.IOTransport{Reader: cr, Writer: cw}, nil)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -142,50 +142,22 @@ func (s *Server) dispatch(ctx context.Context, p Principal, a dispatchArgs) (any
 	return s.result(ctx, s.await(ctx, r, wait)), nil
 }
 
-// await polls r until it ends, wait passes or ctx ends, and returns the latest record. A
+// await follows r until it ends, wait passes or ctx ends, and returns the latest record. A
 // failed poll returns what it had: the dispatch runs on regardless.
 func (s *Server) await(ctx context.Context, r *Record, wait time.Duration) *Record {
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	interval := 50 * time.Millisecond
-	progress := progressOf(ctx)
-	report := func() {
-		progress(fmt.Sprintf("dispatch %s %s, %ds elapsed", r.ID, r.State, int(time.Since(r.CreatedAt).Seconds())))
-	}
-	report()
-	lastState, lastReport := r.State, time.Now()
-	defer func() {
-		if r.State != lastState {
-			report()
-		}
-	}()
-	for !r.Done {
-		if r.State != lastState || time.Since(lastReport) >= 5*time.Second {
-			report()
-			lastState, lastReport = r.State, time.Now()
-		}
-		select {
-		case <-ctx.Done():
-			return r
-		case <-deadline.C:
-			return r
-		case <-time.After(interval):
-		}
-		cur, err := s.cfg.Dispatcher.Get(ctx, r.ID)
-		if err != nil {
-			s.log.Warn("poll dispatch", "dispatch_id", r.ID, "err", s.scrub(err.Error()))
-			return r
-		}
-		r = cur
-		interval = min(2*interval, 500*time.Millisecond)
-	}
-	return r
+	return s.follow(ctx, r, wait, func(r *Record) bool { return r.Done })
 }
 
-func (s *Server) dispatchDescribe(ctx context.Context, _ Principal, a idArgs) (any, error) {
+func (s *Server) dispatchDescribe(ctx context.Context, _ Principal, a describeArgs) (any, error) {
 	r, err := s.cfg.Dispatcher.Get(ctx, a.ID)
 	if err != nil {
 		return nil, notFound(err, "dispatch", a.ID)
+	}
+	if a.WaitSeconds != nil && !r.Done {
+		// Until its state or phase moves, or it ends; one that already ended (needs_input
+		// included) is answered at once.
+		first := r
+		r = s.follow(ctx, r, time.Duration(*a.WaitSeconds)*time.Second, func(cur *Record) bool { return cur.Done || differs(first, cur) })
 	}
 	if !r.Final() {
 		return s.result(ctx, r), nil

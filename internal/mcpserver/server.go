@@ -63,6 +63,8 @@ type Server struct {
 	redactor *redact.Redactor
 	// resultCache keeps what terminal dispatches produced, read once.
 	resultCache *resultCache
+	// feeds are the shared polls of the dispatches callers wait on (follow.go).
+	feeds *feeds
 }
 
 // ErrConfig reports a [Config] that lacks a required port.
@@ -79,7 +81,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, redactor: redact.New(nil), resultCache: &resultCache{}}, nil
+	return &Server{cfg: cfg, log: cfg.Logger, redactor: redact.New(nil), resultCache: &resultCache{}, feeds: &feeds{}}, nil
 }
 
 // identity says who sent a request, from what the transport attached to it (the token over

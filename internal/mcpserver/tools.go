@@ -99,9 +99,11 @@ var toolTable = sync.OnceValue(func() []tool {
 		}, dispatchProps(), (*Server).dispatch),
 		define(tool{
 			name: "agora_dispatch_describe", tier: CeilingRead, title: "Describe a dispatch",
-			desc:     "Return a dispatch's record: state, reason, exit code, refs (digests) to its patch and outputs, and the question when it needs input.",
+			desc: "Return a dispatch's record: state, reason, exit code, refs (digests) to its patch and outputs, and the question when it needs input. " +
+				"With wait_seconds (at most 300) it first waits for the dispatch to change state or end, sending progress notifications; " +
+				"call it again to wait longer than one call.",
 			readOnly: true, idem: true,
-		}, idProps(), (*Server).dispatchDescribe),
+		}, describeProps(), (*Server).dispatchDescribe),
 		define(tool{
 			name: "agora_dispatch_cancel", tier: CeilingDispatch, title: "Cancel a dispatch",
 			desc:     "Cancel a running dispatch and everything it started; returns the final record. Cancelling a dispatch that already ended changes nothing.",
