@@ -3,6 +3,9 @@ package cli
 import (
 	"bytes"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -20,5 +23,45 @@ func TestReadBundle_StdinGrowsGently(t *testing.T) {
 	}
 	if cap(got) > len(want)*3/2 {
 		t.Errorf("a %d-byte stream held in a %d-byte buffer: more than 1.5x", len(want), cap(got))
+	}
+}
+
+// TestReadBundle_FileOnEveryCPU: a large bundle file is read on every CPU into exactly its
+// bytes, and a file that is not the size it was found to be (it grew or shrank meanwhile)
+// is not taken from that read: readBundle then reads it again as a stream.
+func TestReadBundle_FileOnEveryCPU(t *testing.T) {
+	want := make([]byte, parallelReadFrom+12345)
+	for i := range want {
+		want[i] = byte(i*7 + i>>13)
+	}
+	path := filepath.Join(t.TempDir(), "bundle.json")
+	if err := os.WriteFile(path, want, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, procs := range []int{1, 2, 3} {
+		prev := runtime.GOMAXPROCS(procs)
+		got, err := readBundle(nil, path)
+		runtime.GOMAXPROCS(prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("GOMAXPROCS %d: read %d bytes that differ from the %d written", procs, len(got), len(want))
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	size := int64(len(want))
+	if got, ok := readAtOnEveryCPU(f, size); !ok || !bytes.Equal(got, want) {
+		t.Fatalf("the file at its size: ok %v, %d bytes", ok, len(got))
+	}
+	if _, ok := readAtOnEveryCPU(f, size-1); ok {
+		t.Error("a file a byte longer than the size taken was read as complete")
+	}
+	if _, ok := readAtOnEveryCPU(f, size+1); ok {
+		t.Error("a file a byte shorter than the size taken was read as complete")
 	}
 }

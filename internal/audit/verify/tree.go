@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"runtime"
+	"sync"
 )
 
 // fullTree is the RFC 6962 tree of a bundle that holds every entry of its checkpoint's tree,
@@ -32,22 +34,9 @@ func newFullTree(v *verifier) *fullTree {
 		copy(leaves[i][:], e.LeafHash)
 	}
 	t := &fullTree{levels: [][][HashSize]byte{leaves}}
-	h := sha256.New()
-	var buf [2*HashSize + 1]byte
-	buf[0] = 1
 	for level := leaves; len(level) > 1; {
 		up := make([][HashSize]byte, (len(level)+1)/2)
-		for j := range up {
-			if 2*j+1 == len(level) {
-				up[j] = level[2*j]
-				continue
-			}
-			copy(buf[1:], level[2*j][:])
-			copy(buf[1+HashSize:], level[2*j+1][:])
-			h.Reset()
-			h.Write(buf[:])
-			h.Sum(up[j][:0])
-		}
+		parentsOf(up, level)
 		t.levels = append(t.levels, up)
 		level = up
 	}
@@ -56,6 +45,44 @@ func newFullTree(v *verifier) *fullTree {
 	}
 	t.inTree = fmt.Sprintf("in the tree of size %d", v.cp.Size)
 	return t
+}
+
+// parallelTreeFrom is the level width from which parentsOf hashes on every CPU.
+const parallelTreeFrom = 8192
+
+// parentsOf sets up[j] to the parent of level[2j] and level[2j+1], or to level[2j] when it
+// is the lone last node. A wide level is split in equal runs of parents, one per CPU: the
+// parents are independent of each other.
+func parentsOf(up, level [][HashSize]byte) {
+	workers := runtime.GOMAXPROCS(0)
+	if len(up) < parallelTreeFrom || workers < 2 {
+		hashParents(up, level, 0, len(up))
+		return
+	}
+	chunk := (len(up) + workers - 1) / workers
+	var wg sync.WaitGroup
+	for from := 0; from < len(up); from += chunk {
+		wg.Go(func() { hashParents(up, level, from, min(from+chunk, len(up))) })
+	}
+	wg.Wait()
+}
+
+// hashParents sets up[from:to] as parentsOf does.
+func hashParents(up, level [][HashSize]byte, from, to int) {
+	h := sha256.New()
+	var buf [2*HashSize + 1]byte
+	buf[0] = 1
+	for j := from; j < to; j++ {
+		if 2*j+1 == len(level) {
+			up[j] = level[2*j]
+			continue
+		}
+		copy(buf[1:], level[2*j][:])
+		copy(buf[1+HashSize:], level[2*j+1][:])
+		h.Reset()
+		h.Write(buf[:])
+		h.Sum(up[j][:0])
+	}
 }
 
 // provesLeaf reports whether proof is exactly the audit path of leaf index: the sibling of

@@ -3,6 +3,7 @@ package verify
 import (
 	"bytes"
 	"crypto/sha256"
+	"runtime"
 	"testing"
 
 	"github.com/transparency-dev/merkle/proof"
@@ -40,6 +41,37 @@ func TestFullTree_MatchesInclusionProofs(t *testing.T) {
 				lib := proof.VerifyInclusion(rfc6962.DefaultHasher, uint64(m), uint64(n), leaves[m], p, root) == nil
 				if got := tree.provesLeaf(uint64(m), p); got != lib || got != (i == 0) {
 					t.Errorf("n=%d m=%d proof %d: provesLeaf %v, library %v", n, m, i, got, lib)
+				}
+			}
+		}
+	}
+}
+
+// TestFullTree_WideLevelsOnEveryCPU: levels wide enough to be hashed on every CPU (the
+// first, of 2*parallelTreeFrom+2 parents, ends in a lone node) give RFC 6962's root, and
+// each proof checked is taken exactly when the library takes it; with one CPU too.
+func TestFullTree_WideLevelsOnEveryCPU(t *testing.T) {
+	n := 4*parallelTreeFrom + 3
+	leaves := make([][]byte, n)
+	for i := range leaves {
+		h := sha256.Sum256([]byte{0, byte(i), byte(i >> 8), byte(i >> 16)})
+		leaves[i] = h[:]
+	}
+	root := mth(leaves)
+	for _, procs := range []int{1, 2, 3} {
+		prev := runtime.GOMAXPROCS(procs)
+		tree := newFullTree(treeVerifier(leaves, root))
+		runtime.GOMAXPROCS(prev)
+		if tree == nil {
+			t.Fatalf("GOMAXPROCS %d: no tree for the bundle of every leaf with the right root", procs)
+		}
+		for _, m := range []int{0, 1, n / 2, n - 2, n - 1} {
+			good := path(m, leaves)
+			other := path((m+1)%n, leaves)
+			for i, p := range [][][]byte{good, other} {
+				lib := proof.VerifyInclusion(rfc6962.DefaultHasher, uint64(m), uint64(n), leaves[m], p, root) == nil
+				if got := tree.provesLeaf(uint64(m), p); got != lib || got != (i == 0) {
+					t.Errorf("GOMAXPROCS %d, leaf %d, proof %d: provesLeaf %v, library %v", procs, m, i, got, lib)
 				}
 			}
 		}
