@@ -47,7 +47,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) retryRun(w http.ResponseWriter, r *http.Request) {
-	s.runAction(w, r, "retry", func(r *http.Request, req api.ActionRequest) error { return s.src.Orch.Retry(r.Context(), req) })
+	s.runAction(w, r, "retry", s.retryFailed)
 }
 
 func (s *Server) answerTask(w http.ResponseWriter, r *http.Request) {
@@ -102,7 +102,7 @@ func (s *Server) cancelDispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if inRun {
-		http.Error(w, "conflict: dispatch "+rec.ID+" is an attempt of a run; cancel its task or run from the run's page", http.StatusConflict)
+		conflict(w, "dispatch "+rec.ID+" is an attempt of a run; cancel its task or run from the run's page")
 		return
 	}
 	if rec, err = s.src.CancelDispatch(r.Context(), rec.ID, p.actor()); err != nil {

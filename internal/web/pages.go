@@ -44,7 +44,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, err.Error(), http.StatusTooManyRequests)
 	case errors.Is(err, orch.ErrConflict):
-		http.Error(w, "conflict: "+err.Error(), http.StatusConflict)
+		conflict(w, err.Error())
 	default:
 		s.log.Warn("web request failed", "path", r.URL.Path, "err", err)
 		http.Error(w, "the request could not be answered; the server log says why", http.StatusInternalServerError)
