@@ -2,8 +2,9 @@
 # Drives the real agora binary with the MCP Inspector CLI (npx @modelcontextprotocol/inspector
 # --cli), a client nobody on this team wrote, over stdio and over HTTP: tools/list must show
 # exactly the eleven run-time tools (and pass the Inspector's --strict schema checks),
-# agora_capabilities_list must answer, a read ceiling must hide and refuse agora_dispatch, and
-# HTTP without a token must be refused.
+# agora_capabilities_list must answer, a read ceiling must hide and refuse agora_dispatch, a
+# mistyped AGORA_HOME must reach the client as a tool error naming 'agora init', and HTTP
+# without a token must be refused.
 #
 # Node >= 22 and the Inspector are installed from the npm registry into .cache/mcp-inspector
 # (gitignored) on first use. Without npm the check cannot run: it says SKIP loudly and exits 0.
@@ -53,6 +54,7 @@ step "building agora"
 CGO_ENABLED=0 go build -o "$work/" ./cmd/agora ./cmd/agora-worker   # the worker beside agora
 agora=$work/agora
 export AGORA_HOME=$work/agora-home
+"$agora" init >/dev/null 2>&1 || fail "agora init"
 DEMO_API_TOKEN=inspector-demo-value "$agora" apply -f examples/catalog/agora-manifest.yaml >/dev/null 2>&1 ||
   fail "agora apply of the example catalog"
 
@@ -104,6 +106,12 @@ expect_tools "$work/out" "${read_only[@]}" || fail "a read client sees more than
 inspect -e "AGORA_HOME=$AGORA_HOME" --method tools/call --tool-name agora_dispatch --tool-arg subagent=hello -- "$agora" mcp --ceiling read
 [ "$rc" = 5 ] || fail "agora_dispatch under a read ceiling exited $rc, want 5"
 grep -q "not found on server" "$work/err" || fail "agora_dispatch under a read ceiling: $(tail -1 "$work/err")"
+
+step "stdio: a mistyped AGORA_HOME is shown to the client, not as a closed connection"
+inspect -e "AGORA_HOME=$work/mian" --method tools/call --tool-name agora_capabilities_list "$agora" mcp
+grep -q "AGORA_HOME=$work/mian agora init" "$work/out" ||
+  fail "a missing home: the client sees $(cat "$work/out") $(tail -1 "$work/err")"
+[ ! -e "$work/mian" ] || fail "agora mcp created the missing home"
 
 step "http: starting agora mcp --http 127.0.0.1:0"
 token=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')

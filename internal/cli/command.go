@@ -17,12 +17,16 @@ import (
 // A test passes runF to stop after parsing and look at the options, or calls xRun with options
 // it built. NewRootCmd passes nil.
 
-// runCmd ends every RunE: runF, a test's seam, when one is given, else run. A usage error run
+// runCmd ends every RunE: runF, a test's seam, when one is given, else run once the command's
+// home is there (homecheck.go: the command line is parsed and checked by now). A usage error run
 // returns without its command (a request the domain refused) is given cmd, so its hint names
 // the command's help.
 func runCmd[O any](cmd *cobra.Command, opts O, runF func(O) error, run func(context.Context, O) error) error {
 	if runF != nil {
 		return runF(opts)
+	}
+	if err := checkHomeGate(cmd); err != nil {
+		return err
 	}
 	err := run(cmd.Context(), opts)
 	var ue *usageError

@@ -92,7 +92,6 @@ func existingHome(ctx context.Context, f *Factory) *home.Home {
 	if _, err := os.Stat(filepath.Join(dir, home.DBFile)); err != nil {
 		return nil
 	}
-	f.existingHome = true
 	h, err := f.Home(ctx)
 	if err != nil {
 		return nil

@@ -1,24 +1,55 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/errclass"
+	"github.com/agora-dev/agora/internal/home"
 )
 
-// Exit codes. They are a closed set: scripts and orchestrators branch on them.
+// Exit codes: the one table (README.md "Exit codes" prints it; TestExitCodes_Table keeps the
+// two the same). They are a closed set: scripts and orchestrators branch on them. A command
+// never picks a code by matching an error's text: [exitCode] derives it from the error's type
+// (errclass carries the classes domain packages raise).
 const (
 	ExitOK          = 0 // the command did what was asked
-	ExitError       = 1 // agora or its infrastructure failed (database, sandbox, provider)
-	ExitUsage       = 2 // the command line was wrong; nothing was done
+	ExitError       = 1 // agora or its infrastructure failed (database, sandbox, provider, orchestrator down)
+	ExitUsage       = 2 // the command line or its AGORA_HOME was wrong; nothing was done
 	ExitWorkerFail  = 3 // a dispatched worker ran and failed (non-zero exit, timeout, denied)
-	ExitNeedsInput  = 4 // a dispatch ended waiting for an answer (agora dispatch resume)
+	ExitNeedsInput  = 4 // a dispatch or run ended waiting for an answer (agora dispatch resume, agora orch answer)
 	ExitCheckFailed = 5 // a verification found a failed check (agora verify)
+	ExitNotFound    = 6 // a name or id given names nothing: KIND "ID" not found
+	ExitInvalid     = 7 // a file or request the command read is malformed or failed validation (manifest, plan, capability)
 	// ExitInterrupted is 128+SIGINT, as a shell reports a command Ctrl-C stopped: the
 	// message says what became of the work.
 	ExitInterrupted = 130
 )
+
+// exitCode is the code err ends the process with, from its type alone.
+func exitCode(err error) int {
+	var (
+		ee *exitError
+		ue *usageError
+		me *home.MissingError
+	)
+	switch {
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue), errors.As(err, &me):
+		return ExitUsage
+	}
+	switch errclass.Of(err) {
+	case errclass.NotFound:
+		return ExitNotFound
+	case errclass.Invalid:
+		return ExitInvalid
+	}
+	return ExitError
+}
 
 // interruptedError is a command stopped by Ctrl-C (or SIGTERM), saying what happened to the
 // work it had started.

@@ -23,9 +23,6 @@ type Factory struct {
 
 	actorFlag string
 	home      *home.Home
-	// existingHome makes Home refuse to initialise AGORA_HOME: set by commands a client starts
-	// (agora mcp), for which a missing home is a mistake to report, not one to create.
-	existingHome bool
 	// wrote is set once a command opened something that appends audit entries.
 	wrote bool
 	// tracer is the process's tracer, made on first use (tracing.go).
@@ -40,8 +37,8 @@ func NewFactory(io *IOStreams, getenv func(string) string) *Factory {
 // HomeDir is AGORA_HOME.
 func (f *Factory) HomeDir() (string, error) { return config.HomeDir(f.Getenv) }
 
-// Home opens AGORA_HOME, initialising it on first use unless the command asked for an
-// existing one.
+// Home opens AGORA_HOME, which must be initialised: only 'agora init' creates a home
+// (homecheck.go), so a mistyped AGORA_HOME is refused naming the path.
 func (f *Factory) Home(ctx context.Context) (*home.Home, error) {
 	if f.home != nil {
 		return f.home, nil
@@ -50,11 +47,7 @@ func (f *Factory) Home(ctx context.Context) (*home.Home, error) {
 	if err != nil {
 		return nil, err
 	}
-	open := home.Open
-	if f.existingHome {
-		open = home.OpenExisting
-	}
-	h, err := open(ctx, dir, agoradb.Migrations())
+	h, err := home.OpenExisting(ctx, dir, agoradb.Migrations())
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/netgw"
 )
@@ -68,6 +69,9 @@ func TestGatewayServeRun(t *testing.T) {
 		return ""
 	})
 	defer f.Close()
+	if _, err := home.Init(t.Context(), dir, agoradb.Migrations()); err != nil { // only 'agora init' makes a home
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {

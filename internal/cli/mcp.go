@@ -2,8 +2,8 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"github.com/agora-dev/agora/internal/tracing"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -13,8 +13,10 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
+	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/mcphost"
 	"github.com/agora-dev/agora/internal/mcpserver"
+	"github.com/agora-dev/agora/internal/tracing"
 )
 
 // Environment the HTTP transport reads. Only this command reads them, once, before anything
@@ -49,7 +51,9 @@ dispatches, and reach the orchestrator. Nothing that changes the catalog, touche
 audits is among them; see docs/mcp.md.
 
 AGORA_HOME must be an initialised home ('agora init'): this command never creates one, and its
-first log line names the home it serves.
+first log line names the home it serves. Over stdio, with a missing home it serves anyway and
+answers every tool call with the error and its fix, so the client shows them (then exits 2);
+with --http it does not start.
 
 Without --http the server speaks MCP on stdin and stdout (the client starts 'agora mcp' itself);
 logs go to stderr. Its ceiling is --ceiling (default orchestrate). Its name in the audit log and
@@ -181,9 +185,12 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 	logger := slog.New(slog.NewJSONHandler(f.IO.ErrOut, nil))
 	// A client starts this command with the environment it was configured with: a missing or
 	// mistyped AGORA_HOME must be an error naming the path, never a new empty home.
-	f.existingHome = true
 	h, err := f.Home(ctx)
 	if err != nil {
+		var me *home.MissingError
+		if errors.As(err, &me) && opts.httpCfg == nil {
+			return mcpRefuseStdio(ctx, opts, logger, me)
+		}
 		return err
 	}
 	// The operator reading the client's server log sees which home (catalog, keys, audit log)
@@ -236,6 +243,21 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 		return nil // interrupted: a normal way to stop
 	}
 	return err
+}
+
+// mcpRefuseStdio serves a stdio client whose AGORA_HOME is missing: a client shows a server
+// that exits at once only as "Connection closed", so the server starts anyway and answers every
+// tool call with the error and its hint, and then exits with them (usage: exit 2). Over HTTP an
+// operator starts the server and reads its refusal; it does not start.
+func mcpRefuseStdio(ctx context.Context, opts *mcpOptions, logger *slog.Logger, me *home.MissingError) error {
+	f := opts.f
+	msg := me.Error() + "; " + me.Hint()
+	logger.Error("mcp server has no home: every tool call is refused", "err", msg)
+	err := mcpserver.ServeRefusalStdio(ctx, f.IO.In, f.IO.Out, opts.ceilingLevel, msg, buildVersion())
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%w (serving the refusal: %v)", me, err)
+	}
+	return me
 }
 
 func buildVersion() string {

@@ -108,17 +108,10 @@ func (f *Factory) afterWrites(ctx context.Context) {
 type hinter interface{ Hint() string }
 
 func renderError(f *Factory, err error) int {
-	code := ExitError
+	code := exitCode(err)
 	var ee *exitError
-	if errors.As(err, &ee) {
-		code = ee.code
-		if ee.err == nil {
-			return code
-		}
-	}
-	var ue *usageError
-	if errors.As(err, &ue) {
-		code = ExitUsage
+	if errors.As(err, &ee) && ee.err == nil {
+		return code
 	}
 	msg := strings.TrimSpace(err.Error())
 	for i, line := range strings.Split(msg, "\n") {
@@ -132,7 +125,7 @@ func renderError(f *Factory, err error) int {
 	if errors.As(err, &h) && h.Hint() != "" {
 		fmt.Fprintf(f.IO.ErrOut, "agora: hint: %s\n", h.Hint())
 	}
-	if code == ExitUsage {
+	if ue := (*usageError)(nil); errors.As(err, &ue) {
 		fmt.Fprintf(f.IO.ErrOut, "agora: hint: run '%s' for usage\n", strings.Join(strings.Fields("agora "+ue.cmdPath()+" --help"), " "))
 	}
 	return code
@@ -182,6 +175,7 @@ State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/ago
 	for _, c := range root.Commands() {
 		refuseUnknownSubcommands(c)
 	}
+	gateHomes(f, root)
 	addCompletions(f, root)
 	return root
 }

@@ -14,15 +14,21 @@ import (
 	"github.com/agora-dev/agora/internal/runtimebin"
 )
 
-// cliHome is an AGORA_HOME driven through the real agora binary.
+// cliHome is an AGORA_HOME driven through the real agora binary. Its first command is
+// 'agora init', as a person's is: no other command creates a home.
 type cliHome struct {
-	t   *testing.T
-	dir string
-	env []string
+	t      *testing.T
+	dir    string
+	env    []string
+	inited bool
 }
 
 func (h *cliHome) agora(args ...string) string {
 	h.t.Helper()
+	if !h.inited {
+		h.inited = true
+		h.agora("init")
+	}
 	c := exec.Command(agoraBin, args...)
 	c.Env = append(os.Environ(), h.env...)
 	c.Env = append(c.Env, "AGORA_HOME="+h.dir)

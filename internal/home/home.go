@@ -246,14 +246,23 @@ func (e *MissingError) Hint() string {
 // uses it, so a mistyped or missing AGORA_HOME is an error naming the path instead of a new,
 // empty home that silently serves nothing.
 func OpenExisting(ctx context.Context, dir string, schema []store.Migration) (*Home, error) {
-	for _, p := range []string{dir, filepath.Join(dir, DBFile), filepath.Join(dir, SecretKeyFile)} {
-		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
-			return nil, &MissingError{Dir: dir, Missing: p}
-		} else if err != nil {
-			return nil, err
-		}
+	if err := CheckInitialised(dir); err != nil {
+		return nil, err
 	}
 	return Open(ctx, dir, schema)
+}
+
+// CheckInitialised returns a [*MissingError] unless dir is an initialised home (the home, its
+// database and its sealing key exist). It opens and creates nothing.
+func CheckInitialised(dir string) error {
+	for _, p := range []string{dir, filepath.Join(dir, DBFile), filepath.Join(dir, SecretKeyFile)} {
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			return &MissingError{Dir: dir, Missing: p}
+		} else if err != nil {
+			return fmt.Errorf("AGORA_HOME %s: %w", dir, err)
+		}
+	}
+	return nil
 }
 
 // Open initialises dir on first use and opens it, migrating agora.db to schema (see [Init]).

@@ -23,6 +23,7 @@ func TestCanary_AgentControlledStrings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	agora(t, home, nil, "init")
 	agora(t, home, []string{"DEMO_TOKEN=" + secretCanary}, "apply", "-f", src)
 
 	run := func(subagent string, wantCode int) string {

@@ -41,6 +41,7 @@ func newHome(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	agora(t, home, nil, "init")
 	agora(t, home, []string{"DEMO_TOKEN=" + secretCanary}, "apply", "-f", src)
 	return home
 }

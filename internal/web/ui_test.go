@@ -610,9 +610,16 @@ func TestUI_RefusesEveryRoute(t *testing.T) {
 	if end.CancelAsked || end.State != api.RunSucceeded {
 		t.Errorf("the run ended %s (cancel requested %v), want succeeded: a refused request changed it", end.State, end.CancelAsked)
 	}
-	// Without --http there is no listener; with it and no token serve refuses to start.
-	cmd := exec.Command(agoraBin, "orch", "serve", "--http", freeAddr(t))
-	cmd.Env = append(os.Environ(), "AGORA_HOME="+filepath.Join(t.TempDir(), "h"), "AGORA_HTTP_TOKEN=", "AGORA_HTTP_TOKENS_FILE=")
+	// Without --http there is no listener; with it and no token serve refuses to start (in a
+	// home of its own, initialised: only 'agora init' makes one).
+	env := append(os.Environ(), "AGORA_HOME="+filepath.Join(t.TempDir(), "h"), "AGORA_HTTP_TOKEN=", "AGORA_HTTP_TOKENS_FILE=")
+	cmd := exec.Command(agoraBin, "init")
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("agora init: %v\n%s", err, out)
+	}
+	cmd = exec.Command(agoraBin, "orch", "serve", "--http", freeAddr(t))
+	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "no token") {
 		t.Errorf("serve --http without a token: err %v, output %s", err, out)
