@@ -1,0 +1,173 @@
+package orch
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/store"
+)
+
+// BenchmarkLayerFloor is the least SQL the engine's design needs for one layer of the
+// layered DAG (BenchmarkLayeredDAG): 100 completions (the task's row, the attempt's end) and
+// the 100 fires they ready (the task's row, the attempt's row), their 200 audit entries, and
+// the run's row, in one durable transaction on a run of 10,000 task rows, with the engine's
+// own prepared statements and audit appender, and nothing else: no scheduling, no plan, no
+// executor, no watchers. Its time per task is what no engine built on these rows can beat on
+// this machine; the parts (rows alone, audit alone, an empty commit) say where it goes.
+// cpu-us/task is the process's CPU time (user and system) per task: it does not depend on
+// how busy the machine is the way wall time does.
+func BenchmarkLayerFloor(b *testing.B) {
+	for _, part := range []struct {
+		name        string
+		rows, audit bool
+	}{{"rows+audit", true, true}, {"rows", true, false}, {"audit", false, true}, {"commit", false, false}} {
+		b.Run(part.name, func(b *testing.B) {
+			f := newFloor(b)
+			ctx := context.Background()
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				if err := f.layer(ctx, part.rows, part.audit); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cpu := cpuTime() - cpu0
+			tasks := float64(b.N * floorWidth)
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/tasks, "us/task")
+			b.ReportMetric(float64(cpu.Nanoseconds())/1e3/tasks, "cpu-us/task")
+			b.ReportMetric(tasks/b.Elapsed().Seconds(), "tasks/s")
+		})
+	}
+}
+
+// floorWidth is the layer's width, the tasks one commit completes and fires.
+const floorWidth = 100
+
+type floor struct {
+	db   *store.DB
+	st   stmts
+	log  *audit.Log
+	runs string // the run's id
+	n    int    // layers written
+}
+
+func newFloor(b *testing.B) *floor {
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(b.TempDir(), "orch.db"), Migrations(), store.FullSync())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	f := &floor{db: db, log: audit.New(nil), runs: "01KFLOORRUN0000000000000000"}
+	if err := f.st.prepare(ctx, db.SQL()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.st.close() })
+	err = db.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO runs(id, name, digest, state, actor, created_at) VALUES (?, 'floor', 'sha256:0', 'running', 'bench', ?)`,
+			f.runs, ts(time.Now())); err != nil {
+			return err
+		}
+		ins := tx.StmtContext(ctx, f.st.insertTask)
+		for i := range 100 * floorWidth {
+			if _, err := ins.ExecContext(ctx, f.runs, i, taskName(i), "pending", 0, 0, "", 0, "", "", "", "", "", false); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
+func taskName(i int) string { return fmt.Sprintf("l%d-%d", i/floorWidth, i%floorWidth) }
+
+// layer commits one layer: the previous layer's tasks complete, this layer's fire.
+func (f *floor) layer(ctx context.Context, rows, withAudit bool) error {
+	ctx = context.WithoutCancel(ctx)
+	// Attempt k of the run is task k mod 10,000's: past the 100th layer the tasks come round
+	// again (with new attempts), so every layer updates rows that exist.
+	done, fired := (f.n-1)*floorWidth, f.n*floorWidth
+	f.n++
+	dispatch := func(k int) string { return fmt.Sprintf("01KFLOORDISPATCH%010d", k) }
+	task := func(k int) int { return k % (100 * floorWidth) }
+	now := time.Now()
+	var entries []audit.Entry
+	if withAudit {
+		entries = make([]audit.Entry, 0, 2*floorWidth)
+		for a := done; a < done+floorWidth && a >= 0; a++ {
+			entries = append(entries, audit.Entry{Actor: entry.OrchActor, Kind: entry.TaskSucceeded, Subject: entry.Task(f.runs, taskName(task(a))),
+				Details: map[string]any{entry.KeyAttempt: int64(1), entry.KeyDispatchID: dispatch(a), entry.KeyRunName: "floor"}})
+		}
+		for a := fired; a < fired+floorWidth; a++ {
+			entries = append(entries, audit.Entry{Actor: entry.OrchActor, Kind: entry.TaskFired, Subject: entry.Task(f.runs, taskName(task(a))),
+				Details: map[string]any{entry.KeyAttempt: int64(1), entry.KeyDispatchID: dispatch(a), entry.KeySubagent: "worker",
+					"ready_seq": int64(a), entry.KeyRunName: "floor"}})
+		}
+	}
+	return f.db.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.StmtContext(ctx, f.st.updateRun).ExecContext(ctx, "running", false, "", "", f.runs); err != nil {
+			return err
+		}
+		if rows {
+			up, end, ins := tx.StmtContext(ctx, f.st.updateTask), tx.StmtContext(ctx, f.st.endAttempt), tx.StmtContext(ctx, f.st.insertAttempt)
+			for a := done; a < done+floorWidth && a >= 0; a++ {
+				if err := execOne(ctx, up, "succeeded", 1, 0, dispatch(a), int64(a), "", "", "", "", "", false, "", f.runs, task(a)); err != nil {
+					return err
+				}
+				if err := execOne(ctx, end, "succeeded", "", ts(now), "", "", dispatch(a)); err != nil {
+					return err
+				}
+			}
+			for a := fired; a < fired+floorWidth; a++ {
+				if err := execOne(ctx, up, "running", 1, 0, dispatch(a), int64(a), "", "", "", "", "", false, "", f.runs, task(a)); err != nil {
+					return err
+				}
+				if err := execOne(ctx, ins, dispatch(a), f.runs, task(a), 1, "", "[]", ts(now)); err != nil {
+					return err
+				}
+			}
+		}
+		if withAudit {
+			if _, err := f.log.AppendAllWith(ctx, tx, f.st.audit, entries); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// execOne runs stmt and fails unless it changed exactly one row: a floor that updated nothing
+// would measure less than the engine does.
+func execOne(ctx context.Context, stmt *sql.Stmt, args ...any) error {
+	res, err := stmt.ExecContext(ctx, args...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("floor: %d rows changed, want 1 (%v)", n, err)
+	}
+	return nil
+}
+
+// ProcessCPU is cpuTime for the benchmarks of package orch_test.
+var ProcessCPU = cpuTime
+
+// cpuTime is the CPU time the process has used, user and system: the engine, its GC and the
+// executor's goroutines, not the other processes of a busy machine.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
