@@ -312,6 +312,7 @@ func orchStatusRun(ctx context.Context, opts *runOptions) error {
 	if err != nil {
 		return err
 	}
+	r = withOptions(ctx, f, r)
 	return emit(f.IO, opts.output, r, func(r api.Run) error {
 		printRunHeader(f, r)
 		if r.Next != "" {

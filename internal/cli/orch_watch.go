@@ -45,6 +45,7 @@ type watchLine struct {
 
 // runWatcher follows one run: the service's stream of changes, and a refresh each tick.
 type runWatcher struct {
+	ctx      context.Context // the watch's: reading a question's options from its record
 	f        *Factory
 	c        *client.Client
 	out      io.Writer
@@ -69,7 +70,7 @@ func watchRun(ctx context.Context, f *Factory, ref string, out io.Writer, live, 
 	if err != nil {
 		return err
 	}
-	w := &runWatcher{f: f, c: c, out: out, live: live && !jsonl, jsonl: jsonl,
+	w := &runWatcher{ctx: ctx, f: f, c: c, out: out, live: live && !jsonl, jsonl: jsonl,
 		stateDir: filepath.Join(dir, home.DispatchDir), running: map[string]time.Time{}, shown: map[string]taskProgress{}}
 	tickCtx, stopTick := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -121,7 +122,9 @@ func (w *runWatcher) update(r *api.Run, ev *api.Event) error {
 	}
 	w.setRun(*r)
 	if w.jsonl {
-		w.writeLine(watchLine{Run: r})
+		// The run as status shows it: a question's options filled in.
+		shown := withOptions(w.ctx, w.f, *r)
+		w.writeLine(watchLine{Run: &shown})
 	}
 	if w.live {
 		w.draw()

@@ -31,16 +31,9 @@ func (o *Orchestrator) Submit(ctx context.Context, actor string, plan json.RawMe
 	if err != nil {
 		return nil, orchError(err)
 	}
+	// The service's own answer, as `agora orch submit -o json` prints it, less host paths.
 	r := withoutPath(resp.Run)
-	msg := fmt.Sprintf("started run %s (%s) with %d tasks", r.ID, r.Name, r.Total)
-	if !resp.Created {
-		msg = fmt.Sprintf("run %s (%s) already exists with the same plan on the same workspace and commit; it was not started again (state %s)", r.ID, r.Name, r.State)
-	}
-	return json.Marshal(struct {
-		Run     api.Run `json:"run"`
-		Created bool    `json:"created"`
-		Message string  `json:"message"`
-	}{r, resp.Created, msg})
+	return json.Marshal(api.SubmitResponse{Run: r, Created: resp.Created, Message: api.SubmitMessage(r, resp.Created)})
 }
 
 // withoutPath is r without a path on the host in any of its text: its repository's path (a

@@ -82,7 +82,7 @@ type fakeOrchestrator struct {
 
 func (o *fakeOrchestrator) Submit(_ context.Context, actor string, plan json.RawMessage) (json.RawMessage, error) {
 	o.actor, o.submitted = actor, plan
-	return json.RawMessage(`{"id":"run-1","state":"running"}`), nil
+	return json.RawMessage(`{"run":{"id":"run-1","state":"running"},"created":true,"message":"started run run-1"}`), nil
 }
 
 func (o *fakeOrchestrator) Status(_ context.Context, id string) (json.RawMessage, error) {

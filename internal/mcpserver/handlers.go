@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 // capabilityItem is one capability in a list: metadata only.
@@ -52,7 +53,7 @@ func (s *Server) capabilitiesList(ctx context.Context, _ Principal, _ noArgs) (a
 	for _, v := range vs {
 		out = append(out, item(v))
 	}
-	return map[string]any{"capabilities": out}, nil
+	return CapabilitiesAnswer{Capabilities: out}, nil
 }
 
 func (s *Server) subagentsList(ctx context.Context, _ Principal, _ noArgs) (any, error) {
@@ -68,7 +69,7 @@ func (s *Server) subagentsList(ctx context.Context, _ Principal, _ noArgs) (any,
 		}
 		out = append(out, subagentItem{capabilityItem: item(v), Runtime: v.Meta.Runtime, Capabilities: caps})
 	}
-	return map[string]any{"subagents": out}, nil
+	return SubagentsAnswer{Subagents: out}, nil
 }
 
 func (s *Server) envsList(ctx context.Context, _ Principal, _ noArgs) (any, error) {
@@ -80,11 +81,12 @@ func (s *Server) envsList(ctx context.Context, _ Principal, _ noArgs) (any, erro
 	for _, v := range vs {
 		out = append(out, envItem{capabilityItem: item(v), ValueKeys: nonNil(v.Meta.ValueKeys), SecretKeys: nonNil(v.Meta.SecretKeys)})
 	}
-	return map[string]any{"envs": out}, nil
+	return EnvsAnswer{Envs: out}, nil
 }
 
-// dispatchResult is what the dispatch tools return.
-type dispatchResult struct {
+// DispatchAnswer is what the dispatch tools (run, describe, cancel) answer: the record, what
+// it produced (bounded), and a note on what to do next.
+type DispatchAnswer struct {
 	Dispatch *Record  `json:"dispatch"`
 	Results  *Results `json:"results"`
 	Note     string   `json:"note,omitempty"`
@@ -92,9 +94,9 @@ type dispatchResult struct {
 
 // result is a record with what it produced (bounded) and, when something could not be read
 // or is still to come, a note saying so.
-func (s *Server) result(ctx context.Context, r *Record) dispatchResult {
+func (s *Server) result(ctx context.Context, r *Record) DispatchAnswer {
 	res, notes := s.results(ctx, r)
-	out := dispatchResult{Dispatch: s.public(r), Results: res}
+	out := DispatchAnswer{Dispatch: s.public(r), Results: res}
 	if !r.Done {
 		notes = append(notes, "still running; call agora_dispatch_describe with this id to follow it, or agora_dispatch_cancel to stop it")
 	}
@@ -182,20 +184,20 @@ func (s *Server) dispatchCancel(ctx context.Context, _ Principal, a idArgs) (any
 	return s.result(ctx, r), nil
 }
 
-// runResult is what the orchestrator tools return: the service's own document.
-type runResult struct {
-	Run json.RawMessage `json:"run"`
-}
-
 func (s *Server) orchestratorSubmit(ctx context.Context, p Principal, a submitArgs) (any, error) {
 	if s.cfg.Orchestrator == nil {
 		return nil, ErrOrchestratorDown
 	}
-	run, err := s.cfg.Orchestrator.Submit(ctx, "mcp:"+p.Client, a.Plan)
+	resp, err := s.cfg.Orchestrator.Submit(ctx, "mcp:"+p.Client, a.Plan)
 	if err != nil {
 		return nil, err
 	}
-	return runResult{Run: run}, nil
+	// The service's answer as `agora orch submit -o json` prints it: {run, created, message}.
+	var out api.SubmitResponse
+	if err := json.Unmarshal(resp, &out); err != nil {
+		return nil, fmt.Errorf("orchestrator submit: unreadable answer: %w", err)
+	}
+	return out, nil
 }
 
 func (s *Server) orchestratorStatus(ctx context.Context, _ Principal, a runArgs) (any, error) {
@@ -206,43 +208,40 @@ func (s *Server) orchestratorStatus(ctx context.Context, _ Principal, a runArgs)
 	if err != nil {
 		return nil, notFound(err, "run", a.RunID)
 	}
-	return runResult{Run: s.publicRun(ctx, run, true)}, nil
+	return RunAnswer{Run: s.publicRun(ctx, run)}, nil
 }
 
 // publicRun is run fit to send: each task's free text (a failure detail, a question) with
-// host paths masked as a dispatch's are, and, with options, each task that waits for an
-// answer given the options its dispatch offered (the service keeps the question; the dispatch
-// record has both; a dispatch it cannot get is left out). A run it cannot read becomes an
-// empty object rather than passing on unmasked.
-func (s *Server) publicRun(ctx context.Context, run json.RawMessage, options bool) json.RawMessage {
-	var doc map[string]any
-	if json.Unmarshal(run, &doc) != nil {
+// host paths masked as a dispatch's are, and each task that waits for an answer given the
+// options its dispatch offered, as `agora orch status` shows them (the service keeps the
+// question; the dispatch record has both; a dispatch it cannot get is left out). Status and
+// watch both answer so (#29 finding 7: watch left the options out). A run it cannot read
+// becomes one with only its state "unknown" rather than passing on unmasked.
+func (s *Server) publicRun(ctx context.Context, run json.RawMessage) api.Run {
+	var r api.Run
+	if json.Unmarshal(run, &r) != nil {
 		s.log.Error("run document does not parse")
-		return json.RawMessage(`{}`)
+		return api.Run{State: "unknown", Counts: map[string]int{}}
 	}
-	tasks, _ := doc["tasks"].([]any)
-	for _, t := range tasks {
-		task, _ := t.(map[string]any)
-		for _, k := range []string{"detail", "question"} {
-			if v, ok := task[k].(string); ok {
-				task[k] = s.scrub(v)
-			}
+	for i := range r.Tasks {
+		t := &r.Tasks[i]
+		t.Detail, t.Question = s.scrub(t.Detail), s.scrub(t.Question)
+		for j, o := range t.Options {
+			t.Options[j] = s.scrub(o)
 		}
-		id, _ := task["dispatch_id"].(string)
-		if !options || task["state"] != "needs_input" || id == "" {
+		if t.State != "needs_input" || t.DispatchID == "" || len(t.Options) > 0 {
 			continue
 		}
-		r, err := s.cfg.Dispatcher.Get(ctx, id)
-		if err != nil || r.NeedsInput == nil || len(r.NeedsInput.Options) == 0 {
+		d, err := s.cfg.Dispatcher.Get(ctx, t.DispatchID)
+		if err != nil || d.NeedsInput == nil || len(d.NeedsInput.Options) == 0 {
 			continue
 		}
-		task["options"] = r.NeedsInput.Options
+		t.Options = make([]string, len(d.NeedsInput.Options))
+		for j, o := range d.NeedsInput.Options {
+			t.Options[j] = s.scrub(o)
+		}
 	}
-	b, err := json.Marshal(doc)
-	if err != nil {
-		return json.RawMessage(`{}`)
-	}
-	return b
+	return r
 }
 
 func (s *Server) orchestratorWatch(ctx context.Context, _ Principal, a watchArgs) (any, error) {
@@ -278,18 +277,9 @@ func (s *Server) orchestratorWatch(ctx context.Context, _ Principal, a watchArgs
 	if err != nil {
 		return nil, notFound(err, "run", a.RunID)
 	}
-	var st struct {
-		State string `json:"state"`
-	}
-	if json.Unmarshal(run, &st) == nil {
-		progress(fmt.Sprintf("run %s: %s, %ds elapsed", a.RunID, st.State, int(time.Since(start).Seconds())))
-	}
-	return runResult{Run: s.publicRun(ctx, run, false)}, nil
-}
-
-// scheduleResult wraps the orchestrator's schedule documents.
-type schedulesResult struct {
-	Schedules json.RawMessage `json:"schedules"`
+	pub := s.publicRun(ctx, run)
+	progress(fmt.Sprintf("run %s: %s, %ds elapsed", a.RunID, pub.State, int(time.Since(start).Seconds())))
+	return RunAnswer{Run: pub}, nil
 }
 
 func (s *Server) orchestratorSchedules(ctx context.Context, _ Principal, _ noArgs) (any, error) {
@@ -300,13 +290,11 @@ func (s *Server) orchestratorSchedules(ctx context.Context, _ Principal, _ noArg
 	if err != nil {
 		return nil, err
 	}
-	var v struct {
-		Schedules json.RawMessage `json:"schedules"`
-	}
+	var v api.Schedules
 	if err := json.Unmarshal(doc, &v); err != nil || v.Schedules == nil {
 		return nil, fmt.Errorf("orchestrator schedules: unreadable answer")
 	}
-	return schedulesResult{Schedules: v.Schedules}, nil
+	return v, nil
 }
 
 func (s *Server) orchestratorSchedule(ctx context.Context, _ Principal, a scheduleArgs) (any, error) {
@@ -317,7 +305,9 @@ func (s *Server) orchestratorSchedule(ctx context.Context, _ Principal, a schedu
 	if err != nil {
 		return nil, notFound(err, "schedule", a.Name)
 	}
-	return struct {
-		Schedule json.RawMessage `json:"schedule"`
-	}{doc}, nil
+	var v ScheduleAnswer
+	if err := json.Unmarshal(doc, &v.Schedule); err != nil {
+		return nil, fmt.Errorf("orchestrator schedule: unreadable answer: %w", err)
+	}
+	return v, nil
 }

@@ -45,15 +45,12 @@ func TestOrchestratorOverStdio(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	var sub struct {
-		Run struct {
-			Run     api.Run `json:"run"`
-			Created bool    `json:"created"`
-		} `json:"run"`
-	}
+	// The answer is `agora orch submit -o json`'s: {run, created, message} (#29 finding 7: it
+	// was nested one level deeper, {"run":{"run":...}}).
+	var sub api.SubmitResponse
 	decode(t, call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": plan}), &sub)
-	id := sub.Run.Run.ID
-	if !sub.Run.Created || id == "" || sub.Run.Run.Actor != "mcp:"+actorOf(t) {
+	id := sub.Run.ID
+	if !sub.Created || id == "" || sub.Run.Actor != "mcp:"+actorOf(t) || sub.Message == "" {
 		t.Fatalf("submit = %+v", sub)
 	}
 	var st struct {
@@ -73,8 +70,8 @@ func TestOrchestratorOverStdio(t *testing.T) {
 		t.Errorf("status = %+v", st.Run)
 	}
 	decode(t, call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": plan}), &sub)
-	if sub.Run.Created || sub.Run.Run.ID != id {
-		t.Errorf("resubmit = %+v, want the existing run %s", sub.Run, id)
+	if sub.Created || sub.Run.ID != id {
+		t.Errorf("resubmit = %+v, want the existing run %s", sub, id)
 	}
 	plan["tasks"] = []any{map[string]any{"id": "a", "subagent": "nobody"}}
 	plan["name"] = "bad"

@@ -87,17 +87,11 @@ func TestPlan_FromTheSchemaOverMCP(t *testing.T) {
 			map[string]any{"id": "again", "subagent": "writer", "env": []string{"demo"}, "depends_on": []string{"write"},
 				"needs": map[string]any{"prev": map[string]any{"from": "write", "select": "patch"}}, "locks": []any{map[string]any{"name": "tree", "mode": "shared"}}},
 		}}
-	var sub struct {
-		Run struct {
-			Run     api.Run `json:"run"`
-			Created bool    `json:"created"`
-			Message string  `json:"message"`
-		} `json:"run"`
-	}
+	var sub api.SubmitResponse // = agora orch submit -o json (#29 finding 7)
 	decode(t, call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": plan}), &sub)
-	run := sub.Run.Run
-	if !sub.Run.Created || !strings.HasPrefix(run.Workspace, "app@sha256:") || run.Revision != commits["release/1"] || run.Repo != "" {
-		t.Fatalf("submit = %+v", sub.Run)
+	run := sub.Run
+	if !sub.Created || !strings.HasPrefix(run.Workspace, "app@sha256:") || run.Revision != commits["release/1"] || run.Repo != "" {
+		t.Fatalf("submit = %+v", sub)
 	}
 	var st struct {
 		Run api.Run `json:"run"`
@@ -125,8 +119,8 @@ func TestPlan_FromTheSchemaOverMCP(t *testing.T) {
 		t.Errorf("run patches resource: %v\n%+v", err, rr)
 	}
 	decode(t, call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": plan}), &sub)
-	if sub.Run.Created || sub.Run.Run.ID != run.ID || !strings.Contains(sub.Run.Message, "already exists") {
-		t.Errorf("identical resubmit = %+v", sub.Run)
+	if sub.Created || sub.Run.ID != run.ID || !strings.Contains(sub.Message, "already exists") {
+		t.Errorf("identical resubmit = %+v", sub)
 	}
 
 	bad := map[string]any{"version": 1, "name": "five-wrong", "workspace": "nowhere", "tasks": []any{

@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 // This file is the privilege boundary (ADR-0005): the ONLY place a tool is defined. Every tool
@@ -28,6 +30,7 @@ type tool struct {
 	idem     bool
 	open     bool
 	schema   json.RawMessage // the published input schema, marshalled once
+	output   json.RawMessage // the published output schema: its answer's type's (outputs.go)
 	resolved *jsonschema.Resolved
 	decode   func(json.RawMessage) (any, error)
 	run      func(ctx context.Context, s *Server, p Principal, args any) (any, error)
@@ -54,10 +57,11 @@ func define[T any, P interface {
 func (t tool) mcpTool() *mcp.Tool {
 	destruct, open := t.destruct, t.open
 	return &mcp.Tool{
-		Name:        t.name,
-		Title:       t.title,
-		Description: t.desc,
-		InputSchema: t.schema,
+		Name:         t.name,
+		Title:        t.title,
+		Description:  t.desc,
+		InputSchema:  t.schema,
+		OutputSchema: t.output,
 		Annotations: &mcp.ToolAnnotations{
 			Title:           t.title,
 			ReadOnlyHint:    t.readOnly,
@@ -73,22 +77,22 @@ func (t tool) mcpTool() *mcp.Tool {
 // otherwise pay whether or not it serves MCP.
 var toolTable = sync.OnceValue(func() []tool {
 	return []tool{
-		define(tool{
+		returns[CapabilitiesAnswer](define(tool{
 			name: "agora_capabilities_list", tier: CeilingRead, title: "List capabilities",
 			desc:     "List the registered capabilities: name, version digest, registered time and description. Metadata only.",
 			readOnly: true, idem: true,
-		}, noProps(), (*Server).capabilitiesList),
-		define(tool{
+		}, noProps(), (*Server).capabilitiesList)),
+		returns[SubagentsAnswer](define(tool{
 			name: "agora_subagents_list", tier: CeilingRead, title: "List subagents",
 			desc:     "List the registered subagents: name, version digest, registered time, description, runtime and capability names. Metadata only: no prompts.",
 			readOnly: true, idem: true,
-		}, noProps(), (*Server).subagentsList),
-		define(tool{
+		}, noProps(), (*Server).subagentsList)),
+		returns[EnvsAnswer](define(tool{
 			name: "agora_envs_list", tier: CeilingRead, title: "List env bundles",
 			desc:     "List the registered env bundles: name, version digest, registered time, description, and the KEYS of their values and secrets. Never values.",
 			readOnly: true, idem: true,
-		}, noProps(), (*Server).envsList),
-		define(tool{
+		}, noProps(), (*Server).envsList)),
+		returns[DispatchAnswer](define(tool{
 			name: "agora_dispatch", tier: CeilingDispatch, title: "Dispatch a subagent",
 			desc: "Run a registered subagent in a sandbox with env bundles, on a target, with a JSON input and a timeout. " +
 				"Waits up to wait_seconds (default 30, at most 300) and returns the dispatch record, finished or not; " +
@@ -96,47 +100,47 @@ var toolTable = sync.OnceValue(func() []tool {
 				"The worker starts in a checkout of the named workspace at the revision (the workspaces people registered are " +
 				"listed in the workspace argument's description), or in an empty directory; its changes come back as a patch ref.",
 			open: true,
-		}, dispatchProps(), (*Server).dispatch),
-		define(tool{
+		}, dispatchProps(), (*Server).dispatch)),
+		returns[DispatchAnswer](define(tool{
 			name: "agora_dispatch_describe", tier: CeilingRead, title: "Describe a dispatch",
 			desc: "Return a dispatch's record: state, reason, exit code, refs (digests) to its patch and outputs, and the question when it needs input. " +
 				"With wait_seconds (at most 300) it first waits for the dispatch to change state or end, sending progress notifications; " +
 				"call it again to wait longer than one call.",
 			readOnly: true, idem: true,
-		}, describeProps(), (*Server).dispatchDescribe),
-		define(tool{
+		}, describeProps(), (*Server).dispatchDescribe)),
+		returns[DispatchAnswer](define(tool{
 			name: "agora_dispatch_cancel", tier: CeilingDispatch, title: "Cancel a dispatch",
 			desc:     "Cancel a running dispatch and everything it started; returns the final record. Cancelling a dispatch that already ended changes nothing.",
 			destruct: true, idem: true,
-		}, idProps(), (*Server).dispatchCancel),
-		define(tool{
+		}, idProps(), (*Server).dispatchCancel)),
+		returns[api.SubmitResponse](define(tool{
 			name: "agora_orchestrator_submit", tier: CeilingOrchestrate, title: "Submit an orchestrator plan",
 			desc: "Submit a plan (an object of tasks over registered subagents, envs and targets) to the orchestrator; returns the run.",
 			open: true,
-		}, submitProps(), (*Server).orchestratorSubmit),
-		define(tool{
+		}, submitProps(), (*Server).orchestratorSubmit)),
+		returns[RunAnswer](define(tool{
 			name: "agora_orchestrator_status", tier: CeilingRead, title: "Orchestrator run status",
 			desc: "Return the status of an orchestrator run and its tasks. When a task waits for a person's answer, next says " +
 				"the exact `agora orch answer RUN TASK --answer TEXT` a person must run on the host (no MCP tool answers a run's question).",
 			readOnly: true, idem: true,
-		}, runProps(), (*Server).orchestratorStatus),
-		define(tool{
+		}, runProps(), (*Server).orchestratorStatus)),
+		returns[RunAnswer](define(tool{
 			name: "agora_orchestrator_watch", tier: CeilingRead, title: "Watch an orchestrator run",
 			desc: "Wait up to timeout_seconds (default 30, at most 300) for an orchestrator run to change or end, then return its status. " +
 				"A run in needs_input is returned at once: only a person on the host can move it, and its next says the exact command.",
 			readOnly: true, idem: true,
-		}, watchProps(), (*Server).orchestratorWatch),
-		define(tool{
+		}, watchProps(), (*Server).orchestratorWatch)),
+		returns[api.Schedules](define(tool{
 			name: "agora_orchestrator_schedules_list", tier: CeilingRead, title: "List orchestrator schedules",
 			desc: "List the schedules people added on the host: each runs a plan at the slots of a cron spec in a time zone " +
 				"(run ids NAME@SLOT). Name, spec, zone, plan name and digest, queue, last and next slot. Schedules are added and removed on the host only.",
 			readOnly: true, idem: true,
-		}, noProps(), (*Server).orchestratorSchedules),
-		define(tool{
+		}, noProps(), (*Server).orchestratorSchedules)),
+		returns[ScheduleAnswer](define(tool{
 			name: "agora_orchestrator_schedule_show", tier: CeilingRead, title: "Show an orchestrator schedule",
 			desc:     "Return one schedule with its recent runs (id, state, slot, and how many missed slots each coalesced); follow a run with agora_orchestrator_status.",
 			readOnly: true, idem: true,
-		}, scheduleProps(), (*Server).orchestratorSchedule),
+		}, scheduleProps(), (*Server).orchestratorSchedule)),
 	}
 })
 

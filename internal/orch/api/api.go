@@ -4,6 +4,7 @@
 package api
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/agora-dev/agora/internal/budget"
@@ -101,13 +102,17 @@ type Task struct {
 	Subagent  string   `json:"subagent"`
 	DependsOn []string `json:"depends_on,omitempty"` // depends_on and every needs.from
 	// Needs are the tasks whose products this one takes as inputs (its needs.*.from).
-	Needs      []string   `json:"needs,omitempty"`
-	Locks      []string   `json:"locks,omitempty"`
-	Attempts   int        `json:"attempts"`
-	DispatchID string     `json:"dispatch_id,omitempty"`
-	Reason     string     `json:"reason,omitempty"`
-	Detail     string     `json:"detail,omitempty"`
-	Question   string     `json:"question,omitempty"`
+	Needs      []string `json:"needs,omitempty"`
+	Locks      []string `json:"locks,omitempty"`
+	Attempts   int      `json:"attempts"`
+	DispatchID string   `json:"dispatch_id,omitempty"`
+	Reason     string   `json:"reason,omitempty"`
+	Detail     string   `json:"detail,omitempty"`
+	Question   string   `json:"question,omitempty"`
+	// Options are the answers the question offers, from the task's dispatch: readers that
+	// show a run to whoever answers it (agora orch status and watch, and the MCP status and
+	// watch tools) fill them in for a task in needs_input; the service does not store them.
+	Options    []string   `json:"options,omitempty"`
 	RetryAt    *time.Time `json:"retry_at,omitempty"`
 	Dispatches []string   `json:"dispatches,omitempty"` // every attempt's dispatch id, oldest first
 	// Verify is the task's verify gate, nil without one; Verdict is the verdict of its
@@ -177,10 +182,21 @@ type SubmitRequest struct {
 	Actor     string `json:"actor"`
 }
 
-// SubmitResponse names the run.
+// SubmitResponse names the run: `agora orch submit -o json` and agora_orchestrator_submit
+// both answer exactly this.
 type SubmitResponse struct {
 	Run     Run  `json:"run"`
 	Created bool `json:"created"` // false when a run of the same identity (name, plan, checkout) exists
+	// Message says what happened in a sentence: started, or not started again.
+	Message string `json:"message"`
+}
+
+// SubmitMessage is the sentence of a SubmitResponse for run r.
+func SubmitMessage(r Run, created bool) string {
+	if !created {
+		return fmt.Sprintf("run %s (%s) already exists with the same plan on the same workspace and commit; it was not started again (state %s)", r.ID, r.Name, r.State)
+	}
+	return fmt.Sprintf("started run %s (%s) with %d tasks", r.ID, r.Name, r.Total)
 }
 
 // ActionRequest is cancel, answer, retry and seal.

@@ -158,7 +158,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run.Tasks = nil
-	writeJSON(w, http.StatusOK, api.SubmitResponse{Run: run, Created: created})
+	writeJSON(w, http.StatusOK, api.SubmitResponse{Run: run, Created: created, Message: api.SubmitMessage(run, created)})
 }
 
 // prepare validates a submitted plan and pins what its run works on. Structure and catalog

@@ -1,0 +1,130 @@
+package mcpserver_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agora-dev/agora/internal/orch/api"
+)
+
+// asJSON is b (one JSON document) as plain values, for comparing shapes and contents.
+func asJSON(t *testing.T, what string, b []byte) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%s: not one JSON document: %v\n%s", what, err, b)
+	}
+	return v
+}
+
+// structured is a tool answer's structured content as plain values.
+func structured(t *testing.T, res *mcp.CallToolResult) any {
+	t.Helper()
+	if res.IsError {
+		t.Fatalf("tool error: %s", text(res))
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return asJSON(t, "structured content", b)
+}
+
+// field is v's member name (v an object).
+func field(v any, name string) any {
+	m, _ := v.(map[string]any)
+	return m[name]
+}
+
+// lastLine is the last non-empty line of out.
+func lastLine(out string) []byte {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return []byte(lines[len(lines)-1])
+}
+
+// TestSameObject_CLIJSONEqualsMCP reads the same objects through `agora ... -o json` and
+// through the MCP tools of the real binary, and requires the same JSON (#29 finding 7): a
+// submit's answer whole; a run (waiting on a question, its options filled in) as status
+// shows it and as watch ends; the schedules and one schedule. Failed before: submit came
+// back as {"run":{"run":...}} over MCP, and status and watch on the CLI had no options.
+func TestSameObject_CLIJSONEqualsMCP(t *testing.T) {
+	requireSandbox(t)
+	home := newHome(t)
+	serveOrch(t, home)
+	cs := stdioSession(t, home)
+	dir := t.TempDir()
+	planJSON := `{"version":1,"name":"same-shape","tasks":[{"id":"ask","subagent":"asker"}]}`
+	planFile := filepath.Join(dir, "plan.json")
+	if err := os.WriteFile(planFile, []byte(planJSON), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var sub api.SubmitResponse
+	decode(t, call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": json.RawMessage(planJSON)}), &sub)
+	id := sub.Run.ID
+	for range 30 {
+		var st RunAnswerOut
+		decode(t, call(t, cs, "agora_orchestrator_watch", map[string]any{"run_id": id, "timeout_seconds": 2}), &st)
+		if st.Run.State == api.RunNeedsInput {
+			break
+		}
+	}
+
+	t.Run("submit", func(t *testing.T) {
+		// The same plan again: both answer the existing run, not created.
+		mcpAns := structured(t, call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": json.RawMessage(planJSON)}))
+		out, stderr, _ := agoraExit(t, home, "orch", "submit", planFile, "-o", "json")
+		cli := asJSON(t, "orch submit -o json: "+stderr, []byte(out))
+		if field(cli, "created") != false {
+			t.Fatalf("the CLI's resubmit created a run: %s", out)
+		}
+		if diff := cmp.Diff(cli, mcpAns); diff != "" {
+			t.Errorf("orch submit -o json vs agora_orchestrator_submit (-cli +mcp):\n%s", diff)
+		}
+	})
+	t.Run("status", func(t *testing.T) {
+		mcpAns := structured(t, call(t, cs, "agora_orchestrator_status", map[string]any{"run_id": id}))
+		cli := asJSON(t, "orch status -o json", agora(t, home, nil, "orch", "status", id, "-o", "json"))
+		if diff := cmp.Diff(cli, field(mcpAns, "run")); diff != "" {
+			t.Errorf("orch status -o json vs agora_orchestrator_status's run (-cli +mcp):\n%s", diff)
+		}
+		if !strings.Contains(string(must(json.Marshal(cli))), `"options":["red","blue"]`) {
+			t.Errorf("the run waiting on a question shows no options: %v", cli)
+		}
+	})
+	t.Run("watch", func(t *testing.T) {
+		mcpAns := structured(t, call(t, cs, "agora_orchestrator_watch", map[string]any{"run_id": id, "timeout_seconds": 1}))
+		out, stderr, code := agoraExit(t, home, "orch", "watch", id, "-o", "json")
+		if code != 4 {
+			t.Fatalf("orch watch on a run waiting on a question: exit %d, want 4\n%s", code, stderr)
+		}
+		if diff := cmp.Diff(asJSON(t, "orch watch -o json's last line", lastLine(out)), mcpAns); diff != "" {
+			t.Errorf("orch watch -o json's last line vs agora_orchestrator_watch (-cli +mcp):\n%s", diff)
+		}
+	})
+	t.Run("schedules", func(t *testing.T) {
+		agora(t, home, nil, "orch", "schedule", "add", "nightly", "--cron", "0 2 * * *", planFile)
+		mcpList := structured(t, call(t, cs, "agora_orchestrator_schedules_list", nil))
+		cliList := asJSON(t, "orch schedule list -o json", agora(t, home, nil, "orch", "schedule", "list", "-o", "json"))
+		if diff := cmp.Diff(cliList, mcpList); diff != "" {
+			t.Errorf("orch schedule list -o json vs agora_orchestrator_schedules_list (-cli +mcp):\n%s", diff)
+		}
+		mcpOne := structured(t, call(t, cs, "agora_orchestrator_schedule_show", map[string]any{"name": "nightly"}))
+		cliOne := asJSON(t, "orch schedule show -o json", agora(t, home, nil, "orch", "schedule", "show", "nightly", "-o", "json"))
+		if diff := cmp.Diff(cliOne, field(mcpOne, "schedule")); diff != "" {
+			t.Errorf("orch schedule show -o json vs agora_orchestrator_schedule_show's schedule (-cli +mcp):\n%s", diff)
+		}
+	})
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

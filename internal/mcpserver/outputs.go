@@ -1,0 +1,67 @@
+package mcpserver
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/agora-dev/agora/internal/orch/api"
+)
+
+// What each tool answers, as one Go type per object (#29 finding 7). The orchestrator's are
+// the service's own wire types (internal/orch/api), which `agora orch ... -o json` prints too:
+//
+//	agora_orchestrator_submit          api.SubmitResponse   = agora orch submit -o json
+//	agora_orchestrator_status, _watch  RunAnswer{run}       run = agora orch status -o json,
+//	                                                        the answer = orch watch -o json's last line
+//	agora_orchestrator_schedules_list  api.Schedules        = agora orch schedule list -o json
+//	agora_orchestrator_schedule_show   ScheduleAnswer{schedule} schedule = orch schedule show -o json
+//
+// Each tool publishes its type's JSON Schema as its outputSchema, and its structured content
+// is that type's encoding.
+
+// CapabilitiesAnswer is agora_capabilities_list's answer.
+type CapabilitiesAnswer struct {
+	Capabilities []capabilityItem `json:"capabilities"`
+}
+
+// SubagentsAnswer is agora_subagents_list's answer.
+type SubagentsAnswer struct {
+	Subagents []subagentItem `json:"subagents"`
+}
+
+// EnvsAnswer is agora_envs_list's answer.
+type EnvsAnswer struct {
+	Envs []envItem `json:"envs"`
+}
+
+// RunAnswer is what agora_orchestrator_status and agora_orchestrator_watch answer: the run as
+// `agora orch status -o json` prints it (the options of a task's question filled in).
+type RunAnswer struct {
+	Run api.Run `json:"run"`
+}
+
+// ScheduleAnswer is agora_orchestrator_schedule_show's answer.
+type ScheduleAnswer struct {
+	Schedule api.Schedule `json:"schedule"`
+}
+
+// outputSchema is the JSON Schema of O, as a tool publishes it.
+func outputSchema[O any]() json.RawMessage {
+	s, err := jsonschema.For[O](nil)
+	if err != nil {
+		panic(fmt.Sprintf("output schema of %T: %v", *new(O), err))
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("output schema of %T: %v", *new(O), err))
+	}
+	return b
+}
+
+// returns sets t's output schema to O's.
+func returns[O any](t tool) tool {
+	t.output = outputSchema[O]()
+	return t
+}
