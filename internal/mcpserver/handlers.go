@@ -278,6 +278,10 @@ func (s *Server) orchestratorWatch(ctx context.Context, _ Principal, a watchArgs
 		return nil, notFound(err, "run", a.RunID)
 	}
 	pub := s.publicRun(ctx, run)
+	// The run as the service's stream carries it, which is what `agora orch watch -o json`
+	// prints: the queue's state now is status's (a run waiting for a person is answered from
+	// its status, which has it).
+	pub.QueueState = nil
 	progress(fmt.Sprintf("run %s: %s, %ds elapsed", a.RunID, pub.State, int(time.Since(start).Seconds())))
 	return RunAnswer{Run: pub}, nil
 }

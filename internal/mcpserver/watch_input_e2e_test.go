@@ -29,13 +29,9 @@ func TestWatch_NeedsInputAnswersAtOnce(t *testing.T) {
 	httpCS := httpSession(t, srv.url, token)
 
 	plan := map[string]any{"version": 1, "name": "asks", "tasks": []any{map[string]any{"id": "pick", "subagent": "chooser"}}}
-	var sub struct {
-		Run struct {
-			Run api.Run `json:"run"`
-		} `json:"run"`
-	}
+	var sub api.SubmitResponse // = agora orch submit -o json (#29 finding 7)
 	decode(t, call(t, stdio, "agora_orchestrator_submit", map[string]any{"plan": plan}), &sub)
-	id := sub.Run.Run.ID
+	id := sub.Run.ID
 	var st struct {
 		Run api.Run `json:"run"`
 	}
