@@ -108,6 +108,9 @@ func (s *Server) result(ctx context.Context, r *Record) DispatchAnswer {
 	case r.State == "answered":
 		notes = append(notes, fmt.Sprintf("its question was answered by %s: child %s", r.AnsweredBy, r.ChildID))
 	}
+	if n := s.noWorkspaceNote(ctx, r); n != "" {
+		notes = append(notes, n)
+	}
 	out.Note = strings.Join(notes, "; ")
 	return out
 }

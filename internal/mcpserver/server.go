@@ -92,10 +92,9 @@ type identity func(req mcp.Request) (Principal, bool)
 // when not nil, rate-limits tool calls (stdio has no HTTP layer to do it).
 func (s *Server) newMCP(id identity, limiter *rate.Limiter) *mcp.Server {
 	m := mcp.NewServer(&mcp.Implementation{Name: "agora", Title: "agora", Version: s.cfg.Version}, &mcp.ServerOptions{
-		Instructions: "agora dispatches sandboxed sub-agents from a catalog that people provision. " +
-			"List what exists with agora_subagents_list and agora_envs_list, then run one with agora_dispatch.",
-		Logger:   s.sdkLog(),
-		HasTools: true,
+		Instructions: instructions,
+		Logger:       s.sdkLog(),
+		HasTools:     true,
 		// tools/list depends on the caller's ceiling: no one else may cache it.
 		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
 			c.CacheScope = "private"
