@@ -250,6 +250,12 @@ func (p *Pinner) writeCopy(path, digest string, b []byte) (fileID, error) {
 	if err != nil {
 		return fileID{}, err
 	}
+	// The temporary name goes before the copy's identity is taken: unlinking it changes the
+	// copy's link count and so its ctime, and an identity taken before would not match the
+	// next dispatch's stat, which would then read and hash the whole worker again (#28 noop).
+	if err := os.Remove(tmp.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fileID{}, err
+	}
 	st, err := os.Stat(path)
 	if err != nil {
 		return fileID{}, err

@@ -314,3 +314,27 @@ func TestPin_RacingProcessesKeepTheFirstCopy(t *testing.T) {
 		t.Errorf("a tampered copy was kept: sha256 %s, want %s", got, digest)
 	}
 }
+
+// TestPin_FreshPinIsTakenAsPinnedNext: the identity a fresh pin records for its copy is the
+// copy's identity once the pin is done, so the next dispatch takes it with two stat calls
+// instead of reading and hashing the worker again (#28 noop: the unlink of the temporary
+// name changed the copy's ctime after it was recorded, and the second dispatch of every
+// new worker build re-read it).
+func TestPin_FreshPinIsTakenAsPinnedNext(t *testing.T) {
+	src := installed(t, t.TempDir())
+	p := &Pinner{Dir: filepath.Join(t.TempDir(), DirName)}
+	b, err := p.Pin(t.Context(), src, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := p.pinned(src, identify(st))
+	if !ok || got != b {
+		e, _ := p.lookup(src)
+		cst, _ := os.Stat(b.Path)
+		t.Fatalf("after a fresh pin the pin is not taken (ok %v): recorded copy %+v, copy now %+v", ok, e.Copy, identify(cst))
+	}
+}
