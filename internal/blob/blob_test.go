@@ -185,3 +185,20 @@ func TestStore_ConcurrentPutDistinct(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStore_Get reads a 10 KB blob (a capability archive's size) back and verifies it:
+// a dispatch reads its subagent and capabilities five to seven times.
+//
+//	go test ./internal/blob -run '^$' -bench Get -benchmem
+func BenchmarkStore_Get(b *testing.B) {
+	s, _ := openStore(b)
+	d, err := s.Put(bytes.Repeat([]byte("capability "), 1000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := s.Get(d, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
