@@ -57,8 +57,8 @@ func TestAuditLog(t *testing.T) {
 	env := auditHome(t, "")
 	r := runAgora(t, env, "audit", "log")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if r.code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "0\t") || !strings.Contains(lines[0], "capability/repo-tools") {
-		t.Fatalf("audit log: code %d, stdout %q, stderr %q; want 3 tab-separated rows", r.code, r.stdout, r.stderr)
+	if r.code != 0 || len(lines) != 4 || lines[0] != "SEQ\tTIME\tACTOR\tKIND\tSUBJECT" || !strings.HasPrefix(lines[1], "0\t") || !strings.Contains(lines[1], "capability/repo-tools") {
+		t.Fatalf("audit log: code %d, stdout %q, stderr %q; want a header and 3 tab-separated rows", r.code, r.stdout, r.stderr)
 	}
 	r = runAgora(t, env, "audit", "log", "--kind", "catalog.*", "--since", "1h", "--output", "json")
 	var entries []struct {

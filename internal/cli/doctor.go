@@ -97,9 +97,13 @@ func doctorRun(ctx context.Context, opts *doctorOptions) error {
 }
 
 // printDoctor writes one row per check: aligned under a header with each fix on the line
-// below on a terminal, else "name TAB status TAB detail TAB fix" ("-" for no fix).
+// below on a terminal, else a header, then "name TAB status TAB detail TAB fix" ("-" for no
+// fix).
 func printDoctor(ios *IOStreams, rep doctor.Report) error {
 	if !ios.OutTTY {
+		if _, err := fmt.Fprintln(ios.Out, "CHECK\tSTATUS\tDETAIL\tFIX"); err != nil {
+			return err
+		}
 		for _, c := range rep.Checks {
 			if _, err := fmt.Fprintf(ios.Out, "%s\t%s\t%s\t%s\n", c.Name, c.Status, oneLine(c.Detail), orDash(oneLine(c.Fix))); err != nil {
 				return err

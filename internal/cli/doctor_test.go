@@ -87,9 +87,10 @@ func TestDoctorRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		rows := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-		if len(rows) != 10 {
-			t.Fatalf("%d rows, want 10:\n%s", len(rows), out.String())
+		if len(rows) != 11 || rows[0] != "CHECK\tSTATUS\tDETAIL\tFIX" {
+			t.Fatalf("%d lines, want the header and 10 rows:\n%s", len(rows), out.String())
 		}
+		rows = rows[1:]
 		for _, row := range rows {
 			if f := strings.Split(row, "\t"); len(f) != 4 || (f[1] != "ok" && f[1] != "missing") || (f[1] == "missing") == (f[3] == "-") {
 				t.Errorf("row %q: want name, ok|missing, detail, fix (- when ok)", row)

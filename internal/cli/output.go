@@ -38,13 +38,18 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// printTable writes rows for people on a terminal (aligned, with a header) and for scripts
-// otherwise (tab-separated, no header).
+// printTable writes rows for people on a terminal (aligned, under a header) and for scripts
+// otherwise (tab-separated, the header's names first when there is a row: a list piped to
+// less or shown by make demo said nothing of what its columns were; -o json is the form for
+// programs).
 func printTable(ios *IOStreams, headers []string, rows [][]string) error {
 	if !ios.OutTTY {
 		// Buffered: `agora verify` of a large bundle prints a row per entry and per proof,
 		// and a write per row made it spend more time in the kernel than checking them.
 		w := bufio.NewWriter(ios.Out)
+		if len(rows) > 0 {
+			rows = append([][]string{headers}, rows...)
+		}
 		for _, r := range rows {
 			if _, err := fmt.Fprintln(w, strings.Join(r, "\t")); err != nil {
 				return err

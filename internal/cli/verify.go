@@ -284,6 +284,7 @@ func printReport(f *Factory, rep *verify.Report) error {
 		// What printTable writes off a terminal, a row at a time: a 100,000-entry bundle
 		// has 200,000 rows, and building them as a table first cost a tenth of the verify.
 		w := bufio.NewWriter(f.IO.Out)
+		w.WriteString("CHECK\tRESULT\tDETAIL\n")
 		for _, c := range rep.Checks {
 			w.WriteString(checkName(c))
 			w.WriteString("\t" + passOrFail(c.OK) + "\t")

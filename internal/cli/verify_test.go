@@ -37,6 +37,10 @@ func TestVerify_Standalone(t *testing.T) {
 		t.Fatalf("verify: %+v", r)
 	}
 	rows := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if rows[0] != "CHECK\tRESULT\tDETAIL" {
+		t.Errorf("the first line is %q, want the header", rows[0])
+	}
+	rows = rows[1:]
 	// key, checkpoint, selection, entries, 3 x (entry, inclusion), tier
 	if len(rows) != 11 || !strings.HasPrefix(rows[0], "key\tpass\t") || !strings.HasPrefix(rows[2], "selection\tpass\tsigned by ") ||
 		rows[10] != "tier\ttamper-detecting\tsigned by the log's key, checkpoints held locally" {
