@@ -22,7 +22,12 @@ install: build
 	install -m 0755 bin/agora $(DESTDIR)$(PREFIX)/bin/agora
 	@echo "installed $(DESTDIR)$(PREFIX)/bin/agora and $(DESTDIR)$(PREFIX)/bin/agora-worker"
 
-demo: build
+# demo says what it does before each step: the first build downloads and compiles every module
+# and takes minutes on a fresh machine, with nothing else on the screen.
+demo:
+	@echo "== make demo: building bin/agora and bin/agora-worker (go build; the first build downloads and compiles every module: minutes on a fresh machine)"
+	@$(MAKE) --no-print-directory build
+	@echo "== make demo: running scripts/demo.sh (a throw-away AGORA_HOME, sandboxed dispatches, a 5-task plan, the audit verified)"
 	./scripts/demo.sh
 
 # build first: both programs must build (the worker is what every sandbox runs).

@@ -62,11 +62,12 @@ trap 'kill "$serve_pid" 2>/dev/null || true' EXIT
 for _ in $(seq 100); do [ -S "$AGORA_HOME/orch/orch.sock" ] && break; sleep 0.05; done
 
 step "agora orch validate + submit examples/plans/demo.yaml --repo $work/repo --wait"
-echo "(greet-docs and greet-readme hold disjoint locks and run in parallel; review waits for both and"
-echo " reads greet-docs' patch at /agora/inputs/docs-patch/patch.diff; tidy-a and tidy-b share the"
-echo " exclusive lock 'repo', so one runs after the other; greet-docs is verified by agora itself:"
-echo " its verify command runs in a fresh sandbox on the base tree plus its patch, and the verdict"
-echo " is audited and shown in the status and the bundle)"
+echo "(each task writes its own file: greet-docs docs/GREETING.md and greet-readme README.md hold"
+echo " disjoint locks and run in parallel; review waits for both and is handed greet-docs' patch at"
+echo " /agora/inputs/docs-patch/patch.diff, which its REVIEW.md quotes; tidy-a and tidy-b share the"
+echo " exclusive lock 'repo', so one runs after the other. scribe writes when it ran into each file."
+echo " greet-docs is verified by agora itself: its verify command runs in a fresh sandbox on the base"
+echo " tree plus its patch, and the verdict is audited and shown in the status and the bundle)"
 "$bin" orch validate examples/plans/demo.yaml
 run=$("$bin" orch submit examples/plans/demo.yaml --repo "$work/repo" --wait)
 "$bin" orch status "$run"
@@ -74,6 +75,9 @@ run=$("$bin" orch submit examples/plans/demo.yaml --repo "$work/repo" --wait)
 step "agora orch patches $run --to $work/patches (one reviewable patch per task)"
 "$bin" orch patches "$run" --to "$work/patches"
 for p in "$work"/patches/*.patch; do echo "--- $(basename "$p")"; cat "$p"; done
+
+step "when each task ran, from its patch (sorted by start): greet-docs and greet-readme overlap, tidy-a and tidy-b never do"
+grep -h '^+[^ ].* ran [0-9:.]* to [0-9:.]* UTC)$' "$work"/patches/*.patch | sed 's/^+.*(//; s/)$//' | sort -k3
 
 step "agora orch audit $run + agora verify (the run and every dispatch of it, offline)"
 "$bin" orch audit "$run" --out "$work/run-bundle.json"

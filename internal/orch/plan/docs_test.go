@@ -1,6 +1,7 @@
 package plan_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -70,6 +71,50 @@ func TestExamples_Demo(t *testing.T) {
 	x, y := tasks["tidy-a"], tasks["tidy-b"]
 	if !conflict(x.Locks, y.Locks) || conflict(x.Locks, a.Locks) || conflict(x.Locks, b.Locks) {
 		t.Errorf("tidy-a and tidy-b must share an exclusive lock no other task holds: %+v / %+v", x.Locks, y.Locks)
+	}
+	demoStory(t, tasks)
+}
+
+// demoStory checks the demo shows what it tells (#29 finding 8: its five patches were one
+// identical GREETING.txt edit): every writing task writes a file of its own, naming itself,
+// with scribe, which records when it ran (so the patches show the parallel pair overlap and
+// the locked pair not); the review task is the hand-off, reading the patch it is handed; and
+// greet-docs' verify gate checks the file greet-docs writes.
+func demoStory(t *testing.T, tasks map[string]plan.Resolved) {
+	t.Helper()
+	files := map[string]string{}
+	for _, id := range []string{"greet-docs", "greet-readme", "tidy-a", "tidy-b"} {
+		r := tasks[id]
+		var in struct{ File, Task string }
+		if err := json.Unmarshal(r.Input, &in); err != nil || in.File == "" || in.Task != id || r.Subagent != "scribe" {
+			t.Errorf("task %s: subagent %s, input %s (%v); want scribe with {file: ITS OWN FILE, task: %s}", id, r.Subagent, r.Input, err, id)
+			continue
+		}
+		if other, ok := files[in.File]; ok {
+			t.Errorf("tasks %s and %s write the same file %s: the demo's patches would not tell them apart", other, id, in.File)
+		}
+		files[in.File] = id
+	}
+	scribe := string(readRepoFile(t, "examples/catalog/capabilities/demo-tools/scribe.sh"))
+	for _, want := range []string{`field file`, `field task`, "ran %s to %s", "sleep 1"} {
+		if !strings.Contains(scribe, want) {
+			t.Errorf("scribe.sh lacks %q: it must write the file its input names, and when it ran", want)
+		}
+	}
+	review := tasks["review"]
+	handoff := string(readRepoFile(t, "examples/catalog/capabilities/demo-tools/handoff.sh"))
+	n, ok := review.Needs["docs-patch"]
+	if review.Subagent != "handoff" || !ok || n.From != "greet-docs" || !strings.Contains(handoff, `$AGORA_INPUTS/docs-patch/patch.diff`) || !strings.Contains(handoff, "REVIEW.md") {
+		t.Errorf("review: subagent %s, needs %+v; want handoff reading greet-docs' patch at $AGORA_INPUTS/docs-patch/patch.diff into REVIEW.md", review.Subagent, review.Needs)
+	}
+	if v := tasks["greet-docs"].Verify; v == nil || !slices.Contains(v.Command, "docs/GREETING.md") || files["docs/GREETING.md"] != "greet-docs" {
+		t.Errorf("greet-docs' verify gate %+v must check the file greet-docs writes (docs/GREETING.md)", v)
+	}
+	m := string(readRepoFile(t, "examples/catalog/agora-manifest.yaml"))
+	for _, want := range []string{"name: scribe", "name: handoff", "name: demo-tools"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("the example catalog lacks %q", want)
+		}
 	}
 }
 
