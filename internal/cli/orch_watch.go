@@ -95,7 +95,7 @@ func watchRun(ctx context.Context, f *Factory, ref string, out io.Writer, live, 
 	case api.RunNeedsInput:
 		for _, t := range last.Tasks {
 			if t.State == api.TaskNeedsInput {
-				fmt.Fprintf(f.IO.ErrOut, "agora: task %s asks: %s\n  -> agora orch answer %s %s --answer TEXT\n", t.ID, agentText(t.Question), last.ID, t.ID)
+				fmt.Fprintf(f.IO.ErrOut, "agora: task %s asks: %s\n  -> %s\n", t.ID, agentText(t.Question), api.AnswerCommand(last.ID, t.ID))
 			}
 		}
 		return &exitError{code: ExitNeedsInput}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 // The doors a question is answered through.
@@ -104,7 +105,7 @@ func MCPReadOnly(r *Record) error {
 	}
 	if r.RunID != "" {
 		return reqErr("dispatch %s is an attempt of task %q of run %s; a run's attempts are answered and cancelled through the run, "+
-			"on the host: agora orch answer %s %s --answer TEXT", r.ID, r.TaskID, r.RunID, r.RunID, r.TaskID)
+			"on the host: %s", r.ID, r.TaskID, r.RunID, api.AnswerCommand(r.RunID, r.TaskID))
 	}
 	return nil
 }
@@ -122,8 +123,8 @@ func mayAnswer(parent *Record, by Answerer) error {
 		}
 	default:
 		if parent.RunID != "" {
-			return reqErr("dispatch %s is an attempt of task %q of run %s; answer it through the run so the run goes on: agora orch answer %s %s --answer TEXT",
-				parent.ID, parent.TaskID, parent.RunID, parent.RunID, parent.TaskID)
+			return reqErr("dispatch %s is an attempt of task %q of run %s; answer it through the run so the run goes on: %s",
+				parent.ID, parent.TaskID, parent.RunID, api.AnswerCommand(parent.RunID, parent.TaskID))
 		}
 	}
 	return nil

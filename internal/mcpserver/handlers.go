@@ -102,7 +102,7 @@ func (s *Server) result(ctx context.Context, r *Record) DispatchAnswer {
 	}
 	switch {
 	case r.State == "needs_input" && r.RunID != "":
-		notes = append(notes, fmt.Sprintf("it asks a question (needs_input) as task %q of run %s; a run's questions are answered on the host: agora orch answer %s %s --answer TEXT", r.TaskID, r.RunID, r.RunID, r.TaskID))
+		notes = append(notes, fmt.Sprintf("it asks a question (needs_input) as task %q of run %s; a run's questions are answered on the host: %s", r.TaskID, r.RunID, api.AnswerCommand(r.RunID, r.TaskID)))
 	case r.State == "needs_input":
 		notes = append(notes, fmt.Sprintf("it asks a question (needs_input); answer with agora_dispatch {\"resume\": {\"dispatch\": %q, \"answer\": \"...\"}}", r.ID))
 	case r.State == "answered":

@@ -18,7 +18,7 @@ func nextStep(r api.Run) string {
 	var cmds, tasks []string
 	for _, t := range r.Tasks {
 		if t.State == api.TaskNeedsInput {
-			cmds = append(cmds, fmt.Sprintf("`agora orch answer %s %s --answer TEXT`", r.ID, t.ID))
+			cmds = append(cmds, "`"+api.AnswerCommand(r.ID, t.ID)+"`")
 			tasks = append(tasks, t.ID)
 		}
 	}
