@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -21,6 +22,26 @@ type describeOutput struct {
 	*dispatch.Record
 	Placement      *compute.Placement `json:"placement,omitempty"`
 	PlacementError string             `json:"placement_error,omitempty"`
+}
+
+// MarshalJSON is the record's shown JSON with the placement fields added: the record's own
+// MarshalJSON, promoted through the embedding, would otherwise drop them.
+func (o describeOutput) MarshalJSON() ([]byte, error) {
+	rec, err := json.Marshal(o.Record)
+	if err != nil {
+		return nil, err
+	}
+	extra, err := json.Marshal(struct {
+		Placement      *compute.Placement `json:"placement,omitempty"`
+		PlacementError string             `json:"placement_error,omitempty"`
+	}{o.Placement, o.PlacementError})
+	if err != nil {
+		return nil, err
+	}
+	if string(extra) == "{}" || len(rec) < 2 || rec[len(rec)-1] != '}' {
+		return rec, nil
+	}
+	return append(append(rec[:len(rec)-1:len(rec)-1], ','), extra[1:]...), nil
 }
 
 // placementOf asks the dispatch's provider where it runs. A failure is reported beside the

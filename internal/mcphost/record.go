@@ -14,7 +14,7 @@ import (
 func record(r *dispatch.Record) *mcpserver.Record {
 	out := &mcpserver.Record{
 		ID: r.ID, State: r.State, Done: dispatch.IsTerminal(r.State), Reason: r.Reason, Detail: r.Detail,
-		ExitCode: r.ExitCode, Subagent: r.Subagent + "@" + string(r.SubagentDigest), Envs: []string{},
+		ExitCode: r.ExitCode, Subagent: r.Subagent, SubagentDigest: string(r.SubagentDigest), Envs: []mcpserver.EnvRef{},
 		Target: r.Target, Sandbox: r.Sandbox, Network: r.Network, Isolation: r.Isolation,
 		InputDigest: string(r.InputDigest), TimeoutSeconds: int64(time.Duration(r.Timeout) / time.Second),
 		ParentID: r.ParentID, Actor: r.Actor, CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, EndedAt: r.EndedAt,
@@ -58,7 +58,7 @@ func record(r *dispatch.Record) *mcpserver.Record {
 		}
 	}
 	for _, e := range r.Envs {
-		out.Envs = append(out.Envs, e.Name+"@"+string(e.Digest))
+		out.Envs = append(out.Envs, mcpserver.EnvRef{Name: e.Name, Digest: string(e.Digest)})
 	}
 	for _, e := range r.Events {
 		out.Events = append(out.Events, mcpserver.Event{Kind: e.Kind, At: e.At})

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -120,6 +121,71 @@ func TestSameObject_CLIJSONEqualsMCP(t *testing.T) {
 			t.Errorf("orch schedule show -o json vs agora_orchestrator_schedule_show's schedule (-cli +mcp):\n%s", diff)
 		}
 	})
+}
+
+// sameWhereShown reports where mcp differs from cli, cli restricted to what mcp shows: every
+// member of an MCP object must be in the CLI's with the same value (the CLI shows the host
+// more: repository path, grants, binaries, event data).
+func sameWhereShown(path string, cli, mcp any) []string {
+	switch m := mcp.(type) {
+	case map[string]any:
+		c, ok := cli.(map[string]any)
+		if !ok {
+			return []string{path + ": an object over MCP, not on the CLI"}
+		}
+		var out []string
+		for k, v := range m {
+			cv, ok := c[k]
+			if !ok {
+				out = append(out, path+"."+k+": over MCP, not on the CLI")
+				continue
+			}
+			out = append(out, sameWhereShown(path+"."+k, cv, v)...)
+		}
+		return out
+	case []any:
+		c, ok := cli.([]any)
+		if !ok || len(c) != len(m) {
+			return []string{path + ": lists differ: " + string(must(json.Marshal(cli))) + " vs " + string(must(json.Marshal(mcp)))}
+		}
+		var out []string
+		for i := range m {
+			out = append(out, sameWhereShown(path+"["+strconv.Itoa(i)+"]", c[i], m[i])...)
+		}
+		return out
+	}
+	if !cmp.Equal(cli, mcp) {
+		return []string{path + ": " + string(must(json.Marshal(cli))) + " on the CLI, " + string(must(json.Marshal(mcp))) + " over MCP"}
+	}
+	return nil
+}
+
+// TestSameObject_DispatchCLIAndMCP describes the same dispatches (one that finished with a
+// patch and an output, one that asks a question) through `agora dispatch describe -o json` and
+// agora_dispatch_describe: every field MCP shows has the CLI's name and value (#29 finding 7;
+// failed before: subagent NAME@sha256 vs subagent + subagent_digest, envs strings vs objects,
+// timeout_seconds vs timeout "30m0s", patch and needs_input vs result.*, done missing).
+func TestSameObject_DispatchCLIAndMCP(t *testing.T) {
+	requireSandbox(t)
+	home := newHome(t)
+	cs := stdioSession(t, home)
+	for _, args := range []map[string]any{
+		{"subagent": "writer", "envs": []string{"demo"}, "timeout_seconds": 600, "wait_seconds": 120},
+		{"subagent": "asker", "wait_seconds": 120},
+	} {
+		var d dispatchOut
+		decode(t, call(t, cs, "agora_dispatch", args), &d)
+		mcpAns := structured(t, call(t, cs, "agora_dispatch_describe", map[string]any{"id": d.Dispatch.ID}))
+		cli := asJSON(t, "dispatch describe -o json", agora(t, home, nil, "dispatch", "describe", d.Dispatch.ID, "-o", "json"))
+		for _, diff := range sameWhereShown("dispatch", cli, field(mcpAns, "dispatch")) {
+			t.Errorf("%s: %s", args["subagent"], diff)
+		}
+		for _, k := range []string{"timeout_seconds", "subagent_digest", "done", "outputs"} {
+			if _, ok := cli.(map[string]any)[k]; !ok {
+				t.Errorf("%s: the CLI's record has no %s", args["subagent"], k)
+			}
+		}
+	}
 }
 
 func must[T any](v T, err error) T {

@@ -74,7 +74,8 @@ func TestDispatchOverStdio(t *testing.T) {
 	if len(r.Outputs) != 1 || r.Outputs[0].Path != "report.md" || !strings.HasPrefix(r.Outputs[0].Digest, "sha256:") {
 		t.Errorf("outputs = %+v", r.Outputs)
 	}
-	if r.Actor != "mcp:"+actorOf(t) || len(r.Envs) != 1 || !strings.HasPrefix(r.Envs[0], "demo@sha256:") {
+	if r.Actor != "mcp:"+actorOf(t) || len(r.Envs) != 1 || r.Envs[0].Name != "demo" || !strings.HasPrefix(r.Envs[0].Digest, "sha256:") ||
+		r.Subagent != "writer" || !strings.HasPrefix(r.SubagentDigest, "sha256:") {
 		t.Errorf("record = %+v", r)
 	}
 	var desc dispatchOut

@@ -103,14 +103,18 @@ func (e *RequestError) Error() string { return e.Msg }
 // callback URL and no partial state: the adapter fills only these fields, and the server scrubs
 // Detail before it leaves.
 type Record struct {
-	ID             string   `json:"id"`
-	State          string   `json:"state"`
-	Done           bool     `json:"done"` // the state is terminal
-	Reason         string   `json:"reason,omitempty"`
-	Detail         string   `json:"detail,omitempty"`
-	ExitCode       *int     `json:"exit_code,omitempty"`
-	Subagent       string   `json:"subagent"` // NAME@sha256:HEX
-	Envs           []string `json:"envs"`     // NAME@sha256:HEX each
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	Done     bool   `json:"done"` // the state is terminal
+	Reason   string `json:"reason,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	// Subagent is the subagent's name and SubagentDigest its version, apart, as `agora dispatch
+	// describe -o json` shows them (#29 finding 7: was NAME@sha256:HEX in one string); Envs
+	// likewise each {name, digest}.
+	Subagent       string   `json:"subagent"`
+	SubagentDigest string   `json:"subagent_digest"`
+	Envs           []EnvRef `json:"envs"`
 	Target         string   `json:"target"`
 	Sandbox        string   `json:"sandbox"`
 	Network        string   `json:"network"`
@@ -167,6 +171,12 @@ type Record struct {
 	// protected paths a patch touched. A red verdict ends the dispatch failed/verify-failed.
 	Verify  *verdict.Spec    `json:"verify,omitempty"`
 	Verdict *verdict.Verdict `json:"verdict,omitempty"`
+}
+
+// EnvRef is an env bundle a dispatch applied: its name and version digest.
+type EnvRef struct {
+	Name   string `json:"name"`
+	Digest string `json:"digest"`
 }
 
 // Budget is a dispatch's spending limit; a zero field sets none.
@@ -241,7 +251,7 @@ func (s *Server) public(r *Record) *Record {
 	c := *r
 	c.Detail = s.scrub(c.Detail)
 	if c.Envs == nil {
-		c.Envs = []string{}
+		c.Envs = []EnvRef{}
 	}
 	if c.Outputs == nil {
 		c.Outputs = []Output{}
