@@ -38,7 +38,7 @@ func TestRecord_CarriesNoHostDetails(t *testing.T) {
 			t.Errorf("the MCP record carries %q: %s", leak, got)
 		}
 	}
-	for _, want := range []string{`"done":true`, `"subagent":"writer@sha256:ab"`, `"envs":["demo@sha256:cd"]`, `"timeout_seconds":90`,
+	for _, want := range []string{`"done":true`, `"subagent":"writer","subagent_digest":"sha256:ab"`, `"envs":[{"name":"demo","digest":"sha256:cd"}]`, `"timeout_seconds":90`,
 		`"patch":{"digest":"sha256:ef","size":10}`, `"question":"which?"`, `"events":[{"kind":"accepted"`} {
 		if !strings.Contains(string(got), want) {
 			t.Errorf("the MCP record lacks %s: %s", want, got)
