@@ -9,6 +9,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
 // Exit codes: the one table (README.md "Exit codes" prints it; TestExitCodes_Table keeps the
@@ -29,24 +30,60 @@ const (
 	ExitInterrupted = 130
 )
 
-// exitCode is the code err ends the process with, from its type alone.
+// exitRow is one row of the exit-code table: a code, its class's name and what it means.
+type exitRow struct {
+	Code    int
+	Class   string
+	Meaning string
+}
+
+// exitTable is the exit-code table, in one place: 'agora --help' prints it and README.md's
+// "Exit codes" table is tested to be the same (TestExitCodes_Table).
+func exitTable() []exitRow {
+	return []exitRow{
+		{ExitOK, "ok", "the command did what was asked"},
+		{ExitError, "error", "agora or its infrastructure failed (database, sandbox, provider, the orchestrator not running)"},
+		{ExitUsage, "usage", "the command line, or its AGORA_HOME, was wrong (a missing home, a request refused before anything was recorded); nothing was done"},
+		{ExitWorkerFail, "worker failed", "a dispatched worker or a run's task ran and did not succeed (non-zero exit, timeout, denied)"},
+		{ExitNeedsInput, "needs input", "a dispatch or a run is waiting for an answer (agora dispatch resume, agora orch answer)"},
+		{ExitCheckFailed, "check failed", "a verification found a failed check (agora verify)"},
+		{ExitNotFound, "not found", `a name or id given names nothing: KIND "ID" not found (dispatch, run, task, subagent, capability, env bundle, workspace, target, schedule)`},
+		{ExitInvalid, "invalid input", "a file or request the command read is malformed or failed validation (a manifest, a plan, a capability); nothing was done"},
+		{ExitInterrupted, "interrupted", "Ctrl-C or SIGTERM; the message says what became of the work (cancelled and recorded, still running, or nothing changed)"},
+	}
+}
+
+// exitCodesHelp is the table as 'agora --help' ends it.
+func exitCodesHelp() string {
+	var b strings.Builder
+	b.WriteString("Exit codes:\n")
+	for _, r := range exitTable() {
+		fmt.Fprintf(&b, "  %3d  %s: %s\n", r.Code, r.Class, r.Meaning)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// exitCode is the code err ends the process with, from its type alone: a class carried by the
+// error (a name that names nothing, input that failed validation) wins over the usage error a
+// command wraps a refused request in, so an unknown subagent is "not found" wherever the
+// lookup happened.
 func exitCode(err error) int {
 	var (
 		ee *exitError
 		ue *usageError
 		me *home.MissingError
+		ye strictyaml.Errors
 	)
 	switch {
 	case errors.As(err, &ee):
 		return ee.code
+	case errclass.Of(err) == errclass.Invalid, errors.As(err, &ye):
+		// Before not found: a plan naming an unknown subagent is an invalid plan.
+		return ExitInvalid
+	case errclass.Of(err) == errclass.NotFound:
+		return ExitNotFound
 	case errors.As(err, &ue), errors.As(err, &me):
 		return ExitUsage
-	}
-	switch errclass.Of(err) {
-	case errclass.NotFound:
-		return ExitNotFound
-	case errclass.Invalid:
-		return ExitInvalid
 	}
 	return ExitError
 }

@@ -125,7 +125,7 @@ func renderError(f *Factory, err error) int {
 	if errors.As(err, &h) && h.Hint() != "" {
 		fmt.Fprintf(f.IO.ErrOut, "agora: hint: %s\n", h.Hint())
 	}
-	if ue := (*usageError)(nil); errors.As(err, &ue) {
+	if ue := (*usageError)(nil); code == ExitUsage && errors.As(err, &ue) {
 		fmt.Fprintf(f.IO.ErrOut, "agora: hint: run '%s' for usage\n", strings.Join(strings.Fields("agora "+ue.cmdPath()+" --help"), " "))
 	}
 	return code
@@ -144,7 +144,9 @@ Deploy time (humans and human-reviewed CI only): register the catalog of capabil
 subagents and env bundles with 'agora capability|subagent|env register' or 'agora apply'.
 Run time (anyone, including an AI over MCP): dispatch workers against that catalog.
 
-State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/agora).`,
+State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/agora).
+
+` + exitCodesHelp(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		CompletionOptions: cobra.CompletionOptions{

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/capped"
+	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
@@ -196,7 +197,7 @@ func (c *Config) Target(name string) (Target, error) {
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		return Target{}, fmt.Errorf("target %q not found; known: %s (targets are set in agora.yaml)", name, strings.Join(names, ", "))
+		return Target{}, &errclass.NotFoundError{Kind: "target", ID: name, Known: names, Note: "targets are set in agora.yaml"}
 	}
 	return t, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/gitexec"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/runtime/runtimes"
@@ -323,7 +324,7 @@ func resolveRevision(ctx context.Context, repo, rev string) (string, string, err
 	}
 	out, err := gitCmd(ctx, abs, "rev-parse", "--verify", "--quiet", "--end-of-options", rev+"^{commit}").Output()
 	if err != nil {
-		return "", "", fmt.Errorf("revision %q not found in repository %s", rev, repo)
+		return "", "", &errclass.NotFoundError{Kind: "revision", ID: rev, In: "repository " + repo}
 	}
 	return abs, strings.TrimSpace(string(out)), nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/egress/proxy"
+	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/verdict"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -380,7 +381,7 @@ type queryer interface {
 func getRecord(ctx context.Context, q queryer, id string) (*Record, error) {
 	r, err := scanRecord(q.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM dispatches WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
+		return nil, errclass.NotFoundf(ErrNotFound, "dispatch", id)
 	}
 	if err != nil {
 		return nil, err

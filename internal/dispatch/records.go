@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/agora-dev/agora/internal/budget"
+	"github.com/agora-dev/agora/internal/errclass"
 	"math"
 	"time"
 
@@ -391,7 +392,7 @@ func (s *Records) Claim(ctx context.Context, id string) error {
 		var state, cur string
 		err := tx.QueryRowContext(ctx, `SELECT state, supervisor FROM dispatches WHERE id = ?`, id).Scan(&state, &cur)
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: %q", ErrNotFound, id)
+			return errclass.NotFoundf(ErrNotFound, "dispatch", id)
 		}
 		if err != nil {
 			return err
@@ -412,7 +413,7 @@ func (s *Records) Supervisor(ctx context.Context, id string) (string, bool, erro
 	var cur string
 	err := s.db.SQL().QueryRowContext(ctx, `SELECT supervisor FROM dispatches WHERE id = ?`, id).Scan(&cur)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", false, fmt.Errorf("%w: %q", ErrNotFound, id)
+		return "", false, errclass.NotFoundf(ErrNotFound, "dispatch", id)
 	}
 	if err != nil {
 		return "", false, err

@@ -3,21 +3,18 @@ package mcpserver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/agora-dev/agora/internal/errclass"
 )
 
-// notFoundError is an id that names nothing.
-type notFoundError struct{ what, id string }
-
-func (e *notFoundError) Error() string { return fmt.Sprintf("%s %q not found", e.what, e.id) }
-
-// notFound replaces a port's not-found error with one naming the id; other errors pass.
+// notFound replaces a port's not-found error with one naming the id, worded as the CLI words
+// it (errclass: `dispatch "X" not found`); other errors pass.
 func notFound(err error, what, id string) error {
 	if errors.Is(err, ErrNotFound) {
-		return &notFoundError{what: what, id: id}
+		return &errclass.NotFoundError{Kind: what, ID: id, Of: ErrNotFound}
 	}
 	return err
 }
@@ -31,7 +28,7 @@ func (s *Server) publicError(tool string, err error) string {
 	var (
 		ae *ArgumentError
 		re *RequestError
-		nf *notFoundError
+		nf *errclass.NotFoundError
 	)
 	switch {
 	case errors.As(err, &ae):

@@ -4,10 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -52,28 +52,24 @@ func (e *Engine) target(req api.ActionRequest) (*run, *task, error) {
 		if err == nil {
 			return nil, nil, fmt.Errorf("%w: run %s is sealed (%s); a sealed run accepts no further changes", ErrConflict, req.Run, state)
 		}
-		return nil, nil, fmt.Errorf("%w: run %q", ErrNotFound, req.Run)
+		return nil, nil, errclass.NotFoundf(ErrNotFound, "run", req.Run)
 	}
 	if req.Task == "" {
 		return r, nil, nil
 	}
 	t, ok := r.byID[req.Task]
 	if !ok {
-		return nil, nil, fmt.Errorf("%w: task %q in run %s; tasks: %s", ErrNotFound, req.Task, r.id, taskList(r))
+		return nil, nil, &errclass.NotFoundError{Kind: "task", ID: req.Task, In: "run " + r.id, Known: taskIDs(r), Of: ErrNotFound}
 	}
 	return r, t, nil
 }
 
-func taskList(r *run) string {
-	var ids []string
-	for i, t := range r.tasks {
-		if i == 20 {
-			ids = append(ids, fmt.Sprintf("... (%d more)", len(r.tasks)-20))
-			break
-		}
+func taskIDs(r *run) []string {
+	ids := make([]string, 0, len(r.tasks))
+	for _, t := range r.tasks {
 		ids = append(ids, t.spec.ID)
 	}
-	return strings.Join(ids, ", ")
+	return ids
 }
 
 func (e *Engine) cancel(r *run, t *task, actor string) error {

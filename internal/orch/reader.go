@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/budget"
+	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 	"github.com/agora-dev/agora/internal/verdict"
@@ -56,7 +57,7 @@ func (r *Reader) Run(ctx context.Context, ref string) (api.Run, error) {
 	run, err := scanRun(r.db.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ? OR name = ?
 		ORDER BY id = ? DESC, created_at DESC, id DESC LIMIT 1`, ref, ref, ref))
 	if errors.Is(err, sql.ErrNoRows) {
-		return api.Run{}, fmt.Errorf("%w: run %q", ErrNotFound, ref)
+		return api.Run{}, errclass.NotFoundf(ErrNotFound, "run", ref)
 	}
 	return run, err
 }
@@ -226,7 +227,7 @@ func (r *Reader) TasksIn(ctx context.Context, id, state string, limit int) ([]Ta
 func (r *Reader) Task(ctx context.Context, id, taskID string) (TaskRow, error) {
 	t, err := scanTaskRow(r.db.QueryRowContext(ctx, taskRowFrom+`WHERE t.run_id = ? AND t.id = ?`, id, taskID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return t, fmt.Errorf("%w: task %q of run %s", ErrNotFound, taskID, id)
+		return t, &errclass.NotFoundError{Kind: "task", ID: taskID, In: "run " + id, Of: ErrNotFound}
 	}
 	if err != nil {
 		return t, err

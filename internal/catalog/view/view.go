@@ -17,6 +17,7 @@ import (
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/digest"
+	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -42,6 +43,9 @@ func (e *NotFoundError) Error() string {
 var ErrNotFound = errors.New("not found")
 
 func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+
+// Class is errclass.NotFound: the CLI exits with its not-found code.
+func (e *NotFoundError) Class() errclass.Class { return errclass.NotFound }
 
 // Catalog reads the catalog. It has no method that changes anything; the MCP server and the
 // dispatcher are handed a Catalog and nothing more.

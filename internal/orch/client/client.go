@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/agora-dev/agora/internal/audit/verify"
+	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -31,6 +32,18 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Msg }
+
+// Class is the service's code as a failure class (not_found, invalid), so the CLI's exit code
+// follows the code, never the message.
+func (e *Error) Class() errclass.Class {
+	switch e.Code {
+	case "not_found":
+		return errclass.NotFound
+	case "invalid":
+		return errclass.Invalid
+	}
+	return errclass.Failure
+}
 
 // Client is a connection to the service.
 type Client struct {

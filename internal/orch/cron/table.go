@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -159,7 +160,7 @@ func (t *Table) Remove(ctx context.Context, name, actor string) error {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("%w: %q", ErrNotFound, name)
+			return errclass.NotFoundf(ErrNotFound, "schedule", name)
 		}
 		return t.append(ctx, tx, name, entry.ScheduleRemoved, map[string]any{entry.KeyBy: actor})
 	})
@@ -192,7 +193,7 @@ func scan(row interface{ Scan(...any) error }) (*Schedule, error) {
 func (t *Table) Get(ctx context.Context, name string) (*Schedule, error) {
 	s, err := scan(t.db.SQL().QueryRowContext(ctx, `SELECT `+columns+` FROM schedules WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("%w: %q", ErrNotFound, name)
+		return nil, errclass.NotFoundf(ErrNotFound, "schedule", name)
 	}
 	return s, err
 }
@@ -202,7 +203,7 @@ func (t *Table) Plan(ctx context.Context, s *Schedule) ([]byte, error) {
 	var b []byte
 	err := t.db.SQL().QueryRowContext(ctx, `SELECT plan FROM schedules WHERE name = ? AND created_at = ?`, s.Name, ts(s.CreatedAt)).Scan(&b)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("%w: %q", ErrNotFound, s.Name)
+		return nil, errclass.NotFoundf(ErrNotFound, "schedule", s.Name)
 	}
 	return b, err
 }

@@ -176,12 +176,21 @@ func TestOrchPatches_NeverFollowsALink(t *testing.T) {
 // runFail runs agora with args, expects exit code 1, and returns its combined output.
 func (e *env) runFail(args ...string) string {
 	e.t.Helper()
+	return e.runFailCode(1, args...)
+}
+
+// exitInvalid is the CLI's exit code for input that failed validation (a plan).
+const exitInvalid = 7
+
+// runFailCode runs agora with args, expects exit code code, and returns its combined output.
+func (e *env) runFailCode(code int, args ...string) string {
+	e.t.Helper()
 	cmd := exec.Command(agoraBin, args...)
 	cmd.Env = e.vars
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		e.t.Fatalf("agora %s: %v, want exit code 1\n%s", strings.Join(args, " "), err, out)
+	if !errors.As(err, &ee) || ee.ExitCode() != code {
+		e.t.Fatalf("agora %s: %v, want exit code %d\n%s", strings.Join(args, " "), err, code, out)
 	}
 	return string(out)
 }

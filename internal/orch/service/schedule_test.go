@@ -332,7 +332,7 @@ func TestSchedule_AddRefuses(t *testing.T) {
 	e.run("orch", "schedule", "remove", "x")
 	cmd = exec.Command(agoraBin, "orch", "schedule", "remove", "x")
 	cmd.Env = e.vars
-	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), `schedule not found: "x"`) {
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), `schedule "x" not found`) {
 		t.Errorf("removing x twice: %v\n%s", err, out)
 	}
 	db, err := store.Open(context.Background(), filepath.Join(e.home, "orch", "orch.db"), orch.Migrations())

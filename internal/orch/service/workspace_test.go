@@ -84,12 +84,12 @@ func TestOrchSubmit_PlanWorkspace(t *testing.T) {
 		{[]string{"--repo", repo}, `the plan works on workspace "app"; a repository cannot replace it`},
 		{[]string{"--workspace", "app@feature"}, `revision "feature" is not allowed`},
 	} {
-		if msg := e.runFail(append([]string{"orch", "submit", plan}, tt.args...)...); !strings.Contains(msg, tt.want) {
+		if msg := e.runFailCode(exitInvalid, append([]string{"orch", "submit", plan}, tt.args...)...); !strings.Contains(msg, tt.want) {
 			t.Errorf("submit %v: %s, want %q", tt.args, msg, tt.want)
 		}
 	}
 	must(t, os.WriteFile(plan, []byte("version: 1\nname: lost\nworkspace: nope\ntasks:\n  - {id: a, subagent: stamp}\n"), 0o644))
-	if msg := e.runFail("orch", "submit", plan); !strings.Contains(msg, `workspace "nope" not found; known: app`) {
+	if msg := e.runFailCode(exitInvalid, "orch", "submit", plan); !strings.Contains(msg, `workspace "nope" not found; known: app`) {
 		t.Errorf("unknown workspace: %s", msg)
 	}
 }
@@ -114,7 +114,7 @@ tasks:
   - {id: d, subagent: worker, locks: [{name: x, mode: sometimes}]}
 `), 0o644))
 	for _, cmd := range [][]string{{"orch", "validate", plan}, {"orch", "submit", plan}} {
-		msg := e.runFail(cmd...)
+		msg := e.runFailCode(exitInvalid, cmd...)
 		for _, want := range []string{
 			"cycle",
 			`tasks[1].subagent: subagent "nobody" not found; known: `,
@@ -135,7 +135,7 @@ tasks:
 	}
 	// A revision the workspace does not allow is reported beside the plan's other problems.
 	must(t, os.WriteFile(plan, []byte("version: 1\nname: two-wrong\nworkspace: app\nrevision: feature\ntasks:\n  - {id: a, subagent: nobody}\n"), 0o644))
-	msg := e.runFail("orch", "submit", plan)
+	msg := e.runFailCode(exitInvalid, "orch", "submit", plan)
 	for _, want := range []string{`revision "feature" is not allowed; allowed revisions: main`, `tasks[0].subagent: subagent "nobody" not found`} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("agora orch submit lacks %q:\n%s", want, msg)
