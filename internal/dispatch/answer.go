@@ -158,7 +158,7 @@ func (d *Dispatcher) refuseAnswer(ctx context.Context, parentID string, by Answe
 // the one exception is the parent's own run answering it again after the child it fired
 // before ended (a retried task answers with the same answer).
 func (s *Records) answered(ctx context.Context, tx *sql.Tx, child *Record) error {
-	p, err := getRecord(ctx, tx, child.ParentID)
+	p, err := getRecord(ctx, s.prepared(tx), child.ParentID)
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,7 @@ type Approval struct {
 // part of the audit entry. The dispatch must be live.
 func (s *Records) RequestApproval(ctx context.Context, id string, a Approval, args string, timeout time.Duration) (*Approval, error) {
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		r, err := getRecord(ctx, tx, id)
+		r, err := getRecord(ctx, s.prepared(tx), id)
 		if err != nil {
 			return err
 		}
@@ -122,7 +122,7 @@ func (s *Records) DecideApproval(ctx context.Context, id, call string, approve b
 	var out *Approval
 	var late error
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		r, err := getRecord(ctx, tx, id)
+		r, err := getRecord(ctx, s.prepared(tx), id)
 		if err != nil {
 			return err
 		}

@@ -24,7 +24,7 @@ func (d *Dispatcher) CancelBy(ctx context.Context, id, actor string) (*Record, e
 
 func (s *Records) requestCancelBy(ctx context.Context, id, actor string) error {
 	return s.db.Tx(ctx, func(tx *sql.Tx) error {
-		r, err := getRecord(ctx, tx, id)
+		r, err := getRecord(ctx, s.prepared(tx), id)
 		if err != nil {
 			return err
 		}

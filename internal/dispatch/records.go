@@ -27,6 +27,8 @@ type Records struct {
 	db  *store.DB
 	log *audit.Log
 	now func() time.Time
+	// stmts prepares the record reads (getRecord's) once per Records.
+	stmts *stmts
 }
 
 // NewRecords returns the record keeper over db.
@@ -34,7 +36,7 @@ func NewRecords(db *store.DB, log *audit.Log, now func() time.Time) *Records {
 	if now == nil {
 		now = time.Now
 	}
-	return &Records{db: db, log: log, now: now}
+	return &Records{db: db, log: log, now: now, stmts: newStmts(db.SQL())}
 }
 
 // NewID returns a new dispatch id: a ULID, so ids sort by creation time.
@@ -57,7 +59,7 @@ func (s *Records) AppendAudit(ctx context.Context, e audit.Entry) error {
 
 // Get returns the record with its events.
 func (s *Records) Get(ctx context.Context, id string) (*Record, error) {
-	return getRecord(ctx, s.db.SQL(), id)
+	return getRecord(ctx, s.prepared(s.db.SQL()), id)
 }
 
 // List returns records, newest first.
@@ -213,7 +215,7 @@ func (s *Records) Started(ctx context.Context, id, taskID, supervisor string) er
 func (s *Records) started(ctx context.Context, id, taskID, supervisor string) (*Record, error) {
 	var started *Record
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		r, err := getRecord(ctx, tx, id)
+		r, err := getRecord(ctx, s.prepared(tx), id)
 		if err != nil {
 			return err
 		}
@@ -228,7 +230,7 @@ func (s *Records) started(ctx context.Context, id, taskID, supervisor string) (*
 		if err := s.event(ctx, tx, r, StateStarted, map[string]any{"provider_task_id": taskID}); err != nil {
 			return err
 		}
-		started, err = getRecord(ctx, tx, id)
+		started, err = getRecord(ctx, s.prepared(tx), id)
 		return err
 	})
 	return started, err
@@ -280,7 +282,7 @@ func (s *Records) finish(ctx context.Context, id string, o Outcome) (applied boo
 	}
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
 		applied, final = false, nil
-		r, err := getRecord(ctx, tx, id)
+		r, err := getRecord(ctx, s.prepared(tx), id)
 		if err != nil {
 			return err
 		}
@@ -367,7 +369,7 @@ UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolatio
 		if err := s.event(ctx, tx, r, o.State, data); err != nil {
 			return err
 		}
-		if final, err = getRecord(ctx, tx, id); err != nil {
+		if final, err = getRecord(ctx, s.prepared(tx), id); err != nil {
 			return err
 		}
 		applied = true
@@ -445,7 +447,7 @@ func (s *Records) RequestCancel(ctx context.Context, id string) (*Record, error)
 	var r *Record
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		if r, err = getRecord(ctx, tx, id); err != nil {
+		if r, err = getRecord(ctx, s.prepared(tx), id); err != nil {
 			return err
 		}
 		if IsTerminal(r.State) {
@@ -464,3 +466,6 @@ func (s *Records) cancelRequested(ctx context.Context, id string) bool {
 	err := s.db.SQL().QueryRowContext(ctx, `SELECT cancel_requested FROM dispatches WHERE id = ?`, id).Scan(&c)
 	return err == nil && c
 }
+
+// prepared runs getRecord's queries on q through the statements s prepared.
+func (s *Records) prepared(q queryer) queryer { return prepared{q: q, c: s.stmts} }
