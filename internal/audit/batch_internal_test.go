@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,5 +166,62 @@ func TestBatcher_RefusesOnlyTheBadEntry(t *testing.T) {
 	}
 	if want := rootOf(r); string(stored) != string(want) {
 		t.Fatalf("stored root %x, recomputed from the entries %x", stored, want)
+	}
+}
+
+// TestBatcher_TransactionTakesWhatQueuesWhileItWrites: entries queued while a transaction is
+// writing go into that transaction, not the next one: the callers its commit answers are not
+// kept for another. Seen through the times: one transaction stamps its entries strictly in
+// order even when the clock stands still, and a later transaction would start again at the
+// clock's time, beside the entry before it.
+func TestBatcher_TransactionTakesWhatQueuesWhileItWrites(t *testing.T) {
+	db, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "agora.db"), Migrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const later = 5
+	frozen := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	results := make(chan error, later)
+	var b *Batcher
+	var once sync.Once
+	clock := func() time.Time {
+		once.Do(func() { // the first entry is being written: queue more meanwhile
+			for i := range later {
+				go func() {
+					results <- b.Append(t.Context(), Entry{Kind: "mcp.tool_call", Subject: fmt.Sprintf("later-%d", i)})
+				}()
+			}
+			for b.queuedLen() < later {
+				time.Sleep(100 * time.Microsecond)
+			}
+		})
+		return frozen
+	}
+	b = NewBatcher(db, New(clock))
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan struct{})
+	go func() { b.Run(ctx); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+	if err := b.Append(t.Context(), Entry{Kind: "mcp.tool_call", Subject: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	for range later {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := List(t.Context(), db.SQL(), ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != later+1 || recs[0].Subject != "first" {
+		t.Fatalf("log holds %d entries (first %q), want %d starting with first", len(recs), recs[0].Subject, later+1)
+	}
+	for i := 1; i < len(recs); i++ {
+		if !recs[i].Time.After(recs[i-1].Time) {
+			t.Errorf("entry %d (%s) at %s, not after entry %d at %s: written by a later transaction", i, recs[i].Subject,
+				recs[i].Time.Format(time.RFC3339Nano), i-1, recs[i-1].Time.Format(time.RFC3339Nano))
+		}
 	}
 }
