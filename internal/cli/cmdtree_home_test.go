@@ -115,6 +115,16 @@ func TestCommandTree_MissingHome(t *testing.T) {
 			}
 		}
 	}
+	// agora mcp --http is started by an operator, who reads its refusal: with a missing home it
+	// does not start, binds nothing and creates nothing.
+	httpEnv := map[string]string{"AGORA_HOME": filepath.Join(dir, "mian"), "HOME": dir, "USER": "tester",
+		"AGORA_HTTP_TOKEN": strings.Repeat("t0ken", 8)}
+	if r := runAgora(t, httpEnv, "mcp", "--http", "127.0.0.1:0"); r.code != cli.ExitUsage || !strings.Contains(r.stderr, "AGORA_HOME="+httpEnv["AGORA_HOME"]+" agora init") {
+		t.Errorf("agora mcp --http with a missing home: exit %d, want %d naming 'agora init'\n%s", r.code, cli.ExitUsage, r.stderr)
+	}
+	if _, err := os.Stat(httpEnv["AGORA_HOME"]); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("agora mcp --http created the missing AGORA_HOME (%v)", err)
+	}
 	// The one command that creates a home does.
 	env := map[string]string{"AGORA_HOME": filepath.Join(dir, "mian"), "HOME": dir, "USER": "tester"}
 	if r := runAgora(t, env, "init"); r.code != cli.ExitOK {
