@@ -12,6 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/gitbranch"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/shellwords"
 )
 
 // branchWork is what becomes a branch: where, on which commit, and the changes in order.
@@ -179,11 +180,13 @@ func writeBranch(ctx context.Context, f *Factory, w branchWork, branch string) e
 }
 
 // without is the advice to make the branch without the change labelled label: for a run,
-// the exact command (its --skip TASK).
+// the exact command (its --skip TASK), each word quoted for a shell: a task id may hold a glob
+// (fan[a]) and a branch name an operator (';', '$').
 func without(w branchWork, label, branch string) string {
 	for i, c := range w.changes {
 		if c.Label == label && i < len(w.tasks) {
-			return fmt.Sprintf("make the branch without it (agora orch patches %s --branch %s --skip %s)", w.run, branch, w.tasks[i])
+			return fmt.Sprintf("make the branch without it (agora orch patches %s --branch %s --skip %s)",
+				shellwords.Quote(w.run), shellwords.Quote(branch), shellwords.Quote(w.tasks[i]))
 		}
 	}
 	return "make the branch without it from the changes before it"
