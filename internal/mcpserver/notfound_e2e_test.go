@@ -26,7 +26,7 @@ func cliError(t *testing.T, home string, args ...string) (string, int) {
 
 // TestNotFound_OneWording (#29 finding 6): a name that names nothing reads the same over MCP as
 // on the CLI, `KIND "ID" not found` (the CLI exits 6 with it): an unknown dispatch id to
-// describe, and an unknown subagent to dispatch.
+// describe, an unknown subagent to dispatch, an unknown run and schedule to read.
 func TestNotFound_OneWording(t *testing.T) {
 	home := newHome(t)
 	cs := stdioSession(t, home)
@@ -41,5 +41,22 @@ func TestNotFound_OneWording(t *testing.T) {
 	res = call(t, cs, "agora_dispatch", map[string]any{"subagent": "nope"})
 	if !strings.HasPrefix(cliMsg, `subagent "nope" not found; known: `) || code != 6 || !res.IsError || !strings.HasSuffix(text(res), ": "+cliMsg) {
 		t.Errorf("unknown subagent: CLI %q (exit %d), MCP %q (error %v); want the same sentence, exit 6", cliMsg, code, text(res), res.IsError)
+	}
+
+	serveOrch(t, home)
+	for _, tt := range []struct {
+		cli  []string
+		tool string
+		args map[string]any
+		want string
+	}{
+		{[]string{"orch", "status", "nope"}, "agora_orchestrator_status", map[string]any{"run_id": "nope"}, `run "nope" not found`},
+		{[]string{"orch", "schedule", "show", "nope"}, "agora_orchestrator_schedule_show", map[string]any{"name": "nope"}, `schedule "nope" not found`},
+	} {
+		cliMsg, code := cliError(t, home, tt.cli...)
+		res := call(t, cs, tt.tool, tt.args)
+		if cliMsg != tt.want || code != 6 || !res.IsError || text(res) != tt.want {
+			t.Errorf("%s: CLI %q (exit %d), MCP %q (error %v); want both %q, exit 6", tt.tool, cliMsg, code, text(res), res.IsError, tt.want)
+		}
 	}
 }
