@@ -3,10 +3,12 @@ package mcpserver
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/verdict"
 )
 
 // What each tool answers, as one Go type per object (#29 finding 7). The orchestrator's are
@@ -47,9 +49,24 @@ type ScheduleAnswer struct {
 	Schedule api.Schedule `json:"schedule"`
 }
 
-// outputSchema is the JSON Schema of O, as a tool publishes it.
+// verifySpec is how a verify gate (verdict.Spec) is encoded: Spec has its own MarshalJSON
+// (lowercase keys, the timeout as a duration string), which the schema inferred from its Go
+// fields (Command, Timeout as an integer, Protect) does not describe. TestRedTeam29_EveryAnswerFitsItsSchema
+// keeps the two the same.
+type verifySpec struct {
+	Command []string `json:"command"`
+	Timeout string   `json:"timeout,omitempty"`
+	Protect []string `json:"protect,omitempty"`
+}
+
+// outputSchema is the JSON Schema of O, as a tool publishes it: what O encodes to, a type
+// with its own MarshalJSON described by what it writes.
 func outputSchema[O any]() json.RawMessage {
-	s, err := jsonschema.For[O](nil)
+	spec, err := jsonschema.For[verifySpec](nil)
+	if err != nil {
+		panic(fmt.Sprintf("output schema of a verify gate: %v", err))
+	}
+	s, err := jsonschema.For[O](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{reflect.TypeFor[verdict.Spec](): spec}})
 	if err != nil {
 		panic(fmt.Sprintf("output schema of %T: %v", *new(O), err))
 	}
