@@ -70,10 +70,24 @@ func (s *stage) setPhase(phase string) {
 }
 
 // renamePhase replaces the phase file with one holding phase: a temporary file renamed over it.
+// The temporary file is a new one of a random name (O_EXCL, so no symlink, hard link or FIFO
+// the worker planted at a fixed name is opened): this is the path a planted phase file takes,
+// and a fixed ".phase" let the plant's author have it truncate and write a file of agora's,
+// create one through a dangling symlink, or block on a FIFO (#28 red team, session 3).
 func (s *stage) renamePhase(phase string) {
-	tmp := filepath.Join(s.dir, "."+phaseFile)
-	if err := os.WriteFile(tmp, []byte(phase+"\n"), 0o600); err == nil {
-		os.Rename(tmp, filepath.Join(s.dir, phaseFile))
+	f, err := os.CreateTemp(s.dir, "."+phaseFile+"-*")
+	if err != nil {
+		return
+	}
+	_, err = f.WriteString(phase + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), filepath.Join(s.dir, phaseFile))
+	}
+	if err != nil {
+		os.Remove(f.Name())
 	}
 }
 
