@@ -90,6 +90,7 @@ func TestCommandTree_ErrorClasses(t *testing.T) {
 		}
 		return strings.TrimSpace(r.stdout)
 	}
+	initRepo(t, filepath.Join(dir, "repo"))
 	must("init")
 	must("capability", "register", "tools", "--from", filepath.Join(dir, "caps", "tools"))
 	must("subagent", "register", "denied", "--runtime", "exec", "--command", "sh -c 'echo hi'")
@@ -155,6 +156,7 @@ func notFoundRuns(dir, run string) map[string][]classRun {
 		"dispatch run": {
 			{args: []string{"--subagent", "nope"}, want: nf("subagent", "nope") + "; known: denied"},
 			{args: []string{"--subagent", "denied", "--target", "nope"}, want: nf("target", "nope") + "; known: local (targets are set in agora.yaml)"},
+			{args: []string{"--subagent", "denied", "--repo", filepath.Join(dir, "repo") + "@nope"}, want: nf("revision", "nope") + " in repository " + filepath.Join(dir, "repo")},
 		},
 		"orch status":  {{args: []string{"nope"}, want: nf("run", "nope")}},
 		"orch watch":   {{args: []string{"nope"}, want: nf("run", "nope")}},
