@@ -338,3 +338,46 @@ func TestPin_FreshPinIsTakenAsPinnedNext(t *testing.T) {
 		t.Fatalf("after a fresh pin the pin is not taken (ok %v): recorded copy %+v, copy now %+v", ok, e.Copy, identify(cst))
 	}
 }
+
+// The attack on the pin a fresh pin now leaves in the index (#28 noop: before, the second
+// dispatch always read the worker again): the copy is rewritten at once after its pin, in
+// place, same size, its mtime set back. Only the ctime tells, and it must: every such
+// rewrite is pinned again and the bound copy holds the worker's bytes.
+func TestPin_CopyRewrittenAtOnceAfterAFreshPinIsPinnedAgain(t *testing.T) {
+	src := installed(t, t.TempDir())
+	for i := range 20 {
+		p := &Pinner{Dir: filepath.Join(t.TempDir(), DirName)}
+		b, err := p.Pin(t.Context(), src, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(b.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(b.Path, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(b.Path, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte("#!/bin/sh\necho pwned\n"), 0); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if err := os.Chmod(b.Path, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(b.Path, st.ModTime(), st.ModTime()); err != nil {
+			t.Fatal(err)
+		}
+		again, err := p.Pin(t.Context(), src, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sumFile(t, again.Path); got != b.SHA256 {
+			t.Fatalf("round %d: the copy rewritten after its pin is bound as it is (hashes %s, want %s)", i, got, b.SHA256)
+		}
+	}
+}
