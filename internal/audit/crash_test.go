@@ -45,8 +45,11 @@ func crashChild(path string) {
 		os.Exit(2)
 	}
 	l := audit.New(nil)
-	if os.Getenv(crashModeEnv) == "batcher" {
+	switch os.Getenv(crashModeEnv) {
+	case "batcher":
 		crashBatcherChild(ctx, db, l, cp)
+	case "acked":
+		rt28s3AckedChild(ctx, db, l, cp) // redteam28s3_crash_test.go
 	}
 	for i := 0; ; i++ {
 		err := db.Tx(ctx, func(tx *sql.Tx) error {
