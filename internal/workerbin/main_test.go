@@ -12,6 +12,9 @@ import (
 var workerBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(rt28s3PinChildEnv) != "" {
+		rt28s3PinChild() // redteam28s3_race_test.go; exits
+	}
 	dir, err := os.MkdirTemp("", "workerbin-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

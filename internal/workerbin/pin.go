@@ -256,11 +256,17 @@ func (p *Pinner) writeCopy(path, digest string, b []byte) (fileID, error) {
 	if err := os.Remove(tmp.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fileID{}, err
 	}
-	st, err := os.Stat(path)
-	if err != nil {
-		return fileID{}, err
+	// The identity recorded is trusted by every later pin without a read, so it is taken of
+	// the bytes checked to be b's, not of whatever is at path: between the link and now the
+	// copy may have been replaced or rewritten (whoever can write AGORA_HOME, a sandbox: none
+	// agent), and a stat of the name would have recorded that file as the worker for good
+	// (#28 red team, session 3: TestRedTeam28S3_CopyChangedWhilePinnedIsNeverTrusted). One
+	// more hash of the copy, on a fresh pin only.
+	id, ok := sameCopy(path, digest)
+	if !ok {
+		return fileID{}, fmt.Errorf("the copy %s changed while it was written; try again", path)
 	}
-	return identify(st), nil
+	return id, nil
 }
 
 // checkDir refuses a pin directory that someone other than agora's user (or root) may write:
