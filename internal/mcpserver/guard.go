@@ -54,6 +54,8 @@ func (s *Server) guard(t tool, id identity, limiter *rate.Limiter) mcp.ToolHandl
 		if err := s.audit(ctx, p, t, entry.MCPToolCall, decisionAllowed, raw); err != nil {
 			return toolError(t.name + " refused: the audit log could not record this call"), nil
 		}
+		ctx, release := untilRequestEnds(ctx) // a dropped HTTP connection ends the call
+		defer release()
 		out, err := t.run(withProgress(ctx, req), s, p, args)
 		if err != nil {
 			msg := s.publicError(t.name, err)

@@ -158,7 +158,7 @@ func (s *Server) httpHandler(cfg HTTPConfig, addr net.Addr) http.Handler {
 			DisableLocalhostProtection: true,
 		})
 	}
-	return newHTTPGuard(cfg, addr, s.log).wrap(progressSplit{plain: handler(true), stream: handler(false)})
+	return newHTTPGuard(cfg, addr, s.log).wrap(withRequestContext(progressSplit{plain: handler(true), stream: handler(false)}))
 }
 
 // progressSplit answers a request that carries a progress token as an event stream, so its

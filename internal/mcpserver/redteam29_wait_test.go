@@ -1,0 +1,79 @@
+package mcpserver_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/mcpserver"
+)
+
+// TestRedTeam29_HTTPWaiterLeavesWithItsConnection (#29 red team, surface 2): a client that
+// asks agora_dispatch_describe to wait and then drops the connection (no cancel
+// notification: the TCP connection just closes) must take its wait with it. Otherwise a
+// client bounded to MaxInFlight concurrent requests could leave any number of waits behind
+// by dropping connections, each held for up to 300 s. After more drops than MaxInFlight, a
+// new call is served, and the shared poll of the dispatch stops once they are all gone.
+func TestRedTeam29_HTTPWaiterLeavesWithItsConnection(t *testing.T) {
+	var gets atomic.Int64
+	f := newFixture()
+	f.disp.get = func(_ context.Context, id string) (*mcpserver.Record, error) {
+		gets.Add(1)
+		return record(id, "started"), nil
+	}
+	token := newToken(t)
+	addr := f.http(t, mcpserver.HTTPConfig{Clients: clients(token), Limits: mcpserver.Limits{MaxInFlight: 2, Rate: 1000, Burst: 1000}})
+	call := func(ctx context.Context, wait int) (int, error) { return rt29call(t, addr, token, ctx, wait) }
+	for i := range 6 {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		code, err := call(ctx, 60)
+		cancel()
+		switch {
+		case err == nil && code == http.StatusTooManyRequests:
+			t.Fatalf("drop %d: refused as too many in flight: the %d waits dropped before it still hold their requests", i, i)
+		case err == nil:
+			t.Fatalf("drop %d: the wait answered (%d) before the client dropped it", i, code)
+		}
+		time.Sleep(time.Second) // the server sees the connection close
+	}
+	// The drops did not use up the client's in-flight requests.
+	if code, err := call(context.Background(), 0); err != nil || code != http.StatusOK {
+		t.Fatalf("a call after %d dropped waits: %d %v, want 200", 6, code, err)
+	}
+	time.Sleep(1500 * time.Millisecond) // the waits see their requests end; a poll in flight ends
+	n := gets.Load()
+	time.Sleep(1500 * time.Millisecond)
+	if more := gets.Load() - n; more != 0 {
+		t.Errorf("%d reads of the record in 1.5 s after every waiter's connection closed: the dropped waits live on", more)
+	}
+}
+
+// rt29call posts one agora_dispatch_describe with wait_seconds on a connection of its own,
+// closed when ctx ends, and returns the status and ctx's error when ctx ended first.
+func rt29call(t *testing.T, addr, token string, ctx context.Context, wait int) (int, error) {
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"agora_dispatch_describe","arguments":{"id":"` + dispatchID + `","wait_seconds":` + strconv.Itoa(wait) + `}}}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	// A connection of its own, closed when ctx ends.
+	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	if ctx.Err() != nil {
+		return resp.StatusCode, ctx.Err()
+	}
+	return resp.StatusCode, nil
+}
