@@ -25,6 +25,8 @@ type fakeOrch struct {
 	actions []api.ActionRequest
 	subs    []chan api.Event
 	db      *store.DB
+	// refuse, when set, is every action's answer (nothing is recorded).
+	refuse error
 }
 
 // store writes the run into a new orch.db and returns its reader (over a read-only
@@ -148,6 +150,9 @@ func (f *fakeOrch) set(task, state string) {
 func (f *fakeOrch) act(req api.ActionRequest) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.refuse != nil {
+		return f.refuse
+	}
 	f.actions = append(f.actions, req)
 	return nil
 }
