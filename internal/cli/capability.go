@@ -101,9 +101,10 @@ latest again. The total size is capped (catalog.capability_max_size, default 50 
 	return cmd
 }
 
-// capabilityShow is the JSON shape of 'capability show'.
+// capabilityShow is the JSON shape of 'capability show': the list's item (#29 finding 7) and
+// the files.
 type capabilityShow struct {
-	catalog.Version
+	capabilityListItem
 	Files []capabilityFile `json:"files"`
 	// ApproveNotes say what the capability's approve rules cannot see.
 	ApproveNotes []string `json:"approve_notes,omitempty"`
@@ -131,7 +132,7 @@ func capabilityShowRun(ctx context.Context, opts *refOptions) error {
 	if err != nil {
 		return err
 	}
-	out := capabilityShow{Version: v, Files: []capabilityFile{}}
+	out := capabilityShow{capabilityListItem: newCapabilityListItem(v), Files: []capabilityFile{}}
 	if v.Meta.CapabilityDoc != nil {
 		out.ApproveNotes = grant.ApproveNotes(v.Meta.CapabilityDoc.Set)
 	}
@@ -143,14 +144,13 @@ func capabilityShowRun(ctx context.Context, opts *refOptions) error {
 		for _, fl := range files {
 			total += fl.Size
 		}
-		printCapability(opts.f.IO.Out, out, total)
+		printCapability(opts.f.IO.Out, v, out, total)
 		return nil
 	})
 }
 
 // printCapability writes a capability for people; total is the size of its files.
-func printCapability(w io.Writer, out capabilityShow, total int64) {
-	v := out.Version
+func printCapability(w io.Writer, v catalog.Version, out capabilityShow, total int64) {
 	g := v.Meta.CapabilityDoc
 	fmt.Fprintf(w, "name:        %s\n", v.Name)
 	fmt.Fprintf(w, "digest:      %s\n", v.Digest)

@@ -96,6 +96,13 @@ func listRun(ctx context.Context, opts *listOptions) error {
 	if err != nil {
 		return err
 	}
+	if opts.output == formatJSON {
+		out, err := listJSON(opts.kind, vs)
+		if err != nil {
+			return err
+		}
+		return writeJSON(f.IO.Out, out)
+	}
 	return emit(f.IO, opts.output, vs, func(vs []catalog.Version) error {
 		if len(vs) == 0 && f.IO.OutTTY {
 			fmt.Fprintf(f.IO.ErrOut, "agora: no %s registered; see 'agora %s register --help'\n", opts.kind.Plural(), cmdNoun(opts.kind))

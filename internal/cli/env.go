@@ -299,7 +299,7 @@ func trimNewline(b []byte) []byte {
 
 // envShow is the JSON shape of 'env show'. It never holds secret values.
 type envShow struct {
-	catalog.Version
+	envListItem
 	Values     map[string]string `json:"values"`
 	SecretKeys []string          `json:"secret_keys"`
 	// Bindings are the bound secrets: key -> hosts and extra headers ({} when none).
@@ -315,7 +315,7 @@ func envShowRun(ctx context.Context, opts *refOptions) error {
 	if err != nil {
 		return err
 	}
-	out := envShow{Version: v, Values: doc.Values, SecretKeys: catalog.SortedKeys(doc.Secrets), Bindings: doc.Bindings}
+	out := envShow{envListItem: newEnvListItem(v), Values: doc.Values, SecretKeys: catalog.SortedKeys(doc.Secrets), Bindings: doc.Bindings}
 	if out.Values == nil {
 		out.Values = map[string]string{}
 	}

@@ -240,9 +240,10 @@ func subagentAssignRun(ctx context.Context, opts *subagentAssignOptions) error {
 	return printRegistered(f, opts.output, c, v)
 }
 
-// subagentShow is the JSON shape of 'subagent show'.
+// subagentShow is the JSON shape of 'subagent show': the list's item (#29 finding 7) and
+// what the content holds.
 type subagentShow struct {
-	catalog.Version
+	subagentListItem
 	SystemPrompt string   `json:"system_prompt"`
 	Command      []string `json:"command"`
 	// Grants is the effective grant: the union of the capabilities' grants, the most any
@@ -263,7 +264,7 @@ func subagentShowRun(ctx context.Context, opts *refOptions) error {
 	if err != nil {
 		return err
 	}
-	out := subagentShow{Version: v, SystemPrompt: doc.SystemPrompt, Command: doc.Command, Grants: grants}
+	out := subagentShow{subagentListItem: newSubagentListItem(v), SystemPrompt: doc.SystemPrompt, Command: doc.Command, Grants: grants}
 	if out.Command == nil {
 		out.Command = []string{}
 	}

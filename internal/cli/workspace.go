@@ -93,7 +93,8 @@ func workspaceRegisterRun(ctx context.Context, opts *workspaceRegisterOptions) e
 // workspaceShow is the JSON shape of 'workspace show'. Unlike the version's metadata, it holds
 // the repository path: show is for the people who provision the host.
 type workspaceShow struct {
-	catalog.Version
+	workspaceListItem
+	// Repo is the repository's path: host-only, never shown over MCP.
 	Repo string `json:"repo"`
 }
 
@@ -106,7 +107,7 @@ func workspaceShowRun(ctx context.Context, opts *refOptions) error {
 	if err != nil {
 		return err
 	}
-	out := workspaceShow{Version: v, Repo: doc.Repo}
+	out := workspaceShow{workspaceListItem: newWorkspaceListItem(v), Repo: doc.Repo}
 	return emit(opts.f.IO, opts.output, out, func(out workspaceShow) error {
 		w := opts.f.IO.Out
 		fmt.Fprintf(w, "name:        %s\n", v.Name)

@@ -11,77 +11,44 @@ import (
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
-// capabilityItem is one capability in a list: metadata only.
-type capabilityItem struct {
-	Name         string    `json:"name"`
-	Digest       string    `json:"digest"`
-	RegisteredAt time.Time `json:"registered_at"`
-	Description  string    `json:"description"`
-}
-
-// subagentItem is one subagent in a list: never its prompt or command.
-type subagentItem struct {
-	capabilityItem
-	Runtime      string   `json:"runtime"`
-	Capabilities []string `json:"capabilities"`
-}
-
-// envItem is one env bundle in a list: keys, never values or secret references.
-type envItem struct {
-	capabilityItem
-	ValueKeys  []string `json:"value_keys"`
-	SecretKeys []string `json:"secret_keys"`
-}
-
-func item(v catalog.Version) capabilityItem {
-	return capabilityItem{Name: v.Name, Digest: string(v.Digest), RegisteredAt: v.RegisteredAt.UTC(), Description: v.Meta.Description}
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return append([]string(nil), s...)
-}
+// The catalog lists answer catalog's list entries (catalog.CapabilityEntry and its kin), the
+// type `agora KIND list -o json` prints too; the CLI adds only catalog.HostOnly.
 
 func (s *Server) capabilitiesList(ctx context.Context, _ Principal, _ noArgs) (any, error) {
-	vs, err := s.cfg.Catalog.List(ctx, catalog.KindCapability)
+	out, err := listEntries(ctx, s.cfg.Catalog, catalog.KindCapability, catalog.NewCapabilityEntry)
 	if err != nil {
 		return nil, err
-	}
-	out := make([]capabilityItem, 0, len(vs))
-	for _, v := range vs {
-		out = append(out, item(v))
 	}
 	return CapabilitiesAnswer{Capabilities: out}, nil
 }
 
 func (s *Server) subagentsList(ctx context.Context, _ Principal, _ noArgs) (any, error) {
-	vs, err := s.cfg.Catalog.List(ctx, catalog.KindSubagent)
+	out, err := listEntries(ctx, s.cfg.Catalog, catalog.KindSubagent, catalog.NewSubagentEntry)
 	if err != nil {
 		return nil, err
-	}
-	out := make([]subagentItem, 0, len(vs))
-	for _, v := range vs {
-		caps := make([]string, 0, len(v.Meta.Capabilities))
-		for _, c := range v.Meta.Capabilities {
-			caps = append(caps, c.Name)
-		}
-		out = append(out, subagentItem{capabilityItem: item(v), Runtime: v.Meta.Runtime, Capabilities: caps})
 	}
 	return SubagentsAnswer{Subagents: out}, nil
 }
 
 func (s *Server) envsList(ctx context.Context, _ Principal, _ noArgs) (any, error) {
-	vs, err := s.cfg.Catalog.List(ctx, catalog.KindEnv)
+	out, err := listEntries(ctx, s.cfg.Catalog, catalog.KindEnv, catalog.NewEnvEntry)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]envItem, 0, len(vs))
-	for _, v := range vs {
-		out = append(out, envItem{capabilityItem: item(v), ValueKeys: nonNil(v.Meta.ValueKeys), SecretKeys: nonNil(v.Meta.SecretKeys)})
-	}
 	return EnvsAnswer{Envs: out}, nil
+}
+
+// listEntries is every latest version of kind as entry makes it, never nil.
+func listEntries[E any](ctx context.Context, c Catalog, kind catalog.Kind, entry func(catalog.Version) E) ([]E, error) {
+	vs, err := c.List(ctx, kind)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]E, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, entry(v))
+	}
+	return out, nil
 }
 
 // DispatchAnswer is what the dispatch tools (run, describe, cancel) answer: the record, what

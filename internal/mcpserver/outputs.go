@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/verdict"
 )
@@ -25,17 +26,17 @@ import (
 
 // CapabilitiesAnswer is agora_capabilities_list's answer.
 type CapabilitiesAnswer struct {
-	Capabilities []capabilityItem `json:"capabilities"`
+	Capabilities []catalog.CapabilityEntry `json:"capabilities"`
 }
 
 // SubagentsAnswer is agora_subagents_list's answer.
 type SubagentsAnswer struct {
-	Subagents []subagentItem `json:"subagents"`
+	Subagents []catalog.SubagentEntry `json:"subagents"`
 }
 
 // EnvsAnswer is agora_envs_list's answer.
 type EnvsAnswer struct {
-	Envs []envItem `json:"envs"`
+	Envs []catalog.EnvEntry `json:"envs"`
 }
 
 // RunAnswer is what agora_orchestrator_status and agora_orchestrator_watch answer: the run as

@@ -112,7 +112,7 @@ func TestServer_ListsAreMetadataOnly(t *testing.T) {
 	}{
 		{"agora_capabilities_list", map[string]any{"capabilities": []any{with("name", "shell", "description", "a shell")}}},
 		{"agora_subagents_list", map[string]any{"subagents": []any{with("name", "writer", "description", "writes",
-			"runtime", "exec", "capabilities", []any{"shell"})}}},
+			"runtime", "exec", "capabilities", []any{map[string]any{"name": "shell", "digest": "sha256:" + hex64}})}}},
 		{"agora_envs_list", map[string]any{"envs": []any{
 			with("name", "demo", "description", "", "value_keys", []any{"GREETING"}, "secret_keys", []any{"TOKEN"}),
 			with("name", "empty", "description", "", "value_keys", []any{}, "secret_keys", []any{}),

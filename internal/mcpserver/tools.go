@@ -84,7 +84,7 @@ var toolTable = sync.OnceValue(func() []tool {
 		}, noProps(), (*Server).capabilitiesList)),
 		returns[SubagentsAnswer](define(tool{
 			name: "agora_subagents_list", tier: CeilingRead, title: "List subagents",
-			desc:     "List the registered subagents: name, version digest, registered time, description, runtime and capability names. Metadata only: no prompts.",
+			desc:     "List the registered subagents: name, version digest, registered time, description, runtime and the capabilities it was registered with ({name, digest} each). Metadata only: no prompts.",
 			readOnly: true, idem: true,
 		}, noProps(), (*Server).subagentsList)),
 		returns[EnvsAnswer](define(tool{
