@@ -22,12 +22,9 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
-// rt28s3Bundle exports a real log of n entries (each about pad bytes of details), whose
-// bundle is large enough for the fast paths of fae9729: read on every CPU (from
-// parallelReadFrom) and the whole-log tree's wide levels hashed on every CPU (from 8,192
-// parents, so 16,384 leaves). It returns the bundle's bytes, the log's key, and a
-// checkpoint of the same log one entry later (a checkpoint over a different tree, signed
-// by the same key).
+// rt28s3Bundle exports a real log of n entries (each about pad bytes of details). It
+// returns the bundle's bytes, the log's key, and a checkpoint of the same log one entry
+// later (a checkpoint over a different tree, signed by the same key).
 func rt28s3Bundle(t *testing.T, n, pad int) (data []byte, key string, later []byte) {
 	t.Helper()
 	ctx := t.Context()
@@ -162,20 +159,24 @@ func entryAt(spans [][2]int, off int) int {
 }
 
 // TestRedTeam28S3_VerifyFastPathsFailWhatTheyMust attacks fae9729 and 4da81c1 (the bundle
-// read on every CPU, the whole-log tree's wide levels hashed on every CPU, GOGC off while
-// verifying): a real 17,000-entry bundle of over 16 MB, forged in each way below, verified as
-// a file (the parallel read) with 1, 2 and 3 CPUs and on stdin (one stream) with 1. Each
-// forgery fails, and every way of reading it gives the same rows; the untouched bundle passes
-// every way. The forgeries sit where the parallel read and the tree's runs split: the
-// entries holding the file's half and third, and the tree's middle leaves.
+// read on every CPU, GOGC off while verifying): a real 700-entry bundle, read on every CPU
+// (parallelReadFrom lowered to 64 KiB for the test: the split is the same code at any size),
+// forged in each way below, verified as a file with 1, 2 and 3 CPUs and on stdin (one stream)
+// with 1. Each forgery fails, and every way of reading it gives the same rows; the untouched
+// bundle passes every way. The forgeries sit where the parallel read splits the file: the
+// entries holding its half and its third. The wide tree levels hashed on every CPU are
+// attacked in internal/audit/verify (TestRedTeam28S3_WideTreeRowsAreTheWalksRows).
 func TestRedTeam28S3_VerifyFastPathsFailWhatTheyMust(t *testing.T) {
-	data, key, later := rt28s3Bundle(t, 17000, 600)
-	if len(data) < parallelReadFrom {
-		t.Fatalf("fixture: %d bytes, under the parallel read's %d", len(data), parallelReadFrom)
+	defer func(was int64) { parallelReadFrom = was }(parallelReadFrom)
+	parallelReadFrom = 64 << 10
+	const n = 700
+	data, key, later := rt28s3Bundle(t, n, 300)
+	if int64(len(data)) < 4*parallelReadFrom {
+		t.Fatalf("fixture: %d bytes, under 4x the parallel read's %d", len(data), parallelReadFrom)
 	}
 	spans := rt28s3Entries(t, data)
-	if len(spans) != 17000 {
-		t.Fatalf("fixture: %d entry objects found, want 17000", len(spans))
+	if len(spans) != n {
+		t.Fatalf("fixture: %d entry objects found, want %d", len(spans), n)
 	}
 	half, third := entryAt(spans, len(data)/2), entryAt(spans, len(data)/3)
 	obj := func(k int) []byte { return data[spans[k][0]:spans[k][1]] }
@@ -237,7 +238,7 @@ func TestRedTeam28S3_VerifyFastPathsFailWhatTheyMust(t *testing.T) {
 		"a byte of the entry at the half":  flipB64(half),
 		"a byte of the entry at a third":   flipB64(third),
 		"a byte of the last entry":         flipB64(len(spans) - 1),
-		"the middle leaves reordered":      swap(8191, 8192),
+		"the middle leaves reordered":      swap(n/2-1, n/2),
 		"the half's entries reordered":     swap(half, half+1),
 		"the half's entry duplicated":      replace(spans[half][1], spans[half][1], append([]byte(",\n    "), obj(half)...)),
 		"the half's entry missing":         replace(spans[half][0], spans[half+1][0], nil),
