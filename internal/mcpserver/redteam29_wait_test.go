@@ -77,3 +77,21 @@ func rt29call(t *testing.T, addr, token string, ctx context.Context, wait int) (
 	}
 	return resp.StatusCode, nil
 }
+
+// TestRedTeam29_RunQuestionNoteQuotesTheTask (#29 red team, surface 3): describe's note on a
+// run's attempt that asks a question names the answer command with a fan-out item's task id
+// quoted for a shell.
+func TestRedTeam29_RunQuestionNoteQuotesTheTask(t *testing.T) {
+	f := newFixture()
+	f.disp.get = func(_ context.Context, id string) (*mcpserver.Record, error) {
+		r := record(id, "needs_input")
+		r.RunID, r.TaskID = "r-1", "fan[a]"
+		return r, nil
+	}
+	cs := f.stdio(t, mcpserver.Principal{Client: "lead", Ceiling: mcpserver.CeilingRead}, mcpserver.Limits{})
+	var out loopOut
+	decode(t, call(t, cs, "agora_dispatch_describe", map[string]any{"id": dispatchID}), &out)
+	if !strings.Contains(out.Note, "agora orch answer r-1 'fan[a]' --answer TEXT") {
+		t.Errorf("note %q, want the answer command with 'fan[a]' quoted", out.Note)
+	}
+}
