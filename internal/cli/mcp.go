@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
-	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/mcphost"
 	"github.com/agora-dev/agora/internal/mcpserver"
 	"github.com/agora-dev/agora/internal/tracing"
@@ -51,9 +51,10 @@ dispatches, and reach the orchestrator. Nothing that changes the catalog, touche
 audits is among them; see docs/mcp.md.
 
 AGORA_HOME must be an initialised home ('agora init'): this command never creates one, and its
-first log line names the home it serves. Over stdio, with a missing home it serves anyway and
-answers every tool call with the error and its fix, so the client shows them (then exits 2);
-with --http it does not start.
+first log line names the home it serves. Over stdio, with a home it cannot serve (missing, not
+initialised, not a directory, an agora.yaml that does not load) it serves anyway and answers
+every tool call with the error and its fix, so the client shows them (then exits with the
+error: 2 for a missing home); with --http it does not start.
 
 Without --http the server speaks MCP on stdin and stdout (the client starts 'agora mcp' itself);
 logs go to stderr. Its ceiling is --ceiling (default orchestrate). Its name in the audit log and
@@ -187,9 +188,8 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 	// mistyped AGORA_HOME must be an error naming the path, never a new empty home.
 	h, err := f.Home(ctx)
 	if err != nil {
-		var me *home.MissingError
-		if errors.As(err, &me) && opts.httpCfg == nil {
-			return mcpRefuseStdio(ctx, opts, logger, me)
+		if opts.httpCfg == nil {
+			return mcpRefuseStdio(ctx, opts, logger, err)
 		}
 		return err
 	}
@@ -245,19 +245,29 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 	return err
 }
 
-// mcpRefuseStdio serves a stdio client whose AGORA_HOME is missing: a client shows a server
-// that exits at once only as "Connection closed", so the server starts anyway and answers every
-// tool call with the error and its hint, and then exits with them (usage: exit 2). Over HTTP an
-// operator starts the server and reads its refusal; it does not start.
-func mcpRefuseStdio(ctx context.Context, opts *mcpOptions, logger *slog.Logger, me *home.MissingError) error {
+// mcpRefuseStdio serves a stdio client whose AGORA_HOME cannot be served (missing, not
+// initialised, not a directory, or its agora.yaml does not load): a client shows a server that
+// exits at once only as "Connection closed", so the server starts anyway and answers every
+// tool call with the error and its fix, and then exits with the error (a missing home is usage:
+// exit 2). Over HTTP an operator starts the server and reads its refusal; it does not start.
+func mcpRefuseStdio(ctx context.Context, opts *mcpOptions, logger *slog.Logger, cause error) error {
 	f := opts.f
-	msg := me.Error() + "; " + me.Hint()
-	logger.Error("mcp server has no home: every tool call is refused", "err", msg)
+	msg := cause.Error()
+	var h hinter
+	if errors.As(cause, &h) && h.Hint() != "" {
+		msg += "; " + h.Hint()
+	} else if dir, err := f.HomeDir(); err == nil {
+		if !strings.Contains(msg, dir) {
+			msg = "AGORA_HOME " + dir + " cannot be served: " + msg
+		}
+		msg += fmt.Sprintf("; fix it and restart this server ('AGORA_HOME=%s agora subagent list' shows the same error on the host)", dir)
+	}
+	logger.Error("mcp server cannot serve its home: every tool call is refused", "err", msg)
 	err := mcpserver.ServeRefusalStdio(ctx, f.IO.In, f.IO.Out, opts.ceilingLevel, msg, buildVersion())
 	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("%w (serving the refusal: %v)", me, err)
+		return fmt.Errorf("%w (serving the refusal: %v)", cause, err)
 	}
-	return me
+	return cause
 }
 
 func buildVersion() string {
