@@ -95,3 +95,46 @@ func TestRedTeam29_RunQuestionNoteQuotesTheTask(t *testing.T) {
 		t.Errorf("note %q, want the answer command with 'fan[a]' quoted", out.Note)
 	}
 }
+
+// TestRedTeam29_ProgressTokenSpelledTwice (#29 red team, surface 2): the HTTP split decides
+// from the body whether a call carries a progress token (an event stream) or not (one JSON
+// response), and the SDK decides again when it sends progress. Spellings on which the two
+// could disagree (a second, differently cased key; an upper-case _META; a duplicate that
+// ends null) must still answer a waiting describe, once, in its time, with no error.
+func TestRedTeam29_ProgressTokenSpelledTwice(t *testing.T) {
+	f := newFixture()
+	f.disp.get = func(_ context.Context, id string) (*mcpserver.Record, error) { return record(id, "started"), nil }
+	token := newToken(t)
+	addr := f.http(t, mcpserver.HTTPConfig{Clients: clients(token), Limits: mcpserver.Limits{Rate: 1000, Burst: 1000}})
+	for _, meta := range []string{
+		`{"progressToken":"p1","ProgressToken":null}`,
+		`{"ProgressToken":"p1","progressToken":null}`,
+		`{"PROGRESSTOKEN":"p1"}`,
+		`{"progressToken":"p1","progressToken":null}`,
+		`{"progressToken":null,"progressToken":"p1"}`,
+		`{"progress\u0054oken":"p1","progressToken":"p2"}`,
+	} {
+		for _, key := range []string{"_meta", "_META"} {
+			body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"` + key + `":` + meta + `,"name":"agora_dispatch_describe","arguments":{"id":"` + dispatchID + `","wait_seconds":1}}}`
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/mcp", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+			start := time.Now()
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				cancel()
+				t.Fatalf("%s %s: %v", key, meta, err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			cancel()
+			got := string(b)
+			if resp.StatusCode != http.StatusOK || strings.Count(got, `"id":9`) != 1 || !strings.Contains(got, `"result"`) || strings.Contains(got, `"isError":true`) {
+				t.Errorf("%s %s: %d after %s:\n%.600s", key, meta, resp.StatusCode, time.Since(start), got)
+			}
+		}
+	}
+}
