@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // maxSize caps the worker binary read into memory to pin it (the binary-level test keeps it
@@ -68,7 +69,21 @@ type pin struct {
 	// index outlives the agora that wrote it (an upgraded agora must not take an older one's
 	// pin of an older worker on trust).
 	Worker Build `json:"worker"`
+	// CopySeenNs is a time (Unix ns) before Copy was taken and the copy checked to hold the
+	// worker's bytes. Copy is trusted without a read only when this is racyWindow or more
+	// past the copy's ctime; an entry without it (written before it existed) is not.
+	CopySeenNs int64 `json:"copy_seen_ns,omitempty"`
 }
+
+// racyWindow is how far past a file's ctime the clock must be when its identity is taken
+// for that identity to be trusted later without reading the file. On a filesystem whose
+// ctime comes from the kernel's coarse clock (ext4 and xfs before Linux 6.13, ramfs: one
+// tick, 1-10 ms), a change within the tick of the ctime leaves the ctime as it was, so an
+// identity taken then also describes the file as rewritten after it; once the clock is
+// more than a tick past the ctime, every change moves it. (A filesystem that keeps whole
+// seconds, such as ext4 with 128-byte inodes, is not covered.) #28 red team, session 3:
+// TestRedTeam28S3_CopyRewrittenWhileItIsHashedInTheSameTick.
+const racyWindow = 20 * time.Millisecond
 
 // Pin returns the pinned copy of the worker binary at source (from [Locate]; configured says
 // agora.yaml named it, for the error's fix). An unchanged source with an unchanged copy costs
@@ -107,6 +122,9 @@ func (p *Pinner) pinned(source string, id fileID) (Binary, bool) {
 	if !ok || e.Source != id || !p.want().accepts(e.Worker) {
 		return Binary{}, false
 	}
+	if e.CopySeenNs-e.Copy.CtimeNs < int64(racyWindow) {
+		return Binary{}, false // taken within a tick of its ctime: read and hashed again
+	}
 	cp := p.copyPath(e.SHA256)
 	if cst, err := os.Stat(cp); err != nil || identify(cst) != e.Copy {
 		return Binary{}, false
@@ -128,14 +146,14 @@ func (p *Pinner) pinFresh(source string, id fileID, configured bool) (Binary, er
 	sum := sha256.Sum256(b)
 	digest := hex.EncodeToString(sum[:])
 	cp := p.copyPath(digest)
-	copyID, ok := sameCopy(cp, digest)
+	copyID, seen, ok := settledCopy(cp, digest)
 	if !ok {
-		copyID, err = p.writeCopy(cp, digest, b)
+		copyID, seen, err = p.writeCopy(cp, digest, b)
 	}
 	if err != nil {
 		return Binary{}, fmt.Errorf("pin the worker binary %s: %w", source, err)
 	}
-	e := pin{Source: id, Copy: copyID, SHA256: digest, Build: got.String(), Worker: got}
+	e := pin{Source: id, Copy: copyID, SHA256: digest, Build: got.String(), Worker: got, CopySeenNs: seen}
 	p.store(source, e)
 	return Binary{Source: source, Path: cp, SHA256: digest, Version: e.Build}, nil
 }
@@ -182,6 +200,20 @@ func readIdentified(path string, id fileID, configured bool) ([]byte, error) {
 	return b, nil
 }
 
+// settledCopy is sameCopy taken once the clock is racyWindow past the copy's ctime (it
+// waits at most that long: only a copy just written is that young), with the time just
+// before its check began: an identity that later pins may trust.
+func settledCopy(path, digest string) (fileID, int64, bool) {
+	if st, err := os.Lstat(path); err == nil {
+		if wait := time.Until(time.Unix(0, identify(st).CtimeNs).Add(racyWindow)); wait > 0 {
+			time.Sleep(min(wait, racyWindow))
+		}
+	}
+	seen := time.Now().UnixNano()
+	id, ok := sameCopy(path, digest)
+	return id, seen, ok
+}
+
 // sameCopy returns the identity of the copy at path when it already holds exactly the bytes
 // of digest, mode 0555 (another process pinned the same worker): it is not rewritten under
 // a dispatch that may be binding it.
@@ -206,28 +238,62 @@ func sameCopy(path, digest string) (fileID, bool) {
 	return identify(st), true
 }
 
-// writeCopy writes b to path, mode 0555, and returns the identity of the copy at path. The
-// temporary file is linked to path, never renamed over it (a reader never sees half a file):
-// every dispatch runs in its own `agora dispatch supervise` process, and several pinning a
-// new worker at once would otherwise replace one another's copy while a sandbox binds it,
-// whose bind of the unlinked file then fails (bwrap: "No such file or directory"). When
-// another process linked it first, its copy is used if it holds exactly b; a copy with other
-// bytes (tampered with: the name is its digest) is replaced.
-//
-// The copy is open for writing under syscall.ForkLock: a sandbox this process starts
+// writeCopy writes b to path, mode 0555, and returns the identity of the copy at path as
+// [settledCopy] takes it. The temporary file is linked to path, never renamed over it (a
+// reader never sees half a file): every dispatch runs in its own `agora dispatch supervise`
+// process, and several pinning a new worker at once would otherwise replace one another's
+// copy while a sandbox binds it, whose bind of the unlinked file then fails (bwrap: "No such
+// file or directory"). When another process linked it first, its copy is used if it holds
+// exactly b; a copy with other bytes (tampered with: the name is its digest) is replaced.
+func (p *Pinner) writeCopy(path, digest string, b []byte) (fileID, int64, error) {
+	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
+		return fileID{}, 0, err
+	}
+	tmp, err := p.writeTemp(b)
+	if err != nil {
+		return fileID{}, 0, err
+	}
+	defer os.Remove(tmp) // the link at path, if any, keeps the file
+	err = os.Link(tmp, path)
+	if errors.Is(err, fs.ErrExist) {
+		if id, seen, ok := settledCopy(path, digest); ok {
+			return id, seen, nil // another process pinned the same worker first
+		}
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		return fileID{}, 0, err
+	}
+	// The temporary name goes before the copy's identity is taken: unlinking it changes the
+	// copy's link count and so its ctime, and an identity taken before would not match the
+	// next dispatch's stat, which would then read and hash the whole worker again (#28 noop).
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fileID{}, 0, err
+	}
+	// The identity recorded is trusted by every later pin without a read, so it is taken of
+	// the bytes checked to be b's, not of whatever is at path: between the link and now the
+	// copy may have been replaced or rewritten (whoever can write AGORA_HOME, a sandbox: none
+	// agent), and a stat of the name recorded that file as the worker for good (#28 red team,
+	// session 3: TestRedTeam28S3_CopyChangedWhilePinnedIsNeverTrusted). One more hash of the
+	// copy, on a fresh pin only.
+	id, seen, ok := settledCopy(path, digest)
+	if !ok {
+		return fileID{}, 0, fmt.Errorf("the copy %s changed while it was written; try again", path)
+	}
+	return id, seen, nil
+}
+
+// writeTemp writes b to a new temporary file in p.Dir, mode 0555, synced, and returns its
+// name. The file is open for writing under syscall.ForkLock: a sandbox this process starts
 // meanwhile would otherwise inherit the write descriptor until its exec, and exec'ing the
 // copy while any process holds it open for writing fails with ETXTBSY (golang/go#22315).
-func (p *Pinner) writeCopy(path, digest string, b []byte) (fileID, error) {
-	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
-		return fileID{}, err
-	}
+func (p *Pinner) writeTemp(b []byte) (string, error) {
 	syscall.ForkLock.RLock()
 	defer syscall.ForkLock.RUnlock()
 	tmp, err := os.CreateTemp(p.Dir, ".pin-*")
 	if err != nil {
-		return fileID{}, err
+		return "", err
 	}
-	defer os.Remove(tmp.Name()) // the link at path, if any, keeps the file
 	_, err = tmp.Write(b)
 	if err == nil {
 		err = tmp.Chmod(0o555)
@@ -238,35 +304,11 @@ func (p *Pinner) writeCopy(path, digest string, b []byte) (fileID, error) {
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Link(tmp.Name(), path)
-		if errors.Is(err, fs.ErrExist) {
-			if id, ok := sameCopy(path, digest); ok {
-				return id, nil // another process pinned the same worker first
-			}
-			err = os.Rename(tmp.Name(), path)
-		}
-	}
 	if err != nil {
-		return fileID{}, err
+		os.Remove(tmp.Name())
+		return "", err
 	}
-	// The temporary name goes before the copy's identity is taken: unlinking it changes the
-	// copy's link count and so its ctime, and an identity taken before would not match the
-	// next dispatch's stat, which would then read and hash the whole worker again (#28 noop).
-	if err := os.Remove(tmp.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fileID{}, err
-	}
-	// The identity recorded is trusted by every later pin without a read, so it is taken of
-	// the bytes checked to be b's, not of whatever is at path: between the link and now the
-	// copy may have been replaced or rewritten (whoever can write AGORA_HOME, a sandbox: none
-	// agent), and a stat of the name would have recorded that file as the worker for good
-	// (#28 red team, session 3: TestRedTeam28S3_CopyChangedWhilePinnedIsNeverTrusted). One
-	// more hash of the copy, on a fresh pin only.
-	id, ok := sameCopy(path, digest)
-	if !ok {
-		return fileID{}, fmt.Errorf("the copy %s changed while it was written; try again", path)
-	}
-	return id, nil
+	return tmp.Name(), nil
 }
 
 // checkDir refuses a pin directory that someone other than agora's user (or root) may write:

@@ -285,7 +285,7 @@ func TestPin_RacingProcessesKeepTheFirstCopy(t *testing.T) {
 
 	// The second process checked for a copy before the first linked it, then writes.
 	second := &Pinner{Dir: first.Dir}
-	id, err := second.writeCopy(pinned.Path, digest, b)
+	id, _, err := second.writeCopy(pinned.Path, digest, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestPin_RacingProcessesKeepTheFirstCopy(t *testing.T) {
 	if err := os.WriteFile(pinned.Path, []byte("#!/bin/sh\necho pwned\n"), 0o555); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := second.writeCopy(pinned.Path, digest, b); err != nil {
+	if _, _, err := second.writeCopy(pinned.Path, digest, b); err != nil {
 		t.Fatal(err)
 	}
 	if got := sumFile(t, pinned.Path); got != digest {
