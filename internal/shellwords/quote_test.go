@@ -30,7 +30,7 @@ func FuzzQuote(f *testing.F) {
 }
 
 func TestQuote_PlainWordsStayPlain(t *testing.T) {
-	for w, want := range map[string]string{"build": "build", "r-01J9.fix-2": "r-01J9.fix-2", "agora/x": "agora/x", "fan[a]": "'fan[a]'", "it's": `'it'\''s'`, "": "''"} {
+	for w, want := range map[string]string{"build": "build", "r-01J9.fix-2": "r-01J9.fix-2", "agora/x": "agora/x", "fan[a]": "'fan[a]'", "it's": `'it'\''s'`, "": "''", "=ls": "'=ls'", "%1": "'%1'"} {
 		if got := shellwords.Quote(w); got != want {
 			t.Errorf("Quote(%q) = %q, want %q", w, got, want)
 		}
