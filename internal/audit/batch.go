@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,8 +45,27 @@ var ErrBatcherStopped = errors.New("audit log closed: the server is stopping")
 // Batcher cost over AppendAll (issue #28).
 type pending struct {
 	entries []Entry
-	errs    []error // written before done is closed, read only after
-	done    chan struct{}
+	// gone marks the entries whose callers gave up while the batch was still queued
+	// (guarded by the Batcher's mu, read when the batch is taken): they are not written.
+	gone []bool
+	errs []error // written before done is closed, read only after
+	done chan struct{}
+}
+
+// errGaveUp answers an entry withdrawn by its caller; nobody hears it (the caller returned
+// its ctx's error), it only keeps the entry from being written.
+var errGaveUp = errors.New("audit entry withdrawn: its caller gave up before it was written")
+
+// answers is a fresh answer slice for p, its withdrawn entries already answered; mu is held
+// or p is no longer queued.
+func (p *pending) answers() []error {
+	a := make([]error, len(p.entries))
+	for i, g := range p.gone {
+		if g {
+			a[i] = errGaveUp
+		}
+	}
+	return a
 }
 
 // finish answers every caller of p: errs[i] for entry i.
@@ -63,8 +83,11 @@ func NewBatcher(db *store.DB, log *Log) *Batcher {
 	return &Batcher{db: db, log: log, wake: make(chan struct{}, 1)}
 }
 
-// Append queues e and waits until it is committed, its transaction fails, the batcher stops
-// or ctx ends. An entry whose caller gave up on ctx may still be committed.
+// Append queues e and waits until it is committed, its transaction fails or the batcher
+// stops. When ctx ends first, an entry no transaction has taken yet is withdrawn (never
+// written) and Append returns ctx's error; one already taken may be committing, so Append
+// waits for its answer: a caller never hears "not written" of an entry that was (a call the
+// MCP guard then refuses would stand in the log as allowed; #28 red team, session 3).
 func (b *Batcher) Append(ctx context.Context, e Entry) error {
 	b.mu.Lock()
 	if b.closed {
@@ -91,8 +114,19 @@ func (b *Batcher) Append(ctx context.Context, e Entry) error {
 	case <-p.done:
 		return p.errs[i]
 	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	if slices.Contains(b.queue, p) { // not taken: withdrawn
+		for len(p.gone) <= i {
+			p.gone = append(p.gone, false)
+		}
+		p.gone[i] = true
+		b.mu.Unlock()
 		return ctx.Err()
 	}
+	b.mu.Unlock()
+	<-p.done
+	return p.errs[i]
 }
 
 // queuedLen is the number of entries waiting to be written.
@@ -145,7 +179,7 @@ func (b *Batcher) drain(ctx context.Context, st *statements) {
 		// batches taken so far are written again, in the same order.
 		batch := func(i int) ([]Entry, []error) {
 			if i < len(taken) {
-				clear(answers[i])
+				copy(answers[i], taken[i].answers())
 				return taken[i].entries, answers[i]
 			}
 			if written >= maxBatch {
@@ -163,7 +197,7 @@ func (b *Batcher) drain(ctx context.Context, st *statements) {
 			written += len(p.entries)
 			b.last = written
 			taken = append(taken, p)
-			answers = append(answers, make([]error, len(p.entries)))
+			answers = append(answers, p.answers())
 			return p.entries, answers[len(answers)-1]
 		}
 		if entries, _ := batch(0); entries == nil {
@@ -213,7 +247,8 @@ func (b *Batcher) gather() {
 // returns none, with one tree load, through st (nil: statements prepared in tx). Each entry is stamped as it is written, strictly after the one before it (a
 // clock that has not moved is nudged on by a nanosecond), so entries of one batch keep
 // distinct times in their sequence order. An entry that cannot be encoded is refused in
-// the refused slice batch returned with it, at its index, and takes no sequence number; the others are written around it. An error is the
+// the refused slice batch returned with it, at its index, and takes no sequence number; the others are written around it.
+// An entry already refused there (withdrawn by its caller) is not written. An error is the
 // transaction's: nothing of the batch may commit.
 func (l *Log) appendBatch(ctx context.Context, tx *sql.Tx, st *statements, batch func(int) ([]Entry, []error)) error {
 	ctx = context.WithoutCancel(ctx) // as in AppendAll: the transaction still ends with ctx
@@ -235,6 +270,9 @@ func (l *Log) appendBatch(ctx context.Context, tx *sql.Tx, st *statements, batch
 			break
 		}
 		for i, e := range entries {
+			if refused[i] != nil {
+				continue // withdrawn by its caller before its batch was taken
+			}
 			t := l.now().UTC()
 			if !t.After(last) {
 				t = last.Add(time.Nanosecond)
