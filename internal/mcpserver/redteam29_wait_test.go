@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
@@ -137,4 +139,32 @@ func TestRedTeam29_ProgressTokenSpelledTwice(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRedTeam29_SDKClientCancelFreesItsRequest (#29 red team, surface 2): the official SDK
+// client over HTTP cancels a call by ending its request (its notifications/cancelled goes in a
+// POST of its own, which a stateless server cannot match to the call). A lead that gives up
+// on a describe wait must get its request back at once: with one request in flight allowed,
+// the next call is served, not refused for a minute as too many in flight.
+func TestRedTeam29_SDKClientCancelFreesItsRequest(t *testing.T) {
+	f := newFixture()
+	f.disp.get = func(_ context.Context, id string) (*mcpserver.Record, error) { return record(id, "started"), nil }
+	token := newToken(t)
+	addr := f.http(t, mcpserver.HTTPConfig{Clients: clients(token), Limits: mcpserver.Limits{MaxInFlight: 1, Rate: 1000, Burst: 1000}})
+	cs := httpSession(t, "http://"+addr+"/mcp", token)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "agora_dispatch_describe", Arguments: map[string]any{"id": dispatchID, "wait_seconds": 60}})
+	cancel()
+	if err == nil {
+		t.Fatal("the 60 s wait answered within 500 ms")
+	}
+	var last error
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "agora_dispatch_describe", Arguments: map[string]any{"id": dispatchID}})
+		if err == nil && !res.IsError {
+			return
+		}
+		last = err
+	}
+	t.Errorf("5 s after the client gave up on its wait, its next call is still refused: %v", last)
 }
