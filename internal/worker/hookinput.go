@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,6 +47,11 @@ func parseHookInput(b []byte) (hookInput, error) {
 	in := hookInput{DurationMS: -1}
 	if len(b) > maxHookInput {
 		return in, fmt.Errorf("hook input: over the %d byte limit", maxHookInput)
+	}
+	// Refused before the strict check reads it: a bare value's error would quote it, and the
+	// input is the sandbox's (FuzzParseHookInput: a lone number was repeated back in full).
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return in, errors.New("hook input: not a JSON object")
 	}
 	if err := strictjson.CheckObject(b); err != nil {
 		return in, fmt.Errorf("hook input: %w", err)
