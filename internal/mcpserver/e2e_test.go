@@ -50,7 +50,7 @@ func TestLists_RealCatalog(t *testing.T) {
 			t.Errorf("a list carries %q:\n%s", canary, all)
 		}
 	}
-	if !strings.Contains(all, `"runtime":"exec"`) || !strings.Contains(all, `"capabilities":["shell"]`) {
+	if !strings.Contains(all, `"runtime":"exec"`) || !strings.Contains(all, `"capabilities":[{"name":"shell","digest":"sha256:`) {
 		t.Errorf("subagent metadata missing:\n%s", all)
 	}
 }
