@@ -251,6 +251,13 @@ func TestRedTeam28S3_VerifyFastPathsFailWhatTheyMust(t *testing.T) {
 		"a literal escaped at the third":   rewrite(third, func(b []byte) []byte { return bytes.Replace(b, []byte(`"alice"`), []byte(`"\u0061lice"`), 1) }),
 		"a slash escaped in the last":      rewrite(len(spans)-1, func(b []byte) []byte { return bytes.Replace(b, []byte(`subagent/`), []byte(`subagent\/`), 1) }),
 	}
+	rt28s3EveryWay(t, data, key, forged)
+}
+
+// rt28s3EveryWay verifies the untouched bundle and each forgery read on 1, 2 and 3 CPUs and
+// on stdin: the untouched one passes every way, each forgery fails every way with the same rows.
+func rt28s3EveryWay(t *testing.T, data []byte, key string, forged map[string][]byte) {
+	t.Helper()
 	type way struct {
 		procs int
 		stdin bool
