@@ -50,7 +50,8 @@ func parseHookInput(b []byte) (hookInput, error) {
 	}
 	// Refused before the strict check reads it: a bare value's error would quote it, and the
 	// input is the sandbox's (FuzzParseHookInput: a lone number was repeated back in full).
-	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+	// Empty input goes on to the strict check, whose "EOF" the hook has always said.
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) > 0 && t[0] != '{' {
 		return in, errors.New("hook input: not a JSON object")
 	}
 	if err := strictjson.CheckObject(b); err != nil {
