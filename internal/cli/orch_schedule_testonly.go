@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,16 +27,26 @@ const (
 func testOnlySchedulerHooks(f *Factory, s *service.Scheduler) {
 	if path := f.Getenv(envTestOnlyScheduleClock); path != "" {
 		fmt.Fprintf(f.IO.ErrOut, "agora: warning: %s is set: the scheduler's clock is the time in %s (for tests only)\n", envTestOnlyScheduleClock, path)
+		// A read that races the test's rewrite of the file sees it empty or half written: the
+		// clock then stays where it last was. Falling back to the wall clock fired real-time
+		// slots in the middle of a test (CI: TestSchedule_MissedSlotsCatchUp).
+		var (
+			mu   sync.Mutex // Now is called by the scheduler and by HTTP handlers
+			last time.Time
+		)
 		s.Now = func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
 			b, err := os.ReadFile(path)
-			if err != nil {
+			if err == nil {
+				if t, perr := time.Parse(time.RFC3339Nano, strings.TrimSpace(string(b))); perr == nil {
+					last = t
+				}
+			}
+			if last.IsZero() {
 				return time.Now()
 			}
-			t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(string(b)))
-			if err != nil {
-				return time.Now()
-			}
-			return t
+			return last
 		}
 		s.MaxWait = 50 * time.Millisecond
 	}

@@ -42,7 +42,10 @@ func newClockEnv(t *testing.T) *clockEnv {
 // setClock moves the scheduler's clock.
 func (c *clockEnv) setClock(at string) {
 	c.t.Helper()
-	must(c.t, os.WriteFile(c.clock, []byte(at+"\n"), 0o600))
+	// Written aside and renamed into place, so serve never reads a half-written clock.
+	tmp := c.clock + ".tmp"
+	must(c.t, os.WriteFile(tmp, []byte(at+"\n"), 0o600))
+	must(c.t, os.Rename(tmp, c.clock))
 }
 
 // serveWith starts serve with extra environment; it returns at once when wait is false.
