@@ -41,6 +41,13 @@ const (
 	KeyTool  = "tool"
 	KeyPhase = "phase"
 
+	// Learn entries (*.would_deny; kinds.go).
+	KeyCommand   = "command"   // tool.would_deny: the command line of a command tool
+	KeyTruncated = "truncated" // tool.would_deny: true when command was cut
+	KeyOp        = "op"        // file.would_deny: what was done to the path
+	KeyRole      = "role"      // the role a sandbox entry was written for
+	KeyLearn     = "learn"     // dispatch.accepted: true for a learn dispatch (absent otherwise)
+
 	// Egress entries (net.*).
 	KeyHost       = "host"
 	KeyPort       = "port"

@@ -356,7 +356,7 @@ func agoraVerify(t *testing.T, b *verify.Bundle, vkey string) {
 // log, so a constant changed in value fails the byte comparison.
 func TestGolden_EveryKindCovered(t *testing.T) {
 	seen := map[string]bool{}
-	for _, c := range append(cases(), orchCases()...) {
+	for _, c := range append(append(cases(), orchCases()...), learnCases()...) {
 		seen[c.new.Kind] = true
 	}
 	for _, k := range entry.Kinds() {

@@ -114,3 +114,41 @@ const (
 	ScheduleMissed  = "orch.schedule.missed"
 	ScheduleRefused = "orch.schedule.refused"
 )
+
+// Kinds of a learn dispatch (agora.db; docs/learn.md). A learn dispatch runs with what its
+// grant would refuse recorded instead of refused, inside the same sandbox and limits: each
+// such action is one entry, written before the action proceeds, with the dispatch and role
+// like the allowed entries beside it. Only a dispatch a person started in learn mode writes
+// them; in any other dispatch the same action is refused and recorded as today (tool.call,
+// net.connect, net.request with decision "denied"/"deny").
+//
+// Their details are a contract with `agora capability suggest` (read with [ReadWouldDeny]):
+// the keys below never change meaning; a new key may be added.
+const (
+	// ToolWouldDeny: a tool or command the grant would refuse. Details: tool (the tool's
+	// name), command (the command line, for a command tool: exec's command, Bash's command,
+	// codex's shell command; secrets masked, at most [MaxWouldDenyCommand] bytes, "truncated":
+	// true when cut), reason (why the grant would refuse it), role, dispatch.
+	ToolWouldDeny = "tool.would_deny"
+	// NetWouldDeny: a connection or request the grant would refuse and learn let through
+	// (the host is in egress.learn_hosts). Details: host, port, method and path (when the
+	// proxy sees the request; absent for a CONNECT it does not terminate), reason, role?.
+	NetWouldDeny = "net.would_deny"
+	// FileWouldDeny: a file written outside the workspace that the grant would not keep.
+	// Details: path (relative to the sandbox root or the workspace, never a host path), op
+	// ("write", "create", "delete", ...), reason.
+	FileWouldDeny = "file.would_deny"
+)
+
+// MaxWouldDenyCommand caps the command recorded in a [ToolWouldDeny] entry.
+const MaxWouldDenyCommand = 2048
+
+// WouldDeny reports whether kind is one of the learn kinds ([ToolWouldDeny], [NetWouldDeny],
+// [FileWouldDeny]).
+func WouldDeny(kind string) bool {
+	switch kind {
+	case ToolWouldDeny, NetWouldDeny, FileWouldDeny:
+		return true
+	}
+	return false
+}

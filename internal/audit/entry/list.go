@@ -16,5 +16,6 @@ func Kinds() []string {
 		TaskSkipped, TaskUnskipped, TaskVerified, TaskProduced, TaskReviewed, TaskRejected, TaskAnswered,
 		TaskRetried, TaskCancelRequested,
 		ScheduleAdded, ScheduleRemoved, ScheduleFired, ScheduleMissed, ScheduleRefused,
+		ToolWouldDeny, NetWouldDeny, FileWouldDeny,
 	}
 }

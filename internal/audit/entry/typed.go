@@ -61,3 +61,31 @@ func ReadNet(d map[string]any) Net {
 		Via: Text(d, KeyVia), Method: Text(d, KeyMethod), Path: Text(d, KeyPath), BytesUp: Text(d, KeyBytesUp),
 		BytesDown: Text(d, KeyBytesDown), DurationMS: Text(d, KeyDurationMS), Requests: Text(d, KeyRequests)}
 }
+
+// WouldDenyEntry is what readers (`agora capability suggest`, the CLI, the web view) take
+// from a [ToolWouldDeny], [NetWouldDeny] or [FileWouldDeny] entry, as text (numbers as they
+// were recorded). Fields a kind does not carry are "".
+type WouldDenyEntry struct {
+	Kind   string // the entry's kind
+	Reason string
+	Role   string
+	// ToolWouldDeny.
+	Tool, Command string
+	Truncated     bool
+	// NetWouldDeny.
+	Host, Port, Method, Path string
+	// FileWouldDeny (Path above is the file's path, relative to the sandbox root or workspace).
+	Op string
+}
+
+// ReadWouldDeny reads a learn entry's details; ok is false when kind is not a learn kind.
+func ReadWouldDeny(kind string, d map[string]any) (w WouldDenyEntry, ok bool) {
+	if !WouldDeny(kind) {
+		return WouldDenyEntry{}, false
+	}
+	trunc, _ := d[KeyTruncated].(bool)
+	return WouldDenyEntry{Kind: kind, Reason: Text(d, KeyReason), Role: Text(d, KeyRole),
+		Tool: Text(d, KeyTool), Command: Text(d, KeyCommand), Truncated: trunc,
+		Host: Text(d, KeyHost), Port: Text(d, KeyPort), Method: Text(d, KeyMethod), Path: Text(d, KeyPath),
+		Op: Text(d, KeyOp)}, true
+}
