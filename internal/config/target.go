@@ -81,7 +81,16 @@ type Target struct {
 	// 16. The local sandbox binds /usr read-only: a directory outside it is not visible
 	// there. Default none.
 	VerifyPath []string `yaml:"verify_path"`
+	// Warm is how many sandboxes a resident agora (`agora orch serve`, the MCP server)
+	// keeps started ahead for this target (#30): a dispatch whose sandbox shape matches
+	// claims one instead of starting a sandbox, and each slot is used once and never
+	// again. 0 (the default) keeps none; at most [MaxWarm]. The one-shot CLI keeps none.
+	Warm int `yaml:"warm"`
 }
+
+// MaxWarm caps a target's warm slots: each is a started sandbox (a process, its mounts,
+// its uid) held while nothing runs in it.
+const MaxWarm = 16
 
 // maxVerifyPath caps a target's verify_path.
 const maxVerifyPath = 16
@@ -265,6 +274,9 @@ func (c *Config) validateTargets(pos *strictyaml.Positions) strictyaml.Errors {
 		}
 		if t.Disk < MinDisk {
 			errs = append(errs, pos.Errorf(p+".disk", "at least %s", ByteSize(MinDisk)))
+		}
+		if t.Warm < 0 || t.Warm > MaxWarm {
+			errs = append(errs, pos.Errorf(p+".warm", "want 0 to %d started sandboxes, got %d", MaxWarm, t.Warm))
 		}
 		if len(t.VerifyPath) > maxVerifyPath {
 			errs = append(errs, pos.Errorf(p+".verify_path", "%d directories; at most %d", len(t.VerifyPath), maxVerifyPath))

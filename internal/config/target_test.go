@@ -93,3 +93,34 @@ func TestTarget_ApprovalTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestTarget_Warm: warm is 0 by default, taken up to MaxWarm, refused above it and below 0
+// with the key named.
+func TestTarget_Warm(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want int
+		err  string
+	}{
+		{"targets: {a: {}}", 0, ""},
+		{"targets: {a: {warm: 3}}", 3, ""},
+		{"targets: {a: {warm: 16}}", 16, ""},
+		{"targets: {a: {warm: 17}}", 0, "targets.a.warm: want 0 to 16"},
+		{"targets: {a: {warm: -1}}", 0, "targets.a.warm: want 0 to 16"},
+	} {
+		c := config.Default(t.TempDir())
+		err := config.Parse("agora.yaml", []byte(tc.yaml), c)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: err %v, want %q", tc.yaml, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.yaml, err)
+		}
+		if got := c.Targets["a"].Warm; got != tc.want {
+			t.Errorf("%s: warm %d, want %d", tc.yaml, got, tc.want)
+		}
+	}
+}
