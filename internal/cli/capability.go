@@ -37,6 +37,7 @@ files; only those its overlay: patterns name are placed in the workspace as well
 		}),
 		newShowCmd(f, nil, catalog.KindCapability, "Show a capability's grants and files", capabilityShowRun),
 		newHistoryCmd(f, nil, catalog.KindCapability),
+		newCapabilitySuggestCmd(f, nil),
 	)
 	return cmd
 }

@@ -23,6 +23,7 @@ func missingHomeArgs(dir string) map[string][]string {
 		"capability history":     {"tools"},
 		"capability register":    {"tools", "--from", capDir},
 		"capability show":        {"tools"},
+		"capability suggest":     {"--from", "d-1"},
 		"dispatch approval list": {"d-1"},
 		"dispatch approval show": {"d-1", "call_1"},
 		"dispatch approve":       {"d-1", "call_1"},

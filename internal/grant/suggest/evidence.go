@@ -1,0 +1,414 @@
+package suggest
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/shellwords"
+)
+
+// Limits on evidence, so 100,000 hostile entries cost memory in proportion to what is
+// distinct, and a proposal stays small enough for a person to review.
+const (
+	// maxDistinct caps the distinct commands, connections and requests kept; past it the
+	// evidence is refused whole ([ErrTooMuch]): a grant that large cannot be reviewed.
+	maxDistinct = 4096
+	// maxRefusals caps the refusals listed; the rest are counted.
+	maxRefusals = 100
+	// maxWords and maxWordLen bound an argv that can become a pattern.
+	maxWords   = 64
+	maxWordLen = 256
+	// maxRecordedPath is the longest path the egress proxy records; a path of this length
+	// may have been cut, so it is never proposed.
+	maxRecordedPath = 200
+)
+
+// claudeTool maps Claude Code's tool names, as its hooks report them, to agora's tools
+// (claudert's translation, names only: a bare Bash never becomes "bash -c *" here). A switch,
+// not a map: no table is built at init.
+func claudeTool(name string) (string, bool) {
+	switch name {
+	case "Read":
+		return "read_file", true
+	case "Edit", "Write":
+		return "write_file", true
+	case "Glob":
+		return "list_files", true
+	case "Grep":
+		return "search_files", true
+	case "Bash":
+		return "run_command", true
+	case "WebFetch":
+		return "http_fetch", true
+	}
+	return "", false
+}
+
+// Evidence is what a set of dispatches did, deduplicated, built by [Evidence.Dispatch] and
+// [DispatchEvidence.Entry].
+type Evidence struct {
+	tools    map[string]*seen
+	commands map[string]*commandSeen // key: argv joined by NUL
+	conns    map[hostPort]*seen      // connections whose requests were not read
+	requests map[request]*seen       // refused or would-deny requests: method and path known
+	// kept are rules and command patterns of the dispatches' own grants that admitted
+	// allowed calls whose detail the audit does not hold.
+	keptRules    []grant.EgressRule
+	keptCommands map[string]bool
+	refused      []Refusal
+	refusedMore  int
+	notes        []string
+	dispatches   int
+	entries      int
+	tooMuch      bool
+}
+
+type seen struct {
+	n, dispatches int
+	last          int // the dispatch number that saw it last
+}
+
+func (s *seen) add(d int) {
+	s.n++
+	if s.last != d {
+		s.dispatches++
+		s.last = d
+	}
+}
+
+type commandSeen struct {
+	seen
+	argv []string
+}
+
+type hostPort struct {
+	host string
+	port uint16
+}
+
+type request struct {
+	hostPort
+	method, path string
+}
+
+// Refusal is a piece of evidence not proposed, and why. Item is quoted ASCII.
+type Refusal struct {
+	Kind     string `json:"kind"`
+	Item     string `json:"item"`
+	Reason   string `json:"reason"`
+	Dispatch string `json:"dispatch"`
+}
+
+// NewEvidence returns empty evidence.
+func NewEvidence() *Evidence {
+	return &Evidence{tools: map[string]*seen{}, commands: map[string]*commandSeen{}, conns: map[hostPort]*seen{},
+		requests: map[request]*seen{}, keptCommands: map[string]bool{}}
+}
+
+// DispatchEvidence adds the entries of one dispatch to its [Evidence].
+type DispatchEvidence struct {
+	ev     *Evidence
+	id     string
+	n      int
+	grants grant.Set
+}
+
+// Dispatch starts the evidence of dispatch id, whose recorded grant was grants (what admitted
+// its allowed calls). command is the argv an exec subagent runs, nil for other runtimes.
+func (ev *Evidence) Dispatch(id string, grants grant.Set, command []string) *DispatchEvidence {
+	ev.dispatches++
+	d := &DispatchEvidence{ev: ev, id: id, n: ev.dispatches, grants: grants}
+	if command != nil {
+		d.command(command, "the subagent's command")
+	}
+	return d
+}
+
+// Entry adds one audit entry of the dispatch. Kinds that say nothing about what the dispatch
+// did are ignored.
+func (d *DispatchEvidence) Entry(kind string, details map[string]any) {
+	d.ev.entries++
+	switch kind {
+	case entry.ToolCall:
+		t := entry.ReadToolDecision(details)
+		tool, ok := d.tool(t.Tool)
+		if !ok || tool != "run_command" {
+			return
+		}
+		if t.Decision == "denied" {
+			d.ev.note("run_command calls were refused; the audit keeps only a hash of their arguments, so their commands cannot be proposed: run the dispatch with --learn to record them")
+			return
+		}
+		// Allowed (or about to run): one of the dispatch's patterns admitted it.
+		for _, c := range d.grants.Commands {
+			d.ev.keptCommands[strings.Join(strings.Fields(c), " ")] = true
+		}
+		if len(d.grants.Commands) > 0 {
+			d.ev.note("run_command calls ran under the dispatch's grant; the audit keeps only a hash of their arguments, so the patterns that admitted them are kept as they are")
+		}
+	case entry.ToolWouldDeny:
+		w, _ := entry.ReadWouldDeny(kind, details)
+		// exec's own command is a command, not a tool call: it needs no tool.
+		if w.Tool != execTool {
+			if _, ok := d.tool(w.Tool); !ok {
+				return
+			}
+		}
+		if entry.Has(details, entry.KeyCommand) {
+			d.wouldDenyCommand(details[entry.KeyCommand], w.Truncated)
+		}
+	case entry.NetConnect, entry.NetRequest, entry.NetWouldDeny:
+		d.net(kind, details)
+	case entry.FileWouldDeny:
+		w, _ := entry.ReadWouldDeny(kind, details)
+		d.refuse("file", w.Path+" ("+w.Op+")", "a write outside the workspace; no grant allows it")
+	case entry.ToolGatewayBudget:
+		d.ev.note("a dispatch spent its audit budget: the evidence after that point is missing")
+	}
+}
+
+// tool records a tool by agora's name (or Claude Code's) and returns that name.
+func (d *DispatchEvidence) tool(name string) (string, bool) {
+	if mapped, ok := claudeTool(name); ok {
+		name = mapped
+	}
+	if !grant.IsBuiltinTool(name) {
+		d.refuse("tool", name, "not a tool agora can grant; known tools: "+strings.Join(grant.BuiltinTools, ", "))
+		return "", false
+	}
+	d.ev.add(d.ev.tools, name, d.n)
+	return name, true
+}
+
+// execTool is the tool a learn entry names for an exec subagent's own command.
+const execTool = "exec"
+
+// wouldDenyCommand records a learn entry's command line, read as a POSIX shell reads one
+// simple command ([shellwords.Split]); a line that is more (a pipe, a substitution) or was cut
+// on record is refused.
+func (d *DispatchEvidence) wouldDenyCommand(v any, truncated bool) {
+	line, ok := v.(string)
+	switch {
+	case !ok:
+		d.refuse("command", fmt.Sprint(v), "the command on record is not a command line")
+		return
+	case truncated:
+		d.refuse("command", line, "the command was cut on record; run it again with a shorter command line")
+		return
+	}
+	argv, err := shellwords.Split(line)
+	if err != nil {
+		d.refuse("command", line, "not one simple command of literal words ("+err.Error()+"); only a shell pattern could allow it, and suggest never proposes one")
+		return
+	}
+	d.command(argv, "")
+}
+
+// command records an argv that can become a pattern, or refuses it.
+func (d *DispatchEvidence) command(argv []string, what string) {
+	shown := strings.Join(argv, " ")
+	if what != "" {
+		shown = what + ": " + shown
+	}
+	if why := argvProblem(argv); why != "" {
+		d.refuse("command", shown, why)
+		return
+	}
+	key := strings.Join(argv, "\x00")
+	c, ok := d.ev.commands[key]
+	if !ok {
+		if d.ev.full(len(d.ev.commands)) {
+			return
+		}
+		c = &commandSeen{argv: slices.Clone(argv)}
+		d.ev.commands[key] = c
+	}
+	c.add(d.n)
+}
+
+// argvProblem says why argv cannot be written as a literal pattern, or "".
+func argvProblem(argv []string) string {
+	if len(argv) == 0 {
+		return "an empty command"
+	}
+	if len(argv) > maxWords {
+		return fmt.Sprintf("more than %d words", maxWords)
+	}
+	for _, w := range argv {
+		switch {
+		case w == "":
+			return "an empty word cannot be written in a pattern"
+		case len(w) > maxWordLen:
+			return fmt.Sprintf("a word longer than %d bytes", maxWordLen)
+		}
+		for i := 0; i < len(w); i++ {
+			if w[i] <= ' ' || w[i] >= 0x7f {
+				return "a word holds white space, a control character or a non-ASCII byte; a pattern cannot hold it"
+			}
+		}
+	}
+	return ""
+}
+
+// net records an egress entry: a connection (host and port) or a request (with method and
+// path).
+func (d *DispatchEvidence) net(kind string, details map[string]any) {
+	if entry.Has(details, "budget_spent") {
+		d.ev.note("a dispatch spent its network audit budget: the connections after that point are missing")
+		return
+	}
+	if kind == entry.NetClose {
+		return
+	}
+	n := entry.ReadNet(details)
+	hp, why := readHostPort(n.Host, n.Port)
+	if why != "" {
+		d.refuse("egress", n.Host+":"+n.Port, why)
+		return
+	}
+	if n.Method == "" && n.Path == "" {
+		if kind == entry.NetConnect && n.Decision != "deny" && d.keepRules(hp) {
+			return
+		}
+		d.ev.addConn(hp, d.n)
+		return
+	}
+	r := request{hostPort: hp, method: n.Method, path: n.Path}
+	if why := requestProblem(r); why != "" {
+		d.refuse("egress", n.Method+" "+n.Host+":"+n.Port+n.Path, why)
+		return
+	}
+	s, ok := d.ev.requests[r]
+	if !ok {
+		if d.ev.full(len(d.ev.requests)) {
+			return
+		}
+		s = &seen{}
+		d.ev.requests[r] = s
+	}
+	s.add(d.n)
+}
+
+// keepRules keeps, for an allowed connection to hp, the dispatch's rules that admitted it:
+// when every rule matching hp restricts methods or paths, the proxy read each request (plain
+// HTTP, or HTTPS it terminated) and every one it did not refuse (a refusal is its own
+// net.request) fits one of them. They are kept narrowed to hp. It reports false when a
+// matching rule admits any request, or none matches (learn let it through): the connection
+// is then evidence of itself, any request.
+func (d *DispatchEvidence) keepRules(hp hostPort) bool {
+	var keep []grant.EgressRule
+	for _, r := range d.grants.Egress {
+		if !r.MatchesHost(hp.host, hp.port) {
+			continue
+		}
+		if !r.Restricted() {
+			return false
+		}
+		r.Host, r.Port = hp.host, hp.port
+		keep = append(keep, r)
+	}
+	if len(keep) == 0 {
+		return false
+	}
+	d.ev.keptRules = append(d.ev.keptRules, keep...)
+	if len(d.ev.keptRules) > maxDistinct {
+		d.ev.keptRules = grant.NormalRules(d.ev.keptRules)
+		if len(d.ev.keptRules) > maxDistinct {
+			d.ev.tooMuch = true
+		}
+	}
+	return true
+}
+
+// readHostPort checks a recorded host and port: a lowercase name or canonical IP literal a
+// rule can name exactly (never a "*." pattern), and a port from 1 to 65535.
+func readHostPort(host, port string) (hostPort, string) {
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 || port != strconv.FormatUint(p, 10) {
+		return hostPort{}, "no port from 1 to 65535 on record"
+	}
+	if strings.Contains(host, "*") {
+		return hostPort{}, "a host pattern, not a host: suggest proposes only hosts reached"
+	}
+	if err := (grant.EgressRule{Host: host}).Validate(); err != nil {
+		return hostPort{}, "not a host a grant can name: " + err.Error()
+	}
+	return hostPort{host: host, port: uint16(p)}, ""
+}
+
+// requestProblem says why a request cannot become a rule's method and path, or "".
+func requestProblem(r request) string {
+	if len(r.path) >= maxRecordedPath {
+		return fmt.Sprintf("the path may have been cut on record (%d bytes or more)", maxRecordedPath)
+	}
+	rule := grant.EgressRule{Host: r.host, Methods: []string{r.method}, Paths: []string{r.path}}
+	if err := rule.Validate(); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+func (ev *Evidence) addConn(hp hostPort, d int) {
+	s, ok := ev.conns[hp]
+	if !ok {
+		if ev.full(len(ev.conns)) {
+			return
+		}
+		s = &seen{}
+		ev.conns[hp] = s
+	}
+	s.add(d)
+}
+
+func (ev *Evidence) add(m map[string]*seen, k string, d int) {
+	s, ok := m[k]
+	if !ok {
+		s = &seen{}
+		m[k] = s
+	}
+	s.add(d)
+}
+
+// full reports whether a map of n distinct items may take no more, marking the evidence too
+// much to propose from.
+func (ev *Evidence) full(n int) bool {
+	if n >= maxDistinct {
+		ev.tooMuch = true
+		return true
+	}
+	return false
+}
+
+func (ev *Evidence) note(s string) {
+	if !slices.Contains(ev.notes, s) {
+		ev.notes = append(ev.notes, s)
+	}
+}
+
+func (d *DispatchEvidence) refuse(kind, item, reason string) {
+	if len(d.ev.refused) >= maxRefusals {
+		d.ev.refusedMore++
+		return
+	}
+	d.ev.refused = append(d.ev.refused, Refusal{Kind: kind, Item: Show(item), Reason: reason, Dispatch: Show(d.id)})
+}
+
+// Show returns s as people may read it in a terminal or a review: ASCII, quoted with Go
+// escapes when it holds anything else (a newline, an ANSI escape, a non-ASCII byte), cut
+// after 120 bytes.
+func Show(s string) string {
+	cut := ""
+	if len(s) > 120 {
+		s, cut = s[:120], "..."
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] >= 0x7f || s[i] == '"' || s[i] == '\\' {
+			return strconv.QuoteToASCII(s) + cut
+		}
+	}
+	return s + cut
+}
