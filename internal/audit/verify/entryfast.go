@@ -154,6 +154,15 @@ func (p *canonWalker) str() ([]byte, bool) {
 
 // number reads an integer as RFC 8785 writes it: -?(0|[1-9][0-9]*), within ±2^53, not -0.
 func (p *canonWalker) number() (any, bool) {
+	v, ok := p.integer()
+	if !ok {
+		return nil, false
+	}
+	return v, true
+}
+
+// integer is [canonWalker.number] without boxing its value.
+func (p *canonWalker) integer() (int64, bool) {
 	neg := p.b[p.i] == '-'
 	if neg {
 		p.i++
@@ -162,7 +171,7 @@ func (p *canonWalker) number() (any, bool) {
 	var v int64
 	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
 		if p.i-digits >= 16 {
-			return nil, false
+			return 0, false
 		}
 		v = v*10 + int64(p.b[p.i]-'0')
 		p.i++
@@ -170,9 +179,9 @@ func (p *canonWalker) number() (any, bool) {
 	n := p.i - digits
 	switch {
 	case n == 0, n > 1 && p.b[digits] == '0', v > 1<<53, neg && v == 0:
-		return nil, false
+		return 0, false
 	case p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E'):
-		return nil, false
+		return 0, false
 	}
 	if neg {
 		v = -v

@@ -3,6 +3,7 @@ package verify
 import (
 	"crypto/x509"
 	"fmt"
+	"hash"
 	"strings"
 
 	"golang.org/x/mod/sumdb/note"
@@ -127,6 +128,7 @@ type verifier struct {
 	// only for a part of a run bundle (inRun), whose run checks read them.
 	entries []EntryFields
 	incl    *inclusionChecker // one per goroutine: it reuses its hash state
+	lh      hash.Hash         // the leaf hashes' state, one per goroutine ([verifier.leafHash])
 	// tree is the recomputed tree when the bundle holds all of the checkpoint's tree and
 	// its leaves give the checkpoint's root; nil otherwise ([newFullTree]).
 	tree *fullTree
