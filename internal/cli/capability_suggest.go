@@ -195,7 +195,11 @@ func printSuggestion(w io.Writer, res capabilitySuggestResult) {
 	})
 	section(w, "not proposed:", len(p.Refused), func() {
 		for _, r := range p.Refused {
-			fmt.Fprintf(w, "  - %s %s: %s (dispatch %s)\n", r.Kind, plain(r.Item), plain(r.Reason), plain(r.Dispatch))
+			times := ""
+			if r.Count > 1 {
+				times = fmt.Sprintf(", %d times", r.Count)
+			}
+			fmt.Fprintf(w, "  - %s %s: %s (dispatch %s%s)\n", r.Kind, plain(r.Item), plain(r.Reason), plain(r.Dispatch), times)
 		}
 		if p.RefusedMore > 0 {
 			fmt.Fprintf(w, "  - and %d more\n", p.RefusedMore)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/agora-dev/agora/internal/agoradb"
@@ -22,11 +24,11 @@ import (
 // benchTasks is the run size of #30's target: suggest over a 1,000-task run in at most 2 s.
 const benchTasks = 1000
 
-// benchHome is a real agora.db with one exec subagent and benchTasks dispatches of it, each
+// benchHome is a real agora.db with one exec subagent ("worker") and tasks dispatches of it, each
 // with the entries a learn dispatch of a small task leaves: its accepted entry, a terminated
 // connection, three refused or would-deny requests, two would-deny commands, an allowed tool
 // call and the connection's close.
-func benchHome(b *testing.B) (suggest.Source, []string) {
+func benchHome(b testing.TB, tasks int) (suggest.Source, []string) {
 	b.Helper()
 	ctx := b.Context()
 	h, err := home.Open(ctx, filepath.Join(b.TempDir(), "home"), agoradb.Migrations())
@@ -62,7 +64,7 @@ func benchHome(b *testing.B) (suggest.Source, []string) {
 	g := grant.Set{Tools: []string{"run_command"}, Commands: []string{"make test"},
 		Egress: []grant.EgressRule{{Host: "api.example.com", Port: 443, Methods: []string{"GET"}, Paths: []string{"/repos/acme/"}}}}
 	recs := dispatch.NewRecords(h.DB, audit.New(nil), nil)
-	ids := make([]string, benchTasks)
+	ids := make([]string, tasks)
 	var ents []audit.Entry
 	for i := range ids {
 		ids[i] = fmt.Sprintf("d-%04d", i)
@@ -99,7 +101,7 @@ func taskEntries(id string, i int) []audit.Entry {
 // dispatch ids are known: read every record and entry, propose, and write the YAML (read back
 // by the catalog's parser). The target is 2 s.
 func BenchmarkSuggest_Run(b *testing.B) {
-	src, ids := benchHome(b)
+	src, ids := benchHome(b, benchTasks)
 	ctx := context.Background()
 	for b.Loop() {
 		g, err := src.Gather(ctx, ids)
@@ -120,7 +122,7 @@ func BenchmarkSuggest_Run(b *testing.B) {
 // same records and audit entries read the way `agora dispatch describe` and `agora audit log`
 // read them, and nothing proposed.
 func BenchmarkSuggest_ReadBaseline(b *testing.B) {
-	src, ids := benchHome(b)
+	src, ids := benchHome(b, benchTasks)
 	ctx := context.Background()
 	recs := dispatch.NewRecords(src.DB, nil, nil)
 	for b.Loop() {
@@ -141,3 +143,39 @@ func BenchmarkSuggest_ReadBaseline(b *testing.B) {
 	}
 }
 
+
+func TestGather(t *testing.T) {
+	src, ids := benchHome(t, 3)
+	ctx := t.Context()
+	g, err := src.Gather(ctx, append(ids, ids[0])) // an id given twice is read once
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := suggest.Propose(g.Evidence, g.Current, suggest.Options{Narrow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Dispatches != 3 || g.Subagent != "worker" || len(g.Unended) != 3 {
+		t.Errorf("read %d dispatches of %q, %d unended; want 3 of worker, 3", p.Dispatches, g.Subagent, len(g.Unended))
+	}
+	// The exec subagent's command is evidence; so are the learn entries.
+	for _, want := range []string{"make test", "go test ./pkg/p0", "go test ./pkg/p2"} {
+		if !slices.Contains(p.Grant.Commands, want) {
+			t.Errorf("commands %q lack %q", p.Grant.Commands, want)
+		}
+	}
+	if !grant.HostGranted(p.Grant.Egress, "proxy.golang.org", 443) || grant.HostGranted(p.Grant.Egress, "proxy.golang.org", 80) {
+		t.Errorf("egress %v: want proxy.golang.org:443 only", p.Grant.Egress)
+	}
+	if _, err := src.Gather(ctx, []string{"d-9999"}); err == nil {
+		t.Error("gathered an unknown dispatch")
+	}
+	// One subagent at a time: a dispatch of another is refused, naming both.
+	other := &dispatch.Record{ID: "d-other", Subagent: "other", Target: "local"}
+	if err := dispatch.NewRecords(src.DB, audit.New(nil), nil).Accept(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.Gather(ctx, []string{ids[0], "d-other"}); err == nil || !strings.Contains(err.Error(), `subagent "other", not "worker"`) {
+		t.Errorf("mixed subagents: %v", err)
+	}
+}

@@ -61,6 +61,7 @@ type Evidence struct {
 	keptCommands map[string]bool
 	refused      []Refusal
 	refusedMore  int
+	refusedAt    map[string]int // kind, item and reason of a listed refusal -> its index
 	notes        []string
 	dispatches   int
 	entries      int
@@ -100,13 +101,15 @@ type Refusal struct {
 	Kind     string `json:"kind"`
 	Item     string `json:"item"`
 	Reason   string `json:"reason"`
+	// Dispatch is the first dispatch it was seen in; Count how often it was seen in all.
 	Dispatch string `json:"dispatch"`
+	Count    int    `json:"count"`
 }
 
 // NewEvidence returns empty evidence.
 func NewEvidence() *Evidence {
 	return &Evidence{tools: map[string]*seen{}, commands: map[string]*commandSeen{}, conns: map[hostPort]*seen{},
-		requests: map[request]*seen{}, keptCommands: map[string]bool{}}
+		requests: map[request]*seen{}, keptCommands: map[string]bool{}, refusedAt: map[string]int{}}
 }
 
 // DispatchEvidence adds the entries of one dispatch to its [Evidence].
@@ -135,6 +138,14 @@ func (d *DispatchEvidence) Entry(kind string, details map[string]any) {
 	switch kind {
 	case entry.ToolCall:
 		t := entry.ReadToolDecision(details)
+		if t.Decision == "allowed" {
+			// The worker allows only what the grant holds: a report that it allowed
+			// anything else is not the worker's, and not evidence.
+			if name, ok := agoraTool(t.Tool); ok && name != "" && !slices.Contains(d.grants.Tools, name) {
+				d.refuse("tool", t.Tool, "reported as allowed, but the dispatch's grant did not hold it: not a report the worker makes, so not evidence")
+				return
+			}
+		}
 		tool, ok := d.tool(t.Tool)
 		if !ok || tool != "run_command" {
 			return
@@ -171,17 +182,34 @@ func (d *DispatchEvidence) Entry(kind string, details map[string]any) {
 	}
 }
 
-// tool records a tool by agora's name (or Claude Code's) and returns that name.
+// tool records a tool by agora's name (or Claude Code's) and returns that name; "" with ok
+// for a tool that needs no grant.
 func (d *DispatchEvidence) tool(name string) (string, bool) {
-	if mapped, ok := claudeTool(name); ok {
-		name = mapped
-	}
-	if !grant.IsBuiltinTool(name) {
+	d.ev.note(reportedNote)
+	mapped, ok := agoraTool(name)
+	if !ok {
 		d.refuse("tool", name, "not a tool agora can grant; known tools: "+strings.Join(grant.BuiltinTools, ", "))
 		return "", false
 	}
-	d.ev.add(d.ev.tools, name, d.n)
-	return name, true
+	if mapped != "" {
+		d.ev.add(d.ev.tools, mapped, d.n)
+	}
+	return mapped, true
+}
+
+// reportedNote says where tool evidence comes from, and how far it can be trusted.
+const reportedNote = "tools and commands are as the sandbox's worker reported them through the gateway (an agent that reaches the gateway can report calls it did not make); hosts and requests are what agora's egress proxy saw on the host"
+
+// agoraTool is name as a grant spells it: a built-in tool, or Claude Code's name for one; ""
+// (ok) for one that needs no grant (Claude Code's TodoWrite, always loaded).
+func agoraTool(name string) (string, bool) {
+	if mapped, ok := claudeTool(name); ok {
+		return mapped, true
+	}
+	if name == "TodoWrite" {
+		return "", true
+	}
+	return name, grant.IsBuiltinTool(name)
 }
 
 // execTool is the tool a learn entry names for an exec subagent's own command.
@@ -334,6 +362,9 @@ func readHostPort(host, port string) (hostPort, string) {
 	if strings.Contains(host, "*") {
 		return hostPort{}, "a host pattern, not a host: suggest proposes only hosts reached"
 	}
+	// Names compare case-insensitively (DNS, and the proxy's own match); nothing else is
+	// rewritten.
+	host = strings.ToLower(host)
 	if err := (grant.EgressRule{Host: host}).Validate(); err != nil {
 		return hostPort{}, "not a host a grant can name: " + err.Error()
 	}
@@ -389,12 +420,20 @@ func (ev *Evidence) note(s string) {
 	}
 }
 
+// refuse lists a piece of evidence not proposed, once: the same one again (in this dispatch
+// or another) is counted on the first.
 func (d *DispatchEvidence) refuse(kind, item, reason string) {
+	r := Refusal{Kind: kind, Item: Show(item), Reason: reason, Dispatch: Show(d.id), Count: 1}
+	if i, ok := d.ev.refusedAt[r.Kind+"\x00"+r.Item+"\x00"+r.Reason]; ok {
+		d.ev.refused[i].Count++
+		return
+	}
 	if len(d.ev.refused) >= maxRefusals {
 		d.ev.refusedMore++
 		return
 	}
-	d.ev.refused = append(d.ev.refused, Refusal{Kind: kind, Item: Show(item), Reason: reason, Dispatch: Show(d.id)})
+	d.ev.refusedAt[r.Kind+"\x00"+r.Item+"\x00"+r.Reason] = len(d.ev.refused)
+	d.ev.refused = append(d.ev.refused, r)
 }
 
 // Show returns s as people may read it in a terminal or a review: ASCII, quoted with Go

@@ -57,6 +57,9 @@ func (s Source) Gather(ctx context.Context, ids []string) (*Gathered, error) {
 		}
 		if g.Subagent == "" {
 			g.Subagent = r.Subagent
+			if g.Current, err = s.current(ctx, r.Subagent); err != nil {
+				return nil, err
+			}
 		} else if r.Subagent != g.Subagent {
 			return nil, fmt.Errorf("dispatch %s is of subagent %q, not %q: suggest proposes for one subagent at a time", r.ID, r.Subagent, g.Subagent)
 		}
@@ -70,7 +73,8 @@ func (s Source) Gather(ctx context.Context, ids []string) (*Gathered, error) {
 			}
 			commands[string(r.SubagentDigest)] = cmd
 		}
-		grants := grant.Set{}
+		// A record from before grants were recorded ran with the subagent's whole grant.
+		grants := g.Current
 		if r.Grants != nil {
 			grants = *r.Grants
 		}
@@ -83,19 +87,21 @@ func (s Source) Gather(ctx context.Context, ids []string) (*Gathered, error) {
 			d.Entry(e.Kind, e.Details)
 		}
 	}
-	cur, err := s.Catalog.Resolve(ctx, catalog.KindSubagent, g.Subagent)
-	if err != nil {
-		return nil, fmt.Errorf("the current version of subagent %q: %w", g.Subagent, err)
-	}
-	doc, err := s.doc(cur)
-	if err != nil {
-		return nil, err
-	}
-	if g.Current, err = dispatch.SubagentGrants(ctx, s.Catalog, doc); err != nil {
-		return nil, err
-	}
 	slices.Sort(g.Unended)
 	return g, nil
+}
+
+// current is the grant of subagent name's latest version.
+func (s Source) current(ctx context.Context, name string) (grant.Set, error) {
+	v, err := s.Catalog.Resolve(ctx, catalog.KindSubagent, name)
+	if err != nil {
+		return grant.Set{}, fmt.Errorf("the current version of subagent %q: %w", name, err)
+	}
+	doc, err := s.doc(v)
+	if err != nil {
+		return grant.Set{}, err
+	}
+	return dispatch.SubagentGrants(ctx, s.Catalog, doc)
 }
 
 // execCommand returns the command of subagent ref when it runs on the exec runtime: the

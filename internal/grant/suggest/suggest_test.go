@@ -303,8 +303,16 @@ func TestPropose_ToolNames(t *testing.T) {
 	if diff := cmp.Diff([]string{"read_file"}, p.Grant.Tools); diff != "" {
 		t.Errorf("tools (-want +got):\n%s", diff)
 	}
-	if len(p.Refused) != 2 {
-		t.Errorf("refused %v, want 2", p.Refused)
+	// read_file was reported allowed though the grant did not hold it: the worker never makes
+	// that report, so it is refused; Read's refusal is what proposes read_file.
+	if len(p.Refused) != 3 || !strings.Contains(p.Refused[0].Reason, "grant did not hold it") {
+		t.Errorf("refused %v, want the forged allowed report and two unknown tools", p.Refused)
+	}
+	granted := grant.Set{Tools: []string{"read_file"}}
+	p = propose(t, granted, false, ent{entry.ToolCall, map[string]any{entry.KeyTool: "read_file", entry.KeyDecision: "allowed"}},
+		ent{entry.ToolCall, map[string]any{entry.KeyTool: "TodoWrite", entry.KeyDecision: "allowed"}})
+	if diff := cmp.Diff([]string{"read_file"}, p.Grant.Tools); diff != "" || len(p.Refused) != 0 {
+		t.Errorf("tools (-want +got):\n%s\nrefused %v", diff, p.Refused)
 	}
 }
 
@@ -313,14 +321,16 @@ func TestPropose_HundredThousandEntries(t *testing.T) {
 	d := ev.Dispatch("d1", grant.Set{}, nil)
 	for i := range 100_000 {
 		d.Entry(entry.NetRequest, netReq("api.example.com", 443, "GET", fmt.Sprintf("/x/%d", i%10)))
-		d.Entry(entry.ToolWouldDeny, wouldDenyCmd("echo", "\n"))
+		d.Entry(entry.ToolWouldDeny, wouldDenyCmd("echo", fmt.Sprintf("\n%d", i)))
+		d.Entry(entry.NetConnect, netConn("*.com", 443, "deny"))
 	}
 	p, err := suggest.Propose(ev, grant.Set{}, suggest.Options{Narrow: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Refused) != 100 || p.RefusedMore != 99_900 {
-		t.Errorf("refused %d listed, %d more; want 100 and 99900", len(p.Refused), p.RefusedMore)
+	// The same refusal is listed once and counted; distinct ones past 100 are counted.
+	if len(p.Refused) != 100 || p.RefusedMore != 99_901 || p.Refused[1].Count != 100_000 {
+		t.Errorf("refused %d listed (the second %d times), %d more; want 100 (100000 times) and 99901", len(p.Refused), p.Refused[1].Count, p.RefusedMore)
 	}
 	// Distinct items past the cap refuse the whole proposal.
 	ev = suggest.NewEvidence()
