@@ -143,7 +143,6 @@ func BenchmarkSuggest_ReadBaseline(b *testing.B) {
 	}
 }
 
-
 func TestGather(t *testing.T) {
 	src, ids := benchHome(t, 3)
 	ctx := t.Context()

@@ -98,9 +98,9 @@ type request struct {
 
 // Refusal is a piece of evidence not proposed, and why. Item is quoted ASCII.
 type Refusal struct {
-	Kind     string `json:"kind"`
-	Item     string `json:"item"`
-	Reason   string `json:"reason"`
+	Kind   string `json:"kind"`
+	Item   string `json:"item"`
+	Reason string `json:"reason"`
 	// Dispatch is the first dispatch it was seen in; Count how often it was seen in all.
 	Dispatch string `json:"dispatch"`
 	Count    int    `json:"count"`
