@@ -40,6 +40,14 @@ func scanSeeds(tb testing.TB) [][]byte {
 		rep(`"manifests"`, `"Manifests"`),
 		rep(`"key"`, `"ORIGIN": "x", "key"`),
 		rep(`"leaf_hash"`, `"leaf_hash2": "", "leaf_hash"`),
+		// An entry's text decoded where it stands (base64InPlace): newlines, which the base64
+		// decoder skips, four at a time so the length is still a multiple of 4; an escape;
+		// padding inside the text; an empty text.
+		rep(`"entry": "`, "\"entry\": \"\n\n\n\n"),
+		rep(`"entry": "`, "\"entry\": \"\r\n\r\n"),
+		rep(`"entry": "`, `"entry": "\u0041AAA`),
+		rep(`"entry": "`, `"entry": "AA==`),
+		rep(`"entry": "`, `"entry": "", "x": "`),
 		append(bytes.Clone(golden), `{}`...),
 		append(bytes.Clone(golden), " \n\t"...),
 		[]byte(`{"format":"agora-audit-bundle/v3","entries":[{"index":0,"entry":"","leaf_hash":"","inclusion_proof":[]}],"manifests":[]}`),
