@@ -83,6 +83,8 @@ type dispatchRunOptions struct {
 	budget budget.Budget
 	// verify is the dispatch's verify gate (--verify, --verify-timeout, --protect).
 	verify verifyFlags
+	// learn makes it a learn dispatch (--learn; docs/learn.md).
+	learn bool
 }
 
 // grants returns the narrowing the flags ask for, or nil when none was given: a kind whose
@@ -147,12 +149,20 @@ as sh would, no shell) runs in a fresh sandbox of the target on the base tree pl
 patch, with no model key, no env bundle values or secrets and no network. The verdict is the
 exit status and the end of the output agora read from that sandbox (the last 16 KiB,
 redacted, hashed), shown in the summary and 'agora dispatch describe'. Red ends the dispatch
-failed/verify-failed (exit 3) with the patch kept. See docs/plan.md, "Verify gates".`,
+failed/verify-failed (exit 3) with the patch kept. See docs/plan.md, "Verify gates".
+
+--learn runs a learn dispatch: what the grant would refuse (tools, commands, hosts with their
+methods and paths) is recorded as a would_deny audit entry instead of refused, inside the same
+sandbox. No host file, no agora state, no host outside egress.learn_hosts (agora.yaml; empty by
+default), no secret's value and no budget or limit is opened. The dispatch is marked learn
+everywhere it is shown, and its patch feeds no plan hand-off or branch without --include-learn.
+'agora audit log --kind tool.would_deny' (and net.would_deny) shows what it learned. See docs/learn.md.`,
 		Example: `  agora dispatch run --subagent hello --env demo --repo . --input '{"task":"greet"}'
   agora dispatch run --subagent fixer@sha256:1f2e... --repo ~/src/app@v1.2.0 --timeout 10m --detach
   agora dispatch run --subagent fixer --workspace app@release/1
   agora dispatch run --subagent reviewer --env model --repo . --tools read_file,run_command --commands 'git diff *' --input '{"prompt":"review the last commit"}'
-  agora dispatch run --subagent fixer --repo . --verify 'go test ./...' --protect '**/*_test.go' --protect '.github/**'`,
+  agora dispatch run --subagent fixer --repo . --verify 'go test ./...' --protect '**/*_test.go' --protect '.github/**'
+  agora dispatch run --subagent fixer --repo . --learn`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.subagent == "" {
@@ -187,7 +197,7 @@ failed/verify-failed (exit 3) with the patch kept. See docs/plan.md, "Verify gat
 			opts.req = dispatch.Request{
 				Subagent: opts.subagent, Envs: splitList(opts.envs), Target: opts.target, Input: input,
 				Repo: repo, Workspace: ws, Revision: rev, Timeout: opts.timeout, Actor: f.Actor(), CallbackURL: opts.callback,
-				Grants: grants, Budget: opts.budget, Verify: gate,
+				Grants: grants, Budget: opts.budget, Verify: gate, Learn: opts.learn,
 			}
 			return runCmd(cmd, opts, runF, dispatchRunRun)
 		},
@@ -209,6 +219,7 @@ failed/verify-failed (exit 3) with the patch kept. See docs/plan.md, "Verify gat
 	fl.Float64Var(&opts.budget.USD, "budget-usd", 0, "narrow the cost budget to at most this many US dollars (needs the model's price in agora.yaml)")
 	fl.Int64Var(&opts.budget.ModelCalls, "budget-calls", 0, "narrow the model call budget to at most this many calls")
 	opts.verify.add(cmd)
+	fl.BoolVar(&opts.learn, "learn", false, "record what the grant would refuse (*.would_deny) instead of refusing it, inside the same sandbox (docs/learn.md)")
 	fl.BoolVar(&opts.progress, "progress", false, "show each phase and the worker's last output line on stderr (default: when stderr is a terminal)")
 	addOutputFlag(cmd, &opts.output)
 	return cmd
@@ -337,6 +348,9 @@ func printEvent(f *Factory, kind string, r *dispatch.Record) {
 	case dispatch.StateAccepted:
 		fmt.Fprintf(f.IO.ErrOut, "agora: %s accepted: %s@%s on %s (sandbox %s, network %s)\n",
 			r.ID, r.Subagent, r.SubagentDigest.Short(), r.Target, r.Sandbox, r.Network)
+		if r.Learn {
+			fmt.Fprintf(f.IO.ErrOut, "agora: %s is a LEARN dispatch: what its grant would refuse is recorded (*.would_deny), not refused\n", r.ID)
+		}
 	case dispatch.StateStarted:
 		fmt.Fprintf(f.IO.ErrOut, "agora: %s started (%s)\n", r.ID, r.ProviderTaskID)
 	case dispatch.StateFailed:
@@ -393,6 +407,9 @@ func printSummary(f *Factory, r *dispatch.Record) {
 	fmt.Fprintf(w, "\ndispatch  %s  %s%s\n", r.ID, r.State, parens(strings.TrimPrefix(strings.Join(nonEmpty(r.Reason, exit), ", ")+dur, ", ")))
 	fmt.Fprintf(w, "subagent  %s@%s\n", r.Subagent, r.SubagentDigest)
 	fmt.Fprintf(w, "target    %s (isolation %s, network %s)\n", r.Target, orDash(r.Isolation), r.Network)
+	if r.Learn {
+		fmt.Fprintf(w, "mode      learn (see 'agora audit log --kind tool.would_deny', net.would_deny)\n")
+	}
 	if r.Detail != "" && r.State != dispatch.StateFinished {
 		fmt.Fprintf(w, "detail    %s\n", agentText(r.Detail))
 	}

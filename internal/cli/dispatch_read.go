@@ -120,6 +120,9 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 		fmt.Fprintf(w, "env:       %s@%s\n", e.Name, e.Digest)
 	}
 	fmt.Fprintf(w, "target:    %s (sandbox %s, network %s, isolation %s)\n", r.Target, r.Sandbox, r.Network, orDash(r.Isolation))
+	if r.Learn {
+		fmt.Fprintf(w, "mode:      learn (what the grant would refuse was recorded as *.would_deny, not refused)\n")
+	}
 	if r.TraceID != "" {
 		fmt.Fprintf(w, "trace:     %s\n", r.TraceID)
 	}
@@ -224,7 +227,11 @@ func dispatchListRun(ctx context.Context, opts *dispatchListOptions) error {
 	return emit(f.IO, opts.output, rs, func(rs []*dispatch.Record) error {
 		rows := make([][]string, len(rs))
 		for i, r := range rs {
-			rows[i] = []string{r.ID, r.State, orDash(r.Reason), r.Subagent, r.Target, fmtTime(f.IO, f.Now(), r.CreatedAt)}
+			sub := r.Subagent
+			if r.Learn {
+				sub += " (learn)" // what its grant would refuse was recorded, not refused
+			}
+			rows[i] = []string{r.ID, r.State, orDash(r.Reason), sub, r.Target, fmtTime(f.IO, f.Now(), r.CreatedAt)}
 		}
 		return printTable(f.IO, []string{"ID", "STATE", "REASON", "SUBAGENT", "TARGET", "CREATED"}, rows)
 	})

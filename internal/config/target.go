@@ -86,7 +86,15 @@ type Target struct {
 	// claims one instead of starting a sandbox, and each slot is used once and never
 	// again. 0 (the default) keeps none; at most [MaxWarm]. The one-shot CLI keeps none.
 	Warm int `yaml:"warm"`
+	// Mode is "" (the default: every grant enforced) or "learn": every dispatch on this target
+	// is a learn dispatch (docs/learn.md), what its grant would refuse recorded as
+	// *.would_deny instead, inside the same sandbox and limits. A person chose it for the
+	// target, not for an AI: an MCP dispatch to such a target is refused.
+	Mode string `yaml:"mode"`
 }
+
+// ModeLearn is [Target.Mode]'s one value besides "".
+const ModeLearn = "learn"
 
 // MaxWarm caps a target's warm slots: each is a started sandbox (a process, its mounts,
 // its uid) held while nothing runs in it.
@@ -104,6 +112,12 @@ type Egress struct {
 	// trusts them besides the system's when it verifies a host it terminates TLS for, and
 	// every sandbox with the proxy finds them in its trust store.
 	CACerts []string `yaml:"ca_certs"`
+	// LearnHosts are the hosts a learn dispatch may reach beyond its grant ("host",
+	// "host:port", "*.domain"), each recorded as net.would_deny; empty by default, so a learn
+	// dispatch reaches no host its grant does not already allow (docs/learn.md). Parsed by
+	// package dispatch (grant.ParseEgressRule) when a learn dispatch is accepted: a bad entry
+	// refuses the dispatch, naming it.
+	LearnHosts []string `yaml:"learn_hosts"`
 }
 
 // maxCACerts caps what egress.ca_certs may read, all files together.
@@ -259,6 +273,9 @@ func (c *Config) validateTargets(pos *strictyaml.Positions) strictyaml.Errors {
 		errs = append(errs, t.validateProvider(pos, p)...)
 		if t.Sandbox != "bwrap" && t.Sandbox != "none" {
 			errs = append(errs, pos.Errorf(p+".sandbox", `want "bwrap" or "none", got %q`, t.Sandbox))
+		}
+		if t.Mode != "" && t.Mode != ModeLearn {
+			errs = append(errs, pos.Errorf(p+".mode", `want "learn" or nothing, got %q`, t.Mode))
 		}
 		if t.Network != "proxy" && t.Network != "none" && t.Network != "host" {
 			errs = append(errs, pos.Errorf(p+".network", `want "proxy", "none" or "host", got %q`, t.Network))

@@ -75,6 +75,15 @@ type Request struct {
 	// verdict ends the dispatch failed/verify-failed. A kubernetes target refuses it.
 	Verify *verdict.Spec
 
+	// Learn makes this a learn dispatch (docs/learn.md): what its grant would refuse is
+	// recorded as *.would_deny instead of refused, inside the same sandbox and limits. A
+	// person's decision: `agora dispatch run --learn`, a plan task's learn: true submitted
+	// from the CLI. A target with mode: learn makes every dispatch on it one.
+	Learn bool
+	// NoLearn marks a caller that may not learn (an MCP client): a learn request, or a
+	// target in mode: learn, is refused with a [RequestError] that says why.
+	NoLearn bool
+
 	// answer is set by [Dispatcher.ResumeRequest]: who answers ParentID, through which door.
 	answer *answerNote
 }
@@ -159,6 +168,10 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	case timeout > target.Timeout:
 		return nil, reqErr("timeout %s is over target %q's limit of %s", timeout, req.Target, target.Timeout)
 	}
+	learn, err := learnMode(req, target.Mode)
+	if err != nil {
+		return nil, err
+	}
 	verify, err := checkVerify(req.Verify, req.Target, target)
 	if err != nil {
 		return nil, err
@@ -212,6 +225,24 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 		Sandbox: target.Sandbox, Network: resolveNetwork(target.Network, grants), InputDigest: inputDigest, Repo: repo, Revision: rev, Workspace: wsRef,
 		Timeout: Duration(timeout), ParentID: req.ParentID, Actor: req.Actor, CallbackURL: callback, Inputs: inputs,
 		Grants: &grants, Budget: eff, RunID: req.RunID, TaskID: req.TaskID, answer: req.answer, Verify: verify,
+		Learn: learn,
+	}
+	var learnRules []grant.EgressRule
+	if learn {
+		if learnRules, err = d.learnRules(); err != nil {
+			return nil, &RequestError{Err: err}
+		}
+	}
+	if len(learnRules) > 0 && target.Network == NetworkProxy {
+		// A learn dispatch reaches egress.learn_hosts through its proxy, even when its grant
+		// allows no host (which would otherwise mean no network at all).
+		rec.Network = NetworkProxy
+	}
+	denial, learnable := checkCommand(doc, grants)
+	if learn && learnable {
+		// Recorded instead of refused, in the accept's transaction, before the worker starts.
+		rec.wouldDeny = commandWouldDeny(doc.Command, denial)
+		denial = ""
 	}
 	rec.TraceID, rec.TraceSpan, rec.TraceParent = d.traceIDs(ctx, req.Traceparent)
 	if rec.Envs == nil {
@@ -225,7 +256,7 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 		return nil, err
 	}
 	d.traceAccept(ctx, rec, began)
-	if denial := checkCommand(doc, grants); denial != "" {
+	if denial != "" {
 		if _, err := d.Records.Finish(ctx, rec.ID, Outcome{State: StateFailed, Reason: ReasonDenied, Detail: denial}); err != nil {
 			return nil, err
 		}
@@ -248,8 +279,20 @@ func checkoutName(req Request, commit string) string {
 
 // checkCommand returns why the subagent of doc may not run under grants, or "": a runtime the
 // table does not hold, approve rules for an agent that cannot hold a call, an exec command
-// not granted or marked for approval.
-func checkCommand(doc catalog.SubagentDoc, grants grant.Set) string {
+// not granted or marked for approval. learnable is true only for a command the grant does
+// not allow: the one refusal a learn dispatch records (tool.would_deny) instead.
+func checkCommand(doc catalog.SubagentDoc, grants grant.Set) (denial string, learnable bool) {
+	denial = checkCommandText(doc, grants)
+	if denial != "" && !grant.CommandAllowed(grants.Commands, doc.Command) {
+		if rt, ok := runtimes.Lookup(doc.Runtime); ok && rt.Needs.Command && (rt.HoldsApproval || len(grants.Approve) == 0) {
+			return denial, true
+		}
+	}
+	return denial, false
+}
+
+// checkCommandText is [checkCommand]'s refusal, or "".
+func checkCommandText(doc catalog.SubagentDoc, grants grant.Set) string {
 	rt, known := runtimes.Lookup(doc.Runtime)
 	if !known {
 		// Provision refuses such a document; one in the catalog anyway (an older or altered

@@ -134,7 +134,9 @@ func (d *Dispatcher) prepareProxy(r *Record, st *stage, bindings []proxy.Binding
 		pem.WriteString("\n")
 		pem.Write(d.EgressRoots)
 	}
-	if needsCA(rules, bindings) {
+	if needsCA(rules, bindings) || len(d.learnHosts(r)) > 0 {
+		// A learn dispatch's proxy reads the requests to learn hosts: their methods and
+		// paths are what `agora capability suggest` proposes.
 		// Only a proxy that terminates TLS verifies upstream servers itself; a tunnel
 		// leaves that to the sandbox's tools, so its dispatch parses no roots.
 		if ns.roots, err = upstreamRoots(d.EgressRoots); err != nil {
@@ -190,8 +192,9 @@ func (d *Dispatcher) startProxy(r *Record, rg *runningGateway, ns *netSetup, tri
 	if r.Grants != nil {
 		rules = r.Grants.Egress
 	}
+	learnHosts := d.learnHosts(r)
 	p, err := proxy.New(proxy.Config{
-		Rules: rules, Dialer: egress.NewDialer(d.Egress, d.Resolver), Token: ns.token, CA: ns.ca, Roots: ns.roots,
+		Rules: rules, Learn: r.Learn, LearnHosts: learnHosts, Dialer: egress.NewDialer(d.Egress, d.Resolver), Token: ns.token, CA: ns.ca, Roots: ns.roots,
 		Bindings: ns.bindings, Audit: &batchAuditor{b: b, id: r.ID, role: role},
 		MaxAuditEntries: proxyAuditEntries, OnLimit: trip.Trip, Notice: notice,
 	})

@@ -166,8 +166,16 @@ type Record struct {
 	Verify  *verdict.Spec    `json:"verify,omitempty"`
 	Verdict *verdict.Verdict `json:"verdict,omitempty"`
 
+	// Learn marks a learn dispatch (docs/learn.md): what its grant would refuse was recorded
+	// as *.would_deny instead of refused. Its patch feeds no hand-off or branch without
+	// --include-learn.
+	Learn bool `json:"learn,omitempty"`
+
 	supervisor      string
 	cancelRequested bool
+	// wouldDeny, on a learn dispatch being accepted, is the tool.would_deny entry of its exec
+	// command, written in the accept's transaction.
+	wouldDeny map[string]any
 	// answer is set on a child being accepted: who answers its parent, and the answer's hash.
 	answer *answerNote
 }
@@ -268,7 +276,7 @@ const recordColumns = `id, state, reason, detail, exit_code, subagent, subagent_
 network, input_digest, repo, revision, timeout_ms, parent_id, actor, provider_task_id, supervisor,
 cancel_requested, callback_url, created_at, started_at, ended_at, isolation, result, inputs, grants, workspace, net,
 runtime_binary, budget, usage, trace_id, trace_span, trace_parent, run_id, task_id, child_id, answered_by, answered_at, verify, verdict,
-worker_binary, worker_image`
+worker_binary, worker_image, learn`
 
 type scanner interface{ Scan(...any) error }
 
@@ -282,7 +290,7 @@ func scanRecord(row scanner) (*Record, error) {
 		&r.Actor, &r.ProviderTaskID, &r.supervisor, &r.cancelRequested, &r.CallbackURL, &created, &started,
 		&ended, &r.Isolation, &result, &inputs, &grants, &r.Workspace, &netStats,
 		&runtimeBin, &budgetJSON, &usageJSON, &r.TraceID, &r.TraceSpan, &r.TraceParent,
-		&r.RunID, &r.TaskID, &r.ChildID, &r.AnsweredBy, &answeredAt, &verifyJSON, &verdictJSON, &workerBin, &r.WorkerImage); err != nil {
+		&r.RunID, &r.TaskID, &r.ChildID, &r.AnsweredBy, &answeredAt, &verifyJSON, &verdictJSON, &workerBin, &r.WorkerImage, &r.Learn); err != nil {
 		return nil, err
 	}
 	if exit.Valid {

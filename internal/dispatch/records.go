@@ -111,12 +111,12 @@ func (s *Records) Accept(ctx context.Context, r *Record) error {
 		_, err := tx.ExecContext(ctx, `
 INSERT INTO dispatches(id, state, subagent, subagent_digest, envs, target, sandbox, network, input_digest,
 	repo, revision, timeout_ms, parent_id, actor, callback_url, created_at, supervisor, inputs, grants, workspace, budget,
-	trace_id, trace_span, trace_parent, run_id, task_id, verify)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	trace_id, trace_span, trace_parent, run_id, task_id, verify, learn)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.State, r.Subagent, r.SubagentDigest, string(envs), r.Target, r.Sandbox, r.Network, r.InputDigest,
 			r.Repo, r.Revision, time.Duration(r.Timeout).Milliseconds(), r.ParentID, r.Actor, r.CallbackURL, ts(r.CreatedAt),
 			selfSupervisor(), string(inputs), string(grants), r.Workspace, string(budgetJSON),
-			r.TraceID, r.TraceSpan, r.TraceParent, r.RunID, r.TaskID, string(verifyJSON))
+			r.TraceID, r.TraceSpan, r.TraceParent, r.RunID, r.TaskID, string(verifyJSON), r.Learn)
 		if store.IsUniqueViolation(err) {
 			return fmt.Errorf("record dispatch %s: %w", r.ID, ErrExists)
 		}
@@ -168,7 +168,23 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 
 			// The name and the commit, never the path: the audit says what was worked on.
 			data["workspace"], data["revision"] = r.Workspace, r.Revision
 		}
-		return s.event(ctx, tx, r, StateAccepted, data)
+		if r.Learn {
+			data[entry.KeyLearn] = true // absent on every other dispatch: their bytes are as before
+		}
+		if err := s.event(ctx, tx, r, StateAccepted, data); err != nil {
+			return err
+		}
+		if r.wouldDeny != nil {
+			role := r.Subagent + "@" + string(r.SubagentDigest)
+			details := map[string]any{"dispatch": r.ID, entry.KeyRole: role}
+			for k, v := range r.wouldDeny {
+				details[k] = v
+			}
+			_, err := s.log.Append(ctx, tx, audit.Entry{Actor: entry.GatewayActor(r.ID, role), Kind: entry.ToolWouldDeny,
+				Subject: entry.Dispatch(r.ID), Details: details})
+			return err
+		}
+		return nil
 	})
 }
 

@@ -67,6 +67,9 @@ func (d *Dispatcher) ResumeRequest(ctx context.Context, parent *Record, answer s
 		// The answer's dispatch is judged by the gate its parent was: answering a question
 		// never skips it.
 		Verify: parent.Verify,
+		// The answer to a learn dispatch is one too (a person chose learn for the work);
+		// an MCP answerer is refused it at Accept (NoLearn).
+		Learn: parent.Learn,
 	}
 	if parent.Workspace != "" {
 		// The same workspace version at the same commit, checked again against its patterns.

@@ -203,4 +203,11 @@ ALTER TABLE dispatches ADD COLUMN worker_binary TEXT NOT NULL DEFAULT '';
 -- created, so the audit says which worker ran where no host binary was bound. '' otherwise.
 ALTER TABLE dispatches ADD COLUMN worker_image TEXT NOT NULL DEFAULT '';
 `,
+}, {
+	Name: "dispatch learn",
+	SQL: `
+-- 1 for a learn dispatch (docs/learn.md: what its grant would refuse was recorded as
+-- *.would_deny instead of refused), 0 otherwise and for every dispatch recorded before.
+ALTER TABLE dispatches ADD COLUMN learn INTEGER NOT NULL DEFAULT 0;
+`,
 }}

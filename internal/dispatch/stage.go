@@ -382,6 +382,7 @@ func (d *Dispatcher) writeBundle(r *Record, p *pinned, s *stage, agentTimeout, s
 		Network:      manifestNetwork(r.Network),
 		// Resolved on the host by run, bound read-only at its Path.
 		RuntimeBinary: p.runtimeBinary,
+		Learn:         r.Learn,
 	}
 	var declared wire.Grants
 	for _, c := range p.capabilities {

@@ -34,6 +34,8 @@ func (m *Dispatcher) Dispatch(ctx context.Context, req mcpserver.DispatchRequest
 	rec, err := m.d.Accept(ctx, dispatch.Request{
 		Subagent: req.Subagent, Envs: req.Envs, Target: req.Target, Input: req.Input,
 		Timeout: req.Timeout, Actor: req.Actor, Workspace: req.Workspace, Revision: req.Revision,
+		// Learn is a person's decision: an MCP client is refused a target in mode: learn.
+		NoLearn: true,
 	})
 	if err != nil {
 		return nil, dispatchError(err)
@@ -108,6 +110,7 @@ func (m *Dispatcher) Resume(ctx context.Context, p mcpserver.Principal, id, answ
 	if err != nil {
 		return nil, dispatchError(err)
 	}
+	req.NoLearn = true // an answer over MCP never starts a learn dispatch
 	rec, err := m.d.Accept(ctx, req)
 	if err != nil {
 		return nil, dispatchError(err)

@@ -40,6 +40,7 @@ func record(r *dispatch.Record) *mcpserver.Record {
 	m := hostpath.New(r.Repo)
 	out.Detail, out.Reason = m.HostText(out.Detail), m.HostText(out.Reason)
 	out.Phase = r.Phase
+	out.Learn = r.Learn
 	if r.Verify != nil {
 		s := *r.Verify
 		out.Verify = &s

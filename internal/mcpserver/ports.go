@@ -162,6 +162,9 @@ type Record struct {
 	// approval. A person decides it on the host's CLI (agora dispatch approve/deny); no MCP
 	// tool can.
 	Phase string `json:"phase,omitempty"`
+	// Learn marks a learn dispatch a person started (docs/learn.md): what its grant would
+	// refuse was recorded, not refused. An MCP client can see one, never start one.
+	Learn bool `json:"learn,omitempty"`
 	// AwaitingApproval are the calls held now: the tool and a redacted preview.
 	AwaitingApproval []HeldCall `json:"awaiting_approval,omitempty"`
 

@@ -131,7 +131,8 @@ func (r *runner) verify(ctx context.Context) *failure {
 			return fl
 		}
 	}
-	if m.Runtime == execrt.Name && !grant.CommandAllowed(m.Grants.Commands, m.Command) {
+	// A learn dispatch's command was recorded at accept as tool.would_deny instead.
+	if m.Runtime == execrt.Name && !m.Learn && !grant.CommandAllowed(m.Grants.Commands, m.Command) {
 		return fail(wire.ReasonDenied, "verify: command %q matches no commands pattern granted by the capabilities", m.Command)
 	}
 	return nil

@@ -36,6 +36,12 @@ func (p *Proxy) connect(cl *client, req *http.Request) {
 	}
 	defer up.Close()
 	// Recorded before a byte of the client reaches the host.
+	if d.learn {
+		if err := p.wouldDeny(t, "connect", "", "", d.reason); err != nil {
+			p.writeStatus(c, http.StatusServiceUnavailable, "agora egress proxy: the connection could not be audited, so it was not made.")
+			return
+		}
+	}
 	if err := p.record(p.ctx, entry.NetConnect, connectEntry(t, "connect", "allow", "", d.intercept)); err != nil {
 		p.writeStatus(c, http.StatusServiceUnavailable, "agora egress proxy: the connection could not be audited, so it was not made.")
 		return

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/grant"
 )
@@ -54,6 +55,9 @@ type decision struct {
 	bound     []Binding // secrets swapped in on this connection: bound to its host and port, and TLS
 	named     []Binding // secrets whose bindings name the host, on any port: masked in responses
 	reason    string    // why not, for the refusal
+	// learn: the grant refuses the host and a learn dispatch lets it through (its host is in
+	// LearnHosts); reason then says why the grant would refuse it.
+	learn bool
 }
 
 // decide applies the grant to a connection to t; a CONNECT (tunnel) needs the CA where the
@@ -65,10 +69,19 @@ type decision struct {
 // so a placeholder sent to the wrong port is refused, not passed on unseen.
 func (p *Proxy) decide(t target, tunnel bool) decision {
 	g := grant.DecideHost(p.cfg.Rules, t.host, t.port)
+	learn := false
 	if !g.Allowed {
-		return decision{reason: "not in the dispatch's egress grant"}
+		const why = "not in the dispatch's egress grant"
+		if !p.learnHost(t) {
+			return decision{reason: why}
+		}
+		// Read its requests when the proxy can, so each is recorded with method and path.
+		g, learn = grant.EgressDecision{Allowed: true, Inspect: p.cfg.CA != nil || !tunnel}, true
 	}
-	d := decision{allowed: true, inspect: g.Inspect}
+	d := decision{allowed: true, inspect: g.Inspect, learn: learn}
+	if learn {
+		d.reason = "not in the dispatch's egress grant"
+	}
 	for i, b := range p.cfg.Bindings {
 		named, onPort := false, false
 		for _, h := range p.hosts[i] {
@@ -89,6 +102,21 @@ func (p *Proxy) decide(t target, tunnel bool) decision {
 		return decision{reason: "its rules or bound secrets need TLS termination, and this dispatch has no proxy CA"}
 	}
 	return d
+}
+
+// learnHost reports whether a learn dispatch may reach t beyond its grant.
+func (p *Proxy) learnHost(t target) bool {
+	return p.cfg.Learn && grant.DecideHost(p.cfg.LearnHosts, t.host, t.port).Allowed
+}
+
+// wouldDeny records what the grant would refuse and learn lets through, before its effect.
+// method and path are "" for a connection.
+func (p *Proxy) wouldDeny(t target, via, method, path, reason string) error {
+	d := map[string]any{entry.KeyHost: t.host, entry.KeyPort: int(t.port), entry.KeyReason: reason, entry.KeyVia: via}
+	if method != "" {
+		d[entry.KeyMethod], d[entry.KeyPath] = cut(method, 16), cut(path, 200)
+	}
+	return p.record(p.ctx, entry.NetWouldDeny, d)
 }
 
 // boundWhere says where binding i sends its secret, for a refusal: "a.example:443, b.example:8443".

@@ -30,7 +30,7 @@ func (p *Proxy) plain(cl *client, req *http.Request) bool {
 	}
 	// The first request is judged before a connection is made for it.
 	s := p.newSession(t, d, false, nil)
-	if reason := s.check(req); reason != "" {
+	if reason := s.judge(req); reason != "" {
 		io.Copy(io.Discard, io.LimitReader(req.Body, 1<<20))
 		s.refuseRequest(c, req, reason)
 		return false
@@ -44,6 +44,13 @@ func (p *Proxy) plain(cl *client, req *http.Request) bool {
 		p.record(p.ctx, entry.NetConnect, connectEntry(t, "http", "error", "connect failed: "+p.shortError(err), false))
 		p.writeStatus(c, http.StatusBadGateway, "agora egress proxy: could not connect to "+t.String()+": "+p.shortError(err)+".")
 		return false
+	}
+	if d.learn {
+		if err := p.wouldDeny(t, "http", "", "", d.reason); err != nil {
+			up.Close()
+			p.writeStatus(c, http.StatusServiceUnavailable, "agora egress proxy: the connection could not be audited, so it was not made.")
+			return false
+		}
 	}
 	if err := p.record(p.ctx, entry.NetConnect, connectEntry(t, "http", "allow", "", false)); err != nil {
 		up.Close()

@@ -45,6 +45,13 @@ type Binding struct {
 type Config struct {
 	// Rules is the dispatch's effective egress grant.
 	Rules []grant.EgressRule
+	// Learn makes the proxy a learn dispatch's (docs/learn.md): a connection or request the
+	// Rules refuse, to a host LearnHosts allow, is let through and recorded first as
+	// net.would_deny (with method and path where the proxy reads the request: it terminates
+	// TLS to such a host when it has a CA). Every other refusal stands, recorded as without
+	// Learn. Without Learn, LearnHosts are ignored.
+	Learn      bool
+	LearnHosts []grant.EgressRule
 	// Dialer dials every upstream connection. Required.
 	Dialer *egress.Dialer
 	// Token, when set, must be the password of the client's Proxy-Authorization (Basic,

@@ -43,6 +43,11 @@ type session struct {
 	// pathRules: a rule for the host limits paths, so a path a server could read otherwise
 	// than the proxy is refused (a methods-only rule has no use for the path).
 	pathRules bool
+	// learn: a learn dispatch may send this host what the grant refuses (it is in
+	// LearnHosts); each such request is recorded as net.would_deny before it is sent.
+	learn bool
+	// would is why the grant would refuse the request judged last, "" when it allows it.
+	would string
 }
 
 // restricted reports whether a rule for the session's host restricts its requests.
@@ -72,7 +77,8 @@ func (c *countingConn) Write(b []byte) (int, error) {
 }
 
 func (p *Proxy) newSession(t target, d decision, useTLS bool, raw net.Conn) *session {
-	s := &session{p: p, t: t, tls: useTLS, named: d.named, raw: raw, keys: map[string]bool{}, inspect: d.inspect}
+	s := &session{p: p, t: t, tls: useTLS, named: d.named, raw: raw, keys: map[string]bool{}, inspect: d.inspect,
+		learn: p.learnHost(t)}
 	if useTLS {
 		s.bound = d.bound // never swapped into plain HTTP, whatever decided
 	}
@@ -160,9 +166,17 @@ func isTimeout(err error) bool {
 // forward checks one request, swaps the bound secrets in, sends it upstream and copies the
 // response back, masked. It reports whether the client connection may carry another request.
 func (s *session) forward(w net.Conn, cr *bufio.Reader, req *http.Request) bool {
-	if reason := s.check(req); reason != "" {
+	if reason := s.judge(req); reason != "" {
 		s.refuseRequest(w, req, reason)
 		return false // the refusal closes the exchange
+	}
+	if s.would != "" {
+		// A learn dispatch's request the grant refuses: recorded before it is sent.
+		path, _ := requestPath(req)
+		if err := s.p.wouldDeny(s.t, "request", req.Method, path, s.would); err != nil {
+			s.p.writeStatus(w, http.StatusServiceUnavailable, "agora egress proxy: the request could not be audited, so it was not sent.")
+			return false
+		}
 	}
 	s.swap(req)
 	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
@@ -233,6 +247,45 @@ func (s *session) forward(w net.Conn, cr *bufio.Reader, req *http.Request) bool 
 		s.closeUpstream()
 	}
 	return !req.Close && !resp.Close
+}
+
+// judge returns why req may not go to the session's host, or "". On a learn session, a
+// refusal of the grant's (its methods and paths) is kept in s.would instead: the request goes,
+// recorded as net.would_deny. What the grant does not decide (a CONNECT inside, another Host,
+// an upgrade, a placeholder on the wrong host) stays refused.
+func (s *session) judge(req *http.Request) string {
+	s.would = ""
+	reason := s.check(req)
+	if reason == "" || !s.learn {
+		return reason
+	}
+	if outside := s.checkOutsideGrant(req); outside != "" {
+		return outside
+	}
+	s.would = reason
+	return ""
+}
+
+// checkOutsideGrant is what check refuses whatever the grant says.
+func (s *session) checkOutsideGrant(req *http.Request) string {
+	if req.Method == http.MethodConnect {
+		return "a CONNECT inside a connection is not allowed"
+	}
+	if h := req.Host; h != "" && s.tls {
+		t, err := parseAuthority(h, s.t.port)
+		if err != nil || t != s.t {
+			return "its Host header names another host than the connection's"
+		}
+	}
+	if up := req.Header.Get("Upgrade"); up != "" {
+		return "protocol upgrades are not supported"
+	}
+	for i, b := range s.p.cfg.Bindings {
+		if !s.isBound(b) && containsPlaceholder(req, s.p.finders[i]) {
+			return s.placeholderRefusal(i, b)
+		}
+	}
+	return ""
 }
 
 // check returns why req may not go to the session's host, or "".

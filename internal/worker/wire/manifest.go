@@ -91,6 +91,12 @@ type Manifest struct {
 	// applies to the workspace right after recording the baseline: the agent starts from
 	// that work (a fix loop's rejected patch) and the patch it leaves holds both.
 	BasePatch string `json:"base_patch,omitempty"`
+	// Learn marks a learn dispatch (docs/learn.md): the worker's tool view and the runtimes'
+	// gates let through what the grant would refuse, reporting each to the gateway as a
+	// would_deny first (the gateway accepts such reports only from a learn dispatch's
+	// sandbox: the host, not this flag, decides). Absent otherwise: a manifest's bytes are as
+	// before.
+	Learn bool `json:"learn,omitempty"`
 }
 
 // NetworkProxy is [Manifest.Network]'s one value.

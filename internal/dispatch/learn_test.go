@@ -1,0 +1,156 @@
+package dispatch_test
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/dispatch"
+)
+
+// learnSubagent registers capability NAME-cap granting only `true` (no host), and subagent
+// NAME running script under `sh -c`, a command that grant refuses.
+func (e *env) learnSubagent(name, script string) {
+	e.t.Helper()
+	dir := e.t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "capability.yaml"), []byte("commands: [\"true\"]\n"), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	ctx := e.t.Context()
+	pc, err := e.w.PrepareCapability(name+"-cap", dir, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, _, err := e.w.Register(ctx, "test", "register", pc); err != nil {
+		e.t.Fatal(err)
+	}
+	ps, err := e.w.PrepareSubagent(ctx, name, provision.SubagentSpec{
+		Command: []string{"sh", "-c", script}, Capabilities: []string{name + "-cap"},
+	}, nil, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, _, err := e.w.Register(ctx, "test", "register", ps); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestLearn_ExecRecordsInsteadOfRefusing (#30, exec runtime): a learn dispatch whose command
+// and host its grant refuses finishes with each as a would_deny entry, its command ran and its
+// learn host answered; what learn never opens stays refused and is never recorded allowed: a
+// host outside egress.learn_hosts, AGORA_HOME, agora.db and the audit key. Without --learn
+// the same dispatch is refused (failed/denied) and nothing ran.
+// Failed before: Request had no Learn; the dispatch ended failed/denied.
+func TestLearn_ExecRecordsInsteadOfRefusing(t *testing.T) {
+	requireTool(t, "curl")
+	ca := newTestCA(t)
+	e := netEnv(t, ca)
+	var learnHits, otherHits atomic.Int64
+	learnPort := ca.serveTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		learnHits.Add(1)
+		io.WriteString(w, "learned:"+r.Method+":"+r.URL.Path)
+	}))
+	otherPort := ca.serveTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		otherHits.Add(1)
+		io.WriteString(w, "LEAKED")
+	}))
+	e.d.Config.Egress.LearnHosts = []string{"api.test:" + learnPort}
+	home := e.home.Dir
+	e.learnSubagent("learner", strings.Join([]string{
+		"curl -sS -X POST -d x=1 https://api.test:" + learnPort + "/repos/acme/issues; echo",
+		"curl -sS --fail-with-body https://git.test:" + otherPort + "/; echo \"other=$?\"",
+		"cat " + home + "/agora.db >/dev/null 2>&1; echo \"db=$?\"",
+		"cat " + home + "/keys/audit.key >/dev/null 2>&1; echo \"key=$?\"",
+		"ls " + home + " >/dev/null 2>&1; echo \"home=$?\"",
+	}, "; "))
+
+	refused := e.run(dispatch.Request{Subagent: "learner"})
+	if refused.State != dispatch.StateFailed || refused.Reason != dispatch.ReasonDenied || refused.Learn {
+		t.Fatalf("without learn: %s/%s learn=%v, want failed/denied", refused.State, refused.Reason, refused.Learn)
+	}
+	if learnHits.Load() != 0 {
+		t.Fatal("the refused dispatch reached the learn host")
+	}
+
+	r := e.run(dispatch.Request{Subagent: "learner", Learn: true})
+	out := e.stdout(r)
+	if r.State != dispatch.StateFinished || !r.Learn {
+		t.Fatalf("learn: %s/%s %s learn=%v\n%s\n%s", r.State, r.Reason, r.Detail, r.Learn, out, e.logs(r.ID))
+	}
+	if !strings.Contains(out, "learned:POST:/repos/acme/issues") || learnHits.Load() != 1 {
+		t.Errorf("the learn host was not reached: %q", out)
+	}
+	for _, want := range []string{"db=1", "key=1", "home=2"} {
+		if !strings.Contains(out, want) && !(want == "home=2" && strings.Contains(out, "home=1")) {
+			t.Errorf("want %s (not readable in the sandbox):\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "LEAKED") || otherHits.Load() != 0 || strings.Contains(out, "other=0") {
+		t.Errorf("a host outside learn_hosts answered:\n%s", out)
+	}
+	dump := e.auditDump()
+	var mine []string
+	for _, l := range strings.Split(dump, "\n") {
+		if strings.Contains(l, `"subject":"dispatch/`+r.ID+`"`) {
+			mine = append(mine, l)
+		}
+	}
+	all := strings.Join(mine, "\n")
+	for _, want := range []string{
+		`"kind":"tool.would_deny"`, `"command":"sh -c curl`, `"tool":"exec"`,
+		`"kind":"net.would_deny"`, `"method":"POST"`, `"path":"/repos/acme/issues"`, `"learn":true`,
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the learn dispatch's audit lacks %s:\n%s", want, all)
+		}
+	}
+	for _, l := range mine {
+		if strings.Contains(l, `"port":`+otherPort) && (strings.Contains(l, `"decision":"allow"`) || strings.Contains(l, "would_deny")) {
+			t.Errorf("the host outside learn_hosts was recorded as reached: %s", l)
+		}
+	}
+	if !strings.Contains(all, `"port":`+otherPort) {
+		t.Errorf("the refusal of the host outside learn_hosts was not recorded:\n%s", all)
+	}
+}
+
+// TestLearn_TargetModeAndMCPRefusal: a target in mode: learn makes its dispatches learn
+// dispatches; a caller that may not learn (MCP) is refused both a learn request and such a
+// target, with a message that says why, and nothing is recorded.
+func TestLearn_TargetModeAndMCPRefusal(t *testing.T) {
+	e := newEnv(t)
+	e.subagent("plain", "true")
+	lt := e.d.Config.Targets["local"]
+	lt.Mode = config.ModeLearn
+	e.d.Config.Targets["learning"] = lt
+	ctx := t.Context()
+	r, err := e.d.Accept(ctx, dispatch.Request{Subagent: "plain", Target: "learning", Actor: "alice"})
+	if err != nil || !r.Learn {
+		t.Fatalf("a learn target's dispatch: %v learn=%v", err, r != nil && r.Learn)
+	}
+	if _, err := e.d.Records.Finish(ctx, r.ID, dispatch.Outcome{State: dispatch.StateCancelled, Reason: dispatch.ReasonCancelled}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := e.d.Records.List(ctx, dispatch.ListFilter{})
+	for _, req := range []dispatch.Request{
+		{Subagent: "plain", Target: "learning", Actor: "mcp:x", NoLearn: true},
+		{Subagent: "plain", Learn: true, Actor: "mcp:x", NoLearn: true},
+	} {
+		_, err := e.d.Accept(ctx, req)
+		var re *dispatch.RequestError
+		if !errors.As(err, &re) || !errors.Is(err, dispatch.ErrLearnFromMCP) || !strings.Contains(err.Error(), "person") {
+			t.Errorf("Accept(%+v) = %v, want a RequestError saying an MCP client cannot learn", req, err)
+		}
+	}
+	after, _ := e.d.Records.List(ctx, dispatch.ListFilter{})
+	if len(after) != len(before) {
+		t.Errorf("a refused learn request was recorded: %d records, want %d", len(after), len(before))
+	}
+}
