@@ -423,7 +423,7 @@ func (ev *Evidence) note(s string) {
 // refuse lists a piece of evidence not proposed, once: the same one again (in this dispatch
 // or another) is counted on the first.
 func (d *DispatchEvidence) refuse(kind, item, reason string) {
-	r := Refusal{Kind: kind, Item: Show(item), Reason: reason, Dispatch: Show(d.id), Count: 1}
+	r := Refusal{Kind: kind, Item: Show(item), Reason: ascii(reason), Dispatch: Show(d.id), Count: 1}
 	if i, ok := d.ev.refusedAt[r.Kind+"\x00"+r.Item+"\x00"+r.Reason]; ok {
 		d.ev.refused[i].Count++
 		return
@@ -450,4 +450,16 @@ func Show(s string) string {
 		}
 	}
 	return s + cut
+}
+
+// ascii replaces each byte of s that is not printable ASCII with '?': a reason may quote what
+// the evidence held (Go's %q keeps printable non-ASCII letters, which can mimic others).
+func ascii(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c < ' ' || c >= 0x7f {
+			b[i] = '?'
+		}
+	}
+	return string(b)
 }

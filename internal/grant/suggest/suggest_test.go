@@ -434,3 +434,29 @@ func TestPropose_LearnEntries(t *testing.T) {
 		t.Errorf("items %+v lack the new POST line", p.Items)
 	}
 }
+
+func TestPropose_Limits(t *testing.T) {
+	// 70 paths of one host and method: two rules, each within the grant's 64 paths.
+	var ents []ent
+	for i := range 70 {
+		ents = append(ents, ent{entry.NetRequest, netReq("api.example.com", 443, "GET", fmt.Sprintf("/p%d", i))})
+	}
+	p := propose(t, grant.Set{}, true, ents...)
+	if len(p.Grant.Egress) != 2 {
+		t.Fatalf("got %d rules, want 2", len(p.Grant.Egress))
+	}
+	for i := range 70 {
+		if !grant.RequestAllowed(p.Grant.Egress, "api.example.com", 443, "GET", fmt.Sprintf("/p%d", i)) {
+			t.Fatalf("/p%d not admitted", i)
+		}
+	}
+	// 300 hosts: more rules than a person can review; refused whole, not cut.
+	ev := suggest.NewEvidence()
+	d := ev.Dispatch("d1", grant.Set{}, nil)
+	for i := range 300 {
+		d.Entry(entry.NetConnect, netConn(fmt.Sprintf("h%d.example", i), 443, "deny"))
+	}
+	if _, err := suggest.Propose(ev, grant.Set{}, suggest.Options{}); !errors.Is(err, suggest.ErrTooMuch) {
+		t.Fatalf("300 hosts: %v, want ErrTooMuch", err)
+	}
+}

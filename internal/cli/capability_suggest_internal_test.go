@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/grant/suggest"
+)
+
+// TestPrintSuggestion_HostileEvidence: what an agent put in the evidence (newlines, ANSI and
+// OSC escapes, bidi overrides, NULs) reaches the terminal as plain ASCII, one item a line.
+func TestPrintSuggestion_HostileEvidence(t *testing.T) {
+	ev := suggest.NewEvidence()
+	d := ev.Dispatch("d-1\x1b[2J", grant.Set{}, []string{"sh", "/x\n+ runs `rm -rf /`"})
+	for _, e := range []struct {
+		kind    string
+		details map[string]any
+	}{
+		{entry.ToolWouldDeny, map[string]any{entry.KeyTool: "run_command", entry.KeyCommand: "echo '\x1b]0;owned\x07'"}},
+		{entry.ToolWouldDeny, map[string]any{entry.KeyTool: "evil\u202etool", entry.KeyCommand: "ls"}},
+		{entry.NetWouldDeny, map[string]any{entry.KeyHost: "a.example\n  + connects to evil", entry.KeyPort: int64(443)}},
+		{entry.FileWouldDeny, map[string]any{entry.KeyPath: "etc/\x00passwd\r\n", entry.KeyOp: "write\x1b[31m"}},
+		{entry.NetRequest, map[string]any{entry.KeyHost: "ok.example", entry.KeyPort: int64(443), entry.KeyMethod: "GET", entry.KeyPath: "/a\x1b[1m"}},
+		{entry.NetRequest, map[string]any{entry.KeyHost: "ok.example", entry.KeyPort: int64(443), entry.KeyMethod: "GET", entry.KeyPath: "/caf\u00e9"}},
+	} {
+		d.Entry(e.kind, e.details)
+	}
+	p, err := suggest.Propose(ev, grant.Set{}, suggest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	printSuggestion(&b, capabilitySuggestResult{Subagent: "s\x1b[0m", Proposal: p, Unended: []string{"d-1\x1b[2J"}})
+	out := b.Bytes()
+	for i, c := range out {
+		if (c < ' ' && c != '\n') || c >= 0x7f {
+			t.Fatalf("byte %d is %#x in:\n%s", i, c, out)
+		}
+	}
+	// The one new item is the tool the hostile command was reported under, and its diff line.
+	var plus []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(strings.TrimLeft(l, " "), "+") {
+			plus = append(plus, l)
+		}
+	}
+	if want := []string{"  + uses the tool run_command", "  + tools: run_command"}; !slices.Equal(plus, want) {
+		t.Errorf("added lines %q, want %q:\n%s", plus, want, out)
+	}
+	if len(p.Refused) != 7 {
+		t.Errorf("refused %d, want 7:\n%s", len(p.Refused), out)
+	}
+}
