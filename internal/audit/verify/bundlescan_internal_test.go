@@ -195,3 +195,15 @@ func TestScanBundle_Parallel(t *testing.T) {
 		t.Fatalf("got %v, %d entries", err, len(got.Entries))
 	}
 }
+
+// The alias test's strict variant is one the scanner hands to the strict reading.
+func TestScanBundle_EscapedKeyIsTheStrictReadings(t *testing.T) {
+	golden := scanSeeds(t)[0]
+	strict := bytes.Replace(golden, []byte(`"format"`), []byte(`"\u0066ormat"`), 1)
+	if _, ok := scanBundle(strict); ok {
+		t.Fatal("the scanner took an escaped key")
+	}
+	if _, err := parseBundleStrict(strict); err != nil {
+		t.Fatalf("the strict reading refuses the escaped key: %v", err)
+	}
+}
