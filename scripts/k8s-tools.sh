@@ -11,7 +11,9 @@
 # sudo); otherwise the exact command is printed.
 #
 # A cold build takes about 8.5 minutes on 2 idle cores, kube-apiserver alone ~6 with a 1.8 GB
-# peak. Environment:
+# peak. kubernetes-sigs/agent-sandbox's controller and CRDs (#30, the agent-sandbox backend)
+# come from a module of their own, scripts/agent-sandbox-tools, with their own stamp.
+# Environment:
 #   K8S_TOOLS_P=1         go build -p (default: Go's, the number of CPUs); 1 halves peak memory
 #   K8S_TOOLS_KUBELET=0   skip kubelet (only the real-node tests need it)
 set -euo pipefail
@@ -30,6 +32,7 @@ optional=()
 pkg_of() {
   case $1 in
     kwok) echo sigs.k8s.io/kwok/cmd/kwok ;;
+    agent-sandbox-controller) echo sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller ;;
     *) echo "k8s.io/kubernetes/cmd/$1" ;;
   esac
 }
@@ -80,6 +83,7 @@ p_flag=()
 
 build() {
   local name=$1 pkg start secs
+  local src=${2:-$src} stamp=${3:-$stamp} ldflags=${4:-$ldflags}
   pkg=$(pkg_of "$name")
   if [ -x "$bin/$name" ] && [ "$(cat "$bin/.stamp-$name" 2>/dev/null)" = "$stamp" ]; then
     printf '   %-24s up to date\n' "$name"
@@ -117,11 +121,34 @@ copy_stages() {
   rm -rf "$out" && mv "$out.tmp" "$out"
 }
 
+# agent-sandbox (#30): the controller from the pinned module, and the CRDs from the same module's
+# zip (k8s/crds/*.yaml), so the tests install exactly what that controller reconciles.
+as_mod=$root/scripts/agent-sandbox-tools
+as_src=$cache/src-agent-sandbox
+mkdir -p "$as_src"
+for f in go.mod go.sum; do
+  cmp -s "$as_mod/$f" "$as_src/$f" || cp "$as_mod/$f" "$as_src/$f"
+done
+as_ldflags="-s -w"
+as_stamp=$(cat "$as_mod/go.mod" "$as_mod/go.sum" <(echo "$as_ldflags") <(go env GOVERSION GOOS GOARCH) |
+  sha256sum | cut -d' ' -f1)
+copy_agent_sandbox_crds() {
+  local dir out=$bin/agent-sandbox-crds
+  dir=$(cd "$as_src" && go list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)
+  rm -rf "$out.tmp" && mkdir -p "$out.tmp"
+  cp "$dir"/k8s/crds/*.yaml "$out.tmp/"
+  chmod 644 "$out.tmp"/*.yaml
+  rm -rf "$out" && mv "$out.tmp" "$out"
+}
+
 all_start=$(date +%s)
 for name in "${required[@]}"; do
   build "$name" || { echo "k8s-tools: building $name failed" >&2; exit 1; }
 done
 copy_stages || { echo "k8s-tools: copying kwok's stages failed" >&2; exit 1; }
+build agent-sandbox-controller "$as_src" "$as_stamp" "$as_ldflags" ||
+  { echo "k8s-tools: building agent-sandbox-controller failed" >&2; exit 1; }
+copy_agent_sandbox_crds || { echo "k8s-tools: copying agent-sandbox's CRDs failed" >&2; exit 1; }
 for name in "${optional[@]}"; do
   build "$name" || echo "k8s-tools: building $name failed; the real-node tests will skip" >&2
 done

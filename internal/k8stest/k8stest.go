@@ -43,6 +43,10 @@ type Options struct {
 	// RealNode runs a real kubelet over Debian's containerd and runc instead of kwok, so pods
 	// run real processes. It needs root and the packages named in the skip message.
 	RealNode bool
+	// AgentSandbox installs kubernetes-sigs/agent-sandbox's CRDs (Sandbox, SandboxTemplate,
+	// SandboxClaim, SandboxWarmPool) from the module scripts/k8s-tools.sh pins, and runs its
+	// real controller against the cluster (#30).
+	AgentSandbox bool
 }
 
 // Cluster is a running control plane. Its fields are read-only.
@@ -190,6 +194,8 @@ type binaries struct {
 	etcd, apiserver, controllerManager, scheduler, kwok string
 	stages                                              []string // kwok's stage files
 	kubelet                                             string   // RealNode only
+	agentSandbox                                        string   // AgentSandbox only
+	agentSandboxCRDs                                    []string // AgentSandbox only
 }
 
 const buildHint = "run scripts/k8s-tools.sh (or set AGORA_K8S_BIN)"
@@ -215,6 +221,11 @@ func findBinaries(opts Options) (*binaries, error) {
 	}
 	if opts.RealNode {
 		b.kubelet = need("kubelet")
+	}
+	if opts.AgentSandbox {
+		var miss []string
+		b.agentSandbox, b.agentSandboxCRDs, miss = agentSandboxFiles(dir)
+		missing = append(missing, miss...)
 	}
 	// etcd is Debian's etcd-server; one in the bin directory wins, for machines without apt.
 	if p := filepath.Join(dir, "etcd"); fileExists(p) {
@@ -270,7 +281,7 @@ func (c *Cluster) Stop() {
 		if c.containerdSock != "" {
 			// The controllers first, so no Job makes a pod while the node drains.
 			for _, p := range c.procs {
-				if p.name == "kube-controller-manager" || p.name == "kube-scheduler" {
+				if p.name == "kube-controller-manager" || p.name == "kube-scheduler" || p.name == "agent-sandbox-controller" {
 					p.kill()
 				}
 			}

@@ -213,6 +213,16 @@ func startOnce(opts Options, bins *binaries) (_ *Cluster, err error) {
 	if err := c.waitReady(ctx); err != nil {
 		return nil, err
 	}
+	if opts.AgentSandbox {
+		if err := c.installAgentSandboxCRDs(ctx, bins.agentSandboxCRDs); err != nil {
+			return nil, err
+		}
+		pr := c.agentSandboxProc(dir, bins)
+		if err := pr.start(); err != nil {
+			return nil, err
+		}
+		c.procs = append(c.procs, pr)
+	}
 	c.StartTime = time.Since(begin)
 	return c, nil
 }
