@@ -23,6 +23,9 @@ type handle struct {
 	cg        *cgroup
 	isolation string
 	started   time.Time
+	// drain, when set, waits for the copies of a warm slot's output pipes to the claim's
+	// sinks (a cold sandbox's are exec.Cmd's own).
+	drain func()
 
 	cancelOnce sync.Once
 	cancelReq  chan struct{} // closed by requestCancel
@@ -97,6 +100,9 @@ func (h *handle) monitor(ctx context.Context, timeout time.Duration, onDone func
 // finish reaps the leader and fills in the exit.
 func (h *handle) finish(waitErr error) {
 	err := h.cmd.Wait()
+	if h.drain != nil {
+		h.drain()
+	}
 	if h.cg != nil {
 		h.cg.remove()
 	}

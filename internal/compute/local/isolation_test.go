@@ -33,28 +33,7 @@ func TestProvider_Start_Isolation(t *testing.T) {
 	}
 	binds := []compute.Bind{{Src: roDir, Dst: "/ro"}, {Src: rwDir, Dst: "/rw", Writable: true}}
 
-	tests := []struct {
-		name   string
-		script string
-		want   int
-	}{
-		{name: "UnboundHostFileIsAbsent", script: "cat " + hidden, want: 1},
-		{name: "RootHomeIsAbsent", script: "ls /root", want: 2},
-		{name: "HostHomeIsAbsent", script: "test -e " + home, want: 1},
-		{name: "ShadowIsAbsent", script: "test -e /etc/shadow", want: 1},
-		{name: "GitconfigIsAbsent", script: "test -e /etc/gitconfig", want: 1},
-		{name: "ReadOnlyBindIsReadable", script: "grep -q readable /ro/in.txt", want: 0},
-		{name: "ReadOnlyBindRefusesWrites", script: "echo x > /ro/new.txt", want: 2},
-		{name: "UsrRefusesWrites", script: "touch /usr/agora-test", want: 1},
-		{name: "WritableBindAcceptsWrites", script: "echo written > /rw/out.txt", want: 0},
-		{name: "HostnameIsAgora", script: `test "$(hostname)" = agora`, want: 0},
-		{name: "NoCapabilities", script: "grep -q '^CapEff:.0000000000000000$' /proc/self/status", want: 0},
-		{name: "NoNewPrivs", script: "grep -q '^NoNewPrivs:.1$' /proc/self/status", want: 0},
-		{name: "NoNestedUserNamespace", script: "unshare -U true", want: 1},
-		{name: "HostInitEnvironIsUnreachable", script: "cat /proc/1/environ | tr '\\0' '\\n' | grep -q AGORA_TEST_HOST_CANARY", want: 1},
-		{name: "ProcOneIsTheSandboxInit", script: "tr '\\0' ' ' < /proc/1/cmdline | grep -q 'bwrap --args '", want: 0},
-		{name: "HostPidIsInvisible", script: "test -e /proc/" + strconv.Itoa(os.Getpid()) + "/stat", want: 1},
-	}
+	tests := isolationCases(hidden, home, "")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := run(t, p, compute.Spec{ID: "iso", Argv: []string{"sh", "-c", tt.script}, Binds: binds})
@@ -238,5 +217,36 @@ func TestProvider_Start_InheritsOnlySpecFiles(t *testing.T) {
 				t.Errorf("descriptors inside = %v, want 0 1 2 3 and ls's own 4 (bwrap's plumbing closed)", got)
 			}
 		})
+	}
+}
+
+// isolationCase is one probe of the isolation suite: a script and the exit it must have.
+type isolationCase struct {
+	name   string
+	script string
+	want   int
+}
+
+// isolationCases is the isolation probe suite, run in a cold sandbox here and in a warm
+// slot by TestSlot_IsolationSameAsCold. Its read-only and writable binds are at
+// prefix+"/ro" and prefix+"/rw".
+func isolationCases(hidden, home, prefix string) []isolationCase {
+	return []isolationCase{
+		{name: "UnboundHostFileIsAbsent", script: "cat " + hidden, want: 1},
+		{name: "RootHomeIsAbsent", script: "ls /root", want: 2},
+		{name: "HostHomeIsAbsent", script: "test -e " + home, want: 1},
+		{name: "ShadowIsAbsent", script: "test -e /etc/shadow", want: 1},
+		{name: "GitconfigIsAbsent", script: "test -e /etc/gitconfig", want: 1},
+		{name: "ReadOnlyBindIsReadable", script: "grep -q readable " + prefix + "/ro/in.txt", want: 0},
+		{name: "ReadOnlyBindRefusesWrites", script: "echo x > " + prefix + "/ro/new.txt", want: 2},
+		{name: "UsrRefusesWrites", script: "touch /usr/agora-test", want: 1},
+		{name: "WritableBindAcceptsWrites", script: "echo written > " + prefix + "/rw/out.txt", want: 0},
+		{name: "HostnameIsAgora", script: `test "$(hostname)" = agora`, want: 0},
+		{name: "NoCapabilities", script: "grep -q '^CapEff:.0000000000000000$' /proc/self/status", want: 0},
+		{name: "NoNewPrivs", script: "grep -q '^NoNewPrivs:.1$' /proc/self/status", want: 0},
+		{name: "NoNestedUserNamespace", script: "unshare -U true", want: 1},
+		{name: "HostInitEnvironIsUnreachable", script: "cat /proc/1/environ | tr '\\0' '\\n' | grep -q AGORA_TEST_HOST_CANARY", want: 1},
+		{name: "ProcOneIsTheSandboxInit", script: "tr '\\0' ' ' < /proc/1/cmdline | grep -q 'bwrap --args '", want: 0},
+		{name: "HostPidIsInvisible", script: "test -e /proc/" + strconv.Itoa(os.Getpid()) + "/stat", want: 1},
 	}
 }

@@ -54,34 +54,55 @@ func (p *Provider) startBwrap(ctx context.Context, s compute.Spec) (*handle, err
 // with prlimit(2) while it waits, and then releases it. With s.RunAs the caller MUST be on
 // a locked OS thread (asRealUser).
 func (p *Provider) startBlocked(ctx context.Context, s compute.Spec, l limits) (*handle, error) {
+	h, blockW, err := p.startHeld(ctx, s, l, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer blockW.Close()
+	if err := release(blockW); err != nil {
+		h.abort()
+		return nil, fmt.Errorf("set up sandbox: %w", err)
+	}
+	return h, nil
+}
+
+// startHeld starts bwrap as startBlocked does but leaves the sandbox held on --block-fd:
+// its command runs once the caller writes to blockW ([release]). A warm slot stays held
+// until it is claimed. extra, when set, redirects the command's output to the given files
+// (the slot's own pipes) instead of s.Stdout and s.Stderr.
+func (p *Provider) startHeld(ctx context.Context, s compute.Spec, l limits, out []*os.File) (*handle, *os.File, error) {
 	fds := newFDLayout(len(s.Files))
 	argsFile, err := memFile("agora-bwrap-args", encodeArgs(bwrapOptions(s, p.system, fds, true)))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer argsFile.Close()
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("create info pipe: %w", err)
+		return nil, nil, fmt.Errorf("create info pipe: %w", err)
 	}
 	defer infoR.Close()
 	defer infoW.Close()
 	blockR, blockW, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("create block pipe: %w", err)
+		return nil, nil, fmt.Errorf("create block pipe: %w", err)
 	}
 	defer blockR.Close()
-	defer blockW.Close()
 	extra := append(append([]*os.File{}, s.Files...), argsFile, infoW, blockR)
 	cg, err := p.makeCgroup(s.ID, l)
 	if err != nil {
-		return nil, err
+		blockW.Close()
+		return nil, nil, err
 	}
 	cmd := p.command(bwrapArgv(p.bwrap, fds, s.Argv), []string{}, "/", s, cg)
+	if out != nil {
+		cmd.Stdout, cmd.Stderr = out[0], out[1]
+	}
 	cmd.ExtraFiles = extra
 	h, err := p.launch(cmd, cg, p.isolation(s, cg))
 	if err != nil {
-		return nil, err
+		blockW.Close()
+		return nil, nil, err
 	}
 	// Only bwrap holds the other ends now, so EOF on infoR means bwrap is done writing.
 	for _, f := range extra[len(s.Files):] {
@@ -89,16 +110,22 @@ func (p *Provider) startBlocked(ctx context.Context, s compute.Spec, l limits) (
 	}
 	err = limitSandbox(ctx, infoR, h.pid, l, s.RunAs)
 	if err == nil || errors.Is(err, errGone) {
-		// Release the sandbox. If it or bwrap is gone, no command can run and Wait
-		// reports bwrap's status; bwrap's message is on the spec's Stderr.
-		_, werr := blockW.Write([]byte{0})
-		if werr == nil || errors.Is(werr, syscall.EPIPE) {
-			return h, nil
-		}
-		err = fmt.Errorf("release sandbox: %w", werr)
+		// If the sandbox or bwrap is gone, no command can run: releasing it lets Wait
+		// report bwrap's status; bwrap's message is on the spec's Stderr.
+		return h, blockW, nil
 	}
+	blockW.Close()
 	h.abort()
-	return nil, fmt.Errorf("set up sandbox: %w", err)
+	return nil, nil, fmt.Errorf("set up sandbox: %w", err)
+}
+
+// release lets a held sandbox run its command.
+func release(blockW *os.File) error {
+	_, err := blockW.Write([]byte{0})
+	if err == nil || errors.Is(err, syscall.EPIPE) {
+		return nil
+	}
+	return fmt.Errorf("release sandbox: %w", err)
 }
 
 // limitSandbox reads the pid of bwrap's sandbox process from the info pipe and applies the

@@ -1,0 +1,460 @@
+package local
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agora-dev/agora/internal/compute"
+)
+
+// A warm slot (#30) is a bubblewrap sandbox started ahead of any dispatch: its namespaces,
+// system mounts, limits and cgroup are in place and bwrap waits on --block-fd before it runs
+// the worker. Everything a dispatch brings (its bundle, workspace, out directory, capability
+// files, inputs, its secrets pipe and its output) reaches the slot only at claim:
+//
+//   - The sandbox's claim root (/agora) is a bind of the slot's own host directory, which the
+//     host made a shared mount of its own; bwrap's mounts are slaves of the host's, so a tree
+//     the host attaches there at claim appears in the sandbox and nothing the sandbox mounts
+//     goes back. The tree is built on a private staging tmpfs first, each bind with the
+//     flags bwrap gives a cold one (nosuid, nodev, read-only unless writable) and the tmpfs
+//     itself read-only (a cold sandbox's / is), then attached in one recursive bind.
+//   - The secrets travel on the slot's own pipe, fd 3 as in a cold sandbox; stdout and
+//     stderr on pipes the slot copies to the dispatch's sinks from claim on.
+//
+// A slot is claimed once: [Provider.StartInSlot] marks it before anything else and refuses a
+// second claim; a discarded or failed slot is killed and its directory removed. After a
+// crash of the process that held slots, [ReapSlots] kills what is left and removes the
+// directories: nothing there is ever claimed.
+
+// ErrSlotShape means a spec does not fit a slot: it must start cold.
+var ErrSlotShape = errors.New("spec does not match the warm slot's shape")
+
+// ErrSlotClaimed means a slot was claimed (or discarded) before: slots are never reused.
+var ErrSlotClaimed = errors.New("warm slot already claimed")
+
+// SlotOptions configure [Provider.NewSlot].
+type SlotOptions struct {
+	// Dir is the root under which the slot makes its directory (0700, root's): one root per
+	// pool, swept by [ReapSlots] when the holding process starts.
+	Dir string
+	// ClaimRoot is the directory inside the sandbox the claim's binds live under
+	// (wire.DefaultRoot, "/agora"). A bind of the template outside it is part of the shape
+	// (its source must be the same at claim); one under it is supplied at claim.
+	ClaimRoot string
+	// PerDispatchEnv names environment variables a claim may set to any value: they are not
+	// part of the shape and the slot's sandbox does not have them (bwrap's environment is
+	// fixed when it starts). Only names the worker itself never reads belong here.
+	PerDispatchEnv []string
+}
+
+// Slot is one held sandbox. It implements warm.Slot.
+type Slot struct {
+	p       *Provider
+	opts    SlotOptions
+	shape   string
+	dir     string   // the slot's host directory
+	root    *os.File // O_PATH handle on dir/claim, the shared mount point, pinned at fill
+	h       *handle
+	blockW  *os.File
+	secrets []*os.File // write ends of the slot's fd 3.. pipes
+	outR    [2]*os.File
+
+	mu      sync.Mutex
+	claimed bool // guarded by mu
+}
+
+// slotMeta is the file in a slot's directory naming its bwrap task, for [ReapSlots].
+const slotMeta = "task"
+
+// SlotShape is the key a spec must share with a slot to run in it.
+func SlotShape(s compute.Spec, o SlotOptions) string {
+	h := sha256.New()
+	w := func(parts ...string) {
+		for _, p := range parts {
+			io.WriteString(h, strconv.Quote(p))
+		}
+		io.WriteString(h, "\n")
+	}
+	w("sandbox", s.Sandbox, "dir", s.Dir, "net", strconv.FormatBool(s.Network), "files", strconv.Itoa(len(s.Files)))
+	w(append([]string{"argv"}, s.Argv...)...)
+	w(append([]string{"env"}, shapeEnv(s.Env, o)...)...)
+	l := s.Limits
+	w("limits", l.Timeout.String(), strconv.Itoa(l.MaxProcs), strconv.FormatInt(l.FileSize, 10), strconv.FormatInt(l.Memory, 10), strconv.FormatInt(l.Scratch, 10), strconv.FormatInt(l.Disk, 10))
+	if s.RunAs != nil {
+		w("runas", strconv.FormatUint(uint64(s.RunAs.UID), 10), strconv.FormatUint(uint64(s.RunAs.GID), 10))
+	}
+	for _, b := range s.Binds {
+		if underRoot(b.Dst, o.ClaimRoot) {
+			w("claim", b.Dst, strconv.FormatBool(b.Writable), strconv.FormatBool(b.Result))
+		} else {
+			w("fixed", b.Src, b.Dst, strconv.FormatBool(b.Writable), strconv.FormatBool(b.Result))
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func shapeEnv(env []string, o SlotOptions) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !containsStr(o.PerDispatchEnv, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func containsStr(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func underRoot(p, root string) bool {
+	return root != "" && (p == root || strings.HasPrefix(p, root+"/"))
+}
+
+// Shape implements warm.Slot.
+func (s *Slot) Shape() string { return s.shape }
+
+// Dir is the slot's host directory (for tests and stale sweeps).
+func (s *Slot) Dir() string { return s.dir }
+
+// TaskID is the held bwrap's task id.
+func (s *Slot) TaskID() string { return s.h.TaskID() }
+
+// NewSlot starts a sandbox of tmpl's shape and holds it. tmpl's binds under o.ClaimRoot
+// are not bound now (their sources may not exist yet): the claim supplies them. Needs root
+// (the host mounts the claim's tree) and no RunAs (the run-as path's private mount
+// namespace takes no mounts from the host).
+func (p *Provider) NewSlot(ctx context.Context, tmpl compute.Spec, o SlotOptions) (*Slot, error) {
+	if err := validateSpec(tmpl); err != nil {
+		return nil, fmt.Errorf("new warm slot: %w", err)
+	}
+	switch {
+	case tmpl.Sandbox == compute.SandboxNone:
+		return nil, errors.New("new warm slot: sandbox none has nothing to start ahead")
+	case p.bwrap == "":
+		return nil, fmt.Errorf("new warm slot: %s: %w", p.bwrapErr, ErrNoSandbox)
+	case os.Geteuid() != 0:
+		return nil, errors.New("new warm slot: only a provider running as root can attach a dispatch's files to a started sandbox")
+	case tmpl.RunAs != nil:
+		return nil, errors.New("new warm slot: run-as sandboxes are not supported yet")
+	case o.ClaimRoot == "" || checkPath(o.ClaimRoot) != nil || o.ClaimRoot == "/":
+		return nil, fmt.Errorf("new warm slot: claim root %q: want an absolute clean directory other than /", o.ClaimRoot)
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("new warm slot: %w", err)
+	}
+	dir, err := os.MkdirTemp(o.Dir, "slot-")
+	if err != nil {
+		return nil, fmt.Errorf("new warm slot: %w", err)
+	}
+	s := &Slot{p: p, opts: o, shape: SlotShape(tmpl, o), dir: dir}
+	if err := s.start(ctx, tmpl); err != nil {
+		s.cleanup()
+		return nil, fmt.Errorf("new warm slot: %w", err)
+	}
+	return s, nil
+}
+
+// start makes dir/claim a shared mount of its own and starts the held sandbox with it at
+// the claim root.
+func (s *Slot) start(ctx context.Context, tmpl compute.Spec) error {
+	mp := filepath.Join(s.dir, "claim")
+	if err := os.Mkdir(mp, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount(mp, mp, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", mp, err)
+	}
+	if err := unix.Mount("", mp, "", unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make %s private: %w", mp, err)
+	}
+	if err := unix.Mount("", mp, "", unix.MS_SHARED, ""); err != nil {
+		return fmt.Errorf("make %s shared: %w", mp, err)
+	}
+	root, err := os.OpenFile(mp, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	s.root = root
+	spec := tmpl
+	spec.ID = filepath.Base(s.dir)
+	spec.Env = shapeEnv(tmpl.Env, s.opts)
+	spec.Binds = []compute.Bind{{Src: mp, Dst: s.opts.ClaimRoot, Writable: true}}
+	for _, b := range tmpl.Binds {
+		if !underRoot(b.Dst, s.opts.ClaimRoot) {
+			spec.Binds = append(spec.Binds, b)
+		}
+	}
+	spec.Files = nil
+	var give []*os.File
+	for range tmpl.Files {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		give = append(give, r)
+		s.secrets = append(s.secrets, w)
+	}
+	spec.Files = give
+	defer func() {
+		for _, f := range give {
+			f.Close()
+		}
+	}()
+	var outW [2]*os.File
+	for i := range outW {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		s.outR[i], outW[i] = r, w
+	}
+	defer outW[0].Close()
+	defer outW[1].Close()
+	h, blockW, err := s.p.startHeld(ctx, spec, resolveLimits(spec.Limits), outW[:])
+	if err != nil {
+		return err
+	}
+	s.h, s.blockW = h, blockW
+	return os.WriteFile(filepath.Join(s.dir, slotMeta), []byte(h.TaskID()), 0o600)
+}
+
+// Discard implements warm.Slot: it kills a slot never claimed and removes its directory.
+func (s *Slot) Discard() {
+	s.mu.Lock()
+	was := s.claimed
+	s.claimed = true
+	s.mu.Unlock()
+	if was {
+		return
+	}
+	if s.h != nil {
+		s.h.abort()
+	}
+	s.cleanup()
+}
+
+// cleanup closes what the slot holds on the host and removes its directory.
+func (s *Slot) cleanup() {
+	for _, f := range append([]*os.File{s.blockW, s.root, s.outR[0], s.outR[1]}, s.secrets...) {
+		if f != nil {
+			f.Close()
+		}
+	}
+	removeSlotDir(s.dir)
+}
+
+// removeSlotDir detaches whatever is mounted in a slot's directory and removes it.
+func removeSlotDir(dir string) {
+	mp := filepath.Join(dir, "claim")
+	for unix.Unmount(mp, unix.MNT_DETACH) == nil {
+	}
+	_ = os.RemoveAll(dir)
+}
+
+// StartInSlot runs spec in slot: the claim's binds are attached under the claim root, the
+// secrets written to the slot's pipes, the output copied to spec's sinks, and the held
+// sandbox released. The slot is spent whatever happens: a failed claim kills it.
+func (p *Provider) StartInSlot(ctx context.Context, slot *Slot, spec compute.Spec) (compute.Handle, error) {
+	slot.mu.Lock()
+	was := slot.claimed
+	slot.claimed = true
+	slot.mu.Unlock()
+	if was {
+		return nil, fmt.Errorf("start %q: %w", spec.ID, ErrSlotClaimed)
+	}
+	h, err := slot.claim(ctx, spec)
+	if err != nil {
+		if slot.h != nil {
+			slot.h.abort()
+		}
+		slot.cleanup()
+		return nil, fmt.Errorf("start %q in warm slot: %w", spec.ID, err)
+	}
+	return h, nil
+}
+
+func (s *Slot) claim(ctx context.Context, spec compute.Spec) (*handle, error) {
+	if err := validateSpec(spec); err != nil {
+		return nil, err
+	}
+	if SlotShape(spec, s.opts) != s.shape {
+		return nil, ErrSlotShape
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.attach(spec); err != nil {
+		return nil, err
+	}
+	for i, w := range s.secrets {
+		go copySecrets(w, spec.Files[i])
+	}
+	s.secrets = nil
+	var drain sync.WaitGroup
+	for i, sink := range []io.Writer{spec.Stdout, spec.Stderr} {
+		r := s.outR[i]
+		s.outR[i] = nil
+		if sink == nil {
+			sink = io.Discard
+		}
+		drain.Go(func() {
+			_, _ = io.Copy(sink, r)
+			r.Close()
+		})
+	}
+	h := s.h
+	h.drain = drain.Wait
+	h.started = time.Now()
+	s.p.mu.Lock()
+	s.p.live[h.TaskID()] = h
+	s.p.mu.Unlock()
+	go h.monitor(ctx, spec.Limits.Timeout, func() {
+		s.p.mu.Lock()
+		delete(s.p.live, h.TaskID())
+		s.p.mu.Unlock()
+		s.root.Close()
+		removeSlotDir(s.dir)
+	})
+	err := release(s.blockW)
+	s.blockW.Close()
+	if err != nil {
+		h.requestCancel()
+		<-h.done
+		return nil, err
+	}
+	return h, nil
+}
+
+// maxSlotSecrets caps what a claim copies to a slot's secrets pipe.
+const maxSlotSecrets = 1 << 20
+
+// copySecrets copies the claim's secrets (a pipe the dispatch writes and closes) to the
+// slot's fd-3 pipe and closes it: the worker reads to EOF, as from a cold sandbox's fd 3.
+func copySecrets(w *os.File, r *os.File) {
+	defer w.Close()
+	_, _ = io.Copy(w, io.LimitReader(r, maxSlotSecrets))
+}
+
+// attach builds the claim's tree on a private staging tmpfs and binds it, recursively, onto
+// the slot's shared mount point, whence it propagates into the held sandbox. The mount point
+// is reached through the descriptor pinned at fill, never by path, so a directory swapped
+// for a link in between changes nothing.
+func (s *Slot) attach(spec compute.Spec) error {
+	stage, err := os.MkdirTemp(s.dir, "stage-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(stage)
+	if err := unix.Mount("agora-claim", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64k,nr_inodes=4096"); err != nil {
+		return fmt.Errorf("mount staging tmpfs: %w", err)
+	}
+	defer unix.Unmount(stage, unix.MNT_DETACH)
+	if err := unix.Mount("", stage, "", unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make staging private: %w", err)
+	}
+	for _, b := range spec.Binds {
+		if !underRoot(b.Dst, s.opts.ClaimRoot) {
+			continue // part of the shape: already bound when the slot started
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(b.Dst, s.opts.ClaimRoot), "/")
+		if err := bindInto(stage, rel, b); err != nil {
+			return err
+		}
+	}
+	// The claim root is read-only, as a cold sandbox's / (bwrap's --remount-ro /).
+	if err := unix.Mount("", stage, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64k,nr_inodes=4096"); err != nil {
+		return fmt.Errorf("make staging read-only: %w", err)
+	}
+	target := "/proc/self/fd/" + strconv.Itoa(int(s.root.Fd()))
+	if err := unix.Mount(stage, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("attach the claim's files: %w", err)
+	}
+	return nil
+}
+
+// bindInto binds b.Src at stage/rel with the flags bwrap gives a bind: recursive, nosuid,
+// nodev, read-only unless writable. The mount point is created as bwrap would: a
+// directory for a directory, an empty file otherwise.
+func bindInto(stage, rel string, b compute.Bind) error {
+	fi, err := os.Stat(b.Src)
+	if err != nil {
+		return fmt.Errorf("bind %s: %w", b.Src, err)
+	}
+	dst := filepath.Join(stage, rel)
+	if rel == "" {
+		return fmt.Errorf("bind %s: cannot bind over the claim root itself", b.Src)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("bind %s: %w", b.Src, err)
+	}
+	if fi.IsDir() {
+		err = os.Mkdir(dst, 0o755)
+	} else {
+		var f *os.File
+		if f, err = os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|unix.O_NOFOLLOW, 0o644); err == nil {
+			err = f.Close()
+		}
+	}
+	if err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("bind %s: %w", b.Src, err)
+	}
+	if err := unix.Mount(b.Src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", b.Src, err)
+	}
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_NOSUID | unix.MS_NODEV)
+	if !b.Writable {
+		flags |= unix.MS_RDONLY
+	}
+	if err := unix.Mount("", dst, "", flags, ""); err != nil {
+		return fmt.Errorf("bind %s: remount: %w", b.Src, err)
+	}
+	return nil
+}
+
+// ReapSlots kills every slot a previous holder left under dir (its bwrap, named by the
+// task id the slot wrote) and removes their directories. It runs when a pool starts: a
+// slot of a crashed holder is never claimed.
+func ReapSlots(ctx context.Context, dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reap warm slots: %w", err)
+	}
+	var errs []error
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "slot-") {
+			continue
+		}
+		d := filepath.Join(dir, e.Name())
+		if b, err := os.ReadFile(filepath.Join(d, slotMeta)); err == nil {
+			if tid, err := parseTaskID(string(b)); err == nil {
+				if err := cancelForeign(ctx, tid); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+		removeSlotDir(d)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,167 @@
+// Package warm keeps a target's warm slots (#30): sandboxes a provider started ahead of any
+// dispatch, each claimed by at most one dispatch and never reused. It is provider-neutral:
+// a provider supplies a [Fill] that starts one slot (the local provider a blocked
+// bubblewrap sandbox, a container provider a started worker) and the pool keeps N of them
+// ready, refilling in the background, and counts what happened for doctor, metrics and the
+// web view.
+//
+// The rules every provider relies on: [Pool.Claim] hands a slot to exactly one caller and
+// removes it from the pool before it returns; a slot the pool discards (at Close, or when a
+// claim's shape does not match and the slot is spoilt) is never handed out again; a failed
+// fill is counted and retried after a pause, never busy-looped.
+package warm
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Slot is one started sandbox held for a dispatch.
+type Slot interface {
+	// Shape is what a dispatch's sandbox must match to run in this slot (runtime, binds,
+	// network mode, limits): a provider-defined key compared for equality.
+	Shape() string
+	// Discard kills the slot and removes what it holds on the host. Called at most once,
+	// only for a slot never claimed.
+	Discard()
+}
+
+// Fill starts one slot. It is called from the pool's refill goroutine only.
+type Fill func(ctx context.Context) (Slot, error)
+
+// Counts are a pool's numbers, for doctor, metrics and the web view.
+type Counts struct {
+	Target string `json:"target"`
+	// Want is the target's warm setting; Ready the slots started and waiting.
+	Want  int `json:"want"`
+	Ready int `json:"ready"`
+	// Claimed counts slots handed to a dispatch; Cold dispatches that found no slot of
+	// their shape (none ready, or another shape) and started cold; Failed fills that failed.
+	Claimed uint64 `json:"claimed"`
+	Cold    uint64 `json:"cold_fallback"`
+	Failed  uint64 `json:"failed"`
+}
+
+// retryPause is how long the pool waits after a failed fill before the next one.
+const retryPause = 2 * time.Second
+
+// Pool keeps up to want slots ready. The zero value is not usable; use [New].
+type Pool struct {
+	target string
+	want   int
+	fill   Fill
+
+	mu     sync.Mutex
+	ready  []Slot // guarded by mu
+	counts Counts // guarded by mu
+	closed bool   // guarded by mu
+
+	kick   chan struct{} // a claim asks the refill loop to top up
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New starts a pool that keeps want slots of target ready, filling in the background until
+// Close. want <= 0 gives a pool that never fills: every claim goes cold.
+func New(ctx context.Context, target string, want int, fill Fill) *Pool {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p := &Pool{target: target, want: max(want, 0), fill: fill, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	p.counts.Target, p.counts.Want = target, p.want
+	go p.refill(ctx)
+	return p
+}
+
+// refill tops the pool up to want, one slot at a time (each start costs the machine), until
+// the pool is closed.
+func (p *Pool) refill(ctx context.Context) {
+	defer close(p.done)
+	for {
+		for p.missing() > 0 && ctx.Err() == nil {
+			s, err := p.fill(ctx)
+			if err != nil {
+				p.mu.Lock()
+				p.counts.Failed++
+				p.mu.Unlock()
+				select {
+				case <-ctx.Done():
+				case <-time.After(retryPause):
+				}
+				continue
+			}
+			p.mu.Lock()
+			if p.closed {
+				p.mu.Unlock()
+				s.Discard()
+				return
+			}
+			p.ready = append(p.ready, s)
+			p.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.kick:
+		}
+	}
+}
+
+func (p *Pool) missing() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return 0
+	}
+	return p.want - len(p.ready)
+}
+
+// Claim takes a ready slot of this shape out of the pool, or returns nil (counted as a
+// cold fallback). A slot is returned to one caller only and never again.
+func (p *Pool) Claim(shape string) Slot {
+	p.mu.Lock()
+	var s Slot
+	for i, c := range p.ready {
+		if c.Shape() == shape {
+			s = c
+			p.ready = append(p.ready[:i:i], p.ready[i+1:]...)
+			break
+		}
+	}
+	if s == nil {
+		p.counts.Cold++
+	} else {
+		p.counts.Claimed++
+	}
+	p.mu.Unlock()
+	if s != nil {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+	return s
+}
+
+// Counts returns the pool's numbers now.
+func (p *Pool) Counts() Counts {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.counts
+	c.Ready = len(p.ready)
+	return c
+}
+
+// Close stops the refill and discards every slot still ready. Slots already claimed are
+// their dispatch's.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	ready := p.ready
+	p.ready = nil
+	p.mu.Unlock()
+	p.cancel()
+	<-p.done
+	for _, s := range ready {
+		s.Discard()
+	}
+}

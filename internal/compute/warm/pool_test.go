@@ -1,0 +1,127 @@
+package warm
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+type fakeSlot struct {
+	id        int
+	shape     string
+	discarded atomic.Int32
+}
+
+func (s *fakeSlot) Shape() string { return s.shape }
+func (s *fakeSlot) Discard()      { s.discarded.Add(1) }
+
+// waitReady polls until the pool holds n ready slots.
+func waitReady(t *testing.T, p *Pool, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Counts().Ready < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("pool has %d ready slots, want %d", p.Counts().Ready, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestPool_ConcurrentClaimsNeverShare: 200 claims at once against a pool refilling 16
+// slots: every claim gets a distinct slot or nil (cold), and the counts add up.
+func TestPool_ConcurrentClaimsNeverShare(t *testing.T) {
+	var next atomic.Int64
+	var mu sync.Mutex
+	all := map[*fakeSlot]bool{}
+	p := New(t.Context(), "local", 16, func(context.Context) (Slot, error) {
+		s := &fakeSlot{id: int(next.Add(1)), shape: "s"}
+		mu.Lock()
+		all[s] = true
+		mu.Unlock()
+		return s, nil
+	})
+	waitReady(t, p, 16)
+	var wg sync.WaitGroup
+	got := make(chan Slot, 200)
+	for range 200 {
+		wg.Go(func() { got <- p.Claim("s") })
+	}
+	wg.Wait()
+	close(got)
+	seen := map[Slot]bool{}
+	claimed := 0
+	for s := range got {
+		if s == nil {
+			continue
+		}
+		if seen[s] {
+			t.Fatalf("slot %d handed out twice", s.(*fakeSlot).id)
+		}
+		seen[s] = true
+		claimed++
+	}
+	c := p.Counts()
+	if claimed < 16 || int(c.Claimed) != claimed || int(c.Cold) != 200-claimed {
+		t.Fatalf("claimed %d, counts %+v", claimed, c)
+	}
+	p.Close()
+	for s := range seen {
+		if s.(*fakeSlot).discarded.Load() != 0 {
+			t.Fatalf("claimed slot %d was discarded by the pool", s.(*fakeSlot).id)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for s := range all {
+		if !seen[s] && s.discarded.Load() != 1 {
+			t.Fatalf("unclaimed slot %d discarded %d times at Close, want 1", s.id, s.discarded.Load())
+		}
+	}
+}
+
+// TestPool_ShapeMismatchGoesCold: a claim of another shape gets nothing and is counted
+// cold; the ready slot stays for its own shape.
+func TestPool_ShapeMismatchGoesCold(t *testing.T) {
+	p := New(t.Context(), "local", 1, func(context.Context) (Slot, error) { return &fakeSlot{shape: "a"}, nil })
+	defer p.Close()
+	waitReady(t, p, 1)
+	if s := p.Claim("b"); s != nil {
+		t.Fatal("a slot of shape a was claimed for shape b")
+	}
+	if c := p.Counts(); c.Cold != 1 || c.Claimed != 0 || c.Ready != 1 {
+		t.Fatalf("counts %+v, want cold 1 claimed 0 ready 1", c)
+	}
+	if s := p.Claim("a"); s == nil {
+		t.Fatal("the matching claim found no slot")
+	}
+}
+
+// TestPool_FailedFillCounted: fills that fail are counted and retried, never claimed.
+func TestPool_FailedFillCounted(t *testing.T) {
+	p := New(t.Context(), "local", 2, func(context.Context) (Slot, error) { return nil, errors.New("no bwrap") })
+	defer p.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Counts().Failed == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if c := p.Counts(); c.Failed == 0 || c.Ready != 0 {
+		t.Fatalf("counts %+v, want failed > 0, ready 0", c)
+	}
+	if p.Claim("") != nil {
+		t.Fatal("claim returned a slot from a pool whose fills all failed")
+	}
+}
+
+// TestPool_ZeroKeepsNone: warm 0 never fills.
+func TestPool_ZeroKeepsNone(t *testing.T) {
+	var fills atomic.Int32
+	p := New(t.Context(), "local", 0, func(context.Context) (Slot, error) { fills.Add(1); return &fakeSlot{}, nil })
+	time.Sleep(20 * time.Millisecond)
+	p.Close()
+	if fills.Load() != 0 {
+		t.Fatalf("warm 0 filled %d slots", fills.Load())
+	}
+}
