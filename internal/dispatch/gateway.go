@@ -178,6 +178,7 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, rg *runningGat
 		Approve:           approve,
 		ApprovalTimeout:   approvalTimeout,
 		Tracer:            tracer,
+		Learn:             r.Learn,
 	})
 	clear(ep.key)
 	if err != nil {

@@ -4,15 +4,20 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
+	"github.com/agora-dev/agora/internal/toolreg"
 )
 
 // learnSubagent registers capability NAME-cap granting only `true` (no host), and subagent
@@ -152,5 +157,73 @@ func TestLearn_TargetModeAndMCPRefusal(t *testing.T) {
 	after, _ := e.d.Records.List(ctx, dispatch.ListFilter{})
 	if len(after) != len(before) {
 		t.Errorf("a refused learn request was recorded: %d records, want %d", len(after), len(before))
+	}
+}
+
+// TestLearn_OpenAIRuntime (#30, openai runtime): a learn dispatch's model calls run_command,
+// a tool its grant does not name, with an argv no pattern allows, that POSTs to a host only
+// egress.learn_hosts allows. The worker's view offers the tool, reports tool.would_deny
+// (tool, command, reason) before the call, and the call runs; the proxy records the host as
+// net.would_deny with method and path. A host outside learn_hosts stays refused.
+// Failed before: the view offered only granted tools and refused the call.
+func TestLearn_OpenAIRuntime(t *testing.T) {
+	requireTool(t, "curl")
+	ca := newTestCA(t)
+	e := netEnv(t, ca)
+	e.d.Egress.AllowPrivate = append(e.d.Egress.AllowPrivate, netip.MustParsePrefix("127.0.0.1/32"))
+	var otherHits atomic.Int64
+	learnPort := ca.serveTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "learned:"+r.Method+":"+r.URL.Path)
+	}))
+	otherPort := ca.serveTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		otherHits.Add(1)
+		io.WriteString(w, "LEAKED")
+	}))
+	e.d.Config.Egress.LearnHosts = []string{"api.test:" + learnPort}
+	e.capability("reader", "tools: [read_file]\ncommands: [\"git status\"]\n", nil)
+	e.modelSubagent("learner", "openai", "reader")
+	script := "curl -sS -X POST https://api.test:" + learnPort + "/v1/items; echo; curl -sS --fail-with-body https://git.test:" + otherPort + "/; echo other=$?"
+	var result string
+	srv := e.model(testAPIKey,
+		openaitest.CallTool("run_command", mustJSON(t, map[string]any{"argv": []string{"sh", "-c", script}})),
+		openaitest.Func(func(req openaitest.Request) openaitest.Reply {
+			result = lastToolResult(t, req)
+			return openaitest.Reply{Content: "done"}
+		}),
+	)
+	r := e.run(dispatch.Request{Subagent: "learner", Envs: []string{"model"}, Learn: true, Input: []byte(`{"prompt":"post an item"}`)})
+	wantFinished(t, r)
+	if !r.Learn {
+		t.Error("the record is not marked learn")
+	}
+	if !slices.Contains(offered(srv.Accepted()[0]), "run_command") {
+		t.Errorf("a learn view did not offer run_command: %v", offered(srv.Accepted()[0]))
+	}
+	if !strings.Contains(result, "learned:POST:/v1/items") || strings.Contains(result, "LEAKED") || strings.Contains(result, "other=0") || otherHits.Load() != 0 {
+		t.Errorf("tool result %q: want the learn host's answer and the other host refused", result)
+	}
+	tw := e.audited(r, entry.ToolWouldDeny)
+	if len(tw) != 1 {
+		t.Fatalf("tool.would_deny entries = %d:\n%s", len(tw), e.auditDump())
+	}
+	w, _ := entry.ReadWouldDeny(entry.ToolWouldDeny, tw[0].Details)
+	if w.Tool != "run_command" || !strings.HasPrefix(w.Command, "sh -c curl -sS -X POST") ||
+		!strings.Contains(w.Reason, toolreg.ReasonNotGranted) || !strings.Contains(w.Reason, toolreg.ReasonCommandNotGranted) ||
+		w.Role != r.Subagent+"@"+string(r.SubagentDigest) {
+		t.Errorf("tool.would_deny = %+v", w)
+	}
+	if calls := e.toolCalls(r); !slices.Contains(calls, "run_command allowed "+toolreg.ReasonGranted) {
+		t.Errorf("tool.call entries %v, want run_command allowed after its would_deny", calls)
+	}
+	var reqs []string
+	for _, a := range e.audited(r, entry.NetWouldDeny) {
+		w, _ := entry.ReadWouldDeny(entry.NetWouldDeny, a.Details)
+		reqs = append(reqs, w.Host+" "+w.Method+" "+w.Path)
+		if w.Port == otherPort {
+			t.Errorf("the host outside learn_hosts was recorded as would_deny: %+v", w)
+		}
+	}
+	if !slices.Contains(reqs, "api.test POST /v1/items") {
+		t.Errorf("net.would_deny %q, want api.test POST /v1/items", reqs)
 	}
 }

@@ -171,11 +171,16 @@ type Config struct {
 	// Tracer receives a span for every model call and every tool decision (trace.go); nil
 	// records none.
 	Tracer Tracer
+	// Learn: the dispatch is a learn dispatch (docs/learn.md), the host's decision. Only then
+	// is a would_deny report on /audit/tool recorded (entry.ToolWouldDeny); otherwise it is
+	// refused unrecorded.
+	Learn bool
 }
 
 // Gateway is a running gateway. Build it with [Listen]; stop it with [Gateway.Close].
 type Gateway struct {
 	dispatchID, role string
+	learn            bool   // Config.Learn
 	key              []byte // zeroed by Close
 	red              *redact.Redactor
 	model            *url.URL // nil: no model route
@@ -291,6 +296,7 @@ func newGateway(cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{
 		dispatchID: cfg.DispatchID,
+		learn:      cfg.Learn,
 		role:       cfg.Role,
 		tracer:     newSpans(cfg.Tracer),
 		api:        cfg.ModelAPI,

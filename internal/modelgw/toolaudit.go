@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/agora-dev/agora/internal/audit/entry"
 )
@@ -36,6 +38,13 @@ const decisionRequested = "requested"
 // a call, never a refusal ("denied" says the call did not run) nor a call's outcome.
 const DecisionRanOutsideGrant = "ran-outside-grant"
 
+// DecisionWouldDeny is the decision of a learn dispatch's report of a call its grant would
+// refuse, made before the call runs (docs/learn.md): recorded as entry.ToolWouldDeny, and
+// refused (400, not recorded) from any dispatch whose gateway is not a learn dispatch's
+// (Config.Learn, the host's decision). Valid without a phase, or with phasePre (a hook's
+// report before the call; the call's own phases follow).
+const DecisionWouldDeny = "would_deny"
+
 // maxCallIDLen bounds a reported call id.
 const maxCallIDLen = 128
 
@@ -52,15 +61,24 @@ type toolAuditRequest struct {
 	// CallID is the runtime's id of the call (Claude Code's tool_use_id), which pairs a
 	// call's reports; required with a phase, optional without.
 	CallID string `json:"call_id"`
+	// Command is a would_deny's command line (a command tool's); "" otherwise, and only
+	// with DecisionWouldDeny.
+	Command string `json:"command"`
 }
 
 // toolAuditFields are the fields a /audit/tool body may have, each at most once.
-var toolAuditFields = []string{"tool", "decision", "reason", "args_hash", "duration_ms", "phase", "call_id"}
+var toolAuditFields = []string{"tool", "decision", "reason", "args_hash", "duration_ms", "phase", "call_id", "command"}
 
 // validate checks every field; messages name the field and never repeat its value.
 func (t *toolAuditRequest) validate() error {
 	if err := checkToolName(t.Tool); err != nil {
 		return fmt.Errorf("tool: %s", err)
+	}
+	if t.Decision == DecisionWouldDeny {
+		return t.validateWouldDeny()
+	}
+	if t.Command != "" {
+		return fmt.Errorf("command: only with decision %s", DecisionWouldDeny)
 	}
 	switch t.Phase {
 	case "":
@@ -97,6 +115,42 @@ func (t *toolAuditRequest) validate() error {
 	}
 	if t.DurationMS < 0 || t.DurationMS > maxDurationMS {
 		return fmt.Errorf("duration_ms: want 0 to %d", maxDurationMS)
+	}
+	return nil
+}
+
+// validateWouldDeny checks a would_deny report: no phase but pre, no duration (the call has
+// not run), a command of at most entry.MaxWouldDenyCommand bytes of valid UTF-8 without
+// control characters.
+func (t *toolAuditRequest) validateWouldDeny() error {
+	if t.Phase != "" && t.Phase != phasePre {
+		return fmt.Errorf("phase: want %s or none with decision %s", phasePre, DecisionWouldDeny)
+	}
+	if err := checkCallID(t.CallID); err != nil {
+		return fmt.Errorf("call_id: %s", err)
+	}
+	if t.Phase != "" && t.CallID == "" {
+		return errors.New("call_id: required with a phase")
+	}
+	if err := checkReason(t.Reason); err != nil {
+		return fmt.Errorf("reason: %s", err)
+	}
+	if !isDigest(t.ArgsHash) {
+		return fmt.Errorf("args_hash: want sha256:<64 lowercase hex digits>")
+	}
+	if t.DurationMS != 0 {
+		return fmt.Errorf("duration_ms: want 0 with decision %s (the call has not run)", DecisionWouldDeny)
+	}
+	if len(t.Command) > entry.MaxWouldDenyCommand {
+		return fmt.Errorf("command: over %d bytes", entry.MaxWouldDenyCommand)
+	}
+	if !utf8.ValidString(t.Command) {
+		return errors.New("command: not valid UTF-8")
+	}
+	for _, r := range t.Command {
+		if unicode.IsControl(r) {
+			return errors.New("command: holds a control character")
+		}
 	}
 	return nil
 }
@@ -158,6 +212,10 @@ func (g *Gateway) serveToolAudit(w http.ResponseWriter, r *http.Request, ex *exc
 		g.refuse(w, ex, http.StatusBadRequest, "tool audit: "+err.Error())
 		return
 	}
+	if t.Decision == DecisionWouldDeny {
+		g.serveWouldDeny(w, r, ex, &t)
+		return
+	}
 	next, err := g.calls.begin(t.Phase, t.Decision, t.CallID)
 	if err != nil {
 		g.refuse(w, ex, http.StatusBadRequest, "tool audit: "+err.Error())
@@ -184,6 +242,38 @@ func (g *Gateway) serveToolAudit(w http.ResponseWriter, r *http.Request, ex *exc
 	g.calls.end(t.CallID, next, err == nil)
 	if err != nil {
 		// The worker fails the call closed when its decision is not on record.
+		g.fail(w, ex, http.StatusServiceUnavailable, decisionError, "tool audit: the record was not kept")
+		return
+	}
+	ex.decision = decisionAllowed
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// serveWouldDeny records a learn dispatch's would_deny as entry.ToolWouldDeny, before the
+// call runs (the worker runs it only on 204). A gateway that is not a learn dispatch's
+// refuses it unrecorded: the sandbox cannot make itself a learn dispatch.
+func (g *Gateway) serveWouldDeny(w http.ResponseWriter, r *http.Request, ex *exchange, t *toolAuditRequest) {
+	if !g.learn {
+		g.refuse(w, ex, http.StatusBadRequest, "tool audit: decision "+DecisionWouldDeny+": this dispatch is not a learn dispatch; a call its grant refuses is refused")
+		return
+	}
+	details := map[string]any{
+		"dispatch":      g.dispatchID,
+		entry.KeyRole:   g.role,
+		entry.KeyTool:   t.Tool,
+		entry.KeyReason: g.red.String(t.Reason),
+		"args_hash":     t.ArgsHash,
+	}
+	if t.Command != "" {
+		details[entry.KeyCommand] = g.red.String(t.Command)
+	}
+	if t.Phase != "" {
+		details[entry.KeyPhase] = t.Phase
+	}
+	if t.CallID != "" {
+		details["call_id"] = t.CallID // checked to hold no secret
+	}
+	if err := g.audit.Record(context.WithoutCancel(r.Context()), entry.ToolWouldDeny, details); err != nil {
 		g.fail(w, ex, http.StatusServiceUnavailable, decisionError, "tool audit: the record was not kept")
 		return
 	}

@@ -13,6 +13,9 @@ const (
 	DecisionAllowed = "allowed" // the handler ran and returned (with or without a tool error)
 	DecisionDenied  = "denied"  // refused by policy: outside the view, or a [*DeniedError]
 	DecisionError   = "error"   // the call could not run: bad arguments, or the handler failed
+	// DecisionWouldDeny: a learn view's call the grant would refuse, reported before it runs
+	// (the gateway records it as tool.would_deny); the call's own decision follows.
+	DecisionWouldDeny = "would_deny"
 )
 
 // Reasons the view itself records. Handlers add their own through [*DeniedError].
@@ -26,6 +29,9 @@ const (
 	ReasonArgsTooLarge  = "arguments too large"
 	ReasonPanicked      = "tool panicked"
 	ReasonBrokenView    = "view cannot audit" // prefix; the rest says what is missing
+	// ReasonWouldDenyNotRecorded: a learn view's would_deny report failed, so the call did
+	// not run.
+	ReasonWouldDenyNotRecorded = "would_deny not recorded"
 )
 
 // maxReasonLen caps the reason of an audit record (a handler's error text).
@@ -43,6 +49,17 @@ type Decision struct {
 	ArgsHash string
 	// Duration is from the call's entry to its end, including the tool's own work.
 	Duration time.Duration
+	// Command is, on a [DecisionWouldDeny] of a command tool, the command line (argv joined
+	// by spaces, the redactor applied); "" otherwise.
+	Command string
+}
+
+// LearnAuditor is an [Auditor] that can say whether a [DecisionWouldDeny] is on record: a
+// learn view runs a call its grant would refuse only once its report returned nil. A learn
+// view whose auditor is not one refuses such calls.
+type LearnAuditor interface {
+	Auditor
+	WouldDeny(ctx context.Context, d Decision) error
 }
 
 // Auditor receives one [Decision] per call. The worker wires it to the host-side gateway.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -104,7 +105,12 @@ func (r *Registry) For(dispatchID, role string, g grant.Set, a Auditor, opts ...
 	if v.broken != "" {
 		return v
 	}
-	for _, name := range v.grants.Tools {
+	names := v.grants.Tools
+	if v.learn {
+		// A learn view offers every registered tool; Call reports those the grant lacks.
+		names = slices.Sorted(maps.Keys(r.tools))
+	}
+	for _, name := range names {
 		e, ok := r.tools[name]
 		if !ok {
 			if validName(name) {

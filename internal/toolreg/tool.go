@@ -43,6 +43,10 @@ type Call struct {
 	Grants     grant.Set
 	DispatchID string
 	Role       string
+	// Learn: the call runs in a learn view ([WithLearn]) and what Grants would refuse was
+	// recorded as would_deny: the handler lets it through. Nothing outside the grant (the
+	// workspace's bounds, the sandbox) is relaxed.
+	Learn bool
 }
 
 // Result is the text returned to the model.

@@ -25,6 +25,9 @@ type View struct {
 	names      []string          // keys of tools, sorted
 	refusals   map[string]string // names outside the view with a known reason
 	broken     string            // non-empty: the view refuses everything, for this reason
+	// learn: a learn dispatch's view ([WithLearn]): it holds every registered tool, and a
+	// call grants refuses (its tool, its command) is reported as would_deny, then runs.
+	learn bool
 }
 
 // lookup is the one access check.
@@ -86,6 +89,26 @@ func (v *View) Call(ctx context.Context, name string, args json.RawMessage) (res
 		v.record(ctx, &d, start)
 		return Result{}, &ArgsError{Tool: e.info.Name, Reason: r}
 	}
+	learned := false
+	if v.learn {
+		if why, cmd := v.wouldDeny(e.info.Name, args); why != "" {
+			w := Decision{DispatchID: v.dispatchID, Role: v.role, Tool: e.info.Name, Decision: DecisionWouldDeny,
+				Reason: why, ArgsHash: d.ArgsHash, Command: v.redactCommand(cmd)}
+			la, ok := v.auditor.(LearnAuditor)
+			if !ok {
+				d.Decision, d.Reason = DecisionDenied, why
+				v.record(ctx, &d, start)
+				return Result{}, &DeniedError{Tool: e.info.Name, Reason: why}
+			}
+			if err := la.WouldDeny(context.WithoutCancel(ctx), w); err != nil {
+				// Not on record: the call does not run.
+				d.Decision, d.Reason = DecisionError, ReasonWouldDenyNotRecorded
+				v.record(ctx, &d, start)
+				return Result{}, err
+			}
+			learned = true
+		}
+	}
 	if rule, held := v.heldBy(e.info.Name, args); held {
 		if err := v.hold(ctx, &d, rule, args); err != nil {
 			v.record(ctx, &d, start)
@@ -99,7 +122,7 @@ func (v *View) Call(ctx context.Context, name string, args json.RawMessage) (res
 			v.record(ctx, &d, start)
 		}
 	}()
-	res, err = e.handler(ctx, Call{Args: args, Grants: v.grants, DispatchID: v.dispatchID, Role: v.role})
+	res, err = e.handler(ctx, Call{Args: args, Grants: v.grants, DispatchID: v.dispatchID, Role: v.role, Learn: learned})
 	finished = true
 	d.Decision, d.Reason = classify(err)
 	if d.Decision == DecisionError {

@@ -118,6 +118,9 @@ type invocation struct {
 	binary string
 	// approvalTimeout is the longest a call held for approval waits (the manifest's).
 	approvalTimeout time.Duration
+	// learn: a learn dispatch (the manifest's): the runtimes' gates report what the grant
+	// would refuse as would_deny, then let it run (docs/learn.md).
+	learn bool
 }
 
 // agentExit is how the agent ended.
@@ -187,6 +190,7 @@ func (r *runner) runAgent(ctx context.Context) *failure {
 		dispatchID:      r.man.DispatchID,
 		role:            r.man.Subagent.Name + "@" + string(r.man.Subagent.Digest),
 		grants:          r.man.Grants.Set(),
+		learn:           r.man.Learn,
 		approvalTimeout: time.Duration(r.man.ApprovalTimeoutSeconds) * time.Second,
 		model:           r.doc.Model,
 		systemPrompt:    r.doc.SystemPrompt,

@@ -207,6 +207,8 @@ type toolReport struct {
 	// Phase is "" (a decision made once), phasePre or phasePost; CallID is the runtime's
 	// id of the call, required with a phase.
 	Phase, CallID string
+	// Command is a would_deny's command line ("" otherwise).
+	Command string
 }
 
 // report sends r to the gateway's /audit/tool, retrying while the gateway sheds load (429)
@@ -227,6 +229,9 @@ func (g *gatewayClient) report(ctx context.Context, r toolReport) error {
 	}
 	if r.CallID != "" {
 		body["call_id"] = r.CallID
+	}
+	if r.Command != "" {
+		body["command"] = r.Command
 	}
 	unavailable := 0
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {

@@ -30,14 +30,30 @@ type toolAuditor struct {
 
 func (a *toolAuditor) ToolCall(ctx context.Context, d toolreg.Decision) {
 	if err := a.gw.reportTool(ctx, d); err != nil {
-		a.mu.Lock()
-		if a.err == nil {
-			a.err = err
-		}
-		a.mu.Unlock()
-		if a.stop != nil {
-			a.stop(err)
-		}
+		a.ToolCallFailed(err)
+	}
+}
+
+// WouldDeny reports a learn view's would_deny; the call runs only when it returns nil. A
+// failure also stops the dispatch, as any report's does.
+func (a *toolAuditor) WouldDeny(ctx context.Context, d toolreg.Decision) error {
+	err := a.gw.report(ctx, toolReport{Tool: d.Tool, Decision: d.Decision, Reason: d.Reason, ArgsHash: d.ArgsHash, Command: d.Command})
+	if err != nil {
+		a.ToolCallFailed(err)
+		return errNotAudited
+	}
+	return nil
+}
+
+// ToolCallFailed keeps err as the first failed report and stops the loop.
+func (a *toolAuditor) ToolCallFailed(err error) {
+	a.mu.Lock()
+	if a.err == nil {
+		a.err = err
+	}
+	a.mu.Unlock()
+	if a.stop != nil {
+		a.stop(err)
 	}
 }
 
@@ -58,8 +74,11 @@ func newView(inv invocation, gw *gatewayClient, a *toolAuditor) (*toolreg.View, 
 	// The recorded hash is of the arguments with the bundle's secret values masked, so it
 	// cannot confirm a guess of one.
 	red := redact.New(inv.secrets)
-	return reg.For(inv.dispatchID, inv.role, inv.grants, a, toolreg.WithRedactor(red.Bytes),
-		toolreg.WithApprover(&gatewayApprover{gw: gw})), nil
+	opts := []toolreg.ViewOption{toolreg.WithRedactor(red.Bytes), toolreg.WithApprover(&gatewayApprover{gw: gw})}
+	if inv.learn {
+		opts = append(opts, toolreg.WithLearn())
+	}
+	return reg.For(inv.dispatchID, inv.role, inv.grants, a, opts...), nil
 }
 
 // viewTools is a [toolreg.View] as the openai loop's [openairt.Tools].

@@ -55,17 +55,19 @@ func runCommandTool(env Env) toolreg.Tool {
 			if a.TimeoutSeconds > 0 {
 				timeout = time.Duration(a.TimeoutSeconds) * time.Second
 			}
-			return runCommand(ctx, env, c.Grants.Commands, a.Argv, timeout)
+			// A learn view recorded an argv the grant refuses as would_deny before the call:
+			// it runs (c.Learn).
+			return runCommand(ctx, env, c.Grants.Commands, c.Learn, a.Argv, timeout)
 		},
 	}
 }
 
-func runCommand(ctx context.Context, env Env, patterns, argv []string, timeout time.Duration) (toolreg.Result, error) {
+func runCommand(ctx context.Context, env Env, patterns []string, learned bool, argv []string, timeout time.Duration) (toolreg.Result, error) {
 	const tool = "run_command"
 	if len(argv) == 0 || argv[0] == "" {
 		return toolreg.Result{}, errors.New(tool + ": empty argv")
 	}
-	if !grant.CommandAllowed(patterns, argv) {
+	if !learned && !grant.CommandAllowed(patterns, argv) {
 		hint := "no commands are granted"
 		if len(patterns) > 0 {
 			hint = "argv must match one of the granted patterns: " + quoteCapped(patterns)
