@@ -36,7 +36,10 @@ type suggestE2E struct {
 // newSuggestE2E starts the server and a home whose subagent fetcher runs, with the exec
 // runtime, a script that GETs the path its input names; its grant admits the command and the
 // host but only HEAD /none, so every GET is refused.
-func newSuggestE2E(t *testing.T) *suggestE2E {
+//
+// With learn, agora.yaml's egress.learn_hosts names the server's address instead and fetcher
+// holds no grant at all: a learn dispatch records its command and its requests as would-deny.
+func newSuggestE2E(t *testing.T, learn bool) *suggestE2E {
 	for _, tool := range []string{"bwrap", "git", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("SKIP: %s not installed; the end-to-end suggest test dispatches in a sandbox with it", tool)
@@ -58,7 +61,11 @@ func newSuggestE2E(t *testing.T) *suggestE2E {
 	e.port = strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	e.env = map[string]string{"AGORA_HOME": filepath.Join(e.dir, "agora"), "HOME": e.dir, "USER": "tester"}
 	e.must("init")
-	writeFile(t, filepath.Join(e.env["AGORA_HOME"], "agora.yaml"), "egress:\n  allow_private: [\""+suggestUpstream+"/32\"]\n")
+	yaml := "egress:\n  allow_private: [\"" + suggestUpstream + "/32\"]\n"
+	if learn {
+		yaml += "  learn_hosts: [\"" + suggestUpstream + "\"]\n"
+	}
+	writeFile(t, filepath.Join(e.env["AGORA_HOME"], "agora.yaml"), yaml)
 	script := "#!/bin/sh\np=$(printf '%s' \"$AGORA_INPUT_JSON\" | sed -n 's/.*\"path\":\"\\([^\"]*\\)\".*/\\1/p')\n" +
 		"curl -sS -o /dev/null -w 'status=%{http_code}\\n' \"http://" + suggestUpstream + ":" + e.port + "$p\"\n"
 	writeFile(t, filepath.Join(e.dir, "caps", "script", "run.sh"), script)
@@ -66,7 +73,11 @@ func newSuggestE2E(t *testing.T) *suggestE2E {
 		"commands: [%q]\negress:\n  - {host: %q, port: %s, methods: [HEAD], paths: [/none]}\n", suggestRun, suggestUpstream, e.port))
 	e.must("capability", "register", "script", "--from", filepath.Join(e.dir, "caps", "script"))
 	e.must("capability", "register", "start", "--from", filepath.Join(e.dir, "caps", "start"))
-	e.must("subagent", "register", "fetcher", "--runtime", "exec", "--command", suggestRun, "--capability", "script,start")
+	caps := "script,start"
+	if learn {
+		caps = "script"
+	}
+	e.must("subagent", "register", "fetcher", "--runtime", "exec", "--command", suggestRun, "--capability", caps)
 	e.repo = filepath.Join(e.dir, "repo")
 	gitInit(t, e.repo)
 	return e
@@ -102,9 +113,10 @@ func (e *suggestE2E) must(args ...string) string {
 
 // dispatch runs fetcher on path and returns the dispatch id and how many of its entries
 // refused something.
-func (e *suggestE2E) dispatch(path string) (string, int) {
+func (e *suggestE2E) dispatch(path string, flags ...string) (string, int) {
 	e.t.Helper()
-	out, errOut, code := e.agora("dispatch", "run", "--subagent", "fetcher", "--repo", e.repo, "--input", `{"path":"`+path+`"}`, "-o", "json")
+	args := append([]string{"dispatch", "run", "--subagent", "fetcher", "--repo", e.repo, "--input", `{"path":"` + path + `"}`, "-o", "json"}, flags...)
+	out, errOut, code := e.agora(args...)
 	var rec struct {
 		ID    string `json:"id"`
 		State string `json:"state"`
@@ -121,7 +133,7 @@ func (e *suggestE2E) dispatch(path string) (string, int) {
 // as is, and the subagent's next version on it: the same three dispatches run with zero
 // refusals, and a fourth, different one is refused.
 func TestCapabilitySuggest_EndToEnd(t *testing.T) {
-	e := newSuggestE2E(t)
+	e := newSuggestE2E(t, false)
 	paths := []string{"/repos/acme/a", "/repos/acme/b", "/issues/1"}
 	var ids []string
 	for _, p := range paths {
@@ -131,6 +143,34 @@ func TestCapabilitySuggest_EndToEnd(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
+	e.suggestRegisterRerun(ids, paths)
+}
+
+// TestCapabilitySuggest_LearnEndToEnd is #30's test on learn dispatches: fetcher holds no
+// grant; three learn dispatches run anyway, their command and requests recorded as
+// would-deny; suggest proposes, register takes it as is, and the same three run (not in learn
+// mode) with zero refusals while a fourth, different one is refused.
+func TestCapabilitySuggest_LearnEndToEnd(t *testing.T) {
+	e := newSuggestE2E(t, true)
+	paths := []string{"/repos/acme/a", "/repos/acme/b", "/issues/1"}
+	var ids []string
+	for _, p := range paths {
+		id, n := e.dispatch(p, "--learn")
+		if n != 0 {
+			t.Fatalf("learn dispatch %s: %d refusals, want 0 (recorded as would-deny instead)", p, n)
+		}
+		if log := e.must("audit", "log", "--kind", "net.would_deny", "-o", "json"); !strings.Contains(log, `"path": "`+p+`"`) {
+			t.Fatalf("learn dispatch %s: no would-deny of its request in\n%s", p, log)
+		}
+		ids = append(ids, id)
+	}
+	e.suggestRegisterRerun(ids, paths)
+}
+
+// suggestRegisterRerun suggests from ids with --narrow, registers what it wrote as is, moves
+// fetcher onto it, and runs paths again (zero refusals) and one more (refused).
+func (e *suggestE2E) suggestRegisterRerun(ids, paths []string) {
+	t := e.t
 	// suggest writes a fresh directory; it refuses to write it twice.
 	capDir := filepath.Join(e.dir, "learned")
 	out := e.must("capability", "suggest", "--from", strings.Join(ids, ","), "--narrow", "--out", capDir)

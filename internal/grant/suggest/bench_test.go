@@ -26,8 +26,8 @@ const benchTasks = 1000
 
 // benchHome is a real agora.db with one exec subagent ("worker") and tasks dispatches of it, each
 // with the entries a learn dispatch of a small task leaves: its accepted entry, a terminated
-// connection, three refused or would-deny requests, two would-deny commands, an allowed tool
-// call and the connection's close.
+// connection, a refused and a would-deny request, a learn host's connection (its would-deny
+// and its net.connect), two would-deny tools, an allowed tool call and a connection's close.
 func benchHome(b testing.TB, tasks int) (suggest.Source, []string) {
 	b.Helper()
 	ctx := b.Context()
@@ -88,7 +88,8 @@ func taskEntries(id string, i int) []audit.Entry {
 	return []audit.Entry{
 		e(entry.NetConnect, map[string]any{entry.KeyHost: "api.example.com", entry.KeyPort: 443, entry.KeyDecision: "allow", entry.KeyVia: "connect", "terminated": true}),
 		e(entry.NetRequest, map[string]any{entry.KeyHost: "api.example.com", entry.KeyPort: 443, entry.KeyMethod: "POST", entry.KeyPath: fmt.Sprintf("/repos/acme/%d/issues", i%50), entry.KeyDecision: "deny", entry.KeyReason: "method"}),
-		e(entry.NetWouldDeny, map[string]any{entry.KeyHost: "proxy.golang.org", entry.KeyPort: 443, entry.KeyReason: "host"}),
+		e(entry.NetWouldDeny, map[string]any{entry.KeyHost: "proxy.golang.org", entry.KeyPort: 443, entry.KeyReason: "host", entry.KeyVia: "connect"}),
+		e(entry.NetConnect, map[string]any{entry.KeyHost: "proxy.golang.org", entry.KeyPort: 443, entry.KeyDecision: "allow", entry.KeyVia: "connect"}),
 		e(entry.NetWouldDeny, map[string]any{entry.KeyHost: "api.example.com", entry.KeyPort: 443, entry.KeyMethod: "GET", entry.KeyPath: fmt.Sprintf("/orgs/acme/%d", i%7)}),
 		e(entry.ToolWouldDeny, map[string]any{entry.KeyTool: "run_command", entry.KeyCommand: fmt.Sprintf("go test ./pkg/p%d", i%20), entry.KeyReason: "command"}),
 		e(entry.ToolWouldDeny, map[string]any{entry.KeyTool: "read_file", entry.KeyReason: "tool"}),
@@ -137,8 +138,8 @@ func BenchmarkSuggest_ReadBaseline(b *testing.B) {
 			}
 			n += len(ents)
 		}
-		if n != benchTasks*9 {
-			b.Fatalf("read %d entries, want %d", n, benchTasks*9)
+		if n != benchTasks*10 {
+			b.Fatalf("read %d entries, want %d", n, benchTasks*10)
 		}
 	}
 }

@@ -169,7 +169,10 @@ func (d *DispatchEvidence) Entry(kind string, details map[string]any) {
 				return
 			}
 		}
-		if entry.Has(details, entry.KeyCommand) {
+		// exec's command is its subagent's argv, taken from the subagent's document
+		// ([Evidence.Dispatch]): the line on record joins its words with spaces, which a
+		// word holding one would make read as another argv.
+		if w.Tool != execTool && entry.Has(details, entry.KeyCommand) {
 			d.wouldDenyCommand(details[entry.KeyCommand], w.Truncated)
 		}
 	case entry.NetConnect, entry.NetRequest, entry.NetWouldDeny:
@@ -299,10 +302,7 @@ func (d *DispatchEvidence) net(kind string, details map[string]any) {
 		return
 	}
 	if n.Method == "" && n.Path == "" {
-		if kind == entry.NetConnect && n.Decision != "deny" && d.keepRules(hp) {
-			return
-		}
-		d.ev.addConn(hp, d.n)
+		d.connection(kind, n, hp, entry.Has(details, "terminated"))
 		return
 	}
 	r := request{hostPort: hp, method: n.Method, path: n.Path}
@@ -321,26 +321,54 @@ func (d *DispatchEvidence) net(kind string, details map[string]any) {
 	s.add(d.n)
 }
 
-// keepRules keeps, for an allowed connection to hp, the dispatch's rules that admitted it:
-// when every rule matching hp restricts methods or paths, the proxy read each request (plain
-// HTTP, or HTTPS it terminated) and every one it did not refuse (a refusal is its own
-// net.request) fits one of them. They are kept narrowed to hp. It reports false when a
-// matching rule admits any request, or none matches (learn let it through): the connection
-// is then evidence of itself, any request.
-func (d *DispatchEvidence) keepRules(hp hostPort) bool {
+// connection records an entry about a connection (no method or path):
+//   - a learn dispatch's net.would_deny of a connection says nothing the net.connect that
+//     follows it does not (whether its requests were read, each then a net.would_deny);
+//   - a refused connection, or one whose requests the proxy did not read (a CONNECT it did not
+//     terminate), is evidence of its host and port, any request;
+//   - an allowed connection whose requests the proxy read (plain HTTP, or terminated) keeps
+//     the dispatch's rules that admitted it ([DispatchEvidence.keepRules]); when none of the
+//     grant's rules matched (a learn host), each request is its own net.would_deny.
+func (d *DispatchEvidence) connection(kind string, n entry.Net, hp hostPort, terminated bool) {
+	switch {
+	case kind == entry.NetWouldDeny:
+	case kind != entry.NetConnect || n.Decision == "deny":
+		d.ev.addConn(hp, d.n)
+	case n.Via != "http" && !terminated:
+		d.ev.addConn(hp, d.n)
+	default:
+		if d.keepRules(hp) == keptWhole {
+			d.ev.addConn(hp, d.n)
+		}
+	}
+}
+
+type kept int
+
+const (
+	keptNone  kept = iota // no rule of the grant matches: learn let it through
+	keptRules             // every matching rule restricts requests: they are kept
+	keptWhole             // a matching rule admits any request
+)
+
+// keepRules keeps, for an allowed connection to hp whose requests the proxy read, the
+// dispatch's rules that admitted it: when every rule matching hp restricts methods or paths,
+// every request not refused (a refusal is its own net.request) fits one of them. They are
+// kept narrowed to hp.
+func (d *DispatchEvidence) keepRules(hp hostPort) kept {
 	var keep []grant.EgressRule
 	for _, r := range d.grants.Egress {
 		if !r.MatchesHost(hp.host, hp.port) {
 			continue
 		}
 		if !r.Restricted() {
-			return false
+			return keptWhole
 		}
 		r.Host, r.Port = hp.host, hp.port
 		keep = append(keep, r)
 	}
 	if len(keep) == 0 {
-		return false
+		return keptNone
 	}
 	d.ev.keptRules = append(d.ev.keptRules, keep...)
 	if len(d.ev.keptRules) > maxDistinct {
@@ -349,7 +377,7 @@ func (d *DispatchEvidence) keepRules(hp hostPort) bool {
 			d.ev.tooMuch = true
 		}
 	}
-	return true
+	return keptRules
 }
 
 // readHostPort checks a recorded host and port: a lowercase name or canonical IP literal a

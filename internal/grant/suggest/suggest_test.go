@@ -405,16 +405,23 @@ func TestWriteDir(t *testing.T) {
 
 func TestPropose_LearnEntries(t *testing.T) {
 	p := propose(t, grant.Set{}, true,
-		// exec's own command: a command, no tool.
-		ent{entry.ToolWouldDeny, map[string]any{entry.KeyTool: "exec", entry.KeyCommand: "make lint", entry.KeyReason: "not granted"}},
+		// exec's own command line is not read: its argv comes from the subagent (the line
+		// joins words with spaces, so "sh -c 'a b'" reads as another argv).
+		ent{entry.ToolWouldDeny, map[string]any{entry.KeyTool: "exec", entry.KeyCommand: "sh -c echo a b", entry.KeyReason: "not granted"}},
 		// A command cut on record is never proposed: its end is unknown.
 		ent{entry.ToolWouldDeny, map[string]any{entry.KeyTool: "run_command", entry.KeyCommand: "go test ./x", entry.KeyTruncated: true}},
 		ent{entry.NetWouldDeny, map[string]any{entry.KeyHost: "api.github.com", entry.KeyPort: int64(443), entry.KeyMethod: "POST", entry.KeyPath: "/repos/x"}},
-		ent{entry.NetWouldDeny, map[string]any{entry.KeyHost: "proxy.golang.org", entry.KeyPort: int64(443)}},
+		// A learn host's connection: its would_deny, then the net.connect that says the proxy
+		// did not read it (a tunnel it did not terminate): the host, any request.
+		ent{entry.NetWouldDeny, map[string]any{entry.KeyHost: "proxy.golang.org", entry.KeyPort: int64(443), entry.KeyVia: "connect"}},
+		ent{entry.NetConnect, map[string]any{entry.KeyHost: "proxy.golang.org", entry.KeyPort: int64(443), entry.KeyDecision: "allow", entry.KeyVia: "connect"}},
+		// One it read: each request is its own would_deny, the connection adds nothing.
+		ent{entry.NetWouldDeny, map[string]any{entry.KeyHost: "api.github.com", entry.KeyPort: int64(443), entry.KeyVia: "connect"}},
+		ent{entry.NetConnect, map[string]any{entry.KeyHost: "api.github.com", entry.KeyPort: int64(443), entry.KeyDecision: "allow", entry.KeyVia: "connect", "terminated": true}},
 		ent{entry.FileWouldDeny, map[string]any{entry.KeyPath: "etc/\x1b]0;pwned\x07", entry.KeyOp: "write"}},
 	)
-	if diff := cmp.Diff([]string{"make lint"}, p.Grant.Commands); diff != "" {
-		t.Errorf("commands (-want +got):\n%s", diff)
+	if len(p.Grant.Commands) != 0 {
+		t.Errorf("commands %q, want none", p.Grant.Commands)
 	}
 	// run_command from the cut command's entry only: exec's command needs no tool.
 	if diff := cmp.Diff([]string{"run_command"}, p.Grant.Tools); diff != "" {
