@@ -134,6 +134,13 @@ func (h *handle) abort() {
 	}
 }
 
+// abortHeld kills a held sandbox (a warm slot) that no monitor owns and marks it done, so
+// the run-as thread holding its mount namespace ends.
+func (h *handle) abortHeld() {
+	h.abort()
+	close(h.done)
+}
+
 // waitExited blocks until process pid has exited without reaping it (WNOWAIT), so its
 // pid and process group stay reserved until cmd.Wait.
 func waitExited(pid int) error {

@@ -87,16 +87,8 @@ func onOwnThread(fn func()) {
 // startInPrivateNS MUST run on a locked OS thread: it moves that thread into a new mount
 // namespace.
 func (p *Provider) startInPrivateNS(ctx context.Context, s compute.Spec, l limits) (*handle, error) {
-	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-		return nil, fmt.Errorf("create a private mount namespace: %w", err)
-	}
-	// Nothing mounted from here on may propagate to the host's namespace.
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return nil, fmt.Errorf("make mounts private: %w", err)
-	}
-	if err := unix.Mount("agora-sandbox", privateRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC,
-		"mode=0755,size=64k,nr_inodes=4096"); err != nil {
-		return nil, fmt.Errorf("mount a tmpfs on %s: %w", privateRoot, err)
+	if err := enterPrivateNS(unix.MS_PRIVATE); err != nil {
+		return nil, err
 	}
 	binds, err := bindPrivately(s.Binds)
 	if err != nil {
@@ -104,6 +96,55 @@ func (p *Provider) startInPrivateNS(ctx context.Context, s compute.Spec, l limit
 	}
 	s.Binds = binds
 	return p.startBlocked(ctx, s, l)
+}
+
+// enterPrivateNS moves this (locked) thread into a new mount namespace whose mounts are
+// private (a cold sandbox) or slaves of the host's (propagation MS_SLAVE: a warm slot, which
+// must receive the claim's tree from the host). Either way nothing mounted from here on
+// propagates to the host's namespace.
+func enterPrivateNS(propagation uintptr) error {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("create a private mount namespace: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|propagation, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	if err := unix.Mount("agora-sandbox", privateRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC,
+		"mode=0755,size=64k,nr_inodes=4096"); err != nil {
+		return fmt.Errorf("mount a tmpfs on %s: %w", privateRoot, err)
+	}
+	return nil
+}
+
+// startHeldAs starts a held sandbox (a warm slot) as s.RunAs, as startBwrapAs does a cold
+// one: on a thread of its own in a mount namespace that is a slave of the host's. The
+// thread stays until the handle is done.
+func (p *Provider) startHeldAs(ctx context.Context, s compute.Spec, l limits, out []*os.File) (*handle, *os.File, error) {
+	if err := ensurePrivateRoot(); err != nil {
+		return nil, nil, err
+	}
+	type started struct {
+		h      *handle
+		blockW *os.File
+		err    error
+	}
+	res := make(chan started, 1)
+	onOwnThread(func() {
+		var r started
+		if r.err = enterPrivateNS(unix.MS_SLAVE); r.err == nil {
+			var binds []compute.Bind
+			if binds, r.err = bindPrivately(s.Binds); r.err == nil {
+				s.Binds = binds
+				r.h, r.blockW, r.err = p.startHeld(ctx, s, l, out)
+			}
+		}
+		res <- r
+		if r.err == nil {
+			<-r.h.done
+		}
+	})
+	r := <-res
+	return r.h, r.blockW, r.err
 }
 
 // asRealUser runs fn with this OS thread's real uid and gid set to u's, then sets them back

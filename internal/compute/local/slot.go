@@ -73,6 +73,8 @@ type Slot struct {
 
 	mu      sync.Mutex
 	claimed bool // guarded by mu
+	// monitored is set once the claim hands the handle to its monitor, which then owns it.
+	monitored bool
 }
 
 // slotMeta is the file in a slot's directory naming its bwrap task, for [ReapSlots].
@@ -140,8 +142,8 @@ func (s *Slot) TaskID() string { return s.h.TaskID() }
 
 // NewSlot starts a sandbox of tmpl's shape and holds it. tmpl's binds under o.ClaimRoot
 // are not bound now (their sources may not exist yet): the claim supplies them. Needs root
-// (the host mounts the claim's tree) and no RunAs (the run-as path's private mount
-// namespace takes no mounts from the host).
+// (the host mounts the claim's tree). With RunAs the slot starts as the cold run-as path
+// does, on a thread of its own, in a mount namespace that is a slave of the host's.
 func (p *Provider) NewSlot(ctx context.Context, tmpl compute.Spec, o SlotOptions) (*Slot, error) {
 	if err := validateSpec(tmpl); err != nil {
 		return nil, fmt.Errorf("new warm slot: %w", err)
@@ -153,8 +155,6 @@ func (p *Provider) NewSlot(ctx context.Context, tmpl compute.Spec, o SlotOptions
 		return nil, fmt.Errorf("new warm slot: %s: %w", p.bwrapErr, ErrNoSandbox)
 	case os.Geteuid() != 0:
 		return nil, errors.New("new warm slot: only a provider running as root can attach a dispatch's files to a started sandbox")
-	case tmpl.RunAs != nil:
-		return nil, errors.New("new warm slot: run-as sandboxes are not supported yet")
 	case o.ClaimRoot == "" || checkPath(o.ClaimRoot) != nil || o.ClaimRoot == "/":
 		return nil, fmt.Errorf("new warm slot: claim root %q: want an absolute clean directory other than /", o.ClaimRoot)
 	}
@@ -229,7 +229,11 @@ func (s *Slot) start(ctx context.Context, tmpl compute.Spec) error {
 	}
 	defer outW[0].Close()
 	defer outW[1].Close()
-	h, blockW, err := s.p.startHeld(ctx, spec, resolveLimits(spec.Limits), outW[:])
+	start := s.p.startHeld
+	if spec.RunAs != nil {
+		start = s.p.startHeldAs
+	}
+	h, blockW, err := start(ctx, spec, resolveLimits(spec.Limits), outW[:])
 	if err != nil {
 		return err
 	}
@@ -247,7 +251,7 @@ func (s *Slot) Discard() {
 		return
 	}
 	if s.h != nil {
-		s.h.abort()
+		s.h.abortHeld()
 	}
 	s.cleanup()
 }
@@ -283,8 +287,8 @@ func (p *Provider) StartInSlot(ctx context.Context, slot *Slot, spec compute.Spe
 	}
 	h, err := slot.claim(ctx, spec)
 	if err != nil {
-		if slot.h != nil {
-			slot.h.abort()
+		if slot.h != nil && !slot.monitored {
+			slot.h.abortHeld()
 		}
 		slot.cleanup()
 		return nil, fmt.Errorf("start %q in warm slot: %w", spec.ID, err)
@@ -327,6 +331,7 @@ func (s *Slot) claim(ctx context.Context, spec compute.Spec) (*handle, error) {
 	s.p.mu.Lock()
 	s.p.live[h.TaskID()] = h
 	s.p.mu.Unlock()
+	s.monitored = true
 	go h.monitor(ctx, spec.Limits.Timeout, func() {
 		s.p.mu.Lock()
 		delete(s.p.live, h.TaskID())

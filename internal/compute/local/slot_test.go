@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,18 +90,29 @@ func TestSlot_IsolationSameAsCold(t *testing.T) {
 // reaches the worker only at claim, and a writable bind's writes reach the host.
 func TestSlot_ClaimDeliversPerDispatch(t *testing.T) {
 	requireSlots(t)
+	for name, runAs := range map[string]*compute.HostUser{"invoker": nil, "runas": testRunAs} {
+		t.Run(name, func(t *testing.T) { claimDelivers(t, runAs) })
+	}
+}
+
+func claimDelivers(t *testing.T, runAs *compute.HostUser) {
 	p := newProvider(t, Options{})
 	o := slotOpts(t)
 	secretR, _, _ := os.Pipe()
 	tmpl := compute.Spec{ID: "tmpl", Argv: []string{"sh", "-c", "cat /agora/in/x; cat <&3; pwd; echo done > /agora/out/y; echo err >&2"},
 		Env: []string{"PATH=/usr/bin:/bin", "AGORA_DISPATCH_ID=tmpl"}, Dir: "/agora/out", Files: []*os.File{secretR},
-		Binds: []compute.Bind{{Src: "/nonexistent-at-fill", Dst: "/agora/in"}, {Src: "/nonexistent-at-fill", Dst: "/agora/out", Writable: true}}}
+		Binds: []compute.Bind{{Src: "/nonexistent-at-fill", Dst: "/agora/in"}, {Src: "/nonexistent-at-fill", Dst: "/agora/out", Writable: true}}, RunAs: runAs}
 	slot := newSlot(t, p, tmpl, o)
 	secretR.Close()
 
 	in, out := t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(in, "x"), []byte("input\n"), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if runAs != nil {
+		if err := os.Chown(out, int(runAs.UID), int(runAs.GID)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r, w, _ := os.Pipe()
 	go func() { w.Write([]byte("secret-value\n")); w.Close() }()
@@ -114,6 +126,11 @@ func TestSlot_ClaimDeliversPerDispatch(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(out, "y")); string(b) != "done\n" {
 		t.Fatalf("host sees %q in the writable bind", b)
+	}
+	if fi, err := os.Stat(filepath.Join(out, "y")); err != nil {
+		t.Fatal(err)
+	} else if want := uint32(os.Getuid()); runAs != nil && fi.Sys().(*syscall.Stat_t).Uid != runAs.UID || runAs == nil && fi.Sys().(*syscall.Stat_t).Uid != want {
+		t.Fatalf("the worker's file is owned by uid %d; want the run-as or invoking user", fi.Sys().(*syscall.Stat_t).Uid)
 	}
 	if _, err := os.Stat(slot.Dir()); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the slot's directory outlived its sandbox: %v", err)
