@@ -207,3 +207,49 @@ func TestScanBundle_EscapedKeyIsTheStrictReadings(t *testing.T) {
 		t.Fatalf("the strict reading refuses the escaped key: %v", err)
 	}
 }
+
+// TestScanBundle_SharedProofHashes: a proof hash whose string is the one at the same place of
+// the previous proof is that hash again, stored once; a hash at another place, one a
+// character apart, or one the previous proof did not have is decoded on its own. The bundle
+// read is the strict reading's in every case.
+func TestScanBundle_SharedProofHashes(t *testing.T) {
+	b, err := parseBundleStrict(scanSeeds(t)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := func(c byte) []byte { return bytes.Repeat([]byte{c}, HashSize) }
+	x := h('a')
+	x[HashSize-1] = 'b' // its text differs from h('a')'s in one character
+	proofs := [][][]byte{{h('a'), h('b'), h('c')}, {h('a'), x, h('c'), h('d')}, {h('c'), h('a'), h('c'), h('d')}, {}}
+	e := b.Entries[0]
+	b.Entries = nil
+	for i, p := range proofs {
+		e.Index, e.InclusionProof = uint64(i), p
+		b.Entries = append(b.Entries, e)
+	}
+	var buf bytes.Buffer
+	if err := WriteBundle(&buf, b); err != nil {
+		t.Fatal(err)
+	}
+	matchStrict(t, 0, buf.Bytes())
+	got, ok := scanBundle(buf.Bytes())
+	if !ok {
+		t.Fatal("the scanner does not take the bundle")
+	}
+	for i, p := range proofs {
+		if !reflect.DeepEqual(got.Entries[i].InclusionProof, p) {
+			t.Fatalf("entry %d: proof %x, want %x", i, got.Entries[i].InclusionProof, p)
+		}
+	}
+	same := func(a, b []byte) bool { return &a[0] == &b[0] }
+	p0, p1, p2 := got.Entries[0].InclusionProof, got.Entries[1].InclusionProof, got.Entries[2].InclusionProof
+	if !same(p0[0], p1[0]) || !same(p0[2], p1[2]) {
+		t.Error("a hash at the same place of the previous proof was stored twice")
+	}
+	if same(p0[1], p1[1]) || same(p1[0], p2[1]) || same(p1[3], p2[0]) {
+		t.Error("a hash was shared with another text or another place")
+	}
+	if !same(p1[3], p2[3]) {
+		t.Error("the fourth hash, at the same place, was not shared")
+	}
+}
