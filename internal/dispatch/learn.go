@@ -8,6 +8,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/shellwords"
 )
 
 // Learn mode (docs/learn.md): a dispatch a person starts with --learn, a plan task's learn:
@@ -64,7 +65,12 @@ func (d *Dispatcher) learnHosts(r *Record) []grant.EgressRule {
 // commandWouldDeny is the tool.would_deny entry's details for an exec command the grant does
 // not allow, recorded at accept instead of the refusal.
 func commandWouldDeny(argv []string, reason string) map[string]any {
-	cmd := strings.Join(argv, " ")
+	// Each word quoted, so the line reads back (shellwords.Split) as exactly argv.
+	q := make([]string, len(argv))
+	for i, w := range argv {
+		q[i] = shellwords.Quote(w)
+	}
+	cmd := strings.Join(q, " ")
 	d := map[string]any{entry.KeyTool: "exec", entry.KeyReason: reason}
 	if len(cmd) > entry.MaxWouldDenyCommand {
 		cmd = strings.ToValidUTF8(cmd[:entry.MaxWouldDenyCommand], "?")

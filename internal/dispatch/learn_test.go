@@ -109,7 +109,7 @@ func TestLearn_ExecRecordsInsteadOfRefusing(t *testing.T) {
 	}
 	all := strings.Join(mine, "\n")
 	for _, want := range []string{
-		`"kind":"tool.would_deny"`, `"command":"sh -c curl`, `"tool":"exec"`,
+		`"kind":"tool.would_deny"`, `"command":"sh -c 'curl`, `"tool":"exec"`,
 		`"kind":"net.would_deny"`, `"method":"POST"`, `"path":"/repos/acme/issues"`, `"learn":true`,
 	} {
 		if !strings.Contains(all, want) {
@@ -207,7 +207,7 @@ func TestLearn_OpenAIRuntime(t *testing.T) {
 		t.Fatalf("tool.would_deny entries = %d:\n%s", len(tw), e.auditDump())
 	}
 	w, _ := entry.ReadWouldDeny(entry.ToolWouldDeny, tw[0].Details)
-	if w.Tool != "run_command" || !strings.HasPrefix(w.Command, "sh -c curl -sS -X POST") ||
+	if w.Tool != "run_command" || !strings.HasPrefix(w.Command, "sh -c 'curl -sS -X POST") ||
 		!strings.Contains(w.Reason, toolreg.ReasonNotGranted) || !strings.Contains(w.Reason, toolreg.ReasonCommandNotGranted) ||
 		w.Role != r.Subagent+"@"+string(r.SubagentDigest) {
 		t.Errorf("tool.would_deny = %+v", w)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/shellwords"
 )
 
 // Learn views (docs/learn.md): a learn dispatch's worker builds its view [WithLearn]. The view
@@ -46,7 +47,7 @@ func (v *View) wouldDeny(tool string, args json.RawMessage) (why, command string
 		// judged as empty (would_deny), and the handler refuses it.
 		_ = json.Unmarshal(args, &a)
 		if !grant.CommandAllowed(v.grants.Commands, a.Argv) {
-			command = strings.Join(a.Argv, " ")
+			command = commandLine(a.Argv)
 			if why == "" {
 				why = ReasonCommandNotGranted
 			} else {
@@ -66,4 +67,16 @@ func (v *View) redactCommand(s string) string {
 		s = string(v.redact([]byte(s)))
 	}
 	return cut(s, maxLearnCommand)
+}
+
+// commandLine is argv as one shell line, each word [shellwords.Quote]d, which
+// [shellwords.Split] reads back as exactly argv: `agora capability suggest` proposes a grant
+// from it, and words joined with bare spaces read back as another argv when one holds a space
+// (["git", "status --exec=x"] would read as a three-word command that never ran).
+func commandLine(argv []string) string {
+	q := make([]string, len(argv))
+	for i, w := range argv {
+		q[i] = shellwords.Quote(w)
+	}
+	return strings.Join(q, " ")
 }

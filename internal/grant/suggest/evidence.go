@@ -227,8 +227,10 @@ func (d *DispatchEvidence) wouldDenyCommand(v any, truncated bool) {
 	case !ok:
 		d.refuse("command", fmt.Sprint(v), "the command on record is not a command line")
 		return
-	case truncated:
-		d.refuse("command", line, "the command was cut on record; run it again with a shorter command line")
+	case truncated || len(line) >= entry.MaxWouldDenyCommand-3:
+		// A line at the cap may have been cut (the worker cuts without saying so), and a cut
+		// line is another command: "rm -rf /tmp/x..." cut after "/".
+		d.refuse("command", line, "the command may have been cut on record; run it again with a shorter command line")
 		return
 	}
 	argv, err := shellwords.Split(line)

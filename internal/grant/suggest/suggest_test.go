@@ -111,6 +111,7 @@ func TestPropose_RefusesWhatAPatternCannotHold(t *testing.T) {
 		{"variable", "echo $HOME"},
 		{"glob the shell expands", "rm *"},
 		{"not a string", []any{"echo", 3}},
+		{"cut at the cap", "rm -rf /" + strings.Repeat("x", entry.MaxWouldDenyCommand-8)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := propose(t, grant.Set{}, false, ent{entry.ToolWouldDeny, map[string]any{entry.KeyTool: "run_command", entry.KeyCommand: tc.cmd}})
