@@ -28,6 +28,9 @@ import (
 var agoraBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(slotHolderEnv) != "" {
+		os.Exit(slotHolderMain()) // a warm slot's holder, to be killed with -9 (slot_test.go)
+	}
 	goleak.VerifyTestMain(binaryMain{m})
 }
 

@@ -35,19 +35,29 @@ func (g *Registry) lockDispatch(ctx context.Context, id string) (func(drop bool)
 	if _, err := sessionDir(g.Dir, id); err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(g.Dir, lockDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	unlock, err := lockName(ctx, g.Dir, id)
+	if err != nil {
 		return nil, fmt.Errorf("lock gateway session %q: %w", id, err)
 	}
-	path := filepath.Join(dir, id)
+	return unlock, nil
+}
+
+// lockName takes the lock of name (checked by the caller) in base/.locks, waiting while ctx
+// lasts: the dispatches' locks and the warm slots' (slot.go).
+func lockName(ctx context.Context, base, name string) (func(drop bool), error) {
+	dir := filepath.Join(base, lockDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, name)
 	for {
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|noFollow|syscall.O_CLOEXEC, 0o600)
 		if err != nil {
-			return nil, fmt.Errorf("lock gateway session %q: %w", id, err)
+			return nil, err
 		}
 		if err := flockWait(ctx, f); err != nil {
 			f.Close()
-			return nil, fmt.Errorf("lock gateway session %q: %w", id, err)
+			return nil, err
 		}
 		// The holder before may have removed the file: a lock on a removed file locks
 		// nothing, so lock the file that is there now.

@@ -41,6 +41,11 @@ type Server struct {
 	Registry *Registry
 	// Version is the host agora's version, reported in GET session.
 	Version string
+	// Slots are the warm slots whose workers claim their dispatch here (slot.go); nil
+	// serves no slot route.
+	Slots *Slots
+	// ClaimWait is how long a claim waits for its dispatch; 0 means [ClaimWait].
+	ClaimWait time.Duration
 	// Log receives one line per refused request and per upload; nil discards. No line
 	// carries a token.
 	Log *slog.Logger
@@ -173,6 +178,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	pending := !s.conns.charged(gc)
 	if pending {
 		w.Header().Set("Connection", "close")
+	}
+	if strings.HasPrefix(r.URL.EscapedPath(), remote.SlotRoutePrefix) {
+		s.serveClaim(w, r, gc, pending)
+		return
 	}
 	rt, err := parseRoute(r.URL.EscapedPath())
 	if err != nil || r.URL.RawQuery != "" {

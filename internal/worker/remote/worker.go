@@ -70,6 +70,12 @@ func Start(ctx context.Context, root string, stdout, stderr io.Writer) (*Worker,
 	if err != nil {
 		return nil, err
 	}
+	return StartClient(ctx, c, root, stdout, stderr)
+}
+
+// StartClient is [Start] with the dispatch's client made already (a warm worker's, from
+// [ClaimFromEnv]).
+func StartClient(ctx context.Context, c *Client, root string, stdout, stderr io.Writer) (*Worker, error) {
 	c.log = stderr // the container's own: the host's streams may be what is down
 	ctx, cancel := context.WithTimeout(ctx, OutageLimit+startGrace)
 	defer cancel()
