@@ -20,6 +20,7 @@ type appender struct {
 	insEntry *sql.Stmt
 	insNode  *sql.Stmt
 	saveTree *sql.Stmt // nil: saveTreeSQL is compiled when the run is saved
+	sparse   bool      // store only the nodes from storedFromLevel up ([Log.SparseTree])
 }
 
 // Statements appenders share.
@@ -127,17 +128,23 @@ func encodeEntry(seq int64, at string, e Entry) ([]byte, error) {
 // write stores body, the encoding of e as entry [appender.next] stamped at, and the tree nodes
 // its leaf completes.
 func (a *appender) write(ctx context.Context, at string, e Entry, body []byte) error {
+	return a.writeLeaf(ctx, at, e, body, LeafHash(body))
+}
+
+// writeLeaf is [appender.write] with body's leaf hash computed by the caller.
+func (a *appender) writeLeaf(ctx context.Context, at string, e Entry, body, leaf []byte) error {
 	seq := a.next()
 	if uint64(seq) >= maxTreeSize {
 		return fmt.Errorf("append audit entries: the log is full at %d entries", seq)
 	}
-	leaf := LeafHash(body)
 	if _, err := a.insEntry.ExecContext(ctx, seq, at, e.Kind, e.Subject, e.Actor, body, leaf); err != nil {
 		return fmt.Errorf("append audit entry %d: %w", seq, err)
 	}
 	var nodeErr error
 	if err := a.r.Append(leaf, func(id compact.NodeID, hash []byte) {
-		if nodeErr == nil && id.Level > 0 { // leaves live in audit_entries
+		// Leaves live in audit_entries; a sparse log leaves out the nodes readers compute
+		// from them.
+		if nodeErr == nil && id.Level > 0 && (!a.sparse || id.Level >= storedFromLevel) {
 			_, nodeErr = a.insNode.ExecContext(ctx, nodeKey(id), hash)
 		}
 	}); err != nil {

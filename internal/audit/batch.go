@@ -262,6 +262,7 @@ func (l *Log) appendBatch(ctx context.Context, tx *sql.Tx, st *statements, batch
 	if err != nil {
 		return fmt.Errorf("append audit entries: %w", err)
 	}
+	a.sparse = l.sparse
 	defer a.close()
 	var last time.Time
 	for n := 0; ; n++ {

@@ -34,7 +34,19 @@ type Entry struct {
 
 // Log appends entries to the audit_entries table of one database.
 type Log struct {
-	now func() time.Time
+	now    func() time.Time
+	sparse bool // see SparseTree
+}
+
+// SparseTree returns a log like l whose appends store the tree's nodes only from level 4 up
+// (about one node row per eight entries instead of one per entry): readers compute the lower
+// nodes from the leaf hashes audit_entries holds, for every log, so proofs, roots and bundles
+// are the same bytes. A log's writers may mix both; the orchestrator, which writes hundreds of
+// entries per commit, uses it (the write it saves is a b-tree insert per entry).
+func (l *Log) SparseTree() *Log {
+	c := *l
+	c.sparse = true
+	return &c
 }
 
 // New returns a log that stamps entries with now (time.Now when nil).
@@ -68,7 +80,7 @@ func (l *Log) Append(ctx context.Context, tx *sql.Tx, e Entry) (int64, error) {
 		seq, at, e.Kind, e.Subject, e.Actor, body, leaf); err != nil {
 		return 0, fmt.Errorf("append audit entry %s: %w", e.Kind, err)
 	}
-	if err := appendLeaf(ctx, tx, r, leaf); err != nil {
+	if err := appendLeaf(ctx, tx, r, leaf, l.sparse); err != nil {
 		return 0, err
 	}
 	if err := saveTree(ctx, tx, r); err != nil {
@@ -133,6 +145,7 @@ func (l *Log) appendAll(ctx context.Context, tx *sql.Tx, st *statements, entries
 	if err != nil {
 		return 0, fmt.Errorf("append audit entries: %w", err)
 	}
+	a.sparse = l.sparse
 	defer a.close()
 	first := a.next()
 	at := l.now().UTC().Format(time.RFC3339Nano)

@@ -133,11 +133,19 @@ func readNodes(ctx context.Context, q Querier, ids []compact.NodeID) ([][]byte, 
 	return fromCache(ids, cache)
 }
 
-// maxNodesPerQuery keeps each IN list under SQLite's variable limit.
+// maxNodesPerQuery keeps each IN list under SQLite's variable limit (a derived node adds up to
+// 2^(storedFromLevel-1) leaves past it).
 const maxNodesPerQuery = 500
 
+// storedFromLevel is the lowest level of the tree a sparse writer stores in audit_nodes
+// ([Log.SparseTree]); readers compute every node below it from its 2, 4 or 8 leaves, whose
+// hashes audit_entries holds anyway, whether the writer stored it or not.
+const storedFromLevel = 4
+
 // fetchNodes reads the hashes of ids not yet in cache into it: leaves from audit_entries,
-// subtree roots from audit_nodes, in one statement per maxNodesPerQuery ids.
+// subtree roots from audit_nodes, in one statement per about maxNodesPerQuery ids. A node
+// below storedFromLevel is computed from its leaves, stored or not (a sparse writer leaves
+// it out: [Log.SparseTree]), so every log reads the same way.
 func fetchNodes(ctx context.Context, q Querier, ids []compact.NodeID, cache map[int64][]byte) error {
 	var leaves, inner []any
 	flush := func() error {
@@ -171,24 +179,64 @@ func fetchNodes(ctx context.Context, q Querier, ids []compact.NodeID, cache map[
 		return nil
 	}
 	asked := map[int64]bool{}
+	askLeaf := func(index uint64) {
+		if k := int64(index); cache[k] == nil && !asked[k] {
+			asked[k] = true
+			leaves = append(leaves, k)
+		}
+	}
+	var derived []compact.NodeID
 	for _, id := range ids {
 		k := nodeKey(id)
 		if _, ok := cache[k]; ok || asked[k] {
 			continue
 		}
 		asked[k] = true
-		if id.Level == 0 {
+		switch {
+		case id.Level == 0:
 			leaves = append(leaves, k)
-		} else {
+		case id.Level < storedFromLevel:
+			derived = append(derived, id)
+			first := id.Index << id.Level
+			for i := range uint64(1) << id.Level {
+				askLeaf(first + i)
+			}
+		default:
 			inner = append(inner, k)
 		}
-		if len(leaves)+len(inner) == maxNodesPerQuery {
+		if len(leaves)+len(inner) >= maxNodesPerQuery {
 			if err := flush(); err != nil {
 				return err
 			}
 		}
 	}
-	return flush()
+	if err := flush(); err != nil {
+		return err
+	}
+	for _, id := range derived {
+		if h, ok := subtreeFromLeaves(id, cache); ok {
+			cache[nodeKey(id)] = h
+		}
+	}
+	return nil
+}
+
+// subtreeFromLeaves is the hash of node id computed from its leaves in cache; false when one is
+// missing or malformed (the caller then finds the node missing: ErrTampered).
+func subtreeFromLeaves(id compact.NodeID, cache map[int64][]byte) ([]byte, bool) {
+	if id.Level == 0 {
+		h := cache[int64(id.Index)]
+		return h, len(h) == hasher.Size()
+	}
+	left, ok := subtreeFromLeaves(compact.NewNodeID(id.Level-1, id.Index*2), cache)
+	if !ok {
+		return nil, false
+	}
+	right, ok := subtreeFromLeaves(compact.NewNodeID(id.Level-1, id.Index*2+1), cache)
+	if !ok {
+		return nil, false
+	}
+	return hasher.HashChildren(left, right), true
 }
 
 func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }

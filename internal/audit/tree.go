@@ -130,7 +130,7 @@ func catchUp(ctx context.Context, tx txLike, r *compact.Range, next uint64) erro
 			if !bytes.Equal(leaf, x.leaf) {
 				return fmt.Errorf("catch up audit tree: entry %d: stored leaf hash is not the hash of the entry: %w", x.seq, ErrTampered)
 			}
-			if err := appendLeaf(ctx, tx, r, leaf); err != nil {
+			if err := appendLeaf(ctx, tx, r, leaf, false); err != nil {
 				return err
 			}
 		}
@@ -138,14 +138,15 @@ func catchUp(ctx context.Context, tx txLike, r *compact.Range, next uint64) erro
 	return nil
 }
 
-// appendLeaf appends leaf to r and stores the leaf and every subtree root it completes.
-func appendLeaf(ctx context.Context, tx execer, r *compact.Range, leaf []byte) error {
+// appendLeaf appends leaf to r and stores every subtree root it completes (from
+// storedFromLevel up when sparse).
+func appendLeaf(ctx context.Context, tx execer, r *compact.Range, leaf []byte, sparse bool) error {
 	if r.End() >= maxTreeSize {
 		return fmt.Errorf("append audit leaf: the log is full at %d entries", r.End())
 	}
 	var args []any
 	err := r.Append(leaf, func(id compact.NodeID, hash []byte) {
-		if id.Level > 0 {
+		if id.Level > 0 && (!sparse || id.Level >= storedFromLevel) {
 			args = append(args, nodeKey(id), hash)
 		}
 	})

@@ -89,7 +89,7 @@ func treeOf(tb testing.TB, leaves [][]byte) *store.DB {
 				i, l, hasher.HashLeaf(l)); err != nil {
 				return err
 			}
-			if err := appendLeaf(ctx, tx, r, hasher.HashLeaf(l)); err != nil {
+			if err := appendLeaf(ctx, tx, r, hasher.HashLeaf(l), false); err != nil {
 				return err
 			}
 		}
