@@ -113,10 +113,9 @@ func (e *Engine) commit(ctx context.Context, b *batch) error {
 	// cancellable ctx would cost the driver a goroutine per statement.
 	ctx = context.WithoutCancel(ctx)
 	err := e.db.Tx(ctx, func(tx *sql.Tx) error {
-		if err := e.writeRows(ctx, tx, b); err != nil {
-			return err
-		}
-		first, err := e.log.AppendAllWith(ctx, tx, e.stmts.audit, b.entries)
+		// The entries' canonical JSON and leaf hashes are computed on a second goroutine
+		// while the rows are written (the same bytes as appending them after the rows).
+		first, err := e.log.AppendAllAlongside(ctx, tx, e.stmts.audit, b.entries, func() error { return e.writeRows(ctx, tx, b) })
 		if err != nil {
 			return err
 		}

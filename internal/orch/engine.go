@@ -141,7 +141,9 @@ func Open(ctx context.Context, db *store.DB, log *audit.Log, exec Executor, opts
 		opts.Rand = mrand.Float64
 	}
 	e := &Engine{
-		db: db, log: log, exec: exec, opts: opts,
+		// The engine's appends store the audit tree sparsely: a node row per eight entries
+		// instead of one per entry, the lower nodes computed from the leaves when read.
+		db: db, log: log.SparseTree(), exec: exec, opts: opts,
 		in: make(chan event, maxBatch), stop: make(chan struct{}),
 		runs: map[string]*run{}, byName: map[string]*run{}, locks: map[string]*lockState{}, live: map[string]*task{},
 		subs:       map[string]map[chan api.Event]struct{}{},

@@ -24,17 +24,25 @@ import (
 // cpu-us/task is the process's CPU time (user and system) per task: it does not depend on
 // how busy the machine is the way wall time does.
 func BenchmarkLayerFloor(b *testing.B) {
+	// alongside: the entries are encoded while the rows are written; sparse: the audit tree's
+	// nodes are stored from level 4 up (what the engine does since #28 session 4: both).
 	for _, part := range []struct {
-		name        string
-		rows, audit bool
-	}{{"rows+audit", true, true}, {"rows", true, false}, {"audit", false, true}, {"commit", false, false}} {
+		name                           string
+		rows, audit, alongside, sparse bool
+	}{{"rows+audit", true, true, false, false}, {"rows", true, false, false, false}, {"audit", false, true, false, false},
+		{"commit", false, false, false, false},
+		{"rows+audit-alongside", true, true, true, false}, {"rows+audit-sparse", true, true, false, true},
+		{"rows+audit-alongside-sparse", true, true, true, true}, {"audit-sparse", false, true, false, true}} {
 		b.Run(part.name, func(b *testing.B) {
 			f := newFloor(b)
+			if part.sparse {
+				f.log = f.log.SparseTree()
+			}
 			ctx := context.Background()
 			b.ResetTimer()
 			cpu0 := cpuTime()
 			for i := 0; i < b.N; i++ {
-				if err := f.layer(ctx, part.rows, part.audit); err != nil {
+				if err := f.layer(ctx, part.rows, part.audit, part.alongside); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -91,15 +99,14 @@ func newFloor(b *testing.B) *floor {
 
 func taskName(i int) string { return fmt.Sprintf("l%d-%d", i/floorWidth, i%floorWidth) }
 
-// layer commits one layer: the previous layer's tasks complete, this layer's fire.
-func (f *floor) layer(ctx context.Context, rows, withAudit bool) error {
+// layer commits one layer: the previous layer's tasks complete, this layer's fire. alongside
+// appends the entries the way the engine does, encoding them while the rows are written
+// (audit.Log.AppendAllAlongside); otherwise they are encoded and appended after the rows.
+func (f *floor) layer(ctx context.Context, rows, withAudit, alongside bool) error {
 	ctx = context.WithoutCancel(ctx)
-	// Attempt k of the run is task k mod 10,000's: past the 100th layer the tasks come round
-	// again (with new attempts), so every layer updates rows that exist.
 	done, fired := (f.n-1)*floorWidth, f.n*floorWidth
 	f.n++
-	dispatch := func(k int) string { return fmt.Sprintf("01KFLOORDISPATCH%010d", k) }
-	task := func(k int) int { return k % (100 * floorWidth) }
+	dispatch, task := floorDispatch, floorTask
 	now := time.Now()
 	var entries []audit.Entry
 	if withAudit {
@@ -115,27 +122,12 @@ func (f *floor) layer(ctx context.Context, rows, withAudit bool) error {
 		}
 	}
 	return f.db.Tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.StmtContext(ctx, f.st.updateRun).ExecContext(ctx, "running", false, "", "", f.runs); err != nil {
+		if alongside {
+			_, err := f.log.AppendAllAlongside(ctx, tx, f.st.audit, entries, func() error { return f.rows(ctx, tx, done, fired, now, rows) })
 			return err
 		}
-		if rows {
-			up, end, ins := tx.StmtContext(ctx, f.st.updateTask), tx.StmtContext(ctx, f.st.endAttempt), tx.StmtContext(ctx, f.st.insertAttempt)
-			for a := done; a < done+floorWidth && a >= 0; a++ {
-				if err := execOne(ctx, up, "succeeded", 1, 0, dispatch(a), int64(a), "", "", "", "", "", false, "", f.runs, task(a)); err != nil {
-					return err
-				}
-				if err := execOne(ctx, end, "succeeded", "", ts(now), "", "", dispatch(a)); err != nil {
-					return err
-				}
-			}
-			for a := fired; a < fired+floorWidth; a++ {
-				if err := execOne(ctx, up, "running", 1, 0, dispatch(a), int64(a), "", "", "", "", "", false, "", f.runs, task(a)); err != nil {
-					return err
-				}
-				if err := execOne(ctx, ins, dispatch(a), f.runs, task(a), 1, "", "[]", ts(now)); err != nil {
-					return err
-				}
-			}
+		if err := f.rows(ctx, tx, done, fired, now, rows); err != nil {
+			return err
 		}
 		if withAudit {
 			if _, err := f.log.AppendAllWith(ctx, tx, f.st.audit, entries); err != nil {
@@ -145,6 +137,42 @@ func (f *floor) layer(ctx context.Context, rows, withAudit bool) error {
 		return nil
 	})
 }
+
+// rows writes the layer's rows in tx: the run's, and when rows is set, the completions' (the
+// task's row, the attempt's end) and the fires' (the task's row, the attempt's row).
+func (f *floor) rows(ctx context.Context, tx *sql.Tx, done, fired int, now time.Time, rows bool) error {
+	if _, err := tx.StmtContext(ctx, f.st.updateRun).ExecContext(ctx, "running", false, "", "", f.runs); err != nil {
+		return err
+	}
+	if !rows {
+		return nil
+	}
+	up, end, ins := tx.StmtContext(ctx, f.st.updateTask), tx.StmtContext(ctx, f.st.endAttempt), tx.StmtContext(ctx, f.st.insertAttempt)
+	for a := done; a < done+floorWidth && a >= 0; a++ {
+		if err := execOne(ctx, up, "succeeded", 1, 0, floorDispatch(a), int64(a), "", "", "", "", "", false, "", f.runs, floorTask(a)); err != nil {
+			return err
+		}
+		if err := execOne(ctx, end, "succeeded", "", ts(now), "", "", floorDispatch(a)); err != nil {
+			return err
+		}
+	}
+	for a := fired; a < fired+floorWidth; a++ {
+		if err := execOne(ctx, up, "running", 1, 0, floorDispatch(a), int64(a), "", "", "", "", "", false, "", f.runs, floorTask(a)); err != nil {
+			return err
+		}
+		if err := execOne(ctx, ins, floorDispatch(a), f.runs, floorTask(a), 1, "", "[]", ts(now)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// floorDispatch is attempt k's dispatch id.
+func floorDispatch(k int) string { return fmt.Sprintf("01KFLOORDISPATCH%010d", k) }
+
+// floorTask is the index of attempt k's task: past the 100th layer the tasks come round
+// again (with new attempts), so every layer updates rows that exist.
+func floorTask(k int) int { return k % (100 * floorWidth) }
 
 // execOne runs stmt and fails unless it changed exactly one row: a floor that updated nothing
 // would measure less than the engine does.
