@@ -2,8 +2,9 @@
 // entry is RFC 8785 canonical JSON, hashed as an RFC 6962 leaf
 // (https://www.rfc-editor.org/rfc/rfc6962#section-2.1), and appended in the SAME transaction as
 // the state change it records, so a change and its entry commit or vanish together. The same
-// transaction stores every completed subtree of the Merkle tree, so inclusion and consistency
-// proofs are read, never recomputed from all leaves.
+// transaction stores the completed subtrees of the Merkle tree (from level 4 up for a
+// [Log.SparseTree]; readers compute the levels below from at most 8 leaf hashes), so
+// inclusion and consistency proofs are read, never recomputed from all leaves.
 //
 // A [Checkpointer] signs C2SP tlog-checkpoints (https://c2sp.org/tlog-checkpoint) of the tree,
 // only after checking the previous one is a prefix, and hands each to the configured anchors.
