@@ -95,7 +95,7 @@ func runOrder(tasks []api.Task) []api.Task {
 // runWork gathers a run's branch: its tasks' patches in dependency order, on the run's commit
 // in the run's repository, unless repo names another clone of it. The tasks in skip are left
 // out; each must be one whose patch would be there.
-func runWork(ctx context.Context, h *home.Home, run api.Run, repo string, skip []string) (branchWork, error) {
+func runWork(ctx context.Context, h *home.Home, run api.Run, repo string, skip []string, includeLearn bool) (branchWork, error) {
 	w := branchWork{repo: run.Repo, base: run.Revision, run: run.ID}
 	if repo != "" {
 		w.repo = repo
@@ -112,6 +112,12 @@ func runWork(ctx context.Context, h *home.Home, run api.Run, repo string, skip [
 		r, err := records.Get(ctx, t.ProductID()) // a fixed task's patch is its fix's
 		if err != nil {
 			return w, fmt.Errorf("task %s: %w", t.ID, err)
+		}
+		if !includeLearn {
+			// A learn dispatch ran under a grant nobody enforced (docs/learn.md).
+			if err := dispatch.LearnRefusal(r, "a branch"); err != nil {
+				return w, fmt.Errorf("task %s: %w", t.ID, err)
+			}
 		}
 		if w.base == "" {
 			w.base = r.Revision

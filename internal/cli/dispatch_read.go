@@ -359,6 +359,8 @@ type dispatchPatchOptions struct {
 	f            *Factory
 	id           string
 	branch, repo string
+	// includeLearn lets a learn dispatch's patch become a branch (docs/learn.md).
+	includeLearn bool
 }
 
 func newDispatchPatchCmd(f *Factory, runF func(*dispatchPatchOptions) error) *cobra.Command {
@@ -392,6 +394,7 @@ configured driver runs. An existing branch is refused, never moved.`,
 	}
 	cmd.Flags().StringVar(&opts.branch, "branch", "", "create this git branch with the patch as one commit")
 	cmd.Flags().StringVar(&opts.repo, "repo", "", "the repository for --branch (default: the dispatch's)")
+	cmd.Flags().BoolVar(&opts.includeLearn, "include-learn", false, "make a learn dispatch's patch a branch (refused without it: docs/learn.md)")
 	return cmd
 }
 
@@ -407,6 +410,11 @@ func dispatchPatchRun(ctx context.Context, opts *dispatchPatchOptions) error {
 		return fmt.Errorf("dispatch %s has no patch (%s)", r.ID, strings.Join(nonEmpty(r.State, r.Reason), ": "))
 	}
 	if opts.branch != "" {
+		if !opts.includeLearn {
+			if err := dispatch.LearnRefusal(r, "a branch"); err != nil {
+				return err
+			}
+		}
 		c, err := dispatchChange(d.Blobs, r, "", "")
 		if err != nil {
 			return err

@@ -11,14 +11,16 @@ import (
 )
 
 type orchPatchesOptions struct {
-	f        *Factory
-	run      string
-	to       string
-	branch   string
-	repo     string
-	combined bool
-	skip     []string
-	output   string
+	f      *Factory
+	run    string
+	to     string
+	branch string
+	// includeLearn lets a learn dispatch's patch into --branch/--combined (docs/learn.md).
+	includeLearn bool
+	repo         string
+	combined     bool
+	skip         []string
+	output       string
 }
 
 func newOrchPatchesCmd(f *Factory, runF func(*orchPatchesOptions) error) *cobra.Command {
@@ -94,6 +96,7 @@ commit to the result.`,
 	cmd.Flags().BoolVar(&opts.combined, "combined", false, "print one patch of every task's changes")
 	cmd.Flags().StringVar(&opts.repo, "repo", "", "the repository for --branch/--combined (default: the run's)")
 	cmd.Flags().StringArrayVar(&opts.skip, "skip", nil, "leave this task's work out of --branch/--combined (repeatable)")
+	cmd.Flags().BoolVar(&opts.includeLearn, "include-learn", false, "let learn dispatches' patches into --branch/--combined (refused without it: docs/learn.md)")
 	addOutputFlag(cmd, &opts.output)
 	return cmd
 }
@@ -110,7 +113,7 @@ func orchPatchesRun(ctx context.Context, opts *orchPatchesOptions) error {
 		return err
 	}
 	if opts.branch != "" || opts.combined {
-		w, err := runWork(ctx, h, run, opts.repo, opts.skip)
+		w, err := runWork(ctx, h, run, opts.repo, opts.skip, opts.includeLearn)
 		if err != nil {
 			return err
 		}

@@ -68,6 +68,10 @@ func (d *Dispatcher) resolveInputs(ctx context.Context, specs []InputSpec) ([]In
 		if err != nil {
 			return nil, fmt.Errorf("input %q: %w", s.Key, err)
 		}
+		// A learn dispatch's products were made under a grant nobody enforced: no hand-off.
+		if err := handOffRefusal(up); err != nil {
+			return nil, fmt.Errorf("input %q: %w", s.Key, err)
+		}
 		red := up.State == StateFailed && up.Reason == ReasonVerifyFailed
 		if up.Result == nil || (up.State != StateFinished && !(red && (s.Apply || s.Select == "verify"))) {
 			// A dispatch whose verify gate was red keeps its patch and its verdict: a fix

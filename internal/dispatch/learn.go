@@ -81,10 +81,20 @@ func commandWouldDeny(argv []string, reason string) map[string]any {
 }
 
 // LearnRefusal is the refusal of a learn dispatch's product where it would feed other work
-// (a plan hand-off, a branch) without the person's --include-learn, or "".
+// (a plan hand-off, a branch) without the person's --include-learn, or nil.
 func LearnRefusal(r *Record, where string) error {
 	if r == nil || !r.Learn {
 		return nil
 	}
 	return fmt.Errorf("dispatch %s is a learn dispatch (its grant's refusals were recorded, not enforced): its patch does not feed %s; pass --include-learn to take it anyway", r.ID, where)
+}
+
+// handOffRefusal is LearnRefusal for a dispatch's input: a plan cannot pass the flag, so it
+// says where a person can.
+func handOffRefusal(r *Record) error {
+	if r == nil || !r.Learn {
+		return nil
+	}
+	return fmt.Errorf("dispatch %s is a learn dispatch (its grant's refusals were recorded, not enforced): its products do not feed a hand-off; "+
+		"a person may take its patch with `agora dispatch patch %s --branch NAME --include-learn`, or run the task again without learn", r.ID, r.ID)
 }
