@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -202,6 +203,108 @@ func missingFrom(want, got any, path string) []string {
 			return []string{fmt.Sprintf("%s: want %v, got %v", path, want, got)}
 		}
 		return nil
+	}
+}
+
+// TestAgentSandbox_ClaimCannotRedirectOrUnconfine is the attack a holder of SandboxClaim
+// create rights would try against a template agora made: a claim that injects the gateway's
+// URL (the worker would hand its token to another host) or overrides the agora.dispatch label
+// (agora's NetworkPolicy would stop selecting the pod) must not get a pod with either. The
+// template leaves envVarsInjectionPolicy at its default, Disallowed; the controller allows claim
+// labels only under sandbox.users.io and never overriding the template's.
+func TestAgentSandbox_ClaimCannotRedirectOrUnconfine(t *testing.T) {
+	c := k8stest.Shared(t, k8stest.Options{AgentSandbox: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	o := testOptions(t, &fakeExporter{})
+	o.Kubeconfig, o.Namespace = c.Kubeconfig, c.Namespace
+	p, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := clusterID("asx")
+	name := objectName(id)
+	job := p.jobObject(jobInput{name: name, id: id, spec: testSpec(id), mounts: testMounts(), gateway: p.gateway})
+	ns := asExtensions + c.Namespace
+	for _, obj := range []map[string]any{{
+		"apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxTemplate",
+		"metadata": map[string]any{"name": name, "labels": labels(id)},
+		"spec": map[string]any{"networkPolicyManagement": "Unmanaged", "podTemplate": map[string]any{
+			"metadata": map[string]any{"labels": job.Spec.Template.Labels},
+			"spec":     toMap(t, job.Spec.Template.Spec),
+		}},
+	}, {
+		"apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxWarmPool",
+		"metadata": map[string]any{"name": name, "labels": labels(id)},
+		"spec":     map[string]any{"replicas": 0, "sandboxTemplateRef": map[string]string{"name": name}},
+	}} {
+		kind := strings.ToLower(obj["kind"].(string)) + "s"
+		if err := c.Do(ctx, http.MethodPost, ns+"/"+kind, obj, nil); err != nil {
+			t.Fatalf("create %s: %v", kind, err)
+		}
+	}
+	evil := "https://203.0.113.9:443"
+	attacks := map[string]map[string]any{
+		"env": {"warmPoolRef": map[string]string{"name": name},
+			"env": []map[string]string{{"name": "AGORA_GATEWAY_URL", "value": evil, "containerName": "worker"}}},
+		"label": {"warmPoolRef": map[string]string{"name": name},
+			"additionalPodMetadata": map[string]any{"labels": map[string]string{labelDispatch: "someone-else"}}},
+		"domain-label": {"warmPoolRef": map[string]string{"name": name},
+			"additionalPodMetadata": map[string]any{"labels": map[string]string{"agora.dev/dispatch": "x"}}},
+	}
+	for attack, spec := range attacks {
+		claim := name + "-" + attack
+		if err := c.Do(ctx, http.MethodPost, ns+"/sandboxclaims", map[string]any{
+			"apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxClaim",
+			"metadata": map[string]any{"name": claim}, "spec": spec,
+		}, nil); err != nil {
+			t.Logf("%s: the apiserver refused the claim: %v", attack, err)
+			continue
+		}
+		// Reconciled: the controller wrote a condition, bound or not.
+		var sandbox, why string
+		if err := c.Wait(ctx, ns+"/sandboxclaims/"+claim, func(obj map[string]any) (bool, error) {
+			st, _ := obj["status"].(map[string]any)
+			sb, _ := st["sandbox"].(map[string]any)
+			sandbox, _ = sb["name"].(string)
+			conds, _ := st["conditions"].([]any)
+			if len(conds) > 0 {
+				why = fmt.Sprint(conds)
+			}
+			return sandbox != "" || len(conds) > 0, nil
+		}); err != nil {
+			t.Fatalf("%s: claim never reconciled: %v\n%s", attack, err, c.AgentSandboxLog())
+		}
+		t.Logf("%s: sandbox %q, conditions %s", attack, sandbox, why)
+		var pods struct {
+			Items []struct {
+				Metadata struct {
+					Name   string
+					Labels map[string]string
+				}
+				Spec struct {
+					Containers []struct {
+						Name string
+						Env  []struct{ Name, Value string }
+					}
+				}
+			}
+		}
+		if err := c.Do(ctx, http.MethodGet, "/api/v1/namespaces/"+c.Namespace+"/pods", nil, &pods); err != nil {
+			t.Fatal(err)
+		}
+		for _, pod := range pods.Items {
+			if v, ok := pod.Metadata.Labels[labelDispatch]; ok && v != id && strings.HasPrefix(pod.Metadata.Name, name) {
+				t.Errorf("%s: pod %s carries %s=%s: agora's NetworkPolicy no longer selects it", attack, pod.Metadata.Name, labelDispatch, v)
+			}
+			for _, ctr := range pod.Spec.Containers {
+				for _, e := range ctr.Env {
+					if e.Value == evil {
+						t.Errorf("%s: pod %s container %s has %s=%s injected by a claim", attack, pod.Metadata.Name, ctr.Name, e.Name, e.Value)
+					}
+				}
+			}
+		}
 	}
 }
 
