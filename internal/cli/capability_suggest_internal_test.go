@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -53,5 +55,34 @@ func TestPrintSuggestion_HostileEvidence(t *testing.T) {
 	}
 	if len(p.Refused) != 7 {
 		t.Errorf("refused %d, want 7:\n%s", len(p.Refused), out)
+	}
+}
+
+// TestCapabilitySuggestJSON_Fields pins the -o json document's fields: fields are added, never
+// renamed, and lists are [] (never null) even when empty.
+func TestCapabilitySuggestJSON_Fields(t *testing.T) {
+	p, err := suggest.Propose(suggest.NewEvidence(), grant.Set{}, suggest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(capabilitySuggestResult{Subagent: "s", Proposal: p, Unended: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"capability_yaml", "diff", "dispatches", "entries", "grant", "items", "notes", "refused", "subagent", "unended"}
+	if got := slices.Sorted(maps.Keys(doc)); !slices.Equal(got, want) {
+		t.Errorf("fields %q, want %q", got, want)
+	}
+	for _, k := range []string{"items", "notes", "refused", "unended"} {
+		if string(doc[k]) != "[]" {
+			t.Errorf("%s = %s, want []", k, doc[k])
+		}
+	}
+	if d := string(doc["diff"]); d != `{"added":[],"removed":[]}` {
+		t.Errorf("diff = %s", d)
 	}
 }

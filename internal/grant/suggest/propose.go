@@ -79,7 +79,7 @@ func Propose(ev *Evidence, current grant.Set, opts Options) (*Proposal, error) {
 		return nil, fmt.Errorf("%w (more than %d distinct of one kind); suggest from fewer dispatches", ErrTooMuch, maxDistinct)
 	}
 	current, _ = current.Narrow(current) // normal form
-	p := &Proposal{Refused: slices.Clone(ev.refused), RefusedMore: ev.refusedMore, Notes: slices.Clone(ev.notes),
+	p := &Proposal{Items: []Item{}, Refused: slices.Clone(ev.refused), RefusedMore: ev.refusedMore, Notes: slices.Clone(ev.notes),
 		Dispatches: ev.dispatches, Entries: ev.entries}
 	if p.Refused == nil {
 		p.Refused = []Refusal{}
