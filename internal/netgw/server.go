@@ -74,6 +74,7 @@ type Server struct {
 
 	tunnels tunnelSet
 	conns   *connTable
+	waiters claimWaiters
 }
 
 // TLSConfig returns the server's TLS configuration for cert: TLS 1.3 only, HTTP/1.1 only

@@ -335,3 +335,20 @@ func waitFor(t *testing.T, ok func() bool) {
 	}
 	t.Fatal("condition not met within 10s")
 }
+
+// Attack: a slot's token holder opens claim after claim on one slot; past MaxClaimWaiters
+// the next is refused at once instead of polling the slot too.
+func TestSlot_ClaimWaitersCapped(t *testing.T) {
+	g := withSlots(t, func(s *Server) { s.ClaimWait = 5 * time.Second })
+	sl := newSlot(t, g)
+	var wg sync.WaitGroup
+	for range MaxClaimWaiters {
+		wg.Go(func() { g.do(t, http.MethodPost, claimPath(sl.ID), sl.Token, nil) })
+	}
+	waitFor(t, func() bool { return g.srv.waiters.count(sl.ID) == MaxClaimWaiters })
+	if code, body := g.do(t, http.MethodPost, claimPath(sl.ID), sl.Token, nil); code != http.StatusTooManyRequests {
+		t.Fatalf("claim over the cap: %d %q, want 429", code, body)
+	}
+	sl.Close() // the waiters see the slot gone
+	wg.Wait()
+}

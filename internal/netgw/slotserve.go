@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute/remote"
@@ -26,7 +27,44 @@ const (
 	holderPoll = 250 * time.Millisecond
 	// grantTimeout bounds reading the grant from the binder.
 	grantTimeout = 5 * time.Second
+	// MaxClaimWaiters caps the claims of one slot waiting at once: a worker has one (and one
+	// more across a reconnect); each waiter costs a stat every claimPoll.
+	MaxClaimWaiters = 2
 )
+
+// claimWaiters counts the claims waiting per slot.
+type claimWaiters struct {
+	mu sync.Mutex
+	n  map[string]int // guarded by mu
+}
+
+// enter counts a waiter of slot id, or reports false when the slot has MaxClaimWaiters.
+func (c *claimWaiters) enter(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[id] >= MaxClaimWaiters {
+		return false
+	}
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[id]++
+	return true
+}
+
+func (c *claimWaiters) leave(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[id]--; c.n[id] <= 0 {
+		delete(c.n, id)
+	}
+}
+
+func (c *claimWaiters) count(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[id]
+}
 
 // slotConnKey is what a claim's connection is charged to in the connection table: never a
 // dispatch id (those have no slash).
@@ -74,6 +112,11 @@ func (s *Server) serveClaim(w http.ResponseWriter, r *http.Request, gc *gateConn
 		}
 		w.Header().Del("Connection")
 	}
+	if !s.waiters.enter(id) {
+		httpError(w, http.StatusTooManyRequests, "too many claims of this slot wait already")
+		return
+	}
+	defer s.waiters.leave(id)
 	s.waitClaim(w, r, id, token)
 }
 
