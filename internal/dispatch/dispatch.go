@@ -74,6 +74,9 @@ type Dispatcher struct {
 	// logs to slog's default logger (stderr).
 	Log *slog.Logger
 	Now func() time.Time
+	// Warm holds the warm slots of a resident process (StartWarm); nil: every dispatch
+	// starts its sandbox cold.
+	Warm *WarmPools
 
 	// testOnlyInvokingUser makes a root agora stage and run sandboxes as an unprivileged one
 	// does (as the invoking user, no disk quota), so tests running as root cover that path.

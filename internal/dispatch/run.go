@@ -60,6 +60,7 @@ type supervision struct {
 	provider compute.Provider
 	pinned   *pinned
 	lease    *uidLease
+	warm     *warmSlot // a claimed warm slot, until startSandbox runs in it or spends it
 	st       *stage
 	endpoint *modelEndpoint
 	inputs   string // the stage's inputs directory
@@ -96,6 +97,9 @@ func (s *supervision) cleanup() {
 	if s.st != nil {
 		s.st.removeWork()
 	}
+	if s.warm != nil {
+		s.warm.slot.Discard() // claimed, never run: killed; its uid lease is s.lease
+	}
 	if s.lease != nil {
 		s.lease.release()
 	}
@@ -119,7 +123,15 @@ func (s *supervision) prepare(ctx context.Context) error {
 	if d.testOnlyInvokingUser {
 		limits.owner, limits.disk = nil, 0
 	}
-	if limits.owner != nil {
+	if limits.owner != nil && d.Warm != nil {
+		// A warm slot runs as the uid it leased: the dispatch adopts it, so its stage is
+		// handed to the uid the slot runs as.
+		if s.warm = d.Warm.claim(r.Target, r.ID); s.warm != nil && s.warm.lease != nil {
+			s.lease = s.warm.lease
+			limits.owner = &compute.HostUser{UID: s.lease.uid, GID: s.lease.uid}
+		}
+	}
+	if limits.owner != nil && s.lease == nil {
 		if s.lease, err = leaseUID(d.StateDir, s.target.SandboxUID, r.ID); err != nil {
 			return fail(ReasonProviderFailed, "%v", err)
 		}
@@ -305,7 +317,19 @@ func (s *supervision) startSandbox(ctx context.Context) error {
 	if d.Records.cancelRequested(ctx, r.ID) {
 		return &failure{Outcome{State: StateCancelled, Reason: ReasonCancelled, Detail: "cancelled before the sandbox started"}}
 	}
-	h, err := s.provider.Start(ctx, s.spec)
+	var (
+		h      compute.Handle
+		err    error
+		warmed bool
+	)
+	if s.warm != nil {
+		h, warmed = s.startWarm(ctx)
+	}
+	if !warmed {
+		if h, err = s.provider.Start(ctx, s.spec); err == nil {
+			d.Warm.learn(r.Target, s.target, s.spec)
+		}
+	}
 	if secretsRead != nil {
 		secretsRead.Close()
 	}

@@ -109,3 +109,18 @@ func claimUID(stateDir string, f *os.File, id string) (bool, error) {
 	}
 	return true, nil
 }
+
+// transfer names dispatch id in the lease file: a warm slot's uid, leased when the slot was
+// started, becomes the dispatch's that claims it (the lock is held throughout).
+func (l *uidLease) transfer(id string) error {
+	if l == nil {
+		return nil
+	}
+	if err := l.f.Truncate(0); err != nil {
+		return fmt.Errorf("move sandbox uid %d to %s: %w", l.uid, id, err)
+	}
+	if _, err := l.f.WriteAt([]byte(id), 0); err != nil {
+		return fmt.Errorf("move sandbox uid %d to %s: %w", l.uid, id, err)
+	}
+	return nil
+}

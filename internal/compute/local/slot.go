@@ -145,7 +145,9 @@ func (s *Slot) TaskID() string { return s.h.TaskID() }
 // (the host mounts the claim's tree). With RunAs the slot starts as the cold run-as path
 // does, on a thread of its own, in a mount namespace that is a slave of the host's.
 func (p *Provider) NewSlot(ctx context.Context, tmpl compute.Spec, o SlotOptions) (*Slot, error) {
-	if err := validateSpec(tmpl); err != nil {
+	v := tmpl
+	v.Files = nil // only their number counts: the slot makes its own pipes
+	if err := validateSpec(v); err != nil {
 		return nil, fmt.Errorf("new warm slot: %w", err)
 	}
 	switch {
@@ -309,8 +311,15 @@ func (s *Slot) claim(ctx context.Context, spec compute.Spec) (*handle, error) {
 	if err := s.attach(spec); err != nil {
 		return nil, err
 	}
+	// The caller may close its files once this returns, as it may after a cold start (whose
+	// child then holds its own copies): the copies get descriptors of their own.
 	for i, w := range s.secrets {
-		go copySecrets(w, spec.Files[i])
+		fd, err := unix.FcntlInt(spec.Files[i].Fd(), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			return nil, fmt.Errorf("hand over files[%d]: %w", i, err)
+		}
+		go copySecrets(w, os.NewFile(uintptr(fd), "claim-file"))
+		s.secrets[i] = nil
 	}
 	s.secrets = nil
 	var drain sync.WaitGroup
@@ -356,6 +365,7 @@ const maxSlotSecrets = 1 << 20
 // slot's fd-3 pipe and closes it: the worker reads to EOF, as from a cold sandbox's fd 3.
 func copySecrets(w *os.File, r *os.File) {
 	defer w.Close()
+	defer r.Close()
 	_, _ = io.Copy(w, io.LimitReader(r, maxSlotSecrets))
 }
 

@@ -119,8 +119,15 @@ func claimDelivers(t *testing.T, runAs *compute.HostUser) {
 	spec := tmpl
 	spec.ID, spec.Env, spec.Files = "d1", []string{"PATH=/usr/bin:/bin", "AGORA_DISPATCH_ID=d1"}, []*os.File{r}
 	spec.Binds = []compute.Bind{{Src: in, Dst: "/agora/in"}, {Src: out, Dst: "/agora/out", Writable: true}}
-	res := runInSlot(t, p, slot, spec)
-	r.Close()
+	var outBuf, errBuf syncBuffer
+	spec.Stdout, spec.Stderr = &outBuf, &errBuf
+	h, err := p.StartInSlot(t.Context(), slot, spec)
+	r.Close() // as the dispatch does once the sandbox has started: the slot keeps a copy
+	if err != nil {
+		t.Fatal(err)
+	}
+	exit, _ := h.Wait()
+	res := result{exit: exit, stdout: outBuf.String(), stderr: errBuf.String()}
 	if res.exit.Code != 0 || res.stdout != "input\nsecret-value\n/agora/out\n" || res.stderr != "err\n" {
 		t.Fatalf("exit %d stdout %q stderr %q", res.exit.Code, res.stdout, res.stderr)
 	}

@@ -1,0 +1,235 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/compute/warm"
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/worker/wire"
+)
+
+// warmDir, beside the stage directories, holds the warm slots' directories, one directory per
+// target; a resident agora sweeps it when it starts (local.ReapSlots).
+const warmDir = ".warm"
+
+// WarmPools are a resident Dispatcher's warm slots (#30): for each local target with
+// `warm: N`, N bubblewrap sandboxes started ahead, each holding a sandbox uid lease of its
+// own. A slot's shape is learnt from the target's last cold dispatch (the first dispatch of
+// a target always starts cold); a dispatch claims a ready slot when it leases its uid (it
+// adopts the slot's uid, so its stage is handed to the uid the slot runs as) and runs in it
+// if its spec matches the slot's shape, else the slot is spent and the dispatch starts cold,
+// counted. The one-shot CLI has none.
+type WarmPools struct {
+	d        *Dispatcher
+	provider *local.Provider
+
+	mu    sync.Mutex
+	pools map[string]*warm.Pool   // guarded by mu: by target, once a template exists
+	tmpl  map[string]compute.Spec // guarded by mu: each target's learnt template
+	extra map[string]*warmMisses  // guarded by mu: claims spent by a shape mismatch
+	ctx   context.Context
+}
+
+// warmMisses counts claimed slots whose dispatch did not fit: it started cold.
+type warmMisses struct{ n uint64 }
+
+// warmSlot is one held sandbox and the uid lease it runs as.
+type warmSlot struct {
+	slot  *local.Slot
+	lease *uidLease
+	key   string
+}
+
+func (w *warmSlot) Shape() string { return w.key }
+
+// Discard implements warm.Slot: a slot never claimed is killed and its uid given back.
+func (w *warmSlot) Discard() {
+	w.slot.Discard()
+	w.lease.release()
+}
+
+// slotOptions are every warm slot's: /agora comes at claim, and AGORA_DISPATCH_ID (which the
+// worker never reads: the agent's copy comes from the bundle's manifest) is not in the slot.
+func (w *WarmPools) slotOptions(target string) local.SlotOptions {
+	return local.SlotOptions{Dir: filepath.Join(w.d.StateDir, warmDir, target), ClaimRoot: wire.DefaultRoot, PerDispatchEnv: []string{"AGORA_DISPATCH_ID"}}
+}
+
+// StartWarm sweeps what a previous resident process left of its warm slots and returns the
+// pools of this Dispatcher's local targets; nil when no local target asks for any. Close
+// them when the process stops serving.
+func (d *Dispatcher) StartWarm(ctx context.Context) (*WarmPools, error) {
+	p, ok := d.LocalProvider.(*local.Provider)
+	if !ok || d.Config == nil {
+		return nil, nil
+	}
+	any := false
+	for name, t := range d.Config.Targets {
+		if !warmTarget(t) {
+			continue
+		}
+		any = true
+		if err := local.ReapSlots(ctx, filepath.Join(d.StateDir, warmDir, name)); err != nil {
+			return nil, fmt.Errorf("sweep warm slots of target %q: %w", name, err)
+		}
+	}
+	if !any {
+		return nil, nil
+	}
+	w := &WarmPools{d: d, provider: p, pools: map[string]*warm.Pool{}, tmpl: map[string]compute.Spec{}, extra: map[string]*warmMisses{}, ctx: context.WithoutCancel(ctx)}
+	d.Warm = w
+	return w, nil
+}
+
+// warmTarget says whether a target keeps slots this process can hold.
+func warmTarget(t config.Target) bool {
+	return t.Warm > 0 && (t.Provider == "" || t.Provider == config.ProviderLocal) && t.Sandbox != compute.SandboxNone
+}
+
+// Close discards every ready slot.
+func (w *WarmPools) Close() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	pools := w.pools
+	w.pools = map[string]*warm.Pool{}
+	w.mu.Unlock()
+	for _, p := range pools {
+		p.Close()
+	}
+}
+
+// Counts returns every warm target's numbers, for doctor, metrics and the web view.
+func (w *WarmPools) Counts() []warm.Counts {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []warm.Counts
+	for name, t := range w.d.Config.Targets {
+		if !warmTarget(t) {
+			continue
+		}
+		c := warm.Counts{Target: name, Want: t.Warm}
+		if p := w.pools[name]; p != nil {
+			c = p.Counts()
+		}
+		if m := w.extra[name]; m != nil {
+			c.Cold += m.n
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// claim takes a ready slot of target for dispatch id and moves its uid lease to id. nil when
+// none is ready (counted cold by the pool).
+func (w *WarmPools) claim(target string, id string) *warmSlot {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	p, key := w.pools[target], w.tmpl[target].ID
+	w.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	s, _ := p.Claim(key).(*warmSlot)
+	if s == nil {
+		return nil
+	}
+	if err := s.lease.transfer(id); err != nil {
+		s.Discard()
+		return nil
+	}
+	return s
+}
+
+// missed counts a claimed slot whose dispatch did not fit it.
+func (w *WarmPools) missed(target string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := w.extra[target]
+	if m == nil {
+		m = &warmMisses{}
+		w.extra[target] = m
+	}
+	m.n++
+}
+
+// learn makes spec (a cold dispatch's, started) its target's template and starts the
+// target's pool the first time. A later template replaces the shape new slots get.
+func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
+	if w == nil || !warmTarget(t) || spec.Sandbox == compute.SandboxNone {
+		return
+	}
+	tmpl := spec
+	tmpl.Stdout, tmpl.Stderr = nil, nil
+	tmpl.Files = make([]*os.File, len(spec.Files))
+	tmpl.RunAs = nil
+	tmpl.ID = local.SlotShape(tmpl, w.slotOptions(target)) // the pool's key: the shape without the uid
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.tmpl[target] = tmpl
+	if w.pools[target] == nil {
+		w.pools[target] = warm.New(w.ctx, target, t.Warm, func(ctx context.Context) (warm.Slot, error) {
+			return w.fill(ctx, target, t)
+		})
+	}
+}
+
+// fill starts one slot of target's current template, as a uid of its own.
+func (w *WarmPools) fill(ctx context.Context, target string, t config.Target) (warm.Slot, error) {
+	w.mu.Lock()
+	tmpl := w.tmpl[target]
+	w.mu.Unlock()
+	var lease *uidLease
+	if os.Geteuid() == 0 {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		var err error
+		if lease, err = leaseUID(w.d.StateDir, t.SandboxUID, "warm-"+hex.EncodeToString(b[:])); err != nil {
+			return nil, err
+		}
+		tmpl.RunAs = &compute.HostUser{UID: lease.uid, GID: lease.uid}
+	}
+	key := tmpl.ID
+	slot, err := w.provider.NewSlot(ctx, tmpl, w.slotOptions(target))
+	if err != nil {
+		lease.release()
+		return nil, err
+	}
+	return &warmSlot{slot: slot, lease: lease, key: key}, nil
+}
+
+// startWarm runs s's spec in its claimed slot. started false: the spec did not fit (the slot
+// is spent, counted) and the caller starts it cold, as the same uid.
+func (s *supervision) startWarm(ctx context.Context) (compute.Handle, bool) {
+	w := s.warm
+	s.warm = nil
+	p, ok := s.provider.(*local.Provider)
+	if !ok {
+		w.slot.Discard()
+		return nil, false
+	}
+	h, err := p.StartInSlot(ctx, w.slot, s.spec)
+	if err != nil {
+		s.d.Warm.missed(s.r.Target)
+		if errors.Is(err, local.ErrSlotShape) {
+			return nil, false
+		}
+		s.d.log().Warn("warm slot failed; starting cold", "dispatch", s.r.ID, "err", err)
+		return nil, false
+	}
+	return h, true
+}

@@ -1,0 +1,90 @@
+package dispatch_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/compute/warm"
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/dispatch"
+)
+
+// warmEnv is an env whose local target keeps n warm slots, held by a resident Dispatcher.
+func warmEnv(t testing.TB, n int) (*env, *dispatch.WarmPools) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: warm slots need root (they attach a dispatch's files with mounts)")
+	}
+	e := newEnv(t)
+	tg := e.d.Config.Targets[config.DefaultTarget]
+	tg.Warm = n
+	e.d.Config.Targets[config.DefaultTarget] = tg
+	w, err := e.d.StartWarm(t.Context())
+	if err != nil || w == nil {
+		t.Fatalf("StartWarm: %v, %v", w, err)
+	}
+	t.Cleanup(w.Close)
+	return e, w
+}
+
+func warmCounts(w *dispatch.WarmPools) warm.Counts {
+	for _, c := range w.Counts() {
+		if c.Target == config.DefaultTarget {
+			return c
+		}
+	}
+	return warm.Counts{}
+}
+
+func waitWarmReady(t testing.TB, w *dispatch.WarmPools, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for warmCounts(w).Ready < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("warm slots: %+v, want %d ready", warmCounts(w), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestWarm_DispatchRunsInSlot: the first dispatch of a target starts cold and teaches the
+// pool its shape; the next claims a started slot and ends exactly as the cold one did
+// (state, output, patch); a dispatch of another shape (another timeout) spends nothing of
+// the pool's shape and starts cold, counted.
+func TestWarm_DispatchRunsInSlot(t *testing.T) {
+	e, w := warmEnv(t, 1)
+	e.subagent("hello", `echo "out:$(id -u)" ; echo made > hello.txt`)
+	if c := warmCounts(w); c.Want != 1 || c.Ready != 0 {
+		t.Fatalf("before any dispatch: %+v", c)
+	}
+	cold := e.run(dispatch.Request{Subagent: "hello"})
+	if cold.State != dispatch.StateFinished {
+		t.Fatalf("cold: %s %s %s", cold.State, cold.Reason, cold.Detail)
+	}
+	waitWarmReady(t, w, 1)
+	hot := e.run(dispatch.Request{Subagent: "hello"})
+	if hot.State != dispatch.StateFinished {
+		t.Fatalf("warm: %s %s %s", hot.State, hot.Reason, hot.Detail)
+	}
+	c := warmCounts(w)
+	if c.Claimed != 1 || c.Cold != 0 {
+		t.Fatalf("after the warm dispatch: %+v, want claimed 1 cold 0", c)
+	}
+	if cold.Isolation != hot.Isolation {
+		t.Errorf("isolation: cold %q, warm %q", cold.Isolation, hot.Isolation)
+	}
+	if !strings.Contains(e.patch(hot), "+made") || !strings.Contains(e.patch(cold), "+made") {
+		t.Errorf("patches: cold %q, warm %q", e.patch(cold), e.patch(hot))
+	}
+	// Another shape: the dispatch starts cold and the mismatch is counted.
+	waitWarmReady(t, w, 1)
+	other := e.run(dispatch.Request{Subagent: "hello", Timeout: 31 * time.Second})
+	if other.State != dispatch.StateFinished {
+		t.Fatalf("other shape: %s %s %s", other.State, other.Reason, other.Detail)
+	}
+	if c := warmCounts(w); c.Claimed != 2 || c.Cold != 1 {
+		t.Fatalf("after a dispatch of another shape: %+v, want claimed 2 (the spent slot), cold 1", c)
+	}
+}
