@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -29,25 +26,7 @@ func main() {
 }
 `
 
-func buildSleeper(tb testing.TB) []byte {
-	tb.Helper()
-	dir := tb.TempDir()
-	src := filepath.Join(dir, "sleeper.go")
-	if err := os.WriteFile(src, []byte(sleeperSource), 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "sleeper"), src)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GO111MODULE=off")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("build the sleeper: %v\n%s", err, out)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "sleeper"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return b
-}
+func buildSleeper(tb testing.TB) []byte { return buildStatic(tb, "sleeper", sleeperSource) }
 
 // realNodeSandbox starts a real node with agent-sandbox, imports the sleeper image and makes a
 // SandboxTemplate of the hardened pod running it, and a warm pool of replicas over it.

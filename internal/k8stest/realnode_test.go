@@ -47,22 +47,25 @@ func main() {
 }
 `
 
-func buildProbe(t *testing.T) []byte {
-	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "probe.go")
-	if err := os.WriteFile(src, []byte(probeSource), 0o600); err != nil {
-		t.Fatal(err)
+func buildProbe(t *testing.T) []byte { return buildStatic(t, "probe", probeSource) }
+
+// buildStatic builds a one-file Go program into a static binary, for an image FROM scratch.
+func buildStatic(tb testing.TB, name, source string) []byte {
+	tb.Helper()
+	dir := tb.TempDir()
+	src := filepath.Join(dir, name+".go")
+	if err := os.WriteFile(src, []byte(source), 0o600); err != nil {
+		tb.Fatal(err)
 	}
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "probe"), src)
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), src)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GO111MODULE=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the probe: %v\n%s", err, out)
+		tb.Fatalf("build the %s: %v\n%s", name, err, out)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "probe"))
+	b, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return b
 }
