@@ -122,14 +122,23 @@ func requestText(r grant.EgressRule) string {
 	if len(r.Paths) == 0 {
 		return verb + " to " + hp
 	}
+	// A path rule is a prefix: it admits the path and everything under it (the grant has no
+	// exact path), and "/" every path of the host. The line says so: an agent that asked
+	// for "/" once must not read as asking for one page.
 	ps := make([]string, len(r.Paths))
+	under := ""
 	for i, p := range r.Paths {
 		ps[i] = hp + p
-		if strings.HasSuffix(p, "/") {
+		switch {
+		case p == "/":
+			ps[i] += "* (every path of the host)"
+		case strings.HasSuffix(p, "/"):
 			ps[i] += "*"
+		default:
+			under = " (and what lies under each)"
 		}
 	}
-	return verb + " to " + strings.Join(ps, ", ")
+	return verb + " to " + strings.Join(ps, ", ") + under
 }
 
 // covered reports whether the current grant already admits everything r does.

@@ -268,7 +268,7 @@ func TestPropose_Requests(t *testing.T) {
 	if grant.RequestAllowed(np.Grant.Egress, "api.github.com", 443, "GET", "/repos/acme/w") {
 		t.Errorf("narrow generalised a path: %v", np.Grant.Egress)
 	}
-	if !slices.ContainsFunc(p.Items, func(it suggest.Item) bool { return it.Text == "POSTs to api.github.com:443/repos/acme/a/issues" }) {
+	if !slices.ContainsFunc(p.Items, func(it suggest.Item) bool { return it.Text == "POSTs to api.github.com:443/repos/acme/a/issues (and what lies under each)" }) {
 		t.Errorf("items %+v lack the POST line", p.Items)
 	}
 }
@@ -438,7 +438,7 @@ func TestPropose_LearnEntries(t *testing.T) {
 	for _, r := range p.Refused {
 		assertASCIIOneLine(t, r.Item)
 	}
-	if !slices.ContainsFunc(p.Items, func(it suggest.Item) bool { return it.Text == "POSTs to api.github.com:443/repos/x" && it.New }) {
+	if !slices.ContainsFunc(p.Items, func(it suggest.Item) bool { return it.Text == "POSTs to api.github.com:443/repos/x (and what lies under each)" && it.New }) {
 		t.Errorf("items %+v lack the new POST line", p.Items)
 	}
 }
@@ -466,5 +466,14 @@ func TestPropose_Limits(t *testing.T) {
 	}
 	if _, err := suggest.Propose(ev, grant.Set{}, suggest.Options{}); !errors.Is(err, suggest.ErrTooMuch) {
 		t.Fatalf("300 hosts: %v, want ErrTooMuch", err)
+	}
+}
+
+// TestPropose_RootPathSaysEveryPath: a request for "/" becomes a rule admitting every path of
+// the host (a path rule is a prefix); the line says so, so a person does not read it as one page.
+func TestPropose_RootPathSaysEveryPath(t *testing.T) {
+	p := propose(t, grant.Set{}, true, ent{entry.NetRequest, netReq("api.example.com", 443, "GET", "/")})
+	if len(p.Items) != 1 || !strings.Contains(p.Items[0].Text, "every path of the host") {
+		t.Fatalf("items %+v", p.Items)
 	}
 }
