@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
@@ -139,8 +140,15 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 	if x.Trace != nil {
 		req.Traceparent = x.Trace(a.DispatchID)
 	}
+	// A run an MCP client submitted (its actor is "mcp:" + the client, set by the MCP
+	// server, never by the client) may not start a learn dispatch: a task on a target in
+	// mode: learn is refused (docs/learn.md).
+	req.NoLearn = strings.HasPrefix(a.Actor, mcpActorPrefix)
 	return x.D.Accept(ctx, req)
 }
+
+// mcpActorPrefix starts the actor of everything an MCP client does (mcpserver).
+const mcpActorPrefix = "mcp:"
 
 // outcome maps a terminal dispatch record to an attempt outcome.
 func outcome(r *dispatch.Record) orch.Outcome {

@@ -81,3 +81,29 @@ tasks:
 		t.Errorf("the hand-off from a learn task was not refused naming --include-learn:\n%s\n%s", out, st)
 	}
 }
+
+// TestLearn_MCPRunCannotLearn (#30): a run whose actor is an MCP client's ("mcp:" + its name,
+// what the MCP server submits as) may not start a learn dispatch: its task on a target in
+// mode: learn fails saying an MCP client cannot learn, and nothing ran; the same plan from a
+// person runs. Failed before: the task ran as a learn dispatch.
+func TestLearn_MCPRunCannotLearn(t *testing.T) {
+	requireBwrap(t)
+	e := newEnv(t)
+	e.writeConfig("targets:\n  learning:\n    mode: learn\n")
+	serve := e.serve()
+	t.Cleanup(func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() })
+	e.editors(map[string]string{"add-a": "echo a > a.txt"})
+	plan := filepath.Join(t.TempDir(), "plan.yaml")
+	must(t, os.WriteFile(plan, []byte("version: 1\nname: viamcp\ntasks:\n  - {id: first, subagent: add-a, target: learning}\n"), 0o644))
+	out := e.runFailCode(3, "--actor", "mcp:lead", "orch", "submit", plan, "--wait")
+	if !strings.Contains(out, "MCP client cannot start a learn dispatch") {
+		t.Errorf("an MCP run's learn task:\n%s", out)
+	}
+	if list := e.run("dispatch", "list", "-o", "json"); strings.Contains(list, `"learn": true`) {
+		t.Errorf("an MCP run started a learn dispatch:\n%s", list)
+	}
+	must(t, os.WriteFile(plan, []byte("version: 1\nname: byperson\ntasks:\n  - {id: first, subagent: add-a, target: learning}\n"), 0o644))
+	if out := e.run("orch", "submit", plan, "--wait"); !strings.Contains(out, "succeeded") {
+		t.Errorf("a person's learn run:\n%s", out)
+	}
+}
