@@ -104,6 +104,13 @@ func Propose(ev *Evidence, current grant.Set, opts Options) (*Proposal, error) {
 	}
 	p.Items = append(p.Items, cmds...)
 	p.Items = append(p.Items, ruleItems...)
+	// Approvals only hold calls back for a person: the current grant's are kept, so that a
+	// subagent moved onto the proposal never loses one.
+	g.Approve = current.Approve
+	for _, r := range current.Approve {
+		p.Items = append(p.Items, Item{Kind: "approve", Grant: r.String(), Basis: "kept",
+			Text: "a person approves " + approveText(r) + " before it runs (kept from the current grant: a suggestion never drops an approval)"})
+	}
 	norm, err := g.Narrow(g)
 	if err != nil {
 		return nil, fmt.Errorf("the proposal does not read as a grant: %w", err)
@@ -266,4 +273,11 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+func approveText(r grant.ApproveRule) string {
+	if r.Command != "" {
+		return "a command `" + r.Command + "` matches"
+	}
+	return "each " + r.Tool + " call"
 }

@@ -180,6 +180,14 @@ func diff(current, proposed grant.Set) Diff {
 	side("tools", proposed.Tools, current.Tools)
 	side("commands", quoteEach(proposed.Commands), quoteEach(current.Commands))
 	side("egress", ruleStrings(proposed.Egress), ruleStrings(current.Egress))
+	approves := func(rs []grant.ApproveRule) []string {
+		out := make([]string, len(rs))
+		for i, r := range rs {
+			out[i] = r.String()
+		}
+		return out
+	}
+	side("approve", approves(proposed.Approve), approves(current.Approve))
 	return d
 }
 

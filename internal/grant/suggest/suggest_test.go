@@ -477,3 +477,26 @@ func TestPropose_RootPathSaysEveryPath(t *testing.T) {
 		t.Fatalf("items %+v", p.Items)
 	}
 }
+
+// TestPropose_KeepsApprovals: a suggestion never drops an approval of the current grant, so a
+// subagent moved onto it still holds those calls for a person. Failed before: the proposal had
+// no approve rules, and registering it in place of the old capability dropped them.
+func TestPropose_KeepsApprovals(t *testing.T) {
+	current := grant.Set{Tools: []string{"run_command", "write_file"}, Commands: []string{"git push *"},
+		Approve: []grant.ApproveRule{{Command: "git push *"}, {Tool: "write_file"}}}
+	p := propose(t, current, true, ent{entry.ToolWouldDeny, wouldDenyCmd("git", "push", "origin")})
+	if diff := cmp.Diff(current.Approve, p.Grant.Approve); diff != "" {
+		t.Fatalf("approve (-want +got):\n%s", diff)
+	}
+	y, err := p.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := catalog.ParseCapabilityDoc("capability.yaml", y, nil)
+	if err != nil || len(doc.Approve) != 2 {
+		t.Fatalf("register reads approve %v (%v) from\n%s", doc.Approve, err, y)
+	}
+	if slices.ContainsFunc(p.Diff.Removed, func(s string) bool { return strings.HasPrefix(s, "approve") }) {
+		t.Errorf("diff drops an approval: %v", p.Diff.Removed)
+	}
+}

@@ -39,6 +39,16 @@ func (p *Proposal) YAML() ([]byte, error) {
 		}
 		b.WriteString("network: \"egress\"\n")
 	}
+	if len(p.Grant.Approve) > 0 {
+		b.WriteString("approve:\n")
+		for _, r := range p.Grant.Approve {
+			if r.Command != "" {
+				fmt.Fprintf(&b, "  - command: %s\n", q(r.Command))
+			} else {
+				fmt.Fprintf(&b, "  - %s\n", q(r.Tool))
+			}
+		}
+	}
 	doc, err := catalog.ParseCapabilityDoc(catalog.CapabilityFile, b.Bytes(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("the proposed capability.yaml does not read back: %w", err)
