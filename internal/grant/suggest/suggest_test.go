@@ -268,7 +268,9 @@ func TestPropose_Requests(t *testing.T) {
 	if grant.RequestAllowed(np.Grant.Egress, "api.github.com", 443, "GET", "/repos/acme/w") {
 		t.Errorf("narrow generalised a path: %v", np.Grant.Egress)
 	}
-	if !slices.ContainsFunc(p.Items, func(it suggest.Item) bool { return it.Text == "POSTs to api.github.com:443/repos/acme/a/issues (and what lies under each)" }) {
+	if !slices.ContainsFunc(p.Items, func(it suggest.Item) bool {
+		return it.Text == "POSTs to api.github.com:443/repos/acme/a/issues (and what lies under each)"
+	}) {
 		t.Errorf("items %+v lack the POST line", p.Items)
 	}
 }
@@ -438,7 +440,9 @@ func TestPropose_LearnEntries(t *testing.T) {
 	for _, r := range p.Refused {
 		assertASCIIOneLine(t, r.Item)
 	}
-	if !slices.ContainsFunc(p.Items, func(it suggest.Item) bool { return it.Text == "POSTs to api.github.com:443/repos/x (and what lies under each)" && it.New }) {
+	if !slices.ContainsFunc(p.Items, func(it suggest.Item) bool {
+		return it.Text == "POSTs to api.github.com:443/repos/x (and what lies under each)" && it.New
+	}) {
 		t.Errorf("items %+v lack the new POST line", p.Items)
 	}
 }
