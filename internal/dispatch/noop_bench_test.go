@@ -17,6 +17,8 @@ import (
 // in the same run, a namespaced `bwrap true` (the sandbox's namespaces, /usr, /proc, /dev and
 // a tmpfs /tmp), the floor of issue #28's "<= 3x a namespaced bwrap".
 //
+// "warm" is the same dispatch claiming a warm slot (#30), measured in the same run.
+//
 //	go test ./internal/dispatch -run '^$' -bench 'Dispatch_NoopResident' -benchtime 40x -count 3 -benchmem
 func BenchmarkDispatch_NoopResident(b *testing.B) {
 	b.Run("dispatch", func(b *testing.B) {
@@ -34,6 +36,28 @@ func BenchmarkDispatch_NoopResident(b *testing.B) {
 			if r.State != dispatch.StateFinished {
 				b.Fatalf("dispatch %s: %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
 			}
+		}
+	})
+	b.Run("warm", func(b *testing.B) {
+		// The same no-op in a warm slot (#30): the target keeps 2 slots; the timer stops while
+		// the refill catches up, so each timed dispatch claims a started slot (a dispatch that
+		// found none would go cold and be counted: the loop fails then).
+		e, w := warmEnv(b, 2)
+		noopSubagent(b, e)
+		if r := e.run(dispatch.Request{Subagent: "noop"}); r.State != dispatch.StateFinished {
+			b.Fatalf("dispatch %s: %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
+		}
+		for b.Loop() {
+			b.StopTimer()
+			waitWarmReady(b, w, 1)
+			b.StartTimer()
+			r := e.run(dispatch.Request{Subagent: "noop"})
+			if r.State != dispatch.StateFinished {
+				b.Fatalf("dispatch %s: %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
+			}
+		}
+		if c := warmCounts(w); c.Cold != 0 {
+			b.Fatalf("%d dispatches went cold: %+v", c.Cold, c)
 		}
 	})
 	b.Run("bwrap-namespaced", func(b *testing.B) {
