@@ -297,6 +297,8 @@ func FuzzToolAuditDecode(f *testing.F) {
 		`{"tool":"read_file","Tool":"x","decision":"allowed"}`, `{"tool":"a","tool":"b"}`, `{"duration_ms":1e400}`,
 		`{"tool":"read_file","decision":"denied","phase":"pre","call_id":"toolu_1","args_hash":"sha256:` + strings.Repeat("b", 64) + `"}`,
 		`{"tool":{"x":1}}`, `{"\u0074ool":"x"}`, `{}`, `[]`,
+		`{"tool":"run_command","decision":"would_deny","reason":"command not granted","args_hash":"sha256:` + strings.Repeat("c", 64) + `","duration_ms":0,"command":"rm -rf /"}`,
+		`{"tool":"x","decision":"would_deny","command":"a","Command":"b"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -310,7 +312,7 @@ func FuzzToolAuditDecode(f *testing.F) {
 		if err := json.Unmarshal(body, &top); err != nil {
 			t.Fatalf("accepted a body encoding/json refuses: %q", body)
 		}
-		for k, got := range map[string]string{"tool": r.Tool, "decision": r.Decision, "reason": r.Reason, "phase": r.Phase, "call_id": r.CallID, "args_hash": r.ArgsHash} {
+		for k, got := range map[string]string{"tool": r.Tool, "decision": r.Decision, "reason": r.Reason, "phase": r.Phase, "call_id": r.CallID, "args_hash": r.ArgsHash, "command": r.Command} {
 			if v, ok := top[k].(string); ok && v != got || !ok && got != "" {
 				t.Fatalf("field %s decoded %q, a case-sensitive reader sees %v in %q", k, got, top[k], body)
 			}
