@@ -352,3 +352,27 @@ func TestSlot_ClaimWaitersCapped(t *testing.T) {
 	sl.Close() // the waiters see the slot gone
 	wg.Wait()
 }
+
+// Attack: a binder that names one dispatch with another's token (or a made-up one) hands out
+// nothing: the gateway checks the grant opens the named dispatch's standing session, and the
+// slot is spent.
+func TestSlot_GrantMustOpenItsSession(t *testing.T) {
+	g := withSlots(t, nil)
+	a, b := g.exportBare(t, "01GRANTA"), g.exportBare(t, "01GRANTB")
+	for _, token := range []string{b.Token, TokenPrefix + "made-up"} {
+		sl := newSlot(t, g)
+		bound := bindAsync(context.Background(), sl, &remote.Session{Dispatch: a.Dispatch, Token: token})
+		waitFor(t, func() bool {
+			_, err := os.Lstat(filepath.Join(g.slots().Dir, sl.ID, slotSocket))
+			return err == nil
+		})
+		code, body := g.do(t, http.MethodPost, claimPath(sl.ID), sl.Token, nil)
+		if code != http.StatusBadGateway || strings.Contains(body, "agw_") {
+			t.Fatalf("grant of %s with a token not its own: %d %q, want 502 and no token", a.Dispatch, code, body)
+		}
+		<-bound
+		if code, _ := g.do(t, http.MethodPost, claimPath(sl.ID), sl.Token, nil); code != http.StatusUnauthorized {
+			t.Fatalf("the slot after a refused grant: %d, want 401 (spent)", code)
+		}
+	}
+}
