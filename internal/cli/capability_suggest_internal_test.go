@@ -43,14 +43,15 @@ func TestPrintSuggestion_HostileEvidence(t *testing.T) {
 			t.Fatalf("byte %d is %#x in:\n%s", i, c, out)
 		}
 	}
-	// The one new item is the tool the hostile command was reported under, and its diff line.
+	// The new items are the tool the hostile command was reported under and the one plain
+	// command (an unknown tool's command is still a command), with their diff lines.
 	var plus []string
 	for _, l := range strings.Split(string(out), "\n") {
 		if strings.HasPrefix(strings.TrimLeft(l, " "), "+") {
 			plus = append(plus, l)
 		}
 	}
-	if want := []string{"  + uses the tool run_command", "  + tools: run_command"}; !slices.Equal(plus, want) {
+	if want := []string{"  + uses the tool run_command", "  + runs `ls`", "  + tools: run_command", `  + commands: "ls"`}; !slices.Equal(plus, want) {
 		t.Errorf("added lines %q, want %q:\n%s", plus, want, out)
 	}
 	if len(p.Refused) != 7 {

@@ -163,16 +163,15 @@ func (d *DispatchEvidence) Entry(kind string, details map[string]any) {
 		}
 	case entry.ToolWouldDeny:
 		w, _ := entry.ReadWouldDeny(kind, details)
-		// exec's own command is a command, not a tool call: it needs no tool.
-		if w.Tool != execTool {
-			if _, ok := d.tool(w.Tool); !ok {
-				return
-			}
-		}
 		// exec's command is its subagent's argv, taken from the subagent's document
-		// ([Evidence.Dispatch]): the line on record joins its words with spaces, which a
-		// word holding one would make read as another argv.
-		if w.Tool != execTool && entry.Has(details, entry.KeyCommand) {
+		// ([Evidence.Dispatch]), and needs no tool.
+		if w.Tool == execTool {
+			return
+		}
+		d.tool(w.Tool)
+		// A command is judged by the grant's patterns whatever tool ran it (codex's shell
+		// runs under its own name): an unknown tool is refused, its command still read.
+		if entry.Has(details, entry.KeyCommand) {
 			d.wouldDenyCommand(details[entry.KeyCommand], w.Truncated)
 		}
 	case entry.NetConnect, entry.NetRequest, entry.NetWouldDeny:

@@ -32,11 +32,20 @@ func WriteDir(dir string, yaml []byte, replace bool) error {
 	default:
 		return err
 	}
+	// The directory as made (or checked), and the one opened, must be one: a directory
+	// swapped for a link in between is refused, not written through.
+	made, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
+	if opened, err := root.Stat("."); err != nil || !made.IsDir() || !os.SameFile(made, opened) {
+		return fmt.Errorf("%s changed while it was being written (a link put in its place?); nothing was written", dir)
+	}
 	if replace {
 		if err := root.Remove(catalog.CapabilityFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
