@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/agora-dev/agora/internal/compute"
@@ -170,7 +171,7 @@ func (w *WarmPools) missed(target string) {
 // learn makes spec (a cold dispatch's, started) its target's template and starts the
 // target's pool the first time. A later template replaces the shape new slots get.
 func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
-	if w == nil || !warmTarget(t) || spec.Sandbox == compute.SandboxNone {
+	if w == nil || !warmTarget(t) || spec.Sandbox == compute.SandboxNone || holdsToken(spec.Env) {
 		return
 	}
 	tmpl := spec
@@ -232,4 +233,16 @@ func (s *supervision) startWarm(ctx context.Context) (compute.Handle, bool) {
 		return nil, false
 	}
 	return h, true
+}
+
+// holdsToken says whether env carries a per-dispatch credential the worker reads (the egress
+// proxy's token): such a spec is never a template, or the next slots would start with one
+// dispatch's credential in their environment. Its dispatches start cold.
+func holdsToken(env []string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, wire.ProxyTokenEnv+"=") {
+			return true
+		}
+	}
+	return false
 }
