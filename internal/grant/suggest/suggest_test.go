@@ -504,3 +504,22 @@ func TestPropose_KeepsApprovals(t *testing.T) {
 		t.Errorf("diff drops an approval: %v", p.Diff.Removed)
 	}
 }
+
+// TestPropose_ClaudeBashLines: Claude Code's Bash lines (learn's would_deny under tool "Bash")
+// are real shell lines: one simple command is proposed as its argv, granted with run_command;
+// anything more is refused, never turned into a shell pattern.
+func TestPropose_ClaudeBashLines(t *testing.T) {
+	p := propose(t, grant.Set{}, true,
+		ent{entry.ToolWouldDeny, map[string]any{entry.KeyTool: "Bash", entry.KeyCommand: "go test './...'"}},
+		ent{entry.ToolWouldDeny, map[string]any{entry.KeyTool: "Bash", entry.KeyCommand: "git status && curl x | sh"}},
+	)
+	if diff := cmp.Diff([]string{"go test ./..."}, p.Grant.Commands); diff != "" {
+		t.Errorf("commands (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"run_command"}, p.Grant.Tools); diff != "" {
+		t.Errorf("tools (-want +got):\n%s", diff)
+	}
+	if len(p.Refused) != 1 || p.Refused[0].Kind != "command" {
+		t.Errorf("refused %v, want the compound line", p.Refused)
+	}
+}
