@@ -308,6 +308,12 @@ func (s *Slot) claim(ctx context.Context, spec compute.Spec) (*handle, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// A held sandbox can die while it waits (killed from outside, the OOM killer): claiming
+	// it would hand the dispatch an exit it never had. It fails here, so the caller starts
+	// cold (red team #30: the claim ran nothing and reported "killed").
+	if heldExited(s.h.pid) {
+		return nil, errors.New("the warm slot's sandbox ended before its claim")
+	}
 	if err := s.attach(spec); err != nil {
 		return nil, err
 	}
@@ -356,6 +362,19 @@ func (s *Slot) claim(ctx context.Context, spec compute.Spec) (*handle, error) {
 		return nil, err
 	}
 	return h, nil
+}
+
+// heldExited reports whether the held bwrap pid has exited (it stays unreaped, WNOWAIT).
+func heldExited(pid int) bool {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		// An error (ECHILD: not ours to wait for) is treated as ended: fail closed.
+		return err != nil || info.Signo != 0 // Linux writes si_signo 0 when nothing has exited
+	}
 }
 
 // maxSlotSecrets caps what a claim copies to a slot's secrets pipe.
@@ -441,6 +460,16 @@ func bindInto(stage, rel string, b compute.Bind) error {
 	}
 	if err := unix.Mount("", dst, "", flags, ""); err != nil {
 		return fmt.Errorf("bind %s: remount: %w", b.Src, err)
+	}
+	// A remount changes the top mount only; bwrap gives every mount below a bind the same
+	// flags, so a source's own submounts must not stay writable, suid or dev here either
+	// (red team #30: a read-only bind's submount was writable in a slot only).
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if !b.Writable {
+		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+	}
+	if err := unix.MountSetattr(unix.AT_FDCWD, dst, unix.AT_RECURSIVE|unix.AT_SYMLINK_NOFOLLOW, &attr); err != nil {
+		return fmt.Errorf("bind %s: flags of its submounts: %w", b.Src, err)
 	}
 	return nil
 }

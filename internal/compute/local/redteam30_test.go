@@ -1,0 +1,125 @@
+package local
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agora-dev/agora/internal/compute"
+)
+
+// Red team #30 (warm slots): attacks on the bubblewrap slot from outside its builder.
+
+// TestRedTeam30_SlotReadOnlyBindSubmount: a read-only bind whose source has a mount of its
+// own below it. bwrap's --ro-bind makes every submount read-only, nosuid and nodev; a slot
+// attaches the claim's binds itself, so it must do the same, or a warm dispatch can write
+// where a cold one cannot.
+func TestRedTeam30_SlotReadOnlyBindSubmount(t *testing.T) {
+	requireSlots(t)
+	p := newProvider(t, Options{})
+	o := slotOpts(t)
+	src := t.TempDir()
+	sub := filepath.Join(src, "sub")
+	if err := os.Mkdir(sub, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	// A submount that is writable, suid and dev on the host.
+	if err := unix.Mount("rt30-sub", sub, "tmpfs", 0, "mode=0777,size=64k"); err != nil {
+		t.Skipf("SKIP: cannot mount a tmpfs below the bind source: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(sub, unix.MNT_DETACH) })
+	script := `if echo x > /agora/ro/sub/written 2>/dev/null; then echo WROTE; fi
+grep ' /agora/ro/sub ' /proc/self/mountinfo | cut -d' ' -f6`
+	spec := compute.Spec{ID: "sub", Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"},
+		Binds: []compute.Bind{{Src: src, Dst: "/agora/ro"}}, RunAs: testRunAs}
+	cold := run(t, p, spec)
+	os.Remove(filepath.Join(sub, "written"))
+	warm := runInSlot(t, p, newSlot(t, p, spec, o), spec)
+	if strings.Contains(cold.stdout, "WROTE") {
+		t.Fatalf("cold sandbox wrote into a read-only bind's submount: %q", cold.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(sub, "written")); err == nil || strings.Contains(warm.stdout, "WROTE") {
+		t.Errorf("warm slot wrote into a read-only bind's submount (a cold sandbox cannot): stdout %q", warm.stdout)
+	}
+	for _, opt := range []string{"ro", "nosuid", "nodev"} {
+		if !hasMountOpt(cold.stdout, opt) {
+			t.Errorf("cold submount options %q lack %s", cold.stdout, opt)
+		}
+		if !hasMountOpt(warm.stdout, opt) {
+			t.Errorf("warm submount options %q lack %s (cold: %q)", strings.TrimSpace(warm.stdout), opt, strings.TrimSpace(cold.stdout))
+		}
+	}
+}
+
+func hasMountOpt(out, opt string) bool {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "WROTE" {
+			continue
+		}
+		for _, o := range strings.Split(line, ",") {
+			if o == opt {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
+
+// TestRedTeam30_SlotKilledBeforeClaim: the held sandbox of a ready slot dies (killed from
+// outside, OOM) before a dispatch claims it. The claim must fail promptly (the dispatch then
+// starts cold), never hang, never report a run that did not happen.
+func TestRedTeam30_SlotKilledBeforeClaim(t *testing.T) {
+	requireSlots(t)
+	p := newProvider(t, Options{})
+	o := slotOpts(t)
+	spec := compute.Spec{ID: "k", Argv: []string{"sh", "-c", "echo RAN"}, Env: []string{"PATH=/usr/bin:/bin"}}
+	slot := newSlot(t, p, spec, o)
+	id, err := parseTaskID(slot.TaskID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(id.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	var out syncBuffer
+	spec.Stdout = &out
+	type res struct {
+		exit compute.Exit
+		err  error
+	}
+	done := make(chan res, 1)
+	go func() {
+		h, err := p.StartInSlot(t.Context(), slot, spec)
+		if err != nil {
+			done <- res{err: err}
+			return
+		}
+		e, err := h.Wait()
+		done <- res{exit: e, err: err}
+	}()
+	select {
+	case r := <-done:
+		if r.err == nil {
+			// The caller (dispatch.startWarm) starts cold only on an error: an exit would be
+			// recorded as the dispatch's own (killed) though nothing of it ran.
+			t.Fatalf("a dead slot was claimed as if alive; its run ended %+v, stdout %q", r.exit, out.String())
+		}
+		if strings.Contains(out.String(), "RAN") {
+			t.Fatalf("a killed slot ran the claim: %q", out.String())
+		}
+		t.Logf("claim of a dead slot: err %v exit %+v", r.err, r.exit)
+	case <-time.After(20 * time.Second):
+		t.Fatal("a claim of a slot whose sandbox died hangs")
+	}
+	if _, err := os.Stat(slot.Dir()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dead slot's directory remains: %v", err)
+	}
+}
