@@ -114,6 +114,10 @@ func NewEvidence() *Evidence {
 
 // DispatchEvidence adds the entries of one dispatch to its [Evidence].
 type DispatchEvidence struct {
+	// Learn is set for a learn dispatch (docs/learn.md): a call its grant refused was
+	// recorded as would_deny and then ran, so its tool.call says allowed.
+	Learn bool
+
 	ev     *Evidence
 	id     string
 	n      int
@@ -140,8 +144,12 @@ func (d *DispatchEvidence) Entry(kind string, details map[string]any) {
 		t := entry.ReadToolDecision(details)
 		if t.Decision == "allowed" {
 			// The worker allows only what the grant holds: a report that it allowed
-			// anything else is not the worker's, and not evidence.
+			// anything else is not the worker's, and not evidence. In a learn dispatch it
+			// follows the call's would_deny, which is.
 			if name, ok := agoraTool(t.Tool); ok && name != "" && !slices.Contains(d.grants.Tools, name) {
+				if d.Learn {
+					return
+				}
 				d.refuse("tool", t.Tool, "reported as allowed, but the dispatch's grant did not hold it: not a report the worker makes, so not evidence")
 				return
 			}

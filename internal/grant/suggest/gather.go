@@ -79,6 +79,7 @@ func (s Source) Gather(ctx context.Context, ids []string) (*Gathered, error) {
 			grants = *r.Grants
 		}
 		d := g.Evidence.Dispatch(r.ID, grants, cmd)
+		d.Learn = r.Learn
 		ents, err := audit.List(ctx, s.DB.SQL(), audit.ListOptions{Subject: entry.Dispatch(r.ID)})
 		if err != nil {
 			return nil, err

@@ -523,3 +523,23 @@ func TestPropose_ClaudeBashLines(t *testing.T) {
 		t.Errorf("refused %v, want the compound line", p.Refused)
 	}
 }
+
+// TestPropose_LearnAllowedAfterWouldDeny: in a learn dispatch a call the grant refused is a
+// would_deny, then runs, and its tool.call says allowed: that report is expected, not refused
+// as forged; outside learn the same report is refused.
+func TestPropose_LearnAllowedAfterWouldDeny(t *testing.T) {
+	for _, learn := range []bool{true, false} {
+		ev := suggest.NewEvidence()
+		d := ev.Dispatch("d1", grant.Set{}, nil)
+		d.Learn = learn
+		d.Entry(entry.ToolWouldDeny, map[string]any{entry.KeyTool: "read_file", entry.KeyReason: "tool not granted"})
+		d.Entry(entry.ToolCall, map[string]any{entry.KeyTool: "read_file", entry.KeyDecision: "allowed"})
+		p, err := suggest.Propose(ev, grant.Set{}, suggest.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(p.Grant.Tools, []string{"read_file"}) || (len(p.Refused) == 0) == !learn {
+			t.Errorf("learn %v: tools %q, refused %v", learn, p.Grant.Tools, p.Refused)
+		}
+	}
+}
