@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agora-dev/agora/internal/grant"
 	"os"
 	"path/filepath"
 	"slices"
@@ -73,9 +74,15 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	tools := claudert.Tools(grants)
-	audit := newClaudeAudit(gw, hooks, redact.New(inv.secrets), tools, grants.MCPServers, stop)
 	hook := hookConfig{gateway: hooks.name, tools: tools, mcp: grants.MCPServers, commands: grants.Commands,
-		secretEnvs: secretNames(inv.env, inv.secrets), approve: inv.grants.Approve}
+		secretEnvs: secretNames(inv.env, inv.secrets), approve: inv.grants.Approve, learn: inv.learn}
+	if inv.learn {
+		// A learn dispatch: claude loads and allows what the grant would refuse, and the
+		// hook, judging by the real grant, reports each such call as would_deny first.
+		grants = claudert.Grants{Set: learnWidened(inv.grants), MCPServers: grants.MCPServers}
+		tools = claudert.Tools(grants)
+	}
+	audit := newClaudeAudit(gw, hooks, redact.New(inv.secrets), tools, grants.MCPServers, stop)
 
 	rl, err := startRelay(audit.gate(gw))
 	if err != nil {
@@ -194,4 +201,14 @@ func hookTimeout(approval time.Duration, holds bool) int {
 		return 0
 	}
 	return max(claudert.HookTimeout, int(approval/time.Second)+60)
+}
+
+// learnWidened is what claude's own fence allows in a learn dispatch: every agora tool and
+// any shell line, the grant's hosts and approve rules as they are (the egress proxy and the
+// gateway judge hosts; a held call is still held).
+func learnWidened(g grant.Set) grant.Set {
+	w := g.Clone()
+	w.Tools = []string{"read_file", "write_file", "list_files", "search_files", "run_command", "http_fetch"}
+	w.Commands = append(w.Commands, "bash -c *")
+	return w
 }

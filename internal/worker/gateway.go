@@ -197,6 +197,9 @@ const (
 	phasePre          = "pre"
 	phasePost         = "post"
 	decisionRequested = "requested"
+	// decisionWouldDeny is a learn dispatch's report of a call its grant would refuse, made
+	// before the call's own pre report; the gateway accepts it only from a learn dispatch.
+	decisionWouldDeny = "would_deny"
 )
 
 // toolReport is one report to /audit/tool: a decision, or one phase of a call.

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/secret/redact"
@@ -79,6 +80,10 @@ type hookConfig struct {
 	commands   []string            // the grant's command patterns: every Bash line is judged against them
 	secretEnvs []string            // variables whose values are masked before hashing
 	approve    []grant.ApproveRule // the grant's approve rules: calls held for a person
+	// learn: a learn dispatch (docs/learn.md): a call the grant does not cover is reported
+	// as would_deny and goes on to claude's own rules (which the worker widened). The
+	// gateway refuses a would_deny from any other dispatch, and then the call is blocked.
+	learn bool
 }
 
 // args is the hook's argv after `agora worker hook`.
@@ -96,7 +101,11 @@ func (c hookConfig) args() []string {
 	for _, e := range c.secretEnvs {
 		a = append(a, "--secret-env="+e)
 	}
-	return append(a, approveArgs(c.approve)...)
+	a = append(a, approveArgs(c.approve)...)
+	if c.learn {
+		a = append(a, "--learn")
+	}
+	return a
 }
 
 // list is a repeatable flag.
@@ -114,6 +123,7 @@ func parseHookArgs(args []string) (hookConfig, error) {
 	fs.Var((*list)(&c.mcp), "mcp", "")
 	fs.Var((*list)(&c.commands), "command", "")
 	fs.Var((*list)(&c.secretEnvs), "secret-env", "")
+	fs.BoolVar(&c.learn, "learn", false, "")
 	var approve list
 	fs.Var(&approve, "approve", "")
 	if err := fs.Parse(args); err != nil {
@@ -195,6 +205,16 @@ func (h hook) run(ctx context.Context, in hookInput, stderr io.Writer) int {
 		r.Phase = phasePre
 		r.Decision, r.Reason = decisionRequested, reasonRequested
 		refusal := h.judge(in, &r)
+		if refusal != "" && h.cfg.learn && learnable(r.Reason) {
+			// Recorded instead of refused; a report not kept blocks the call.
+			w := toolReport{Tool: r.Tool, Decision: decisionWouldDeny, Reason: r.Reason, ArgsHash: r.ArgsHash,
+				Phase: phasePre, CallID: r.CallID, Command: learnCommand(h.red, in)}
+			if err := h.gw.report(ctx, w); err != nil {
+				fmt.Fprintf(stderr, "agora: the call could not be recorded in the audit log, so it is refused: %v\n", err)
+				return hookBlock
+			}
+			refusal, r.Decision, r.Reason = "", decisionRequested, reasonRequested
+		}
 		approved := true
 		if refusal == "" {
 			rule, held, err := heldBy(h.cfg.approve, in.Tool, in.Input)
@@ -279,6 +299,40 @@ func (h hook) judge(in hookInput, r *toolReport) string {
 		r.Reason = reasonLineNotSimple
 	}
 	return h.red.String(why) + "; the call is refused"
+}
+
+// learnable reports whether a pre-tool refusal is the grant's, which a learn dispatch
+// records instead (a tool not covered, a Bash line its patterns do not name); a write
+// outside the workspace or into .git, and an input that cannot be read exactly, stay refused.
+func learnable(reason string) bool {
+	switch reason {
+	case reasonNotCovered, reasonCommandNotGranted, reasonLineNotSimple:
+		return true
+	}
+	return false
+}
+
+// learnCommand is a Bash call's command line for a would_deny, secrets masked and cut to
+// what the gateway takes; "" for another tool.
+func learnCommand(red *redact.Redactor, in hookInput) string {
+	if in.Tool != "Bash" {
+		return ""
+	}
+	line, err := bashCommand(in.Input)
+	if err != nil {
+		return ""
+	}
+	line = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' ' // the gateway refuses control characters in a command
+		}
+		return r
+	}, red.String(line))
+	const max = 2048
+	if len(line) > max {
+		line = strings.ToValidUTF8(line[:max], "")
+	}
+	return line
 }
 
 // argsHash is "sha256:" and the hex SHA-256 of a tool input as compact JSON with the

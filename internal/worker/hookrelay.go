@@ -142,7 +142,7 @@ func (r *hookRelay) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	tr := toolReport{Tool: rep.Tool, Decision: rep.Decision, Reason: rep.Reason, ArgsHash: rep.ArgsHash,
-		Duration: time.Duration(rep.DurationMS) * time.Millisecond, Phase: rep.Phase, CallID: rep.CallID}
+		Duration: time.Duration(rep.DurationMS) * time.Millisecond, Phase: rep.Phase, CallID: rep.CallID, Command: rep.Command}
 	if rep.Phase == phasePost && rep.DurationMS == 0 && !preAt.IsZero() {
 		// claude gave no duration: the time since the call's pre report bounds it.
 		tr.Duration = time.Since(preAt)
@@ -152,7 +152,11 @@ func (r *hookRelay) serve(w http.ResponseWriter, req *http.Request) {
 		answer(http.StatusBadRequest, err.Error())
 		return
 	}
-	r.keep(rep)
+	if rep.Decision != decisionWouldDeny {
+		// A would_deny precedes the call's own pre report (requested), which is what the
+		// worker pairs its outcome with.
+		r.keep(rep)
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -169,6 +173,8 @@ type hookReport struct {
 	DurationMS int64  `json:"duration_ms"`
 	Phase      string `json:"phase"`
 	CallID     string `json:"call_id"`
+	// Command is a learn dispatch's would_deny's command line (Bash's); "" otherwise.
+	Command string `json:"command"`
 }
 
 // parseHookReport reads a hook's report strictly: one JSON object (one reading, no
