@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -118,7 +120,10 @@ func verifyRun(_ context.Context, opts *verifyOptions) error {
 		}
 		vo.AnchoredCopies = append(vo.AnchoredCopies, b)
 	}
-	rep, err := verifyFile(f.IO.In, opts.bundle, vo)
+	// The heap's bounds hold through the report's printing too: restored before it, they
+	// started a collection of the whole check's garbage only to print (#28 session 4).
+	rep, restore, err := verifyFileBounded(f.IO.In, opts.bundle, vo)
+	defer restore()
 	if err != nil {
 		return err
 	}
@@ -142,9 +147,18 @@ func verifyRun(_ context.Context, opts *verifyOptions) error {
 // that cannot be read is an error. The file is read once into memory and parsed in one pass
 // (verify.ParseBundleBytes); a run bundle, which that refuses, is parsed as one.
 func verifyFile(stdin io.Reader, path string, vo verify.Options) (*verify.Report, error) {
+	rep, restore, err := verifyFileBounded(stdin, path, vo)
+	restore()
+	return rep, err
+}
+
+// verifyFileBounded is verifyFile leaving the heap's bounds it set for a large bundle in
+// place until restore is called.
+func verifyFileBounded(stdin io.Reader, path string, vo verify.Options) (rep *verify.Report, restore func(), err error) {
+	restore = func() {}
 	data, err := readBundle(stdin, path)
 	if err != nil {
-		return nil, err
+		return nil, restore, err
 	}
 	// The bundle in memory, its parsed form and the report are all live at the peak; the
 	// collector keeps the garbage of checking 100,000 entries around them below about
@@ -152,34 +166,41 @@ func verifyFile(stdin io.Reader, path string, vo verify.Options) (*verify.Report
 	// for a large bundle: the limit is the process's, and a small one needs none.
 	if len(data) >= largeBundle {
 		limit := 2*int64(len(data)) + 64<<20
-		defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
+		prevLimit := debug.SetMemoryLimit(limit)
 		// Where that limit is itself under 3x the file (from 64 MB), it alone paces the
 		// collector: proportional collection (GOGC) only added cycles that each marked the
 		// parsed bundle's 1.7 million proof slices again, four collections where the limit
 		// needs two, a sixth of the verify's CPU (issue #28).
+		prevPercent := -2
 		if limit <= 3*int64(len(data)) {
-			defer debug.SetGCPercent(debug.SetGCPercent(-1))
+			prevPercent = debug.SetGCPercent(-1)
+		}
+		restore = func() {
+			if prevPercent != -2 {
+				debug.SetGCPercent(prevPercent)
+			}
+			debug.SetMemoryLimit(prevLimit)
 		}
 	}
 	b, err := verify.ParseBundleBytes(data)
 	if err == nil {
 		data = nil // the parsed bundle does not keep it: let it go while verifying
-		return verify.Verify(b, vo), nil
+		return verify.Verify(b, vo), restore, nil
 	}
 	if errors.Is(err, verify.ErrBundle) && verify.IsRunBundle(data) {
 		rb, err := verify.ParseRunBundle(bytes.NewReader(data))
 		if errors.Is(err, verify.ErrBundle) {
-			return bundleFailed(err), nil
+			return bundleFailed(err), restore, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, restore, err
 		}
-		return verify.VerifyRun(rb, vo), nil
+		return verify.VerifyRun(rb, vo), restore, nil
 	}
 	if errors.Is(err, verify.ErrBundle) {
-		return bundleFailed(err), nil
+		return bundleFailed(err), restore, nil
 	}
-	return nil, err
+	return nil, restore, err
 }
 
 func bundleFailed(err error) *verify.Report {
@@ -295,7 +316,7 @@ func printReport(f *Factory, rep *verify.Report) error {
 		w := bufio.NewWriter(f.IO.Out)
 		w.WriteString("CHECK\tRESULT\tDETAIL\n")
 		for _, c := range rep.Checks {
-			w.WriteString(checkName(c))
+			writeCheckName(w, c)
 			w.WriteString("\t" + passOrFail(c.OK) + "\t")
 			w.WriteString(c.Detail)
 			w.WriteByte('\n')
@@ -309,6 +330,21 @@ func printReport(f *Factory, rep *verify.Report) error {
 	}
 	rows = append(rows, []string{"tier", rep.Tier, tier})
 	return printTable(f.IO, []string{"CHECK", "RESULT", "DETAIL"}, rows)
+}
+
+// writeCheckName writes checkName(c) without building it when no space is to be trimmed
+// (every row agora writes): 200,000 strings were the garbage that started a collection
+// while a 100,000-entry bundle's report was printed (#28 session 4).
+func writeCheckName(w *bufio.Writer, c verify.Result) {
+	first, _ := utf8.DecodeRuneInString(c.Check)
+	last, _ := utf8.DecodeLastRuneInString(c.Item)
+	if c.Check == "" || c.Item == "" || unicode.IsSpace(first) || unicode.IsSpace(last) {
+		w.WriteString(checkName(c))
+		return
+	}
+	w.WriteString(c.Check)
+	w.WriteByte(' ')
+	w.WriteString(c.Item)
 }
 
 func checkName(c verify.Result) string {

@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/audit/verify"
 )
 
 // TestReadBundle_StdinGrowsGently: a bundle on stdin, whose size is unknown, is read whole and
@@ -63,5 +66,23 @@ func TestReadBundle_FileOnEveryCPU(t *testing.T) {
 	}
 	if _, ok := readAtOnEveryCPU(f, size+1); ok {
 		t.Error("a file a byte shorter than the size taken was read as complete")
+	}
+}
+
+// TestWriteCheckName_IsCheckName: a row's name written in parts is checkName's, byte for
+// byte, whatever spaces either part starts or ends with.
+func TestWriteCheckName_IsCheckName(t *testing.T) {
+	parts := []string{"", "entry", "inclusion", " entry", "entry ", "5", " 5", "5 ", "\u00a0x", "x\u00a0", "x\u0085", "\u2003", "\xff", "a\xff", "\xffa", "\t", "a b"}
+	for _, check := range parts {
+		for _, item := range parts {
+			c := verify.Result{Check: check, Item: item}
+			var buf bytes.Buffer
+			w := bufio.NewWriter(&buf)
+			writeCheckName(w, c)
+			w.Flush()
+			if got, want := buf.String(), checkName(c); got != want {
+				t.Errorf("check %q item %q: wrote %q, checkName %q", check, item, got, want)
+			}
+		}
 	}
 }

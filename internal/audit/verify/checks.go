@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -35,12 +36,19 @@ func (v *verifier) checkEntries() {
 	parts := make([]*verifier, 0, workers)
 	var wg sync.WaitGroup
 	for start := 0; start < len(es); start += chunk {
-		w := &verifier{b: v.b, cp: v.cp, tree: v.tree, inRun: v.inRun, rep: &Report{}, refs: map[string]uint64{}}
-		parts = append(parts, w)
 		part := es[start:min(start+chunk, len(es))]
+		// Two rows an entry (its own, its inclusion): made once, not grown by doubling, the
+		// copies of which were garbage the memory limit collected (#28 session 4).
+		w := &verifier{b: v.b, cp: v.cp, tree: v.tree, inRun: v.inRun, rep: &Report{Checks: make([]Result, 0, 2*len(part))}, refs: map[string]uint64{}}
+		parts = append(parts, w)
 		wg.Go(func() { w.checkEntryRange(part) })
 	}
 	wg.Wait()
+	rows := 0
+	for _, w := range parts {
+		rows += len(w.rep.Checks)
+	}
+	v.rep.Checks = slices.Grow(v.rep.Checks, rows)
 	for _, w := range parts {
 		v.rep.Checks = append(v.rep.Checks, w.rep.Checks...)
 		v.entries = append(v.entries, w.entries...)
