@@ -37,7 +37,15 @@
 // What the audit does not record cannot be proposed from evidence: an allowed tool call's
 // arguments are kept only as a hash, and the proxy records an allowed request's method and
 // path only when it refuses one. For those, the rules of the dispatch's own grant that admitted
-// them are kept (narrowed to the host and port seen), and the list says so.
+// them are kept (narrowed to the host and port seen), and the list says so. The current
+// grant's approve rules are always kept: they only hold calls back for a person.
+//
+// Where evidence comes from matters: hosts and requests are what the host's egress proxy saw;
+// tools and commands are what the sandbox's worker reported through the gateway, which an
+// agent reaching the gateway could forge (a tool reported allowed outside the grant is refused
+// as such, except after a learn dispatch's would_deny). An exec subagent's command is read from
+// its subagent document, never from the line learn records; a command line at the record's cap
+// may have been cut and is refused.
 //
 // suggest runs on the host only; it imports grant, the audit vocabulary and the catalog's
 // capability parser (to prove the file it writes reads back as proposed).
