@@ -181,7 +181,12 @@ func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 	tmpl.ID = local.SlotShape(tmpl, w.slotOptions(target)) // the pool's key: the shape without the uid
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	prev, had := w.tmpl[target]
 	w.tmpl[target] = tmpl
+	if p := w.pools[target]; p != nil && had && prev.ID != tmpl.ID {
+		// The target's dispatches changed shape: slots of the old one would never be claimed.
+		p.Flush()
+	}
 	if w.pools[target] == nil {
 		w.pools[target] = warm.New(w.ctx, target, t.Warm, func(ctx context.Context) (warm.Slot, error) {
 			return w.fill(ctx, target, t)
@@ -189,8 +194,27 @@ func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 	}
 }
 
-// fill starts one slot of target's current template, as a uid of its own.
+// fill starts one slot of target's current template, as a uid of its own. A slot whose
+// template was replaced while it started is discarded and started again: the pool must not
+// hold a slot of a shape no dispatch asks for.
 func (w *WarmPools) fill(ctx context.Context, target string, t config.Target) (warm.Slot, error) {
+	for range 3 {
+		s, err := w.fillOnce(ctx, target, t)
+		if err != nil {
+			return nil, err
+		}
+		w.mu.Lock()
+		current := w.tmpl[target].ID
+		w.mu.Unlock()
+		if s.key == current {
+			return s, nil
+		}
+		s.Discard()
+	}
+	return nil, fmt.Errorf("warm slots of target %q: its dispatches keep changing shape", target)
+}
+
+func (w *WarmPools) fillOnce(ctx context.Context, target string, t config.Target) (*warmSlot, error) {
 	w.mu.Lock()
 	tmpl := w.tmpl[target]
 	w.mu.Unlock()

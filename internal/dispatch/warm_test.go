@@ -87,4 +87,14 @@ func TestWarm_DispatchRunsInSlot(t *testing.T) {
 	if c := warmCounts(w); c.Claimed != 2 || c.Cold != 1 {
 		t.Fatalf("after a dispatch of another shape: %+v, want claimed 2 (the spent slot), cold 1", c)
 	}
+	// That cold dispatch is the new template: the pool refills with its shape, and the next
+	// dispatch of it runs warm.
+	waitWarmReady(t, w, 1)
+	again := e.run(dispatch.Request{Subagent: "hello", Timeout: 31 * time.Second})
+	if again.State != dispatch.StateFinished {
+		t.Fatalf("new shape: %s %s %s", again.State, again.Reason, again.Detail)
+	}
+	if c := warmCounts(w); c.Claimed != 3 || c.Cold != 1 {
+		t.Fatalf("after a dispatch of the new shape: %+v, want claimed 3, cold 1", c)
+	}
 }

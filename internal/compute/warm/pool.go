@@ -142,6 +142,25 @@ func (p *Pool) Claim(shape string) Slot {
 	return s
 }
 
+// Flush takes every ready slot out of the pool at once (their shape is no longer wanted),
+// discards them in the background and has the pool fill afresh. Claimed slots are their
+// dispatch's.
+func (p *Pool) Flush() {
+	p.mu.Lock()
+	ready := p.ready
+	p.ready = nil
+	p.mu.Unlock()
+	go func() {
+		for _, s := range ready {
+			s.Discard()
+		}
+	}()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
 // Counts returns the pool's numbers now.
 func (p *Pool) Counts() Counts {
 	p.mu.Lock()

@@ -125,3 +125,37 @@ func TestPool_ZeroKeepsNone(t *testing.T) {
 		t.Fatalf("warm 0 filled %d slots", fills.Load())
 	}
 }
+
+// TestPool_FlushRefills: Flush discards the ready slots once each and the pool fills afresh
+// (with what the fill makes now: a new shape).
+func TestPool_FlushRefills(t *testing.T) {
+	var shape atomic.Value
+	shape.Store("old")
+	var made []*fakeSlot
+	var mu sync.Mutex
+	p := New(t.Context(), "local", 2, func(context.Context) (Slot, error) {
+		s := &fakeSlot{shape: shape.Load().(string)}
+		mu.Lock()
+		made = append(made, s)
+		mu.Unlock()
+		return s, nil
+	})
+	defer p.Close()
+	waitReady(t, p, 2)
+	shape.Store("new")
+	p.Flush()
+	waitReady(t, p, 2)
+	if s := p.Claim("new"); s == nil {
+		t.Fatal("no slot of the new shape after Flush")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range made[:2] {
+		for deadline := time.Now().Add(5 * time.Second); s.discarded.Load() == 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		if s.shape != "old" || s.discarded.Load() != 1 {
+			t.Fatalf("old slot: shape %s discarded %d times, want old and 1", s.shape, s.discarded.Load())
+		}
+	}
+}
