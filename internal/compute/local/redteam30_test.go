@@ -123,3 +123,35 @@ func TestRedTeam30_SlotKilledBeforeClaim(t *testing.T) {
 		t.Errorf("the dead slot's directory remains: %v", err)
 	}
 }
+
+// TestRedTeam30_ReapSparesLiveHolder: ReapSlots runs when a pool starts, to clear what a
+// crashed holder left. A second resident process on the same home (orch serve beside the
+// process running MCP dispatches, or a restart while the old one still drains) sweeps the
+// same directory: it must not kill slots whose holder lives, least of all one a dispatch is
+// running in.
+func TestRedTeam30_ReapSparesLiveHolder(t *testing.T) {
+	requireSlots(t)
+	p := newProvider(t, Options{})
+	o := slotOpts(t)
+	spec := compute.Spec{ID: "live", Argv: []string{"sh", "-c", "sleep 1; echo SURVIVED"}, Env: []string{"PATH=/usr/bin:/bin"}}
+	running := newSlot(t, p, spec, o)
+	ready := newSlot(t, p, spec, o)
+	defer ready.Discard()
+	var out syncBuffer
+	s := spec
+	s.Stdout = &out
+	h, err := p.StartInSlot(t.Context(), running, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ReapSlots(t.Context(), o.Dir); err != nil {
+		t.Logf("ReapSlots: %v", err)
+	}
+	exit, _ := h.Wait()
+	if exit.Code != 0 || out.String() != "SURVIVED\n" {
+		t.Errorf("a dispatch running in a live holder's slot was killed by another holder's sweep: exit %+v, stdout %q", exit, out.String())
+	}
+	if _, err := os.Stat(ready.Dir()); err != nil {
+		t.Errorf("a live holder's ready slot was swept: %v", err)
+	}
+}

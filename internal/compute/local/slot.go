@@ -66,6 +66,7 @@ type Slot struct {
 	shape   string
 	dir     string   // the slot's host directory
 	root    *os.File // O_PATH handle on dir/claim, the shared mount point, pinned at fill
+	hold    *os.File // dir/hold, flocked for the slot's whole life (see [ReapSlots])
 	h       *handle
 	blockW  *os.File
 	secrets []*os.File // write ends of the slot's fd 3.. pipes
@@ -79,6 +80,11 @@ type Slot struct {
 
 // slotMeta is the file in a slot's directory naming its bwrap task, for [ReapSlots].
 const slotMeta = "task"
+
+// slotHold is the file in a slot's directory its holder keeps flocked until the slot's
+// directory is gone (through its claim's run): the kernel drops the lock with a holder
+// killed with -9, and [ReapSlots] leaves every slot whose hold is still locked.
+const slotHold = "hold"
 
 // SlotShape is the key a spec must share with a slot to run in it.
 func SlotShape(s compute.Spec, o SlotOptions) string {
@@ -168,6 +174,10 @@ func (p *Provider) NewSlot(ctx context.Context, tmpl compute.Spec, o SlotOptions
 		return nil, fmt.Errorf("new warm slot: %w", err)
 	}
 	s := &Slot{p: p, opts: o, shape: SlotShape(tmpl, o), dir: dir}
+	if s.hold, err = lockHold(dir); err != nil {
+		s.cleanup()
+		return nil, fmt.Errorf("new warm slot: %w", err)
+	}
 	if err := s.start(ctx, tmpl); err != nil {
 		s.cleanup()
 		return nil, fmt.Errorf("new warm slot: %w", err)
@@ -258,7 +268,8 @@ func (s *Slot) Discard() {
 	s.cleanup()
 }
 
-// cleanup closes what the slot holds on the host and removes its directory.
+// cleanup closes what the slot holds on the host and removes its directory, letting go of
+// its hold last.
 func (s *Slot) cleanup() {
 	for _, f := range append([]*os.File{s.blockW, s.root, s.outR[0], s.outR[1]}, s.secrets...) {
 		if f != nil {
@@ -266,6 +277,34 @@ func (s *Slot) cleanup() {
 		}
 	}
 	removeSlotDir(s.dir)
+	if s.hold != nil {
+		s.hold.Close()
+	}
+}
+
+// lockHold makes dir's hold file and locks it for this process.
+func lockHold(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, slotHold), os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("hold: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("hold: %w", err)
+	}
+	return f, nil
+}
+
+// holderLives reports whether slot directory d's hold is locked by a living holder. A
+// directory without a hold (a slot being made, or left half-made by a crash) counts as
+// gone: its maker, if alive, fails its fill.
+func holderLives(d string) bool {
+	f, err := os.OpenFile(filepath.Join(d, slotHold), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil
 }
 
 // removeSlotDir detaches whatever is mounted in a slot's directory and removes it.
@@ -353,6 +392,7 @@ func (s *Slot) claim(ctx context.Context, spec compute.Spec) (*handle, error) {
 		s.p.mu.Unlock()
 		s.root.Close()
 		removeSlotDir(s.dir)
+		s.hold.Close()
 	})
 	err := release(s.blockW)
 	s.blockW.Close()
@@ -476,7 +516,8 @@ func bindInto(stage, rel string, b compute.Bind) error {
 
 // ReapSlots kills every slot a previous holder left under dir (its bwrap, named by the
 // task id the slot wrote) and removes their directories. It runs when a pool starts: a
-// slot of a crashed holder is never claimed.
+// slot of a crashed holder is never claimed. A slot whose holder lives (another resident
+// process of the same home, this one) is left alone, ready or running a claim.
 func ReapSlots(ctx context.Context, dir string) error {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -491,6 +532,9 @@ func ReapSlots(ctx context.Context, dir string) error {
 			continue
 		}
 		d := filepath.Join(dir, e.Name())
+		if holderLives(d) {
+			continue
+		}
 		if b, err := os.ReadFile(filepath.Join(d, slotMeta)); err == nil {
 			if tid, err := parseTaskID(string(b)); err == nil {
 				if err := cancelForeign(ctx, tid); err != nil {
