@@ -59,7 +59,7 @@ decisions, and the command an exec subagent runs. Agents wrote it, so it is read
   - what is shown is plain ASCII: a name cannot move your cursor or forge a line.
 
 Generalisation is small and stated: three or more commands of one program that differ only
-in their last argument, under one directory, become "PROGRAM ARGS DIR/*" (never for shells,
+in their last argument, under one directory, become "PROGRAM ARGS DIR/[^./]*" (one name in DIR, never "..": never for shells,
 interpreters or wrappers such as env and xargs); three or more paths of one host, port and
 method under one parent become that parent as a prefix (never "/"). --narrow turns both off:
 the tightest grant that admits exactly the evidence.

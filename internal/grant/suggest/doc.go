@@ -26,8 +26,9 @@
 //
 //   - Commands: argvs of one program and length that differ only in their last word, with at
 //     least [minAgree] distinct last words, none starting with "-", become one pattern whose
-//     last word is their common directory prefix and "*" (path.Match: "*" does not cross
-//     "/"). Never when the program runs code it is given ([launchers]: shells, interpreters,
+//     last word is their common directory prefix and "[^./]*" (path.Match: one name directly
+//     under that directory, never "..", "." or a dotfile: a bare "*" would admit "dir/..",
+//     the directory above, which no observation reached). Never when the program runs code it is given ([launchers]: shells, interpreters,
 //     env, xargs, ...) or the fixed words include a code flag ("-c", "-e", ...), and never
 //     into a pattern that runs any shell line ([grant.CommandPattern.RunsAnyLine]).
 //   - Paths: at least [minAgree] distinct paths of one host, port and method directly under

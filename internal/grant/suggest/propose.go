@@ -184,8 +184,12 @@ type generalisation struct {
 func (g generalisation) item(current grant.Set) Item {
 	newItem := !slices.Contains(current.Commands, g.pattern)
 	return Item{Kind: "command", Grant: g.pattern, New: newItem, Basis: "generalised", Seen: g.seen,
-		Text: fmt.Sprintf("runs `%s` (generalised from %d distinct commands seen, such as `%s`)", g.pattern, len(g.argvs), strings.Join(g.argvs[0], " "))}
+		Text: fmt.Sprintf("runs `%s` (generalised from %d distinct commands seen, such as `%s`; the last word is any name directly under its directory, not one starting with \".\")", g.pattern, len(g.argvs), strings.Join(g.argvs[0], " "))}
 }
+
+// nameGlob ends a generalised last word: one name directly under its directory that starts
+// with neither "." nor "/" (so never "..", ".", a dotfile, or a doubled slash before "..").
+const nameGlob = "[^./]*"
 
 // generalise finds the argvs whose last words may become one glob (see the package doc).
 func generalise(ev *Evidence) []generalisation {
@@ -214,7 +218,10 @@ func generalise(ev *Evidence) []generalisation {
 			continue
 		}
 		argv0 := ev.commands[keys[0]].argv
-		pat := literal(argv0[:len(argv0)-1]) + " " + escape(prefix) + "*"
+		// Not "*": path.Match's "*" matches ".." and ".", so "rm -rf build/*" would admit
+		// "rm -rf build/.." (the directory above), which no observation did. nameGlob
+		// admits a name directly under prefix that starts with neither "." nor "/".
+		pat := literal(argv0[:len(argv0)-1]) + " " + escape(prefix) + nameGlob
 		cp, err := grant.ParseCommandPattern(pat)
 		if err != nil || cp.RunsAnyLine() {
 			continue

@@ -165,7 +165,7 @@ func TestPropose_GeneralisesOnlyWhenEnoughAgree(t *testing.T) {
 	}
 	three := append(two, ent{entry.ToolWouldDeny, wouldDenyCmd("go", "test", "./pkg/c")}, ent{entry.ToolWouldDeny, wouldDenyCmd("go", "test", "./pkg/c")})
 	p = propose(t, grant.Set{}, false, three...)
-	if diff := cmp.Diff([]string{"go test ./pkg/*"}, p.Grant.Commands); diff != "" {
+	if diff := cmp.Diff([]string{"go test ./pkg/[^./]*"}, p.Grant.Commands); diff != "" {
 		t.Fatalf("commands (-want +got):\n%s", diff)
 	}
 	for _, tc := range []struct {
