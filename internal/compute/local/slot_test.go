@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agora-dev/agora/internal/compute"
 )
 
@@ -246,18 +248,31 @@ func TestSlot_SymlinkSwapBeforeClaim(t *testing.T) {
 	slot := newSlot(t, p, spec, o)
 	decoy := t.TempDir()
 	mp := filepath.Join(slot.Dir(), "claim")
-	// The mount point is busy (a mount): move it aside and put a link in its place.
+	// The mount point is busy (a mount), so a rename is refused: a host attacker would first
+	// detach it, then move it aside and put a link in its place.
+	if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Rename(mp, mp+".moved"); err != nil {
-		t.Logf("rename of the mount point refused (%v): the swap cannot even happen", err)
-	} else if err := os.Symlink(decoy, mp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(decoy, mp); err != nil {
 		t.Fatal(err)
 	}
 	in := t.TempDir()
 	os.WriteFile(filepath.Join(in, "x"), []byte("claim's\n"), 0o644)
 	spec.Binds[0].Src = in
-	res := runInSlot(t, p, slot, spec)
-	if res.stdout != "claim's\n" {
-		t.Fatalf("sandbox read %q (stderr %q), want the claim's file", res.stdout, res.stderr)
+	var out, errOut syncBuffer
+	spec.Stdout, spec.Stderr = &out, &errOut
+	// Either the claim attaches to the mount pinned at fill (the sandbox reads the claim's
+	// file) or it fails closed; it never follows the link.
+	if h, err := p.StartInSlot(t.Context(), slot, spec); err != nil {
+		t.Logf("claim refused: %v", err)
+	} else if h.Wait(); out.String() != "claim's\n" {
+		t.Fatalf("sandbox read %q (stderr %q), want the claim's file", out.String(), errOut.String())
+	}
+	if m, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(m), decoy) {
+		t.Fatalf("the claim mounted on the link's target %s", decoy)
 	}
 	if ents, _ := os.ReadDir(decoy); len(ents) != 0 {
 		t.Fatalf("the claim mounted into the link's target: %v", ents)
