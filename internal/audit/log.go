@@ -3,7 +3,7 @@
 // (https://www.rfc-editor.org/rfc/rfc6962#section-2.1), and appended in the SAME transaction as
 // the state change it records, so a change and its entry commit or vanish together. The same
 // transaction stores the completed subtrees of the Merkle tree (from level 4 up for a
-// [Log.SparseTree]; readers compute the levels below from at most 8 leaf hashes), so
+// [Log.SparseTree]; readers compute a lower node it left out from at most 8 leaf hashes), so
 // inclusion and consistency proofs are read, never recomputed from all leaves.
 //
 // A [Checkpointer] signs C2SP tlog-checkpoints (https://c2sp.org/tlog-checkpoint) of the tree,
@@ -40,9 +40,9 @@ type Log struct {
 }
 
 // SparseTree returns a log like l whose appends store the tree's nodes only from level 4 up
-// (about one node row per eight entries instead of one per entry): readers compute the lower
-// nodes from the leaf hashes audit_entries holds, for every log, so proofs, roots and bundles
-// are the same bytes. A log's writers may mix both; the orchestrator, which writes hundreds of
+// (about one node row per eight entries instead of one per entry): readers compute a lower
+// node that is not stored from the leaf hashes audit_entries holds, so proofs, roots and
+// bundles are the same bytes. A log's writers may mix both; the orchestrator, which writes hundreds of
 // entries per commit, uses it (the write it saves is a b-tree insert per entry).
 func (l *Log) SparseTree() *Log {
 	c := *l

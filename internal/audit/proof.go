@@ -1,10 +1,12 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/transparency-dev/merkle/compact"
@@ -133,34 +135,39 @@ func readNodes(ctx context.Context, q Querier, ids []compact.NodeID) ([][]byte, 
 	return fromCache(ids, cache)
 }
 
-// maxNodesPerQuery keeps each IN list under SQLite's variable limit (a derived node adds up to
-// 2^(storedFromLevel-1) leaves past it).
+// maxNodesPerQuery keeps each IN list under SQLite's variable limit.
 const maxNodesPerQuery = 500
 
 // storedFromLevel is the lowest level of the tree a sparse writer stores in audit_nodes
-// ([Log.SparseTree]); readers compute every node below it from its 2, 4 or 8 leaves, whose
-// hashes audit_entries holds anyway, whether the writer stored it or not.
+// ([Log.SparseTree]); readers compute a node below it that is not stored from its 2, 4 or 8
+// leaves, whose hashes audit_entries holds anyway.
 const storedFromLevel = 4
 
-// fetchNodes reads the hashes of ids not yet in cache into it: leaves from audit_entries,
-// subtree roots from audit_nodes, in one statement per about maxNodesPerQuery ids. A node
-// below storedFromLevel is computed from its leaves, stored or not (a sparse writer leaves
-// it out: [Log.SparseTree]), so every log reads the same way.
+// fetchNodes reads the hashes of ids not yet in cache into it: subtree roots from
+// audit_nodes and leaves from audit_entries, in one statement per about maxNodesPerQuery ids
+// or maxSpansPerQuery ranges. A node below storedFromLevel that is not stored (a sparse
+// writer leaves those out: [Log.SparseTree]) is computed from its leaves, read in a second
+// statement as ranges of seq: a proof's leaves below storedFromLevel lie in one aligned block
+// of 16 entries. A log that stores every node reads exactly what it read before.
 func fetchNodes(ctx context.Context, q Querier, ids []compact.NodeID, cache map[int64][]byte) error {
-	var leaves, inner []any
+	var inner []any
+	var spans []leafSpan
 	flush := func() error {
-		if len(leaves)+len(inner) == 0 {
+		spans = mergeSpans(spans)
+		if len(spans)+len(inner) == 0 {
 			return nil
 		}
-		defer func() { leaves, inner = leaves[:0], inner[:0] }()
+		defer func() { spans, inner = spans[:0], inner[:0] }()
 		var parts []string
+		args := append([]any(nil), inner...)
 		if len(inner) > 0 {
 			parts = append(parts, `SELECT id, hash FROM audit_nodes WHERE id IN (`+placeholders(len(inner))+`)`)
 		}
-		if len(leaves) > 0 {
-			parts = append(parts, `SELECT seq, leaf_hash FROM audit_entries WHERE seq IN (`+placeholders(len(leaves))+`)`)
+		for _, sp := range spans {
+			parts = append(parts, `SELECT seq, leaf_hash FROM audit_entries WHERE seq >= ? AND seq < ?`)
+			args = append(args, int64(sp.from), int64(sp.to))
 		}
-		rows, err := q.QueryContext(ctx, strings.Join(parts, " UNION ALL "), append(inner, leaves...)...)
+		rows, err := q.QueryContext(ctx, strings.Join(parts, " UNION ALL "), args...)
 		if err != nil {
 			return fmt.Errorf("read audit nodes: %w", err)
 		}
@@ -179,32 +186,38 @@ func fetchNodes(ctx context.Context, q Querier, ids []compact.NodeID, cache map[
 		return nil
 	}
 	asked := map[int64]bool{}
-	askLeaf := func(index uint64) {
-		if k := int64(index); cache[k] == nil && !asked[k] {
-			asked[k] = true
-			leaves = append(leaves, k)
-		}
-	}
-	var derived []compact.NodeID
+	var low []compact.NodeID // asked from audit_nodes, computed from leaves if not stored
 	for _, id := range ids {
 		k := nodeKey(id)
 		if _, ok := cache[k]; ok || asked[k] {
 			continue
 		}
 		asked[k] = true
-		switch {
-		case id.Level == 0:
-			leaves = append(leaves, k)
-		case id.Level < storedFromLevel:
-			derived = append(derived, id)
-			first := id.Index << id.Level
-			for i := range uint64(1) << id.Level {
-				askLeaf(first + i)
-			}
-		default:
+		if id.Level == 0 {
+			spans = append(spans, leafSpan{id.Index, id.Index + 1})
+		} else {
 			inner = append(inner, k)
+			if id.Level < storedFromLevel {
+				low = append(low, id)
+			}
 		}
-		if len(leaves)+len(inner) >= maxNodesPerQuery {
+		if len(inner) >= maxNodesPerQuery || len(spans) >= maxSpansPerQuery {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	var derived []compact.NodeID
+	for _, id := range low {
+		if cache[nodeKey(id)] != nil {
+			continue
+		}
+		derived = append(derived, id)
+		spans = append(spans, leafSpan{id.Index << id.Level, (id.Index + 1) << id.Level})
+		if len(spans) >= maxSpansPerQuery {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -219,6 +232,34 @@ func fetchNodes(ctx context.Context, q Querier, ids []compact.NodeID, cache map[
 		}
 	}
 	return nil
+}
+
+// leafSpan is the entries [from, to).
+type leafSpan struct{ from, to uint64 }
+
+// maxSpansPerQuery keeps a statement's compound SELECT under SQLite's 500 terms.
+const maxSpansPerQuery = 200
+
+// spanGap is how far apart two spans may be and still be read as one: reading a few rows
+// more is cheaper than another b-tree search.
+const spanGap = 16
+
+// mergeSpans sorts spans and joins those that overlap or lie within spanGap of each other.
+func mergeSpans(spans []leafSpan) []leafSpan {
+	if len(spans) < 2 {
+		return spans
+	}
+	slices.SortFunc(spans, func(a, b leafSpan) int { return cmp.Compare(a.from, b.from) })
+	out := spans[:1]
+	for _, sp := range spans[1:] {
+		last := &out[len(out)-1]
+		if sp.from <= last.to+spanGap {
+			last.to = max(last.to, sp.to)
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out
 }
 
 // subtreeFromLeaves is the hash of node id computed from its leaves in cache; false when one is
