@@ -21,6 +21,8 @@ type codexGateHome struct {
 	n   int // env bundles registered, one per dispatch
 	// repo, when set, is the repository each dispatch checks out (--repo); else none.
 	repo string
+	// learn makes each dispatch a learn dispatch (--learn).
+	learn bool
 }
 
 func newCodexGateHome(t *testing.T) *codexGateHome {
@@ -92,6 +94,9 @@ func (h *codexGateHome) runScript(subagent string, script responsestest.Script) 
 	args := []string{"dispatch", "run", "--subagent", subagent, "--env", env, "--input", `{"prompt":"go"}`}
 	if h.repo != "" {
 		args = append(args, "--repo", h.repo)
+	}
+	if h.learn {
+		args = append(args, "--learn")
 	}
 	c := exec.Command(agoraBin, args...)
 	c.Env = append(append(os.Environ(), h.env...), "AGORA_HOME="+h.dir)

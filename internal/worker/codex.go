@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/runtime/codexrt"
@@ -45,7 +46,7 @@ func (codexRuntime) Run(ctx context.Context, inv invocation) (agentExit, error) 
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	audit := &codexAudit{ctx: context.WithoutCancel(ctx), gw: gw, red: redact.New(inv.secrets), grants: inv.grants, dir: inv.dir,
-		shell: codexDefaultShell(inv.env), stop: stop, seen: map[string]bool{}}
+		shell: codexDefaultShell(inv.env), stop: stop, seen: map[string]bool{}, learn: inv.learn}
 	rl, err := startCodexRelay(gw, gateResponse(audit.precheck))
 	if err != nil {
 		return agentExit{}, fmt.Errorf("start the model relay: %w", err)
@@ -117,6 +118,14 @@ type codexAudit struct {
 	stop   context.CancelCauseFunc
 
 	seen map[string]bool // items decided, by kind and id (the parsing goroutine's alone)
+	// learn: a learn dispatch (docs/learn.md): the gate reports a call the grant would
+	// refuse (a command no pattern matches, no run_command, a patch without write_file) as
+	// would_deny before codex sees it and lets it through; paths outside the workspace or in
+	// .git, unreadable calls and other shells stay refused.
+	learn bool
+	// learned are the call ids reported as would_deny (guarded by mu): the gate sees a call
+	// in the item's event and again in response.completed, and one call is one entry.
+	learned map[string]bool
 
 	mu  sync.Mutex
 	err error
@@ -155,6 +164,11 @@ func (a *codexAudit) decide(it codexrt.Item) {
 
 func (a *codexAudit) command(id, command string) {
 	args, _ := json.Marshal(map[string]string{"command": command})
+	if a.learn && !a.commandGranted(command) {
+		// The gate reported it as would_deny before codex saw it.
+		a.record(id, codexExecTool, args, "allowed", learnAllowedReason)
+		return
+	}
 	if !slices.Contains(a.grants.Tools, "run_command") {
 		a.ranOutside(id, codexExecTool, args, "the grant has no run_command tool", fmt.Sprintf("codex ran command %q, but the grant has no run_command tool; codex was stopped", a.red.String(command)))
 		return
@@ -173,7 +187,7 @@ func (a *codexAudit) command(id, command string) {
 
 func (a *codexAudit) fileChange(id string, changes []codexrt.Change) {
 	args, _ := json.Marshal(changes)
-	if !slices.Contains(a.grants.Tools, "write_file") {
+	if !slices.Contains(a.grants.Tools, "write_file") && !a.learn {
 		a.ranOutside(id, codexPatchTool, args, "the grant has no write_file tool", "codex changed files but the grant has no write_file tool; codex was stopped")
 		return
 	}
@@ -232,12 +246,21 @@ func (a *codexAudit) precheck(c modelCall) error {
 		}
 		args, _ := json.Marshal(map[string][]string{"argv": argv})
 		if !slices.Contains(a.grants.Tools, "run_command") || !codexrt.ArgvAllowed(a.grants.Commands, argv) {
+			if a.learn {
+				return a.wouldDeny(c, args, strings.Join(argv, " "), "command matches no granted pattern, or no run_command")
+			}
 			return a.refuse(c, args, "command matches no granted pattern; refused before it ran",
 				fmt.Sprintf("the model asked codex to run %q (in %s %s), which is outside the grant (no commands pattern matches it, or no run_command)", a.red.String(*c.Exec.Cmd), argv[0], argv[1]))
 		}
-	case c.Tool == codexPatchTool && !slices.Contains(a.grants.Tools, "write_file"):
+	case c.Tool == codexPatchTool && !slices.Contains(a.grants.Tools, "write_file") && !a.learn:
 		return a.refuse(c, nil, "the grant has no write_file tool; refused before it ran", "the model asked codex to change files, but the grant has no write_file tool")
 	case c.Tool == codexPatchTool:
+		if !slices.Contains(a.grants.Tools, "write_file") {
+			// A learn dispatch: recorded, then its paths are judged as any patch's.
+			if err := a.wouldDeny(c, nil, "", "the grant has no write_file tool"); err != nil {
+				return err
+			}
+		}
 		// Every path the patch names is judged before codex applies it, as the check of what
 		// codex changed judges it after: a move's destination is judged here only (codex
 		// reports the moved file's old path), and a change inside .git is refused before a
@@ -252,6 +275,48 @@ func (a *codexAudit) precheck(c modelCall) error {
 			}
 		}
 	}
+	return nil
+}
+
+// learnAllowedReason is a learn dispatch's record of a codex action the grant would refuse,
+// reported as would_deny before codex saw it.
+const learnAllowedReason = "learn: outside the grant, recorded as tool.would_deny before it ran"
+
+// commandGranted is [codexAudit.command]'s judgment of a command line.
+func (a *codexAudit) commandGranted(command string) bool {
+	argv, err := shellwords.Split(command)
+	return err == nil && slices.Contains(a.grants.Tools, "run_command") && codexrt.ArgvAllowed(a.grants.Commands, argv)
+}
+
+// wouldDeny reports a learn dispatch's call the grant would refuse before codex sees it; a
+// report not kept refuses the call as any refusal does.
+func (a *codexAudit) wouldDeny(c modelCall, args []byte, command, reason string) error {
+	a.mu.Lock()
+	seen := c.ID != "" && a.learned[c.ID]
+	a.mu.Unlock()
+	if seen {
+		return nil
+	}
+	cmd := strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, a.red.String(command))
+	if len(cmd) > 2048 {
+		cmd = strings.ToValidUTF8(cmd[:2048], "")
+	}
+	err := a.gw.report(a.ctx, toolReport{Tool: c.Tool, Decision: decisionWouldDeny, Reason: reason,
+		ArgsHash: argsHash(a.red, args), CallID: auditCallID(c.ID), Command: cmd})
+	if err != nil {
+		return a.refuse(c, args, "its would_deny could not be recorded", "a learn dispatch's call could not be recorded: "+err.Error())
+	}
+	a.mu.Lock()
+	if a.learned == nil {
+		a.learned = map[string]bool{}
+	}
+	a.learned[c.ID] = true
+	a.mu.Unlock()
 	return nil
 }
 
