@@ -155,3 +155,48 @@ func TestRedTeam30_ReapSparesLiveHolder(t *testing.T) {
 		t.Errorf("a live holder's ready slot was swept: %v", err)
 	}
 }
+
+// TestRedTeam30_ReapAfterCrashMidAttach: the holder is killed with -9 while a claim is being
+// attached: the slot's staging tmpfs (in the host's mount namespace, so it outlives the
+// process) still has the dispatch's binds in it, the writable workspace among them. The sweep
+// of the next start must detach them, never delete through them into the dispatch's files.
+func TestRedTeam30_ReapAfterCrashMidAttach(t *testing.T) {
+	requireSlots(t)
+	p := newProvider(t, Options{})
+	o := slotOpts(t)
+	victim := t.TempDir()
+	if err := os.WriteFile(filepath.Join(victim, "precious"), []byte("the dispatch's work"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := compute.Spec{ID: "crash", Argv: []string{"true"}, Env: []string{"PATH=/usr/bin:/bin"},
+		Binds: []compute.Bind{{Src: "/unused", Dst: "/agora/work", Writable: true}}}
+	slot := newSlot(t, p, spec, o)
+	// What attach had done when the holder died: the staging tmpfs, the writable bind in it.
+	stage := filepath.Join(slot.Dir(), "stage-123")
+	if err := os.Mkdir(stage, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("agora-claim", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64k"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(stage, unix.MNT_DETACH) })
+	if err := unix.Mount("", stage, "", unix.MS_PRIVATE, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := bindInto(stage, "work", compute.Bind{Src: victim, Dst: "/agora/work", Writable: true}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(filepath.Join(stage, "work"), unix.MNT_DETACH) })
+	// The holder dies: its hold goes (as the kernel drops it) and the sandbox with it.
+	slot.hold.Close()
+	slot.h.abortHeld()
+	if err := ReapSlots(t.Context(), o.Dir); err != nil {
+		t.Logf("ReapSlots: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(victim, "precious")); err != nil || string(b) != "the dispatch's work" {
+		t.Fatalf("the sweep deleted through a bind left mounted in a crashed claim: %v", err)
+	}
+	if _, err := os.Stat(slot.Dir()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the crashed slot's directory remains: %v", err)
+	}
+}

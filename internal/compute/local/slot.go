@@ -1,6 +1,8 @@
 package local
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -307,12 +310,49 @@ func holderLives(d string) bool {
 	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil
 }
 
-// removeSlotDir detaches whatever is mounted in a slot's directory and removes it.
+// removeSlotDir detaches whatever is mounted in a slot's directory and removes it. Not only
+// the claim mount point: a holder killed while it attached a claim leaves the staging tmpfs
+// mounted (in the host's namespace) with the dispatch's binds in it, and a removal must never
+// reach through a bind into the files it shows (red team #30). When the mounts cannot be
+// listed or one stays, the directory is left in place.
 func removeSlotDir(dir string) {
-	mp := filepath.Join(dir, "claim")
-	for unix.Unmount(mp, unix.MNT_DETACH) == nil {
+	mps, err := mountsUnder(dir)
+	for _, mp := range mps {
+		for unix.Unmount(mp, unix.MNT_DETACH) == nil {
+		}
+	}
+	if err != nil {
+		return
+	}
+	if left, err := mountsUnder(dir); err != nil || len(left) > 0 {
+		return
 	}
 	_ = os.RemoveAll(dir)
+}
+
+// mountsUnder lists the mount points at or below dir in this mount namespace, deepest first.
+func mountsUnder(dir string) ([]string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 {
+			continue
+		}
+		if mp := unescapeMountinfo(f[4]); mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return out, err
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out, nil
 }
 
 // StartInSlot runs spec in slot: the claim's binds are attached under the claim root, the
