@@ -136,7 +136,8 @@ const (
 	NetWouldDeny = "net.would_deny"
 	// FileWouldDeny: a file written outside the workspace that the grant would not keep.
 	// Details: path (relative to the sandbox root or the workspace, never a host path), op
-	// ("write", "create", "delete", ...), reason.
+	// ("write", "create", "delete", ...), reason. Reserved: no writer records it yet (writes
+	// outside the workspace stay refused in a learn dispatch, recorded as before).
 	FileWouldDeny = "file.would_deny"
 )
 
