@@ -95,6 +95,7 @@ func Run(ctx context.Context, h Host, o Options) Report {
 	r := &run{ctx: ctx, h: h, root: h.Euid() == 0}
 	r.targets(o)
 	r.config(o)
+	r.warm(o)
 	r.bwrap()
 	r.prlimit()
 	r.userNamespaces()
@@ -155,6 +156,28 @@ func (r *run) targets(o Options) {
 	for _, names := range r.uids {
 		sort.Strings(names)
 	}
+}
+
+// warm says which targets ask for warm slots that nothing holds yet: no agora command keeps
+// them (orch serve and mcp serve run each dispatch under a detached supervisor, which cannot
+// take over a sandbox serve started), so those dispatches start cold. Not required: the
+// dispatches run; the key only promises more than it does today.
+func (r *run) warm(o Options) {
+	if o.Config == nil {
+		return
+	}
+	var asked []string
+	for name, t := range o.Config.Targets {
+		if t.Warm > 0 {
+			asked = append(asked, fmt.Sprintf("%s (warm: %d)", name, t.Warm))
+		}
+	}
+	if len(asked) == 0 {
+		return
+	}
+	sort.Strings(asked)
+	r.missing("warm-slots", "no agora command holds warm slots yet: the dispatches of "+strings.Join(asked, ", ")+" start cold",
+		"nothing to do for dispatches to run; see docs/providers.md#warm-slots-bubblewrap", false)
 }
 
 // needBwrap: bwrap is required unless every target is the explicit `sandbox: none`.
