@@ -52,6 +52,9 @@ type warmSlot struct {
 
 func (w *warmSlot) Shape() string { return w.key }
 
+// Alive says whether the held sandbox still waits (the pool counts and hands out live ones).
+func (w *warmSlot) Alive() bool { return w.slot.Alive() }
+
 // Discard implements warm.Slot: a slot never claimed is killed and its uid given back.
 func (w *warmSlot) Discard() {
 	w.slot.Discard()

@@ -200,3 +200,24 @@ func TestRedTeam30_ReapAfterCrashMidAttach(t *testing.T) {
 		t.Errorf("the crashed slot's directory remains: %v", err)
 	}
 }
+
+// TestRedTeam30_SlotAliveAfterKill: a held slot says it is alive until its sandbox is
+// killed, then not (the pool counts and hands out only live slots).
+func TestRedTeam30_SlotAliveAfterKill(t *testing.T) {
+	requireSlots(t)
+	p := newProvider(t, Options{})
+	slot := newSlot(t, p, compute.Spec{ID: "a", Argv: []string{"true"}, Env: []string{"PATH=/usr/bin:/bin"}}, slotOpts(t))
+	defer slot.Discard()
+	if !slot.Alive() {
+		t.Fatal("a held slot says it is dead")
+	}
+	id, _ := parseTaskID(slot.TaskID())
+	syscall.Kill(id.pid, syscall.SIGKILL)
+	deadline := time.Now().Add(5 * time.Second)
+	for slot.Alive() {
+		if time.Now().After(deadline) {
+			t.Fatal("a killed slot still says it is alive")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

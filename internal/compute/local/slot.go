@@ -143,6 +143,9 @@ func underRoot(p, root string) bool {
 // Shape implements warm.Slot.
 func (s *Slot) Shape() string { return s.shape }
 
+// Alive implements the pool's liveness check: false once the held sandbox has ended.
+func (s *Slot) Alive() bool { return s.h != nil && !heldExited(s.h.pid) }
+
 // Dir is the slot's host directory (for tests and stale sweeps).
 func (s *Slot) Dir() string { return s.dir }
 

@@ -27,6 +27,16 @@ type Slot interface {
 	Discard()
 }
 
+// aliver is what a slot whose sandbox can die while it waits (killed from outside, the OOM
+// killer) implements: a dead slot is neither counted ready nor handed to a claim; it is
+// discarded, counted failed, and refilled.
+type aliver interface{ Alive() bool }
+
+func alive(s Slot) bool {
+	a, ok := s.(aliver)
+	return !ok || a.Alive()
+}
+
 // Fill starts one slot. It is called from the pool's refill goroutine only.
 type Fill func(ctx context.Context) (Slot, error)
 
@@ -120,20 +130,34 @@ func (p *Pool) missing() int {
 func (p *Pool) Claim(shape string) Slot {
 	p.mu.Lock()
 	var s Slot
-	for i, c := range p.ready {
-		if c.Shape() == shape {
+	var dead []Slot
+	keep := make([]Slot, 0, len(p.ready))
+	for _, c := range p.ready {
+		switch {
+		case !alive(c):
+			dead = append(dead, c)
+			p.counts.Failed++
+		case s == nil && c.Shape() == shape:
 			s = c
-			p.ready = append(p.ready[:i:i], p.ready[i+1:]...)
-			break
+		default:
+			keep = append(keep, c)
 		}
 	}
+	p.ready = keep
 	if s == nil {
 		p.counts.Cold++
 	} else {
 		p.counts.Claimed++
 	}
 	p.mu.Unlock()
-	if s != nil {
+	if len(dead) > 0 {
+		go func() {
+			for _, d := range dead {
+				d.Discard()
+			}
+		}()
+	}
+	if s != nil || len(dead) > 0 {
 		select {
 		case p.kick <- struct{}{}:
 		default:
@@ -166,7 +190,11 @@ func (p *Pool) Counts() Counts {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := p.counts
-	c.Ready = len(p.ready)
+	for _, s := range p.ready {
+		if alive(s) {
+			c.Ready++
+		}
+	}
 	return c
 }
 
