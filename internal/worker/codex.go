@@ -247,7 +247,7 @@ func (a *codexAudit) precheck(c modelCall) error {
 		args, _ := json.Marshal(map[string][]string{"argv": argv})
 		if !slices.Contains(a.grants.Tools, "run_command") || !codexrt.ArgvAllowed(a.grants.Commands, argv) {
 			if a.learn {
-				return a.wouldDeny(c, args, strings.Join(argv, " "), "command matches no granted pattern, or no run_command")
+				return a.wouldDeny(c, args, learnLine(argv), "command matches no granted pattern, or no run_command")
 			}
 			return a.refuse(c, args, "command matches no granted pattern; refused before it ran",
 				fmt.Sprintf("the model asked codex to run %q (in %s %s), which is outside the grant (no commands pattern matches it, or no run_command)", a.red.String(*c.Exec.Cmd), argv[0], argv[1]))
@@ -413,4 +413,16 @@ func (a *codexAudit) failed() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.err
+}
+
+// learnLine is a would_deny's argv as one shell line, each word shellwords.Quote'd, so that it
+// reads back (shellwords.Split) as exactly argv: `agora capability suggest` proposes a pattern
+// from it, and words joined with bare spaces read as another argv when one holds a space
+// (["bash", "-lc", "make test"] would read as a four-word command that never ran).
+func learnLine(argv []string) string {
+	q := make([]string, len(argv))
+	for i, w := range argv {
+		q[i] = shellwords.Quote(w)
+	}
+	return strings.Join(q, " ")
 }

@@ -322,12 +322,14 @@ func learnCommand(red *redact.Redactor, in hookInput) string {
 	if err != nil {
 		return ""
 	}
-	line = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' ' // the gateway refuses control characters in a command
-		}
-		return r
-	}, red.String(line))
+	// The gateway refuses control characters in a command. A tab separates words as a space
+	// does; any other (a newline ends a command) cannot become a space without making the
+	// line another command ("git\npush" would read as `git push`, which never ran, and
+	// `agora capability suggest` would propose it): the line is then left out.
+	line = strings.ReplaceAll(red.String(line), "\t", " ")
+	if strings.ContainsFunc(line, unicode.IsControl) {
+		return ""
+	}
 	const max = 2048
 	if len(line) > max {
 		line = strings.ToValidUTF8(line[:max], "")
