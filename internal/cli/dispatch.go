@@ -119,12 +119,8 @@ func (o *dispatchRunOptions) grants(cmd *cobra.Command) (*grant.Set, error) {
 	return g, nil
 }
 
-func newDispatchRunCmd(f *Factory, runF func(*dispatchRunOptions) error) *cobra.Command {
-	opts := &dispatchRunOptions{f: f}
-	cmd := &cobra.Command{
-		Use:   "run --subagent NAME[@sha256:HEX] [flags]",
-		Short: "Dispatch a subagent in a sandbox and wait for it",
-		Long: `Dispatch a subagent on a target (default: local, bubblewrap on this machine).
+// dispatchRunLong is `agora dispatch run --help`'s description.
+const dispatchRunLong = `Dispatch a subagent on a target (default: local, bubblewrap on this machine).
 
 The dispatch id is printed at once; lifecycle events go to stderr as they happen, and a
 summary follows the end. With --detach, run returns once the worker has started.
@@ -156,7 +152,14 @@ methods and paths) is recorded as a would_deny audit entry instead of refused, i
 sandbox. No host file, no agora state, no host outside egress.learn_hosts (agora.yaml; empty by
 default), no secret's value and no budget or limit is opened. The dispatch is marked learn
 everywhere it is shown, and its patch feeds no plan hand-off or branch without --include-learn.
-'agora audit log --kind tool.would_deny' (and net.would_deny) shows what it learned. See docs/learn.md.`,
+'agora audit log --kind tool.would_deny' (and net.would_deny) shows what it learned. See docs/learn.md.`
+
+func newDispatchRunCmd(f *Factory, runF func(*dispatchRunOptions) error) *cobra.Command {
+	opts := &dispatchRunOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "run --subagent NAME[@sha256:HEX] [flags]",
+		Short: "Dispatch a subagent in a sandbox and wait for it",
+		Long:  dispatchRunLong,
 		Example: `  agora dispatch run --subagent hello --env demo --repo . --input '{"task":"greet"}'
   agora dispatch run --subagent fixer@sha256:1f2e... --repo ~/src/app@v1.2.0 --timeout 10m --detach
   agora dispatch run --subagent fixer --workspace app@release/1
