@@ -221,3 +221,76 @@ func TestRedTeam30_SlotAliveAfterKill(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestRedTeam30_SlotMountsAndFDsNoWeakerThanCold compares what the sandbox itself sees, cold
+// and warm, same spec: every mount point's flags (a mount writable, suid, dev or exec in the
+// slot where the cold one is not), mount points the slot has and the cold sandbox has not
+// (each must be read-only), the descriptors the command inherits, and its credentials.
+func TestRedTeam30_SlotMountsAndFDsNoWeakerThanCold(t *testing.T) {
+	requireSlots(t)
+	p := newProvider(t, Options{})
+	o := slotOpts(t)
+	ro, rw := t.TempDir(), t.TempDir()
+	if err := os.Chown(rw, int(testRunAs.UID), int(testRunAs.GID)); err != nil {
+		t.Fatal(err)
+	}
+	script := `cut -d' ' -f5,6 /proc/self/mountinfo; echo FDS $(ls /proc/self/fd | wc -l); grep -E '^(Uid|Gid|Groups|CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status`
+	sr, sw, _ := os.Pipe()
+	defer sr.Close()
+	sw.Close()
+	spec := compute.Spec{ID: "m", Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: "/agora/rw",
+		Files: []*os.File{sr}, RunAs: testRunAs, Limits: compute.Limits{MaxProcs: 64},
+		Binds: []compute.Bind{{Src: ro, Dst: "/agora/ro"}, {Src: rw, Dst: "/agora/rw", Writable: true}}}
+	cold := run(t, p, spec)
+	slot := newSlot(t, p, spec, o)
+	sr2, sw2, _ := os.Pipe()
+	sw2.Close()
+	defer sr2.Close()
+	wspec := spec
+	wspec.Files = []*os.File{sr2}
+	warm := runInSlot(t, p, slot, wspec)
+	parse := func(out string) (map[string]string, []string) {
+		m := map[string]string{}
+		var rest []string
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			mp, opts, ok := strings.Cut(l, " ")
+			if ok && strings.HasPrefix(mp, "/") {
+				m[mp] = opts
+				continue
+			}
+			rest = append(rest, l)
+		}
+		return m, rest
+	}
+	cm, crest := parse(cold.stdout)
+	wm, wrest := parse(warm.stdout)
+	if len(cm) == 0 || len(wm) == 0 {
+		t.Fatalf("no mounts read: cold %q warm %q (stderr %q %q)", cold.stdout, warm.stdout, cold.stderr, warm.stderr)
+	}
+	has := func(opts, o string) bool {
+		for _, x := range strings.Split(opts, ",") {
+			if x == o {
+				return true
+			}
+		}
+		return false
+	}
+	for mp, wo := range wm {
+		co, ok := cm[mp]
+		if !ok {
+			if !has(wo, "ro") && mp != "/agora/rw" {
+				t.Errorf("the slot has a writable mount %s (%s) a cold sandbox has not", mp, wo)
+			}
+			continue
+		}
+		for _, f := range []string{"ro", "nosuid", "nodev", "noexec"} {
+			if has(co, f) && !has(wo, f) {
+				t.Errorf("mount %s: cold %q has %s, warm %q has not", mp, co, f, wo)
+			}
+		}
+	}
+	if strings.Join(crest, "\n") != strings.Join(wrest, "\n") {
+		t.Errorf("credentials or descriptors differ:\ncold %q\nwarm %q", crest, wrest)
+	}
+	t.Logf("cold mounts %d, warm %d; %q", len(cm), len(wm), wrest)
+}
