@@ -294,3 +294,54 @@ func TestRedTeam30_SlotMountsAndFDsNoWeakerThanCold(t *testing.T) {
 	}
 	t.Logf("cold mounts %d, warm %d; %q", len(cm), len(wm), wrest)
 }
+
+// TestRedTeam30_SlotNestedBindThroughSymlink: binds apply in order, so one may lie below
+// another (the shared bundle and its manifest do). bwrap creates and resolves a nested
+// mount point inside the sandbox's new root; a slot builds the tree on the host. When the
+// outer bind's source holds a symlink where the inner bind goes (a workspace is a clone of
+// someone's repository), the slot must not follow it out of the staging tree: that would
+// create directories in, and mount over, a host path of the repository's choosing.
+func TestRedTeam30_SlotNestedBindThroughSymlink(t *testing.T) {
+	requireSlots(t)
+	p := newProvider(t, Options{})
+	o := slotOpts(t)
+	hostTarget := filepath.Join(t.TempDir(), "host-target")
+	if err := os.Mkdir(hostTarget, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(hostTarget, "host-file"), []byte("host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outer, inner := t.TempDir(), t.TempDir()
+	if err := os.Symlink(hostTarget, filepath.Join(outer, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(hostTarget, "made"), filepath.Join(outer, "deep")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(inner, "inner-file"), []byte("inner"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, dst := range []string{"/agora/w/link", "/agora/w/deep/x"} {
+		t.Run(filepath.Base(filepath.Dir(dst))+"-"+filepath.Base(dst), func(t *testing.T) {
+			spec := compute.Spec{ID: "n", Argv: []string{"true"}, Env: []string{"PATH=/usr/bin:/bin"},
+				Binds: []compute.Bind{{Src: outer, Dst: "/agora/w", Writable: true}, {Src: inner, Dst: dst}}}
+			slot := newSlot(t, p, spec, o)
+			h, err := p.StartInSlot(t.Context(), slot, spec)
+			if err == nil {
+				h.Wait()
+			}
+			mps, _ := mountsUnder(hostTarget)
+			for _, mp := range mps {
+				unix.Unmount(mp, unix.MNT_DETACH)
+			}
+			if len(mps) > 0 {
+				t.Errorf("the slot mounted the inner bind over the host path the symlink names: %v", mps)
+			}
+			if _, err := os.Lstat(filepath.Join(hostTarget, "made")); err == nil {
+				t.Errorf("the slot created a directory through the symlink, on the host: %s", filepath.Join(hostTarget, "made"))
+				os.RemoveAll(filepath.Join(hostTarget, "made"))
+			}
+		})
+	}
+}

@@ -520,6 +520,12 @@ func bindInto(stage, rel string, b compute.Bind) error {
 	if rel == "" {
 		return fmt.Errorf("bind %s: cannot bind over the claim root itself", b.Src)
 	}
+	// bwrap resolves a mount point inside the sandbox's new root; this tree is built on the
+	// host, where a symlink in an earlier bind's source (a cloned repository's) would lead the
+	// mkdir and the mount out of the staging tree onto a host path (red team #30).
+	if err := noSymlinkBelow(stage, rel); err != nil {
+		return fmt.Errorf("bind %s: %w", b.Src, err)
+	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return fmt.Errorf("bind %s: %w", b.Src, err)
 	}
@@ -532,6 +538,9 @@ func bindInto(stage, rel string, b compute.Bind) error {
 		}
 	}
 	if err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("bind %s: %w", b.Src, err)
+	}
+	if err := noSymlinkBelow(stage, rel); err != nil {
 		return fmt.Errorf("bind %s: %w", b.Src, err)
 	}
 	if err := unix.Mount(b.Src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
@@ -553,6 +562,27 @@ func bindInto(stage, rel string, b compute.Bind) error {
 	}
 	if err := unix.MountSetattr(unix.AT_FDCWD, dst, unix.AT_RECURSIVE|unix.AT_SYMLINK_NOFOLLOW, &attr); err != nil {
 		return fmt.Errorf("bind %s: flags of its submounts: %w", b.Src, err)
+	}
+	return nil
+}
+
+// noSymlinkBelow refuses a path rel below stage any existing component of which is a
+// symlink. Nothing but the host writes there while a claim is attached (the slot's sandbox
+// is held, the dispatch's not started), so the check holds until the mount.
+func noSymlinkBelow(stage, rel string) error {
+	p := stage
+	for _, c := range strings.Split(rel, "/") {
+		p = filepath.Join(p, c)
+		fi, err := os.Lstat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("its mount point passes through the symlink %s", strings.TrimPrefix(p, stage))
+		}
 	}
 	return nil
 }
