@@ -98,3 +98,13 @@ func handOffRefusal(r *Record) error {
 	return fmt.Errorf("dispatch %s is a learn dispatch (its grant's refusals were recorded, not enforced): its products do not feed a hand-off; "+
 		"a person may take its patch with `agora dispatch patch %s --branch NAME --include-learn`, or run the task again without learn", r.ID, r.ID)
 }
+
+// ProductRefusal is the refusal of a learn dispatch's product that a plan's engine reads
+// itself (a fan-out's list, a reviewer's verdict), or nil: like a hand-off, a plan cannot
+// pass --include-learn, so such a product never expands a run or judges work.
+func ProductRefusal(r *Record, where string) error {
+	if r == nil || !r.Learn {
+		return nil
+	}
+	return fmt.Errorf("dispatch %s is a learn dispatch (its grant's refusals were recorded, not enforced): its products do not feed %s; run the task again on a target not in mode: learn", r.ID, where)
+}

@@ -89,11 +89,26 @@ func (x *Executor) run(ctx context.Context, a orch.Attempt) (orch.Outcome, error
 	}
 	o := outcome(rec)
 	if o.State == api.TaskSucceeded {
+		// A learn dispatch's products were made under a grant nobody enforced: its list
+		// expands no fan-out and its review judges nothing (docs/learn.md).
+		refused := dispatch.ProductRefusal(rec, "a fan-out or a review")
 		if len(a.Lists) > 0 {
-			o.Items = x.readLists(rec, a.Lists)
+			if refused != nil {
+				o.Items = make(map[string]orch.ItemList, len(a.Lists))
+				for _, p := range a.Lists {
+					o.Items[p] = orch.ItemList{Err: refused.Error()}
+				}
+			} else {
+				o.Items = x.readLists(rec, a.Lists)
+			}
 		}
 		if a.Review {
-			v := x.readReview(rec)
+			var v orch.Review
+			if refused != nil {
+				v = orch.InvalidReview(refused.Error())
+			} else {
+				v = x.readReview(rec)
+			}
 			o.Review = &v
 		}
 	}
