@@ -345,3 +345,27 @@ func TestRedTeam30_SlotNestedBindThroughSymlink(t *testing.T) {
 		})
 	}
 }
+
+// TestRedTeam30_SlotFileBindUnderReadOnlyBind: a file bound over a file of a read-only bind
+// (the shared bundle and the dispatch's manifest.json) runs warm as it runs cold: before, the
+// slot opened the existing mount point to create it, failed with EROFS and the dispatch went
+// cold every time.
+func TestRedTeam30_SlotFileBindUnderReadOnlyBind(t *testing.T) {
+	requireSlots(t)
+	p := newProvider(t, Options{})
+	outer := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outer, "m"), []byte("shared placeholder"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "m")
+	if err := os.WriteFile(f, []byte("per-dispatch"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := compute.Spec{ID: "f", Argv: []string{"cat", "/agora/b/m"}, Env: []string{"PATH=/usr/bin:/bin"},
+		Binds: []compute.Bind{{Src: outer, Dst: "/agora/b"}, {Src: f, Dst: "/agora/b/m"}}}
+	cold := run(t, p, spec)
+	warm := runInSlot(t, p, newSlot(t, p, spec, slotOpts(t)), spec)
+	if cold.stdout != "per-dispatch" || warm.stdout != cold.stdout {
+		t.Fatalf("cold %q, warm %q (stderr %q)", cold.stdout, warm.stdout, warm.stderr)
+	}
+}

@@ -531,6 +531,10 @@ func bindInto(stage, rel string, b compute.Bind) error {
 	}
 	if fi.IsDir() {
 		err = os.Mkdir(dst, 0o755)
+	} else if st, lerr := os.Lstat(dst); lerr == nil && st.Mode().IsRegular() {
+		// A file already there (under a read-only bind: the shared bundle's manifest) is the
+		// mount point as it is, as bwrap takes it; opening it to create would fail.
+		err = nil
 	} else {
 		var f *os.File
 		if f, err = os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|unix.O_NOFOLLOW, 0o644); err == nil {
