@@ -51,3 +51,34 @@ func TestRedTeam30_DeadSlotNeitherReadyNorClaimed(t *testing.T) {
 	}
 	waitReady(t, p, 1)
 }
+
+// TestRedTeam30_DyingSlotsDoNotSpin: every slot the fill makes is dead at once (a broken
+// sandbox, a killer on the host). The pool must not spin refilling them: a fill per slot
+// wanted, and one more per claim that finds them dead, never a loop of its own.
+func TestRedTeam30_DyingSlotsDoNotSpin(t *testing.T) {
+	var fills atomic.Int32
+	p := New(t.Context(), "local", 4, func(context.Context) (Slot, error) {
+		fills.Add(1)
+		s := &liveSlot{fakeSlot: fakeSlot{shape: "s"}}
+		s.dead.Store(true)
+		return s, nil
+	})
+	defer p.Close()
+	time.Sleep(300 * time.Millisecond)
+	if n := fills.Load(); n > 4 {
+		t.Fatalf("%d fills with no claim for a pool of 4 whose slots die at once: the refill spins", n)
+	}
+	for range 10 {
+		if s := p.Claim("s"); s != nil {
+			t.Fatal("a dead slot was claimed")
+		}
+		p.Counts()
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := fills.Load(); n > 4+4*10 {
+		t.Fatalf("%d fills after 10 claims: the refill spins", n)
+	}
+	if c := p.Counts(); c.Ready != 0 || c.Cold != 10 {
+		t.Errorf("counts %+v, want ready 0 and 10 cold", c)
+	}
+}
