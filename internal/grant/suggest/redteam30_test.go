@@ -1,11 +1,14 @@
 package suggest_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/grant/suggest"
 )
 
 // TestRedTeam30_GeneralisedWordNeverClimbs: three commands under build/ become one pattern
@@ -44,5 +47,35 @@ func TestRedTeam30_GeneralisedWordNeverClimbs(t *testing.T) {
 		if it.Kind == "command" && it.Basis == "generalised" && !strings.Contains(it.Text, "not") {
 			t.Errorf("the plain-language line of %q does not say what it leaves out: %q", it.Grant, it.Text)
 		}
+	}
+}
+
+// TestRedTeam30_WriteDirTrailingSlashLink: --out given as "link/" (as a shell's completion
+// writes a directory) where link is a symlink to another capability's directory (one holding
+// only its capability.yaml: a patch can plant such a link in a checkout) must not be written
+// through, with --force or without: lstat of "link/" follows the link. Failed before: with
+// --force, the other capability's capability.yaml was replaced.
+func TestRedTeam30_WriteDirTrailingSlashLink(t *testing.T) {
+	other := filepath.Join(t.TempDir(), "other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(other, "capability.yaml")
+	if err := os.WriteFile(victim, []byte("tools: [read_file]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "learned")
+	if err := os.Symlink(other, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{link + "/", link + "//", link + "/.", link} {
+		for _, force := range []bool{false, true} {
+			if err := suggest.WriteDir(out, []byte("tools: []\n"), force); err == nil {
+				t.Errorf("WriteDir(%q, force=%v) wrote through a symlink", out, force)
+			}
+		}
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "tools: [read_file]\n" {
+		t.Fatalf("the other capability's file changed: %q", b)
 	}
 }

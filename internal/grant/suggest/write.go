@@ -20,6 +20,9 @@ var ErrExists = errors.New("already exists")
 // created exclusively inside the directory opened as an [os.Root], so a link planted at
 // its name, or under the directory, is never followed.
 func WriteDir(dir string, yaml []byte, replace bool) error {
+	// "link/" or "link/." would make every lstat below follow a symlink named link: the
+	// checks are made on the name itself.
+	dir = filepath.Clean(dir)
 	err := os.Mkdir(dir, 0o755)
 	switch {
 	case err == nil:
