@@ -96,8 +96,10 @@ func TestLearn_MCPRunCannotLearn(t *testing.T) {
 	plan := filepath.Join(t.TempDir(), "plan.yaml")
 	must(t, os.WriteFile(plan, []byte("version: 1\nname: viamcp\ntasks:\n  - {id: first, subagent: add-a, target: learning}\n"), 0o644))
 	out := e.runFailCode(3, "--actor", "mcp:lead", "orch", "submit", plan, "--wait")
-	if !strings.Contains(out, "MCP client cannot start a learn dispatch") {
-		t.Errorf("an MCP run's learn task:\n%s", out)
+	// The task's reason, from the run's status: --wait shows the task's events only when
+	// its watch began before the task ended.
+	if st := e.run("orch", "status", "viamcp", "-o", "json"); !strings.Contains(st, "MCP client cannot start a learn dispatch") {
+		t.Errorf("an MCP run's learn task:\n%s\n%s", out, st)
 	}
 	if list := e.run("dispatch", "list", "-o", "json"); strings.Contains(list, `"learn": true`) {
 		t.Errorf("an MCP run started a learn dispatch:\n%s", list)
