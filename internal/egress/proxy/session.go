@@ -262,6 +262,13 @@ func (s *session) judge(req *http.Request) string {
 	if outside := s.checkOutsideGrant(req); outside != "" {
 		return outside
 	}
+	// Learn relaxes no secret: a bound secret is swapped in only on a request the grant
+	// allows, so one the grant refuses that carries its placeholder is refused, not learned.
+	for i, b := range s.p.cfg.Bindings {
+		if s.isBound(b) && containsPlaceholder(req, s.p.finders[i]) {
+			return "it carries the placeholder of " + b.Key + ", and a learn dispatch's secret is swapped in only on a request its grant allows; this one it would refuse (" + reason + ")"
+		}
+	}
 	s.would = reason
 	return ""
 }
