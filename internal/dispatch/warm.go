@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,15 +76,25 @@ func (d *Dispatcher) StartWarm(ctx context.Context) (*WarmPools, error) {
 	if !ok || d.Config == nil {
 		return nil, nil
 	}
-	any := false
-	for name, t := range d.Config.Targets {
-		if !warmTarget(t) {
+	// Every target's directory is swept, not only today's warm ones: a target whose warm: was
+	// turned off, renamed or removed since its holder was killed would keep its slots' mounts
+	// for the machine's life (red team #30). Slots of a living holder are left (ReapSlots).
+	root := filepath.Join(d.StateDir, warmDir)
+	ents, err := os.ReadDir(root)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("sweep warm slots: %w", err)
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
 			continue
 		}
-		any = true
-		if err := local.ReapSlots(ctx, filepath.Join(d.StateDir, warmDir, name)); err != nil {
-			return nil, fmt.Errorf("sweep warm slots of target %q: %w", name, err)
+		if err := local.ReapSlots(ctx, filepath.Join(root, e.Name())); err != nil {
+			return nil, fmt.Errorf("sweep warm slots of target %q: %w", e.Name(), err)
 		}
+	}
+	any := false
+	for _, t := range d.Config.Targets {
+		any = any || warmTarget(t)
 	}
 	if !any {
 		return nil, nil
