@@ -248,6 +248,7 @@ func jsonRuns(dir, capDir, repo, id, run string) map[string]jsonRun {
 		"capability list":        {},
 		"capability show":        {args: []string{"tools"}},
 		"capability history":     {args: []string{"tools"}},
+		"capability suggest":     {args: []string{"--from", id}},
 		"subagent register":      {args: []string{"lint", "--runtime", "exec", "--command", "sh -c 'make lint'", "--capability", "tools"}},
 		"subagent assign":        {args: []string{"lint", "--capability", ""}},
 		"subagent import":        {args: []string{filepath.Join(dir, "agents"), "--dry-run"}},
