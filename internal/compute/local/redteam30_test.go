@@ -369,3 +369,31 @@ func TestRedTeam30_SlotFileBindUnderReadOnlyBind(t *testing.T) {
 		t.Fatalf("cold %q, warm %q (stderr %q)", cold.stdout, warm.stdout, warm.stderr)
 	}
 }
+
+// TestRedTeam30_ReapRemovesDeadHoldersCgroups: a slot's task cgroup is made at fill, named
+// after the slot, not after any dispatch, so the dispatch sweep (Provider.Release by dispatch
+// id) never finds it. After its holder is killed with -9, ReapSlots is the only sweep that
+// knows the slot: it must remove the cgroup too, or each crash leaks one per slot.
+func TestRedTeam30_ReapRemovesDeadHoldersCgroups(t *testing.T) {
+	requireSlots(t)
+	p := newProvider(t, Options{})
+	o := slotOpts(t)
+	slot := newSlot(t, p, compute.Spec{ID: "cg", Argv: []string{"true"}, Env: []string{"PATH=/usr/bin:/bin"}}, o)
+	if slot.h.cg == nil {
+		slot.Discard()
+		t.Skip("SKIP: no task cgroup can be made here, so none can leak")
+	}
+	cg := slot.h.cg.dir
+	// The holder dies: the kernel drops its hold, and bwrap dies with it (die-with-parent).
+	id, _ := parseTaskID(slot.TaskID())
+	syscall.Kill(id.pid, syscall.SIGKILL)
+	slot.h.cmd.Wait()
+	slot.hold.Close()
+	if err := ReapSlots(t.Context(), o.Dir); err != nil {
+		t.Logf("ReapSlots: %v", err)
+	}
+	if _, err := os.Stat(cg); !errors.Is(err, os.ErrNotExist) {
+		os.Remove(cg)
+		t.Fatalf("the dead holder's slot cgroup %s outlived the sweep: %v", cg, err)
+	}
+}

@@ -84,6 +84,9 @@ type Slot struct {
 // slotMeta is the file in a slot's directory naming its bwrap task, for [ReapSlots].
 const slotMeta = "task"
 
+// slotCgroup is the file in a slot's directory naming its task cgroup, for [ReapSlots].
+const slotCgroup = "cgroup"
+
 // slotHold is the file in a slot's directory its holder keeps flocked until the slot's
 // directory is gone (through its claim's run): the kernel drops the lock with a holder
 // killed with -9, and [ReapSlots] leaves every slot whose hold is still locked.
@@ -256,6 +259,12 @@ func (s *Slot) start(ctx context.Context, tmpl compute.Spec) error {
 		return err
 	}
 	s.h, s.blockW = h, blockW
+	if h.cg != nil {
+		// Named after the slot, not a dispatch: only ReapSlots can find it after a crash.
+		if err := os.WriteFile(filepath.Join(s.dir, slotCgroup), []byte(h.cg.dir), 0o600); err != nil {
+			return err
+		}
+	}
 	return os.WriteFile(filepath.Join(s.dir, slotMeta), []byte(h.TaskID()), 0o600)
 }
 
@@ -570,6 +579,42 @@ func bindInto(stage, rel string, b compute.Bind) error {
 	return nil
 }
 
+// removeSlotCgroup removes the task cgroup a dead holder's slot directory d names (red team
+// #30: nothing else finds a slot's cgroup, so each crash leaked one per slot). The name must
+// be one cgroupName made for this slot, under the cgroup file system.
+func removeSlotCgroup(d string) error {
+	b, err := readCappedFile(filepath.Join(d, slotCgroup), 4096)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reap warm slot %s: %w", d, err)
+	}
+	cg := string(b)
+	base, exact := cgroupBase(filepath.Base(d))
+	if !exact || !filepath.IsAbs(cg) || filepath.Clean(cg) != cg || !strings.HasPrefix(cg, "/sys/fs/cgroup/") || !isCgroupOf(filepath.Base(cg), base) {
+		return fmt.Errorf("reap warm slot %s: it names %q, not a cgroup of its own", d, cg)
+	}
+	return (&cgroup{dir: cg}).remove()
+}
+
+// readCappedFile reads path, not following a final symlink, refusing more than limit bytes.
+func readCappedFile(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: over %d bytes", path, limit)
+	}
+	return b, nil
+}
+
 // noSymlinkBelow refuses a path rel below stage any existing component of which is a
 // symlink. Nothing but the host writes there while a claim is attached (the slot's sandbox
 // is held, the dispatch's not started), so the check holds until the mount.
@@ -618,6 +663,9 @@ func ReapSlots(ctx context.Context, dir string) error {
 					errs = append(errs, err)
 				}
 			}
+		}
+		if err := removeSlotCgroup(d); err != nil {
+			errs = append(errs, err)
 		}
 		removeSlotDir(d)
 	}
