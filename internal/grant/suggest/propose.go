@@ -214,7 +214,8 @@ func generalise(ev *Evidence) []generalisation {
 			last[i] = a[len(a)-1]
 		}
 		prefix := dirPrefix(last)
-		if prefix == "" || prefix == "/" {
+		// Never "/" in any spelling: "//", "/./" and "/tmp/../" are the root too.
+		if prefix == "" || path.Clean(prefix) == "/" {
 			continue
 		}
 		argv0 := ev.commands[keys[0]].argv

@@ -79,3 +79,20 @@ func TestRedTeam30_WriteDirTrailingSlashLink(t *testing.T) {
 		t.Fatalf("the other capability's file changed: %q", b)
 	}
 }
+
+// TestRedTeam30_NeverRootThroughAnotherSpelling: generalisation never proposes "/*" (any
+// top-level directory); it must not do so through another spelling of "/" either: "//",
+// "/./" or "/tmp/../" as the common prefix ("rm -rf //a", "//b", "//c" must not become a
+// pattern admitting "rm -rf //usr"). Failed before: "rm -rf //[^./]*" admitted "//usr".
+func TestRedTeam30_NeverRootThroughAnotherSpelling(t *testing.T) {
+	for _, pre := range []string{"//", "/./", "/tmp/../", "///", "/tmp/./../"} {
+		p := propose(t, grant.Set{}, false,
+			ent{entry.ToolWouldDeny, wouldDenyCmd("rm", "-rf", pre+"a")},
+			ent{entry.ToolWouldDeny, wouldDenyCmd("rm", "-rf", pre+"b")},
+			ent{entry.ToolWouldDeny, wouldDenyCmd("rm", "-rf", pre+"c")},
+		)
+		if admits(p.Grant, "rm", "-rf", pre+"usr") {
+			t.Errorf("prefix %q: %q admits rm -rf %susr", pre, p.Grant.Commands, pre)
+		}
+	}
+}
