@@ -397,3 +397,17 @@ func TestRedTeam30_ReapRemovesDeadHoldersCgroups(t *testing.T) {
 		t.Fatalf("the dead holder's slot cgroup %s outlived the sweep: %v", cg, err)
 	}
 }
+
+// TestRedTeam30_SlotLimitsSameAsCold: the rlimits the command runs under, same spec, cold and
+// warm (a slot's are applied at fill, to a sandbox started before the dispatch existed).
+func TestRedTeam30_SlotLimitsSameAsCold(t *testing.T) {
+	requireSlots(t)
+	p := newProvider(t, Options{})
+	spec := compute.Spec{ID: "lim", Argv: []string{"cat", "/proc/self/limits"}, Env: []string{"PATH=/usr/bin:/bin"}, RunAs: testRunAs,
+		Limits: compute.Limits{MaxProcs: 37, FileSize: 3 << 20, Memory: 700 << 20, Scratch: 5 << 20, Timeout: time.Minute}}
+	cold := run(t, p, spec)
+	warm := runInSlot(t, p, newSlot(t, p, spec, slotOpts(t)), spec)
+	if cold.stdout == "" || cold.stdout != warm.stdout {
+		t.Fatalf("rlimits differ:\ncold %s\nwarm %s (stderr %q)", cold.stdout, warm.stdout, warm.stderr)
+	}
+}
