@@ -52,10 +52,10 @@ func (v *verifier) checkEntries() {
 	for _, w := range parts {
 		v.rep.Checks = append(v.rep.Checks, w.rep.Checks...)
 		v.entries = append(v.entries, w.entries...)
+		// Parts in entry order, a later one's index over an earlier's: the last entry that
+		// records a manifest names it, as in a sequential run (checkEntry).
 		for ref, idx := range w.refs {
-			if _, ok := v.refs[ref]; !ok {
-				v.refs[ref] = idx
-			}
+			v.refs[ref] = idx
 		}
 	}
 }
