@@ -29,6 +29,7 @@ var fileReads = map[string]bool{
 var readAllowed = map[string]string{
 	"dispatch/process.go:processStat: os.ReadFile":           "/proc/PID/stat: the kernel's file",
 	"dispatch/logsink.go:newLogSink: os.OpenFile":            "creates the supervisor's own log, write-only",
+	"dispatch/warm.go:StartWarm: os.ReadDir":                 "lists AGORA_HOME/dispatches/.warm, the host's directory of per-target slot directories it made itself; no sandbox binds it or anything above a slot (each entry is then reaped by local.ReapSlots)",
 	"dispatch/live.go:overwritePhase: os.OpenFile":           "opens the stage's phase file write-only (O_NOFOLLOW, O_NONBLOCK) to overwrite 16 bytes; it reads nothing, and writes only a regular file with one link",
 	"dispatch/stage.go:hold: os.OpenFile":                    "creates dispatches/.held/<id>, the host's index of stages to release, never bound into a sandbox",
 	"dispatch/stage.go:checkRunnable: os.Stat":               "the agora binary the host runs",
