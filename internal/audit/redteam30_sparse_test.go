@@ -18,7 +18,9 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/anchor"
 	"github.com/agora-dev/agora/internal/audit/audittest"
+	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -228,6 +230,54 @@ func TestRedTeam30_SparseAlongsideSurvivesKill(t *testing.T) {
 		}
 		if rowsSum != entries {
 			t.Fatalf("round %d: the caller's rows count %d entries, the log holds %d", round, rowsSum, entries)
+		}
+	}
+}
+
+// TestRedTeam30_SparseConsistencyAcrossCheckpoints: a sparse log checkpointed at one size and
+// anchored at a larger one exports bundles of the older entries whose inclusion proofs (against
+// the smaller checkpoint) and consistency proof (to the anchored one) are read with nodes the
+// sparse writer left out, and verify offline; at sizes on either side of the sparse levels'
+// edges (8, 16 and their neighbours).
+func TestRedTeam30_SparseConsistencyAcrossCheckpoints(t *testing.T) {
+	ctx := t.Context()
+	f := newFixture(t, anchor.NewFile(filepath.Join(t.TempDir(), "anchor.jsonl"), nil))
+	plain := f.checkpointer(t)
+	l := audit.New(nil).SparseTree()
+	size := 0
+	grow := func(n int) (subjects []string) {
+		entries := alongsideEntries(size, n)
+		if err := f.db.Tx(ctx, func(tx *sql.Tx) error {
+			_, err := l.AppendAll(ctx, tx, entries)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		size += n
+		for _, e := range entries {
+			subjects = append(subjects, e.Subject)
+		}
+		return subjects
+	}
+	for _, step := range [][2]int{{1, 1}, {2, 4}, {4, 1}, {1, 7}, {8, 9}, {15, 2}, {17, 30}, {3, 200}, {60, 5}} {
+		older := grow(step[0])
+		if _, err := plain.Checkpoint(ctx); err != nil {
+			t.Fatal(err)
+		}
+		provenAt := size
+		grow(step[1])
+		if err := f.checkpoint(t).Err(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := plain.Export(ctx, audit.Selection{Subjects: older})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Anchored == nil || len(b.Anchored.ConsistencyProof) == 0 {
+			t.Fatalf("checkpoint at %d, anchored at %d: the bundle carries no consistency proof", provenAt, size)
+		}
+		if rep := verify.Verify(b, verify.Options{Key: f.vkey}); !rep.OK {
+			t.Fatalf("checkpoint at %d, anchored at %d: %v", provenAt, size, failed(rep))
 		}
 	}
 }
