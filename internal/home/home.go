@@ -123,7 +123,7 @@ func ensureAuditKey(dir string, created *[]string) error {
 	priv := filepath.Join(dir, AuditKeyFile)
 	if _, err := os.Stat(priv); err == nil {
 		_, err := loadSigner(priv)
-		return err // checked, not derived: auditkey.go
+		return err
 	}
 	var id [8]byte
 	if _, err := rand.Read(id[:]); err != nil {
@@ -178,9 +178,6 @@ func (h *Home) CallbackKey() ([]byte, error) {
 	return b, nil
 }
 
-// loadSigner reads and checks the audit key at path (mode, then the key itself, without
-// deriving its key pair: auditkey.go) and returns its signer, which derives the pair at its
-// first signature, once per process.
 func loadSigner(path string) (note.Signer, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -193,12 +190,11 @@ func loadSigner(path string) (note.Signer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read audit key: %w", err)
 	}
-	text := strings.TrimSpace(string(b))
-	name, hash, err := checkAuditKey(text)
+	s, err := note.NewSigner(strings.TrimSpace(string(b)))
 	if err != nil {
 		return nil, fmt.Errorf("audit key %s is not a valid signing key", path)
 	}
-	return &lazySigner{name: name, hash: hash, text: text}, nil
+	return s, nil
 }
 
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
