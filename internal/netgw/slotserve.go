@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute/remote"
@@ -225,8 +226,22 @@ func (s *Server) claimSlot(ctx context.Context, id, token string, checkHolder bo
 	if err != nil || !srec.checkToken(g.Token) {
 		return remote.SlotGrant{}, errors.New("the bound dispatch has no session its token opens")
 	}
+	// A dispatch's session goes to one slot only, however often a host binds it (red team #30:
+	// one dispatch bound to two slots was handed to both): the first grant marks the session.
+	sess, err := sessionDir(s.Registry.Dir, g.Dispatch)
+	if err != nil {
+		return remote.SlotGrant{}, err
+	}
+	f, err := os.OpenFile(filepath.Join(sess, slotGranted), os.O_CREATE|os.O_EXCL|os.O_WRONLY|noFollow|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return remote.SlotGrant{}, errors.New("the bound dispatch's session was handed to a slot already")
+	}
+	f.Close()
 	return g, nil
 }
+
+// slotGranted, in a dispatch's session directory, marks the session handed to a slot.
+const slotGranted = "slot-granted"
 
 // parseSlotRoute parses "/v1/slots/SLOT/claim".
 func parseSlotRoute(path string) (string, bool) {
