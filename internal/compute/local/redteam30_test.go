@@ -88,7 +88,12 @@ func TestRedTeam30_SlotKilledBeforeClaim(t *testing.T) {
 	if err := syscall.Kill(id.pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); slot.Alive(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the killed slot's bwrap has not exited")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	var out syncBuffer
 	spec.Stdout = &out
 	type res struct {
