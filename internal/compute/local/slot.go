@@ -469,15 +469,14 @@ func heldExited(pid int) bool {
 	}
 }
 
-// maxSlotSecrets caps what a claim copies to a slot's secrets pipe.
-const maxSlotSecrets = 1 << 20
-
 // copySecrets copies the claim's secrets (a pipe the dispatch writes and closes) to the
 // slot's fd-3 pipe and closes it: the worker reads to EOF, as from a cold sandbox's fd 3.
+// Whole, as a cold sandbox takes them: the writer is the host's own dispatch, and a cut here
+// handed the worker a secrets file silently short (red team 30a).
 func copySecrets(w *os.File, r *os.File) {
 	defer w.Close()
 	defer r.Close()
-	_, _ = io.Copy(w, io.LimitReader(r, maxSlotSecrets))
+	_, _ = io.Copy(w, r)
 }
 
 // attach builds the claim's tree on a private staging tmpfs and binds it, recursively, onto
