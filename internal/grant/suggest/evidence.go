@@ -8,6 +8,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/runtime/claudert"
 	"github.com/agora-dev/agora/internal/shellwords"
 )
 
@@ -26,27 +27,6 @@ const (
 	// may have been cut, so it is never proposed.
 	maxRecordedPath = 200
 )
-
-// claudeTool maps Claude Code's tool names, as its hooks report them, to agora's tools
-// (claudert's translation, names only: a bare Bash never becomes "bash -c *" here). A switch,
-// not a map: no table is built at init.
-func claudeTool(name string) (string, bool) {
-	switch name {
-	case "Read":
-		return "read_file", true
-	case "Edit", "Write":
-		return "write_file", true
-	case "Glob":
-		return "list_files", true
-	case "Grep":
-		return "search_files", true
-	case "Bash":
-		return "run_command", true
-	case "WebFetch":
-		return "http_fetch", true
-	}
-	return "", false
-}
 
 // Evidence is what a set of dispatches did, deduplicated, built by [Evidence.Dispatch] and
 // [DispatchEvidence.Entry].
@@ -210,14 +190,11 @@ func (d *DispatchEvidence) tool(name string) (string, bool) {
 // reportedNote says where tool evidence comes from, and how far it can be trusted.
 const reportedNote = "tools and commands are as the sandbox's worker reported them through the gateway (an agent that reaches the gateway can report calls it did not make); hosts and requests are what agora's egress proxy saw on the host"
 
-// agoraTool is name as a grant spells it: a built-in tool, or Claude Code's name for one; ""
-// (ok) for one that needs no grant (Claude Code's TodoWrite, always loaded).
+// agoraTool is name as a grant spells it: a built-in tool, or Claude Code's name for one
+// (claudert.AgoraTool); "" (ok) for one that needs no grant (Claude Code's TodoWrite).
 func agoraTool(name string) (string, bool) {
-	if mapped, ok := claudeTool(name); ok {
+	if mapped, ok := claudert.AgoraTool(name); ok {
 		return mapped, true
-	}
-	if name == "TodoWrite" {
-		return "", true
 	}
 	return name, grant.IsBuiltinTool(name)
 }
