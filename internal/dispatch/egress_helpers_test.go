@@ -133,12 +133,19 @@ func netEnv(t *testing.T, ca *testCA) *env {
 // list items), and subagent NAME running script under it.
 func (e *env) netSubagent(name, egressYAML, script string) {
 	e.t.Helper()
-	dir := e.t.TempDir()
 	body := "commands: [\"sh -c *\"]\n"
 	if egressYAML != "" {
 		body += "egress:\n" + egressYAML
 	}
-	if err := os.WriteFile(filepath.Join(dir, "capability.yaml"), []byte(body), 0o644); err != nil {
+	e.scriptSubagent(name, body, script)
+}
+
+// scriptSubagent registers capability NAME-cap of capability.yaml text capYAML, and subagent
+// NAME running script under `sh -c` with it.
+func (e *env) scriptSubagent(name, capYAML, script string) {
+	e.t.Helper()
+	dir := e.t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "capability.yaml"), []byte(capYAML), 0o644); err != nil {
 		e.t.Fatal(err)
 	}
 	ctx := e.t.Context()

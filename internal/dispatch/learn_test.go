@@ -5,15 +5,12 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/agora-dev/agora/internal/audit/entry"
-	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
@@ -24,27 +21,7 @@ import (
 // NAME running script under `sh -c`, a command that grant refuses.
 func (e *env) learnSubagent(name, script string) {
 	e.t.Helper()
-	dir := e.t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "capability.yaml"), []byte("commands: [\"true\"]\n"), 0o644); err != nil {
-		e.t.Fatal(err)
-	}
-	ctx := e.t.Context()
-	pc, err := e.w.PrepareCapability(name+"-cap", dir, nil)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if _, _, err := e.w.Register(ctx, "test", "register", pc); err != nil {
-		e.t.Fatal(err)
-	}
-	ps, err := e.w.PrepareSubagent(ctx, name, provision.SubagentSpec{
-		Command: []string{"sh", "-c", script}, Capabilities: []string{name + "-cap"},
-	}, nil, nil)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if _, _, err := e.w.Register(ctx, "test", "register", ps); err != nil {
-		e.t.Fatal(err)
-	}
+	e.scriptSubagent(name, "commands: [\"true\"]\n", script)
 }
 
 // TestLearn_ExecRecordsInsteadOfRefusing (#30, exec runtime): a learn dispatch whose command
