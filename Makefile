@@ -45,7 +45,7 @@ unit:
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m ./...
 
 fuzz-short:
-	FUZZTIME=$${FUZZTIME:-5s} ./scripts/fuzz-short.sh
+	FUZZTIME=$${FUZZTIME:-3s} ./scripts/fuzz-short.sh
 
 # A third-party client (the MCP Inspector CLI, from npm) against the real binary.
 mcp-inspector:
