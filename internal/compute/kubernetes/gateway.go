@@ -52,8 +52,8 @@ func parseGatewayURL(s string) (gatewayAddr, error) {
 		}
 		return gatewayAddr{addrs: []netip.Addr{addr.Unmap()}, port: uint16(port)}, nil
 	}
-	if !validDNSName(host) {
-		return gatewayAddr{}, fmt.Errorf("gateway %q: host must be an IP address or a lowercase DNS name", s)
+	if !validDNSName(host) || isLocalhost(host) {
+		return gatewayAddr{}, fmt.Errorf("gateway %q: %s", s, whyNotDNSName(host))
 	}
 	return gatewayAddr{name: host, port: uint16(port)}, nil
 }
@@ -78,6 +78,29 @@ func validDNSName(s string) bool {
 	}
 	// All digits and dots is an IPv4 address written oddly ("10.1"), never a name.
 	return strings.Trim(s, "0123456789.") != ""
+}
+
+// whyNotDNSName says, for a host validDNSName refused, what is wrong with it and what to write
+// instead: the usual mistakes are localhost, a short name and capitals.
+func whyNotDNSName(host string) string {
+	switch lower := strings.ToLower(host); {
+	case isLocalhost(lower):
+		return "localhost is this machine's loopback, which no pod can reach; " +
+			"give an address of this host that the cluster's pods reach (the node's IP, or a DNS name for it)"
+	case lower != host && validDNSName(lower):
+		return fmt.Sprintf("write the name in lowercase (%s): a pod's /etc/hosts matches it exactly", lower)
+	case !strings.Contains(host, "."):
+		return fmt.Sprintf("%q is a single-label name, which a pod's resolver would extend with its search domains; "+
+			"give a fully qualified name (with a dot) or an IP address", host)
+	default:
+		return "host must be an IP address or a DNS name of lowercase letters, digits, '-' and dots (at most 253 bytes, labels of at most 63)"
+	}
+}
+
+// isLocalhost reports whether host is localhost or a name beneath it (RFC 6761: they resolve
+// to loopback addresses, which resolveGateway refuses anyway; saying so at parse is clearer).
+func isLocalhost(host string) bool {
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
 // resolveGateway returns the gateway's addresses for one Job: the IP address of the URL, or
