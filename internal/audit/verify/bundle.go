@@ -10,6 +10,7 @@
 package verify
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -174,6 +175,9 @@ func ParseBundleBytes(data []byte) (*Bundle, error) {
 	if len(data) > MaxBundleSize {
 		return nil, fmt.Errorf("%w: larger than %d bytes", ErrBundle, MaxBundleSize)
 	}
+	if err := checkDensity(data); err != nil {
+		return nil, err
+	}
 	b, ok := scanBundle(data)
 	if !ok {
 		return parseBundleStrict(data)
@@ -184,6 +188,9 @@ func ParseBundleBytes(data []byte) (*Bundle, error) {
 // parseBundleStrict is how [ParseBundle] read every bundle before [scanBundle]: the reference
 // the scanner is fuzzed against.
 func parseBundleStrict(data []byte) (*Bundle, error) {
+	if err := checkDensity(data); err != nil {
+		return nil, err
+	}
 	b := new(Bundle)
 	if err := strictUnmarshalBundle(data, b); err != nil {
 		return nil, err
@@ -221,8 +228,34 @@ func parseStrict(r io.Reader, v any) error {
 	if err != nil {
 		return err
 	}
+	if err := checkDensity(data); err != nil {
+		return err
+	}
 	if err := strictjson.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("%w: %v", ErrBundle, err)
+	}
+	return nil
+}
+
+// Every object and list a parser keeps costs it a struct or a slice (an [Entry] is 80 bytes)
+// however few bytes it took in the file: a bundle of empty entries ("{}", 3 bytes each) held
+// ~117 times its size, and one of 33 MB, far under [MaxBundleSize], ran `agora verify` out of
+// memory (red team 30c). An entry agora writes is hundreds of bytes (a 44-character leaf
+// hash alone), so a document with more than one object or list per minBytesPerNode bytes,
+// beyond a few for a bundle's frame, is refused before any of it is parsed.
+const (
+	minBytesPerNode = 64
+	frameNodes      = 64
+)
+
+// checkDensity refuses data with more objects and lists than its size allows. It counts
+// every '{' and '[' in the file, inside strings too (a bundle's strings are base64, hashes
+// and names, which hold none), in two vectorised passes that cost no allocation.
+func checkDensity(data []byte) error {
+	nodes := bytes.Count(data, []byte{'{'}) + bytes.Count(data, []byte{'['})
+	if nodes > len(data)/minBytesPerNode+frameNodes {
+		return fmt.Errorf("%w: %d objects and lists in %d bytes, more than one per %d bytes, which no bundle agora writes holds (refused before parsing: reading it would take far more memory than the file)",
+			ErrBundle, nodes, len(data), minBytesPerNode)
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ func (v *verifier) checkEntries() {
 	es := v.b.Entries
 	v.tree = newFullTree(v)
 	workers := runtime.GOMAXPROCS(0)
+	defer v.countOmittedFails()
 	if len(es) < parallelFrom || workers < 2 {
 		v.checkEntryRange(es)
 		return
@@ -50,6 +51,7 @@ func (v *verifier) checkEntries() {
 	}
 	v.rep.Checks = slices.Grow(v.rep.Checks, rows)
 	for _, w := range parts {
+		v.entryFails += w.entryFails
 		v.rep.Checks = append(v.rep.Checks, w.rep.Checks...)
 		v.entries = append(v.entries, w.entries...)
 		// Parts in entry order, a later one's index over an earlier's: the last entry that
@@ -57,6 +59,24 @@ func (v *verifier) checkEntries() {
 		for ref, idx := range w.refs {
 			v.refs[ref] = idx
 		}
+	}
+}
+
+// countOmittedFails adds the row that counts the failed entry and inclusion rows
+// [verifier.fail] did not keep.
+func (v *verifier) countOmittedFails() {
+	if v.entryFails <= maxEntryFailRows {
+		return
+	}
+	listed := 0
+	for _, c := range v.rep.Checks {
+		if !c.OK && (c.Check == CheckEntry || c.Check == CheckInclusion) {
+			listed++
+		}
+	}
+	if omitted := v.entryFails - listed; omitted > 0 {
+		v.rep.Checks = append(v.rep.Checks, Result{Check: CheckEntry, OK: false,
+			Detail: fmt.Sprintf("%d more failed entry and inclusion checks, not listed (the first %d are)", omitted, listed)})
 	}
 }
 

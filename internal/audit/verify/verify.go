@@ -132,11 +132,21 @@ type verifier struct {
 	// tree is the recomputed tree when the bundle holds all of the checkpoint's tree and
 	// its leaves give the checkpoint's root; nil otherwise ([newFullTree]).
 	tree *fullTree
+	// entryFails counts the failed entry and inclusion rows; past maxEntryFailRows they are
+	// counted, not kept ([verifier.fail]).
+	entryFails int
 }
+
+// maxEntryFailRows is how many failed entry and inclusion rows one report lists (per
+// goroutine of [verifier.checkEntries]); the rest are one summary row. A failed row holds its
+// detail text, a few hundred bytes, so a bundle of many small failing entries would otherwise
+// hold several times its size (red team 30c); the first thousand say what is wrong.
+const maxEntryFailRows = 1000
 
 // Verify checks b and returns a row per check. It never stops at the first failure: every
 // check that can run does, and one that cannot (its input failed an earlier check) is
-// reported as failed with the reason. A part of a run bundle (its signed selection names a
+// reported as failed with the reason. Failed entry and inclusion rows are listed up to
+// [maxEntryFailRows], then counted in one row. A part of a run bundle (its signed selection names a
 // run) fails here: only [VerifyRun] checks that none of the run's dispatches was cut from it.
 func Verify(b *Bundle, opts Options) *Report {
 	v := newVerifier(b, opts)
@@ -168,6 +178,12 @@ func (v *verifier) pass(check, item, format string, args ...any) {
 }
 
 func (v *verifier) fail(check, item, format string, args ...any) {
+	if check == CheckEntry || check == CheckInclusion {
+		v.entryFails++
+		if v.entryFails > maxEntryFailRows {
+			return
+		}
+	}
 	v.rep.Checks = append(v.rep.Checks, Result{Check: check, Item: item, OK: false, Detail: fmt.Sprintf(format, args...)})
 }
 
