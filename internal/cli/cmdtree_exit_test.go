@@ -196,5 +196,10 @@ func invalidRuns(dir string) map[string][]classRun {
 			{args: []string{filepath.Join(dir, "unknown-plan.yaml")}, want: `unknown-plan.yaml:5: tasks[0].subagent: ` + nf("subagent", "nobody")},
 		},
 		"orch schedule add": {{args: []string{"s", "--cron", "@daily", filepath.Join(dir, "bad-plan.yaml")}, want: `bad-plan.yaml:6: tasks[0].bogus`}},
+		// A secret's source that is not there is input the command read (it exited 1).
+		"env register": {
+			{args: []string{"e", "--secret", "K=env:AGORA_TEST_UNSET_VARIABLE"}, want: "--secret K=env:AGORA_TEST_UNSET_VARIABLE: the environment variable AGORA_TEST_UNSET_VARIABLE is unset or empty"},
+			{args: []string{"e", "--secret", "K=file:" + filepath.Join(dir, "no-such-secret")}, want: "--secret K=file:" + filepath.Join(dir, "no-such-secret")},
+		},
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/errclass"
 )
 
 func newEnvCmd(f *Factory) *cobra.Command {
@@ -271,21 +272,22 @@ func readSecrets(cmd *cobra.Command, f *Factory, specs []string) (map[string][]b
 			name := strings.TrimPrefix(src, "env:")
 			v := f.Getenv(name)
 			if v == "" {
-				return nil, fmt.Errorf("--secret %s=env:%s: the environment variable %s is unset or empty", k, name, name)
+				// Exit 7: the secret's source is input the command read, and it was not there.
+				return nil, errclass.AsInvalid(fmt.Errorf("--secret %s=env:%s: the environment variable %s is unset or empty", k, name, name))
 			}
 			val = []byte(v)
 		case strings.HasPrefix(src, "file:"):
 			path := strings.TrimPrefix(src, "file:")
 			b, err := readLimited(path, maxSecretInput)
 			if err != nil {
-				return nil, fmt.Errorf("--secret %s=file:%s: %w", k, path, err)
+				return nil, errclass.AsInvalid(fmt.Errorf("--secret %s=file:%s: %w", k, path, err))
 			}
 			val = trimNewline(b)
 		default:
 			return nil, &usageError{err: &literalSecretError{key: k}, cmd: cmd}
 		}
 		if len(val) > maxSecretInput {
-			return nil, fmt.Errorf("--secret %s: over %d bytes", k, maxSecretInput)
+			return nil, errclass.AsInvalid(fmt.Errorf("--secret %s: over %d bytes", k, maxSecretInput))
 		}
 		out[k] = val
 	}
