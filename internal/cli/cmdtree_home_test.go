@@ -81,10 +81,15 @@ func TestCommandTree_MissingHome(t *testing.T) {
 	initRepo(t, filepath.Join(dir, "repo"))
 	free := map[string]bool{"init": true, "version": true, "help": true, "completion": true, "doctor": true, "verify": true, "orch validate": true}
 	args := missingHomeArgs(dir)
-	for _, homeDir := range []string{"mian", "empty"} {
+	for _, homeDir := range []string{"mian", "empty", "file"} {
 		agoraHome := filepath.Join(dir, homeDir)
-		if homeDir == "empty" {
+		switch homeDir {
+		case "empty":
 			if err := os.Mkdir(agoraHome, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		case "file": // AGORA_HOME set to a file: the same refusal (it exited 1 with a stat error)
+			if err := os.WriteFile(agoraHome, []byte("not a home\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -108,6 +113,12 @@ func TestCommandTree_MissingHome(t *testing.T) {
 			if homeDir == "mian" {
 				if _, err := os.Stat(agoraHome); !errors.Is(err, fs.ErrNotExist) {
 					t.Fatalf("agora %s created the missing AGORA_HOME %s (%v)", name, agoraHome, err)
+				}
+				continue
+			}
+			if homeDir == "file" {
+				if b, err := os.ReadFile(agoraHome); err != nil || string(b) != "not a home\n" {
+					t.Fatalf("agora %s changed the file AGORA_HOME names (%q, %v)", name, b, err)
 				}
 				continue
 			}

@@ -227,9 +227,14 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 type MissingError struct {
 	Dir     string
 	Missing string
+	// NotDir is set when Dir exists but is not a directory (AGORA_HOME set to a file).
+	NotDir bool
 }
 
 func (e *MissingError) Error() string {
+	if e.NotDir {
+		return fmt.Sprintf("AGORA_HOME %s is not a directory", e.Dir)
+	}
 	if e.Missing == e.Dir {
 		return fmt.Sprintf("AGORA_HOME %s does not exist", e.Dir)
 	}
@@ -238,6 +243,9 @@ func (e *MissingError) Error() string {
 
 // Hint says how to create the home, or how to point at the one that exists.
 func (e *MissingError) Hint() string {
+	if e.NotDir {
+		return "set AGORA_HOME to the home directory you provisioned, or to a new path and run 'agora init' there"
+	}
 	return fmt.Sprintf("create it with 'AGORA_HOME=%s agora init', or set AGORA_HOME to the home you provisioned", e.Dir)
 }
 
@@ -255,6 +263,9 @@ func OpenExisting(ctx context.Context, dir string, schema []store.Migration) (*H
 // CheckInitialised returns a [*MissingError] unless dir is an initialised home (the home, its
 // database and its sealing key exist). It opens and creates nothing.
 func CheckInitialised(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return &MissingError{Dir: dir, Missing: dir, NotDir: true}
+	}
 	for _, p := range []string{dir, filepath.Join(dir, DBFile), filepath.Join(dir, SecretKeyFile)} {
 		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
 			return &MissingError{Dir: dir, Missing: p}
