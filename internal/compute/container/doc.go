@@ -48,6 +48,12 @@
 // [compute.Exit.Lost]. Task ids are "docker:<64 hex container id>"; [Provider.Cancel] kills
 // and removes only a container that carries the agora.dispatch label.
 //
+// # Warm slots
+//
+// [Provider.StartSlot] starts a slot container (#30) from the same create request, in claim
+// mode: the slot's token on fd 3, the gateway's Unix socket its only way out, labels by slot,
+// home and holder; [Provider.SweepSlots] removes those of a holder that is gone (slot.go).
+//
 // # Isolation tokens
 //
 // [compute.Exit.Isolation] joins, with "+":

@@ -25,6 +25,10 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		case "probe-alloc":
 			os.Exit(probeAlloc())
+		case "probe-claim":
+			os.Exit(probeClaim())
+		case "hold-slot":
+			os.Exit(holdSlot())
 		}
 	}
 	code := m.Run()

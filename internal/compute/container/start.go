@@ -44,13 +44,24 @@ func (p *Provider) Start(ctx context.Context, s compute.Spec) (compute.Handle, e
 			return nil, fmt.Errorf("the file for fd 3 is over the %d byte limit", fdpass.MaxSize)
 		}
 	}
+	h, err := p.startCreated(ctx, ctx, opts, iso, secret, s.Stdout, s.Stderr, s.Limits.Timeout)
+	if err != nil {
+		return nil, err // never a typed nil in the interface
+	}
+	return h, nil
+}
+
+// startCreated creates and starts the container of opts, sends secret (nil: none) to its
+// stdin, and returns its handle; the secret is cleared. Cancelling runCtx kills the
+// container; ctx bounds the engine calls of the start.
+func (p *Provider) startCreated(ctx, runCtx context.Context, opts client.ContainerCreateOptions, iso string, secret []byte, stdout, stderr io.Writer, timeout time.Duration) (*handle, error) {
 	created, err := p.cli.ContainerCreate(ctx, opts)
 	if err != nil {
 		clear(secret)
 		return nil, fmt.Errorf("create container %q: %w", opts.Name, err)
 	}
 	id := created.ID
-	fail := func(err error) (compute.Handle, error) {
+	fail := func(err error) (*handle, error) {
 		clear(secret)
 		p.remove(id)
 		return nil, err
@@ -68,7 +79,7 @@ func (p *Provider) Start(ctx context.Context, s compute.Spec) (compute.Handle, e
 		return fail(fmt.Errorf("attach to container %q: %w", opts.Name, err))
 	}
 	h := &handle{p: p, id: id, iso: iso, done: make(chan struct{}), copied: make(chan struct{})}
-	go h.copyOutput(att, s.Stdout, s.Stderr)
+	go h.copyOutput(att, stdout, stderr)
 	began := time.Now()
 	if _, err := p.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 		att.Close()
@@ -88,7 +99,7 @@ func (p *Provider) Start(ctx context.Context, s compute.Spec) (compute.Handle, e
 			return fail(fmt.Errorf("send the file for fd 3 to container %q: %w", opts.Name, werr))
 		}
 	}
-	go h.run(ctx, att, began, s.Limits.Timeout)
+	go h.run(runCtx, att, began, timeout)
 	return h, nil
 }
 

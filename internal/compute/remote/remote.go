@@ -124,6 +124,10 @@ const (
 	// DispatchEnv names the dispatch id: the init step needs it for its routes, and the
 	// worker's container has it from the spec's environment.
 	DispatchEnv = "AGORA_DISPATCH_ID"
+	// GatewaySocketEnv, when set, is the path of a Unix socket the worker reaches the gateway
+	// through instead of dialling GatewayURLEnv's host (TLS to that host's name still): a
+	// docker warm slot has no network at all, only this socket bound in (#30).
+	GatewaySocketEnv = "AGORA_GATEWAY_SOCKET"
 )
 
 // Routes, below "/v1/dispatches/ID/", each with "Authorization: Bearer TOKEN":

@@ -36,10 +36,16 @@ func ClaimFromEnv(ctx context.Context, log io.Writer) (*Client, error) {
 // gateway that goes away is retried for [OutageLimit]; a grant lost in an outage (the slot was
 // spent by an attempt whose answer never came) is a [LostError].
 func Claim(ctx context.Context, rawURL, slot, token string, caPEM []byte, log io.Writer) (*Client, error) {
+	return ClaimVia(ctx, rawURL, "", slot, token, caPEM, log)
+}
+
+// ClaimVia is [Claim] through the Unix socket at socket when it is not empty (a docker warm
+// slot's only way out: [NewSocketClient]); the returned client reaches the gateway the same way.
+func ClaimVia(ctx context.Context, rawURL, socket, slot, token string, caPEM []byte, log io.Writer) (*Client, error) {
 	if !remote.ValidSlotID(slot) {
 		return nil, fmt.Errorf("slot id %q is not valid (%s)", slot, remote.SlotEnv)
 	}
-	sc, err := NewClient(rawURL, slot, token, caPEM)
+	sc, err := NewSocketClient(rawURL, socket, slot, token, caPEM)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +63,7 @@ func Claim(ctx context.Context, rawURL, slot, token string, caPEM []byte, log io
 		switch {
 		case err == nil && resp.StatusCode == http.StatusOK:
 			r.recovered()
-			return grantClient(resp, rawURL, caPEM)
+			return grantClient(resp, rawURL, socket, caPEM)
 		case err == nil && resp.StatusCode == http.StatusNoContent:
 			resp.Body.Close()
 			r.recovered()
@@ -83,7 +89,7 @@ func Claim(ctx context.Context, rawURL, slot, token string, caPEM []byte, log io
 }
 
 // grantClient reads a claim's answer and returns the client of the dispatch it names.
-func grantClient(resp *http.Response, rawURL string, caPEM []byte) (*Client, error) {
+func grantClient(resp *http.Response, rawURL, socket string, caPEM []byte) (*Client, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, remote.MaxSlotGrant+1))
 	defer clear(b)
@@ -94,7 +100,7 @@ func grantClient(resp *http.Response, rawURL string, caPEM []byte) (*Client, err
 	if err != nil {
 		return nil, err
 	}
-	return NewClient(rawURL, g.Dispatch, g.Token, caPEM)
+	return NewSocketClient(rawURL, socket, g.Dispatch, g.Token, caPEM)
 }
 
 // ParseGrant reads a claim's answer: exactly a dispatch id and a gateway token.

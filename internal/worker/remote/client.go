@@ -46,6 +46,8 @@ type Client struct {
 	token    string
 	tls      *tls.Config
 	http     *http.Client
+	// socket is the Unix socket the gateway is reached through; "" dials base's host.
+	socket string
 	// log is where the retries across a gateway's outage are noted (the container's own
 	// stderr, which `kubectl logs` reads); nil notes nothing. Set before any request.
 	log io.Writer
@@ -66,6 +68,13 @@ func FromEnv(dispatch string) (*Client, error) {
 // NewClient returns a client of the gateway at rawURL ("https://HOST:PORT") trusting only the
 // certificates in caPEM.
 func NewClient(rawURL, dispatch, token string, caPEM []byte) (*Client, error) {
+	return NewSocketClient(rawURL, "", dispatch, token, caPEM)
+}
+
+// NewSocketClient is [NewClient] reaching the gateway through the Unix socket at socket
+// ([remote.GatewaySocketEnv]: a docker warm slot, which has no network) when socket is not
+// empty. TLS is unchanged: the certificate must still be the CA's for rawURL's host.
+func NewSocketClient(rawURL, socket, dispatch, token string, caPEM []byte) (*Client, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.User != nil || u.RawQuery != "" {
 		return nil, fmt.Errorf("gateway URL %q: want https://HOST:PORT", rawURL)
@@ -90,7 +99,7 @@ func NewClient(rawURL, dispatch, token string, caPEM []byte) (*Client, error) {
 	tr := &http.Transport{
 		TLSClientConfig:     cfg,
 		TLSHandshakeTimeout: dialTimeout,
-		DialContext:         (&net.Dialer{Timeout: dialTimeout}).DialContext,
+		DialContext:         dialer(socket),
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 8,
 		IdleConnTimeout:     30 * time.Second,
@@ -100,7 +109,18 @@ func NewClient(rawURL, dispatch, token string, caPEM []byte) (*Client, error) {
 		ReadBufferSize:  256 << 10,
 		WriteBufferSize: 256 << 10,
 	}
-	return &Client{base: &url.URL{Scheme: "https", Host: u.Host}, dispatch: dispatch, token: token, tls: cfg, http: &http.Client{Transport: tr}}, nil
+	return &Client{base: &url.URL{Scheme: "https", Host: u.Host}, dispatch: dispatch, token: token, tls: cfg, http: &http.Client{Transport: tr}, socket: socket}, nil
+}
+
+// dialer dials the gateway's host, or the Unix socket at socket whatever address is asked.
+func dialer(socket string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: dialTimeout}
+	if socket == "" {
+		return d.DialContext
+	}
+	return func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, "unix", socket)
+	}
 }
 
 // Close releases idle connections.
@@ -320,8 +340,15 @@ func (c *Client) DialTunnel(ctx context.Context, m, sock string) (net.Conn, erro
 }
 
 func (c *Client) dialTunnel(ctx context.Context, m, sock string) (net.Conn, error) {
-	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: dialTimeout}, Config: c.tls}
-	conn, err := d.DialContext(ctx, "tcp", c.base.Host)
+	raw, err := dialer(c.socket)(ctx, "tcp", c.base.Host)
+	var conn net.Conn
+	if err == nil {
+		tc := tls.Client(raw, c.tls)
+		if err = tc.HandshakeContext(ctx); err != nil {
+			raw.Close()
+		}
+		conn = tc
+	}
 	if err != nil {
 		return nil, fmt.Errorf("tunnel %s/%s: %w", m, sock, err)
 	}
