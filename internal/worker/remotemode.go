@@ -22,7 +22,12 @@ func runRemote(ctx context.Context, opts options) int {
 		fmt.Fprintf(opts.Stderr, "agora worker: error: %v\n", err)
 		return 1
 	}
-	rw, err := workerremote.Start(ctx, opts.Root, opts.Stdout, opts.Stderr)
+	start := workerremote.Start
+	if workerremote.SlotEnabled() {
+		// A warm slot's worker (#30): it claims its dispatch, then fetches its files itself.
+		start = workerremote.StartSlot
+	}
+	rw, err := start(ctx, opts.Root, opts.Stdout, opts.Stderr)
 	if err != nil {
 		fmt.Fprintf(opts.Stderr, "agora worker: error: gateway: %v\n", err)
 		return workerremote.ExitCode(err)

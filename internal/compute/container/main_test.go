@@ -27,6 +27,8 @@ func TestMain(m *testing.M) {
 			os.Exit(probeAlloc())
 		case "probe-claim":
 			os.Exit(probeClaim())
+		case "probe-slot-worker":
+			os.Exit(probeSlotWorker())
 		case "hold-slot":
 			os.Exit(holdSlot())
 		}

@@ -46,6 +46,10 @@ const (
 	LabelHolder = "agora.holder"
 )
 
+// SlotRoot is the sandbox layout's root (wire.DefaultRoot): a slot's tmpfs, where its worker
+// fetches its dispatch's files at claim.
+const SlotRoot = "/agora"
+
 // SlotSocketPath is where the gateway's Unix socket is bound in a slot container.
 const SlotSocketPath = "/agora-gateway.sock"
 
@@ -146,6 +150,18 @@ func (p *Provider) slotCreateOptions(s compute.Spec, o SlotOptions) (client.Cont
 	if err != nil {
 		return client.ContainerCreateOptions{}, "", err
 	}
+	// The dispatch's layout is fetched at claim into a tmpfs the slot's uid can write (the cold
+	// container's binds; the slot's own read-only binds, its worker, are mounted over it).
+	// Owned by the slot's uid, mode 0700: podman says so with "U" (it refuses uid=) and must be
+	// told not to copy the image's /agora up (its root-owned mode would come along); Docker
+	// takes the kernel's uid=/gid= and copies nothing up (only podman is tested here).
+	tmpfs := fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=0700,", withDefaults(s.Limits).Scratch)
+	if p.podman {
+		tmpfs += "notmpcopyup,U"
+	} else {
+		tmpfs += fmt.Sprintf("uid=%d,gid=%d", s.RunAs.UID, s.RunAs.GID)
+	}
+	opts.HostConfig.Tmpfs[SlotRoot] = tmpfs
 	opts.Name = "agora-slot-" + o.ID
 	opts.Config.Labels = map[string]string{LabelSlot: o.ID, LabelHome: HomeLabel(o.Home), LabelHolder: o.Holder}
 	opts.HostConfig.Mounts = append(opts.HostConfig.Mounts, mount.Mount{

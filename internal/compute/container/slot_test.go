@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/netgw"
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // gatewayHost is the name the test gateway's certificate is for; the slot containers reach
@@ -264,6 +266,11 @@ func TestSlotCreateOptions(t *testing.T) {
 	if gm.Source != "/h/gw.sock" || gm.Target != SlotSocketPath || !gm.ReadOnly {
 		t.Errorf("gateway socket mount %+v", gm)
 	}
+	if tm := sh.Tmpfs[SlotRoot]; !strings.Contains(tm, "mode=0700,uid=1879048200,gid=1879048200") || !strings.Contains(tm, "nosuid,nodev") || SlotRoot != wire.DefaultRoot {
+		t.Errorf("slot root tmpfs %q at %s", tm, SlotRoot)
+	}
+	sh.Tmpfs = maps.Clone(sh.Tmpfs)
+	delete(sh.Tmpfs, SlotRoot)
 	sh.Mounts, ch.Mounts = nil, nil
 	if !reflect.DeepEqual(sh, ch) {
 		t.Errorf("a slot's host config differs from a cold container's:\n%+v\n%+v", sh, ch)
@@ -463,4 +470,81 @@ func hardening() string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// A slot's worker gets its whole dispatch over the gateway: after the claim it fetches the
+// dispatch's mounts into its own tmpfs (the cold container's bind mounts), a read-only one
+// left without write permission, and uploads the result mount before it exits; what it writes
+// reaches the dispatch's output and the host's out directory through the gateway alone.
+func TestSlot_WorkerFetchesAndUploadsOverGateway(t *testing.T) {
+	p := newTestProvider(t, Options{})
+	g := startSlotGateway(t, "")
+	bundle, out := filepath.Join(g.dir, "bundle"), filepath.Join(g.dir, "out")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(bundle, 0o755))
+	must(os.MkdirAll(out, 0o755))
+	must(os.WriteFile(filepath.Join(bundle, "spec.txt"), []byte("hello from the host"), 0o644))
+	var dout, derr syncBuffer
+	sess, err := g.reg.Export(context.Background(), compute.Spec{ID: "01SLOTWORK", Stdout: &dout, Stderr: &derr,
+		Binds: []compute.Bind{{Src: bundle, Dst: "/agora/bundle"}, {Src: out, Dst: "/agora/out", Writable: true, Result: true}}})
+	must(err)
+	defer sess.Close()
+	sl, err := g.slots.Create(context.Background())
+	must(err)
+	defer sl.Close()
+	var cout, cerr syncBuffer
+	slot, err := p.StartSlot(t.Context(), slotSpec(t, "probe-slot-worker"), g.options(sl, &cout, &cerr))
+	if err != nil {
+		t.Fatalf("StartSlot: %v", err)
+	}
+	defer slot.Discard()
+	must(sl.Bind(t.Context(), sess.Dispatch, sess.Token))
+	exit, err := slot.Handle().Wait()
+	must(err)
+	must(sess.Close())
+	t.Logf("dispatch stdout:\n%s\ncontainer:\n%s%s", dout.String(), cout.String(), cerr.String())
+	if exit.Code != 0 {
+		t.Fatalf("slot worker exit %+v", exit)
+	}
+	for _, want := range []string{"SPEC hello from the host", "BUNDLE read-only"} {
+		if !strings.Contains(dout.String(), want) {
+			t.Errorf("the dispatch's output (over the gateway) lacks %q", want)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(out, "result.txt"))
+	if err != nil || string(b) != "done" {
+		t.Fatalf("result uploaded over the gateway: %q %v", b, err)
+	}
+}
+
+// probeSlotWorker is a slot's worker in miniature: claim, fetch, say what it found, upload.
+func probeSlotWorker() int {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	w, err := workerremote.StartSlot(ctx, SlotRoot, os.Stdout, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "StartSlot:", err)
+		return 3
+	}
+	b, err := os.ReadFile(SlotRoot + "/bundle/spec.txt")
+	fmt.Fprintf(w.Stdout, "SPEC %s %v\n", b, err)
+	if err := os.WriteFile(SlotRoot+"/bundle/planted", []byte("x"), 0o644); err != nil {
+		fmt.Fprintln(w.Stdout, "BUNDLE read-only")
+	} else {
+		fmt.Fprintln(w.Stdout, "BUNDLE writable")
+	}
+	if err := os.WriteFile(SlotRoot+"/out/result.txt", []byte("done"), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "write result:", err)
+		return 4
+	}
+	if err := w.Finish(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "Finish:", err)
+		return 5
+	}
+	return 0
 }

@@ -23,12 +23,18 @@ import (
 
 // ClaimFromEnv claims the slot named by the environment and returns the bound dispatch's
 // client. The gateway variables are removed from the environment first, as [FromEnv] does.
+// The token is [remote.TokenEnv]'s, or fd 3's when that is unset (a docker slot); the gateway
+// is reached through [remote.GatewaySocketEnv] when it is set.
 func ClaimFromEnv(ctx context.Context, log io.Writer) (*Client, error) {
-	u, slot, token, ca := os.Getenv(remote.GatewayURLEnv), os.Getenv(remote.SlotEnv), os.Getenv(remote.TokenEnv), os.Getenv(remote.CAEnv)
-	for _, k := range []string{remote.GatewayURLEnv, remote.SlotEnv, remote.TokenEnv, remote.CAEnv} {
+	token, terr := slotToken()
+	u, slot, ca, sock := os.Getenv(remote.GatewayURLEnv), os.Getenv(remote.SlotEnv), os.Getenv(remote.CAEnv), os.Getenv(remote.GatewaySocketEnv)
+	for _, k := range []string{remote.GatewayURLEnv, remote.SlotEnv, remote.TokenEnv, remote.CAEnv, remote.GatewaySocketEnv} {
 		os.Unsetenv(k)
 	}
-	return Claim(ctx, u, slot, token, []byte(ca), log)
+	if terr != nil {
+		return nil, terr
+	}
+	return ClaimVia(ctx, u, sock, slot, token, []byte(ca), log)
 }
 
 // Claim asks the gateway at rawURL for slot's dispatch with the slot's token until one is
