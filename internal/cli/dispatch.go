@@ -85,6 +85,8 @@ type dispatchRunOptions struct {
 	verify verifyFlags
 	// learn makes it a learn dispatch (--learn; docs/learn.md).
 	learn bool
+	// inProcess keeps the dispatch in this process even when a serve runs (--in-process).
+	inProcess bool
 }
 
 // grants returns the narrowing the flags ask for, or nil when none was given: a kind whose
@@ -152,7 +154,13 @@ methods and paths) is recorded as a would_deny audit entry instead of refused, i
 sandbox. No host file, no agora state, no host outside egress.learn_hosts (agora.yaml; empty by
 default), no secret's value and no budget or limit is opened. The dispatch is marked learn
 everywhere it is shown, and its patch feeds no plan hand-off or branch without --include-learn.
-'agora audit log --kind tool.would_deny' (and net.would_deny) shows what it learned. See docs/learn.md.`
+'agora audit log --kind tool.would_deny' (and net.would_deny) shows what it learned. See docs/learn.md.
+
+When 'agora orch serve' runs on the same AGORA_HOME, run hands the dispatch to it over its
+socket: serve supervises it on its resident path and the output, exit code and Ctrl-C are the
+same. --in-process (or AGORA_NO_HANDOFF=1) keeps it in this process; so do --actor, TRACEPARENT
+and a relative --repo. See docs/operations.md, "agora dispatch run hands its dispatch to a
+running serve".`
 
 func newDispatchRunCmd(f *Factory, runF func(*dispatchRunOptions) error) *cobra.Command {
 	opts := &dispatchRunOptions{f: f}
@@ -223,12 +231,16 @@ func newDispatchRunCmd(f *Factory, runF func(*dispatchRunOptions) error) *cobra.
 	fl.Int64Var(&opts.budget.ModelCalls, "budget-calls", 0, "narrow the model call budget to at most this many calls")
 	opts.verify.add(cmd)
 	fl.BoolVar(&opts.learn, "learn", false, "record what the grant would refuse (*.would_deny) instead of refusing it, inside the same sandbox (docs/learn.md)")
+	fl.BoolVar(&opts.inProcess, "in-process", false, "supervise the dispatch in this process even when 'agora orch serve' runs (also "+envNoHandoff+"=1)")
 	fl.BoolVar(&opts.progress, "progress", false, "show each phase and the worker's last output line on stderr (default: when stderr is a terminal)")
 	addOutputFlag(cmd, &opts.output)
 	return cmd
 }
 
 func dispatchRunRun(ctx context.Context, opts *dispatchRunOptions) error {
+	if err := handoff(ctx, opts); !errors.Is(err, errNoHandoff) {
+		return err
+	}
 	return runDispatch(ctx, opts.f, opts.req, opts.detach, opts.output, opts.progress || opts.f.IO.ErrTTY)
 }
 
@@ -275,6 +287,13 @@ func runDispatch(ctx context.Context, f *Factory, req dispatch.Request, detached
 	if err != nil {
 		return err
 	}
+	return runDispatchWith(ctx, f, d, req, detached, output, show, nil)
+}
+
+// runDispatchWith is runDispatch over d: the one-shot CLI's own dispatcher, or serve's for a
+// dispatch the CLI handed to it (orch_handoff.go; f's streams are then the hand-off's frames).
+// accepted, when not nil, is told the dispatch's id once it is accepted.
+func runDispatchWith(ctx context.Context, f *Factory, d *dispatch.Dispatcher, req dispatch.Request, detached bool, output string, show bool, accepted func(string)) error {
 	if _, err := d.Reap(ctx); err != nil {
 		return err
 	}
@@ -293,6 +312,9 @@ func runDispatch(ctx context.Context, f *Factory, req dispatch.Request, detached
 	}
 	if err != nil {
 		return err
+	}
+	if accepted != nil {
+		accepted(rec.ID)
 	}
 	if output != formatJSON {
 		fmt.Fprintln(f.IO.Out, rec.ID)

@@ -161,6 +161,10 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	defer os.Remove(sock)
 	srv := &service.Server{Engine: eng, PinRepo: dispatch.PinRevision, PinWorkspace: d.PinWorkspace, Log: ob.log,
 		Trace: runTrace(ob.tracer), ExportRun: orchRunExporter(orchCP)}
+	// `agora dispatch run` hands its dispatch to this serve when it can (#28, orch_handoff.go).
+	if srv.Handoff, err = newHandoffRunner(f, d, h.Dir); err != nil {
+		return err
+	}
 	srv.Schedules = &service.Scheduler{Server: srv, Table: cron.NewTable(db, audit.New(f.Now)), Now: f.Now, Log: ob.log}
 	testOnlySchedulerHooks(f, srv.Schedules)
 	var serveGateway func(context.Context) error

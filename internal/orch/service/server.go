@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -49,6 +50,12 @@ type Server struct {
 	// Schedules fires schedules' slots and keeps their table; nil: the service has no
 	// schedules (their routes answer not found).
 	Schedules *Scheduler
+	// Handoff runs what `agora dispatch run` hands to serve; nil: the hand-off route answers
+	// not found and the CLI supervises its dispatches itself.
+	Handoff Handoff
+
+	handoffs     handoffs
+	handoffCount atomic.Int64
 }
 
 // Listen removes a stale socket at path (the caller holds the serve lock, so nobody else
@@ -76,7 +83,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			return context.WithValue(ctx, peerKey{}, peerOK(c))
+			return context.WithValue(ctx, peerKey{}, peerOf(c))
 		},
 		BaseContext: func(net.Listener) context.Context { return ctx },
 	}
@@ -95,10 +102,20 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 type peerKey struct{}
 
-// peerOK reports whether the connection's peer runs as this process's user.
-func peerOK(c net.Conn) bool {
+// peerInfo is a connection's peer: ok when it runs as this process's user.
+type peerInfo struct {
+	ok  bool
+	pid int32
+	uid uint32
+}
+
+// peerOf reads the connection's peer credentials.
+func peerOf(c net.Conn) peerInfo {
 	cred, err := peercred.Of(c)
-	return err == nil && int(cred.Uid) == os.Getuid()
+	if err != nil {
+		return peerInfo{}
+	}
+	return peerInfo{ok: int(cred.Uid) == os.Getuid(), pid: cred.Pid, uid: cred.Uid}
 }
 
 // Handler routes the API.
@@ -121,8 +138,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/runs/{ref}/watch", s.watch)
 	mux.HandleFunc("GET /v1/runs/{ref}/audit", s.audit)
 	mux.HandleFunc("POST /v1/runs/{ref}/{action}", s.action)
+	mux.HandleFunc("POST "+api.HandoffPath, s.handoff)
+	mux.HandleFunc("POST "+api.HandoffCancelPath, s.handoffCancel)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if ok, _ := r.Context().Value(peerKey{}).(bool); !ok {
+		if p, _ := r.Context().Value(peerKey{}).(peerInfo); !p.ok {
 			if s.Log != nil {
 				s.Log.Warn("refused", "method", r.Method, "status", http.StatusForbidden, "why", "peer is not this user")
 			}

@@ -1,0 +1,289 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/peercred"
+)
+
+// envNoHandoff, set to anything, makes `agora dispatch run` supervise its dispatch itself
+// even when an `agora orch serve` of its home runs (as --in-process does).
+const envNoHandoff = "AGORA_NO_HANDOFF"
+
+// handoffDial bounds connecting to serve's socket: a live serve accepts at once.
+const handoffDial = time.Second
+
+// errNoHandoff means the dispatch was not handed off: the CLI supervises it itself, and
+// nothing was written or recorded.
+var errNoHandoff = errors.New("no hand-off")
+
+// handoff gives the dispatch to a running `agora orch serve` of this home (#28) and writes
+// what serve streams back, or returns errNoHandoff when it cannot (no serve, an older one, a
+// serve of another home or binary, a socket it does not trust, a request serve declines): the
+// CLI then runs today's in-process path with no visible difference. Once serve took the
+// dispatch, every outcome is this command's: its output, its exit code, its Ctrl-C.
+func handoff(ctx context.Context, opts *dispatchRunOptions) error {
+	body, sock, ok := handoffRequest(opts)
+	if !ok {
+		return errNoHandoff
+	}
+	hc := handoffClient(sock)
+	// The stream outlives a Ctrl-C: the cancel goes by its own request, and the stream then
+	// carries the dispatch's end, as the in-process path prints it.
+	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, "http://agora"+api.HandoffPath, bytes.NewReader(body))
+	if err != nil {
+		return errNoHandoff
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return errNoHandoff
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		// 404 (an older serve), 409 (declined), 400, 403: serve did not take it.
+		return errNoHandoff
+	}
+	return followHandoff(ctx, opts, hc, resp.Body)
+}
+
+// handoffRequest builds the request, or says the dispatch stays in this process.
+func handoffRequest(opts *dispatchRunOptions) ([]byte, string, bool) {
+	f := opts.f
+	if opts.inProcess || f.Getenv(envNoHandoff) != "" {
+		return nil, "", false
+	}
+	// --actor is recorded as given, and a trace joined, only by this process: keep them here.
+	// So is a relative --repo: serve resolves paths from its own directory.
+	if f.actorFlag != "" || f.Getenv("TRACEPARENT") != "" || (opts.req.Repo != "" && !filepath.IsAbs(opts.req.Repo)) {
+		return nil, "", false
+	}
+	dir, err := f.HomeDir()
+	if err != nil {
+		return nil, "", false
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, "", false
+	}
+	sock := filepath.Join(dir, orchDir, orchSocket)
+	if !trustedSocket(filepath.Join(dir, orchDir), sock) {
+		return nil, "", false
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, "", false
+	}
+	r := opts.req
+	hr := api.HandoffRequest{
+		Home: dir, Exe: exe, WorkerBinary: f.Getenv(envWorkerBinary),
+		Subagent: r.Subagent, Envs: r.Envs, Target: r.Target, Input: r.Input, Repo: r.Repo, Workspace: r.Workspace,
+		Revision: r.Revision, TimeoutNS: int64(r.Timeout), Callback: r.CallbackURL, Budget: r.Budget, Verify: r.Verify,
+		Learn: r.Learn, Detach: opts.detach, Progress: opts.progress || f.IO.ErrTTY,
+	}
+	if opts.output == formatJSON {
+		hr.Output = formatJSON
+	}
+	if r.Grants != nil {
+		if hr.Grants, err = json.Marshal(r.Grants); err != nil {
+			return nil, "", false
+		}
+	}
+	body, err := json.Marshal(hr)
+	if err != nil {
+		return nil, "", false
+	}
+	return body, sock, true
+}
+
+// trustedSocket reports whether sock (in dir) is serve's: the directory and the socket are
+// this user's own, not symlinks, and no one else may use them. Anything else is not serve's
+// to trust with a dispatch; the CLI runs it itself.
+func trustedSocket(dir, sock string) bool {
+	uid := uint32(os.Getuid())
+	for _, c := range []struct {
+		path string
+		mode os.FileMode
+	}{{dir, os.ModeDir}, {sock, os.ModeSocket}} {
+		fi, err := os.Lstat(c.path)
+		if err != nil || fi.Mode().Type() != c.mode || fi.Mode().Perm()&0o077 != 0 {
+			return false
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok || st.Uid != uid {
+			return false
+		}
+	}
+	return true
+}
+
+// handoffClient talks to serve's socket, and only to a listener of this user (its peer
+// credentials, read at connect).
+func handoffClient(sock string) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			d := net.Dialer{Timeout: handoffDial}
+			c, err := d.DialContext(ctx, "unix", sock)
+			if err != nil {
+				return nil, err
+			}
+			if cred, err := peercred.Of(c); err != nil || int(cred.Uid) != os.Getuid() {
+				c.Close()
+				return nil, errors.New("serve's socket is held by another user")
+			}
+			return c, nil
+		},
+	}}
+}
+
+// followHandoff writes serve's frames to this command's streams until the end frame, and
+// turns a Ctrl-C into a cancel of the dispatch in serve.
+func followHandoff(ctx context.Context, opts *dispatchRunOptions, hc *http.Client, body io.Reader) error {
+	f := opts.f
+	handles := make(chan string, 1)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		var handle string
+		select {
+		case handle = <-handles:
+		case <-done:
+			return
+		}
+		select {
+		case <-ctx.Done():
+			cancelHandoff(hc, handle)
+		case <-done:
+		}
+	}()
+	br := bufio.NewReaderSize(body, 64<<10)
+	id := ""
+	for {
+		line, err := readFrameLine(br)
+		if err != nil {
+			return handoffLost(ctx, opts, id, err)
+		}
+		fr, err := api.DecodeHandoffFrame(line)
+		if err != nil {
+			return handoffLost(ctx, opts, id, err)
+		}
+		switch {
+		case fr.Handle != "":
+			handles <- fr.Handle
+		case fr.ID != "":
+			id = fr.ID
+		case fr.Out != "":
+			io.WriteString(f.IO.Out, fr.Out)
+		case fr.Err != "":
+			io.WriteString(f.IO.ErrOut, fr.Err)
+		case fr.End != nil:
+			return endError(fr.End)
+		}
+	}
+}
+
+// readFrameLine reads one newline-ended frame of at most api.MaxHandoffFrame bytes.
+func readFrameLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		part, err := br.ReadSlice('\n')
+		line = append(line, part...)
+		if len(line) > api.MaxHandoffFrame {
+			return nil, fmt.Errorf("a frame over %d bytes", api.MaxHandoffFrame)
+		}
+		if err == nil {
+			return bytes.TrimSuffix(line, []byte("\n")), nil
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return nil, err
+		}
+	}
+}
+
+// cancelHandoff asks serve to cancel the hand-off's dispatch (Ctrl-C).
+func cancelHandoff(hc *http.Client, handle string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	path := strings.Replace(api.HandoffCancelPath, "{handle}", handle, 1)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agora"+path, nil)
+	if err != nil {
+		return
+	}
+	if resp, err := hc.Do(req); err == nil {
+		resp.Body.Close()
+	}
+}
+
+// endError is the error the command ends with, as serve's runDispatch ended: the same message,
+// hint and exit code renderError and renderInterrupt give the in-process path's.
+func endError(e *api.HandoffEnd) error {
+	switch {
+	case e.Exit == ExitOK && e.Error == "":
+		return nil
+	case e.Interrupted:
+		return &interruptedError{what: e.Error}
+	case e.Error == "":
+		return &exitError{code: e.Exit}
+	}
+	var err error = &remoteError{msg: e.Error, hint: e.Hint}
+	if e.Usage {
+		err = &usageError{err: err}
+	}
+	return &exitError{code: e.Exit, err: err}
+}
+
+// remoteError is an error serve's runDispatch ended with: its message and hint.
+type remoteError struct{ msg, hint string }
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Hint() string  { return e.hint }
+
+// handoffLost is the end when serve's stream broke before its end: serve stopped (or was
+// killed) while it ran the dispatch. The worker stopped with it (bubblewrap dies with its
+// parent); the dispatch is reaped as any other whose supervisor died, and this command ends
+// as the in-process path would for it.
+func handoffLost(ctx context.Context, opts *dispatchRunOptions, id string, cause error) error {
+	f := opts.f
+	if id == "" {
+		return fmt.Errorf("the orchestrator (agora orch serve) stopped before it said it accepted the dispatch (%v); see 'agora dispatch list' whether it was", cause)
+	}
+	fmt.Fprintf(f.IO.ErrOut, "agora: the orchestrator (agora orch serve) that ran dispatch %s stopped (%v); reading its end here\n", id, cause)
+	d, err := f.Dispatcher(ctx)
+	if err != nil {
+		return err
+	}
+	var rec *dispatch.Record
+	// A killed serve is gone once its parent reaps it: give the reaper a moment to see it.
+	for i := 0; i < 40; i++ {
+		if _, err := d.Reap(ctx); err != nil {
+			return err
+		}
+		if rec, err = d.Records.Get(ctx, id); err != nil {
+			return err
+		}
+		if dispatch.IsTerminal(rec.State) || (opts.detach && rec.State != dispatch.StateAccepted) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !dispatch.IsTerminal(rec.State) {
+		return fmt.Errorf("dispatch %s is %s and its orchestrator stopped; see 'agora dispatch describe %s'", id, rec.State, id)
+	}
+	printEvent(f, rec.State, rec)
+	return finishDispatchOutput(f, rec, opts.output)
+}

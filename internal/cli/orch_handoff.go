@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/orch/service"
+	"github.com/agora-dev/agora/internal/strictjson"
+)
+
+// handoffRunner is serve's side of the one-shot hand-off (#28): a dispatch `agora dispatch
+// run` gives to serve runs through runDispatchWith on serve's resident dispatcher (agora.db
+// open, keys and the worker resolved once), with the CLI's streams carried back as frames,
+// so the CLI prints, exits and is interrupted exactly as if it had supervised it itself.
+// What serve cannot run exactly as that CLI would (another home or binary, agora.yaml changed
+// since serve started, a peer that is not a person's `agora dispatch run`) is declined, and
+// the CLI supervises it itself.
+type handoffRunner struct {
+	f       *Factory
+	d       *dispatch.Dispatcher
+	home    string // absolute
+	exe     string
+	worker  string // $AGORA_WORKER_BINARY as serve has it
+	cfgFile string
+	cfgSum  [32]byte // agora.yaml as serve loaded it (its digest at serve's start)
+}
+
+func newHandoffRunner(f *Factory, d *dispatch.Dispatcher, homeDir string) (*handoffRunner, error) {
+	abs, err := filepath.Abs(homeDir)
+	if err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	r := &handoffRunner{f: f, d: d, home: abs, exe: exe, worker: f.Getenv(envWorkerBinary), cfgFile: filepath.Join(abs, config.FileName)}
+	r.cfgSum = fileSum(r.cfgFile)
+	return r, nil
+}
+
+// envWorkerBinary names the worker binary a dispatcher uses instead of the one beside agora.
+const envWorkerBinary = "AGORA_WORKER_BINARY"
+
+// fileSum is the sha256 of path's bytes; a missing or unreadable file sums to zero.
+func fileSum(path string) [32]byte {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return [32]byte{}
+	}
+	return sha256.Sum256(b)
+}
+
+// Prepare implements service.Handoff.
+func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, peer service.Peer) (func(context.Context, func(api.HandoffFrame) error), error) {
+	switch {
+	case filepath.Clean(req.Home) != r.home:
+		return nil, &service.Declined{Why: "serve's home is " + r.home}
+	case req.Exe != r.exe:
+		return nil, &service.Declined{Why: "serve runs another agora binary: " + r.exe}
+	case req.WorkerBinary != r.worker:
+		return nil, &service.Declined{Why: envWorkerBinary + " differs from serve's"}
+	case fileSum(r.cfgFile) != r.cfgSum:
+		return nil, &service.Declined{Why: "agora.yaml changed since serve started"}
+	}
+	// Learn is a person's act, never an MCP client's: only a person's `agora dispatch run`
+	// (this binary, those words) may hand a dispatch over. The MCP server (`agora mcp serve`)
+	// runs as the same user; its code never calls this route, and this check refuses it if it
+	// ever did.
+	if why := peerNotDispatchRun(peer.PID, r.exe); why != "" {
+		return nil, &service.Declined{Why: why}
+	}
+	// The actor is the peer's user, as the CLI's own (no --actor: the CLI hands off only
+	// without it) would be: never a name the client sends.
+	u, err := user.LookupId(strconv.FormatUint(uint64(peer.UID), 10))
+	if err != nil || u.Username == "" {
+		return nil, &service.Declined{Why: fmt.Sprintf("uid %d has no user name", peer.UID)}
+	}
+	dreq := dispatch.Request{
+		Subagent: req.Subagent, Envs: req.Envs, Target: req.Target, Input: req.Input,
+		Repo: req.Repo, Workspace: req.Workspace, Revision: req.Revision, Timeout: req.Timeout(), Actor: u.Username,
+		CallbackURL: req.Callback, Budget: req.Budget, Verify: req.Verify, Learn: req.Learn,
+	}
+	if len(req.Grants) > 0 {
+		var g grant.Set
+		if err := strictjson.Unmarshal(req.Grants, &g); err != nil {
+			return nil, fmt.Errorf("hand-off request: grants: %w", err)
+		}
+		dreq.Grants = &g
+	}
+	return func(ctx context.Context, send func(api.HandoffFrame) error) {
+		rf := *r.f
+		rf.actorFlag = ""
+		rf.IO = &IOStreams{In: bytes.NewReader(nil), Out: frameWriter{send, false}, ErrOut: frameWriter{send, true}}
+		err := runDispatchWith(ctx, &rf, r.d, dreq, req.Detach, req.Output, req.Progress, func(id string) { send(api.HandoffFrame{ID: id}) })
+		send(api.HandoffFrame{End: handoffEnd(err)})
+	}, nil
+}
+
+// frameWriter carries what a command writes to one of its streams as frames.
+type frameWriter struct {
+	send   func(api.HandoffFrame) error
+	stderr bool
+}
+
+func (w frameWriter) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	f := api.HandoffFrame{Out: string(p)}
+	if w.stderr {
+		f = api.HandoffFrame{Err: string(p)}
+	}
+	if err := w.send(f); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// handoffEnd is how the CLI ends for err, as renderError and renderInterrupt would see it.
+func handoffEnd(err error) *api.HandoffEnd {
+	if err == nil {
+		return &api.HandoffEnd{Exit: ExitOK}
+	}
+	end := &api.HandoffEnd{Exit: exitCode(err)}
+	var (
+		ee *exitError
+		ie *interruptedError
+		ue *usageError
+		h  hinter
+	)
+	switch {
+	case errors.As(err, &ie):
+		end.Interrupted, end.Error = true, ie.what
+		return end
+	case errors.As(err, &ee) && ee.err == nil:
+		return end
+	}
+	end.Error = err.Error()
+	if errors.As(err, &h) {
+		end.Hint = h.Hint()
+	}
+	end.Usage = errors.As(err, &ue)
+	return end
+}
+
+// peerNotDispatchRun says why the process pid is not this agora binary running `dispatch
+// run`, or "" when it is. Its executable and command line are read from /proc while its
+// connection is open.
+func peerNotDispatchRun(pid int32, exe string) string {
+	if pid <= 0 {
+		return "the peer's process is unknown"
+	}
+	proc := "/proc/" + strconv.Itoa(int(pid))
+	if got, err := os.Readlink(proc + "/exe"); err != nil || got != exe {
+		return "the peer is not this agora binary"
+	}
+	b, err := os.ReadFile(proc + "/cmdline")
+	if err != nil {
+		return "the peer's command line is unreadable"
+	}
+	var words []string
+	for i, a := range strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00") {
+		if i == 0 || strings.HasPrefix(a, "-") {
+			continue
+		}
+		words = append(words, a)
+		if len(words) == 2 {
+			break
+		}
+	}
+	if len(words) != 2 || words[0] != "dispatch" || words[1] != "run" {
+		return "the peer is not 'agora dispatch run'"
+	}
+	return ""
+}

@@ -1,0 +1,154 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agora-dev/agora/internal/budget"
+	"github.com/agora-dev/agora/internal/strictjson"
+	"github.com/agora-dev/agora/internal/verdict"
+)
+
+// HandoffPath is where `agora dispatch run` hands its dispatch to a running `agora orch
+// serve` of the same home (#28): serve accepts and supervises it on its resident path and
+// streams back exactly what the CLI would have written. A serve without the route (an older
+// one) answers 404 and the CLI supervises the dispatch itself.
+const HandoffPath = "/v1/handoff/dispatch"
+
+// HandoffCancelPath is where the CLI asks serve to cancel a handed-off dispatch (Ctrl-C):
+// POST with the handle of its hand-off in place of {handle}.
+const HandoffCancelPath = "/v1/handoff/{handle}/cancel"
+
+// MaxHandoffRequest caps a hand-off request: the CLI's --input is at most 1 MiB as read
+// (@FILE), and the rest is flags.
+const MaxHandoffRequest = 2 << 20
+
+// HandoffRequest is what `agora dispatch run` hands to serve: its flags as parsed, and what
+// serve must agree with to run it as the CLI would have (the home, the agora binary, the
+// worker binary it names). The actor is not in it: serve takes it from the connection's
+// peer credentials, never from the client.
+type HandoffRequest struct {
+	// Home is AGORA_HOME as the CLI resolved it: a serve of another home refuses.
+	Home string `json:"home"`
+	// Exe is the CLI's own executable: a serve of another binary refuses (the detached
+	// supervisors and the worker beside it would be another build's).
+	Exe string `json:"exe"`
+	// WorkerBinary is $AGORA_WORKER_BINARY as the CLI sees it ("" unset): it must be serve's.
+	WorkerBinary string `json:"worker_binary,omitempty"`
+
+	Subagent  string          `json:"subagent"`
+	Envs      []string        `json:"envs,omitempty"`
+	Target    string          `json:"target,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	Repo      string          `json:"repo,omitempty"` // absolute, or "" (a relative one is never handed off)
+	Workspace string          `json:"workspace,omitempty"`
+	Revision  string          `json:"revision,omitempty"`
+	// TimeoutNS is --timeout in nanoseconds, 0 for the target's.
+	TimeoutNS int64  `json:"timeout_ns,omitempty"`
+	Callback  string `json:"callback,omitempty"`
+	// Grants is the narrowing of --tools, --commands and --egress (a grant.Set), absent when
+	// none of them was given.
+	Grants   json.RawMessage `json:"grants,omitempty"`
+	Budget   budget.Budget   `json:"budget"`
+	Verify   *verdict.Spec   `json:"verify,omitempty"`
+	Learn    bool            `json:"learn,omitempty"`
+	Detach   bool            `json:"detach,omitempty"`
+	Output   string          `json:"output,omitempty"`   // -o: "json" or "" for text
+	Progress bool            `json:"progress,omitempty"` // show phases and the last line (--progress, or stderr a terminal)
+}
+
+// Timeout is TimeoutNS as a duration.
+func (r *HandoffRequest) Timeout() time.Duration { return time.Duration(r.TimeoutNS) }
+
+// DecodeHandoffRequest reads a hand-off request exactly (strictjson: no unknown or case-folded
+// key, no duplicate) and checks what needs no catalog: the rest is the dispatcher's to judge,
+// as for a dispatch the CLI accepts itself.
+func DecodeHandoffRequest(b []byte) (*HandoffRequest, error) {
+	var r HandoffRequest
+	if err := strictjson.Decode("hand-off request", b, MaxHandoffRequest, &r); err != nil {
+		return nil, err
+	}
+	switch {
+	case r.Home == "" || r.Exe == "":
+		return nil, errors.New("hand-off request: home and exe are required")
+	case r.Subagent == "":
+		return nil, errors.New("hand-off request: subagent is required")
+	case r.TimeoutNS < 0:
+		return nil, errors.New("hand-off request: timeout_ns is negative")
+	case r.Output != "" && r.Output != "json":
+		return nil, fmt.Errorf("hand-off request: output %q: want json or none", r.Output)
+	}
+	if r.Repo != "" && r.Repo[0] != '/' {
+		return nil, fmt.Errorf("hand-off request: repo %q is not absolute", r.Repo)
+	}
+	if len(r.Input) > 0 {
+		if err := strictjson.Check(r.Input); err != nil {
+			return nil, fmt.Errorf("hand-off request: input: %w", err)
+		}
+	}
+	if len(r.Grants) > 0 {
+		if err := strictjson.CheckObject(r.Grants); err != nil {
+			return nil, fmt.Errorf("hand-off request: grants: %w", err)
+		}
+	}
+	return &r, nil
+}
+
+// Hand-off refusals: serve will not take this dispatch, and the CLI supervises it itself
+// with no visible difference (the error code of the refusal's [Error]).
+const (
+	// HandoffDeclined: serve is of another home or binary, its agora.yaml changed since it
+	// started, or the peer is not a person's `agora dispatch run`.
+	HandoffDeclined = "handoff_declined"
+)
+
+// HandoffFrame is one line of serve's answer to a hand-off (newline-delimited JSON): exactly
+// one of its fields is set. Handle comes first; then Out and Err carry the bytes the CLI
+// writes to its stdout and stderr, in order; ID names the dispatch once it is accepted; End
+// is the last frame.
+type HandoffFrame struct {
+	Handle string      `json:"handle,omitempty"`
+	ID     string      `json:"id,omitempty"`
+	Out    string      `json:"out,omitempty"`
+	Err    string      `json:"err,omitempty"`
+	End    *HandoffEnd `json:"end,omitempty"`
+}
+
+// HandoffEnd is how the command ended: the exit code, and the error the CLI prints (and how)
+// when there is one.
+type HandoffEnd struct {
+	Exit int `json:"exit"`
+	// Error is the error's message, "" when the command already said everything.
+	Error string `json:"error,omitempty"`
+	Hint  string `json:"hint,omitempty"`
+	// Usage marks a usage error (the CLI adds its "run --help" hint); Interrupted one that
+	// says what a Ctrl-C did to the work.
+	Usage       bool `json:"usage,omitempty"`
+	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// MaxHandoffFrame caps one frame the CLI reads: a record as -o json prints it, or a line.
+const MaxHandoffFrame = 4 << 20
+
+// DecodeHandoffFrame reads one frame exactly: one field set.
+func DecodeHandoffFrame(b []byte) (*HandoffFrame, error) {
+	var f HandoffFrame
+	if err := strictjson.Decode("hand-off frame", b, MaxHandoffFrame, &f); err != nil {
+		return nil, err
+	}
+	n := 0
+	for _, set := range []bool{f.Handle != "", f.ID != "", f.Out != "", f.Err != "", f.End != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, fmt.Errorf("hand-off frame: %d fields set, want one", n)
+	}
+	if f.End != nil && (f.End.Exit < 0 || f.End.Exit > 255) {
+		return nil, fmt.Errorf("hand-off frame: exit code %d out of range", f.End.Exit)
+	}
+	return &f, nil
+}

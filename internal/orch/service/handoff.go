@@ -1,0 +1,147 @@
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/agora-dev/agora/internal/orch/api"
+)
+
+// Handoff runs the dispatches `agora dispatch run` hands to serve (#28). The service
+// decodes the request and knows the peer; the runner decides whether to take it.
+type Handoff interface {
+	// Prepare checks req from peer and returns the run that carries it out, or an error: a
+	// [*Declined] makes the CLI supervise the dispatch itself; any other is the request's.
+	Prepare(ctx context.Context, req *api.HandoffRequest, peer Peer) (func(ctx context.Context, send func(api.HandoffFrame) error), error)
+}
+
+// Peer is who is on the other end of a connection, from SO_PEERCRED at connect.
+type Peer struct {
+	PID int32
+	UID uint32
+}
+
+// Declined is a hand-off serve will not take; the CLI runs the dispatch itself.
+type Declined struct{ Why string }
+
+func (d *Declined) Error() string { return "hand-off declined: " + d.Why }
+
+// handoffs holds the cancel of each hand-off in flight by its handle (Ctrl-C in the CLI).
+type handoffs struct {
+	mu      sync.Mutex
+	cancels map[string]context.CancelFunc
+}
+
+func (h *handoffs) add(cancel context.CancelFunc) (string, func()) {
+	var b [16]byte
+	rand.Read(b[:])
+	handle := hex.EncodeToString(b[:])
+	h.mu.Lock()
+	if h.cancels == nil {
+		h.cancels = map[string]context.CancelFunc{}
+	}
+	h.cancels[handle] = cancel
+	h.mu.Unlock()
+	return handle, func() {
+		h.mu.Lock()
+		delete(h.cancels, handle)
+		h.mu.Unlock()
+	}
+}
+
+func (h *handoffs) cancel(handle string) bool {
+	h.mu.Lock()
+	c, ok := h.cancels[handle]
+	h.mu.Unlock()
+	if ok {
+		c()
+	}
+	return ok
+}
+
+// handoff answers POST api.HandoffPath: a declined or malformed request gets one JSON error;
+// a taken one a stream of frames (api.HandoffFrame) until its end.
+func (s *Server) handoff(w http.ResponseWriter, r *http.Request) {
+	if s.Handoff == nil {
+		writeErr(w, http.StatusNotFound, "not_found", "this orchestrator takes no hand-offs")
+		return
+	}
+	peer, _ := r.Context().Value(peerKey{}).(peerInfo)
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeErr(w, http.StatusRequestEntityTooLarge, "invalid", "request body too large")
+			return
+		}
+		writeErr(w, http.StatusBadRequest, "invalid", "read request body: "+err.Error())
+		return
+	}
+	req, err := api.DecodeHandoffRequest(body)
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, "invalid", err.Error())
+		return
+	}
+	run, err := s.Handoff.Prepare(r.Context(), req, Peer{PID: peer.pid, UID: peer.uid})
+	var declined *Declined
+	if errors.As(err, &declined) {
+		if s.Log != nil {
+			s.Log.Info("hand-off declined", "pid", peer.pid, "why", declined.Why)
+		}
+		writeErr(w, http.StatusConflict, api.HandoffDeclined, declined.Why)
+		return
+	}
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, "invalid", err.Error())
+		return
+	}
+	// The dispatch lives as long as the CLI's connection, as it would live as long as the
+	// CLI's process: a CLI gone without a word cancels it, as does its Ctrl-C (cancel route).
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	handle, forget := s.handoffs.add(cancel)
+	defer forget()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	flusher, _ := w.(http.Flusher)
+	var mu sync.Mutex // frames come from the dispatch's progress goroutines too
+	send := func(f api.HandoffFrame) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if err := enc.Encode(f); err != nil {
+			return err
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return nil
+	}
+	if send(api.HandoffFrame{Handle: handle}) != nil {
+		return
+	}
+	if s.Log != nil {
+		s.Log.Info("hand-off taken", "pid", peer.pid, "subagent", req.Subagent)
+	}
+	s.handoffCount.Add(1)
+	run(ctx, send)
+}
+
+// handoffCancel answers POST api.HandoffCancelPath: the hand-off's dispatch is cancelled
+// as a Ctrl-C of the CLI would have cancelled it; its stream then carries the end.
+func (s *Server) handoffCancel(w http.ResponseWriter, r *http.Request) {
+	if !s.handoffs.cancel(r.PathValue("handle")) {
+		writeErr(w, http.StatusNotFound, "not_found", "no hand-off in flight by that handle")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"cancelled": true})
+}
+
+// Handoffs is how many hand-offs this server took (the tests' proof that one was).
+func (s *Server) Handoffs() int64 { return s.handoffCount.Load() }

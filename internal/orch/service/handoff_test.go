@@ -1,0 +1,371 @@
+package service_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/orch/api"
+)
+
+// handoffEnv is a served env with subagents for every way a one-shot dispatch ends.
+func handoffEnv(t *testing.T) (*env, *exec.Cmd) {
+	t.Helper()
+	requireBwrap(t)
+	e := newEnv(t)
+	cat := filepath.Join(t.TempDir(), "catalog")
+	must(t, os.MkdirAll(cat, 0o755))
+	for name, body := range map[string]string{
+		"ok":      "runtime: exec\ncommand: [sh, -c, 'echo fine']\ncapabilities: [shell]\n",
+		"failing": "runtime: exec\ncommand: [sh, -c, 'echo bad >&2; exit 3']\ncapabilities: [shell]\n",
+		"refused": "runtime: exec\ncommand: [cat, /etc/hostname]\ncapabilities: [shell]\n",
+		"slow":    "runtime: exec\ncommand: [sh, -c, 'echo working on it; sleep 60']\ncapabilities: [shell]\n",
+	} {
+		must(t, os.WriteFile(filepath.Join(cat, name+".yaml"), []byte("description: "+name+"\n"+body), 0o644))
+	}
+	manifest := filepath.Join(cat, "agora-manifest.yaml")
+	must(t, os.WriteFile(manifest, []byte(`version: 1
+subagents:
+  - {name: ok, from: ok.yaml}
+  - {name: failing, from: failing.yaml}
+  - {name: refused, from: refused.yaml}
+  - {name: slow, from: slow.yaml}
+`), 0o644))
+	e.run("apply", "-f", manifest)
+	serve := e.serve()
+	t.Cleanup(func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() })
+	return e, serve
+}
+
+// handoffs counts the hand-offs serve took, from its log.
+func (e *env) handoffs() int {
+	b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log"))
+	return strings.Count(string(b), `msg="hand-off taken"`)
+}
+
+// oneShot runs `agora dispatch run ARGS` and returns its exit code and streams.
+func (e *env) oneShot(extraEnv []string, args ...string) (int, string, string) {
+	e.t.Helper()
+	cmd := exec.Command(agoraBin, append([]string{"dispatch", "run"}, args...)...)
+	cmd.Env = append(slices.Clone(e.vars), extraEnv...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatal(err)
+	}
+	return code, out.String(), errOut.String()
+}
+
+// varying are the parts of a dispatch's output that differ between two runs of it.
+var varying = regexp.MustCompile(`[0-9A-HJKMNP-TV-Z]{26}|local:\d+:\d+|\d+(\.\d+)?(ms|µs|s)\b|"[a-z_]*(_at|time)": "[^"]*"|"[a-z_]*_ms": \d+|"(pid|provider_task_id|supervisor)": ("[^"]*"|\d+)`)
+
+// TestHandoff_SameAsInProcess: with serve running, `agora dispatch run` hands its dispatch to
+// serve (serve's log counts it), and what the user sees is what the in-process path shows:
+// stdout, stderr and the exit code for a success, a worker's failure, a refusal and an unknown
+// subagent, in text and -o json (the same keys, the same actor); AGORA_NO_HANDOFF=1 and
+// --in-process keep it in the CLI.
+func TestHandoff_SameAsInProcess(t *testing.T) {
+	e, _ := handoffEnv(t)
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"success", []string{"--subagent", "ok"}, 0},
+		{"failure", []string{"--subagent", "failing"}, 3},
+		{"refusal", []string{"--subagent", "refused"}, 3},
+		{"not found", []string{"--subagent", "nosuch"}, 6},
+		{"bad target", []string{"--subagent", "ok", "--target", "nowhere"}, 6},
+		{"json", []string{"--subagent", "ok", "-o", "json"}, 0},
+		{"json failure", []string{"--subagent", "failing", "-o", "json"}, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := e.handoffs()
+			hCode, hOut, hErr := e.oneShot(nil, c.args...)
+			if got := e.handoffs(); got != before+1 {
+				t.Fatalf("serve took %d hand-offs, want 1\n%s", got-before, hErr)
+			}
+			pCode, pOut, pErr := e.oneShot([]string{"AGORA_NO_HANDOFF=1"}, c.args...)
+			if got := e.handoffs(); got != before+1 {
+				t.Fatalf("AGORA_NO_HANDOFF=1 still handed the dispatch to serve")
+			}
+			if hCode != c.code || pCode != c.code {
+				t.Fatalf("exit codes: hand-off %d, in-process %d, want %d\n%s\n%s", hCode, pCode, c.code, hErr, pErr)
+			}
+			norm := func(s string) string { return varying.ReplaceAllString(s, "X") }
+			if norm(hErr) != norm(pErr) {
+				t.Errorf("stderr differs:\nhand-off:\n%s\nin-process:\n%s", hErr, pErr)
+			}
+			if !strings.HasSuffix(c.name, "json") && !strings.HasPrefix(c.name, "json") {
+				if norm(hOut) != norm(pOut) {
+					t.Errorf("stdout differs:\nhand-off:\n%s\nin-process:\n%s", hOut, pOut)
+				}
+				return
+			}
+			var h, p map[string]any
+			if err := json.Unmarshal([]byte(hOut), &h); err != nil {
+				t.Fatalf("hand-off -o json: %v\n%s", err, hOut)
+			}
+			must(t, json.Unmarshal([]byte(pOut), &p))
+			if !slices.Equal(keys(h), keys(p)) {
+				t.Errorf("-o json keys differ:\nhand-off   %v\nin-process %v", keys(h), keys(p))
+			}
+			if h["actor"] != p["actor"] || h["actor"] == "" || h["state"] != p["state"] {
+				t.Errorf("actor/state: hand-off %v/%v, in-process %v/%v", h["actor"], h["state"], p["actor"], p["state"])
+			}
+			if strings.Count(hOut, "\n") != strings.Count(pOut, "\n") {
+				t.Errorf("-o json is not printed the same (lines %d vs %d)", strings.Count(hOut, "\n"), strings.Count(pOut, "\n"))
+			}
+		})
+	}
+	before := e.handoffs()
+	if code, _, stderr := e.oneShot(nil, "--subagent", "ok", "--in-process"); code != 0 || e.handoffs() != before {
+		t.Errorf("--in-process: exit %d, hand-offs %d\n%s", code, e.handoffs()-before, stderr)
+	}
+}
+
+func keys(m map[string]any) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// startOneShot starts `agora dispatch run ARGS` and returns it with its stderr's lines.
+func (e *env) startOneShot(args ...string) (*exec.Cmd, *bytes.Buffer, <-chan string) {
+	e.t.Helper()
+	cmd := exec.Command(agoraBin, append([]string{"dispatch", "run"}, args...)...)
+	cmd.Env = e.vars
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	pr, err := cmd.StderrPipe()
+	must(e.t, err)
+	must(e.t, cmd.Start())
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return cmd, &out, lines
+}
+
+// waitLine reads lines until one contains marker; it returns everything read.
+func waitLine(t *testing.T, lines <-chan string, marker string) string {
+	t.Helper()
+	var all strings.Builder
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("stderr ended before %q:\n%s", marker, all.String())
+			}
+			all.WriteString(l + "\n")
+			if strings.Contains(l, marker) {
+				return all.String()
+			}
+		case <-timeout:
+			t.Fatalf("no %q within 60s:\n%s", marker, all.String())
+		}
+	}
+}
+
+func drain(lines <-chan string) string {
+	var all strings.Builder
+	for l := range lines {
+		all.WriteString(l + "\n")
+	}
+	return all.String()
+}
+
+// TestHandoff_CtrlC: Ctrl-C of a handed-off dispatch cancels it in serve; the CLI says so as
+// the in-process path does, exits 130 and -o json prints the ended record.
+func TestHandoff_CtrlC(t *testing.T) {
+	e, _ := handoffEnv(t)
+	before := e.handoffs()
+	cmd, out, lines := e.startOneShot("--subagent", "slow", "--progress", "-o", "json")
+	seen := waitLine(t, lines, "| working on it")
+	cmd.Process.Signal(syscall.SIGINT)
+	seen += drain(lines)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Fatalf("exit %v, want 130\n%s", err, seen)
+	}
+	if e.handoffs() != before+1 {
+		t.Fatalf("the dispatch was not handed off")
+	}
+	if !strings.Contains(seen, "agora: interrupted: dispatch ") || !strings.Contains(seen, "was cancelled: the sandbox was stopped and the end recorded") {
+		t.Errorf("stderr does not say what happened:\n%s", seen)
+	}
+	var rec struct{ ID, State string }
+	if err := json.Unmarshal(out.Bytes(), &rec); err != nil || rec.ID == "" {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	desc := e.run("dispatch", "describe", rec.ID, "-o", "json")
+	if !strings.Contains(desc, `"state": "cancelled"`) && !strings.Contains(desc, `"reason": "cancelled"`) {
+		t.Errorf("the dispatch was not cancelled:\n%s", desc)
+	}
+}
+
+// TestHandoff_ServeKilled: serve killed while it supervises a handed-off dispatch: the CLI
+// says serve stopped, reaps the dispatch as any whose supervisor died (failed/lost), prints
+// its end as the in-process path would and exits 1; nothing is left running.
+func TestHandoff_ServeKilled(t *testing.T) {
+	e, serve := handoffEnv(t)
+	cmd, out, lines := e.startOneShot("--subagent", "slow")
+	seen := waitLine(t, lines, " started (")
+	serve.Process.Kill()
+	serve.Wait()
+	seen += drain(lines)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v, want 1\n%s", err, seen)
+	}
+	id := strings.TrimSpace(out.String())
+	if !strings.Contains(seen, "that ran dispatch "+id+" stopped") || !strings.Contains(seen, id+" failed: lost") {
+		t.Errorf("stderr does not say serve stopped and the dispatch was lost:\n%s", seen)
+	}
+	desc := e.run("dispatch", "describe", id, "-o", "json")
+	if !strings.Contains(desc, `"reason": "lost"`) {
+		t.Errorf("the dispatch was not reaped as lost:\n%s", desc)
+	}
+}
+
+// TestHandoff_UntrustedSocket: a socket that is a symlink (to another home's serve), open to
+// others, or not this user's is never handed a dispatch: the CLI runs it itself, and that
+// serve never hears of it.
+func TestHandoff_UntrustedSocket(t *testing.T) {
+	other, _ := handoffEnv(t)
+	e := newEnv(t)
+	orchDir := filepath.Join(e.home, "orch")
+	must(t, os.MkdirAll(orchDir, 0o700))
+	must(t, os.Symlink(filepath.Join(other.home, "orch", "orch.sock"), filepath.Join(orchDir, "orch.sock")))
+	code, _, stderr := e.oneShot(nil, "--subagent", "worker")
+	if code != 0 || other.handoffs() != 0 {
+		t.Fatalf("through a symlinked socket: exit %d, the other serve took %d\n%s", code, other.handoffs(), stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(other.home, "..", "serve.log")); strings.Contains(string(b), "hand-off") {
+		t.Errorf("the other home's serve was asked:\n%s", b)
+	}
+	// Its own serve, its socket opened to others, then given to another user.
+	must(t, os.Remove(filepath.Join(orchDir, "orch.sock")))
+	serve := e.serve()
+	defer func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() }()
+	sock := filepath.Join(orchDir, "orch.sock")
+	if code, _, _ := e.oneShot(nil, "--subagent", "worker"); code != 0 || e.handoffs() != 1 {
+		t.Fatalf("its own serve was not used: exit %d, hand-offs %d", code, e.handoffs())
+	}
+	must(t, os.Chmod(sock, 0o666))
+	if code, _, _ := e.oneShot(nil, "--subagent", "worker"); code != 0 || e.handoffs() != 1 {
+		t.Errorf("a socket open to others was used: exit %d, hand-offs %d", code, e.handoffs())
+	}
+	must(t, os.Chmod(sock, 0o600))
+	if os.Getuid() != 0 {
+		t.Log("not root: the socket cannot be given to another user here")
+		return
+	}
+	must(t, os.Chown(sock, 65534, 65534))
+	if code, _, _ := e.oneShot(nil, "--subagent", "worker"); code != 0 || e.handoffs() != 1 {
+		t.Errorf("a socket of another user was used: exit %d, hand-offs %d", code, e.handoffs())
+	}
+}
+
+// post sends body to path on e's serve from this test process (not `agora dispatch run`).
+func (e *env) post(path string, body []byte) (int, string) {
+	e.t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.home, "orch", "orch.sock"))
+	}}}
+	resp, err := hc.Post("http://agora"+path, "application/json", bytes.NewReader(body))
+	must(e.t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestHandoff_Attacks: what a caller other than a person's `agora dispatch run` tries on the
+// hand-off route. A learn dispatch from any other process of this user (the MCP server's code
+// paths run as this user too) is declined before anything is recorded; so is a plain one. A
+// forged actor, a malformed or huge request are refused. Another uid is refused at the
+// socket. Nothing of it is a dispatch.
+func TestHandoff_Attacks(t *testing.T) {
+	e, _ := handoffEnv(t)
+	exe := agoraBin
+	if abs, err := filepath.EvalSymlinks(agoraBin); err == nil {
+		exe = abs
+	}
+	good := fmt.Sprintf(`{"home":%q,"exe":%q,"subagent":"ok","budget":{}`, e.home, exe)
+	for name, c := range map[string]struct {
+		body   string
+		status int
+		want   string
+	}{
+		"learn from another process": {good + `,"learn":true}`, http.StatusConflict, "not"},
+		"plain from another process": {good + `}`, http.StatusConflict, "not"},
+		"forged actor":               {good + `,"actor":"root"}`, http.StatusBadRequest, "actor"},
+		"malformed":                  {`{"home":`, http.StatusBadRequest, "invalid"},
+		"huge":                       {good + `,"input":"` + strings.Repeat("a", api.MaxHandoffRequest) + `"}`, 0, "limit"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			status, body := e.post(api.HandoffPath, []byte(c.body))
+			if c.status == 0 && status >= 400 && status < 500 {
+				return // refused by its size, by the body limit or the parser's
+			}
+			if status != c.status || !strings.Contains(body, c.want) {
+				t.Errorf("status %d %s, want %d naming %q", status, body, c.status, c.want)
+			}
+		})
+	}
+	if status, _ := e.post(strings.Replace(api.HandoffCancelPath, "{handle}", "guess", 1), nil); status != http.StatusNotFound {
+		t.Errorf("a guessed cancel handle: status %d, want 404", status)
+	}
+	if list := e.run("dispatch", "list", "-o", "json"); strings.Contains(list, `"id"`) {
+		t.Errorf("a refused hand-off left a dispatch:\n%s", list)
+	}
+	if e.handoffs() != 0 {
+		t.Errorf("serve took %d hand-offs from attackers", e.handoffs())
+	}
+	t.Run("another uid", func(t *testing.T) {
+		if os.Getuid() != 0 {
+			t.Skip("SKIP: needs root to connect as another uid")
+		}
+		// Open the way to the socket for uid 65534; serve's peer check is what is left.
+		for d := filepath.Join(e.home, "orch"); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+			must(t, os.Chmod(d, 0o711))
+		}
+		sock := filepath.Join(e.home, "orch", "orch.sock")
+		must(t, os.Chmod(sock, 0o666))
+		curl := exec.Command("curl", "-s", "--unix-socket", sock, "-X", "POST", "--data-binary", good+`}`, "http://agora"+api.HandoffPath)
+		curl.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := curl.CombinedOutput()
+		if err != nil {
+			t.Skipf("SKIP: curl as uid 65534: %v %s", err, out)
+		}
+		if !strings.Contains(string(out), "peer is not this user") {
+			t.Errorf("another uid was answered: %s", out)
+		}
+	})
+}
