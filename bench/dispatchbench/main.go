@@ -9,7 +9,9 @@
 // With -repo a git repository is dispatched too (a checkout, a baseline and a capture that
 // run git), as another interleaved command; with -base another agora binary (an earlier
 // build, say) runs the same no-op dispatch in the same rounds, so a change is measured
-// against what it replaces on the same machine at the same time.
+// against what it replaces on the same machine at the same time. With -serve an `agora orch
+// serve` runs on -bin's home and a hand-off dispatch (#28: the one-shot CLI gives its
+// dispatch to serve) is measured too, the in-process one with AGORA_NO_HANDOFF=1 beside it.
 package main
 
 import (
@@ -30,8 +32,9 @@ func main() {
 	bin := flag.String("bin", "bin/agora", "the agora binary")
 	repo := flag.String("repo", "", "also dispatch with --repo PATH (a git repository)")
 	base := flag.String("base", "", "another agora binary to measure in the same rounds")
+	serve := flag.Bool("serve", false, "also measure the one-shot handed to a running `agora orch serve` of -bin's home")
 	flag.Parse()
-	if err := run(*n, *bin, *repo, *base); err != nil {
+	if err := run(*n, *bin, *repo, *base, *serve); err != nil {
 		fmt.Fprintln(os.Stderr, "dispatchbench:", err)
 		os.Exit(1)
 	}
@@ -47,7 +50,10 @@ type bench struct {
 }
 
 // home is one AGORA_HOME with the no-op subagent registered, and the binary that uses it.
-type home struct{ bin, dir string }
+type home struct {
+	bin, dir string
+	env      []string // more environment for every command
+}
 
 func newHome(bin, dir, capDir string) (*home, error) {
 	bin, err := filepath.Abs(bin)
@@ -71,7 +77,7 @@ func newHome(bin, dir, capDir string) (*home, error) {
 // run runs agora with args and returns its standard output.
 func (h *home) run(args ...string) ([]byte, error) {
 	c := exec.Command(h.bin, args...)
-	c.Env = append(os.Environ(), "AGORA_HOME="+h.dir)
+	c.Env = append(append(os.Environ(), "AGORA_HOME="+h.dir), h.env...)
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
 	out, err := c.Output()
@@ -79,6 +85,26 @@ func (h *home) run(args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("agora %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.Bytes())
 	}
 	return out, nil
+}
+
+// serve starts `agora orch serve` on the home and waits for its socket; stop ends it.
+func (h *home) serve() (stop func(), err error) {
+	c := exec.Command(h.bin, "orch", "serve")
+	c.Env = append(append(os.Environ(), "AGORA_HOME="+h.dir), h.env...)
+	if err := c.Start(); err != nil {
+		return nil, err
+	}
+	stop = func() { c.Process.Signal(os.Interrupt); c.Wait() }
+	sock := filepath.Join(h.dir, "orch", "orch.sock")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			return stop, nil
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, fmt.Errorf("orch serve did not listen on %s within 30s", sock)
+		}
+	}
 }
 
 // dispatch returns a no-op `agora dispatch run` with extra arguments; it returns the id.
@@ -93,7 +119,7 @@ func (h *home) dispatch(extra ...string) func() (string, error) {
 	}
 }
 
-func run(n int, bin, repo, base string) error {
+func run(n int, bin, repo, base string, serve bool) error {
 	tmp, err := os.MkdirTemp("", "dispatchbench")
 	if err != nil {
 		return err
@@ -123,6 +149,17 @@ func run(n int, bin, repo, base string) error {
 	}
 	if repo != "" {
 		benches = append(benches, &bench{name: "agora dispatch run (no-op, --repo)", f: agora.dispatch("--repo", repo)})
+	}
+	if serve {
+		stop, err := agora.serve()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		// The same home: the in-process one must say so, the handed-off one is the default.
+		inProc := &home{bin: agora.bin, dir: agora.dir, env: []string{"AGORA_NO_HANDOFF=1"}}
+		benches[0] = &bench{name: "agora dispatch run (no-op, in-process)", f: inProc.dispatch()}
+		benches = append(benches, &bench{name: "agora dispatch run (no-op, handed to serve)", f: agora.dispatch()})
 	}
 	if base != "" {
 		b, err := newHome(base, filepath.Join(tmp, "base"), capDir)
@@ -175,6 +212,12 @@ func run(n int, bin, repo, base string) error {
 	d, bare, iso := median(benches[0].walls), median(benches[1].walls), median(benches[2].walls)
 	fmt.Printf("ratio dispatch/bare median: %.2fx\n", float64(d)/float64(bare))
 	fmt.Printf("ratio dispatch/namespaced-bwrap median: %.2fx\n", float64(d)/float64(iso))
+	for _, b := range benches {
+		if strings.HasSuffix(b.name, "handed to serve)") {
+			fmt.Printf("ratio handed-off/namespaced-bwrap median: %.2fx; handed-off/in-process: %.2fx\n",
+				float64(median(b.walls))/float64(iso), float64(median(b.walls))/float64(d))
+		}
+	}
 	// Each -base dispatch against the same dispatch of -bin.
 	for _, b := range benches {
 		for _, a := range benches {
