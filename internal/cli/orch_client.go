@@ -312,7 +312,7 @@ func orchStatusRun(ctx context.Context, opts *runOptions) error {
 	if err != nil {
 		return err
 	}
-	r = withOptions(ctx, f, r)
+	r = withLearn(ctx, f, withOptions(ctx, f, r))
 	return emit(f.IO, opts.output, r, func(r api.Run) error {
 		printRunHeader(f, r)
 		if r.Next != "" {
@@ -366,7 +366,11 @@ func printTasks(f *Factory, r api.Run) error {
 		if t.Product != "" {
 			why = "succeeded with the work of its fix, dispatch " + t.Product
 		}
-		rows[i] = []string{t.ID, t.State, fmt.Sprint(t.Attempts), orDash(t.DispatchID), taskVerdict(t), orDash(truncate(why, 100))}
+		id := t.ID
+		if t.Learn {
+			id += " (learn)" // as dispatch list marks one: its patch feeds nothing by itself
+		}
+		rows[i] = []string{id, t.State, fmt.Sprint(t.Attempts), orDash(t.DispatchID), taskVerdict(t), orDash(truncate(why, 100))}
 	}
 	return printTable(f.IO, []string{"TASK", "STATE", "ATTEMPTS", "DISPATCH", "VERIFY", "WHY"}, rows)
 }

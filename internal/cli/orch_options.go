@@ -34,3 +34,28 @@ func withOptions(ctx context.Context, f *Factory, r api.Run) api.Run {
 	}
 	return r
 }
+
+// withLearn marks each task whose dispatch was a learn dispatch (docs/learn.md), from
+// agora.db in one query: a task on a target in mode: learn is one though its plan does not
+// say learn. A run whose dispatches cannot be read keeps the marks its plan gives.
+func withLearn(ctx context.Context, f *Factory, r api.Run) api.Run {
+	if r.ID == "" {
+		return r
+	}
+	d, err := f.Dispatcher(ctx)
+	if err != nil {
+		return r
+	}
+	learn, err := d.Records.LearnInRun(ctx, r.ID)
+	if err != nil || len(learn) == 0 {
+		return r
+	}
+	tasks := append([]api.Task(nil), r.Tasks...) // never change the caller's tasks
+	for i, t := range tasks {
+		if learn[t.DispatchID] {
+			tasks[i].Learn = true
+		}
+	}
+	r.Tasks = tasks
+	return r
+}

@@ -36,9 +36,15 @@ const (
 // enqueueCallback stores the event in the outbox in the caller's transaction: an event that
 // committed is never lost for its callback, even if agora dies before delivering it.
 func enqueueCallback(ctx context.Context, tx *sql.Tx, r *Record, seq int, kind string, at time.Time, data map[string]any) error {
-	body, err := json.Marshal(map[string]any{
+	event := map[string]any{
 		"dispatch_id": r.ID, "seq": seq, "kind": kind, "at": ts(at), "data": data,
-	})
+	}
+	if r.Learn {
+		// Every event of a learn dispatch says so (docs/learn.md): a receiver that merges or
+		// deploys on "finished" must not take a learn dispatch's patch for enforced work.
+		event["learn"] = true
+	}
+	body, err := json.Marshal(event)
 	if err != nil {
 		return err
 	}

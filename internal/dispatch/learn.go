@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -107,4 +108,24 @@ func ProductRefusal(r *Record, where string) error {
 		return nil
 	}
 	return fmt.Errorf("dispatch %s is a learn dispatch (its grant's refusals were recorded, not enforced): its products do not feed %s; run the task again on a target not in mode: learn", r.ID, where)
+}
+
+// LearnInRun returns the ids of run runID's learn dispatches, so a reader of the run (`agora
+// orch status`) marks each task whose dispatch was one, a target's mode: learn included,
+// with one query however many tasks the run has.
+func (s *Records) LearnInRun(ctx context.Context, runID string) (map[string]bool, error) {
+	rows, err := s.db.SQL().QueryContext(ctx, `SELECT id FROM dispatches WHERE run_id = ? AND learn = 1`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("read the learn dispatches of run %s: %w", runID, err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out[id] = true
+	}
+	return out, rows.Err()
 }

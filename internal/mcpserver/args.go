@@ -233,7 +233,7 @@ func (a *submitArgs) check() error {
 	if !isObject(a.Plan) {
 		return argErrorf("argument \"plan\" must be a JSON object")
 	}
-	return nil
+	return learnInPlan(a.Plan)
 }
 
 // runArgs names one orchestrator run.

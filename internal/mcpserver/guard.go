@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -47,6 +48,13 @@ func (s *Server) guard(t tool, id identity, limiter *rate.Limiter) mcp.ToolHandl
 			return toolError(t.name + " refused: too many calls; retry in a second"), nil
 		}
 		args, err := t.decode(raw)
+		var denied *DeniedError
+		if errors.As(err, &denied) {
+			// Refused for what it asks (a plan with learn): audited as denied before the answer.
+			s.audit(ctx, p, t, entry.MCPToolDenied, decisionDenied, raw)
+			s.log.Warn("tool denied", "tool", t.name, "client", p.Client, "why", "what its arguments ask")
+			return toolError(s.scrub(t.name + " refused: " + denied.Msg)), nil
+		}
 		if err != nil {
 			s.audit(ctx, p, t, entry.MCPToolCall, decisionInvalid, raw)
 			return toolError(s.publicError(t.name, err)), nil

@@ -44,6 +44,9 @@ type Attempt struct {
 	// products the host collected, never from a path the sandbox can still change.
 	Lists  []string
 	Review bool
+	// Learn is the task's learn: true (docs/learn.md): the dispatch is a learn dispatch. The
+	// service refused the plan if an MCP client submitted it; the executor refuses it again.
+	Learn bool
 }
 
 // Input is an upstream task's product this attempt receives.

@@ -87,7 +87,7 @@ func status(ctx context.Context, db *sql.DB, ref string, cached func(id string) 
 	r.Total = len(specs)
 	r.Tasks = make([]api.Task, len(specs))
 	for i, s := range specs {
-		t := api.Task{ID: s.ID, Subagent: s.Subagent, DependsOn: s.Deps, Verify: s.Verify}
+		t := api.Task{ID: s.ID, Subagent: s.Subagent, DependsOn: s.Deps, Verify: s.Verify, Learn: s.Learn}
 		for _, n := range s.Needs {
 			if !slices.Contains(t.Needs, n.From) {
 				t.Needs = append(t.Needs, n.From)

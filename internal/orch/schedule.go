@@ -158,6 +158,9 @@ func (e *Engine) fire(t *task) {
 	if t.parentID != "" {
 		details["answers"] = t.parentID
 	}
+	if a.Learn {
+		details["learn"] = true // only when set: other tasks' entries keep their bytes
+	}
 	if len(a.Inputs) > 0 {
 		ins := make([]any, len(a.Inputs))
 		for i, in := range a.Inputs {
@@ -185,6 +188,7 @@ func (e *Engine) attempt(t *task) Attempt {
 		Actor:  r.actor + " via orch/" + r.id + "/" + t.spec.ID,
 		Budget: t.spec.Budget,
 		Verify: t.spec.Verify,
+		Learn:  t.spec.Learn,
 	}
 	if !r.budget.IsZero() {
 		a.Ceilings = []budget.Ceiling{{Source: "run " + r.name + "'s remaining budget", Budget: r.remaining()}}

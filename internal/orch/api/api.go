@@ -128,6 +128,10 @@ type Task struct {
 	Added *Added `json:"added,omitempty"`
 	// Review is a reviewer task's review of the work it judged, once it ended.
 	Review *Review `json:"review,omitempty"`
+	// Learn marks a learn task (docs/learn.md): its plan says learn: true, or (filled in by
+	// readers that see its dispatch: orch status, the MCP run tools) its dispatch is a learn
+	// dispatch, as on a target in mode: learn. Absent: not a learn task.
+	Learn bool `json:"learn,omitempty"`
 }
 
 // ProductID is the dispatch whose products t's dependents receive.
@@ -251,3 +255,7 @@ type Health struct {
 	SlotWaiters  int `json:"slot_waiters"`
 	Backoffs     int `json:"backoffs"`
 }
+
+// MCPActorPrefix starts the actor of everything an MCP client does: the MCP server submits
+// as "mcp:" and the client's name, never a name the client chose. Learn is refused to it.
+const MCPActorPrefix = "mcp:"

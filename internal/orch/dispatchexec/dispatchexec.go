@@ -120,7 +120,7 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 	req := dispatch.Request{
 		ID: a.DispatchID, Subagent: a.Subagent, Envs: a.Env, Target: a.Target, Input: a.Input,
 		Repo: a.Repo, Revision: a.Revision, Timeout: a.Timeout, Actor: a.Actor,
-		RunID: a.RunID, TaskID: a.TaskID, Verify: a.Verify,
+		RunID: a.RunID, TaskID: a.TaskID, Verify: a.Verify, Learn: a.Learn,
 	}
 	if a.Workspace != "" {
 		// The pinned workspace version and commit; the dispatcher resolves its repository.
@@ -139,6 +139,7 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 			return nil, &dispatch.RequestError{Err: err}
 		}
 		resumed.ID, resumed.Timeout, resumed.Verify = a.DispatchID, a.Timeout, a.Verify
+		resumed.Learn = resumed.Learn || a.Learn
 		req = resumed
 	}
 	if g := a.Grants; g != nil {
@@ -158,12 +159,9 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 	// A run an MCP client submitted (its actor is "mcp:" + the client, set by the MCP
 	// server, never by the client) may not start a learn dispatch: a task on a target in
 	// mode: learn is refused (docs/learn.md).
-	req.NoLearn = strings.HasPrefix(a.Actor, mcpActorPrefix)
+	req.NoLearn = strings.HasPrefix(a.Actor, api.MCPActorPrefix)
 	return x.D.Accept(ctx, req)
 }
-
-// mcpActorPrefix starts the actor of everything an MCP client does (mcpserver).
-const mcpActorPrefix = "mcp:"
 
 // outcome maps a terminal dispatch record to an attempt outcome.
 func outcome(r *dispatch.Record) orch.Outcome {

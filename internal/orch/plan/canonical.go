@@ -291,6 +291,10 @@ func (w *canonWriter) task(t *Task) {
 		o.key("input")
 		w.b = append(w.b, t.Input...)
 	}
+	if t.Learn { // only when set: a plan without learn keeps its canonical bytes and digest
+		o.key("learn")
+		w.b = append(w.b, "true"...)
+	}
 	if len(t.Locks) > 0 {
 		o.key("locks")
 		w.b = append(w.b, '[')

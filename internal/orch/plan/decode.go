@@ -50,6 +50,7 @@ type taskDoc struct {
 	FanOut    *fanOutDoc         `yaml:"fan_out"`
 	Review    *reviewDoc         `yaml:"review"`
 	OnFail    *onFailDoc         `yaml:"on_fail"`
+	Learn     *bool              `yaml:"learn"`
 }
 
 // verifyDoc is a verify gate: an argv (never a shell line), a timeout, protect globs.

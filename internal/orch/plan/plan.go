@@ -140,6 +140,11 @@ type Task struct {
 	// Review and OnFail are the task's review quorum and fix loop ([Review], [OnFail]).
 	Review *Review
 	OnFail *OnFail
+	// Learn makes the task's dispatches learn dispatches (docs/learn.md): what the grant
+	// would refuse is recorded instead of refused, inside the same sandbox. A person's
+	// decision: a run an MCP client submits may not have a learn task, and a learn task's
+	// products feed no other task (no needs, fan-out, review or fix takes them).
+	Learn bool
 }
 
 // Need hands an upstream task's product to a task, mounted read-only at /agora/inputs/<key>.

@@ -33,6 +33,7 @@ type Resolved struct {
 	FanOut *ResolvedFanOut
 	Review *Review // nil: no review
 	OnFail *OnFail // nil: a red verdict fails the task
+	Learn  bool    // a learn task: its dispatches are learn dispatches (docs/learn.md)
 }
 
 // Resolve applies the defaults to every task, in plan order. Fields a task sets win; retry
@@ -75,6 +76,7 @@ func (p *Plan) resolveTask(t *Task, base Retry) Resolved {
 		Grants:   t.Grants,
 		Review:   t.Review,
 		OnFail:   t.OnFail,
+		Learn:    t.Learn,
 	}
 	if r.Target == "" {
 		r.Target = p.Defaults.Target

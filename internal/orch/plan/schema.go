@@ -52,6 +52,7 @@ var fieldDocs = sync.OnceValue(func() map[string]string {
 		"tasks[].target":                    "The target this task runs on; overrides defaults.target.",
 		"tasks[].env":                       "Env bundles for this task; replaces defaults.env ([] means none).",
 		"tasks[].env[]":                     "An env bundle reference.",
+		"tasks[].learn":                     "A person's decision, never an MCP client's: the task runs as a learn dispatch (docs/learn.md).",
 		"tasks[].input":                     "The task's input: a JSON object, at most 120 KiB as canonical JSON. The agent reads it as AGORA_INPUT_JSON.",
 		"tasks[].depends_on":                "Task ids that must succeed first. A task whose dependency fails is skipped.",
 		"tasks[].depends_on[]":              "A task id of this plan.",
@@ -131,6 +132,10 @@ func JSONSchema() *jsonschema.Schema {
 	// A task names its subagent, or is a fan-out whose template does.
 	tasks.Required = []string{"id"}
 	tasks.OneOf = []*jsonschema.Schema{{Required: []string{"subagent"}}, {Required: []string{"fan_out"}}}
+	// learn is a person's key (agora orch submit): the schema is what a model reads to write a
+	// plan, and a model's plan may not learn (docs/learn.md), so it is not offered; a plan that
+	// has it is refused over MCP.
+	delete(tasks.Properties, "learn")
 	fo := tasks.Properties["fan_out"]
 	fo.Required = []string{"from", "select", "template"}
 	fo.Properties["template"].Required = []string{"subagent"}

@@ -101,6 +101,11 @@ func TestJSONSchema_AgreesWithDecoder(t *testing.T) {
 			for name := range s.Properties {
 				schemaFields = append(schemaFields, name)
 			}
+			if path == ".tasks[]" {
+				// learn is a person's key (#30): the decoder reads it, the schema a model
+				// follows does not offer it (a plan from an MCP client with it is refused).
+				schemaFields = append(schemaFields, "learn")
+			}
 			slices.Sort(schemaFields)
 			if got := strings.Join(schemaFields, ", "); got != m[1] {
 				t.Errorf("%s: the schema lists %s; the decoder accepts %s", orRoot(path), got, m[1])

@@ -287,6 +287,7 @@ func (v *validator) tasks(docs []taskDoc, defaultRetry *Retry) []Task {
 		g.close()
 	}
 	v.cycles(g, tasks, paths)
+	v.learnTasks(tasks, docs, paths)
 	return tasks
 }
 
@@ -329,6 +330,7 @@ func (v *validator) task(t *Task, doc *taskDoc, tp string, ids map[string]int, g
 	t.Verify = v.verify(tp+".verify", doc.Verify)
 	t.Review = v.review(tp+".review", doc.Review)
 	t.OnFail = v.onFail(tp+".on_fail", doc.OnFail)
+	t.Learn = doc.Learn != nil && *doc.Learn
 }
 
 // verify checks a verify gate: a command (an argv), a timeout within MaxTimeout, protect

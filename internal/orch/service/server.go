@@ -163,6 +163,10 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "invalid", err.Error())
 		return
 	}
+	if err := learnRefusal(req.Actor, p); err != nil {
+		writeErr(w, http.StatusForbidden, "forbidden", err.Error())
+		return
+	}
 	if s.Trace != nil {
 		co.Trace = s.Trace(r)
 	}
