@@ -2,6 +2,7 @@ package container
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"testing"
 
@@ -29,6 +30,13 @@ func TestMain(m *testing.M) {
 			os.Exit(probeClaim())
 		case "probe-slot-worker":
 			os.Exit(probeSlotWorker())
+		case "probe-claim-exit":
+			os.Exit(probeClaimExit())
+		case "probe-noop":
+			// The cold no-op: read the secret on fd 3, as a worker does, and exit.
+			io.ReadAll(os.NewFile(3, "secrets"))
+			fmt.Println("READY")
+			os.Exit(0)
 		case "hold-slot":
 			os.Exit(holdSlot())
 		}

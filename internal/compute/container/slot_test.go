@@ -120,8 +120,28 @@ func TestSlot_ClaimOverGatewaySocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sl.Close()
+	// Listeners of the host's that a slot must not reach: on every address (so its loopback
+	// and its own address) and an abstract Unix socket.
+	tl, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Close()
+	port := itoa(tl.Addr().(*net.TCPAddr).Port)
+	abstract := "@agora-slot-test-" + itoa(os.Getpid())
+	ul, err := net.Listen("unix", abstract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ul.Close()
+	dials := []string{"tcp:127.0.0.1:" + port, "unix:" + abstract}
+	if ip := hostIP(); ip != "" {
+		dials = append(dials, "tcp:"+net.JoinHostPort(ip, port))
+	}
+	spec := slotSpec(t, "probe-claim")
+	spec.Env = append(spec.Env, "PROBE_DIAL="+strings.Join(dials, " "))
 	var out, errb syncBuffer
-	slot, err := p.StartSlot(t.Context(), slotSpec(t, "probe-claim"), g.options(sl, &out, &errb))
+	slot, err := p.StartSlot(t.Context(), spec, g.options(sl, &out, &errb))
 	if err != nil {
 		t.Fatalf("StartSlot: %v", err)
 	}
@@ -164,6 +184,11 @@ func TestSlot_ClaimOverGatewaySocket(t *testing.T) {
 			t.Errorf("probe did not say %q", want)
 		}
 	}
+	for _, d := range dials {
+		if !strings.Contains(got, "DIAL "+d+" refused") {
+			t.Errorf("the slot reached, or did not try, the host's %s", d)
+		}
+	}
 	if exit.Code != 0 {
 		t.Errorf("probe exit %+v", exit)
 	}
@@ -195,6 +220,16 @@ func probeClaim() int {
 		fmt.Println("NET open")
 	} else {
 		fmt.Println("NET refused")
+	}
+	// Attack: the host's own listeners (loopback, its address, an abstract Unix socket).
+	for _, a := range strings.Fields(os.Getenv("PROBE_DIAL")) {
+		network, addr, _ := strings.Cut(a, ":")
+		if c, err := net.DialTimeout(network, addr, 2*time.Second); err == nil {
+			c.Close()
+			fmt.Println("DIAL", a, "open")
+		} else {
+			fmt.Println("DIAL", a, "refused")
+		}
 	}
 	u, sock, slot, ca := os.Getenv(remote.GatewayURLEnv), os.Getenv(remote.GatewaySocketEnv), os.Getenv(remote.SlotEnv), []byte(os.Getenv(remote.CAEnv))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -547,4 +582,83 @@ func probeSlotWorker() int {
 		return 5
 	}
 	return 0
+}
+
+// hostIP is an address of this host's other than loopback, "" when it has none.
+func hostIP() string {
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	return ""
+}
+
+// Attack: several workers hold one slot's token (a copied token, a container started twice)
+// and claim at once: the bound dispatch goes to exactly one of them, the others are refused.
+func TestSlot_ConcurrentClaimsOneWinner(t *testing.T) {
+	p := newTestProvider(t, Options{})
+	g := startSlotGateway(t, "")
+	sess, err := g.reg.Export(context.Background(), compute.Spec{ID: "01SLOTDISPATCH"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	sl, err := g.slots.Create(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sl.Close()
+	const n = 3
+	outs := make([]*syncBuffer, n)
+	slots := make([]*Slot, n)
+	for i := range n {
+		outs[i] = &syncBuffer{}
+		o := g.options(sl, outs[i], io.Discard)
+		spec := slotSpec(t, "probe-claim")
+		// Each container a name of its own, the same slot and token.
+		o.ID = sl.ID
+		s2, err := p.startSlotNamed(t.Context(), spec, o, "agora-slot-"+sl.ID+"-"+itoa(i))
+		if err != nil {
+			t.Fatalf("StartSlot %d: %v", i, err)
+		}
+		defer s2.Discard()
+		slots[i] = s2
+	}
+	time.Sleep(500 * time.Millisecond) // every worker waits on its claim
+	if err := sl.Bind(t.Context(), sess.Dispatch, sess.Token); err != nil {
+		t.Fatalf("Bind: %v", err)
+	}
+	won := 0
+	for i, s := range slots {
+		if _, err := s.Handle().Wait(); err != nil {
+			t.Fatal(err)
+		}
+		o := outs[i].String()
+		switch {
+		case strings.Contains(o, "CLAIMED 01SLOTDISPATCH"):
+			won++
+		case !strings.Contains(o, "CLAIM refused"):
+			t.Errorf("worker %d neither claimed nor was refused:\n%s", i, o)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d workers claimed the one slot, want exactly 1", won)
+	}
+}
+
+// startSlotNamed is StartSlot under another container name (tests: several containers of
+// one slot, as an attacker with a copied token would start).
+func (p *Provider) startSlotNamed(ctx context.Context, s compute.Spec, o SlotOptions, name string) (*Slot, error) {
+	opts, iso, err := p.slotCreateOptions(s, o)
+	if err != nil {
+		return nil, err
+	}
+	opts.Name = name
+	h, err := p.startCreated(ctx, context.WithoutCancel(ctx), opts, iso, []byte(o.Token), o.Stdout, o.Stderr, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &Slot{ID: o.ID, shape: o.Shape, h: h}, nil
 }
