@@ -67,6 +67,6 @@ func (r *remoteProviders) kubernetes(name string, t config.Target) (compute.Prov
 		CPU: string(t.Resources.CPU), Memory: string(t.Resources.Memory),
 		NodeSelector: t.NodeSelector, TTL: t.TTLAfterFinished,
 		GatewayURL: t.Gateway, GatewayCA: certs.CAPEM, Exporter: reg, Target: name,
-		SandboxUID: uint32(t.SandboxUID),
+		SandboxUID: uint32(t.SandboxUID), Backend: t.Backend,
 	})
 }

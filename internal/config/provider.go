@@ -19,6 +19,12 @@ const (
 	ProviderKubernetes = "kubernetes"
 )
 
+// The backends of a kubernetes target.
+const (
+	BackendJobs         = "jobs"
+	BackendAgentSandbox = "agent-sandbox"
+)
+
 // Remote holds the settings of the providers that run a worker away from bubblewrap: a
 // container (docker) or a Kubernetes Job (kubernetes). A local target sets none of them.
 type Remote struct {
@@ -44,6 +50,10 @@ type Remote struct {
 	// RuntimeClass is the pods' runtimeClassName (gvisor, kata, ...); empty: the cluster's
 	// default.
 	RuntimeClass string `yaml:"runtime_class"`
+	// Backend is what a kubernetes target makes per dispatch: "jobs" (the default, a
+	// batch/v1 Job) or "agent-sandbox" (a kubernetes-sigs/agent-sandbox Sandbox holding the
+	// same pod spec; its CRDs must be installed in the cluster).
+	Backend string `yaml:"backend"`
 	// Resources are each worker's CPU and memory, as requests equal to limits.
 	Resources Resources `yaml:"resources"`
 	// NodeSelector constrains the nodes a kubernetes target's pods run on.
@@ -115,6 +125,7 @@ func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyam
 			"namespace": t.Namespace != "", "runtime_class": t.RuntimeClass != "",
 			"resources": t.Resources != Resources{}, "node_selector": len(t.NodeSelector) > 0,
 			"ttl_after_finished": t.TTLAfterFinished != 0, "gateway": t.Gateway != "",
+			"backend": t.Backend != "",
 		}
 		for _, a := range allowed {
 			delete(set, a)
@@ -153,7 +164,7 @@ func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyam
 		}
 	case ProviderKubernetes:
 		unused("image", "worker_image", "kubeconfig", "context", "namespace", "runtime_class", "resources",
-			"node_selector", "ttl_after_finished", "gateway")
+			"node_selector", "ttl_after_finished", "gateway", "backend")
 		image("image", t.Image)
 		image("worker_image", t.WorkerImage)
 		remoteOnly()
@@ -164,6 +175,11 @@ func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyam
 		}
 		if t.RuntimeClass != "" && (len(t.RuntimeClass) > 253 || !labelRE().MatchString(t.RuntimeClass)) {
 			bad("runtime_class", "want a RuntimeClass name, got %q", t.RuntimeClass)
+		}
+		switch t.Backend {
+		case "", BackendJobs, BackendAgentSandbox:
+		default:
+			bad("backend", "want %q (the default) or %q, got %q", BackendJobs, BackendAgentSandbox, t.Backend)
 		}
 		if t.TTLAfterFinished == 0 {
 			t.TTLAfterFinished = DefaultTTLAfterFinished

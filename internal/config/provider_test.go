@@ -52,6 +52,17 @@ func TestTarget_Providers(t *testing.T) {
 			wantErr: "targets.k.namespace: required"},
 		{name: "namespace shape", file: "gateway: {advertise: https://h:1}\ntargets:\n  k: {provider: kubernetes, image: " + img + ", worker_image: " + worker + ", namespace: Agents_1}\n",
 			wantErr: "want a Kubernetes namespace name"},
+		{name: "kubernetes backend agent-sandbox",
+			file: "gateway: {advertise: https://h:1}\ntargets:\n  k: {provider: kubernetes, image: " + img + ", worker_image: " + worker + ", namespace: a, backend: agent-sandbox}\n",
+			check: func(t *testing.T, c *config.Config) {
+				if k, _ := c.Target("k"); k.Backend != config.BackendAgentSandbox {
+					t.Errorf("backend = %q, want agent-sandbox", k.Backend)
+				}
+			}},
+		{name: "unknown kubernetes backend", file: "gateway: {advertise: https://h:1}\ntargets:\n  k: {provider: kubernetes, image: " + img + ", worker_image: " + worker + ", namespace: a, backend: Agent-Sandbox}\n",
+			wantErr: `targets.k.backend: want "jobs" (the default) or "agent-sandbox", got "Agent-Sandbox"`},
+		{name: "backend on docker", file: "targets:\n  d: {provider: docker, image: " + img + ", backend: agent-sandbox}\n",
+			wantErr: "targets.d.backend: not a setting of provider docker"},
 		{name: "bad quantity", file: "targets:\n  d: {provider: docker, image: " + img + ", resources: {cpu: lots}}\n", wantErr: "want a quantity"},
 	}
 	for _, tt := range tests {

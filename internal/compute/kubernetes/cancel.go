@@ -25,6 +25,9 @@ func (p *Provider) Cancel(ctx context.Context, taskID string) error {
 	if ns != p.ns {
 		return fmt.Errorf("cancel %q: namespace %q is not this target's (%q)", taskID, ns, p.ns)
 	}
+	if p.agentSandbox() {
+		return p.cancelSandbox(ctx, taskID, name)
+	}
 	jobs := p.client.BatchV1().Jobs(p.ns)
 	job, err := jobs.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -166,20 +169,26 @@ func (p *Provider) RevokeSession(ctx context.Context, dispatchID string) error {
 // returns how many dispatches it cleaned.
 func (p *Provider) Sweep(ctx context.Context, terminal func(id string) bool) (int, error) {
 	sel := metav1.ListOptions{LabelSelector: labelManagedBy + "=" + managedBy + "," + labelDispatch}
-	jobs, err := p.client.BatchV1().Jobs(p.ns).List(ctx, sel)
-	if err != nil {
-		return 0, fmt.Errorf("sweep: list jobs: %w", err)
-	}
 	var errs []error
 	cleaned := map[string]bool{}
-	for _, j := range jobs.Items {
-		id := j.Labels[labelDispatch]
-		if j.Name != objectName(id) || !terminal(id) {
-			continue
+	if p.agentSandbox() {
+		if err := p.sweepSandboxes(ctx, sel, terminal, cleaned); err != nil {
+			return 0, err
 		}
-		cleaned[id] = true
-		if err := p.deleteJob(j.Name, j.UID); err != nil {
-			errs = append(errs, err)
+	} else {
+		jobs, err := p.client.BatchV1().Jobs(p.ns).List(ctx, sel)
+		if err != nil {
+			return 0, fmt.Errorf("sweep: list jobs: %w", err)
+		}
+		for _, j := range jobs.Items {
+			id := j.Labels[labelDispatch]
+			if j.Name != objectName(id) || !terminal(id) {
+				continue
+			}
+			cleaned[id] = true
+			if err := p.deleteJob(j.Name, j.UID); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	nps, err := p.client.NetworkingV1().NetworkPolicies(p.ns).List(ctx, sel)

@@ -18,7 +18,8 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// The provider talks to three API groups (core/v1, batch/v1, networking/v1). client-go's
+// The provider talks to three API groups (core/v1, batch/v1, networking/v1), and agent-sandbox's
+// agents.x-k8s.io/v1beta1 for that backend. client-go's
 // clientset, and each of its typed clients, link k8s.io/client-go/kubernetes/scheme, whose init
 // registers every API group Kubernetes has: 650 KB and 3-14 ms that every agora process (each
 // CLI command, each hook) paid before main, kubernetes target or not (#28). So the provider
@@ -47,6 +48,7 @@ type (
 	nodesAPI    = resourceAPI[*corev1.Node, *corev1.NodeList]
 	jobsAPI     = resourceAPI[*batchv1.Job, *batchv1.JobList]
 	policiesAPI = resourceAPI[*networkingv1.NetworkPolicy, *networkingv1.NetworkPolicyList]
+	sandboxAPI  = resourceAPI[*sandboxObject, *sandboxList]
 )
 
 // clusterAPI is the provider's view of a cluster, shaped like a clientset so call sites read
@@ -55,6 +57,8 @@ type clusterAPI interface {
 	CoreV1() coreAPI
 	BatchV1() batchAPI
 	NetworkingV1() networkingAPI
+	// AgentsV1beta1 is agent-sandbox's API (agentsandbox.go), used by that backend only.
+	AgentsV1beta1() agentsAPI
 }
 
 type coreAPI interface {
@@ -71,7 +75,11 @@ type networkingAPI interface {
 	NetworkPolicies(namespace string) policiesAPI
 }
 
-// apiScheme holds the three groups the provider uses; each group's AddToScheme also registers
+type agentsAPI interface {
+	Sandboxes(namespace string) sandboxAPI
+}
+
+// apiScheme holds the groups the provider uses; each group's AddToScheme also registers
 // meta/v1's options (ListOptions and the like) under it, which the parameter codec encodes into
 // the query. Built on first use, when a kubernetes target's provider is made.
 type apiScheme struct {
@@ -82,7 +90,7 @@ type apiScheme struct {
 
 var providerScheme = sync.OnceValues(func() (apiScheme, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, batchv1.AddToScheme, networkingv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, batchv1.AddToScheme, networkingv1.AddToScheme, addAgentsToScheme} {
 		if err := add(s); err != nil {
 			return apiScheme{}, fmt.Errorf("kubernetes scheme: %w", err)
 		}
@@ -93,8 +101,8 @@ var providerScheme = sync.OnceValues(func() (apiScheme, error) {
 // restCluster is clusterAPI over the cluster's REST API: one rest client per group, sharing
 // one HTTP client (its connections and credentials), as a clientset does.
 type restCluster struct {
-	core, batch, networking rest.Interface
-	params                  runtime.ParameterCodec
+	core, batch, networking, agents rest.Interface
+	params                          runtime.ParameterCodec
 }
 
 // newRESTCluster builds the provider's client for cfg. It does not contact the cluster.
@@ -116,6 +124,7 @@ func newRESTCluster(cfg *rest.Config) (*restCluster, error) {
 		{&c.core, "/api", corev1.SchemeGroupVersion},
 		{&c.batch, "/apis", batchv1.SchemeGroupVersion},
 		{&c.networking, "/apis", networkingv1.SchemeGroupVersion},
+		{&c.agents, "/apis", agentsGroupVersion},
 	} {
 		rc, err := groupClient(cfg, httpClient, sch, g.apiPath, g.gv)
 		if err != nil {
@@ -142,11 +151,13 @@ func groupClient(cfg *rest.Config, h *http.Client, sch apiScheme, apiPath string
 func (c *restCluster) CoreV1() coreAPI             { return restCore{c} }
 func (c *restCluster) BatchV1() batchAPI           { return restBatch{c} }
 func (c *restCluster) NetworkingV1() networkingAPI { return restNetworking{c} }
+func (c *restCluster) AgentsV1beta1() agentsAPI    { return restAgents{c} }
 
 type (
 	restCore       struct{ c *restCluster }
 	restBatch      struct{ c *restCluster }
 	restNetworking struct{ c *restCluster }
+	restAgents     struct{ c *restCluster }
 )
 
 // restPods adds the log subresource, as client-go's pods client does.
@@ -182,4 +193,11 @@ func (r restNetworking) NetworkPolicies(ns string) policiesAPI {
 	return newTyped(r.c.networking, r.c.params, "networkpolicies", ns,
 		func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} },
 		func() *networkingv1.NetworkPolicyList { return &networkingv1.NetworkPolicyList{} })
+}
+
+func (r restAgents) Sandboxes(ns string) sandboxAPI {
+	c := newTyped(r.c.agents, r.c.params, "sandboxes", ns,
+		func() *sandboxObject { return &sandboxObject{} }, func() *sandboxList { return &sandboxList{} })
+	c.jsonOnly = true
+	return c
 }

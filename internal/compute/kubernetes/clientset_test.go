@@ -28,3 +28,11 @@ func (c clientsetBatch) Jobs(ns string) jobsAPI      { return c.cs.BatchV1().Job
 func (c clientsetNetworking) NetworkPolicies(ns string) policiesAPI {
 	return c.cs.NetworkingV1().NetworkPolicies(ns)
 }
+
+// AgentsV1beta1: client-go's fake clientset knows no CRDs; tests of the agent-sandbox backend
+// run against the real control plane.
+func (c clientset) AgentsV1beta1() agentsAPI { return noAgents{} }
+
+type noAgents struct{}
+
+func (noAgents) Sandboxes(string) sandboxAPI { panic("the fake clientset has no agent-sandbox API") }

@@ -28,6 +28,9 @@ func (p *Provider) Describe(ctx context.Context, taskID string) (compute.Placeme
 		return d, fmt.Errorf("describe %q: namespace %q is not this target's (%q)", taskID, ns, p.ns)
 	}
 	d.Object = name
+	if p.agentSandbox() {
+		return p.describeSandbox(ctx, taskID, d)
+	}
 	job, err := p.client.BatchV1().Jobs(p.ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		d.Gone = true
@@ -55,8 +58,14 @@ func (p *Provider) Describe(ctx context.Context, taskID string) (compute.Placeme
 			pod = &pods.Items[i]
 		}
 	}
+	describePod(&d, pod)
+	return d, nil
+}
+
+// describePod fills d from the dispatch's pod, if there is one.
+func describePod(d *compute.Placement, pod *corev1.Pod) {
 	if pod == nil {
-		return d, nil
+		return
 	}
 	d.Pod, d.Phase, d.Node, d.Reason = pod.Name, string(pod.Status.Phase), pod.Spec.NodeName, pod.Status.Reason
 	for _, st := range append(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses...) {
@@ -70,5 +79,4 @@ func (p *Provider) Describe(ctx context.Context, taskID string) (compute.Placeme
 			d.Reason = fmt.Sprintf("%s %s exited %d", st.Name, st.State.Terminated.Reason, st.State.Terminated.ExitCode)
 		}
 	}
-	return d, nil
 }

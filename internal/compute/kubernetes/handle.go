@@ -39,6 +39,8 @@ type handle struct {
 	secretUID types.UID
 	stderr    io.Writer
 	start     time.Time
+	// sandbox: the dispatch is an agent-sandbox Sandbox of uid uid, not a Job.
+	sandbox bool
 
 	done chan struct{}
 	exit compute.Exit // written before done is closed
@@ -52,10 +54,11 @@ func (h *handle) Wait() (compute.Exit, error) {
 	return h.exit, h.err
 }
 
-// follow starts the goroutine that follows job to its end.
-func (p *Provider) follow(ctx context.Context, s compute.Spec, name string, job *batchv1.Job, sess *remote.Session, secretUID types.UID, start time.Time) *handle {
-	h := &handle{p: p, name: name, uid: job.UID, taskID: formatTaskID(p.ns, name), sess: sess, secretUID: secretUID,
-		stderr: s.Stderr, start: start, done: make(chan struct{})}
+// follow starts the goroutine that follows the dispatch's Job (or, with the agent-sandbox
+// backend, its Sandbox) of that uid to its end.
+func (p *Provider) follow(ctx context.Context, s compute.Spec, name string, uid types.UID, sess *remote.Session, secretUID types.UID, start time.Time) *handle {
+	h := &handle{p: p, name: name, uid: uid, taskID: formatTaskID(p.ns, name), sess: sess, secretUID: secretUID,
+		stderr: s.Stderr, start: start, done: make(chan struct{}), sandbox: p.agentSandbox()}
 	if sess != nil {
 		p.holdSession(name)
 	}
@@ -93,6 +96,9 @@ func (h *handle) run(ctx context.Context) {
 // watch follows the Job until it is Complete, Failed or gone. When ctx ends it deletes the
 // Job and waits for it to go.
 func (h *handle) watch(ctx context.Context) (compute.Exit, error) {
+	if h.sandbox {
+		return h.watchSandbox(ctx)
+	}
 	jobs := h.p.client.BatchV1().Jobs(h.p.ns)
 	wctx := ctx
 	cancelling := false
@@ -199,20 +205,28 @@ func (h *handle) podExit(ctx context.Context, job *batchv1.Job) compute.Exit {
 	if err != nil {
 		return compute.Exit{Code: -1, Lost: true}
 	}
-	for _, pod := range pods.Items {
-		for _, st := range pod.Status.InitContainerStatuses {
-			if t := st.State.Terminated; st.Name == fetchContainer && t != nil && t.ExitCode != 0 {
-				h.initLog(ctx, pod.Name, t.ExitCode)
-				return exitOf(t)
-			}
-		}
-		for _, st := range pod.Status.ContainerStatuses {
-			if t := st.State.Terminated; st.Name == workerContainer && t != nil {
-				return exitOf(t)
-			}
+	for i := range pods.Items {
+		if exit, ok := h.exitOfPod(ctx, &pods.Items[i]); ok {
+			return exit
 		}
 	}
 	return compute.Exit{Code: -1, Lost: true}
+}
+
+// exitOfPod is how pod ended, if a container of agora's says: see podExit.
+func (h *handle) exitOfPod(ctx context.Context, pod *corev1.Pod) (compute.Exit, bool) {
+	for _, st := range pod.Status.InitContainerStatuses {
+		if t := st.State.Terminated; st.Name == fetchContainer && t != nil && t.ExitCode != 0 {
+			h.initLog(ctx, pod.Name, t.ExitCode)
+			return exitOf(t), true
+		}
+	}
+	for _, st := range pod.Status.ContainerStatuses {
+		if t := st.State.Terminated; st.Name == workerContainer && t != nil {
+			return exitOf(t), true
+		}
+	}
+	return compute.Exit{}, false
 }
 
 // exitOf maps a terminated container to an exit: 128+n is signal n, as the runtime reports it;

@@ -73,6 +73,11 @@ type Options struct {
 	Exporter remote.Exporter
 	// Target is the target's name in agora.yaml, for messages.
 	Target string
+	// Backend is what each dispatch's pod is made through: [BackendJobs] ("" too), a
+	// batch/v1 Job, or [BackendAgentSandbox], a kubernetes-sigs/agent-sandbox Sandbox holding
+	// the same pod spec (agentsandbox.go). The token, NetworkPolicy, gateway and exit
+	// semantics are the same.
+	Backend string
 	// SandboxUID is the first of the [compute.SandboxUIDs] uids (and gids) the target's pods
 	// run as: each dispatch's pod as its own, [compute.SandboxUIDFor] its id, unless the
 	// spec names RunAs. RLIMIT_NPROC counts per uid on a node, across pods. 0 means
@@ -186,6 +191,11 @@ func (p *Provider) check() error {
 	if o.SandboxUID > 1<<31-1 {
 		return fmt.Errorf("sandbox_uid %d: want a uid below 2147483648", o.SandboxUID)
 	}
+	switch o.Backend {
+	case "", BackendJobs, BackendAgentSandbox:
+	default:
+		return fmt.Errorf("backend %q: want %q (the default) or %q", o.Backend, BackendJobs, BackendAgentSandbox)
+	}
 	if o.TTL < 0 {
 		return fmt.Errorf("ttl %v: must not be negative", o.TTL)
 	}
@@ -227,6 +237,9 @@ func checkCA(b []byte) error {
 	}
 	return nil
 }
+
+// agentSandbox reports whether the target's dispatches run as agent-sandbox Sandboxes.
+func (p *Provider) agentSandbox() bool { return p.opts.Backend == BackendAgentSandbox }
 
 // isDNSSubdomain reports whether s is an RFC 1123 subdomain (labels joined by dots, at most
 // 253).

@@ -142,7 +142,11 @@ func (p *Provider) create(ctx context.Context, s compute.Spec, name string, npUI
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("create secret %q: %w", name, err), p.deleteParts(name, npUID, ""))
 	}
-	job := p.jobObject(jobInput{name: name, id: s.ID, spec: s, env: env, mounts: sess.Mounts, gateway: gw})
+	in := jobInput{name: name, id: s.ID, spec: s, env: env, mounts: sess.Mounts, gateway: gw}
+	if p.agentSandbox() {
+		return p.createSandbox(ctx, s, in, npUID, secUID, sess)
+	}
+	job := p.jobObject(in)
 	made, err := p.client.BatchV1().Jobs(p.ns).Create(ctx, job, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		// Another Start of the same dispatch won the race: follow its Job, never a second.
@@ -151,12 +155,12 @@ func (p *Provider) create(ctx context.Context, s compute.Spec, name string, npUI
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("create job %q: %w", name, err), p.deleteParts(name, npUID, secUID))
 	}
-	if err := p.ownParts(ctx, made, npUID, secUID); err != nil {
+	if err := p.ownParts(ctx, jobOwner(made), npUID, secUID); err != nil {
 		// The Job runs: cancel it rather than leave it without its cleanup.
 		return nil, errors.Join(fmt.Errorf("make job %q own its secret and network policy: %w", name, err),
 			p.deleteJob(name, made.UID), p.deleteParts(name, npUID, secUID))
 	}
-	return p.follow(ctx, s, name, made, sess, secUID, time.Now()), nil
+	return p.follow(ctx, s, name, made.UID, sess, secUID, time.Now()), nil
 }
 
 // yield ends a Start that lost the dispatch to another: it closes its own session and adopts
@@ -218,25 +222,36 @@ func (p *Provider) createSecret(ctx context.Context, sec *corev1.Secret, npUID t
 // meanwhile (another Start judged this one stale) fails the start rather than guard the Job by
 // chance, or hand the other Start's Secret to this Start's Job, whose deletion would take it
 // along (red team B, session 4: the winner's pod lost its token that way).
-func (p *Provider) ownParts(ctx context.Context, job *batchv1.Job, npUID, secUID types.UID) error {
-	owner := fmt.Sprintf(`"ownerReferences":[{"apiVersion":"batch/v1","kind":"Job","name":%q,"uid":%q}]`, job.Name, job.UID)
+func (p *Provider) ownParts(ctx context.Context, o owner, npUID, secUID types.UID) error {
+	owner := fmt.Sprintf(`"ownerReferences":[{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q}]`, o.apiVersion, o.kind, o.name, o.uid)
 	patch := []byte(`{"metadata":{` + owner + `}}`)
 	if secUID != "" {
 		patch = fmt.Appendf(nil, `{"metadata":{"uid":%q,%s}}`, secUID, owner)
 	}
-	if _, err := p.client.CoreV1().Secrets(p.ns).Patch(ctx, job.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := p.client.CoreV1().Secrets(p.ns).Patch(ctx, o.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return err
 	}
 	if npUID != "" {
 		patch = fmt.Appendf(nil, `{"metadata":{"uid":%q,%s}}`, npUID, owner)
 	}
-	_, err := p.client.NetworkingV1().NetworkPolicies(p.ns).Patch(ctx, job.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err := p.client.NetworkingV1().NetworkPolicies(p.ns).Patch(ctx, o.name, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
 }
+
+// owner is the object a dispatch's Secret and NetworkPolicy belong to: its Job or Sandbox.
+type owner struct {
+	apiVersion, kind, name string
+	uid                    types.UID
+}
+
+func jobOwner(j *batchv1.Job) owner { return owner{"batch/v1", "Job", j.Name, j.UID} }
 
 // adopt returns a handle following the dispatch's existing Job, nil when there is none, or an
 // error when the name is taken by something that is not this dispatch's.
 func (p *Provider) adopt(ctx context.Context, s compute.Spec, name string) (compute.Handle, error) {
+	if p.agentSandbox() {
+		return p.adoptSandbox(ctx, s, name)
+	}
 	job, err := p.client.BatchV1().Jobs(p.ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -257,7 +272,7 @@ func (p *Provider) adopt(ctx context.Context, s compute.Spec, name string) (comp
 	if job.Status.StartTime != nil {
 		start = job.Status.StartTime.Time
 	}
-	return p.follow(ctx, s, name, job, sess, "", start), nil
+	return p.follow(ctx, s, name, job.UID, sess, "", start), nil
 }
 
 // deleteParts deletes what a Start that failed before its Job owned them made: its

@@ -23,6 +23,8 @@ type typed[T, L runtime.Object] struct {
 	namespace string
 	newObject func() T
 	newList   func() L
+	// jsonOnly: a custom resource, which the apiserver serves as JSON alone.
+	jsonOnly bool
 }
 
 func newTyped[T, L runtime.Object](rc rest.Interface, params runtime.ParameterCodec, resource, namespace string, newObject func() T, newList func() L) *typed[T, L] {
@@ -31,7 +33,10 @@ func newTyped[T, L runtime.Object](rc rest.Interface, params runtime.ParameterCo
 
 // req scopes a request (its verb already chosen) to the resource and namespace.
 func (c *typed[T, L]) req(r *rest.Request) *rest.Request {
-	return r.UseProtobufAsDefaultIfPreferred(true).
+	if !c.jsonOnly {
+		r = r.UseProtobufAsDefaultIfPreferred(true)
+	}
+	return r.
 		NamespaceIfScoped(c.namespace, c.namespace != "").
 		Resource(c.resource)
 }
