@@ -35,6 +35,9 @@ type handoffRunner struct {
 	worker  string // $AGORA_WORKER_BINARY as serve has it
 	cfgFile string
 	cfgSum  [32]byte // agora.yaml as serve loaded it (its digest at serve's start)
+	// running is the file serve runs from (its /proc/self/exe): a CLI whose exe is no
+	// longer that file (agora upgraded in place since serve started) is declined.
+	running os.FileInfo
 }
 
 func newHandoffRunner(f *Factory, d *dispatch.Dispatcher, homeDir string) (*handoffRunner, error) {
@@ -46,7 +49,11 @@ func newHandoffRunner(f *Factory, d *dispatch.Dispatcher, homeDir string) (*hand
 	if err != nil {
 		return nil, err
 	}
-	r := &handoffRunner{f: f, d: d, home: abs, exe: exe, worker: f.Getenv(envWorkerBinary), cfgFile: filepath.Join(abs, config.FileName)}
+	running, err := os.Stat("/proc/self/exe")
+	if err != nil {
+		return nil, err
+	}
+	r := &handoffRunner{f: f, d: d, home: abs, exe: exe, worker: f.Getenv(envWorkerBinary), cfgFile: filepath.Join(abs, config.FileName), running: running}
 	r.cfgSum = fileSum(r.cfgFile)
 	return r, nil
 }
@@ -63,6 +70,12 @@ func fileSum(path string) [32]byte {
 	return sha256.Sum256(b)
 }
 
+// isRunning reports whether path is still the file running was, unchanged.
+func isRunning(path string, running os.FileInfo) bool {
+	fi, err := os.Stat(path)
+	return err == nil && os.SameFile(fi, running) && fi.Size() == running.Size() && fi.ModTime().Equal(running.ModTime())
+}
+
 // Prepare implements service.Handoff.
 func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, peer service.Peer) (func(context.Context, func(api.HandoffFrame) error), error) {
 	switch {
@@ -70,6 +83,8 @@ func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, pe
 		return nil, &service.Declined{Why: "serve's home is " + r.home}
 	case req.Exe != r.exe:
 		return nil, &service.Declined{Why: "serve runs another agora binary: " + r.exe}
+	case !isRunning(req.Exe, r.running):
+		return nil, &service.Declined{Why: r.exe + " was replaced since serve started (restart serve to hand it dispatches)"}
 	case req.WorkerBinary != r.worker:
 		return nil, &service.Declined{Why: envWorkerBinary + " differs from serve's"}
 	case fileSum(r.cfgFile) != r.cfgSum:

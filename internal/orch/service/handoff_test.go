@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -368,4 +369,49 @@ func TestHandoff_Attacks(t *testing.T) {
 			t.Errorf("another uid was answered: %s", out)
 		}
 	})
+}
+
+// TestHandoff_UpgradedBinary: agora replaced on disk while serve runs (an upgrade in place):
+// serve runs the old code, so it declines, and the new CLI runs the dispatch itself.
+func TestHandoff_UpgradedBinary(t *testing.T) {
+	requireBwrap(t)
+	e := newEnv(t)
+	bin := filepath.Join(t.TempDir(), "agora")
+	src, err := os.ReadFile(agoraBin)
+	must(t, err)
+	must(t, os.WriteFile(bin, src, 0o755))
+	// The worker beside the copy, as beside the original.
+	must(t, os.Symlink(filepath.Join(filepath.Dir(agoraBin), "agora-worker"), filepath.Join(filepath.Dir(bin), "agora-worker")))
+	serve := exec.Command(bin, "orch", "serve")
+	serve.Env = e.vars
+	logf, err := os.Create(filepath.Join(e.home, "..", "serve.log"))
+	must(t, err)
+	defer logf.Close()
+	serve.Stdout, serve.Stderr = logf, logf
+	must(t, serve.Start())
+	defer func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() }()
+	oneShot := func() (int, string) {
+		cmd := exec.Command(bin, "dispatch", "run", "--subagent", "worker")
+		cmd.Env = e.vars
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), string(out)
+		}
+		must(t, err)
+		return 0, string(out)
+	}
+	agoratest.WaitFor(t, 30*time.Second, "a hand-off to the copy's serve", func() bool {
+		code, _ := oneShot()
+		return code == 0 && e.handoffs() > 0
+	})
+	taken := e.handoffs()
+	// Replace it as an upgrade does: a new file renamed over the old.
+	must(t, os.WriteFile(bin+".new", src, 0o755))
+	must(t, os.Rename(bin+".new", bin))
+	if code, out := oneShot(); code != 0 || e.handoffs() != taken {
+		t.Fatalf("after the upgrade: exit %d, serve took %d more\n%s", code, e.handoffs()-taken, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log")); !strings.Contains(string(b), "was replaced since serve started") {
+		t.Errorf("serve did not say why it declined:\n%s", b)
+	}
 }
