@@ -97,6 +97,11 @@ func TestHandoff_SameAsInProcess(t *testing.T) {
 		{"bad target", []string{"--subagent", "ok", "--target", "nowhere"}, 6},
 		{"json", []string{"--subagent", "ok", "-o", "json"}, 0},
 		{"json failure", []string{"--subagent", "failing", "-o", "json"}, 3},
+		{"learn", []string{"--subagent", "ok", "--learn"}, 0},
+		{"detach", []string{"--subagent", "ok", "--detach"}, 0},
+		{"narrowed", []string{"--subagent", "ok", "--commands", "sh -c *", "--input", `{"a":[1]}`, "--timeout", "1m"}, 0},
+		{"usage: widened", []string{"--subagent", "ok", "--commands", "rm *"}, 2},
+		{"usage: budget", []string{"--subagent", "ok", "--budget-calls", "3"}, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := e.handoffs()
