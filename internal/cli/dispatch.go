@@ -497,23 +497,43 @@ func nonEmpty(ss ...string) []string {
 type dispatchSuperviseOptions struct {
 	f  *Factory
 	id string
+	// standby is --standby TARGET: wait, with a warm slot, for the holder's claim (#30).
+	standby string
 }
 
 func newDispatchSuperviseCmd(f *Factory, runF func(*dispatchSuperviseOptions) error) *cobra.Command {
 	opts := &dispatchSuperviseOptions{f: f}
-	return &cobra.Command{
-		Use:    "supervise ID",
-		Short:  "Run an accepted dispatch to its end (used by --detach)",
+	cmd := &cobra.Command{
+		Use:   "supervise ID | --standby TARGET",
+		Short: "Run an accepted dispatch to its end (used by --detach)",
+		Long: `Run an accepted dispatch to its end. Started by 'dispatch run --detach', 'orch serve'
+and 'mcp serve', never by hand.
+
+With --standby TARGET it is a warm slot of 'orch serve' or 'mcp serve': it starts a sandbox
+of the target's shape and waits for the one dispatch id its holder hands it on fd 3 (a
+socket only the holder has); it exits, killing the sandbox, when the holder goes away first.`,
 		Hidden: true,
-		Args:   exactArgs(1, "ID"),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if opts.standby != "" {
+				return exactArgs(0, "no ID with --standby")(cmd, args)
+			}
+			return exactArgs(1, "ID")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.id = args[0]
+			if opts.standby == "" {
+				opts.id = args[0]
+			}
 			return runCmd(cmd, opts, runF, dispatchSuperviseRun)
 		},
 	}
+	cmd.Flags().StringVar(&opts.standby, "standby", "", "wait as a warm slot of TARGET for a dispatch id on fd 3")
+	return cmd
 }
 
 func dispatchSuperviseRun(ctx context.Context, opts *dispatchSuperviseOptions) error {
+	if opts.standby != "" {
+		return dispatchStandbyRun(ctx, opts)
+	}
 	d, err := opts.f.Dispatcher(ctx)
 	if err != nil {
 		return err

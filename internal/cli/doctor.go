@@ -4,14 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/doctor"
+	"github.com/agora-dev/agora/internal/home"
 )
+
+// warmHolders reads what the serves holding warm slots of a home say (#30).
+func warmHolders(stateDir string) ([]doctor.WarmHolder, error) {
+	hs, err := detach.ReadHolders(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]doctor.WarmHolder, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, doctor.WarmHolder{PID: h.PID, Counts: h.Counts})
+	}
+	return out, nil
+}
 
 type doctorOptions struct {
 	IO     *IOStreams
@@ -21,6 +37,8 @@ type doctorOptions struct {
 	Config func() (*config.Config, error)
 	// Getenv reads agora's environment (AGORA_WORKER_BINARY); nil reads none.
 	Getenv func(string) string
+	// Warm reads the status files of the serves holding warm slots; nil reads none.
+	Warm func() ([]doctor.WarmHolder, error)
 }
 
 // doctorResult is the JSON shape of doctor.
@@ -36,7 +54,13 @@ func newDoctorCmd(f *Factory, runF func(*doctorOptions) error) *cobra.Command {
 			return nil, err
 		}
 		return config.Load(dir)
-	}, Getenv: f.Getenv}
+	}, Getenv: f.Getenv, Warm: func() ([]doctor.WarmHolder, error) {
+		dir, err := f.HomeDir()
+		if err != nil {
+			return nil, err
+		}
+		return warmHolders(filepath.Join(dir, home.DispatchDir))
+	}}
 	cmd := &cobra.Command{
 		Use:   "doctor [--output json]",
 		Short: "Check what this host can enforce for sandboxes and how to get the rest",
@@ -75,6 +99,9 @@ func doctorRun(ctx context.Context, opts *doctorOptions) error {
 		if o.WorkerBinary, cerr = c.WorkerBinary(getenv); cerr != nil {
 			o.Config, o.ConfigErr = nil, cerr
 		}
+	}
+	if opts.Warm != nil && c != nil {
+		o.WarmHolders, o.WarmErr = opts.Warm()
 	}
 	rep := doctor.Run(ctx, opts.Host, o)
 	if opts.Output == formatJSON {

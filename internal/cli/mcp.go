@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/audit"
-	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/mcphost"
 	"github.com/agora-dev/agora/internal/mcpserver"
 	"github.com/agora-dev/agora/internal/tracing"
@@ -215,9 +214,19 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 	wg.Go(func() { auditor.Run(ctx) })
 	defer wg.Wait()
 	defer stop()
+	sup, closeWarm, err := warmSupervisors(ctx, d, logger)
+	if err != nil {
+		return err
+	}
+	defer closeWarm()
+	wg.Go(func() {
+		if err := sup.Standbys.Publish(ctx); err != nil {
+			logger.Warn("warm slots status", "err", err)
+		}
+	})
 	srv, err := mcpserver.New(mcpserver.Config{
 		Catalog:      d.Catalog,
-		Dispatcher:   mcphost.NewDispatcher(d, detach.For(d)),
+		Dispatcher:   mcphost.NewDispatcher(d, sup),
 		Orchestrator: mcphost.NewOrchestrator(orchClient),
 		Audit:        mcphost.Audit(auditor),
 		Logger:       logger,

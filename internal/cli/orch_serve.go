@@ -148,7 +148,12 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	if err != nil {
 		return err
 	}
-	eng, err := openOrchEngine(ctx, f, h, db, d, ob, orchCP)
+	sup, closeWarm, err := warmSupervisors(ctx, d, ob.log)
+	if err != nil {
+		return err
+	}
+	defer closeWarm()
+	eng, err := openOrchEngine(ctx, f, h, db, d, sup, ob, orchCP)
 	if err != nil {
 		return err
 	}
@@ -190,6 +195,12 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 		g.Go(func() error { return serveGateway(gctx) })
 	}
 	g.Go(func() error { return eng.Run(gctx) })
+	g.Go(func() error {
+		if err := sup.Standbys.Publish(gctx); err != nil {
+			ob.log.Warn("warm slots status", "err", err) // doctor then says no serve holds them
+		}
+		return nil
+	})
 	g.Go(func() error { return srv.Serve(gctx, ln) })
 	g.Go(func() error { return srv.Schedules.Run(gctx) })
 	g.Go(func() error { return orchCP.Run(gctx, 5*time.Second) })
@@ -206,9 +217,9 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 
 // openOrchEngine opens the orchestrator's engine over db: plans are checked against the
 // catalog and agora.yaml, tasks run through d, and a sealed run is checkpointed at once.
-func openOrchEngine(ctx context.Context, f *Factory, h *home.Home, db *store.DB, d *dispatch.Dispatcher, ob *serveObs, orchCP *audit.Checkpointer) (*orch.Engine, error) {
+func openOrchEngine(ctx context.Context, f *Factory, h *home.Home, db *store.DB, d *dispatch.Dispatcher, sup *detach.Supervisors, ob *serveObs, orchCP *audit.Checkpointer) (*orch.Engine, error) {
 	reader := view.New(h.DB, h.Blobs)
-	return orch.Open(ctx, db, audit.New(f.Now), &dispatchexec.Executor{D: d, Supervisors: detach.For(d), Log: ob.log, Trace: ob.spans.Traceparent}, orch.Options{
+	return orch.Open(ctx, db, audit.New(f.Now), &dispatchexec.Executor{D: d, Supervisors: sup, Log: ob.log, Trace: ob.spans.Traceparent}, orch.Options{
 		Now:      f.Now,
 		Refs:     catalogRefs{r: reader, targets: h.Config.Target, queues: h.Config.CheckQueue},
 		Queues:   h.Config.QueueConcurrency(),

@@ -327,7 +327,12 @@ func (s *supervision) startSandbox(ctx context.Context) error {
 	}
 	if !warmed {
 		if h, err = s.provider.Start(ctx, s.spec); err == nil {
-			d.Warm.learn(r.Target, s.target, s.spec)
+			if d.Warm != nil {
+				d.Warm.learn(r.Target, s.target, s.spec)
+			} else {
+				// A detached supervisor: the holder of the target's standbys learns from it.
+				d.saveTemplate(r.Target, s.target, s.spec)
+			}
 		}
 	}
 	if secretsRead != nil {

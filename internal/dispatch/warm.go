@@ -39,6 +39,12 @@ type WarmPools struct {
 	tmpl  map[string]compute.Spec // guarded by mu: each target's learnt template
 	extra map[string]*warmMisses  // guarded by mu: claims spent by a shape mismatch
 	ctx   context.Context
+
+	// standby: these are a standby supervisor's (standby.go): one slot, held, of heldTarget;
+	// nothing is filled, and a cold start saves the target's template for the holder.
+	standby    bool
+	held       *warmSlot // guarded by mu
+	heldTarget string
 }
 
 // warmMisses counts claimed slots whose dispatch did not fit: it started cold.
@@ -62,10 +68,8 @@ func (w *warmSlot) Discard() {
 	w.lease.release()
 }
 
-// slotOptions are every warm slot's: /agora comes at claim, and AGORA_DISPATCH_ID (which the
-// worker never reads: the agent's copy comes from the bundle's manifest) is not in the slot.
 func (w *WarmPools) slotOptions(target string) local.SlotOptions {
-	return local.SlotOptions{Dir: filepath.Join(w.d.StateDir, warmDir, target), ClaimRoot: wire.DefaultRoot, PerDispatchEnv: []string{"AGORA_DISPATCH_ID"}}
+	return slotOptions(w.d.StateDir, target)
 }
 
 // StartWarm sweeps what a previous resident process left of its warm slots and returns the
@@ -76,21 +80,8 @@ func (d *Dispatcher) StartWarm(ctx context.Context) (*WarmPools, error) {
 	if !ok || d.Config == nil {
 		return nil, nil
 	}
-	// Every target's directory is swept, not only today's warm ones: a target whose warm: was
-	// turned off, renamed or removed since its holder was killed would keep its slots' mounts
-	// for the machine's life (red team #30). Slots of a living holder are left (ReapSlots).
-	root := filepath.Join(d.StateDir, warmDir)
-	ents, err := os.ReadDir(root)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("sweep warm slots: %w", err)
-	}
-	for _, e := range ents {
-		if !e.IsDir() {
-			continue
-		}
-		if err := local.ReapSlots(ctx, filepath.Join(root, e.Name())); err != nil {
-			return nil, fmt.Errorf("sweep warm slots of target %q: %w", e.Name(), err)
-		}
+	if err := d.SweepWarm(ctx); err != nil {
+		return nil, err
 	}
 	any := false
 	for _, t := range d.Config.Targets {
@@ -102,6 +93,44 @@ func (d *Dispatcher) StartWarm(ctx context.Context) (*WarmPools, error) {
 	w := &WarmPools{d: d, provider: p, pools: map[string]*warm.Pool{}, tmpl: map[string]compute.Spec{}, extra: map[string]*warmMisses{}, ctx: context.WithoutCancel(ctx)}
 	d.Warm = w
 	return w, nil
+}
+
+// SweepWarm kills and removes what dead holders left of warm slots under this home: the
+// slots of a resident process or of standby supervisors killed with -9. Slots whose holder
+// lives are left.
+func (d *Dispatcher) SweepWarm(ctx context.Context) error {
+	// Every target's directory is swept, not only today's warm ones: a target whose warm: was
+	// turned off, renamed or removed since its holder was killed would keep its slots' mounts
+	// for the machine's life (red team #30). Slots of a living holder are left (ReapSlots).
+	root := filepath.Join(d.StateDir, warmDir)
+	ents, err := os.ReadDir(root)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("sweep warm slots: %w", err)
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		if err := local.ReapSlots(ctx, filepath.Join(root, e.Name())); err != nil {
+			return fmt.Errorf("sweep warm slots of target %q: %w", e.Name(), err)
+		}
+	}
+	return nil
+}
+
+// WarmTargets lists the targets of this home whose warm slots a process of this host can
+// hold: local, sandboxed, warm: N > 0.
+func (d *Dispatcher) WarmTargets() map[string]int {
+	out := map[string]int{}
+	if d.Config == nil {
+		return out
+	}
+	for name, t := range d.Config.Targets {
+		if warmTarget(t) {
+			out[name] = t.Warm
+		}
+	}
+	return out
 }
 
 // warmTarget says whether a target keeps slots this process can hold.
@@ -153,6 +182,9 @@ func (w *WarmPools) claim(target string, id string) *warmSlot {
 	if w == nil {
 		return nil
 	}
+	if w.standby {
+		return w.claimHeld(target, id)
+	}
 	w.mu.Lock()
 	p, key := w.pools[target], w.tmpl[target].ID
 	w.mu.Unlock()
@@ -188,11 +220,13 @@ func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 	if w == nil || !warmTarget(t) || spec.Sandbox == compute.SandboxNone || holdsToken(spec.Env) {
 		return
 	}
-	tmpl := spec
-	tmpl.Stdout, tmpl.Stderr = nil, nil
-	tmpl.Files = make([]*os.File, len(spec.Files))
-	tmpl.RunAs = nil
-	tmpl.ID = local.SlotShape(tmpl, w.slotOptions(target)) // the pool's key: the shape without the uid
+	if w.standby {
+		// A standby's dispatch that did not fit its slot: the target's shape changed, which
+		// the holder learns from the file.
+		w.d.saveTemplate(target, t, spec)
+		return
+	}
+	tmpl := templateOf(w.d.StateDir, target, spec) // the pool's key: the shape without the uid
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	prev, had := w.tmpl[target]

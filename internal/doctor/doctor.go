@@ -18,6 +18,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/runtimebin"
 	"github.com/agora-dev/agora/internal/workerbin"
@@ -88,6 +89,16 @@ type Options struct {
 	// WorkerBinary is the worker program the person running agora named
 	// (AGORA_WORKER_BINARY, else worker.binary), "" for agora-worker beside agora.
 	WorkerBinary string
+	// WarmHolders are the living serves that hold warm slots of this home, as their status
+	// files say; WarmErr why they could not be read.
+	WarmHolders []WarmHolder
+	WarmErr     error
+}
+
+// WarmHolder is one serve holding warm slots: its pid and its numbers per target.
+type WarmHolder struct {
+	PID    int
+	Counts []warm.Counts
 }
 
 // Run performs every check.
@@ -158,26 +169,56 @@ func (r *run) targets(o Options) {
 	}
 }
 
-// warm says which targets ask for warm slots that nothing holds yet: no agora command keeps
-// them (orch serve and mcp serve run each dispatch under a detached supervisor, which cannot
-// take over a sandbox serve started), so those dispatches start cold. Not required: the
-// dispatches run; the key only promises more than it does today.
+// warm says, for each target that asks for warm slots, how many a running serve holds ready
+// ("local: warm 1/2 ready ... held by orch serve pid N"), or that no serve holds them, so its
+// dispatches start cold. Not required: the dispatches run either way.
 func (r *run) warm(o Options) {
 	if o.Config == nil {
 		return
 	}
-	var asked []string
+	var names []string
 	for name, t := range o.Config.Targets {
 		if t.Warm > 0 {
-			asked = append(asked, fmt.Sprintf("%s (warm: %d)", name, t.Warm))
+			names = append(names, name)
 		}
 	}
-	if len(asked) == 0 {
+	if len(names) == 0 {
 		return
 	}
-	sort.Strings(asked)
-	r.missing("warm-slots", "no agora command holds warm slots yet: the dispatches of "+strings.Join(asked, ", ")+" start cold",
-		"nothing to do for dispatches to run; see docs/providers.md#warm-slots-bubblewrap", false)
+	sort.Strings(names)
+	if o.WarmErr != nil {
+		r.missing("warm-slots", fmt.Sprintf("cannot read the warm slots' status: %v", o.WarmErr),
+			"run agora doctor as the user serve runs as (root)", false)
+		return
+	}
+	var held, cold []string
+	for _, name := range names {
+		want := o.Config.Targets[name].Warm
+		var line []string
+		for _, h := range o.WarmHolders {
+			for _, c := range h.Counts {
+				if c.Target == name {
+					line = append(line, fmt.Sprintf("warm %d/%d ready (claimed %d, cold %d, failed %d) held by pid %d",
+						c.Ready, c.Want, c.Claimed, c.Cold, c.Failed, h.PID))
+				}
+			}
+		}
+		if len(line) == 0 {
+			cold = append(cold, fmt.Sprintf("%s (warm: %d)", name, want))
+			continue
+		}
+		held = append(held, name+": "+strings.Join(line, "; "))
+	}
+	if len(cold) > 0 {
+		detail := "no running serve holds warm slots of " + strings.Join(cold, ", ") + ": their dispatches start cold"
+		if len(held) > 0 {
+			detail += "; " + strings.Join(held, "; ")
+		}
+		r.missing("warm-slots", detail,
+			"run 'agora orch serve' or 'agora mcp serve' as root: it keeps them; see docs/providers.md#warm-slots-bubblewrap", false)
+		return
+	}
+	r.ok("warm-slots", strings.Join(held, "; "), false)
 }
 
 // needBwrap: bwrap is required unless every target is the explicit `sandbox: none`.

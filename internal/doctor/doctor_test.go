@@ -15,6 +15,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/runtimebin"
 	"github.com/agora-dev/agora/internal/workerbin"
@@ -104,13 +105,13 @@ func TestRun(t *testing.T) {
 	}{
 		{name: "healthy root", canDispatch: true},
 		{
-			// Nothing holds warm slots yet (#30): doctor says so rather than let warm: read as
-			// working; the dispatches still run.
+			// No serve holds the warm slots (#30): doctor says so rather than let warm: read
+			// as working; the dispatches still run.
 			name:          "warm slots asked for",
 			opts:          Options{Config: withWarm(config.Default("/h"), "local", 2)},
 			wantMissing:   []string{"warm-slots"},
 			canDispatch:   true,
-			wantInMissing: map[string]string{"warm-slots": "local (warm: 2) start cold"},
+			wantInMissing: map[string]string{"warm-slots": "no running serve holds warm slots of local (warm: 2): their dispatches start cold"},
 		},
 		{
 			name:        "no bwrap",
@@ -368,4 +369,20 @@ func withWarm(c *config.Config, target string, n int) *config.Config {
 	t.Warm = n
 	c.Targets[target] = t
 	return c
+}
+
+// TestWarmSlots_HeldByServe: a running serve's status makes the check ok with its numbers;
+// a status that cannot be read is said, never taken for "held".
+func TestWarmSlots_HeldByServe(t *testing.T) {
+	cfg := withWarm(config.Default("/h"), "local", 4)
+	r := Run(t.Context(), healthyRoot(nil), Options{Config: cfg, WarmHolders: []WarmHolder{{PID: 42,
+		Counts: []warm.Counts{{Target: "local", Want: 4, Ready: 3, Claimed: 7, Cold: 1}}}}})
+	c := check(t, r, "warm-slots")
+	if want := "local: warm 3/4 ready (claimed 7, cold 1, failed 0) held by pid 42"; c.Status != StatusOK || c.Detail != want {
+		t.Errorf("warm-slots = %+v, want ok %q", c, want)
+	}
+	r = Run(t.Context(), healthyRoot(nil), Options{Config: cfg, WarmErr: errors.New("permission denied")})
+	if c := check(t, r, "warm-slots"); c.Status != StatusMissing || !strings.Contains(c.Detail, "permission denied") {
+		t.Errorf("warm-slots with an unreadable status = %+v, want missing naming the error", c)
+	}
 }

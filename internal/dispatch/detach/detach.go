@@ -44,6 +44,9 @@ type Supervisors struct {
 	Bin     string
 	Records Records
 	Reaper  Reaper
+	// Standbys, when set, are warm standby supervisors (#30): a dispatch of a warm target is
+	// handed to a ready one instead of a supervisor started now.
+	Standbys *Standbys
 	// Poll is how often Watch reads a watched dispatch's record; zero means [DefaultPoll].
 	Poll time.Duration
 

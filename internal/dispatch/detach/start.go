@@ -12,7 +12,16 @@ import (
 // has left accepted (its worker started, or it ended), then returns its record. It gives up
 // after a minute, or when ctx ends; the supervisor keeps running either way.
 func (s *Supervisors) Start(ctx context.Context, id string) (*dispatch.Record, error) {
-	exited, err := s.spawn(id)
+	target := ""
+	if s.Standbys != nil {
+		// The standbys are per target.
+		r, err := s.Records.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		target = r.Target
+	}
+	exited, err := s.spawn(target, id)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,294 @@
+package detach
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agora-dev/agora/internal/compute/warm"
+	"github.com/agora-dev/agora/internal/dispatch"
+)
+
+// Standbys are the warm slots of a serve (#30): for each local target with `warm: N`, N
+// standby supervisors (`agora dispatch supervise --standby TARGET`, dispatch.Standby), each a
+// detached process with agora.db open and one bubblewrap slot of the target's template
+// started as its child, waiting on a socketpair whose other end only this process holds. A
+// dispatch claims one by handing it its id; from there the standby is the cold supervisor
+// with a sandbox already made, and outlives serve as a cold one does. When this process ends
+// (Close, or kill -9) every unclaimed standby reads EOF, kills its slot and exits.
+//
+// A target's standbys start once it has a template (the shape of its last cold dispatch,
+// which its supervisor saved); until then, and whenever none is ready, dispatches start cold,
+// counted.
+type Standbys struct {
+	bin      string
+	stateDir string
+	targets  map[string]int
+	log      *slog.Logger
+	ctx      context.Context
+	// sweep removes what dead standbys left (dispatch.Dispatcher.SweepWarm): a standby
+	// killed with -9 while it ran a dispatch leaves its slot's directory.
+	sweep func(context.Context) error
+
+	mu     sync.Mutex
+	pools  map[string]*warm.Pool // guarded by mu: by target, once it has a template
+	shapes map[string]string     // guarded by mu: the shape each pool was last claimed by
+	cold   map[string]uint64     // guarded by mu: claims before the target had a pool
+	closed bool                  // guarded by mu
+}
+
+// standbyReadyWithin bounds a standby's start: a Go start, agora.db, a sandbox.
+const standbyReadyWithin = time.Minute
+
+// claimAnswerWithin bounds the wait for a standby's answer to a claim.
+const claimAnswerWithin = 10 * time.Second
+
+// NewStandbys sweeps what dead holders left of warm slots and returns the standbys of d's
+// warm local targets; nil when there are none, or this process is not root (slots attach a
+// dispatch's files with mounts). Close them when the process stops serving.
+func NewStandbys(ctx context.Context, d *dispatch.Dispatcher, log *slog.Logger) (*Standbys, error) {
+	if err := d.SweepWarm(ctx); err != nil {
+		return nil, err
+	}
+	targets := d.WarmTargets()
+	if len(targets) == 0 || os.Geteuid() != 0 {
+		return nil, nil
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Standbys{bin: d.AgoraBin, stateDir: d.StateDir, targets: targets, log: log, ctx: context.WithoutCancel(ctx), sweep: d.SweepWarm,
+		pools: map[string]*warm.Pool{}, shapes: map[string]string{}, cold: map[string]uint64{}}
+	for target := range targets {
+		s.prime(target) // a target that had cold dispatches before this serve fills at once
+	}
+	return s, nil
+}
+
+// prime starts target's standbys if it has a template now (after a cold dispatch).
+func (s *Standbys) prime(target string) {
+	if s == nil || s.targets[target] == 0 {
+		return
+	}
+	if shape, err := dispatch.WarmShape(s.stateDir, target); err == nil {
+		s.pool(target, shape)
+	}
+}
+
+// claim hands dispatch id of target to a ready standby and returns a channel closed when
+// that standby exits; false when none took it (the caller starts a cold supervisor).
+func (s *Standbys) claim(target, id string) (<-chan struct{}, bool) {
+	if s == nil || s.targets[target] == 0 {
+		return nil, false
+	}
+	shape, err := dispatch.WarmShape(s.stateDir, target)
+	if err != nil {
+		if !errors.Is(err, dispatch.ErrNoTemplate) {
+			s.log.Warn("warm slots: read the target's template", "target", target, "err", err)
+		}
+		s.mu.Lock()
+		s.cold[target]++
+		s.mu.Unlock()
+		return nil, false
+	}
+	p := s.pool(target, shape)
+	if p == nil {
+		return nil, false
+	}
+	sb, _ := p.Claim(shape).(*standby)
+	if sb == nil {
+		return nil, false
+	}
+	if err := sb.hand(id); err != nil {
+		s.log.Warn("warm slots: a standby did not take its claim; starting cold", "target", target, "dispatch", id, "err", err)
+		sb.kill()
+		return nil, false
+	}
+	return sb.exited, true
+}
+
+// pool returns target's pool, started the first time, flushed when the target's shape
+// changed since the last claim.
+func (s *Standbys) pool(target, shape string) *warm.Pool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	p := s.pools[target]
+	if p == nil {
+		p = warm.New(s.ctx, target, s.targets[target], func(ctx context.Context) (warm.Slot, error) {
+			return s.start(ctx, target)
+		})
+		s.pools[target] = p
+	} else if s.shapes[target] != shape {
+		p.Flush()
+	}
+	s.shapes[target] = shape
+	return p
+}
+
+// Counts returns every warm target's numbers, for doctor, metrics and the web view.
+func (s *Standbys) Counts() []warm.Counts {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []warm.Counts
+	for name, want := range s.targets {
+		c := warm.Counts{Target: name, Want: want}
+		if p := s.pools[name]; p != nil {
+			c = p.Counts()
+		}
+		c.Cold += s.cold[name]
+		out = append(out, c)
+	}
+	return out
+}
+
+// Close stops the refills and discards every ready standby. Claimed ones run on.
+func (s *Standbys) Close() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.closed = true
+	pools := s.pools
+	s.pools = map[string]*warm.Pool{}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range pools {
+		wg.Go(p.Close)
+	}
+	wg.Wait()
+}
+
+// standby is one started standby supervisor. It implements warm.Slot.
+type standby struct {
+	cmd    *exec.Cmd
+	conn   *net.UnixConn
+	r      *bufio.Reader
+	shape  string
+	exited chan struct{}
+}
+
+func (b *standby) Shape() string { return b.shape }
+
+// Alive says whether the standby still runs (it exits when its slot dies).
+func (b *standby) Alive() bool {
+	select {
+	case <-b.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Discard implements warm.Slot: the standby reads EOF, kills its slot and exits; one that
+// does not within a few seconds is killed (its slot dies with it, and the next serve's
+// sweep removes its directory).
+func (b *standby) Discard() {
+	b.conn.Close()
+	select {
+	case <-b.exited:
+	case <-time.After(5 * time.Second):
+		b.kill()
+	}
+}
+
+func (b *standby) kill() {
+	b.conn.Close()
+	_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+	<-b.exited
+}
+
+// hand sends the claim and waits for the standby's answer.
+func (b *standby) hand(id string) error {
+	defer b.conn.Close() // claimed or not, nothing more is said: a standby takes one id
+	_ = b.conn.SetDeadline(time.Now().Add(claimAnswerWithin))
+	if _, err := fmt.Fprintf(b.conn, "claim %s\n", id); err != nil {
+		return err
+	}
+	l, err := readStandbyLine(b.r)
+	if err != nil {
+		return err
+	}
+	if l != "claimed "+id {
+		return fmt.Errorf("standby answered %q", l)
+	}
+	return nil
+}
+
+// start starts one standby of target and waits until its slot is ready.
+func (s *Standbys) start(ctx context.Context, target string) (warm.Slot, error) {
+	if err := s.sweep(ctx); err != nil {
+		s.log.Warn("warm slots: sweep what dead standbys left", "err", err)
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("start standby supervisor: %w", err)
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "standby"), os.NewFile(uintptr(fds[1]), "holder")
+	defer theirs.Close()
+	fc, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		return nil, fmt.Errorf("start standby supervisor: %w", err)
+	}
+	conn := fc.(*net.UnixConn)
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	defer devnull.Close()
+	c := exec.Command(s.bin, "dispatch", "supervise", "--standby", target)
+	c.Stdin, c.Stdout, c.Stderr = devnull, devnull, devnull
+	c.ExtraFiles = []*os.File{theirs} // fd 3
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	c.Env = os.Environ()
+	if err := c.Start(); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("start standby supervisor: %w", err)
+	}
+	b := &standby{cmd: c, conn: conn, r: bufio.NewReaderSize(conn, 512), exited: make(chan struct{})}
+	go func() {
+		c.Wait()
+		close(b.exited)
+	}()
+	_ = conn.SetReadDeadline(time.Now().Add(standbyReadyWithin))
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
+	l, err := readStandbyLine(b.r)
+	stop()
+	if err == nil {
+		_ = conn.SetReadDeadline(time.Time{})
+		if shape, ok := strings.CutPrefix(l, "ready "); ok && shape != "" {
+			b.shape = shape
+			return b, nil
+		}
+		err = fmt.Errorf("%s", strings.TrimPrefix(l, "failed "))
+	}
+	b.kill()
+	return nil, fmt.Errorf("standby supervisor of target %q: %w", target, err)
+}
+
+// readStandbyLine reads one line of at most 512 bytes from a standby.
+func readStandbyLine(r *bufio.Reader) (string, error) {
+	l, err := r.ReadSlice('\n')
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(string(l), "\n"), nil
+}

@@ -1,0 +1,197 @@
+package dispatch
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/local"
+)
+
+// A standby supervisor (#30) is `agora dispatch supervise --standby TARGET`: a detached
+// supervisor started ahead of any dispatch by the serve that holds the target's warm slots,
+// with agora.db open and one bubblewrap slot of the target's template started as its own
+// child. It waits on a socket its holder passed it at start (fd 3, one end of a socketpair:
+// no name in the file system, so nobody but the holder can reach it) for one dispatch id;
+// from there it is exactly the cold supervisor (Supervise) with the slot to run in, and the
+// work outlives serve as a cold supervisor's does. A standby whose holder goes away before a
+// claim (EOF: serve stopped or was killed) kills its slot and exits: no standby of a dead
+// holder is ever claimed.
+//
+// The protocol, one line each way (StandbyReady, then ClaimLine, then the answer):
+//
+//	standby -> holder: "ready SHAPE\n" once the slot waits, or "failed REASON\n" and exit
+//	holder -> standby: "claim ID\n"
+//	standby -> holder: "claimed ID\n", then supervises ID; any later line: "refused ...\n"
+
+// maxStandbyLine bounds a line of the standby protocol.
+const maxStandbyLine = 256
+
+// ParseClaim reads the holder's claim line (without its newline): the dispatch id it hands
+// over. The id is checked for its form only; the supervisor reads the rest from agora.db.
+func ParseClaim(line string) (string, error) {
+	id, ok := strings.CutPrefix(line, "claim ")
+	if !ok {
+		return "", fmt.Errorf("standby: want %q, got %q", "claim ID", clipLine(line))
+	}
+	if err := checkDispatchID(id); err != nil {
+		return "", fmt.Errorf("standby: %w", err)
+	}
+	return id, nil
+}
+
+// checkDispatchID accepts the ids agora makes (ULIDs; the orchestrator's attempt ids):
+// 1-128 characters of letters, digits, '-', '_' and '.', starting with a letter or digit
+// (never an option, a dot file or a path).
+func checkDispatchID(id string) error {
+	if id == "" || len(id) > 128 || !(id[0] >= 'a' && id[0] <= 'z' || id[0] >= 'A' && id[0] <= 'Z' || id[0] >= '0' && id[0] <= '9') {
+		return fmt.Errorf("dispatch id %q: want 1-128 letters, digits, '-', '_' or '.', starting with a letter or digit", clipLine(id))
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return fmt.Errorf("dispatch id %q: want 1-128 letters, digits, '-', '_' or '.'", clipLine(id))
+		}
+	}
+	return nil
+}
+
+func clipLine(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// readLine reads one line of at most maxStandbyLine bytes, without its newline.
+func readLine(r *bufio.Reader) (string, error) {
+	var b []byte
+	for {
+		c, err := r.ReadByte()
+		if err != nil {
+			return "", err
+		}
+		if c == '\n' {
+			return string(b), nil
+		}
+		if len(b) == maxStandbyLine {
+			return "", fmt.Errorf("standby: a line over %d bytes", maxStandbyLine)
+		}
+		b = append(b, c)
+	}
+}
+
+// slotCheckEvery is how often a standby checks that its slot's sandbox still waits: a slot
+// killed from outside ends its standby, so the holder counts it gone and starts another.
+const slotCheckEvery = time.Second
+
+// Standby runs a standby supervisor of target on conn (see above). It returns the claimed
+// dispatch's final record, or nil when no dispatch claimed it (the holder went away, or the
+// slot died first). Closing conn is the caller's.
+func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWriteCloser) (*Record, error) {
+	say := func(format string, args ...any) { fmt.Fprintf(conn, format+"\n", args...) }
+	t, err := d.Config.Target(target)
+	if err != nil {
+		say("failed %v", err)
+		return nil, err
+	}
+	p, ok := d.LocalProvider.(*local.Provider)
+	if !ok || !warmTarget(t) {
+		err := fmt.Errorf("target %q keeps no warm slots on this host", target)
+		say("failed %v", err)
+		return nil, err
+	}
+	tmpl, err := readTemplate(d.StateDir, target)
+	if err != nil {
+		say("failed %v", err)
+		return nil, err
+	}
+	w := &WarmPools{d: d, provider: p, standby: true, tmpl: map[string]compute.Spec{target: tmpl}, extra: map[string]*warmMisses{}}
+	slot, err := w.fillOnce(ctx, target, t)
+	if err != nil {
+		say("failed %v", err)
+		return nil, err
+	}
+	w.held, w.heldTarget = slot, target
+	defer w.discardHeld()
+	say("ready %s", slot.key)
+
+	// The claim, or the holder's end (EOF, an error), or the slot's death, or ctx.
+	lines := make(chan string, 1)
+	r := bufio.NewReaderSize(conn, maxStandbyLine+1)
+	go func() {
+		l, err := readLine(r)
+		if err != nil {
+			close(lines)
+			return
+		}
+		lines <- l
+	}()
+	tick := time.NewTicker(slotCheckEvery)
+	defer tick.Stop()
+	var line string
+	for got := false; !got; {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+			if !slot.Alive() {
+				return nil, errors.New("standby: the slot's sandbox ended before a claim")
+			}
+		case l, open := <-lines:
+			if !open {
+				return nil, nil // the holder is gone: never claimed
+			}
+			line, got = l, true
+		}
+	}
+	id, err := ParseClaim(line)
+	if err != nil {
+		say("refused %v", err)
+		return nil, err
+	}
+	say("claimed %s", id)
+	// One claim per standby: whatever the holder sends later is answered, never acted on.
+	go func() {
+		for {
+			if _, err := readLine(r); err != nil {
+				return
+			}
+			say("refused standby already claimed")
+		}
+	}()
+	return d.Supervise(ctx, id, nil)
+}
+
+// discardHeld kills the held slot if no dispatch took it.
+func (w *WarmPools) discardHeld() {
+	w.mu.Lock()
+	s := w.held
+	w.held = nil
+	w.mu.Unlock()
+	if s != nil {
+		s.Discard()
+	}
+}
+
+// claimHeld takes a standby's one slot for dispatch id of target; nil when it is taken, or
+// of another target.
+func (w *WarmPools) claimHeld(target, id string) *warmSlot {
+	w.mu.Lock()
+	s := w.held
+	if s == nil || w.heldTarget != target {
+		w.mu.Unlock()
+		return nil
+	}
+	w.held = nil
+	w.mu.Unlock()
+	if err := s.lease.transfer(id); err != nil {
+		s.Discard()
+		return nil
+	}
+	return s
+}
