@@ -82,11 +82,17 @@ func (l *peerListener) Accept() (net.Conn, error) {
 // toolchain image is the container tests' (podman), saved and imported into containerd.
 func startPodNode(t testing.TB) *podNode {
 	t.Helper()
+	return startPodNodeWith(t, k8stest.Options{RealNode: true})
+}
+
+// startPodNodeWith is startPodNode with the cluster's options (opts.RealNode must be set).
+func startPodNodeWith(t testing.TB, opts k8stest.Options) *podNode {
+	t.Helper()
 	toolchain := requireContainer(t)
 	if _, err := exec.LookPath("podman"); err != nil {
 		t.Skip("SKIP: podman is missing (it saves the toolchain image for containerd): run scripts/podman.sh")
 	}
-	c := k8stest.Start(t, k8stest.Options{RealNode: true})
+	c := k8stest.Start(t, opts)
 	n := &podNode{c: c}
 	var err error
 	if n.workerRef, err = c.ImportAgoraWorker(t.Context(), agoratest.Worker(agoraBin)); err != nil {
