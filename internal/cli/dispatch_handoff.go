@@ -28,6 +28,10 @@ const envNoHandoff = "AGORA_NO_HANDOFF"
 // handoffDial bounds connecting to serve's socket: a live serve accepts at once.
 const handoffDial = time.Second
 
+// handoffAnswer bounds serve's answer to a hand-off, which it gives before it accepts the
+// dispatch (a stat, a file digest, /proc reads).
+const handoffAnswer = 5 * time.Second
+
 // errNoHandoff means the dispatch was not handed off: the CLI supervises it itself, and
 // nothing was written or recorded.
 var errNoHandoff = errors.New("no hand-off")
@@ -94,6 +98,8 @@ func handoffRequest(opts *dispatchRunOptions) ([]byte, string, bool) {
 		Subagent: r.Subagent, Envs: r.Envs, Target: r.Target, Input: r.Input, Repo: r.Repo, Workspace: r.Workspace,
 		Revision: r.Revision, TimeoutNS: int64(r.Timeout), Callback: r.CallbackURL, Budget: r.Budget, Verify: r.Verify,
 		Learn: r.Learn, Detach: opts.detach, Progress: opts.progress || f.IO.ErrTTY,
+		// A second before this CLI gives up: a serve that answers later never starts it.
+		StartBy: time.Now().Add(handoffAnswer - time.Second).UnixNano(),
 	}
 	if opts.output == formatJSON {
 		hr.Output = formatJSON
@@ -136,6 +142,9 @@ func trustedSocket(dir, sock string) bool {
 func handoffClient(sock string) *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		DisableKeepAlives: true,
+		// serve answers before it accepts anything; one that does not answer (stopped, stuck)
+		// is given up on and the CLI runs the dispatch itself.
+		ResponseHeaderTimeout: handoffAnswer,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			d := net.Dialer{Timeout: handoffDial}
 			c, err := d.DialContext(ctx, "unix", sock)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
@@ -79,6 +80,8 @@ func isRunning(path string, running os.FileInfo) bool {
 // Prepare implements service.Handoff.
 func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, peer service.Peer) (func(context.Context, func(api.HandoffFrame) error), error) {
 	switch {
+	case req.StartBy != 0 && time.Now().UnixNano() > req.StartBy:
+		return nil, &service.Declined{Why: "the CLI stopped waiting for this answer"}
 	case filepath.Clean(req.Home) != r.home:
 		return nil, &service.Declined{Why: "serve's home is " + r.home}
 	case req.Exe != r.exe:

@@ -37,6 +37,10 @@ type HandoffRequest struct {
 	Exe string `json:"exe"`
 	// WorkerBinary is $AGORA_WORKER_BINARY as the CLI sees it ("" unset): it must be serve's.
 	WorkerBinary string `json:"worker_binary,omitempty"`
+	// StartBy (Unix nanoseconds, 0 for none) is when the CLI stops waiting for serve's answer
+	// and runs the dispatch itself: serve declines a request it reads later, so a serve that
+	// was stopped and resumes never runs a second copy of a dispatch the CLI ran.
+	StartBy int64 `json:"start_by,omitempty"`
 
 	Subagent  string          `json:"subagent"`
 	Envs      []string        `json:"envs,omitempty"`

@@ -420,3 +420,40 @@ func TestHandoff_UpgradedBinary(t *testing.T) {
 		t.Errorf("serve did not say why it declined:\n%s", b)
 	}
 }
+
+// TestHandoff_StaleOrStuckServe: serve keeps the agora.yaml it started with; once the file
+// changed, serve declines (its targets could be stale) and the CLI runs the dispatch itself
+// with the new file. A serve that does not answer (stopped) is given up on, and the
+// dispatch runs in the CLI.
+func TestHandoff_StaleOrStuckServe(t *testing.T) {
+	e, serve := handoffEnv(t)
+	if code, _, stderr := e.oneShot(nil, "--subagent", "ok"); code != 0 || e.handoffs() != 1 {
+		t.Fatalf("first: exit %d, hand-offs %d\n%s", code, e.handoffs(), stderr)
+	}
+	cfg := filepath.Join(e.home, "agora.yaml")
+	old, _ := os.ReadFile(cfg)
+	must(t, os.WriteFile(cfg, append(old, []byte("\n# changed\n")...), 0o600))
+	if code, _, stderr := e.oneShot(nil, "--subagent", "ok"); code != 0 || e.handoffs() != 1 {
+		t.Errorf("after agora.yaml changed: exit %d, hand-offs %d\n%s", code, e.handoffs(), stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log")); !strings.Contains(string(b), "agora.yaml changed since serve started") {
+		t.Errorf("serve did not say why it declined:\n%s", b)
+	}
+	must(t, os.WriteFile(cfg, old, 0o600))
+	must(t, serve.Process.Signal(syscall.SIGSTOP))
+	defer serve.Process.Signal(syscall.SIGCONT)
+	start := time.Now()
+	code, _, stderr := e.oneShot(nil, "--subagent", "ok")
+	if code != 0 {
+		t.Fatalf("with serve stopped: exit %d\n%s", code, stderr)
+	}
+	t.Logf("with serve stopped the CLI gave up on it after %v", time.Since(start).Round(time.Millisecond))
+	serve.Process.Signal(syscall.SIGCONT)
+	agoratest.WaitFor(t, 10*time.Second, "the resumed serve to read the request", func() bool {
+		b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log"))
+		return strings.Contains(string(b), "the CLI stopped waiting for this answer")
+	})
+	if e.handoffs() != 1 {
+		t.Errorf("the stopped serve took the dispatch too: %d hand-offs", e.handoffs())
+	}
+}
