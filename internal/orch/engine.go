@@ -64,6 +64,7 @@ type Engine struct {
 	b      *batch
 	spare  *batch    // the last batch committed, whose lists the next but one reuses
 	began  time.Time // when the current batch took its first event (for the Observer)
+	drain  int       // how many queued events one batch takes at most (maxBatch; tests lower it)
 
 	// Scheduling work of the current batch.
 	candidates []*task
@@ -149,6 +150,7 @@ func Open(ctx context.Context, db *store.DB, log *audit.Log, exec Executor, opts
 		subs:       map[string]map[chan api.Event]struct{}{},
 		wokenLocks: map[*lockState]bool{}, wokenRuns: map[*run]bool{},
 		queues: map[string]*queueState{}, wokenQueues: map[*queueState]bool{},
+		drain: maxBatch,
 	}
 	e.b = newBatch()
 	if err := e.load(ctx); err != nil {
@@ -192,7 +194,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.markBegan()
 		}
 	drain:
-		for i := 0; i < maxBatch; i++ {
+		for i := 0; i < e.drain; i++ {
 			select {
 			case ev := <-e.in:
 				e.apply(ev)
