@@ -48,7 +48,7 @@ type doctorResult struct {
 }
 
 func newDoctorCmd(f *Factory, runF func(*doctorOptions) error) *cobra.Command {
-	opts := &doctorOptions{IO: f.IO, Host: doctor.System(), Config: func() (*config.Config, error) {
+	opts := &doctorOptions{IO: f.IO, Host: doctorHost(), Config: func() (*config.Config, error) {
 		dir, err := f.HomeDir()
 		if err != nil {
 			return nil, err
@@ -68,7 +68,9 @@ func newDoctorCmd(f *Factory, runF func(*doctorOptions) error) *cobra.Command {
 user namespaces, prlimit, whether agora runs as root, the targets' sandbox uid (unused by any
 account?), cgroup v2 delegation (memory.max, pids.max), the tmpfs disk quota, the agora
 binary, the agora-worker beside it (the program every sandbox runs: there, and built from the
-same source) and git. One row per check, ok or missing; a missing one is followed by the command
+same source) and git. For a kubernetes target with backend: agent-sandbox it asks the cluster
+whether agent-sandbox's Sandbox CRD is installed (naming it when not) and how many of agora's
+Sandboxes are there. One row per check, ok or missing; a missing one is followed by the command
 or setting that fixes it.
 
 It starts one sandbox running 'true' (as the sandbox uid when root) and, as root, mounts and

@@ -79,6 +79,10 @@ type Host struct {
 	// WorkerBinary finds and checks the worker program a dispatch binds (configured is
 	// AGORA_WORKER_BINARY or worker.binary, "" for beside agora); nil skips the check.
 	WorkerBinary func(configured string) (workerbin.Binary, error)
+	// AgentSandbox asks a kubernetes target's cluster whether it serves agent-sandbox's
+	// Sandboxes and how many of agora's are there (an error wrapping [ErrNoAgentSandbox] when
+	// the CRD is missing); nil skips the check.
+	AgentSandbox func(ctx context.Context, t config.Target) (int, error)
 }
 
 // Options are what the checks are about.
@@ -107,6 +111,7 @@ func Run(ctx context.Context, h Host, o Options) Report {
 	r.targets(o)
 	r.config(o)
 	r.warm(o)
+	r.agentSandbox(o)
 	r.bwrap()
 	r.prlimit()
 	r.userNamespaces()

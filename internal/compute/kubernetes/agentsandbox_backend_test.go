@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -233,5 +234,18 @@ func TestAgentSandboxBackend_AdoptRefusesWeakened(t *testing.T) {
 	cancel()
 	if exit := waitTimeout(t, h, 3*time.Minute); !exit.Cancelled {
 		t.Errorf("exit = %+v, want Cancelled", exit)
+	}
+}
+
+// TestProbeAgentSandbox: the shared cluster without agent-sandbox answers ErrNoSandboxCRD
+// (doctor names the CRD); the one with it answers how many of agora's Sandboxes are there.
+func TestProbeAgentSandbox(t *testing.T) {
+	plain := k8stest.Shared(t, k8stest.Options{})
+	if _, err := ProbeAgentSandbox(t.Context(), plain.Kubeconfig, "", plain.Namespace); !errors.Is(err, ErrNoSandboxCRD) || !strings.Contains(err.Error(), SandboxCRD) {
+		t.Errorf("probe without the CRDs = %v, want ErrNoSandboxCRD naming %s", err, SandboxCRD)
+	}
+	as := k8stest.Shared(t, k8stest.Options{AgentSandbox: true})
+	if n, err := ProbeAgentSandbox(t.Context(), as.Kubeconfig, "", as.Namespace); err != nil || n < 0 {
+		t.Errorf("probe with the CRDs = %d, %v", n, err)
 	}
 }

@@ -1,0 +1,24 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/agora-dev/agora/internal/compute/kubernetes"
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/doctor"
+)
+
+// doctorHost is the real host, with the agent-sandbox probe of kubernetes targets.
+func doctorHost() doctor.Host {
+	h := doctor.System()
+	h.AgentSandbox = func(ctx context.Context, t config.Target) (int, error) {
+		n, err := kubernetes.ProbeAgentSandbox(ctx, t.Kubeconfig, t.Context, t.Namespace)
+		if errors.Is(err, kubernetes.ErrNoSandboxCRD) {
+			return 0, fmt.Errorf("%w: %w", doctor.ErrNoAgentSandbox, err)
+		}
+		return n, err
+	}
+	return h
+}
