@@ -118,6 +118,7 @@ func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWri
 	}
 	w.held, w.heldTarget = slot, target
 	defer w.discardHeld()
+	d.Warm = w // this process's one slot: the claimed dispatch's prepare takes it
 	say("ready %s", slot.key)
 
 	// The claim, or the holder's end (EOF, an error), or the slot's death, or ctx.

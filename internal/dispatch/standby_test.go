@@ -117,6 +117,14 @@ func TestStandby_OneClaimThenRefused(t *testing.T) {
 	if l := h.hear(); !strings.HasPrefix(l, "ready ") {
 		t.Fatalf("standby said %q, want ready SHAPE", l)
 	}
+	dirs := slotDirs(t, e)
+	if len(dirs) != 1 {
+		t.Fatalf("slot directories %v, want one", dirs)
+	}
+	task, err := os.ReadFile(filepath.Join(dirs[0], "task"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	r, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "fds", Timeout: 30 * time.Second, Actor: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -136,6 +144,9 @@ func TestStandby_OneClaimThenRefused(t *testing.T) {
 	res := h.result()
 	if res.err != nil || res.r == nil || res.r.State != dispatch.StateFinished {
 		t.Fatalf("standby returned %+v, %v; want the claimed dispatch finished", res.r, res.err)
+	}
+	if res.r.ProviderTaskID != string(task) {
+		t.Errorf("the claimed dispatch ran as task %q, not in the standby's slot %q", res.r.ProviderTaskID, task)
 	}
 	if got, want := e.stdout(res.r), e.stdout(cold); got != want {
 		t.Errorf("descriptors in the warm sandbox %q, cold %q", got, want)

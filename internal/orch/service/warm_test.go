@@ -114,6 +114,18 @@ func readySlots(t *testing.T, e *env) []string {
 	return out
 }
 
+// slotTasks returns the task ids of the ready slots' sandboxes.
+func slotTasks(t *testing.T, e *env) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, d := range readySlots(t, e) {
+		if b, err := os.ReadFile(filepath.Join(d, "task")); err == nil {
+			out[string(b)] = true
+		}
+	}
+	return out
+}
+
 func waitStandbys(t *testing.T, e *env, n int) {
 	t.Helper()
 	agoratest.WaitFor(t, time.Minute, strconv.Itoa(n)+" standby supervisors with a ready slot", func() bool {
@@ -174,8 +186,14 @@ func TestServe_WarmSlotsRunInStandbys(t *testing.T) {
 	var used []int
 	for i := range 2 {
 		ready := standbys(t, e)
+		tasks := slotTasks(t, e)
 		ids := e.runPlan("warm"+strconv.Itoa(i), "worker")
 		pid := supervisorPID(t, db, ids[0])
+		var task string
+		must(t, db.SQL().QueryRow(`SELECT provider_task_id FROM dispatches WHERE id = ?`, ids[0]).Scan(&task))
+		if !tasks[task] {
+			t.Fatalf("dispatch %s ran as task %q, not in one of the ready slots %v", ids[0], task, tasks)
+		}
 		if !contains(ready, pid) {
 			t.Fatalf("dispatch %s was supervised by %d, not by one of the ready standbys %v", ids[0], pid, ready)
 		}
