@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,4 +129,31 @@ func runBound(b *testing.B, specs []spec, full bool, drain int) {
 	b.ReportMetric(float64(sum.Microseconds())/1000/float64(len(lat)), "ms-dep-to-fire-mean")
 	b.ReportMetric(sum.Seconds()/elapsed.Seconds(), "waiting-mean")
 	b.ReportMetric(p50.Seconds()*tps, "p50-x-tasks/s")
+}
+
+// BenchmarkFdatasync is the disk's floor under a durable commit: write 120 KB (about what a
+// layer's commit appends to the WAL) to a file in the temporary directory the other
+// benchmarks use, then fdatasync it. It reports the median and p90 of the syncs alone.
+func BenchmarkFdatasync(b *testing.B) {
+	f, err := os.CreateTemp("", "orchbench-fsync")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, 120<<10)
+	lat := make([]time.Duration, 0, b.N)
+	for i := 0; i < b.N; i++ {
+		if _, err := f.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		t := time.Now()
+		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t))
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-p50")
+	b.ReportMetric(float64(lat[len(lat)*9/10].Microseconds())/1000, "ms-p90")
 }
