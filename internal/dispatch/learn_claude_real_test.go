@@ -98,6 +98,9 @@ func TestLearn_ClaudeCodeRealCLI(t *testing.T) {
 	}
 	if len(would) != 1 || would[0].Details["tool"] != "Bash" || would[0].Details["command"] != line || would[0].Details["call_id"] != "toolu_learn" {
 		t.Errorf("tool.would_deny entries = %+v, want one: Bash %q of toolu_learn", would, line)
+	} else if r := would[0].Details["reporter"]; r != "hook" {
+		// #30 F7: claude's hook, relayed by the worker with its key.
+		t.Errorf("the hook's would_deny has reporter %v, want hook", r)
 	}
 	byCall := auditByCall(t, h)
 	if got := strings.Join(byCall["toolu_learn"], "; "); !strings.Contains(got, "Bash requested") || !strings.Contains(got, "Bash allowed") {

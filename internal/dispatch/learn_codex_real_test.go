@@ -36,5 +36,8 @@ func TestLearn_CodexRealCLI(t *testing.T) {
 	if len(would) != 1 || would[0].Details["dispatch"] != o.id || would[0].Details["tool"] != "exec_command" ||
 		!strings.Contains(would[0].Details["command"].(string), "LEARNED") {
 		t.Errorf("tool.would_deny entries = %+v, want one exec_command with the script", would)
+	} else if r := would[0].Details["reporter"]; r != "worker" {
+		// #30 F7: agora's gate runs in the worker, which proves it with its key.
+		t.Errorf("the gate's would_deny has reporter %v, want worker", r)
 	}
 }

@@ -180,8 +180,9 @@ type Config struct {
 // Gateway is a running gateway. Build it with [Listen]; stop it with [Gateway.Close].
 type Gateway struct {
 	dispatchID, role string
-	learn            bool   // Config.Learn
-	key              []byte // zeroed by Close
+	learn            bool        // Config.Learn
+	worker           workerClaim // the worker's key (workerkey.go)
+	key              []byte      // zeroed by Close
 	red              *redact.Redactor
 	model            *url.URL // nil: no model route
 	api              string   // APIOpenAI or APIAnthropic

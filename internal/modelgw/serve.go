@@ -29,6 +29,7 @@ const (
 	routeFetch             = "fetch"
 	routeAuditTool         = "audit.tool"
 	routeApproval          = "approval"
+	routeWorkerClaim       = "worker.claim"
 	routeUnknown           = "unknown"
 )
 
@@ -76,6 +77,8 @@ func routeOf(path string) string {
 		return routeAuditTool
 	case "/approval":
 		return routeApproval
+	case "/worker/claim":
+		return routeWorkerClaim
 	case "/anthropic/v1/messages":
 		return routeAnthropicMessages
 	case "/anthropic/v1/messages/count_tokens":
@@ -158,6 +161,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		g.serveToolAudit(rec, r, ex)
 	case routeApproval:
 		g.serveApproval(rec, r, ex)
+	case routeWorkerClaim:
+		g.serveWorkerClaim(rec, r, ex)
 	default:
 		g.refuse(rec, ex, http.StatusNotFound, "no such route (want /model/chat/completions, /model/responses, /model/models, /anthropic/v1/messages, /fetch, /audit/tool or /approval)")
 	}

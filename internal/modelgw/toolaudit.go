@@ -263,6 +263,8 @@ func (g *Gateway) serveWouldDeny(w http.ResponseWriter, r *http.Request, ex *exc
 		entry.KeyTool:   t.Tool,
 		entry.KeyReason: g.red.String(t.Reason),
 		"args_hash":     t.ArgsHash,
+		// Who could have sent it (workerkey.go): suggest proposes only from the worker's.
+		entry.KeyReporter: g.worker.reporter(r),
 	}
 	if t.Command != "" {
 		details[entry.KeyCommand] = g.red.String(t.Command)

@@ -121,6 +121,8 @@ type invocation struct {
 	// learn: a learn dispatch (the manifest's): the runtimes' gates report what the grant
 	// would refuse as would_deny, then let it run (docs/learn.md).
 	learn bool
+	// workerKey is the key the worker claimed the gateway with ("" outside learn).
+	workerKey string
 }
 
 // agentExit is how the agent ended.
@@ -191,6 +193,7 @@ func (r *runner) runAgent(ctx context.Context) *failure {
 		role:            r.man.Subagent.Name + "@" + string(r.man.Subagent.Digest),
 		grants:          r.man.Grants.Set(),
 		learn:           r.man.Learn,
+		workerKey:       r.workerKey,
 		approvalTimeout: time.Duration(r.man.ApprovalTimeoutSeconds) * time.Second,
 		model:           r.doc.Model,
 		systemPrompt:    r.doc.SystemPrompt,

@@ -45,6 +45,7 @@ const (
 // gatewayClient talks to the host-side gateway over its Unix socket.
 type gatewayClient struct {
 	http *http.Client
+	key  string // the worker's key, sent with tool reports (workerkey.go); "" for none
 }
 
 // gatewaySocket returns the path of the gateway's socket under root, checked to be a socket.
@@ -95,9 +96,9 @@ func dialGateway(path string) *gatewayClient {
 // go through the network gateway in-process, never through that file.
 func (inv invocation) gatewayClient() *gatewayClient {
 	if inv.dialHost != nil {
-		return newGatewayClient(func(ctx context.Context) (net.Conn, error) { return inv.dialHost(ctx, wire.GatewaySocket) })
+		return newGatewayClient(func(ctx context.Context) (net.Conn, error) { return inv.dialHost(ctx, wire.GatewaySocket) }).withKey(inv.workerKey)
 	}
-	return dialGateway(inv.gateway)
+	return dialGateway(inv.gateway).withKey(inv.workerKey)
 }
 
 func newGatewayClient(dial func(context.Context) (net.Conn, error)) *gatewayClient {
@@ -116,6 +117,12 @@ func (g *gatewayClient) close() { g.http.CloseIdleConnections() }
 
 // post sends body to the gateway's path and returns the status and the capped reply.
 func (g *gatewayClient) post(ctx context.Context, path string, body any) (int, []byte, error) {
+	return g.postVia(ctx, path, body, "")
+}
+
+// postVia is post with the worker's key, and via ("" or viaHook) saying whose report the
+// worker relays.
+func (g *gatewayClient) postVia(ctx context.Context, path string, body any, via string) (int, []byte, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return 0, nil, err
@@ -125,6 +132,9 @@ func (g *gatewayClient) post(ctx context.Context, path string, body any) (int, [
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if path == "/audit/tool" {
+		g.keyHeaders(req, via) // only where it proves something: never on /fetch or a model call
+	}
 	resp, err := g.http.Do(req)
 	if err != nil {
 		return 0, nil, err
@@ -212,6 +222,8 @@ type toolReport struct {
 	Phase, CallID string
 	// Command is a would_deny's command line ("" otherwise).
 	Command string
+	// Via is viaHook for a report the worker relays from claude's hook ("" for its own).
+	Via string
 }
 
 // report sends r to the gateway's /audit/tool, retrying while the gateway sheds load (429)
@@ -238,7 +250,7 @@ func (g *gatewayClient) report(ctx context.Context, r toolReport) error {
 	}
 	unavailable := 0
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
-		status, reply, err := g.post(ctx, "/audit/tool", body)
+		status, reply, err := g.postVia(ctx, "/audit/tool", body, r.Via)
 		if err == nil && status == http.StatusServiceUnavailable {
 			unavailable++
 		}

@@ -142,7 +142,7 @@ func (r *hookRelay) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	tr := toolReport{Tool: rep.Tool, Decision: rep.Decision, Reason: rep.Reason, ArgsHash: rep.ArgsHash,
-		Duration: time.Duration(rep.DurationMS) * time.Millisecond, Phase: rep.Phase, CallID: rep.CallID, Command: rep.Command}
+		Duration: time.Duration(rep.DurationMS) * time.Millisecond, Phase: rep.Phase, CallID: rep.CallID, Command: rep.Command, Via: viaHook}
 	if rep.Phase == phasePost && rep.DurationMS == 0 && !preAt.IsZero() {
 		// claude gave no duration: the time since the call's pre report bounds it.
 		tr.Duration = time.Since(preAt)

@@ -49,6 +49,10 @@ func (r *runner) overlay(ctx context.Context) *failure {
 // the host's and read-only, and a layout that disagrees with the verified archive fails
 // the run rather than run anything else.
 func (r *runner) setup(ctx context.Context) *failure {
+	// Before the first process that is not the worker's: a setup script is the first.
+	if fl := r.claimGateway(ctx); fl != nil {
+		return fl
+	}
 	r.env = agentEnv(r.man, r.secrets, r.opts.Root, r.opts.TempDir, r.proxy)
 	deadline := time.Now().Add(time.Duration(r.man.SetupTimeoutSeconds) * time.Second)
 	for _, c := range r.caps {

@@ -129,6 +129,8 @@ type runner struct {
 	mcpConfig []byte
 	// gateway is the gateway's socket (model runtimes), checked at verify.
 	gateway string
+	// workerKey is the key the worker claimed the gateway with (learn: workerkey.go).
+	workerKey string
 	// proxy relays the agent's loopback proxy port to the host's egress proxy (network: proxy).
 	proxy *proxyRelay
 	git   *gitDir

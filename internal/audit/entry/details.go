@@ -47,6 +47,11 @@ const (
 	KeyOp        = "op"        // file.would_deny: what was done to the path
 	KeyRole      = "role"      // the role a sandbox entry was written for
 	KeyLearn     = "learn"     // dispatch.accepted: true for a learn dispatch (absent otherwise)
+	// KeyReporter is who could have sent a tool.would_deny the gateway recorded: "worker"
+	// (the worker's own report, proven by its key), "hook" (claude's hook, relayed by the
+	// worker) or "sandbox" (anything in the sandbox, the agent included). Absent on the host's
+	// own entries (an exec subagent's command) and on those recorded before it existed.
+	KeyReporter = "reporter"
 
 	// Egress entries (net.*).
 	KeyHost       = "host"

@@ -72,6 +72,7 @@ type WouldDenyEntry struct {
 	// ToolWouldDeny.
 	Tool, Command string
 	Truncated     bool
+	Reporter      string // KeyReporter: "worker", "hook", "sandbox", or "" (the host's, or older)
 	// NetWouldDeny.
 	Host, Port, Method, Path string
 	// FileWouldDeny (Path above is the file's path, relative to the sandbox root or workspace).
@@ -87,5 +88,5 @@ func ReadWouldDeny(kind string, d map[string]any) (w WouldDenyEntry, ok bool) {
 	return WouldDenyEntry{Kind: kind, Reason: Text(d, KeyReason), Role: Text(d, KeyRole),
 		Tool: Text(d, KeyTool), Command: Text(d, KeyCommand), Truncated: trunc,
 		Host: Text(d, KeyHost), Port: Text(d, KeyPort), Method: Text(d, KeyMethod), Path: Text(d, KeyPath),
-		Op: Text(d, KeyOp)}, true
+		Op: Text(d, KeyOp), Reporter: Text(d, KeyReporter)}, true
 }

@@ -156,6 +156,14 @@ func (d *DispatchEvidence) Entry(kind string, details map[string]any) {
 		if w.Tool == execTool {
 			return
 		}
+		switch w.Reporter {
+		case reporterSandbox:
+			// Not proven to be the worker's (#30 F7): the agent could have sent it.
+			d.refuse("tool", w.Tool+" "+w.Command, "reported by a process in the sandbox that did not prove to be agora's worker: the agent could have forged it, so it is not evidence")
+			return
+		case reporterHook:
+			d.ev.note(hookNote)
+		}
 		d.tool(w.Tool)
 		// A command is judged by the grant's patterns whatever tool ran it (codex's shell
 		// runs under its own name): an unknown tool is refused, its command still read.
@@ -187,8 +195,19 @@ func (d *DispatchEvidence) tool(name string) (string, bool) {
 	return mapped, true
 }
 
+// Reporters of a tool.would_deny (entry.KeyReporter, set by the gateway): the worker's own
+// report (proven by its key), claude's hook relayed by the worker, or anything in the sandbox.
+// An entry without one is the host's own or older than the key.
+const (
+	reporterHook    = "hook"
+	reporterSandbox = "sandbox"
+)
+
+// hookNote says how far claude's hook reports can be trusted.
+const hookNote = "claude-code's calls are as agora's hook inside claude reported them, relayed by the worker, which stops the run when a report does not tell the call claude printed"
+
 // reportedNote says where tool evidence comes from, and how far it can be trusted.
-const reportedNote = "tools and commands are as the sandbox's worker reported them through the gateway (an agent that reaches the gateway can report calls it did not make); hosts and requests are what agora's egress proxy saw on the host"
+const reportedNote = "tools and commands are as the sandbox's worker reported them through the gateway (a learn dispatch's would_deny only when the worker proved it sent it; other reports an agent reaching the gateway could have made); hosts and requests are what agora's egress proxy saw on the host"
 
 // agoraTool is name as a grant spells it: a built-in tool, or Claude Code's name for one
 // (claudert.AgoraTool); "" (ok) for one that needs no grant (Claude Code's TodoWrite).

@@ -1,0 +1,73 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"time"
+
+	"github.com/agora-dev/agora/internal/worker/wire"
+)
+
+// The worker's key (#30 F7; the gateway's side is modelgw/workerkey.go). Anything in the
+// sandbox can reach the gateway and report a would_deny; `agora capability suggest` turns
+// would_denies into a grant, so the gateway records who could have sent each one. In a learn
+// dispatch of a model runtime the worker makes a random key before the first process that is
+// not its own (the capabilities' setup scripts, then the runtime) exists, claims the gateway
+// with it (the first claim wins, later ones are refused), and sends it with every report.
+// The key lives only in the worker's memory: the worker is non-dumpable, so no process of
+// the agent's (same uid) can read it from /proc or ptrace, and it is never in an environment,
+// a file or an argv. A claim that fails fails the dispatch: a learn dispatch whose evidence
+// cannot be told from the agent's does not run.
+
+// Headers of the key; the gateway's names (modelgw.WorkerKeyHeader, WorkerViaHeader).
+const (
+	workerKeyHeader = "X-Agora-Worker-Key"
+	workerViaHeader = "X-Agora-Worker-Via"
+	viaHook         = "hook"
+	claimTimeout    = 15 * time.Second
+)
+
+// claimGateway makes the worker's key and claims the gateway with it, for a learn dispatch
+// of a model runtime; it does nothing otherwise.
+func (r *runner) claimGateway(ctx context.Context) *failure {
+	if !r.man.Learn || (r.gateway == "" && r.opts.dialHost == nil) {
+		return nil
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fail(wire.ReasonWorkerFailed, "learn: make the worker's key: %v", err)
+	}
+	key := hex.EncodeToString(b[:])
+	gw := invocation{gateway: r.gateway, dialHost: r.opts.dialHost}.gatewayClient()
+	defer gw.close()
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	status, reply, err := gw.post(ctx, "/worker/claim", map[string]string{"key": key})
+	if err != nil {
+		return fail(wire.ReasonWorkerFailed, "learn: claim the gateway: %v", err)
+	}
+	if status != http.StatusNoContent {
+		return fail(wire.ReasonWorkerFailed, "learn: claim the gateway: %s", gatewayError(status, reply))
+	}
+	r.workerKey = key
+	return nil
+}
+
+// withKey is g sending the worker's key ("" sends none).
+func (g *gatewayClient) withKey(key string) *gatewayClient {
+	g.key = key
+	return g
+}
+
+// keyHeaders sets the key's headers on a request to the gateway.
+func (g *gatewayClient) keyHeaders(req *http.Request, via string) {
+	if g.key == "" {
+		return
+	}
+	req.Header.Set(workerKeyHeader, g.key)
+	if via != "" {
+		req.Header.Set(workerViaHeader, via)
+	}
+}

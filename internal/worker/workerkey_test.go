@@ -1,0 +1,105 @@
+package worker
+
+import (
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/modelgw"
+	"github.com/agora-dev/agora/internal/worker/wire"
+)
+
+// startLearnGateway runs the real gateway of a learn dispatch on a fresh socket.
+func startLearnGateway(t *testing.T, a *memAuditor) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), wire.GatewaySocket)
+	gw, err := modelgw.Listen(t.Context(), sock, modelgw.Config{
+		DispatchID: "01JTESTDISPATCH", Role: "learner@sha256:" + strings.Repeat("ab", 32), ModelAPI: modelgw.APIOpenAI,
+		Dialer: egress.NewDialer(egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, nil),
+		Audit:  a, Learn: true, RequestsPerSecond: 1000, RequestBurst: 1000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	return sock
+}
+
+// TestClaimGateway (#30 F7, learn2): a learn dispatch's worker claims its gateway with a key
+// of its own before anything else runs and sends it with each report, which the gateway then
+// records as the worker's; the key is on no request but /audit/tool's. The attack: something
+// claimed the gateway first (an agent that beat the worker to it): the worker's claim fails,
+// and so does the dispatch, rather than run with evidence the agent could have forged. A
+// dispatch that is not a learn one claims nothing.
+func TestClaimGateway(t *testing.T) {
+	a := &memAuditor{}
+	sock := startLearnGateway(t, a)
+	r := &runner{man: wire.Manifest{Learn: true}, gateway: sock}
+	if fl := r.claimGateway(t.Context()); fl != nil {
+		t.Fatalf("claim: %s", fl.detail)
+	}
+	if len(r.workerKey) != 64 {
+		t.Fatalf("worker key %q, want 64 hex digits", r.workerKey)
+	}
+	gw := invocation{gateway: sock, workerKey: r.workerKey}.gatewayClient()
+	defer gw.close()
+	if err := gw.report(t.Context(), toolReport{Tool: "run_command", Decision: decisionWouldDeny, Reason: "not granted",
+		ArgsHash: "sha256:" + strings.Repeat("a", 64), Command: "make"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.report(t.Context(), toolReport{Tool: "Bash", Decision: decisionWouldDeny, Reason: "not granted",
+		ArgsHash: "sha256:" + strings.Repeat("b", 64), Command: "ls", Via: viaHook}); err != nil {
+		t.Fatal(err)
+	}
+	var reporters []string
+	a.mu.Lock()
+	for i, k := range a.kinds {
+		if k == entry.ToolWouldDeny {
+			reporters = append(reporters, a.records[i][entry.KeyReporter].(string))
+		}
+	}
+	a.mu.Unlock()
+	if strings.Join(reporters, ",") != "worker,hook" {
+		t.Errorf("reporters %q, want worker,hook", reporters)
+	}
+
+	// The key travels only to /audit/tool.
+	var seen []string
+	probe := &gatewayClient{http: &http.Client{Transport: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Header.Get(workerKeyHeader) != "" {
+			seen = append(seen, req.URL.Path)
+		}
+		return &http.Response{StatusCode: http.StatusNoContent, Body: http.NoBody, Header: http.Header{}}, nil
+	})}, key: r.workerKey}
+	probe.post(t.Context(), "/fetch", map[string]string{})
+	probe.post(t.Context(), "/audit/tool", map[string]string{})
+	if strings.Join(seen, ",") != "/audit/tool" {
+		t.Errorf("the key was sent on %q, want only /audit/tool", seen)
+	}
+
+	// Claimed before the worker: the worker fails, saying so.
+	first := startLearnGateway(t, &memAuditor{})
+	other := invocation{gateway: first}.gatewayClient()
+	if st, _, err := other.post(t.Context(), "/worker/claim", map[string]string{"key": strings.Repeat("c", 64)}); err != nil || st != http.StatusNoContent {
+		t.Fatalf("the first claim: %d %v", st, err)
+	}
+	late := &runner{man: wire.Manifest{Learn: true}, gateway: first}
+	if fl := late.claimGateway(t.Context()); fl == nil || fl.reason != wire.ReasonWorkerFailed || !strings.Contains(fl.detail, "claimed this gateway already") || late.workerKey != "" {
+		t.Errorf("a claim after another: %+v, key %q; want the dispatch failed", fl, late.workerKey)
+	}
+
+	// Not a learn dispatch: nothing is claimed.
+	plainSock := startLearnGateway(t, &memAuditor{})
+	plain := &runner{man: wire.Manifest{}, gateway: plainSock}
+	if fl := plain.claimGateway(t.Context()); fl != nil || plain.workerKey != "" {
+		t.Errorf("a plain dispatch claimed: %+v %q", fl, plain.workerKey)
+	}
+	later := invocation{gateway: plainSock}.gatewayClient()
+	if st, _, err := later.post(t.Context(), "/worker/claim", map[string]string{"key": strings.Repeat("d", 64)}); err != nil || st != http.StatusNoContent {
+		t.Errorf("the plain dispatch's gateway was claimed: a later claim got %d %v", st, err)
+	}
+}
