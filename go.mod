@@ -3,6 +3,7 @@ module github.com/agora-dev/agora
 go 1.26.0
 
 require (
+	github.com/aws/aws-sdk-go-v2 v1.45.1
 	github.com/containerd/errdefs v1.0.0
 	github.com/digitorus/pkcs7 v0.0.0-20230713084857-e76b763bdc49
 	github.com/digitorus/timestamp v0.0.0-20250524132541-c45532741eea
@@ -43,6 +44,7 @@ require (
 
 require (
 	github.com/Microsoft/go-winio v0.6.2 // indirect
+	github.com/aws/smithy-go v1.28.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -17,6 +17,7 @@ const archDoc = "../docs/ARCHITECTURE.md"
 // TestArchitectureTestHelpers fails if the shipped binary links one, so the exemption stays true.
 var testHelpers = []struct{ pkg, why string }{
 	{"internal/agoratest", "shared test fixtures"},
+	{"internal/agoratest/s3test", "a real S3 server (versitygw) for the object-storage tests"},
 	{"internal/audit/audittest", "audit log fixtures"},
 	{"internal/k8stest", "a real control plane and node for the Kubernetes provider's tests"},
 	{"internal/runtime/claudert/anthropictest", "a faithful fake Messages API"},

@@ -117,6 +117,9 @@ var hostOnly = []struct{ to, why string }{
 	{"github.com/prometheus/client_golang", "metrics are the host's (agora orch serve --metrics)"},
 	{"github.com/moby/moby/client", "the container engine's client is the host's"},
 	{"github.com/spf13/cobra", "the sandbox's command line is a contract the host writes, parsed by hand in cmd/agora-worker"},
+	// #31: object storage is the host's; the worker never holds bucket credentials.
+	{"internal/s3", "blobs and anchors reach object storage from the host, with the host's credentials"},
+	{"github.com/aws/aws-sdk-go-v2", "the S3 signer is the host's (internal/s3)"},
 }
 
 // sandboxEdges is inSandbox, with every runtime, times hostOnly.

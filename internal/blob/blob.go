@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -29,9 +30,11 @@ func (e *IntegrityError) Error() string {
 	return fmt.Sprintf("blob %s is corrupt: its content hashes to %s", e.Want, e.Got)
 }
 
-// Store is a directory of blobs. It is safe for concurrent use by several processes.
+// Store is a directory of blobs, or a bucket of them when opened with [OpenRemote]. It is safe
+// for concurrent use by several processes.
 type Store struct {
-	dir string
+	dir    string
+	remote Remote // nil: the local directory
 }
 
 // Open returns the store rooted at dir, creating it with mode 0700 if needed.
@@ -50,6 +53,9 @@ func (s *Store) path(d digest.Digest) string {
 // Put stores b and returns its digest. Storing bytes that are already present is a no-op.
 func (s *Store) Put(b []byte) (digest.Digest, error) {
 	d := digest.Sum(b)
+	if s.remote != nil {
+		return d, s.putRemote(d, b)
+	}
 	p := s.path(d)
 	if _, err := os.Stat(p); err == nil {
 		return d, nil
@@ -89,6 +95,9 @@ func (s *Store) Get(d digest.Digest, maxSize int64) ([]byte, error) {
 	if _, err := digest.Parse(string(d)); err != nil {
 		return nil, err
 	}
+	if s.remote != nil {
+		return s.getRemote(d, maxSize)
+	}
 	f, err := os.Open(s.path(d))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, d)
@@ -108,20 +117,35 @@ func (s *Store) Get(d digest.Digest, maxSize int64) ([]byte, error) {
 	// MultiWriter allocated a 32 KiB copy buffer on every read, and a dispatch reads its
 	// subagent and capabilities five to seven times (#28 noop). A blob is never rewritten
 	// (0400, named by its digest); whatever is read is verified all the same.
+	//
+	// At most one byte past the size checked above is read: a file that grows after the
+	// check (it is not agora's own 0400 blob, or not a regular file) is refused, never read
+	// to its end past maxSize (note30).
 	var buf bytes.Buffer
-	buf.Grow(int(st.Size()) + bytes.MinRead)
-	if _, err := buf.ReadFrom(f); err != nil {
+	buf.Grow(int(st.Size()) + 1)
+	if _, err := buf.ReadFrom(io.LimitReader(f, st.Size()+1)); err != nil {
 		return nil, fmt.Errorf("read blob %s: %w", d, err)
 	}
-	sum := sha256.Sum256(buf.Bytes())
+	if int64(buf.Len()) != st.Size() {
+		return nil, fmt.Errorf("read blob %s: it changed size while read (%d bytes at the check)", d, st.Size())
+	}
+	return verified(d, buf.Bytes())
+}
+
+// verified returns b when it hashes to d, else an [*IntegrityError].
+func verified(d digest.Digest, b []byte) ([]byte, error) {
+	sum := sha256.Sum256(b)
 	if got := digest.FromSum(sum[:]); got != d {
 		return nil, &IntegrityError{Want: d, Got: got}
 	}
-	return buf.Bytes(), nil
+	return b, nil
 }
 
 // Has reports whether the blob is present (without verifying it).
 func (s *Store) Has(d digest.Digest) bool {
+	if s.remote != nil {
+		return s.hasRemote(d)
+	}
 	_, err := os.Stat(s.path(d))
 	return err == nil
 }

@@ -101,6 +101,7 @@ func doctorRun(ctx context.Context, opts *doctorOptions) error {
 		if o.WorkerBinary, cerr = c.WorkerBinary(getenv); cerr != nil {
 			o.Config, o.ConfigErr = nil, cerr
 		}
+		o.Buckets = doctorBuckets(c)
 	}
 	if opts.Warm != nil && c != nil {
 		o.WarmHolders, o.WarmErr = opts.Warm()

@@ -20,6 +20,7 @@ const (
 	AnchorFile    = "file"
 	AnchorRFC3161 = "rfc3161"
 	AnchorCommand = "command"
+	AnchorS3      = "s3"
 )
 
 // Audit configures the audit logs' checkpoints and anchors:
@@ -31,6 +32,7 @@ const (
 //	    - {type: file, path: /mnt/worm/agora.anchor}
 //	    - {type: rfc3161, url: https://tsa.example.com/tsr, ca_file: /etc/agora/tsa-ca.pem}
 //	    - {type: command, argv: [/usr/local/bin/upload-checkpoint, --bucket, audit]}
+//	    - s3: {endpoint: https://s3.example.com, bucket: audit, prefix: agora/, retention: 365d}
 type Audit struct {
 	// CheckpointEvery writes a checkpoint once this many entries were appended since the
 	// last one. Default 100; 0 means the default.
@@ -45,8 +47,11 @@ type Audit struct {
 
 // Anchor is one entry of audit.anchors. Type selects which other fields apply.
 type Anchor struct {
-	// Type is file, rfc3161 or command.
+	// Type is file, rfc3161, command or s3 (which may be left out when s3 is given).
 	Type string `yaml:"type"`
+	// S3 (s3) is the Object Lock bucket each checkpoint is written to, as an object in
+	// COMPLIANCE mode retained for S3.Retention.
+	S3 *S3Location `yaml:"s3"`
 	// Path (file) is the absolute path of the file checkpoints are appended to. It SHOULD
 	// be on other storage than AGORA_HOME.
 	Path string `yaml:"path"`
@@ -83,8 +88,12 @@ func validateAudit(pos *strictyaml.Positions, a *Audit) strictyaml.Errors {
 		errs = append(errs, pos.Errorf("audit.checkpoint_every", "must not be negative, got %d", a.CheckpointEvery))
 	}
 	seen := map[string]string{}
-	for i, an := range a.Anchors {
+	for i := range a.Anchors {
+		an := &a.Anchors[i]
 		p := "audit.anchors[" + strconv.Itoa(i) + "]"
+		if an.Type == "" && an.S3 != nil {
+			an.Type = AnchorS3
+		}
 		bad := func(field, format string, args ...any) {
 			errs = append(errs, pos.Errorf(p+field, format, args...))
 		}
@@ -94,7 +103,7 @@ func validateAudit(pos *strictyaml.Positions, a *Audit) strictyaml.Errors {
 			if !filepath.IsAbs(an.Path) {
 				bad(".path", "a file anchor needs an absolute path, got %q", an.Path)
 			}
-			if an.URL != "" || an.CAFile != "" || len(an.Argv) > 0 {
+			if an.URL != "" || an.CAFile != "" || len(an.Argv) > 0 || an.S3 != nil {
 				bad("", "a file anchor takes only path")
 			}
 			key = "file:" + filepath.Clean(an.Path)
@@ -125,8 +134,18 @@ func validateAudit(pos *strictyaml.Positions, a *Audit) strictyaml.Errors {
 					key += " " + strconv.Quote(arg)
 				}
 			}
+		case AnchorS3:
+			if an.S3 == nil {
+				bad(".s3", "an s3 anchor needs s3: {endpoint, bucket, prefix, region, retention}")
+				continue
+			}
+			if an.Path != "" || an.URL != "" || an.CAFile != "" || len(an.Argv) > 0 {
+				bad("", "an s3 anchor takes only s3")
+			}
+			errs = append(errs, validateS3(pos, p+".s3", an.S3, true)...)
+			key = "s3:" + an.S3.Endpoint + "/" + an.S3.Bucket + "/" + an.S3.Prefix
 		default:
-			bad(".type", "want file, rfc3161 or command, got %q", an.Type)
+			bad(".type", "want file, rfc3161, command or s3, got %q", an.Type)
 			continue
 		}
 		if first, dup := seen[key]; dup && key != "" {

@@ -54,7 +54,8 @@ func TestParse_AuditInvalid(t *testing.T) {
 	}{
 		{"negative every", "audit: {checkpoint_every: -1}", "audit.checkpoint_every: must not be negative"},
 		{"negative interval", "audit: {checkpoint_interval: -5m}", "audit.checkpoint_interval"},
-		{"unknown type", "audit: {anchors: [{type: s3}]}", `audit.anchors[0].type: want file, rfc3161 or command, got "s3"`},
+		{"unknown type", "audit: {anchors: [{type: s4}]}", `audit.anchors[0].type: want file, rfc3161, command or s3, got "s4"`},
+		{"s3 without s3", "audit: {anchors: [{type: s3}]}", `audit.anchors[0].s3: an s3 anchor needs s3`},
 		{"relative file", "audit: {anchors: [{type: file, path: anchor.log}]}", "audit.anchors[0].path: a file anchor needs an absolute path"},
 		{"file with url", "audit: {anchors: [{type: file, path: /a, url: 'https://x'}]}", "a file anchor takes only path"},
 		{"tsa ftp", "audit: {anchors: [{type: rfc3161, url: 'ftp://tsa'}]}", "an rfc3161 anchor needs an http or https URL"},

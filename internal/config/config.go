@@ -44,6 +44,8 @@ type Config struct {
 	Queues map[string]Queue `yaml:"queues"`
 	// Worker names the worker program bound into every sandbox (worker.go).
 	Worker Worker `yaml:"worker"`
+	// Blobs moves the blob store to S3-compatible object storage (blobs.go).
+	Blobs Blobs `yaml:"blobs"`
 }
 
 // Gateway configures the network gateway that `agora gateway serve` and `agora orch serve
@@ -130,6 +132,9 @@ func Parse(file string, src []byte, c *Config) error {
 	}
 	errs = append(errs, c.validateTargets(pos)...)
 	errs = append(errs, validateAudit(pos, &c.Audit)...)
+	if c.Blobs.S3 != nil {
+		errs = append(errs, validateS3(pos, "blobs.s3", c.Blobs.S3, false)...)
+	}
 	errs = append(errs, validateRuntimes(pos, c.Runtimes)...)
 	errs = append(errs, validateWorker(pos, c.Worker)...)
 	errs = append(errs, c.validateQueues(pos)...)

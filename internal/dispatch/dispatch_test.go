@@ -14,6 +14,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/agoratest/s3test"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/catalog/view"
@@ -29,7 +30,11 @@ var agoraBin string
 
 // TestMain builds the binary, runs the tests, and fails the package when a goroutine a
 // test started outlives the tests.
-func TestMain(m *testing.M) { os.Exit(agoratest.NoLeaks(agoratest.RunWithBinary(m, &agoraBin))) }
+func TestMain(m *testing.M) {
+	code := agoratest.NoLeaks(agoratest.RunWithBinary(m, &agoraBin))
+	s3test.StopShared()
+	os.Exit(code)
+}
 
 type env struct {
 	t    testing.TB
@@ -50,9 +55,23 @@ func requireSandbox(t testing.TB) {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
+	return newEnvYAML(t, "")
+}
+
+// newEnvYAML is newEnv with agora.yaml holding yaml (none when empty).
+func newEnvYAML(t testing.TB, yaml string) *env {
+	t.Helper()
 	requireSandbox(t)
 	ctx := t.Context()
 	dir := filepath.Join(t.TempDir(), "home")
+	if yaml != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "agora.yaml"), []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	h, err := home.Open(ctx, dir, agoradb.Migrations())
 	if err != nil {
 		t.Fatal(err)

@@ -97,6 +97,8 @@ type Options struct {
 	// files say; WarmErr why they could not be read.
 	WarmHolders []WarmHolder
 	WarmErr     error
+	// Buckets are the S3 buckets agora.yaml names, each probed with one request.
+	Buckets []Bucket
 }
 
 // WarmHolder is one serve holding warm slots: its pid and its numbers per target.
@@ -123,6 +125,7 @@ func Run(ctx context.Context, h Host, o Options) Report {
 	r.workerBinary(o)
 	r.git()
 	r.runtimes(o)
+	r.buckets(o)
 	rep := Report{Checks: r.checks, CanDispatch: true}
 	for _, c := range r.checks {
 		if c.Required && c.Status != StatusOK {

@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"strconv"
+
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/doctor"
+	"github.com/agora-dev/agora/internal/home"
+)
+
+// doctorBuckets lists the S3 buckets agora.yaml names (blobs.s3 and s3 anchors) for doctor to
+// probe.
+func doctorBuckets(c *config.Config) []doctor.Bucket {
+	var out []doctor.Bucket
+	add := func(name string, l *config.S3Location) {
+		b := doctor.Bucket{Name: name}
+		cl, err := home.S3Client(c, l)
+		if err != nil {
+			b.Err = err
+		} else {
+			b.Where, b.Check = cl.Where(), cl.CheckBucket
+		}
+		out = append(out, b)
+	}
+	if c.Blobs.S3 != nil {
+		add("blobs bucket", c.Blobs.S3)
+	}
+	for i, a := range c.Audit.Anchors {
+		if a.Type == config.AnchorS3 && a.S3 != nil {
+			add("anchor bucket "+strconv.Itoa(i), a.S3)
+		}
+	}
+	return out
+}
