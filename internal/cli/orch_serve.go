@@ -17,6 +17,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/view"
+	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
@@ -157,7 +158,11 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	if err != nil {
 		return err
 	}
-	ob.attach(eng, db, h.DB, d.Records)
+	var warmCounts func() []warm.Counts
+	if sup.Standbys != nil {
+		warmCounts = sup.Standbys.Counts
+	}
+	ob.attach(eng, db, h.DB, d.Records, warmCounts)
 	sock := filepath.Join(dir, orchSocket)
 	ln, err := service.Listen(sock)
 	if err != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"github.com/agora-dev/agora/internal/compute/warm"
 	"log/slog"
 	"net/http"
 
@@ -46,11 +47,15 @@ func newServeObs(ctx context.Context, opts *orchServeOptions) (*serveObs, error)
 }
 
 // attach registers the collectors that read the engine and the databases when scraped.
-func (o *serveObs) attach(eng *orch.Engine, orchDB, mainDB *store.DB, records *dispatch.Records) {
+// warmCounts, when not nil, are the warm slots serve holds (#30).
+func (o *serveObs) attach(eng *orch.Engine, orchDB, mainDB *store.DB, records *dispatch.Records, warmCounts func() []warm.Counts) {
 	obs.NewAuditFeed(o.metrics, mainDB, records, o.log)
 	dbs := []obs.NamedDB{{Name: "orch.db", DB: orchDB}, {Name: "agora.db", DB: mainDB}}
 	// Fixed collectors with names of their own: registering them cannot fail.
 	o.metrics.Registry().MustRegister(obs.EngineGauges{Engine: eng}, obs.CheckpointAge{DBs: dbs})
+	if warmCounts != nil {
+		o.metrics.Registry().MustRegister(obs.WarmSlots{Counts: warmCounts})
+	}
 	o.health = &obs.Health{Engine: eng, DBs: dbs, Log: o.log}
 	o.Metrics, o.Healthz, o.Readyz = o.metrics.Handler(), obs.Healthz(), o.health.Readyz()
 }
