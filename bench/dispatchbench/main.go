@@ -33,8 +33,9 @@ func main() {
 	repo := flag.String("repo", "", "also dispatch with --repo PATH (a git repository)")
 	base := flag.String("base", "", "another agora binary to measure in the same rounds")
 	serve := flag.Bool("serve", false, "also measure the one-shot handed to a running `agora orch serve` of -bin's home")
+	warm := flag.Int("warm", 0, "with -serve: the local target keeps this many warm slots (needs root)")
 	flag.Parse()
-	if err := run(*n, *bin, *repo, *base, *serve); err != nil {
+	if err := run(*n, *bin, *repo, *base, *serve, *warm); err != nil {
 		fmt.Fprintln(os.Stderr, "dispatchbench:", err)
 		os.Exit(1)
 	}
@@ -119,7 +120,7 @@ func (h *home) dispatch(extra ...string) func() (string, error) {
 	}
 }
 
-func run(n int, bin, repo, base string, serve bool) error {
+func run(n int, bin, repo, base string, serve bool, warm int) error {
 	tmp, err := os.MkdirTemp("", "dispatchbench")
 	if err != nil {
 		return err
@@ -151,6 +152,14 @@ func run(n int, bin, repo, base string, serve bool) error {
 		benches = append(benches, &bench{name: "agora dispatch run (no-op, --repo)", f: agora.dispatch("--repo", repo)})
 	}
 	if serve {
+		if warm > 0 {
+			cfg := filepath.Join(agora.dir, "agora.yaml")
+			b, _ := os.ReadFile(cfg)
+			b = append(b, fmt.Sprintf("\ntargets:\n  local:\n    warm: %d\n", warm)...)
+			if err := os.WriteFile(cfg, b, 0o600); err != nil {
+				return err
+			}
+		}
 		stop, err := agora.serve()
 		if err != nil {
 			return err

@@ -287,13 +287,17 @@ func runDispatch(ctx context.Context, f *Factory, req dispatch.Request, detached
 	if err != nil {
 		return err
 	}
-	return runDispatchWith(ctx, f, d, req, detached, output, show, nil)
+	return runDispatchWith(ctx, f, d, nil, req, detached, output, show, nil)
 }
 
 // runDispatchWith is runDispatch over d: the one-shot CLI's own dispatcher, or serve's for a
-// dispatch the CLI handed to it (orch_handoff.go; f's streams are then the hand-off's frames).
+// dispatch the CLI handed to it (orch_handoff.go; f's streams are then the hand-off's frames,
+// and sup serve's supervisors, whose standbys hold its warm slots; nil: d's own).
 // accepted, when not nil, is told the dispatch's id once it is accepted.
-func runDispatchWith(ctx context.Context, f *Factory, d *dispatch.Dispatcher, req dispatch.Request, detached bool, output string, show bool, accepted func(string)) error {
+func runDispatchWith(ctx context.Context, f *Factory, d *dispatch.Dispatcher, sup *detach.Supervisors, req dispatch.Request, detached bool, output string, show bool, accepted func(string)) error {
+	if sup == nil {
+		sup = detach.For(d)
+	}
 	if _, err := d.Reap(ctx); err != nil {
 		return err
 	}
@@ -325,7 +329,7 @@ func runDispatchWith(ctx context.Context, f *Factory, d *dispatch.Dispatcher, re
 		return finishDispatchOutput(f, rec, output)
 	}
 	if detached {
-		started, err := detach.For(d).Start(ctx, rec.ID)
+		started, err := sup.Start(ctx, rec.ID)
 		if err != nil {
 			if ctx.Err() != nil {
 				return interrupted("dispatch %s keeps going in its detached supervisor; see 'agora dispatch describe %s', stop it with 'agora dispatch cancel %s'", rec.ID, rec.ID, rec.ID)
@@ -339,14 +343,7 @@ func runDispatchWith(ctx context.Context, f *Factory, d *dispatch.Dispatcher, re
 		fmt.Fprintf(f.IO.ErrOut, "agora: detached; follow with 'agora dispatch logs %s -f' or 'agora dispatch describe %s'\n", rec.ID, rec.ID)
 		return nil
 	}
-	p := &dispatchProgress{f: f, d: d, id: rec.ID, show: show}
-	followCtx, stopFollow := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { p.follow(followCtx) })
-	final, err := d.Supervise(ctx, rec.ID, p.event)
-	stopFollow()
-	wg.Wait()
-	p.stop()
+	final, err := superviseHere(ctx, f, d, sup, rec, show)
 	if err != nil {
 		return err
 	}
@@ -359,6 +356,25 @@ func runDispatchWith(ctx context.Context, f *Factory, d *dispatch.Dispatcher, re
 	}
 	deliverCallbacks(ctx, f, final)
 	return finishDispatchOutput(f, final, output)
+}
+
+// superviseHere supervises rec in this process and shows its progress. In serve, a hand-off
+// of a target that keeps warm slots, showing no phases, goes where serve's plan and MCP
+// dispatches of it go, a standby supervisor (or a cold detached one, which teaches the
+// target its shape), instead (superviseWarm): what it prints is the same.
+func superviseHere(ctx context.Context, f *Factory, d *dispatch.Dispatcher, sup *detach.Supervisors, rec *dispatch.Record, show bool) (*dispatch.Record, error) {
+	if !show && sup.Warm(rec.Target) {
+		return superviseWarm(ctx, f, d, sup, rec)
+	}
+	p := &dispatchProgress{f: f, d: d, id: rec.ID, show: show}
+	followCtx, stopFollow := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { p.follow(followCtx) })
+	final, err := d.Supervise(ctx, rec.ID, p.event)
+	stopFollow()
+	wg.Wait()
+	p.stop()
+	return final, err
 }
 
 func orDefault(s, def string) string {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/peercred"
 )
@@ -290,9 +291,20 @@ func handoffLost(ctx context.Context, opts *dispatchRunOptions, id string, cause
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if !dispatch.IsTerminal(rec.State) {
+	if opts.detach && !dispatch.IsTerminal(rec.State) {
 		return fmt.Errorf("dispatch %s is %s and its orchestrator stopped; see 'agora dispatch describe %s'", id, rec.State, id)
 	}
+	if !dispatch.IsTerminal(rec.State) {
+		// Its supervisor outlived serve (a warm slot's standby, as a plan's dispatches do):
+		// follow it here to its end.
+		if rec, err = detach.For(d).Watch(ctx, rec); err != nil {
+			if ctx.Err() != nil {
+				return interrupted("dispatch %s keeps going in its detached supervisor; see 'agora dispatch describe %s', stop it with 'agora dispatch cancel %s'", id, id, id)
+			}
+			return err
+		}
+	}
 	printEvent(f, rec.State, rec)
+	deliverCallbacks(ctx, f, rec)
 	return finishDispatchOutput(f, rec, opts.output)
 }

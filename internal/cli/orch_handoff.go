@@ -15,6 +15,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/service"
@@ -31,7 +32,8 @@ import (
 type handoffRunner struct {
 	f       *Factory
 	d       *dispatch.Dispatcher
-	home    string // absolute
+	sup     *detach.Supervisors // serve's: --detach and warm slots go through its standbys
+	home    string              // absolute
 	exe     string
 	worker  string // $AGORA_WORKER_BINARY as serve has it
 	cfgFile string
@@ -41,7 +43,7 @@ type handoffRunner struct {
 	running os.FileInfo
 }
 
-func newHandoffRunner(f *Factory, d *dispatch.Dispatcher, homeDir string) (*handoffRunner, error) {
+func newHandoffRunner(f *Factory, d *dispatch.Dispatcher, sup *detach.Supervisors, homeDir string) (*handoffRunner, error) {
 	abs, err := filepath.Abs(homeDir)
 	if err != nil {
 		return nil, err
@@ -54,7 +56,7 @@ func newHandoffRunner(f *Factory, d *dispatch.Dispatcher, homeDir string) (*hand
 	if err != nil {
 		return nil, err
 	}
-	r := &handoffRunner{f: f, d: d, home: abs, exe: exe, worker: f.Getenv(envWorkerBinary), cfgFile: filepath.Join(abs, config.FileName), running: running}
+	r := &handoffRunner{f: f, d: d, sup: sup, home: abs, exe: exe, worker: f.Getenv(envWorkerBinary), cfgFile: filepath.Join(abs, config.FileName), running: running}
 	r.cfgSum = fileSum(r.cfgFile)
 	return r, nil
 }
@@ -122,7 +124,7 @@ func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, pe
 		rf := *r.f
 		rf.actorFlag = ""
 		rf.IO = &IOStreams{In: bytes.NewReader(nil), Out: frameWriter{send, false}, ErrOut: frameWriter{send, true}}
-		err := runDispatchWith(ctx, &rf, r.d, dreq, req.Detach, req.Output, req.Progress, func(id string) { send(api.HandoffFrame{ID: id}) })
+		err := runDispatchWith(ctx, &rf, r.d, r.sup, dreq, req.Detach, req.Output, req.Progress, func(id string) { send(api.HandoffFrame{ID: id}) })
 		send(api.HandoffFrame{End: handoffEnd(err)})
 	}, nil
 }

@@ -160,8 +160,14 @@ func keys(m map[string]any) []string {
 // startOneShot starts `agora dispatch run ARGS` and returns it with its stderr's lines.
 func (e *env) startOneShot(args ...string) (*exec.Cmd, *bytes.Buffer, <-chan string) {
 	e.t.Helper()
+	return e.startOneShotEnv(nil, args...)
+}
+
+// startOneShotEnv is startOneShot with more environment.
+func (e *env) startOneShotEnv(extraEnv []string, args ...string) (*exec.Cmd, *bytes.Buffer, <-chan string) {
+	e.t.Helper()
 	cmd := exec.Command(agoraBin, append([]string{"dispatch", "run"}, args...)...)
-	cmd.Env = e.vars
+	cmd.Env = append(slices.Clone(e.vars), extraEnv...)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	pr, err := cmd.StderrPipe()
@@ -455,5 +461,49 @@ func TestHandoff_StaleOrStuckServe(t *testing.T) {
 	})
 	if e.handoffs() != 1 {
 		t.Errorf("the stopped serve took the dispatch too: %d hand-offs", e.handoffs())
+	}
+}
+
+// TestHandoff_WarmSlot: with `warm: 1` and a standby ready, a handed-off dispatch (no
+// --progress) runs on serve's resident path into the standby, as a plan's would; what the
+// user sees is what the in-process path shows, and Ctrl-C of one cancels it.
+func TestHandoff_WarmSlot(t *testing.T) {
+	e, _ := warmServedEnv(t, 1)
+	db := openAgoraDB(t, e)
+	ready := standbys(t, e)
+	hCode, hOut, hErr := e.oneShot(nil, "--subagent", "worker")
+	if e.handoffs() != 1 {
+		t.Fatalf("not handed off:\n%s", hErr)
+	}
+	id := strings.TrimSpace(hOut)
+	if pid := supervisorPID(t, db, id); !contains(ready, pid) {
+		t.Fatalf("dispatch %s was supervised by %d, not by the ready standby %v", id, pid, ready)
+	}
+	pCode, pOut, pErr := e.oneShot([]string{"AGORA_NO_HANDOFF=1"}, "--subagent", "worker")
+	norm := func(s string) string { return varying.ReplaceAllString(s, "X") }
+	if hCode != 0 || pCode != 0 || norm(hErr) != norm(pErr) || norm(hOut) != norm(pOut) {
+		t.Errorf("warm hand-off exit %d, in-process %d:\n%s%s\n---\n%s%s", hCode, pCode, hOut, hErr, pOut, pErr)
+	}
+	waitStandbys(t, e, 1)
+	interrupt := func(extra ...string) (string, string) {
+		cmd, _, lines := e.startOneShotEnv(extra, "--subagent", "sleeper")
+		seen := waitLine(t, lines, " started (")
+		cmd.Process.Signal(syscall.SIGINT)
+		seen += drain(lines)
+		err := cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+			t.Fatalf("exit %v, want 130\n%s", err, seen)
+		}
+		last := strings.Split(strings.TrimSpace(seen), "\n")
+		return seen, varying.ReplaceAllString(last[len(last)-1], "X")
+	}
+	before := e.handoffs()
+	hSeen, hLast := interrupt()
+	if e.handoffs() != before+1 {
+		t.Fatalf("Ctrl-C run not handed off")
+	}
+	_, pLast := interrupt("AGORA_NO_HANDOFF=1")
+	if hLast != pLast {
+		t.Errorf("Ctrl-C of a warm hand-off ends\n%s\nin-process\n%s\n(all: %s)", hLast, pLast, hSeen)
 	}
 }

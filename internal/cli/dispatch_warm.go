@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"context"
+	"time"
+
+	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/dispatch/detach"
+)
+
+// warmPoll is how often superviseWarm reads the record while the dispatch has not started,
+// and warmPollRunning after: the standby's exit ends the wait at once either way.
+const (
+	warmPoll        = 5 * time.Millisecond
+	warmPollRunning = 100 * time.Millisecond
+)
+
+// superviseWarm is serve's resident path for a handed-off dispatch of a target with a warm
+// slot ready (#28, #30): a standby supervisor claims it (serve's plan and MCP dispatches go
+// the same way) and this follows its record, printing what the in-process path prints when
+// it shows no phases: started, then the end. Ctrl-C cancels it and waits for the end it
+// records. The work outlives serve, as a plan's does.
+func superviseWarm(ctx context.Context, f *Factory, d *dispatch.Dispatcher, sup *detach.Supervisors, rec *dispatch.Record) (*dispatch.Record, error) {
+	exited, err := sup.Hand(rec.Target, rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	tick := time.NewTicker(warmPoll)
+	defer tick.Stop()
+	started := false
+	for {
+		select {
+		case <-ctx.Done():
+			final, err := d.Cancel(context.WithoutCancel(ctx), rec.ID)
+			if err != nil {
+				return nil, err
+			}
+			if !dispatch.IsTerminal(final.State) {
+				return final, nil
+			}
+			printEvent(f, final.State, final)
+			return final, nil
+		case <-exited:
+			exited = nil // read at once, then poll: it may have handed the dispatch on
+		case <-tick.C:
+		}
+		r, err := d.Records.Get(context.WithoutCancel(ctx), rec.ID)
+		if err != nil {
+			return nil, err
+		}
+		if !started && r.StartedAt != nil {
+			started = true
+			printEvent(f, dispatch.StateStarted, r)
+			tick.Reset(warmPollRunning)
+		}
+		if dispatch.IsTerminal(r.State) {
+			printEvent(f, r.State, r)
+			return r, nil
+		}
+	}
+}
