@@ -147,3 +147,31 @@ func (e *env) addPodTargets(n *podNode, backends map[string]string) {
 		return kp, err
 	}
 }
+
+// BenchmarkDispatch_RealPodJobVsAgentSandbox is one cold dispatch's wall time, Accept to the
+// recorded result, of the same task on one real node (kubelet, containerd, runc) with
+// agent-sandbox's controller: a Job target and a backend: agent-sandbox target, interleaved
+// (each iteration runs one of each).
+//
+//	go test ./internal/dispatch -run '^$' -bench 'RealPodJobVsAgentSandbox' -benchtime 10x -benchmem
+func BenchmarkDispatch_RealPodJobVsAgentSandbox(b *testing.B) {
+	n := startPodNodeWith(b, k8stest.Options{RealNode: true, AgentSandbox: true})
+	e := newEnv(b)
+	e.subagent("editor", realPodEdit)
+	e.addPodTargets(n, map[string]string{"pod": kubernetes.BackendJobs, "pod-as": kubernetes.BackendAgentSandbox})
+	repo := gitRepo(b, map[string]string{"README": "one\ntwo\n", "gone.txt": "bye\n"})
+	lat := map[string][]time.Duration{}
+	for b.Loop() {
+		for _, target := range []string{"pod", "pod-as"} {
+			begin := time.Now()
+			r := e.run(dispatch.Request{Subagent: "editor", Repo: repo, Target: target, Timeout: 4 * time.Minute})
+			wantFinished(b, r)
+			lat[target] = append(lat[target], time.Since(begin))
+		}
+	}
+	for target, l := range lat {
+		slices.Sort(l)
+		b.ReportMetric(float64(l[len(l)/2].Milliseconds()), "ms-median-"+target)
+		b.Logf("%s: %v", target, l)
+	}
+}

@@ -19,7 +19,7 @@ import (
 // These tests run `backend: agent-sandbox` against agent-sandbox's real controller and CRDs in
 // the shared control plane with kwok (which runs no process: exit codes come from its stages).
 
-func sandboxProvider(t *testing.T, exp *fakeExporter) *Provider {
+func sandboxProvider(t testing.TB, exp *fakeExporter) *Provider {
 	t.Helper()
 	c := k8stest.Shared(t, k8stest.Options{AgentSandbox: true})
 	o := testOptions(t, exp)
