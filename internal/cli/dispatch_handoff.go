@@ -95,7 +95,7 @@ func handoffRequest(opts *dispatchRunOptions) ([]byte, string, bool) {
 	}
 	r := opts.req
 	hr := api.HandoffRequest{
-		Home: dir, Exe: exe, WorkerBinary: f.Getenv(envWorkerBinary),
+		Home: dir, Exe: exe, Env: api.EnvDigest(os.Environ()),
 		Subagent: r.Subagent, Envs: r.Envs, Target: r.Target, Input: r.Input, Repo: r.Repo, Workspace: r.Workspace,
 		Revision: r.Revision, TimeoutNS: int64(r.Timeout), Callback: r.CallbackURL, Budget: r.Budget, Verify: r.Verify,
 		Learn: r.Learn, Detach: opts.detach, Progress: opts.progress || f.IO.ErrTTY,

@@ -35,7 +35,7 @@ type handoffRunner struct {
 	sup     *detach.Supervisors // serve's: --detach and warm slots go through its standbys
 	home    string              // absolute
 	exe     string
-	worker  string // $AGORA_WORKER_BINARY as serve has it
+	env     string // api.EnvDigest of serve's environment
 	cfgFile string
 	cfgSum  [32]byte // agora.yaml as serve loaded it (its digest at serve's start)
 	// running is the file serve runs from (its /proc/self/exe): a CLI whose exe is no
@@ -56,13 +56,10 @@ func newHandoffRunner(f *Factory, d *dispatch.Dispatcher, sup *detach.Supervisor
 	if err != nil {
 		return nil, err
 	}
-	r := &handoffRunner{f: f, d: d, sup: sup, home: abs, exe: exe, worker: f.Getenv(envWorkerBinary), cfgFile: filepath.Join(abs, config.FileName), running: running}
+	r := &handoffRunner{f: f, d: d, sup: sup, home: abs, exe: exe, env: api.EnvDigest(os.Environ()), cfgFile: filepath.Join(abs, config.FileName), running: running}
 	r.cfgSum = fileSum(r.cfgFile)
 	return r, nil
 }
-
-// envWorkerBinary names the worker binary a dispatcher uses instead of the one beside agora.
-const envWorkerBinary = "AGORA_WORKER_BINARY"
 
 // fileSum is the sha256 of path's bytes; a missing or unreadable file sums to zero.
 func fileSum(path string) [32]byte {
@@ -90,8 +87,8 @@ func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, pe
 		return nil, &service.Declined{Why: "serve runs another agora binary: " + r.exe}
 	case !isRunning(req.Exe, r.running):
 		return nil, &service.Declined{Why: r.exe + " was replaced since serve started (restart serve to hand it dispatches)"}
-	case req.WorkerBinary != r.worker:
-		return nil, &service.Declined{Why: envWorkerBinary + " differs from serve's"}
+	case req.Env != r.env:
+		return nil, &service.Declined{Why: "the CLI's environment is not serve's (PATH, DOCKER_HOST, AGORA_WORKER_BINARY or OTEL_*)"}
 	case fileSum(r.cfgFile) != r.cfgSum:
 		return nil, &service.Declined{Why: "agora.yaml changed since serve started"}
 	}

@@ -1,9 +1,13 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/agora-dev/agora/internal/budget"
@@ -35,8 +39,9 @@ type HandoffRequest struct {
 	// Exe is the CLI's own executable: a serve of another binary refuses (the detached
 	// supervisors and the worker beside it would be another build's).
 	Exe string `json:"exe"`
-	// WorkerBinary is $AGORA_WORKER_BINARY as the CLI sees it ("" unset): it must be serve's.
-	WorkerBinary string `json:"worker_binary,omitempty"`
+	// Env is [EnvDigest] of the CLI's environment: what of it a dispatch reads (the agent
+	// CLIs on PATH, DOCKER_HOST, AGORA_WORKER_BINARY, tracing's OTEL_*) must be serve's.
+	Env string `json:"env"`
 	// StartBy (Unix nanoseconds, 0 for none) is when the CLI stops waiting for serve's answer
 	// and runs the dispatch itself: serve declines a request it reads later, so a serve that
 	// was stopped and resumes never runs a second copy of a dispatch the CLI ran.
@@ -63,6 +68,27 @@ type HandoffRequest struct {
 	Progress bool            `json:"progress,omitempty"` // show phases and the last line (--progress, or stderr a terminal)
 }
 
+// EnvDigest digests what of environ (KEY=VALUE lines, os.Environ) a dispatch reads: PATH
+// (where the agent CLIs not configured in agora.yaml are found), DOCKER_HOST,
+// AGORA_WORKER_BINARY and every OTEL_* (tracing). Two processes with the same digest run a
+// dispatch alike.
+func EnvDigest(environ []string) string {
+	var kept []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "PATH" || k == "DOCKER_HOST" || k == "AGORA_WORKER_BINARY" || strings.HasPrefix(k, "OTEL_") {
+			kept = append(kept, kv)
+		}
+	}
+	slices.Sort(kept)
+	h := sha256.New()
+	for _, kv := range kept {
+		h.Write([]byte(kv))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // Timeout is TimeoutNS as a duration.
 func (r *HandoffRequest) Timeout() time.Duration { return time.Duration(r.TimeoutNS) }
 
@@ -75,8 +101,8 @@ func DecodeHandoffRequest(b []byte) (*HandoffRequest, error) {
 		return nil, err
 	}
 	switch {
-	case r.Home == "" || r.Exe == "":
-		return nil, errors.New("hand-off request: home and exe are required")
+	case r.Home == "" || r.Exe == "" || r.Env == "":
+		return nil, errors.New("hand-off request: home, exe and env are required")
 	case r.Subagent == "":
 		return nil, errors.New("hand-off request: subagent is required")
 	case r.TimeoutNS < 0:

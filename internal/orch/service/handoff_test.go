@@ -329,7 +329,7 @@ func TestHandoff_Attacks(t *testing.T) {
 	if abs, err := filepath.EvalSymlinks(agoraBin); err == nil {
 		exe = abs
 	}
-	good := fmt.Sprintf(`{"home":%q,"exe":%q,"subagent":"ok","budget":{}`, e.home, exe)
+	good := fmt.Sprintf(`{"home":%q,"exe":%q,"env":%q,"subagent":"ok","budget":{}`, e.home, exe, api.EnvDigest(e.vars))
 	for name, c := range map[string]struct {
 		body   string
 		status int
@@ -505,5 +505,19 @@ func TestHandoff_WarmSlot(t *testing.T) {
 	_, pLast := interrupt("AGORA_NO_HANDOFF=1")
 	if hLast != pLast {
 		t.Errorf("Ctrl-C of a warm hand-off ends\n%s\nin-process\n%s\n(all: %s)", hLast, pLast, hSeen)
+	}
+}
+
+// TestHandoff_OtherEnvironment: a CLI whose PATH (where the agent CLIs are found) or tracing
+// environment is not serve's runs its dispatch itself: serve would run it with its own.
+func TestHandoff_OtherEnvironment(t *testing.T) {
+	e, _ := handoffEnv(t)
+	for _, extra := range []string{"PATH=/opt/elsewhere:" + os.Getenv("PATH"), "OTEL_SERVICE_NAME=mine"} {
+		if code, _, stderr := e.oneShot([]string{extra}, "--subagent", "ok"); code != 0 || e.handoffs() != 0 {
+			t.Errorf("with %s: exit %d, hand-offs %d\n%s", extra, code, e.handoffs(), stderr)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log")); !strings.Contains(string(b), "environment is not serve's") {
+		t.Errorf("serve did not say why it declined:\n%s", b)
 	}
 }
