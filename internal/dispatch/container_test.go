@@ -75,8 +75,27 @@ func (e *env) addDockerTarget(image string) {
 	tg.Provider = config.ProviderDocker
 	tg.Image = image
 	e.home.Config.Targets["box"] = tg
+	// One provider per image and runtime for the test's life, closed at its end, as the CLI
+	// keeps one per target: a provider per dispatch left its engine connections open (goleak).
+	var mu sync.Mutex
+	built := map[string]*container.Provider{}
+	e.t.Cleanup(func() {
+		for _, p := range built {
+			p.Close()
+		}
+	})
 	e.d.RemoteProviders = func(ctx context.Context, _ string, tg config.Target) (compute.Provider, error) {
-		return container.New(ctx, container.Options{Host: containerHost(), Image: tg.Image, Runtime: tg.Runtime})
+		mu.Lock()
+		defer mu.Unlock()
+		if p := built[tg.Image+" "+tg.Runtime]; p != nil {
+			return p, nil
+		}
+		p, err := container.New(ctx, container.Options{Host: containerHost(), Image: tg.Image, Runtime: tg.Runtime})
+		if err != nil {
+			return nil, err
+		}
+		built[tg.Image+" "+tg.Runtime] = p
+		return p, nil
 	}
 }
 

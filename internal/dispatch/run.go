@@ -98,7 +98,7 @@ func (s *supervision) cleanup() {
 		s.st.removeWork()
 	}
 	if s.warm != nil {
-		s.warm.slot.Discard() // claimed, never run: killed; its uid lease is s.lease
+		s.warm.kill() // claimed, never run: killed; its uid lease is s.lease
 	}
 	if s.lease != nil {
 		s.lease.release()

@@ -13,9 +13,11 @@ import (
 	"sync"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/container"
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/netgw"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -34,11 +36,12 @@ type WarmPools struct {
 	d        *Dispatcher
 	provider *local.Provider
 
-	mu    sync.Mutex
-	pools map[string]*warm.Pool   // guarded by mu: by target, once a template exists
-	tmpl  map[string]compute.Spec // guarded by mu: each target's learnt template
-	extra map[string]*warmMisses  // guarded by mu: claims spent by a shape mismatch
-	ctx   context.Context
+	mu     sync.Mutex
+	pools  map[string]*warm.Pool   // guarded by mu: by target, once a template exists
+	docker *dockerGateway          // set once by StartWarm: the docker slots' gateway, nil without a docker warm target
+	tmpl   map[string]compute.Spec // guarded by mu: each target's learnt template
+	extra  map[string]*warmMisses  // guarded by mu: claims spent by a shape mismatch
+	ctx    context.Context
 
 	// standby: these are a standby supervisor's (standby.go): one slot, held, of heldTarget;
 	// nothing is filled, and a cold start saves the target's template for the holder.
@@ -50,9 +53,12 @@ type WarmPools struct {
 // warmMisses counts claimed slots whose dispatch did not fit: it started cold.
 type warmMisses struct{ n uint64 }
 
-// warmSlot is one held sandbox and the uid lease it runs as.
+// warmSlot is one held sandbox and the uid lease it runs as: a bubblewrap slot (slot), or a
+// docker slot (box, and gw its gateway slot: warmdocker.go).
 type warmSlot struct {
 	slot  *local.Slot
+	box   *container.Slot
+	gw    *netgw.Slot
 	lease *uidLease
 	key   string
 }
@@ -60,12 +66,28 @@ type warmSlot struct {
 func (w *warmSlot) Shape() string { return w.key }
 
 // Alive says whether the held sandbox still waits (the pool counts and hands out live ones).
-func (w *warmSlot) Alive() bool { return w.slot.Alive() }
+func (w *warmSlot) Alive() bool {
+	if w.box != nil {
+		return w.box.Alive()
+	}
+	return w.slot.Alive()
+}
 
 // Discard implements warm.Slot: a slot never claimed is killed and its uid given back.
 func (w *warmSlot) Discard() {
-	w.slot.Discard()
+	w.kill()
 	w.lease.release()
+}
+
+// kill ends the slot's sandbox; a docker slot's token is revoked first, so its worker can
+// claim nothing meanwhile.
+func (w *warmSlot) kill() {
+	if w.box != nil {
+		w.gw.Close()
+		w.box.Discard()
+		return
+	}
+	w.slot.Discard()
 }
 
 func (w *WarmPools) slotOptions(target string) local.SlotOptions {
@@ -76,21 +98,35 @@ func (w *WarmPools) slotOptions(target string) local.SlotOptions {
 // pools of this Dispatcher's local targets; nil when no local target asks for any. Close
 // them when the process stops serving.
 func (d *Dispatcher) StartWarm(ctx context.Context) (*WarmPools, error) {
-	p, ok := d.LocalProvider.(*local.Provider)
-	if !ok || d.Config == nil {
+	if d.Config == nil {
 		return nil, nil
 	}
-	if err := d.SweepWarm(ctx); err != nil {
-		return nil, err
+	p, _ := d.LocalProvider.(*local.Provider)
+	if p != nil {
+		if err := d.SweepWarm(ctx); err != nil {
+			return nil, err
+		}
 	}
-	any := false
+	any, docker := false, false
 	for _, t := range d.Config.Targets {
-		any = any || warmTarget(t)
+		any = any || (p != nil && warmTarget(t))
+		docker = docker || warmDockerTarget(t)
 	}
-	if !any {
+	if !any && !docker {
 		return nil, nil
 	}
 	w := &WarmPools{d: d, provider: p, pools: map[string]*warm.Pool{}, tmpl: map[string]compute.Spec{}, extra: map[string]*warmMisses{}, ctx: context.WithoutCancel(ctx)}
+	if docker {
+		// Docker slots (warmdocker.go): their gateway, after a sweep of a killed holder's.
+		if os.Geteuid() != 0 {
+			return nil, errors.New("docker warm slots need a root agora: each slot runs as a uid of the target's sandbox_uid range")
+		}
+		g, err := d.startDockerGateway(ctx)
+		if err != nil {
+			return nil, err
+		}
+		w.docker = g
+	}
 	d.Warm = w
 	return w, nil
 }
@@ -150,6 +186,7 @@ func (w *WarmPools) Close() {
 	for _, p := range pools {
 		p.Close()
 	}
+	w.docker.close()
 }
 
 // Counts returns every warm target's numbers, for doctor, metrics and the web view.
@@ -161,7 +198,7 @@ func (w *WarmPools) Counts() []warm.Counts {
 	defer w.mu.Unlock()
 	var out []warm.Counts
 	for name, t := range w.d.Config.Targets {
-		if !warmTarget(t) {
+		if !warmTarget(t) && !warmDockerTarget(t) {
 			continue
 		}
 		c := warm.Counts{Target: name, Want: t.Warm}
@@ -217,16 +254,23 @@ func (w *WarmPools) missed(target string) {
 // learn makes spec (a cold dispatch's, started) its target's template and starts the
 // target's pool the first time. A later template replaces the shape new slots get.
 func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
-	if w == nil || !warmTarget(t) || spec.Sandbox == compute.SandboxNone || holdsToken(spec.Env) {
+	if w == nil {
 		return
 	}
-	if w.standby {
+	docker := warmDockerTarget(t) && w.docker != nil
+	if !(docker || warmTarget(t)) || spec.Sandbox == compute.SandboxNone || holdsToken(spec.Env) {
+		return
+	}
+	if w.standby && !docker {
 		// A standby's dispatch that did not fit its slot: the target's shape changed, which
 		// the holder learns from the file.
 		w.d.saveTemplate(target, t, spec)
 		return
 	}
 	tmpl := templateOf(w.d.StateDir, target, spec) // the pool's key: the shape without the uid
+	if docker {
+		tmpl.ID = dockerShape(tmpl)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	prev, had := w.tmpl[target]
@@ -237,6 +281,9 @@ func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 	}
 	if w.pools[target] == nil {
 		w.pools[target] = warm.New(w.ctx, target, t.Warm, func(ctx context.Context) (warm.Slot, error) {
+			if docker {
+				return w.fillDocker(ctx, target, t)
+			}
 			return w.fill(ctx, target, t)
 		})
 	}
@@ -290,6 +337,9 @@ func (w *WarmPools) fillOnce(ctx context.Context, target string, t config.Target
 func (s *supervision) startWarm(ctx context.Context) (compute.Handle, bool) {
 	w := s.warm
 	s.warm = nil
+	if w.box != nil {
+		return s.startDockerWarm(ctx, w)
+	}
 	p, ok := s.provider.(*local.Provider)
 	if !ok {
 		w.slot.Discard()

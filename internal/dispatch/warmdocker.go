@@ -1,0 +1,283 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/container"
+	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/compute/remote"
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/netgw"
+	workerremote "github.com/agora-dev/agora/internal/worker/remote"
+	"github.com/agora-dev/agora/internal/worker/wire"
+)
+
+// Docker warm slots (#30): for a docker target with `warm: N`, N worker containers started
+// ahead by the container provider (container.StartSlot: a cold container's hardening, no
+// network, the gateway's Unix socket its only way out, the slot's token on fd 3). The resident
+// Dispatcher that holds them serves the network gateway on that socket itself (sessions and
+// slots are files below AGORA_HOME/gateway, as `agora gateway serve`'s are). A dispatch that
+// claims a slot exports its session (its binds become gateway mounts, its secrets a gateway
+// file) and binds it to the slot; the slot's worker claims it, fetches the dispatch's files,
+// runs, streams its output and uploads its out directory, exactly as a cold remote worker.
+
+// dockerGatewayHost is the name the slot gateway's certificate is for; the slots reach it only
+// through its socket, so the name is never resolved.
+const dockerGatewayHost = "slots.agora.internal"
+
+// slotBindWait bounds how long a claiming dispatch waits for its slot's worker to take the
+// grant; a slot whose worker does not is spent, and the dispatch starts cold.
+const slotBindWait = 10 * time.Second
+
+// dockerGateway is the slot gateway a resident Dispatcher serves for its docker slots.
+type dockerGateway struct {
+	home  string
+	reg   *netgw.Registry
+	slots *netgw.Slots
+	certs *netgw.Certs
+	sock  string
+	stop  context.CancelFunc
+	done  chan error
+}
+
+// gatewayDir is AGORA_HOME/gateway: StateDir is AGORA_HOME/dispatches.
+func (d *Dispatcher) gatewayDir() string { return filepath.Join(filepath.Dir(d.StateDir), "gateway") }
+
+// startDockerGateway sweeps what a killed holder left (its slots revoked, their containers
+// removed) and serves the slot gateway on AGORA_HOME/gateway/slots.sock.
+func (d *Dispatcher) startDockerGateway(ctx context.Context) (*dockerGateway, error) {
+	dir := d.gatewayDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("docker warm slots: %w", err)
+	}
+	g := &dockerGateway{home: filepath.Dir(d.StateDir), reg: &netgw.Registry{Dir: filepath.Join(dir, "sessions")},
+		slots: &netgw.Slots{Dir: filepath.Join(dir, "slots")}, sock: filepath.Join(dir, "slots.sock"), done: make(chan error, 1)}
+	if _, err := g.slots.Sweep(ctx); err != nil {
+		return nil, fmt.Errorf("docker warm slots: %w", err)
+	}
+	for name, t := range d.Config.Targets {
+		if t.Provider != config.ProviderDocker {
+			continue
+		}
+		p, err := d.providerFor(ctx, name)
+		if err != nil {
+			d.log().Warn("docker warm slots: cannot sweep the target's slot containers", "target", name, "err", err)
+			continue
+		}
+		if cp, ok := p.(*container.Provider); ok {
+			if _, err := cp.SweepSlots(ctx, g.home, g.live); err != nil {
+				return nil, fmt.Errorf("docker warm slots of target %q: %w", name, err)
+			}
+		}
+	}
+	var err error
+	if g.certs, err = netgw.LoadOrCreateCA(filepath.Join(dir, "slot-keys"), []string{dockerGatewayHost}); err != nil {
+		return nil, fmt.Errorf("docker warm slots: %w", err)
+	}
+	os.Remove(g.sock)
+	ln, err := net.Listen("unix", g.sock)
+	if err != nil {
+		return nil, fmt.Errorf("docker warm slots: %w", err)
+	}
+	// Any uid may connect: the directory is root's 0700 and only a slot container, which gets
+	// the socket file bound in, reaches it; what it can do there is its token's.
+	if err := os.Chmod(g.sock, 0o666); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("docker warm slots: %w", err)
+	}
+	srv := &netgw.Server{Registry: g.reg, Slots: g.slots, Version: workerremote.Version(), Log: slog.New(d.log().Handler())}
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	g.stop = stop
+	go func() { g.done <- srv.Serve(sctx, ln, g.certs.Server) }()
+	return g, nil
+}
+
+// live says whether a slot still stands (its holder lives).
+func (g *dockerGateway) live(id string) bool {
+	_, err := os.Lstat(filepath.Join(g.slots.Dir, id))
+	return err == nil
+}
+
+func (g *dockerGateway) close() {
+	if g == nil {
+		return
+	}
+	g.stop()
+	<-g.done
+}
+
+// warmDockerTarget says whether a target keeps docker slots.
+func warmDockerTarget(t config.Target) bool {
+	return t.Warm > 0 && t.Provider == config.ProviderDocker && t.Sandbox != compute.SandboxNone
+}
+
+// dockerShape is a docker slot's key: the local shape of its spec (everything below /agora
+// comes at claim) and the worker it was started with.
+func dockerShape(s compute.Spec) string {
+	worker := ""
+	for _, b := range s.Binds {
+		if b.Dst == wire.BinPath {
+			worker = b.Src
+		}
+	}
+	return "docker:" + local.SlotShape(s, local.SlotOptions{ClaimRoot: wire.DefaultRoot, PerDispatchEnv: []string{"AGORA_DISPATCH_ID"}}) + ":" + worker
+}
+
+// fillDocker starts one docker slot of target's template as a uid of its own.
+func (w *WarmPools) fillDocker(ctx context.Context, target string, t config.Target) (*warmSlot, error) {
+	w.mu.Lock()
+	tmpl, g := w.tmpl[target], w.docker
+	w.mu.Unlock()
+	if g == nil {
+		return nil, errors.New("docker warm slots: no slot gateway")
+	}
+	p, err := w.d.providerFor(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	cp, ok := p.(*container.Provider)
+	if !ok {
+		return nil, fmt.Errorf("target %q: not a container provider", target)
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	lease, err := leaseUID(w.d.StateDir, t.SandboxUID, "warm-"+hex.EncodeToString(b[:]))
+	if err != nil {
+		return nil, err
+	}
+	// Its working directory is not the workspace: the engine would make that (root's) in the
+	// slot's tmpfs before the worker fetches the workspace there.
+	spec := compute.Spec{Argv: tmpl.Argv, Dir: "/tmp", Limits: tmpl.Limits, Sandbox: tmpl.Sandbox,
+		RunAs: &compute.HostUser{UID: lease.uid, GID: lease.uid}}
+	for _, kv := range tmpl.Env {
+		if !strings.HasPrefix(kv, "AGORA_DISPATCH_ID=") {
+			spec.Env = append(spec.Env, kv)
+		}
+	}
+	for _, bd := range tmpl.Binds {
+		if bd.Dst == wire.BinPath {
+			spec.Binds = append(spec.Binds, compute.Bind{Src: bd.Src, Dst: bd.Dst})
+		}
+	}
+	gs, err := g.slots.Create(ctx)
+	if err != nil {
+		lease.release()
+		return nil, err
+	}
+	box, err := cp.StartSlot(ctx, spec, container.SlotOptions{ID: gs.ID, Token: gs.Token, Home: g.home,
+		Holder: fmt.Sprintf("pid-%d", os.Getpid()), GatewayURL: "https://" + dockerGatewayHost + ":443",
+		GatewayCA: g.certs.CAPEM, GatewaySocket: g.sock, Shape: tmpl.ID})
+	if err != nil {
+		gs.Close()
+		lease.release()
+		return nil, err
+	}
+	return &warmSlot{box: box, gw: gs, lease: lease, key: tmpl.ID}, nil
+}
+
+// startDockerWarm runs s's spec in its claimed docker slot: its session exported, bound to the
+// slot, taken by the slot's worker. started false: the spec did not fit or the worker did not
+// take it (the slot is spent, counted) and the caller starts it cold, as the same uid.
+func (s *supervision) startDockerWarm(ctx context.Context, w *warmSlot) (compute.Handle, bool) {
+	g := s.d.Warm.docker
+	// A slot not run is killed, never Discarded: its uid lease is the dispatch's now (s.lease).
+	if g == nil || dockerShape(withoutRunAs(s.spec)) != w.key {
+		s.d.Warm.missed(s.r.Target)
+		w.kill()
+		return nil, false
+	}
+	sess, err := g.reg.Export(ctx, s.spec)
+	if err == nil {
+		bctx, cancel := context.WithTimeout(ctx, slotBindWait)
+		err = w.gw.Bind(bctx, sess.Dispatch, sess.Token)
+		cancel()
+		if err != nil {
+			sess.Close()
+		}
+	}
+	if err != nil {
+		s.d.Warm.missed(s.r.Target)
+		s.d.log().Warn("docker warm slot failed; starting cold", "dispatch", s.r.ID, "err", err)
+		w.kill()
+		return nil, false
+	}
+	return newSlotHandle(ctx, w.box, sess, s.spec.Limits.Timeout), true
+}
+
+func withoutRunAs(s compute.Spec) compute.Spec {
+	s.RunAs = nil
+	return s
+}
+
+// slotHandle is a claimed docker slot as its dispatch's handle: the container's end, then the
+// session closed (what the worker streamed reached the dispatch's logs); killed at the
+// dispatch's timeout, counted from the claim, or when the run's context ends.
+type slotHandle struct {
+	box  *container.Slot
+	sess *remote.Session
+	once sync.Once
+	stop func() bool
+
+	mu        sync.Mutex
+	timedOut  bool // guarded by mu
+	cancelled bool // guarded by mu
+}
+
+func newSlotHandle(ctx context.Context, box *container.Slot, sess *remote.Session, timeout time.Duration) *slotHandle {
+	h := &slotHandle{box: box, sess: sess}
+	stopCtx := context.AfterFunc(ctx, func() { h.kill(false) })
+	var t *time.Timer
+	if timeout > 0 {
+		t = time.AfterFunc(timeout, func() { h.kill(true) })
+	}
+	h.stop = func() bool {
+		if t != nil {
+			t.Stop()
+		}
+		return stopCtx()
+	}
+	return h
+}
+
+func (h *slotHandle) kill(timedOut bool) {
+	h.mu.Lock()
+	if timedOut {
+		h.timedOut = true
+	} else if !h.timedOut {
+		h.cancelled = true
+	}
+	h.mu.Unlock()
+	h.box.Discard()
+}
+
+func (h *slotHandle) TaskID() string { return h.box.Handle().TaskID() }
+
+func (h *slotHandle) Wait() (compute.Exit, error) {
+	exit, err := h.box.Handle().Wait()
+	h.once.Do(func() {
+		h.stop()
+		if cerr := h.sess.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("close the slot's gateway session: %w", cerr)
+		}
+	})
+	h.mu.Lock()
+	exit.TimedOut = exit.TimedOut || h.timedOut
+	exit.Cancelled = exit.Cancelled || h.cancelled
+	h.mu.Unlock()
+	if exit.Code == remote.ExitGatewayUnreachable {
+		exit.GatewayUnreachable = true
+	}
+	return exit, err
+}
