@@ -222,6 +222,12 @@ func (p *Provider) kill(id string) error {
 	defer cancel()
 	_, err := p.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"})
 	if err != nil && !isNotFound(err) && !isConflict(err) {
+		// podman refuses to kill a stopped container with an error it does not mark a
+		// conflict ("container state improper"): what matters is that it no longer runs.
+		ins, ierr := p.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		if isNotFound(ierr) || ierr == nil && ins.Container.State != nil && !ins.Container.State.Running {
+			return nil
+		}
 		return fmt.Errorf("kill container %q: %w", id, err)
 	}
 	return nil
