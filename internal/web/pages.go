@@ -189,6 +189,7 @@ func withShape(t orch.TaskRow, sh *shape) api.Task {
 	task.Added = sh.addedAt(t.Index)
 	task.Subagent = sh.sub[t.Index]
 	task.Verify = sh.verify[t.Index]
+	task.Learn = sh.learn[t.Index]
 	task.DependsOn = sh.depNames(t.Index)
 	if sh.locks[t.Index] != "" {
 		task.Locks = strings.Split(sh.locks[t.Index], ", ")

@@ -45,6 +45,7 @@ type shape struct {
 	index  map[string]int32
 	sub    []string        // each task's subagent (shared strings)
 	verify []*verdict.Spec // each task's verify gate, nil: none
+	learn  []bool          // each task's learn: true (docs/learn.md)
 	locks  []string        // each task's locks as a view lists them, ", "-joined
 	// depStart[i]:depStart[i+1] are task i's dependencies in deps (plan positions), needs
 	// marking those it takes products from.
@@ -86,7 +87,7 @@ func newShape(rs orch.RunShape) *shape {
 	outline := rs.Tasks
 	n := len(outline)
 	s := &shape{ids: make([]string, n), index: make(map[string]int32, n), sub: make([]string, n), locks: make([]string, n),
-		verify: make([]*verdict.Spec, n), depStart: make([]int32, n+1), x: make([]int32, n), y: make([]int32, n)}
+		verify: make([]*verdict.Spec, n), learn: make([]bool, n), depStart: make([]int32, n+1), x: make([]int32, n), y: make([]int32, n)}
 	subs := map[string]string{}
 	for i, o := range outline {
 		s.ids[i] = o.ID
@@ -96,6 +97,7 @@ func newShape(rs orch.RunShape) *shape {
 		}
 		s.sub[i] = subs[o.Subagent]
 		s.verify[i] = o.Verify
+		s.learn[i] = o.Learn
 		if len(o.Locks) > 0 {
 			s.locks[i] = strings.Join(plan.LockNames(o.Locks), ", ")
 		}

@@ -327,7 +327,7 @@ tasks:
   - {id: build, subagent: slow, depends_on: [fetch], locks: [repo]}
   - {id: lint, subagent: slow, depends_on: [fetch]}
   - {id: test, subagent: slow, depends_on: [build, lint], locks: [repo]}
-  - {id: docs, subagent: slow}
+  - {id: docs, subagent: slow, learn: true}
   - {id: ship, subagent: slow, depends_on: [test, docs]}
 `
 
@@ -406,6 +406,24 @@ func TestUI_Chromium(t *testing.T) {
 		t.Errorf("the run bundle's verification shows %q, want verified at tier tamper-detecting", txt)
 	}
 	b.shot("run-succeeded")
+	// #30 learn2: the plan's learn task carries a visible badge in the tasks table, and only it.
+	if txt := b.must(map[string]any{"op": "text", "selector": `table#tasks tr[data-task="docs"] .learn`}).Text; txt != "(learn)" {
+		t.Errorf("the learn task's row shows %q, want a (learn) badge", txt)
+	}
+	if n := b.must(map[string]any{"op": "count", "selector": "table#tasks .learn"}).N; n != 1 {
+		t.Errorf("%d tasks carry the learn badge, want 1 (docs)", n)
+	}
+	if a := b.must(map[string]any{"op": "click", "selector": `table#tasks tr[data-task="docs"] a`, "nav": true}); !strings.HasSuffix(a.URL, "/tasks/docs") {
+		t.Errorf("the learn task's link went to %s", a.URL)
+	}
+	if txt := b.must(map[string]any{"op": "text", "selector": "#t-learn"}).Text; !strings.Contains(txt, "learn") {
+		t.Errorf("the learn task's page shows %q, want its learn mark", txt)
+	}
+	if txt := b.must(map[string]any{"op": "text", "selector": "#d-learn"}).Text; !strings.Contains(txt, "would_deny") {
+		t.Errorf("the learn task's latest attempt shows %q, want the dispatch's learn mark", txt)
+	}
+	b.shot("task-learn")
+	b.must(map[string]any{"op": "goto", "path": "/runs/" + run.ID})
 
 	// A node is a link to its task without an <a> around it.
 	if a := b.must(map[string]any{"op": "click", "selector": `svg#dag g.node[data-task="build"]`, "nav": true}); !strings.HasSuffix(a.URL, "/runs/"+run.ID+"/tasks/build") {

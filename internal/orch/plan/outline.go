@@ -23,13 +23,15 @@ type Outline struct {
 	Locks []Lock
 	// Verify is the task's verify gate, its default timeout applied (as [Resolved]).
 	Verify *verdict.Spec
+	// Learn: the task says learn: true (docs/learn.md).
+	Learn bool
 }
 
 // OutlineOf is the outline of resolved tasks.
 func OutlineOf(tasks []Resolved) []Outline {
 	out := make([]Outline, len(tasks))
 	for i, r := range tasks {
-		o := Outline{ID: r.ID, Subagent: r.Subagent, Deps: r.Deps, Locks: r.Locks, Verify: r.Verify}
+		o := Outline{ID: r.ID, Subagent: r.Subagent, Deps: r.Deps, Locks: r.Locks, Verify: r.Verify, Learn: r.Learn}
 		for _, n := range r.Needs {
 			o.Needs = append(o.Needs, n.From)
 		}
@@ -90,6 +92,7 @@ func ReadOutline(canonical []byte) ([]Outline, error) {
 			} `json:"locks"`
 			Verify *outlineVerify   `json:"verify"`
 			FanOut *json.RawMessage `json:"fan_out"`
+			Learn  bool             `json:"learn"`
 		} `json:"tasks"`
 	}
 	if err := json.Unmarshal(canonical, &doc); err != nil {
@@ -111,7 +114,7 @@ func ReadOutline(canonical []byte) ([]Outline, error) {
 			}
 			return OutlineOf(p.Resolve()), nil
 		}
-		o := Outline{ID: t.ID, Subagent: t.Subagent}
+		o := Outline{ID: t.ID, Subagent: t.Subagent, Learn: t.Learn}
 		for _, n := range t.Needs {
 			o.Needs = append(o.Needs, n.From)
 		}
