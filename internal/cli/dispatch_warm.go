@@ -8,10 +8,12 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 )
 
-// warmPoll is how often superviseWarm reads the record while the dispatch has not started,
+// warmPoll is how often superviseWarm reads the record for its first warmFast (a short
+// dispatch's end is seen within a few ms, before its standby has closed agora.db and exited),
 // and warmPollRunning after: the standby's exit ends the wait at once either way.
 const (
 	warmPoll        = 5 * time.Millisecond
+	warmFast        = 500 * time.Millisecond
 	warmPollRunning = 100 * time.Millisecond
 )
 
@@ -27,6 +29,7 @@ func superviseWarm(ctx context.Context, f *Factory, d *dispatch.Dispatcher, sup 
 	}
 	tick := time.NewTicker(warmPoll)
 	defer tick.Stop()
+	slow := time.After(warmFast)
 	started := false
 	for {
 		select {
@@ -42,6 +45,9 @@ func superviseWarm(ctx context.Context, f *Factory, d *dispatch.Dispatcher, sup 
 			return final, nil
 		case <-exited:
 			exited = nil // read at once, then poll: it may have handed the dispatch on
+		case <-slow:
+			tick.Reset(warmPollRunning)
+			continue
 		case <-tick.C:
 		}
 		r, err := d.Records.Get(context.WithoutCancel(ctx), rec.ID)
@@ -51,7 +57,6 @@ func superviseWarm(ctx context.Context, f *Factory, d *dispatch.Dispatcher, sup 
 		if !started && r.StartedAt != nil {
 			started = true
 			printEvent(f, dispatch.StateStarted, r)
-			tick.Reset(warmPollRunning)
 		}
 		if dispatch.IsTerminal(r.State) {
 			printEvent(f, r.State, r)
