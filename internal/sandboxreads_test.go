@@ -35,6 +35,7 @@ var readAllowed = map[string]string{
 	"dispatch/detach/status.go:Publish: os.OpenFile":          "serve's own status file in AGORA_HOME/dispatches/.warm (0600), which no sandbox binds",
 	"dispatch/detach/status.go:ReadHolders: os.Stat":          "AGORA_HOME/dispatches/.warm itself, the host's directory; no sandbox binds it",
 	"dispatch/detach/status.go:readHolder: os.OpenFile":       "a serve's status file in AGORA_HOME/dispatches/.warm (0600), which no sandbox binds",
+	"cli/dispatch_standby.go:standbyStale: os.Stat":           "/proc/self/exe, the standby's own binary, to tell a replaced agora binary at its claim",
 	"dispatch/live.go:overwritePhase: os.OpenFile":            "opens the stage's phase file write-only (O_NOFOLLOW, O_NONBLOCK) to overwrite 16 bytes; it reads nothing, and writes only a regular file with one link",
 	"dispatch/stage.go:hold: os.OpenFile":                     "creates dispatches/.held/<id>, the host's index of stages to release, never bound into a sandbox",
 	"dispatch/stage.go:checkRunnable: os.Stat":                "the agora binary the host runs",

@@ -2,12 +2,15 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/peercred"
 )
 
@@ -22,17 +25,52 @@ func dispatchStandbyRun(ctx context.Context, opts *dispatchSuperviseOptions) err
 		return err
 	}
 	defer conn.Close()
+	stale, err := standbyStale(opts.f)
+	if err != nil {
+		fmt.Fprintf(conn, "failed %v\n", err)
+		return err
+	}
 	d, err := opts.f.Dispatcher(ctx)
 	if err != nil {
 		fmt.Fprintf(conn, "failed %v\n", err)
 		return err
 	}
-	final, err := d.Standby(ctx, opts.standby, conn)
+	final, err := d.Standby(ctx, opts.standby, conn, stale)
 	if err != nil || final == nil {
 		return err
 	}
 	deliverCallbacks(ctx, opts.f, final)
 	return nil
+}
+
+// standbyStale notes agora.yaml and the running binary as this standby found them, before
+// it loads anything, and returns the check its claim makes: a standby that would run a
+// dispatch under a configuration or a binary no cold supervisor started now would use
+// refuses it (red team of warm2: a standby outliving an edit of the target's limits).
+func standbyStale(f *Factory) (func() error, error) {
+	dir, err := f.HomeDir()
+	if err != nil {
+		return nil, err
+	}
+	cfg := filepath.Join(dir, config.FileName)
+	sum := fileSum(cfg)
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	running, err := os.Stat("/proc/self/exe")
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		if fileSum(cfg) != sum {
+			return errors.New("agora.yaml changed since this standby started")
+		}
+		if !isRunning(exe, running) {
+			return errors.New("the agora binary was replaced since this standby started")
+		}
+		return nil
+	}, nil
 }
 
 // holderConn takes fd 3 as the connection to the holder. It must be a Unix socket whose

@@ -92,7 +92,12 @@ const slotCheckEvery = time.Second
 // Standby runs a standby supervisor of target on conn (see above). It returns the claimed
 // dispatch's final record, or nil when no dispatch claimed it (the holder went away, or the
 // slot died first). Closing conn is the caller's.
-func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWriteCloser) (*Record, error) {
+//
+// stale, when not nil, is asked at the claim whether this process may still run a dispatch
+// as a cold supervisor started now would: a standby started before agora.yaml changed (its
+// limits, network, uid range) or before the agora binary was replaced would run the dispatch
+// under the old ones. A stale standby refuses the claim; the holder starts a cold supervisor.
+func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWriteCloser, stale func() error) (*Record, error) {
 	say := func(format string, args ...any) { fmt.Fprintf(conn, format+"\n", args...) }
 	t, err := d.Config.Target(target)
 	if err != nil {
@@ -154,6 +159,12 @@ func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWri
 	if err != nil {
 		say("refused %v", err)
 		return nil, err
+	}
+	if stale != nil {
+		if err := stale(); err != nil {
+			say("refused %v", err)
+			return nil, err
+		}
 	}
 	say("claimed %s", id)
 	// One claim per standby: whatever the holder sends later is answered, never acted on.

@@ -66,7 +66,7 @@ func startStandby(t *testing.T, e *env) *holder {
 	h := &holder{t: t, conn: conns[0], r: bufio.NewReader(conns[0]), done: make(chan standbyResult, 1)}
 	go func() {
 		defer conns[1].Close()
-		r, err := e.d.Standby(t.Context(), config.DefaultTarget, conns[1])
+		r, err := e.d.Standby(t.Context(), config.DefaultTarget, conns[1], nil)
 		h.done <- standbyResult{r, err}
 	}()
 	t.Cleanup(func() { h.conn.Close(); <-h.done })

@@ -113,6 +113,9 @@ func (s *Standbys) claim(target, id string) (<-chan struct{}, bool) {
 	if err := sb.hand(id); err != nil {
 		s.log.Warn("warm slots: a standby did not take its claim; starting cold", "target", target, "dispatch", id, "err", err)
 		sb.kill()
+		// A refusal is mostly staleness (agora.yaml or the binary changed since the standbys
+		// started), which the others share: they are replaced.
+		p.Flush()
 		return nil, false
 	}
 	return sb.exited, true

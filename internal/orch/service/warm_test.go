@@ -404,3 +404,30 @@ func TestStandby_NoNamedSocket(t *testing.T) {
 		}
 	}
 }
+
+// TestServe_StaleStandbyRefusesItsClaim: agora.yaml changes while standbys wait (a target's
+// limits, say). A standby started before would run the dispatch under the old file: it
+// refuses the claim, the dispatch runs under a supervisor started after the change, and the
+// stale standbys are replaced.
+func TestServe_StaleStandbyRefusesItsClaim(t *testing.T) {
+	e, _ := warmServedEnv(t, 2)
+	old := standbys(t, e)
+	f, err := os.OpenFile(filepath.Join(e.home, "agora.yaml"), os.O_APPEND|os.O_WRONLY, 0o600)
+	must(t, err)
+	_, err = f.WriteString("# edited while standbys wait\n")
+	must(t, err)
+	must(t, f.Close())
+	db := openAgoraDB(t, e)
+	ids := e.runPlan("stale", "worker")
+	if pid := supervisorPID(t, db, ids[0]); contains(old, pid) {
+		t.Fatalf("dispatch %s ran in standby %d, started before agora.yaml changed", ids[0], pid)
+	}
+	agoratest.WaitFor(t, 30*time.Second, "the stale standbys to go", func() bool {
+		for _, pid := range old {
+			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+				return false
+			}
+		}
+		return true
+	})
+}
