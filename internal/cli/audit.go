@@ -128,6 +128,12 @@ func buildAnchors(cfg *config.Config, logName string, now func() time.Time) ([]a
 				return nil, fmt.Errorf("audit.anchors[%d]: %w", i, err)
 			}
 			out = append(out, r)
+		case config.AnchorS3:
+			a, err := s3Anchor(cfg, a.S3, logName, now)
+			if err != nil {
+				return nil, fmt.Errorf("audit.anchors[%d]: %w", i, err)
+			}
+			out = append(out, a)
 		}
 	}
 	return out, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/agoratest/s3test"
 	"github.com/agora-dev/agora/internal/cli"
 )
 
@@ -33,6 +34,7 @@ type removeWorker struct{ m *testing.M }
 
 func (r removeWorker) Run() int {
 	code := r.m.Run()
+	s3test.StopShared()
 	if workerDir != "" {
 		os.RemoveAll(workerDir)
 	}

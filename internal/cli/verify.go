@@ -36,6 +36,9 @@ type verifyOptions struct {
 	tsaCA    string
 	anchored []string
 	output   string
+
+	// --anchor-bucket and its connection (#31): the S3 bucket an s3 anchor wrote to.
+	anchorBucket, anchorEndpoint, anchorRegion, anchorCreds string
 }
 
 // verifyResult is the JSON shape of verify.
@@ -72,9 +75,14 @@ from the bundle, which proves only that the bundle is self-consistent. --tsa-ca 
 trusted roots for RFC 3161 tokens (default: the CA recorded in the bundle, weaker, else the
 system roots). A command anchor's receipt in the bundle is a claim no one can check offline
 and raises no tier: fetch the checkpoint it uploaded from that store yourself and pass the
-file with --anchored-checkpoint (once per log; a run bundle has two).`,
+file with --anchored-checkpoint (once per log; a run bundle has two). An s3 anchor's object
+is fetched for you with --anchor-bucket s3://BUCKET/PREFIX --anchor-endpoint URL (credentials
+from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or --anchor-credentials-file): each anchored
+object must exist, equal the bundle's anchored checkpoint and be under COMPLIANCE retention;
+its row says the version and the retain-until date.`,
 		Example: `  agora verify audit.json --key audit.pub
   agora verify audit.json --key audit.pub --anchored-checkpoint checkpoint-from-s3
+  agora verify audit.json --key audit.pub --anchor-bucket s3://team-audit/agora --anchor-endpoint https://s3.eu-west-1.amazonaws.com
   agora verify audit.json --output json`,
 		Args: exactArgs(1, "BUNDLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -88,12 +96,17 @@ file with --anchored-checkpoint (once per log; a run bundle has two).`,
 	cmd.Flags().StringVar(&opts.key, "key", "", "the log's public verifier key file (keys/audit.pub)")
 	cmd.Flags().StringVar(&opts.tsaCA, "tsa-ca", "", "PEM file of trusted roots for RFC 3161 tokens")
 	cmd.Flags().StringArrayVar(&opts.anchored, "anchored-checkpoint", nil, "signed checkpoint file you fetched from an external anchor (repeatable)")
+	cmd.Flags().StringVar(&opts.anchorBucket, "anchor-bucket", "", "s3://BUCKET/PREFIX an s3 anchor wrote to: fetch each anchored object and its Object Lock retention")
+	cmd.Flags().StringVar(&opts.anchorEndpoint, "anchor-endpoint", "", "the S3 server of --anchor-bucket (https://HOST)")
+	cmd.Flags().StringVar(&opts.anchorRegion, "anchor-region", "", "the signing region of --anchor-bucket (default us-east-1)")
+	cmd.Flags().StringVar(&opts.anchorCreds, "anchor-credentials-file", "", "a mode-0600 file of AWS_ACCESS_KEY_ID=/AWS_SECRET_ACCESS_KEY= lines (default: those variables)")
 	addOutputFlag(cmd, &opts.output)
 	return cmd
 }
 
-// verifyRun never opens AGORA_HOME: the bundle and the files named by flags are all it reads.
-func verifyRun(_ context.Context, opts *verifyOptions) error {
+// verifyRun never opens AGORA_HOME: the bundle and the files named by flags are all it reads,
+// and with --anchor-bucket the objects that bucket holds.
+func verifyRun(ctx context.Context, opts *verifyOptions) error {
 	f := opts.f
 	var vo verify.Options
 	if opts.key != "" {
@@ -120,12 +133,34 @@ func verifyRun(_ context.Context, opts *verifyOptions) error {
 		}
 		vo.AnchoredCopies = append(vo.AnchoredCopies, b)
 	}
+	in, path := f.IO.In, opts.bundle
+	var s3Rows []verify.Result
+	if opts.anchorBucket != "" {
+		c, err := opts.anchorBucketClient()
+		if err != nil {
+			return err
+		}
+		data, err := readBundle(f.IO.In, opts.bundle)
+		if err != nil {
+			return err
+		}
+		var copies [][]byte
+		copies, s3Rows = s3AnchorCopies(ctx, c, data)
+		vo.AnchoredCopies = append(vo.AnchoredCopies, copies...)
+		in, path = bytes.NewReader(data), "-"
+	}
 	// The heap's bounds hold through the report's printing too: restored before it, they
 	// started a collection of the whole check's garbage only to print (#28 session 4).
-	rep, restore, err := verifyFileBounded(f.IO.In, opts.bundle, vo)
+	rep, restore, err := verifyFileBounded(in, path, vo)
 	defer restore()
 	if err != nil {
 		return err
+	}
+	for _, r := range s3Rows {
+		rep.Checks = append(rep.Checks, r)
+		if !r.OK {
+			rep.OK, rep.Tier = false, verify.TierNone
+		}
 	}
 	if opts.output == formatJSON {
 		if err := writeJSON(f.IO.Out, verifyResult{Bundle: opts.bundle, Report: rep}); err != nil {

@@ -92,6 +92,15 @@ func (c *Client) Where() string {
 	return "s3://" + c.cfg.Bucket + "/" + c.prefix + " at " + c.base.Host
 }
 
+// ObjectURL names an object for people: "s3://bucket/prefix/name at host".
+func (c *Client) ObjectURL(name string) string {
+	return "s3://" + c.cfg.Bucket + "/" + c.prefix + name + " at " + c.base.Host
+}
+
+// CloseIdleConnections closes the client's idle connections (tests checking for leaked
+// goroutines; a long-lived agora keeps them).
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
 // Bucket is the bucket's name.
 func (c *Client) Bucket() string { return c.cfg.Bucket }
 

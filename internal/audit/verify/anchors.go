@@ -67,6 +67,11 @@ func (v *verifier) checkEvidence(ev Evidence) {
 		// the auditor's own copy of the checkpoint from that store (checkAnchoredCopy).
 		v.pass(CheckAnchor, item, "checkpoint %d handed to an external anchor with receipt %s: claimed, not verifiable offline, so it raises no tier; fetch the checkpoint from that store and pass it with --anchored-checkpoint",
 			v.anc.Size, strconv.Quote(truncate(string(ev.Receipt), maxReceiptInDetail)))
+	case AnchorS3:
+		// Like a command's receipt, a claim until the bucket is asked: `agora verify
+		// --anchor-bucket` fetches the object and its retention (checkAnchoredCopy).
+		v.pass(CheckAnchor, item, "checkpoint %d written to an Object Lock object %s (%s): claimed until checked, so it raises no tier; pass --anchor-bucket to fetch it and its retention",
+			v.anc.Size, strconv.Quote(truncate(ev.Locator, maxReceiptInDetail)), truncate(string(ev.Receipt), maxReceiptInDetail))
 	default:
 		v.fail(CheckAnchor, item, "unknown anchor type %q", truncate(ev.Type, 40))
 	}

@@ -125,6 +125,9 @@ const (
 	AnchorFile    = "file"
 	AnchorRFC3161 = "rfc3161"
 	AnchorCommand = "command"
+	// AnchorS3 is an object under Object Lock in an S3 bucket (#31); Locator is the object's
+	// name under the bucket's prefix, Receipt its version and retention.
+	AnchorS3 = "s3"
 )
 
 // Evidence is what one anchor returned for one checkpoint.

@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/agora-dev/agora/internal/audit/anchor"
+	"github.com/agora-dev/agora/internal/audit/verify"
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/s3"
+)
+
+// CheckS3Anchor is the report row of an Object Lock anchor fetched from its bucket.
+const CheckS3Anchor = "s3-anchor"
+
+// s3Anchor builds the s3 anchor of the log logName ("agora.db" -> anchors/agora/).
+func s3Anchor(cfg *config.Config, l *config.S3Location, logName string, now func() time.Time) (*anchor.S3, error) {
+	retention, err := config.ParseRetention(l.Retention)
+	if err != nil {
+		return nil, err
+	}
+	c, err := home.S3Client(cfg, l)
+	if err != nil {
+		return nil, err
+	}
+	return anchor.NewS3(c, strings.TrimSuffix(logName, ".db"), retention, now)
+}
+
+// anchorBucketClient is the client of --anchor-bucket s3://BUCKET[/PREFIX] at
+// --anchor-endpoint, with credentials from the environment (AWS_*) or
+// --anchor-credentials-file. An endpoint given as an IP literal may be private (the auditor
+// typed it); a named one must resolve to public addresses.
+func (o *verifyOptions) anchorBucketClient() (*s3.Client, error) {
+	rest, ok := strings.CutPrefix(o.anchorBucket, "s3://")
+	if !ok {
+		return nil, fmt.Errorf("--anchor-bucket %q: want s3://BUCKET or s3://BUCKET/PREFIX", o.anchorBucket)
+	}
+	bucket, prefix, _ := strings.Cut(rest, "/")
+	if o.anchorEndpoint == "" {
+		return nil, errors.New("--anchor-bucket needs --anchor-endpoint (the S3 server's URL)")
+	}
+	creds, err := s3.LoadCredentials(o.anchorCreds, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	var policy egress.Policy
+	if u, err := url.Parse(o.anchorEndpoint); err == nil {
+		if ip, err := netip.ParseAddr(u.Hostname()); err == nil {
+			policy.AllowPrivate = []netip.Prefix{netip.PrefixFrom(ip, ip.BitLen())}
+		}
+	}
+	return s3.New(s3.Config{Endpoint: o.anchorEndpoint, Bucket: bucket, Prefix: prefix, Region: o.anchorRegion}, creds, policy)
+}
+
+// s3AnchorCopies fetches, for every s3 evidence of the bundle (or run bundle) in data, the
+// object it names from the auditor's bucket and its retention. Each object's bytes become an
+// anchored copy (so checkAnchoredCopy compares them with the bundle's anchored checkpoint) and
+// each gets a row: the lock's mode and retain-until, or why it fails (missing, not COMPLIANCE,
+// another checkpoint). A bundle with no s3 evidence fails: the auditor asked for one.
+func s3AnchorCopies(ctx context.Context, c *s3.Client, data []byte) (copies [][]byte, rows []verify.Result) {
+	var anchoreds []*verify.Anchored
+	if b, err := verify.ParseBundleBytes(data); err == nil {
+		anchoreds = append(anchoreds, b.Anchored)
+	} else if rb, err := verify.ParseRunBundle(bytes.NewReader(data)); err == nil {
+		for _, part := range []*verify.Bundle{rb.Orch, rb.Dispatches} {
+			if part != nil {
+				anchoreds = append(anchoreds, part.Anchored)
+			}
+		}
+	}
+	fail := func(item, format string, args ...any) {
+		rows = append(rows, verify.Result{Check: CheckS3Anchor, Item: item, Detail: fmt.Sprintf(format, args...)})
+	}
+	for _, an := range anchoreds {
+		if an == nil {
+			continue
+		}
+		for _, ev := range an.Evidence {
+			if ev.Type != verify.AnchorS3 {
+				continue
+			}
+			item := truncateText(ev.Locator, 80)
+			obj, info, err := c.Get(ctx, ev.Locator, "", verify.MaxCheckpointSize)
+			if err != nil {
+				fail(item, "%v", err)
+				continue
+			}
+			copies = append(copies, obj)
+			if !bytes.Equal(obj, an.Checkpoint) {
+				fail(item, "the bucket's object is not the bundle's anchored checkpoint: the anchor or the bundle was altered")
+				continue
+			}
+			lock, err := c.Retention(ctx, ev.Locator, info.VersionID)
+			if err != nil {
+				fail(item, "%v", err)
+				continue
+			}
+			if lock.Mode != "COMPLIANCE" {
+				fail(item, "object version %s is under %s retention, not COMPLIANCE: its owner may delete it", info.VersionID, lock.Mode)
+				continue
+			}
+			rows = append(rows, verify.Result{Check: CheckS3Anchor, Item: item, OK: true,
+				Detail: fmt.Sprintf("%s holds the anchored checkpoint, version %s, COMPLIANCE until %s", c.Where(), info.VersionID, lock.RetainUntil.Format(time.RFC3339))})
+		}
+	}
+	if len(rows) == 0 {
+		fail("", "the bundle carries no s3 anchor evidence to check against %s", c.Where())
+	}
+	return copies, rows
+}
+
+func truncateText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
