@@ -31,6 +31,9 @@ var agoraBin string
 // TestMain builds the binary, runs the tests, and fails the package when a goroutine a
 // test started outlives the tests.
 func TestMain(m *testing.M) {
+	if home := os.Getenv("AGORA_TEST_DOCKER_SLOT_HOLDER"); home != "" {
+		os.Exit(holdDockerSlot(home)) // TestDockerWarm_KilledHolderSweptAtStart's holder
+	}
 	code := agoratest.NoLeaks(agoratest.RunWithBinary(m, &agoraBin))
 	s3test.StopShared()
 	os.Exit(code)

@@ -1,13 +1,26 @@
 package dispatch_test
 
 import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/container"
 	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/netgw"
 )
 
 // dockerWarmEnv is an env whose docker target "box" keeps n warm slots, held by this
@@ -144,4 +157,102 @@ func TestDockerWarm_Cancel(t *testing.T) {
 			t.Fatalf("dispatch %d: counts %+v, want claimed %d", i, c, wantClaimed)
 		}
 	}
+}
+
+// Attack: the process holding a home's docker slots is killed with -9. Its slot containers
+// stay (nothing of the engine's dies with it) and its gateway slots stand: the next holder's
+// StartWarm revokes the slots and removes their containers before it starts any, so no slot of
+// the killed holder is ever claimed. (The killed holder here is this test binary in
+// docker-slot-holder mode, leaving exactly what fillDocker leaves: a gateway slot held under
+// AGORA_HOME/gateway/slots and its container labelled with the home.)
+func TestDockerWarm_KilledHolderSweptAtStart(t *testing.T) {
+	image := requireContainer(t)
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: docker warm slots need root")
+	}
+	e := newEnv(t)
+	e.addDockerTarget(image)
+	tg := e.home.Config.Targets["box"]
+	tg.Warm = 1
+	e.home.Config.Targets["box"] = tg
+	homeDir := filepath.Dir(e.d.StateDir)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "AGORA_TEST_DOCKER_SLOT_HOLDER="+homeDir, "AGORA_TEST_IMAGE="+image, "AGORA_TEST_DOCKER_HOST="+containerHost(), "AGORA_TEST_AGORA_BIN="+e.d.Worker.Path)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	slotID, ctrID, ok := strings.Cut(strings.TrimSpace(line), " ")
+	if err != nil || !ok {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("holder said %q: %v", line, err)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	cli, err := client.New(client.WithHost(containerHost()), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.ContainerInspect(t.Context(), ctrID, client.ContainerInspectOptions{}); err != nil {
+		t.Fatalf("the killed holder's slot container is not there to sweep: %v", err)
+	}
+	w, err := e.d.StartWarm(t.Context())
+	if err != nil || w == nil {
+		t.Fatalf("StartWarm: %v %v", w, err)
+	}
+	defer w.Close()
+	if _, err := cli.ContainerInspect(t.Context(), ctrID, client.ContainerInspectOptions{}); err == nil {
+		t.Errorf("the killed holder's slot container %s survived StartWarm", ctrID)
+	}
+	if _, err := os.Lstat(filepath.Join(homeDir, "gateway", "slots", slotID)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the killed holder's gateway slot %s stands after StartWarm: %v", slotID, err)
+	}
+}
+
+// holdDockerSlot is the killed holder of TestDockerWarm_KilledHolderSweptAtStart: it makes a
+// gateway slot and its slot container below the home in AGORA_TEST_DOCKER_SLOT_HOLDER, says
+// their ids and waits to be killed.
+func holdDockerSlot(homeDir string) int {
+	ctx := context.Background()
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "holder:", err); return 1 }
+	gw := filepath.Join(homeDir, "gateway")
+	if err := os.MkdirAll(gw, 0o700); err != nil {
+		return fail(err)
+	}
+	sock := filepath.Join(gw, "holder-test.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return fail(err)
+	}
+	defer ln.Close()
+	certs, err := netgw.LoadOrCreateCA(filepath.Join(gw, "slot-keys"), []string{"slots.agora.internal"})
+	if err != nil {
+		return fail(err)
+	}
+	sl, err := (&netgw.Slots{Dir: filepath.Join(gw, "slots")}).Create(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	p, err := container.New(ctx, container.Options{Host: os.Getenv("AGORA_TEST_DOCKER_HOST"), Image: os.Getenv("AGORA_TEST_IMAGE")})
+	if err != nil {
+		return fail(err)
+	}
+	// The worker binary serves the slot's fdpass entrypoint (the token to fd 3).
+	box, err := p.StartSlot(ctx, compute.Spec{Argv: []string{"/bin/sh", "-c", "sleep 600"}, Env: []string{"PATH=/bin:/usr/bin"},
+		Binds: []compute.Bind{{Src: os.Getenv("AGORA_TEST_AGORA_BIN"), Dst: container.DefaultShimPath}},
+		RunAs: &compute.HostUser{UID: 0x7000f000, GID: 0x7000f000}},
+		container.SlotOptions{ID: sl.ID, Token: sl.Token, Home: homeDir, Holder: "killed-test-holder",
+			GatewayURL: "https://slots.agora.internal:443", GatewayCA: certs.CAPEM, GatewaySocket: sock, Stderr: os.Stderr})
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Println(sl.ID, strings.TrimPrefix(box.Handle().TaskID(), "docker:"))
+	select {}
 }
