@@ -431,3 +431,37 @@ func TestServe_StaleStandbyRefusesItsClaim(t *testing.T) {
 		return true
 	})
 }
+
+// TestServe_Kill9ReadyStandby: a ready, unclaimed standby is killed with -9 (its slot's
+// sandbox dies with it). serve counts it gone and starts another; the next dispatch runs in a
+// live standby, never in the dead one, and the dead one's slot directory is swept.
+func TestServe_Kill9ReadyStandby(t *testing.T) {
+	e, _ := warmServedEnv(t, 1)
+	old := standbys(t, e)
+	oldSlots := readySlots(t, e)
+	if len(old) != 1 || len(oldSlots) != 1 {
+		t.Fatalf("standbys %v, slots %v: want one each", old, oldSlots)
+	}
+	kids := children(old[0])
+	must(t, syscall.Kill(old[0], syscall.SIGKILL))
+	agoratest.WaitFor(t, 30*time.Second, "the killed standby's sandbox to die", func() bool {
+		for _, k := range append(kids, old[0]) {
+			if err := syscall.Kill(k, 0); !errors.Is(err, syscall.ESRCH) {
+				return false
+			}
+		}
+		return true
+	})
+	db := openAgoraDB(t, e)
+	ids := e.runPlan("after-kill", "worker")
+	if pid := supervisorPID(t, db, ids[0]); pid == old[0] {
+		t.Fatalf("dispatch %s ran under the killed standby %d", ids[0], pid)
+	}
+	agoratest.WaitFor(t, 30*time.Second, "a new standby and the dead slot swept", func() bool {
+		if _, err := os.Stat(oldSlots[0]); err == nil {
+			return false
+		}
+		s := standbys(t, e)
+		return len(s) == 1 && s[0] != old[0]
+	})
+}
