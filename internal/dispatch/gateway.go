@@ -179,6 +179,7 @@ func (d *Dispatcher) startGateway(ctx context.Context, r *Record, rg *runningGat
 		ApprovalTimeout:   approvalTimeout,
 		Tracer:            tracer,
 		Learn:             r.Learn,
+		LearnHosts:        d.learnHosts(r),
 	})
 	clear(ep.key)
 	if err != nil {

@@ -71,7 +71,7 @@ func (g *Gateway) decodeFetch(ctx context.Context, body []byte) (req *http.Reque
 	}
 	u := req.URL
 	host, path = u.Hostname(), u.EscapedPath()
-	if err := g.vetTarget(u, fr.Method); err != nil {
+	if err := g.vetTarget(ctx, u, fr.Method); err != nil {
 		return nil, host, path, err
 	}
 	u.Fragment, u.RawFragment = "", ""
@@ -83,7 +83,7 @@ func (g *Gateway) decodeFetch(ctx context.Context, body []byte) (req *http.Reque
 
 // vetTarget refuses a fetch or redirect target unless it is http or https, has no userinfo,
 // names a granted host and passes the dialer's URL check.
-func (g *Gateway) vetTarget(u *url.URL, method string) error {
+func (g *Gateway) vetTarget(ctx context.Context, u *url.URL, method string) error {
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
 		// url.Parse lowercases the scheme, and a lowercased secret is no form the redactor
@@ -95,7 +95,14 @@ func (g *Gateway) vetTarget(u *url.URL, method string) error {
 		return &refusal{msg: "URL is opaque"}
 	}
 	if err := g.grants.check(u, method); err != nil {
-		return err
+		// A learn dispatch's host in egress.learn_hosts: recorded, then fetched (fetchlearn.go).
+		_, host, port, terr := fetchTarget(u)
+		if terr != nil {
+			return err
+		}
+		if ok, lerr := g.learnFetch(ctx, u, host, port, method, err); !ok {
+			return lerr
+		}
 	}
 	return g.dialer.CheckURL(u)
 }

@@ -102,7 +102,7 @@ func FuzzFetchRequest(f *testing.F) {
 			}
 		}
 		// The same vetting guards every redirect hop.
-		if u, err := url.Parse(string(body)); err == nil && g.vetTarget(u, "GET") == nil {
+		if u, err := url.Parse(string(body)); err == nil && g.vetTarget(context.Background(), u, "GET") == nil {
 			if !refGranted(strings.ToLower(u.Hostname())) || u.User != nil {
 				t.Fatalf("redirect vetting admitted %q", body)
 			}

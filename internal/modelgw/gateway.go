@@ -175,6 +175,9 @@ type Config struct {
 	// is a would_deny report on /audit/tool recorded (entry.ToolWouldDeny); otherwise it is
 	// refused unrecorded.
 	Learn bool
+	// LearnHosts are egress.learn_hosts (host and port; docs/learn.md): with Learn, a fetch to
+	// a host the grant refuses but one of these admits is recorded as net.would_deny and sent.
+	LearnHosts []grant.EgressRule
 }
 
 // Gateway is a running gateway. Build it with [Listen]; stop it with [Gateway.Close].
@@ -182,7 +185,8 @@ type Gateway struct {
 	dispatchID, role string
 	learn            bool        // Config.Learn
 	worker           workerClaim // the worker's key (workerkey.go)
-	key              []byte      // zeroed by Close
+	learnHosts       []grant.EgressRule
+	key              []byte // zeroed by Close
 	red              *redact.Redactor
 	model            *url.URL // nil: no model route
 	api              string   // APIOpenAI or APIAnthropic
@@ -295,9 +299,16 @@ func newGateway(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	var learnHosts grants
+	if cfg.Learn && len(cfg.LearnHosts) > 0 {
+		if learnHosts, err = newGrants(cfg.LearnHosts); err != nil {
+			return nil, fmt.Errorf("learn hosts: %w", err)
+		}
+	}
 	g := &Gateway{
 		dispatchID: cfg.DispatchID,
 		learn:      cfg.Learn,
+		learnHosts: learnHosts,
 		role:       cfg.Role,
 		tracer:     newSpans(cfg.Tracer),
 		api:        cfg.ModelAPI,
@@ -337,7 +348,7 @@ func newGateway(cfg Config) (*Gateway, error) {
 	g.fetchClient = cfg.Dialer.Client(orDefault(cfg.FetchTimeout, DefaultFetchTimeout))
 	vet := g.fetchClient.CheckRedirect
 	g.fetchClient.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if err := g.vetTarget(req.URL, req.Method); err != nil {
+		if err := g.vetTarget(req.Context(), req.URL, req.Method); err != nil {
 			return err
 		}
 		return vet(req, via)

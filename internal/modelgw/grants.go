@@ -39,34 +39,9 @@ func newGrants(rules []grant.EgressRule) (grants, error) {
 // in canonical form and names lowercased; a name that is not plain ASCII is refused (net/http
 // would convert it with IDNA first).
 func (gs grants) check(u *url.URL, method string) error {
-	raw := u.Hostname()
-	if raw == "" {
-		return &refusal{msg: "URL has no host"}
-	}
-	host := raw
-	if ip, err := netip.ParseAddr(raw); err == nil {
-		if ip.Zone() != "" {
-			return &refusal{msg: fmt.Sprintf("host %s has a zone", quoted(raw, maxHostInError))}
-		}
-		host = ip.String()
-	} else {
-		for i := 0; i < len(raw); i++ {
-			if raw[i] >= 0x80 {
-				return &refusal{msg: fmt.Sprintf("host %s is not ASCII (write the xn-- form)", quoted(raw, maxHostInError))}
-			}
-		}
-		host = strings.ToLower(raw)
-	}
-	port := uint16(443)
-	if u.Scheme == "http" {
-		port = 80
-	}
-	if p := u.Port(); p != "" {
-		n, err := strconv.ParseUint(p, 10, 16)
-		if err != nil || n == 0 {
-			return &refusal{msg: "URL port is not a number from 1 to 65535"}
-		}
-		port = uint16(n)
+	raw, host, port, err := fetchTarget(u)
+	if err != nil {
+		return err
 	}
 	if !grant.HostGranted(gs, host, port) {
 		// As sent, not lowercased: a secret in it must still be the form the redactor masks.
@@ -83,6 +58,43 @@ func (gs grants) check(u *url.URL, method string) error {
 		return &refusal{msg: fmt.Sprintf("%s of this path of host %s is not granted", method, quoted(raw, maxHostInError))}
 	}
 	return nil
+}
+
+// fetchTarget is the host and port net/http will dial for u: the URL's Hostname as sent
+// (raw), and canonical (IP literals in canonical form, names lowercased), with the scheme's
+// port when none is given. A name that is not plain ASCII is refused (net/http would convert
+// it with IDNA first).
+func fetchTarget(u *url.URL) (raw, host string, port uint16, err error) {
+	raw = u.Hostname()
+	if raw == "" {
+		return "", "", 0, &refusal{msg: "URL has no host"}
+	}
+	host = raw
+	if ip, perr := netip.ParseAddr(raw); perr == nil {
+		if ip.Zone() != "" {
+			return raw, "", 0, &refusal{msg: fmt.Sprintf("host %s has a zone", quoted(raw, maxHostInError))}
+		}
+		host = ip.String()
+	} else {
+		for i := 0; i < len(raw); i++ {
+			if raw[i] >= 0x80 {
+				return raw, "", 0, &refusal{msg: fmt.Sprintf("host %s is not ASCII (write the xn-- form)", quoted(raw, maxHostInError))}
+			}
+		}
+		host = strings.ToLower(raw)
+	}
+	port = 443
+	if u.Scheme == "http" {
+		port = 80
+	}
+	if p := u.Port(); p != "" {
+		n, perr := strconv.ParseUint(p, 10, 16)
+		if perr != nil || n == 0 {
+			return raw, "", 0, &refusal{msg: "URL port is not a number from 1 to 65535"}
+		}
+		port = uint16(n)
+	}
+	return raw, host, port, nil
 }
 
 // anyPort reports whether some rule names host, whatever its port.

@@ -45,6 +45,7 @@ var testHosts = map[string]string{
 	"evil.test":     "127.0.0.1",
 	"sub.docs.test": "127.0.0.1",
 	"docs.test":     "127.0.0.1",
+	"learn.test":    "127.0.0.1", // a learn host (fetchlearn_test.go)
 	"internal.test": "10.0.0.1",
 }
 

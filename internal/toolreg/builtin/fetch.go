@@ -45,7 +45,7 @@ func httpFetchTool(fetch FetchFunc) toolreg.Tool {
 			if err := decodeArgs(c.Args, &a); err != nil {
 				return toolreg.Result{}, err
 			}
-			return httpFetch(ctx, fetch, c.Grants.Egress, a.URL, a.Method)
+			return httpFetch(ctx, fetch, c.Grants.Egress, c.Learn, a.URL, a.Method)
 		},
 	}
 }
@@ -53,8 +53,10 @@ func httpFetchTool(fetch FetchFunc) toolreg.Tool {
 // checkURL parses rawURL and checks it, with method, against the egress grant: the host and
 // port (80 or 443 by scheme when the URL names none), and the method and path where a rule
 // restricts them. It returns the URL to request, re-serialised, so the gateway parses what
-// was checked.
-func checkURL(egress []grant.EgressRule, rawURL, method string) (string, error) {
+// was checked. In a learn view (learn) the host, method and path are left to the gateway,
+// which records a host of egress.learn_hosts as net.would_deny and refuses every other one
+// the grant does not hold (docs/learn.md): the sandbox's own check is not the boundary.
+func checkURL(egress []grant.EgressRule, learn bool, rawURL, method string) (string, error) {
 	const tool = "http_fetch"
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -83,6 +85,9 @@ func checkURL(egress []grant.EgressRule, rawURL, method string) (string, error) 
 		}
 		port = uint16(n)
 	}
+	if learn {
+		return u.String(), nil
+	}
 	if !grant.HostGranted(egress, u.Hostname(), port) {
 		hint := "no hosts are granted"
 		if len(egress) > 0 {
@@ -109,7 +114,7 @@ func ruleStrings(rules []grant.EgressRule) []string {
 	return out
 }
 
-func httpFetch(ctx context.Context, fetch FetchFunc, egress []grant.EgressRule, rawURL, method string) (toolreg.Result, error) {
+func httpFetch(ctx context.Context, fetch FetchFunc, egress []grant.EgressRule, learn bool, rawURL, method string) (toolreg.Result, error) {
 	const tool = "http_fetch"
 	if method == "" {
 		method = "GET"
@@ -117,7 +122,7 @@ func httpFetch(ctx context.Context, fetch FetchFunc, egress []grant.EgressRule, 
 	if method != "GET" && method != "HEAD" {
 		return toolreg.Result{}, errors.New(tool + ": method must be GET or HEAD")
 	}
-	target, err := checkURL(egress, rawURL, method)
+	target, err := checkURL(egress, learn, rawURL, method)
 	if err != nil {
 		return toolreg.Result{}, err
 	}
