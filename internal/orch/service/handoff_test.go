@@ -338,6 +338,10 @@ func TestHandoff_Attacks(t *testing.T) {
 		"learn from another process": {good + `,"learn":true}`, http.StatusConflict, "not"},
 		"plain from another process": {good + `}`, http.StatusConflict, "not"},
 		"forged actor":               {good + `,"actor":"root"}`, http.StatusBadRequest, "actor"},
+		"another home":               {strings.Replace(good, e.home, "/elsewhere", 1) + `}`, http.StatusConflict, "serve's home is"},
+		"another binary":             {strings.Replace(good, exe, "/usr/local/bin/agora", 1) + `}`, http.StatusConflict, "another agora binary"},
+		"another environment":        {strings.Replace(good, api.EnvDigest(e.vars), "00", 1) + `}`, http.StatusConflict, "environment is not serve's"},
+		"too late":                   {good + `,"start_by":1}`, http.StatusConflict, "stopped waiting"},
 		"malformed":                  {`{"home":`, http.StatusBadRequest, "invalid"},
 		"huge":                       {good + `,"input":"` + strings.Repeat("a", api.MaxHandoffRequest) + `"}`, 0, "limit"},
 	} {
