@@ -19,6 +19,7 @@ var testHelpers = []struct{ pkg, why string }{
 	{"internal/agoratest", "shared test fixtures"},
 	{"internal/agoratest/s3test", "a real S3 server (versitygw) for the object-storage tests"},
 	{"internal/audit/audittest", "audit log fixtures"},
+	{"internal/oidcauth/oidctest", "the real OpenID Connect provider the OIDC tests sign in against"},
 	{"internal/k8stest", "a real control plane and node for the Kubernetes provider's tests"},
 	{"internal/runtime/claudert/anthropictest", "a faithful fake Messages API"},
 	{"internal/runtime/claudert/internal/fakeclaude", "a stand-in claude CLI for the runtime's tests"},

@@ -13,8 +13,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/mcphost"
 	"github.com/agora-dev/agora/internal/mcpserver"
+	"github.com/agora-dev/agora/internal/oidcauth"
 	"github.com/agora-dev/agora/internal/tracing"
 )
 
@@ -67,7 +69,10 @@ With --http HOST:PORT it serves streamable HTTP at /mcp, and refuses to start un
     token of at least 32 characters;
   - HOST is 127.0.0.1, ::1 or localhost, or AGORA_HTTP_ALLOW_ANY=yes-i-understand-the-risk.
 Requests need 'Authorization: Bearer TOKEN', a Host naming this server (or an --allow-host) and
-no foreign Origin.
+no foreign Origin. With auth.oidc in agora.yaml it also accepts OAuth 2.1 bearer tokens from that
+OpenID Connect provider (static tokens, if set, keep working): it serves its protected resource
+metadata at /.well-known/oauth-protected-resource/mcp, so MCP clients such as Claude Code sign
+in by themselves, and the rules there give each signed-in subject its ceiling.
 
 Ceilings (a client sees and may call only what its ceiling allows):
   read         8 tools: catalog lists, dispatch describe, orchestrator status, watch, schedules
@@ -146,8 +151,16 @@ func mcpHTTPConfig(cmd *cobra.Command, f *Factory, opts *mcpOptions, token strin
 		if cfg.Clients, err = mcpserver.ParseClients(file, src); err != nil {
 			return cfg, mcpRefusal(cmd, err, "each entry needs name, token (at least 32 characters) and ceiling (read, dispatch or orchestrate)")
 		}
-	default:
-		return cfg, mcpRefusal(cmd, mcpserver.ErrNoToken, "set "+envHTTPToken+"=$(openssl rand -hex 32), or serve stdio without --http")
+	}
+	// Operators from an OpenID Connect provider (#31): agora.yaml's auth.oidc. Beside static
+	// tokens, or alone. Nothing is fetched from the provider before the first token.
+	if v, err := mcpOIDC(f); err != nil {
+		return cfg, mcpRefusal(cmd, err, "fix auth.oidc in agora.yaml (docs/operations.md, \"Operators from an identity provider\")")
+	} else if v != nil {
+		cfg.OIDC, cfg.Resource = v, v.Config().Resource
+	}
+	if len(cfg.Clients) == 0 && cfg.OIDC == nil {
+		return cfg, mcpRefusal(cmd, mcpserver.ErrNoToken, "set "+envHTTPToken+"=$(openssl rand -hex 32), configure auth.oidc in agora.yaml, or serve stdio without --http")
 	}
 	switch v := f.Getenv(envHTTPAllowAny); v {
 	case "":
@@ -163,6 +176,19 @@ func mcpHTTPConfig(cmd *cobra.Command, f *Factory, opts *mcpOptions, token strin
 		return cfg, mcpRefusal(cmd, err, "give every client its own token of at least 32 characters")
 	}
 	return cfg, nil
+}
+
+// mcpOIDC returns the verifier of agora.yaml's auth.oidc, or nil when it is absent.
+func mcpOIDC(f *Factory) (*oidcauth.Verifier, error) {
+	dir, err := f.HomeDir()
+	if err != nil {
+		return nil, err
+	}
+	c, err := config.Load(dir)
+	if err != nil || !c.Auth.OIDC.Enabled() {
+		return nil, err
+	}
+	return oidcauth.New(c.Auth.OIDC, oidcauth.Options{})
 }
 
 // readTokensFile reads the tokens file, refusing one that others can read.

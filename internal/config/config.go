@@ -46,6 +46,8 @@ type Config struct {
 	Worker Worker `yaml:"worker"`
 	// Blobs moves the blob store to S3-compatible object storage (blobs.go).
 	Blobs Blobs `yaml:"blobs"`
+	// Auth lets operators sign in from an OpenID Connect provider (auth.go, #31).
+	Auth Auth `yaml:"auth"`
 }
 
 // Gateway configures the network gateway that `agora gateway serve` and `agora orch serve
@@ -138,6 +140,7 @@ func Parse(file string, src []byte, c *Config) error {
 	errs = append(errs, validateRuntimes(pos, c.Runtimes)...)
 	errs = append(errs, validateWorker(pos, c.Worker)...)
 	errs = append(errs, c.validateQueues(pos)...)
+	errs = append(errs, validateAuth(pos, &c.Auth)...)
 	for _, name := range c.Models.Names() {
 		if err := (budget.Prices{name: c.Models[name]}).Validate(); err != nil {
 			errs = append(errs, pos.Errorf("models."+name, "%v", err))

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agora-dev/agora/internal/httplisten"
+	"github.com/agora-dev/agora/internal/oidcauth"
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
@@ -44,6 +45,12 @@ type HTTPConfig struct {
 	// bound address itself: the names clients use to reach a non-loopback bind.
 	AllowHosts []string
 	Limits     Limits
+	// OIDC, when set, also accepts bearer tokens from an OpenID Connect provider (#31);
+	// Clients may then be empty.
+	OIDC *oidcauth.Verifier
+	// Resource is the MCP endpoint's public URL (https://agora.example/mcp), named in the
+	// protected resource metadata; default http://ADDR/mcp.
+	Resource string
 	// Listening, when set, is called with the bound address before the first request is served.
 	Listening func(net.Addr)
 	// Wrap, when set, wraps the whole request path: the host uses it to take a request's
@@ -55,11 +62,13 @@ type HTTPConfig struct {
 // CheckHTTP reports whether cfg may start, without binding anything: a token for every
 // client, no weak or shared token, a loopback address or the explicit opt-in.
 func CheckHTTP(cfg HTTPConfig) error {
-	if len(cfg.Clients) == 0 {
+	if len(cfg.Clients) == 0 && cfg.OIDC == nil {
 		return ErrNoToken
 	}
-	if err := checkClients(cfg.Clients); err != nil {
-		return err
+	if len(cfg.Clients) > 0 {
+		if err := checkClients(cfg.Clients); err != nil {
+			return err
+		}
 	}
 	return CheckBind(cfg.Addr, cfg.AllowAny)
 }
@@ -142,6 +151,9 @@ func (s *Server) httpHandler(cfg HTTPConfig, addr net.Addr) http.Handler {
 		extra := req.GetExtra()
 		if extra == nil || extra.TokenInfo == nil {
 			return Principal{}, false
+		}
+		if p, ok := principalOf(extra.TokenInfo); ok {
+			return p, true
 		}
 		c, ok := byName[extra.TokenInfo.UserID]
 		return Principal{Client: c.Name, Ceiling: c.Ceiling}, ok

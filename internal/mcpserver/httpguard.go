@@ -18,6 +18,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/agora-dev/agora/internal/hostcheck"
+	"github.com/agora-dev/agora/internal/oidcauth"
 )
 
 // httpGuard is everything a request passes before the SDK sees it.
@@ -28,6 +29,11 @@ type httpGuard struct {
 	limiters map[string]*rate.Limiter
 	inflight map[string]chan struct{}
 	log      *slog.Logger
+	// oidc, when set, verifies tokens that are no static client's (#31); resource is the
+	// MCP endpoint's public URL and dyn the limits of its principals.
+	oidc     *oidcauth.Verifier
+	resource string
+	dyn      *dynLimits
 }
 
 // tokenSum is a client's token as the verifier compares it: hashed, so every comparison takes
@@ -39,7 +45,8 @@ type tokenSum struct {
 
 func newHTTPGuard(cfg HTTPConfig, addr net.Addr, log *slog.Logger) *httpGuard {
 	l := cfg.Limits.withDefaults()
-	g := &httpGuard{names: hostcheck.New(cfg.Addr, addr, cfg.AllowHosts), limiters: map[string]*rate.Limiter{}, inflight: map[string]chan struct{}{}, log: log}
+	g := &httpGuard{names: hostcheck.New(cfg.Addr, addr, cfg.AllowHosts), limiters: map[string]*rate.Limiter{}, inflight: map[string]chan struct{}{}, log: log,
+		oidc: cfg.OIDC, resource: resourceURL(cfg, addr), dyn: &dynLimits{l: l}}
 	for _, c := range cfg.Clients {
 		g.clients = append(g.clients, tokenSum{name: c.Name, sum: sha256.Sum256([]byte(c.Token))})
 		g.limiters[c.Name] = rate.NewLimiter(rate.Limit(l.Rate), l.Burst)
@@ -52,13 +59,29 @@ func newHTTPGuard(cfg HTTPConfig, addr net.Addr, log *slog.Logger) *httpGuard {
 const challenge = `Bearer realm="agora-mcp"`
 
 func (g *httpGuard) wrap(next http.Handler) http.Handler {
-	authed := auth.RequireBearerToken(g.verify, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var skew time.Duration
+	if g.oidc != nil {
+		skew = g.oidc.Config().ClockSkew
+	}
+	authed := auth.RequireBearerToken(g.verify, &auth.RequireBearerTokenOptions{ClockSkew: skew})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Del("WWW-Authenticate")
+		if p, ok := principalOf(auth.TokenInfoFromContext(r.Context())); ok && !p.Ceiling.Allows(CeilingRead) {
+			g.insufficient(w, r, p.Client)
+			return
+		}
 		g.admit(w, r, next)
 	}))
+	var prm http.Handler
+	if g.oidc != nil {
+		prm = g.metadataHandler()
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !g.names.HostOK(r) {
 			g.refuse(w, r, http.StatusForbidden, "forbidden: the Host header does not name this server")
+			return
+		}
+		if prm != nil && (r.URL.Path == prmPath || r.URL.Path == prmPath+httpPath) {
+			prm.ServeHTTP(w, r) // public, for any origin (RFC 9728 §3)
 			return
 		}
 		if !g.names.OriginOK(r) {
@@ -70,14 +93,14 @@ func (g *httpGuard) wrap(next http.Handler) http.Handler {
 			return
 		}
 		// Set before the token check so its 401 carries it; a verified request drops it.
-		w.Header().Set("WWW-Authenticate", challenge)
+		w.Header().Set("WWW-Authenticate", g.challenge401())
 		authed.ServeHTTP(w, r)
 	})
 }
 
 // verify finds the client whose token was presented, comparing against every client in
 // constant time.
-func (g *httpGuard) verify(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+func (g *httpGuard) verify(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 	sum := sha256.Sum256([]byte(token))
 	match := -1
 	for i, c := range g.clients {
@@ -86,6 +109,9 @@ func (g *httpGuard) verify(_ context.Context, token string, _ *http.Request) (*a
 		}
 	}
 	if match < 0 {
+		if g.oidc != nil {
+			return g.verifyOIDC(ctx, token)
+		}
 		return nil, auth.ErrInvalidToken
 	}
 	return &auth.TokenInfo{UserID: g.clients[match].name, Expiration: time.Now().Add(time.Minute)}, nil
@@ -94,13 +120,17 @@ func (g *httpGuard) verify(_ context.Context, token string, _ *http.Request) (*a
 // admit applies the client's rate limit and in-flight cap, and keeps the token from going any
 // further than this check.
 func (g *httpGuard) admit(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	name := auth.TokenInfoFromContext(r.Context()).UserID
-	if !g.limiters[name].Allow() {
+	ti := auth.TokenInfoFromContext(r.Context())
+	name := ti.UserID
+	lim, sem := g.limiters[name], g.inflight[name]
+	if _, ok := principalOf(ti); ok {
+		lim, sem = g.dyn.get(name)
+	}
+	if !lim.Allow() {
 		w.Header().Set("Retry-After", "1")
 		g.refuse(w, r, http.StatusTooManyRequests, "too many requests: slow down")
 		return
 	}
-	sem := g.inflight[name]
 	select {
 	case sem <- struct{}{}:
 		defer func() { <-sem }()

@@ -1,0 +1,214 @@
+package oidcauth
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Config is agora.yaml's auth.oidc.
+type Config struct {
+	// Issuer is the provider's issuer URL exactly as its tokens carry it (https, or http to a
+	// loopback address for a provider on this host).
+	Issuer string `yaml:"issuer"`
+	// Audience is what a token's aud claim must hold: the resource (agora's MCP URL) or the
+	// client id the provider puts there.
+	Audience string `yaml:"audience"`
+	// Resource is the public URL of agora's MCP endpoint (https://agora.example.com/mcp), named
+	// in its protected resource metadata; default http://ADDR/mcp of the bound address.
+	Resource string `yaml:"resource"`
+	// Algorithms allowed for the token's signature; default RS256, PS256, ES256, EdDSA. No
+	// symmetric algorithm and no "none" is ever accepted.
+	Algorithms []string `yaml:"algorithms"`
+	// ClockSkew tolerated on exp and nbf; default 30s, at most 5m.
+	ClockSkew time.Duration `yaml:"clock_skew"`
+	// GroupsClaim names the claim a rule's group is looked up in; default "groups".
+	GroupsClaim string `yaml:"groups_claim"`
+	// Rules map claims to a ceiling and a web role; a token matching none gets nothing.
+	Rules []Rule `yaml:"rules"`
+	// AllowPrivate lets the provider live on a private or loopback address (egress's
+	// allow-list, e.g. ["127.0.0.1/32"]); empty: only public addresses.
+	AllowPrivate []string `yaml:"allow_private"`
+}
+
+// Rule grants Ceiling and Web to a token whose groups claim holds Group, or whose subject is
+// Subject (exactly one of the two).
+type Rule struct {
+	Group   string `yaml:"group"`
+	Subject string `yaml:"subject"`
+	// Ceiling is the MCP consent ceiling: read, dispatch or orchestrate; empty: no MCP access.
+	Ceiling string `yaml:"ceiling"`
+	// Web is the web view role: viewer or operator; empty: no web access.
+	Web string `yaml:"web"`
+}
+
+// Ceilings in order, lowest first (mcpserver's tiers, by name: this package links no server).
+var ceilings = []string{"read", "dispatch", "orchestrate"}
+
+// Web roles in order, lowest first.
+var webRoles = []string{"viewer", "operator"}
+
+const maxClockSkew = 5 * time.Minute
+
+// defaultAlgorithms are the asymmetric algorithms OIDC providers sign with.
+var defaultAlgorithms = []string{"RS256", "PS256", "ES256", "EdDSA"}
+
+// allowedAlgorithms are the only ones a config may name.
+var allowedAlgorithms = map[string]bool{"RS256": true, "RS384": true, "RS512": true, "PS256": true, "PS384": true,
+	"PS512": true, "ES256": true, "ES384": true, "ES512": true, "EdDSA": true}
+
+// ErrNotConfigured says auth.oidc is absent.
+var ErrNotConfigured = errors.New("auth.oidc is not configured")
+
+// Enabled reports whether an issuer is configured.
+func (c Config) Enabled() bool { return c.Issuer != "" }
+
+// Validate checks c and fills its defaults; it reads no network.
+func (c *Config) Validate() error {
+	if !c.Enabled() {
+		return ErrNotConfigured
+	}
+	if err := checkIssuer(c.Issuer); err != nil {
+		return fmt.Errorf("auth.oidc.issuer: %w", err)
+	}
+	if c.Audience == "" {
+		return errors.New("auth.oidc.audience is required: the resource or client id the provider puts in aud")
+	}
+	if c.Resource != "" {
+		if err := checkIssuer(c.Resource); err != nil {
+			return fmt.Errorf("auth.oidc.resource: %w", err)
+		}
+	}
+	if len(c.Algorithms) == 0 {
+		c.Algorithms = defaultAlgorithms
+	}
+	for _, a := range c.Algorithms {
+		if !allowedAlgorithms[a] {
+			return fmt.Errorf("auth.oidc.algorithms: %q is not allowed; allowed: RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA", a)
+		}
+	}
+	switch {
+	case c.ClockSkew == 0:
+		c.ClockSkew = 30 * time.Second
+	case c.ClockSkew < 0 || c.ClockSkew > maxClockSkew:
+		return fmt.Errorf("auth.oidc.clock_skew %s: want between 0 and %s", c.ClockSkew, maxClockSkew)
+	}
+	if c.GroupsClaim == "" {
+		c.GroupsClaim = "groups"
+	}
+	if len(c.Rules) == 0 {
+		return errors.New("auth.oidc.rules is empty: with no rule every token gets nothing; add e.g. {group: platform, ceiling: orchestrate, web: operator}")
+	}
+	for i, r := range c.Rules {
+		if err := r.check(); err != nil {
+			return fmt.Errorf("auth.oidc.rules[%d]: %w", i, err)
+		}
+	}
+	if _, err := c.prefixes(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (r Rule) check() error {
+	if (r.Group == "") == (r.Subject == "") {
+		return errors.New("give exactly one of group or subject")
+	}
+	if r.Ceiling == "" && r.Web == "" {
+		return errors.New("grants nothing: give ceiling (read, dispatch, orchestrate) or web (viewer, operator)")
+	}
+	if r.Ceiling != "" && rank(ceilings, r.Ceiling) == 0 {
+		return fmt.Errorf("ceiling %q: want read, dispatch or orchestrate", r.Ceiling)
+	}
+	if r.Web != "" && rank(webRoles, r.Web) == 0 {
+		return fmt.Errorf("web %q: want viewer or operator", r.Web)
+	}
+	return nil
+}
+
+// rank is 1 + the index of s in order, 0 when absent.
+func rank(order []string, s string) int {
+	for i, o := range order {
+		if o == s {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+func checkIssuer(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("%q is not an absolute URL without query, fragment or user", s)
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		if ip, err := netip.ParseAddr(u.Hostname()); err == nil && ip.IsLoopback() {
+			return nil
+		}
+		return fmt.Errorf("%q: http is allowed only to a loopback address; use https", s)
+	}
+	return fmt.Errorf("%q: want an https URL", s)
+}
+
+func (c Config) prefixes() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range c.AllowPrivate {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return nil, fmt.Errorf("auth.oidc.allow_private: want an address or CIDR prefix, got %q", s)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// Grant is what a token's claims earn under the rules: the highest ceiling and web role of
+// every rule that matched. The zero Grant allows nothing.
+type Grant struct {
+	Ceiling string // "" or read, dispatch, orchestrate
+	Web     string // "" or viewer, operator
+}
+
+// Empty reports whether g grants nothing.
+func (g Grant) Empty() bool { return g.Ceiling == "" && g.Web == "" }
+
+// grant applies the rules to a subject and its groups.
+func (c Config) grant(subject string, groups []string) Grant {
+	var g Grant
+	for _, r := range c.Rules {
+		match := r.Subject != "" && r.Subject == subject
+		if r.Group != "" {
+			for _, have := range groups {
+				if have == r.Group {
+					match = true
+					break
+				}
+			}
+		}
+		if !match {
+			continue
+		}
+		if rank(ceilings, r.Ceiling) > rank(ceilings, g.Ceiling) {
+			g.Ceiling = r.Ceiling
+		}
+		if rank(webRoles, r.Web) > rank(webRoles, g.Web) {
+			g.Web = r.Web
+		}
+	}
+	return g
+}
+
+// Actor is how an operator from issuer with subject is named in the audit log.
+func Actor(issuer, subject string) string {
+	return "oidc:" + strings.TrimSuffix(issuer, "/") + "#" + subject
+}
