@@ -27,6 +27,13 @@ import (
 // (resident) Dispatcher.
 func dockerWarmEnv(t testing.TB, n int) (*env, *dispatch.WarmPools) {
 	t.Helper()
+	return dockerWarmEnvWith(t, n)
+}
+
+// dockerWarmEnvWith is dockerWarmEnv with more docker targets, each "box"'s settings without
+// warm slots.
+func dockerWarmEnvWith(t testing.TB, n int, cold ...string) (*env, *dispatch.WarmPools) {
+	t.Helper()
 	image := requireContainer(t)
 	if os.Geteuid() != 0 {
 		t.Skip("SKIP: docker warm slots need root (a uid of the sandbox range per slot)")
@@ -34,6 +41,9 @@ func dockerWarmEnv(t testing.TB, n int) (*env, *dispatch.WarmPools) {
 	e := newEnv(t)
 	e.addDockerTarget(image)
 	tg := e.home.Config.Targets["box"]
+	for _, name := range cold {
+		e.home.Config.Targets[name] = tg
+	}
 	tg.Warm = n
 	e.home.Config.Targets["box"] = tg
 	w, err := e.d.StartWarm(t.Context())
