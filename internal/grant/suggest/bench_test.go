@@ -91,8 +91,8 @@ func taskEntries(id string, i int) []audit.Entry {
 		e(entry.NetWouldDeny, map[string]any{entry.KeyHost: "proxy.golang.org", entry.KeyPort: 443, entry.KeyReason: "host", entry.KeyVia: "connect"}),
 		e(entry.NetConnect, map[string]any{entry.KeyHost: "proxy.golang.org", entry.KeyPort: 443, entry.KeyDecision: "allow", entry.KeyVia: "connect"}),
 		e(entry.NetWouldDeny, map[string]any{entry.KeyHost: "api.example.com", entry.KeyPort: 443, entry.KeyMethod: "GET", entry.KeyPath: fmt.Sprintf("/orgs/acme/%d", i%7)}),
-		e(entry.ToolWouldDeny, map[string]any{entry.KeyTool: "run_command", entry.KeyCommand: fmt.Sprintf("go test ./pkg/p%d", i%20), entry.KeyReason: "command"}),
-		e(entry.ToolWouldDeny, map[string]any{entry.KeyTool: "read_file", entry.KeyReason: "tool"}),
+		e(entry.ToolWouldDeny, map[string]any{entry.KeyTool: "run_command", entry.KeyCommand: fmt.Sprintf("go test ./pkg/p%d", i%20), entry.KeyReason: "command", entry.KeyReporter: "worker"}),
+		e(entry.ToolWouldDeny, map[string]any{entry.KeyTool: "read_file", entry.KeyReason: "tool", entry.KeyReporter: "worker"}),
 		e(entry.ToolCall, map[string]any{entry.KeyTool: "run_command", entry.KeyDecision: "allowed", "args_hash": "sha256:00"}),
 		e(entry.NetClose, map[string]any{entry.KeyHost: "api.example.com", entry.KeyPort: 443, entry.KeyBytesUp: 10, entry.KeyBytesDown: 10}),
 	}
