@@ -166,6 +166,41 @@ func (p *Pool) Claim(shape string) Slot {
 	return s
 }
 
+// Prune takes the ready slots whose sandbox died while they waited (killed from outside, the
+// OOM killer) out of the pool, counts them failed, discards them and has the pool refill
+// after retryPause: a holder calls it as soon as it learns a slot died, so the pool does not
+// sit short until a claim finds the dead ones (and that dispatch starts cold). The pause
+// keeps slots that die as soon as they are ready from being restarted in a loop.
+func (p *Pool) Prune() {
+	p.mu.Lock()
+	var dead []Slot
+	keep := make([]Slot, 0, len(p.ready))
+	for _, c := range p.ready {
+		if alive(c) {
+			keep = append(keep, c)
+		} else {
+			dead = append(dead, c)
+			p.counts.Failed++
+		}
+	}
+	p.ready = keep
+	p.mu.Unlock()
+	if len(dead) == 0 {
+		return
+	}
+	go func() {
+		for _, d := range dead {
+			d.Discard()
+		}
+	}()
+	time.AfterFunc(retryPause, func() {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	})
+}
+
 // Flush takes every ready slot out of the pool at once (their shape is no longer wanted),
 // discards them in the background and has the pool fill afresh. Claimed slots are their
 // dispatch's.

@@ -142,6 +142,16 @@ func (s *Standbys) pool(target, shape string) *warm.Pool {
 	return p
 }
 
+// prune has target's pool drop its dead standbys and refill.
+func (s *Standbys) prune(target string) {
+	s.mu.Lock()
+	p := s.pools[target]
+	s.mu.Unlock()
+	if p != nil {
+		p.Prune()
+	}
+}
+
 // Counts returns every warm target's numbers, for doctor, metrics and the web view.
 func (s *Standbys) Counts() []warm.Counts {
 	if s == nil {
@@ -270,6 +280,9 @@ func (s *Standbys) start(ctx context.Context, target string) (warm.Slot, error) 
 	go func() {
 		c.Wait()
 		close(b.exited)
+		// A standby that exits while it waits (its slot died) leaves the pool short: have it
+		// refilled now rather than when a dispatch finds it dead (red team 31).
+		s.prune(target)
 	}()
 	_ = conn.SetReadDeadline(time.Now().Add(standbyReadyWithin))
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
