@@ -1,0 +1,266 @@
+package service_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/agoratest"
+)
+
+// probeScript is what a sandboxed agent can learn of its own sandbox: its ids, capabilities,
+// no_new_privs and seccomp, limits, environment, the descriptors of the sandbox's first
+// process, its parent and itself, every mount with its options, and every Unix socket it can
+// find in its file tree (the host's orch.sock and a standby's holder socket must not be
+// among them).
+const probeScript = `echo "ids $(id -u) $(id -g) $(id -G)"
+grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp|Seccomp_filters):' /proc/self/status
+echo "host $(hostname)"
+ulimit -a
+env | sort | grep -v '^AGORA_DISPATCH_ID='
+for p in 1 $PPID self; do
+  ls /proc/$p/fd >/dev/null 2>&1 || { echo "fds $p unreadable"; continue; }
+  for f in /proc/$p/fd/*; do echo "fd $p ${f##*/} $(readlink $f | sed 's/[0-9][0-9]*/N/g')"; done
+done
+awk '{for(i=7;i<=NF;i++) if($i=="-"){print "mount", $5, $6, $(i+1); break}}' /proc/self/mountinfo | sort
+find / \( -path /proc -o -path /sys -o -path /usr \) -prune -o -type s -print 2>/dev/null | sed 's/^/socket /'
+ls -d /tmp/* 2>/dev/null | sed 's/^/tmp /'
+if unshare -Urm true 2>/dev/null; then echo "userns yes"; unshare -Urm sh -c 'umount -l /agora/workspace; umount -l /agora; ls -A /agora | head -3; touch /agora/x && echo wrote-agora' 2>&1 | sed 's/^/under /'; else echo "userns no"; fi
+touch /agora/x 2>/dev/null && echo "wrote /agora"
+echo probe-end
+`
+
+// probeEnv is an env whose catalog has the probe subagent (exec runtime, the shell capability).
+func probeEnv(t *testing.T) *env {
+	t.Helper()
+	requireBwrap(t)
+	e := newEnv(t)
+	cat := filepath.Join(t.TempDir(), "probe-catalog")
+	must(t, os.MkdirAll(cat, 0o755))
+	var b strings.Builder
+	b.WriteString("description: reports what it sees of its sandbox\nruntime: exec\ncapabilities: [shell]\ncommand:\n  - sh\n  - -c\n  - |\n")
+	for _, l := range strings.Split(strings.TrimSuffix(probeScript, "\n"), "\n") {
+		b.WriteString("    " + l + "\n")
+	}
+	must(t, os.WriteFile(filepath.Join(cat, "probe.yaml"), []byte(b.String()), 0o644))
+	must(t, os.WriteFile(filepath.Join(cat, "slow.yaml"), []byte("description: slow\nruntime: exec\ncommand: [sh, -c, 'echo working on it; sleep 60']\ncapabilities: [shell]\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(cat, "agora-manifest.yaml"), []byte("version: 1\nsubagents:\n  - {name: probe, from: probe.yaml}\n  - {name: slow, from: slow.yaml}\n"), 0o644))
+	e.run("apply", "-f", filepath.Join(cat, "agora-manifest.yaml"))
+	return e
+}
+
+// probeOut is dispatch id's stdout, its per-dispatch parts (ids, pids, times) made uniform.
+func (e *env) probeOut(id string) string {
+	e.t.Helper()
+	out := e.run("dispatch", "logs", id)
+	if !strings.Contains(out, "probe-end") {
+		e.t.Fatalf("dispatch %s: the probe did not finish:\n%s", id, out)
+	}
+	return varying.ReplaceAllString(out, "X")
+}
+
+var dispatchIDLine = regexp.MustCompile(`(?m)^[0-9A-HJKMNP-TV-Z]{26}$`)
+
+// oneShotID runs `agora dispatch run --subagent probe` (extra env) and returns its id.
+func (e *env) oneShotID(extraEnv []string, args ...string) string {
+	e.t.Helper()
+	code, out, errOut := e.oneShot(extraEnv, append([]string{"--subagent", "probe"}, args...)...)
+	id := dispatchIDLine.FindString(out)
+	if code != 0 || id == "" {
+		e.t.Fatalf("dispatch run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	return id
+}
+
+// diffLines lists the lines of got missing from want (-) and extra in got (+).
+func diffLines(want, got string) []string {
+	count := func(s string) map[string]int {
+		m := map[string]int{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l]++
+		}
+		return m
+	}
+	w, g := count(want), count(got)
+	var out []string
+	for l, n := range w {
+		if g[l] < n {
+			out = append(out, "- "+l)
+		}
+	}
+	for l, n := range g {
+		if w[l] < n {
+			out = append(out, "+ "+l)
+		}
+	}
+	return out
+}
+
+// TestRedTeam31_SandboxOfEveryPathIsTheColdOne: the same probe runs as a cold plan task
+// (a detached supervisor), in a standby supervisor's claimed slot (warm: 1), handed off to
+// serve (`agora dispatch run` with serve running: serve's own process supervises it) and in
+// the one-shot CLI (AGORA_NO_HANDOFF=1). A sandbox whose supervisor is serve or a standby
+// (processes holding agora.db, the audit key, orch.sock's listener, the standbys' holder
+// sockets) must see exactly what a cold one sees: the same ids, capabilities, seccomp,
+// limits, environment, descriptors and mounts, and no Unix socket of the host.
+func TestRedTeam31_SandboxOfEveryPathIsTheColdOne(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: warm slots need root (they attach a dispatch's files with mounts)")
+	}
+	e := probeEnv(t)
+	f, err := os.OpenFile(filepath.Join(e.home, "agora.yaml"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	must(t, err)
+	_, err = f.WriteString("targets:\n  local:\n    warm: 1\n")
+	must(t, err)
+	must(t, f.Close())
+	serve := e.serve()
+	t.Cleanup(func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() })
+
+	cold := e.runPlan("cold", "probe")[0]
+	waitStandbys(t, e, 1)
+	ready, tasks := standbys(t, e), slotTasks(t, e)
+	warmID := e.runPlan("warm", "probe")[0]
+	db := openAgoraDB(t, e)
+	var task string
+	must(t, db.SQL().QueryRow(`SELECT provider_task_id FROM dispatches WHERE id = ?`, warmID).Scan(&task))
+	if pid := supervisorPID(t, db, warmID); !contains(ready, pid) || !tasks[task] {
+		t.Fatalf("the warm probe ran as %s under %d, not in a ready standby %v / slot %v", task, pid, ready, tasks)
+	}
+	before := e.handoffs()
+	handedID := e.oneShotID(nil)
+	if e.handoffs() != before+1 {
+		t.Fatalf("the probe was not handed off to serve")
+	}
+	inProcID := e.oneShotID([]string{"AGORA_NO_HANDOFF=1"})
+
+	base := e.probeOut(cold)
+	for _, s := range strings.Split(base, "\n") {
+		if strings.HasPrefix(s, "socket ") {
+			t.Errorf("a cold sandbox sees a Unix socket: %s", s)
+		}
+	}
+	for name, id := range map[string]string{"standby slot": warmID, "handed off to serve": handedID, "one-shot CLI": inProcID} {
+		got := e.probeOut(id)
+		if name == "standby slot" {
+			// By design (docs/providers.md, "Warm slots"): a slot's /agora is the bind of its
+			// host claim directory, with the dispatch's read-only tree attached over it at
+			// claim. The lower mount is covered before any process of the dispatch runs, and
+			// the sandbox can make no user namespace to unmount what covers it ("userns no").
+			for _, l := range []string{"mount /agora ro,nosuid,nodev,relatime tmpfs", "mount /agora rw,nosuid,nodev,relatime ext4"} {
+				if !strings.Contains(got, l+"\n") {
+					t.Errorf("standby slot: no %q", l)
+				}
+				got = strings.Replace(got, l+"\n", "", 1)
+			}
+			if !strings.Contains(got, "userns no\n") {
+				t.Errorf("standby slot: the sandbox can make a user namespace (and unmount what covers its claim root)")
+			}
+		}
+		if d := diffLines(base, got); len(d) > 0 {
+			t.Errorf("%s: the sandbox differs from a cold one:\n%s\n--- cold:\n%s\n--- %s:\n%s", name, strings.Join(d, "\n"), base, name, got)
+		}
+	}
+}
+
+// warmProbeEnv is a probe env whose local target keeps n warm slots, serve running, the
+// probe's shape learnt from one cold plan task and n standbys ready.
+func warmProbeEnv(t *testing.T, n int) (*env, *exec.Cmd) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: warm slots need root (they attach a dispatch's files with mounts)")
+	}
+	e := probeEnv(t)
+	f, err := os.OpenFile(filepath.Join(e.home, "agora.yaml"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	must(t, err)
+	_, err = f.WriteString("targets:\n  local:\n    warm: " + strconv.Itoa(n) + "\n")
+	must(t, err)
+	must(t, f.Close())
+	serve := e.serve()
+	t.Cleanup(func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() })
+	e.runPlan("cold", "probe")
+	waitStandbys(t, e, n)
+	return e, serve
+}
+
+// TestRedTeam31_HandoffServeStopped: serve is stopped (SIGTERM, as a restart does) while it
+// supervises a handed-off dispatch. The docs (operations.md) say the CLI then says serve
+// stopped, reaps the dispatch as any whose supervisor died (failed/lost), prints its end and
+// exits 1. It must not tell the user their dispatch was interrupted as by their own Ctrl-C.
+func TestRedTeam31_HandoffServeStopped(t *testing.T) {
+	e := probeEnv(t)
+	serve := e.serve()
+	defer func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() }()
+	cmd, out, lines := e.startOneShot("--subagent", "slow", "--progress", "-o", "json")
+	seen := waitLine(t, lines, "| working on it")
+	if e.handoffs() != 1 {
+		t.Fatalf("the dispatch was not handed off")
+	}
+	must(t, serve.Process.Signal(syscall.SIGTERM))
+	seen += drain(lines)
+	err := cmd.Wait()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	var rec struct{ ID, State, Reason string }
+	_ = json.Unmarshal(out.Bytes(), &rec)
+	t.Logf("exit %d, record %s/%s\n%s", code, rec.State, rec.Reason, seen)
+	if code == 130 || strings.Contains(seen, "interrupted") {
+		t.Errorf("serve's stop was reported as the user's interrupt: exit %d\n%s", code, seen)
+	}
+	if code != 1 || rec.State != "failed" || rec.Reason != "lost" {
+		t.Errorf("exit %d, dispatch %s/%s; operations.md says exit 1, failed/lost", code, rec.State, rec.Reason)
+	}
+}
+
+// TestRedTeam31_SlotsDieAtOnce: the sandboxes of every ready standby are killed at once (the
+// OOM killer, an operator). Each standby notices within a second and exits; serve must
+// neither spin starting standbys nor sit with none ready: it refills to warm: 2 without
+// waiting for a dispatch to find the dead ones (which would then start cold).
+func TestRedTeam31_SlotsDieAtOnce(t *testing.T) {
+	e, _ := warmProbeEnv(t, 2)
+	old := standbys(t, e)
+	for _, pid := range old {
+		for _, k := range children(pid) {
+			syscall.Kill(k, syscall.SIGKILL)
+		}
+	}
+	agoratest.WaitFor(t, 30*time.Second, "the standbys whose slot died to exit", func() bool {
+		for _, pid := range old {
+			if contains(standbys(t, e), pid) {
+				return false
+			}
+		}
+		return true
+	})
+	seen := map[int]bool{}
+	deadline := time.Now().Add(20 * time.Second)
+	ready := false
+	for time.Now().Before(deadline) {
+		now := standbys(t, e)
+		for _, pid := range now {
+			seen[pid] = true
+		}
+		if len(now) >= 2 && len(readySlots(t, e)) >= 2 {
+			ready = true
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(seen) > 6 {
+		t.Errorf("serve started %d standbys to refill 2: it spins", len(seen))
+	}
+	if !ready {
+		cmd := exec.Command(agoraBin, "doctor")
+		cmd.Env = e.vars
+		out, _ := cmd.CombinedOutput()
+		t.Errorf("20 s after their slots died, serve holds %d standbys (%d slots ready); doctor:\n%s", len(standbys(t, e)), len(readySlots(t, e)), out)
+	}
+}
