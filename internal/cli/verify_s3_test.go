@@ -52,6 +52,20 @@ func TestVerify_S3Anchor(t *testing.T) {
 		!strings.Contains(r.stdout, "COMPLIANCE until") || !strings.Contains(tierRow(r.stdout), "tamper-evident") {
 		t.Fatalf("verify against the bucket: %+v", r)
 	}
+	// Attack: the bundle's evidence names another object (outside the prefix, or another
+	// bucket's path): the name is refused, never fetched, and the row fails.
+	raw, _ := os.ReadFile(bundle)
+	if !strings.Contains(string(raw), `"locator": "`+anchor.S3AnchorName("agora", 3)+`"`) {
+		t.Fatal("the bundle has no s3 locator to forge")
+	}
+	for _, loc := range []string{"../../other-bucket/x", "anchors/agora/../../../x", "/t1/agora/anchors/agora/00000000000000000003"} {
+		forged := filepath.Join(dir, "forged.json")
+		os.WriteFile(forged, []byte(strings.Replace(string(raw), `"locator": "`+anchor.S3AnchorName("agora", 3)+`"`, `"locator": "`+loc+`"`, 1)), 0o600)
+		args := append([]string{"verify", forged}, verifyArgs[2:]...)
+		if r := runAgora(t, sa, args...); r.code != cli.ExitCheckFailed || !strings.Contains(r.stdout, "object name") {
+			t.Errorf("verify with the evidence's locator %q: %+v", loc, r)
+		}
+	}
 	// Without --anchor-bucket the s3 evidence is a claim: it passes and raises no tier.
 	if r := runAgora(t, sa, "verify", bundle, "--key", pub); r.code != cli.ExitOK || strings.Contains(tierRow(r.stdout), "tamper-evident") {
 		t.Errorf("verify without the bucket: %+v", r)
