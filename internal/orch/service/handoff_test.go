@@ -525,3 +525,21 @@ func TestHandoff_OtherEnvironment(t *testing.T) {
 		t.Errorf("serve did not say why it declined:\n%s", b)
 	}
 }
+
+// TestHandoff_WarmOutlivesServe: a handed-off dispatch in a standby supervisor outlives a
+// serve killed with -9, as a plan's does: the CLI says serve stopped, follows the dispatch to
+// its end itself and exits as it would have.
+func TestHandoff_WarmOutlivesServe(t *testing.T) {
+	e, serve := warmServedEnv(t, 1)
+	cmd, out, lines := e.startOneShot("--subagent", "sleeper")
+	seen := waitLine(t, lines, " started (")
+	must(t, serve().Kill())
+	seen += drain(lines)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit %v, want 0\n%s", err, seen)
+	}
+	id := strings.TrimSpace(out.String())
+	if e.handoffs() != 1 || !strings.Contains(seen, "that ran dispatch "+id+" stopped") || !strings.Contains(seen, id+" finished") {
+		t.Errorf("stderr does not say serve stopped and the dispatch finished:\n%s", seen)
+	}
+}
