@@ -105,8 +105,8 @@ func diffLines(want, got string) []string {
 
 // TestRedTeam31_SandboxOfEveryPathIsTheColdOne: the same probe runs as a cold plan task
 // (a detached supervisor), in a standby supervisor's claimed slot (warm: 1), handed off to
-// serve (`agora dispatch run` with serve running: serve's own process supervises it) and in
-// the one-shot CLI (AGORA_NO_HANDOFF=1). A sandbox whose supervisor is serve or a standby
+// serve (`agora dispatch run` with serve running: serve's supervisors, a standby's slot when
+// one is ready) and in the one-shot CLI (AGORA_NO_HANDOFF=1). A sandbox whose supervisor is serve or a standby
 // (processes holding agora.db, the audit key, orch.sock's listener, the standbys' holder
 // sockets) must see exactly what a cold one sees: the same ids, capabilities, seccomp,
 // limits, environment, descriptors and mounts, and no Unix socket of the host.
@@ -133,11 +133,17 @@ func TestRedTeam31_SandboxOfEveryPathIsTheColdOne(t *testing.T) {
 	if pid := supervisorPID(t, db, warmID); !contains(ready, pid) || !tasks[task] {
 		t.Fatalf("the warm probe ran as %s under %d, not in a ready standby %v / slot %v", task, pid, ready, tasks)
 	}
+	// A handed-off dispatch of a warm target goes where serve's plan dispatches go: a
+	// standby's slot when one is ready (its task is then one of the ready slots').
+	waitStandbys(t, e, 1)
+	tasks = slotTasks(t, e)
 	before := e.handoffs()
 	handedID := e.oneShotID(nil)
 	if e.handoffs() != before+1 {
 		t.Fatalf("the probe was not handed off to serve")
 	}
+	must(t, db.SQL().QueryRow(`SELECT provider_task_id FROM dispatches WHERE id = ?`, handedID).Scan(&task))
+	inSlot := map[string]bool{warmID: true, handedID: tasks[task]}
 	inProcID := e.oneShotID([]string{"AGORA_NO_HANDOFF=1"})
 
 	base := e.probeOut(cold)
@@ -148,19 +154,19 @@ func TestRedTeam31_SandboxOfEveryPathIsTheColdOne(t *testing.T) {
 	}
 	for name, id := range map[string]string{"standby slot": warmID, "handed off to serve": handedID, "one-shot CLI": inProcID} {
 		got := e.probeOut(id)
-		if name == "standby slot" {
+		if inSlot[id] {
 			// By design (docs/providers.md, "Warm slots"): a slot's /agora is the bind of its
 			// host claim directory, with the dispatch's read-only tree attached over it at
 			// claim. The lower mount is covered before any process of the dispatch runs, and
 			// the sandbox can make no user namespace to unmount what covers it ("userns no").
 			for _, l := range []string{"mount /agora ro,nosuid,nodev,relatime tmpfs", "mount /agora rw,nosuid,nodev,relatime ext4"} {
 				if !strings.Contains(got, l+"\n") {
-					t.Errorf("standby slot: no %q", l)
+					t.Errorf("%s: no %q", name, l)
 				}
 				got = strings.Replace(got, l+"\n", "", 1)
 			}
 			if !strings.Contains(got, "userns no\n") {
-				t.Errorf("standby slot: the sandbox can make a user namespace (and unmount what covers its claim root)")
+				t.Errorf("%s: the sandbox can make a user namespace (and unmount what covers its claim root)", name)
 			}
 		}
 		if d := diffLines(base, got); len(d) > 0 {
