@@ -2,6 +2,7 @@ package oidcauth
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -69,6 +70,10 @@ type Verifier struct {
 	// tokens naming unknown key ids cannot make agora hammer the provider.
 	fetchMu sync.Mutex
 	fetches *rate.Limiter
+	// gen counts key set fetches; cache holds verified tokens of the current one.
+	gen     atomic.Uint64
+	cache   tokenCache
+	noCache bool
 }
 
 // Options tune a Verifier; the zero Options is production's.
@@ -114,60 +119,86 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 	if len(token) > MaxTokenBytes {
 		return Identity{}, fmt.Errorf("%w: longer than %d bytes", ErrInvalid, MaxTokenBytes)
 	}
+	sum := sha256.Sum256([]byte(token))
+	if id, nbf, ok := v.cache.get(sum, v.gen.Load()); ok && !v.noCache {
+		return v.checkTimes(id, nbf)
+	}
+	gen := v.gen.Load()
+	id, nbf, err := v.verify(ctx, token)
+	if err != nil {
+		return Identity{}, err
+	}
+	if !v.noCache {
+		v.cache.put(sum, gen, id, nbf)
+	}
+	return id, nil
+}
+
+// checkTimes applies exp and nbf, with the clock skew, to a cached identity.
+func (v *Verifier) checkTimes(id Identity, nbf time.Time) (Identity, error) {
+	now := v.now()
+	if !now.Before(id.Expiry.Add(v.cfg.ClockSkew)) {
+		return Identity{}, fmt.Errorf("%w: expired at %s", ErrInvalid, id.Expiry.UTC().Format(time.RFC3339))
+	}
+	if !nbf.IsZero() && now.Add(v.cfg.ClockSkew).Before(nbf) {
+		return Identity{}, fmt.Errorf("%w: not valid before %s", ErrInvalid, nbf.UTC().Format(time.RFC3339))
+	}
+	return id, nil
+}
+
+// verify is Verify without the cache; it also returns the token's nbf.
+func (v *Verifier) verify(ctx context.Context, token string) (Identity, time.Time, error) {
 	if strings.Count(token, ".") != 2 {
-		return Identity{}, fmt.Errorf("%w: not a compact JWS", ErrInvalid)
+		return Identity{}, time.Time{}, fmt.Errorf("%w: not a compact JWS", ErrInvalid)
 	}
 	jws, err := jose.ParseSigned(token, v.algs)
 	if err != nil {
-		return Identity{}, fmt.Errorf("%w: %s", ErrInvalid, joseReason(err))
+		return Identity{}, time.Time{}, fmt.Errorf("%w: %s", ErrInvalid, joseReason(err))
 	}
 	if len(jws.Signatures) != 1 {
-		return Identity{}, fmt.Errorf("%w: want exactly one signature", ErrInvalid)
+		return Identity{}, time.Time{}, fmt.Errorf("%w: want exactly one signature", ErrInvalid)
 	}
 	h := jws.Signatures[0].Protected
 	if h.KeyID == "" {
-		return Identity{}, fmt.Errorf("%w: the token names no key (kid)", ErrInvalid)
+		return Identity{}, time.Time{}, fmt.Errorf("%w: the token names no key (kid)", ErrInvalid)
 	}
 	if len(h.ExtraHeaders) > 0 {
 		for k := range h.ExtraHeaders {
 			if k == "crit" {
-				return Identity{}, fmt.Errorf("%w: critical header extensions are not supported", ErrInvalid)
+				return Identity{}, time.Time{}, fmt.Errorf("%w: critical header extensions are not supported", ErrInvalid)
 			}
 		}
 	}
 	key, err := v.key(ctx, h.KeyID)
 	if err != nil {
-		return Identity{}, err
+		return Identity{}, time.Time{}, err
 	}
 	if key.Algorithm != "" && key.Algorithm != h.Algorithm {
-		return Identity{}, fmt.Errorf("%w: key %q is for %s, the token says %s", ErrInvalid, clip(h.KeyID), key.Algorithm, h.Algorithm)
+		return Identity{}, time.Time{}, fmt.Errorf("%w: key %q is for %s, the token says %s", ErrInvalid, clip(h.KeyID), key.Algorithm, h.Algorithm)
 	}
 	if key.Use != "" && key.Use != "sig" {
-		return Identity{}, fmt.Errorf("%w: key %q is not a signing key", ErrInvalid, clip(h.KeyID))
+		return Identity{}, time.Time{}, fmt.Errorf("%w: key %q is not a signing key", ErrInvalid, clip(h.KeyID))
 	}
 	payload, err := jws.Verify(key.Key)
 	if err != nil {
-		return Identity{}, fmt.Errorf("%w: the signature does not verify with key %q", ErrInvalid, clip(h.KeyID))
+		return Identity{}, time.Time{}, fmt.Errorf("%w: the signature does not verify with key %q", ErrInvalid, clip(h.KeyID))
 	}
 	c, err := parseClaims(payload, v.cfg.GroupsClaim)
 	if err != nil {
-		return Identity{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return Identity{}, time.Time{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if c.Issuer != v.cfg.Issuer {
-		return Identity{}, fmt.Errorf("%w: issued by %q, not %q", ErrInvalid, clip(c.Issuer), v.cfg.Issuer)
+		return Identity{}, time.Time{}, fmt.Errorf("%w: issued by %q, not %q", ErrInvalid, clip(c.Issuer), v.cfg.Issuer)
 	}
 	if !contains(c.Audience, v.cfg.Audience) {
-		return Identity{}, fmt.Errorf("%w: its audience is not %q", ErrInvalid, v.cfg.Audience)
+		return Identity{}, time.Time{}, fmt.Errorf("%w: its audience is not %q", ErrInvalid, v.cfg.Audience)
 	}
-	now := v.now()
-	if !now.Before(c.Expiry.Add(v.cfg.ClockSkew)) {
-		return Identity{}, fmt.Errorf("%w: expired at %s", ErrInvalid, c.Expiry.UTC().Format(time.RFC3339))
+	id := Identity{Issuer: c.Issuer, Subject: c.Subject, Groups: c.Groups, Expiry: c.Expiry,
+		Grant: v.cfg.grant(c.Subject, c.Groups)}
+	if _, err := v.checkTimes(id, c.NotBefore); err != nil {
+		return Identity{}, time.Time{}, err
 	}
-	if !c.NotBefore.IsZero() && now.Add(v.cfg.ClockSkew).Before(c.NotBefore) {
-		return Identity{}, fmt.Errorf("%w: not valid before %s", ErrInvalid, c.NotBefore.UTC().Format(time.RFC3339))
-	}
-	return Identity{Issuer: c.Issuer, Subject: c.Subject, Groups: c.Groups, Expiry: c.Expiry,
-		Grant: v.cfg.grant(c.Subject, c.Groups)}, nil
+	return id, c.NotBefore, nil
 }
 
 // key returns the JWKS key kid, fetching the JWKS when it is not cached or does not hold kid
@@ -275,6 +306,7 @@ func (v *Verifier) refresh(ctx context.Context) error {
 		keys[k.KeyID] = k
 	}
 	v.keys.Store(&keys)
+	v.gen.Add(1) // tokens verified against the old set are verified again
 	return nil
 }
 

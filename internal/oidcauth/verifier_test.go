@@ -297,3 +297,26 @@ func providerKey(t *testing.T, v *oidcauth.Verifier, tok string) *rsa.PublicKey 
 	t.Fatal("the provider does not publish the token's key")
 	return nil
 }
+
+// TestCachedTokenStillExpires: a token verified once is not good forever: the cache checks
+// exp (with the skew) again on every request.
+func TestCachedTokenStillExpires(t *testing.T) {
+	p := oidctest.Start(t, oidctest.Config{Services: services()})
+	now := time.Now()
+	cfg := config(p.Issuer)
+	cfg.ClockSkew = time.Second
+	v, err := oidcauth.New(cfg, oidcauth.Options{Now: func() time.Time { return now }, RefetchEvery: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := p.Token(t, "svc-platform")
+	id, err := v.Verify(context.Background(), tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(context.Background(), tok); err != nil {
+		t.Fatalf("second use: %v", err)
+	}
+	now = id.Expiry.Add(2 * time.Second)
+	mustInvalid(t, v, tok, "expired at")
+}
