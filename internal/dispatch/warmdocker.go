@@ -100,7 +100,8 @@ func (d *Dispatcher) startDockerGateway(ctx context.Context) (*dockerGateway, er
 	srv := &netgw.Server{Registry: g.reg, Slots: g.slots, Version: workerremote.Version(), Log: slog.New(d.log().Handler())}
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	g.stop = stop
-	go func() { g.done <- srv.Serve(sctx, ln, g.certs.Server) }()
+	// Each slot runs as a uid of its own: the gateway's per-source caps count its peers by uid.
+	go func() { g.done <- srv.Serve(sctx, netgw.PeerListener(ln), g.certs.Server) }()
 	return g, nil
 }
 
