@@ -4,7 +4,7 @@
 GO ?= go
 export CGO_ENABLED ?= 0
 
-.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean k8s-tools k8s-cluster image podman test-containers test-k8s test-ui bench-targets
+.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean k8s-tools s3-tools k8s-cluster image podman test-containers test-k8s test-ui bench-targets
 
 # build makes agora and its worker program side by side: bin/agora (the host) and
 # bin/agora-worker (what runs in every sandbox and for every Claude Code hook event; agora
@@ -78,6 +78,10 @@ test-ui:
 # The Kubernetes control plane the tests run (internal/k8stest), built from Go modules.
 k8s-tools:
 	./scripts/k8s-tools.sh
+
+# The S3-compatible server the object-storage tests run (versitygw, internal/agoratest/s3test, #31).
+s3-tools:
+	./scripts/s3-tools.sh
 
 # That control plane held for manual use, with an admin kubeconfig in .cache/k8s/kubeconfig.
 k8s-cluster: k8s-tools
