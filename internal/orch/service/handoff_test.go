@@ -9,12 +9,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -541,5 +543,40 @@ func TestHandoff_WarmOutlivesServe(t *testing.T) {
 	id := strings.TrimSpace(out.String())
 	if e.handoffs() != 1 || !strings.Contains(seen, "that ran dispatch "+id+" stopped") || !strings.Contains(seen, id+" finished") {
 		t.Errorf("stderr does not say serve stopped and the dispatch finished:\n%s", seen)
+	}
+}
+
+// TestHandoff_Callbacks: a handed-off dispatch's --callback receives the same lifecycle
+// events, signed, as one the CLI supervises itself.
+func TestHandoff_Callbacks(t *testing.T) {
+	requireBwrap(t)
+	e := newEnv(t)
+	must(t, os.WriteFile(filepath.Join(e.home, "agora.yaml"), []byte("egress:\n  allow_private: [127.0.0.1/32]\n"), 0o600))
+	var mu sync.Mutex
+	got := map[string][]string{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var ev struct {
+			Kind string `json:"kind"`
+		}
+		json.Unmarshal(b, &ev)
+		mu.Lock()
+		got[r.URL.Path] = append(got[r.URL.Path], ev.Kind+" signed="+fmt.Sprint(r.Header.Get("X-Agora-Signature") != ""))
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	serve := e.serve()
+	defer func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() }()
+	if code, _, stderr := e.oneShot(nil, "--subagent", "worker", "--callback", srv.URL+"/handed"); code != 0 || e.handoffs() != 1 {
+		t.Fatalf("hand-off: exit %d, hand-offs %d\n%s", code, e.handoffs(), stderr)
+	}
+	if code, _, stderr := e.oneShot([]string{"AGORA_NO_HANDOFF=1"}, "--subagent", "worker", "--callback", srv.URL+"/local"); code != 0 {
+		t.Fatalf("in-process: exit %d\n%s", code, stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("callbacks: %v", got)
+	if len(got["/handed"]) == 0 || strings.Join(got["/handed"], ",") != strings.Join(got["/local"], ",") {
+		t.Errorf("callbacks: handed off %v, in-process %v", got["/handed"], got["/local"])
 	}
 }
