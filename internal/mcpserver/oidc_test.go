@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +170,45 @@ func TestCheckHTTP_OIDCAlone(t *testing.T) {
 	}
 	if err := mcpserver.CheckHTTP(mcpserver.HTTPConfig{Addr: "127.0.0.1:0"}); err == nil {
 		t.Fatal("no token and no provider started")
+	}
+}
+
+// TestHTTP_BinaryOIDC runs the real binary with only auth.oidc in agora.yaml (no static
+// token): it starts, the SDK client signs in by itself, the audit log names the token's
+// subject, and neither the log nor the audit holds a token.
+func TestHTTP_BinaryOIDC(t *testing.T) {
+	p := oidctest.Start(t, oidctest.Config{Services: oidcServices})
+	home := newHome(t)
+	cfg := fmt.Sprintf("auth:\n  oidc:\n    issuer: %s\n    audience: %s\n    allow_private: [127.0.0.1/32]\n    rules:\n      - {group: platform, ceiling: orchestrate, web: operator}\n      - {group: readers, ceiling: read}\n", p.Issuer, oidcAudience)
+	f, err := os.OpenFile(filepath.Join(home, "agora.yaml"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(cfg)
+	f.Close()
+	srv := httpServer(t, home, nil)
+	cs := sdkOIDCSession(t, srv.url, "svc-readers", "readers-secret")
+	if n := len(toolNames(t, cs)); n != 8 {
+		t.Fatalf("read ceiling sees %d tools, want 8", n)
+	}
+	res := call(t, cs, "agora_dispatch", map[string]any{"subagent": "rogue"})
+	actor := "oidc:" + p.Issuer + "#svc-readers"
+	if !res.IsError || !strings.Contains(text(res), fmt.Sprintf("client %q may not call agora_dispatch: its ceiling is read", actor)) {
+		t.Fatalf("got %q", text(res))
+	}
+	tok := p.Token(t, "svc-nobody")
+	addr := strings.TrimSuffix(strings.TrimPrefix(srv.url, "http://"), "/mcp")
+	if code, _, _ := post(t, addr, "/mcp", map[string]string{"Authorization": "Bearer " + tok}, initialize); code != http.StatusForbidden {
+		t.Fatalf("no rule: got %d, want 403", code)
+	}
+	var saw []string
+	for _, e := range auditEntries(t, home) {
+		saw = append(saw, e.Actor+" "+e.Kind+" "+e.Details["tool"].(string)+" "+e.Details["decision"].(string))
+	}
+	if want := []string{actor + " mcp.tool.denied agora_dispatch denied"}; strings.Join(saw, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("audit:\n%s\nwant:\n%s", strings.Join(saw, "\n"), strings.Join(want, "\n"))
+	}
+	if strings.Contains(srv.logs(), strings.Split(tok, ".")[2]) {
+		t.Fatal("the server log holds a token")
 	}
 }
