@@ -186,7 +186,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	ui, closeWeb, err := orchWeb(ctx, &opts.web, f, h, db, eng, d, ob.log, ob.mount(),
 		func(r *orch.Reader) func(context.Context, api.Run) (*verify.Report, error) {
 			return runVerifier(h, orchCP, mainCP, f.Now, r)
-		})
+		}, warmCounts)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/agora-dev/agora/internal/compute/warm"
 	"log/slog"
 	"net"
 	"net/http"
@@ -72,7 +73,7 @@ const webReadConns = 2
 // and the dispatcher write through, so no page waits for, or holds, a connection they need;
 // closeFn closes them.
 func orchWeb(ctx context.Context, o *orchWebFlags, f *Factory, h *home.Home, orchDB *store.DB, eng *orch.Engine, d *dispatch.Dispatcher, log *slog.Logger,
-	mount map[string]http.Handler, verifierFor func(*orch.Reader) func(context.Context, api.Run) (*verify.Report, error)) (ui *web.Server, closeFn func(), err error) {
+	mount map[string]http.Handler, verifierFor func(*orch.Reader) func(context.Context, api.Run) (*verify.Report, error), warmCounts func() []warm.Counts) (ui *web.Server, closeFn func(), err error) {
 	if o.http == "" {
 		return nil, func() {}, nil
 	}
@@ -110,6 +111,7 @@ func orchWeb(ctx context.Context, o *orchWebFlags, f *Factory, h *home.Home, orc
 		VerifyRun:      verifierFor(runs),
 		CancelDispatch: d.CancelBy,
 		Queues:         eng.Queues,
+		Warm:           warmCounts,
 	})
 	if err != nil {
 		closeFn()

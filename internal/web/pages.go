@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/agora-dev/agora/internal/compute/warm"
 	"net/http"
 	"strconv"
 	"strings"
@@ -60,7 +61,8 @@ type runsView struct {
 	Runs   []runRow
 	State  string
 	States []string
-	Queues []api.Queue // nil when the view has no queues to show
+	Queues []api.Queue   // nil when the view has no queues to show
+	Warm   []warm.Counts // the warm targets' slots; nil when serve holds none
 }
 
 // listRuns are the newest runs (in state, when set) with their summaries.
@@ -97,7 +99,7 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 	for _, row := range rows {
 		repos = append(repos, row.Repo)
 	}
-	s.page(w, r, "runs", "Runs", "runs", runsView{Runs: rows, State: state, Queues: s.queues(r.Context()),
+	s.page(w, r, "runs", "Runs", "runs", runsView{Runs: rows, State: state, Queues: s.queues(r.Context()), Warm: s.warmSlots(),
 		States: []string{api.RunRunning, api.RunNeedsInput, api.RunSucceeded, api.RunFailed, api.RunCancelled}}, repos...)
 }
 

@@ -2,6 +2,9 @@ package web
 
 import (
 	"context"
+	"sort"
+
+	"github.com/agora-dev/agora/internal/compute/warm"
 
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -27,4 +30,14 @@ func (s *Server) addQueueState(ctx context.Context, run *api.Run) {
 			return
 		}
 	}
+}
+
+// warmSlots are the warm targets' slots as serve holds them now, by target name.
+func (s *Server) warmSlots() []warm.Counts {
+	if s.src.Warm == nil {
+		return nil
+	}
+	cs := s.src.Warm()
+	sort.Slice(cs, func(i, j int) bool { return cs[i].Target < cs[j].Target })
+	return cs
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -34,5 +35,25 @@ func TestQueuesAndScheduledRun(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("run page lacks %s", want)
 		}
+	}
+}
+
+// The runs page shows a line per warm target (#30): ready of wanted, claimed, cold
+// fallbacks and failures, as serve's standbys count them at the request.
+func TestRunsPage_WarmSlots(t *testing.T) {
+	o := newFakeOrch(api.Task{ID: "a", State: api.TaskReady, Subagent: "coder"})
+	counts := []warm.Counts{{Target: "local", Want: 4, Ready: 3, Claimed: 7, Cold: 2, Failed: 1}}
+	e := startWith(t, Sources{Orch: o, Dispatches: fakeDispatches{}, Warm: func() []warm.Counts { return counts }})
+	want := `<tr data-target="local"><td>local</td><td>3/4</td><td>7</td><td>2</td><td>1</td></tr>`
+	if runs := fetch(t, e, readToken, "/runs"); !strings.Contains(runs, want) {
+		t.Errorf("runs page lacks %s", want)
+	}
+	counts[0].Ready = 0
+	if runs := fetch(t, e, readToken, "/runs"); !strings.Contains(runs, `<td>0/4</td>`) {
+		t.Error("runs page does not follow the counts")
+	}
+	e2 := startWith(t, Sources{Orch: o, Dispatches: fakeDispatches{}})
+	if runs := fetch(t, e2, readToken, "/runs"); strings.Contains(runs, `id="warm"`) {
+		t.Error("a serve holding no warm slots shows a warm table")
 	}
 }
