@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/k8stest"
 )
 
@@ -190,9 +191,17 @@ func TestAgentSandboxBackend_PodDeletedRunsNeverTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitPodPhase(t, p, id, corev1.PodRunning)
-	if err := p.client.CoreV1().Pods(p.ns).Delete(t.Context(), name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))}); err != nil {
-		t.Fatal(err)
+	// Deleted the moment it exists, before the handle can have looked at it: the
+	// replacement must not pass for the first pod (under -race and load it did: the handle
+	// pinned the replacement and followed it for the hour).
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		err := p.client.CoreV1().Pods(p.ns).Delete(t.Context(), name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))})
+		if err == nil {
+			break
+		}
+		if !apierrors.IsNotFound(err) || time.Now().After(deadline) {
+			t.Fatalf("delete the sandbox's pod: %v", err)
+		}
 	}
 	if exit := waitTimeout(t, h, 3*time.Minute); !exit.Lost || exit.Cancelled || exit.Code == 0 {
 		t.Errorf("exit = %+v, want Lost", exit)
@@ -247,5 +256,63 @@ func TestProbeAgentSandbox(t *testing.T) {
 	as := k8stest.Shared(t, k8stest.Options{AgentSandbox: true})
 	if n, err := ProbeAgentSandbox(t.Context(), as.Kubeconfig, "", as.Namespace); err != nil || n < 0 {
 		t.Errorf("probe with the CRDs = %d, %v", n, err)
+	}
+}
+
+// TestAgentSandboxBackend_SwitchedBackendAdoptsNotReplaces is the attack of an operator's
+// edit: a target's backend changes from jobs to agent-sandbox (and back) while dispatches run,
+// and serve restarts. The restarted Start must adopt the running dispatch's object of the old
+// kind, never judge its NetworkPolicy stale (it is owned, and the new kind's object is not
+// there), delete it while the pod runs and start the dispatch a second time; a cancel through
+// the new backend must stop the old kind's pod.
+func TestAgentSandboxBackend_SwitchedBackendAdoptsNotReplaces(t *testing.T) {
+	for _, from := range []string{BackendJobs, BackendAgentSandbox} {
+		t.Run("from "+from, func(t *testing.T) {
+			exp := &fakeExporter{}
+			p := sandboxProvider(t, exp)
+			p.opts.Backend = from
+			p.testOnlyPodMeta = failWith(1, "1h")
+			id := clusterID("SBSW")
+			name := objectName(id)
+			h, err := p.Start(t.Context(), testSpec(id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitPodPhase(t, p, id, corev1.PodRunning)
+			np, err := p.findPolicy(t.Context(), name)
+			if err != nil || np == nil {
+				t.Fatalf("policy: %v, %v", np, err)
+			}
+			o := p.opts
+			o.Backend = map[string]string{BackendJobs: BackendAgentSandbox, BackendAgentSandbox: BackendJobs}[from]
+			switched, err := New(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			h2, err := switched.Start(ctx, testSpec(id))
+			if err != nil {
+				t.Fatalf("restarted start with the backend switched: %v", err)
+			}
+			if exp.exports != 1 {
+				t.Errorf("%d exports: the dispatch was started again", exp.exports)
+			}
+			if again, err := p.findPolicy(t.Context(), name); err != nil || again == nil || again.UID != np.UID {
+				t.Errorf("the running pod's network policy was replaced or deleted: %+v, %v", again, err)
+			}
+			pods, _ := p.client.CoreV1().Pods(p.ns).List(t.Context(), metav1.ListOptions{LabelSelector: labelDispatch + "=" + id})
+			if len(pods.Items) != 1 {
+				t.Errorf("%d pods of the dispatch, want its one", len(pods.Items))
+			}
+			if err := switched.Cancel(t.Context(), h2.TaskID()); err != nil {
+				t.Fatal(err)
+			}
+			for i, h := range []compute.Handle{h, h2} {
+				if exit := waitTimeout(t, h, 3*time.Minute); !exit.Cancelled {
+					t.Errorf("handle %d: exit = %+v, want Cancelled", i, exit)
+				}
+			}
+		})
 	}
 }

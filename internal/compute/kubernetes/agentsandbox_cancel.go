@@ -17,18 +17,24 @@ import (
 // cancelled, orphan the NetworkPolicy (a foreground deletion removes dependents at once, the
 // pod's policy while it runs), delete the Sandbox in the foreground, and remove the policy once
 // the Sandbox, pod included, is gone.
-func (p *Provider) cancelSandbox(ctx context.Context, taskID, name string) error {
+func (p *Provider) cancelSandbox(ctx context.Context, taskID, name string, other bool) (found bool, err error) {
 	sbs := p.client.AgentsV1beta1().Sandboxes(p.ns)
 	sb, err := sbs.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
+	if apierrors.IsNotFound(err) || (other && apierrors.IsForbidden(err)) {
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("cancel %q: %w", taskID, err)
+		return true, fmt.Errorf("cancel %q: %w", taskID, err)
 	}
 	if sb.Labels[labelManagedBy] != managedBy || sb.Labels[labelDispatch] == "" {
-		return fmt.Errorf("cancel %q: sandbox %q does not carry agora's labels; refusing to delete it", taskID, name)
+		return true, fmt.Errorf("cancel %q: sandbox %q does not carry agora's labels; refusing to delete it", taskID, name)
 	}
+	return true, p.cancelOwnSandbox(ctx, taskID, name, sb)
+}
+
+// cancelOwnSandbox cancels sb, agora's.
+func (p *Provider) cancelOwnSandbox(ctx context.Context, taskID, name string, sb *sandboxObject) error {
+	sbs := p.client.AgentsV1beta1().Sandboxes(p.ns)
 	p.markCancel(name)
 	patch := fmt.Appendf(nil, `{"metadata":{"uid":%q,"annotations":{%q:"true"}}}`, sb.UID, annotationCancelled)
 	if _, err := sbs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
@@ -69,8 +75,11 @@ func (p *Provider) sandboxGone(ctx context.Context, name string, uid types.UID) 
 
 // sweepSandboxes deletes the Sandboxes of ended dispatches (their pod, Secret and
 // NetworkPolicy go with them), adding their ids to cleaned.
-func (p *Provider) sweepSandboxes(ctx context.Context, sel metav1.ListOptions, terminal func(string) bool, cleaned map[string]bool) error {
+func (p *Provider) sweepSandboxes(ctx context.Context, sel metav1.ListOptions, terminal func(string) bool, cleaned map[string]bool, other bool) error {
 	l, err := p.client.AgentsV1beta1().Sandboxes(p.ns).List(ctx, sel)
+	if other && (apierrors.IsNotFound(err) || apierrors.IsForbidden(err)) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("sweep: list sandboxes: %w", err)
 	}
@@ -89,9 +98,9 @@ func (p *Provider) sweepSandboxes(ctx context.Context, sel metav1.ListOptions, t
 
 // describeSandbox is Describe for the agent-sandbox backend: the Sandbox's true conditions and
 // its pod.
-func (p *Provider) describeSandbox(ctx context.Context, taskID string, d compute.Placement) (compute.Placement, error) {
+func (p *Provider) describeSandbox(ctx context.Context, taskID string, d compute.Placement, other bool) (compute.Placement, error) {
 	sb, err := p.client.AgentsV1beta1().Sandboxes(p.ns).Get(ctx, d.Object, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) || (other && apierrors.IsForbidden(err)) {
 		d.Gone = true
 		return d, nil
 	}

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/agora-dev/agora/internal/compute"
 )
@@ -19,16 +21,18 @@ const sandboxRecheck = 10 * time.Second
 
 // watchSandbox follows a Sandbox's pod until it has ended, or the Sandbox is gone. A Sandbox
 // is not a Job: its controller makes a new pod when the pod is deleted, and nothing times the
-// pod out but its own activeDeadlineSeconds. So the handle pins the first pod it sees (by
-// uid): a pod that vanished unfinished, or a second pod, ends the dispatch as lost and the
-// Sandbox is deleted, so a dispatch's worker never runs twice. When the dispatch ended its
-// Sandbox is deleted (its Secret and NetworkPolicy go with it); a Sandbox has no TTL.
+// pod out but its own activeDeadlineSeconds. So the handle pins the Sandbox's first pod (by
+// uid; its watch starts before the Sandbox was made, h.podRV, and resumes where it left off,
+// so it sees every pod in order): the pod gone unfinished, or a second pod, ends the dispatch
+// as lost and the Sandbox is deleted, so a dispatch's worker never runs twice. When the
+// dispatch ended its Sandbox is deleted (its Secret and NetworkPolicy go with it); a Sandbox
+// has no TTL. An adopted Sandbox (a restarted supervisor) pins the first pod it sees.
 func (h *handle) watchSandbox(ctx context.Context) (compute.Exit, error) {
 	sbs := h.p.client.AgentsV1beta1().Sandboxes(h.p.ns)
 	pods := h.p.client.CoreV1().Pods(h.p.ns)
 	wctx := ctx
 	cancelling := false
-	var podUID types.UID
+	f := &podFollow{h: h, rv: h.podRV}
 	for {
 		if !cancelling && ctx.Err() != nil {
 			cancelling = true
@@ -51,51 +55,114 @@ func (h *handle) watchSandbox(ctx context.Context) (compute.Exit, error) {
 			sleep(wctx, retryDelay)
 			continue
 		}
-		// The controller names the pod after its Sandbox; it must be the Sandbox's own.
-		l, err := pods.List(wctx, metav1.ListOptions{FieldSelector: "metadata.name=" + h.name})
-		if err != nil {
-			sleep(wctx, retryDelay)
-			continue
-		}
-		for i := range l.Items {
-			pod := &l.Items[i]
-			if c := metav1.GetControllerOf(pod); c == nil || c.UID != h.uid {
-				continue
-			}
-			if podUID == "" {
-				podUID = pod.UID
-			}
-			if pod.UID != podUID {
-				return h.endSandbox(compute.Exit{Code: -1, Lost: true}, fmt.Errorf("sandbox %q: its pod was replaced; a dispatch's worker runs once", h.name))
-			}
-			if exit, done := h.sandboxPodEnded(wctx, pod); done {
-				return h.endSandbox(exit, nil, metav1.DeletePropagationBackground)
-			}
-		}
 		// A Sandbox being deleted (Cancel, in whichever process) loses its pod first: wait
-		// for it to go, and read its mark then.
+		// for it to go, and read its mark now.
 		if sb.DeletionTimestamp != nil && sb.Annotations[annotationCancelled] == "true" {
 			h.p.markCancel(h.name)
 		}
-		if len(l.Items) == 0 && podUID != "" && !cancelling && sb.DeletionTimestamp == nil {
-			return h.endSandbox(compute.Exit{Code: -1, Lost: true}, nil)
+		f.deleting = cancelling || sb.DeletionTimestamp != nil
+		if f.rv == "" {
+			// The controller names the pod after its Sandbox.
+			l, err := pods.List(wctx, metav1.ListOptions{FieldSelector: "metadata.name=" + h.name})
+			if err != nil {
+				sleep(wctx, retryDelay)
+				continue
+			}
+			seen := false
+			for i := range l.Items {
+				seen = seen || f.owned(&l.Items[i])
+				if exit, done, err := f.see(wctx, &l.Items[i], false); done {
+					return exit, err
+				}
+			}
+			if !seen && f.uid != "" && !f.deleting {
+				return h.endSandbox(compute.Exit{Code: -1, Lost: true}, nil)
+			}
+			f.rv = l.ResourceVersion
 		}
 		w, err := pods.Watch(wctx, metav1.ListOptions{
 			FieldSelector:   "metadata.name=" + h.name,
-			ResourceVersion: l.ResourceVersion,
+			ResourceVersion: f.rv,
 			TimeoutSeconds:  ptrTo(int64(sandboxRecheck / time.Second)),
 		})
 		if err != nil {
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				f.rv = ""
+			}
 			sleep(wctx, retryDelay)
 			continue
 		}
-		// Any change, or the watch's end, is read again from the top.
-		select {
-		case <-wctx.Done():
-		case <-w.ResultChan():
-		case <-ctx.Done():
-		}
+		exit, done, err := f.events(wctx, w)
 		w.Stop()
+		if done {
+			return exit, err
+		}
+	}
+}
+
+// podFollow is watchSandbox's view of the Sandbox's pods: the pinned pod and where its
+// watch is.
+type podFollow struct {
+	h        *handle
+	uid      types.UID // the pinned pod, "" before the first
+	rv       string    // the last resource version read; "" to list again
+	deleting bool      // the Sandbox is going (a cancel): its pod's end is expected
+}
+
+func (f *podFollow) owned(pod *corev1.Pod) bool {
+	c := metav1.GetControllerOf(pod)
+	return c != nil && c.UID == f.h.uid
+}
+
+// see judges one state of a pod of the Sandbox's name; deleted: it is gone.
+func (f *podFollow) see(ctx context.Context, pod *corev1.Pod, deleted bool) (compute.Exit, bool, error) {
+	if !f.owned(pod) {
+		return compute.Exit{}, false, nil
+	}
+	if f.uid == "" {
+		f.uid = pod.UID
+	}
+	if pod.UID != f.uid {
+		exit, err := f.h.endSandbox(compute.Exit{Code: -1, Lost: true}, nil)
+		return exit, true, errors.Join(err, fmt.Errorf("sandbox %q: its pod was replaced; a dispatch's worker runs once", f.h.name))
+	}
+	if exit, done := f.h.sandboxPodEnded(ctx, pod); done {
+		exit, err := f.h.endSandbox(exit, nil, metav1.DeletePropagationBackground)
+		return exit, true, err
+	}
+	if deleted && !f.deleting {
+		// Gone unfinished: a cancel's, if the Sandbox is going (read again, it may have
+		// started since), else lost.
+		sb, err := f.h.p.client.AgentsV1beta1().Sandboxes(f.h.p.ns).Get(ctx, f.h.name, metav1.GetOptions{})
+		if err == nil && sb.UID == f.h.uid && sb.DeletionTimestamp == nil {
+			exit, err := f.h.endSandbox(compute.Exit{Code: -1, Lost: true}, nil)
+			return exit, true, err
+		}
+		f.rv = "" // the loop reads the Sandbox and its mark
+	}
+	return compute.Exit{}, false, nil
+}
+
+// events reads one pod watch until the dispatch is decided, the watch ends or ctx ends.
+func (f *podFollow) events(ctx context.Context, w watch.Interface) (compute.Exit, bool, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return compute.Exit{}, false, nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return compute.Exit{}, false, nil
+			}
+			pod, isPod := ev.Object.(*corev1.Pod)
+			if ev.Type == watch.Error || !isPod {
+				f.rv = "" // expired, or not understood: list again
+				return compute.Exit{}, false, nil
+			}
+			f.rv = pod.ResourceVersion
+			if exit, done, err := f.see(ctx, pod, ev.Type == watch.Deleted); done || f.rv == "" {
+				return exit, done, err
+			}
+		}
 	}
 }
 

@@ -22,6 +22,13 @@ func (p *Provider) createSandbox(ctx context.Context, s compute.Spec, in jobInpu
 	if err := p.checkSandbox(sb, s.ID); err != nil {
 		return nil, errors.Join(err, p.deleteParts(in.name, npUID, secUID))
 	}
+	// The handle's pod watch starts here, before the Sandbox: it sees the Sandbox's first pod
+	// whatever happens to it before the handle runs (a pod deleted at once and replaced by
+	// the controller must not pass for the first).
+	before, err := p.client.CoreV1().Pods(p.ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + in.name})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("list pods: %w", err), p.deleteParts(in.name, npUID, secUID))
+	}
 	made, err := p.client.AgentsV1beta1().Sandboxes(p.ns).Create(ctx, sb, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return p.yield(ctx, s, in.name, sess, fmt.Errorf("sandbox %q exists and vanished again", in.name))
@@ -37,13 +44,14 @@ func (p *Provider) createSandbox(ctx context.Context, s compute.Spec, in jobInpu
 		return nil, errors.Join(fmt.Errorf("make sandbox %q own its secret and network policy: %w", in.name, err),
 			p.deleteSandbox(in.name, made.UID), p.deleteParts(in.name, npUID, secUID))
 	}
-	return p.follow(ctx, s, in.name, made.UID, sess, secUID, time.Now()), nil
+	return p.followFrom(ctx, s, in.name, made.UID, true, before.ResourceVersion, sess, secUID, time.Now()), nil
 }
 
-// adoptSandbox is adopt for the agent-sandbox backend: the dispatch's Sandbox, if there is one.
-func (p *Provider) adoptSandbox(ctx context.Context, s compute.Spec, name string) (compute.Handle, error) {
+// adoptSandbox is adopt's look for the dispatch's Sandbox; other: a Sandbox is not the
+// target's backend's kind (the cluster may not serve them, the Role may not grant them).
+func (p *Provider) adoptSandbox(ctx context.Context, s compute.Spec, name string, other bool) (compute.Handle, error) {
 	sb, err := p.client.AgentsV1beta1().Sandboxes(p.ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) || (other && apierrors.IsForbidden(err)) {
 		return nil, nil
 	}
 	if err != nil {
@@ -61,7 +69,7 @@ func (p *Provider) adoptSandbox(ctx context.Context, s compute.Spec, name string
 			return nil, fmt.Errorf("start %q: re-attach to the gateway session: %w", s.ID, err)
 		}
 	}
-	return p.follow(ctx, s, name, sb.UID, sess, "", sb.CreationTimestamp.Time), nil
+	return p.follow(ctx, s, name, sb.UID, true, sess, "", sb.CreationTimestamp.Time), nil
 }
 
 // deleteSandbox deletes the Sandbox of that uid in the foreground (its pod first), when the

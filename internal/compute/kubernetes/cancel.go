@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,27 +26,40 @@ func (p *Provider) Cancel(ctx context.Context, taskID string) error {
 	if ns != p.ns {
 		return fmt.Errorf("cancel %q: namespace %q is not this target's (%q)", taskID, ns, p.ns)
 	}
+	// Both kinds, the backend's first: a dispatch started before the target's backend was
+	// switched runs as the other (see adopt).
+	first, second := p.cancelJob, p.cancelSandbox
 	if p.agentSandbox() {
-		return p.cancelSandbox(ctx, taskID, name)
+		first, second = p.cancelSandbox, p.cancelJob
 	}
+	if found, err := first(ctx, taskID, name, false); found || err != nil {
+		return err
+	}
+	_, err = second(ctx, taskID, name, true)
+	return err
+}
+
+// cancelJob is Cancel of the dispatch's Job; found is false when there is none (other: a Job
+// is not the target's backend's kind, and a refusal to read it counts as none).
+func (p *Provider) cancelJob(ctx context.Context, taskID, name string, other bool) (found bool, err error) {
 	jobs := p.client.BatchV1().Jobs(p.ns)
 	job, err := jobs.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
+	if apierrors.IsNotFound(err) || (other && apierrors.IsForbidden(err)) {
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("cancel %q: %w", taskID, err)
+		return true, fmt.Errorf("cancel %q: %w", taskID, err)
 	}
 	if job.Labels[labelManagedBy] != managedBy || job.Labels[labelDispatch] == "" {
-		return fmt.Errorf("cancel %q: job %q does not carry agora's labels; refusing to delete it", taskID, name)
+		return true, fmt.Errorf("cancel %q: job %q does not carry agora's labels; refusing to delete it", taskID, name)
 	}
 	p.markCancel(name)
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, annotationCancelled)
 	if _, err := jobs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return true, nil
 		}
-		return fmt.Errorf("cancel %q: mark cancelled: %w", taskID, err)
+		return true, fmt.Errorf("cancel %q: mark cancelled: %w", taskID, err)
 	}
 	// The NetworkPolicy is the Job's dependent, and a foreground deletion removes dependents
 	// at once, the pod's while it still runs: the agent had the kubelet's kill time without
@@ -53,19 +67,19 @@ func (p *Provider) Cancel(ctx context.Context, taskID string) error {
 	// after the Job, pods included, is gone; when this process does not see that, Sweep does.
 	policy, err := p.orphanPolicy(ctx, name)
 	if err != nil {
-		return fmt.Errorf("cancel %q: keep the network policy until the pod is gone: %w", taskID, err)
+		return true, fmt.Errorf("cancel %q: keep the network policy until the pod is gone: %w", taskID, err)
 	}
 	err = jobs.Delete(ctx, name, metav1.DeleteOptions{
 		PropagationPolicy: ptrTo(metav1.DeletePropagationForeground),
 		Preconditions:     &metav1.Preconditions{UID: &job.UID},
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("cancel %q: delete job: %w", taskID, err)
+		return true, fmt.Errorf("cancel %q: delete job: %w", taskID, err)
 	}
 	if policy != "" && p.jobGone(ctx, name, job.UID) {
 		p.deletePolicy(name, policy)
 	}
-	return nil
+	return true, nil
 }
 
 // orphanPolicy removes the Job's owner reference from the dispatch's NetworkPolicy and returns
@@ -171,24 +185,26 @@ func (p *Provider) Sweep(ctx context.Context, terminal func(id string) bool) (in
 	sel := metav1.ListOptions{LabelSelector: labelManagedBy + "=" + managedBy + "," + labelDispatch}
 	var errs []error
 	cleaned := map[string]bool{}
-	if p.agentSandbox() {
-		if err := p.sweepSandboxes(ctx, sel, terminal, cleaned); err != nil {
-			return 0, err
+	// Both kinds, the backend's first: dispatches of a target whose backend was switched
+	// left the other kind (see adopt).
+	if err := p.sweepSandboxes(ctx, sel, terminal, cleaned, !p.agentSandbox()); err != nil {
+		return 0, err
+	}
+	jobs, err := p.client.BatchV1().Jobs(p.ns).List(ctx, sel)
+	switch {
+	case p.agentSandbox() && (apierrors.IsNotFound(err) || apierrors.IsForbidden(err)):
+		jobs = &batchv1.JobList{}
+	case err != nil:
+		return len(cleaned), fmt.Errorf("sweep: list jobs: %w", err)
+	}
+	for _, j := range jobs.Items {
+		id := j.Labels[labelDispatch]
+		if j.Name != objectName(id) || !terminal(id) {
+			continue
 		}
-	} else {
-		jobs, err := p.client.BatchV1().Jobs(p.ns).List(ctx, sel)
-		if err != nil {
-			return 0, fmt.Errorf("sweep: list jobs: %w", err)
-		}
-		for _, j := range jobs.Items {
-			id := j.Labels[labelDispatch]
-			if j.Name != objectName(id) || !terminal(id) {
-				continue
-			}
-			cleaned[id] = true
-			if err := p.deleteJob(j.Name, j.UID); err != nil {
-				errs = append(errs, err)
-			}
+		cleaned[id] = true
+		if err := p.deleteJob(j.Name, j.UID); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	nps, err := p.client.NetworkingV1().NetworkPolicies(p.ns).List(ctx, sel)

@@ -1,6 +1,13 @@
 package kubernetes
 
 import (
+	"context"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -29,10 +36,34 @@ func (c clientsetNetworking) NetworkPolicies(ns string) policiesAPI {
 	return c.cs.NetworkingV1().NetworkPolicies(ns)
 }
 
-// AgentsV1beta1: client-go's fake clientset knows no CRDs; tests of the agent-sandbox backend
-// run against the real control plane.
+// AgentsV1beta1: client-go's fake clientset knows no CRDs: it answers as a cluster without
+// agent-sandbox's does (404 on every request). Tests of that backend run against the real
+// control plane.
 func (c clientset) AgentsV1beta1() agentsAPI { return noAgents{} }
 
 type noAgents struct{}
 
-func (noAgents) Sandboxes(string) sandboxAPI { panic("the fake clientset has no agent-sandbox API") }
+func (noAgents) Sandboxes(string) sandboxAPI { return noSandboxes{} }
+
+type noSandboxes struct{}
+
+var sandboxesResource = schema.GroupResource{Group: "agents.x-k8s.io", Resource: "sandboxes"}
+
+func (noSandboxes) Get(_ context.Context, name string, _ metav1.GetOptions) (*sandboxObject, error) {
+	return nil, apierrors.NewNotFound(sandboxesResource, name)
+}
+func (noSandboxes) List(context.Context, metav1.ListOptions) (*sandboxList, error) {
+	return nil, apierrors.NewNotFound(sandboxesResource, "")
+}
+func (noSandboxes) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	return nil, apierrors.NewNotFound(sandboxesResource, "")
+}
+func (noSandboxes) Create(_ context.Context, sb *sandboxObject, _ metav1.CreateOptions) (*sandboxObject, error) {
+	return nil, apierrors.NewNotFound(sandboxesResource, sb.Name)
+}
+func (noSandboxes) Delete(_ context.Context, name string, _ metav1.DeleteOptions) error {
+	return apierrors.NewNotFound(sandboxesResource, name)
+}
+func (noSandboxes) Patch(_ context.Context, name string, _ types.PatchType, _ []byte, _ metav1.PatchOptions, _ ...string) (*sandboxObject, error) {
+	return nil, apierrors.NewNotFound(sandboxesResource, name)
+}

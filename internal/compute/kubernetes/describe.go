@@ -28,11 +28,23 @@ func (p *Provider) Describe(ctx context.Context, taskID string) (compute.Placeme
 		return d, fmt.Errorf("describe %q: namespace %q is not this target's (%q)", taskID, ns, p.ns)
 	}
 	d.Object = name
+	// Both kinds, the backend's first (see adopt).
+	first, second := p.describeJob, p.describeSandbox
 	if p.agentSandbox() {
-		return p.describeSandbox(ctx, taskID, d)
+		first, second = p.describeSandbox, p.describeJob
 	}
+	if got, err := first(ctx, taskID, d, false); err != nil || !got.Gone {
+		return got, err
+	}
+	return second(ctx, taskID, d, true)
+}
+
+// describeJob is Describe of the dispatch's Job (other: a Job is not the backend's kind, and
+// a refusal to read it counts as gone).
+func (p *Provider) describeJob(ctx context.Context, taskID string, d compute.Placement, other bool) (compute.Placement, error) {
+	name := d.Object
 	job, err := p.client.BatchV1().Jobs(p.ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) || (other && apierrors.IsForbidden(err)) {
 		d.Gone = true
 		return d, nil
 	}

@@ -39,8 +39,10 @@ type handle struct {
 	secretUID types.UID
 	stderr    io.Writer
 	start     time.Time
-	// sandbox: the dispatch is an agent-sandbox Sandbox of uid uid, not a Job.
+	// sandbox: the dispatch is an agent-sandbox Sandbox of uid uid, not a Job; podRV, when
+	// set, is where its pod watch starts (before the Sandbox was made).
 	sandbox bool
+	podRV   string
 
 	done chan struct{}
 	exit compute.Exit // written before done is closed
@@ -56,9 +58,15 @@ func (h *handle) Wait() (compute.Exit, error) {
 
 // follow starts the goroutine that follows the dispatch's Job (or, with the agent-sandbox
 // backend, its Sandbox) of that uid to its end.
-func (p *Provider) follow(ctx context.Context, s compute.Spec, name string, uid types.UID, sess *remote.Session, secretUID types.UID, start time.Time) *handle {
+func (p *Provider) follow(ctx context.Context, s compute.Spec, name string, uid types.UID, sandbox bool, sess *remote.Session, secretUID types.UID, start time.Time) *handle {
+	return p.followFrom(ctx, s, name, uid, sandbox, "", sess, secretUID, start)
+}
+
+// followFrom is follow with podRV: for a Sandbox agora just made, the resource version of a
+// pod list taken before it was made, so the handle sees every pod of it from the first.
+func (p *Provider) followFrom(ctx context.Context, s compute.Spec, name string, uid types.UID, sandbox bool, podRV string, sess *remote.Session, secretUID types.UID, start time.Time) *handle {
 	h := &handle{p: p, name: name, uid: uid, taskID: formatTaskID(p.ns, name), sess: sess, secretUID: secretUID,
-		stderr: s.Stderr, start: start, done: make(chan struct{}), sandbox: p.agentSandbox()}
+		stderr: s.Stderr, start: start, done: make(chan struct{}), sandbox: sandbox, podRV: podRV}
 	if sess != nil {
 		p.holdSession(name)
 	}

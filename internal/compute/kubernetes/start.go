@@ -160,7 +160,7 @@ func (p *Provider) create(ctx context.Context, s compute.Spec, name string, npUI
 		return nil, errors.Join(fmt.Errorf("make job %q own its secret and network policy: %w", name, err),
 			p.deleteJob(name, made.UID), p.deleteParts(name, npUID, secUID))
 	}
-	return p.follow(ctx, s, name, made.UID, sess, secUID, time.Now()), nil
+	return p.follow(ctx, s, name, made.UID, false, sess, secUID, time.Now()), nil
 }
 
 // yield ends a Start that lost the dispatch to another: it closes its own session and adopts
@@ -246,14 +246,28 @@ type owner struct {
 
 func jobOwner(j *batchv1.Job) owner { return owner{"batch/v1", "Job", j.Name, j.UID} }
 
-// adopt returns a handle following the dispatch's existing Job, nil when there is none, or an
-// error when the name is taken by something that is not this dispatch's.
+// adopt returns a handle following the dispatch's existing Job or Sandbox, nil when there is
+// neither, or an error when the name is taken by something that is not this dispatch's. It
+// looks for both kinds, the target's backend's first: a dispatch started before the target's
+// backend was switched is still running as the other kind, and a Start that found nothing
+// would judge its owned NetworkPolicy stale and delete it under the running pod (found by
+// TestAgentSandboxBackend_SwitchedBackendAdoptsNotReplaces). The other kind's lookup treats
+// "not served" and "not allowed" (no CRD, a Role without it) as none.
 func (p *Provider) adopt(ctx context.Context, s compute.Spec, name string) (compute.Handle, error) {
+	first, second := p.adoptJob, p.adoptSandbox
 	if p.agentSandbox() {
-		return p.adoptSandbox(ctx, s, name)
+		first, second = p.adoptSandbox, p.adoptJob
 	}
+	if h, err := first(ctx, s, name, false); h != nil || err != nil {
+		return h, err
+	}
+	return second(ctx, s, name, true)
+}
+
+// adoptJob is adopt's look for a Job; other: the Job is not the target's backend's kind.
+func (p *Provider) adoptJob(ctx context.Context, s compute.Spec, name string, other bool) (compute.Handle, error) {
 	job, err := p.client.BatchV1().Jobs(p.ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) || (other && apierrors.IsForbidden(err)) {
 		return nil, nil
 	}
 	if err != nil {
@@ -272,7 +286,7 @@ func (p *Provider) adopt(ctx context.Context, s compute.Spec, name string) (comp
 	if job.Status.StartTime != nil {
 		start = job.Status.StartTime.Time
 	}
-	return p.follow(ctx, s, name, job.UID, sess, "", start), nil
+	return p.follow(ctx, s, name, job.UID, false, sess, "", start), nil
 }
 
 // deleteParts deletes what a Start that failed before its Job owned them made: its
