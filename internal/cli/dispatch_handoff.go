@@ -305,6 +305,7 @@ func handoffLost(ctx context.Context, opts *dispatchRunOptions, id string, cause
 		}
 	}
 	printEvent(f, rec.State, rec)
+	afterSupervisor(ctx, d, rec)
 	deliverCallbacks(ctx, f, rec)
 	return finishDispatchOutput(f, rec, opts.output)
 }

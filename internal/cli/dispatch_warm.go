@@ -60,7 +60,31 @@ func superviseWarm(ctx context.Context, f *Factory, d *dispatch.Dispatcher, sup 
 		}
 		if dispatch.IsTerminal(r.State) {
 			printEvent(f, r.State, r)
+			afterSupervisor(ctx, d, r)
 			return r, nil
 		}
+	}
+}
+
+// supervisorGoneWithin bounds afterSupervisor's wait: a supervisor's own delivery tries three
+// times, each send bounded by the courier's timeout.
+const supervisorGoneWithin = time.Minute
+
+// afterSupervisor returns, for a dispatch with a callback URL, once the supervisor that ran
+// it in another process (a standby, a detached one) has exited. That supervisor delivers the
+// dispatch's callbacks as it ends; the caller's delivery (deliverCallbacks) must then find
+// them delivered, not send them a second time beside it (red team 31: the end event reached
+// the receiver twice). What the supervisor could not deliver, the caller retries, as the
+// in-process path would.
+func afterSupervisor(ctx context.Context, d *dispatch.Dispatcher, r *dispatch.Record) {
+	if r.CallbackURL == "" {
+		return
+	}
+	deadline := time.Now().Add(supervisorGoneWithin)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if _, alive, err := d.Records.Supervisor(context.WithoutCancel(ctx), r.ID); err != nil || !alive {
+			return
+		}
+		time.Sleep(4 * warmPoll)
 	}
 }
