@@ -222,11 +222,27 @@ func (r *run) warm(o Options) {
 		if len(held) > 0 {
 			detail += "; " + strings.Join(held, "; ")
 		}
-		r.missing("warm-slots", detail,
-			"run 'agora orch serve' or 'agora mcp serve' as root: it keeps them; see docs/providers.md#warm-slots-bubblewrap", false)
+		fix := "run 'agora orch serve' or 'agora mcp serve' as root: it keeps them; see docs/providers.md#warm-slots-bubblewrap"
+		if docker := dockerWarm(o.Config, names); len(docker) > 0 {
+			// Only a resident Dispatcher (StartWarm) holds docker slots: no command does yet.
+			detail += "; orch serve and mcp serve do not hold docker slots (" + strings.Join(docker, ", ") +
+				"): see docs/providers.md#warm-slots-docker-and-podman"
+		}
+		r.missing("warm-slots", detail, fix, false)
 		return
 	}
 	r.ok("warm-slots", strings.Join(held, "; "), false)
+}
+
+// dockerWarm lists the docker targets among names.
+func dockerWarm(c *config.Config, names []string) []string {
+	var out []string
+	for _, n := range names {
+		if c.Targets[n].Provider == config.ProviderDocker {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // needBwrap: bwrap is required unless every target is the explicit `sandbox: none`.

@@ -386,3 +386,18 @@ func TestWarmSlots_HeldByServe(t *testing.T) {
 		t.Errorf("warm-slots with an unreadable status = %+v, want missing naming the error", c)
 	}
 }
+
+// A docker target's warm slots are held only by a resident Dispatcher (StartWarm): doctor
+// must not tell the operator that serve keeps them (#30 docker warm slots).
+func TestWarmSlots_DockerNotHeldByServe(t *testing.T) {
+	cfg := config.Default("/h")
+	tg := cfg.Targets["local"]
+	tg.Provider, tg.Warm = config.ProviderDocker, 2
+	cfg.Targets["box"] = tg
+	r := Run(t.Context(), healthyRoot(nil), Options{Config: cfg})
+	c := check(t, r, "warm-slots")
+	if c.Status != StatusMissing || !strings.Contains(c.Detail, "box (warm: 2)") ||
+		!strings.Contains(c.Detail+c.Fix, "orch serve and mcp serve do not hold docker slots") {
+		t.Errorf("warm-slots = %+v, want missing, saying serve does not hold docker slots", c)
+	}
+}
