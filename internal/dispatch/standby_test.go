@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -215,4 +216,62 @@ func FuzzParseClaim(f *testing.F) {
 			t.Fatalf("ParseClaim(%q) = %q", line, id)
 		}
 	})
+}
+
+// TestStandby_PlantedTemplateFitsNoDispatch: a template.json planted with a host file bound
+// into the sandbox (one more bind outside /agora) makes a slot whose shape no real dispatch
+// has: the claimed dispatch runs cold, in a sandbox of its own spec, and never sees the file.
+func TestStandby_PlantedTemplateFitsNoDispatch(t *testing.T) {
+	e, _ := standbyEnv(t)
+	e.subagent("peek", `cat /planted 2>/dev/null || echo absent`)
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("host-secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(e.d.StateDir, ".warm", config.DefaultTarget, "template.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tmpl map[string]any
+	if err := json.Unmarshal(b, &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	tmpl["binds"] = append(tmpl["binds"].([]any), map[string]any{"Src": secret, "Dst": "/planted", "Writable": false, "Result": false})
+	if b, err = json.Marshal(tmpl); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := startStandby(t, e)
+	if l := h.hear(); !strings.HasPrefix(l, "ready ") {
+		t.Fatalf("standby said %q, want ready SHAPE", l)
+	}
+	dirs := slotDirs(t, e)
+	if len(dirs) != 1 {
+		t.Fatalf("slot directories %v, want one", dirs)
+	}
+	task, err := os.ReadFile(filepath.Join(dirs[0], "task"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "peek", Timeout: 30 * time.Second, Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.say("claim " + r.ID)
+	if l := h.hear(); l != "claimed "+r.ID {
+		t.Fatalf("standby answered %q", l)
+	}
+	res := h.result()
+	if res.err != nil || res.r == nil || res.r.State != dispatch.StateFinished {
+		t.Fatalf("standby returned %+v, %v", res.r, res.err)
+	}
+	if res.r.ProviderTaskID == string(task) {
+		t.Errorf("the dispatch ran in the planted slot %s", task)
+	}
+	if out := e.stdout(res.r); strings.TrimSpace(out) != "absent" {
+		t.Errorf("the dispatch read %q at /planted, want nothing there", out)
+	}
 }
