@@ -68,8 +68,8 @@ func (g *httpGuard) challenge401() string {
 	return fmt.Sprintf(`%s, resource_metadata=%q`, challenge, metadataURL(g.resource))
 }
 
-// verifyOIDC verifies a provider's token. A provider that cannot be reached is not the
-// client's fault and says so (503, by way of the SDK's 500 path being avoided in wrap).
+// verifyOIDC verifies a provider's token. A provider that cannot be reached is answered as an
+// invalid token (401), whose message says to retry; the operator's log says why.
 func (g *httpGuard) verifyOIDC(ctx context.Context, token string) (*auth.TokenInfo, error) {
 	id, err := g.oidc.Verify(ctx, token)
 	switch {

@@ -27,3 +27,24 @@ func FuzzParseClaims(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseKeySet feeds arbitrary key sets (what a provider, or whoever answers in its place,
+// serves at jwks_uri): refused or read, never a panic, and every key read is a public signing
+// key with an id.
+func FuzzParseKeySet(f *testing.F) {
+	f.Add([]byte(`{"keys":[{"kty":"RSA","kid":"k1","use":"sig","alg":"RS256","n":"sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw","e":"AQAB"}]}`))
+	f.Add([]byte(`{"keys":[{"kty":"oct","kid":"h","k":"c2VjcmV0"}]}`))
+	f.Add([]byte(`{"keys":[],"Keys":[]}`))
+	f.Add([]byte(`{"keys":[{"kty":"EC","kid":"e","crv":"P-256","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		keys, err := parseKeySet(body)
+		if err != nil {
+			return
+		}
+		for kid, k := range keys {
+			if kid == "" || kid != k.KeyID || !k.IsPublic() || !k.Valid() {
+				t.Fatalf("kept key %q: public %v valid %v", kid, k.IsPublic(), k.Valid())
+			}
+		}
+	})
+}

@@ -2,6 +2,7 @@ package oidcauth
 
 import (
 	"context"
+	"crypto/rsa"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -26,6 +27,8 @@ const (
 	// maxDocBytes bounds the discovery document and the JWKS.
 	maxDocBytes  = 1 << 20
 	fetchTimeout = 10 * time.Second
+	// minRSABits is the smallest RSA key a signature is checked with.
+	minRSABits = 2048
 )
 
 // ErrInvalid wraps every refusal of a token: a bad signature, a foreign issuer, a wrong
@@ -285,29 +288,44 @@ func (v *Verifier) refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	keys, err := parseKeySet(body)
+	if err != nil {
+		return err
+	}
+	v.keys.Store(&keys)
+	v.gen.Add(1) // tokens verified against the old set are verified again
+	return nil
+}
+
+// parseKeySet reads a JWKS (RFC 7517 §5) exactly (strictjson: no duplicate member names), keeps
+// the public signing keys with a key id, and refuses a set naming one key id twice (which
+// key would a token's kid mean?). Keys of a type go-jose does not know, symmetric and private
+// keys are left out: none is ever a verification key here.
+func parseKeySet(body []byte) (map[string]jose.JSONWebKey, error) {
 	var doc struct {
 		Keys []jsonRaw `json:"keys"`
 	}
 	if err := strictjson.UnmarshalKnown(body, &doc); err != nil {
-		return fmt.Errorf("%w: key set: %v", ErrProvider, err)
+		return nil, fmt.Errorf("%w: key set: %v", ErrProvider, err)
 	}
 	keys := make(map[string]jose.JSONWebKey, len(doc.Keys))
 	for _, raw := range doc.Keys {
 		var k jose.JSONWebKey
 		if err := k.UnmarshalJSON(raw); err != nil {
-			continue // a key type this library does not know: not one agora can verify with
+			continue
 		}
 		if k.KeyID == "" || !k.IsPublic() || !k.Valid() {
-			continue // symmetric or private keys are never verification keys here
+			continue
+		}
+		if pub, ok := k.Key.(*rsa.PublicKey); ok && pub.N.BitLen() < minRSABits {
+			continue // a key a forger could factor is no key
 		}
 		if _, dup := keys[k.KeyID]; dup {
-			return fmt.Errorf("%w: key set lists key %q twice", ErrProvider, clip(k.KeyID))
+			return nil, fmt.Errorf("%w: key set lists key %q twice", ErrProvider, clip(k.KeyID))
 		}
 		keys[k.KeyID] = k
 	}
-	v.keys.Store(&keys)
-	v.gen.Add(1) // tokens verified against the old set are verified again
-	return nil
+	return keys, nil
 }
 
 type jsonRaw []byte
