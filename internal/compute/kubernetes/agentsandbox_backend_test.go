@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -314,5 +315,60 @@ func TestAgentSandboxBackend_SwitchedBackendAdoptsNotReplaces(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAgentSandboxBackend_DocumentedRole: every action of the agent-sandbox backend (start,
+// describe, adopt by a second provider, cancel, sweep) runs as agora's ServiceAccount under the
+// Role docs/providers-k8s.md shows (examples/kubernetes/rbac.yaml), applied as people are told
+// to, and nothing else.
+func TestAgentSandboxBackend_DocumentedRole(t *testing.T) {
+	c := k8stest.Shared(t, k8stest.Options{AgentSandbox: true})
+	docs, err := os.ReadFile("../../../examples/kubernetes/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyYAML(t.Context(), []byte(strings.ReplaceAll(string(docs), "namespace: agents", "namespace: "+c.Namespace))); err != nil {
+		t.Fatalf("apply the documented Role: %v", err)
+	}
+	kubeconfig, err := c.ServiceAccountKubeconfig(t.Context(), "agora")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := sandboxProvider(t, &fakeExporter{})
+	o := admin.opts
+	o.Kubeconfig = kubeconfig
+	p, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.testOnlyPodMeta = failWith(1, "1h")
+	id := clusterID("SBROLE")
+	h, err := p.Start(t.Context(), testSpec(id))
+	if err != nil {
+		t.Fatalf("start under the documented Role: %v", err)
+	}
+	waitPodPhase(t, admin, id, corev1.PodRunning)
+	if d, err := p.Describe(t.Context(), h.TaskID()); err != nil || d.Gone || d.Phase != string(corev1.PodRunning) {
+		t.Errorf("describe under the documented Role = %+v, %v", d, err)
+	}
+	again, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := again.Start(t.Context(), testSpec(id))
+	if err != nil {
+		t.Fatalf("adopt under the documented Role: %v", err)
+	}
+	if err := again.Cancel(t.Context(), h2.TaskID()); err != nil {
+		t.Fatalf("cancel under the documented Role: %v", err)
+	}
+	for _, h := range []compute.Handle{h, h2} {
+		if exit := waitTimeout(t, h, 3*time.Minute); !exit.Cancelled {
+			t.Errorf("exit = %+v, want Cancelled", exit)
+		}
+	}
+	if _, err := p.Sweep(t.Context(), func(string) bool { return true }); err != nil {
+		t.Errorf("sweep under the documented Role: %v", err)
 	}
 }
