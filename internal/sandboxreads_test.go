@@ -27,6 +27,13 @@ var fileReads = map[string]bool{
 // readAllowed lists every other file read in hostReaders: "file:function: call" and why it
 // never touches a path the sandbox can write.
 var readAllowed = map[string]string{
+	"dispatch/warmdocker.go:live: os.Lstat":                   "asks whether AGORA_HOME's own slot directory of the docker gateway still exists; reads no byte, and a slot container reaches it only over the gateway socket",
+	"cli/dispatch_handoff.go:trustedSocket: os.Lstat":         "AGORA_HOME/orch and orch.sock, the host's own directory (no sandbox binds it): their type, mode and owner decide whether the CLI trusts serve",
+	"cli/orch_handoff.go:newHandoffRunner: os.Stat":           "/proc/self/exe, serve's own executable",
+	"cli/orch_handoff.go:fileSum: os.ReadFile":                "AGORA_HOME/agora.yaml, the operator's config (no sandbox binds it), hashed to tell an edit since serve started",
+	"cli/orch_handoff.go:isRunning: os.Stat":                  "serve's own executable path, to tell a replacement since it started",
+	"cli/orch_handoff.go:peerNotDispatchRun: os.Readlink":     "/proc/PID/exe of the peer of orch.sock: the kernel's link",
+	"cli/orch_handoff.go:peerNotDispatchRun: os.ReadFile":     "/proc/PID/cmdline of the peer of orch.sock: the kernel's file, at most ARG_MAX",
 	"dispatch/process.go:processStat: os.ReadFile":            "/proc/PID/stat: the kernel's file",
 	"dispatch/logsink.go:newLogSink: os.OpenFile":             "creates the supervisor's own log, write-only",
 	"dispatch/warm.go:SweepWarm: os.ReadDir":                  "lists AGORA_HOME/dispatches/.warm, the host's directory of per-target slot directories it made itself; no sandbox binds it or anything above a slot (each entry is then reaped by local.ReapSlots)",
