@@ -19,12 +19,13 @@ func TestParse_AuthOIDC(t *testing.T) {
 	}
 	for src, want := range map[string]string{
 		"auth:\n  oidc:\n    audience: x\n": "issuer is required",
-		"auth:\n  oidc:\n    issuer: http://id.example.com\n    audience: a\n    rules: [{group: g, ceiling: read}]\n":                         "http is allowed only to a loopback address",
-		"auth:\n  oidc:\n    issuer: https://id.example.com\n    audience: a\n":                                                                "rules is empty",
-		"auth:\n  oidc:\n    issuer: https://id.example.com\n    audience: a\n    rules: [{group: g, ceiling: root}]\n":                        "want read, dispatch or orchestrate",
-		"auth:\n  oidc:\n    issuer: https://id.example.com\n    audience: a\n    rules: [{group: g, subject: s, ceiling: read}]\n":            "exactly one of group or subject",
-		"auth:\n  oidc:\n    issuer: https://id.example.com\n    audience: a\n    algorithms: [HS256]\n    rules: [{group: g, web: viewer}]\n": `"HS256" is not allowed`,
-		"auth:\n  oidc:\n    issuer: https://id.example.com\n    audience: a\n    algorithms: [none]\n    rules: [{group: g, web: viewer}]\n":  `"none" is not allowed`,
+		"auth:\n  oidc:\n    issuer: http://id.example.com\n    audience: a\n    rules: [{group: g, ceiling: read}]\n":                                "http is allowed only to a loopback address",
+		"auth:\n  oidc:\n    issuer: https://id.example.com\n    audience: a\n":                                                                       "rules is empty",
+		"auth:\n  oidc:\n    issuer: https://id.example.com\n    audience: a\n    rules: [{group: g, ceiling: root}]\n":                               "want read, dispatch or orchestrate",
+		"auth:\n  oidc:\n    issuer: https://id.example.com\n    audience: a\n    rules: [{group: g, subject: s, ceiling: read}]\n":                   "exactly one of group or subject",
+		"auth:\n  oidc:\n    issuer: https://id.example.com\n    audience: a\n    algorithms: [HS256]\n    rules: [{group: g, web: viewer}]\n":        `"HS256" is not allowed`,
+		"auth:\n  oidc:\n    issuer: https://id.example.com\n    audience: a\n    allow_private: [0.0.0.0/0]\n    rules: [{group: g, web: viewer}]\n": "allows every address",
+		"auth:\n  oidc:\n    issuer: https://id.example.com\n    audience: a\n    algorithms: [none]\n    rules: [{group: g, web: viewer}]\n":         `"none" is not allowed`,
 	} {
 		err := config.Parse("agora.yaml", []byte(src), config.Default(t.TempDir()))
 		if err == nil || !strings.Contains(err.Error(), want) {

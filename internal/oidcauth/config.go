@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/agora-dev/agora/internal/egress"
 )
 
 // Config is agora.yaml's auth.oidc.
@@ -107,8 +109,12 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("auth.oidc.rules[%d]: %w", i, err)
 		}
 	}
-	if _, err := c.prefixes(); err != nil {
+	prefixes, err := c.prefixes()
+	if err != nil {
 		return err
+	}
+	if err := (egress.Policy{AllowPrivate: prefixes}).Validate(); err != nil {
+		return fmt.Errorf("auth.oidc.allow_private: %w", err)
 	}
 	return nil
 }
