@@ -117,15 +117,16 @@ func (d *Dispatcher) StartWarm(ctx context.Context) (*WarmPools, error) {
 	}
 	w := &WarmPools{d: d, provider: p, pools: map[string]*warm.Pool{}, tmpl: map[string]compute.Spec{}, extra: map[string]*warmMisses{}, ctx: context.WithoutCancel(ctx)}
 	if docker {
-		// Docker slots (warmdocker.go): their gateway, after a sweep of a killed holder's.
+		// Docker slots (warmdocker.go): their gateway, after a sweep of a killed holder's. A
+		// process that cannot hold them holds none (its docker dispatches start cold, and the
+		// counts show none ready) rather than fail its local slots too.
 		if os.Geteuid() != 0 {
-			return nil, errors.New("docker warm slots need a root agora: each slot runs as a uid of the target's sandbox_uid range")
+			d.log().Warn("docker warm slots need a root agora (each slot runs as a uid of the target's sandbox_uid range); none are kept")
+		} else if g, err := d.startDockerGateway(ctx); err != nil {
+			d.log().Warn("docker warm slots: none are kept", "err", err)
+		} else {
+			w.docker = g
 		}
-		g, err := d.startDockerGateway(ctx)
-		if err != nil {
-			return nil, err
-		}
-		w.docker = g
 	}
 	d.Warm = w
 	return w, nil

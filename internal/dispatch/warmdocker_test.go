@@ -266,3 +266,26 @@ func holdDockerSlot(homeDir string) int {
 	fmt.Println(sl.ID, strings.TrimPrefix(box.Handle().TaskID(), "docker:"))
 	select {}
 }
+
+// A process that cannot hold docker slots (here: AGORA_HOME/gateway is not a directory) holds
+// none and says so, and still holds its local ones: StartWarm does not fail on its docker part.
+func TestDockerWarm_GatewayUnusableKeepsLocalSlots(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: warm slots need root")
+	}
+	e := newEnv(t)
+	local := e.home.Config.Targets["local"]
+	local.Warm = 1
+	e.home.Config.Targets["local"] = local
+	box := local
+	box.Provider = "docker"
+	e.home.Config.Targets["box"] = box
+	if err := os.WriteFile(filepath.Join(filepath.Dir(e.d.StateDir), "gateway"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err := e.d.StartWarm(t.Context())
+	if err != nil || w == nil {
+		t.Fatalf("StartWarm: %v, %v: its docker part failed the local slots too", w, err)
+	}
+	w.Close()
+}
