@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
@@ -14,7 +15,8 @@ import (
 // one it finds (whoever may patch Sandboxes in the namespace could have edited its pod
 // template: host namespaces, a privileged container, a hostPath volume, a Service, another
 // image). It checks rules, not equality: an adopted Sandbox's mounts are not known again.
-func (p *Provider) checkSandbox(sb *sandboxObject, id string) error {
+func (p *Provider) checkSandbox(sb *sandboxObject, s compute.Spec) error {
+	id := s.ID
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if sb.Spec.Service == nil || *sb.Spec.Service {
@@ -76,6 +78,7 @@ func (p *Provider) checkSandbox(sb *sandboxObject, id string) error {
 	}
 	check("initContainers", pod.InitContainers, fetchContainer)
 	check("containers", pod.Containers, workerContainer)
+	p.checkSandboxPod(sb, s, bad)
 	if len(pod.EphemeralContainers) > 0 {
 		bad("the pod has ephemeral containers")
 	}

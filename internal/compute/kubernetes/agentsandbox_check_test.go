@@ -22,7 +22,7 @@ func TestCheckSandbox_WeakenedRefused(t *testing.T) {
 		return p.sandboxOf(jobInput{name: objectName(id), id: id, spec: testSpec(id), env: []envVar{{"HOME", "/tmp"}},
 			mounts: testMounts(), gateway: p.gateway})
 	}
-	if err := p.checkSandbox(build(), id); err != nil {
+	if err := p.checkSandbox(build(), testSpec(id)); err != nil {
 		t.Fatalf("agora's own sandbox refused: %v", err)
 	}
 	worker := func(sb *sandboxObject) *corev1.Container { return &sb.Spec.PodTemplate.Spec.Containers[0] }
@@ -65,7 +65,7 @@ func TestCheckSandbox_WeakenedRefused(t *testing.T) {
 	for name, a := range attacks {
 		sb := build()
 		a.edit(sb)
-		err := p.checkSandbox(sb, id)
+		err := p.checkSandbox(sb, testSpec(id))
 		if err == nil || !strings.Contains(err.Error(), a.want) {
 			t.Errorf("%s: checkSandbox = %v, want a refusal naming %q", name, err, a.want)
 		}

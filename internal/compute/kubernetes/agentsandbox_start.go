@@ -19,7 +19,7 @@ import (
 // from the start), then the Sandbox becomes their owner, as the Job would.
 func (p *Provider) createSandbox(ctx context.Context, s compute.Spec, in jobInput, npUID, secUID types.UID, sess *remote.Session) (compute.Handle, error) {
 	sb := p.sandboxOf(in)
-	if err := p.checkSandbox(sb, s.ID); err != nil {
+	if err := p.checkSandbox(sb, s); err != nil {
 		return nil, errors.Join(err, p.deleteParts(in.name, npUID, secUID))
 	}
 	// The handle's pod watch starts here, before the Sandbox: it sees the Sandbox's first pod
@@ -60,7 +60,7 @@ func (p *Provider) adoptSandbox(ctx context.Context, s compute.Spec, name string
 	if !ownedBy(sb.Labels, s.ID) {
 		return nil, fmt.Errorf("start %q: sandbox %q exists and is not agora's for this dispatch; refusing to touch it", s.ID, name)
 	}
-	if err := p.checkSandbox(sb, s.ID); err != nil {
+	if err := p.checkSandbox(sb, s); err != nil {
 		return nil, fmt.Errorf("start %q: refusing to adopt: %w", s.ID, err)
 	}
 	var sess *remote.Session

@@ -1,0 +1,92 @@
+package kubernetes
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// TestRedTeam31_CheckSandboxContainerOverrides is red team 31's attack on checkSandbox: someone
+// who may patch Sandboxes (the threat checkSandbox names) weakens the dispatch's pod through
+// fields the check did not read. A container's security context overrides the pod's, so the
+// pod-level runAsNonRoot/runAsUser/seccomp checks alone let a container run as root or
+// unconfined; the other edits loosen what the Job's pod has (a host port, a grace period that
+// outlives the NetworkPolicy at cancel, no deadline, no limits, a node of the editor's choosing).
+// Each must be refused before a Sandbox is made or adopted.
+func TestRedTeam31_CheckSandboxContainerOverrides(t *testing.T) {
+	p, err := newProvider(testOptions(t, &fakeExporter{}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := "01HREDTEAM31"
+	spec := testSpec(id)
+	spec.Limits.Memory = 256 << 20
+	build := func() *sandboxObject {
+		return p.sandboxOf(jobInput{name: objectName(id), id: id, spec: spec, env: []envVar{{"HOME", "/tmp"}},
+			mounts: testMounts(), gateway: p.gateway})
+	}
+	if err := p.checkSandbox(build(), spec); err != nil {
+		t.Fatalf("agora's own sandbox refused: %v", err)
+	}
+	pod := func(sb *sandboxObject) *corev1.PodSpec { return &sb.Spec.PodTemplate.Spec }
+	worker := func(sb *sandboxObject) *corev1.Container { return &sb.Spec.PodTemplate.Spec.Containers[0] }
+	fetch := func(sb *sandboxObject) *corev1.Container { return &sb.Spec.PodTemplate.Spec.InitContainers[0] }
+	attacks := map[string]func(*sandboxObject){
+		"container runs as root": func(sb *sandboxObject) {
+			worker(sb).SecurityContext.RunAsNonRoot = ptrTo(false)
+			worker(sb).SecurityContext.RunAsUser = ptrTo(int64(0))
+		},
+		"init container runs as root": func(sb *sandboxObject) {
+			fetch(sb).SecurityContext.RunAsNonRoot = ptrTo(false)
+			fetch(sb).SecurityContext.RunAsUser = ptrTo(int64(0))
+		},
+		"container root group": func(sb *sandboxObject) { worker(sb).SecurityContext.RunAsGroup = ptrTo(int64(0)) },
+		"pod root group":       func(sb *sandboxObject) { pod(sb).SecurityContext.RunAsGroup = ptrTo(int64(0)) },
+		"container seccomp unconfined": func(sb *sandboxObject) {
+			worker(sb).SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
+		},
+		"container apparmor unconfined": func(sb *sandboxObject) {
+			worker(sb).SecurityContext.AppArmorProfile = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}
+		},
+		"pod apparmor unconfined": func(sb *sandboxObject) {
+			pod(sb).SecurityContext.AppArmorProfile = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}
+		},
+		"apparmor annotation": func(sb *sandboxObject) {
+			sb.Spec.PodTemplate.Metadata.Annotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/" + workerContainer: "unconfined"}
+		},
+		"selinux spc_t": func(sb *sandboxObject) {
+			worker(sb).SecurityContext.SELinuxOptions = &corev1.SELinuxOptions{Type: "spc_t"}
+		},
+		"proc unmasked": func(sb *sandboxObject) {
+			worker(sb).SecurityContext.ProcMount = ptrTo(corev1.UnmaskedProcMount)
+		},
+		"host port": func(sb *sandboxObject) {
+			worker(sb).Ports = []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 8080}}
+		},
+		"unsafe sysctl": func(sb *sandboxObject) {
+			pod(sb).SecurityContext.Sysctls = []corev1.Sysctl{{Name: "kernel.msgmax", Value: "1"}}
+		},
+		"grace period": func(sb *sandboxObject) { pod(sb).TerminationGracePeriodSeconds = ptrTo(int64(3600)) },
+		"no deadline":  func(sb *sandboxObject) { pod(sb).ActiveDeadlineSeconds = nil },
+		"no limits":    func(sb *sandboxObject) { worker(sb).Resources = corev1.ResourceRequirements{} },
+		"more memory": func(sb *sandboxObject) {
+			worker(sb).Resources.Limits[corev1.ResourceMemory] = resource.MustParse("64Gi")
+		},
+		"node chosen": func(sb *sandboxObject) { pod(sb).NodeName = "control-plane-1" },
+		"node selector": func(sb *sandboxObject) {
+			pod(sb).NodeSelector = map[string]string{"node-role.kubernetes.io/control-plane": ""}
+		},
+		"tolerate all": func(sb *sandboxObject) {
+			pod(sb).Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		},
+	}
+	for name, edit := range attacks {
+		sb := build()
+		edit(sb)
+		if err := p.checkSandbox(sb, spec); err == nil || !strings.Contains(err.Error(), "would weaken") {
+			t.Errorf("%s: checkSandbox = %v, want a refusal", name, err)
+		}
+	}
+}
