@@ -32,6 +32,9 @@ type Declined struct{ Why string }
 
 func (d *Declined) Error() string { return "hand-off declined: " + d.Why }
 
+// errServeStopping is a frame not sent because serve is stopping.
+var errServeStopping = errors.New("serve is stopping")
+
 // handoffs holds the cancel of each hand-off in flight by its handle (Ctrl-C in the CLI).
 type handoffs struct {
 	mu      sync.Mutex
@@ -103,8 +106,23 @@ func (s *Server) handoff(w http.ResponseWriter, r *http.Request) {
 	}
 	// The dispatch lives as long as the CLI's connection, as it would live as long as the
 	// CLI's process: a CLI gone without a word cancels it, as does its Ctrl-C (cancel route).
-	ctx, cancel := context.WithCancel(r.Context())
+	// serve stopping (a signal: the request's context ends too) is neither: the dispatch it
+	// supervises itself dies with serve's process, and the CLI, whose stream then breaks,
+	// reaps it as lost (or follows a standby's to its end), as operations.md says. So no frame
+	// is sent once serve stops: not the end of a run cancelled or cut off (agora.db closed)
+	// under it (red team 31: 'agora: error: sql: database is closed', no -o json).
+	stopping := s.stopping
+	if stopping == nil {
+		stopping = context.Background()
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
+	stopGone := context.AfterFunc(r.Context(), func() {
+		if stopping.Err() == nil {
+			cancel()
+		}
+	})
+	defer stopGone()
 	handle, forget := s.handoffs.add(cancel)
 	defer forget()
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -115,6 +133,9 @@ func (s *Server) handoff(w http.ResponseWriter, r *http.Request) {
 	send := func(f api.HandoffFrame) error {
 		mu.Lock()
 		defer mu.Unlock()
+		if stopping.Err() != nil {
+			return errServeStopping
+		}
 		if err := enc.Encode(f); err != nil {
 			return err
 		}

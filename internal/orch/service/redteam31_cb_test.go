@@ -80,7 +80,9 @@ func TestRedTeam31_WarmHandoffCallbacksOnce(t *testing.T) {
 	if d := sink.dups(); len(d) > 0 {
 		t.Fatalf("the one-shot CLI delivered callbacks twice: %v", d)
 	}
+	sink.mu.Lock()
 	inProc := len(sink.ids)
+	sink.mu.Unlock()
 
 	before := e.handoffs()
 	id := e.oneShotID(nil, "--callback", srv.URL+"/handed-off")

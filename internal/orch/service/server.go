@@ -56,6 +56,9 @@ type Server struct {
 
 	handoffs     handoffs
 	handoffCount atomic.Int64
+	// stopping is Serve's context: done once serve stops (a signal), which must not end a
+	// handed-off dispatch as if its CLI had cancelled it (handoff.go).
+	stopping context.Context
 }
 
 // Listen removes a stale socket at path (the caller holds the serve lock, so nobody else
@@ -79,6 +82,7 @@ func Listen(path string) (net.Listener, error) {
 
 // Serve answers on ln until ctx ends.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.stopping = ctx
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
