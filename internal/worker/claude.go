@@ -82,7 +82,11 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 		grants = claudert.Grants{Set: learnWidened(inv.grants), MCPServers: grants.MCPServers}
 		tools = claudert.Tools(grants)
 	}
-	audit := newClaudeAudit(gw, hooks, redact.New(inv.secrets), tools, grants.MCPServers, stop)
+	red := redact.New(inv.secrets)
+	printed := newPrintedCalls(red)
+	hooks.vouchWith(printed)
+	audit := newClaudeAudit(gw, hooks, red, tools, grants.MCPServers, stop)
+	audit.printed = printed
 
 	rl, err := startRelay(audit.gate(gw))
 	if err != nil {

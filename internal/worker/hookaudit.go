@@ -46,10 +46,13 @@ import (
 type claudeAudit struct {
 	gw    *gatewayClient
 	hooks *hookRelay
-	red   *redact.Redactor
-	tools []string // built-in tools the grant covers
-	mcp   []string // MCP servers the grant covers
-	stop  context.CancelCauseFunc
+	// printed is told every call claude prints, so the relay vouches for would_deny
+	// reports (hookvouch.go); nil outside a run.
+	printed *printedCalls
+	red     *redact.Redactor
+	tools   []string // built-in tools the grant covers
+	mcp     []string // MCP servers the grant covers
+	stop    context.CancelCauseFunc
 
 	verdict     chan struct{} // closed once the init event was checked, or the run failed
 	verdictOnce sync.Once
@@ -197,6 +200,9 @@ func (a *claudeAudit) ToolCall(c claudert.ToolCall) {
 		}
 	} else {
 		a.byID[c.ID] = call
+		if a.printed != nil {
+			a.printed.saw(c.ID, c.Name, call.hash, c.Input)
+		}
 	}
 	a.calls = append(a.calls, call)
 	a.mu.Lock()

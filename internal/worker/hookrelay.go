@@ -42,6 +42,17 @@ type hookRelay struct {
 
 	mu    sync.Mutex
 	calls map[string]*hookRecord // guarded by mu: kept reports by call id
+
+	// printed vouches for would_deny reports (hookvouch.go); set (vouchWith) before claude
+	// starts, nil refuses every would_deny. Guarded by mu.
+	printed *printedCalls
+}
+
+// vouchWith makes p the relay's judge of would_deny reports.
+func (r *hookRelay) vouchWith(p *printedCalls) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.printed = p
 }
 
 // hookRecord is what the gateway kept of one call id's hook reports.
@@ -140,6 +151,15 @@ func (r *hookRelay) serve(w http.ResponseWriter, req *http.Request) {
 	if full {
 		answer(http.StatusBadRequest, "tool audit: too many calls in this run")
 		return
+	}
+	if rep.Decision == decisionWouldDeny {
+		r.mu.Lock()
+		printed := r.printed
+		r.mu.Unlock()
+		if rep, err = printed.vouch(req.Context(), rep); err != nil {
+			answer(http.StatusBadRequest, err.Error())
+			return
+		}
 	}
 	tr := toolReport{Tool: rep.Tool, Decision: rep.Decision, Reason: rep.Reason, ArgsHash: rep.ArgsHash,
 		Duration: time.Duration(rep.DurationMS) * time.Millisecond, Phase: rep.Phase, CallID: rep.CallID, Command: rep.Command, Via: viaHook}
