@@ -27,7 +27,7 @@ func FuzzCheckSandbox(f *testing.F) {
 		if json.Unmarshal(b, &sb) != nil {
 			return
 		}
-		if p.checkSandbox(&sb, id) != nil {
+		if p.checkSandbox(&sb, testSpec(id)) != nil {
 			return
 		}
 		pod := sb.Spec.PodTemplate.Spec
