@@ -82,6 +82,7 @@ func (d *Dispatcher) startDockerGateway(ctx context.Context) (*dockerGateway, er
 			}
 		}
 	}
+	g.sweepClaimMarks()
 	var err error
 	if g.certs, err = netgw.LoadOrCreateCA(filepath.Join(dir, "slot-keys"), []string{dockerGatewayHost}); err != nil {
 		return nil, fmt.Errorf("docker warm slots: %w", err)
@@ -105,10 +106,11 @@ func (d *Dispatcher) startDockerGateway(ctx context.Context) (*dockerGateway, er
 	return g, nil
 }
 
-// live says whether a slot still stands (its holder lives).
+// live says whether a slot still stands (its holder lives) or runs a living holder's
+// dispatch (its claim mark is held: warmdocker_claimed.go).
 func (g *dockerGateway) live(id string) bool {
 	_, err := os.Lstat(filepath.Join(g.slots.Dir, id))
-	return err == nil
+	return err == nil || g.claimHeld(id)
 }
 
 func (g *dockerGateway) close() {
@@ -199,6 +201,14 @@ func (s *supervision) startDockerWarm(ctx context.Context, w *warmSlot) (compute
 		w.kill()
 		return nil, false
 	}
+	// The claim mark is held before the Bind: the slot stands or its mark is held, always.
+	release, err := g.holdClaim(w.gw.ID)
+	if err != nil {
+		s.d.Warm.missed(s.r.Target)
+		s.d.log().Warn("docker warm slot failed; starting cold", "dispatch", s.r.ID, "err", err)
+		w.kill()
+		return nil, false
+	}
 	sess, err := g.reg.Export(ctx, s.spec)
 	if err == nil {
 		bctx, cancel := context.WithTimeout(ctx, slotBindWait)
@@ -212,9 +222,10 @@ func (s *supervision) startDockerWarm(ctx context.Context, w *warmSlot) (compute
 		s.d.Warm.missed(s.r.Target)
 		s.d.log().Warn("docker warm slot failed; starting cold", "dispatch", s.r.ID, "err", err)
 		w.kill()
+		release()
 		return nil, false
 	}
-	return newSlotHandle(ctx, w.box, sess, s.spec.Limits.Timeout), true
+	return newSlotHandle(ctx, w.box, sess, s.spec.Limits.Timeout, release), true
 }
 
 func withoutRunAs(s compute.Spec) compute.Spec {
@@ -226,18 +237,19 @@ func withoutRunAs(s compute.Spec) compute.Spec {
 // session closed (what the worker streamed reached the dispatch's logs); killed at the
 // dispatch's timeout, counted from the claim, or when the run's context ends.
 type slotHandle struct {
-	box  *container.Slot
-	sess *remote.Session
-	once sync.Once
-	stop func() bool
+	box     *container.Slot
+	sess    *remote.Session
+	release func() // the claim mark, let go once the container has ended
+	once    sync.Once
+	stop    func() bool
 
 	mu        sync.Mutex
 	timedOut  bool // guarded by mu
 	cancelled bool // guarded by mu
 }
 
-func newSlotHandle(ctx context.Context, box *container.Slot, sess *remote.Session, timeout time.Duration) *slotHandle {
-	h := &slotHandle{box: box, sess: sess}
+func newSlotHandle(ctx context.Context, box *container.Slot, sess *remote.Session, timeout time.Duration, release func()) *slotHandle {
+	h := &slotHandle{box: box, sess: sess, release: release}
 	stopCtx := context.AfterFunc(ctx, func() { h.kill(false) })
 	var t *time.Timer
 	if timeout > 0 {
@@ -268,6 +280,7 @@ func (h *slotHandle) TaskID() string { return h.box.Handle().TaskID() }
 func (h *slotHandle) Wait() (compute.Exit, error) {
 	exit, err := h.box.Handle().Wait()
 	h.once.Do(func() {
+		h.release()
 		h.stop()
 		if cerr := h.sess.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("close the slot's gateway session: %w", cerr)

@@ -1,0 +1,88 @@
+package dispatch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agora-dev/agora/internal/compute/remote"
+)
+
+// A claimed docker slot has no gateway slot any more (the gateway removes it at the claim),
+// yet its container runs the claiming dispatch. Another holder of the same home (a second
+// resident process) sweeps slot containers whose slot does not stand at its StartWarm, and
+// took such a container for a killed holder's: it removed it and the running dispatch ended
+// lost (red team 31). So the dispatch holds a claim mark, AGORA_HOME/gateway/claimed/SLOT,
+// flocked from before its Bind until its container has ended: a sweep leaves a slot whose mark
+// is held, and the kernel drops the lock of a holder killed with -9, whose slots are then swept
+// as before.
+
+// claimedDir is where the claim marks are.
+func (g *dockerGateway) claimedDir() string {
+	return filepath.Join(filepath.Dir(g.slots.Dir), "claimed")
+}
+
+// holdClaim marks slot id claimed by this process; release lets go (idempotent).
+func (g *dockerGateway) holdClaim(id string) (release func(), err error) {
+	if !remote.ValidSlotID(id) {
+		return nil, fmt.Errorf("claim mark: slot id %q is not valid", id)
+	}
+	dir := g.claimedDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("claim mark: %w", err)
+	}
+	path := filepath.Join(dir, id)
+	for range 3 {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("claim mark: %w", err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("claim mark of slot %s: held already: %w", id, err)
+		}
+		// A sweep may have removed a free mark between the open and the lock: hold the file
+		// that is at the path.
+		var held, at unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &held) != nil || unix.Lstat(path, &at) != nil || held.Ino != at.Ino || held.Dev != at.Dev {
+			f.Close()
+			continue
+		}
+		var once sync.Once
+		return func() {
+			once.Do(func() {
+				os.Remove(path)
+				f.Close()
+			})
+		}, nil
+	}
+	return nil, errors.New("claim mark: the mark kept being removed")
+}
+
+// claimHeld says whether slot id's claim mark is held by a living process.
+func (g *dockerGateway) claimHeld(id string) bool {
+	if !remote.ValidSlotID(id) {
+		return false
+	}
+	f, err := os.OpenFile(filepath.Join(g.claimedDir(), id), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB) != nil
+}
+
+// sweepClaimMarks removes the marks no living process holds (a killed holder's).
+func (g *dockerGateway) sweepClaimMarks() {
+	ents, _ := os.ReadDir(g.claimedDir())
+	for _, e := range ents {
+		if remote.ValidSlotID(e.Name()) && !g.claimHeld(e.Name()) {
+			os.Remove(filepath.Join(g.claimedDir(), e.Name()))
+		}
+	}
+}
