@@ -89,7 +89,26 @@ func s3AnchorCopies(ctx context.Context, c *s3.Client, data []byte) (copies [][]
 				continue
 			}
 			item := truncateText(ev.Locator, 80)
-			obj, info, err := c.Get(ctx, ev.Locator, "", verify.MaxCheckpointSize)
+			// Object Lock protects the version written, not the name: a later plain PUT makes
+			// a new current version (a forked log's checkpoint under a fresh lock), and a
+			// DELETE a marker over it. The anchor is the name's one and only version.
+			versions, err := c.Versions(ctx, ev.Locator)
+			if err != nil {
+				fail(item, "%v", err)
+				continue
+			}
+			switch {
+			case len(versions) == 0:
+				fail(item, "s3 object %s not found in %s", ev.Locator, c.Where())
+				continue
+			case len(versions) > 1:
+				fail(item, "the bucket holds %d versions of the object (a delete marker or a later write over the locked one): the anchor was written again after it was locked, and no version of it is trusted", len(versions))
+				continue
+			case versions[0].DeleteMarker:
+				fail(item, "the object's only version is a delete marker")
+				continue
+			}
+			obj, info, err := c.Get(ctx, ev.Locator, versions[0].VersionID, verify.MaxCheckpointSize)
 			if err != nil {
 				fail(item, "%v", err)
 				continue

@@ -42,3 +42,15 @@ func FuzzParseCredentials(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseVersions: a versions reply never panics the parser nor carries more than 1,000
+// entries (red team #31: verify --anchor-bucket reads it from the auditor's endpoint).
+func FuzzParseVersions(f *testing.F) {
+	f.Add([]byte(`<ListVersionsResult><IsTruncated>false</IsTruncated><Version><Key>a/b</Key><VersionId>1</VersionId></Version><DeleteMarker><Key>a/b</Key><VersionId>2</VersionId></DeleteMarker></ListVersionsResult>`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := s3.ParseVersions(b)
+		if err == nil && len(p.Versions) > 1000 {
+			t.Fatalf("%d entries", len(p.Versions))
+		}
+	})
+}

@@ -1,0 +1,96 @@
+package cli_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/agoratest/s3test"
+	"github.com/agora-dev/agora/internal/audit/anchor"
+	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/s3"
+)
+
+// TestRedTeam31_S3AnchorOverwrittenByANewVersion (red team #31): Object Lock keeps a locked
+// object VERSION from being deleted or shortened, but a plain PUT (no If-None-Match) to the
+// same key makes a new current version, which S3 and versitygw both accept. An operator who
+// forks the log (here: a second home with the same audit key whose log of the same size holds
+// other entries) writes its checkpoint as a new version of the anchored object, under a fresh
+// COMPLIANCE lock. `agora verify --anchor-bucket` must not take that later version as the
+// anchor: the first, locked version holds another checkpoint, and the bundle must fail.
+func TestRedTeam31_S3AnchorOverwrittenByANewVersion(t *testing.T) {
+	srv := s3test.Shared(t)
+	honest := srv.Bucket(t, true)
+	forgedBucket := srv.Bucket(t, true)
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "s3.env")
+	if err := os.WriteFile(creds, []byte("AWS_ACCESS_KEY_ID="+srv.Creds.AccessKeyID+"\nAWS_SECRET_ACCESS_KEY="+srv.Creds.SecretAccessKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	yaml := func(c s3.Config) string {
+		return fmt.Sprintf("egress: {allow_private: [127.0.0.1/32]}\naudit:\n  anchors:\n    - s3: {endpoint: %q, bucket: %s, prefix: %s, retention: 1d, credentials_file: %s}\n",
+			c.Endpoint, c.Bucket, c.Prefix, creds)
+	}
+	// The honest history: three registrations, checkpoint 3 anchored and locked.
+	a := auditHome(t, yaml(honest))
+	if r := runAgora(t, a, "audit", "checkpoint"); r.code != 0 || !strings.Contains(r.stderr, "wrote checkpoint 3") {
+		t.Fatalf("checkpoint: %+v", r)
+	}
+	// The forged history: the same audit key, three other registrations.
+	bdir := t.TempDir()
+	b := map[string]string{"AGORA_HOME": filepath.Join(bdir, "agora"), "HOME": bdir, "USER": "tester"}
+	if r := runAgora(t, b, "init"); r.code != 0 {
+		t.Fatalf("init: %+v", r)
+	}
+	for _, k := range []string{"audit.key", "audit.pub"} {
+		key, err := os.ReadFile(filepath.Join(a["AGORA_HOME"], "keys", k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(b["AGORA_HOME"], "keys", k), key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(b["AGORA_HOME"], "agora.yaml"), []byte(yaml(forgedBucket)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"evil-tools", "more-evil", "most-evil"} {
+		src := filepath.Join(bdir, name)
+		os.MkdirAll(src, 0o755)
+		os.WriteFile(filepath.Join(src, "README.md"), []byte("# "+name+"\n"), 0o644)
+		if r := runAgora(t, b, "capability", "register", name, "--from", src); r.code != 0 {
+			t.Fatalf("register %s: %+v", name, r)
+		}
+	}
+	if r := runAgora(t, b, "audit", "checkpoint"); r.code != 0 || !strings.Contains(r.stderr, "wrote checkpoint 3") {
+		t.Fatalf("forged checkpoint: %+v", r)
+	}
+	name := anchor.S3AnchorName("agora", 3)
+	forged, _, err := srv.Client(t, forgedBucket).Get(t.Context(), name, "", 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := srv.Client(t, honest)
+	orig, _, err := hc.Get(t.Context(), name, "", 4096)
+	if err != nil || string(orig) == string(forged) {
+		t.Fatalf("the two histories' checkpoints: same %v, %v", string(orig) == string(forged), err)
+	}
+	// The forger's write into the honest bucket: a new version, no If-None-Match, locked.
+	until := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+	if _, err := hc.Put(t.Context(), name, forged, false, &s3.Lock{Mode: "COMPLIANCE", RetainUntil: until}); err != nil {
+		t.Skipf("SKIP: the server refused a new version of a locked object (%v); the attack needs one", err)
+	}
+	bundle := filepath.Join(dir, "forged-bundle.json")
+	if r := runAgora(t, b, "audit", "export", "--out", bundle); r.code != 0 {
+		t.Fatalf("export: %+v", r)
+	}
+	sa, _ := standalone(t)
+	r := runAgora(t, sa, "verify", bundle, "--key", filepath.Join(a["AGORA_HOME"], "keys", "audit.pub"),
+		"--anchor-bucket", "s3://"+honest.Bucket+"/"+honest.Prefix, "--anchor-endpoint", honest.Endpoint, "--anchor-credentials-file", creds)
+	if r.code != cli.ExitCheckFailed || strings.Contains(tierRow(r.stdout), "tamper-evident") || !strings.Contains(r.stdout, "holds 2 versions of the object") {
+		t.Errorf("a forked log whose checkpoint was written as a new version over the locked anchor verifies:\n%s%s", r.stdout, r.stderr)
+	}
+}
