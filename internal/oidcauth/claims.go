@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agora-dev/agora/internal/agenttext"
 	"github.com/agora-dev/agora/internal/strictjson"
 )
 
@@ -44,7 +45,7 @@ func parseClaims(payload []byte, groupsClaim string) (claims, error) {
 	var c claims
 	c.Issuer, c.Subject = raw.Iss, raw.Sub
 	if c.Subject == "" || len(c.Subject) > maxSubject || !printable(c.Subject) {
-		return claims{}, errors.New("token claims: sub must be 1-255 printable characters")
+		return claims{}, errors.New("token claims: sub must be 1-255 printable characters (no control, bidirectional, separator or invisible character)")
 	}
 	aud, err := stringOrList(raw.Aud)
 	if err != nil {
@@ -105,12 +106,16 @@ func numericDate(n json.Number) (time.Time, error) {
 	return time.Unix(int64(sec), int64(frac*1e9)), nil
 }
 
+// printable reports whether s may name an actor: valid UTF-8 with no character
+// [agenttext.Hidden] reports (C0 and C1 controls, bidirectional controls, line separators,
+// format and invisible characters: the audit's actor is printed to terminals as it is), and no
+// newline or tab either.
 func printable(s string) bool {
 	if !utf8.ValidString(s) {
 		return false
 	}
 	for _, r := range s {
-		if r < ' ' || r == 0x7f {
+		if r == '\n' || r == '\t' || agenttext.Hidden(r) {
 			return false
 		}
 	}
