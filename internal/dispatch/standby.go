@@ -28,6 +28,11 @@ import (
 //	standby -> holder: "ready SHAPE\n" once the slot waits, or "failed REASON\n" and exit
 //	holder -> standby: "claim ID\n"
 //	standby -> holder: "claimed ID\n", then supervises ID; any later line: "refused ...\n"
+//	standby -> holder: "cold\n" when the dispatch did not fit the slot (it starts cold)
+
+// StandbyCold is the line a claimed standby sends its holder when the dispatch did not fit
+// its slot and started cold.
+const StandbyCold = "cold"
 
 // maxStandbyLine bounds a line of the standby protocol.
 const maxStandbyLine = 256
@@ -167,6 +172,9 @@ func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWri
 		}
 	}
 	say("claimed %s", id)
+	// A dispatch that does not fit the slot starts cold in this process: the holder counts it
+	// so (StandbyCold), not as a warm claim.
+	w.onMiss = func() { say(StandbyCold) }
 	// One claim per standby: whatever the holder sends later is answered, never acted on.
 	go func() {
 		for {

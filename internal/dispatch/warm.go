@@ -48,6 +48,9 @@ type WarmPools struct {
 	standby    bool
 	held       *warmSlot // guarded by mu
 	heldTarget string
+	// onMiss, in a standby, tells its holder that the claimed dispatch did not fit the slot
+	// and started cold, so the holder counts it a cold fallback (red team 31).
+	onMiss func()
 }
 
 // warmMisses counts claimed slots whose dispatch did not fit: it started cold.
@@ -250,6 +253,9 @@ func (w *WarmPools) missed(target string) {
 		w.extra[target] = m
 	}
 	m.n++
+	if w.onMiss != nil {
+		w.onMiss()
+	}
 }
 
 // learn makes spec (a cold dispatch's, started) its target's template and starts the

@@ -45,6 +45,7 @@ type Standbys struct {
 	pools  map[string]*warm.Pool // guarded by mu: by target, once it has a template
 	shapes map[string]string     // guarded by mu: the shape each pool was last claimed by
 	cold   map[string]uint64     // guarded by mu: claims before the target had a pool
+	misfit map[string]uint64     // guarded by mu: claimed standbys whose dispatch started cold
 	closed bool                  // guarded by mu
 }
 
@@ -69,7 +70,7 @@ func NewStandbys(ctx context.Context, d *dispatch.Dispatcher, log *slog.Logger) 
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Standbys{bin: d.AgoraBin, stateDir: d.StateDir, targets: targets, log: log, ctx: context.WithoutCancel(ctx), sweep: d.SweepWarm,
-		pools: map[string]*warm.Pool{}, shapes: map[string]string{}, cold: map[string]uint64{}}
+		pools: map[string]*warm.Pool{}, shapes: map[string]string{}, cold: map[string]uint64{}, misfit: map[string]uint64{}}
 	for target := range targets {
 		s.prime(target) // a target that had cold dispatches before this serve fills at once
 	}
@@ -118,6 +119,7 @@ func (s *Standbys) claim(target, id string) (<-chan struct{}, bool) {
 		p.Flush()
 		return nil, false
 	}
+	go s.watch(target, sb)
 	return sb.exited, true
 }
 
@@ -165,7 +167,9 @@ func (s *Standbys) Counts() []warm.Counts {
 		if p := s.pools[name]; p != nil {
 			c = p.Counts()
 		}
-		c.Cold += s.cold[name]
+		// A misfit spent its standby (claimed, as the in-process pools count a spent slot)
+		// and ran cold: counted a cold fallback too.
+		c.Cold += s.cold[name] + s.misfit[name]
 		out = append(out, c)
 	}
 	return out
@@ -227,21 +231,43 @@ func (b *standby) kill() {
 	<-b.exited
 }
 
-// hand sends the claim and waits for the standby's answer.
+// hand sends the claim and waits for the standby's answer. Claimed, the connection stays
+// open for what the standby says of the dispatch (watch); nothing more is sent on it: a
+// standby takes one id.
 func (b *standby) hand(id string) error {
-	defer b.conn.Close() // claimed or not, nothing more is said: a standby takes one id
 	_ = b.conn.SetDeadline(time.Now().Add(claimAnswerWithin))
 	if _, err := fmt.Fprintf(b.conn, "claim %s\n", id); err != nil {
+		b.conn.Close()
 		return err
 	}
 	l, err := readStandbyLine(b.r)
 	if err != nil {
+		b.conn.Close()
 		return err
 	}
 	if l != "claimed "+id {
+		b.conn.Close()
 		return fmt.Errorf("standby answered %q", l)
 	}
+	_ = b.conn.SetDeadline(time.Time{})
 	return nil
+}
+
+// watch reads what a claimed standby of target says until it exits: a dispatch that did not
+// fit its slot started cold, and is counted a cold fallback, not a warm claim (red team 31).
+func (s *Standbys) watch(target string, b *standby) {
+	defer b.conn.Close()
+	for {
+		l, err := readStandbyLine(b.r)
+		if err != nil {
+			return
+		}
+		if l == dispatch.StandbyCold {
+			s.mu.Lock()
+			s.misfit[target]++
+			s.mu.Unlock()
+		}
+	}
 }
 
 // start starts one standby of target and waits until its slot is ready.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 // probeScript is what a sandboxed agent can learn of its own sandbox: its ids, capabilities,
@@ -270,5 +271,60 @@ func TestRedTeam31_SlotsDieAtOnce(t *testing.T) {
 		cmd.Env = e.vars
 		out, _ := cmd.CombinedOutput()
 		t.Errorf("20 s after their slots died, serve holds %d standbys (%d slots ready); doctor:\n%s", len(standbys(t, e)), len(readySlots(t, e)), out)
+	}
+}
+
+// TestRedTeam31_StandbyMisfitIsCountedCold: a dispatch whose sandbox does not have the
+// template's shape (here a task timeout of its own) is handed to a standby, spends its slot
+// and runs cold in the standby's process. doctor (and metrics, the web view: one Counts) must
+// count it a cold fallback, as the in-process pools count a dispatch that spent a slot it did
+// not fit (docs/providers.md, "Shape"): the slot is spent (claimed), the dispatch cold.
+func TestRedTeam31_StandbyMisfitIsCountedCold(t *testing.T) {
+	e, serve := warmProbeEnv(t, 1)
+	tasks := slotTasks(t, e)
+	held := regexp.MustCompile(`local: warm \d+/1 ready \(claimed (\d+), cold (\d+), failed \d+\) held by pid ` + strconv.Itoa(serve.Process.Pid))
+	counts := func() (int, int) {
+		t.Helper()
+		var m []string
+		agoratest.WaitFor(t, 30*time.Second, "doctor to report serve's warm slots", func() bool {
+			cmd := exec.Command(agoraBin, "doctor")
+			cmd.Env = e.vars
+			out, _ := cmd.CombinedOutput()
+			m = held.FindStringSubmatch(string(out))
+			return m != nil
+		})
+		c, _ := strconv.Atoi(m[1])
+		k, _ := strconv.Atoi(m[2])
+		return c, k
+	}
+	// The first (cold) dispatch taught the target its shape: counted cold once serve's status
+	// file (rewritten every second) has it.
+	var claimed, cold int
+	agoratest.WaitFor(t, 30*time.Second, "doctor to count the first cold dispatch", func() bool {
+		claimed, cold = counts()
+		return cold >= 1
+	})
+	p := filepath.Join(t.TempDir(), "misfit.yaml")
+	must(t, os.WriteFile(p, []byte("version: 1\nname: misfit\ntasks:\n  - id: t0\n    subagent: probe\n    timeout: 7m\n"), 0o644))
+	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", p), "\n")[0])
+	if run := waitRun(t, e.client(), runID, 2*time.Minute); run.State != api.RunSucceeded {
+		t.Fatalf("run: %s", run.State)
+	}
+	_, byID := e.statusOf(runID)
+	id := byID["t0"].DispatchID
+	db := openAgoraDB(t, e)
+	var task string
+	must(t, db.SQL().QueryRow(`SELECT provider_task_id FROM dispatches WHERE id = ?`, id).Scan(&task))
+	if tasks[task] {
+		t.Skipf("SKIP: the 7m task fit the slot (ran as %s): this attack needs two shapes", task)
+	}
+	var c, k int
+	agoratest.WaitFor(t, 30*time.Second, "doctor to count the dispatch", func() bool {
+		c, k = counts()
+		return k > cold
+	})
+	if c != claimed+1 || k != cold+1 {
+		t.Errorf("dispatch %s ran cold (task %s, not the slot's %v); doctor went from claimed %d, cold %d to claimed %d, cold %d; want claimed %d (the spent slot), cold %d",
+			id, task, tasks, claimed, cold, c, k, claimed+1, cold+1)
 	}
 }
