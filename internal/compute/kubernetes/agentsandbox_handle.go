@@ -126,6 +126,13 @@ func (f *podFollow) see(ctx context.Context, pod *corev1.Pod, deleted bool) (com
 		exit, err := f.h.endSandbox(compute.Exit{Code: -1, Lost: true}, nil)
 		return exit, true, errors.Join(err, fmt.Errorf("sandbox %q: its pod was replaced; a dispatch's worker runs once", f.h.name))
 	}
+	// The controller carries the Sandbox's template labels over to the running pod: an edit
+	// of the template by whoever may patch Sandboxes takes the pod out of its NetworkPolicy's
+	// selector, and an unconfined pod must not run on (red team 31).
+	if !deleted && !ownedBy(pod.Labels, f.h.id) {
+		exit, err := f.h.endSandbox(compute.Exit{Code: -1, Lost: true}, nil)
+		return exit, true, errors.Join(err, fmt.Errorf("sandbox %q: its pod no longer carries the labels its NetworkPolicy selects (the Sandbox's template was relabelled); stopped", f.h.name))
+	}
 	if exit, done := f.h.sandboxPodEnded(ctx, pod); done {
 		exit, err := f.h.endSandbox(exit, nil, metav1.DeletePropagationBackground)
 		return exit, true, err

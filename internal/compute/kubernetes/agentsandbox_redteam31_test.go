@@ -3,9 +3,15 @@ package kubernetes
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/agora-dev/agora/internal/compute"
 )
 
 // TestRedTeam31_CheckSandboxContainerOverrides is red team 31's attack on checkSandbox: someone
@@ -89,4 +95,55 @@ func TestRedTeam31_CheckSandboxContainerOverrides(t *testing.T) {
 			t.Errorf("%s: checkSandbox = %v, want a refusal", name, err)
 		}
 	}
+}
+
+// TestRedTeam31_SandboxRelabelEndsDispatch is red team 31's attack on the NetworkPolicy's
+// coverage of an agent-sandbox pod: the controller (v0.5.6, real, on kwok) propagates the
+// Sandbox's pod-template labels to the running pod and removes the ones taken out of the
+// template. Someone who may patch Sandboxes, not pods, relabels a running dispatch's template:
+// the pod loses the labels its NetworkPolicy selects and the policy stops confining it. The
+// dispatch must end (lost) and its Sandbox go, never run on unconfined.
+func TestRedTeam31_SandboxRelabelEndsDispatch(t *testing.T) {
+	p := sandboxProvider(t, &fakeExporter{})
+	p.testOnlyPodMeta = failWith(1, "1h")
+	id := clusterID("SBRELABEL")
+	name := objectName(id)
+	h, err := p.Start(t.Context(), testSpec(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPodPhase(t, p, id, corev1.PodRunning)
+	if _, err := p.client.AgentsV1beta1().Sandboxes(p.ns).Patch(t.Context(), name, types.MergePatchType,
+		[]byte(`{"spec":{"podTemplate":{"metadata":{"labels":{"`+labelDispatch+`":"someone-else"}}}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The precondition: the controller relabels the running pod, out of its policy's reach.
+	relabelled := false
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !relabelled; time.Sleep(50 * time.Millisecond) {
+		pod, err := p.client.CoreV1().Pods(p.ns).Get(t.Context(), name, metav1.GetOptions{})
+		relabelled = err == nil && pod.Labels[labelDispatch] != id
+		if apierrors.IsNotFound(err) {
+			break // agora ended it already
+		}
+	}
+	t.Logf("pod relabelled by the controller: %v", relabelled)
+	type result struct {
+		exit compute.Exit
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() { e, err := h.Wait(); ch <- result{e, err} }()
+	select {
+	case r := <-ch:
+		if !r.exit.Lost {
+			t.Errorf("exit = %+v (%v), want lost: the pod left its NetworkPolicy", r.exit, r.err)
+		}
+		t.Logf("ended: %+v %v", r.exit, r.err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the dispatch runs on 20 s after its pod left its NetworkPolicy's selector")
+	}
+	waitGone(t, "sandbox", func() error {
+		_, err := p.client.AgentsV1beta1().Sandboxes(p.ns).Get(t.Context(), name, metav1.GetOptions{})
+		return err
+	})
 }

@@ -30,6 +30,7 @@ const (
 // handle is one dispatch's Job. Its follower goroutine owns everything but done's result.
 type handle struct {
 	p      *Provider
+	id     string // the dispatch's: its pod must keep the labels its NetworkPolicy selects
 	name   string
 	uid    types.UID
 	taskID string
@@ -65,7 +66,7 @@ func (p *Provider) follow(ctx context.Context, s compute.Spec, name string, uid 
 // followFrom is follow with podRV: for a Sandbox agora just made, the resource version of a
 // pod list taken before it was made, so the handle sees every pod of it from the first.
 func (p *Provider) followFrom(ctx context.Context, s compute.Spec, name string, uid types.UID, sandbox bool, podRV string, sess *remote.Session, secretUID types.UID, start time.Time) *handle {
-	h := &handle{p: p, name: name, uid: uid, taskID: formatTaskID(p.ns, name), sess: sess, secretUID: secretUID,
+	h := &handle{p: p, id: s.ID, name: name, uid: uid, taskID: formatTaskID(p.ns, name), sess: sess, secretUID: secretUID,
 		stderr: s.Stderr, start: start, done: make(chan struct{}), sandbox: sandbox, podRV: podRV}
 	if sess != nil {
 		p.holdSession(name)
