@@ -76,15 +76,25 @@ func New(cfg Config, creds Credentials, policy egress.Policy) (*Client, error) {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
+	hc := egress.NewDialer(policy, nil).Client(requestTimeout)
+	hc.CheckRedirect = refuseRedirect
 	return &Client{
 		cfg:    cfg,
 		base:   &url.URL{Scheme: u.Scheme, Host: u.Host},
 		prefix: normPrefix(cfg.Prefix),
 		creds:  aws.Credentials{AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey, SessionToken: creds.SessionToken},
-		http:   egress.NewDialer(policy, nil).Client(requestTimeout),
+		http:   hc,
 		signer: v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true }),
 		now:    time.Now,
 	}, nil
+}
+
+// refuseRedirect refuses every redirect. Go's client would re-send a 307's body and every
+// header but Authorization (the session token, X-Amz-Security-Token, included) to wherever the
+// server points, and report the other host's 200 as the bucket's; an S3 server that redirects
+// names another region or endpoint, which the operator fixes in the config (red team #31).
+func refuseRedirect(req *http.Request, _ []*http.Request) error {
+	return fmt.Errorf("the server redirected to %s://%s: S3 requests are not redirected; check the endpoint and region", req.URL.Scheme, req.URL.Host)
 }
 
 // Where names the bucket for people: "s3://bucket/prefix at host". It holds no credentials.

@@ -13,8 +13,8 @@ import (
 // TestClient_HostileServer: what a hostile or compromised endpoint answers cannot move agora
 // outside its prefix or into its reports. A listing naming keys outside the prefix is refused;
 // an error message with control characters, an echoed access key id or a huge body is cleaned,
-// scrubbed and cut; a redirect elsewhere is vetted by egress (here: refused, not followed to a
-// host the policy denies).
+// scrubbed and cut; a redirect is refused, never followed (TestRedTeam31_RedirectToAnotherHost:
+// not even to a host the egress policy allows), and the error names where it pointed.
 func TestClient_HostileServer(t *testing.T) {
 	creds := s3.Credentials{AccessKeyID: "AKIDHOSTILETEST", SecretAccessKey: "hostile-secret-value"}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,53 @@
+package s3_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agora-dev/agora/internal/agoratest/s3test"
+	"github.com/agora-dev/agora/internal/s3"
+)
+
+// TestRedTeam31_RedirectToAnotherHost (red team #31): an S3 endpoint that answers 307 to
+// another host the egress policy allows. Go's client re-sends a 307's body and every header
+// but Authorization to the new host: the blob (a patch, a transcript), the session token
+// (X-Amz-Security-Token) and the signed date would reach a host agora was never configured to
+// talk to. S3 clients do not follow redirects (the AWS SDK reports PermanentRedirect and the
+// like); agora's must not either, and must say where it was sent.
+func TestRedTeam31_RedirectToAnotherHost(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.Header.Get("X-Amz-Security-Token")+" "+string(body))
+		mu.Unlock()
+	}))
+	defer other.Close()
+	hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer hostile.Close()
+	creds := s3.Credentials{AccessKeyID: "AKIDREDIRECT", SecretAccessKey: "redirect-secret", SessionToken: "SESSION-TOKEN-redteam31"}
+	c, err := s3.New(s3.Config{Endpoint: hostile.URL, Bucket: "bkt", Prefix: "agora/"}, creds, s3test.Policy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	_, putErr := c.Put(t.Context(), "blobs/sha256/ab/abcd", []byte("a patch with a secret in it"), false, nil)
+	_, _, getErr := c.Get(t.Context(), "blobs/sha256/ab/abcd", "", 100)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) > 0 {
+		t.Errorf("the redirect was followed; the other host received %q", seen)
+	}
+	for _, err := range []error{putErr, getErr} {
+		if err == nil || !strings.Contains(err.Error(), "redirect") || strings.Contains(err.Error(), "SESSION-TOKEN") {
+			t.Errorf("a redirected request: %v, want an error saying the server redirected", err)
+		}
+	}
+}
