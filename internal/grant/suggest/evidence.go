@@ -134,6 +134,18 @@ func (d *DispatchEvidence) Entry(kind string, details map[string]any) {
 				return
 			}
 		}
+		if d.Learn && t.Decision != "allowed" {
+			// In a learn dispatch every call the grant refuses is recorded as a would_deny,
+			// which says who reported it; a tool.call does not, and anything in the sandbox
+			// can post one to the gateway (red team 31). So a refused or requested call of
+			// a tool the grant lacks proposes nothing: its would_deny does, if there is one.
+			if name, ok := agoraTool(t.Tool); ok && name != "" && !slices.Contains(d.grants.Tools, name) {
+				if t.Decision == "denied" {
+					d.refuse("tool", t.Tool, "refused in a learn dispatch without a would_deny: a refusal learn kept (a path outside the workspace) or one a process in the sandbox reported, so not evidence")
+				}
+				return
+			}
+		}
 		tool, ok := d.tool(t.Tool)
 		if !ok || tool != "run_command" {
 			return
