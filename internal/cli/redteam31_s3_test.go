@@ -40,31 +40,7 @@ func TestRedTeam31_S3AnchorOverwrittenByANewVersion(t *testing.T) {
 		t.Fatalf("checkpoint: %+v", r)
 	}
 	// The forged history: the same audit key, three other registrations.
-	bdir := t.TempDir()
-	b := map[string]string{"AGORA_HOME": filepath.Join(bdir, "agora"), "HOME": bdir, "USER": "tester"}
-	if r := runAgora(t, b, "init"); r.code != 0 {
-		t.Fatalf("init: %+v", r)
-	}
-	for _, k := range []string{"audit.key", "audit.pub"} {
-		key, err := os.ReadFile(filepath.Join(a["AGORA_HOME"], "keys", k))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(b["AGORA_HOME"], "keys", k), key, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(b["AGORA_HOME"], "agora.yaml"), []byte(yaml(forgedBucket)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"evil-tools", "more-evil", "most-evil"} {
-		src := filepath.Join(bdir, name)
-		os.MkdirAll(src, 0o755)
-		os.WriteFile(filepath.Join(src, "README.md"), []byte("# "+name+"\n"), 0o644)
-		if r := runAgora(t, b, "capability", "register", name, "--from", src); r.code != 0 {
-			t.Fatalf("register %s: %+v", name, r)
-		}
-	}
+	b := forgedHome(t, a, yaml(forgedBucket), "evil-tools", "more-evil", "most-evil")
 	if r := runAgora(t, b, "audit", "checkpoint"); r.code != 0 || !strings.Contains(r.stderr, "wrote checkpoint 3") {
 		t.Fatalf("forged checkpoint: %+v", r)
 	}
@@ -93,4 +69,37 @@ func TestRedTeam31_S3AnchorOverwrittenByANewVersion(t *testing.T) {
 	if r.code != cli.ExitCheckFailed || strings.Contains(tierRow(r.stdout), "tamper-evident") || !strings.Contains(r.stdout, "holds 2 versions of the object") {
 		t.Errorf("a forked log whose checkpoint was written as a new version over the locked anchor verifies:\n%s%s", r.stdout, r.stderr)
 	}
+}
+
+// forgedHome is a home holding honest's audit key and a log of its own: one registration per
+// name (a forger who has the host's key rewrites history).
+func forgedHome(t *testing.T, honest map[string]string, yaml string, names ...string) map[string]string {
+	t.Helper()
+	a := honest
+	bdir := t.TempDir()
+	b := map[string]string{"AGORA_HOME": filepath.Join(bdir, "agora"), "HOME": bdir, "USER": "tester"}
+	if r := runAgora(t, b, "init"); r.code != 0 {
+		t.Fatalf("init: %+v", r)
+	}
+	for _, k := range []string{"audit.key", "audit.pub"} {
+		key, err := os.ReadFile(filepath.Join(a["AGORA_HOME"], "keys", k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(b["AGORA_HOME"], "keys", k), key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(b["AGORA_HOME"], "agora.yaml"), []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		src := filepath.Join(bdir, name)
+		os.MkdirAll(src, 0o755)
+		os.WriteFile(filepath.Join(src, "README.md"), []byte("# "+name+"\n"), 0o644)
+		if r := runAgora(t, b, "capability", "register", name, "--from", src); r.code != 0 {
+			t.Fatalf("register %s: %+v", name, r)
+		}
+	}
+	return b
 }
