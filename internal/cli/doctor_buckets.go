@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/agora-dev/agora/internal/config"
@@ -12,22 +13,32 @@ import (
 // probe.
 func doctorBuckets(c *config.Config) []doctor.Bucket {
 	var out []doctor.Bucket
-	add := func(name string, l *config.S3Location) {
+	add := func(name string, l *config.S3Location, anchor bool) {
 		b := doctor.Bucket{Name: name}
 		cl, err := home.S3Client(c, l)
 		if err != nil {
 			b.Err = err
 		} else {
 			b.Where, b.Check = cl.Where(), cl.CheckBucket
+			if anchor {
+				// An anchor bucket without Object Lock fails every checkpoint's anchor:
+				// doctor says so before the first one does.
+				b.Check = func(ctx context.Context) error {
+					if err := cl.CheckBucket(ctx); err != nil {
+						return err
+					}
+					return cl.CheckObjectLock(ctx)
+				}
+			}
 		}
 		out = append(out, b)
 	}
 	if c.Blobs.S3 != nil {
-		add("blobs bucket", c.Blobs.S3)
+		add("blobs bucket", c.Blobs.S3, false)
 	}
 	for i, a := range c.Audit.Anchors {
 		if a.Type == config.AnchorS3 && a.S3 != nil {
-			add("anchor bucket "+strconv.Itoa(i), a.S3)
+			add("anchor bucket "+strconv.Itoa(i), a.S3, true)
 		}
 	}
 	return out

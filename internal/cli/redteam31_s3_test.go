@@ -103,3 +103,42 @@ func forgedHome(t *testing.T, honest map[string]string, yaml string, names ...st
 	}
 	return b
 }
+
+// TestRedTeam31_S3AnchorBucketWithoutLock (red team #31): an anchor bucket without Object Lock
+// (so without versioning: anyone with write access rewrites an anchor in place) is never taken
+// silently: the checkpoint's anchor fails naming Object Lock, and doctor's anchor row fails.
+func TestRedTeam31_S3AnchorBucketWithoutLock(t *testing.T) {
+	srv := s3test.Shared(t)
+	plain := srv.Bucket(t, false)
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "s3.env")
+	if err := os.WriteFile(creds, []byte("AWS_ACCESS_KEY_ID="+srv.Creds.AccessKeyID+"\nAWS_SECRET_ACCESS_KEY="+srv.Creds.SecretAccessKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	locked := srv.Bucket(t, true)
+	env := auditHome(t, fmt.Sprintf("egress: {allow_private: [127.0.0.1/32]}\naudit:\n  anchors:\n    - s3: {endpoint: %q, bucket: %s, prefix: %s, retention: 1d, credentials_file: %s}\n",
+		plain.Endpoint, plain.Bucket, plain.Prefix, creds))
+	r := runAgora(t, env, "audit", "checkpoint")
+	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "Object Lock") {
+		t.Errorf("a checkpoint anchored to a bucket without Object Lock: %+v", r)
+	}
+	// doctor, with the locked bucket as a second anchor: that one passes.
+	yaml := fmt.Sprintf("egress: {allow_private: [127.0.0.1/32]}\naudit:\n  anchors:\n    - s3: {endpoint: %[1]q, bucket: %[2]s, retention: 1d, credentials_file: %[4]s}\n    - s3: {endpoint: %[1]q, bucket: %[3]s, retention: 1d, credentials_file: %[4]s}\n",
+		plain.Endpoint, plain.Bucket, locked.Bucket, creds)
+	if err := os.WriteFile(filepath.Join(env["AGORA_HOME"], "agora.yaml"), []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := runAgora(t, env, "doctor")
+	rows := map[string]string{}
+	for _, line := range strings.Split(d.stdout, "\n") {
+		if name, rest, ok := strings.Cut(line, "\t"); ok {
+			rows[name] = rest
+		}
+	}
+	if got := rows["anchor bucket 0"]; strings.HasPrefix(got, "ok") || !strings.Contains(got, "Object Lock is not enabled") {
+		t.Errorf("doctor on an anchor bucket without Object Lock: %q", got)
+	}
+	if got := rows["anchor bucket 1"]; !strings.HasPrefix(got, "ok\t") {
+		t.Errorf("doctor on an anchor bucket with Object Lock: %q", got)
+	}
+}

@@ -54,3 +54,12 @@ func FuzzParseVersions(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseObjectLockConfiguration: a bucket's Object Lock reply never panics the parser (red
+// team #31: doctor reads it from the configured endpoint).
+func FuzzParseObjectLockConfiguration(f *testing.F) {
+	f.Add([]byte(`<ObjectLockConfiguration><ObjectLockEnabled>Enabled</ObjectLockEnabled></ObjectLockConfiguration>`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s3.ParseObjectLockConfiguration(b)
+	})
+}
