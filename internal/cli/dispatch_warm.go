@@ -30,21 +30,24 @@ func superviseWarm(ctx context.Context, f *Factory, d *dispatch.Dispatcher, sup 
 	tick := time.NewTicker(warmPoll)
 	defer tick.Stop()
 	slow := time.After(warmFast)
-	started := false
+	started, gone := false, false
+	cancel := func() (*dispatch.Record, error) {
+		final, err := d.Cancel(context.WithoutCancel(ctx), rec.ID)
+		if err != nil {
+			return nil, err
+		}
+		if !dispatch.IsTerminal(final.State) {
+			return final, nil
+		}
+		printEvent(f, final.State, final)
+		return final, nil
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			final, err := d.Cancel(context.WithoutCancel(ctx), rec.ID)
-			if err != nil {
-				return nil, err
-			}
-			if !dispatch.IsTerminal(final.State) {
-				return final, nil
-			}
-			printEvent(f, final.State, final)
-			return final, nil
+			return cancel()
 		case <-exited:
-			exited = nil // read at once, then poll: it may have handed the dispatch on
+			exited, gone = nil, true // read at once, then poll: it may have handed the dispatch on
 		case <-slow:
 			tick.Reset(warmPollRunning)
 			continue
@@ -57,6 +60,19 @@ func superviseWarm(ctx context.Context, f *Factory, d *dispatch.Dispatcher, sup 
 		if !started && r.StartedAt != nil {
 			started = true
 			printEvent(f, dispatch.StateStarted, r)
+		}
+		if !dispatch.IsTerminal(r.State) && gone {
+			// The supervisor exited before the dispatch ended (killed with -9, the OOM
+			// killer): nobody else finishes its record. Follow it as the CLI does when serve
+			// dies: a started one whose supervisor is gone is reaped (failed/lost), one handed
+			// on is followed, an accepted one gets a supervisor (red team 31: the CLI waited
+			// forever).
+			if r, err = sup.Watch(ctx, r); err != nil {
+				if ctx.Err() != nil {
+					return cancel()
+				}
+				return nil, err
+			}
 		}
 		if dispatch.IsTerminal(r.State) {
 			printEvent(f, r.State, r)

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -327,4 +328,61 @@ func TestRedTeam31_StandbyMisfitIsCountedCold(t *testing.T) {
 		t.Errorf("dispatch %s ran cold (task %s, not the slot's %v); doctor went from claimed %d, cold %d to claimed %d, cold %d; want claimed %d (the spent slot), cold %d",
 			id, task, tasks, claimed, cold, c, k, claimed+1, cold+1)
 	}
+}
+
+// TestRedTeam31_WarmHandoffStandbyKilled: the standby supervisor running a handed-off
+// dispatch is killed with -9 (the OOM killer, an operator). Its sandbox dies with it; the
+// dispatch is lost. The CLI must end as it does when a plan's standby or serve itself dies
+// (failed/lost, exit 1), not wait forever on a record nobody will finish.
+func TestRedTeam31_WarmHandoffStandbyKilled(t *testing.T) {
+	e, _ := warmProbeEnv(t, 1)
+	db := openAgoraDB(t, e)
+	cmd, out, lines := e.startOneShot("--subagent", "slow", "-o", "json")
+	seen := waitLine(t, lines, " started (")
+	if e.handoffs() != 1 {
+		t.Fatalf("not handed off:\n%s", seen)
+	}
+	var id string
+	must(t, db.SQL().QueryRow(`SELECT id FROM dispatches WHERE state = 'started' AND subagent LIKE 'slow%'`).Scan(&id))
+	pid := supervisorPID(t, db, id)
+	var task string
+	must(t, db.SQL().QueryRow(`SELECT provider_task_id FROM dispatches WHERE id = ?`, id).Scan(&task))
+	var slot string
+	for _, d := range readySlots(t, e) {
+		if b, _ := os.ReadFile(filepath.Join(d, "task")); string(b) == task {
+			slot = d
+		}
+	}
+	if slot == "" {
+		t.Fatalf("dispatch %s (task %s) runs in no slot", id, task)
+	}
+	must(t, syscall.Kill(pid, syscall.SIGKILL))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		var state string
+		db.SQL().QueryRow(`SELECT state FROM dispatches WHERE id = ?`, id).Scan(&state)
+		t.Fatalf("60 s after its standby (%d) was killed, the CLI still waits; the dispatch is %s\n%s", pid, state, seen+drain(lines))
+	}
+	seen += drain(lines)
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	var rec struct{ State, Reason string }
+	_ = json.Unmarshal(out.Bytes(), &rec)
+	if code != 1 || rec.State != "failed" || rec.Reason != "lost" {
+		t.Errorf("exit %d, dispatch %s/%s; want exit 1, failed/lost\n%s", code, rec.State, rec.Reason, seen)
+	}
+	// The killed standby's slot kept the dispatch's tree mounted on the host: serve sweeps it
+	// without waiting for another dispatch.
+	agoratest.WaitFor(t, 30*time.Second, "the killed standby's slot directory to be swept", func() bool {
+		_, err := os.Stat(slot)
+		return errors.Is(err, os.ErrNotExist)
+	})
 }
