@@ -174,21 +174,40 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, error) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	code, msg := parseError(body)
+	code, msg := parseError(c.scrubBody(body))
 	return nil, &Error{Op: r.method, Where: c.Where(), Key: key, Status: resp.StatusCode,
 		Code: code, Message: c.scrub(msg), Kind: kindOf(resp.StatusCode, code, r.method, r.bucket)}
 }
 
-// scrub removes the access key id from text a server or the transport wrote; the secret key
-// is never sent, so it cannot come back.
+// scrub removes the access key id and the session token (both sent with every request, so a
+// server may echo them) from text a server or the transport wrote; the secret key is never
+// sent, but is removed too.
 func (c *Client) scrub(s string) string {
-	if c.creds.AccessKeyID != "" {
-		s = strings.ReplaceAll(s, c.creds.AccessKeyID, "<access-key-id>")
-	}
-	if c.creds.SecretAccessKey != "" {
-		s = strings.ReplaceAll(s, c.creds.SecretAccessKey, "<secret>")
+	for _, r := range c.secrets() {
+		s = strings.ReplaceAll(s, r[0], r[1])
 	}
 	return truncate(s, 300)
+}
+
+// scrubBody is scrub on an error reply before it is parsed and cut: a long session token cut
+// mid-way by the message's length cap would no longer match whole (red team #31). The
+// replacements hold no XML markup.
+func (c *Client) scrubBody(b []byte) []byte {
+	for _, r := range c.secrets() {
+		b = bytes.ReplaceAll(b, []byte(r[0]), []byte("["+strings.Trim(r[1], "<>")+"]"))
+	}
+	return b
+}
+
+// secrets are the credentials with their placeholders, the set ones only.
+func (c *Client) secrets() [][2]string {
+	var out [][2]string
+	for _, r := range [][2]string{{c.creds.AccessKeyID, "<access-key-id>"}, {c.creds.SecretAccessKey, "<secret>"}, {c.creds.SessionToken, "<session-token>"}} {
+		if r[0] != "" {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // ObjectInfo is what a read or write says about an object.

@@ -51,3 +51,30 @@ func TestRedTeam31_RedirectToAnotherHost(t *testing.T) {
 		}
 	}
 }
+
+// TestRedTeam31_SessionTokenEchoed (red team #31): a server that echoes the request's session
+// token (X-Amz-Security-Token: a credential, like the keys) in its error message must not put
+// it into agora's error, which reaches logs, doctor rows and verify reports, whole or cut. The
+// access key id and secret are scrubbed; the session token is a credential too.
+func TestRedTeam31_SessionTokenEchoed(t *testing.T) {
+	hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte("<Error><Code>InvalidToken</Code><Message>The provided token is malformed: " + r.Header.Get("X-Amz-Security-Token") + "</Message></Error>"))
+	}))
+	defer hostile.Close()
+	// As long as STS's: the server's message is cut at 200 characters, mid-token.
+	session := "FwoGZXIvYXdzE" + strings.Repeat("redteam31+/", 80)
+	creds := s3.Credentials{AccessKeyID: "AKIDECHO", SecretAccessKey: "echo-secret", SessionToken: session}
+	c, err := s3.New(s3.Config{Endpoint: hostile.URL, Bucket: "bkt", Prefix: "agora/"}, creds, s3test.Policy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	_, _, err = c.Get(t.Context(), "x", "", 100)
+	if err == nil {
+		t.Fatal("an error reply was accepted")
+	}
+	if strings.Contains(err.Error(), session[:24]) || !strings.Contains(err.Error(), "InvalidToken: The provided token is malformed: [session-token]") {
+		t.Errorf("the session token reached agora's error: %q", err)
+	}
+}
