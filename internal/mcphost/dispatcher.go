@@ -3,7 +3,9 @@ package mcphost
 import (
 	"context"
 	"errors"
+	"fmt"
 
+	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
@@ -46,6 +48,34 @@ func (m *Dispatcher) Dispatch(ctx context.Context, req mcpserver.DispatchRequest
 		}
 	}
 	return record(rec), nil
+}
+
+var _ mcpserver.LearnGate = (*Dispatcher)(nil)
+
+// LearnTarget refuses a dispatch to a target in mode: learn before the MCP server admits the
+// call, so its refusal is audited as one (Accept refuses it again: NoLearn).
+func (m *Dispatcher) LearnTarget(target string) error {
+	if m.d.Config == nil {
+		return nil
+	}
+	t, err := m.d.Config.Target(target)
+	if err != nil || t.Mode != config.ModeLearn {
+		return nil // an unknown target is Accept's to report
+	}
+	if target == "" {
+		target = config.DefaultTarget
+	}
+	return fmt.Errorf("target %q is in learn mode (mode: learn in agora.yaml), which a person chose for it, not for an AI: %w; dispatch to another target, or ask a person to run `agora dispatch run --learn`", target, dispatch.ErrLearnFromMCP)
+}
+
+// LearnParent refuses an answer to a learn dispatch's question before the MCP server admits
+// the call: the answer's dispatch would be a learn one (Accept refuses it again: NoLearn).
+func (m *Dispatcher) LearnParent(ctx context.Context, id string) error {
+	r, err := m.visible(ctx, id)
+	if err != nil || !r.Learn {
+		return nil // Resume reports an unknown dispatch, or one no MCP client may see, itself
+	}
+	return fmt.Errorf("dispatch %s is a learn dispatch, and its answer would be one: %w: learn mode is a person's decision; a person answers it with `agora dispatch resume`", id, dispatch.ErrLearnFromMCP)
 }
 
 func (m *Dispatcher) Get(ctx context.Context, id string) (*mcpserver.Record, error) {

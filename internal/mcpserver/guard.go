@@ -48,6 +48,9 @@ func (s *Server) guard(t tool, id identity, limiter *rate.Limiter) mcp.ToolHandl
 			return toolError(t.name + " refused: too many calls; retry in a second"), nil
 		}
 		args, err := t.decode(raw)
+		if err == nil {
+			err = s.learnDenied(ctx, args) // refused for what it would start, before it is admitted
+		}
 		var denied *DeniedError
 		if errors.As(err, &denied) {
 			// Refused for what it asks (a plan with learn): audited as denied before the answer.

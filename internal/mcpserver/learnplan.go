@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -45,4 +46,41 @@ func learnInPlan(raw json.RawMessage) error {
 	slices.Sort(ids)
 	return &DeniedError{Msg: fmt.Sprintf("task %s has learn, and an MCP client cannot start a learn dispatch: "+
 		"learn is a person's decision (`agora orch submit` on the host); submit the plan without learn", strings.Join(slices.Compact(ids), ", "))}
+}
+
+// LearnGate is what a [Dispatcher] may also do: tell, before the call is admitted, that
+// agora_dispatch would start a learn dispatch, which an MCP client may not (docs/learn.md).
+// The guard then audits the call as denied (mcp.tool.denied) before anything happens;
+// without it the dispatcher's own refusal followed an entry saying the call was allowed
+// (red team 31). Errors are the refusal's text.
+type LearnGate interface {
+	// LearnTarget refuses a dispatch to target ("" is the default) in mode: learn.
+	LearnTarget(target string) error
+	// LearnParent refuses an answer to dispatch id when that is a learn dispatch (its answer
+	// would be one too); nil for an id it does not know (the call says so itself).
+	LearnParent(ctx context.Context, id string) error
+}
+
+// learnDenied is the [DeniedError] of agora_dispatch arguments that would start a learn
+// dispatch, or nil.
+func (s *Server) learnDenied(ctx context.Context, args any) error {
+	a, ok := args.(dispatchArgs)
+	g, gate := s.cfg.Dispatcher.(LearnGate)
+	if !ok || !gate {
+		return nil
+	}
+	var err error
+	if a.Resume != nil {
+		err = g.LearnParent(ctx, a.Resume.Dispatch)
+	} else {
+		target := ""
+		if a.Target != nil {
+			target = *a.Target
+		}
+		err = g.LearnTarget(target)
+	}
+	if err != nil {
+		return &DeniedError{Msg: err.Error()}
+	}
+	return nil
 }
