@@ -153,6 +153,7 @@ func TestAgentSandboxBackend_CancelAndAdopt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	other.testOnlyPodMeta = p.testOnlyPodMeta // the same target's settings (checkSandbox wants its labels)
 	h2, err := other.Start(t.Context(), testSpec(id))
 	if err != nil {
 		t.Fatal(err)
@@ -290,6 +291,7 @@ func TestAgentSandboxBackend_SwitchedBackendAdoptsNotReplaces(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			switched.testOnlyPodMeta = p.testOnlyPodMeta // the same target's settings (checkSandbox wants its labels)
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			h2, err := switched.Start(ctx, testSpec(id))
@@ -356,6 +358,7 @@ func TestAgentSandboxBackend_DocumentedRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	again.testOnlyPodMeta = p.testOnlyPodMeta // the same target's settings (checkSandbox wants its labels)
 	h2, err := again.Start(t.Context(), testSpec(id))
 	if err != nil {
 		t.Fatalf("adopt under the documented Role: %v", err)

@@ -3,8 +3,10 @@ package kubernetes
 import (
 	"errors"
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/remote"
@@ -24,6 +26,9 @@ func (p *Provider) checkSandbox(sb *sandboxObject, s compute.Spec) error {
 	}
 	if !ownedBy(sb.Spec.PodTemplate.Metadata.Labels, id) {
 		bad("the pod template does not carry the labels the dispatch's NetworkPolicy selects")
+	} else if want := p.templateLabels(id); !maps.Equal(sb.Spec.PodTemplate.Metadata.Labels, want) {
+		// Another NetworkPolicy of the namespace may select an extra label: policies add up.
+		bad("the pod template's labels %v are not the dispatch's %v", sb.Spec.PodTemplate.Metadata.Labels, want)
 	}
 	pod := &sb.Spec.PodTemplate.Spec
 	switch {
@@ -93,4 +98,13 @@ func derefOr[T any](p *T, zero T) T {
 		return zero
 	}
 	return *p
+}
+
+// templateLabels are the labels agora gives a dispatch's pod template (job.go).
+func (p *Provider) templateLabels(id string) map[string]string {
+	m := metav1.ObjectMeta{Labels: labels(id)}
+	if p.testOnlyPodMeta != nil {
+		p.testOnlyPodMeta(&m)
+	}
+	return m.Labels
 }

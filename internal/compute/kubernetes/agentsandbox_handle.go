@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -104,9 +106,25 @@ func (h *handle) watchSandbox(ctx context.Context) (compute.Exit, error) {
 // watch is.
 type podFollow struct {
 	h        *handle
-	uid      types.UID // the pinned pod, "" before the first
-	rv       string    // the last resource version read; "" to list again
-	deleting bool      // the Sandbox is going (a cancel): its pod's end is expected
+	uid      types.UID         // the pinned pod, "" before the first
+	rv       string            // the last resource version read; "" to list again
+	deleting bool              // the Sandbox is going (a cancel): its pod's end is expected
+	labels   map[string]string // the pinned pod's labels but the controller's, at first sight
+}
+
+// sandboxSystemPrefix starts the labels agent-sandbox's controller sets on a pod itself (its
+// name hash, pool and created-by labels); it never takes them from a template.
+const sandboxSystemPrefix = "agents.x-k8s.io/"
+
+// podOwnLabels is a pod's labels without the controller's own.
+func podOwnLabels(l map[string]string) map[string]string {
+	out := make(map[string]string, len(l))
+	for k, v := range l {
+		if !strings.HasPrefix(k, sandboxSystemPrefix) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func (f *podFollow) owned(pod *corev1.Pod) bool {
@@ -128,10 +146,15 @@ func (f *podFollow) see(ctx context.Context, pod *corev1.Pod, deleted bool) (com
 	}
 	// The controller carries the Sandbox's template labels over to the running pod: an edit
 	// of the template by whoever may patch Sandboxes takes the pod out of its NetworkPolicy's
-	// selector, and an unconfined pod must not run on (red team 31).
-	if !deleted && !ownedBy(pod.Labels, f.h.id) {
+	// selector, or into another policy's (policies add up), and such a pod must not run on
+	// (red team 31). Its labels but the controller's own are pinned at first sight.
+	own := podOwnLabels(pod.Labels)
+	if f.labels == nil {
+		f.labels = own
+	}
+	if !deleted && (!ownedBy(pod.Labels, f.h.id) || !maps.Equal(own, f.labels)) {
 		exit, err := f.h.endSandbox(compute.Exit{Code: -1, Lost: true}, nil)
-		return exit, true, errors.Join(err, fmt.Errorf("sandbox %q: its pod no longer carries the labels its NetworkPolicy selects (the Sandbox's template was relabelled); stopped", f.h.name))
+		return exit, true, errors.Join(err, fmt.Errorf("sandbox %q: its pod's labels changed (the Sandbox's template was relabelled): its NetworkPolicy may no longer be the only one selecting it; stopped", f.h.name))
 	}
 	if exit, done := f.h.sandboxPodEnded(ctx, pod); done {
 		exit, err := f.h.endSandbox(exit, nil, metav1.DeletePropagationBackground)

@@ -101,9 +101,19 @@ func TestRedTeam31_CheckSandboxContainerOverrides(t *testing.T) {
 // coverage of an agent-sandbox pod: the controller (v0.5.6, real, on kwok) propagates the
 // Sandbox's pod-template labels to the running pod and removes the ones taken out of the
 // template. Someone who may patch Sandboxes, not pods, relabels a running dispatch's template:
-// the pod loses the labels its NetworkPolicy selects and the policy stops confining it. The
-// dispatch must end (lost) and its Sandbox go, never run on unconfined.
+// the pod loses the labels its NetworkPolicy selects (the policy stops confining it), or gains
+// one another policy of the namespace selects (policies add up: that one's egress is the
+// pod's too). The dispatch must end (lost) and its Sandbox go, never run on.
 func TestRedTeam31_SandboxRelabelEndsDispatch(t *testing.T) {
+	for name, label := range map[string]string{
+		"dispatch label changed": `"` + labelDispatch + `":"someone-else"`,
+		"label added":            `"allow-egress":"all"`,
+	} {
+		t.Run(name, func(t *testing.T) { relabelAttack(t, label) })
+	}
+}
+
+func relabelAttack(t *testing.T, label string) {
 	p := sandboxProvider(t, &fakeExporter{})
 	p.testOnlyPodMeta = failWith(1, "1h")
 	id := clusterID("SBRELABEL")
@@ -113,15 +123,19 @@ func TestRedTeam31_SandboxRelabelEndsDispatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPodPhase(t, p, id, corev1.PodRunning)
-	if _, err := p.client.AgentsV1beta1().Sandboxes(p.ns).Patch(t.Context(), name, types.MergePatchType,
-		[]byte(`{"spec":{"podTemplate":{"metadata":{"labels":{"`+labelDispatch+`":"someone-else"}}}}}`), metav1.PatchOptions{}); err != nil {
+	before, err := p.client.CoreV1().Pods(p.ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	// The precondition: the controller relabels the running pod, out of its policy's reach.
+	if _, err := p.client.AgentsV1beta1().Sandboxes(p.ns).Patch(t.Context(), name, types.MergePatchType,
+		[]byte(`{"spec":{"podTemplate":{"metadata":{"labels":{`+label+`}}}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The precondition: the controller relabels the running pod.
 	relabelled := false
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !relabelled; time.Sleep(50 * time.Millisecond) {
 		pod, err := p.client.CoreV1().Pods(p.ns).Get(t.Context(), name, metav1.GetOptions{})
-		relabelled = err == nil && pod.Labels[labelDispatch] != id
+		relabelled = err == nil && len(pod.Labels) != len(before.Labels) || err == nil && pod.Labels[labelDispatch] != id
 		if apierrors.IsNotFound(err) {
 			break // agora ended it already
 		}
@@ -136,11 +150,11 @@ func TestRedTeam31_SandboxRelabelEndsDispatch(t *testing.T) {
 	select {
 	case r := <-ch:
 		if !r.exit.Lost {
-			t.Errorf("exit = %+v (%v), want lost: the pod left its NetworkPolicy", r.exit, r.err)
+			t.Errorf("exit = %+v (%v), want lost: the pod was relabelled", r.exit, r.err)
 		}
 		t.Logf("ended: %+v %v", r.exit, r.err)
 	case <-time.After(20 * time.Second):
-		t.Fatal("the dispatch runs on 20 s after its pod left its NetworkPolicy's selector")
+		t.Fatal("the dispatch runs on 20 s after its pod was relabelled")
 	}
 	waitGone(t, "sandbox", func() error {
 		_, err := p.client.AgentsV1beta1().Sandboxes(p.ns).Get(t.Context(), name, metav1.GetOptions{})
