@@ -15,6 +15,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/store"
 )
 
 // probeScript is what a sandboxed agent can learn of its own sandbox: its ids, capabilities,
@@ -385,4 +386,56 @@ func TestRedTeam31_WarmHandoffStandbyKilled(t *testing.T) {
 		_, err := os.Stat(slot)
 		return errors.Is(err, os.ErrNotExist)
 	})
+}
+
+// auditTrail is dispatch id's audit entries as "kind actor" lines, in order.
+func auditTrail(t *testing.T, db *store.DB, id string) []string {
+	t.Helper()
+	rows, err := db.SQL().Query(`SELECT kind, actor FROM audit_entries WHERE subject LIKE '%' || ? ORDER BY seq`, id)
+	must(t, err)
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var k, a string
+		must(t, rows.Scan(&k, &a))
+		out = append(out, k+" "+a)
+	}
+	must(t, rows.Err())
+	return out
+}
+
+// TestRedTeam31_WarmHandoffCtrlCAudit: Ctrl-C of a dispatch handed to serve and run in a
+// standby is a cancel serve asks of the standby's supervisor; the audit must tell the same
+// story with the same actors as a Ctrl-C of the one-shot CLI's own dispatch: who cancelled is
+// the person, never a system actor or nobody.
+func TestRedTeam31_WarmHandoffCtrlCAudit(t *testing.T) {
+	e, _ := warmProbeEnv(t, 1)
+	db := openAgoraDB(t, e)
+	interrupt := func(extra ...string) string {
+		cmd, out, lines := e.startOneShotEnv(extra, "--subagent", "slow")
+		seen := waitLine(t, lines, " started (")
+		cmd.Process.Signal(syscall.SIGINT)
+		seen += drain(lines)
+		if err := cmd.Wait(); err == nil {
+			t.Fatalf("exit 0 after Ctrl-C\n%s", seen)
+		}
+		id := dispatchIDLine.FindString(out.String())
+		if id == "" {
+			t.Fatalf("no dispatch id:\n%s", out)
+		}
+		return id
+	}
+	before := e.handoffs()
+	warmID := interrupt()
+	if e.handoffs() != before+1 {
+		t.Fatal("not handed off")
+	}
+	coldID := interrupt("AGORA_NO_HANDOFF=1")
+	w, c := auditTrail(t, db, warmID), auditTrail(t, db, coldID)
+	if len(w) == 0 || !strings.HasPrefix(w[len(w)-1], "dispatch.cancelled ") || strings.HasSuffix(w[len(w)-1], " ") {
+		t.Errorf("the warm hand-off's audit does not end with its cancel by a person: %v", w)
+	}
+	if strings.Join(w, "\n") != strings.Join(c, "\n") {
+		t.Errorf("audit of a Ctrl-C'd warm hand-off:\n%s\nof the one-shot CLI's:\n%s", strings.Join(w, "\n"), strings.Join(c, "\n"))
+	}
 }
