@@ -170,7 +170,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	}
 	defer os.Remove(sock)
 	srv := &service.Server{Engine: eng, PinRepo: dispatch.PinRevision, PinWorkspace: d.PinWorkspace, Log: ob.log,
-		Trace: runTrace(ob.tracer), ExportRun: orchRunExporter(orchCP)}
+		Trace: runTrace(ob.tracer), ExportRun: orchRunExporter(orchCP), LearnInRun: d.Records.LearnInRun}
 	// `agora dispatch run` hands its dispatch to this serve when it can (#28, orch_handoff.go).
 	if srv.Handoff, err = newHandoffRunner(f, d, sup, h.Dir); err != nil {
 		return err

@@ -53,6 +53,10 @@ type Server struct {
 	// Handoff runs what `agora dispatch run` hands to serve; nil: the hand-off route answers
 	// not found and the CLI supervises its dispatches itself.
 	Handoff Handoff
+	// LearnInRun returns the ids of a run's learn dispatches (dispatch.Records.LearnInRun),
+	// so the run document marks a task whose dispatch was a learn one though its plan does
+	// not say learn (a target in mode: learn); nil: only the plan's marks.
+	LearnInRun func(ctx context.Context, runID string) (map[string]bool, error)
 
 	handoffs     handoffs
 	handoffCount atomic.Int64
@@ -179,7 +183,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, err)
 		return
 	}
-	run, err := s.Engine.Status(r.Context(), id)
+	run, err := s.runStatus(r.Context(), id)
 	if err != nil {
 		writeEngineErr(w, err)
 		return
@@ -296,7 +300,7 @@ func (s *Server) runs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	run, err := s.Engine.Status(r.Context(), r.PathValue("ref"))
+	run, err := s.runStatus(r.Context(), r.PathValue("ref"))
 	if err != nil {
 		writeEngineErr(w, err)
 		return
@@ -310,7 +314,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 // failed or cancelled).
 func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	ref := r.PathValue("ref")
-	first, err := s.Engine.Status(r.Context(), ref)
+	first, err := s.runStatus(r.Context(), ref)
 	if err != nil {
 		writeEngineErr(w, err)
 		return
@@ -318,7 +322,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	events, stop := s.Engine.Subscribe(first.ID)
 	defer stop()
 	// Read again after subscribing, so no change between the two is missed.
-	run, err := s.Engine.Status(r.Context(), first.ID)
+	run, err := s.runStatus(r.Context(), first.ID)
 	if err != nil {
 		writeEngineErr(w, err)
 		return
@@ -353,7 +357,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		case ev, ok := <-events:
 			if !ok {
 				// Fell behind: send the current state and stop; the client re-watches.
-				if run, err := s.Engine.Status(r.Context(), first.ID); err == nil {
+				if run, err := s.runStatus(r.Context(), first.ID); err == nil {
 					send(map[string]any{"run": run, "lagged": true})
 				}
 				return
@@ -362,7 +366,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if ev.Task == "" {
-				run, err := s.Engine.Status(r.Context(), first.ID)
+				run, err := s.runStatus(r.Context(), first.ID)
 				if err != nil {
 					return
 				}
@@ -379,7 +383,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 
 // audit exports a sealed run's part of orch.db: a run that could still change has no bundle.
 func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
-	run, err := s.Engine.Status(r.Context(), r.PathValue("ref"))
+	run, err := s.runStatus(r.Context(), r.PathValue("ref"))
 	if err != nil {
 		writeEngineErr(w, err)
 		return
@@ -424,7 +428,7 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, err)
 		return
 	}
-	run, err := s.Engine.Status(r.Context(), req.Run)
+	run, err := s.runStatus(r.Context(), req.Run)
 	if err != nil {
 		writeEngineErr(w, err)
 		return
