@@ -40,6 +40,10 @@ const (
 	maxErrorBody = 64 << 10
 	// maxListBody caps one ListObjectsV2 page (1,000 keys of ours are ~150 KB).
 	maxListBody = 4 << 20
+	// maxListPages caps the pages of one List: a million keys, twenty years of checkpoints
+	// every ten minutes. A server answering every page as truncated with a fresh token would
+	// otherwise keep List looping, no one request slow enough to time out (red team #31).
+	maxListPages = 1000
 )
 
 // Config says where objects live. Endpoint is an http or https URL (no userinfo, path, query);
@@ -329,7 +333,10 @@ func (c *Client) List(ctx context.Context, dir string) ([]string, error) {
 	}
 	var names []string
 	token := ""
-	for {
+	for page := 0; ; page++ {
+		if page == maxListPages {
+			return nil, fmt.Errorf("s3 list %s in %s: more than %d pages (%d keys so far); is the endpoint an S3 server?", dir, c.Where(), maxListPages, len(names))
+		}
 		q := url.Values{"list-type": {"2"}, "prefix": {c.prefix + dir}}
 		if token != "" {
 			q.Set("continuation-token", token)

@@ -1,12 +1,16 @@
 package s3_test
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest/s3test"
 	"github.com/agora-dev/agora/internal/s3"
@@ -76,5 +80,29 @@ func TestRedTeam31_SessionTokenEchoed(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), session[:24]) || !strings.Contains(err.Error(), "InvalidToken: The provided token is malformed: [session-token]") {
 		t.Errorf("the session token reached agora's error: %q", err)
+	}
+}
+
+// TestRedTeam31_EndlessListing (red team #31): a server that answers every list page as
+// truncated with a fresh continuation token would keep agora's anchoring (which lists the
+// log's anchors before each write) looping and growing forever: no request is slow, so no
+// timeout ends it. List gives up after a bounded number of pages, saying so.
+func TestRedTeam31_EndlessListing(t *testing.T) {
+	var pages atomic.Int64
+	hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := pages.Add(1)
+		fmt.Fprintf(w, `<ListBucketResult><IsTruncated>true</IsTruncated><NextContinuationToken>t%d</NextContinuationToken><Contents><Key>agora/anchors/agora/%020d</Key></Contents></ListBucketResult>`, n, n)
+	}))
+	defer hostile.Close()
+	c, err := s3.New(s3.Config{Endpoint: hostile.URL, Bucket: "bkt", Prefix: "agora/"}, s3.Credentials{AccessKeyID: "AKIDLIST", SecretAccessKey: "list-secret"}, s3test.Policy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err = c.List(ctx, "anchors/agora/")
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "more than 1000 pages") || pages.Load() != 1000 {
+		t.Errorf("an endless listing: %v after %d pages (context: %v), want List to stop by itself", err, pages.Load(), ctx.Err())
 	}
 }
