@@ -138,9 +138,11 @@ type jwtClient struct {
 	id string
 }
 
-func (c jwtClient) GetID() string                               { return c.id }
-func (c jwtClient) AccessTokenType() op.AccessTokenType         { return op.AccessTokenTypeJWT }
-func (c jwtClient) GrantTypes() []oidc.GrantType                { return []oidc.GrantType{oidc.GrantTypeClientCredentials} }
+func (c jwtClient) GetID() string                       { return c.id }
+func (c jwtClient) AccessTokenType() op.AccessTokenType { return op.AccessTokenTypeJWT }
+func (c jwtClient) GrantTypes() []oidc.GrantType {
+	return []oidc.GrantType{oidc.GrantTypeClientCredentials}
+}
 func (c jwtClient) RestrictAdditionalAccessTokenScopes() func([]string) []string {
 	return func(s []string) []string { return s }
 }
