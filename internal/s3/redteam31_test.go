@@ -106,3 +106,32 @@ func TestRedTeam31_EndlessListing(t *testing.T) {
 		t.Errorf("an endless listing: %v after %d pages (context: %v), want List to stop by itself", err, pages.Load(), ctx.Err())
 	}
 }
+
+// TestRedTeam31_NamesOutsideTheCharset (red team #31): names an anchor's evidence or a blob
+// digest could smuggle past the prefix: percent-encoded separators, Unicode look-alikes of '.'
+// and '/', NUL, backslash, an over-long name. Each call refuses the name before any request.
+func TestRedTeam31_NamesOutsideTheCharset(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	c, err := s3.New(s3.Config{Endpoint: srv.URL, Bucket: "bkt", Prefix: "agora/"}, s3.Credentials{AccessKeyID: "AKIDNAMES", SecretAccessKey: "names-secret"}, s3test.Policy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	for _, name := range []string{"a%2F..%2F..%2Fx", "%2e%2e/x", "\u2024\u2024/x", "a\uff0f..\uff0fx", "a\u2215b", "a\x00b", "a\\..\\x",
+		"anchors/agora/\u0030\u0301", "a/b/", ".", "..", strings.Repeat("a", 513), "a\nb", "a\u202eb"} {
+		if _, _, err := c.Get(t.Context(), name, "", 10); err == nil || !strings.Contains(err.Error(), "object name") {
+			t.Errorf("get %+q: %v", name, err)
+		}
+		if _, err := c.Versions(t.Context(), name); err == nil || !strings.Contains(err.Error(), "object name") {
+			t.Errorf("versions %+q: %v", name, err)
+		}
+		if err := c.Delete(t.Context(), name, ""); err == nil {
+			t.Errorf("delete %+q accepted", name)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("%d requests reached the server", n)
+	}
+}
