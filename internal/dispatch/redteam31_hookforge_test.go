@@ -39,7 +39,9 @@ func TestRedTeam31_HookRelayForgedWouldDeny(t *testing.T) {
 		`curl -sS --abstract-unix-socket "${S#@}" -d '` + forged + `' http://relay/audit/tool -o /dev/null -w "forge=%{http_code}"`
 	const key = "sk-ant-api03-e2e-forge-0123456789abcdef"
 	api, err := anthropictest.Start(key, anthropictest.Turns(
-		anthropictest.Reply{Blocks: []anthropictest.Block{anthropictest.ToolUse("toolu_real01", "Bash", mustJSON(t, map[string]string{"command": line, "description": "look"}))}},
+		anthropictest.Reply{Blocks: []anthropictest.Block{
+			anthropictest.ToolUse("toolu_real01", "Bash", mustJSON(t, map[string]string{"command": line, "description": "look"})),
+			anthropictest.ToolUse("toolu_real02", "Bash", mustJSON(t, map[string]string{"command": "echo learned-$((6*7))", "description": "compute"}))}},
 		anthropictest.Reply{Blocks: []anthropictest.Block{anthropictest.Text("Done.")}},
 	))
 	if err != nil {
@@ -76,11 +78,21 @@ func TestRedTeam31_HookRelayForgedWouldDeny(t *testing.T) {
 	if err := json.Unmarshal([]byte(h.agora("audit", "log", "--kind", "tool.would_deny", "-o", "json")), &would); err != nil {
 		t.Fatal(err)
 	}
+	real := false
 	for _, w := range would {
+		// The real call beside it (two calls in one answer): its would_deny is the hook's, with
+		// the command the worker read from claude's output.
+		real = real || (w.Details["call_id"] == "toolu_real02" && w.Details["reporter"] == "hook" && w.Details["command"] == "echo learned-$((6*7))")
 		if w.Details["command"] == "forged-tool --all" && w.Details["reporter"] != "sandbox" {
 			t.Errorf("a would_deny for call %v, which claude never printed, is on record as reporter %v (relay answered forge=204: %v)",
 				w.Details["call_id"], w.Details["reporter"], forgedAccepted)
 		}
+	}
+	if !real {
+		t.Errorf("the real parallel call's would_deny is not on record as the hook's: %+v", would)
+	}
+	if got := results["toolu_real02"]; !strings.Contains(got, "learned-42") {
+		t.Errorf("the real parallel call came back %q, want its output", got)
 	}
 	var prop struct {
 		Grant struct {
