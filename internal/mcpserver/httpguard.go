@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -72,15 +73,22 @@ func (g *httpGuard) wrap(next http.Handler) http.Handler {
 		g.admit(w, r, next)
 	}))
 	var prm http.Handler
+	metaPath := prmPath + httpPath
 	if g.oidc != nil {
 		prm = g.metadataHandler()
+		// A configured resource behind a proxy (https://host/team/mcp) names its metadata at
+		// /.well-known/oauth-protected-resource/team/mcp: serve it there too, or the 401's
+		// resource_metadata points at nothing (red team #31).
+		if u, err := url.Parse(metadataURL(g.resource)); err == nil && u.Path != "" {
+			metaPath = u.Path
+		}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !g.names.HostOK(r) {
 			g.refuse(w, r, http.StatusForbidden, "forbidden: the Host header does not name this server")
 			return
 		}
-		if prm != nil && (r.URL.Path == prmPath || r.URL.Path == prmPath+httpPath) {
+		if prm != nil && (r.URL.Path == prmPath || r.URL.Path == prmPath+httpPath || r.URL.Path == metaPath) {
 			prm.ServeHTTP(w, r) // public, for any origin (RFC 9728 §3)
 			return
 		}
