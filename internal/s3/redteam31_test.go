@@ -135,3 +135,48 @@ func TestRedTeam31_NamesOutsideTheCharset(t *testing.T) {
 		t.Errorf("%d requests reached the server", n)
 	}
 }
+
+// TestRedTeam31_HugeReplies (red team #31): a hostile endpoint's endless bodies are read only
+// up to each call's cap: an object of unannounced length past the caller's limit, a retention
+// reply, an Object Lock reply and a versions listing that never end. Each call fails, having
+// read at most its cap (a few MiB), never the stream.
+func TestRedTeam31_HugeReplies(t *testing.T) {
+	var served atomic.Int64
+	hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Amz-Version-Id", "v1")
+		chunk := []byte(strings.Repeat("<a>", 1<<14))
+		if r.URL.Query().Has("retention") || r.URL.Query().Has("object-lock") || r.URL.Query().Has("versions") {
+			w.Write([]byte("<Retention><Mode>"))
+		}
+		for i := 0; i < 1<<12; i++ { // up to 192 MiB
+			n, err := w.Write(chunk)
+			served.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}))
+	defer hostile.Close()
+	c, err := s3.New(s3.Config{Endpoint: hostile.URL, Bucket: "bkt", Prefix: "agora/"}, s3.Credentials{AccessKeyID: "AKIDHUGE", SecretAccessKey: "huge-secret"}, s3test.Policy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	if _, _, err := c.Get(t.Context(), "blobs/x", "", 1<<20); err == nil || !strings.Contains(err.Error(), "over the 1048576-byte limit") {
+		t.Errorf("an endless object: %v", err)
+	}
+	if _, err := c.Retention(t.Context(), "anchors/agora/1", "v1"); err == nil {
+		t.Error("an endless retention reply was accepted")
+	}
+	if err := c.CheckObjectLock(t.Context()); err == nil {
+		t.Error("an endless Object Lock reply was accepted")
+	}
+	if _, err := c.Versions(t.Context(), "anchors/agora/1"); err == nil {
+		t.Error("an endless versions reply was accepted")
+	}
+	c.CloseIdleConnections()
+	// Four calls; the server may have written ahead into socket buffers, not 4 x 192 MiB.
+	if n := served.Load(); n > 64<<20 {
+		t.Errorf("the server wrote %d MiB before the client stopped reading", n>>20)
+	}
+}
