@@ -230,3 +230,18 @@ func TestRedTeam31_DiscoveryPointsElsewhere(t *testing.T) {
 		}
 	}
 }
+
+// TestRedTeam31_SameKidAnotherIssuer (red team #31): a second issuer publishing the same key
+// id (k1) with its own key signs a token naming the first issuer: the first issuer's verifier
+// checks it with its own k1 and refuses it, and never asks the second issuer for keys.
+func TestRedTeam31_SameKidAnotherIssuer(t *testing.T) {
+	first, second := newClaimIssuer(t), newClaimIssuer(t)
+	v := newVerifier(t, first.url, time.Millisecond)
+	for _, iss := range []string{first.url, second.url} {
+		raw := fmt.Sprintf(`{"iss":%q,"sub":"svc","aud":%q,"exp":%d,"groups":["platform"]}`, iss, aud, time.Now().Add(time.Hour).Unix())
+		mustInvalid(t, v, second.token(t, raw, nil), "")
+	}
+	if n := second.jwks.Load(); n != 0 {
+		t.Errorf("the other issuer's key set was fetched %d times", n)
+	}
+}
