@@ -268,7 +268,7 @@ func TestVerify_EachCheckCatchesItsCorruption(t *testing.T) {
 		{"command evidence for another checkpoint", false, func(b *verify.Bundle, o *verify.Options) {
 			b.Anchored.Evidence[2].CheckpointSHA256 = flip(b.Anchored.Evidence[2].CheckpointSHA256, 31)
 		}, []string{"anchor " + e.names["command"]}},
-		{"unknown anchor type", false, func(b *verify.Bundle, o *verify.Options) { b.Anchored.Evidence[0].Type = "s3" },
+		{"unknown anchor type", false, func(b *verify.Bundle, o *verify.Options) { b.Anchored.Evidence[0].Type = "s4" },
 			[]string{"anchor " + e.names["file"]}},
 		{"anchor evidence removed", false, func(b *verify.Bundle, o *verify.Options) { b.Anchored.Evidence = nil },
 			[]string{"anchor"}},
