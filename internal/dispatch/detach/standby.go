@@ -309,12 +309,6 @@ func (s *Standbys) start(ctx context.Context, target string) (warm.Slot, error) 
 		// A standby that exits while it waits (its slot died) leaves the pool short: have it
 		// refilled now rather than when a dispatch finds it dead (red team 31).
 		s.prune(target)
-		// One killed with -9 after its claim leaves its slot's directory with the dispatch's
-		// tree still mounted on the host: sweep it now, not at the next fill, which an idle
-		// serve may not make for hours (red team 31). A slot whose holder lives is left.
-		if err := s.sweep(s.ctx); err != nil {
-			s.log.Warn("warm slots: sweep what dead standbys left", "err", err)
-		}
 	}()
 	_ = conn.SetReadDeadline(time.Now().Add(standbyReadyWithin))
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
