@@ -142,3 +142,72 @@ func TestRedTeam31_S3AnchorBucketWithoutLock(t *testing.T) {
 		t.Errorf("doctor on an anchor bucket with Object Lock: %q", got)
 	}
 }
+
+// TestRedTeam31_S3AnchorHiddenByADeleteMarker (red team #31): Object Lock
+// refuses deleting a locked version, not a DELETE without a version id, which puts a delete
+// marker over it and hides the key from ListObjectsV2. The operator hides the latest honest
+// anchor (5) that way and restores the database to a copy taken at checkpoint 3; agora's own
+// anchoring lists only 3, finds its fork consistent with it and anchors the fork's checkpoint
+// 6, and verify --anchor-bucket passed the forked bundle. Now a delete marker (or a second
+// version) among the log's anchors stops the anchoring and fails verify.
+func TestRedTeam31_S3AnchorHiddenByADeleteMarker(t *testing.T) {
+	srv := s3test.Shared(t)
+	bucket := srv.Bucket(t, true)
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "s3.env")
+	if err := os.WriteFile(creds, []byte("AWS_ACCESS_KEY_ID="+srv.Creds.AccessKeyID+"\nAWS_SECRET_ACCESS_KEY="+srv.Creds.SecretAccessKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := auditHome(t, fmt.Sprintf("egress: {allow_private: [127.0.0.1/32]}\naudit:\n  anchors:\n    - s3: {endpoint: %q, bucket: %s, prefix: %s, retention: 1d, credentials_file: %s}\n",
+		bucket.Endpoint, bucket.Bucket, bucket.Prefix, creds))
+	if r := runAgora(t, a, "audit", "checkpoint"); r.code != 0 || !strings.Contains(r.stderr, "wrote checkpoint 3") {
+		t.Fatalf("checkpoint: %+v", r)
+	}
+	db := filepath.Join(a["AGORA_HOME"], "agora.db")
+	saved, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	register := func(names ...string) {
+		for _, name := range names {
+			src := filepath.Join(dir, name)
+			os.MkdirAll(src, 0o755)
+			os.WriteFile(filepath.Join(src, "README.md"), []byte("# "+name+"\n"), 0o644)
+			if r := runAgora(t, a, "capability", "register", name, "--from", src); r.code != 0 {
+				t.Fatalf("register %s: %+v", name, r)
+			}
+		}
+	}
+	register("honest-4", "honest-5")
+	if r := runAgora(t, a, "audit", "checkpoint"); r.code != 0 || !strings.Contains(r.stderr, "wrote checkpoint 5") {
+		t.Fatalf("checkpoint 5: %+v", r)
+	}
+	c := srv.Client(t, bucket)
+	if err := c.Delete(t.Context(), anchor.S3AnchorName("agora", 5), ""); err != nil {
+		t.Fatalf("a delete marker over the locked anchor: %v", err)
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		os.Remove(db + suffix)
+	}
+	if err := os.WriteFile(db, saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	register("forged-4", "forged-5", "forged-6")
+	r := runAgora(t, a, "audit", "checkpoint")
+	if r.code == 0 || !strings.Contains(r.stderr, "delete marker over it") {
+		t.Errorf("the rolled-back log's checkpoint was anchored past the hidden anchor 5: %+v", r)
+	}
+	if _, _, err := c.Get(t.Context(), anchor.S3AnchorName("agora", 6), "", 4096); err == nil {
+		t.Error("the bucket holds the rolled-back log's checkpoint 6")
+	}
+	bundle := filepath.Join(dir, "rolled-back.json")
+	if r := runAgora(t, a, "audit", "export", "--out", bundle); r.code != 0 {
+		t.Fatalf("export: %+v", r)
+	}
+	sa, _ := standalone(t)
+	v := runAgora(t, sa, "verify", bundle, "--key", filepath.Join(a["AGORA_HOME"], "keys", "audit.pub"),
+		"--anchor-bucket", "s3://"+bucket.Bucket+"/"+bucket.Prefix, "--anchor-endpoint", bucket.Endpoint, "--anchor-credentials-file", creds)
+	if v.code != cli.ExitCheckFailed || !strings.Contains(v.stdout, "s3-anchor anchors/agora/\tFAIL\tthe anchor "+anchor.S3AnchorName("agora", 5)+" has a delete marker over it") {
+		t.Errorf("verify with a hidden anchor in the bucket: %+v", v)
+	}
+}

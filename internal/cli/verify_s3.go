@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path"
 	"strings"
 	"time"
 
@@ -80,6 +81,7 @@ func s3AnchorCopies(ctx context.Context, c *s3.Client, data []byte) (copies [][]
 	fail := func(item, format string, args ...any) {
 		rows = append(rows, verify.Result{Check: CheckS3Anchor, Item: item, Detail: fmt.Sprintf(format, args...)})
 	}
+	checkedDirs := map[string]bool{}
 	for _, an := range anchoreds {
 		if an == nil {
 			continue
@@ -89,6 +91,18 @@ func s3AnchorCopies(ctx context.Context, c *s3.Client, data []byte) (copies [][]
 				continue
 			}
 			item := truncateText(ev.Locator, 80)
+			// The log's other anchors: one hidden under a delete marker or written over is a
+			// later checkpoint someone did not want read (a rolled-back log anchored past it).
+			if dir := path.Dir(ev.Locator) + "/"; !checkedDirs[dir] && strings.HasPrefix(dir, "anchors/") {
+				checkedDirs[dir] = true
+				all, err := c.VersionsUnder(ctx, dir)
+				if err == nil {
+					err = anchor.S3AnchorsAltered(all)
+				}
+				if err != nil {
+					fail(truncateText(dir, 80), "%v", err)
+				}
+			}
 			// Object Lock protects the version written, not the name: a later plain PUT makes
 			// a new current version (a forked log's checkpoint under a fresh lock), and a
 			// DELETE a marker over it. The anchor is the name's one and only version.

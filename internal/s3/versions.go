@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/agora-dev/agora/internal/egress"
 )
@@ -53,10 +54,61 @@ func (c *Client) Versions(ctx context.Context, name string) ([]Version, error) {
 	return out, nil
 }
 
+// VersionsUnder lists every version and delete marker of every key under dir ("anchors/agora/"),
+// names with the prefix removed, all pages (at most maxListPages). A key the server names
+// outside the prefix is refused.
+func (c *Client) VersionsUnder(ctx context.Context, dir string) ([]ListedVersion, error) {
+	if err := checkName(dir + "x"); err != nil {
+		return nil, err
+	}
+	var out []ListedVersion
+	keyMarker, versionMarker := "", ""
+	for page := 0; ; page++ {
+		if page == maxListPages {
+			return nil, fmt.Errorf("s3 versions under %s in %s: more than %d pages", dir, c.Where(), maxListPages)
+		}
+		q := url.Values{"versions": {""}, "prefix": {c.prefix + dir}}
+		if keyMarker != "" {
+			q.Set("key-marker", keyMarker)
+			q.Set("version-id-marker", versionMarker)
+		}
+		resp, err := c.do(ctx, request{method: http.MethodGet, query: q, bucket: true})
+		if err != nil {
+			return nil, err
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxListBody))
+		resp.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("s3 versions under %s in %s: %w", dir, c.Where(), egress.RedactError(err))
+		}
+		p, err := ParseVersions(body)
+		if err != nil {
+			return nil, fmt.Errorf("s3 versions under %s in %s: %w", dir, c.Where(), err)
+		}
+		for _, v := range p.Versions {
+			name, ok := strings.CutPrefix(v.Key, c.prefix)
+			if !ok || checkName(name) != nil {
+				return nil, fmt.Errorf("s3 versions under %s in %s: the server returned key %q outside the prefix", dir, c.Where(), truncate(clean(v.Key), 80))
+			}
+			v.Key = name
+			out = append(out, v)
+		}
+		if !p.Truncated {
+			return out, nil
+		}
+		if p.NextKeyMarker == "" || (p.NextKeyMarker == keyMarker && p.NextVersionMarker == versionMarker) {
+			return nil, fmt.Errorf("s3 versions under %s in %s: a truncated page without a new marker", dir, c.Where())
+		}
+		keyMarker, versionMarker = p.NextKeyMarker, p.NextVersionMarker
+	}
+}
+
 // VersionsPage is one ListObjectVersions reply.
 type VersionsPage struct {
-	Truncated bool
-	Versions  []ListedVersion
+	Truncated         bool
+	NextKeyMarker     string
+	NextVersionMarker string
+	Versions          []ListedVersion
 }
 
 // ListedVersion is one entry of a VersionsPage.
@@ -67,9 +119,11 @@ type ListedVersion struct {
 }
 
 type xmlVersions struct {
-	XMLName     xml.Name `xml:"ListVersionsResult"`
-	IsTruncated bool     `xml:"IsTruncated"`
-	Entries     []struct {
+	XMLName             xml.Name `xml:"ListVersionsResult"`
+	IsTruncated         bool     `xml:"IsTruncated"`
+	NextKeyMarker       string   `xml:"NextKeyMarker"`
+	NextVersionIDMarker string   `xml:"NextVersionIdMarker"`
+	Entries             []struct {
 		XMLName   xml.Name
 		Key       string `xml:"Key"`
 		VersionID string `xml:"VersionId"`
@@ -83,7 +137,7 @@ func ParseVersions(body []byte) (VersionsPage, error) {
 	if err := decodeOne(body, &l); err != nil {
 		return VersionsPage{}, fmt.Errorf("versions reply: %w", err)
 	}
-	p := VersionsPage{Truncated: l.IsTruncated}
+	p := VersionsPage{Truncated: l.IsTruncated, NextKeyMarker: l.NextKeyMarker, NextVersionMarker: l.NextVersionIDMarker}
 	for _, e := range l.Entries {
 		switch e.XMLName.Local {
 		case "Version", "DeleteMarker":

@@ -59,6 +59,16 @@ func (a *S3) Anchor(ctx context.Context, checkpoint []byte, checkPrevious func(c
 	if err != nil {
 		return verify.Evidence{}, err
 	}
+	// A delete marker hides an anchor from the listing below (Object Lock refuses deleting a
+	// locked version, not marking it deleted); a second version of a key replaces what a GET
+	// reads. Either would let a rolled-back log pass the check against the latest anchor.
+	versions, err := a.c.VersionsUnder(ctx, S3AnchorDir(a.log))
+	if err != nil {
+		return verify.Evidence{}, err
+	}
+	if err := S3AnchorsAltered(versions); err != nil {
+		return verify.Evidence{}, fmt.Errorf("%s: %w; refusing to anchor until an operator looks", a.Name(), err)
+	}
 	names, err := a.c.List(ctx, S3AnchorDir(a.log))
 	if err != nil {
 		return verify.Evidence{}, err
@@ -110,6 +120,24 @@ func (a *S3) Anchor(ctx context.Context, checkpoint []byte, checkPrevious func(c
 		Locator:          name,
 		Receipt:          []byte("version " + info.VersionID + ", " + lock.Mode + " until " + lock.RetainUntil.Format(time.RFC3339)),
 	}, nil
+}
+
+// S3AnchorsAltered reports the first sign, in a listing of every version under a log's anchor
+// directory, that its anchors were written over or hidden: a delete marker, or a key with more
+// than one version (agora writes each anchor once, If-None-Match). Object Lock keeps the locked
+// versions; these hide or shadow them (red team #31).
+func S3AnchorsAltered(versions []s3.ListedVersion) error {
+	seen := map[string]bool{}
+	for _, v := range versions {
+		if v.DeleteMarker {
+			return fmt.Errorf("the anchor %s has a delete marker over it: an anchor was hidden", v.Key)
+		}
+		if seen[v.Key] {
+			return fmt.Errorf("the anchor %s has more than one version: an anchor was written over", v.Key)
+		}
+		seen[v.Key] = true
+	}
+	return nil
 }
 
 // CheckpointSize reads the tree size of a signed checkpoint note.
