@@ -68,13 +68,13 @@ func (o *verifyOptions) anchorBucketClient() (*s3.Client, error) {
 // each gets a row: the lock's mode and retain-until, or why it fails (missing, not COMPLIANCE,
 // another checkpoint). A bundle with no s3 evidence fails: the auditor asked for one.
 func s3AnchorCopies(ctx context.Context, c *s3.Client, data []byte) (copies [][]byte, rows []verify.Result) {
-	var anchoreds []*verify.Anchored
+	var bundles []*verify.Bundle
 	if b, err := verify.ParseBundleBytes(data); err == nil {
-		anchoreds = append(anchoreds, b.Anchored)
+		bundles = append(bundles, b)
 	} else if rb, err := verify.ParseRunBundle(bytes.NewReader(data)); err == nil {
 		for _, part := range []*verify.Bundle{rb.Orch, rb.Dispatches} {
 			if part != nil {
-				anchoreds = append(anchoreds, part.Anchored)
+				bundles = append(bundles, part)
 			}
 		}
 	}
@@ -82,7 +82,8 @@ func s3AnchorCopies(ctx context.Context, c *s3.Client, data []byte) (copies [][]
 		rows = append(rows, verify.Result{Check: CheckS3Anchor, Item: item, Detail: fmt.Sprintf(format, args...)})
 	}
 	checkedDirs := map[string]bool{}
-	for _, an := range anchoreds {
+	for _, b := range bundles {
+		an := b.Anchored
 		if an == nil {
 			continue
 		}
@@ -101,6 +102,8 @@ func s3AnchorCopies(ctx context.Context, c *s3.Client, data []byte) (copies [][]
 				}
 				if err != nil {
 					fail(truncateText(dir, 80), "%v", err)
+				} else {
+					rows = append(rows, s3EarlierAnchors(ctx, c, b, dir, all)...)
 				}
 			}
 			// Object Lock protects the version written, not the name: a later plain PUT makes
