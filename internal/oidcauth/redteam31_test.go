@@ -245,3 +245,46 @@ func TestRedTeam31_SameKidAnotherIssuer(t *testing.T) {
 		t.Errorf("the other issuer's key set was fetched %d times", n)
 	}
 }
+
+// TestRedTeam31_RotationUnderAKidStorm (red team #31): an unauthenticated client sending
+// tokens with ever new key ids spends every refetch the rate limit allows. When the provider
+// then rotates its key, a real token of the new key may be refused while the limit is spent,
+// but never for longer than one refill: each refetch, the attacker's included, loads the
+// provider's current key set, so the storm cannot keep the new key out.
+func TestRedTeam31_RotationUnderAKidStorm(t *testing.T) {
+	p := oidctest.Start(t, oidctest.Config{Services: services()})
+	const every = 300 * time.Millisecond
+	v := newVerifier(t, p.Issuer, every)
+	ctx := context.Background()
+	if _, err := v.Verify(ctx, p.Token(t, "svc-platform")); err != nil {
+		t.Fatal(err)
+	}
+	mine, _ := rsa.GenerateKey(rand.Reader, 2048)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			v.Verify(ctx, sign(t, mine, jose.RS256, fmt.Sprintf("storm-%d", i), claims(p.Issuer)))
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	time.Sleep(every) // the storm has spent the burst
+	p.Rotate(t, true)
+	fresh := p.Token(t, "svc-platform")
+	deadline := time.Now().Add(20 * every)
+	var err error
+	for time.Now().Before(deadline) {
+		if _, err = v.Verify(ctx, fresh); err == nil {
+			return
+		}
+		time.Sleep(every / 3)
+	}
+	t.Fatalf("a token of the rotated-in key was still refused after %s of the storm: %v", 20*every, err)
+}
