@@ -173,12 +173,16 @@ func TestRedTeam4_StaleStartLeavesTheWinnersGatewaySession(t *testing.T) {
 			defer cancel()
 
 			aDone := make(chan error, 1)
+			// A's handle is followed to its end inside the test: left running, it wrote into the
+			// test's directories while they were being removed (a flake under load).
+			aEnded := make(chan struct{})
 			go func() {
+				defer close(aEnded)
 				h, err := pa.Start(ctx, s)
-				if err == nil {
-					go h.Wait()
-				}
 				aDone <- err
+				if err == nil {
+					h.Wait()
+				}
 			}()
 			<-stall.held
 			hb, err := pb.Start(ctx, s)
@@ -202,6 +206,11 @@ func TestRedTeam4_StaleStartLeavesTheWinnersGatewaySession(t *testing.T) {
 			waitTimeout(t, hb, 3*time.Minute)
 			if code := sessionOK(id, tokenB); code != 401 {
 				t.Errorf("B's token after B's Job ended: %d, want 401", code)
+			}
+			select {
+			case <-aEnded:
+			case <-time.After(3 * time.Minute):
+				t.Error("the stale Start A's handle did not end after the dispatch's context was cancelled")
 			}
 		})
 	}
