@@ -1,6 +1,8 @@
 package dispatch_test
 
 import (
+	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -79,7 +81,7 @@ func TestRedTeam31_DockerSecondHolderSparesClaimedSlot(t *testing.T) {
 	if err != nil || w2 == nil {
 		t.Fatalf("second StartWarm: %v, %v", w2, err)
 	}
-	t.Cleanup(w2.Close)
+	defer w2.Close() // again, once more: a second Close must return
 
 	cli, err := client.New(client.WithHost(containerHost()), client.WithAPIVersionNegotiation())
 	if err != nil {
@@ -96,5 +98,21 @@ func TestRedTeam31_DockerSecondHolderSparesClaimedSlot(t *testing.T) {
 	}
 	if final := cancel(hot, hotDone); final == nil || final.State != dispatch.StateCancelled {
 		t.Errorf("warm dispatch ended %+v, want cancelled", final)
+	}
+
+	// The second holder stops. The first one's gateway must still be where its slot
+	// containers (those it starts from now on too) find it: the second must neither have taken
+	// its socket's path over nor removed it on the way out.
+	w2.Close()
+	socks, _ := filepath.Glob(filepath.Join(filepath.Dir(e.d.StateDir), "gateway", "slots*.sock"))
+	served := false
+	for _, sock := range socks {
+		if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
+			c.Close()
+			served = true
+		}
+	}
+	if !served {
+		t.Errorf("after a second holder came and went, no slot gateway socket of the first answers (%v)", socks)
 	}
 }

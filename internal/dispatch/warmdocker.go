@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,20 +49,22 @@ type dockerGateway struct {
 	sock  string
 	stop  context.CancelFunc
 	done  chan error
+
+	closeOnce sync.Once
 }
 
 // gatewayDir is AGORA_HOME/gateway: StateDir is AGORA_HOME/dispatches.
 func (d *Dispatcher) gatewayDir() string { return filepath.Join(filepath.Dir(d.StateDir), "gateway") }
 
 // startDockerGateway sweeps what a killed holder left (its slots revoked, their containers
-// removed) and serves the slot gateway on AGORA_HOME/gateway/slots.sock.
+// removed) and serves the slot gateway on a socket of its own, AGORA_HOME/gateway/slots-RANDOM.sock.
 func (d *Dispatcher) startDockerGateway(ctx context.Context) (*dockerGateway, error) {
 	dir := d.gatewayDir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("docker warm slots: %w", err)
 	}
 	g := &dockerGateway{home: filepath.Dir(d.StateDir), reg: &netgw.Registry{Dir: filepath.Join(dir, "sessions")},
-		slots: &netgw.Slots{Dir: filepath.Join(dir, "slots")}, sock: filepath.Join(dir, "slots.sock"), done: make(chan error, 1)}
+		slots: &netgw.Slots{Dir: filepath.Join(dir, "slots")}, sock: slotSocketPath(dir), done: make(chan error, 1)}
 	if _, err := g.slots.Sweep(ctx); err != nil {
 		return nil, fmt.Errorf("docker warm slots: %w", err)
 	}
@@ -87,8 +88,8 @@ func (d *Dispatcher) startDockerGateway(ctx context.Context) (*dockerGateway, er
 	if g.certs, err = netgw.LoadOrCreateCA(filepath.Join(dir, "slot-keys"), []string{dockerGatewayHost}); err != nil {
 		return nil, fmt.Errorf("docker warm slots: %w", err)
 	}
-	os.Remove(g.sock)
-	ln, err := net.Listen("unix", g.sock)
+	sweepSlotSockets(ctx, dir)
+	ln, err := listenSlotSocket(g.sock)
 	if err != nil {
 		return nil, fmt.Errorf("docker warm slots: %w", err)
 	}
@@ -117,8 +118,11 @@ func (g *dockerGateway) close() {
 	if g == nil {
 		return
 	}
-	g.stop()
-	<-g.done
+	// Once: a second close (WarmPools.Close twice) waited on done forever.
+	g.closeOnce.Do(func() {
+		g.stop()
+		<-g.done
+	})
 }
 
 // warmDockerTarget says whether a target keeps docker slots.

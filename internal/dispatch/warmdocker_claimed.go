@@ -1,12 +1,17 @@
 package dispatch
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -83,6 +88,68 @@ func (g *dockerGateway) sweepClaimMarks() {
 	for _, e := range ents {
 		if remote.ValidSlotID(e.Name()) && !g.claimHeld(e.Name()) {
 			os.Remove(filepath.Join(g.claimedDir(), e.Name()))
+		}
+	}
+}
+
+// Each holder serves its slots' gateway on a socket of its own, AGORA_HOME/gateway/
+// slots-RANDOM.sock: with one shared path, a second holder of the home took the path over (its
+// listen removed the first's socket file) and removed it when it stopped, so the first
+// holder's slot containers started from then on found no gateway (red team 31).
+
+// slotSocketPath is a new holder's socket path below the gateway directory dir.
+func slotSocketPath(dir string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return filepath.Join(dir, "slots-"+hex.EncodeToString(b[:])+".sock")
+}
+
+// listenSlotSocket listens on the Unix socket path through an O_PATH descriptor of its
+// directory, so a home whose path is near the socket address's 107 bytes still works; the
+// listener removes the socket file when closed.
+func listenSlotSocket(path string) (net.Listener, error) {
+	fd, err := unix.Open(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: fmt.Sprintf("/proc/self/fd/%d/%s", fd, filepath.Base(path)), Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	ln.SetUnlinkOnClose(false)
+	return removeOnClose{ln, path}, nil
+}
+
+type removeOnClose struct {
+	*net.UnixListener
+	path string
+}
+
+func (l removeOnClose) Close() error {
+	err := l.UnixListener.Close()
+	os.Remove(l.path)
+	return err
+}
+
+// sweepSlotSockets removes the slot sockets below dir that nothing listens on (a killed
+// holder's), and the shared slots.sock of agora before red team 31.
+func sweepSlotSockets(ctx context.Context, dir string) {
+	socks, _ := filepath.Glob(filepath.Join(dir, "slots*.sock"))
+	for _, sock := range socks {
+		fi, err := os.Lstat(sock)
+		if err != nil || fi.Mode().Type() != os.ModeSocket {
+			continue
+		}
+		dctx, cancel := context.WithTimeout(ctx, time.Second)
+		c, err := (&net.Dialer{}).DialContext(dctx, "unix", sock)
+		cancel()
+		if err == nil {
+			c.Close()
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			os.Remove(sock)
 		}
 	}
 }
