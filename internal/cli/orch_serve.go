@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/agora-dev/agora/internal/home"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -28,6 +29,7 @@ import (
 	"github.com/agora-dev/agora/internal/orch/dispatchexec"
 	"github.com/agora-dev/agora/internal/orch/service"
 	"github.com/agora-dev/agora/internal/store"
+	"github.com/agora-dev/agora/internal/web"
 	"github.com/agora-dev/agora/internal/workspace"
 )
 
@@ -192,6 +194,24 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	}
 	defer closeWeb()
 	fmt.Fprintf(f.IO.ErrOut, "agora: orchestrator serving on %s (pid %d)\n", sock, os.Getpid())
+	return serveOrchParts(ctx, f, opts, &orchServeParts{ui: ui, gateway: serveGateway, eng: eng, sup: sup, srv: srv, ln: ln, orchCP: orchCP, mainCP: mainCP, ob: ob})
+}
+
+// orchServeParts are what orchServeRun opened, each run as one goroutine of serve's group.
+type orchServeParts struct {
+	ui             *web.Server
+	gateway        func(context.Context) error
+	eng            *orch.Engine
+	sup            *detach.Supervisors
+	srv            *service.Server
+	ln             net.Listener
+	orchCP, mainCP *audit.Checkpointer
+	ob             *serveObs
+}
+
+// serveOrchParts runs p until ctx ends or one part fails; a stop by a signal is a clean stop.
+func serveOrchParts(ctx context.Context, f *Factory, opts *orchServeOptions, p *orchServeParts) error {
+	ui, serveGateway, eng, sup, srv, ln, orchCP, mainCP, ob := p.ui, p.gateway, p.eng, p.sup, p.srv, p.ln, p.orchCP, p.mainCP, p.ob
 	g, gctx := errgroup.WithContext(ctx)
 	if ui != nil {
 		g.Go(func() error { return ui.Serve(gctx) })
@@ -211,7 +231,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	g.Go(func() error { return orchCP.Run(gctx, 5*time.Second) })
 	g.Go(func() error { return mainCP.Run(gctx, 5*time.Second) })
 	g.Go(func() error { return ob.serveMetrics(gctx, opts.metrics, opts.metricsAllowHosts) })
-	err = g.Wait()
+	err := g.Wait()
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
 		// Stopped by a signal: a clean stop, whatever the goroutines said while winding down.
 		fmt.Fprintln(f.IO.ErrOut, "agora: orchestrator stopped; running workers continue and are re-attached by the next serve")
