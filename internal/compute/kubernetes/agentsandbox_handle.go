@@ -63,6 +63,13 @@ func (h *handle) watchSandbox(ctx context.Context) (compute.Exit, error) {
 			h.p.markCancel(h.name)
 		}
 		f.deleting = cancelling || sb.DeletionTimestamp != nil
+		// A Service turned on behind agora's back (whoever may patch Sandboxes) gives the pod a
+		// name that reaches it wherever the NetworkPolicy is not enforced: the dispatch ends at
+		// this read, at most sandboxRecheck after the edit (red team 31).
+		if !f.deleting && (sb.Spec.Service == nil || *sb.Spec.Service) {
+			exit, err := h.endSandbox(compute.Exit{Code: -1, Lost: true}, nil)
+			return exit, errors.Join(err, fmt.Errorf("sandbox %q: its spec.service was turned on; stopped", h.name))
+		}
 		if f.rv == "" {
 			// The controller names the pod after its Sandbox.
 			l, err := pods.List(wctx, metav1.ListOptions{FieldSelector: "metadata.name=" + h.name})

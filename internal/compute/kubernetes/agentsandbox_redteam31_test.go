@@ -161,3 +161,38 @@ func relabelAttack(t *testing.T, label string) {
 		return err
 	})
 }
+
+// TestRedTeam31_SandboxServiceTurnedOnEndsDispatch: someone who may patch Sandboxes turns
+// spec.service on for a running dispatch; the controller makes a Service selecting its pod (a
+// stable name that reaches it wherever the NetworkPolicy is not enforced). The dispatch must
+// end (lost) at the handle's next read of its Sandbox, never run on behind a Service.
+func TestRedTeam31_SandboxServiceTurnedOnEndsDispatch(t *testing.T) {
+	p := sandboxProvider(t, &fakeExporter{})
+	p.testOnlyPodMeta = failWith(1, "1h")
+	id := clusterID("SBSVC")
+	name := objectName(id)
+	h, err := p.Start(t.Context(), testSpec(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPodPhase(t, p, id, corev1.PodRunning)
+	if _, err := p.client.AgentsV1beta1().Sandboxes(p.ns).Patch(t.Context(), name, types.MergePatchType,
+		[]byte(`{"spec":{"service":true}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		exit compute.Exit
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() { e, err := h.Wait(); ch <- result{e, err} }()
+	select {
+	case r := <-ch:
+		if !r.exit.Lost {
+			t.Errorf("exit = %+v (%v), want lost: the Sandbox asked for a Service", r.exit, r.err)
+		}
+		t.Logf("ended: %+v %v", r.exit, r.err)
+	case <-time.After(2*sandboxRecheck + 5*time.Second):
+		t.Fatalf("the dispatch runs on %v after its Sandbox's service was turned on", 2*sandboxRecheck+5*time.Second)
+	}
+}
