@@ -3,6 +3,7 @@ package service_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -443,4 +444,74 @@ func TestRedTeam31_WarmHandoffCtrlCAudit(t *testing.T) {
 	if strings.Join(w, "\n") != strings.Join(c, "\n") {
 		t.Errorf("audit of a Ctrl-C'd warm hand-off:\n%s\nof the one-shot CLI's:\n%s", strings.Join(w, "\n"), strings.Join(c, "\n"))
 	}
+}
+
+// TestRedTeam31_RestartRacesRefill: serve is stopped (SIGTERM) while it refills after a
+// claim, and a new serve starts at once. No standby of the old serve lives on or is claimed,
+// no slot directory is left behind, and the new serve holds its own two, whose first claim
+// runs. Failed before (1-5 runs in 20): the new serve's standbys start as it listens, and
+// Listen narrowed the process's umask to 0177 for a moment: a standby forked then made its
+// claim's tree 0600 ('bwrap: Can't chdir to /agora/workspace: Permission denied').
+func TestRedTeam31_RestartRacesRefill(t *testing.T) {
+	e, serve := warmProbeEnv(t, 2)
+	old := standbys(t, e)
+	p := filepath.Join(t.TempDir(), "one.yaml")
+	must(t, os.WriteFile(p, []byte("version: 1\nname: one\ntasks:\n  - id: t0\n    subagent: probe\n"), 0o644))
+	e.run("orch", "submit", p) // its claim kicks a refill
+	must(t, serve.Process.Signal(syscall.SIGTERM))
+	serve.Wait()
+	next := e.serve()
+	t.Cleanup(func() { next.Process.Signal(syscall.SIGTERM); next.Wait() })
+	agoratest.WaitFor(t, 30*time.Second, "the old serve's standbys to be gone", func() bool {
+		for _, pid := range standbys(t, e) {
+			if contains(old, pid) {
+				return false
+			}
+		}
+		return true
+	})
+	waitStandbys(t, e, 2)
+	agoratest.WaitFor(t, 30*time.Second, "only the new serve's two slot directories", func() bool {
+		dirs, _ := filepath.Glob(filepath.Join(e.home, "dispatches", ".warm", "local", "slot-*"))
+		return len(dirs) == 2 && len(standbys(t, e)) == 2
+	})
+	db := openAgoraDB(t, e)
+	tasks := slotTasks(t, e)
+	after := filepath.Join(t.TempDir(), "after.yaml")
+	must(t, os.WriteFile(after, []byte("version: 1\nname: after\ntasks:\n  - id: t0\n    subagent: probe\n"), 0o644))
+	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", after), "\n")[0])
+	run := waitRun(t, e.client(), runID, 2*time.Minute)
+	if run.State != api.RunSucceeded {
+		id := run.Tasks[0].DispatchID
+		var task, sup string
+		db.SQL().QueryRow(`SELECT provider_task_id, supervisor FROM dispatches WHERE id = ?`, id).Scan(&task, &sup)
+		cmd := exec.Command(agoraBin, "dispatch", "logs", id, "--stderr")
+		cmd.Env = e.vars
+		logs, _ := cmd.CombinedOutput()
+		var diag strings.Builder
+		dirs, _ := filepath.Glob(filepath.Join(e.home, "dispatches", ".warm", "local", "slot-*"))
+		for _, d := range dirs {
+			b, _ := os.ReadFile(filepath.Join(d, "task"))
+			ents, _ := os.ReadDir(d)
+			var names []string
+			for _, x := range ents {
+				names = append(names, x.Name())
+			}
+			fmt.Fprintf(&diag, "%s task=%s entries=%v\n", filepath.Base(d), b, names)
+		}
+		mi, _ := os.ReadFile("/proc/self/mountinfo")
+		for _, l := range strings.Split(string(mi), "\n") {
+			if strings.Contains(l, e.home) {
+				diag.WriteString(l + "\n")
+			}
+		}
+		t.Fatalf("after the restart: run %s, %s: task %s (ready slots %v, old standbys %v), supervisor %s\n%s\n%s", run.State, run.Tasks[0].Detail, task, tasks, old, sup, logs, diag.String())
+	}
+	ids := []string{run.Tasks[0].DispatchID}
+	if pid := supervisorPID(t, db, ids[0]); contains(old, pid) {
+		t.Fatalf("a standby of the stopped serve (%d) supervised %s", pid, ids[0])
+	}
+	// The claim's refill done before serve stops: a standby killed while it starts leaves its
+	// slot mounted until the next serve sweeps it, which this test's cleanup would trip on.
+	waitStandbys(t, e, 2)
 }

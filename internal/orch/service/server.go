@@ -20,8 +20,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
@@ -71,9 +69,14 @@ func Listen(path string) (net.Listener, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
 	}
-	old := unix.Umask(0o177)
+	// Not under a narrowed umask: the umask is the process's, and serve starts standby
+	// supervisors and supervises dispatches while it listens. A process forked, or a
+	// directory made, in that window took umask 0177 (red team 31: a standby started as
+	// serve began listening made its claim's tree 0600, and its first dispatch failed
+	// 'Can't chdir to /agora/workspace'). Until the chmod below, the socket's mode is the
+	// user's umask's; no other user reaches it: orch/ is 0700 (the CLI trusts nothing else),
+	// and every connection's peer must be this user (SO_PEERCRED, Handler).
 	ln, err := net.Listen("unix", path)
-	unix.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
