@@ -30,6 +30,8 @@ var readAllowed = map[string]string{
 	"dispatch/warmdocker_claimed.go:holdClaim: os.OpenFile":      "AGORA_HOME/gateway/claimed/SLOT, a lock file the host makes (0600, O_NOFOLLOW) and only flocks; no container binds gateway/claimed (a slot sees only the gateway's socket)",
 	"dispatch/warmdocker_claimed.go:claimHeld: os.OpenFile":      "the same host lock file, opened O_NOFOLLOW to ask flock whether a living holder has it; no byte is read",
 	"dispatch/warmdocker_claimed.go:sweepClaimMarks: os.ReadDir": "lists AGORA_HOME/gateway/claimed, the host's own directory of lock files; names are checked as slot ids before use",
+	"dispatch/warmdocker_claimed.go:listenSlotSocket: unix.Open": "an O_PATH descriptor of AGORA_HOME/gateway, the host's own directory, to name a socket in it; nothing is read through it and no container binds the directory",
+	"dispatch/warmdocker_claimed.go:sweepSlotSockets: os.Lstat":  "asks whether a name in AGORA_HOME/gateway (the host's own directory) is a socket before dialling it; reads no byte",
 	"dispatch/warmdocker.go:live: os.Lstat":                      "asks whether AGORA_HOME's own slot directory of the docker gateway still exists; reads no byte, and a slot container reaches it only over the gateway socket",
 	"cli/dispatch_handoff.go:trustedSocket: os.Lstat":            "AGORA_HOME/orch and orch.sock, the host's own directory (no sandbox binds it): their type, mode and owner decide whether the CLI trusts serve",
 	"cli/orch_handoff.go:newHandoffRunner: os.Stat":              "/proc/self/exe, serve's own executable",
