@@ -13,6 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/grant"
@@ -323,7 +325,7 @@ func runDispatchWith(ctx context.Context, f *Factory, d *dispatch.Dispatcher, su
 	if output != formatJSON {
 		fmt.Fprintln(f.IO.Out, rec.ID)
 	}
-	printEvent(f, dispatch.StateAccepted, rec)
+	printAccepted(f, rec, sandboxShown(d.Config, rec))
 	if dispatch.IsTerminal(rec.State) {
 		printEvent(f, rec.State, rec)
 		return finishDispatchOutput(f, rec, output)
@@ -384,14 +386,40 @@ func orDefault(s, def string) string {
 	return s
 }
 
+// printAccepted writes the accepted line, naming the dispatch's sandbox as sandbox.
+func printAccepted(f *Factory, r *dispatch.Record, sandbox string) {
+	fmt.Fprintf(f.IO.ErrOut, "agora: %s accepted: %s@%s on %s (sandbox %s, network %s)\n",
+		r.ID, r.Subagent, r.SubagentDigest.Short(), r.Target, sandbox, r.Network)
+	if r.Learn {
+		fmt.Fprintf(f.IO.ErrOut, "agora: %s is a LEARN dispatch: what its grant would refuse is recorded (*.would_deny), not refused\n", r.ID)
+	}
+}
+
+// sandboxShown is what the accepted line calls a dispatch's sandbox. The record's sandbox
+// field says only whether its target isolates: "bwrap" is agora.yaml's word for isolation on
+// every provider, so a docker target's dispatch would read "sandbox bwrap" while it runs in a
+// container. The record keeps its field (records and audit entries are hashed as written).
+func sandboxShown(cfg *config.Config, r *dispatch.Record) string {
+	t, err := cfg.Target(r.Target)
+	if err != nil || r.Sandbox != compute.SandboxBwrap {
+		return r.Sandbox
+	}
+	switch t.Provider {
+	case config.ProviderDocker:
+		return "container"
+	case config.ProviderKubernetes:
+		if t.Backend == config.BackendAgentSandbox {
+			return "pod of an agent-sandbox Sandbox"
+		}
+		return "pod"
+	}
+	return r.Sandbox
+}
+
 func printEvent(f *Factory, kind string, r *dispatch.Record) {
 	switch kind {
 	case dispatch.StateAccepted:
-		fmt.Fprintf(f.IO.ErrOut, "agora: %s accepted: %s@%s on %s (sandbox %s, network %s)\n",
-			r.ID, r.Subagent, r.SubagentDigest.Short(), r.Target, r.Sandbox, r.Network)
-		if r.Learn {
-			fmt.Fprintf(f.IO.ErrOut, "agora: %s is a LEARN dispatch: what its grant would refuse is recorded (*.would_deny), not refused\n", r.ID)
-		}
+		printAccepted(f, r, r.Sandbox)
 	case dispatch.StateStarted:
 		fmt.Fprintf(f.IO.ErrOut, "agora: %s started (%s)\n", r.ID, r.ProviderTaskID)
 	case dispatch.StateFailed:
