@@ -28,6 +28,7 @@ const (
 	routeAnthropicOther    = "anthropic.unknown"
 	routeFetch             = "fetch"
 	routeAuditTool         = "audit.tool"
+	routeAuditFile         = "audit.file"
 	routeApproval          = "approval"
 	routeWorkerClaim       = "worker.claim"
 	routeUnknown           = "unknown"
@@ -75,6 +76,8 @@ func routeOf(path string) string {
 		return routeFetch
 	case "/audit/tool":
 		return routeAuditTool
+	case "/audit/file":
+		return routeAuditFile
 	case "/approval":
 		return routeApproval
 	case "/worker/claim":
@@ -159,12 +162,14 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		g.serveFetch(rec, r, ex)
 	case routeAuditTool:
 		g.serveToolAudit(rec, r, ex)
+	case routeAuditFile:
+		g.serveFileAudit(rec, r, ex)
 	case routeApproval:
 		g.serveApproval(rec, r, ex)
 	case routeWorkerClaim:
 		g.serveWorkerClaim(rec, r, ex)
 	default:
-		g.refuse(rec, ex, http.StatusNotFound, "no such route (want /model/chat/completions, /model/responses, /model/models, /anthropic/v1/messages, /fetch, /audit/tool or /approval)")
+		g.refuse(rec, ex, http.StatusNotFound, "no such route (want /model/chat/completions, /model/responses, /model/models, /anthropic/v1/messages, /fetch, /audit/tool, /audit/file or /approval)")
 	}
 }
 

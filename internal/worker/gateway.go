@@ -132,7 +132,7 @@ func (g *gatewayClient) postVia(ctx context.Context, path string, body any, via 
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if path == "/audit/tool" {
+	if path == "/audit/tool" || path == "/audit/file" {
 		g.keyHeaders(req, via) // only where it proves something: never on /fetch or a model call
 	}
 	resp, err := g.http.Do(req)
@@ -230,8 +230,6 @@ type toolReport struct {
 // for at most auditTimeout, and a 503 (closing, too busy, or the record not kept) a few
 // times. A nil error means the report is on record.
 func (g *gatewayClient) report(ctx context.Context, r toolReport) error {
-	ctx, cancel := context.WithTimeout(ctx, auditTimeout)
-	defer cancel()
 	body := map[string]any{
 		"tool":        auditToolName(r.Tool),
 		"decision":    r.Decision,
@@ -248,9 +246,17 @@ func (g *gatewayClient) report(ctx context.Context, r toolReport) error {
 	if r.Command != "" {
 		body["command"] = r.Command
 	}
+	return g.record(ctx, "/audit/tool", body, r.Via, "report tool decision")
+}
+
+// record posts body to an audit route of the gateway, retrying while the gateway sheds load
+// (429) for at most auditTimeout, and a 503 a few times. A nil error means it is on record.
+func (g *gatewayClient) record(ctx context.Context, path string, body any, via, what string) error {
+	ctx, cancel := context.WithTimeout(ctx, auditTimeout)
+	defer cancel()
 	unavailable := 0
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
-		status, reply, err := g.postVia(ctx, "/audit/tool", body, r.Via)
+		status, reply, err := g.postVia(ctx, path, body, via)
 		if err == nil && status == http.StatusServiceUnavailable {
 			unavailable++
 		}
@@ -258,16 +264,16 @@ func (g *gatewayClient) report(ctx context.Context, r toolReport) error {
 		case err == nil && status == http.StatusNoContent:
 			return nil
 		case err == nil && status != http.StatusTooManyRequests && (status != http.StatusServiceUnavailable || unavailable >= maxUnavailable):
-			return fmt.Errorf("report tool decision: gateway answered %s", gatewayError(status, reply))
+			return fmt.Errorf("%s: gateway answered %s", what, gatewayError(status, reply))
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			if err != nil {
-				return fmt.Errorf("report tool decision: %w", err)
+				return fmt.Errorf("%s: %w", what, err)
 			}
-			return fmt.Errorf("report tool decision: gateway answered %s until the deadline", gatewayError(status, reply))
+			return fmt.Errorf("%s: gateway answered %s until the deadline", what, gatewayError(status, reply))
 		case <-t.C:
 		}
 	}
@@ -300,4 +306,27 @@ func oneLine(s string, n int) string {
 		return r
 	}, strings.ToValidUTF8(s, "\uFFFD"))
 	return truncate(s, n)
+}
+
+// fileReport is one report to /audit/file: a learn dispatch's write outside the workspace
+// (docs/learn.md), made before the write goes to the scratch directory.
+type fileReport struct {
+	Tool, Path, Op, Reason string
+	CallID                 string // the runtime's id of the call, "" when it has none
+	Via                    string // viaHook for a report the worker relays from claude's hook
+}
+
+// reportFile sends r to the gateway's /audit/file with the worker's key (see record). A nil
+// error means it is on record as file.would_deny.
+func (g *gatewayClient) reportFile(ctx context.Context, r fileReport) error {
+	body := map[string]any{
+		"tool":   auditToolName(r.Tool),
+		"path":   r.Path,
+		"op":     r.Op,
+		"reason": oneLine(r.Reason, maxAuditReason),
+	}
+	if r.CallID != "" {
+		body["call_id"] = r.CallID
+	}
+	return g.record(ctx, "/audit/file", body, r.Via, "report file.would_deny")
 }

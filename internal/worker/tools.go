@@ -45,6 +45,17 @@ func (a *toolAuditor) WouldDeny(ctx context.Context, d toolreg.Decision) error {
 	return nil
 }
 
+// wouldDenyFile reports a learn dispatch's write outside the workspace; the write is made
+// (into the scratch directory) only when it returns nil. A failure stops the dispatch, as
+// any report's does.
+func (a *toolAuditor) wouldDenyFile(ctx context.Context, r fileReport) error {
+	if err := a.gw.reportFile(ctx, r); err != nil {
+		a.ToolCallFailed(err)
+		return errNotAudited
+	}
+	return nil
+}
+
 // ToolCallFailed keeps err as the first failed report and stops the loop.
 func (a *toolAuditor) ToolCallFailed(err error) {
 	a.mu.Lock()
@@ -68,7 +79,17 @@ func (a *toolAuditor) failed() error {
 // granted tools, each call audited through a.
 func newView(inv invocation, gw *gatewayClient, a *toolAuditor) (*toolreg.View, error) {
 	reg := toolreg.NewRegistry()
-	if err := builtin.Register(reg, builtin.Env{Workspace: inv.dir, CommandEnv: inv.env, Fetch: gw.fetch}); err != nil {
+	env := builtin.Env{Workspace: inv.dir, CommandEnv: inv.env, Fetch: gw.fetch}
+	if inv.learn {
+		scratch, err := builtin.NewScratch(inv.tmp, inv.dir)
+		if err != nil {
+			return nil, err
+		}
+		env.LearnWrites = &builtin.LearnWrites{Scratch: scratch, Record: func(ctx context.Context, path, op, reason string) error {
+			return a.wouldDenyFile(ctx, fileReport{Tool: "write_file", Path: path, Op: op, Reason: reason})
+		}}
+	}
+	if err := builtin.Register(reg, env); err != nil {
 		return nil, err
 	}
 	// The recorded hash is of the arguments with the bundle's secret values masked, so it

@@ -134,10 +134,11 @@ const (
 	// (the host is in egress.learn_hosts). Details: host, port, method and path (when the
 	// proxy sees the request; absent for a CONNECT it does not terminate), reason, role?.
 	NetWouldDeny = "net.would_deny"
-	// FileWouldDeny: a file written outside the workspace that the grant would not keep.
-	// Details: path (relative to the sandbox root or the workspace, never a host path), op
-	// ("write", "create", "delete", ...), reason. Reserved: no writer records it yet (writes
-	// outside the workspace stay refused in a learn dispatch, recorded as before).
+	// FileWouldDeny: a file written outside the workspace by the worker's own tools in a
+	// learn dispatch; the write was made in a scratch directory in the sandbox instead.
+	// Details: path (absolute as the sandbox names it, or relative to the workspace; never a
+	// host path), op ("write", "edit", "delete", "move"), tool, reason, reporter (as on
+	// [ToolWouldDeny]), role, dispatch, call_id when the runtime has one.
 	FileWouldDeny = "file.would_deny"
 )
 

@@ -185,8 +185,18 @@ func (d *DispatchEvidence) Entry(kind string, details map[string]any) {
 	case entry.NetConnect, entry.NetRequest, entry.NetWouldDeny:
 		d.net(kind, details)
 	case entry.FileWouldDeny:
+		// A grant holds no file paths: a write outside the workspace is only listed, for a
+		// person to read (what the work needs that the workspace does not give it).
 		w, _ := entry.ReadWouldDeny(kind, details)
-		d.refuse("file", w.Path+" ("+w.Op+")", "a write outside the workspace; no grant allows it")
+		item := w.Path + " (" + w.Op + ")"
+		if w.Tool != "" {
+			item += " by " + w.Tool
+		}
+		if w.Reporter == reporterSandbox {
+			d.refuse("file", item, "reported by a process in the sandbox that did not prove to be agora's worker: the agent could have forged it")
+			return
+		}
+		d.refuse("file", item, "a write outside the workspace (learn made it in a scratch directory); a grant holds no file paths, so no grant allows it")
 	case entry.ToolGatewayBudget:
 		d.ev.note("a dispatch spent its audit budget: the evidence after that point is missing")
 	}

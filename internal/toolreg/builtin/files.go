@@ -102,7 +102,7 @@ func (w workspace) read(p string, offset, limit int64) (toolreg.Result, error) {
 	return toolreg.Result{Content: content}, nil
 }
 
-func writeFileTool(ws workspace) toolreg.Tool {
+func writeFileTool(ws workspace, learn *LearnWrites) toolreg.Tool {
 	return toolreg.Tool{
 		Name: "write_file",
 		Description: "Create or replace a file in the workspace with the given content (at most 10 MiB). " +
@@ -124,7 +124,12 @@ func writeFileTool(ws workspace) toolreg.Tool {
 			if err := decodeArgs(c.Args, &a); err != nil {
 				return toolreg.Result{}, err
 			}
-			return ws.write(a.Path, a.Content)
+			res, err := ws.write(a.Path, a.Content)
+			var denied *toolreg.DeniedError
+			if learn != nil && errors.As(err, &denied) && denied.Reason == ReasonOutsideWorkspace {
+				return ws.learnWrite(ctx, learn, a.Path, a.Content, denied)
+			}
+			return res, err
 		},
 	}
 }

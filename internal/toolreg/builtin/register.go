@@ -25,6 +25,9 @@ type Env struct {
 	CommandEnv []string
 	// Fetch performs http_fetch requests; nil makes every fetch fail.
 	Fetch FetchFunc
+	// LearnWrites, in a learn dispatch only, makes write_file record a write outside the
+	// workspace and make it in a scratch directory instead of refusing it; nil refuses it.
+	LearnWrites *LearnWrites
 }
 
 // Register adds the built-in tools to r.
@@ -33,10 +36,13 @@ func Register(r *toolreg.Registry, env Env) error {
 		return errors.New("register built-in tools: the workspace must be an absolute path")
 	}
 	env.CommandEnv = append([]string(nil), env.CommandEnv...)
+	if l := env.LearnWrites; l != nil && (l.Scratch == nil || l.Record == nil) {
+		return errors.New("register built-in tools: learn writes need a scratch directory and a recorder")
+	}
 	ws := workspace{dir: filepath.Clean(env.Workspace)}
 	tools := []toolreg.Tool{
 		readFileTool(ws),
-		writeFileTool(ws),
+		writeFileTool(ws, env.LearnWrites),
 		listFilesTool(ws),
 		searchFilesTool(ws),
 		runCommandTool(env),

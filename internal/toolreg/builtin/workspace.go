@@ -33,9 +33,11 @@ func (w workspace) checkOpened(tool string, f *os.File) (string, error) {
 	if err != nil {
 		return "", &toolreg.DeniedError{Tool: tool, Reason: ReasonGitDir, Hint: "where the file is cannot be checked (no /proc)"}
 	}
-	root, err := filepath.EvalSymlinks(w.dir)
-	if err != nil {
-		return real, errors.New(tool + ": the workspace cannot be opened")
+	root := w.pinned
+	if root == "" {
+		if root, err = filepath.EvalSymlinks(w.dir); err != nil {
+			return real, errors.New(tool + ": the workspace cannot be opened")
+		}
 	}
 	rel, err := filepath.Rel(root, real)
 	if err != nil || !filepath.IsLocal(rel) {
@@ -56,12 +58,25 @@ const binarySniffLen = 8000
 // workspace confines the file tools to dir.
 type workspace struct {
 	dir string
+	// pinned, when set, is where a file written must be, fixed when the directory was made
+	// (a learn dispatch's scratch, learnwrite.go), instead of dir resolved at each write.
+	pinned string
+	// held, when set, is the directory opened when it was made: every write goes through it,
+	// wherever its name now leads.
+	held *os.Root
 }
 
 // open opens the workspace as an [os.Root]. A Root resolves every path relative to the
 // workspace and follows a symbolic link only while it stays inside, so a link to /etc or to
 // ../outside fails at any component of any later operation.
 func (w workspace) open(tool string) (*os.Root, error) {
+	if w.held != nil {
+		r, err := w.held.OpenRoot(".")
+		if err != nil {
+			return nil, errors.New(tool + ": the directory cannot be opened")
+		}
+		return r, nil
+	}
 	r, err := os.OpenRoot(w.dir)
 	if err != nil {
 		return nil, errors.New(tool + ": the workspace cannot be opened")
