@@ -178,6 +178,16 @@ func (f fakeDispatches) List(context.Context, dispatch.ListFilter) ([]*dispatch.
 	return out, nil
 }
 
+func (f fakeDispatches) LearnInRun(_ context.Context, runID string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for id, r := range f.recs {
+		if r.Learn && r.RunID == runID {
+			out[id] = true
+		}
+	}
+	return out, nil
+}
+
 func (f fakeDispatches) DecideApproval(_ context.Context, id, call string, approve bool, reason, actor, digest string) (*dispatch.Approval, error) {
 	return &dispatch.Approval{CallID: call, Actor: actor}, nil
 }

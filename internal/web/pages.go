@@ -154,6 +154,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	for _, t := range rows {
 		v.Rows = append(v.Rows, withShape(t, sh))
 	}
+	s.markLearn(ctx, run.ID, v.Rows)
 	if v.From > 0 {
 		v.Prev = max(v.From-taskPage, 0)
 	}
@@ -239,6 +240,25 @@ type taskView struct {
 	Run      api.Run
 	Task     api.Task
 	Dispatch *dispatchView
+	// PlanLearn: the plan says learn: true (Task.Learn is also set when the task's dispatch
+	// was a learn dispatch, its target in mode: learn).
+	PlanLearn bool
+}
+
+// markLearn marks learn each of rows whose dispatch was a learn dispatch: a task on a
+// target in mode: learn is one though its plan does not say so (docs/learn.md; the
+// service's run document marks it the same way). A run whose dispatches cannot be read
+// keeps its plan's marks.
+func (s *Server) markLearn(ctx context.Context, runID string, rows []api.Task) {
+	learn, err := s.src.Dispatches.LearnInRun(ctx, runID)
+	if err != nil || len(learn) == 0 {
+		return
+	}
+	for i := range rows {
+		if learn[rows[i].DispatchID] {
+			rows[i].Learn = true
+		}
+	}
 }
 
 func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
@@ -261,6 +281,7 @@ func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := taskView{Run: run, Task: withShape(row, sh)}
+	v.PlanLearn = v.Task.Learn
 	if sh != nil {
 		products, err := s.products(ctx, run.ID, sh, []orch.TaskRow{row})
 		if err != nil {
@@ -276,6 +297,7 @@ func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
 		if rec, err := s.src.Dispatches.Get(ctx, id); err == nil {
 			v.Dispatch = s.dispatchDetail(ctx, rec)
 			known = append(known, rec.Repo)
+			v.Task.Learn = v.Task.Learn || rec.Learn // a target's mode: learn
 		}
 	}
 	s.page(w, r, "task", "Task "+v.Task.ID, "runs", v, known...)

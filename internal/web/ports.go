@@ -47,6 +47,9 @@ type Dispatches interface {
 	Get(ctx context.Context, id string) (*dispatch.Record, error)
 	List(ctx context.Context, f dispatch.ListFilter) ([]*dispatch.Record, error)
 	DecideApproval(ctx context.Context, id, call string, approve bool, reason, actor, argsDigest string) (*dispatch.Approval, error)
+	// LearnInRun returns the ids of a run's learn dispatches (one query): the run page marks
+	// a task whose dispatch was one, a target's mode: learn included (docs/learn.md).
+	LearnInRun(ctx context.Context, runID string) (map[string]bool, error)
 }
 
 // Sources are the rest of what the pages read. Every field but Orch, Runs and Dispatches may
