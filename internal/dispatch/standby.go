@@ -110,7 +110,7 @@ func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWri
 		return nil, err
 	}
 	p, ok := d.LocalProvider.(*local.Provider)
-	if !ok || !warmTarget(t) {
+	if !warmDockerTarget(t) && (!ok || !warmTarget(t)) {
 		err := fmt.Errorf("target %q keeps no warm slots on this host", target)
 		say("failed %v", err)
 		return nil, err
@@ -121,7 +121,16 @@ func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWri
 		return nil, err
 	}
 	w := &WarmPools{d: d, provider: p, standby: true, tmpl: map[string]compute.Spec{target: tmpl}, extra: map[string]*warmMisses{}}
-	slot, err := w.fillOnce(ctx, target, t)
+	var slot *warmSlot
+	if warmDockerTarget(t) {
+		var stop func()
+		slot, stop, err = w.standbyDocker(ctx, target, t)
+		if stop != nil {
+			defer stop() // after the slot's end (deferred below): the gateway serves it to the last
+		}
+	} else {
+		slot, err = w.fillOnce(ctx, target, t)
+	}
 	if err != nil {
 		say("failed %v", err)
 		return nil, err
@@ -129,7 +138,9 @@ func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWri
 	w.held, w.heldTarget = slot, target
 	defer w.discardHeld()
 	d.Warm = w // this process's one slot: the claimed dispatch's prepare takes it
-	say("ready %s", slot.key)
+	// The shape the holder claims by is the stored template's (WarmShape), for a docker slot
+	// too, whose own key (dockerShape) is what its dispatch's spec is checked against.
+	say("ready %s", tmpl.ID)
 
 	// The claim, or the holder's end (EOF, an error), or the slot's death, or ctx.
 	lines := make(chan string, 1)

@@ -155,18 +155,23 @@ func (d *Dispatcher) SweepWarm(ctx context.Context) error {
 			return fmt.Errorf("sweep warm slots of target %q: %w", e.Name(), err)
 		}
 	}
+	// Docker slots of killed holders (their containers, tokens, claim marks): an engine that
+	// does not answer leaves them for the next sweep, never stops the local slots.
+	if err := d.sweepDocker(ctx); err != nil {
+		d.log().Warn("docker warm slots: sweep what killed holders left", "err", err)
+	}
 	return nil
 }
 
 // WarmTargets lists the targets of this home whose warm slots a process of this host can
-// hold: local, sandboxed, warm: N > 0.
+// hold: sandboxed, warm: N > 0, local (bubblewrap slots) or docker (slot containers).
 func (d *Dispatcher) WarmTargets() map[string]int {
 	out := map[string]int{}
 	if d.Config == nil {
 		return out
 	}
 	for name, t := range d.Config.Targets {
-		if warmTarget(t) {
+		if warmTarget(t) || warmDockerTarget(t) {
 			out[name] = t.Warm
 		}
 	}
@@ -268,9 +273,9 @@ func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 	if !(docker || warmTarget(t)) || spec.Sandbox == compute.SandboxNone || holdsToken(spec.Env) {
 		return
 	}
-	if w.standby && !docker {
+	if w.standby {
 		// A standby's dispatch that did not fit its slot: the target's shape changed, which
-		// the holder learns from the file.
+		// the holder learns from the file (a docker standby's too: it holds one slot, no pool).
 		w.d.saveTemplate(target, t, spec)
 		return
 	}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/container"
 	"github.com/agora-dev/agora/internal/compute/local"
@@ -63,32 +65,15 @@ func (d *Dispatcher) startDockerGateway(ctx context.Context) (*dockerGateway, er
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("docker warm slots: %w", err)
 	}
-	g := &dockerGateway{home: filepath.Dir(d.StateDir), reg: &netgw.Registry{Dir: filepath.Join(dir, "sessions")},
-		slots: &netgw.Slots{Dir: filepath.Join(dir, "slots")}, sock: slotSocketPath(dir), done: make(chan error, 1)}
-	if _, err := g.slots.Sweep(ctx); err != nil {
-		return nil, fmt.Errorf("docker warm slots: %w", err)
+	g := d.slotGateway()
+	g.sock, g.done = slotSocketPath(dir), make(chan error, 1)
+	if err := g.sweep(ctx, d); err != nil {
+		return nil, err
 	}
-	for name, t := range d.Config.Targets {
-		if t.Provider != config.ProviderDocker {
-			continue
-		}
-		p, err := d.providerFor(ctx, name)
-		if err != nil {
-			d.log().Warn("docker warm slots: cannot sweep the target's slot containers", "target", name, "err", err)
-			continue
-		}
-		if cp, ok := p.(*container.Provider); ok {
-			if _, err := cp.SweepSlots(ctx, g.home, g.live); err != nil {
-				return nil, fmt.Errorf("docker warm slots of target %q: %w", name, err)
-			}
-		}
-	}
-	g.sweepClaimMarks()
 	var err error
-	if g.certs, err = netgw.LoadOrCreateCA(filepath.Join(dir, "slot-keys"), []string{dockerGatewayHost}); err != nil {
+	if g.certs, err = loadSlotCA(dir); err != nil {
 		return nil, fmt.Errorf("docker warm slots: %w", err)
 	}
-	sweepSlotSockets(ctx, dir)
 	ln, err := listenSlotSocket(g.sock)
 	if err != nil {
 		return nil, fmt.Errorf("docker warm slots: %w", err)
@@ -105,6 +90,72 @@ func (d *Dispatcher) startDockerGateway(ctx context.Context) (*dockerGateway, er
 	// Each slot runs as a uid of its own: the gateway's per-source caps count its peers by uid.
 	go func() { g.done <- srv.Serve(sctx, netgw.PeerListener(ln), g.certs.Server) }()
 	return g, nil
+}
+
+// slotGateway is this home's slot gateway state, not yet serving.
+func (d *Dispatcher) slotGateway() *dockerGateway {
+	dir := d.gatewayDir()
+	return &dockerGateway{home: filepath.Dir(d.StateDir), reg: &netgw.Registry{Dir: filepath.Join(dir, "sessions")},
+		slots: &netgw.Slots{Dir: filepath.Join(dir, "slots")}}
+}
+
+// sweep revokes the slots of killed holders, removes their containers (every docker target's)
+// and their claim marks and sockets. A living holder's slots and claimed slots stay (live).
+func (g *dockerGateway) sweep(ctx context.Context, d *Dispatcher) error {
+	if _, err := g.slots.Sweep(ctx); err != nil {
+		return fmt.Errorf("docker warm slots: %w", err)
+	}
+	for name, t := range d.Config.Targets {
+		if t.Provider != config.ProviderDocker {
+			continue
+		}
+		p, err := d.providerFor(ctx, name)
+		if err != nil {
+			d.log().Warn("docker warm slots: cannot sweep the target's slot containers", "target", name, "err", err)
+			continue
+		}
+		if cp, ok := p.(*container.Provider); ok {
+			if _, err := cp.SweepSlots(ctx, g.home, g.live); err != nil {
+				return fmt.Errorf("docker warm slots of target %q: %w", name, err)
+			}
+		}
+	}
+	g.sweepClaimMarks()
+	sweepSlotSockets(ctx, d.gatewayDir())
+	return nil
+}
+
+// sweepDocker is SweepWarm's part for docker slots: what killed holders (a resident process,
+// a standby supervisor) left, when this home has a docker target with warm slots and this
+// process could hold them (root).
+func (d *Dispatcher) sweepDocker(ctx context.Context) error {
+	if d.Config == nil || os.Geteuid() != 0 {
+		return nil
+	}
+	for _, t := range d.Config.Targets {
+		if warmDockerTarget(t) {
+			if _, err := os.Stat(d.gatewayDir()); errors.Is(err, os.ErrNotExist) {
+				return nil // no holder ever ran here
+			}
+			return d.slotGateway().sweep(ctx, d)
+		}
+	}
+	return nil
+}
+
+// loadSlotCA loads the slot gateway's CA and certificate, made the first time. Several
+// holders of a home (standby supervisors) start at once: the flock keeps one's key from
+// being paired with another's certificate on disk.
+func loadSlotCA(dir string) (*netgw.Certs, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "slot-keys.lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		return nil, err
+	}
+	return netgw.LoadOrCreateCA(filepath.Join(dir, "slot-keys"), []string{dockerGatewayHost})
 }
 
 // live says whether a slot still stands (its holder lives) or runs a living holder's
@@ -298,4 +349,32 @@ func (h *slotHandle) Wait() (compute.Exit, error) {
 		exit.GatewayUnreachable = true
 	}
 	return exit, err
+}
+
+// standbyDocker starts a docker standby's one slot (standby.go): this process serves the slot
+// gateway on a socket of its own, after sweeping what killed holders left, and starts one slot
+// container of the stored template. stop ends the gateway; the standby calls it after its slot
+// (or its claimed dispatch's container) has ended. The standby is the slot's holder: its
+// gateway slot's hold, its claim mark and its socket are this process's, so the slot is
+// claimed by none but the dispatch handed to it, and swept once this process is gone.
+func (w *WarmPools) standbyDocker(ctx context.Context, target string, t config.Target) (*warmSlot, func(), error) {
+	if os.Geteuid() != 0 {
+		return nil, nil, errors.New("docker warm slots need a root agora (each slot runs as a uid of the target's sandbox_uid range)")
+	}
+	g, err := w.d.startDockerGateway(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	w.mu.Lock()
+	tmpl := w.tmpl[target]
+	tmpl.ID = dockerShape(tmpl)
+	w.tmpl[target] = tmpl
+	w.docker = g
+	w.mu.Unlock()
+	slot, err := w.fillDocker(ctx, target, t)
+	if err != nil {
+		g.close()
+		return nil, nil, err
+	}
+	return slot, g.close, nil
 }

@@ -69,7 +69,7 @@ func slotOptions(stateDir, target string) local.SlotOptions {
 // when target keeps warm slots and this process could hold one (root). Unchanged templates
 // are not rewritten: a target's dispatches mostly share one shape.
 func (d *Dispatcher) saveTemplate(target string, t config.Target, spec compute.Spec) {
-	if !warmTarget(t) || os.Geteuid() != 0 || spec.Sandbox == compute.SandboxNone || holdsToken(spec.Env) {
+	if !(warmTarget(t) || warmDockerTarget(t)) || os.Geteuid() != 0 || spec.Sandbox == compute.SandboxNone || holdsToken(spec.Env) {
 		return
 	}
 	if err := writeTemplate(d.StateDir, target, spec); err != nil {

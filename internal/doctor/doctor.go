@@ -224,9 +224,9 @@ func (r *run) warm(o Options) {
 		}
 		fix := "run 'agora orch serve' or 'agora mcp serve' as root: it keeps them; see docs/providers.md#warm-slots-bubblewrap"
 		if docker := dockerWarm(o.Config, names); len(docker) > 0 {
-			// Only a resident Dispatcher (StartWarm) holds docker slots: no command does yet.
-			detail += "; orch serve and mcp serve do not hold docker slots (" + strings.Join(docker, ", ") +
-				"): see docs/providers.md#warm-slots-docker-and-podman"
+			// serve holds a docker target's slots as standby supervisors too, each with its
+			// slot container and gateway (#30): the same fix, the docker section to read.
+			fix += "; for docker targets (" + strings.Join(docker, ", ") + ") see docs/providers.md#warm-slots-docker-and-podman"
 		}
 		r.missing("warm-slots", detail, fix, false)
 		return

@@ -387,9 +387,10 @@ func TestWarmSlots_HeldByServe(t *testing.T) {
 	}
 }
 
-// A docker target's warm slots are held only by a resident Dispatcher (StartWarm): doctor
-// must not tell the operator that serve keeps them (#30 docker warm slots).
-func TestWarmSlots_DockerNotHeldByServe(t *testing.T) {
+// A docker target's warm slots are held by serve's standby supervisors (#30 docker warm
+// slots held by serve): without a serve doctor says they start cold and points at the docker
+// section; a serve's counts for it show as a local target's do.
+func TestWarmSlots_DockerHeldByServe(t *testing.T) {
 	cfg := config.Default("/h")
 	tg := cfg.Targets["local"]
 	tg.Provider, tg.Warm = config.ProviderDocker, 2
@@ -397,7 +398,12 @@ func TestWarmSlots_DockerNotHeldByServe(t *testing.T) {
 	r := Run(t.Context(), healthyRoot(nil), Options{Config: cfg})
 	c := check(t, r, "warm-slots")
 	if c.Status != StatusMissing || !strings.Contains(c.Detail, "box (warm: 2)") ||
-		!strings.Contains(c.Detail+c.Fix, "orch serve and mcp serve do not hold docker slots") {
-		t.Errorf("warm-slots = %+v, want missing, saying serve does not hold docker slots", c)
+		!strings.Contains(c.Fix, "agora orch serve") || !strings.Contains(c.Fix, "warm-slots-docker-and-podman") ||
+		strings.Contains(c.Detail+c.Fix, "do not hold docker") {
+		t.Errorf("warm-slots = %+v, want missing, serve as the fix, the docker section named", c)
+	}
+	r = Run(t.Context(), healthyRoot(nil), Options{Config: cfg, WarmHolders: []WarmHolder{{PID: 7, Counts: []warm.Counts{{Target: "box", Want: 2, Ready: 2, Claimed: 3}}}}})
+	if c := check(t, r, "warm-slots"); c.Status != StatusOK || c.Detail != "box: warm 2/2 ready (claimed 3, cold 0, failed 0) held by pid 7" {
+		t.Errorf("warm-slots with serve holding the docker slots = %+v", c)
 	}
 }
