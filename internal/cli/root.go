@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -31,7 +32,7 @@ func Run(ctx context.Context, f *Factory, args []string) int {
 	// A command run inside a trace (TRACEPARENT, as CI systems and tracing-aware tools set
 	// it) puts what it starts there: a submitted run, a dispatch. A malformed one is ignored.
 	ctx = tracing.Join(ctx, f.Getenv("TRACEPARENT"))
-	root := NewRootCmd(f)
+	root := rootFor(f, args)
 	root.SetArgs(args)
 	root.SetIn(f.IO.In)
 	root.SetOut(f.IO.Out)
@@ -133,8 +134,59 @@ func renderError(f *Factory, err error) int {
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
-// NewRootCmd builds the whole command tree. It holds no package-level state.
-func NewRootCmd(f *Factory) *cobra.Command {
+// rootFor builds the command tree args run in (#28: a command pays for its own group only).
+// When the first word names one of agora's groups ("dispatch" in `agora dispatch run ...`),
+// the root holds that group alone: cobra finds the command in it, and nothing a command of one
+// group does looks at another group. Any other command line (none, a flag first, help,
+// completion, a word that names no group) gets the whole tree, so the root's help, cobra's
+// suggestions and the shell's completion see every command. The completion functions are
+// registered only for a shell's completion request (cobra's hidden __complete command).
+func rootFor(f *Factory, args []string) *cobra.Command {
+	completing := slices.Contains(args, cobra.ShellCompRequestCmd) || slices.Contains(args, cobra.ShellCompNoDescRequestCmd)
+	group := ""
+	if len(args) > 0 && !completing {
+		group = args[0]
+	}
+	root := newRootCmd(f, group)
+	if completing {
+		addCompletions(f, root)
+	}
+	return root
+}
+
+// NewRootCmd builds the whole command tree, without the shell completion functions (Run adds
+// them for a completion request). It holds no package-level state.
+func NewRootCmd(f *Factory) *cobra.Command { return newRootCmd(f, "") }
+
+// group is one of agora's top-level commands: the word that selects it and how it is made.
+type group struct {
+	name string
+	make func(*Factory) *cobra.Command
+}
+
+// groups are agora's top-level commands. A test holds each name to the command it makes.
+func groups() []group {
+	return []group{
+		{"init", func(f *Factory) *cobra.Command { return newInitCmd(f, nil) }},
+		{"capability", newCapabilityCmd},
+		{"subagent", newSubagentCmd},
+		{"env", newEnvCmd},
+		{"workspace", newWorkspaceCmd},
+		{"apply", func(f *Factory) *cobra.Command { return newApplyCmd(f, nil) }},
+		{"audit", newAuditCmd},
+		{"verify", func(f *Factory) *cobra.Command { return newVerifyCmd(f, nil) }},
+		{"dispatch", newDispatchCmd},
+		{"mcp", func(f *Factory) *cobra.Command { return newMCPCmd(f, nil) }},
+		{"orch", newOrchCmd},
+		{"gateway", newGatewayCmd},
+		{"doctor", func(f *Factory) *cobra.Command { return newDoctorCmd(f, nil) }},
+		{"version", func(f *Factory) *cobra.Command { return newVersionCmd(f, nil) }},
+	}
+}
+
+// newRootCmd builds the root with the group named only, or with every group when only is
+// not one of them.
+func newRootCmd(f *Factory, only string) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "agora",
 		Short: "Dispatch sandboxed AI sub-agents against a human-provisioned catalog",
@@ -158,27 +210,17 @@ State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/ago
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{err: err, cmd: c}
 	})
-	root.AddCommand(
-		newInitCmd(f, nil),
-		newCapabilityCmd(f),
-		newSubagentCmd(f),
-		newEnvCmd(f),
-		newWorkspaceCmd(f),
-		newApplyCmd(f, nil),
-		newAuditCmd(f),
-		newVerifyCmd(f, nil),
-		newDispatchCmd(f),
-		newMCPCmd(f, nil),
-		newOrchCmd(f),
-		newGatewayCmd(f),
-		newDoctorCmd(f, nil),
-		newVersionCmd(f, nil),
-	)
+	all := groups()
+	if i := slices.IndexFunc(all, func(g group) bool { return g.name == only }); i >= 0 {
+		all = all[i : i+1]
+	}
+	for _, g := range all {
+		root.AddCommand(g.make(f))
+	}
 	for _, c := range root.Commands() {
 		refuseUnknownSubcommands(c)
 	}
 	gateHomes(f, root)
-	addCompletions(f, root)
 	return root
 }
 
