@@ -184,21 +184,22 @@ func groups() []group {
 	}
 }
 
-// newRootCmd builds the root with the group named only, or with every group when only is
-// not one of them.
-func newRootCmd(f *Factory, only string) *cobra.Command {
-	root := &cobra.Command{
-		Use:   "agora",
-		Short: "Dispatch sandboxed AI sub-agents against a human-provisioned catalog",
-		Long: `agora lets people and AI orchestrators hand work to sandboxed AI sub-agents.
+// rootLong is the root's help; the whole tree's adds the exit codes.
+const rootLong = `agora lets people and AI orchestrators hand work to sandboxed AI sub-agents.
 
 Deploy time (humans and human-reviewed CI only): register the catalog of capabilities,
 subagents and env bundles with 'agora capability|subagent|env register' or 'agora apply'.
 Run time (anyone, including an AI over MCP): dispatch workers against that catalog.
 
-State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/agora).
+State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/agora).`
 
-` + exitCodesHelp(),
+// newRootCmd builds the root with the group named only, or with every group when only is
+// not one of them.
+func newRootCmd(f *Factory, only string) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "agora",
+		Short:         "Dispatch sandboxed AI sub-agents against a human-provisioned catalog",
+		Long:          rootLong,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		CompletionOptions: cobra.CompletionOptions{
@@ -213,6 +214,10 @@ State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/ago
 	all := groups()
 	if i := slices.IndexFunc(all, func(g group) bool { return g.name == only }); i >= 0 {
 		all = all[i : i+1]
+	} else {
+		// The exit-code table is formatted only where the root's own help can be shown: a
+		// tree of one group never resolves to the root.
+		root.Long += "\n\n" + exitCodesHelp()
 	}
 	for _, g := range all {
 		root.AddCommand(g.make(f))

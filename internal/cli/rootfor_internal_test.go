@@ -42,6 +42,9 @@ func TestRootFor_BuildsOnlyTheNamedGroup(t *testing.T) {
 	f := quietFactory(t)
 	full := NewRootCmd(f)
 	names := groupNames(full)
+	if !strings.Contains(full.Long, "\n\nExit codes:\n") {
+		t.Errorf("the root's help has no exit codes:\n%s", full.Long)
+	}
 	if len(names) < 10 {
 		t.Fatalf("the whole tree has %d groups: %v", len(names), names)
 	}
