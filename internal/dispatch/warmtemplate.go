@@ -61,8 +61,11 @@ func templateOf(stateDir, target string, spec compute.Spec) compute.Spec {
 
 // slotOptions are every warm slot's: /agora comes at claim, and AGORA_DISPATCH_ID (which the
 // worker never reads: the agent's copy comes from the bundle's manifest) is not in the slot.
+// The worker is started ahead in the slot (#28/#30 prewarm) and waits on its claim pipe
+// (wire.ClaimFDEnv) until the claim has attached the dispatch's files.
 func slotOptions(stateDir, target string) local.SlotOptions {
-	return local.SlotOptions{Dir: filepath.Join(stateDir, warmDir, target), ClaimRoot: wire.DefaultRoot, PerDispatchEnv: []string{"AGORA_DISPATCH_ID"}}
+	return local.SlotOptions{Dir: filepath.Join(stateDir, warmDir, target), ClaimRoot: wire.DefaultRoot,
+		PerDispatchEnv: []string{"AGORA_DISPATCH_ID"}, PrestartEnv: wire.ClaimFDEnv}
 }
 
 // saveTemplate writes spec, a cold dispatch's, as target's template for standby supervisors,

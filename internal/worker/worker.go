@@ -75,6 +75,11 @@ func Main(ctx context.Context, stdout, stderr io.Writer) int {
 	// signals (SEGV, BUS, FPE, ILL, TRAP, SYS, and STKFLT and PROF) stay the runtime's: an
 	// agent that sends one ends the worker, which fails its own dispatch with nothing kept.
 	signal.Ignore(ignoredSignals...)
+	// Started ahead in a warm slot: nothing below runs before the dispatch's claim.
+	if err := waitForClaim(); err != nil {
+		fmt.Fprintf(stderr, "agora worker: %v\n", err)
+		return 1
+	}
 	root, tmp := wire.DefaultRoot, "/tmp"
 	if r := os.Getenv(wire.RootEnv); r != "" {
 		root, tmp = r, filepath.Join(r, "tmp")

@@ -60,6 +60,13 @@ type SlotOptions struct {
 	// part of the shape and the slot's sandbox does not have them (bwrap's environment is
 	// fixed when it starts). Only names the worker itself never reads belong here.
 	PerDispatchEnv []string
+	// PrestartEnv, when set, starts the slot's command at fill instead of at claim (#28/#30
+	// prewarm, slotstart.go): the command execs, under the slot's limits, in its cgroup and
+	// namespaces, with the read end of a pipe at the descriptor this variable names, and must
+	// wait for one byte there before it touches anything under the claim root (EOF: the slot
+	// was discarded or its holder died; it exits). Only a command that honours that contract
+	// (the worker: wire.ClaimFDEnv) may run prestarted.
+	PrestartEnv string
 }
 
 // Slot is one held sandbox. It implements warm.Slot.
@@ -74,6 +81,10 @@ type Slot struct {
 	blockW  *os.File
 	secrets []*os.File // write ends of the slot's fd 3.. pipes
 	outR    [2]*os.File
+	// goW, for a prestarted slot, is the write end of the command's claim pipe (slotstart.go)
+	// and bin the identity of the command's binary bound at fill; nil otherwise.
+	goW *os.File
+	bin *binIdentity
 
 	mu      sync.Mutex
 	claimed bool // guarded by mu
@@ -234,6 +245,15 @@ func (s *Slot) start(ctx context.Context, tmpl compute.Spec) error {
 		give = append(give, r)
 		s.secrets = append(s.secrets, w)
 	}
+	if s.opts.PrestartEnv != "" {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		give = append(give, r)
+		s.goW = w
+		spec.Env = append(spec.Env, s.opts.PrestartEnv+"="+strconv.Itoa(3+len(give)-1))
+	}
 	spec.Files = give
 	defer func() {
 		for _, f := range give {
@@ -259,6 +279,13 @@ func (s *Slot) start(ctx context.Context, tmpl compute.Spec) error {
 		return err
 	}
 	s.h, s.blockW = h, blockW
+	if s.goW != nil {
+		// The command starts now, blocked on its claim pipe, from a tree holding only its
+		// binary and its working directory.
+		if err := s.prestart(tmpl); err != nil {
+			return err
+		}
+	}
 	if h.cg != nil {
 		// Named after the slot, not a dispatch: only ReapSlots can find it after a crash.
 		if err := os.WriteFile(filepath.Join(s.dir, slotCgroup), []byte(h.cg.dir), 0o600); err != nil {
@@ -286,7 +313,7 @@ func (s *Slot) Discard() {
 // cleanup closes what the slot holds on the host and removes its directory, letting go of
 // its hold last.
 func (s *Slot) cleanup() {
-	for _, f := range append([]*os.File{s.blockW, s.root, s.outR[0], s.outR[1]}, s.secrets...) {
+	for _, f := range append([]*os.File{s.blockW, s.goW, s.root, s.outR[0], s.outR[1]}, s.secrets...) {
 		if f != nil {
 			f.Close()
 		}
@@ -405,6 +432,9 @@ func (s *Slot) claim(ctx context.Context, spec compute.Spec) (*handle, error) {
 	if heldExited(s.h.pid) {
 		return nil, errors.New("the warm slot's sandbox ended before its claim")
 	}
+	if err := s.sameBinary(spec); err != nil {
+		return nil, err
+	}
 	if err := s.attach(spec); err != nil {
 		return nil, err
 	}
@@ -446,8 +476,14 @@ func (s *Slot) claim(ctx context.Context, spec compute.Spec) (*handle, error) {
 		removeSlotDir(s.dir)
 		s.hold.Close()
 	})
-	err := release(s.blockW)
-	s.blockW.Close()
+	// A prestarted slot's command is already running: its claim pipe lets it go on.
+	gate := s.blockW
+	if s.goW != nil {
+		gate = s.goW
+	}
+	err := release(gate)
+	gate.Close()
+	s.blockW, s.goW = nil, nil
 	if err != nil {
 		h.requestCancel()
 		<-h.done
@@ -484,36 +520,13 @@ func copySecrets(w *os.File, r *os.File) {
 // is reached through the descriptor pinned at fill, never by path, so a directory swapped
 // for a link in between changes nothing.
 func (s *Slot) attach(spec compute.Spec) error {
-	stage, err := os.MkdirTemp(s.dir, "stage-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(stage)
-	if err := unix.Mount("agora-claim", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64k,nr_inodes=4096"); err != nil {
-		return fmt.Errorf("mount staging tmpfs: %w", err)
-	}
-	defer unix.Unmount(stage, unix.MNT_DETACH)
-	if err := unix.Mount("", stage, "", unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("make staging private: %w", err)
-	}
+	var binds []compute.Bind
 	for _, b := range spec.Binds {
-		if !underRoot(b.Dst, s.opts.ClaimRoot) {
-			continue // part of the shape: already bound when the slot started
-		}
-		rel := strings.TrimPrefix(strings.TrimPrefix(b.Dst, s.opts.ClaimRoot), "/")
-		if err := bindInto(stage, rel, b); err != nil {
-			return err
+		if underRoot(b.Dst, s.opts.ClaimRoot) {
+			binds = append(binds, b) // the others are part of the shape: bound at fill
 		}
 	}
-	// The claim root is read-only, as a cold sandbox's / (bwrap's --remount-ro /).
-	if err := unix.Mount("", stage, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64k,nr_inodes=4096"); err != nil {
-		return fmt.Errorf("make staging read-only: %w", err)
-	}
-	target := "/proc/self/fd/" + strconv.Itoa(int(s.root.Fd()))
-	if err := unix.Mount(stage, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-		return fmt.Errorf("attach the claim's files: %w", err)
-	}
-	return nil
+	return s.attachTree(binds, nil)
 }
 
 // bindInto binds b.Src at stage/rel with the flags bwrap gives a bind: recursive, nosuid,

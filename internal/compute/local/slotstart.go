@@ -1,0 +1,169 @@
+package local
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agora-dev/agora/internal/compute"
+)
+
+// A prestarted slot (SlotOptions.PrestartEnv, #28/#30) runs its command at fill, not at
+// claim: the command's exec, its runtime's start and whatever it does before it needs its
+// job leave the claim path. What the command sees before its claim:
+//
+//   - the sandbox a cold start gives (namespaces, uid, rlimits applied while bwrap was held,
+//     cgroup, seccomp, the shape's environment without the per-dispatch names), plus one
+//     descriptor: the read end of its claim pipe, named by PrestartEnv;
+//   - under the claim root, a read-only tmpfs holding only its own binary (when the shape
+//     binds it there: the template's bind of argv[0], read-only, nosuid, nodev) and its
+//     working directory, empty. Nothing of any dispatch.
+//
+// At claim the dispatch's tree is attached over that one (a recursive bind on the same mount
+// point, which stacks on top and propagates into the sandbox as the unprestarted attach
+// does), the secrets and output pipes are handed over, and only then one byte is written to
+// the claim pipe. The command then re-enters its working directory (its old one is the
+// covered tree's) and reads its job. EOF on the pipe (the slot discarded, its holder killed)
+// means no job will come: it exits, and the slot is dead and never claimed.
+//
+// The command's binary is the template's: a claim whose spec binds another file at argv[0]
+// (another path, or the same path replaced since fill) does not fit the slot.
+
+// binIdentity is what names a bound binary's file: its path on the host and its inode's
+// identity and times. A pinned binary is never rewritten in place; a new one is a new file.
+type binIdentity struct {
+	src          string
+	dev, ino     uint64
+	size         int64
+	mtime, ctime unix.Timespec
+	mode         uint32
+	uid, gid     uint32
+}
+
+func identify(path string) (*binIdentity, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	return &binIdentity{src: path, dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim,
+		mode: st.Mode, uid: st.Uid, gid: st.Gid}, nil
+}
+
+// commandBind returns the bind of spec that puts argv[0] under the claim root, nil when
+// argv[0] is not under it (a system program: part of the shape already).
+func commandBind(spec compute.Spec, root string) (*compute.Bind, error) {
+	if len(spec.Argv) == 0 || !underRoot(spec.Argv[0], root) {
+		return nil, nil
+	}
+	for i := range spec.Binds {
+		if spec.Binds[i].Dst == spec.Argv[0] {
+			return &spec.Binds[i], nil
+		}
+	}
+	return nil, fmt.Errorf("prestart: the command %s is under the claim root but no bind puts it there", spec.Argv[0])
+}
+
+// prestart attaches the command's tree (its binary, its working directory) to the slot's
+// mount point and lets the held sandbox exec the command, which then waits on its claim pipe.
+func (s *Slot) prestart(tmpl compute.Spec) error {
+	b, err := commandBind(tmpl, s.opts.ClaimRoot)
+	if err != nil {
+		return err
+	}
+	var binds []compute.Bind
+	if b != nil {
+		if b.Writable {
+			return fmt.Errorf("prestart: the command's bind %s is writable", b.Dst)
+		}
+		if s.bin, err = identify(b.Src); err != nil {
+			return fmt.Errorf("prestart: %w", err)
+		}
+		binds = append(binds, compute.Bind{Src: b.Src, Dst: b.Dst})
+	}
+	var dirs []string
+	if underRoot(tmpl.Dir, s.opts.ClaimRoot) && tmpl.Dir != s.opts.ClaimRoot {
+		dirs = append(dirs, strings.TrimPrefix(tmpl.Dir, s.opts.ClaimRoot+"/"))
+	}
+	if err := s.attachTree(binds, dirs); err != nil {
+		return fmt.Errorf("prestart: %w", err)
+	}
+	err = release(s.blockW)
+	s.blockW.Close()
+	s.blockW = nil
+	if err != nil {
+		return fmt.Errorf("prestart: %w", err)
+	}
+	return nil
+}
+
+// sameBinary refuses a claim of a prestarted slot whose spec binds another file at the
+// command's path than the one the running command was started from.
+func (s *Slot) sameBinary(spec compute.Spec) error {
+	if s.goW == nil {
+		return nil
+	}
+	b, err := commandBind(spec, s.opts.ClaimRoot)
+	if err != nil {
+		return err
+	}
+	if (b == nil) != (s.bin == nil) {
+		return fmt.Errorf("%w: the command's binary is bound differently", ErrSlotShape)
+	}
+	if b == nil {
+		return nil
+	}
+	id, err := identify(b.Src)
+	if err != nil {
+		return fmt.Errorf("%w: the command's binary: %v", ErrSlotShape, err)
+	}
+	if *id != *s.bin {
+		return fmt.Errorf("%w: the command's binary %s is not the file the slot started (%s)", ErrSlotShape, b.Src, s.bin.src)
+	}
+	return nil
+}
+
+// attachTree builds a tree of binds and empty directories on a private staging tmpfs, makes
+// it read-only and binds it recursively onto the slot's shared mount point (see attach).
+func (s *Slot) attachTree(binds []compute.Bind, dirs []string) error {
+	stage, err := os.MkdirTemp(s.dir, "stage-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(stage)
+	if err := unix.Mount("agora-claim", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64k,nr_inodes=4096"); err != nil {
+		return fmt.Errorf("mount staging tmpfs: %w", err)
+	}
+	defer unix.Unmount(stage, unix.MNT_DETACH)
+	if err := unix.Mount("", stage, "", unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make staging private: %w", err)
+	}
+	for _, d := range dirs {
+		if err := noSymlinkBelow(stage, d); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Join(stage, d), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, b := range binds {
+		rel := strings.TrimPrefix(strings.TrimPrefix(b.Dst, s.opts.ClaimRoot), "/")
+		if err := bindInto(stage, rel, b); err != nil {
+			return err
+		}
+	}
+	if err := unix.Mount("", stage, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64k,nr_inodes=4096"); err != nil {
+		return fmt.Errorf("make staging read-only: %w", err)
+	}
+	target := "/proc/self/fd/" + strconv.Itoa(int(s.root.Fd()))
+	if err := unix.Mount(stage, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("attach: %w", err)
+	}
+	return nil
+}
