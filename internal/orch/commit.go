@@ -25,6 +25,7 @@ type batch struct {
 	sealed   []string
 	replies  []func(error)
 	exts     []extInsert // extensions of runs that exist: their rows and their tasks' rows
+	upd      []*task     // writeRows's: the tasks whose rows it updates
 }
 
 type attemptRow struct {
@@ -48,8 +49,10 @@ func (b *batch) reuse() *batch {
 	clear(b.tasks)
 	clear(b.fires)
 	clear(b.events)
+	clear(b.upd)
 	return &batch{
 		runs: map[*run]bool{}, tasks: b.tasks[:0], fires: b.fires[:0], attempts: b.attempts[:0], ended: b.ended[:0], events: b.events[:0],
+		upd: b.upd[:0],
 	}
 }
 
@@ -158,40 +161,39 @@ func (e *Engine) writeRows(ctx context.Context, tx *sql.Tx, b *batch) error {
 	if err := e.insertExtensions(ctx, tx, b.exts); err != nil {
 		return err
 	}
-	if len(b.tasks) > 0 {
-		stmt := tx.StmtContext(ctx, e.stmts.updateTask)
-		for _, t := range b.tasks {
-			if t.run.inserted || t.fresh {
-				continue
-			}
-			if _, err := stmt.ExecContext(ctx, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq, ts(t.retryAt),
-				t.reason, t.detail, t.question, t.answer, t.cancel, voteJSON(t), t.run.id, t.idx); err != nil {
-				return err
-			}
+	// The rows as statements of many rows each (multirow.go). New tasks' rows were inserted
+	// whole (insertRun, insertExtensions): only the others are updated.
+	upd := b.upd[:0]
+	for _, t := range b.tasks {
+		if !t.run.inserted && !t.fresh {
+			upd = append(upd, t)
 		}
 	}
-	if len(b.attempts) > 0 {
-		stmt := tx.StmtContext(ctx, e.stmts.insertAttempt)
-		for i, row := range b.attempts {
-			a := &b.fires[i]
-			inputs := []byte("[]")
-			if a.Inputs != nil {
-				inputs, _ = json.Marshal(a.Inputs)
-			}
-			if _, err := stmt.ExecContext(ctx, a.DispatchID, a.RunID, row.taskIx, a.Number, a.ParentID, string(inputs), ts(row.at)); err != nil {
-				return err
-			}
-		}
+	b.upd = upd
+	err := writeChunked(ctx, tx, &e.stmts.updateTasks, len(upd), &e.args, func(a []any, i int) []any {
+		t := upd[i]
+		return append(a, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq, ts(t.retryAt),
+			t.reason, t.detail, t.question, t.answer, t.cancel, voteJSON(t), t.run.id, t.idx)
+	})
+	if err != nil {
+		return err
 	}
-	if len(b.ended) > 0 {
-		stmt := tx.StmtContext(ctx, e.stmts.endAttempt)
-		for _, x := range b.ended {
-			if _, err := stmt.ExecContext(ctx, x.state, x.reason, ts(x.at), x.usage, x.verdict, x.id); err != nil {
-				return err
-			}
+	err = writeChunked(ctx, tx, &e.stmts.insertAttempts, len(b.attempts), &e.args, func(a []any, i int) []any {
+		row, at := b.attempts[i], &b.fires[i]
+		inputs := "[]"
+		if at.Inputs != nil {
+			j, _ := json.Marshal(at.Inputs)
+			inputs = string(j)
 		}
+		return append(a, at.DispatchID, at.RunID, row.taskIx, at.Number, at.ParentID, inputs, ts(row.at))
+	})
+	if err != nil {
+		return err
 	}
-	return nil
+	return writeChunked(ctx, tx, &e.stmts.endAttempts, len(b.ended), &e.args, func(a []any, i int) []any {
+		x := &b.ended[i]
+		return append(a, x.state, x.reason, ts(x.at), x.usage, x.verdict, x.id)
+	})
 }
 
 func sealedAt(r *run, now time.Time) string {
@@ -216,16 +218,14 @@ func (e *Engine) insertRun(ctx context.Context, tx *sql.Tx, r *run) error {
 	return e.insertTasks(ctx, tx, r, r.tasks)
 }
 
-// insertTasks writes the rows of tasks of r with the prepared one-row statement: SQLite
-// compiles a statement of many VALUES rows (thousands of parameters) more slowly than it runs
-// a one-row statement that many times (measured, docs/BENCHMARKS.md).
+// insertTasks writes the rows of tasks of r with the prepared statements of many rows
+// (multirow.go): prepared once, unlike the 500-row VALUES statements of 7,000 parameters
+// a run's rows were once written with, which SQLite compiled more slowly than it ran a
+// one-row statement that many times (docs/BENCHMARKS.md).
 func (e *Engine) insertTasks(ctx context.Context, tx *sql.Tx, r *run, tasks []*task) error {
-	stmt := tx.StmtContext(ctx, e.stmts.insertTask)
-	for _, t := range tasks {
-		if _, err := stmt.ExecContext(ctx, r.id, t.idx, t.spec.ID, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq,
-			ts(t.retryAt), t.reason, t.detail, t.question, t.answer, t.cancel); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeChunked(ctx, tx, &e.stmts.insertTasks, len(tasks), &e.args, func(a []any, i int) []any {
+		t := tasks[i]
+		return append(a, r.id, t.idx, t.spec.ID, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq,
+			ts(t.retryAt), t.reason, t.detail, t.question, t.answer, t.cancel)
+	})
 }

@@ -50,6 +50,7 @@ type Engine struct {
 	exec  Executor
 	opts  Options
 	stmts stmts // the commit's statements, prepared in Open, closed when Run returns
+	args  []any // a commit's statement arguments, reused (multirow.go)
 
 	in   chan event
 	stop chan struct{}

@@ -26,15 +26,19 @@ import (
 func BenchmarkLayerFloor(b *testing.B) {
 	// alongside: the entries are encoded while the rows are written; sparse: the audit tree's
 	// nodes are stored from level 4 up (what the engine does since #28 session 4: both).
+	// multi: the rows are written as the engine writes them since #28 session 6, in
+	// statements of many rows each (multirow.go), instead of one statement per row.
 	for _, part := range []struct {
-		name                           string
-		rows, audit, alongside, sparse bool
-	}{{"rows+audit", true, true, false, false}, {"rows", true, false, false, false}, {"audit", false, true, false, false},
-		{"commit", false, false, false, false},
-		{"rows+audit-alongside", true, true, true, false}, {"rows+audit-sparse", true, true, false, true},
-		{"rows+audit-alongside-sparse", true, true, true, true}, {"audit-sparse", false, true, false, true}} {
+		name                                  string
+		rows, audit, alongside, sparse, multi bool
+	}{{"rows+audit", true, true, false, false, false}, {"rows", true, false, false, false, false}, {"audit", false, true, false, false, false},
+		{"commit", false, false, false, false, false},
+		{"rows+audit-alongside", true, true, true, false, false}, {"rows+audit-sparse", true, true, false, true, false},
+		{"rows+audit-alongside-sparse", true, true, true, true, false}, {"audit-sparse", false, true, false, true, false},
+		{"rows-multi", true, false, false, false, true}, {"rows+audit-alongside-sparse-multi", true, true, true, true, true}} {
 		b.Run(part.name, func(b *testing.B) {
 			f := newFloor(b)
+			f.multi = part.multi
 			if part.sparse {
 				f.log = f.log.SparseTree()
 			}
@@ -59,11 +63,13 @@ func BenchmarkLayerFloor(b *testing.B) {
 const floorWidth = 100
 
 type floor struct {
-	db   *store.DB
-	st   stmts
-	log  *audit.Log
-	runs string // the run's id
-	n    int    // layers written
+	db    *store.DB
+	st    stmts
+	log   *audit.Log
+	runs  string // the run's id
+	n     int    // layers written
+	multi bool   // rows in statements of many rows (writeChunked)
+	args  []any
 }
 
 func newFloor(b *testing.B) *floor {
@@ -147,6 +153,9 @@ func (f *floor) rows(ctx context.Context, tx *sql.Tx, done, fired int, now time.
 	if !rows {
 		return nil
 	}
+	if f.multi {
+		return f.rowsMulti(ctx, tx, done, fired, now)
+	}
 	up, end, ins := tx.StmtContext(ctx, f.st.updateTask), tx.StmtContext(ctx, f.st.endAttempt), tx.StmtContext(ctx, f.st.insertAttempt)
 	for a := done; a < done+floorWidth && a >= 0; a++ {
 		if err := execOne(ctx, up, "succeeded", 1, 0, floorDispatch(a), int64(a), "", "", "", "", "", false, "", f.runs, floorTask(a)); err != nil {
@@ -165,6 +174,38 @@ func (f *floor) rows(ctx context.Context, tx *sql.Tx, done, fired int, now time.
 		}
 	}
 	return nil
+}
+
+// rowsMulti writes what rows does with the engine's multi-row statements, in the engine's
+// order (task rows, attempt inserts, attempt ends).
+func (f *floor) rowsMulti(ctx context.Context, tx *sql.Tx, done, fired int, now time.Time) error {
+	var tasks []int // attempt numbers whose task rows change: the completions', then the fires'
+	for a := max(done, 0); a < done+floorWidth && done >= 0; a++ {
+		tasks = append(tasks, a)
+	}
+	ended := len(tasks)
+	for a := fired; a < fired+floorWidth; a++ {
+		tasks = append(tasks, a)
+	}
+	err := writeChunked(ctx, tx, &f.st.updateTasks, len(tasks), &f.args, func(dst []any, i int) []any {
+		a, state := tasks[i], "running"
+		if i < ended {
+			state = "succeeded"
+		}
+		return append(dst, state, 1, 0, floorDispatch(a), int64(a), "", "", "", "", "", false, "", f.runs, floorTask(a))
+	})
+	if err != nil {
+		return err
+	}
+	err = writeChunked(ctx, tx, &f.st.insertAttempts, floorWidth, &f.args, func(dst []any, i int) []any {
+		return append(dst, floorDispatch(fired+i), f.runs, floorTask(fired+i), 1, "", "[]", ts(now))
+	})
+	if err != nil {
+		return err
+	}
+	return writeChunked(ctx, tx, &f.st.endAttempts, ended, &f.args, func(dst []any, i int) []any {
+		return append(dst, "succeeded", "", ts(now), "", "", floorDispatch(done+i))
+	})
 }
 
 // floorDispatch is attempt k's dispatch id.

@@ -27,6 +27,10 @@ const (
 type stmts struct {
 	updateRun, updateTask, insertTask, insertAttempt, endAttempt *sql.Stmt
 
+	// updateTask, insertTask, insertAttempt and endAttempt with their multi-row forms
+	// (multirow.go).
+	updateTasks, insertTasks, insertAttempts, endAttempts chunked
+
 	audit *audit.Statements // the audit log's, for AppendAllWith
 }
 
@@ -46,6 +50,19 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		}
 		*p.dst = st
 	}
+	for _, c := range []struct {
+		dst *chunked
+		one *sql.Stmt
+		q   [3]string
+	}{{&s.updateTasks, s.updateTask, updateTaskChunk}, {&s.insertTasks, s.insertTask, insertTaskChunk},
+		{&s.insertAttempts, s.insertAttempt, insertAttemptChunk}, {&s.endAttempts, s.endAttempt, endAttemptChunk}} {
+		ch, err := prepareChunked(ctx, db, c.one, c.q)
+		if err != nil {
+			s.close()
+			return err
+		}
+		*c.dst = ch
+	}
 	st, err := audit.PrepareStatements(ctx, db)
 	if err != nil {
 		s.close()
@@ -62,6 +79,9 @@ func (s *stmts) close() error {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
+	}
+	for _, c := range []*chunked{&s.updateTasks, &s.insertTasks, &s.insertAttempts, &s.endAttempts} {
+		errs = append(errs, c.close())
 	}
 	if s.audit != nil {
 		s.audit.Close()

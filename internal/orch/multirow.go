@@ -1,0 +1,137 @@
+package orch
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+)
+
+// A commit writes a layer's rows (a hundred task updates, attempt inserts and attempt ends)
+// as statements of many rows each instead of one statement per row: a statement's fixed
+// cost (database/sql's call, the driver's binding setup, SQLite opening its cursors and
+// seeking from the root) is then paid once per chunk. The statements are prepared once per
+// chunk size (compiling a long VALUES list in every commit cost more than it saved, session
+// 2): a batch of n rows runs n/bigChunk statements of bigChunk rows, then of smallChunk rows,
+// then one-row statements for the rest. Measured: docs/BENCHMARKS.md "#28 orchestrator,
+// session 6".
+const (
+	bigChunk   = 32
+	smallChunk = 8
+)
+
+// chunked holds one row-writing statement prepared for one row, smallChunk and bigChunk rows.
+type chunked struct {
+	one, small, big *sql.Stmt
+}
+
+// chunkSQL is a statement over n rows: head, then n copies of row joined by commas, then tail.
+func chunkSQL(head, row, tail string, n int) string {
+	var sb strings.Builder
+	sb.WriteString(head)
+	for i := range n {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(row)
+	}
+	sb.WriteString(tail)
+	return sb.String()
+}
+
+// The multi-row forms of sqlUpdateTask, sqlInsertTask, sqlInsertAttempt and sqlEndAttempt, each row's
+// arguments in the one-row statement's order (so one args function serves both). An UPDATE ...
+// FROM (VALUES ...) joins each row of the list to the row it names by its primary key
+// (the plan: SCAN v, SEARCH tasks USING PRIMARY KEY); a key twice in one list would update
+// its row with either, so a list never holds one key twice: a batch writes a task's row
+// once (its dirty flag) and ends an attempt once (complete removes it from live first).
+var (
+	updateTaskChunk = [3]string{
+		`UPDATE tasks SET state = v.column1, attempts = v.column2, failures = v.column3, dispatch_id = v.column4,
+		ready_seq = v.column5, retry_at = v.column6, reason = v.column7, detail = v.column8, question = v.column9,
+		answer = v.column10, cancel = v.column11, review = v.column12 FROM (VALUES `,
+		`(?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		`) AS v WHERE tasks.run_id = v.column13 AND tasks.idx = v.column14`,
+	}
+	insertTaskChunk = [3]string{
+		`INSERT INTO tasks(run_id, idx, id, state, attempts, failures, dispatch_id, ready_seq, retry_at, reason, detail, question, answer, cancel) VALUES `,
+		`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		``,
+	}
+	insertAttemptChunk = [3]string{
+		`INSERT INTO attempts(dispatch_id, run_id, task_idx, number, state, parent_id, inputs, fired_at) VALUES `,
+		`(?, ?, ?, ?, 'live', ?, ?, ?)`,
+		``,
+	}
+	endAttemptChunk = [3]string{
+		`UPDATE attempts SET state = v.column1, reason = v.column2, ended_at = v.column3, usage = v.column4,
+		verdict = v.column5 FROM (VALUES `,
+		`(?,?,?,?,?,?)`,
+		`) AS v WHERE attempts.dispatch_id = v.column6`,
+	}
+)
+
+// prepareChunked compiles the small and big forms of q on db; one is the one-row statement.
+func prepareChunked(ctx context.Context, db *sql.DB, one *sql.Stmt, q [3]string) (chunked, error) {
+	c := chunked{one: one}
+	var err error
+	if c.small, err = db.PrepareContext(ctx, chunkSQL(q[0], q[1], q[2], smallChunk)); err != nil {
+		return c, err
+	}
+	if c.big, err = db.PrepareContext(ctx, chunkSQL(q[0], q[1], q[2], bigChunk)); err != nil {
+		c.small.Close()
+		return c, err
+	}
+	return c, nil
+}
+
+func (c *chunked) close() error {
+	var err error
+	for _, s := range []*sql.Stmt{c.small, c.big} {
+		if s != nil {
+			if e := s.Close(); e != nil && err == nil {
+				err = e
+			}
+		}
+	}
+	*c = chunked{}
+	return err
+}
+
+// writeChunked writes n rows with c in tx. args appends row i's arguments (in the one-row
+// statement's order) to dst and returns it; buf is reused across calls.
+func writeChunked(ctx context.Context, tx *sql.Tx, c *chunked, n int, buf *[]any, args func(dst []any, i int) []any) error {
+	var big, small, one *sql.Stmt
+	i := 0
+	for i < n {
+		var stmt *sql.Stmt
+		k := 1
+		switch {
+		case n-i >= bigChunk:
+			if big == nil {
+				big = tx.StmtContext(ctx, c.big)
+			}
+			stmt, k = big, bigChunk
+		case n-i >= smallChunk:
+			if small == nil {
+				small = tx.StmtContext(ctx, c.small)
+			}
+			stmt, k = small, smallChunk
+		default:
+			if one == nil {
+				one = tx.StmtContext(ctx, c.one)
+			}
+			stmt = one
+		}
+		a := (*buf)[:0]
+		for j := i; j < i+k; j++ {
+			a = args(a, j)
+		}
+		*buf = a
+		if _, err := stmt.ExecContext(ctx, a...); err != nil {
+			return err
+		}
+		i += k
+	}
+	clear(*buf)
+	return nil
+}
