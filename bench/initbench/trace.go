@@ -25,6 +25,7 @@ type subject struct {
 	args []string
 
 	sums    []float64            // summed init ms, per run
+	cpu     []float64            // the process's CPU ms (user + system), per run
 	pkgMS   map[string][]float64 // per package, its ms in each run
 	bytes   map[string]int64     // per package, its bytes (the same every run)
 	inits   int                  // packages traced in a run
@@ -45,10 +46,11 @@ func (s *subject) measure() error {
 		}
 		slices.SortFunc(s.modules, func(a, b string) int { return len(b) - len(a) })
 	}
-	inits, err := trace(s.bin, s.args)
+	inits, cpu, err := trace(s.bin, s.args)
 	if err != nil {
 		return err
 	}
+	s.cpu = append(s.cpu, cpu)
 	sum := 0.0
 	for _, in := range inits {
 		sum += in.ms
@@ -60,8 +62,9 @@ func (s *subject) measure() error {
 	return nil
 }
 
-// trace runs bin with args and the init trace on, and parses the trace.
-func trace(bin string, args []string) ([]pkgInit, error) {
+// trace runs bin with args and the init trace on, and parses the trace; it also returns the
+// whole process's CPU time in ms (its start, inits and the command, up to exit).
+func trace(bin string, args []string) ([]pkgInit, float64, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
 	var stderr bytes.Buffer
@@ -80,14 +83,15 @@ func trace(bin string, args []string) ([]pkgInit, error) {
 		ms, err1 := strconv.ParseFloat(f[4], 64)
 		b, err2 := strconv.ParseInt(f[7], 10, 64)
 		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("%s: unreadable trace line %q", bin, sc.Text())
+			return nil, 0, fmt.Errorf("%s: unreadable trace line %q", bin, sc.Text())
 		}
 		out = append(out, pkgInit{pkg: f[1], ms: ms, bytes: b})
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%s %s printed no init trace (%v):\n%s", bin, strings.Join(args, " "), runErr, stderr.String())
+		return nil, 0, fmt.Errorf("%s %s printed no init trace (%v):\n%s", bin, strings.Join(args, " "), runErr, stderr.String())
 	}
-	return out, nil
+	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	return out, float64(cpu.Microseconds()) / 1000, nil
 }
 
 // origin is the module a package comes from ("std" for the standard library).
@@ -125,6 +129,7 @@ func (s *subject) report(top, origins int) {
 	}
 	fmt.Printf("%s: init %s (%d runs); %d packages with init work, %d bytes\n",
 		s.name(), summary(s.sums), len(s.sums), s.inits, total)
+	fmt.Printf("  the whole process's CPU (user + system): %s\n", summary(s.cpu))
 	var pkgs []row
 	byOrigin := map[string]*row{}
 	for p, ms := range s.pkgMS {

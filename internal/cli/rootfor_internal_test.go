@@ -104,3 +104,27 @@ func TestRootFor_CompletionsOnlyWhenCompleting(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRootFor is what a command line pays for its command tree before it runs (#28 initcut):
+// the whole tree with completions (what every process built before), the whole tree, and the
+// tree of `agora dispatch run` and of `agora version`.
+func BenchmarkRootFor(b *testing.B) {
+	f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard}, func(string) string { return "" })
+	defer f.Close()
+	for _, bc := range []struct {
+		name string
+		make func() *cobra.Command
+	}{
+		{"whole+completions", func() *cobra.Command { r := NewRootCmd(f); addCompletions(f, r); return r }},
+		{"whole", func() *cobra.Command { return NewRootCmd(f) }},
+		{"dispatch_run", func() *cobra.Command { return rootFor(f, []string{"dispatch", "run", "--subagent", "x"}) }},
+		{"version", func() *cobra.Command { return rootFor(f, []string{"version"}) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				bc.make()
+			}
+		})
+	}
+}
