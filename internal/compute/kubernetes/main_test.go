@@ -1,10 +1,16 @@
 package kubernetes
 
 import (
+	"os"
 	"testing"
 
 	"github.com/agora-dev/agora/internal/k8stest"
 )
 
 // TestMain shares one control plane between the cluster tests and stops it at the end.
-func TestMain(m *testing.M) { k8stest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(slotHolderEnv) != "" {
+		os.Exit(slotHolderMain()) // a warm slot's holder, to be killed with -9 (warmslot_cluster_test.go)
+	}
+	k8stest.Main(m)
+}

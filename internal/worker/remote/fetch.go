@@ -50,6 +50,11 @@ func fetch(ctx context.Context, stderr io.Writer) error {
 	if stage == "" || !filepath.IsAbs(stage) {
 		return fmt.Errorf("%s must name the stage directory, an absolute path", remote.StageEnv)
 	}
+	if SlotEnabled() {
+		// A Kubernetes warm slot's init step (#30): no dispatch exists yet, and it holds no
+		// token; its worker fetches the dispatch's mounts itself once it claims one.
+		return copySelf(filepath.Join(stage, wire.BinDir, wire.BinFile))
+	}
 	c, err := FromEnv(os.Getenv(DispatchEnv))
 	if err != nil {
 		return err

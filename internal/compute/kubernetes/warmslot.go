@@ -1,0 +1,438 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/remote"
+)
+
+// Warm slots (#30) on Kubernetes. agora holds each slot itself, as a Job of the Job backend:
+// an agent-sandbox SandboxWarmPool's pods share one template (environment, Secret
+// references), so a per-slot token revoked at the claim could not reach each pod, and a
+// claim could not give a pod the dispatch's policy or uid (note31). A slot is, all named
+// agora-<slot> and labelled agora.slot=<slot>:
+//
+//   - a NetworkPolicy admitting egress to the gateway alone and no ingress, made first;
+//   - a Secret holding the slot's token (never a dispatch's), the gateway's CA and the
+//     template's environment;
+//   - a Job whose init container only copies agora's worker binary (it holds no token) and
+//     whose worker container runs in claim mode ([remote.SlotEnv]): it waits on the gateway
+//     until the holder binds a dispatch to the slot, fetches that dispatch's mounts below
+//     /agora (an emptyDir) and runs it as a cold pod's worker does.
+//
+// The gateway revokes the slot's token at the claim, so a slot runs one dispatch, ever. At the
+// claim the holder checks that the Job and its pod are still the ones it made (uid, labels,
+// containers: a pod relabelled out of its policy or given another image is never claimed),
+// then binds, then sets the Job's activeDeadlineSeconds to the dispatch's timeout and marks it
+// claimed. A claimed slot's Job is followed as a cold dispatch's Job is.
+
+// Slot labels and annotations.
+const (
+	labelSlot = "agora.slot"
+	// annotationClaimed, on a slot's Job, names the dispatch it runs: a sweep leaves it.
+	annotationClaimed = "agora.dev/claimed"
+	// slotRootVolume is the slot pod's writable /agora, where the worker fetches its
+	// dispatch's mounts at the claim.
+	slotRootVolume = "root"
+	// slotRoot is the layout root the slot's worker fetches below.
+	slotRoot = "/agora"
+)
+
+// slotReadyWait bounds how long StartSlot waits for the slot's pod to run.
+var slotReadyWait = 5 * time.Minute
+
+// SlotOptions are one slot's gateway identity, from the gateway's slot store.
+type SlotOptions struct {
+	// ID is the gateway slot's id ("s" and 32 hex digits); it names the slot's objects.
+	ID string
+	// Token is the slot's bearer token: it goes into the slot's Secret only.
+	Token string
+}
+
+// Slot is one warm pod agora holds. Safe for concurrent use.
+type Slot struct {
+	p     *Provider
+	ID    string
+	name  string
+	spec  compute.Spec // the template the slot was started from (its ID is the slot's)
+	job   types.UID
+	np    types.UID
+	sec   types.UID
+	pod   string // a hash of the containers the Job was stored with
+	start time.Time
+
+	mu    sync.Mutex
+	spent bool // guarded by mu: claimed or discarded
+}
+
+// SlotShape is the key a dispatch's spec must match to run in a slot started from a spec
+// with the same key: its argv, its environment without the per-dispatch id, its limits and
+// its sandbox. The binds (all below /agora, fetched at the claim) and RunAs are not part of
+// it: the slot's pod runs as the slot's own uid.
+func SlotShape(s compute.Spec) string {
+	env := slotEnv(s.Env)
+	slices.Sort(env)
+	b, _ := json.Marshal(struct {
+		Argv    []string
+		Env     []string
+		Limits  compute.Limits
+		Sandbox string
+	}{s.Argv, env, s.Limits, string(s.Sandbox)})
+	sum := sha256.Sum256(b)
+	return "k8s:" + hex.EncodeToString(sum[:16])
+}
+
+// slotEnv is env without the per-dispatch variable.
+func slotEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, remote.DispatchEnv+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// StartSlot starts one warm slot from spec (a learnt template: its ID, binds and RunAs are
+// ignored) and returns once its pod runs. On error nothing of it is left.
+func (p *Provider) StartSlot(ctx context.Context, spec compute.Spec, o SlotOptions) (*Slot, error) {
+	if !remote.ValidSlotID(o.ID) {
+		return nil, fmt.Errorf("warm slot %q: not a slot id", o.ID)
+	}
+	if o.Token == "" {
+		return nil, fmt.Errorf("warm slot %s: no token", o.ID)
+	}
+	// The slot is a Job on either backend: its lifecycle is agora's, not a Sandbox
+	// controller's, and a Job's pod template is immutable once made.
+	tmpl := compute.Spec{ID: o.ID, Argv: spec.Argv, Env: slotEnv(spec.Env), Limits: spec.Limits, Sandbox: spec.Sandbox, Dir: "/tmp"}
+	env, err := p.checkSpec(tmpl)
+	if err != nil {
+		return nil, fmt.Errorf("warm slot %s: %w", o.ID, err)
+	}
+	gw, err := p.resolveGateway(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("warm slot %s: %w", o.ID, err)
+	}
+	sl := &Slot{p: p, ID: o.ID, name: objectName(o.ID), spec: tmpl}
+	np := networkPolicyObject(p.ns, sl.name, o.ID, gw)
+	np.Labels[labelSlot] = o.ID
+	made, err := p.client.NetworkingV1().NetworkPolicies(p.ns).Create(ctx, np, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("warm slot %s: create network policy: %w", o.ID, err)
+	}
+	sl.np = made.UID
+	sec := secretObject(p.ns, sl.name, o.ID, o.Token, p.opts.GatewayCA, env)
+	sec.Labels[labelSlot] = o.ID
+	sec.OwnerReferences = []metav1.OwnerReference{{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy", Name: sl.name, UID: sl.np}}
+	msec, err := p.client.CoreV1().Secrets(p.ns).Create(ctx, sec, metav1.CreateOptions{})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("warm slot %s: create secret: %w", o.ID, err), p.deleteParts(sl.name, sl.np, ""))
+	}
+	sl.sec = msec.UID
+	job := p.slotJobObject(jobInput{name: sl.name, id: o.ID, spec: tmpl, env: env, gateway: gw})
+	mjob, err := p.client.BatchV1().Jobs(p.ns).Create(ctx, job, metav1.CreateOptions{})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("warm slot %s: create job: %w", o.ID, err), p.deleteParts(sl.name, sl.np, sl.sec))
+	}
+	sl.job, sl.pod, sl.start = mjob.UID, containersHash(mjob.Spec.Template.Spec), time.Now()
+	if err := p.ownParts(ctx, jobOwner(mjob), sl.np, sl.sec); err != nil {
+		sl.Discard()
+		return nil, fmt.Errorf("warm slot %s: make its job own its parts: %w", o.ID, err)
+	}
+	if err := sl.waitRunning(ctx); err != nil {
+		sl.Discard()
+		return nil, fmt.Errorf("warm slot %s: %w", o.ID, err)
+	}
+	return sl, nil
+}
+
+// slotJobObject is a cold Job's object turned into a slot's: the init container only copies
+// the worker binary (no token, no dispatch), the worker container claims (the slot's id in its
+// environment, the slot's token from the Secret) and has a writable /agora to fetch into.
+func (p *Provider) slotJobObject(in jobInput) *batchv1.Job {
+	job := p.jobObject(in)
+	// No deadline until the claim: it is the dispatch's timeout, counted from the claim.
+	job.Spec.ActiveDeadlineSeconds = nil
+	job.Labels[labelSlot] = in.id
+	job.Spec.Template.Labels[labelSlot] = in.id
+	pod := &job.Spec.Template.Spec
+	scratch := in.spec.Limits.Scratch
+	if scratch <= 0 {
+		scratch = defaultScratch
+	}
+	pod.Volumes = append(pod.Volumes, emptyDir(slotRootVolume, scratch, ""))
+	slotID := corev1.EnvVar{Name: remote.SlotEnv, Value: in.id}
+	fetch := &pod.InitContainers[0]
+	fetch.Env = []corev1.EnvVar{{Name: remote.StageEnv, Value: stageDir}, slotID}
+	w := &pod.Containers[0]
+	w.Env = append(w.Env, slotID)
+	// /agora is the slot's own, writable; the binary stays read-only at /agora/bin.
+	w.VolumeMounts = append([]corev1.VolumeMount{{Name: slotRootVolume, MountPath: slotRoot}}, w.VolumeMounts...)
+	return job
+}
+
+// containersHash is what a slot's pod must still run: its containers' images, commands,
+// environment, mounts and security, and the pod's own security context and runtime class.
+func containersHash(s corev1.PodSpec) string {
+	type c struct {
+		Image   string
+		Command []string
+		Env     []corev1.EnvVar
+		Mounts  []corev1.VolumeMount
+		Sec     *corev1.SecurityContext
+	}
+	var cs []c
+	for _, x := range append(slices.Clone(s.InitContainers), s.Containers...) {
+		cs = append(cs, c{x.Image, x.Command, x.Env, x.VolumeMounts, x.SecurityContext})
+	}
+	b, _ := json.Marshal(struct {
+		C   []c
+		Sec *corev1.PodSecurityContext
+		RC  *string
+		SA  *bool
+	}{cs, s.SecurityContext, s.RuntimeClassName, s.AutomountServiceAccountToken})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// waitRunning waits until the slot's pod runs (its worker then waits on the gateway).
+func (sl *Slot) waitRunning(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, slotReadyWait)
+	defer cancel()
+	for {
+		pod, err := sl.findPod(ctx)
+		if err != nil {
+			return err
+		}
+		if pod != nil {
+			switch pod.Status.Phase {
+			case corev1.PodRunning:
+				return nil
+			case corev1.PodFailed, corev1.PodSucceeded:
+				return fmt.Errorf("its pod %s ended before any claim (%s)", pod.Name, pod.Status.Phase)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("its pod did not run in %v: %w", slotReadyWait, context.Cause(ctx))
+		case <-time.After(claimPoll):
+		}
+	}
+}
+
+// findPod returns the slot's pod of its Job, nil while there is none. More than one is an
+// error: the Job runs one pod (backoffLimit 0).
+func (sl *Slot) findPod(ctx context.Context) (*corev1.Pod, error) {
+	l, err := sl.p.client.CoreV1().Pods(sl.p.ns).List(ctx, metav1.ListOptions{LabelSelector: labelSlot + "=" + sl.ID})
+	if err != nil {
+		return nil, fmt.Errorf("list the slot's pods: %w", err)
+	}
+	var found *corev1.Pod
+	for i := range l.Items {
+		pod := &l.Items[i]
+		if !ownedByUID(pod.OwnerReferences, sl.job) {
+			return nil, fmt.Errorf("pod %s carries the slot's label and is not its job's", pod.Name)
+		}
+		if found != nil {
+			return nil, fmt.Errorf("the slot's job has more than one pod")
+		}
+		found = pod
+	}
+	return found, nil
+}
+
+// Alive reports whether the slot may still be claimed as far as this process knows; the
+// cluster is asked at the claim ([Slot.Check]), not at every count.
+func (sl *Slot) Alive() bool {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return !sl.spent
+}
+
+// ErrSlotChanged: the slot's Job or pod is gone or not as agora made it; it is never claimed.
+var ErrSlotChanged = errors.New("warm slot changed or gone")
+
+// Check makes sure the slot's Job and pod are the ones agora made and still wait: the same
+// uids, every label the slot's NetworkPolicy selects, the same containers, running, not being
+// deleted, not claimed. Anything else is [ErrSlotChanged].
+func (sl *Slot) Check(ctx context.Context) error {
+	job, err := sl.p.client.BatchV1().Jobs(sl.p.ns).Get(ctx, sl.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%w: its job is gone", ErrSlotChanged)
+	case err != nil:
+		return fmt.Errorf("warm slot %s: %w", sl.ID, err)
+	case job.UID != sl.job || job.DeletionTimestamp != nil:
+		return fmt.Errorf("%w: its job was replaced or is being deleted", ErrSlotChanged)
+	case job.Annotations[annotationClaimed] != "":
+		return fmt.Errorf("%w: its job was claimed already", ErrSlotChanged)
+	case !slotLabelled(job.Spec.Template.Labels, sl.ID) || containersHash(job.Spec.Template.Spec) != sl.pod:
+		return fmt.Errorf("%w: its job's pod template changed", ErrSlotChanged)
+	}
+	pod, err := sl.findPod(ctx)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrSlotChanged, err)
+	case pod == nil:
+		return fmt.Errorf("%w: its pod is gone", ErrSlotChanged)
+	case pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning:
+		return fmt.Errorf("%w: its pod is %s", ErrSlotChanged, pod.Status.Phase)
+	case !slotLabelled(pod.Labels, sl.ID):
+		return fmt.Errorf("%w: its pod's labels changed (its network policy would not select it)", ErrSlotChanged)
+	case containersHash(pod.Spec) != sl.pod:
+		return fmt.Errorf("%w: its pod's containers changed", ErrSlotChanged)
+	}
+	return nil
+}
+
+// slotLabelled reports whether l carries every label of slot id's objects.
+func slotLabelled(l map[string]string, id string) bool {
+	want := labels(id)
+	want[labelSlot] = id
+	for k, v := range want {
+		if l[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Bind hands the slot's worker a dispatch: bind is the gateway slot's Bind (it returns once the
+// worker took the grant; the slot's token is dead from then on).
+type Bind func(ctx context.Context, dispatch, token string) error
+
+// Run runs s in the slot: the slot is checked, s is exported to the gateway (its mounts must
+// all be below /agora, where the slot's worker fetches them), bound to the slot, and the Job
+// marked claimed with s's timeout as its deadline. The slot is spent whatever happens; an
+// error means s did not start and may start cold. The handle follows the slot's Job.
+func (sl *Slot) Run(ctx context.Context, s compute.Spec, bind Bind) (compute.Handle, error) {
+	sl.mu.Lock()
+	spent := sl.spent
+	sl.spent = true
+	sl.mu.Unlock()
+	if spent {
+		return nil, fmt.Errorf("%w: spent already", ErrSlotChanged)
+	}
+	if SlotShape(s) != SlotShape(sl.spec) {
+		sl.kill()
+		return nil, fmt.Errorf("warm slot %s: the dispatch's shape is not the slot's", sl.ID)
+	}
+	if err := checkDispatchID(s.ID); err != nil {
+		sl.kill()
+		return nil, err
+	}
+	if err := sl.Check(ctx); err != nil {
+		sl.kill()
+		return nil, err
+	}
+	exported := s
+	exported.Binds = nil
+	for _, b := range s.Binds {
+		if b.Dst != s.Argv[0] {
+			exported.Binds = append(exported.Binds, b)
+		}
+	}
+	sess, err := sl.p.opts.Exporter.Export(ctx, exported)
+	if err == nil && sess.Dispatch != s.ID {
+		err = fmt.Errorf("the gateway exported dispatch %q for %q", sess.Dispatch, s.ID)
+	}
+	if err == nil {
+		err = checkSlotMounts(sess.Mounts)
+	}
+	if err == nil {
+		err = bind(ctx, sess.Dispatch, sess.Token)
+	}
+	if err != nil {
+		sl.kill()
+		return nil, errors.Join(fmt.Errorf("warm slot %s: %w", sl.ID, err), closeSession(sess))
+	}
+	// Claimed: the dispatch's deadline counts from now, on a Job that started earlier.
+	deadline := int64(0)
+	if t := s.Limits.Timeout; t > 0 {
+		deadline = int64((time.Since(sl.start)+t+time.Second-1)/time.Second) + 1
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"uid":%q,"annotations":{%q:%q}}`, sl.job, annotationClaimed, s.ID)
+	if deadline > 0 {
+		patch = fmt.Appendf(patch, `,"spec":{"activeDeadlineSeconds":%d}`, deadline)
+	}
+	patch = append(patch, '}')
+	if _, err := sl.p.client.BatchV1().Jobs(sl.p.ns).Patch(ctx, sl.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		sl.kill()
+		return nil, errors.Join(fmt.Errorf("warm slot %s: mark its job claimed: %w", sl.ID, err), closeSession(sess))
+	}
+	follow := compute.Spec{ID: sl.ID, Stderr: s.Stderr}
+	return sl.p.follow(ctx, follow, sl.name, sl.job, false, sess, sl.sec, time.Now()), nil
+}
+
+// checkSlotMounts wants every mount valid and below /agora: the slot's worker fetches there.
+func checkSlotMounts(ms []remote.Mount) error {
+	if err := checkMounts(ms); err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if !strings.HasPrefix(m.Dst, slotRoot+"/") {
+			return fmt.Errorf("mount %q at %s is outside %s, where a warm slot fetches", m.Name, m.Dst, slotRoot)
+		}
+	}
+	return nil
+}
+
+// Shape implements warm.Slot.
+func (sl *Slot) Shape() string { return SlotShape(sl.spec) }
+
+// Discard deletes a slot never claimed: its Job (foreground: its pod goes first), then its
+// Secret and NetworkPolicy if the Job did not own them yet.
+func (sl *Slot) Discard() {
+	sl.mu.Lock()
+	sl.spent = true
+	sl.mu.Unlock()
+	sl.kill()
+}
+
+func (sl *Slot) kill() {
+	if sl.job != "" {
+		_ = sl.p.deleteJob(sl.name, sl.job)
+	}
+	_ = sl.p.deleteParts(sl.name, sl.np, sl.sec)
+}
+
+// SweepSlots deletes the slot Jobs of this namespace whose slot no longer stands (live says
+// whether the gateway's slot id does: a killed holder's slots were revoked by the gateway's
+// sweep) and that no dispatch claimed. A claimed slot's Job runs to its deadline. It returns
+// the slots whose Jobs it deleted.
+func (p *Provider) SweepSlots(ctx context.Context, live func(id string) bool) ([]string, error) {
+	l, err := p.client.BatchV1().Jobs(p.ns).List(ctx, metav1.ListOptions{LabelSelector: labelManagedBy + "=" + managedBy + "," + labelSlot})
+	if err != nil {
+		return nil, fmt.Errorf("list warm slot jobs: %w", err)
+	}
+	var gone []string
+	var errs []error
+	for _, j := range l.Items {
+		id := j.Labels[labelSlot]
+		if !remote.ValidSlotID(id) || j.Name != objectName(id) || j.Annotations[annotationClaimed] != "" || live(id) {
+			continue
+		}
+		if err := p.deleteJob(j.Name, j.UID); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		gone = append(gone, id)
+	}
+	return gone, errors.Join(errs...)
+}
