@@ -80,6 +80,9 @@ func gatewayServeRun(ctx context.Context, opts *gatewayServeOptions) error {
 // GatewaySessionsDir is where the network gateway's sessions live below AGORA_HOME.
 const GatewaySessionsDir = "gateway/sessions"
 
+// GatewaySlotsDir is where the warm slots' tokens live below AGORA_HOME (netgw.Slots).
+const GatewaySlotsDir = "gateway/slots"
+
 // gatewayRegistry returns the network gateway's session registry (the remote.Exporter a
 // kubernetes provider uses) and the CA certificate its pods trust; the CA is made on first
 // use, for host.
@@ -120,7 +123,9 @@ func (f *Factory) networkGateway(ctx context.Context, listen, advertise string) 
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	srv := &netgw.Server{Registry: reg, Version: workerremote.Version(), Log: slog.New(slog.NewJSONHandler(f.IO.ErrOut, nil))}
+	// The slots too: a resident agora's Kubernetes warm slots (#30) claim their dispatch here.
+	srv := &netgw.Server{Registry: reg, Slots: &netgw.Slots{Dir: filepath.Join(h.Dir, GatewaySlotsDir)},
+		Version: workerremote.Version(), Log: slog.New(slog.NewJSONHandler(f.IO.ErrOut, nil))}
 	fmt.Fprintf(f.IO.ErrOut, "agora: gateway serving on %s as %s; pods trust %s\n", ln.Addr(), advertise,
 		filepath.Join(h.Dir, home.KeyDir, netgw.CACertFile))
 	return func(ctx context.Context) error { return srv.Serve(ctx, ln, certs.Server) }, nil

@@ -33,6 +33,7 @@ type podNode struct {
 	gatewayURL           string
 	ca                   []byte
 	reg                  *netgw.Registry
+	slotsDir             string // the gateway's warm slots (#30): a warm home links its gateway/slots here
 	gwLog                *agoratest.SyncBuffer
 	peers                peerSet // the addresses the gateway was reached from
 }
@@ -128,7 +129,8 @@ func (n *podNode) startGateway(t testing.TB) {
 	n.ca = certs.CAPEM
 	n.reg = &netgw.Registry{Dir: filepath.Join(dir, "sessions")}
 	n.gwLog = &agoratest.SyncBuffer{}
-	srv := &netgw.Server{Registry: n.reg, Version: version, Log: slog.New(slog.NewJSONHandler(n.gwLog, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	n.slotsDir = filepath.Join(dir, "slots")
+	srv := &netgw.Server{Registry: n.reg, Slots: &netgw.Slots{Dir: n.slotsDir}, Version: version, Log: slog.New(slog.NewJSONHandler(n.gwLog, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	ln, err := net.Listen("tcp", net.JoinHostPort(k8stest.RealNodeIP, "0"))
 	if err != nil {
 		t.Fatal(err)

@@ -123,9 +123,10 @@ func (s *supervision) prepare(ctx context.Context) error {
 	if d.testOnlyInvokingUser {
 		limits.owner, limits.disk = nil, 0
 	}
-	if limits.owner != nil && d.Warm != nil {
+	if (limits.owner != nil || warmK8sTarget(s.target)) && d.Warm != nil {
 		// A warm slot runs as the uid it leased: the dispatch adopts it, so its stage is
-		// handed to the uid the slot runs as.
+		// handed to the uid the slot runs as. A Kubernetes slot has no lease (its pod runs as
+		// the slot's own uid) and is claimed by a root agora or not.
 		if s.warm = d.Warm.claim(r.Target, r.ID); s.warm != nil && s.warm.lease != nil {
 			s.lease = s.warm.lease
 			limits.owner = &compute.HostUser{UID: s.lease.uid, GID: s.lease.uid}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/container"
+	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/config"
@@ -56,11 +57,13 @@ type WarmPools struct {
 // warmMisses counts claimed slots whose dispatch did not fit: it started cold.
 type warmMisses struct{ n uint64 }
 
-// warmSlot is one held sandbox and the uid lease it runs as: a bubblewrap slot (slot), or a
-// docker slot (box, and gw its gateway slot: warmdocker.go).
+// warmSlot is one held sandbox and the uid lease it runs as: a bubblewrap slot (slot), a
+// docker slot (box, and gw its gateway slot: warmdocker.go) or a Kubernetes slot (pod and gw;
+// no lease: the pod runs as the slot's own uid: warmk8s.go).
 type warmSlot struct {
 	slot  *local.Slot
 	box   *container.Slot
+	pod   *kubernetes.Slot
 	gw    *netgw.Slot
 	lease *uidLease
 	key   string
@@ -72,6 +75,9 @@ func (w *warmSlot) Shape() string { return w.key }
 func (w *warmSlot) Alive() bool {
 	if w.box != nil {
 		return w.box.Alive()
+	}
+	if w.pod != nil {
+		return w.pod.Alive()
 	}
 	return w.slot.Alive()
 }
@@ -88,6 +94,11 @@ func (w *warmSlot) kill() {
 	if w.box != nil {
 		w.gw.Close()
 		w.box.Discard()
+		return
+	}
+	if w.pod != nil {
+		w.gw.Close()
+		w.pod.Discard()
 		return
 	}
 	w.slot.Discard()
@@ -110,13 +121,20 @@ func (d *Dispatcher) StartWarm(ctx context.Context) (*WarmPools, error) {
 			return nil, err
 		}
 	}
-	any, docker := false, false
+	any, docker, k8s := false, false, false
 	for _, t := range d.Config.Targets {
 		any = any || (p != nil && warmTarget(t))
 		docker = docker || warmDockerTarget(t)
+		k8s = k8s || warmK8sTarget(t)
 	}
-	if !any && !docker {
+	if !any && !docker && !k8s {
 		return nil, nil
+	}
+	if k8s {
+		// What a killed holder left: its gateway slots revoked, their unclaimed Jobs deleted.
+		if err := d.sweepK8sSlots(ctx); err != nil {
+			return nil, err
+		}
 	}
 	w := &WarmPools{d: d, provider: p, pools: map[string]*warm.Pool{}, tmpl: map[string]compute.Spec{}, extra: map[string]*warmMisses{}, ctx: context.WithoutCancel(ctx)}
 	if docker {
@@ -207,7 +225,7 @@ func (w *WarmPools) Counts() []warm.Counts {
 	defer w.mu.Unlock()
 	var out []warm.Counts
 	for name, t := range w.d.Config.Targets {
-		if !warmTarget(t) && !warmDockerTarget(t) {
+		if !warmTarget(t) && !warmDockerTarget(t) && !warmK8sTarget(t) {
 			continue
 		}
 		c := warm.Counts{Target: name, Want: t.Warm}
@@ -270,7 +288,8 @@ func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 		return
 	}
 	docker := warmDockerTarget(t) && w.docker != nil
-	if !(docker || warmTarget(t)) || spec.Sandbox == compute.SandboxNone || holdsToken(spec.Env) {
+	k8s := warmK8sTarget(t) && !w.standby
+	if !(docker || k8s || warmTarget(t)) || spec.Sandbox == compute.SandboxNone || holdsToken(spec.Env) {
 		return
 	}
 	if w.standby {
@@ -282,6 +301,9 @@ func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 	tmpl := templateOf(w.d.StateDir, target, spec) // the pool's key: the shape without the uid
 	if docker {
 		tmpl.ID = dockerShape(tmpl)
+	}
+	if k8s {
+		tmpl.ID = kubernetes.SlotShape(tmpl)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -295,6 +317,9 @@ func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 		w.pools[target] = warm.New(w.ctx, target, t.Warm, func(ctx context.Context) (warm.Slot, error) {
 			if docker {
 				return w.fillDocker(ctx, target, t)
+			}
+			if k8s {
+				return w.fillK8s(ctx, target)
 			}
 			return w.fill(ctx, target, t)
 		})
@@ -351,6 +376,9 @@ func (s *supervision) startWarm(ctx context.Context) (compute.Handle, bool) {
 	s.warm = nil
 	if w.box != nil {
 		return s.startDockerWarm(ctx, w)
+	}
+	if w.pod != nil {
+		return s.startK8sWarm(ctx, w)
 	}
 	p, ok := s.provider.(*local.Provider)
 	if !ok {

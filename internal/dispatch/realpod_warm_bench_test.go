@@ -1,0 +1,116 @@
+package dispatch_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/kubernetes"
+	"github.com/agora-dev/agora/internal/netgw"
+)
+
+// BenchmarkRealPodClaimToWorker_WarmVsCold (#30) is a dispatch's start to its worker running it
+// on a real node (kubelet, containerd, runc), cold and warm interleaved, through the provider:
+//
+//	go test ./internal/dispatch -run '^$' -bench 'RealPodClaimToWorker' -benchtime 5x -benchmem
+//
+// It measures:
+//
+//   - cold: Start (policy, Secret, Job) to the worker container running (the init container has
+//     fetched the mounts by then);
+//   - warm: a slot pod started ahead and its worker waiting on the gateway (not timed), then
+//     Slot.Run (the check of Job and pod, the export, the bind, the claimed mark) until the
+//     pod's worker took the grant. The worker then fetches the mounts itself (not timed here;
+//     the whole-dispatch benchmark counts it).
+func BenchmarkRealPodClaimToWorker_WarmVsCold(b *testing.B) {
+	n := startPodNode(b)
+	p, err := kubernetes.New(kubernetes.Options{Kubeconfig: n.c.Kubeconfig, Namespace: n.c.Namespace,
+		Image: n.toolchain, WorkerImage: n.workerRef, GatewayURL: n.gatewayURL, GatewayCA: n.ca, Exporter: n.reg, Target: "pod"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	slots := &netgw.Slots{Dir: n.slotsDir}
+	spec := func(id string) compute.Spec {
+		bundle, out := b.TempDir(), b.TempDir()
+		os.WriteFile(filepath.Join(bundle, "x"), []byte("x"), 0o644)
+		return compute.Spec{ID: id, Argv: []string{"/agora/bin/agora-worker", "worker"},
+			Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp"}, Dir: "/agora/workspace",
+			Binds:  []compute.Bind{{Src: bundle, Dst: "/agora/bundle"}, {Src: out, Dst: "/agora/out", Writable: true, Result: true}},
+			Limits: compute.Limits{Timeout: 2 * time.Minute}}
+	}
+	lat := map[string][]time.Duration{}
+	i := 0
+	for b.Loop() {
+		i++
+		// cold
+		id := fmt.Sprintf("01BENCHCOLD%d%d", time.Now().UnixNano()%1e6, i)
+		ctx, cancel := context.WithCancel(b.Context())
+		begin := time.Now()
+		h, err := p.Start(ctx, spec(id))
+		if err != nil {
+			b.Fatal(err)
+		}
+		waitWorkerStarted(b, n, id)
+		lat["cold"] = append(lat["cold"], time.Since(begin))
+		b.StopTimer()
+		cancel()
+		h.Wait()
+		// warm: the slot, started ahead and its worker given time to wait on the gateway.
+		gs, err := slots.Create(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		sl, err := p.StartSlot(b.Context(), spec("TEMPLATE"), kubernetes.SlotOptions{ID: gs.ID, Token: gs.Token})
+		if err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		id = fmt.Sprintf("01BENCHWARM%d%d", time.Now().UnixNano()%1e6, i)
+		ctx, cancel = context.WithCancel(b.Context())
+		b.StartTimer()
+		begin = time.Now()
+		wh, err := sl.Run(ctx, spec(id), gs.Bind)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat["warm"] = append(lat["warm"], time.Since(begin))
+		b.StopTimer()
+		cancel()
+		wh.Wait()
+		gs.Close()
+		b.StartTimer()
+	}
+	for name, l := range lat {
+		slices.Sort(l)
+		b.ReportMetric(float64(l[len(l)/2].Microseconds())/1000, "ms-median-"+name)
+		b.Logf("%s: %v", name, l)
+	}
+}
+
+// waitWorkerStarted polls the dispatch's pod until its worker container has started.
+func waitWorkerStarted(b *testing.B, n *podNode, id string) {
+	b.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		var l corev1.PodList
+		if err := n.c.Do(b.Context(), "GET", "/api/v1/namespaces/"+n.c.Namespace+"/pods?labelSelector=agora.dispatch%3D"+id, nil, &l); err != nil {
+			b.Fatal(err)
+		}
+		for _, pod := range l.Items {
+			for _, cs := range pod.Status.ContainerStatuses {
+				if cs.Name == "worker" && (cs.State.Running != nil || cs.State.Terminated != nil) {
+					return
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.Fatalf("dispatch %s: its worker did not start in 3m", id)
+}
