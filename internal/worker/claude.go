@@ -79,7 +79,7 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 	if inv.learn {
 		// A learn dispatch: claude loads and allows what the grant would refuse, and the
 		// hook, judging by the real grant, reports each such call as would_deny first.
-		grants = claudert.Grants{Set: learnWidened(inv.grants), MCPServers: grants.MCPServers}
+		grants = claudert.Grants{Set: learnWidened(inv.grants), MCPServers: grants.MCPServers, LearnFetch: true}
 		tools = claudert.Tools(grants)
 	}
 	red := redact.New(inv.secrets)
@@ -208,8 +208,9 @@ func hookTimeout(approval time.Duration, holds bool) int {
 }
 
 // learnWidened is what claude's own fence allows in a learn dispatch: every agora tool and
-// any shell line, the grant's hosts and approve rules as they are (the egress proxy and the
-// gateway judge hosts; a held call is still held).
+// any shell line, the grant's approve rules as they are (a held call is still held). WebFetch
+// goes to any host as far as claude is concerned (claudert.Grants.LearnFetch): the egress
+// proxy judges each, learning a host of egress.learn_hosts and refusing any other.
 func learnWidened(g grant.Set) grant.Set {
 	w := g.Clone()
 	w.Tools = []string{"read_file", "write_file", "list_files", "search_files", "run_command", "http_fetch"}

@@ -18,6 +18,12 @@ import (
 type Grants struct {
 	grant.Set
 	MCPServers []string
+	// LearnFetch (a learn dispatch's widened fence only, docs/learn.md): WebFetch is loaded
+	// and allowed to any host. Claude's fence then names no host; the egress proxy, which
+	// every fetch goes through, is the judge: the grant's hosts pass, a host of
+	// egress.learn_hosts passes recorded as net.would_deny (method and path), every other
+	// host is refused there.
+	LearnFetch bool
 }
 
 // Claude Code's built-in tool names, as its permission rules and --tools spell them
@@ -174,6 +180,10 @@ func translate(g Grants) translation {
 		default:
 			tr.dropped = append(tr.dropped, fmt.Sprintf("tool %q: not an agora tool claudert knows", t))
 		}
+	}
+	if g.LearnFetch {
+		tools[ccWebFetch] = true
+		allowed[ccWebFetch] = true
 	}
 	for _, s := range g.MCPServers {
 		if why := checkMCPServerName(s); why != "" {
