@@ -3,8 +3,10 @@ package orch
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -35,10 +37,14 @@ func BenchmarkLayerFloor(b *testing.B) {
 		{"commit", false, false, false, false, false},
 		{"rows+audit-alongside", true, true, true, false, false}, {"rows+audit-sparse", true, true, false, true, false},
 		{"rows+audit-alongside-sparse", true, true, true, true, false}, {"audit-sparse", false, true, false, true, false},
-		{"rows-multi", true, false, false, false, true}, {"rows+audit-alongside-sparse-multi", true, true, true, true, true}} {
+		{"rows-multi", true, false, false, false, true}, {"rows+audit-alongside-sparse-multi", true, true, true, true, true},
+		{"log", true, false, false, false, false}, {"log+audit-alongside-sparse", true, true, true, true, false}} {
 		b.Run(part.name, func(b *testing.B) {
 			f := newFloor(b)
 			f.multi = part.multi
+			if strings.HasPrefix(part.name, "log") {
+				f.useLog(b)
+			}
 			if part.sparse {
 				f.log = f.log.SparseTree()
 			}
@@ -69,7 +75,9 @@ type floor struct {
 	runs  string // the run's id
 	n     int    // layers written
 	multi bool   // rows in statements of many rows (writeChunked)
+	asLog bool   // the rows' transitions as one row per layer instead (useLog)
 	args  []any
+	buf   []byte
 }
 
 func newFloor(b *testing.B) *floor {
@@ -156,6 +164,9 @@ func (f *floor) rows(ctx context.Context, tx *sql.Tx, done, fired int, now time.
 	if f.multi {
 		return f.rowsMulti(ctx, tx, done, fired, now)
 	}
+	if f.asLog {
+		return f.rowsLog(ctx, tx, done, fired, now)
+	}
 	up, end, ins := tx.StmtContext(ctx, f.st.updateTask), tx.StmtContext(ctx, f.st.endAttempt), tx.StmtContext(ctx, f.st.insertAttempt)
 	for a := done; a < done+floorWidth && a >= 0; a++ {
 		if err := execOne(ctx, up, "succeeded", 1, 0, floorDispatch(a), int64(a), "", "", "", "", "", false, "", f.runs, floorTask(a)); err != nil {
@@ -206,6 +217,37 @@ func (f *floor) rowsMulti(ctx context.Context, tx *sql.Tx, done, fired int, now 
 	return writeChunked(ctx, tx, &f.st.endAttempts, ended, &f.args, func(dst []any, i int) []any {
 		return append(dst, "succeeded", "", ts(now), "", "", floorDispatch(done+i))
 	})
+}
+
+// useLog makes the floor write its rows' transitions as one row per layer in a table of its
+// own, the least a design that keeps task and attempt state in memory, with SQLite as their
+// log, must write in the commit ("#28 orchestrator, session 6": the next step it measures).
+func (f *floor) useLog(b *testing.B) {
+	f.asLog = true
+	if _, err := f.db.SQL().Exec(`CREATE TABLE floor_log(batch INTEGER PRIMARY KEY, data BLOB NOT NULL)`); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// rowsLog writes the layer's 200 transitions (a completion: the task, its new state, the
+// attempt's dispatch id and end time; a fire: the same with the fire time) as one binary row.
+func (f *floor) rowsLog(ctx context.Context, tx *sql.Tx, done, fired int, now time.Time) error {
+	d := f.buf[:0]
+	add := func(a int, state byte) {
+		d = binary.AppendUvarint(d, uint64(floorTask(a)))
+		d = append(d, state, 1) // state, attempt number
+		d = append(d, floorDispatch(a)...)
+		d = binary.BigEndian.AppendUint64(d, uint64(now.UnixNano()))
+	}
+	for a := max(done, 0); a < done+floorWidth && done >= 0; a++ {
+		add(a, 's')
+	}
+	for a := fired; a < fired+floorWidth; a++ {
+		add(a, 'r')
+	}
+	f.buf = d
+	_, err := tx.ExecContext(ctx, `INSERT INTO floor_log(batch, data) VALUES (?, ?)`, f.n, d)
+	return err
 }
 
 // floorDispatch is attempt k's dispatch id.
