@@ -13,6 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
+	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/netgw"
 )
 
@@ -113,4 +114,51 @@ func waitWorkerStarted(b *testing.B, n *podNode, id string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	b.Fatalf("dispatch %s: its worker did not start in 3m", id)
+}
+
+// BenchmarkDispatch_RealPodWarmVsCold (#30) is one whole dispatch, Accept to the recorded
+// result, of the same task on the real node: on target "pod" (warm: 1, a slot claimed each
+// time; the wait for the pool's refill is not timed) and on "podcold" (the same settings,
+// warm: 0), interleaved. The warm one includes what the slot's worker does after the claim
+// (fetching the bundle and workspace over the gateway), which the cold pod's init container
+// does before its worker runs.
+//
+//	go test ./internal/dispatch -run '^$' -bench 'Dispatch_RealPodWarmVsCold' -benchtime 5x -benchmem
+func BenchmarkDispatch_RealPodWarmVsCold(b *testing.B) {
+	e, w, _ := podWarmEnv(b, 1)
+	tg := e.home.Config.Targets["pod"]
+	tg.Warm = 0
+	e.home.Config.Targets["podcold"] = tg
+	e.subagent("editor", realPodEdit)
+	repo := gitRepo(b, map[string]string{"README": "one\ntwo\n", "gone.txt": "bye\n"})
+	req := func(target string) dispatch.Request {
+		return dispatch.Request{Subagent: "editor", Repo: repo, Target: target, Timeout: 4 * time.Minute}
+	}
+	wantFinished(b, e.run(req("pod"))) // teaches the pool its shape
+	lat := map[string][]time.Duration{}
+	for b.Loop() {
+		begin := time.Now()
+		wantFinished(b, e.run(req("podcold")))
+		lat["cold"] = append(lat["cold"], time.Since(begin))
+		b.StopTimer()
+		deadline := time.Now().Add(3 * time.Minute)
+		for podCounts(w).Ready < 1 {
+			if time.Now().After(deadline) {
+				b.Fatalf("kubernetes warm slots: %+v, want 1 ready", podCounts(w))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		b.StartTimer()
+		begin = time.Now()
+		wantFinished(b, e.run(req("pod")))
+		lat["warm"] = append(lat["warm"], time.Since(begin))
+	}
+	if c := podCounts(w); c.Cold != 0 {
+		b.Errorf("counts %+v: a warm dispatch started cold", c)
+	}
+	for name, l := range lat {
+		slices.Sort(l)
+		b.ReportMetric(float64(l[len(l)/2].Microseconds())/1000, "ms-median-"+name)
+		b.Logf("%s: %v", name, l)
+	}
 }
