@@ -65,6 +65,7 @@ type warmSlot struct {
 	box   *container.Slot
 	pod   *kubernetes.Slot
 	gw    *netgw.Slot
+	files *slotFiles // a docker slot's read-only places (warmdocker_files.go)
 	lease *uidLease
 	key   string
 }
@@ -94,6 +95,7 @@ func (w *warmSlot) kill() {
 	if w.box != nil {
 		w.gw.Close()
 		w.box.Discard()
+		w.files.remove()
 		return
 	}
 	if w.pod != nil {

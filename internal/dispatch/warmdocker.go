@@ -120,6 +120,7 @@ func (g *dockerGateway) sweep(ctx context.Context, d *Dispatcher) error {
 			}
 		}
 	}
+	g.sweepSlotFiles()
 	g.sweepClaimMarks()
 	sweepSlotSockets(ctx, d.gatewayDir())
 	return nil
@@ -234,15 +235,24 @@ func (w *WarmPools) fillDocker(ctx context.Context, target string, t config.Targ
 		lease.release()
 		return nil, err
 	}
-	box, err := cp.StartSlot(ctx, spec, container.SlotOptions{ID: gs.ID, Token: gs.Token, Home: g.home,
-		Holder: fmt.Sprintf("pid-%d", os.Getpid()), GatewayURL: "https://" + dockerGatewayHost + ":443",
-		GatewayCA: g.certs.CAPEM, GatewaySocket: g.sock, Shape: tmpl.ID})
+	// After the gateway slot exists: a sweep spares the places of a standing slot.
+	files, staged, err := g.stageSlotFiles(gs.ID, tmpl)
 	if err != nil {
 		gs.Close()
 		lease.release()
 		return nil, err
 	}
-	return &warmSlot{box: box, gw: gs, lease: lease, key: tmpl.ID}, nil
+	spec.Binds = append(spec.Binds, staged...)
+	box, err := cp.StartSlot(ctx, spec, container.SlotOptions{ID: gs.ID, Token: gs.Token, Home: g.home,
+		Holder: fmt.Sprintf("pid-%d", os.Getpid()), GatewayURL: "https://" + dockerGatewayHost + ":443",
+		GatewayCA: g.certs.CAPEM, GatewaySocket: g.sock, Shape: tmpl.ID})
+	if err != nil {
+		gs.Close()
+		files.remove()
+		lease.release()
+		return nil, err
+	}
+	return &warmSlot{box: box, gw: gs, files: files, lease: lease, key: tmpl.ID}, nil
 }
 
 // startDockerWarm runs s's spec in its claimed docker slot: its session exported, bound to the
@@ -264,7 +274,18 @@ func (s *supervision) startDockerWarm(ctx context.Context, w *warmSlot) (compute
 		w.kill()
 		return nil, false
 	}
-	sess, err := g.reg.Export(ctx, s.spec)
+	// The dispatch's read-only files go to the slot's read-only places (warmdocker_files.go);
+	// only the rest is exported for the worker to fetch.
+	exported := s.spec
+	exported.Binds, err = w.files.fill(s.spec.Binds)
+	if err != nil {
+		s.d.Warm.missed(s.r.Target)
+		s.d.log().Warn("docker warm slot does not fit; starting cold", "dispatch", s.r.ID, "err", err)
+		w.kill()
+		release()
+		return nil, false
+	}
+	sess, err := g.reg.Export(ctx, exported)
 	if err == nil {
 		bctx, cancel := context.WithTimeout(ctx, slotBindWait)
 		err = w.gw.Bind(bctx, sess.Dispatch, sess.Token)
@@ -280,7 +301,8 @@ func (s *supervision) startDockerWarm(ctx context.Context, w *warmSlot) (compute
 		release()
 		return nil, false
 	}
-	return newSlotHandle(ctx, w.box, sess, s.spec.Limits.Timeout, release), true
+	files := w.files
+	return newSlotHandle(ctx, w.box, sess, s.spec.Limits.Timeout, func() { files.remove(); release() }), true
 }
 
 func withoutRunAs(s compute.Spec) compute.Spec {

@@ -74,7 +74,8 @@ func StartSlot(ctx context.Context, root string, stdout, stderr io.Writer) (*Wor
 // directory (the out directory, a sockets directory). A File mount whose place exists already
 // is the slot's own (its worker binary, bound read-only when it started) and is left. A
 // mount that is not writable is left without write permission: by mode only, since the agent
-// runs as the same uid (docs/providers.md).
+// runs as the same uid. A docker slot's host exports no read-only mount: it puts those files in
+// the slot's read-only bind places itself (dispatch/warmdocker_files.go, docs/providers.md).
 func FetchInto(ctx context.Context, c *Client, root string) error {
 	info, err := c.Info(ctx)
 	if err != nil {
