@@ -75,6 +75,7 @@ type Slot struct {
 	np    types.UID
 	sec   types.UID
 	pod   string // a hash of the containers the Job was stored with
+	npSum string // a hash of the NetworkPolicy's spec as stored
 	start time.Time
 
 	mu    sync.Mutex
@@ -136,7 +137,7 @@ func (p *Provider) StartSlot(ctx context.Context, spec compute.Spec, o SlotOptio
 	if err != nil {
 		return nil, fmt.Errorf("warm slot %s: create network policy: %w", o.ID, err)
 	}
-	sl.np = made.UID
+	sl.np, sl.npSum = made.UID, specHash(made.Spec)
 	sec := secretObject(p.ns, sl.name, o.ID, o.Token, p.opts.GatewayCA, env)
 	sec.Labels[labelSlot] = o.ID
 	sec.OwnerReferences = []metav1.OwnerReference{{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy", Name: sl.name, UID: sl.np}}
@@ -211,6 +212,13 @@ func containersHash(s corev1.PodSpec) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// specHash is a hash of v's JSON (a NetworkPolicy's spec).
+func specHash(v any) string {
+	b, _ := json.Marshal(v)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
 // waitRunning waits until the slot's pod runs (its worker then waits on the gateway).
 func (sl *Slot) waitRunning(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, slotReadyWait)
@@ -268,10 +276,21 @@ func (sl *Slot) Alive() bool {
 // ErrSlotChanged: the slot's Job or pod is gone or not as agora made it; it is never claimed.
 var ErrSlotChanged = errors.New("warm slot changed or gone")
 
-// Check makes sure the slot's Job and pod are the ones agora made and still wait: the same
-// uids, every label the slot's NetworkPolicy selects, the same containers, running, not being
-// deleted, not claimed. Anything else is [ErrSlotChanged].
+// Check makes sure the slot's NetworkPolicy, Job and pod are the ones agora made and still
+// wait: the same uids, the policy's spec unchanged (a policy deleted or widened while the slot
+// waited would leave the claimed dispatch unconfined), every label the policy selects on the
+// pod, the same containers, running, not being deleted, not claimed. Anything else is
+// [ErrSlotChanged].
 func (sl *Slot) Check(ctx context.Context) error {
+	np, err := sl.p.findPolicy(ctx, sl.name)
+	switch {
+	case err != nil:
+		return fmt.Errorf("warm slot %s: %w", sl.ID, err)
+	case np == nil || np.UID != sl.np || np.DeletionTimestamp != nil:
+		return fmt.Errorf("%w: its network policy is gone or replaced", ErrSlotChanged)
+	case specHash(np.Spec) != sl.npSum:
+		return fmt.Errorf("%w: its network policy was changed", ErrSlotChanged)
+	}
 	job, err := sl.p.client.BatchV1().Jobs(sl.p.ns).Get(ctx, sl.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

@@ -211,7 +211,8 @@ func TestWarmSlot_ClusterClaimRunsDispatch(t *testing.T) {
 }
 
 // A slot whose pod was relabelled out of its NetworkPolicy, given another image, or deleted,
-// or whose Job was replaced, is never claimed: Run refuses before any bind, and deletes it.
+// whose NetworkPolicy was widened or deleted, or whose Job was replaced, is never claimed: Run
+// refuses before any bind, and deletes it.
 func TestWarmSlot_ClusterChangedSlotNeverClaimed(t *testing.T) {
 	g := startSlotGW(t)
 	p := slotProvider(t, g)
@@ -233,6 +234,18 @@ func TestWarmSlot_ClusterChangedSlotNeverClaimed(t *testing.T) {
 		"pod deleted": func(t *testing.T, sl *Slot) {
 			pod, _ := sl.findPod(t.Context())
 			if err := p.client.CoreV1().Pods(p.ns).Delete(t.Context(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"policy widened": func(t *testing.T, sl *Slot) {
+			patch := []byte(`{"spec":{"egress":[{}]}}`) // egress anywhere
+			if _, err := p.client.NetworkingV1().NetworkPolicies(p.ns).Patch(t.Context(), sl.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"policy deleted": func(t *testing.T, sl *Slot) {
+			// Its Secret and (once owned) Job go with it: the slot is gone either way.
+			if err := p.client.NetworkingV1().NetworkPolicies(p.ns).Delete(t.Context(), sl.name, metav1.DeleteOptions{PropagationPolicy: ptrTo(metav1.DeletePropagationOrphan)}); err != nil {
 				t.Fatal(err)
 			}
 		},
