@@ -14,6 +14,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/runtime/claudert"
 	"github.com/agora-dev/agora/internal/secret/redact"
+	"github.com/agora-dev/agora/internal/toolreg/builtin"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -85,6 +86,16 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 	red := redact.New(inv.secrets)
 	printed := newPrintedCalls(red)
 	hooks.vouchWith(printed)
+	if inv.learn {
+		// A Write outside the workspace is learned: recorded, then made in a scratch
+		// directory, never at its path (claudelearn.go).
+		scratch, err := builtin.NewScratch(inv.tmp, inv.dir)
+		if err != nil {
+			return agentExit{}, err
+		}
+		defer scratch.Close()
+		hooks.learnWrites(&claudeWrites{scratch: scratch, gw: gw, printed: printed, dir: inv.dir, done: map[string]bool{}})
+	}
 	audit := newClaudeAudit(gw, hooks, red, tools, grants.MCPServers, stop)
 	audit.printed = printed
 

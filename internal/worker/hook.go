@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -216,6 +217,9 @@ func (h hook) run(ctx context.Context, in hookInput, stderr io.Writer) int {
 			}
 			refusal, r.Decision, r.Reason = "", decisionRequested, reasonRequested
 		}
+		if refusal != "" && h.cfg.learn && r.Reason == reasonEditPath {
+			refusal = h.learnWrite(ctx, in, &r, refusal)
+		}
 		approved := true
 		if refusal == "" {
 			rule, held, err := heldBy(h.cfg.approve, in.Tool, in.Input)
@@ -300,6 +304,29 @@ func (h hook) judge(in hookInput, r *toolReport) string {
 		r.Reason = reasonLineNotSimple
 	}
 	return h.red.String(why) + "; the call is refused"
+}
+
+// reasonLearnedWrite is the record of a learn dispatch's Write outside the workspace: claude's
+// call is refused, and the worker made the write in the scratch directory instead
+// (claudelearn.go), after its file.would_deny.
+const reasonLearnedWrite = "claude-code: a write outside the workspace; recorded as file.would_deny and made in the learn scratch directory, claude's own write refused by agora's pre-tool hook"
+
+// learnWrite asks the worker to learn a Write outside the workspace (never into .git) and
+// returns what claude reads: where the write went, or the refusal as it was.
+func (h hook) learnWrite(ctx context.Context, in hookInput, r *toolReport, refusal string) string {
+	path, ok, err := editedPath(in.Tool, in.Input)
+	if in.Tool != "Write" || !ok || err != nil || editRefusal(path, in.Cwd, os.Getenv("AGORA_WORKSPACE")) != refusalOutsideWorkspace {
+		return refusal
+	}
+	status, reply, err := h.gw.post(ctx, "/learn/file", map[string]string{"call_id": in.CallID})
+	var a struct {
+		Path string `json:"path"`
+	}
+	if err != nil || status != http.StatusOK || json.Unmarshal(reply, &a) != nil || a.Path == "" {
+		return refusal
+	}
+	r.Reason = reasonLearnedWrite
+	return fmt.Sprintf("learn: %s is outside the workspace; agora recorded the write (file.would_deny) and made it at %s instead. Nothing was written at %s", path, a.Path, path)
 }
 
 // learnable reports whether a pre-tool refusal is the grant's, which a learn dispatch

@@ -190,7 +190,11 @@ func editRefusal(path, cwd, workspace string) string {
 		return "the workspace cannot be resolved"
 	}
 	if rel, err := filepath.Rel(root, "/"+resolved); err != nil || !filepath.IsLocal(rel) {
-		return "a file tool writes only inside the workspace, and this path resolves outside it"
+		return refusalOutsideWorkspace
 	}
 	return ""
 }
+
+// refusalOutsideWorkspace is [editRefusal]'s answer for a path outside the workspace (not
+// .git): the one a learn dispatch learns (claudelearn.go).
+const refusalOutsideWorkspace = "a file tool writes only inside the workspace, and this path resolves outside it"

@@ -46,6 +46,9 @@ type hookRelay struct {
 	// printed vouches for would_deny reports (hookvouch.go); set (vouchWith) before claude
 	// starts, nil refuses every would_deny. Guarded by mu.
 	printed *printedCalls
+	// writes learns a learn dispatch's Write outside the workspace (claudelearn.go); nil
+	// outside learn. Guarded by mu.
+	writes *claudeWrites
 }
 
 // vouchWith makes p the relay's judge of would_deny reports.
@@ -124,6 +127,10 @@ func (r *hookRelay) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	if req.Method == http.MethodPost && req.URL.Path == "/approval" {
 		r.serveApproval(w, req, answer)
+		return
+	}
+	if req.Method == http.MethodPost && req.URL.Path == "/learn/file" {
+		r.serveLearnFile(w, req, answer)
 		return
 	}
 	if req.Method != http.MethodPost || req.URL.Path != "/audit/tool" {

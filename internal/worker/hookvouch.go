@@ -54,6 +54,31 @@ func (p *printedCalls) saw(id, name, hash string, input json.RawMessage) {
 	p.changed = make(chan struct{})
 }
 
+// lookup waits (at most vouchWait) for claude to print call id, and returns it.
+func (p *printedCalls) lookup(ctx context.Context, id string) (printedCall, bool) {
+	if p == nil {
+		return printedCall{}, false
+	}
+	t := time.NewTimer(vouchWait)
+	defer t.Stop()
+	for {
+		p.mu.Lock()
+		c, ok := p.calls[id]
+		ch := p.changed
+		p.mu.Unlock()
+		if ok {
+			return c, true
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return printedCall{}, false
+		case <-ctx.Done():
+			return printedCall{}, false
+		}
+	}
+}
+
 // vouch returns rep as the worker relays it (its command made from the printed input), or
 // why it is not relayed.
 func (p *printedCalls) vouch(ctx context.Context, rep hookReport) (hookReport, error) {

@@ -121,3 +121,21 @@ func (w workspace) learnPaths(p string) (asked, name string, ok bool) {
 	}
 	return asked, name, true
 }
+
+// WriteFile writes content to the scratch copy of path (absolute, as the sandbox names it)
+// and returns where it went: for a runtime whose own tool was refused the write (claude's
+// Write), which the worker makes here instead.
+func (s *Scratch) WriteFile(path, content string) (string, error) {
+	const tool = "write_file"
+	if !filepath.IsAbs(path) || strings.IndexByte(path, 0) >= 0 {
+		return "", errors.New(tool + ": learn scratch: want an absolute path")
+	}
+	name := strings.TrimPrefix(filepath.Clean(path), "/")
+	if name == "" || !filepath.IsLocal(name) {
+		return "", errors.New(tool + ": learn scratch: the path names no file")
+	}
+	if _, err := (workspace{dir: s.dir, pinned: s.real, held: s.root}).write(name, content); err != nil {
+		return "", err
+	}
+	return filepath.Join(s.dir, name), nil
+}
