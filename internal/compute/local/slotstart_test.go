@@ -260,3 +260,26 @@ func waitSlotDead(t *testing.T, slot *Slot) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestSlotPrestart_DiscardRemovesEverything: a prestarted slot discarded unclaimed (its
+// holder stopping) leaves no mount and no directory behind: the pre-tree and its binary's
+// bind are unmounted with the slot's mount point.
+func TestSlotPrestart_DiscardRemovesEverything(t *testing.T) {
+	requireSlots(t)
+	for name, runAs := range map[string]*compute.HostUser{"invoker": nil, "runas": testRunAs} {
+		t.Run(name, func(t *testing.T) {
+			p := newProvider(t, Options{})
+			sh := shellCopy(t)
+			tmpl := compute.Spec{ID: "d", Argv: []string{"/agora/bin/sh", "-c", waitClaimSh + "true"}, Env: []string{"PATH=/usr/bin:/bin"},
+				Dir: "/agora/out", RunAs: runAs,
+				Binds: []compute.Bind{{Src: sh, Dst: "/agora/bin/sh"}, {Src: "/nonexistent", Dst: "/agora/out", Writable: true}}}
+			slot := newSlot(t, p, tmpl, prestartOpts(t))
+			waitDescendant(t, slot.h.pid, "head")
+			slot.Discard()
+			if _, err := os.Stat(slot.Dir()); !errors.Is(err, os.ErrNotExist) {
+				m, _ := mountsUnder(slot.Dir())
+				t.Fatalf("the discarded slot's directory remains (%v), mounts %v", err, m)
+			}
+		})
+	}
+}

@@ -322,7 +322,15 @@ func (s *Standbys) start(ctx context.Context, target string) (warm.Slot, error) 
 		}
 		err = fmt.Errorf("%s", strings.TrimPrefix(l, "failed "))
 	}
-	b.kill()
+	if ctx.Err() != nil {
+		// serve is closing while this standby starts: let it read EOF and remove its slot
+		// (Discard; killed after a few seconds) rather than kill it mid-start, which left the
+		// slot's mounts to the next serve's sweep (a prestarted slot's start is longer, so a
+		// serve stopped right after a claim hit this: TestHandoff_WarmSlot's cleanup).
+		b.Discard()
+	} else {
+		b.kill()
+	}
 	return nil, fmt.Errorf("standby supervisor of target %q: %w", target, err)
 }
 
