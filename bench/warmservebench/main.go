@@ -10,6 +10,10 @@
 // Run as root (slots need root).
 //
 //	make build && go run ./bench/warmservebench -n 30 -bin bin/agora
+//
+// With -docker IMAGE both homes' target is a docker target "box" of that image instead
+// (#30 docker warm slots held by serve: serve's standbys each hold a slot container); set
+// DOCKER_HOST to the engine's socket.
 package main
 
 import (
@@ -34,11 +38,23 @@ import (
 func main() {
 	n := flag.Int("n", 30, "rounds")
 	bin := flag.String("bin", "bin/agora", "the agora binary")
+	flag.StringVar(&dockerImage, "docker", "", "a docker target of this image instead of the local target")
 	flag.Parse()
 	if err := run(*n, *bin); err != nil {
 		fmt.Fprintln(os.Stderr, "warmservebench:", err)
 		os.Exit(1)
 	}
+}
+
+// dockerImage, when set, makes both homes' target a docker target "box" of it.
+var dockerImage string
+
+// target is the homes' target.
+func target() string {
+	if dockerImage != "" {
+		return "box"
+	}
+	return "local"
 }
 
 type home struct {
@@ -61,12 +77,15 @@ func newHome(ctx context.Context, name, bin, root, capDir string, warm int) (*ho
 			return nil, fmt.Errorf("%s: agora %s: %v\n%s", name, strings.Join(args, " "), err, out)
 		}
 	}
-	if warm > 0 {
+	if warm > 0 || dockerImage != "" {
 		f, err := os.OpenFile(filepath.Join(h.dir, "agora.yaml"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(f, "targets:\n  local:\n    warm: %d\n", warm)
+		fmt.Fprintf(f, "targets:\n  %s:\n    warm: %d\n", target(), warm)
+		if dockerImage != "" {
+			fmt.Fprintf(f, "    provider: docker\n    image: %s\n", dockerImage)
+		}
 		f.Close()
 	}
 	h.serve = h.cmd("orch", "serve")
@@ -111,7 +130,7 @@ func (h *home) stop() {
 
 // once runs a one-task plan and returns its dispatch's accepted-to-ended time.
 func (h *home) once(ctx context.Context, i int) (time.Duration, error) {
-	plan := fmt.Sprintf("version: 1\nname: noop-%d\ntasks:\n  - id: t\n    subagent: noop\n", i)
+	plan := fmt.Sprintf("version: 1\nname: noop-%d\ndefaults: {target: %s}\ntasks:\n  - id: t\n    subagent: noop\n", i, target())
 	res, err := h.c.Submit(ctx, api.SubmitRequest{Source: []byte(plan), Actor: "bench"})
 	if err != nil {
 		return 0, err
@@ -150,8 +169,21 @@ func (h *home) once(ctx context.Context, i int) (time.Duration, error) {
 	return b.Sub(a), nil
 }
 
-// readyStandbys counts the warm home's slots whose sandbox has started.
+// readyStandbys counts the warm home's slots whose sandbox has started: a docker target's
+// from serve's status file (rewritten every second).
 func (h *home) readyStandbys() int {
+	if dockerImage != "" {
+		holders, _ := detach.ReadHolders(filepath.Join(h.dir, "dispatches"))
+		ready := 0
+		for _, hl := range holders {
+			for _, c := range hl.Counts {
+				if c.Target == target() {
+					ready += c.Ready
+				}
+			}
+		}
+		return ready
+	}
 	dirs, _ := filepath.Glob(filepath.Join(h.dir, "dispatches", ".warm", "local", "slot-*", "task"))
 	return len(dirs)
 }
