@@ -164,6 +164,17 @@ func startOnce(opts Options, bins *binaries) (_ *Cluster, err error) {
 	if err := c.waitAPIServer(apiserverReady); err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), clusterReady)
+	defer cancel()
+	if opts.AgentSandbox {
+		// Before the controller-manager starts: its garbage collector learns the resources it
+		// may collect at start and then only at its discovery resync (30 s), so a foreground
+		// deletion of a Sandbox made before that waited up to 30 s for its pod to be collected
+		// (the agent-sandbox tests took 77 s, #30).
+		if err := c.installAgentSandboxCRDs(ctx, bins.agentSandboxCRDs); err != nil {
+			return nil, err
+		}
+	}
 
 	qps := []string{"--kube-api-qps=200", "--kube-api-burst=400"} // defaults (20, 30) throttle 200 Jobs
 	kcm := newProc(dir, "kube-controller-manager", append([]string{bins.controllerManager,
@@ -200,8 +211,6 @@ func startOnce(opts Options, bins *binaries) (_ *Cluster, err error) {
 		c.procs = append(c.procs, pr)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), clusterReady)
-	defer cancel()
 	if err := c.createNamespace(ctx); err != nil {
 		return nil, err
 	}
@@ -214,9 +223,6 @@ func startOnce(opts Options, bins *binaries) (_ *Cluster, err error) {
 		return nil, err
 	}
 	if opts.AgentSandbox {
-		if err := c.installAgentSandboxCRDs(ctx, bins.agentSandboxCRDs); err != nil {
-			return nil, err
-		}
 		pr := c.agentSandboxProc(dir, bins)
 		if err := pr.start(); err != nil {
 			return nil, err

@@ -21,6 +21,10 @@ import (
 // itself is read again (a Sandbox deleted behind agora's back is noticed within it).
 const sandboxRecheck = 10 * time.Second
 
+// sandboxGoingRecheck is sandboxRecheck while the Sandbox is being deleted (a cancel): its end
+// comes as no pod event, and a cancelled Wait waited up to sandboxRecheck to see it (#30).
+const sandboxGoingRecheck = time.Second
+
 // watchSandbox follows a Sandbox's pod until it has ended, or the Sandbox is gone. A Sandbox
 // is not a Job: its controller makes a new pod when the pod is deleted, and nothing times the
 // pod out but its own activeDeadlineSeconds. So the handle pins the Sandbox's first pod (by
@@ -89,10 +93,14 @@ func (h *handle) watchSandbox(ctx context.Context) (compute.Exit, error) {
 			}
 			f.rv = l.ResourceVersion
 		}
+		recheck := sandboxRecheck
+		if f.deleting {
+			recheck = sandboxGoingRecheck
+		}
 		w, err := pods.Watch(wctx, metav1.ListOptions{
 			FieldSelector:   "metadata.name=" + h.name,
 			ResourceVersion: f.rv,
-			TimeoutSeconds:  ptrTo(int64(sandboxRecheck / time.Second)),
+			TimeoutSeconds:  ptrTo(int64(recheck / time.Second)),
 		})
 		if err != nil {
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
