@@ -1,0 +1,203 @@
+package dispatch_test
+
+import (
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/dispatch"
+)
+
+// probeScript prints what an agent can learn about its sandbox, one fact a line, with the
+// values that differ between any two dispatches (ids, uid numbers) left out.
+const probeScript = `
+ls -l /proc/self/fd >/tmp/fds 2>&1
+for p in /proc/[0-9]*; do echo "proc:$(cat $p/comm 2>/dev/null)"; done >/tmp/procs
+u=$(id -u); g=$(id -g)
+echo "uid-is-gid:$([ "$u" = "$g" ] && echo y || echo n) root:$([ "$u" = 0 ] && echo y || echo n) groups:$(id -G | wc -w)"
+echo "umask:$(umask)"
+echo "pwd:$(pwd)"
+ulimit -a | sed 's/^/ulimit:/'
+grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status | sed 's/^/self:/'
+grep -E '^(Cap|NoNewPrivs|Seccomp|Threads)' /proc/1/status | sed 's/^/worker:/'
+sed 's/^/worker-limits:/' /proc/1/limits
+cat /proc/1/environ >/dev/null 2>&1 && echo "worker-environ:readable" || echo "worker-environ:denied"
+ls /proc/1/fd >/dev/null 2>&1 && echo "worker-fds:readable" || echo "worker-fds:denied"
+tr '\0' ' ' </proc/1/cmdline | sed 's/^/worker-cmdline:/'; echo
+awk 'NR>1 {print "fd:" $9 "->" $11}' /tmp/fds | sed 's/pipe:\[[0-9]*\]/pipe/; s/socket:\[[0-9]*\]/socket/; s/[0-9]*$//'
+grep -v -E 'proc:(ls|sh|cat)$' /tmp/procs | sort; rm -f /tmp/fds /tmp/procs
+env | sort | grep -v -E '^(AGORA_DISPATCH_ID|_|SHLVL|OLDPWD)=' | sed 's/^/env:/'
+cat /proc/self/cgroup | sed 's/^/cgroup:/'
+awk '{o=""; for(i=7;i<=NF;i++) if($i=="-") {o=$(i+1)" "$(i+3)}; print "mount:" $5 " " $6 " " o}' /proc/self/mountinfo | sed -E 's/(size|nr_inodes|uid|gid)=[0-9a-z]+//g'
+ls -la /agora | awk 'NR>1 {print "agora:" $1 " " $9}'
+ls -la /agora/bin | awk 'NR>1 {print "agora-bin:" $1 " " $9}'
+hostname | sed 's/^/hostname:/'
+ls -la /tmp | awk 'NR>1 {print "tmp:" $1 " " $9}'
+ls -la /dev/shm 2>&1 | awk 'NR>1 {print "shm:" $1 " " $9}'
+`
+
+// TestRedTeam32_WarmProbeSameAsCold (#28/#30 prewarm): an agent in a claimed prestarted
+// slot, run by the real worker as the slot's leased uid, learns about its sandbox exactly
+// what the same agent learns in a cold one.
+func TestRedTeam32_WarmProbeSameAsCold(t *testing.T) {
+	e, w := warmEnv(t, 1)
+	e.subagent("probe", probeScript)
+	cold := e.run(dispatch.Request{Subagent: "probe"})
+	if cold.State != dispatch.StateFinished {
+		t.Fatalf("cold: %s %s %s", cold.State, cold.Reason, cold.Detail)
+	}
+	waitWarmReady(t, w, 1)
+	hot := e.run(dispatch.Request{Subagent: "probe"})
+	if hot.State != dispatch.StateFinished {
+		t.Fatalf("warm: %s %s %s", hot.State, hot.Reason, hot.Detail)
+	}
+	if c := warmCounts(w); c.Claimed != 1 || c.Cold != 0 {
+		t.Fatalf("counts %+v: the second dispatch did not run in the slot", c)
+	}
+	a, b := normalizeProbe(e.stdout(cold)), normalizeProbe(e.stdout(hot))
+	if len(a) < 40 || !slices.Contains(a, "worker-environ:denied") || !slices.Contains(a, "env:HOME=/tmp") {
+		t.Fatalf("the probe did not run through: %q", a)
+	}
+	diff(t, a, b)
+}
+
+// normalizeProbe drops the differences a warm slot is known to have (stated in the report
+// of red team 32 and docs/providers.md "Warm slots"): its /agora is the host's read-only
+// claim tmpfs (mode 0755, stacked on the one the worker was started from, whose only file is
+// the same worker binary, so each mount under /agora shows twice) where a cold sandbox's is
+// a directory bwrap made (0700). Everything else must be the same line for line.
+func normalizeProbe(out string) []string {
+	var lines []string
+	seen := map[string]bool{}
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(l, "mount:/agora "):
+			continue
+		case strings.HasPrefix(l, "mount:/agora/"):
+			if seen[l] {
+				continue
+			}
+			seen[l] = true
+		case (strings.HasPrefix(l, "agora:d") || strings.HasPrefix(l, "agora-bin:d")) &&
+			(strings.HasSuffix(l, " .") || strings.HasSuffix(l, " ..") || strings.HasSuffix(l, " bin")):
+			k, _, _ := strings.Cut(l, ":")
+			_, name, _ := strings.Cut(l, " ")
+			l = k + ":dir " + name
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+// diff reports every line one probe has and the other has not.
+func diff(t *testing.T, cold, warm []string) {
+	t.Helper()
+	count := func(l []string) map[string]int {
+		m := map[string]int{}
+		for _, s := range l {
+			m[s]++
+		}
+		return m
+	}
+	c, w := count(cold), count(warm)
+	for s, n := range c {
+		if w[s] != n {
+			t.Errorf("cold has %q %d times, warm %d", s, n, w[s])
+		}
+	}
+	for s, n := range w {
+		if c[s] != n {
+			t.Errorf("warm has %q %d times, cold %d", s, n, c[s])
+		}
+	}
+}
+
+// attackScript is an agent that first says what an earlier dispatch left for it, then
+// attacks what else may run on the machine: it leaves files in every place a sandbox can
+// write outside its workspace, signals every process it may, and looks for any worker but
+// its own.
+const attackScript = `
+for f in /tmp/rt32 /dev/shm/rt32 /agora/out/rt32; do [ -e $f ] && echo "SEEN:$f"; done
+echo planted >/tmp/rt32; echo planted >/dev/shm/rt32; echo planted >/agora/out/rt32
+for p in /proc/[0-9]*; do
+  [ "$(cat $p/comm 2>/dev/null)" = agora-worker ] && [ "$p" != /proc/1 ] && echo "OTHER-WORKER:$p"
+done
+kill -9 -1 2>/dev/null
+for fd in /proc/1/fd/*; do echo x 2>/dev/null >"$fd" && echo "WROTE:$fd"; done
+echo done
+`
+
+// TestRedTeam32_ClaimedAgentCannotReachWaitingWorker (#28/#30 prewarm): while a dispatch
+// runs in one slot, the next slot's worker is already running, waiting for its claim. The
+// agent of the first can neither see nor signal it, nor leave anything the second
+// dispatch finds: the waiting worker is the same process after the attack, still blocked,
+// and the dispatch that claims a slot next finds none of the planted files.
+func TestRedTeam32_ClaimedAgentCannotReachWaitingWorker(t *testing.T) {
+	e, w := warmEnv(t, 2)
+	e.subagent("attack", attackScript)
+	cold := e.run(dispatch.Request{Subagent: "attack"})
+	if cold.State != dispatch.StateFinished {
+		t.Fatalf("cold: %s %s %s", cold.State, cold.Reason, cold.Detail)
+	}
+	waitWarmReady(t, w, 2)
+	waiting := slotWorkers(t, e.d.StateDir, 2)
+	a := e.run(dispatch.Request{Subagent: "attack"})
+	if a.State != dispatch.StateFinished || !strings.Contains(e.stdout(a), "done") {
+		t.Fatalf("first warm dispatch: %s %s %s", a.State, a.Reason, a.Detail)
+	}
+	if out := e.stdout(a); strings.Contains(out, "OTHER-WORKER") || strings.Contains(out, "WROTE") || strings.Contains(out, "SEEN") {
+		t.Fatalf("the first warm dispatch's agent reached beyond its sandbox:\n%s", out)
+	}
+	// One of the two waiting workers ran that dispatch; the other must still be the very
+	// process it was, blocked on its claim pipe.
+	survivors := 0
+	for _, pid := range waiting {
+		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(st), ')')
+		if f := strings.Fields(string(st[i+1:])); len(f) > 0 && f[0] == "S" {
+			survivors++
+		}
+	}
+	if survivors != 1 {
+		t.Fatalf("of the workers waiting before the attack (%v), %d still wait; want 1", waiting, survivors)
+	}
+	b := e.run(dispatch.Request{Subagent: "attack"})
+	if b.State != dispatch.StateFinished || !strings.Contains(e.stdout(b), "done") {
+		t.Fatalf("second warm dispatch: %s %s %s", b.State, b.Reason, b.Detail)
+	}
+	if out := e.stdout(b); strings.Contains(out, "SEEN") || strings.Contains(out, "OTHER-WORKER") || strings.Contains(out, "WROTE") {
+		t.Fatalf("the second warm dispatch found what the first left, or reached out:\n%s", out)
+	}
+	if c := warmCounts(w); c.Claimed != 2 || c.Cold != 0 || c.Failed != 0 {
+		t.Fatalf("counts %+v: want both attacks run warm", c)
+	}
+}
+
+// slotWorkers waits for n workers running in the default target's slots and returns them.
+func slotWorkers(t *testing.T, stateDir string, n int) []int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var pids []int
+		for _, f := range slotTasks(stateDir) {
+			if b := taskPID(f); b > 0 {
+				if pid := descendantNamed(b, "agora-worker"); pid > 0 {
+					pids = append(pids, pid)
+				}
+			}
+		}
+		if len(pids) >= n {
+			return pids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d workers running in the slots, want %d", len(pids), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
