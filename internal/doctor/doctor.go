@@ -228,6 +228,12 @@ func (r *run) warm(o Options) {
 			// slot container and gateway (#30): the same fix, the docker section to read.
 			fix += "; for docker targets (" + strings.Join(docker, ", ") + ") see docs/providers.md#warm-slots-docker-and-podman"
 		}
+		if pods := providerWarm(o.Config, names, config.ProviderKubernetes); len(pods) > 0 {
+			// A kubernetes target's slots are held by a resident Dispatcher only (StartWarm):
+			// serve would not keep them, and saying it does sends the operator the wrong way.
+			fix += "; serve does not hold kubernetes warm slots (" + strings.Join(pods, ", ") +
+				") yet: only a program that keeps a resident Dispatcher does, see docs/providers-k8s.md#warm-n-on-a-kubernetes-target-30"
+		}
 		r.missing("warm-slots", detail, fix, false)
 		return
 	}
@@ -236,9 +242,14 @@ func (r *run) warm(o Options) {
 
 // dockerWarm lists the docker targets among names.
 func dockerWarm(c *config.Config, names []string) []string {
+	return providerWarm(c, names, config.ProviderDocker)
+}
+
+// providerWarm lists the targets of provider among names.
+func providerWarm(c *config.Config, names []string, provider string) []string {
 	var out []string
 	for _, n := range names {
-		if c.Targets[n].Provider == config.ProviderDocker {
+		if c.Targets[n].Provider == provider {
 			out = append(out, n)
 		}
 	}

@@ -407,3 +407,20 @@ func TestWarmSlots_DockerHeldByServe(t *testing.T) {
 		t.Errorf("warm-slots with serve holding the docker slots = %+v", c)
 	}
 }
+
+// A kubernetes target's warm slots are held only by a resident Dispatcher (StartWarm), not by
+// serve (#30 Kubernetes warm slots): doctor must not tell the operator that running serve
+// keeps them; it says so and points at the kubernetes section.
+func TestWarmSlots_KubernetesNotHeldByServe(t *testing.T) {
+	cfg := config.Default("/h")
+	tg := cfg.Targets["local"]
+	tg.Provider, tg.Warm = config.ProviderKubernetes, 2
+	cfg.Targets["pods"] = tg
+	r := Run(t.Context(), healthyRoot(nil), Options{Config: cfg})
+	c := check(t, r, "warm-slots")
+	if c.Status != StatusMissing || !strings.Contains(c.Detail, "pods (warm: 2)") ||
+		!strings.Contains(c.Fix, "serve does not hold kubernetes warm slots (pods)") ||
+		!strings.Contains(c.Fix, "providers-k8s.md#warm-n-on-a-kubernetes-target-30") {
+		t.Errorf("warm-slots = %+v, want missing, saying serve does not hold them, the kubernetes section named", c)
+	}
+}
