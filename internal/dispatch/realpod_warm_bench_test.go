@@ -68,7 +68,7 @@ func BenchmarkRealPodClaimToWorker_WarmVsCold(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		sl, err := p.StartSlot(b.Context(), spec("TEMPLATE"), kubernetes.SlotOptions{ID: gs.ID, Token: gs.Token})
+		sl, err := p.StartSlot(b.Context(), spec("TEMPLATE"), kubernetes.SlotOptions{ID: gs.ID, Token: gs.Token, Home: "benchhome"})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -37,6 +39,14 @@ func (d *Dispatcher) k8sSlots() *netgw.Slots {
 	return &netgw.Slots{Dir: filepath.Join(d.gatewayDir(), "slots")}
 }
 
+// k8sHome is this home's identity on its slots' Jobs (kubernetes.SlotOptions.Home): the host
+// and AGORA_HOME, hashed, so homes sharing a namespace never sweep each other's slots.
+func (d *Dispatcher) k8sHome() string {
+	host, _ := os.Hostname()
+	sum := sha256.Sum256([]byte(host + "\x00" + filepath.Dir(d.StateDir)))
+	return hex.EncodeToString(sum[:10])
+}
+
 // k8sProvider is target's provider as a kubernetes one.
 func (d *Dispatcher) k8sProvider(ctx context.Context, target string) (*kubernetes.Provider, error) {
 	p, err := d.providerFor(ctx, target)
@@ -70,7 +80,7 @@ func (d *Dispatcher) sweepK8sSlots(ctx context.Context) error {
 			d.log().Warn("kubernetes warm slots: cannot sweep the target's slot pods", "target", name, "err", err)
 			continue
 		}
-		if _, err := p.SweepSlots(ctx, live); err != nil {
+		if _, err := p.SweepSlots(ctx, d.k8sHome(), live); err != nil {
 			d.log().Warn("kubernetes warm slots: sweep", "target", name, "err", err)
 		}
 	}
@@ -90,7 +100,7 @@ func (w *WarmPools) fillK8s(ctx context.Context, target string) (*warmSlot, erro
 	if err != nil {
 		return nil, err
 	}
-	sl, err := p.StartSlot(ctx, tmpl, kubernetes.SlotOptions{ID: gs.ID, Token: gs.Token})
+	sl, err := p.StartSlot(ctx, tmpl, kubernetes.SlotOptions{ID: gs.ID, Token: gs.Token, Home: w.d.k8sHome()})
 	if err != nil {
 		gs.Close()
 		return nil, err

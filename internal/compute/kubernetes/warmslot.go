@@ -45,6 +45,9 @@ import (
 // Slot labels and annotations.
 const (
 	labelSlot = "agora.slot"
+	// labelHome names the home whose holder made the slot: a namespace several agora homes
+	// share keeps each home's sweep to its own slots.
+	labelHome = "agora.home"
 	// annotationClaimed, on a slot's Job, names the dispatch it runs: a sweep leaves it.
 	annotationClaimed = "agora.dev/claimed"
 	// slotRootVolume is the slot pod's writable /agora, where the worker fetches its
@@ -63,6 +66,22 @@ type SlotOptions struct {
 	ID string
 	// Token is the slot's bearer token: it goes into the slot's Secret only.
 	Token string
+	// Home identifies the holder's AGORA_HOME (and host): an opaque label value of [a-z0-9],
+	// 1 to 63 bytes. [Provider.SweepSlots] of another home never touches this slot.
+	Home string
+}
+
+// validHome reports whether h is a label value of [a-z0-9], 1 to 63 bytes.
+func validHome(h string) bool {
+	if h == "" || len(h) > maxName {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // Slot is one warm pod agora holds. Safe for concurrent use.
@@ -119,6 +138,9 @@ func (p *Provider) StartSlot(ctx context.Context, spec compute.Spec, o SlotOptio
 	if o.Token == "" {
 		return nil, fmt.Errorf("warm slot %s: no token", o.ID)
 	}
+	if !validHome(o.Home) {
+		return nil, fmt.Errorf("warm slot %s: home %q: want [a-z0-9], 1 to %d bytes", o.ID, o.Home, maxName)
+	}
 	// The slot is a Job on either backend: its lifecycle is agora's, not a Sandbox
 	// controller's, and a Job's pod template is immutable once made.
 	tmpl := compute.Spec{ID: o.ID, Argv: spec.Argv, Env: slotEnv(spec.Env), Limits: spec.Limits, Sandbox: spec.Sandbox, Dir: "/tmp"}
@@ -147,6 +169,7 @@ func (p *Provider) StartSlot(ctx context.Context, spec compute.Spec, o SlotOptio
 	}
 	sl.sec = msec.UID
 	job := p.slotJobObject(jobInput{name: sl.name, id: o.ID, spec: tmpl, env: env, gateway: gw})
+	job.Labels[labelHome] = o.Home
 	mjob, err := p.client.BatchV1().Jobs(p.ns).Create(ctx, job, metav1.CreateOptions{})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("warm slot %s: create job: %w", o.ID, err), p.deleteParts(sl.name, sl.np, sl.sec))
@@ -431,12 +454,17 @@ func (sl *Slot) kill() {
 	_ = sl.p.deleteParts(sl.name, sl.np, sl.sec)
 }
 
-// SweepSlots deletes the slot Jobs of this namespace whose slot no longer stands (live says
-// whether the gateway's slot id does: a killed holder's slots were revoked by the gateway's
-// sweep) and that no dispatch claimed. A claimed slot's Job runs to its deadline. It returns
-// the slots whose Jobs it deleted.
-func (p *Provider) SweepSlots(ctx context.Context, live func(id string) bool) ([]string, error) {
-	l, err := p.client.BatchV1().Jobs(p.ns).List(ctx, metav1.ListOptions{LabelSelector: labelManagedBy + "=" + managedBy + "," + labelSlot})
+// SweepSlots deletes the slot Jobs of home ([SlotOptions.Home]) in this namespace whose slot
+// no longer stands (live says whether the gateway's slot id does: a killed holder's slots were
+// revoked by the gateway's sweep) and that no dispatch claimed. A claimed slot's Job runs to
+// its deadline; another home's slots are never touched. It returns the slots whose Jobs it
+// deleted.
+func (p *Provider) SweepSlots(ctx context.Context, home string, live func(id string) bool) ([]string, error) {
+	if !validHome(home) {
+		return nil, fmt.Errorf("sweep warm slots: home %q: want [a-z0-9], 1 to %d bytes", home, maxName)
+	}
+	l, err := p.client.BatchV1().Jobs(p.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: labelManagedBy + "=" + managedBy + "," + labelSlot + "," + labelHome + "=" + home})
 	if err != nil {
 		return nil, fmt.Errorf("list warm slot jobs: %w", err)
 	}
@@ -444,7 +472,7 @@ func (p *Provider) SweepSlots(ctx context.Context, live func(id string) bool) ([
 	var errs []error
 	for _, j := range l.Items {
 		id := j.Labels[labelSlot]
-		if !remote.ValidSlotID(id) || j.Name != objectName(id) || j.Annotations[annotationClaimed] != "" || live(id) {
+		if !remote.ValidSlotID(id) || j.Name != objectName(id) || j.Labels[labelHome] != home || j.Annotations[annotationClaimed] != "" || live(id) {
 			continue
 		}
 		if err := p.deleteJob(j.Name, j.UID); err != nil {

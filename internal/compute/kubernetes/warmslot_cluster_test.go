@@ -93,6 +93,9 @@ func warmSpec(t testing.TB, id string) compute.Spec {
 	}
 }
 
+// testHome is the tests' holder identity (SlotOptions.Home).
+const testHome = "k8swarmtesthome"
+
 // startSlot makes a gateway slot and its pod.
 func startSlot(t testing.TB, p *Provider, g *slotGW) (*Slot, *netgw.Slot) {
 	t.Helper()
@@ -101,7 +104,7 @@ func startSlot(t testing.TB, p *Provider, g *slotGW) (*Slot, *netgw.Slot) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gs.Close() })
-	sl, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: gs.ID, Token: gs.Token})
+	sl, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: gs.ID, Token: gs.Token, Home: testHome})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +389,7 @@ func TestWarmSlot_ClusterHolderKilled9NeverReused(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, token, _ := strings.Cut(strings.TrimSpace(line), " ")
-	waiting, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: id, Token: token})
+	waiting, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: id, Token: token, Home: testHome})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,6 +406,18 @@ func TestWarmSlot_ClusterHolderKilled9NeverReused(t *testing.T) {
 			t.Errorf("slot %s's token after its holder's kill -9 was handed %q", slot, d)
 		}
 	}
+	// Another home's slot in the same namespace, whose gateway slot this home has never had:
+	// this home's sweep must leave it (its own holder lives elsewhere).
+	ogs, err := startSlotGW(t).slots.Create(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ogs.Close() })
+	other, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: ogs.ID, Token: ogs.Token, Home: "otherhome"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Discard)
 	gone, err := g.slots.Sweep(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -411,7 +426,7 @@ func TestWarmSlot_ClusterHolderKilled9NeverReused(t *testing.T) {
 		_, err := os.Lstat(filepath.Join(g.slots.Dir, s))
 		return err == nil
 	}
-	swept, err := p.SweepSlots(t.Context(), live)
+	swept, err := p.SweepSlots(t.Context(), testHome, live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,6 +435,9 @@ func TestWarmSlot_ClusterHolderKilled9NeverReused(t *testing.T) {
 	}
 	if job, err := p.client.BatchV1().Jobs(p.ns).Get(t.Context(), claimed.name, metav1.GetOptions{}); err != nil || job.DeletionTimestamp != nil {
 		t.Errorf("the claimed slot's job was swept: %v", err)
+	}
+	if slices.Contains(swept, other.ID) || other.Check(t.Context()) != nil {
+		t.Errorf("this home's sweep deleted another home's slot %s: swept %v, check %v", other.ID, swept, other.Check(t.Context()))
 	}
 	cancel()
 	waitTimeout(t, h, 3*time.Minute)
