@@ -25,8 +25,9 @@ import (
 // of an empty host directory (or file) of its own at each read-only place of its template
 // (the bundle, the capability files, the inputs, a runtime binary: AGORA_HOME/gateway/
 // slotfiles/SLOT/N, root's); at claim, before the dispatch is bound to the slot, the host
-// puts the dispatch's files there (hard links where it can, else copies with the same mode and
-// owner) and exports only the other mounts. The agent sees the same read-only bind mounts a
+// copies the dispatch's files there (with their mode, owner and time; never a hard link, which
+// would give a shared bundle's files a second link the host's sandboxfs reads refuse) and
+// exports only the other mounts. The agent sees the same read-only bind mounts a
 // cold container has: a write is refused with EROFS by the kernel, whoever owns the file.
 // Nothing in the container can write there before the claim either: the mount is read-only
 // from the container's start.
@@ -217,10 +218,8 @@ func fillPlace(src string, p stagedPlace, skip []string) error {
 			}
 			return lchownAs(dst, info)
 		case d.Type().IsRegular():
-			// A hard link is the very file a cold bind shows; across file systems, a copy.
-			if os.Link(path, dst) == nil {
-				return nil
-			}
+			// A copy, never a hard link: the host refuses to read a file with a second link
+			// (sandboxfs), and a shared bundle's files are read again for the next dispatch.
 			return copyInto(path, dst, info)
 		default:
 			return fmt.Errorf("%s is a %s: not put in a slot", path, kindOf(d.Type()))
