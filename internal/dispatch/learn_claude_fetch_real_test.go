@@ -51,7 +51,8 @@ func TestLearn_ClaudeWebFetchRealCLI(t *testing.T) {
 	learnPort := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		learnHits.Add(1)
 		learnReq.Store(r.Method + " " + r.URL.Path)
-		io.WriteString(w, "<html><body>learned-page-42</body></html>")
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "learned-page-42")
 	}))
 	otherPort := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		otherHits.Add(1)
@@ -62,13 +63,16 @@ func TestLearn_ClaudeWebFetchRealCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	const key = "sk-ant-api03-e2e-learnfetch-0123456789ab"
-	api, err := anthropictest.Start(key, anthropictest.Turns(
+	// claude 2.1.330 spends about 30 s between a WebFetch's response and its summary
+	// request (not agora's: the proxy closed the connection within 50 ms).
+	turns := anthropictest.Turns(
 		anthropictest.Reply{Blocks: []anthropictest.Block{anthropictest.ToolUse("toolu_fetch01", "WebFetch",
 			mustJSON(t, map[string]string{"url": "https://" + upstreamAddr + ":" + learnPort + "/v1/items", "prompt": "what does it say"}))}},
 		anthropictest.Reply{Blocks: []anthropictest.Block{anthropictest.ToolUse("toolu_fetch02", "WebFetch",
 			mustJSON(t, map[string]string{"url": "https://" + upstreamAddr + ":" + otherPort + "/secret", "prompt": "what does it say"}))}},
 		anthropictest.Reply{Blocks: []anthropictest.Block{anthropictest.Text("Done.")}},
-	))
+	)
+	api, err := anthropictest.Start(key, turns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +135,7 @@ func TestLearn_ClaudeWebFetchRealCLI(t *testing.T) {
 	if !strings.Contains(strings.Join(tools, "\n"), "WebFetch hook toolu_fetch01") {
 		t.Errorf("tool.would_deny %q, want WebFetch reported by the hook", tools)
 	}
-	if got := results["toolu_fetch02"]; strings.Contains(got, "LEAKED") {
+	if got := results["toolu_fetch02"]; strings.Contains(got, "LEAKED") || !strings.Contains(got, "proxy refused") {
 		t.Errorf("the fetch outside learn_hosts came back %q", got)
 	}
 }
