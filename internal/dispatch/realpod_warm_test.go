@@ -9,6 +9,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
 // podWarmEnv is an env whose kubernetes target "pod" on the real node keeps n warm slots,
@@ -17,6 +18,12 @@ func podWarmEnv(t testing.TB, n int) (*env, *dispatch.WarmPools, *podNode) {
 	t.Helper()
 	node := startPodNode(t)
 	e := newEnv(t)
+	return e, podWarmOn(t, e, node, n), node
+}
+
+// podWarmOn gives e the target "pod" on node with n warm slots, held by e's Dispatcher.
+func podWarmOn(t testing.TB, e *env, node *podNode, n int) *dispatch.WarmPools {
+	t.Helper()
 	e.addPodTarget(node)
 	tg := e.home.Config.Targets["pod"]
 	tg.Warm = n
@@ -38,7 +45,7 @@ func podWarmEnv(t testing.TB, n int) (*env, *dispatch.WarmPools, *podNode) {
 		t.Fatalf("StartWarm: %v, %v", w, err)
 	}
 	t.Cleanup(w.Close)
-	return e, w, node
+	return w
 }
 
 func podCounts(w *dispatch.WarmPools) warm.Counts {
@@ -88,4 +95,83 @@ func TestDispatch_RealPodWarmSlot(t *testing.T) {
 	if !strings.HasPrefix(hot.ProviderTaskID, "k8s:") || hot.ProviderTaskID == cold.ProviderTaskID {
 		t.Errorf("task ids: cold %q, warm %q", cold.ProviderTaskID, hot.ProviderTaskID)
 	}
+}
+
+// The isolation probe in a warm slot (#30): an openai dispatch claims a slot pod; the probe
+// searches everything the agent can read in that pod for the model key and for the slot's
+// token (from the claimed slot's Secret; the gateway revoked it at the claim) and finds
+// neither, as in a cold pod (TestDispatch_RealPodSamePatchAsLocal).
+func TestDispatch_RealPodWarmProbe(t *testing.T) {
+	n := startPodNode(t)
+	e := newModelEnv(t)
+	w := podWarmOn(t, e, n, 1)
+	e.capability("shell", "tools: [run_command]\ncommands: [\"sh -c *\"]\n", nil)
+	e.modelSubagent("editor", "openai", "shell")
+	repo := gitRepo(t, map[string]string{"README": "one\ntwo\n", "gone.txt": "bye\n"})
+	edit := openaitest.CallTool("run_command", mustJSON(t, map[string]any{"argv": []string{"sh", "-c", realPodEdit}}))
+	var probe string
+	srv := e.model(testAPIKey, edit, openaitest.Say("edited"), edit,
+		openaitest.Func(func(req openaitest.Request) openaitest.Reply {
+			token := claimedSlotToken(t, n)
+			return openaitest.Reply{ToolCalls: []openaitest.Call{{Name: "run_command",
+				Arguments: mustJSON(t, map[string]any{"argv": []string{"sh", "-c", realPodProbe(testAPIKey, token)}})}}}
+		}),
+		openaitest.Func(func(req openaitest.Request) openaitest.Reply {
+			probe = lastToolResult(t, req)
+			return openaitest.Reply{Content: "probed"}
+		}))
+	req := dispatch.Request{Subagent: "editor", Repo: repo, Target: "pod", Envs: []string{"model"}, Timeout: 4 * time.Minute}
+	cold := e.run(req)
+	wantFinished(t, cold)
+	deadline := time.Now().Add(3 * time.Minute)
+	for podCounts(w).Ready < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("kubernetes warm slots: %+v, want 1 ready", podCounts(w))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	hot := e.run(req)
+	if hot.State != dispatch.StateFinished {
+		t.Fatalf("warm dispatch %s: %s %s: %s\ngateway log:\n%s", hot.ID, hot.State, hot.Reason, hot.Detail, n.gwLog)
+	}
+	if c := podCounts(w); c.Claimed != 1 || c.Cold != 0 {
+		t.Fatalf("counts %+v, want claimed 1, cold 0: the probe did not run in a slot", c)
+	}
+	if got := len(srv.Accepted()); got != 5 {
+		t.Errorf("the model accepted %d requests, want 5", got)
+	}
+	if cp, hp := e.blob(cold.Result.Patch), e.blob(hot.Result.Patch); cp != hp {
+		t.Errorf("patches differ:\ncold:\n%s\nwarm:\n%s", cp, hp)
+	}
+	t.Logf("the probe in the warm pod:\n%s", probe)
+	checkProbe(t, probe)
+}
+
+// claimedSlotToken is the token in the Secret of the slot Job marked claimed.
+func claimedSlotToken(t *testing.T, n *podNode) string {
+	var jobs struct {
+		Items []struct {
+			Metadata struct {
+				Name        string
+				Annotations map[string]string
+			}
+		}
+	}
+	if err := n.c.Do(t.Context(), "GET", "/apis/batch/v1/namespaces/"+n.c.Namespace+"/jobs", nil, &jobs); err != nil {
+		t.Error(err)
+		return "no-claimed-slot"
+	}
+	for _, j := range jobs.Items {
+		if j.Metadata.Annotations["agora.dev/claimed"] == "" {
+			continue
+		}
+		var sec struct{ Data map[string][]byte }
+		if err := n.c.Do(t.Context(), "GET", "/api/v1/namespaces/"+n.c.Namespace+"/secrets/"+j.Metadata.Name, nil, &sec); err != nil || len(sec.Data["token"]) < 16 {
+			t.Errorf("the claimed slot's Secret: %v", err)
+			return "no-claimed-slot"
+		}
+		return string(sec.Data["token"])
+	}
+	t.Error("no claimed slot Job while the warm dispatch runs")
+	return "no-claimed-slot"
 }
