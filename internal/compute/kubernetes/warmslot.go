@@ -212,25 +212,35 @@ func (p *Provider) slotJobObject(in jobInput) *batchv1.Job {
 }
 
 // containersHash is what a slot's pod must still run: its containers' images, commands,
-// environment, mounts and security, and the pod's own security context and runtime class.
+// arguments, environment, mounts and security, what its volumes are (a volume of the same
+// name made a claim on someone's storage keeps every mount as it was: red team 32), the
+// namespaces it shares with its node or between its containers, and the pod's own security
+// context and runtime class. A pod with an ephemeral container is refused by [Slot.Check]
+// before this is compared.
 func containersHash(s corev1.PodSpec) string {
 	type c struct {
 		Image   string
 		Command []string
+		Args    []string
 		Env     []corev1.EnvVar
 		Mounts  []corev1.VolumeMount
 		Sec     *corev1.SecurityContext
 	}
 	var cs []c
 	for _, x := range append(slices.Clone(s.InitContainers), s.Containers...) {
-		cs = append(cs, c{x.Image, x.Command, x.Env, x.VolumeMounts, x.SecurityContext})
+		cs = append(cs, c{x.Image, x.Command, x.Args, x.Env, x.VolumeMounts, x.SecurityContext})
 	}
 	b, _ := json.Marshal(struct {
-		C   []c
-		Sec *corev1.PodSecurityContext
-		RC  *string
-		SA  *bool
-	}{cs, s.SecurityContext, s.RuntimeClassName, s.AutomountServiceAccountToken})
+		C       []c
+		Sec     *corev1.PodSecurityContext
+		RC      *string
+		SA      *bool
+		Volumes []corev1.Volume
+		Host    [3]bool
+		Share   *bool
+		Users   *bool
+	}{cs, s.SecurityContext, s.RuntimeClassName, s.AutomountServiceAccountToken, s.Volumes,
+		[3]bool{s.HostNetwork, s.HostPID, s.HostIPC}, s.ShareProcessNamespace, s.HostUsers})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -337,8 +347,12 @@ func (sl *Slot) Check(ctx context.Context) error {
 		return fmt.Errorf("%w: its pod is %s", ErrSlotChanged, pod.Status.Phase)
 	case !slotLabelled(pod.Labels, sl.ID):
 		return fmt.Errorf("%w: its pod's labels changed (its network policy would not select it)", ErrSlotChanged)
+	case len(pod.Spec.EphemeralContainers) != 0:
+		// kubectl debug: a container of someone's joined the pod (its volumes, the worker's
+		// processes) while it waited (red team 32).
+		return fmt.Errorf("%w: its pod was given an ephemeral container", ErrSlotChanged)
 	case containersHash(pod.Spec) != sl.pod:
-		return fmt.Errorf("%w: its pod's containers changed", ErrSlotChanged)
+		return fmt.Errorf("%w: its pod's containers or volumes changed", ErrSlotChanged)
 	}
 	return nil
 }
