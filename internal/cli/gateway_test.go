@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoradb"
+	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/netgw"
+	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
 
 func TestNewGatewayServeCmd(t *testing.T) {
@@ -109,6 +111,34 @@ func TestGatewayServeRun(t *testing.T) {
 	conn.Close()
 	if _, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MaxVersion: tls.VersionTLS12}); err == nil {
 		t.Error("a TLS 1.2 client was accepted")
+	}
+	// It serves the home's warm slots too (#30 Kubernetes warm slots): a slot made in
+	// AGORA_HOME/gateway/slots by a resident agora is claimed through it.
+	sess, err := (&netgw.Registry{Dir: filepath.Join(dir, GatewaySessionsDir)}).Export(t.Context(), compute.Spec{ID: "01GWSLOT"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	sl, err := (&netgw.Slots{Dir: filepath.Join(dir, GatewaySlotsDir)}).Create(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sl.Close()
+	bound := make(chan error, 1)
+	go func() { bound <- sl.Bind(ctx, sess.Dispatch, sess.Token) }()
+	cctx, ccancel := context.WithTimeout(t.Context(), 30*time.Second)
+	c, err := workerremote.Claim(cctx, "https://"+addr, sl.ID, sl.Token, caPEM, nil)
+	ccancel()
+	if err != nil {
+		t.Errorf("claim of the home's warm slot through gateway serve: %v", err)
+	} else {
+		if c.Dispatch() != "01GWSLOT" {
+			t.Errorf("claimed dispatch %q", c.Dispatch())
+		}
+		c.Close()
+		if err := <-bound; err != nil {
+			t.Errorf("Bind: %v", err)
+		}
 	}
 	cancel()
 	if err := <-done; err != nil {
