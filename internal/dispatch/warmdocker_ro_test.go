@@ -57,13 +57,16 @@ var slotDifferences = map[string]string{
 // it finds in a cold container: the bundle, the capability files and the manifest are
 // read-only mounts (an agent that chmods a file back still cannot write, remove or create:
 // EROFS, whoever owns the file; before #30's fix the slot's copies were writable after a
-// chmod). Attack: before the claim, a process in the slot container (run there through the
+// chmod). Attacks: before the claim, a process in the slot container (run there through the
 // engine as the container's user) tries to plant files in those places; it is refused, and
-// the dispatch finds none.
+// the dispatch finds none. It plants a file in the workspace's place in the slot's tmpfs
+// instead: the slot's worker refuses to fetch into a place that is not empty, and the
+// dispatch fails rather than run on the planted file (before: it ran, the file in its
+// workspace and its baseline, so in no patch).
 func TestDockerWarm_ReadOnlyForReal(t *testing.T) {
 	e, w := dockerWarmEnv(t, 1)
 	e.subagent("prober", isolationProbe)
-	req := dispatch.Request{Subagent: "prober", Target: "box", Timeout: 2 * time.Minute}
+	req := dispatch.Request{Subagent: "prober", Repo: gitRepo(t, map[string]string{"README": "one\n"}), Target: "box", Timeout: 2 * time.Minute}
 	cold := e.run(req)
 	wantFinished(t, cold)
 	deadline := time.Now().Add(90 * time.Second)
@@ -89,10 +92,28 @@ func TestDockerWarm_ReadOnlyForReal(t *testing.T) {
 			t.Errorf("planting a file in the ready slot's %s succeeded", d)
 		}
 	}
+	// The job's own places before the claim: a workspace planted in the slot's tmpfs.
+	execIn(t, cli, res.Items[0].ID, "mkdir -p /agora/workspace && echo planted > /agora/workspace/planted.txt")
 	hot := e.run(req)
+	t.Logf("warm: %s %s %s", hot.State, hot.Reason, hot.Detail)
+	if hot.State == dispatch.StateFinished {
+		t.Fatalf("a dispatch ran in a slot whose workspace place held a planted file: %s\n%s", e.stdout(hot), e.patch(hot))
+	}
+	// The worker's refusal goes to the slot container's own stderr (the dispatch's streams are
+	// not up yet): the record says the worker failed.
+	if hot.Reason != dispatch.ReasonWorkerFailed {
+		t.Errorf("the refused slot's dispatch ended %s/%s %q, want failed/worker-failed", hot.State, hot.Reason, hot.Detail)
+	}
+	// The next slot, untouched, runs the probe.
+	for deadline := time.Now().Add(90 * time.Second); boxCounts(w).Ready < 1; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("docker warm slots: %+v, want 1 ready", boxCounts(w))
+		}
+	}
+	hot = e.run(req)
 	wantFinished(t, hot)
-	if c := boxCounts(w); c.Claimed != 1 || c.Cold != 0 {
-		t.Fatalf("counts %+v, want the second dispatch claimed in the slot", c)
+	if c := boxCounts(w); c.Claimed != 2 || c.Cold != 0 {
+		t.Fatalf("counts %+v, want the second and third dispatches claimed in slots", c)
 	}
 	co, ho := e.stdout(cold), e.stdout(hot)
 	t.Logf("cold probe:\n%s\nwarm probe:\n%s", co, ho)

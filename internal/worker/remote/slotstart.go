@@ -124,6 +124,13 @@ func fetchMount(ctx context.Context, c *Client, m remote.Mount, root, dst string
 		}
 		return nil
 	}
+	// The place must be new (or an empty directory): whatever ran in the slot before its claim
+	// could have planted files there, and the dispatch would run on them (#30 dockerhold).
+	if ents, err := os.ReadDir(dst); err == nil && len(ents) > 0 {
+		return fmt.Errorf("mount %s: its place %s in the slot is not empty before the fetch", m.Name, m.Dst)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("mount %s: %w", m.Name, err)
+	}
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return fmt.Errorf("mount %s: %w", m.Name, err)
 	}
