@@ -183,6 +183,14 @@ func (w workspace) write(p, content string) (toolreg.Result, error) {
 		}
 		return toolreg.Result{}, err
 	}
+	if !created && w.pinned != "" && hardLinked(f) {
+		// A learn scratch's file is the scratch's own: one with another name elsewhere (a
+		// hard link the agent made to a workspace file, or one outside) would take the
+		// learned write there, past the check by name above (red team 32).
+		f.Close()
+		return toolreg.Result{}, &toolreg.DeniedError{Tool: tool, Reason: ReasonOutsideWorkspace,
+			Hint: "the file has other hard links; a learned write goes only to a file of the scratch directory's own"}
+	}
 	if !created {
 		if err := f.Truncate(0); err != nil {
 			f.Close()

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"unicode"
 	"unicode/utf8"
 
@@ -138,4 +139,14 @@ func (s *Scratch) WriteFile(path, content string) (string, error) {
 		return "", err
 	}
 	return filepath.Join(s.dir, name), nil
+}
+
+// hardLinked reports whether f has more than one name (or cannot be told).
+func hardLinked(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil {
+		return true
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return !ok || st.Nlink > 1
 }
