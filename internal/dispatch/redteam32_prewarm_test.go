@@ -22,12 +22,12 @@ echo "umask:$(umask)"
 echo "pwd:$(pwd)"
 ulimit -a | sed 's/^/ulimit:/'
 grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status | sed 's/^/self:/'
-grep -E '^(Cap|NoNewPrivs|Seccomp|Threads)' /proc/1/status | sed 's/^/worker:/'
+grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/1/status | sed 's/^/worker:/'
 sed 's/^/worker-limits:/' /proc/1/limits
 cat /proc/1/environ >/dev/null 2>&1 && echo "worker-environ:readable" || echo "worker-environ:denied"
 ls /proc/1/fd >/dev/null 2>&1 && echo "worker-fds:readable" || echo "worker-fds:denied"
 tr '\0' ' ' </proc/1/cmdline | sed 's/^/worker-cmdline:/'; echo
-awk 'NR>1 {print "fd:" $9 "->" $11}' /tmp/fds | sed 's/pipe:\[[0-9]*\]/pipe/; s/socket:\[[0-9]*\]/socket/; s/[0-9]*$//'
+awk 'NR>1 {print "fd:" $9 "->" $11}' /tmp/fds | sed 's/pipe:\[[0-9]*\]/pipe/; s;/proc/[0-9]*/;/proc/N/;; s/socket:\[[0-9]*\]/socket/; s/[0-9]*$//'
 grep -v -E 'proc:(ls|sh|cat)$' /tmp/procs | sort; rm -f /tmp/fds /tmp/procs
 env | sort | grep -v -E '^(AGORA_DISPATCH_ID|_|SHLVL|OLDPWD)=' | sed 's/^/env:/'
 cat /proc/self/cgroup | sed 's/^/cgroup:/'
@@ -200,4 +200,160 @@ func slotWorkers(t *testing.T, stateDir string, n int) []int {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestRedTeam32_WaitingWorkerHoldsNothing (#28/#30 prewarm): what a worker started ahead holds
+// before any dispatch exists, read from the host: an environment of the shape's names only
+// (no dispatch id, no token, nothing of the host's), descriptors that are its own output and
+// claim pipes and /dev/null only, none shared with another slot's worker (a pipe two slots
+// shared would be a channel between two dispatches), each slot a uid of its own that is not
+// root, and already the limits and hardening a cold dispatch's worker runs with.
+func TestRedTeam32_WaitingWorkerHoldsNothing(t *testing.T) {
+	t.Setenv("AGORA_RT32_HOST_CANARY", "host-canary")
+	e, w := warmEnv(t, 2)
+	e.subagent("probe", probeScript)
+	cold := e.run(dispatch.Request{Subagent: "probe"})
+	if cold.State != dispatch.StateFinished {
+		t.Fatalf("cold: %s %s %s", cold.State, cold.Reason, cold.Detail)
+	}
+	var coldLimits, coldStatus []string
+	for _, l := range strings.Split(e.stdout(cold), "\n") {
+		if v, ok := strings.CutPrefix(l, "worker-limits:"); ok {
+			coldLimits = append(coldLimits, v)
+		}
+		if v, ok := strings.CutPrefix(l, "worker:"); ok {
+			coldStatus = append(coldStatus, v)
+		}
+	}
+	if len(coldLimits) < 10 || len(coldStatus) < 5 {
+		t.Fatalf("the cold probe read no worker limits or status: %q", e.stdout(cold))
+	}
+	waitWarmReady(t, w, 2)
+	pids := slotWorkers(t, e.d.StateDir, 2)
+	pipes := map[string]int{}
+	uids := map[string]int{}
+	for _, pid := range pids {
+		proc := "/proc/" + strconv.Itoa(pid)
+		env, err := os.ReadFile(proc + "/environ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range strings.Split(strings.TrimRight(string(env), "\x00"), "\x00") {
+			k, _, _ := strings.Cut(kv, "=")
+			if !slices.Contains([]string{"PATH", "HOME", "LANG", "PWD", "AGORA_WORKER_CLAIM_FD"}, k) {
+				t.Errorf("worker %d holds %q before any claim", pid, kv)
+			}
+		}
+		fds, err := os.ReadDir(proc + "/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fd := range fds {
+			target, _ := os.Readlink(proc + "/fd/" + fd.Name())
+			switch {
+			case target == "/dev/null":
+			case strings.HasPrefix(target, "pipe:["):
+				if other, ok := pipes[target]; ok && other != pid {
+					t.Errorf("workers %d and %d share %s", other, pid, target)
+				}
+				pipes[target] = pid
+			default:
+				t.Errorf("worker %d holds fd %s -> %q before any claim", pid, fd.Name(), target)
+			}
+		}
+		if len(fds) > 4 {
+			t.Errorf("worker %d holds %d descriptors before any claim; want stdin, stdout, stderr and its claim pipe", pid, len(fds))
+		}
+		status, err := os.ReadFile(proc + "/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(l, "Uid:"); ok {
+				f := strings.Fields(v)
+				if len(f) != 4 || f[0] == "0" || f[0] != f[1] || f[0] != f[2] || f[0] != f[3] {
+					t.Errorf("worker %d runs as uids %q", pid, v)
+				}
+				if other, ok := uids[f[0]]; ok {
+					t.Errorf("workers %d and %d share uid %s", other, pid, f[0])
+				}
+				uids[f[0]] = pid
+			}
+		}
+		for _, want := range coldStatus {
+			if !strings.Contains(string(status), want+"\n") {
+				t.Errorf("worker %d before its claim lacks the cold worker's %q", pid, want)
+			}
+		}
+		limits, err := os.ReadFile(proc + "/limits")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range coldLimits {
+			if !strings.Contains(string(limits), strings.TrimRight(want, " ")) {
+				t.Errorf("worker %d before its claim lacks the cold worker's limit %q", pid, want)
+			}
+		}
+	}
+	if len(uids) != 2 {
+		t.Fatalf("uids of the waiting workers: %v", uids)
+	}
+}
+
+// TestRedTeam32_WarmSecretsReachOnlyTheirDispatch (#28/#30 prewarm): with a secret, the slot's
+// claim pipe is fd 4 beside the secrets' fd 3. Two warm dispatches of one shape with two env
+// bundles holding different values of one secret: each agent gets its own value and nothing
+// else (its descriptors are a cold agent's), and no waiting worker ever holds either value.
+func TestRedTeam32_WarmSecretsReachOnlyTheirDispatch(t *testing.T) {
+	e, w := warmEnv(t, 2)
+	alpha, beta := "rt32-alpha-"+strconv.Itoa(os.Getpid()), "rt32-beta-"+strconv.Itoa(os.Getpid())
+	e.envBundle("a", nil, map[string]string{"RT32_SECRET": alpha})
+	e.envBundle("b", nil, map[string]string{"RT32_SECRET": beta})
+	e.subagent("sec", `ls -l /proc/self/fd >/tmp/fds 2>&1
+echo "secret:$RT32_SECRET" | tr 'a-z' 'n-za-m'
+awk 'NR>1 {print "fd:" $9 "->" $11}' /tmp/fds | sed 's/pipe:\[[0-9]*\]/pipe/; s;/proc/[0-9]*/;/proc/N/;; s/[0-9]*$//'`)
+	rot13 := func(s string) string {
+		b := []byte(s)
+		for i, c := range b {
+			if c >= 'a' && c <= 'z' {
+				b[i] = 'a' + (c-'a'+13)%26
+			}
+		}
+		return string(b)
+	}
+	cold := e.run(dispatch.Request{Subagent: "sec", Envs: []string{"a"}})
+	if cold.State != dispatch.StateFinished || !strings.Contains(e.stdout(cold), rot13("secret:"+alpha)) {
+		t.Fatalf("cold: %s %s %s, output %q", cold.State, cold.Reason, cold.Detail, e.stdout(cold))
+	}
+	coldFDs := fdLines(e.stdout(cold))
+	waitWarmReady(t, w, 2)
+	for _, pid := range slotWorkers(t, e.d.StateDir, 2) {
+		env, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if strings.Contains(string(env), alpha) || strings.Contains(string(env), beta) {
+			t.Fatalf("a waiting worker holds a dispatch's secret: %q", env)
+		}
+	}
+	for _, c := range []struct{ env, want, not string }{{"b", beta, alpha}, {"a", alpha, beta}} {
+		r := e.run(dispatch.Request{Subagent: "sec", Envs: []string{c.env}})
+		out := e.stdout(r)
+		if r.State != dispatch.StateFinished || !strings.Contains(out, rot13("secret:"+c.want)+"\n") || strings.Contains(out, rot13(c.not)) {
+			t.Fatalf("warm dispatch with env %s: %s %s %s, output %q", c.env, r.State, r.Reason, r.Detail, out)
+		}
+		if got := fdLines(out); !slices.Equal(got, coldFDs) {
+			t.Errorf("warm agent's descriptors %q, cold %q", got, coldFDs)
+		}
+	}
+	if c := warmCounts(w); c.Claimed != 2 || c.Cold != 0 {
+		t.Fatalf("counts %+v: want both dispatches run warm", c)
+	}
+}
+
+func fdLines(out string) []string {
+	var fds []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "fd:") {
+			fds = append(fds, l)
+		}
+	}
+	return fds
 }
