@@ -41,6 +41,7 @@ var readAllowed = map[string]string{
 	"dispatch/warmdocker_files.go:fillPlace: os.Readlink":        "a symlink in the same read-only bind source, copied as a symlink (never followed), as a cold read-only bind shows it",
 	"dispatch/warmdocker_files.go:copyInto: os.OpenFile":         "a regular file of the same read-only bind source, opened O_NOFOLLOW to copy it into the slot's place; and the place itself, the host's own file",
 	"dispatch/warmdocker_files.go:sweepSlotFiles: os.ReadDir":    "lists AGORA_HOME/gateway/slotfiles, the host's own directory of slot places; names are checked as slot ids before use",
+	"dispatch/warmk8s.go:sweepK8sSlots: os.Lstat":                "asks whether AGORA_HOME/gateway/slots/ID (the host's own slot directory; ID checked by remote.ValidSlotID first) still exists; reads no byte, and no pod reaches the directory",
 	"dispatch/warmdocker.go:live: os.Lstat":                      "asks whether AGORA_HOME's own slot directory of the docker gateway still exists; reads no byte, and a slot container reaches it only over the gateway socket",
 	"cli/dispatch_handoff.go:trustedSocket: os.Lstat":            "AGORA_HOME/orch and orch.sock, the host's own directory (no sandbox binds it): their type, mode and owner decide whether the CLI trusts serve",
 	"cli/orch_handoff.go:newHandoffRunner: os.Stat":              "/proc/self/exe, serve's own executable",
