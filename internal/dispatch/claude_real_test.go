@@ -60,6 +60,10 @@ func TestClaudeCode_RealCLI(t *testing.T) {
 	api, err := anthropictest.Start(key, anthropictest.Turns(
 		anthropictest.Reply{Blocks: []anthropictest.Block{anthropictest.Text("Writing notes."),
 			anthropictest.ToolUse("toolu_01W", "Write", `{"file_path":"/agora/workspace/notes.md","content":"from the real claude\n"}`)}},
+		// A relative path: claude gives its hook the path made absolute, while its output
+		// prints it as given; the two views must pair up (the run stopped here before).
+		anthropictest.Reply{Blocks: []anthropictest.Block{
+			anthropictest.ToolUse("toolu_01R", "Write", `{"file_path":"relative.md","content":"by a relative path\n"}`)}},
 		anthropictest.Reply{Blocks: []anthropictest.Block{
 			anthropictest.ToolUse("toolu_02F", "WebFetch", `{"url":"https://example.com/","prompt":"summarise"}`)}},
 		anthropictest.Reply{Blocks: []anthropictest.Block{
@@ -112,6 +116,9 @@ func TestClaudeCode_RealCLI(t *testing.T) {
 	}
 
 	patch := h.agora("dispatch", "patch", id)
+	if !strings.Contains(patch, "+by a relative path") || !strings.Contains(patch, "b/relative.md") {
+		t.Errorf("the Write by a relative path is not in the patch:\n%s", patch)
+	}
 	if !strings.Contains(patch, "+from the real claude") {
 		t.Errorf("the granted Write is not in the patch:\n%s", patch)
 	}

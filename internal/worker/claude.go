@@ -98,6 +98,7 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 	}
 	audit := newClaudeAudit(gw, hooks, red, tools, grants.MCPServers, stop)
 	audit.printed = printed
+	audit.dir = inv.dir
 
 	rl, err := startRelay(audit.gate(gw))
 	if err != nil {

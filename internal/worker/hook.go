@@ -22,6 +22,7 @@ import (
 	"github.com/agora-dev/agora/internal/jcs"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/shellwords"
+	"github.com/agora-dev/agora/internal/strictjson"
 )
 
 // Claude Code runs its own tools, so agora audits them through Claude Code's hooks: the
@@ -202,7 +203,7 @@ type hook struct {
 }
 
 func (h hook) run(ctx context.Context, in hookInput, stderr io.Writer) int {
-	r := toolReport{Tool: in.Tool, ArgsHash: argsHash(h.red, in.Input), CallID: auditCallID(in.CallID)}
+	r := toolReport{Tool: in.Tool, ArgsHash: callHash(h.red, in.Tool, in.Input, in.Cwd), CallID: auditCallID(in.CallID)}
 	if in.Event == "PreToolUse" {
 		r.Phase = phasePre
 		r.Decision, r.Reason = decisionRequested, reasonRequested
@@ -383,6 +384,42 @@ func argsHash(red *redact.Redactor, input json.RawMessage) string {
 	}
 	sum := sha256.Sum256(red.Bytes(b.Bytes()))
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// callHash is a Claude Code call's args hash as both of the worker's views of the call make
+// it: claude gives its hooks a file tool's relative path made absolute against its working
+// directory, while its output prints the model's input as given. So a relative path is joined
+// to dir first (the hook's: the cwd claude reports; the output's: the workspace claude starts
+// in). A relative path claude made absolute against another directory (after a Bash cd) still
+// differs, and the run stops as before: the pre-report then names another call.
+func callHash(red *redact.Redactor, tool string, input json.RawMessage, dir string) string {
+	return argsHash(red, absToolPath(tool, input, dir))
+}
+
+// absToolPath is input with its file path joined to dir when it is relative, else input.
+func absToolPath(tool string, input json.RawMessage, dir string) json.RawMessage {
+	field := editField(tool)
+	if tool == "Read" {
+		field = "file_path"
+	}
+	if field == "" || dir == "" {
+		return input
+	}
+	var m map[string]json.RawMessage
+	var path string
+	if strictjson.Unmarshal(input, &m) != nil || strictjson.Unmarshal(m[field], &path) != nil || path == "" || filepath.IsAbs(path) {
+		return input
+	}
+	abs, err := json.Marshal(filepath.Join(dir, path))
+	if err != nil {
+		return input
+	}
+	m[field] = abs
+	out, err := json.Marshal(m)
+	if err != nil {
+		return input
+	}
+	return out
 }
 
 // canonicalInput is input as RFC 8785 bytes, when it is one JSON value jcs can encode.

@@ -367,7 +367,7 @@ func TestClaude_HooksEndToEnd(t *testing.T) {
 			"Bash requested " + reasonRequested + `|pre|toolu_01FAKE000002|` + hash(`{"command":"ls x"}`),
 			"Bash denied " + reasonRuleDenied + `|post|toolu_01FAKE000002|` + hash(`{"command":"ls x"}`),
 			"Bash denied " + reasonCommandNotGranted + `|pre|toolu_01FAKE000003|` + hash(`{"command":"rm -rf /"}`),
-			"Write denied " + reasonNotLoaded + `|<nil>|toolu_01FAKE000004|` + hash(`{"content":"x","file_path":"w"}`),
+			"Write denied " + reasonNotLoaded + `|<nil>|toolu_01FAKE000004|` + hash(`{"content":"x","file_path":"`+filepath.Join(inv.dir, "w")+`"}`), // claude's view: relative to its cwd
 			"Bash denied " + reasonLineNotSimple + `|pre|toolu_01FAKE000005|` + hash(`{"command":"touch again; echo `+hookSecret+`"}`),
 		}
 		if diff := cmp.Diff(want, a.calls()); diff != "" {

@@ -50,6 +50,7 @@ type claudeAudit struct {
 	// reports (hookvouch.go); nil outside a run.
 	printed *printedCalls
 	red     *redact.Redactor
+	dir     string   // claude's working directory, the workspace: a relative file path is in it
 	tools   []string // built-in tools the grant covers
 	mcp     []string // MCP servers the grant covers
 	stop    context.CancelCauseFunc
@@ -183,7 +184,7 @@ func (a *claudeAudit) ToolCall(c claudert.ToolCall) {
 		a.fail(errors.New("claude called a tool before its init event: the tools it loaded were never checked"))
 		return
 	}
-	call := &seenCall{id: c.ID, name: c.Name, hash: argsHash(a.red, c.Input)}
+	call := &seenCall{id: c.ID, name: c.Name, hash: callHash(a.red, c.Name, c.Input, a.dir)}
 	if _, ok := a.byID[c.ID]; ok {
 		// The gateway pairs a call's reports by id, and holds the first call's: this one
 		// could never be on record as itself. It is reported from its result without its id,
