@@ -115,12 +115,28 @@ func (w workspace) learnPaths(p string) (asked, name string, ok bool) {
 	abs := asked
 	if !filepath.IsAbs(abs) {
 		abs = filepath.Join(w.dir, asked)
+	} else if w.namesInside(abs) {
+		// A workspace file named by its absolute path is refused as in any dispatch (give
+		// it relative), not put on record as a write outside the workspace nor diverted to
+		// the scratch directory (red team 32).
+		return "", "", false
 	}
 	name = strings.TrimPrefix(filepath.Clean(abs), "/")
 	if name == "" || !filepath.IsLocal(name) {
 		return "", "", false
 	}
 	return asked, name, true
+}
+
+// namesInside reports whether the absolute path abs names the workspace or a place under it,
+// by the workspace's name or its resolved one (links on abs itself are not followed: a link
+// leading out is reached by its relative path, which is learned).
+func (w workspace) namesInside(abs string) bool {
+	if inside(filepath.Clean(w.dir), abs) {
+		return true
+	}
+	real, err := filepath.EvalSymlinks(w.dir)
+	return err != nil || inside(real, abs)
 }
 
 // WriteFile writes content to the scratch copy of path (absolute, as the sandbox names it)

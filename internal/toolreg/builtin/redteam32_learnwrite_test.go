@@ -90,3 +90,24 @@ func TestRedTeam32_LearnWriteRacesLinkSwap(t *testing.T) {
 		t.Error("a learned write raced through a swapped link into the workspace or outside")
 	}
 }
+
+// TestRedTeam32_LearnWriteAbsolutePathInsideWorkspace: a model that names a workspace file
+// by its absolute path (models often do) is refused as in any dispatch ("give a path
+// relative to the workspace root"); it must not be put on record as a write outside the
+// workspace (suggest would list a workspace file as one "no grant allows"), nor diverted to
+// the scratch directory while the model is told the file is outside.
+func TestRedTeam32_LearnWriteAbsolutePathInsideWorkspace(t *testing.T) {
+	f := newLearnFixture(t)
+	for _, p := range []string{filepath.Join(f.ws, "README.md"), filepath.Join(f.ws, "src", "new.go"), f.ws + "/src/../docs/x.md"} {
+		_, err := f.call(t, "write_file", map[string]any{"path": p, "content": "x"})
+		if !isDenied(err, ReasonOutsideWorkspace) {
+			t.Errorf("write_file %q: %v, want the plain refusal of an absolute path", p, err)
+		}
+	}
+	if got := f.all(); len(got) != 0 {
+		t.Errorf("workspace files named by absolute paths were recorded as writes outside the workspace: %+v", got)
+	}
+	if ents, _ := os.ReadDir(f.scratch.Dir()); len(ents) != 0 {
+		t.Errorf("workspace files named by absolute paths were written to the scratch directory: %v", ents)
+	}
+}
