@@ -42,7 +42,7 @@ vet:
 
 # -race needs cgo; the binary itself stays static (CGO_ENABLED=0 in build).
 unit:
-	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m ./...
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
 
 fuzz-short:
 	FUZZTIME=$${FUZZTIME:-3s} ./scripts/fuzz-short.sh
