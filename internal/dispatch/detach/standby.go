@@ -306,6 +306,13 @@ func (s *Standbys) start(ctx context.Context, target string) (warm.Slot, error) 
 	go func() {
 		c.Wait()
 		close(b.exited)
+		// A standby killed with -9 leaves its slot (a bubblewrap slot's directory, a docker
+		// slot's container and places): swept now. Before, only the next standby's start swept,
+		// which under load could come long after or never (a retry that found no standby ready
+		// started cold; TestServe_Kill9ClaimedStandby failed so at load 16-24).
+		if err := s.sweep(s.ctx); err != nil {
+			s.log.Warn("warm slots: sweep what an exited standby left", "err", err)
+		}
 		// A standby that exits while it waits (its slot died) leaves the pool short: have it
 		// refilled now rather than when a dispatch finds it dead (red team 31).
 		s.prune(target)
