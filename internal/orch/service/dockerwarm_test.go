@@ -148,8 +148,7 @@ func alive(pid int) bool { return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH
 // gateway; a second standby starting (its sweep) leaves the first's slot standing. A task
 // runs in a ready standby's container (the record's task id is that container, its
 // supervisor that standby) with the cold dispatch's state, isolation and audit kinds; doctor
-// counts it. Attacks: a standby killed with -9 has its slot container swept by the next
-// standby's start, never claimed; serve killed with -9 has every unclaimed slot removed by
+// counts it. Attacks: a standby killed with -9 has its slot container swept, never claimed; serve killed with -9 has every unclaimed slot removed by
 // its standbys, and a restarted serve's dispatch runs in a standby of its own.
 func TestServe_DockerWarmSlotsHeldByServe(t *testing.T) {
 	e, cli, serve := dockerWarmServedEnv(t, 2)
@@ -187,8 +186,9 @@ func TestServe_DockerWarmSlotsHeldByServe(t *testing.T) {
 			strings.Contains(string(out), "held by pid "+strconv.Itoa(serve().Process.Pid))
 	})
 
-	// A ready standby killed with -9: its container waits on a gateway that is gone; the pool
-	// refills, and the new standby's start sweeps the dead one's container and slot.
+	// A ready standby killed with -9: its container waits on a gateway that is gone; serve
+	// sweeps it when the standby's process exits (and the new standby's start would), and
+	// refills.
 	waitDockerStandbys(t, e, cli, 2)
 	ready = readyBoxes(t, cli, e)
 	var victim int
