@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
@@ -64,6 +66,37 @@ func TestRedTeam32_WarmSlotPodEditsNeverClaimed(t *testing.T) {
 			})
 			if _, err := fullClient(t).CoreV1().Pods(p.ns).UpdateEphemeralContainers(t.Context(), pod.Name, pod, metav1.UpdateOptions{}); err != nil {
 				t.Fatalf("add an ephemeral container: %v", err)
+			}
+		},
+		// In-place resize (the pods/resize subresource): the waiting pod's worker container
+		// given ten times the memory and CPU the dispatch's limits say; the claimed dispatch
+		// would run past them.
+		"resized in place": func(t *testing.T, sl *Slot) {
+			pod, err := sl.findPod(t.Context())
+			if err != nil || pod == nil {
+				t.Fatalf("slot pod: %v", err)
+			}
+			c := pod.Spec.Containers[0]
+			mem := c.Resources.Limits.Memory().Value() * 10
+			cpu := c.Resources.Limits.Cpu().MilliValue() * 10
+			patch := fmt.Appendf(nil, `{"spec":{"containers":[{"name":%q,"resources":{"limits":{"memory":"%d","cpu":"%dm"},"requests":{"memory":"%d","cpu":"%dm"}}}]}}`,
+				c.Name, mem, cpu, mem, cpu)
+			cs := fullClient(t)
+			// The API server admits a resize once the node's kubelet reports its running
+			// containers' resources, as a real 1.36 kubelet does (kwok reports none): report
+			// them as it would.
+			for i := range pod.Status.ContainerStatuses {
+				for _, k := range pod.Spec.Containers {
+					if k.Name == pod.Status.ContainerStatuses[i].Name {
+						pod.Status.ContainerStatuses[i].Resources = k.Resources.DeepCopy()
+					}
+				}
+			}
+			if _, err := cs.CoreV1().Pods(p.ns).UpdateStatus(t.Context(), pod, metav1.UpdateOptions{}); err != nil {
+				t.Fatalf("report the container resources: %v", err)
+			}
+			if _, err := cs.CoreV1().Pods(p.ns).Patch(t.Context(), pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "resize"); err != nil {
+				t.Fatalf("resize the slot pod: %v", err)
 			}
 		},
 		// The slot's pod deleted and a pod of the attacker's made in its place, within the

@@ -212,7 +212,8 @@ func (p *Provider) slotJobObject(in jobInput) *batchv1.Job {
 }
 
 // containersHash is what a slot's pod must still run: its containers' images, commands,
-// arguments, environment, mounts and security, what its volumes are (a volume of the same
+// arguments, environment, mounts, security and resources (an in-place resize of a waiting pod
+// would run the dispatch past its limits: red team 32), what its volumes are (a volume of the same
 // name made a claim on someone's storage keeps every mount as it was: red team 32), the
 // namespaces it shares with its node or between its containers, and the pod's own security
 // context and runtime class. A pod with an ephemeral container is refused by [Slot.Check]
@@ -225,10 +226,11 @@ func containersHash(s corev1.PodSpec) string {
 		Env     []corev1.EnvVar
 		Mounts  []corev1.VolumeMount
 		Sec     *corev1.SecurityContext
+		Res     corev1.ResourceRequirements
 	}
 	var cs []c
 	for _, x := range append(slices.Clone(s.InitContainers), s.Containers...) {
-		cs = append(cs, c{x.Image, x.Command, x.Args, x.Env, x.VolumeMounts, x.SecurityContext})
+		cs = append(cs, c{x.Image, x.Command, x.Args, x.Env, x.VolumeMounts, x.SecurityContext, x.Resources})
 	}
 	b, _ := json.Marshal(struct {
 		C       []c
@@ -239,8 +241,9 @@ func containersHash(s corev1.PodSpec) string {
 		Host    [3]bool
 		Share   *bool
 		Users   *bool
+		Res     *corev1.ResourceRequirements
 	}{cs, s.SecurityContext, s.RuntimeClassName, s.AutomountServiceAccountToken, s.Volumes,
-		[3]bool{s.HostNetwork, s.HostPID, s.HostIPC}, s.ShareProcessNamespace, s.HostUsers})
+		[3]bool{s.HostNetwork, s.HostPID, s.HostIPC}, s.ShareProcessNamespace, s.HostUsers, s.Resources})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
