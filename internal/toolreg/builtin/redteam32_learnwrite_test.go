@@ -111,3 +111,26 @@ func TestRedTeam32_LearnWriteAbsolutePathInsideWorkspace(t *testing.T) {
 		t.Errorf("workspace files named by absolute paths were written to the scratch directory: %v", ents)
 	}
 }
+
+// TestRedTeam32_ScratchWriteFileHardLink: claude's learned Write goes through
+// Scratch.WriteFile, not write_file: the same hard link planted in the scratch (to a
+// workspace file) is refused there too, and the workspace file is unchanged.
+func TestRedTeam32_ScratchWriteFileHardLink(t *testing.T) {
+	f := newLearnFixture(t)
+	wsBefore := treeHash(t, f.ws)
+	etc := filepath.Join(f.scratch.Dir(), "etc")
+	mustDo(t, os.Mkdir(etc, 0o755))
+	if err := os.Link(filepath.Join(f.ws, "README.md"), filepath.Join(etc, "hosts")); err != nil {
+		t.Skipf("SKIP: no hard link from the scratch to the workspace here: %v", err)
+	}
+	if where, err := f.scratch.WriteFile("/etc/hosts", "PWNED"); err == nil {
+		t.Errorf("claude's learned Write through a hard link was made at %s", where)
+	}
+	if treeHash(t, f.ws) != wsBefore {
+		t.Error("claude's learned Write changed the workspace through a hard link")
+	}
+	// A fresh file of the scratch's own is still made.
+	if _, err := f.scratch.WriteFile("/etc/fresh", "ok"); err != nil {
+		t.Errorf("a fresh learned Write: %v", err)
+	}
+}
