@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/agora-dev/agora/internal/compute/remote"
@@ -125,7 +126,13 @@ func fetchMount(ctx context.Context, c *Client, m remote.Mount, root, dst string
 		return nil
 	}
 	// The place must be new (or an empty directory): whatever ran in the slot before its claim
-	// could have planted files there, and the dispatch would run on them (#30 dockerhold).
+	// could have planted files there, and the dispatch would run on them (#30 dockerhold). Nor
+	// may it be reached through a symlink: one planted at the place (or above it) to an empty
+	// directory passed the emptiness check, and the fetch went into the planter's directory,
+	// where it can add files after the check (red team 32).
+	if err := noPlantedLink(root, dst); err != nil {
+		return fmt.Errorf("mount %s: %w", m.Name, err)
+	}
 	if ents, err := os.ReadDir(dst); err == nil && len(ents) > 0 {
 		return fmt.Errorf("mount %s: its place %s in the slot is not empty before the fetch", m.Name, m.Dst)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -179,6 +186,30 @@ func readOnly(dir string) error {
 	}
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("make %s read-only: %w", dir, err)
+	}
+	return nil
+}
+
+// noPlantedLink refuses a place dst below root any existing component of which (dst itself
+// included) is a symlink or, for dst, anything but a directory.
+func noPlantedLink(root, dst string) error {
+	rel, err := filepath.Rel(root, dst)
+	if err != nil || !filepath.IsLocal(rel) {
+		return fmt.Errorf("%s is not below the layout root %s", dst, root)
+	}
+	p := root
+	for _, c := range strings.Split(rel, string(filepath.Separator)) {
+		p = filepath.Join(p, c)
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("its place %s in the slot is a %s before the fetch, not a directory", p, fi.Mode().Type())
+		}
 	}
 	return nil
 }
