@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/agora-dev/agora/internal/compute"
@@ -356,6 +357,38 @@ func (sl *Slot) Check(ctx context.Context) error {
 		return fmt.Errorf("%w: its pod was given an ephemeral container", ErrSlotChanged)
 	case containersHash(pod.Spec) != sl.pod:
 		return fmt.Errorf("%w: its pod's containers or volumes changed", ErrSlotChanged)
+	}
+	return sl.checkOtherPolicies(ctx, pod.Labels)
+}
+
+// checkOtherPolicies refuses a slot pod that another NetworkPolicy of the namespace singles
+// out with an allow rule: policies add up, so one made while the slot waited, selecting its
+// own labels (agora.slot=<id>, its job's), widens it as much as its own policy widened would
+// (red team 32). A policy that selects every agora pod (or every pod) applies to a cold pod
+// alike and is the operator's: it is left to them.
+func (sl *Slot) checkOtherPolicies(ctx context.Context, podLabels map[string]string) error {
+	l, err := sl.p.client.NetworkingV1().NetworkPolicies(sl.p.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("warm slot %s: list network policies: %w", sl.ID, err)
+	}
+	shared := k8slabels.Set{labelManagedBy: managedBy}
+	for k, v := range sl.p.templateLabels(sl.ID) {
+		if k != labelDispatch {
+			shared[k] = v // the test-only labels every pod of this provider carries
+		}
+	}
+	for i := range l.Items {
+		np := &l.Items[i]
+		if np.UID == sl.np || (len(np.Spec.Ingress) == 0 && len(np.Spec.Egress) == 0) {
+			continue // its own, or one that allows nothing
+		}
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err != nil {
+			return fmt.Errorf("%w: network policy %s has a selector agora cannot read: %v", ErrSlotChanged, np.Name, err)
+		}
+		if sel.Matches(k8slabels.Set(podLabels)) && !sel.Matches(shared) {
+			return fmt.Errorf("%w: network policy %s selects its pod and admits traffic", ErrSlotChanged, np.Name)
+		}
 	}
 	return nil
 }
