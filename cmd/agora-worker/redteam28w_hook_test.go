@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -206,6 +207,21 @@ func stripGateway(s, name string) string {
 	return strings.ReplaceAll(strings.Join(keep, ""), name, "@RELAY")
 }
 
+// canonicalArgsHash are the cases whose args_hash differs from 99408dd's by design: since
+// 071ca52 a call's input is hashed as RFC 8785 canonical JSON (claude gives its hook a tool's
+// input in its own schema's key order, not the order it printed), so each is now the sha256 of
+// the canonical input, checked by hand: {"command":"rm -rf /"},
+// {"content":"x","file_path":"/workspace/.git/config"}, {"content":"x","file_path":"/etc/passwd"}.
+// Everything else of these cases (exit, stderr, the rest of each report) still matches 99408dd.
+var canonicalArgsHash = map[string]struct {
+	re  *regexp.Regexp
+	now string
+}{
+	"pre bash command escaped key": {regexp.MustCompile(`sha256:e672583e517ddbde9e1c308dfcf7d04b7f129ee8e0f5006a3923948df8cef6cd`), "sha256:2f3b94579f43fb59e8df8ecf8d8a231a288b641d262c4c425043c107e8e72b82"},
+	"pre write into git":           {regexp.MustCompile(`sha256:8d18550ee9382b16b1fe5bf90fd63918e8c05f41d802ce5efda6929d21eca55f`), "sha256:81b6b8c8bb26aeca2e57c7eec27ff87c96faf7041a7439ec3b1c4de97fe8d482"},
+	"pre write outside":            {regexp.MustCompile(`sha256:51a6ecd2e1a7027aec699d2bc0d90400ae6d84740ed5bbfec50c795fd689b6ba`), "sha256:44bec94b6459a139bf44363cd654e18c9ea662fc9f16a770eba2bc4ddecf40c1"},
+}
+
 func TestRedTeam28W_HookSameAsPre28(t *testing.T) {
 	if _, err := os.Stat("/etc/ld.so.preload"); err == nil {
 		t.Skip("SKIP: this host has /etc/ld.so.preload, which every hook refuses before reading its input")
@@ -244,6 +260,11 @@ func TestRedTeam28W_HookSameAsPre28(t *testing.T) {
 		if !ok {
 			t.Errorf("%s: not in %s; rewrite it with -update-old", c.Name, goldenHook)
 			continue
+		}
+		if h, ok := canonicalArgsHash[c.Name]; ok {
+			for i, r := range want.Reports {
+				want.Reports[i] = h.re.ReplaceAllString(r, h.now)
+			}
 		}
 		argv, env := []string{self}, []string{beWorker + "=1"}
 		if *slimWorker != "" {
