@@ -1,0 +1,222 @@
+package service_test
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/k8stest"
+)
+
+// k8sWarmEnv is an env whose target "pods" on the kwok control plane keeps `warm: 2`, in a
+// namespace of its own and without the gate node selector (newK8sEnv's): its pods run at once
+// and its slot Jobs never meet another test's listing.
+func k8sWarmEnv(t *testing.T) (*env, *k8stest.Cluster) {
+	t.Helper()
+	c := k8stest.Start(t, k8stest.Options{Namespace: "warmserve"})
+	e := newEnv(t)
+	pin := "@sha256:" + strings.Repeat("cd", 32)
+	cfg := fmt.Sprintf(`targets:
+  pods:
+    provider: kubernetes
+    kubeconfig: %s
+    namespace: %s
+    image: registry.example/agents/toolchain%s
+    worker_image: registry.example/agora/worker%s
+    gateway: https://10.250.0.1:8443
+    warm: 2
+`, c.Kubeconfig, c.Namespace, pin, pin)
+	f, err := os.OpenFile(filepath.Join(e.home, "agora.yaml"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	must(t, err)
+	_, err = f.WriteString(cfg)
+	must(t, err)
+	must(t, f.Close())
+	return e, c
+}
+
+// slotJobs lists the namespace's slot Jobs (agora.slot label) by slot id; claimed ones carry
+// the claimed annotation's dispatch as value, waiting ones "".
+func slotJobs(t *testing.T, c *k8stest.Cluster) map[string]string {
+	t.Helper()
+	var l struct {
+		Items []struct {
+			Metadata struct {
+				Labels      map[string]string
+				Annotations map[string]string
+			}
+		}
+	}
+	must(t, c.Do(t.Context(), http.MethodGet, "/apis/batch/v1/namespaces/"+c.Namespace+"/jobs?labelSelector=agora.slot", nil, &l))
+	out := map[string]string{}
+	for _, j := range l.Items {
+		out[j.Metadata.Labels["agora.slot"]] = j.Metadata.Annotations["agora.dev/claimed"]
+	}
+	return out
+}
+
+// slotHolder is the pid whose open files include slot id's gateway hold
+// (AGORA_HOME/gateway/slots/ID/hold): the process that holds the slot; 0 when none does.
+func slotHolder(e *env, id string) int {
+	want := filepath.Join(e.home, "gateway", "slots", id, "hold")
+	for _, pid := range standbys(e.t, e) {
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, fd := range fds {
+			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); l == want {
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
+// heldSlots waits until n slot Jobs wait, each held by a distinct standby supervisor, and
+// returns them as slot id -> holder pid.
+func heldSlots(t *testing.T, e *env, c *k8stest.Cluster, n int) map[string]int {
+	t.Helper()
+	var held map[string]int
+	agoratest.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d kubernetes slot Jobs held by standby supervisors", n), func() bool {
+		held = map[string]int{}
+		pids := map[int]bool{}
+		for id, claimed := range slotJobs(t, c) {
+			if claimed != "" {
+				continue
+			}
+			if pid := slotHolder(e, id); pid != 0 && !pids[pid] {
+				held[id], pids[pid] = pid, true
+			}
+		}
+		return len(held) >= n
+	})
+	return held
+}
+
+// runPodsPlan runs a one-task plan of the worker subagent on target pods and returns its
+// dispatch id and the dispatch's supervisor pid (its record's).
+func (e *env) runPodsPlan(name string) string {
+	e.t.Helper()
+	p := filepath.Join(e.t.TempDir(), name+".yaml")
+	must(e.t, os.WriteFile(p, []byte("version: 1\nname: "+name+"\ndefaults: {target: pods}\ntasks:\n  - id: t0\n    subagent: worker\n"), 0o644))
+	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", p), "\n")[0])
+	run := waitRun(e.t, e.client(), runID, 2*time.Minute)
+	return run.Tasks[0].DispatchID
+}
+
+// TestServe_KubernetesWarmSlotsHeldByServe (#30 k8shold): `agora orch serve` holds a
+// kubernetes target's `warm: 2` as two standby supervisors, each the holder of one slot Job's
+// gateway slot (its hold lock is the standby's open file), and doctor names serve as their
+// holder. Attacks: a standby killed with -9 leaves a slot whose token the gateway refuses; the
+// next standby's start deletes its Job, which nobody claimed. A slot changed while held (its
+// NetworkPolicy deleted) is never claimed: the dispatch handed to its standby runs cold and
+// the changed slot's Job is deleted. serve killed with -9 together with its standbys leaves
+// Jobs no one holds: a restarted serve's sweep deletes every one of them (none claimed) and
+// its own standbys hold new slots, never the old ones.
+func TestServe_KubernetesWarmSlotsHeldByServe(t *testing.T) {
+	e, c := k8sWarmEnv(t)
+	serve := e.serve()
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log"))
+			t.Logf("serve log:\n%s", b)
+		}
+		serve.Process.Kill()
+		serve.Wait()
+		for _, pid := range standbys(t, e) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	// Two cold dispatches: the first teaches the target its shape (its supervisor saves the
+	// template), the second's claim starts the pool (the standbys fill behind it).
+	e.runPodsPlan("cold1")
+	e.runPodsPlan("cold2")
+	held := heldSlots(t, e, c, 2)
+	t.Logf("slots held: %v", held)
+
+	// A standby says ready once its slot's pod runs: doctor counts it then.
+	var out string
+	agoratest.WaitFor(t, time.Minute, "doctor to count 2 ready kubernetes slots", func() bool {
+		out = e.run("doctor")
+		return strings.Contains(out, "pods: warm 2/2 ready")
+	})
+	if !strings.Contains(out, fmt.Sprintf("held by pid %d", serve.Process.Pid)) {
+		t.Errorf("doctor does not say serve (%d) holds the kubernetes slots:\n%s", serve.Process.Pid, out)
+	}
+
+	// A standby killed with -9: its gateway hold is free; the pool refills and the new
+	// standby's start (serve's sweep) deletes the killed one's Job, never claimed.
+	var victim string
+	for id := range held {
+		victim = id
+		break
+	}
+	must(t, syscall.Kill(held[victim], syscall.SIGKILL))
+	agoratest.WaitFor(t, 2*time.Minute, "the killed standby's slot Job to be swept", func() bool {
+		_, there := slotJobs(t, c)[victim]
+		return !there
+	})
+	held = heldSlots(t, e, c, 2)
+	if _, ok := held[victim]; ok {
+		t.Fatalf("the killed standby's slot %s is held again: %v", victim, held)
+	}
+
+	// Both held slots changed while they wait: their NetworkPolicies deleted (the pods would
+	// run unconfined). The dispatch handed to a standby checks its slot and runs cold.
+	for id := range held {
+		must(t, c.Do(t.Context(), http.MethodDelete, "/apis/networking.k8s.io/v1/namespaces/"+c.Namespace+"/networkpolicies/agora-"+id, nil, nil))
+	}
+	id := e.runPodsPlan("changed")
+	jobs := slotJobs(t, c)
+	for slot, claimed := range jobs {
+		if claimed != "" {
+			t.Errorf("slot %s was claimed by %s after its NetworkPolicy was deleted", slot, claimed)
+		}
+	}
+	sup := e.run("dispatch", "describe", id)
+	if !strings.Contains(sup, "placement: kubernetes") || slices.ContainsFunc(mapsKeys(held), func(s string) bool { return strings.Contains(sup, s) }) {
+		t.Errorf("the dispatch after the slots changed did not run in a cold Job of its own:\n%s", sup)
+	}
+
+	// serve and all its standbys killed with -9 at once: nothing deletes their Jobs. The
+	// restarted serve's sweep deletes every one (none claimed); its standbys hold new slots.
+	left := heldSlots(t, e, c, 2)
+	must(t, serve.Process.Kill())
+	serve.Wait()
+	for _, pid := range standbys(t, e) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	agoratest.WaitFor(t, 30*time.Second, "the killed standbys to exit", func() bool { return len(standbys(t, e)) == 0 })
+	for slot := range left {
+		if _, there := slotJobs(t, c)[slot]; !there {
+			t.Fatalf("slot %s's Job went before any sweep: the test kills too late", slot)
+		}
+	}
+	serve = e.serve()
+	agoratest.WaitFor(t, 2*time.Minute, "the restarted serve to sweep the killed standbys' slot Jobs", func() bool {
+		jobs := slotJobs(t, c)
+		for slot := range left {
+			if _, there := jobs[slot]; there {
+				return false
+			}
+		}
+		return true
+	})
+	for slot, claimed := range slotJobs(t, c) {
+		if _, old := left[slot]; old || claimed != "" {
+			t.Errorf("after the restart slot %s stands (claimed %q)", slot, claimed)
+		}
+	}
+}
+
+func mapsKeys(m map[string]int) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
