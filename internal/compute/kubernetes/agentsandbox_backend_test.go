@@ -243,7 +243,22 @@ func TestAgentSandboxBackend_AdoptRefusesWeakened(t *testing.T) {
 		t.Errorf("Start of a weakened sandbox = %v, want a refusal to adopt", err)
 	}
 	cancel()
-	if exit := waitTimeout(t, h, 3*time.Minute); !exit.Cancelled {
+	// The first handle may end first on its own: it watches the Sandbox and stops a dispatch
+	// whose Service was turned on (red team 31), which under load can come before cancel
+	// (failed 1 of a whole-package -race run at load 9-11, red team 32). Either end is right.
+	done := make(chan struct{})
+	var exit compute.Exit
+	var werr error
+	go func() { exit, werr = h.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Minute):
+		t.Fatal("Wait did not return in 3m")
+	}
+	switch {
+	case werr != nil && !strings.Contains(werr.Error(), "spec.service was turned on"):
+		t.Errorf("Wait: %v, want Cancelled or stopped for the Service", werr)
+	case werr == nil && !exit.Cancelled:
 		t.Errorf("exit = %+v, want Cancelled", exit)
 	}
 }
