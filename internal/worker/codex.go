@@ -17,6 +17,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/codexrt"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/shellwords"
+	"github.com/agora-dev/agora/internal/toolreg/builtin"
 )
 
 // decisionRanOutsideGrant is the decision of an action codex started before agora could judge
@@ -47,7 +48,17 @@ func (codexRuntime) Run(ctx context.Context, inv invocation) (agentExit, error) 
 	defer stop(nil)
 	audit := &codexAudit{ctx: context.WithoutCancel(ctx), gw: gw, red: redact.New(inv.secrets), grants: inv.grants, dir: inv.dir,
 		shell: codexDefaultShell(inv.env), stop: stop, seen: map[string]bool{}, learn: inv.learn}
-	rl, err := startCodexRelay(gw, gateResponse(audit.precheck))
+	gate := gateResponse(audit.precheck)
+	if inv.learn {
+		scratch, err := builtin.NewScratch(inv.tmp, inv.dir)
+		if err != nil {
+			return agentExit{}, err
+		}
+		defer scratch.Close()
+		audit.patches = &codexPatches{scratch: scratch, dir: inv.dir}
+		gate = learnGate(audit.precheck, audit.patches.rewritten)
+	}
+	rl, err := startCodexRelay(gw, gate)
 	if err != nil {
 		return agentExit{}, fmt.Errorf("start the model relay: %w", err)
 	}
@@ -126,6 +137,8 @@ type codexAudit struct {
 	// learned are the call ids reported as would_deny (guarded by mu): the gate sees a call
 	// in the item's event and again in response.completed, and one call is one entry.
 	learned map[string]bool
+	// patches learns a learn dispatch's patches outside the workspace (nil otherwise).
+	patches *codexPatches
 
 	mu  sync.Mutex
 	err error
@@ -192,6 +205,9 @@ func (a *codexAudit) fileChange(id string, changes []codexrt.Change) {
 		return
 	}
 	for _, c := range changes {
+		if a.patches != nil && a.patches.inScratch(c.Path) {
+			continue // a learned write, in the scratch directory
+		}
 		if reason := outsideWorkspace(a.dir, c.Path); reason != "" {
 			a.ranOutside(id, codexPatchTool, args, reason, fmt.Sprintf("codex changed %q: %s; codex was stopped", a.red.String(c.Path), reason))
 			return
@@ -261,12 +277,25 @@ func (a *codexAudit) precheck(c modelCall) error {
 				return err
 			}
 		}
+		if a.patches != nil && c.Patch != nil {
+			// A learn dispatch: paths outside the workspace are recorded and rewritten
+			// into the scratch directory (codexlearn.go); the patch codex will read is
+			// judged.
+			paths, err := a.learnCodexPatch(c)
+			if err != nil {
+				return err
+			}
+			c.Paths = paths
+		}
 		// Every path the patch names is judged before codex applies it, as the check of what
 		// codex changed judges it after: a move's destination is judged here only (codex
 		// reports the moved file's old path), and a change inside .git is refused before a
 		// granted git command could run what it configures.
 		for _, p := range c.Paths {
 			for _, path := range []string{p, strings.TrimSpace(p)} {
+				if a.patches != nil && a.patches.inScratch(path) {
+					continue
+				}
 				if reason := outsideWorkspace(a.dir, path); reason != "" {
 					args, _ := json.Marshal(map[string]string{"path": path})
 					return a.refuse(c, args, "a patch names a path "+strings.TrimPrefix(reason, "a changed file ")+"; refused before it ran",

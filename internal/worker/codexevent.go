@@ -25,6 +25,9 @@ type modelCall struct {
 	// patchPaths), judged before codex applies it: Codex reports a moved file's old path
 	// only, and a file written into .git would change what the next granted git command runs.
 	Paths []string
+	// Patch is an apply_patch call's patch text (nil until it has arrived): a learn dispatch
+	// rewrites its paths outside the workspace into the scratch directory (codexlearn.go).
+	Patch *string
 	// Refused says why the gate refuses the call whatever the grant; "" lets the grant decide.
 	Refused string
 }
@@ -147,7 +150,7 @@ func itemCall(it wireItem) (modelCall, bool) {
 		case it.Name == codexExecTool:
 			c.Exec, c.Refused = execCall(it.Arguments)
 		case it.Name == codexPatchTool:
-			c.Paths, c.Refused = patchArgs(it.Arguments)
+			c.Paths, c.Patch, c.Refused = patchArgs(it.Arguments)
 		case it.Name == codexStdinTool:
 			c.Refused = stdinCall(it.Arguments)
 		case codexBookkeeping(it.Name):
@@ -158,7 +161,7 @@ func itemCall(it wireItem) (modelCall, bool) {
 		if it.Name != codexPatchTool {
 			c.Refused = fmt.Sprintf("the model called %q, a tool agora does not let codex run", clipText(it.Name, 64))
 		} else if it.Input != nil {
-			c.Paths = patchPaths(*it.Input)
+			c.Paths, c.Patch = patchPaths(*it.Input), it.Input
 		}
 	default:
 		c.Tool = modelAnswerTool
@@ -198,23 +201,23 @@ func execCall(raw *string) (*execArgs, string) {
 // patchArgs reads the arguments of apply_patch called as a function ({"input": PATCH}, what
 // Codex's handler reads from a function call as from the custom tool's input) and returns the
 // patch's paths. An item whose arguments have not arrived yet has none.
-func patchArgs(raw *string) ([]string, string) {
+func patchArgs(raw *string) ([]string, *string, string) {
 	if raw == nil || *raw == "" {
-		return nil, ""
+		return nil, nil, ""
 	}
 	var a struct {
 		Input *string `json:"input"`
 	}
 	if err := strictjson.CheckObject([]byte(*raw)); err != nil {
-		return nil, "apply_patch arguments agora cannot read exactly: " + clipText(err.Error(), 160)
+		return nil, nil, "apply_patch arguments agora cannot read exactly: " + clipText(err.Error(), 160)
 	}
 	if err := strictjson.UnmarshalKnown([]byte(*raw), &a); err != nil {
-		return nil, "apply_patch arguments agora cannot read exactly: " + clipText(err.Error(), 160)
+		return nil, nil, "apply_patch arguments agora cannot read exactly: " + clipText(err.Error(), 160)
 	}
 	if a.Input == nil {
-		return nil, "apply_patch arguments name no input"
+		return nil, nil, "apply_patch arguments name no input"
 	}
-	return patchPaths(*a.Input), ""
+	return patchPaths(*a.Input), a.Input, ""
 }
 
 // patchPaths returns the path of every line of an apply_patch patch that could be one of its

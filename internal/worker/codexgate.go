@@ -19,6 +19,12 @@ const maxGateEvent = 16 << 20
 // event, so nothing in it runs. A successful answer that is not a plain event stream (codex
 // always streams; a content coding would hide the events) is refused whole.
 func gateResponse(judge func(modelCall) error) func(*http.Response) error {
+	return learnGate(judge, nil)
+}
+
+// learnGate is gateResponse whose gate, when rewrite is not nil (a learn dispatch), gives
+// codex each apply_patch call's patch as rewrite returns it (codexlearn.go).
+func learnGate(judge func(modelCall) error, rewrite func(callID, patch string) (string, bool)) func(*http.Response) error {
 	return func(resp *http.Response) error {
 		if resp.StatusCode == http.StatusSwitchingProtocols {
 			// A WebSocket (Codex can speak the Responses API over one) would carry the
@@ -39,7 +45,7 @@ func gateResponse(judge func(modelCall) error) func(*http.Response) error {
 			_ = judge(modelCall{Tool: modelAnswerTool, Refused: "the model's answer is not a plain event stream (codex always streams)"})
 			return nil
 		}
-		resp.Body = &callGate{src: bufio.NewReaderSize(resp.Body, 64<<10), body: resp.Body, judge: judge}
+		resp.Body = &callGate{src: bufio.NewReaderSize(resp.Body, 64<<10), body: resp.Body, judge: judge, rewrite: rewrite}
 		return nil
 	}
 }
@@ -56,6 +62,11 @@ type callGate struct {
 	started bool   // the first line has been read (a byte order mark may only start it)
 	out     []byte // the checked event not yet read
 	err     error  // what Read returns once out is drained
+	// rewrite, set in a learn dispatch only, returns the patch codex is to read instead of an
+	// apply_patch call's patch, once judge has passed the call (codexlearn.go).
+	rewrite func(callID, patch string) (string, bool)
+	// patchItems are the item ids of apply_patch function calls (rewrite only).
+	patchItems map[string]bool
 }
 
 func (g *callGate) Read(p []byte) (int, error) {
@@ -96,7 +107,7 @@ func (g *callGate) fill() {
 	if len(ev) == 0 {
 		return
 	}
-	calls, why := g.read(ev)
+	payload, calls, why := g.read(ev)
 	if why != "" {
 		g.refuse(why)
 		return
@@ -104,6 +115,12 @@ func (g *callGate) fill() {
 	for _, c := range calls {
 		if err := g.judge(c); err != nil {
 			g.err = err
+			return
+		}
+	}
+	if g.rewrite != nil && len(payload) > 0 {
+		if ev, why = g.rewritten(ev, payload); why != "" {
+			g.refuse(why)
 			return
 		}
 	}
@@ -125,7 +142,7 @@ func (g *callGate) refuse(why string) {
 // anywhere but at the very start, a NUL.
 //
 // [SSE]: https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation
-func (g *callGate) read(ev []byte) ([]modelCall, string) {
+func (g *callGate) read(ev []byte) ([]byte, []modelCall, string) {
 	if !g.started {
 		g.started = true
 		ev = bytes.TrimPrefix(ev, []byte("\xef\xbb\xbf"))
@@ -135,9 +152,9 @@ func (g *callGate) read(ev []byte) ([]modelCall, string) {
 		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
 		switch {
 		case bytes.IndexByte(line, '\r') >= 0:
-			return nil, "an event line holds a carriage return (an event stream client reads it as a line break)"
+			return nil, nil, "an event line holds a carriage return (an event stream client reads it as a line break)"
 		case bytes.Contains(line, []byte("\xef\xbb\xbf")), bytes.IndexByte(line, 0) >= 0:
-			return nil, "an event line holds a byte order mark or a NUL"
+			return nil, nil, "an event line holds a byte order mark or a NUL"
 		case len(line) == 0, line[0] == ':':
 			continue
 		}
@@ -148,7 +165,8 @@ func (g *callGate) read(ev []byte) ([]modelCall, string) {
 	}
 	payload := bytes.Join(data, []byte("\n"))
 	if len(payload) == 0 {
-		return nil, "" // an event with no data is not dispatched
+		return nil, nil, "" // an event with no data is not dispatched
 	}
-	return eventCalls(payload)
+	calls, why := eventCalls(payload)
+	return payload, calls, why
 }

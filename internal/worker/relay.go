@@ -113,6 +113,12 @@ func (r *relay) guard(next http.Handler) http.Handler {
 		case !r.allowed(req.URL.Path) || strings.Contains(req.URL.Path, ".."):
 			http.Error(w, `{"type":"error","error":{"type":"not_found_error","message":"agora relay: no such route"}}`, http.StatusNotFound)
 		default:
+			// The proxy's transport may still be reading the request body (for its EOF)
+			// when the answer's headers go out, and the HTTP/1 server by default consumes
+			// and closes an unread body as it writes them: the transport's read then fails
+			// and it closes the connection the answer streams on (codex saw the model's
+			// answer cut mid-stream; found by the codex learn tests under -race).
+			_ = http.NewResponseController(w).EnableFullDuplex()
 			next.ServeHTTP(w, req)
 		}
 	})
