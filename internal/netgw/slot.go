@@ -45,9 +45,12 @@ type Slots struct {
 
 // Slot files.
 const (
-	slotFile   = "slot.json"
-	slotHold   = "hold"
-	slotSocket = "c"
+	slotFile = "slot.json"
+	slotHold = "hold"
+	// slotStaging prefixes a slot's directory while Create makes it: never a slot id, so
+	// Sweep and the gateway pass it by.
+	slotStaging = ".new-"
+	slotSocket  = "c"
 )
 
 // ErrNoSlot: the slot does not stand: never made, claimed already, revoked, or its holder
@@ -90,7 +93,11 @@ func (s *Slots) Create(ctx context.Context) (*Slot, error) {
 		return nil, fmt.Errorf("make a warm slot: %w", err)
 	}
 	id := "s" + hex.EncodeToString(b[:])
-	sd := filepath.Join(s.Dir, id)
+	// The slot is made under a staging name no sweep reads (not a slot id) and renamed into
+	// place once its hold is locked and its record written: a holder sweeping meanwhile (serve
+	// before each standby start) saw a directory without a locked hold, counted its holder
+	// gone and removed it under its maker (#30 k8shold).
+	sd := filepath.Join(s.Dir, slotStaging+id)
 	if err := os.Mkdir(sd, 0o700); err != nil {
 		return nil, fmt.Errorf("make warm slot %s: %w", id, err)
 	}
@@ -107,6 +114,9 @@ func (s *Slots) Create(ctx context.Context) (*Slot, error) {
 	token, sum, err := newToken()
 	if err == nil {
 		err = writeJSON(sd, slotFile, slotRecord{Version: 1, Slot: id, TokenSHA256: sum})
+	}
+	if err == nil {
+		err = os.Rename(sd, filepath.Join(s.Dir, id))
 	}
 	if err != nil {
 		hold.Close()
