@@ -147,6 +147,12 @@ func (p *codexPatches) copyOriginal(abs string) {
 		return
 	}
 	defer f.Close()
+	if pseudoFS(f) {
+		// /proc/self/environ and the like, by name or through a link: the worker is
+		// non-dumpable so the agent cannot read its /proc entries (its initial environment
+		// keeps the tokens it unset); copying one out would hand them over (red team 32).
+		return
+	}
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxLearnOriginal {
 		return
@@ -287,4 +293,28 @@ func marshalPlain(v any) ([]byte, error) {
 		return nil, errors.New("marshal: a line break")
 	}
 	return b, nil
+}
+
+// pseudoFS reports whether f is on a kernel pseudo file system (proc, sys and their kin), or
+// where it is cannot be told: such a file is never copied into the scratch directory.
+func pseudoFS(f *os.File) bool {
+	var st syscall.Statfs_t
+	if err := syscall.Fstatfs(int(f.Fd()), &st); err != nil {
+		return true
+	}
+	switch uint64(st.Type) {
+	case 0x9fa0, // proc
+		0x62656572, // sysfs
+		0x64626720, // debugfs
+		0x73636673, // securityfs
+		0x74726163, // tracefs
+		0x27e0eb,   // cgroup
+		0x63677270, // cgroup2
+		0xcafe4a11, // bpf
+		0x62656570, // configfs
+		0xde5e81e4, // efivarfs
+		0x1cd1:     // devpts
+		return true
+	}
+	return false
 }
