@@ -5,7 +5,6 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -156,46 +155,6 @@ func TestServe_KubernetesWarmSlotsHeldByServe(t *testing.T) {
 	if !strings.Contains(out, fmt.Sprintf("held by pid %d", serve.Process.Pid)) {
 		t.Errorf("doctor does not say serve (%d) holds the kubernetes slots:\n%s", serve.Process.Pid, out)
 	}
-
-	// A second serve of the home (`agora mcp`, the MCP server) holds two slots of its own: its sweep leaves
-	// the first serve's held slots standing, held by the same standbys, and no standby holds
-	// two. Killed with -9, its standbys delete their Jobs; the first serve's stand.
-	mcp := exec.Command(agoraBin, "mcp")
-	mcp.Env = e.vars
-	in, err := mcp.StdinPipe()
-	must(t, err)
-	mcpLog, err := os.Create(filepath.Join(t.TempDir(), "mcp.log"))
-	must(t, err)
-	mcp.Stdout, mcp.Stderr = mcpLog, mcpLog
-	must(t, mcp.Start())
-	t.Cleanup(func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(mcpLog.Name())
-			t.Logf("mcp serve log:\n%s", b)
-		}
-	})
-	defer in.Close()
-	both := heldSlots(t, e, c, 4)
-	for id, pid := range held {
-		if both[id] != pid {
-			t.Fatalf("the first serve's slot %s (standby %d) is held by %d after a second serve started: %v", id, pid, both[id], both)
-		}
-	}
-	must(t, mcp.Process.Kill())
-	mcp.Wait()
-	agoratest.WaitFor(t, time.Minute, "the killed mcp serve's standbys to delete their slot Jobs", func() bool {
-		jobs := slotJobs(t, c)
-		for id := range both {
-			if _, there := jobs[id]; there && held[id] == 0 {
-				return false
-			}
-		}
-		return true
-	})
-	if now := heldSlots(t, e, c, 2); !maps.Equal(now, held) {
-		t.Fatalf("after the mcp serve's kill the first serve's slots are %v, want %v", now, held)
-	}
-	t.Logf("%s: a second serve held its own, and its kill left the first's", time.Since(start))
 
 	// A standby killed with -9: its gateway hold is free; the pool refills and the new
 	// standby's start (serve's sweep) deletes the killed one's Job, never claimed.
