@@ -324,9 +324,13 @@ func (s *Slot) cleanup() {
 	}
 }
 
-// lockHold makes dir's hold file and locks it for this process.
+// lockHold makes dir's hold file and locks it for this process. The file is locked under
+// another name and renamed to its own, so a hold file a sweep finds is always locked while
+// its maker lives: a sweep between the create and the lock took a slot being made for a
+// dead holder's and removed it (standbys sweep at every standby's exit).
 func lockHold(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, slotHold), os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	tmp := filepath.Join(dir, slotHold+".new")
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("hold: %w", err)
 	}
@@ -334,14 +338,27 @@ func lockHold(dir string) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("hold: %w", err)
 	}
+	if err := os.Rename(tmp, filepath.Join(dir, slotHold)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("hold: %w", err)
+	}
 	return f, nil
 }
 
+// slotMakeGrace is how long a slot directory without a hold is taken for one being made
+// (its maker creates the hold right after the directory); older, it was left half-made by a
+// crash and is swept.
+const slotMakeGrace = time.Minute
+
 // holderLives reports whether slot directory d's hold is locked by a living holder. A
-// directory without a hold (a slot being made, or left half-made by a crash) counts as
-// gone: its maker, if alive, fails its fill.
+// directory without a hold counts as gone once it is older than slotMakeGrace (left
+// half-made by a crash); a younger one is a slot being made, left to its maker.
 func holderLives(d string) bool {
 	f, err := os.OpenFile(filepath.Join(d, slotHold), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		fi, err := os.Lstat(d)
+		return err == nil && time.Since(fi.ModTime()) < slotMakeGrace
+	}
 	if err != nil {
 		return false
 	}
