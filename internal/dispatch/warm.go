@@ -180,19 +180,6 @@ func (d *Dispatcher) SweepWarm(ctx context.Context) error {
 	if err := d.sweepDocker(ctx); err != nil {
 		d.log().Warn("docker warm slots: sweep what killed holders left", "err", err)
 	}
-	// Kubernetes slots of killed holders (a resident process, a standby supervisor): their
-	// gateway slots revoked, their unclaimed Jobs deleted. A cluster that does not answer is
-	// warned about (sweepK8sSlots), never stops the local slots.
-	if d.Config != nil {
-		for _, t := range d.Config.Targets {
-			if warmK8sTarget(t) {
-				if err := d.sweepK8sSlots(ctx); err != nil {
-					d.log().Warn("kubernetes warm slots: sweep what killed holders left", "err", err)
-				}
-				break
-			}
-		}
-	}
 	return nil
 }
 
@@ -204,7 +191,7 @@ func (d *Dispatcher) WarmTargets() map[string]int {
 		return out
 	}
 	for name, t := range d.Config.Targets {
-		if warmTarget(t) || warmDockerTarget(t) || warmK8sTarget(t) {
+		if warmTarget(t) || warmDockerTarget(t) {
 			out[name] = t.Warm
 		}
 	}
@@ -304,13 +291,12 @@ func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 	}
 	docker := warmDockerTarget(t) && w.docker != nil
 	k8s := warmK8sTarget(t) && !w.standby
-	if !(docker || k8s || warmTarget(t) || (w.standby && warmK8sTarget(t))) || spec.Sandbox == compute.SandboxNone || holdsToken(spec.Env) {
+	if !(docker || k8s || warmTarget(t)) || spec.Sandbox == compute.SandboxNone || holdsToken(spec.Env) {
 		return
 	}
 	if w.standby {
 		// A standby's dispatch that did not fit its slot: the target's shape changed, which
-		// the holder learns from the file (a docker or kubernetes standby's too: it holds one
-		// slot, no pool).
+		// the holder learns from the file (a docker standby's too: it holds one slot, no pool).
 		w.d.saveTemplate(target, t, spec)
 		return
 	}

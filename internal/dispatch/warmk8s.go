@@ -25,15 +25,9 @@ import (
 // the slot (the gateway revokes the slot's token as it hands the grant over) and follows the
 // slot's Job as the dispatch's.
 //
-// Two kinds of holder: a resident Dispatcher ([Dispatcher.StartWarm]) holds N in its pools,
-// and orch serve / mcp serve hold them as standby supervisors (standby.go, detach.Standbys),
-// one slot each: the standby is the process that created the slot's gateway slot, so its
-// hold lock, its token and the claim (w.gw.Bind) are the standby's, and the dispatch handed
-// to it runs in that slot with the standby as its supervisor. The gateway serving the pods is
-// whichever process serves AGORA_HOME/gateway/slots: the slot store is the directory, not a
-// process. serve killed with -9: its standbys read EOF and delete their slots; a standby
-// killed with -9: its hold is free, the gateway refuses its token, and the next standby's
-// start (serve's SweepWarm) deletes its Job.
+// Only a resident Dispatcher holds them ([Dispatcher.StartWarm]), as for the docker slots:
+// the claim hands an in-process gateway slot to the dispatch. orch serve's detached
+// supervisors (the local standbys) do not hold Kubernetes slots yet.
 
 // warmK8sTarget says whether a target keeps Kubernetes slots.
 func warmK8sTarget(t config.Target) bool {
@@ -135,25 +129,4 @@ func (s *supervision) startK8sWarm(ctx context.Context, w *warmSlot) (compute.Ha
 		return nil, false
 	}
 	return h, true
-}
-
-// standbyK8s starts a kubernetes standby's one slot (standby.go) of the stored template: the
-// slot's Job, Secret and NetworkPolicy, its gateway slot held by this process. The holder
-// swept what killed holders left before it started this process (detach.Standbys.start).
-func (w *WarmPools) standbyK8s(ctx context.Context, target string) (*warmSlot, error) {
-	w.mu.Lock()
-	tmpl := w.tmpl[target]
-	tmpl.ID = kubernetes.SlotShape(tmpl)
-	w.tmpl[target] = tmpl
-	w.mu.Unlock()
-	return w.fillK8s(ctx, target)
-}
-
-// WarmPods says whether target keeps Kubernetes warm slots (pods: no root needed to hold them).
-func (d *Dispatcher) WarmPods(target string) bool {
-	if d.Config == nil {
-		return false
-	}
-	t, ok := d.Config.Targets[target]
-	return ok && warmK8sTarget(t)
 }

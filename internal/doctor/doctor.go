@@ -229,11 +229,10 @@ func (r *run) warm(o Options) {
 			fix += "; for docker targets (" + strings.Join(docker, ", ") + ") see docs/providers.md#warm-slots-docker-and-podman"
 		}
 		if pods := providerWarm(o.Config, names, config.ProviderKubernetes); len(pods) > 0 {
-			// serve holds a kubernetes target's slots as standby supervisors, a slot Job each,
-			// as any user (#30); their pods claim over the network gateway of this home, so
-			// that is part of the fix.
-			fix += "; for kubernetes targets (" + strings.Join(pods, ", ") + ") orch serve and mcp serve hold the slot pods as any user," +
-				" and the network gateway of this home must run (agora gateway serve, or orch serve --gateway): see docs/providers-k8s.md#warm-n-on-a-kubernetes-target-30"
+			// A kubernetes target's slots are held by a resident Dispatcher only (StartWarm):
+			// serve would not keep them, and saying it does sends the operator the wrong way.
+			fix += "; serve does not hold kubernetes warm slots (" + strings.Join(pods, ", ") +
+				") yet: only a program that keeps a resident Dispatcher does, see docs/providers-k8s.md#warm-n-on-a-kubernetes-target-30"
 		}
 		r.missing("warm-slots", detail, fix, false)
 		return

@@ -20,12 +20,12 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
-// Standbys are the warm slots of a serve (#30): for each local, docker or kubernetes target
-// with `warm: N`, N standby supervisors (`agora dispatch supervise --standby TARGET`,
-// dispatch.Standby), each a detached process with agora.db open and one slot of the target's
-// template started as its own (a bubblewrap sandbox, a slot container, a slot Job), waiting
-// on a socketpair whose other end only this process holds. A dispatch claims one by handing
-// it its id; from there the standby is the cold supervisor with a sandbox already made, and outlives serve as a cold one does. When this process ends
+// Standbys are the warm slots of a serve (#30): for each local target with `warm: N`, N
+// standby supervisors (`agora dispatch supervise --standby TARGET`, dispatch.Standby), each a
+// detached process with agora.db open and one bubblewrap slot of the target's template
+// started as its child, waiting on a socketpair whose other end only this process holds. A
+// dispatch claims one by handing it its id; from there the standby is the cold supervisor
+// with a sandbox already made, and outlives serve as a cold one does. When this process ends
 // (Close, or kill -9) every unclaimed standby reads EOF, kills its slot and exits.
 //
 // A target's standbys start once it has a template (the shape of its last cold dispatch,
@@ -63,16 +63,7 @@ func NewStandbys(ctx context.Context, d *dispatch.Dispatcher, log *slog.Logger) 
 		return nil, err
 	}
 	targets := d.WarmTargets()
-	if os.Geteuid() != 0 {
-		// Bubblewrap and docker slots need root (mounts, a uid of the target's range); a
-		// kubernetes target's slots are pods, which any user of the home may hold.
-		for name := range targets {
-			if !d.WarmPods(name) {
-				delete(targets, name)
-			}
-		}
-	}
-	if len(targets) == 0 {
+	if len(targets) == 0 || os.Geteuid() != 0 {
 		return nil, nil
 	}
 	if log == nil {
