@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -213,13 +212,10 @@ func stripGateway(s, name string) string {
 // the canonical input, checked by hand: {"command":"rm -rf /"},
 // {"content":"x","file_path":"/workspace/.git/config"}, {"content":"x","file_path":"/etc/passwd"}.
 // Everything else of these cases (exit, stderr, the rest of each report) still matches 99408dd.
-var canonicalArgsHash = map[string]struct {
-	re  *regexp.Regexp
-	now string
-}{
-	"pre bash command escaped key": {regexp.MustCompile(`sha256:e672583e517ddbde9e1c308dfcf7d04b7f129ee8e0f5006a3923948df8cef6cd`), "sha256:2f3b94579f43fb59e8df8ecf8d8a231a288b641d262c4c425043c107e8e72b82"},
-	"pre write into git":           {regexp.MustCompile(`sha256:8d18550ee9382b16b1fe5bf90fd63918e8c05f41d802ce5efda6929d21eca55f`), "sha256:81b6b8c8bb26aeca2e57c7eec27ff87c96faf7041a7439ec3b1c4de97fe8d482"},
-	"pre write outside":            {regexp.MustCompile(`sha256:51a6ecd2e1a7027aec699d2bc0d90400ae6d84740ed5bbfec50c795fd689b6ba`), "sha256:44bec94b6459a139bf44363cd654e18c9ea662fc9f16a770eba2bc4ddecf40c1"},
+var canonicalArgsHash = map[string]struct{ was, now string }{
+	"pre bash command escaped key": {"sha256:e672583e517ddbde9e1c308dfcf7d04b7f129ee8e0f5006a3923948df8cef6cd", "sha256:2f3b94579f43fb59e8df8ecf8d8a231a288b641d262c4c425043c107e8e72b82"},
+	"pre write into git":           {"sha256:8d18550ee9382b16b1fe5bf90fd63918e8c05f41d802ce5efda6929d21eca55f", "sha256:81b6b8c8bb26aeca2e57c7eec27ff87c96faf7041a7439ec3b1c4de97fe8d482"},
+	"pre write outside":            {"sha256:51a6ecd2e1a7027aec699d2bc0d90400ae6d84740ed5bbfec50c795fd689b6ba", "sha256:44bec94b6459a139bf44363cd654e18c9ea662fc9f16a770eba2bc4ddecf40c1"},
 }
 
 func TestRedTeam28W_HookSameAsPre28(t *testing.T) {
@@ -263,7 +259,7 @@ func TestRedTeam28W_HookSameAsPre28(t *testing.T) {
 		}
 		if h, ok := canonicalArgsHash[c.Name]; ok {
 			for i, r := range want.Reports {
-				want.Reports[i] = h.re.ReplaceAllString(r, h.now)
+				want.Reports[i] = strings.ReplaceAll(r, h.was, h.now)
 			}
 		}
 		argv, env := []string{self}, []string{beWorker + "=1"}
