@@ -6,11 +6,12 @@ export CGO_ENABLED ?= 0
 
 .PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean k8s-tools s3-tools k8s-cluster image podman test-containers test-k8s test-ui bench-targets
 
-# build makes agora and its worker program side by side: bin/agora (the host) and
-# bin/agora-worker (what runs in every sandbox and for every Claude Code hook event; agora
+# build makes agora's three programs side by side: bin/agora (the small front people type:
+# it hands `agora dispatch run` to a running serve and execs agora-full for everything else),
+# bin/agora-full (the host program, every command) and bin/agora-worker (what runs in every sandbox and for every Claude Code hook event; agora
 # looks for it beside itself and refuses to dispatch without it).
 build:
-	$(GO) build -o bin/ ./cmd/agora ./cmd/agora-worker
+	$(GO) build -o bin/ ./cmd/agora ./cmd/agora-full ./cmd/agora-worker
 
 # install puts agora and agora-worker on PATH, side by side: $(PREFIX)/bin (PREFIX=/usr/local;
 # PREFIX=$$HOME/.local for a user install). Mode 0755; agora pins the worker's bytes into
@@ -19,13 +20,14 @@ PREFIX ?= /usr/local
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 bin/agora-worker $(DESTDIR)$(PREFIX)/bin/agora-worker
+	install -m 0755 bin/agora-full $(DESTDIR)$(PREFIX)/bin/agora-full
 	install -m 0755 bin/agora $(DESTDIR)$(PREFIX)/bin/agora
-	@echo "installed $(DESTDIR)$(PREFIX)/bin/agora and $(DESTDIR)$(PREFIX)/bin/agora-worker"
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/agora, agora-full and agora-worker"
 
 # demo says what it does before each step: the first build downloads and compiles every module
 # and takes minutes on a fresh machine, with nothing else on the screen.
 demo:
-	@echo "== make demo: building bin/agora and bin/agora-worker (go build; the first build downloads and compiles every module: minutes on a fresh machine)"
+	@echo "== make demo: building bin/agora, bin/agora-full and bin/agora-worker (go build; the first build downloads and compiles every module: minutes on a fresh machine)"
 	@$(MAKE) --no-print-directory build
 	@echo "== make demo: running scripts/demo.sh (a throw-away AGORA_HOME, sandboxed dispatches, a 5-task plan, the audit verified)"
 	./scripts/demo.sh

@@ -53,15 +53,17 @@ func (g *graph) documented() []string {
 // and nothing the agora binary links is one of them.
 func TestArchitectureTestHelpers(t *testing.T) {
 	g := loadGraph(t)
-	shipped := g.closure(t, module+"cmd/agora")
-	for _, h := range testHelpers {
-		if !g.own(module + h.pkg) {
-			t.Errorf("test helper %s not found: the list in internal/arch_test.go is stale", h.pkg)
-			continue
-		}
-		if slices.Contains(shipped, module+h.pkg) {
-			t.Errorf("%s is exempted from ARCHITECTURE.md as tests only (%s), but cmd/agora links it: %s",
-				h.pkg, h.why, strings.ReplaceAll(strings.Join(g.chain(t, module+"cmd/agora", h.pkg), " → "), module, ""))
+	for _, main := range []string{"cmd/agora", "cmd/agora-full"} { // the front and the whole program
+		shipped := g.closure(t, module+main)
+		for _, h := range testHelpers {
+			if !g.own(module + h.pkg) {
+				t.Errorf("test helper %s not found: the list in internal/arch_test.go is stale", h.pkg)
+				continue
+			}
+			if slices.Contains(shipped, module+h.pkg) {
+				t.Errorf("%s is exempted from ARCHITECTURE.md as tests only (%s), but %s links it: %s",
+					h.pkg, h.why, main, strings.ReplaceAll(strings.Join(g.chain(t, module+main, h.pkg), " → "), module, ""))
+			}
 		}
 	}
 }

@@ -75,17 +75,17 @@ var forbidden = []edge{
 	{"internal/gitbranch", "internal/store", "gitbranch is handed patches; it opens no database"},
 	{"internal/gitbranch", "internal/secret", "gitbranch writes git history; it never holds the sealer"},
 	{"internal/mcpserver", "internal/gitbranch", "an AI reads patches over MCP; branches are made by people on the CLI"},
-	{"cmd/agora", "internal/worker", "the host binds cmd/agora-worker into sandboxes and never runs the worker itself (#28)"},
-	{"cmd/agora", "internal/k8stest", "the Kubernetes test harness starts control planes from test binaries; it never ships"},
+	{"cmd/agora-full", "internal/worker", "the host binds cmd/agora-worker into sandboxes and never runs the worker itself (#28)"},
+	{"cmd/agora-full", "internal/k8stest", "the Kubernetes test harness starts control planes from test binaries; it never ships"},
 	{"internal/compute/kubernetes", "internal/compute/local", "providers never import each other"},
 	{"internal/compute/kubernetes", "internal/store", "providers hold no state of their own in agora.db; the cluster's labels are the record"},
 	{"internal/compute/kubernetes", "internal/secret", "the provider is handed a session token, never the sealer"},
 	{"internal/worker", "k8s.io/client-go", "the worker in a pod talks to agora's gateway, never to the cluster's API"},
 	{"internal/mcpserver", "k8s.io/client-go", "the MCP server is handed ports; cluster access is the provider's"},
 	// #28: no work at start-up.
-	{"cmd/agora", "k8s.io/client-go/kubernetes/scheme", "its init registers every Kubernetes API group (650 KB, milliseconds) in every agora process; the kubernetes provider builds a scheme of the three groups it uses when a kubernetes target is first used"},
-	{"cmd/agora", "k8s.io/client-go/kubernetes", "the clientset links client-go's all-groups scheme; the kubernetes provider uses its own client of the three groups it needs"},
-	{"cmd/agora", "k8s.io/client-go/testing", "client-go's fakes (linked by gentype) pull in server-side apply (structured-merge-diff, the OpenAPI models) and their inits; the provider's typed client is its own"},
+	{"cmd/agora-full", "k8s.io/client-go/kubernetes/scheme", "its init registers every Kubernetes API group (650 KB, milliseconds) in every agora process; the kubernetes provider builds a scheme of the three groups it uses when a kubernetes target is first used"},
+	{"cmd/agora-full", "k8s.io/client-go/kubernetes", "the clientset links client-go's all-groups scheme; the kubernetes provider uses its own client of the three groups it needs"},
+	{"cmd/agora-full", "k8s.io/client-go/testing", "client-go's fakes (linked by gentype) pull in server-side apply (structured-merge-diff, the OpenAPI models) and their inits; the provider's typed client is its own"},
 }
 
 // inSandbox are the packages that run inside the sandbox, in the worker process. Every

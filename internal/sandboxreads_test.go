@@ -27,6 +27,7 @@ var fileReads = map[string]bool{
 // readAllowed lists every other file read in hostReaders: "file:function: call" and why it
 // never touches a path the sandbox can write.
 var readAllowed = map[string]string{
+	"dispatch/warmk8s.go:k8sHome: os.ReadFile":                   "AGORA_HOME/keys/audit.pub, the home's public audit key made by agora init (0600); no sandbox binds AGORA_HOME/keys, and its bytes only go into the hash of the slots' home label (red team 33)",
 	"dispatch/warmdocker_claimed.go:holdClaim: os.OpenFile":      "AGORA_HOME/gateway/claimed/SLOT, a lock file the host makes (0600, O_NOFOLLOW) and only flocks; no container binds gateway/claimed (a slot sees only the gateway's socket)",
 	"dispatch/warmdocker_claimed.go:claimHeld: os.OpenFile":      "the same host lock file, opened O_NOFOLLOW to ask flock whether a living holder has it; no byte is read",
 	"dispatch/warmdocker_claimed.go:sweepClaimMarks: os.ReadDir": "lists AGORA_HOME/gateway/claimed, the host's own directory of lock files; names are checked as slot ids before use",
@@ -70,6 +71,8 @@ var readAllowed = map[string]string{
 	"cli/audit.go:auditExportRun: os.Lstat":                      "the --out path a person names",
 	"cli/dispatch.go:splitRepo: os.Stat":                         "the --repo path a person names",
 	"cli/mcp.go:readTokensFile: os.Stat":                         "the tokens file a person names",
+	"cli/orch_web_oidc.go:webOIDCSecret: os.Stat":                "the web view's client secret file agora.yaml names (auth.oidc.web.client_secret_file)",
+	"cli/orch_web_oidc.go:webOIDCSecret: os.ReadFile":            "the web view's client secret file agora.yaml names (auth.oidc.web.client_secret_file)",
 	"cli/orch_client.go:orchValidateRun: os.Stat":                "the plan path a person names",
 	"cli/writeout.go:openSubdir: unix.Openat":                    "below a directory a person names, one component at a time, never through a link",
 	"cli/writeout.go:createAt: unix.Openat":                      "creates a file there with O_EXCL|O_NOFOLLOW",
@@ -90,8 +93,14 @@ var readAllowed = map[string]string{
 	"cli/subagent.go:readLimited: capped.ReadFile":               "a file a person names",
 	"cli/verify.go:readBundle: os.Open":                          "the bundle a person names",
 	"cli/audit.go:checkpointerFor: os.ReadFile":                  "keys/audit.pub in AGORA_HOME",
-	"cli/writeout.go:openOutDir: os.OpenFile":                    "opens the --to directory a person names, to write into",
-	"cli/writeout.go:writeOutFile: os.OpenFile":                  "creates the --out file a person names (O_EXCL|O_NOFOLLOW)",
+	// #31 replication and restore: AGORA_HOME's own files and the directories the operator names.
+	"cli/replicate.go:startReplication: os.ReadFile":  "keys/audit.pub (the home's identity in the bucket) and keys/secret.key (the segments' key) in AGORA_HOME",
+	"cli/replicate.go:run: os.OpenFile":               "AGORA_HOME/DB-replicate.lock (or orch/orch.db-replicate.lock), a lock file the host makes and only flocks",
+	"cli/replicate_anchor.go:replicating: os.Open":    "the same lock file, opened only to probe whether a serve holds it (flock, never read)",
+	"cli/restore.go:restoreCheckAnchors: os.ReadFile": "keys/audit.pub of the home restore just made (--to, a new directory)",
+	"cli/restore.go:emptyDir: os.Open":                "the --to directory a person names, only listed to refuse a non-empty one",
+	"cli/writeout.go:openOutDir: os.OpenFile":         "opens the --to directory a person names, to write into",
+	"cli/writeout.go:writeOutFile: os.OpenFile":       "creates the --out file a person names (O_EXCL|O_NOFOLLOW)",
 
 	"cli/orch_schedule_testonly.go:testOnlySchedulerHooks: os.ReadFile": "the scheduler's test-only clock file AGORA_TESTONLY_SCHEDULE_CLOCK names (set only by the schedule crash tests), never a stage",
 }

@@ -61,10 +61,10 @@ build_agora() {
   local ctx version inputs tag
   ctx=$(mktemp -d)
   trap 'rm -rf "$ctx"' RETURN
-  ( cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/" ./cmd/agora ./cmd/agora-worker )
+  ( cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/" ./cmd/agora ./cmd/agora-full ./cmd/agora-worker )
   version=$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)
   cp "$root/images/agora.Containerfile" "$ctx/Containerfile"
-  inputs=$(cat "$ctx/agora" "$ctx/agora-worker" "$ctx/Containerfile" | sha256sum | cut -c1-64)
+  inputs=$(cat "$ctx/agora" "$ctx/agora-full" "$ctx/agora-worker" "$ctx/Containerfile" | sha256sum | cut -c1-64)
   tag="localhost/agora:$version"
   if [ "$(current "$tag")" != "$inputs" ]; then
     echo "agora images: building $tag" >&2

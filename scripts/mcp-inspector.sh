@@ -51,7 +51,7 @@ cleanup() {
 trap cleanup EXIT
 
 step "building agora"
-CGO_ENABLED=0 go build -o "$work/" ./cmd/agora ./cmd/agora-worker   # the worker beside agora
+CGO_ENABLED=0 go build -o "$work/" ./cmd/agora ./cmd/agora-full ./cmd/agora-worker   # agora-full and the worker beside agora
 agora=$work/agora
 export AGORA_HOME=$work/agora-home
 "$agora" init >/dev/null 2>&1 || fail "agora init"

@@ -34,8 +34,9 @@ func main() {
 	base := flag.String("base", "", "another agora binary to measure in the same rounds")
 	serve := flag.Bool("serve", false, "also measure the one-shot handed to a running `agora orch serve` of -bin's home")
 	warm := flag.Int("warm", 0, "with -serve: the local target keeps this many warm slots (needs root)")
+	handoffOnly := flag.Bool("handoff-only", false, "with -serve: measure only the hand-offs (no in-process dispatch); with -base, -base's home gets its own serve and its hand-off is measured too")
 	flag.Parse()
-	if err := run(*n, *bin, *repo, *base, *serve, *warm); err != nil {
+	if err := run(*n, *bin, *repo, *base, *serve, *warm, *handoffOnly); err != nil {
 		fmt.Fprintln(os.Stderr, "dispatchbench:", err)
 		os.Exit(1)
 	}
@@ -108,6 +109,19 @@ func (h *home) serve() (stop func(), err error) {
 	}
 }
 
+// serveWarm starts serve on the home, its local target keeping warm slots (0: none).
+func (h *home) serveWarm(warm int) (stop func(), err error) {
+	if warm > 0 {
+		cfg := filepath.Join(h.dir, "agora.yaml")
+		b, _ := os.ReadFile(cfg)
+		b = append(b, fmt.Sprintf("\ntargets:\n  local:\n    warm: %d\n", warm)...)
+		if err := os.WriteFile(cfg, b, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return h.serve()
+}
+
 // dispatch returns a no-op `agora dispatch run` with extra arguments; it returns the id.
 func (h *home) dispatch(extra ...string) func() (string, error) {
 	return func() (string, error) {
@@ -120,7 +134,7 @@ func (h *home) dispatch(extra ...string) func() (string, error) {
 	}
 }
 
-func run(n int, bin, repo, base string, serve bool, warm int) error {
+func run(n int, bin, repo, base string, serve bool, warm int, handoffOnly bool) error {
 	tmp, err := os.MkdirTemp("", "dispatchbench")
 	if err != nil {
 		return err
@@ -152,15 +166,7 @@ func run(n int, bin, repo, base string, serve bool, warm int) error {
 		benches = append(benches, &bench{name: "agora dispatch run (no-op, --repo)", f: agora.dispatch("--repo", repo)})
 	}
 	if serve {
-		if warm > 0 {
-			cfg := filepath.Join(agora.dir, "agora.yaml")
-			b, _ := os.ReadFile(cfg)
-			b = append(b, fmt.Sprintf("\ntargets:\n  local:\n    warm: %d\n", warm)...)
-			if err := os.WriteFile(cfg, b, 0o600); err != nil {
-				return err
-			}
-		}
-		stop, err := agora.serve()
+		stop, err := agora.serveWarm(warm)
 		if err != nil {
 			return err
 		}
@@ -175,10 +181,23 @@ func run(n int, bin, repo, base string, serve bool, warm int) error {
 		if err != nil {
 			return err
 		}
-		benches = append(benches, &bench{name: "-base: dispatch run (no-op, no repo)", f: b.dispatch(), agora: b})
+		if serve && handoffOnly {
+			stop, err := b.serveWarm(warm)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			benches = append(benches, &bench{name: "-base: dispatch run (no-op, handed to serve)", f: b.dispatch(), agora: b})
+		} else {
+			benches = append(benches, &bench{name: "-base: dispatch run (no-op, no repo)", f: b.dispatch(), agora: b})
+		}
 		if repo != "" {
 			benches = append(benches, &bench{name: "-base: dispatch run (no-op, --repo)", f: b.dispatch("--repo", repo), agora: b})
 		}
+	}
+	if serve && handoffOnly {
+		// The hand-off alone: the in-process row would only add load between the measured ones.
+		benches = slices.DeleteFunc(benches, func(b *bench) bool { return strings.HasSuffix(b.name, "in-process)") })
 	}
 	// Warm up caches (page cache, the binary, the database) before measuring.
 	for range 3 {
@@ -218,13 +237,19 @@ func run(n int, bin, repo, base string, serve bool, warm int) error {
 	for _, b := range benches {
 		report(b.name, b.walls)
 	}
-	d, bare, iso := median(benches[0].walls), median(benches[1].walls), median(benches[2].walls)
-	fmt.Printf("ratio dispatch/bare median: %.2fx\n", float64(d)/float64(bare))
-	fmt.Printf("ratio dispatch/namespaced-bwrap median: %.2fx\n", float64(d)/float64(iso))
+	var iso time.Duration
+	for _, b := range benches {
+		if b.name == "bwrap with the sandbox's namespaces" {
+			iso = median(b.walls)
+		}
+	}
+	if d := median(benches[0].walls); !handoffOnly || !serve {
+		fmt.Printf("ratio dispatch/bare median: %.2fx\n", float64(d)/float64(median(benches[1].walls)))
+		fmt.Printf("ratio dispatch/namespaced-bwrap median: %.2fx\n", float64(d)/float64(iso))
+	}
 	for _, b := range benches {
 		if strings.HasSuffix(b.name, "handed to serve)") {
-			fmt.Printf("ratio handed-off/namespaced-bwrap median: %.2fx; handed-off/in-process: %.2fx\n",
-				float64(median(b.walls))/float64(iso), float64(median(b.walls))/float64(d))
+			fmt.Printf("ratio %s/namespaced-bwrap median: %.2fx\n", b.name, float64(median(b.walls))/float64(iso))
 		}
 	}
 	// Each -base dispatch against the same dispatch of -bin.

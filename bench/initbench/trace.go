@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // pkgInit is one package's init in one run.
@@ -26,6 +27,7 @@ type subject struct {
 
 	sums    []float64            // summed init ms, per run
 	cpu     []float64            // the process's CPU ms (user + system), per run
+	faults  []float64            // the process's minor page faults, per run
 	pkgMS   map[string][]float64 // per package, its ms in each run
 	bytes   map[string]int64     // per package, its bytes (the same every run)
 	inits   int                  // packages traced in a run
@@ -46,11 +48,12 @@ func (s *subject) measure() error {
 		}
 		slices.SortFunc(s.modules, func(a, b string) int { return len(b) - len(a) })
 	}
-	inits, cpu, err := trace(s.bin, s.args)
+	inits, cpu, faults, err := trace(s.bin, s.args)
 	if err != nil {
 		return err
 	}
 	s.cpu = append(s.cpu, cpu)
+	s.faults = append(s.faults, faults)
 	sum := 0.0
 	for _, in := range inits {
 		sum += in.ms
@@ -63,8 +66,12 @@ func (s *subject) measure() error {
 }
 
 // trace runs bin with args and the init trace on, and parses the trace; it also returns the
-// whole process's CPU time in ms (its start, inits and the command, up to exit).
-func trace(bin string, args []string) ([]pkgInit, float64, error) {
+// whole process's CPU time in ms (its start, inits and the command, up to exit) and its minor
+// page faults. They hint at the binary's page-cache state, which moves its init by up to
+// 1.5 ms: a file cached by read() faults ~200 times fewer than one the linker wrote or an exec
+// first faulted in; a copy faults as often, but each fault maps a large folio and costs less
+// (docs/BENCHMARKS.md "#28 package init, session 7"). Compare builds in the same state.
+func trace(bin string, args []string) ([]pkgInit, float64, float64, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
 	var stderr bytes.Buffer
@@ -83,15 +90,19 @@ func trace(bin string, args []string) ([]pkgInit, float64, error) {
 		ms, err1 := strconv.ParseFloat(f[4], 64)
 		b, err2 := strconv.ParseInt(f[7], 10, 64)
 		if err1 != nil || err2 != nil {
-			return nil, 0, fmt.Errorf("%s: unreadable trace line %q", bin, sc.Text())
+			return nil, 0, 0, fmt.Errorf("%s: unreadable trace line %q", bin, sc.Text())
 		}
 		out = append(out, pkgInit{pkg: f[1], ms: ms, bytes: b})
 	}
 	if len(out) == 0 {
-		return nil, 0, fmt.Errorf("%s %s printed no init trace (%v):\n%s", bin, strings.Join(args, " "), runErr, stderr.String())
+		return nil, 0, 0, fmt.Errorf("%s %s printed no init trace (%v):\n%s", bin, strings.Join(args, " "), runErr, stderr.String())
 	}
 	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-	return out, float64(cpu.Microseconds()) / 1000, nil
+	var faults float64
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		faults = float64(ru.Minflt)
+	}
+	return out, float64(cpu.Microseconds()) / 1000, faults, nil
 }
 
 // origin is the module a package comes from ("std" for the standard library).
@@ -130,6 +141,7 @@ func (s *subject) report(top, origins int) {
 	fmt.Printf("%s: init %s (%d runs); %d packages with init work, %d bytes\n",
 		s.name(), summary(s.sums), len(s.sums), s.inits, total)
 	fmt.Printf("  the whole process's CPU (user + system): %s\n", summary(s.cpu))
+	fmt.Printf("  its minor page faults: %.0f median\n", quantile(s.faults, 0.5))
 	var pkgs []row
 	byOrigin := map[string]*row{}
 	for p, ms := range s.pkgMS {

@@ -8,6 +8,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/retention"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -18,5 +19,9 @@ func Migrations() []store.Migration {
 	m = append(m, audit.Migrations...)
 	m = append(m, view.Migrations...)
 	m = append(m, dispatch.Migrations...)
+	// retention's steps came after dispatch's last (#31): a later step of any package goes
+	// after this line, never into an earlier package's list, or it would shift the steps a
+	// released database has applied.
+	m = append(m, retention.Migrations...)
 	return m
 }

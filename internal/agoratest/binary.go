@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 )
 
-// BuildBinary builds cmd/agora and its worker program cmd/agora-worker (static, as shipped)
-// side by side into a new temporary directory, as `make install` installs them, and returns
+// BuildBinary builds cmd/agora (the front), cmd/agora-full (the whole program the front execs)
+// and the worker program cmd/agora-worker (static, as shipped) side by side into a new temporary directory, as `make install` installs them, and returns
 // agora's path and a func that removes the directory. TestMain functions call it once. Built
 // from a checkout, they carry the commit (go build's -buildvcs=auto).
 func BuildBinary() (bin string, cleanup func(), err error) {
@@ -25,7 +25,7 @@ func BuildBinaryFlags(flags ...string) (bin string, cleanup func(), err error) {
 	}
 	// One go build: both programs in one invocation share its work and its VCS stamp.
 	args := append(append([]string{"build"}, flags...), "-o", dir+"/",
-		"github.com/agora-dev/agora/cmd/agora", "github.com/agora-dev/agora/cmd/agora-worker")
+		"github.com/agora-dev/agora/cmd/agora", "github.com/agora-dev/agora/cmd/agora-full", "github.com/agora-dev/agora/cmd/agora-worker")
 	build := exec.Command("go", args...)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {

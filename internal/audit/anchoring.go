@@ -166,6 +166,24 @@ func (c *Checkpointer) anchorOne(ctx context.Context, a Anchor, cp *StoredCheckp
 	return AnchorResult{Name: a.Name(), Evidence: &ev}
 }
 
+// CheckHeld checks a signed checkpoint held outside the log (where names it: an anchor) against
+// the log as it is: it must verify under the log's key and be a prefix of the log. A log
+// shorter than the checkpoint (restored from an older copy) is an [*InconsistencyError].
+// It returns the checkpoint's size.
+func (c *Checkpointer) CheckHeld(ctx context.Context, where string, checkpoint []byte) (uint64, error) {
+	q := c.db.SQL()
+	size, err := TreeSize(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	root, err := RootAt(ctx, q, size)
+	if err != nil {
+		return 0, err
+	}
+	prev, err := c.checkPrefix(ctx, q, where, checkpoint, size, root)
+	return prev.Size, err
+}
+
 // checkAnchored checks the latest checkpoint an anchor holds against the log and against what
 // the log recorded anchoring there.
 func (c *Checkpointer) checkAnchored(ctx context.Context, name string, previous []byte, cp *StoredCheckpoint) error {

@@ -97,6 +97,9 @@ func (c *Checkpointer) Export(ctx context.Context, sel Selection) (*verify.Bundl
 		Entries:    entries,
 		Manifests:  []verify.Manifest{},
 	}
+	if b.Purged, err = verify.PurgedOf(entries); err != nil {
+		return nil, fmt.Errorf("export audit log: %w", err)
+	}
 	if err := verify.SignSelection(b, c.opts.Signer); err != nil {
 		return nil, fmt.Errorf("export audit log: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/agora-dev/agora/internal/digest"
 )
@@ -57,8 +58,19 @@ func (s *Store) Put(b []byte) (digest.Digest, error) {
 		return d, s.putRemote(d, b)
 	}
 	p := s.path(d)
-	if _, err := os.Stat(p); err == nil {
+	// An existing blob is touched, not rewritten: its time is when it was last stored, which a
+	// retention purge checks so that a blob a new dispatch stores again (content addressing)
+	// is not deleted under it (internal/retention). If a purge renamed it aside first, the
+	// touch fails and the blob is written anew.
+	now := time.Now()
+	if err := os.Chtimes(p, now, now); err == nil {
 		return d, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		// Present but not ours to touch (another owner, a read-only mount): stored all the
+		// same, as before the touch existed; a purge by this user cannot delete it either.
+		if _, err := os.Stat(p); err == nil {
+			return d, nil
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return "", fmt.Errorf("store blob %s: %w", d, err)

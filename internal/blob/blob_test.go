@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -200,5 +201,41 @@ func BenchmarkStore_Get(b *testing.B) {
 		if _, err := s.Get(d, 0); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestPut_TouchesAnExistingBlob: storing bytes already present updates the blob's time (what
+// a retention purge checks, internal/retention), and a blob renamed aside by a purge is
+// written anew rather than reported present.
+func TestPut_TouchesAnExistingBlob(t *testing.T) {
+	dir := t.TempDir()
+	s, err := blob.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.Put([]byte("again"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "sha256", d.Hex()[:2], d.Hex())
+	old := time.Now().Add(-48 * time.Hour)
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put([]byte("again")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(p)
+	if err != nil || st.ModTime().Before(time.Now().Add(-time.Hour)) {
+		t.Fatalf("the blob's time after a second Put: %v, %v", st.ModTime(), err)
+	}
+	if err := os.Rename(p, p+".purge"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put([]byte("again")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.Get(d, 0); err != nil || string(b) != "again" {
+		t.Fatalf("after a Put over a purge's rename: %q, %v", b, err)
 	}
 }

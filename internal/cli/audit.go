@@ -80,6 +80,7 @@ func (f *Factory) checkpointerFor(ctx context.Context, db *store.DB, logName str
 	if err != nil {
 		return nil, err
 	}
+	anchors = anchorsAfterReplica(h, logName, anchors)
 	return audit.NewCheckpointer(db, audit.CheckpointerOptions{
 		LogName:     logName,
 		Signer:      signer,

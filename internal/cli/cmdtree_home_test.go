@@ -79,7 +79,7 @@ func TestCommandTree_MissingHome(t *testing.T) {
 		filepath.Join(dir, "bundle.json"):                      "{}\n",
 	})
 	initRepo(t, filepath.Join(dir, "repo"))
-	free := map[string]bool{"init": true, "version": true, "help": true, "completion": true, "doctor": true, "verify": true, "orch validate": true}
+	free := map[string]bool{"init": true, "version": true, "help": true, "completion": true, "doctor": true, "verify": true, "orch validate": true, "restore": true}
 	args := missingHomeArgs(dir)
 	for _, homeDir := range []string{"mian", "empty", "file"} {
 		agoraHome := filepath.Join(dir, homeDir)

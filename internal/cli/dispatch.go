@@ -10,8 +10,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
@@ -89,6 +91,9 @@ type dispatchRunOptions struct {
 	learn bool
 	// inProcess keeps the dispatch in this process even when a serve runs (--in-process).
 	inProcess bool
+	// notUTF8 is set when a flag's value is not UTF-8: the hand-off's JSON would carry it
+	// changed (U+FFFD), so serve would judge another name or path (red team 33).
+	notUTF8 bool
 }
 
 // grants returns the narrowing the flags ask for, or nil when none was given: a kind whose
@@ -207,6 +212,11 @@ func newDispatchRunCmd(f *Factory, runF func(*dispatchRunOptions) error) *cobra.
 			if err != nil {
 				return err
 			}
+			cmd.Flags().Visit(func(fl *pflag.Flag) {
+				if !utf8.ValidString(fl.Value.String()) {
+					opts.notUTF8 = true
+				}
+			})
 			opts.req = dispatch.Request{
 				Subagent: opts.subagent, Envs: splitList(opts.envs), Target: opts.target, Input: input,
 				Repo: repo, Workspace: ws, Revision: rev, Timeout: opts.timeout, Actor: f.Actor(), CallbackURL: opts.callback,
@@ -240,6 +250,9 @@ func newDispatchRunCmd(f *Factory, runF func(*dispatchRunOptions) error) *cobra.
 }
 
 func dispatchRunRun(ctx context.Context, opts *dispatchRunOptions) error {
+	if id := opts.f.Getenv(envHandoffLost); id != "" {
+		return followLost(ctx, opts, id)
+	}
 	if err := handoff(ctx, opts); !errors.Is(err, errNoHandoff) {
 		return err
 	}

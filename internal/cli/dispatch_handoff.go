@@ -26,6 +26,11 @@ import (
 // even when an `agora orch serve` of its home runs (as --in-process does).
 const envNoHandoff = "AGORA_NO_HANDOFF"
 
+// envHandoffLost is set by the front (cmd/agora) when serve's stream broke after serve
+// accepted the dispatch it names: this command then reads that dispatch's end
+// (followLost) instead of starting one. It only reads a record of this home.
+const envHandoffLost = "AGORA_HANDOFF_LOST"
+
 // handoffDial bounds connecting to serve's socket: a live serve accepts at once.
 const handoffDial = time.Second
 
@@ -70,7 +75,7 @@ func handoff(ctx context.Context, opts *dispatchRunOptions) error {
 // handoffRequest builds the request, or says the dispatch stays in this process.
 func handoffRequest(opts *dispatchRunOptions) ([]byte, string, bool) {
 	f := opts.f
-	if opts.inProcess || f.Getenv(envNoHandoff) != "" {
+	if opts.inProcess || opts.notUTF8 || f.Getenv(envNoHandoff) != "" {
 		return nil, "", false
 	}
 	// --actor is recorded as given, and a trace joined, only by this process: keep them here.
@@ -268,11 +273,18 @@ func (e *remoteError) Hint() string  { return e.hint }
 // parent); the dispatch is reaped as any other whose supervisor died, and this command ends
 // as the in-process path would for it.
 func handoffLost(ctx context.Context, opts *dispatchRunOptions, id string, cause error) error {
-	f := opts.f
 	if id == "" {
 		return fmt.Errorf("the orchestrator (agora orch serve) stopped before it said it accepted the dispatch (%v); see 'agora dispatch list' whether it was", cause)
 	}
-	fmt.Fprintf(f.IO.ErrOut, "agora: the orchestrator (agora orch serve) that ran dispatch %s stopped (%v); reading its end here\n", id, cause)
+	fmt.Fprintf(opts.f.IO.ErrOut, "agora: the orchestrator (agora orch serve) that ran dispatch %s stopped (%v); reading its end here\n", id, cause)
+	return followLost(ctx, opts, id)
+}
+
+// followLost reads the end of dispatch id, whose hand-off's stream broke after serve
+// accepted it: here, or in the whole program the front (cmd/agora) execs for it with
+// AGORA_HANDOFF_LOST=id, once it said so.
+func followLost(ctx context.Context, opts *dispatchRunOptions, id string) error {
+	f := opts.f
 	d, err := f.Dispatcher(ctx)
 	if err != nil {
 		return err

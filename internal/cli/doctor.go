@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -102,6 +103,7 @@ func doctorRun(ctx context.Context, opts *doctorOptions) error {
 			o.Config, o.ConfigErr = nil, cerr
 		}
 		o.Buckets = doctorBuckets(c)
+		o.Replication = doctorReplication(c, time.Now())
 	}
 	if opts.Warm != nil && c != nil {
 		o.WarmHolders, o.WarmErr = opts.Warm()

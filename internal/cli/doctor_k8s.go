@@ -10,7 +10,8 @@ import (
 	"github.com/agora-dev/agora/internal/doctor"
 )
 
-// doctorHost is the real host, with the agent-sandbox probe of kubernetes targets.
+// doctorHost is the real host, with the agent-sandbox probe of kubernetes targets and the
+// engine probe of docker and kubernetes targets.
 func doctorHost() doctor.Host {
 	h := doctor.System()
 	h.AgentSandbox = func(ctx context.Context, t config.Target) (int, error) {
@@ -20,5 +21,6 @@ func doctorHost() doctor.Host {
 		}
 		return n, err
 	}
+	h.Engine = probeEngine
 	return h
 }

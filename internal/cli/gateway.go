@@ -7,13 +7,17 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/compute/remote"
+	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/netgw"
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
+	"github.com/agora-dev/agora/internal/workerbin"
 )
 
 func newGatewayCmd(f *Factory) *cobra.Command {
@@ -125,7 +129,7 @@ func (f *Factory) networkGateway(ctx context.Context, listen, advertise string) 
 	}
 	// The slots too: a resident agora's Kubernetes warm slots (#30) claim their dispatch here.
 	srv := &netgw.Server{Registry: reg, Slots: &netgw.Slots{Dir: filepath.Join(h.Dir, GatewaySlotsDir)},
-		Version: workerremote.Version(), Log: slog.New(slog.NewJSONHandler(f.IO.ErrOut, nil))}
+		Version: hostWorkerVersion(f, h.Config), Log: slog.New(slog.NewJSONHandler(f.IO.ErrOut, nil))}
 	fmt.Fprintf(f.IO.ErrOut, "agora: gateway serving on %s as %s; pods trust %s\n", ln.Addr(), advertise,
 		filepath.Join(h.Dir, home.KeyDir, netgw.CACertFile))
 	return func(ctx context.Context) error { return srv.Serve(ctx, ln, certs.Server) }, nil
@@ -138,4 +142,27 @@ func advertisedHost(s string) (string, error) {
 		return "", fmt.Errorf("%q: want https://HOST:PORT", s)
 	}
 	return u.Hostname(), nil
+}
+
+// hostWorkerVersion is what the gateway tells a pod's worker to match: the identity of the
+// worker program this agora dispatches with (agora-worker beside it, or the one agora.yaml or
+// AGORA_WORKER_BINARY names), which `make image` copies into the worker image. An unversioned
+// build is compared by its bytes, so a stale image of one is refused (#31).
+func hostWorkerVersion(f *Factory, c *config.Config) string {
+	// Without a worker program to read, this agora's own version: a release's still matches
+	// its image; an unversioned build's matches nothing.
+	fallback := remote.Identity(buildVersion(), "")
+	exe, err := os.Executable()
+	if err != nil {
+		return fallback
+	}
+	configured, err := c.WorkerBinary(f.Getenv)
+	if err != nil {
+		return fallback
+	}
+	path, err := workerbin.Locate(exe, configured)
+	if err != nil {
+		return fallback
+	}
+	return workerremote.VersionOf(path)
 }

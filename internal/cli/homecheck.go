@@ -20,6 +20,7 @@ func homeFree() map[string]string {
 		"agora completion":    "it prints a shell script; completing itself never opens a missing home",
 		"agora doctor":        "it checks the host, before there is a home (agora.yaml is read when present)",
 		"agora verify":        "it checks an exported bundle, which may come from another machine",
+		"agora restore":       "it makes a new home (--to) from a replica, after the old one was lost",
 		"agora orch validate": "it checks a plan's structure anywhere (CI); the catalog too when the home exists",
 		"agora mcp":           "a client started it: it serves anyway and answers every request with the refusal, so the client shows it",
 	}

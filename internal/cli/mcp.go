@@ -221,6 +221,15 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 	// The operator reading the client's server log sees which home (catalog, keys, audit log)
 	// this server acts on.
 	logger.Info("mcp server home", "home", h.Dir)
+	// agora.db to object storage while the server runs, unless a serve already does (#31).
+	rctx, stopRepl := context.WithCancel(ctx)
+	_, waitRepl, err := startReplication(rctx, h, logger, agoraReplica(h))
+	if err != nil {
+		stopRepl()
+		return err
+	}
+	defer waitRepl()
+	defer stopRepl()
 	d, err := f.Dispatcher(ctx)
 	if err != nil {
 		return err
@@ -240,6 +249,7 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 	wg.Go(func() { auditor.Run(ctx) })
 	defer wg.Wait()
 	defer stop()
+	wg.Go(func() { serveRetention(ctx, f, h, logger) })
 	sup, closeWarm, err := warmSupervisors(ctx, d, logger)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
@@ -21,6 +22,9 @@ import (
 	"github.com/agora-dev/agora/internal/orch/service"
 	"github.com/agora-dev/agora/internal/strictjson"
 )
+
+// frontName is the front (cmd/agora) installed beside the whole program (cmd/agora-full).
+const frontName = "agora"
 
 // handoffRunner is serve's side of the one-shot hand-off (#28): a dispatch `agora dispatch
 // run` gives to serve runs through runDispatchWith on serve's resident dispatcher (agora.db
@@ -88,7 +92,7 @@ func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, pe
 	case !isRunning(req.Exe, r.running):
 		return nil, &service.Declined{Why: r.exe + " was replaced since serve started (restart serve to hand it dispatches)"}
 	case req.Env != r.env:
-		return nil, &service.Declined{Why: "the CLI's environment is not serve's (PATH, DOCKER_HOST, AGORA_WORKER_BINARY or OTEL_*)"}
+		return nil, &service.Declined{Why: "the CLI's environment is not serve's (PATH, DOCKER_HOST, AGORA_WORKER_BINARY, OTEL_*, a proxy, SSL_CERT_* or KUBERNETES_SERVICE_*)"}
 	case fileSum(r.cfgFile) != r.cfgSum:
 		return nil, &service.Declined{Why: "agora.yaml changed since serve started"}
 	}
@@ -132,18 +136,33 @@ type frameWriter struct {
 	stderr bool
 }
 
+// maxFramePart caps the bytes of one frame's text: JSON may spell each byte in six
+// ("\u003c"), and the frame must stay under api.MaxHandoffFrame, which the CLI refuses
+// (one write can be a whole -o json record, an agent's output names in it: red team 33).
+const maxFramePart = (api.MaxHandoffFrame - 1024) / 6
+
 func (w frameWriter) Write(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
+	written := 0
+	for len(p) > 0 {
+		n := min(len(p), maxFramePart)
+		// Whole runes only: half of one would reach the CLI as U+FFFD.
+		for n < len(p) && n > 0 && !utf8.RuneStart(p[n]) {
+			n--
+		}
+		if n == 0 {
+			n = min(len(p), maxFramePart)
+		}
+		f := api.HandoffFrame{Out: string(p[:n])}
+		if w.stderr {
+			f = api.HandoffFrame{Err: string(p[:n])}
+		}
+		if err := w.send(f); err != nil {
+			return written, err
+		}
+		written += n
+		p = p[n:]
 	}
-	f := api.HandoffFrame{Out: string(p)}
-	if w.stderr {
-		f = api.HandoffFrame{Err: string(p)}
-	}
-	if err := w.send(f); err != nil {
-		return 0, err
-	}
-	return len(p), nil
+	return written, nil
 }
 
 // handoffEnd is how the CLI ends for err, as renderError and renderInterrupt would see it.
@@ -181,7 +200,9 @@ func peerNotDispatchRun(pid int32, exe string) string {
 		return "the peer's process is unknown"
 	}
 	proc := "/proc/" + strconv.Itoa(int(pid))
-	if got, err := os.Readlink(proc + "/exe"); err != nil || got != exe {
+	// The peer is this binary, or the front people type as `agora` (cmd/agora), installed
+	// beside it, which hands `dispatch run` over without exec'ing this binary.
+	if got, err := os.Readlink(proc + "/exe"); err != nil || (got != exe && got != filepath.Join(filepath.Dir(exe), frontName)) {
 		return "the peer is not this agora binary"
 	}
 	b, err := os.ReadFile(proc + "/cmdline")

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -52,5 +54,58 @@ func TestPeerNotDispatchRun(t *testing.T) {
 	gone.Wait()
 	if why := peerNotDispatchRun(int32(gone.Process.Pid), exe); why == "" {
 		t.Error("a process that is gone may hand off")
+	}
+}
+
+// TestPeerNotDispatchRun_Front: the front (cmd/agora) installed beside the whole program
+// serve runs as hands off for a person's `agora dispatch run`; a program named agora anywhere
+// else (a planted one in another directory) is declined.
+func TestPeerNotDispatchRun_Front(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	place := func(path string) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if os.Link(exe, path) == nil {
+			return
+		}
+		src, err := os.Open(exe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		dst, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o755)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(dst, src); err != nil {
+			t.Fatal(err)
+		}
+		if err := dst.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	front, planted := filepath.Join(dir, "bin", "agora"), filepath.Join(dir, "evil", "agora")
+	place(front)
+	place(planted)
+	start := func(bin string) *exec.Cmd {
+		c := exec.Command(bin, "-test.run=^TestPeerHelper$", "dispatch", "run")
+		c.Env = append(os.Environ(), "AGORA_PEER_HELPER=1")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		return c
+	}
+	full := filepath.Join(dir, "bin", "agora-full")
+	if why := peerNotDispatchRun(int32(start(front).Process.Pid), full); why != "" {
+		t.Errorf("the front beside serve's program declined: %s", why)
+	}
+	if why := peerNotDispatchRun(int32(start(planted).Process.Pid), full); why == "" {
+		t.Error("an agora in another directory may hand off")
 	}
 }

@@ -143,6 +143,19 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	if err != nil {
 		return err
 	}
+	// agora.db and orch.db to object storage while serve runs (replicate.s3, #31).
+	rctx, stopRepl := context.WithCancel(ctx)
+	repl, waitRepl, err := startReplication(rctx, h, ob.log,
+		agoraReplica(h), replicaDB{"orch", filepath.Join(dir, orchDB)})
+	if err != nil {
+		stopRepl()
+		return err
+	}
+	defer waitRepl()
+	defer stopRepl()
+	if repl != nil {
+		ob.metrics.Registry().MustRegister(repl)
+	}
 	orchCP, err := f.checkpointerFor(ctx, db, orchDB)
 	if err != nil {
 		return err
@@ -194,7 +207,8 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	}
 	defer closeWeb()
 	fmt.Fprintf(f.IO.ErrOut, "agora: orchestrator serving on %s (pid %d)\n", sock, os.Getpid())
-	return serveOrchParts(ctx, f, opts, &orchServeParts{ui: ui, gateway: serveGateway, eng: eng, sup: sup, srv: srv, ln: ln, orchCP: orchCP, mainCP: mainCP, ob: ob})
+	return serveOrchParts(ctx, f, opts, &orchServeParts{ui: ui, gateway: serveGateway, eng: eng, sup: sup, srv: srv, ln: ln, orchCP: orchCP, mainCP: mainCP, ob: ob,
+		sweep: func(ctx context.Context) { serveRetention(ctx, f, h, ob.log) }})
 }
 
 // orchServeParts are what orchServeRun opened, each run as one goroutine of serve's group.
@@ -207,6 +221,7 @@ type orchServeParts struct {
 	ln             net.Listener
 	orchCP, mainCP *audit.Checkpointer
 	ob             *serveObs
+	sweep          func(context.Context) // retention (#31), nil in tests that build parts
 }
 
 // serveOrchParts runs p until ctx ends or one part fails; a stop by a signal is a clean stop.
@@ -231,6 +246,9 @@ func serveOrchParts(ctx context.Context, f *Factory, opts *orchServeOptions, p *
 	g.Go(func() error { return orchCP.Run(gctx, 5*time.Second) })
 	g.Go(func() error { return mainCP.Run(gctx, 5*time.Second) })
 	g.Go(func() error { return ob.serveMetrics(gctx, opts.metrics, opts.metricsAllowHosts) })
+	if p.sweep != nil {
+		g.Go(func() error { p.sweep(gctx); return nil })
+	}
 	err := g.Wait()
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
 		// Stopped by a signal: a clean stop, whatever the goroutines said while winding down.

@@ -31,6 +31,8 @@ type orchWebFlags struct {
 	// missing token refuses before anything opens.
 	clients  []mcpserver.Client
 	allowAny bool
+	// oidc is the identity provider's sign-in of auth.oidc.web, nil without one.
+	oidc *web.OIDC
 }
 
 func (o *orchWebFlags) add(cmd *cobra.Command) {
@@ -57,11 +59,14 @@ func (o *orchWebFlags) check(cmd *cobra.Command, f *Factory) error {
 		// AGORA_HTTP_TOKEN's one client is its operator: whoever holds the only token runs serve.
 		o.clients[0].Ceiling = mcpserver.CeilingOrchestrate
 	}
+	if o.oidc, err = webOIDC(f); err != nil {
+		return err
+	}
 	return web.Check(o.config(nil))
 }
 
 func (o *orchWebFlags) config(log *slog.Logger) web.Config {
-	return web.Config{Addr: o.http, Clients: o.clients, AllowAny: o.allowAny, AllowHosts: o.allowHosts, Log: log}
+	return web.Config{Addr: o.http, Clients: o.clients, AllowAny: o.allowAny, AllowHosts: o.allowHosts, Log: log, OIDC: o.oidc}
 }
 
 // webReadConns is how many connections each of the web view's read-only pools holds: its

@@ -90,7 +90,7 @@ func validateS3(pos *strictyaml.Positions, p string, l *S3Location, anchor bool)
 			bad(".retention", "%v", err)
 		}
 	} else if l.Retention != "" {
-		bad(".retention", "retention applies to an s3 anchor, not to blobs")
+		bad(".retention", "retention applies to an s3 anchor only, not to blobs or replicate")
 	}
 	return errs
 }

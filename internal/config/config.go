@@ -46,8 +46,12 @@ type Config struct {
 	Worker Worker `yaml:"worker"`
 	// Blobs moves the blob store to S3-compatible object storage (blobs.go).
 	Blobs Blobs `yaml:"blobs"`
+	// Replicate ships agora.db and orch.db to object storage (replicate.go).
+	Replicate Replicate `yaml:"replicate"`
 	// Auth lets operators sign in from an OpenID Connect provider (auth.go, #31).
 	Auth Auth `yaml:"auth"`
+	// Retention purges ended dispatches' products after a time (retention.go, #31).
+	Retention Retention `yaml:"retention"`
 }
 
 // Gateway configures the network gateway that `agora gateway serve` and `agora orch serve
@@ -137,10 +141,12 @@ func Parse(file string, src []byte, c *Config) error {
 	if c.Blobs.S3 != nil {
 		errs = append(errs, validateS3(pos, "blobs.s3", c.Blobs.S3, false)...)
 	}
+	errs = append(errs, validateReplicate(pos, &c.Replicate)...)
 	errs = append(errs, validateRuntimes(pos, c.Runtimes)...)
 	errs = append(errs, validateWorker(pos, c.Worker)...)
 	errs = append(errs, c.validateQueues(pos)...)
 	errs = append(errs, validateAuth(pos, &c.Auth)...)
+	errs = append(errs, validateRetention(pos, c.Retention)...)
 	for _, name := range c.Models.Names() {
 		if err := (budget.Prices{name: c.Models[name]}).Validate(); err != nil {
 			errs = append(errs, pos.Errorf("models."+name, "%v", err))

@@ -3,7 +3,6 @@ package dispatch_test
 import (
 	"bytes"
 	"context"
-	"debug/buildinfo"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -23,6 +22,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/k8stest"
 	"github.com/agora-dev/agora/internal/netgw"
+	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
 
 // podNode is a real node (k8stest.Options.RealNode) holding agora's worker image and the
@@ -113,14 +113,9 @@ func startPodNodeWith(t testing.TB, opts k8stest.Options) *podNode {
 // binary was built as, as `agora orch serve --gateway` does from the same binary.
 func (n *podNode) startGateway(t testing.TB) {
 	t.Helper()
-	info, err := buildinfo.ReadFile(agoraBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	version := info.Main.Version
-	if version == "" || version == "(devel)" {
-		version = "dev"
-	}
+	// The worker image holds agoratest.Worker(agoraBin): its identity, bytes and all when it has
+	// no version (#31), is what `agora orch serve --gateway` reports from the same install.
+	version := workerremote.VersionOf(agoratest.Worker(agoraBin))
 	dir := t.TempDir()
 	certs, err := netgw.LoadOrCreateCA(filepath.Join(dir, "keys"), []string{k8stest.RealNodeIP})
 	if err != nil {

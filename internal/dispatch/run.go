@@ -125,8 +125,9 @@ func (s *supervision) prepare(ctx context.Context) error {
 	}
 	if (limits.owner != nil || warmK8sTarget(s.target)) && d.Warm != nil {
 		// A warm slot runs as the uid it leased: the dispatch adopts it, so its stage is
-		// handed to the uid the slot runs as. A Kubernetes slot has no lease (its pod runs as
-		// the slot's own uid) and is claimed by a root agora or not.
+		// handed to the uid the slot runs as. A Kubernetes slot is claimed by a root agora or
+		// not: a root one's slot pods run as leased uids (warmk8s.go), the others' as their
+		// slot id's own uid.
 		if s.warm = d.Warm.claim(r.Target, r.ID); s.warm != nil && s.warm.lease != nil {
 			s.lease = s.warm.lease
 			limits.owner = &compute.HostUser{UID: s.lease.uid, GID: s.lease.uid}

@@ -83,6 +83,15 @@ func (w *warmSlot) Alive() bool {
 	return w.slot.Alive()
 }
 
+// ended is closed when the slot's sandbox is known to have stopped waiting: a kubernetes
+// slot's pod, as its watch sees it; nil (never) for the other slots, whose Alive is polled.
+func (w *warmSlot) ended() <-chan struct{} {
+	if w.pod != nil {
+		return w.pod.Gone()
+	}
+	return nil
+}
+
 // Discard implements warm.Slot: a slot never claimed is killed and its uid given back.
 func (w *warmSlot) Discard() {
 	w.kill()
@@ -180,6 +189,19 @@ func (d *Dispatcher) SweepWarm(ctx context.Context) error {
 	if err := d.sweepDocker(ctx); err != nil {
 		d.log().Warn("docker warm slots: sweep what killed holders left", "err", err)
 	}
+	// Kubernetes slots of killed holders (a resident process, a standby supervisor): their
+	// gateway slots revoked, their unclaimed Jobs deleted. A cluster that does not answer is
+	// warned about (sweepK8sSlots), never stops the local slots.
+	if d.Config != nil {
+		for _, t := range d.Config.Targets {
+			if warmK8sTarget(t) {
+				if err := d.sweepK8sSlots(ctx); err != nil {
+					d.log().Warn("kubernetes warm slots: sweep what killed holders left", "err", err)
+				}
+				break
+			}
+		}
+	}
 	return nil
 }
 
@@ -191,7 +213,7 @@ func (d *Dispatcher) WarmTargets() map[string]int {
 		return out
 	}
 	for name, t := range d.Config.Targets {
-		if warmTarget(t) || warmDockerTarget(t) {
+		if warmTarget(t) || warmDockerTarget(t) || warmK8sTarget(t) {
 			out[name] = t.Warm
 		}
 	}
@@ -291,12 +313,13 @@ func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 	}
 	docker := warmDockerTarget(t) && w.docker != nil
 	k8s := warmK8sTarget(t) && !w.standby
-	if !(docker || k8s || warmTarget(t)) || spec.Sandbox == compute.SandboxNone || holdsToken(spec.Env) {
+	if !(docker || k8s || warmTarget(t) || (w.standby && warmK8sTarget(t))) || spec.Sandbox == compute.SandboxNone || holdsToken(spec.Env) {
 		return
 	}
 	if w.standby {
 		// A standby's dispatch that did not fit its slot: the target's shape changed, which
-		// the holder learns from the file (a docker standby's too: it holds one slot, no pool).
+		// the holder learns from the file (a docker or kubernetes standby's too: it holds one
+		// slot, no pool).
 		w.d.saveTemplate(target, t, spec)
 		return
 	}
@@ -321,7 +344,7 @@ func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 				return w.fillDocker(ctx, target, t)
 			}
 			if k8s {
-				return w.fillK8s(ctx, target)
+				return w.fillK8s(ctx, target, t)
 			}
 			return w.fill(ctx, target, t)
 		})

@@ -84,7 +84,7 @@ func (d *Dispatcher) startDockerGateway(ctx context.Context) (*dockerGateway, er
 		ln.Close()
 		return nil, fmt.Errorf("docker warm slots: %w", err)
 	}
-	srv := &netgw.Server{Registry: g.reg, Slots: g.slots, Version: workerremote.Version(), Log: slog.New(d.log().Handler())}
+	srv := &netgw.Server{Registry: g.reg, Slots: g.slots, Version: workerremote.VersionOf(d.Worker.Path), Log: slog.New(d.log().Handler())}
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	g.stop = stop
 	// Each slot runs as a uid of its own: the gateway's per-source caps count its peers by uid.

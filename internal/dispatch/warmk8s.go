@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -25,9 +26,15 @@ import (
 // the slot (the gateway revokes the slot's token as it hands the grant over) and follows the
 // slot's Job as the dispatch's.
 //
-// Only a resident Dispatcher holds them ([Dispatcher.StartWarm]), as for the docker slots:
-// the claim hands an in-process gateway slot to the dispatch. orch serve's detached
-// supervisors (the local standbys) do not hold Kubernetes slots yet.
+// Two kinds of holder: a resident Dispatcher ([Dispatcher.StartWarm]) holds N in its pools,
+// and orch serve / mcp serve hold them as standby supervisors (standby.go, detach.Standbys),
+// one slot each: the standby is the process that created the slot's gateway slot, so its
+// hold lock, its token and the claim (w.gw.Bind) are the standby's, and the dispatch handed
+// to it runs in that slot with the standby as its supervisor. The gateway serving the pods is
+// whichever process serves AGORA_HOME/gateway/slots: the slot store is the directory, not a
+// process. serve killed with -9: its standbys read EOF and delete their slots; a standby
+// killed with -9: its hold is free, the gateway refuses its token, and the next standby's
+// start (serve's SweepWarm) deletes its Job.
 
 // warmK8sTarget says whether a target keeps Kubernetes slots.
 func warmK8sTarget(t config.Target) bool {
@@ -39,11 +46,19 @@ func (d *Dispatcher) k8sSlots() *netgw.Slots {
 	return &netgw.Slots{Dir: filepath.Join(d.gatewayDir(), "slots")}
 }
 
-// k8sHome is this home's identity on its slots' Jobs (kubernetes.SlotOptions.Home): the host
-// and AGORA_HOME, hashed, so homes sharing a namespace never sweep each other's slots.
+// k8sHomeKeyFile is home.AuditPubFile (a test pins the two equal): random per home, made by
+// agora init, public.
+const k8sHomeKeyFile = "keys/audit.pub"
+
+// k8sHome is this home's identity on its slots' Jobs (kubernetes.SlotOptions.Home): the host,
+// AGORA_HOME and the home's audit public key, hashed, so homes sharing a namespace never sweep
+// each other's slots. The key tells apart homes at one path on hosts of one name (containers
+// with the host's network, cloned machines: red team 33), which the host and path alone did not.
 func (d *Dispatcher) k8sHome() string {
 	host, _ := os.Hostname()
-	sum := sha256.Sum256([]byte(host + "\x00" + filepath.Dir(d.StateDir)))
+	dir := filepath.Dir(d.StateDir)
+	key, _ := os.ReadFile(filepath.Join(dir, k8sHomeKeyFile)) // none: the host and path alone
+	sum := sha256.Sum256([]byte(host + "\x00" + dir + "\x00" + string(key)))
 	return hex.EncodeToString(sum[:10])
 }
 
@@ -87,8 +102,13 @@ func (d *Dispatcher) sweepK8sSlots(ctx context.Context) error {
 	return nil
 }
 
-// fillK8s starts one Kubernetes slot of target's template.
-func (w *WarmPools) fillK8s(ctx context.Context, target string) (*warmSlot, error) {
+// fillK8s starts one Kubernetes slot of target's template. A root agora runs each cold pod as
+// a uid it leases for the dispatch (run.go), so it leases one for the slot too, as for the
+// other slots: the pod runs as it, the claiming dispatch takes the lease over (claim) and
+// holds it to its end, and no other dispatch of this home runs as it meanwhile. Without root
+// neither leases: the cold pod runs as its dispatch id's uid of the range, the slot's pod as
+// its slot id's (random, used once): both a hash into the same range.
+func (w *WarmPools) fillK8s(ctx context.Context, target string, t config.Target) (*warmSlot, error) {
 	w.mu.Lock()
 	tmpl := w.tmpl[target]
 	w.mu.Unlock()
@@ -96,16 +116,27 @@ func (w *WarmPools) fillK8s(ctx context.Context, target string) (*warmSlot, erro
 	if err != nil {
 		return nil, err
 	}
+	var lease *uidLease
+	if os.Geteuid() == 0 && !w.d.testOnlyInvokingUser {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		if lease, err = leaseUID(w.d.StateDir, t.SandboxUID, "warm-"+hex.EncodeToString(b[:])); err != nil {
+			return nil, err
+		}
+		tmpl.RunAs = &compute.HostUser{UID: lease.uid, GID: lease.uid}
+	}
 	gs, err := w.d.k8sSlots().Create(ctx)
 	if err != nil {
+		lease.release()
 		return nil, err
 	}
 	sl, err := p.StartSlot(ctx, tmpl, kubernetes.SlotOptions{ID: gs.ID, Token: gs.Token, Home: w.d.k8sHome()})
 	if err != nil {
 		gs.Close()
+		lease.release()
 		return nil, err
 	}
-	return &warmSlot{pod: sl, gw: gs, key: tmpl.ID}, nil
+	return &warmSlot{pod: sl, gw: gs, lease: lease, key: tmpl.ID}, nil
 }
 
 // startK8sWarm runs s's spec in its claimed Kubernetes slot. started false: the spec did not
@@ -129,4 +160,25 @@ func (s *supervision) startK8sWarm(ctx context.Context, w *warmSlot) (compute.Ha
 		return nil, false
 	}
 	return h, true
+}
+
+// standbyK8s starts a kubernetes standby's one slot (standby.go) of the stored template: the
+// slot's Job, Secret and NetworkPolicy, its gateway slot held by this process. The holder
+// swept what killed holders left before it started this process (detach.Standbys.start).
+func (w *WarmPools) standbyK8s(ctx context.Context, target string, t config.Target) (*warmSlot, error) {
+	w.mu.Lock()
+	tmpl := w.tmpl[target]
+	tmpl.ID = kubernetes.SlotShape(tmpl)
+	w.tmpl[target] = tmpl
+	w.mu.Unlock()
+	return w.fillK8s(ctx, target, t)
+}
+
+// WarmPods says whether target keeps Kubernetes warm slots (pods: no root needed to hold them).
+func (d *Dispatcher) WarmPods(target string) bool {
+	if d.Config == nil {
+		return false
+	}
+	t, ok := d.Config.Targets[target]
+	return ok && warmK8sTarget(t)
 }

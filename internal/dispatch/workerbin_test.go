@@ -54,7 +54,7 @@ func TestDispatch_NoWorkerFailsClosed(t *testing.T) {
 	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonProviderFailed {
 		t.Fatalf("state %s (%s: %s), want failed provider-failed", r.State, r.Reason, r.Detail)
 	}
-	for _, w := range []string{"agora-worker", "no such file", "make install", "go install ./cmd/agora ./cmd/agora-worker"} {
+	for _, w := range []string{"agora-worker", "no such file", "make install", "go install ./cmd/agora ./cmd/agora-full ./cmd/agora-worker"} {
 		if !strings.Contains(r.Detail, w) {
 			t.Errorf("detail %q does not say %q", r.Detail, w)
 		}

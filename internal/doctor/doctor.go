@@ -33,8 +33,9 @@ const (
 // Check is one thing the host can or cannot do.
 type Check struct {
 	// Name is a stable identifier: bwrap, prlimit, user-namespaces, privileges,
-	// sandbox-uid, cgroup-v2, disk-quota, agora-binary, git, config, and runtime-NAME for
-	// each host-installed agent CLI (runtime-claude-code, runtime-codex).
+	// sandbox-uid, cgroup-v2, disk-quota, agora-binary, git, config, runtime-NAME for
+	// each host-installed agent CLI (runtime-claude-code, runtime-codex), and engine-TARGET
+	// for each docker or kubernetes target.
 	Name string `json:"name"`
 	// Status is ok or missing.
 	Status string `json:"status"`
@@ -83,6 +84,9 @@ type Host struct {
 	// Sandboxes and how many of agora's are there (an error wrapping [ErrNoAgentSandbox] when
 	// the CRD is missing); nil skips the check.
 	AgentSandbox func(ctx context.Context, t config.Target) (int, error)
+	// Engine asks a docker target's engine or a kubernetes target's cluster whether a
+	// dispatch could start there and says what answered; nil skips the check.
+	Engine func(ctx context.Context, t config.Target) (string, error)
 }
 
 // Options are what the checks are about.
@@ -99,6 +103,8 @@ type Options struct {
 	WarmErr     error
 	// Buckets are the S3 buckets agora.yaml names, each probed with one request.
 	Buckets []Bucket
+	// Replication is each replicated database's last published position (#31).
+	Replication []Replication
 }
 
 // WarmHolder is one serve holding warm slots: its pid and its numbers per target.
@@ -114,6 +120,7 @@ func Run(ctx context.Context, h Host, o Options) Report {
 	r.config(o)
 	r.warm(o)
 	r.agentSandbox(o)
+	r.engines(o)
 	r.bwrap()
 	r.prlimit()
 	r.userNamespaces()
@@ -126,6 +133,7 @@ func Run(ctx context.Context, h Host, o Options) Report {
 	r.git()
 	r.runtimes(o)
 	r.buckets(o)
+	r.replication(o)
 	rep := Report{Checks: r.checks, CanDispatch: true}
 	for _, c := range r.checks {
 		if c.Required && c.Status != StatusOK {
@@ -229,10 +237,11 @@ func (r *run) warm(o Options) {
 			fix += "; for docker targets (" + strings.Join(docker, ", ") + ") see docs/providers.md#warm-slots-docker-and-podman"
 		}
 		if pods := providerWarm(o.Config, names, config.ProviderKubernetes); len(pods) > 0 {
-			// A kubernetes target's slots are held by a resident Dispatcher only (StartWarm):
-			// serve would not keep them, and saying it does sends the operator the wrong way.
-			fix += "; serve does not hold kubernetes warm slots (" + strings.Join(pods, ", ") +
-				") yet: only a program that keeps a resident Dispatcher does, see docs/providers-k8s.md#warm-n-on-a-kubernetes-target-30"
+			// serve holds a kubernetes target's slots as standby supervisors, a slot Job each,
+			// as any user (#30); their pods claim over the network gateway of this home, so
+			// that is part of the fix.
+			fix += "; for kubernetes targets (" + strings.Join(pods, ", ") + ") orch serve and mcp serve hold the slot pods as any user," +
+				" and the network gateway of this home must run (agora gateway serve, or orch serve --gateway): see docs/providers-k8s.md#warm-n-on-a-kubernetes-target-30"
 		}
 		r.missing("warm-slots", detail, fix, false)
 		return

@@ -216,7 +216,7 @@ func TestRun(t *testing.T) {
 				}
 			},
 			wantMissing:   []string{"agora-worker"},
-			wantInMissing: map[string]string{"agora-worker": "go install ./cmd/agora ./cmd/agora-worker"},
+			wantInMissing: map[string]string{"agora-worker": "go install ./cmd/agora ./cmd/agora-full ./cmd/agora-worker"},
 		},
 		{
 			name:          "config does not load",
@@ -408,10 +408,10 @@ func TestWarmSlots_DockerHeldByServe(t *testing.T) {
 	}
 }
 
-// A kubernetes target's warm slots are held only by a resident Dispatcher (StartWarm), not by
-// serve (#30 Kubernetes warm slots): doctor must not tell the operator that running serve
-// keeps them; it says so and points at the kubernetes section.
-func TestWarmSlots_KubernetesNotHeldByServe(t *testing.T) {
+// A kubernetes target's warm slots are held by serve's standby supervisors (#30 k8shold; the
+// line said serve did not hold them before: the issue changes that output): doctor names
+// serve and the gateway the pods claim through, and points at the kubernetes section.
+func TestWarmSlots_KubernetesHeldByServe(t *testing.T) {
 	cfg := config.Default("/h")
 	tg := cfg.Targets["local"]
 	tg.Provider, tg.Warm = config.ProviderKubernetes, 2
@@ -419,8 +419,13 @@ func TestWarmSlots_KubernetesNotHeldByServe(t *testing.T) {
 	r := Run(t.Context(), healthyRoot(nil), Options{Config: cfg})
 	c := check(t, r, "warm-slots")
 	if c.Status != StatusMissing || !strings.Contains(c.Detail, "pods (warm: 2)") ||
-		!strings.Contains(c.Fix, "serve does not hold kubernetes warm slots (pods)") ||
+		!strings.Contains(c.Fix, "for kubernetes targets (pods) orch serve and mcp serve hold the slot pods") ||
+		!strings.Contains(c.Fix, "agora gateway serve") || strings.Contains(c.Fix, "does not hold kubernetes") ||
 		!strings.Contains(c.Fix, "providers-k8s.md#warm-n-on-a-kubernetes-target-30") {
-		t.Errorf("warm-slots = %+v, want missing, saying serve does not hold them, the kubernetes section named", c)
+		t.Errorf("warm-slots = %+v, want missing, serve and the gateway as the fix, the kubernetes section named", c)
+	}
+	r = Run(t.Context(), healthyRoot(nil), Options{Config: cfg, WarmHolders: []WarmHolder{{PID: 9, Counts: []warm.Counts{{Target: "pods", Want: 2, Ready: 2}}}}})
+	if c := check(t, r, "warm-slots"); c.Status != StatusOK || c.Detail != "pods: warm 2/2 ready (claimed 0, cold 0, failed 0) held by pid 9" {
+		t.Errorf("warm-slots with serve holding the kubernetes slots = %+v", c)
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -22,12 +25,12 @@ const (
 )
 
 // kwokProc runs kwok for the nodes annotated kwok.x-k8s.io/node=fake, with the stages
-// scripts/k8s-tools.sh copied from kwok's module. HOME is the cluster directory so that a
-// ~/.kwok/kwok.yaml on the machine cannot change what the tests see.
-func (c *Cluster) kwokProc(dir string, bins *binaries, kubeconfig string) *proc {
+// scripts/k8s-tools.sh copied from kwok's module and the extra ones given. HOME is the cluster
+// directory so that a ~/.kwok/kwok.yaml on the machine cannot change what the tests see.
+func (c *Cluster) kwokProc(dir string, bins *binaries, kubeconfig string, extra ...string) *proc {
 	return newProc(dir, "kwok", []string{bins.kwok,
 		"--kubeconfig=" + kubeconfig,
-		"--config=" + strings.Join(bins.stages, ","),
+		"--config=" + strings.Join(append(slices.Clone(bins.stages), extra...), ","),
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 		"--cidr=10.244.0.0/16",
 		"--node-ip=10.250.0.2",
@@ -61,4 +64,66 @@ func (c *Cluster) createKwokNode(ctx context.Context) error {
 		return fmt.Errorf("create the kwok node: %w", err)
 	}
 	return nil
+}
+
+// SlotLabel is the label agora's warm slot pods carry (#30; internal/compute/kubernetes).
+const SlotLabel = "agora.slot"
+
+// slotStage keeps a warm slot's pod (labelled SlotLabel) Running under kwok, as a real kubelet
+// does: its worker waits on the gateway for its claim and never ends by itself. kwok's own
+// pod-complete stage ends every running pod a Job owns at once, which on kwok made a slot pod
+// end before or just after its holder saw it run (#30 k8shold2: serve's standbys were replaced
+// while they waited). Weight 1 against pod-complete's none: kwok always picks this one. A pod
+// given kwok's chaos label (FailLabel, the kubernetes package's tests) is left to that stage.
+// After an hour it completes, as pod-complete would have.
+const slotStage = `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: agora-slot-pod-waits
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.labels["` + SlotLabel + `"]'
+      operator: 'Exists'
+    - key: '.metadata.labels["` + FailLabel + `"]'
+      operator: 'DoesNotExist'
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Running'
+  weight: 1
+  delay:
+    durationMilliseconds: 3600000
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      containerStatuses:
+      {{ range $index, $item := .spec.containers }}
+      - image: {{ $item.image | Quote }}
+        name: {{ $item.name | Quote }}
+        ready: false
+        restartCount: 0
+        started: false
+        state:
+          terminated:
+            exitCode: 0
+            finishedAt: {{ $now | Quote }}
+            reason: Completed
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      phase: Succeeded
+`
+
+// writeSlotStage writes slotStage into the cluster directory and returns its path.
+func writeSlotStage(dir string) (string, error) {
+	p := filepath.Join(dir, "kwok-stage-agora-slot.yaml")
+	if err := os.WriteFile(p, []byte(slotStage), 0o600); err != nil {
+		return "", fmt.Errorf("kwok: write the slot stage: %w", err)
+	}
+	return p, nil
 }

@@ -202,7 +202,11 @@ func startOnce(opts Options, bins *binaries) (_ *Cluster, err error) {
 		}
 		comps = append(comps, rn...)
 	} else {
-		comps = append(comps, c.kwokProc(dir, bins, kubeconfigs["kwok"]))
+		stage, err := writeSlotStage(dir)
+		if err != nil {
+			return nil, err
+		}
+		comps = append(comps, c.kwokProc(dir, bins, kubeconfigs["kwok"], stage))
 	}
 	for _, pr := range comps {
 		if err := pr.start(); err != nil {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
-	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
 
 // TestServe_SameSourceAttackerDoesNotStarveAPod is the red team's finding D (session 3): pods
@@ -20,7 +19,7 @@ import (
 // dispatch from the SAME address gets its request and its tunnel through.
 func TestServe_SameSourceAttackerDoesNotStarveAPod(t *testing.T) {
 	const perSource = 8
-	g := startGatewayWith(t, workerremote.Version(), func(s *Server) {
+	g := startGatewayWith(t, workerVersion(), func(s *Server) {
 		s.MaxPendingPerSource = perSource
 		s.PreAuthTimeout = 30 * time.Second // far longer than the test: only eviction frees a slot
 	})

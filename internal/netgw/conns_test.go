@@ -56,7 +56,7 @@ func closedByPeer(c net.Conn) error {
 // token; the refusals are logged, without a token.
 func TestServe_IdleConnectionsDoNotStarveOthers(t *testing.T) {
 	const perSource = 8
-	g := startGatewayWith(t, workerremote.Version(), func(s *Server) {
+	g := startGatewayWith(t, workerVersion(), func(s *Server) {
 		s.MaxPendingPerSource = perSource
 		s.PreAuthTimeout = 2 * time.Second
 	})
@@ -142,7 +142,7 @@ func TestServe_RefusedRequestClosesConnection(t *testing.T) {
 // holds at most MaxConnsPerDispatch connections; another dispatch is still served.
 func TestServe_ConnsPerDispatch(t *testing.T) {
 	const perDispatch = 3
-	g := startGatewayWith(t, workerremote.Version(), func(s *Server) { s.MaxConnsPerDispatch = perDispatch })
+	g := startGatewayWith(t, workerVersion(), func(s *Server) { s.MaxConnsPerDispatch = perDispatch })
 	a, b := stageLayout(t, "01GREEDY"), stageLayout(t, "01OTHER")
 	sa, sb := g.export(t, a), g.export(t, b)
 	ca := g.client(t, a.id, sa.Token)
@@ -184,7 +184,7 @@ func TestServe_ConnsPerDispatch(t *testing.T) {
 // carries none either way is closed at both ends.
 func TestTunnel_IdleTimeout(t *testing.T) {
 	const idle = 1500 * time.Millisecond
-	g := startGatewayWith(t, workerremote.Version(), func(s *Server) { s.TunnelIdleTimeout = idle })
+	g := startGatewayWith(t, workerVersion(), func(s *Server) { s.TunnelIdleTimeout = idle })
 	l := stageLayout(t, "01TUNNELIDLE")
 	s := g.export(t, l)
 	conn, err := g.client(t, l.id, s.Token).DialTunnel(t.Context(), "gateway", "echo.sock")
@@ -277,7 +277,7 @@ func (g *gw) tunnelsOf(id string) int {
 // dispatch still reads its session and opens tunnels.
 func TestServe_ReserveOutlastsAFullPool(t *testing.T) {
 	const pool = 8
-	g := startGatewayWith(t, workerremote.Version(), func(s *Server) { s.MaxConns = pool; s.MaxConnsPerDispatch = 64 })
+	g := startGatewayWith(t, workerVersion(), func(s *Server) { s.MaxConns = pool; s.MaxConnsPerDispatch = 64 })
 	var tunnels []net.Conn
 	defer func() {
 		for _, c := range tunnels {

@@ -56,7 +56,7 @@ type gw struct {
 
 func startGateway(t testing.TB) *gw {
 	t.Helper()
-	return startGatewayVersion(t, workerremote.Version())
+	return startGatewayVersion(t, workerVersion())
 }
 
 // startGatewayVersion starts a gateway that says the host runs agora version.
@@ -270,3 +270,7 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// workerVersion is what a host's gateway reports for the worker these tests run (the real
+// agora-worker built beside agoraBin): its identity, bytes and all when unversioned (#31).
+func workerVersion() string { return workerremote.VersionOf(agoratest.Worker(agoraBin)) }

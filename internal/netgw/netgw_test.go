@@ -53,8 +53,8 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Files != 1 || info.Version != workerremote.Version() {
-		t.Errorf("info %+v: want 1 file and version %q", info, workerremote.Version())
+	if info.Files != 1 || info.Version != workerVersion() {
+		t.Errorf("info %+v: want 1 file and version %q", info, workerVersion())
 	}
 	stage := t.TempDir()
 	for _, m := range info.Mounts {

@@ -266,7 +266,7 @@ func TestRedTeam4_SecretsLostInAnOutageAreTheGatewaysFault(t *testing.T) {
 func TestRedTeam4_TunnelsLeaveTheUploadItsReserve(t *testing.T) {
 	defer func(d time.Duration) { workerremote.OutageLimit = d }(workerremote.OutageLimit)
 	workerremote.OutageLimit = 2 * time.Second
-	g := startGatewayWith(t, workerremote.Version(), func(s *Server) {
+	g := startGatewayWith(t, workerVersion(), func(s *Server) {
 		s.MaxConns, s.ReservePerDispatch, s.MaxConnsPerDispatch = 4, ReserveForRequests+2, 64
 	})
 	var tunnels []net.Conn
@@ -359,7 +359,7 @@ func TestRedTeam4_StreamOfAReplacedSessionReachesOnlyItsOwnWriter(t *testing.T) 
 // its session within the outage limit, none is shut out for good. (Held.)
 func TestRedTeam4_ThunderingHerd(t *testing.T) {
 	const pods = 48
-	g := startGatewayWith(t, workerremote.Version(), func(s *Server) { s.MaxPending, s.MaxPendingPerSource = 4, 4 })
+	g := startGatewayWith(t, workerVersion(), func(s *Server) { s.MaxPending, s.MaxPendingPerSource = 4, 4 })
 	clients := make([]*workerremote.Client, pods)
 	for i := range clients {
 		l := stageLayout(t, fmt.Sprintf("01RT4HERD%02d", i))
@@ -388,7 +388,7 @@ func TestRedTeam4_ThunderingHerd(t *testing.T) {
 // flood cannot push the other pod's handshake out. (Held.)
 func TestRedTeam4_WideFloodDoesNotEvictOtherPods(t *testing.T) {
 	const flooders, perSource = 8, 4
-	g := startGatewayWith(t, workerremote.Version(), func(s *Server) {
+	g := startGatewayWith(t, workerVersion(), func(s *Server) {
 		s.MaxPending, s.MaxPendingPerSource = flooders*perSource, perSource
 	})
 	l := stageLayout(t, "01RT4FLOODED")

@@ -24,7 +24,7 @@ import (
 func withSlots(t testing.TB, set func(*Server)) *gw {
 	t.Helper()
 	var slots *Slots
-	g := startGatewayWith(t, workerremote.Version(), func(s *Server) {
+	g := startGatewayWith(t, workerVersion(), func(s *Server) {
 		if slots == nil {
 			slots = &Slots{Dir: filepath.Join(filepath.Dir(s.Registry.Dir), "slots")}
 		}

@@ -20,6 +20,9 @@ type claims struct {
 	Expiry    time.Time
 	NotBefore time.Time // zero when absent
 	Groups    []string
+	// Nonce and AuthorizedParty are an ID token's nonce and azp (OpenID Connect Core §2).
+	Nonce           string
+	AuthorizedParty string
 }
 
 // maxSubject bounds a subject: it becomes part of an audit actor.
@@ -38,12 +41,24 @@ func parseClaims(payload []byte, groupsClaim string) (claims, error) {
 		Aud json.RawMessage `json:"aud"`
 		Exp json.Number     `json:"exp"`
 		Nbf json.Number     `json:"nbf"`
+		// nonce and azp are read as whatever JSON they hold: a non-string is refused below.
+		Nonce json.RawMessage `json:"nonce"`
+		Azp   json.RawMessage `json:"azp"`
 	}
 	if err := strictjson.UnmarshalKnown(payload, &raw); err != nil {
 		return claims{}, fmt.Errorf("token claims: %w", err)
 	}
 	var c claims
 	c.Issuer, c.Subject = raw.Iss, raw.Sub
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+		to   *string
+	}{{"nonce", raw.Nonce, &c.Nonce}, {"azp", raw.Azp, &c.AuthorizedParty}} {
+		if len(f.raw) > 0 && json.Unmarshal(f.raw, f.to) != nil {
+			return claims{}, fmt.Errorf("token claims: %s must be a string", f.name)
+		}
+	}
 	if c.Subject == "" || len(c.Subject) > maxSubject || !printable(c.Subject) {
 		return claims{}, errors.New("token claims: sub must be 1-255 printable characters (no control, bidirectional, separator or invisible character)")
 	}

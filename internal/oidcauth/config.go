@@ -34,6 +34,52 @@ type Config struct {
 	// AllowPrivate lets the provider live on a private or loopback address (egress's
 	// allow-list, e.g. ["127.0.0.1/32"]); empty: only public addresses.
 	AllowPrivate []string `yaml:"allow_private"`
+	// Web is the web view's sign-in (the authorization code flow); absent: the web view
+	// accepts its static tokens only.
+	Web WebClient `yaml:"web"`
+
+	// webAudience marks the copy NewWeb verifies ID tokens with, whose Audience it set to the
+	// web client id on purpose; anywhere else that equality is refused (Validate).
+	webAudience bool
+}
+
+// WebClient is the web view's client at the provider (auth.oidc.web).
+type WebClient struct {
+	// ClientID is the web view's client id at the provider; its ID tokens' aud holds it.
+	ClientID string `yaml:"client_id"`
+	// ClientSecretFile is a file (mode 0600 or stricter) holding the client secret; without it
+	// the secret is read from AGORA_OIDC_CLIENT_SECRET, and without that the client is public
+	// (PKCE only). The secret is never in agora.yaml, argv or a log.
+	ClientSecretFile string `yaml:"client_secret_file"`
+	// RedirectURL is the callback the provider sends the browser back to, as registered
+	// there: the web view's public address and /oidc/callback
+	// (https://agora.example.com/oidc/callback).
+	RedirectURL string `yaml:"redirect_url"`
+}
+
+// WebCallbackPath is the path of the web view's sign-in callback.
+const WebCallbackPath = "/oidc/callback"
+
+// Enabled reports whether the web sign-in is configured.
+func (w WebClient) Enabled() bool { return w.ClientID != "" }
+
+func (w WebClient) check() error {
+	if !w.Enabled() {
+		if w.ClientSecretFile != "" || w.RedirectURL != "" {
+			return errors.New("auth.oidc.web.client_id is required")
+		}
+		return nil
+	}
+	if len(w.ClientID) > 255 || !printable(w.ClientID) {
+		return errors.New("auth.oidc.web.client_id: want 1-255 printable characters")
+	}
+	if err := checkIssuer(w.RedirectURL); err != nil {
+		return fmt.Errorf("auth.oidc.web.redirect_url: %w", err)
+	}
+	if u, _ := url.Parse(w.RedirectURL); u.Path != WebCallbackPath {
+		return fmt.Errorf("auth.oidc.web.redirect_url %q: its path must be %s (the web view's callback)", w.RedirectURL, WebCallbackPath)
+	}
+	return nil
 }
 
 // Rule grants Ceiling and Web to a token whose groups claim holds Group, or whose subject is
@@ -79,6 +125,11 @@ func (c *Config) Validate() error {
 	if c.Audience == "" {
 		return errors.New("auth.oidc.audience is required: the resource or client id the provider puts in aud")
 	}
+	if c.Web.Enabled() && c.Audience == c.Web.ClientID && !c.webAudience {
+		// Red team 33: MCP HTTP would then take the web sign-in's ID tokens (and any access
+		// token the provider gives the web client) as bearer tokens with the rules' ceiling.
+		return fmt.Errorf("auth.oidc.audience %q is auth.oidc.web.client_id too: MCP HTTP would accept the web view's ID tokens as bearer tokens; give MCP its own audience (its resource or API's client id)", c.Audience)
+	}
 	if c.Resource != "" {
 		if err := checkIssuer(c.Resource); err != nil {
 			return fmt.Errorf("auth.oidc.resource: %w", err)
@@ -108,6 +159,9 @@ func (c *Config) Validate() error {
 		if err := r.check(); err != nil {
 			return fmt.Errorf("auth.oidc.rules[%d]: %w", i, err)
 		}
+	}
+	if err := c.Web.check(); err != nil {
+		return err
 	}
 	prefixes, err := c.prefixes()
 	if err != nil {

@@ -11,6 +11,8 @@ func FuzzParseClaims(f *testing.F) {
 	f.Add([]byte(`{"iss":"x","sub":"u","aud":"a","exp":1.5,"nbf":1,"roles":"admin"}`), "roles")
 	f.Add([]byte(`{"sub":"u","Sub":"v","exp":1}`), "groups")
 	f.Add([]byte(`{"sub":"u","exp":1,"groups":[1,2]}`), "groups")
+	f.Add([]byte(`{"sub":"u","exp":1,"nonce":"n","azp":"agora-web"}`), "groups")
+	f.Add([]byte(`{"sub":"u","exp":1,"nonce":1,"azp":["a"]}`), "groups")
 	f.Fuzz(func(t *testing.T, payload []byte, groupsClaim string) {
 		c, err := parseClaims(payload, groupsClaim)
 		if err != nil {
@@ -45,6 +47,21 @@ func FuzzParseKeySet(f *testing.F) {
 			if kid == "" || kid != k.KeyID || !k.IsPublic() || !k.Valid() {
 				t.Fatalf("kept key %q: public %v valid %v", kid, k.IsPublic(), k.Valid())
 			}
+		}
+	})
+}
+
+// FuzzParseTokenResponse feeds arbitrary token endpoint answers (what a provider, or whoever
+// answers in its place, returns for a code) to their parser: it must refuse or read, never
+// panic, and a read id_token is a string the verifier then judges.
+func FuzzParseTokenResponse(f *testing.F) {
+	f.Add([]byte(`{"access_token":"a","token_type":"Bearer","id_token":"x.y.z","expires_in":3600}`))
+	f.Add([]byte(`{"error":"invalid_grant","error_description":"code used"}`))
+	f.Add([]byte(`{"id_token":"a","ID_TOKEN":"b"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		tok, code, err := parseTokenResponse(body)
+		if err != nil && (tok != "" || code != "") {
+			t.Fatalf("refused, yet returned %q %q", tok, code)
 		}
 	})
 }

@@ -127,10 +127,11 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 		return v.checkTimes(id, nbf)
 	}
 	gen := v.gen.Load()
-	id, nbf, err := v.verify(ctx, token)
+	id, c, err := v.verify(ctx, token)
 	if err != nil {
 		return Identity{}, err
 	}
+	nbf := c.NotBefore
 	if !v.noCache {
 		v.cache.put(sum, gen, id, nbf)
 	}
@@ -149,59 +150,59 @@ func (v *Verifier) checkTimes(id Identity, nbf time.Time) (Identity, error) {
 	return id, nil
 }
 
-// verify is Verify without the cache; it also returns the token's nbf.
-func (v *Verifier) verify(ctx context.Context, token string) (Identity, time.Time, error) {
+// verify is Verify without the cache; it also returns the token's claims.
+func (v *Verifier) verify(ctx context.Context, token string) (Identity, claims, error) {
 	if strings.Count(token, ".") != 2 {
-		return Identity{}, time.Time{}, fmt.Errorf("%w: not a compact JWS", ErrInvalid)
+		return Identity{}, claims{}, fmt.Errorf("%w: not a compact JWS", ErrInvalid)
 	}
 	jws, err := jose.ParseSigned(token, v.algs)
 	if err != nil {
-		return Identity{}, time.Time{}, fmt.Errorf("%w: %s", ErrInvalid, joseReason(err))
+		return Identity{}, claims{}, fmt.Errorf("%w: %s", ErrInvalid, joseReason(err))
 	}
 	if len(jws.Signatures) != 1 {
-		return Identity{}, time.Time{}, fmt.Errorf("%w: want exactly one signature", ErrInvalid)
+		return Identity{}, claims{}, fmt.Errorf("%w: want exactly one signature", ErrInvalid)
 	}
 	h := jws.Signatures[0].Protected
 	if h.KeyID == "" {
-		return Identity{}, time.Time{}, fmt.Errorf("%w: the token names no key (kid)", ErrInvalid)
+		return Identity{}, claims{}, fmt.Errorf("%w: the token names no key (kid)", ErrInvalid)
 	}
 	if len(h.ExtraHeaders) > 0 {
 		for k := range h.ExtraHeaders {
 			if k == "crit" {
-				return Identity{}, time.Time{}, fmt.Errorf("%w: critical header extensions are not supported", ErrInvalid)
+				return Identity{}, claims{}, fmt.Errorf("%w: critical header extensions are not supported", ErrInvalid)
 			}
 		}
 	}
 	key, err := v.key(ctx, h.KeyID)
 	if err != nil {
-		return Identity{}, time.Time{}, err
+		return Identity{}, claims{}, err
 	}
 	if key.Algorithm != "" && key.Algorithm != h.Algorithm {
-		return Identity{}, time.Time{}, fmt.Errorf("%w: key %q is for %s, the token says %s", ErrInvalid, clip(h.KeyID), key.Algorithm, h.Algorithm)
+		return Identity{}, claims{}, fmt.Errorf("%w: key %q is for %s, the token says %s", ErrInvalid, clip(h.KeyID), key.Algorithm, h.Algorithm)
 	}
 	if key.Use != "" && key.Use != "sig" {
-		return Identity{}, time.Time{}, fmt.Errorf("%w: key %q is not a signing key", ErrInvalid, clip(h.KeyID))
+		return Identity{}, claims{}, fmt.Errorf("%w: key %q is not a signing key", ErrInvalid, clip(h.KeyID))
 	}
 	payload, err := jws.Verify(key.Key)
 	if err != nil {
-		return Identity{}, time.Time{}, fmt.Errorf("%w: the signature does not verify with key %q", ErrInvalid, clip(h.KeyID))
+		return Identity{}, claims{}, fmt.Errorf("%w: the signature does not verify with key %q", ErrInvalid, clip(h.KeyID))
 	}
 	c, err := parseClaims(payload, v.cfg.GroupsClaim)
 	if err != nil {
-		return Identity{}, time.Time{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return Identity{}, claims{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if c.Issuer != v.cfg.Issuer {
-		return Identity{}, time.Time{}, fmt.Errorf("%w: issued by %q, not %q", ErrInvalid, clip(c.Issuer), v.cfg.Issuer)
+		return Identity{}, claims{}, fmt.Errorf("%w: issued by %q, not %q", ErrInvalid, clip(c.Issuer), v.cfg.Issuer)
 	}
 	if !contains(c.Audience, v.cfg.Audience) {
-		return Identity{}, time.Time{}, fmt.Errorf("%w: its audience is not %q", ErrInvalid, v.cfg.Audience)
+		return Identity{}, claims{}, fmt.Errorf("%w: its audience is not %q", ErrInvalid, v.cfg.Audience)
 	}
 	id := Identity{Issuer: c.Issuer, Subject: c.Subject, Groups: c.Groups, Expiry: c.Expiry,
 		Grant: v.cfg.grant(c.Subject, c.Groups)}
 	if _, err := v.checkTimes(id, c.NotBefore); err != nil {
-		return Identity{}, time.Time{}, err
+		return Identity{}, claims{}, err
 	}
-	return id, c.NotBefore, nil
+	return id, c, nil
 }
 
 // key returns the JWKS key kid, fetching the JWKS when it is not cached or does not hold kid
@@ -381,3 +382,7 @@ func joseReason(err error) string {
 	}
 	return "not a well-formed signed token"
 }
+
+// CloseIdleConnections closes the verifier's idle connections to the provider (a server
+// shutting down leaves none behind).
+func (v *Verifier) CloseIdleConnections() { v.client.CloseIdleConnections() }

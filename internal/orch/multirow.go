@@ -3,6 +3,7 @@ package orch
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 )
 
@@ -22,6 +23,21 @@ const (
 // chunked holds one row-writing statement prepared for one row, smallChunk and bigChunk rows.
 type chunked struct {
 	one, small, big *sql.Stmt
+	// width is how many arguments one row binds; key the positions, within a row's
+	// arguments, of the key an UPDATE ... FROM (VALUES ...) joins on (nil for an INSERT,
+	// whose primary key already refuses a row twice).
+	width int
+	key   []int
+	// seen holds the keys one writeChunked call has written so far: a key twice anywhere in
+	// one batch (in one chunk, or in two chunks or single rows, where the later row would win
+	// silently) fails the commit. Cleared after each call, it keeps its buckets.
+	seen map[rowKey]struct{}
+}
+
+// rowKey is a row's key: a task's run id and position, or an attempt's dispatch id (n 0).
+type rowKey struct {
+	s string
+	n int
 }
 
 // chunkSQL is a statement over n rows: head, then n copies of row joined by commas, then tail.
@@ -44,6 +60,8 @@ func chunkSQL(head, row, tail string, n int) string {
 // (the plan: SCAN v, SEARCH tasks USING PRIMARY KEY); a key twice in one list would update
 // its row with either, so a list never holds one key twice: a batch writes a task's row
 // once (its dirty flag) and ends an attempt once (complete removes it from live first).
+// writeChunked checks it (sameKey): a batch that names a key twice, in one chunk or across
+// chunks, fails the commit rather than leave SQLite to pick one of the two rows.
 var (
 	updateTaskChunk = [3]string{
 		`UPDATE tasks SET state = v.column1, attempts = v.column2, failures = v.column3, dispatch_id = v.column4,
@@ -70,9 +88,17 @@ var (
 	}
 )
 
-// prepareChunked compiles the small and big forms of q on db; one is the one-row statement.
-func prepareChunked(ctx context.Context, db *sql.DB, one *sql.Stmt, q [3]string) (chunked, error) {
-	c := chunked{one: one}
+// The key positions of the two UPDATE ... FROM (VALUES ...) forms: a task's run id and
+// position (column13, column14); an attempt's dispatch id (column6).
+var (
+	updateTaskKey = []int{12, 13}
+	endAttemptKey = []int{5}
+)
+
+// prepareChunked compiles the small and big forms of q on db; one is the one-row statement,
+// key the positions of the key its rows join on (nil: an INSERT).
+func prepareChunked(ctx context.Context, db *sql.DB, one *sql.Stmt, q [3]string, key []int) (chunked, error) {
+	c := chunked{one: one, width: strings.Count(q[1], "?"), key: key}
 	var err error
 	if c.small, err = db.PrepareContext(ctx, chunkSQL(q[0], q[1], q[2], smallChunk)); err != nil {
 		return c, err
@@ -127,11 +153,53 @@ func writeChunked(ctx context.Context, tx *sql.Tx, c *chunked, n int, buf *[]any
 			a = args(a, j)
 		}
 		*buf = a
+		if n > 1 {
+			if err := c.sameKey(a, k, i); err != nil {
+				clear(*buf)
+				clear(c.seen)
+				return err
+			}
+		}
 		if _, err := stmt.ExecContext(ctx, a...); err != nil {
+			clear(c.seen)
 			return err
 		}
 		i += k
 	}
 	clear(*buf)
+	clear(c.seen)
+	return nil
+}
+
+// sameKey fails when one of the k rows whose arguments a holds (the batch's rows from first)
+// names a key an earlier row of this writeChunked call named: in an UPDATE ... FROM (VALUES
+// ...) SQLite would update that row from either of them, and across two statements the later
+// would win; either way the row would not be the one the batch's audit entries record.
+func (c *chunked) sameKey(a []any, k, first int) error {
+	if len(c.key) == 0 {
+		return nil
+	}
+	if len(a) != k*c.width {
+		return fmt.Errorf("orchestrator: a chunk of %d rows bound %d arguments, want %d", k, len(a), k*c.width)
+	}
+	if c.seen == nil {
+		c.seen = map[rowKey]struct{}{}
+	}
+	for x := 0; x < k; x++ {
+		var key rowKey
+		var ok bool
+		if key.s, ok = a[x*c.width+c.key[0]].(string); !ok {
+			return fmt.Errorf("orchestrator: row %d's key %v is not a string", first+x, a[x*c.width+c.key[0]])
+		}
+		if len(c.key) > 1 {
+			if key.n, ok = a[x*c.width+c.key[1]].(int); !ok {
+				return fmt.Errorf("orchestrator: row %d's key %v is not an int", first+x, a[x*c.width+c.key[1]])
+			}
+		}
+		if _, dup := c.seen[key]; dup {
+			return fmt.Errorf("orchestrator: row %d of one batch's multi-row write names the same key %v as an earlier row: refused (SQLite would update it from either)", first+x, a[x*c.width+c.key[0]:x*c.width+c.key[len(c.key)-1]+1])
+		}
+		c.seen[key] = struct{}{}
+	}
 	return nil
 }

@@ -54,9 +54,10 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		dst *chunked
 		one *sql.Stmt
 		q   [3]string
-	}{{&s.updateTasks, s.updateTask, updateTaskChunk}, {&s.insertTasks, s.insertTask, insertTaskChunk},
-		{&s.insertAttempts, s.insertAttempt, insertAttemptChunk}, {&s.endAttempts, s.endAttempt, endAttemptChunk}} {
-		ch, err := prepareChunked(ctx, db, c.one, c.q)
+		key []int
+	}{{&s.updateTasks, s.updateTask, updateTaskChunk, updateTaskKey}, {&s.insertTasks, s.insertTask, insertTaskChunk, nil},
+		{&s.insertAttempts, s.insertAttempt, insertAttemptChunk, nil}, {&s.endAttempts, s.endAttempt, endAttemptChunk, endAttemptKey}} {
+		ch, err := prepareChunked(ctx, db, c.one, c.q, c.key)
 		if err != nil {
 			s.close()
 			return err

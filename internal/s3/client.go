@@ -222,6 +222,8 @@ type ObjectInfo struct {
 	LockMode string
 	// RetainUntil is the end of that retention.
 	RetainUntil time.Time
+	// LastModified is when the object was last written (zero when the server said nothing).
+	LastModified time.Time
 }
 
 // Lock asks for Object Lock retention on a put.
@@ -400,6 +402,9 @@ func infoOf(h http.Header) ObjectInfo {
 	info := ObjectInfo{VersionID: h.Get("X-Amz-Version-Id"), LockMode: h.Get("X-Amz-Object-Lock-Mode")}
 	if t, err := time.Parse(time.RFC3339, h.Get("X-Amz-Object-Lock-Retain-Until-Date")); err == nil {
 		info.RetainUntil = t.UTC()
+	}
+	if t, err := http.ParseTime(h.Get("Last-Modified")); err == nil {
+		info.LastModified = t.UTC()
 	}
 	if info.VersionID == "null" {
 		info.VersionID = ""

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 )
 
 // maxCredentialsFile caps a credentials file.
@@ -38,7 +39,8 @@ func LoadCredentials(file string, getenv func(string) string) (Credentials, erro
 		c := Credentials{AccessKeyID: getenv("AWS_ACCESS_KEY_ID"), SecretAccessKey: getenv("AWS_SECRET_ACCESS_KEY"), SessionToken: getenv("AWS_SESSION_TOKEN")}
 		return c, c.validate()
 	}
-	f, err := os.Open(file)
+	// O_NONBLOCK: a FIFO named here is refused below instead of hanging the command.
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return Credentials{}, fmt.Errorf("s3 credentials file: %w", err)
 	}
@@ -46,6 +48,9 @@ func LoadCredentials(file string, getenv func(string) string) (Credentials, erro
 	st, err := f.Stat()
 	if err != nil {
 		return Credentials{}, fmt.Errorf("s3 credentials file: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return Credentials{}, fmt.Errorf("s3 credentials file %s is not a regular file", file)
 	}
 	if st.Mode().Perm()&0o077 != 0 {
 		return Credentials{}, fmt.Errorf("s3 credentials file %s has mode %04o: it holds a secret, run chmod 600", file, st.Mode().Perm())

@@ -59,8 +59,10 @@ type pageData struct {
 	CSRF     string
 	Error    string
 	Next     string
-	Nav      string
-	Body     any
+	// SignIn offers the identity provider's sign-in on the login page.
+	SignIn bool
+	Nav    string
+	Body   any
 }
 
 // detailData is the dispatch detail's view inside a page (a dispatch's or a task's).

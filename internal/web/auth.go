@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +23,9 @@ const (
 	// client's oldest session, so no token (a read-only one included) can fill the table and
 	// keep another client out. The table holds at most this many per configured client.
 	maxClientSessions = 32
+	// maxSessions is when every expired session is swept: a provider's operators are many
+	// owners, each bounded by maxClientSessions only.
+	maxSessions = 4096
 )
 
 // principal is who a request acts for.
@@ -34,7 +38,7 @@ type principal struct {
 
 type session struct {
 	p       principal
-	client  int // index of the client in authenticator.clients
+	owner   string // whose sessions it counts against: "token:INDEX" or "oidc:ISSUER#sub"
 	expires time.Time
 }
 
@@ -49,7 +53,7 @@ type authenticator struct {
 	// sessions maps the SHA-256 of a session id to its session, and byClient lists each
 	// client's session keys oldest first; both guarded by mu.
 	sessions map[[sha256.Size]byte]*session
-	byClient map[int][][sha256.Size]byte
+	byClient map[string][][sha256.Size]byte
 }
 
 // tokenSum is a client's token hashed, so every comparison takes the same time whatever the
@@ -60,7 +64,7 @@ type tokenSum struct {
 }
 
 func newAuthenticator(clients []mcpserver.Client, now func() time.Time) *authenticator {
-	a := &authenticator{now: now, limit: newLoginLimiter(), sessions: map[[sha256.Size]byte]*session{}, byClient: map[int][][sha256.Size]byte{}}
+	a := &authenticator{now: now, limit: newLoginLimiter(), sessions: map[[sha256.Size]byte]*session{}, byClient: map[string][][sha256.Size]byte{}}
 	for _, c := range clients {
 		a.clients = append(a.clients, tokenSum{client: c, sum: sha256.Sum256([]byte(c.Token))})
 	}
@@ -91,16 +95,23 @@ func (a *authenticator) verifyClient(token string) (principal, int, bool) {
 }
 
 // newSession starts a session for p, the principal of client, and returns its id (for the
-// cookie). The client's expired sessions are dropped, and its oldest when it holds
-// maxClientSessions.
+// cookie).
 func (a *authenticator) newSession(p principal, client int) string {
+	return a.startSession(p, "token:"+strconv.Itoa(client), a.now().Add(sessionTTL))
+}
+
+// startSession starts a session for p counted against owner, ending at expires, and returns
+// its id. The owner's expired sessions are dropped, and its oldest when it holds
+// maxClientSessions. A provider's operator is its own owner (its issuer and subject), so the
+// bound is per person there too.
+func (a *authenticator) startSession(p principal, owner string, expires time.Time) string {
 	id, csrf := randomToken(), randomToken()
 	p.csrf = csrf
 	now := a.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	keys := a.byClient[client][:0]
-	for _, k := range a.byClient[client] {
+	keys := a.byClient[owner][:0]
+	for _, k := range a.byClient[owner] {
 		if s, ok := a.sessions[k]; ok && !now.After(s.expires) {
 			keys = append(keys, k)
 		} else {
@@ -112,9 +123,32 @@ func (a *authenticator) newSession(p principal, client int) string {
 		keys = keys[1:]
 	}
 	key := sha256.Sum256([]byte(id))
-	a.sessions[key] = &session{p: p, client: client, expires: now.Add(sessionTTL)}
-	a.byClient[client] = append(keys, key)
+	a.sessions[key] = &session{p: p, owner: owner, expires: expires}
+	a.byClient[owner] = append(keys, key)
+	if len(a.sessions) > maxSessions {
+		a.sweepLocked(now)
+	}
 	return id
+}
+
+// sweepLocked drops every expired session and every owner left with none (a provider's
+// subjects are many, and each leaves its list behind). a.mu is held.
+func (a *authenticator) sweepLocked(now time.Time) {
+	for owner, keys := range a.byClient {
+		live := keys[:0]
+		for _, k := range keys {
+			if s, ok := a.sessions[k]; ok && !now.After(s.expires) {
+				live = append(live, k)
+			} else {
+				delete(a.sessions, k)
+			}
+		}
+		if len(live) == 0 {
+			delete(a.byClient, owner)
+		} else {
+			a.byClient[owner] = live
+		}
+	}
 }
 
 func (a *authenticator) session(id string) (principal, bool) {

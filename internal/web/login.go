@@ -18,7 +18,7 @@ func (s *Server) requireLogin(next http.Handler) http.Handler {
 			}
 			s.log.Warn("web request refused", "status", http.StatusUnauthorized, "remote", r.RemoteAddr, "path", r.URL.Path, "reason", "not logged in")
 			w.WriteHeader(http.StatusUnauthorized)
-			s.pages.render(w, "login", pageData{Title: "Log in", Error: "Log in to see this page.", Next: localPath(r.URL.RequestURI())})
+			s.pages.render(w, "login", s.loginData("Log in to see this page.", localPath(r.URL.RequestURI())))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), p)))
@@ -44,7 +44,7 @@ func (s *Server) requireOperator(next http.HandlerFunc) http.Handler {
 }
 
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
-	s.pages.render(w, "login", pageData{Title: "Log in", Next: localPath(r.URL.Query().Get("next"))})
+	s.pages.render(w, "login", s.loginData("", localPath(r.URL.Query().Get("next"))))
 }
 
 func (s *Server) loginPost(w http.ResponseWriter, r *http.Request) {
@@ -57,12 +57,12 @@ func (s *Server) loginPost(w http.ResponseWriter, r *http.Request) {
 			s.log.Warn("web login refused", "remote", r.RemoteAddr, "reason", "too many wrong tokens from this source")
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(http.StatusTooManyRequests)
-			s.pages.render(w, "login", pageData{Title: "Log in", Error: "Too many wrong tokens from this address: wait a moment.", Next: next})
+			s.pages.render(w, "login", s.loginData("Too many wrong tokens from this address: wait a moment.", next))
 			return
 		}
 		s.log.Warn("web login refused", "remote", r.RemoteAddr)
 		w.WriteHeader(http.StatusUnauthorized)
-		s.pages.render(w, "login", pageData{Title: "Log in", Error: "That token is not valid here.", Next: next})
+		s.pages.render(w, "login", s.loginData("That token is not valid here.", next))
 		return
 	}
 	id := s.auth.newSession(p, client)

@@ -8,9 +8,10 @@ import (
 	"github.com/agora-dev/agora/internal/oidcauth/oidctest"
 )
 
-// TestServer_OIDCTokenReplayedToTheWebView: the web view does not sign in from the provider
-// yet (#31, unfinished), so a provider's token, however valid for MCP, must open nothing here:
-// not as a bearer token on the API, not as the session cookie, not as the login form's token.
+// TestServer_OIDCTokenReplayedToTheWebView: the web view signs in from the provider only by
+// the code flow (oidc.go, #31), so a provider's token, however valid for MCP, must open nothing
+// here: not as a bearer token on the API, not as the session cookie, not as the login form's
+// token.
 func TestServer_OIDCTokenReplayedToTheWebView(t *testing.T) {
 	p := oidctest.Start(t, oidctest.Config{Services: []oidctest.Service{
 		{ID: "svc-platform", Secret: "platform-secret", Groups: []string{"platform"}, Audience: []string{"agora-web"}},

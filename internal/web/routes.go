@@ -2,6 +2,8 @@ package web
 
 import (
 	"net/http"
+
+	"github.com/agora-dev/agora/internal/oidcauth"
 )
 
 // routes is every page, API and action. Only the login and the stylesheet it uses are served
@@ -10,6 +12,10 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /login", s.loginPage)
 	mux.HandleFunc("POST /login", s.loginPost)
+	if s.cfg.OIDC != nil {
+		mux.HandleFunc("GET /oidc/login", s.oidcStart)
+		mux.HandleFunc("GET "+oidcauth.WebCallbackPath, s.oidcCallback)
+	}
 	mux.Handle("GET /static/app.css", staticHandler())
 
 	in := http.NewServeMux()

@@ -48,6 +48,9 @@ type Config struct {
 	Now   func() time.Time
 	// Listening, when set, is called with the bound address before the first request.
 	Listening func(net.Addr)
+	// OIDC, when set, offers the sign-in from an identity provider (oidc.go) beside the
+	// tokens.
+	OIDC *OIDC
 }
 
 // Check reports whether cfg may start, binding nothing: a valid token for every client (the
@@ -55,6 +58,9 @@ type Config struct {
 func Check(cfg Config) error {
 	if err := mcpserver.CheckHTTP(mcpserver.HTTPConfig{Addr: cfg.Addr, Clients: cfg.Clients, AllowAny: cfg.AllowAny}); err != nil {
 		return fmt.Errorf("web run view: %w", err)
+	}
+	if cfg.OIDC != nil && (cfg.OIDC.Verifier == nil || !cfg.OIDC.Verifier.Config().Web.Enabled()) {
+		return errors.New("web run view: the identity provider's sign-in needs a verifier of auth.oidc.web (oidcauth.NewWeb)")
 	}
 	return nil
 }
@@ -78,6 +84,8 @@ type Server struct {
 	shapes    *shapes
 	// streams bounds each client's open event streams (streams.go).
 	streams streamCounts
+	// flows are the provider sign-ins under way (oidc.go).
+	flows flows
 }
 
 // New builds the run view over src. It starts nothing.
@@ -144,6 +152,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		err = <-errc
 	}
 	<-hubDone
+	if s.cfg.OIDC != nil {
+		s.cfg.OIDC.Verifier.CloseIdleConnections()
+	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("web run view: %w", err)
 	}
@@ -165,7 +176,7 @@ func (s *Server) Handler(addr net.Addr) http.Handler {
 			s.refuse(w, r, http.StatusForbidden, "forbidden: the Host header does not name this server")
 			return
 		}
-		if !names.OriginOK(r) {
+		if !names.OriginOK(r) && !s.callbackNavigation(r) {
 			s.refuse(w, r, http.StatusForbidden, "forbidden: cross-origin requests are not allowed")
 			return
 		}

@@ -76,6 +76,14 @@ func must(t testing.TB, err error) {
 
 func newUIEnv(t testing.TB) *uiEnv {
 	t.Helper()
+	e := newUIHome(t)
+	e.serve()
+	return e
+}
+
+// newUIHome is newUIEnv before serve starts.
+func newUIHome(t testing.TB) *uiEnv {
+	t.Helper()
 	dir := t.TempDir()
 	e := &uiEnv{t: t, dir: dir, home: filepath.Join(dir, "home"), repo: filepath.Join(dir, "repo")}
 	tokens := filepath.Join(dir, "tokens.yaml")
@@ -121,7 +129,6 @@ subagents:
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
 	}
-	e.serve()
 	return e
 }
 
@@ -143,10 +150,13 @@ func freeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
-// serve starts `agora orch serve --http` and waits until the web view answers.
+// serve starts `agora orch serve --http` (on e.addr when set) and waits until the web view
+// answers.
 func (e *uiEnv) serve() {
 	e.t.Helper()
-	e.addr = freeAddr(e.t)
+	if e.addr == "" {
+		e.addr = freeAddr(e.t)
+	}
 	e.base = "http://" + e.addr
 	cmd := exec.Command(agoraBin, "orch", "serve", "--http", e.addr)
 	cmd.Env = e.vars
@@ -234,12 +244,23 @@ type answer struct {
 }
 
 type cookieAnswer struct {
-	Name     string `json:"name"`
-	HTTPOnly bool   `json:"httpOnly"`
-	SameSite string `json:"sameSite"`
+	Name     string  `json:"name"`
+	Value    string  `json:"value"`
+	Path     string  `json:"path"`
+	Secure   bool    `json:"secure"`
+	Expires  float64 `json:"expires"`
+	HTTPOnly bool    `json:"httpOnly"`
+	SameSite string  `json:"sameSite"`
 }
 
 func newBrowser(t testing.TB, base string) *browser {
+	t.Helper()
+	return newBrowserAllowing(t, base)
+}
+
+// newBrowserAllowing is newBrowser whose browser may also reach the origins allow (an
+// identity provider's).
+func newBrowserAllowing(t testing.TB, base string, allow ...string) *browser {
 	t.Helper()
 	out, err := exec.Command(filepath.Join(repoRoot(), "scripts", "ui-test", "install.sh")).Output()
 	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 3 {
@@ -253,7 +274,7 @@ func newBrowser(t testing.TB, base string) *browser {
 	drv := filepath.Join(cache, "driver.mjs")
 	must(t, os.WriteFile(drv, src, 0o644))
 	cmd := exec.Command("node", drv)
-	cmd.Env = append(os.Environ(), "UI_BASE="+base, "UI_CHROMIUM="+chromium())
+	cmd.Env = append(os.Environ(), "UI_BASE="+base, "UI_CHROMIUM="+chromium(), "UI_ALLOW="+strings.Join(allow, ","))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	must(t, err)

@@ -2,7 +2,7 @@
 // binds read-only into every sandbox, and that Claude Code runs for every hook event.
 //
 // Where: [Locate] looks beside the agora executable ([Name] next to it: `make install` and
-// `go install ./cmd/agora ./cmd/agora-worker` both put it there), unless the person running
+// `go install ./cmd/agora ./cmd/agora-full ./cmd/agora-worker` both put it there), unless the person running
 // agora names another file (AGORA_WORKER_BINARY, or worker.binary in agora.yaml). Nothing a run, a plan or an MCP client sends can move it.
 //
 // What: [Pinner.Pin] reads the installed file once, checks that it is an agora-worker built
@@ -31,7 +31,7 @@ const Name = "agora-worker"
 const MainPath = "github.com/agora-dev/agora/cmd/agora-worker"
 
 // FixCommand is what a person runs to install agora and its worker side by side.
-const FixCommand = "make install (from a checkout), or go install ./cmd/agora ./cmd/agora-worker"
+const FixCommand = "make install (from a checkout), or go install ./cmd/agora ./cmd/agora-full ./cmd/agora-worker"
 
 // Binary is a pinned worker binary, ready to bind.
 type Binary struct {

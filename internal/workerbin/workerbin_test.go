@@ -139,7 +139,7 @@ func TestPin_Refusals(t *testing.T) {
 		as     any
 	}{
 		{name: "missing", source: func(t *testing.T) string { return filepath.Join(t.TempDir(), Name) },
-			want: []string{"no such file", "make install", "go install ./cmd/agora ./cmd/agora-worker"}, as: new(*MissingError)},
+			want: []string{"no such file", "make install", "go install ./cmd/agora ./cmd/agora-full ./cmd/agora-worker"}, as: new(*MissingError)},
 		{name: "another program", source: func(t *testing.T) string {
 			// A Go program that is not the worker: this test binary.
 			b, _ := os.ReadFile(self)

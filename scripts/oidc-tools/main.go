@@ -4,8 +4,8 @@
 //
 //   - service clients (client credentials grant) whose access tokens are JWTs with a groups
 //     claim and the audience the test names; a lifetime below zero issues an expired token;
-//   - the example's users (test-user@127.0.0.1 / verysecure) with groups, and a web client for
-//     the authorization code flow with PKCE;
+//   - the example's users (test-user@127.0.0.1 / verysecure) with groups (in their ID tokens
+//     too), and a web client for the authorization code flow with PKCE;
 //   - POST /admin/rotate makes a new signing key current (the old one stays in the JWKS until
 //     POST /admin/rotate?drop=1), so a test can see rotation happen.
 //
@@ -197,6 +197,18 @@ func (s *store) GetPrivateClaimsFromScopes(ctx context.Context, userID, clientID
 		claims["groups"] = g
 	}
 	return claims, nil
+}
+
+// SetUserinfoFromRequest puts the user's groups into its ID token too (the example storage
+// puts only the standard claims there): the web view's sign-in maps them to a role.
+func (s *store) SetUserinfoFromRequest(ctx context.Context, userinfo *oidc.UserInfo, req op.IDTokenRequest, scopes []string) error {
+	if err := s.Storage.SetUserinfoFromRequest(ctx, userinfo, req, scopes); err != nil {
+		return err
+	}
+	if g := s.groups(req.GetSubject()); g != nil {
+		userinfo.AppendClaims("groups", g)
+	}
+	return nil
 }
 
 func main() {

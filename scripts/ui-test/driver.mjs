@@ -1,7 +1,8 @@
 // A line-oriented driver of headless Debian Chromium for the Go UI tests: each line on stdin
 // is one JSON command, each answer one JSON line on stdout ({ok: true, ...} or {ok: false,
 // error}). The Go test decides what to check; this only does what it is told. The browser
-// reaches nothing but the server under test: every other request is aborted and reported.
+// reaches nothing but the server under test (and the origins UI_ALLOW lists, comma-separated:
+// an identity provider's): every other request is aborted and reported.
 import { chromium } from "playwright-core";
 import readline from "node:readline";
 
@@ -13,9 +14,10 @@ const browser = await chromium.launch({
 });
 const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
 const offsite = [];
+const allow = (process.env.UI_ALLOW || "").split(",").filter(Boolean);
 await context.route("**/*", (route) => {
   const u = route.request().url();
-  if (u.startsWith(base + "/")) return route.continue();
+  if (u.startsWith(base + "/") || allow.some((a) => u.startsWith(a + "/"))) return route.continue();
   offsite.push(u);
   return route.abort();
 });

@@ -59,26 +59,9 @@ func (a *S3) Anchor(ctx context.Context, checkpoint []byte, checkPrevious func(c
 	if err != nil {
 		return verify.Evidence{}, err
 	}
-	// A delete marker hides an anchor from the listing below (Object Lock refuses deleting a
-	// locked version, not marking it deleted); a second version of a key replaces what a GET
-	// reads. Either would let a rolled-back log pass the check against the latest anchor.
-	versions, err := a.c.VersionsUnder(ctx, S3AnchorDir(a.log))
+	prev, err := a.latest(ctx, "refusing to anchor")
 	if err != nil {
 		return verify.Evidence{}, err
-	}
-	if err := S3AnchorsAltered(versions); err != nil {
-		return verify.Evidence{}, fmt.Errorf("%s: %w; refusing to anchor until an operator looks", a.Name(), err)
-	}
-	names, err := a.c.List(ctx, S3AnchorDir(a.log))
-	if err != nil {
-		return verify.Evidence{}, err
-	}
-	var prev []byte
-	if len(names) > 0 {
-		last := names[len(names)-1]
-		if prev, _, err = a.c.Get(ctx, last, "", verify.MaxCheckpointSize); err != nil {
-			return verify.Evidence{}, err
-		}
 	}
 	if err := checkPrevious(ctx, prev); err != nil {
 		return verify.Evidence{}, err
@@ -120,6 +103,32 @@ func (a *S3) Anchor(ctx context.Context, checkpoint []byte, checkPrevious func(c
 		Locator:          name,
 		Receipt:          []byte("version " + info.VersionID + ", " + lock.Mode + " until " + lock.RetainUntil.Format(time.RFC3339)),
 	}, nil
+}
+
+// Latest is the log's newest anchored checkpoint in the bucket, nil when it holds none. A delete
+// marker or a second version of any anchor is an error (see [S3.Anchor]): `agora restore`
+// checks a restored log against it, and must not be shown an older one.
+func (a *S3) Latest(ctx context.Context) ([]byte, error) {
+	return a.latest(ctx, "refusing to trust its anchors until an operator looks")
+}
+
+func (a *S3) latest(ctx context.Context, refusal string) ([]byte, error) {
+	// A delete marker hides an anchor from the listing below (Object Lock refuses deleting a
+	// locked version, not marking it deleted); a second version of a key replaces what a GET
+	// reads. Either would let a rolled-back log pass the check against the latest anchor.
+	versions, err := a.c.VersionsUnder(ctx, S3AnchorDir(a.log))
+	if err != nil {
+		return nil, err
+	}
+	if err := S3AnchorsAltered(versions); err != nil {
+		return nil, fmt.Errorf("%s: %w; %s", a.Name(), err, refusal)
+	}
+	names, err := a.c.List(ctx, S3AnchorDir(a.log))
+	if err != nil || len(names) == 0 {
+		return nil, err
+	}
+	prev, _, err := a.c.Get(ctx, names[len(names)-1], "", verify.MaxCheckpointSize)
+	return prev, err
 }
 
 // S3AnchorsAltered reports the first sign, in a listing of every version under a log's anchor

@@ -154,3 +154,8 @@ func WouldDeny(kind string) bool {
 	}
 	return false
 }
+
+// RetentionPurged records products of an ended dispatch purged by retention (#31): subject
+// the dispatch, details the products (name, digest, class, size), why, and the purger's role.
+// It is written before the blobs are deleted, in the transaction that records the purge.
+const RetentionPurged = "retention.purged"

@@ -62,6 +62,9 @@ type Bundle struct {
 	// SelectionNote is a C2SP signed note, by the log's key, over [SelectionText] of this
 	// bundle: what the exporter selected and which entries that gave. Format v3 only.
 	SelectionNote []byte `json:"selection_note,omitempty"`
+	// Purged lists the products retention deleted, as the bundle's retention.purged entries
+	// record them ([Purged]); absent when none did.
+	Purged []Purged `json:"purged,omitempty"`
 }
 
 // Selection records the export's filter so the verifier can check the entries match it.

@@ -92,6 +92,8 @@ func bundleField(b *Bundle, key string) any {
 		return &b.Manifests
 	case "selection_note":
 		return &b.SelectionNote
+	case "purged":
+		return &b.Purged
 	}
 	return nil
 }

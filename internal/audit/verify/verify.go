@@ -171,6 +171,7 @@ func (v *verifier) checkLog() {
 	v.checkEntries()
 	v.checkAnchored()
 	v.checkManifests()
+	v.checkPurged()
 }
 
 func (v *verifier) pass(check, item, format string, args ...any) {

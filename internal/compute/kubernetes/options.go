@@ -96,6 +96,8 @@ type Provider struct {
 	// testOnlyPodMeta, set by tests, edits the pod template's metadata (kwok's stages are
 	// chosen by labels and annotations).
 	testOnlyPodMeta func(*metav1.ObjectMeta)
+	// testOnlyWatchWait, set by tests, replaces a slot's pod watch's bounds (slotwatch.go).
+	testOnlyWatchWait time.Duration
 
 	mu        sync.Mutex
 	cancelled map[string]bool       // guarded by mu: Jobs this process is deleting on purpose

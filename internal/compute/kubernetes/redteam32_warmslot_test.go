@@ -99,6 +99,29 @@ func TestRedTeam32_WarmSlotPodEditsNeverClaimed(t *testing.T) {
 				t.Fatalf("resize the slot pod: %v", err)
 			}
 		},
+		// The slot's pod deleted while it waits (a node drained, someone's kubectl): the Job
+		// runs no other (backoffLimit 0); the slot is gone.
+		"pod deleted": func(t *testing.T, sl *Slot) {
+			pod, err := sl.findPod(t.Context())
+			if err != nil || pod == nil {
+				t.Fatalf("slot pod: %v", err)
+			}
+			if err := p.client.CoreV1().Pods(p.ns).Delete(t.Context(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		// The slot's pod relabelled out of its NetworkPolicy's selector: it leaves the watch's
+		// label selector too (a Deleted event).
+		"relabelled": func(t *testing.T, sl *Slot) {
+			pod, err := sl.findPod(t.Context())
+			if err != nil || pod == nil {
+				t.Fatalf("slot pod: %v", err)
+			}
+			patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:null}}}`, labelSlot)
+			if _, err := p.client.CoreV1().Pods(p.ns).Patch(t.Context(), pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		},
 		// The slot's pod deleted and a pod of the attacker's made in its place, within the
 		// namespace's restricted Pod Security: the slot's labels (its policy selects it, and
 		// it mounts the slot's Secret), an owner reference to the slot's Job (not as
@@ -122,7 +145,20 @@ func TestRedTeam32_WarmSlotPodEditsNeverClaimed(t *testing.T) {
 			if err := sl.Check(t.Context()); err != nil {
 				t.Fatalf("a fresh slot fails its check: %v", err)
 			}
+			if !sl.Alive() {
+				t.Fatal("a fresh slot is not alive")
+			}
 			attack(t, sl)
+			// The slot's pod watch sees the edit while the slot waits (#30 k8shold2): it is
+			// counted gone at once (its holder starts another), not at the next claim.
+			select {
+			case <-sl.Gone():
+			case <-time.After(time.Minute):
+				t.Fatal("the slot's pod watch did not see the edit in a minute")
+			}
+			if sl.Alive() {
+				t.Error("a slot whose pod was edited is still alive")
+			}
 			refusedBeforeBind(t, sl)
 		})
 	}

@@ -40,8 +40,8 @@ import (
 // The gateway revokes the slot's token at the claim, so a slot runs one dispatch, ever. At the
 // claim the holder checks that the Job and its pod are still the ones it made (uid, labels,
 // containers: a pod relabelled out of its policy or given another image is never claimed),
-// then binds, then sets the Job's activeDeadlineSeconds to the dispatch's timeout and marks it
-// claimed. A claimed slot's Job is followed as a cold dispatch's Job is.
+// then marks the Job claimed, binds, then sets the Job's activeDeadlineSeconds to the
+// dispatch's timeout. A claimed slot's Job is followed as a cold dispatch's Job is.
 
 // Slot labels and annotations.
 const (
@@ -57,6 +57,10 @@ const (
 	// slotRoot is the layout root the slot's worker fetches below.
 	slotRoot = "/agora"
 )
+
+// proxyTokenEnv is the worker's egress proxy password variable (wire.ProxyTokenEnv, which
+// this host-side package does not import; a test pins the two equal).
+const proxyTokenEnv = "AGORA_PROXY_TOKEN"
 
 // slotReadyWait bounds how long StartSlot waits for the slot's pod to run.
 var slotReadyWait = 5 * time.Minute
@@ -98,14 +102,19 @@ type Slot struct {
 	npSum string // a hash of the NetworkPolicy's spec as stored
 	start time.Time
 
-	mu    sync.Mutex
-	spent bool // guarded by mu: claimed or discarded
+	mu        sync.Mutex
+	spent     bool               // guarded by mu: claimed or discarded
+	stopWatch context.CancelFunc // guarded by mu: ends watchPod (slotwatch.go)
+
+	gone     chan struct{} // closed when the watch saw the pod stop waiting (slotwatch.go)
+	goneOnce sync.Once
 }
 
 // SlotShape is the key a dispatch's spec must match to run in a slot started from a spec
 // with the same key: its argv, its environment without the per-dispatch id, its limits and
 // its sandbox. The binds (all below /agora, fetched at the claim) and RunAs are not part of
-// it: the slot's pod runs as the slot's own uid.
+// it: the slot's pod runs as the uid it was started with ([Slot.Run] wants the dispatch's
+// RunAs to be that one).
 func SlotShape(s compute.Spec) string {
 	env := slotEnv(s.Env)
 	slices.Sort(env)
@@ -130,8 +139,11 @@ func slotEnv(env []string) []string {
 	return out
 }
 
-// StartSlot starts one warm slot from spec (a learnt template: its ID, binds and RunAs are
-// ignored) and returns once its pod runs. On error nothing of it is left.
+// StartSlot starts one warm slot from spec (a learnt template: its ID and binds are ignored)
+// and returns once its pod runs. The pod runs as spec.RunAs when set (a root agora's uid
+// lease, which the claiming dispatch takes over, as a cold pod runs as its leased uid), else
+// as the slot id's own uid of the target's range (as a cold pod runs as its dispatch id's).
+// On error nothing of it is left.
 func (p *Provider) StartSlot(ctx context.Context, spec compute.Spec, o SlotOptions) (*Slot, error) {
 	if !remote.ValidSlotID(o.ID) {
 		return nil, fmt.Errorf("warm slot %q: not a slot id", o.ID)
@@ -142,9 +154,20 @@ func (p *Provider) StartSlot(ctx context.Context, spec compute.Spec, o SlotOptio
 	if !validHome(o.Home) {
 		return nil, fmt.Errorf("warm slot %s: home %q: want [a-z0-9], 1 to %d bytes", o.ID, o.Home, maxName)
 	}
+	for _, kv := range spec.Env {
+		if strings.HasPrefix(kv, proxyTokenEnv+"=") {
+			// A slot's Secret is made before any dispatch: a template's proxy password would
+			// be one dispatch's credential handed to whichever dispatch claims the slot.
+			return nil, fmt.Errorf("warm slot %s: the template holds the egress proxy's password (%s); such dispatches start cold", o.ID, proxyTokenEnv)
+		}
+	}
 	// The slot is a Job on either backend: its lifecycle is agora's, not a Sandbox
 	// controller's, and a Job's pod template is immutable once made.
 	tmpl := compute.Spec{ID: o.ID, Argv: spec.Argv, Env: slotEnv(spec.Env), Limits: spec.Limits, Sandbox: spec.Sandbox, Dir: "/tmp"}
+	if spec.RunAs != nil {
+		ra := *spec.RunAs
+		tmpl.RunAs = &ra
+	}
 	env, err := p.checkSpec(tmpl)
 	if err != nil {
 		return nil, fmt.Errorf("warm slot %s: %w", o.ID, err)
@@ -153,22 +176,10 @@ func (p *Provider) StartSlot(ctx context.Context, spec compute.Spec, o SlotOptio
 	if err != nil {
 		return nil, fmt.Errorf("warm slot %s: %w", o.ID, err)
 	}
-	sl := &Slot{p: p, ID: o.ID, name: objectName(o.ID), spec: tmpl}
-	np := networkPolicyObject(p.ns, sl.name, o.ID, gw)
-	np.Labels[labelSlot] = o.ID
-	made, err := p.client.NetworkingV1().NetworkPolicies(p.ns).Create(ctx, np, metav1.CreateOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("warm slot %s: create network policy: %w", o.ID, err)
+	sl := &Slot{p: p, ID: o.ID, name: objectName(o.ID), spec: tmpl, gone: make(chan struct{})}
+	if err := sl.createParts(ctx, o, env, gw); err != nil {
+		return nil, err
 	}
-	sl.np, sl.npSum = made.UID, specHash(made.Spec)
-	sec := secretObject(p.ns, sl.name, o.ID, o.Token, p.opts.GatewayCA, env)
-	sec.Labels[labelSlot] = o.ID
-	sec.OwnerReferences = []metav1.OwnerReference{{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy", Name: sl.name, UID: sl.np}}
-	msec, err := p.client.CoreV1().Secrets(p.ns).Create(ctx, sec, metav1.CreateOptions{})
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("warm slot %s: create secret: %w", o.ID, err), p.deleteParts(sl.name, sl.np, ""))
-	}
-	sl.sec = msec.UID
 	job := p.slotJobObject(jobInput{name: sl.name, id: o.ID, spec: tmpl, env: env, gateway: gw})
 	job.Labels[labelHome] = o.Home
 	mjob, err := p.client.BatchV1().Jobs(p.ns).Create(ctx, job, metav1.CreateOptions{})
@@ -184,7 +195,35 @@ func (p *Provider) StartSlot(ctx context.Context, spec compute.Spec, o SlotOptio
 		sl.Discard()
 		return nil, fmt.Errorf("warm slot %s: %w", o.ID, err)
 	}
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	sl.mu.Lock()
+	sl.stopWatch = stop
+	sl.mu.Unlock()
+	go sl.watchPod(wctx)
 	return sl, nil
+}
+
+// createParts makes the slot's NetworkPolicy, then its Secret (owned by the policy until the
+// Job owns both). Both carry the slot's and the home's labels: a holder killed before its Job
+// owned them leaves parts no Job sweep reaches, which [Provider.SweepSlots] finds by them.
+func (sl *Slot) createParts(ctx context.Context, o SlotOptions, env []envVar, gw gatewayAddr) error {
+	p := sl.p
+	np := networkPolicyObject(p.ns, sl.name, o.ID, gw)
+	np.Labels[labelSlot], np.Labels[labelHome] = o.ID, o.Home
+	made, err := p.client.NetworkingV1().NetworkPolicies(p.ns).Create(ctx, np, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("warm slot %s: create network policy: %w", o.ID, err)
+	}
+	sl.np, sl.npSum = made.UID, specHash(made.Spec)
+	sec := secretObject(p.ns, sl.name, o.ID, o.Token, p.opts.GatewayCA, env)
+	sec.Labels[labelSlot], sec.Labels[labelHome] = o.ID, o.Home
+	sec.OwnerReferences = []metav1.OwnerReference{{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy", Name: sl.name, UID: sl.np}}
+	msec, err := p.client.CoreV1().Secrets(p.ns).Create(ctx, sec, metav1.CreateOptions{})
+	if err != nil {
+		return errors.Join(fmt.Errorf("warm slot %s: create secret: %w", o.ID, err), p.deleteParts(sl.name, sl.np, ""))
+	}
+	sl.sec = msec.UID
+	return nil
 }
 
 // slotJobObject is a cold Job's object turned into a slot's: the init container only copies
@@ -302,12 +341,26 @@ func (sl *Slot) findPod(ctx context.Context) (*corev1.Pod, error) {
 	return found, nil
 }
 
-// Alive reports whether the slot may still be claimed as far as this process knows; the
-// cluster is asked at the claim ([Slot.Check]), not at every count.
+// Alive reports whether the slot may still be claimed as far as this process knows: not
+// spent, and its pod still waiting as the watch sees it (slotwatch.go). The claim checks the
+// cluster again ([Slot.Check]).
 func (sl *Slot) Alive() bool {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
-	return !sl.spent
+	return !sl.spent && !sl.isGone()
+}
+
+// spend marks the slot claimed or discarded and ends its pod's watch; it says whether it
+// was spent before.
+func (sl *Slot) spend() bool {
+	sl.mu.Lock()
+	spent, stop := sl.spent, sl.stopWatch
+	sl.spent, sl.stopWatch = true, nil
+	sl.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	return spent
 }
 
 // ErrSlotChanged: the slot's Job or pod is gone or not as agora made it; it is never claimed.
@@ -409,27 +462,39 @@ func slotLabelled(l map[string]string, id string) bool {
 // worker took the grant; the slot's token is dead from then on).
 type Bind func(ctx context.Context, dispatch, token string) error
 
-// Run runs s in the slot: the slot is checked, s is exported to the gateway (its mounts must
-// all be below /agora, where the slot's worker fetches them), bound to the slot, and the Job
-// marked claimed with s's timeout as its deadline. The slot is spent whatever happens; an
+// Run runs s in the slot: the slot is checked, its Job marked claimed, s is exported to the
+// gateway (its mounts must all be below /agora, where the slot's worker fetches them) and
+// bound to the slot, and the Job's deadline set to s's timeout from the claim. The slot is spent whatever happens; an
 // error means s did not start and may start cold. The handle follows the slot's Job.
 func (sl *Slot) Run(ctx context.Context, s compute.Spec, bind Bind) (compute.Handle, error) {
-	sl.mu.Lock()
-	spent := sl.spent
-	sl.spent = true
-	sl.mu.Unlock()
-	if spent {
+	if sl.spend() {
 		return nil, fmt.Errorf("%w: spent already", ErrSlotChanged)
 	}
 	if SlotShape(s) != SlotShape(sl.spec) {
 		sl.kill()
 		return nil, fmt.Errorf("warm slot %s: the dispatch's shape is not the slot's", sl.ID)
 	}
+	if !sameUser(s.RunAs, sl.spec.RunAs) {
+		// The pod's uid is fixed in its spec: a dispatch leased another uid (or none) would run
+		// as a uid it does not hold, perhaps one another running dispatch holds.
+		sl.kill()
+		return nil, fmt.Errorf("warm slot %s: the dispatch runs as %s, the slot's pod as %s", sl.ID, userString(s.RunAs), userString(sl.spec.RunAs))
+	}
 	if err := checkDispatchID(s.ID); err != nil {
 		sl.kill()
 		return nil, err
 	}
 	if err := sl.Check(ctx); err != nil {
+		sl.kill()
+		return nil, err
+	}
+	// Claimed before the bind (red team 33): the gateway removes the slot as its worker takes
+	// the grant, and a Job neither live nor marked claimed is a dead holder's to any sweep of
+	// the home (a second serve, serve before its next standby): marked after the bind, the Job
+	// running the dispatch and its NetworkPolicy were deleted in between. The deadline is the
+	// dispatch's timeout from now plus claimSlack until the bind returns, then set exactly: a
+	// holder killed in between leaves a Job that still ends.
+	if err := sl.markClaimed(ctx, s.ID, s.Limits.Timeout, claimSlack); err != nil {
 		sl.kill()
 		return nil, err
 	}
@@ -454,22 +519,34 @@ func (sl *Slot) Run(ctx context.Context, s compute.Spec, bind Bind) (compute.Han
 		sl.kill()
 		return nil, errors.Join(fmt.Errorf("warm slot %s: %w", sl.ID, err), closeSession(sess))
 	}
-	// Claimed: the dispatch's deadline counts from now, on a Job that started earlier.
-	deadline := int64(0)
-	if t := s.Limits.Timeout; t > 0 {
-		deadline = int64((time.Since(sl.start)+t+time.Second-1)/time.Second) + 1
+	if s.Limits.Timeout > 0 {
+		if err := sl.markClaimed(ctx, s.ID, s.Limits.Timeout, 0); err != nil {
+			sl.kill()
+			return nil, errors.Join(err, closeSession(sess))
+		}
 	}
-	patch := fmt.Appendf(nil, `{"metadata":{"uid":%q,"annotations":{%q:%q}}`, sl.job, annotationClaimed, s.ID)
-	if deadline > 0 {
+	follow := compute.Spec{ID: sl.ID, Stderr: s.Stderr}
+	return sl.p.follow(ctx, follow, sl.name, sl.job, false, sess, sl.sec, time.Now()), nil
+}
+
+// claimSlack is how long past its dispatch's timeout a slot's Job may run when its holder died
+// between marking it claimed and its bind (the exact deadline is set once the bind returned).
+const claimSlack = time.Minute
+
+// markClaimed marks the slot's Job (its uid a precondition) claimed by dispatch, with the
+// dispatch's timeout plus slack, counted from now on a Job that started earlier, as its
+// deadline (none for no timeout).
+func (sl *Slot) markClaimed(ctx context.Context, dispatch string, timeout, slack time.Duration) error {
+	patch := fmt.Appendf(nil, `{"metadata":{"uid":%q,"annotations":{%q:%q}}`, sl.job, annotationClaimed, dispatch)
+	if timeout > 0 {
+		deadline := int64((time.Since(sl.start)+timeout+slack+time.Second-1)/time.Second) + 1
 		patch = fmt.Appendf(patch, `,"spec":{"activeDeadlineSeconds":%d}`, deadline)
 	}
 	patch = append(patch, '}')
 	if _, err := sl.p.client.BatchV1().Jobs(sl.p.ns).Patch(ctx, sl.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		sl.kill()
-		return nil, errors.Join(fmt.Errorf("warm slot %s: mark its job claimed: %w", sl.ID, err), closeSession(sess))
+		return fmt.Errorf("warm slot %s: mark its job claimed: %w", sl.ID, err)
 	}
-	follow := compute.Spec{ID: sl.ID, Stderr: s.Stderr}
-	return sl.p.follow(ctx, follow, sl.name, sl.job, false, sess, sl.sec, time.Now()), nil
+	return nil
 }
 
 // checkSlotMounts wants every mount valid and below /agora: the slot's worker fetches there.
@@ -491,9 +568,7 @@ func (sl *Slot) Shape() string { return SlotShape(sl.spec) }
 // Discard deletes a slot never claimed: its Job (foreground: its pod goes first), then its
 // Secret and NetworkPolicy if the Job did not own them yet.
 func (sl *Slot) Discard() {
-	sl.mu.Lock()
-	sl.spent = true
-	sl.mu.Unlock()
+	sl.spend()
 	sl.kill()
 }
 
@@ -520,16 +595,67 @@ func (p *Provider) SweepSlots(ctx context.Context, home string, live func(id str
 	}
 	var gone []string
 	var errs []error
+	kept := map[string]bool{} // slots whose Job stands: its parts are its
 	for _, j := range l.Items {
 		id := j.Labels[labelSlot]
 		if !remote.ValidSlotID(id) || j.Name != objectName(id) || j.Labels[labelHome] != home || j.Annotations[annotationClaimed] != "" || live(id) {
+			kept[id] = true
 			continue
 		}
 		if err := p.deleteJob(j.Name, j.UID); err != nil {
+			kept[id] = true
+			errs = append(errs, err)
+			continue
+		}
+		gone = append(gone, id)
+	}
+	parts, err := p.sweepSlotParts(ctx, home, live, kept)
+	for _, id := range parts {
+		if !slices.Contains(gone, id) {
+			gone = append(gone, id)
+		}
+	}
+	return gone, errors.Join(append(errs, err)...)
+}
+
+// sweepSlotParts deletes the NetworkPolicies (and their Secrets) of home's dead slots that no
+// standing Job owns: a holder killed inside StartSlot, after its policy and before its Job
+// owned it, left them (red team of #30 k8shold; a Job deleted by the sweep before it owned
+// its parts leaves them too). A live slot's parts are its holder's, being made or waiting.
+func (p *Provider) sweepSlotParts(ctx context.Context, home string, live func(id string) bool, kept map[string]bool) ([]string, error) {
+	l, err := p.client.NetworkingV1().NetworkPolicies(p.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: labelManagedBy + "=" + managedBy + "," + labelSlot + "," + labelHome + "=" + home})
+	if err != nil {
+		return nil, fmt.Errorf("list warm slot network policies: %w", err)
+	}
+	var gone []string
+	var errs []error
+	for _, np := range l.Items {
+		id := np.Labels[labelSlot]
+		if !remote.ValidSlotID(id) || np.Name != objectName(id) || np.Labels[labelHome] != home || kept[id] || live(id) {
+			continue
+		}
+		if err := p.sweepParts(np.Name, np.UID); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		gone = append(gone, id)
 	}
 	return gone, errors.Join(errs...)
+}
+
+// sameUser reports whether a and b name the same uid and gid (both unset is the same).
+func sameUser(a, b *compute.HostUser) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.UID == b.UID && a.GID == b.GID
+}
+
+// userString is u for an error: "uid:gid", or the words for none.
+func userString(u *compute.HostUser) string {
+	if u == nil {
+		return "its id's own uid (no lease)"
+	}
+	return fmt.Sprintf("%d:%d", u.UID, u.GID)
 }

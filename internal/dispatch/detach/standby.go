@@ -20,13 +20,14 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
-// Standbys are the warm slots of a serve (#30): for each local target with `warm: N`, N
-// standby supervisors (`agora dispatch supervise --standby TARGET`, dispatch.Standby), each a
-// detached process with agora.db open and one bubblewrap slot of the target's template
-// started as its child, waiting on a socketpair whose other end only this process holds. A
-// dispatch claims one by handing it its id; from there the standby is the cold supervisor
-// with a sandbox already made, and outlives serve as a cold one does. When this process ends
-// (Close, or kill -9) every unclaimed standby reads EOF, kills its slot and exits.
+// Standbys are the warm slots of a serve (#30): for each local, docker or kubernetes target
+// with `warm: N`, N standby supervisors (`agora dispatch supervise --standby TARGET`,
+// dispatch.Standby), each a detached process with agora.db open and one slot of the target's
+// template started as its own (a bubblewrap sandbox, a slot container, a slot Job), waiting
+// on a socketpair whose other end only this process holds. A dispatch claims one by handing
+// it its id; from there the standby is the cold supervisor with a sandbox already made, and
+// outlives serve as a cold one does. When this process ends (Close, or kill -9) every
+// unclaimed standby reads EOF, kills its slot and exits.
 //
 // A target's standbys start once it has a template (the shape of its last cold dispatch,
 // which its supervisor saved); until then, and whenever none is ready, dispatches start cold,
@@ -63,7 +64,16 @@ func NewStandbys(ctx context.Context, d *dispatch.Dispatcher, log *slog.Logger) 
 		return nil, err
 	}
 	targets := d.WarmTargets()
-	if len(targets) == 0 || os.Geteuid() != 0 {
+	if os.Geteuid() != 0 {
+		// Bubblewrap and docker slots need root (mounts, a uid of the target's range); a
+		// kubernetes target's slots are pods, which any user of the home may hold.
+		for name := range targets {
+			if !d.WarmPods(name) {
+				delete(targets, name)
+			}
+		}
+	}
+	if len(targets) == 0 {
 		return nil, nil
 	}
 	if log == nil {
@@ -302,6 +312,10 @@ func (s *Standbys) start(ctx context.Context, target string) (warm.Slot, error) 
 		conn.Close()
 		return nil, fmt.Errorf("start standby supervisor: %w", err)
 	}
+	// The standby's end is its own from here: held open in this process too, a standby that
+	// died before its ready line (killed with -9 while it made its slot) was not seen until
+	// standbyReadyWithin passed, and the pool stood short for that minute (#30 k8shold2).
+	theirs.Close()
 	b := &standby{cmd: c, conn: conn, r: bufio.NewReaderSize(conn, 512), exited: make(chan struct{})}
 	go func() {
 		c.Wait()

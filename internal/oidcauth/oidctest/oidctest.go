@@ -150,3 +150,80 @@ func binary() (string, error) {
 		dir = parent
 	}
 }
+
+// The provider's example users (zitadel/oidc's example storage), with their password.
+const (
+	User1    = "id1" // signs in as test-user@127.0.0.1
+	User2    = "id2" // signs in as test-user2
+	Password = "verysecure"
+)
+
+// Username is the login name of the example user id.
+func Username(id string) string {
+	if id == User1 {
+		return "test-user@127.0.0.1"
+	}
+	return "test-user2"
+}
+
+// SignIn is a browser signing in at the provider: c (with its cookie jar, if any) follows
+// start (the web view's /oidc/login, or an authorization URL) to the provider's login page,
+// posts user's name and password there, and returns the URL the provider then sends the
+// browser to (the redirect URI with code and state) without following it.
+func (p *Provider) SignIn(c *http.Client, start, user string) (string, error) {
+	op, err := url.Parse(p.Issuer)
+	if err != nil {
+		return "", err
+	}
+	cc := *c
+	cc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if req.URL.Host != op.Host || len(via) > 10 {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}
+	resp, err := cc.Get(start)
+	if err != nil {
+		return "", err
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.Request.URL.Host != op.Host || resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("sign-in did not reach the provider's login page: %s at %s: %s", resp.Status, resp.Request.URL, page)
+	}
+	_, rest, ok := strings.Cut(string(page), `name="id" value="`)
+	id, _, _ := strings.Cut(rest, `"`)
+	if !ok || id == "" {
+		return "", fmt.Errorf("no auth request id on the provider's login page: %s", page)
+	}
+	resp, err = cc.PostForm(p.Issuer+"/login/username", url.Values{"id": {id}, "username": {Username(user)}, "password": {Password}})
+	if err != nil {
+		return "", err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode/100 != 3 || loc == "" {
+		return "", fmt.Errorf("the provider did not send the browser back: %s: %s", resp.Status, body)
+	}
+	return loc, nil
+}
+
+// Exchange is a client trading code at the token endpoint itself (form-encoded, the secret
+// in Basic), with verifier unless it is empty; it returns the status and the answer.
+func (p *Provider) Exchange(clientID, secret, redirectURI, code, verifier string) (int, []byte, error) {
+	form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {redirectURI}}
+	if verifier != "" {
+		form.Set("code_verifier", verifier)
+	}
+	req, _ := http.NewRequest(http.MethodPost, p.Issuer+"/oauth/token", strings.NewReader(form.Encode()))
+	req.SetBasicAuth(clientID, secret)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}

@@ -70,13 +70,17 @@ type HandoffRequest struct {
 
 // EnvDigest digests what of environ (KEY=VALUE lines, os.Environ) a dispatch reads: PATH
 // (where the agent CLIs not configured in agora.yaml are found), DOCKER_HOST,
-// AGORA_WORKER_BINARY and every OTEL_* (tracing). Two processes with the same digest run a
-// dispatch alike.
+// AGORA_WORKER_BINARY, every OTEL_* (tracing), the proxies Go's HTTP clients use for a
+// docker engine over TCP and a Kubernetes API server (HTTP_PROXY, HTTPS_PROXY, NO_PROXY,
+// either case), the CAs every TLS connection trusts (SSL_CERT_FILE, SSL_CERT_DIR: the egress
+// proxy's upstreams, callbacks) and the in-cluster API server (KUBERNETES_SERVICE_HOST and
+// _PORT). Two processes with the same digest run a dispatch alike (red team 33 added the
+// proxies, the CAs and the in-cluster variables).
 func EnvDigest(environ []string) string {
 	var kept []string
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
-		if k == "PATH" || k == "DOCKER_HOST" || k == "AGORA_WORKER_BINARY" || strings.HasPrefix(k, "OTEL_") {
+		if digested(k) {
 			kept = append(kept, kv)
 		}
 	}
@@ -87,6 +91,17 @@ func EnvDigest(environ []string) string {
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// digested reports whether EnvDigest keeps the variable k.
+func digested(k string) bool {
+	switch k {
+	case "PATH", "DOCKER_HOST", "AGORA_WORKER_BINARY",
+		"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+		"SSL_CERT_FILE", "SSL_CERT_DIR", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT":
+		return true
+	}
+	return strings.HasPrefix(k, "OTEL_")
 }
 
 // Timeout is TimeoutNS as a duration.

@@ -39,6 +39,13 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvConfig(t, "")
+}
+
+// newEnvConfig is newEnv with yaml appended to the home's agora.yaml before the catalog is
+// applied (so, e.g., blobs.s3 holds the catalog's blobs).
+func newEnvConfig(t *testing.T, yaml string) *env {
+	t.Helper()
 	dir := t.TempDir()
 	e := &env{t: t, home: filepath.Join(dir, "home"), vars: append(os.Environ(), "AGORA_HOME="+filepath.Join(dir, "home"))}
 	cat := filepath.Join(dir, "catalog")
@@ -62,6 +69,13 @@ subagents:
   - {name: sleeper, from: sleeper.yaml}
 `), 0o644))
 	e.run("init")
+	if yaml != "" {
+		f, err := os.OpenFile(filepath.Join(e.home, "agora.yaml"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		must(t, err)
+		_, err = f.WriteString("\n" + yaml)
+		must(t, err)
+		must(t, f.Close())
+	}
 	e.run("apply", "-f", filepath.Join(cat, "agora-manifest.yaml"))
 	return e
 }

@@ -337,8 +337,9 @@ func (e *env) post(path string, body []byte) (int, string) {
 // socket. Nothing of it is a dispatch.
 func TestHandoff_Attacks(t *testing.T) {
 	e, _ := handoffEnv(t)
-	exe := agoraBin
-	if abs, err := filepath.EvalSymlinks(agoraBin); err == nil {
+	// The exe a CLI sends: the whole program serve runs as (agora-full beside the front).
+	exe := filepath.Join(filepath.Dir(agoraBin), "agora-full")
+	if abs, err := filepath.EvalSymlinks(exe); err == nil {
 		exe = abs
 	}
 	good := fmt.Sprintf(`{"home":%q,"exe":%q,"env":%q,"subagent":"ok","budget":{}`, e.home, exe, api.EnvDigest(e.vars))
@@ -404,10 +405,15 @@ func TestHandoff_UpgradedBinary(t *testing.T) {
 	requireBwrap(t)
 	e := newEnv(t)
 	bin := filepath.Join(t.TempDir(), "agora")
+	// The front and the whole program copied (an upgrade replaces both); the worker beside
+	// the copy, as beside the original.
 	src, err := os.ReadFile(agoraBin)
 	must(t, err)
 	must(t, os.WriteFile(bin, src, 0o755))
-	// The worker beside the copy, as beside the original.
+	full := filepath.Join(filepath.Dir(bin), "agora-full")
+	fullSrc, err := os.ReadFile(filepath.Join(filepath.Dir(agoraBin), "agora-full"))
+	must(t, err)
+	must(t, os.WriteFile(full, fullSrc, 0o755))
 	must(t, os.Symlink(filepath.Join(filepath.Dir(agoraBin), "agora-worker"), filepath.Join(filepath.Dir(bin), "agora-worker")))
 	serve := exec.Command(bin, "orch", "serve")
 	serve.Env = e.vars
@@ -433,6 +439,8 @@ func TestHandoff_UpgradedBinary(t *testing.T) {
 	})
 	taken := e.handoffs()
 	// Replace it as an upgrade does: a new file renamed over the old.
+	must(t, os.WriteFile(full+".new", fullSrc, 0o755))
+	must(t, os.Rename(full+".new", full))
 	must(t, os.WriteFile(bin+".new", src, 0o755))
 	must(t, os.Rename(bin+".new", bin))
 	if code, out := oneShot(); code != 0 || e.handoffs() != taken {

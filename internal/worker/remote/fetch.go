@@ -2,11 +2,15 @@ package remote
 
 import (
 	"context"
+	"crypto/sha256"
+	"debug/buildinfo"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute/remote"
@@ -20,13 +24,55 @@ const DispatchEnv = remote.DispatchEnv
 // fetchTimeout bounds the whole fetch step.
 const fetchTimeout = 30 * time.Minute
 
-// Version is this agora's version as the gateway reports the host's: the module version, or
-// "dev" for a build without one.
-func Version() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		return info.Main.Version
+// Version is this worker's identity as the host compares it ([remote.Identity]): its module
+// version, with the sha256 of its own bytes for a build without one or from a modified tree
+// (read once; only such builds pay for the hash).
+func Version() string { return version() }
+
+var version = sync.OnceValue(func() string {
+	v := ""
+	if info, ok := debug.ReadBuildInfo(); ok {
+		v = info.Main.Version
 	}
-	return "dev"
+	if !remote.NeedsDigest(v) {
+		return v
+	}
+	sum, _ := fileSHA256("/proc/self/exe")
+	return remote.Identity(v, sum)
+})
+
+// VersionOf is the identity of the worker program at path, as that worker's [Version] will
+// say it: what a host's gateway reports, so that the worker it dispatches to is compared
+// with the worker program the host has, not with the host's own build (#31). A file that
+// cannot be read has an identity no worker matches, and the worker's refusal names it.
+func VersionOf(path string) string {
+	v := ""
+	if info, err := buildinfo.ReadFile(path); err == nil {
+		v = info.Main.Version
+	}
+	if !remote.NeedsDigest(v) {
+		return v
+	}
+	sum, _ := fileSHA256(path)
+	return remote.Identity(v, sum)
+}
+
+// maxProgram caps the bytes hashed as a worker program (the binary-level test keeps the
+// worker under 20 MiB).
+const maxProgram = 256 << 20
+
+// fileSHA256 is the lowercase hex sha256 of a program's bytes, "" when it cannot be read.
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, maxProgram)); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // FetchMain is `agora worker fetch`, the pod's init step: it reads the gateway's address,

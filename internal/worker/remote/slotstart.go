@@ -56,6 +56,9 @@ func slotToken() (string, error) {
 // StartSlot is [Start] for a warm slot's worker: it claims the dispatch bound to the slot,
 // fetches its mounts below root and starts the worker's remote mode for it.
 func StartSlot(ctx context.Context, root string, stdout, stderr io.Writer) (*Worker, error) {
+	// Before the claim: a build without a version hashes its own bytes for its identity, and a
+	// claim must not wait for that.
+	Version()
 	c, err := ClaimFromEnv(ctx, stderr)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)

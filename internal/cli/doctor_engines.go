@@ -1,0 +1,43 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/agora-dev/agora/internal/compute/kubernetes"
+	"github.com/agora-dev/agora/internal/config"
+)
+
+// probeEngine is doctor's engine check (#31): a docker target's provider is built exactly as a
+// dispatch builds it (the engine answers, the pinned image is present; nothing pulled or
+// started), a kubernetes target's cluster is asked to list agora's Jobs under its Role.
+func probeEngine(ctx context.Context, t config.Target) (string, error) {
+	if t.Provider == config.ProviderKubernetes {
+		n, err := kubernetes.ProbeJobs(ctx, t.Kubeconfig, t.Context, t.Namespace)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("the API server answers and agora's account lists Jobs in namespace %s (%d of agora's there now)", t.Namespace, n), nil
+	}
+	p, err := newContainerProvider(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	if c, ok := p.(io.Closer); ok {
+		c.Close()
+	}
+	return fmt.Sprintf("the engine at %s answers and holds image %s", dockerHostOf(t), t.Image), nil
+}
+
+// dockerHostOf names the engine a docker target talks to, as the provider picks it.
+func dockerHostOf(t config.Target) string {
+	switch {
+	case t.DockerHost != "":
+		return t.DockerHost
+	case os.Getenv("DOCKER_HOST") != "":
+		return os.Getenv("DOCKER_HOST")
+	}
+	return "the default socket (unix:///var/run/docker.sock)"
+}

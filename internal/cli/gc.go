@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/retention"
+)
+
+type gcOptions struct {
+	printOptions
+	dryRun bool
+}
+
+func newGCCmd(f *Factory, runF func(*gcOptions) error) *cobra.Command {
+	opts := &gcOptions{printOptions: printOptions{f: f}}
+	cmd := newPrintCmd(&cobra.Command{
+		Use:   "gc",
+		Short: "Purge the products of dispatches older than agora.yaml's retention",
+		Long: `Purge what agora.yaml's retention has aged out: a dispatch's patch, outputs and inputs
+after retention.blobs, its stdout, stderr and transcript after retention.logs, counted from
+the dispatch's end. Without retention in agora.yaml nothing is ever purged. 'agora orch serve'
+and 'agora mcp serve' run the same sweep in the background every hour.
+
+Never purged: the audit log, checkpoints and anchors; the catalog; anything a live, waiting
+(needs_input) or newer dispatch names, or a dispatch of an orchestrator run that has not
+ended (blobs are content-addressed, so an old and a new dispatch may share one); a dispatch
+whose end is missing, unreadable or in the future.
+
+Each purge is recorded before its blobs are deleted: one retention.purged audit entry per
+dispatch (the products, their digests, why, and the role: operator for you, retention-sweep
+for serve), in the transaction that records it. If gc is killed in between, the next gc or
+sweep finishes the deletion. A bundle exported afterwards still verifies and lists the
+purged products ('agora verify' row "purged").
+
+--dry-run lists what would go and changes nothing.`,
+		Example: `  # What would go, as a table or as JSON
+  agora gc --dry-run
+  agora gc --dry-run -o json
+
+  # Purge it, recorded as you (or --actor)
+  agora gc`,
+		Args: noArgs,
+	}, opts, runF, gcRun)
+	cmd.Flags().BoolVar(&opts.dryRun, "dry-run", false, "list what would be purged; change nothing")
+	return cmd
+}
+
+// gcReport is `agora gc -o json`.
+type gcReport struct {
+	DryRun   bool              `json:"dry_run"`
+	Blobs    string            `json:"retention_blobs"`
+	Logs     string            `json:"retention_logs"`
+	Items    []retention.Item  `json:"items"`
+	Bytes    int64             `json:"bytes"`
+	Pending  int               `json:"pending"`
+	Result   *retention.Result `json:"result,omitempty"`
+	Location string            `json:"blob_store"`
+}
+
+func gcRun(ctx context.Context, opts *gcOptions) error {
+	f := opts.f
+	h, err := f.Home(ctx)
+	if err != nil {
+		return err
+	}
+	pol, err := h.Config.Retention.Policy()
+	if err != nil {
+		return fmt.Errorf("agora.yaml retention: %w", err)
+	}
+	s := &retention.Sweeper{DB: h.DB, OrchDB: filepath.Join(h.Dir, orchDir, orchDB), Blobs: h.Blobs, Policy: pol,
+		Log: audit.New(f.Now), Now: f.Now}
+	rep := gcReport{DryRun: opts.dryRun, Blobs: days(pol.Blobs), Logs: days(pol.Logs), Location: h.Blobs.Where()}
+	if !pol.Set() && opts.output != formatJSON {
+		fmt.Fprintf(f.IO.ErrOut, "agora: agora.yaml sets no retention: nothing is purged (see 'agora gc --help')\n")
+	}
+	var plan *retention.Plan
+	if opts.dryRun {
+		plan, err = s.Plan(ctx)
+	} else {
+		f.wrote = true
+		var res retention.Result
+		plan, res, err = s.Run(ctx, f.Actor(), retention.RoleOperator, gcProgress(f))
+		rep.Result = &res
+	}
+	if plan != nil {
+		rep.Items, rep.Bytes, rep.Pending = plan.Items, plan.Bytes(), plan.Pending()
+	}
+	if rep.Items == nil {
+		rep.Items = []retention.Item{}
+	}
+	if err != nil {
+		return fmt.Errorf("gc: %w", err)
+	}
+	return emit(f.IO, opts.output, rep, func(r gcReport) error { return gcText(f, r) })
+}
+
+// gcProgress reports each batch on stderr when it is a terminal.
+func gcProgress(f *Factory) retention.Progress {
+	if !f.IO.ErrTTY {
+		return nil
+	}
+	return func(done, total int) {
+		fmt.Fprintf(f.IO.ErrOut, "agora: gc: %d of %d products purged\n", done, total)
+	}
+}
+
+func gcText(f *Factory, r gcReport) error {
+	if len(r.Items) > 0 {
+		rows := make([][]string, 0, len(r.Items))
+		for _, it := range r.Items {
+			rows = append(rows, []string{it.Dispatch, it.Product, it.Class, strconv.FormatInt(it.Size, 10),
+				it.EndedAt.Format(time.DateOnly), string(it.Digest)})
+		}
+		if err := printTable(f.IO, []string{"DISPATCH", "PRODUCT", "CLASS", "BYTES", "ENDED", "DIGEST"}, rows); err != nil {
+			return err
+		}
+	}
+	verb := "would purge"
+	if !r.DryRun {
+		verb = "purged"
+	}
+	fmt.Fprintf(f.IO.ErrOut, "agora: gc: %s %d products (%d bytes) in %s (retention blobs %s, logs %s)\n",
+		verb, len(r.Items), r.Bytes, r.Location, r.Blobs, r.Logs)
+	if r.Pending > 0 {
+		fmt.Fprintf(f.IO.ErrOut, "agora: gc: %d purges recorded by an interrupted sweep are finished first\n", r.Pending)
+	}
+	if res := r.Result; res != nil {
+		fmt.Fprintf(f.IO.ErrOut, "agora: gc: %d blobs deleted, %d already gone, %d stored again since the sweep began (left for the next one), %d needed again (kept)\n",
+			res.Deleted, res.Absent, res.Deferred, res.KeptAgain)
+		for _, why := range res.Refused {
+			fmt.Fprintf(f.IO.ErrOut, "agora: warning: gc: %s\n", why)
+		}
+	}
+	return nil
+}
+
+// days renders a retention age, "keep" when unset.
+func days(d time.Duration) string {
+	if d <= 0 {
+		return "keep"
+	}
+	return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+}
+
+// retentionInterval is how often serve sweeps (the first sweep is at start).
+const retentionInterval = time.Hour
+
+// serveRetention is serve's background sweep of h until ctx ends (`orch serve`, `mcp
+// serve`): nothing without retention in agora.yaml. A sweep that purged, finished or left
+// something is logged; a failed one is a warning and the next hour's sweep tries again.
+func serveRetention(ctx context.Context, f *Factory, h *home.Home, log *slog.Logger) {
+	pol, err := h.Config.Retention.Policy()
+	if err != nil {
+		log.Warn("retention sweep off", "err", err)
+		return
+	}
+	s := &retention.Sweeper{DB: h.DB, OrchDB: filepath.Join(h.Dir, orchDir, orchDB), Blobs: h.Blobs, Policy: pol,
+		Log: audit.New(f.Now), Now: f.Now}
+	s.Background(ctx, retentionInterval, func(_ *retention.Plan, res retention.Result, err error) {
+		if err != nil {
+			log.Warn("retention sweep", "err", err)
+			return
+		}
+		if res.Recorded > 0 || res.Finished > 0 || res.Deferred > 0 {
+			log.Info("retention sweep", "purged", res.Recorded, "bytes", res.Bytes, "deleted", res.Deleted,
+				"finished", res.Finished, "deferred", res.Deferred, "kept", res.KeptAgain)
+		}
+		for _, why := range res.Refused {
+			log.Warn("retention sweep left a blob in place", "why", why)
+		}
+	})
+}

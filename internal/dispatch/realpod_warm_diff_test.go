@@ -1,0 +1,77 @@
+package dispatch_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/dispatch"
+)
+
+// podSlotDifference is one line of the isolation probe that a claimed Kubernetes slot shows
+// otherwise than a cold pod: the cold line, the claimed one, and why (docs/providers-k8s.md,
+// "Differences from a cold pod").
+type podSlotDifference struct{ cold, claimed, why string }
+
+// podSlotDifferences are every such line (#30), as the real kubelet showed them. All are
+// difference 1 of the docs: a slot's read-only places are directories of its writable /agora,
+// read-only by mode only, so the claimed agent (the files' owner) writes a bundle file after a
+// chmod. Open: the attack succeeds in a claimed slot, and this list says so.
+var podSlotDifferences = []podSlotDifference{
+	{"agoraroot=readonly", "agoraroot=writable", "a slot's /agora is a writable emptyDir its worker fetches into at the claim; a cold pod's is a directory of its read-only root"},
+	{"/agora/bundle mount=ro", "/agora/bundle mount=", "a slot's bundle is a directory of its /agora, not a read-only mount"},
+	{"/agora/bundle write=refused", "/agora/bundle write=ok", "after a chmod the agent, the files' owner, appends to a slot's bundle file"},
+	{"/agora/bundle chmod-create=refused", "/agora/bundle chmod-create=ok", "after a chmod of the directory the agent creates files in a slot's bundle"},
+	{"/agora/capabilities mount=ro", "/agora/capabilities mount=", "a slot's capability files are a directory of its /agora"},
+}
+
+// TestDispatch_RealPodWarmProbeDiff runs the isolation probe (the docker slots' one) in a cold
+// pod and in a claimed slot pod on the real kubelet and compares them line by line: every
+// line that differs is one of podSlotDifferences, and each of those appears exactly as named
+// (a difference that went away fails too: the docs would be stale). The attack it records:
+// from the claimed agent, write a read-only place (chmod back, append, remove, create).
+func TestDispatch_RealPodWarmProbeDiff(t *testing.T) {
+	e, w, _ := podWarmEnv(t, 1)
+	e.subagent("prober", isolationProbe)
+	req := dispatch.Request{Subagent: "prober", Repo: gitRepo(t, map[string]string{"README": "one\n"}), Target: "pod", Timeout: 4 * time.Minute}
+	cold := e.run(req)
+	wantFinished(t, cold)
+	deadline := time.Now().Add(3 * time.Minute)
+	for podCounts(w).Ready < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("kubernetes warm slots: %+v, want 1 ready", podCounts(w))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	hot := e.run(req)
+	wantFinished(t, hot)
+	if c := podCounts(w); c.Claimed != 1 || c.Cold != 0 {
+		t.Fatalf("counts %+v, want claimed 1, cold 0: the probe did not run in a slot", c)
+	}
+	co, ho := e.stdout(cold), e.stdout(hot)
+	t.Logf("cold probe:\n%s\nclaimed probe:\n%s", co, ho)
+	cl, hl := strings.Split(co, "\n"), strings.Split(ho, "\n")
+	if len(cl) != len(hl) {
+		t.Fatalf("probe lines: cold %d, claimed %d", len(cl), len(hl))
+	}
+	seen := map[int]bool{}
+	for i := range cl {
+		if cl[i] == hl[i] {
+			continue
+		}
+		named := false
+		for j, d := range podSlotDifferences {
+			if d.cold == cl[i] && d.claimed == hl[i] {
+				named, seen[j] = true, true
+			}
+		}
+		if !named {
+			t.Errorf("probe line %d differs and is not named: cold %q, claimed %q", i, cl[i], hl[i])
+		}
+	}
+	for j, d := range podSlotDifferences {
+		if !seen[j] {
+			t.Errorf("named difference %q -> %q (%s) did not appear: update the list and docs/providers-k8s.md", d.cold, d.claimed, d.why)
+		}
+	}
+}

@@ -1,0 +1,179 @@
+package replicate_test
+
+import (
+	"crypto/rand"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/replicate"
+	"github.com/agora-dev/agora/internal/store"
+)
+
+// BenchmarkReplicationLag appends one audit entry per transaction at 1,000 a second to an
+// agora.db-shaped log (audit's own schema and Append, preloaded with 20,000 entries) for b.N
+// appends, replicated with lag 1s to the shared versitygw, and reports the p50/p99/max lag
+// from each commit to the moment the sync holding it finished uploading (the replicator's
+// Replicated time, polled every millisecond). replicated=0 is the baseline in the same run:
+// the same appends with no replicator; append-p99-ms compares what a writer pays.
+//
+//	go test -run '^$' -bench ReplicationLag -benchtime 5000x ./internal/replicate
+func BenchmarkReplicationLag(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run("replicated="+strconv.FormatBool(on), func(b *testing.B) {
+			_, _, c := bucket(b)
+			ctx := b.Context()
+			path := filepath.Join(b.TempDir(), "agora.db")
+			db, err := store.Open(ctx, path, audit.Migrations)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			log := audit.New(time.Now)
+			appendOne := func(i int) {
+				err := db.Tx(ctx, func(tx *sql.Tx) error {
+					_, err := log.Append(ctx, tx, audit.Entry{Actor: "bench", Kind: "dispatch.started", Subject: "dispatch/" + strconv.Itoa(i),
+						Details: map[string]any{"target": "local", "capability": "repo-tools"}})
+					return err
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := range 20000 {
+				appendOne(i)
+			}
+			var r *replicate.Replicator
+			if on {
+				if r, err = replicate.Start(ctx, replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Second}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			commits := make([]time.Time, 0, b.N)
+			var appendTimes []time.Duration
+			lags := make([]time.Duration, 0, b.N)
+			next := 0 // the first commit not yet known replicated
+			var seen time.Time
+			poll := func(now time.Time) {
+				if r == nil {
+					return
+				}
+				s := r.Status()
+				if !s.Replicated.After(seen) {
+					return
+				}
+				seen = s.Replicated
+				for next < len(commits) && !commits[next].After(seen) {
+					lags = append(lags, now.Sub(commits[next]))
+					next++
+				}
+			}
+			b.ResetTimer()
+			start := time.Now()
+			for i := range b.N {
+				t0 := time.Now()
+				appendOne(20000 + i)
+				t1 := time.Now()
+				appendTimes = append(appendTimes, t1.Sub(t0))
+				commits = append(commits, t1)
+				// Pace to 1,000 a second, polling the replicator meanwhile.
+				for due := start.Add(time.Duration(i+1) * time.Millisecond); time.Now().Before(due); {
+					poll(time.Now())
+					time.Sleep(200 * time.Microsecond)
+				}
+			}
+			if r != nil {
+				for deadline := time.Now().Add(30 * time.Second); next < len(commits) && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+					poll(time.Now())
+				}
+				if next < len(commits) {
+					b.Fatalf("%d of %d commits never replicated", len(commits)-next, len(commits))
+				}
+				r.Close(ctx)
+			}
+			b.StopTimer()
+			slices.Sort(appendTimes)
+			b.ReportMetric(float64(len(commits))/time.Since(start).Seconds(), "appends/s")
+			b.ReportMetric(ms(appendTimes[len(appendTimes)*99/100]), "append-p99-ms")
+			if len(lags) > 0 {
+				slices.Sort(lags)
+				b.ReportMetric(ms(lags[len(lags)/2]), "lag-p50-ms")
+				b.ReportMetric(ms(lags[len(lags)*99/100]), "lag-p99-ms")
+				b.ReportMetric(ms(lags[len(lags)-1]), "lag-max-ms")
+			}
+			if st, err := os.Stat(path); err == nil {
+				b.ReportMetric(float64(st.Size())/(1<<20), "db-MiB")
+			}
+		})
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkRestore restores a database of AGORA_BENCH_RESTORE_MB MiB (default 256) of 4 KiB
+// rows from the shared versitygw: download, checks, page writes, fsync and SQLite's integrity
+// check. copy=local is the baseline in the same run: SQLite's own VACUUM INTO of the same
+// database to local disk.
+//
+//	AGORA_BENCH_RESTORE_MB=1024 go test -run '^$' -bench Restore -benchtime 1x ./internal/replicate
+func BenchmarkRestore(b *testing.B) {
+	mb := 256
+	if v, err := strconv.Atoi(os.Getenv("AGORA_BENCH_RESTORE_MB")); err == nil && v > 0 {
+		mb = v
+	}
+	_, _, c := bucket(b)
+	ctx := b.Context()
+	path := filepath.Join(b.TempDir(), "agora.db")
+	db, err := store.Open(ctx, path, schema)
+	if err != nil {
+		b.Fatal(err)
+	}
+	row := make([]byte, 4000)
+	err = db.Tx(ctx, func(tx *sql.Tx) error {
+		for n := range mb << 8 {
+			rand.Read(row)
+			if _, err := tx.Exec("INSERT INTO t (n, v) VALUES (?, ?)", n, row); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := replicate.Start(ctx, replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := r.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	st, _ := os.Stat(path)
+	size := float64(st.Size()) / (1 << 20)
+	b.Run("copy=local-vacuum-into", func(b *testing.B) {
+		for b.Loop() {
+			out := filepath.Join(b.TempDir(), "copy.db")
+			if _, err := db.SQL().ExecContext(ctx, "VACUUM INTO ?", out); err != nil {
+				b.Fatal(err)
+			}
+			os.Remove(out)
+		}
+		b.ReportMetric(size, "db-MiB")
+	})
+	b.Run("copy=restore-from-s3", func(b *testing.B) {
+		for b.Loop() {
+			out := filepath.Join(b.TempDir(), "agora.db")
+			if _, err := replicate.Restore(ctx, replicate.RestoreOptions{Client: c, DB: "agora", Identity: identity, Key: testKey, Path: out}); err != nil {
+				b.Fatal(err)
+			}
+			os.Remove(out)
+		}
+		b.ReportMetric(size, "db-MiB")
+	})
+	db.Close()
+}

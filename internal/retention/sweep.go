@@ -1,0 +1,86 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"sync"
+	"time"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/blob"
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/store"
+)
+
+// Sweeper applies a retention policy to one AGORA_HOME.
+type Sweeper struct {
+	DB     *store.DB   // agora.db
+	OrchDB string      // path of orch.db; its live runs keep their dispatches' products
+	Blobs  *blob.Store // the home's store, local or S3
+	Policy config.RetentionPolicy
+	Log    *audit.Log // agora.db's audit log
+	Now    func() time.Time
+
+	mu sync.Mutex // one sweep at a time in a process
+}
+
+// Plan computes what a sweep would do now, changing nothing (`agora gc --dry-run`).
+func (s *Sweeper) Plan(ctx context.Context) (*Plan, error) {
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	var orch *store.DB
+	if s.OrchDB != "" {
+		db, err := store.OpenReadOnly(ctx, s.OrchDB)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		if err == nil {
+			defer db.Close()
+			orch = db
+		}
+	}
+	if orch == nil {
+		return MakePlan(ctx, s.DB.SQL(), nil, s.Policy, now())
+	}
+	return MakePlan(ctx, s.DB.SQL(), orch.SQL(), s.Policy, now())
+}
+
+// Run plans and purges. The plan is returned with what was done.
+func (s *Sweeper) Run(ctx context.Context, actor, role string, progress Progress) (*Plan, Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := s.Plan(ctx)
+	if err != nil {
+		return nil, Result{}, err
+	}
+	res, err := Purge(ctx, s.DB, s.Log, s.Blobs, p, actor, role, progress)
+	return p, res, err
+}
+
+// Background sweeps at start and then every interval until ctx ends, as actor "system" in
+// role retention-sweep; report is told each sweep's outcome. With no policy set it returns at
+// once: nothing is ever purged unless agora.yaml says so.
+func (s *Sweeper) Background(ctx context.Context, interval time.Duration, report func(*Plan, Result, error)) {
+	if !s.Policy.Set() {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		p, res, err := s.Run(ctx, SystemActor, RoleSweep, nil)
+		if ctx.Err() != nil {
+			return
+		}
+		if report != nil {
+			report(p, res, err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
