@@ -292,6 +292,9 @@ func printRestore(w io.Writer, r restoreResult) error {
 	fmt.Fprintf(w, "restored %s\n", r.Home)
 	for _, d := range r.Databases {
 		fmt.Fprintf(w, "  %s.db: generation %s, segment %d, as of %s (%d pages)\n", d.DB, d.Generation, d.Seq, d.Time.Format(time.RFC3339Nano), d.Pages)
+		for _, s := range d.Skipped {
+			fmt.Fprintf(w, "    passed over the newer generation %s\n", s)
+		}
 	}
 	for _, a := range r.Anchors {
 		if a.Size == 0 {

@@ -43,10 +43,18 @@ type Restored struct {
 	Time       time.Time `json:"time"`     // its read snapshot: every commit before it is back
 	Pages      uint32    `json:"pages"`    // the database's size in pages
 	Segments   int       `json:"segments"` // segments read
+	// Skipped names the newer generations passed over, each with why: one whose first sync
+	// never finished uploading (a serve killed as it began it) restores nothing.
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 // ErrNoReplica means the bucket holds no replica of the database (at the time asked for).
 var ErrNoReplica = errors.New("no replica")
+
+// errNoWholeSync: a generation's segments all check, but none ends a sync (before o.At). It is
+// not [ErrNoReplica]: a replica that exists but restores nothing fails the restore, never
+// reads as a database that was never replicated.
+var errNoWholeSync = errors.New("holds no whole sync")
 
 // Restore writes the database o.DB as replicated to o.Client into o.Path: the newest
 // generation that began before o.At, its segments in order, up to the last whole sync. Every
@@ -67,12 +75,28 @@ func Restore(ctx context.Context, o RestoreOptions) (Restored, error) {
 	if err != nil {
 		return Restored{}, err
 	}
+	var skipped []string
 	for i := len(gens) - 1; i >= 0; i-- {
 		g := gens[i]
 		if !o.At.IsZero() && g.created.After(o.At) {
 			continue
 		}
-		return restoreGeneration(ctx, o, g)
+		res, err := restoreGeneration(ctx, o, g)
+		if errors.Is(err, errNoWholeSync) && i > 0 {
+			// A generation begins with a whole copy of the database; a serve killed while
+			// uploading it (or an --at before its end) leaves segments that restore nothing.
+			// The generation before it is then the newest whole state. Falling back weakens
+			// nothing: deleting the newest generation outright does the same, and the anchor
+			// check after a restore catches a home rolled back past an anchored checkpoint.
+			skipped = append(skipped, fmt.Sprintf("%s: %v", g.name, err))
+			continue
+		}
+		res.Skipped = skipped
+		return res, err
+	}
+	if len(skipped) > 0 { // the older ones all begin after o.At
+		return Restored{}, fmt.Errorf("restore %s: no generation begun before %s holds a whole sync (%s)", o.DB,
+			o.At.UTC().Format(time.RFC3339Nano), strings.Join(skipped, "; "))
 	}
 	if len(gens) == 0 {
 		return Restored{}, fmt.Errorf("restore %s: %w under %s", o.DB, ErrNoReplica, o.Client.ObjectURL("replica/"+o.DB+"/"))
@@ -190,7 +214,7 @@ func restoreGeneration(ctx context.Context, o RestoreOptions, g generation) (Res
 		}
 	}
 	if lastCommit < 0 {
-		return res, fmt.Errorf("restore %s: %w: generation %s holds no whole sync", o.DB, ErrNoReplica, g.name)
+		return res, fmt.Errorf("restore %s: generation %s %w", o.DB, g.name, errNoWholeSync)
 	}
 	tmp := filepath.Join(stage, "db")
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)

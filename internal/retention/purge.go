@@ -38,9 +38,9 @@ type Result struct {
 // Progress is told after each batch: products done of total.
 type Progress func(done, total int)
 
-// afterRecord, when set (by a test), runs after a batch is recorded and before its blobs are
+// testOnlyAfterRecord, when set (by a test), runs after a batch is recorded and before its blobs are
 // deleted: where a crash must leave a purge that the next sweep finishes.
-var afterRecord func()
+var testOnlyAfterRecord func()
 
 // batch is how many dispatches one transaction records.
 const batch = 256
@@ -72,8 +72,8 @@ func Purge(ctx context.Context, db *store.DB, log *audit.Log, blobs *blob.Store,
 		if err != nil {
 			return res, err
 		}
-		if afterRecord != nil {
-			afterRecord()
+		if testOnlyAfterRecord != nil {
+			testOnlyAfterRecord()
 		}
 		var ds []pending
 		for _, g := range recorded {
