@@ -4,7 +4,7 @@
 GO ?= go
 export CGO_ENABLED ?= 0
 
-.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean k8s-tools s3-tools k8s-cluster image podman test-containers test-k8s test-ui bench-targets
+.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean k8s-tools s3-tools oidc-tools k8s-cluster image podman test-containers test-k8s test-ui bench-targets
 
 # build makes agora's three programs side by side: bin/agora (the small front people type:
 # it hands `agora dispatch run` to a running serve and execs agora-full for everything else),
@@ -84,6 +84,10 @@ k8s-tools:
 # The S3-compatible server the object-storage tests run (versitygw, internal/agoratest/s3test, #31).
 s3-tools:
 	./scripts/s3-tools.sh
+
+# The OpenID Connect provider the OIDC tests sign in against (zitadel/oidc's op, #31).
+oidc-tools:
+	./scripts/oidc-tools.sh
 
 # That control plane held for manual use, with an admin kubeconfig in .cache/k8s/kubeconfig.
 k8s-cluster: k8s-tools
