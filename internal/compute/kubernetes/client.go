@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 )
@@ -103,7 +104,11 @@ var providerScheme = sync.OnceValues(func() (apiScheme, error) {
 type restCluster struct {
 	core, batch, networking, agents rest.Interface
 	params                          runtime.ParameterCodec
+	http                            *http.Client
 }
+
+// closeIdle drops the pooled connections to the apiserver (see [Provider.closeIdle]).
+func (c *restCluster) closeIdle() { utilnet.CloseIdleConnectionsFor(c.http.Transport) }
 
 // newRESTCluster builds the provider's client for cfg. It does not contact the cluster.
 func newRESTCluster(cfg *rest.Config) (*restCluster, error) {
@@ -115,7 +120,7 @@ func newRESTCluster(cfg *rest.Config) (*restCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &restCluster{params: sch.params}
+	c := &restCluster{params: sch.params, http: httpClient}
 	for _, g := range []struct {
 		into    *rest.Interface
 		apiPath string

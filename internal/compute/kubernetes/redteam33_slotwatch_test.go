@@ -156,6 +156,16 @@ func TestRedTeam33_SlotWatchSurvivesAStalledAPIServer(t *testing.T) {
 		t.Fatal("a fresh slot is not alive")
 	}
 	time.Sleep(500 * time.Millisecond) // the watch is open
+	// A busy provider has many idle connections pooled: over HTTP/1.1 each silent one was
+	// tried in turn, a bound's wait apiece, after the apiserver answered again (session 33's
+	// CI ran out of the 40 s; 20 pooled here failed every run before closeIdle).
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			p.client.CoreV1().Pods(p.ns).List(t.Context(), metav1.ListOptions{LabelSelector: labelSlot + "=" + sl.ID})
+		})
+	}
+	wg.Wait()
 	proxy.stallAll()
 	cs := fullClient(t)
 	l, err := cs.CoreV1().Pods(p.ns).List(t.Context(), metav1.ListOptions{LabelSelector: labelSlot + "=" + sl.ID})

@@ -38,6 +38,17 @@ func (p *Provider) watchBounds() (list, watch time.Duration) {
 	return slotCallWait, slotRewatch + slotCallWait
 }
 
+// closeIdle drops the provider's pooled connections to the apiserver. A call that ran out of
+// time means the apiserver (or a proxy before it) went silent, and every connection pooled
+// while it was may be one it will never answer: over HTTP/1.1 each was otherwise tried in
+// turn, a bound's wait apiece, before a new one (red team 33, a busy pool: 40 s and more
+// after the apiserver answered again, the deleted slot still counted ready).
+func (p *Provider) closeIdle() {
+	if c, ok := p.client.(interface{ closeIdle() }); ok {
+		c.closeIdle()
+	}
+}
+
 // Gone returns a channel closed once the slot's pod is no longer the running pod the slot was
 // started with (see above). It never closes for a claimed or discarded slot whose pod was fine.
 func (sl *Slot) Gone() <-chan struct{} { return sl.gone }
@@ -55,6 +66,7 @@ func (sl *Slot) watchPod(ctx context.Context) {
 		l, err := pods.List(lctx, metav1.ListOptions{LabelSelector: sel})
 		cancel()
 		if err != nil {
+			sl.p.closeIdle()
 			sleep(ctx, retryDelay)
 			continue
 		}
@@ -75,12 +87,16 @@ func (sl *Slot) watchPod(ctx context.Context) {
 		if err != nil {
 			cancel()
 			if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+				sl.p.closeIdle()
 				sleep(ctx, retryDelay)
 			}
 			continue
 		}
 		gone := sl.podEvents(wctx, w, uid)
 		w.Stop()
+		if ctx.Err() == nil && wctx.Err() != nil {
+			sl.p.closeIdle() // the apiserver ends a watch at its own timeout, well before ours
+		}
 		cancel()
 		if gone {
 			sl.markGone()
