@@ -52,10 +52,18 @@ func (g *dockerGateway) slotFilesDir() string {
 
 // stagedBind says whether a template bind is one a slot stages: read-only, below the layout
 // root, neither the slot's own worker binary (bound with its source when it starts) nor the
-// gateway's socket directory (the worker listens there, so it is a directory it writes).
+// gateway's socket directory (the worker listens there, so it is a directory it writes). The
+// system trust store of a dispatch with the egress proxy (wire.SystemTrustFile, its stage's
+// trust file bound over the image's) is one too, though outside the layout root: a cold
+// container has it as a read-only bind of a per-dispatch file, so a slot has a read-only place
+// there, filled at the claim, and the dispatch's proxy trust reaches tools that read only the
+// system store exactly as cold (#30 proxy dispatches in warm slots).
 func stagedBind(b compute.Bind) bool {
-	return !b.Writable && !b.Result && strings.HasPrefix(b.Dst, wire.DefaultRoot+"/") &&
-		b.Dst != wire.BinPath && b.Dst != wire.GatewayPath
+	if b.Writable || b.Result {
+		return false
+	}
+	return b.Dst == wire.SystemTrustFile ||
+		strings.HasPrefix(b.Dst, wire.DefaultRoot+"/") && b.Dst != wire.BinPath && b.Dst != wire.GatewayPath
 }
 
 // placeIsFile says whether the template's bind b is a file: by its source when it still
@@ -64,7 +72,7 @@ func placeIsFile(b compute.Bind) bool {
 	if fi, err := os.Stat(b.Src); err == nil {
 		return fi.Mode().IsRegular()
 	}
-	return b.Dst == wire.BundlePath+"/"+wire.ManifestFile || strings.HasPrefix(b.Dst, wire.RuntimeBinDir+"/")
+	return b.Dst == wire.BundlePath+"/"+wire.ManifestFile || b.Dst == wire.SystemTrustFile || strings.HasPrefix(b.Dst, wire.RuntimeBinDir+"/")
 }
 
 // stageSlotFiles makes slot id's empty places for tmpl's read-only binds, each with the
