@@ -183,24 +183,16 @@ func warmDockerTarget(t config.Target) bool {
 }
 
 // dockerShape is a docker slot's key: the local shape of its spec (everything below /agora
-// comes at claim) and the worker it was started with. The system trust store's bind counts by
-// its place alone: its source is the dispatch's own stage file, put in the slot's read-only
-// place at the claim (stagedBind), so every dispatch with the egress proxy has one shape, and
-// one without the proxy another (it has no such bind).
+// comes at claim, and so does the system trust store of a dispatch with the egress proxy: it
+// counts by its place alone, see stagedBind) and the worker it was started with.
 func dockerShape(s compute.Spec) string {
 	worker := ""
-	binds := make([]compute.Bind, len(s.Binds))
-	for i, b := range s.Binds {
+	for _, b := range s.Binds {
 		if b.Dst == wire.BinPath {
 			worker = b.Src
 		}
-		if b.Dst == wire.SystemTrustFile && stagedBind(b) {
-			b.Src = ""
-		}
-		binds[i] = b
 	}
-	s.Binds = binds
-	return "docker:" + local.SlotShape(s, local.SlotOptions{ClaimRoot: wire.DefaultRoot, PerDispatchEnv: []string{"AGORA_DISPATCH_ID"}}) + ":" + worker
+	return "docker:" + local.SlotShape(s, local.SlotOptions{ClaimRoot: wire.DefaultRoot, PerDispatchEnv: []string{"AGORA_DISPATCH_ID"}, ClaimFiles: claimFiles}) + ":" + worker
 }
 
 // fillDocker starts one docker slot of target's template as a uid of its own.

@@ -59,14 +59,21 @@ func templateOf(stateDir, target string, spec compute.Spec) compute.Spec {
 	return tmpl
 }
 
-// slotOptions are every warm slot's: /agora comes at claim, and AGORA_DISPATCH_ID (which the
-// worker never reads: the agent's copy comes from the bundle's manifest) is not in the slot.
+// slotOptions are every warm slot's: /agora and the system trust store come at claim, and
+// AGORA_DISPATCH_ID (which the worker never reads: the agent's copy comes from the bundle's
+// manifest) is not in the slot.
 // The worker is started ahead in the slot (#28/#30 prewarm) and waits on its claim pipe
 // (wire.ClaimFDEnv) until the claim has attached the dispatch's files.
 func slotOptions(stateDir, target string) local.SlotOptions {
 	return local.SlotOptions{Dir: filepath.Join(stateDir, warmDir, target), ClaimRoot: wire.DefaultRoot,
-		PerDispatchEnv: []string{"AGORA_DISPATCH_ID"}, PrestartEnv: wire.ClaimFDEnv}
+		PerDispatchEnv: []string{"AGORA_DISPATCH_ID"}, PrestartEnv: wire.ClaimFDEnv, ClaimFiles: claimFiles}
 }
+
+// claimFiles are the places outside /agora whose file a warm slot gets at the claim: the
+// system trust store, over which a dispatch with the egress proxy binds its stage's trust
+// file (startNetwork). Its source is per dispatch; as a fixed bind of the shape it made every
+// proxy dispatch miss its slot and start cold (#30).
+var claimFiles = []string{wire.SystemTrustFile}
 
 // saveTemplate writes spec, a cold dispatch's, as target's template for standby supervisors,
 // when target keeps warm slots and this process could hold one (root; any user for a

@@ -67,6 +67,10 @@ type SlotOptions struct {
 	// was discarded or its holder died; it exits). Only a command that honours that contract
 	// (the worker: wire.ClaimFDEnv) may run prestarted.
 	PrestartEnv string
+	// ClaimFiles are places outside ClaimRoot whose file comes at claim (slotfiles.go): a
+	// read-only bind of one in the template binds a file of the slot's own there, filled at
+	// the claim with the claim's source; the place is part of the shape, the source is not.
+	ClaimFiles []string
 }
 
 // Slot is one held sandbox. It implements warm.Slot.
@@ -85,6 +89,8 @@ type Slot struct {
 	// and bin the identity of the command's binary bound at fill; nil otherwise.
 	goW *os.File
 	bin *binIdentity
+	// files are the slot's claim files (slotfiles.go): each place and the host file bound there.
+	files map[string]string
 
 	mu      sync.Mutex
 	claimed bool // guarded by mu
@@ -121,9 +127,12 @@ func SlotShape(s compute.Spec, o SlotOptions) string {
 		w("runas", strconv.FormatUint(uint64(s.RunAs.UID), 10), strconv.FormatUint(uint64(s.RunAs.GID), 10))
 	}
 	for _, b := range s.Binds {
-		if underRoot(b.Dst, o.ClaimRoot) {
+		switch {
+		case underRoot(b.Dst, o.ClaimRoot):
 			w("claim", b.Dst, strconv.FormatBool(b.Writable), strconv.FormatBool(b.Result))
-		} else {
+		case isClaimFile(b, o):
+			w("claimfile", b.Dst)
+		default:
 			w("fixed", b.Src, b.Dst, strconv.FormatBool(b.Writable), strconv.FormatBool(b.Result))
 		}
 	}
@@ -231,6 +240,12 @@ func (s *Slot) start(ctx context.Context, tmpl compute.Spec) error {
 	spec.Env = shapeEnv(tmpl.Env, s.opts)
 	spec.Binds = []compute.Bind{{Src: mp, Dst: s.opts.ClaimRoot, Writable: true}}
 	for _, b := range tmpl.Binds {
+		if isClaimFile(b, s.opts) {
+			var err error
+			if b, err = s.claimFileBind(b); err != nil {
+				return err
+			}
+		}
 		if !underRoot(b.Dst, s.opts.ClaimRoot) {
 			spec.Binds = append(spec.Binds, b)
 		}
@@ -450,6 +465,9 @@ func (s *Slot) claim(ctx context.Context, spec compute.Spec) (*handle, error) {
 		return nil, errors.New("the warm slot's sandbox ended before its claim")
 	}
 	if err := s.sameBinary(spec); err != nil {
+		return nil, err
+	}
+	if err := s.fillClaimFiles(spec); err != nil {
 		return nil, err
 	}
 	if err := s.attach(spec); err != nil {
