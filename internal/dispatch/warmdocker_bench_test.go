@@ -45,3 +45,43 @@ func BenchmarkDockerWarm_NoOp(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkDockerWarm_ProxyNoOp is BenchmarkDockerWarm_NoOp for a dispatch with the egress
+// proxy (a grant naming a host): its proxy, trust file and gateway sockets are made either
+// way. "cold" is what every such dispatch got before #30's proxy fix (it spent its claimed
+// slot and started cold), "warm" a claimed slot, its trust store filled at the claim.
+func BenchmarkDockerWarm_ProxyNoOp(b *testing.B) {
+	e, w := dockerWarmEnvWith(b, 1, "boxcold")
+	e.scriptSubagent("proxied", "commands: [\"sh -c *\"]\negress:\n  - api.test\n", `true`)
+	req := func(target string) dispatch.Request {
+		return dispatch.Request{Subagent: "proxied", Target: target, Timeout: 2 * time.Minute}
+	}
+	first := e.run(req("box"))
+	wantFinished(b, first)
+	if first.Network != dispatch.NetworkProxy {
+		b.Fatalf("network %s, want proxy", first.Network)
+	}
+	b.Run("cold", func(b *testing.B) {
+		for b.Loop() {
+			wantFinished(b, e.run(req("boxcold")))
+		}
+	})
+	b.Run("warm", func(b *testing.B) {
+		claimed, cold := boxCounts(w).Claimed, boxCounts(w).Cold
+		for b.Loop() {
+			b.StopTimer()
+			deadline := time.Now().Add(2 * time.Minute)
+			for boxCounts(w).Ready < 1 {
+				if time.Now().After(deadline) {
+					b.Fatalf("no slot ready: %+v", boxCounts(w))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			b.StartTimer()
+			wantFinished(b, e.run(req("box")))
+		}
+		if c := boxCounts(w); c.Claimed-claimed != uint64(b.N) || c.Cold != cold {
+			b.Fatalf("claimed %d of %d warm proxy dispatches, %d cold: %+v", c.Claimed-claimed, b.N, c.Cold-cold, c)
+		}
+	})
+}
