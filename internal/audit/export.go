@@ -100,6 +100,9 @@ func (c *Checkpointer) Export(ctx context.Context, sel Selection) (*verify.Bundl
 	if b.Purged, err = verify.PurgedOf(entries); err != nil {
 		return nil, fmt.Errorf("export audit log: %w", err)
 	}
+	if b.PurgedRuns, err = verify.PurgedRunsOf(entries); err != nil {
+		return nil, fmt.Errorf("export audit log: %w", err)
+	}
 	if err := verify.SignSelection(b, c.opts.Signer); err != nil {
 		return nil, fmt.Errorf("export audit log: %w", err)
 	}

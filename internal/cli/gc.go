@@ -11,8 +11,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/retention"
+	"github.com/agora-dev/agora/internal/store"
 )
 
 type gcOptions struct {
@@ -56,14 +59,27 @@ purged products ('agora verify' row "purged").
 
 // gcReport is `agora gc -o json`.
 type gcReport struct {
-	DryRun   bool              `json:"dry_run"`
-	Blobs    string            `json:"retention_blobs"`
-	Logs     string            `json:"retention_logs"`
-	Items    []retention.Item  `json:"items"`
-	Bytes    int64             `json:"bytes"`
-	Pending  int               `json:"pending"`
-	Result   *retention.Result `json:"result,omitempty"`
-	Location string            `json:"blob_store"`
+	DryRun   bool                `json:"dry_run"`
+	Blobs    string              `json:"retention_blobs"`
+	Logs     string              `json:"retention_logs"`
+	Runs     string              `json:"retention_runs"`
+	Items    []retention.Item    `json:"items"`
+	Bytes    int64               `json:"bytes"`
+	Pending  int                 `json:"pending"`
+	RunItems []retention.RunItem `json:"runs"`
+	RunsKept retention.RunsKept  `json:"runs_kept"`
+	Result   *retention.Result   `json:"result,omitempty"`
+	Location string              `json:"blob_store"`
+}
+
+// newSweeper is the sweeper of h under pol: orch.db is opened for writing (migrated, full
+// sync, as serve opens it) only when a sweep has runs to purge.
+func newSweeper(f *Factory, h *home.Home, pol config.RetentionPolicy) *retention.Sweeper {
+	path := filepath.Join(h.Dir, orchDir, orchDB)
+	return &retention.Sweeper{DB: h.DB, OrchDB: path, Blobs: h.Blobs, Policy: pol, Log: audit.New(f.Now), Now: f.Now,
+		OpenOrch: func(ctx context.Context) (*store.DB, error) {
+			return store.Open(ctx, path, orch.Migrations(), store.FullSync())
+		}}
 }
 
 func gcRun(ctx context.Context, opts *gcOptions) error {
@@ -76,9 +92,8 @@ func gcRun(ctx context.Context, opts *gcOptions) error {
 	if err != nil {
 		return fmt.Errorf("agora.yaml retention: %w", err)
 	}
-	s := &retention.Sweeper{DB: h.DB, OrchDB: filepath.Join(h.Dir, orchDir, orchDB), Blobs: h.Blobs, Policy: pol,
-		Log: audit.New(f.Now), Now: f.Now}
-	rep := gcReport{DryRun: opts.dryRun, Blobs: days(pol.Blobs), Logs: days(pol.Logs), Location: h.Blobs.Where()}
+	s := newSweeper(f, h, pol)
+	rep := gcReport{DryRun: opts.dryRun, Blobs: days(pol.Blobs), Logs: days(pol.Logs), Runs: days(pol.Runs), Location: h.Blobs.Where()}
 	if !pol.Set() && opts.output != formatJSON {
 		fmt.Fprintf(f.IO.ErrOut, "agora: agora.yaml sets no retention: nothing is purged (see 'agora gc --help')\n")
 	}
@@ -93,9 +108,13 @@ func gcRun(ctx context.Context, opts *gcOptions) error {
 	}
 	if plan != nil {
 		rep.Items, rep.Bytes, rep.Pending = plan.Items, plan.Bytes(), plan.Pending()
+		rep.RunItems, rep.RunsKept = plan.Runs, plan.RunsKept
 	}
 	if rep.Items == nil {
 		rep.Items = []retention.Item{}
+	}
+	if rep.RunItems == nil {
+		rep.RunItems = []retention.RunItem{}
 	}
 	if err != nil {
 		return fmt.Errorf("gc: %w", err)
@@ -124,18 +143,25 @@ func gcText(f *Factory, r gcReport) error {
 			return err
 		}
 	}
+	if err := gcRunsTable(f, r); err != nil {
+		return err
+	}
 	verb := "would purge"
 	if !r.DryRun {
 		verb = "purged"
 	}
 	fmt.Fprintf(f.IO.ErrOut, "agora: gc: %s %d products (%d bytes) in %s (retention blobs %s, logs %s)\n",
 		verb, len(r.Items), r.Bytes, r.Location, r.Blobs, r.Logs)
+	gcRunsSummary(f, r, verb)
 	if r.Pending > 0 {
 		fmt.Fprintf(f.IO.ErrOut, "agora: gc: %d purges recorded by an interrupted sweep are finished first\n", r.Pending)
 	}
 	if res := r.Result; res != nil {
 		fmt.Fprintf(f.IO.ErrOut, "agora: gc: %d blobs deleted, %d already gone, %d stored again since the sweep began (left for the next one), %d needed again (kept)\n",
 			res.Deleted, res.Absent, res.Deferred, res.KeptAgain)
+		if res.RunsSkipped > 0 {
+			fmt.Fprintf(f.IO.ErrOut, "agora: gc: %d runs left: gone, changed or named by a schedule since the plan\n", res.RunsSkipped)
+		}
 		for _, why := range res.Refused {
 			fmt.Fprintf(f.IO.ErrOut, "agora: warning: gc: %s\n", why)
 		}
@@ -163,16 +189,16 @@ func serveRetention(ctx context.Context, f *Factory, h *home.Home, log *slog.Log
 		log.Warn("retention sweep off", "err", err)
 		return
 	}
-	s := &retention.Sweeper{DB: h.DB, OrchDB: filepath.Join(h.Dir, orchDir, orchDB), Blobs: h.Blobs, Policy: pol,
-		Log: audit.New(f.Now), Now: f.Now}
+	s := newSweeper(f, h, pol)
 	s.Background(ctx, retentionInterval, func(_ *retention.Plan, res retention.Result, err error) {
 		if err != nil {
 			log.Warn("retention sweep", "err", err)
 			return
 		}
-		if res.Recorded > 0 || res.Finished > 0 || res.Deferred > 0 {
+		if res.Recorded > 0 || res.Finished > 0 || res.Deferred > 0 || res.Runs > 0 {
 			log.Info("retention sweep", "purged", res.Recorded, "bytes", res.Bytes, "deleted", res.Deleted,
-				"finished", res.Finished, "deferred", res.Deferred, "kept", res.KeptAgain)
+				"finished", res.Finished, "deferred", res.Deferred, "kept", res.KeptAgain,
+				"runs", res.Runs, "run_tasks", res.RunTasks, "runs_skipped", res.RunsSkipped)
 		}
 		for _, why := range res.Refused {
 			log.Warn("retention sweep left a blob in place", "why", why)

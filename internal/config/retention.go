@@ -9,41 +9,47 @@ import (
 // Retention says how long the products of ended dispatches are kept before `agora gc` and
 // serve's background sweep purge them (internal/retention, #31):
 //
-//	retention: {blobs: 90d, logs: 30d}
+//	retention: {blobs: 90d, logs: 30d, runs: 180d}
 //
-// Each is whole days ("1d" to "36500d") counted from the dispatch's end. Absent (the default),
-// nothing is purged. blobs covers a dispatch's patch, outputs, input and the copies of
-// upstream products it mounted; logs covers its stdout, stderr and transcript. The audit log,
-// checkpoints, anchors and catalog are never purged.
+// Each is whole days ("1d" to "36500d") counted from the dispatch's (or run's) end. Absent (the
+// default), nothing is purged. blobs covers a dispatch's patch, outputs, input and the copies
+// of upstream products it mounted; logs covers its stdout, stderr and transcript; runs covers
+// a sealed orchestrator run's rows in orch.db. The audit logs, checkpoints, anchors and
+// catalog are never purged.
 type Retention struct {
 	// Blobs is how long a dispatch's patch, outputs and inputs are kept, e.g. "90d".
 	Blobs string `yaml:"blobs"`
 	// Logs is how long a dispatch's stdout, stderr and transcript are kept, e.g. "30d".
 	Logs string `yaml:"logs"`
+	// Runs is how long a sealed orchestrator run's rows stay in orch.db after it ended, e.g.
+	// "180d".
+	Runs string `yaml:"runs"`
 }
 
 // RetentionPolicy is [Retention] parsed: a zero duration keeps that class forever.
 type RetentionPolicy struct {
-	Blobs, Logs time.Duration
+	Blobs, Logs, Runs time.Duration
 }
 
 // Set reports whether anything is ever purged.
-func (p RetentionPolicy) Set() bool { return p.Blobs > 0 || p.Logs > 0 }
+func (p RetentionPolicy) Set() bool { return p.Blobs > 0 || p.Logs > 0 || p.Runs > 0 }
 
 // Policy parses r. An empty field keeps forever; anything else is [ParseRetention]'s whole
 // days, so "0d", "-1d", "90" and "1h" are errors, never "purge everything now".
 func (r Retention) Policy() (RetentionPolicy, error) {
 	var p RetentionPolicy
-	var err error
-	if r.Blobs != "" {
-		if p.Blobs, err = ParseRetention(r.Blobs); err != nil {
+	for _, f := range []struct {
+		v   string
+		dst *time.Duration
+	}{{r.Blobs, &p.Blobs}, {r.Logs, &p.Logs}, {r.Runs, &p.Runs}} {
+		if f.v == "" {
+			continue
+		}
+		d, err := ParseRetention(f.v)
+		if err != nil {
 			return RetentionPolicy{}, err
 		}
-	}
-	if r.Logs != "" {
-		if p.Logs, err = ParseRetention(r.Logs); err != nil {
-			return RetentionPolicy{}, err
-		}
+		*f.dst = d
 	}
 	return p, nil
 }
@@ -51,7 +57,7 @@ func (r Retention) Policy() (RetentionPolicy, error) {
 // validateRetention checks each field on its own so both errors are reported with their line.
 func validateRetention(pos *strictyaml.Positions, r Retention) strictyaml.Errors {
 	var errs strictyaml.Errors
-	for _, f := range []struct{ key, v string }{{"blobs", r.Blobs}, {"logs", r.Logs}} {
+	for _, f := range []struct{ key, v string }{{"blobs", r.Blobs}, {"logs", r.Logs}, {"runs", r.Runs}} {
 		if f.v == "" {
 			continue
 		}

@@ -10,14 +10,14 @@ import (
 
 func TestRetention_Parse(t *testing.T) {
 	c := config.Default(t.TempDir())
-	if err := config.Parse("agora.yaml", []byte("retention: {blobs: 90d, logs: 30d}\n"), c); err != nil {
+	if err := config.Parse("agora.yaml", []byte("retention: {blobs: 90d, logs: 30d, runs: 180d}\n"), c); err != nil {
 		t.Fatal(err)
 	}
 	p, err := c.Retention.Policy()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Blobs != 90*24*time.Hour || p.Logs != 30*24*time.Hour || !p.Set() {
+	if p.Blobs != 90*24*time.Hour || p.Logs != 30*24*time.Hour || p.Runs != 180*24*time.Hour || !p.Set() {
 		t.Fatalf("policy %+v", p)
 	}
 	// The default purges nothing.
@@ -27,7 +27,7 @@ func TestRetention_Parse(t *testing.T) {
 }
 
 // TestRetention_Refused: a retention of 0 or a negative, a bare number, another unit, an
-// unknown key (runs is not built) and a case-folded key are errors naming the line, never a
+// unknown key and a case-folded key are errors naming the line, never a
 // policy that purges everything at once.
 func TestRetention_Refused(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
@@ -37,7 +37,10 @@ func TestRetention_Refused(t *testing.T) {
 		{"retention: {logs: 0s}\n", "want whole days"},
 		{"retention: {logs: 1h}\n", "want whole days"},
 		{"retention: {blobs: 36501d}\n", "want 1d to 36500d"},
-		{"retention: {runs: 180d}\n", "runs"},
+		{"retention: {runs: 0d}\n", "retention.runs"},
+		{"retention: {runs: 180}\n", "want whole days"},
+		{"retention: {runs: 4320h}\n", "want whole days"},
+		{"retention: {runs: 180d, jobs: 1d}\n", "jobs"},
 		{"retention: {Blobs: 90d}\n", "Blobs"},
 		{"retention: {blobs: 90d, blobs: 1d}\n", "blobs"},
 		{"retention: 90d\n", "retention"},
@@ -66,7 +69,7 @@ func FuzzRetentionConfig(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Parse accepted %q but Policy refused it: %v", src, err)
 		}
-		for _, d := range []time.Duration{p.Blobs, p.Logs} {
+		for _, d := range []time.Duration{p.Blobs, p.Logs, p.Runs} {
 			if d != 0 && (d < 24*time.Hour || d > 36500*24*time.Hour) {
 				t.Fatalf("%q gave %v", src, d)
 			}

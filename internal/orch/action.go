@@ -1,6 +1,7 @@
 package orch
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -52,7 +53,7 @@ func (e *Engine) target(req api.ActionRequest) (*run, *task, error) {
 		if err == nil {
 			return nil, nil, fmt.Errorf("%w: run %s is sealed (%s); a sealed run accepts no further changes", ErrConflict, req.Run, state)
 		}
-		return nil, nil, errclass.NotFoundf(ErrNotFound, "run", req.Run)
+		return nil, nil, runNotFound(context.Background(), e.db.SQL(), req.Run)
 	}
 	if req.Task == "" {
 		return r, nil, nil

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/budget"
-	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 	"github.com/agora-dev/agora/internal/verdict"
@@ -37,7 +36,7 @@ func status(ctx context.Context, db *sql.DB, ref string, cached func(id string) 
 	r, err := scanRun(db.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ? OR name = ?
 		ORDER BY id = ? DESC, created_at DESC, id DESC LIMIT 1`, ref, ref, ref))
 	if errors.Is(err, sql.ErrNoRows) {
-		return api.Run{}, errclass.NotFoundf(ErrNotFound, "run", ref)
+		return api.Run{}, runNotFound(ctx, db, ref)
 	}
 	if err != nil {
 		return api.Run{}, err

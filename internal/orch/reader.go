@@ -57,7 +57,7 @@ func (r *Reader) Run(ctx context.Context, ref string) (api.Run, error) {
 	run, err := scanRun(r.db.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ? OR name = ?
 		ORDER BY id = ? DESC, created_at DESC, id DESC LIMIT 1`, ref, ref, ref))
 	if errors.Is(err, sql.ErrNoRows) {
-		return api.Run{}, errclass.NotFoundf(ErrNotFound, "run", ref)
+		return api.Run{}, runNotFound(ctx, r.db, ref)
 	}
 	return run, err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/digest"
+	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/retention"
 	"github.com/agora-dev/agora/internal/store"
 )
@@ -44,8 +45,10 @@ func newHome(t testing.TB) *testHome {
 }
 
 func (h *testHome) sweeper(p config.RetentionPolicy) *retention.Sweeper {
-	return &retention.Sweeper{DB: h.db, OrchDB: filepath.Join(h.dir, "orch", "orch.db"), Blobs: h.blobs, Policy: p,
-		Log: h.log, Now: func() time.Time { return now }}
+	path := filepath.Join(h.dir, "orch", "orch.db")
+	return &retention.Sweeper{DB: h.db, OrchDB: path, Blobs: h.blobs, Policy: p,
+		Log: h.log, Now: func() time.Time { return now },
+		OpenOrch: func(ctx context.Context) (*store.DB, error) { return store.Open(ctx, path, orch.Migrations()) }}
 }
 
 // put stores b and backdates the blob file to when, as a blob stored then would be.

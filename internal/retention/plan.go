@@ -36,6 +36,10 @@ type Plan struct {
 	// earlier of the sweep's start and the oldest live dispatch's creation, less a minute.
 	NotAfter time.Time
 	Items    []Item
+	// Runs are the orchestrator runs retention.runs removes from orch.db; RunsKept counts
+	// those old enough that are kept, and why.
+	Runs     []RunItem
+	RunsKept RunsKept
 	pending  []pending
 	keep     map[digest.Digest]bool
 }

@@ -33,6 +33,11 @@ type Result struct {
 	Finished  int      `json:"finished"`          // recorded purges of an earlier, interrupted sweep finished
 	Bytes     int64    `json:"bytes"`             // bytes the recorded products had
 	Refused   []string `json:"refused,omitempty"` // blobs left in place: not a regular file etc.
+
+	Runs        int `json:"runs"`         // orchestrator runs purged from orch.db (one retention.run_purged entry each)
+	RunsSkipped int `json:"runs_skipped"` // planned runs left: gone, changed or named by a schedule since the plan
+	RunTasks    int `json:"run_tasks"`    // task rows the purged runs had
+	RunAttempts int `json:"run_attempts"` // attempt rows the purged runs had
 }
 
 // Progress is told after each batch: products done of total.

@@ -3,6 +3,7 @@ package retention
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"sync"
 	"time"
@@ -21,6 +22,9 @@ type Sweeper struct {
 	Policy config.RetentionPolicy
 	Log    *audit.Log // agora.db's audit log
 	Now    func() time.Time
+	// OpenOrch opens orch.db (OrchDB) for writing, migrated: called only when a sweep has runs
+	// to purge, so a home with no orch.db never gets one. nil: runs are planned, never purged.
+	OpenOrch func(ctx context.Context) (*store.DB, error)
 
 	mu sync.Mutex // one sweep at a time in a process
 }
@@ -45,10 +49,18 @@ func (s *Sweeper) Plan(ctx context.Context) (*Plan, error) {
 	if orch == nil {
 		return MakePlan(ctx, s.DB.SQL(), nil, s.Policy, now())
 	}
-	return MakePlan(ctx, s.DB.SQL(), orch.SQL(), s.Policy, now())
+	p, err := MakePlan(ctx, s.DB.SQL(), orch.SQL(), s.Policy, now())
+	if err != nil {
+		return nil, err
+	}
+	if p.Runs, p.RunsKept, err = PlanRuns(ctx, orch.SQL(), s.Policy.Runs, p.Now); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
-// Run plans and purges. The plan is returned with what was done.
+// Run plans and purges: the products first, then the runs. The plan is returned with what
+// was done.
 func (s *Sweeper) Run(ctx context.Context, actor, role string, progress Progress) (*Plan, Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -57,6 +69,20 @@ func (s *Sweeper) Run(ctx context.Context, actor, role string, progress Progress
 		return nil, Result{}, err
 	}
 	res, err := Purge(ctx, s.DB, s.Log, s.Blobs, p, actor, role, progress)
+	if err != nil || len(p.Runs) == 0 {
+		return p, res, err
+	}
+	if s.OpenOrch == nil {
+		return p, res, fmt.Errorf("purge %d runs: no writer of orch.db was given", len(p.Runs))
+	}
+	db, err := s.OpenOrch(ctx)
+	if err != nil {
+		return p, res, fmt.Errorf("purge runs: %w", err)
+	}
+	defer db.Close()
+	// orch.db's log is written as the engine writes it (sparse tree); readers see the same bytes.
+	log := audit.New(func() time.Time { return p.Now }).SparseTree()
+	err = PurgeRuns(ctx, db, log, p.Runs, s.Policy.Runs, p.Now, actor, role, &res)
 	return p, res, err
 }
 

@@ -159,3 +159,9 @@ func WouldDeny(kind string) bool {
 // the dispatch, details the products (name, digest, class, size), why, and the purger's role.
 // It is written before the blobs are deleted, in the transaction that records the purge.
 const RetentionPurged = "retention.purged"
+
+// RetentionRunPurged records an ended, sealed orchestrator run whose rows retention removed
+// from orch.db (#31): subject run/<id>, details its plan's name and digest, state, end, task
+// and attempt counts, why, and the purger's role; never the plan body. It is appended to
+// orch.db's log in the transaction that deletes the rows, so neither exists without the other.
+const RetentionRunPurged = "retention.run_purged"

@@ -65,6 +65,9 @@ type Bundle struct {
 	// Purged lists the products retention deleted, as the bundle's retention.purged entries
 	// record them ([Purged]); absent when none did.
 	Purged []Purged `json:"purged,omitempty"`
+	// PurgedRuns lists the orchestrator runs retention removed from orch.db, as the bundle's
+	// retention.run_purged entries record them ([PurgedRun]); absent when none did.
+	PurgedRuns []PurgedRun `json:"purged_runs,omitempty"`
 }
 
 // Selection records the export's filter so the verifier can check the entries match it.

@@ -94,6 +94,8 @@ func bundleField(b *Bundle, key string) any {
 		return &b.SelectionNote
 	case "purged":
 		return &b.Purged
+	case "purged_runs":
+		return &b.PurgedRuns
 	}
 	return nil
 }

@@ -97,19 +97,7 @@ func (v *verifier) checkPurged() {
 	if len(v.b.Purged) == 0 && !v.holdsPurge() {
 		return
 	}
-	failed := map[string]bool{}
-	for _, c := range v.rep.Checks {
-		if !c.OK && (c.Check == CheckEntry || c.Check == CheckInclusion) {
-			failed[c.Item] = true
-		}
-	}
-	var ok []Entry
-	for _, e := range v.b.Entries {
-		if !failed[strconv.FormatUint(e.Index, 10)] {
-			ok = append(ok, e)
-		}
-	}
-	want, err := PurgedOf(ok)
+	want, err := PurgedOf(v.verifiedEntries())
 	if err != nil {
 		v.fail(CheckPurged, "", "%v", err)
 		return
@@ -147,6 +135,23 @@ func (v *verifier) checkPurged() {
 		names = append(names, fmt.Sprintf("%s %s (%s)", truncate(p.Dispatch, 60), truncate(p.Product, 80), p.Digest))
 	}
 	v.pass(CheckPurged, "", "%d products purged by retention, each recorded by a retention.purged entry: %s", len(want), strings.Join(names, ", "))
+}
+
+// verifiedEntries are the bundle's entries whose entry and inclusion rows passed.
+func (v *verifier) verifiedEntries() []Entry {
+	failed := map[string]bool{}
+	for _, c := range v.rep.Checks {
+		if !c.OK && (c.Check == CheckEntry || c.Check == CheckInclusion) {
+			failed[c.Item] = true
+		}
+	}
+	var ok []Entry
+	for _, e := range v.b.Entries {
+		if !failed[strconv.FormatUint(e.Index, 10)] {
+			ok = append(ok, e)
+		}
+	}
+	return ok
 }
 
 // holdsPurge reports whether any entry of the bundle may be a retention.purged entry.

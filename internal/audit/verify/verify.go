@@ -172,6 +172,7 @@ func (v *verifier) checkLog() {
 	v.checkAnchored()
 	v.checkManifests()
 	v.checkPurged()
+	v.checkPurgedRuns()
 }
 
 func (v *verifier) pass(check, item, format string, args ...any) {
