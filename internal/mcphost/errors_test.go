@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/mcpserver"
 	"github.com/agora-dev/agora/internal/orch/client"
 )
@@ -39,5 +40,18 @@ func TestErrors(t *testing.T) {
 		if got := orchError(tt.in); !tt.want(got) {
 			t.Errorf("orchError(%v) = %T %v", tt.in, got, got)
 		}
+	}
+}
+
+// TestErrors_PurgedRunNote: the service's note on a run retention purged reaches the MCP
+// caller's message, with the id mcpserver names.
+func TestErrors_PurgedRunNote(t *testing.T) {
+	err := orchError(&client.Error{Code: "not_found", Msg: `run "r1" not found (purged ...)`, Note: "purged by retention at 2026-11-24T12:00:00Z by system: retention.runs 180d"})
+	if !errors.Is(err, mcpserver.ErrNotFound) {
+		t.Fatalf("got %v, want mcpserver.ErrNotFound", err)
+	}
+	var nf *errclass.NotFoundError
+	if !errors.As(err, &nf) || nf.Note != "purged by retention at 2026-11-24T12:00:00Z by system: retention.runs 180d" {
+		t.Fatalf("got %#v, want the note kept", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/hostpath"
 	"github.com/agora-dev/agora/internal/mcpserver"
 	"github.com/agora-dev/agora/internal/orch/api"
@@ -147,6 +148,9 @@ func orchError(err error) error {
 	switch {
 	case errors.Is(err, client.ErrNotRunning):
 		return mcpserver.ErrOrchestratorDown
+	case errors.As(err, &ce) && ce.Code == "not_found" && ce.Note != "":
+		// The note (a run retention purged) reaches the caller; mcpserver names the id.
+		return &errclass.NotFoundError{Note: ce.Note, Of: mcpserver.ErrNotFound}
 	case errors.As(err, &ce) && ce.Code == "not_found":
 		return mcpserver.ErrNotFound
 	case errors.As(err, &ce) && (ce.Code == "invalid" || ce.Code == "conflict"):

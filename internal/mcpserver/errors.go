@@ -11,10 +11,16 @@ import (
 )
 
 // notFound replaces a port's not-found error with one naming the id, worded as the CLI words
-// it (errclass: `dispatch "X" not found`); other errors pass.
+// it (errclass: `dispatch "X" not found`), keeping the port's note (a run retention purged:
+// when and why); other errors pass.
 func notFound(err error, what, id string) error {
 	if errors.Is(err, ErrNotFound) {
-		return &errclass.NotFoundError{Kind: what, ID: id, Of: ErrNotFound}
+		nf := &errclass.NotFoundError{Kind: what, ID: id, Of: ErrNotFound}
+		var port *errclass.NotFoundError
+		if errors.As(err, &port) {
+			nf.Note = port.Note
+		}
+		return nf
 	}
 	return err
 }

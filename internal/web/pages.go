@@ -13,6 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -35,7 +36,11 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request, name, title, nav s
 // fail answers an error: not found for what does not exist, and otherwise a message without
 // internals (the log has the cause).
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var nf *errclass.NotFoundError
 	switch {
+	case errors.Is(err, orch.ErrNotFound) && errors.As(err, &nf) && nf.Note != "":
+		// A run retention purged says so (when, by whom, why), not a bare "not found".
+		http.Error(w, nf.Error(), http.StatusNotFound)
 	case errors.Is(err, orch.ErrNotFound), errors.Is(err, dispatch.ErrNotFound):
 		http.Error(w, "not found", http.StatusNotFound)
 	case errors.Is(err, errBusy):

@@ -215,6 +215,8 @@ type ActionRequest struct {
 type Error struct {
 	Error string `json:"error"`
 	Code  string `json:"code"` // not_found, invalid, conflict, unavailable, internal
+	// Note says more about a not_found: for a run retention purged, when, by whom and why.
+	Note string `json:"note,omitempty"`
 }
 
 // Patch is one task's patch reference, for `orch patches`.

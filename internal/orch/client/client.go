@@ -29,6 +29,7 @@ type Error struct {
 	Status int
 	Code   string // not_found, invalid, conflict, unavailable, internal, forbidden
 	Msg    string
+	Note   string // more about a not_found (a run retention purged: when, by whom, why)
 }
 
 func (e *Error) Error() string { return e.Msg }
@@ -117,7 +118,7 @@ func (c *Client) send(ctx context.Context, method, path string, in any) (*http.R
 		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e); err != nil || e.Error == "" {
 			return nil, &Error{Status: resp.StatusCode, Code: "internal", Msg: "orchestrator answered " + resp.Status}
 		}
-		return nil, &Error{Status: resp.StatusCode, Code: e.Code, Msg: e.Error}
+		return nil, &Error{Status: resp.StatusCode, Code: e.Code, Msg: e.Error, Note: e.Note}
 	}
 	return resp, nil
 }

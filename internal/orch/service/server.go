@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit/verify"
+	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
@@ -461,7 +462,12 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 func writeEngineErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, orch.ErrNotFound):
-		writeErr(w, http.StatusNotFound, "not_found", err.Error())
+		e := api.Error{Error: err.Error(), Code: "not_found"}
+		var nf *errclass.NotFoundError
+		if errors.As(err, &nf) {
+			e.Note = nf.Note
+		}
+		writeJSON(w, http.StatusNotFound, e)
 	case errors.Is(err, orch.ErrConflict):
 		writeErr(w, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, orch.ErrStopped), errors.Is(err, context.Canceled):
