@@ -27,10 +27,11 @@ func newGCCmd(f *Factory, runF func(*gcOptions) error) *cobra.Command {
 	opts := &gcOptions{printOptions: printOptions{f: f}}
 	cmd := newPrintCmd(&cobra.Command{
 		Use:   "gc",
-		Short: "Purge the products of dispatches older than agora.yaml's retention",
+		Short: "Purge the products of dispatches, and orchestrator runs, older than agora.yaml's retention",
 		Long: `Purge what agora.yaml's retention has aged out: a dispatch's patch, outputs and inputs
 after retention.blobs, its stdout, stderr and transcript after retention.logs, counted from
-the dispatch's end. Without retention in agora.yaml nothing is ever purged. 'agora orch serve'
+the dispatch's end; a sealed orchestrator run's rows in orch.db after retention.runs, counted
+from the run's end. Without retention in agora.yaml nothing is ever purged. 'agora orch serve'
 and 'agora mcp serve' run the same sweep in the background every hour.
 
 Never purged: the audit log, checkpoints and anchors; the catalog; anything a live, waiting
@@ -43,6 +44,12 @@ dispatch (the products, their digests, why, and the role: operator for you, rete
 for serve), in the transaction that records it. If gc is killed in between, the next gc or
 sweep finishes the deletion. A bundle exported afterwards still verifies and lists the
 purged products ('agora verify' row "purged").
+
+A run goes only when it is sealed (a failed run stays open for 'agora orch retry' until
+'agora orch seal RUN'), ended long enough ago by a time that parses and is not in the future,
+and no schedule names it as its last run. Its rows go with one retention.run_purged entry in
+orch.db's log, in the same transaction; its dispatches stay, under blobs and logs. 'agora
+orch status' of it then says it was purged by retention.
 
 --dry-run lists what would go and changes nothing.`,
 		Example: `  # What would go, as a table or as JSON
