@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -62,6 +63,9 @@ func PlanRuns(ctx context.Context, db *sql.DB, age time.Duration, now time.Time)
 		case err != nil || at.IsZero() || at.After(now):
 			kept.BadDate++
 		case at.After(cutoff):
+		case it.Run == "" || strings.Contains(it.Run, "/"):
+			// Never from the engine (ULIDs, SCHEDULE@SLOT); its entry's subject would read as
+			// a path below run/, which verify refuses, so the run is left alone.
 		case sealed == "":
 			kept.Unsealed++
 		case scheduled:

@@ -18,7 +18,8 @@ const sqlish = `old'); DELETE FROM runs; --`
 // TestRuns_PurgeAgedOnly: retention.runs 180d removes every row of a sealed run that ended
 // 200 days ago, and of one whose id reads as SQL, recording each (no plan body) in orch.db's
 // log; it keeps a live run, a young one, a failed run never sealed, a schedule's last run,
-// and runs whose end is in the future or does not parse. A second sweep purges nothing.
+// runs whose end is in the future or does not parse, and one whose id has a slash (which the
+// engine never writes: its entry's subject would not name a run). A second sweep purges nothing.
 func TestRuns_PurgeAgedOnly(t *testing.T) {
 	h := newHome(t)
 	o := h.orchDB(t)
@@ -31,6 +32,7 @@ func TestRuns_PurgeAgedOnly(t *testing.T) {
 	o.schedule(t, "nightly", "r-sched")
 	o.add(t, orun{id: "r-future", ended: ago(-30), sealed: true, tasks: 1})
 	o.add(t, orun{id: "r-garbage", ended: "yesterday", sealed: true, tasks: 1})
+	o.add(t, orun{id: "r/slash", ended: ago(200), sealed: true, tasks: 1})
 	ctx := context.Background()
 
 	plan, err := h.sweeper(runsPolicy).Plan(ctx)
@@ -55,13 +57,13 @@ func TestRuns_PurgeAgedOnly(t *testing.T) {
 			t.Errorf("run %q keeps %d rows after its purge", id, n)
 		}
 	}
-	for _, id := range []string{"r-young", "r-live", "r-failed", "r-sched", "r-future", "r-garbage"} {
+	for _, id := range []string{"r-young", "r-live", "r-failed", "r-sched", "r-future", "r-garbage", "r/slash"} {
 		if n := o.rowsOf(t, id); n == 0 {
 			t.Errorf("run %q was purged", id)
 		}
 	}
-	if n := count(t, o.db.SQL(), `SELECT count(*) FROM runs`); n != 6 {
-		t.Fatalf("%d runs left, want 6", n)
+	if n := count(t, o.db.SQL(), `SELECT count(*) FROM runs`); n != 7 {
+		t.Fatalf("%d runs left, want 7", n)
 	}
 	rows, err := o.db.SQL().Query(`SELECT subject, actor, entry FROM audit_entries WHERE kind = 'retention.run_purged' ORDER BY seq`)
 	if err != nil {
