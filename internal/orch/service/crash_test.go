@@ -46,11 +46,18 @@ func newEnv(t *testing.T) *env {
 // applied (so, e.g., blobs.s3 holds the catalog's blobs).
 func newEnvConfig(t *testing.T, yaml string) *env {
 	t.Helper()
+	return newEnvShell(t, yaml, "description: a shell\ncommands: [\"sh -c *\"]\n")
+}
+
+// newEnvShell is newEnvConfig with shell, the capability.yaml every subagent of the catalog
+// has (an egress grant there gives them all the egress proxy).
+func newEnvShell(t *testing.T, yaml, shell string) *env {
+	t.Helper()
 	dir := t.TempDir()
 	e := &env{t: t, home: filepath.Join(dir, "home"), vars: append(os.Environ(), "AGORA_HOME="+filepath.Join(dir, "home"))}
 	cat := filepath.Join(dir, "catalog")
 	must(t, os.MkdirAll(filepath.Join(cat, "caps", "shell"), 0o755))
-	must(t, os.WriteFile(filepath.Join(cat, "caps", "shell", "capability.yaml"), []byte("description: a shell\ncommands: [\"sh -c *\"]\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(cat, "caps", "shell", "capability.yaml"), []byte(shell), 0o644))
 	must(t, os.WriteFile(filepath.Join(cat, "worker.yaml"), []byte(`description: writes its input into the workspace
 runtime: exec
 command: [sh, -c, 'printf "%s\n" "$AGORA_INPUT_JSON" > task.json; sleep 0.05']
