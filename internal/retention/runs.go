@@ -43,8 +43,17 @@ func PlanRuns(ctx context.Context, db *sql.DB, age time.Duration, now time.Time)
 	cutoff := now.Add(-age)
 	// Every ended run is read (a runs row is small; there is no index on ended_at): the
 	// parsed time decides, never a text comparison of dates.
-	rows, err := db.QueryContext(ctx, `SELECT r.id, r.name, r.state, r.digest, r.ended_at, r.sealed_at,
-		EXISTS (SELECT 1 FROM schedules s WHERE s.last_run = r.id)
+	// An orch.db that no agora with schedules has opened yet (the plan reads it without
+	// migrating it) has no schedules table, and so no schedule to keep a run for.
+	scheduled := `EXISTS (SELECT 1 FROM schedules s WHERE s.last_run = r.id)`
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schedules'`).Scan(&n); err != nil {
+		return nil, kept, fmt.Errorf("read orch.db's schema: %w", err)
+	}
+	if n == 0 {
+		scheduled = `0`
+	}
+	rows, err := db.QueryContext(ctx, `SELECT r.id, r.name, r.state, r.digest, r.ended_at, r.sealed_at, `+scheduled+`
 		FROM runs r WHERE r.ended_at != ''`)
 	if err != nil {
 		return nil, kept, fmt.Errorf("read orch.db's ended runs: %w", err)

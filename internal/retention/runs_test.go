@@ -10,6 +10,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/retention"
+	"github.com/agora-dev/agora/internal/store"
 )
 
 // sqlish is a run id naming SQL: ids are bound parameters everywhere, so it is only text.
@@ -165,5 +166,37 @@ func TestRuns_NoOrchDB(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(h.dir, "orch", "orch.db")); !os.IsNotExist(err) {
 		t.Fatalf("the sweep created orch.db: %v", err)
+	}
+}
+
+// TestRuns_OrchDBBeforeSchedules: an orch.db no agora with schedules has opened yet (read
+// by the plan without migrating it) is planned from, and purged once opened (and migrated)
+// for writing.
+func TestRuns_OrchDBBeforeSchedules(t *testing.T) {
+	h := newHome(t)
+	path := filepath.Join(h.dir, "orch", "orch.db")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	migs := orch.Migrations()
+	k := 0
+	for k < len(migs) && migs[k].Name != "queues and schedules" {
+		k++
+	}
+	if k == len(migs) {
+		t.Fatal("no schedules migration in orch.Migrations")
+	}
+	db, err := store.Open(context.Background(), path, migs[:k])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SQL().Exec(`INSERT INTO runs(id, name, digest, state, actor, created_at, ended_at, sealed_at)
+		VALUES ('r-old', 'nightly', 'sha256:11', 'succeeded', 'alice', ?, ?, ?)`, ago(300), ago(200), ago(200)); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	plan, res, err := h.sweeper(runsPolicy).Run(context.Background(), "ops", retention.RoleOperator, nil)
+	if err != nil || len(plan.Runs) != 1 || res.Runs != 1 {
+		t.Fatalf("plan %+v, result %+v, %v", plan, res, err)
 	}
 }
