@@ -80,8 +80,10 @@ func (s *Sweeper) Run(ctx context.Context, actor, role string, progress Progress
 		return p, res, fmt.Errorf("purge runs: %w", err)
 	}
 	defer db.Close()
-	// orch.db's log is written as the engine writes it (sparse tree); readers see the same bytes.
-	log := audit.New(func() time.Time { return p.Now }).SparseTree()
+	// orch.db's log is written as the engine writes it (sparse tree); readers see the same
+	// bytes. Entries are stamped when appended (not at the plan's time), so their times never
+	// run backwards past the engine's entries committed meanwhile.
+	log := audit.New(s.Now).SparseTree()
 	err = PurgeRuns(ctx, db, log, p.Runs, s.Policy.Runs, p.Now, actor, role, &res)
 	return p, res, err
 }
