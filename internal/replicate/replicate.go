@@ -60,6 +60,10 @@ type Options struct {
 	Now func() time.Time
 	// Logf reports failed syncs (they are retried); nil drops them.
 	Logf func(format string, args ...any)
+	// Fence, when set, is asked before every segment is put: an error stops the sync (it is
+	// retried, asking again) so a serve that lost its leader lease uploads nothing more
+	// (store.CheckFence, internal/lease).
+	Fence func() error
 }
 
 // Status is where replication stands.
@@ -272,6 +276,11 @@ func (r *Replicator) sync(ctx context.Context) error {
 	for i := range segs {
 		segs[i].Seq, segs[i].Prev = seq, prev
 		b := segs[i].encode(r.o.Key)
+		if r.o.Fence != nil {
+			if err := r.o.Fence(); err != nil {
+				return fmt.Errorf("replicate %s: %w", r.o.DB, err)
+			}
+		}
 		if _, err := r.o.Client.Put(ctx, objectName(r.o.DB, r.gen, seq), b, false, nil); err != nil {
 			return fmt.Errorf("replicate %s: %w", r.o.DB, err)
 		}

@@ -162,7 +162,8 @@ func (db *DB) Path() string { return db.path }
 // SQL exposes the pool for read-only queries. Writes MUST go through [DB.Tx].
 func (db *DB) SQL() *sql.DB { return db.sql }
 
-// Tx runs fn in one IMMEDIATE transaction and commits it. When the transaction loses a race for
+// Tx runs fn in one IMMEDIATE transaction and commits it, unless the process's fence
+// ([SetFence]) refuses, which rolls it back and returns the fence's error. When the transaction loses a race for
 // the write lock (SQLITE_BUSY or SQLITE_LOCKED) it is rolled back and fn runs again from the
 // start, so fn MUST NOT have effects outside the transaction that a retry would repeat.
 func (db *DB) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
@@ -189,6 +190,12 @@ func (db *DB) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return err
 	}
 	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	// The fence is asked last, as close to COMMIT as it can be: a leader that lost its lease
+	// while fn ran must not commit what fn wrote (fence.go).
+	if err := CheckFence(); err != nil {
 		tx.Rollback()
 		return err
 	}

@@ -292,9 +292,12 @@ func (t *Table) Mark(ctx context.Context, s *Schedule, f Firing) (bool, error) {
 // Repoint moves s's next slot to the first one after its last (after the clock went back, or
 // once its zone's rules changed) without firing anything.
 func (t *Table) Repoint(ctx context.Context, s *Schedule) error {
-	_, err := t.db.SQL().ExecContext(ctx, `UPDATE schedules SET next_due = ? WHERE name = ? AND created_at = ? AND last_slot = ?`,
-		dueText(s.Spec.Next(s.After())), s.Name, ts(s.CreatedAt), ts(s.LastSlot))
-	return err
+	// Through Tx like every other write, so the leader fence (store.SetFence) covers it too.
+	return t.db.Tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE schedules SET next_due = ? WHERE name = ? AND created_at = ? AND last_slot = ?`,
+			dueText(s.Spec.Next(s.After())), s.Name, ts(s.CreatedAt), ts(s.LastSlot))
+		return err
+	})
 }
 
 // UnmarkedRun finds a run of s submitted for a slot after its last one and not marked (the
