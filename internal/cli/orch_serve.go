@@ -126,10 +126,12 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(orch.MemoryLimit)
 	}
-	h, err := f.Home(ctx)
+	// With leader: in agora.yaml, a standby until it holds the Lease (orch_serve_lease.go).
+	leader, h, err := leaderHome(ctx, f, opts.logFormat)
 	if err != nil {
 		return err
 	}
+	defer leader.release(ctx, f, h)
 	db, err := store.Open(ctx, filepath.Join(dir, orchDB), orch.Migrations(), store.FullSync())
 	if err != nil {
 		return err
@@ -207,7 +209,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	}
 	defer closeWeb()
 	fmt.Fprintf(f.IO.ErrOut, "agora: orchestrator serving on %s (pid %d)\n", sock, os.Getpid())
-	return serveOrchParts(ctx, f, opts, &orchServeParts{ui: ui, gateway: serveGateway, eng: eng, sup: sup, srv: srv, ln: ln, orchCP: orchCP, mainCP: mainCP, ob: ob,
+	return serveOrchParts(ctx, f, opts, &orchServeParts{leader: leader, ui: ui, gateway: serveGateway, eng: eng, sup: sup, srv: srv, ln: ln, orchCP: orchCP, mainCP: mainCP, ob: ob,
 		sweep: func(ctx context.Context) { serveRetention(ctx, f, h, ob.log) }})
 }
 
@@ -222,6 +224,7 @@ type orchServeParts struct {
 	orchCP, mainCP *audit.Checkpointer
 	ob             *serveObs
 	sweep          func(context.Context) // retention (#31), nil in tests that build parts
+	leader         *serveLeader          // nil without leader: in agora.yaml
 }
 
 // serveOrchParts runs p until ctx ends or one part fails; a stop by a signal is a clean stop.
@@ -249,13 +252,25 @@ func serveOrchParts(ctx context.Context, f *Factory, opts *orchServeOptions, p *
 	if p.sweep != nil {
 		g.Go(func() error { p.sweep(gctx); return nil })
 	}
+	if p.leader != nil {
+		// A lost Lease stops serve with an error: it never keeps serving (the fence already
+		// refuses its commits by then).
+		g.Go(func() error {
+			select {
+			case <-p.leader.lost():
+				return p.leader.errLost()
+			case <-gctx.Done():
+				return nil
+			}
+		})
+	}
 	err := g.Wait()
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
 		// Stopped by a signal: a clean stop, whatever the goroutines said while winding down.
 		fmt.Fprintln(f.IO.ErrOut, "agora: orchestrator stopped; running workers continue and are re-attached by the next serve")
 		return nil
 	}
-	return err
+	return p.leader.stopped(err)
 }
 
 // openOrchEngine opens the orchestrator's engine over db: plans are checked against the

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/replicate"
+	"github.com/agora-dev/agora/internal/store"
 )
 
 // replicateStatusFile is where a serve that replicates publishes where replication stands, for
@@ -69,7 +70,8 @@ func startReplication(ctx context.Context, h *home.Home, log *slog.Logger, dbs .
 	lag := rc.LagOrDefault()
 	for _, db := range dbs {
 		o := replicate.Options{Client: c, DB: db.name, Path: db.path, Identity: strings.TrimSpace(string(pub)), Key: replicate.SegmentKey(secret), Lag: lag,
-			Logf: func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...)) }}
+			Logf:  func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...)) },
+			Fence: store.CheckFence} // a serve that lost its leader lease uploads nothing more
 		r.wg.Go(func() { r.run(ctx, o, lag) })
 	}
 	r.wg.Go(func() { r.publish(ctx, lag) })

@@ -52,6 +52,9 @@ type Config struct {
 	Auth Auth `yaml:"auth"`
 	// Retention purges ended dispatches' products after a time (retention.go, #31).
 	Retention Retention `yaml:"retention"`
+	// Leader makes orch serve a replica that serves only while it holds a Kubernetes Lease
+	// (leader.go, #31).
+	Leader Leader `yaml:"leader"`
 }
 
 // Gateway configures the network gateway that `agora gateway serve` and `agora orch serve
@@ -147,6 +150,7 @@ func Parse(file string, src []byte, c *Config) error {
 	errs = append(errs, c.validateQueues(pos)...)
 	errs = append(errs, validateAuth(pos, &c.Auth)...)
 	errs = append(errs, validateRetention(pos, c.Retention)...)
+	errs = append(errs, validateLeader(pos, c.Leader)...)
 	for _, name := range c.Models.Names() {
 		if err := (budget.Prices{name: c.Models[name]}).Validate(); err != nil {
 			errs = append(errs, pos.Errorf("models."+name, "%v", err))

@@ -165,3 +165,16 @@ const RetentionPurged = "retention.purged"
 // and attempt counts, why, and the purger's role; never the plan body. It is appended to
 // orch.db's log in the transaction that deletes the rows, so neither exists without the other.
 const RetentionRunPurged = "retention.run_purged"
+
+// The leader lease of `agora orch serve` (#31, internal/lease). Actor "system", subject
+// [Lease] (lease/NAMESPACE/NAME), details identity (this replica's holderIdentity) and, on
+// [LeaderAcquired], previous (the holder it took over from, "" if none) and restored (the
+// replica's databases were restored into the home first).
+const (
+	// LeaderAcquired is written once this replica holds the Lease, before it serves.
+	LeaderAcquired = "leader.acquired"
+	// LeaderReleased is written on a clean stop, after serving ended and before the Lease is
+	// handed back. A replica that lost the Lease writes nothing: its fence refuses every
+	// commit, and the next holder's LeaderAcquired names it as previous.
+	LeaderReleased = "leader.released"
+)

@@ -56,3 +56,6 @@ func RoleOf(actor string) string {
 
 // OrchActor is the actor of every entry the orchestrator's engine writes.
 const OrchActor = "orch"
+
+// Lease is the subject of the leader entries: lease/NAMESPACE/NAME.
+func Lease(namespace, name string) string { return "lease/" + namespace + "/" + name }

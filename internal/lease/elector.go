@@ -1,0 +1,145 @@
+package lease
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// elector is client-go's leader election algorithm (tools/leaderelection: tryAcquireOrRenew)
+// over one coordination.k8s.io/v1 Lease, with two changes. It moves the fence on every write
+// that makes this process the holder. And it renews without waiting only a record it wrote
+// itself: a record naming this identity but written by someone else (a previous process of
+// this replica, or a second one started by mistake) is waited out like a foreign holder's.
+// It does not link client-go's package itself: that links the typed clientset's scheme,
+// whose init every agora process would pay (see leaseclient.go).
+type elector struct {
+	cfg   Config
+	api   leaseAPI
+	log   *slog.Logger
+	fence *Fence
+
+	// observed is the record last seen, and observedAt when (on this host's monotonic clock)
+	// it was first seen: a holder has expired once its duration passed since then with no
+	// new record, whatever the record's own times say.
+	observed   *coordv1.Lease
+	observedAt time.Time
+	// written is the resourceVersion of the record this process last wrote.
+	written string
+	// previous is the other holder this process took the Lease from: the last other
+	// identity it saw holding it (a released Lease names no holder).
+	previous, seen string
+}
+
+// try takes or renews the Lease once. It reports whether this process holds it now, and
+// otherwise who does while their lease runs ("" if no one, or the Lease could not be read).
+func (e *elector) try(ctx context.Context) (ok bool, holder string) {
+	ctx, cancel := context.WithTimeout(ctx, e.retryPeriod())
+	defer cancel()
+	now := time.Now()
+	cur, err := e.api.Get(ctx, e.cfg.Name)
+	if apierrors.IsNotFound(err) {
+		return e.create(ctx, now), ""
+	}
+	if err != nil {
+		e.log.Warn("read the leader lease", "err", err)
+		return false, ""
+	}
+	if e.observed == nil || cur.ResourceVersion != e.observed.ResourceVersion {
+		e.observed, e.observedAt = cur, now
+	}
+	holder = deref(cur.Spec.HolderIdentity)
+	if holder != "" && holder != e.cfg.Identity {
+		e.seen = holder
+	}
+	mine := holder == e.cfg.Identity && cur.ResourceVersion == e.written
+	if holder != "" && !mine && now.Before(e.observedAt.Add(durationOf(cur, e.cfg.Duration))) {
+		return false, holder
+	}
+	next := cur.DeepCopy()
+	stamp := metav1.NewMicroTime(now)
+	next.Spec.RenewTime = &stamp
+	next.Spec.LeaseDurationSeconds = seconds(e.cfg.Duration)
+	if !mine {
+		// A take-over: of an expired holder, a released Lease, or our own identity's record
+		// that this process did not write.
+		id := e.cfg.Identity
+		next.Spec.HolderIdentity, next.Spec.AcquireTime = &id, &stamp
+		next.Spec.LeaseTransitions = ptr(deref(cur.Spec.LeaseTransitions) + 1)
+	}
+	sent := time.Now()
+	got, err := e.api.Update(ctx, next)
+	if err != nil {
+		e.log.Warn("write the leader lease", "err", err)
+		return false, ""
+	}
+	e.fence.Renewed(sent)
+	e.observed, e.observedAt, e.written = got, now, got.ResourceVersion
+	if !mine {
+		e.previous = e.seen
+	}
+	return true, ""
+}
+
+// create makes the Lease, held by this process.
+func (e *elector) create(ctx context.Context, now time.Time) bool {
+	id := e.cfg.Identity
+	stamp := metav1.NewMicroTime(now)
+	l := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: e.cfg.Name, Namespace: e.cfg.Namespace},
+		Spec: coordv1.LeaseSpec{HolderIdentity: &id, LeaseDurationSeconds: seconds(e.cfg.Duration), AcquireTime: &stamp, RenewTime: &stamp, LeaseTransitions: ptr[int32](0)}}
+	sent := time.Now()
+	got, err := e.api.Create(ctx, l)
+	if err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			e.log.Warn("create the leader lease", "err", err)
+		}
+		return false
+	}
+	e.fence.Renewed(sent)
+	e.observed, e.observedAt, e.written = got, now, got.ResourceVersion
+	return true
+}
+
+// release hands the Lease back if the record is still the one this process wrote (the
+// update is conditional on its resourceVersion), as client-go's ReleaseOnCancel does: no
+// holder and a one-second duration, so a standby takes it at its next look.
+func (e *elector) release() {
+	if e.observed == nil || e.written == "" || e.observed.ResourceVersion != e.written {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.renewDeadline())
+	defer cancel()
+	next := e.observed.DeepCopy()
+	now := metav1.NewMicroTime(time.Now())
+	empty := ""
+	next.Spec.HolderIdentity, next.Spec.LeaseDurationSeconds = &empty, ptr[int32](1)
+	next.Spec.RenewTime, next.Spec.AcquireTime = &now, &now
+	if _, err := e.api.Update(ctx, next); err != nil {
+		e.log.Warn("hand back the leader lease", "err", err)
+	}
+}
+
+// durationOf is the holder's lease duration as its record says, def if it says none.
+func durationOf(l *coordv1.Lease, def time.Duration) time.Duration {
+	if l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds <= 0 {
+		return def
+	}
+	return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+}
+
+// seconds is d in whole seconds, at least one.
+func seconds(d time.Duration) *int32 { return ptr(int32(max(d/time.Second, 1))) }
+
+func ptr[T any](v T) *T { return &v }
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

@@ -1,0 +1,74 @@
+// Package lease makes `agora orch serve` one of several replicas of which only the holder of
+// a Kubernetes Lease serves (#31): [Elect] waits as a standby until this process holds the
+// Lease (client-go's leader election algorithm over a coordination.k8s.io/v1 Lease, elector.go),
+// and its [Fence]
+// says, before every commit and every replica upload, whether the process may still write.
+//
+// The fence is local and fails closed: it holds a deadline on this host's monotonic clock,
+// the time the last successful renew was sent plus 4/5 of the lease duration. A standby
+// cannot take the Lease before it has seen the record unchanged for the whole duration on its
+// own clock, and that view starts after the renew was sent, so while the fence passes no one
+// else leads, whatever the apiserver or the network do (a hung apiserver, a SIGSTOP, a long
+// pause). The fifth left is the margin for clock rate and the time between the check and the
+// COMMIT it guards.
+package lease
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Fence is a leader's permission to write, valid until a deadline its renews push forward.
+// It is safe for concurrent use; [Fence.Check] is a clock read and an atomic load.
+type Fence struct {
+	name  string        // namespace/lease, for errors
+	valid time.Duration // how long a renew keeps the fence open
+	base  time.Time     // the monotonic origin of deadline
+	// deadline is the fence's end, in nanoseconds of monotonic time since base; 0 is shut.
+	deadline atomic.Int64
+	since    func(time.Time) time.Duration
+}
+
+// NewFence returns a shut fence for the lease named name (namespace/lease) of duration d.
+func NewFence(name string, d time.Duration) *Fence {
+	return &Fence{name: name, valid: d - d/5, base: time.Now(), since: time.Since}
+}
+
+// Renewed opens the fence until sent + 4/5 of the lease duration, sent being when the
+// successful create or renew of the Lease was sent. It only ever moves the deadline forward,
+// and never reopens a fence [Fence.Shut] closed.
+// A sent without a monotonic reading (a wall time: parsed, from the apiserver, or stripped)
+// is ignored: a wall clock can jump, and the fence must not follow it.
+func (f *Fence) Renewed(sent time.Time) {
+	if sent == sent.Round(0) { // Round(0) strips the monotonic reading, changing only a time that had one
+		return
+	}
+	end := int64(sent.Sub(f.base) + f.valid)
+	for {
+		old := f.deadline.Load()
+		if old < 0 || end <= old || f.deadline.CompareAndSwap(old, end) {
+			return
+		}
+	}
+}
+
+// Shut closes the fence for good: no commit passes it again. Called when leadership ends
+// (lost, or released on a clean stop) before anything else is done.
+func (f *Fence) Shut() { f.deadline.Store(-1) }
+
+// Check is nil while the fence is open and otherwise an error naming the lease.
+func (f *Fence) Check() error {
+	d := f.deadline.Load()
+	if d > 0 && int64(f.since(f.base)) < d {
+		return nil
+	}
+	switch {
+	case d == 0:
+		return fmt.Errorf("lease %s: not held yet; refusing to commit", f.name)
+	case d < 0:
+		return fmt.Errorf("lease %s: leadership ended; refusing to commit", f.name)
+	}
+	late := f.since(f.base) - time.Duration(d)
+	return fmt.Errorf("lease %s: not renewed in time (fence passed %s ago); refusing to commit, another replica may lead", f.name, late.Round(time.Millisecond))
+}
