@@ -240,13 +240,18 @@ func fillPlace(src string, p stagedPlace, skip []string) error {
 }
 
 // copyInto writes src's bytes into dst (made, or truncated in place) with src's mode, owner
-// and modification time.
+// and modification time. src was a regular file when listed; it is opened non-blocking and
+// checked again, so one swapped for a FIFO since never holds the claim in its open (red team
+// 34).
 func copyInto(src, dst string, fi fs.FileInfo) error {
-	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
+	if st, err := in.Stat(); err != nil || !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is no longer a regular file: not put in a slot", src)
+	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return err
