@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // RunItem is an orchestrator run whose rows retention.runs removes from orch.db.
@@ -75,6 +76,10 @@ func PlanRuns(ctx context.Context, db *sql.DB, age time.Duration, now time.Time)
 		case it.Run == "" || strings.Contains(it.Run, "/"):
 			// Never from the engine (ULIDs, SCHEDULE@SLOT); its entry's subject would read as
 			// a path below run/, which verify refuses, so the run is left alone.
+		case !utf8.ValidString(it.Run) || !utf8.ValidString(it.Name) || !utf8.ValidString(it.State) || !utf8.ValidString(it.Digest):
+			// Never from the engine either (its log takes only UTF-8); the purge's entry
+			// could not be written, and its batch's transaction, and every later batch, would
+			// fail at each sweep, so no run would ever be purged (red team 34).
 		case sealed == "":
 			kept.Unsealed++
 		case scheduled:
