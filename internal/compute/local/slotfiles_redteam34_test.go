@@ -152,3 +152,28 @@ func TestRedTeam34_ClaimFileFIFOSourceRefused(t *testing.T) {
 		t.Fatal("the claim blocked on its FIFO source, waiting for a writer")
 	}
 }
+
+// TestRedTeam34_ClaimFileSeenAsCold: what the sandbox can learn of its trust store (mode,
+// owner, size, kind, bytes, its mount's options and file system, whether it may write it)
+// is the same in a claimed slot as in a cold sandbox binding the same source, for a source
+// of the usual mode and one only its owner reads.
+func TestRedTeam34_ClaimFileSeenAsCold(t *testing.T) {
+	script := `P=` + rt34Place + `
+stat -c '%a %u %g %s %F' $P
+sha256sum < $P
+awk -v p=$P '$5 == p { for (i = 7; $i != "-"; i++) ; print $6, $(i+1), $(i+3) }' /proc/self/mountinfo
+test -w $P && echo writable || echo read-only`
+	for _, mode := range []os.FileMode{0o644, 0o600} {
+		p, _, slot := rt34Slot(t, script)
+		src := rt34File(t, "-----BEGIN CERTIFICATE-----\nDISPATCH\n")
+		if err := os.Chmod(src, mode); err != nil {
+			t.Fatal(err)
+		}
+		spec := rt34Spec(src, script)
+		cold := run(t, p, spec)
+		warm := runInSlot(t, p, slot, spec)
+		if cold.exit.Code != 0 || warm.stdout != cold.stdout || warm.exit.Code != cold.exit.Code {
+			t.Fatalf("mode %o: cold (exit %d):\n%s\nwarm (exit %d, stderr %q):\n%s", mode, cold.exit.Code, cold.stdout, warm.exit.Code, warm.stderr, warm.stdout)
+		}
+	}
+}
