@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/config"
@@ -19,7 +20,10 @@ func probeEngine(ctx context.Context, t config.Target) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("the API server answers and agora's account lists Jobs in namespace %s (%d of agora's there now)", t.Namespace, n), nil
+		if err := kubernetes.ProbePullSecrets(ctx, t.Kubeconfig, t.Context, t.Namespace, t.ImagePullSecrets); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("the API server answers and agora's account lists Jobs in namespace %s (%d of agora's there now)%s", t.Namespace, n, pullDetail(t)), nil
 	}
 	p, err := newContainerProvider(ctx, t)
 	if err != nil {
@@ -40,4 +44,12 @@ func dockerHostOf(t config.Target) string {
 		return os.Getenv("DOCKER_HOST")
 	}
 	return "the default socket (unix:///var/run/docker.sock)"
+}
+
+// pullDetail names the image pull secrets doctor found to be registry credentials.
+func pullDetail(t config.Target) string {
+	if len(t.ImagePullSecrets) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; image pull secrets %s exist and are registry credentials", strings.Join(t.ImagePullSecrets, ", "))
 }

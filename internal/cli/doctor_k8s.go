@@ -19,7 +19,11 @@ func doctorHost() doctor.Host {
 		if errors.Is(err, kubernetes.ErrNoSandboxCRD) {
 			return 0, fmt.Errorf("%w: %w", doctor.ErrNoAgentSandbox, err)
 		}
-		return n, err
+		if err != nil {
+			return n, err
+		}
+		// The engine check skips agent-sandbox targets; their Sandboxes' pods pull the same way.
+		return n, kubernetes.ProbePullSecrets(ctx, t.Kubeconfig, t.Context, t.Namespace, t.ImagePullSecrets)
 	}
 	h.Engine = probeEngine
 	return h

@@ -68,5 +68,6 @@ func (r *remoteProviders) kubernetes(name string, t config.Target) (compute.Prov
 		NodeSelector: t.NodeSelector, TTL: t.TTLAfterFinished,
 		GatewayURL: t.Gateway, GatewayCA: certs.CAPEM, Exporter: reg, Target: name,
 		SandboxUID: uint32(t.SandboxUID), Backend: t.Backend,
+		PullSecrets: t.ImagePullSecrets, PullPolicy: t.ImagePullPolicy,
 	})
 }

@@ -64,6 +64,13 @@ type Remote struct {
 	// Gateway is the URL pods reach agora's network gateway at (https://HOST:PORT); empty
 	// means the top-level gateway.advertise.
 	Gateway string `yaml:"gateway"`
+	// ImagePullSecrets names docker-registry Secrets of a kubernetes target's namespace (made
+	// by the cluster's operator; agora never reads them) that every pod of the target carries
+	// as imagePullSecrets.
+	ImagePullSecrets []string `yaml:"image_pull_secrets"`
+	// ImagePullPolicy is every container's imagePullPolicy on a kubernetes target:
+	// IfNotPresent (the default), Always or Never.
+	ImagePullPolicy string `yaml:"image_pull_policy"`
 }
 
 // Resources are a worker's CPU and memory in Kubernetes quantity notation (cpu: 2, 500m;
@@ -125,7 +132,8 @@ func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyam
 			"namespace": t.Namespace != "", "runtime_class": t.RuntimeClass != "",
 			"resources": t.Resources != Resources{}, "node_selector": len(t.NodeSelector) > 0,
 			"ttl_after_finished": t.TTLAfterFinished != 0, "gateway": t.Gateway != "",
-			"backend": t.Backend != "",
+			"backend": t.Backend != "", "image_pull_secrets": len(t.ImagePullSecrets) > 0,
+			"image_pull_policy": t.ImagePullPolicy != "",
 		}
 		for _, a := range allowed {
 			delete(set, a)
@@ -164,10 +172,11 @@ func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyam
 		}
 	case ProviderKubernetes:
 		unused("image", "worker_image", "kubeconfig", "context", "namespace", "runtime_class", "resources",
-			"node_selector", "ttl_after_finished", "gateway", "backend")
+			"node_selector", "ttl_after_finished", "gateway", "backend", "image_pull_secrets", "image_pull_policy")
 		image("image", t.Image)
 		image("worker_image", t.WorkerImage)
 		remoteOnly()
+		errs = append(errs, t.validatePull(pos, p)...)
 		if t.Namespace == "" {
 			bad("namespace", "required for provider kubernetes: the namespace agora's Jobs run in")
 		} else if len(t.Namespace) > 63 || !labelRE().MatchString(t.Namespace) {

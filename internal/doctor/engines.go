@@ -51,5 +51,9 @@ func engineFix(t config.Target) string {
 	if t.Provider == config.ProviderDocker {
 		return "start the engine (podman's Docker API: make podman prints DOCKER_HOST=...), set docker_host or DOCKER_HOST to its socket, and load the image (make image); see docs/providers.md"
 	}
-	return "check the target's kubeconfig, context and namespace, and apply the Role in docs/providers-k8s.md (examples/kubernetes/rbac.yaml)"
+	fix := "check the target's kubeconfig, context and namespace, and apply the Role in docs/providers-k8s.md (examples/kubernetes/rbac.yaml)"
+	if len(t.ImagePullSecrets) > 0 {
+		fix += "; have the cluster's operator make each of image_pull_secrets in the namespace (kubectl create secret docker-registry NAME -n " + t.Namespace + " ...)"
+	}
+	return fix
 }

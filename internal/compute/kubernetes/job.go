@@ -66,6 +66,7 @@ func (p *Provider) jobObject(in jobInput) *batchv1.Job {
 		EnableServiceLinks:            ptrTo(false),
 		NodeSelector:                  p.opts.NodeSelector,
 		HostAliases:                   in.gateway.hostAliases(),
+		ImagePullSecrets:              p.pullSecrets(),
 		SecurityContext: &corev1.PodSecurityContext{
 			RunAsNonRoot:   ptrTo(true),
 			RunAsUser:      &uid,
@@ -96,7 +97,7 @@ func (p *Provider) jobObject(in jobInput) *batchv1.Job {
 		VolumeMounts:    []corev1.VolumeMount{{Name: binVolume, MountPath: stageDir + "/" + binVolume}},
 		Resources:       res,
 		SecurityContext: containerSecurity(),
-		ImagePullPolicy: corev1.PullIfNotPresent,
+		ImagePullPolicy: p.pullPolicy(),
 	}
 	dir := in.spec.Dir
 	if dir == "" {
@@ -115,7 +116,7 @@ func (p *Provider) jobObject(in jobInput) *batchv1.Job {
 		},
 		Resources:       res,
 		SecurityContext: containerSecurity(),
-		ImagePullPolicy: corev1.PullIfNotPresent,
+		ImagePullPolicy: p.pullPolicy(),
 	}
 	for _, m := range in.mounts {
 		vol := mountVolumePrefix + m.Name

@@ -83,6 +83,11 @@ type Options struct {
 	// spec names RunAs. RLIMIT_NPROC counts per uid on a node, across pods. 0 means
 	// [DefaultSandboxUID]; 2^31 and above are refused.
 	SandboxUID uint32
+	// PullSecrets names docker-registry Secrets of Namespace (made by the cluster's operator)
+	// that every pod of the target carries as imagePullSecrets ([CheckPullSecrets]).
+	PullSecrets []string
+	// PullPolicy is every container's imagePullPolicy: IfNotPresent ("" too), Always or Never.
+	PullPolicy string
 }
 
 // Provider runs specs as Kubernetes Jobs. It is safe for concurrent use.
@@ -189,6 +194,12 @@ func (p *Provider) check() error {
 		} else {
 			p.mem = &q
 		}
+	}
+	if err := CheckPullSecrets(o.PullSecrets); err != nil {
+		return fmt.Errorf("image_pull_secrets: %w", err)
+	}
+	if err := CheckPullPolicy(o.PullPolicy); err != nil {
+		return fmt.Errorf("image_pull_policy %w", err)
 	}
 	if o.SandboxUID > 1<<31-1 {
 		return fmt.Errorf("sandbox_uid %d: want a uid below 2147483648", o.SandboxUID)

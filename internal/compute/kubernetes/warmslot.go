@@ -256,7 +256,8 @@ func (p *Provider) slotJobObject(in jobInput) *batchv1.Job {
 // would run the dispatch past its limits: red team 32), what its volumes are (a volume of the same
 // name made a claim on someone's storage keeps every mount as it was: red team 32), the
 // namespaces it shares with its node or between its containers, and the pod's own security
-// context and runtime class. A pod with an ephemeral container is refused by [Slot.Check]
+// context and runtime class, and its image pull policy and pull secrets (#31: which registry
+// credential fetched the image, and whether a cached one was trusted). A pod with an ephemeral container is refused by [Slot.Check]
 // before this is compared.
 func containersHash(s corev1.PodSpec) string {
 	type c struct {
@@ -267,10 +268,11 @@ func containersHash(s corev1.PodSpec) string {
 		Mounts  []corev1.VolumeMount
 		Sec     *corev1.SecurityContext
 		Res     corev1.ResourceRequirements
+		Pull    corev1.PullPolicy
 	}
 	var cs []c
 	for _, x := range append(slices.Clone(s.InitContainers), s.Containers...) {
-		cs = append(cs, c{x.Image, x.Command, x.Args, x.Env, x.VolumeMounts, x.SecurityContext, x.Resources})
+		cs = append(cs, c{x.Image, x.Command, x.Args, x.Env, x.VolumeMounts, x.SecurityContext, x.Resources, x.ImagePullPolicy})
 	}
 	b, _ := json.Marshal(struct {
 		C       []c
@@ -282,8 +284,9 @@ func containersHash(s corev1.PodSpec) string {
 		Share   *bool
 		Users   *bool
 		Res     *corev1.ResourceRequirements
+		Pull    []corev1.LocalObjectReference
 	}{cs, s.SecurityContext, s.RuntimeClassName, s.AutomountServiceAccountToken, s.Volumes,
-		[3]bool{s.HostNetwork, s.HostPID, s.HostIPC}, s.ShareProcessNamespace, s.HostUsers, s.Resources})
+		[3]bool{s.HostNetwork, s.HostPID, s.HostIPC}, s.ShareProcessNamespace, s.HostUsers, s.Resources, s.ImagePullSecrets})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -393,6 +396,8 @@ func (sl *Slot) Check(ctx context.Context) error {
 		return fmt.Errorf("%w: its job was claimed already", ErrSlotChanged)
 	case !slotLabelled(job.Spec.Template.Labels, sl.ID) || containersHash(job.Spec.Template.Spec) != sl.pod:
 		return fmt.Errorf("%w: its job's pod template changed", ErrSlotChanged)
+	case !sl.p.pullMatches(job.Spec.Template.Spec):
+		return fmt.Errorf("%w: its pod was made under other image pull settings than the target's now (%s)", ErrSlotChanged, sl.p.pullString())
 	}
 	pod, err := sl.findPod(ctx)
 	switch {

@@ -1,0 +1,122 @@
+package kubernetes
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Image pull settings (#31): images published to a private registry are pulled with
+// docker-registry Secrets the cluster's operator made in the target's namespace. agora only
+// names them in the pod spec; it never reads, writes or prints them.
+
+// MaxPullSecrets bounds a target's image_pull_secrets: a pod spec names each one, and every
+// pod agora makes carries the list, so a config of thousands would bloat each object towards
+// etcd's size limit and make every kubelet look each one up.
+const MaxPullSecrets = 16
+
+// The image pull policies a target may set ([Options.PullPolicy]).
+const (
+	PullIfNotPresent = string(corev1.PullIfNotPresent)
+	PullAlways       = string(corev1.PullAlways)
+	PullNever        = string(corev1.PullNever)
+)
+
+// ownNamePrefix starts the name of every object agora makes in the namespace (objectName:
+// agora-<id>; a slot's agora-<slot>). A pull secret of that name would be one of agora's own
+// Secrets (a dispatch's token, CA and egress proxy password), never a registry credential.
+const ownNamePrefix = "agora-"
+
+// CheckPullSecrets validates image_pull_secrets: at most [MaxPullSecrets] names, each a
+// DNS-1123 subdomain (a Secret's name: no '/', no control character, nothing a path could
+// be made of), none twice and none of agora's own Secrets' names.
+func CheckPullSecrets(names []string) error {
+	if len(names) > MaxPullSecrets {
+		return fmt.Errorf("%d names; at most %d (each pod agora makes names every one)", len(names), MaxPullSecrets)
+	}
+	seen := make(map[string]bool, len(names))
+	for i, n := range names {
+		switch {
+		case !isDNSSubdomain(n):
+			return fmt.Errorf("name %d, %q: not a Secret name (lowercase letters, digits, '-' and '.', at most 253)", i+1, clip(n))
+		case strings.HasPrefix(n, ownNamePrefix):
+			return fmt.Errorf("name %q: names starting %q are agora's own Secrets (a dispatch's token and proxy password), not registry credentials", n, ownNamePrefix)
+		case seen[n]:
+			return fmt.Errorf("name %q is listed twice", n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// CheckPullPolicy validates image_pull_policy: "" (IfNotPresent, the default), IfNotPresent,
+// Always or Never.
+func CheckPullPolicy(p string) error {
+	switch p {
+	case "", PullIfNotPresent, PullAlways, PullNever:
+		return nil
+	}
+	return fmt.Errorf("%q: want %s (the default), %s or %s", clip(p), PullIfNotPresent, PullAlways, PullNever)
+}
+
+// clip shortens what an error quotes back: a name of 10,000 bytes is not worth repeating.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// pullPolicy is the policy every container of the target's pods gets.
+func (p *Provider) pullPolicy() corev1.PullPolicy {
+	if p.opts.PullPolicy == "" {
+		return corev1.PullIfNotPresent
+	}
+	return corev1.PullPolicy(p.opts.PullPolicy)
+}
+
+// pullSecrets is the pod spec's imagePullSecrets: nil when the target names none, so a pod
+// without them is byte for byte what it was before the setting existed.
+func (p *Provider) pullSecrets() []corev1.LocalObjectReference {
+	if len(p.opts.PullSecrets) == 0 {
+		return nil
+	}
+	out := make([]corev1.LocalObjectReference, len(p.opts.PullSecrets))
+	for i, n := range p.opts.PullSecrets {
+		out[i] = corev1.LocalObjectReference{Name: n}
+	}
+	return out
+}
+
+// pullMatches reports whether pod carries the pull settings a cold pod of the target gets now:
+// a warm slot made under other ones (agora.yaml changed while it waited) is not what a cold
+// dispatch would run, so it is not claimed.
+func (p *Provider) pullMatches(pod corev1.PodSpec) bool {
+	want := p.pullSecrets()
+	if len(pod.ImagePullSecrets) != len(want) {
+		return false
+	}
+	for i := range want {
+		if pod.ImagePullSecrets[i] != want[i] {
+			return false
+		}
+	}
+	for _, c := range append(slices.Clone(pod.InitContainers), pod.Containers...) {
+		if c.ImagePullPolicy != p.pullPolicy() {
+			return false
+		}
+	}
+	return true
+}
+
+// pullString names the target's pull settings for a message: the policy and the Secrets'
+// names (never their content, which agora does not read).
+func (p *Provider) pullString() string {
+	s := "imagePullPolicy " + string(p.pullPolicy())
+	if len(p.opts.PullSecrets) > 0 {
+		s += ", imagePullSecrets " + strings.Join(p.opts.PullSecrets, ",")
+	}
+	return s
+}

@@ -1,0 +1,136 @@
+package kubernetes
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// The attacks on image_pull_secrets: a name that is a path or carries control characters (it
+// would be a Secret name the API server refuses at every Start, or a line of its own in a
+// message), ten thousand names (every pod would carry them), a name twice, and names of
+// agora's own Secrets (a dispatch's token and egress proxy password are Opaque, and no
+// registry credential). Each is refused, by New too, before any object is made.
+func TestCheckPullSecrets_Attacks(t *testing.T) {
+	many := make([]string, 10_000)
+	for i := range many {
+		many[i] = fmt.Sprintf("cred-%d", i)
+	}
+	for name, c := range map[string]struct {
+		names []string
+		want  string
+	}{
+		"path":            {[]string{"../../kube-system/regcred"}, "not a Secret name"},
+		"slash":           {[]string{"ns/regcred"}, "not a Secret name"},
+		"newline":         {[]string{"regcred\nimage pull secret \"x\" ok"}, "not a Secret name"},
+		"nul":             {[]string{"reg\x00cred"}, "not a Secret name"},
+		"escape":          {[]string{"reg\x1b[2Jcred"}, "not a Secret name"},
+		"upper":           {[]string{"RegCred"}, "not a Secret name"},
+		"empty":           {[]string{""}, "not a Secret name"},
+		"dot label":       {[]string{"reg..cred"}, "not a Secret name"},
+		"too long":        {[]string{strings.Repeat("a", 254)}, "not a Secret name"},
+		"ten thousand":    {many, "10000 names; at most 16"},
+		"twice":           {[]string{"regcred", "mirror", "regcred"}, `"regcred" is listed twice`},
+		"dispatch secret": {[]string{"regcred", objectName("01JABCDEFGHJKMNPQRSTVWXYZ0")}, "agora's own Secrets"},
+		"slot secret":     {[]string{"agora-s0123456789abcdef0123456789abcdef"}, "agora's own Secrets"},
+	} {
+		err := CheckPullSecrets(c.names)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: CheckPullSecrets = %v, want %q", name, err, c.want)
+			continue
+		}
+		if strings.ContainsAny(err.Error(), "\n\x00\x1b") || len(err.Error()) > 400 {
+			t.Errorf("%s: the error carries a control character or %d bytes: %q", name, len(err.Error()), err)
+		}
+		o := testOptions(t, &fakeExporter{})
+		o.PullSecrets = c.names
+		if _, err := newProvider(o, nil); err == nil || !strings.Contains(err.Error(), "image_pull_secrets") {
+			t.Errorf("%s: newProvider = %v, want refused naming image_pull_secrets", name, err)
+		}
+	}
+	ok := []string{"regcred", "mirror.example.com", "a", strings.Repeat("b", 63) + "." + strings.Repeat("c", 63)}
+	if err := CheckPullSecrets(ok); err != nil {
+		t.Errorf("valid names refused: %v", err)
+	}
+	if err := CheckPullSecrets(many[:MaxPullSecrets]); err != nil {
+		t.Errorf("%d names refused: %v", MaxPullSecrets, err)
+	}
+}
+
+func TestCheckPullPolicy(t *testing.T) {
+	for _, p := range []string{"", "IfNotPresent", "Always", "Never"} {
+		if err := CheckPullPolicy(p); err != nil {
+			t.Errorf("%q refused: %v", p, err)
+		}
+	}
+	for _, p := range []string{"always", "IfNotPresent ", "Sometimes", "Never\n"} {
+		if err := CheckPullPolicy(p); err == nil {
+			t.Errorf("%q accepted", p)
+		}
+		o := testOptions(t, &fakeExporter{})
+		o.PullPolicy = p
+		if _, err := newProvider(o, nil); err == nil || !strings.Contains(err.Error(), "image_pull_policy") {
+			t.Errorf("%q: newProvider = %v", p, err)
+		}
+	}
+}
+
+// The slot parity rule reads every container's policy and the Secrets in order: a pod whose
+// init container alone pulls otherwise, or whose Secrets are reordered or one short, is not
+// what a cold pod of the target is.
+func TestPullMatches(t *testing.T) {
+	o := testOptions(t, &fakeExporter{})
+	o.PullSecrets, o.PullPolicy = []string{"a", "b"}, PullAlways
+	p, err := newProvider(o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := testSpec("01JPULL")
+	env, _ := splitEnv(s.Env)
+	pod := p.jobObject(jobInput{name: "agora-pull", id: s.ID, spec: s, env: env, mounts: testMounts()}).Spec.Template.Spec
+	if !p.pullMatches(pod) {
+		t.Fatal("the provider's own pod does not match it")
+	}
+	for name, edit := range map[string]func(*corev1.PodSpec){
+		"init policy": func(s *corev1.PodSpec) { s.InitContainers[0].ImagePullPolicy = corev1.PullIfNotPresent },
+		"main policy": func(s *corev1.PodSpec) { s.Containers[0].ImagePullPolicy = corev1.PullNever },
+		"reordered": func(s *corev1.PodSpec) {
+			s.ImagePullSecrets[0], s.ImagePullSecrets[1] = s.ImagePullSecrets[1], s.ImagePullSecrets[0]
+		},
+		"one short":    func(s *corev1.PodSpec) { s.ImagePullSecrets = s.ImagePullSecrets[:1] },
+		"none":         func(s *corev1.PodSpec) { s.ImagePullSecrets = nil },
+		"another name": func(s *corev1.PodSpec) { s.ImagePullSecrets[1].Name = "c" },
+	} {
+		q := *pod.DeepCopy()
+		edit(&q)
+		if p.pullMatches(q) {
+			t.Errorf("%s: matches", name)
+		}
+		if containersHash(q) == containersHash(pod) {
+			t.Errorf("%s: containersHash unchanged", name)
+		}
+	}
+}
+
+// FuzzCheckPullSecrets: whatever is accepted is a Secret name the API server takes: no '/',
+// no control character, at most 253 bytes, not agora's own.
+func FuzzCheckPullSecrets(f *testing.F) {
+	for _, s := range []string{"regcred", "../x", "agora-01j", "a.b", "a\nb", strings.Repeat("a", 254)} {
+		f.Add(s, "b")
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if CheckPullSecrets([]string{a, b}) != nil {
+			return
+		}
+		for _, n := range []string{a, b} {
+			if n == "" || len(n) > 253 || strings.ContainsAny(n, "/\\ \n\r\t\x00") || strings.HasPrefix(n, "agora-") || n != strings.ToLower(n) {
+				t.Fatalf("accepted %q", n)
+			}
+		}
+		if a == b {
+			t.Fatalf("accepted %q twice", a)
+		}
+	})
+}
