@@ -238,8 +238,7 @@ func TestPull_ClusterSlotOfOtherSettingsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	now.testOnlyPodMeta = p.testOnlyPodMeta
-	sl.p = now // the holder's target, as agora.yaml says now
-	runRefused(t, sl, warmSpec(t, clusterID("PULLSLOT")), "other image pull settings")
+	runRefused(t, slotUnder(sl, now), warmSpec(t, clusterID("PULLSLOT")), "other image pull settings")
 
 	o.PullSecrets, o.PullPolicy = nil, PullAlways
 	if now, err = newProvider(o, p.client); err != nil {
@@ -247,8 +246,14 @@ func TestPull_ClusterSlotOfOtherSettingsRefused(t *testing.T) {
 	}
 	now.testOnlyPodMeta = p.testOnlyPodMeta
 	sl = startSlotAs(t, p, g, nil)
-	sl.p = now
-	runRefused(t, sl, warmSpec(t, clusterID("PULLSLOT")), "imagePullPolicy Always")
+	runRefused(t, slotUnder(sl, now), warmSpec(t, clusterID("PULLSLOT")), "imagePullPolicy Always")
+}
+
+// slotUnder is a second handle on sl's objects held by a provider of target settings p (the
+// holder's target as agora.yaml says now); sl's own watch goes on reading its provider.
+func slotUnder(sl *Slot, p *Provider) *Slot {
+	return &Slot{p: p, ID: sl.ID, name: sl.name, spec: sl.spec, job: sl.job, np: sl.np, sec: sl.sec,
+		pod: sl.pod, npSum: sl.npSum, start: sl.start, gone: make(chan struct{})}
 }
 
 // alreadyApplied: another test of the shared cluster applied the documented file first.

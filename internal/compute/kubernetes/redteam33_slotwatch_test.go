@@ -137,7 +137,13 @@ func TestRedTeam33_SlotWatchSurvivesAStalledAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxied := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(proxied, []byte(strings.ReplaceAll(string(kc), c.Server, "https://"+proxy.ln.Addr().String())), 0o600); err != nil {
+	// Its own TLS server name (a name the apiserver's certificate holds) gives this client its own
+	// transport: client-go caches transports by TLS settings alone, weakly, so a transport an
+	// earlier test made for the same cluster, if not yet collected, was handed back with
+	// HTTP/2, whose 45 s health check outlasts the 40 s below (the test failed or passed with
+	// the garbage collector's timing).
+	if err := os.WriteFile(proxied, []byte(strings.ReplaceAll(string(kc), `"`+c.Server+`"`,
+		`"https://`+proxy.ln.Addr().String()+`","tls-server-name":"localhost"`)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	g := startSlotGW(t)
