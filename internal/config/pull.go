@@ -54,20 +54,6 @@ func (t *Target) validatePullPolicy(pos *strictyaml.Positions, p string) stricty
 		PullIfNotPresent, PullAlways, PullNever, clipName(t.ImagePullPolicy))}
 }
 
-// dnsSubdomain reports whether s is an RFC 1123 subdomain: labels of [a-z0-9-], alphanumeric
-// at both ends, joined by dots, at most 253 in all.
-func dnsSubdomain(s string) bool {
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	for _, l := range strings.Split(s, ".") {
-		if len(l) > 63 || !labelRE().MatchString(l) {
-			return false
-		}
-	}
-	return true
-}
-
 // clipName shortens a value an error quotes back.
 func clipName(s string) string {
 	if len(s) > 64 {
