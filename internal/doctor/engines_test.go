@@ -50,3 +50,16 @@ func TestEngines(t *testing.T) {
 		t.Error("CanDispatch with a docker target's engine missing; want false (the check is required)")
 	}
 }
+
+// A kubernetes target with image_pull_secrets is told, when its probe fails, who makes them
+// and where; one without is not sent looking for Secrets it does not name.
+func TestEngineFix_PullSecrets(t *testing.T) {
+	with := config.Target{Provider: config.ProviderKubernetes, Remote: config.Remote{Namespace: "agents", ImagePullSecrets: []string{"regcred"}}}
+	if fix := engineFix(with); !strings.Contains(fix, "kubectl create secret docker-registry NAME -n agents") {
+		t.Errorf("fix = %q", fix)
+	}
+	with.ImagePullSecrets = nil
+	if fix := engineFix(with); strings.Contains(fix, "image_pull_secrets") {
+		t.Errorf("fix of a target without pull secrets = %q", fix)
+	}
+}
