@@ -63,6 +63,10 @@ or crashing serve never kills work in flight. A restarted serve re-attaches to e
 attempt by its dispatch id; one whose worker died meanwhile ends failed/lost and is
 retried by the task's policy.
 
+With leader: in agora.yaml it is one of several replicas: it waits as a standby until it
+holds that Kubernetes Lease (restoring the home from replicate.s3 first when set), fences
+every commit with it, and exits non-zero if it loses it (docs/operations.md).
+
 With --gateway HOST:PORT it also serves the network gateway (see 'agora gateway serve'),
 certified for gateway.advertise in agora.yaml.
 

@@ -120,16 +120,24 @@ func (s *serveLeader) release(ctx context.Context, f *Factory, h *home.Home) {
 	fmt.Fprintf(f.IO.ErrOut, "agora: leader: lease %s given up (pid %d)\n", s.l.Name(), os.Getpid())
 }
 
-// leaderHome elects serve (see [electServe]) and opens the home; a new leader records
+// leaderHome elects serve (see [electServe]), restores the home from the replica when
+// replicate.s3 is set (orch_serve_takeover.go), and opens it; a new leader records
 // leader.acquired before anything serves.
 func leaderHome(ctx context.Context, f *Factory, logFormat string) (*serveLeader, *home.Home, error) {
 	leader, err := electServe(ctx, f, logFormat)
 	if err != nil {
 		return nil, nil, err
 	}
-	h, err := f.Home(ctx)
+	var restored bool
+	if leader != nil {
+		restored, err = takeoverRestore(ctx, f)
+	}
+	var h *home.Home
 	if err == nil {
-		err = leader.recordAcquired(ctx, f, h, false)
+		h, err = f.Home(ctx)
+	}
+	if err == nil {
+		err = leader.recordAcquired(ctx, f, h, restored)
 	}
 	if err != nil {
 		leader.release(ctx, f, nil)

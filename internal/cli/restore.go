@@ -96,12 +96,24 @@ func (o *restoreOptions) validate(cmd *cobra.Command) error {
 }
 
 func restoreRun(ctx context.Context, o *restoreOptions) error {
-	dir, err := filepath.Abs(o.to)
+	res, err := restoreHome(ctx, o)
 	if err != nil {
 		return err
 	}
+	return emit(o.f.IO, o.output, res, func(r restoreResult) error { return printRestore(o.f.IO.Out, r) })
+}
+
+// restoreHome restores into o.to (which must not exist or be empty) the home of o.config and
+// o.keys from its replica: the restore of `agora restore` and of a standby serve taking over
+// the leader lease (orch_serve_takeover.go).
+func restoreHome(ctx context.Context, o *restoreOptions) (restoreResult, error) {
+	var res restoreResult
+	dir, err := filepath.Abs(o.to)
+	if err != nil {
+		return res, err
+	}
 	if err := emptyDir(dir); err != nil {
-		return err
+		return res, err
 	}
 	var at time.Time
 	if o.at != "" {
@@ -109,46 +121,46 @@ func restoreRun(ctx context.Context, o *restoreOptions) error {
 	}
 	src, err := readLimited(o.config, 1<<20)
 	if err != nil {
-		return fmt.Errorf("--config: %w", err)
+		return res, fmt.Errorf("--config: %w", err)
 	}
 	cfg := config.Default(dir)
 	if err := config.Parse(o.config, src, cfg); err != nil {
-		return err
+		return res, err
 	}
 	if cfg.Replicate.S3 == nil {
-		return fmt.Errorf("--config %s has no replicate.s3: there is no replica to restore from", o.config)
+		return res, fmt.Errorf("--config %s has no replicate.s3: there is no replica to restore from", o.config)
 	}
 	keys := map[string][]byte{}
 	for _, k := range restoreKeys {
 		b, err := readLimited(filepath.Join(o.keys, filepath.Base(k)), 64<<10)
 		if err != nil {
-			return fmt.Errorf("--keys: %w (a restore needs secret.key, audit.key, audit.pub and callback.key)", err)
+			return res, fmt.Errorf("--keys: %w (a restore needs secret.key, audit.key, audit.pub and callback.key)", err)
 		}
 		keys[k] = b
 	}
 	identity := strings.TrimSpace(string(keys[home.AuditPubFile]))
 	c, err := home.S3Client(cfg, cfg.Replicate.S3)
 	if err != nil {
-		return fmt.Errorf("replicate.s3: %w", err)
+		return res, fmt.Errorf("replicate.s3: %w", err)
 	}
 	// The home: mode 0700, its keys and agora.yaml first, then the databases.
 	for _, d := range []string{dir, filepath.Join(dir, home.KeyDir), filepath.Join(dir, orchDir)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
+			return res, err
 		}
 		if err := os.Chmod(d, 0o700); err != nil {
-			return err
+			return res, err
 		}
 	}
 	for k, b := range keys {
 		if err := os.WriteFile(filepath.Join(dir, k), b, 0o600); err != nil {
-			return err
+			return res, err
 		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, config.FileName), src, 0o600); err != nil {
-		return err
+		return res, err
 	}
-	res := restoreResult{Home: dir}
+	res.Home = dir
 	dbs := []struct{ name, path string }{{"agora", filepath.Join(dir, home.DBFile)}, {"orch", filepath.Join(dir, orchDir, orchDB)}}
 	// A failed restore leaves no database: a home with agora.db and without the orch.db it had
 	// would start as if no orchestrator had ever served it.
@@ -165,20 +177,20 @@ func restoreRun(ctx context.Context, o *restoreOptions) error {
 		}
 		if err != nil && len(res.Databases) > 0 {
 			removeDBs()
-			return fmt.Errorf("%w; %s.db, restored before it, was removed", err, res.Databases[0].DB)
+			return res, fmt.Errorf("%w; %s.db, restored before it, was removed", err, res.Databases[0].DB)
 		}
 		if err != nil {
-			return err
+			return res, err
 		}
 		res.Databases = append(res.Databases, r)
 	}
 	anchors, err := restoreCheckAnchors(ctx, o.f, dir, cfg, res.Databases)
 	if err != nil {
 		removeDBs()
-		return fmt.Errorf("the restored home does not verify against its anchors, so its databases were removed: %w", err)
+		return res, fmt.Errorf("the restored home does not verify against its anchors, so its databases were removed: %w", err)
 	}
 	res.Anchors = anchors
-	return emit(o.f.IO, o.output, res, func(r restoreResult) error { return printRestore(o.f.IO.Out, r) })
+	return res, nil
 }
 
 // restoreCheckAnchors checks each restored audit log against the newest checkpoint of every s3

@@ -72,31 +72,3 @@ func count(t *testing.T, db *store.DB) int {
 	}
 	return n
 }
-
-// BenchmarkTx_Fence is a one-row commit with and without the fence (the lease's own Check is
-// benchmarked in internal/lease): the fence's cost per commit.
-func BenchmarkTx_Fence(b *testing.B) {
-	for _, fenced := range []bool{false, true} {
-		name := "nofence"
-		if fenced {
-			name = "fence"
-		}
-		b.Run(name, func(b *testing.B) {
-			db := openDB(b, filepath.Join(b.TempDir(), "bench.db"), testMigrations)
-			if fenced {
-				defer store.SetFence(func() error { return nil })()
-			}
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				i++
-				if err := db.Tx(b.Context(), func(tx *sql.Tx) error {
-					_, err := tx.Exec(`INSERT INTO things (name) VALUES (?)`, i)
-					return err
-				}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
