@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/retention"
 )
 
@@ -71,5 +73,28 @@ func (o *orchHome) rawRun(t *testing.T, id, name, ended string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRedTeam34_PurgedRunPartVerifies: the entries of orch.db's log about one purged run (its
+// subject) verify after the purge and name the purge (its retention entry after the run's
+// sealed one), and that bundle edited to drop the purge from purged_runs fails.
+func TestRedTeam34_PurgedRunPartVerifies(t *testing.T) {
+	h := newHome(t)
+	o := h.orchDB(t)
+	o.add(t, orun{id: "r-old", name: "weekly", ended: ago(200), sealed: true, tasks: 3})
+	o.add(t, orun{id: "r-other", ended: ago(200), sealed: true, tasks: 1})
+	if _, _, err := h.sweeper(runsPolicy).Run(context.Background(), "ops", retention.RoleOperator, nil); err != nil {
+		t.Fatal(err)
+	}
+	b, key := exportOrch(t, o, audit.Selection{Subjects: []string{"run/r-old"}})
+	rep := verify.Verify(b, verify.Options{Key: key})
+	if !rep.OK || len(b.PurgedRuns) != 1 || b.PurgedRuns[0].Run != "r-old" {
+		t.Fatalf("the purged run's part: ok %v, purged_runs %+v, failed %+v", rep.OK, b.PurgedRuns, rep.Failed())
+	}
+	dropped := *b
+	dropped.PurgedRuns = nil
+	if rep := verify.Verify(&dropped, verify.Options{Key: key}); rep.OK {
+		t.Fatal("the purged run's part verified with its purge dropped from purged_runs")
 	}
 }
