@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -248,6 +249,8 @@ func FuzzParse(f *testing.F) {
 		"audit:\n  every: 10\n",
 		"targets: {x: {sandbox: none}}",
 		"targets: {x: {disk: 100MiB, sandbox_uid: 0x70000000}}",
+		"leader: {lease: agora-leader, namespace: agora, identity: agora-0, duration: 10s}",
+		"leader: {lease: a.b, namespace: c, kubeconfig: /kc}",
 	} {
 		f.Add([]byte(s))
 	}
@@ -267,5 +270,39 @@ func FuzzParse(f *testing.F) {
 		if _, err := c.Egress.Prefixes(); err != nil {
 			t.Fatalf("accepted allow_private that does not parse: %v", err)
 		}
+		checkLeader(t, c.Leader)
 	})
+}
+
+// checkLeader fails t when an accepted leader: could reach the apiserver malformed: a Lease
+// or namespace that is no DNS name, an identity with a space, quote or control, a relative
+// kubeconfig, or a duration out of bounds.
+func checkLeader(t *testing.T, l config.Leader) {
+	t.Helper()
+	if !l.Set() {
+		if l != (config.Leader{}) {
+			t.Fatalf("accepted leader fields without lease and namespace: %+v", l)
+		}
+		return
+	}
+	bad := func(s, allowed string) bool {
+		for _, r := range s {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune(allowed, r)) {
+				return true
+			}
+		}
+		return s == ""
+	}
+	if bad(l.Lease, "-.") || bad(l.Namespace, "-") || len(l.Namespace) > 63 || len(l.Lease) > 253 {
+		t.Fatalf("accepted lease %q in namespace %q", l.Lease, l.Namespace)
+	}
+	if strings.ContainsAny(l.Identity, " \t\n\"'\\") || len(l.Identity) > 128 {
+		t.Fatalf("accepted identity %q", l.Identity)
+	}
+	if l.Kubeconfig != "" && !filepath.IsAbs(l.Kubeconfig) {
+		t.Fatalf("accepted relative kubeconfig %q", l.Kubeconfig)
+	}
+	if d := l.DurationOrDefault(); d < 2*time.Second || d > 5*time.Minute {
+		t.Fatalf("accepted duration %s", d)
+	}
 }
