@@ -222,14 +222,19 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 	// this server acts on.
 	logger.Info("mcp server home", "home", h.Dir)
 	// agora.db to object storage while the server runs, unless a serve already does (#31).
-	rctx, stopRepl := context.WithCancel(ctx)
-	_, waitRepl, err := startReplication(rctx, h, logger, agoraReplica(h))
-	if err != nil {
-		stopRepl()
-		return err
+	// With leader: only the leading orch serve replicates: this home may be a standby's or a
+	// fenced old leader's, and its replica would become the bucket's newest generation, the
+	// one the next takeover restores.
+	if !h.Config.Leader.Set() {
+		rctx, stopRepl := context.WithCancel(ctx)
+		_, waitRepl, err := startReplication(rctx, h, logger, agoraReplica(h))
+		if err != nil {
+			stopRepl()
+			return err
+		}
+		defer waitRepl()
+		defer stopRepl()
 	}
-	defer waitRepl()
-	defer stopRepl()
 	d, err := f.Dispatcher(ctx)
 	if err != nil {
 		return err
