@@ -129,10 +129,13 @@ func TestElect_ForeignHolderNotTakenEarly(t *testing.T) {
 			time.Sleep(time.Second)
 			now := metav1.NewMicroTime(time.Now())
 			l.Spec.RenewTime = &now
-			if l, err = cl.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+			// err is the goroutine's own: the test's err is written by Elect concurrently.
+			next, err := cl.Update(context.Background(), l, metav1.UpdateOptions{})
+			if err != nil {
 				t.Errorf("foreign renew: %v", err)
 				return
 			}
+			l = next
 			mu.Lock()
 			lastRenew = time.Now()
 			mu.Unlock()

@@ -40,8 +40,12 @@ type elector struct {
 func (e *elector) try(ctx context.Context) (ok bool, holder string) {
 	ctx, cancel := context.WithTimeout(ctx, e.retryPeriod())
 	defer cancel()
-	now := time.Now()
 	cur, err := e.api.Get(ctx, e.cfg.Name)
+	// now is read after the Get answered, never before: the record it returns may have been
+	// written while the Get was on its way, after the holder sent that renew, and the
+	// holder's fence runs from the send. A view started before the read would start the
+	// wait before the fence did and eat the fence's fifth of margin (red team 34).
+	now := time.Now()
 	if apierrors.IsNotFound(err) {
 		return e.create(ctx, now), ""
 	}
@@ -57,7 +61,7 @@ func (e *elector) try(ctx context.Context) (ok bool, holder string) {
 		e.seen = holder
 	}
 	mine := holder == e.cfg.Identity && cur.ResourceVersion == e.written
-	if holder != "" && !mine && now.Before(e.observedAt.Add(durationOf(cur, e.cfg.Duration))) {
+	if holder != "" && !mine && now.Before(e.observedAt.Add(e.holderDuration(cur))) {
 		return false, holder
 	}
 	next := cur.DeepCopy()
@@ -123,16 +127,25 @@ func (e *elector) release() {
 	}
 }
 
-// durationOf is the holder's lease duration as its record says, def if it says none.
-func durationOf(l *coordv1.Lease, def time.Duration) time.Duration {
+// holderDuration is how long a holder's record is waited out once seen: the duration it
+// says, but never less than this replica's own. The record is only the holder's word, and
+// anyone with write access to the Lease can lower it (leaseDurationSeconds 1 or 0) while the
+// holder, cut off from the apiserver, never reads the edit and keeps its fence open 4/5 of
+// its own duration; replicas of one agora.yaml share that duration (red team 34).
+func (e *elector) holderDuration(l *coordv1.Lease) time.Duration {
 	if l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds <= 0 {
-		return def
+		return e.cfg.Duration
 	}
-	return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	return max(time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second, e.cfg.Duration)
 }
 
-// seconds is d in whole seconds, at least one.
-func seconds(d time.Duration) *int32 { return ptr(int32(max(d/time.Second, 1))) }
+// seconds is d in whole seconds, rounded up (at least one): the record must never say less
+// than the fence it stands for, or a standby trusting it (another agora version, a
+// client-go elector) would take over while the holder's fence is open. 2.5s said as 2s
+// left a 2s fence against a 2s wait: no margin at all (red team 34).
+func seconds(d time.Duration) *int32 {
+	return ptr(int32(max((d+time.Second-1)/time.Second, 1)))
+}
 
 func ptr[T any](v T) *T { return &v }
 
