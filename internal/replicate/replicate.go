@@ -112,6 +112,10 @@ func Start(ctx context.Context, o Options) (*Replicator, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := r.nameAfterExisting(ctx); err != nil {
+		r.db.Close()
+		return nil, err
+	}
 	if err := r.Sync(ctx); err != nil {
 		r.db.Close()
 		return nil, err
@@ -154,6 +158,23 @@ func newReplicator(o Options) (*Replicator, error) {
 	r := &Replicator{o: o, db: db, seed: maphash.MakeSeed()}
 	r.gen = newGeneration(o.Now())
 	return r, nil
+}
+
+// nameAfterExisting names this generation after every generation already in the bucket.
+// Generations sort by their creation time, read from the clock of whichever host began them;
+// the leader before this one (another host, #31) may have run ahead of this host's clock, and
+// a generation named by this clock alone would then sort before its predecessor's, so the
+// next restore would bring back the older state and drop everything this one shipped
+// (red team 34).
+func (r *Replicator) nameAfterExisting(ctx context.Context) error {
+	gens, err := generations(ctx, r.o.Client, r.o.DB)
+	if err != nil {
+		return fmt.Errorf("replicate %s: list the generations before starting one: %w", r.o.DB, err)
+	}
+	if n := len(gens); n > 0 && !gens[n-1].created.Before(time.Unix(0, int64(beUint64(r.gen[:8])))) {
+		r.gen = newGeneration(gens[n-1].created.Add(time.Nanosecond))
+	}
+	return nil
 }
 
 // newGeneration is the creation time (so names sort by age) and 8 random bytes.
