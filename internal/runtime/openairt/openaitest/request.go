@@ -240,6 +240,11 @@ func validateMessages(msgs []Message) *apiError {
 		if !roles[m.Role] {
 			return invalid(p+".role", "Invalid value: '%s'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'.", m.Role)
 		}
+		if m.Role != "assistant" && len(m.ToolCalls) > 0 {
+			// Only an assistant calls tools; a call on any other message would be one no
+			// tool message may answer (the fuzz-short run of session 34 found the fake took it).
+			return invalid(p+".tool_calls", "Invalid parameter: only messages with role 'assistant' can have 'tool_calls'.")
+		}
 		if m.Role != "tool" {
 			if err := unanswered(); err != nil {
 				return err
