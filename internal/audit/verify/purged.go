@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
@@ -31,22 +30,13 @@ var purgedKind = []byte(`"kind":"` + entry.RetentionPurged + `"`)
 // them, is an error.
 func PurgedOf(es []Entry) ([]Purged, error) {
 	var out []Purged
-	for _, e := range es {
-		if !bytes.Contains(e.Entry, purgedKind) {
-			continue
-		}
-		f, err := DecodeEntry(e.Entry)
-		if err != nil {
-			return nil, fmt.Errorf("entry %d: %v", e.Index, err)
-		}
-		if f.Kind != entry.RetentionPurged {
-			continue
-		}
-		ps, err := purgedIn(e.Index, f)
-		if err != nil {
-			return nil, err
-		}
+	err := entriesOfKind(es, entry.RetentionPurged, purgedKind, func(idx uint64, f EntryFields) error {
+		ps, err := purgedIn(idx, f)
 		out = append(out, ps...)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -94,7 +84,7 @@ const maxPurgedListed = 20
 // entry records (a product missing with no purge record), fails the row. A bundle with
 // neither has no row.
 func (v *verifier) checkPurged() {
-	if len(v.b.Purged) == 0 && !v.holdsPurge() {
+	if len(v.b.Purged) == 0 && !v.holdsTag(purgedKind) {
 		return
 	}
 	want, err := PurgedOf(v.verifiedEntries())
@@ -102,39 +92,23 @@ func (v *verifier) checkPurged() {
 		v.fail(CheckPurged, "", "%v", err)
 		return
 	}
-	listed := map[Purged]bool{}
-	for _, p := range v.b.Purged {
-		if listed[p] {
-			v.fail(CheckPurged, "", "%s %s of dispatch %s is listed twice", p.Product, p.Digest, truncate(p.Dispatch, 60))
-			return
-		}
-		listed[p] = true
-	}
-	recorded := map[Purged]bool{}
-	for _, p := range want {
-		recorded[p] = true
-		if !listed[p] {
-			v.fail(CheckPurged, "", "entry %d records %s (%s) of dispatch %s purged, but the bundle's purged list does not name it",
+	checkListed(v, CheckPurged, v.b.Purged, want, listedWords[Purged]{
+		twice: func(p Purged) string {
+			return fmt.Sprintf("%s %s of dispatch %s is listed twice", p.Product, p.Digest, truncate(p.Dispatch, 60))
+		},
+		unlisted: func(p Purged) string {
+			return fmt.Sprintf("entry %d records %s (%s) of dispatch %s purged, but the bundle's purged list does not name it",
 				p.Entry, truncate(p.Product, 80), p.Digest, truncate(p.Dispatch, 60))
-			return
-		}
-	}
-	for _, p := range v.b.Purged {
-		if !recorded[p] {
-			v.fail(CheckPurged, "", "the purged list names %s (%s) of dispatch %s, which no verified retention.purged entry of the bundle records: a product missing without a purge record",
+		},
+		unrecorded: func(p Purged) string {
+			return fmt.Sprintf("the purged list names %s (%s) of dispatch %s, which no verified retention.purged entry of the bundle records: a product missing without a purge record",
 				truncate(p.Product, 80), truncate(p.Digest, 80), truncate(p.Dispatch, 60))
-			return
-		}
-	}
-	var names []string
-	for i, p := range want {
-		if i == maxPurgedListed {
-			names = append(names, fmt.Sprintf("and %d more", len(want)-i))
-			break
-		}
-		names = append(names, fmt.Sprintf("%s %s (%s)", truncate(p.Dispatch, 60), truncate(p.Product, 80), p.Digest))
-	}
-	v.pass(CheckPurged, "", "%d products purged by retention, each recorded by a retention.purged entry: %s", len(want), strings.Join(names, ", "))
+		},
+		item: func(p Purged) string {
+			return fmt.Sprintf("%s %s (%s)", truncate(p.Dispatch, 60), truncate(p.Product, 80), p.Digest)
+		},
+		passed: "%d products purged by retention, each recorded by a retention.purged entry",
+	})
 }
 
 // verifiedEntries are the bundle's entries whose entry and inclusion rows passed.
@@ -152,14 +126,4 @@ func (v *verifier) verifiedEntries() []Entry {
 		}
 	}
 	return ok
-}
-
-// holdsPurge reports whether any entry of the bundle may be a retention.purged entry.
-func (v *verifier) holdsPurge() bool {
-	for _, e := range v.b.Entries {
-		if bytes.Contains(e.Entry, purgedKind) {
-			return true
-		}
-	}
-	return false
 }

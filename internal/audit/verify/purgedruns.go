@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 
@@ -29,24 +28,18 @@ var purgedRunKind = []byte(`"kind":"` + entry.RetentionRunPurged + `"`)
 // entry of that kind that does not decode, or is not about a run, is an error.
 func PurgedRunsOf(es []Entry) ([]PurgedRun, error) {
 	var out []PurgedRun
-	for _, e := range es {
-		if !bytes.Contains(e.Entry, purgedRunKind) {
-			continue
-		}
-		f, err := DecodeEntry(e.Entry)
-		if err != nil {
-			return nil, fmt.Errorf("entry %d: %v", e.Index, err)
-		}
-		if f.Kind != entry.RetentionRunPurged {
-			continue
-		}
+	err := entriesOfKind(es, entry.RetentionRunPurged, purgedRunKind, func(idx uint64, f EntryFields) error {
 		id, ok := strings.CutPrefix(f.Subject, "run/")
 		if !ok || id == "" || strings.Contains(id, "/") {
-			return nil, fmt.Errorf("entry %d: a retention.run_purged entry about %q, not a run", e.Index, truncate(f.Subject, 60))
+			return fmt.Errorf("entry %d: a retention.run_purged entry about %q, not a run", idx, truncate(f.Subject, 60))
 		}
 		name, _ := f.Details["name"].(string)
 		ended, _ := f.Details["ended_at"].(string)
-		out = append(out, PurgedRun{Entry: e.Index, Run: id, Name: name, EndedAt: ended})
+		out = append(out, PurgedRun{Entry: idx, Run: id, Name: name, EndedAt: ended})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -55,7 +48,7 @@ func PurgedRunsOf(es []Entry) ([]PurgedRun, error) {
 // entries record: a run dropped from the list, or listed with no entry, fails the row. A
 // bundle with neither has no row.
 func (v *verifier) checkPurgedRuns() {
-	if len(v.b.PurgedRuns) == 0 && !v.holdsRunPurge() {
+	if len(v.b.PurgedRuns) == 0 && !v.holdsTag(purgedRunKind) {
 		return
 	}
 	want, err := PurgedRunsOf(v.verifiedEntries())
@@ -63,45 +56,17 @@ func (v *verifier) checkPurgedRuns() {
 		v.fail(CheckPurgedRuns, "", "%v", err)
 		return
 	}
-	listed := map[PurgedRun]bool{}
-	for _, p := range v.b.PurgedRuns {
-		if listed[p] {
-			v.fail(CheckPurgedRuns, "", "run %s is listed twice", truncate(p.Run, 60))
-			return
-		}
-		listed[p] = true
-	}
-	recorded := map[PurgedRun]bool{}
-	for _, p := range want {
-		recorded[p] = true
-		if !listed[p] {
-			v.fail(CheckPurgedRuns, "", "entry %d records run %s purged, but the bundle's purged_runs does not name it", p.Entry, truncate(p.Run, 60))
-			return
-		}
-	}
-	for _, p := range v.b.PurgedRuns {
-		if !recorded[p] {
-			v.fail(CheckPurgedRuns, "", "purged_runs names run %s, which no verified retention.run_purged entry of the bundle records", truncate(p.Run, 60))
-			return
-		}
-	}
-	var names []string
-	for i, p := range want {
-		if i == maxPurgedListed {
-			names = append(names, fmt.Sprintf("and %d more", len(want)-i))
-			break
-		}
-		names = append(names, fmt.Sprintf("%s (%s, ended %s)", truncate(p.Run, 60), truncate(p.Name, 60), truncate(p.EndedAt, 40)))
-	}
-	v.pass(CheckPurgedRuns, "", "%d runs purged from orch.db by retention, each recorded by a retention.run_purged entry: %s", len(want), strings.Join(names, ", "))
-}
-
-// holdsRunPurge reports whether any entry of the bundle may be a retention.run_purged entry.
-func (v *verifier) holdsRunPurge() bool {
-	for _, e := range v.b.Entries {
-		if bytes.Contains(e.Entry, purgedRunKind) {
-			return true
-		}
-	}
-	return false
+	checkListed(v, CheckPurgedRuns, v.b.PurgedRuns, want, listedWords[PurgedRun]{
+		twice: func(p PurgedRun) string { return fmt.Sprintf("run %s is listed twice", truncate(p.Run, 60)) },
+		unlisted: func(p PurgedRun) string {
+			return fmt.Sprintf("entry %d records run %s purged, but the bundle's purged_runs does not name it", p.Entry, truncate(p.Run, 60))
+		},
+		unrecorded: func(p PurgedRun) string {
+			return fmt.Sprintf("purged_runs names run %s, which no verified retention.run_purged entry of the bundle records", truncate(p.Run, 60))
+		},
+		item: func(p PurgedRun) string {
+			return fmt.Sprintf("%s (%s, ended %s)", truncate(p.Run, 60), truncate(p.Name, 60), truncate(p.EndedAt, 40))
+		},
+		passed: "%d runs purged from orch.db by retention, each recorded by a retention.run_purged entry",
+	})
 }
