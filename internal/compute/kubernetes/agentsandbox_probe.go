@@ -18,26 +18,22 @@ var ErrNoSandboxCRD = errors.New("agent-sandbox is not installed: the cluster ha
 // returns how many Sandboxes of agora's are there (dispatches running, or ended and not yet
 // deleted). It needs no CRD read rights: a 404 on the resource is the missing CRD.
 func ProbeAgentSandbox(ctx context.Context, kubeconfig, kubeContext, namespace string) (int, error) {
-	cfg, err := restConfig(kubeconfig, kubeContext)
+	c, server, err := probeClient(kubeconfig, kubeContext)
 	if err != nil {
 		return 0, err
 	}
-	c, err := newRESTCluster(cfg)
-	if err != nil {
-		return 0, err
-	}
-	return probeAgentSandbox(ctx, c, namespace)
+	return probeAgentSandbox(ctx, c, server, namespace)
 }
 
-func probeAgentSandbox(ctx context.Context, c clusterAPI, namespace string) (int, error) {
+func probeAgentSandbox(ctx context.Context, c clusterAPI, server, namespace string) (int, error) {
 	l, err := c.AgentsV1beta1().Sandboxes(namespace).List(ctx, metav1.ListOptions{LabelSelector: labelManagedBy + "=" + managedBy})
 	switch {
 	case apierrors.IsNotFound(err):
 		return 0, ErrNoSandboxCRD
 	case apierrors.IsForbidden(err):
-		return 0, fmt.Errorf("agora's account may not list sandboxes in namespace %q (the Role in docs/providers-k8s.md grants it): %w", namespace, err)
+		return 0, fmt.Errorf("the API server at %s refuses agora's account: it may not list sandboxes in namespace %q (the Role in docs/providers-k8s.md grants it): %w", server, namespace, err)
 	case err != nil:
-		return 0, err
+		return 0, fmt.Errorf("the API server at %s: list sandboxes in namespace %q: %w", server, namespace, err)
 	}
 	return len(l.Items), nil
 }

@@ -16,15 +16,25 @@ import (
 // how many of agora's Jobs are there (running dispatches, slots, or ended and not yet
 // deleted).
 func ProbeJobs(ctx context.Context, kubeconfig, kubeContext, namespace string) (int, error) {
-	cfg, err := restConfig(kubeconfig, kubeContext)
+	c, server, err := probeClient(kubeconfig, kubeContext)
 	if err != nil {
 		return 0, err
+	}
+	return probeJobs(ctx, c, server, namespace)
+}
+
+// probeClient is doctor's client for a target's cluster, with the target's own credentials,
+// and the API server's address as doctor may print it.
+func probeClient(kubeconfig, kubeContext string) (clusterAPI, string, error) {
+	cfg, err := restConfig(kubeconfig, kubeContext)
+	if err != nil {
+		return nil, "", err
 	}
 	c, err := newRESTCluster(cfg)
 	if err != nil {
-		return 0, err
+		return nil, "", err
 	}
-	return probeJobs(ctx, c, redactedHost(cfg.Host), namespace)
+	return c, redactedHost(cfg.Host), nil
 }
 
 // redactedHost is the API server's URL as doctor may print it: a password in it (which Go's
