@@ -29,7 +29,7 @@ func BenchmarkFence_Commit(b *testing.B) {
 			defer db.Close()
 			if fenced {
 				f := NewFence("agora/leader", time.Hour)
-				f.Renewed(time.Now())
+				f.renewed(bootNow())
 				defer store.SetFence(f.Check)()
 			}
 			b.ReportAllocs()

@@ -131,7 +131,8 @@ func (e *elector) acquire(ctx context.Context) error {
 func (e *elector) renew(ctx context.Context) {
 	t := time.NewTicker(e.retryPeriod())
 	defer t.Stop()
-	last := time.Now()
+	// last is on the fence's clock: a renew loop resumed after a suspend sees the time asleep.
+	last := e.fence.now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -141,12 +142,12 @@ func (e *elector) renew(ctx context.Context) {
 		ok, taken := e.try(ctx)
 		switch {
 		case ok:
-			last = time.Now()
+			last = e.fence.now()
 		case taken != "":
 			e.log.Error("the leader lease is held by another replica", "holder", taken)
 			return
-		case time.Since(last) > e.renewDeadline():
-			e.log.Error("could not renew the leader lease in time", "for", time.Since(last).Round(time.Millisecond).String())
+		case e.fence.now().sub(last) > e.renewDeadline():
+			e.log.Error("could not renew the leader lease in time", "for", e.fence.now().sub(last).Round(time.Millisecond).String())
 			return
 		}
 	}

@@ -23,11 +23,11 @@ type elector struct {
 	log   *slog.Logger
 	fence *Fence
 
-	// observed is the record last seen, and observedAt when (on this host's monotonic clock)
-	// it was first seen: a holder has expired once its duration passed since then with no
-	// new record, whatever the record's own times say.
+	// observed is the record last seen, and observedAt when (on the fence's clock, this
+	// host's CLOCK_BOOTTIME) it was first seen: a holder has expired once its duration passed
+	// since then with no new record, whatever the record's own times say.
 	observed   *coordv1.Lease
-	observedAt time.Time
+	observedAt instant
 	// written is the resourceVersion of the record this process last wrote.
 	written string
 	// previous is the other holder this process took the Lease from: the last other
@@ -45,7 +45,7 @@ func (e *elector) try(ctx context.Context) (ok bool, holder string) {
 	// written while the Get was on its way, after the holder sent that renew, and the
 	// holder's fence runs from the send. A view started before the read would start the
 	// wait before the fence did and eat the fence's fifth of margin (red team 34).
-	now := time.Now()
+	now := e.fence.now()
 	if apierrors.IsNotFound(err) {
 		return e.create(ctx, now), ""
 	}
@@ -61,11 +61,13 @@ func (e *elector) try(ctx context.Context) (ok bool, holder string) {
 		e.seen = holder
 	}
 	mine := holder == e.cfg.Identity && cur.ResourceVersion == e.written
-	if holder != "" && !mine && now.Before(e.observedAt.Add(e.holderDuration(cur))) {
+	if holder != "" && !mine && now < e.observedAt.add(e.holderDuration(cur)) {
 		return false, holder
 	}
 	next := cur.DeepCopy()
-	stamp := metav1.NewMicroTime(now)
+	// The record's times are wall times for other readers (kubectl, client-go); no elector
+	// here trusts them.
+	stamp := metav1.NewMicroTime(time.Now())
 	next.Spec.RenewTime = &stamp
 	next.Spec.LeaseDurationSeconds = seconds(e.cfg.Duration)
 	if !mine {
@@ -75,13 +77,13 @@ func (e *elector) try(ctx context.Context) (ok bool, holder string) {
 		next.Spec.HolderIdentity, next.Spec.AcquireTime = &id, &stamp
 		next.Spec.LeaseTransitions = ptr(deref(cur.Spec.LeaseTransitions) + 1)
 	}
-	sent := time.Now()
+	sent := e.fence.now()
 	got, err := e.api.Update(ctx, next)
 	if err != nil {
 		e.log.Warn("write the leader lease", "err", err)
 		return false, ""
 	}
-	e.fence.Renewed(sent)
+	e.fence.renewed(sent)
 	e.observed, e.observedAt, e.written = got, now, got.ResourceVersion
 	if !mine {
 		e.previous = e.seen
@@ -90,12 +92,12 @@ func (e *elector) try(ctx context.Context) (ok bool, holder string) {
 }
 
 // create makes the Lease, held by this process.
-func (e *elector) create(ctx context.Context, now time.Time) bool {
+func (e *elector) create(ctx context.Context, now instant) bool {
 	id := e.cfg.Identity
-	stamp := metav1.NewMicroTime(now)
+	stamp := metav1.NewMicroTime(time.Now())
 	l := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: e.cfg.Name, Namespace: e.cfg.Namespace},
 		Spec: coordv1.LeaseSpec{HolderIdentity: &id, LeaseDurationSeconds: seconds(e.cfg.Duration), AcquireTime: &stamp, RenewTime: &stamp, LeaseTransitions: ptr[int32](0)}}
-	sent := time.Now()
+	sent := e.fence.now()
 	got, err := e.api.Create(ctx, l)
 	if err != nil {
 		if !apierrors.IsAlreadyExists(err) {
@@ -103,7 +105,7 @@ func (e *elector) create(ctx context.Context, now time.Time) bool {
 		}
 		return false
 	}
-	e.fence.Renewed(sent)
+	e.fence.renewed(sent)
 	e.observed, e.observedAt, e.written = got, now, got.ResourceVersion
 	return true
 }

@@ -4,13 +4,13 @@
 // and its [Fence]
 // says, before every commit and every replica upload, whether the process may still write.
 //
-// The fence is local and fails closed: it holds a deadline on this host's monotonic clock,
-// the time the last successful renew was sent plus 4/5 of the lease duration. A standby
-// cannot take the Lease before it has seen the record unchanged for the whole duration on its
-// own clock, and that view starts after the renew was sent, so while the fence passes no one
-// else leads, whatever the apiserver or the network do (a hung apiserver, a SIGSTOP, a long
-// pause). The fifth left is the margin for clock rate and the time between the check and the
-// COMMIT it guards.
+// The fence is local and fails closed: it holds a deadline on this host's CLOCK_BOOTTIME
+// (clock.go), the time the last successful renew was sent plus 4/5 of the lease duration. A
+// standby cannot take the Lease before it has seen the record unchanged for the whole duration
+// on its own clock, and that view starts after the renew was sent, so while the fence passes
+// no one else leads, whatever the apiserver or the network do (a hung apiserver, a SIGSTOP, a
+// long pause, a host suspended and resumed: the boot clock counts the time asleep). The fifth
+// left is the margin for clock rate and the time between the check and the COMMIT it guards.
 package lease
 
 import (
@@ -24,27 +24,23 @@ import (
 type Fence struct {
 	name  string        // namespace/lease, for errors
 	valid time.Duration // how long a renew keeps the fence open
-	base  time.Time     // the monotonic origin of deadline
-	// deadline is the fence's end, in nanoseconds of monotonic time since base; 0 is shut.
+	// deadline is the fence's end, an instant of now's clock; 0 is never renewed, -1 shut.
 	deadline atomic.Int64
-	since    func(time.Time) time.Duration
+	now      clock
 }
 
 // NewFence returns a shut fence for the lease named name (namespace/lease) of duration d.
 func NewFence(name string, d time.Duration) *Fence {
-	return &Fence{name: name, valid: d - d/5, base: time.Now(), since: time.Since}
+	return &Fence{name: name, valid: d - d/5, now: bootNow}
 }
 
-// Renewed opens the fence until sent + 4/5 of the lease duration, sent being when the
-// successful create or renew of the Lease was sent. It only ever moves the deadline forward,
-// and never reopens a fence [Fence.Shut] closed.
-// A sent without a monotonic reading (a wall time: parsed, from the apiserver, or stripped)
-// is ignored: a wall clock can jump, and the fence must not follow it.
-func (f *Fence) Renewed(sent time.Time) {
-	if sent == sent.Round(0) { // Round(0) strips the monotonic reading, changing only a time that had one
-		return
-	}
-	end := int64(sent.Sub(f.base) + f.valid)
+// renewed opens the fence until sent + 4/5 of the lease duration, sent being when the
+// successful create or renew of the Lease was sent, read from the fence's own clock (the
+// elector reads every instant from it). It only ever moves the deadline forward, and never
+// reopens a fence [Fence.Shut] closed. It takes no time.Time: a wall time can jump, and a
+// monotonic one stops while the host sleeps; the fence must follow neither.
+func (f *Fence) renewed(sent instant) {
+	end := int64(sent.add(f.valid))
 	for {
 		old := f.deadline.Load()
 		if old < 0 || end <= old || f.deadline.CompareAndSwap(old, end) {
@@ -60,7 +56,8 @@ func (f *Fence) Shut() { f.deadline.Store(-1) }
 // Check is nil while the fence is open and otherwise an error naming the lease.
 func (f *Fence) Check() error {
 	d := f.deadline.Load()
-	if d > 0 && int64(f.since(f.base)) < d {
+	now := f.now()
+	if d > 0 && int64(now) < d {
 		return nil
 	}
 	switch {
@@ -69,6 +66,6 @@ func (f *Fence) Check() error {
 	case d < 0:
 		return fmt.Errorf("lease %s: leadership ended; refusing to commit", f.name)
 	}
-	late := f.since(f.base) - time.Duration(d)
+	late := now.sub(instant(d))
 	return fmt.Errorf("lease %s: not renewed in time (fence passed %s ago); refusing to commit, another replica may lead", f.name, late.Round(time.Millisecond))
 }

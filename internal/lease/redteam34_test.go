@@ -74,8 +74,8 @@ func testElector(api leaseAPI, identity string, d time.Duration) *elector {
 		api: api, log: slog.New(slog.DiscardHandler), fence: NewFence("agora/leader", d)}
 }
 
-// fenceEnd is when f closes, on the monotonic clock.
-func fenceEnd(f *Fence) time.Time { return f.base.Add(time.Duration(f.deadline.Load())) }
+// fenceEnd is when f closes, on its boot clock.
+func fenceEnd(f *Fence) instant { return instant(f.deadline.Load()) }
 
 // TestRedTeam34Lease_StandbyViewStartsAfterRead is the attack of a standby whose read of the
 // Lease is slow: it took its clock reading before the Get, the leader renewed while the Get
@@ -99,8 +99,8 @@ func TestRedTeam34Lease_StandbyViewStartsAfterRead(t *testing.T) {
 	if ok, holder := b.try(t.Context()); ok || holder != "replica-a" {
 		t.Fatalf("replica-b: took %v, holder %q; want to wait for replica-a", ok, holder)
 	}
-	takeover := b.observedAt.Add(b.holderDuration(b.observed))
-	if margin := takeover.Sub(fenceEnd(a.fence)); margin < d/5 {
+	takeover := b.observedAt.add(b.holderDuration(b.observed))
+	if margin := takeover.sub(fenceEnd(a.fence)); margin < d/5 {
 		t.Errorf("replica-b may take over %s after replica-a's fence closes; want at least %s (the fence's fifth)", margin, d/5)
 	}
 }
@@ -126,13 +126,13 @@ func TestRedTeam34Lease_EditedDurationNotTrusted(t *testing.T) {
 				t.Fatal("replica-b took a Lease it had just seen renewed")
 			}
 			// Two seconds pass on replica-b's clock with no new record (replica-a is cut off).
-			b.observedAt = b.observedAt.Add(-2 * time.Second)
+			b.observedAt = b.observedAt.add(-2 * time.Second)
 			if a.fence.Check() != nil {
 				t.Fatal("replica-a's fence closed early; the attack needs it open")
 			}
 			if ok, _ := b.try(t.Context()); ok {
 				t.Errorf("replica-b took the Lease 2s after an edit to leaseDurationSeconds=%s while replica-a's fence is open until %s from now",
-					c.name, time.Until(fenceEnd(a.fence)).Round(time.Second))
+					c.name, fenceEnd(a.fence).sub(bootNow()).Round(time.Second))
 			}
 		})
 	}
