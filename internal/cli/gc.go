@@ -51,6 +51,9 @@ and no schedule names it as its last run. Its rows go with one retention.run_pur
 orch.db's log, in the same transaction; its dispatches stay, under blobs and logs. 'agora
 orch status' of it then says it was purged by retention.
 
+With leader: in agora.yaml only the orch serve holding the Lease purges (its background
+sweep, fenced as its commits are): gc refuses, on every replica, all but --dry-run.
+
 --dry-run lists what would go and changes nothing.`,
 		Example: `  # What would go, as a table or as JSON
   agora gc --dry-run
@@ -91,6 +94,9 @@ func newSweeper(f *Factory, h *home.Home, pol config.RetentionPolicy) *retention
 
 func gcRun(ctx context.Context, opts *gcOptions) error {
 	f := opts.f
+	if err := refuseGCOffLeader(f, opts.dryRun); err != nil {
+		return err
+	}
 	h, err := f.Home(ctx)
 	if err != nil {
 		return err
@@ -188,7 +194,8 @@ func days(d time.Duration) string {
 const retentionInterval = time.Hour
 
 // serveRetention is serve's background sweep of h until ctx ends (`orch serve`, `mcp
-// serve`): nothing without retention in agora.yaml. A sweep that purged, finished or left
+// serve`; with leader: only the leading orch serve, see gc_leader.go): nothing without
+// retention in agora.yaml. A sweep that purged, finished or left
 // something is logged; a failed one is a warning and the next hour's sweep tries again.
 func serveRetention(ctx context.Context, f *Factory, h *home.Home, log *slog.Logger) {
 	pol, err := h.Config.Retention.Policy()

@@ -254,7 +254,9 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 	wg.Go(func() { auditor.Run(ctx) })
 	defer wg.Wait()
 	defer stop()
-	wg.Go(func() { serveRetention(ctx, f, h, logger) })
+	if !h.Config.Leader.Set() { // with leader: only the leading orch serve purges (gc_leader.go)
+		wg.Go(func() { serveRetention(ctx, f, h, logger) })
+	}
 	sup, closeWarm, err := warmSupervisors(ctx, d, logger)
 	if err != nil {
 		return err

@@ -195,6 +195,12 @@ func remove(ctx context.Context, db *store.DB, blobs *blob.Store, plan *Plan, ps
 		if _, seen := outcome[pe.Digest]; seen {
 			continue
 		}
+		// A leader's sweep deletes shared objects (blobs.s3): each delete asks the process's
+		// fence first, as each commit does, so an old leader stops deleting once it no longer
+		// leads. The recorded purge stays pending; whoever leads finishes it or keeps the blob.
+		if err := store.CheckFence(); err != nil {
+			return fmt.Errorf("delete %s: %w", pe.Digest, err)
+		}
 		if plan.keep[pe.Digest] {
 			if err := blobs.Restore(pe.Digest); err != nil {
 				return err
