@@ -12,6 +12,7 @@
 //	agora-worker worker                  run the dispatch's worker (the sandbox's init)
 //	agora-worker worker hook ARGS...     audit one Claude Code tool event
 //	agora-worker worker fetch            a pod's init step: fetch the mounts from the gateway
+//	agora-worker worker fill             a Kubernetes warm slot's filler of its read-only places
 //	agora-worker fdpass -- PROGRAM ARGS  a container's entrypoint: stdin to fd 3, then exec
 //
 // The words are those of the hidden `agora worker` commands it replaces, so the argv the host
@@ -48,6 +49,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return workerremote.FetchMain(ctx, stderr)
+	case len(args) == 2 && args[0] == "worker" && args[1] == "fill":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return workerremote.FillMain(ctx, stderr)
 	case len(args) >= 3 && args[0] == "fdpass" && args[1] == "--":
 		// Exec returns only on failure; the program's environment is this process's.
 		fmt.Fprintf(stderr, "agora-worker fdpass: %v\n", fdpass.Exec(args[2:], os.Environ()))
@@ -55,7 +60,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "agora-worker: unknown command line %q\n"+
 		"agora-worker runs inside agora's sandboxes, started by agora, not by people; want one of:\n"+
-		"  agora-worker worker\n  agora-worker worker hook ARGS...\n  agora-worker worker fetch\n"+
+		"  agora-worker worker\n  agora-worker worker hook ARGS...\n  agora-worker worker fetch\n  agora-worker worker fill\n"+
 		"  agora-worker fdpass -- PROGRAM [ARG]...\n", args)
 	return exitUsage
 }

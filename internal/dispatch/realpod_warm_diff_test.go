@@ -13,23 +13,22 @@ import (
 // "Differences from a cold pod").
 type podSlotDifference struct{ cold, claimed, why string }
 
-// podSlotDifferences are every such line (#30), as the real kubelet showed them. All are
-// difference 1 of the docs: a slot's read-only places are directories of its writable /agora,
-// read-only by mode only, so the claimed agent (the files' owner) writes a bundle file after a
-// chmod. Open: the attack succeeds in a claimed slot, and this list says so.
+// podSlotDifferences are every such line (#30), as the real kubelet showed them: difference 2
+// of the docs, a slot's /agora a writable emptyDir its worker fetches the writable mounts into.
+// The read-only places (the bundle, its manifest, the capability files) are read-only mounts in
+// a claimed slot as in a cold pod (#30 k8sslot): the agent's chmod, append, remove and create
+// are refused in both, so no line of theirs differs. Before, a slot's were directories of its
+// /agora, read-only by mode only, and the claimed agent wrote and created there after a chmod.
 var podSlotDifferences = []podSlotDifference{
-	{"agoraroot=readonly", "agoraroot=writable", "a slot's /agora is a writable emptyDir its worker fetches into at the claim; a cold pod's is a directory of its read-only root"},
-	{"/agora/bundle mount=ro", "/agora/bundle mount=", "a slot's bundle is a directory of its /agora, not a read-only mount"},
-	{"/agora/bundle write=refused", "/agora/bundle write=ok", "after a chmod the agent, the files' owner, appends to a slot's bundle file"},
-	{"/agora/bundle chmod-create=refused", "/agora/bundle chmod-create=ok", "after a chmod of the directory the agent creates files in a slot's bundle"},
-	{"/agora/capabilities mount=ro", "/agora/capabilities mount=", "a slot's capability files are a directory of its /agora"},
+	{"agoraroot=readonly", "agoraroot=writable", "a slot's /agora is a writable emptyDir its worker fetches the writable mounts into at the claim; a cold pod's is a directory of its read-only root"},
 }
 
 // TestDispatch_RealPodWarmProbeDiff runs the isolation probe (the docker slots' one) in a cold
 // pod and in a claimed slot pod on the real kubelet and compares them line by line: every
 // line that differs is one of podSlotDifferences, and each of those appears exactly as named
-// (a difference that went away fails too: the docs would be stale). The attack it records:
-// from the claimed agent, write a read-only place (chmod back, append, remove, create).
+// (a difference that went away fails too: the docs would be stale). The attack: from the
+// claimed agent, write a read-only place (chmod back, append, remove, create): refused in the
+// claimed slot exactly as in the cold pod.
 func TestDispatch_RealPodWarmProbeDiff(t *testing.T) {
 	e, w, _ := podWarmEnv(t, 1)
 	e.subagent("prober", isolationProbe)

@@ -12,8 +12,10 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
+	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/netgw"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // Kubernetes warm slots (#30): for a kubernetes target with `warm: N`, N pods started ahead
@@ -130,13 +132,27 @@ func (w *WarmPools) fillK8s(ctx context.Context, target string, t config.Target)
 		lease.release()
 		return nil, err
 	}
-	sl, err := p.StartSlot(ctx, tmpl, kubernetes.SlotOptions{ID: gs.ID, Token: gs.Token, Home: w.d.k8sHome()})
+	sl, err := p.StartSlot(ctx, tmpl, kubernetes.SlotOptions{ID: gs.ID, Token: gs.Token, Home: w.d.k8sHome(), Places: k8sPlaces(tmpl)})
 	if err != nil {
 		gs.Close()
 		lease.release()
 		return nil, err
 	}
 	return &warmSlot{pod: sl, gw: gs, lease: lease, key: tmpl.ID}, nil
+}
+
+// k8sPlaces are the read-only places of a slot of tmpl (kubernetes.SlotOptions.Places): the
+// binds a docker slot stages (stagedBind: read-only, below the layout root, not the worker
+// binary nor the gateway's socket directory), each a file or a directory as placeIsFile says.
+// The pod mounts each read-only; its filler fills them at the claim (#30 k8sslot).
+func k8sPlaces(tmpl compute.Spec) []remote.SlotPlace {
+	var out []remote.SlotPlace
+	for _, b := range tmpl.Binds {
+		if stagedBind(b) && b.Dst != wire.SystemTrustFile {
+			out = append(out, remote.SlotPlace{Dst: b.Dst, File: placeIsFile(b)})
+		}
+	}
+	return out
 }
 
 // startK8sWarm runs s's spec in its claimed Kubernetes slot. started false: the spec did not

@@ -93,7 +93,7 @@ func TestRedTeam33_ConcurrentClaimsUnderSweeps(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { gs.Close() })
-		sl, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: gs.ID, Token: gs.Token, Home: home})
+		sl, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: gs.ID, Token: gs.Token, Home: home, Places: warmPlaces})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +188,7 @@ func TestRedTeam33_HolderKilledBetweenMarkAndBind(t *testing.T) {
 		t.Fatal(err)
 	}
 	slotID, token, _ := strings.Cut(strings.TrimSpace(line), " ")
-	sl, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: slotID, Token: token, Home: testHome})
+	sl, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: slotID, Token: token, Home: testHome, Places: warmPlaces})
 	if err != nil {
 		t.Fatal(err)
 	}

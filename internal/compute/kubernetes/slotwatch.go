@@ -133,11 +133,11 @@ func (sl *Slot) podEvents(ctx context.Context, w watch.Interface, uid types.UID)
 
 // podWaits is the pod half of [Slot.Check], on what the watch saw: the slot's one pod (uid),
 // its Job's, running, not being deleted, labelled as its policy selects, with no ephemeral
-// container and the containers, volumes and resources it was made with.
+// container, the containers, volumes and resources it was made with, and its filler waiting.
 func (sl *Slot) podWaits(pod *corev1.Pod, uid types.UID) bool {
 	return pod.UID == uid && ownedByUID(pod.OwnerReferences, sl.job) && pod.DeletionTimestamp == nil &&
 		pod.Status.Phase == corev1.PodRunning && slotLabelled(pod.Labels, sl.ID) &&
-		len(pod.Spec.EphemeralContainers) == 0 && containersHash(pod.Spec) == sl.pod
+		len(pod.Spec.EphemeralContainers) == 0 && containersHash(pod.Spec) == sl.pod && fillerWaits(pod)
 }
 
 // markGone closes sl.gone once.

@@ -74,6 +74,11 @@ type SlotOptions struct {
 	// Home identifies the holder's AGORA_HOME (and host): an opaque label value of [a-z0-9],
 	// 1 to 63 bytes. [Provider.SweepSlots] of another home never touches this slot.
 	Home string
+	// Places are the template's read-only places (warmslot_places.go): the pod mounts each
+	// read-only, filled at the claim by its filler. A dispatch whose read-only mounts are not
+	// exactly these is refused before the bind. Below /agora, or a file (the system trust
+	// store of a proxy dispatch).
+	Places []remote.SlotPlace
 }
 
 // validHome reports whether h is a label value of [a-z0-9], 1 to 63 bytes.
@@ -91,16 +96,18 @@ func validHome(h string) bool {
 
 // Slot is one warm pod agora holds. Safe for concurrent use.
 type Slot struct {
-	p     *Provider
-	ID    string
-	name  string
-	spec  compute.Spec // the template the slot was started from (its ID is the slot's)
-	job   types.UID
-	np    types.UID
-	sec   types.UID
-	pod   string // a hash of the containers the Job was stored with
-	npSum string // a hash of the NetworkPolicy's spec as stored
-	start time.Time
+	p    *Provider
+	ID   string
+	name string
+	spec compute.Spec // the template the slot was started from (its ID is the slot's)
+	// places are its read-only places (SlotOptions.Places), in the order of their volumes.
+	places []remote.SlotPlace
+	job    types.UID
+	np     types.UID
+	sec    types.UID
+	pod    string // a hash of the containers the Job was stored with
+	npSum  string // a hash of the NetworkPolicy's spec as stored
+	start  time.Time
 
 	mu        sync.Mutex
 	spent     bool               // guarded by mu: claimed or discarded
@@ -111,19 +118,28 @@ type Slot struct {
 }
 
 // SlotShape is the key a dispatch's spec must match to run in a slot started from a spec
-// with the same key: its argv, its environment without the per-dispatch id, its limits and
-// its sandbox. The binds (all below /agora, fetched at the claim) and RunAs are not part of
-// it: the slot's pod runs as the uid it was started with ([Slot.Run] wants the dispatch's
-// RunAs to be that one).
+// with the same key: its argv, its environment without the per-dispatch id, its limits, its
+// sandbox and where its binds are (by place and writability alone: their sources are the
+// dispatch's, fetched or filled at the claim), so a dispatch with the egress proxy's trust
+// store and one without never take each other's slots. RunAs is not part of it: the slot's pod
+// runs as the uid it was started with ([Slot.Run] wants the dispatch's RunAs to be that one).
 func SlotShape(s compute.Spec) string {
 	env := slotEnv(s.Env)
 	slices.Sort(env)
+	var binds []string
+	for _, b := range s.Binds {
+		if len(s.Argv) == 0 || b.Dst != s.Argv[0] {
+			binds = append(binds, fmt.Sprintf("%s rw=%v result=%v", b.Dst, b.Writable, b.Result))
+		}
+	}
+	slices.Sort(binds)
 	b, _ := json.Marshal(struct {
 		Argv    []string
 		Env     []string
 		Limits  compute.Limits
 		Sandbox string
-	}{s.Argv, env, s.Limits, string(s.Sandbox)})
+		Binds   []string
+	}{s.Argv, env, s.Limits, string(s.Sandbox), binds})
 	sum := sha256.Sum256(b)
 	return "k8s:" + hex.EncodeToString(sum[:16])
 }
@@ -163,7 +179,11 @@ func (p *Provider) StartSlot(ctx context.Context, spec compute.Spec, o SlotOptio
 	}
 	// The slot is a Job on either backend: its lifecycle is agora's, not a Sandbox
 	// controller's, and a Job's pod template is immutable once made.
-	tmpl := compute.Spec{ID: o.ID, Argv: spec.Argv, Env: slotEnv(spec.Env), Limits: spec.Limits, Sandbox: spec.Sandbox, Dir: "/tmp"}
+	if err := checkPlaces(o.Places, spec.Argv); err != nil {
+		return nil, fmt.Errorf("warm slot %s: %w", o.ID, err)
+	}
+	tmpl := compute.Spec{ID: o.ID, Argv: spec.Argv, Env: slotEnv(spec.Env), Limits: spec.Limits, Sandbox: spec.Sandbox, Dir: "/tmp",
+		Binds: slices.Clone(spec.Binds)}
 	if spec.RunAs != nil {
 		ra := *spec.RunAs
 		tmpl.RunAs = &ra
@@ -176,11 +196,11 @@ func (p *Provider) StartSlot(ctx context.Context, spec compute.Spec, o SlotOptio
 	if err != nil {
 		return nil, fmt.Errorf("warm slot %s: %w", o.ID, err)
 	}
-	sl := &Slot{p: p, ID: o.ID, name: objectName(o.ID), spec: tmpl, gone: make(chan struct{})}
+	sl := &Slot{p: p, ID: o.ID, name: objectName(o.ID), spec: tmpl, places: slices.Clone(o.Places), gone: make(chan struct{})}
 	if err := sl.createParts(ctx, o, env, gw); err != nil {
 		return nil, err
 	}
-	job := p.slotJobObject(jobInput{name: sl.name, id: o.ID, spec: tmpl, env: env, gateway: gw})
+	job := p.slotJobObject(jobInput{name: sl.name, id: o.ID, spec: tmpl, env: env, gateway: gw}, sl.places)
 	job.Labels[labelHome] = o.Home
 	mjob, err := p.client.BatchV1().Jobs(p.ns).Create(ctx, job, metav1.CreateOptions{})
 	if err != nil {
@@ -227,9 +247,11 @@ func (sl *Slot) createParts(ctx context.Context, o SlotOptions, env []envVar, gw
 }
 
 // slotJobObject is a cold Job's object turned into a slot's: the init container only copies
-// the worker binary (no token, no dispatch), the worker container claims (the slot's id in its
-// environment, the slot's token from the Secret) and has a writable /agora to fetch into.
-func (p *Provider) slotJobObject(in jobInput) *batchv1.Job {
+// the worker binary and makes the places' entries (no token, no dispatch), the worker
+// container claims (the slot's id in its environment, the slot's token from the Secret) and
+// has a writable /agora to fetch into, with a read-only mount at each place, which the filler
+// fills at the claim (warmslot_places.go).
+func (p *Provider) slotJobObject(in jobInput, places []remote.SlotPlace) *batchv1.Job {
 	job := p.jobObject(in)
 	// No deadline until the claim: it is the dispatch's timeout, counted from the claim.
 	job.Spec.ActiveDeadlineSeconds = nil
@@ -248,6 +270,7 @@ func (p *Provider) slotJobObject(in jobInput) *batchv1.Job {
 	w.Env = append(w.Env, slotID)
 	// /agora is the slot's own, writable; the binary stays read-only at /agora/bin.
 	w.VolumeMounts = append([]corev1.VolumeMount{{Name: slotRootVolume, MountPath: slotRoot}}, w.VolumeMounts...)
+	p.addSlotPlaces(pod, places, scratch, in.name)
 	return job
 }
 
@@ -409,6 +432,8 @@ func (sl *Slot) Check(ctx context.Context) error {
 		return fmt.Errorf("%w: its pod is %s", ErrSlotChanged, pod.Status.Phase)
 	case !slotLabelled(pod.Labels, sl.ID):
 		return fmt.Errorf("%w: its pod's labels changed (its network policy would not select it)", ErrSlotChanged)
+	case !fillerWaits(pod):
+		return fmt.Errorf("%w: its filler ended before the claim", ErrSlotChanged)
 	case len(pod.Spec.EphemeralContainers) != 0:
 		// kubectl debug: a container of someone's joined the pod (its volumes, the worker's
 		// processes) while it waited (red team 32).
@@ -468,7 +493,8 @@ func slotLabelled(l map[string]string, id string) bool {
 type Bind func(ctx context.Context, dispatch, token string) error
 
 // Run runs s in the slot: the slot is checked, its Job marked claimed, s is exported to the
-// gateway (its mounts must all be below /agora, where the slot's worker fetches them) and
+// gateway (its read-only mounts must be exactly the slot's places, its others below /agora,
+// where the slot's worker fetches them) and
 // bound to the slot, and the Job's deadline set to s's timeout from the claim. The slot is spent whatever happens; an
 // error means s did not start and may start cold. The handle follows the slot's Job.
 func (sl *Slot) Run(ctx context.Context, s compute.Spec, bind Bind) (compute.Handle, error) {
@@ -515,7 +541,7 @@ func (sl *Slot) Run(ctx context.Context, s compute.Spec, bind Bind) (compute.Han
 		err = fmt.Errorf("the gateway exported dispatch %q for %q", sess.Dispatch, s.ID)
 	}
 	if err == nil {
-		err = checkSlotMounts(sess.Mounts)
+		err = checkSlotMounts(sess.Mounts, sl.places)
 	}
 	if err == nil {
 		err = bind(ctx, sess.Dispatch, sess.Token)
@@ -550,19 +576,6 @@ func (sl *Slot) markClaimed(ctx context.Context, dispatch string, timeout, slack
 	patch = append(patch, '}')
 	if _, err := sl.p.client.BatchV1().Jobs(sl.p.ns).Patch(ctx, sl.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("warm slot %s: mark its job claimed: %w", sl.ID, err)
-	}
-	return nil
-}
-
-// checkSlotMounts wants every mount valid and below /agora: the slot's worker fetches there.
-func checkSlotMounts(ms []remote.Mount) error {
-	if err := checkMounts(ms); err != nil {
-		return err
-	}
-	for _, m := range ms {
-		if !strings.HasPrefix(m.Dst, slotRoot+"/") {
-			return fmt.Errorf("mount %q at %s is outside %s, where a warm slot fetches", m.Name, m.Dst, slotRoot)
-		}
 	}
 	return nil
 }

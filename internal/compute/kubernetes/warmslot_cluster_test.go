@@ -93,6 +93,10 @@ func warmSpec(t testing.TB, id string) compute.Spec {
 	}
 }
 
+// warmPlaces are warmSpec's read-only places (its bundle), as the dispatch package derives
+// them from a template (SlotOptions.Places).
+var warmPlaces = []remote.SlotPlace{{Dst: "/agora/bundle"}}
+
 // testHome is the tests' holder identity (SlotOptions.Home).
 const testHome = "k8swarmtesthome"
 
@@ -104,7 +108,7 @@ func startSlot(t testing.TB, p *Provider, g *slotGW) (*Slot, *netgw.Slot) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gs.Close() })
-	sl, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: gs.ID, Token: gs.Token, Home: testHome})
+	sl, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: gs.ID, Token: gs.Token, Home: testHome, Places: warmPlaces})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +265,7 @@ func TestWarmSlot_ClusterChangedSlotNeverClaimed(t *testing.T) {
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
-			job := p.slotJobObject(jobInput{name: sl.name, id: sl.ID, spec: sl.spec, gateway: p.gateway})
+			job := p.slotJobObject(jobInput{name: sl.name, id: sl.ID, spec: sl.spec, gateway: p.gateway}, sl.places)
 			if _, err := p.client.BatchV1().Jobs(p.ns).Create(t.Context(), job, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -389,7 +393,7 @@ func TestWarmSlot_ClusterHolderKilled9NeverReused(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, token, _ := strings.Cut(strings.TrimSpace(line), " ")
-	waiting, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: id, Token: token, Home: testHome})
+	waiting, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: id, Token: token, Home: testHome, Places: warmPlaces})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +417,7 @@ func TestWarmSlot_ClusterHolderKilled9NeverReused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ogs.Close() })
-	other, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: ogs.ID, Token: ogs.Token, Home: "otherhome"})
+	other, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: ogs.ID, Token: ogs.Token, Home: "otherhome", Places: warmPlaces})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,20 +109,23 @@ func TestWarmSlotParity_ClusterColdVsClaimedDiff(t *testing.T) {
 
 	c, w := podLines(&coldPod, objectName(coldID)), podLines(hotPod, sl.name)
 	onlyCold, onlyHot := minus(c, w), minus(w, c)
-	// The named differences, each in docs/providers-k8s.md.
+	// The named differences, each in docs/providers-k8s.md. Difference 1 of before (the
+	// read-only places a directory of the slot's writable /agora) is gone: the bundle is a
+	// read-only mount of its own emptyDir in both (#30 k8sslot).
+	places, _ := json.Marshal(warmPlaces)
+	fillSec, _ := json.Marshal(containerSecurity())
+	fillRes, _ := json.Marshal(fillResources(coldPod.Spec.Containers[0].Resources))
 	wantCold := []string{
-		// 1. the read-only places: a cold pod mounts each read-only bind read-only (its
-		//    own emptyDir, filled by the init step); a slot's worker fetches them into its
-		//    /agora at the claim (read-only by mode only).
-		`worker mount /agora/bundle readOnly=true (emptyDir medium="" size=256Mi)`,
+		// 1. the read-only place's volume in the init step: a cold pod's is named for its
+		//    mount, a slot's for its place (its mount's name comes with the dispatch).
 		`fetch mount /agora/stage/bundle readOnly=false (emptyDir medium="" size=256Mi)`,
-		`volume emptyDir medium="" size=256Mi`,
 		// 2. the out directory: a cold pod's own emptyDir; a slot's, a directory of /agora.
 		`worker mount /agora/out readOnly=false (emptyDir medium="" size=256Mi)`,
 		`fetch mount /agora/stage/out readOnly=false (emptyDir medium="" size=256Mi)`,
 		// 3. the fetch step: a cold pod's init container fetches its dispatch's mounts from
 		//    the gateway with the dispatch's token; a slot's only copies the worker binary
-		//    and reaches no gateway (its worker fetches after the claim).
+		//    and makes its places' entries, and reaches no gateway (its filler and worker
+		//    fetch after the claim).
 		`fetch env AGORA_DISPATCH_ID=` + coldID,
 		`fetch env AGORA_GATEWAY_CA from its own Secret`,
 		`fetch env AGORA_GATEWAY_TOKEN from its own Secret`,
@@ -135,15 +138,34 @@ func TestWarmSlotParity_ClusterColdVsClaimedDiff(t *testing.T) {
 		`worker env PWD=/agora/workspace`,
 	}
 	wantHot := []string{
-		// 1, 2. the slot's /agora: one writable emptyDir the worker fetches every mount into
-		//    (the cold pod's two volumes of that size, bundle and out, against this one).
+		// 2. the slot's /agora: one writable emptyDir the worker fetches the writable mounts
+		//    into (the cold pod's out volume of that size against this one).
 		`worker mount /agora readOnly=false (emptyDir medium="" size=256Mi)`,
-		// 3. the fetch step of a slot names the slot (it copies the worker binary only).
+		// 1.
+		`fetch mount /agora/stage/p-0 readOnly=false (emptyDir medium="" size=256Mi)`,
+		// 3. the fetch step of a slot names the slot and its places (it makes their entries).
 		`fetch env AGORA_SLOT_ID=` + sl.ID,
+		`fetch env AGORA_SLOT_PLACES=` + string(places),
 		`worker env AGORA_SLOT_ID=` + sl.ID,
 		// 4.
 		`worker image=` + p.opts.Image + ` command=["/agora/bin/agora-worker" "worker"] dir=/tmp`,
 		`worker env PWD=/tmp`,
+		// 6. the filler: a container of agora's worker image holding the places' volumes
+		//    writable (the worker's container has them read-only), no token (the worker hands
+		//    it the grant at the claim, on the socket in its own small volume, read-only in
+		//    the worker's container), its own small resources.
+		`volume emptyDir medium="" size=1Mi`,
+		`worker mount /agora/fill readOnly=true (emptyDir medium="" size=1Mi)`,
+		`worker env AGORA_SLOT_FILL=/agora/fill/fill.sock`,
+		`fill image=` + p.opts.WorkerImage + ` command=["/agora/bin/agora-worker" "worker" "fill"] dir=`,
+		`fill mount /agora/stage/p-0 readOnly=false (emptyDir medium="" size=256Mi)`,
+		`fill mount /agora/fill readOnly=false (emptyDir medium="" size=1Mi)`,
+		`fill env AGORA_GATEWAY_URL=` + p.opts.GatewayURL,
+		`fill env AGORA_GATEWAY_CA from its own Secret`,
+		`fill env AGORA_STAGE=/agora/stage`,
+		`fill env AGORA_SLOT_PLACES=` + string(places),
+		`fill env AGORA_SLOT_FILL=/agora/fill/fill.sock`,
+		`fill security=` + string(fillSec) + ` resources=` + string(fillRes),
 	}
 	slices.Sort(wantCold)
 	slices.Sort(wantHot)

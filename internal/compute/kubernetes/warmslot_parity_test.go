@@ -29,7 +29,7 @@ func startSlotAs(t *testing.T, p *Provider, g *slotGW, ra *compute.HostUser) *Sl
 	t.Cleanup(func() { gs.Close() })
 	tmpl := warmSpec(t, "TEMPLATE")
 	tmpl.RunAs = ra
-	sl, err := p.StartSlot(t.Context(), tmpl, SlotOptions{ID: gs.ID, Token: gs.Token, Home: testHome})
+	sl, err := p.StartSlot(t.Context(), tmpl, SlotOptions{ID: gs.ID, Token: gs.Token, Home: testHome, Places: warmPlaces})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestWarmSlotParity_ClusterProxyPasswordNeverInSpecOrSlot(t *testing.T) {
 	defer gs.Close()
 	tmpl := warmSpec(t, "TEMPLATE")
 	tmpl.Env = append(tmpl.Env, wire.ProxyTokenEnv+"="+password)
-	sl, err := p.StartSlot(t.Context(), tmpl, SlotOptions{ID: gs.ID, Token: gs.Token, Home: testHome})
+	sl, err := p.StartSlot(t.Context(), tmpl, SlotOptions{ID: gs.ID, Token: gs.Token, Home: testHome, Places: warmPlaces})
 	if err == nil {
 		sl.Discard()
 		t.Fatal("StartSlot took a template holding the proxy password")

@@ -98,7 +98,17 @@ func fetch(ctx context.Context, stderr io.Writer) error {
 	}
 	if SlotEnabled() {
 		// A Kubernetes warm slot's init step (#30): no dispatch exists yet, and it holds no
-		// token; its worker fetches the dispatch's mounts itself once it claims one.
+		// token; its filler and worker fetch the dispatch's mounts once it claims one. It
+		// makes the read-only places' entries (slotfill.go).
+		if v, ok := os.LookupEnv(remote.SlotPlacesEnv); ok {
+			places, err := remote.ParseSlotPlaces(v)
+			if err != nil {
+				return err
+			}
+			if err := premakePlaces(stage, places); err != nil {
+				return err
+			}
+		}
 		return copySelf(filepath.Join(stage, wire.BinDir, wire.BinFile))
 	}
 	c, err := FromEnv(os.Getenv(DispatchEnv))

@@ -59,7 +59,7 @@ func TestRedTeam32_FetchRefusesAPlantedPlace(t *testing.T) {
 			root, elsewhere := t.TempDir(), t.TempDir()
 			place := filepath.Join(root, "workspace")
 			plant.setup(t, place, elsewhere)
-			err = FetchInto(t.Context(), c, root)
+			err = FetchInto(t.Context(), c, root, nil, false)
 			ents, _ := os.ReadDir(elsewhere)
 			if plant.ok {
 				if err != nil {

@@ -59,12 +59,21 @@ func StartSlot(ctx context.Context, root string, stdout, stderr io.Writer) (*Wor
 	// Before the claim: a build without a version hashes its own bytes for its identity, and a
 	// claim must not wait for that.
 	Version()
+	fill := os.Getenv(remote.SlotFillEnv)
+	os.Unsetenv(remote.SlotFillEnv)
 	c, err := ClaimFromEnv(ctx, stderr)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	fctx, cancel := context.WithTimeout(ctx, fetchTimeout)
-	err = FetchInto(fctx, c, root)
+	var filled map[string]bool
+	if fill != "" {
+		// A Kubernetes slot: its filler puts the read-only mounts in their read-only places.
+		filled, err = handOver(fctx, fill, c)
+	}
+	if err == nil {
+		err = FetchInto(fctx, c, root, filled, fill != "")
+	}
 	cancel()
 	if err != nil {
 		c.Close()
@@ -80,7 +89,9 @@ func StartSlot(ctx context.Context, root string, stdout, stderr io.Writer) (*Wor
 // mount that is not writable is left without write permission: by mode only, since the agent
 // runs as the same uid. A docker slot's host exports no read-only mount: it puts those files in
 // the slot's read-only bind places itself (dispatch/warmdocker_files.go, docs/providers.md).
-func FetchInto(ctx context.Context, c *Client, root string) error {
+// A Kubernetes slot's filler filled its read-only mounts (filled, by name) in read-only
+// places: with places set, every read-only mount must be one of those, and is left.
+func FetchInto(ctx context.Context, c *Client, root string, filled map[string]bool, places bool) error {
 	info, err := c.Info(ctx)
 	if err != nil {
 		return err
@@ -91,6 +102,12 @@ func FetchInto(ctx context.Context, c *Client, root string) error {
 	for _, m := range info.Mounts {
 		if !validName(m.Name) || !filepath.IsAbs(m.Dst) {
 			return fmt.Errorf("mount %q -> %q is not valid", m.Name, m.Dst)
+		}
+		if places && remote.ReadOnlyMount(m) != filled[m.Name] {
+			return fmt.Errorf("mount %s at %s: read-only %v, filled in a read-only place %v", m.Name, m.Dst, remote.ReadOnlyMount(m), filled[m.Name])
+		}
+		if filled[m.Name] {
+			continue
 		}
 		dst := Local(root, m.Dst)
 		if rel, err := filepath.Rel(root, dst); err != nil || rel == "." || !filepath.IsLocal(rel) {
