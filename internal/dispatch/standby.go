@@ -29,10 +29,17 @@ import (
 //	holder -> standby: "claim ID\n"
 //	standby -> holder: "claimed ID\n", then supervises ID; any later line: "refused ...\n"
 //	standby -> holder: "cold\n" when the dispatch did not fit the slot (it starts cold)
+//	standby -> holder: "ended\n" once the dispatch's terminal state is committed
 
 // StandbyCold is the line a claimed standby sends its holder when the dispatch did not fit
 // its slot and started cold.
 const StandbyCold = "cold"
+
+// StandbyEnded is the line a claimed standby sends its holder once the finish transaction of
+// its dispatch has committed, before it closes agora.db and exits: a holder following the
+// record (serve's one-shot hand-off, #28) reads it at once instead of at its next poll. It
+// says only "read the record now"; the record is what the holder reports.
+const StandbyEnded = "ended"
 
 // maxStandbyLine bounds a line of the standby protocol.
 const maxStandbyLine = 256
@@ -202,7 +209,11 @@ func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWri
 			say("refused standby already claimed")
 		}
 	}()
-	return d.Supervise(ctx, id, nil)
+	return d.Supervise(ctx, id, func(kind string, _ *Record) {
+		if IsTerminal(kind) {
+			say(StandbyEnded) // Supervise calls this after the finish transaction commits
+		}
+	})
 }
 
 // discardHeld kills the held slot if no dispatch took it.

@@ -16,9 +16,11 @@ func (s *Supervisors) Warm(target string) bool {
 }
 
 // Hand gives the accepted dispatch id of target to a supervisor, a ready standby's or a new
-// detached one, as [Supervisors.Start] does, and returns at once: the channel closes when
-// that supervisor exits (the dispatch ended, or was handed on: its record says which). It is
-// for a caller that follows the record itself (serve's one-shot hand-off, #28).
-func (s *Supervisors) Hand(target, id string) (<-chan struct{}, error) {
+// detached one, as [Supervisors.Start] does, and returns at once: exited closes when that
+// supervisor exits (the dispatch ended, or was handed on: its record says which); ended, nil
+// for a cold supervisor, closes when a standby says the dispatch's end is committed, a few ms
+// before it has closed agora.db and exited. It is for a caller that follows the record itself
+// (serve's one-shot hand-off, #28).
+func (s *Supervisors) Hand(target, id string) (exited, ended <-chan struct{}, err error) {
 	return s.spawn(target, id)
 }

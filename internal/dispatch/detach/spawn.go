@@ -15,14 +15,15 @@ import (
 //
 // A dispatch of a target that keeps warm slots goes to a ready standby supervisor instead
 // (Standbys), when one is: the same supervisor, started ahead. This is the one place a
-// serve's dispatch gets its supervisor.
-func (s *Supervisors) spawn(target, id string) (<-chan struct{}, error) {
-	if exited, ok := s.Standbys.claim(target, id); ok {
-		return exited, nil
+// serve's dispatch gets its supervisor. The second channel is a standby's word that the
+// dispatch's end is committed (nil for a cold supervisor, whose end its exit follows closely).
+func (s *Supervisors) spawn(target, id string) (exited, ended <-chan struct{}, err error) {
+	if exited, ended, ok := s.Standbys.claim(target, id); ok {
+		return exited, ended, nil
 	}
 	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer devnull.Close()
 	c := exec.Command(s.Bin, "dispatch", "supervise", id)
@@ -30,15 +31,15 @@ func (s *Supervisors) spawn(target, id string) (<-chan struct{}, error) {
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	c.Env = os.Environ()
 	if err := c.Start(); err != nil {
-		return nil, fmt.Errorf("start detached supervisor: %w", err)
+		return nil, nil, fmt.Errorf("start detached supervisor: %w", err)
 	}
-	exited := make(chan struct{})
+	done := make(chan struct{})
 	go func() {
 		c.Wait() // its exit status says nothing the record does not
-		close(exited)
+		close(done)
 		// A cold dispatch of a warm target saved its shape: the target's standbys start
 		// (once; later it only checks the shape).
 		s.Standbys.prime(target)
 	}()
-	return exited, nil
+	return done, nil, nil
 }

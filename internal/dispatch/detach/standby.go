@@ -97,11 +97,13 @@ func (s *Standbys) prime(target string) {
 	}
 }
 
-// claim hands dispatch id of target to a ready standby and returns a channel closed when
-// that standby exits; false when none took it (the caller starts a cold supervisor).
-func (s *Standbys) claim(target, id string) (<-chan struct{}, bool) {
+// claim hands dispatch id of target to a ready standby and returns two channels: exited,
+// closed when that standby exits, and ended, closed when it says the dispatch's end is
+// committed (StandbyEnded), which comes before its exit; false when none took it (the caller
+// starts a cold supervisor).
+func (s *Standbys) claim(target, id string) (exited, ended <-chan struct{}, ok bool) {
 	if s == nil || s.targets[target] == 0 {
-		return nil, false
+		return nil, nil, false
 	}
 	shape, err := dispatch.WarmShape(s.stateDir, target)
 	if err != nil {
@@ -111,15 +113,15 @@ func (s *Standbys) claim(target, id string) (<-chan struct{}, bool) {
 		s.mu.Lock()
 		s.cold[target]++
 		s.mu.Unlock()
-		return nil, false
+		return nil, nil, false
 	}
 	p := s.pool(target, shape)
 	if p == nil {
-		return nil, false
+		return nil, nil, false
 	}
 	sb, _ := p.Claim(shape).(*standby)
 	if sb == nil {
-		return nil, false
+		return nil, nil, false
 	}
 	if err := sb.hand(id); err != nil {
 		s.log.Warn("warm slots: a standby did not take its claim; starting cold", "target", target, "dispatch", id, "err", err)
@@ -127,10 +129,10 @@ func (s *Standbys) claim(target, id string) (<-chan struct{}, bool) {
 		// A refusal is mostly staleness (agora.yaml or the binary changed since the standbys
 		// started), which the others share: they are replaced.
 		p.Flush()
-		return nil, false
+		return nil, nil, false
 	}
 	go s.watch(target, sb)
-	return sb.exited, true
+	return sb.exited, sb.ended, true
 }
 
 // pool returns target's pool, started the first time, flushed when the target's shape
@@ -209,6 +211,8 @@ type standby struct {
 	r      *bufio.Reader
 	shape  string
 	exited chan struct{}
+	// ended is closed by watch when the claimed standby says its dispatch ended.
+	ended chan struct{}
 }
 
 func (b *standby) Shape() string { return b.shape }
@@ -272,10 +276,17 @@ func (s *Standbys) watch(target string, b *standby) {
 		if err != nil {
 			return
 		}
-		if l == dispatch.StandbyCold {
+		switch l {
+		case dispatch.StandbyCold:
 			s.mu.Lock()
 			s.misfit[target]++
 			s.mu.Unlock()
+		case dispatch.StandbyEnded:
+			select {
+			case <-b.ended: // said twice: the first was enough
+			default:
+				close(b.ended)
+			}
 		}
 	}
 }
@@ -316,7 +327,7 @@ func (s *Standbys) start(ctx context.Context, target string) (warm.Slot, error) 
 	// died before its ready line (killed with -9 while it made its slot) was not seen until
 	// standbyReadyWithin passed, and the pool stood short for that minute (#30 k8shold2).
 	theirs.Close()
-	b := &standby{cmd: c, conn: conn, r: bufio.NewReaderSize(conn, 512), exited: make(chan struct{})}
+	b := &standby{cmd: c, conn: conn, r: bufio.NewReaderSize(conn, 512), exited: make(chan struct{}), ended: make(chan struct{})}
 	go func() {
 		c.Wait()
 		close(b.exited)

@@ -18,7 +18,8 @@ import (
 
 // fakeStandbys are the standbys of a warm target "local" (want n) whose supervisor is a
 // script speaking the standby protocol on fd 3: it says ready with the template's shape,
-// takes one claim, appends "PID ID" to dir/claims and answers claimed.
+// takes one claim, appends "PID ID" to dir/claims, answers claimed, says ended and stays
+// until its holder's end closes.
 func fakeStandbys(t *testing.T, n int) (*Standbys, string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -45,6 +46,7 @@ func fakeStandbys(t *testing.T, n int) (*Standbys, string) {
 		"id=${l#claim }\n" +
 		"echo \"$$ $id\" >> '" + dir + "/claims'\n" +
 		"echo \"claimed $id\" >&3\n" +
+		"echo ended >&3\n" +
 		"read more <&3 && echo refused >&3\n" +
 		"exit 0\n"
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
@@ -84,7 +86,7 @@ func TestStandbys_ConcurrentClaimsNeverShare(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 200 {
 		wg.Go(func() {
-			if _, took := sb.claim("local", fmt.Sprintf("D%03d", i)); took {
+			if _, _, took := sb.claim("local", fmt.Sprintf("D%03d", i)); took {
 				ok.Add(1)
 			}
 		})
@@ -119,10 +121,34 @@ func TestStandbys_NoTemplateGoesCold(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "dispatches", ".warm", "local", "template.json")); err != nil {
 		t.Fatal(err)
 	}
-	if _, took := sb.claim("local", "D1"); took {
+	if _, _, took := sb.claim("local", "D1"); took {
 		t.Fatal("a claim without a template took a standby")
 	}
 	if c := countsOf(sb); c.cold != 1 || c.claimed != 0 {
 		t.Errorf("counts %+v, want cold 1", c)
+	}
+}
+
+// TestStandbys_EndedBeforeExit: a claimed standby's word that its dispatch ended reaches the
+// claim's caller while the standby still runs (#28: serve reads the record at once instead of
+// at its next poll, and before the standby has closed agora.db and exited).
+func TestStandbys_EndedBeforeExit(t *testing.T) {
+	sb, _ := fakeStandbys(t, 1)
+	agoratest.WaitFor(t, 30*time.Second, "a ready standby", func() bool { return countsOf(sb).ready == 1 })
+	exited, ended, took := sb.claim("local", "D1")
+	if !took {
+		t.Fatal("the ready standby did not take the claim")
+	}
+	select {
+	case <-ended:
+	case <-exited:
+		t.Fatal("the standby exited before its word that the dispatch ended was seen")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no word of the end within 30s")
+	}
+	select {
+	case <-exited:
+		t.Fatal("exited closed with ended: the standby waits for its holder's end, it has not exited")
+	default:
 	}
 }

@@ -21,7 +21,7 @@ func (s *Supervisors) Start(ctx context.Context, id string) (*dispatch.Record, e
 		}
 		target = r.Target
 	}
-	exited, err := s.spawn(target, id)
+	exited, _, err := s.spawn(target, id)
 	if err != nil {
 		return nil, err
 	}

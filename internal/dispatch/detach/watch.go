@@ -38,7 +38,7 @@ func (s *Supervisors) Watch(ctx context.Context, rec *dispatch.Record) (*dispatc
 				break
 			}
 			spawned++
-			if child, err = s.spawn(rec.Target, id); err != nil {
+			if child, _, err = s.spawn(rec.Target, id); err != nil {
 				return nil, fmt.Errorf("start supervisor of dispatch %s: %w", id, err)
 			}
 		case rec.State == dispatch.StateStarted && !alive:
