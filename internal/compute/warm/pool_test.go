@@ -159,3 +159,51 @@ func TestPool_FlushRefills(t *testing.T) {
 		}
 	}
 }
+
+// settlingSlot is a slot that holds back its pool's refill until settled closes.
+type settlingSlot struct {
+	fakeSlot
+	settled chan struct{}
+}
+
+func (s *settlingSlot) Settled() <-chan struct{} { return s.settled }
+
+// TestPool_RefillWaitsForTheClaimedSlotToSettle: a claimed slot that settles later (a standby
+// supervisor, until its dispatch has ended) holds the refill back until it settles (#28: the
+// refill's process start ran beside the claimed dispatch), and not longer than
+// refillHeldAtMost.
+func TestPool_RefillWaitsForTheClaimedSlotToSettle(t *testing.T) {
+	fills := make(chan *settlingSlot, 8)
+	p := New(t.Context(), "local", 1, func(context.Context) (Slot, error) {
+		s := &settlingSlot{fakeSlot: fakeSlot{shape: "s"}, settled: make(chan struct{})}
+		fills <- s
+		return s, nil
+	})
+	defer p.Close()
+	first := <-fills
+	waitReady(t, p, 1)
+	if got := p.Claim("s"); got != first {
+		t.Fatalf("claimed %v, want the ready slot", got)
+	}
+	select {
+	case <-fills:
+		t.Fatal("the pool refilled before the claimed slot settled")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(first.settled)
+	select {
+	case second := <-fills:
+		waitReady(t, p, 1)
+		// Unsettled for good: the bound tops the pool up all the same.
+		if got := p.Claim("s"); got != second {
+			t.Fatalf("claimed %v, want the refilled slot", got)
+		}
+		select {
+		case <-fills:
+		case <-time.After(10*time.Second + refillHeldAtMost):
+			t.Fatal("a claimed slot that never settles held the refill back past refillHeldAtMost")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pool did not refill after the claimed slot settled")
+	}
+}

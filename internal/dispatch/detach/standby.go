@@ -217,6 +217,11 @@ type standby struct {
 
 func (b *standby) Shape() string { return b.shape }
 
+// Settled implements the pool's settler: a claimed standby holds back its pool's refill until
+// it exits (its dispatch ended, recorded, agora.db closed), or a while (warm.refillHeldAtMost):
+// a refill started at the claim ran beside the claimed dispatch on the same cores (#28).
+func (b *standby) Settled() <-chan struct{} { return b.exited }
+
 // Alive says whether the standby still runs (it exits when its slot dies).
 func (b *standby) Alive() bool {
 	select {
