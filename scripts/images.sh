@@ -8,7 +8,8 @@
 #                                      (ctr -n k8s.io images import).
 #   localhost/agora:<version>          (only when named: scripts/images.sh agora) FROM scratch,
 #                                      the static agora with agora-worker beside it in
-#                                      /agora/bin: `agora orch serve` in a cluster.
+#                                      /agora/bin, over the toolchain's busybox and git:
+#                                      `agora orch serve` in a cluster, with repositories.
 #   localhost/agora-toolchain:<hash>   FROM scratch, busybox-static and git copied from this
 #                                      host: what the container tests run the worker in.
 #
@@ -59,15 +60,20 @@ build_worker() {
 
 build_agora() {
   local ctx version inputs tag
+  need_rootfs_tools
   ctx=$(mktemp -d)
   trap 'rm -rf "$ctx"' RETURN
   ( cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/" ./cmd/agora ./cmd/agora-full ./cmd/agora-worker )
   version=$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)
   cp "$root/images/agora.Containerfile" "$ctx/Containerfile"
-  inputs=$(cat "$ctx/agora" "$ctx/agora-full" "$ctx/agora-worker" "$ctx/Containerfile" | sha256sum | cut -c1-64)
+  inputs=$( { cat "$ctx/agora" "$ctx/agora-full" "$ctx/agora-worker" "$ctx/Containerfile" "$0"; rootfs_inputs; } | sha256sum | cut -c1-64)
   tag="localhost/agora:$version"
   if [ "$(current "$tag")" != "$inputs" ]; then
     echo "agora images: building $tag" >&2
+    make_rootfs "$ctx/rootfs"
+    # agora's user: the manifests run it as 10001 (docs/providers-k8s.md); HOME is its volume.
+    printf 'agora:x:10001:10001:agora:/var/lib/agora:/bin/sh\n' >>"$ctx/rootfs/etc/passwd"
+    printf 'agora:x:10001:\n' >>"$ctx/rootfs/etc/group"
     podman build -q --label "agora.inputs=$inputs" -t "$tag" "$ctx" >/dev/null
   fi
   echo "AGORA_IMAGE=$(digestref "$tag")"
@@ -107,39 +113,56 @@ install_missing() {
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
 }
 
-build_toolchain() {
-  local ctx rootfs inputs tag applet f
+# make_rootfs ROOTFS: busybox's applets and git (its helpers, shared libraries and the CA
+# certificates) copied from this host into ROOTFS, with Debian's merged /usr. The toolchain
+# image is this rootfs; the agora image is this rootfs with agora's programs, so that
+# `--repo` and workspace dispatches (git) and the manifests' init step (sh) work in it.
+make_rootfs() {
+  local rootfs=$1 applet f
+  mkdir -p "$rootfs"/{usr/bin,usr/lib,usr/lib64,usr/local/bin,etc,tmp,dev/shm,agora}
+  ln -s usr/bin "$rootfs/bin"
+  ln -s usr/lib "$rootfs/lib"
+  ln -s usr/lib64 "$rootfs/lib64"
+  chmod 1777 "$rootfs/tmp"
+  cp /bin/busybox "$rootfs/bin/busybox"
+  for applet in $(/bin/busybox --list); do
+    [ -e "$rootfs/bin/$applet" ] || ln -s busybox "$rootfs/bin/$applet"
+  done
+  copy_elf /usr/bin/git "$rootfs"
+  # git's helpers (most are links to git itself); the remote helpers bring libcurl.
+  for f in /usr/lib/git-core/*; do
+    if [ ! -L "$f" ] && [ -f "$f" ] && head -c4 "$f" | grep -q ELF; then copy_elf "$f" "$rootfs"
+    else copy_at "$f" "$rootfs"; fi
+  done
+  if [ -d /usr/share/git-core ]; then copy_at /usr/share/git-core "$rootfs"; fi
+  if [ -d /etc/ssl/certs ]; then copy_at /etc/ssl/certs "$rootfs" -aL; fi
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$rootfs/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' >"$rootfs/etc/group"
+}
+
+# rootfs_inputs: what make_rootfs copies, as package versions, for an image's inputs hash.
+rootfs_inputs() {
+  dpkg-query -W busybox-static git git-man ca-certificates libc6 2>/dev/null
+}
+
+need_rootfs_tools() {
+  local f
   install_missing
   for f in /bin/busybox /usr/bin/git; do
     [ -x "$f" ] || { echo "agora images: $f is missing: apt-get install busybox-static git" >&2; exit 2; }
   done
-  inputs=$( { cat "$root/images/agora-toolchain.Containerfile" "$0";
-    dpkg-query -W busybox-static git git-man ca-certificates libc6 2>/dev/null; } | sha256sum | cut -c1-16)
+}
+
+build_toolchain() {
+  local ctx inputs tag
+  need_rootfs_tools
+  inputs=$( { cat "$root/images/agora-toolchain.Containerfile" "$0"; rootfs_inputs; } | sha256sum | cut -c1-16)
   tag="localhost/agora-toolchain:$inputs"
   if [ "$(current "$tag")" != "$inputs" ]; then
     echo "agora images: building $tag" >&2
     ctx=$(mktemp -d)
     trap 'rm -rf "$ctx"' RETURN
-    rootfs="$ctx/rootfs"
-    mkdir -p "$rootfs"/{usr/bin,usr/lib,usr/lib64,usr/local/bin,etc,tmp,dev/shm,agora}
-    ln -s usr/bin "$rootfs/bin"
-    ln -s usr/lib "$rootfs/lib"
-    ln -s usr/lib64 "$rootfs/lib64"
-    chmod 1777 "$rootfs/tmp"
-    cp /bin/busybox "$rootfs/bin/busybox"
-    for applet in $(/bin/busybox --list); do
-      [ -e "$rootfs/bin/$applet" ] || ln -s busybox "$rootfs/bin/$applet"
-    done
-    copy_elf /usr/bin/git "$rootfs"
-    # git's helpers (most are links to git itself); the remote helpers bring libcurl.
-    for f in /usr/lib/git-core/*; do
-      if [ ! -L "$f" ] && [ -f "$f" ] && head -c4 "$f" | grep -q ELF; then copy_elf "$f" "$rootfs"
-      else copy_at "$f" "$rootfs"; fi
-    done
-    if [ -d /usr/share/git-core ]; then copy_at /usr/share/git-core "$rootfs"; fi
-    if [ -d /etc/ssl/certs ]; then copy_at /etc/ssl/certs "$rootfs" -aL; fi
-    printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$rootfs/etc/passwd"
-    printf 'root:x:0:\nnogroup:x:65534:\n' >"$rootfs/etc/group"
+    make_rootfs "$ctx/rootfs"
     cp "$root/images/agora-toolchain.Containerfile" "$ctx/Containerfile"
     podman build -q --label "agora.inputs=$inputs" -t "$tag" "$ctx" >/dev/null
   fi

@@ -56,7 +56,8 @@ type Cluster struct {
 	Kubeconfig string
 	// Namespace exists and enforces Pod Security "restricted".
 	Namespace string
-	// Server is the apiserver's URL, https://127.0.0.1:<port>.
+	// Server is the apiserver's URL, https://127.0.0.1:<port> (a real node's cluster:
+	// https://RealNodeIP:<port>, where its pods reach it too).
 	Server string
 	// CAFile is the PEM file of the CA that signed every certificate of the cluster.
 	CAFile string

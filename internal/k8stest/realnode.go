@@ -46,7 +46,7 @@ func realNodeReady() error {
 		return &skipError{"Options.RealNode needs root (the kubelet and containerd run as root)"}
 	}
 	var missing []string
-	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "ctr", "runc", "ip"} {
+	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "ctr", "runc", "ip", "iptables"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			missing = append(missing, bin)
 		}
@@ -61,7 +61,7 @@ func realNodeReady() error {
 	}
 	if len(missing) > 0 {
 		return &skipError{"Options.RealNode needs " + strings.Join(missing, ", ") +
-			": apt-get install containerd runc containernetworking-plugins iproute2"}
+			": apt-get install containerd runc containernetworking-plugins iproute2 iptables"}
 	}
 	return nil
 }
@@ -81,6 +81,9 @@ func (c *Cluster) realNodeProcs(dir string, bins *binaries, p *pki) ([]*proc, er
 	// Set before anything can fail, so Stop drains and releases (and unlocks) the node.
 	c.containerdSock = sock
 	if err := lockRealNode(c); err != nil {
+		return nil, err
+	}
+	if err := addInClusterAPI(c.Server); err != nil {
 		return nil, err
 	}
 
@@ -173,16 +176,20 @@ state = %q
 			"webhook":   map[string]any{"enabled": true},
 			"x509":      map[string]any{"clientCAFile": p.caFile()},
 		},
-		"authorization":                  map[string]any{"mode": "Webhook"},
-		"containerRuntimeEndpoint":       "unix://" + sock,
-		"cgroupDriver":                   "cgroupfs",
-		"failCgroupV1":                   false,
-		"cgroupsPerQOS":                  false,
-		"enforceNodeAllocatable":         []string{},
-		"failSwapOn":                     false,
-		"localStorageCapacityIsolation":  false,
-		"kernelMemcgNotification":        false,
-		"resolvConf":                     "",
+		"authorization":                 map[string]any{"mode": "Webhook"},
+		"containerRuntimeEndpoint":      "unix://" + sock,
+		"cgroupDriver":                  "cgroupfs",
+		"failCgroupV1":                  false,
+		"cgroupsPerQOS":                 false,
+		"enforceNodeAllocatable":        []string{},
+		"failSwapOn":                    false,
+		"localStorageCapacityIsolation": false,
+		"kernelMemcgNotification":       false,
+		"resolvConf":                    "",
+		// A pod with hostname and subdomain gets HOST.SUBDOMAIN.NAMESPACE.svc.cluster.local in
+		// its /etc/hosts, the name a headless Service gives it in a cluster's DNS: agora's
+		// manifests advertise their gateway by it (no DNS server runs here).
+		"clusterDomain":                  "cluster.local",
 		"registerNode":                   true,
 		"serializeImagePulls":            false,
 		"evictionHard":                   map[string]string{"memory.available": "1Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
@@ -399,5 +406,8 @@ func (c *Cluster) drainRealNode() {
 func (c *Cluster) releaseRealNode() {
 	unmountUnder(c.Dir)
 	_ = exec.Command("ip", "link", "del", bridgeName).Run()
+	if _, held := realNodeLocks.Load(c); held { // the rule is the lock holder's
+		removeInClusterAPI()
+	}
 	unlockRealNode(c)
 }

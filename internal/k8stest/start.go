@@ -61,6 +61,16 @@ func startOnce(opts Options, bins *binaries) (_ *Cluster, err error) {
 	}
 	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
 	c.Server = "https://" + hostPort(apiPort)
+	apiBind, apiIPs := "127.0.0.1", []net.IP{net.IPv4(10, 0, 0, 1)}
+	if opts.RealNode {
+		// Pods reach the apiserver as in a cluster: at the "kubernetes" Service's address,
+		// which serviceProxy forwards to the node IP (inClusterAPI); so it listens there.
+		if err := ensureNodeIP(); err != nil {
+			return nil, err
+		}
+		apiBind, apiIPs = RealNodeIP, append(apiIPs, net.ParseIP(RealNodeIP))
+		c.Server = "https://" + net.JoinHostPort(RealNodeIP, fmt.Sprint(apiPort))
+	}
 
 	p, err := newPKI(dir)
 	if err != nil {
@@ -87,7 +97,7 @@ func startOnce(opts Options, bins *binaries) (_ *Cluster, err error) {
 		}
 	}
 	// 10.0.0.1 is the "kubernetes" Service's address in --service-cluster-ip-range.
-	if ids["apiserver"], err = p.serving("apiserver", []net.IP{net.IPv4(10, 0, 0, 1)},
+	if ids["apiserver"], err = p.serving("apiserver", apiIPs,
 		"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"); err != nil {
 		return nil, err
 	}
@@ -127,7 +137,7 @@ func startOnce(opts Options, bins *binaries) (_ *Cluster, err error) {
 	c.apiserver = newProc(dir, "kube-apiserver", []string{bins.apiserver,
 		"--etcd-servers=" + etcdURL, "--etcd-cafile=" + p.caFile(),
 		"--etcd-certfile=" + ids["etcd-client"].certFile, "--etcd-keyfile=" + ids["etcd-client"].keyFile,
-		"--bind-address=127.0.0.1", "--secure-port=" + fmt.Sprint(apiPort),
+		"--bind-address=" + apiBind, "--secure-port=" + fmt.Sprint(apiPort),
 		"--cert-dir=" + dir,
 		"--tls-cert-file=" + ids["apiserver"].certFile, "--tls-private-key-file=" + ids["apiserver"].keyFile,
 		"--client-ca-file=" + p.caFile(),
@@ -259,6 +269,12 @@ var controllers = []string{
 	// The apiserver taints every new node not-ready; this controller lifts the taint once the
 	// node reports Ready (and marks a node whose kubelet or kwok went silent).
 	"node-lifecycle-controller",
+	// agora's own manifests (deploy/kubernetes): a Deployment's ReplicaSet and pods, a
+	// StatefulSet's, and the claims of both bound to the test's PersistentVolumes.
+	"deployment-controller",
+	"replicaset-controller",
+	"statefulset-controller",
+	"persistentvolume-binder-controller",
 }
 
 // waitAPIServer polls /readyz until the apiserver says every check passed.
