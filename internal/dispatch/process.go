@@ -34,10 +34,15 @@ var selfName struct {
 	s  string
 }
 
-// parentSupervisor names this process's parent the same way, or "" when it has none left.
+// parentSupervisor names this process's parent the same way, or "" when it has none. Pid 1
+// is named too: in a container, `agora orch serve` is the first process (deploy/kubernetes),
+// and its supervisors' parent is pid 1; a supervisor whose parent died and which was adopted
+// by a host's init names that init, which no record holds as a supervisor (#31: with
+// pid 1 taken for "none", every supervisor serve spawned in a pod found the dispatch claimed
+// by serve and exited).
 func parentSupervisor() string {
 	ppid := os.Getppid()
-	if ppid <= 1 {
+	if ppid < 1 {
 		return ""
 	}
 	start, err := processStart(ppid)

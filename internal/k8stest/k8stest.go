@@ -43,6 +43,11 @@ type Options struct {
 	// RealNode runs a real kubelet over Debian's containerd and runc instead of kwok, so pods
 	// run real processes. It needs root and the packages named in the skip message.
 	RealNode bool
+	// InClusterAPI (with RealNode) lets the node's pods reach the apiserver as in a cluster,
+	// at the "kubernetes" Service (10.0.0.1:443, what client-go's in-cluster configuration
+	// dials): the apiserver listens on RealNodeIP and one DNAT rule stands in for kube-proxy.
+	// For agora's own manifests, whose serve pod dispatches with its service account.
+	InClusterAPI bool
 	// AgentSandbox installs kubernetes-sigs/agent-sandbox's CRDs (Sandbox, SandboxTemplate,
 	// SandboxClaim, SandboxWarmPool) from the module scripts/k8s-tools.sh pins, and runs its
 	// real controller against the cluster (#30).
@@ -56,8 +61,8 @@ type Cluster struct {
 	Kubeconfig string
 	// Namespace exists and enforces Pod Security "restricted".
 	Namespace string
-	// Server is the apiserver's URL, https://127.0.0.1:<port> (a real node's cluster:
-	// https://RealNodeIP:<port>, where its pods reach it too).
+	// Server is the apiserver's URL, https://127.0.0.1:<port> (with InClusterAPI:
+	// https://RealNodeIP:<port>, where the node's pods reach it too).
 	Server string
 	// CAFile is the PEM file of the CA that signed every certificate of the cluster.
 	CAFile string

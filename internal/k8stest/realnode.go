@@ -83,8 +83,10 @@ func (c *Cluster) realNodeProcs(dir string, bins *binaries, p *pki) ([]*proc, er
 	if err := lockRealNode(c); err != nil {
 		return nil, err
 	}
-	if err := addInClusterAPI(c.Server); err != nil {
-		return nil, err
+	if c.opts.InClusterAPI {
+		if err := addInClusterAPI(c.Server); err != nil {
+			return nil, err
+		}
 	}
 
 	netd := filepath.Join(dir, "cni", "net.d")

@@ -38,7 +38,8 @@ git init -q -b main "$r"
 printf '# demo\n' > "$r/README.md"
 git -C "$r" add README.md
 git -C "$r" -c user.name=t -c user.email=t@example.invalid commit -q -m init
-agora apply -f /catalog/agora-manifest.yaml
+cp -rL /catalog /tmp/catalog   # the ConfigMap's files, not its links
+agora apply -f /tmp/catalog/agora-manifest.yaml
 run=$(agora orch submit /catalog/plan.yaml --repo "$r" --wait)
 echo "RUN=$run"
 agora orch status "$run"
@@ -55,7 +56,7 @@ echo PATCH-END
 // the headless Service gives it, and a plan submitted to it runs its task as a Job in
 // namespace agents on the same node, whose patch is read back.
 func TestRealNodeDeployManifests(t *testing.T) {
-	c := k8stest.Start(t, k8stest.Options{RealNode: true})
+	c := k8stest.Start(t, k8stest.Options{RealNode: true, InClusterAPI: true})
 	ctx, cancel := context.WithTimeout(t.Context(), 12*time.Minute)
 	defer cancel()
 	im := buildDeployImages(ctx, t, c)
@@ -75,6 +76,7 @@ func TestRealNodeDeployManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := waitDriver(ctx, t, c, serve)
+	t.Logf("the driver (a plan submitted to serve in the cluster):\n%s", out)
 	if !strings.Contains(out, "+hello from the cluster") || !strings.Contains(out, "GREETING.txt") {
 		t.Errorf("the run's patch does not write GREETING.txt with the env's greeting:\n%s", out)
 	}

@@ -62,7 +62,7 @@ func startOnce(opts Options, bins *binaries) (_ *Cluster, err error) {
 	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
 	c.Server = "https://" + hostPort(apiPort)
 	apiBind, apiIPs := "127.0.0.1", []net.IP{net.IPv4(10, 0, 0, 1)}
-	if opts.RealNode {
+	if opts.RealNode && opts.InClusterAPI {
 		// Pods reach the apiserver as in a cluster: at the "kubernetes" Service's address,
 		// which serviceProxy forwards to the node IP (inClusterAPI); so it listens there.
 		if err := ensureNodeIP(); err != nil {
@@ -279,12 +279,16 @@ var controllers = []string{
 
 // waitAPIServer polls /readyz until the apiserver says every check passed.
 func (c *Cluster) waitAPIServer(timeout time.Duration) error {
-	return waitFor(timeout, 50*time.Millisecond, "kube-apiserver /readyz", c.checkAlive, func() (bool, error) {
+	err := waitFor(timeout, 50*time.Millisecond, "kube-apiserver /readyz", c.checkAlive, func() (bool, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		err := c.Do(ctx, http.MethodGet, "/readyz", nil, nil)
 		return err == nil, err
 	})
+	if err != nil {
+		return fmt.Errorf("%w; its log ends:\n%s", err, c.apiserver.tail())
+	}
+	return nil
 }
 
 // checkAlive fails as soon as a component has exited, quoting its log.
