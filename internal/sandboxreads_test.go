@@ -94,6 +94,7 @@ var readAllowed = map[string]string{
 	"cli/audit.go:checkpointerFor: os.ReadFile":                  "keys/audit.pub in AGORA_HOME",
 	// #31 replication and restore: AGORA_HOME's own files and the directories the operator names.
 	"cli/replicate.go:startReplication: os.ReadFile":  "keys/audit.pub (the home's identity in the bucket) and keys/secret.key (the segments' key) in AGORA_HOME",
+	"cli/gc_replica.go:pruneReplicas: os.ReadFile":    "keys/audit.pub (the home's identity in the bucket) and keys/secret.key (the segments' key) in AGORA_HOME",
 	"cli/replicate.go:run: os.OpenFile":               "AGORA_HOME/DB-replicate.lock (or orch/orch.db-replicate.lock), a lock file the host makes and only flocks",
 	"cli/replicate_anchor.go:replicating: os.Open":    "the same lock file, opened only to probe whether a serve holds it (flock, never read)",
 	"cli/restore.go:restoreCheckAnchors: os.ReadFile": "keys/audit.pub of the home restore just made (--to, a new directory)",

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/orch"
+	"github.com/agora-dev/agora/internal/replicate"
 	"github.com/agora-dev/agora/internal/retention"
 	"github.com/agora-dev/agora/internal/store"
 )
@@ -51,6 +53,10 @@ and no schedule names it as its last run. Its rows go with one retention.run_pur
 orch.db's log, in the same transaction; its dispatches stay, under blobs and logs. 'agora
 orch status' of it then says it was purged by retention.
 
+With replicate.keep_generations, gc (and serve's sweep) also deletes each replicated
+database's generations older than the newest N whole ones (never the newest whole one, nor
+one a restore falls back to), one retention.replica_pruned entry each, recorded first.
+
 With leader: in agora.yaml only the orch serve holding the Lease purges (its background
 sweep, fenced as its commits are): gc refuses, on every replica, all but --dry-run.
 
@@ -80,6 +86,8 @@ type gcReport struct {
 	RunsKept retention.RunsKept  `json:"runs_kept"`
 	Result   *retention.Result   `json:"result,omitempty"`
 	Location string              `json:"blob_store"`
+	// Replicas are the replica generations replicate.keep_generations removes (or would).
+	Replicas []replicate.PrunedGeneration `json:"replica_generations"`
 }
 
 // newSweeper is the sweeper of h under pol: orch.db is opened for writing (migrated, full
@@ -107,7 +115,7 @@ func gcRun(ctx context.Context, opts *gcOptions) error {
 	}
 	s := newSweeper(f, h, pol)
 	rep := gcReport{DryRun: opts.dryRun, Blobs: days(pol.Blobs), Logs: days(pol.Logs), Runs: days(pol.Runs), Location: h.Blobs.Where()}
-	if !pol.Set() && opts.output != formatJSON {
+	if !pol.Set() && h.Config.Replicate.KeepGenerations == 0 && opts.output != formatJSON {
 		fmt.Fprintf(f.IO.ErrOut, "agora: agora.yaml sets no retention: nothing is purged (see 'agora gc --help')\n")
 	}
 	var plan *retention.Plan
@@ -130,6 +138,9 @@ func gcRun(ctx context.Context, opts *gcOptions) error {
 		rep.RunItems = []retention.RunItem{}
 	}
 	if err != nil {
+		return fmt.Errorf("gc: %w", err)
+	}
+	if rep.Replicas, err = pruneReplicas(ctx, f, h, opts.dryRun, f.Actor(), retention.RoleOperator); err != nil {
 		return fmt.Errorf("gc: %w", err)
 	}
 	return emit(f.IO, opts.output, rep, func(r gcReport) error { return gcText(f, r) })
@@ -166,6 +177,10 @@ func gcText(f *Factory, r gcReport) error {
 	fmt.Fprintf(f.IO.ErrOut, "agora: gc: %s %d products (%d bytes) in %s (retention blobs %s, logs %s)\n",
 		verb, len(r.Items), r.Bytes, r.Location, r.Blobs, r.Logs)
 	gcRunsSummary(f, r, verb)
+	for _, g := range r.Replicas {
+		fmt.Fprintf(f.IO.ErrOut, "agora: gc: %s replica generation %s/%s (began %s, %d segments)\n",
+			verb, g.DB, g.Generation, g.Began.Format(time.RFC3339), g.Segments)
+	}
 	if r.Pending > 0 {
 		fmt.Fprintf(f.IO.ErrOut, "agora: gc: %d purges recorded by an interrupted sweep are finished first\n", r.Pending)
 	}
@@ -198,6 +213,11 @@ const retentionInterval = time.Hour
 // retention in agora.yaml. A sweep that purged, finished or left
 // something is logged; a failed one is a warning and the next hour's sweep tries again.
 func serveRetention(ctx context.Context, f *Factory, h *home.Home, log *slog.Logger) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if h.Config.Replicate.KeepGenerations > 0 {
+		wg.Go(func() { servePrune(ctx, f, h, log) })
+	}
 	pol, err := h.Config.Retention.Policy()
 	if err != nil {
 		log.Warn("retention sweep off", "err", err)

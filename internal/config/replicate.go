@@ -20,7 +20,14 @@ type Replicate struct {
 	S3 *S3Location `yaml:"s3"`
 	// Lag bounds how long a commit waits before it is in the bucket (default 1s, 100ms to 1h).
 	Lag time.Duration `yaml:"lag"`
+	// KeepGenerations is how many whole generations of each database the retention sweep and
+	// `agora gc` keep (1 to 1000); older ones are deleted. 0 (the default) keeps every one.
+	KeepGenerations int `yaml:"keep_generations"`
 }
+
+// maxKeepGenerations bounds replicate.keep_generations: each kept generation is read (its
+// first sync) at every sweep.
+const maxKeepGenerations = 1000
 
 // DefaultReplicateLag is replicate.lag when the config names none.
 const DefaultReplicateLag = time.Second
@@ -39,7 +46,13 @@ func validateReplicate(pos *strictyaml.Positions, r *Replicate) strictyaml.Error
 		if r.Lag != 0 {
 			errs = append(errs, pos.Errorf("replicate.lag", "a lag without replicate.s3: name the bucket to replicate to"))
 		}
+		if r.KeepGenerations != 0 {
+			errs = append(errs, pos.Errorf("replicate.keep_generations", "without replicate.s3: name the bucket to prune"))
+		}
 		return errs
+	}
+	if r.KeepGenerations < 0 || r.KeepGenerations > maxKeepGenerations {
+		errs = append(errs, pos.Errorf("replicate.keep_generations", "want 1 to %d (0 or absent keeps every generation), got %d", maxKeepGenerations, r.KeepGenerations))
 	}
 	errs = append(errs, validateS3(pos, "replicate.s3", r.S3, false)...)
 	if r.Lag != 0 && (r.Lag < 100*time.Millisecond || r.Lag > time.Hour) {

@@ -166,6 +166,12 @@ const RetentionPurged = "retention.purged"
 // orch.db's log in the transaction that deletes the rows, so neither exists without the other.
 const RetentionRunPurged = "retention.run_purged"
 
+// RetentionReplicaPruned records a generation of a database's replica deleted from the
+// bucket under replicate.keep_generations (#31): subject [Replica] (replica/DB/GENERATION),
+// details db, generation, began, segments, kept (the whole generations kept, newest first),
+// why and the pruner's role. It is committed to agora.db before the first segment is deleted.
+const RetentionReplicaPruned = "retention.replica_pruned"
+
 // The leader lease of `agora orch serve` (#31, internal/lease). Actor "system", subject
 // [Lease] (lease/NAMESPACE/NAME), details identity (this replica's holderIdentity) and, on
 // [LeaderAcquired], previous (the holder it took over from, "" if none) and restored (the

@@ -59,3 +59,6 @@ const OrchActor = "orch"
 
 // Lease is the subject of the leader entries: lease/NAMESPACE/NAME.
 func Lease(namespace, name string) string { return "lease/" + namespace + "/" + name }
+
+// Replica is the subject of a generation of a database's replica: replica/DB/GENERATION.
+func Replica(db, generation string) string { return "replica/" + db + "/" + generation }

@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/replicate"
+	"github.com/agora-dev/agora/internal/retention"
+	"github.com/agora-dev/agora/internal/store"
+)
+
+// replicaDBs are the databases a home replicates, by their names in the bucket.
+var replicaDBs = [...]string{"agora", "orch"}
+
+// pruneReplicas applies replicate.keep_generations to h's replica (nothing when it or
+// replicate.s3 is unset): each database's generations older than the newest kept whole ones
+// are planned, then (unless dryRun) recorded, one retention.replica_pruned entry each in one
+// agora.db transaction, and only then deleted, each delete asking the process's fence.
+// Generations recorded and not deleted (a kill in between) are planned, recorded and deleted
+// again by the next sweep.
+func pruneReplicas(ctx context.Context, f *Factory, h *home.Home, dryRun bool, actor, role string) ([]replicate.PrunedGeneration, error) {
+	out := []replicate.PrunedGeneration{}
+	rc := h.Config.Replicate
+	if rc.S3 == nil || rc.KeepGenerations == 0 {
+		return out, nil
+	}
+	c, err := home.S3Client(h.Config, rc.S3)
+	if err != nil {
+		return out, fmt.Errorf("replicate.s3: %w", err)
+	}
+	pub, err := os.ReadFile(filepath.Join(h.Dir, home.AuditPubFile))
+	if err != nil {
+		return out, fmt.Errorf("prune the replica: read the home's audit key (its identity in the bucket): %w", err)
+	}
+	secret, err := os.ReadFile(filepath.Join(h.Dir, home.SecretKeyFile))
+	if err != nil {
+		return out, fmt.Errorf("prune the replica: read the home's secret key (it authenticates the replica): %w", err)
+	}
+	for _, db := range replicaDBs {
+		o := replicate.PruneOptions{Client: c, DB: db, Identity: strings.TrimSpace(string(pub)), Key: replicate.SegmentKey(secret),
+			Keep: rc.KeepGenerations, Fence: store.CheckFence}
+		plan, err := replicate.PlanPrune(ctx, o)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, plan.Remove...)
+		if dryRun || len(plan.Remove) == 0 {
+			continue
+		}
+		if err := recordPrune(ctx, f, h, plan, rc.KeepGenerations, actor, role); err != nil {
+			return out, err
+		}
+		if _, err := replicate.Prune(ctx, o, plan); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// recordPrune commits plan's retention.replica_pruned entries to h's audit log.
+func recordPrune(ctx context.Context, f *Factory, h *home.Home, plan replicate.PrunePlan, keep int, actor, role string) error {
+	entries := make([]audit.Entry, 0, len(plan.Remove))
+	for _, g := range plan.Remove {
+		entries = append(entries, audit.Entry{Actor: actor, Kind: entry.RetentionReplicaPruned, Subject: entry.Replica(g.DB, g.Generation),
+			Details: map[string]any{"db": g.DB, "generation": g.Generation, "began": g.Began.Format(time.RFC3339Nano), "segments": g.Segments,
+				"kept": plan.Kept, "why": fmt.Sprintf("replicate.keep_generations %d: older than the newest %d whole generations", keep, keep), "role": role}})
+	}
+	return h.DB.Tx(ctx, func(tx *sql.Tx) error {
+		_, err := audit.New(f.Now).AppendAll(ctx, tx, entries)
+		return err
+	})
+}
+
+// servePrune prunes h's replica at start and every retentionInterval until ctx ends, as
+// serve's retention sweep does (actor system, role retention-sweep); a failed prune is a
+// warning and the next one tries again.
+func servePrune(ctx context.Context, f *Factory, h *home.Home, log *slog.Logger) {
+	t := time.NewTicker(retentionInterval)
+	defer t.Stop()
+	for {
+		pruned, err := pruneReplicas(ctx, f, h, false, retention.SystemActor, retention.RoleSweep)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			log.Warn("replica prune", "err", err)
+		} else if len(pruned) > 0 {
+			log.Info("replica prune", "generations", len(pruned))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
