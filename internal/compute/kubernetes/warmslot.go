@@ -433,7 +433,7 @@ func (sl *Slot) Check(ctx context.Context) error {
 	case !slotLabelled(pod.Labels, sl.ID):
 		return fmt.Errorf("%w: its pod's labels changed (its network policy would not select it)", ErrSlotChanged)
 	case !fillerWaits(pod):
-		return fmt.Errorf("%w: its filler ended before the claim", ErrSlotChanged)
+		return fmt.Errorf("%w: its filler ended before the claim, or a container of its pod restarted", ErrSlotChanged)
 	case len(pod.Spec.EphemeralContainers) != 0:
 		// kubectl debug: a container of someone's joined the pod (its volumes, the worker's
 		// processes) while it waited (red team 32).

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -136,15 +137,19 @@ func checkSlotMounts(ms []remote.Mount, places []remote.SlotPlace) error {
 	return nil
 }
 
-// fillerWaits reports whether the pod's filler is running, not ended: a filler gone before the
-// claim would leave the worker with no one to fill its places.
+// fillerWaits reports whether the pod's filler is running, not ended, and no container of the
+// pod ever restarted: a filler gone before the claim would leave the worker with no one to fill
+// its places. The pod's restartPolicy is Never, yet the kubelet restarts a container whose spec
+// changed: a tenant who set the filler's (or the worker's) image to theirs and back ran their
+// image with the places' writable side (or the slot's token) while the pod as stored is agora's
+// again, its containers' hash the same (red team 35). The restart count is what is left of it.
 func fillerWaits(pod *corev1.Pod) bool {
-	for _, st := range pod.Status.ContainerStatuses {
-		if st.Name == fillContainer {
-			return st.State.Terminated == nil
+	for _, st := range append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...) {
+		if st.RestartCount != 0 || st.Name == fillContainer && st.State.Terminated != nil {
+			return false
 		}
 	}
-	return true // not reported yet: running pods report both containers
+	return true // the filler not reported yet: running pods report both containers
 }
 
 // checkPlaces wants places a slot's pod can mount: valid (remote.CheckSlotPlaces), none at or
