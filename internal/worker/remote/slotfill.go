@@ -213,18 +213,51 @@ func fillPlace(ctx context.Context, c *Client, m remote.Mount, dir string, neste
 		return nil // nothing of the host's: the place stays empty
 	}
 	tmp := filepath.Join(dir, fillTmp)
-	defer os.RemoveAll(tmp)
+	if m.File {
+		defer os.RemoveAll(tmp)
+	}
 	if err := c.Fetch(ctx, m, tmp); err != nil {
-		return err
+		return errors.Join(err, os.RemoveAll(tmp))
 	}
 	if m.File {
 		return copyInPlace(filepath.Join(tmp, remote.FileName), filepath.Join(dir, remote.FileName))
 	}
-	skip := make([]string, 0, len(nested))
+	skip := make([]string, 0, len(nested)+1)
 	for _, n := range nested {
 		skip = append(skip, n.path)
 	}
-	return mergeInto(tmp, dir, "", skip)
+	if err := mergeInto(tmp, dir, "", append(skip, fillTmp)); err != nil {
+		return errors.Join(err, os.RemoveAll(tmp))
+	}
+	return moveInTmpNamed(tmp, dir)
+}
+
+// moveInTmpNamed moves in, last, the fetched directory's own entry named as the temporary
+// directory (a bundle or an input may have one, red team 35): merged as the rest, it was taken
+// for the temporary directory itself and removed with it. It is parked in a fresh directory
+// of the place, the temporary directory removed, then moved to its name.
+func moveInTmpNamed(tmp, dir string) error {
+	own := filepath.Join(tmp, fillTmp)
+	if _, err := os.Lstat(own); errors.Is(err, fs.ErrNotExist) {
+		return os.RemoveAll(tmp)
+	} else if err != nil {
+		return errors.Join(err, os.RemoveAll(tmp))
+	}
+	park, err := os.MkdirTemp(dir, fillTmp+"-")
+	if err != nil {
+		return err
+	}
+	parked := filepath.Join(park, fillTmp)
+	if err := os.Rename(own, parked); err != nil {
+		return errors.Join(err, os.RemoveAll(park), os.RemoveAll(tmp))
+	}
+	if err := os.RemoveAll(tmp); err != nil {
+		return errors.Join(err, os.RemoveAll(park))
+	}
+	if err := os.Rename(parked, tmp); err != nil {
+		return errors.Join(err, os.RemoveAll(park))
+	}
+	return os.Remove(park)
 }
 
 // copyInPlace writes src's bytes and mode into the existing regular file dst.
