@@ -117,8 +117,9 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // BenchmarkRestore restores a database of AGORA_BENCH_RESTORE_MB MiB (default 256) of 4 KiB
 // rows from the shared versitygw: download, checks, page writes, fsync and SQLite's integrity
-// check. copy=local is the baseline in the same run: SQLite's own VACUUM INTO of the same
-// database to local disk.
+// check. Baselines in the same run: copy=local, SQLite's own VACUUM INTO of the same
+// database to local disk; copy=plain-get, the replica's objects downloaded from the same
+// server into one local file with nothing checked or applied.
 //
 //	AGORA_BENCH_RESTORE_MB=1024 go test -run '^$' -bench Restore -benchtime 1x ./internal/replicate
 func BenchmarkRestore(b *testing.B) {
@@ -162,6 +163,35 @@ func BenchmarkRestore(b *testing.B) {
 				b.Fatal(err)
 			}
 			os.Remove(out)
+		}
+		b.ReportMetric(size, "db-MiB")
+	})
+	// The same bytes from the same server with none of restore's work: every object of the
+	// replica downloaded in order and written to one local file, fsynced.
+	b.Run("copy=plain-get-from-s3", func(b *testing.B) {
+		for b.Loop() {
+			names, err := c.List(ctx, "replica/agora/")
+			if err != nil {
+				b.Fatal(err)
+			}
+			f, err := os.Create(filepath.Join(b.TempDir(), "plain"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, n := range names {
+				body, _, err := c.Get(ctx, n, "", 1<<30)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := f.Write(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := f.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			f.Close()
+			os.Remove(f.Name())
 		}
 		b.ReportMetric(size, "db-MiB")
 	})
