@@ -13,8 +13,10 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
+	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/netgw"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // BenchmarkRealPodClaimToWorker_WarmVsCold (#30) is a dispatch's start to its worker running it
@@ -28,9 +30,24 @@ import (
 //     fetched the mounts by then);
 //   - warm: a slot pod started ahead and its worker waiting on the gateway (not timed), then
 //     Slot.Run (the check of Job and pod, the export, the bind, the claimed mark) until the
-//     pod's worker took the grant. The worker then fetches the mounts itself (not timed here;
-//     the whole-dispatch benchmark counts it).
+//     pod's worker took the grant. The worker then fetches the writable mounts itself (not
+//     timed here; the whole-dispatch benchmark counts it);
+//   - warm-filled: the same start until the slot's filler has filled the read-only places with
+//     the grant the worker handed it, and ended (#30 k8sslot).
 func BenchmarkRealPodClaimToWorker_WarmVsCold(b *testing.B) {
+	benchRealPodClaim(b, false)
+}
+
+// BenchmarkRealPodClaimToWorker_ProxyWarmVsCold is the same for a dispatch with the egress
+// proxy's trust (its trust directory, its trust file over the system store), which runs warm
+// since #30 k8sslot:
+//
+//	go test ./internal/dispatch -run '^$' -bench 'RealPodClaimToWorker_Proxy' -benchtime 5x -benchmem
+func BenchmarkRealPodClaimToWorker_ProxyWarmVsCold(b *testing.B) {
+	benchRealPodClaim(b, true)
+}
+
+func benchRealPodClaim(b *testing.B, proxy bool) {
 	n := startPodNode(b)
 	p, err := kubernetes.New(kubernetes.Options{Kubeconfig: n.c.Kubeconfig, Namespace: n.c.Namespace,
 		Image: n.toolchain, WorkerImage: n.workerRef, GatewayURL: n.gatewayURL, GatewayCA: n.ca, Exporter: n.reg, Target: "pod"})
@@ -38,13 +55,23 @@ func BenchmarkRealPodClaimToWorker_WarmVsCold(b *testing.B) {
 		b.Fatal(err)
 	}
 	slots := &netgw.Slots{Dir: n.slotsDir}
+	places := []remote.SlotPlace{{Dst: "/agora/bundle"}}
+	if proxy {
+		places = append(places, remote.SlotPlace{Dst: wire.TrustPath}, remote.SlotPlace{Dst: wire.SystemTrustFile, File: true})
+	}
 	spec := func(id string) compute.Spec {
-		bundle, out := b.TempDir(), b.TempDir()
+		bundle, out, trust := b.TempDir(), b.TempDir(), b.TempDir()
 		os.WriteFile(filepath.Join(bundle, "x"), []byte("x"), 0o644)
-		return compute.Spec{ID: id, Argv: []string{"/agora/bin/agora-worker", "worker"},
+		s := compute.Spec{ID: id, Argv: []string{"/agora/bin/agora-worker", "worker"},
 			Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp"}, Dir: "/agora/workspace",
 			Binds:  []compute.Bind{{Src: bundle, Dst: "/agora/bundle"}, {Src: out, Dst: "/agora/out", Writable: true, Result: true}},
 			Limits: compute.Limits{Timeout: 2 * time.Minute}}
+		if proxy {
+			file := filepath.Join(trust, wire.TrustFile)
+			os.WriteFile(file, []byte(n.ca), 0o644)
+			s.Binds = append(s.Binds, compute.Bind{Src: trust, Dst: wire.TrustPath}, compute.Bind{Src: file, Dst: wire.SystemTrustFile})
+		}
+		return s
 	}
 	lat := map[string][]time.Duration{}
 	i := 0
@@ -68,7 +95,7 @@ func BenchmarkRealPodClaimToWorker_WarmVsCold(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		sl, err := p.StartSlot(b.Context(), spec("TEMPLATE"), kubernetes.SlotOptions{ID: gs.ID, Token: gs.Token, Home: "benchhome"})
+		sl, err := p.StartSlot(b.Context(), spec("TEMPLATE"), kubernetes.SlotOptions{ID: gs.ID, Token: gs.Token, Home: "benchhome", Places: places})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -82,6 +109,8 @@ func BenchmarkRealPodClaimToWorker_WarmVsCold(b *testing.B) {
 			b.Fatal(err)
 		}
 		lat["warm"] = append(lat["warm"], time.Since(begin))
+		waitFillerEnded(b, n, gs.ID)
+		lat["warm-filled"] = append(lat["warm-filled"], time.Since(begin))
 		b.StopTimer()
 		cancel()
 		wh.Wait()
@@ -93,6 +122,31 @@ func BenchmarkRealPodClaimToWorker_WarmVsCold(b *testing.B) {
 		b.ReportMetric(float64(l[len(l)/2].Microseconds())/1000, "ms-median-"+name)
 		b.Logf("%s: %v", name, l)
 	}
+}
+
+// waitFillerEnded polls slot's pod until its filler container ended, having filled the
+// places; a filler that failed fails the benchmark.
+func waitFillerEnded(b *testing.B, n *podNode, slot string) {
+	b.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		var l corev1.PodList
+		if err := n.c.Do(b.Context(), "GET", "/api/v1/namespaces/"+n.c.Namespace+"/pods?labelSelector=agora.slot%3D"+slot, nil, &l); err != nil {
+			b.Fatal(err)
+		}
+		for _, pod := range l.Items {
+			for _, cs := range pod.Status.ContainerStatuses {
+				if t := cs.State.Terminated; cs.Name == "fill" && t != nil {
+					if t.ExitCode != 0 {
+						b.Fatalf("slot %s: its filler exited %d", slot, t.ExitCode)
+					}
+					return
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.Fatalf("slot %s: its filler did not end in 3m", slot)
 }
 
 // waitWorkerStarted polls the dispatch's pod until its worker container has started.

@@ -15,7 +15,6 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/netgw"
-	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // Kubernetes warm slots (#30): for a kubernetes target with `warm: N`, N pods started ahead
@@ -143,12 +142,14 @@ func (w *WarmPools) fillK8s(ctx context.Context, target string, t config.Target)
 
 // k8sPlaces are the read-only places of a slot of tmpl (kubernetes.SlotOptions.Places): the
 // binds a docker slot stages (stagedBind: read-only, below the layout root, not the worker
-// binary nor the gateway's socket directory), each a file or a directory as placeIsFile says.
-// The pod mounts each read-only; its filler fills them at the claim (#30 k8sslot).
+// binary nor the gateway's socket directory, and the system trust store of a dispatch with the
+// egress proxy), each a file or a directory as placeIsFile says. The pod mounts each
+// read-only; its filler fills them at the claim (#30 k8sslot), the trust store with the
+// claiming dispatch's stage's trust file, so a proxy dispatch runs warm.
 func k8sPlaces(tmpl compute.Spec) []remote.SlotPlace {
 	var out []remote.SlotPlace
 	for _, b := range tmpl.Binds {
-		if stagedBind(b) && b.Dst != wire.SystemTrustFile {
+		if stagedBind(b) {
 			out = append(out, remote.SlotPlace{Dst: b.Dst, File: placeIsFile(b)})
 		}
 	}

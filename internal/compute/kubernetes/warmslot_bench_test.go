@@ -2,9 +2,13 @@ package kubernetes
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/agora-dev/agora/internal/compute/remote"
+	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
 
 // BenchmarkKwokClaimToWorker_WarmVsCold (#30) is a dispatch's start to its worker running it,
@@ -67,4 +71,97 @@ func BenchmarkKwokClaimToWorker_WarmVsCold(b *testing.B) {
 		slices.Sort(l)
 		b.ReportMetric(float64(l[len(l)/2].Microseconds())/1000, "ms-median-"+name)
 	}
+}
+
+// BenchmarkKwokClaimToWorker_ProxyWarmVsCold (#30 k8sslot) is the same for a dispatch with the
+// egress proxy (its trust directory and its trust file over the system store), now run warm:
+//
+//	go test ./internal/compute/kubernetes -run '^$' -bench 'KwokClaimToWorker_Proxy' -benchtime 20x -benchmem
+//
+// cold is as above; warm is [Slot.Run] to the slot's worker holding the grant and the slot's
+// filler (played by the benchmark, as kwok runs no process) having fetched every read-only
+// place (bundle, trust directory, trust file) with it: what the filler does before the worker
+// goes on.
+func BenchmarkKwokClaimToWorker_ProxyWarmVsCold(b *testing.B) {
+	g := startSlotGW(b)
+	p := slotProvider(b, g)
+	places := append(warmPlaces[:1:1], remote.SlotPlace{Dst: "/agora/trust"}, remote.SlotPlace{Dst: systemTrust, File: true})
+	lat := map[string][]time.Duration{}
+	for b.Loop() {
+		id := clusterID("BPC")
+		begin := time.Now()
+		h, err := p.Start(b.Context(), proxySpec(b, id, "ca\n"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		waitRunning(b, p, id)
+		lat["cold"] = append(lat["cold"], time.Since(begin))
+		b.StopTimer()
+		if err := p.Cancel(b.Context(), h.TaskID()); err != nil {
+			b.Fatal(err)
+		}
+		h.Wait()
+		gs, err := g.slots.Create(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		sl, err := p.StartSlot(b.Context(), proxySpec(b, "TEMPLATE", "template\n"), SlotOptions{ID: gs.ID, Token: gs.Token, Home: testHome, Places: places})
+		if err != nil {
+			b.Fatal(err)
+		}
+		token := podToken(b, p, sl)
+		ctx, cancel := context.WithCancel(b.Context())
+		id = clusterID("BPW")
+		got := claimAndFill(ctx, g, sl.ID, token, b.TempDir())
+		time.Sleep(300 * time.Millisecond)
+		b.StartTimer()
+		begin = time.Now()
+		wh, err := sl.Run(ctx, proxySpec(b, id, "ca\n"), gs.Bind)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			b.Fatal(err)
+		}
+		lat["warm"] = append(lat["warm"], time.Since(begin))
+		b.StopTimer()
+		cancel()
+		wh.Wait()
+		sl.Discard()
+		gs.Close()
+		b.StartTimer()
+	}
+	for name, l := range lat {
+		slices.Sort(l)
+		b.ReportMetric(float64(l[len(l)/2].Microseconds())/1000, "ms-median-"+name)
+	}
+}
+
+// claimAndFill plays a slot's worker and filler: it claims with the slot's token, then fetches
+// every read-only mount of the granted dispatch below dir.
+func claimAndFill(ctx context.Context, g *slotGW, id, token, dir string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		c, err := workerremote.Claim(ctx, g.url, id, token, g.ca, nil)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		info, err := c.Info(ctx)
+		if err != nil {
+			done <- err
+			return
+		}
+		for _, m := range info.Mounts {
+			if remote.ReadOnlyMount(m) && m.Fetch {
+				if err := c.Fetch(ctx, m, filepath.Join(dir, m.Name)); err != nil {
+					done <- err
+					return
+				}
+			}
+		}
+		done <- nil
+	}()
+	return done
 }

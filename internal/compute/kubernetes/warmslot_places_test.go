@@ -2,10 +2,14 @@ package kubernetes
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/remote"
+	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
 
 // #30 k8sslot on kwok: a slot's read-only places, mounted read-only in the worker's container
@@ -122,5 +126,91 @@ func TestWarmSlot_ClusterFillerUnreachable(t *testing.T) {
 	}
 	if sc := f.SecurityContext; sc == nil || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" || sc.RunAsUser != nil {
 		t.Errorf("the filler's security context %+v is not every container's", sc)
+	}
+}
+
+// proxySpec is warmSpec with a dispatch's egress proxy trust: its stage's trust directory at
+// /agora/trust and its trust file bound over the system store, as dispatch.trustBinds makes them.
+func proxySpec(t testing.TB, id, pem string) compute.Spec {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ca-certificates.crt")
+	if err := os.WriteFile(file, []byte(pem), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := warmSpec(t, id)
+	s.Binds = append(s.Binds, compute.Bind{Src: dir, Dst: "/agora/trust"}, compute.Bind{Src: file, Dst: systemTrust})
+	return s
+}
+
+const systemTrust = "/etc/ssl/certs/ca-certificates.crt"
+
+// A dispatch with the egress proxy claims a slot started for its layout (#30 k8sslot): the
+// slot's pod has a read-only place at the system trust store (a subPath mount of an entry its
+// init step makes, so the kubelet makes no directory there), the claim binds (warm, not told to
+// start cold), and what the slot's filler fetches for that place is the claiming dispatch's
+// trust file, not the template's. Before, checkSlotMounts refused every mount outside /agora
+// and each proxy dispatch spent its slot and started cold.
+func TestWarmSlot_ClusterProxyDispatchClaims(t *testing.T) {
+	g := startSlotGW(t)
+	p := slotProvider(t, g)
+	places := append(warmPlaces[:1:1], remote.SlotPlace{Dst: "/agora/trust"}, remote.SlotPlace{Dst: systemTrust, File: true})
+	gs, err := g.slots.Create(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gs.Close()
+	sl, err := p.StartSlot(t.Context(), proxySpec(t, "TEMPLATE", "template's CA\n"), SlotOptions{ID: gs.ID, Token: gs.Token, Home: testHome, Places: places})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sl.Discard)
+	mounted := false
+	for _, m := range mustPod(t, sl).Spec.Containers[0].VolumeMounts {
+		if m.MountPath == systemTrust {
+			mounted = m.ReadOnly && m.SubPath == remote.FileName
+		}
+	}
+	if !mounted {
+		t.Fatalf("the slot's worker has no read-only subPath mount at %s", systemTrust)
+	}
+
+	id := clusterID("PROXYWARM")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	trust, token := make(chan string, 1), podToken(t, p, sl)
+	go func() { // the slot's worker claims; its filler fetches the read-only places with the grant
+		c, err := workerremote.Claim(ctx, g.url, gs.ID, token, g.ca, nil)
+		if err != nil {
+			trust <- "claim: " + err.Error()
+			return
+		}
+		defer c.Close()
+		info, err := c.Info(ctx)
+		if err != nil {
+			trust <- "info: " + err.Error()
+			return
+		}
+		for _, m := range info.Mounts {
+			if m.Dst == systemTrust && m.File && remote.ReadOnlyMount(m) {
+				dir := filepath.Join(t.TempDir(), "fill")
+				if err := c.Fetch(ctx, m, dir); err != nil {
+					trust <- "fetch: " + err.Error()
+					return
+				}
+				b, _ := os.ReadFile(filepath.Join(dir, remote.FileName))
+				trust <- string(b)
+				return
+			}
+		}
+		trust <- "no read-only trust file mount"
+	}()
+	h, err := sl.Run(ctx, proxySpec(t, id, "the dispatch's proxy CA\n"), gs.Bind)
+	if err != nil {
+		t.Fatalf("a proxy dispatch in a proxy slot: %v, want it run warm", err)
+	}
+	defer func() { cancel(); waitTimeout(t, h, 3*time.Minute) }()
+	if got := <-trust; got != "the dispatch's proxy CA\n" {
+		t.Errorf("the slot's trust store place gets %q, want the claiming dispatch's trust file", got)
 	}
 }
