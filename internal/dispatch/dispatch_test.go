@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 	if home := os.Getenv("AGORA_TEST_DOCKER_SLOT_HOLDER"); home != "" {
 		os.Exit(holdDockerSlot(home)) // TestDockerWarm_KilledHolderSweptAtStart's holder
 	}
+	if os.Getenv(pid1Role) != "" {
+		os.Exit(m.Run()) // TestParentSupervisor_PidOne's processes: no binary needed
+	}
 	code := agoratest.NoLeaks(agoratest.RunWithBinary(m, &agoraBin))
 	s3test.StopShared()
 	os.Exit(code)
