@@ -23,6 +23,20 @@ var podSlotDifferences = []podSlotDifference{
 	{"agoraroot=readonly", "agoraroot=writable", "a slot's /agora is a writable emptyDir its worker fetches the writable mounts into at the claim; a cold pod's is a directory of its read-only root"},
 }
 
+// podIsolationProbe is the docker slots' probe with the attacks on a Kubernetes slot's filler
+// (#30 k8sslot): remount a read-only place writable, and reach the filler's writable side of
+// the places (its stage) or its socket through any process's /proc/PID/root.
+const podIsolationProbe = isolationProbe + `
+mount -o remount,rw /agora/bundle 2>/dev/null && echo remount=ok || echo remount=refused
+seen=no
+for r in /proc/[0-9]*/root; do
+  [ -e "$r/agora/stage" ] && seen=yes
+  touch "$r/agora/bundle/x" 2>/dev/null && seen=yes
+done
+echo "filler-side=$seen"
+[ -S /agora/fill/fill.sock ] && echo fill-socket=yes || echo fill-socket=no
+`
+
 // TestDispatch_RealPodWarmProbeDiff runs the isolation probe (the docker slots' one) in a cold
 // pod and in a claimed slot pod on the real kubelet and compares them line by line: every
 // line that differs is one of podSlotDifferences, and each of those appears exactly as named
@@ -31,7 +45,7 @@ var podSlotDifferences = []podSlotDifference{
 // claimed slot exactly as in the cold pod.
 func TestDispatch_RealPodWarmProbeDiff(t *testing.T) {
 	e, w, _ := podWarmEnv(t, 1)
-	e.subagent("prober", isolationProbe)
+	e.subagent("prober", podIsolationProbe)
 	req := dispatch.Request{Subagent: "prober", Repo: gitRepo(t, map[string]string{"README": "one\n"}), Target: "pod", Timeout: 4 * time.Minute}
 	cold := e.run(req)
 	wantFinished(t, cold)
