@@ -113,6 +113,8 @@ func TestRedTeam35_DeployRBAC(t *testing.T) {
 		{"list", "batch", "jobs", "", ""},
 		{"delete", "", "persistentvolumeclaims", "", "agora"},
 		{"create", "", "persistentvolumes", "", ""},
+		{"create", "", "persistentvolumeclaims", "", "agents"}, // a claim on agora's volume
+		{"delete", "networking.k8s.io", "networkpolicies", "", "agora"},
 		{"create", "", "nodes", "proxy", ""},
 		{"get", "", "nodes", "proxy", ""},
 		{"impersonate", "", "serviceaccounts", "", "agents"},

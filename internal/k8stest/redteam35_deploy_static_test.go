@@ -1,0 +1,129 @@
+package k8stest_test
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// deployDocs decodes each document of deploy/kubernetes/NAME, by kind.
+func deployDocs(t *testing.T, name string) map[string]map[string]any {
+	t.Helper()
+	b, err := os.ReadFile("../../deploy/kubernetes/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]any{}
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		k, _ := obj["kind"].(string)
+		meta, _ := obj["metadata"].(map[string]any)
+		out[k+"/"+meta["name"].(string)] = obj
+	}
+	return out
+}
+
+// dig walks obj by keys (a string for a map, an int for a list), nil when a step is absent.
+func dig(obj any, keys ...any) any {
+	for _, k := range keys {
+		switch k := k.(type) {
+		case string:
+			m, _ := obj.(map[string]any)
+			obj = m[k]
+		case int:
+			l, _ := obj.([]any)
+			if k >= len(l) {
+				return nil
+			}
+			obj = l[k]
+		}
+	}
+	return obj
+}
+
+// TestRedTeam35_DeployServePodSurface: the serve pod as deploy/kubernetes writes it. Pod
+// Security "restricted" (TestRedTeam35_DeployPodSecurity) does not check what a dispatch pod
+// can reach in it, so the attacks here are an edit that would widen that silently: a second
+// port or a listener flag (web, metrics, MCP) beside the gateway, a volume other than its
+// claim, its ConfigMap (read-only) and /tmp, a writable root filesystem, or a recursive
+// fsGroup walk at each start (which adds group bits to the home and its keys).
+func TestRedTeam35_DeployServePodSurface(t *testing.T) {
+	dep := deployDocs(t, "deployment.yaml")["Deployment/agora"]
+	pod := dig(dep, "spec", "template", "spec")
+	if pod == nil {
+		t.Fatal("deployment.yaml: no Deployment agora with a pod template")
+	}
+	if got := dig(pod, "securityContext", "fsGroupChangePolicy"); got != "OnRootMismatch" {
+		t.Errorf("fsGroupChangePolicy %v: the kubelet would walk the home at each start", got)
+	}
+	if uid, _ := dig(pod, "securityContext", "runAsUser").(int); uid == 0 || dig(pod, "securityContext", "runAsNonRoot") != true {
+		t.Errorf("the serve pod may run as root: %v", dig(pod, "securityContext"))
+	}
+	for _, k := range []string{"hostNetwork", "hostPID", "hostIPC", "shareProcessNamespace", "initContainers", "ephemeralContainers"} {
+		if dig(pod, k) != nil {
+			t.Errorf("the serve pod sets %s", k)
+		}
+	}
+	for i, v := range dig(pod, "volumes").([]any) {
+		vm := v.(map[string]any)
+		if vm["persistentVolumeClaim"] == nil && vm["configMap"] == nil && vm["emptyDir"] == nil {
+			t.Errorf("volume %d is neither the claim, the ConfigMap nor an emptyDir: %v", i, vm)
+		}
+	}
+	containers := dig(pod, "containers").([]any)
+	if len(containers) != 1 {
+		t.Fatalf("%d containers in the serve pod, want agora alone", len(containers))
+	}
+	c := containers[0]
+	sc := dig(c, "securityContext")
+	if dig(sc, "readOnlyRootFilesystem") != true || dig(sc, "allowPrivilegeEscalation") != false ||
+		!slices.Equal(dig(sc, "capabilities", "drop").([]any), []any{"ALL"}) || dig(sc, "capabilities", "add") != nil {
+		t.Errorf("the agora container's securityContext is wider: %v", sc)
+	}
+	if ports := dig(c, "ports").([]any); len(ports) != 1 || dig(ports[0], "containerPort") != 8443 {
+		t.Errorf("the agora container exposes %v, want the gateway's 8443 alone", ports)
+	}
+	cmd := strings.Join(func() []string {
+		var s []string
+		for _, a := range dig(c, "command").([]any) {
+			s = append(s, a.(string))
+		}
+		return s
+	}(), " ")
+	for _, flag := range []string{"--metrics", "--web", "--mcp", "--listen", "--insecure"} {
+		if strings.Contains(cmd, flag) {
+			t.Errorf("serve's command opens another listener (%s): %s", flag, cmd)
+		}
+	}
+	for _, m := range dig(c, "volumeMounts").([]any) {
+		if dig(m, "name") == "config" && dig(m, "readOnly") != true {
+			t.Errorf("the ConfigMap is mounted writable: %v", m)
+		}
+	}
+	if svc := deployDocs(t, "deployment.yaml")["Service/agora-gateway"]; len(dig(svc, "spec", "ports").([]any)) != 1 {
+		t.Errorf("the gateway Service publishes more than the gateway: %v", dig(svc, "spec", "ports"))
+	}
+
+	// The namespace of the dispatches denies everything to a pod no per-dispatch policy selects.
+	np := deployDocs(t, "namespaces.yaml")["NetworkPolicy/default-deny"]
+	if sel := dig(np, "spec", "podSelector"); sel == nil || len(sel.(map[string]any)) != 0 ||
+		!slices.Equal(dig(np, "spec", "policyTypes").([]any), []any{"Ingress", "Egress"}) ||
+		dig(np, "spec", "ingress") != nil || dig(np, "spec", "egress") != nil {
+		t.Errorf("agents' default-deny admits something: %v", dig(np, "spec"))
+	}
+	for _, ns := range []string{"Namespace/agora", "Namespace/agents"} {
+		labels := dig(deployDocs(t, "namespaces.yaml")[ns], "metadata", "labels")
+		if dig(labels, "pod-security.kubernetes.io/enforce") != "restricted" {
+			t.Errorf("%s does not enforce Pod Security restricted: %v", ns, labels)
+		}
+		if v := dig(labels, "pod-security.kubernetes.io/enforce-version"); v != nil && v != "latest" {
+			t.Errorf("%s pins restricted to %v, an older, narrower rule set", ns, v)
+		}
+	}
+}
