@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
@@ -128,8 +129,16 @@ func (e *Engine) commit(ctx context.Context, b *batch) error {
 		return nil
 	})
 	if err != nil {
+		e.logged, e.foldedAll = false, false
 		return err
 	}
+	if e.foldedAll {
+		e.unfolded = 0
+	}
+	if e.logged {
+		e.unfolded++
+	}
+	e.logged, e.foldedAll = false, false
 	for _, r := range b.newRuns {
 		r.inserted = false
 	}
@@ -170,6 +179,61 @@ func (e *Engine) writeRows(ctx context.Context, tx *sql.Tx, b *batch) error {
 		}
 	}
 	b.upd = upd
+	if len(b.sealed) > 0 {
+		// A sealed run is never written again and may be purged (internal/retention), so
+		// its rows never wait in the log: a batch that seals folds every record first and
+		// writes its own rows directly, in this transaction.
+		if _, err := e.foldIn(ctx, tx, 0); err != nil {
+			return err
+		}
+		e.foldedAll = true
+		return e.writeRowsDirect(ctx, tx, b)
+	}
+	return e.writeLog(ctx, tx, b)
+}
+
+// writeLog writes the batch's task updates, attempt inserts and attempt ends as one row_log
+// record (rowlog.go).
+func (e *Engine) writeLog(ctx context.Context, tx *sql.Tx, b *batch) error {
+	rec := &e.rec
+	rec.tasks, rec.inserts, rec.ends = rec.tasks[:0], rec.inserts[:0], rec.ends[:0]
+	for _, t := range b.upd {
+		rec.tasks = append(rec.tasks, taskImage{runID: t.run.id, idx: t.idx, state: t.state, attempts: t.attempts, failures: t.failures,
+			dispatchID: t.dispatchID, readySeq: t.readySeq, retryAt: ts(t.retryAt), reason: t.reason, detail: t.detail,
+			question: t.question, answer: t.answer, cancel: t.cancel, review: voteJSON(t)})
+	}
+	for i, row := range b.attempts {
+		at := &b.fires[i]
+		rec.inserts = append(rec.inserts, attemptImage{dispatchID: at.DispatchID, runID: at.RunID, taskIdx: row.taskIx, number: at.Number,
+			parentID: at.ParentID, inputs: inputsJSON(at.Inputs), firedAt: ts(row.at)})
+	}
+	for i := range b.ended {
+		x := &b.ended[i]
+		rec.ends = append(rec.ends, endImage{id: x.id, state: x.state, reason: x.reason, endedAt: ts(x.at), usage: x.usage, verdict: x.verdict})
+	}
+	if len(rec.tasks)+len(rec.inserts)+len(rec.ends) == 0 {
+		return nil
+	}
+	e.logBuf = rec.encode(e.logBuf[:0])
+	if _, err := tx.StmtContext(ctx, e.stmts.insertLog).ExecContext(ctx, e.logBuf); err != nil {
+		return fmt.Errorf("write the row log: %w", err)
+	}
+	e.logged = true
+	return nil
+}
+
+func inputsJSON(in []Input) string {
+	if in == nil {
+		return "[]"
+	}
+	j, _ := json.Marshal(in)
+	return string(j)
+}
+
+// writeRowsDirect writes the batch's task updates, attempt inserts and attempt ends to their
+// tables as statements of many rows (multirow.go).
+func (e *Engine) writeRowsDirect(ctx context.Context, tx *sql.Tx, b *batch) error {
+	upd := b.upd
 	err := writeChunked(ctx, tx, &e.stmts.updateTasks, len(upd), &e.args, func(a []any, i int) []any {
 		t := upd[i]
 		return append(a, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq, ts(t.retryAt),
@@ -180,12 +244,7 @@ func (e *Engine) writeRows(ctx context.Context, tx *sql.Tx, b *batch) error {
 	}
 	err = writeChunked(ctx, tx, &e.stmts.insertAttempts, len(b.attempts), &e.args, func(a []any, i int) []any {
 		row, at := b.attempts[i], &b.fires[i]
-		inputs := "[]"
-		if at.Inputs != nil {
-			j, _ := json.Marshal(at.Inputs)
-			inputs = string(j)
-		}
-		return append(a, at.DispatchID, at.RunID, row.taskIx, at.Number, at.ParentID, inputs, ts(row.at))
+		return append(a, at.DispatchID, at.RunID, row.taskIx, at.Number, at.ParentID, inputsJSON(at.Inputs), ts(row.at))
 	})
 	if err != nil {
 		return err

@@ -52,6 +52,16 @@ type Engine struct {
 	stmts stmts // the commit's statements, prepared in Open, closed when Run returns
 	args  []any // a commit's statement arguments, reused (multirow.go)
 
+	// The row log (rowlog.go, fold.go): the record being written and its bytes, reused;
+	// whether the current commit wrote a record or folded every one; how many records wait.
+	rec       logRecord
+	logBuf    []byte
+	logged    bool
+	foldedAll bool
+	unfolded  int
+	foldTimer *time.Timer
+	foldIdle  time.Duration // foldIdle; tests raise it
+
 	in   chan event
 	stop chan struct{}
 
@@ -151,14 +161,21 @@ func Open(ctx context.Context, db *store.DB, log *audit.Log, exec Executor, opts
 		subs:       map[string]map[chan api.Event]struct{}{},
 		wokenLocks: map[*lockState]bool{}, wokenRuns: map[*run]bool{},
 		queues: map[string]*queueState{}, wokenQueues: map[*queueState]bool{},
-		drain: maxBatch,
+		drain: maxBatch, foldIdle: foldIdle,
 	}
 	e.b = newBatch()
-	if err := e.load(ctx); err != nil {
-		return nil, err
-	}
 	if err := e.stmts.prepare(ctx, db.SQL()); err != nil {
 		return nil, fmt.Errorf("orchestrator: prepare statements: %w", err)
+	}
+	// The runs are loaded from the tables: every record of the row log is folded first (the
+	// records a crash left are exactly the commits it made).
+	if err := e.fold(ctx, 0); err != nil {
+		e.stmts.close()
+		return nil, err
+	}
+	if err := e.load(ctx); err != nil {
+		e.stmts.close()
+		return nil, err
 	}
 	return e, nil
 }
@@ -168,6 +185,8 @@ func Open(ctx context.Context, db *store.DB, log *audit.Log, exec Executor, opts
 func (e *Engine) Run(ctx context.Context) error {
 	defer close(e.stop)
 	defer e.stmts.close()
+	e.foldTimer = time.NewTimer(time.Hour)
+	defer e.foldTimer.Stop()
 	e.resume(ctx)
 	if err := e.flush(ctx); err != nil {
 		return err
@@ -175,6 +194,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		var foldC <-chan time.Time
+		if e.unfolded > 0 {
+			foldC = e.foldTimer.C
+		}
 		var timerC <-chan time.Time
 		if len(e.timers) > 0 {
 			d := e.timers[0].retryAt.Sub(e.opts.Now())
@@ -187,7 +210,13 @@ func (e *Engine) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			e.failPending(ErrStopped)
-			return nil
+			// What other packages read of the tables is up to date once Run returns.
+			return e.fold(ctx, 0)
+		case <-foldC:
+			if err := e.foldWhileIdle(ctx); err != nil {
+				return err
+			}
+			continue
 		case ev := <-e.in:
 			e.markBegan()
 			e.apply(ev)
@@ -205,6 +234,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		e.dueTimers()
 		if err := e.flush(ctx); err != nil {
+			return err
+		}
+		if err := e.afterFlush(ctx); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,86 @@
 package orch
 
+import (
+	"context"
+	"database/sql"
+	"time"
+)
+
 // SetDrain bounds how many queued events one batch takes (maxBatch otherwise), for the
 // benchmarks that measure what smaller batches do to dependency-to-fire latency. Call it
 // before Run.
 func SetDrain(e *Engine, n int) { e.drain = n }
+
+// RowsSnapshot is a run's task and attempt rows and its audit entries' counts as one read
+// transaction sees them, the row log's unfolded records applied (overlay.go).
+type RowsSnapshot struct {
+	Unfolded int               // records not yet folded
+	Tasks    map[int]TaskState // by position
+	Attempts map[string]AttemptState
+	Fired    int // orch.task.fired entries of the run's tasks
+	Done     int // orch.task.succeeded entries
+}
+
+// TaskState is what the snapshot keeps of a task row.
+type TaskState struct {
+	ID, State, DispatchID string
+	Attempts              int
+}
+
+// AttemptState is what the snapshot keeps of an attempt row.
+type AttemptState struct {
+	TaskIdx, Number                int
+	State, EndedAt, Usage, Verdict string
+}
+
+// Snapshot reads run id's rows from db in one read transaction, through the overlay.
+func Snapshot(ctx context.Context, db *sql.DB, id string, firedKind, doneKind, lo, hi string) (RowsSnapshot, error) {
+	s := RowsSnapshot{Tasks: map[int]TaskState{}, Attempts: map[string]AttemptState{}}
+	err := readTx(ctx, db, func(q querier, ov *overlay) error {
+		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM row_log`).Scan(&s.Unfolded); err != nil {
+			return err
+		}
+		rows, err := taskRows(ctx, q, ov, id, `WHERE t.run_id = ? ORDER BY t.idx`, nil, 0, id)
+		if err != nil {
+			return err
+		}
+		for _, t := range rows {
+			s.Tasks[t.Index] = TaskState{ID: t.ID, State: t.State, DispatchID: t.DispatchID, Attempts: t.Attempts}
+		}
+		arows, err := q.QueryContext(ctx, `SELECT dispatch_id, task_idx, number, state, ended_at, usage, verdict FROM attempts WHERE run_id = ?`, id)
+		if err != nil {
+			return err
+		}
+		defer arows.Close()
+		for arows.Next() {
+			var d string
+			var a AttemptState
+			if err := arows.Scan(&d, &a.TaskIdx, &a.Number, &a.State, &a.EndedAt, &a.Usage, &a.Verdict); err != nil {
+				return err
+			}
+			s.Attempts[d] = a
+		}
+		if err := arows.Err(); err != nil {
+			return err
+		}
+		for _, a := range ov.attemptsOf(id) {
+			s.Attempts[a.dispatchID] = AttemptState{TaskIdx: a.taskIdx, Number: a.number, State: a.state, EndedAt: a.endedAt, Usage: a.usage, Verdict: a.verdict}
+		}
+		count := `SELECT COUNT(*) FROM audit_entries WHERE kind = ? AND subject >= ? AND subject < ?`
+		if err := q.QueryRowContext(ctx, count, firedKind, lo, hi).Scan(&s.Fired); err != nil {
+			return err
+		}
+		return q.QueryRowContext(ctx, count, doneKind, lo, hi).Scan(&s.Done)
+	})
+	return s, err
+}
+
+// DecodeLogRecord exposes the row log's decoder to the fuzz target.
+func DecodeLogRecord(b []byte) error {
+	_, err := decodeLogRecord(b)
+	return err
+}
+
+// SetFoldIdle sets how long the engine waits idle before it folds the row log (foldIdle
+// otherwise), for the tests that need records left unfolded. Call it before Run.
+func SetFoldIdle(e *Engine, d time.Duration) { e.foldIdle = d }

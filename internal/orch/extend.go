@@ -474,7 +474,7 @@ func (e *Engine) loadExtensions(ctx context.Context, db *sql.DB, r *run) error {
 }
 
 // readExtensions reads run id's extension rows in order.
-func readExtensions(ctx context.Context, db *sql.DB, id string) ([]extRow, error) {
+func readExtensions(ctx context.Context, db querier, id string) ([]extRow, error) {
 	rows, err := db.QueryContext(ctx, `SELECT seq, cause, task, data FROM run_extensions WHERE run_id = ? ORDER BY seq`, id)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: read its extensions: %w", id, err)
@@ -493,7 +493,7 @@ func readExtensions(ctx context.Context, db *sql.DB, id string) ([]extRow, error
 
 // extendedSpecs is specs (a run's plan, resolved) with the tasks its stored extensions
 // added, and why each was added: the same derivation the engine makes.
-func extendedSpecs(ctx context.Context, db *sql.DB, id string, specs []plan.Resolved) ([]plan.Resolved, []api.Added, error) {
+func extendedSpecs(ctx context.Context, db querier, id string, specs []plan.Resolved) ([]plan.Resolved, []api.Added, error) {
 	rows, err := readExtensions(ctx, db, id)
 	if err != nil || len(rows) == 0 {
 		return specs, nil, err

@@ -80,6 +80,11 @@ var (
 		`(?, ?, ?, ?, 'live', ?, ?, ?)`,
 		``,
 	}
+	insertAttemptWholeChunk = [3]string{
+		`INSERT INTO attempts(dispatch_id, run_id, task_idx, number, state, reason, parent_id, inputs, fired_at, ended_at, usage, verdict) VALUES `,
+		`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		``,
+	}
 	endAttemptChunk = [3]string{
 		`UPDATE attempts SET state = v.column1, reason = v.column2, ended_at = v.column3, usage = v.column4,
 		verdict = v.column5 FROM (VALUES `,

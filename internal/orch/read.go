@@ -20,23 +20,42 @@ import (
 
 // Status returns a run (by id or name) with its tasks.
 func (e *Engine) Status(ctx context.Context, ref string) (api.Run, error) {
-	return status(ctx, e.db.SQL(), ref, func(id string) (any, bool) { return e.specs.Load(id) })
+	return readStatus(ctx, e.db.SQL(), ref, func(id string) (any, bool) { return e.specs.Load(id) })
 }
 
 // ReadStatus is [Engine.Status] over an orch.db no engine has open: `agora orch status`
 // reads a snapshot with it when serve is not running. db SHOULD be opened read-only.
 func ReadStatus(ctx context.Context, db *sql.DB, ref string) (api.Run, error) {
-	return status(ctx, db, ref, func(string) (any, bool) { return nil, false })
+	return readStatus(ctx, db, ref, func(string) (any, bool) { return nil, false })
 }
 
-// status reads run ref from db; cached returns a run's resolved specs when an engine holds
-// them, else they are parsed from the stored plan.
-func status(ctx context.Context, db *sql.DB, ref string, cached func(id string) (any, bool)) (api.Run, error) {
+// readStatus is status in one read transaction of db, with the row log's overlay.
+func readStatus(ctx context.Context, db *sql.DB, ref string, cached func(id string) (any, bool)) (out api.Run, err error) {
+	err = readTx(ctx, db, func(q querier, ov *overlay) error {
+		out, err = status(ctx, q, ov, ref, cached)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = errRunNotFound
+		}
+		return err
+	})
+	if errors.Is(err, errRunNotFound) {
+		return api.Run{}, runNotFound(ctx, db, ref)
+	}
+	return out, err
+}
+
+// errRunNotFound is status's: readStatus says why (runNotFound) outside its transaction.
+var errRunNotFound = errors.New("run not found")
+
+// status reads run ref from q as ov leaves it; cached returns a run's resolved specs when an
+// engine holds them, else they are parsed from the stored plan.
+func status(ctx context.Context, q querier, ov *overlay, ref string, cached func(id string) (any, bool)) (api.Run, error) {
+	db := q
 	// An id is that run; a name, its newest run.
 	r, err := scanRun(db.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ? OR name = ?
 		ORDER BY id = ? DESC, created_at DESC, id DESC LIMIT 1`, ref, ref, ref))
 	if errors.Is(err, sql.ErrNoRows) {
-		return api.Run{}, runNotFound(ctx, db, ref)
+		return api.Run{}, errRunNotFound
 	}
 	if err != nil {
 		return api.Run{}, err
@@ -76,7 +95,7 @@ func status(ctx context.Context, db *sql.DB, ref string, cached func(id string) 
 	if !runBudget.IsZero() {
 		r.Budget = &runBudget
 	}
-	u, err := runUsage(ctx, db, r.ID)
+	u, err := runUsageIn(ctx, db, ov, r.ID)
 	if err != nil {
 		return api.Run{}, err
 	}
@@ -121,6 +140,10 @@ func status(ctx context.Context, db *sql.DB, ref string, cached func(id string) 
 		if idx < 0 || idx >= len(r.Tasks) {
 			continue
 		}
+		if img, ok := ov.task(r.ID, idx); ok {
+			state, attempts, dispatchID, reason, detail = img.state, img.attempts, img.dispatchID, img.reason, img.detail
+			question, retryAt, review = img.question, img.retryAt, img.review
+		}
 		t := &r.Tasks[idx]
 		if review != "" {
 			if t.Review, err = decodeStoredReview(review); err != nil {
@@ -138,32 +161,23 @@ func status(ctx context.Context, db *sql.DB, ref string, cached func(id string) 
 	if err := rows.Err(); err != nil {
 		return api.Run{}, err
 	}
-	arows, err := db.QueryContext(ctx, `SELECT task_idx, dispatch_id, verdict FROM attempts WHERE run_id = ? ORDER BY task_idx, number`, r.ID)
+	atts, err := runAttempts(ctx, db, ov, r.ID)
 	if err != nil {
 		return api.Run{}, err
 	}
-	defer arows.Close()
-	for arows.Next() {
-		var idx int
-		var id, vj string
-		if err := arows.Scan(&idx, &id, &vj); err != nil {
-			return api.Run{}, err
-		}
-		if idx < 0 || idx >= len(r.Tasks) {
+	for _, a := range atts {
+		if a.taskIdx < 0 || a.taskIdx >= len(r.Tasks) {
 			continue
 		}
-		t := &r.Tasks[idx]
-		t.Dispatches = append(t.Dispatches, id)
-		if vj != "" && id == t.DispatchID {
-			v, err := verdict.Parse([]byte(vj))
+		t := &r.Tasks[a.taskIdx]
+		t.Dispatches = append(t.Dispatches, a.dispatchID)
+		if a.verdict != "" && a.dispatchID == t.DispatchID {
+			v, err := verdict.Parse([]byte(a.verdict))
 			if err != nil {
 				return api.Run{}, fmt.Errorf("run %s task %s: its verdict: %w", r.ID, t.ID, err)
 			}
 			t.Verdict = &v
 		}
-	}
-	if err := arows.Err(); err != nil {
-		return api.Run{}, err
 	}
 	setProducts(r.Tasks, planTasks)
 	r.Next = nextStep(r)
@@ -212,24 +226,17 @@ func (e *Engine) Runs(ctx context.Context, limit int) ([]api.Run, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	for i := range out {
-		crow, err := e.db.SQL().QueryContext(ctx, `SELECT state, COUNT(*) FROM tasks WHERE run_id = ? GROUP BY state`, out[i].ID)
-		if err != nil {
-			return nil, err
-		}
-		for crow.Next() {
-			var s string
-			var n int
-			if err := crow.Scan(&s, &n); err != nil {
-				crow.Close()
-				return nil, err
+	err = readTx(ctx, e.db.SQL(), func(q querier, ov *overlay) error {
+		for i := range out {
+			counts, total, err := runCounts(ctx, q, ov, out[i].ID)
+			if err != nil {
+				return err
 			}
-			out[i].Counts[s] = n
-			out[i].Total += n
+			out[i].Counts, out[i].Total = counts, total
 		}
-		crow.Close()
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 const runColumns = `id, name, state, digest, actor, workspace, repo, revision, cancel_requested, created_at, ended_at, sealed_at, trace_id,
@@ -258,24 +265,78 @@ func scanRun(row rowScanner) (api.Run, error) {
 	return r, nil
 }
 
-// runUsage is the sum of what the run's ended attempts used, as their rows record it.
-func runUsage(ctx context.Context, db *sql.DB, runID string) (budget.Usage, error) {
-	rows, err := db.QueryContext(ctx, `SELECT usage FROM attempts WHERE run_id = ? AND usage != ''`, runID)
+// runAttempts reads run id's attempts (position, number, dispatch id and verdict) from q as
+// ov leaves them, by position then number.
+func runAttempts(ctx context.Context, q querier, ov *overlay, id string) ([]attemptImage, error) {
+	rows, err := q.QueryContext(ctx, `SELECT task_idx, number, dispatch_id, verdict FROM attempts WHERE run_id = ? ORDER BY task_idx, number`, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []attemptImage
+	for rows.Next() {
+		var a attemptImage
+		if err := rows.Scan(&a.taskIdx, &a.number, &a.dispatchID, &a.verdict); err != nil {
+			return nil, err
+		}
+		if _, ok := ov.attempt(a.dispatchID); !ok {
+			out = append(out, a)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if mine := ov.attemptsOf(id); len(mine) > 0 {
+		out = append(out, mine...)
+		slices.SortStableFunc(out, func(a, b attemptImage) int {
+			if a.taskIdx != b.taskIdx {
+				return a.taskIdx - b.taskIdx
+			}
+			return a.number - b.number
+		})
+	}
+	return out, nil
+}
+
+// runUsage is the sum of what the run's ended attempts used, as their rows record it (the
+// engine's own load: the row log is folded first).
+func runUsage(ctx context.Context, db querier, runID string) (budget.Usage, error) {
+	return runUsageIn(ctx, db, nil, runID)
+}
+
+// runUsageIn is the sum of what run runID's ended attempts used, as their rows in q and ov
+// record them.
+func runUsageIn(ctx context.Context, q querier, ov *overlay, runID string) (budget.Usage, error) {
+	rows, err := q.QueryContext(ctx, `SELECT dispatch_id, usage FROM attempts WHERE run_id = ? AND usage != ''`, runID)
 	if err != nil {
 		return budget.Usage{}, fmt.Errorf("run %s: read its usage: %w", runID, err)
 	}
 	defer rows.Close()
-	var sum budget.Usage
+	var usages []string
 	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
+		var id, s string
+		if err := rows.Scan(&id, &s); err != nil {
 			return budget.Usage{}, err
 		}
+		if _, ok := ov.attempt(id); !ok {
+			usages = append(usages, s)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return budget.Usage{}, err
+	}
+	for _, a := range ov.attemptsOf(runID) {
+		if a.usage != "" {
+			usages = append(usages, a.usage)
+		}
+	}
+	var sum budget.Usage
+	for _, s := range usages {
 		var u budget.Usage
 		if err := json.Unmarshal([]byte(s), &u); err != nil {
 			return budget.Usage{}, fmt.Errorf("run %s: an attempt's usage: %w", runID, err)
 		}
 		sum = sum.Add(u)
 	}
-	return sum, rows.Err()
+	return sum, nil
 }

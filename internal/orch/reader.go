@@ -3,9 +3,11 @@ package orch
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,8 +101,22 @@ func (r *Reader) Shape(ctx context.Context, id string) (RunShape, error) {
 }
 
 // Counts returns how many of run id's tasks are in each state, and how many it has.
-func (r *Reader) Counts(ctx context.Context, id string) (map[string]int, int, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT state, COUNT(*) FROM tasks WHERE run_id = ? GROUP BY state`, id)
+func (r *Reader) Counts(ctx context.Context, id string) (counts map[string]int, total int, err error) {
+	err = readTx(ctx, r.db, func(q querier, ov *overlay) error {
+		counts, total, err = runCounts(ctx, q, ov, id)
+		return err
+	})
+	return counts, total, err
+}
+
+// runCounts counts run id's tasks by state in q, as ov leaves them.
+func runCounts(ctx context.Context, q querier, ov *overlay, id string) (map[string]int, int, error) {
+	query := `SELECT state, COUNT(*) FROM tasks WHERE run_id = ? GROUP BY state`
+	if ov.touches(id) {
+		// Each row's state may be the overlay's: the rows are counted here.
+		query = `SELECT idx, state FROM tasks WHERE run_id = ?`
+	}
+	rows, err := q.QueryContext(ctx, query, id)
 	if err != nil {
 		return nil, 0, fmt.Errorf("run %s: count its tasks: %w", id, err)
 	}
@@ -109,32 +125,70 @@ func (r *Reader) Counts(ctx context.Context, id string) (map[string]int, int, er
 	for rows.Next() {
 		var s string
 		var n int
-		if err := rows.Scan(&s, &n); err != nil {
+		if ov.touches(id) {
+			var idx int
+			if err := rows.Scan(&idx, &s); err != nil {
+				return nil, 0, err
+			}
+			if t, ok := ov.task(id, idx); ok {
+				s = t.state
+			}
+			n = 1
+		} else if err := rows.Scan(&s, &n); err != nil {
 			return nil, 0, err
 		}
-		counts[s], total = n, total+n
+		counts[s], total = counts[s]+n, total+n
 	}
 	return counts, total, rows.Err()
 }
 
 // Usage is what run id's ended attempts used together, summed in the database (as
-// [Engine.Status] sums it), nil when nothing was used.
+// [Engine.Status] sums it) with the overlay's attempts of the run added, nil when nothing
+// was used.
 func (r *Reader) Usage(ctx context.Context, id string) (*budget.Usage, error) {
 	var u budget.Usage
-	var in, out, cached, calls sql.NullInt64
-	var cost sql.NullFloat64
-	err := r.db.QueryRowContext(ctx, `SELECT SUM(json_extract(usage, '$.input_tokens')), SUM(json_extract(usage, '$.output_tokens')),
-		SUM(json_extract(usage, '$.cached_tokens')), SUM(json_extract(usage, '$.model_calls')), SUM(json_extract(usage, '$.cost_usd'))
-		FROM attempts WHERE run_id = ? AND usage != ''`, id).Scan(&in, &out, &cached, &calls, &cost)
-	if err != nil {
-		return nil, fmt.Errorf("run %s: sum its usage: %w", id, err)
-	}
-	u = budget.Usage{InputTokens: in.Int64, OutputTokens: out.Int64, CachedTokens: cached.Int64, ModelCalls: calls.Int64,
-		CostUSD: math.Round(cost.Float64*1e9) / 1e9}
-	if u.IsZero() {
-		return nil, nil
+	err := readTx(ctx, r.db, func(q querier, ov *overlay) error {
+		var err error
+		u, err = sumUsage(ctx, q, ov, id)
+		return err
+	})
+	if err != nil || u.IsZero() {
+		return nil, err
 	}
 	return &u, nil
+}
+
+func sumUsage(ctx context.Context, q querier, ov *overlay, id string) (budget.Usage, error) {
+	var in, out, cached, calls sql.NullInt64
+	var cost sql.NullFloat64
+	query := `SELECT SUM(json_extract(usage, '$.input_tokens')), SUM(json_extract(usage, '$.output_tokens')),
+		SUM(json_extract(usage, '$.cached_tokens')), SUM(json_extract(usage, '$.model_calls')), SUM(json_extract(usage, '$.cost_usd'))
+		FROM attempts WHERE run_id = ? AND usage != ''`
+	args := []any{id}
+	mine := ov.attemptsOf(id)
+	if len(mine) > 0 {
+		// The overlay's rows replace the table's.
+		query += ` AND dispatch_id NOT IN (` + placeholders(len(mine)) + `)`
+		for _, a := range mine {
+			args = append(args, a.dispatchID)
+		}
+	}
+	if err := q.QueryRowContext(ctx, query, args...).Scan(&in, &out, &cached, &calls, &cost); err != nil {
+		return budget.Usage{}, fmt.Errorf("run %s: sum its usage: %w", id, err)
+	}
+	for _, a := range mine {
+		if a.usage == "" {
+			continue
+		}
+		var u budget.Usage
+		if err := json.Unmarshal([]byte(a.usage), &u); err != nil {
+			return budget.Usage{}, fmt.Errorf("run %s: attempt %s's usage: %w", id, a.dispatchID, err)
+		}
+		in.Int64, out.Int64, cached.Int64, calls.Int64 = in.Int64+u.InputTokens, out.Int64+u.OutputTokens, cached.Int64+u.CachedTokens, calls.Int64+u.ModelCalls
+		cost.Float64 += u.CostUSD
+	}
+	return budget.Usage{InputTokens: in.Int64, OutputTokens: out.Int64, CachedTokens: cached.Int64, ModelCalls: calls.Int64,
+		CostUSD: math.Round(cost.Float64*1e9) / 1e9}, nil
 }
 
 // taskRowFrom reads a task with its latest attempt's verdict (as Status shows it); queries
@@ -142,54 +196,114 @@ func (r *Reader) Usage(ctx context.Context, id string) (*budget.Usage, error) {
 const taskRowFrom = `SELECT t.idx, t.id, t.state, t.attempts, t.dispatch_id, t.reason, t.detail, t.question, t.retry_at, t.review,
 	COALESCE(a.verdict, '') FROM tasks t LEFT JOIN attempts a ON a.dispatch_id = t.dispatch_id AND t.dispatch_id != '' `
 
-func scanTaskRow(s rowScanner) (TaskRow, error) {
-	var t TaskRow
-	var retryAt, review, vj string
-	if err := s.Scan(&t.Index, &t.ID, &t.State, &t.Attempts, &t.DispatchID, &t.Reason, &t.Detail, &t.Question, &retryAt, &review, &vj); err != nil {
-		return t, err
-	}
-	if retryAt != "" {
-		if at, err := time.Parse(time.RFC3339Nano, retryAt); err == nil {
-			t.RetryAt = &at
-		}
-	}
-	if review != "" {
-		rv, err := decodeStoredReview(review)
-		if err != nil {
-			return t, fmt.Errorf("task %s: %w", t.ID, err)
-		}
-		t.Review = rv
-	}
-	if vj != "" {
-		v, err := verdict.Parse([]byte(vj))
-		if err != nil {
-			return t, fmt.Errorf("task %s: its verdict: %w", t.ID, err)
-		}
-		t.Verdict = &v
-	}
-	return t, nil
+// rawTask is a task row as taskRowFrom reads it, before the overlay is applied and its
+// fields parsed.
+type rawTask struct {
+	idx                                                            int
+	id, state                                                      string
+	attempts                                                       int
+	dispatchID, reason, detail, question, retryAt, review, verdict string
 }
 
-func (r *Reader) taskRows(ctx context.Context, query string, args ...any) ([]TaskRow, error) {
-	rows, err := r.db.QueryContext(ctx, taskRowFrom+query, args...)
+func scanRawTask(s rowScanner) (rawTask, error) {
+	var t rawTask
+	err := s.Scan(&t.idx, &t.id, &t.state, &t.attempts, &t.dispatchID, &t.reason, &t.detail, &t.question, &t.retryAt, &t.review, &t.verdict)
+	return t, err
+}
+
+// patch applies ov to t, a task of run: its columns as the overlay's image of it has them,
+// and the verdict of its latest attempt as the overlay or the attempts table has it.
+func (t *rawTask) patch(ctx context.Context, q querier, ov *overlay, run string) error {
+	img, ok := ov.task(run, t.idx)
+	if !ok {
+		if a, ok := ov.attempt(t.dispatchID); ok && t.dispatchID != "" {
+			t.verdict = a.verdict
+		}
+		return nil
+	}
+	t.state, t.attempts, t.dispatchID, t.reason, t.detail = img.state, img.attempts, img.dispatchID, img.reason, img.detail
+	t.question, t.retryAt, t.review, t.verdict = img.question, img.retryAt, img.review, ""
+	if t.dispatchID == "" {
+		return nil
+	}
+	if a, ok := ov.attempt(t.dispatchID); ok {
+		t.verdict = a.verdict
+		return nil
+	}
+	err := q.QueryRowContext(ctx, `SELECT verdict FROM attempts WHERE dispatch_id = ?`, t.dispatchID).Scan(&t.verdict)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("task %s: read its attempt's verdict: %w", t.id, err)
+	}
+	return nil
+}
+
+// row parses t's fields.
+func (t *rawTask) row() (TaskRow, error) {
+	out := TaskRow{Index: t.idx}
+	out.ID, out.State, out.Attempts, out.DispatchID, out.Reason, out.Detail, out.Question = t.id, t.state, t.attempts, t.dispatchID, t.reason, t.detail, t.question
+	if t.retryAt != "" {
+		if at, err := time.Parse(time.RFC3339Nano, t.retryAt); err == nil {
+			out.RetryAt = &at
+		}
+	}
+	if t.review != "" {
+		rv, err := decodeStoredReview(t.review)
+		if err != nil {
+			return out, fmt.Errorf("task %s: %w", t.id, err)
+		}
+		out.Review = rv
+	}
+	if t.verdict != "" {
+		v, err := verdict.Parse([]byte(t.verdict))
+		if err != nil {
+			return out, fmt.Errorf("task %s: its verdict: %w", t.id, err)
+		}
+		out.Verdict = &v
+	}
+	return out, nil
+}
+
+// taskRows reads run id's tasks taskRowFrom+query selects, as ov leaves them; keep, when
+// set, filters them after the overlay is applied, and limit (> 0) bounds how many it keeps.
+func taskRows(ctx context.Context, q querier, ov *overlay, id, query string, keep func(*rawTask) bool, limit int, args ...any) ([]TaskRow, error) {
+	rows, err := q.QueryContext(ctx, taskRowFrom+query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read tasks: %w", err)
 	}
 	defer rows.Close()
 	out := []TaskRow{}
-	for rows.Next() {
-		t, err := scanTaskRow(rows)
+	for rows.Next() && (limit <= 0 || len(out) < limit) {
+		t, err := scanRawTask(rows)
 		if err != nil {
 			return nil, fmt.Errorf("read tasks: %w", err)
 		}
-		out = append(out, t)
+		if err := t.patch(ctx, q, ov, id); err != nil {
+			return nil, err
+		}
+		if keep != nil && !keep(&t) {
+			continue
+		}
+		row, err := t.row()
+		if err != nil {
+			return nil, fmt.Errorf("read tasks: %w", err)
+		}
+		out = append(out, row)
 	}
 	return out, rows.Err()
 }
 
+// readTasks is taskRows in a read transaction of its own.
+func (r *Reader) readTasks(ctx context.Context, id, query string, args ...any) (out []TaskRow, err error) {
+	err = readTx(ctx, r.db, func(q querier, ov *overlay) error {
+		out, err = taskRows(ctx, q, ov, id, query, nil, 0, args...)
+		return err
+	})
+	return out, err
+}
+
 // Tasks returns up to limit of run id's tasks from plan position from on, in plan order.
 func (r *Reader) Tasks(ctx context.Context, id string, from, limit int) ([]TaskRow, error) {
-	return r.taskRows(ctx, `WHERE t.run_id = ? AND t.idx >= ? ORDER BY t.idx LIMIT ?`, id, from, limit)
+	return r.readTasks(ctx, id, `WHERE t.run_id = ? AND t.idx >= ? ORDER BY t.idx LIMIT ?`, id, from, limit)
 }
 
 // TasksAt returns run id's tasks at the plan positions idx (those that exist), in plan order.
@@ -201,7 +315,7 @@ func (r *Reader) TasksAt(ctx context.Context, id string, idx []int) ([]TaskRow, 
 	for _, i := range idx {
 		args = append(args, i)
 	}
-	return r.taskRows(ctx, `WHERE t.run_id = ? AND t.idx IN (`+placeholders(len(idx))+`) ORDER BY t.idx`, args...)
+	return r.readTasks(ctx, id, `WHERE t.run_id = ? AND t.idx IN (`+placeholders(len(idx))+`) ORDER BY t.idx`, args...)
 }
 
 // TasksNamed returns run id's tasks named ids (those that exist), in plan order: one scan
@@ -214,34 +328,48 @@ func (r *Reader) TasksNamed(ctx context.Context, id string, ids []string) ([]Tas
 	for _, t := range ids {
 		args = append(args, t)
 	}
-	return r.taskRows(ctx, `WHERE t.run_id = ? AND t.id IN (`+placeholders(len(ids))+`) ORDER BY t.idx`, args...)
+	return r.readTasks(ctx, id, `WHERE t.run_id = ? AND t.id IN (`+placeholders(len(ids))+`) ORDER BY t.idx`, args...)
 }
 
 // TasksIn returns up to limit of run id's tasks in state, in plan order.
-func (r *Reader) TasksIn(ctx context.Context, id, state string, limit int) ([]TaskRow, error) {
-	return r.taskRows(ctx, `WHERE t.run_id = ? AND t.state = ? ORDER BY t.idx LIMIT ?`, id, state, limit)
+func (r *Reader) TasksIn(ctx context.Context, id, state string, limit int) (out []TaskRow, err error) {
+	err = readTx(ctx, r.db, func(q querier, ov *overlay) error {
+		if !ov.touches(id) {
+			out, err = taskRows(ctx, q, ov, id, `WHERE t.run_id = ? AND t.state = ? ORDER BY t.idx LIMIT ?`, nil, 0, id, state, limit)
+			return err
+		}
+		// A row's state may be the overlay's: the run's rows are filtered here.
+		out, err = taskRows(ctx, q, ov, id, `WHERE t.run_id = ? ORDER BY t.idx`, func(t *rawTask) bool { return t.state == state }, limit, id)
+		return err
+	})
+	return out, err
 }
 
 // Task returns run id's task taskID, with why the run added it and, for a task that
 // succeeded with a fix of its work, the fix's dispatch (as [Engine.Status] says both).
 func (r *Reader) Task(ctx context.Context, id, taskID string) (TaskRow, error) {
-	t, err := scanTaskRow(r.db.QueryRowContext(ctx, taskRowFrom+`WHERE t.run_id = ? AND t.id = ?`, id, taskID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return t, &errclass.NotFoundError{Kind: "task", ID: taskID, In: "run " + id, Of: ErrNotFound}
-	}
-	if err != nil {
-		return t, err
-	}
-	return t, r.extensionOf(ctx, id, &t)
+	var t TaskRow
+	err := readTx(ctx, r.db, func(q querier, ov *overlay) error {
+		rows, err := taskRows(ctx, q, ov, id, `WHERE t.run_id = ? AND t.id = ?`, nil, 0, id, taskID)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return &errclass.NotFoundError{Kind: "task", ID: taskID, In: "run " + id, Of: ErrNotFound}
+		}
+		t = rows[0]
+		return extensionOf(ctx, q, ov, id, &t)
+	})
+	return t, err
 }
 
 // extensionOf sets t.Added and t.Product from run id's extension rows: the row whose tasks
 // hold t's position added it (the engine writes each row with the positions of its tasks),
 // and the newest fix of t that succeeded is its product when t succeeded ([setProducts]).
 // Each is one scan of the run's extension rows, without their data.
-func (r *Reader) extensionOf(ctx context.Context, id string, t *TaskRow) error {
+func extensionOf(ctx context.Context, q querier, ov *overlay, id string, t *TaskRow) error {
 	var a api.Added
-	err := r.db.QueryRowContext(ctx, `SELECT cause, task FROM run_extensions WHERE run_id = ? AND first <= ? AND ? < first + count`,
+	err := q.QueryRowContext(ctx, `SELECT cause, task FROM run_extensions WHERE run_id = ? AND first <= ? AND ? < first + count`,
 		id, t.Index, t.Index).Scan(&a.Cause, &a.Task)
 	switch {
 	case err == nil:
@@ -252,65 +380,123 @@ func (r *Reader) extensionOf(ctx context.Context, id string, t *TaskRow) error {
 	if t.State != api.TaskSucceeded {
 		return nil
 	}
-	err = r.db.QueryRowContext(ctx, `SELECT f.dispatch_id FROM run_extensions x JOIN tasks f ON f.run_id = x.run_id AND f.idx = x.first
-		WHERE x.run_id = ? AND x.cause = ? AND x.task = ? AND f.state = ? ORDER BY x.seq DESC LIMIT 1`,
-		id, causeFix, t.ID, api.TaskSucceeded).Scan(&t.Product)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	// The fixes' rows, newest first; the first that succeeded (as ov leaves it) is the product.
+	rows, err := q.QueryContext(ctx, `SELECT f.idx, f.state, f.dispatch_id FROM run_extensions x JOIN tasks f ON f.run_id = x.run_id AND f.idx = x.first
+		WHERE x.run_id = ? AND x.cause = ? AND x.task = ? ORDER BY x.seq DESC`, id, causeFix, t.ID)
+	if err != nil {
 		return fmt.Errorf("task %s: read its product: %w", t.ID, err)
 	}
-	return nil
+	defer rows.Close()
+	for rows.Next() {
+		var idx int
+		var state, dispatchID string
+		if err := rows.Scan(&idx, &state, &dispatchID); err != nil {
+			return fmt.Errorf("task %s: read its product: %w", t.ID, err)
+		}
+		if img, ok := ov.task(id, idx); ok {
+			state, dispatchID = img.state, img.dispatchID
+		}
+		if state == api.TaskSucceeded {
+			t.Product = dispatchID
+			break
+		}
+	}
+	return rows.Err()
+}
+
+// attemptIDs reads run id's attempts (dispatch id by task position, oldest first) the query
+// selects (task_idx, number, dispatch_id: ordered by task_idx, number), with the overlay's
+// attempts of the run for which in(task position) holds merged in.
+func attemptIDs(ctx context.Context, q querier, ov *overlay, id string, in func(int) bool, query string, args ...any) (map[int][]string, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read attempts: %w", err)
+	}
+	defer rows.Close()
+	type row struct {
+		idx, number int
+		id          string
+	}
+	var all []row
+	for rows.Next() {
+		var x row
+		if err := rows.Scan(&x.idx, &x.number, &x.id); err != nil {
+			return nil, err
+		}
+		if _, ok := ov.attempt(x.id); !ok {
+			all = append(all, x)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if ov.touches(id) {
+		for _, a := range ov.attemptsOf(id) {
+			if in(a.taskIdx) {
+				all = append(all, row{a.taskIdx, a.number, a.dispatchID})
+			}
+		}
+		slices.SortStableFunc(all, func(a, b row) int {
+			if a.idx != b.idx {
+				return a.idx - b.idx
+			}
+			return a.number - b.number
+		})
+	}
+	out := map[int][]string{}
+	for _, x := range all {
+		out[x.idx] = append(out[x.idx], x.id)
+	}
+	return out, nil
 }
 
 // Attempts returns the dispatch ids of every attempt of run id's task at plan position idx,
 // oldest first.
-func (r *Reader) Attempts(ctx context.Context, id string, idx int) ([]string, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT dispatch_id FROM attempts WHERE run_id = ? AND task_idx = ? ORDER BY number`, id, idx)
-	if err != nil {
-		return nil, fmt.Errorf("read attempts: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var d string
-		if err := rows.Scan(&d); err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
+func (r *Reader) Attempts(ctx context.Context, id string, idx int) (out []string, err error) {
+	err = readTx(ctx, r.db, func(q querier, ov *overlay) error {
+		m, err := attemptIDs(ctx, q, ov, id, func(i int) bool { return i == idx },
+			`SELECT task_idx, number, dispatch_id FROM attempts WHERE run_id = ? AND task_idx = ? ORDER BY number`, id, idx)
+		out = m[idx]
+		return err
+	})
+	return out, err
 }
 
 // AttemptsIn returns the dispatch ids of every attempt of run id's tasks at plan positions
 // from to to (inclusive), by position, oldest first: one range of the attempts index.
-func (r *Reader) AttemptsIn(ctx context.Context, id string, from, to int) (map[int][]string, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT task_idx, dispatch_id FROM attempts WHERE run_id = ? AND task_idx BETWEEN ? AND ? ORDER BY task_idx, number`, id, from, to)
-	if err != nil {
-		return nil, fmt.Errorf("read attempts: %w", err)
-	}
-	defer rows.Close()
-	out := map[int][]string{}
-	for rows.Next() {
-		var idx int
-		var d string
-		if err := rows.Scan(&idx, &d); err != nil {
-			return nil, err
-		}
-		out[idx] = append(out[idx], d)
-	}
-	return out, rows.Err()
+func (r *Reader) AttemptsIn(ctx context.Context, id string, from, to int) (out map[int][]string, err error) {
+	err = readTx(ctx, r.db, func(q querier, ov *overlay) error {
+		out, err = attemptIDs(ctx, q, ov, id, func(i int) bool { return from <= i && i <= to },
+			`SELECT task_idx, number, dispatch_id FROM attempts WHERE run_id = ? AND task_idx BETWEEN ? AND ? ORDER BY task_idx, number`, id, from, to)
+		return err
+	})
+	return out, err
 }
 
 // AttemptRuns returns, of the dispatch ids given, those that are attempts of a run, with the
 // run's id. Each is one lookup by the attempts table's key.
-func (r *Reader) AttemptRuns(ctx context.Context, dispatchIDs []string) (map[string]string, error) {
+func (r *Reader) AttemptRuns(ctx context.Context, dispatchIDs []string) (out map[string]string, err error) {
+	err = readTx(ctx, r.db, func(q querier, ov *overlay) error {
+		out, err = attemptRuns(ctx, q, ov, dispatchIDs)
+		return err
+	})
+	return out, err
+}
+
+func attemptRuns(ctx context.Context, q querier, ov *overlay, dispatchIDs []string) (map[string]string, error) {
 	out := map[string]string{}
+	for _, d := range dispatchIDs {
+		if a, ok := ov.attempt(d); ok {
+			out[d] = a.runID
+		}
+	}
 	for len(dispatchIDs) > 0 {
 		n := min(len(dispatchIDs), 500)
 		args := make([]any, n)
 		for i, d := range dispatchIDs[:n] {
 			args[i] = d
 		}
-		rows, err := r.db.QueryContext(ctx, `SELECT dispatch_id, run_id FROM attempts WHERE dispatch_id IN (`+placeholders(n)+`)`, args...)
+		rows, err := q.QueryContext(ctx, `SELECT dispatch_id, run_id FROM attempts WHERE dispatch_id IN (`+placeholders(n)+`)`, args...)
 		if err != nil {
 			return nil, fmt.Errorf("find attempts: %w", err)
 		}
@@ -342,31 +528,23 @@ type TaskAttempts struct {
 }
 
 // AllAttempts returns every task of run id, in plan order, with its attempts: what a run
-// bundle binds (two scans of the run's rows, no plan read).
-func (r *Reader) AllAttempts(ctx context.Context, id string) ([]TaskAttempts, error) {
-	rows, err := r.Tasks(ctx, id, 0, math.MaxInt32)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]TaskAttempts, len(rows))
-	at := make(map[int]int, len(rows))
-	for i, t := range rows {
-		out[i].ID, at[t.Index] = t.ID, i
-	}
-	arows, err := r.db.QueryContext(ctx, `SELECT task_idx, dispatch_id FROM attempts WHERE run_id = ? ORDER BY task_idx, number`, id)
-	if err != nil {
-		return nil, fmt.Errorf("read attempts: %w", err)
-	}
-	defer arows.Close()
-	for arows.Next() {
-		var idx int
-		var d string
-		if err := arows.Scan(&idx, &d); err != nil {
-			return nil, err
+// bundle binds (two scans of the run's rows, no plan read), in one read transaction.
+func (r *Reader) AllAttempts(ctx context.Context, id string) (out []TaskAttempts, err error) {
+	err = readTx(ctx, r.db, func(q querier, ov *overlay) error {
+		rows, err := taskRows(ctx, q, ov, id, `WHERE t.run_id = ? ORDER BY t.idx`, nil, 0, id)
+		if err != nil {
+			return err
 		}
-		if i, ok := at[idx]; ok {
-			out[i].Dispatches = append(out[i].Dispatches, d)
+		byIdx, err := attemptIDs(ctx, q, ov, id, func(int) bool { return true },
+			`SELECT task_idx, number, dispatch_id FROM attempts WHERE run_id = ? ORDER BY task_idx, number`, id)
+		if err != nil {
+			return err
 		}
-	}
-	return out, arows.Err()
+		out = make([]TaskAttempts, len(rows))
+		for i, t := range rows {
+			out[i] = TaskAttempts{ID: t.ID, Dispatches: byIdx[t.Index]}
+		}
+		return nil
+	})
+	return out, err
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,8 +98,14 @@ func TestReader_RacingBatches(t *testing.T) {
 	if mid == 0 {
 		t.Fatalf("none of %d reads landed while the run was half done: the test raced nothing", reads)
 	}
+	if unfoldedReads.Load() == 0 {
+		t.Fatalf("none of %d reads found a row log record unfolded: the overlay was never read", reads)
+	}
 	t.Logf("%d reads, %d of them mid-run", reads, mid)
 }
+
+// unfoldedReads counts the snapshots that read unfolded row log records.
+var unfoldedReads atomic.Int64
 
 // readerSnapshot reads run id through r and, in one read transaction, its rows and audit
 // entries; it returns how many tasks had succeeded and what did not hold together.
@@ -131,31 +138,37 @@ func readerSnapshot(ctx context.Context, db *sql.DB, r *orch.Reader, id string, 
 			}
 		}
 	}
-	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	// The rows and entries in one read transaction, the row log's unfolded records applied
+	// as every reader applies them (overlay.go).
+	lo, hi := entry.Task(id, ""), entry.Task(id, "")+"\xff"
+	s, err := orch.Snapshot(ctx, db, id, entry.TaskFired, entry.TaskSucceeded, lo, hi)
 	if err != nil {
 		return 0, append(problems, err.Error())
 	}
-	defer tx.Rollback()
-	lo, hi := entry.Task(id, ""), entry.Task(id, "")+"\xff"
-	one := func(q string, args ...any) int {
-		var v int
-		if err := tx.QueryRowContext(ctx, q, args...).Scan(&v); err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", q, err))
-		}
-		return v
+	if s.Unfolded > 0 {
+		unfoldedReads.Add(1)
 	}
-	fired := one(`SELECT COUNT(*) FROM audit_entries WHERE kind = ? AND subject >= ? AND subject < ?`, entry.TaskFired, lo, hi)
-	doneEntries := one(`SELECT COUNT(*) FROM audit_entries WHERE kind = ? AND subject >= ? AND subject < ?`, entry.TaskSucceeded, lo, hi)
-	attempts := one(`SELECT COUNT(*) FROM attempts WHERE run_id = ?`, id)
-	doneAttempts := one(`SELECT COUNT(*) FROM attempts WHERE run_id = ? AND state = ?`, id, api.TaskSucceeded)
-	doneTasks := one(`SELECT COUNT(*) FROM tasks WHERE run_id = ? AND state = ?`, id, api.TaskSucceeded)
-	orphans := one(`SELECT COUNT(*) FROM tasks t LEFT JOIN attempts a ON a.dispatch_id = t.dispatch_id
-		WHERE t.run_id = ? AND t.state = ? AND (a.dispatch_id IS NULL OR a.state != 'live')`, id, api.TaskRunning)
-	behind := one(`SELECT COUNT(*) FROM tasks t JOIN attempts a ON a.dispatch_id = t.dispatch_id
-		WHERE t.run_id = ? AND (t.state = ?) != (a.state = ?)`, id, api.TaskSucceeded, api.TaskSucceeded)
-	if fired != attempts || doneEntries != doneAttempts || doneAttempts != doneTasks || orphans != 0 || behind != 0 {
+	doneAttempts, doneTasks, orphans, behind := 0, 0, 0, 0
+	for _, a := range s.Attempts {
+		if a.State == api.TaskSucceeded {
+			doneAttempts++
+		}
+	}
+	for _, t := range s.Tasks {
+		a, ok := s.Attempts[t.DispatchID]
+		if t.State == api.TaskSucceeded {
+			doneTasks++
+		}
+		if t.State == api.TaskRunning && (!ok || a.State != "live") {
+			orphans++
+		}
+		if ok && (t.State == api.TaskSucceeded) != (a.State == api.TaskSucceeded) {
+			behind++
+		}
+	}
+	if s.Fired != len(s.Attempts) || s.Done != doneAttempts || doneAttempts != doneTasks || orphans != 0 || behind != 0 {
 		problems = append(problems, fmt.Sprintf("one snapshot: %d fired entries, %d attempts; %d succeeded entries, %d succeeded attempts, %d succeeded tasks; %d running tasks without a live attempt; %d tasks whose state disagrees with their attempt's",
-			fired, attempts, doneEntries, doneAttempts, doneTasks, orphans, behind))
+			s.Fired, len(s.Attempts), s.Done, doneAttempts, doneTasks, orphans, behind))
 	}
 	return doneTasks, problems
 }

@@ -247,5 +247,16 @@ ALTER TABLE schedules ADD COLUMN plan_name TEXT NOT NULL DEFAULT '';
 ALTER TABLE schedules ADD COLUMN queue TEXT NOT NULL DEFAULT 'default';
 ALTER TABLE schedules ADD COLUMN tasks INTEGER NOT NULL DEFAULT 0;
 `,
+	}, store.Migration{
+		// The task and attempt rows' log (rowlog.go): one record per commit of the rows it
+		// changed, folded into tasks and attempts when the engine is idle (fold.go) and
+		// read with them by every reader until then (overlay.go).
+		Name: "row log",
+		SQL: `
+CREATE TABLE row_log (
+	seq    INTEGER PRIMARY KEY,  -- the order of the commits that wrote them
+	record BLOB NOT NULL         -- a binary record (rowlog.go)
+);
+`,
 	})
 }

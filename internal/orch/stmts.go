@@ -21,15 +21,19 @@ const (
 	sqlInsertAttempt = `INSERT INTO attempts(dispatch_id, run_id, task_idx, number, state, parent_id, inputs, fired_at)
 		VALUES (?, ?, ?, ?, 'live', ?, ?, ?)`
 	sqlEndAttempt = `UPDATE attempts SET state = ?, reason = ?, ended_at = ?, usage = ?, verdict = ? WHERE dispatch_id = ?`
+	// An attempt fired and ended in the records one fold applies: its row as it stands.
+	sqlInsertAttemptWhole = `INSERT INTO attempts(dispatch_id, run_id, task_idx, number, state, reason, parent_id, inputs, fired_at, ended_at, usage, verdict)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlInsertLog = `INSERT INTO row_log(record) VALUES (?)`
 )
 
 // stmts holds the engine's prepared statements. Owned by the Run goroutine once Run starts.
 type stmts struct {
-	updateRun, updateTask, insertTask, insertAttempt, endAttempt *sql.Stmt
+	updateRun, updateTask, insertTask, insertAttempt, endAttempt, insertAttemptWhole, insertLog *sql.Stmt
 
 	// updateTask, insertTask, insertAttempt and endAttempt with their multi-row forms
 	// (multirow.go).
-	updateTasks, insertTasks, insertAttempts, endAttempts chunked
+	updateTasks, insertTasks, insertAttempts, endAttempts, insertAttemptsWhole chunked
 
 	audit *audit.Statements // the audit log's, for AppendAllWith
 }
@@ -41,7 +45,8 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		q   string
 	}{
 		{&s.updateRun, sqlUpdateRun}, {&s.updateTask, sqlUpdateTask}, {&s.insertTask, sqlInsertTask},
-		{&s.insertAttempt, sqlInsertAttempt}, {&s.endAttempt, sqlEndAttempt},
+		{&s.insertAttempt, sqlInsertAttempt}, {&s.endAttempt, sqlEndAttempt}, {&s.insertAttemptWhole, sqlInsertAttemptWhole},
+		{&s.insertLog, sqlInsertLog},
 	} {
 		st, err := db.PrepareContext(ctx, p.q)
 		if err != nil {
@@ -56,7 +61,8 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		q   [3]string
 		key []int
 	}{{&s.updateTasks, s.updateTask, updateTaskChunk, updateTaskKey}, {&s.insertTasks, s.insertTask, insertTaskChunk, nil},
-		{&s.insertAttempts, s.insertAttempt, insertAttemptChunk, nil}, {&s.endAttempts, s.endAttempt, endAttemptChunk, endAttemptKey}} {
+		{&s.insertAttempts, s.insertAttempt, insertAttemptChunk, nil}, {&s.endAttempts, s.endAttempt, endAttemptChunk, endAttemptKey},
+		{&s.insertAttemptsWhole, s.insertAttemptWhole, insertAttemptWholeChunk, nil}} {
 		ch, err := prepareChunked(ctx, db, c.one, c.q, c.key)
 		if err != nil {
 			s.close()
@@ -76,12 +82,12 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 // close releases the statements.
 func (s *stmts) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.updateRun, s.updateTask, s.insertTask, s.insertAttempt, s.endAttempt} {
+	for _, st := range []*sql.Stmt{s.updateRun, s.updateTask, s.insertTask, s.insertAttempt, s.endAttempt, s.insertAttemptWhole, s.insertLog} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
 	}
-	for _, c := range []*chunked{&s.updateTasks, &s.insertTasks, &s.insertAttempts, &s.endAttempts} {
+	for _, c := range []*chunked{&s.updateTasks, &s.insertTasks, &s.insertAttempts, &s.endAttempts, &s.insertAttemptsWhole} {
 		errs = append(errs, c.close())
 	}
 	if s.audit != nil {

@@ -1,0 +1,201 @@
+package orch
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// The fold brings the tasks and attempts tables up to date from row_log (rowlog.go) and
+// deletes the records it applied, in one transaction: a fold killed halfway leaves every
+// record in the log and the tables as they were. It runs on the engine's goroutine between
+// batches, never beside one (SQLite has one writer: a fold holding the lock would delay the
+// next commit's fsync), when the engine has been idle for foldIdle, when foldBound records
+// wait, at Open (before the runs are loaded) and when Run returns.
+const (
+	// foldIdle is how long the engine waits without an event before it folds.
+	foldIdle = 50 * time.Millisecond
+	// foldChunk is how many records one fold transaction applies at most while the engine
+	// runs: a fold of a few thousand rows, so an event waits at most one chunk.
+	foldChunk = 64
+	// foldBound is how many records may wait: a busy engine that is never idle folds a chunk
+	// after every batch past it, so a reader's overlay (overlay.go) stays bounded.
+	foldBound = 256
+)
+
+// taskKey names a task row.
+type taskKey struct {
+	run string
+	idx int
+}
+
+// rowChanges is what records do to the tables, latest image last: a task's last image, an
+// attempt fired in them as it stands (ended or not), and the ends of attempts fired before.
+type rowChanges struct {
+	tasks    map[taskKey]taskImage
+	taskKeys []taskKey
+	inserted map[string]*attemptImage
+	insOrder []string
+	ends     map[string]endImage
+	endOrder []string
+}
+
+func newRowChanges() *rowChanges {
+	return &rowChanges{tasks: map[taskKey]taskImage{}, inserted: map[string]*attemptImage{}, ends: map[string]endImage{}}
+}
+
+func (c *rowChanges) empty() bool {
+	return len(c.tasks) == 0 && len(c.inserted) == 0 && len(c.ends) == 0
+}
+
+// add applies rec after everything added before it.
+func (c *rowChanges) add(rec *logRecord) error {
+	for _, t := range rec.tasks {
+		k := taskKey{t.runID, t.idx}
+		if _, ok := c.tasks[k]; !ok {
+			c.taskKeys = append(c.taskKeys, k)
+		}
+		c.tasks[k] = t
+	}
+	for i := range rec.inserts {
+		a := rec.inserts[i]
+		if _, dup := c.inserted[a.dispatchID]; dup {
+			return fmt.Errorf("%w: attempt %s fired twice", errLogRecord, a.dispatchID)
+		}
+		c.inserted[a.dispatchID] = &a
+		c.insOrder = append(c.insOrder, a.dispatchID)
+	}
+	for _, x := range rec.ends {
+		if a, ok := c.inserted[x.id]; ok {
+			a.state, a.reason, a.endedAt, a.usage, a.verdict = x.state, x.reason, x.endedAt, x.usage, x.verdict
+			continue
+		}
+		if _, ok := c.ends[x.id]; !ok {
+			c.endOrder = append(c.endOrder, x.id)
+		}
+		c.ends[x.id] = x
+	}
+	return nil
+}
+
+// readLog reads up to limit records (0: all) from row_log in q, oldest first, into changes;
+// it returns the last record's seq (0 for none) and how many it read. A record that does not
+// decode is an error naming it: a damaged orch.db is never skipped.
+func readLog(ctx context.Context, q querier, limit int, c *rowChanges) (last int64, n int, err error) {
+	query := `SELECT seq, record FROM row_log ORDER BY seq`
+	if limit > 0 {
+		query += fmt.Sprintf(" LIMIT %d", limit)
+	}
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read orch.db's row log: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&last, &b); err != nil {
+			return 0, 0, fmt.Errorf("read orch.db's row log: %w", err)
+		}
+		rec, err := decodeLogRecord(b)
+		if err == nil {
+			err = c.add(rec)
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("orch.db row log record %d: %w", last, err)
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return 0, 0, fmt.Errorf("read orch.db's row log: %w", err)
+	}
+	return last, n, nil
+}
+
+// querier is what a read needs of a *sql.DB, *sql.Tx or *sql.Conn.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// foldIn applies up to limit records (0: all) to the tables in tx and deletes them; it
+// returns how many it applied.
+func (e *Engine) foldIn(ctx context.Context, tx *sql.Tx, limit int) (int, error) {
+	c := newRowChanges()
+	last, n, err := readLog(ctx, tx, limit, c)
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	keys := c.taskKeys
+	err = writeChunked(ctx, tx, &e.stmts.updateTasks, len(keys), &e.args, func(a []any, i int) []any {
+		t := c.tasks[keys[i]]
+		return append(a, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq, t.retryAt,
+			t.reason, t.detail, t.question, t.answer, t.cancel, t.review, t.runID, t.idx)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("fold the row log into tasks: %w", err)
+	}
+	err = writeChunked(ctx, tx, &e.stmts.insertAttemptsWhole, len(c.insOrder), &e.args, func(a []any, i int) []any {
+		x := c.inserted[c.insOrder[i]]
+		return append(a, x.dispatchID, x.runID, x.taskIdx, x.number, x.state, x.reason, x.parentID, x.inputs, x.firedAt,
+			x.endedAt, x.usage, x.verdict)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("fold the row log into attempts: %w", err)
+	}
+	err = writeChunked(ctx, tx, &e.stmts.endAttempts, len(c.endOrder), &e.args, func(a []any, i int) []any {
+		x := c.ends[c.endOrder[i]]
+		return append(a, x.state, x.reason, x.endedAt, x.usage, x.verdict, x.id)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("fold the row log into attempts: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM row_log WHERE seq <= ?`, last); err != nil {
+		return 0, fmt.Errorf("fold the row log: delete the records folded: %w", err)
+	}
+	return n, nil
+}
+
+// fold applies up to limit records (0: all) in a transaction of its own.
+func (e *Engine) fold(ctx context.Context, limit int) error {
+	ctx = context.WithoutCancel(ctx)
+	var n int
+	err := e.db.Tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		n, err = e.foldIn(ctx, tx, limit)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("orchestrator: %w", err)
+	}
+	if limit == 0 || n < limit {
+		e.unfolded = 0
+	} else {
+		e.unfolded = max(e.unfolded-n, 1)
+	}
+	return nil
+}
+
+// foldWhileIdle folds one chunk when the engine has been idle for foldIdle, and goes on
+// with the next chunk (unless an event comes) until the log is empty.
+func (e *Engine) foldWhileIdle(ctx context.Context) error {
+	if err := e.fold(ctx, foldChunk); err != nil {
+		return err
+	}
+	if e.unfolded > 0 {
+		e.foldTimer.Reset(0)
+	}
+	return nil
+}
+
+// afterFlush arms the idle fold after a batch, or folds a chunk now when foldBound records
+// wait.
+func (e *Engine) afterFlush(ctx context.Context) error {
+	if e.unfolded >= foldBound {
+		return e.fold(ctx, foldChunk)
+	}
+	if e.unfolded > 0 {
+		e.foldTimer.Reset(e.foldIdle)
+	}
+	return nil
+}
