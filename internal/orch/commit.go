@@ -129,16 +129,13 @@ func (e *Engine) commit(ctx context.Context, b *batch) error {
 		return nil
 	})
 	if err != nil {
-		e.logged, e.foldedAll = false, false
+		e.logged = false
 		return err
-	}
-	if e.foldedAll {
-		e.unfolded = 0
 	}
 	if e.logged {
 		e.unfolded++
 	}
-	e.logged, e.foldedAll = false, false
+	e.logged = false
 	for _, r := range b.newRuns {
 		r.inserted = false
 	}
@@ -179,16 +176,6 @@ func (e *Engine) writeRows(ctx context.Context, tx *sql.Tx, b *batch) error {
 		}
 	}
 	b.upd = upd
-	if len(b.sealed) > 0 {
-		// A sealed run is never written again and may be purged (internal/retention), so
-		// its rows never wait in the log: a batch that seals folds every record first and
-		// writes its own rows directly, in this transaction.
-		if _, err := e.foldIn(ctx, tx, 0); err != nil {
-			return err
-		}
-		e.foldedAll = true
-		return e.writeRowsDirect(ctx, tx, b)
-	}
 	return e.writeLog(ctx, tx, b)
 }
 
@@ -228,31 +215,6 @@ func inputsJSON(in []Input) string {
 	}
 	j, _ := json.Marshal(in)
 	return string(j)
-}
-
-// writeRowsDirect writes the batch's task updates, attempt inserts and attempt ends to their
-// tables as statements of many rows (multirow.go).
-func (e *Engine) writeRowsDirect(ctx context.Context, tx *sql.Tx, b *batch) error {
-	upd := b.upd
-	err := writeChunked(ctx, tx, &e.stmts.updateTasks, len(upd), &e.args, func(a []any, i int) []any {
-		t := upd[i]
-		return append(a, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq, ts(t.retryAt),
-			t.reason, t.detail, t.question, t.answer, t.cancel, voteJSON(t), t.run.id, t.idx)
-	})
-	if err != nil {
-		return err
-	}
-	err = writeChunked(ctx, tx, &e.stmts.insertAttempts, len(b.attempts), &e.args, func(a []any, i int) []any {
-		row, at := b.attempts[i], &b.fires[i]
-		return append(a, at.DispatchID, at.RunID, row.taskIx, at.Number, at.ParentID, inputsJSON(at.Inputs), ts(row.at))
-	})
-	if err != nil {
-		return err
-	}
-	return writeChunked(ctx, tx, &e.stmts.endAttempts, len(b.ended), &e.args, func(a []any, i int) []any {
-		x := &b.ended[i]
-		return append(a, x.state, x.reason, ts(x.at), x.usage, x.verdict, x.id)
-	})
 }
 
 func sealedAt(r *run, now time.Time) string {

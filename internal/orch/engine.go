@@ -53,12 +53,13 @@ type Engine struct {
 	args  []any // a commit's statement arguments, reused (multirow.go)
 
 	// The row log (rowlog.go, fold.go): the record being written and its bytes, reused;
-	// whether the current commit wrote a record or folded every one; how many records wait.
+	// whether the current commit wrote a record; how many records wait; whether a run was
+	// sealed since the last fold.
 	rec       logRecord
 	logBuf    []byte
 	logged    bool
-	foldedAll bool
 	unfolded  int
+	sealed    bool
 	foldTimer *time.Timer
 	foldIdle  time.Duration // foldIdle; tests raise it
 
@@ -327,6 +328,7 @@ func (e *Engine) flush(ctx context.Context) error {
 	for _, r := range b.replies {
 		r(nil)
 	}
+	e.sealed = e.sealed || len(b.sealed) > 0
 	if len(b.sealed) > 0 && e.opts.AfterCommit != nil {
 		e.opts.AfterCommit(ctx, b.sealed)
 	}

@@ -3,6 +3,7 @@ package orch
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -11,8 +12,11 @@ import (
 // deletes the records it applied, in one transaction: a fold killed halfway leaves every
 // record in the log and the tables as they were. It runs on the engine's goroutine between
 // batches, never beside one (SQLite has one writer: a fold holding the lock would delay the
-// next commit's fsync), when the engine has been idle for foldIdle, when foldBound records
-// wait, at Open (before the runs are loaded) and when Run returns.
+// next commit's fsync), when the engine has been idle for foldIdle, at once (a chunk at a
+// time, events first) after a batch that sealed a run, when foldBound records wait, at Open
+// (before the runs are loaded) and when Run returns. The rows of a run that no longer exists
+// (a sealed run internal/retention purged while a crash left its records unfolded) are not
+// written back.
 const (
 	// foldIdle is how long the engine waits without an event before it folds.
 	foldIdle = 50 * time.Millisecond
@@ -126,6 +130,9 @@ func (e *Engine) foldIn(ctx context.Context, tx *sql.Tx, limit int) (int, error)
 	if err != nil || n == 0 {
 		return 0, err
 	}
+	if err := c.dropMissingRuns(ctx, tx); err != nil {
+		return 0, err
+	}
 	keys := c.taskKeys
 	err = writeChunked(ctx, tx, &e.stmts.updateTasks, len(keys), &e.args, func(a []any, i int) []any {
 		t := c.tasks[keys[i]]
@@ -169,7 +176,7 @@ func (e *Engine) fold(ctx context.Context, limit int) error {
 		return fmt.Errorf("orchestrator: %w", err)
 	}
 	if limit == 0 || n < limit {
-		e.unfolded = 0
+		e.unfolded, e.sealed = 0, false
 	} else {
 		e.unfolded = max(e.unfolded-n, 1)
 	}
@@ -194,8 +201,41 @@ func (e *Engine) afterFlush(ctx context.Context) error {
 	if e.unfolded >= foldBound {
 		return e.fold(ctx, foldChunk)
 	}
-	if e.unfolded > 0 {
+	switch {
+	case e.unfolded > 0 && e.sealed:
+		// A sealed run's rows go to the tables soon: nothing writes it again, and what other
+		// processes read of its tables (retention) is then up to date.
+		e.foldTimer.Reset(0)
+	case e.unfolded > 0:
 		e.foldTimer.Reset(e.foldIdle)
 	}
+	return nil
+}
+
+// dropMissingRuns removes the changes of runs q has no row of: a purged run's attempts are
+// never inserted again. (Its task updates would match no row anyway.)
+func (c *rowChanges) dropMissingRuns(ctx context.Context, q querier) error {
+	exists := map[string]bool{}
+	for _, id := range c.insOrder {
+		run := c.inserted[id].runID
+		if _, seen := exists[run]; seen {
+			continue
+		}
+		var one int
+		err := q.QueryRowContext(ctx, `SELECT 1 FROM runs WHERE id = ?`, run).Scan(&one)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("fold the row log: %w", err)
+		}
+		exists[run] = err == nil
+	}
+	kept := c.insOrder[:0]
+	for _, id := range c.insOrder {
+		if exists[c.inserted[id].runID] {
+			kept = append(kept, id)
+		} else {
+			delete(c.inserted, id)
+		}
+	}
+	c.insOrder = kept
 	return nil
 }

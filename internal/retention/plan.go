@@ -77,24 +77,9 @@ type row struct {
 func MakePlan(ctx context.Context, db, orchDB *sql.DB, policy config.RetentionPolicy, now time.Time) (*Plan, error) {
 	now = now.UTC()
 	p := &Plan{Policy: policy, Now: now, NotAfter: now.Add(-slack), keep: map[digest.Digest]bool{}}
-	liveRun := map[string]bool{}
-	if orchDB != nil {
-		rows, err := orchDB.QueryContext(ctx, `SELECT a.dispatch_id FROM attempts a JOIN runs r ON r.id = a.run_id WHERE r.ended_at = ''`)
-		if err != nil {
-			return nil, fmt.Errorf("read orch.db's live runs: %w", err)
-		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			liveRun[id] = true
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
+	liveRun, unfolded, err := liveRunAttempts(ctx, orchDB)
+	if err != nil {
+		return nil, err
 	}
 	var all []row
 	rows, err := db.QueryContext(ctx, `SELECT id, state, created_at, ended_at, parent_id, input_digest, result, inputs,
@@ -117,7 +102,7 @@ func MakePlan(ctx context.Context, db, orchDB *sql.DB, policy config.RetentionPo
 	// A live dispatch keeps its parent whole: an answer's resume reads the parent's input.
 	keepWhole := map[string]bool{}
 	for _, r := range all {
-		if !ended[r.state] || liveRun[r.id] {
+		if !ended[r.state] || liveRun[r.id] || unfolded {
 			keepWhole[r.id] = true
 			if r.parent != "" {
 				keepWhole[r.parent] = true
@@ -209,4 +194,52 @@ func (p *Plan) keepCatalog(ctx context.Context, db *sql.DB) error {
 		digestsIn(p.keep, d, meta)
 	}
 	return rows.Err()
+}
+
+// liveRunAttempts reads, in one read transaction of orchDB (nil: none), the dispatch ids of
+// the attempts of runs that have not ended, and whether orch.db's row log holds records not
+// yet folded into its attempts table (orch's rowlog.go). Those records may name attempts of
+// live runs this package cannot read, so a plan made then keeps every dispatch whole (fail
+// closed); serve's engine folds them once it is idle for a moment, and the next sweep purges.
+func liveRunAttempts(ctx context.Context, orchDB *sql.DB) (map[string]bool, bool, error) {
+	live := map[string]bool{}
+	if orchDB == nil {
+		return live, false, nil
+	}
+	conn, err := orchDB.Conn(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("read orch.db's live runs: %w", err)
+	}
+	defer conn.Close()
+	// DEFERRED: a read never takes the write lock (orch.db's writable pool begins IMMEDIATE).
+	if _, err := conn.ExecContext(ctx, `BEGIN DEFERRED`); err != nil {
+		return nil, false, fmt.Errorf("read orch.db's live runs: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
+	rows, err := conn.QueryContext(ctx, `SELECT a.dispatch_id FROM attempts a JOIN runs r ON r.id = a.run_id WHERE r.ended_at = ''`)
+	if err != nil {
+		return nil, false, fmt.Errorf("read orch.db's live runs: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, false, err
+		}
+		live[id] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, false, err
+	}
+	var tables, records int
+	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'row_log'`).Scan(&tables); err != nil {
+		return nil, false, fmt.Errorf("read orch.db's row log: %w", err)
+	}
+	if tables > 0 {
+		if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM row_log`).Scan(&records); err != nil {
+			return nil, false, fmt.Errorf("read orch.db's row log: %w", err)
+		}
+	}
+	return live, records > 0, nil
 }
