@@ -186,6 +186,17 @@ func Open(ctx context.Context, db *store.DB, log *audit.Log, exec Executor, opts
 func (e *Engine) Run(ctx context.Context) error {
 	defer close(e.stop)
 	defer e.stmts.close()
+	err := e.loop(ctx)
+	if err != nil {
+		// A fold that failed (a fenced or broken orch.db) stops the engine as a failed commit
+		// does; the commands still queued hear why.
+		e.failPending(err)
+	}
+	return err
+}
+
+// loop is Run's: it applies events until ctx ends or a commit or fold fails.
+func (e *Engine) loop(ctx context.Context) error {
 	e.foldTimer = time.NewTimer(time.Hour)
 	defer e.foldTimer.Stop()
 	e.resume(ctx)
