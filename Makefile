@@ -9,9 +9,11 @@ export CGO_ENABLED ?= 0
 # build makes agora's three programs side by side: bin/agora (the small front people type:
 # it hands `agora dispatch run` to a running serve and execs agora-full for everything else),
 # bin/agora-full (the host program, every command) and bin/agora-worker (what runs in every sandbox and for every Claude Code hook event; agora
-# looks for it beside itself and refuses to dispatch without it).
+# looks for it beside itself and refuses to dispatch without it). -trimpath as scripts/images.sh
+# builds them: the same flags share Go's build cache, so the images that tests build after
+# `make build` (TestRealNodeDeployManifests) only link.
 build:
-	$(GO) build -o bin/ ./cmd/agora ./cmd/agora-full ./cmd/agora-worker
+	$(GO) build -trimpath -o bin/ ./cmd/agora ./cmd/agora-full ./cmd/agora-worker
 
 # install puts agora and agora-worker on PATH, side by side: $(PREFIX)/bin (PREFIX=/usr/local;
 # PREFIX=$$HOME/.local for a user install). Mode 0755; agora pins the worker's bytes into
