@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agora-dev/agora/internal/compute/remote"
@@ -173,6 +174,68 @@ func TestRedTeam35Trust_FillerRefusesATrustStoreMismatch(t *testing.T) {
 			}
 			if ents, _ := os.ReadDir(filepath.Join(stage, "p-0")); len(ents) != 0 {
 				t.Errorf("a refused fill left %d entries in the trust directory's place", len(ents))
+			}
+		})
+	}
+}
+
+// The gateway aborts a download that fails midway (netgw download.go: panic with
+// http.ErrAbortHandler after the status went out). A tar cut cleanly at an entry boundary reads
+// as whole to archive/tar, so what stops a partial place (a directory with some entries, a trust
+// directory without its file) is the client seeing the abort as an error, not a clean end: on
+// HTTP/1.1 and HTTP/2 alike, the first answer (aborted after its first entry) is not taken, and
+// the fetch starts again and gets the whole mount.
+func TestRedTeam35Trust_AbortedDownloadAtAnEntryBoundaryNotTaken(t *testing.T) {
+	var first, whole bytes.Buffer
+	for _, b := range []*bytes.Buffer{&first, &whole} {
+		tw := tar.NewWriter(b)
+		tw.WriteHeader(&tar.Header{Name: "a.pem", Mode: 0o644, Size: 2, Typeflag: tar.TypeReg})
+		tw.Write([]byte("a\n"))
+		if b == &first {
+			tw.Flush() // no Close: no end marker, the second entry never comes
+			continue
+		}
+		tw.WriteHeader(&tar.Header{Name: "ca-certificates.crt", Mode: 0o644, Size: 3, Typeflag: tar.TypeReg})
+		tw.Write([]byte("CA\n"))
+		tw.Close()
+	}
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http1", true: "http2"}[h2], func(t *testing.T) {
+			var mu sync.Mutex
+			gets := 0
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if !strings.Contains(r.URL.Path, "/mounts/") {
+					json.NewEncoder(w).Encode(remote.Info{Dispatch: "01FILL", Version: Version()})
+					return
+				}
+				mu.Lock()
+				gets++
+				n := gets
+				mu.Unlock()
+				w.Header().Set("Content-Type", "application/x-tar")
+				if n > 1 {
+					w.Write(whole.Bytes())
+					return
+				}
+				w.Write(first.Bytes())
+				http.NewResponseController(w).Flush()
+				panic(http.ErrAbortHandler)
+			}))
+			srv.EnableHTTP2 = h2
+			srv.StartTLS()
+			defer srv.Close()
+			ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+			c, err := NewClient(srv.URL, "01FILL", "agw_fill", ca)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			dir := filepath.Join(t.TempDir(), "trust")
+			if err := c.Fetch(t.Context(), remote.Mount{Name: "trust", Dst: "/agora/trust", Fetch: true}, dir); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := os.ReadFile(filepath.Join(dir, "ca-certificates.crt")); err != nil || string(b) != "CA\n" {
+				t.Errorf("after an aborted first answer the mount has %q, %v (GETs %d): the cut answer was taken as whole", b, err, gets)
 			}
 		})
 	}
