@@ -40,4 +40,7 @@ func gcRunsSummary(f *Factory, r gcReport, verb string) {
 	if k.BadDate > 0 {
 		fmt.Fprintf(f.IO.ErrOut, "agora: gc: %d ended runs are kept because their end time does not parse or lies in the future\n", k.BadDate)
 	}
+	if k.Unfolded > 0 {
+		fmt.Fprintf(f.IO.ErrOut, "agora: gc: %d runs old enough are kept because orch.db's row log holds rows not yet folded into its tables (serve folds them when idle, or at its next start); the next sweep purges them\n", k.Unfolded)
+	}
 }

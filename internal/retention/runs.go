@@ -30,6 +30,10 @@ type RunsKept struct {
 	Scheduled int `json:"scheduled"`
 	// BadDate: runs whose end does not parse or lies after the sweep's clock.
 	BadDate int `json:"bad_date"`
+	// Unfolded: runs kept because orch.db's row log holds records not yet folded into its
+	// tasks and attempts tables (orch's rowlog.go): a crash may have left a sealed run's last
+	// rows there, which a purge would not count and the fold would then drop (red team 35).
+	Unfolded int `json:"unfolded"`
 }
 
 // PlanRuns lists the runs of orch.db (db) that policy.Runs has aged out at now: ended (a
@@ -93,6 +97,15 @@ func PlanRuns(ctx context.Context, db *sql.DB, age time.Duration, now time.Time)
 	if err := rows.Err(); err != nil {
 		return nil, kept, err
 	}
+	// Read after the runs: a run sealed then wrote every record before its seal, so an empty
+	// log now means they are in the tables.
+	unfolded, err := rowLogHolds(ctx, db)
+	if err != nil {
+		return nil, kept, err
+	}
+	if unfolded {
+		kept.Unfolded, out = len(out), nil
+	}
 	if err := countRunRows(ctx, db, out); err != nil {
 		return nil, kept, err
 	}
@@ -103,6 +116,23 @@ func PlanRuns(ctx context.Context, db *sql.DB, age time.Duration, now time.Time)
 		return out[i].Run < out[j].Run
 	})
 	return out, kept, nil
+}
+
+// rowLogHolds says whether orch.db's row log holds records: serve's engine folds them once it
+// is idle for a moment (at once after a run seals) and at Open, so the next sweep purges. An
+// orch.db from before the row log has none.
+func rowLogHolds(ctx context.Context, db *sql.DB) (bool, error) {
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'row_log'`).Scan(&n); err != nil {
+		return false, fmt.Errorf("read orch.db's schema: %w", err)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM row_log)`).Scan(&n); err != nil {
+		return false, fmt.Errorf("read orch.db's row log: %w", err)
+	}
+	return n == 1, nil
 }
 
 // countRunRows fills each item's task and attempt counts (indexed by run id in both tables).
