@@ -67,6 +67,11 @@ func (c *rowChanges) add(rec *logRecord) error {
 		if _, dup := c.inserted[a.dispatchID]; dup {
 			return fmt.Errorf("%w: attempt %s fired twice", errLogRecord, a.dispatchID)
 		}
+		// The engine ends an attempt only after firing it. An end before the fire updated no
+		// row, as a statement; the fold would apply it after the insert (red team 35).
+		if _, ended := c.ends[a.dispatchID]; ended {
+			return fmt.Errorf("%w: attempt %s fired after the log ended it", errLogRecord, a.dispatchID)
+		}
 		c.inserted[a.dispatchID] = &a
 		c.insOrder = append(c.insOrder, a.dispatchID)
 	}
