@@ -54,3 +54,40 @@ func TestRedTeam35_EndBeforeFire(t *testing.T) {
 		t.Errorf("%d attempt rows (%v), want none written", n, err)
 	}
 }
+
+// TestRedTeam35_HostileRecordAtRead: records an attacker with disk access writes (a count
+// of 2^63 runs, a field claiming 16 MiB in 3 bytes, a run reference past the record's runs)
+// make every read-only reader's answer a clear error naming the record, never a panic, an
+// allocation of the claimed size, or a skipped record. (Held.)
+func TestRedTeam35_HostileRecordAtRead(t *testing.T) {
+	ctx := context.Background()
+	for name, rec := range map[string][]byte{
+		"count":     {1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f},
+		"field":     {1, 1, 0x80, 0x80, 0x80, 0x08, 'r'},
+		"reference": append((&logRecord{}).encode(nil)[:1], 1, 1, 'r', 1, 5, 0),
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "orch.db")
+			db, err := store.Open(ctx, path, Migrations())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.SQL().Exec(`INSERT INTO runs(id, name, digest, state, actor, created_at) VALUES ('r', 'n', 'd', 'running', 'a', 'x')`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.SQL().Exec(`INSERT INTO row_log(record) VALUES (?)`, rec); err != nil {
+				t.Fatal(err)
+			}
+			ro, err := store.OpenReadOnly(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ro.Close()
+			_, _, err = NewReader(ro.SQL()).Counts(ctx, "r")
+			if err == nil || !strings.Contains(err.Error(), "orch.db row log record 1: damaged row log record") {
+				t.Fatalf("a read-only reader over the %s record: %v", name, err)
+			}
+		})
+	}
+}
