@@ -99,6 +99,8 @@ func TestObjectSchema_Validate(t *testing.T) {
 		{"integer fraction", `{"path":"a","n":1.0}`, "fraction"},
 		{"integer exponent", `{"path":"a","n":1e2}`, "exponent"},
 		{"integer overflow", `{"path":"a","big":9223372036854775808}`, "out of range"},
+		{"number overflow", `{"path":"a","x":1e700}`, `property "x": want number, got a number out of range`},
+		{"number overflow, negative", `{"path":"a","x":-1e400}`, "out of range"},
 		{"integer below min", `{"path":"a","n":-1}`, "below the minimum 0"},
 		{"integer above max", `{"path":"a","n":101}`, "above the maximum 100"},
 		{"integer string", `{"path":"a","n":"5"}`, "want integer, got string"},

@@ -109,6 +109,11 @@ func (p *propSchema) check(v []byte) string {
 		if v[0] != '-' && (v[0] < '0' || v[0] > '9') {
 			return "want number, got " + jsonKind(v[0])
 		}
+		// Well-formed JSON but beyond a float64 (1e700): the tool would decode ±Inf or fail,
+		// so it is refused here as any other value the tool cannot take.
+		if _, err := strconv.ParseFloat(string(v), 64); err != nil {
+			return "want number, got a number out of range"
+		}
 	case kindBoolean:
 		if v[0] != 't' && v[0] != 'f' {
 			return "want boolean, got " + jsonKind(v[0])
