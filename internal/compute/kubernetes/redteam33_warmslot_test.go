@@ -16,6 +16,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/netgw"
@@ -236,5 +237,39 @@ func TestRedTeam33_HolderKilledBetweenMarkAndBind(t *testing.T) {
 	})
 	if err == nil {
 		t.Fatal("Run succeeded with a bind that failed")
+	}
+}
+
+// The sweep's race made deterministic (CI of session 35): the sweep listed the slot's Job
+// unclaimed, then its holder marked it claimed and bound it, and the slot's directory went. A
+// delete of the Job as listed must fail, and the claimed Job stand.
+func TestRedTeam33_SweepOfAStaleListingLeavesTheClaimedJob(t *testing.T) {
+	g := startSlotGW(t)
+	p := slotProvider(t, g)
+	gs, err := g.slots.Create(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gs.Close() })
+	sl, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: gs.ID, Token: gs.Token, Home: testHome, Places: warmPlaces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sl.Discard)
+	listed, err := p.client.BatchV1().Jobs(p.ns).Get(t.Context(), sl.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"STALE01"}}}`, annotationClaimed)
+	if _, err := p.client.BatchV1().Jobs(p.ns).Patch(t.Context(), sl.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	swept, err := p.sweepJob(listed.Name, listed.UID, listed.ResourceVersion)
+	if err != nil || swept {
+		t.Fatalf("sweep of the stale listing: swept %v, %v; want neither", swept, err)
+	}
+	job, err := p.client.BatchV1().Jobs(p.ns).Get(t.Context(), sl.name, metav1.GetOptions{})
+	if err != nil || job.UID != sl.job || job.DeletionTimestamp != nil {
+		t.Fatalf("the claimed Job after the sweep: %v (deleting %v)", err, job != nil && job.DeletionTimestamp != nil)
 	}
 }

@@ -620,9 +620,12 @@ func (p *Provider) SweepSlots(ctx context.Context, home string, live func(id str
 			kept[id] = true
 			continue
 		}
-		if err := p.deleteJob(j.Name, j.UID); err != nil {
+		swept, err := p.sweepJob(j.Name, j.UID, j.ResourceVersion)
+		if err != nil || !swept {
 			kept[id] = true
-			errs = append(errs, err)
+			if err != nil {
+				errs = append(errs, err)
+			}
 			continue
 		}
 		gone = append(gone, id)
@@ -634,6 +637,27 @@ func (p *Provider) SweepSlots(ctx context.Context, home string, live func(id str
 		}
 	}
 	return gone, errors.Join(append(errs, err)...)
+}
+
+// sweepJob deletes the dead slot's Job name only as it was listed (its uid and resourceVersion)
+// and reports whether it did. Between the list and the live check a holder may have marked the
+// Job claimed, bound the dispatch and seen its slot's directory go (a claimed slot is no longer
+// live at the gateway); the claim's mark changed the resourceVersion, so the delete conflicts and
+// the claimed Job stands (CI of session 35, TestRedTeam33_ConcurrentClaimsUnderSweeps).
+func (p *Provider) sweepJob(name string, uid types.UID, rv string) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	err := p.client.BatchV1().Jobs(p.ns).Delete(ctx, name, metav1.DeleteOptions{
+		PropagationPolicy: ptrTo(metav1.DeletePropagationForeground),
+		Preconditions:     &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("delete warm slot job %q: %w", name, err)
 }
 
 // sweepSlotParts deletes the NetworkPolicies (and their Secrets) of home's dead slots that no
@@ -651,6 +675,14 @@ func (p *Provider) sweepSlotParts(ctx context.Context, home string, live func(id
 	for _, np := range l.Items {
 		id := np.Labels[labelSlot]
 		if !remote.ValidSlotID(id) || np.Name != objectName(id) || np.Labels[labelHome] != home || kept[id] || live(id) {
+			continue
+		}
+		// A Job made after the list above (and claimed since, so no longer live) owns these
+		// parts: look again before taking them.
+		if _, err := p.client.BatchV1().Jobs(p.ns).Get(ctx, np.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			if err != nil {
+				errs = append(errs, fmt.Errorf("look for warm slot job %q: %w", np.Name, err))
+			}
 			continue
 		}
 		if err := p.sweepParts(np.Name, np.UID); err != nil {
