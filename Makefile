@@ -4,7 +4,7 @@
 GO ?= go
 export CGO_ENABLED ?= 0
 
-.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean k8s-tools s3-tools oidc-tools k8s-cluster image podman test-containers test-k8s test-ui bench-targets
+.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean k8s-tools s3-tools oidc-tools helm-tools helm-render k8s-cluster image podman test-containers test-k8s test-ui bench-targets
 
 # build makes agora's three programs side by side: bin/agora (the small front people type:
 # it hands `agora dispatch run` to a running serve and execs agora-full for everything else),
@@ -90,6 +90,14 @@ s3-tools:
 # The OpenID Connect provider the OIDC tests sign in against (zitadel/oidc's op, #31).
 oidc-tools:
 	./scripts/oidc-tools.sh
+
+# Helm (v4, from Go modules) for the chart deploy/helm/agora's tests (#31).
+helm-tools:
+	./scripts/helm-tools.sh
+
+# deploy/kubernetes/*.yaml from the chart with its default values (edit the chart, then this).
+helm-render: helm-tools
+	./scripts/helm-render.sh
 
 # That control plane held for manual use, with an admin kubeconfig in .cache/k8s/kubeconfig.
 k8s-cluster: k8s-tools
