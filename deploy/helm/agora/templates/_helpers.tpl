@@ -1,0 +1,94 @@
+{{/*
+agora.image: an image reference pinned by digest, from {repository, digest}. values.schema.json
+already refuses a tag; this refuses it again for a chart rendered with --skip-schema-validation,
+so an unpinned image never reaches a pod or agora.yaml.
+*/}}
+{{- define "agora.image" -}}
+{{- if not (regexMatch "^sha256:[0-9a-f]{64}$" (.digest | toString)) -}}
+{{- fail (printf "image %s: digest %q is not sha256:<64 hex>; images are pinned by digest" .repository .digest) -}}
+{{- end -}}
+{{- printf "%s@%s" .repository .digest -}}
+{{- end -}}
+
+{{/*
+agora.checks: what one value cannot say alone. Included by every template that needs it.
+*/}}
+{{- define "agora.checks" -}}
+{{- $s3 := .Values.s3 -}}
+{{- if or .Values.blobs.s3 .Values.replicate.enabled -}}
+{{- if not (and $s3.endpoint $s3.bucket) -}}
+{{- fail "blobs.s3 and replicate.enabled need s3.endpoint and s3.bucket" -}}
+{{- end -}}
+{{- if not $s3.credentialsSecret -}}
+{{- fail "blobs.s3 and replicate.enabled need s3.credentialsSecret (a Secret with access_key_id and secret_access_key)" -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.leader.enabled (not .Values.replicate.enabled) -}}
+{{- fail "leader.enabled needs replicate.enabled: a standby restores the home from the replica when it takes over" -}}
+{{- end -}}
+{{- if eq .Values.namespaces.agora .Values.namespaces.agents -}}
+{{- fail "namespaces.agora and namespaces.agents must differ: the dispatches' Jobs must not share serve's namespace" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+agora.gatewayHost: the name the dispatches reach serve's gateway at: the serve pod's own
+(HOST.agora-gateway.NS.svc.DOMAIN), which the headless Service gives it in the cluster's DNS and
+the kubelet in the pod's /etc/hosts.
+*/}}
+{{- define "agora.gatewayHost" -}}
+{{- printf "%s.agora-gateway.%s.svc.%s" .host .root.Values.namespaces.agora .root.Values.gateway.clusterDomain -}}
+{{- end -}}
+
+{{/*
+agora.s3: the bucket of blobs.s3 and replicate.s3, a flow map; empty keys are left out.
+*/}}
+{{- define "agora.s3" -}}
+{{- $s := .Values.s3 -}}
+{endpoint: {{ $s.endpoint | quote }}, bucket: {{ $s.bucket }}
+{{- with $s.prefix }}, prefix: {{ . | quote }}{{ end }}
+{{- with $s.region }}, region: {{ . }}{{ end }}}
+{{- end -}}
+
+{{/*
+agora.podSecurity: the serve pod's pull secrets and securityContext (its comments say why).
+*/}}
+{{- define "agora.podSecurity" -}}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 10001
+  runAsGroup: 10001
+  # The volume's root is made writable for group 10001 once; AGORA_HOME is a directory
+  # below it that agora makes 0700. OnRootMismatch: the kubelet does not walk the volume
+  # again at each start, which would add group bits to the home, and agora refuses a home
+  # others can read.
+  fsGroup: 10001
+  fsGroupChangePolicy: OnRootMismatch
+  seccompProfile: {type: RuntimeDefault}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+{{- range . }}
+- {name: {{ . }}}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+agora.containerSecurity: every container of the serve pod (Pod Security "restricted" and a
+read-only root: /tmp is an emptyDir).
+*/}}
+{{- define "agora.containerSecurity" -}}
+securityContext:
+  readOnlyRootFilesystem: true
+  allowPrivilegeEscalation: false
+  capabilities: {drop: [ALL]}
+{{- end -}}
+
+{{/*
+agora.s3env: the bucket's credentials, from the Secret s3.credentialsSecret, as the
+environment agora reads them from (never agora.yaml, never argv).
+*/}}
+{{- define "agora.s3env" -}}
+- {name: AWS_ACCESS_KEY_ID, valueFrom: {secretKeyRef: {name: {{ .Values.s3.credentialsSecret }}, key: access_key_id}}}
+- {name: AWS_SECRET_ACCESS_KEY, valueFrom: {secretKeyRef: {name: {{ .Values.s3.credentialsSecret }}, key: secret_access_key}}}
+{{- end -}}

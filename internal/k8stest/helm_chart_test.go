@@ -1,0 +1,190 @@
+package k8stest_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// chartDir is the chart, from this package's directory.
+const chartDir = "../../deploy/helm/agora"
+
+// helmBin is the helm scripts/helm-tools.sh builds ($HELM overrides it), or t skips saying how
+// to get it.
+func helmBin(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("HELM")
+	if p == "" {
+		abs, err := filepath.Abs("../../.cache/helm/bin/helm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = abs
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Skip("SKIP: helm is missing (" + p + "): run scripts/helm-tools.sh (make helm-tools)")
+	}
+	return p
+}
+
+// runHelm runs helm with args and returns its stdout, and its error with stderr in it.
+func runHelm(ctx context.Context, helm string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, helm, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// No repository, cache or configuration of this machine's user is read or written.
+	dir, err := os.MkdirTemp("", "helm-home-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+dir+"/config", "HELM_CACHE_HOME="+dir+"/cache", "HELM_DATA_HOME="+dir+"/data")
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), &helmError{args: args, err: err, stderr: stderr.String()}
+	}
+	return stdout.String(), nil
+}
+
+type helmError struct {
+	args   []string
+	err    error
+	stderr string
+}
+
+func (e *helmError) Error() string {
+	return "helm " + strings.Join(e.args, " ") + ": " + e.err.Error() + "\n" + e.stderr
+}
+
+// leaderValues turn on two replicas on a Lease with the bucket they need.
+var leaderValues = []string{
+	"--set", "leader.enabled=true", "--set", "replicate.enabled=true", "--set", "blobs.s3=true",
+	"--set", "s3.endpoint=https://s3.eu-west-1.amazonaws.com", "--set", "s3.bucket=team-agora",
+	"--set", "s3.prefix=prod/", "--set", "s3.region=eu-west-1", "--set", "s3.credentialsSecret=agora-s3",
+}
+
+// TestHelmChart_RenderingIsDeployKubernetes: deploy/kubernetes/*.yaml are the chart's rendering
+// with its default values, byte for byte (scripts/helm-render.sh into a scratch directory), and
+// the directory holds nothing else, so the manifests' tests (TestRealNodeDeployManifests, the
+// red team's) prove the chart's default rendering. Fix a failure with `make helm-render`.
+func TestHelmChart_RenderingIsDeployKubernetes(t *testing.T) {
+	helm := helmBin(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	out := t.TempDir()
+	cmd := exec.CommandContext(ctx, "../../scripts/helm-render.sh", out)
+	cmd.Env = append(os.Environ(), "HELM="+helm)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("scripts/helm-render.sh: %v\n%s", err, b)
+	}
+	rendered, _ := filepath.Glob(filepath.Join(out, "*.yaml"))
+	written, _ := filepath.Glob("../../deploy/kubernetes/*.yaml")
+	names := func(paths []string) []string {
+		var s []string
+		for _, p := range paths {
+			s = append(s, filepath.Base(p))
+		}
+		return s
+	}
+	if !slices.Equal(names(rendered), names(written)) {
+		t.Errorf("deploy/kubernetes holds %v, the chart renders %v: run make helm-render", names(written), names(rendered))
+	}
+	for _, p := range rendered {
+		want, _ := os.ReadFile(p)
+		got, err := os.ReadFile(filepath.Join("../../deploy/kubernetes", filepath.Base(p)))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("deploy/kubernetes/%s is not the chart's rendering (%v): run make helm-render", filepath.Base(p), err)
+		}
+	}
+}
+
+// TestHelmChart_Lint: `helm lint --strict` passes on the chart with its default values and with
+// two replicas on a Lease.
+func TestHelmChart_Lint(t *testing.T) {
+	helm := helmBin(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for name, args := range map[string][]string{"defaults": nil, "leader": leaderValues} {
+		out, err := runHelm(ctx, helm, append([]string{"lint", "--strict", chartDir}, args...)...)
+		if err != nil {
+			t.Errorf("%s: %v\n%s", name, err, out)
+		}
+	}
+}
+
+// TestHelmChart_RefusesValues: the attacks on the chart's values, each of which must fail the
+// rendering (so `helm install` and `helm upgrade` too) with a message naming it: an image by
+// tag (unpinned: whatever the registry serves next), a name carrying YAML into agora.yaml or a
+// manifest (a newline, a flow-map brace), an unknown key (a typo silently ignored), one
+// namespace for serve and its dispatches, a Lease without the replica it restores from, a
+// bucket without credentials, and a tag with the schema skipped.
+func TestHelmChart_RefusesValues(t *testing.T) {
+	helm := helmBin(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"agora image by tag", []string{"--set", "image.digest=latest"}, "image.digest"},
+		{"worker image by tag", []string{"--set", "target.workerImage.digest=sha256:abc"}, "workerImage"},
+		{"repository with a tag", []string{"--set", "image.repository=registry.example/agora:v1"}, "image.repository"},
+		{"repository with a digest", []string{"--set", "target.image.repository=r.example/t@sha256:00"}, "target.image.repository"},
+		{"namespace injecting YAML", []string{"--set-string", "namespaces.agents=agents\n  kubeconfig: /etc/x"}, "namespaces.agents"},
+		{"pull secret closing the list", []string{"--set-string", "target.imagePullSecrets[0]=a]\n    provider: local"}, "imagePullSecrets"},
+		{"serve's pull secret as a map", []string{"--set-string", "imagePullSecrets[0]=a}, {name: b"}, "imagePullSecrets"},
+		{"lease name injecting", []string{"--set-string", "leader.lease=x]\n  verbs: ['*']"}, "leader.lease"},
+		{"unknown key", []string{"--set", "imagee.digest=x"}, "imagee"},
+		{"one namespace", []string{"--set", "namespaces.agents=agora"}, "must differ"},
+		{"leader without replica", []string{"--set", "leader.enabled=true"}, "leader.enabled needs replicate.enabled"},
+		{"bucket without credentials", []string{"--set", "blobs.s3=true", "--set", "s3.endpoint=https://s3.example", "--set", "s3.bucket=team-agora"}, "credentialsSecret"},
+		{"endpoint with a password", []string{"--set", "s3.endpoint=https://k:s@s3.example"}, "s3.endpoint"},
+		{"tag, schema skipped", []string{"--skip-schema-validation", "--set", "image.digest=latest"}, "pinned by digest"},
+	} {
+		out, err := runHelm(ctx, helm, append([]string{"template", "agora", chartDir}, c.args...)...)
+		if err == nil {
+			t.Errorf("%s: rendered:\n%s", c.name, out)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: refused, but not naming %q: %v", c.name, c.want, err)
+		}
+	}
+}
+
+// TestHelmChart_NoSecretRendered: whatever the values, the chart makes no Secret and puts no
+// credential in agora.yaml: the bucket's credentials reach serve as secretKeyRef environment
+// from a Secret the operator makes, and the release's records (which hold the rendering) carry
+// names only.
+func TestHelmChart_NoSecretRendered(t *testing.T) {
+	helm := helmBin(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for name, args := range map[string][]string{"defaults": nil, "leader": leaderValues} {
+		out, err := runHelm(ctx, helm, append([]string{"template", "agora", chartDir}, args...)...)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, doc := range strings.Split(out, "\n---\n") {
+			if strings.Contains(doc, "\nkind: Secret\n") {
+				t.Errorf("%s: the chart renders a Secret:\n%s", name, doc)
+			}
+		}
+		if name == "leader" {
+			for _, want := range []string{"secretKeyRef: {name: agora-s3, key: secret_access_key}", "kind: StatefulSet", "resourceNames: [agora-leader]", "leader: {lease: agora-leader, namespace: agora"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("leader: the rendering lacks %q:\n%s", want, out)
+				}
+			}
+			if strings.Contains(out, "kind: Deployment") {
+				t.Errorf("leader: a Deployment beside the StatefulSet would be a second serve")
+			}
+		}
+	}
+}

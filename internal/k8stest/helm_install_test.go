@@ -1,0 +1,209 @@
+package k8stest_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/k8stest"
+)
+
+// helmRelease is one release of the chart on a test cluster, in namespaces of its own so it
+// shares the package's kwok cluster with the tests that apply deploy/kubernetes as written.
+type helmRelease struct {
+	helm, kubeconfig, name string
+	agora, agents          string
+}
+
+// run runs a helm command of the release, whose records are in its agora namespace, as the
+// docs install it (helm makes that namespace, the chart labels it).
+func (r helmRelease) run(ctx context.Context, t *testing.T, args ...string) string {
+	t.Helper()
+	args = append(args, "--kubeconfig", r.kubeconfig, "--namespace", r.agora)
+	out, err := runHelm(ctx, r.helm, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (r helmRelease) values() []string {
+	return []string{"--set", "namespaces.agora=" + r.agora, "--set", "namespaces.agents=" + r.agents}
+}
+
+// objectUID is obj's metadata.uid at path, "" when it does not exist.
+func objectUID(ctx context.Context, t *testing.T, c *k8stest.Cluster, path string) string {
+	t.Helper()
+	var obj struct{ Metadata struct{ UID string } }
+	if err := c.Do(ctx, http.MethodGet, path, nil, &obj); err != nil {
+		if k8stest.IsNotFound(err) {
+			return ""
+		}
+		t.Fatal(err)
+	}
+	return obj.Metadata.UID
+}
+
+// servePods lists the release's serve pods that are not being deleted, with their image.
+func servePods(ctx context.Context, t *testing.T, c *k8stest.Cluster, ns string) map[string]string {
+	t.Helper()
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Name              string
+				DeletionTimestamp *string
+			}
+			Spec struct{ Containers []struct{ Image string } }
+		}
+	}
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/namespaces/"+ns+"/pods?labelSelector=app%3Dagora", nil, &list); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range list.Items {
+		if p.Metadata.DeletionTimestamp == nil && len(p.Spec.Containers) == 1 {
+			out[p.Metadata.Name] = p.Spec.Containers[0].Image
+		}
+	}
+	return out
+}
+
+// waitOnePod waits until the release's namespace has exactly one serve pod, of image, and
+// returns its name.
+func waitOnePod(ctx context.Context, t *testing.T, c *k8stest.Cluster, ns, image string) string {
+	t.Helper()
+	for {
+		pods := servePods(ctx, t, c, ns)
+		if len(pods) == 1 {
+			for name, im := range pods {
+				if im == image {
+					return name
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("want one serve pod of %s in %s, have %v: %v", image, ns, pods, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// TestHelmInstallUpgradeUninstall (#31): the chart installed by helm's own code on the real
+// control plane (kwok's node runs the pods), with every object landing where the values say;
+// `helm upgrade` with a new agora image rolls the Deployment to one pod of it, and an upgrade that changes only agora.yaml rolls it too (serve reads
+// it at its start); `helm uninstall` removes serve, its configuration and its RBAC, and keeps
+// the home's claim (the same object, uid unchanged), both namespaces and agents' default-deny
+// policy; a second `helm install` takes them back.
+func TestHelmInstallUpgradeUninstall(t *testing.T) {
+	helm := helmBin(t)
+	c := k8stest.Shared(t, k8stest.Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	r := helmRelease{helm: helm, kubeconfig: c.Kubeconfig, name: "agora-helm-test", agora: "helm-agora", agents: "helm-agents"}
+	// kwok has no storage provisioner: the claim binds to this volume, as to a class's.
+	_, pv := homeVolume(t, r.agora, "agora-home")
+	pv["metadata"].(map[string]any)["name"] = "k8stest-helm-agora-home"
+	if err := c.Apply(ctx, pv); err != nil {
+		t.Fatal(err)
+	}
+
+	r.run(ctx, t, append([]string{"install", r.name, chartDir, "--create-namespace", "--wait", "--timeout", "2m"}, r.values()...)...)
+	for _, ns := range []string{r.agora, r.agents} {
+		var obj struct {
+			Metadata struct{ Labels map[string]string }
+		}
+		if err := c.Do(ctx, http.MethodGet, "/api/v1/namespaces/"+ns, nil, &obj); err != nil {
+			t.Fatal(err)
+		}
+		if got := obj.Metadata.Labels["pod-security.kubernetes.io/enforce"]; got != "restricted" {
+			t.Errorf("namespace %s enforces Pod Security %q, want restricted", ns, got)
+		}
+	}
+	const first = "registry.example/agora/agora@sha256:0000000000000000000000000000000000000000000000000000000000000000"
+	pod1 := waitOnePod(ctx, t, c, r.agora, first)
+	var cm struct{ Data map[string]string }
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/namespaces/"+r.agora+"/configmaps/agora-config", nil, &cm); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"namespace: " + r.agents, "advertise: \"https://agora.agora-gateway." + r.agora + ".svc.cluster.local:8443\""} {
+		if !strings.Contains(cm.Data["agora.yaml"], want) {
+			t.Errorf("agora.yaml lacks %q:\n%s", want, cm.Data["agora.yaml"])
+		}
+	}
+	if !saAllowed(ctx, t, c, r.agora, "create", "batch", "jobs", r.agents) || saAllowed(ctx, t, c, r.agora, "create", "batch", "jobs", r.agora) {
+		t.Errorf("the release's service account is not bound to its Role in %s alone", r.agents)
+	}
+	claim := "/api/v1/namespaces/" + r.agora + "/persistentvolumeclaims/agora-home"
+	claimUID := objectUID(ctx, t, c, claim)
+
+	// A new image rolls the Deployment: one pod, of the new image.
+	const second = "registry.example/agora/agora@sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	r.run(ctx, t, append([]string{"upgrade", r.name, chartDir, "--wait", "--timeout", "2m", "--set", "image.digest=sha256:" + strings.Repeat("1", 64)}, r.values()...)...)
+	pod2 := waitOnePod(ctx, t, c, r.agora, second)
+	if pod2 == pod1 {
+		t.Errorf("upgrade with a new image left pod %s", pod1)
+	}
+	// agora.yaml alone changed (the target's pull policy): the pod's config checksum rolls it.
+	r.run(ctx, t, append([]string{"upgrade", r.name, chartDir, "--wait", "--timeout", "2m", "--set", "image.digest=sha256:" + strings.Repeat("1", 64), "--set", "target.imagePullPolicy=Always"}, r.values()...)...)
+	if pod3 := waitOnePod(ctx, t, c, r.agora, second); pod3 == pod2 {
+		t.Errorf("an upgrade changing agora.yaml left pod %s running the old configuration", pod2)
+	}
+
+	out := r.run(ctx, t, "uninstall", r.name, "--wait", "--timeout", "2m")
+	t.Logf("helm uninstall:\n%s", out)
+	for _, gone := range []string{
+		"/apis/apps/v1/namespaces/" + r.agora + "/deployments/agora",
+		"/api/v1/namespaces/" + r.agora + "/configmaps/agora-config",
+		"/api/v1/namespaces/" + r.agora + "/services/agora-gateway",
+		"/api/v1/namespaces/" + r.agora + "/serviceaccounts/agora",
+		"/apis/rbac.authorization.k8s.io/v1/namespaces/" + r.agents + "/roles/agora",
+		"/apis/rbac.authorization.k8s.io/v1/namespaces/" + r.agents + "/rolebindings/agora",
+	} {
+		if objectUID(ctx, t, c, gone) != "" {
+			t.Errorf("helm uninstall left %s", gone)
+		}
+	}
+	if got := objectUID(ctx, t, c, claim); got != claimUID {
+		t.Errorf("helm uninstall did not keep the home's claim (uid %q, was %q)", got, claimUID)
+	}
+	for _, kept := range []string{
+		"/api/v1/namespaces/" + r.agora, "/api/v1/namespaces/" + r.agents,
+		"/apis/networking.k8s.io/v1/namespaces/" + r.agents + "/networkpolicies/default-deny",
+	} {
+		if objectUID(ctx, t, c, kept) == "" {
+			t.Errorf("helm uninstall removed %s", kept)
+		}
+	}
+
+	// Installed again, the release takes the kept objects back: the same home.
+	r.run(ctx, t, append([]string{"install", r.name, chartDir, "--create-namespace", "--wait", "--timeout", "2m"}, r.values()...)...)
+	waitOnePod(ctx, t, c, r.agora, first)
+	if got := objectUID(ctx, t, c, claim); got != claimUID {
+		t.Errorf("a second install made a new claim (uid %q, was %q)", got, claimUID)
+	}
+	r.run(ctx, t, "uninstall", r.name, "--wait", "--timeout", "2m")
+}
+
+// saAllowed asks the apiserver's authorizer whether the service account agora of saNS may do
+// verb on resource in ns.
+func saAllowed(ctx context.Context, t *testing.T, c *k8stest.Cluster, saNS, verb, group, resource, ns string) bool {
+	t.Helper()
+	review := map[string]any{
+		"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+		"spec": map[string]any{
+			"user":               "system:serviceaccount:" + saNS + ":agora",
+			"groups":             []string{"system:serviceaccounts", "system:serviceaccounts:" + saNS, "system:authenticated"},
+			"resourceAttributes": map[string]any{"namespace": ns, "verb": verb, "group": group, "resource": resource},
+		},
+	}
+	var out struct {
+		Status struct{ Allowed bool } `json:"status"`
+	}
+	if err := c.Do(ctx, http.MethodPost, "/apis/authorization.k8s.io/v1/subjectaccessreviews", review, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Status.Allowed
+}
