@@ -114,6 +114,7 @@ type podList struct {
 			ContainerStatuses []struct {
 				State struct {
 					Terminated *struct{ ExitCode int }
+					Waiting    *struct{ Reason, Message string }
 				}
 			}
 		}

@@ -107,6 +107,8 @@ func (c *Cluster) realNodeProcs(dir string, bins *binaries, p *pki) ([]*proc, er
 	}
 	// restrict_oom_score_adj: root here lacks CAP_SYS_RESOURCE, so lowering a score fails.
 	// disable_apparmor: no AppArmor on this machine kind.
+	// registry config_path: the hosts directory StartRegistry trusts its registry's CA in
+	// (read at each pull, so a registry may start after containerd).
 	toml := fmt.Sprintf(`version = 2
 root = %q
 state = %q
@@ -128,8 +130,10 @@ state = %q
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %q
     conf_dir = %q
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %q
 `, filepath.Join(dir, "containerd", "root"), filepath.Join(dir, "containerd", "state"),
-		sock, sock+".ttrpc", pauseImage, cniBinDir, netd)
+		sock, sock+".ttrpc", pauseImage, cniBinDir, netd, c.certsDir())
 	cfg := filepath.Join(dir, "containerd.toml")
 	if err := os.WriteFile(cfg, []byte(toml), 0o600); err != nil {
 		return nil, fmt.Errorf("write the containerd config: %w", err)
