@@ -66,13 +66,24 @@ func buildDeployImages(ctx context.Context, t *testing.T, c *k8stest.Cluster) de
 // and returns their objects in file order.
 func manifestObjects(t *testing.T, im deployImages, files ...string) []map[string]any {
 	t.Helper()
-	repl := strings.NewReplacer(placeholderAgora, im.agora, placeholderWorker, im.worker, placeholderToolchain, im.toolchain)
+	return siteManifestObjects(t, im, nil, files...)
+}
+
+// siteManifestObjects is manifestObjects with more of a site's own values substituted: site
+// holds old, new pairs (a bucket's endpoint, say), each of which must occur in the files, so
+// that a placeholder renamed in a file fails the test instead of going unreplaced.
+func siteManifestObjects(t *testing.T, im deployImages, site []string, files ...string) []map[string]any {
+	t.Helper()
+	pairs := append([]string{placeholderAgora, im.agora, placeholderWorker, im.worker, placeholderToolchain, im.toolchain}, site...)
+	repl := strings.NewReplacer(pairs...)
+	var all strings.Builder
 	var objs []map[string]any
 	for _, f := range files {
 		b, err := os.ReadFile(filepath.Join("../../deploy/kubernetes", f))
 		if err != nil {
 			t.Fatal(err)
 		}
+		all.Write(b)
 		dec := yaml.NewDecoder(strings.NewReader(repl.Replace(string(b))))
 		for {
 			var obj map[string]any
@@ -86,6 +97,11 @@ func manifestObjects(t *testing.T, im deployImages, files ...string) []map[strin
 			if obj != nil {
 				objs = append(objs, obj)
 			}
+		}
+	}
+	for i := 0; i < len(site); i += 2 {
+		if !strings.Contains(all.String(), site[i]) {
+			t.Fatalf("%v: no %q to substitute", files, site[i])
 		}
 	}
 	return objs

@@ -75,7 +75,7 @@ func TestRealNodeDeployManifests(t *testing.T) {
 	if err := c.Apply(ctx, driverJob(im.agora)); err != nil {
 		t.Fatal(err)
 	}
-	out := waitDriver(ctx, t, c, serve)
+	out := waitDriver(ctx, t, c, "agora-driver", serve)
 	t.Logf("the driver (a plan submitted to serve in the cluster):\n%s", out)
 	if !strings.Contains(out, "+hello from the cluster") || !strings.Contains(out, "GREETING.txt") {
 		t.Errorf("the run's patch does not write GREETING.txt with the env's greeting:\n%s", out)
@@ -139,12 +139,12 @@ func waitServing(ctx context.Context, t *testing.T, c *k8stest.Cluster) podInfo 
 	}
 }
 
-// waitDriver waits for the driver Job's pod to end and returns its log; it fails t when the
-// pod failed.
-func waitDriver(ctx context.Context, t *testing.T, c *k8stest.Cluster, serve podInfo) string {
+// waitDriver waits for the pod of driver Job job to end and returns its log; it fails t when
+// the pod failed.
+func waitDriver(ctx context.Context, t *testing.T, c *k8stest.Cluster, job string, serve podInfo) string {
 	t.Helper()
 	for {
-		for _, p := range podsOf(ctx, t, c, "agora", "job-name%3Dagora-driver") {
+		for _, p := range podsOf(ctx, t, c, "agora", "job-name%3D"+job) {
 			switch p.phase {
 			case "Succeeded":
 				return podLog(ctx, c, "agora", p.name, "driver")
@@ -192,13 +192,45 @@ func catalogConfigMap(t *testing.T) map[string]any {
 	}
 }
 
-// driverJob runs deployDriver with the serve pod's image, user and volume, under Pod Security
-// "restricted" as namespace agora enforces.
+// driverJob runs deployDriver with the serve pod's image, user and volume, with the catalog.
 func driverJob(image string) map[string]any {
 	item := func(k, p string) map[string]string { return map[string]string{"key": k, "path": p} }
+	return shellJob("agora-driver", image, "agora-home", deployDriver, nil,
+		map[string]any{"name": "catalog", "configMap": map[string]any{"name": "agora-driver", "items": []any{
+			item("manifest", "agora-manifest.yaml"), item("plan", "plan.yaml"),
+			item("capability", "capabilities/repo-tools/capability.yaml"),
+			item("readme", "capabilities/repo-tools/README.md"),
+			item("hello", "subagents/hello.yaml"),
+		}}})
+}
+
+// shellJob runs script with serve's image and user on the volume of claim (as AGORA_HOME
+// /var/lib/agora/home, agora.yaml at /etc/agora), under Pod Security "restricted" as namespace
+// agora enforces: what a person does with `kubectl exec` into serve's pod. env adds the
+// container's variables (as a pod spec writes them); a catalog volume, when given, is mounted
+// at /catalog.
+func shellJob(name, image, claim, script string, env []any, catalog map[string]any) map[string]any {
+	vars := append([]any{
+		map[string]string{"name": "AGORA_HOME", "value": "/var/lib/agora/home"},
+		map[string]string{"name": "HOME", "value": "/var/lib/agora"},
+	}, env...)
+	mounts := []any{
+		map[string]any{"name": "home", "mountPath": "/var/lib/agora"},
+		map[string]any{"name": "config", "mountPath": "/etc/agora", "readOnly": true},
+		map[string]any{"name": "tmp", "mountPath": "/tmp"},
+	}
+	volumes := []any{
+		map[string]any{"name": "home", "persistentVolumeClaim": map[string]string{"claimName": claim}},
+		map[string]any{"name": "config", "configMap": map[string]string{"name": "agora-config"}},
+		map[string]any{"name": "tmp", "emptyDir": map[string]any{}},
+	}
+	if catalog != nil {
+		mounts = append(mounts, map[string]any{"name": "catalog", "mountPath": "/catalog", "readOnly": true})
+		volumes = append(volumes, catalog)
+	}
 	return map[string]any{
 		"apiVersion": "batch/v1", "kind": "Job",
-		"metadata": map[string]any{"name": "agora-driver", "namespace": "agora"},
+		"metadata": map[string]any{"name": name, "namespace": "agora"},
 		"spec": map[string]any{
 			"backoffLimit": 0,
 			"template": map[string]any{"spec": map[string]any{
@@ -209,33 +241,14 @@ func driverJob(image string) map[string]any {
 					"seccompProfile": map[string]any{"type": "RuntimeDefault"},
 				},
 				"containers": []any{map[string]any{
-					"name": "driver", "image": image, "command": []string{"sh", "-c", deployDriver},
-					"env": []any{
-						map[string]string{"name": "AGORA_HOME", "value": "/var/lib/agora/home"},
-						map[string]string{"name": "HOME", "value": "/var/lib/agora"},
-					},
-					"volumeMounts": []any{
-						map[string]any{"name": "home", "mountPath": "/var/lib/agora"},
-						map[string]any{"name": "config", "mountPath": "/etc/agora", "readOnly": true},
-						map[string]any{"name": "catalog", "mountPath": "/catalog", "readOnly": true},
-						map[string]any{"name": "tmp", "mountPath": "/tmp"},
-					},
+					"name": "driver", "image": image, "command": []string{"sh", "-c", script},
+					"env": vars, "volumeMounts": mounts,
 					"securityContext": map[string]any{
 						"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
 						"capabilities": map[string]any{"drop": []string{"ALL"}},
 					},
 				}},
-				"volumes": []any{
-					map[string]any{"name": "home", "persistentVolumeClaim": map[string]string{"claimName": "agora-home"}},
-					map[string]any{"name": "config", "configMap": map[string]string{"name": "agora-config"}},
-					map[string]any{"name": "catalog", "configMap": map[string]any{"name": "agora-driver", "items": []any{
-						item("manifest", "agora-manifest.yaml"), item("plan", "plan.yaml"),
-						item("capability", "capabilities/repo-tools/capability.yaml"),
-						item("readme", "capabilities/repo-tools/README.md"),
-						item("hello", "subagents/hello.yaml"),
-					}}},
-					map[string]any{"name": "tmp", "emptyDir": map[string]any{}},
-				},
+				"volumes": volumes,
 			}},
 		},
 	}

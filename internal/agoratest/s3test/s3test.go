@@ -28,16 +28,17 @@ import (
 
 // Server is a running versitygw.
 type Server struct {
-	// Endpoint is http://127.0.0.1:PORT.
+	// Endpoint is http://127.0.0.1:PORT (http://HOST:PORT for [StartOn]).
 	Endpoint string
 	// Creds are the root user's credentials.
 	Creds s3.Credentials
 	// Dir is the posix backend's root (one directory per bucket); a test may tamper there.
 	Dir string
 
-	cmd  *exec.Cmd
-	tmp  string
-	next atomic.Int64
+	cmd    *exec.Cmd
+	tmp    string
+	next   atomic.Int64
+	policy egress.Policy
 }
 
 // Policy is the egress policy that reaches the server.
@@ -98,8 +99,16 @@ func Bin() (string, error) {
 	}
 }
 
-// Start starts a server; the caller stops it.
-func Start() (*Server, error) {
+// Start starts a server on loopback; the caller stops it.
+func Start() (*Server, error) { return StartOn("127.0.0.1") }
+
+// StartOn starts a server listening on the address host of this machine (one pods of a real
+// node reach, say); the caller stops it. Its clients' egress policy admits host alone.
+func StartOn(host string) (*Server, error) {
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return nil, fmt.Errorf("s3test: listen address %q: %w", host, err)
+	}
 	bin, err := Bin()
 	if err != nil {
 		return nil, err
@@ -112,14 +121,15 @@ func Start() (*Server, error) {
 		return nil, err
 	}
 	s := &Server{tmp: tmp, Dir: filepath.Join(tmp, "data"),
-		Creds: s3.Credentials{AccessKeyID: "AGORATEST" + randHex(6), SecretAccessKey: randHex(20)}}
+		policy: egress.Policy{AllowPrivate: []netip.Prefix{netip.PrefixFrom(addr, addr.BitLen())}},
+		Creds:  s3.Credentials{AccessKeyID: "AGORATEST" + randHex(6), SecretAccessKey: randHex(20)}}
 	for _, d := range []string{s.Dir, filepath.Join(tmp, "versions")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			os.RemoveAll(tmp)
 			return nil, err
 		}
 	}
-	port, err := freePort()
+	port, err := freePort(host)
 	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
@@ -130,8 +140,8 @@ func Start() (*Server, error) {
 		return nil, err
 	}
 	defer log.Close()
-	s.Endpoint = "http://127.0.0.1:" + port
-	s.cmd = exec.Command(bin, "--port", "127.0.0.1:"+port, "--quiet",
+	s.Endpoint = "http://" + net.JoinHostPort(host, port)
+	s.cmd = exec.Command(bin, "--port", net.JoinHostPort(host, port), "--quiet",
 		"posix", "--versioning-dir", filepath.Join(tmp, "versions"), s.Dir)
 	// The credentials reach the server through its environment, not its argv.
 	s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+s.Creds.AccessKeyID, "ROOT_SECRET_ACCESS_KEY="+s.Creds.SecretAccessKey)
@@ -193,7 +203,7 @@ func (s *Server) Bucket(t testing.TB, objectLock bool) s3.Config {
 // Client is a client of cfg with the server's credentials.
 func (s *Server) Client(t testing.TB, cfg s3.Config) *s3.Client {
 	t.Helper()
-	c, err := s3.New(cfg, s.Creds, Policy())
+	c, err := s3.New(cfg, s.Creds, s.policy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,8 +211,8 @@ func (s *Server) Client(t testing.TB, cfg s3.Config) *s3.Client {
 	return c
 }
 
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(host string) (string, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return "", err
 	}
