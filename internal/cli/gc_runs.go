@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -41,6 +42,7 @@ func gcRunsSummary(f *Factory, r gcReport, verb string) {
 		fmt.Fprintf(f.IO.ErrOut, "agora: gc: %d ended runs are kept because their end time does not parse or lies in the future\n", k.BadDate)
 	}
 	if k.Unfolded > 0 {
-		fmt.Fprintf(f.IO.ErrOut, "agora: gc: %d runs old enough are kept because orch.db's row log holds rows not yet folded into its tables (serve folds them when idle, or at its next start); the next sweep purges them\n", k.Unfolded)
+		fmt.Fprintf(f.IO.ErrOut, "agora: gc: %d runs old enough are kept because orch.db's row log holds rows of theirs not yet folded into its tables (serve folds them when idle, or at its next start); the next sweep purges them: %s\n",
+			k.Unfolded, strings.Join(k.UnfoldedRuns, ", "))
 	}
 }

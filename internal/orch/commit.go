@@ -36,6 +36,7 @@ type attemptRow struct {
 
 type attemptEnd struct {
 	id, state, reason string
+	runID             string // the attempt's run: named in the record's runs column (writeLog)
 	at                time.Time
 	usage             string // JSON budget.Usage, or ""
 	verdict           string // JSON verdict.Verdict, or ""
@@ -202,11 +203,41 @@ func (e *Engine) writeLog(ctx context.Context, tx *sql.Tx, b *batch) error {
 		return nil
 	}
 	e.logBuf = rec.encode(e.logBuf[:0])
-	if _, err := tx.StmtContext(ctx, e.stmts.insertLog).ExecContext(ctx, e.logBuf); err != nil {
+	if _, err := tx.StmtContext(ctx, e.stmts.insertLog).ExecContext(ctx, e.logBuf, e.logRuns(b)); err != nil {
 		return fmt.Errorf("write the row log: %w", err)
 	}
 	e.logged = true
 	return nil
+}
+
+// logRuns is the runs column of the record writeLog writes for b: the ids of every run whose
+// rows the record changes, as a JSON array, in the order first named. internal/retention reads
+// it (it cannot decode records) to keep exactly those runs, and their attempts' dispatches,
+// while the record waits (docs/ARCHITECTURE.md "The row log").
+func (e *Engine) logRuns(b *batch) string {
+	names := e.logNames[:0]
+	if e.logNamed == nil {
+		e.logNamed = map[string]struct{}{}
+	}
+	clear(e.logNamed)
+	add := func(id string) {
+		if _, ok := e.logNamed[id]; !ok {
+			e.logNamed[id] = struct{}{}
+			names = append(names, id)
+		}
+	}
+	for i := range e.rec.tasks {
+		add(e.rec.tasks[i].runID)
+	}
+	for i := range e.rec.inserts {
+		add(e.rec.inserts[i].runID)
+	}
+	for i := range b.ended {
+		add(b.ended[i].runID)
+	}
+	e.logNames = names
+	j, _ := json.Marshal(names)
+	return string(j)
 }
 
 func inputsJSON(in []Input) string {

@@ -21,7 +21,7 @@ func (e *Engine) complete(o Outcome) {
 	e.releaseSlot(t)
 	r := t.run
 	now := e.opts.Now()
-	end := attemptEnd{id: o.DispatchID, state: o.State, reason: o.Reason, at: now}
+	end := attemptEnd{id: o.DispatchID, runID: r.id, state: o.State, reason: o.Reason, at: now}
 	cancelled := t.cancel || r.cancelRequested
 	details := map[string]any{entry.KeyAttempt: int64(t.attempts), entry.KeyDispatchID: o.DispatchID}
 	if u := o.Usage; u != nil {

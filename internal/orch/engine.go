@@ -57,6 +57,8 @@ type Engine struct {
 	// sealed since the last fold.
 	rec       logRecord
 	logBuf    []byte
+	logNames  []string            // the record's runs column (logRuns), reused
+	logNamed  map[string]struct{} // its names as a set
 	logged    bool
 	unfolded  int
 	sealed    bool

@@ -81,6 +81,10 @@ func DecodeLogRecord(b []byte) error {
 	return err
 }
 
+// SetInFold sets the hook a fold runs inside its transaction, after its rows are written and
+// before its records are deleted (nil: none).
+func SetInFold(f func()) { testOnlyInFold = f }
+
 // SetFoldIdle sets how long the engine waits idle before it folds the row log (foldIdle
 // otherwise), for the tests that need records left unfolded. Call it before Run.
 func SetFoldIdle(e *Engine, d time.Duration) { e.foldIdle = d }

@@ -28,6 +28,10 @@ const (
 	foldBound = 256
 )
 
+// testOnlyInFold, when set (by a test), runs inside a fold's transaction after its rows are
+// written and before its records are deleted: a crash there must leave both as they were.
+var testOnlyInFold func()
+
 // taskKey names a task row.
 type taskKey struct {
 	run string
@@ -161,6 +165,9 @@ func (e *Engine) foldIn(ctx context.Context, tx *sql.Tx, limit int) (int, error)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("fold the row log into attempts: %w", err)
+	}
+	if testOnlyInFold != nil {
+		testOnlyInFold()
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM row_log WHERE seq <= ?`, last); err != nil {
 		return 0, fmt.Errorf("fold the row log: delete the records folded: %w", err)

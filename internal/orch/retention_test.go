@@ -27,7 +27,7 @@ func TestEngine_RunPurgedUnderALiveEngine(t *testing.T) {
 	ctx := context.Background()
 	const age = 180 * 24 * time.Hour
 	later := time.Now().Add(age + 24*time.Hour)
-	// Retention purges no run while the row log holds records (red team 35): the engine folds
+	// Retention purges no run a waiting row log record names (red team 35): the engine folds
 	// a sealed run's records at once, but after the status that said it sealed.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		var waiting bool

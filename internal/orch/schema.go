@@ -258,5 +258,13 @@ CREATE TABLE row_log (
 	record BLOB NOT NULL         -- a binary record (rowlog.go)
 );
 `,
+	}, store.Migration{
+		// The runs a record changes rows of, readable without decoding it: internal/retention
+		// keeps exactly those runs (and their attempts' dispatches) while the record waits,
+		// not every run. '' (a record written before this column): unknown, so it keeps all.
+		Name: "row log runs",
+		SQL: `
+ALTER TABLE row_log ADD COLUMN runs TEXT NOT NULL DEFAULT ''; -- JSON array of run ids (commit.go logRuns)
+`,
 	})
 }

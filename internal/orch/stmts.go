@@ -24,7 +24,7 @@ const (
 	// An attempt fired and ended in the records one fold applies: its row as it stands.
 	sqlInsertAttemptWhole = `INSERT INTO attempts(dispatch_id, run_id, task_idx, number, state, reason, parent_id, inputs, fired_at, ended_at, usage, verdict)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	sqlInsertLog = `INSERT INTO row_log(record) VALUES (?)`
+	sqlInsertLog = `INSERT INTO row_log(record, runs) VALUES (?, ?)`
 )
 
 // stmts holds the engine's prepared statements. Owned by the Run goroutine once Run starts.

@@ -66,6 +66,7 @@ const slack = time.Minute
 
 type row struct {
 	id, state, created, endedAt, parent, input, result, inputs, other string
+	run                                                               string // the orch run it is an attempt of, or ""
 }
 
 // MakePlan reads agora.db (db) and, when given, orch.db (orchDB) and lists what policy purges at
@@ -83,13 +84,13 @@ func MakePlan(ctx context.Context, db, orchDB *sql.DB, policy config.RetentionPo
 	}
 	var all []row
 	rows, err := db.QueryContext(ctx, `SELECT id, state, created_at, ended_at, parent_id, input_digest, result, inputs,
-		subagent_digest || ' ' || envs || ' ' || workspace FROM dispatches`)
+		subagent_digest || ' ' || envs || ' ' || workspace, run_id FROM dispatches`)
 	if err != nil {
 		return nil, fmt.Errorf("read dispatches: %w", err)
 	}
 	for rows.Next() {
 		var r row
-		if err := rows.Scan(&r.id, &r.state, &r.created, &r.endedAt, &r.parent, &r.input, &r.result, &r.inputs, &r.other); err != nil {
+		if err := rows.Scan(&r.id, &r.state, &r.created, &r.endedAt, &r.parent, &r.input, &r.result, &r.inputs, &r.other, &r.run); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -102,7 +103,8 @@ func MakePlan(ctx context.Context, db, orchDB *sql.DB, policy config.RetentionPo
 	// A live dispatch keeps its parent whole: an answer's resume reads the parent's input.
 	keepWhole := map[string]bool{}
 	for _, r := range all {
-		if !ended[r.state] || liveRun[r.id] || unfolded {
+		// An attempt of a run a waiting row log record names may be in that record alone.
+		if !ended[r.state] || liveRun[r.id] || unfolded.holds(r.run) {
 			keepWhole[r.id] = true
 			if r.parent != "" {
 				keepWhole[r.parent] = true
@@ -197,49 +199,45 @@ func (p *Plan) keepCatalog(ctx context.Context, db *sql.DB) error {
 }
 
 // liveRunAttempts reads, in one read transaction of orchDB (nil: none), the dispatch ids of
-// the attempts of runs that have not ended, and whether orch.db's row log holds records not
-// yet folded into its attempts table (orch's rowlog.go). Those records may name attempts of
-// live runs this package cannot read, so a plan made then keeps every dispatch whole (fail
-// closed); serve's engine folds them once it is idle for a moment, and the next sweep purges.
-func liveRunAttempts(ctx context.Context, orchDB *sql.DB) (map[string]bool, bool, error) {
+// the attempts of runs that have not ended, and the runs orch.db's row log records not yet
+// folded into its attempts table name (unfolded.go): an attempt of one of those may be in a
+// record alone, so a plan keeps every dispatch of those runs whole (all of them when a record
+// names its runs unreadably); serve's engine folds the records once it is idle for a moment,
+// and the next sweep purges them.
+func liveRunAttempts(ctx context.Context, orchDB *sql.DB) (map[string]bool, *unfolded, error) {
 	live := map[string]bool{}
 	if orchDB == nil {
-		return live, false, nil
+		return live, &unfolded{}, nil
 	}
 	conn, err := orchDB.Conn(ctx)
 	if err != nil {
-		return nil, false, fmt.Errorf("read orch.db's live runs: %w", err)
+		return nil, nil, fmt.Errorf("read orch.db's live runs: %w", err)
 	}
 	defer conn.Close()
 	// DEFERRED: a read never takes the write lock (orch.db's writable pool begins IMMEDIATE).
 	if _, err := conn.ExecContext(ctx, `BEGIN DEFERRED`); err != nil {
-		return nil, false, fmt.Errorf("read orch.db's live runs: %w", err)
+		return nil, nil, fmt.Errorf("read orch.db's live runs: %w", err)
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
 	rows, err := conn.QueryContext(ctx, `SELECT a.dispatch_id FROM attempts a JOIN runs r ON r.id = a.run_id WHERE r.ended_at = ''`)
 	if err != nil {
-		return nil, false, fmt.Errorf("read orch.db's live runs: %w", err)
+		return nil, nil, fmt.Errorf("read orch.db's live runs: %w", err)
 	}
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
 			rows.Close()
-			return nil, false, err
+			return nil, nil, err
 		}
 		live[id] = true
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
-	var tables, records int
-	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'row_log'`).Scan(&tables); err != nil {
-		return nil, false, fmt.Errorf("read orch.db's row log: %w", err)
+	u, err := readUnfolded(ctx, conn)
+	if err != nil {
+		return nil, nil, err
 	}
-	if tables > 0 {
-		if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM row_log`).Scan(&records); err != nil {
-			return nil, false, fmt.Errorf("read orch.db's row log: %w", err)
-		}
-	}
-	return live, records > 0, nil
+	return live, u, nil
 }

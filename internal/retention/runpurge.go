@@ -27,8 +27,9 @@ var runTables = []string{"attempts", "tasks", "run_extensions", "run_plans"}
 // PurgeRuns removes items' rows from orch.db (db), each batch in one transaction that first
 // appends one retention.run_purged entry per run to orch.db's log (log), so the record and
 // the deletion commit together. Inside that transaction each run is read again: one that is
-// gone (another sweep purged it), no longer sealed and ended as planned, or that a schedule
-// now names as its last run, is left alone and counted in Result.RunsSkipped.
+// gone (another sweep purged it), no longer sealed and ended as planned, that a schedule now
+// names as its last run, or that a waiting row log record names, is left alone and counted
+// in Result.RunsSkipped.
 func PurgeRuns(ctx context.Context, db *store.DB, log *audit.Log, items []RunItem, age time.Duration, now time.Time, actor, role string, res *Result) error {
 	for len(items) > 0 {
 		n := min(runBatch, len(items))
@@ -42,13 +43,20 @@ func PurgeRuns(ctx context.Context, db *store.DB, log *audit.Log, items []RunIte
 				return err
 			}
 			defer st.close()
+			// Read again under the write lock: a run a waiting row log record names has rows
+			// this purge would not count (the plan left it out; this holds if a record
+			// appeared since).
+			u, err := readUnfolded(ctx, tx)
+			if err != nil {
+				return err
+			}
 			var left []RunItem
 			for _, it := range chunk {
 				ok, err := st.stillPurgeable(ctx, it)
 				if err != nil {
 					return err
 				}
-				if !ok {
+				if !ok || u.holds(it.Run) {
 					skipped++
 					continue
 				}

@@ -30,10 +30,13 @@ type RunsKept struct {
 	Scheduled int `json:"scheduled"`
 	// BadDate: runs whose end does not parse or lies after the sweep's clock.
 	BadDate int `json:"bad_date"`
-	// Unfolded: runs kept because orch.db's row log holds records not yet folded into its
-	// tasks and attempts tables (orch's rowlog.go): a crash may have left a sealed run's last
-	// rows there, which a purge would not count and the fold would then drop (red team 35).
+	// Unfolded: runs kept because a record of orch.db's row log not yet folded into its tasks
+	// and attempts tables names them (orch's rowlog.go; unfolded.go here): a crash may have
+	// left a sealed run's last rows there, which a purge would not count and the fold would
+	// then drop (red team 35). Runs no waiting record names are purged meanwhile.
 	Unfolded int `json:"unfolded"`
+	// UnfoldedRuns are their ids, oldest first.
+	UnfoldedRuns []string `json:"unfolded_runs,omitempty"`
 }
 
 // PlanRuns lists the runs of orch.db (db) that policy.Runs has aged out at now: ended (a
@@ -97,15 +100,13 @@ func PlanRuns(ctx context.Context, db *sql.DB, age time.Duration, now time.Time)
 	if err := rows.Err(); err != nil {
 		return nil, kept, err
 	}
-	// Read after the runs: a run sealed then wrote every record before its seal, so an empty
-	// log now means they are in the tables.
-	unfolded, err := rowLogHolds(ctx, db)
+	// Read after the runs: a sealed run gets no record after its seal, so a run no waiting
+	// record names now has every row in the tables (a fold since is in them too).
+	u, err := readUnfolded(ctx, db)
 	if err != nil {
 		return nil, kept, err
 	}
-	if unfolded {
-		kept.Unfolded, out = len(out), nil
-	}
+	out = keepUnfolded(out, u, &kept)
 	if err := countRunRows(ctx, db, out); err != nil {
 		return nil, kept, err
 	}
@@ -118,21 +119,19 @@ func PlanRuns(ctx context.Context, db *sql.DB, age time.Duration, now time.Time)
 	return out, kept, nil
 }
 
-// rowLogHolds says whether orch.db's row log holds records: serve's engine folds them once it
-// is idle for a moment (at once after a run seals) and at Open, so the next sweep purges. An
-// orch.db from before the row log has none.
-func rowLogHolds(ctx context.Context, db *sql.DB) (bool, error) {
-	var n int
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'row_log'`).Scan(&n); err != nil {
-		return false, fmt.Errorf("read orch.db's schema: %w", err)
+// keepUnfolded drops from items every run a waiting row log record names, counting them in
+// kept.Unfolded and naming them in kept.UnfoldedRuns.
+func keepUnfolded(items []RunItem, u *unfolded, kept *RunsKept) []RunItem {
+	out := items[:0]
+	for _, it := range items {
+		if u.holds(it.Run) {
+			kept.Unfolded++
+			kept.UnfoldedRuns = append(kept.UnfoldedRuns, it.Run)
+			continue
+		}
+		out = append(out, it)
 	}
-	if n == 0 {
-		return false, nil
-	}
-	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM row_log)`).Scan(&n); err != nil {
-		return false, fmt.Errorf("read orch.db's row log: %w", err)
-	}
-	return n == 1, nil
+	return out
 }
 
 // countRunRows fills each item's task and attempt counts (indexed by run id in both tables).
