@@ -23,9 +23,12 @@ import (
 // settle (reconcile, then the verify gate). A step that fails the dispatch returns a
 // *failure (its outcome); any other error is the host's own trouble. What the steps hold is
 // released in one place, cleanup, whatever step ended the run.
-func (d *Dispatcher) run(ctx context.Context, r *Record, progress Progress, sp *dispatchSpan) (Outcome, error) {
-	s := &supervision{d: d, r: r, progress: progress, sp: sp}
-	defer s.cleanup()
+//
+// cleanup is the caller's, after it has recorded the end (Supervise): nothing of the
+// outcome is read from what it removes, and the record's end does not wait on unmounts
+// (#28). A supervisor killed in between leaves a terminal record with its stage held,
+// which Reap releases as it does any dead supervisor's.
+func (s *supervision) run(ctx context.Context) (Outcome, error) {
 	for _, step := range []func(context.Context) error{
 		s.prepare, s.stage, s.unseal, s.openLogs, s.buildSpec, s.startNetwork, s.startSandbox, s.wait,
 	} {
@@ -88,12 +91,16 @@ func (s *supervision) enter(phase string) {
 }
 
 // cleanup releases what the steps took, in reverse: the logs (if a step failed before the
-// sandbox ended), the network, the stage's work (after collection: reconcile reads the out
-// directory first; it unmounts the disk quota), and last the uid lease, held until the
-// stage's work is gone.
+// sandbox ended), the network, what the provider keeps on the host for the sandbox (a warm
+// slot's claim mounts: Wait returns once they are gone), the stage's work (after
+// collection: reconcile reads the out directory first; it unmounts the disk quota), and
+// last the uid lease, held until the stage's work is gone.
 func (s *supervision) cleanup() {
 	s.closeLogs()
 	_ = s.gw.close()
+	if s.handle != nil {
+		_, _ = s.handle.Wait()
+	}
 	if s.st != nil {
 		s.st.removeWork()
 	}
@@ -359,7 +366,7 @@ func (s *supervision) startSandbox(ctx context.Context) error {
 func (s *supervision) wait(ctx context.Context) error {
 	s.enter(PhaseAgent)
 	stopWatch := s.d.watchCancel(ctx, s.provider, s.r.ID, s.handle, s.trip.C())
-	s.exit, s.waitErr = s.handle.Wait()
+	s.exit, s.waitErr = exited(s.handle)
 	stopWatch()
 	s.enter(PhaseCapture)
 	s.closeLogs()
@@ -371,6 +378,20 @@ func (s *supervision) wait(ctx context.Context) error {
 		s.trip.Trip(full)
 	}
 	return nil
+}
+
+// exitWaiter is a handle that can report its task's end before the provider has taken down
+// what it keeps on the host for it (local's warm slot: the claim's mounts).
+type exitWaiter interface {
+	Exited() (compute.Exit, error)
+}
+
+// exited waits for h's process tree to be gone and returns how it ended.
+func exited(h compute.Handle) (compute.Exit, error) {
+	if w, ok := h.(exitWaiter); ok {
+		return w.Exited()
+	}
+	return h.Wait()
 }
 
 // settle reconciles the sandbox's end into an outcome and runs the verify gate on it.

@@ -53,7 +53,11 @@ func (d *Dispatcher) Supervise(ctx context.Context, id string, progress Progress
 		}
 	}
 	sp := d.startDispatchSpan(ctx, r)
-	outcome, err := d.run(ctx, r, progress, sp)
+	s := &supervision{d: d, r: r, progress: progress, sp: sp}
+	// After the end is recorded and reported (see run): a holder waiting on the record, and
+	// the CLI behind it, need not wait for the unmounts.
+	defer s.cleanup()
+	outcome, err := s.run(ctx)
 	if err != nil {
 		outcome = Outcome{State: StateFailed, Reason: ReasonProviderFailed, Detail: err.Error()}
 	}

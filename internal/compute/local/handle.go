@@ -31,6 +31,10 @@ type handle struct {
 	cancelReq  chan struct{} // closed by requestCancel
 
 	done chan struct{} // closed by monitor once exit and err are final
+	// gone, when set (a warm slot's claim), is closed by monitor once the process tree is
+	// gone and exit and err are final, before the slot's host side is taken down; done follows
+	// that teardown.
+	gone chan struct{}
 	exit compute.Exit
 	err  error
 }
@@ -44,6 +48,21 @@ func (h *handle) TaskID() string { return h.id }
 // be waited for or its output could not be copied in full; Exit is filled in regardless.
 func (h *handle) Wait() (compute.Exit, error) {
 	<-h.done
+	return h.exit, h.err
+}
+
+// Exited returns how the task ended once its process tree is gone, like [handle.Wait], but
+// without waiting for what the provider then takes down on the host for it (a warm slot's
+// claim mounts and directory, which nothing of the task's result is read from): a
+// supervisor records the end first and calls Wait before it removes the stage (#28).
+func (h *handle) Exited() (compute.Exit, error) {
+	if h.gone == nil {
+		return h.Wait()
+	}
+	select {
+	case <-h.gone:
+	case <-h.done:
+	}
 	return h.exit, h.err
 }
 
@@ -95,6 +114,9 @@ func (h *handle) monitor(ctx context.Context, timeout time.Duration, onDone func
 	h.exit.Duration = time.Since(h.started)
 	h.killTree()
 	h.finish(waitErr)
+	if h.gone != nil {
+		close(h.gone)
+	}
 }
 
 // finish reaps the leader and fills in the exit.

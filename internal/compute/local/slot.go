@@ -498,6 +498,7 @@ func (s *Slot) claim(ctx context.Context, spec compute.Spec) (*handle, error) {
 	}
 	h := s.h
 	h.drain = drain.Wait
+	h.gone = make(chan struct{})
 	h.started = time.Now()
 	s.p.mu.Lock()
 	s.p.live[h.TaskID()] = h
