@@ -3,6 +3,8 @@ package k8stest_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/agora-dev/agora/internal/config"
 )
 
 // chartDir is the chart, from this package's directory.
@@ -186,5 +192,80 @@ func TestHelmChart_NoSecretRendered(t *testing.T) {
 				t.Errorf("leader: a Deployment beside the StatefulSet would be a second serve")
 			}
 		}
+	}
+}
+
+// renderedAgoraYAML renders the chart with args and returns agora.yaml of its ConfigMap, and
+// every document's kind.
+func renderedAgoraYAML(ctx context.Context, t *testing.T, helm string, args ...string) (string, []string) {
+	t.Helper()
+	out, err := runHelm(ctx, helm, append([]string{"template", "agora", chartDir}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg string
+	var kinds []string
+	dec := yaml.NewDecoder(strings.NewReader(out))
+	for {
+		var obj map[string]any
+		err := dec.Decode(&obj)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the rendering is not YAML: %v\n%s", err, out)
+		}
+		if obj == nil {
+			continue
+		}
+		kinds = append(kinds, obj["kind"].(string))
+		if obj["kind"] == "ConfigMap" {
+			cfg, _ = dig(obj, "data", "agora.yaml").(string)
+		}
+	}
+	return cfg, kinds
+}
+
+// TestHelmChart_AgoraYAMLIsAgoras: agora.yaml as the chart renders it, with the default values,
+// with every value that reaches it set, and with two replicas on a Lease, is accepted by
+// agora's own parser (config.Parse: unknown keys, names, the bucket, the lease), so no value
+// renders a configuration serve refuses at its start. extraConfig is appended inside the
+// ConfigMap's agora.yaml whatever it holds: a document separator and a Secret in it stay text
+// of agora.yaml (the rendering has no Secret), and a key the chart already writes is refused by
+// agora as a duplicate, never taken over.
+func TestHelmChart_AgoraYAMLIsAgoras(t *testing.T) {
+	helm := helmBin(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	everything := []string{
+		"--set", "target.name=gpu_pool", "--set", "target.imagePullSecrets={regcred,other}",
+		"--set", "target.imagePullPolicy=Always", "--set", "gateway.port=9443", "--set", "replicate.keepGenerations=3",
+		"--set", "extraConfig=retention: {logs: 30d}",
+	}
+	for name, args := range map[string][]string{"defaults": nil, "everything": append(slices.Clone(leaderValues), everything...), "leader": leaderValues} {
+		cfg, _ := renderedAgoraYAML(ctx, t, helm, args...)
+		if err := config.Parse("agora.yaml", []byte(cfg), config.Default(t.TempDir())); err != nil {
+			t.Errorf("%s: agora refuses the chart's agora.yaml: %v\n%s", name, err, cfg)
+		}
+	}
+
+	// A values file: --set would split the value at its commas.
+	vals := filepath.Join(t.TempDir(), "values.yaml")
+	b, err := yaml.Marshal(map[string]string{"extraConfig": "retention: {logs: 30d}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: agora-injected, namespace: agora}\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(vals, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, kinds := renderedAgoraYAML(ctx, t, helm, "-f", vals)
+	if slices.Contains(kinds, "Secret") || !strings.Contains(cfg, "kind: Secret") {
+		t.Errorf("extraConfig left agora.yaml: kinds %v\nagora.yaml:\n%s", kinds, cfg)
+	}
+	cfg, _ = renderedAgoraYAML(ctx, t, helm, "--set-string", "extraConfig=targets: {k8s: {provider: local}}")
+	if err := config.Parse("agora.yaml", []byte(cfg), config.Default(t.TempDir())); err == nil {
+		t.Errorf("agora takes extraConfig's second targets over the chart's:\n%s", cfg)
+	} else {
+		t.Logf("a duplicate key in extraConfig: %v", err)
 	}
 }

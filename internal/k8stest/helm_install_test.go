@@ -191,12 +191,20 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 // verb on resource in ns.
 func saAllowed(ctx context.Context, t *testing.T, c *k8stest.Cluster, saNS, verb, group, resource, ns string) bool {
 	t.Helper()
+	return saAllowedNamed(ctx, t, c, saNS, verb, group, resource, "", ns)
+}
+
+// saAllowedNamed is saAllowed for the object name (any object when empty).
+func saAllowedNamed(ctx context.Context, t *testing.T, c *k8stest.Cluster, saNS, verb, group, resource, name, ns string) bool {
+	t.Helper()
 	review := map[string]any{
 		"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
 		"spec": map[string]any{
-			"user":               "system:serviceaccount:" + saNS + ":agora",
-			"groups":             []string{"system:serviceaccounts", "system:serviceaccounts:" + saNS, "system:authenticated"},
-			"resourceAttributes": map[string]any{"namespace": ns, "verb": verb, "group": group, "resource": resource},
+			"user":   "system:serviceaccount:" + saNS + ":agora",
+			"groups": []string{"system:serviceaccounts", "system:serviceaccounts:" + saNS, "system:authenticated"},
+			"resourceAttributes": map[string]any{
+				"namespace": ns, "verb": verb, "group": group, "resource": resource, "name": name,
+			},
 		},
 	}
 	var out struct {
@@ -206,4 +214,68 @@ func saAllowed(ctx context.Context, t *testing.T, c *k8stest.Cluster, saNS, verb
 		t.Fatal(err)
 	}
 	return out.Status.Allowed
+}
+
+// TestHelmInstallLeader (#31): the chart's two replicas on a Lease, installed by helm on the
+// control plane: namespace agora's Pod Security "restricted" admits both StatefulSet pods (the
+// init container too), each has a claim of its own, and the service account may make Leases
+// and get and update the one Lease by name, and nothing else there: not another Lease, not a
+// Secret (the keys', the bucket's), not its own StatefulSet. Uninstall keeps both claims.
+// kwok runs no process: the takeover itself is TestLeaderLease_* (internal/cli).
+func TestHelmInstallLeader(t *testing.T) {
+	helm := helmBin(t)
+	c := k8stest.Shared(t, k8stest.Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	r := helmRelease{helm: helm, kubeconfig: c.Kubeconfig, name: "agora-helm-leader", agora: "helm-leader", agents: "helm-leader-agents"}
+	for i := range 2 {
+		claim := "home-agora-" + string(rune('0'+i))
+		_, pv := homeVolume(t, r.agora, claim)
+		pv["metadata"].(map[string]any)["name"] = "k8stest-helm-leader-" + claim
+		if err := c.Apply(ctx, pv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := append([]string{"install", r.name, chartDir, "--create-namespace", "--wait", "--timeout", "2m"}, r.values()...)
+	r.run(ctx, t, append(args, leaderValues...)...)
+	const image = "registry.example/agora/agora@sha256:0000000000000000000000000000000000000000000000000000000000000000"
+	for {
+		pods := servePods(ctx, t, c, r.agora)
+		if len(pods) == 2 && pods["agora-0"] == image && pods["agora-1"] == image {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("want pods agora-0 and agora-1 of the StatefulSet, have %v", pods)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	for _, a := range []struct {
+		verb, group, resource, name string
+		want                        bool
+	}{
+		{"create", "coordination.k8s.io", "leases", "", true},
+		{"get", "coordination.k8s.io", "leases", "agora-leader", true},
+		{"update", "coordination.k8s.io", "leases", "agora-leader", true},
+		{"update", "coordination.k8s.io", "leases", "other", false},
+		{"delete", "coordination.k8s.io", "leases", "agora-leader", false},
+		{"list", "coordination.k8s.io", "leases", "", false},
+		{"get", "", "secrets", "agora-keys", false},
+		{"get", "", "secrets", "agora-s3", false},
+		{"patch", "apps", "statefulsets", "agora", false},
+		{"patch", "", "configmaps", "agora-config", false},
+	} {
+		if got := saAllowedNamed(ctx, t, c, r.agora, a.verb, a.group, a.resource, a.name, r.agora); got != a.want {
+			t.Errorf("agora's service account may %s %s/%s %q in %s: %v, want %v", a.verb, a.group, a.resource, a.name, r.agora, got, a.want)
+		}
+	}
+	r.run(ctx, t, "uninstall", r.name, "--wait", "--timeout", "2m")
+	for _, claim := range []string{"home-agora-0", "home-agora-1"} {
+		if objectUID(ctx, t, c, "/api/v1/namespaces/"+r.agora+"/persistentvolumeclaims/"+claim) == "" {
+			t.Errorf("helm uninstall removed the replica's home %s", claim)
+		}
+	}
+	if objectUID(ctx, t, c, "/apis/apps/v1/namespaces/"+r.agora+"/statefulsets/agora") != "" {
+		t.Errorf("helm uninstall left the StatefulSet")
+	}
 }
