@@ -75,9 +75,11 @@ var leaderValues = []string{
 }
 
 // TestHelmChart_RenderingIsDeployKubernetes: deploy/kubernetes/*.yaml are the chart's rendering
-// with its default values, byte for byte (scripts/helm-render.sh into a scratch directory), and
-// the directory holds nothing else, so the manifests' tests (TestRealNodeDeployManifests, the
-// red team's) prove the chart's default rendering. Fix a failure with `make helm-render`.
+// with its default values and deploy/kubernetes/ha/*.yaml its rendering with values-ha.yaml,
+// byte for byte (scripts/helm-render.sh into a scratch directory), and the directories hold
+// nothing else, so the manifests' tests (TestRealNodeDeployManifests, the leader's kill on the
+// real kubelet, the red team's) prove the chart's renderings. Fix a failure with
+// `make helm-render`.
 func TestHelmChart_RenderingIsDeployKubernetes(t *testing.T) {
 	helm := helmBin(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -88,23 +90,26 @@ func TestHelmChart_RenderingIsDeployKubernetes(t *testing.T) {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("scripts/helm-render.sh: %v\n%s", err, b)
 	}
-	rendered, _ := filepath.Glob(filepath.Join(out, "*.yaml"))
-	written, _ := filepath.Glob("../../deploy/kubernetes/*.yaml")
-	names := func(paths []string) []string {
-		var s []string
-		for _, p := range paths {
-			s = append(s, filepath.Base(p))
+	for _, sub := range []string{".", "ha"} {
+		rendered, _ := filepath.Glob(filepath.Join(out, sub, "*.yaml"))
+		written, _ := filepath.Glob(filepath.Join("../../deploy/kubernetes", sub, "*.yaml"))
+		names := func(paths []string) []string {
+			var s []string
+			for _, p := range paths {
+				s = append(s, filepath.Base(p))
+			}
+			return s
 		}
-		return s
-	}
-	if !slices.Equal(names(rendered), names(written)) {
-		t.Errorf("deploy/kubernetes holds %v, the chart renders %v: run make helm-render", names(written), names(rendered))
-	}
-	for _, p := range rendered {
-		want, _ := os.ReadFile(p)
-		got, err := os.ReadFile(filepath.Join("../../deploy/kubernetes", filepath.Base(p)))
-		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("deploy/kubernetes/%s is not the chart's rendering (%v): run make helm-render", filepath.Base(p), err)
+		if len(rendered) == 0 || !slices.Equal(names(rendered), names(written)) {
+			t.Errorf("deploy/kubernetes/%s holds %v, the chart renders %v: run make helm-render", sub, names(written), names(rendered))
+		}
+		for _, p := range rendered {
+			rel := filepath.Join(sub, filepath.Base(p))
+			want, _ := os.ReadFile(p)
+			got, err := os.ReadFile(filepath.Join("../../deploy/kubernetes", rel))
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("deploy/kubernetes/%s is not the chart's rendering (%v): run make helm-render", rel, err)
+			}
 		}
 	}
 }
@@ -240,10 +245,16 @@ func TestHelmChart_AgoraYAMLIsAgoras(t *testing.T) {
 	everything := []string{
 		"--set", "target.name=gpu_pool", "--set", "target.imagePullSecrets={regcred,other}",
 		"--set", "target.imagePullPolicy=Always", "--set", "gateway.port=9443", "--set", "replicate.keepGenerations=3",
+		"--set", "leader.duration=20s", "--set", "egress.allowPrivate={10.0.0.0/8,fd00::/8}",
 		"--set", "extraConfig=retention: {logs: 30d}",
 	}
-	for name, args := range map[string][]string{"defaults": nil, "everything": append(slices.Clone(leaderValues), everything...), "leader": leaderValues} {
+	for name, args := range map[string][]string{
+		"defaults": nil, "everything": append(slices.Clone(leaderValues), everything...), "leader": leaderValues,
+		"bucket, one serve": {"--set", "blobs.s3=true", "--set", "replicate.enabled=true", "--set", "s3.endpoint=http://10.20.0.5:7070", "--set", "s3.bucket=agora", "--set", "s3.credentialsSecret=s3", "--set", "egress.allowPrivate={10.20.0.5/32}"},
+	} {
 		cfg, _ := renderedAgoraYAML(ctx, t, helm, args...)
+		// The init container writes each pod's name over @POD_NAME@ (two replicas on a Lease).
+		cfg = strings.ReplaceAll(cfg, "@POD_NAME@", "agora-0")
 		if err := config.Parse("agora.yaml", []byte(cfg), config.Default(t.TempDir())); err != nil {
 			t.Errorf("%s: agora refuses the chart's agora.yaml: %v\n%s", name, err, cfg)
 		}

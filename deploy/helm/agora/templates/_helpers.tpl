@@ -46,7 +46,7 @@ agora.s3: the bucket of blobs.s3 and replicate.s3, a flow map; empty keys are le
 {{- define "agora.s3" -}}
 {{- $s := .Values.s3 -}}
 {endpoint: {{ $s.endpoint | quote }}, bucket: {{ $s.bucket }}
-{{- with $s.prefix }}, prefix: {{ . | quote }}{{ end }}
+{{- with $s.prefix }}, prefix: {{ . }}{{ end }}
 {{- with $s.region }}, region: {{ . }}{{ end }}}
 {{- end -}}
 
@@ -91,4 +91,22 @@ environment agora reads them from (never agora.yaml, never argv).
 {{- define "agora.s3env" -}}
 - {name: AWS_ACCESS_KEY_ID, valueFrom: {secretKeyRef: {name: {{ .Values.s3.credentialsSecret }}, key: access_key_id}}}
 - {name: AWS_SECRET_ACCESS_KEY, valueFrom: {secretKeyRef: {name: {{ .Values.s3.credentialsSecret }}, key: secret_access_key}}}
+{{- end -}}
+
+{{/*
+agora.target: agora.yaml's targets, the one kubernetes target in namespaces.agents.
+*/}}
+{{- define "agora.target" -}}
+targets:
+  {{ .Values.target.name }}:
+    provider: kubernetes
+    namespace: {{ .Values.namespaces.agents }}                  # kubeconfig: empty, agora uses its service account
+    image: {{ include "agora.image" .Values.target.image }}
+    worker_image: {{ include "agora.image" .Values.target.workerImage }}
+    {{- with .Values.target.imagePullSecrets }}
+    image_pull_secrets: [{{ join ", " . }}]
+    {{- end }}
+    {{- with .Values.target.imagePullPolicy }}
+    image_pull_policy: {{ . }}
+    {{- end }}
 {{- end -}}
