@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -99,7 +97,7 @@ func (c *Cluster) startRegistry(dir string) (*Registry, error) {
 	if err := r.proc.start(); err != nil {
 		return nil, err
 	}
-	if err := r.waitReady(p.caPEM); err != nil {
+	if err := r.waitReady(); err != nil {
 		r.proc.kill()
 		return nil, err
 	}
@@ -213,10 +211,9 @@ func (r *Registry) PullSecret(ns, name, user, password string) map[string]any {
 }
 
 // waitReady waits for the registry's API to answer an authenticated GET /v2/.
-func (r *Registry) waitReady(caPEM []byte) error {
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+func (r *Registry) waitReady() error {
+	client := r.client()
+	client.Timeout = 2 * time.Second
 	defer client.CloseIdleConnections()
 	check := func() error {
 		if done, err := r.proc.exited(); done {

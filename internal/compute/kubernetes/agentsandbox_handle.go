@@ -175,6 +175,11 @@ func (f *podFollow) see(ctx context.Context, pod *corev1.Pod, deleted bool) (com
 		exit, err := f.h.endSandbox(exit, nil, metav1.DeletePropagationBackground)
 		return exit, true, err
 	}
+	if perr := f.h.p.pullFailure(pod); perr != nil && !deleted && !f.deleting {
+		// A pod that cannot pull its image never starts (see pullfail.go).
+		exit, err := f.h.endSandbox(compute.Exit{Code: -1}, nil)
+		return exit, true, errors.Join(perr, err)
+	}
 	if deleted && !f.deleting {
 		// Gone unfinished: a cancel's, if the Sandbox is going (read again, it may have
 		// started since), else lost.

@@ -102,12 +102,18 @@ func (h *handle) run(ctx context.Context) {
 	h.exit, h.err = exit, err
 }
 
-// watch follows the Job until it is Complete, Failed or gone. When ctx ends it deletes the
-// Job and waits for it to go.
+// watch follows the dispatch to its end: the Job's (with its pod's pull refusals, see
+// pullfail.go), or the Sandbox's.
 func (h *handle) watch(ctx context.Context) (compute.Exit, error) {
 	if h.sandbox {
 		return h.watchSandbox(ctx)
 	}
+	return h.watchJobOrPull(ctx)
+}
+
+// watchJob follows the Job until it is Complete, Failed or gone. When ctx ends it deletes
+// the Job and waits for it to go.
+func (h *handle) watchJob(ctx context.Context) (compute.Exit, error) {
 	jobs := h.p.client.BatchV1().Jobs(h.p.ns)
 	wctx := ctx
 	cancelling := false

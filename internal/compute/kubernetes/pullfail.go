@@ -1,0 +1,155 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/agora-dev/agora/internal/compute"
+)
+
+// A pod whose image cannot be pulled (a missing pull secret, a wrong password, an image the
+// registry does not hold) never starts and never fails: the kubelet backs off and retries for
+// ever, and without this the dispatch would wait out its whole timeout and end "timeout",
+// far from the cause. So the handle watches its pod, and the first container that waits on
+// a pull refusal ends the dispatch, provider-failed, with the kubelet's own words. It does
+// not wait out the kubelet's back-off: a registry that refused once is taken at its word (a
+// transient outage fails the dispatch, which a plan's retries may run again).
+
+// pullRefusals are the waiting reasons of a container whose image the kubelet could not get.
+var pullRefusals = map[string]bool{
+	"ErrImagePull":      true, // the pull failed (401 Unauthorized, not found, TLS, ...)
+	"ImagePullBackOff":  true, // and the kubelet waits before trying again
+	"InvalidImageName":  true,
+	"ErrImageNeverPull": true, // image_pull_policy Never and the node lacks the image
+}
+
+// pullMessageLimit caps the kubelet's message copied into the dispatch's error.
+const pullMessageLimit = 512
+
+// PullError is a dispatch's pod that could not pull an image.
+type PullError struct {
+	Pod, Container, Image, Reason, Message string
+	Namespace                              string
+	Secrets                                []string // the target's image_pull_secrets
+}
+
+func (e *PullError) Error() string {
+	hint := "the target has no image_pull_secrets: a private registry needs one (a docker-registry Secret in namespace " + e.Namespace + ")"
+	if len(e.Secrets) > 0 {
+		hint = "check that image_pull_secrets [" + strings.Join(e.Secrets, ", ") + "] exist in namespace " + e.Namespace +
+			" and hold the registry's current credentials, and that the registry holds the image"
+	}
+	return fmt.Sprintf("pod %s could not pull image %s (container %s): %s: %s; %s",
+		e.Pod, e.Image, e.Container, e.Reason, e.Message, hint)
+}
+
+// pullFailure is the first of pod's containers (init containers first) that waits on a pull
+// refusal, or nil.
+func (p *Provider) pullFailure(pod *corev1.Pod) *PullError {
+	for _, st := range append(append([]corev1.ContainerStatus(nil), pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
+		w := st.State.Waiting
+		if w == nil || !pullRefusals[w.Reason] {
+			continue
+		}
+		return &PullError{Pod: pod.Name, Container: st.Name, Image: printable(st.Image, 300), Reason: w.Reason,
+			Message: printable(w.Message, pullMessageLimit), Namespace: p.ns, Secrets: p.opts.PullSecrets}
+	}
+	return nil
+}
+
+// printable is s with every control character a space, cut at limit bytes (on a rune
+// boundary): the kubelet's message goes into a record and a terminal.
+func printable(s string, limit int) string {
+	var b strings.Builder
+	for _, r := range s {
+		if b.Len()+len(string(r)) > limit {
+			b.WriteString("...")
+			break
+		}
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			r = ' '
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// watchPull watches the Job's pods until ctx ends and calls fail with the first pull
+// refusal it sees. An apiserver that does not answer is retried; the Job watch, which decides
+// every other end, goes on regardless.
+func (h *handle) watchPull(ctx context.Context, fail context.CancelCauseFunc) {
+	pods := h.p.client.CoreV1().Pods(h.p.ns)
+	sel := batchv1.ControllerUidLabel + "=" + string(h.uid)
+	for ctx.Err() == nil {
+		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			sleep(ctx, retryDelay)
+			continue
+		}
+		for i := range list.Items {
+			if perr := h.p.pullFailure(&list.Items[i]); perr != nil {
+				fail(perr)
+				return
+			}
+		}
+		w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion,
+			TimeoutSeconds: ptrTo(int64(watchTimeout / time.Second))})
+		if err != nil {
+			sleep(ctx, retryDelay)
+			continue
+		}
+		perr := h.pullEvents(ctx, w.ResultChan())
+		w.Stop()
+		if perr != nil {
+			fail(perr)
+			return
+		}
+	}
+}
+
+// pullEvents reads one pod watch until a pull refusal, the watch's end or ctx's.
+func (h *handle) pullEvents(ctx context.Context, events <-chan watch.Event) *PullError {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-events:
+			if !ok {
+				return nil
+			}
+			pod, isPod := ev.Object.(*corev1.Pod)
+			if ev.Type == watch.Error || !isPod {
+				return nil
+			}
+			if ev.Type != watch.Deleted {
+				if perr := h.p.pullFailure(pod); perr != nil {
+					return perr
+				}
+			}
+		}
+	}
+}
+
+// watchJobOrPull is the Job watch with the pull watch beside it: a pull refusal deletes the
+// Job (its pod with it) and ends the dispatch with the refusal as its error, not as a cancel.
+func (h *handle) watchJobOrPull(ctx context.Context) (compute.Exit, error) {
+	pctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go h.watchPull(pctx, stop)
+	exit, err := h.watchJob(pctx)
+	var perr *PullError
+	if ctx.Err() == nil && errors.As(context.Cause(pctx), &perr) {
+		// watchJob took the refusal for a cancel: it deleted the Job and waited for it.
+		h.p.forgetCancel(h.name)
+		return compute.Exit{Code: -1}, errors.Join(perr, err)
+	}
+	return exit, err
+}

@@ -1,0 +1,78 @@
+package kubernetes
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func waiting(name, image, reason, msg string) corev1.ContainerStatus {
+	return corev1.ContainerStatus{Name: name, Image: image,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}
+}
+
+// pullFailure judges a pod by its containers' waiting reasons: a pull refusal of the init
+// container is found first; a container only being created, or terminated, is none; and the
+// kubelet's message reaches the error without a control character (a registry's error body
+// is the kubelet's message, the registry's to shape) and cut to its limit.
+func TestPullFailure(t *testing.T) {
+	p := &Provider{ns: "agents", opts: Options{PullSecrets: []string{"regcred"}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "agora-x-abcde"}}
+	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{waiting("fetch", "reg/w@sha256:1", "PodInitializing", "")}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{waiting("worker", "reg/t@sha256:2", "ContainerCreating", "")}
+	if perr := p.pullFailure(pod); perr != nil {
+		t.Fatalf("a pod being made: %v", perr)
+	}
+	pod.Status.ContainerStatuses[0] = waiting("worker", "reg/t@sha256:2", "ImagePullBackOff", "Back-off pulling image")
+	pod.Status.InitContainerStatuses[0] = waiting("fetch", "reg/w@sha256:1", "ErrImagePull",
+		"401 Unauthorized\n\x1b[2Jforged line\x00"+strings.Repeat("é", 600))
+	perr := p.pullFailure(pod)
+	if perr == nil || perr.Container != "fetch" || perr.Reason != "ErrImagePull" {
+		t.Fatalf("pullFailure = %+v, want the init container's ErrImagePull", perr)
+	}
+	msg := perr.Error()
+	for _, want := range []string{"pod agora-x-abcde could not pull image reg/w@sha256:1 (container fetch): ErrImagePull: 401 Unauthorized",
+		"image_pull_secrets [regcred] exist in namespace agents"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q: %s", want, msg)
+		}
+	}
+	if strings.ContainsAny(msg, "\n\x1b\x00") || !utf8.ValidString(msg) || len(perr.Message) > pullMessageLimit+3 {
+		t.Errorf("the kubelet's message is not made printable and bounded (%d bytes): %q", len(perr.Message), perr.Message)
+	}
+	for _, reason := range []string{"InvalidImageName", "ErrImageNeverPull", "ImagePullBackOff"} {
+		pod.Status.InitContainerStatuses[0] = waiting("fetch", "w", reason, "")
+		pod.Status.ContainerStatuses = nil
+		if perr := p.pullFailure(pod); perr == nil || perr.Reason != reason {
+			t.Errorf("%s: pullFailure = %v", reason, perr)
+		}
+	}
+	p.opts.PullSecrets = nil
+	if msg := p.pullFailure(pod).Error(); !strings.Contains(msg, "the target has no image_pull_secrets") {
+		t.Errorf("without pull secrets the error does not say so: %s", msg)
+	}
+}
+
+// FuzzPrintable: whatever the kubelet says, the copy is valid UTF-8 without a control
+// character and within its limit.
+func FuzzPrintable(f *testing.F) {
+	f.Add("401 Unauthorized\n\x1b[2J", 16)
+	f.Add(strings.Repeat("é", 40), 7)
+	f.Fuzz(func(t *testing.T, s string, limit int) {
+		if limit < 0 || limit > 4096 {
+			return
+		}
+		out := printable(s, limit)
+		if !utf8.ValidString(out) || len(out) > limit+3 {
+			t.Fatalf("printable(%q, %d) = %q", s, limit, out)
+		}
+		for _, r := range out {
+			if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+				t.Fatalf("printable(%q) kept %U", s, r)
+			}
+		}
+	})
+}
