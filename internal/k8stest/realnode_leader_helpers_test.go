@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest/s3test"
 	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/k8stest"
+	"github.com/agora-dev/agora/internal/s3"
 )
 
 // leaderWorld is the leader kill's world: the cluster with deploy/kubernetes/ha applied, the
@@ -31,6 +33,7 @@ type leaderWorld struct {
 	keys  string            // the operator's keys/, the Secret agora-keys
 	pvs   map[string]string // pod name -> its volume's directory
 	s3Env []any             // the bucket's credentials from the Secret agora-s3, as serve gets them
+	s3    s3.Credentials    // and their values
 }
 
 // startLeaderWorld starts versitygw on the node IP (where the pods reach this host) with a
@@ -54,7 +57,7 @@ func startLeaderWorld(ctx context.Context, t *testing.T, c *k8stest.Cluster) *le
 		t.Fatal(err)
 	}
 	t.Cleanup(cleanup)
-	w := &leaderWorld{t: t, c: c, bin: bin, home: filepath.Join(t.TempDir(), "operator"), pvs: map[string]string{}}
+	w := &leaderWorld{t: t, c: c, bin: bin, home: filepath.Join(t.TempDir(), "operator"), pvs: map[string]string{}, s3: srv.Creds}
 	if out := w.agora(t, "init"); out != "" {
 		t.Fatal(out)
 	}
@@ -386,6 +389,26 @@ func (w *leaderWorld) waitStandby(ctx context.Context, name, lead string) {
 		case <-ctx.Done():
 			t.Fatalf("the old leader's new pod %s never waited as a standby: %v\n%s", name, ctx.Err(), log)
 		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// checkStandbyClosed: the replica that does not lead listens on no gateway (a Job's worker
+// that reached it would reach a serve that commits nothing): its pod's port 8443 refuses, from
+// this host on the pod network, while the leader's answers.
+func (w *leaderWorld) checkStandbyClosed(ctx context.Context, lead string) {
+	t := w.t
+	t.Helper()
+	for _, p := range podsOf(ctx, t, w.c, "agora", "app%3Dagora") {
+		conn, err := net.DialTimeout("tcp", net.JoinHostPort(p.ip, "8443"), 5*time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		switch {
+		case p.name == lead && err != nil:
+			t.Errorf("the leader %s's gateway does not answer at %s: %v", p.name, p.ip, err)
+		case p.name != lead && err == nil:
+			t.Errorf("the standby %s accepts connections on the gateway's port at %s", p.name, p.ip)
 		}
 	}
 }

@@ -24,7 +24,7 @@ mkdir -p /tmp/shell "$o"
 printf 'commands: ["sh -c *"]\n' > /tmp/shell/capability.yaml
 agora capability register shell --from /tmp/shell
 agora subagent register quick --runtime exec --command "sh -c 'echo done'" --capability shell
-agora subagent register slow --runtime exec --command "sh -c 'echo working; sleep 30'" --capability shell
+agora subagent register slow --runtime exec --command "sh -c 'echo working; sleep 15'" --capability shell
 cat > /tmp/plan.yaml <<'EOF'
 version: 1
 name: leader-kill
@@ -71,7 +71,8 @@ agora orch audit "$RUN" --out "$o/bundle.json"
 // the Lease, restores the home from the bucket and finishes the run: a, b and d run once, c
 // (in flight at the kill) once or twice, each succeeds once in the run's audit, and the
 // exported bundle verifies under the operator's audit.pub; the old leader's pod, made again,
-// waits as a standby. It logs the takeover time. About 2 minutes (11 s of it the takeover, the
+// waits as a standby. Attacks: the standby's gateway port refuses (before the kill), and no
+// serve's log holds the bucket's credentials. It logs the takeover time. About 2 minutes (11 s of it the takeover, the
 // slow task's sleep twice, pods starting): the one test of the ha manifests as written, and
 // #31's acceptance test; it skips without a real node.
 func TestRealNodeLeaderKill(t *testing.T) {
@@ -81,12 +82,14 @@ func TestRealNodeLeaderKill(t *testing.T) {
 	w := startLeaderWorld(ctx, t, c)
 	leader := w.waitLeading(ctx, nil)
 	t.Logf("%s leads", leader.name)
+	w.checkStandbyClosed(ctx, leader.name)
 
 	if err := c.Apply(ctx, shellJob("agora-submit", w.im.agora, "home-"+leader.name, leaderSubmit, w.s3Env, nil)); err != nil {
 		t.Fatal(err)
 	}
 	pv := w.pvs[leader.name]
 	run := w.waitRunning(ctx, pv, leader)
+	oldLog := podLog(ctx, c, "agora", leader.name, "agora") // the pod and its log go with the kill
 	killed := w.kill(ctx, leader)
 	t.Logf("killed %s's serve (SIGKILL) and deleted the pod (gracePeriodSeconds=0) while task c ran", leader.name)
 	_ = c.Do(ctx, http.MethodDelete, "/apis/batch/v1/namespaces/agora/jobs/agora-submit?propagationPolicy=Background", nil, nil)
@@ -103,6 +106,17 @@ func TestRealNodeLeaderKill(t *testing.T) {
 	waitDriver(ctx, t, c, "agora-finish", next)
 	w.checkFinished(t, w.pvs[next.name], leader.name, next.name)
 	w.waitStandby(ctx, leader.name, next.name)
+	// Attack: the bucket's credentials never reach a serve's log, whatever replication said.
+	logs := map[string]string{"the old leader": oldLog, "the new leader": podLog(ctx, c, "agora", next.name, "agora"),
+		"the old leader's new pod": podLog(ctx, c, "agora", leader.name, "agora")}
+	for who, log := range logs {
+		if who != "the old leader's new pod" && !strings.Contains(log, "replicat") {
+			t.Errorf("%s's serve says nothing of its replication:\n%s", who, log)
+		}
+		if strings.Contains(log, w.s3.AccessKeyID) || strings.Contains(log, w.s3.SecretAccessKey) {
+			t.Errorf("%s's serve logged a credential of the bucket", who)
+		}
+	}
 }
 
 // checkFinished reads what the finishing driver left on the new leader's volume: the run ended
