@@ -29,6 +29,18 @@ agora.checks: what one value cannot say alone. Included by every template that n
 {{- if eq .Values.namespaces.agora .Values.namespaces.agents -}}
 {{- fail "namespaces.agora and namespaces.agents must differ: the dispatches' Jobs must not share serve's namespace" -}}
 {{- end -}}
+{{- /* Again for --skip-schema-validation: these two widen the install past agora's own. */ -}}
+{{- range $k, $ns := dict "agora" .Values.namespaces.agora "agents" .Values.namespaces.agents -}}
+{{- if or (eq ($ns | toString) "default") (hasPrefix "kube-" ($ns | toString)) -}}
+{{- fail (printf "namespaces.%s %q: not default or a kube- namespace, where the Roles (Jobs, Secrets, the Lease) would reach the cluster's own workloads and the default-deny policy would cut them off" $k $ns) -}}
+{{- end -}}
+{{- end -}}
+{{- /* A CR or U+0085, U+2028, U+2029 breaks the line for the YAML parser that reads the
+ConfigMap, not for indent: agora.yaml's block would end there and the rest of the value be
+the ConfigMap's own keys (its namespace, a second agora.yaml replacing the chart's). */ -}}
+{{- if regexMatch "[\r\u0085\u2028\u2029]" (.Values.extraConfig | toString) -}}
+{{- fail "extraConfig: a carriage return or a U+0085, U+2028 or U+2029 line break would end agora.yaml in the ConfigMap and write past it; end lines with \\n only" -}}
+{{- end -}}
 {{- end -}}
 
 {{/*

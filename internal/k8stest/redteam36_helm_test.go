@@ -1,0 +1,126 @@
+package k8stest_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// renderWith renders the chart with a values file holding values (so a value can carry any
+// character, which --set cannot), plus args; it returns helm's error with its message.
+func renderWith(ctx context.Context, t *testing.T, helm, values string, args ...string) (string, error) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(f, []byte(values), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return runHelm(ctx, helm, append([]string{"template", "agora", chartDir, "-f", f}, args...)...)
+}
+
+// TestRedTeam36_ExtraConfigLineBreaksRefused: extraConfig is indented into agora.yaml's block
+// in the ConfigMap by `indent`, which breaks lines at \n only; the YAML parser that reads the
+// manifest (sigs.k8s.io/yaml, helm's and kubectl's) also breaks them at \r, U+0085, U+2028 and
+// U+2029. Before the fix, `retention: {}\r  agora.yaml: |\r    targets: ...\rmetadata: {...
+// namespace: kube-system}` passed the schema and `helm lint --strict`, and `helm install` on
+// the test control plane made the ConfigMap in the other namespace with its agora.yaml replaced
+// (the chart's targets, pinned images and gateway gone). Each is now refused by the schema and,
+// with the schema skipped, by the template.
+func TestRedTeam36_ExtraConfigLineBreaksRefused(t *testing.T) {
+	helm := helmBin(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	for name, brk := range map[string]string{"CR": `\r`, "NEL": `\u0085`, "LS": `\u2028`, "PS": `\u2029`} {
+		// A YAML double-quoted scalar: the escapes become the characters themselves.
+		v := `extraConfig: "retention: {}` + brk + `  agora.yaml: |` + brk + `    targets: {evil: {provider: local}}` + brk + `metadata: {name: agora-config, namespace: kube-system}"` + "\n"
+		if out, err := renderWith(ctx, t, helm, v); err == nil {
+			t.Errorf("%s: rendered:\n%s", name, out)
+		} else if !strings.Contains(err.Error(), "extraConfig") {
+			t.Errorf("%s: refused, but not naming extraConfig: %v", name, err)
+		}
+		if out, err := renderWith(ctx, t, helm, v, "--skip-schema-validation"); err == nil {
+			t.Errorf("%s, schema skipped: rendered:\n%s", name, out)
+		} else if !strings.Contains(err.Error(), "extraConfig: a carriage return") {
+			t.Errorf("%s, schema skipped: refused, but not by the template's check: %v", name, err)
+		}
+	}
+}
+
+// TestRedTeam36_ExtraConfigStaysInAgoraYAML: what extraConfig may carry (\n lines, a tab, a
+// line that looks like a ConfigMap key or a document marker) lands inside agora.yaml and
+// nowhere else: the rendered ConfigMap is agora's own namespace's with one key, whose text
+// still begins with the chart's targets. (A "---" in it makes agora.yaml two documents, which
+// agora refuses at start: strictyaml.)
+func TestRedTeam36_ExtraConfigStaysInAgoraYAML(t *testing.T) {
+	helm := helmBin(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	v := `extraConfig: "retention:\n  keep:\t1\n  agora.yaml: x\nmetadata: {namespace: kube-system}\n---\nkind: ClusterRole\n"` + "\n"
+	out, err := renderWith(ctx, t, helm, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cms int
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatalf("%v:\n%s", err, doc)
+		}
+		switch obj["kind"] {
+		case "ClusterRole", "ClusterRoleBinding":
+			t.Errorf("extraConfig made a %v:\n%s", obj["kind"], doc)
+		case "ConfigMap":
+			cms++
+			data, _ := obj["data"].(map[string]any)
+			conf, _ := data["agora.yaml"].(string)
+			if ns := dig(obj, "metadata", "namespace"); ns != "agora" || len(data) != 1 || !strings.HasPrefix(conf, "targets:\n  k8s:\n") {
+				t.Errorf("extraConfig reached the ConfigMap itself: namespace %v, data %v", ns, data)
+			}
+			if !strings.Contains(conf, "\n  agora.yaml: x\nmetadata: {namespace: kube-system}\n---\nkind: ClusterRole\n") {
+				t.Errorf("extraConfig is not agora.yaml's as written:\n%s", conf)
+			}
+		}
+	}
+	if cms != 1 {
+		t.Errorf("%d ConfigMaps rendered, want 1", cms)
+	}
+}
+
+// TestRedTeam36_SystemNamespacesRefused: namespaces.agents names where the chart grants create
+// on Jobs and Secrets (and puts a default-deny policy), namespaces.agora where it grants the
+// Lease. Before the fix, kube-system passed (with create=false): agora's service account could
+// make Jobs running as any of kube-system's service accounts, the deny-all policy would cut
+// the cluster's DNS, and with leader.lease=kube-scheduler it could update the scheduler's own
+// Lease. default and every kube- namespace are refused, by the schema and again by the
+// template.
+func TestRedTeam36_SystemNamespacesRefused(t *testing.T) {
+	helm := helmBin(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	for _, c := range []struct{ key, ns string }{
+		{"agents", "kube-system"}, {"agents", "default"}, {"agora", "kube-system"}, {"agora", "kube-node-lease"}, {"agora", "default"},
+	} {
+		set := []string{"--set", "namespaces.create=false", "--set", "namespaces." + c.key + "=" + c.ns}
+		if c.key == "agora" {
+			set = append(set, append(leaderValues, "--set", "leader.lease=kube-scheduler")...)
+		}
+		out, err := runHelm(ctx, helm, append([]string{"template", "agora", chartDir}, set...)...)
+		if err == nil {
+			t.Errorf("namespaces.%s=%s: rendered:\n%s", c.key, c.ns, out)
+		} else if !strings.Contains(err.Error(), "namespaces/"+c.key) {
+			t.Errorf("namespaces.%s=%s: refused, but not naming it: %v", c.key, c.ns, err)
+		}
+		_, err = runHelm(ctx, helm, append([]string{"template", "agora", chartDir, "--skip-schema-validation"}, set...)...)
+		if err == nil || !strings.Contains(err.Error(), "namespaces."+c.key+" \""+c.ns+"\": not default or a kube-") {
+			t.Errorf("namespaces.%s=%s, schema skipped: want the template's refusal, got %v", c.key, c.ns, err)
+		}
+	}
+	// A name merely starting with kube is agora's to use.
+	if _, err := runHelm(ctx, helm, "template", "agora", chartDir, "--set", "namespaces.agents=kubeagents"); err != nil {
+		t.Errorf("namespaces.agents=kubeagents: %v", err)
+	}
+}
