@@ -114,7 +114,6 @@ type podList struct {
 			ContainerStatuses []struct {
 				State struct {
 					Terminated *struct{ ExitCode int }
-					Waiting    *struct{ Reason, Message string }
 				}
 			}
 		}

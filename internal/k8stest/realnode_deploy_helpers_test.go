@@ -34,6 +34,21 @@ type deployImages struct{ agora, worker, toolchain string }
 // skips saying what is missing.
 func buildDeployImages(ctx context.Context, t *testing.T, c *k8stest.Cluster) deployImages {
 	t.Helper()
+	refs := deployImageRefs(ctx, t)
+	var im deployImages
+	var err error
+	for src, dst := range map[string]*string{refs.agora: &im.agora, refs.worker: &im.worker, refs.toolchain: &im.toolchain} {
+		if *dst, err = c.ImportPodmanImage(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return im
+}
+
+// deployImageRefs runs `scripts/images.sh agora worker toolchain` and returns podman's
+// references of the three, or skips saying what is missing.
+func deployImageRefs(ctx context.Context, t *testing.T) deployImages {
+	t.Helper()
 	if _, err := exec.LookPath("podman"); err != nil {
 		t.Skip("SKIP: podman is missing (scripts/images.sh builds agora's images with it): run scripts/podman.sh")
 	}
@@ -55,9 +70,7 @@ func buildDeployImages(ctx context.Context, t *testing.T, c *k8stest.Cluster) de
 		if refs[key] == "" {
 			t.Fatalf("scripts/images.sh printed no %s:\n%s", key, out)
 		}
-		if *dst, err = c.ImportPodmanImage(ctx, refs[key]); err != nil {
-			t.Fatal(err)
-		}
+		*dst = refs[key]
 	}
 	return im
 }

@@ -113,8 +113,17 @@ func TestRealNodeDeployManifests(t *testing.T) {
 // waitServing waits for the Deployment's pod to run serve with its gateway, on the real node.
 func waitServing(ctx context.Context, t *testing.T, c *k8stest.Cluster) podInfo {
 	t.Helper()
+	return waitServingBut(ctx, t, c, "")
+}
+
+// waitServingBut is waitServing for a pod other than the one named old (a rollout's new pod).
+func waitServingBut(ctx context.Context, t *testing.T, c *k8stest.Cluster, old string) podInfo {
+	t.Helper()
 	for {
 		for _, p := range podsOf(ctx, t, c, "agora", "app%3Dagora") {
+			if p.name == old {
+				continue
+			}
 			if p.phase == "Running" && strings.Contains(podLog(ctx, c, "agora", p.name, "agora"), "gateway serving") {
 				if p.node != k8stest.RealNodeName {
 					t.Fatalf("serve's pod runs on %q", p.node)
