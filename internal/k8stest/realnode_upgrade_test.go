@@ -23,7 +23,7 @@ mkdir -p /tmp/shell "$o"
 printf 'commands: ["sh -c *"]\n' > /tmp/shell/capability.yaml
 agora capability register shell --from /tmp/shell
 agora subagent register quick --runtime exec --command "sh -c 'echo done'" --capability shell
-agora subagent register slow --runtime exec --command "sh -c 'echo working; sleep 40'" --capability shell
+agora subagent register slow --runtime exec --command "sh -c 'echo working; sleep 20'" --capability shell
 cat > /tmp/plan.yaml <<'PLAN'
 version: 1
 name: upgrade
@@ -65,8 +65,8 @@ echo VERIFIED
 // tag), as `helm upgrade --set image.digest=` or an edited manifest does. The new serve takes
 // the home over and the run finishes: a and d run once, c (in flight at the roll: its
 // supervisor ended with the old pod) once or twice, each task succeeds once in the run's
-// audit, and the exported bundle verifies. About 3 minutes (c's sleep twice, two serve starts,
-// two image pulls): the one test of a rollout with work in flight.
+// audit, and the exported bundle verifies. 90 s at load 4-9 (c's 20 s sleep twice, two serve
+// starts, the images pushed and pulled): the one test of a rollout with work in flight.
 func TestRealNodeDeployUpgrade(t *testing.T) {
 	c := k8stest.Start(t, k8stest.Options{RealNode: true, InClusterAPI: true})
 	reg := c.StartRegistry(t)

@@ -82,6 +82,16 @@ func printable(s string, limit int) string {
 	return b.String()
 }
 
+// jobPodPullFailure is pullFailure for a pod the dispatch's Job controls. The label selector
+// alone is not proof: whoever may create pods in the namespace may label one with the Job's
+// uid, and a pod of theirs that cannot pull must not end the dispatch.
+func (h *handle) jobPodPullFailure(pod *corev1.Pod) *PullError {
+	if c := metav1.GetControllerOf(pod); c == nil || c.UID != h.uid {
+		return nil
+	}
+	return h.p.pullFailure(pod)
+}
+
 // watchPull watches the Job's pods until ctx ends and calls fail with the first pull
 // refusal it sees. An apiserver that does not answer is retried; the Job watch, which decides
 // every other end, goes on regardless.
@@ -95,7 +105,7 @@ func (h *handle) watchPull(ctx context.Context, fail context.CancelCauseFunc) {
 			continue
 		}
 		for i := range list.Items {
-			if perr := h.p.pullFailure(&list.Items[i]); perr != nil {
+			if perr := h.jobPodPullFailure(&list.Items[i]); perr != nil {
 				fail(perr)
 				return
 			}
@@ -130,7 +140,7 @@ func (h *handle) pullEvents(ctx context.Context, events <-chan watch.Event) *Pul
 				return nil
 			}
 			if ev.Type != watch.Deleted {
-				if perr := h.p.pullFailure(pod); perr != nil {
+				if perr := h.jobPodPullFailure(pod); perr != nil {
 					return perr
 				}
 			}

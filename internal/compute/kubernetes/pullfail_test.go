@@ -56,6 +56,26 @@ func TestPullFailure(t *testing.T) {
 	}
 }
 
+// A pod that carries the Job's uid label but is not the Job's (whoever may create pods in the
+// namespace made it) ends no dispatch, however it fails to pull; the Job's own pod does.
+func TestJobPodPullFailure_ForgedLabel(t *testing.T) {
+	h := &handle{p: &Provider{ns: "agents"}, uid: "job-uid"}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "forged", Labels: map[string]string{"controller-uid": "job-uid"}}}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{waiting("worker", "x", "ErrImagePull", "401 Unauthorized")}
+	if perr := h.jobPodPullFailure(pod); perr != nil {
+		t.Fatalf("a pod without the Job as its controller ended the dispatch: %v", perr)
+	}
+	yes := true
+	pod.OwnerReferences = []metav1.OwnerReference{{Kind: "Job", Name: "other", UID: "other-uid", Controller: &yes}}
+	if perr := h.jobPodPullFailure(pod); perr != nil {
+		t.Fatalf("another Job's pod ended the dispatch: %v", perr)
+	}
+	pod.OwnerReferences[0].UID = "job-uid"
+	if perr := h.jobPodPullFailure(pod); perr == nil {
+		t.Fatal("the Job's own pod's refused pull was not seen")
+	}
+}
+
 // FuzzPrintable: whatever the kubelet says, the copy is valid UTF-8 without a control
 // character and within its limit.
 func FuzzPrintable(f *testing.F) {
