@@ -48,31 +48,37 @@ agora orch patches "$run" --combined
 echo PATCH-END
 `
 
-// TestRealNodeDeployManifests (#31): deploy/kubernetes's files, applied as written (only the
-// three images substituted: agora's, the worker's and the toolchain's, built from this tree
-// by scripts/images.sh) to the real control plane and kubelet, run `agora orch serve` in the
-// cluster under the manifests' service account and Role: its home on the claim's volume is
-// made 0700 below the volume's group-writable root, its gateway is reached by the pod name
-// the headless Service gives it, and a plan submitted to it runs its task as a Job in
-// namespace agents on the same node, whose patch is read back.
+// TestRealNodeDeployManifests (#31): deploy/kubernetes's files, applied as written to the real
+// control plane and kubelet, run `agora orch serve` in the cluster under the manifests'
+// service account and Role, its images pulled from a real registry with a pull secret; then
+// the Deployment is rolled to a new agora image while a plan's task runs.
+//
+// The three images (agora's, the worker's and the toolchain's, built from this tree by
+// scripts/images.sh) and a second agora image (the same bytes under another label: another
+// digest) are pushed to a registry with TLS and htpasswd auth; what is substituted is those
+// images, a docker-registry Secret regcred in both namespaces, and what the chart's values
+// render for it (the serve pod's imagePullSecrets, the target's image_pull_secrets and
+// image_pull_policy Always). serve's home on the claim's volume is made 0700 below the
+// volume's group-writable root, its gateway is reached by the pod name the headless Service
+// gives it, and a plan submitted to it runs its task as a Job in namespace agents on the same
+// node, whose patch is read back. Then the rollout with work in flight (rollWithWorkInFlight).
+// 88 s at load 2-8 once the images were built (the first part alone took 40 s; a separate
+// cluster for the rollout took 90 more): the one test of the manifests as written, of a pull
+// with a secret by serve's own pod, and of a rollout with work in flight, on one cluster.
 func TestRealNodeDeployManifests(t *testing.T) {
 	c := k8stest.Start(t, k8stest.Options{RealNode: true, InClusterAPI: true})
-	ctx, cancel := context.WithTimeout(t.Context(), 12*time.Minute)
+	reg := c.StartRegistry(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 14*time.Minute)
 	defer cancel()
-	im := buildDeployImages(ctx, t, c)
-	pvDir, pv := homeVolume(t, "agora", "agora-home")
-	objs := append([]map[string]any{pv}, manifestObjects(t, im, "namespaces.yaml", "rbac.yaml", "config.yaml", "deployment.yaml")...)
-	for _, obj := range objs {
-		if err := c.Apply(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
+	im, agora2 := pushDeployImages(ctx, t, reg, deployImageRefs(ctx, t))
+	t.Logf("in the registry: agora %s (then %s), worker %s, toolchain %s", im.agora, agora2, im.worker, im.toolchain)
+	pvDir, objs := applyDeployPulled(ctx, t, c, reg, im)
 	serve := waitServing(ctx, t, c)
 
 	if err := c.Apply(ctx, catalogConfigMap(t)); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Apply(ctx, driverJob(im.agora)); err != nil {
+	if err := c.Apply(ctx, withPullSecret(driverJob(im.agora))); err != nil {
 		t.Fatal(err)
 	}
 	out := waitDriver(ctx, t, c, "agora-driver", serve)
@@ -80,7 +86,14 @@ func TestRealNodeDeployManifests(t *testing.T) {
 	if !strings.Contains(out, "+hello from the cluster") || !strings.Contains(out, "GREETING.txt") {
 		t.Errorf("the run's patch does not write GREETING.txt with the env's greeting:\n%s", out)
 	}
-	// The task ran as a Job agora made in agents, on this node.
+	checkDeployedRun(ctx, t, c, serve, pvDir)
+	rollWithWorkInFlight(ctx, t, c, objs, pvDir, serve, im.agora, agora2)
+}
+
+// checkDeployedRun: the task ran as a Job agora made in agents, on the real node, and the
+// home agora made on the volume is private.
+func checkDeployedRun(ctx context.Context, t *testing.T, c *k8stest.Cluster, serve podInfo, pvDir string) {
+	t.Helper()
 	var jobs struct {
 		Items []struct {
 			Metadata struct {
@@ -100,7 +113,7 @@ func TestRealNodeDeployManifests(t *testing.T) {
 			t.Errorf("dispatch pod %s ran on %q, want the real node", p.name, p.node)
 		}
 	}
-	// The home agora made is private; the volume's root stays what the kubelet made it.
+	// The volume's root stays what the kubelet made it.
 	fi, err := os.Stat(filepath.Join(pvDir, "home"))
 	if err != nil {
 		t.Fatal(err)

@@ -55,27 +55,14 @@ agora verify "$o/bundle.json" --key "$AGORA_HOME/keys/audit.pub"
 echo VERIFIED
 `
 
-// TestRealNodeDeployUpgrade (#31): deploy/kubernetes as written (namespaces, rbac, config,
-// deployment), its three images pushed to a real registry (TLS, htpasswd) and pulled by the
-// real kubelet with a docker-registry Secret regcred in both namespaces: the Deployment's pod
-// with imagePullSecrets (the chart's imagePullSecrets value), the dispatches' pods by the
-// target's image_pull_secrets and image_pull_policy Always (target.imagePullSecrets and
-// target.imagePullPolicy). A plan a -> c -> d runs; while c runs, the Deployment is rolled to
-// a second agora image (the same bytes under another label: another digest, pushed as another
-// tag), as `helm upgrade --set image.digest=` or an edited manifest does. The new serve takes
-// the home over and the run finishes: a and d run once, c (in flight at the roll: its
-// supervisor ended with the old pod) once or twice, each task succeeds once in the run's
-// audit, and the exported bundle verifies. 90 s at load 4-9 (c's 20 s sleep twice, two serve
-// starts, the images pushed and pulled): the one test of a rollout with work in flight.
-func TestRealNodeDeployUpgrade(t *testing.T) {
-	c := k8stest.Start(t, k8stest.Options{RealNode: true, InClusterAPI: true})
-	reg := c.StartRegistry(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 14*time.Minute)
-	defer cancel()
-	src := deployImageRefs(ctx, t)
-	im, agora2 := pushDeployImages(ctx, t, reg, src)
-	t.Logf("in the registry: agora %s (then %s), worker %s, toolchain %s", im.agora, agora2, im.worker, im.toolchain)
-
+// applyDeployPulled applies deploy/kubernetes's namespaces, rbac, config and deployment as
+// written, with the images im from the registry, a docker-registry Secret regcred for it in
+// both namespaces, and what the chart's values render for it: the serve pod's
+// imagePullSecrets (imagePullSecrets), the target's image_pull_secrets and image_pull_policy
+// Always (target.imagePullSecrets, target.imagePullPolicy). It returns the home volume's
+// directory and the objects applied.
+func applyDeployPulled(ctx context.Context, t *testing.T, c *k8stest.Cluster, reg *k8stest.Registry, im deployImages) (string, []map[string]any) {
+	t.Helper()
 	pvDir, pv := homeVolume(t, "agora", "agora-home")
 	site := []string{"worker_image: " + placeholderWorker, "worker_image: " + im.worker +
 		"\n        image_pull_secrets: [regcred]\n        image_pull_policy: Always"}
@@ -89,8 +76,17 @@ func TestRealNodeDeployUpgrade(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	serve := waitServing(ctx, t, c)
-	if err := c.Apply(ctx, withPullSecret(shellJob("agora-submit", im.agora, "agora-home", upgradeSubmit, nil, nil))); err != nil {
+	return pvDir, objs
+}
+
+// rollWithWorkInFlight is the upgrade: a plan a -> c -> d runs on serve; while c runs, the
+// Deployment among objs is applied again with the image agora2, as `helm upgrade --set
+// image.digest=` or an edited manifest does. The new serve takes the home over and the run
+// finishes: a and d run once, c (in flight at the roll: its supervisor ended with the old pod)
+// once or twice, each task succeeds once in the run's audit, and the exported bundle verifies.
+func rollWithWorkInFlight(ctx context.Context, t *testing.T, c *k8stest.Cluster, objs []map[string]any, pvDir string, serve podInfo, agora1, agora2 string) {
+	t.Helper()
+	if err := c.Apply(ctx, withPullSecret(shellJob("agora-submit", agora1, "agora-home", upgradeSubmit, nil, nil))); err != nil {
 		t.Fatal(err)
 	}
 	run := waitTaskRunning(ctx, t, c, filepath.Join(pvDir, "out"), "c", serve)
