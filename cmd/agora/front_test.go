@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -27,10 +26,6 @@ import (
 var agoraBin string
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
-		os.Exit(m.Run()) // a fuzz run (scripts/fuzz-short.sh) runs no test that needs the binaries
-	}
 	os.Exit(agoratest.RunWithBinary(m, &agoraBin))
 }
 

@@ -3,6 +3,7 @@
 package agoratest
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -39,8 +40,14 @@ func BuildBinaryFlags(flags ...string) (bin string, cleanup func(), err error) {
 func Worker(bin string) string { return filepath.Join(filepath.Dir(bin), "agora-worker") }
 
 // RunWithBinary builds the binary into *bin, runs the package's tests and removes the binary;
-// it returns the exit code for os.Exit. A build failure fails the whole package.
+// it returns the exit code for os.Exit. A build failure fails the whole package. A run that can
+// start no test (see RunsNoTest) builds nothing and leaves *bin naming a path that is not there,
+// so a fuzz target that did reach for the binary would fail, saying which.
 func RunWithBinary(m interface{ Run() int }, bin *string) int {
+	if RunsNoTest() {
+		*bin = "/nonexistent/agora-not-built-for-a-run-of-no-test"
+		return m.Run()
+	}
 	b, cleanup, err := BuildBinary()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -49,4 +56,25 @@ func RunWithBinary(m interface{ Run() int }, bin *string) int {
 	defer cleanup()
 	*bin = b
 	return m.Run()
+}
+
+// RunsNoTest tells whether this test binary was started to list its tests (-test.list) or to
+// fuzz with no test selected (-test.run '^$' -test.fuzz X, how scripts/fuzz-short.sh runs every
+// target and how Go starts each fuzz worker): no test or benchmark then runs, only fuzz targets,
+// which never need the agora binary, and building it (seconds of go build and link) for each
+// target and each of its workers was most of fuzz-short's start-up in a package with a TestMain.
+func RunsNoTest() bool {
+	if !flag.Parsed() {
+		flag.Parse() // testing's flags are registered before TestMain; m.Run parses only once
+	}
+	value := func(name string) string {
+		if f := flag.Lookup(name); f != nil {
+			return f.Value.String()
+		}
+		return ""
+	}
+	if value("test.list") != "" {
+		return true
+	}
+	return value("test.fuzz") != "" && value("test.run") == "^$" && value("test.bench") == ""
 }

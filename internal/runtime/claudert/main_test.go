@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/agora-dev/agora/internal/agoratest"
 )
 
 // fakeDir holds the fake claude executable, built from ./internal/fakeclaude by TestMain.
@@ -21,22 +23,17 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "claudert-fake-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "make fake claude directory:", err)
-		return 1
+	// A run of fuzz targets only (scripts/fuzz-short.sh, and each of its workers) runs no fake
+	// claude: building it there was seconds per process.
+	if !agoratest.RunsNoTest() {
+		dir, err := buildFakeClaude()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		fakeDir = dir
 	}
-	defer os.RemoveAll(dir)
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	out, err := exec.Command(goTool, "build", "-o", filepath.Join(dir, "claude"), "./internal/fakeclaude").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build fake claude: %v\n%s", err, out)
-		return 1
-	}
-	fakeDir = dir
 	code := m.Run()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -45,6 +42,24 @@ func testMain(m *testing.M) int {
 		}
 	}
 	return code
+}
+
+// buildFakeClaude builds ./internal/fakeclaude as "claude" into a new directory it returns.
+func buildFakeClaude() (string, error) {
+	dir, err := os.MkdirTemp("", "claudert-fake-")
+	if err != nil {
+		return "", fmt.Errorf("make fake claude directory: %w", err)
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	out, err := exec.Command(goTool, "build", "-o", filepath.Join(dir, "claude"), "./internal/fakeclaude").CombinedOutput()
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("build fake claude: %w\n%s", err, out)
+	}
+	return dir, nil
 }
 
 // record is what the fake claude saw.
