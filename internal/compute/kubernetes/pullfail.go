@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/agora-dev/agora/internal/agenttext"
 	"github.com/agora-dev/agora/internal/compute"
 )
 
@@ -65,8 +66,11 @@ func (p *Provider) pullFailure(pod *corev1.Pod) *PullError {
 	return nil
 }
 
-// printable is s with every control character a space, cut at limit bytes (on a rune
-// boundary): the kubelet's message goes into a record and a terminal.
+// printable is s with every control character, and every character that reorders or hides
+// text (agenttext.Hidden: bidirectional controls, line separators, zero-width and tag
+// characters), a space, cut at limit bytes (on a rune boundary): the kubelet's message, which
+// a registry shapes, goes into a record, a terminal and MCP output, and not every reader
+// escapes what it shows.
 func printable(s string, limit int) string {
 	var b strings.Builder
 	for _, r := range s {
@@ -74,7 +78,7 @@ func printable(s string, limit int) string {
 			b.WriteString("...")
 			break
 		}
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+		if r < 0x20 || agenttext.Hidden(r) {
 			r = ' '
 		}
 		b.WriteRune(r)

@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"github.com/agora-dev/agora/internal/agenttext"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -81,6 +82,7 @@ func TestJobPodPullFailure_ForgedLabel(t *testing.T) {
 func FuzzPrintable(f *testing.F) {
 	f.Add("401 Unauthorized\n\x1b[2J", 16)
 	f.Add(strings.Repeat("é", 40), 7)
+	f.Add("realm=\u202eexe.gdp\u2028x\u200b", 64)
 	f.Fuzz(func(t *testing.T, s string, limit int) {
 		if limit < 0 || limit > 4096 {
 			return
@@ -90,9 +92,33 @@ func FuzzPrintable(f *testing.F) {
 			t.Fatalf("printable(%q, %d) = %q", s, limit, out)
 		}
 		for _, r := range out {
-			if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			if r < 0x20 || agenttext.Hidden(r) {
 				t.Fatalf("printable(%q) kept %U", s, r)
 			}
 		}
 	})
+}
+
+// TestRedTeam36_PullMessageHidesNothing: a registry shapes the kubelet's pull message (its
+// error text, a token realm's URL), so it can carry a right-to-left override, a line separator
+// or a zero-width character, which printable let through (it replaced C0, DEL and C1 only):
+// the dispatch's detail would read reordered in a terminal or an MCP client that does not
+// escape it (the MCP server's scrub does not). Each is now a space, as a control character is.
+func TestRedTeam36_PullMessageHidesNothing(t *testing.T) {
+	p := &Provider{ns: "agents"}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "agora-x-abcde"}}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{waiting("worker", "reg/t@sha256:2", "ErrImagePull",
+		"401 Unauthorized: realm https://reg.example/\u202etxt.terces\u202c\u2028forged: ok\u200b\U000e0041\u061c")}
+	perr := p.pullFailure(pod)
+	if perr == nil {
+		t.Fatal("no pull failure")
+	}
+	for _, r := range perr.Error() {
+		if agenttext.Hidden(r) || r == '\n' {
+			t.Errorf("the dispatch's error keeps %U: %q", r, perr.Error())
+		}
+	}
+	if !strings.Contains(perr.Message, "https://reg.example/ txt.terces  forged: ok") {
+		t.Errorf("the message is not the kubelet's with its hidden characters made spaces: %q", perr.Message)
+	}
 }
