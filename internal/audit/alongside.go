@@ -33,6 +33,7 @@ func (l *Log) AppendAllAlongside(ctx context.Context, tx *sql.Tx, st *Statements
 		return 0, fmt.Errorf("append audit entries: %w", err)
 	}
 	a.sparse = l.sparse
+	a.withChunks(ctx, st.st)
 	defer a.close()
 	first := a.next()
 	at := l.now().UTC().Format(time.RFC3339Nano)
@@ -57,10 +58,8 @@ func (l *Log) AppendAllAlongside(ctx context.Context, tx *sql.Tx, st *Statements
 	if encErr != nil {
 		return 0, encErr
 	}
-	for i, e := range entries {
-		if err := a.writeLeaf(ctx, at, e, bodies[i], leaves[i]); err != nil {
-			return 0, err
-		}
+	if err := a.writeLeaves(ctx, at, entries, bodies, leaves); err != nil {
+		return 0, err
 	}
 	if err := a.save(ctx); err != nil {
 		return 0, err

@@ -47,7 +47,7 @@ func TestLog_AppendAllAlongsideMatchesAppendAllWith(t *testing.T) {
 		defer st.Close()
 		dbs[name], sts[name] = db, st
 	}
-	for round, n := range []int{1, 15, 16, 200, 0, 1025} {
+	for round, n := range []int{1, 15, 16, 200, 0, 1025, 32, 33, 64} {
 		entries := alongsideEntries(round, n)
 		var firstWith, firstAlong int64
 		if err := dbs["with"].Tx(ctx, func(tx *sql.Tx) error {
