@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/agora-dev/agora/internal/k8stest"
 )
 
 // renderWith renders the chart with a values file holding values (so a value can carry any
@@ -122,5 +124,49 @@ func TestRedTeam36_SystemNamespacesRefused(t *testing.T) {
 	// A name merely starting with kube is agora's to use.
 	if _, err := runHelm(ctx, helm, "template", "agora", chartDir, "--set", "namespaces.agents=kubeagents"); err != nil {
 		t.Errorf("namespaces.agents=kubeagents: %v", err)
+	}
+}
+
+// TestRedTeam36_HelmUpgradeRefusesModeSwitch: `helm upgrade` turning leader.enabled on (or
+// off) in place. Helm makes the new workload before deleting the old, whose pod serves on
+// through its grace period: before the fix the upgrade went through, so the Deployment's
+// serve (no Lease, no fence) and the StatefulSet's first leader, which takes the free Lease and
+// restores from the bucket the other still uploads to, ran at once. The chart now looks the
+// other mode's workload up and refuses, leaving the release as it was; uninstall (the homes
+// are kept) then install switches. kwok control plane, no pod needs to run.
+func TestRedTeam36_HelmUpgradeRefusesModeSwitch(t *testing.T) {
+	helm := helmBin(t)
+	c := k8stest.Shared(t, k8stest.Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	r := helmRelease{helm: helm, kubeconfig: c.Kubeconfig, name: "agora-rt36", agora: "rt36-agora", agents: "rt36-agents"}
+	deployment := "/apis/apps/v1/namespaces/" + r.agora + "/deployments/agora"
+	statefulset := "/apis/apps/v1/namespaces/" + r.agora + "/statefulsets/agora"
+	upgrade := func(values []string) error {
+		args := append([]string{"upgrade", r.name, chartDir, "--kubeconfig", r.kubeconfig, "--namespace", r.agora}, r.values()...)
+		_, err := runHelm(ctx, helm, append(args, values...)...)
+		return err
+	}
+	for _, c2 := range []struct {
+		name       string
+		from, to   []string
+		kept, made string
+	}{
+		{"to leader", nil, leaderValues, deployment, statefulset},
+		{"from leader", leaderValues, nil, statefulset, deployment},
+	} {
+		r.run(ctx, t, append(append([]string{"install", r.name, chartDir, "--create-namespace"}, r.values()...), c2.from...)...)
+		err := upgrade(c2.to)
+		if err == nil || !strings.Contains(err.Error(), "switching in place would run both serves") {
+			t.Errorf("%s: upgrade switching mode in place: %v, want refused", c2.name, err)
+		}
+		if objectUID(ctx, t, c, c2.kept) == "" || objectUID(ctx, t, c, c2.made) != "" {
+			t.Errorf("%s: the refused upgrade changed the workload", c2.name)
+		}
+		// The same mode upgrades as before.
+		if err := upgrade(append(c2.from, "--set", "image.digest=sha256:"+strings.Repeat("2", 64))); err != nil {
+			t.Errorf("%s: an upgrade keeping the mode: %v", c2.name, err)
+		}
+		r.run(ctx, t, "uninstall", r.name, "--wait", "--timeout", "2m")
 	}
 }

@@ -122,3 +122,25 @@ targets:
     image_pull_policy: {{ . }}
     {{- end }}
 {{- end -}}
+
+{{/*
+agora.noModeSwitch: refuses an upgrade that turns leader.enabled on or off in place. Helm
+would make the new workload before it deletes the old one, and the old pod keeps serving
+through its grace period: a Deployment's serve (no Lease, no fence) committing and uploading
+to the bucket while the StatefulSet's first leader restores from it and serves, or a
+StatefulSet's leader still leading while the Deployment's serve starts from its own, older
+home. Stop the old mode first (`helm uninstall` keeps the homes), then install the new one.
+lookup reads the cluster only at install and upgrade: `helm template` sees nothing.
+*/}}
+{{- define "agora.noModeSwitch" -}}
+{{- $ns := .Values.namespaces.agora -}}
+{{- $old := "" -}}
+{{- if and .Values.leader.enabled (lookup "apps/v1" "Deployment" $ns "agora") -}}
+{{- $old = "the Deployment (one replica)" -}}
+{{- else if and (not .Values.leader.enabled) (lookup "apps/v1" "StatefulSet" $ns "agora") -}}
+{{- $old = "the StatefulSet (replicas on a Lease)" -}}
+{{- end -}}
+{{- with $old -}}
+{{- fail (printf "leader.enabled=%v: %s agora still runs in namespace %s; switching in place would run both serves on the bucket at once: helm uninstall first (the homes are kept), then install" $.Values.leader.enabled . $ns) -}}
+{{- end -}}
+{{- end -}}
