@@ -26,7 +26,8 @@ import (
 // without the secret, and with a secret holding a wrong password, is refused by the registry:
 // each dispatch fails provider-failed with the kubelet's words (ErrImagePull, 401) and the
 // secrets it should check, at the first refusal rather than at its timeout, its Job is gone,
-// and neither the record nor its logs hold the registry's password.
+// and neither the record nor its logs hold the registry's password. A node that does not trust
+// the registry's CA refuses the pull for the certificate (x509).
 func TestDispatch_RealPodPullSecret(t *testing.T) {
 	n := startPodNode(t)
 	reg := n.c.StartRegistry(t)
@@ -99,6 +100,18 @@ func TestDispatch_RealPodPullSecret(t *testing.T) {
 			}
 			waitJobGone(t, n, r.ProviderTaskID)
 		})
+	}
+
+	// The node no longer trusts the registry's CA: the pull is refused for the certificate,
+	// not made without verification (image_pull_policy Always pulls though the node holds
+	// the image).
+	if err := reg.Distrust(); err != nil {
+		t.Fatal(err)
+	}
+	r = e.run(dispatch.Request{Subagent: "writer", Target: "pod-regcred", Timeout: 3 * time.Minute})
+	t.Logf("untrusted: %s %s: %s", r.State, r.Reason, r.Detail)
+	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonProviderFailed || !strings.Contains(r.Detail, "x509") {
+		t.Errorf("with the registry's CA untrusted: dispatch %s: %s %s: %s; want provider-failed naming the certificate (x509)", r.ID, r.State, r.Reason, r.Detail)
 	}
 }
 

@@ -33,6 +33,7 @@ type Registry struct {
 	// CAPEM is the CA the registry's certificate is signed by.
 	CAPEM []byte
 
+	c       *Cluster
 	dir     string // config, certificates, the authfile podman pushes with
 	certDir string // podman's --cert-dir: ca.crt
 	proc    *proc
@@ -69,7 +70,7 @@ func (c *Cluster) startRegistry(dir string) (*Registry, error) {
 		return nil, err
 	}
 	r := &Registry{Host: net.JoinHostPort(RealNodeIP, strconv.Itoa(ports[0])), User: "agora-ci",
-		Password: randomHex(16), dir: dir, certDir: filepath.Join(dir, "podman-certs")}
+		Password: randomHex(16), c: c, dir: dir, certDir: filepath.Join(dir, "podman-certs")}
 	p, err := newPKI(dir)
 	if err != nil {
 		return nil, err
@@ -167,6 +168,16 @@ func (c *Cluster) trustRegistry(host, caFile string) error {
 		"https://"+host, "https://"+host, caFile)
 	if err := os.WriteFile(filepath.Join(d, "hosts.toml"), []byte(toml), 0o600); err != nil {
 		return fmt.Errorf("write the containerd hosts.toml: %w", err)
+	}
+	return nil
+}
+
+// Distrust removes the registry's hosts.toml from the node's containerd, which then knows no
+// CA for it: a test that a pull is refused, not done without verification, when the node does
+// not trust the registry.
+func (r *Registry) Distrust() error {
+	if err := os.RemoveAll(filepath.Join(r.c.certsDir(), r.Host)); err != nil {
+		return fmt.Errorf("remove the registry's hosts.toml: %w", err)
 	}
 	return nil
 }

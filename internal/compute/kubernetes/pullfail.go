@@ -46,7 +46,7 @@ func (e *PullError) Error() string {
 	hint := "the target has no image_pull_secrets: a private registry needs one (a docker-registry Secret in namespace " + e.Namespace + ")"
 	if len(e.Secrets) > 0 {
 		hint = "check that image_pull_secrets [" + strings.Join(e.Secrets, ", ") + "] exist in namespace " + e.Namespace +
-			" and hold the registry's current credentials, and that the registry holds the image"
+			" and hold the registry's current credentials, that the node trusts the registry's certificate, and that the registry holds the image"
 	}
 	return fmt.Sprintf("pod %s could not pull image %s (container %s): %s: %s; %s",
 		e.Pod, e.Image, e.Container, e.Reason, e.Message, hint)
