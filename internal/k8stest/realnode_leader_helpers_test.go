@@ -25,15 +25,16 @@ import (
 // images, versitygw on the node IP, the operator's agora (built from this tree) and keys, and
 // each replica's volume on this host by pod name.
 type leaderWorld struct {
-	t     *testing.T
-	c     *k8stest.Cluster
-	im    deployImages
-	bin   string            // agora on this host: the operator's workstation
-	home  string            // the operator's AGORA_HOME there
-	keys  string            // the operator's keys/, the Secret agora-keys
-	pvs   map[string]string // pod name -> its volume's directory
-	s3Env []any             // the bucket's credentials from the Secret agora-s3, as serve gets them
-	s3    s3.Credentials    // and their values
+	t      *testing.T
+	c      *k8stest.Cluster
+	im     deployImages
+	bin    string            // agora on this host: the operator's workstation
+	home   string            // the operator's AGORA_HOME there
+	keys   string            // the operator's keys/, the Secret agora-keys
+	pvs    map[string]string // pod name -> its volume's directory
+	s3Env  []any             // the bucket's credentials from the Secret agora-s3, as serve gets them
+	s3     s3.Credentials    // and their values
+	bucket *s3.Client        // the bucket, as the test reads it
 }
 
 // startLeaderWorld starts versitygw on the node IP (where the pods reach this host) with a
@@ -52,12 +53,15 @@ func startLeaderWorld(ctx context.Context, t *testing.T, c *k8stest.Cluster) *le
 	}
 	t.Cleanup(srv.Stop)
 	bucket := srv.Bucket(t, false)
+	replica := bucket // where the pods replicate: ha/config.yaml's prefix in the test's bucket
+	replica.Prefix = haConfig(t, "agora-0").Replicate.S3.Prefix
+	client := srv.Client(t, replica)
 	bin, cleanup, err := agoratest.BuildBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cleanup)
-	w := &leaderWorld{t: t, c: c, bin: bin, home: filepath.Join(t.TempDir(), "operator"), pvs: map[string]string{}, s3: srv.Creds}
+	w := &leaderWorld{t: t, c: c, bin: bin, home: filepath.Join(t.TempDir(), "operator"), pvs: map[string]string{}, s3: srv.Creds, bucket: client}
 	if out := w.agora(t, "init"); out != "" {
 		t.Fatal(out)
 	}
@@ -111,14 +115,18 @@ func (w *leaderWorld) agora(t *testing.T, args ...string) string {
 	return ""
 }
 
-// waitLeading waits for the Lease's holder to serve and returns its pod. With old nil, the
-// first leader, with the other replica saying it waits as a standby; else the leader after
-// old's death, which must have restored the home from the replica.
-func (w *leaderWorld) waitLeading(ctx context.Context, old *podInfo) podInfo {
+// waitLeading waits for the Lease's holder to serve and returns its pod. With after zero, the
+// first leader, with the other replica saying it waits as a standby. Else a leader that took
+// the Lease after that instant (its acquireTime, written by the taker on this host's clock)
+// and restored the home from the replica: the standby, or the StatefulSet's new pod of a
+// killed leader, which waits the dead process's record out like any other and may win the
+// race (both wait about one duration).
+func (w *leaderWorld) waitLeading(ctx context.Context, after time.Time) podInfo {
 	t, c := w.t, w.c
 	t.Helper()
+	first := after.IsZero()
 	for {
-		holder, _ := leaseHolder(ctx, c)
+		holder, acquired := leaseHolder(ctx, c)
 		var lead *podInfo
 		standby := false
 		for _, p := range podsOf(ctx, t, c, "agora", "app%3Dagora") {
@@ -128,14 +136,14 @@ func (w *leaderWorld) waitLeading(ctx context.Context, old *podInfo) podInfo {
 				if p.node != k8stest.RealNodeName {
 					t.Fatalf("serve's pod %s runs on %q", p.name, p.node)
 				}
-				if old == nil || strings.Contains(log, "restored orch.db from the replica") {
+				if first || (acquired.After(after) && strings.Contains(log, "restored orch.db from the replica")) {
 					lead = &p
 				}
 			case p.phase == "Running" && strings.Contains(log, "standby: waiting for the leader lease"):
 				standby = true
 			}
 		}
-		if lead != nil && (standby || old != nil) {
+		if lead != nil && (standby || !first) {
 			return *lead
 		}
 		if why := crashLooping(ctx, c, "app%3Dagora"); why != "" {
@@ -149,7 +157,7 @@ func (w *leaderWorld) waitLeading(ctx context.Context, old *podInfo) podInfo {
 			}
 			var ev []byte
 			_ = c.Do(context.Background(), http.MethodGet, "/api/v1/namespaces/agora/events", nil, &ev)
-			t.Fatalf("no replica leads (holder %q, after %v): %v\n%s\nevents:\n%s", holder, old, ctx.Err(), logs.String(), tail(string(ev), 6000))
+			t.Fatalf("no replica leads (holder %q, acquired after %v): %v\n%s\nevents:\n%s", holder, after, ctx.Err(), logs.String(), tail(string(ev), 6000))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -342,23 +350,7 @@ func crashLooping(ctx context.Context, c *k8stest.Cluster, selector string) stri
 func (w *leaderWorld) kill(ctx context.Context, p podInfo) time.Time {
 	t := w.t
 	t.Helper()
-	var pod struct {
-		Status struct {
-			ContainerStatuses []struct{ Name, ContainerID string }
-		}
-	}
-	if err := w.c.Do(ctx, http.MethodGet, "/api/v1/namespaces/agora/pods/"+p.name, nil, &pod); err != nil {
-		t.Fatal(err)
-	}
-	var id string
-	for _, s := range pod.Status.ContainerStatuses {
-		if s.Name == "agora" {
-			id = strings.TrimPrefix(s.ContainerID, "containerd://")
-		}
-	}
-	if id == "" {
-		t.Fatalf("pod %s has no agora container: %+v", p.name, pod.Status)
-	}
+	id := w.serveContainer(ctx, p.name).id
 	killed := time.Now()
 	if out, err := w.c.Ctr(ctx, "tasks", "kill", "-s", "SIGKILL", id); err != nil {
 		t.Fatalf("ctr tasks kill %s: %v\n%s", id, err, out)
@@ -369,15 +361,44 @@ func (w *leaderWorld) kill(ctx context.Context, p podInfo) time.Time {
 	return killed
 }
 
-// waitStandby waits for pod name, the old leader as the StatefulSet made it again, to wait as a
-// standby while lead still holds the Lease: one leader, never two.
+// serveState is pod's agora container as the kubelet reports it.
+type serveState struct {
+	id       string // containerd's
+	restarts int
+}
+
+func (w *leaderWorld) serveContainer(ctx context.Context, pod string) serveState {
+	t := w.t
+	t.Helper()
+	var p struct {
+		Status struct {
+			ContainerStatuses []struct {
+				Name, ContainerID string
+				RestartCount      int
+			}
+		}
+	}
+	if err := w.c.Do(ctx, http.MethodGet, "/api/v1/namespaces/agora/pods/"+pod, nil, &p); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range p.Status.ContainerStatuses {
+		if s.Name == "agora" && s.ContainerID != "" {
+			return serveState{strings.TrimPrefix(s.ContainerID, "containerd://"), s.RestartCount}
+		}
+	}
+	t.Fatalf("pod %s has no agora container: %+v", pod, p.Status)
+	return serveState{}
+}
+
+// waitStandby waits for pod name, the replica that does not lead after the takeover, to wait
+// as a standby while lead still holds the Lease: one leader, never two.
 func (w *leaderWorld) waitStandby(ctx context.Context, name, lead string) {
 	t := w.t
 	t.Helper()
 	for {
 		log := podLog(ctx, w.c, "agora", name, "agora")
 		if strings.Contains(log, "orchestrator serving on") {
-			t.Fatalf("the old leader's new pod %s serves beside %s:\n%s", name, lead, log)
+			t.Fatalf("%s serves beside the leader %s:\n%s", name, lead, log)
 		}
 		if holder, _ := leaseHolder(ctx, w.c); holder != lead {
 			t.Fatalf("the Lease moved to %q after the takeover by %s", holder, lead)
@@ -387,7 +408,7 @@ func (w *leaderWorld) waitStandby(ctx context.Context, name, lead string) {
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the old leader's new pod %s never waited as a standby: %v\n%s", name, ctx.Err(), log)
+			t.Fatalf("%s never waited as a standby: %v\n%s", name, ctx.Err(), log)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

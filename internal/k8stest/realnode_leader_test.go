@@ -67,20 +67,23 @@ agora orch audit "$RUN" --out "$o/bundle.json"
 // after it started, the leader's serve is killed with SIGKILL (through containerd, as a crash
 // or the OOM killer would) and its pod deleted with gracePeriodSeconds=0 (the kubelet sends
 // SIGTERM first even then, and a serve that gets SIGTERM hands the Lease back, a graceful
-// hand-off rather than a death: hence the SIGKILL before the delete). The standby takes
-// the Lease, restores the home from the bucket and finishes the run: a, b and d run once, c
-// (in flight at the kill) once or twice, each succeeds once in the run's audit, and the
-// exported bundle verifies under the operator's audit.pub; the old leader's pod, made again,
-// waits as a standby. Attacks: the standby's gateway port refuses (before the kill), and no
-// serve's log holds the bucket's credentials. It logs the takeover time. About 2 minutes (11 s of it the takeover, the
-// slow task's sleep twice, pods starting): the one test of the ha manifests as written, and
-// #31's acceptance test; it skips without a real node.
+// hand-off rather than a death: hence the SIGKILL before the delete). A replica takes the
+// Lease after the kill (the standby, or the StatefulSet's new pod of the killed leader: both
+// wait the dead record out, about one duration, and either may win), restores the home from
+// the bucket and finishes the run: a, b and d run once, c (in flight at the kill) once or
+// twice, each succeeds once in the run's audit, and the exported bundle verifies under the
+// operator's audit.pub; the other replica waits as a standby. Then the fence: the new leader
+// is frozen until the other takes over, and thawed it stops without another upload
+// (fenceAfterThaw). Attacks: the standby's gateway port refuses (before the kill), and no
+// serve's log holds the bucket's credentials. It logs both takeover times. About 2-3 minutes
+// (two takeovers of ~10 s, the slow task's sleep twice, pods starting): the one test of the
+// ha manifests as written, and #31's acceptance test; it skips without a real node.
 func TestRealNodeLeaderKill(t *testing.T) {
 	c := k8stest.Start(t, k8stest.Options{RealNode: true, InClusterAPI: true})
 	ctx, cancel := context.WithTimeout(t.Context(), 14*time.Minute)
 	defer cancel()
 	w := startLeaderWorld(ctx, t, c)
-	leader := w.waitLeading(ctx, nil)
+	leader := w.waitLeading(ctx, time.Time{})
 	t.Logf("%s leads", leader.name)
 	w.checkStandbyClosed(ctx, leader.name)
 
@@ -94,7 +97,7 @@ func TestRealNodeLeaderKill(t *testing.T) {
 	t.Logf("killed %s's serve (SIGKILL) and deleted the pod (gracePeriodSeconds=0) while task c ran", leader.name)
 	_ = c.Do(ctx, http.MethodDelete, "/apis/batch/v1/namespaces/agora/jobs/agora-submit?propagationPolicy=Background", nil, nil)
 
-	next := w.waitLeading(ctx, &leader)
+	next := w.waitLeading(ctx, killed)
 	acquired, serving := w.takeoverTimes(ctx, next)
 	t.Logf("takeover: %s holds the Lease %s after the SIGKILL, serves the restored home %s after it (lease duration 10s)",
 		next.name, acquired.Sub(killed).Round(time.Millisecond), serving.Sub(killed).Round(time.Millisecond))
@@ -105,18 +108,22 @@ func TestRealNodeLeaderKill(t *testing.T) {
 	}
 	waitDriver(ctx, t, c, "agora-finish", next)
 	w.checkFinished(t, w.pvs[next.name], leader.name, next.name)
-	w.waitStandby(ctx, leader.name, next.name)
+	standby := otherReplica(next.name)
+	w.waitStandby(ctx, standby, next.name)
 	// Attack: the bucket's credentials never reach a serve's log, whatever replication said.
 	logs := map[string]string{"the old leader": oldLog, "the new leader": podLog(ctx, c, "agora", next.name, "agora"),
-		"the old leader's new pod": podLog(ctx, c, "agora", leader.name, "agora")}
+		"the standby": podLog(ctx, c, "agora", standby, "agora")}
 	for who, log := range logs {
-		if who != "the old leader's new pod" && !strings.Contains(log, "replicat") {
+		if who != "the standby" && !strings.Contains(log, "replicat") {
 			t.Errorf("%s's serve says nothing of its replication:\n%s", who, log)
 		}
 		if strings.Contains(log, w.s3.AccessKeyID) || strings.Contains(log, w.s3.SecretAccessKey) {
 			t.Errorf("%s's serve logged a credential of the bucket", who)
 		}
 	}
+	// Never two leaders: the new leader frozen past the lease, then thawed after the next
+	// takeover, stops without another upload.
+	w.fenceAfterThaw(ctx, next)
 }
 
 // checkFinished reads what the finishing driver left on the new leader's volume: the run ended
@@ -166,8 +173,14 @@ func (w *leaderWorld) checkFinished(t *testing.T, pv, old, next string) {
 	if err := json.Unmarshal(b, &entries); err != nil || len(entries) < 2 {
 		t.Fatalf("leader.acquired entries (%v): %s", err, b)
 	}
-	if last := entries[len(entries)-1].Details; last["identity"] != next || last["previous"] != old || last["restored"] != true {
-		t.Errorf("the new leader's leader.acquired: %+v, want identity %s, previous %s, restored", last, next, old)
+	// previous is the last other identity the taker saw holding the Lease: none when the
+	// StatefulSet's new pod of the killed leader, with its name, took it back.
+	wantPrev := old
+	if next == old {
+		wantPrev = ""
+	}
+	if last := entries[len(entries)-1].Details; last["identity"] != next || (last["previous"] != wantPrev && !(wantPrev == "" && last["previous"] == nil)) || last["restored"] != true {
+		t.Errorf("the new leader's leader.acquired: %+v, want identity %s, previous %q, restored", last, next, wantPrev)
 	}
 }
 
@@ -207,4 +220,12 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// otherReplica is the StatefulSet's other pod of the two.
+func otherReplica(name string) string {
+	if name == "agora-0" {
+		return "agora-1"
+	}
+	return "agora-0"
 }
