@@ -170,3 +170,38 @@ func TestRedTeam36_HelmUpgradeRefusesModeSwitch(t *testing.T) {
 		r.run(ctx, t, "uninstall", r.name, "--wait", "--timeout", "2m")
 	}
 }
+
+// TestRedTeam36_ExistingNamespacesMustBeRestricted: with namespaces.create=false the chart
+// made neither namespace and took the docs' word that they enforce Pod Security "restricted".
+// Before the fix it installed into an agents namespace without the label: the Role's create on
+// Jobs there then let a token taken from serve run a privileged pod. Now the install names the
+// namespace and refuses; labelled, it installs.
+func TestRedTeam36_ExistingNamespacesMustBeRestricted(t *testing.T) {
+	helm := helmBin(t)
+	c := k8stest.Shared(t, k8stest.Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	r := helmRelease{helm: helm, kubeconfig: c.Kubeconfig, name: "agora-rt36-ns", agora: "rt36-own", agents: "rt36-own-agents"}
+	namespace := func(name string, labels map[string]any) {
+		t.Helper()
+		if err := c.Apply(ctx, map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": name, "labels": labels}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restricted := map[string]any{"pod-security.kubernetes.io/enforce": "restricted"}
+	namespace(r.agora, restricted)
+	namespace(r.agents, map[string]any{"pod-security.kubernetes.io/enforce": "privileged"})
+	args := append([]string{"install", r.name, chartDir, "--set", "namespaces.create=false", "--kubeconfig", r.kubeconfig, "--namespace", r.agora}, r.values()...)
+	_, err := runHelm(ctx, helm, args...)
+	if err == nil || !strings.Contains(err.Error(), "namespace "+r.agents+" (namespaces.agents) enforces Pod Security \"privileged\"") {
+		t.Fatalf("install into a privileged agents namespace: %v, want refused naming it", err)
+	}
+	if objectUID(ctx, t, c, "/apis/rbac.authorization.k8s.io/v1/namespaces/"+r.agents+"/roles/agora") != "" {
+		t.Errorf("the refused install left its Role in %s", r.agents)
+	}
+	namespace(r.agents, restricted)
+	if _, err := runHelm(ctx, helm, args...); err != nil {
+		t.Fatalf("install into restricted namespaces: %v", err)
+	}
+	r.run(ctx, t, "uninstall", r.name, "--wait", "--timeout", "2m")
+}

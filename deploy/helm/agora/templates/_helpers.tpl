@@ -144,3 +144,24 @@ lookup reads the cluster only at install and upgrade: `helm template` sees nothi
 {{- fail (printf "leader.enabled=%v: %s agora still runs in namespace %s; switching in place would run both serves on the bucket at once: helm uninstall first (the homes are kept), then install" $.Values.leader.enabled . $ns) -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+agora.namespacesRestricted: with namespaces.create false the chart makes neither namespace,
+and says they enforce Pod Security "restricted". The Role lets agora's token make Jobs in
+agents: in a namespace without that label, a token taken from serve makes a privileged pod
+(the node's root) where the label would have refused it. So a namespace that exists without
+the label is refused. lookup reads the cluster only at install and upgrade.
+*/}}
+{{- define "agora.namespacesRestricted" -}}
+{{- if not .Values.namespaces.create -}}
+{{- range $k, $name := dict "agora" .Values.namespaces.agora "agents" .Values.namespaces.agents -}}
+{{- with lookup "v1" "Namespace" "" $name -}}
+{{- $enforce := "" -}}
+{{- with .metadata.labels -}}{{- $enforce = index . "pod-security.kubernetes.io/enforce" | default "" -}}{{- end -}}
+{{- if ne $enforce "restricted" -}}
+{{- fail (printf "namespaces.create=false: namespace %s (namespaces.%s) enforces Pod Security %q, not \"restricted\": label it pod-security.kubernetes.io/enforce=restricted, or let the chart make it (namespaces.create=true)" $name $k $enforce) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
