@@ -69,7 +69,7 @@ func BenchmarkRecords_Lifecycle(b *testing.B) {
 				if err := c.s.Accept(ctx, r); err != nil {
 					b.Fatal(err)
 				}
-				if _, err := c.s.started(ctx, r.ID, "local:bench", selfSupervisor()); err != nil {
+				if _, err := c.s.started(ctx, r.ID, "local:bench", selfSupervisor(), nil); err != nil {
 					b.Fatal(err)
 				}
 				if _, _, err := c.s.finish(ctx, r.ID, Outcome{State: StateFinished}); err != nil {

@@ -222,13 +222,15 @@ func (s *Records) event(ctx context.Context, tx *sql.Tx, r *Record, kind string,
 
 // Started records that the provider runs the worker.
 func (s *Records) Started(ctx context.Context, id, taskID, supervisor string) error {
-	_, err := s.started(ctx, id, taskID, supervisor)
+	_, err := s.started(ctx, id, taskID, supervisor, nil)
 	return err
 }
 
 // started is Started returning the record as it commits, read in the same transaction (the
 // supervisor reports it; a separate read after the commit cost a dispatch a query, #28).
-func (s *Records) started(ctx context.Context, id, taskID, supervisor string) (*Record, error) {
+// bins, when not nil, are the binaries the sandbox runs, recorded in the same transaction:
+// a warm slot's claim commits this before it releases the slot.
+func (s *Records) started(ctx context.Context, id, taskID, supervisor string, bins *binaries) (*Record, error) {
 	var started *Record
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		r, err := getRecord(ctx, s.prepared(tx), id)
@@ -237,6 +239,9 @@ func (s *Records) started(ctx context.Context, id, taskID, supervisor string) (*
 		}
 		if r.State != StateAccepted {
 			return fmt.Errorf("dispatch %s is %s, not accepted", id, r.State)
+		}
+		if err := setBinaries(ctx, tx, id, bins); err != nil {
+			return err
 		}
 		now := s.now().UTC()
 		if _, err := tx.ExecContext(ctx, `UPDATE dispatches SET state = ?, provider_task_id = ?, supervisor = ?, started_at = ? WHERE id = ?`,

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,6 +65,7 @@ type supervision struct {
 	pinned   *pinned
 	lease    *uidLease
 	warm     *warmSlot // a claimed warm slot, until startSandbox runs in it or spends it
+	bins     *binaries // what the sandbox runs, until startSandbox records them
 	st       *stage
 	endpoint *modelEndpoint
 	inputs   string // the stage's inputs directory
@@ -177,9 +179,9 @@ func (s *supervision) stage(ctx context.Context) error {
 		return &failure{*fl}
 	}
 	wi := workerImage(s.target, r.Sandbox)
-	if err := d.Records.SetBinaries(ctx, r.ID, rb, wb, wi); err != nil {
-		return err
-	}
+	// Recorded before the sandbox runs anything (startSandbox): with the started transaction
+	// of a warm slot's claim, or on their own before any other start.
+	s.bins = &binaries{runtime: rb, worker: wb, image: wi}
 	r.RuntimeBinary, p.runtimeBinary, r.WorkerBinary, r.WorkerImage = rb, rb, wb, wi
 
 	setupTimeout, agentTimeout := budgets(time.Duration(r.Timeout))
@@ -327,14 +329,26 @@ func (s *supervision) startSandbox(ctx context.Context) error {
 		return &failure{Outcome{State: StateCancelled, Reason: ReasonCancelled, Detail: "cancelled before the sandbox started"}}
 	}
 	var (
-		h      compute.Handle
-		err    error
-		warmed bool
+		h       compute.Handle
+		err     error
+		warmed  bool
+		started *Record // recorded by a warm slot's claim before it released the slot
 	)
 	if s.warm != nil {
-		h, warmed = s.startWarm(ctx)
+		if h, started, warmed, err = s.startWarm(ctx); err != nil {
+			if secretsRead != nil {
+				secretsRead.Close()
+			}
+			return err
+		}
 	}
 	if !warmed {
+		if err := s.recordBinaries(ctx); err != nil {
+			if secretsRead != nil {
+				secretsRead.Close()
+			}
+			return err
+		}
 		if h, err = s.provider.Start(ctx, s.spec); err == nil {
 			if d.Warm != nil {
 				d.Warm.learn(r.Target, s.target, s.spec)
@@ -350,11 +364,12 @@ func (s *supervision) startSandbox(ctx context.Context) error {
 	if err != nil {
 		return fail(ReasonProviderFailed, "%v", err)
 	}
-	started, err := d.Records.started(ctx, r.ID, h.TaskID(), selfSupervisor())
-	if err != nil {
-		s.provider.Cancel(context.WithoutCancel(ctx), h.TaskID())
-		h.Wait()
-		return err
+	if started == nil {
+		if started, err = d.Records.started(ctx, r.ID, h.TaskID(), selfSupervisor(), nil); err != nil {
+			s.provider.Cancel(context.WithoutCancel(ctx), h.TaskID())
+			h.Wait()
+			return err
+		}
 	}
 	s.handle = h
 	s.progress(StateStarted, started)
@@ -378,6 +393,17 @@ func (s *supervision) wait(ctx context.Context) error {
 		s.trip.Trip(full)
 	}
 	return nil
+}
+
+// recordBinaries records what the sandbox runs, once, before a start that records them in
+// no transaction of its own.
+func (s *supervision) recordBinaries(ctx context.Context) error {
+	b := s.bins
+	s.bins = nil
+	if b.none() {
+		return nil
+	}
+	return s.d.Records.db.Tx(ctx, func(tx *sql.Tx) error { return setBinaries(ctx, tx, s.r.ID, b) })
 }
 
 // exitWaiter is a handle that can report its task's end before the provider has taken down

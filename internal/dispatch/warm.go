@@ -394,32 +394,56 @@ func (w *WarmPools) fillOnce(ctx context.Context, target string, t config.Target
 	return &warmSlot{slot: slot, lease: lease, key: key}, nil
 }
 
-// startWarm runs s's spec in its claimed slot. started false: the spec did not fit (the slot
-// is spent, counted) and the caller starts it cold, as the same uid.
-func (s *supervision) startWarm(ctx context.Context) (compute.Handle, bool) {
+// startWarm runs s's spec in its claimed slot. warmed false: the spec did not fit (the slot
+// is spent, counted) and the caller starts it cold, as the same uid. A bubblewrap slot's
+// claim records the dispatch started (with what its sandbox runs) before it releases the
+// slot, and returns that record; started is nil for the other slots, whose caller records
+// the start. An error fails the dispatch: it is on record as started, or could not be.
+func (s *supervision) startWarm(ctx context.Context) (h compute.Handle, started *Record, warmed bool, err error) {
 	w := s.warm
 	s.warm = nil
-	if w.box != nil {
-		return s.startDockerWarm(ctx, w)
-	}
-	if w.pod != nil {
-		return s.startK8sWarm(ctx, w)
+	if w.box != nil || w.pod != nil {
+		if err := s.recordBinaries(ctx); err != nil {
+			w.kill()
+			return nil, nil, false, err
+		}
+		if w.box != nil {
+			h, warmed = s.startDockerWarm(ctx, w)
+		} else {
+			h, warmed = s.startK8sWarm(ctx, w)
+		}
+		return h, nil, warmed, nil
 	}
 	p, ok := s.provider.(*local.Provider)
 	if !ok {
 		w.slot.Discard()
-		return nil, false
+		return nil, nil, false, nil
 	}
-	h, err := p.StartInSlot(ctx, w.slot, s.spec)
-	if err != nil {
-		s.d.Warm.missed(s.r.Target)
-		if errors.Is(err, local.ErrSlotShape) {
-			return nil, false
+	// The decision before its effect: the start, and what runs, commit before anything of
+	// the claim runs; a claim refused before this point records nothing and goes cold.
+	var recErr error
+	commit := func(taskID string) error {
+		started, recErr = s.d.Records.started(ctx, s.r.ID, taskID, selfSupervisor(), s.bins)
+		if recErr == nil {
+			s.bins = nil
 		}
-		s.d.log().Warn("warm slot failed; starting cold", "dispatch", s.r.ID, "err", err)
-		return nil, false
+		return recErr
 	}
-	return h, true
+	h, err = p.StartInSlotWith(ctx, w.slot, s.spec, commit)
+	switch {
+	case err == nil:
+		return h, started, true, nil
+	case recErr != nil:
+		return nil, nil, false, recErr // the slot was killed unreleased
+	case started != nil:
+		// On record as started, yet not released: the dispatch ends here, never cold.
+		return nil, nil, false, fmt.Errorf("start in warm slot: %w", err)
+	}
+	s.d.Warm.missed(s.r.Target)
+	if !errors.Is(err, local.ErrSlotShape) {
+		s.d.log().Warn("warm slot failed; starting cold", "dispatch", s.r.ID, "err", err)
+	}
+	return nil, nil, false, nil
 }
 
 // holdsToken says whether env carries a per-dispatch credential the worker reads (the egress

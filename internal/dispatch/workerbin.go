@@ -73,38 +73,58 @@ func workerImage(target config.Target, sandbox string) string {
 // SetBinaries records, in one transaction, the worker binary (or, for a pod, the worker
 // image) and the host CLI a live dispatch's sandbox runs, before it starts; each may be empty.
 func (s *Records) SetBinaries(ctx context.Context, id string, rb, wb *wire.RuntimeBinary, workerImage string) error {
-	if rb == nil && wb == nil && workerImage == "" {
+	b := &binaries{runtime: rb, worker: wb, image: workerImage}
+	if b.none() {
+		return nil
+	}
+	return s.db.Tx(ctx, func(tx *sql.Tx) error { return setBinaries(ctx, tx, id, b) })
+}
+
+// binaries are what a dispatch's sandbox runs: the host CLI, the worker binary, the worker
+// image. The supervisor records them before the sandbox runs anything: on their own
+// (SetBinaries) before a cold start, or in the started transaction that a warm slot's claim
+// commits before it releases the slot (#28: one transaction fewer on the hand-off).
+type binaries struct {
+	runtime, worker *wire.RuntimeBinary
+	image           string
+}
+
+func (b *binaries) none() bool {
+	return b == nil || b.runtime == nil && b.worker == nil && b.image == ""
+}
+
+// setBinaries writes b into accepted dispatch id's record, inside tx.
+func setBinaries(ctx context.Context, tx *sql.Tx, id string, b *binaries) error {
+	if b.none() {
 		return nil
 	}
 	cols := map[string]string{}
-	for col, b := range map[string]*wire.RuntimeBinary{"runtime_binary": rb, "worker_binary": wb} {
-		if b == nil {
+	for col, rb := range map[string]*wire.RuntimeBinary{"runtime_binary": b.runtime, "worker_binary": b.worker} {
+		if rb == nil {
 			continue
 		}
-		body, err := json.Marshal(b)
+		body, err := json.Marshal(rb)
 		if err != nil {
 			return err
 		}
 		cols[col] = string(body)
 	}
-	if workerImage != "" {
-		cols["worker_image"] = workerImage
+	if b.image != "" {
+		cols["worker_image"] = b.image
 	}
-	return s.db.Tx(ctx, func(tx *sql.Tx) error {
-		for _, col := range []string{"runtime_binary", "worker_binary", "worker_image"} {
-			v, ok := cols[col]
-			if !ok {
-				continue
-			}
-			// col is one of the three literals above.
-			res, err := tx.ExecContext(ctx, `UPDATE dispatches SET `+col+` = ? WHERE id = ? AND state = ?`, v, id, StateAccepted)
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n != 1 {
-				return fmt.Errorf("dispatch %s is no longer accepted; its %s is not recorded", id, col)
-			}
+	for _, col := range []string{"runtime_binary", "worker_binary", "worker_image"} {
+		v, ok := cols[col]
+		if !ok {
+			continue
 		}
-		return nil
-	})
+		// col is one of the three literals above.
+		res, err := tx.ExecContext(ctx, `UPDATE dispatches SET `+col+` = ? WHERE id = ? AND state = ?`, v, id, StateAccepted)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return fmt.Errorf("dispatch %s is no longer accepted; its %s is not recorded", id, col)
+		}
+	}
+	return nil
 }

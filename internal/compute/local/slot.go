@@ -430,6 +430,15 @@ func mountsUnder(dir string) ([]string, error) {
 // secrets written to the slot's pipes, the output copied to spec's sinks, and the held
 // sandbox released. The slot is spent whatever happens: a failed claim kills it.
 func (p *Provider) StartInSlot(ctx context.Context, slot *Slot, spec compute.Spec) (compute.Handle, error) {
+	return p.StartInSlotWith(ctx, slot, spec, nil)
+}
+
+// StartInSlotWith is [Provider.StartInSlot] with beforeRelease, when not nil, called with the
+// slot's task id once everything of the claim is in place and before the held sandbox is
+// released: what the caller records there (the dispatch's start) is on record before
+// anything of the claim runs. An error from it kills the slot, nothing having run, and is
+// returned.
+func (p *Provider) StartInSlotWith(ctx context.Context, slot *Slot, spec compute.Spec, beforeRelease func(taskID string) error) (compute.Handle, error) {
 	slot.mu.Lock()
 	was := slot.claimed
 	slot.claimed = true
@@ -437,7 +446,7 @@ func (p *Provider) StartInSlot(ctx context.Context, slot *Slot, spec compute.Spe
 	if was {
 		return nil, fmt.Errorf("start %q: %w", spec.ID, ErrSlotClaimed)
 	}
-	h, err := slot.claim(ctx, spec)
+	h, err := slot.claim(ctx, spec, beforeRelease)
 	if err != nil {
 		if slot.h != nil && !slot.monitored {
 			slot.h.abortHeld()
@@ -448,7 +457,7 @@ func (p *Provider) StartInSlot(ctx context.Context, slot *Slot, spec compute.Spe
 	return h, nil
 }
 
-func (s *Slot) claim(ctx context.Context, spec compute.Spec) (*handle, error) {
+func (s *Slot) claim(ctx context.Context, spec compute.Spec, beforeRelease func(taskID string) error) (*handle, error) {
 	if err := validateSpec(spec); err != nil {
 		return nil, err
 	}
@@ -516,6 +525,16 @@ func (s *Slot) claim(ctx context.Context, spec compute.Spec) (*handle, error) {
 	gate := s.blockW
 	if s.goW != nil {
 		gate = s.goW
+	}
+	if beforeRelease != nil {
+		if err := beforeRelease(h.TaskID()); err != nil {
+			// Killed before its gate closes: a held bwrap reads EOF on --block-fd as a release.
+			h.requestCancel()
+			<-h.done
+			gate.Close()
+			s.blockW, s.goW = nil, nil
+			return nil, err
+		}
 	}
 	err := release(gate)
 	gate.Close()
