@@ -39,6 +39,11 @@ func BuildBinaryFlags(flags ...string) (bin string, cleanup func(), err error) {
 // Worker is the worker program BuildBinary built beside the agora binary bin.
 func Worker(bin string) string { return filepath.Join(filepath.Dir(bin), "agora-worker") }
 
+// ParentBinaryEnv names the agora binary a test that runs its own test binary again as a child
+// (under strace, say) already built: the child's RunWithBinary uses it rather than building the
+// same binary again (tens of seconds under strace -f).
+const ParentBinaryEnv = "AGORA_TEST_PARENT_BINARY"
+
 // RunWithBinary builds the binary into *bin, runs the package's tests and removes the binary;
 // it returns the exit code for os.Exit. A build failure fails the whole package. A run that can
 // start no test (see RunsNoTest) builds nothing and leaves *bin naming a path that is not there,
@@ -46,6 +51,10 @@ func Worker(bin string) string { return filepath.Join(filepath.Dir(bin), "agora-
 func RunWithBinary(m interface{ Run() int }, bin *string) int {
 	if RunsNoTest() {
 		*bin = "/nonexistent/agora-not-built-for-a-run-of-no-test"
+		return m.Run()
+	}
+	if b := os.Getenv(ParentBinaryEnv); b != "" {
+		*bin = b // the parent test's build, which it removes
 		return m.Run()
 	}
 	b, cleanup, err := BuildBinary()

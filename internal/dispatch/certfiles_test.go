@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
@@ -43,7 +44,7 @@ func TestEgress_OpensOneCertificateFile(t *testing.T) {
 	// processes (bwrap, the worker, curl) have their own.
 	cmd := exec.CommandContext(t.Context(), strace, "-f", "-qq", "-Y", "-e", "trace=openat", "-o", trace,
 		self, "-test.run", "^TestEgress_OpensOneCertificateFile$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), certChildEnv+"=1")
+	cmd.Env = append(os.Environ(), certChildEnv+"=1", agoratest.ParentBinaryEnv+"="+agoraBin)
 	out, err := cmd.CombinedOutput()
 	if strings.Contains(string(out), "SKIP") {
 		t.Skipf("SKIP: the traced child skipped:\n%s", out)

@@ -24,21 +24,11 @@ import (
 
 const testAnthropicKey = "sk-ant-agora-test-0c1d2e3f4a5b6c7d8e9f"
 
-// fakeClaude builds claudert's fake claude (static, so it runs in any sandbox) and returns
-// its bytes.
+// fakeClaude is claudert's fake claude (static, so it runs in any sandbox) as bytes: the one
+// build fakeClaudeBytes shares with the package's tests, not a go build and link per test.
 func fakeClaude(t *testing.T) []byte {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "claude")
-	build := exec.Command("go", "build", "-o", bin, "github.com/agora-dev/agora/internal/runtime/claudert/internal/fakeclaude")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the fake claude: %v\n%s", err, out)
-	}
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return fakeClaudeBytes(t)
 }
 
 // anthropicRequest is what the fake Messages API saw.
