@@ -4,12 +4,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/k8stest"
 )
 
@@ -204,4 +206,24 @@ func TestRedTeam36_ExistingNamespacesMustBeRestricted(t *testing.T) {
 		t.Fatalf("install into restricted namespaces: %v", err)
 	}
 	r.run(ctx, t, "uninstall", r.name, "--wait", "--timeout", "2m")
+}
+
+// TestRedTeam36_AllowPrivateIPv6: egress.allowPrivate's schema takes any IPv6 address, and the
+// chart joined them unquoted into a flow sequence: "::1" or "::ffff:10.0.0.1" is no plain
+// scalar there, so agora.yaml did not parse ("did not find expected node content") and serve
+// refused to start on a value the chart accepted. Each is quoted now, and agora's own parser
+// reads back the prefixes as given.
+func TestRedTeam36_AllowPrivateIPv6(t *testing.T) {
+	helm := helmBin(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	want := []string{"::1", "fd00::/8", "::ffff:10.0.0.1", "10.0.0.0/8"}
+	cfg, _ := renderedAgoraYAML(ctx, t, helm, "--set", "egress.allowPrivate={"+strings.Join(want, ",")+"}")
+	c := config.Default(t.TempDir())
+	if err := config.Parse("agora.yaml", []byte(cfg), c); err != nil {
+		t.Fatalf("agora refuses the rendered agora.yaml: %v\n%s", err, cfg)
+	}
+	if !slices.Equal(c.Egress.AllowPrivate, want) {
+		t.Errorf("egress.allow_private = %q, want %q", c.Egress.AllowPrivate, want)
+	}
 }
