@@ -54,7 +54,7 @@ func leases(t *testing.T, kubeconfig string) coordinationv1.CoordinationV1Interf
 func TestElect_ReleaseHandsOver(t *testing.T) {
 	for _, c := range []struct{ name, second, previous string }{
 		{"another identity", "replica-b", "replica-a"},
-		{"the same identity", "replica-a", ""},
+		{"the same identity", "replica-a", "replica-a"}, // another process's record, though of this name
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := testLease(t, "", "replica-a")

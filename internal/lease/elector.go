@@ -30,8 +30,9 @@ type elector struct {
 	observedAt instant
 	// written is the resourceVersion of the record this process last wrote.
 	written string
-	// previous is the other holder this process took the Lease from: the last other
-	// identity it saw holding it (a released Lease names no holder).
+	// previous is the holder this process took the Lease from: the last identity it saw
+	// holding it in a record it did not write, its own included (a released Lease names no
+	// holder).
 	previous, seen string
 }
 
@@ -57,10 +58,13 @@ func (e *elector) try(ctx context.Context) (ok bool, holder string) {
 		e.observed, e.observedAt = cur, now
 	}
 	holder = deref(cur.Spec.HolderIdentity)
-	if holder != "" && holder != e.cfg.Identity {
+	mine := holder == e.cfg.Identity && cur.ResourceVersion == e.written
+	// Our own identity in a record this process did not write is another process's (a
+	// StatefulSet's new pod of a killed leader sees its dead predecessor's): it is the holder
+	// taken over from, as a foreign one is, so that leader.acquired names it.
+	if holder != "" && !mine {
 		e.seen = holder
 	}
-	mine := holder == e.cfg.Identity && cur.ResourceVersion == e.written
 	if holder != "" && !mine && now < e.observedAt.add(e.holderDuration(cur)) {
 		return false, holder
 	}
