@@ -227,3 +227,59 @@ func TestRedTeam36_AllowPrivateIPv6(t *testing.T) {
 		t.Errorf("egress.allow_private = %q, want %q", c.Egress.AllowPrivate, want)
 	}
 }
+
+// TestRedTeam36_BucketCredentialsOnlyInServesEnv: in the chart's leader rendering (with a
+// bucket, as TestHelmChart_NoSecretRendered's values) the bucket's credentials reach serve's
+// container alone, and only as secretKeyRef: never a literal value, never the init container
+// (which runs `agora init` and a shell over the ConfigMap and needs none), never an envFrom
+// that would hand over every key of a Secret, and not in agora.yaml or any argument.
+func TestRedTeam36_BucketCredentialsOnlyInServesEnv(t *testing.T) {
+	helm := helmBin(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	out, err := runHelm(ctx, helm, append([]string{"template", "agora", chartDir}, leaderValues...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod any
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj["kind"] == "StatefulSet" {
+			pod = dig(obj, "spec", "template", "spec")
+		}
+		if (obj["kind"] == "ConfigMap" && strings.Contains(doc, "AWS_")) || strings.Contains(doc, "access_key_id:") {
+			t.Errorf("a %v names the credentials' values:\n%s", obj["kind"], doc)
+		}
+	}
+	if pod == nil {
+		t.Fatal("the leader rendering has no StatefulSet")
+	}
+	inits, _ := dig(pod, "initContainers").([]any)
+	ctrs, _ := dig(pod, "containers").([]any)
+	for _, c := range append(slices.Clone(inits), ctrs...) {
+		name := dig(c, "name")
+		if dig(c, "envFrom") != nil {
+			t.Errorf("container %v takes a whole Secret or ConfigMap as environment: %v", name, dig(c, "envFrom"))
+		}
+		args, _ := yaml.Marshal(map[string]any{"command": dig(c, "command"), "args": dig(c, "args")})
+		if strings.Contains(string(args), "AWS_") || strings.Contains(string(args), "agora-s3") {
+			t.Errorf("container %v's command names the credentials: %s", name, args)
+		}
+		envs, _ := dig(c, "env").([]any)
+		for _, e := range envs {
+			n, _ := dig(e, "name").(string)
+			if !strings.HasPrefix(n, "AWS_") {
+				continue
+			}
+			if name != "agora" {
+				t.Errorf("container %v gets %s", name, n)
+			}
+			if dig(e, "value") != nil || dig(e, "valueFrom", "secretKeyRef", "name") != "agora-s3" {
+				t.Errorf("container %v's %s is not a reference to the Secret s3.credentialsSecret: %v", name, n, e)
+			}
+		}
+	}
+}
