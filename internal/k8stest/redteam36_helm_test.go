@@ -283,3 +283,27 @@ func TestRedTeam36_BucketCredentialsOnlyInServesEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestRedTeam36_HelmUpgradeRefusesNamespaceMove: `helm upgrade` changing namespaces.agora.
+// Before the fix it went through: the new serve started in the new namespace before the old
+// was deleted, and the Lease is namespaced, so in leader mode two leaders held two Leases with
+// their fences open, both writing the one bucket. The chart finds the release's own workload
+// in another namespace (its Helm annotations) and refuses; nothing is made in the new one.
+func TestRedTeam36_HelmUpgradeRefusesNamespaceMove(t *testing.T) {
+	helm := helmBin(t)
+	c := k8stest.Shared(t, k8stest.Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	r := helmRelease{helm: helm, kubeconfig: c.Kubeconfig, name: "agora-rt36-move", agora: "rt36-move", agents: "rt36-move-agents"}
+	r.run(ctx, t, append([]string{"install", r.name, chartDir, "--create-namespace"}, append(r.values(), leaderValues...)...)...)
+	moved := helmRelease{agora: "rt36-moved", agents: r.agents}
+	args := append([]string{"upgrade", r.name, chartDir, "--kubeconfig", r.kubeconfig, "--namespace", r.agora}, append(moved.values(), leaderValues...)...)
+	_, err := runHelm(ctx, helm, args...)
+	if err == nil || !strings.Contains(err.Error(), "this release's serve runs in namespace "+r.agora) {
+		t.Errorf("upgrade moving serve to %s: %v, want refused naming %s", moved.agora, err, r.agora)
+	}
+	if objectUID(ctx, t, c, "/apis/apps/v1/namespaces/"+moved.agora+"/statefulsets/agora") != "" {
+		t.Errorf("the refused upgrade made a StatefulSet in %s", moved.agora)
+	}
+	r.run(ctx, t, "uninstall", r.name, "--wait", "--timeout", "2m")
+}

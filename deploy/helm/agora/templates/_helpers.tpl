@@ -165,3 +165,25 @@ the label is refused. lookup reads the cluster only at install and upgrade.
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+agora.noNamespaceMove: refuses an upgrade that moves serve to another namespaces.agora. The
+new workload starts before the old one is deleted, and the Lease is namespaced: two leaders,
+each holding its own namespace's Lease, fences open, both writing the one bucket (or, with one
+replica, a serve on an empty home beside the old one). It looks in the release's namespace,
+where the docs install serve (`--namespace agora`), so the installing user needs no more than
+get there: a release whose namespaces.agora was never its own namespace is not checked.
+*/}}
+{{- define "agora.noNamespaceMove" -}}
+{{- $ns := .Values.namespaces.agora -}}
+{{- if ne .Release.Namespace $ns -}}
+{{- range $kind := list "Deployment" "StatefulSet" -}}
+{{- with lookup "apps/v1" $kind $.Release.Namespace "agora" -}}
+{{- $a := default (dict) .metadata.annotations -}}
+{{- if eq (index $a "meta.helm.sh/release-name" | default "") $.Release.Name -}}
+{{- fail (printf "namespaces.agora=%s: this release's serve runs in namespace %s; moving it in place would run two serves (two Leases) on one bucket: helm uninstall first (the home is kept in %s), then install" $ns .metadata.namespace .metadata.namespace) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
