@@ -307,3 +307,29 @@ func TestRedTeam36_HelmUpgradeRefusesNamespaceMove(t *testing.T) {
 	}
 	r.run(ctx, t, "uninstall", r.name, "--wait", "--timeout", "2m")
 }
+
+// TestRedTeam36_HelmUpgradeRefusesLeaseRename: `helm upgrade` renaming leader.lease went
+// through before the fix: the StatefulSet rolls one pod at a time, so the first pod rolled (a
+// standby) elects on the new Lease, which nobody holds, and leads while the old leader still
+// holds the old one: two fences open, one bucket. The chart reads the running name from the
+// Lease Role and refuses; the same name upgrades.
+func TestRedTeam36_HelmUpgradeRefusesLeaseRename(t *testing.T) {
+	helm := helmBin(t)
+	c := k8stest.Shared(t, k8stest.Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	r := helmRelease{helm: helm, kubeconfig: c.Kubeconfig, name: "agora-rt36-lease", agora: "rt36-lease", agents: "rt36-lease-agents"}
+	r.run(ctx, t, append([]string{"install", r.name, chartDir, "--create-namespace"}, append(r.values(), leaderValues...)...)...)
+	upgrade := func(extra ...string) error {
+		args := append([]string{"upgrade", r.name, chartDir, "--kubeconfig", r.kubeconfig, "--namespace", r.agora}, append(r.values(), leaderValues...)...)
+		_, err := runHelm(ctx, helm, append(args, extra...)...)
+		return err
+	}
+	if err := upgrade("--set", "leader.lease=agora-leader-2"); err == nil || !strings.Contains(err.Error(), "the replicas lead on Lease agora-leader") {
+		t.Errorf("upgrade renaming the Lease: %v, want refused", err)
+	}
+	if err := upgrade("--set", "leader.duration=15s"); err != nil {
+		t.Errorf("upgrade keeping the Lease: %v", err)
+	}
+	r.run(ctx, t, "uninstall", r.name, "--wait", "--timeout", "2m")
+}

@@ -187,3 +187,23 @@ get there: a release whose namespaces.agora was never its own namespace is not c
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+agora.noLeaseRename: refuses an upgrade that renames leader.lease while the replicas run. The
+StatefulSet rolls one pod at a time: the first rolled, a standby, would elect on the new Lease,
+which nobody holds, and lead at once while the not yet rolled leader still holds the old one,
+fences open on both, both writing the bucket. The running name is the Role's resourceNames.
+*/}}
+{{- define "agora.noLeaseRename" -}}
+{{- if .Values.leader.enabled -}}
+{{- with lookup "rbac.authorization.k8s.io/v1" "Role" .Values.namespaces.agora "agora-leader" -}}
+{{- range .rules -}}
+{{- range (default (list) .resourceNames) -}}
+{{- if ne . $.Values.leader.lease -}}
+{{- fail (printf "leader.lease=%s: the replicas lead on Lease %s; renaming it while they run would let the first pod rolled lead on the new one beside the old leader: helm uninstall first (the homes are kept), then install" $.Values.leader.lease .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
