@@ -526,14 +526,38 @@ func (s *Slot) claim(ctx context.Context, spec compute.Spec, beforeRelease func(
 	if s.goW != nil {
 		gate = s.goW
 	}
+	if err := s.release(h, gate, beforeRelease); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// errSlotEnded: the held sandbox died after the claim's first look at it (the OOM killer, a
+// kill from outside): nothing of the claim ran, and its exit is not the dispatch's.
+var errSlotEnded = errors.New("the warm slot's sandbox ended before its claim was released")
+
+// release runs beforeRelease, then opens the claimed slot's gate. The held sandbox is looked
+// at again before each, since attaching the claim and committing the caller's record take
+// time it may die in (red team 36): a claim of a dead slot would hand the dispatch the kill
+// as its agent's exit. A failure kills the slot before its gate closes (a held bwrap reads
+// EOF on --block-fd as a release), so nothing of the claim runs.
+func (s *Slot) release(h *handle, gate *os.File, beforeRelease func(taskID string) error) error {
+	abandon := func(err error) error {
+		h.requestCancel()
+		<-h.done
+		gate.Close()
+		s.blockW, s.goW = nil, nil
+		return err
+	}
+	if heldExited(h.pid) {
+		return abandon(errSlotEnded)
+	}
 	if beforeRelease != nil {
 		if err := beforeRelease(h.TaskID()); err != nil {
-			// Killed before its gate closes: a held bwrap reads EOF on --block-fd as a release.
-			h.requestCancel()
-			<-h.done
-			gate.Close()
-			s.blockW, s.goW = nil, nil
-			return nil, err
+			return abandon(err)
+		}
+		if heldExited(h.pid) {
+			return abandon(errSlotEnded)
 		}
 	}
 	err := release(gate)
@@ -542,9 +566,9 @@ func (s *Slot) claim(ctx context.Context, spec compute.Spec, beforeRelease func(
 	if err != nil {
 		h.requestCancel()
 		<-h.done
-		return nil, err
+		return err
 	}
-	return h, nil
+	return nil
 }
 
 // heldExited reports whether the held bwrap pid has exited (it stays unreaped, WNOWAIT).
