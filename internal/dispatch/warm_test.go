@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -40,9 +41,13 @@ func warmCounts(w *dispatch.WarmPools) warm.Counts {
 
 func waitWarmReady(t testing.TB, w *dispatch.WarmPools, n int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	// 45 s, not a speed bound: under CI's -race and a loaded machine a fill once took more
+	// than 20 s (session 36). If it ever does not come, the goroutines say where the fill sits.
+	deadline := time.Now().Add(45 * time.Second)
 	for warmCounts(w).Ready < n {
 		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Logf("goroutines while the fill did not come:\n%s", buf[:runtime.Stack(buf, true)])
 			t.Fatalf("warm slots: %+v, want %d ready", warmCounts(w), n)
 		}
 		time.Sleep(5 * time.Millisecond)
