@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -18,6 +19,30 @@ func TestPeerHelper(t *testing.T) {
 	time.Sleep(30 * time.Second)
 }
 
+// startPeer starts bin as the helper process with words, named argv0, and returns once the
+// kernel shows its command line: exec.Cmd.Start returns when the close-on-exec pipe closes,
+// which is before the new program's arguments are set up, and /proc/PID/cmdline reads empty
+// in between (CI, session 36).
+func startPeer(t *testing.T, bin, argv0 string, words ...string) *exec.Cmd {
+	t.Helper()
+	c := exec.Command(bin, append([]string{"-test.run=^TestPeerHelper$"}, words...)...)
+	c.Args[0] = argv0
+	c.Env = append(os.Environ(), "AGORA_PEER_HELPER=1")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	cmdline := "/proc/" + strconv.Itoa(c.Process.Pid) + "/cmdline"
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if b, err := os.ReadFile(cmdline); err == nil && len(b) > 0 {
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the helper process %d shows no command line", c.Process.Pid)
+		}
+	}
+}
+
 // TestPeerNotDispatchRun: serve takes a hand-off (and so a learn dispatch) only from this
 // agora binary running `dispatch run`: the MCP server (`agora mcp serve`, the same user and
 // binary), another program, or a process that is gone are declined.
@@ -26,15 +51,7 @@ func TestPeerNotDispatchRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := func(words ...string) *exec.Cmd {
-		c := exec.Command(exe, append([]string{"-test.run=^TestPeerHelper$"}, words...)...)
-		c.Env = append(os.Environ(), "AGORA_PEER_HELPER=1")
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
-		return c
-	}
+	start := func(words ...string) *exec.Cmd { return startPeer(t, exe, exe, words...) }
 	run := start("dispatch", "run")
 	if why := peerNotDispatchRun(int32(run.Process.Pid), exe); why != "" {
 		t.Errorf("`dispatch run` declined: %s", why)
@@ -92,15 +109,10 @@ func TestPeerNotDispatchRun_Front(t *testing.T) {
 	front, planted := filepath.Join(dir, "bin", "agora"), filepath.Join(dir, "evil", "agora")
 	place(front)
 	place(planted)
-	start := func(bin string) *exec.Cmd {
-		c := exec.Command(bin, "-test.run=^TestPeerHelper$", "dispatch", "run")
-		c.Env = append(os.Environ(), "AGORA_PEER_HELPER=1")
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
-		return c
-	}
+	// argv[0] is not "agora": TestMain (testscript.Main) runs a process whose argv[0] is
+	// named agora as the agora command, which exits on -test.run at once. /proc/PID/exe
+	// still names the file placed as agora, which is what the check reads.
+	start := func(bin string) *exec.Cmd { return startPeer(t, bin, "peer-helper", "dispatch", "run") }
 	full := filepath.Join(dir, "bin", "agora-full")
 	if why := peerNotDispatchRun(int32(start(front).Process.Pid), full); why != "" {
 		t.Errorf("the front beside serve's program declined: %s", why)
