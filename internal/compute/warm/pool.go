@@ -124,9 +124,17 @@ func (p *Pool) refill(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-p.kick:
+		case <-time.After(lookEvery):
+			// A ready slot can die while it waits (the OOM killer, a kill from outside);
+			// a holder that watches its slots says so at once (Prune), but no slot may sit
+			// dead in the pool, counted as ready, until a claim finds it: look now and then.
+			p.dropDead()
 		}
 	}
 }
+
+// lookEvery is how often an idle pool looks for ready slots that died (a /proc read each).
+const lookEvery = retryPause
 
 func (p *Pool) missing() int {
 	p.mu.Lock()
@@ -203,6 +211,20 @@ func (p *Pool) kickWhenSettled(settled <-chan struct{}) {
 // sit short until a claim finds the dead ones (and that dispatch starts cold). The pause
 // keeps slots that die as soon as they are ready from being restarted in a loop.
 func (p *Pool) Prune() {
+	if p.dropDead() == 0 {
+		return
+	}
+	time.AfterFunc(retryPause, func() {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	})
+}
+
+// dropDead takes the ready slots whose sandbox died out of the pool, counts them failed,
+// discards them in the background and returns how many there were.
+func (p *Pool) dropDead() int {
 	p.mu.Lock()
 	var dead []Slot
 	keep := make([]Slot, 0, len(p.ready))
@@ -216,20 +238,14 @@ func (p *Pool) Prune() {
 	}
 	p.ready = keep
 	p.mu.Unlock()
-	if len(dead) == 0 {
-		return
+	if len(dead) > 0 {
+		go func() {
+			for _, d := range dead {
+				d.Discard()
+			}
+		}()
 	}
-	go func() {
-		for _, d := range dead {
-			d.Discard()
-		}
-	}()
-	time.AfterFunc(retryPause, func() {
-		select {
-		case p.kick <- struct{}{}:
-		default:
-		}
-	})
+	return len(dead)
 }
 
 // Flush takes every ready slot out of the pool at once (their shape is no longer wanted),
