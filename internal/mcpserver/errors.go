@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agora-dev/agora/internal/agenttext"
 	"github.com/agora-dev/agora/internal/errclass"
 )
 
@@ -58,11 +59,14 @@ var hostPath = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`(^|[\s"'(\[=:,])(~?/[^\s"'()\[\],;:]+/[^\s"'()\[\],;:]*)`)
 })
 
-// scrub makes a message fit to leave the server: one line, no host paths, no tokens, bounded.
+// scrub makes a message fit to leave the server: one line, no host paths, no tokens, no
+// hidden character (escaped as agenttext.Escape writes it: a bidirectional control, a C0 or C1
+// control, an ANSI sequence's ESC, a zero-width character), bounded.
 func (s *Server) scrub(msg string) string {
 	msg = strings.Join(strings.Fields(msg), " ")
 	msg = hostPath().ReplaceAllString(msg, "${1}<path>")
 	msg = s.redactor.String(msg)
+	msg = agenttext.Escape(msg)
 	if len(msg) > maxErrorLen {
 		cut := maxErrorLen
 		for cut > 0 && msg[cut]&0xC0 == 0x80 { // don't split a UTF-8 sequence

@@ -143,8 +143,9 @@ func (s *Server) success(out any) (*mcp.CallToolResult, error) {
 	}, nil
 }
 
-// encode is out as it is sent: JSON, with the tokens masked. An [encoded] output is that
-// already.
+// encode is out as it is sent: JSON, with the tokens masked and every hidden character in its
+// strings escaped (escapeHiddenJSON: what an agent wrote cannot reorder or hide what a client
+// shows). An [encoded] output is that already.
 func (s *Server) encode(out any) ([]byte, error) {
 	if e, ok := out.(encoded); ok {
 		return e, nil
@@ -156,7 +157,7 @@ func (s *Server) encode(out any) ([]byte, error) {
 	if !s.redactor.Empty() {
 		b = s.redactor.Bytes(b)
 	}
-	return b, nil
+	return escapeHiddenJSON(b), nil
 }
 
 // encoded is a tool output already encoded by [Server.encode].
