@@ -111,9 +111,11 @@ func TestLog_AppendAllAlongsideFails(t *testing.T) {
 	defer st.Close()
 	l := audit.New(nil)
 	boom := errors.New("boom")
-	for _, n := range []int{3, 40} {
+	for _, n := range []int{3, 40, 100} {
 		bad := alongsideEntries(n, n)
-		bad[n-1].Details["float"] = 1.5 // no canonical form: jcs refuses floats
+		// No canonical form (jcs refuses floats): the last entry, or one in the third chunk,
+		// after two chunks were inserted.
+		bad[min(n-1, 70)].Details["float"] = 1.5
 		for name, c := range map[string]struct {
 			entries []audit.Entry
 			rowsErr error

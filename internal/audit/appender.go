@@ -169,12 +169,17 @@ func (a *appender) writeLeaf(ctx context.Context, at string, e Entry, body, leaf
 
 // writeLeaves is [appender.writeLeaf] for each of entries in order (bodies[i] and leaves[i]
 // are entries[i]'s), entryChunk rows a statement when [appender.withChunks] was called.
-func (a *appender) writeLeaves(ctx context.Context, at string, entries []Entry, bodies, leaves [][]byte) error {
+// ready(n) returns once bodies and leaves [0, n) are set (or why they never will be): each
+// chunk waits only for its own entries.
+func (a *appender) writeLeaves(ctx context.Context, at string, entries []Entry, bodies, leaves [][]byte, ready func(n int) error) error {
 	i := 0
 	for ; a.insEntries != nil && len(entries)-i >= entryChunk; i += entryChunk {
 		first := a.next()
 		if uint64(first)+entryChunk > maxTreeSize {
 			break // one at a time, to the entry that fills the log
+		}
+		if err := ready(i + entryChunk); err != nil {
+			return err
 		}
 		args := a.args[:0]
 		for j := i; j < i+entryChunk; j++ {
@@ -192,6 +197,9 @@ func (a *appender) writeLeaves(ctx context.Context, at string, entries []Entry, 
 				return err
 			}
 		}
+	}
+	if err := ready(len(entries)); err != nil {
+		return err
 	}
 	for ; i < len(entries); i++ {
 		if err := a.writeLeaf(ctx, at, entries[i], bodies[i], leaves[i]); err != nil {
