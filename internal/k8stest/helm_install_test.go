@@ -2,6 +2,7 @@ package k8stest_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -136,6 +137,18 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if !saAllowed(ctx, t, c, r.agora, "create", "batch", "jobs", r.agents) || saAllowed(ctx, t, c, r.agora, "create", "batch", "jobs", r.agora) {
 		t.Errorf("the release's service account is not bound to its Role in %s alone", r.agents)
 	}
+	// The apiserver took serve's ingress policy as rendered: serve's pods, from agora's pods
+	// in the release's agents namespace, on the gateway's port.
+	var np map[string]any
+	if err := c.Do(ctx, http.MethodGet, "/apis/networking.k8s.io/v1/namespaces/"+r.agora+"/networkpolicies/agora-serve", nil, &np); err != nil {
+		t.Fatalf("serve's ingress policy: %v", err)
+	}
+	if dig(np, "spec", "podSelector", "matchLabels", "app") != "agora" ||
+		dig(np, "spec", "ingress", 0, "from", 0, "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name") != r.agents ||
+		dig(np, "spec", "ingress", 0, "from", 0, "podSelector", "matchLabels", "app.kubernetes.io/managed-by") != "agora" ||
+		fmt.Sprint(dig(np, "spec", "ingress", 0, "ports", 0, "port")) != "8443" || dig(np, "spec", "ingress", 1) != nil {
+		t.Errorf("serve's ingress policy as installed: %v", np["spec"])
+	}
 	claim := "/api/v1/namespaces/" + r.agora + "/persistentvolumeclaims/agora-home"
 	claimUID := objectUID(ctx, t, c, claim)
 
@@ -158,6 +171,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		"/apis/apps/v1/namespaces/" + r.agora + "/deployments/agora",
 		"/api/v1/namespaces/" + r.agora + "/configmaps/agora-config",
 		"/api/v1/namespaces/" + r.agora + "/services/agora-gateway",
+		"/apis/networking.k8s.io/v1/namespaces/" + r.agora + "/networkpolicies/agora-serve",
 		"/api/v1/namespaces/" + r.agora + "/serviceaccounts/agora",
 		"/apis/rbac.authorization.k8s.io/v1/namespaces/" + r.agents + "/roles/agora",
 		"/apis/rbac.authorization.k8s.io/v1/namespaces/" + r.agents + "/rolebindings/agora",

@@ -207,3 +207,36 @@ fences open on both, both writing the bucket. The running name is the Role's res
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+agora.servePolicy: who may reach serve's pods (the Deployment's, or every replica of the
+StatefulSet: leader and standbys), a NetworkPolicy selecting them that denies all other
+ingress. serve listens on the gateway alone; it is reached by agora's own pods in
+namespaces.agents (a dispatch's and a warm slot's: labelled managed-by agora with a dispatch
+id, as internal/compute/kubernetes labels them), on its port. Anything else a site opens
+(an ingress controller in front of a listener it added, a metrics scraper) is a rule of
+networkPolicy.ingress, which must name its sources and its ports. kubectl port-forward and
+kubectl exec enter the pod through the kubelet, which no policy stops.
+*/}}
+{{- define "agora.servePolicy" -}}
+# Who may reach serve's pods: agora's own dispatch and warm-slot pods, in namespace
+# {{ .Values.namespaces.agents }}, on the gateway's port. Everything else is denied;
+# networkPolicy.ingress adds a site's own rules. Enforced by the cluster's network plugin
+# (Calico, Cilium, ...): a cluster without one enforces no NetworkPolicy at all.
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: agora-serve, namespace: {{ .Values.namespaces.agora }}}
+spec:
+  podSelector: {matchLabels: {app: agora}}
+  policyTypes: [Ingress]
+  ingress:
+  - from:
+    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: {{ .Values.namespaces.agents }}}}
+      podSelector:
+        matchLabels: {app.kubernetes.io/managed-by: agora}
+        matchExpressions: [{key: agora.dispatch, operator: Exists}]
+    ports: [{protocol: TCP, port: {{ .Values.gateway.port }}}]
+  {{- range .Values.networkPolicy.ingress }}
+  - {{ toJson . }}
+  {{- end }}
+{{- end -}}
