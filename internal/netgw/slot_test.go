@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/remote"
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
@@ -263,7 +264,7 @@ func TestSlot_HolderKilled9NeverReused(t *testing.T) {
 			id, token, _ := strings.Cut(strings.TrimSpace(line), " ")
 			if bind {
 				fmt.Fprintf(stdin, "%s %s\n", s.Dispatch, s.Token)
-				waitFor(t, func() bool {
+				agoratest.WaitFor(t, 10*time.Second, "the slot's socket", func() bool {
 					_, err := os.Lstat(filepath.Join(g.slots().Dir, id, slotSocket))
 					return err == nil
 				})
@@ -326,16 +327,6 @@ func TestSlot_UnclaimedBindRevokes(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if ok() {
-			return
-		}
-	}
-	t.Fatal("condition not met within 10s")
-}
-
 // Attack: a slot's token holder opens claim after claim on one slot; past MaxClaimWaiters
 // the next is refused at once instead of polling the slot too.
 func TestSlot_ClaimWaitersCapped(t *testing.T) {
@@ -345,7 +336,7 @@ func TestSlot_ClaimWaitersCapped(t *testing.T) {
 	for range MaxClaimWaiters {
 		wg.Go(func() { g.do(t, http.MethodPost, claimPath(sl.ID), sl.Token, nil) })
 	}
-	waitFor(t, func() bool { return g.srv.waiters.count(sl.ID) == MaxClaimWaiters })
+	agoratest.WaitFor(t, 10*time.Second, "the claim waiters", func() bool { return g.srv.waiters.count(sl.ID) == MaxClaimWaiters })
 	if code, body := g.do(t, http.MethodPost, claimPath(sl.ID), sl.Token, nil); code != http.StatusTooManyRequests {
 		t.Fatalf("claim over the cap: %d %q, want 429", code, body)
 	}
@@ -362,7 +353,7 @@ func TestSlot_GrantMustOpenItsSession(t *testing.T) {
 	for _, token := range []string{b.Token, TokenPrefix + "made-up"} {
 		sl := newSlot(t, g)
 		bound := bindAsync(context.Background(), sl, &remote.Session{Dispatch: a.Dispatch, Token: token})
-		waitFor(t, func() bool {
+		agoratest.WaitFor(t, 10*time.Second, "the slot's socket", func() bool {
 			_, err := os.Lstat(filepath.Join(g.slots().Dir, sl.ID, slotSocket))
 			return err == nil
 		})
