@@ -161,7 +161,7 @@ func purgeEntry(plan *Plan, g []Item, actor, role string) audit.Entry {
 	prods := make([]any, 0, len(g))
 	reasons := map[string]any{}
 	for _, it := range g {
-		prods = append(prods, map[string]any{"product": it.Product, "digest": string(it.Digest), "class": it.Class, "size": it.Size})
+		prods = append(prods, map[string]any{entry.KeyProduct: it.Product, entry.KeyDigest: string(it.Digest), entry.KeyClass: it.Class, entry.KeySize: it.Size})
 		age := plan.Policy.Blobs
 		if it.Class == ClassLogs {
 			age = plan.Policy.Logs
@@ -170,7 +170,7 @@ func purgeEntry(plan *Plan, g []Item, actor, role string) audit.Entry {
 			int64(age/(24*time.Hour)), it.EndedAt.Format(time.RFC3339), int64(plan.Now.Sub(it.EndedAt)/(24*time.Hour)), plan.Now.Format(time.RFC3339))
 	}
 	return audit.Entry{Actor: actor, Kind: entry.RetentionPurged, Subject: entry.Dispatch(g[0].Dispatch),
-		Details: map[string]any{"role": role, "products": prods, "why": reasons}}
+		Details: map[string]any{entry.KeyRole: role, entry.KeyProducts: prods, entry.KeyWhy: reasons}}
 }
 
 // finish completes the purges an earlier sweep recorded and did not finish.

@@ -174,6 +174,6 @@ func runPurgeEntry(it RunItem, age time.Duration, now time.Time, actor, role str
 	why := fmt.Sprintf("retention.runs %dd: ended %s, %dd before %s", int64(age/(24*time.Hour)),
 		it.EndedAt.Format(time.RFC3339), int64(now.Sub(it.EndedAt)/(24*time.Hour)), now.Format(time.RFC3339))
 	return audit.Entry{Actor: actor, Kind: entry.RetentionRunPurged, Subject: entry.Run(it.Run),
-		Details: map[string]any{"role": role, "name": it.Name, "state": it.State, "plan_digest": it.Digest,
-			"ended_at": it.EndedAt.Format(time.RFC3339Nano), "tasks": int64(it.Tasks), "attempts": int64(it.Attempts), "why": why}}
+		Details: map[string]any{entry.KeyRole: role, entry.KeyName: it.Name, entry.KeyState: it.State, entry.KeyPlanDigest: it.Digest,
+			entry.KeyEndedAt: it.EndedAt.Format(time.RFC3339Nano), entry.KeyTasks: int64(it.Tasks), "attempts": int64(it.Attempts), entry.KeyWhy: why}}
 }

@@ -27,6 +27,18 @@ const (
 	KeyManifest    = "manifest"     // a dispatch's terminal entry: its manifest's digest
 	KeyPatchDigest = "patch_digest" // a dispatch's terminal entry
 	KeyVerdict     = "verdict"      // dispatch.verified and a terminal entry: the verdict's digest
+	// KeyOutputSHA256 is dispatch.verified's hex SHA-256 of the gate's output tail (the
+	// verdict package writes it: internal/verdict's Details, whose JSON name it is).
+	KeyOutputSHA256 = "output_sha256"
+
+	// Retention entries (retention.purged, retention.run_purged).
+	KeyProducts = "products" // retention.purged: what went, each an object of the four keys below
+	KeyProduct  = "product"  // patch, output:PATH, input, input:KEY/PATH, stdout, stderr, transcript
+	KeyDigest   = "digest"   // sha256:HEX of the purged blob
+	KeyClass    = "class"    // the retention class that aged it out (blobs, logs)
+	KeySize     = "size"     // its size in bytes
+	KeyName     = "name"     // retention.run_purged: the run's plan name
+	KeyEndedAt  = "ended_at" // retention.run_purged: when the run ended (RFC 3339, nanoseconds)
 
 	// Gateway entries (tool.gateway*).
 	KeyRoute        = "route"

@@ -3,6 +3,8 @@ package verify
 import (
 	"bytes"
 	"time"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // entrySummary is what checking a bundle that is not part of a run reads of an entry: its seq,
@@ -18,7 +20,7 @@ type entrySummary struct {
 
 // summaryOf is the summary of a fully decoded entry.
 func summaryOf(f EntryFields) entrySummary {
-	m, ok := f.Details["manifest"].(string)
+	m, ok := f.Details[entry.KeyManifest].(string)
 	return entrySummary{seq: f.Seq, kind: f.Kind, subject: f.Subject, manifest: m, hasManifest: ok}
 }
 
@@ -164,7 +166,7 @@ func (p *canonWalker) skipObject(depth int, s *entrySummary) bool {
 		}
 		prev = key
 		p.i++
-		if s != nil && string(key) == "manifest" && p.i < len(p.b) && p.b[p.i] == '"' && depth+1 <= maxFastDepth {
+		if s != nil && string(key) == entry.KeyManifest && p.i < len(p.b) && p.b[p.i] == '"' && depth+1 <= maxFastDepth {
 			v, ok := p.str()
 			if !ok {
 				return false

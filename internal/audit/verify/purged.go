@@ -46,15 +46,15 @@ func purgedIn(idx uint64, f EntryFields) ([]Purged, error) {
 	if !ok || id == "" {
 		return nil, fmt.Errorf("entry %d: a retention.purged entry about %q, not a dispatch", idx, truncate(f.Subject, 60))
 	}
-	prods, ok := f.Details["products"].([]any)
+	prods, ok := f.Details[entry.KeyProducts].([]any)
 	if !ok || len(prods) == 0 {
 		return nil, fmt.Errorf("entry %d: a retention.purged entry that names no products", idx)
 	}
 	out := make([]Purged, 0, len(prods))
 	for i, p := range prods {
 		m, _ := p.(map[string]any)
-		name, _ := m["product"].(string)
-		dg, _ := m["digest"].(string)
+		name, _ := m[entry.KeyProduct].(string)
+		dg, _ := m[entry.KeyDigest].(string)
 		if name == "" || !isDigest(dg) {
 			return nil, fmt.Errorf("entry %d: product %d is not a product name and a sha256 digest", idx, i)
 		}

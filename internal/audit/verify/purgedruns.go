@@ -33,8 +33,8 @@ func PurgedRunsOf(es []Entry) ([]PurgedRun, error) {
 		if !ok || id == "" || strings.Contains(id, "/") {
 			return fmt.Errorf("entry %d: a retention.run_purged entry about %q, not a run", idx, truncate(f.Subject, 60))
 		}
-		name, _ := f.Details["name"].(string)
-		ended, _ := f.Details["ended_at"].(string)
+		name, _ := f.Details[entry.KeyName].(string)
+		ended, _ := f.Details[entry.KeyEndedAt].(string)
 		out = append(out, PurgedRun{Entry: idx, Run: id, Name: name, EndedAt: ended})
 		return nil
 	})

@@ -588,7 +588,7 @@ func (rv *runVerifier) sameVerdict(files []manifestFile, up *dispatchManifest) e
 	}
 	var outputSHA string
 	if a := rv.attempts[up.Dispatch]; a != nil && len(a.verified) == 1 && a.verified[0].Details[entry.KeyVerdict] == up.Verdict {
-		outputSHA, _ = a.verified[0].Details["output_sha256"].(string)
+		outputSHA, _ = a.verified[0].Details[entry.KeyOutputSHA256].(string)
 	}
 	if outputSHA == "" {
 		return fmt.Errorf("the upstream dispatch's dispatch.verified entry of verdict %s is not in the bundle", truncate(up.Verdict, 80))
