@@ -81,12 +81,13 @@ type Target struct {
 	// 16. The local sandbox binds /usr read-only: a directory outside it is not visible
 	// there. Default none.
 	VerifyPath []string `yaml:"verify_path"`
-	// Warm is how many sandboxes a resident Dispatcher keeps started ahead for this target
-	// (#30): a dispatch whose sandbox shape matches claims one instead of starting a
-	// sandbox, and each slot is used once and never again. 0 (the default) keeps none; at
-	// most [MaxWarm]. No command holds slots yet: `agora orch serve` and the MCP server run
-	// dispatches under detached supervisors, and the one-shot CLI keeps none (agora doctor
-	// says so for a target that sets it).
+	// Warm is how many sandboxes are kept started ahead for this target (#30): a dispatch
+	// whose sandbox shape matches claims one instead of starting a sandbox, and each slot is
+	// used once and never again. 0 (the default) keeps none; at most [MaxWarm]. `agora orch
+	// serve` and `agora mcp` hold them, each slot a standby supervisor (docs/providers.md "Who
+	// holds them"; bubblewrap and docker slots only as root, a kubernetes target's slot Jobs,
+	// on either backend, as any user: docs/providers-k8s.md), and so does a resident
+	// Dispatcher (StartWarm); the one-shot `agora dispatch run` holds none.
 	Warm int `yaml:"warm"`
 	// Mode is "" (the default: every grant enforced) or "learn": every dispatch on this target
 	// is a learn dispatch (docs/learn.md), what its grant would refuse recorded as
