@@ -25,6 +25,13 @@ func podWarmEnv(t testing.TB, n int) (*env, *dispatch.WarmPools, *podNode) {
 func podWarmOn(t testing.TB, e *env, node *podNode, n int) *dispatch.WarmPools {
 	t.Helper()
 	e.addPodTarget(node)
+	return podWarmTarget(t, e, node, n)
+}
+
+// podWarmTarget gives e's target "pod" (on node, made already) n warm slots, held by e's
+// Dispatcher.
+func podWarmTarget(t testing.TB, e *env, node *podNode, n int) *dispatch.WarmPools {
+	t.Helper()
 	tg := e.home.Config.Targets["pod"]
 	tg.Warm = n
 	e.home.Config.Targets["pod"] = tg
