@@ -30,6 +30,7 @@ func realCodexCLI() string {
 // codexDescribe is what the codex end-to-end test reads of `dispatch describe -o json`.
 type codexDescribe struct {
 	State, Reason, Detail string
+	Learn                 bool
 	RuntimeBinary         struct {
 		Path     string `json:"path"`
 		HostPath string `json:"host_path"`

@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -98,4 +99,31 @@ func detailsOf(records []audit.Record) []map[string]any {
 		out[i] = r.Details
 	}
 	return out
+}
+
+// auditedVia returns the details of the entries of kind whose subject is dispatch id, read
+// through `agora audit log` of the home h.
+func auditedVia(t *testing.T, h *cliHome, kind, id string) []map[string]any {
+	t.Helper()
+	var all []struct {
+		Subject string         `json:"subject"`
+		Details map[string]any `json:"details"`
+	}
+	if err := json.Unmarshal([]byte(h.agora("audit", "log", "--kind", kind, "-o", "json")), &all); err != nil {
+		t.Fatalf("audit log --kind %s: %v", kind, err)
+	}
+	var out []map[string]any
+	for _, a := range all {
+		if a.Subject == "dispatch/"+id {
+			out = append(out, a.Details)
+		}
+	}
+	return out
+}
+
+// learnEgressConf is agora.yaml's egress section for a learn dispatch of a real CLI: the test
+// servers on upstreamAddr are reachable (allow_private) and trusted (caFile), and only port
+// learnPort of upstreamAddr is a learn host.
+func learnEgressConf(caFile, learnPort string) string {
+	return fmt.Sprintf("egress:\n  allow_private: [127.0.0.1/32, %s/32]\n  ca_certs: [%s]\n  learn_hosts: [\"%s:%s\"]\n", upstreamAddr, caFile, upstreamAddr, learnPort)
 }
