@@ -49,8 +49,8 @@ func TestLearn_ExecRecordsInsteadOfRefusing(t *testing.T) {
 	e.learnSubagent("learner", strings.Join([]string{
 		"curl -sS -X POST -d x=1 https://api.test:" + learnPort + "/repos/acme/issues; echo",
 		"curl -sS --fail-with-body https://git.test:" + otherPort + "/; echo \"other=$?\"",
-		"cat " + home + "/agora.db >/dev/null 2>&1; echo \"db=$?\"",
-		"cat " + home + "/keys/audit.key >/dev/null 2>&1; echo \"key=$?\"",
+		"cat " + home + "/agora.db; echo \"db=$?\"",
+		"cat " + home + "/keys/audit.key; echo \"key=$?\"",
 		"ls " + home + " >/dev/null 2>&1; echo \"home=$?\"",
 	}, "; "))
 
@@ -102,6 +102,10 @@ func TestLearn_ExecRecordsInsteadOfRefusing(t *testing.T) {
 	if !strings.Contains(all, `"port":`+otherPort) {
 		t.Errorf("the refusal of the host outside learn_hosts was not recorded:\n%s", all)
 	}
+	wantOutsideRefused(t, detailsOf(e.audited(r, entry.NetConnect)), otherPort)
+	secrets := hostSecrets(t, home)
+	wantNoHostBytes(t, secrets, "the dispatch's output and logs", out+e.logs(r.ID))
+	wantNoHostBytes(t, secrets, "the audit log", e.auditDump())
 }
 
 // TestLearn_TargetModeAndMCPRefusal: a target in mode: learn makes its dispatches learn
