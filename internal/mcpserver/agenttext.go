@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"fmt"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/agora-dev/agora/internal/agenttext"
@@ -36,13 +37,13 @@ func escapeHiddenJSON(b []byte) []byte {
 		switch {
 		case c == '\\':
 			r, n := jsonEscape(b[i:])
-			if agenttext.Hidden(r) {
+			if hidden(r) {
 				return escapeHiddenJSONFrom(b, i)
 			}
 			i += n
 		case c >= 0x7f:
 			r, n := utf8.DecodeRune(b[i:])
-			if agenttext.Hidden(r) || r == utf8.RuneError && n <= 1 {
+			if hidden(r) || r == utf8.RuneError && n <= 1 {
 				return escapeHiddenJSONFrom(b, i)
 			}
 			i += n
@@ -71,7 +72,7 @@ func escapeHiddenJSONFrom(b []byte, start int) []byte {
 			i++
 			continue
 		}
-		if agenttext.Hidden(r) {
+		if hidden(r) {
 			out = appendEscaped(out, r)
 		} else if c := b[i]; c >= 0x7f {
 			out = utf8.AppendRune(out, r)
@@ -129,3 +130,21 @@ func appendEscaped(out []byte, r rune) []byte {
 	}
 	return fmt.Appendf(out, `\\u%04x`, r)
 }
+
+// hidden is [agenttext.Hidden], from a table for the characters below U+0800 (one and two
+// UTF-8 bytes: Latin, Greek, Cyrillic, Hebrew, Arabic...), which text that is not ASCII is
+// mostly made of; the table is built from agenttext.Hidden at the first use.
+func hidden(r rune) bool {
+	if r >= 0 && r < 0x800 {
+		return hiddenBelow800()[r]
+	}
+	return agenttext.Hidden(r)
+}
+
+var hiddenBelow800 = sync.OnceValue(func() *[0x800]bool {
+	var t [0x800]bool
+	for r := range t {
+		t[r] = agenttext.Hidden(rune(r))
+	}
+	return &t
+})
