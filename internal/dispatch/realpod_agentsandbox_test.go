@@ -22,6 +22,7 @@ import (
 // openai-runtime dispatch runs once on a Job target and once on a `backend: agent-sandbox`
 // target, and the two records, audit trails and patches are the same in shape: the same
 // state, isolation, fields set, audit kinds in the same order, and byte-identical patches.
+// Then, on the same node, its WarmSlot subtest: a warm slot of such a target.
 func TestDispatch_RealPodAgentSandboxSameAsJob(t *testing.T) {
 	n := startPodNodeWith(t, k8stest.Options{RealNode: true, AgentSandbox: true})
 	e := newModelEnv(t)
@@ -89,6 +90,8 @@ func TestDispatch_RealPodAgentSandboxSameAsJob(t *testing.T) {
 	if len(sandboxes.Items) != 0 {
 		t.Errorf("%d Sandboxes left after the dispatch ended", len(sandboxes.Items))
 	}
+	// `warm: 1` on such a target, on the same node (realpod_agentsandbox_warm_test.go).
+	t.Run("WarmSlot", func(t *testing.T) { realPodAgentSandboxWarmSlot(t, n) })
 }
 
 // setFields lists the record's JSON fields that are set (and its result's), sorted: the shape

@@ -13,7 +13,6 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/dispatch"
-	"github.com/agora-dev/agora/internal/k8stest"
 )
 
 // sandboxWatch records the name of every agent-sandbox Sandbox that exists in the node's
@@ -62,16 +61,16 @@ func (w *sandboxWatch) names() []string {
 	return out
 }
 
-// TestDispatch_RealPodAgentSandboxWarmSlot is `warm: 1` on a `backend: agent-sandbox` target
-// on a real kubelet with agent-sandbox's real controller (#30). As providers-k8s.md says: the
-// first dispatch runs cold in a Sandbox (its task id names it; no Job); the slot is a Job of
-// the Job backend, never a Sandbox; the next dispatch claims it and finishes with the same
-// record fields, the same audit kinds in the same order, a byte-identical patch and the same
-// isolation as the cold one; its task id names the slot's Job, marked claimed by it; no
-// Sandbox exists at any time of the warm dispatch; the slot is used once (its gateway slot is
-// gone, the pool counts it claimed).
-func TestDispatch_RealPodAgentSandboxWarmSlot(t *testing.T) {
-	n := startPodNodeWith(t, k8stest.Options{RealNode: true, AgentSandbox: true})
+// realPodAgentSandboxWarmSlot is `warm: 1` on a `backend: agent-sandbox` target on a real
+// kubelet with agent-sandbox's real controller (#30), on node n, in a home of its own
+// (TestDispatch_RealPodAgentSandboxSameAsJob runs it on its node: one node start for both).
+// As providers-k8s.md says: the first dispatch runs cold in a Sandbox (its task id names it;
+// no Job); the slot is a Job of the Job backend, never a Sandbox; the next dispatch claims it
+// and finishes with the same record fields, the same audit kinds in the same order, a
+// byte-identical patch and the same isolation as the cold one; its task id names the slot's
+// Job, marked claimed by it; no Sandbox exists at any time of the warm dispatch; the slot is
+// used once (its gateway slot is gone, the pool counts it claimed).
+func realPodAgentSandboxWarmSlot(t *testing.T, n *podNode) {
 	e := newEnv(t)
 	e.subagent("editor", realPodEdit)
 	e.addPodTargets(n, map[string]string{"pod": kubernetes.BackendAgentSandbox})
