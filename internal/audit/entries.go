@@ -36,27 +36,8 @@ type ListOptions struct {
 // read from its newest entry back and no further than the Limit-th match, so the last few
 // entries of a log of millions cost what they are.
 func List(ctx context.Context, q Querier, opts ListOptions) ([]Record, error) {
-	query := `SELECT seq, entry FROM audit_entries WHERE 1 = 1`
-	var args []any
-	if !opts.Since.IsZero() {
-		// at sorts correctly only to the second (see firstIndex); compare exactly below.
-		query += ` AND at >= ?`
-		args = append(args, opts.Since.UTC().Format("2006-01-02T15:04:05"))
-	}
-	if opts.Kind != "" && !isPattern(opts.Kind) {
-		query += ` AND kind = ?`
-		args = append(args, opts.Kind)
-	}
-	if opts.Subject != "" {
-		query += ` AND subject = ?`
-		args = append(args, opts.Subject)
-	}
+	query, args := listQuery(opts)
 	newestFirst := opts.Limit > 0
-	if newestFirst {
-		query += ` ORDER BY seq DESC`
-	} else {
-		query += ` ORDER BY seq`
-	}
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list audit log: %w", err)
@@ -88,6 +69,32 @@ func List(ctx context.Context, q Querier, opts ListOptions) ([]Record, error) {
 		slices.Reverse(out)
 	}
 	return out, nil
+}
+
+// listQuery is [List]'s statement for opts: what it narrows in SQL (the rest is checked
+// on each decoded entry).
+func listQuery(opts ListOptions) (string, []any) {
+	query := `SELECT seq, entry FROM audit_entries WHERE 1 = 1`
+	var args []any
+	if !opts.Since.IsZero() {
+		// at sorts correctly only to the second (see firstIndex); compare exactly below.
+		query += ` AND at >= ?`
+		args = append(args, opts.Since.UTC().Format("2006-01-02T15:04:05"))
+	}
+	if opts.Kind != "" && !isPattern(opts.Kind) {
+		query += ` AND kind = ?`
+		args = append(args, opts.Kind)
+	}
+	if opts.Subject != "" {
+		query += ` AND ` + subjectIs
+		args = append(args, opts.Subject, opts.Subject)
+	}
+	if opts.Limit > 0 {
+		query += ` ORDER BY seq DESC`
+	} else {
+		query += ` ORDER BY seq`
+	}
+	return query, args
 }
 
 func isPattern(kind string) bool { return len(kind) > 1 && kind[len(kind)-1] == '*' }

@@ -207,16 +207,17 @@ func anchoredPart(ctx context.Context, q Querier, proven, anchored *StoredCheckp
 	return a, nil
 }
 
+// selectSubjectSQL reads one subject's entries (and those below it) in [from, end).
+const selectSubjectSQL = `SELECT seq, kind, entry, leaf_hash FROM audit_entries WHERE ` + UnderSubject + ` AND seq >= ? AND seq < ?`
+
 // selectSubjects reads the entries of the given subjects (and those below them) in index
-// order, through the subject index: never a scan of the whole log.
+// order, through the subject index (orch.db's: its [SubjectKey] index): never a scan of the
+// whole log.
 func selectSubjects(ctx context.Context, q Querier, from, end uint64, kind string, subjects []string) ([]verify.Entry, error) {
 	seen := map[int64]bool{}
 	entries := []verify.Entry{}
 	for _, s := range subjects {
-		// subject = s, or s + "/" ... : the second range is [s + "/", s + "0") ('0' follows '/').
-		rows, err := q.QueryContext(ctx, `SELECT seq, kind, entry, leaf_hash FROM audit_entries
-			WHERE (subject = ? OR (subject >= ? AND subject < ?)) AND seq >= ? AND seq < ?`,
-			s, s+"/", s+"0", int64(from), int64(end))
+		rows, err := q.QueryContext(ctx, selectSubjectSQL, append(UnderSubjectArgs(s), int64(from), int64(end))...)
 		if err != nil {
 			return nil, fmt.Errorf("export audit log: %w", err)
 		}

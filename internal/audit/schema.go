@@ -53,3 +53,28 @@ CREATE INDEX audit_anchors_anchor ON audit_anchors(anchor, size);
 	Name: "audit entries by subject",
 	SQL:  `CREATE INDEX audit_entries_subject ON audit_entries(subject, seq);`,
 }}
+
+// SubjectKey is the expression orch.db's log is indexed by instead of the whole subject
+// (orch's migration "orch audit log indexed by run"): a subject's first 30 characters, which
+// are "run/" and a run's 26-character ULID for every entry the orchestrator writes about a run
+// or its tasks. A run's entries then share one key and each append lands at the end of its
+// run's range of the index, where an index of whole subjects put it among its tasks' subjects
+// (#28 session 10: the subject index was a sixth of a layer's commit). Every query that selects
+// entries by subject also names SubjectKey (through subjectIs or underSubject), so orch.db's
+// planner finds its index; agora.db keeps the whole-subject index, which the same queries use.
+// The subject column is still compared exactly: the key only narrows what is read.
+const SubjectKey = `substr(subject, 1, 30)`
+
+// subjectIs is a condition on subject = ? (the subject given twice) that orch.db's
+// SubjectKey index can serve.
+const subjectIs = `subject = ? AND ` + SubjectKey + ` = substr(?, 1, 30)`
+
+// UnderSubject is a condition on subject = s or below s (s + "/" ...: the range [s + "/",
+// s + "0"), '0' following '/'), with [UnderSubjectArgs], that orch.db's SubjectKey index can
+// serve. Every subject it matches starts with s, so its key is s's first 30 characters p, or
+// (when s is shorter) p + "/" ...: in [p, p + "0").
+const UnderSubject = `(subject = ? OR (subject >= ? AND subject < ?)) AND ` +
+	SubjectKey + ` >= substr(?, 1, 30) AND ` + SubjectKey + ` < substr(?, 1, 30) || '0'`
+
+// UnderSubjectArgs are [UnderSubject]'s arguments for s.
+func UnderSubjectArgs(s string) []any { return []any{s, s + "/", s + "0", s, s} }

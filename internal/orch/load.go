@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
@@ -59,8 +60,8 @@ func (e *Engine) load(ctx context.Context) error {
 			return err
 		}
 		subject := entry.Run(r.id)
-		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM audit_entries WHERE subject = ? OR (subject >= ? AND subject < ?)`,
-			subject, subject+"/", subject+"0").Scan(&r.entries); err != nil {
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM audit_entries WHERE `+audit.UnderSubject,
+			audit.UnderSubjectArgs(subject)...).Scan(&r.entries); err != nil {
 			return fmt.Errorf("load run %s: count its audit entries: %w", r.id, err)
 		}
 		e.runs[r.id] = r

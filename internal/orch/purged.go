@@ -7,13 +7,14 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/errclass"
 )
 
 // runNotFound is the error for run ref, which orch.db's runs table does not hold. When
 // orch.db's log records that retention purged a run of that id (a retention.run_purged entry,
-// found through the subject index: one indexed read), the error says so, when and why, and
+// found through the log's subject key index: one indexed read), the error says so, when and why, and
 // names the entry; otherwise it is the plain "not found". Either way it matches ErrNotFound.
 // A run asked for by name is not looked up: names are not subjects, and nothing indexes them
 // in the log.
@@ -24,8 +25,8 @@ func runNotFound(ctx context.Context, db *sql.DB, ref string) error {
 	}
 	var seq int64
 	var body []byte
-	err := db.QueryRowContext(ctx, `SELECT seq, entry FROM audit_entries WHERE subject = ? AND kind = ? ORDER BY seq DESC LIMIT 1`,
-		entry.Run(ref), entry.RetentionRunPurged).Scan(&seq, &body)
+	err := db.QueryRowContext(ctx, `SELECT seq, entry FROM audit_entries WHERE subject = ? AND `+audit.SubjectKey+` = substr(?, 1, 30)
+		AND kind = ? ORDER BY seq DESC LIMIT 1`, entry.Run(ref), entry.Run(ref), entry.RetentionRunPurged).Scan(&seq, &body)
 	if err != nil {
 		if !errors.Is(err, sql.ErrNoRows) {
 			nf.Note = fmt.Sprintf("reading whether retention purged it failed: %v", err)

@@ -266,5 +266,15 @@ CREATE TABLE row_log (
 		SQL: `
 ALTER TABLE row_log ADD COLUMN runs TEXT NOT NULL DEFAULT ''; -- JSON array of run ids (commit.go logRuns)
 `,
+	}, store.Migration{
+		// The log indexed by its subjects' first 30 characters (audit.SubjectKey: "run/" and
+		// the run's id) instead of whole subjects: a layer's 200 entries were 200 inserts
+		// among their tasks' subjects, now they go to the end of their run's range. Only an
+		// index changes: every entry's bytes, leaf and the tree stay as they are.
+		Name: "orch audit log indexed by run",
+		SQL: `
+DROP INDEX audit_entries_subject;
+CREATE INDEX audit_entries_run ON audit_entries(` + audit.SubjectKey + `, seq);
+`,
 	})
 }
