@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agora-dev/agora/internal/agenttext"
 )
 
 // What a describe returns inline; everything larger is a resource away.
@@ -44,16 +46,24 @@ type PatchView struct {
 	Truncated bool   `json:"truncated"`
 	// Binary is set when the text held bytes that are not UTF-8 (a binary file's literal
 	// data): read the resource for the exact bytes.
-	Binary bool   `json:"binary,omitempty"`
-	URI    string `json:"uri"`
+	Binary bool `json:"binary,omitempty"`
+	// Escaped is set when the text shows a hidden character escaped (agenttext.Escape: a CR
+	// of a CRLF file as \x0d, an emoji's zero-width joiner as \u200d, a BOM, a bidirectional
+	// control), so the text is not the patch's bytes: read the resource for them (the bytes
+	// Digest names). Unset, the text is the bytes (when neither Truncated nor Binary).
+	Escaped bool   `json:"escaped,omitempty"`
+	URI     string `json:"uri"`
 }
 
 // TextView is an output's text inline, cut at its limit.
 type TextView struct {
 	Text      string `json:"text"`
 	Truncated bool   `json:"truncated"`
-	Size      int64  `json:"size"`
-	URI       string `json:"uri"`
+	// Escaped is set when the text shows a hidden character escaped, as PatchView's: the
+	// resource has the bytes.
+	Escaped bool   `json:"escaped,omitempty"`
+	Size    int64  `json:"size"`
+	URI     string `json:"uri"`
 }
 
 // OutputView is one output file: its size and where to read it.
@@ -98,6 +108,7 @@ func (s *Server) results(ctx context.Context, r *Record) (*Results, []string) {
 			// Judged on what the text shows, less a character the cut split.
 			head, _ := cutBytes(b, maxPatchText)
 			pv.Binary = !utf8.Valid(head)
+			pv.Escaped = hasHidden(pv.Text)
 		}
 		res.Patch = pv
 	}
@@ -113,7 +124,7 @@ func (s *Server) results(ctx context.Context, r *Record) (*Results, []string) {
 			continue
 		}
 		text, cut := cutText(b, maxFinalText)
-		res.Final = &TextView{Text: text, Truncated: cut, Size: o.Size, URI: uri}
+		res.Final = &TextView{Text: text, Truncated: cut, Escaped: hasHidden(text), Size: o.Size, URI: uri}
 	}
 	res.StdoutTail = s.tail(ctx, r.Stdout, &notes)
 	res.StderrTail = s.tail(ctx, r.Stderr, &notes)
@@ -124,6 +135,17 @@ func (s *Server) results(ctx context.Context, r *Record) (*Results, []string) {
 		s.resultCache.put(r.ID, cachedResults{res: res, notes: notes})
 	}
 	return res, notes
+}
+
+// hasHidden reports whether s (valid UTF-8) holds a character [Server.encode] escapes, so
+// that the text a client decodes is not s.
+func hasHidden(s string) bool {
+	for _, r := range s {
+		if agenttext.Hidden(r) {
+			return true
+		}
+	}
+	return false
 }
 
 // escapeName percent-encodes every byte of an output's name but the unreserved characters
