@@ -43,7 +43,10 @@ func TestRedTeam32_StartOpensAndDialsNothing(t *testing.T) {
 			}
 			opened := 0
 			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-				if strings.Contains(l, "+++") || strings.Contains(l, "---") {
+				// A call strace saw interrupted by another thread's is two lines: "openat(..." with
+				// "<unfinished ...>" (judged: it names the path) and "<... openat resumed>" (only the
+				// result: CI of session 37 failed on one as "an open").
+				if strings.Contains(l, "+++") || strings.Contains(l, "---") || strings.Contains(l, " resumed>") {
 					continue
 				}
 				switch {
