@@ -66,7 +66,7 @@ func wantNoHostBytes(t *testing.T, secrets map[string]string, where, text string
 	t.Helper()
 	for name, s := range secrets {
 		if s != "" && strings.Contains(text, s) {
-			t.Errorf("%s holds the host's %s", where, name)
+			t.Errorf("the host's %s is in %s", name, where)
 		}
 	}
 }
