@@ -52,6 +52,8 @@ func crashChild(path string) {
 		rt28s3AckedChild(ctx, db, l, cp) // redteam28s3_crash_test.go
 	case "rt30sparse":
 		rt30SparseChild(ctx, db, l, cp) // redteam30_sparse_test.go
+	case "rt37alongside":
+		rt37AlongsideChild(ctx, db, l, cp) // redteam37_alongside_test.go
 	}
 	for i := 0; ; i++ {
 		err := db.Tx(ctx, func(tx *sql.Tx) error {
