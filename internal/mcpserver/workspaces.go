@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agora-dev/agora/internal/agenttext"
 	"github.com/agora-dev/agora/internal/catalog"
 )
 
@@ -85,7 +86,9 @@ func describeWorkspaces(vs []catalog.Version) (string, any) {
 		}
 		b.WriteString(";")
 	}
-	return strings.TrimSuffix(b.String(), ";") + ".", names
+	// What people registered shows as every answer does: hidden characters escaped (red team
+	// 37: tools/list is not an answer, and passed a description's U+202E as it was).
+	return agenttext.Escape(strings.TrimSuffix(b.String(), ";")) + ".", names
 }
 
 func cutDesc(s string) string {
