@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"fmt"
 	"sync"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/agora-dev/agora/internal/agenttext"
@@ -98,25 +99,42 @@ func jsonEscape(b []byte) (rune, int) {
 	case 'r':
 		return '\r', 2
 	case 'u':
-		if len(b) < 6 {
-			return 0x20, len(b)
+		r, ok := hex4(b[2:])
+		if !ok {
+			return 0x20, min(len(b), 2)
 		}
-		var r rune
-		for _, h := range b[2:6] {
-			switch {
-			case '0' <= h && h <= '9':
-				r = r<<4 | rune(h-'0')
-			case 'a' <= h && h <= 'f':
-				r = r<<4 | rune(h-'a'+10)
-			case 'A' <= h && h <= 'F':
-				r = r<<4 | rune(h-'A'+10)
-			default:
-				return 0x20, 2
+		// A surrogate pair stands for one character above U+FFFF (the tag characters are
+		// there): read as two halves, neither hidden, it would decode to a hidden one. Only
+		// JSON the server did not encode can hold a pair (encoding/json writes UTF-8).
+		if utf16.IsSurrogate(r) && r < 0xdc00 && len(b) >= 12 && b[6] == '\\' && b[7] == 'u' {
+			if lo, ok := hex4(b[8:]); ok && 0xdc00 <= lo && lo < 0xe000 {
+				return utf16.DecodeRune(r, lo), 12
 			}
 		}
 		return r, 6
 	}
 	return 0x20, 2 // \" \\ \/ \n \t
+}
+
+// hex4 reads the four hexadecimal digits at the start of b.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, h := range b[:4] {
+		switch {
+		case '0' <= h && h <= '9':
+			r = r<<4 | rune(h-'0')
+		case 'a' <= h && h <= 'f':
+			r = r<<4 | rune(h-'a'+10)
+		case 'A' <= h && h <= 'F':
+			r = r<<4 | rune(h-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 // appendEscaped appends r as [agenttext.Escape] writes it, inside a JSON string: its
