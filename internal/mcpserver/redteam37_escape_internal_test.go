@@ -39,3 +39,29 @@ func TestRedTeam37_EscapeHiddenJSONSurrogatePairs(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRedTeam37_EscapeHiddenRawJSON: FuzzEscapeHiddenJSON feeds escapeHiddenJSON only what
+// encoding/json writes; this feeds it any JSON string, escapes as anyone may write them
+// (upper-case hex, surrogate pairs and halves, \/, raw bytes that are not UTF-8): the result
+// is JSON and decodes to agenttext.Escape of what the input decodes to.
+func FuzzRedTeam37_EscapeHiddenRawJSON(f *testing.F) {
+	for _, s := range []string{`plain`, `\u202E`, `\udb40\udc01`, `\uDB40\uDC41x`, `\ud83d\ude00`, `\ud83d`, `\ude00\ud83d`,
+		`\ud83d\u0041`, `\/\b\f\n\r\t\\\"`, "\xff\xfe", `\u00ad\u061c`, "\u202e raw", `\\u202e as text`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		in := []byte(`{"k":"` + s + `"}`)
+		var want map[string]string
+		if json.Unmarshal(in, &want) != nil {
+			return
+		}
+		out := escapeHiddenJSON(in)
+		var got map[string]string
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("%s: rewritten %s is not JSON: %v", in, out, err)
+		}
+		if w := agenttext.Escape(want["k"]); got["k"] != w {
+			t.Fatalf("%s: decodes to %q, want %q", in, got["k"], w)
+		}
+	})
+}
