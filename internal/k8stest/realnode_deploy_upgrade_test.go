@@ -36,17 +36,19 @@ PLAN
 agora orch submit /tmp/plan.yaml > "$o/run.new"
 mv "$o/run.new" "$o/run"
 while :; do
-  agora orch status "$(cat "$o/run")" -o json > "$o/status.new" && mv "$o/status.new" "$o/status.json"
+  agora orch status "$(cat "$o/run")" -o json > "$o/status.submit.new" && mv "$o/status.submit.new" "$o/status.json"
   sleep 1
 done
 `
 
 // upgradeFinish is the second driver, with the new image: it waits for run $RUN to end, exports
-// its audit bundle and verifies it with the home's audit key.
+// its audit bundle and verifies it with the home's audit key. The first driver still loops
+// beside it, so each writes its own temporary file before the rename (one shared name made
+// the slower mv fail: "can't rename .../status.new", session 37).
 const upgradeFinish = `set -eu
 o=/var/lib/agora/out
 while :; do
-  agora orch status "$RUN" -o json > "$o/status.new" && mv "$o/status.new" "$o/status.json"
+  agora orch status "$RUN" -o json > "$o/status.finish.new" && mv "$o/status.finish.new" "$o/status.json"
   grep -Eq '^  "state": "(succeeded|failed|cancelled)"' "$o/status.json" && break
   sleep 1
 done

@@ -38,7 +38,7 @@ EOF
 agora orch submit /tmp/plan.yaml > "$o/run.new"
 mv "$o/run.new" "$o/run"
 while :; do
-  agora orch status "$(cat "$o/run")" -o json > "$o/status.new" && mv "$o/status.new" "$o/status.json"
+  agora orch status "$(cat "$o/run")" -o json > "$o/status.submit.new" && mv "$o/status.submit.new" "$o/status.json"
   sleep 1
 done
 `
@@ -50,7 +50,7 @@ const leaderFinish = `set -eu
 o=/var/lib/agora/out
 mkdir -p "$o"
 while :; do
-  agora orch status "$RUN" -o json > "$o/status.new" && mv "$o/status.new" "$o/status.json"
+  agora orch status "$RUN" -o json > "$o/status.finish.new" && mv "$o/status.finish.new" "$o/status.json"
   grep -Eq '^  "state": "(succeeded|failed|cancelled)"' "$o/status.json" && break
   sleep 1
 done
