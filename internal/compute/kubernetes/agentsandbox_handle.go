@@ -171,6 +171,21 @@ func (f *podFollow) see(ctx context.Context, pod *corev1.Pod, deleted bool) (com
 		exit, err := f.h.endSandbox(compute.Exit{Code: -1, Lost: true}, nil)
 		return exit, true, errors.Join(err, fmt.Errorf("sandbox %q: its pod's labels changed (the Sandbox's template was relabelled): its NetworkPolicy may no longer be the only one selecting it; stopped", f.h.name))
 	}
+	if !deleted && !f.deleting && pod.DeletionTimestamp != nil {
+		// The pod is going. If its Sandbox is being deleted (a foreground deletion waits for
+		// this pod, so the Sandbox still stands now), read its cancel mark here: once the pod
+		// is gone the Sandbox may be gone too before this handle reads it, and a handle that
+		// never saw the mark (a cancel from another process: a second supervisor, a CLI) took
+		// the cancel for a loss (TestAgentSandboxBackend_SwitchedBackendAdoptsNotReplaces,
+		// _DocumentedRole: 1 in ~12 runs at load).
+		sb, err := f.h.p.client.AgentsV1beta1().Sandboxes(f.h.p.ns).Get(ctx, f.h.name, metav1.GetOptions{})
+		if err == nil && sb.UID == f.h.uid && sb.DeletionTimestamp != nil {
+			if sb.Annotations[annotationCancelled] == "true" {
+				f.h.p.markCancel(f.h.name)
+			}
+			f.deleting = true
+		}
+	}
 	if exit, done := f.h.sandboxPodEnded(ctx, pod); done {
 		exit, err := f.h.endSandbox(exit, nil, metav1.DeletePropagationBackground)
 		return exit, true, err
@@ -189,6 +204,10 @@ func (f *podFollow) see(ctx context.Context, pod *corev1.Pod, deleted bool) (com
 			return exit, true, err
 		}
 		f.rv = "" // the loop reads the Sandbox and its mark
+	} else if deleted {
+		// Gone as its Sandbox is deleted: the loop reads the Sandbox now, not when this
+		// watch, started before the deletion with the longer recheck, times out.
+		f.rv = ""
 	}
 	return compute.Exit{}, false, nil
 }
