@@ -6,8 +6,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/agora-dev/agora/internal/compute"
 )
 
 // TestRedTeam36_SlotDiesWhileStartRecorded attacks the window 15c70c1 widened: the held
@@ -22,17 +20,7 @@ func TestRedTeam36_SlotDiesWhileStartRecorded(t *testing.T) {
 	p := newProvider(t, Options{})
 	for name, prestart := range map[string]bool{"held": false, "prestarted": true} {
 		t.Run(name, func(t *testing.T) {
-			o := slotOpts(t)
-			tmpl := compute.Spec{ID: "tmpl", Argv: []string{"sh", "-c", "echo ran > /agora/out/y"},
-				Env: []string{"PATH=/usr/bin:/bin"}, Binds: []compute.Bind{{Src: "/nonexistent-at-fill", Dst: "/agora/out", Writable: true}}}
-			if prestart {
-				o.PrestartEnv = "CLAIM_FD"
-				tmpl.Argv = []string{"sh", "-c", "head -c1 <&$CLAIM_FD >/dev/null; echo ran > /agora/out/y"}
-			}
-			slot := newSlot(t, p, tmpl, o)
-			out := t.TempDir()
-			spec := tmpl
-			spec.ID, spec.Binds = "d1", []compute.Bind{{Src: out, Dst: "/agora/out", Writable: true}}
+			slot, spec, out := outSlot(t, p, prestart, true)
 			h, err := p.StartInSlotWith(t.Context(), slot, spec, func(string) error {
 				pid := slot.h.pid
 				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {

@@ -18,17 +18,7 @@ func TestSlot_BeforeReleaseRunsFirst(t *testing.T) {
 	p := newProvider(t, Options{})
 	for name, prestart := range map[string]bool{"held": false, "prestarted": true} {
 		t.Run(name, func(t *testing.T) {
-			o := slotOpts(t)
-			tmpl := compute.Spec{ID: "tmpl", Argv: []string{"sh", "-c", "echo ran > /agora/out/y"},
-				Env: []string{"PATH=/usr/bin:/bin"}, Binds: []compute.Bind{{Src: "/nonexistent-at-fill", Dst: "/agora/out", Writable: true}}}
-			if prestart {
-				o.PrestartEnv = "CLAIM_FD"
-				tmpl.Argv = []string{"sh", "-c", "head -c1 <&$CLAIM_FD >/dev/null && echo ran > /agora/out/y"}
-			}
-			slot := newSlot(t, p, tmpl, o)
-			out := t.TempDir()
-			spec := tmpl
-			spec.ID, spec.Binds = "d1", []compute.Bind{{Src: out, Dst: "/agora/out", Writable: true}}
+			slot, spec, out := outSlot(t, p, prestart, false)
 			var seen string
 			h, err := p.StartInSlotWith(t.Context(), slot, spec, func(taskID string) error {
 				seen = taskID
@@ -62,18 +52,8 @@ func TestSlot_BeforeReleaseRefusedRunsNothing(t *testing.T) {
 	p := newProvider(t, Options{})
 	for name, prestart := range map[string]bool{"held": false, "prestarted": true} {
 		t.Run(name, func(t *testing.T) {
-			o := slotOpts(t)
-			tmpl := compute.Spec{ID: "tmpl", Argv: []string{"sh", "-c", "echo ran > /agora/out/y"},
-				Env: []string{"PATH=/usr/bin:/bin"}, Binds: []compute.Bind{{Src: "/nonexistent-at-fill", Dst: "/agora/out", Writable: true}}}
-			if prestart {
-				o.PrestartEnv = "CLAIM_FD"
-				// A command that runs on EOF too: only the kill keeps it from running.
-				tmpl.Argv = []string{"sh", "-c", "head -c1 <&$CLAIM_FD >/dev/null; echo ran > /agora/out/y"}
-			}
-			slot := newSlot(t, p, tmpl, o)
-			out := t.TempDir()
-			spec := tmpl
-			spec.ID, spec.Binds = "d1", []compute.Bind{{Src: out, Dst: "/agora/out", Writable: true}}
+			// A command that runs on EOF too: only the kill keeps it from running.
+			slot, spec, out := outSlot(t, p, prestart, true)
 			refused := errors.New("not recorded")
 			h, err := p.StartInSlotWith(t.Context(), slot, spec, func(string) error { return refused })
 			if !errors.Is(err, refused) || h != nil {
@@ -90,4 +70,27 @@ func TestSlot_BeforeReleaseRefusedRunsNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// outSlot is a slot whose command writes "ran" into /agora/out/y, and the spec of a dispatch
+// "d1" that claims it with out as that directory. A prestarted slot's command waits for its
+// claim pipe; onEOF makes it run on the pipe's EOF too (only a kill then keeps it from running).
+func outSlot(t *testing.T, p *Provider, prestart, onEOF bool) (*Slot, compute.Spec, string) {
+	t.Helper()
+	o := slotOpts(t)
+	tmpl := compute.Spec{ID: "tmpl", Argv: []string{"sh", "-c", "echo ran > /agora/out/y"},
+		Env: []string{"PATH=/usr/bin:/bin"}, Binds: []compute.Bind{{Src: "/nonexistent-at-fill", Dst: "/agora/out", Writable: true}}}
+	if prestart {
+		o.PrestartEnv = "CLAIM_FD"
+		sep := "&&"
+		if onEOF {
+			sep = ";"
+		}
+		tmpl.Argv = []string{"sh", "-c", "head -c1 <&$CLAIM_FD >/dev/null " + sep + " echo ran > /agora/out/y"}
+	}
+	slot := newSlot(t, p, tmpl, o)
+	out := t.TempDir()
+	spec := tmpl
+	spec.ID, spec.Binds = "d1", []compute.Bind{{Src: out, Dst: "/agora/out", Writable: true}}
+	return slot, spec, out
 }
