@@ -85,20 +85,9 @@ func TestLearn_ClaudeWebFetchRealCLI(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(h.dir, "agora.yaml"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	capDir := filepath.Join(dir, "cap")
-	os.MkdirAll(capDir, 0o755)
-	os.WriteFile(filepath.Join(capDir, "capability.yaml"), []byte("tools: [run_command]\ncommands: [\"git status\"]\n"), 0o644)
-	h.agora("capability", "register", "status", "--from", capDir)
-	h.agora("subagent", "register", "fetcher", "--runtime", "claude-code", "--model", "claude-sonnet-4-5",
-		"--system-prompt", "You fetch.", "--capability", "status")
-	h.agora("env", "register", "anthropic", "--value", "ANTHROPIC_BASE_URL="+api.URL, "--secret", "ANTHROPIC_API_KEY=env:ANTHROPIC_API_KEY")
+	registerClaudeLearner(t, h, dir, api.URL, "tools: [run_command]\ncommands: [\"git status\"]\n", "fetcher")
 	repo := gitRepo(t, map[string]string{"README.md": "# repo\n"})
-	out := h.agora("dispatch", "run", "--subagent", "fetcher", "--env", "anthropic", "--repo", repo, "--learn", "--input", `{"prompt":"fetch"}`)
-	id, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
-	var rec struct{ State, Reason, Detail string }
-	if err := json.Unmarshal([]byte(h.agora("dispatch", "describe", id, "-o", "json")), &rec); err != nil || rec.State != "finished" {
-		t.Fatalf("dispatch %s: %v %s %s %s", id, err, rec.State, rec.Reason, rec.Detail)
-	}
+	learnDispatchFinished(t, h, "fetcher", repo, "fetch")
 	results := toolResultsOf(t, api.Requests())
 	if learnHits.Load() == 0 || otherHits.Load() != 0 {
 		t.Logf("tool results: %q", results)

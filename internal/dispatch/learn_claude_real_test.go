@@ -60,13 +60,7 @@ func TestLearn_ClaudeCodeRealCLI(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(h.dir, "agora.yaml"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	capDir := filepath.Join(dir, "cap")
-	os.MkdirAll(capDir, 0o755)
-	os.WriteFile(filepath.Join(capDir, "capability.yaml"), []byte("tools: [run_command]\ncommands: [\"git status\"]\n"), 0o644)
-	h.agora("capability", "register", "status", "--from", capDir)
-	h.agora("subagent", "register", "looker", "--runtime", "claude-code", "--model", "claude-sonnet-4-5",
-		"--system-prompt", "You look around.", "--capability", "status")
-	h.agora("env", "register", "anthropic", "--value", "ANTHROPIC_BASE_URL="+api.URL, "--secret", "ANTHROPIC_API_KEY=env:ANTHROPIC_API_KEY")
+	registerClaudeLearner(t, h, dir, api.URL, "tools: [run_command]\ncommands: [\"git status\"]\n", "looker")
 
 	run := func(extra ...string) string {
 		out := h.agora(append([]string{"dispatch", "run", "--subagent", "looker", "--env", "anthropic", "--repo", repo, "--input", `{"prompt":"compute"}`}, extra...)...)
@@ -180,23 +174,9 @@ func TestLearn_ClaudeCodeAttackRealCLI(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(h.dir, "agora.yaml"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	capDir := filepath.Join(dir, "cap")
-	os.MkdirAll(capDir, 0o755)
-	os.WriteFile(filepath.Join(capDir, "capability.yaml"), []byte("tools: [run_command]\ncommands: [\"git status\"]\n"), 0o644)
-	h.agora("capability", "register", "status", "--from", capDir)
-	h.agora("subagent", "register", "looker", "--runtime", "claude-code", "--model", "claude-sonnet-4-5",
-		"--system-prompt", "You look around.", "--capability", "status")
-	h.agora("env", "register", "anthropic", "--value", "ANTHROPIC_BASE_URL="+api.URL, "--secret", "ANTHROPIC_API_KEY=env:ANTHROPIC_API_KEY")
+	registerClaudeLearner(t, h, dir, api.URL, "tools: [run_command]\ncommands: [\"git status\"]\n", "looker")
 	repo := gitRepo(t, map[string]string{"README.md": "# repo readme\n"})
-	out := h.agora("dispatch", "run", "--subagent", "looker", "--env", "anthropic", "--repo", repo, "--learn", "--input", `{"prompt":"look"}`)
-	id, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
-	var rec struct {
-		State, Reason, Detail string
-		Learn                 bool
-	}
-	if err := json.Unmarshal([]byte(h.agora("dispatch", "describe", id, "-o", "json")), &rec); err != nil || rec.State != "finished" || !rec.Learn {
-		t.Fatalf("dispatch %s: %v %s %s %s learn=%v\n%s", id, err, rec.State, rec.Reason, rec.Detail, rec.Learn, h.agora("dispatch", "logs", id, "--stderr"))
-	}
+	id := learnDispatchFinished(t, h, "looker", repo, "look")
 	results := toolResultsOf(t, api.Requests())
 	view := results["toolu_bash01"]
 	if !strings.Contains(view, "learned:POST:/v1/items") || learnReqs.Load() != 1 {
@@ -257,4 +237,42 @@ func TestLearn_ClaudeCodeAttackRealCLI(t *testing.T) {
 		t.Errorf("the Read of the host's key: tool.call entries %q, want it denied", got)
 	}
 	t.Logf("tool.would_deny %q; the sandbox's view:\n%s", tools, view)
+}
+
+// registerClaudeLearner registers, in h, a capability of capYAML, a claude-code subagent named
+// sub holding it, and the env "anthropic" pointing the CLI at apiURL (its key from h's
+// environment): what every real-CLI learn test of claude starts from.
+func registerClaudeLearner(t *testing.T, h *cliHome, dir, apiURL, capYAML, sub string) {
+	t.Helper()
+	capDir := filepath.Join(dir, "cap")
+	if err := os.MkdirAll(capDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(capDir, "capability.yaml"), []byte(capYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.agora("capability", "register", sub+"-cap", "--from", capDir)
+	h.agora("subagent", "register", sub, "--runtime", "claude-code", "--model", "claude-sonnet-4-5",
+		"--system-prompt", "You are "+sub+".", "--capability", sub+"-cap")
+	h.agora("env", "register", "anthropic", "--value", "ANTHROPIC_BASE_URL="+apiURL, "--secret", "ANTHROPIC_API_KEY=env:ANTHROPIC_API_KEY")
+}
+
+// learnDispatchFinished runs one --learn dispatch of sub on repo with prompt and returns its
+// id, failing t (with the dispatch's stderr) unless it finished and is on record as learn.
+func learnDispatchFinished(t *testing.T, h *cliHome, sub, repo, prompt string) string {
+	t.Helper()
+	in, err := json.Marshal(map[string]string{"prompt": prompt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := h.agora("dispatch", "run", "--subagent", sub, "--env", "anthropic", "--repo", repo, "--learn", "--input", string(in))
+	id, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
+	var rec struct {
+		State, Reason, Detail string
+		Learn                 bool
+	}
+	if err := json.Unmarshal([]byte(h.agora("dispatch", "describe", id, "-o", "json")), &rec); err != nil || rec.State != "finished" || !rec.Learn {
+		t.Fatalf("dispatch %s: %v %s %s %s learn=%v\n%s", id, err, rec.State, rec.Reason, rec.Detail, rec.Learn, h.agora("dispatch", "logs", id, "--stderr"))
+	}
+	return id
 }

@@ -56,20 +56,9 @@ func TestLearn_ClaudeWriteOutsideWorkspaceRealCLI(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(h.dir, "agora.yaml"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	capDir := filepath.Join(dir, "cap")
-	os.MkdirAll(capDir, 0o755)
-	os.WriteFile(filepath.Join(capDir, "capability.yaml"), []byte("tools: [write_file]\n"), 0o644)
-	h.agora("capability", "register", "writes", "--from", capDir)
-	h.agora("subagent", "register", "writer", "--runtime", "claude-code", "--model", "claude-sonnet-4-5",
-		"--system-prompt", "You write.", "--capability", "writes")
-	h.agora("env", "register", "anthropic", "--value", "ANTHROPIC_BASE_URL="+api.URL, "--secret", "ANTHROPIC_API_KEY=env:ANTHROPIC_API_KEY")
+	registerClaudeLearner(t, h, dir, api.URL, "tools: [write_file]\n", "writer")
 	repo := gitRepo(t, map[string]string{"README.md": "# repo\n"})
-	out := h.agora("dispatch", "run", "--subagent", "writer", "--env", "anthropic", "--repo", repo, "--learn", "--input", `{"prompt":"write"}`)
-	id, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
-	var rec struct{ State, Reason, Detail string }
-	if err := json.Unmarshal([]byte(h.agora("dispatch", "describe", id, "-o", "json")), &rec); err != nil || rec.State != "finished" {
-		t.Fatalf("dispatch %s: %v %s %s %s", id, err, rec.State, rec.Reason, rec.Detail)
-	}
+	id := learnDispatchFinished(t, h, "writer", repo, "write")
 	results := toolResultsOf(t, api.Requests())
 	for _, c := range []string{"toolu_write01", "toolu_write02"} {
 		if got := results[c]; !strings.Contains(got, "file.would_deny") || !strings.Contains(got, "/tmp/agora-learn-writes-") {
