@@ -140,10 +140,18 @@ tasks:
 	if len(first[kept]) != 1 || len(first[vanishing]) != 1 {
 		t.Fatalf("jobs by dispatch %v; want one each for %s and %s", first, kept, vanishing)
 	}
-	out := e.run("dispatch", "describe", kept)
+	// The Job exists before kwok's job controller makes its pod: describe shows the pod's
+	// phase once there is one (at load 20 the first look found none; CI of session 37).
+	pending := "placement: kubernetes " + first[kept][0] + ": phase Pending"
+	var out string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if out = e.run("dispatch", "describe", kept); strings.Contains(out, pending) || time.Now().After(deadline) {
+			break
+		}
+	}
 	t.Logf("before the kill: %s", lastLine(out))
-	if !strings.Contains(out, "placement: kubernetes "+first[kept][0]+": phase Pending") {
-		t.Errorf("describe of a pending dispatch:\n%s", out)
+	if !strings.Contains(out, pending) {
+		t.Errorf("describe of a pending dispatch, 30 s after its Job was made:\n%s", out)
 	}
 
 	must(t, serve.Process.Signal(syscall.SIGKILL))
