@@ -4,7 +4,7 @@
 GO ?= go
 export CGO_ENABLED ?= 0
 
-.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean k8s-tools s3-tools oidc-tools helm-tools helm-render registry-tools k8s-cluster image podman test-containers test-k8s test-ui bench-targets
+.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean k8s-tools s3-tools oidc-tools helm-tools helm-render registry-tools gvisor-tools k8s-cluster image podman test-containers test-k8s test-ui bench-targets
 
 # build makes agora's three programs side by side: bin/agora (the small front people type:
 # it hands `agora dispatch run` to a running serve and execs agora-full for everything else),
@@ -102,6 +102,10 @@ helm-render: helm-tools
 # and the real kubelet pulls from (internal/k8stest StartRegistry, #31).
 registry-tools:
 	./scripts/registry-tools.sh
+# gVisor's runsc and containerd-shim-runsc-v1 (#30: a kubernetes target's runtime_class on the
+# real node, internal/k8stest Options.GVisor), from scripts/gvisor-tools into .cache/gvisor/bin.
+gvisor-tools:
+	./scripts/gvisor-tools.sh
 
 # That control plane held for manual use, with an admin kubeconfig in .cache/k8s/kubeconfig.
 k8s-cluster: k8s-tools

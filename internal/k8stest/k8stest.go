@@ -52,6 +52,11 @@ type Options struct {
 	// SandboxClaim, SandboxWarmPool) from the module scripts/k8s-tools.sh pins, and runs its
 	// real controller against the cluster (#30).
 	AgentSandbox bool
+	// GVisor (with RealNode) needs gVisor's runsc and containerd-shim-runsc-v1 from
+	// scripts/gvisor-tools.sh (a skip without them) and makes RuntimeClass GVisorRuntimeClass,
+	// whose handler is the node's runsc (#30). A real node registers that handler whenever
+	// the two are built; this makes them required.
+	GVisor bool
 }
 
 // Cluster is a running control plane. Its fields are read-only.
@@ -73,6 +78,9 @@ type Cluster struct {
 	Dir string
 	// StartTime is how long Start took, from nothing to a namespace ready for a Job.
 	StartTime time.Duration
+	// GVisor says the real node's containerd has the runtime handler GVisorHandler (gVisor's
+	// runsc through its shim), beside the default runc.
+	GVisor bool
 
 	opts           Options
 	client         *http.Client
@@ -202,6 +210,7 @@ type binaries struct {
 	kubelet                                             string   // RealNode only
 	agentSandbox                                        string   // AgentSandbox only
 	agentSandboxCRDs                                    []string // AgentSandbox only
+	gvisorBin                                           string   // RealNode: runsc and its shim, "" when not built
 }
 
 const buildHint = "run scripts/k8s-tools.sh (or set AGORA_K8S_BIN)"
@@ -227,6 +236,11 @@ func findBinaries(opts Options) (*binaries, error) {
 	}
 	if opts.RealNode {
 		b.kubelet = need("kubelet")
+		var miss string
+		b.gvisorBin, miss = gvisorBinDir()
+		if opts.GVisor && miss != "" {
+			return nil, &skipError{miss}
+		}
 	}
 	if opts.AgentSandbox {
 		var miss []string

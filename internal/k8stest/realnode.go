@@ -109,6 +109,18 @@ func (c *Cluster) realNodeProcs(dir string, bins *binaries, p *pki) ([]*proc, er
 	// disable_apparmor: no AppArmor on this machine kind.
 	// registry config_path: the hosts directory StartRegistry trusts its registry's CA in
 	// (read at each pull, so a registry may start after containerd).
+	// gVisor, when scripts/gvisor-tools.sh built it: one more runtime, runc stays the default.
+	var gvisorCfg string
+	var ctrdEnv []string
+	if bins.gvisorBin != "" {
+		if gvisorCfg, err = gvisorRuntime(dir, bins.gvisorBin); err != nil {
+			return nil, err
+		}
+		if ctrdEnv, err = gvisorEnv(dir, bins.gvisorBin); err != nil {
+			return nil, err
+		}
+		c.GVisor = true
+	}
 	toml := fmt.Sprintf(`version = 2
 root = %q
 state = %q
@@ -127,18 +139,18 @@ state = %q
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
+%s  [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %q
     conf_dir = %q
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = %q
 `, filepath.Join(dir, "containerd", "root"), filepath.Join(dir, "containerd", "state"),
-		sock, sock+".ttrpc", pauseImage, cniBinDir, netd, c.certsDir())
+		sock, sock+".ttrpc", pauseImage, gvisorCfg, cniBinDir, netd, c.certsDir())
 	cfg := filepath.Join(dir, "containerd.toml")
 	if err := os.WriteFile(cfg, []byte(toml), 0o600); err != nil {
 		return nil, fmt.Errorf("write the containerd config: %w", err)
 	}
-	ctrd := newProc(dir, "containerd", []string{"containerd", "--config=" + cfg, "--log-level=warn"})
+	ctrd := newProc(dir, "containerd", []string{"containerd", "--config=" + cfg, "--log-level=warn"}, ctrdEnv...)
 	if err := ctrd.start(); err != nil {
 		return nil, err
 	}

@@ -22,6 +22,9 @@ func start(opts Options) (*Cluster, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = "agents"
 	}
+	if opts.GVisor && !opts.RealNode {
+		return nil, errors.New("k8stest: Options.GVisor needs Options.RealNode (kwok runs no containers)")
+	}
 	bins, err := findBinaries(opts)
 	if err != nil {
 		return nil, err
@@ -235,6 +238,11 @@ func startOnce(opts Options, bins *binaries) (_ *Cluster, err error) {
 	}
 	if err := c.waitReady(ctx); err != nil {
 		return nil, err
+	}
+	if opts.GVisor && c.GVisor {
+		if err := c.createGVisorRuntimeClass(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if opts.AgentSandbox {
 		pr := c.agentSandboxProc(dir, bins)
