@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +16,6 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/orch/api"
-	"github.com/agora-dev/agora/internal/peercred"
 	"golang.org/x/sys/unix"
 )
 
@@ -63,23 +60,18 @@ func tryHandoff(full string, args []string) (int, bool) {
 	}
 	in := watchInterrupts()
 	defer in.stop()
-	hc := handoffClient(sock)
-	req, err := http.NewRequestWithContext(context.WithoutCancel(in.ctx), http.MethodPost, "http://agora"+api.HandoffPath, bytes.NewReader(body))
-	if err != nil {
-		return 0, false
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := hc.Do(req)
+	sc, err := dialServe(sock)
 	if err != nil {
 		return notTaken(in, full), true
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		// 404 (an older serve), 409 (declined), 400, 403: serve did not take it, and the
-		// whole program need not ask again.
+	defer sc.Close()
+	status, answer, err := sc.post(api.HandoffPath, body)
+	if err != nil || status != 200 {
+		// No answer, or 404 (an older serve), 409 (declined), 400, 403: serve did not take
+		// it, and the whole program need not ask again.
 		return notTaken(in, full), true
 	}
-	return follow(in.ctx, full, hc, resp.Body), true
+	return follow(in.ctx, full, sock, answer), true
 }
 
 // notTaken ends a dispatch serve did not take (declined, no answer): the whole program runs
@@ -191,29 +183,9 @@ func trustedSocket(dir, sock string) bool {
 	return true
 }
 
-// handoffClient talks to serve's socket, and only to a listener of this user.
-func handoffClient(sock string) *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		DisableKeepAlives:     true,
-		ResponseHeaderTimeout: handoffAnswer,
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			d := net.Dialer{Timeout: handoffDial}
-			c, err := d.DialContext(ctx, "unix", sock)
-			if err != nil {
-				return nil, err
-			}
-			if cred, err := peercred.Of(c); err != nil || int(cred.Uid) != os.Getuid() {
-				c.Close()
-				return nil, errors.New("serve's socket is held by another user")
-			}
-			return c, nil
-		},
-	}}
-}
-
 // follow writes serve's frames to stdout and stderr until the end frame, turns a Ctrl-C into
 // a cancel of the dispatch in serve, and returns the exit code.
-func follow(ctx context.Context, full string, hc *http.Client, body io.Reader) int {
+func follow(ctx context.Context, full, sock string, body io.Reader) int {
 	handles := make(chan string, 1)
 	done := make(chan struct{})
 	// The canceller is gone before follow returns: the caller's stop() then ends ctx, which
@@ -232,7 +204,7 @@ func follow(ctx context.Context, full string, hc *http.Client, body io.Reader) i
 		}
 		select {
 		case <-ctx.Done():
-			cancelHandoff(hc, handle)
+			cancelHandoff(sock, handle)
 		case <-done:
 		}
 	}()
@@ -290,17 +262,13 @@ func readFrameLine(br *bufio.Reader) ([]byte, error) {
 }
 
 // cancelHandoff asks serve to cancel the hand-off's dispatch (Ctrl-C).
-func cancelHandoff(hc *http.Client, handle string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	path := strings.Replace(api.HandoffCancelPath, "{handle}", handle, 1)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agora"+path, nil)
+func cancelHandoff(sock, handle string) {
+	sc, err := dialServe(sock)
 	if err != nil {
 		return
 	}
-	if resp, err := hc.Do(req); err == nil {
-		resp.Body.Close()
-	}
+	defer sc.Close()
+	sc.post(strings.Replace(api.HandoffCancelPath, "{handle}", handle, 1), nil)
 }
 
 // lost is the end when serve's stream broke before its end frame. Before serve said it
