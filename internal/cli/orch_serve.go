@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/agora-dev/agora/internal/home"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -242,6 +243,7 @@ func serveOrchParts(ctx context.Context, f *Factory, opts *orchServeOptions, p *
 		g.Go(func() error { return serveGateway(gctx) })
 	}
 	g.Go(func() error { return eng.Run(gctx) })
+	g.Go(func() error { reapLoop(gctx, sup, ob.log); return nil })
 	g.Go(func() error {
 		if err := sup.Standbys.Publish(gctx); err != nil {
 			ob.log.Warn("warm slots status", "err", err) // doctor then says no serve holds them
@@ -275,6 +277,23 @@ func serveOrchParts(ctx context.Context, f *Factory, opts *orchServeOptions, p *
 		return nil
 	}
 	return p.leader.stopped(err)
+}
+
+// reapLoop reaps every [detach.ReapEvery] while serve runs: a dispatch whose supervisor
+// died is adopted (or ended) within seconds, whether or not a run or a client follows it.
+func reapLoop(ctx context.Context, sup *detach.Supervisors, log *slog.Logger) {
+	t := time.NewTicker(detach.ReapEvery)
+	defer t.Stop()
+	for {
+		if err := sup.Reap(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("reap", "err", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // openOrchEngine opens the orchestrator's engine over db: plans are checked against the
@@ -332,7 +351,8 @@ func (c catalogRefs) Workspace(ctx context.Context, ref, revision string) error 
 	return err
 }
 
-// sweptDispatcher is serve's dispatcher, after it removed the Jobs and containers of
+// sweptDispatcher is serve's dispatcher (the supervisor host: it adopts, see
+// dispatch.Adoption), after it removed the Jobs and containers of
 // dispatches that ended while no serve ran. A cluster that cannot be reached now is said, not
 // fatal: local targets still work, and the next start sweeps again.
 func sweptDispatcher(ctx context.Context, f *Factory) (*dispatch.Dispatcher, error) {
@@ -340,6 +360,9 @@ func sweptDispatcher(ctx context.Context, f *Factory) (*dispatch.Dispatcher, err
 	if err != nil {
 		return nil, err
 	}
+	// serve is the supervisor host: a dispatch whose supervisor died while its worker runs
+	// on (a Kubernetes Job: serve's pod was killed or upgraded) is adopted, never run twice.
+	d.Adopt = &dispatch.Adoption{Role: "serve"}
 	if n, err := d.SweepRemote(ctx); err != nil {
 		fmt.Fprintf(f.IO.ErrOut, "agora: warning: %v\n", err)
 	} else if n > 0 {

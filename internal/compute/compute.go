@@ -147,3 +147,12 @@ type Provider interface {
 	// task that already ended returns nil, and a stale taskID never harms another process.
 	Cancel(ctx context.Context, taskID string) error
 }
+
+// Adopter is a provider whose tasks outlive the process that started them (a Kubernetes Job
+// or Sandbox keeps running when its supervisor dies; a bubblewrap sandbox dies with it).
+// Adopt returns a handle following the running task of s.ID, as Start would when it finds
+// it, or nil and no error when there is none: it never starts a task. A supervisor host
+// (`agora orch serve`) adopts through it the dispatches whose supervisor died.
+type Adopter interface {
+	Adopt(ctx context.Context, s Spec) (Handle, error)
+}

@@ -62,7 +62,10 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (*Record, error) {
 }
 
 // Reap ends every live dispatch whose supervising process is gone: its worker died with it
-// (bubblewrap runs with --die-with-parent), so the record must not stay live. It also
+// (bubblewrap runs with --die-with-parent), so the record must not stay live. A started
+// dispatch whose worker outlives its supervisor (a Kubernetes Job) is adopted instead when
+// this process is a supervisor host (d.Adopt), or left live for one for [OrphanWait] (see
+// orphanKept). It also
 // releases what every dispatch whose supervisor is gone still holds on the host (task
 // cgroup, disk quota, stage work, gateway directory; the logs stay), whatever its record
 // says: a supervisor can die after `dispatch cancel` recorded the end for it. It returns how
@@ -81,8 +84,16 @@ func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
 		if supervisorAlive(r.supervisor) {
 			continue
 		}
+		kept, waited := d.orphanKept(ctx, r)
+		if kept {
+			continue
+		}
 		o := Outcome{State: StateFailed, Reason: ReasonLost,
 			Detail: fmt.Sprintf("the process supervising this dispatch (%s) exited before it ended; the worker died with it", r.supervisor)}
+		if waited {
+			o.Detail = fmt.Sprintf("the process supervising this dispatch (%s) exited before it ended, and no agora orch serve adopted its worker within %s: the worker was stopped",
+				r.supervisor, OrphanWait)
+		}
 		if r.cancelRequested {
 			o = Outcome{State: StateCancelled, Reason: ReasonCancelled, Detail: "cancelled"}
 		}

@@ -77,6 +77,10 @@ type Dispatcher struct {
 	// Warm holds the warm slots of a resident process (StartWarm); nil: every dispatch
 	// starts its sandbox cold.
 	Warm *WarmPools
+	// Adopt, set by a supervisor host (`agora orch serve`), makes Reap adopt the started
+	// dispatches whose supervisor died while their worker runs on (adopt.go); nil: Reap
+	// leaves them live for [OrphanWait], for a supervisor host to adopt.
+	Adopt *Adoption
 
 	// testOnlyInvokingUser makes a root agora stage and run sandboxes as an unprivileged one
 	// does (as the invoking user, no disk quota), so tests running as root cover that path.

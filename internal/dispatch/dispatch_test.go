@@ -317,8 +317,19 @@ func TestDispatch_Concurrent100(t *testing.T) {
 
 // TestDispatch_SupervisorKilled: kill -9 of the process supervising a dispatch kills its
 // sandbox, and the next reader records the loss instead of leaving the record live forever.
+// A supervisor host (serve, which adopts a Kubernetes Job whose supervisor died) records it
+// lost too: a bubblewrap worker died with its supervisor, there is nothing to adopt.
 func TestDispatch_SupervisorKilled(t *testing.T) {
+	for _, host := range []bool{false, true} {
+		t.Run(fmt.Sprintf("adopter=%v", host), func(t *testing.T) { testSupervisorKilled(t, host) })
+	}
+}
+
+func testSupervisorKilled(t *testing.T, adopter bool) {
 	e := newEnv(t)
+	if adopter {
+		e.d.Adopt = &dispatch.Adoption{Role: "serve"}
+	}
 	marker := fmt.Sprintf("sleep 1000.%d", time.Now().UnixNano()%100000)
 	e.subagent("long", marker)
 	r, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "long", Actor: "test", Timeout: time.Minute})
@@ -364,6 +375,9 @@ func TestDispatch_SupervisorKilled(t *testing.T) {
 	cur, _ := e.d.Records.Get(t.Context(), r.ID)
 	if cur.State != dispatch.StateFailed || cur.Reason != dispatch.ReasonLost {
 		t.Fatalf("after reap: %s %s, want failed lost", cur.State, cur.Reason)
+	}
+	if !strings.Contains(cur.Detail, "the worker died with it") {
+		t.Errorf("detail %q", cur.Detail)
 	}
 }
 

@@ -2,9 +2,12 @@ package dispatch
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
@@ -26,6 +29,22 @@ func newLogSink(path string, limit int64, red *redact.Redactor) (*logSink, error
 		return nil, err
 	}
 	c := &capWriter{w: f, left: limit}
+	return &logSink{f: f, red: red.Writer(c), cap: c}, nil
+}
+
+// appendLogSink is newLogSink appending to path: an adopted dispatch's logs go on after what
+// its first supervisor wrote, and limit counts both.
+func appendLogSink(path string, limit int64, red *redact.Redactor) (*logSink, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("reopen log %s: not a regular file (%v)", filepath.Base(path), err)
+	}
+	c := &capWriter{w: f, left: max(limit-fi.Size(), 0)}
 	return &logSink{f: f, red: red.Writer(c), cap: c}, nil
 }
 

@@ -282,6 +282,7 @@ func (s *stage) removeWork() {
 	os.Remove(filepath.Join(s.dir, gateIndex))
 	os.Remove(filepath.Join(s.dir, phaseFile)) // the dispatch's record says how it ended
 	os.Remove(filepath.Join(s.dir, "."+phaseFile))
+	os.Remove(filepath.Join(s.dir, orphanMark))
 	s.removeCapabilityFiles()
 	removeGatewayEntry(filepath.Join(s.dir, wire.GatewayDir))
 	if unmounted {

@@ -25,6 +25,11 @@ const (
 	DispatchVerified        = DispatchPrefix + "verified"         // the verify gate's verdict
 	DispatchCancelRequested = DispatchPrefix + "cancel_requested" // a person's or program's cancel
 	DispatchResumeRefused   = DispatchPrefix + "resume.refused"   // an answer the client could not give
+	// DispatchAdopted: a supervisor host (`agora orch serve`) took over a started dispatch
+	// whose supervisor died while its worker runs on (a Kubernetes Job). Details previous
+	// (the dead supervisor), supervisor (the adopter) and role; written in the transaction
+	// that makes the adopter the record's supervisor, before it follows the worker.
+	DispatchAdopted = DispatchPrefix + "adopted"
 )
 
 // DispatchState is the kind of a dispatch's move to state ("accepted", "finished", ...).

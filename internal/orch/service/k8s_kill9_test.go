@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -216,11 +217,169 @@ func lastLine(s string) string {
 	return s[strings.LastIndexByte(s, '\n')+1:]
 }
 
-// TestServe_ReapRevokesDeadSupervisorsSession is the red team's finding F (session 3): a
-// dispatch's supervisor killed with -9 leaves its gateway session behind, and the pod, which
-// outlives it, keeps a token that still opens the dispatch's routes (its mounts, its upload
-// into the stage). The reap that records the dispatch lost must revoke the session too.
-func TestServe_ReapRevokesDeadSupervisorsSession(t *testing.T) {
+// supervisorPID is the pid of the process recorded as supervising dispatch id.
+func (e *k8sEnv) supervisorPID(id string) int {
+	e.t.Helper()
+	db, err := store.Open(context.Background(), filepath.Join(e.home, "agora.db"), agoradb.Migrations())
+	must(e.t, err)
+	defer db.Close()
+	var supervisor string
+	must(e.t, db.SQL().QueryRow(`SELECT supervisor FROM dispatches WHERE id = ?`, id).Scan(&supervisor))
+	pid, _, _ := strings.Cut(supervisor, ":")
+	var n int
+	if _, err := fmt.Sscanf(pid, "%d", &n); err != nil || n <= 1 {
+		e.t.Fatalf("supervisor %q", supervisor)
+	}
+	return n
+}
+
+// waitStarted waits until dispatch id is recorded started: its supervisor holds its session.
+func (e *k8sEnv) waitStarted(id string) {
+	e.t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if state, _ := e.dispatchState(id); state == "started" {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("dispatch %s is not started a minute after its Job exists", id)
+		}
+	}
+}
+
+// adoptions are the dispatch.adopted entries of the audit log, by dispatch.
+func (e *k8sEnv) adoptions() map[string][]map[string]any {
+	var entries []struct {
+		Kind, Subject string
+		Details       map[string]any
+	}
+	must(e.t, json.Unmarshal([]byte(e.run("audit", "log", "-o", "json", "--kind", "dispatch.adopted")), &entries))
+	out := map[string][]map[string]any{}
+	for _, en := range entries {
+		out[strings.TrimPrefix(en.Subject, "dispatch/")] = append(out[strings.TrimPrefix(en.Subject, "dispatch/")], en.Details)
+	}
+	return out
+}
+
+// TestServe_Kill9KubernetesAdopts is #31's "every task once" on kwok: serve's pod dies with
+// a task's Job in flight (serve and its detached supervisor, killed with -9, as a pod's
+// processes die together) and serve starts again on the same home. The new serve adopts the
+// dispatch (dispatch.adopted, in the audit before it follows the Job), follows the same Job
+// to its end (never a second Job), and the task ends once: one attempt, one dispatch, its
+// state the pod's. The pod's gateway session is kept while it runs (its token still opens
+// the session) and closed at the end. A second task, whose Job is deleted while serve is
+// down, cannot be adopted: it ends failed/lost with its session revoked (red team s3,
+// finding F), and the plan's retry runs it again on a Job of its own. The run's bundle
+// verifies. (Both tasks retry a lost attempt; kwok's pod, which runs nothing, ends
+// worker-failed, which kept does not retry: a second attempt of kept is a run twice.)
+func TestServe_Kill9KubernetesAdopts(t *testing.T) {
+	e := newK8sEnv(t)
+	serve := e.serve()
+	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	planPath := filepath.Join(t.TempDir(), "adopt.yaml")
+	must(t, os.WriteFile(planPath, []byte(`version: 1
+name: adopt
+defaults: {target: k8s}
+tasks:
+  - id: kept
+    subagent: worker
+    retry: {max_attempts: 2, initial_backoff: 10ms, on_worker_failed: false}
+  - id: vanishing
+    subagent: worker
+    retry: {max_attempts: 2, initial_backoff: 10ms}
+`), 0o644))
+	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", planPath), "\n")[0])
+	first := e.waitJobs(2)
+	c := e.client()
+	run, err := c.Status(context.Background(), runID)
+	must(t, err)
+	ids := map[string]string{}
+	for _, task := range run.Tasks {
+		ids[task.ID] = task.DispatchID
+	}
+	kept, vanishing := ids["kept"], ids["vanishing"]
+	e.waitStarted(kept)
+	e.waitStarted(vanishing)
+	session := func(id string) string { return filepath.Join(e.home, "gateway", "sessions", id, "session.json") }
+	before, err := os.ReadFile(session(kept))
+	must(t, err)
+
+	// The pod dies: serve and the supervisors it started, all at once.
+	sups := []int{e.supervisorPID(kept), e.supervisorPID(vanishing)}
+	must(t, serve.Process.Signal(syscall.SIGKILL))
+	for _, pid := range sups {
+		must(t, syscall.Kill(pid, syscall.SIGKILL))
+	}
+	serve.Wait()
+	must(t, e.c.Do(t.Context(), http.MethodDelete, "/apis/batch/v1/namespaces/"+e.c.Namespace+"/jobs/"+first[vanishing][0]+"?propagationPolicy=Background", nil, nil))
+	// A one-shot command reaping meanwhile leaves the orphan live for a serve to adopt.
+	e.run("dispatch", "list")
+	if state, _ := e.dispatchState(kept); state != "started" {
+		t.Fatalf("a one-shot reap ended the orphaned dispatch: %s", state)
+	}
+	serve = e.serve()
+	for deadline := time.Now().Add(time.Minute); len(e.adoptions()[kept]) == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log"))
+			t.Fatalf("serve did not adopt %s within a minute; serve log:\n%s", kept, b)
+		}
+	}
+	// Adopted, not re-exported: the pod's token is the one its session still checks.
+	if after, err := os.ReadFile(session(kept)); err != nil || string(after) != string(before) {
+		t.Errorf("the adopted dispatch's session changed (%v):\nbefore %s\nafter  %s", err, before, after)
+	}
+	e.openGate()
+
+	run = waitRun(t, c, runID, 3*time.Minute)
+	jobs := e.jobs()
+	if len(jobs[kept]) != 1 || jobs[kept][0] != first[kept][0] {
+		t.Errorf("jobs of the adopted dispatch: %v; want only %s", jobs[kept], first[kept][0])
+	}
+	for _, task := range run.Tasks {
+		switch task.ID {
+		case "kept":
+			if task.Attempts != 1 || task.DispatchID != kept {
+				t.Errorf("task kept ran %d attempts (dispatch %s); want once, as %s", task.Attempts, task.DispatchID, kept)
+			}
+		case "vanishing":
+			if task.Attempts != 2 || task.DispatchID == vanishing {
+				t.Errorf("task vanishing ran %d attempts (dispatch %s); want 2, retried after lost", task.Attempts, task.DispatchID)
+			}
+		}
+	}
+	// kwok runs no process: the pod completes with exit 0 and uploads no result.
+	if state, reason := e.dispatchState(kept); state != "failed" || reason != "worker-failed" {
+		t.Errorf("the adopted dispatch ended %s/%s; want failed/worker-failed, its pod's end", state, reason)
+	}
+	if state, reason := e.dispatchState(vanishing); state != "failed" || reason != "lost" {
+		t.Errorf("the dispatch whose Job was deleted ended %s/%s; want failed/lost", state, reason)
+	}
+	for _, id := range []string{kept, vanishing} {
+		if _, err := os.Stat(session(id)); !os.IsNotExist(err) {
+			t.Errorf("dispatch %s's gateway session is still there after its end (%v)", id, err)
+		}
+	}
+	adopted := e.adoptions()
+	if a := adopted[kept]; len(a) != 1 || a[0]["role"] != "serve" || a[0]["previous"] == a[0]["supervisor"] ||
+		!strings.HasPrefix(fmt.Sprint(a[0]["supervisor"]), fmt.Sprintf("%d:", serve.Process.Pid)) {
+		t.Errorf("dispatch.adopted of %s: %v; want one, by the new serve (pid %d)", kept, a, serve.Process.Pid)
+	}
+	t.Logf("adopted: %v", adopted[kept])
+
+	e.run("orch", "seal", runID)
+	bundle := filepath.Join(t.TempDir(), "run.bundle")
+	e.run("orch", "audit", runID, "--out", bundle)
+	cmd := exec.Command(agoraBin, "verify", bundle, "--key", filepath.Join(e.home, "keys", "audit.pub"))
+	cmd.Env = append(os.Environ(), "AGORA_HOME=/nonexistent")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("verify the run's bundle: %v\n%s", err, b)
+	}
+}
+
+// TestServe_ReapAdoptsDeadSupervisorsDispatch: a kubernetes dispatch's supervisor killed with
+// -9 while serve runs is adopted by serve, which keeps the pod's gateway session (the red
+// team's finding F, session 3, was that a dead supervisor's session outlived it: now the
+// adopter holds it) and closes it when the Job ends.
+func TestServe_ReapAdoptsDeadSupervisorsDispatch(t *testing.T) {
 	e := newK8sEnv(t)
 	serve := e.serve()
 	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
@@ -232,36 +391,32 @@ func TestServe_ReapRevokesDeadSupervisorsSession(t *testing.T) {
 	for d := range jobs {
 		id = d
 	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		if state, _ := e.dispatchState(id); state == "started" {
-			break // its supervisor is recorded, and holds the session
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the dispatch is not started a minute after its Job exists")
-		}
-	}
+	e.waitStarted(id)
 	session := filepath.Join(e.home, "gateway", "sessions", id, "session.json")
 	if _, err := os.Stat(session); err != nil {
 		t.Fatalf("the dispatch has no gateway session while its Job runs: %v", err)
 	}
-	db, err := store.Open(context.Background(), filepath.Join(e.home, "agora.db"), agoradb.Migrations())
-	must(t, err)
-	var supervisor string
-	err = db.SQL().QueryRow(`SELECT supervisor FROM dispatches WHERE id = ?`, id).Scan(&supervisor)
-	db.Close()
-	must(t, err)
-	pid, _, _ := strings.Cut(supervisor, ":")
-	var n int
-	if _, err := fmt.Sscanf(pid, "%d", &n); err != nil || n <= 1 {
-		t.Fatalf("supervisor %q", supervisor)
+	must(t, syscall.Kill(e.supervisorPID(id), syscall.SIGKILL))
+	for deadline := time.Now().Add(time.Minute); len(e.adoptions()[id]) == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("serve did not adopt the dispatch whose supervisor was killed")
+		}
 	}
-	must(t, syscall.Kill(n, syscall.SIGKILL))
-
+	if pid := e.supervisorPID(id); pid != serve.Process.Pid {
+		t.Errorf("the dispatch's supervisor is pid %d after the adoption, want serve's %d", pid, serve.Process.Pid)
+	}
+	if _, err := os.Stat(session); err != nil {
+		t.Errorf("the adopted dispatch's session is gone while its pod runs: %v", err)
+	}
+	e.openGate()
 	waitRun(t, e.client(), runID, 2*time.Minute)
-	if state, reason := e.dispatchState(id); state != "failed" || reason != "lost" {
-		t.Errorf("the dispatch whose supervisor was killed ended %s/%s, want failed/lost", state, reason)
+	if state, reason := e.dispatchState(id); state != "failed" || reason != "worker-failed" {
+		t.Errorf("the adopted dispatch ended %s/%s, want failed/worker-failed (its pod's end)", state, reason)
 	}
 	if _, err := os.Stat(session); !os.IsNotExist(err) {
-		t.Errorf("the dead supervisor's gateway session is still there after the reap (%v): its pod's token still works", err)
+		t.Errorf("the adopted dispatch's gateway session is still there after its end (%v)", err)
+	}
+	if j := e.jobs()[id]; len(j) != 1 {
+		t.Errorf("jobs of the adopted dispatch: %v, want its one", j)
 	}
 }

@@ -1,0 +1,260 @@
+package dispatch
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/worker/wire"
+)
+
+// Adoption makes the process that holds it a supervisor host (`agora orch serve`): its Reap
+// adopts, instead of recording lost, every started dispatch whose supervisor died while its
+// worker runs on without it (a provider that is a [compute.Adopter]: a Kubernetes Job or
+// Sandbox). A one-shot command never holds one: it would adopt into a process about to exit.
+type Adoption struct {
+	// Role names the adopter in the dispatch.adopted entry ("serve").
+	Role string
+
+	wg sync.WaitGroup
+}
+
+// Wait returns once every supervision adopted so far has ended.
+func (a *Adoption) Wait() { a.wg.Wait() }
+
+// OrphanWait bounds how long a process that is no supervisor host leaves a started dispatch
+// whose supervisor died, and whose worker outlives it, live for one to adopt: after that its
+// Reap stops the worker and records the dispatch lost, as for a worker that died with its
+// supervisor. The time counts from the first Reap that found the dispatch so.
+var OrphanWait = 10 * time.Minute
+
+// orphanMark, in the stage directory (the host's only), is made by the first Reap that found
+// the dispatch's supervisor dead; its age is how long the dispatch has waited for an adopter.
+const orphanMark = ".orphaned"
+
+// orphanKept decides, for Reap, what becomes of live dispatch r, whose supervisor is gone:
+// kept when it stays live (adopted by this process now, by another, or waiting for a
+// supervisor host), else Reap ends it; waited says it waited [OrphanWait] for an adopter in
+// vain. Only a started dispatch whose provider keeps its worker without a supervisor is
+// kept; a cancelled one is ended (its cancel stops the worker).
+func (d *Dispatcher) orphanKept(ctx context.Context, r *Record) (kept, waited bool) {
+	// sandbox: none runs on the host, with its supervisor: never adoptable (and its stage
+	// is the worker's to write, so adoption reads nothing of it).
+	if r.State != StateStarted || r.cancelRequested || r.ProviderTaskID == "" || r.Sandbox == compute.SandboxNone {
+		return false, false
+	}
+	p, err := d.providerFor(ctx, r.Target)
+	if err != nil {
+		return false, false
+	}
+	ad, ok := p.(compute.Adopter)
+	if !ok {
+		return false, false
+	}
+	if d.Adopt == nil {
+		waited = d.orphanedFor(r.ID) >= OrphanWait
+		return !waited, waited
+	}
+	won, err := d.Records.claimAdoption(ctx, r, d.Adopt.Role)
+	if err != nil {
+		d.log().Warn("reap: a dispatch whose supervisor died could not be adopted; the next reap retries",
+			"dispatch", r.ID, "err", err.Error())
+		return true, false
+	}
+	if won {
+		os.Remove(filepath.Join(stageAt(d.StateDir, r.ID).dir, orphanMark))
+		d.Adopt.wg.Add(1)
+		go func() {
+			defer d.Adopt.wg.Done()
+			d.superviseAdopted(r.ID, ad)
+		}()
+	}
+	return true, false
+}
+
+// orphanedFor is how long ago a Reap first found dispatch id's supervisor gone (marking it
+// now when none had). A stage that cannot be marked counts as waited out.
+func (d *Dispatcher) orphanedFor(id string) time.Duration {
+	mark := filepath.Join(stageAt(d.StateDir, id).dir, orphanMark)
+	fi, err := os.Lstat(mark)
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err := os.OpenFile(mark, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			return OrphanWait
+		}
+		f.Close()
+		return 0
+	}
+	if err != nil || !fi.Mode().IsRegular() {
+		return OrphanWait
+	}
+	return time.Since(fi.ModTime())
+}
+
+// claimAdoption makes this process the supervisor of started dispatch r, whose recorded
+// supervisor (r's) is gone, and audits it (dispatch.adopted) in the same transaction, before
+// anything follows the worker. The update is a compare-and-set on the recorded supervisor:
+// of processes reaping at once, exactly one adopts; the others get false.
+func (s *Records) claimAdoption(ctx context.Context, r *Record, role string) (bool, error) {
+	self := selfSupervisor()
+	won := false
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		won = false
+		res, err := tx.ExecContext(ctx, `UPDATE dispatches SET supervisor = ? WHERE id = ? AND state = ? AND supervisor = ? AND cancel_requested = 0`,
+			self, r.ID, StateStarted, r.supervisor)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return err
+		}
+		if _, err := s.log.Append(ctx, tx, audit.Entry{Actor: SystemActor, Kind: entry.DispatchAdopted, Subject: entry.Dispatch(r.ID),
+			Details: map[string]any{"previous": r.supervisor, "supervisor": self, entry.KeyRole: role, "provider_task_id": r.ProviderTaskID}}); err != nil {
+			return err
+		}
+		won = true
+		return nil
+	})
+	return won, err
+}
+
+// superviseAdopted carries adopted dispatch id to its end as its first supervisor would
+// have: it follows the worker through the provider's Adopt (never a second start), then
+// reconciles, runs the verify gate and records the end; the provider closes the gateway
+// session and the worker's Secret goes with its Job. A dispatch it cannot follow (its Job
+// gone, its stage gone, a model gateway or egress proxy that lived in the dead supervisor)
+// has its worker stopped and ends failed/lost, as Reap would have recorded it.
+//
+// It runs under no caller's context: a serve that stops leaves the worker running for the
+// next serve, as it leaves its detached supervisors.
+func (d *Dispatcher) superviseAdopted(id string, ad compute.Adopter) {
+	ctx := context.Background()
+	r, err := d.Records.Get(ctx, id)
+	if err != nil || r.State != StateStarted || r.supervisor != selfSupervisor() {
+		return
+	}
+	sp := d.startDispatchSpan(ctx, r)
+	s := &supervision{d: d, r: r, progress: func(string, *Record) {}, sp: sp}
+	outcome, err := s.resume(ctx, ad)
+	if err != nil {
+		outcome = failed(ReasonProviderFailed, "%v", err)
+	}
+	if s.handle == nil {
+		d.stopAndRelease(ctx, r)
+	}
+	_, final, err := d.Records.finish(ctx, id, outcome)
+	s.cleanup()
+	if err != nil {
+		d.log().Warn("adopt: the end of an adopted dispatch could not be recorded; the next serve adopts it again",
+			"dispatch", id, "err", err.Error())
+		return
+	}
+	sp.finish(final)
+}
+
+// resume is run's counterpart for an adopted dispatch: what the first supervisor staged and
+// started is found again, not made.
+func (s *supervision) resume(ctx context.Context, ad compute.Adopter) (Outcome, error) {
+	for _, step := range []func(context.Context) error{
+		s.prepareAdopted, s.unseal, s.reopenLogs, s.buildSpec,
+		func(ctx context.Context) error { return s.adoptSandbox(ctx, ad) }, s.wait,
+	} {
+		if err := step(ctx); err != nil {
+			var f *failure
+			if errors.As(err, &f) {
+				return f.o, nil
+			}
+			return Outcome{}, err
+		}
+	}
+	return s.settle(ctx), nil
+}
+
+// lostAt is the outcome of an adopted dispatch that cannot be followed.
+func lostAt(format string, args ...any) error {
+	return fail(ReasonLost, "the process supervising this dispatch exited before it ended, and it could not be adopted: "+format, args...)
+}
+
+// prepareAdopted is prepare for an adopted dispatch: the stage is the one its first
+// supervisor made (with its disk quota, when that is still mounted); no uid is leased (the
+// stage stays held, which keeps the uid taken, see leaseUID).
+func (s *supervision) prepareAdopted(ctx context.Context) error {
+	d, r := s.d, s.r
+	var err error
+	if s.target, err = d.Config.Target(r.Target); err != nil {
+		return lostAt("%v", err)
+	}
+	if s.provider, err = d.providerFor(ctx, r.Target); err != nil {
+		return lostAt("%v", err)
+	}
+	if s.pinned, err = d.loadPinned(ctx, r); err != nil {
+		return fail(ReasonIntegrityFailed, "load pinned catalog content: %v", err)
+	}
+	if _, ok := modelRoute(s.pinned.doc.Runtime); ok {
+		return lostAt("its model gateway, and the budget it counted, lived in that process")
+	}
+	if r.Network == NetworkProxy {
+		return lostAt("its egress proxy lived in that process")
+	}
+	limits := limitsFor(s.target, r.Sandbox, r.ID)
+	if d.testOnlyInvokingUser {
+		limits.owner, limits.disk = nil, 0
+	}
+	st := stageAt(d.StateDir, r.ID)
+	st.owner, st.sandboxed = limits.owner, limits.sandboxed
+	if fi, err := os.Lstat(filepath.Join(st.disk, wire.OutDir)); err == nil && fi.IsDir() {
+		st.workspace, st.out, st.diskSize = filepath.Join(st.disk, wire.WorkspaceDir), filepath.Join(st.disk, wire.OutDir), limits.disk
+	} else {
+		st.disk = ""
+	}
+	for _, dir := range []string{st.bundle, st.out} {
+		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+			return lostAt("its stage is gone")
+		}
+	}
+	if err := st.hold(); err != nil {
+		return err
+	}
+	s.st = st
+	return nil
+}
+
+// reopenLogs is openLogs appending to what the first supervisor wrote, within the same caps.
+func (s *supervision) reopenLogs(context.Context) error {
+	var err error
+	if s.stdout, err = appendLogSink(s.st.stdout, MaxStdout, s.red); err != nil {
+		return err
+	}
+	if s.stderr, err = appendLogSink(s.st.stderr, MaxStderr, s.red); err != nil {
+		return err
+	}
+	s.stderr.notice("the process supervising this dispatch exited; " + selfSupervisor() + " adopted it and follows its worker")
+	return nil
+}
+
+// adoptSandbox follows the dispatch's running task through the provider, which starts
+// nothing: a dispatch whose task is gone ends lost.
+func (s *supervision) adoptSandbox(ctx context.Context, ad compute.Adopter) error {
+	h, err := ad.Adopt(ctx, s.spec)
+	if err != nil {
+		return lostAt("%v", err)
+	}
+	if h == nil {
+		return lostAt("its worker is gone")
+	}
+	if h.TaskID() != s.r.ProviderTaskID {
+		// The record names another task (its verify gate's): the agent's ended already.
+		h.Wait()
+		return lostAt("its verify gate was running")
+	}
+	s.handle = h
+	return nil
+}
