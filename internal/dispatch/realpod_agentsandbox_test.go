@@ -125,7 +125,8 @@ func setFields(t *testing.T, r *dispatch.Record) []string {
 	return out
 }
 
-// addPodTargets adds one kubernetes target per name, on the node, with the backend given.
+// addPodTargets adds one kubernetes target per name, on the node, with the backend given. A
+// caller may set a target's runtime_class before its first dispatch.
 func (e *env) addPodTargets(n *podNode, backends map[string]string) {
 	base := e.home.Config.Targets[config.DefaultTarget]
 	for name, backend := range backends {
@@ -143,6 +144,7 @@ func (e *env) addPodTargets(n *podNode, backends map[string]string) {
 		kp, err := kubernetes.New(kubernetes.Options{
 			Kubeconfig: tg.Kubeconfig, Namespace: tg.Namespace, Image: tg.Image, WorkerImage: tg.WorkerImage,
 			GatewayURL: tg.Gateway, GatewayCA: n.ca, Exporter: n.reg, Target: name, Backend: tg.Backend,
+			RuntimeClass: tg.RuntimeClass,
 		})
 		if err == nil {
 			built[name] = kp

@@ -41,6 +41,9 @@ func (p *Provider) Start(ctx context.Context, s compute.Spec) (compute.Handle, e
 	if h, err := p.adopt(ctx, s, name); h != nil || err != nil {
 		return h, err
 	}
+	if err := p.checkRuntimeClass(ctx); err != nil {
+		return nil, fmt.Errorf("start %q: %w", s.ID, err)
+	}
 	// Resolved once: the policy and the pod's /etc/hosts get the same addresses.
 	gw, err := p.resolveGateway(ctx)
 	if err != nil {
