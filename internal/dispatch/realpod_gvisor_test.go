@@ -12,16 +12,18 @@ import (
 
 // TestDispatch_RealPodGVisor (#30): on the real kubelet, a kubernetes target with
 // runtime_class gvisor (a RuntimeClass whose handler is gVisor's runsc) runs a dispatch
-// through the Job backend to the same patch as the same target on runc, and it ran under
-// gVisor: the agent's /proc/version is gVisor's kernel, and the node's containerd ran the
-// pod's containers with runsc's runtime. A target naming a RuntimeClass the cluster lacks
+// through the Job backend, and through the agent-sandbox backend (its real controller), to
+// the same patch as the same target on runc, and it ran under gVisor: the agent's
+// /proc/version is gVisor's kernel, and the node's containerd ran the pods' containers with
+// runsc's runtime. A target naming a RuntimeClass the cluster lacks
 // fails at once, saying so, instead of waiting out its timeout for a pod that never comes.
 func TestDispatch_RealPodGVisor(t *testing.T) {
-	n := startPodNodeWith(t, k8stest.Options{RealNode: true, GVisor: true})
+	n := startPodNodeWith(t, k8stest.Options{RealNode: true, GVisor: true, AgentSandbox: true})
 	e := newEnv(t)
 	e.subagent("editor", realPodEdit+"\ncat /proc/version")
-	e.addPodTargets(n, map[string]string{"pod": kubernetes.BackendJobs, "gvisor": kubernetes.BackendJobs, "nope": kubernetes.BackendJobs})
-	for name, rc := range map[string]string{"gvisor": k8stest.GVisorRuntimeClass, "nope": "no-such-class"} {
+	e.addPodTargets(n, map[string]string{"pod": kubernetes.BackendJobs, "gvisor": kubernetes.BackendJobs,
+		"gvisor-as": kubernetes.BackendAgentSandbox, "nope": kubernetes.BackendJobs})
+	for name, rc := range map[string]string{"gvisor": k8stest.GVisorRuntimeClass, "gvisor-as": k8stest.GVisorRuntimeClass, "nope": "no-such-class"} {
 		tg := e.home.Config.Targets[name]
 		tg.RuntimeClass = rc
 		e.home.Config.Targets[name] = tg
@@ -29,7 +31,7 @@ func TestDispatch_RealPodGVisor(t *testing.T) {
 	repo := gitRepo(t, map[string]string{"README": "one\ntwo\n", "gone.txt": "bye\n"})
 
 	patches, stdouts := map[string]string{}, map[string]string{}
-	for _, target := range []string{"pod", "gvisor"} {
+	for _, target := range []string{"pod", "gvisor", "gvisor-as"} {
 		begin := time.Now()
 		r := e.run(dispatch.Request{Subagent: "editor", Repo: repo, Target: target, Timeout: 4 * time.Minute})
 		t.Logf("target %s: %s in %s, isolation %s", target, r.State, time.Since(begin).Round(time.Millisecond), r.Isolation)
@@ -43,21 +45,29 @@ func TestDispatch_RealPodGVisor(t *testing.T) {
 		patches[target], stdouts[target] = e.blob(r.Result.Patch), e.blob(r.Result.Stdout)
 		n.logPodTimeline(t)
 	}
-	if patches["pod"] != patches["gvisor"] || !strings.Contains(patches["gvisor"], "+uno") {
-		t.Errorf("patches differ or lack the edit:\nrunc:\n%s\ngvisor:\n%s", patches["pod"], patches["gvisor"])
+	if !strings.Contains(patches["pod"], "+uno") {
+		t.Errorf("the runc dispatch's patch lacks the edit:\n%s", patches["pod"])
+	}
+	for _, target := range []string{"gvisor", "gvisor-as"} {
+		if patches[target] != patches["pod"] {
+			t.Errorf("patches differ:\nrunc:\n%s\n%s:\n%s", patches["pod"], target, patches[target])
+		}
+		if !strings.Contains(stdouts[target], "-gvisor") {
+			t.Errorf("target %s: the agent saw kernel %q, want gVisor's", target, strings.TrimSpace(stdouts[target]))
+		}
 	}
 	t.Logf("the agent's kernel: runc %q, gvisor %q", strings.TrimSpace(stdouts["pod"]), strings.TrimSpace(stdouts["gvisor"]))
-	if strings.Contains(stdouts["pod"], "gvisor") || !strings.Contains(stdouts["gvisor"], "-gvisor") {
-		t.Errorf("want the host's kernel on runc and gVisor's on runtime_class gvisor")
+	if strings.Contains(stdouts["pod"], "gvisor") {
+		t.Errorf("the runc dispatch saw gVisor's kernel: %q", stdouts["pod"])
 	}
-	// The node's side: the gVisor dispatch's pod sandbox, fetch and worker containers ran
-	// with runsc's runtime.
+	// The node's side: the gVisor dispatches' pod sandboxes, fetch and worker containers
+	// (a Job's pod and a Sandbox's) ran with runsc's runtime.
 	out, err := n.c.Ctr(t.Context(), "containers", "ls")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Count(string(out), "io.containerd.runsc.v1"); got < 3 {
-		t.Errorf("containerd lists %d containers of runtime io.containerd.runsc.v1, want the pod's sandbox, fetch and worker:\n%s", got, out)
+	if got := strings.Count(string(out), "io.containerd.runsc.v1"); got < 6 {
+		t.Errorf("containerd lists %d containers of runtime io.containerd.runsc.v1, want the two pods' sandbox, fetch and worker:\n%s", got, out)
 	}
 
 	begin := time.Now()
