@@ -69,5 +69,14 @@ func (r *remoteProviders) kubernetes(name string, t config.Target) (compute.Prov
 		GatewayURL: t.Gateway, GatewayCA: certs.CAPEM, Exporter: reg, Target: name,
 		SandboxUID: uint32(t.SandboxUID), Backend: t.Backend,
 		PullSecrets: t.ImagePullSecrets, PullPolicy: t.ImagePullPolicy,
+		GatewayPeer: gatewayPeer(t.GatewayPeer),
 	})
+}
+
+// gatewayPeer is agora.yaml's gateway_peer as the provider takes it.
+func gatewayPeer(p *config.GatewayPeer) *kubernetes.GatewayPeer {
+	if p == nil {
+		return nil
+	}
+	return &kubernetes.GatewayPeer{Namespace: p.Namespace, Pods: p.Pods}
 }

@@ -71,6 +71,20 @@ type Remote struct {
 	// ImagePullPolicy is every container's imagePullPolicy on a kubernetes target:
 	// IfNotPresent (the default), Always or Never.
 	ImagePullPolicy string `yaml:"image_pull_policy"`
+	// GatewayPeer, on a kubernetes target, is where the gateway's serve pods are: each Job's
+	// NetworkPolicy admits them (the pods of Namespace matching all of Pods, both at once)
+	// on the gateway's port besides the gateway URL's pinned addresses. It is what lets a Job
+	// reach serve at a Service's ClusterIP (a policy matches after the Service's DNAT, on the
+	// pod it reaches) and so reach a new serve pod after a restart.
+	GatewayPeer *GatewayPeer `yaml:"gateway_peer"`
+}
+
+// GatewayPeer names agora's serve pods for a kubernetes target's NetworkPolicies: the pods of
+// namespace Namespace whose labels include all of Pods. Both are required: never a whole
+// namespace, never a label in any namespace.
+type GatewayPeer struct {
+	Namespace string            `yaml:"namespace"`
+	Pods      map[string]string `yaml:"pods"`
 }
 
 // Resources are a worker's CPU and memory in Kubernetes quantity notation (cpu: 2, 500m;
@@ -133,7 +147,7 @@ func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyam
 			"resources": t.Resources != Resources{}, "node_selector": len(t.NodeSelector) > 0,
 			"ttl_after_finished": t.TTLAfterFinished != 0, "gateway": t.Gateway != "",
 			"backend": t.Backend != "", "image_pull_secrets": len(t.ImagePullSecrets) > 0,
-			"image_pull_policy": t.ImagePullPolicy != "",
+			"image_pull_policy": t.ImagePullPolicy != "", "gateway_peer": t.GatewayPeer != nil,
 		}
 		for _, a := range allowed {
 			delete(set, a)
@@ -172,7 +186,7 @@ func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyam
 		}
 	case ProviderKubernetes:
 		unused("image", "worker_image", "kubeconfig", "context", "namespace", "runtime_class", "resources",
-			"node_selector", "ttl_after_finished", "gateway", "backend", "image_pull_secrets", "image_pull_policy")
+			"node_selector", "ttl_after_finished", "gateway", "backend", "image_pull_secrets", "image_pull_policy", "gateway_peer")
 		image("image", t.Image)
 		image("worker_image", t.WorkerImage)
 		remoteOnly()
@@ -195,6 +209,14 @@ func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyam
 		}
 		if t.TTLAfterFinished < 0 {
 			bad("ttl_after_finished", "must not be negative")
+		}
+		if gp := t.GatewayPeer; gp != nil {
+			switch {
+			case gp.Namespace == "" || len(gp.Namespace) > 63 || !labelRE().MatchString(gp.Namespace):
+				bad("gateway_peer", "namespace: want the namespace serve's pods run in (a Kubernetes namespace name), got %q", gp.Namespace)
+			case len(gp.Pods) == 0:
+				bad("gateway_peer", "pods: want the labels of serve's pods (e.g. {app: agora}); none would admit every pod of namespace %s", gp.Namespace)
+			}
 		}
 		if t.Gateway != "" {
 			if err := checkGatewayURL(t.Gateway); err != nil {

@@ -2,7 +2,9 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"net/url"
@@ -12,6 +14,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Resolving a gateway name.
@@ -32,6 +37,46 @@ type gatewayAddr struct {
 	name  string       // the DNS name, "" when the URL holds an IP address
 	addrs []netip.Addr // the IP address, or the name's addresses once resolved
 	port  uint16
+	peer  *GatewayPeer // serve's pods, admitted besides addrs; nil for none
+}
+
+// GatewayPeer is where serve's pods are, for [Options.GatewayPeer]: the pods of Namespace
+// whose labels include all of Pods.
+type GatewayPeer struct {
+	Namespace string
+	Pods      map[string]string
+}
+
+// checkPeer refuses a peer that would admit more than serve's pods: a namespace and at least
+// one label are required, each a valid name and label.
+func checkPeer(p *GatewayPeer) (*GatewayPeer, error) {
+	if p == nil {
+		return nil, nil
+	}
+	if errs := validation.IsDNS1123Label(p.Namespace); len(errs) > 0 {
+		return nil, fmt.Errorf("gateway peer: namespace %q: %s", p.Namespace, strings.Join(errs, "; "))
+	}
+	if len(p.Pods) == 0 {
+		return nil, errors.New("gateway peer: no pod labels: it would admit every pod of namespace " + p.Namespace)
+	}
+	pods := make(map[string]string, len(p.Pods))
+	for k, v := range p.Pods {
+		if errs := append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...); len(errs) > 0 {
+			return nil, fmt.Errorf("gateway peer: label %q=%q: %s", k, v, strings.Join(errs, "; "))
+		}
+		pods[k] = v
+	}
+	return &GatewayPeer{Namespace: p.Namespace, Pods: pods}, nil
+}
+
+// policyPeer is the NetworkPolicy peer of serve's pods: ONE peer holding both selectors, which
+// Kubernetes ANDs (two peers, one per selector, would admit the whole namespace, or those
+// labels in every namespace).
+func (p *GatewayPeer) policyPeer() networkingv1.NetworkPolicyPeer {
+	return networkingv1.NetworkPolicyPeer{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: p.Namespace}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: maps.Clone(p.Pods)},
+	}
 }
 
 // parseGatewayURL accepts exactly https://HOST:PORT[/], HOST an IP address or a DNS name.

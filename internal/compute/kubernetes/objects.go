@@ -41,8 +41,8 @@ func secretObject(ns, name, id, token string, ca []byte, env []envVar) *corev1.S
 }
 
 // networkPolicyObject admits no ingress to the dispatch's pod and egress only to the gateway's
-// addresses (one, or a name's, resolved) and port over TCP: no DNS, no other pod, no metadata
-// service. It binds only where the cluster's network plugin enforces NetworkPolicy (the docs
+// addresses (one, or a name's, resolved) and port over TCP, and to serve's pods on that port
+// when the target names them (gateway_peer): no DNS, no other pod, no metadata service. It binds only where the cluster's network plugin enforces NetworkPolicy (the docs
 // say so).
 func networkPolicyObject(ns, name, id string, gw gatewayAddr) *networkingv1.NetworkPolicy {
 	port := intstr.FromInt32(int32(gw.port))
@@ -50,6 +50,9 @@ func networkPolicyObject(ns, name, id string, gw gatewayAddr) *networkingv1.Netw
 	peers := make([]networkingv1.NetworkPolicyPeer, 0, len(gw.addrs))
 	for _, a := range gw.addrs {
 		peers = append(peers, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: netip.PrefixFrom(a, a.BitLen()).String()}})
+	}
+	if gw.peer != nil {
+		peers = append(peers, gw.peer.policyPeer())
 	}
 	return &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels(id)},

@@ -64,6 +64,12 @@ type Options struct {
 	// is resolved on agora's host when each Job is made, and its addresses are pinned in the
 	// policy and the pod's /etc/hosts (pods get no DNS). Required.
 	GatewayURL string
+	// GatewayPeer, when set, is where serve's pods are: each policy also admits, on the
+	// gateway's port, exactly the pods of that namespace with all of those labels (one peer
+	// holding both selectors: never the whole namespace). A gateway behind a Service's
+	// ClusterIP needs it, since a policy matches the pod a connection reaches after the
+	// Service's DNAT.
+	GatewayPeer *GatewayPeer
 	// Resolve resolves the gateway's name when GatewayURL holds one; nil means the host's
 	// resolver. Whoever answers it chooses the addresses a pod may reach.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
@@ -214,6 +220,9 @@ func (p *Provider) check() error {
 	}
 	gw, err := parseGatewayURL(o.GatewayURL)
 	if err != nil {
+		return err
+	}
+	if gw.peer, err = checkPeer(o.GatewayPeer); err != nil {
 		return err
 	}
 	p.gateway = gw

@@ -1,0 +1,96 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestGatewayPeer_OnePeerBothSelectors: with gateway_peer, the policy admits, besides the
+// pinned addresses, exactly serve's pods: one peer holding the namespace (by the name label the
+// apiserver sets, which no one else can set) AND the pods' labels. Two peers, one per
+// selector, would admit every pod of agora's namespace, or pods wearing agora's labels in any
+// namespace (an attacker's own): the red team's first try.
+func TestGatewayPeer_OnePeerBothSelectors(t *testing.T) {
+	p, _ := testProvider(t, &fakeExporter{})
+	gw := p.gateway
+	var err error
+	if gw.peer, err = checkPeer(&GatewayPeer{Namespace: "agora", Pods: map[string]string{"app": "agora"}}); err != nil {
+		t.Fatal(err)
+	}
+	np := networkPolicyObject("agents", "agora-x", "X", gw)
+	b, _ := json.Marshal(np.Spec.Egress)
+	want := `[{"ports":[{"protocol":"TCP","port":8443}],"to":[{"ipBlock":{"cidr":"10.250.0.1/32"}},` +
+		`{"podSelector":{"matchLabels":{"app":"agora"}},"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"agora"}}}]}]`
+	if string(b) != want {
+		t.Errorf("egress =\n%s\nwant\n%s", b, want)
+	}
+	// The policy holds its own copy: a caller changing its map later changes no policy.
+	in := map[string]string{"app": "agora"}
+	peer, _ := checkPeer(&GatewayPeer{Namespace: "agora", Pods: in})
+	in["app"] = ""
+	if peer.Pods["app"] != "agora" {
+		t.Error("checkPeer kept the caller's map")
+	}
+}
+
+func TestGatewayPeer_Refused(t *testing.T) {
+	for _, tt := range []struct {
+		peer GatewayPeer
+		want string
+	}{
+		{GatewayPeer{Namespace: "agora"}, "would admit every pod"},
+		{GatewayPeer{Namespace: "agora", Pods: map[string]string{}}, "would admit every pod"},
+		{GatewayPeer{Pods: map[string]string{"app": "agora"}}, "namespace"},
+		{GatewayPeer{Namespace: "Agora", Pods: map[string]string{"app": "agora"}}, "namespace"},
+		{GatewayPeer{Namespace: "agora", Pods: map[string]string{"app agora": "x"}}, "label"},
+		{GatewayPeer{Namespace: "agora", Pods: map[string]string{"app": "a b"}}, "label"},
+	} {
+		if _, err := checkPeer(&tt.peer); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("checkPeer(%+v) = %v, want an error naming %q", tt.peer, err, tt.want)
+		}
+	}
+	if p, err := checkPeer(nil); p != nil || err != nil {
+		t.Errorf("no peer: %v, %v", p, err)
+	}
+}
+
+// TestCluster_GatewayPeerAdmitted: on a real API server, a Job of a target with a gateway
+// peer and a gateway at a Service name (its ClusterIP pinned as for any name) gets the
+// policy, which the API server stores as made: the peer's two selectors in one peer.
+func TestCluster_GatewayPeerAdmitted(t *testing.T) {
+	p, _ := clusterProvider(t, &fakeExporter{})
+	gw, err := parseGatewayURL("https://agora-gateway.agora.svc.cluster.local:8443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gw.peer, err = checkPeer(&GatewayPeer{Namespace: "agora", Pods: map[string]string{"app": "agora"}}); err != nil {
+		t.Fatal(err)
+	}
+	p.gateway = gw
+	p.opts.Resolve = func(context.Context, string) ([]netip.Addr, error) { return addrs("10.96.0.80"), nil }
+	s := testSpec("01JGWPEERCLUSTER")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	h, err := p.Start(ctx, s)
+	if err != nil {
+		t.Fatalf("Start with a gateway peer on a real API server: %v", err)
+	}
+	np, err := p.client.NetworkingV1().NetworkPolicies(p.ns).Get(t.Context(), objectName(s.ID), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peers := np.Spec.Egress[0].To
+	if len(peers) != 2 || peers[0].IPBlock == nil || peers[0].IPBlock.CIDR != "10.96.0.80/32" ||
+		peers[1].NamespaceSelector == nil || peers[1].PodSelector == nil || peers[1].IPBlock != nil ||
+		peers[1].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "agora" || peers[1].PodSelector.MatchLabels["app"] != "agora" {
+		t.Errorf("stored policy peers %+v", peers)
+	}
+	cancel()
+	waitTimeout(t, h, 3*time.Minute)
+}
