@@ -93,15 +93,19 @@ func (s *supervision) enter(phase string) {
 }
 
 // cleanup releases what the steps took, in reverse: the logs (if a step failed before the
-// sandbox ended), the network, what the provider keeps on the host for the sandbox (a warm
-// slot's claim mounts: Wait returns once they are gone), the stage's work (after
-// collection: reconcile reads the out directory first; it unmounts the disk quota), and
-// last the uid lease, held until the stage's work is gone.
+// sandbox ended), the network, the sandbox's task (gone before anything else is released;
+// a warm slot's claim mounts come down in the background, see teardown), the stage's work
+// (after collection: reconcile reads the out directory first; it unmounts the disk quota),
+// and last the uid lease, held until the stage's work is gone.
 func (s *supervision) cleanup() {
 	s.closeLogs()
 	_ = s.gw.close()
 	if s.handle != nil {
-		_, _ = s.handle.Wait()
+		if s.d.Warm != nil {
+			s.d.Warm.teardown(s.handle)
+		} else {
+			_, _ = s.handle.Wait()
+		}
 	}
 	if s.st != nil {
 		s.st.removeWork()

@@ -145,6 +145,7 @@ func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWri
 		return nil, err
 	}
 	w.held, w.heldTarget = slot, target
+	defer w.teardowns.Wait() // the claimed slot's, after the end is reported
 	defer w.discardHeld()
 	d.Warm = w // this process's one slot: the claimed dispatch's prepare takes it
 	// The shape the holder claims by is the stored template's (WarmShape), for a docker or

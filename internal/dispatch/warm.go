@@ -52,6 +52,10 @@ type WarmPools struct {
 	// onMiss, in a standby, tells its holder that the claimed dispatch did not fit the slot
 	// and started cold, so the holder counts it a cold fallback (red team 31).
 	onMiss func()
+	// teardowns are the claimed slots whose task has ended and whose host side (a bubblewrap
+	// slot's claim mounts and directory) is still being taken down: Close and a standby's
+	// end wait for them (teardown).
+	teardowns sync.WaitGroup
 }
 
 // warmMisses counts claimed slots whose dispatch did not fit: it started cold.
@@ -225,11 +229,12 @@ func warmTarget(t config.Target) bool {
 	return t.Warm > 0 && (t.Provider == "" || t.Provider == config.ProviderLocal) && t.Sandbox != compute.SandboxNone
 }
 
-// Close discards every ready slot.
+// Close discards every ready slot and waits for the claimed ones' teardowns.
 func (w *WarmPools) Close() {
 	if w == nil {
 		return
 	}
+	defer w.teardowns.Wait()
 	w.mu.Lock()
 	pools := w.pools
 	w.pools = map[string]*warm.Pool{}
@@ -456,4 +461,19 @@ func holdsToken(env []string) bool {
 		}
 	}
 	return false
+}
+
+// teardown waits for h's task to be gone (its processes reaped, its cgroup removed) and
+// leaves what the provider then takes down on the host for it (a bubblewrap slot's claim
+// mounts and directory: 1-5 ms of unmounts and their RCU grace periods, #30) to end in the
+// background: the dispatch's stage is not reached through them (they are under the slot's
+// directory, root's alone), and its sandbox, the only other process that saw them, is gone.
+// A holder killed meanwhile leaves them to ReapSlots, as one killed mid-claim does.
+func (w *WarmPools) teardown(h compute.Handle) {
+	if _, ok := h.(exitWaiter); !ok {
+		_, _ = h.Wait()
+		return
+	}
+	_, _ = exited(h)
+	w.teardowns.Go(func() { _, _ = h.Wait() })
 }

@@ -131,16 +131,31 @@ func (s *Slot) sameBinary(spec compute.Spec) error {
 
 // attachTree builds a tree of binds and empty directories on a private staging tmpfs, makes
 // it read-only and binds it recursively onto the slot's shared mount point (see attach).
-func (s *Slot) attachTree(binds []compute.Bind, dirs []string) error {
+//
+// Once attached, the staging tmpfs stays mounted in the slot's directory until that is
+// removed (removeSlotDir takes every mount under it, as after a holder killed mid-attach): an
+// unmount waits out an RCU grace period (0.5-1.8 ms here, with the directory's removal after
+// it), which a claim paid before its dispatch ran (#30). Only root reaches it (the slot's
+// directory is root's, 0700), it is private (nothing mounted on it goes anywhere), and the
+// attached copy does not depend on it.
+func (s *Slot) attachTree(binds []compute.Bind, dirs []string) (err error) {
 	stage, err := os.MkdirTemp(s.dir, "stage-")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(stage)
+	mounted := false
+	defer func() {
+		if err != nil {
+			if mounted {
+				unix.Unmount(stage, unix.MNT_DETACH) // with the binds made in it
+			}
+			os.Remove(stage)
+		}
+	}()
 	if err := unix.Mount("agora-claim", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64k,nr_inodes=4096"); err != nil {
 		return fmt.Errorf("mount staging tmpfs: %w", err)
 	}
-	defer unix.Unmount(stage, unix.MNT_DETACH)
+	mounted = true
 	if err := unix.Mount("", stage, "", unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make staging private: %w", err)
 	}
