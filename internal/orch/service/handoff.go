@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -127,23 +128,10 @@ func (s *Server) handoff(w http.ResponseWriter, r *http.Request) {
 	defer forget()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
-	enc := json.NewEncoder(w)
 	flusher, _ := w.(http.Flusher)
-	var mu sync.Mutex // frames come from the dispatch's progress goroutines too
-	send := func(f api.HandoffFrame) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopping.Err() != nil {
-			return errServeStopping
-		}
-		if err := enc.Encode(f); err != nil {
-			return err
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return nil
-	}
+	frames := &frameStream{enc: json.NewEncoder(w), flusher: flusher, stopping: stopping}
+	defer frames.close()
+	send := frames.send
 	if send(api.HandoffFrame{Handle: handle}) != nil {
 		return
 	}
@@ -153,6 +141,80 @@ func (s *Server) handoff(w http.ResponseWriter, r *http.Request) {
 	s.handoffCount.Add(1)
 	run(ctx, send)
 }
+
+// errFrameHold is how long a frame of the CLI's stderr may wait for the next frame.
+const errFrameHold = 2 * time.Millisecond
+
+// frameStream writes a hand-off's frames to its answer, for the dispatch's goroutines and
+// its progress goroutines alike. A frame of the CLI's stderr waits up to errFrameHold for the
+// next one, so a burst (the end's lines, then the end) reaches the CLI in one write, not one
+// write and one wake-up of the CLI each (#28); every other frame goes at once, with what
+// waited before it: the handle, the id, stdout (a script reads the dispatch's id there) and
+// the end are never held.
+type frameStream struct {
+	mu       sync.Mutex
+	enc      *json.Encoder
+	flusher  http.Flusher // nil: each frame is written as encoded
+	stopping context.Context
+	held     *time.Timer // flushes what waits; nil when nothing does
+	closed   bool        // the handler returned: its ResponseWriter is no longer ours
+}
+
+// send writes f, or says why not: no frame is sent once serve stops (red team 31).
+func (s *frameStream) send(f api.HandoffFrame) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return errHandoffClosed
+	case s.stopping.Err() != nil:
+		return errServeStopping
+	}
+	if err := s.enc.Encode(f); err != nil {
+		return err
+	}
+	if f.Err != "" && s.flusher != nil {
+		if s.held == nil {
+			s.held = time.AfterFunc(errFrameHold, s.flushHeld)
+		}
+		return nil
+	}
+	s.flush()
+	return nil
+}
+
+// flush writes out what was encoded; s.mu is held.
+func (s *frameStream) flush() {
+	if s.held != nil {
+		s.held.Stop()
+		s.held = nil
+	}
+	if s.flusher != nil {
+		s.flusher.Flush()
+	}
+}
+
+func (s *frameStream) flushHeld() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed && s.held != nil && s.stopping.Err() == nil {
+		s.flush()
+	}
+}
+
+// close ends the stream as the handler returns (net/http writes what is left of the answer).
+func (s *frameStream) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	if s.held != nil {
+		s.held.Stop()
+		s.held = nil
+	}
+}
+
+// errHandoffClosed is a frame sent after the hand-off's answer ended.
+var errHandoffClosed = errors.New("the hand-off's answer has ended")
 
 // handoffCancel answers POST api.HandoffCancelPath: the hand-off's dispatch is cancelled
 // as a Ctrl-C of the CLI would have cancelled it; its stream then carries the end.
