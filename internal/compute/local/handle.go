@@ -17,12 +17,14 @@ import (
 // handle is one started process tree. The monitor goroutine owns cmd and cg; the other
 // fields are set before the handle is shared.
 type handle struct {
-	id        string
-	cmd       *exec.Cmd
-	pid       int
-	cg        *cgroup
-	isolation string
-	started   time.Time
+	id  string
+	cmd *exec.Cmd
+	pid int
+	// sandboxPID is bwrap's sandbox process (the command, with --as-pid-1), 0 when unknown.
+	sandboxPID int
+	cg         *cgroup
+	isolation  string
+	started    time.Time
 	// drain, when set, waits for the copies of a warm slot's output pipes to the claim's
 	// sinks (a cold sandbox's are exec.Cmd's own).
 	drain func()

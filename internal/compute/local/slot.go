@@ -91,6 +91,9 @@ type Slot struct {
 	bin *binIdentity
 	// files are the slot's claim files (slotfiles.go): each place and the host file bound there.
 	files map[string]string
+	// ns is the sandbox's mount namespace, held open by the slot (holdNamespace); nil when
+	// it could not be.
+	ns *os.File
 
 	mu      sync.Mutex
 	claimed bool // guarded by mu
@@ -305,6 +308,7 @@ func (s *Slot) start(ctx context.Context, tmpl compute.Spec) error {
 		return err
 	}
 	s.h, s.blockW = h, blockW
+	s.holdNamespace()
 	if s.goW != nil {
 		// The command starts now, blocked on its claim pipe, from a tree holding only its
 		// binary and its working directory.
@@ -339,7 +343,7 @@ func (s *Slot) Discard() {
 // cleanup closes what the slot holds on the host and removes its directory, letting go of
 // its hold last.
 func (s *Slot) cleanup() {
-	for _, f := range append([]*os.File{s.blockW, s.goW, s.root, s.outR[0], s.outR[1]}, s.secrets...) {
+	for _, f := range append([]*os.File{s.blockW, s.goW, s.root, s.outR[0], s.outR[1], s.ns}, s.secrets...) {
 		if f != nil {
 			f.Close()
 		}
@@ -535,6 +539,9 @@ func (s *Slot) claim(ctx context.Context, spec compute.Spec, beforeRelease func(
 		s.p.mu.Unlock()
 		s.root.Close()
 		removeSlotDir(s.dir)
+		if s.ns != nil {
+			s.ns.Close() // the sandbox's mounts go now, here (holdNamespace)
+		}
 		s.hold.Close()
 	})
 	// A prestarted slot's command is already running: its claim pipe lets it go on.
@@ -777,4 +784,30 @@ func ReapSlots(ctx context.Context, dir string) error {
 		removeSlotDir(d)
 	}
 	return errors.Join(errs...)
+}
+
+// holdNamespace opens the held sandbox's mount namespace and keeps it until the slot's
+// teardown. Otherwise the last of the sandbox's processes to exit (its command, pid 1 with
+// --as-pid-1) takes the namespace down on its way out, before its parent can learn of the
+// exit: an unmount of every mount in it and an RCU grace period, 1-3 ms before the claim's
+// dispatch could see its worker had ended (#30). Held, the namespace goes when the slot
+// closes it, in the background after the dispatch's end; nothing can enter it meanwhile
+// (its processes are gone; setns needs the descriptor, which is root's and close-on-exec).
+// Best effort: a namespace that cannot be held changes when its mounts go, nothing else.
+func (s *Slot) holdNamespace() {
+	pid := s.h.sandboxPID
+	if pid <= 0 {
+		return
+	}
+	f, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/ns/mnt", os.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	// The pid still names bwrap's sandbox process: bwrap has no other child, and a held one
+	// cannot exit unless killed (then the slot is dead, and its namespace of no matter).
+	if st, err := readProcStat(pid); err != nil || st.ppid != s.h.pid {
+		f.Close()
+		return
+	}
+	s.ns = f
 }
