@@ -1,6 +1,7 @@
 package dispatch_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,5 +78,36 @@ func TestDispatch_RealPodGVisor(t *testing.T) {
 	if r.State == dispatch.StateFinished || took > time.Minute ||
 		!strings.Contains(r.Reason+" "+r.Detail, `runtime_class "no-such-class": the cluster has no RuntimeClass of that name`) {
 		t.Errorf("a missing RuntimeClass: %s after %s (%s: %s), want a failure at once that names it", r.State, took, r.Reason, r.Detail)
+	}
+}
+
+// BenchmarkDispatch_RealPodRuncVsGVisor is one cold dispatch's wall time, Accept to the
+// recorded result, of the same task on one real node, on a Job target without a RuntimeClass
+// (runc) and with runtime_class gvisor (runsc), interleaved (each iteration runs one of each):
+// what gVisor adds to a dispatch.
+//
+//	go test ./internal/dispatch -run '^$' -bench 'RealPodRuncVsGVisor' -benchtime 10x -benchmem
+func BenchmarkDispatch_RealPodRuncVsGVisor(b *testing.B) {
+	n := startPodNodeWith(b, k8stest.Options{RealNode: true, GVisor: true})
+	e := newEnv(b)
+	e.subagent("editor", realPodEdit)
+	e.addPodTargets(n, map[string]string{"runc": kubernetes.BackendJobs, "gvisor": kubernetes.BackendJobs})
+	tg := e.home.Config.Targets["gvisor"]
+	tg.RuntimeClass = k8stest.GVisorRuntimeClass
+	e.home.Config.Targets["gvisor"] = tg
+	repo := gitRepo(b, map[string]string{"README": "one\ntwo\n", "gone.txt": "bye\n"})
+	lat := map[string][]time.Duration{}
+	for b.Loop() {
+		for _, target := range []string{"runc", "gvisor"} {
+			begin := time.Now()
+			r := e.run(dispatch.Request{Subagent: "editor", Repo: repo, Target: target, Timeout: 4 * time.Minute})
+			wantFinished(b, r)
+			lat[target] = append(lat[target], time.Since(begin))
+		}
+	}
+	for target, l := range lat {
+		slices.Sort(l)
+		b.ReportMetric(float64(l[len(l)/2].Milliseconds()), "ms-median-"+target)
+		b.Logf("%s: %v", target, l)
 	}
 }

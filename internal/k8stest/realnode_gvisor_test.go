@@ -1,7 +1,10 @@
 package k8stest_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +113,61 @@ func TestRealNodeGVisor(t *testing.T) {
 	err = c.Do(t.Context(), http.MethodPost, "/api/v1/namespaces/"+c.Namespace+"/pods", pod, nil)
 	if err == nil || !strings.Contains(err.Error(), `"no-such-class" not found`) {
 		t.Errorf("a pod with a missing RuntimeClass: %v, want refused, naming it", err)
+	}
+}
+
+// BenchmarkRealNodeJob_RuncVsGVisor is a cold pod's whole life on the real node, from the POST
+// of the hardened Job (one static binary that reads /proc/version and exits) to the Job
+// Complete on a watch, without a RuntimeClass (runc) and with RuntimeClass gvisor (runsc),
+// interleaved: what gVisor adds to starting and ending a pod (the sandbox's Sentry and gofer
+// for the pod, runsc's create and start of each container).
+//
+//	go test ./internal/k8stest -run '^$' -bench 'RealNodeJob_RuncVsGVisor' -benchtime 10x -benchmem
+func BenchmarkRealNodeJob_RuncVsGVisor(b *testing.B) {
+	c := k8stest.Start(b, k8stest.Options{RealNode: true, GVisor: true})
+	tarball, pinned, err := k8stest.OCIImage("k8stest.invalid/kernel:1", []string{"/kernel"},
+		k8stest.ImageFile{Path: "/kernel", Mode: 0o755, Data: buildStatic(b, "kernel", kernelSource)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.ImportImage(b.Context(), tarball); err != nil {
+		b.Fatal(err)
+	}
+	lat := map[string][]time.Duration{}
+	i := 0
+	for b.Loop() {
+		for _, rc := range []string{"", k8stest.GVisorRuntimeClass} {
+			i++
+			name := fmt.Sprintf("bench-%d", i)
+			spec := hardenedPodSpec()
+			if rc != "" {
+				spec["runtimeClassName"] = rc
+			}
+			ctr := spec["containers"].([]any)[0].(map[string]any)
+			ctr["image"], ctr["command"] = pinned, []string{"/kernel"}
+			begin := time.Now()
+			if err := c.Do(b.Context(), http.MethodPost, "/apis/batch/v1/namespaces/"+c.Namespace+"/jobs",
+				job(name, nil, nil, spec), nil); err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(b.Context(), 2*time.Minute)
+			err := c.Wait(ctx, "/apis/batch/v1/namespaces/"+c.Namespace+"/jobs/"+name, func(obj map[string]any) (bool, error) {
+				if jobCondition(obj, "Failed") == "True" {
+					return false, fmt.Errorf("job %s failed", name)
+				}
+				return jobCondition(obj, "Complete") == "True", nil
+			})
+			cancel()
+			if err != nil {
+				b.Fatalf("%v\nkubelet log:\n%s", err, c.Log("kubelet"))
+			}
+			key := map[string]string{"": "runc", k8stest.GVisorRuntimeClass: "gvisor"}[rc]
+			lat[key] = append(lat[key], time.Since(begin))
+		}
+	}
+	for key, l := range lat {
+		slices.Sort(l)
+		b.ReportMetric(float64(l[len(l)/2].Milliseconds()), "ms-median-"+key)
+		b.Logf("%s: %v", key, l)
 	}
 }
