@@ -129,7 +129,8 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if err := c.Do(ctx, http.MethodGet, "/api/v1/namespaces/"+r.agora+"/configmaps/agora-config", nil, &cm); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"namespace: " + r.agents, "advertise: \"https://agora.agora-gateway." + r.agora + ".svc.cluster.local:8443\""} {
+	for _, want := range []string{"namespace: " + r.agents, "advertise: \"https://agora-gateway-vip." + r.agora + ".svc.cluster.local:8443\"",
+		"gateway_peer: {namespace: " + r.agora + ", pods: {app: agora}}"} {
 		if !strings.Contains(cm.Data["agora.yaml"], want) {
 			t.Errorf("agora.yaml lacks %q:\n%s", want, cm.Data["agora.yaml"])
 		}
@@ -170,7 +171,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	for _, gone := range []string{
 		"/apis/apps/v1/namespaces/" + r.agora + "/deployments/agora",
 		"/api/v1/namespaces/" + r.agora + "/configmaps/agora-config",
-		"/api/v1/namespaces/" + r.agora + "/services/agora-gateway",
+		"/api/v1/namespaces/" + r.agora + "/services/agora-gateway-vip",
 		"/apis/networking.k8s.io/v1/namespaces/" + r.agora + "/networkpolicies/agora-serve",
 		"/api/v1/namespaces/" + r.agora + "/serviceaccounts/agora",
 		"/apis/rbac.authorization.k8s.io/v1/namespaces/" + r.agents + "/roles/agora",

@@ -13,9 +13,8 @@ import (
 // KUBERNETES_SERVICE_HOST=10.0.0.1 and _PORT=443 (the "kubernetes" Service), which client-go's
 // in-cluster configuration dials with the pod's service account token. kube-proxy is what
 // makes that address answer; this harness has none, so one DNAT rule stands in for it: from
-// the pod subnet, 10.0.0.1:443 goes to the apiserver on the node IP. Only the one Service:
-// agora's manifests reach their gateway at a pod's address (docs/providers-k8s.md), not a
-// ClusterIP.
+// the pod subnet, 10.0.0.1:443 goes to the apiserver on the node IP. The other Services have
+// their stand-ins in services.go.
 const (
 	kubernetesServiceIP = "10.0.0.1"
 	// inClusterAPIComment marks the rule, so that a run killed before its cleanup has its rule

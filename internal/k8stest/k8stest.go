@@ -88,6 +88,7 @@ type Cluster struct {
 	apiserver      *proc
 	procs          []*proc // in start order; Stop kills them in reverse
 	containerdSock string  // RealNode only
+	stopServices   func()  // InClusterAPI only: ends the Services' stand-ins (services.go)
 	stopOnce       sync.Once
 }
 

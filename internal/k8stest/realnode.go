@@ -87,6 +87,11 @@ func (c *Cluster) realNodeProcs(dir string, bins *binaries, p *pki) ([]*proc, er
 		if err := addInClusterAPI(c.Server); err != nil {
 			return nil, err
 		}
+		ctx, cancel := context.WithCancel(context.Background())
+		c.stopServices = cancel
+		if err := c.startServices(ctx); err != nil {
+			return nil, err
+		}
 	}
 
 	netd := filepath.Join(dir, "cni", "net.d")
@@ -207,7 +212,10 @@ state = %q
 		// A pod with hostname and subdomain gets HOST.SUBDOMAIN.NAMESPACE.svc.cluster.local in
 		// its /etc/hosts, the name a headless Service gives it in a cluster's DNS: agora's
 		// manifests advertise their gateway by it (no DNS server runs here).
-		"clusterDomain":                  "cluster.local",
+		"clusterDomain": "cluster.local",
+		// With InClusterAPI, the DNS stand-in (services.go) on the node IP: pods resolve
+		// Services' names to their ClusterIPs.
+		"clusterDNS":                     clusterDNS(c.opts.InClusterAPI),
 		"registerNode":                   true,
 		"serializeImagePulls":            false,
 		"evictionHard":                   map[string]string{"memory.available": "1Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
@@ -424,8 +432,21 @@ func (c *Cluster) drainRealNode() {
 func (c *Cluster) releaseRealNode() {
 	unmountUnder(c.Dir)
 	_ = exec.Command("ip", "link", "del", bridgeName).Run()
-	if _, held := realNodeLocks.Load(c); held { // the rule is the lock holder's
+	if c.stopServices != nil {
+		c.stopServices()
+	}
+	if _, held := realNodeLocks.Load(c); held { // the rules are the lock holder's
 		removeInClusterAPI()
+		removeServiceRules()
 	}
 	unlockRealNode(c)
+}
+
+// clusterDNS is the kubelet's clusterDNS: the stand-in's address with InClusterAPI, else none
+// (pods then resolve nothing: no DNS server runs).
+func clusterDNS(inCluster bool) []string {
+	if inCluster {
+		return []string{RealNodeIP}
+	}
+	return []string{}
 }

@@ -106,8 +106,14 @@ func TestRedTeam35_DeployServePodSurface(t *testing.T) {
 			t.Errorf("the ConfigMap is mounted writable: %v", m)
 		}
 	}
-	if svc := deployDocs(t, "deployment.yaml")["Service/agora-gateway"]; len(dig(svc, "spec", "ports").([]any)) != 1 {
-		t.Errorf("the gateway Service publishes more than the gateway: %v", dig(svc, "spec", "ports"))
+	if svc := deployDocs(t, "deployment.yaml")["Service/agora-gateway-vip"]; len(dig(svc, "spec", "ports").([]any)) != 1 ||
+		dig(svc, "spec", "type") != "ClusterIP" || dig(svc, "spec", "selector", "app") != "agora" {
+		t.Errorf("the gateway Service is not a ClusterIP publishing the gateway alone of serve's pods: %v", dig(svc, "spec"))
+	}
+	// The Jobs admit serve's pods by namespace AND label: a peer without labels would open a
+	// Job's egress to every pod of namespace agora.
+	if cfg := dig(deployDocs(t, "config.yaml")["ConfigMap/agora-config"], "data", "agora.yaml").(string); !strings.Contains(cfg, "gateway_peer: {namespace: agora, pods: {app: agora}}") {
+		t.Errorf("the target names no exact gateway peer:\n%s", cfg)
 	}
 
 	// The namespace of the dispatches denies everything to a pod no per-dispatch policy selects.
