@@ -23,7 +23,11 @@ func probeEngine(ctx context.Context, t config.Target) (string, error) {
 		if err := kubernetes.ProbePullSecrets(ctx, t.Kubeconfig, t.Context, t.Namespace, t.ImagePullSecrets); err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("the API server answers and agora's account lists Jobs in namespace %s (%d of agora's there now)%s", t.Namespace, n, pullDetail(t)), nil
+		rc, err := runtimeClassDetail(ctx, t)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("the API server answers and agora's account lists Jobs in namespace %s (%d of agora's there now)%s%s", t.Namespace, n, pullDetail(t), rc), nil
 	}
 	p, err := newContainerProvider(ctx, t)
 	if err != nil {
@@ -44,6 +48,22 @@ func dockerHostOf(t config.Target) string {
 		return os.Getenv("DOCKER_HOST")
 	}
 	return "the default socket (unix:///var/run/docker.sock)"
+}
+
+// runtimeClassDetail checks a kubernetes target's runtime_class (kubernetes.ProbeRuntimeClass)
+// and says what doctor found.
+func runtimeClassDetail(ctx context.Context, t config.Target) (string, error) {
+	if t.RuntimeClass == "" {
+		return "", nil
+	}
+	checked, err := kubernetes.ProbeRuntimeClass(ctx, t.Kubeconfig, t.Context, t.RuntimeClass)
+	switch {
+	case err != nil:
+		return "", err
+	case !checked:
+		return fmt.Sprintf("; runtime_class %s not checked: agora's account may not get runtimeclasses (the ClusterRole in docs/providers-k8s.md)", t.RuntimeClass), nil
+	}
+	return fmt.Sprintf("; RuntimeClass %s exists", t.RuntimeClass), nil
 }
 
 // pullDetail names the image pull secrets doctor found to be registry credentials.

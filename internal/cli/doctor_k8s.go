@@ -22,8 +22,13 @@ func doctorHost() doctor.Host {
 		if err != nil {
 			return n, err
 		}
-		// The engine check skips agent-sandbox targets; their Sandboxes' pods pull the same way.
-		return n, kubernetes.ProbePullSecrets(ctx, t.Kubeconfig, t.Context, t.Namespace, t.ImagePullSecrets)
+		// The engine check skips agent-sandbox targets; their Sandboxes' pods pull the same way,
+		// and name the same RuntimeClass.
+		if err := kubernetes.ProbePullSecrets(ctx, t.Kubeconfig, t.Context, t.Namespace, t.ImagePullSecrets); err != nil {
+			return n, err
+		}
+		_, err = runtimeClassDetail(ctx, t)
+		return n, err
 	}
 	h.Engine = probeEngine
 	return h

@@ -14,6 +14,7 @@ import (
 // probe of a jobs target, the agent-sandbox probe of that backend's) on a real API server
 // report an image pull secret that does not exist and one that is no registry credential,
 // by name, with the Secret's data nowhere in what they say; the registry credential passes.
+// They also report a runtime_class the cluster lacks (#30).
 func TestDoctor_PullSecretsOnRealControlPlane(t *testing.T) {
 	// agent-sandbox's CRDs and controller too, so that backend's probe gets past its own check.
 	c := k8stest.Start(t, k8stest.Options{AgentSandbox: true})
@@ -28,6 +29,10 @@ func TestDoctor_PullSecretsOnRealControlPlane(t *testing.T) {
 		if err := c.Do(t.Context(), "POST", "/api/v1/namespaces/"+c.Namespace+"/secrets", obj, nil); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := c.Do(t.Context(), "POST", "/apis/node.k8s.io/v1/runtimeclasses", map[string]any{"apiVersion": "node.k8s.io/v1",
+		"kind": "RuntimeClass", "metadata": map[string]any{"name": "gvisor"}, "handler": "runsc"}, nil); err != nil {
+		t.Fatal(err)
 	}
 	target := func(secrets ...string) config.Target {
 		return config.Target{Provider: config.ProviderKubernetes, Remote: config.Remote{
@@ -55,5 +60,21 @@ func TestDoctor_PullSecretsOnRealControlPlane(t *testing.T) {
 		if err != nil && (strings.Contains(err.Error(), secretValue) || strings.Contains(err.Error(), "regcred")) {
 			t.Errorf("%s probe names the good secret or prints a secret's data: %v", what, err)
 		}
+		// runtime_class (#30): a class the cluster lacks is named; one it has passes.
+		missing := target("regcred")
+		missing.RuntimeClass = "no-such-class"
+		if err := probe(t.Context(), missing); err == nil || !strings.Contains(err.Error(), `runtime_class "no-such-class": the cluster has no RuntimeClass`) {
+			t.Errorf("%s probe of a missing runtime_class = %v", what, err)
+		}
+		present := target("regcred")
+		present.RuntimeClass = "gvisor"
+		if err := probe(t.Context(), present); err != nil {
+			t.Errorf("%s probe of an existing runtime_class: %v", what, err)
+		}
+	}
+	present := target()
+	present.RuntimeClass = "gvisor"
+	if detail, err := probeEngine(t.Context(), present); err != nil || !strings.Contains(detail, "; RuntimeClass gvisor exists") {
+		t.Errorf("engine probe of an existing runtime_class = %q, %v", detail, err)
 	}
 }

@@ -44,8 +44,36 @@ func (p *Provider) checkRuntimeClass(ctx context.Context) error {
 		return nil
 	}
 	if err := r.runtimeClassExists(ctx, rc); apierrors.IsNotFound(err) {
-		return fmt.Errorf("runtime_class %q: the cluster has no RuntimeClass of that name, so no pod of this target can start "+
-			"(kubectl get runtimeclass lists them; the cluster's operator makes one, e.g. with handler runsc for gVisor: docs/providers-k8s.md)", rc)
+		return missingRuntimeClass(rc)
 	}
 	return nil
+}
+
+func missingRuntimeClass(rc string) error {
+	return fmt.Errorf("runtime_class %q: the cluster has no RuntimeClass of that name, so no pod of this target can start "+
+		"(kubectl get runtimeclass lists them; the cluster's operator makes one, e.g. with handler runsc for gVisor: docs/providers-k8s.md)", rc)
+}
+
+// ProbeRuntimeClass is doctor's check of a kubernetes target's runtime_class, the one Start
+// makes: an error when the cluster has no RuntimeClass of that name; checked false when
+// agora's account may not read RuntimeClasses (the ClusterRole in docs/providers-k8s.md is
+// not bound), so nobody can say. An empty name is checked and fine.
+func ProbeRuntimeClass(ctx context.Context, kubeconfig, kubeContext, name string) (checked bool, err error) {
+	if name == "" {
+		return true, nil
+	}
+	c, server, err := probeClient(kubeconfig, kubeContext)
+	if err != nil {
+		return false, err
+	}
+	err = c.(runtimeClassReader).runtimeClassExists(ctx, name)
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return true, missingRuntimeClass(name)
+	case apierrors.IsForbidden(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("the API server at %s: check runtime_class %q: %w", server, name, err)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +105,87 @@ func TestCheckRuntimeClass_OnlyNotFoundRefuses(t *testing.T) {
 				t.Errorf("checkRuntimeClass: %v, want refused %v", err, tc.refuse)
 			}
 		})
+	}
+}
+
+// TestProbeRuntimeClass_UnderDocumentedRoles: doctor's check, as the admin and as agora's
+// account. Under the namespaced Role alone (examples/kubernetes/rbac.yaml) a RuntimeClass
+// cannot be read: the probe says "not checked" instead of failing, and so does Start (it goes
+// on). With the read-only ClusterRole docs/providers-k8s.md shows, the account sees a missing
+// class, and Start refuses it.
+func TestProbeRuntimeClass_UnderDocumentedRoles(t *testing.T) {
+	_, c := clusterProvider(t, &fakeExporter{})
+	ctx := t.Context()
+	if err := c.Do(ctx, http.MethodPost, "/apis/node.k8s.io/v1/runtimeclasses", map[string]any{
+		"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+		"metadata": map[string]any{"name": "gvisor"}, "handler": "runsc",
+	}, nil); err != nil && !isConflict(err) {
+		t.Fatal(err)
+	}
+	docs, err := os.ReadFile("../../../examples/kubernetes/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyYAML(ctx, []byte(strings.ReplaceAll(string(docs), "namespace: agents", "namespace: "+c.Namespace))); err != nil && !alreadyApplied(err) {
+		t.Fatalf("apply the documented Role: %v", err)
+	}
+	sa, err := c.ServiceAccountKubeconfig(ctx, "agora")
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := func(kubeconfig, class string) (bool, error) { return ProbeRuntimeClass(ctx, kubeconfig, "", class) }
+	if ok, err := probe(c.Kubeconfig, "gvisor"); !ok || err != nil {
+		t.Errorf("admin, existing class: checked %v, %v", ok, err)
+	}
+	if ok, err := probe(c.Kubeconfig, "no-such-class"); !ok || err == nil || !strings.Contains(err.Error(), "has no RuntimeClass") {
+		t.Errorf("admin, missing class: checked %v, %v", ok, err)
+	}
+	if ok, err := probe(sa, "no-such-class"); ok || err != nil {
+		t.Errorf("Role alone, missing class: checked %v, %v; want not checked, no error", ok, err)
+	}
+	o := testOptions(t, &fakeExporter{})
+	o.Kubeconfig, o.Namespace, o.RuntimeClass = sa, c.Namespace, "no-such-class"
+	roleOnly, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := roleOnly.checkRuntimeClass(ctx); err != nil {
+		t.Errorf("Start's check under the Role alone refuses: %v", err)
+	}
+
+	// The ClusterRole and its binding of docs/providers-k8s.md, as JSON.
+	for path, obj := range map[string]map[string]any{
+		"/apis/rbac.authorization.k8s.io/v1/clusterroles": {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+			"metadata": map[string]any{"name": "agora-runtimeclasses"},
+			"rules":    []any{map[string]any{"apiGroups": []string{"node.k8s.io"}, "resources": []string{"runtimeclasses"}, "verbs": []string{"get"}}}},
+		"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings": {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+			"metadata": map[string]any{"name": "agora-runtimeclasses"},
+			"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": "agora", "namespace": c.Namespace}},
+			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "agora-runtimeclasses"}},
+	} {
+		if err := c.Do(ctx, http.MethodPost, path, obj, nil); err != nil && !isConflict(err) {
+			t.Fatal(err)
+		}
+	}
+	// RBAC takes effect within moments of the binding.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, err := probe(sa, "no-such-class")
+		if ok {
+			if err == nil || !strings.Contains(err.Error(), "has no RuntimeClass") {
+				t.Errorf("ClusterRole bound, missing class: %v", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the bound ClusterRole still cannot read RuntimeClasses after 30 s: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if ok, err := probe(sa, "gvisor"); !ok || err != nil {
+		t.Errorf("ClusterRole bound, existing class: checked %v, %v", ok, err)
+	}
+	if err := roleOnly.checkRuntimeClass(ctx); err == nil {
+		t.Error("Start's check with the ClusterRole bound lets a missing class through")
 	}
 }
