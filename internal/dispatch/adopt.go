@@ -60,8 +60,17 @@ func (d *Dispatcher) orphanKept(ctx context.Context, r *Record) (kept, waited bo
 		return false, false
 	}
 	if d.Adopt == nil {
-		waited = d.orphanedFor(r.ID) >= OrphanWait
-		return !waited, waited
+		if d.orphanedFor(r.ID) < OrphanWait {
+			return true, false
+		}
+		// Ended by this process only if no serve adopted it meanwhile: the same
+		// compare-and-set on the dead supervisor as an adoption, or Reap would stop a Job
+		// that a serve starting just now follows.
+		took, err := d.Records.takeOrphan(ctx, r)
+		if err != nil || !took {
+			return true, false
+		}
+		return false, true
 	}
 	won, err := d.Records.claimAdoption(ctx, r, d.Adopt.Role)
 	if err != nil {
@@ -124,6 +133,23 @@ func (s *Records) claimAdoption(ctx context.Context, r *Record, role string) (bo
 		return nil
 	})
 	return won, err
+}
+
+// takeOrphan makes this process the supervisor of started dispatch r, whose recorded
+// supervisor is gone, so that it alone ends it; false when another process took it first.
+func (s *Records) takeOrphan(ctx context.Context, r *Record) (bool, error) {
+	took := false
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE dispatches SET supervisor = ? WHERE id = ? AND state = ? AND supervisor = ?`,
+			selfSupervisor(), r.ID, StateStarted, r.supervisor)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		took = n == 1
+		return err
+	})
+	return took, err
 }
 
 // superviseAdopted carries adopted dispatch id to its end as its first supervisor would

@@ -222,3 +222,33 @@ func TestAdopt_OneShotReaperWaitsThenStops(t *testing.T) {
 	}
 	gone.mu.Unlock()
 }
+
+// TestAdopt_StaleOneShotReaperLosesToAdopter: a one-shot reaper that read an orphan's dead
+// supervisor, and waited OrphanWait, ends it only through the same compare-and-set an
+// adoption makes: a serve that adopted it in between keeps it (its Job is not stopped under
+// it).
+func TestAdopt_StaleOneShotReaperLosesToAdopter(t *testing.T) {
+	e := newEnv(t)
+	p := &outliving{end: make(chan struct{})}
+	r := orphan(t, e, p)
+	host := *e.d
+	host.Adopt = &dispatch.Adoption{Role: "serve"}
+	if _, err := host.Reap(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	took, err := dispatch.TakeOrphan(t.Context(), e.d.Records, r.ID, "4194305:1")
+	if err != nil || took {
+		t.Errorf("a stale reaper took the adopted dispatch: %v, %v", took, err)
+	}
+	close(p.end)
+	host.Adopt.Wait()
+	cur, _ := e.d.Records.Get(t.Context(), r.ID)
+	if cur.Reason == dispatch.ReasonLost || adoptedEntries(t, e, r.ID) != 1 {
+		t.Errorf("adopted dispatch ended %s/%s (%s)", cur.State, cur.Reason, cur.Detail)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.cancelled) != 0 {
+		t.Errorf("the adopted task was stopped: %v", p.cancelled)
+	}
+}

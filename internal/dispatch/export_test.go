@@ -1,8 +1,16 @@
 package dispatch
 
+import "context"
+
 // StageAsInvokingUser makes d stage and run its sandboxes as an unprivileged agora does, even
 // when the test runs as root: as the invoking user, with no disk quota, on shared bundles.
 func StageAsInvokingUser(d *Dispatcher) { d.testOnlyInvokingUser = true }
 
 // CheckCommand is checkCommand's refusal text, for the runtimes no test can register yet (codex).
 var CheckCommand = checkCommandText
+
+// TakeOrphan is Records.takeOrphan for dispatch id as a reaper that read its supervisor as
+// supervisor sees it.
+func TakeOrphan(ctx context.Context, s *Records, id, supervisor string) (bool, error) {
+	return s.takeOrphan(ctx, &Record{ID: id, supervisor: supervisor})
+}

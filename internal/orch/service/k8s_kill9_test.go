@@ -378,7 +378,8 @@ tasks:
 // TestServe_ReapAdoptsDeadSupervisorsDispatch: a kubernetes dispatch's supervisor killed with
 // -9 while serve runs is adopted by serve, which keeps the pod's gateway session (the red
 // team's finding F, session 3, was that a dead supervisor's session outlived it: now the
-// adopter holds it) and closes it when the Job ends.
+// adopter holds it) and closes it when the Job ends. The adopting serve killed with -9 in
+// turn, the next serve adopts the dispatch from it; the Job is followed to its end once.
 func TestServe_ReapAdoptsDeadSupervisorsDispatch(t *testing.T) {
 	e := newK8sEnv(t)
 	serve := e.serve()
@@ -407,6 +408,19 @@ func TestServe_ReapAdoptsDeadSupervisorsDispatch(t *testing.T) {
 	}
 	if _, err := os.Stat(session); err != nil {
 		t.Errorf("the adopted dispatch's session is gone while its pod runs: %v", err)
+	}
+	// The adopter is killed with -9 too: the next serve adopts the dispatch from it.
+	first := serve.Process.Pid
+	must(t, serve.Process.Signal(syscall.SIGKILL))
+	serve.Wait()
+	serve = e.serve()
+	for deadline := time.Now().Add(time.Minute); len(e.adoptions()[id]) < 2; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the restarted serve did not adopt the dispatch its killed predecessor had adopted")
+		}
+	}
+	if a := e.adoptions()[id]; !strings.HasPrefix(fmt.Sprint(a[1]["previous"]), fmt.Sprintf("%d:", first)) {
+		t.Errorf("second adoption %v: want it taken from the killed serve (pid %d)", a[1], first)
 	}
 	e.openGate()
 	waitRun(t, e.client(), runID, 2*time.Minute)
