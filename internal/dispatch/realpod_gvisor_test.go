@@ -9,6 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/k8stest"
+	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
 // TestDispatch_RealPodGVisor (#30): on the real kubelet, a kubernetes target with
@@ -110,4 +111,55 @@ func BenchmarkDispatch_RealPodRuncVsGVisor(b *testing.B) {
 		b.ReportMetric(float64(l[len(l)/2].Milliseconds()), "ms-median-"+target)
 		b.Logf("%s: %v", target, l)
 	}
+}
+
+// TestDispatch_RealPodGVisorProbe is TestDispatch_RealPodSamePatchAsLocal's key search on
+// runtime_class gvisor (#30): an openai-runtime dispatch in a gVisor pod searches everything
+// it can read (files, every process's environment and command line) for the model key and
+// its gateway token and finds neither, while its canaries show the search works; no object
+// of the namespace and nothing the node keeps (runsc's state and logs included) holds the key.
+func TestDispatch_RealPodGVisorProbe(t *testing.T) {
+	n := startPodNodeWith(t, k8stest.Options{RealNode: true, GVisor: true})
+	e := newModelEnv(t)
+	e.addPodTargets(n, map[string]string{"gvisor": kubernetes.BackendJobs})
+	tg := e.home.Config.Targets["gvisor"]
+	tg.RuntimeClass = k8stest.GVisorRuntimeClass
+	e.home.Config.Targets["gvisor"] = tg
+	e.capability("shell", "tools: [run_command]\ncommands: [\"sh -c *\"]\n", nil)
+	e.modelSubagent("editor", "openai", "shell")
+	repo := gitRepo(t, map[string]string{"README": "one\ntwo\n", "gone.txt": "bye\n"})
+
+	var (
+		probe string
+		objs  map[string][]byte
+	)
+	srv := e.model(testAPIKey,
+		openaitest.Func(func(req openaitest.Request) openaitest.Reply {
+			var err error
+			if objs, err = n.objectsJSON(t.Context()); err != nil {
+				t.Error(err)
+			}
+			token := sessionToken(t, objs["secrets"])
+			return openaitest.Reply{ToolCalls: []openaitest.Call{{Name: "run_command",
+				Arguments: mustJSON(t, map[string]any{"argv": []string{"sh", "-c", "cat /proc/version\n" + realPodProbe(testAPIKey, token)}})}}}
+		}),
+		openaitest.Func(func(req openaitest.Request) openaitest.Reply {
+			probe = lastToolResult(t, req)
+			return openaitest.Reply{Content: "probed"}
+		}))
+	r := e.run(dispatch.Request{Subagent: "editor", Repo: repo, Target: "gvisor", Envs: []string{"model"}, Timeout: 4 * time.Minute})
+	if r.State != dispatch.StateFinished {
+		t.Fatalf("dispatch %s: %s %s: %s\ndispatch logs:\n%s\ngateway log:\n%s\npod logs:\n%s", r.ID, r.State, r.Reason, r.Detail,
+			e.logs(r.ID), n.gwLog, n.podLogs(t))
+	}
+	if got := len(srv.Accepted()); got != 2 {
+		t.Errorf("the model accepted %d requests, want 2", got)
+	}
+	t.Logf("the probe in the gVisor pod:\n%s", probe)
+	if !strings.Contains(probe, "-gvisor") {
+		t.Errorf("the probe did not run on gVisor's kernel")
+	}
+	checkProbe(t, probe)
+	checkObjectsHoldNoKey(t, n, objs)
+	checkNodeHoldsNoKey(t, n)
 }
