@@ -75,8 +75,10 @@ func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) 
 		// Versions and digests of the host's agent CLIs, cached by file identity, so a
 		// dispatch does not rehash a 400 MB claude each time.
 		Runtimes: &runtimebin.Resolver{CacheFile: filepath.Join(h.Dir, runtimebin.CacheFileName)},
-		Now:      f.Now,
-		Tracer:   tracer,
+		// Local sandboxes run an execute-only copy of each, so the CLI is not dumpable.
+		RuntimeCopies: filepath.Join(h.Dir, runtimebin.ExecOnlyDirName),
+		Now:           f.Now,
+		Tracer:        tracer,
 	}, nil
 }
 

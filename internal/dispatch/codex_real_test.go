@@ -43,9 +43,10 @@ type codexDescribe struct {
 // (scripts/agent-clis.sh, or AGORA_TEST_CODEX) through `agora dispatch run` in the sandbox,
 // against the Responses fake: codex is the host's, bound read-only, its version and digest on
 // the record; a granted command's file lands in the patch; the environment codex's commands
-// see holds the relay token, never the key, and the key is in no stored output; a command
-// outside the grant is cut out of the model's answer before codex sees it (it never runs),
-// audited denied, codex is stopped and the dispatch fails saying so.
+// see holds neither the relay token (codex has it in its config only) nor the key, and the
+// key is in no stored output; a command outside the grant is cut out of the model's answer
+// before codex sees it (it never runs), audited denied, codex is stopped and the dispatch
+// fails saying so.
 func TestCodex_RealCLI(t *testing.T) {
 	codex := realCodexCLI()
 	if codex == "" {
@@ -119,10 +120,14 @@ func TestCodex_RealCLI(t *testing.T) {
 	if !strings.Contains(patch, "+from the real codex") {
 		t.Errorf("the granted command's file is not in the patch:\n%s", patch)
 	}
-	// The env dump reached the model as the second command's output.
+	// The env dump reached the model as the second command's output, without the relay
+	// token: codex has it in its config only (red team 38).
 	bodies := good.Bodies()
-	if !strings.Contains(bodies, "AGORA_CODEX_TOKEN=agora-relay-") {
+	if !strings.Contains(bodies, "CODEX_HOME=") {
 		t.Errorf("the environment dump never reached the model; request bodies:\n%.3000s", bodies)
+	}
+	if strings.Contains(bodies, "agora-relay-") {
+		t.Error("the relay token is in the environment codex's commands see")
 	}
 	if strings.Contains(bodies, key) || strings.Contains(bodies, "OPENAI_API_KEY") {
 		t.Error("the key (or its name) was in codex's environment or reached the model")

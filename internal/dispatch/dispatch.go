@@ -68,6 +68,11 @@ type Dispatcher struct {
 	// Runtimes resolves the host-installed agent CLIs bound into model runtimes' sandboxes
 	// (claude for claude-code); nil resolves without a cache across processes.
 	Runtimes *runtimebin.Resolver
+	// RuntimeCopies, when set, holds the execute-only copies of those CLIs that local
+	// sandboxes bind instead of the host's files (AGORA_HOME/runtime-bin, see
+	// runtimebin.ExecOnly): the CLI runs non-dumpable, so its tools cannot read its /proc
+	// entries. "" binds the host's file (tests that build a Dispatcher themselves).
+	RuntimeCopies string
 	// Tracer exports the dispatch's spans (trace.go); nil records no trace.
 	Tracer Tracer
 	// Log receives what a command cannot return as an error (a reap that must retry); nil

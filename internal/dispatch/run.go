@@ -290,7 +290,11 @@ func (s *supervision) buildSpec(context.Context) error {
 			compute.Bind{Src: st.capabilityFilesDir(), Dst: wire.CapabilityFilesPath},
 		),
 	}
-	s.spec.Binds = append(s.spec.Binds, runtimeBinaryBind(r.RuntimeBinary)...)
+	rbBinds, err := s.d.runtimeBinaryBinds(r.RuntimeBinary, target, r.Sandbox)
+	if err != nil {
+		return err
+	}
+	s.spec.Binds = append(s.spec.Binds, rbBinds...)
 	if len(r.Inputs) > 0 {
 		s.spec.Binds = append(s.spec.Binds, compute.Bind{Src: s.inputs, Dst: wire.InputsPath})
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/runtime/runtimes"
 	"github.com/agora-dev/agora/internal/runtimebin"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -51,12 +52,24 @@ func (d *Dispatcher) runtimeBinary(ctx context.Context, runtime, sandbox string)
 // defaultRuntimes resolves for a Dispatcher with no Runtimes: no cache across processes.
 var defaultRuntimes = &runtimebin.Resolver{}
 
-// runtimeBinaryBind binds rb's host file read-only at its sandbox path.
-func runtimeBinaryBind(rb *wire.RuntimeBinary) []compute.Bind {
+// runtimeBinaryBinds binds rb read-only at its sandbox path: for a local target's sandbox, an
+// execute-only copy of the host's file (runtimebin.ExecOnly, in d.RuntimeCopies), so that the
+// CLI runs non-dumpable and the agent's tools, which run as its uid, can neither read its
+// environment (the relay token) nor write its output pipe nor ptrace it (red team 38); else
+// the host's file itself. The record keeps the host's path and digest: the copy has its bytes.
+func (d *Dispatcher) runtimeBinaryBinds(rb *wire.RuntimeBinary, target config.Target, sandbox string) ([]compute.Bind, error) {
 	if rb == nil {
-		return nil
+		return nil, nil
 	}
-	return []compute.Bind{{Src: rb.HostPath, Dst: rb.Path}}
+	src := rb.HostPath
+	local := target.Provider == "" || target.Provider == config.ProviderLocal
+	if local && sandbox != compute.SandboxNone && d.RuntimeCopies != "" {
+		var err error
+		if src, err = runtimebin.ExecOnly(d.RuntimeCopies, rb.HostPath, rb.SHA256); err != nil {
+			return nil, err
+		}
+	}
+	return []compute.Bind{{Src: src, Dst: rb.Path}}, nil
 }
 
 // SetRuntimeBinary records the host CLI a live dispatch's sandbox runs, before it starts.

@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/agora-dev/agora/internal/grant"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/runtime/claudert"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/toolreg/builtin"
@@ -83,7 +84,15 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 		grants = claudert.Grants{Set: learnWidened(inv.grants), MCPServers: grants.MCPServers, LearnFetch: true}
 		tools = claudert.Tools(grants)
 	}
-	red := redact.New(inv.secrets)
+	// The relay token is in claude's environment, which Claude Code passes to its Bash
+	// commands (it has no way to withhold it without a bubblewrap of its own): a command may
+	// print it. It opens nothing outside the sandbox (docs/runtimes.md), and it is masked like
+	// a secret in everything the worker keeps: audit reasons, the transcript, the answer.
+	token, err := newRelayToken()
+	if err != nil {
+		return agentExit{}, err
+	}
+	red := redact.New(append(slices.Clone(inv.secrets), []byte(token)))
 	printed := newPrintedCalls(red)
 	hooks.vouchWith(printed)
 	if inv.learn {
@@ -100,7 +109,7 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 	audit.printed = printed
 	audit.dir = inv.dir
 
-	rl, err := startRelay(audit.gate(gw))
+	rl, err := startRelay(audit.gate(gw), token)
 	if err != nil {
 		return agentExit{}, fmt.Errorf("start the model relay: %w", err)
 	}
@@ -135,7 +144,7 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 		Env:          env,
 		Timeout:      inv.timeout,
 		Stderr:       inv.stderr,
-		Transcript:   tr,
+		Transcript:   maskedLines{w: tr, red: red},
 		TempDir:      inv.tmp,
 		HookCommand:  append([]string{hookProg, "worker", "hook"}, hook.args()...),
 		HookTimeout:  hookTimeout(inv.approvalTimeout, len(hook.approve) > 0),
@@ -145,7 +154,22 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 	if aerr := audit.failed(); aerr != nil {
 		return agentExit{ExitCode: 1, Failure: "claude-code runtime: " + aerr.Error()}, nil
 	}
+	res.Final = red.String(res.Final)
 	return claudeExit(ctx, res, err, inv)
+}
+
+// maskedLines writes each line (claude's stream-json events, one per Write) with red's values
+// masked.
+type maskedLines struct {
+	w   io.Writer
+	red *redact.Redactor
+}
+
+func (m maskedLines) Write(p []byte) (int, error) {
+	if _, err := m.w.Write(m.red.Bytes(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // claudeModelEnv are the variables through which claude picks a model other than --model's.

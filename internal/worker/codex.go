@@ -74,13 +74,16 @@ func (codexRuntime) Run(ctx context.Context, inv invocation) (agentExit, error) 
 		SystemPrompt: inv.systemPrompt,
 		// The relay's per-run token, never the model key: the gateway adds that on the host.
 		BaseURL: rl.URL, Token: rl.Token,
-		Dir:        inv.dir,
-		Env:        inv.env,
-		Timeout:    inv.timeout,
-		TempDir:    inv.tmp,
-		Stderr:     inv.stderr,
-		Transcript: tr,
-		Observer:   audit,
+		// Once codex has used the token it has read its config: the token leaves the file
+		// before the model's first answer reaches codex (red team 38).
+		ForgetToken: rl.onFirst,
+		Dir:         inv.dir,
+		Env:         inv.env,
+		Timeout:     inv.timeout,
+		TempDir:     inv.tmp,
+		Stderr:      inv.stderr,
+		Transcript:  tr,
+		Observer:    audit,
 	}, inv.prompt)
 	if u := res.Usage; res.Completed {
 		fmt.Fprintf(inv.stderr, "codex: turn usage %d input (%d cached), %d output (%d reasoning) tokens\n",

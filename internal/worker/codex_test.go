@@ -23,18 +23,18 @@ const codexTestKey = "sk-codex-real-key-0123456789abcdef"
 
 // fakeCodexScript stands in for codex: it reads its prompt, makes one real Responses call
 // through the base URL and token its config names (the worker's relay, then the gateway),
-// then prints the JSON Lines in $FAKECODEX_STREAM, running `touch ran` first when
+// checks the token has left the config once answered, then prints the JSON Lines in $FAKECODEX_STREAM, running `touch ran` first when
 // FAKECODEX_TOUCH is set, and sleeps when FAKECODEX_HANG is set (until it is killed).
 const fakeCodexScript = `#!/bin/sh
 cat >/dev/null
 conf="$CODEX_HOME/config.toml"
 grep -q '^sandbox_mode = "danger-full-access"$' "$conf" || { echo "config lacks sandbox_mode" >&2; exit 5; }
 base=$(sed -n 's/^base_url = "\(.*\)"$/\1/p' "$conf")
-key=$(sed -n 's/^env_key = "\(.*\)"$/\1/p' "$conf")
-eval "tok=\$$key"
+tok=$(sed -n 's/^experimental_bearer_token = "\(.*\)"$/\1/p' "$conf")
 curl -sS -N -H "Authorization: Bearer $tok" -H 'Content-Type: application/json' \
   -d '{"model":"gpt-5.5","stream":true,"input":"hi"}' "$base/responses" > "$CODEX_HOME/../sse" || exit 3
 grep -q '^event: response.completed' "$CODEX_HOME/../sse" || { cat "$CODEX_HOME/../sse" >&2; exit 4; }
+! grep -q "$tok" "$conf" || { echo "the relay token is still in config.toml after the first answer" >&2; exit 6; }
 env > "$FAKECODEX_ENVOUT"
 [ -n "$FAKECODEX_TOUCH" ] && touch ran
 cat "$FAKECODEX_STREAM"
@@ -119,8 +119,10 @@ func TestCodex_AuditsLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(env), codexTestKey) || !strings.Contains(string(env), codexrt.EnvKey+"=agora-relay-") {
-		t.Errorf("codex's environment holds the key or lacks the relay token:\n%s", env)
+	// Red team 38: the relay token reaches codex in its config only, never its environment,
+	// which every process codex starts inherits (and which the agent's tools can read).
+	if strings.Contains(string(env), codexTestKey) || strings.Contains(string(env), "agora-relay-") || strings.Contains(string(env), codexrt.EnvKey) {
+		t.Errorf("codex's environment holds the key or the relay token:\n%s", env)
 	}
 	if !strings.Contains(stderr.String(), "codex: turn usage 200 input") {
 		t.Errorf("usage not reported:\n%s", stderr)

@@ -186,7 +186,11 @@ func TestRelay(t *testing.T) {
 	rec, sock := startUnixRecorder(t)
 	gw := dialGateway(sock)
 	defer gw.close()
-	rl, err := startRelay(gw)
+	tok, err := newRelayToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl, err := startRelay(gw, tok)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,37 +38,51 @@ type relay struct {
 
 	// allowed reports whether a request path is forwarded.
 	allowed func(string) bool
+	// first, when set (onFirst), runs once, at the first request with the token, before
+	// the relay forwards it (codex's relay: the token leaves codex's config).
+	mu    sync.Mutex
+	first func()
 
 	srv *http.Server
 	wg  sync.WaitGroup
 }
 
-// startRelay listens on 127.0.0.1:0 and serves claude's Anthropic requests until close.
-func startRelay(gw *gatewayClient) (*relay, error) {
-	return startRelayFor(gw, relayPrefix, func(p string) bool { return strings.HasPrefix(p, relayPrefix) }, nil)
+// startRelay listens on 127.0.0.1:0 and serves claude's Anthropic requests carrying token
+// (newRelayToken) until close.
+func startRelay(gw *gatewayClient, token string) (*relay, error) {
+	return startRelayFor(gw, token, relayPrefix, func(p string) bool { return strings.HasPrefix(p, relayPrefix) }, nil)
+}
+
+// newRelayToken returns a fresh relay token: "agora-relay-" and 32 random bytes in hex.
+func newRelayToken() (string, error) {
+	tok := make([]byte, 32)
+	if _, err := rand.Read(tok); err != nil {
+		return "", err
+	}
+	return "agora-relay-" + hex.EncodeToString(tok), nil
 }
 
 // startCodexRelay serves codex's Responses requests (base URL http://127.0.0.1:PORT/model)
 // until close; every other path is refused. Each response passes through gate (see
 // codexgate.go) before codex reads it.
 func startCodexRelay(gw *gatewayClient, gate func(*http.Response) error) (*relay, error) {
-	return startRelayFor(gw, "/model/", func(p string) bool { return p == codexRelayPath }, gate)
-}
-
-// startRelayFor listens on 127.0.0.1:0 and forwards the paths allowed admits; modify, when
-// not nil, may replace each response's body.
-func startRelayFor(gw *gatewayClient, prefix string, allowed func(string) bool, modify func(*http.Response) error) (*relay, error) {
-	tok := make([]byte, 32)
-	if _, err := rand.Read(tok); err != nil {
+	tok, err := newRelayToken()
+	if err != nil {
 		return nil, err
 	}
+	return startRelayFor(gw, tok, "/model/", func(p string) bool { return p == codexRelayPath }, gate)
+}
+
+// startRelayFor listens on 127.0.0.1:0 and forwards the paths allowed admits to requests
+// carrying token; modify, when not nil, may replace each response's body.
+func startRelayFor(gw *gatewayClient, token, prefix string, allowed func(string) bool, modify func(*http.Response) error) (*relay, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	r := &relay{
 		URL:     "http://" + ln.Addr().String() + strings.TrimSuffix(prefix, "/"),
-		Token:   "agora-relay-" + hex.EncodeToString(tok),
+		Token:   token,
 		allowed: allowed,
 	}
 	target, _ := url.Parse(gatewayBase)
@@ -119,9 +133,27 @@ func (r *relay) guard(next http.Handler) http.Handler {
 			// and it closes the connection the answer streams on (codex saw the model's
 			// answer cut mid-stream; found by the codex learn tests under -race).
 			_ = http.NewResponseController(w).EnableFullDuplex()
+			r.runFirst()
 			next.ServeHTTP(w, req)
 		}
 	})
+}
+
+// onFirst sets what runs at the first request with the token (see first).
+func (r *relay) onFirst(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.first = f
+}
+
+// runFirst runs first once; a request waits until it has run.
+func (r *relay) runFirst() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.first != nil {
+		r.first()
+		r.first = nil
+	}
 }
 
 // close stops the relay and waits for its server.

@@ -55,10 +55,10 @@ func FuzzParseStream(f *testing.F) {
 }
 
 func FuzzConfigTOML(f *testing.F) {
-	f.Add("gpt-5.1-codex", "http://127.0.0.1:1/model", "be brief")
-	f.Add("m\"\nx = 1", "http://h/\"]\n[x]", "\\\"\"\"\n[model_providers.evil]\n")
-	f.Fuzz(func(t *testing.T, model, url, sys string) {
-		b, err := ConfigTOML(model, url, sys)
+	f.Add("gpt-5.1-codex", "http://127.0.0.1:1/model", "be brief", "agora-relay-00")
+	f.Add("m\"\nx = 1", "http://h/\"]\n[x]", "\\\"\"\"\n[model_providers.evil]\n", "t\"\n[x]")
+	f.Fuzz(func(t *testing.T, model, url, sys, token string) {
+		b, err := ConfigTOML(model, url, sys, token)
 		if err != nil {
 			return
 		}
@@ -67,7 +67,7 @@ func FuzzConfigTOML(f *testing.F) {
 		for _, l := range strings.Split(string(b), "\n") {
 			if strings.HasPrefix(l, "[") {
 				switch l {
-				case "[analytics]", "[feedback]", "[features]", "[model_providers.agora]":
+				case "[analytics]", "[feedback]", "[features]", "[shell_environment_policy]", "[model_providers.agora]":
 				default:
 					t.Fatalf("a value made table %q:\n%s", l, b)
 				}
@@ -75,7 +75,14 @@ func FuzzConfigTOML(f *testing.F) {
 				keys++
 			}
 		}
-		if want := 19; sys == "" && keys != want-1 || sys != "" && keys != want {
+		want := 19
+		if sys != "" {
+			want++
+		}
+		if token != "" {
+			want++
+		}
+		if keys != want {
 			t.Fatalf("got %d key lines, want %d (a value spilled onto its own line):\n%s", keys, want, b)
 		}
 	})

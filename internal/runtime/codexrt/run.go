@@ -2,6 +2,7 @@ package codexrt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -34,15 +35,23 @@ type Config struct {
 	Model        string
 	SystemPrompt string
 	// BaseURL is the provider's base URL (codex POSTs BaseURL+"/responses"); Token is the
-	// bearer token it sends there (a relay token, never a model key).
+	// bearer token it sends there (a relay token, never a model key). The token is in
+	// config.toml only, never in codex's environment.
 	BaseURL, Token string
-	Dir            string   // the workspace codex works in
-	Env            []string // codex's whole environment; CODEX_HOME and the token are added
-	Timeout        time.Duration
-	Stderr         io.Writer // codex's stderr, besides the tail Run keeps
-	Transcript     io.Writer // the JSONL events, unredacted
-	TempDir        string    // where the private CODEX_HOME is made
-	Observer       Observer
+	// ForgetToken, when not nil, is called before codex starts with a function that rewrites
+	// config.toml without the token. The caller calls it once codex has sent its first
+	// request with the token (so codex has read its config), before that request is
+	// answered: the token then leaves the file before any command of codex's can run (one
+	// runs only on the model's answer). Calls after the first, and after Run returned, do
+	// nothing. nil leaves the token in the file until Run returns.
+	ForgetToken func(forget func())
+	Dir         string   // the workspace codex works in
+	Env         []string // codex's whole environment; CODEX_HOME and the token are added
+	Timeout     time.Duration
+	Stderr      io.Writer // codex's stderr, besides the tail Run keeps
+	Transcript  io.Writer // the JSONL events, unredacted
+	TempDir     string    // where the private CODEX_HOME is made
+	Observer    Observer
 }
 
 // Args is codex's argv after the program name.
@@ -64,7 +73,7 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 	if err != nil {
 		return Result{}, &NotFoundError{Runtime: runtimeName, Name: name, PATH: path, Err: err}
 	}
-	conf, err := ConfigTOML(cfg.Model, cfg.BaseURL, cfg.SystemPrompt)
+	conf, err := ConfigTOML(cfg.Model, cfg.BaseURL, cfg.SystemPrompt, cfg.Token)
 	if err != nil {
 		return Result{}, err
 	}
@@ -83,7 +92,29 @@ func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
 	if err := os.WriteFile(promptFile, []byte(prompt), 0o600); err != nil {
 		return Result{}, fmt.Errorf("codex runtime: write prompt: %w", err)
 	}
-	env := withEnv(cfg.Env, map[string]string{"CODEX_HOME": home, EnvKey: cfg.Token})
+	if cfg.ForgetToken != nil {
+		// Without the token, what codex reads is the same config: were it to read it again,
+		// its requests would carry no token, and the relay refuses them.
+		bare, err := ConfigTOML(cfg.Model, cfg.BaseURL, cfg.SystemPrompt, "")
+		if err != nil {
+			return Result{}, err
+		}
+		var mu sync.Mutex
+		done := false
+		defer func() { mu.Lock(); done = true; mu.Unlock() }()
+		cfg.ForgetToken(func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if done {
+				return
+			}
+			done = true
+			if err := rewriteFile(filepath.Join(home, "config.toml"), bare); err != nil && cfg.Stderr != nil {
+				fmt.Fprintf(cfg.Stderr, "codex runtime: rewrite config.toml without the token: %v\n", err)
+			}
+		})
+	}
+	env := withEnv(cfg.Env, map[string]string{"CODEX_HOME": home})
 	// `codex exec -` reads the prompt on stdin, which keeps it out of argv.
 	argv := agentproc.StdinArgv("codexrt", promptFile, prog, Args()...)
 	stderr, tail := agentproc.Stderr(cfg.Stderr)
@@ -142,4 +173,19 @@ func withEnv(env []string, set map[string]string) []string {
 		}
 	}
 	return out
+}
+
+// rewriteFile replaces path's content with b: a new file renamed over it, so a reader has
+// the old bytes or the new, and the old inode (the token's) is unlinked.
+func rewriteFile(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".config-*")
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(b)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }

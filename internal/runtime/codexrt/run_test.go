@@ -30,14 +30,16 @@ func realCodex(t *testing.T) string {
 }
 
 // fakeCodex writes a stand-in for codex that checks what Run promises it (the prompt on
-// stdin, CODEX_HOME with the config, the token in EnvKey, the argv) and prints script.
+// stdin, CODEX_HOME with the config and its token, no token in the environment, the argv) and
+// prints script.
 func fakeCodex(t *testing.T, script string) string {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "codex")
 	body := `#!/bin/sh
 [ "$*" = "exec --json --strict-config --skip-git-repo-check -" ] || { echo "bad argv: $*" >&2; exit 9; }
 grep -q 'wire_api = "responses"' "$CODEX_HOME/config.toml" || { echo "no config" >&2; exit 9; }
-[ "$AGORA_CODEX_TOKEN" = "relay-token" ] || { echo "bad token" >&2; exit 9; }
+grep -q '^experimental_bearer_token = "relay-token"$' "$CODEX_HOME/config.toml" || { echo "no token in the config" >&2; exit 9; }
+[ -z "$AGORA_CODEX_TOKEN" ] || { echo "the token is in the environment" >&2; exit 9; }
 read -r prompt; [ "$prompt" = "do the thing" ] || { echo "bad prompt: $prompt" >&2; exit 9; }
 ` + script
 	if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
