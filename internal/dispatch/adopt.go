@@ -173,6 +173,13 @@ func (d *Dispatcher) superviseAdopted(id string, ad compute.Adopter) {
 	if err != nil {
 		outcome = failed(ReasonProviderFailed, "%v", err)
 	}
+	if outcome.State == StateFailed && (outcome.Reason == ReasonLost || outcome.Reason == ReasonProviderFailed) &&
+		d.Records.cancelRequested(ctx, id) {
+		// Cancelled while it was adopted: the cancel stopped the task this process found
+		// gone. It ends as its cancel asked, not lost (a plan runs a lost task again; red
+		// team 38).
+		outcome = Outcome{State: StateCancelled, Reason: ReasonCancelled, Detail: "cancelled while agora orch serve adopted it"}
+	}
 	if s.handle == nil {
 		d.stopAndRelease(ctx, r)
 	}

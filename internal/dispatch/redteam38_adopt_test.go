@@ -1,0 +1,61 @@
+package dispatch_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/dispatch"
+)
+
+// cancelledOnAdopt is an outliving provider whose task is cancelled while serve adopts it:
+// someone's `dispatch cancel` lands after the adopter claimed the dispatch and before it
+// found the task, which the cancel deleted (Kubernetes: the Job is gone).
+type cancelledOnAdopt struct {
+	*outliving
+	cancel func()
+}
+
+func (p *cancelledOnAdopt) Adopt(ctx context.Context, s compute.Spec) (compute.Handle, error) {
+	p.cancel()
+	p.mu.Lock()
+	p.gone = true
+	p.mu.Unlock()
+	return p.outliving.Adopt(ctx, s)
+}
+
+// TestRedTeam38_AdoptedThenCancelledIsCancelled (red team 38, serve's adoption, a27e27f): a
+// dispatch cancelled while serve adopts it (the cancel deleted its task, so the adopter finds
+// none) ends cancelled, as its own supervisor would have recorded it, not failed/lost: lost
+// makes a plan run the task again, which its cancel asked not to. Failed before: lost, "its
+// worker is gone".
+func TestRedTeam38_AdoptedThenCancelledIsCancelled(t *testing.T) {
+	e := newEnv(t)
+	base := &outliving{end: make(chan struct{})}
+	defer close(base.end)
+	p := &cancelledOnAdopt{outliving: base}
+	r := orphan(t, e, base)
+	p.cancel = func() {
+		if _, err := e.d.Records.RequestCancel(context.Background(), r.ID); err != nil {
+			t.Error(err)
+		}
+	}
+	host := *e.d
+	host.RemoteProviders = func(context.Context, string, config.Target) (compute.Provider, error) { return p, nil }
+	host.Adopt = &dispatch.Adoption{Role: "serve"}
+	if _, err := host.Reap(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	host.Adopt.Wait()
+	if n := adoptedEntries(t, e, r.ID); n != 1 {
+		t.Fatalf("%d dispatch.adopted entries, want 1", n)
+	}
+	cur, err := e.d.Records.Get(t.Context(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.State != dispatch.StateCancelled || cur.Reason != dispatch.ReasonCancelled {
+		t.Errorf("a dispatch cancelled while serve adopted it ended %s/%s (%s), want cancelled", cur.State, cur.Reason, cur.Detail)
+	}
+}
