@@ -66,7 +66,27 @@ func checkPeer(p *GatewayPeer) (*GatewayPeer, error) {
 		}
 		pods[k] = v
 	}
+	if dispatchPodLabels(pods) {
+		return nil, fmt.Errorf("gateway peer: pods %v: agora's dispatch pods may wear every one of these labels, so the peer would admit them, not serve's pods: name a label only serve's pods have (e.g. {app: agora})", pods)
+	}
 	return &GatewayPeer{Namespace: p.Namespace, Pods: pods}, nil
+}
+
+// dispatchPodLabels says whether a pod of a dispatch (a Job's, a slot's, a Sandbox's) may wear
+// every label of pods: the labels agora sets on it (labels, labelSlot, labelHome) and those
+// its Job's controller adds (red team 38: a peer of {app.kubernetes.io/managed-by: agora},
+// the label the manifests' own ingress rule admits dispatch pods by, selected every dispatch
+// pod and no serve pod).
+func dispatchPodLabels(pods map[string]string) bool {
+	for k, v := range pods {
+		switch {
+		case k == labelManagedBy && v == managedBy, k == labelDispatch, k == labelSlot, k == labelHome:
+		case k == "job-name", k == "controller-uid", strings.HasPrefix(k, "batch.kubernetes.io/"), strings.HasPrefix(k, "agents.x-k8s.io/"):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // policyPeer is the NetworkPolicy peer of serve's pods: ONE peer holding both selectors, which

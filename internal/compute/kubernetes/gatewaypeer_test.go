@@ -50,6 +50,11 @@ func TestGatewayPeer_Refused(t *testing.T) {
 		{GatewayPeer{Namespace: "Agora", Pods: map[string]string{"app": "agora"}}, "namespace"},
 		{GatewayPeer{Namespace: "agora", Pods: map[string]string{"app agora": "x"}}, "label"},
 		{GatewayPeer{Namespace: "agora", Pods: map[string]string{"app": "a b"}}, "label"},
+		// Red team 38: labels agora's own dispatch pods wear select them, not serve's.
+		{GatewayPeer{Namespace: "agora", Pods: map[string]string{"app.kubernetes.io/managed-by": "agora"}}, "dispatch pods"},
+		{GatewayPeer{Namespace: "agora", Pods: map[string]string{"app.kubernetes.io/managed-by": "agora", "agora.slot": "s1"}}, "dispatch pods"},
+		{GatewayPeer{Namespace: "agora", Pods: map[string]string{"batch.kubernetes.io/job-name": "agora-x", "job-name": "agora-x"}}, "dispatch pods"},
+		{GatewayPeer{Namespace: "agora", Pods: map[string]string{"agora.dispatch": "01J"}}, "dispatch pods"},
 	} {
 		if _, err := checkPeer(&tt.peer); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("checkPeer(%+v) = %v, want an error naming %q", tt.peer, err, tt.want)
@@ -57,6 +62,23 @@ func TestGatewayPeer_Refused(t *testing.T) {
 	}
 	if p, err := checkPeer(nil); p != nil || err != nil {
 		t.Errorf("no peer: %v, %v", p, err)
+	}
+	// A label serve's pods have and dispatch pods never do makes the selector serve's.
+	if _, err := checkPeer(&GatewayPeer{Namespace: "agora", Pods: map[string]string{"app.kubernetes.io/managed-by": "agora", "app": "agora"}}); err != nil {
+		t.Errorf("a peer with serve's own label: %v", err)
+	}
+}
+
+// TestRedTeam38_DispatchPodLabelsCoverAgoras: every label agora puts on a dispatch's Job, its
+// pod template and a warm slot is one dispatchPodLabels knows, so a peer made only of them is
+// refused whatever agora adds later.
+func TestRedTeam38_DispatchPodLabelsCoverAgoras(t *testing.T) {
+	l := labels("01JX")
+	l[labelSlot], l[labelHome] = "s", "h"
+	for k, v := range l {
+		if !dispatchPodLabels(map[string]string{k: v}) {
+			t.Errorf("label %s=%s of a dispatch pod is not known to dispatchPodLabels", k, v)
+		}
 	}
 }
 
