@@ -2,8 +2,8 @@ package dispatch_test
 
 import (
 	"crypto/rand"
-	"encoding/json"
 	"encoding/hex"
+	"encoding/json"
 	"strings"
 	"testing"
 
