@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -162,4 +163,62 @@ func TestDispatch_RealPodGVisorProbe(t *testing.T) {
 	checkProbe(t, probe)
 	checkObjectsHoldNoKey(t, n, objs)
 	checkNodeHoldsNoKey(t, n)
+}
+
+// TestDispatch_RealPodGVisorNproc: max_procs binds in a gVisor pod too. The worker applies it
+// as RLIMIT_NPROC to itself and the agent (worker/remote/rlimit.go); under runc the host
+// kernel counts it, under gVisor gVisor's kernel must. The agent forks sleepers until a fork
+// fails and reports how many it holds (holderScript).
+func TestDispatch_RealPodGVisorNproc(t *testing.T) {
+	n := startPodNodeWith(t, k8stest.Options{RealNode: true, GVisor: true})
+	e := newEnv(t)
+	e.addPodTargets(n, map[string]string{"gvisor": kubernetes.BackendJobs})
+	tg := e.home.Config.Targets["gvisor"]
+	tg.RuntimeClass, tg.MaxProcs = k8stest.GVisorRuntimeClass, 48
+	e.home.Config.Targets["gvisor"] = tg
+	e.subagent("holder", holderScript)
+
+	ctx := t.Context()
+	a, err := e.d.Accept(ctx, dispatch.Request{Subagent: "holder", Target: "gvisor", Timeout: 4 * time.Minute, Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *dispatch.Record, 1)
+	go func() {
+		r, err := e.d.Supervise(ctx, a.ID, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	held := ""
+	for deadline := time.Now().Add(3 * time.Minute); held == "" && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if l := e.d.Live(a.ID).LastLine; strings.Contains(l, "held=") {
+			held = l
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("the agent ended before it held its processes: %s %s: %s\n%s", r.State, r.Reason, r.Detail, n.podLogs(t))
+		default:
+		}
+	}
+	if held == "" {
+		t.Fatalf("the agent never reported its sleepers\npod logs:\n%s", n.podLogs(t))
+	}
+	if _, err := e.d.Cancel(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	all := e.stdout(r)
+	t.Logf("the agent's output:\n%s", all)
+	if !strings.Contains(all, "Max processes             48                   48") {
+		t.Errorf("the agent did not run under max_procs 48 as RLIMIT_NPROC")
+	}
+	var count int
+	if i := strings.Index(held, "held="); i >= 0 {
+		count, _ = strconv.Atoi(strings.TrimSpace(held[i+len("held="):]))
+	}
+	if count < 5 || count >= 48 {
+		t.Errorf("the agent held %d sleepers under max_procs 48 on gVisor", count)
+	}
 }
