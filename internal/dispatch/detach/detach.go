@@ -7,7 +7,8 @@
 // [Supervisors.Start] and return once the worker has started; the orchestrator calls
 // [Supervisors.Watch], which also restarts a supervisor that exited before starting the
 // worker, gives up after [MaxSpawns] of them, and has a started dispatch whose supervisor died
-// reaped as lost.
+// reaped: recorded lost, or adopted by serve when its worker outlives its supervisor (a
+// Kubernetes Job; dispatch.Adoption).
 //
 // It runs on the host side. It reads no file but /dev/null, and never the stage directory.
 package detach

@@ -13,7 +13,8 @@ import (
 // after [MaxSpawns] supervisors exited without starting the worker, Watch ends the dispatch
 // failed/provider-failed (a retryable reason) instead of starting more. A started dispatch
 // whose supervisor died without recording the end is reaped: its worker died with it
-// (bubblewrap runs with --die-with-parent), so it ends failed/lost.
+// (bubblewrap runs with --die-with-parent), so it ends failed/lost; a Kubernetes Job outlives
+// it, and a supervisor host (serve) adopts it instead.
 //
 // Watch returns ctx's error when ctx ends first; the supervisor keeps running, and a later
 // Watch of the same dispatch attaches to it.
