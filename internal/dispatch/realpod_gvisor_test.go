@@ -165,18 +165,30 @@ func TestDispatch_RealPodGVisorProbe(t *testing.T) {
 	checkNodeHoldsNoKey(t, n)
 }
 
-// TestDispatch_RealPodGVisorNproc: max_procs binds in a gVisor pod too. The worker applies it
-// as RLIMIT_NPROC to itself and the agent (worker/remote/rlimit.go); under runc the host
-// kernel counts it, under gVisor gVisor's kernel must. The agent forks sleepers until a fork
-// fails and reports how many it holds (holderScript).
+// TestDispatch_RealPodGVisorNproc: max_procs and file_size bind in a gVisor pod too. The
+// worker applies them as RLIMIT_NPROC and RLIMIT_FSIZE to itself and the agent
+// (worker/remote/rlimit.go); under runc the host kernel enforces them, under gVisor gVisor's
+// kernel must. The agent forks sleepers until a fork fails and reports how many it holds
+// (holderScript); another writes past file_size.
 func TestDispatch_RealPodGVisorNproc(t *testing.T) {
 	n := startPodNodeWith(t, k8stest.Options{RealNode: true, GVisor: true})
 	e := newEnv(t)
 	e.addPodTargets(n, map[string]string{"gvisor": kubernetes.BackendJobs})
 	tg := e.home.Config.Targets["gvisor"]
-	tg.RuntimeClass, tg.MaxProcs = k8stest.GVisorRuntimeClass, 48
+	tg.RuntimeClass, tg.MaxProcs, tg.FileSize = k8stest.GVisorRuntimeClass, 48, 1<<20
 	e.home.Config.Targets["gvisor"] = tg
 	e.subagent("holder", holderScript)
+	e.subagent("writer", `dd if=/dev/zero of=/tmp/big bs=4096 count=1024 2>/dev/null; echo "dd=$?"; echo "size=$(wc -c < /tmp/big)"`)
+
+	w := e.run(dispatch.Request{Subagent: "writer", Target: "gvisor", Timeout: 3 * time.Minute})
+	out := ""
+	if w.Result != nil && w.Result.Stdout != nil {
+		out = e.stdout(w)
+	}
+	t.Logf("writer: %s %s, stdout %q", w.State, w.Reason, out)
+	if !strings.Contains(out, "size=1048576\n") || strings.Contains(out, "dd=0\n") {
+		t.Errorf("a write past file_size 1 MiB on gVisor: %q, want dd refused at 1048576 bytes", out)
+	}
 
 	ctx := t.Context()
 	a, err := e.d.Accept(ctx, dispatch.Request{Subagent: "holder", Target: "gvisor", Timeout: 4 * time.Minute, Actor: "test"})
