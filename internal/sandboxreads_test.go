@@ -54,6 +54,7 @@ var readAllowed = map[string]string{
 	"dispatch/logsink.go:newLogSink: os.OpenFile":                "creates the supervisor's own log, write-only",
 	"dispatch/logsink.go:appendLogSink: os.OpenFile":             "reopens the supervisor's own log (in the stage directory, which only the host writes: an adoptable dispatch never has sandbox: none) write-only, O_APPEND|O_NOFOLLOW, for an adopted dispatch; its size is read from the descriptor",
 	"dispatch/adopt.go:orphanedFor: os.Lstat":                    "the host's own orphan mark in the stage directory (only the host writes there: an adoptable dispatch never has sandbox: none), for its mtime; reads no byte",
+	"dispatch/adopt.go:Orphaned: os.Lstat":                       "the same host mark (the stage directory of a record's id, which is a ULID), for its mtime; reads no byte",
 	"dispatch/adopt.go:orphanedFor: os.OpenFile":                 "creates (O_EXCL) the same host mark, empty; reads no byte",
 	"dispatch/adopt.go:prepareAdopted: os.Lstat":                 "asks whether the stage's bundle and out directories (entries of host-only directories: the stage, or the disk quota's root, 0700 root) are still there; reads no byte",
 	"dispatch/warm.go:SweepWarm: os.ReadDir":                     "lists AGORA_HOME/dispatches/.warm, the host's directory of per-target slot directories it made itself; no sandbox binds it or anything above a slot (each entry is then reaped by local.ReapSlots)",

@@ -97,6 +97,10 @@ func dispatchDescribeRun(ctx context.Context, opts *dispatchDescribeOptions) err
 	out.Placement, out.PlacementError = placementOf(ctx, d, r)
 	return emit(opts.f.IO, opts.output, out, func(o describeOutput) error {
 		printRecord(opts.f.IO.Out, o.Record)
+		if since, ok := d.Orphaned(r); ok {
+			fmt.Fprintf(opts.f.IO.Out, "supervisor: gone %s ago; its worker runs on, waiting for agora orch serve to adopt it "+
+				"(stopped and recorded lost once %s pass without one)\n", since.Round(time.Second), dispatch.OrphanWait)
+		}
 		printPlacement(opts.f.IO.Out, o)
 		return nil
 	})

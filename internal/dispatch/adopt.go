@@ -89,6 +89,20 @@ func (d *Dispatcher) orphanKept(ctx context.Context, r *Record) (kept, waited bo
 	return true, false
 }
 
+// Orphaned says how long started dispatch r has waited for a supervisor host to adopt it: its
+// supervisor is gone, its worker outlives it, and a reap in a process that adopts nothing
+// found it so (see orphanKept). false for any other dispatch.
+func (d *Dispatcher) Orphaned(r *Record) (time.Duration, bool) {
+	if r.State != StateStarted || supervisorAlive(r.supervisor) {
+		return 0, false
+	}
+	fi, err := os.Lstat(filepath.Join(stageAt(d.StateDir, r.ID).dir, orphanMark))
+	if err != nil || !fi.Mode().IsRegular() {
+		return 0, false
+	}
+	return time.Since(fi.ModTime()), true
+}
+
 // orphanedFor is how long ago a Reap first found dispatch id's supervisor gone (marking it
 // now when none had). A stage that cannot be marked counts as waited out.
 func (d *Dispatcher) orphanedFor(id string) time.Duration {

@@ -316,6 +316,9 @@ tasks:
 	if state, _ := e.dispatchState(kept); state != "started" {
 		t.Fatalf("a one-shot reap ended the orphaned dispatch: %s", state)
 	}
+	if out := e.run("dispatch", "describe", kept); !strings.Contains(out, "waiting for agora orch serve to adopt it") {
+		t.Errorf("describe of an orphan with no serve running does not say it waits for one:\n%s", out)
+	}
 	serve = e.serve()
 	for deadline := time.Now().Add(time.Minute); len(e.adoptions()[kept]) == 0; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
