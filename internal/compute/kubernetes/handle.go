@@ -221,6 +221,12 @@ func (h *handle) podExit(ctx context.Context, job *batchv1.Job) compute.Exit {
 		return compute.Exit{Code: -1, Lost: true}
 	}
 	for i := range pods.Items {
+		// A pod wearing the Job's uid label that the Job does not control (whoever may
+		// create pods in the namespace made it) says nothing of how the Job ended, as for a
+		// pull refusal (jobPodPullFailure; red team 38: its exit code was read as the Job's).
+		if c := metav1.GetControllerOf(&pods.Items[i]); c == nil || c.UID != job.UID {
+			continue
+		}
 		if exit, ok := h.exitOfPod(ctx, &pods.Items[i]); ok {
 			return exit
 		}
