@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agora-dev/agora/internal/runtime/claudert/anthropictest"
 	"github.com/agora-dev/agora/internal/runtimebin"
@@ -33,6 +34,7 @@ curl -s -o /dev/null -w "no-token=%{http_code}\n" $H -d '{"model":"claude-sonnet
 for r in /fetch /audit/tool /approval /worker/claim /model/responses /anthropic/../fetch /anthropic/%2e%2e/fetch; do
   curl -s -o /dev/null -w "route$r=%{http_code}\n" -H "Authorization: Bearer $T" -H content-type:application/json -d '{}' "${B%/anthropic}$r"
 done
+setsid sh -c 'for i in $(seq 100); do curl -s -o /dev/null -m 1 -H anthropic-version:2023-06-01 -H content-type:application/json -H "Authorization: Bearer $0" -d "{\"model\":\"claude-sonnet-4-5\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"RT38-AFTER\"}]}" "$1/v1/messages"; sleep 0.3; done' "$T" "$B" >/dev/null 2>&1 < /dev/null &
 echo "the-token=$T"`
 
 // rt38ClaudeOther waits for the background request of rt38ClaudeProbe and prints its outcome.
@@ -48,8 +50,9 @@ const rt38ClaudeOther = `for i in $(seq 100); do grep -q other-model= /tmp/rt38-
 // ".." spellings: 404); and the CLI's /proc entries: its environment and memory (unreadable:
 // the CLI runs from an execute-only copy, so it is not dumpable) and its output pipe, where
 // a forged tool_use line would be a call claude "printed" (the evidence of a learn
-// dispatch's would_deny, red team 31): it cannot be opened. The token it printed is masked
-// in everything agora keeps (transcript, logs, audit, answer).
+// dispatch's would_deny, red team 31): it cannot be opened. A daemon it leaves calling the
+// relay gets nothing through once the dispatch ended. The token it printed is masked in
+// everything agora keeps (transcript, logs, audit, answer).
 func TestRedTeam38_ClaudeRelayTokenPower(t *testing.T) {
 	requireTool(t, "curl")
 	requireTool(t, "python3")
@@ -127,6 +130,24 @@ func TestRedTeam38_ClaudeRelayTokenPower(t *testing.T) {
 	}
 	if calls := auditByCall(t, h); len(calls["toolu_FORGED38"]) > 0 {
 		t.Errorf("a tool call forged on claude's output is on record: %v", calls["toolu_FORGED38"])
+	}
+	// A daemon the probe left keeps calling the relay with the token: once the dispatch has
+	// ended, nothing more of it reaches the API (the sandbox's processes are killed, the
+	// relay is closed with the runtime).
+	after := func() int {
+		n := 0
+		for _, r := range api.Requests() {
+			if strings.Contains(string(r.Body), "RT38-AFTER") {
+				n++
+			}
+		}
+		return n
+	}
+	atEnd := after()
+	t.Logf("the daemon's requests that reached the API while the dispatch ran: %d", atEnd)
+	time.Sleep(2 * time.Second)
+	if n := after(); n != atEnd {
+		t.Errorf("%d requests with the relay token reached the API after the dispatch ended", n-atEnd)
 	}
 	// The printed token is masked in every record agora keeps.
 	token := regexp.MustCompile(`agora-relay-[0-9a-f]{64}`)
