@@ -58,4 +58,36 @@ func TestRedTeam38_AdoptedThenCancelledIsCancelled(t *testing.T) {
 	if cur.State != dispatch.StateCancelled || cur.Reason != dispatch.ReasonCancelled {
 		t.Errorf("a dispatch cancelled while serve adopted it ended %s/%s (%s), want cancelled", cur.State, cur.Reason, cur.Detail)
 	}
+	// The audit tells it in order: started, adopted (before the adopter touched the task),
+	// then the one end.
+	rows, err := e.home.DB.SQL().Query(`SELECT kind FROM audit_entries WHERE subject = ? ORDER BY seq`, "dispatch/"+r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var kinds []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, k)
+	}
+	pos := map[string]int{}
+	ends := 0
+	for i, k := range kinds {
+		if _, ok := pos[k]; !ok {
+			pos[k] = i
+		}
+		if k == "dispatch.cancelled" || k == "dispatch.failed" || k == "dispatch.finished" {
+			ends++
+		}
+	}
+	t.Logf("audit: %v", kinds)
+	s, okS := pos["dispatch.started"]
+	a, okA := pos["dispatch.adopted"]
+	c, okC := pos["dispatch.cancelled"]
+	if !okS || !okA || !okC || !(s < a && a < c) || ends != 1 {
+		t.Errorf("the dispatch's audit entries %v: want started, adopted, then one end (cancelled)", kinds)
+	}
 }
