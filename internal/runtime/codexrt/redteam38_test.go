@@ -14,7 +14,8 @@ import (
 // has every other variable of codex's (a marker passes) and no token, nor does any process
 // codex starts (its helpers inherit its environment); and once codex's first request is
 // answered (ForgetToken called, as the worker's relay does) the token is no longer in the
-// config a command can read, while codex keeps authenticating (the fake requires the token on
+// config, nor any file under CODEX_HOME (codex's sessions, logs and state databases) a command
+// can read, while codex keeps authenticating (the fake requires the token on
 // every turn). Failed before: `env` printed AGORA_CODEX_TOKEN=<token> to the model.
 func TestRedTeam38_CommandsLackRelayToken(t *testing.T) {
 	codex := realCodex(t)
@@ -23,7 +24,8 @@ func TestRedTeam38_CommandsLackRelayToken(t *testing.T) {
 	var forget func()
 	turns := responsestest.Turns(
 		responsestest.Exec(`env; cat "$CODEX_HOME/config.toml"; echo env-done`),
-		responsestest.Exec("echo second-turn"),
+		// The token is split in the command's text (which codex keeps in its session file).
+		responsestest.Exec(`echo second-turn; a=` + token[:16] + `; grep -rla "$a"` + token[16:] + ` "$CODEX_HOME" 2>/dev/null | sed 's/^/holds-token:/'; echo grep-done`),
 		responsestest.Say("done"))
 	fake, err := responsestest.Start(token, func(r responsestest.Request) responsestest.Reply {
 		mu.Lock()
@@ -54,7 +56,10 @@ func TestRedTeam38_CommandsLackRelayToken(t *testing.T) {
 			out += o
 		}
 	}
-	if !strings.Contains(out, "env-done") || !strings.Contains(out, "RT38_MARKER=passes") || !strings.Contains(out, "second-turn") ||
+	if strings.Contains(out, "holds-token:") {
+		t.Errorf("a file a command can read holds the token:\n%s", out)
+	}
+	if !strings.Contains(out, "env-done") || !strings.Contains(out, "RT38_MARKER=passes") || !strings.Contains(out, "grep-done") ||
 		!strings.Contains(out, "base_url") {
 		t.Fatalf("the commands' output did not come back whole:\n%s", out)
 	}
