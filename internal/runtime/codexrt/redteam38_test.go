@@ -25,7 +25,7 @@ func TestRedTeam38_CommandsLackRelayToken(t *testing.T) {
 	turns := responsestest.Turns(
 		responsestest.Exec(`env; cat "$CODEX_HOME/config.toml"; echo env-done`),
 		// The token is split in the command's text (which codex keeps in its session file).
-		responsestest.Exec(`echo second-turn; a=` + token[:16] + `; grep -rla "$a"` + token[16:] + ` "$CODEX_HOME" 2>/dev/null | sed 's/^/holds-token:/'; echo grep-done`),
+		responsestest.Exec(`echo second-turn; a=`+token[:16]+`; grep -rla "$a"`+token[16:]+` "$CODEX_HOME" 2>/dev/null | sed 's/^/holds-token:/'; echo grep-done`),
 		responsestest.Say("done"))
 	fake, err := responsestest.Start(token, func(r responsestest.Request) responsestest.Reply {
 		mu.Lock()
