@@ -9,7 +9,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 )
 
 // ExecOnlyDirName is the directory in AGORA_HOME holding the runtime binaries' execute-only
@@ -71,6 +73,7 @@ func ExecOnly(dir, path, sum string) (string, error) {
 	if err := ownDir(dir); err != nil {
 		return "", err
 	}
+	sweepCopies(dir)
 	dst := filepath.Join(dir, sum)
 	if fi, err := os.Lstat(dst); err == nil {
 		if fi.Mode().IsRegular() && fi.Mode().Perm() == execOnlyMode && fi.Size() == st.Size() {
@@ -130,4 +133,27 @@ func ownDir(dir string) error {
 		return fmt.Errorf("runtime binary copies: %s is not owned by agora's user (uid %d)", dir, os.Geteuid())
 	}
 	return nil
+}
+
+// staleCopy is how old a partial copy (".copy-*") must be before ExecOnly removes it: a copy
+// being written is younger (a 300 MB binary is copied in seconds); an older one was left by a
+// process killed while copying (kill -9 leaves the whole partial file behind).
+const staleCopy = 10 * time.Minute
+
+// sweepCopies removes the partial copies processes killed mid-copy left in dir. A copy only
+// ever becomes the binary's name by a rename once whole and hashed, so nothing it removes was
+// ever bound.
+func sweepCopies(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".copy-") {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > staleCopy {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }

@@ -1,13 +1,16 @@
 package runtimebin
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestRedTeam38_ExecOnly: the copy a sandbox runs is mode 0111 (runnable, not readable, so
@@ -87,5 +90,94 @@ func TestRedTeam38_ExecOnly(t *testing.T) {
 	os.Chmod(dir, 0o777)
 	if _, err := ExecOnly(dir, src, sum); err == nil || !strings.Contains(err.Error(), "chmod go-w") {
 		t.Errorf("a directory others may write: %v", err)
+	}
+}
+
+// TestRedTeam38_ExecOnlyKill9MidCopy: a process killed with -9 while it copies (a real child,
+// killed as soon as its partial file appears) leaves at most a partial ".copy-*" file, never
+// a partial file under the binary's name (that is a rename once whole and hashed). The next
+// copy is whole and right, and a partial one older than staleCopy is removed; a younger one
+// (another process may be writing it) stays.
+func TestRedTeam38_ExecOnlyKill9MidCopy(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "claude")
+	body := []byte(strings.Repeat("x", 1<<16))
+	if err := os.WriteFile(src, body, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(body)
+	sum := hex.EncodeToString(h[:])
+	dir := filepath.Join(t.TempDir(), ExecOnlyDirName)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// A real kill -9 mid-copy: whatever it leaves, the binary's name is never a partial copy.
+	big := filepath.Join(t.TempDir(), "codex")
+	bigBody := make([]byte, 64<<20)
+	rand.Read(bigBody)
+	if err := os.WriteFile(big, bigBody, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bh := sha256.Sum256(bigBody)
+	bigSum := hex.EncodeToString(bh[:])
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), "AGORA_TEST_EXECONLY="+dir+"|"+big+"|"+bigSum)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Microsecond) {
+		if m, _ := filepath.Glob(filepath.Join(dir, ".copy-*")); len(m) > 0 {
+			break
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if fi, err := os.Lstat(filepath.Join(dir, bigSum)); err == nil && fi.Size() != int64(len(bigBody)) {
+		t.Fatalf("a copy killed with -9 left a partial file under the binary's name (%d bytes)", fi.Size())
+	}
+	if p, err := ExecOnly(dir, big, bigSum); err != nil {
+		t.Fatal(err)
+	} else if fi, err := os.Stat(p); err != nil || fi.Size() != int64(len(bigBody)) {
+		t.Fatalf("the copy after the killed one: %v %v", fi, err)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, ".copy-*"))
+	t.Logf("the killed copy left %d partial file(s)", len(left))
+
+	old, young := filepath.Join(dir, ".copy-111"), filepath.Join(dir, ".copy-222")
+	for _, p := range []string{old, young} {
+		if err := os.WriteFile(p, body[:100], 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-staleCopy - time.Minute)
+	if err := os.Chtimes(old, long, long); err != nil {
+		t.Fatal(err)
+	}
+	// The big binary's copy is there already: a dispatch that reuses it sweeps too.
+	if _, err := ExecOnly(dir, big, bigSum); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(old); err == nil {
+		t.Error("a partial copy left long ago was not removed by a dispatch that reused a copy")
+	}
+	if err := os.WriteFile(old, body[:100], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(old, long, long)
+	p, err := ExecOnly(dir, src, sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(p); err != nil || fi.Size() != int64(len(body)) || fi.Mode().Perm() != 0o111 {
+		t.Errorf("the copy after a killed one: %v %v", fi, err)
+	}
+	if _, err := os.Lstat(old); err == nil {
+		t.Error("a partial copy left long ago by a killed process was not removed")
+	}
+	if _, err := os.Lstat(young); err != nil {
+		t.Errorf("a partial copy another process may be writing was removed: %v", err)
 	}
 }

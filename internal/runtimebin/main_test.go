@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -23,6 +24,16 @@ func TestMain(m *testing.M) {
 			time.Sleep(time.Minute)
 			os.Exit(0)
 		}
+	}
+	if args := os.Getenv("AGORA_TEST_EXECONLY"); args != "" {
+		// TestRedTeam38_ExecOnlyKill9MidCopy's child: copy, to be killed meanwhile.
+		dir, rest, _ := strings.Cut(args, "|")
+		src, sum, _ := strings.Cut(rest, "|")
+		if _, err := ExecOnly(dir, src, sum); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
