@@ -215,7 +215,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	defer closeWeb()
 	fmt.Fprintf(f.IO.ErrOut, "agora: orchestrator serving on %s (pid %d)\n", sock, os.Getpid())
 	return serveOrchParts(ctx, f, opts, &orchServeParts{leader: leader, ui: ui, gateway: serveGateway, eng: eng, sup: sup, srv: srv, ln: ln, orchCP: orchCP, mainCP: mainCP, ob: ob,
-		sweep: func(ctx context.Context) { serveRetention(ctx, f, h, ob.log) }})
+		sweep: func(ctx context.Context) { serveRetention(ctx, f, h, ob.log) }, adopt: d.AdoptOrphans})
 }
 
 // orchServeParts are what orchServeRun opened, each run as one goroutine of serve's group.
@@ -228,8 +228,9 @@ type orchServeParts struct {
 	ln             net.Listener
 	orchCP, mainCP *audit.Checkpointer
 	ob             *serveObs
-	sweep          func(context.Context) // retention (#31), nil in tests that build parts
-	leader         *serveLeader          // nil without leader: in agora.yaml
+	sweep          func(context.Context)              // retention (#31), nil in tests that build parts
+	adopt          func(context.Context) (int, error) // dispatch.Dispatcher.AdoptOrphans; nil in tests that build parts
+	leader         *serveLeader                       // nil without leader: in agora.yaml
 }
 
 // serveOrchParts runs p until ctx ends or one part fails; a stop by a signal is a clean stop.
@@ -243,7 +244,9 @@ func serveOrchParts(ctx context.Context, f *Factory, opts *orchServeOptions, p *
 		g.Go(func() error { return serveGateway(gctx) })
 	}
 	g.Go(func() error { return eng.Run(gctx) })
-	g.Go(func() error { reapLoop(gctx, sup, ob.log); return nil })
+	if p.adopt != nil {
+		g.Go(func() error { adoptLoop(gctx, p.adopt, ob.log); return nil })
+	}
 	g.Go(func() error {
 		if err := sup.Standbys.Publish(gctx); err != nil {
 			ob.log.Warn("warm slots status", "err", err) // doctor then says no serve holds them
@@ -279,14 +282,15 @@ func serveOrchParts(ctx context.Context, f *Factory, opts *orchServeOptions, p *
 	return p.leader.stopped(err)
 }
 
-// reapLoop reaps every [detach.ReapEvery] while serve runs: a dispatch whose supervisor
-// died is adopted (or ended) within seconds, whether or not a run or a client follows it.
-func reapLoop(ctx context.Context, sup *detach.Supervisors, log *slog.Logger) {
+// adoptLoop adopts, every [detach.ReapEvery] while serve runs, the dispatches whose
+// supervisor died while their worker runs on (a Kubernetes Job): within seconds, whether or
+// not a run or a client follows them. It ends nothing (dispatch.Dispatcher.AdoptOrphans).
+func adoptLoop(ctx context.Context, adopt func(context.Context) (int, error), log *slog.Logger) {
 	t := time.NewTicker(detach.ReapEvery)
 	defer t.Stop()
 	for {
-		if err := sup.Reap(ctx); err != nil && ctx.Err() == nil {
-			log.Warn("reap", "err", err.Error())
+		if _, err := adopt(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("adopt", "err", err.Error())
 		}
 		select {
 		case <-ctx.Done():

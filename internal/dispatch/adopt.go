@@ -40,6 +40,32 @@ var OrphanWait = 10 * time.Minute
 // the dispatch's supervisor dead; its age is how long the dispatch has waited for an adopter.
 const orphanMark = ".orphaned"
 
+// AdoptOrphans adopts, in a supervisor host (d.Adopt set), every started dispatch whose
+// supervisor died while its worker runs on, and ends nothing else: it is what serve runs
+// every second, so that such a dispatch is adopted whether or not a run or a client follows
+// it, without reaping what serve's other parts own (an accepted dispatch whose supervisor
+// died is restarted by the orchestrator's Watch, not recorded lost). It returns how many it
+// adopted.
+func (d *Dispatcher) AdoptOrphans(ctx context.Context) (int, error) {
+	if d.Adopt == nil {
+		return 0, nil
+	}
+	live, err := d.Records.live(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range live {
+		if r.State != StateStarted || supervisorAlive(r.supervisor) {
+			continue
+		}
+		if kept, _ := d.orphanKept(ctx, r); kept {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // orphanKept decides, for Reap, what becomes of live dispatch r, whose supervisor is gone:
 // kept when it stays live (adopted by this process now, by another, or waiting for a
 // supervisor host), else Reap ends it; waited says it waited [OrphanWait] for an adopter in

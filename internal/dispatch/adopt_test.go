@@ -252,3 +252,36 @@ func TestAdopt_StaleOneShotReaperLosesToAdopter(t *testing.T) {
 		t.Errorf("the adopted task was stopped: %v", p.cancelled)
 	}
 }
+
+// TestAdopt_AdoptOrphansEndsNothing: serve's loop adopts a started orphan and leaves an
+// accepted dispatch whose supervisor died as it is (the orchestrator's Watch starts a new
+// supervisor for it, which adopts its Job if one was made; recording it lost would run its
+// task twice).
+func TestAdopt_AdoptOrphansEndsNothing(t *testing.T) {
+	e := newEnv(t)
+	p := &outliving{end: make(chan struct{})}
+	r := orphan(t, e, p)
+	acc, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "work", Target: "box", Actor: "test", Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.home.DB.SQL().Exec(`UPDATE dispatches SET supervisor = '4194305:1' WHERE id = ?`, acc.ID); err != nil {
+		t.Fatal(err)
+	}
+	host := *e.d
+	host.Adopt = &dispatch.Adoption{Role: "serve"}
+	if n, err := host.AdoptOrphans(t.Context()); err != nil || n != 1 {
+		t.Errorf("AdoptOrphans = %d, %v; want the started orphan", n, err)
+	}
+	close(p.end)
+	host.Adopt.Wait()
+	if cur, _ := e.d.Records.Get(t.Context(), acc.ID); cur.State != dispatch.StateAccepted {
+		t.Errorf("the accepted dispatch whose supervisor died is %s/%s after AdoptOrphans, want accepted", cur.State, cur.Reason)
+	}
+	if adoptedEntries(t, e, r.ID) != 1 {
+		t.Error("the started orphan was not adopted")
+	}
+	if _, err := e.d.Records.Finish(t.Context(), acc.ID, dispatch.Outcome{State: dispatch.StateCancelled, Reason: dispatch.ReasonCancelled}); err != nil {
+		t.Fatal(err)
+	}
+}
