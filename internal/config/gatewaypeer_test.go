@@ -24,6 +24,7 @@ func TestTarget_GatewayPeer(t *testing.T) {
 		"empty labels": {"    gateway_peer: {namespace: agora, pods: {}}\n", "would admit every pod of namespace agora"},
 		"no namespace": {"    gateway_peer: {pods: {app: agora}}\n", "namespace: want the namespace serve's pods run in"},
 		"bad":          {"    gateway_peer: {namespace: Agora, pods: {app: agora}}\n", `got "Agora"`},
+		"many labels":  {"    gateway_peer: {namespace: agora, pods: {l0: x, l1: x, l2: x, l3: x, l4: x, l5: x, l6: x, l7: x, l8: x, l9: x, l10: x, l11: x, l12: x, l13: x, l14: x, l15: x, l16: x}}\n", "17 labels; at most 16"},
 	} {
 		err := config.Parse("agora.yaml", []byte(k8sPullFile(tt.yaml)), config.Default("/h"))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

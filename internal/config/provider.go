@@ -216,6 +216,8 @@ func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyam
 				bad("gateway_peer", "namespace: want the namespace serve's pods run in (a Kubernetes namespace name), got %q", gp.Namespace)
 			case len(gp.Pods) == 0:
 				bad("gateway_peer", "pods: want the labels of serve's pods (e.g. {app: agora}); none would admit every pod of namespace %s", gp.Namespace)
+			case len(gp.Pods) > 16:
+				bad("gateway_peer", "pods: %d labels; at most 16", len(gp.Pods))
 			}
 		}
 		if t.Gateway != "" {

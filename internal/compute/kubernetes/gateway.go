@@ -47,6 +47,9 @@ type GatewayPeer struct {
 	Pods      map[string]string
 }
 
+// maxPeerLabels bounds a gateway peer's labels: each is in every dispatch's NetworkPolicy.
+const maxPeerLabels = 16
+
 // checkPeer refuses a peer that would admit more than serve's pods: a namespace and at least
 // one label are required, each a valid name and label.
 func checkPeer(p *GatewayPeer) (*GatewayPeer, error) {
@@ -58,6 +61,9 @@ func checkPeer(p *GatewayPeer) (*GatewayPeer, error) {
 	}
 	if len(p.Pods) == 0 {
 		return nil, errors.New("gateway peer: no pod labels: it would admit every pod of namespace " + p.Namespace)
+	}
+	if len(p.Pods) > maxPeerLabels {
+		return nil, fmt.Errorf("gateway peer: %d pod labels, at most %d", len(p.Pods), maxPeerLabels)
 	}
 	pods := make(map[string]string, len(p.Pods))
 	for k, v := range p.Pods {

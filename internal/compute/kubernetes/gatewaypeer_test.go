@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -50,6 +51,7 @@ func TestGatewayPeer_Refused(t *testing.T) {
 		{GatewayPeer{Namespace: "Agora", Pods: map[string]string{"app": "agora"}}, "namespace"},
 		{GatewayPeer{Namespace: "agora", Pods: map[string]string{"app agora": "x"}}, "label"},
 		{GatewayPeer{Namespace: "agora", Pods: map[string]string{"app": "a b"}}, "label"},
+		{GatewayPeer{Namespace: "agora", Pods: manyLabels(17)}, "at most 16"},
 		// Red team 38: labels agora's own dispatch pods wear select them, not serve's.
 		{GatewayPeer{Namespace: "agora", Pods: map[string]string{"app.kubernetes.io/managed-by": "agora"}}, "dispatch pods"},
 		{GatewayPeer{Namespace: "agora", Pods: map[string]string{"app.kubernetes.io/managed-by": "agora", "agora.slot": "s1"}}, "dispatch pods"},
@@ -115,4 +117,12 @@ func TestCluster_GatewayPeerAdmitted(t *testing.T) {
 	}
 	cancel()
 	waitTimeout(t, h, 3*time.Minute)
+}
+
+func manyLabels(n int) map[string]string {
+	m := map[string]string{}
+	for i := range n {
+		m[fmt.Sprintf("l%d", i)] = "x"
+	}
+	return m
 }
