@@ -4,14 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/agora-dev/agora/internal/compute/warm"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/orch"
@@ -444,7 +445,7 @@ func (s *Server) auditPage(w http.ResponseWriter, r *http.Request) {
 	var repos []string
 	m := s.mask(ctx)
 	for i := len(recs) - 1; i >= 0; i-- {
-		if repo, ok := recs[i].Details["repo"].(string); ok {
+		if repo, ok := recs[i].Details[entry.KeyRepo].(string); ok {
 			repos = append(repos, repo)
 		}
 	}
