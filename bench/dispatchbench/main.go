@@ -12,10 +12,15 @@
 // against what it replaces on the same machine at the same time. With -serve an `agora orch
 // serve` runs on -bin's home and a hand-off dispatch (#28: the one-shot CLI gives its
 // dispatch to serve) is measured too, the in-process one with AGORA_NO_HANDOFF=1 beside it.
+// With -mcp an `agora mcp` (stdio, the official MCP Go SDK client) runs on each home and the
+// no-op is also dispatched through its agora_dispatch tool, timed from the call to its answer
+// (the finished record); with -warm its target keeps warm slots, which `agora mcp` holds as it
+// holds them for serve.
 package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -25,6 +30,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func main() {
@@ -35,12 +42,16 @@ func main() {
 	serve := flag.Bool("serve", false, "also measure the one-shot handed to a running `agora orch serve` of -bin's home")
 	warm := flag.Int("warm", 0, "with -serve: the local target keeps this many warm slots (needs root)")
 	handoffOnly := flag.Bool("handoff-only", false, "with -serve: measure only the hand-offs (no in-process dispatch); with -base, -base's home gets its own serve and its hand-off is measured too")
+	flag.BoolVar(&viaMCP, "mcp", false, "also dispatch through `agora mcp`'s agora_dispatch tool (stdio, the official SDK client), on -bin's home and -base's")
 	flag.Parse()
 	if err := run(*n, *bin, *repo, *base, *serve, *warm, *handoffOnly); err != nil {
 		fmt.Fprintln(os.Stderr, "dispatchbench:", err)
 		os.Exit(1)
 	}
 }
+
+// viaMCP: also dispatch through `agora mcp` (-mcp).
+var viaMCP bool
 
 // bench is one measured command: its wall times and, for a dispatch, its steps.
 type bench struct {
@@ -112,10 +123,7 @@ func (h *home) serve() (stop func(), err error) {
 // serveWarm starts serve on the home, its local target keeping warm slots (0: none).
 func (h *home) serveWarm(warm int) (stop func(), err error) {
 	if warm > 0 {
-		cfg := filepath.Join(h.dir, "agora.yaml")
-		b, _ := os.ReadFile(cfg)
-		b = append(b, fmt.Sprintf("\ntargets:\n  local:\n    warm: %d\n", warm)...)
-		if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		if err := h.setWarm(warm); err != nil {
 			return nil, err
 		}
 	}
@@ -132,6 +140,55 @@ func (h *home) dispatch(extra ...string) func() (string, error) {
 		id, _, _ := strings.Cut(string(out), "\n")
 		return strings.TrimSpace(id), nil
 	}
+}
+
+// mcp starts `agora mcp` on the home (its target keeping warm slots: 0 for none) and returns
+// a no-op dispatch through its agora_dispatch tool; it returns the id once the tool answers
+// with the finished record.
+func (h *home) mcp(warm int) (f func() (string, error), stop func(), err error) {
+	if warm > 0 {
+		if err := h.setWarm(warm); err != nil {
+			return nil, nil, err
+		}
+	}
+	c := exec.Command(h.bin, "mcp", "--ceiling", "dispatch")
+	c.Env = append(append(os.Environ(), "AGORA_HOME="+h.dir), h.env...)
+	client := mcp.NewClient(&mcp.Implementation{Name: "dispatchbench", Version: "1"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: c}, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("agora mcp: %w", err)
+	}
+	if warm > 0 {
+		// The slots are filled in the background: give them the time a person would.
+		time.Sleep(3 * time.Second)
+	}
+	f = func() (string, error) {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "agora_dispatch",
+			Arguments: map[string]any{"subagent": "noop", "wait_seconds": 30}})
+		if err != nil {
+			return "", err
+		}
+		var ans struct {
+			Dispatch struct {
+				ID    string `json:"id"`
+				State string `json:"state"`
+			} `json:"dispatch"`
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, &ans); err != nil || res.IsError || ans.Dispatch.State != "finished" {
+			return "", fmt.Errorf("agora_dispatch: error %v, state %q: %.500s", res.IsError, ans.Dispatch.State, b)
+		}
+		return ans.Dispatch.ID, nil
+	}
+	return f, func() { cs.Close() }, nil
+}
+
+// setWarm gives the home's local target warm slots.
+func (h *home) setWarm(warm int) error {
+	cfg := filepath.Join(h.dir, "agora.yaml")
+	b, _ := os.ReadFile(cfg)
+	b = append(b, fmt.Sprintf("\ntargets:\n  local:\n    warm: %d\n", warm)...)
+	return os.WriteFile(cfg, b, 0o600)
 }
 
 func run(n int, bin, repo, base string, serve bool, warm int, handoffOnly bool) error {
@@ -195,6 +252,30 @@ func run(n int, bin, repo, base string, serve bool, warm int, handoffOnly bool) 
 			benches = append(benches, &bench{name: "-base: dispatch run (no-op, --repo)", f: b.dispatch("--repo", repo), agora: b})
 		}
 	}
+	if viaMCP {
+		homes := []*home{agora}
+		for _, b := range benches {
+			if b.agora != nil && !slices.Contains(homes, b.agora) {
+				homes = append(homes, b.agora)
+			}
+		}
+		for i, h := range homes {
+			w := warm
+			if serve {
+				w = 0 // serve's start already gave the home its slots
+			}
+			f, stop, err := h.mcp(w)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			name, owner := "agora_dispatch over MCP stdio (no-op)", (*home)(nil)
+			if i > 0 {
+				name, owner = "-base: agora_dispatch over MCP stdio (no-op)", h
+			}
+			benches = append(benches, &bench{name: name, f: f, agora: owner})
+		}
+	}
 	if serve && handoffOnly {
 		// The hand-off alone: the in-process row would only add load between the measured ones.
 		benches = slices.DeleteFunc(benches, func(b *bench) bool { return strings.HasSuffix(b.name, "in-process)") })
@@ -248,7 +329,7 @@ func run(n int, bin, repo, base string, serve bool, warm int, handoffOnly bool) 
 		fmt.Printf("ratio dispatch/namespaced-bwrap median: %.2fx\n", float64(d)/float64(iso))
 	}
 	for _, b := range benches {
-		if strings.HasSuffix(b.name, "handed to serve)") {
+		if strings.HasSuffix(b.name, "handed to serve)") || strings.Contains(b.name, "over MCP") {
 			fmt.Printf("ratio %s/namespaced-bwrap median: %.2fx\n", b.name, float64(median(b.walls))/float64(iso))
 		}
 	}
