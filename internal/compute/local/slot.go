@@ -71,6 +71,9 @@ type SlotOptions struct {
 	// read-only bind of one in the template binds a file of the slot's own there, filled at
 	// the claim with the claim's source; the place is part of the shape, the source is not.
 	ClaimFiles []string
+	// Stage, with PrestartEnv, makes the claim's directories at fill (slotstage.go): a
+	// template whose claim binds it serves is staged ahead, any other is attached at claim.
+	Stage *SlotStage
 }
 
 // Slot is one held sandbox. It implements warm.Slot.
@@ -94,9 +97,20 @@ type Slot struct {
 	// ns is the sandbox's mount namespace, held open by the slot (holdNamespace); nil when
 	// it could not be.
 	ns *os.File
+	// stage is the slot's stage directory when it staged ahead (slotstage.go), "" otherwise;
+	// staged its directories by claim place. Both are set at fill.
+	stage  string
+	staged map[string]stagedDir
 
 	mu      sync.Mutex
 	claimed bool // guarded by mu
+	taken   bool // guarded by mu: the stage was handed to a dispatch (TakeStage)
+	// refs counts who keeps the slot's directory (guarded by mu): the slot until it is done,
+	// and a taken stage until its dispatch releases it (unref).
+	refs int
+	// doneOnce lets go of the slot's own hold on its directory once, whichever of its
+	// cleanup and its claim's monitor comes first.
+	doneOnce sync.Once
 	// monitored is set once the claim hands the handle to its monitor, which then owns it.
 	monitored bool
 }
@@ -205,7 +219,7 @@ func (p *Provider) NewSlot(ctx context.Context, tmpl compute.Spec, o SlotOptions
 	if err != nil {
 		return nil, fmt.Errorf("new warm slot: %w", err)
 	}
-	s := &Slot{p: p, opts: o, shape: SlotShape(tmpl, o), dir: dir}
+	s := &Slot{p: p, opts: o, shape: SlotShape(tmpl, o), dir: dir, refs: 1}
 	if s.hold, err = lockHold(dir); err != nil {
 		s.cleanup()
 		return nil, fmt.Errorf("new warm slot: %w", err)
@@ -341,18 +355,19 @@ func (s *Slot) Discard() {
 }
 
 // cleanup closes what the slot holds on the host and removes its directory, letting go of
-// its hold last.
+// its hold last; a stage taken by a dispatch keeps the directory until the dispatch releases
+// it (unref).
 func (s *Slot) cleanup() {
-	for _, f := range append([]*os.File{s.blockW, s.goW, s.root, s.outR[0], s.outR[1], s.ns}, s.secrets...) {
+	for _, f := range append([]*os.File{s.blockW, s.goW, s.root, s.outR[0], s.outR[1]}, s.secrets...) {
 		if f != nil {
 			f.Close()
 		}
 	}
-	removeSlotDir(s.dir)
-	if s.hold != nil {
-		s.hold.Close()
-	}
+	s.done()
 }
+
+// done lets go of the slot's own hold on its directory (see refs), once.
+func (s *Slot) done() { s.doneOnce.Do(s.unref) }
 
 // lockHold makes dir's hold file and locks it for this process. The file is locked under
 // another name and renamed to its own, so a hold file a sweep finds is always locked while
@@ -499,7 +514,12 @@ func (s *Slot) claim(ctx context.Context, spec compute.Spec, beforeRelease func(
 	if err := s.fillClaimFiles(spec); err != nil {
 		return nil, err
 	}
-	if err := s.attach(spec); err != nil {
+	if s.stage != "" {
+		// Staged ahead: the claim's tree is in the sandbox already; nothing is mounted.
+		if err := s.checkStaged(spec); err != nil {
+			return nil, err
+		}
+	} else if err := s.attach(spec); err != nil {
 		return nil, err
 	}
 	// The caller may close its files once this returns, as it may after a cold start (whose
@@ -538,11 +558,7 @@ func (s *Slot) claim(ctx context.Context, spec compute.Spec, beforeRelease func(
 		delete(s.p.live, h.TaskID())
 		s.p.mu.Unlock()
 		s.root.Close()
-		removeSlotDir(s.dir)
-		if s.ns != nil {
-			s.ns.Close() // the sandbox's mounts go now, here (holdNamespace)
-		}
-		s.hold.Close()
+		s.done() // the directory goes now, or when the dispatch releases a taken stage
 	})
 	// A prestarted slot's command is already running: its claim pipe lets it go on.
 	gate := s.blockW

@@ -87,6 +87,14 @@ func (s *Slot) prestart(tmpl compute.Spec) error {
 		}
 		binds = append(binds, compute.Bind{Src: b.Src, Dst: b.Dst})
 	}
+	if stageable(tmpl, s.opts) {
+		// The claim's directories are made now and start in the command's tree (slotstage.go).
+		staged, err := s.makeStage(tmpl)
+		if err != nil {
+			return err
+		}
+		binds = append(binds, staged...)
+	}
 	var dirs []string
 	if underRoot(tmpl.Dir, s.opts.ClaimRoot) && tmpl.Dir != s.opts.ClaimRoot {
 		dirs = append(dirs, strings.TrimPrefix(tmpl.Dir, s.opts.ClaimRoot+"/"))
