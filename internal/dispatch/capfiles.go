@@ -26,8 +26,15 @@ import (
 // root not at all (docs/exec.md says so). Either way each dispatch lays the files out
 // afresh from the catalog and removeWork deletes them, so what one agent changes no other
 // dispatch sees.
-func (d *Dispatcher) stageCapabilityFiles(p *pinned, dir string) error {
-	if err := os.Mkdir(dir, 0o700); err != nil {
+//
+// made says dir is a warm slot's stage's (#30): made empty at fill, and bound into the slot's
+// sandbox then; it must still be an empty directory.
+func (d *Dispatcher) stageCapabilityFiles(p *pinned, dir string, made bool) error {
+	if made {
+		if err := emptyDir(dir); err != nil {
+			return err
+		}
+	} else if err := os.Mkdir(dir, 0o700); err != nil {
 		return err
 	}
 	for _, v := range p.capabilities {
@@ -99,11 +106,36 @@ func setDirModes(parent int, name string, mode uint32) error {
 }
 
 // capabilityFilesDir is the stage's layout of the capabilities' files.
-func (s *stage) capabilityFilesDir() string { return filepath.Join(s.dir, wire.CapabilityFilesDir) }
+func (s *stage) capabilityFilesDir() string {
+	if s.capFiles != "" {
+		return s.capFiles
+	}
+	return filepath.Join(s.dir, wire.CapabilityFilesDir)
+}
 
 // removeCapabilityFiles deletes the layout, which has no writable directory: made writable
 // again first, or a non-root agora could not unlink a file in it.
 func (s *stage) removeCapabilityFiles() {
 	_ = setTreeDirModes(s.capabilityFilesDir(), 0o700)
 	os.RemoveAll(s.capabilityFilesDir())
+}
+
+// emptyDir refuses dir unless it is a directory (not a link to one) holding nothing.
+func emptyDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if names, _ := f.Readdirnames(1); len(names) > 0 {
+		return fmt.Errorf("%s is not empty", dir)
+	}
+	return nil
 }

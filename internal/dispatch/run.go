@@ -113,6 +113,17 @@ func (s *supervision) cleanup() {
 	if s.warm != nil {
 		s.warm.kill() // claimed, never run: killed; its uid lease is s.lease
 	}
+	if s.st != nil && s.st.release != nil {
+		// A warm slot's stage (#30): its quota's unmount and its removal, and the uid lease
+		// after them, go in the background, as the slot's teardown does; Close and a
+		// standby's end wait for it, and a holder killed meanwhile leaves it to the sweep.
+		release, lease := s.st.release, s.lease
+		s.lease = nil
+		s.d.Warm.teardowns.Go(func() {
+			release()
+			lease.release()
+		})
+	}
 	if s.lease != nil {
 		s.lease.release()
 	}
@@ -152,7 +163,14 @@ func (s *supervision) prepare(ctx context.Context) error {
 		}
 		limits.owner = &compute.HostUser{UID: s.lease.uid, GID: s.lease.uid}
 	}
-	if s.st, err = newStage(d.StateDir, r.ID, limits); err != nil {
+	var pre *prestaged
+	if s.warm != nil {
+		pre = s.warm.takeStage(limits)
+	}
+	if s.st, err = newStageFrom(d.StateDir, r.ID, limits, pre); err != nil {
+		if pre != nil {
+			pre.release()
+		}
 		return err
 	}
 	s.sp.setCapabilities(s.pinned.doc.Capabilities)
@@ -205,7 +223,7 @@ func (s *supervision) stage(ctx context.Context) error {
 			return fail(ReasonIntegrityFailed, "stage inputs: %v", err)
 		}
 	}
-	if err := d.stageCapabilityFiles(p, st.capabilityFilesDir()); err != nil {
+	if err := d.stageCapabilityFiles(p, st.capabilityFilesDir(), st.release != nil); err != nil {
 		return fail(ReasonIntegrityFailed, "stage capability files: %v", err)
 	}
 	return st.handOver(st.bundle, st.workspace, st.out, s.inputs, st.capabilityFilesDir())

@@ -50,6 +50,20 @@ type stage struct {
 	sandboxed bool
 	// held is the stage's entry in the held index (see heldDir).
 	held string
+	// capFiles is the capability files' layout (capabilityFilesDir).
+	capFiles string
+	// release, for a stage a warm slot made ahead (prestaged), hands its bundle, workspace,
+	// out directory, capability files and quota back to the slot, whose teardown removes them;
+	// nil for a stage of the dispatch's own.
+	release func()
+}
+
+// prestaged is a warm slot's stage taken by the dispatch claiming the slot (#30, local's
+// slotstage.go): its directories, made and bound into the slot's sandbox at fill, empty, on a
+// disk quota of the target's size (disk, "" when the target has none).
+type prestaged struct {
+	bundle, workspace, out, capFiles, disk string
+	release                                func()
 }
 
 // diskDir is the quota's mount point inside the stage directory.
@@ -92,6 +106,7 @@ func stageAt(stateDir, id string) *stage {
 		dir: dir, bundle: filepath.Join(dir, wire.BundleDir), workspace: filepath.Join(dir, wire.WorkspaceDir),
 		out: filepath.Join(dir, wire.OutDir), stdout: filepath.Join(dir, stdoutLog), stderr: filepath.Join(dir, stderrLog),
 		disk: filepath.Join(dir, diskDir), held: filepath.Join(stateDir, heldDir, id),
+		capFiles: filepath.Join(dir, wire.CapabilityFilesDir),
 	}
 }
 
@@ -128,10 +143,28 @@ func heldStages(stateDir string) ([]string, error) {
 }
 
 func newStage(stateDir, id string, l stageLimits) (*stage, error) {
+	return newStageFrom(stateDir, id, l, nil)
+}
+
+// newStageFrom makes the dispatch's stage; with pre, its bundle, workspace, out directory,
+// capability files and quota are the warm slot's (made at fill, empty, root's), and only the
+// stage directory (logs, phase, inputs, gateway) is the dispatch's own: nothing is mounted.
+func newStageFrom(stateDir, id string, l stageLimits, pre *prestaged) (*stage, error) {
 	s := stageAt(stateDir, id)
 	s.disk, s.owner, s.sandboxed = "", l.owner, l.sandboxed
 	if err := s.hold(); err != nil {
 		return nil, fmt.Errorf("stage dispatch %s: %w", id, err)
+	}
+	if pre != nil {
+		s.bundle, s.workspace, s.out, s.capFiles, s.release = pre.bundle, pre.workspace, pre.out, pre.capFiles, pre.release
+		if pre.disk != "" {
+			s.disk, s.diskSize = pre.disk, l.disk
+		}
+		if err := os.MkdirAll(s.dir, 0o700); err != nil {
+			s.removeWork()
+			return nil, fmt.Errorf("stage dispatch %s: %w", id, err)
+		}
+		return s, nil
 	}
 	if err := os.MkdirAll(s.bundle, 0o700); err != nil {
 		s.removeWork()
@@ -265,17 +298,23 @@ func quotaDetail(what, target string) string {
 // mount is gone at once. A gateway directory outside the stage (see startGateway) goes too.
 func (s *stage) removeWork() {
 	unmounted := true
-	if s.disk != "" {
+	if s.release != nil {
+		// A warm slot's stage: the slot's teardown takes it (the caller calls release, in
+		// the background: its unmount waits out an RCU grace period, #30).
+	} else if s.disk != "" {
 		// EINVAL: not a mount point (a reaped stage whose supervisor never mounted one).
 		err := unix.Unmount(s.disk, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
 		unmounted = err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT)
 		os.RemoveAll(s.disk)
 	}
-	os.RemoveAll(s.bundle)
+	if s.release == nil {
+		os.RemoveAll(s.bundle)
+		os.RemoveAll(s.workspace)
+		os.RemoveAll(s.out)
+		s.removeCapabilityFiles()
+	}
 	os.RemoveAll(filepath.Join(s.dir, bundleStaging))
 	os.RemoveAll(filepath.Join(s.dir, bundleDiscard))
-	os.RemoveAll(s.workspace)
-	os.RemoveAll(s.out)
 	os.RemoveAll(filepath.Join(s.dir, wire.InputsDir))
 	os.RemoveAll(filepath.Join(s.dir, gateDir)) // the verify gate's tree without a disk quota
 	os.RemoveAll(filepath.Join(s.dir, gateGitDir))
@@ -283,7 +322,6 @@ func (s *stage) removeWork() {
 	os.Remove(filepath.Join(s.dir, phaseFile)) // the dispatch's record says how it ended
 	os.Remove(filepath.Join(s.dir, "."+phaseFile))
 	os.Remove(filepath.Join(s.dir, orphanMark))
-	s.removeCapabilityFiles()
 	removeGatewayEntry(filepath.Join(s.dir, wire.GatewayDir))
 	if unmounted {
 		// Else the entry stays, and the next Reap tries again.

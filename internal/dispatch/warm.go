@@ -72,6 +72,8 @@ type warmSlot struct {
 	files *slotFiles // a docker slot's read-only places (warmdocker_files.go)
 	lease *uidLease
 	key   string
+	// quota is the disk quota a bubblewrap slot's stage was made with (#30 stage ahead).
+	quota int64
 }
 
 func (w *warmSlot) Shape() string { return w.key }
@@ -391,12 +393,63 @@ func (w *WarmPools) fillOnce(ctx context.Context, target string, t config.Target
 		tmpl.RunAs = &compute.HostUser{UID: lease.uid, GID: lease.uid}
 	}
 	key := tmpl.ID
-	slot, err := w.provider.NewSlot(ctx, tmpl, w.slotOptions(target))
+	o := w.slotOptions(target)
+	quota := int64(0)
+	if lease != nil {
+		// A root agora's slot makes its dispatch's directories and disk quota at fill.
+		quota = int64(t.Disk)
+		o.Stage = slotStage(quota)
+	}
+	slot, err := w.provider.NewSlot(ctx, tmpl, o)
 	if err != nil {
 		lease.release()
 		return nil, err
 	}
-	return &warmSlot{slot: slot, lease: lease, key: key}, nil
+	return &warmSlot{slot: slot, lease: lease, key: key, quota: quota}, nil
+}
+
+// slotStage is the stage a bubblewrap slot makes ahead (#30, local's slotstage.go): the
+// places newStage would make for a dispatch of a root agora, in the same layout, on a disk
+// quota of quota bytes as mountQuota mounts it (named after the slot; 0: none).
+func slotStage(quota int64) *local.SlotStage {
+	st := &local.SlotStage{Dirs: map[string]string{
+		wire.BundlePath:          wire.BundleDir,
+		wire.CapabilityFilesPath: wire.CapabilityFilesDir,
+		wire.WorkspacePath:       wire.WorkspaceDir,
+		wire.OutPath:             wire.OutDir,
+	}}
+	if quota > 0 {
+		st.Quota = diskDir
+		st.Mount = func(dir string) error {
+			return mountQuota(dir, filepath.Base(filepath.Dir(filepath.Dir(dir))), quota)
+		}
+		st.Dirs[wire.WorkspacePath] = diskDir + "/" + wire.WorkspaceDir
+		st.Dirs[wire.OutPath] = diskDir + "/" + wire.OutDir
+	}
+	return st
+}
+
+// takeStage hands the claimed slot's stage to the dispatch, when the slot made one of the
+// dispatch's quota; nil otherwise (the dispatch makes its own, and the claim then finds its
+// binds are not the stage's: it starts cold, counted).
+func (w *warmSlot) takeStage(l stageLimits) *prestaged {
+	if w.slot == nil || l.owner == nil || w.quota != l.disk {
+		return nil
+	}
+	st, release, ok := w.slot.TakeStage()
+	if !ok {
+		return nil
+	}
+	pre := &prestaged{bundle: st.Dirs[wire.BundlePath], workspace: st.Dirs[wire.WorkspacePath], out: st.Dirs[wire.OutPath],
+		capFiles: st.Dirs[wire.CapabilityFilesPath], release: release}
+	if pre.bundle == "" || pre.workspace == "" || pre.out == "" || pre.capFiles == "" {
+		release()
+		return nil
+	}
+	if w.quota > 0 {
+		pre.disk = filepath.Join(st.Root, diskDir)
+	}
+	return pre
 }
 
 // startWarm runs s's spec in its claimed slot. warmed false: the spec did not fit (the slot
