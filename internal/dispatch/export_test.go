@@ -14,3 +14,7 @@ var CheckCommand = checkCommandText
 func TakeOrphan(ctx context.Context, s *Records, id, supervisor string) (bool, error) {
 	return s.takeOrphan(ctx, &Record{ID: id, supervisor: supervisor})
 }
+
+// WaitWarmTeardowns waits for what the claimed slots of w still take down in the background
+// (their stages, directories and namespaces), for benchmarks that time one dispatch alone.
+func WaitWarmTeardowns(w *WarmPools) { w.teardowns.Wait() }

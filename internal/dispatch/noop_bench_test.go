@@ -17,7 +17,8 @@ import (
 // in the same run, a namespaced `bwrap true` (the sandbox's namespaces, /usr, /proc, /dev and
 // a tmpfs /tmp), the floor of issue #28's "<= 3x a namespaced bwrap".
 //
-// "warm" is the same dispatch claiming a warm slot (#30), measured in the same run.
+// "warm" is the same dispatch claiming a warm slot (#30), measured in the same run, back to
+// back; "warm-idle" the same with the holder idle before each (see there).
 //
 //	go test ./internal/dispatch -run '^$' -bench 'Dispatch_NoopResident' -benchtime 40x -count 3 -benchmem
 func BenchmarkDispatch_NoopResident(b *testing.B) {
@@ -50,6 +51,31 @@ func BenchmarkDispatch_NoopResident(b *testing.B) {
 		for b.Loop() {
 			b.StopTimer()
 			waitWarmReady(b, w, 1)
+			b.StartTimer()
+			r := e.run(dispatch.Request{Subagent: "noop"})
+			if r.State != dispatch.StateFinished {
+				b.Fatalf("dispatch %s: %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
+			}
+		}
+		if c := warmCounts(w); c.Cold != 0 {
+			b.Fatalf("%d dispatches went cold: %+v", c.Cold, c)
+		}
+	})
+	b.Run("warm-idle", func(b *testing.B) {
+		// The same warm no-op arriving at an idle holder: the timer stops until both slots are
+		// ready and what the previous dispatch left to the background (its slot's and stage's
+		// teardown, after its end) is done, so the dispatch shares the cores with nothing of
+		// agora's. "warm" above times dispatches back to back, each behind the last one's
+		// teardown and a refill (on 2 loaded cores that work lands on the next dispatch).
+		e, w := warmEnv(b, 2)
+		noopSubagent(b, e)
+		if r := e.run(dispatch.Request{Subagent: "noop"}); r.State != dispatch.StateFinished {
+			b.Fatalf("dispatch %s: %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
+		}
+		for b.Loop() {
+			b.StopTimer()
+			dispatch.WaitWarmTeardowns(w)
+			waitWarmReady(b, w, 2)
 			b.StartTimer()
 			r := e.run(dispatch.Request{Subagent: "noop"})
 			if r.State != dispatch.StateFinished {
