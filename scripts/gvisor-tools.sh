@@ -35,7 +35,11 @@ ldflags="-s -w -X gvisor.dev/gvisor/runsc/version.version=$version"
 gv=$src/gvisor
 if [ "$(cat "$gv/.agora-version" 2>/dev/null)" != "$version" ]; then
   rm -rf "$gv" "$gv.tmp"
-  cp -r "$(cd "$src" && go list -m -f '{{.Dir}}' gvisor.dev/gvisor@"$version")" "$gv.tmp"
+  # go list -m names the module's directory only once it is in the module cache, which on a
+  # fresh machine it is not: download it first (a no-op when it is there).
+  dir=$(cd "$src" && go mod download -json gvisor.dev/gvisor@"$version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  [ -d "$dir" ] || { echo "gvisor-tools: go mod download gvisor.dev/gvisor@$version gave no directory" >&2; exit 1; }
+  cp -r "$dir" "$gv.tmp"
   chmod -R u+w "$gv.tmp"
   manager=$gv.tmp/pkg/shim/v1/manager.go
   oom_from='if err := sys.SetOOMScore(cmd.Process.Pid, oomScoreMax); err != nil {'
