@@ -4,17 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
 
-	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/claudert"
 	"github.com/agora-dev/agora/internal/runtime/codexrt"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
@@ -83,66 +81,9 @@ func refuseImplicitBareRepos(env map[string]string) {
 	env["GIT_CONFIG_COUNT"] = strconv.Itoa(n + 1)
 }
 
-// agentRuntime runs the agent. Each runtime a build supports has an adapter in this package
-// from an [invocation] to its own API; runtimeFor picks it.
-type agentRuntime interface {
-	Run(ctx context.Context, inv invocation) (agentExit, error)
-}
-
-// invocation is everything a runtime gets.
-type invocation struct {
-	command        []string // exec: argv, granted by the capabilities
-	dir            string   // the workspace
-	env            []string
-	stdout, stderr io.Writer
-	timeout        time.Duration
-
-	// The model runtimes (openai, claude-code) also get these.
-	dispatchID   string
-	role         string // "subagent@sha256:<hex>", the view's and the audit's
-	grants       grant.Set
-	model        string
-	systemPrompt string
-	prompt       string          // the user prompt, from the input
-	secrets      [][]byte        // the bundle's secret values, masked in audited argument hashes
-	out          string          // the out directory
-	transcript   *transcriptFile // the model runtimes' transcript, kept in memory (answer.go)
-	tmp          string          // private scratch, outside the workspace
-	gateway      string          // the gateway's socket
-	// dialHost, in remote mode, connects to a host socket by name through the network
-	// gateway; nil elsewhere.
-	dialHost  func(ctx context.Context, socket string) (net.Conn, error)
-	mcpConfig []byte // the capabilities' MCP config (claude-code), nil for none
-	// binary is the runtime's CLI as the host bound it (read-only, outside the workspace);
-	// "" looks the program up on the sandbox's PATH.
-	binary string
-	// approvalTimeout is the longest a call held for approval waits (the manifest's).
-	approvalTimeout time.Duration
-	// learn: a learn dispatch (the manifest's): the runtimes' gates report what the grant
-	// would refuse as would_deny, then let it run (docs/learn.md).
-	learn bool
-	// workerKey is the key the worker claimed the gateway with ("" outside learn).
-	workerKey string
-}
-
-// agentExit is how the agent ended.
-type agentExit struct {
-	ExitCode int // -1 when killed by a signal
-	TimedOut bool
-	// Failure, when not empty, fails the dispatch (worker-failed, or timeout with TimedOut)
-	// with this detail: how an in-process runtime reports a loop that ended without an
-	// answer.
-	Failure string
-	// Final is the model's last answer; the worker writes it to out/outputs/final.md.
-	Final *string
-	// Question is a question for a person; the worker writes it to out/needs_input.json
-	// and the dispatch ends needs_input.
-	Question string
-}
-
 // runtimeFor returns the adapter for a runtime name. A name the manifest format knows but this
 // build cannot run is refused here, before anything runs.
-func runtimeFor(name string) (agentRuntime, error) {
+func runtimeFor(name string) (agentrun.Adapter, error) {
 	switch name {
 	case execrt.Name:
 		return execRuntime{}, nil
@@ -159,19 +100,19 @@ func runtimeFor(name string) (agentRuntime, error) {
 // execRuntime runs the subagent's command as it is.
 type execRuntime struct{}
 
-func (execRuntime) Run(ctx context.Context, inv invocation) (agentExit, error) {
+func (execRuntime) Run(ctx context.Context, inv agentrun.Invocation) (agentrun.Exit, error) {
 	res, err := execrt.Run(ctx, execrt.Spec{
-		Argv:    inv.command,
-		Dir:     inv.dir,
-		Env:     inv.env,
-		Stdout:  inv.stdout,
-		Stderr:  inv.stderr,
-		Timeout: inv.timeout,
+		Argv:    inv.Command,
+		Dir:     inv.Dir,
+		Env:     inv.Env,
+		Stdout:  inv.Stdout,
+		Stderr:  inv.Stderr,
+		Timeout: inv.Timeout,
 	})
 	if err != nil {
-		return agentExit{}, err
+		return agentrun.Exit{}, err
 	}
-	return agentExit{ExitCode: res.ExitCode, TimedOut: res.TimedOut}, nil
+	return agentrun.Exit{ExitCode: res.ExitCode, TimedOut: res.TimedOut}, nil
 }
 
 // runAgent runs the runtime under the agent budget.
@@ -180,32 +121,32 @@ func (r *runner) runAgent(ctx context.Context) *failure {
 	for _, k := range slices.Sorted(maps.Keys(r.secrets)) {
 		secrets = append(secrets, []byte(r.secrets[k]))
 	}
-	r.transcript = &transcriptFile{}
-	exit, err := r.rt.Run(ctx, invocation{
-		command: r.man.Command,
-		dir:     r.workspace,
-		env:     r.env,
-		stdout:  r.opts.Stdout,
-		stderr:  r.opts.Stderr,
-		timeout: time.Duration(r.man.AgentTimeoutSeconds) * time.Second,
+	r.transcript = &agentrun.Transcript{}
+	exit, err := r.rt.Run(ctx, agentrun.Invocation{
+		Command: r.man.Command,
+		Dir:     r.workspace,
+		Env:     r.env,
+		Stdout:  r.opts.Stdout,
+		Stderr:  r.opts.Stderr,
+		Timeout: time.Duration(r.man.AgentTimeoutSeconds) * time.Second,
 
-		dispatchID:      r.man.DispatchID,
-		role:            r.man.Subagent.Name + "@" + string(r.man.Subagent.Digest),
-		grants:          r.man.Grants.Set(),
-		learn:           r.man.Learn,
-		workerKey:       r.workerKey,
-		approvalTimeout: time.Duration(r.man.ApprovalTimeoutSeconds) * time.Second,
-		model:           r.doc.Model,
-		systemPrompt:    r.doc.SystemPrompt,
-		prompt:          userPrompt(r.man.InputJSON),
-		secrets:         secrets,
-		out:             r.out,
-		transcript:      r.transcript,
-		tmp:             r.opts.TempDir,
-		gateway:         r.gateway,
-		dialHost:        r.opts.dialHost,
-		mcpConfig:       r.mcpConfig,
-		binary:          runtimeBinaryPath(r.man),
+		DispatchID:      r.man.DispatchID,
+		Role:            r.man.Subagent.Name + "@" + string(r.man.Subagent.Digest),
+		Grants:          r.man.Grants.Set(),
+		Learn:           r.man.Learn,
+		WorkerKey:       r.workerKey,
+		ApprovalTimeout: time.Duration(r.man.ApprovalTimeoutSeconds) * time.Second,
+		Model:           r.doc.Model,
+		SystemPrompt:    r.doc.SystemPrompt,
+		Prompt:          userPrompt(r.man.InputJSON),
+		Secrets:         secrets,
+		Out:             r.out,
+		Transcript:      r.transcript,
+		Tmp:             r.opts.TempDir,
+		GatewaySocket:   r.gateway,
+		DialHost:        r.opts.dialHost,
+		MCPConfig:       r.mcpConfig,
+		Binary:          runtimeBinaryPath(r.man),
 	})
 	if err != nil {
 		return fail(wire.ReasonWorkerFailed, "start agent: %v", err)

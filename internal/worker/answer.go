@@ -1,19 +1,15 @@
 package worker
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path"
-	"slices"
-	"strings"
-	"sync"
 
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -21,7 +17,7 @@ import (
 // outputs/final.md (an output like any other) and a question as needs_input.json (the
 // needs_input phase reads it as it reads an exec agent's). Both go through an [os.Root] on
 // out/, so a symlink the agent planted there cannot send them elsewhere.
-func (r *runner) keepAnswer(exit agentExit) *failure {
+func (r *runner) keepAnswer(exit agentrun.Exit) *failure {
 	if exit.Final == nil && exit.Question == "" {
 		return nil
 	}
@@ -41,7 +37,7 @@ func (r *runner) keepAnswer(exit agentExit) *failure {
 		}
 	}
 	if exit.Question != "" {
-		b, err := json.Marshal(wire.NeedsInput{Question: truncate(exit.Question, wire.MaxQuestion)})
+		b, err := json.Marshal(wire.NeedsInput{Question: agentrun.Truncate(exit.Question, wire.MaxQuestion)})
 		if err != nil {
 			return fail(wire.ReasonWorkerFailed, "keep the question: %v", err)
 		}
@@ -77,51 +73,6 @@ func userPrompt(inputJSON string) string {
 	return p
 }
 
-// transcriptFile is the model runtimes' transcript: whole lines, up to [wire.MaxTranscript]
-// bytes; later lines are dropped, never failing the loop. Writes are serialised (claude's
-// events and the worker's may interleave). It is kept in the worker's memory, which nothing
-// of the agent can reach (the worker is not dumpable), and written to out/transcript.jsonl
-// only after the stop step, with the hash the worker declares: a tool that replaced the file
-// during the run could otherwise have its own file stored as the record of the run.
-type transcriptFile struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer // guarded by mu
-	used    bool         // guarded by mu: a runtime opened it
-	dropped int64        // guarded by mu: bytes not kept
-}
-
-// openTranscript hands a runtime the dispatch's transcript.
-func (inv invocation) openTranscript() (*transcriptFile, error) {
-	if inv.transcript == nil {
-		// A runtime run on its own (its tests): a transcript nobody keeps.
-		return &transcriptFile{used: true}, nil
-	}
-	inv.transcript.mu.Lock()
-	inv.transcript.used = true
-	inv.transcript.mu.Unlock()
-	return inv.transcript, nil
-}
-
-func (t *transcriptFile) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if int64(t.buf.Len()+len(p)) > wire.MaxTranscript {
-		t.dropped += int64(len(p))
-		return len(p), nil
-	}
-	t.buf.Write(p)
-	return len(p), nil
-}
-
-// close says on w how much was dropped, if anything.
-func (t *transcriptFile) close(w io.Writer) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.dropped > 0 {
-		fmt.Fprintf(w, "agora worker: transcript: %d bytes dropped past the %d byte limit\n", t.dropped, wire.MaxTranscript)
-	}
-}
-
 // keepTranscript writes the transcript a runtime kept to out/transcript.jsonl (replacing
 // whatever is there, never through a link) and declares its hash. It runs after stop.
 func (r *runner) keepTranscript() *failure {
@@ -129,12 +80,10 @@ func (r *runner) keepTranscript() *failure {
 	if t == nil {
 		return nil
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.used {
+	b, used := t.Kept()
+	if !used {
 		return nil
 	}
-	b := t.buf.Bytes()
 	if err := writeFileAtomic(r.out, wire.TranscriptFile, func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
@@ -144,19 +93,4 @@ func (r *runner) keepTranscript() *failure {
 	sum := sha256.Sum256(b)
 	r.res.Transcript = &wire.FileInfo{Path: wire.TranscriptFile, Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}
 	return nil
-}
-
-// envWith returns env with each of set's keys replaced (or added).
-func envWith(env []string, set map[string]string) []string {
-	out := make([]string, 0, len(env)+len(set))
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if _, ok := set[k]; !ok {
-			out = append(out, kv)
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(set)) {
-		out = append(out, k+"="+set[k])
-	}
-	return out
 }

@@ -3,6 +3,7 @@ package worker
 import (
 	"testing"
 
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
@@ -14,18 +15,18 @@ import (
 // still hashes.
 func TestArgsHash_KeyOrder(t *testing.T) {
 	red := redact.New([][]byte{[]byte("sk-learn3-secret-0123456789")})
-	a := argsHash(red, []byte(`{"prompt":"what","url":"https://x.example/"}`))
-	b := argsHash(red, []byte(`{ "url" : "https://x.example/", "prompt":"what" }`))
+	a := agentrun.ArgsHash(red, []byte(`{"prompt":"what","url":"https://x.example/"}`))
+	b := agentrun.ArgsHash(red, []byte(`{ "url" : "https://x.example/", "prompt":"what" }`))
 	if a != b {
 		t.Errorf("the same input in another key order hashes %s and %s", a, b)
 	}
-	if c := argsHash(red, []byte(`{"prompt":"what","url":"https://y.example/"}`)); c == a {
+	if c := agentrun.ArgsHash(red, []byte(`{"prompt":"what","url":"https://y.example/"}`)); c == a {
 		t.Error("another input hashes alike")
 	}
-	if argsHash(red, []byte(`{"k":"sk-learn3-secret-0123456789"}`)) == argsHash(redact.New(nil), []byte(`{"k":"sk-learn3-secret-0123456789"}`)) {
+	if agentrun.ArgsHash(red, []byte(`{"k":"sk-learn3-secret-0123456789"}`)) == agentrun.ArgsHash(redact.New(nil), []byte(`{"k":"sk-learn3-secret-0123456789"}`)) {
 		t.Error("a secret in the input is hashed unmasked")
 	}
-	if f, g := argsHash(red, []byte(`{"t":1.5,"a":1}`)), argsHash(red, []byte(`{"t":1.5,"a":1}`)); f != g || f == "" {
+	if f, g := agentrun.ArgsHash(red, []byte(`{"t":1.5,"a":1}`)), agentrun.ArgsHash(red, []byte(`{"t":1.5,"a":1}`)); f != g || f == "" {
 		t.Error("an input with a fraction does not hash stably")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 
 	"github.com/agora-dev/agora/internal/gitexec"
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -186,10 +187,10 @@ func (r *runner) baseline(ctx context.Context) *failure {
 	}
 	tree := strings.TrimSpace(out.String())
 	if len(tree) != 40 && len(tree) != 64 {
-		return fail(wire.ReasonWorkerFailed, "baseline: git write-tree printed %q", truncate(tree, 100))
+		return fail(wire.ReasonWorkerFailed, "baseline: git write-tree printed %q", agentrun.Truncate(tree, 100))
 	}
 	if _, err := hex.DecodeString(tree); err != nil {
-		return fail(wire.ReasonWorkerFailed, "baseline: git write-tree printed %q", truncate(tree, 100))
+		return fail(wire.ReasonWorkerFailed, "baseline: git write-tree printed %q", agentrun.Truncate(tree, 100))
 	}
 	g.tree = tree
 	return nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/claudert"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/toolreg/builtin"
@@ -36,89 +37,89 @@ type claudeRuntime struct{}
 // this binary (tests run the worker inside a test binary, which is no agora).
 var testOnlyHookProgram string
 
-func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error) {
-	gw := inv.gatewayClient()
-	defer gw.close()
-	grants := claudert.Grants{Set: inv.grants}
+func (claudeRuntime) Run(ctx context.Context, inv agentrun.Invocation) (agentrun.Exit, error) {
+	gw := inv.Gateway()
+	defer gw.Close()
+	grants := claudert.Grants{Set: inv.Grants}
 	mcpPath := ""
 	var err error
-	if inv.mcpConfig != nil {
-		if grants.MCPServers, err = claudert.MCPServerNames(bytes.NewReader(inv.mcpConfig)); err != nil {
-			return agentExit{ExitCode: 1, Failure: err.Error()}, nil
+	if inv.MCPConfig != nil {
+		if grants.MCPServers, err = claudert.MCPServerNames(bytes.NewReader(inv.MCPConfig)); err != nil {
+			return agentrun.Exit{ExitCode: 1, Failure: err.Error()}, nil
 		}
-		f, err := os.CreateTemp(inv.tmp, "agora-mcp-*.json")
+		f, err := os.CreateTemp(inv.Tmp, "agora-mcp-*.json")
 		if err != nil {
-			return agentExit{}, err
+			return agentrun.Exit{}, err
 		}
 		mcpPath = f.Name()
 		defer os.Remove(mcpPath)
-		_, werr := f.Write(inv.mcpConfig)
+		_, werr := f.Write(inv.MCPConfig)
 		if err := errors.Join(werr, f.Close()); err != nil {
-			return agentExit{}, err
+			return agentrun.Exit{}, err
 		}
 		if mcpPath, err = filepath.Abs(mcpPath); err != nil {
-			return agentExit{}, err
+			return agentrun.Exit{}, err
 		}
 	}
 	hookProg, err := hookProgram(inv)
 	if err != nil {
-		return agentExit{}, err
+		return agentrun.Exit{}, err
 	}
 	// Refuse before claude starts if the dynamic loader could run code in its hooks' shell.
-	if err := checkNoPreload(append(os.Environ(), inv.env...)); err != nil {
-		return agentExit{ExitCode: 1, Failure: "claude-code runtime: " + err.Error()}, nil
+	if err := checkNoPreload(append(os.Environ(), inv.Env...)); err != nil {
+		return agentrun.Exit{ExitCode: 1, Failure: "claude-code runtime: " + err.Error()}, nil
 	}
 	hooks, err := startHookRelay(gw)
 	if err != nil {
-		return agentExit{}, err
+		return agentrun.Exit{}, err
 	}
 	defer hooks.close()
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	tools := claudert.Tools(grants)
 	hook := hookConfig{gateway: hooks.name, tools: tools, mcp: grants.MCPServers, commands: grants.Commands,
-		secretEnvs: secretNames(inv.env, inv.secrets), approve: inv.grants.Approve, learn: inv.learn}
-	if inv.learn {
+		secretEnvs: secretNames(inv.Env, inv.Secrets), approve: inv.Grants.Approve, learn: inv.Learn}
+	if inv.Learn {
 		// A learn dispatch: claude loads and allows what the grant would refuse, and the
 		// hook, judging by the real grant, reports each such call as would_deny first.
-		grants = claudert.Grants{Set: learnWidened(inv.grants), MCPServers: grants.MCPServers, LearnFetch: true}
+		grants = claudert.Grants{Set: learnWidened(inv.Grants), MCPServers: grants.MCPServers, LearnFetch: true}
 		tools = claudert.Tools(grants)
 	}
 	// The relay token is in claude's environment, which Claude Code passes to its Bash
 	// commands (it has no way to withhold it without a bubblewrap of its own): a command may
 	// print it. It opens nothing outside the sandbox (docs/runtimes.md), and it is masked like
 	// a secret in everything the worker keeps: audit reasons, the transcript, the answer.
-	token, err := newRelayToken()
+	token, err := agentrun.NewRelayToken()
 	if err != nil {
-		return agentExit{}, err
+		return agentrun.Exit{}, err
 	}
-	red := redact.New(append(slices.Clone(inv.secrets), []byte(token)))
+	red := redact.New(append(slices.Clone(inv.Secrets), []byte(token)))
 	printed := newPrintedCalls(red)
 	hooks.vouchWith(printed)
-	if inv.learn {
+	if inv.Learn {
 		// A Write outside the workspace is learned: recorded, then made in a scratch
 		// directory, never at its path (claudelearn.go).
-		scratch, err := builtin.NewScratch(inv.tmp, inv.dir)
+		scratch, err := builtin.NewScratch(inv.Tmp, inv.Dir)
 		if err != nil {
-			return agentExit{}, err
+			return agentrun.Exit{}, err
 		}
 		defer scratch.Close()
-		hooks.learnWrites(&claudeWrites{scratch: scratch, gw: gw, printed: printed, dir: inv.dir, done: map[string]bool{}})
+		hooks.learnWrites(&claudeWrites{scratch: scratch, gw: gw, printed: printed, dir: inv.Dir, done: map[string]bool{}})
 	}
 	audit := newClaudeAudit(gw, hooks, red, tools, grants.MCPServers, stop)
 	audit.printed = printed
-	audit.dir = inv.dir
+	audit.dir = inv.Dir
 
 	rl, err := startRelay(audit.gate(gw), token)
 	if err != nil {
-		return agentExit{}, fmt.Errorf("start the model relay: %w", err)
+		return agentrun.Exit{}, fmt.Errorf("start the model relay: %w", err)
 	}
-	defer rl.close()
-	tr, err := inv.openTranscript()
+	defer rl.Close()
+	tr, err := inv.OpenTranscript()
 	if err != nil {
-		return agentExit{}, err
+		return agentrun.Exit{}, err
 	}
-	defer tr.close(inv.stderr)
+	defer tr.Close(inv.Stderr)
 	set := map[string]string{
 		"ANTHROPIC_BASE_URL":   rl.URL,
 		"ANTHROPIC_AUTH_TOKEN": rl.Token,
@@ -128,31 +129,31 @@ func (claudeRuntime) Run(ctx context.Context, inv invocation) (agentExit, error)
 	// The gateway refuses a request for any model but the subagent's (issue #26, finding 5):
 	// every model slot claude has (its background "small fast" model, its subagents', each
 	// family's default) is that model, so claude never asks for another.
-	if inv.model != "" {
+	if inv.Model != "" {
 		for _, k := range claudeModelEnv {
-			set[k] = inv.model
+			set[k] = inv.Model
 		}
 	}
-	env := envWith(inv.env, set)
+	env := agentrun.EnvWith(inv.Env, set)
 	res, err := claudert.Run(runCtx, claudert.Config{
-		Binary:       inv.binary,
-		SystemPrompt: inv.systemPrompt,
-		Model:        inv.model,
+		Binary:       inv.Binary,
+		SystemPrompt: inv.SystemPrompt,
+		Model:        inv.Model,
 		Grants:       grants,
 		MCPConfig:    mcpPath,
-		Dir:          inv.dir,
+		Dir:          inv.Dir,
 		Env:          env,
-		Timeout:      inv.timeout,
-		Stderr:       inv.stderr,
+		Timeout:      inv.Timeout,
+		Stderr:       inv.Stderr,
 		Transcript:   maskedLines{w: tr, red: red},
-		TempDir:      inv.tmp,
+		TempDir:      inv.Tmp,
 		HookCommand:  append([]string{hookProg, "worker", "hook"}, hook.args()...),
-		HookTimeout:  hookTimeout(inv.approvalTimeout, len(hook.approve) > 0),
+		HookTimeout:  hookTimeout(inv.ApprovalTimeout, len(hook.approve) > 0),
 		Observer:     audit,
-	}, inv.prompt)
+	}, inv.Prompt)
 	audit.finish(context.WithoutCancel(ctx), res, err)
 	if aerr := audit.failed(); aerr != nil {
-		return agentExit{ExitCode: 1, Failure: "claude-code runtime: " + aerr.Error()}, nil
+		return agentrun.Exit{ExitCode: 1, Failure: "claude-code runtime: " + aerr.Error()}, nil
 	}
 	res.Final = red.String(res.Final)
 	return claudeExit(ctx, res, err, inv)
@@ -181,11 +182,11 @@ var claudeModelEnv = []string{
 // hookProgram is the worker program claude runs as its tool hook: the sandbox's
 // /agora/bin/agora-worker when the layout has it, else this process's own executable (a target
 // with `sandbox: none` runs the host's pinned copy of agora-worker).
-func hookProgram(inv invocation) (string, error) {
+func hookProgram(inv agentrun.Invocation) (string, error) {
 	if testOnlyHookProgram != "" {
 		return testOnlyHookProgram, nil
 	}
-	p := filepath.Join(filepath.Dir(inv.out), wire.BinDir, wire.BinFile)
+	p := filepath.Join(filepath.Dir(inv.Out), wire.BinDir, wire.BinFile)
 	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
 		return p, nil
 	}
@@ -211,26 +212,26 @@ func secretNames(env []string, secrets [][]byte) []string {
 }
 
 // claudeExit maps how claude ended to the agent's exit.
-func claudeExit(ctx context.Context, res claudert.Result, err error, inv invocation) (agentExit, error) {
+func claudeExit(ctx context.Context, res claudert.Result, err error, inv agentrun.Invocation) (agentrun.Exit, error) {
 	var nf *claudert.NotFoundError
 	var ee *claudert.ExitError
 	switch {
 	case errors.Is(err, claudert.ErrTimedOut):
-		return agentExit{ExitCode: -1, TimedOut: true, Failure: fmt.Sprintf("claude killed at its budget of %s", inv.timeout)}, nil
+		return agentrun.Exit{ExitCode: -1, TimedOut: true, Failure: fmt.Sprintf("claude killed at its budget of %s", inv.Timeout)}, nil
 	case err != nil && ctx.Err() != nil:
-		return agentExit{ExitCode: -1, Failure: "claude cancelled"}, nil
+		return agentrun.Exit{ExitCode: -1, Failure: "claude cancelled"}, nil
 	case errors.As(err, &nf):
-		return agentExit{ExitCode: 127, Failure: err.Error() + "; install Claude Code on the host (npm install -g @anthropic-ai/claude-code) or set runtimes.claude-code.binary in agora.yaml (see docs/runtimes.md)"}, nil
+		return agentrun.Exit{ExitCode: 127, Failure: err.Error() + "; install Claude Code on the host (npm install -g @anthropic-ai/claude-code) or set runtimes.claude-code.binary in agora.yaml (see docs/runtimes.md)"}, nil
 	case errors.As(err, &ee):
-		return agentExit{ExitCode: max(ee.ExitCode, 1), Failure: err.Error()}, nil
+		return agentrun.Exit{ExitCode: max(ee.ExitCode, 1), Failure: err.Error()}, nil
 	case err != nil:
-		return agentExit{ExitCode: 1, Failure: err.Error()}, nil
+		return agentrun.Exit{ExitCode: 1, Failure: err.Error()}, nil
 	case res.IsError:
-		return agentExit{ExitCode: 1, Failure: fmt.Sprintf("claude-code runtime: result %s", res.Subtype)}, nil
+		return agentrun.Exit{ExitCode: 1, Failure: fmt.Sprintf("claude-code runtime: result %s", res.Subtype)}, nil
 	}
 	final := res.Final
-	fmt.Fprintln(inv.stdout, final)
-	return agentExit{Final: &final}, nil
+	fmt.Fprintln(inv.Stdout, final)
+	return agentrun.Exit{Final: &final}, nil
 }
 
 // hookTimeout is the timeout claude gives its hooks: the default, or, when calls may be
@@ -252,4 +253,13 @@ func learnWidened(g grant.Set) grant.Set {
 	w.Tools = []string{"read_file", "write_file", "list_files", "search_files", "run_command", "http_fetch"}
 	w.Commands = append(w.Commands, "bash -c *")
 	return w
+}
+
+// relayPrefix is the only path prefix claude's relay forwards: the gateway's Anthropic routes.
+const relayPrefix = "/anthropic/"
+
+// startRelay listens on 127.0.0.1:0 and serves claude's Anthropic requests carrying token
+// (agentrun.NewRelayToken) until close.
+func startRelay(gw *agentrun.Gateway, token string) (*agentrun.Relay, error) {
+	return agentrun.StartRelay(gw, token, relayPrefix, func(p string) bool { return strings.HasPrefix(p, relayPrefix) }, nil)
 }

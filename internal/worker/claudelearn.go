@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/strictjson"
 	"github.com/agora-dev/agora/internal/toolreg/builtin"
 )
@@ -24,7 +25,7 @@ import (
 // Edit of a file it has not read, and its fence refuses reads outside the workspace.
 type claudeWrites struct {
 	scratch *builtin.Scratch
-	gw      *gatewayClient
+	gw      *agentrun.Gateway
 	printed *printedCalls
 	dir     string // the workspace
 
@@ -63,11 +64,11 @@ func (c *claudeWrites) learn(ctx context.Context, id string) (string, error) {
 		path = filepath.Join(c.dir, path)
 	}
 	path = filepath.Clean(path)
-	if editRefusal(path, c.dir, c.dir) != refusalOutsideWorkspace {
+	if editRefusal(path, c.dir, c.dir) != agentrun.RefusalOutsideWorkspace {
 		return "", errNotLearnable // inside the workspace, or into .git: the hook's refusal stands
 	}
-	if err := c.gw.reportFile(ctx, fileReport{Tool: "Write", Path: path, Op: "write", Reason: refusalOutsideWorkspace,
-		CallID: auditCallID(id), Via: viaHook}); err != nil {
+	if err := c.gw.ReportFile(ctx, agentrun.FileReport{Tool: "Write", Path: path, Op: "write", Reason: agentrun.RefusalOutsideWorkspace,
+		CallID: agentrun.AuditCallID(id), Via: agentrun.ViaHook}); err != nil {
 		return "", err
 	}
 	return c.scratch.WriteFile(path, content)
@@ -91,7 +92,7 @@ func (r *hookRelay) serveLearnFile(w http.ResponseWriter, req *http.Request, ans
 	var q struct {
 		CallID string `json:"call_id"`
 	}
-	if err := strictjson.UnmarshalKnown(b, &q); err != nil || q.CallID == "" || auditCallID(q.CallID) != q.CallID {
+	if err := strictjson.UnmarshalKnown(b, &q); err != nil || q.CallID == "" || agentrun.AuditCallID(q.CallID) != q.CallID {
 		answer(http.StatusBadRequest, "learn: want {\"call_id\": ...}")
 		return
 	}

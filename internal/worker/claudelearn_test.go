@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/toolreg/builtin"
 )
@@ -54,7 +55,7 @@ func TestClaudeWrites_OnlyPrintedWritesOutside(t *testing.T) {
 		json.Unmarshal(b, &m)
 		mu.Lock()
 		bodies = append(bodies, m)
-		vias = append(vias, r.URL.Path+" "+r.Header.Get(workerViaHeader))
+		vias = append(vias, r.URL.Path+" "+r.Header.Get(agentrun.WorkerViaHeader))
 		mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	})}
@@ -69,7 +70,7 @@ func TestClaudeWrites_OnlyPrintedWritesOutside(t *testing.T) {
 	p := newPrintedCalls(red)
 	print := func(id, tool string, in map[string]string) {
 		b, _ := json.Marshal(in)
-		p.saw(id, tool, argsHash(red, b), b)
+		p.saw(id, tool, agentrun.ArgsHash(red, b), b)
 	}
 	target := filepath.Join(outside, "app.conf")
 	print("toolu_out", "Write", map[string]string{"file_path": target, "content": "LEARNED"})
@@ -77,10 +78,10 @@ func TestClaudeWrites_OnlyPrintedWritesOutside(t *testing.T) {
 	print("toolu_git", "Write", map[string]string{"file_path": filepath.Join(ws, ".git", "config"), "content": "x"})
 	print("toolu_bash", "Bash", map[string]string{"command": "echo hi"})
 	print("toolu_edit", "Edit", map[string]string{"file_path": target, "old_string": "a", "new_string": "b"})
-	gw := newGatewayClient(func(ctx context.Context) (net.Conn, error) {
+	gw := agentrun.NewGatewayClient(func(ctx context.Context) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", sock)
-	}).withKey(strings.Repeat("ab", 32))
+	}).WithKey(strings.Repeat("ab", 32))
 	c := &claudeWrites{scratch: scratch, gw: gw, printed: p, dir: ws, done: map[string]bool{}}
 	for _, id := range []string{"toolu_never", "toolu_bash", "toolu_in", "toolu_git", "toolu_edit"} {
 		if where, err := c.learn(t.Context(), id); err == nil {

@@ -5,8 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/codexrt"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/shellwords"
@@ -41,76 +41,76 @@ const (
 // already started it, recorded ran-outside-grant, codex killed and the dispatch failed.
 type codexRuntime struct{}
 
-func (codexRuntime) Run(ctx context.Context, inv invocation) (agentExit, error) {
-	gw := inv.gatewayClient()
-	defer gw.close()
+func (codexRuntime) Run(ctx context.Context, inv agentrun.Invocation) (agentrun.Exit, error) {
+	gw := inv.Gateway()
+	defer gw.Close()
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	audit := &codexAudit{ctx: context.WithoutCancel(ctx), gw: gw, red: redact.New(inv.secrets), grants: inv.grants, dir: inv.dir,
-		shell: codexDefaultShell(inv.env), stop: stop, seen: map[string]bool{}, learn: inv.learn}
+	audit := &codexAudit{ctx: context.WithoutCancel(ctx), gw: gw, red: redact.New(inv.Secrets), grants: inv.Grants, dir: inv.Dir,
+		shell: codexDefaultShell(inv.Env), stop: stop, seen: map[string]bool{}, learn: inv.Learn}
 	gate := gateResponse(audit.precheck)
-	if inv.learn {
-		scratch, err := builtin.NewScratch(inv.tmp, inv.dir)
+	if inv.Learn {
+		scratch, err := builtin.NewScratch(inv.Tmp, inv.Dir)
 		if err != nil {
-			return agentExit{}, err
+			return agentrun.Exit{}, err
 		}
 		defer scratch.Close()
-		audit.patches = &codexPatches{scratch: scratch, dir: inv.dir}
+		audit.patches = &codexPatches{scratch: scratch, dir: inv.Dir}
 		gate = learnGate(audit.precheck, audit.patches.rewritten)
 	}
 	rl, err := startCodexRelay(gw, gate)
 	if err != nil {
-		return agentExit{}, fmt.Errorf("start the model relay: %w", err)
+		return agentrun.Exit{}, fmt.Errorf("start the model relay: %w", err)
 	}
-	defer rl.close()
-	tr, err := inv.openTranscript()
+	defer rl.Close()
+	tr, err := inv.OpenTranscript()
 	if err != nil {
-		return agentExit{}, err
+		return agentrun.Exit{}, err
 	}
-	defer tr.close(inv.stderr)
+	defer tr.Close(inv.Stderr)
 	res, err := codexrt.Run(runCtx, codexrt.Config{
-		Binary:       inv.binary,
-		Model:        inv.model,
-		SystemPrompt: inv.systemPrompt,
+		Binary:       inv.Binary,
+		Model:        inv.Model,
+		SystemPrompt: inv.SystemPrompt,
 		// The relay's per-run token, never the model key: the gateway adds that on the host.
 		BaseURL: rl.URL, Token: rl.Token,
 		// Once codex has used the token it has read its config: the token leaves the file
 		// before the model's first answer reaches codex (red team 38).
-		ForgetToken: rl.onFirst,
-		Dir:         inv.dir,
-		Env:         inv.env,
-		Timeout:     inv.timeout,
-		TempDir:     inv.tmp,
-		Stderr:      inv.stderr,
+		ForgetToken: rl.OnFirst,
+		Dir:         inv.Dir,
+		Env:         inv.Env,
+		Timeout:     inv.Timeout,
+		TempDir:     inv.Tmp,
+		Stderr:      inv.Stderr,
 		Transcript:  tr,
 		Observer:    audit,
-	}, inv.prompt)
+	}, inv.Prompt)
 	if u := res.Usage; res.Completed {
-		fmt.Fprintf(inv.stderr, "codex: turn usage %d input (%d cached), %d output (%d reasoning) tokens\n",
+		fmt.Fprintf(inv.Stderr, "codex: turn usage %d input (%d cached), %d output (%d reasoning) tokens\n",
 			u.InputTokens, u.CachedInputTokens, u.OutputTokens, u.ReasoningOutputTokens)
 	}
 	if aerr := audit.failed(); aerr != nil {
-		return agentExit{ExitCode: 1, Failure: "codex runtime: " + aerr.Error()}, nil
+		return agentrun.Exit{ExitCode: 1, Failure: "codex runtime: " + aerr.Error()}, nil
 	}
 	return codexExit(ctx, res, err, inv)
 }
 
 // codexExit maps how codex ended to the agent's exit.
-func codexExit(ctx context.Context, res codexrt.Result, err error, inv invocation) (agentExit, error) {
+func codexExit(ctx context.Context, res codexrt.Result, err error, inv agentrun.Invocation) (agentrun.Exit, error) {
 	var nf *codexrt.NotFoundError
 	switch {
 	case errors.Is(err, codexrt.ErrTimedOut):
-		return agentExit{ExitCode: -1, TimedOut: true, Failure: fmt.Sprintf("codex killed at its budget of %s", inv.timeout)}, nil
+		return agentrun.Exit{ExitCode: -1, TimedOut: true, Failure: fmt.Sprintf("codex killed at its budget of %s", inv.Timeout)}, nil
 	case err != nil && ctx.Err() != nil:
-		return agentExit{ExitCode: -1, Failure: "codex cancelled"}, nil
+		return agentrun.Exit{ExitCode: -1, Failure: "codex cancelled"}, nil
 	case errors.As(err, &nf):
-		return agentExit{ExitCode: 127, Failure: err.Error() + "; install the Codex CLI on the host (npm install -g @openai/codex) or set runtimes.codex.binary in agora.yaml (see docs/runtimes.md)"}, nil
+		return agentrun.Exit{ExitCode: 127, Failure: err.Error() + "; install the Codex CLI on the host (npm install -g @openai/codex) or set runtimes.codex.binary in agora.yaml (see docs/runtimes.md)"}, nil
 	case err != nil:
-		return agentExit{ExitCode: 1, Failure: err.Error()}, nil
+		return agentrun.Exit{ExitCode: 1, Failure: err.Error()}, nil
 	}
 	final := res.Final
-	fmt.Fprintln(inv.stdout, final)
-	return agentExit{Final: &final}, nil
+	fmt.Fprintln(inv.Stdout, final)
+	return agentrun.Exit{Final: &final}, nil
 }
 
 // codexAudit checks and records codex's actions as they are parsed (a codexrt.Observer).
@@ -124,7 +124,7 @@ func codexExit(ctx context.Context, res codexrt.Result, err error, inv invocatio
 // codex: nothing runs unrecorded.
 type codexAudit struct {
 	ctx    context.Context
-	gw     *gatewayClient
+	gw     *agentrun.Gateway
 	red    *redact.Redactor
 	grants grant.Set
 	dir    string
@@ -238,7 +238,7 @@ func outsideWorkspace(dir, path string) string {
 	}
 	// codex writes through symlinks: a path inside the workspace whose directory (or itself)
 	// is a link out of it changed a file elsewhere, so judge where it resolves.
-	resolved, ok := resolvedRel(dir, p)
+	resolved, ok := agentrun.ResolvedRel(dir, p)
 	if !ok {
 		return "a changed file resolves outside the workspace through a symlink"
 	}
@@ -338,8 +338,8 @@ func (a *codexAudit) wouldDeny(c modelCall, args []byte, command, reason string)
 	if len(cmd) > 2048 {
 		cmd = strings.ToValidUTF8(cmd[:2048], "")
 	}
-	err := a.gw.report(a.ctx, toolReport{Tool: c.Tool, Decision: decisionWouldDeny, Reason: reason,
-		ArgsHash: argsHash(a.red, args), CallID: auditCallID(c.ID), Command: cmd})
+	err := a.gw.Report(a.ctx, agentrun.ToolReport{Tool: c.Tool, Decision: agentrun.DecisionWouldDeny, Reason: reason,
+		ArgsHash: agentrun.ArgsHash(a.red, args), CallID: agentrun.AuditCallID(c.ID), Command: cmd})
 	if err != nil {
 		return a.refuse(c, args, "its would_deny could not be recorded", "a learn dispatch's call could not be recorded: "+err.Error())
 	}
@@ -359,53 +359,8 @@ func (a *codexAudit) refuse(c modelCall, args []byte, reason, why string) error 
 	return errors.New("refused by agora: " + why)
 }
 
-// resolvesInside says whether p, with every symlink resolved, is inside dir (resolved too).
-// A path that no longer exists (a deleted file) is judged by its nearest existing parent.
-func resolvesInside(dir, p string) bool {
-	_, ok := resolvedRel(dir, p)
-	return ok
-}
-
-// resolvedRel returns p, every symlink resolved, relative to dir (resolved too), and whether
-// it is inside. A path that does not exist (yet, or any more) is resolved by its nearest
-// existing parent, the rest joined as written.
-func resolvedRel(dir, p string) (string, bool) {
-	root, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return "", false
-	}
-	rest, hops := "", 0
-	for q := filepath.Clean(p); ; {
-		r, err := filepath.EvalSymlinks(q)
-		if err == nil {
-			rel, err := filepath.Rel(root, filepath.Join(r, rest))
-			return rel, err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
-		}
-		if !errors.Is(err, fs.ErrNotExist) || q == filepath.Dir(q) {
-			return "", false
-		}
-		// A dangling link is written through (its target is made): follow it.
-		if fi, err := os.Lstat(q); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			if hops++; hops > 40 {
-				return "", false
-			}
-			t, err := os.Readlink(q)
-			if err != nil {
-				return "", false
-			}
-			if !filepath.IsAbs(t) {
-				t = filepath.Join(filepath.Dir(q), t)
-			}
-			q = filepath.Clean(t)
-			continue
-		}
-		rest = filepath.Join(filepath.Base(q), rest)
-		q = filepath.Dir(q)
-	}
-}
-
 func (a *codexAudit) unexpected(id, kind string) {
-	a.ranOutside(id, auditToolName(kind), nil, "an action agora does not configure for codex", fmt.Sprintf("codex performed a %q action, which agora does not configure; codex was stopped", kind))
+	a.ranOutside(id, agentrun.AuditToolName(kind), nil, "an action agora does not configure for codex", fmt.Sprintf("codex performed a %q action, which agora does not configure; codex was stopped", kind))
 }
 
 // deny stops codex, then records the refusal of a call codex never saw; failure is the
@@ -424,8 +379,8 @@ func (a *codexAudit) ranOutside(id, tool string, args []byte, reason, failure st
 
 // record sends one decision to the gateway; a decision not on record stops codex.
 func (a *codexAudit) record(id, tool string, args []byte, decision, reason string) {
-	err := a.gw.report(a.ctx, toolReport{Tool: tool, Decision: decision, Reason: reason,
-		ArgsHash: argsHash(a.red, args), CallID: auditCallID(id)})
+	err := a.gw.Report(a.ctx, agentrun.ToolReport{Tool: tool, Decision: decision, Reason: reason,
+		ArgsHash: agentrun.ArgsHash(a.red, args), CallID: agentrun.AuditCallID(id)})
 	if err != nil {
 		a.fail(fmt.Errorf("%s %s could not be recorded: %w; codex was stopped", tool, decision, err))
 	}
@@ -457,4 +412,18 @@ func learnLine(argv []string) string {
 		q[i] = shellwords.Quote(w)
 	}
 	return strings.Join(q, " ")
+}
+
+// codexRelayPath is the only path codex's relay forwards: the gateway's Responses route.
+const codexRelayPath = "/model/responses"
+
+// startCodexRelay serves codex's Responses requests (base URL http://127.0.0.1:PORT/model)
+// until close; every other path is refused. Each response passes through gate (see
+// codexgate.go) before codex reads it.
+func startCodexRelay(gw *agentrun.Gateway, gate func(*http.Response) error) (*agentrun.Relay, error) {
+	tok, err := agentrun.NewRelayToken()
+	if err != nil {
+		return nil, err
+	}
+	return agentrun.StartRelay(gw, tok, "/model/", func(p string) bool { return p == codexRelayPath }, gate)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/modelgw"
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/codexrt"
 	"github.com/agora-dev/agora/internal/runtime/codexrt/responsestest"
 	"github.com/agora-dev/agora/internal/secret/redact"
@@ -104,8 +105,8 @@ func TestCodexChecks_AgreeOnEveryScript_RealCLI(t *testing.T) {
 		t.Fatalf("codex started %d commands, want %d: %q", len(seen.lines), len(codexScripts), seen.lines)
 	}
 	a := &memAuditor{}
-	gw := dialGateway(startGatewayAt(t, a, fake.URL))
-	defer gw.close()
+	gw := agentrun.DialGateway(startGatewayAt(t, a, fake.URL))
+	defer gw.Close()
 	for i, script := range codexScripts {
 		line := seen.lines[i]
 		argv, err := shellwords.Split(line)
@@ -147,8 +148,8 @@ func TestCodexAudit_RelayBypassed_RealCLI(t *testing.T) {
 	}
 	defer fake.Close()
 	a := &memAuditor{}
-	gw := dialGateway(startGatewayAt(t, a, fake.URL))
-	defer gw.close()
+	gw := agentrun.DialGateway(startGatewayAt(t, a, fake.URL))
+	defer gw.Close()
 	ctx, stop := context.WithCancelCause(t.Context())
 	defer stop(nil)
 	dir := t.TempDir()

@@ -14,6 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/modelgw"
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/codexrt"
 	"github.com/agora-dev/agora/internal/runtime/codexrt/responsestest"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -53,7 +54,7 @@ func startCodexGateway(t *testing.T, a *memAuditor) (string, *responsestest.Serv
 	return startGatewayAt(t, a, fake.URL), fake
 }
 
-func codexInvocation(t *testing.T, sock, stream string, grants grant.Set, extra ...string) (invocation, *bytes.Buffer, string) {
+func codexInvocation(t *testing.T, sock, stream string, grants grant.Set, extra ...string) (agentrun.Invocation, *bytes.Buffer, string) {
 	t.Helper()
 	if _, err := os.Stat("/usr/bin/curl"); err != nil {
 		t.Skip("SKIP: the fake codex needs /usr/bin/curl to call the model through the relay")
@@ -73,15 +74,15 @@ func codexInvocation(t *testing.T, sock, stream string, grants grant.Set, extra 
 		os.MkdirAll(filepath.Join(root, d), 0o755)
 	}
 	stderr := &bytes.Buffer{}
-	return invocation{
-		dir: filepath.Join(root, wire.WorkspaceDir),
-		env: append([]string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir(), "TOKEN=" + hookSecret,
+	return agentrun.Invocation{
+		Dir: filepath.Join(root, wire.WorkspaceDir),
+		Env: append([]string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir(), "TOKEN=" + hookSecret,
 			"FAKECODEX_STREAM=" + streamFile, "FAKECODEX_ENVOUT=" + envOut}, extra...),
-		stdout: &bytes.Buffer{}, stderr: stderr, timeout: time.Minute,
-		dispatchID: "01JTESTDISPATCH", role: "fixer@sha256:" + strings.Repeat("ab", 32),
-		grants: grants, model: "gpt-5.5", prompt: "go", systemPrompt: "be terse",
-		secrets: [][]byte{[]byte(hookSecret)}, binary: bin,
-		out: filepath.Join(root, wire.OutDir), tmp: t.TempDir(), gateway: sock,
+		Stdout: &bytes.Buffer{}, Stderr: stderr, Timeout: time.Minute,
+		DispatchID: "01JTESTDISPATCH", Role: "fixer@sha256:" + strings.Repeat("ab", 32),
+		Grants: grants, Model: "gpt-5.5", Prompt: "go", SystemPrompt: "be terse",
+		Secrets: [][]byte{[]byte(hookSecret)}, Binary: bin,
+		Out: filepath.Join(root, wire.OutDir), Tmp: t.TempDir(), GatewaySocket: sock,
 	}, stderr, envOut
 }
 
@@ -186,7 +187,7 @@ func TestCodex_PatchThroughSymlinkFailsClosed(t *testing.T) {
 	stream := jsonl(`{"type":"turn.started"}`,
 		`{"type":"item.completed","item":{"id":"item_0","type":"file_change","changes":[{"path":"link/x.txt","kind":"add"}],"status":"completed"}}`)
 	inv, stderr, _ := codexInvocation(t, sock, stream, grant.Set{Tools: []string{"write_file"}}, "FAKECODEX_HANG=1")
-	if err := os.Symlink(t.TempDir(), filepath.Join(inv.dir, "link")); err != nil {
+	if err := os.Symlink(t.TempDir(), filepath.Join(inv.Dir, "link")); err != nil {
 		t.Fatal(err)
 	}
 	exit, err := codexRuntime{}.Run(t.Context(), inv)
@@ -199,8 +200,8 @@ func TestCodex_PatchThroughSymlinkFailsClosed(t *testing.T) {
 	for _, tc := range []struct {
 		path string
 		want bool
-	}{{filepath.Join(inv.dir, "new", "deep", "x.txt"), true}, {filepath.Join(inv.dir, "link", "gone", "x"), false}, {filepath.Join(inv.dir, "link"), false}} {
-		if got := resolvesInside(inv.dir, tc.path); got != tc.want {
+	}{{filepath.Join(inv.Dir, "new", "deep", "x.txt"), true}, {filepath.Join(inv.Dir, "link", "gone", "x"), false}, {filepath.Join(inv.Dir, "link"), false}} {
+		if got := agentrun.ResolvesInside(inv.Dir, tc.path); got != tc.want {
 			t.Errorf("resolvesInside(%s) = %v, want %v", tc.path, got, tc.want)
 		}
 	}
@@ -209,13 +210,13 @@ func TestCodex_PatchThroughSymlinkFailsClosed(t *testing.T) {
 // TestCodexRelay_OnlyResponses: the relay forwards only /model/responses, only with its token.
 func TestCodexRelay_OnlyResponses(t *testing.T) {
 	sock, fake := startCodexGateway(t, &memAuditor{})
-	gw := dialGateway(sock)
-	defer gw.close()
+	gw := agentrun.DialGateway(sock)
+	defer gw.Close()
 	rl, err := startCodexRelay(gw, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rl.close()
+	defer rl.Close()
 	post := func(path, tok string) int {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, strings.TrimSuffix(rl.URL, "/model")+path, strings.NewReader(`{"model":"m","input":"x"}`))
 		req.Header.Set("Content-Type", "application/json")

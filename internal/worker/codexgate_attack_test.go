@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/codexrt/responsestest"
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
@@ -33,8 +34,8 @@ func throughRelay(t *testing.T, grants grant.Set, reply responsestest.Reply) rel
 	}
 	defer fake.Close()
 	sock := startGatewayAt(t, a, fake.URL)
-	gw := dialGateway(sock)
-	defer gw.close()
+	gw := agentrun.DialGateway(sock)
+	defer gw.Close()
 	var mu sync.Mutex
 	var cause error
 	audit := &codexAudit{ctx: t.Context(), gw: gw, red: redact.New(nil), dir: t.TempDir(), seen: map[string]bool{}, shell: "/usr/bin/bash",
@@ -43,7 +44,7 @@ func throughRelay(t *testing.T, grants grant.Set, reply responsestest.Reply) rel
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rl.close()
+	defer rl.Close()
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, rl.URL+"/responses", strings.NewReader(`{"model":"gpt-5.5","stream":true,"input":"go"}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+rl.Token)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/codexrt/responsestest"
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
@@ -35,8 +36,8 @@ func TestCodexGate_RefusesBeforeCodexSees(t *testing.T) {
 			}
 			defer fake.Close()
 			sock := startGatewayAt(t, a, fake.URL)
-			gw := dialGateway(sock)
-			defer gw.close()
+			gw := agentrun.DialGateway(sock)
+			defer gw.Close()
 			var mu sync.Mutex
 			var cause error
 			stopCause := func() error { mu.Lock(); defer mu.Unlock(); return cause }
@@ -47,7 +48,7 @@ func TestCodexGate_RefusesBeforeCodexSees(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer rl.close()
+			defer rl.Close()
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, rl.URL+"/responses", strings.NewReader(`{"model":"gpt-5.5","stream":true,"input":"go"}`))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Authorization", "Bearer "+rl.Token)

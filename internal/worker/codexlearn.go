@@ -14,6 +14,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/toolreg/builtin"
 )
 
@@ -170,7 +171,7 @@ func (p *codexPatches) inScratch(path string) bool {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(p.dir, path)
 	}
-	rel, ok := resolvedRel(p.scratch.Dir(), path)
+	rel, ok := agentrun.ResolvedRel(p.scratch.Dir(), path)
 	return ok && rel != "."
 }
 
@@ -178,7 +179,7 @@ func (p *codexPatches) inScratch(path string) bool {
 // paths the gate judges: those of the patch codex will read.
 func (a *codexAudit) learnCodexPatch(c modelCall) ([]string, error) {
 	patch, err := a.patches.learnPatch(c.ID, *c.Patch, func(path, op string) error {
-		err := a.gw.reportFile(a.ctx, fileReport{Tool: codexPatchTool, Path: path, Op: op, Reason: refusalOutsideWorkspace, CallID: auditCallID(c.ID)})
+		err := a.gw.ReportFile(a.ctx, agentrun.FileReport{Tool: codexPatchTool, Path: path, Op: op, Reason: agentrun.RefusalOutsideWorkspace, CallID: agentrun.AuditCallID(c.ID)})
 		if err != nil {
 			return a.refuse(c, nil, "its file.would_deny could not be recorded", "a learn dispatch's patch could not be recorded: "+err.Error())
 		}

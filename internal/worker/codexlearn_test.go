@@ -17,6 +17,7 @@ import (
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/modelgw"
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/codexrt"
 	"github.com/agora-dev/agora/internal/runtime/codexrt/responsestest"
 	"github.com/agora-dev/agora/internal/secret/redact"
@@ -98,8 +99,8 @@ func learnRelayThen(t *testing.T, dir string, grants grant.Set, reply responsest
 		t.Fatal(err)
 	}
 	defer g.Close()
-	gw := dialGateway(sock)
-	defer gw.close()
+	gw := agentrun.DialGateway(sock)
+	defer gw.Close()
 	scratch, err := builtin.NewScratch(t.TempDir(), dir)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +115,7 @@ func learnRelayThen(t *testing.T, dir string, grants grant.Set, reply responsest
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rl.close()
+	defer rl.Close()
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, rl.URL+"/responses", strings.NewReader(`{"model":"gpt-5.5","stream":true,"input":"go"}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+rl.Token)

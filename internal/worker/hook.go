@@ -1,10 +1,7 @@
 package worker
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -19,7 +16,7 @@ import (
 	"unicode"
 
 	"github.com/agora-dev/agora/internal/grant"
-	"github.com/agora-dev/agora/internal/jcs"
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/shellwords"
 	"github.com/agora-dev/agora/internal/strictjson"
@@ -190,33 +187,33 @@ func HookMain(ctx context.Context, args []string, stdin io.Reader, stderr io.Wri
 		}
 		secrets = append(secrets, []byte(v))
 	}
-	h := hook{cfg: c, gw: dialGateway(c.gateway), red: redact.New(secrets)}
-	defer h.gw.close()
+	h := hook{cfg: c, gw: agentrun.DialGateway(c.gateway), red: redact.New(secrets)}
+	defer h.gw.Close()
 	return h.run(ctx, in, stderr)
 }
 
 // hook handles one event.
 type hook struct {
 	cfg hookConfig
-	gw  *gatewayClient
+	gw  *agentrun.Gateway
 	red *redact.Redactor
 }
 
 func (h hook) run(ctx context.Context, in hookInput, stderr io.Writer) int {
-	r := toolReport{Tool: in.Tool, ArgsHash: callHash(h.red, in.Tool, in.Input, in.Cwd), CallID: auditCallID(in.CallID)}
+	r := agentrun.ToolReport{Tool: in.Tool, ArgsHash: callHash(h.red, in.Tool, in.Input, in.Cwd), CallID: agentrun.AuditCallID(in.CallID)}
 	if in.Event == "PreToolUse" {
-		r.Phase = phasePre
-		r.Decision, r.Reason = decisionRequested, reasonRequested
+		r.Phase = agentrun.PhasePre
+		r.Decision, r.Reason = agentrun.DecisionRequested, reasonRequested
 		refusal := h.judge(in, &r)
 		if refusal != "" && h.cfg.learn && learnable(r.Reason) {
 			// Recorded instead of refused; a report not kept blocks the call.
-			w := toolReport{Tool: r.Tool, Decision: decisionWouldDeny, Reason: r.Reason, ArgsHash: r.ArgsHash,
-				Phase: phasePre, CallID: r.CallID, Command: learnCommand(h.red, in)}
-			if err := h.gw.report(ctx, w); err != nil {
+			w := agentrun.ToolReport{Tool: r.Tool, Decision: agentrun.DecisionWouldDeny, Reason: r.Reason, ArgsHash: r.ArgsHash,
+				Phase: agentrun.PhasePre, CallID: r.CallID, Command: learnCommand(h.red, in)}
+			if err := h.gw.Report(ctx, w); err != nil {
 				fmt.Fprintf(stderr, "agora: the call could not be recorded in the audit log, so it is refused: %v\n", err)
 				return hookBlock
 			}
-			refusal, r.Decision, r.Reason = "", decisionRequested, reasonRequested
+			refusal, r.Decision, r.Reason = "", agentrun.DecisionRequested, reasonRequested
 		}
 		if refusal != "" && h.cfg.learn && r.Reason == reasonEditPath {
 			refusal = h.learnWrite(ctx, in, &r, refusal)
@@ -232,7 +229,7 @@ func (h hook) run(ctx context.Context, in hookInput, stderr io.Writer) int {
 				approved = h.hold(ctx, in, rule, &r, stderr)
 			}
 		}
-		if err := h.gw.report(ctx, r); err != nil {
+		if err := h.gw.Report(ctx, r); err != nil {
 			fmt.Fprintf(stderr, "agora: the call could not be recorded in the audit log, so it is refused: %v\n", err)
 			return hookBlock
 		}
@@ -245,7 +242,7 @@ func (h hook) run(ctx context.Context, in hookInput, stderr io.Writer) int {
 		}
 		return hookContinue
 	}
-	r.Phase = phasePost
+	r.Phase = agentrun.PhasePost
 	r.Decision, r.Reason = "allowed", reasonRan
 	if in.Event == "PostToolUseFailure" {
 		r.Decision, r.Reason = "error", reasonFailed
@@ -256,7 +253,7 @@ func (h hook) run(ctx context.Context, in hookInput, stderr io.Writer) int {
 	if in.DurationMS >= 0 {
 		r.Duration = time.Duration(in.DurationMS) * time.Millisecond
 	} // else the relay measures it from the pre report
-	if err := h.gw.report(ctx, r); err != nil {
+	if err := h.gw.Report(ctx, r); err != nil {
 		// The tool already ran; exit 2 only tells the model. The worker reports the outcome
 		// itself from claude's output.
 		fmt.Fprintf(stderr, "agora: the outcome of this call could not be recorded in the audit log: %v\n", err)
@@ -270,10 +267,10 @@ func (h hook) run(ctx context.Context, in hookInput, stderr io.Writer) int {
 // (unless they name a shell), are refused here, whatever claude's own permission rules
 // would allow (claude runs its built-in read-only commands, cat, ls, git log, without any
 // rule). It fills r with the refusal and returns what the model reads, or "".
-func (h hook) judge(in hookInput, r *toolReport) string {
+func (h hook) judge(in hookInput, r *agentrun.ToolReport) string {
 	if !h.cfg.covers(in.Tool) {
 		r.Decision, r.Reason = "denied", reasonNotCovered
-		return fmt.Sprintf("tool %q is not covered by this subagent's grant; the call is refused", auditToolName(in.Tool))
+		return fmt.Sprintf("tool %q is not covered by this subagent's grant; the call is refused", agentrun.AuditToolName(in.Tool))
 	}
 	if path, ok, err := editedPath(in.Tool, in.Input); ok {
 		switch {
@@ -314,12 +311,12 @@ const reasonLearnedWrite = "claude-code: a write outside the workspace; recorded
 
 // learnWrite asks the worker to learn a Write outside the workspace (never into .git) and
 // returns what claude reads: where the write went, or the refusal as it was.
-func (h hook) learnWrite(ctx context.Context, in hookInput, r *toolReport, refusal string) string {
+func (h hook) learnWrite(ctx context.Context, in hookInput, r *agentrun.ToolReport, refusal string) string {
 	path, ok, err := editedPath(in.Tool, in.Input)
-	if in.Tool != "Write" || !ok || err != nil || editRefusal(path, in.Cwd, os.Getenv("AGORA_WORKSPACE")) != refusalOutsideWorkspace {
+	if in.Tool != "Write" || !ok || err != nil || editRefusal(path, in.Cwd, os.Getenv("AGORA_WORKSPACE")) != agentrun.RefusalOutsideWorkspace {
 		return refusal
 	}
-	status, reply, err := h.gw.post(ctx, "/learn/file", map[string]string{"call_id": in.CallID})
+	status, reply, err := h.gw.Post(ctx, "/learn/file", map[string]string{"call_id": in.CallID})
 	var a struct {
 		Path string `json:"path"`
 	}
@@ -366,26 +363,6 @@ func learnCommand(red *redact.Redactor, in hookInput) string {
 	return line
 }
 
-// argsHash is "sha256:" and the hex SHA-256 of a tool input as canonical JSON (RFC 8785,
-// internal/jcs; compact JSON for an input it cannot encode, one holding a fraction) with
-// the secret values masked, so it cannot confirm a guess of one. The hook and the worker
-// hash the same call, so a call's entries carry the same hash: canonical, because claude
-// prints the input as the model wrote it but gives its hook the input as its own schema
-// orders the keys (learn3: a WebFetch written {"prompt","url"} reached the hook as
-// {"url","prompt"}, so the worker found its would_deny naming another call and stopped the
-// run).
-func argsHash(red *redact.Redactor, input json.RawMessage) string {
-	var b bytes.Buffer
-	if c, ok := canonicalInput(input); ok {
-		b.Write(c)
-	} else if len(input) == 0 || json.Compact(&b, input) != nil {
-		b.Reset()
-		b.WriteString("null")
-	}
-	sum := sha256.Sum256(red.Bytes(b.Bytes()))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
 // callHash is a Claude Code call's args hash as both of the worker's views of the call make
 // it: claude gives its hooks a file tool's relative path made absolute against its working
 // directory, while its output prints the model's input as given. So a relative path is joined
@@ -393,7 +370,7 @@ func argsHash(red *redact.Redactor, input json.RawMessage) string {
 // in). A relative path claude made absolute against another directory (after a Bash cd) still
 // differs, and the run stops as before: the pre-report then names another call.
 func callHash(red *redact.Redactor, tool string, input json.RawMessage, dir string) string {
-	return argsHash(red, absToolPath(tool, input, dir))
+	return agentrun.ArgsHash(red, absToolPath(tool, input, dir))
 }
 
 // absToolPath is input with its file path joined to dir when it is relative, else input.
@@ -420,35 +397,4 @@ func absToolPath(tool string, input json.RawMessage, dir string) json.RawMessage
 		return input
 	}
 	return out
-}
-
-// canonicalInput is input as RFC 8785 bytes, when it is one JSON value jcs can encode.
-func canonicalInput(input json.RawMessage) ([]byte, bool) {
-	if len(input) == 0 {
-		return nil, false
-	}
-	dec := json.NewDecoder(bytes.NewReader(input))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) != nil || dec.More() {
-		return nil, false
-	}
-	c, err := jcs.Marshal(v)
-	return c, err == nil
-}
-
-// auditCallID returns id when the gateway accepts it as a call id (1 to 128 letters,
-// digits, '_' and '-', as Claude's "toolu_…" ids are), and else a stable stand-in derived
-// from it, so a call's entries still pair up.
-func auditCallID(id string) string {
-	ok := id != "" && len(id) <= 128
-	for i := 0; ok && i < len(id); i++ {
-		c := id[i]
-		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
-	}
-	if ok {
-		return id
-	}
-	sum := sha256.Sum256([]byte(id))
-	return "id-sha256-" + hex.EncodeToString(sum[:16])
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
@@ -37,11 +38,11 @@ func TestCallHash_RelativePathAsTheHookSeesIt(t *testing.T) {
 	}
 	// Not a file tool, or input that is not one strict object: hashed as given.
 	bash := json.RawMessage(`{"command":"ls"}`)
-	if callHash(red, "Bash", bash, ws) != argsHash(red, bash) {
+	if callHash(red, "Bash", bash, ws) != agentrun.ArgsHash(red, bash) {
 		t.Error("Bash input changed by the path join")
 	}
 	dup := json.RawMessage(`{"file_path":"a","file_path":"/etc/passwd"}`)
-	if callHash(red, "Write", dup, ws) != argsHash(red, dup) {
+	if callHash(red, "Write", dup, ws) != agentrun.ArgsHash(red, dup) {
 		t.Error("a duplicate key was rewritten instead of hashed as given")
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/modelgw"
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/claudert/anthropictest"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -77,12 +78,12 @@ func hookEvent(event, tool, id, input string, extra ...string) string {
 // every call it cannot record; the post-tool hooks record the outcome. Each leaves its mark,
 // and the arguments' hash masks the secrets named on its command line.
 func TestHookMain(t *testing.T) {
-	masked := argsHash(redact.New([][]byte{[]byte(hookSecret)}), json.RawMessage(`{"command":"echo `+hookSecret+`"}`))
-	if masked == argsHash(redact.New(nil), json.RawMessage(`{"command":"echo `+hookSecret+`"}`)) {
+	masked := agentrun.ArgsHash(redact.New([][]byte{[]byte(hookSecret)}), json.RawMessage(`{"command":"echo `+hookSecret+`"}`))
+	if masked == agentrun.ArgsHash(redact.New(nil), json.RawMessage(`{"command":"echo `+hookSecret+`"}`)) {
 		t.Fatal("the masked and unmasked hashes are equal")
 	}
 	t.Setenv("TOKEN", hookSecret)
-	lsHash := argsHash(redact.New(nil), json.RawMessage(`{"command":"ls"}`))
+	lsHash := agentrun.ArgsHash(redact.New(nil), json.RawMessage(`{"command":"ls"}`))
 	preCall := "Bash requested " + reasonRequested + "|pre|toolu_01A|" + lsHash
 	for _, tc := range []struct {
 		name      string
@@ -108,21 +109,21 @@ func TestHookMain(t *testing.T) {
 			name:      "PreBashNotGranted",
 			in:        hookEvent("PreToolUse", "Bash", "toolu_01A", `{"command":"cat PRIVATE.txt"}`),
 			wantCode:  hookBlock,
-			wantCalls: []string{"Bash denied " + reasonCommandNotGranted + "|pre|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{"command":"cat PRIVATE.txt"}`))},
+			wantCalls: []string{"Bash denied " + reasonCommandNotGranted + "|pre|toolu_01A|" + agentrun.ArgsHash(redact.New(nil), json.RawMessage(`{"command":"cat PRIVATE.txt"}`))},
 			wantStd:   `command ["cat" "PRIVATE.txt"] is not covered by this subagent's grant; the grant allows "ls", "echo *"; the call is refused`,
 		},
 		{
 			name:      "PreBashNotSimple",
 			in:        hookEvent("PreToolUse", "Bash", "toolu_01A", `{"command":"ls; id"}`),
 			wantCode:  hookBlock,
-			wantCalls: []string{"Bash denied " + reasonLineNotSimple + "|pre|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{"command":"ls; id"}`))},
+			wantCalls: []string{"Bash denied " + reasonLineNotSimple + "|pre|toolu_01A|" + agentrun.ArgsHash(redact.New(nil), json.RawMessage(`{"command":"ls; id"}`))},
 			wantStd:   `not one simple command`,
 		},
 		{
 			name:      "PreBashSecretInRefusal",
 			in:        hookEvent("PreToolUse", "Bash", "toolu_01A", `{"command":"cat `+hookSecret+`"}`),
 			wantCode:  hookBlock,
-			wantCalls: []string{"Bash denied " + reasonCommandNotGranted + "|pre|toolu_01A|" + argsHash(redact.New([][]byte{[]byte(hookSecret)}), json.RawMessage(`{"command":"cat `+hookSecret+`"}`))},
+			wantCalls: []string{"Bash denied " + reasonCommandNotGranted + "|pre|toolu_01A|" + agentrun.ArgsHash(redact.New([][]byte{[]byte(hookSecret)}), json.RawMessage(`{"command":"cat `+hookSecret+`"}`))},
 			wantStd:   `command ["cat" "[REDACTED]"] is not covered`,
 		},
 		{
@@ -131,7 +132,7 @@ func TestHookMain(t *testing.T) {
 			name:      "PreBashCaseFoldedKey",
 			in:        hookEvent("PreToolUse", "Bash", "toolu_01A", `{"Command":"ls"}`),
 			wantCode:  hookBlock,
-			wantCalls: []string{"Bash denied " + reasonInputUnreadable + "|pre|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{"Command":"ls"}`))},
+			wantCalls: []string{"Bash denied " + reasonInputUnreadable + "|pre|toolu_01A|" + agentrun.ArgsHash(redact.New(nil), json.RawMessage(`{"Command":"ls"}`))},
 			wantStd:   `Bash input: no "command"`,
 		},
 		{
@@ -144,13 +145,13 @@ func TestHookMain(t *testing.T) {
 			name:      "PreMCPToolOfAGrantedServer",
 			in:        hookEvent("PreToolUse", "mcp__docs__search", "toolu_01A", `{}`),
 			wantCode:  hookContinue,
-			wantCalls: []string{"mcp__docs__search requested " + reasonRequested + "|pre|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{}`))},
+			wantCalls: []string{"mcp__docs__search requested " + reasonRequested + "|pre|toolu_01A|" + agentrun.ArgsHash(redact.New(nil), json.RawMessage(`{}`))},
 		},
 		{
 			name:      "PreNotCovered",
 			in:        hookEvent("PreToolUse", "Write", "toolu_01A", `{"file_path":"/x","content":"y"}`),
 			wantCode:  hookBlock,
-			wantCalls: []string{"Write denied " + reasonNotCovered + "|pre|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{"file_path":"/x","content":"y"}`))},
+			wantCalls: []string{"Write denied " + reasonNotCovered + "|pre|toolu_01A|" + agentrun.ArgsHash(redact.New(nil), json.RawMessage(`{"file_path":"/x","content":"y"}`))},
 			wantStd:   `tool "Write" is not covered by this subagent's grant`,
 		},
 		{
@@ -172,14 +173,14 @@ func TestHookMain(t *testing.T) {
 			in:        hookEvent("PostToolUse", "Bash", "toolu_01A", `{"command":"ls"}`, `"tool_response":{"stdout":"a"}`, `"duration_ms":42`),
 			pre:       true,
 			wantCode:  hookContinue,
-			wantCalls: []string{preCall, "Bash allowed " + reasonRan + "|post|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{"command":"ls"}`))},
+			wantCalls: []string{preCall, "Bash allowed " + reasonRan + "|post|toolu_01A|" + agentrun.ArgsHash(redact.New(nil), json.RawMessage(`{"command":"ls"}`))},
 		},
 		{
 			name:      "PostInterrupted",
 			in:        hookEvent("PostToolUseFailure", "Bash", "toolu_01A", `{"command":"ls"}`, `"error":"killed"`, `"is_interrupt":true`),
 			pre:       true,
 			wantCode:  hookContinue,
-			wantCalls: []string{preCall, "Bash error " + reasonInterrupt + "|post|toolu_01A|" + argsHash(redact.New(nil), json.RawMessage(`{"command":"ls"}`))},
+			wantCalls: []string{preCall, "Bash error " + reasonInterrupt + "|post|toolu_01A|" + agentrun.ArgsHash(redact.New(nil), json.RawMessage(`{"command":"ls"}`))},
 		},
 		{
 			name:     "PostNotKept",
@@ -233,8 +234,8 @@ func TestHookMain(t *testing.T) {
 				sock = filepath.Join(t.TempDir(), "gone.sock")
 			}
 			if tc.pre {
-				pre := toolReport{Tool: "Bash", Decision: decisionRequested, Reason: reasonRequested, ArgsHash: lsHash, Phase: phasePre, CallID: "toolu_01A"}
-				if err := dialGateway(sock).report(t.Context(), pre); err != nil {
+				pre := agentrun.ToolReport{Tool: "Bash", Decision: agentrun.DecisionRequested, Reason: reasonRequested, ArgsHash: lsHash, Phase: agentrun.PhasePre, CallID: "toolu_01A"}
+				if err := agentrun.DialGateway(sock).Report(t.Context(), pre); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -280,14 +281,14 @@ func setPreloadFile(t *testing.T, exists bool) {
 // reports still pair up and are never refused for their id.
 func TestAuditCallID(t *testing.T) {
 	for _, id := range []string{"toolu_01ABC-x", "", "a/b", strings.Repeat("x", 129), "t\n1"} {
-		got := auditCallID(id)
-		if got != auditCallID(id) || got == "" || len(got) > 128 || strings.ContainsFunc(got, func(r rune) bool {
+		got := agentrun.AuditCallID(id)
+		if got != agentrun.AuditCallID(id) || got == "" || len(got) > 128 || strings.ContainsFunc(got, func(r rune) bool {
 			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-')
 		}) {
 			t.Errorf("auditCallID(%q) = %q", id, got)
 		}
 	}
-	if auditCallID("toolu_01ABC") != "toolu_01ABC" {
+	if agentrun.AuditCallID("toolu_01ABC") != "toolu_01ABC" {
 		t.Error("a valid id was changed")
 	}
 }
@@ -312,7 +313,7 @@ func hookBinaries(t *testing.T) (agora, claude string) {
 
 // claudeInvocation is an invocation of the claude-code runtime running the fake claude in
 // its tools mode with calls, against the gateway at sock.
-func claudeInvocation(t *testing.T, sock, claude, calls string, grants grant.Set) (invocation, *bytes.Buffer) {
+func claudeInvocation(t *testing.T, sock, claude, calls string, grants grant.Set) (agentrun.Invocation, *bytes.Buffer) {
 	t.Helper()
 	root := t.TempDir()
 	for _, d := range []string{wire.WorkspaceDir, wire.OutDir} {
@@ -321,15 +322,15 @@ func claudeInvocation(t *testing.T, sock, claude, calls string, grants grant.Set
 		}
 	}
 	stderr := &bytes.Buffer{}
-	return invocation{
-		dir: filepath.Join(root, wire.WorkspaceDir),
-		env: []string{"PATH=" + filepath.Dir(claude) + ":/usr/bin:/bin", "HOME=" + t.TempDir(), "TOKEN=" + hookSecret,
+	return agentrun.Invocation{
+		Dir: filepath.Join(root, wire.WorkspaceDir),
+		Env: []string{"PATH=" + filepath.Dir(claude) + ":/usr/bin:/bin", "HOME=" + t.TempDir(), "TOKEN=" + hookSecret,
 			"FAKECLAUDE_MODE=tools", "FAKECLAUDE_TOOLS=" + calls},
-		stdout: &bytes.Buffer{}, stderr: stderr, timeout: time.Minute,
-		dispatchID: "01JTESTDISPATCH", role: "fixer@sha256:" + strings.Repeat("ab", 32),
-		grants: grants, model: "test-model", prompt: "go",
-		secrets: [][]byte{[]byte(hookSecret)},
-		out:     filepath.Join(root, wire.OutDir), tmp: t.TempDir(), gateway: sock,
+		Stdout: &bytes.Buffer{}, Stderr: stderr, Timeout: time.Minute,
+		DispatchID: "01JTESTDISPATCH", Role: "fixer@sha256:" + strings.Repeat("ab", 32),
+		Grants: grants, Model: "test-model", Prompt: "go",
+		Secrets: [][]byte{[]byte(hookSecret)},
+		Out:     filepath.Join(root, wire.OutDir), Tmp: t.TempDir(), GatewaySocket: sock,
 	}, stderr
 }
 
@@ -349,7 +350,7 @@ func TestClaude_HooksEndToEnd(t *testing.T) {
 		`{"name":"Bash","input":{"command":"touch again; echo ` + hookSecret + `"}}]`
 	grants := grant.Set{Tools: []string{"run_command"}, Commands: []string{"touch **", "ls *"}}
 	hash := func(input string) string {
-		return argsHash(redact.New([][]byte{[]byte(hookSecret)}), json.RawMessage(input))
+		return agentrun.ArgsHash(redact.New([][]byte{[]byte(hookSecret)}), json.RawMessage(input))
 	}
 
 	t.Run("Recorded", func(t *testing.T) {
@@ -367,19 +368,19 @@ func TestClaude_HooksEndToEnd(t *testing.T) {
 			"Bash requested " + reasonRequested + `|pre|toolu_01FAKE000002|` + hash(`{"command":"ls x"}`),
 			"Bash denied " + reasonRuleDenied + `|post|toolu_01FAKE000002|` + hash(`{"command":"ls x"}`),
 			"Bash denied " + reasonCommandNotGranted + `|pre|toolu_01FAKE000003|` + hash(`{"command":"rm -rf /"}`),
-			"Write denied " + reasonNotLoaded + `|<nil>|toolu_01FAKE000004|` + hash(`{"content":"x","file_path":"`+filepath.Join(inv.dir, "w")+`"}`), // claude's view: relative to its cwd
+			"Write denied " + reasonNotLoaded + `|<nil>|toolu_01FAKE000004|` + hash(`{"content":"x","file_path":"`+filepath.Join(inv.Dir, "w")+`"}`), // claude's view: relative to its cwd
 			"Bash denied " + reasonLineNotSimple + `|pre|toolu_01FAKE000005|` + hash(`{"command":"touch again; echo `+hookSecret+`"}`),
 		}
 		if diff := cmp.Diff(want, a.calls()); diff != "" {
 			t.Errorf("tool.call records (-want +got):\n%s", diff)
 		}
-		if !exists(filepath.Join(inv.dir, "ran")) {
+		if !exists(filepath.Join(inv.Dir, "ran")) {
 			t.Error("the allowed call did not run")
 		}
-		if exists(filepath.Join(inv.dir, "again")) {
+		if exists(filepath.Join(inv.Dir, "again")) {
 			t.Error("the line with shell syntax ran")
 		}
-		if exists(filepath.Join(inv.dir, "w")) {
+		if exists(filepath.Join(inv.Dir, "w")) {
 			t.Error("the Write that is not loaded ran")
 		}
 	})
@@ -399,7 +400,7 @@ func TestClaude_HooksEndToEnd(t *testing.T) {
 		if err != nil || exit.Failure != "" {
 			t.Fatalf("Run: %+v %v\nstderr:\n%s", exit, err, stderr)
 		}
-		if exists(filepath.Join(inv.dir, "ran")) {
+		if exists(filepath.Join(inv.Dir, "ran")) {
 			t.Error("the call ran though its hook could not record it")
 		}
 		want := []string{"Bash denied " + reasonHookBlocked + `|<nil>|toolu_01FAKE000001|` + hash(`{"command":"touch ran"}`)}
@@ -420,7 +421,7 @@ func TestClaude_HooksEndToEnd(t *testing.T) {
 		if err != nil || !strings.Contains(exit.Failure, "ld.so.preload exists") {
 			t.Fatalf("Run: %+v %v, want a failure naming the preload file", exit, err)
 		}
-		if got := a.calls(); len(got) != 0 || exists(filepath.Join(inv.dir, "ran")) {
+		if got := a.calls(); len(got) != 0 || exists(filepath.Join(inv.Dir, "ran")) {
 			t.Errorf("claude ran: tool.call records %q", got)
 		}
 	})
@@ -430,12 +431,12 @@ func TestClaude_HooksEndToEnd(t *testing.T) {
 		defer func() { testOnlyHookProgram = "" }()
 		a := &memAuditor{}
 		inv, _ := claudeInvocation(t, startGateway(t, a), claude, calls, grants)
-		inv.env = append(inv.env, "LD_PRELOAD=/tmp/x.so")
+		inv.Env = append(inv.Env, "LD_PRELOAD=/tmp/x.so")
 		exit, err := claudeRuntime{}.Run(t.Context(), inv)
 		if err != nil || !strings.Contains(exit.Failure, "the environment sets LD_PRELOAD") {
 			t.Fatalf("Run: %+v %v, want a failure naming LD_PRELOAD", exit, err)
 		}
-		if got := a.calls(); len(got) != 0 || exists(filepath.Join(inv.dir, "ran")) {
+		if got := a.calls(); len(got) != 0 || exists(filepath.Join(inv.Dir, "ran")) {
 			t.Errorf("claude ran: tool.call records %q", got)
 		}
 	})
@@ -555,7 +556,7 @@ func TestClaude_RealCLI(t *testing.T) {
 	// mkdir * has no exact Claude Code rule (claude's own rules refuse it); rm and cat are
 	// not granted (the hook refuses them, though claude runs cat on its own).
 	inv, stderr := claudeInvocation(t, sock, real, "", grant.Set{Tools: []string{"run_command"}, Commands: []string{"touch **", "mkdir *"}})
-	inv.model = "claude-sonnet-4-5"
+	inv.Model = "claude-sonnet-4-5"
 	exit, err := claudeRuntime{}.Run(t.Context(), inv)
 	if err != nil || exit.Failure != "" {
 		t.Fatalf("Run: %+v %v\nstderr:\n%s", exit, err, stderr)
@@ -578,7 +579,7 @@ func TestClaude_RealCLI(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("tool.call records (-want +got):\n%s", diff)
 	}
-	if !exists(filepath.Join(inv.dir, "ran")) || exists(filepath.Join(inv.dir, "pwned")) {
+	if !exists(filepath.Join(inv.Dir, "ran")) || exists(filepath.Join(inv.Dir, "pwned")) {
 		t.Error("the allowed call did not run, or the refused one did")
 	}
 }

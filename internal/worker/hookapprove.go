@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 )
 
 // Claude Code's calls a capability marks for approval are held in its PreToolUse hook: the
@@ -45,12 +46,12 @@ func heldBy(rules []grant.ApproveRule, tool string, input json.RawMessage) (gran
 
 // hold asks for approval of a held PreToolUse call and says whether it may go on; r is the
 // call's pre report, which it fills with the refusal when it may not.
-func (h hook) hold(ctx context.Context, in hookInput, rule grant.ApproveRule, r *toolReport, stderr io.Writer) bool {
+func (h hook) hold(ctx context.Context, in hookInput, rule grant.ApproveRule, r *agentrun.ToolReport, stderr io.Writer) bool {
 	args := in.Input
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
 	}
-	a, err := h.gw.approval(ctx, auditToolName(in.Tool), r.CallID, rule.String(), args)
+	a, err := h.gw.Approval(ctx, agentrun.AuditToolName(in.Tool), r.CallID, rule.String(), args)
 	if err != nil {
 		r.Decision, r.Reason = "denied", reasonApprovalUnavailable
 		fmt.Fprintf(stderr, "agora: this call needs a person's approval, which could not be asked for (%v); the call is refused\n", err)

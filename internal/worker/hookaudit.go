@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/claudert"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/strictjson"
@@ -44,7 +45,7 @@ import (
 // the next call's hooks cannot overtake them. Any failure to report stops the run (fail
 // closed).
 type claudeAudit struct {
-	gw    *gatewayClient
+	gw    *agentrun.Gateway
 	hooks *hookRelay
 	// printed is told every call claude prints, so the relay vouches for would_deny
 	// reports (hookvouch.go); nil outside a run.
@@ -85,7 +86,7 @@ type seenCall struct {
 	refused bool
 }
 
-func newClaudeAudit(gw *gatewayClient, hooks *hookRelay, red *redact.Redactor, tools, mcp []string, stop context.CancelCauseFunc) *claudeAudit {
+func newClaudeAudit(gw *agentrun.Gateway, hooks *hookRelay, red *redact.Redactor, tools, mcp []string, stop context.CancelCauseFunc) *claudeAudit {
 	return &claudeAudit{gw: gw, hooks: hooks, red: red, tools: tools, mcp: mcp, stop: stop,
 		verdict: make(chan struct{}), changed: make(chan struct{}), byID: map[string]*seenCall{}, reported: map[string]int{}}
 }
@@ -192,7 +193,7 @@ func (a *claudeAudit) ToolCall(c claudert.ToolCall) {
 		call.repeat = true
 		if a.repeated == nil {
 			a.repeated = fmt.Errorf("the model gave a second tool call (%s) the id %s of an earlier call: calls could not be told apart in the audit, so claude is stopped",
-				auditToolName(c.Name), auditCallID(c.ID))
+				agentrun.AuditToolName(c.Name), agentrun.AuditCallID(c.ID))
 			a.mu.Lock()
 			if a.err == nil {
 				a.err = a.repeated
@@ -227,11 +228,11 @@ func (a *claudeAudit) ToolResult(r claudert.ToolResult) {
 	c := a.resultCall(r.ID)
 	if c == nil {
 		if _, ok := a.byID[r.ID]; ok {
-			a.fail(fmt.Errorf("claude printed a second result for tool call %s: the stream is not claude's alone, so claude is stopped", auditCallID(r.ID)))
+			a.fail(fmt.Errorf("claude printed a second result for tool call %s: the stream is not claude's alone, so claude is stopped", agentrun.AuditCallID(r.ID)))
 			return
 		}
 		// A call whose line claude's output lost (over the line cap): its name is unknown.
-		c = &seenCall{id: r.ID, name: "unknown", hash: argsHash(a.red, nil)}
+		c = &seenCall{id: r.ID, name: "unknown", hash: agentrun.ArgsHash(a.red, nil)}
 		a.byID[r.ID] = c
 		a.calls = append(a.calls, c)
 	} else {
@@ -256,22 +257,22 @@ func (a *claudeAudit) settle(ctx context.Context, c *seenCall, r claudert.ToolRe
 	if !c.repeat {
 		rec, _ = a.hooks.record(c.id)
 	}
-	name := auditToolName(c.name)
+	name := agentrun.AuditToolName(c.name)
 	if rec.pre != nil && (rec.pre.Tool != name || rec.pre.ArgsHash != c.hash) {
-		return fmt.Errorf("the pre-tool report of claude's %s call %s names another call than the one claude made: it was not the hook's, so claude is stopped", name, auditCallID(c.id))
+		return fmt.Errorf("the pre-tool report of claude's %s call %s names another call than the one claude made: it was not the hook's, so claude is stopped", name, agentrun.AuditCallID(c.id))
 	}
 	refusal := r.NoSuchTool || r.UseError || r.PermissionDenied || r.HookBlocked
 	if refusal {
 		if rec.post != nil || (rec.pre != nil && rec.pre.Decision == "denied" && !r.HookBlocked) {
 			// A report said it ran (or that agora's hook refused it) where claude refused it
 			// otherwise: whoever sent it, the audit and claude disagree.
-			return fmt.Errorf("claude refused its %s call %s, but a report of it on record says otherwise: it was not the hook's, so claude is stopped", name, auditCallID(c.id))
+			return fmt.Errorf("claude refused its %s call %s, but a report of it on record says otherwise: it was not the hook's, so claude is stopped", name, agentrun.AuditCallID(c.id))
 		}
 		if rec.pre != nil && rec.pre.Decision == "denied" {
 			c.refused = true
 			return nil // agora's hook refused it, on record
 		}
-		rep := toolReport{Tool: c.name, ArgsHash: c.hash, Decision: "denied"}
+		rep := agentrun.ToolReport{Tool: c.name, ArgsHash: c.hash, Decision: "denied"}
 		switch {
 		case r.NoSuchTool:
 			rep.Reason = reasonNotLoaded
@@ -286,23 +287,23 @@ func (a *claudeAudit) settle(ctx context.Context, c *seenCall, r claudert.ToolRe
 	}
 	// It ran (an error result claude did not word as a refusal is the tool's failure).
 	if rec.pre == nil {
-		rep := toolReport{Tool: c.name, ArgsHash: c.hash, Decision: "allowed", Reason: reasonNoPreHook}
+		rep := agentrun.ToolReport{Tool: c.name, ArgsHash: c.hash, Decision: "allowed", Reason: reasonNoPreHook}
 		if r.IsError {
 			rep.Decision = "error"
 		}
 		err := a.report(ctx, c, rec, rep)
 		return errors.Join(err, fmt.Errorf("claude ran %s without agora's pre-tool audit hook: the call was not on record before it ran", name))
 	}
-	if rec.pre.Decision != decisionRequested {
-		return fmt.Errorf("claude ran its %s call %s, which is on record as refused: the report was not the hook's, so claude is stopped", name, auditCallID(c.id))
+	if rec.pre.Decision != agentrun.DecisionRequested {
+		return fmt.Errorf("claude ran its %s call %s, which is on record as refused: the report was not the hook's, so claude is stopped", name, agentrun.AuditCallID(c.id))
 	}
 	if rec.post != nil {
 		if rec.post.Decision == "denied" {
-			return fmt.Errorf("claude ran its %s call %s, which is on record as refused: the report was not the hook's, so claude is stopped", name, auditCallID(c.id))
+			return fmt.Errorf("claude ran its %s call %s, which is on record as refused: the report was not the hook's, so claude is stopped", name, agentrun.AuditCallID(c.id))
 		}
 		return nil // the hook recorded it to its end
 	}
-	rep := toolReport{Tool: c.name, ArgsHash: c.hash, Decision: "allowed", Reason: reasonRan}
+	rep := agentrun.ToolReport{Tool: c.name, ArgsHash: c.hash, Decision: "allowed", Reason: reasonRan}
 	if r.IsError {
 		rep.Decision, rep.Reason = "error", reasonFailed
 	}
@@ -312,15 +313,15 @@ func (a *claudeAudit) settle(ctx context.Context, c *seenCall, r claudert.ToolRe
 // report puts rep on record as call c's end: its post report when its pre report is on
 // record, else its only report. A repeated call is reported without its id, which is
 // the earlier call's.
-func (a *claudeAudit) report(ctx context.Context, c *seenCall, rec hookRecord, rep toolReport) error {
+func (a *claudeAudit) report(ctx context.Context, c *seenCall, rec hookRecord, rep agentrun.ToolReport) error {
 	if !c.repeat {
-		rep.CallID = auditCallID(c.id)
+		rep.CallID = agentrun.AuditCallID(c.id)
 		if rec.pre != nil {
-			rep.Phase = phasePost
+			rep.Phase = agentrun.PhasePost
 		}
 	}
-	if err := a.gw.report(ctx, rep); err != nil {
-		return fmt.Errorf("claude's %s call could not be recorded in the audit log: %w", auditToolName(c.name), err)
+	if err := a.gw.Report(ctx, rep); err != nil {
+		return fmt.Errorf("claude's %s call could not be recorded in the audit log: %w", agentrun.AuditToolName(c.name), err)
 	}
 	return nil
 }
@@ -341,7 +342,7 @@ func (a *claudeAudit) finish(ctx context.Context, res claudert.Result, runErr er
 			if _, ok := a.byID[d.ID]; ok {
 				continue
 			}
-			c = &seenCall{id: d.ID, name: d.Name, hash: argsHash(a.red, nil)}
+			c = &seenCall{id: d.ID, name: d.Name, hash: agentrun.ArgsHash(a.red, nil)}
 			a.byID[d.ID] = c
 			a.calls = append(a.calls, c)
 		}
@@ -354,10 +355,10 @@ func (a *claudeAudit) finish(ctx context.Context, res claudert.Result, runErr er
 			continue
 		}
 		if rec.post != nil {
-			a.fail(fmt.Errorf("claude refused its %s call %s, but a report of it on record says otherwise: it was not the hook's", auditToolName(c.name), auditCallID(c.id)))
+			a.fail(fmt.Errorf("claude refused its %s call %s, but a report of it on record says otherwise: it was not the hook's", agentrun.AuditToolName(c.name), agentrun.AuditCallID(c.id)))
 			return
 		}
-		if err := a.report(ctx, c, rec, toolReport{Tool: c.name, ArgsHash: c.hash, Decision: "denied", Reason: reasonRuleDenied}); err != nil {
+		if err := a.report(ctx, c, rec, agentrun.ToolReport{Tool: c.name, ArgsHash: c.hash, Decision: "denied", Reason: reasonRuleDenied}); err != nil {
 			a.fail(err)
 			return
 		}
@@ -365,7 +366,7 @@ func (a *claudeAudit) finish(ctx context.Context, res claudert.Result, runErr er
 	if res.Subtype != "" {
 		for _, c := range a.calls {
 			if c.refused && !listed[c.id] {
-				a.fail(fmt.Errorf("claude's %s call %s is on record as refused, but claude does not list it among its permission denials: its result was not claude's refusal", auditToolName(c.name), auditCallID(c.id)))
+				a.fail(fmt.Errorf("claude's %s call %s is on record as refused, but claude does not list it among its permission denials: its result was not claude's refusal", agentrun.AuditToolName(c.name), agentrun.AuditCallID(c.id)))
 				return
 			}
 		}
@@ -382,8 +383,8 @@ func (a *claudeAudit) finish(ctx context.Context, res claudert.Result, runErr er
 // event's check and are refused once the run failed (a claude that loaded more than the
 // grant covers never reaches the model), and wait until the results claude printed are
 // reported (claude sends its next request after it printed the last results).
-func (a *claudeAudit) gate(gw *gatewayClient) *gatewayClient {
-	return &gatewayClient{http: &http.Client{Transport: gatedTransport{next: gw.http.Transport, a: a}}}
+func (a *claudeAudit) gate(gw *agentrun.Gateway) *agentrun.Gateway {
+	return &agentrun.Gateway{HTTP: &http.Client{Transport: gatedTransport{next: gw.HTTP.Transport, a: a}}}
 }
 
 type gatedTransport struct {
@@ -468,4 +469,4 @@ func requestResults(b []byte) (map[string]int, error) {
 }
 
 // cut shortens s to at most n bytes of valid UTF-8 for a message.
-func cut(s string, n int) string { return truncate(strings.ToValidUTF8(s, ""), n) }
+func cut(s string, n int) string { return agentrun.Truncate(strings.ToValidUTF8(s, ""), n) }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/claudert"
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
@@ -20,8 +21,8 @@ import (
 // stop's cause.
 func newTestAudit(t *testing.T, a *memAuditor) (au *claudeAudit, hooks *hookRelay, stopped *error) {
 	t.Helper()
-	gw := dialGateway(startGateway(t, a))
-	t.Cleanup(gw.close)
+	gw := agentrun.DialGateway(startGateway(t, a))
+	t.Cleanup(gw.Close)
 	hooks, err := startHookRelay(gw)
 	if err != nil {
 		t.Fatal(err)
@@ -79,11 +80,11 @@ func TestClaudeAudit_Init(t *testing.T) {
 // the given decision ("pre=requested", "post=allowed"), for tool and hash.
 func hookReports(t *testing.T, hooks *hookRelay, id, tool, hash string, phases ...string) {
 	t.Helper()
-	c := dialGateway(hooks.name)
-	defer c.close()
+	c := agentrun.DialGateway(hooks.name)
+	defer c.Close()
 	for _, p := range phases {
 		phase, decision, _ := strings.Cut(p, "=")
-		if err := c.report(t.Context(), toolReport{Tool: tool, Decision: decision, Reason: "by the hook", ArgsHash: hash, Phase: phase, CallID: id}); err != nil {
+		if err := c.Report(t.Context(), agentrun.ToolReport{Tool: tool, Decision: decision, Reason: "by the hook", ArgsHash: hash, Phase: phase, CallID: id}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -100,7 +101,7 @@ func TestClaudeAudit_Results(t *testing.T) {
 	au, hooks, _ := newTestAudit(t, a)
 	au.Init(claudert.Init{Tools: []string{"Bash", "Read"}, PermissionMode: "dontAsk"})
 	in := json.RawMessage(`{"command":"x"}`)
-	h := argsHash(redact.New(nil), in)
+	h := agentrun.ArgsHash(redact.New(nil), in)
 	// t1: recorded to its end by the hooks. t2: past the pre hook, refused by the rules.
 	// t3: not loaded. t4: refused before any hook. t5: ran and failed, its post hook did not
 	// report. t6: ran, no post hook at all. t7: refused by agora's pre hook.
@@ -147,7 +148,7 @@ func TestClaudeAudit_Results(t *testing.T) {
 // as run, nor a call that ran with no entry, and the run stopped.
 func TestClaudeAudit_Attacks(t *testing.T) {
 	in := json.RawMessage(`{"command":"x"}`)
-	h := argsHash(redact.New(nil), in)
+	h := agentrun.ArgsHash(redact.New(nil), in)
 	refused := claudert.ToolResult{ID: "t", IsError: true, PermissionDenied: true, Tool: "Bash"}
 	for _, tc := range []struct {
 		name    string
@@ -174,7 +175,7 @@ func TestClaudeAudit_Attacks(t *testing.T) {
 			name: "ForgedOutcomeStraightToTheGateway",
 			setup: func(t *testing.T, au *claudeAudit, hooks *hookRelay) {
 				hookReports(t, hooks, "t", "Bash", h, "pre=requested")
-				if err := au.gw.report(t.Context(), toolReport{Tool: "Bash", Decision: "allowed", Reason: "forged", ArgsHash: h, Phase: phasePost, CallID: "t"}); err != nil {
+				if err := au.gw.Report(t.Context(), agentrun.ToolReport{Tool: "Bash", Decision: "allowed", Reason: "forged", ArgsHash: h, Phase: agentrun.PhasePost, CallID: "t"}); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -193,12 +194,12 @@ func TestClaudeAudit_Attacks(t *testing.T) {
 		{
 			name: "PreReportOfAnotherCall",
 			setup: func(t *testing.T, au *claudeAudit, hooks *hookRelay) {
-				hookReports(t, hooks, "t", "Bash", argsHash(redact.New(nil), json.RawMessage(`{"command":"ls"}`)), "pre=requested")
+				hookReports(t, hooks, "t", "Bash", agentrun.ArgsHash(redact.New(nil), json.RawMessage(`{"command":"ls"}`)), "pre=requested")
 			},
 			calls:   []claudert.ToolCall{{ID: "t", Name: "Bash", Input: in}},
 			results: []claudert.ToolResult{{ID: "t"}},
 			wantErr: "names another call than the one claude made",
-			want:    []string{"Bash requested by the hook|pre|t|" + argsHash(redact.New(nil), json.RawMessage(`{"command":"ls"}`))},
+			want:    []string{"Bash requested by the hook|pre|t|" + agentrun.ArgsHash(redact.New(nil), json.RawMessage(`{"command":"ls"}`))},
 		},
 		{
 			name: "RanThoughRefusedOnRecord",
@@ -328,7 +329,7 @@ func TestClaudeAudit_Finish(t *testing.T) {
 	au, hooks, _ := newTestAudit(t, a)
 	au.Init(claudert.Init{Tools: []string{"Bash"}, PermissionMode: "dontAsk"})
 	in := json.RawMessage(`{}`)
-	h := argsHash(redact.New(nil), in)
+	h := agentrun.ArgsHash(redact.New(nil), in)
 	for _, id := range []string{"cut", "denied"} {
 		au.ToolCall(claudert.ToolCall{ID: id, Name: "Bash", Input: in})
 	}
@@ -340,7 +341,7 @@ func TestClaudeAudit_Finish(t *testing.T) {
 	want := []string{
 		"Bash requested by the hook|pre|cut|" + h,
 		"Bash denied " + reasonRuleDenied + "|<nil>|denied|" + h,
-		"Read denied " + reasonRuleDenied + "|<nil>|lost|" + argsHash(redact.New(nil), nil),
+		"Read denied " + reasonRuleDenied + "|<nil>|lost|" + agentrun.ArgsHash(redact.New(nil), nil),
 	}
 	if diff := cmp.Diff(want, a.calls()); diff != "" {
 		t.Errorf("tool.call records (-want +got):\n%s", diff)
@@ -393,7 +394,7 @@ func TestClaudeAudit_GateWaitsForTheRequestsResults(t *testing.T) {
 		_, err := tr.RoundTrip(req)
 		errc <- err
 	}()
-	h := argsHash(redact.New(nil), json.RawMessage(`{}`))
+	h := agentrun.ArgsHash(redact.New(nil), json.RawMessage(`{}`))
 	hookReports(t, hooks, "t", "Bash", h, "pre=requested", "post=allowed")
 	au.ToolCall(claudert.ToolCall{ID: "t", Name: "Bash", Input: json.RawMessage(`{}`)})
 	au.ToolResult(claudert.ToolResult{ID: "t"})

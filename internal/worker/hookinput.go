@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/claudert"
 	"github.com/agora-dev/agora/internal/strictjson"
 )
@@ -176,7 +177,7 @@ func editRefusal(path, cwd, workspace string) string {
 	if grant.InGitDir(path) {
 		return gitWhy
 	}
-	resolved, ok := resolvedRel("/", path)
+	resolved, ok := agentrun.ResolvedRel("/", path)
 	switch {
 	case !ok:
 		return "the path cannot be resolved"
@@ -190,11 +191,7 @@ func editRefusal(path, cwd, workspace string) string {
 		return "the workspace cannot be resolved"
 	}
 	if rel, err := filepath.Rel(root, "/"+resolved); err != nil || !filepath.IsLocal(rel) {
-		return refusalOutsideWorkspace
+		return agentrun.RefusalOutsideWorkspace
 	}
 	return ""
 }
-
-// refusalOutsideWorkspace is [editRefusal]'s answer for a path outside the workspace (not
-// .git): the one a learn dispatch learns (claudelearn.go).
-const refusalOutsideWorkspace = "a file tool writes only inside the workspace, and this path resolves outside it"

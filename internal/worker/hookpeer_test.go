@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 )
 
 // TestHookRelay_RefusesOtherUsers: with `network: host` the relay's abstract name is in the
@@ -20,8 +22,8 @@ func TestHookRelay_RefusesOtherUsers(t *testing.T) {
 		t.Skip("SKIP: python3 is needed to connect as another user")
 	}
 	a := &memAuditor{}
-	gw := dialGateway(startGateway(t, a))
-	t.Cleanup(gw.close)
+	gw := agentrun.DialGateway(startGateway(t, a))
+	t.Cleanup(gw.Close)
 	hooks, err := startHookRelay(gw)
 	if err != nil {
 		t.Fatal(err)

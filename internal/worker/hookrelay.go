@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/strictjson"
 )
 
@@ -38,7 +39,7 @@ type hookRelay struct {
 	name string // the socket's address, "@agora-hook-<random>"
 	ln   net.Listener
 	srv  *http.Server
-	gw   *gatewayClient
+	gw   *agentrun.Gateway
 
 	mu    sync.Mutex
 	calls map[string]*hookRecord // guarded by mu: kept reports by call id
@@ -69,7 +70,7 @@ type hookRecord struct {
 const maxHookCalls = 1 << 16
 
 // startHookRelay listens on a fresh abstract socket and serves the hooks' reports.
-func startHookRelay(gw *gatewayClient) (*hookRelay, error) {
+func startHookRelay(gw *agentrun.Gateway) (*hookRelay, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
@@ -108,11 +109,11 @@ func (r *hookRelay) keep(rep hookReport) {
 		r.calls[rep.CallID] = c
 	}
 	switch rep.Phase {
-	case phasePre:
+	case agentrun.PhasePre:
 		if c.pre == nil {
 			c.pre, c.preAt = &rep, time.Now()
 		}
-	case phasePost:
+	case agentrun.PhasePost:
 		if c.post == nil {
 			c.post = &rep
 		}
@@ -159,7 +160,7 @@ func (r *hookRelay) serve(w http.ResponseWriter, req *http.Request) {
 		answer(http.StatusBadRequest, "tool audit: too many calls in this run")
 		return
 	}
-	if rep.Decision == decisionWouldDeny {
+	if rep.Decision == agentrun.DecisionWouldDeny {
 		r.mu.Lock()
 		printed := r.printed
 		r.mu.Unlock()
@@ -168,18 +169,18 @@ func (r *hookRelay) serve(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
-	tr := toolReport{Tool: rep.Tool, Decision: rep.Decision, Reason: rep.Reason, ArgsHash: rep.ArgsHash,
-		Duration: time.Duration(rep.DurationMS) * time.Millisecond, Phase: rep.Phase, CallID: rep.CallID, Command: rep.Command, Via: viaHook}
-	if rep.Phase == phasePost && rep.DurationMS == 0 && !preAt.IsZero() {
+	tr := agentrun.ToolReport{Tool: rep.Tool, Decision: rep.Decision, Reason: rep.Reason, ArgsHash: rep.ArgsHash,
+		Duration: time.Duration(rep.DurationMS) * time.Millisecond, Phase: rep.Phase, CallID: rep.CallID, Command: rep.Command, Via: agentrun.ViaHook}
+	if rep.Phase == agentrun.PhasePost && rep.DurationMS == 0 && !preAt.IsZero() {
 		// claude gave no duration: the time since the call's pre report bounds it.
 		tr.Duration = time.Since(preAt)
 	}
 	// The hook's own deadline bounds this one; the gateway's refusals go back as they came.
-	if err := r.gw.report(context.WithoutCancel(req.Context()), tr); err != nil {
+	if err := r.gw.Report(context.WithoutCancel(req.Context()), tr); err != nil {
 		answer(http.StatusBadRequest, err.Error())
 		return
 	}
-	if rep.Decision != decisionWouldDeny {
+	if rep.Decision != agentrun.DecisionWouldDeny {
 		// A would_deny precedes the call's own pre report (requested), which is what the
 		// worker pairs its outcome with.
 		r.keep(rep)
@@ -190,7 +191,7 @@ func (r *hookRelay) serve(w http.ResponseWriter, req *http.Request) {
 // maxHookReport caps a hook's report, as the gateway caps /audit/tool.
 const maxHookReport = 4 << 10
 
-// hookReport is one phase of a call, as a hook reports it (the body gatewayClient.report
+// hookReport is one phase of a call, as a hook reports it (the body agentrun.Gateway.report
 // sends).
 type hookReport struct {
 	Tool       string `json:"tool"`
@@ -221,9 +222,9 @@ func parseHookReport(b []byte) (hookReport, error) {
 		return r, errors.New("tool audit: not a report of a tool call")
 	}
 	switch {
-	case r.Phase != phasePre && r.Phase != phasePost:
+	case r.Phase != agentrun.PhasePre && r.Phase != agentrun.PhasePost:
 		return r, errors.New("tool audit: phase: want pre or post")
-	case r.CallID == "" || auditCallID(r.CallID) != r.CallID:
+	case r.CallID == "" || agentrun.AuditCallID(r.CallID) != r.CallID:
 		return r, errors.New("tool audit: call_id: want 1 to 128 letters, digits, '_' and '-'")
 	case r.DurationMS < 0 || r.DurationMS > maxDurationMS:
 		return r, fmt.Errorf("tool audit: duration_ms: want 0 to %d", int64(maxDurationMS))
@@ -253,11 +254,11 @@ func (r *hookRelay) serveApproval(w http.ResponseWriter, req *http.Request, answ
 		answer(http.StatusBadRequest, "approval: "+err.Error())
 		return
 	}
-	a, err := r.gw.approval(req.Context(), in.Tool, in.CallID, in.Rule, in.Args)
+	a, err := r.gw.Approval(req.Context(), in.Tool, in.CallID, in.Rule, in.Args)
 	if err != nil {
 		answer(http.StatusBadGateway, err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(approvalAnswer{Decision: a.State, Reason: a.Reason, Actor: a.Actor, ArgsDigest: a.ArgsDigest}) //nolint:errcheck // the hook reads what arrives
+	json.NewEncoder(w).Encode(agentrun.ApprovalAnswer{Decision: a.State, Reason: a.Reason, Actor: a.Actor, ArgsDigest: a.ArgsDigest}) //nolint:errcheck // the hook reads what arrives
 }

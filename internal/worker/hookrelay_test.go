@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -11,8 +12,8 @@ import (
 // those the gateway kept; a report that is not one phase of a call is refused unsent.
 func TestHookRelay(t *testing.T) {
 	a := &memAuditor{}
-	gw := dialGateway(startGateway(t, a))
-	t.Cleanup(gw.close)
+	gw := agentrun.DialGateway(startGateway(t, a))
+	t.Cleanup(gw.Close)
 	hooks, err := startHookRelay(gw)
 	if err != nil {
 		t.Fatal(err)
@@ -21,29 +22,29 @@ func TestHookRelay(t *testing.T) {
 	if !strings.HasPrefix(hooks.name, "@agora-hook-") {
 		t.Fatalf("relay address %q is not an abstract socket", hooks.name)
 	}
-	c := dialGateway(hooks.name)
-	defer c.close()
+	c := agentrun.DialGateway(hooks.name)
+	defer c.Close()
 	h := "sha256:" + strings.Repeat("0", 64)
 	rep := func(phase, decision, id string) error {
-		return c.report(t.Context(), toolReport{Tool: "Bash", Decision: decision, Reason: "r", ArgsHash: h, Phase: phase, CallID: id})
+		return c.Report(t.Context(), agentrun.ToolReport{Tool: "Bash", Decision: decision, Reason: "r", ArgsHash: h, Phase: phase, CallID: id})
 	}
-	if err := rep(phasePre, decisionRequested, "t1"); err != nil {
+	if err := rep(agentrun.PhasePre, agentrun.DecisionRequested, "t1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := rep(phasePre, decisionRequested, "t1"); err == nil {
+	if err := rep(agentrun.PhasePre, agentrun.DecisionRequested, "t1"); err == nil {
 		t.Error("the gateway kept a second pre report of one call")
 	}
-	if err := rep(phasePost, "allowed", "t2"); err == nil {
+	if err := rep(agentrun.PhasePost, "allowed", "t2"); err == nil {
 		t.Error("a post report with no pre report was kept")
 	}
 	if err := rep("", "allowed", "t3"); err == nil || !strings.Contains(err.Error(), "phase: want pre or post") {
 		t.Errorf("a report without a phase: got %v", err)
 	}
-	if err := rep(phasePost, "allowed", "t1"); err != nil {
+	if err := rep(agentrun.PhasePost, "allowed", "t1"); err != nil {
 		t.Fatal(err)
 	}
 	got, ok := hooks.record("t1")
-	if !ok || got.pre == nil || got.pre.Decision != decisionRequested || got.post == nil || got.post.Decision != "allowed" || got.preAt.IsZero() {
+	if !ok || got.pre == nil || got.pre.Decision != agentrun.DecisionRequested || got.post == nil || got.post.Decision != "allowed" || got.preAt.IsZero() {
 		t.Errorf("record of t1: %+v", got)
 	}
 	for _, id := range []string{"t2", "t3"} {
@@ -74,7 +75,7 @@ func FuzzParseHookReport(f *testing.F) {
 			}
 			return
 		}
-		if (r.Phase != phasePre && r.Phase != phasePost) || r.CallID == "" || auditCallID(r.CallID) != r.CallID ||
+		if (r.Phase != agentrun.PhasePre && r.Phase != agentrun.PhasePost) || r.CallID == "" || agentrun.AuditCallID(r.CallID) != r.CallID ||
 			r.DurationMS < 0 || r.DurationMS > maxDurationMS || len(b) > maxHookReport {
 			t.Fatalf("accepted %+v", r)
 		}

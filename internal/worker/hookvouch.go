@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
@@ -94,7 +95,7 @@ func (p *printedCalls) vouch(ctx context.Context, rep hookReport) (hookReport, e
 		if ok {
 			defer p.mu.Unlock()
 			switch {
-			case auditToolName(c.name) != rep.Tool || c.hash != rep.ArgsHash:
+			case agentrun.AuditToolName(c.name) != rep.Tool || c.hash != rep.ArgsHash:
 				return rep, errors.New("tool audit: would_deny: names another call than the one claude printed with this id")
 			case p.learned[rep.CallID]:
 				return rep, errors.New("tool audit: would_deny: this call's would_deny is on record already")

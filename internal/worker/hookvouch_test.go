@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
@@ -19,15 +20,15 @@ func TestRedTeam31_HookVouch(t *testing.T) {
 	red := redact.New(nil)
 	in := json.RawMessage(`{"command":"echo learned","description":"x"}`)
 	p := newPrintedCalls(red)
-	p.saw("toolu_1", "Bash", argsHash(red, in), in)
+	p.saw("toolu_1", "Bash", agentrun.ArgsHash(red, in), in)
 	rep := func(tool, hash, id string) hookReport {
-		return hookReport{Tool: tool, Decision: decisionWouldDeny, ArgsHash: hash, Phase: phasePre, CallID: id, Command: "forged-tool --all"}
+		return hookReport{Tool: tool, Decision: agentrun.DecisionWouldDeny, ArgsHash: hash, Phase: agentrun.PhasePre, CallID: id, Command: "forged-tool --all"}
 	}
 	for name, r := range map[string]hookReport{
-		"never printed":  rep("Bash", argsHash(red, in), "toolu_forged"),
-		"another tool":   rep("Write", argsHash(red, in), "toolu_1"),
+		"never printed":  rep("Bash", agentrun.ArgsHash(red, in), "toolu_forged"),
+		"another tool":   rep("Write", agentrun.ArgsHash(red, in), "toolu_1"),
 		"another hash":   rep("Bash", "sha256:"+strings.Repeat("a", 64), "toolu_1"),
-		"nil vouches no": rep("Bash", argsHash(red, in), "toolu_1"),
+		"nil vouches no": rep("Bash", agentrun.ArgsHash(red, in), "toolu_1"),
 	} {
 		v := p
 		if name == "nil vouches no" {
@@ -37,22 +38,22 @@ func TestRedTeam31_HookVouch(t *testing.T) {
 			t.Errorf("%s: relayed", name)
 		}
 	}
-	got, err := p.vouch(t.Context(), rep("Bash", argsHash(red, in), "toolu_1"))
+	got, err := p.vouch(t.Context(), rep("Bash", agentrun.ArgsHash(red, in), "toolu_1"))
 	if err != nil || got.Command != "echo learned" {
 		t.Errorf("the printed call's would_deny: %+v, %v; want its own command line", got, err)
 	}
-	if _, err := p.vouch(t.Context(), rep("Bash", argsHash(red, in), "toolu_1")); err == nil {
+	if _, err := p.vouch(t.Context(), rep("Bash", agentrun.ArgsHash(red, in), "toolu_1")); err == nil {
 		t.Error("a second would_deny of one call was relayed")
 	}
 	// A report that arrives before the worker read claude's line waits for it.
 	done := make(chan error, 1)
 	vouchWait = 5 * time.Second
 	go func() {
-		_, err := p.vouch(t.Context(), rep("Bash", argsHash(red, in), "toolu_2"))
+		_, err := p.vouch(t.Context(), rep("Bash", agentrun.ArgsHash(red, in), "toolu_2"))
 		done <- err
 	}()
 	time.Sleep(20 * time.Millisecond)
-	p.saw("toolu_2", "Bash", argsHash(red, in), in)
+	p.saw("toolu_2", "Bash", agentrun.ArgsHash(red, in), in)
 	if err := <-done; err != nil {
 		t.Errorf("a would_deny whose call was printed while it waited: %v", err)
 	}

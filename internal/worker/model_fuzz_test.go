@@ -6,6 +6,8 @@ import (
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 )
 
 // FuzzUserPrompt: any input gives the input itself or, for a JSON object with a prompt,
@@ -29,7 +31,7 @@ func FuzzAuditFields(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		name := auditToolName(s)
+		name := agentrun.AuditToolName(s)
 		if name == "" || len(name) > 128 || !(name[0] >= 'a' && name[0] <= 'z' || name[0] >= 'A' && name[0] <= 'Z') {
 			t.Fatalf("auditToolName(%q) = %q", s, name)
 		}
@@ -38,8 +40,8 @@ func FuzzAuditFields(f *testing.F) {
 				t.Fatalf("auditToolName(%q) = %q", s, name)
 			}
 		}
-		r := oneLine(s, maxAuditReason)
-		if len(r) > maxAuditReason || !utf8.ValidString(r) || strings.IndexFunc(r, unicode.IsControl) >= 0 {
+		r := agentrun.OneLine(s, agentrun.MaxAuditReason)
+		if len(r) > agentrun.MaxAuditReason || !utf8.ValidString(r) || strings.IndexFunc(r, unicode.IsControl) >= 0 {
 			t.Fatalf("oneLine(%q) = %q", s, r)
 		}
 	})

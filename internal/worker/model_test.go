@@ -21,6 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/modelgw"
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 	"github.com/agora-dev/agora/internal/toolreg"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -184,9 +185,9 @@ func startUnixRecorder(t *testing.T) (*unixRecorder, string) {
 // with only the API headers, no query and no token, to the gateway's socket.
 func TestRelay(t *testing.T) {
 	rec, sock := startUnixRecorder(t)
-	gw := dialGateway(sock)
-	defer gw.close()
-	tok, err := newRelayToken()
+	gw := agentrun.DialGateway(sock)
+	defer gw.Close()
+	tok, err := agentrun.NewRelayToken()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func TestRelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rl.close()
+	defer rl.Close()
 	if !strings.HasPrefix(rl.URL, "http://127.0.0.1:") || !strings.HasSuffix(rl.URL, "/anthropic") {
 		t.Fatalf("relay URL %q", rl.URL)
 	}
@@ -288,22 +289,22 @@ func TestAuditFields(t *testing.T) {
 		{"9lives", "invalid_tool_name"},
 		{strings.Repeat("a", 129), "invalid_tool_name"},
 	} {
-		if got := auditToolName(tc.in); got != tc.want {
+		if got := agentrun.AuditToolName(tc.in); got != tc.want {
 			t.Errorf("auditToolName(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
-	if got := oneLine("tool error: a\nb\x00c\xff", 512); got != "tool error: a b c\uFFFD" {
+	if got := agentrun.OneLine("tool error: a\nb\x00c\xff", 512); got != "tool error: a b c\uFFFD" {
 		t.Errorf("oneLine = %q", got)
 	}
-	if got := oneLine(strings.Repeat("é", 300), 511); len(got) > 511 || !strings.HasSuffix(got, "é") {
+	if got := agentrun.OneLine(strings.Repeat("é", 300), 511); len(got) > 511 || !strings.HasSuffix(got, "é") {
 		t.Errorf("oneLine cut %d bytes, want at most 511 on a rune boundary", len(got))
 	}
 }
 
 func TestTranscriptFile_Capped(t *testing.T) {
 	dir := t.TempDir()
-	r := &runner{out: dir, transcript: &transcriptFile{}}
-	tr, err := invocation{transcript: r.transcript}.openTranscript()
+	r := &runner{out: dir, transcript: &agentrun.Transcript{}}
+	tr, err := agentrun.Invocation{Transcript: r.transcript}.OpenTranscript()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +315,7 @@ func TestTranscriptFile_Capped(t *testing.T) {
 		}
 	}
 	var msg strings.Builder
-	tr.close(&msg)
+	tr.Close(&msg)
 	// Nothing is in out/ until the worker keeps it (after stop), with its hash declared.
 	if _, err := os.Lstat(filepath.Join(dir, wire.TranscriptFile)); err == nil {
 		t.Fatal("the transcript reached out/ before the stop step")

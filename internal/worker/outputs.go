@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -114,7 +115,7 @@ func (r *runner) skip(rel, why string) {
 		return
 	}
 	if !wire.Printable(rel) || len(rel) > wire.MaxOutputPath {
-		rel = strconv.QuoteToASCII(truncate(rel, wire.MaxOutputPath))
+		rel = strconv.QuoteToASCII(agentrun.Truncate(rel, wire.MaxOutputPath))
 	}
 	r.res.OutputsSkipped = append(r.res.OutputsSkipped, wire.SkippedOutput{Path: wire.OutputsDir + "/" + rel, Why: why})
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
@@ -56,8 +57,8 @@ func TestRedTeam4_CodexGateJudgesPatchMoves(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := &memAuditor{}
-			gw := dialGateway(startGatewayAt(t, mem, "http://127.0.0.1:1/v1"))
-			defer gw.close()
+			gw := agentrun.DialGateway(startGatewayAt(t, mem, "http://127.0.0.1:1/v1"))
+			defer gw.Close()
 			a := &codexAudit{ctx: t.Context(), gw: gw, red: redact.New(nil), dir: dir, seen: map[string]bool{}, shell: "/usr/bin/bash",
 				grants: grant.Set{Tools: []string{"write_file"}}, stop: func(error) {}}
 			var refused []string

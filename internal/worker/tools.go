@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/openairt"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/toolreg"
@@ -21,7 +22,7 @@ var errNotAudited = errors.New("the call could not be recorded in the audit log;
 // synchronously. A decision that cannot be reported fails closed: the first failure is kept
 // and stop is called, which ends the loop.
 type toolAuditor struct {
-	gw   *gatewayClient
+	gw   *agentrun.Gateway
 	stop func(error)
 
 	mu  sync.Mutex
@@ -29,7 +30,7 @@ type toolAuditor struct {
 }
 
 func (a *toolAuditor) ToolCall(ctx context.Context, d toolreg.Decision) {
-	if err := a.gw.reportTool(ctx, d); err != nil {
+	if err := a.gw.ReportTool(ctx, d); err != nil {
 		a.ToolCallFailed(err)
 	}
 }
@@ -37,7 +38,7 @@ func (a *toolAuditor) ToolCall(ctx context.Context, d toolreg.Decision) {
 // WouldDeny reports a learn view's would_deny; the call runs only when it returns nil. A
 // failure also stops the dispatch, as any report's does.
 func (a *toolAuditor) WouldDeny(ctx context.Context, d toolreg.Decision) error {
-	err := a.gw.report(ctx, toolReport{Tool: d.Tool, Decision: d.Decision, Reason: d.Reason, ArgsHash: d.ArgsHash, Command: d.Command})
+	err := a.gw.Report(ctx, agentrun.ToolReport{Tool: d.Tool, Decision: d.Decision, Reason: d.Reason, ArgsHash: d.ArgsHash, Command: d.Command})
 	if err != nil {
 		a.ToolCallFailed(err)
 		return errNotAudited
@@ -48,8 +49,8 @@ func (a *toolAuditor) WouldDeny(ctx context.Context, d toolreg.Decision) error {
 // wouldDenyFile reports a learn dispatch's write outside the workspace; the write is made
 // (into the scratch directory) only when it returns nil. A failure stops the dispatch, as
 // any report's does.
-func (a *toolAuditor) wouldDenyFile(ctx context.Context, r fileReport) error {
-	if err := a.gw.reportFile(ctx, r); err != nil {
+func (a *toolAuditor) wouldDenyFile(ctx context.Context, r agentrun.FileReport) error {
+	if err := a.gw.ReportFile(ctx, r); err != nil {
 		a.ToolCallFailed(err)
 		return errNotAudited
 	}
@@ -77,16 +78,16 @@ func (a *toolAuditor) failed() error {
 
 // newView builds the built-in tools over inv and returns the view of inv's role: only the
 // granted tools, each call audited through a.
-func newView(inv invocation, gw *gatewayClient, a *toolAuditor) (*toolreg.View, error) {
+func newView(inv agentrun.Invocation, gw *agentrun.Gateway, a *toolAuditor) (*toolreg.View, error) {
 	reg := toolreg.NewRegistry()
-	env := builtin.Env{Workspace: inv.dir, CommandEnv: inv.env, Fetch: gw.fetch}
-	if inv.learn {
-		scratch, err := builtin.NewScratch(inv.tmp, inv.dir)
+	env := builtin.Env{Workspace: inv.Dir, CommandEnv: inv.Env, Fetch: gw.Fetch}
+	if inv.Learn {
+		scratch, err := builtin.NewScratch(inv.Tmp, inv.Dir)
 		if err != nil {
 			return nil, err
 		}
 		env.LearnWrites = &builtin.LearnWrites{Scratch: scratch, Record: func(ctx context.Context, path, op, reason string) error {
-			return a.wouldDenyFile(ctx, fileReport{Tool: "write_file", Path: path, Op: op, Reason: reason})
+			return a.wouldDenyFile(ctx, agentrun.FileReport{Tool: "write_file", Path: path, Op: op, Reason: reason})
 		}}
 	}
 	if err := builtin.Register(reg, env); err != nil {
@@ -94,12 +95,12 @@ func newView(inv invocation, gw *gatewayClient, a *toolAuditor) (*toolreg.View, 
 	}
 	// The recorded hash is of the arguments with the bundle's secret values masked, so it
 	// cannot confirm a guess of one.
-	red := redact.New(inv.secrets)
+	red := redact.New(inv.Secrets)
 	opts := []toolreg.ViewOption{toolreg.WithRedactor(red.Bytes), toolreg.WithApprover(&gatewayApprover{gw: gw})}
-	if inv.learn {
+	if inv.Learn {
 		opts = append(opts, toolreg.WithLearn())
 	}
-	return reg.For(inv.dispatchID, inv.role, inv.grants, a, opts...), nil
+	return reg.For(inv.DispatchID, inv.Role, inv.Grants, a, opts...), nil
 }
 
 // viewTools is a [toolreg.View] as the openai loop's [openairt.Tools].

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"github.com/agora-dev/agora/internal/capped"
+	"github.com/agora-dev/agora/internal/runtime/runtimes"
 
 	"context"
 	"fmt"
@@ -11,10 +12,6 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/grant"
-	"github.com/agora-dev/agora/internal/runtime/claudert"
-	"github.com/agora-dev/agora/internal/runtime/codexrt"
-	"github.com/agora-dev/agora/internal/runtime/execrt"
-	"github.com/agora-dev/agora/internal/runtime/openairt"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -120,19 +117,22 @@ func (r *runner) verify(ctx context.Context) *failure {
 		return fail(wire.ReasonWorkerFailed, "verify: %v", err)
 	}
 	r.rt = rt
-	if m.Runtime == openairt.Name || m.Runtime == claudert.Name || m.Runtime == codexrt.Name {
+	// What the worker prepares for the runtime is read off its description, so no runtime
+	// is named here (a new one needs no line in the worker).
+	desc, _ := runtimes.Lookup(m.Runtime) // runtimeFor found it
+	if desc.Model.API != "" {
 		// The model runtimes reach their model only through the host's gateway.
 		if r.gateway, err = gatewaySocket(r.opts.Root); err != nil {
 			return fail(wire.ReasonWorkerFailed, "verify: runtime %q: %v", m.Runtime, err)
 		}
 	}
-	if m.Runtime == claudert.Name {
+	if desc.MCP {
 		if fl := r.findMCPConfig(); fl != nil {
 			return fl
 		}
 	}
 	// A learn dispatch's command was recorded at accept as tool.would_deny instead.
-	if m.Runtime == execrt.Name && !m.Learn && !grant.CommandAllowed(m.Grants.Commands, m.Command) {
+	if desc.Needs.Command && !m.Learn && !grant.CommandAllowed(m.Grants.Commands, m.Command) {
 		return fail(wire.ReasonDenied, "verify: command %q matches no commands pattern granted by the capabilities", m.Command)
 	}
 	return nil

@@ -9,12 +9,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -42,7 +42,7 @@ type options struct {
 	Stdout, Stderr io.Writer
 
 	secretsFD int
-	// dialHost connects to a host socket by name through the network gateway (remote mode).
+	// agentrun.DialHost connects to a host socket by name through the network gateway (remote mode).
 	dialHost         func(ctx context.Context, socket string) (net.Conn, error)
 	testOnlyMaxPatch int64 // 0: MaxPatchSize
 	// stopOthers lets the worker kill every other process of its PID namespace after the
@@ -129,19 +129,19 @@ type runner struct {
 	overlaid []string
 	secrets  map[string]string
 	env      []string
-	rt       agentRuntime
-	// mcpConfig is the capabilities' MCP config (claude-code), nil when none declares one.
+	rt       agentrun.Adapter
+	// agentrun.MCPConfig is the capabilities' MCP config (claude-code), nil when none declares one.
 	mcpConfig []byte
 	// gateway is the gateway's socket (model runtimes), checked at verify.
 	gateway string
-	// workerKey is the key the worker claimed the gateway with (learn: workerkey.go).
+	// agentrun.WorkerKey is the key the worker claimed the gateway with (learn: workerkey.go).
 	workerKey string
 	// proxy relays the agent's loopback proxy port to the host's egress proxy (network: proxy).
 	proxy *proxyRelay
 	git   *gitDir
-	exit  agentExit
+	exit  agentrun.Exit
 	// transcript is the model runtimes' transcript, written to out/ after stop.
-	transcript *transcriptFile
+	transcript *agentrun.Transcript
 }
 
 func run(ctx context.Context, opts options) int {
@@ -244,15 +244,7 @@ func (r *runner) record(fl *failure) {
 	} else {
 		r.res.Detail += "; " + fl.detail
 	}
-	r.res.Detail = truncate(r.res.Detail, wire.MaxDetail)
-}
-
-// truncate cuts s to at most n bytes without leaving a split UTF-8 sequence.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "")
+	r.res.Detail = agentrun.Truncate(r.res.Detail, wire.MaxDetail)
 }
 
 // removeOwnFiles deletes result.json and patch.diff from out/, whatever they are.
@@ -267,7 +259,7 @@ func (r *runner) writeResult() error {
 	if err != nil {
 		// A result the worker cannot marshal is a bug; still say so in a valid result.
 		r.res = wire.Result{Version: wire.ResultVersion, Status: wire.StatusFailed, Reason: wire.ReasonWorkerFailed,
-			Detail: truncate("write result: "+err.Error(), wire.MaxDetail), Phases: r.res.Phases}
+			Detail: agentrun.Truncate("write result: "+err.Error(), wire.MaxDetail), Phases: r.res.Phases}
 		if b, err = r.res.Marshal(); err != nil {
 			return fmt.Errorf("write result: %w", err)
 		}

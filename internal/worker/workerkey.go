@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -23,10 +24,7 @@ import (
 
 // Headers of the key; the gateway's names (modelgw.WorkerKeyHeader, WorkerViaHeader).
 const (
-	workerKeyHeader = "X-Agora-Worker-Key"
-	workerViaHeader = "X-Agora-Worker-Via"
-	viaHook         = "hook"
-	claimTimeout    = 15 * time.Second
+	claimTimeout = 15 * time.Second
 )
 
 // claimGateway makes the worker's key and claims the gateway with it, for a learn dispatch
@@ -40,34 +38,17 @@ func (r *runner) claimGateway(ctx context.Context) *failure {
 		return fail(wire.ReasonWorkerFailed, "learn: make the worker's key: %v", err)
 	}
 	key := hex.EncodeToString(b[:])
-	gw := invocation{gateway: r.gateway, dialHost: r.opts.dialHost}.gatewayClient()
-	defer gw.close()
+	gw := agentrun.Invocation{GatewaySocket: r.gateway, DialHost: r.opts.dialHost}.Gateway()
+	defer gw.Close()
 	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
 	defer cancel()
-	status, reply, err := gw.post(ctx, "/worker/claim", map[string]string{"key": key})
+	status, reply, err := gw.Post(ctx, "/worker/claim", map[string]string{"key": key})
 	if err != nil {
 		return fail(wire.ReasonWorkerFailed, "learn: claim the gateway: %v", err)
 	}
 	if status != http.StatusNoContent {
-		return fail(wire.ReasonWorkerFailed, "learn: claim the gateway: %s", gatewayError(status, reply))
+		return fail(wire.ReasonWorkerFailed, "learn: claim the gateway: %s", agentrun.GatewayError(status, reply))
 	}
 	r.workerKey = key
 	return nil
-}
-
-// withKey is g sending the worker's key ("" sends none).
-func (g *gatewayClient) withKey(key string) *gatewayClient {
-	g.key = key
-	return g
-}
-
-// keyHeaders sets the key's headers on a request to the gateway.
-func (g *gatewayClient) keyHeaders(req *http.Request, via string) {
-	if g.key == "" {
-		return
-	}
-	req.Header.Set(workerKeyHeader, g.key)
-	if via != "" {
-		req.Header.Set(workerViaHeader, via)
-	}
 }

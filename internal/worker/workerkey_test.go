@@ -10,6 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/modelgw"
+	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -45,14 +46,14 @@ func TestClaimGateway(t *testing.T) {
 	if len(r.workerKey) != 64 {
 		t.Fatalf("worker key %q, want 64 hex digits", r.workerKey)
 	}
-	gw := invocation{gateway: sock, workerKey: r.workerKey}.gatewayClient()
-	defer gw.close()
-	if err := gw.report(t.Context(), toolReport{Tool: "run_command", Decision: decisionWouldDeny, Reason: "not granted",
+	gw := agentrun.Invocation{GatewaySocket: sock, WorkerKey: r.workerKey}.Gateway()
+	defer gw.Close()
+	if err := gw.Report(t.Context(), agentrun.ToolReport{Tool: "run_command", Decision: agentrun.DecisionWouldDeny, Reason: "not granted",
 		ArgsHash: "sha256:" + strings.Repeat("a", 64), Command: "make"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := gw.report(t.Context(), toolReport{Tool: "Bash", Decision: decisionWouldDeny, Reason: "not granted",
-		ArgsHash: "sha256:" + strings.Repeat("b", 64), Command: "ls", Via: viaHook}); err != nil {
+	if err := gw.Report(t.Context(), agentrun.ToolReport{Tool: "Bash", Decision: agentrun.DecisionWouldDeny, Reason: "not granted",
+		ArgsHash: "sha256:" + strings.Repeat("b", 64), Command: "ls", Via: agentrun.ViaHook}); err != nil {
 		t.Fatal(err)
 	}
 	var reporters []string
@@ -69,22 +70,22 @@ func TestClaimGateway(t *testing.T) {
 
 	// The key travels only to /audit/tool.
 	var seen []string
-	probe := &gatewayClient{http: &http.Client{Transport: roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		if req.Header.Get(workerKeyHeader) != "" {
+	probe := (&agentrun.Gateway{HTTP: &http.Client{Transport: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Header.Get(agentrun.WorkerKeyHeader) != "" {
 			seen = append(seen, req.URL.Path)
 		}
 		return &http.Response{StatusCode: http.StatusNoContent, Body: http.NoBody, Header: http.Header{}}, nil
-	})}, key: r.workerKey}
-	probe.post(t.Context(), "/fetch", map[string]string{})
-	probe.post(t.Context(), "/audit/tool", map[string]string{})
+	})}}).WithKey(r.workerKey)
+	probe.Post(t.Context(), "/fetch", map[string]string{})
+	probe.Post(t.Context(), "/audit/tool", map[string]string{})
 	if strings.Join(seen, ",") != "/audit/tool" {
 		t.Errorf("the key was sent on %q, want only /audit/tool", seen)
 	}
 
 	// Claimed before the worker: the worker fails, saying so.
 	first := startLearnGateway(t, &memAuditor{})
-	other := invocation{gateway: first}.gatewayClient()
-	if st, _, err := other.post(t.Context(), "/worker/claim", map[string]string{"key": strings.Repeat("c", 64)}); err != nil || st != http.StatusNoContent {
+	other := agentrun.Invocation{GatewaySocket: first}.Gateway()
+	if st, _, err := other.Post(t.Context(), "/worker/claim", map[string]string{"key": strings.Repeat("c", 64)}); err != nil || st != http.StatusNoContent {
 		t.Fatalf("the first claim: %d %v", st, err)
 	}
 	late := &runner{man: wire.Manifest{Learn: true}, gateway: first}
@@ -98,8 +99,8 @@ func TestClaimGateway(t *testing.T) {
 	if fl := plain.claimGateway(t.Context()); fl != nil || plain.workerKey != "" {
 		t.Errorf("a plain dispatch claimed: %+v %q", fl, plain.workerKey)
 	}
-	later := invocation{gateway: plainSock}.gatewayClient()
-	if st, _, err := later.post(t.Context(), "/worker/claim", map[string]string{"key": strings.Repeat("d", 64)}); err != nil || st != http.StatusNoContent {
+	later := agentrun.Invocation{GatewaySocket: plainSock}.Gateway()
+	if st, _, err := later.Post(t.Context(), "/worker/claim", map[string]string{"key": strings.Repeat("d", 64)}); err != nil || st != http.StatusNoContent {
 		t.Errorf("the plain dispatch's gateway was claimed: a later claim got %d %v", st, err)
 	}
 }

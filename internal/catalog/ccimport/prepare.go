@@ -15,7 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/digest"
-	"github.com/agora-dev/agora/internal/runtime/runtimes"
+	"github.com/agora-dev/agora/internal/runtime/claudert/claudedef"
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
@@ -68,7 +68,7 @@ func (s *Set) Prepare(ctx context.Context, w *provision.Writer, local map[string
 		}
 		batch[im.Capability] = capPending.Digest
 		sub, err := w.PrepareSubagent(ctx, a.Name, provision.SubagentSpec{
-			Description: a.Description, SystemPrompt: a.Prompt, Runtime: runtimes.NameClaudeCode, Model: im.Model,
+			Description: a.Description, SystemPrompt: a.Prompt, Runtime: claudedef.Name, Model: im.Model,
 			Capabilities: []string{im.Capability},
 		}, batch, allow)
 		if err != nil {
@@ -115,7 +115,7 @@ func checkOwned(ctx context.Context, r *view.Catalog, im *Imported) error {
 	case err != nil:
 		return err
 	}
-	if sub.Meta.Runtime != runtimes.NameClaudeCode || len(sub.Meta.Capabilities) != 1 || sub.Meta.Capabilities[0].Name != im.Capability {
+	if sub.Meta.Runtime != claudedef.Name || len(sub.Meta.Capabilities) != 1 || sub.Meta.Capabilities[0].Name != im.Capability {
 		return fmt.Errorf("subagent %q is registered and was not imported from a Claude Code file (an import holds only %s); rename the subagent in its file", im.Agent.Name, im.Capability)
 	}
 	return nil

@@ -168,7 +168,7 @@ func (w *Writer) PrepareSubagent(ctx context.Context, name string, spec Subagent
 	}
 	var problems []string
 	if rt, ok := runtimes.Lookup(spec.Runtime); ok {
-		problems = rt.Problems(spec.Command, spec.Model, spec.SystemPrompt)
+		problems = runtimes.Problems(rt, spec.Command, spec.Model, spec.SystemPrompt)
 	} else {
 		problems = append(problems, fmt.Sprintf("runtime %q is not one of %s", spec.Runtime, strings.Join(runtimes.Names(), ", ")))
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/runtime/execrt/execdef"
 	"github.com/agora-dev/agora/internal/runtime/runtimes"
 	"github.com/agora-dev/agora/internal/store"
 )
@@ -120,7 +121,7 @@ func (s Source) execCommand(ctx context.Context, ref string) ([]string, error) {
 	if rt == "" {
 		rt = runtimes.Default
 	}
-	if rt != runtimes.NameExec || len(doc.Command) == 0 {
+	if rt != execdef.Name || len(doc.Command) == 0 {
 		return nil, nil
 	}
 	return doc.Command, nil

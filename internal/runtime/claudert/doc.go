@@ -26,7 +26,7 @@
 // what the subagent may do.
 package claudert
 
-import "github.com/agora-dev/agora/internal/runtime/runtimes"
+import "github.com/agora-dev/agora/internal/runtime/claudert/claudedef"
 
 // Name is the runtime name a subagent document uses for this runtime.
-const Name = runtimes.NameClaudeCode
+const Name = claudedef.Name

@@ -19,7 +19,7 @@
 // redacts.
 package codexrt
 
-import "github.com/agora-dev/agora/internal/runtime/runtimes"
+import "github.com/agora-dev/agora/internal/runtime/codexrt/codexdef"
 
 // Name is the runtime name a subagent document uses for this runtime.
-const Name = runtimes.NameCodex
+const Name = codexdef.Name

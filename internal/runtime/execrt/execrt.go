@@ -27,11 +27,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agora-dev/agora/internal/runtime/runtimes"
+	"github.com/agora-dev/agora/internal/runtime/execrt/execdef"
 )
 
 // Name is the runtime name a subagent document uses for this runtime.
-const Name = runtimes.NameExec
+const Name = execdef.Name
 
 // drainTimeout bounds how long Run waits for output still buffered in its pipes after the
 // process group was killed. Only a process that left the group can hold a pipe open that

@@ -18,7 +18,7 @@
 // writer; the caller redacts.
 package openairt
 
-import "github.com/agora-dev/agora/internal/runtime/runtimes"
+import "github.com/agora-dev/agora/internal/runtime/openairt/openaidef"
 
 // Name is the runtime name a subagent document uses for this runtime.
-const Name = runtimes.NameOpenAI
+const Name = openaidef.Name

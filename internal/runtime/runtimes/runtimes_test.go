@@ -3,6 +3,11 @@ package runtimes
 import (
 	"slices"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/runtime/claudert/claudedef"
+	"github.com/agora-dev/agora/internal/runtime/codexrt/codexdef"
+	"github.com/agora-dev/agora/internal/runtime/execrt/execdef"
+	"github.com/agora-dev/agora/internal/runtime/openairt/openaidef"
 )
 
 func TestAll_NamesAreUniqueAndLookedUp(t *testing.T) {
@@ -63,19 +68,19 @@ func TestRuntime_Problems(t *testing.T) {
 		model, prompt string
 		want          []string
 	}{
-		{"exec without a command", Exec, nil, "", "", []string{"the exec runtime needs a command (--command or command:)"}},
-		{"exec with one", Exec, []string{"true"}, "", "", nil},
-		{"openai without model or prompt, with a command", OpenAI, []string{"x"}, "", "", []string{
+		{"exec without a command", execdef.Runtime, nil, "", "", []string{"the exec runtime needs a command (--command or command:)"}},
+		{"exec with one", execdef.Runtime, []string{"true"}, "", "", nil},
+		{"openai without model or prompt, with a command", openaidef.Runtime, []string{"x"}, "", "", []string{
 			"the openai runtime needs a model (--model)",
 			"the openai runtime needs a system prompt (--system-prompt or --prompt-file)",
 			"command applies to the exec runtime only, not openai"}},
-		{"codex without a model names where to find one", Codex, nil, "", "p", []string{
+		{"codex without a model names where to find one", codexdef.Runtime, nil, "", "p", []string{
 			"the codex runtime needs a model (--model), one `codex debug models` lists"}},
-		{"claude-code needs no model", ClaudeCode, nil, "", "p", nil},
+		{"claude-code needs no model", claudedef.Runtime, nil, "", "p", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.rt.Problems(tt.command, tt.model, tt.prompt); !slices.Equal(got, tt.want) {
+			if got := Problems(tt.rt, tt.command, tt.model, tt.prompt); !slices.Equal(got, tt.want) {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
 		})

@@ -1,4 +1,4 @@
-package worker
+package agentrun
 
 import (
 	"context"
@@ -17,28 +17,22 @@ import (
 	"time"
 )
 
-// relayPrefix is the only path prefix claude's relay forwards: the gateway's Anthropic routes.
-const relayPrefix = "/anthropic/"
-
 // relayHeaders are the only request headers the relay passes on (the gateway takes the same
 // ones and no others).
 var relayHeaders = []string{"Content-Type", "Accept", "Anthropic-Version", "Anthropic-Beta"}
-
-// codexRelayPath is the only path codex's relay forwards: the gateway's Responses route.
-const codexRelayPath = "/model/responses"
 
 // relay is a loopback TCP listener that forwards Claude Code's API requests to the gateway's
 // Unix socket: claude speaks HTTP to a base URL, not to a socket. Inside the sandbox the
 // loopback is the sandbox's own; a random per-run token, which claude sends as its bearer
 // token (ANTHROPIC_AUTH_TOKEN), keeps any other local process out even without a sandbox.
 // The token is no credential upstream: the gateway drops it and adds the real key.
-type relay struct {
+type Relay struct {
 	URL   string // http://127.0.0.1:PORT/anthropic, claude's ANTHROPIC_BASE_URL
 	Token string
 
 	// allowed reports whether a request path is forwarded.
 	allowed func(string) bool
-	// first, when set (onFirst), runs once, at the first request with the token, before
+	// first, when set (OnFirst), runs once, at the first request with the token, before
 	// the relay forwards it (codex's relay: the token leaves codex's config).
 	mu    sync.Mutex
 	first func()
@@ -47,14 +41,8 @@ type relay struct {
 	wg  sync.WaitGroup
 }
 
-// startRelay listens on 127.0.0.1:0 and serves claude's Anthropic requests carrying token
-// (newRelayToken) until close.
-func startRelay(gw *gatewayClient, token string) (*relay, error) {
-	return startRelayFor(gw, token, relayPrefix, func(p string) bool { return strings.HasPrefix(p, relayPrefix) }, nil)
-}
-
-// newRelayToken returns a fresh relay token: "agora-relay-" and 32 random bytes in hex.
-func newRelayToken() (string, error) {
+// NewRelayToken returns a fresh relay token: "agora-relay-" and 32 random bytes in hex.
+func NewRelayToken() (string, error) {
 	tok := make([]byte, 32)
 	if _, err := rand.Read(tok); err != nil {
 		return "", err
@@ -62,30 +50,19 @@ func newRelayToken() (string, error) {
 	return "agora-relay-" + hex.EncodeToString(tok), nil
 }
 
-// startCodexRelay serves codex's Responses requests (base URL http://127.0.0.1:PORT/model)
-// until close; every other path is refused. Each response passes through gate (see
-// codexgate.go) before codex reads it.
-func startCodexRelay(gw *gatewayClient, gate func(*http.Response) error) (*relay, error) {
-	tok, err := newRelayToken()
-	if err != nil {
-		return nil, err
-	}
-	return startRelayFor(gw, tok, "/model/", func(p string) bool { return p == codexRelayPath }, gate)
-}
-
-// startRelayFor listens on 127.0.0.1:0 and forwards the paths allowed admits to requests
+// StartRelay listens on 127.0.0.1:0 and forwards the paths allowed admits to requests
 // carrying token; modify, when not nil, may replace each response's body.
-func startRelayFor(gw *gatewayClient, token, prefix string, allowed func(string) bool, modify func(*http.Response) error) (*relay, error) {
+func StartRelay(gw *Gateway, token, prefix string, allowed func(string) bool, modify func(*http.Response) error) (*Relay, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	r := &relay{
+	r := &Relay{
 		URL:     "http://" + ln.Addr().String() + strings.TrimSuffix(prefix, "/"),
 		Token:   token,
 		allowed: allowed,
 	}
-	target, _ := url.Parse(gatewayBase)
+	target, _ := url.Parse(GatewayBase)
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -99,7 +76,7 @@ func startRelayFor(gw *gatewayClient, token, prefix string, allowed func(string)
 			}
 			pr.Out.Header = h
 		},
-		Transport:      gw.http.Transport,
+		Transport:      gw.HTTP.Transport,
 		ModifyResponse: modify,
 		FlushInterval:  -1, // event streams pass as they come
 		ErrorLog:       log.New(io.Discard, "", 0),
@@ -114,7 +91,7 @@ func startRelayFor(gw *gatewayClient, token, prefix string, allowed func(string)
 }
 
 // guard admits requests to an allowed path that carry the relay's token.
-func (r *relay) guard(next http.Handler) http.Handler {
+func (r *Relay) guard(next http.Handler) http.Handler {
 	want := []byte("Bearer " + r.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		got := req.Header.Get("Authorization")
@@ -139,15 +116,15 @@ func (r *relay) guard(next http.Handler) http.Handler {
 	})
 }
 
-// onFirst sets what runs at the first request with the token (see first).
-func (r *relay) onFirst(f func()) {
+// OnFirst sets what runs at the first request with the token (see first).
+func (r *Relay) OnFirst(f func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.first = f
 }
 
 // runFirst runs first once; a request waits until it has run.
-func (r *relay) runFirst() {
+func (r *Relay) runFirst() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.first != nil {
@@ -157,7 +134,7 @@ func (r *relay) runFirst() {
 }
 
 // close stops the relay and waits for its server.
-func (r *relay) close() error {
+func (r *Relay) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := r.srv.Shutdown(ctx)

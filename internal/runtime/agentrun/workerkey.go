@@ -1,0 +1,26 @@
+package agentrun
+
+import "net/http"
+
+const (
+	WorkerKeyHeader = "X-Agora-Worker-Key"
+	WorkerViaHeader = "X-Agora-Worker-Via"
+	ViaHook         = "hook"
+)
+
+// WithKey is g sending the worker's key ("" sends none).
+func (g *Gateway) WithKey(key string) *Gateway {
+	g.key = key
+	return g
+}
+
+// keyHeaders sets the key's headers on a request to the gateway.
+func (g *Gateway) keyHeaders(req *http.Request, via string) {
+	if g.key == "" {
+		return
+	}
+	req.Header.Set(WorkerKeyHeader, g.key)
+	if via != "" {
+		req.Header.Set(WorkerViaHeader, via)
+	}
+}
