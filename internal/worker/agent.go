@@ -15,7 +15,8 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/claudert"
 	"github.com/agora-dev/agora/internal/runtime/codexrt"
-	"github.com/agora-dev/agora/internal/runtime/execrt"
+	"github.com/agora-dev/agora/internal/runtime/execrt/execadapter"
+	"github.com/agora-dev/agora/internal/runtime/execrt/execdef"
 	"github.com/agora-dev/agora/internal/runtime/openairt"
 	"github.com/agora-dev/agora/internal/sandboxfs"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -85,8 +86,8 @@ func refuseImplicitBareRepos(env map[string]string) {
 // build cannot run is refused here, before anything runs.
 func runtimeFor(name string) (agentrun.Adapter, error) {
 	switch name {
-	case execrt.Name:
-		return execRuntime{}, nil
+	case execdef.Name:
+		return execadapter.Adapter{}, nil
 	case openairt.Name:
 		return openaiRuntime{}, nil
 	case claudert.Name:
@@ -95,24 +96,6 @@ func runtimeFor(name string) (agentrun.Adapter, error) {
 		return codexRuntime{}, nil
 	}
 	return nil, fmt.Errorf("runtime %q is not available in this build", name)
-}
-
-// execRuntime runs the subagent's command as it is.
-type execRuntime struct{}
-
-func (execRuntime) Run(ctx context.Context, inv agentrun.Invocation) (agentrun.Exit, error) {
-	res, err := execrt.Run(ctx, execrt.Spec{
-		Argv:    inv.Command,
-		Dir:     inv.Dir,
-		Env:     inv.Env,
-		Stdout:  inv.Stdout,
-		Stderr:  inv.Stderr,
-		Timeout: inv.Timeout,
-	})
-	if err != nil {
-		return agentrun.Exit{}, err
-	}
-	return agentrun.Exit{ExitCode: res.ExitCode, TimedOut: res.TimedOut}, nil
 }
 
 // runAgent runs the runtime under the agent budget.

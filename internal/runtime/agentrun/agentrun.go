@@ -66,3 +66,10 @@ type Exit struct {
 	// and the dispatch ends needs_input.
 	Question string
 }
+
+// Hooker is an adapter whose runtime runs a tool hook of agora's: a process of its own,
+// started by the runtime's CLI for each tool event as `agora-worker worker hook ARGS...`,
+// whose exit code the CLI reads (claude-code's: 2 refuses the call).
+type Hooker interface {
+	HookMain(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer) int
+}
