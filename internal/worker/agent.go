@@ -17,7 +17,8 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/codexrt"
 	"github.com/agora-dev/agora/internal/runtime/execrt/execadapter"
 	"github.com/agora-dev/agora/internal/runtime/execrt/execdef"
-	"github.com/agora-dev/agora/internal/runtime/openairt"
+	"github.com/agora-dev/agora/internal/runtime/openairt/openaiadapter"
+	"github.com/agora-dev/agora/internal/runtime/openairt/openaidef"
 	"github.com/agora-dev/agora/internal/sandboxfs"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -88,8 +89,8 @@ func runtimeFor(name string) (agentrun.Adapter, error) {
 	switch name {
 	case execdef.Name:
 		return execadapter.Adapter{}, nil
-	case openairt.Name:
-		return openaiRuntime{}, nil
+	case openaidef.Name:
+		return openaiadapter.Adapter{}, nil
 	case claudert.Name:
 		return claudeRuntime{}, nil
 	case codexrt.Name:

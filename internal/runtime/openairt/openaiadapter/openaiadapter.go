@@ -1,4 +1,8 @@
-package worker
+// Package openaiadapter is the worker's adapter of the openai runtime: package openairt's
+// tool loop, in the worker process, over a [toolreg.View] of the built-in tools (tools.go),
+// each call reported to the gateway before its result reaches the model, a held call waiting
+// at the gateway's /approval (approval.go).
+package openaiadapter
 
 import (
 	"context"
@@ -15,13 +19,14 @@ const (
 	openaiBaseURL = agentrun.GatewayBase + "/model"
 )
 
-// openaiRuntime runs the OpenAI-compatible tool loop in the worker process. The model sees
+// Adapter runs the OpenAI-compatible tool loop in the worker process. The model sees
 // the tools of the subagent's view only; every call, allowed or refused, is reported to the
 // gateway before its result reaches the model; model requests and fetches leave through the
 // gateway, which holds the API key.
-type openaiRuntime struct{}
+type Adapter struct{}
 
-func (openaiRuntime) Run(ctx context.Context, inv agentrun.Invocation) (agentrun.Exit, error) {
+// Run runs the loop for inv.
+func (Adapter) Run(ctx context.Context, inv agentrun.Invocation) (agentrun.Exit, error) {
 	gw := inv.Gateway()
 	defer gw.Close()
 	lctx, cancel := context.WithCancelCause(ctx)
