@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/runtime/agentrun"
-	"github.com/agora-dev/agora/internal/runtime/claudert"
-	"github.com/agora-dev/agora/internal/runtime/codexrt"
+	"github.com/agora-dev/agora/internal/runtime/claudert/claudeadapter"
+	"github.com/agora-dev/agora/internal/runtime/claudert/claudedef"
+	"github.com/agora-dev/agora/internal/runtime/codexrt/codexadapter"
+	"github.com/agora-dev/agora/internal/runtime/codexrt/codexdef"
 	"github.com/agora-dev/agora/internal/runtime/execrt/execadapter"
 	"github.com/agora-dev/agora/internal/runtime/execrt/execdef"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaiadapter"
@@ -91,10 +93,10 @@ func runtimeFor(name string) (agentrun.Adapter, error) {
 		return execadapter.Adapter{}, nil
 	case openaidef.Name:
 		return openaiadapter.Adapter{}, nil
-	case claudert.Name:
-		return claudeRuntime{}, nil
-	case codexrt.Name:
-		return codexRuntime{}, nil
+	case claudedef.Name:
+		return claudeadapter.Adapter{}, nil
+	case codexdef.Name:
+		return codexadapter.Adapter{}, nil
 	}
 	return nil, fmt.Errorf("runtime %q is not available in this build", name)
 }

@@ -138,6 +138,11 @@ func (r *runner) verify(ctx context.Context) *failure {
 	return nil
 }
 
+// MCPConfigFile is the file at the root of a capability that holds its MCP servers, in the
+// shape claude's --mcp-config takes ({"mcpServers": {...}}). The claude-code runtime loads it
+// from the verified archive, never from the workspace, and pre-approves its servers' tools.
+const MCPConfigFile = "mcp.json"
+
 // readGrants parses the capability.yaml of an archive; an archive without one grants nothing.
 func readGrants(files []catalog.File) (catalog.CapabilityDoc, error) {
 	f, ok := findFile(files, catalog.CapabilityFile)

@@ -104,3 +104,7 @@ func TestClaimGateway(t *testing.T) {
 		t.Errorf("the plain dispatch's gateway was claimed: a later claim got %d %v", st, err)
 	}
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
