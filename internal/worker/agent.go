@@ -13,14 +13,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/runtime/agentrun"
-	"github.com/agora-dev/agora/internal/runtime/claudert/claudeadapter"
-	"github.com/agora-dev/agora/internal/runtime/claudert/claudedef"
-	"github.com/agora-dev/agora/internal/runtime/codexrt/codexadapter"
-	"github.com/agora-dev/agora/internal/runtime/codexrt/codexdef"
-	"github.com/agora-dev/agora/internal/runtime/execrt/execadapter"
-	"github.com/agora-dev/agora/internal/runtime/execrt/execdef"
-	"github.com/agora-dev/agora/internal/runtime/openairt/openaiadapter"
-	"github.com/agora-dev/agora/internal/runtime/openairt/openaidef"
+	"github.com/agora-dev/agora/internal/runtime/runtimes/adapters"
 	"github.com/agora-dev/agora/internal/sandboxfs"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -85,18 +78,12 @@ func refuseImplicitBareRepos(env map[string]string) {
 	env["GIT_CONFIG_COUNT"] = strconv.Itoa(n + 1)
 }
 
-// runtimeFor returns the adapter for a runtime name. A name the manifest format knows but this
-// build cannot run is refused here, before anything runs.
+// runtimeFor returns the adapter for a runtime name, from the one table of adapters
+// (package runtimes/adapters, generated from runtimes.All). A name the manifest format knows
+// but this build cannot run is refused here, before anything runs.
 func runtimeFor(name string) (agentrun.Adapter, error) {
-	switch name {
-	case execdef.Name:
-		return execadapter.Adapter{}, nil
-	case openaidef.Name:
-		return openaiadapter.Adapter{}, nil
-	case claudedef.Name:
-		return claudeadapter.Adapter{}, nil
-	case codexdef.Name:
-		return codexadapter.Adapter{}, nil
+	if a, ok := adapters.For(name); ok {
+		return a, nil
 	}
 	return nil, fmt.Errorf("runtime %q is not available in this build", name)
 }
