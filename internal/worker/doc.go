@@ -69,28 +69,29 @@
 // other step runs, so a failed or questioning agent still leaves its patch and outputs; the
 // first failure gives the reason.
 //
-// # Model runtimes
+// # Runtimes
 //
-// openai (openai.go) runs package openairt's tool loop over a [toolreg.View] of the built-in
-// tools (tools.go) scoped to Manifest.Grants and the role "subagent@sha256:…"; claude-code
-// (claude.go) runs package claudert's `claude --print`, reaching the model through a
-// loopback relay (relay.go). Both reach the host only through the gateway socket
-// (gateway.go): the model endpoint, http_fetch, and /audit/tool, where every tool decision is
+// The worker runs the manifest's runtime through its adapter, found in the one table of
+// adapters (package runtimes/adapters, generated from runtimes.All; agent.go runtimeFor),
+// and prepares what the runtime's description asks for (verify.go: the gateway socket for a
+// model route, [MCPConfigFile] for a runtime that loads MCP servers, the command check for a
+// fixed command). Each adapter lives in its runtime's directory and gets an
+// [agentrun.Invocation]: the openai loop over a [toolreg.View] of the built-in tools
+// (openairt/openaiadapter), claude --print behind a loopback relay with agora's tool hook
+// (claudert/claudeadapter; `agora-worker worker hook` reaches it through [HookMain]), codex
+// exec behind a relay that judges each call before codex sees it (codexrt/codexadapter). The
+// model runtimes reach the host only through the gateway socket ([agentrun.Gateway]): the
+// model endpoint, http_fetch, approvals and /audit/tool, where every tool decision is
 // reported before its result reaches the model (a decision that cannot be reported stops the
-// loop: fail closed). claude-code's calls are reported by claude's own PreToolUse and
-// PostToolUse hooks (`agora worker hook`, hook.go), so each is on record before it runs and a
-// hook that cannot report blocks the call; hookaudit.go reads claude's stream live and records
-// what no hook sees (a tool not loaded, a call its rules refused) as denied, and stops claude
-// when its init event lists a tool the grant does not cover. Neither runtime ever holds the
-// model API key: the gateway adds it. Their transcript (capped at [wire.MaxTranscript]), the
-// model's answer and a question stay in the worker's memory until after the stop step; then
-// they go to out/transcript.jsonl, out/outputs/final.md and out/needs_input.json (answer.go). A wall-time stop is a
-// timeout; a turn or token budget spent is worker-failed, naming the budget. A claude-code
-// subagent's MCP servers come from [MCPConfigFile] in its capability archive, never from the
-// workspace.
+// run: fail closed). None ever holds the model API key: the gateway adds it. Their
+// transcript (capped at [wire.MaxTranscript]), the model's answer and a question stay in the
+// worker's memory until after the stop step; then they go to out/transcript.jsonl,
+// out/outputs/final.md and out/needs_input.json (answer.go). A wall-time stop is a timeout;
+// a turn or token budget spent is worker-failed, naming the budget. A subagent's MCP servers
+// come from [MCPConfigFile] in its capability archive, never from the workspace.
 //
-// The package has more files than most because each step and each runtime adapter is a file
-// of its own; none of them is shared with the host, which links only package [wire].
+// The package has more files than most because each step is a file of its own; none of
+// them is shared with the host, which links only package [wire].
 //
 // [Main] returns 0 when result.json was written, whatever the status, and 1 when it could
 // not be. Because the agent shares out/, the host MUST trust result.json only when the

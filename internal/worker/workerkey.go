@@ -22,10 +22,8 @@ import (
 // a file or an argv. A claim that fails fails the dispatch: a learn dispatch whose evidence
 // cannot be told from the agent's does not run.
 
-// Headers of the key; the gateway's names (modelgw.WorkerKeyHeader, WorkerViaHeader).
-const (
-	claimTimeout = 15 * time.Second
-)
+// claimTimeout bounds the claim; the key's headers are agentrun's (agentrun.WorkerKeyHeader).
+const claimTimeout = 15 * time.Second
 
 // claimGateway makes the worker's key and claims the gateway with it, for a learn dispatch
 // of a model runtime; it does nothing otherwise.

@@ -62,5 +62,6 @@ func AuditCallID(id string) string {
 }
 
 // RefusalOutsideWorkspace is [editRefusal]'s answer for a path outside the workspace (not
-// .git): the one a learn dispatch learns (claudelearn.go).
+// .git): the one a learn dispatch learns (claudeadapter's claudelearn.go, codexadapter's
+// codexlearn.go).
 const RefusalOutsideWorkspace = "a file tool writes only inside the workspace, and this path resolves outside it"

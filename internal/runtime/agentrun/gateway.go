@@ -40,7 +40,8 @@ const (
 // Gateway talks to the host-side gateway over its Unix socket.
 type Gateway struct {
 	HTTP *http.Client
-	key  string // the worker's key, sent with tool reports (workerkey.go); "" for none
+	// key is the worker's key, sent with audit reports (workerkey.go); "" for none.
+	key string
 }
 
 // DialGateway returns a client of the gateway whose socket is at path.
@@ -162,7 +163,7 @@ func (g *Gateway) ReportTool(ctx context.Context, d toolreg.Decision) error {
 	return g.Report(ctx, ToolReport{Tool: d.Tool, Decision: d.Decision, Reason: d.Reason, ArgsHash: d.ArgsHash, Duration: d.Duration})
 }
 
-// Phases of a call reported by Claude Code's hooks (see hook.go); the gateway accepts
+// Phases of a call reported by Claude Code's hooks (claudeadapter, hook.go); the gateway accepts
 // DecisionRequested only with PhasePre.
 const (
 	PhasePre          = "pre"

@@ -73,7 +73,7 @@ func EnvWith(env []string, set map[string]string) []string {
 }
 
 // Kept returns the transcript's bytes and whether a runtime opened it; the worker writes
-// them to out/transcript.jsonl after the stop step (answer.go keepTranscript). The bytes
+// them to out/transcript.jsonl after the stop step (the worker's answer.go, keepTranscript). The bytes
 // are the transcript's own: nothing writes to it any more by then.
 func (t *Transcript) Kept() ([]byte, bool) {
 	t.mu.Lock()

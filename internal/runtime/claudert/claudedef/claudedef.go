@@ -12,4 +12,5 @@ var Runtime = spec.Runtime{Name: Name, CLI: spec.CLI{Program: "claude", NPM: "@a
 	{Arch: "amd64", Package: "@anthropic-ai/claude-code-linux-x64", Path: "claude"},
 	{Arch: "arm64", Package: "@anthropic-ai/claude-code-linux-arm64", Path: "claude"},
 }},
-	Model: spec.AnthropicRoute, HoldsApproval: true, Needs: spec.Needs{SystemPrompt: true}, MCP: true}
+	Model: spec.Route{API: spec.APIAnthropic, BaseURLKey: spec.AnthropicBaseURLKey, KeyKey: spec.AnthropicKeyKey,
+		DefaultBaseURL: spec.AnthropicDefaultBaseURL}, HoldsApproval: true, Needs: spec.Needs{SystemPrompt: true}, MCP: true}

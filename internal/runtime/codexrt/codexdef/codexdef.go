@@ -11,5 +11,5 @@ const Name = "codex"
 var Runtime = spec.Runtime{Name: Name, CLI: spec.CLI{Program: "codex", NPM: "@openai/codex", Native: []spec.Native{
 	{Arch: "amd64", Package: "@openai/codex-linux-x64", Path: "vendor/x86_64-unknown-linux-musl/bin/codex"},
 	{Arch: "arm64", Package: "@openai/codex-linux-arm64", Path: "vendor/aarch64-unknown-linux-musl/bin/codex"},
-}}, Model: spec.OpenAIRoute,
+}}, Model: spec.Route{API: spec.APIOpenAI, BaseURLKey: spec.OpenAIBaseURLKey, KeyKey: spec.OpenAIKeyKey, DefaultBaseURL: spec.OpenAIDefaultBaseURL},
 	Needs: spec.Needs{Model: true, ModelHint: "one `codex debug models` lists", SystemPrompt: true}}

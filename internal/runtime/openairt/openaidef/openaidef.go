@@ -8,5 +8,5 @@ import "github.com/agora-dev/agora/internal/runtime/runtimes/spec"
 const Name = "openai"
 
 // Runtime is agora's own tool loop over an OpenAI-compatible chat API.
-var Runtime = spec.Runtime{Name: Name, Model: spec.OpenAIRoute, HoldsApproval: true,
+var Runtime = spec.Runtime{Name: Name, Model: spec.Route{API: spec.APIOpenAI, BaseURLKey: spec.OpenAIBaseURLKey, KeyKey: spec.OpenAIKeyKey, DefaultBaseURL: spec.OpenAIDefaultBaseURL}, HoldsApproval: true,
 	Needs: spec.Needs{Model: true, SystemPrompt: true}}

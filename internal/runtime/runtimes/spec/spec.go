@@ -74,10 +74,16 @@ const (
 	APIAnthropic = "anthropic"
 )
 
-// The routes of the two APIs, as the env bundles name their endpoint and key.
-var (
-	OpenAIRoute    = Route{API: APIOpenAI, BaseURLKey: "OPENAI_BASE_URL", KeyKey: "OPENAI_API_KEY", DefaultBaseURL: "https://api.openai.com/v1"}
-	AnthropicRoute = Route{API: APIAnthropic, BaseURLKey: "ANTHROPIC_BASE_URL", KeyKey: "ANTHROPIC_API_KEY", DefaultBaseURL: "https://api.anthropic.com"}
+// The env bundle keys and default endpoint of each API, from which a description writes its
+// Route as a literal of constants: a Route copied from a variable of this package would be
+// made at init in every process that links the description (TestNoInitWork, inittrace).
+const (
+	OpenAIBaseURLKey        = "OPENAI_BASE_URL"
+	OpenAIKeyKey            = "OPENAI_API_KEY"
+	OpenAIDefaultBaseURL    = "https://api.openai.com/v1"
+	AnthropicBaseURLKey     = "ANTHROPIC_BASE_URL"
+	AnthropicKeyKey         = "ANTHROPIC_API_KEY"
+	AnthropicDefaultBaseURL = "https://api.anthropic.com"
 )
 
 // Needs is what a subagent of a runtime must declare.
