@@ -1,15 +1,12 @@
 package worker
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,46 +15,17 @@ import (
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/modelgw"
 	"github.com/agora-dev/agora/internal/runtime/agentrun"
+	"github.com/agora-dev/agora/internal/runtime/agentrun/agentruntest"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 	"github.com/agora-dev/agora/internal/toolreg"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
+// memAuditor keeps the gateway's records.
+type memAuditor = agentruntest.Auditor
+
 // These tests run the worker without a sandbox against the real gateway (the host side,
 // imported by tests only) and a scripted model; internal/dispatch runs the same in bubblewrap.
-
-// memAuditor keeps the gateway's records; failKind makes records of that kind fail.
-type memAuditor struct {
-	mu       sync.Mutex
-	records  []map[string]any
-	kinds    []string
-	failKind string
-}
-
-func (a *memAuditor) Record(_ context.Context, kind string, details map[string]any) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if kind == a.failKind {
-		return errors.New("audit log unavailable")
-	}
-	a.kinds = append(a.kinds, kind)
-	a.records = append(a.records, details)
-	return nil
-}
-
-// toolCalls returns "tool decision reason" of each tool.call record.
-func (a *memAuditor) toolCalls() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []string
-	for i, k := range a.kinds {
-		if k == entry.ToolCall {
-			d := a.records[i]
-			out = append(out, d["tool"].(string)+" "+d["decision"].(string)+" "+d["reason"].(string))
-		}
-	}
-	return out
-}
 
 // modelFixture is a fixture of the openai runtime holding tools, with the gateway of the
 // layout running against the scripted model srv.
@@ -90,7 +58,7 @@ func modelFixture(t *testing.T, tools []string, a *memAuditor, script ...openait
 // TestOpenAI_AuditFailureFailsClosed: a tool decision the audit log did not keep fails the
 // call and stops the loop; the model never gets the result.
 func TestOpenAI_AuditFailureFailsClosed(t *testing.T) {
-	a := &memAuditor{failKind: entry.ToolCall}
+	a := &memAuditor{FailKind: entry.ToolCall}
 	f, srv := modelFixture(t, []string{"list_files"}, a, openaitest.CallTool("list_files", "{}"), openaitest.Say("unreachable"))
 	_, res := f.run()
 	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonWorkerFailed || !strings.Contains(res.Detail, "tool call not audited") {
@@ -113,7 +81,7 @@ func TestOpenAI_AskHuman(t *testing.T) {
 	if res.Status != wire.StatusNeedsInput || res.NeedsInput == nil || res.NeedsInput.Question != "Ship it on Friday?" {
 		t.Fatalf("got %s %s: %s (%+v), want needs_input with the question", res.Status, res.Reason, res.Detail, res.NeedsInput)
 	}
-	if diff := cmp.Diff([]string{"ask_human allowed " + toolreg.ReasonNeedsInput}, a.toolCalls()); diff != "" {
+	if diff := cmp.Diff([]string{"ask_human allowed " + toolreg.ReasonNeedsInput}, a.ToolCalls()); diff != "" {
 		t.Errorf("tool.call records (-want +got):\n%s", diff)
 	}
 	tr := readFile(t, f.outPath(wire.TranscriptFile))

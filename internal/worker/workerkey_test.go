@@ -57,13 +57,9 @@ func TestClaimGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reporters []string
-	a.mu.Lock()
-	for i, k := range a.kinds {
-		if k == entry.ToolWouldDeny {
-			reporters = append(reporters, a.records[i][entry.KeyReporter].(string))
-		}
+	for _, d := range a.Records(entry.ToolWouldDeny) {
+		reporters = append(reporters, d[entry.KeyReporter].(string))
 	}
-	a.mu.Unlock()
 	if strings.Join(reporters, ",") != "worker,hook" {
 		t.Errorf("reporters %q, want worker,hook", reporters)
 	}

@@ -1,12 +1,10 @@
 package claudeadapter
 
 import (
-	"context"
-	"errors"
 	"os"
-	"sync"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/runtime/agentrun/agentruntest"
 	"go.uber.org/goleak"
 )
 
@@ -16,26 +14,13 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// memAuditor keeps the gateway's records; failKind makes records of that kind fail.
-type memAuditor struct {
-	mu       sync.Mutex
-	records  []map[string]any
-	kinds    []string
-	failKind string
-}
-
-func (a *memAuditor) Record(_ context.Context, kind string, details map[string]any) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if kind == a.failKind {
-		return errors.New("audit log unavailable")
-	}
-	a.kinds = append(a.kinds, kind)
-	a.records = append(a.records, details)
-	return nil
-}
-
 func exists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
 }
+
+// memAuditor keeps the gateway's records.
+type memAuditor = agentruntest.Auditor
+
+// startGateway runs the real gateway on a socket in a fresh directory, recording into a.
+func startGateway(t *testing.T, a *memAuditor) string { return agentruntest.StartGateway(t, a) }

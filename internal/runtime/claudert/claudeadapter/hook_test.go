@@ -29,41 +29,6 @@ import (
 
 const hookSecret = "s3cret-value-0123456789"
 
-// startGateway runs the real gateway (the host side, imported by tests only) on a socket in
-// a fresh directory, recording into a.
-func startGateway(t *testing.T, a *memAuditor) string {
-	t.Helper()
-	sock := filepath.Join(t.TempDir(), wire.GatewaySocket)
-	gw, err := modelgw.Listen(t.Context(), sock, modelgw.Config{
-		DispatchID: "01JTESTDISPATCH",
-		Role:       "fixer@sha256:" + strings.Repeat("ab", 32),
-		ModelAPI:   modelgw.APIAnthropic,
-		Dialer:     egress.NewDialer(egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, nil),
-		Audit:      a,
-		// Each call is two reports; keep the rate limit out of these tests' way.
-		RequestsPerSecond: 1000, RequestBurst: 1000,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gw.Close() })
-	return sock
-}
-
-// calls returns "tool decision reason phase call_id args_hash" of each tool.call record.
-func (a *memAuditor) calls() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []string
-	for i, k := range a.kinds {
-		if k == entry.ToolCall {
-			d := a.records[i]
-			out = append(out, fmt.Sprintf("%s %s %s|%v|%v|%v", d["tool"], d["decision"], d["reason"], d["phase"], d["call_id"], d["args_hash"]))
-		}
-	}
-	return out
-}
-
 func hookEvent(event, tool, id, input string, extra ...string) string {
 	s := `{"session_id":"s-1","transcript_path":"/tmp/t.jsonl","cwd":"/agora/workspace","permission_mode":"dontAsk",` +
 		`"hook_event_name":"` + event + `","tool_name":"` + tool + `","tool_use_id":"` + id + `","tool_input":` + input
@@ -227,7 +192,7 @@ func TestHookMain(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := &memAuditor{}
 			if tc.fail {
-				a.failKind = entry.ToolCall
+				a.SetFailKind(entry.ToolCall)
 			}
 			sock := startGateway(t, a)
 			if tc.noGateway {
@@ -256,7 +221,7 @@ func TestHookMain(t *testing.T) {
 			if strings.Contains(stderr.String(), hookSecret) {
 				t.Error("the secret is in the hook's stderr")
 			}
-			if diff := cmp.Diff(tc.wantCalls, a.calls()); diff != "" {
+			if diff := cmp.Diff(tc.wantCalls, a.Calls()); diff != "" {
 				t.Errorf("tool.call records (-want +got):\n%s", diff)
 			}
 		})
@@ -371,7 +336,7 @@ func TestClaude_HooksEndToEnd(t *testing.T) {
 			"Write denied " + reasonNotLoaded + `|<nil>|toolu_01FAKE000004|` + hash(`{"content":"x","file_path":"`+filepath.Join(inv.Dir, "w")+`"}`), // claude's view: relative to its cwd
 			"Bash denied " + reasonLineNotSimple + `|pre|toolu_01FAKE000005|` + hash(`{"command":"touch again; echo `+hookSecret+`"}`),
 		}
-		if diff := cmp.Diff(want, a.calls()); diff != "" {
+		if diff := cmp.Diff(want, a.Calls()); diff != "" {
 			t.Errorf("tool.call records (-want +got):\n%s", diff)
 		}
 		if !exists(filepath.Join(inv.Dir, "ran")) {
@@ -404,7 +369,7 @@ func TestClaude_HooksEndToEnd(t *testing.T) {
 			t.Error("the call ran though its hook could not record it")
 		}
 		want := []string{"Bash denied " + reasonHookBlocked + `|<nil>|toolu_01FAKE000001|` + hash(`{"command":"touch ran"}`)}
-		if diff := cmp.Diff(want, a.calls()); diff != "" {
+		if diff := cmp.Diff(want, a.Calls()); diff != "" {
 			t.Errorf("tool.call records (-want +got):\n%s", diff)
 		}
 	})
@@ -421,7 +386,7 @@ func TestClaude_HooksEndToEnd(t *testing.T) {
 		if err != nil || !strings.Contains(exit.Failure, "ld.so.preload exists") {
 			t.Fatalf("Run: %+v %v, want a failure naming the preload file", exit, err)
 		}
-		if got := a.calls(); len(got) != 0 || exists(filepath.Join(inv.Dir, "ran")) {
+		if got := a.Calls(); len(got) != 0 || exists(filepath.Join(inv.Dir, "ran")) {
 			t.Errorf("claude ran: tool.call records %q", got)
 		}
 	})
@@ -436,7 +401,7 @@ func TestClaude_HooksEndToEnd(t *testing.T) {
 		if err != nil || !strings.Contains(exit.Failure, "the environment sets LD_PRELOAD") {
 			t.Fatalf("Run: %+v %v, want a failure naming LD_PRELOAD", exit, err)
 		}
-		if got := a.calls(); len(got) != 0 || exists(filepath.Join(inv.Dir, "ran")) {
+		if got := a.Calls(); len(got) != 0 || exists(filepath.Join(inv.Dir, "ran")) {
 			t.Errorf("claude ran: tool.call records %q", got)
 		}
 	})
@@ -454,7 +419,7 @@ func TestClaude_HooksEndToEnd(t *testing.T) {
 		// What claude did before it was stopped is recorded as it was; the first call is the
 		// one that ran unrecorded.
 		want := "Bash allowed " + reasonNoPreHook + `|<nil>|toolu_01FAKE000001|` + hash(`{"command":"touch ran"}`)
-		if got := a.calls(); len(got) == 0 || got[0] != want {
+		if got := a.Calls(); len(got) == 0 || got[0] != want {
 			t.Errorf("tool.call records %q, want the first to be %q", got, want)
 		}
 	})
@@ -519,7 +484,7 @@ func sseModel(t *testing.T, replies ...[]map[string]any) string {
 // be exactly those the fake claude produces. Seen passing with Claude Code 2.1.197 and
 // 2.1.330.
 func TestClaude_RealCLI(t *testing.T) {
-	real := anthropictest.RealClaude(filepath.Join("..", ".."))
+	real := anthropictest.RealClaude(filepath.Join("..", "..", "..", ".."))
 	if real == "" {
 		t.Skip("SKIP: the real claude CLI is not installed (run scripts/agent-clis.sh, or set AGORA_TEST_CLAUDE to a Claude Code binary) to check the hooks against it")
 	}
@@ -562,7 +527,7 @@ func TestClaude_RealCLI(t *testing.T) {
 		t.Fatalf("Run: %+v %v\nstderr:\n%s", exit, err, stderr)
 	}
 	var got []string
-	for _, c := range a.calls() {
+	for _, c := range a.Calls() {
 		got = append(got, c[:strings.LastIndex(c, "|")]) // the hash is checked by the fake's test
 	}
 	want := []string{

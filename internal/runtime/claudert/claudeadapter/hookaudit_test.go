@@ -133,7 +133,7 @@ func TestClaudeAudit_Results(t *testing.T) {
 		"Bash error " + reasonFailed + "|post|t5|" + h,
 		"Bash allowed " + reasonRan + "|post|t6|" + h,
 	}
-	if diff := cmp.Diff(want, a.calls()); diff != "" {
+	if diff := cmp.Diff(want, a.Calls()); diff != "" {
 		t.Errorf("tool.call records (-want +got):\n%s", diff)
 	}
 	// All refused by rules or hooks are in permission_denials: the run ends well.
@@ -288,7 +288,7 @@ func TestClaudeAudit_Attacks(t *testing.T) {
 			if err := au.failed(); err == nil || !strings.Contains(err.Error(), tc.wantErr) || *stopped == nil {
 				t.Errorf("got %v (stop %v), want the run stopped: %q", err, *stopped, tc.wantErr)
 			}
-			if diff := cmp.Diff(tc.want, a.calls()); diff != "" {
+			if diff := cmp.Diff(tc.want, a.Calls()); diff != "" {
 				t.Errorf("tool.call records (-want +got):\n%s", diff)
 			}
 		})
@@ -343,7 +343,7 @@ func TestClaudeAudit_Finish(t *testing.T) {
 		"Bash denied " + reasonRuleDenied + "|<nil>|denied|" + h,
 		"Read denied " + reasonRuleDenied + "|<nil>|lost|" + agentrun.ArgsHash(redact.New(nil), nil),
 	}
-	if diff := cmp.Diff(want, a.calls()); diff != "" {
+	if diff := cmp.Diff(want, a.Calls()); diff != "" {
 		t.Errorf("tool.call records (-want +got):\n%s", diff)
 	}
 
@@ -361,7 +361,7 @@ func TestClaudeAudit_Finish(t *testing.T) {
 
 // TestClaudeAudit_ReportFailureStops: a result the audit log does not keep stops the run.
 func TestClaudeAudit_ReportFailureStops(t *testing.T) {
-	a := &memAuditor{failKind: "tool.call"}
+	a := &memAuditor{FailKind: "tool.call"}
 	au, _, stopped := newTestAudit(t, a)
 	au.Init(claudert.Init{Tools: []string{"Bash"}, PermissionMode: "dontAsk"})
 	au.ToolCall(claudert.ToolCall{ID: "t", Name: "Write", Input: json.RawMessage(`{}`)})

@@ -52,7 +52,7 @@ func TestHookRelay(t *testing.T) {
 			t.Errorf("%s: a report the gateway did not keep is remembered: %+v", id, r)
 		}
 	}
-	if diff := cmp.Diff([]string{"Bash requested r|pre|t1|" + h, "Bash allowed r|post|t1|" + h}, a.calls()); diff != "" {
+	if diff := cmp.Diff([]string{"Bash requested r|pre|t1|" + h, "Bash allowed r|post|t1|" + h}, a.Calls()); diff != "" {
 		t.Errorf("tool.call records (-want +got):\n%s", diff)
 	}
 }

@@ -26,7 +26,7 @@ func realCodexBinary(t *testing.T) string {
 	t.Helper()
 	p := os.Getenv("AGORA_TEST_CODEX")
 	if p == "" {
-		p = filepath.Join("..", "..", ".cache", "npm", "node_modules", ".bin", "codex")
+		p = filepath.Join("..", "..", "..", "..", ".cache", "npm", "node_modules", ".bin", "codex")
 	}
 	if _, err := os.Stat(p); err != nil {
 		t.Skip("SKIP: the real Codex CLI is not installed (run scripts/agent-clis.sh or set AGORA_TEST_CODEX)")
@@ -165,7 +165,7 @@ func TestCodexAudit_RelayBypassed_RealCLI(t *testing.T) {
 	if f := audit.failed(); f == nil || !strings.Contains(f.Error(), "outside the grant") {
 		t.Errorf("failure = %v, want the command named outside the grant", f)
 	}
-	calls := a.calls()
+	calls := a.Calls()
 	if len(calls) != 1 || !strings.HasPrefix(calls[0], "exec_command "+modelgw.DecisionRanOutsideGrant+" ") {
 		t.Errorf("tool.call records %q, want one exec_command ran-outside-grant", calls)
 	}

@@ -107,7 +107,7 @@ func TestCodex_AuditsLive(t *testing.T) {
 	if err != nil || exit.Failure != "" || exit.Final == nil || *exit.Final != "all done" {
 		t.Fatalf("Run: %+v %v\nstderr:\n%s", exit, err, stderr)
 	}
-	calls := a.calls()
+	calls := a.Calls()
 	if len(calls) != 2 || !strings.HasPrefix(calls[0], "exec_command allowed ") || !strings.Contains(calls[0], "|item_0|sha256:") ||
 		!strings.HasPrefix(calls[1], "apply_patch allowed ") {
 		t.Errorf("tool.call records %q, want exec_command then apply_patch allowed", calls)
@@ -169,7 +169,7 @@ func TestCodex_CommandOutsideGrantFailsClosed(t *testing.T) {
 			if d := time.Since(start); d > 30*time.Second {
 				t.Errorf("codex ran on for %s after the refusal", d)
 			}
-			calls := a.calls()
+			calls := a.Calls()
 			if len(calls) != 1 || !strings.HasPrefix(calls[0], tc.tool+" ran-outside-grant ") {
 				t.Errorf("tool.call records %q, want one %s ran-outside-grant", calls, tc.tool)
 			}
@@ -194,7 +194,7 @@ func TestCodex_PatchThroughSymlinkFailsClosed(t *testing.T) {
 	if err != nil || !strings.Contains(exit.Failure, "resolves outside the workspace through a symlink") {
 		t.Fatalf("Run: %+v %v, want the change refused\nstderr:\n%s", exit, err, stderr)
 	}
-	if calls := a.calls(); len(calls) != 1 || !strings.HasPrefix(calls[0], "apply_patch ran-outside-grant ") {
+	if calls := a.Calls(); len(calls) != 1 || !strings.HasPrefix(calls[0], "apply_patch ran-outside-grant ") {
 		t.Errorf("tool.call records %q, want apply_patch ran-outside-grant", calls)
 	}
 	for _, tc := range []struct {

@@ -56,7 +56,7 @@ func throughRelay(t *testing.T, grants grant.Set, reply responsestest.Reply) rel
 	resp.Body.Close()
 	mu.Lock()
 	defer mu.Unlock()
-	return relayRun{body: body, readErr: rerr, calls: a.calls(), stop: cause}
+	return relayRun{body: body, readErr: rerr, calls: a.Calls(), stop: cause}
 }
 
 // rewriteDone applies replace to the stream's response.output_item.done event only.

@@ -63,8 +63,8 @@ func TestCodexGate_RefusesBeforeCodexSees(t *testing.T) {
 				if rerr != nil || !sawCall || !bytes.Contains(body, []byte("event: response.completed")) || stopCause() != nil {
 					t.Errorf("granted call: read err %v, call seen %v, stop %v\n%s", rerr, sawCall, stopCause(), body)
 				}
-				if len(a.calls()) != 0 {
-					t.Errorf("the gate recorded %q for a granted call (the JSONL check records it)", a.calls())
+				if len(a.Calls()) != 0 {
+					t.Errorf("the gate recorded %q for a granted call (the JSONL check records it)", a.Calls())
 				}
 				return
 			}
@@ -74,7 +74,7 @@ func TestCodexGate_RefusesBeforeCodexSees(t *testing.T) {
 			if c := stopCause(); c == nil || !strings.Contains(c.Error(), "refused before it ran") {
 				t.Errorf("codex not stopped with the reason: %v", c)
 			}
-			if c := a.calls(); len(c) != 1 || !strings.HasPrefix(c[0], "exec_command denied ") {
+			if c := a.Calls(); len(c) != 1 || !strings.HasPrefix(c[0], "exec_command denied ") {
 				t.Errorf("tool.call records %q, want one exec_command denied", c)
 			}
 		})

@@ -37,14 +37,9 @@ type learnRelayRun struct {
 
 // files returns "tool op path" of each file.would_deny record.
 func (r learnRelayRun) files() []string {
-	r.a.mu.Lock()
-	defer r.a.mu.Unlock()
 	var out []string
-	for i, k := range r.a.kinds {
-		if k == entry.FileWouldDeny {
-			d := r.a.records[i]
-			out = append(out, d["tool"].(string)+" "+d["op"].(string)+" "+d["path"].(string))
-		}
+	for _, d := range r.a.Records(entry.FileWouldDeny) {
+		out = append(out, d["tool"].(string)+" "+d["op"].(string)+" "+d["path"].(string))
 	}
 	return out
 }
@@ -209,7 +204,7 @@ func TestCodexLearn_PatchOutsideRewritten(t *testing.T) {
 			if got, want := r.files(), tc.want(ws); strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Errorf("file.would_deny records %q, want %q (once, though two events carry the call)", got, want)
 			}
-			if c := r.a.toolCalls(); len(c) != 0 {
+			if c := r.a.ToolCalls(); len(c) != 0 {
 				t.Errorf("tool.call records %q, want none from the gate", c)
 			}
 			for _, ev := range []string{"custom_tool_call_input.delta", "function_call_arguments.delta", "custom_tool_call_input.done", "function_call_arguments.done"} {
@@ -277,7 +272,7 @@ func TestCodexLearn_StaysRefused(t *testing.T) {
 			if bytes.Contains(r.body, []byte("response.output_item.done")) || r.stop == nil {
 				t.Errorf("the patch reached codex (stop %v):\n%s", r.stop, r.body)
 			}
-			if c := r.a.toolCalls(); len(c) != 1 || !strings.HasPrefix(c[0], "apply_patch denied ") {
+			if c := r.a.ToolCalls(); len(c) != 1 || !strings.HasPrefix(c[0], "apply_patch denied ") {
 				t.Errorf("tool.call records %q, want apply_patch denied", c)
 			}
 			if f := r.files(); len(f) != 0 {
@@ -335,7 +330,7 @@ func TestCodexLearn_ScratchLinkOut(t *testing.T) {
 		if cause == nil {
 			t.Fatal("a change through a link planted in the scratch was accepted")
 		}
-		if c := r.a.toolCalls(); len(c) != 2 || !strings.HasPrefix(c[1], "apply_patch "+decisionRanOutsideGrant) {
+		if c := r.a.ToolCalls(); len(c) != 2 || !strings.HasPrefix(c[1], "apply_patch "+decisionRanOutsideGrant) {
 			t.Errorf("tool.call records %q, want the second ran-outside-grant", c)
 		}
 	})

@@ -78,7 +78,7 @@ func TestRedTeam4_CodexGateJudgesPatchMoves(t *testing.T) {
 			if got := len(refused) > 0; got != tc.refused {
 				t.Errorf("refused = %v (%q), want %v", got, refused, tc.refused)
 			}
-			if calls := mem.calls(); tc.refused && len(calls) > 0 && !strings.HasPrefix(calls[0], "apply_patch denied") {
+			if calls := mem.Calls(); tc.refused && len(calls) > 0 && !strings.HasPrefix(calls[0], "apply_patch denied") {
 				t.Errorf("tool.call entries %q, want apply_patch denied", calls)
 			}
 		})
