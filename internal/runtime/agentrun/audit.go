@@ -20,7 +20,7 @@ import (
 // run).
 func ArgsHash(red *redact.Redactor, input json.RawMessage) string {
 	var b bytes.Buffer
-	if c, ok := CanonicalInput(input); ok {
+	if c, ok := canonicalInput(input); ok {
 		b.Write(c)
 	} else if len(input) == 0 || json.Compact(&b, input) != nil {
 		b.Reset()
@@ -30,8 +30,8 @@ func ArgsHash(red *redact.Redactor, input json.RawMessage) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// CanonicalInput is input as RFC 8785 bytes, when it is one JSON value jcs can encode.
-func CanonicalInput(input json.RawMessage) ([]byte, bool) {
+// canonicalInput is input as RFC 8785 bytes, when it is one JSON value jcs can encode.
+func canonicalInput(input json.RawMessage) ([]byte, bool) {
 	if len(input) == 0 {
 		return nil, false
 	}

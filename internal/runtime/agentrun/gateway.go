@@ -63,6 +63,7 @@ func (inv Invocation) Gateway() *Gateway {
 	return DialGateway(inv.GatewaySocket).WithKey(inv.WorkerKey)
 }
 
+// NewGatewayClient returns a client of the gateway that reaches it through dial.
 func NewGatewayClient(dial func(context.Context) (net.Conn, error)) *Gateway {
 	tr := &http.Transport{
 		DialContext:        func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
@@ -75,6 +76,7 @@ func NewGatewayClient(dial func(context.Context) (net.Conn, error)) *Gateway {
 	return &Gateway{HTTP: &http.Client{Transport: tr}}
 }
 
+// Close closes the client's idle connections.
 func (g *Gateway) Close() { g.HTTP.CloseIdleConnections() }
 
 // post sends body to the gateway's path and returns the status and the capped reply.

@@ -37,6 +37,7 @@ func (inv Invocation) OpenTranscript() (*Transcript, error) {
 	return inv.Transcript, nil
 }
 
+// Write keeps p whole, or drops it past the limit.
 func (t *Transcript) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
