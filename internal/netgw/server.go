@@ -44,6 +44,9 @@ type Server struct {
 	// Slots are the warm slots whose workers claim their dispatch here (slot.go); nil
 	// serves no slot route.
 	Slots *Slots
+	// Pods verifies the projected tokens of agent-sandbox pool pods that enrol for a slot
+	// (pool.go); nil serves no enrolment route.
+	Pods PodVerifier
 	// ClaimWait is how long a claim waits for its dispatch; 0 means [ClaimWait].
 	ClaimWait time.Duration
 	// Log receives one line per refused request and per upload; nil discards. No line
@@ -75,6 +78,7 @@ type Server struct {
 	tunnels tunnelSet
 	conns   *connTable
 	waiters claimWaiters
+	pool    poolSlots
 }
 
 // TLSConfig returns the server's TLS configuration for cert: TLS 1.3 only, HTTP/1.1 only
@@ -110,6 +114,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, cert tls.Certificat
 	select {
 	case err := <-errc:
 		s.tunnels.closeAll()
+		s.pool.closeAll()
 		return err
 	case <-ctx.Done():
 	}
@@ -118,6 +123,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, cert tls.Certificat
 	err := srv.Shutdown(sctx)
 	s.tunnels.closeAll()
 	<-errc
+	// The enrolled pool pods' slots were this process's to hold: revoked, never claimable.
+	s.pool.closeAll()
 	if errors.Is(err, context.DeadlineExceeded) {
 		srv.Close()
 		err = nil
@@ -182,6 +189,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.HasPrefix(r.URL.EscapedPath(), remote.SlotRoutePrefix) {
 		s.serveClaim(w, r, gc, pending)
+		return
+	}
+	if r.URL.EscapedPath() == remote.EnrollRoute {
+		s.serveEnroll(w, r)
 		return
 	}
 	rt, err := parseRoute(r.URL.EscapedPath())

@@ -118,6 +118,7 @@ func (s *Server) serveClaim(w http.ResponseWriter, r *http.Request, gc *gateConn
 		return
 	}
 	defer s.waiters.leave(id)
+	s.pool.touch(id)
 	s.waitClaim(w, r, id, token)
 }
 
@@ -139,16 +140,19 @@ func (s *Server) waitClaim(w http.ResponseWriter, r *http.Request, id, token str
 		case err == nil:
 			b, _ := json.Marshal(g)
 			s.logger().Info("warm slot claimed", "slot", id, "dispatch_id", g.Dispatch)
+			s.pool.release(id) // a pool pod's: claimed, its hold is let go
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Cache-Control", "no-store")
 			w.Write(b)
 			clear(b)
 			return
 		case errors.Is(err, ErrNoSlot):
+			s.pool.release(id)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agora"`)
 			httpError(w, http.StatusUnauthorized, "no such warm slot: it was claimed, revoked or never made")
 			return
 		case !errors.Is(err, errNotBound):
+			s.pool.release(id)
 			s.logger().Error("warm slot claim failed", "slot", id, "err", err)
 			httpError(w, http.StatusBadGateway, "the slot's dispatch could not be handed over; the slot is spent")
 			return

@@ -26,9 +26,19 @@ import (
 // The token is [remote.TokenEnv]'s, or fd 3's when that is unset (a docker slot); the gateway
 // is reached through [remote.GatewaySocketEnv] when it is set.
 func ClaimFromEnv(ctx context.Context, log io.Writer) (*Client, error) {
-	token, terr := slotToken()
-	u, slot, ca, sock := os.Getenv(remote.GatewayURLEnv), os.Getenv(remote.SlotEnv), os.Getenv(remote.CAEnv), os.Getenv(remote.GatewaySocketEnv)
-	for _, k := range []string{remote.GatewayURLEnv, remote.SlotEnv, remote.TokenEnv, remote.CAEnv, remote.GatewaySocketEnv} {
+	var token, slot string
+	var terr error
+	if path := os.Getenv(remote.SlotFileEnv); path != "" {
+		// An agent-sandbox pool pod (#30): its init step enrolled and left the slot here.
+		var a remote.EnrollAnswer
+		a, terr = slotFromFile(path)
+		token, slot = a.Token, a.Slot
+	} else {
+		token, terr = slotToken()
+		slot = os.Getenv(remote.SlotEnv)
+	}
+	u, ca, sock := os.Getenv(remote.GatewayURLEnv), os.Getenv(remote.CAEnv), os.Getenv(remote.GatewaySocketEnv)
+	for _, k := range []string{remote.GatewayURLEnv, remote.SlotEnv, remote.SlotFileEnv, remote.TokenEnv, remote.CAEnv, remote.GatewaySocketEnv} {
 		os.Unsetenv(k)
 	}
 	if terr != nil {

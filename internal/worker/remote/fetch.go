@@ -109,7 +109,15 @@ func fetch(ctx context.Context, stderr io.Writer) error {
 				return err
 			}
 		}
-		return copySelf(filepath.Join(stage, wire.BinDir, wire.BinFile))
+		if err := copySelf(filepath.Join(stage, wire.BinDir, wire.BinFile)); err != nil {
+			return err
+		}
+		if os.Getenv(remote.SlotEnrollEnv) != "" {
+			// An agent-sandbox pool pod (#30): it has no slot until it enrols with its
+			// projected token, which only this step mounts.
+			return enrollFromEnv(ctx, stderr)
+		}
+		return nil
 	}
 	c, err := FromEnv(os.Getenv(DispatchEnv))
 	if err != nil {

@@ -20,7 +20,9 @@ import (
 // a cold remote worker ([StartClient]).
 
 // SlotEnabled reports whether this worker was started for a warm slot.
-func SlotEnabled() bool { return os.Getenv(remote.SlotEnv) != "" }
+func SlotEnabled() bool {
+	return os.Getenv(remote.SlotEnv) != "" || os.Getenv(remote.SlotFileEnv) != ""
+}
 
 // maxSlotToken caps the slot token read from fd 3.
 const maxSlotToken = 256
