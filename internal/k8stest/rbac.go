@@ -19,6 +19,9 @@ var yamlKinds = map[string]string{
 	"Role":           "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/roles",
 	"RoleBinding":    "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/rolebindings",
 	"NetworkPolicy":  "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies",
+	// Cluster-wide: the TokenReview grant of agent-sandbox pools (rbac-pool-tokenreview.yaml).
+	"ClusterRole":        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+	"ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
 }
 
 // ApplyYAML creates, as the admin, each object of docs (YAML documents separated by "---"
@@ -33,7 +36,10 @@ func (c *Cluster) ApplyYAML(ctx context.Context, docs []byte) error {
 		if !ok {
 			return fmt.Errorf("document %d: kind %q is not one ApplyYAML knows", i+1, kind)
 		}
-		if err := c.doRaw(ctx, http.MethodPost, fmt.Sprintf(path, c.Namespace), "application/yaml", []byte(doc), nil); err != nil {
+		if strings.Contains(path, "%s") {
+			path = fmt.Sprintf(path, c.Namespace)
+		}
+		if err := c.doRaw(ctx, http.MethodPost, path, "application/yaml", []byte(doc), nil); err != nil {
 			return fmt.Errorf("document %d (%s): %w", i+1, kind, err)
 		}
 	}

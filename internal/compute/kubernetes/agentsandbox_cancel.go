@@ -43,6 +43,15 @@ func (p *Provider) cancelOwnSandbox(ctx context.Context, taskID, name string, sb
 		}
 		return fmt.Errorf("cancel %q: mark cancelled: %w", taskID, err)
 	}
+	if ref, ok := controllerRef(sb.OwnerReferences); ok && ref.Kind == "SandboxClaim" && ref.Name == objectName(sb.Labels[labelDispatch]) {
+		// A pool's pod (pool.go): its claim goes, and the Sandbox and pod with it (deleting
+		// the Sandbox alone, the controller would make the claim another). The pool's policy
+		// is not the dispatch's: it stays.
+		if err := p.deleteClaim(ref.Name, ref.UID); err != nil {
+			return fmt.Errorf("cancel %q: %w", taskID, err)
+		}
+		return nil
+	}
 	policy, err := p.orphanPolicy(ctx, name)
 	if err != nil {
 		return fmt.Errorf("cancel %q: keep the network policy until the pod is gone: %w", taskID, err)

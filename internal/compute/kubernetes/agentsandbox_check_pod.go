@@ -3,7 +3,6 @@ package kubernetes
 import (
 	"maps"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -19,8 +18,7 @@ import (
 // or choose its node. The rules are what agora builds (job.go): no container-level user, group
 // or profile of its own, no ports, no grace, the dispatch's deadline and resources, the
 // target's node selector.
-func (p *Provider) checkSandboxPod(sb *sandboxObject, s compute.Spec, bad func(string, ...any)) {
-	pod := &sb.Spec.PodTemplate.Spec
+func (p *Provider) checkSandboxPod(annotations map[string]string, pod *corev1.PodSpec, s compute.Spec, r podRules, bad func(string, ...any)) {
 	if sc := pod.SecurityContext; sc != nil {
 		switch {
 		case sc.RunAsGroup == nil || *sc.RunAsGroup == 0, sc.FSGroup == nil || *sc.FSGroup == 0, len(sc.SupplementalGroups) > 0:
@@ -29,7 +27,7 @@ func (p *Provider) checkSandboxPod(sb *sandboxObject, s compute.Spec, bad func(s
 			bad("the pod sets its own AppArmor, SELinux, Windows options or sysctls")
 		}
 	}
-	for k := range sb.Spec.PodTemplate.Metadata.Annotations {
+	for k := range annotations {
 		if strings.HasPrefix(k, "container.apparmor.security.beta.kubernetes.io/") || strings.HasPrefix(k, "seccomp.security.alpha.kubernetes.io/") {
 			bad("the pod template's annotation %q sets a security profile", k)
 		}
@@ -37,10 +35,7 @@ func (p *Provider) checkSandboxPod(sb *sandboxObject, s compute.Spec, bad func(s
 	if g := pod.TerminationGracePeriodSeconds; g == nil || *g != 0 {
 		bad("terminationGracePeriodSeconds is not 0: the pod would outlive its NetworkPolicy at cancel")
 	}
-	var deadline *int64
-	if t := s.Limits.Timeout; t > 0 {
-		deadline = ptrTo(int64((t + time.Second - 1) / time.Second))
-	}
+	deadline := r.deadline
 	if (deadline == nil) != (pod.ActiveDeadlineSeconds == nil) || (deadline != nil && *deadline != *pod.ActiveDeadlineSeconds) {
 		bad("activeDeadlineSeconds %v, want %v (the dispatch's timeout)", derefOr(pod.ActiveDeadlineSeconds, 0), derefOr(deadline, 0))
 	}
@@ -55,7 +50,11 @@ func (p *Provider) checkSandboxPod(sb *sandboxObject, s compute.Spec, bad func(s
 		if len(c.Ports) > 0 {
 			bad("container %q declares ports (a host port reaches the pod from outside)", c.Name)
 		}
-		if !equality.Semantic.DeepEqual(c.Resources, res) {
+		want := res
+		if c.Name == fillContainer {
+			want = fillResources(res)
+		}
+		if !equality.Semantic.DeepEqual(c.Resources, want) {
 			bad("container %q's resources are not the dispatch's limits", c.Name)
 		}
 		if sc := c.SecurityContext; sc != nil && (sc.RunAsUser != nil || sc.RunAsGroup != nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot ||

@@ -40,10 +40,14 @@ func (h *handle) watchSandbox(ctx context.Context) (compute.Exit, error) {
 	cancelling := false
 	f := &podFollow{h: h, rv: h.podRV}
 	for {
+		if !cancelling && ctx.Err() == nil && !h.deadline.IsZero() && !time.Now().Before(h.deadline) {
+			// A pool's pod: nothing else times it out.
+			return h.endSandbox(compute.Exit{Code: -1, Signal: "killed", TimedOut: true}, nil)
+		}
 		if !cancelling && ctx.Err() != nil {
 			cancelling = true
 			h.p.markCancel(h.name)
-			if err := h.p.deleteSandbox(h.name, h.uid); err != nil {
+			if err := h.deleteOwn(metav1.DeletePropagationForeground); err != nil {
 				return compute.Exit{Code: -1, Cancelled: true}, err
 			}
 			var stop context.CancelFunc
@@ -96,6 +100,9 @@ func (h *handle) watchSandbox(ctx context.Context) (compute.Exit, error) {
 		recheck := sandboxRecheck
 		if f.deleting {
 			recheck = sandboxGoingRecheck
+		}
+		if !h.deadline.IsZero() && !f.deleting {
+			recheck = max(time.Second, min(recheck, time.Until(h.deadline)+time.Second))
 		}
 		w, err := pods.Watch(wctx, metav1.ListOptions{
 			FieldSelector:   "metadata.name=" + h.name,
@@ -167,7 +174,7 @@ func (f *podFollow) see(ctx context.Context, pod *corev1.Pod, deleted bool) (com
 	if f.labels == nil {
 		f.labels = own
 	}
-	if !deleted && (!ownedBy(pod.Labels, f.h.id) || !maps.Equal(own, f.labels)) {
+	if !deleted && (!f.h.podLabelled(pod.Labels) || !maps.Equal(own, f.labels)) {
 		exit, err := f.h.endSandbox(compute.Exit{Code: -1, Lost: true}, nil)
 		return exit, true, errors.Join(err, fmt.Errorf("sandbox %q: its pod's labels changed (the Sandbox's template was relabelled): its NetworkPolicy may no longer be the only one selecting it; stopped", f.h.name))
 	}
@@ -256,7 +263,7 @@ func (h *handle) endSandbox(exit compute.Exit, err error, prop ...metav1.Deletio
 	if len(prop) > 0 {
 		pr = prop[0]
 	}
-	if derr := h.p.deleteSandboxAs(h.name, h.uid, pr); derr != nil && err == nil {
+	if derr := h.deleteOwn(pr); derr != nil && err == nil {
 		err = derr
 	}
 	if pr == metav1.DeletePropagationBackground {
@@ -269,6 +276,24 @@ func (h *handle) endSandbox(exit compute.Exit, err error, prop ...metav1.Deletio
 		}
 	}
 	return exit, err
+}
+
+// podLabelled reports whether a pod's labels are those its NetworkPolicy selects: the
+// dispatch's, or a pool pod's its pool's.
+func (h *handle) podLabelled(l map[string]string) bool {
+	if h.pool != "" {
+		return l[labelManagedBy] == managedBy && l[labelPool] == h.pool
+	}
+	return ownedBy(l, h.id)
+}
+
+// deleteOwn deletes what the dispatch holds: its Sandbox, or a pool pod's claim (whose
+// Sandbox and pod the garbage collector takes with it).
+func (h *handle) deleteOwn(prop metav1.DeletionPropagation) error {
+	if h.claim != "" {
+		return h.p.deleteClaimAs(h.claim, h.claimUID, prop)
+	}
+	return h.p.deleteSandboxAs(h.name, h.uid, prop)
 }
 
 // vanishedSandbox is the exit of a Sandbox that is gone: Cancelled when agora deleted it.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 
+	authv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -60,6 +61,11 @@ type clusterAPI interface {
 	NetworkingV1() networkingAPI
 	// AgentsV1beta1 is agent-sandbox's API (agentsandbox.go), used by that backend only.
 	AgentsV1beta1() agentsAPI
+	// ExtensionsV1beta1 is agent-sandbox's extensions (agentsandbox_ext.go): a pool's
+	// template, warm pool and claims.
+	ExtensionsV1beta1() extAPI
+	// TokenReviews verifies pool pods' projected tokens (pool_verify.go).
+	TokenReviews() tokenReviewsAPI
 }
 
 type coreAPI interface {
@@ -91,7 +97,7 @@ type apiScheme struct {
 
 var providerScheme = sync.OnceValues(func() (apiScheme, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, batchv1.AddToScheme, networkingv1.AddToScheme, addAgentsToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, batchv1.AddToScheme, networkingv1.AddToScheme, addAgentsToScheme, addExtToScheme, authv1.AddToScheme} {
 		if err := add(s); err != nil {
 			return apiScheme{}, fmt.Errorf("kubernetes scheme: %w", err)
 		}
@@ -102,9 +108,9 @@ var providerScheme = sync.OnceValues(func() (apiScheme, error) {
 // restCluster is clusterAPI over the cluster's REST API: one rest client per group, sharing
 // one HTTP client (its connections and credentials), as a clientset does.
 type restCluster struct {
-	core, batch, networking, agents rest.Interface
-	params                          runtime.ParameterCodec
-	http                            *http.Client
+	core, batch, networking, agents, ext, auth rest.Interface
+	params                                     runtime.ParameterCodec
+	http                                       *http.Client
 }
 
 // closeIdle drops the pooled connections to the apiserver (see [Provider.closeIdle]).
@@ -130,6 +136,8 @@ func newRESTCluster(cfg *rest.Config) (*restCluster, error) {
 		{&c.batch, "/apis", batchv1.SchemeGroupVersion},
 		{&c.networking, "/apis", networkingv1.SchemeGroupVersion},
 		{&c.agents, "/apis", agentsGroupVersion},
+		{&c.ext, "/apis", extGroupVersion},
+		{&c.auth, "/apis", authv1.SchemeGroupVersion},
 	} {
 		rc, err := groupClient(cfg, httpClient, sch, g.apiPath, g.gv)
 		if err != nil {
@@ -157,12 +165,17 @@ func (c *restCluster) CoreV1() coreAPI             { return restCore{c} }
 func (c *restCluster) BatchV1() batchAPI           { return restBatch{c} }
 func (c *restCluster) NetworkingV1() networkingAPI { return restNetworking{c} }
 func (c *restCluster) AgentsV1beta1() agentsAPI    { return restAgents{c} }
+func (c *restCluster) ExtensionsV1beta1() extAPI   { return restExt{c} }
+func (c *restCluster) TokenReviews() tokenReviewsAPI {
+	return restTokenReviews{c}
+}
 
 type (
 	restCore       struct{ c *restCluster }
 	restBatch      struct{ c *restCluster }
 	restNetworking struct{ c *restCluster }
 	restAgents     struct{ c *restCluster }
+	restExt        struct{ c *restCluster }
 )
 
 // restPods adds the log subresource, as client-go's pods client does.

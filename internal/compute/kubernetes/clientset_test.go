@@ -41,6 +41,11 @@ func (c clientsetNetworking) NetworkPolicies(ns string) policiesAPI {
 // control plane.
 func (c clientset) AgentsV1beta1() agentsAPI { return noAgents{} }
 
+// ExtensionsV1beta1: as AgentsV1beta1, the fake knows no CRDs; TokenReviews are the
+// clientset's (a fake's answer nothing authenticated).
+func (c clientset) ExtensionsV1beta1() extAPI     { return nil }
+func (c clientset) TokenReviews() tokenReviewsAPI { return c.cs.AuthenticationV1().TokenReviews() }
+
 type noAgents struct{}
 
 func (noAgents) Sandboxes(string) sandboxAPI { return noSandboxes{} }

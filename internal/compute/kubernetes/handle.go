@@ -44,6 +44,13 @@ type handle struct {
 	// set, is where its pod watch starts (before the Sandbox was made).
 	sandbox bool
 	podRV   string
+	// claim, for a pool's pod (pool.go): the SandboxClaim that holds its Sandbox, deleted in
+	// its stead (a claim whose Sandbox is deleted gets a new one from the controller);
+	// deadline is when the dispatch times out (a pool's pod has no deadline of its own).
+	claim    string
+	claimUID types.UID
+	pool     string
+	deadline time.Time
 
 	done chan struct{}
 	exit compute.Exit // written before done is closed
@@ -91,6 +98,17 @@ func (h *handle) run(ctx context.Context) {
 	// adopted Job, the one of its name, which no other Start of a dispatch whose Job exists
 	// can have made (a Start adopts the Job it finds).
 	del := metav1.DeleteOptions{}
+	if h.claim != "" {
+		// A pool's pod: its claim goes (a claim left without its Sandbox is given a new one
+		// by the controller); it has no Secret of its own.
+		if derr := h.p.deleteClaimAs(h.claim, h.claimUID, metav1.DeletePropagationBackground); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		exit.Duration = time.Since(h.start)
+		exit.Isolation = h.p.isolation()
+		h.exit, h.err = exit, err
+		return
+	}
 	if h.secretUID != "" {
 		del.Preconditions = &metav1.Preconditions{UID: &h.secretUID}
 	}

@@ -9,6 +9,9 @@ import (
 
 // TestMain shares one control plane between the cluster tests and stops it at the end.
 func TestMain(m *testing.M) {
+	if os.Getenv(poolClaimerEnv) != "" {
+		os.Exit(poolClaimerMain()) // a supervisor killed with -9 after its claim (pool_cluster_test.go)
+	}
 	if os.Getenv(slotHolderEnv) != "" {
 		os.Exit(slotHolderMain()) // a warm slot's holder, to be killed with -9 (warmslot_cluster_test.go)
 	}

@@ -441,7 +441,7 @@ func (sl *Slot) Check(ctx context.Context) error {
 	case containersHash(pod.Spec) != sl.pod:
 		return fmt.Errorf("%w: its pod's containers or volumes changed", ErrSlotChanged)
 	}
-	return sl.checkOtherPolicies(ctx, pod.Labels)
+	return sl.p.checkOtherPolicies(ctx, sl.np, pod.Labels)
 }
 
 // checkOtherPolicies refuses a slot pod that another NetworkPolicy of the namespace singles
@@ -449,20 +449,21 @@ func (sl *Slot) Check(ctx context.Context) error {
 // own labels (agora.slot=<id>, its job's), widens it as much as its own policy widened would
 // (red team 32). A policy that selects every agora pod (or every pod) applies to a cold pod
 // alike and is the operator's: it is left to them.
-func (sl *Slot) checkOtherPolicies(ctx context.Context, podLabels map[string]string) error {
-	l, err := sl.p.client.NetworkingV1().NetworkPolicies(sl.p.ns).List(ctx, metav1.ListOptions{})
+// (own is the slot's or pool's policy.)
+func (p *Provider) checkOtherPolicies(ctx context.Context, own types.UID, podLabels map[string]string) error {
+	l, err := p.client.NetworkingV1().NetworkPolicies(p.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("warm slot %s: list network policies: %w", sl.ID, err)
+		return fmt.Errorf("warm slot: list network policies: %w", err)
 	}
 	shared := k8slabels.Set{labelManagedBy: managedBy}
-	for k, v := range sl.p.templateLabels(sl.ID) {
+	for k, v := range p.templateLabels("x") {
 		if k != labelDispatch {
 			shared[k] = v // the test-only labels every pod of this provider carries
 		}
 	}
 	for i := range l.Items {
 		np := &l.Items[i]
-		if np.UID == sl.np || (len(np.Spec.Ingress) == 0 && len(np.Spec.Egress) == 0) {
+		if np.UID == own || (len(np.Spec.Ingress) == 0 && len(np.Spec.Egress) == 0) {
 			continue // its own, or one that allows nothing
 		}
 		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)

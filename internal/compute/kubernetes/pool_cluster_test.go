@@ -1,0 +1,576 @@
+package kubernetes
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/remote"
+	"github.com/agora-dev/agora/internal/k8stest"
+	"github.com/agora-dev/agora/internal/netgw"
+	workerremote "github.com/agora-dev/agora/internal/worker/remote"
+)
+
+// lateVerifier is the gateway's PodVerifier, set once the providers exist (they export to
+// the gateway's registry, which must exist first).
+type lateVerifier struct {
+	mu sync.Mutex
+	v  netgw.PodVerifier
+}
+
+func (l *lateVerifier) VerifyPod(ctx context.Context, token string) (remote.PodIdentity, error) {
+	l.mu.Lock()
+	v := l.v
+	l.mu.Unlock()
+	if v == nil {
+		return remote.PodIdentity{}, errors.New("no verifier yet")
+	}
+	return v.VerifyPod(ctx, token)
+}
+
+// startPoolGW is startSlotGW with the pool pods' enrolment served, verified by lv.
+func startPoolGW(t testing.TB) (*slotGW, *lateVerifier) {
+	t.Helper()
+	home := t.TempDir()
+	certs, err := netgw.LoadOrCreateCA(filepath.Join(home, "keys"), []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &slotGW{reg: &netgw.Registry{Dir: filepath.Join(home, "gateway", "sessions")},
+		slots: &netgw.Slots{Dir: filepath.Join(home, "gateway", "slots")}, ca: certs.CAPEM}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.url = "https://" + ln.Addr().String()
+	lv := &lateVerifier{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		(&netgw.Server{Registry: g.reg, Slots: g.slots, Pods: lv, Version: workerremote.Version()}).Serve(ctx, ln, certs.Server)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return g, lv
+}
+
+// poolSetup is a `backend: agent-sandbox` target's providers on the real control plane with
+// agent-sandbox's real controller (as agora's ServiceAccount under the documented Role and the
+// TokenReview ClusterRole, and as the admin), a gateway whose verifier is the role provider's,
+// and a whole clientset (the test plays the kubelet: it mints the pool pods' projected tokens).
+func poolSetup(t *testing.T) (g *slotGW, p, admin *Provider, cs *kubernetes.Clientset) {
+	t.Helper()
+	g, lv := startPoolGW(t)
+	p, admin = warmSandboxProviders(t, g)
+	c := k8stest.Shared(t, k8stest.Options{AgentSandbox: true})
+	docs, err := os.ReadFile("../../../examples/kubernetes/rbac-pool-tokenreview.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyYAML(t.Context(), []byte(strings.ReplaceAll(string(docs), "namespace: agents", "namespace: "+c.Namespace))); err != nil && !alreadyApplied(err) {
+		t.Fatalf("apply the TokenReview ClusterRole: %v", err)
+	}
+	cfg, err := restConfig(c.Kubeconfig, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs, err = kubernetes.NewForConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	lv.mu.Lock()
+	lv.v = PoolVerifier{P: p, Home: testHome}
+	lv.mu.Unlock()
+	return g, p, admin, cs
+}
+
+// mintPodToken is what the kubelet puts in a pool pod's projected volume: a token of the pool's
+// ServiceAccount for audience, bound to pod.
+func mintPodToken(t *testing.T, cs *kubernetes.Clientset, pod *corev1.Pod, audience string) string {
+	t.Helper()
+	tr, err := cs.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(t.Context(), PoolServiceAccount, &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
+		Audiences: []string{audience}, ExpirationSeconds: ptrTo(int64(poolTokenExpiry)),
+		BoundObjectRef: &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("mint pod %s's projected token: %v", pod.Name, err)
+	}
+	return tr.Status.Token
+}
+
+// readyPoolPods waits for n running pods of the pool that the pool still holds and returns them,
+// oldest first, skipping those in skip.
+func readyPoolPods(t *testing.T, admin *Provider, pool string, n int, skip map[string]bool) []corev1.Pod {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		l, err := admin.client.CoreV1().Pods(admin.ns).List(t.Context(), metav1.ListOptions{LabelSelector: labelPool + "=" + pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []corev1.Pod
+		for _, pod := range l.Items {
+			if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil || skip[string(pod.UID)] {
+				continue
+			}
+			sb, err := admin.client.AgentsV1beta1().Sandboxes(admin.ns).Get(t.Context(), pod.Name, metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			if ref, ok := controllerRef(sb.OwnerReferences); ok && ref.Kind == "SandboxWarmPool" {
+				out = append(out, pod)
+			}
+		}
+		if len(out) >= n {
+			return out[:n]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d running unclaimed pods of pool %s after 2m, want %d", len(out), pool, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// poolPod is a pool pod the test plays the init step and worker of.
+type poolPod struct {
+	pod   corev1.Pod
+	jwt   string
+	slot  remote.EnrollAnswer
+	got   <-chan string
+	claim context.CancelFunc
+}
+
+// enrolPods plays each pod's init step (enrol with its projected token) and worker (claim with
+// the slot the enrolment gave).
+func enrolPods(t *testing.T, g *slotGW, cs *kubernetes.Clientset, pods []corev1.Pod) map[string]*poolPod {
+	t.Helper()
+	out := map[string]*poolPod{}
+	for _, pod := range pods {
+		jwt := mintPodToken(t, cs, &pod, PoolAudience(testHome))
+		a, err := workerremote.Enroll(t.Context(), g.url, g.ca, jwt, nil)
+		if err != nil {
+			t.Fatalf("pool pod %s's enrolment: %v", pod.Name, err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		t.Cleanup(cancel)
+		out[string(pod.UID)] = &poolPod{pod: pod, jwt: jwt, slot: a, got: workerClaims(ctx, g, a.Slot, a.Token), claim: cancel}
+	}
+	return out
+}
+
+// handedTo waits for the one pod of pods whose worker was handed dispatch id.
+func handedTo(t *testing.T, pods map[string]*poolPod, id string) *poolPod {
+	t.Helper()
+	timeout := time.After(time.Minute)
+	for {
+		for _, pp := range pods {
+			select {
+			case d := <-pp.got:
+				if d != id {
+					t.Fatalf("pool pod %s's worker was handed %q, want %q", pp.pod.Name, d, id)
+				}
+				return pp
+			default:
+			}
+		}
+		select {
+		case <-timeout:
+			t.Fatalf("no pool pod's worker was handed %s", id)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func enrolCode(t *testing.T, g *slotGW, jwt string) int {
+	t.Helper()
+	_, err := workerremote.Enroll(t.Context(), g.url, g.ca, jwt, nil)
+	var se *workerremote.StatusError
+	if errors.As(err, &se) {
+		return se.Code
+	}
+	if err != nil {
+		t.Fatalf("enrol: %v", err)
+	}
+	return 200
+}
+
+// A dispatch runs through agent-sandbox's own warm pool (#30) on the real control plane with
+// the real controller, every provider action as agora's ServiceAccount: agora makes the pool
+// (template, warm pool, policy, Secret); each pool pod enrols once with its pod-bound projected
+// token (a TokenReview by the real apiserver); a dispatch's SandboxClaim is handed a warm pod
+// whose worker gets exactly that dispatch; it ends as a cold one does (code 0, the same
+// isolation); two dispatches get two pods; the pod's token replayed (by itself after its claim,
+// by anyone) and its slot token replayed are refused; the claimed pod never goes back to the
+// pool and the next dispatch gets another.
+func TestAgentSandboxPool_ClaimRunsDispatch(t *testing.T) {
+	g, p, admin, cs := poolSetup(t)
+	// kwok ends the pods with code 0 a minute after they run: the cold one, and the pool's.
+	p.testOnlyPodMeta = failWith(0, "60s")
+
+	coldID := clusterID("POOLCOLD")
+	cold, err := p.Start(t.Context(), warmSpec(t, coldID))
+	if err != nil {
+		t.Fatalf("cold start: %v", err)
+	}
+	coldExit := make(chan compute.Exit, 1)
+	go func() { coldExit <- waitTimeout(t, cold, 3*time.Minute) }()
+
+	pl, err := p.EnsurePool(t.Context(), warmSpec(t, "TEMPLATE"), PoolOptions{Home: testHome, Replicas: 2, Places: warmPlaces})
+	if err != nil {
+		t.Fatalf("EnsurePool: %v", err)
+	}
+	t.Cleanup(func() { pl.Delete(context.Background()) })
+	again, err := p.EnsurePool(t.Context(), warmSpec(t, "TEMPLATE"), PoolOptions{Home: testHome, Replicas: 2, Places: warmPlaces})
+	if err != nil || again.Name != pl.Name {
+		t.Fatalf("EnsurePool again = %v, %v; want the same pool %s", again, err, pl.Name)
+	}
+	pods := enrolPods(t, g, cs, readyPoolPods(t, admin, pl.Name, 2, nil))
+	for _, pp := range pods {
+		// The same pod's token again (another pod that copied it): refused, the pod's slot
+		// stays its own.
+		if code := enrolCode(t, g, pp.jwt); code != 401 {
+			t.Errorf("pod %s's token enrolled twice: %d, want 401", pp.pod.Name, code)
+		}
+		// A token of the pod for the apiserver's audience, not the gateway's: refused.
+		if code := enrolCode(t, g, mintPodToken(t, cs, &pp.pod, "https://kubernetes.default.svc.cluster.local")); code != 401 {
+			t.Errorf("pod %s's apiserver token enrolled: %d, want 401", pp.pod.Name, code)
+		}
+	}
+
+	warmID := clusterID("POOLWARM")
+	h, err := pl.Claim(t.Context(), warmSpec(t, warmID), g.slots.BindPod)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	first := handedTo(t, pods, warmID)
+	if h.TaskID() != formatTaskID(p.ns, first.pod.Name) {
+		t.Errorf("warm task id %q, want the claimed pod's Sandbox %q", h.TaskID(), formatTaskID(p.ns, first.pod.Name))
+	}
+	if d, err := p.Describe(t.Context(), h.TaskID()); err != nil || d.Gone || d.Object != first.pod.Name {
+		t.Errorf("describe of the pool dispatch = %+v, %v; want its Sandbox", d, err)
+	}
+	// After the claim: the pod's token (its agent could have it) and its slot token get nothing.
+	if code := enrolCode(t, g, first.jwt); code != 401 {
+		t.Errorf("the claimed pod's token enrolled again: %d, want 401", code)
+	}
+	rctx, rcancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer rcancel()
+	if d := <-workerClaims(rctx, g, first.slot.Slot, first.slot.Token); !strings.HasPrefix(d, "refused: ") {
+		t.Errorf("the claimed pod's slot token replayed was handed %q", d)
+	}
+
+	secondID := clusterID("POOLWARM2")
+	h2, err := pl.Claim(t.Context(), warmSpec(t, secondID), g.slots.BindPod)
+	if err != nil {
+		t.Fatalf("second Claim: %v", err)
+	}
+	second := handedTo(t, pods, secondID)
+	if second.pod.UID == first.pod.UID {
+		t.Fatal("two dispatches were handed one pod")
+	}
+
+	warm, warm2, cexit := waitTimeout(t, h, 3*time.Minute), waitTimeout(t, h2, 3*time.Minute), <-coldExit
+	for name, e := range map[string]compute.Exit{"cold": cexit, "warm": warm, "warm2": warm2} {
+		if e.Code != 0 || e.Lost || e.Cancelled || e.TimedOut {
+			t.Errorf("%s exit = %+v, want code 0", name, e)
+		}
+		if e.Isolation != "kubernetes+restricted+readonly+nonroot+netpol" {
+			t.Errorf("%s isolation %q", name, e.Isolation)
+		}
+	}
+	// Used once: the claims are gone with their Sandboxes, and the pool's next pods are others.
+	for _, id := range []string{warmID, secondID} {
+		waitGone(t, "claim", func() error {
+			_, err := admin.client.ExtensionsV1beta1().SandboxClaims(p.ns).Get(t.Context(), objectName(id), metav1.GetOptions{})
+			return err
+		})
+	}
+	for _, pp := range []*poolPod{first, second} {
+		waitGone(t, "claimed sandbox", func() error {
+			_, err := admin.client.AgentsV1beta1().Sandboxes(p.ns).Get(t.Context(), pp.pod.Name, metav1.GetOptions{})
+			return err
+		})
+	}
+	skip := map[string]bool{string(first.pod.UID): true, string(second.pod.UID): true}
+	next := enrolPods(t, g, cs, readyPoolPods(t, admin, pl.Name, 1, skip))
+	thirdID := clusterID("POOLWARM3")
+	h3, err := pl.Claim(t.Context(), warmSpec(t, thirdID), g.slots.BindPod)
+	if err != nil {
+		t.Fatalf("third Claim: %v", err)
+	}
+	if third := handedTo(t, next, thirdID); skip[string(third.pod.UID)] {
+		t.Fatal("a used pod was handed another dispatch")
+	}
+	if err := p.Cancel(t.Context(), h3.TaskID()); err != nil {
+		t.Fatalf("cancel a pool dispatch: %v", err)
+	}
+	if exit := waitTimeout(t, h3, 3*time.Minute); !exit.Cancelled {
+		t.Errorf("cancelled pool dispatch exit = %+v, want Cancelled", exit)
+	}
+	waitGone(t, "cancelled claim", func() error {
+		_, err := admin.client.ExtensionsV1beta1().SandboxClaims(p.ns).Get(t.Context(), objectName(thirdID), metav1.GetOptions{})
+		return err
+	})
+}
+
+// Attack: someone who may create SandboxClaims in the namespace claims agora's pool. The
+// controller hands them a pod of it; that pod's worker gets no dispatch (agora binds only the
+// pods of its own claims, by uid), its enrolment after the claim is refused (the pool no longer
+// holds its Sandbox), so no token is had for it; and agora's next dispatch gets another pod.
+func TestAgentSandboxPool_ForeignClaimGetsNothing(t *testing.T) {
+	g, p, admin, cs := poolSetup(t)
+	p.testOnlyPodMeta = failWith(0, "1h")
+	pl, err := p.EnsurePool(t.Context(), warmSpec(t, "TEMPLATE"), PoolOptions{Home: testHome, Replicas: 2, Places: warmPlaces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pl.Delete(context.Background()) })
+	ready := readyPoolPods(t, admin, pl.Name, 2, nil)
+	// One pod enrolled (its worker waits), one not yet: the foreign claim takes whichever.
+	pods := enrolPods(t, g, cs, ready[:1])
+
+	foreign := &claimObject{extObject{TypeMeta: metav1.TypeMeta{APIVersion: extGroupVersion.String(), Kind: "SandboxClaim"},
+		ObjectMeta: metav1.ObjectMeta{Name: "someone-elses", Namespace: p.ns,
+			// Even wearing agora's labels.
+			Labels: map[string]string{labelManagedBy: managedBy, labelDispatch: "01FOREIGN", labelPool: pl.Name}},
+		Spec: json.RawMessage(`{"warmPoolRef":{"name":"` + pl.Name + `"}}`)}}
+	made, err := admin.client.ExtensionsV1beta1().SandboxClaims(p.ns).Create(t.Context(), foreign, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.deleteClaim(made.Name, made.UID) })
+	var taken *corev1.Pod
+	deadline := time.Now().Add(time.Minute)
+	for taken == nil && time.Now().Before(deadline) {
+		for i := range ready {
+			sb, err := admin.client.AgentsV1beta1().Sandboxes(p.ns).Get(t.Context(), ready[i].Name, metav1.GetOptions{})
+			if err == nil && controlledBy(sb.OwnerReferences, "SandboxClaim", made.Name, made.UID) {
+				taken = &ready[i]
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if taken == nil {
+		t.Fatal("the controller handed the foreign claim none of the pool's ready pods")
+	}
+	if _, enrolled := pods[string(taken.UID)]; !enrolled {
+		if code := enrolCode(t, g, mintPodToken(t, cs, taken, PoolAudience(testHome))); code != 401 {
+			t.Errorf("a pod claimed by someone else enrolled: %d, want 401", code)
+		}
+	}
+	// agora's dispatch gets another pod; the foreign one's worker (if enrolled) nothing.
+	others := enrolPods(t, g, cs, readyPoolPods(t, admin, pl.Name, 1, map[string]bool{string(taken.UID): true}))
+	id := clusterID("POOLNOTFOREIGN")
+	h, err := pl.Claim(t.Context(), warmSpec(t, id), g.slots.BindPod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := handedTo(t, others, id); got.pod.UID == taken.UID {
+		t.Fatal("agora's dispatch was handed the pod someone else claimed")
+	}
+	if pp, ok := pods[string(taken.UID)]; ok {
+		select {
+		case d := <-pp.got:
+			t.Errorf("the foreign-claimed pod's worker was handed %q", d)
+		case <-time.After(2 * time.Second):
+		}
+	}
+	p.Cancel(t.Context(), h.TaskID())
+	waitTimeout(t, h, 3*time.Minute)
+}
+
+// Attack: the pool's template or policy edited behind agora's back (a Managed policy, env
+// injection, another image, a widened policy) is never claimed from: the dispatch starts cold.
+func TestAgentSandboxPool_ChangedPoolNeverClaimed(t *testing.T) {
+	_, p, admin, _ := poolSetup(t)
+	p.testOnlyPodMeta = failWith(0, "1h")
+	for name, edit := range map[string]func(pl *Pool) error{
+		"managed policy": func(pl *Pool) error {
+			_, err := admin.client.ExtensionsV1beta1().SandboxTemplates(p.ns).Patch(t.Context(), pl.Name, "application/merge-patch+json",
+				[]byte(`{"spec":{"networkPolicyManagement":"Managed"}}`), metav1.PatchOptions{})
+			return err
+		},
+		"env overrides": func(pl *Pool) error {
+			_, err := admin.client.ExtensionsV1beta1().SandboxTemplates(p.ns).Patch(t.Context(), pl.Name, "application/merge-patch+json",
+				[]byte(`{"spec":{"envVarsInjectionPolicy":"Overrides"}}`), metav1.PatchOptions{})
+			return err
+		},
+		"widened policy": func(pl *Pool) error {
+			_, err := admin.client.NetworkingV1().NetworkPolicies(p.ns).Patch(t.Context(), pl.Name, "application/merge-patch+json",
+				[]byte(`{"spec":{"egress":[{}]}}`), metav1.PatchOptions{})
+			return err
+		},
+	} {
+		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
+			spec := warmSpec(t, "TEMPLATE")
+			spec.Env = append(spec.Env, "POOLCASE="+strings.ReplaceAll(name, " ", "_")) // a pool of its own
+			pl, err := p.EnsurePool(t.Context(), spec, PoolOptions{Home: testHome, Replicas: 1, Places: warmPlaces})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { pl.Delete(context.Background()); p.deletePolicy(pl.Name, pl.npUID) })
+			if err := edit(pl); err != nil {
+				t.Fatal(err)
+			}
+			ws := warmSpec(t, clusterID("POOLCHANGED"))
+			ws.Env = append(ws.Env, spec.Env[len(spec.Env)-1])
+			if _, err := pl.Claim(t.Context(), ws, func(context.Context, string, string, string) error {
+				return errors.New("bound a changed pool's pod")
+			}); !errors.Is(err, ErrSlotChanged) {
+				t.Fatalf("Claim from a changed pool = %v, want ErrSlotChanged", err)
+			}
+			if _, err := admin.client.ExtensionsV1beta1().SandboxClaims(p.ns).Get(t.Context(), objectName(ws.ID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("a claim was made from a changed pool: %v", err)
+			}
+		})
+	}
+}
+
+// poolClaimerEnv makes the test binary a supervisor that claims a pool pod and is killed with
+// -9 while it waits for the pod's worker (pool_cluster_test.go).
+const poolClaimerEnv = "AGORA_K8S_TEST_POOL_CLAIMER"
+
+// poolClaimer is the claimer's settings.
+type poolClaimer struct {
+	Opts     Options
+	Sessions string
+	Slots    string
+	Spec     compute.Spec
+	Dispatch string
+}
+
+func poolClaimerMain() int {
+	var c poolClaimer
+	if err := json.Unmarshal([]byte(os.Getenv(poolClaimerEnv)), &c); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	c.Opts.Exporter = &netgw.Registry{Dir: c.Sessions}
+	p, err := New(c.Opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	p.testOnlyPodMeta = failWith(0, "1h")
+	ctx := context.Background()
+	pl, err := p.EnsurePool(ctx, c.Spec, PoolOptions{Home: testHome, Replicas: 2, Places: warmPlaces})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s := c.Spec
+	s.ID = c.Dispatch
+	s.Env = append(slotEnv(s.Env), "AGORA_DISPATCH_ID="+s.ID)
+	slots := &netgw.Slots{Dir: c.Slots}
+	_, err = pl.Claim(ctx, s, func(ctx context.Context, uid, dispatch, token string) error {
+		fmt.Printf("%s\n", uid) // claimed and checked: the parent kills this process now
+		return slots.BindPod(ctx, uid, dispatch, token)
+	})
+	fmt.Fprintln(os.Stderr, "claim:", err)
+	return 1
+}
+
+// A supervisor killed with -9 after its claim: the pod it claimed is never handed a dispatch
+// (its worker's claim is refused once the binder is gone) nor returned to the pool; the next
+// dispatch gets another pod.
+func TestAgentSandboxPool_Kill9AfterClaimNeverReused(t *testing.T) {
+	g, p, admin, cs := poolSetup(t)
+	p.testOnlyPodMeta = failWith(0, "1h")
+	tmpl := warmSpec(t, "TEMPLATE")
+	pl, err := p.EnsurePool(t.Context(), tmpl, PoolOptions{Home: testHome, Replicas: 2, Places: warmPlaces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pl.Delete(context.Background()) })
+	pods := enrolPods(t, g, cs, readyPoolPods(t, admin, pl.Name, 2, nil))
+	// The workers wait with their slot tokens; the killed supervisor's pod must refuse its.
+	for _, pp := range pods {
+		pp.claim()
+		<-pp.got
+	}
+	opts := p.opts
+	opts.Exporter, opts.Resolve = nil, nil
+	killedID := clusterID("POOLKILLED")
+	cfg, _ := json.Marshal(poolClaimer{Opts: opts, Sessions: g.reg.Dir, Slots: g.slots.Dir, Spec: tmpl, Dispatch: killedID})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), poolClaimerEnv+"="+string(cfg))
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the claimer said nothing: %v", err)
+	}
+	killedUID := strings.TrimSpace(line)
+	time.Sleep(200 * time.Millisecond) // let it listen for the pod's worker
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	killed, ok := pods[killedUID]
+	if !ok {
+		t.Fatalf("the killed supervisor claimed pod %s, not one the test enrolled", killedUID)
+	}
+	rctx, rcancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer rcancel()
+	if d := <-workerClaims(rctx, g, killed.slot.Slot, killed.slot.Token); !strings.HasPrefix(d, "refused: ") {
+		t.Errorf("the killed supervisor's pod's worker was handed %q", d)
+	}
+	// Its Sandbox stays the killed dispatch's claim's, never the pool's again.
+	sb, err := admin.client.AgentsV1beta1().Sandboxes(p.ns).Get(t.Context(), killed.pod.Name, metav1.GetOptions{})
+	if err == nil {
+		if ref, ok := controllerRef(sb.OwnerReferences); !ok || ref.Kind != "SandboxClaim" {
+			t.Errorf("the killed supervisor's pod's Sandbox is controlled by %+v, want its claim", ref)
+		}
+	}
+	t.Cleanup(func() {
+		if c, err := admin.client.ExtensionsV1beta1().SandboxClaims(p.ns).Get(context.Background(), objectName(killedID), metav1.GetOptions{}); err == nil {
+			admin.deleteClaim(c.Name, c.UID)
+		}
+	})
+	// The next dispatch: another pod.
+	var others []corev1.Pod
+	for _, pod := range readyPoolPods(t, admin, pl.Name, 1, map[string]bool{killedUID: true}) {
+		others = append(others, pod)
+	}
+	var next map[string]*poolPod
+	if pp, ok := pods[string(others[0].UID)]; ok {
+		// Enrolled above; its worker's first claim was cancelled: claim again.
+		ctx, cancel := context.WithCancel(t.Context())
+		t.Cleanup(cancel)
+		pp.got = workerClaims(ctx, g, pp.slot.Slot, pp.slot.Token)
+		next = map[string]*poolPod{string(others[0].UID): pp}
+	} else {
+		next = enrolPods(t, g, cs, others)
+	}
+	id := clusterID("POOLAFTERKILL")
+	h, err := pl.Claim(t.Context(), warmSpec(t, id), g.slots.BindPod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := handedTo(t, next, id); string(got.pod.UID) == killedUID {
+		t.Fatal("the killed supervisor's pod was handed the next dispatch")
+	}
+	p.Cancel(t.Context(), h.TaskID())
+	waitTimeout(t, h, 3*time.Minute)
+}

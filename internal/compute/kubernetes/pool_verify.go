@@ -1,0 +1,121 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agora-dev/agora/internal/compute/remote"
+)
+
+// PoolVerifier verifies the projected tokens pool pods enrol with (netgw.PodVerifier): the
+// gateway of home serves it for each `backend: agent-sandbox` target with warm slots.
+type PoolVerifier struct {
+	P    *Provider
+	Home string
+}
+
+// The TokenReview's extra keys naming the pod a token is bound to.
+const (
+	extraPodName = "authentication.kubernetes.io/pod-name"
+	extraPodUID  = "authentication.kubernetes.io/pod-uid"
+)
+
+// VerifyPod asks the apiserver (TokenReview, for the home's gateway audience alone) whom token
+// names, and accepts it only when that is a pod bound token of the pool's ServiceAccount in the
+// target's namespace, for a pod that exists with that uid, is not being deleted, has not run
+// its worker yet (Pending or Running), carries the labels of one of home's pools, runs as the
+// pool's ServiceAccount, and is the pod of a Sandbox that pool still holds (unclaimed): the
+// pool, the Sandbox and the pod by uid. Its errors never carry the token.
+func (v PoolVerifier) VerifyPod(ctx context.Context, token string) (remote.PodIdentity, error) {
+	p := v.P
+	if !validHome(v.Home) {
+		return remote.PodIdentity{}, fmt.Errorf("pool verifier: home %q is not valid", v.Home)
+	}
+	aud := PoolAudience(v.Home)
+	tr, err := p.client.TokenReviews().Create(ctx, &authv1.TokenReview{Spec: authv1.TokenReviewSpec{Token: token, Audiences: []string{aud}}}, metav1.CreateOptions{})
+	if err != nil {
+		return remote.PodIdentity{}, fmt.Errorf("token review: %w", err)
+	}
+	st := tr.Status
+	if !st.Authenticated {
+		return remote.PodIdentity{}, errors.New("the apiserver did not authenticate the token for the gateway's audience")
+	}
+	if !slices.Contains(st.Audiences, aud) {
+		return remote.PodIdentity{}, errors.New("the token is not for the gateway's audience")
+	}
+	if want := "system:serviceaccount:" + p.ns + ":" + PoolServiceAccount; st.User.Username != want {
+		return remote.PodIdentity{}, fmt.Errorf("the token is %q's, not the pool's ServiceAccount's", st.User.Username)
+	}
+	name, uid := st.User.Extra[extraPodName], st.User.Extra[extraPodUID]
+	if len(name) != 1 || len(uid) != 1 || !remote.ValidPodUID(uid[0]) {
+		return remote.PodIdentity{}, errors.New("the token is not bound to a pod")
+	}
+	id := remote.PodIdentity{Namespace: p.ns, Name: name[0], UID: uid[0]}
+	if err := v.poolPod(ctx, id); err != nil {
+		return remote.PodIdentity{}, fmt.Errorf("pod %s/%s: %w", id.Namespace, id.Name, err)
+	}
+	return id, nil
+}
+
+// poolPod checks that id is a live, unclaimed pod of one of home's pools.
+func (v PoolVerifier) poolPod(ctx context.Context, id remote.PodIdentity) error {
+	p := v.P
+	pod, err := p.client.CoreV1().Pods(p.ns).Get(ctx, id.Name, metav1.GetOptions{})
+	switch {
+	case err != nil:
+		return err
+	case string(pod.UID) != id.UID:
+		return errors.New("the token is bound to an earlier pod of that name")
+	case pod.DeletionTimestamp != nil:
+		return errors.New("the pod is being deleted")
+	case pod.Status.Phase != corev1.PodPending && pod.Status.Phase != corev1.PodRunning:
+		return fmt.Errorf("the pod is %s", pod.Status.Phase)
+	case pod.Spec.ServiceAccountName != PoolServiceAccount:
+		return fmt.Errorf("the pod runs as service account %q", pod.Spec.ServiceAccountName)
+	case pod.Labels[labelManagedBy] != managedBy || pod.Labels[labelHome] != v.Home || len(pod.Labels[labelPool]) <= len(poolPrefix):
+		return errors.New("the pod does not carry the labels of a pool of this home's")
+	}
+	pool := pod.Labels[labelPool]
+	sbRef, ok := controllerRef(pod.OwnerReferences)
+	if !ok || sbRef.Kind != "Sandbox" || sbRef.APIVersion != agentsGroupVersion.String() {
+		return errors.New("the pod is not a Sandbox's")
+	}
+	sb, err := p.client.AgentsV1beta1().Sandboxes(p.ns).Get(ctx, sbRef.Name, metav1.GetOptions{})
+	switch {
+	case err != nil:
+		return fmt.Errorf("its sandbox: %w", err)
+	case sb.UID != sbRef.UID || sb.DeletionTimestamp != nil:
+		return errors.New("its sandbox was replaced or is being deleted")
+	}
+	poolRef, ok := controllerRef(sb.OwnerReferences)
+	if !ok || poolRef.Kind != "SandboxWarmPool" || poolRef.Name != pool || poolRef.APIVersion != extGroupVersion.String() {
+		// A claim adopted it (a claim of someone else's, or agora's own taking a pod that had
+		// not enrolled yet): a claimed pod never enrols.
+		return errors.New("its sandbox is not held by the pool (it was claimed, or is another's)")
+	}
+	wp, err := p.client.ExtensionsV1beta1().SandboxWarmPools(p.ns).Get(ctx, pool, metav1.GetOptions{})
+	switch {
+	case err != nil:
+		return fmt.Errorf("its pool: %w", err)
+	case wp.UID != poolRef.UID || wp.Labels[labelManagedBy] != managedBy || wp.Labels[labelPool] != pool || wp.Labels[labelHome] != v.Home:
+		return errors.New("its pool is not this home's")
+	}
+	return nil
+}
+
+// controllerRef returns refs' controller.
+func controllerRef(refs []metav1.OwnerReference) (metav1.OwnerReference, bool) {
+	for _, r := range refs {
+		if r.Controller != nil && *r.Controller {
+			return r, true
+		}
+	}
+	return metav1.OwnerReference{}, false
+}
+
