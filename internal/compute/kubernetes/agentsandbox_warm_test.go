@@ -19,7 +19,7 @@ import (
 // cluster with agent-sandbox's real controller, exporting to g's registry: as agora's
 // ServiceAccount under the documented Role (examples/kubernetes/rbac.yaml), and as the admin
 // (for what the test itself reads: the slot's Secret, as its pod's secretKeyRef does).
-func warmSandboxProviders(t *testing.T, g *slotGW) (role, admin *Provider) {
+func warmSandboxProviders(t testing.TB, g *slotGW) (role, admin *Provider) {
 	t.Helper()
 	c := k8stest.Shared(t, k8stest.Options{AgentSandbox: true})
 	docs, err := os.ReadFile("../../../examples/kubernetes/rbac.yaml")

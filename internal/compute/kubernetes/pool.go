@@ -80,6 +80,9 @@ const (
 // Sandbox before it starts cold.
 var claimAssignWait = 10 * time.Second
 
+// poolBindWait bounds how long a dispatch waits for its claimed pod's worker to take it.
+var poolBindWait = 30 * time.Second
+
 // PoolAudience is the audience of home's pool pods' projected tokens: the gateway's alone,
 // so the apiserver refuses them (its own audience is another), and another home's gateway too.
 func PoolAudience(home string) string { return "agora-gateway." + home }
@@ -298,8 +301,12 @@ func (pl *Pool) make(ctx context.Context, o *poolObjects, replicas int32) error 
 	t, err := tmpls.Create(ctx, o.tmpl, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		t, err = tmpls.Get(ctx, o.name, metav1.GetOptions{})
-		if err == nil && (t.Labels[labelPool] != o.name || t.Annotations[annotationPodSpec] != o.podSum) {
+		switch {
+		case err != nil:
+		case t.Labels[labelPool] != o.name || t.Annotations[annotationPodSpec] != o.podSum:
 			err = fmt.Errorf("sandbox template %s is not the pool's as agora makes it", o.name)
+		case t.DeletionTimestamp != nil:
+			err = fmt.Errorf("sandbox template %s is being deleted", o.name)
 		}
 	}
 	if apierrors.IsNotFound(err) {
@@ -494,7 +501,11 @@ func (pl *Pool) run(ctx context.Context, s compute.Spec, claim *claimObject, bin
 		err = checkSlotMounts(sess.Mounts, pl.places)
 	}
 	if err == nil {
-		err = bind(ctx, string(pod.UID), sess.Dispatch, sess.Token)
+		// The pod's init step ended with 0, so it enrolled: its worker claims at once. A pod
+		// that did not (its enrolment went to another gateway) is given up.
+		bctx, cancel := context.WithTimeout(ctx, poolBindWait)
+		err = bind(bctx, string(pod.UID), sess.Dispatch, sess.Token)
+		cancel()
 	}
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("pool %s: %w", pl.Name, err), closeSession(sess))
@@ -529,11 +540,15 @@ func (pl *Pool) assigned(ctx context.Context, claim *claimObject) (*sandboxObjec
 				name = st.Sandbox.Name
 			}
 			if name != "" {
+				// The controller names the Sandbox on the claim before it hands the Sandbox
+				// over (its owner): wait for the hand-over.
 				sb, err := p.client.AgentsV1beta1().Sandboxes(p.ns).Get(ctx, name, metav1.GetOptions{})
-				if err != nil {
+				if err != nil && !apierrors.IsNotFound(err) {
 					return nil, fmt.Errorf("pool %s: the claim's sandbox %s: %w", pl.Name, name, err)
 				}
-				return sb, nil
+				if err == nil && controlledBy(sb.OwnerReferences, "SandboxClaim", claim.Name, claim.UID) {
+					return sb, nil
+				}
 			}
 		}
 		select {
@@ -700,4 +715,42 @@ func (pl *Pool) Delete(ctx context.Context) error {
 		return fmt.Errorf("delete pool %s: %w", pl.Name, err)
 	}
 	return nil
+}
+
+// Refresh deletes the Sandboxes the pool still holds whose pod ended or is gone (a worker that
+// was refused by a restarted gateway exits, and the controller would hand the dead pod to the
+// next claim, which agora refuses): the controller makes fresh ones. The holder calls it now
+// and then; it returns how many it deleted.
+func (pl *Pool) Refresh(ctx context.Context) (int, error) {
+	p := pl.p
+	l, err := p.client.AgentsV1beta1().Sandboxes(p.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("pool %s: list sandboxes: %w", pl.Name, err)
+	}
+	n := 0
+	var errs []error
+	for i := range l.Items {
+		sb := &l.Items[i]
+		ref, ok := controllerRef(sb.OwnerReferences)
+		if !ok || ref.Kind != "SandboxWarmPool" || ref.Name != pl.Name || sb.DeletionTimestamp != nil {
+			continue
+		}
+		pod, err := p.client.CoreV1().Pods(p.ns).Get(ctx, sb.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) && time.Since(sb.CreationTimestamp.Time) < slotReadyWait {
+			continue // its pod is not made yet
+		}
+		if err == nil && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			continue
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+			continue
+		}
+		if err := p.deleteSandboxAs(sb.Name, sb.UID, metav1.DeletePropagationBackground); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
 }

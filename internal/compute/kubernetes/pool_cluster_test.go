@@ -76,7 +76,7 @@ func startPoolGW(t testing.TB) (*slotGW, *lateVerifier) {
 // agent-sandbox's real controller (as agora's ServiceAccount under the documented Role and the
 // TokenReview ClusterRole, and as the admin), a gateway whose verifier is the role provider's,
 // and a whole clientset (the test plays the kubelet: it mints the pool pods' projected tokens).
-func poolSetup(t *testing.T) (g *slotGW, p, admin *Provider, cs *kubernetes.Clientset) {
+func poolSetup(t testing.TB) (g *slotGW, p, admin *Provider, cs *kubernetes.Clientset) {
 	t.Helper()
 	g, lv := startPoolGW(t)
 	p, admin = warmSandboxProviders(t, g)
@@ -101,9 +101,17 @@ func poolSetup(t *testing.T) (g *slotGW, p, admin *Provider, cs *kubernetes.Clie
 	return g, p, admin, cs
 }
 
+// poolSpec is warmSpec of a pool of the test's own (tag): tests sharing the cluster never
+// share a pool.
+func poolSpec(t testing.TB, id, tag string) compute.Spec {
+	s := warmSpec(t, id)
+	s.Env = append(s.Env, "POOLTEST="+tag)
+	return s
+}
+
 // mintPodToken is what the kubelet puts in a pool pod's projected volume: a token of the pool's
 // ServiceAccount for audience, bound to pod.
-func mintPodToken(t *testing.T, cs *kubernetes.Clientset, pod *corev1.Pod, audience string) string {
+func mintPodToken(t testing.TB, cs *kubernetes.Clientset, pod *corev1.Pod, audience string) string {
 	t.Helper()
 	tr, err := cs.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(t.Context(), PoolServiceAccount, &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
 		Audiences: []string{audience}, ExpirationSeconds: ptrTo(int64(poolTokenExpiry)),
@@ -117,7 +125,7 @@ func mintPodToken(t *testing.T, cs *kubernetes.Clientset, pod *corev1.Pod, audie
 
 // readyPoolPods waits for n running pods of the pool that the pool still holds and returns them,
 // oldest first, skipping those in skip.
-func readyPoolPods(t *testing.T, admin *Provider, pool string, n int, skip map[string]bool) []corev1.Pod {
+func readyPoolPods(t testing.TB, admin *Provider, pool string, n int, skip map[string]bool) []corev1.Pod {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -159,7 +167,7 @@ type poolPod struct {
 
 // enrolPods plays each pod's init step (enrol with its projected token) and worker (claim with
 // the slot the enrolment gave).
-func enrolPods(t *testing.T, g *slotGW, cs *kubernetes.Clientset, pods []corev1.Pod) map[string]*poolPod {
+func enrolPods(t testing.TB, g *slotGW, cs *kubernetes.Clientset, pods []corev1.Pod) map[string]*poolPod {
 	t.Helper()
 	out := map[string]*poolPod{}
 	for _, pod := range pods {
@@ -175,8 +183,30 @@ func enrolPods(t *testing.T, g *slotGW, cs *kubernetes.Clientset, pods []corev1.
 	return out
 }
 
+// armPool makes every one of the n ready, unclaimed pods of the pool (but skip's) wait for a
+// dispatch: a pod known already (enrolled earlier, its worker stopped) claims again, others
+// enrol first. known gains the new ones.
+func armPool(t testing.TB, g *slotGW, cs *kubernetes.Clientset, admin *Provider, pool string, n int, skip map[string]bool, known map[string]*poolPod) map[string]*poolPod {
+	t.Helper()
+	out := map[string]*poolPod{}
+	for _, pod := range readyPoolPods(t, admin, pool, n, skip) {
+		uid := string(pod.UID)
+		if pp, ok := known[uid]; ok {
+			ctx, cancel := context.WithCancel(t.Context())
+			t.Cleanup(cancel)
+			pp.got, pp.claim = workerClaims(ctx, g, pp.slot.Slot, pp.slot.Token), cancel
+			out[uid] = pp
+			continue
+		}
+		for u, pp := range enrolPods(t, g, cs, []corev1.Pod{pod}) {
+			out[u], known[u] = pp, pp
+		}
+	}
+	return out
+}
+
 // handedTo waits for the one pod of pods whose worker was handed dispatch id.
-func handedTo(t *testing.T, pods map[string]*poolPod, id string) *poolPod {
+func handedTo(t testing.TB, pods map[string]*poolPod, id string) *poolPod {
 	t.Helper()
 	timeout := time.After(time.Minute)
 	for {
@@ -198,7 +228,7 @@ func handedTo(t *testing.T, pods map[string]*poolPod, id string) *poolPod {
 	}
 }
 
-func enrolCode(t *testing.T, g *slotGW, jwt string) int {
+func enrolCode(t testing.TB, g *slotGW, jwt string) int {
 	t.Helper()
 	_, err := workerremote.Enroll(t.Context(), g.url, g.ca, jwt, nil)
 	var se *workerremote.StatusError
@@ -221,8 +251,8 @@ func enrolCode(t *testing.T, g *slotGW, jwt string) int {
 // pool and the next dispatch gets another.
 func TestAgentSandboxPool_ClaimRunsDispatch(t *testing.T) {
 	g, p, admin, cs := poolSetup(t)
-	// kwok ends the pods with code 0 a minute after they run: the cold one, and the pool's.
-	p.testOnlyPodMeta = failWith(0, "60s")
+	// kwok ends the pods with code 0 90 s after they run: the cold one, and the pool's.
+	p.testOnlyPodMeta = failWith(0, "90s")
 
 	coldID := clusterID("POOLCOLD")
 	cold, err := p.Start(t.Context(), warmSpec(t, coldID))
@@ -232,12 +262,12 @@ func TestAgentSandboxPool_ClaimRunsDispatch(t *testing.T) {
 	coldExit := make(chan compute.Exit, 1)
 	go func() { coldExit <- waitTimeout(t, cold, 3*time.Minute) }()
 
-	pl, err := p.EnsurePool(t.Context(), warmSpec(t, "TEMPLATE"), PoolOptions{Home: testHome, Replicas: 2, Places: warmPlaces})
+	pl, err := p.EnsurePool(t.Context(), poolSpec(t, "TEMPLATE", "run"), PoolOptions{Home: testHome, Replicas: 2, Places: warmPlaces})
 	if err != nil {
 		t.Fatalf("EnsurePool: %v", err)
 	}
 	t.Cleanup(func() { pl.Delete(context.Background()) })
-	again, err := p.EnsurePool(t.Context(), warmSpec(t, "TEMPLATE"), PoolOptions{Home: testHome, Replicas: 2, Places: warmPlaces})
+	again, err := p.EnsurePool(t.Context(), poolSpec(t, "TEMPLATE", "run"), PoolOptions{Home: testHome, Replicas: 2, Places: warmPlaces})
 	if err != nil || again.Name != pl.Name {
 		t.Fatalf("EnsurePool again = %v, %v; want the same pool %s", again, err, pl.Name)
 	}
@@ -255,7 +285,7 @@ func TestAgentSandboxPool_ClaimRunsDispatch(t *testing.T) {
 	}
 
 	warmID := clusterID("POOLWARM")
-	h, err := pl.Claim(t.Context(), warmSpec(t, warmID), g.slots.BindPod)
+	h, err := pl.Claim(t.Context(), poolSpec(t, warmID, "run"), g.slots.BindPod)
 	if err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
@@ -277,7 +307,7 @@ func TestAgentSandboxPool_ClaimRunsDispatch(t *testing.T) {
 	}
 
 	secondID := clusterID("POOLWARM2")
-	h2, err := pl.Claim(t.Context(), warmSpec(t, secondID), g.slots.BindPod)
+	h2, err := pl.Claim(t.Context(), poolSpec(t, secondID, "run"), g.slots.BindPod)
 	if err != nil {
 		t.Fatalf("second Claim: %v", err)
 	}
@@ -309,9 +339,19 @@ func TestAgentSandboxPool_ClaimRunsDispatch(t *testing.T) {
 		})
 	}
 	skip := map[string]bool{string(first.pod.UID): true, string(second.pod.UID): true}
-	next := enrolPods(t, g, cs, readyPoolPods(t, admin, pl.Name, 1, skip))
+	// Pods of the pool that end (kwok's 90 s) are replaced by the holder's refresh, which a
+	// holder runs now and then.
+	rctx2, stop := context.WithCancel(t.Context())
+	defer stop()
+	go func() {
+		for rctx2.Err() == nil {
+			pl.Refresh(rctx2)
+			sleep(rctx2, time.Second)
+		}
+	}()
+	next := armPool(t, g, cs, admin, pl.Name, 2, skip, pods)
 	thirdID := clusterID("POOLWARM3")
-	h3, err := pl.Claim(t.Context(), warmSpec(t, thirdID), g.slots.BindPod)
+	h3, err := pl.Claim(t.Context(), poolSpec(t, thirdID, "run"), g.slots.BindPod)
 	if err != nil {
 		t.Fatalf("third Claim: %v", err)
 	}
@@ -337,7 +377,7 @@ func TestAgentSandboxPool_ClaimRunsDispatch(t *testing.T) {
 func TestAgentSandboxPool_ForeignClaimGetsNothing(t *testing.T) {
 	g, p, admin, cs := poolSetup(t)
 	p.testOnlyPodMeta = failWith(0, "1h")
-	pl, err := p.EnsurePool(t.Context(), warmSpec(t, "TEMPLATE"), PoolOptions{Home: testHome, Replicas: 2, Places: warmPlaces})
+	pl, err := p.EnsurePool(t.Context(), poolSpec(t, "TEMPLATE", "foreign"), PoolOptions{Home: testHome, Replicas: 2, Places: warmPlaces})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,10 +415,20 @@ func TestAgentSandboxPool_ForeignClaimGetsNothing(t *testing.T) {
 			t.Errorf("a pod claimed by someone else enrolled: %d, want 401", code)
 		}
 	}
-	// agora's dispatch gets another pod; the foreign one's worker (if enrolled) nothing.
-	others := enrolPods(t, g, cs, readyPoolPods(t, admin, pl.Name, 1, map[string]bool{string(taken.UID): true}))
+	// agora's dispatch gets another pod (the pool refilled; each of its ready pods enrolled and
+	// waiting); the foreign one's worker (if enrolled) nothing.
+	skip := map[string]bool{string(taken.UID): true}
+	for uid := range pods {
+		skip[uid] = true
+	}
+	others := enrolPods(t, g, cs, readyPoolPods(t, admin, pl.Name, 1, skip))
+	for uid, pp := range pods {
+		if uid != string(taken.UID) {
+			others[uid] = pp
+		}
+	}
 	id := clusterID("POOLNOTFOREIGN")
-	h, err := pl.Claim(t.Context(), warmSpec(t, id), g.slots.BindPod)
+	h, err := pl.Claim(t.Context(), poolSpec(t, id, "foreign"), g.slots.BindPod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,11 +499,33 @@ const poolClaimerEnv = "AGORA_K8S_TEST_POOL_CLAIMER"
 
 // poolClaimer is the claimer's settings.
 type poolClaimer struct {
-	Opts     Options
+	Opts     claimerOpts
 	Sessions string
 	Slots    string
 	Spec     compute.Spec
 	Dispatch string
+}
+
+// claimerOpts are the provider's Options without their func and interface fields, which
+// encoding/json cannot carry.
+type claimerOpts struct {
+	Kubeconfig, Context, Namespace, Image, WorkerImage, RuntimeClass, CPU, Memory string
+	NodeSelector                                                                  map[string]string
+	TTL                                                                           time.Duration
+	GatewayURL                                                                    string
+	GatewayPeer                                                                   *GatewayPeer
+	GatewayCA                                                                     []byte
+	Target, Backend                                                               string
+	SandboxUID                                                                    uint32
+	PullSecrets                                                                   []string
+	PullPolicy                                                                    string
+}
+
+func (o claimerOpts) options() Options {
+	return Options{Kubeconfig: o.Kubeconfig, Context: o.Context, Namespace: o.Namespace, Image: o.Image, WorkerImage: o.WorkerImage,
+		RuntimeClass: o.RuntimeClass, CPU: o.CPU, Memory: o.Memory, NodeSelector: o.NodeSelector, TTL: o.TTL, GatewayURL: o.GatewayURL,
+		GatewayPeer: o.GatewayPeer, GatewayCA: o.GatewayCA, Target: o.Target, Backend: o.Backend, SandboxUID: o.SandboxUID,
+		PullSecrets: o.PullSecrets, PullPolicy: o.PullPolicy}
 }
 
 func poolClaimerMain() int {
@@ -462,8 +534,9 @@ func poolClaimerMain() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	c.Opts.Exporter = &netgw.Registry{Dir: c.Sessions}
-	p, err := New(c.Opts)
+	o := c.Opts.options()
+	o.Exporter = &netgw.Registry{Dir: c.Sessions}
+	p, err := New(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -493,7 +566,7 @@ func poolClaimerMain() int {
 func TestAgentSandboxPool_Kill9AfterClaimNeverReused(t *testing.T) {
 	g, p, admin, cs := poolSetup(t)
 	p.testOnlyPodMeta = failWith(0, "1h")
-	tmpl := warmSpec(t, "TEMPLATE")
+	tmpl := poolSpec(t, "TEMPLATE", "kill9")
 	pl, err := p.EnsurePool(t.Context(), tmpl, PoolOptions{Home: testHome, Replicas: 2, Places: warmPlaces})
 	if err != nil {
 		t.Fatal(err)
@@ -505,10 +578,16 @@ func TestAgentSandboxPool_Kill9AfterClaimNeverReused(t *testing.T) {
 		pp.claim()
 		<-pp.got
 	}
-	opts := p.opts
-	opts.Exporter, opts.Resolve = nil, nil
+	po := p.opts
+	opts := claimerOpts{Kubeconfig: po.Kubeconfig, Context: po.Context, Namespace: po.Namespace, Image: po.Image, WorkerImage: po.WorkerImage,
+		RuntimeClass: po.RuntimeClass, CPU: po.CPU, Memory: po.Memory, NodeSelector: po.NodeSelector, TTL: po.TTL, GatewayURL: po.GatewayURL,
+		GatewayPeer: po.GatewayPeer, GatewayCA: po.GatewayCA, Target: po.Target, Backend: po.Backend, SandboxUID: po.SandboxUID,
+		PullSecrets: po.PullSecrets, PullPolicy: po.PullPolicy}
 	killedID := clusterID("POOLKILLED")
-	cfg, _ := json.Marshal(poolClaimer{Opts: opts, Sessions: g.reg.Dir, Slots: g.slots.Dir, Spec: tmpl, Dispatch: killedID})
+	cfg, err := json.Marshal(poolClaimer{Opts: opts, Sessions: g.reg.Dir, Slots: g.slots.Dir, Spec: tmpl, Dispatch: killedID})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), poolClaimerEnv+"="+string(cfg))
 	stdout, _ := cmd.StdoutPipe()
@@ -548,23 +627,10 @@ func TestAgentSandboxPool_Kill9AfterClaimNeverReused(t *testing.T) {
 			admin.deleteClaim(c.Name, c.UID)
 		}
 	})
-	// The next dispatch: another pod.
-	var others []corev1.Pod
-	for _, pod := range readyPoolPods(t, admin, pl.Name, 1, map[string]bool{killedUID: true}) {
-		others = append(others, pod)
-	}
-	var next map[string]*poolPod
-	if pp, ok := pods[string(others[0].UID)]; ok {
-		// Enrolled above; its worker's first claim was cancelled: claim again.
-		ctx, cancel := context.WithCancel(t.Context())
-		t.Cleanup(cancel)
-		pp.got = workerClaims(ctx, g, pp.slot.Slot, pp.slot.Token)
-		next = map[string]*poolPod{string(others[0].UID): pp}
-	} else {
-		next = enrolPods(t, g, cs, others)
-	}
+	// The next dispatch: another pod (every ready one of the pool waits for it).
+	next := armPool(t, g, cs, admin, pl.Name, 2, map[string]bool{killedUID: true}, pods)
 	id := clusterID("POOLAFTERKILL")
-	h, err := pl.Claim(t.Context(), warmSpec(t, id), g.slots.BindPod)
+	h, err := pl.Claim(t.Context(), poolSpec(t, id, "kill9"), g.slots.BindPod)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,4 +118,3 @@ func controllerRef(refs []metav1.OwnerReference) (metav1.OwnerReference, bool) {
 	}
 	return metav1.OwnerReference{}, false
 }
-
