@@ -370,10 +370,12 @@ func TestAgentSandboxPool_ClaimRunsDispatch(t *testing.T) {
 	})
 }
 
-// Attack: someone who may create SandboxClaims in the namespace claims agora's pool. The
-// controller hands them a pod of it; that pod's worker gets no dispatch (agora binds only the
-// pods of its own claims, by uid), its enrolment after the claim is refused (the pool no longer
-// holds its Sandbox), so no token is had for it; and agora's next dispatch gets another pod.
+// Attack: someone who may create SandboxClaims in the namespace claims agora's pool (even
+// wearing agora's labels). The controller hands them a pod of it. A pod they took before it
+// enrolled can never enrol (the pool no longer holds its Sandbox), so no slot token is had for
+// it; a pod they took after it enrolled waits for ever: its worker is never handed a dispatch
+// (agora binds only the pod its own claim was handed, by uid); agora's next dispatch gets
+// another pod.
 func TestAgentSandboxPool_ForeignClaimGetsNothing(t *testing.T) {
 	g, p, admin, cs := poolSetup(t)
 	p.testOnlyPodMeta = failWith(0, "1h")
@@ -382,48 +384,49 @@ func TestAgentSandboxPool_ForeignClaimGetsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pl.Delete(context.Background()) })
-	ready := readyPoolPods(t, admin, pl.Name, 2, nil)
-	// One pod enrolled (its worker waits), one not yet: the foreign claim takes whichever.
-	pods := enrolPods(t, g, cs, ready[:1])
-
-	foreign := &claimObject{extObject{TypeMeta: metav1.TypeMeta{APIVersion: extGroupVersion.String(), Kind: "SandboxClaim"},
-		ObjectMeta: metav1.ObjectMeta{Name: "someone-elses", Namespace: p.ns,
-			// Even wearing agora's labels.
-			Labels: map[string]string{labelManagedBy: managedBy, labelDispatch: "01FOREIGN", labelPool: pl.Name}},
-		Spec: json.RawMessage(`{"warmPoolRef":{"name":"` + pl.Name + `"}}`)}}
-	made, err := admin.client.ExtensionsV1beta1().SandboxClaims(p.ns).Create(t.Context(), foreign, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.deleteClaim(made.Name, made.UID) })
-	var taken *corev1.Pod
-	deadline := time.Now().Add(time.Minute)
-	for taken == nil && time.Now().Before(deadline) {
-		for i := range ready {
-			sb, err := admin.client.AgentsV1beta1().Sandboxes(p.ns).Get(t.Context(), ready[i].Name, metav1.GetOptions{})
-			if err == nil && controlledBy(sb.OwnerReferences, "SandboxClaim", made.Name, made.UID) {
-				taken = &ready[i]
+	foreignClaim := func(name string, ready []corev1.Pod) *corev1.Pod {
+		t.Helper()
+		c := &claimObject{extObject{TypeMeta: metav1.TypeMeta{APIVersion: extGroupVersion.String(), Kind: "SandboxClaim"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.ns,
+				Labels: map[string]string{labelManagedBy: managedBy, labelDispatch: "01FOREIGN", labelPool: pl.Name}},
+			Spec: json.RawMessage(`{"warmPoolRef":{"name":"` + pl.Name + `"}}`)}}
+		made, err := admin.client.ExtensionsV1beta1().SandboxClaims(p.ns).Create(t.Context(), c, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { admin.deleteClaim(made.Name, made.UID) })
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			for i := range ready {
+				sb, err := admin.client.AgentsV1beta1().Sandboxes(p.ns).Get(t.Context(), ready[i].Name, metav1.GetOptions{})
+				if err == nil && controlledBy(sb.OwnerReferences, "SandboxClaim", made.Name, made.UID) {
+					return &ready[i]
+				}
 			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
+		t.Fatalf("the controller handed claim %s none of the pool's ready pods", name)
+		return nil
 	}
-	if taken == nil {
-		t.Fatal("the controller handed the foreign claim none of the pool's ready pods")
+
+	// Before any pod enrolled: the pod taken never enrols.
+	before := foreignClaim("someone-elses-1", readyPoolPods(t, admin, pl.Name, 2, nil))
+	if code := enrolCode(t, g, mintPodToken(t, cs, before, PoolAudience(testHome))); code != 401 {
+		t.Errorf("a pod claimed by someone else before it enrolled then enrolled: %d, want 401", code)
 	}
-	if _, enrolled := pods[string(taken.UID)]; !enrolled {
-		if code := enrolCode(t, g, mintPodToken(t, cs, taken, PoolAudience(testHome))); code != 401 {
-			t.Errorf("a pod claimed by someone else enrolled: %d, want 401", code)
-		}
+	// After: every ready pod enrolled and waiting, one is taken.
+	skip := map[string]bool{string(before.UID): true}
+	known := map[string]*poolPod{}
+	armed := armPool(t, g, cs, admin, pl.Name, 2, skip, known)
+	var ready []corev1.Pod
+	for _, pp := range armed {
+		ready = append(ready, pp.pod)
 	}
-	// agora's dispatch gets another pod (the pool refilled; each of its ready pods enrolled and
-	// waiting); the foreign one's worker (if enrolled) nothing.
-	skip := map[string]bool{string(taken.UID): true}
-	for uid := range pods {
-		skip[uid] = true
-	}
-	others := enrolPods(t, g, cs, readyPoolPods(t, admin, pl.Name, 1, skip))
-	for uid, pp := range pods {
-		if uid != string(taken.UID) {
+	after := foreignClaim("someone-elses-2", ready)
+	skip[string(after.UID)] = true
+	others := armPool(t, g, cs, admin, pl.Name, 1, skip, known)
+	for uid, pp := range armed {
+		if uid != string(after.UID) {
 			others[uid] = pp
 		}
 	}
@@ -432,15 +435,13 @@ func TestAgentSandboxPool_ForeignClaimGetsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := handedTo(t, others, id); got.pod.UID == taken.UID {
-		t.Fatal("agora's dispatch was handed the pod someone else claimed")
+	if got := handedTo(t, others, id); skip[string(got.pod.UID)] {
+		t.Fatal("agora's dispatch was handed a pod someone else claimed")
 	}
-	if pp, ok := pods[string(taken.UID)]; ok {
-		select {
-		case d := <-pp.got:
-			t.Errorf("the foreign-claimed pod's worker was handed %q", d)
-		case <-time.After(2 * time.Second):
-		}
+	select {
+	case d := <-armed[string(after.UID)].got:
+		t.Errorf("the pod someone else claimed after it enrolled was handed %q", d)
+	case <-time.After(2 * time.Second):
 	}
 	p.Cancel(t.Context(), h.TaskID())
 	waitTimeout(t, h, 3*time.Minute)
