@@ -424,6 +424,9 @@ func TestAgentSandboxPool_ForeignClaimGetsNothing(t *testing.T) {
 	}
 	after := foreignClaim("someone-elses-2", ready)
 	skip[string(after.UID)] = true
+	for uid := range armed {
+		skip[uid] = true // armed already: their workers wait
+	}
 	others := armPool(t, g, cs, admin, pl.Name, 1, skip, known)
 	for uid, pp := range armed {
 		if uid != string(after.UID) {
@@ -435,7 +438,7 @@ func TestAgentSandboxPool_ForeignClaimGetsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := handedTo(t, others, id); skip[string(got.pod.UID)] {
+	if got := handedTo(t, others, id); got.pod.UID == before.UID || got.pod.UID == after.UID {
 		t.Fatal("agora's dispatch was handed a pod someone else claimed")
 	}
 	select {
