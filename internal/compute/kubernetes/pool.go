@@ -80,6 +80,11 @@ const (
 // Sandbox before it starts cold.
 var claimAssignWait = 10 * time.Second
 
+// assignPoll is how often a dispatch looks at its claim while the controller hands it a
+// Sandbox: a hand-over takes tens of milliseconds, and the dispatch waits for it (a watch would
+// need the Role's watch on claims).
+const assignPoll = 10 * time.Millisecond
+
 // poolBindWait bounds how long a dispatch waits for its claimed pod's worker to take it.
 var poolBindWait = 30 * time.Second
 
@@ -554,7 +559,7 @@ func (pl *Pool) assigned(ctx context.Context, claim *claimObject) (*sandboxObjec
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w: no warm sandbox for the claim in %v", ErrSlotChanged, claimAssignWait)
-		case <-time.After(claimPoll):
+		case <-time.After(assignPoll):
 		}
 	}
 }
