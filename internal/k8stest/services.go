@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
-	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // With InClusterAPI, a real node's pods also reach the cluster's other Services as in a
@@ -132,7 +131,7 @@ func (c *Cluster) syncServices(ctx context.Context) {
 				Ports     []struct {
 					Protocol   string
 					Port       int
-					TargetPort intstr.IntOrString
+					TargetPort targetPort
 				}
 			}
 		}
@@ -228,16 +227,16 @@ func (c *Cluster) readyPods(ctx context.Context, ns string, selector map[string]
 }
 
 // endpoint is IP:PORT of the first pod that has the target port, "" for none.
-func endpoint(pods []readyPod, target intstr.IntOrString, port int) string {
+func endpoint(pods []readyPod, target targetPort, port int) string {
 	for _, p := range pods {
 		n := port
 		switch {
-		case target.Type == intstr.String:
-			if n = p.ports[target.StrVal]; n == 0 {
+		case target.name != "":
+			if n = p.ports[target.name]; n == 0 {
 				continue
 			}
-		case target.IntVal != 0:
-			n = int(target.IntVal)
+		case target.num != 0:
+			n = target.num
 		}
 		return net.JoinHostPort(p.ip, fmt.Sprint(n))
 	}
