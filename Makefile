@@ -4,7 +4,7 @@
 GO ?= go
 export CGO_ENABLED ?= 0
 
-.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean k8s-tools s3-tools oidc-tools helm-tools helm-render registry-tools gvisor-tools k8s-cluster image podman test-containers test-k8s test-ui bench-targets
+.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean k8s-tools s3-tools oidc-tools helm-tools helm-render registry-tools gvisor-tools netpol-tools k8s-cluster image podman test-containers test-k8s test-ui bench-targets
 
 # build makes agora's three programs side by side: bin/agora (the small front people type:
 # it hands `agora dispatch run` to a running serve and execs agora-full for everything else),
@@ -106,6 +106,10 @@ registry-tools:
 # real node, internal/k8stest Options.GVisor), from scripts/gvisor-tools into .cache/gvisor/bin.
 gvisor-tools:
 	./scripts/gvisor-tools.sh
+# kubernetes-sigs/kube-network-policies (#31: the real node enforces NetworkPolicies,
+# internal/k8stest Options.NetworkPolicy), from scripts/netpol-tools into .cache/netpol/bin.
+netpol-tools:
+	./scripts/netpol-tools.sh
 
 # That control plane held for manual use, with an admin kubeconfig in .cache/k8s/kubeconfig.
 k8s-cluster: k8s-tools

@@ -2,9 +2,10 @@
 # What the real-node tests need besides scripts/k8s-tools.sh's kubelet (internal/k8stest
 # Options.RealNode; internal/dispatch's TestDispatch_RealPodSamePatchAsLocal): Debian's
 # containerd (1.6, with ctr and the runc v2 shim), runc, the CNI plugins (bridge, host-local,
-# loopback in /usr/lib/cni) and iproute2. The tests start their own containerd on a socket
-# of their own under /dev/shm and import their images with ctr, so no system containerd
-# needs to run and no registry is used.
+# loopback in /usr/lib/cni), iproute2, iptables (the Services' stand-in, services.go) and
+# nftables (nft: the NetworkPolicy engine's table, netpol.go). The tests start their own
+# containerd on a socket of their own under /dev/shm and import their images with ctr, so no
+# system containerd needs to run and no registry is used.
 #
 # When a part is missing and this shell may install packages (root, or passwordless sudo,
 # with apt-get), it installs them and says so; otherwise it prints the exact command and exits
@@ -20,8 +21,10 @@ for plugin in bridge host-local loopback; do
   [ -x "/usr/lib/cni/$plugin" ] || { need+=(containernetworking-plugins); break; }
 done
 command -v ip >/dev/null || need+=(iproute2)
+command -v iptables >/dev/null || need+=(iptables)
+command -v nft >/dev/null || need+=(nftables)
 if [ ${#need[@]} -eq 0 ]; then
-  echo "agora k8s-node: containerd, runc, the CNI plugins and ip are here"
+  echo "agora k8s-node: containerd, runc, the CNI plugins, ip, iptables and nft are here"
   exit 0
 fi
 

@@ -57,6 +57,11 @@ type Options struct {
 	// whose handler is the node's runsc (#30). A real node registers that handler whenever
 	// the two are built; this makes them required.
 	GVisor bool
+	// NetworkPolicy (with RealNode) needs the NetworkPolicy engine from
+	// scripts/netpol-tools.sh (a skip without it): kube-network-policies enforces the
+	// cluster's NetworkPolicies on the node's pods (netpol.go). A real node runs it whenever it
+	// is built (AGORA_K8S_NETPOL=0 turns that off); this makes it required.
+	NetworkPolicy bool
 }
 
 // Cluster is a running control plane. Its fields are read-only.
@@ -81,6 +86,9 @@ type Cluster struct {
 	// GVisor says the real node's containerd has the runtime handler GVisorHandler (gVisor's
 	// runsc through its shim), beside the default runc.
 	GVisor bool
+	// NetworkPolicies says the real node's NetworkPolicy engine runs: the pods' policies are
+	// enforced, not only stored (netpol.go).
+	NetworkPolicies bool
 
 	opts           Options
 	client         *http.Client
@@ -89,6 +97,7 @@ type Cluster struct {
 	procs          []*proc // in start order; Stop kills them in reverse
 	containerdSock string  // RealNode only
 	stopServices   func()  // InClusterAPI only: ends the Services' stand-ins (services.go)
+	netpol         *proc   // the NetworkPolicy engine, nil without one
 	stopOnce       sync.Once
 }
 
@@ -212,6 +221,7 @@ type binaries struct {
 	agentSandbox                                        string   // AgentSandbox only
 	agentSandboxCRDs                                    []string // AgentSandbox only
 	gvisorBin                                           string   // RealNode: runsc and its shim, "" when not built
+	netpol                                              string   // RealNode: the NetworkPolicy engine, "" when not built or turned off
 }
 
 const buildHint = "run scripts/k8s-tools.sh (or set AGORA_K8S_BIN)"
@@ -240,6 +250,14 @@ func findBinaries(opts Options) (*binaries, error) {
 		var miss string
 		b.gvisorBin, miss = gvisorBinDir()
 		if opts.GVisor && miss != "" {
+			return nil, &skipError{miss}
+		}
+		if os.Getenv("AGORA_K8S_NETPOL") == "0" {
+			miss = "Options.NetworkPolicy is turned off by AGORA_K8S_NETPOL=0"
+		} else {
+			b.netpol, miss = netpolBinary()
+		}
+		if opts.NetworkPolicy && miss != "" {
 			return nil, &skipError{miss}
 		}
 	}

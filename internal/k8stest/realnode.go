@@ -243,7 +243,15 @@ state = %q
 		"--root-dir=" + filepath.Join(dir, "kubelet"), "--cert-dir=" + filepath.Join(dir, "kubelet-pki"),
 		"--hostname-override=" + RealNodeName, "--node-ip=" + RealNodeIP,
 	})
-	return []*proc{kubelet}, nil
+	procs := []*proc{kubelet}
+	if bins.netpol != "" {
+		if c.netpol, err = c.netpolProc(dir, bins.netpol, p); err != nil {
+			return nil, err
+		}
+		c.NetworkPolicies = true
+		procs = append(procs, c.netpol)
+	}
+	return procs, nil
 }
 
 // ensureNodeIP adds RealNodeIP/32 to lo when no interface has it (there is no dummy interface
@@ -438,6 +446,9 @@ func (c *Cluster) releaseRealNode() {
 	if _, held := realNodeLocks.Load(c); held { // the rules are the lock holder's
 		removeInClusterAPI()
 		removeServiceRules()
+		if c.netpol != nil {
+			removeNetpolTable() // a killed engine leaves it; the next node's pods must not meet it
+		}
 	}
 	unlockRealNode(c)
 }

@@ -25,6 +25,9 @@ func start(opts Options) (*Cluster, error) {
 	if opts.GVisor && !opts.RealNode {
 		return nil, errors.New("k8stest: Options.GVisor needs Options.RealNode (kwok runs no containers)")
 	}
+	if opts.NetworkPolicy && !opts.RealNode {
+		return nil, errors.New("k8stest: Options.NetworkPolicy needs Options.RealNode (kwok runs no network)")
+	}
 	bins, err := findBinaries(opts)
 	if err != nil {
 		return nil, err
@@ -241,6 +244,12 @@ func startOnce(opts Options, bins *binaries) (_ *Cluster, err error) {
 	}
 	if opts.GVisor && c.GVisor {
 		if err := c.createGVisorRuntimeClass(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if c.netpol != nil {
+		deadline, _ := ctx.Deadline()
+		if err := c.waitNetpol(time.Until(deadline)); err != nil {
 			return nil, err
 		}
 	}
