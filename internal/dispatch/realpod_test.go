@@ -220,14 +220,15 @@ func checkNodeHoldsNoKey(t *testing.T, n *podNode) {
 	}
 }
 
-// checkNetworkPolicy: the dispatch's policy admits egress to the gateway alone. The bridge CNI
-// enforces no NetworkPolicy, so on this node the pod could reach more than the policy says;
-// the test shows the object, not its enforcement, and says so.
+// checkNetworkPolicy: the dispatch's policy admits egress to the gateway alone. This test
+// shows the object; its enforcement is internal/compute/kubernetes's TestRealNodeNetpol_*, on
+// a node that runs kube-network-policies (the bridge CNI enforces none by itself).
 func checkNetworkPolicy(t *testing.T, n *podNode, raw []byte) {
 	t.Helper()
-	t.Log("NOTE: the bridge CNI plugin does NOT enforce NetworkPolicy: this node runs the generated policy " +
-		"without applying it. Egress-only-to-the-gateway holds only on a cluster whose network plugin " +
-		"enforces NetworkPolicy (Calico, Cilium); this test checks the object, not the enforcement.")
+	t.Log("NOTE: this test checks the policy object, not its enforcement: the bridge CNI enforces no " +
+		"NetworkPolicy by itself; the node's kube-network-policies does when scripts/netpol-tools.sh built it, " +
+		"and internal/compute/kubernetes's TestRealNodeNetpol_* attack it there. Egress-only-to-the-gateway " +
+		"holds only on a cluster whose network plugin enforces NetworkPolicy.")
 	var pols struct {
 		Items []struct {
 			Spec struct {

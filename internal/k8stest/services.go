@@ -30,7 +30,9 @@ import (
 //     the Service selects, moving it when the pod is replaced, and one MASQUERADE rule for a connection rewritten to a pod, so that its
 //     answer comes back through the node (the client and the endpoint share the bridge).
 //
-// NetworkPolicies are not enforced here either (no network plugin does it).
+// NetworkPolicies are enforced by kube-network-policies when it is built (netpol.go): it judges
+// a connection to a ClusterIP after the DNAT here, by the pod it reaches, as a cluster's engine
+// behind kube-proxy does.
 const servicesComment = "agora-k8stest-service"
 
 // serviceName is a Service's name in the cluster's DNS.
