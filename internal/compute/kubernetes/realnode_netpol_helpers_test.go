@@ -216,7 +216,7 @@ func realNodeNetpolCluster(t *testing.T) *k8stest.Cluster {
 }
 
 // hostListener accepts on addr until the test ends and records the remote address of every
-// connection; gate, when set, decides what to answer (the gateway's "go").
+// connection; answer, when set, says what to write back (the gateway's "go").
 type hostListener struct {
 	l    net.Listener
 	mu   sync.Mutex
