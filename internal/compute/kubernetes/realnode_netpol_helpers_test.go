@@ -27,8 +27,8 @@ import (
 //   - `agora-worker worker fetch` (the Job's init container): copies itself into the bin
 //     volume, as agora's fetch copies the worker;
 //   - `agora-worker worker` (the worker container, where a dispatch's agent runs): first, with
-//     NETPROBE_GATE set, connects to the gateway and waits for its "go" (the test says go once
-//     the NetworkPolicy engine polices the pod); then tries every target of NETPROBE
+//     NETPROBE_GATE set, connects to the gateway, says "gate" and waits for its "go" (the test
+//     says go once the NetworkPolicy engine polices the pod); then tries every target of NETPROBE
 //     ("name=tcp:HOST:PORT" or "name=dns:HOST:PORT", space-separated) and prints
 //     "PROBE name OK" or "PROBE name BLOCKED reason" for each;
 //   - `agora-worker serve ADDR...`: accepts on each TCP address and prints
@@ -83,6 +83,7 @@ func probe() {
 			os.Exit(3)
 		}
 		c.SetDeadline(time.Now().Add(90 * time.Second))
+		io.WriteString(c, "gate\n")
 		line, err := bufio.NewReader(c).ReadString('\n')
 		c.Close()
 		if strings.TrimSpace(line) != "go" {
@@ -216,7 +217,8 @@ func realNodeNetpolCluster(t *testing.T) *k8stest.Cluster {
 }
 
 // hostListener accepts on addr until the test ends and records the remote address of every
-// connection; answer, when set, says what to write back (the gateway's "go").
+// connection; to a connection that says "gate", answer (when set) says what to write back
+// (the gateway's "go"). A probe's connection says nothing and gets nothing.
 type hostListener struct {
 	l    net.Listener
 	mu   sync.Mutex
@@ -243,9 +245,14 @@ func listenHost(t *testing.T, addr string, answer func(remote string) string) *h
 			h.mu.Unlock()
 			go func() {
 				defer conn.Close()
-				if answer != nil {
-					fmt.Fprintln(conn, answer(ip))
+				if answer == nil {
+					return
 				}
+				_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if line, _ := bufio.NewReader(conn).ReadString('\n'); line != "gate\n" {
+					return
+				}
+				fmt.Fprintln(conn, answer(ip))
 			}()
 		}
 	}()
@@ -268,10 +275,14 @@ func (h *hostListener) reachedFrom(ip string) bool {
 
 // gateAnswer is the gateway's answer to a dispatch pod: "go" once the NetworkPolicy engine
 // polices the pod's address (its table's set holds it), so what the pod tries next is judged
-// by its policies, not by how fast the engine learnt of the pod.
+// by its policies, not by how fast the engine learnt of the pod. Anything else (the engine
+// never policed it in a minute, the test ended) makes the probe exit 3, which fails the test
+// with the pod's log.
 func gateAnswer(t *testing.T, c *k8stest.Cluster) func(string) string {
+	testCtx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
 	return func(ip string) string {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		ctx, cancel := context.WithTimeout(testCtx, 60*time.Second)
 		defer cancel()
 		for {
 			ok, err := c.NetpolPolices(ctx, ip)
@@ -279,8 +290,7 @@ func gateAnswer(t *testing.T, c *k8stest.Cluster) func(string) string {
 				return "go"
 			}
 			if ctx.Err() != nil {
-				t.Errorf("the engine never policed %s: %v", ip, err)
-				return "never policed"
+				return fmt.Sprintf("never policed: %v", err)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

@@ -366,8 +366,9 @@ func TestRealNodeNetpol_EngineKilled(t *testing.T) {
 	})
 	image, _ := netprobeImage(t, c)
 	var killed atomic.Bool // once: the first dispatch's gate kills the engine
+	gate := gateAnswer(t, c)
 	policedThenKill := func(ip string) string {
-		if a := gateAnswer(t, c)(ip); a != "go" {
+		if a := gate(ip); a != "go" {
 			return a
 		}
 		if !killed.Swap(true) {
