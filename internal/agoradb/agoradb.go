@@ -8,6 +8,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/netgw"
 	"github.com/agora-dev/agora/internal/retention"
 	"github.com/agora-dev/agora/internal/store"
 )
@@ -23,5 +24,8 @@ func Migrations() []store.Migration {
 	// after this line, never into an earlier package's list, or it would shift the steps a
 	// released database has applied.
 	m = append(m, retention.Migrations...)
+	// The network gateway's stored sessions (#31), then what ties them to their dispatch.
+	m = append(m, netgw.SessionMigrations...)
+	m = append(m, dispatch.SessionMigrations...)
 	return m
 }

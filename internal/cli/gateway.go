@@ -16,6 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/netgw"
+	"github.com/agora-dev/agora/internal/store"
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 	"github.com/agora-dev/agora/internal/workerbin"
 )
@@ -89,13 +90,15 @@ const GatewaySlotsDir = "gateway/slots"
 
 // gatewayRegistry returns the network gateway's session registry (the remote.Exporter a
 // kubernetes provider uses) and the CA certificate its pods trust; the CA is made on first
-// use, for host.
-func gatewayRegistry(homeDir string, hosts []string) (*netgw.Registry, *netgw.Certs, error) {
+// use, for host. Its sessions are also kept in agora.db (db), which decides whether one
+// stands: a replica restored from the replica of agora.db accepts the in-flight Jobs' tokens,
+// and a session ended anywhere stays ended (netgw/stored.go, #31).
+func gatewayRegistry(homeDir string, db *store.DB, hosts []string) (*netgw.Registry, *netgw.Certs, error) {
 	certs, err := netgw.LoadOrCreateCA(filepath.Join(homeDir, home.KeyDir), hosts)
 	if err != nil {
 		return nil, nil, err
 	}
-	return &netgw.Registry{Dir: filepath.Join(homeDir, GatewaySessionsDir)}, certs, nil
+	return &netgw.Registry{Dir: filepath.Join(homeDir, GatewaySessionsDir), Sessions: &netgw.DBSessions{DB: db}}, certs, nil
 }
 
 // networkGateway prepares the network gateway on listen, certified for advertise's host (each
@@ -119,7 +122,7 @@ func (f *Factory) networkGateway(ctx context.Context, listen, advertise string) 
 	if err != nil {
 		return nil, fmt.Errorf("gateway advertise URL: %w", err)
 	}
-	reg, certs, err := gatewayRegistry(h.Dir, []string{host})
+	reg, certs, err := gatewayRegistry(h.Dir, h.DB, []string{host})
 	if err != nil {
 		return nil, err
 	}
@@ -128,8 +131,10 @@ func (f *Factory) networkGateway(ctx context.Context, listen, advertise string) 
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	// The slots too: a resident agora's Kubernetes warm slots (#30) claim their dispatch here.
+	// Fence: with leader: in agora.yaml, a replica whose Lease fence shut serves nothing
+	// (store.CheckFence is nil without a fence).
 	srv := &netgw.Server{Registry: reg, Slots: &netgw.Slots{Dir: filepath.Join(h.Dir, GatewaySlotsDir)},
-		Version: hostWorkerVersion(f, h.Config), Log: slog.New(slog.NewJSONHandler(f.IO.ErrOut, nil))}
+		Version: hostWorkerVersion(f, h.Config), Log: slog.New(slog.NewJSONHandler(f.IO.ErrOut, nil)), Fence: store.CheckFence}
 	fmt.Fprintf(f.IO.ErrOut, "agora: gateway serving on %s as %s; pods trust %s\n", ln.Addr(), advertise,
 		filepath.Join(h.Dir, home.KeyDir, netgw.CACertFile))
 	return func(ctx context.Context) error { return srv.Serve(ctx, ln, certs.Server) }, nil

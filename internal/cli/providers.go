@@ -9,6 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/store"
 )
 
 // remoteProviders builds the providers of a home's docker and kubernetes targets on first
@@ -16,12 +17,13 @@ import (
 // would otherwise open a client per dispatch.
 type remoteProviders struct {
 	homeDir string
+	db      *store.DB // agora.db: the gateway's stored sessions (netgw.DBSessions, #31)
 	mu      sync.Mutex
 	built   map[string]compute.Provider // guarded by mu
 }
 
-func newRemoteProviders(homeDir string) *remoteProviders {
-	return &remoteProviders{homeDir: homeDir, built: map[string]compute.Provider{}}
+func newRemoteProviders(homeDir string, db *store.DB) *remoteProviders {
+	return &remoteProviders{homeDir: homeDir, db: db, built: map[string]compute.Provider{}}
 }
 
 // For is dispatch.Dispatcher.RemoteProviders.
@@ -57,7 +59,7 @@ func (r *remoteProviders) kubernetes(name string, t config.Target) (compute.Prov
 	if err != nil {
 		return nil, fmt.Errorf("gateway %q: %w", t.Gateway, err)
 	}
-	reg, certs, err := gatewayRegistry(r.homeDir, []string{u.Hostname()})
+	reg, certs, err := gatewayRegistry(r.homeDir, r.db, []string{u.Hostname()})
 	if err != nil {
 		return nil, err
 	}

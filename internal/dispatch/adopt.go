@@ -283,6 +283,19 @@ func (s *supervision) prepareAdopted(ctx context.Context) error {
 	}
 	st := stageAt(d.StateDir, r.ID)
 	st.owner, st.sandboxed = limits.owner, limits.sandboxed
+	if _, err := os.Lstat(st.dir); errors.Is(err, fs.ErrNotExist) && d.Records.sessionStored(ctx, r.ID) {
+		// No stage at all, and a gateway session stored in agora.db: the replica that
+		// exported it led before this one restored agora.db from its replica (#31), and
+		// the stage was on its disk. Made again, empty: the worker fetched its inputs at its
+		// start, and only what it uploads here from now on is its result (reconcile).
+		if r.Verify != nil {
+			return lostAt("its verify gate needs the stage, which was on the replica that led before the takeover")
+		}
+		if err := restage(st, len(r.Inputs) > 0); err != nil {
+			return lostAt("make its stage again after a takeover: %v", err)
+		}
+		s.restaged = true
+	}
 	if fi, err := os.Lstat(filepath.Join(st.disk, wire.OutDir)); err == nil && fi.IsDir() {
 		st.workspace, st.out, st.diskSize = filepath.Join(st.disk, wire.WorkspaceDir), filepath.Join(st.disk, wire.OutDir), limits.disk
 	} else {
@@ -310,7 +323,40 @@ func (s *supervision) reopenLogs(context.Context) error {
 		return err
 	}
 	s.stderr.notice("the process supervising this dispatch exited; " + selfSupervisor() + " adopted it and follows its worker")
+	if s.restaged {
+		s.stderr.notice("adopted after a takeover: what the worker wrote before it is in the log the replica that led before kept")
+	}
 	return nil
+}
+
+// restage makes an adopted dispatch's stage again, empty, where the replica that led before
+// the takeover had it (the same AGORA_HOME path on every replica): the bundle, workspace,
+// out, capability files and (withInputs) inputs directories, 0700, and the held entry.
+func restage(st *stage, withInputs bool) error {
+	dirs := []string{st.bundle, st.workspace, st.out, st.capabilityFilesDir()}
+	if withInputs {
+		dirs = append(dirs, filepath.Join(st.dir, wire.InputsDir))
+	}
+	if err := os.MkdirAll(filepath.Dir(st.dir), 0o700); err != nil {
+		return err
+	}
+	if err := os.Mkdir(st.dir, 0o700); err != nil {
+		return err
+	}
+	for _, dir := range dirs {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sessionStored reports whether agora.db holds a gateway session of dispatch id
+// (netgw.SessionMigrations): false without the table, or when it cannot be read.
+func (s *Records) sessionStored(ctx context.Context, id string) bool {
+	var n int
+	err := s.db.SQL().QueryRowContext(ctx, `SELECT count(*) FROM gateway_sessions WHERE dispatch_id = ?`, id).Scan(&n)
+	return err == nil && n == 1
 }
 
 // adoptSandbox follows the dispatch's running task through the provider, which starts

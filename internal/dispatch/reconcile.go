@@ -24,6 +24,9 @@ type reconcileInput struct {
 	red            *redact.Redactor
 	stdout, stderr *logSink // closed: their truncation is final
 	transcript     bool     // a model runtime: keep the transcript the worker vouched for
+	// restaged: the stage was made again by the replica that took over (adopt.go): a
+	// worker that left no result here may have uploaded it to the old leader's disk.
+	restaged bool
 }
 
 // reconcile turns the provider's exit and the worker's result.json into one outcome, storing
@@ -106,6 +109,12 @@ func (d *Dispatcher) reconcile(ctx context.Context, in reconcileInput) Outcome {
 		*res = Result{Outputs: []Output{}, Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated, Phases: res.Phases}
 		o.State, o.Reason = StateFailed, ReasonIntegrityFailed
 		o.Detail = "the out directory does not hold what the worker declared: " + ierr.Error()
+	case rerr != nil && in.restaged:
+		// Adopted after a takeover (#31): the worker's result went to the replica that led
+		// before, whose disk this one does not have, or its inputs were there when it fetched
+		// them. Lost, so the plan runs it again, never a failure of the agent's.
+		o.State, o.Reason = StateFailed, ReasonLost
+		o.Detail = "adopted after a takeover, the worker left no result on this replica (it uploaded it to the replica that led before, or could not fetch its inputs from there): " + rerr.Error()
 	case rerr != nil && exit.GatewayUnreachable:
 		// The worker said so by its exit status, which the agent cannot set: no result
 		// crossed, and the agent is not to blame.

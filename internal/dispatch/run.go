@@ -82,6 +82,9 @@ type supervision struct {
 	handle         compute.Handle
 	exit           compute.Exit
 	waitErr        error
+	// restaged: an adopted dispatch whose stage this replica made again after a takeover
+	// (adopt.go): only what the worker uploads here from now on is its result.
+	restaged bool
 }
 
 // enter records a host-side phase: on the stage (for the sandbox's own view), as a span,
@@ -451,7 +454,7 @@ func (s *supervision) settle(ctx context.Context) Outcome {
 	s.sp.phase(SpanReconcile)
 	o := s.d.reconcile(context.WithoutCancel(ctx), reconcileInput{
 		r: s.r, st: s.st, exit: s.exit, werr: s.waitErr, trip: s.trip, red: s.red,
-		stdout: s.stdout, stderr: s.stderr, transcript: s.endpoint != nil,
+		stdout: s.stdout, stderr: s.stderr, transcript: s.endpoint != nil, restaged: s.restaged,
 	})
 	o.Net, o.Usage = s.gw.netStats(), s.gw.usage()
 	if s.r.Verify != nil && o.State == StateFinished {

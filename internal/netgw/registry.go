@@ -40,6 +40,10 @@ const (
 type Registry struct {
 	// Dir is the sessions directory; it is made 0700 when missing.
 	Dir string
+	// Sessions, when set, also keeps each session in a database that outlives this host's
+	// disk (agora.db, replicated), and decides whether a session stands (stored.go). nil: the
+	// files in Dir alone decide.
+	Sessions SessionStore
 }
 
 var _ remote.Exporter = (*Registry)(nil)
@@ -86,7 +90,11 @@ func (g *Registry) ExportIf(ctx context.Context, spec compute.Spec, held func(co
 			return nil, err
 		}
 	}
-	// Revoke and clear a previous session of the dispatch before anything of this one exists.
+	// Revoke and clear a previous session of the dispatch before anything of this one exists:
+	// its stored row first, which decides whether its token is accepted (stored.go).
+	if err := g.deleteStored(ctx, spec.ID, ""); err != nil {
+		return nil, fmt.Errorf("export dispatch %q: %w", spec.ID, err)
+	}
 	if err := os.RemoveAll(sd); err != nil {
 		return nil, fmt.Errorf("export dispatch %q: %w", spec.ID, err)
 	}
@@ -111,10 +119,16 @@ func (g *Registry) ExportIf(ctx context.Context, spec compute.Spec, held func(co
 	if err != nil {
 		return nil, err
 	}
-	rec := &record{Version: 1, Dispatch: spec.ID, TokenSHA256: sum, Mounts: mounts, Files: len(spec.Files), MaxUploadBytes: max(spec.Limits.Disk, 0)}
-	// session.json last: the token works only once everything it reaches is served.
+	rec := &record{Version: 1, Dispatch: spec.ID, TokenSHA256: sum, Mounts: mounts, Files: len(spec.Files), MaxUploadBytes: max(spec.Limits.Disk, 0),
+		Stored: g.Sessions != nil}
+	// The stored row, then session.json last: the token works only once everything it
+	// reaches is served, and the row is in agora.db (replicated) before any pod can hold the
+	// token.
+	if err := g.putStored(ctx, rec); err != nil {
+		return nil, fmt.Errorf("export dispatch %q: %w", spec.ID, err)
+	}
 	if err := saveRecord(sd, rec); err != nil {
-		return nil, err
+		return nil, errors.Join(err, g.deleteStored(context.WithoutCancel(ctx), spec.ID, sum))
 	}
 	x.sum = sum
 	ok = true
@@ -130,13 +144,20 @@ var _ remote.Reattacher = (*Registry)(nil)
 // Reattach takes back the session of spec.ID, exported by a process that is gone: the token
 // stays valid, the streams feed spec's writers from now on. Files are not served again (the
 // worker read them at its start). [ErrNoSession] when the dispatch has no session.
+//
+// With a store, the stored row decides (stored.go): a local session without it was revoked
+// ([ErrNoSession]); a row with no local session is one another replica exported before this
+// one took over, taken back here (see restore).
 func (g *Registry) Reattach(ctx context.Context, spec compute.Spec) (*remote.Session, error) {
 	unlock, err := g.lockDispatch(ctx, spec.ID)
 	if err != nil {
 		return nil, fmt.Errorf("reattach dispatch %q: %w", spec.ID, err)
 	}
 	defer unlock(false)
-	rec, err := loadRecord(g.Dir, spec.ID)
+	rec, err := g.standing(ctx, spec.ID)
+	if errors.Is(err, errNotHere) {
+		rec, err = g.restore(spec, rec)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -169,8 +190,15 @@ func (g *Registry) Revoke(ctx context.Context, id string) error {
 		return fmt.Errorf("revoke gateway session %q: %w", id, err)
 	}
 	defer unlock(true)
+	// The stored row first (it decides, stored.go); the local files go even if it cannot:
+	// a session is better ended here than left.
+	serr := g.deleteStored(ctx, id, "")
 	if err := os.Remove(filepath.Join(sd, sessionFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("revoke gateway session %q: %w", id, err)
+	}
+	if serr != nil {
+		os.RemoveAll(sd)
+		return fmt.Errorf("revoke gateway session %q: %w", id, serr)
 	}
 	if err := os.RemoveAll(sd); err != nil {
 		return fmt.Errorf("remove gateway session %q: %w", id, err)
@@ -333,15 +361,21 @@ func (x *exported) serveFiles(files []*os.File) error {
 func (x *exported) close() error {
 	x.once.Do(func() {
 		x.err = x.locked(func() (bool, error) {
+			// The stored row of this token goes first, whatever stands locally: it alone
+			// would let another replica take the session back after a takeover. A row of
+			// another token (a re-export) is not this session's and stays.
+			// When the store refuses (a replica whose fence shut), the local file still goes:
+			// a session is better ended here than left.
+			serr := x.reg.deleteStored(context.Background(), x.id, x.sum)
 			rec, err := loadRecord(x.reg.Dir, x.id)
 			if errors.Is(err, ErrNoSession) || err == nil && rec.TokenSHA256 != x.sum {
-				return false, nil // revoked already, or replaced: not ours
+				return false, serr // revoked already, or replaced: not ours
 			}
 			// Ours, or unreadable (fail closed: no token of a broken session should work).
 			if err := os.Remove(filepath.Join(x.dir, sessionFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return false, fmt.Errorf("revoke gateway session: %w", err)
+				return false, errors.Join(serr, fmt.Errorf("revoke gateway session: %w", err))
 			}
-			return false, nil
+			return false, serr
 		})
 		x.drain()
 		x.stop()

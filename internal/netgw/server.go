@@ -74,6 +74,11 @@ type Server struct {
 	// TunnelIdleTimeout closes a tunnel that carried no byte either way for that long; 0
 	// means [TunnelIdleTimeout].
 	TunnelIdleTimeout time.Duration
+	// Fence, when set, is asked before every request is served and before an upload is
+	// stored (store.CheckFence: the leader Lease's fence, #31): while it refuses, every
+	// request is answered 503, which the worker retries, reaching the replica that leads
+	// through the gateway's Service. A replica that lost the Lease accepts no session.
+	Fence func() error
 
 	tunnels tunnelSet
 	conns   *connTable
@@ -187,6 +192,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if pending {
 		w.Header().Set("Connection", "close")
 	}
+	if r.URL.EscapedPath() == ReadyPath {
+		s.serveReady(w, r)
+		return
+	}
+	if err := s.fenced(); err != nil {
+		s.logger().Warn("gateway request refused: this replica does not lead", "source", gc.source, "err", err.Error())
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "1")
+		httpError(w, http.StatusServiceUnavailable, "this gateway's serve does not lead; retry")
+		return
+	}
 	if strings.HasPrefix(r.URL.EscapedPath(), remote.SlotRoutePrefix) {
 		s.serveClaim(w, r, gc, pending)
 		return
@@ -238,7 +254,19 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, rt route) (*r
 		httpError(w, http.StatusUnauthorized, "a bearer token is required")
 		return nil, false
 	}
-	rec, err := loadRecord(s.Registry.Dir, rt.dispatch)
+	rec, err := s.Registry.standing(r.Context(), rt.dispatch)
+	if errors.Is(err, errNotHere) {
+		if !rec.checkToken(token) {
+			s.logger().Warn("gateway token refused", "dispatch_id", rt.dispatch, "route", rt.kind, "remote_addr", r.RemoteAddr)
+			httpError(w, http.StatusForbidden, "the token does not authorise this dispatch")
+			return nil, false
+		}
+		// Exported by the replica this one took over from: the adoption takes it back
+		// within seconds (dispatch's adopt loop); the worker retries a 503.
+		w.Header().Set("Retry-After", "1")
+		httpError(w, http.StatusServiceUnavailable, "the session is being taken over by this gateway's serve; retry")
+		return nil, false
+	}
 	if errors.Is(err, ErrNoSession) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agora"`)
 		httpError(w, http.StatusUnauthorized, "no session for this dispatch: it ended or was never exported")
@@ -419,4 +447,31 @@ type deadlineWriter struct {
 func (d *deadlineWriter) Write(p []byte) (int, error) {
 	d.rc.SetWriteDeadline(time.Now().Add(IOTimeout))
 	return d.w.Write(p)
+}
+
+// ReadyPath answers 200 while this gateway serves as the leader (its Fence passes, or it has
+// none) and 503 otherwise, without a token: the readiness probe of deploy/helm's replicas, so
+// that the gateway's Service has the leader alone as its endpoint (a standby does not listen,
+// and one whose fence shut answers 503). It tells nothing but that.
+const ReadyPath = "/readyz"
+
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Connection", "close")
+	if r.Method != http.MethodGet {
+		httpError(w, http.StatusMethodNotAllowed, "GET only")
+		return
+	}
+	if s.fenced() != nil {
+		httpError(w, http.StatusServiceUnavailable, "not the leader")
+		return
+	}
+	httpError(w, http.StatusOK, "leader")
+}
+
+// fenced is the Fence's answer now: nil while this replica leads, or without a fence.
+func (s *Server) fenced() error {
+	if s.Fence == nil {
+		return nil
+	}
+	return s.Fence()
 }

@@ -49,6 +49,13 @@ type record struct {
 	// MaxUploadBytes caps the bytes of one upload of this session (the target's disk,
 	// compute.Limits.Disk); 0 leaves the server's cap.
 	MaxUploadBytes int64 `json:"max_upload_bytes,omitempty"`
+	// Stored: the session was also recorded in the registry's [SessionStore], which decides
+	// whether it stands (stored.go); a local file without the store's row is then revoked.
+	Stored bool `json:"stored,omitempty"`
+	// Restored: this host took the session back from the store after another replica
+	// exported it (a takeover): what its mounts held to fetch, and its files, were on that
+	// replica's disk and are not served here.
+	Restored bool `json:"restored,omitempty"`
 }
 
 // mountRecord is a mount and the host path it comes from (the bind's Src).

@@ -101,7 +101,14 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 	// again with another token). An upload that outlived its token leaves no trace: no mark
 	// in a newer session's directory, nothing in the out directory (red team B, session 4).
 	release, stands := s.holdSession(r.Context(), rec)
-	if !stands {
+	if stands != nil {
+		if errors.Is(stands, errFenced) {
+			// This replica's fence shut while the body came: nothing is stored here, and
+			// the worker's retry reaches the replica that leads now (#31).
+			s.logger().Warn("gateway upload refused", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", stands.Error())
+			retryLater(w, "store the upload on the leading replica")
+			return
+		}
 		s.logger().Warn("gateway upload refused", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", "the session ended while the upload came")
 		httpError(w, http.StatusUnauthorized, "the session ended while the upload came; nothing was stored")
 		return
@@ -131,6 +138,13 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 		return
 	}
 	mark.Placing = false
+	if err := s.fenced(); err != nil {
+		// Placed, not stored: the fence shut while it was placed; the same bytes finish it
+		// on this replica, and only if it leads again.
+		s.logger().Warn("gateway upload refused", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err.Error())
+		retryLater(w, "store the upload on the leading replica")
+		return
+	}
 	if err := writeUploadMark(sd, m.Name, mark); err != nil {
 		s.logger().Error("gateway upload mark", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
 		retryLater(w, "record the upload")
@@ -140,21 +154,31 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// holdSession takes the dispatch's lock (reglock.go) and reports whether rec's session still
-// stands, with rec's token; while the returned func is not called, no export, revocation or
-// close of the dispatch's session can happen.
-func (s *Server) holdSession(ctx context.Context, rec *record) (release func(), stands bool) {
+// holdSession takes the dispatch's lock (reglock.go) and returns nil when rec's session still
+// stands, with rec's token, and this replica leads (Server.Fence; else an error wrapping
+// errFenced); while the returned func is not called, no export, revocation or close of the
+// dispatch's session can happen.
+func (s *Server) holdSession(ctx context.Context, rec *record) (release func(), stands error) {
+	if err := s.fenced(); err != nil {
+		return nil, fmt.Errorf("%w: %w", errFenced, err)
+	}
 	unlock, err := s.Registry.lockDispatch(ctx, rec.Dispatch)
 	if err != nil {
-		return nil, false
+		return nil, err
 	}
-	cur, err := loadRecord(s.Registry.Dir, rec.Dispatch)
-	if err != nil || cur.TokenSHA256 != rec.TokenSHA256 {
+	cur, err := s.Registry.standing(ctx, rec.Dispatch)
+	if err == nil && cur.TokenSHA256 != rec.TokenSHA256 {
+		err = ErrNoSession
+	}
+	if err != nil {
 		unlock(errors.Is(err, ErrNoSession)) // no session: no lock file to keep
-		return nil, false
+		return nil, err
 	}
-	return func() { unlock(false) }, true
+	return func() { unlock(false) }, nil
 }
+
+// errFenced: this replica's leader fence refuses (Server.Fence).
+var errFenced = errors.New("this gateway's serve does not lead")
 
 // retryLater answers that the host failed the request, not its sender: 503, which the worker
 // retries (its transient statuses), and, were the failure to last, reports as the gateway's.
