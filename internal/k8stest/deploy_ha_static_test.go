@@ -10,13 +10,11 @@ import (
 )
 
 // haConfig is deploy/kubernetes/ha's agora.yaml as the init container writes it for pod: the
-// ConfigMap's, with the pod's name for @POD_NAME@, parsed and validated as serve does.
+// ConfigMap's, with the pod's name for @POD_NAME@ (wherever a site's extraConfig uses it),
+// parsed and validated as serve does.
 func haConfig(t *testing.T, pod string) *config.Config {
 	t.Helper()
 	src, _ := dig(deployDocs(t, "ha/config.yaml")["ConfigMap/agora-config"], "data", "agora.yaml").(string)
-	if !strings.Contains(src, "@POD_NAME@") {
-		t.Fatalf("ha/config.yaml's agora.yaml has no @POD_NAME@ for the init container to fill:\n%s", src)
-	}
 	c := config.Default("/var/lib/agora/home")
 	if err := config.Parse("ha/config.yaml", []byte(strings.ReplaceAll(src, "@POD_NAME@", pod)), c); err != nil {
 		t.Fatal(err)
@@ -64,8 +62,10 @@ func TestDeployHA_LeaseRoleIsTheLeaseAlone(t *testing.T) {
 // TestDeployHA_ServePodSurface: the StatefulSet's pod as ha/statefulset.yaml writes it, held to
 // what deployment.yaml's is (TestRedTeam35_DeployServePodSurface), plus the keys: the shared
 // keys Secret is mounted in the init container alone, read-only, readable by no one but the
-// pod's group; serve sees only the private 0600 copies in its home. Each pod advertises its own
-// name, under the Service the StatefulSet names.
+// pod's group; serve sees only the private 0600 copies in its home, the gateway's CA among them.
+// Every pod advertises the one Service agora-gateway-vip (#31), whose endpoint is the replica
+// that is Ready: the readiness probe asks the gateway's /readyz, which only the leader passes;
+// the Jobs' policies admit serve's pods as the gateway's peer.
 func TestDeployHA_ServePodSurface(t *testing.T) {
 	docs := deployDocs(t, "ha/statefulset.yaml")
 	sts := docs["StatefulSet/agora"]
@@ -128,8 +128,38 @@ func TestDeployHA_ServePodSurface(t *testing.T) {
 		t.Errorf("serviceName %v: want the headless Service agora-gateway", svc)
 	}
 	for _, p := range []string{"agora-0", "agora-1"} {
-		if got, want := haConfig(t, p).Gateway.Advertise, "https://"+p+".agora-gateway.agora.svc.cluster.local:8443"; got != want {
-			t.Errorf("%s advertises %q, want its own name %q", p, got, want)
+		c := haConfig(t, p)
+		if got, want := c.Gateway.Advertise, "https://agora-gateway-vip.agora.svc.cluster.local:8443"; got != want {
+			t.Errorf("%s advertises %q, want the Service %q", p, got, want)
 		}
+		if gp := c.Targets["k8s"].GatewayPeer; gp == nil || gp.Namespace != "agora" || !reflect.DeepEqual(gp.Pods, map[string]string{"app": "agora"}) {
+			t.Errorf("%s's target admits %+v as the gateway's peer, want serve's pods (agora, app=agora)", p, gp)
+		}
+	}
+	vip := docs["Service/agora-gateway-vip"]
+	if dig(vip, "spec", "type") != "ClusterIP" || !reflect.DeepEqual(dig(vip, "spec", "selector"), map[string]any{"app": "agora"}) ||
+		!reflect.DeepEqual(dig(vip, "spec", "ports"), []any{map[string]any{"name": "gateway", "port": 8443, "targetPort": "gateway"}}) {
+		t.Errorf("Service agora-gateway-vip: %v", dig(vip, "spec"))
+	}
+	// The Service's endpoint is the leader alone: the pod is Ready only while the gateway's
+	// /readyz answers 200 (a fence that passes), probed over HTTPS on the gateway's port.
+	probe := dig(ctrs[0], "readinessProbe")
+	if dig(probe, "httpGet", "path") != "/readyz" || dig(probe, "httpGet", "port") != "gateway" || dig(probe, "httpGet", "scheme") != "HTTPS" ||
+		dig(probe, "failureThreshold") != 1 {
+		t.Errorf("the agora container's readiness probe %v, want the gateway's /readyz over HTTPS, not Ready at the first failure", probe)
+	}
+	// A standby is never Ready: a rollout that waited for one would never end.
+	if got := dig(sts, "spec", "updateStrategy", "rollingUpdate", "maxUnavailable"); got != dig(sts, "spec", "replicas") {
+		t.Errorf("updateStrategy maxUnavailable %v, want every replica (%v)", got, dig(sts, "spec", "replicas"))
+	}
+	script := strings.Join(func() []string {
+		var out []string
+		for _, a := range dig(inits[0], "command").([]any) {
+			out = append(out, a.(string))
+		}
+		return out
+	}(), " ")
+	if !strings.Contains(script, "gateway-ca.pem gateway-ca.key") {
+		t.Errorf("the init container does not copy the shared gateway CA into the home:\n%s", script)
 	}
 }

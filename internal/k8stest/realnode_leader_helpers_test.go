@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,12 +63,13 @@ func startLeaderWorld(ctx context.Context, t *testing.T, c *k8stest.Cluster) *le
 	}
 	t.Cleanup(cleanup)
 	w := &leaderWorld{t: t, c: c, bin: bin, home: filepath.Join(t.TempDir(), "operator"), pvs: map[string]string{}, s3: srv.Creds, bucket: client}
-	if out := w.agora(t, "init"); out != "" {
+	// As statefulset.yaml's comment says: the keys and the gateway's CA the replicas share.
+	if out := w.agora(t, "init", "--gateway-ca"); out != "" {
 		t.Fatal(out)
 	}
 	w.keys = filepath.Join(w.home, "keys")
 	keys := map[string][]byte{}
-	for _, k := range []string{"secret.key", "audit.key", "audit.pub", "callback.key"} {
+	for _, k := range []string{"secret.key", "audit.key", "audit.pub", "callback.key", "gateway-ca.pem", "gateway-ca.key"} {
 		if keys[k], err = os.ReadFile(filepath.Join(w.keys, k)); err != nil {
 			t.Fatal(err)
 		}
@@ -168,9 +170,10 @@ type leaderRun struct {
 	ID    string `json:"id"`
 	State string `json:"state"`
 	Tasks []struct {
-		ID       string `json:"id"`
-		State    string `json:"state"`
-		Attempts int    `json:"attempts"`
+		ID         string `json:"id"`
+		State      string `json:"state"`
+		Attempts   int    `json:"attempts"`
+		DispatchID string `json:"dispatch_id"`
 	} `json:"tasks"`
 }
 
@@ -432,4 +435,97 @@ func (w *leaderWorld) checkStandbyClosed(ctx context.Context, lead string) {
 			t.Errorf("the standby %s accepts connections on the gateway's port at %s", p.name, p.ip)
 		}
 	}
+	// The standby is no endpoint of agora-gateway-vip: only the leader is Ready (its gateway's
+	// /readyz, the readiness probe). The leader's probe may lag its first serving line by a
+	// period.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		lr, sr := w.ready(ctx, lead), w.ready(ctx, otherReplica(lead))
+		if sr {
+			t.Errorf("the standby %s is Ready: an endpoint of the gateway's Service", otherReplica(lead))
+			return
+		}
+		if lr {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the leader %s is not Ready 30 s after it serves", lead)
+			return
+		}
+	}
+}
+
+// ready reports whether pod name's Ready condition is True.
+func (w *leaderWorld) ready(ctx context.Context, name string) bool {
+	var p struct {
+		Status struct{ Conditions []struct{ Type, Status string } }
+	}
+	if err := w.c.Do(ctx, http.MethodGet, "/api/v1/namespaces/agora/pods/"+name, nil, &p); err != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == "Ready" {
+			return c.Status == "True"
+		}
+	}
+	return false
+}
+
+// dispatchPods records every pod of a dispatch that appears in namespace agents while it
+// runs, by dispatch id: its uid and the most restarts its worker container was seen with. It
+// is how the test counts how often a task's worker ran: a second Job, a second pod or a
+// restarted container would each show.
+type dispatchPods struct {
+	mu   sync.Mutex
+	pods map[string]map[string]int // dispatch id -> pod uid -> restarts
+}
+
+// watchDispatchPods polls namespace agents every 250 ms until ctx ends.
+func watchDispatchPods(ctx context.Context, c *k8stest.Cluster) *dispatchPods {
+	d := &dispatchPods{pods: map[string]map[string]int{}}
+	go func() {
+		for ctx.Err() == nil {
+			var list struct {
+				Items []struct {
+					Metadata struct {
+						UID    string
+						Labels map[string]string
+					}
+					Status struct {
+						ContainerStatuses []struct{ RestartCount int }
+					}
+				}
+			}
+			if err := c.Do(ctx, http.MethodGet, "/api/v1/namespaces/agents/pods?labelSelector=agora.dispatch", nil, &list); err == nil {
+				d.mu.Lock()
+				for _, p := range list.Items {
+					id := p.Metadata.Labels["agora.dispatch"]
+					if d.pods[id] == nil {
+						d.pods[id] = map[string]int{}
+					}
+					r := d.pods[id][p.Metadata.UID]
+					for _, cs := range p.Status.ContainerStatuses {
+						r = max(r, cs.RestartCount)
+					}
+					d.pods[id][p.Metadata.UID] = r
+				}
+				d.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	return d
+}
+
+// of returns the pods seen for dispatch id: uid -> restarts.
+func (d *dispatchPods) of(id string) map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range d.pods[id] {
+		out[k] = v
+	}
+	return out
 }

@@ -72,6 +72,22 @@ func LoadOrCreateCA(dir string, hosts []string) (*Certs, error) {
 	return &Certs{CAPEM: caPEM, Server: cert}, nil
 }
 
+// EnsureCA makes the gateway's CA in dir (AGORA_HOME/keys) when it is not there, and reports
+// whether it made it. Replicas that share one gateway address (two serves on a Lease, #31)
+// share this CA, copied into each home with the other keys: a Job made under one leader trusts
+// the certificate of the next.
+func EnsureCA(dir string) (bool, error) {
+	if _, err := os.Lstat(filepath.Join(dir, caKeyFile)); err == nil {
+		_, _, _, err := loadOrCreateCA(dir)
+		return false, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return false, fmt.Errorf("gateway CA: %w", err)
+	}
+	_, _, _, err := loadOrCreateCA(dir)
+	return err == nil, err
+}
+
 func loadOrCreateCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, []byte, error) {
 	certPath, keyPath := filepath.Join(dir, CACertFile), filepath.Join(dir, caKeyFile)
 	pair, err := tls.LoadX509KeyPair(certPath, keyPath)
