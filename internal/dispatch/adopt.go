@@ -291,7 +291,7 @@ func (s *supervision) prepareAdopted(ctx context.Context) error {
 		if r.Verify != nil {
 			return lostAt("its verify gate needs the stage, which was on the replica that led before the takeover")
 		}
-		if err := restage(st, len(r.Inputs) > 0); err != nil {
+		if err := restage(st, len(r.Inputs) > 0, limits.disk); err != nil {
 			return lostAt("make its stage again after a takeover: %v", err)
 		}
 		s.restaged = true
@@ -331,17 +331,22 @@ func (s *supervision) reopenLogs(context.Context) error {
 
 // restage makes an adopted dispatch's stage again, empty, where the replica that led before
 // the takeover had it (the same AGORA_HOME path on every replica): the bundle, workspace,
-// out, capability files and (withInputs) inputs directories, 0700, and the held entry.
-func restage(st *stage, withInputs bool) error {
-	dirs := []string{st.bundle, st.workspace, st.out, st.capabilityFilesDir()}
-	if withInputs {
-		dirs = append(dirs, filepath.Join(st.dir, wire.InputsDir))
-	}
+// out, capability files and (withInputs) inputs directories, 0700, and, for a root agora
+// (disk > 0), the disk quota its workspace and out directory were in, as newStage mounts it:
+// the session's result mount names that path. The held entry is prepareAdopted's.
+func restage(st *stage, withInputs bool, disk int64) error {
 	if err := os.MkdirAll(filepath.Dir(st.dir), 0o700); err != nil {
 		return err
 	}
 	if err := os.Mkdir(st.dir, 0o700); err != nil {
 		return err
+	}
+	if disk > 0 && mountQuota(st.disk, filepath.Base(st.dir), disk) == nil {
+		st.workspace, st.out = filepath.Join(st.disk, wire.WorkspaceDir), filepath.Join(st.disk, wire.OutDir)
+	}
+	dirs := []string{st.bundle, st.workspace, st.out, st.capabilityFilesDir()}
+	if withInputs {
+		dirs = append(dirs, filepath.Join(st.dir, wire.InputsDir))
 	}
 	for _, dir := range dirs {
 		if err := os.Mkdir(dir, 0o700); err != nil {

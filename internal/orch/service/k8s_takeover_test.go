@@ -1,0 +1,228 @@
+package service_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agora-dev/agora/internal/agoradb"
+	"github.com/agora-dev/agora/internal/store"
+	"github.com/agora-dev/agora/internal/worker/remote"
+	"github.com/agora-dev/agora/internal/worker/wire"
+)
+
+// takeOver is what a standby that took the Lease has after its restore: a home at the same
+// path (AGORA_HOME is /var/lib/agora/home on every replica) holding the old leader's
+// databases, keys (the chart's shared Secret, the gateway's CA among them), agora.yaml and
+// blobs (blobs.s3, shared), and nothing of the old leader's volume: no stage, no gateway
+// session directory. The databases are copied whole, the old leader being dead (kill -9): what
+// its replica in the bucket holds, less the last second, which real restores test
+// (TestRealNodeLeaderKill). The old home is moved aside, never used again.
+func takeOver(t *testing.T, home string) {
+	t.Helper()
+	old := home + ".old-leader"
+	// A root agora's stages have a disk quota mounted, which the dead leader's supervisors
+	// left: its volume is gone, mounts and all.
+	quotas, _ := filepath.Glob(filepath.Join(home, "dispatches", "*", "disk"))
+	for _, q := range quotas {
+		unix.Unmount(q, unix.MNT_DETACH)
+	}
+	must(t, os.Rename(home, old))
+	must(t, filepath.WalkDir(old, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(old, p)
+		switch {
+		case rel == "dispatches" || rel == "gateway":
+			return filepath.SkipDir // the old leader's volume
+		case d.Type()&fs.ModeSocket != 0, strings.HasSuffix(rel, ".lock"), strings.HasSuffix(rel, "-shm"):
+			return nil
+		}
+		dst := filepath.Join(home, rel)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.MkdirAll(dst, fi.Mode().Perm())
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, fi.Mode().Perm())
+	}))
+}
+
+// freePort is a loopback port nothing listens on now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestServe_TakeoverAdoptsKubernetesJob is #31's takeover at kwok level: the leader's serve
+// dies (-9, with its supervisors) while two tasks' Jobs are in flight; a standby with the
+// restored databases and none of the old leader's volume serves. It adopts both dispatches
+// (dispatch.adopted) from agora.db alone: the gateway sessions the Jobs hold are there (their
+// token hashes), so the pods' tokens open them on the new leader's gateway, whose stages are
+// made again. The pod of "kept" uploads its result to the new leader after the takeover: it
+// finishes once, one Job, one attempt. The pod of "gone" uploads nothing here (as a worker
+// that uploaded to the old leader before it died): its dispatch ends lost, never a failure of
+// the agent's, and the plan runs it again. Each gateway session ends with its dispatch.
+func TestServe_TakeoverAdoptsKubernetesJob(t *testing.T) {
+	e := newK8sEnv(t)
+	addr := freePort(t)
+	f, err := os.OpenFile(filepath.Join(e.home, "agora.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = fmt.Fprintf(f, "gateway: {listen: %q, advertise: \"https://%s\"}\n", addr, addr)
+	must(t, err)
+	must(t, f.Close())
+	serve := e.serve()
+	planPath := filepath.Join(t.TempDir(), "takeover.yaml")
+	must(t, os.WriteFile(planPath, []byte(`version: 1
+name: takeover
+defaults: {target: k8s}
+tasks:
+  - id: kept
+    subagent: worker
+    retry: {max_attempts: 2, initial_backoff: 10ms}
+  - id: gone
+    subagent: worker
+    retry: {max_attempts: 2, initial_backoff: 10ms, on_worker_failed: false}
+`), 0o644))
+	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", planPath), "\n")[0])
+	first := e.waitJobs(2)
+	c := e.client()
+	run, err := c.Status(context.Background(), runID)
+	must(t, err)
+	ids := map[string]string{}
+	for _, task := range run.Tasks {
+		ids[task.ID] = task.DispatchID
+	}
+	kept, gone := ids["kept"], ids["gone"]
+	e.waitStarted(kept)
+	e.waitStarted(gone)
+	token := e.podToken(first[kept][0])
+
+	// The leader's pod dies: serve and its supervisors at once.
+	sups := []int{e.supervisorPID(kept), e.supervisorPID(gone)}
+	must(t, serve.Process.Signal(syscall.SIGKILL))
+	for _, pid := range sups {
+		must(t, syscall.Kill(pid, syscall.SIGKILL))
+	}
+	serve.Wait()
+	takeOver(t, e.home)
+	serve = e.serveArgs("--gateway", addr)
+	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	for deadline := time.Now().Add(time.Minute); len(e.adoptions()[kept]) == 0 || len(e.adoptions()[gone]) == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log"))
+			t.Fatalf("the new leader did not adopt both dispatches within a minute; serve log:\n%s", b)
+		}
+	}
+
+	// kept's pod, with the token its Secret holds, reaches the new leader's gateway: its
+	// session is taken back from agora.db, and its upload lands in the new stage.
+	ca, err := os.ReadFile(filepath.Join(e.home, "keys", "gateway-ca.pem"))
+	must(t, err)
+	wc, err := remote.NewClient("https://"+addr, kept, token, ca)
+	must(t, err)
+	defer wc.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	info, err := wc.Info(ctx)
+	if err != nil {
+		t.Fatalf("the pod's token at the new leader: %v", err)
+	}
+	out := t.TempDir()
+	res, err := wire.Result{Version: wire.ResultVersion, Status: wire.StatusOK}.Marshal()
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(out, wire.ResultFile), res, 0o644))
+	uploaded := false
+	for _, m := range info.Mounts {
+		if m.Fetch {
+			t.Errorf("mount %s is offered to fetch by the new leader, whose disk never held it", m.Name)
+		}
+		if m.Result {
+			must(t, wc.Upload(ctx, m, out))
+			uploaded = true
+		}
+	}
+	if !uploaded {
+		t.Fatalf("the taken-back session has no result mount: %+v", info.Mounts)
+	}
+	e.openGate()
+
+	run = waitRun(t, c, runID, 3*time.Minute)
+	jobs := e.jobs()
+	if len(jobs[kept]) != 1 || jobs[kept][0] != first[kept][0] {
+		t.Errorf("jobs of kept: %v; want only %s", jobs[kept], first[kept][0])
+	}
+	for _, task := range run.Tasks {
+		switch task.ID {
+		case "kept":
+			if task.Attempts != 1 || task.DispatchID != kept || task.State != "succeeded" {
+				t.Errorf("task kept: %s after %d attempts (dispatch %s); want succeeded once, as %s", task.State, task.Attempts, task.DispatchID, kept)
+			}
+		case "gone":
+			if task.Attempts != 2 || task.DispatchID == gone {
+				t.Errorf("task gone ran %d attempts (dispatch %s); want 2, retried after lost", task.Attempts, task.DispatchID)
+			}
+		}
+	}
+	if state, reason := e.dispatchState(kept); state != "finished" {
+		t.Errorf("kept's dispatch ended %s/%s; want finished (its result uploaded to the new leader)", state, reason)
+	}
+	if state, reason := e.dispatchState(gone); state != "failed" || reason != "lost" {
+		t.Errorf("gone's dispatch ended %s/%s; want failed/lost (its result is not on this replica)", state, reason)
+	}
+	db, err := store.Open(context.Background(), filepath.Join(e.home, "agora.db"), agoradb.Migrations())
+	must(t, err)
+	defer db.Close()
+	var left int
+	must(t, db.SQL().QueryRow(`SELECT count(*) FROM gateway_sessions WHERE dispatch_id IN (?, ?)`, kept, gone).Scan(&left))
+	if left != 0 {
+		t.Errorf("%d gateway sessions of the ended dispatches are still stored", left)
+	}
+	// The session is closed: the pod's token opens nothing now, and is told so (401, no retry).
+	req, _ := http.NewRequest(http.MethodGet, "https://"+addr+"/v1/dispatches/"+kept+"/session", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
+	if resp, err := hc.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the token of an ended dispatch at the new leader: %v %v, want 401", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+}
+
+// podToken is the gateway token of the Job called name, from its Secret (as the pod gets it).
+func (e *k8sEnv) podToken(name string) string {
+	e.t.Helper()
+	var s struct{ Data map[string]string }
+	must(e.t, e.c.Do(e.t.Context(), http.MethodGet, "/api/v1/namespaces/"+e.c.Namespace+"/secrets/"+name, nil, &s))
+	b, err := base64.StdEncoding.DecodeString(s.Data["token"])
+	must(e.t, err)
+	return string(b)
+}
