@@ -457,7 +457,9 @@ func (w *leaderWorld) checkStandbyClosed(ctx context.Context, lead string) {
 // ready reports whether pod name's Ready condition is True.
 func (w *leaderWorld) ready(ctx context.Context, name string) bool {
 	var p struct {
-		Status struct{ Conditions []struct{ Type, Status string } }
+		Status struct {
+			Conditions []struct{ Type, Status string }
+		}
 	}
 	if err := w.c.Do(ctx, http.MethodGet, "/api/v1/namespaces/agora/pods/"+name, nil, &p); err != nil {
 		return false
