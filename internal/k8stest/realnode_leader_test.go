@@ -61,7 +61,7 @@ agora orch audit "$RUN" --out "$o/bundle.json"
 // TestRealNodeLeaderKill (#31): deploy/kubernetes/ha's StatefulSet of two serves on a Lease,
 // applied as written with namespaces.yaml and rbac.yaml (substituted: the three images, the
 // bucket's endpoint and name, the endpoint's address in egress.allow_private; the two Secrets
-// the file says to make: the keys of an `agora init` on this host, versitygw's credentials), on
+// the file says to make: the keys and gateway CA of an `agora init --gateway-ca` on this host, versitygw's credentials), on
 // the real control plane and kubelet, versitygw listening on the node IP. A plan of four tasks
 // in a chain runs on the leader; while c (slow) runs, and once both databases were replicated
 // after it started, the leader's serve is killed with SIGKILL (through containerd, as a crash
