@@ -64,14 +64,17 @@ func (w *leaseWorld) home(id, extra string) map[string]string {
 	return env
 }
 
-func (w *leaseWorld) serve(env map[string]string) *replica {
+func (w *leaseWorld) serve(env map[string]string) *replica { return w.serveArgs(env) }
+
+// serveArgs is serve with more flags of `agora orch serve`.
+func (w *leaseWorld) serveArgs(env map[string]string, args ...string) *replica {
 	r := &replica{env: env, stderr: filepath.Join(env["AGORA_HOME"], "serve.stderr"), done: make(chan error, 1)}
 	f, err := os.Create(r.stderr)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	defer f.Close()
-	r.cmd = w.cmd(env, "orch", "serve")
+	r.cmd = w.cmd(env, append([]string{"orch", "serve"}, args...)...)
 	r.cmd.Stderr = f
 	if err := r.cmd.Start(); err != nil {
 		w.t.Fatal(err)

@@ -1,0 +1,132 @@
+package cli_test
+
+import (
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/k8stest"
+)
+
+// probe is the kubelet's readiness probe of a gateway: GET /readyz over HTTPS, the certificate
+// not checked (as the kubelet does not), 1 s timeout. It returns the status, or 0 when nothing
+// answered.
+func probe(addr string) int {
+	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}}
+	resp, err := c.Get("https://" + addr + "/readyz")
+	if err != nil {
+		return 0
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestLeaderLease_OnlyTheLeaderIsReady (#31) with the real binary on a real control plane: two
+// replicas of `agora orch serve --gateway`, each on its own port. Only the leader's gateway
+// answers the readiness probe 200 (the chart's probe: the Service agora-gateway-vip has the
+// leader alone as its endpoint); the standby's port refuses, so a Job sent to it reaches
+// nothing. The leader is stopped (SIGSTOP) past the lease; the standby takes over and its
+// gateway becomes the Ready one. The old leader woken (SIGCONT) is never Ready again and
+// serves no session: every request it still answers is 503, never 401 or 200, until it exits
+// saying it lost the lease.
+func TestLeaderLease_OnlyTheLeaderIsReady(t *testing.T) {
+	c := k8stest.Start(t, k8stest.Options{})
+	dir := t.TempDir()
+	w := &leaseWorld{t: t, bin: builtAgora(t), dir: dir, cluster: c, lease: fmt.Sprintf("agora-gw-%d", os.Getpid())}
+	addr := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	gwA, gwB := addr(), addr()
+	gw := func(a string) string { return fmt.Sprintf("gateway: {listen: %q, advertise: \"https://%s\"}\n", a, a) }
+	envA, envB := w.home("a", gw(gwA)), w.home("b", gw(gwB))
+	a := w.serveArgs(envA, "--gateway", gwA)
+	w.waitLog(a, "gateway serving")
+	b := w.serveArgs(envB, "--gateway", gwB)
+	w.waitLog(b, "standby: waiting for the leader lease")
+	if code := probe(gwA); code != http.StatusOK {
+		t.Errorf("the leader's readiness probe: %d, want 200", code)
+	}
+	if code := probe(gwB); code != 0 {
+		t.Errorf("the standby's gateway answered the probe %d: it must not listen", code)
+	}
+	if conn, err := net.DialTimeout("tcp", gwB, time.Second); err == nil {
+		conn.Close()
+		t.Error("the standby accepts connections on its gateway's port: a Job reaching it would reach a serve that commits nothing")
+	}
+
+	a.cmd.Process.Signal(syscall.SIGSTOP)
+	w.waitLog(b, "gateway serving")
+	for deadline := time.Now().Add(10 * time.Second); probe(gwB) != http.StatusOK; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new leader's gateway is not Ready:\n%s", b.log())
+		}
+	}
+	// The old leader wakes: requests already queued on its port, and new ones, get no session.
+	type answer struct {
+		what string
+		code int
+	}
+	answers := make(chan answer, 64)
+	stop := make(chan struct{})
+	session := func() int {
+		req, _ := http.NewRequest(http.MethodGet, "https://"+gwA+"/v1/dispatches/01J00000000000000000000000/session", nil)
+		req.Header.Set("Authorization", "Bearer agw_"+strings.Repeat("A", 43))
+		c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}}
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	go func() {
+		for {
+			select {
+			case <-stop:
+				close(answers)
+				return
+			default:
+			}
+			answers <- answer{"readyz", probe(gwA)}
+			answers <- answer{"session", session()}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // requests wait on the stopped process's port
+	a.cmd.Process.Signal(syscall.SIGCONT)
+	go func() {
+		select {
+		case err := <-a.done:
+			a.done <- err
+		case <-time.After(30 * time.Second):
+		}
+		close(stop)
+	}()
+	seen := map[string]int{}
+	for ans := range answers {
+		seen[fmt.Sprintf("%s %d", ans.what, ans.code)]++
+		if ans.code != 0 && ans.code != http.StatusServiceUnavailable {
+			t.Errorf("the woken old leader answered %s with %d, want 503 or nothing", ans.what, ans.code)
+		}
+	}
+	t.Logf("the woken old leader's answers: %v", seen)
+	if !strings.Contains(a.log(), "lost the leader lease") {
+		t.Errorf("the old leader did not stop saying it lost the lease:\n%s", a.log())
+	}
+	if code := probe(gwB); code != http.StatusOK {
+		t.Errorf("the new leader's readiness after the old one woke: %d", code)
+	}
+}
