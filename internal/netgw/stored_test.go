@@ -27,11 +27,11 @@ type replica struct {
 // startReplica starts a gateway over a registry with a store in db (a fresh agora.db holding
 // gateway_sessions when db is nil). Every replica of a test shares the first one's CA, as the
 // chart's replicas share keys/gateway-ca.*.
-func startReplica(t *testing.T, db *store.DB, ca *gw) *replica {
+func startReplica(t testing.TB, db *store.DB, ca *gw) *replica {
 	t.Helper()
 	if db == nil {
 		var err error
-		db, err = store.Open(t.Context(), filepath.Join(t.TempDir(), "agora.db"), SessionMigrations)
+		db, err = store.Open(context.Background(), filepath.Join(t.TempDir(), "agora.db"), SessionMigrations)
 		must(t, err)
 		t.Cleanup(func() { db.Close() })
 	}
@@ -369,4 +369,29 @@ func FuzzStoredRecord(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkSessionRequest is the cost of the stored session (#31) on a worker's request: GET
+// session over a kept-alive TLS connection, with the sessions' files alone (before) and with
+// the row in agora.db read on every request (a replica's registry).
+func BenchmarkSessionRequest(b *testing.B) {
+	for _, stored := range []bool{false, true} {
+		b.Run(map[bool]string{false: "files", true: "stored"}[stored], func(b *testing.B) {
+			var g *gw
+			if stored {
+				g = startReplica(b, nil, nil).gw
+			} else {
+				g = startGateway(b)
+			}
+			l := stageLayout(b, "01BENCHSESSION")
+			s := g.export(b, l)
+			c := g.client(b, l.id, s.Token)
+			ctx := context.Background()
+			for b.Loop() {
+				if _, err := c.Info(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
