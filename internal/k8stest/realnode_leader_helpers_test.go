@@ -215,7 +215,11 @@ func (w *leaderWorld) waitRunning(ctx context.Context, pv string, leader podInfo
 		if b, err := os.ReadFile(status); err == nil && json.Unmarshal(b, &r) == nil {
 			a, _ := r.task("a")
 			b, _ := r.task("b")
-			if c, _ := r.task("c"); a == "succeeded" && b == "succeeded" && c == "running" {
+			// Mid-run: c's agent runs, its first line streamed to the leader (stdout.log in
+			// the stage on the leader's volume), so its worker fetched its inputs from the
+			// leader before the kill (a pod still fetching when its leader dies cannot be
+			// served them by the next one: docs/providers-k8s.md, "What a takeover carries").
+			if c, _ := r.task("c"); a == "succeeded" && b == "succeeded" && c == "running" && agentStarted(pv, r) {
 				break
 			}
 			if r.State == "failed" {
@@ -530,4 +534,16 @@ func (d *dispatchPods) of(id string) map[string]int {
 		out[k] = v
 	}
 	return out
+}
+
+// agentStarted reports whether task c's agent has written its first line ("working") to its
+// dispatch's stdout.log on the leader's volume pv.
+func agentStarted(pv string, r leaderRun) bool {
+	for _, x := range r.Tasks {
+		if x.ID == "c" && x.DispatchID != "" {
+			b, err := os.ReadFile(filepath.Join(pv, "home", "dispatches", x.DispatchID, "stdout.log"))
+			return err == nil && strings.Contains(string(b), "working")
+		}
+	}
+	return false
 }

@@ -55,6 +55,7 @@ while :; do
   sleep 1
 done
 agora audit log --kind leader.acquired -o json > "$o/leader.json"
+agora dispatch list -o json > "$o/dispatches.json" || true
 agora orch audit "$RUN" --out "$o/bundle.json"
 `
 
@@ -146,6 +147,8 @@ func (w *leaderWorld) checkFinished(t *testing.T, pv, old, next string, pods *di
 	for _, x := range []string{"a", "b", "c", "d"} {
 		if _, n := r.task(x); n != 1 {
 			t.Errorf("task %s ran %d attempts, want 1 (c, in flight at the kill, adopted by the new leader): %+v", x, n, r)
+			b, _ := os.ReadFile(filepath.Join(out, "dispatches.json"))
+			t.Logf("the dispatches on the new leader:\n%s", b)
 		}
 	}
 	t.Logf("the run after the takeover: %+v", r)
