@@ -164,6 +164,17 @@ func newStageFrom(stateDir, id string, l stageLimits, pre *prestaged) (*stage, e
 			s.removeWork()
 			return nil, fmt.Errorf("stage dispatch %s: %w", id, err)
 		}
+		// The slot made its directories the sandbox uid's (its command starts in one); the
+		// host fills them as a cold stage's, its own until handOver gives them to the sandbox
+		// again (red team #30 stage: git, as root, refused to check a repository out into a
+		// workspace another user owns, and the warm dispatch failed where the cold one ran).
+		// Only the slot's command, blocked on its claim pipe, runs as that uid meanwhile.
+		for _, p := range []string{s.bundle, s.workspace, s.out, s.capFiles} {
+			if err := os.Lchown(p, os.Geteuid(), os.Getegid()); err != nil {
+				s.removeWork()
+				return nil, fmt.Errorf("stage dispatch %s: %w", id, err)
+			}
+		}
 		return s, nil
 	}
 	if err := os.MkdirAll(s.bundle, 0o700); err != nil {
@@ -509,6 +520,13 @@ func prepareWorkspace(ctx context.Context, r *Record, s *stage) error {
 	if r.Repo == "" {
 		return os.MkdirAll(s.workspace, 0o700)
 	}
+	if s.release != nil {
+		// A warm slot's workspace, made at fill (0700): the mode git init gives the directory
+		// it makes for a cold stage, so the agent sees the cold one's (red team #30 stage).
+		if err := chmodAsMkdir(s.workspace, filepath.Join(s.dir, ".mode")); err != nil {
+			return err
+		}
+	}
 	if err := fetchPinned(ctx, r, s); err != nil {
 		return err
 	}
@@ -516,6 +534,21 @@ func prepareWorkspace(ctx context.Context, r *Record, s *stage) error {
 		return s.gitError("check out "+r.Revision, out)
 	}
 	return scrubGitDir(s, r.Repo)
+}
+
+// chmodAsMkdir gives dir the mode a directory made now with mkdir(2) and 0777 gets (the
+// process's umask applied), as git init makes one: probe, a path free in a directory of the
+// host's own, is made and removed to learn it.
+func chmodAsMkdir(dir, probe string) error {
+	if err := os.Mkdir(probe, 0o777); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(probe)
+	os.Remove(probe)
+	if err != nil {
+		return err
+	}
+	return os.Chmod(dir, fi.Mode().Perm())
 }
 
 // fetchPinned makes s.workspace a new repository holding the pinned commit's history and
