@@ -1,6 +1,8 @@
 package dispatch_test
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,5 +39,116 @@ func TestRedStage_RepoWarmAsCold(t *testing.T) {
 	}
 	if e.patch(hot) != e.patch(cold) || !strings.Contains(e.patch(hot), "+made") {
 		t.Errorf("patch warm %q, cold %q", e.patch(hot), e.patch(cold))
+	}
+}
+
+// stagePlants leaves in the out directory what the host must never follow or take as an
+// output: links out of the stage (to the slot's own files beside it, where a warm stage
+// lives, and to the workspace), a FIFO, a hard link, a setuid copy, a device node; and one
+// plain output and a workspace file for the patch.
+const stagePlants = `mkdir -p /agora/out/outputs && cd /agora/out/outputs
+ln -s ../../../task task; ln -s ../../../../hold hold; ln -s ../../../../.. up; ln -s /agora/workspace ws
+mkfifo fifo
+echo kept > kept.txt; echo twice > once.txt; ln once.txt twice.txt
+cp /bin/true suid && chmod 4755 suid && stat -c 'suid:%a' suid
+mknod dev c 1 3 2>/dev/null; echo "mknod=$?"
+echo made > /agora/workspace/made.txt`
+
+// TestRedStage_PlantsAndRecordAsCold: an agent that plants links, a FIFO, a hard link, a
+// setuid file and a device in the out directory of a staged slot (whose host path is the
+// slot's, beside its task and hold files) gets exactly what a cold one gets: the same end,
+// outputs, stdout and patch, the same record fields set, and the same
+// audit kinds in the same order. Nothing of the slot's files becomes an output.
+func TestRedStage_PlantsAndRecordAsCold(t *testing.T) {
+	e, w := warmEnv(t, 1)
+	e.setTarget(func(tg *config.Target) { tg.Disk = 64 << 20 })
+	e.subagent("plant", stagePlants)
+	cold := e.run(dispatch.Request{Subagent: "plant"})
+	waitWarmReady(t, w, 1)
+	hot := e.run(dispatch.Request{Subagent: "plant"})
+	if c := warmCounts(w); c.Claimed != 1 || c.Cold != 0 {
+		t.Fatalf("counts %+v: the second dispatch did not run in the slot", c)
+	}
+	wantFinished(t, cold)
+	if hot.State != cold.State || hot.Reason != cold.Reason || hot.Detail != cold.Detail || hot.Isolation != cold.Isolation {
+		t.Fatalf("warm %s %s %q %q; cold %s %s %q %q", hot.State, hot.Reason, hot.Detail, hot.Isolation, cold.State, cold.Reason, cold.Detail, cold.Isolation)
+	}
+	if co, ho := e.stdout(cold), e.stdout(hot); co != ho || !strings.Contains(co, "suid:4755") {
+		t.Errorf("stdout cold %q, warm %q", co, ho)
+	}
+	outs := func(r *dispatch.Record) string {
+		var b strings.Builder
+		for _, o := range r.Result.Outputs {
+			fmt.Fprintf(&b, "%s %d %s\n", o.Path, o.Size, o.Digest)
+		}
+		return b.String()
+	}
+	co, ho := outs(cold), outs(hot)
+	t.Logf("outputs:\n%s", ho)
+	if co != ho {
+		t.Errorf("outputs cold:\n%s\nwarm:\n%s", co, ho)
+	}
+	for _, o := range hot.Result.Outputs {
+		if o.Path != "kept.txt" && o.Path != "suid" {
+			t.Errorf("the host took %s as an output", o.Path)
+		}
+	}
+	if e.patch(hot) != e.patch(cold) || !strings.Contains(e.patch(hot), "+made") {
+		t.Errorf("patch warm %q, cold %q", e.patch(hot), e.patch(cold))
+	}
+	if cf, hf := setFields(t, cold), setFields(t, hot); !slices.Equal(cf, hf) {
+		t.Errorf("record fields differ:\ncold: %v\nwarm: %v", cf, hf)
+	}
+	kinds := func(r *dispatch.Record) []string {
+		var out []string
+		for _, a := range e.audited(r, "") {
+			out = append(out, a.Kind)
+		}
+		return out
+	}
+	if ck, hk := kinds(cold), kinds(hot); !slices.Equal(ck, hk) || len(hk) < 3 {
+		t.Errorf("audit kinds differ:\ncold: %v\nwarm: %v", ck, hk)
+	}
+}
+
+// quotaTricks tries to get past the disk quota without writing its size: fallocate beyond it,
+// a sparse file written far past it, as many files as the file system takes.
+const quotaTricks = `cd /agora/workspace
+fallocate -l 64M big 2>/dev/null; echo "fallocate=$?"; rm -f big
+truncate -s 15M sparse; echo "truncate=$?"
+dd if=/dev/zero of=sparse bs=1M seek=14 count=32 conv=notrunc 2>/dev/null; echo "dd=$?"; rm -f sparse
+i=0; while : > f$i 2>/dev/null; do i=$((i+1)); done; echo "files=$i"`
+
+// TestRedStage_QuotaTricksAsCold: the quota a slot made at fill binds fallocate, a sparse
+// file written past its size and a flood of empty files as the cold quota does: the same
+// refusals, the same number of files, the same end (limit-exceeded, the cold detail).
+func TestRedStage_QuotaTricksAsCold(t *testing.T) {
+	e, w := warmEnv(t, 1)
+	e.setTarget(func(tg *config.Target) { tg.Disk = 16 << 20 })
+	e.subagent("tricks", quotaTricks)
+	cold := e.run(dispatch.Request{Subagent: "tricks"})
+	waitWarmReady(t, w, 1)
+	hot := e.run(dispatch.Request{Subagent: "tricks"})
+	if c := warmCounts(w); c.Claimed != 1 || c.Cold != 0 {
+		t.Fatalf("counts %+v: the second dispatch did not run in the slot", c)
+	}
+	// The flood's count is printed only when the file system refused a file before the
+	// host's limit stopped the sandbox: it is compared when both printed it.
+	co, ho := e.stdout(cold), e.stdout(hot)
+	t.Logf("cold:\n%swarm:\n%s", co, ho)
+	if strings.Contains(co, "files=") != strings.Contains(ho, "files=") {
+		co, _, _ = strings.Cut(co, "files=")
+		ho, _, _ = strings.Cut(ho, "files=")
+	}
+	if co != ho {
+		t.Errorf("the quota bound otherwise:\ncold %q\nwarm %q", co, ho)
+	}
+	for _, want := range []string{"fallocate=1", "truncate=0", "dd=1"} {
+		if !strings.Contains(ho, want+"\n") {
+			t.Errorf("warm: want %s in %q", want, ho)
+		}
+	}
+	if hot.State != dispatch.StateFailed || hot.Reason != dispatch.ReasonLimitExceeded || hot.Detail != cold.Detail || hot.Reason != cold.Reason {
+		t.Errorf("warm %s %s %q; cold %s %s %q", hot.State, hot.Reason, hot.Detail, cold.State, cold.Reason, cold.Detail)
 	}
 }
