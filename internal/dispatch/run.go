@@ -120,9 +120,15 @@ func (s *supervision) cleanup() {
 		// A warm slot's stage (#30): its quota's unmount and its removal, and the uid lease
 		// after them, go in the background, as the slot's teardown does; Close and a
 		// standby's end wait for it, and a holder killed meanwhile leaves it to the sweep.
-		release, lease := s.st.release, s.lease
+		// The slot lets go of its own hold on the stage when its sandbox's host side is
+		// down (the handle's Wait, not Exited): released before that, this release was not
+		// the last, and the uid went back with the stage still up (red team #30 stage).
+		release, lease, h := s.st.release, s.lease, s.handle
 		s.lease = nil
 		s.d.Warm.teardowns.Go(func() {
+			if h != nil {
+				_, _ = h.Wait()
+			}
 			release()
 			lease.release()
 		})
