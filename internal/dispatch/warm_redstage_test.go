@@ -8,6 +8,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/verdict"
 )
 
 // Red team of #30's stage ahead (warm bubblewrap slots of a root agora that make their
@@ -150,5 +151,38 @@ func TestRedStage_QuotaTricksAsCold(t *testing.T) {
 	}
 	if hot.State != dispatch.StateFailed || hot.Reason != dispatch.ReasonLimitExceeded || hot.Detail != cold.Detail || hot.Reason != cold.Reason {
 		t.Errorf("warm %s %s %q; cold %s %s %q", hot.State, hot.Reason, hot.Detail, cold.State, cold.Reason, cold.Detail)
+	}
+}
+
+// TestRedStage_VerifyGateAsCold: a staged dispatch's verify gate builds its tree beside the
+// workspace, which is now on the slot's quota, and runs it as a cold dispatch's does: the
+// same verdict and output (the tree holds the base and the patch, nothing of the agent's
+// workspace beyond it: a link the agent left to the stage's neighbours reads nothing), the
+// same end.
+func TestRedStage_VerifyGateAsCold(t *testing.T) {
+	e, w := warmEnv(t, 1)
+	e.setTarget(func(tg *config.Target) { tg.Disk = 64 << 20 })
+	repo := gitRepo(t, map[string]string{"a.txt": "hello\n"})
+	e.subagent("gated", `echo more >> a.txt; ln -s ../../../task task; ln -s ../out out; echo side > /agora/out/side`)
+	check := &verdict.Spec{Command: []string{"sh", "-c", "cat a.txt; cat task out/side 2>&1 | sed 's/^cat: //'; ls -A; stat -c %a ."}}
+	cold := e.run(dispatch.Request{Subagent: "gated", Repo: repo, Verify: check})
+	waitWarmReady(t, w, 1)
+	hot := e.run(dispatch.Request{Subagent: "gated", Repo: repo, Verify: check})
+	if c := warmCounts(w); c.Claimed != 1 || c.Cold != 0 {
+		t.Fatalf("counts %+v: the second dispatch did not run in the slot", c)
+	}
+	wantFinished(t, cold)
+	if hot.State != cold.State || hot.Reason != cold.Reason || hot.Detail != cold.Detail {
+		t.Fatalf("warm %s %s %q; cold %s %s %q", hot.State, hot.Reason, hot.Detail, cold.State, cold.Reason, cold.Detail)
+	}
+	if hot.Verdict == nil || cold.Verdict == nil {
+		t.Fatalf("verdicts: cold %+v, warm %+v", cold.Verdict, hot.Verdict)
+	}
+	t.Logf("gate output: %q", hot.Verdict.OutputTail)
+	if hot.Verdict.Passed != cold.Verdict.Passed || hot.Verdict.OutputTail != cold.Verdict.OutputTail || !strings.Contains(hot.Verdict.OutputTail, "more") {
+		t.Errorf("verdict warm %+v\ncold %+v", *hot.Verdict, *cold.Verdict)
+	}
+	if strings.Contains(hot.Verdict.OutputTail, "side") && !strings.Contains(hot.Verdict.OutputTail, "No such file") {
+		t.Errorf("the gate read the agent's out directory through its link: %q", hot.Verdict.OutputTail)
 	}
 }
