@@ -2,12 +2,16 @@ package dispatch_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
@@ -184,5 +188,61 @@ func TestRedStage_VerifyGateAsCold(t *testing.T) {
 	}
 	if strings.Contains(hot.Verdict.OutputTail, "side") && !strings.Contains(hot.Verdict.OutputTail, "No such file") {
 		t.Errorf("the gate read the agent's out directory through its link: %q", hot.Verdict.OutputTail)
+	}
+}
+
+// neighbourProbe counts the slot quotas the sandbox's mount table shows (its own, when
+// staged, and no other), names its workspace's file system and lists what it starts with.
+const neighbourProbe = `awk '{for(i=7;i<=NF;i++) if($i=="-") print $(i+2)}' /proc/self/mountinfo | grep '^agora-slot-' | sort -u | wc -l | sed 's/^/slots:/'
+awk '$5=="/agora/workspace" {for(i=7;i<=NF;i++) if($i=="-") print "src:" $(i+2)}' /proc/self/mountinfo | sed 's/slot-[0-9]*$/slot-N/'
+ls -A /agora/workspace /agora/out | tr '\n' ' '; echo
+echo mine > /agora/workspace/mine.txt`
+
+// TestRedStage_NeighbourAndMisfit: a dispatch in a staged slot, while the pool's other slot
+// waits with its stage made, sees one slot quota, its own; a dispatch of another shape takes
+// that other slot's stage, is refused the claim and runs cold on the stage, which is empty of
+// anything before it; when the pools close no slot directory, mount or held stage is left.
+func TestRedStage_NeighbourAndMisfit(t *testing.T) {
+	e, w := warmEnv(t, 2)
+	e.setTarget(func(tg *config.Target) { tg.Disk = 32 << 20 })
+	e.subagent("nb", neighbourProbe)
+	cold := e.run(dispatch.Request{Subagent: "nb"})
+	wantFinished(t, cold)
+	waitWarmReady(t, w, 2)
+	hot := e.run(dispatch.Request{Subagent: "nb"})
+	wantFinished(t, hot)
+	misfit := e.run(dispatch.Request{Subagent: "nb", Timeout: 31 * time.Second})
+	wantFinished(t, misfit)
+	if c := warmCounts(w); c.Claimed != 2 || c.Cold != 1 {
+		t.Fatalf("counts %+v: want the second dispatch warm and the third refused, cold", c)
+	}
+	co, ho, mo := e.stdout(cold), e.stdout(hot), e.stdout(misfit)
+	t.Logf("cold:\n%swarm:\n%smisfit:\n%s", co, ho, mo)
+	for name, out := range map[string]string{"warm": ho, "misfit": mo} {
+		if !strings.HasPrefix(out, "slots:1\nsrc:agora-slot-N\n") {
+			t.Errorf("%s: not on exactly its own slot's quota:\n%s", name, out)
+		}
+		if !strings.Contains(out, "\n/agora/out:  /agora/workspace: \n") || strings.Contains(out, "mine.txt") {
+			t.Errorf("%s: its stage did not start empty:\n%s", name, out)
+		}
+	}
+	if !strings.HasPrefix(co, "slots:0\nsrc:agora-"+cold.ID+"\n") {
+		t.Errorf("cold: %s", co)
+	}
+	for _, r := range []*dispatch.Record{hot, misfit} {
+		if r.Isolation != cold.Isolation || e.patch(r) != e.patch(cold) {
+			t.Errorf("%s: isolation %q patch %q; cold %q %q", r.ID, r.Isolation, e.patch(r), cold.Isolation, e.patch(cold))
+		}
+	}
+	w.Close()
+	warmRoot := filepath.Join(e.home.Dir, home.DispatchDir, ".warm")
+	if m := mountsUnder(t, warmRoot); len(m) > 0 {
+		t.Errorf("mounts left of the closed pools' slots: %v", m)
+	}
+	if dirs, _ := filepath.Glob(filepath.Join(warmRoot, config.DefaultTarget, "slot-*")); len(dirs) > 0 {
+		t.Errorf("slot directories left after Close: %v", dirs)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(e.home.Dir, home.DispatchDir, ".held")); len(ents) > 0 {
+		t.Errorf("held stages left: %v", ents)
 	}
 }
