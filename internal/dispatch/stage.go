@@ -540,6 +540,7 @@ func prepareWorkspace(ctx context.Context, r *Record, s *stage) error {
 // process's umask applied), as git init makes one: probe, a path free in a directory of the
 // host's own, is made and removed to learn it.
 func chmodAsMkdir(dir, probe string) error {
+	os.Remove(probe) // one a crash left between the two
 	if err := os.Mkdir(probe, 0o777); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -244,5 +245,42 @@ func TestRedStage_NeighbourAndMisfit(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Join(e.home.Dir, home.DispatchDir, ".held")); len(ents) > 0 {
 		t.Errorf("held stages left: %v", ents)
+	}
+}
+
+// TestRedStage_MountTableAsDocumented: what a staged dispatch's mount table shows of /agora
+// differs from a cold one's only as docs/providers.md says: the claim root's own mount (every
+// warm slot's), the quota's name (agora-slot-N, not agora- and the dispatch id) and the host
+// paths its bundle and capability files are bound from (the slot's stage, not the dispatch's
+// directory). Red team: the paths, which name the target, were not documented.
+func TestRedStage_MountTableAsDocumented(t *testing.T) {
+	e, w := warmEnv(t, 1)
+	e.setTarget(func(tg *config.Target) { tg.Disk = 16 << 20 })
+	e.subagent("mi", `awk '$5 ~ /^\/agora/ {for(i=7;i<=NF;i++) if($i=="-") print $4, $5, $(i+1), $(i+2)}' /proc/self/mountinfo`)
+	cold := e.run(dispatch.Request{Subagent: "mi"})
+	waitWarmReady(t, w, 1)
+	hot := e.run(dispatch.Request{Subagent: "mi"})
+	if c := warmCounts(w); c.Claimed != 1 || c.Cold != 0 {
+		t.Fatalf("counts %+v: the second dispatch did not run in the slot", c)
+	}
+	co, ho := e.stdout(cold), e.stdout(hot)
+	t.Logf("cold %s:\n%swarm %s:\n%s", cold.ID, co, hot.ID, ho)
+	var warmOnly []string
+	norm := strings.Builder{}
+	slotPath := regexp.MustCompile(`/\.warm/` + regexp.QuoteMeta(config.DefaultTarget) + `/slot-[0-9]+/stage/`)
+	for l := range strings.Lines(ho) {
+		if strings.HasPrefix(l, "/ /agora ") {
+			warmOnly = append(warmOnly, l) // the claim root: every warm slot's
+			continue
+		}
+		l = slotPath.ReplaceAllString(l, "/"+hot.ID+"/")
+		l = regexp.MustCompile(`agora-slot-[0-9]+`).ReplaceAllString(l, "agora-"+hot.ID)
+		norm.WriteString(strings.ReplaceAll(l, hot.ID, "ID"))
+	}
+	if len(warmOnly) != 1 {
+		t.Errorf("the warm sandbox's claim root: %q", warmOnly)
+	}
+	if want := strings.ReplaceAll(co, cold.ID, "ID"); norm.String() != want || !strings.Contains(want, "/agora/bundle") {
+		t.Errorf("the warm mount table differs beyond the documented:\ncold %q\nwarm %q", want, norm.String())
 	}
 }
