@@ -26,9 +26,12 @@ import (
 const claimTimeout = 15 * time.Second
 
 // claimGateway makes the worker's key and claims the gateway with it, for a learn dispatch
-// of a model runtime; it does nothing otherwise.
+// of a model runtime; it does nothing otherwise. A model runtime is one verify found the
+// gateway's socket for (r.gateway), in a pod too: an exec dispatch has no model gateway, and
+// in remote mode (a pod, a docker warm slot) its session has no such socket to tunnel to, so
+// claiming there failed every exec learn dispatch off the local provider's cold path.
 func (r *runner) claimGateway(ctx context.Context) *failure {
-	if !r.man.Learn || (r.gateway == "" && r.opts.dialHost == nil) {
+	if !r.man.Learn || r.gateway == "" {
 		return nil
 	}
 	var b [32]byte

@@ -1,6 +1,9 @@
 package worker
 
 import (
+	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"path/filepath"
@@ -104,3 +107,38 @@ func TestClaimGateway(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestClaimGateway_RemoteMode (#30): in remote mode (a pod, a docker warm slot) the worker's
+// claim goes through the network gateway's tunnel (dialHost), never the socket file, and only
+// for a model runtime's learn dispatch (verify found its gateway socket): an exec learn
+// dispatch has no model gateway, and its session no socket to tunnel to. Failed before: the
+// exec learn dispatch's worker tried to claim through the tunnel, and every exec learn
+// dispatch in a pod or a docker warm slot ended worker-failed ("the session has no host
+// socket").
+func TestClaimGateway_RemoteMode(t *testing.T) {
+	sock := startLearnGateway(t, &memAuditor{})
+	var dialed []string
+	dial := func(ctx context.Context, name string) (net.Conn, error) {
+		dialed = append(dialed, name)
+		if name != wire.GatewaySocket {
+			return nil, fmt.Errorf("the session has no host socket %q", name)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}
+	execRun := &runner{man: wire.Manifest{Learn: true, Runtime: "exec"}, opts: options{dialHost: func(ctx context.Context, name string) (net.Conn, error) {
+		dialed = append(dialed, name)
+		return nil, fmt.Errorf("the session has no host socket %q", name)
+	}}}
+	if fl := execRun.claimGateway(t.Context()); fl != nil || execRun.workerKey != "" || len(dialed) != 0 {
+		t.Fatalf("an exec learn dispatch in remote mode: %+v, key %q, dialed %q; want no claim", fl, execRun.workerKey, dialed)
+	}
+	// A model runtime's: the file the worker made is not what it talks to.
+	model := &runner{man: wire.Manifest{Learn: true, Runtime: "openai"}, gateway: filepath.Join(t.TempDir(), "replaced.sock"), opts: options{dialHost: dial}}
+	if fl := model.claimGateway(t.Context()); fl != nil || len(model.workerKey) != 64 {
+		t.Fatalf("a model runtime's learn dispatch in remote mode: %+v, key %q", fl, model.workerKey)
+	}
+	if strings.Join(dialed, ",") != wire.GatewaySocket {
+		t.Errorf("dialed %q, want the gateway's socket through the tunnel once", dialed)
+	}
+}
