@@ -163,3 +163,16 @@ func TestLearn_DockerWarmSlotAttack(t *testing.T) {
 		t.Errorf("isolation: cold %q, warm %q", cold.Isolation, hot.Isolation)
 	}
 }
+
+// TestLearn_RealPodAttack (#30): the same attack as one dispatch in a pod on the real kubelet
+// (containerd, runc; AGORA_K8S_REAL_NODE=1): the worker runs in remote mode, its egress
+// proxy and gateway reached through the network gateway's tunnels. Failed before: the worker
+// of an exec learn dispatch in a pod claimed a model gateway its session did not have, and the
+// dispatch ended worker-failed.
+func TestLearn_RealPodAttack(t *testing.T) {
+	n := startPodNode(t)
+	ca := newTestCA(t)
+	e := netEnv(t, ca)
+	e.addPodTarget(n)
+	learnAttackOn(t, e, ca, "pod", "k8s:")
+}
