@@ -16,7 +16,8 @@ import (
 // TestServe_RealPodWarmSlotHeldByServe (#30 k8shold2) on a real kubelet: `agora orch serve
 // --gateway` holds the kubernetes target's `warm: 1` as a standby supervisor, and the next
 // dispatch runs in that slot's pod (its worker claims over serve's gateway), supervised by the
-// standby, and ends as the cold one did: finished, its patch, on its first attempt. (kwok runs
+// standby, and ends as the cold one did: finished, its patch, on its first attempt, with the
+// same state, isolation and audit entries (kinds, in order) as the cold one. (kwok runs
 // no worker: TestServe_KubernetesWarmSlotsHeldByServe cannot see a claim succeed.)
 func TestServe_RealPodWarmSlotHeldByServe(t *testing.T) {
 	e := newRealPodEnv(t)
@@ -49,7 +50,7 @@ func TestServe_RealPodWarmSlotHeldByServe(t *testing.T) {
 	}
 	// The first dispatch starts cold and teaches the target its shape; the restarted serve
 	// starts the standby at once.
-	_, cold := run("cold")
+	coldID, cold := run("cold")
 	must(t, serve.Process.Signal(syscall.SIGTERM))
 	serve.Wait()
 	serve = e.serveGateway()
@@ -65,10 +66,21 @@ func TestServe_RealPodWarmSlotHeldByServe(t *testing.T) {
 	db, err := store.Open(t.Context(), filepath.Join(e.home, "agora.db"), agoradb.Migrations())
 	must(t, err)
 	pid := supervisorPID(t, db, id)
-	db.Close()
 	if pid != held[0] {
 		t.Errorf("the warm dispatch %s was supervised by %d, not the standby %d", id, pid, held[0])
 	}
+	// Indistinguishable in record and audit from the cold one (#30): the same state and
+	// isolation, and the same audit entries in the same order.
+	var coldIso, coldState, warmIso, warmState string
+	must(t, db.SQL().QueryRow(`SELECT isolation, state FROM dispatches WHERE id = ?`, coldID).Scan(&coldIso, &coldState))
+	must(t, db.SQL().QueryRow(`SELECT isolation, state FROM dispatches WHERE id = ?`, id).Scan(&warmIso, &warmState))
+	if coldIso != warmIso || coldState != warmState {
+		t.Errorf("warm dispatch %s/%q, cold %s/%q", warmState, warmIso, coldState, coldIso)
+	}
+	if cold, warm := auditKinds(t, db, coldID), auditKinds(t, db, id); strings.Join(cold, " ") != strings.Join(warm, " ") {
+		t.Errorf("audit of the warm dispatch:\n%v\nof the cold one:\n%v", warm, cold)
+	}
+	db.Close()
 	claimed := false
 	for _, by := range slotJobs(t, e.c) {
 		claimed = claimed || by == id
