@@ -129,7 +129,8 @@ func emptyDir(dir string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("%s is not a directory", dir)
 	}
-	f, err := os.Open(dir)
+	// O_NOFOLLOW|O_DIRECTORY: the name is read as the directory Lstat saw, never through a link.
+	f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return err
 	}
