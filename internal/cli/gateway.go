@@ -135,6 +135,18 @@ func (f *Factory) networkGateway(ctx context.Context, listen, advertise string) 
 	// (store.CheckFence is nil without a fence).
 	srv := &netgw.Server{Registry: reg, Slots: &netgw.Slots{Dir: filepath.Join(h.Dir, GatewaySlotsDir)},
 		Version: hostWorkerVersion(f, h.Config), Log: slog.New(slog.NewJSONHandler(f.IO.ErrOut, nil)), Fence: store.CheckFence}
+	if pooled(h.Config) {
+		// The pods of agent-sandbox warm pools (warm_pool: true) enrol here with their
+		// projected tokens, which the apiserver's TokenReview verifies (#30).
+		d, err := f.Dispatcher(ctx)
+		if err == nil {
+			srv.Pods, err = d.PoolVerifier(ctx)
+		}
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("gateway: the warm pools' pod verifier: %w", err)
+		}
+	}
 	fmt.Fprintf(f.IO.ErrOut, "agora: gateway serving on %s as %s; pods trust %s\n", ln.Addr(), advertise,
 		filepath.Join(h.Dir, home.KeyDir, netgw.CACertFile))
 	return func(ctx context.Context) error { return srv.Serve(ctx, ln, certs.Server) }, nil
@@ -170,4 +182,14 @@ func hostWorkerVersion(f *Factory, c *config.Config) string {
 		return fallback
 	}
 	return workerremote.VersionOf(path)
+}
+
+// pooled says whether a target of c keeps its warm pods in an agent-sandbox SandboxWarmPool.
+func pooled(c *config.Config) bool {
+	for _, t := range c.Targets {
+		if t.WarmPool {
+			return true
+		}
+	}
+	return false
 }

@@ -77,6 +77,13 @@ type Remote struct {
 	// reach serve at a Service's ClusterIP (a policy matches after the Service's DNAT, on the
 	// pod it reaches) and so reach a new serve pod after a restart.
 	GatewayPeer *GatewayPeer `yaml:"gateway_peer"`
+	// WarmPool, on a `backend: agent-sandbox` kubernetes target with `warm: N`, keeps the N
+	// warm pods in agent-sandbox's own SandboxWarmPool and claims them with a SandboxClaim
+	// (#30, docs/providers-k8s.md "Pool slots") instead of agora's slot Jobs: the holder (orch
+	// serve, agora mcp, a resident Dispatcher) makes the pool and keeps it fresh, any
+	// supervisor of the home claims from it, and the gateway enrols its pods with their
+	// projected ServiceAccount tokens (TokenReview: the TokenReview ClusterRole is needed).
+	WarmPool bool `yaml:"warm_pool"`
 }
 
 // GatewayPeer names agora's serve pods for a kubernetes target's NetworkPolicies: the pods of
@@ -148,6 +155,7 @@ func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyam
 			"ttl_after_finished": t.TTLAfterFinished != 0, "gateway": t.Gateway != "",
 			"backend": t.Backend != "", "image_pull_secrets": len(t.ImagePullSecrets) > 0,
 			"image_pull_policy": t.ImagePullPolicy != "", "gateway_peer": t.GatewayPeer != nil,
+			"warm_pool": t.WarmPool,
 		}
 		for _, a := range allowed {
 			delete(set, a)
@@ -186,7 +194,7 @@ func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyam
 		}
 	case ProviderKubernetes:
 		unused("image", "worker_image", "kubeconfig", "context", "namespace", "runtime_class", "resources",
-			"node_selector", "ttl_after_finished", "gateway", "backend", "image_pull_secrets", "image_pull_policy", "gateway_peer")
+			"node_selector", "ttl_after_finished", "gateway", "backend", "image_pull_secrets", "image_pull_policy", "gateway_peer", "warm_pool")
 		image("image", t.Image)
 		image("worker_image", t.WorkerImage)
 		remoteOnly()
@@ -203,6 +211,12 @@ func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyam
 		case "", BackendJobs, BackendAgentSandbox:
 		default:
 			bad("backend", "want %q (the default) or %q, got %q", BackendJobs, BackendAgentSandbox, t.Backend)
+		}
+		if t.WarmPool && t.Backend != BackendAgentSandbox {
+			bad("warm_pool", "a SandboxWarmPool is agent-sandbox's: set backend: %s too (a jobs target keeps warm: N as slot Jobs)", BackendAgentSandbox)
+		}
+		if t.WarmPool && t.Warm <= 0 {
+			bad("warm_pool", "says how warm: N pods are kept, and warm is %d: set warm: 1 to %d", t.Warm, MaxWarm)
 		}
 		if t.TTLAfterFinished == 0 {
 			t.TTLAfterFinished = DefaultTTLAfterFinished

@@ -376,6 +376,16 @@ func (s *supervision) startSandbox(ctx context.Context) error {
 			}
 			return err
 		}
+	} else if warmPoolTarget(s.target) {
+		// A pool pod (warmpool.go), claimed where the cold start would be: the binaries are
+		// on record first, and the start is recorded below, as a cold one's.
+		if err := s.recordBinaries(ctx); err != nil {
+			if secretsRead != nil {
+				secretsRead.Close()
+			}
+			return err
+		}
+		h, warmed = s.startPool(ctx)
 	}
 	if !warmed {
 		if err := s.recordBinaries(ctx); err != nil {

@@ -52,6 +52,8 @@ type WarmPools struct {
 	// onMiss, in a standby, tells its holder that the claimed dispatch did not fit the slot
 	// and started cold, so the holder counts it a cold fallback (red team 31).
 	onMiss func()
+	// keeper makes and refreshes the `warm_pool` targets' pools (warmpool.go); nil: none.
+	keeper *PoolKeeper
 	// teardowns are the claimed slots whose task has ended and whose host side (a bubblewrap
 	// slot's claim mounts and directory) is still being taken down: Close and a standby's
 	// end wait for them (teardown).
@@ -154,6 +156,7 @@ func (d *Dispatcher) StartWarm(ctx context.Context) (*WarmPools, error) {
 		}
 	}
 	w := &WarmPools{d: d, provider: p, pools: map[string]*warm.Pool{}, tmpl: map[string]compute.Spec{}, extra: map[string]*warmMisses{}, ctx: context.WithoutCancel(ctx)}
+	w.keeper = d.KeepPools(ctx)
 	if docker {
 		// Docker slots (warmdocker.go): their gateway, after a sweep of a killed holder's. A
 		// process that cannot hold them holds none (its docker dispatches start cold, and the
@@ -245,6 +248,7 @@ func (w *WarmPools) Close() {
 		p.Close()
 	}
 	w.docker.close()
+	w.keeper.Close()
 }
 
 // Counts returns every warm target's numbers, for doctor, metrics and the web view.
@@ -256,7 +260,7 @@ func (w *WarmPools) Counts() []warm.Counts {
 	defer w.mu.Unlock()
 	var out []warm.Counts
 	for name, t := range w.d.Config.Targets {
-		if !warmTarget(t) && !warmDockerTarget(t) && !warmK8sTarget(t) {
+		if !warmTarget(t) && !warmDockerTarget(t) && !warmK8sTarget(t) || warmPoolTarget(t) {
 			continue
 		}
 		c := warm.Counts{Target: name, Want: t.Warm}
@@ -268,8 +272,17 @@ func (w *WarmPools) Counts() []warm.Counts {
 		}
 		out = append(out, c)
 	}
+	for _, c := range w.keeper.Counts() {
+		if m := w.extra[c.Target]; m != nil {
+			c.Cold += m.n
+		}
+		out = append(out, c)
+	}
 	return out
 }
+
+// poolClaimed counts a dispatch that ran in a pod of its target's pool.
+func (w *WarmPools) poolClaimed(target string) { w.keeper.claimedOne(target) }
 
 // claim takes a ready slot of target for dispatch id and moves its uid lease to id. nil when
 // none is ready (counted cold by the pool).
@@ -316,6 +329,14 @@ func (w *WarmPools) missed(target string) {
 // target's pool the first time. A later template replaces the shape new slots get.
 func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 	if w == nil {
+		return
+	}
+	if warmPoolTarget(t) {
+		// The keeper makes the pool from the template file, as serve's does.
+		if spec.Sandbox != compute.SandboxNone && !holdsToken(spec.Env) {
+			w.d.saveTemplate(target, t, spec)
+			w.keeper.Kick()
+		}
 		return
 	}
 	docker := warmDockerTarget(t) && w.docker != nil

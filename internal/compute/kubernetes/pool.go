@@ -242,19 +242,99 @@ func (p *Provider) PoolName(spec compute.Spec, o PoolOptions) string {
 // A pool's pods share one uid: a spec with RunAs (a root agora leases a uid per dispatch) has
 // no pool.
 func (p *Provider) EnsurePool(ctx context.Context, spec compute.Spec, o PoolOptions) (*Pool, error) {
+	pl, objs, err := p.preparePool(ctx, spec, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := pl.make(ctx, objs, o.Replicas); err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// ErrNoPool: home has no pool of that shape (yet): its holder makes one from the target's
+// last cold dispatch.
+var ErrNoPool = errors.New("no warm pool of the dispatch's shape")
+
+// OpenPool finds home's pool of spec's shape as agora made it ([Provider.EnsurePool], by the
+// holder: orch serve, agora mcp, a resident Dispatcher) and writes nothing: any supervisor of
+// the home claims from it. spec is the dispatch's own: a pool is named for its shape, so a
+// dispatch of another shape finds none ([ErrNoPool]). Objects of that name that are not
+// agora's as made are refused as EnsurePool refuses them (ErrSlotChanged).
+func (p *Provider) OpenPool(ctx context.Context, spec compute.Spec, o PoolOptions) (*Pool, error) {
+	spec.ID = "" // a dispatch's id is not the template's
+	pl, objs, err := p.preparePool(ctx, spec, o)
+	if err != nil {
+		return nil, err
+	}
+	np, err := p.findPolicy(ctx, objs.name)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("pool %s: %w", objs.name, err)
+	case np == nil:
+		return nil, ErrNoPool
+	case np.Labels[labelPool] != objs.name || np.Labels[labelManagedBy] != managedBy || specHash(np.Spec) != specHash(objs.np.Spec) || np.DeletionTimestamp != nil:
+		return nil, fmt.Errorf("%w: network policy %s is not the pool's as agora makes it", ErrSlotChanged, objs.name)
+	}
+	pl.npUID, pl.npSum = np.UID, specHash(np.Spec)
+	t, err := p.client.ExtensionsV1beta1().SandboxTemplates(p.ns).Get(ctx, objs.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, ErrNoPool
+	case err != nil:
+		return nil, fmt.Errorf("pool %s: sandbox template: %w", objs.name, err)
+	case t.Labels[labelPool] != objs.name || t.Labels[labelManagedBy] != managedBy || t.Labels[labelHome] != o.Home || t.Annotations[annotationPodSpec] != objs.podSum:
+		return nil, fmt.Errorf("%w: sandbox template %s is not the pool's as agora makes it", ErrSlotChanged, objs.name)
+	case t.DeletionTimestamp != nil:
+		return nil, ErrNoPool
+	}
+	pl.tmplUID, pl.tmplSum = t.UID, specHash(t.Spec)
+	if err := pl.checkTemplate(t); err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// Ready is how many of the pool's pods its SandboxWarmPool counts ready: 0 when the pool is
+// gone. A claim when none is ready would wait for the controller to make a Sandbox cold
+// (refused: it never enrolled), so the dispatch starts cold at once instead.
+func (pl *Pool) Ready(ctx context.Context) (int, error) {
+	wp, err := pl.p.client.ExtensionsV1beta1().SandboxWarmPools(pl.p.ns).Get(ctx, pl.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("pool %s: %w", pl.Name, err)
+	}
+	if wp.Labels[labelPool] != pl.Name || wp.Labels[labelManagedBy] != managedBy || wp.Labels[labelHome] != pl.home {
+		return 0, fmt.Errorf("%w: sandbox warm pool %s is not the pool's as agora makes it", ErrSlotChanged, pl.Name)
+	}
+	var st struct {
+		ReadyReplicas int `json:"readyReplicas"`
+	}
+	if len(wp.Status) > 0 {
+		if err := json.Unmarshal(wp.Status, &st); err != nil {
+			return 0, fmt.Errorf("pool %s: status: %w", pl.Name, err)
+		}
+	}
+	return st.ReadyReplicas, nil
+}
+
+// preparePool checks spec and o and builds home's pool's objects and its Pool, unmade.
+func (p *Provider) preparePool(ctx context.Context, spec compute.Spec, o PoolOptions) (*Pool, *poolObjects, error) {
 	if !validHome(o.Home) {
-		return nil, fmt.Errorf("pool: home %q: want [a-z0-9], 1 to %d bytes", o.Home, maxName)
+		return nil, nil, fmt.Errorf("pool: home %q: want [a-z0-9], 1 to %d bytes", o.Home, maxName)
 	}
 	if spec.RunAs != nil {
-		return nil, errors.New("pool: a pool's pods share one uid, and this agora leases one per dispatch (it runs as root); such dispatches start cold")
+		return nil, nil, errors.New("pool: a pool's pods share one uid, and this agora leases one per dispatch (it runs as root); such dispatches start cold")
 	}
 	for _, kv := range spec.Env {
 		if strings.HasPrefix(kv, proxyTokenEnv+"=") {
-			return nil, fmt.Errorf("pool: the template holds the egress proxy's password (%s); such dispatches start cold", proxyTokenEnv)
+			return nil, nil, fmt.Errorf("pool: the template holds the egress proxy's password (%s); such dispatches start cold", proxyTokenEnv)
 		}
 	}
 	if err := checkPlaces(o.Places, spec.Argv); err != nil {
-		return nil, fmt.Errorf("pool: %w", err)
+		return nil, nil, fmt.Errorf("pool: %w", err)
 	}
 	name := p.PoolName(spec, o)
 	sum := sha256.Sum256([]byte(name))
@@ -263,28 +343,24 @@ func (p *Provider) EnsurePool(ctx context.Context, spec compute.Spec, o PoolOpti
 		Binds: slices.Clone(spec.Binds)}
 	env, err := p.checkSpec(tmpl)
 	if err != nil {
-		return nil, fmt.Errorf("pool %s: %w", name, err)
+		return nil, nil, fmt.Errorf("pool %s: %w", name, err)
 	}
 	gw, err := p.resolveGateway(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("pool %s: %w", name, err)
+		return nil, nil, fmt.Errorf("pool %s: %w", name, err)
 	}
 	objs, err := p.buildPool(tmpl, env, gw, o, name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The rules a Sandbox of the pool is held to, before anything is made (a bug in the
 	// builder fails closed).
 	var ts poolTemplateSpec
 	_ = json.Unmarshal(objs.tmpl.Spec, &ts)
 	if err := p.checkPoolPod(ts.PodTemplate.Metadata.Labels, ts.PodTemplate.Metadata.Annotations, &ts.PodTemplate.Spec, tmpl, name, o.Home); err != nil {
-		return nil, fmt.Errorf("pool %s: %w", name, err)
+		return nil, nil, fmt.Errorf("pool %s: %w", name, err)
 	}
-	pl := &Pool{p: p, Name: name, home: o.Home, spec: tmpl, places: slices.Clone(o.Places), podSum: objs.podSum}
-	if err := pl.make(ctx, objs, o.Replicas); err != nil {
-		return nil, err
-	}
-	return pl, nil
+	return &Pool{p: p, Name: name, home: o.Home, spec: tmpl, places: slices.Clone(o.Places), podSum: objs.podSum}, objs, nil
 }
 
 // make creates the pool's objects in order (the policy first: no pod of the pool is ever

@@ -48,6 +48,11 @@ type Standbys struct {
 	cold   map[string]uint64     // guarded by mu: claims before the target had a pool
 	misfit map[string]uint64     // guarded by mu: claimed standbys whose dispatch started cold
 	closed bool                  // guarded by mu
+
+	// keeper makes and refreshes the pools of the `warm_pool` targets (dispatch.PoolKeeper):
+	// no standby holds their pods; each dispatch's own supervisor claims one.
+	keeper *dispatch.PoolKeeper
+	pooled map[string]bool
 }
 
 // standbyReadyWithin bounds a standby's start: a Go start, agora.db, a sandbox.
@@ -73,14 +78,23 @@ func NewStandbys(ctx context.Context, d *dispatch.Dispatcher, log *slog.Logger) 
 			}
 		}
 	}
-	if len(targets) == 0 {
+	pooled := map[string]bool{}
+	for name := range targets {
+		if d.WarmPool(name) {
+			pooled[name] = true
+			delete(targets, name)
+		}
+	}
+	keeper := d.KeepPools(ctx)
+	if len(targets) == 0 && keeper == nil {
 		return nil, nil
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Standbys{bin: d.AgoraBin, stateDir: d.StateDir, targets: targets, log: log, ctx: context.WithoutCancel(ctx), sweep: d.SweepWarm,
-		pools: map[string]*warm.Pool{}, shapes: map[string]string{}, cold: map[string]uint64{}, misfit: map[string]uint64{}}
+		pools: map[string]*warm.Pool{}, shapes: map[string]string{}, cold: map[string]uint64{}, misfit: map[string]uint64{},
+		keeper: keeper, pooled: pooled}
 	for target := range targets {
 		s.prime(target) // a target that had cold dispatches before this serve fills at once
 	}
@@ -89,6 +103,10 @@ func NewStandbys(ctx context.Context, d *dispatch.Dispatcher, log *slog.Logger) 
 
 // prime starts target's standbys if it has a template now (after a cold dispatch).
 func (s *Standbys) prime(target string) {
+	if s != nil && s.pooled[target] {
+		s.keeper.Kick() // a cold dispatch of a pool target saved its shape: the pool follows it
+		return
+	}
 	if s == nil || s.targets[target] == 0 {
 		return
 	}
@@ -184,7 +202,7 @@ func (s *Standbys) Counts() []warm.Counts {
 		c.Cold += s.cold[name] + s.misfit[name]
 		out = append(out, c)
 	}
-	return out
+	return append(out, s.keeper.Counts()...)
 }
 
 // Close stops the refills and discards every ready standby. Claimed ones run on.
@@ -201,6 +219,7 @@ func (s *Standbys) Close() {
 	for _, p := range pools {
 		wg.Go(p.Close)
 	}
+	wg.Go(s.keeper.Close)
 	wg.Wait()
 }
 

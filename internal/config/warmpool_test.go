@@ -1,0 +1,43 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/agora-dev/agora/internal/config"
+)
+
+// TestTarget_WarmPool: warm_pool keeps a `backend: agent-sandbox` target's warm: N pods in
+// agent-sandbox's SandboxWarmPool (#30). It is refused where it could mean nothing or be
+// misread: on the jobs backend (whose warm: N are slot Jobs), without warm: N (a pool of no
+// size), and on a provider that is not kubernetes.
+func TestTarget_WarmPool(t *testing.T) {
+	sandbox := func(extra string) string {
+		return strings.Replace(k8sPullFile(extra), "backend: jobs", "backend: agent-sandbox", 1)
+	}
+	c := config.Default("/h")
+	if err := config.Parse("agora.yaml", []byte(sandbox("    warm: 2\n    warm_pool: true\n")), c); err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := c.Target("k"); !k.WarmPool || k.Warm != 2 {
+		t.Errorf("warm_pool %v, warm %d: want true, 2", k.WarmPool, k.Warm)
+	}
+	c = config.Default("/h")
+	if err := config.Parse("agora.yaml", []byte(sandbox("    warm: 2\n")), c); err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := c.Target("k"); k.WarmPool {
+		t.Error("warm_pool defaults on: want off (warm: N keeps its meaning, slot Jobs)")
+	}
+	for name, tt := range map[string]struct{ yaml, want string }{
+		"jobs backend": {k8sPullFile("    warm: 2\n    warm_pool: true\n"), "warm_pool: a SandboxWarmPool is agent-sandbox's: set backend: agent-sandbox"},
+		"no warm":      {sandbox("    warm_pool: true\n"), "warm_pool: says how warm: N pods are kept, and warm is 0"},
+		"docker":       {"targets:\n  d:\n    provider: docker\n    image: box" + digest + "\n    warm: 1\n    warm_pool: true\n", "warm_pool: not a setting of provider docker"},
+		"local":        {"targets:\n  l:\n    warm: 1\n    warm_pool: true\n", "warm_pool: not a setting of provider local"},
+	} {
+		err := config.Parse("agora.yaml", []byte(tt.yaml), config.Default("/h"))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Parse = %v, want %q", name, err, tt.want)
+		}
+	}
+}

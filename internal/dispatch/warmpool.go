@@ -1,0 +1,316 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/kubernetes"
+	"github.com/agora-dev/agora/internal/compute/remote"
+	"github.com/agora-dev/agora/internal/compute/warm"
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/netgw"
+)
+
+// Pool slots (#30, `warm_pool: true` on a `backend: agent-sandbox` target with `warm: N`):
+// the target's N warm pods are agent-sandbox's own SandboxWarmPool (kubernetes/pool.go), not
+// agora's slot Jobs. Nothing of agora's process holds a pod: the controller keeps them, the
+// gateway that serves AGORA_HOME/gateway/slots enrols each with its projected token and holds
+// its slot. So the roles split:
+//
+//   - the holder (a [PoolKeeper]: orch serve, agora mcp, a resident Dispatcher) makes the
+//     pool from the target's template (the shape of its last cold dispatch, as slots learn it:
+//     the file standbys read) and keeps it fresh (Pool.Refresh), every poolKeepEvery and
+//     whenever a cold dispatch taught it a shape;
+//   - any supervisor of the home (a detached one of serve, the one-shot CLI, a resident one)
+//     claims from it at its start (startPool): it opens the pool named for its own spec's shape
+//     read-only (OpenPool: a dispatch of another shape finds none), and when a pod of it is
+//     ready, claims one (Pool.Claim), which checks the Sandbox and pod, binds the dispatch to
+//     the pod's gateway slot by uid (Slots.BindPod) and follows it as a cold Sandbox. No pool,
+//     none ready, a root agora (its dispatches run as leased uids; a pool's pods share one), a
+//     claim refused: the dispatch starts cold, counted and logged, as a slot's does.
+//
+// The record, the audit and the patch are a cold dispatch's: the claim happens where the cold
+// start would, after the binaries are recorded, and the start is recorded after it as a cold
+// start's is.
+
+// poolKeepEvery is how often a holder makes sure of its pools and refreshes them: a pod whose
+// worker exited (a gateway restart refused its slot) is replaced within it.
+var poolKeepEvery = 15 * time.Second
+
+// warmPoolTarget says whether target keeps its warm pods in a SandboxWarmPool.
+func warmPoolTarget(t config.Target) bool {
+	return warmK8sTarget(t) && t.WarmPool && t.Backend == config.BackendAgentSandbox
+}
+
+// WarmPool says whether target keeps its warm pods in agent-sandbox's SandboxWarmPool: no
+// standby holds them (the holder runs a [PoolKeeper]).
+func (d *Dispatcher) WarmPool(target string) bool {
+	if d.Config == nil {
+		return false
+	}
+	t, ok := d.Config.Targets[target]
+	return ok && warmPoolTarget(t)
+}
+
+// poolOptions are the pool options of target for spec (a template or a dispatch's spec).
+func (d *Dispatcher) poolOptions(t config.Target, spec compute.Spec) kubernetes.PoolOptions {
+	return kubernetes.PoolOptions{Home: d.k8sHome(), Replicas: int32(t.Warm), Places: k8sPlaces(spec)}
+}
+
+// startPool runs s's spec in a pod of its target's pool. started false: no pool of its shape,
+// none ready, or the claim was refused; the caller starts it cold (counted in a resident
+// process's counts; logged everywhere).
+func (s *supervision) startPool(ctx context.Context) (compute.Handle, bool) {
+	d := s.d
+	cold := func(msg string, err error) (compute.Handle, bool) {
+		if d.Warm != nil {
+			d.Warm.missed(s.r.Target)
+		}
+		d.log().Warn("kubernetes warm pool: "+msg+"; starting cold", "dispatch", s.r.ID, "target", s.r.Target, "err", err)
+		return nil, false
+	}
+	if s.spec.RunAs != nil {
+		return cold("the dispatch runs as a leased uid (a root agora), and a pool's pods share one", nil)
+	}
+	p, err := d.k8sProvider(ctx, s.r.Target)
+	if err != nil {
+		return cold("no provider", err)
+	}
+	pl, err := p.OpenPool(ctx, s.spec, d.poolOptions(s.target, s.spec))
+	if errors.Is(err, kubernetes.ErrNoPool) {
+		return cold("no pool of the dispatch's shape yet (its holder makes one from a cold dispatch)", nil)
+	}
+	if err != nil {
+		return cold("the pool is not as agora made it", err)
+	}
+	if n, err := pl.Ready(ctx); err != nil || n == 0 {
+		return cold("no pod of the pool is ready", err)
+	}
+	h, err := pl.Claim(ctx, s.spec, d.k8sSlots().BindPod)
+	if err != nil {
+		return cold("the claim was refused", err)
+	}
+	if d.Warm != nil {
+		d.Warm.poolClaimed(s.r.Target)
+	}
+	return h, true
+}
+
+// PoolKeeper makes and refreshes the pools of a holder's `warm_pool` targets and counts them
+// for doctor, metrics and the web view. Close stops it and deletes the pools (the controller
+// deletes their unclaimed pods; claimed ones run on to their end).
+type PoolKeeper struct {
+	d    *Dispatcher
+	kick chan struct{}
+	stop context.CancelFunc
+	done chan struct{}
+
+	mu      sync.Mutex
+	pools   map[string]*kubernetes.Pool // guarded by mu: by target, as last made
+	ready   map[string]int              // guarded by mu
+	claimed map[string]uint64           // guarded by mu: claims of this process
+	failed  map[string]uint64           // guarded by mu: keeps that failed
+}
+
+// KeepPools starts the keeper of d's `warm_pool` targets; nil when it has none. A root agora
+// keeps none: its dispatches run as leased uids, which a pool's shared one cannot be.
+func (d *Dispatcher) KeepPools(ctx context.Context) *PoolKeeper {
+	if d.Config == nil {
+		return nil
+	}
+	any := false
+	for name, t := range d.Config.Targets {
+		if warmPoolTarget(t) {
+			if os.Geteuid() == 0 && !d.testOnlyInvokingUser {
+				d.log().Warn("kubernetes warm pool: a root agora runs each dispatch as a uid it leases, and a pool's pods share one; its dispatches start cold", "target", name)
+				continue
+			}
+			any = true
+		}
+	}
+	if !any {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	k := &PoolKeeper{d: d, kick: make(chan struct{}, 1), stop: cancel, done: make(chan struct{}),
+		pools: map[string]*kubernetes.Pool{}, ready: map[string]int{}, claimed: map[string]uint64{}, failed: map[string]uint64{}}
+	go k.loop(ctx)
+	return k
+}
+
+// Kick asks the keeper to make sure of its pools now (a cold dispatch taught a shape).
+func (k *PoolKeeper) Kick() {
+	if k == nil {
+		return
+	}
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (k *PoolKeeper) loop(ctx context.Context) {
+	defer close(k.done)
+	t := time.NewTicker(poolKeepEvery)
+	defer t.Stop()
+	for {
+		k.keep(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-k.kick:
+		}
+	}
+}
+
+// keep makes sure of each pool target's pool of its current template and refreshes it.
+func (k *PoolKeeper) keep(ctx context.Context) {
+	d := k.d
+	for name, t := range d.Config.Targets {
+		if !warmPoolTarget(t) {
+			continue
+		}
+		tmpl, err := readTemplate(d.StateDir, name)
+		if errors.Is(err, ErrNoTemplate) {
+			continue // its first dispatch starts cold and teaches it
+		}
+		pl, n, err := k.keepOne(ctx, name, t, tmpl)
+		k.mu.Lock()
+		if err != nil {
+			k.failed[name]++
+			d.log().Warn("kubernetes warm pool: keep the target's pool", "target", name, "err", err)
+		}
+		if pl != nil {
+			if old := k.pools[name]; old != nil && old.Name != pl.Name {
+				// The target's shape changed: the old pool's pods would never be claimed.
+				go func() { _ = old.Delete(context.WithoutCancel(ctx)) }()
+			}
+			k.pools[name] = pl
+		}
+		k.ready[name] = n
+		k.mu.Unlock()
+	}
+}
+
+func (k *PoolKeeper) keepOne(ctx context.Context, name string, t config.Target, tmpl compute.Spec) (*kubernetes.Pool, int, error) {
+	p, err := k.d.k8sProvider(ctx, name)
+	if err != nil {
+		return nil, 0, err
+	}
+	pl, err := p.EnsurePool(ctx, tmpl, k.d.poolOptions(t, tmpl))
+	if err != nil {
+		return nil, 0, err
+	}
+	if _, err := pl.Refresh(ctx); err != nil {
+		return pl, 0, err
+	}
+	n, err := pl.Ready(ctx)
+	return pl, n, err
+}
+
+// claimedOne counts a claim of this process.
+func (k *PoolKeeper) claimedOne(target string) {
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	k.claimed[target]++
+	k.mu.Unlock()
+}
+
+// Counts are the pool targets' numbers: Ready is the SandboxWarmPool's ready pods as last seen.
+func (k *PoolKeeper) Counts() []warm.Counts {
+	if k == nil {
+		return nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []warm.Counts
+	for name, t := range k.d.Config.Targets {
+		if warmPoolTarget(t) {
+			out = append(out, warm.Counts{Target: name, Want: t.Warm, Ready: k.ready[name], Claimed: k.claimed[name], Failed: k.failed[name]})
+		}
+	}
+	return out
+}
+
+// Close stops the keeper and deletes its pools.
+func (k *PoolKeeper) Close() {
+	if k == nil {
+		return
+	}
+	k.stop()
+	<-k.done
+	k.mu.Lock()
+	pools := k.pools
+	k.pools = map[string]*kubernetes.Pool{}
+	k.mu.Unlock()
+	for name, pl := range pools {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := pl.Delete(ctx); err != nil {
+			k.d.log().Warn("kubernetes warm pool: delete the target's pool", "target", name, "err", err)
+		}
+		cancel()
+	}
+}
+
+// PoolVerifier is what the gateway serving this home verifies pool pods' projected tokens with
+// (netgw.Server.Pods): the TokenReview of each `warm_pool` target's cluster and namespace, for
+// this home's audience alone; nil when no target keeps a pool (the gateway serves no
+// enrolment). A token is accepted when one of them names a live, unclaimed pod of one of this
+// home's pools in its namespace.
+func (d *Dispatcher) PoolVerifier(ctx context.Context) (netgw.PodVerifier, error) {
+	if d.Config == nil {
+		return nil, nil
+	}
+	var vs poolVerifiers
+	seen := map[string]bool{}
+	names := make([]string, 0, len(d.Config.Targets))
+	for name := range d.Config.Targets {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		t := d.Config.Targets[name]
+		if !warmPoolTarget(t) {
+			continue
+		}
+		key := t.Kubeconfig + "\x00" + t.Context + "\x00" + t.Namespace
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		p, err := d.k8sProvider(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes warm pool of target %q: %w", name, err)
+		}
+		vs = append(vs, kubernetes.PoolVerifier{P: p, Home: d.k8sHome()})
+	}
+	if len(vs) == 0 {
+		return nil, nil
+	}
+	return vs, nil
+}
+
+// poolVerifiers accept a token one of them accepts (one per cluster and namespace: each
+// TokenReview is for this home's audience, and each names the pod in its own namespace).
+type poolVerifiers []kubernetes.PoolVerifier
+
+func (vs poolVerifiers) VerifyPod(ctx context.Context, token string) (remote.PodIdentity, error) {
+	var errs []error
+	for _, v := range vs {
+		id, err := v.VerifyPod(ctx, token)
+		if err == nil {
+			return id, nil
+		}
+		errs = append(errs, err) // never the token (PoolVerifier's errors do not carry it)
+	}
+	return remote.PodIdentity{}, errors.Join(errs...)
+}
