@@ -19,7 +19,7 @@ var yamlKinds = map[string]string{
 	"Role":           "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/roles",
 	"RoleBinding":    "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/rolebindings",
 	"NetworkPolicy":  "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies",
-	// Cluster-wide: the TokenReview grant of agent-sandbox pools (rbac-pool-tokenreview.yaml).
+	// Cluster-wide: the TokenReview grant of agent-sandbox pools (examples/kubernetes/rbac-pool.yaml).
 	"ClusterRole":        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
 	"ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
 }

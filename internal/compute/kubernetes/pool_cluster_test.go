@@ -81,12 +81,15 @@ func poolSetup(t testing.TB) (g *slotGW, p, admin *Provider, cs *kubernetes.Clie
 	g, lv := startPoolGW(t)
 	p, admin = warmSandboxProviders(t, g)
 	c := k8stest.Shared(t, k8stest.Options{AgentSandbox: true})
-	docs, err := os.ReadFile("../../../examples/kubernetes/rbac-pool-tokenreview.yaml")
+	docs, err := os.ReadFile("../../../examples/kubernetes/rbac-pool.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ApplyYAML(t.Context(), []byte(strings.ReplaceAll(string(docs), "namespace: agents", "namespace: "+c.Namespace))); err != nil && !alreadyApplied(err) {
-		t.Fatalf("apply the TokenReview ClusterRole: %v", err)
+	// Each document on its own: one made by an earlier test of the shared cluster stops no other.
+	for _, doc := range strings.Split(strings.ReplaceAll(string(docs), "namespace: agents", "namespace: "+c.Namespace), "\n---\n") {
+		if err := c.ApplyYAML(t.Context(), []byte(doc)); err != nil && !alreadyApplied(err) {
+			t.Fatalf("apply examples/kubernetes/rbac-pool.yaml: %v", err)
+		}
 	}
 	cfg, err := restConfig(c.Kubeconfig, "")
 	if err != nil {

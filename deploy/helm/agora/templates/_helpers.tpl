@@ -121,6 +121,11 @@ targets:
     {{- with .Values.target.imagePullPolicy }}
     image_pull_policy: {{ . }}
     {{- end }}
+    {{- if gt (int .Values.target.warmPool) 0 }}
+    backend: agent-sandbox
+    warm: {{ int .Values.target.warmPool }}
+    warm_pool: true
+    {{- end }}
 {{- end -}}
 
 {{/*
