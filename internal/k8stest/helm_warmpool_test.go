@@ -90,4 +90,3 @@ func TestHelmChart_WarmPoolGrantsOnlyWhenAsked(t *testing.T) {
 		t.Errorf("target.warmPool=17: %v, want the schema's refusal", err)
 	}
 }
-
