@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
+	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/k8stest"
 	"github.com/agora-dev/agora/internal/netgw"
@@ -36,6 +38,30 @@ type podNode struct {
 	slotsDir             string // the gateway's warm slots (#30): a warm home links its gateway/slots here
 	gwLog                *agoratest.SyncBuffer
 	peers                peerSet // the addresses the gateway was reached from
+	pods                 podVerifier
+}
+
+// podVerifier is the node gateway's netgw.PodVerifier, set by a test whose target keeps an
+// agent-sandbox pool (#30 warm_pool): until then every enrolment is refused.
+type podVerifier struct {
+	mu sync.Mutex
+	v  netgw.PodVerifier
+}
+
+func (p *podVerifier) set(v netgw.PodVerifier) {
+	p.mu.Lock()
+	p.v = v
+	p.mu.Unlock()
+}
+
+func (p *podVerifier) VerifyPod(ctx context.Context, token string) (remote.PodIdentity, error) {
+	p.mu.Lock()
+	v := p.v
+	p.mu.Unlock()
+	if v == nil {
+		return remote.PodIdentity{}, errors.New("no pool verifier on this node's gateway")
+	}
+	return v.VerifyPod(ctx, token)
 }
 
 // peerSet records the hosts of the connections a listener accepted.
@@ -125,7 +151,7 @@ func (n *podNode) startGateway(t testing.TB) {
 	n.reg = &netgw.Registry{Dir: filepath.Join(dir, "sessions")}
 	n.gwLog = &agoratest.SyncBuffer{}
 	n.slotsDir = filepath.Join(dir, "slots")
-	srv := &netgw.Server{Registry: n.reg, Slots: &netgw.Slots{Dir: n.slotsDir}, Version: version, Log: slog.New(slog.NewJSONHandler(n.gwLog, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	srv := &netgw.Server{Registry: n.reg, Slots: &netgw.Slots{Dir: n.slotsDir}, Pods: &n.pods, Version: version, Log: slog.New(slog.NewJSONHandler(n.gwLog, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	ln, err := net.Listen("tcp", net.JoinHostPort(k8stest.RealNodeIP, "0"))
 	if err != nil {
 		t.Fatal(err)
