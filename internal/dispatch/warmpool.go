@@ -312,5 +312,8 @@ func (vs poolVerifiers) VerifyPod(ctx context.Context, token string) (remote.Pod
 		}
 		errs = append(errs, err) // never the token (PoolVerifier's errors do not carry it)
 	}
+	if len(errs) == 0 {
+		return remote.PodIdentity{}, errors.New("no warm pool target verifies pool pods") // never accept by default
+	}
 	return remote.PodIdentity{}, errors.Join(errs...)
 }
