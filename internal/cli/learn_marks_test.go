@@ -78,24 +78,7 @@ func TestLearn_MarkedOnEveryCLISurface(t *testing.T) {
 	}
 
 	list, _ := must("dispatch", "list")
-	rows := map[string]string{}
-	for _, line := range strings.Split(list, "\n") {
-		if f := strings.Fields(line); len(f) > 0 {
-			rows[f[0]] = line
-		}
-	}
-	for learn, id := range ids {
-		row, ok := rows[id]
-		if !ok {
-			t.Fatalf("dispatch list has no row for %s:\n%s", id, list)
-		}
-		if got := strings.Contains(row, "sayer (learn)"); got != learn {
-			t.Errorf("dispatch list row of %s (learn %v) has \"(learn)\" = %v: %q", id, learn, got, row)
-		}
-	}
-	if n := strings.Count(list, "(learn)"); n != 1 {
-		t.Errorf("dispatch list marks %d dispatches learn, want 1:\n%s", n, list)
-	}
+	checkLearnRows(t, list, ids)
 
 	for learn, id := range ids {
 		desc, _ := must("dispatch", "describe", id)
@@ -113,5 +96,28 @@ func TestLearn_MarkedOnEveryCLISurface(t *testing.T) {
 		if rec.Learn != learn || rec.State != "finished" {
 			t.Errorf("dispatch %s: state %s, learn %v; want finished, learn %v", id, rec.State, rec.Learn, learn)
 		}
+	}
+}
+
+// checkLearnRows asserts dispatch list marks exactly the learn dispatch "(learn)".
+func checkLearnRows(t *testing.T, list string, ids map[bool]string) {
+	t.Helper()
+	rows := map[string]string{}
+	for _, line := range strings.Split(list, "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			rows[f[0]] = line
+		}
+	}
+	for learn, id := range ids {
+		row, ok := rows[id]
+		if !ok {
+			t.Fatalf("dispatch list has no row for %s:\n%s", id, list)
+		}
+		if got := strings.Contains(row, "sayer (learn)"); got != learn {
+			t.Errorf("dispatch list row of %s (learn %v) has \"(learn)\" = %v: %q", id, learn, got, row)
+		}
+	}
+	if n := strings.Count(list, "(learn)"); n != 1 {
+		t.Errorf("dispatch list marks %d dispatches learn, want 1:\n%s", n, list)
 	}
 }
