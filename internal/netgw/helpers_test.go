@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(slotHolderEnv) != "" {
 		os.Exit(slotHolderMain()) // a warm slot's holder, to be killed with -9 (slot_test.go)
 	}
+	if os.Getenv(haSupervisorEnv) != "" {
+		os.Exit(haSupervisorMain()) // a supervisor that exported a session, killed with -9 (redteam_ha_test.go)
+	}
 	goleak.VerifyTestMain(binaryMain{m})
 }
 
