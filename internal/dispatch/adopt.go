@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -283,18 +285,41 @@ func (s *supervision) prepareAdopted(ctx context.Context) error {
 	}
 	st := stageAt(d.StateDir, r.ID)
 	st.owner, st.sandboxed = limits.owner, limits.sandboxed
-	if _, err := os.Lstat(st.dir); errors.Is(err, fs.ErrNotExist) && d.Records.sessionStored(ctx, r.ID) {
-		// No stage at all, and a gateway session stored in agora.db: the replica that
-		// exported it led before this one restored agora.db from its replica (#31), and
-		// the stage was on its disk. Made again, empty: the worker fetched its inputs at its
-		// start, and only what it uploads here from now on is its result (reconcile).
+	_, serr := os.Lstat(st.dir)
+	missing := errors.Is(serr, fs.ErrNotExist)
+	// A stage that is there may be one this replica made before another led (a takeover
+	// and then one back to this replica's volume, red team #31): the other took the dispatch
+	// over since, and the worker's result may be on its disk. It is stale when the dispatch
+	// was adopted more often than when the stage was made (adoptionsMark).
+	stored := d.Records.sessionStored(ctx, r.ID)
+	stale := stored && serr == nil && d.Records.adoptedSince(ctx, r.ID, st)
+	if stored && (missing || stale) {
+		// No stage (or a stale one), and a gateway session stored in agora.db: the
+		// replica that exported it, or took it over last, led before this one restored
+		// agora.db from its replica (#31), and the stage was on its disk. Made again, empty:
+		// the worker fetched its inputs at its start, and only what it uploads here from now
+		// on is its result (reconcile).
 		if r.Verify != nil {
 			return lostAt("its verify gate needs the stage, which was on the replica that led before the takeover")
+		}
+		if stale {
+			if err := os.RemoveAll(st.dir); err != nil {
+				return lostAt("remove its stage, made before another replica took it over: %v", err)
+			}
 		}
 		if err := restage(st, len(r.Inputs) > 0, limits.disk); err != nil {
 			return lostAt("make its stage again after a takeover: %v", err)
 		}
+		if err := d.Records.markAdoptions(ctx, r.ID, st); err != nil {
+			return lostAt("make its stage again after a takeover: %v", err)
+		}
 		s.restaged = true
+	} else if stored && serr == nil {
+		// A stage kept across this adoption is this supervisor's now: marked so that a later
+		// adoption on this disk (another restart here) does not take it for stale.
+		if err := d.Records.markAdoptions(ctx, r.ID, st); err != nil {
+			return lostAt("mark its stage adopted: %v", err)
+		}
 	}
 	if fi, err := os.Lstat(filepath.Join(st.disk, wire.OutDir)); err == nil && fi.IsDir() {
 		st.workspace, st.out, st.diskSize = filepath.Join(st.disk, wire.WorkspaceDir), filepath.Join(st.disk, wire.OutDir), limits.disk
@@ -354,6 +379,52 @@ func restage(st *stage, withInputs bool, disk int64) error {
 		}
 	}
 	return nil
+}
+
+// adoptionsMark, in a stage made again after a takeover, is how many times agora.db had
+// recorded the dispatch adopted (dispatch.adopted) when it was made, this adoption included. A
+// stage without it was made by the dispatch's first supervisor (none then).
+const adoptionsMark = ".adoptions"
+
+// adoptions counts dispatch id's dispatch.adopted entries.
+func (s *Records) adoptions(ctx context.Context, id string) (int, error) {
+	var n int
+	err := s.db.SQL().QueryRowContext(ctx, `SELECT count(*) FROM audit_entries WHERE kind = ? AND subject = ?`,
+		entry.DispatchAdopted, entry.Dispatch(id)).Scan(&n)
+	return n, err
+}
+
+// adoptedSince reports whether dispatch id, being adopted now, was adopted by another
+// supervisor after stage st was made: st is then what this host's disk kept from before
+// another replica took the dispatch over. Unreadable counts are stale (fail closed: the
+// dispatch is at worst run again, never reconciled from a stale out directory).
+func (s *Records) adoptedSince(ctx context.Context, id string, st *stage) bool {
+	n, err := s.adoptions(ctx, id)
+	if err != nil {
+		return true
+	}
+	made := 0
+	b, err := os.ReadFile(filepath.Join(st.dir, adoptionsMark))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return true
+	default:
+		if made, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+			return true
+		}
+	}
+	// n includes this adoption (claimAdoption recorded it before prepareAdopted).
+	return n-1 > made
+}
+
+// markAdoptions writes st's adoptionsMark: the adoptions of dispatch id recorded now.
+func (s *Records) markAdoptions(ctx context.Context, id string, st *stage) error {
+	n, err := s.adoptions(ctx, id)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(st.dir, adoptionsMark), []byte(strconv.Itoa(n)+"\n"), 0o600)
 }
 
 // sessionStored reports whether agora.db holds a gateway session of dispatch id

@@ -333,6 +333,7 @@ func (s *stage) removeWork() {
 	os.Remove(filepath.Join(s.dir, phaseFile)) // the dispatch's record says how it ended
 	os.Remove(filepath.Join(s.dir, "."+phaseFile))
 	os.Remove(filepath.Join(s.dir, orphanMark))
+	os.Remove(filepath.Join(s.dir, adoptionsMark))
 	removeGatewayEntry(filepath.Join(s.dir, wire.GatewayDir))
 	if unmounted {
 		// Else the entry stays, and the next Reap tries again.

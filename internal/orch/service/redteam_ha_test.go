@@ -80,16 +80,12 @@ func takeBack(t *testing.T, home, vol string) {
 // before B led. The worker's result is on B's volume, not here: the dispatch must end lost
 // (the plan runs it again), as when a stage is missing, never as the agent's failure.
 //
-// KNOWN BREAK, not fixed yet: A's adopter finds a stage (the one it made before B led), so it
-// does not make it again (adopt.go restages only a stage that is missing), and reconciles the
-// stale out directory: failed/worker-failed ("worker exited 0 without a usable result"), the
-// agent blamed and the task not run again. It runs only with AGORA_REDTEAM_KNOWN_BREAKS=1
-// until the adopter tells a stage of an earlier leadership from its own (see the red team's
-// report: a stage nonce in agora.db, or the holder of the last take-back in the session row).
+// It broke before the fix: A's adopter found a stage (the one it made before B led), so it did
+// not make it again (it restaged only a missing stage), and reconciled the stale out
+// directory: failed/worker-failed, the agent blamed and the task not run again. A stage is
+// now made again when the dispatch was adopted by another supervisor since it was made
+// (adopt.go, adoptionsMark).
 func TestRedHA_TakeoverBackOntoAStaleVolume(t *testing.T) {
-	if os.Getenv("AGORA_REDTEAM_KNOWN_BREAKS") == "" {
-		t.Skip("SKIP: known break (red team #31): a replica that takes the Lease back adopts onto the stage it left, stale since another replica led; set AGORA_REDTEAM_KNOWN_BREAKS=1 to run it")
-	}
 	e := newK8sEnv(t)
 	addr := freePort(t)
 	f, err := os.OpenFile(filepath.Join(e.home, "agora.yaml"), os.O_APPEND|os.O_WRONLY, 0)
