@@ -265,17 +265,33 @@ func (s *Slots) enroll(ctx context.Context, id remote.PodIdentity) (*Slot, error
 	return sl, nil
 }
 
-// sweepMarkers removes markers older than podMarkerAge.
+// sweepMarkers removes markers older than podMarkerAge whose slot no longer stands. A marker
+// whose slot stands is kept however old (red team #30): its pod waits unclaimed, its worker
+// holds the slot, and a marker swept then would let a second token minted for the same pod
+// enrol it again, and the next dispatch bound to the pod would go to that claim.
 func (s *Slots) sweepMarkers(dir string) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
-		if fi, err := e.Info(); err == nil && remote.ValidPodUID(e.Name()) && time.Since(fi.ModTime()) > podMarkerAge {
-			os.Remove(filepath.Join(dir, e.Name()))
+		fi, err := e.Info()
+		if err != nil || !remote.ValidPodUID(e.Name()) || time.Since(fi.ModTime()) <= podMarkerAge {
+			continue
 		}
+		if slot, err := s.podSlot(e.Name()); err == nil && s.stands(slot) {
+			continue
+		}
+		os.Remove(filepath.Join(dir, e.Name()))
 	}
+}
+
+// stands reports whether slot id is there and its holder lives.
+func (s *Slots) stands(id string) bool {
+	if _, err := loadSlot(s.Dir, id); err != nil {
+		return false
+	}
+	return !holderGone(filepath.Join(s.Dir, id))
 }
 
 // podSlot returns the slot pod uid enrolled for; errNotEnrolled while it has not (or while
