@@ -119,7 +119,7 @@ func TestChildrenDieWithTestBinary(t *testing.T) {
 // failure and not a silent pass.
 func TestSkipsWithoutBinaries(t *testing.T) {
 	t.Setenv("AGORA_K8S_BIN", t.TempDir())
-	_, err := start(Options{})
+	_, err := start(t, Options{})
 	var skip *skipError
 	if !errors.As(err, &skip) {
 		t.Fatalf("start without binaries: %v, want a skip", err)

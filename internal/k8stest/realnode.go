@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -36,11 +37,10 @@ const (
 )
 
 // realNodeReady reports the first part a real node needs that is missing, as a skip.
-// AGORA_K8S_REAL_NODE=0 turns real nodes off (a machine where containerd is installed for
-// something else, say); anything else leaves them on when the parts are there.
-func realNodeReady() error {
-	if os.Getenv("AGORA_K8S_REAL_NODE") == "0" {
-		return &skipError{"Options.RealNode is turned off by AGORA_K8S_REAL_NODE=0"}
+// AGORA_K8S_REAL_NODE (smoke.go) says which tests get one when the parts are there.
+func realNodeReady(t testing.TB) error {
+	if err := realNodeWanted(t); err != nil {
+		return err
 	}
 	if os.Geteuid() != 0 {
 		return &skipError{"Options.RealNode needs root (the kubelet and containerd run as root)"}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -18,7 +19,7 @@ const (
 	clusterReady   = 90 * time.Second
 )
 
-func start(opts Options) (*Cluster, error) {
+func start(t testing.TB, opts Options) (*Cluster, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = "agents"
 	}
@@ -33,7 +34,7 @@ func start(opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	if opts.RealNode {
-		if err := realNodeReady(); err != nil {
+		if err := realNodeReady(t); err != nil {
 			return nil, err
 		}
 	}
