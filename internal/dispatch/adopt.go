@@ -4,12 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
@@ -404,12 +406,17 @@ func (s *Records) adoptedSince(ctx context.Context, id string, st *stage) bool {
 		return true
 	}
 	made := 0
-	b, err := os.ReadFile(filepath.Join(st.dir, adoptionsMark))
+	f, err := os.OpenFile(filepath.Join(st.dir, adoptionsMark), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
 		return true
 	default:
+		b, rerr := io.ReadAll(io.LimitReader(f, 32))
+		f.Close()
+		if rerr != nil {
+			return true
+		}
 		if made, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
 			return true
 		}
