@@ -30,8 +30,8 @@ const (
 // names, and accepts it only when that is a pod bound token of the pool's ServiceAccount in the
 // target's namespace, for a pod that exists with that uid, is not being deleted, has not run
 // its worker yet (Pending or Running), carries the labels of one of home's pools, runs as the
-// pool's ServiceAccount, and is the pod of a Sandbox that pool still holds (unclaimed): the
-// pool, the Sandbox and the pod by uid. Its errors never carry the token.
+// pool's ServiceAccount, and is the pod (named after it) of a Sandbox that pool still holds
+// (unclaimed): the pool, the Sandbox and the pod by uid. Its errors never carry the token.
 func (v PoolVerifier) VerifyPod(ctx context.Context, token string) (remote.PodIdentity, error) {
 	p := v.P
 	if !validHome(v.Home) {
@@ -85,6 +85,13 @@ func (v PoolVerifier) poolPod(ctx context.Context, id remote.PodIdentity) error 
 	sbRef, ok := controllerRef(pod.OwnerReferences)
 	if !ok || sbRef.Kind != "Sandbox" || sbRef.APIVersion != agentsGroupVersion.String() {
 		return errors.New("the pod is not a Sandbox's")
+	}
+	if sbRef.Name != pod.Name {
+		// agent-sandbox names a Sandbox's pod after it. Anyone who may create pods can name
+		// a pool's Sandbox as their pod's controller (the apiserver checks no ownerReference
+		// made without blockOwnerDeletion): such a lookalike enrolled, a slot each (red team
+		// #30, round 2).
+		return errors.New("the pod is not its Sandbox's own pod (it is not named after it)")
 	}
 	sb, err := p.client.AgentsV1beta1().Sandboxes(p.ns).Get(ctx, sbRef.Name, metav1.GetOptions{})
 	switch {
