@@ -38,7 +38,7 @@ func (h *handle) watchSandbox(ctx context.Context) (compute.Exit, error) {
 	pods := h.p.client.CoreV1().Pods(h.p.ns)
 	wctx := ctx
 	cancelling := false
-	f := &podFollow{h: h, rv: h.podRV}
+	f := &podFollow{h: h, rv: h.podRV, uid: h.podUID}
 	for {
 		if !cancelling && ctx.Err() == nil && !h.deadline.IsZero() && !time.Now().Before(h.deadline) {
 			// A pool's pod: nothing else times it out.

@@ -51,6 +51,10 @@ type handle struct {
 	claimUID types.UID
 	pool     string
 	deadline time.Time
+	// podUID, for a pool's pod, is the uid of the pod the dispatch was bound to: the watch
+	// pins it from the start, so a pod the controller made the Sandbox after it (the bound
+	// one deleted before the watch's first look) is a replaced pod, never the dispatch's.
+	podUID types.UID
 
 	done chan struct{}
 	exit compute.Exit // written before done is closed

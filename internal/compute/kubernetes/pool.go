@@ -597,7 +597,7 @@ func (pl *Pool) run(ctx context.Context, s compute.Spec, claim *claimObject, bin
 	}
 	h := &handle{p: p, id: s.ID, name: sb.Name, uid: sb.UID, taskID: formatTaskID(p.ns, sb.Name), sess: sess,
 		stderr: s.Stderr, start: time.Now(), done: make(chan struct{}), sandbox: true,
-		claim: claim.Name, claimUID: claim.UID, pool: pl.Name, deadline: deadline}
+		claim: claim.Name, claimUID: claim.UID, pool: pl.Name, deadline: deadline, podUID: pod.UID}
 	p.holdSession(sb.Name)
 	go h.run(ctx)
 	return h, nil

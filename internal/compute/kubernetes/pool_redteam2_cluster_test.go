@@ -2,10 +2,14 @@ package kubernetes
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agora-dev/agora/internal/compute"
 )
 
 // Red team round 2 (#30): attacks on the pool's enrolment and claim binding on the real control
@@ -51,4 +55,82 @@ func TestAgentSandboxPool_AttackLookalikePodNeverEnrols(t *testing.T) {
 	if code := enrolCode(t, g, mintPodToken(t, cs, &real, PoolAudience(testHome))); code != 200 {
 		t.Errorf("the pool's own pod, after the lookalike: %d, want 200", code)
 	}
+}
+
+// Attack (the audit): the claimed pod is bound, and before the dispatch's handle first looks
+// at its Sandbox's pod, that pod is deleted (an eviction, anyone who may delete pods) and the
+// controller makes the Sandbox a new one of the same name. agora bound the dispatch to the
+// first pod's uid; the new one never ran it (on a real node its init step is refused
+// enrolment: its Sandbox is the claim's). The dispatch must end Lost ("its pod was
+// replaced"), as a cold Sandbox's does, never with the new pod's end as if it had run the
+// agent. Before the fix the handle pinned whichever pod of the name it saw first, and here
+// reported the new pod's code 0.
+func TestAgentSandboxPool_AttackPodReplacedAfterBindIsLost(t *testing.T) {
+	g, p, admin, cs := poolSetup(t)
+	// kwok ends every pod of the pool, and a replacement, with code 0 20 s after it runs.
+	p.testOnlyPodMeta = failWith(0, "20s")
+	pl, err := p.EnsurePool(t.Context(), poolSpec(t, "TEMPLATE", "replaced"), PoolOptions{Home: testHome, Replicas: 1, Places: warmPlaces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pl.Delete(context.Background()) })
+	pods := enrolPods(t, g, cs, readyPoolPods(t, admin, pl.Name, 1, nil))
+	id := clusterID("POOLREPLACED")
+	var replaced *corev1.Pod
+	bind := func(ctx context.Context, uid, dispatch, token string) error {
+		if err := g.slots.BindPod(ctx, uid, dispatch, token); err != nil {
+			return err
+		}
+		var name string
+		for _, pp := range pods {
+			if string(pp.pod.UID) == uid {
+				name = pp.pod.Name
+			}
+		}
+		if name == "" {
+			t.Errorf("bound to pod uid %s, no pod of the pool's", uid)
+			return nil
+		}
+		if err := admin.client.CoreV1().Pods(p.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))}); err != nil {
+			t.Errorf("delete the bound pod: %v", err)
+			return nil
+		}
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			pod, err := admin.client.CoreV1().Pods(p.ns).Get(ctx, name, metav1.GetOptions{})
+			if err == nil && string(pod.UID) != uid && pod.Status.Phase == corev1.PodRunning {
+				replaced = pod
+				return nil
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Errorf("the controller made no new running pod %s for the Sandbox in 1m", name)
+		return nil
+	}
+	h, err := pl.Claim(t.Context(), poolSpec(t, id, "replaced"), bind)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if replaced == nil {
+		t.Fatal("the bound pod was not replaced: the attack did not happen")
+	}
+	type res struct {
+		exit compute.Exit
+		err  error
+	}
+	ch := make(chan res, 1)
+	go func() { e, err := h.Wait(); ch <- res{e, err} }()
+	var r res
+	select {
+	case r = <-ch:
+	case <-time.After(3 * time.Minute):
+		t.Fatal("Wait did not return in 3m")
+	}
+	if !r.exit.Lost || r.exit.Code == 0 || r.err == nil || !strings.Contains(r.err.Error(), "its pod was replaced") {
+		t.Errorf("a pool dispatch whose bound pod was replaced before its handle looked ended %+v, %v; want Lost, its pod replaced (the new pod %s never ran it)", r.exit, r.err, replaced.UID)
+	}
+	waitGone(t, "the claim of the dispatch that was lost", func() error {
+		_, err := admin.client.ExtensionsV1beta1().SandboxClaims(p.ns).Get(t.Context(), objectName(id), metav1.GetOptions{})
+		return err
+	})
 }
