@@ -699,18 +699,33 @@ func (pl *Pool) podMatches(pod *corev1.Pod, tmpl *corev1.PodSpec) error {
 		return fmt.Errorf("its labels %v are not the pool's %v", own, want)
 	}
 	got := &pod.Spec
+	// Besides what the container runs with, what runs commands in it or beside it: a pod
+	// remade under its Sandbox's name by whoever may delete and create pods, a copy but for an
+	// exec probe or hook (the kubelet runs its command in the worker's container, beside the
+	// dispatch's session), was bound a dispatch (red team #30, round 2). None of these has a
+	// default the apiserver adds when absent, and the template sets none but the working
+	// directory.
 	type c struct {
-		Name, Image   string
-		Command, Args []string
-		Env           []corev1.EnvVar
-		Mounts        []corev1.VolumeMount
-		Sec           *corev1.SecurityContext
-		Res           corev1.ResourceRequirements
+		Name, Image, WorkingDir    string
+		Command, Args              []string
+		Env                        []corev1.EnvVar
+		EnvFrom                    []corev1.EnvFromSource
+		Mounts                     []corev1.VolumeMount
+		Devices                    []corev1.VolumeDevice
+		Ports                      []corev1.ContainerPort
+		Sec                        *corev1.SecurityContext
+		Res                        corev1.ResourceRequirements
+		Lifecycle                  *corev1.Lifecycle
+		Liveness, Readiness, Start *corev1.Probe
+		Restart                    *corev1.ContainerRestartPolicy
+		Stdin, StdinOnce, TTY      bool
 	}
 	cs := func(s *corev1.PodSpec) []c {
 		var out []c
 		for _, x := range append(slices.Clone(s.InitContainers), s.Containers...) {
-			out = append(out, c{x.Name, x.Image, x.Command, x.Args, x.Env, x.VolumeMounts, x.SecurityContext, x.Resources})
+			out = append(out, c{x.Name, x.Image, x.WorkingDir, x.Command, x.Args, x.Env, x.EnvFrom, x.VolumeMounts, x.VolumeDevices,
+				x.Ports, x.SecurityContext, x.Resources, x.Lifecycle, x.LivenessProbe, x.ReadinessProbe, x.StartupProbe,
+				x.RestartPolicy, x.Stdin, x.StdinOnce, x.TTY})
 		}
 		return out
 	}
@@ -730,15 +745,15 @@ func (pl *Pool) podMatches(pod *corev1.Pod, tmpl *corev1.PodSpec) error {
 	pod0 := func(s *corev1.PodSpec) any {
 		return []any{s.ServiceAccountName, s.AutomountServiceAccountToken, s.SecurityContext, s.RuntimeClassName,
 			s.HostNetwork, s.HostPID, s.HostIPC, s.HostUsers, s.ShareProcessNamespace, s.NodeSelector, s.HostAliases,
-			s.TerminationGracePeriodSeconds, s.ActiveDeadlineSeconds, s.RestartPolicy}
+			s.TerminationGracePeriodSeconds, s.ActiveDeadlineSeconds, s.RestartPolicy, s.DNSConfig, s.ResourceClaims}
 	}
 	switch {
 	case specHash(cs(got)) != specHash(cs(tmpl)):
-		return errors.New("its containers are not its template's (image, command, environment, mounts, security or resources)")
+		return errors.New("its containers are not its template's (image, command, environment, mounts, security, resources, probes or hooks)")
 	case specHash(vs(got)) != specHash(vs(tmpl)):
 		return errors.New("its volumes are not its template's")
 	case specHash(pod0(got)) != specHash(pod0(tmpl)):
-		return errors.New("its service account, security context, runtime class, host namespaces or node selection are not its template's")
+		return errors.New("its service account, security context, runtime class, host namespaces, node selection, DNS or resource claims are not its template's")
 	}
 	return nil
 }

@@ -134,3 +134,73 @@ func TestAgentSandboxPool_AttackPodReplacedAfterBindIsLost(t *testing.T) {
 		return err
 	})
 }
+
+// Attack: someone who may delete and create pods in the namespace replaces a pool pod before
+// it enrols: they delete it and, before the controller remakes it, make their own of the same
+// name with the Sandbox as its controller, a copy of it but for an exec readiness probe (the
+// kubelet runs the probe's command in the worker's container, beside the dispatch's session,
+// every few seconds). The controller keeps it as the Sandbox's pod, it enrols (it is named after
+// the Sandbox, its token is bound to it), and a claim is handed it. agora must refuse the claim
+// (its containers are not its template's): before the fix it compared images, commands,
+// environment, mounts, security and resources, but not probes, lifecycle hooks, working
+// directory, envFrom or a container's restart policy, and bound the dispatch to it.
+func TestAgentSandboxPool_AttackReplacedPodWithProbeNeverBound(t *testing.T) {
+	g, p, admin, cs := poolSetup(t)
+	p.testOnlyPodMeta = failWith(0, "1h")
+	pl, err := p.EnsurePool(t.Context(), poolSpec(t, "TEMPLATE", "probe"), PoolOptions{Home: testHome, Replicas: 1, Places: warmPlaces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pl.Delete(context.Background()) })
+	real := readyPoolPods(t, admin, pl.Name, 1, nil)[0]
+	pods := admin.client.CoreV1().Pods(real.Namespace)
+	fake := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: real.Name, Namespace: real.Namespace,
+		Labels: real.Labels, Annotations: real.Annotations, OwnerReferences: real.OwnerReferences}, Spec: *real.Spec.DeepCopy()}
+	fake.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+		Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", "cat /proc/*/environ >/dev/null"}}}}
+	var ours *corev1.Pod
+	for try := 0; try < 200 && ours == nil; try++ {
+		cur, err := pods.Get(t.Context(), real.Name, metav1.GetOptions{})
+		if err == nil {
+			pods.Delete(t.Context(), real.Name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0)), Preconditions: &metav1.Preconditions{UID: &cur.UID}})
+		}
+		if made, err := pods.Create(t.Context(), fake.DeepCopy(), metav1.CreateOptions{}); err == nil {
+			ours = made
+		}
+	}
+	if ours == nil {
+		t.Fatal("the controller remade the pod first 200 times: the attack did not happen")
+	}
+	// Running as the Sandbox's pod (kwok runs it), for a while: the controller kept it.
+	var running *corev1.Pod
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) && running == nil {
+		pod, err := pods.Get(t.Context(), real.Name, metav1.GetOptions{})
+		if err != nil || pod.UID != ours.UID {
+			t.Fatalf("the controller did not keep the replacement pod (%v): no attack to refuse", err)
+		}
+		if pod.Status.Phase == corev1.PodRunning {
+			running = pod
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if running == nil {
+		t.Fatal("the replacement pod never ran")
+	}
+	enrolled := enrolPods(t, g, cs, []corev1.Pod{*running})
+	id := clusterID("POOLPROBE")
+	h, err := pl.Claim(t.Context(), poolSpec(t, id, "probe"), g.slots.BindPod)
+	if err == nil {
+		p.Cancel(t.Context(), h.TaskID())
+		select {
+		case d := <-enrolled[string(ours.UID)].got:
+			t.Errorf("the replacement pod with an exec probe in the worker's container was handed dispatch %q", d)
+		case <-time.After(5 * time.Second):
+			t.Errorf("a claim of a pool whose only pod is a replacement with an exec probe was accepted")
+		}
+		return
+	}
+	if !strings.Contains(err.Error(), "containers are not its template's") {
+		t.Errorf("the claim was refused, but not for the pod's containers: %v", err)
+	}
+}
