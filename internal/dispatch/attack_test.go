@@ -44,7 +44,7 @@ func TestAttack_OutputsSwappedForSymlinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	shadow, _ := os.ReadFile("/etc/shadow")
-	runs := 20 // a race: try it often
+	runs := 10 // a race: try it often (each run writes a 95 MB decoy)
 	if testing.Short() {
 		runs = 3
 	}
@@ -170,5 +170,27 @@ sleep 0.2; echo survived > change.txt`)
 	}
 	if p := e.blob(r.Result.Patch); !strings.Contains(p, "+survived") {
 		t.Errorf("the patch lacks the change made after the signals:\n%s", p)
+	}
+}
+
+// TestAttack_AgentGetsDefaultSignals: the worker survives the agent's signals by catching
+// them, not by ignoring them, since an ignored signal stays ignored across exec. The agent
+// starts with no signal ignored, and a child it sends SIGTERM ends (143). Before, the agent
+// inherited HUP, INT, PIPE, TERM and the rest ignored: `timeout` or a CLI stopping its tool's
+// process with SIGTERM ended nothing.
+func TestAttack_AgentGetsDefaultSignals(t *testing.T) {
+	e := newEnv(t)
+	e.subagent("signals", `grep '^SigIgn:' /proc/self/status > ignored.txt
+sleep 30 & p=$!; kill -TERM $p; wait $p; echo "code=$?" > term.txt`)
+	r := e.run(dispatch.Request{Subagent: "signals", Timeout: 20 * time.Second})
+	if r.State != dispatch.StateFinished || r.Result.Patch == nil {
+		t.Fatalf("%s %s: %s", r.State, r.Reason, r.Detail)
+	}
+	p := e.blob(r.Result.Patch)
+	if !strings.Contains(p, "+SigIgn:\t0000000000000000") {
+		t.Errorf("the agent starts with signals ignored:\n%s", p)
+	}
+	if !strings.Contains(p, "+code=143") {
+		t.Errorf("a child the agent sent SIGTERM did not end by it:\n%s", p)
 	}
 }

@@ -74,7 +74,11 @@ func Main(ctx context.Context, stdout, stderr io.Writer) int {
 	// (exec's waits) and SIGURG (the scheduler's preemption) keep their handlers. The fault
 	// signals (SEGV, BUS, FPE, ILL, TRAP, SYS, and STKFLT and PROF) stay the runtime's: an
 	// agent that sends one ends the worker, which fails its own dispatch with nothing kept.
-	signal.Ignore(ignoredSignals...)
+	// Caught and dropped, not ignored: an ignored signal stays ignored across exec, so the
+	// agent and everything it starts would inherit SIGTERM, SIGINT, SIGHUP and SIGPIPE
+	// ignored (a `timeout`, a CLI's SIGTERM to its tool's process, `cmd | head` would not end
+	// them); a caught one is the default again in every program the worker starts.
+	dropSignals()
 	// Started ahead in a warm slot: nothing below runs before the dispatch's claim.
 	if err := waitForClaim(); err != nil {
 		fmt.Fprintf(stderr, "agora worker: %v\n", err)
@@ -94,6 +98,16 @@ func Main(ctx context.Context, stdout, stderr io.Writer) int {
 		return runRemote(ctx, opts)
 	}
 	return run(ctx, opts)
+}
+
+// dropSignals catches ignoredSignals and drops them, for the life of the process.
+func dropSignals() {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, ignoredSignals...)
+	go func() {
+		for range c {
+		}
+	}()
 }
 
 // ignoredSignals are every signal a process may ignore whose default or Go-runtime action
