@@ -41,14 +41,22 @@ func takeOver(t *testing.T, home string) {
 		unix.Unmount(q, unix.MNT_DETACH)
 	}
 	must(t, os.Rename(home, old))
-	must(t, filepath.WalkDir(old, func(p string, d fs.DirEntry, err error) error {
+	restoreFrom(t, old, home)
+}
+
+// restoreFrom copies into home what a replica restores from another leader's home (from):
+// the databases, keys, agora.yaml and blobs, and nothing of its volume (no stage, no gateway
+// session directory, no socket, lock or -shm).
+func restoreFrom(t *testing.T, from, home string) {
+	t.Helper()
+	must(t, filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(old, p)
+		rel, _ := filepath.Rel(from, p)
 		switch {
 		case rel == "dispatches" || rel == "gateway":
-			return filepath.SkipDir // the old leader's volume
+			return filepath.SkipDir // the other leader's volume
 		case d.Type()&fs.ModeSocket != 0, strings.HasSuffix(rel, ".lock"), strings.HasSuffix(rel, "-shm"):
 			return nil
 		}

@@ -41,34 +41,7 @@ func takeBack(t *testing.T, home, vol string) {
 			}
 		}
 	}
-	must(t, filepath.WalkDir(other, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(other, p)
-		switch {
-		case rel == "dispatches" || rel == "gateway":
-			return filepath.SkipDir // the other leader's volume
-		case d.Type()&fs.ModeSocket != 0, strings.HasSuffix(rel, ".lock"), strings.HasSuffix(rel, "-shm"):
-			return nil
-		}
-		dst := filepath.Join(home, rel)
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return os.MkdirAll(dst, fi.Mode().Perm())
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(dst, b, fi.Mode().Perm())
-	}))
+	restoreFrom(t, other, home)
 }
 
 // TestRedHA_TakeoverBackOntoAStaleVolume (red team #31, attack: leadership that comes back to
