@@ -173,6 +173,7 @@ func (k *PoolKeeper) loop(ctx context.Context) {
 // keep makes sure of each pool target's pool of its current template and refreshes it.
 func (k *PoolKeeper) keep(ctx context.Context) {
 	d := k.d
+	var kept []string
 	for name, t := range d.Config.Targets {
 		if !warmPoolTarget(t) {
 			continue
@@ -181,6 +182,7 @@ func (k *PoolKeeper) keep(ctx context.Context) {
 		if errors.Is(err, ErrNoTemplate) {
 			continue // its first dispatch starts cold and teaches it
 		}
+		kept = append(kept, name)
 		pl, n, err := k.keepOne(ctx, name, t, tmpl)
 		k.mu.Lock()
 		if err != nil {
@@ -196,6 +198,42 @@ func (k *PoolKeeper) keep(ctx context.Context) {
 		}
 		k.ready[name] = n
 		k.mu.Unlock()
+	}
+	k.sweep(ctx, kept)
+}
+
+// sweep deletes the policies of this home's pools that nothing stands for any more (a pool a
+// holder deleted at its close or at a change of shape, once its claimed pods ended), once per
+// namespace of targets (those with a template: a target that never had one made no pool); the
+// pools this keeper holds are never looked at.
+func (k *PoolKeeper) sweep(ctx context.Context, targets []string) {
+	d := k.d
+	k.mu.Lock()
+	held := map[string]bool{}
+	for _, pl := range k.pools {
+		held[pl.Name] = true
+	}
+	k.mu.Unlock()
+	seen := map[string]bool{}
+	slices.Sort(targets)
+	for _, name := range targets {
+		t := d.Config.Targets[name]
+		key := t.Kubeconfig + "\x00" + t.Context + "\x00" + t.Namespace
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		p, err := d.k8sProvider(ctx, name)
+		if err != nil {
+			continue // keep logged it
+		}
+		gone, err := p.SweepPools(ctx, d.k8sHome(), func(pool string) bool { return held[pool] })
+		if err != nil {
+			d.log().Warn("kubernetes warm pool: sweep the policies of deleted pools", "target", name, "err", err)
+		}
+		for _, pool := range gone {
+			d.log().Info("kubernetes warm pool: deleted the network policy of a pool nothing stands for", "target", name, "pool", pool)
+		}
 	}
 }
 

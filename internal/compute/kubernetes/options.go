@@ -109,6 +109,9 @@ type Provider struct {
 	testOnlyPodMeta func(*metav1.ObjectMeta)
 	// testOnlyWatchWait, set by tests, replaces a slot's pod watch's bounds (slotwatch.go).
 	testOnlyWatchWait time.Duration
+	// testOnlyPoolSwept, set by tests, runs between SweepPools' delete of a pool's policy and
+	// its look again (pool_sweep.go): a holder making the pool at that moment.
+	testOnlyPoolSwept func(name string)
 
 	mu        sync.Mutex
 	cancelled map[string]bool       // guarded by mu: Jobs this process is deleting on purpose

@@ -1,0 +1,126 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SweepPools deletes the NetworkPolicies home's pools left behind. Pool.Delete takes a pool's
+// template (and with it, by ownership, its SandboxWarmPool, Secret and unclaimed Sandboxes) but
+// not its policy: a claimed pod, owned by its claim, may still run a dispatch the policy
+// confines. Once nothing of the pool stands (no template, no warm pool, no Sandbox made from
+// it, no pod of it), the policy confines nothing and this deletes it, as it was listed (its
+// uid). keep names the pools the caller holds: never looked at. Another home's pools are never
+// touched. It returns the pools whose policy it deleted.
+//
+// A holder of the same home may be making the pool again as this runs (EnsurePool took the
+// standing policy, then made the template): the pool is looked at again after the delete, and
+// if anything of it now stands the policy is made again as it was. A claim of that pool
+// meanwhile is refused (its policy's uid changed, Pool.check) and starts cold; the holder's
+// next EnsurePool takes the new policy. Nothing of the pool runs a dispatch unconfined.
+func (p *Provider) SweepPools(ctx context.Context, home string, keep func(name string) bool) ([]string, error) {
+	if !validHome(home) {
+		return nil, fmt.Errorf("sweep warm pools: home %q: want [a-z0-9], 1 to %d bytes", home, maxName)
+	}
+	l, err := p.client.NetworkingV1().NetworkPolicies(p.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: labelManagedBy + "=" + managedBy + "," + labelPool + "," + labelHome + "=" + home})
+	if err != nil {
+		return nil, fmt.Errorf("sweep warm pools: list network policies: %w", err)
+	}
+	var gone []string
+	var errs []error
+	for i := range l.Items {
+		np := &l.Items[i]
+		name := np.Name
+		if !strings.HasPrefix(name, poolPrefix) || np.Labels[labelPool] != name || np.Labels[labelHome] != home ||
+			np.DeletionTimestamp != nil || keep(name) {
+			continue
+		}
+		swept, err := p.sweepPoolPolicy(ctx, np)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if swept {
+			gone = append(gone, name)
+		}
+	}
+	return gone, errors.Join(errs...)
+}
+
+// sweepPoolPolicy deletes np when nothing of its pool stands, and makes it again if something
+// of the pool appeared meanwhile. It reports whether the policy is gone.
+func (p *Provider) sweepPoolPolicy(ctx context.Context, np *networkingv1.NetworkPolicy) (bool, error) {
+	name := np.Name
+	if used, err := p.poolStands(ctx, name); used || err != nil {
+		return false, err
+	}
+	uid := np.UID
+	err := p.client.NetworkingV1().NetworkPolicies(p.ns).Delete(ctx, name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return false, nil // another sweep took it, or it is another policy now
+	}
+	if err != nil {
+		return false, fmt.Errorf("sweep warm pool %s: delete its network policy: %w", name, err)
+	}
+	if p.testOnlyPoolSwept != nil {
+		p.testOnlyPoolSwept(name)
+	}
+	used, err := p.poolStands(ctx, name)
+	if !used && err == nil {
+		return true, nil
+	}
+	// Unsure or in use again: the policy is made again, as it was.
+	again := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.ns, Labels: np.Labels, Annotations: np.Annotations},
+		Spec:       np.Spec,
+	}
+	_, cerr := p.client.NetworkingV1().NetworkPolicies(p.ns).Create(context.WithoutCancel(ctx), again, metav1.CreateOptions{})
+	if cerr != nil && !apierrors.IsAlreadyExists(cerr) {
+		return true, errors.Join(err, fmt.Errorf("sweep warm pool %s: its pool stands again, and its network policy could not be made again: %w", name, cerr))
+	}
+	return false, err
+}
+
+// poolStands reports whether anything of pool name stands: its template (even one being
+// deleted), its warm pool, a Sandbox made from it, or a pod of it. An error counts as standing.
+func (p *Provider) poolStands(ctx context.Context, name string) (bool, error) {
+	_, err := p.client.ExtensionsV1beta1().SandboxTemplates(p.ns).Get(ctx, name, metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) {
+		return true, wrapStands(name, "sandbox template", err)
+	}
+	_, err = p.client.ExtensionsV1beta1().SandboxWarmPools(p.ns).Get(ctx, name, metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) {
+		return true, wrapStands(name, "sandbox warm pool", err)
+	}
+	pods, err := p.client.CoreV1().Pods(p.ns).List(ctx, metav1.ListOptions{LabelSelector: labelPool + "=" + name, Limit: 1})
+	if err != nil || len(pods.Items) > 0 {
+		return true, wrapStands(name, "pods", err)
+	}
+	sbs, err := p.client.AgentsV1beta1().Sandboxes(p.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return true, wrapStands(name, "sandboxes", err)
+	}
+	for i := range sbs.Items {
+		sb := &sbs.Items[i]
+		ref, _ := controllerRef(sb.OwnerReferences)
+		if sb.Spec.PodTemplate.Metadata.Labels[labelPool] == name || ref.Kind == "SandboxWarmPool" && ref.Name == name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// wrapStands states a look at the pool that failed; nil stays nil.
+func wrapStands(pool, what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("sweep warm pool %s: look for its %s: %w", pool, what, err)
+}
