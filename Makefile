@@ -46,16 +46,16 @@ vet:
 
 # -race needs cgo; the binary itself stays static (CGO_ENABLED=0 in build). The two longest
 # packages go first: go test starts packages in the order it is given them, and internal/dispatch
-# (15-20 minutes under -race on 2 cores) and orch/service (10-15) spend most of their time
-# waiting on sandboxes, so they run beside the others from the start rather than alone at the
-# end at a quarter of a core, as they did last in ./...'s order (session 39). Three packages at
-# a time (-p 3) for the same reason: with those two running, one more lane turns through the
-# rest. Their results print first, then every other package's. 40 minutes a package: dispatch
-# takes 20-27 beside two others on this 2-core machine.
+# (15-20 minutes under -race on 2 cores) and orch/service (10-15) spend much of their time
+# waiting on sandboxes. In ./...'s order they started late and ran last, alone, at a quarter of a
+# core (session 39); given first they start at once, and every other package runs beside
+# dispatch once orch/service is done. Their results print first, then every other package's. Two packages at a time, go test's default here: three
+# (tried in session 40, with other work on the machine) made dispatch's load-sensitive tests
+# fail and dispatch itself pass 36 minutes. 40 minutes a package, for a slow machine.
 UNIT_FIRST = ./internal/dispatch ./internal/orch/service
 unit:
 	@echo "== make unit: $(UNIT_FIRST) first (their results print first, after 15-25 minutes), then every other package"
-	CGO_ENABLED=1 $(GO) test -race -count=1 -p 3 -timeout 40m $(UNIT_FIRST) ./...
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 40m $(UNIT_FIRST) ./...
 
 fuzz-short:
 	FUZZTIME=$${FUZZTIME:-3s} ./scripts/fuzz-short.sh
