@@ -119,9 +119,10 @@ n=0; until [ -e started.1 ] && [ -e started.2 ] || [ $n -gt 200 ]; do sleep 0.05
 
 // TestAttack_StoppedProcesses: SIGSTOP and SIGCONT games. The agent leaves stopped
 // processes behind (one in its group, one setsid'd) and sends STOP and TSTP to PID 1; then
-// another agent stops itself for good. Impact if it worked: a stopped process the worker
-// waits on, or a frozen worker, keeping the dispatch past its timeout. The first finishes
-// with its change; the second ends with timeout.
+// another agent stops itself for good, and a third, with no sandbox, stops the worker.
+// Impact if it worked: a stopped process the worker waits on, or a frozen worker, keeping
+// the dispatch past its timeout. The first finishes with its change; the others end with
+// timeout.
 func TestAttack_StoppedProcesses(t *testing.T) {
 	e := newEnv(t)
 	e.subagent("stopper", `sleep 60 & kill -s STOP $!
@@ -138,6 +139,16 @@ kill -s STOP 1; kill -s TSTP 1; sleep 0.2; echo done > change.txt`)
 	r = e.run(dispatch.Request{Subagent: "frozen", Timeout: 3 * time.Second})
 	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonTimeout {
 		t.Fatalf("a stopped agent: %s %s: %s, want failed timeout", r.State, r.Reason, r.Detail)
+	}
+	// With no sandbox the worker is not init: the agent can stop it outright. Only the
+	// host's timeout can end that dispatch.
+	nobox := e.home.Config.Targets["local"]
+	nobox.Sandbox = compute.SandboxNone
+	e.home.Config.Targets["nobox"] = nobox
+	e.subagent("freezer", `echo x > change.txt; kill -s STOP $PPID; sleep 30`)
+	r = e.run(dispatch.Request{Subagent: "freezer", Target: "nobox", Timeout: 3 * time.Second})
+	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonTimeout {
+		t.Fatalf("a stopped worker: %s %s: %s, want failed timeout", r.State, r.Reason, r.Detail)
 	}
 }
 
