@@ -76,9 +76,10 @@ while [ $i -lt 32 ]; do yes $i | head -c 131072 > "$AGORA_OUT/outputs/out$i"; i=
 echo flooded > change.txt`
 
 // TestAttack_SignalFloodWhileCollecting: processes the agent leaves behind send the
-// worker USR1, TERM, HUP, PIPE, CHLD and ALRM in a loop while it ends the agent's processes
-// (in the bubblewrap sandbox, where it is PID 1) or while it hashes the outputs (with no
-// sandbox, where the flood runs until the worker is gone). Impact if it worked: a system
+// worker USR1, TERM, HUP, PIPE, CHLD, URG (the runtime's preemption) and ALRM in a loop
+// while it ends the agent's processes (in the bubblewrap sandbox, where it is PID 1) or
+// while it hashes the outputs (with no sandbox, where the flood runs until the worker is
+// gone). Impact if it worked: a system
 // call the flood interrupted (EINTR) failing the capture, a wrong or lost hash, or a worker
 // that never got through its stop. Each dispatch finishes, every output's digest is that
 // of the bytes the agent wrote, and the patch holds the change.
@@ -87,7 +88,7 @@ func TestAttack_SignalFloodWhileCollecting(t *testing.T) {
 	nobox := e.home.Config.Targets["local"]
 	nobox.Sandbox = compute.SandboxNone
 	e.home.Config.Targets["nobox"] = nobox
-	flood := `while kill -s USR1 $W 2>/dev/null; do kill -s TERM $W; kill -s HUP $W; kill -s PIPE $W; kill -s CHLD $W; kill -s ALRM $W; done`
+	flood := `while kill -s USR1 $W 2>/dev/null; do kill -s TERM $W; kill -s HUP $W; kill -s PIPE $W; kill -s CHLD $W; kill -s URG $W; kill -s ALRM $W; done`
 	// The agent's parent is the worker: PID 1 in the sandbox, the worker's pid without one.
 	e.subagent("flooder", `W=$PPID
 for n in 1 2; do setsid sh -c 'touch started.'$n'; `+strings.ReplaceAll(flood, "$W", "'$W'")+`' </dev/null >/dev/null 2>&1 & done
