@@ -159,9 +159,9 @@ func TestInputs_FanInBounded(t *testing.T) {
 // TestAttack_SignalsToTheWorker: the agent signals PID 1, the worker, with everything the
 // Go runtime would exit on and a process may ignore (review of issue #11: the kernel spares
 // init only the signals it has no handler for). The worker runs on and captures the agent's
-// change. The fault signals (SEGV, BUS, FPE, ILL, TRAP, SYS, STKFLT, PROF), which the Go
-// runtime keeps for itself, still end the worker: that fails the agent's own dispatch with
-// nothing kept, which it could do by exiting anyway.
+// change. What still ends the worker (SEGV, BUS, FPE sent by kill; a fault signal sent by
+// sigqueue: TestAttack_WorkerEndedBySignal) fails the agent's own dispatch with nothing
+// kept, which it could do by exiting anyway.
 func TestAttack_SignalsToTheWorker(t *testing.T) {
 	e := newEnv(t)
 	e.subagent("signaller", `for s in HUP INT QUIT ABRT USR1 USR2 PIPE ALRM TERM TSTP TTIN TTOU XCPU XFSZ VTALRM IO PWR; do kill -s $s 1 2>/dev/null; done

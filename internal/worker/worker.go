@@ -68,12 +68,16 @@ func Main(ctx context.Context, stdout, stderr io.Writer) int {
 		return 1
 	}
 	// As the sandbox's init the kernel spares the worker any signal from inside that it has
-	// no handler for, but the Go runtime installs handlers for most, and exits on them: an
+	// no handler for, but the Go runtime installs handlers for all, and exits on most: an
 	// agent's `kill -TERM 1` would end the worker mid-run. The host never signals it but
-	// with SIGKILL (or cgroup.kill), so the worker ignores every signal Go lets it. SIGCHLD
-	// (exec's waits) and SIGURG (the scheduler's preemption) keep their handlers. The fault
-	// signals (SEGV, BUS, FPE, ILL, TRAP, SYS, and STKFLT and PROF) stay the runtime's: an
-	// agent that sends one ends the worker, which fails its own dispatch with nothing kept.
+	// with SIGKILL (or cgroup.kill), so the worker drops every signal in ignoredSignals.
+	// SIGCHLD (exec's waits) and SIGURG (the scheduler's preemption) keep their handlers.
+	// The runtime hands a fault signal (ILL, TRAP, STKFLT, SYS) to Notify only when a
+	// process sent it (kill, tgkill), so those are dropped too while a real fault (a bad
+	// instruction, seccomp's SIGSYS) still crashes the worker. What still ends it, and fails
+	// only the agent's own dispatch with nothing kept (which exiting would do anyway): SEGV,
+	// BUS and FPE sent by kill, and any fault signal sent by sigqueue, which the runtime
+	// takes for a real fault (TestDropSignals_WhatEndsTheWorker pins each).
 	// Caught and dropped, not ignored: an ignored signal stays ignored across exec, so the
 	// agent and everything it starts would inherit SIGTERM, SIGINT, SIGHUP and SIGPIPE
 	// ignored (a `timeout`, a CLI's SIGTERM to its tool's process, `cmd | head` would not end
@@ -110,12 +114,13 @@ func dropSignals() {
 	}()
 }
 
-// ignoredSignals are every signal a process may ignore whose default or Go-runtime action
-// would end or stop the worker.
+// ignoredSignals are every signal a process may catch whose default or Go-runtime action
+// would end or stop the worker. Not SIGPROF: the runtime keeps it for its profiler
+// (Notify and Ignore leave it alone) and a SIGPROF sent by kill ends no Go program.
 var ignoredSignals = []os.Signal{
 	unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGILL, unix.SIGTRAP, unix.SIGABRT, unix.SIGUSR1,
 	unix.SIGUSR2, unix.SIGPIPE, unix.SIGALRM, unix.SIGTERM, unix.SIGSTKFLT, unix.SIGTSTP,
-	unix.SIGTTIN, unix.SIGTTOU, unix.SIGXCPU, unix.SIGXFSZ, unix.SIGVTALRM, unix.SIGPROF,
+	unix.SIGTTIN, unix.SIGTTOU, unix.SIGXCPU, unix.SIGXFSZ, unix.SIGVTALRM,
 	unix.SIGIO, unix.SIGPWR, unix.SIGSYS,
 }
 
