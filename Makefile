@@ -57,8 +57,10 @@ unit:
 	@echo "== make unit: $(UNIT_FIRST) first (their results print first, after 15-25 minutes), then every other package"
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 40m $(UNIT_FIRST) ./...
 
+# Every fuzz target for 2 s (FUZZTIME=30s make fuzz-short for a longer look): 180 targets in 62
+# packages took 578 s at 3 s each (session 40, warm build cache), a fifth of CI's 45 minutes.
 fuzz-short:
-	FUZZTIME=$${FUZZTIME:-3s} ./scripts/fuzz-short.sh
+	FUZZTIME=$${FUZZTIME:-2s} ./scripts/fuzz-short.sh
 
 # A third-party client (the MCP Inspector CLI, from npm) against the real binary.
 mcp-inspector:

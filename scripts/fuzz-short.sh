@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every fuzz target in the module (or in the packages given as arguments) briefly (FUZZTIME each, default 3s), so CI exercises the
+# Runs every fuzz target in the module (or in the packages given as arguments) briefly (FUZZTIME each, default 2s), so CI exercises the
 # fuzzers and their corpora on every change.
 #
 # Where the time went (session 36): `go test -fuzz` per target relinked the package's test binary
@@ -14,7 +14,7 @@
 # whole FUZZTIME.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-fuzztime=${FUZZTIME:-3s}
+fuzztime=${FUZZTIME:-2s}
 lanes=${FUZZLANES:-2}
 cachedir="$(go env GOCACHE)/fuzz"
 work=$(mktemp -d)
