@@ -93,8 +93,8 @@ func TestDeployHA_ServePodSurface(t *testing.T) {
 		}
 	}
 	inits, ctrs := dig(pod, "initContainers").([]any), dig(pod, "containers").([]any)
-	if len(inits) != 1 || len(ctrs) != 1 {
-		t.Fatalf("%d init containers and %d containers, want the home's and agora", len(inits), len(ctrs))
+	if len(inits) != 1 || len(ctrs) != 2 || dig(ctrs[0], "name") != "agora" || dig(ctrs[1], "name") != "mcp" {
+		t.Fatalf("%d init containers and %d containers, want the home's, agora and mcp (#31)", len(inits), len(ctrs))
 	}
 	for _, c := range append(slices.Clone(inits), ctrs...) {
 		sc := dig(c, "securityContext")
@@ -111,18 +111,7 @@ func TestDeployHA_ServePodSurface(t *testing.T) {
 			}
 		}
 	}
-	if ports := dig(ctrs[0], "ports").([]any); len(ports) != 1 || dig(ports[0], "containerPort") != 8443 {
-		t.Errorf("the agora container exposes %v, want the gateway's 8443 alone", ports)
-	}
-	var cmd []string
-	for _, a := range dig(ctrs[0], "command").([]any) {
-		cmd = append(cmd, a.(string))
-	}
-	for _, flag := range []string{"--metrics", "--web", "--mcp", "--listen", "--insecure"} {
-		if slices.ContainsFunc(cmd, func(a string) bool { return strings.Contains(a, flag) }) {
-			t.Errorf("serve's command opens another listener (%s): %v", flag, cmd)
-		}
-	}
+	checkOnlyListeners(t, "ha/statefulset.yaml", ctrs)
 	svc := dig(sts, "spec", "serviceName")
 	if dig(docs["Service/agora-gateway"], "spec", "clusterIP") != "None" || svc != "agora-gateway" {
 		t.Errorf("serviceName %v: want the headless Service agora-gateway", svc)

@@ -1,6 +1,7 @@
 package k8stest_test
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -76,36 +77,25 @@ func TestRedTeam35_DeployServePodSurface(t *testing.T) {
 			t.Errorf("volume %d is neither the claim, the ConfigMap nor an emptyDir: %v", i, vm)
 		}
 	}
+	// #31: serve (the gateway, the web view, the metrics listener) and agora mcp beside it on
+	// the home, and nothing else (TestDeploySurfaces_Deployment checks what each serves).
 	containers := dig(pod, "containers").([]any)
-	if len(containers) != 1 {
-		t.Fatalf("%d containers in the serve pod, want agora alone", len(containers))
+	if len(containers) != 2 || dig(containers[0], "name") != "agora" || dig(containers[1], "name") != "mcp" {
+		t.Fatalf("%d containers in the serve pod, want agora and mcp", len(containers))
 	}
-	c := containers[0]
-	sc := dig(c, "securityContext")
-	if dig(sc, "readOnlyRootFilesystem") != true || dig(sc, "allowPrivilegeEscalation") != false ||
-		!slices.Equal(dig(sc, "capabilities", "drop").([]any), []any{"ALL"}) || dig(sc, "capabilities", "add") != nil {
-		t.Errorf("the agora container's securityContext is wider: %v", sc)
-	}
-	if ports := dig(c, "ports").([]any); len(ports) != 1 || dig(ports[0], "containerPort") != 8443 {
-		t.Errorf("the agora container exposes %v, want the gateway's 8443 alone", ports)
-	}
-	cmd := strings.Join(func() []string {
-		var s []string
-		for _, a := range dig(c, "command").([]any) {
-			s = append(s, a.(string))
+	for _, c := range containers {
+		sc := dig(c, "securityContext")
+		if dig(sc, "readOnlyRootFilesystem") != true || dig(sc, "allowPrivilegeEscalation") != false ||
+			!slices.Equal(dig(sc, "capabilities", "drop").([]any), []any{"ALL"}) || dig(sc, "capabilities", "add") != nil {
+			t.Errorf("the %v container's securityContext is wider: %v", dig(c, "name"), sc)
 		}
-		return s
-	}(), " ")
-	for _, flag := range []string{"--metrics", "--web", "--mcp", "--listen", "--insecure"} {
-		if strings.Contains(cmd, flag) {
-			t.Errorf("serve's command opens another listener (%s): %s", flag, cmd)
+		for _, m := range dig(c, "volumeMounts").([]any) {
+			if dig(m, "name") == "config" && dig(m, "readOnly") != true {
+				t.Errorf("the ConfigMap is mounted writable: %v", m)
+			}
 		}
 	}
-	for _, m := range dig(c, "volumeMounts").([]any) {
-		if dig(m, "name") == "config" && dig(m, "readOnly") != true {
-			t.Errorf("the ConfigMap is mounted writable: %v", m)
-		}
-	}
+	checkOnlyListeners(t, "deployment.yaml", containers)
 	if svc := deployDocs(t, "deployment.yaml")["Service/agora-gateway-vip"]; len(dig(svc, "spec", "ports").([]any)) != 1 ||
 		dig(svc, "spec", "type") != "ClusterIP" || dig(svc, "spec", "selector", "app") != "agora" {
 		t.Errorf("the gateway Service is not a ClusterIP publishing the gateway alone of serve's pods: %v", dig(svc, "spec"))
@@ -130,6 +120,44 @@ func TestRedTeam35_DeployServePodSurface(t *testing.T) {
 		}
 		if v := dig(labels, "pod-security.kubernetes.io/enforce-version"); v != nil && v != "latest" {
 			t.Errorf("%s pins restricted to %v, an older, narrower rule set", ns, v)
+		}
+	}
+}
+
+// checkOnlyListeners: serve's pod exposes the gateway (8443), the web view (8080), the metrics
+// listener (9090) and MCP (8765, its own container) and nothing else, and serve's and agora
+// mcp's command lines carry no flag beyond the ones those listeners need: an edit that opens
+// another listener, or turns a check off, fails here.
+func checkOnlyListeners(t *testing.T, file string, containers []any) {
+	t.Helper()
+	want := map[string][]string{"agora": {"gateway:8443", "web:8080", "metrics:9090"}, "mcp": {"mcp:8765"}}
+	flags := map[string][]string{
+		"agora": {"--gateway", "--http", "--allow-host", "--metrics", "--metrics-allow-remote", "--metrics-allow-host"},
+		"mcp":   {"--http", "--ceiling", "--allow-host"},
+	}
+	for _, c := range containers {
+		name := dig(c, "name").(string)
+		var ports []string
+		for _, p := range dig(c, "ports").([]any) {
+			ports = append(ports, fmt.Sprintf("%v:%v", dig(p, "name"), dig(p, "containerPort")))
+		}
+		if !slices.Equal(ports, want[name]) {
+			t.Errorf("%s: the %s container exposes %v, want %v", file, name, ports, want[name])
+		}
+		var args []string
+		for _, k := range []string{"command", "args"} {
+			if l, ok := dig(c, k).([]any); ok {
+				for _, a := range l {
+					args = append(args, fmt.Sprint(a))
+				}
+			}
+		}
+		for _, a := range args {
+			for _, f := range strings.Fields(a) {
+				if strings.HasPrefix(f, "--") && !slices.Contains(flags[name], strings.Trim(f, `"`)) {
+					t.Errorf("%s: the %s container's command line has %s", file, name, f)
+				}
+			}
 		}
 	}
 }

@@ -14,6 +14,7 @@ so an unpinned image never reaches a pod or agora.yaml.
 agora.checks: what one value cannot say alone. Included by every template that needs it.
 */}}
 {{- define "agora.checks" -}}
+{{- include "agora.surfaceChecks" . -}}
 {{- $s3 := .Values.s3 -}}
 {{- if or .Values.blobs.s3 .Values.replicate.enabled -}}
 {{- if not (and $s3.endpoint $s3.bucket) -}}
@@ -216,16 +217,18 @@ fences open on both, both writing the bucket. The running name is the Role's res
 {{/*
 agora.servePolicy: who may reach serve's pods (the Deployment's, or every replica of the
 StatefulSet: leader and standbys), a NetworkPolicy selecting them that denies all other
-ingress. serve listens on the gateway alone; it is reached by agora's own pods in
-namespaces.agents (a dispatch's and a warm slot's: labelled managed-by agora with a dispatch
-id, as internal/compute/kubernetes labels them), on its port. Anything else a site opens
-(an ingress controller in front of a listener it added, a metrics scraper) is a rule of
-networkPolicy.ingress, which must name its sources and its ports. kubectl port-forward and
-kubectl exec enter the pod through the kubelet, which no policy stops.
+ingress. The gateway is reached by agora's own pods in namespaces.agents (a dispatch's and a
+warm slot's: labelled managed-by agora with a dispatch id, as internal/compute/kubernetes
+labels them), on its port. The web view, MCP and the metrics listener are reached by the
+peers web.from, mcp.from and metrics.from name, on their ports, and by nobody when those are
+empty (the default). Anything else a site opens is a rule of networkPolicy.ingress, which
+must name its sources and its ports. kubectl port-forward and kubectl exec enter the pod
+through the kubelet, which no policy stops.
 */}}
 {{- define "agora.servePolicy" -}}
 # Who may reach serve's pods: agora's own dispatch and warm-slot pods, in namespace
-# {{ .Values.namespaces.agents }}, on the gateway's port. Everything else is denied;
+# {{ .Values.namespaces.agents }}, on the gateway's port; the peers of web.from, mcp.from and
+# metrics.from (none by default) on those ports. Everything else is denied;
 # networkPolicy.ingress adds a site's own rules. Enforced by the cluster's network plugin
 # (Calico, Cilium, ...): a cluster without one enforces no NetworkPolicy at all.
 apiVersion: networking.k8s.io/v1
@@ -241,6 +244,12 @@ spec:
         matchLabels: {app.kubernetes.io/managed-by: agora}
         matchExpressions: [{key: agora.dispatch, operator: Exists}]
     ports: [{protocol: TCP, port: {{ .Values.gateway.port }}}]
+  {{- range $name, $s := dict "web" .Values.web "mcp" .Values.mcp "metrics" .Values.metrics }}
+  {{- if and $s.enabled $s.from }}
+  - from: {{ toJson $s.from }}
+    ports: [{protocol: TCP, port: {{ $s.port }}}]
+  {{- end }}
+  {{- end }}
   {{- range .Values.networkPolicy.ingress }}
   - {{ toJson . }}
   {{- end }}
