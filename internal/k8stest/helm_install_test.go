@@ -56,7 +56,9 @@ func servePods(ctx context.Context, t *testing.T, c *k8stest.Cluster, ns string)
 				Name              string
 				DeletionTimestamp *string
 			}
-			Spec struct{ Containers []struct{ Image string } }
+			Spec struct {
+				Containers []struct{ Name, Image string }
+			}
 		}
 	}
 	if err := c.Do(ctx, http.MethodGet, "/api/v1/namespaces/"+ns+"/pods?labelSelector=app%3Dagora", nil, &list); err != nil {
@@ -64,8 +66,14 @@ func servePods(ctx context.Context, t *testing.T, c *k8stest.Cluster, ns string)
 	}
 	out := map[string]string{}
 	for _, p := range list.Items {
-		if p.Metadata.DeletionTimestamp == nil && len(p.Spec.Containers) == 1 {
-			out[p.Metadata.Name] = p.Spec.Containers[0].Image
+		if p.Metadata.DeletionTimestamp != nil {
+			continue
+		}
+		// serve's container; agora mcp beside it (#31) runs the same image.
+		for _, ctr := range p.Spec.Containers {
+			if ctr.Name == "agora" {
+				out[p.Metadata.Name] = ctr.Image
+			}
 		}
 	}
 	return out

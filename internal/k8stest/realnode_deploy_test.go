@@ -74,6 +74,7 @@ func TestRealNodeDeployManifests(t *testing.T) {
 	t.Logf("in the registry: agora %s (then %s), worker %s, toolchain %s", im.agora, agora2, im.worker, im.toolchain)
 	pvDir, objs := applyDeployPulled(ctx, t, c, reg, im)
 	serve := waitServing(ctx, t, c)
+	checkServeSurfaces(ctx, t, c, serve, objs)
 
 	if err := c.Apply(ctx, catalogConfigMap(t)); err != nil {
 		t.Fatal(err)

@@ -73,6 +73,8 @@ func applyDeployPulled(ctx context.Context, t *testing.T, c *k8stest.Cluster, re
 	for _, ns := range []string{"agora", "agents"} {
 		objs = append(objs, reg.PullSecret(ns, "regcred", reg.User, reg.Password))
 	}
+	// deployment.yaml's header: the web view's and MCP's token Secrets, made first (#31).
+	objs = append(objs, surfaceTokenSecrets(t)...)
 	objs = append(objs, siteManifestObjects(t, im, site, "rbac.yaml", "config.yaml", "deployment.yaml")...)
 	for _, obj := range objs {
 		if err := c.Apply(ctx, withPullSecret(obj)); err != nil {
@@ -164,17 +166,20 @@ func withPullSecret(obj map[string]any) map[string]any {
 	return obj
 }
 
-// setServeImage sets the image of the Deployment's container agora.
+// setServeImage sets the image of the Deployment's containers, serve's (agora) and agora
+// mcp's beside it, as `helm upgrade --set image.digest=` does.
 func setServeImage(t *testing.T, obj map[string]any, image string) {
 	t.Helper()
 	spec := obj["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	found := false
 	for _, c := range spec["containers"].([]any) {
-		if m := c.(map[string]any); m["name"] == "agora" {
-			m["image"] = image
-			return
-		}
+		m := c.(map[string]any)
+		found = found || m["name"] == "agora"
+		m["image"] = image
 	}
-	t.Fatal("the Deployment has no container agora")
+	if !found {
+		t.Fatal("the Deployment has no container agora")
+	}
 }
 
 // waitTaskRunning waits until out/status.json says task id runs and returns the run's id.

@@ -46,6 +46,8 @@ func TestRealNodeHelmInstallFromRegistry(t *testing.T) {
 			"metadata": map[string]any{"name": ns, "labels": map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}},
 		}, reg.PullSecret(ns, "regcred", reg.User, reg.Password))
 	}
+	// The chart's header: the web view's and MCP's token Secrets, made first (#31).
+	objs = append(objs, surfaceTokenSecrets(t)...)
 	for _, obj := range objs {
 		if err := c.Apply(ctx, obj); err != nil {
 			t.Fatal(err)

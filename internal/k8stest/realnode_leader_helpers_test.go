@@ -85,6 +85,8 @@ func startLeaderWorld(ctx context.Context, t *testing.T, c *k8stest.Cluster) *le
 	objs = append(objs,
 		secretObject("agora-keys", keys),
 		secretObject("agora-s3", map[string][]byte{"access_key_id": []byte(srv.Creds.AccessKeyID), "secret_access_key": []byte(srv.Creds.SecretAccessKey)}))
+	// statefulset.yaml's header: the web view's and MCP's token Secrets (#31).
+	objs = append(objs, surfaceTokenSecrets(t)...)
 	site := []string{
 		`"https://s3.example.invalid"`, `"` + bucket.Endpoint + `"`,
 		"bucket: agora,", "bucket: " + bucket.Bucket + ",",
