@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -50,6 +51,9 @@ func (o *orchWebFlags) check(cmd *cobra.Command, f *Factory) error {
 		return nil
 	}
 	token := f.Getenv(envHTTPToken)
+	// Read once: no process serve starts (a dispatch's detached supervisor inherits serve's
+	// environment) carries the operator's token, as with agora mcp.
+	os.Unsetenv(envHTTPToken)
 	cfg, err := mcpHTTPConfig(cmd, f, &mcpOptions{http: o.http, allowHosts: o.allowHosts}, token, mcpserver.CeilingRead)
 	if err != nil {
 		return err
