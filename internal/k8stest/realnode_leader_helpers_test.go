@@ -424,21 +424,31 @@ func (w *leaderWorld) waitStandby(ctx context.Context, name, lead string) {
 }
 
 // checkStandbyClosed: the replica that does not lead listens on no gateway (a Job's worker
-// that reached it would reach a serve that commits nothing): its pod's port 8443 refuses, from
-// this host on the pod network, while the leader's answers.
+// that reached it would reach a serve that commits nothing), no web view, no metrics and no
+// MCP (#31: its agora mcp would write a home nobody serves): its pod's ports 8443, 8080,
+// 9090 and 8765 refuse, from this host on the pod network, while the leader's answer (MCP
+// once the leader's serve is ready: its container waits for serve's /readyz).
 func (w *leaderWorld) checkStandbyClosed(ctx context.Context, lead string) {
 	t := w.t
 	t.Helper()
 	for _, p := range podsOf(ctx, t, w.c, "agora", "app%3Dagora") {
-		conn, err := net.DialTimeout("tcp", net.JoinHostPort(p.ip, "8443"), 5*time.Second)
-		if err == nil {
-			conn.Close()
-		}
-		switch {
-		case p.name == lead && err != nil:
-			t.Errorf("the leader %s's gateway does not answer at %s: %v", p.name, p.ip, err)
-		case p.name != lead && err == nil:
-			t.Errorf("the standby %s accepts connections on the gateway's port at %s", p.name, p.ip)
+		for _, port := range []string{"8443", "8080", "9090", "8765"} {
+			var err error
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+				var conn net.Conn
+				if conn, err = net.DialTimeout("tcp", net.JoinHostPort(p.ip, port), 5*time.Second); err == nil {
+					conn.Close()
+				}
+				if err == nil || p.name != lead || time.Now().After(deadline) {
+					break
+				}
+			}
+			switch {
+			case p.name == lead && err != nil:
+				t.Errorf("the leader %s does not answer on port %s at %s: %v", p.name, port, p.ip, err)
+			case p.name != lead && err == nil:
+				t.Errorf("the standby %s accepts connections on port %s at %s", p.name, port, p.ip)
+			}
 		}
 	}
 	// The standby is no endpoint of agora-gateway-vip: only the leader is Ready (its gateway's
