@@ -3,6 +3,8 @@ package k8stest_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -346,4 +348,60 @@ func TestDeploySurfaces_Off(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestDeploySurfaces_SchemaSkippedStaysInItsArg: with --skip-schema-validation (the schema
+// refuses these values) a metrics name holding a line break and a flag stays one argument:
+// no flag is added to serve's command line; a token Secret's name so made (printed in the
+// header's comment too, where a line break would end it) and such a ceiling are refused.
+func TestDeploySurfaces_SchemaSkippedStaysInItsArg(t *testing.T) {
+	helm := helmBin(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	inject := "x\n- --insecure"
+	// A values file: --set-string would split the values at their commas.
+	vals := filepath.Join(t.TempDir(), "values.yaml")
+	write := func(v map[string]any) {
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(vals, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, v := range map[string]map[string]any{
+		"web.tokenSecret": {"web": map[string]any{"tokenSecret": "s\napiVersion: v1\nkind: Secret"}},
+		"mcp.tokenSecret": {"mcp": map[string]any{"tokenSecret": "s}}}\n  - {name: AGORA_HTTP_TOKEN, value: leaked"}},
+		"mcp.ceiling":     {"mcp": map[string]any{"ceiling": "dispatch\n  - --insecure"}},
+	} {
+		write(v)
+		if out, err := runHelm(ctx, helm, "template", "agora", chartDir, "--skip-schema-validation", "-f", vals); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s with a line break, schema skipped: %v\n%s", name, err, tail(out, 1500))
+		}
+	}
+	write(map[string]any{"metrics": map[string]any{"allowHosts": []string{inject}}})
+	objs := renderedObjects(ctx, t, helm, "--skip-schema-validation", "-f", vals)
+	for _, o := range objs {
+		if o["kind"] != "Deployment" {
+			continue
+		}
+		pod := dig(o, "spec", "template", "spec")
+		for _, c := range dig(pod, "containers").([]any) {
+			args := strs(dig(c, "args"))
+			if slices.Contains(args, "--insecure") {
+				t.Errorf("container %v's args gained a flag: %q", dig(c, "name"), args)
+			}
+			for _, e := range dig(c, "env").([]any) {
+				if dig(e, "value") == "leaked" {
+					t.Errorf("container %v gained an env entry: %v", dig(c, "name"), e)
+				}
+			}
+		}
+		if got := flagValues(strs(dig(container(pod, "agora"), "args")), "--metrics-allow-host"); !slices.Contains(got, inject) {
+			t.Errorf("the injected name is not one argument: %q", got)
+		}
+		return
+	}
+	t.Fatal("no Deployment rendered")
 }

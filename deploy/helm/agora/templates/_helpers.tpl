@@ -247,7 +247,7 @@ spec:
   {{- range $name, $s := dict "web" .Values.web "mcp" .Values.mcp "metrics" .Values.metrics }}
   {{- if and $s.enabled $s.from }}
   - from: {{ toJson $s.from }}
-    ports: [{protocol: TCP, port: {{ $s.port }}}]
+    ports: [{protocol: TCP, port: {{ int $s.port }}}]
   {{- end }}
   {{- end }}
   {{- range .Values.networkPolicy.ingress }}

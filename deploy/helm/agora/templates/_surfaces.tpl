@@ -11,6 +11,16 @@ agora.surfaceChecks: what the surfaces' values cannot say alone.
 */}}
 {{- define "agora.surfaceChecks" -}}
 {{- $v := .Values -}}
+{{- /* Again for --skip-schema-validation: a Secret's name is printed in the manifests' header
+comment too, where a line break would end the comment and write YAML. */ -}}
+{{- range $k, $n := dict "web.tokenSecret" $v.web.tokenSecret "mcp.tokenSecret" $v.mcp.tokenSecret -}}
+{{- if and $n (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" ($n | toString))) -}}
+{{- fail (printf "%s %q is not a Secret's name" $k $n) -}}
+{{- end -}}
+{{- end -}}
+{{- if not (has ($v.mcp.ceiling | toString) (list "read" "dispatch" "orchestrate")) -}}
+{{- fail (printf "mcp.ceiling %q: read, dispatch or orchestrate" $v.mcp.ceiling) -}}
+{{- end -}}
 {{- if and $v.web.enabled (not $v.web.tokenSecret) -}}
 {{- fail "web.enabled needs web.tokenSecret: a Secret with key token (openssl rand -hex 32), the web view's operator token" -}}
 {{- end -}}
@@ -46,29 +56,31 @@ those names (on the listener's port, which is the Service's) and no other.
 {{- range $i, $h := list .name (printf "%s.%s" .name $ns) (printf "%s.%s.svc" .name $ns) (printf "%s.%s.svc.%s" .name $ns .root.Values.gateway.clusterDomain) -}}
 {{- if $i }}{{ "\n" }}{{ end -}}
 - {{ $.flag }}
-- {{ $h }}
+- {{ $h | quote }}
 {{- end -}}
 {{- end -}}
 
 {{/*
-agora.serveArgs: `agora orch serve`'s flags: the gateway, and the surfaces enabled.
+agora.serveArgs: `agora orch serve`'s flags: the gateway, and the surfaces enabled. Names are
+quoted and ports made integers: with --skip-schema-validation a value holding a line break
+or a quote stays inside its own argument, never a flag of its own.
 */}}
 {{- define "agora.serveArgs" -}}
 - --gateway
 - "0.0.0.0:{{ .Values.gateway.port }}"
 {{- if .Values.web.enabled }}
 - --http
-- "0.0.0.0:{{ .Values.web.port }}"
+- "0.0.0.0:{{ int .Values.web.port }}"
 {{ include "agora.serviceHosts" (dict "root" . "name" "agora-web" "flag" "--allow-host") }}
 {{- end }}
 {{- if .Values.metrics.enabled }}
 - --metrics
-- "0.0.0.0:{{ .Values.metrics.port }}"
+- "0.0.0.0:{{ int .Values.metrics.port }}"
 - --metrics-allow-remote
 {{ include "agora.serviceHosts" (dict "root" . "name" "agora-metrics" "flag" "--metrics-allow-host") }}
 {{- range .Values.metrics.allowHosts }}
 - --metrics-allow-host
-- {{ . }}
+- {{ . | quote }}
 {{- end }}
 {{- end }}
 {{- end -}}
@@ -78,7 +90,7 @@ agora.serveSurfaceEnv: serve's environment for the web view: the operator's toke
 reference (serve reads it once), and the explicit opt-in to a bind other than loopback.
 */}}
 {{- define "agora.serveSurfaceEnv" -}}
-- {name: AGORA_HTTP_TOKEN, valueFrom: {secretKeyRef: {name: {{ .Values.web.tokenSecret }}, key: token}}}
+- {name: AGORA_HTTP_TOKEN, valueFrom: {secretKeyRef: {name: {{ .Values.web.tokenSecret | quote }}, key: token}}}
 - {name: AGORA_HTTP_ALLOW_ANY, value: yes-i-understand-the-risk}
 {{- end -}}
 
@@ -89,10 +101,10 @@ agora.servePorts: the agora container's ports, named as the Services and the pro
 ports:
 - {name: gateway, containerPort: {{ .Values.gateway.port }}}
 {{- if .Values.web.enabled }}
-- {name: web, containerPort: {{ .Values.web.port }}}
+- {name: web, containerPort: {{ int .Values.web.port }}}
 {{- end }}
 {{- if .Values.metrics.enabled }}
-- {name: metrics, containerPort: {{ .Values.metrics.port }}}
+- {name: metrics, containerPort: {{ int .Values.metrics.port }}}
 {{- end }}
 {{- end -}}
 
@@ -118,7 +130,7 @@ Service.
   - sh
   - -c
   - |
-    ready() { timeout 2 wget -q -O /dev/null http://127.0.0.1:{{ .Values.metrics.port }}/readyz 2>/dev/null; }
+    ready() { timeout 2 wget -q -O /dev/null http://127.0.0.1:{{ int .Values.metrics.port }}/readyz 2>/dev/null; }
     pid=
     trap '[ -z "$pid" ] || { kill "$pid"; wait "$pid"; }; exit 0' TERM INT
     while :; do
@@ -139,19 +151,19 @@ Service.
   - agora-mcp
   args:
   - --http
-  - "0.0.0.0:{{ .Values.mcp.port }}"
+  - "0.0.0.0:{{ int .Values.mcp.port }}"
   - --ceiling
-  - {{ .Values.mcp.ceiling }}
+  - {{ .Values.mcp.ceiling | quote }}
   {{- include "agora.serviceHosts" (dict "root" . "name" "agora-mcp" "flag" "--allow-host") | nindent 2 }}
   env:
   - {name: AGORA_HOME, value: /var/lib/agora/home}
   - {name: HOME, value: /var/lib/agora}
-  - {name: AGORA_HTTP_TOKEN, valueFrom: {secretKeyRef: {name: {{ .Values.mcp.tokenSecret }}, key: token}}}
+  - {name: AGORA_HTTP_TOKEN, valueFrom: {secretKeyRef: {name: {{ .Values.mcp.tokenSecret | quote }}, key: token}}}
   - {name: AGORA_HTTP_ALLOW_ANY, value: yes-i-understand-the-risk}
   {{- if or .Values.blobs.s3 .Values.replicate.enabled }}
   {{- include "agora.s3env" . | nindent 2 }}
   {{- end }}
-  ports: [{name: mcp, containerPort: {{ .Values.mcp.port }}}]
+  ports: [{name: mcp, containerPort: {{ int .Values.mcp.port }}}]
   volumeMounts:
   - {name: home, mountPath: /var/lib/agora}
   - {name: config, mountPath: /etc/agora, readOnly: true}
@@ -178,7 +190,7 @@ metadata: {name: agora-{{ $name }}, namespace: {{ $ns }}}
 spec:
   type: ClusterIP
   selector: {app: agora}
-  ports: [{name: {{ $name }}, port: {{ $s.port }}, targetPort: {{ $name }}}]
+  ports: [{name: {{ $name }}, port: {{ int $s.port }}, targetPort: {{ $name }}}]
 {{- end }}
 {{- end }}
 {{- end -}}
