@@ -41,7 +41,8 @@ func surfaceToken(t *testing.T, objs []map[string]any, name string) string {
 	t.Helper()
 	for _, o := range objs {
 		if o["kind"] == "Secret" && dig(o, "metadata", "name") == name {
-			b, err := base64.StdEncoding.DecodeString(dig(o, "data", "token").(string))
+			data, _ := o["data"].(map[string]string) // secretObject's
+			b, err := base64.StdEncoding.DecodeString(data["token"])
 			if err != nil {
 				t.Fatal(err)
 			}
