@@ -35,6 +35,29 @@ comment too, where a line break would end the comment and write YAML. */ -}}
 {{- fail "mcp.tokenSecret and web.tokenSecret must differ: the web view's token is an operator's (orchestrate), MCP's has its own ceiling, and one leaked token must not open both" -}}
 {{- end -}}
 {{- end -}}
+{{- /* Again for --skip-schema-validation: a peer the schema refuses (empty, or a selector
+that names nothing, which the NetworkPolicy API reads as every pod or every namespace) would
+open the port, metrics' without a token, to more than a site meant. */ -}}
+{{- range $name, $s := dict "web" $v.web "mcp" $v.mcp "metrics" $v.metrics -}}
+{{- if and $s.enabled $s.from -}}
+{{- $ok := kindIs "slice" $s.from -}}
+{{- if $ok -}}
+{{- range $p := $s.from -}}
+{{- if not (and (kindIs "map" $p) (gt (len $p) 0)) -}}{{- $ok = false -}}{{- else -}}
+{{- range $k, $sel := $p -}}
+{{- if has $k (list "podSelector" "namespaceSelector") -}}
+{{- if not (and (kindIs "map" $sel) (or (and (kindIs "map" $sel.matchLabels) $sel.matchLabels) (and (kindIs "slice" $sel.matchExpressions) $sel.matchExpressions))) -}}{{- $ok = false -}}{{- end -}}
+{{- else if ne $k "ipBlock" -}}{{- $ok = false -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if not $ok -}}
+{{- fail (printf "%s.from %s: a list of NetworkPolicy peers, each naming its sources (podSelector or namespaceSelector with matchLabels or matchExpressions, or ipBlock); an empty peer or selector selects everything" $name (toJson $s.from)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- $ports := list (int $v.gateway.port) -}}
 {{- range $name, $s := dict "web" $v.web "mcp" $v.mcp "metrics" $v.metrics -}}
 {{- if $s.enabled -}}
