@@ -44,16 +44,17 @@ func (o *orchWebFlags) add(cmd *cobra.Command) {
 // check loads the web view's clients the way MCP HTTP does (the same variables and rules) and
 // refuses, before serve opens anything, a missing or weak token or an exposed bind.
 func (o *orchWebFlags) check(cmd *cobra.Command, f *Factory) error {
+	// Read once, whatever the flags: no process serve starts (a dispatch's detached supervisor
+	// inherits serve's environment) carries the operator's token, as with agora mcp; serve
+	// without --http never uses it.
+	token := f.Getenv(envHTTPToken)
+	os.Unsetenv(envHTTPToken)
 	if o.http == "" {
 		if len(o.allowHosts) > 0 {
 			return usageErrorf(cmd, "--allow-host needs --http")
 		}
 		return nil
 	}
-	token := f.Getenv(envHTTPToken)
-	// Read once: no process serve starts (a dispatch's detached supervisor inherits serve's
-	// environment) carries the operator's token, as with agora mcp.
-	os.Unsetenv(envHTTPToken)
 	cfg, err := mcpHTTPConfig(cmd, f, &mcpOptions{http: o.http, allowHosts: o.allowHosts}, token, mcpserver.CeilingRead)
 	if err != nil {
 		return err
