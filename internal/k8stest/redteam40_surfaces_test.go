@@ -2,6 +2,7 @@ package k8stest_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,4 +54,47 @@ func policyOf(out string) string {
 		}
 	}
 	return out
+}
+
+// TestRedTeam40_MCPBucketCredentialsOnlyWhenUsed: red team of e091c12 (#31), which let the mcp
+// container take the bucket's credentials whenever serve did (TestRedTeam36's "serve's
+// container alone" widened to mcp). agora mcp opens the bucket for blobs (blobs.s3: its
+// dispatches' blobs) and, without leader, to replicate agora.db should serve stop; with
+// leader.enabled it never replicates (only the leading serve does, mcp.go), so with the
+// replicas on a Lease and blobs on the volume it now gets no credentials at all: a token
+// holder's MCP process cannot write the bucket the next leader restores from.
+func TestRedTeam40_MCPBucketCredentialsOnlyWhenUsed(t *testing.T) {
+	helm := helmBin(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for _, c := range []struct {
+		name string
+		args []string
+		want bool
+	}{
+		{"leader, blobs in the bucket", leaderValues, true},
+		{"leader, blobs on the volume", append(slices.Clone(leaderValues), "--set", "blobs.s3=false"), false},
+		{"one serve, replicated", []string{"--set", "replicate.enabled=true", "--set", "s3.endpoint=https://s3.example.invalid",
+			"--set", "s3.bucket=team-agora", "--set", "s3.region=eu-west-1", "--set", "s3.credentialsSecret=agora-s3"}, true},
+	} {
+		var mcp any
+		for _, o := range renderedObjects(ctx, t, helm, c.args...) {
+			if o["kind"] == "StatefulSet" || o["kind"] == "Deployment" {
+				mcp = container(dig(o, "spec", "template", "spec"), "mcp")
+			}
+		}
+		if mcp == nil {
+			t.Fatalf("%s: no mcp container", c.name)
+		}
+		var got []string
+		envs, _ := dig(mcp, "env").([]any)
+		for _, e := range envs {
+			if n, _ := dig(e, "name").(string); strings.HasPrefix(n, "AWS_") {
+				got = append(got, n)
+			}
+		}
+		if (len(got) > 0) != c.want {
+			t.Errorf("%s: the mcp container's bucket credentials %v, want them: %v", c.name, got, c.want)
+		}
+	}
 }

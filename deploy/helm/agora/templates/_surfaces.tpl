@@ -183,7 +183,9 @@ Service.
   - {name: HOME, value: /var/lib/agora}
   - {name: AGORA_HTTP_TOKEN, valueFrom: {secretKeyRef: {name: {{ .Values.mcp.tokenSecret | quote }}, key: token}}}
   - {name: AGORA_HTTP_ALLOW_ANY, value: yes-i-understand-the-risk}
-  {{- if or .Values.blobs.s3 .Values.replicate.enabled }}
+  {{- /* The bucket for its dispatches' blobs, and without leader to replicate agora.db should
+  serve stop; with leader agora mcp never replicates (only the leading serve), so no key. */}}
+  {{- if or .Values.blobs.s3 (and .Values.replicate.enabled (not .Values.leader.enabled)) }}
   {{- include "agora.s3env" . | nindent 2 }}
   {{- end }}
   ports: [{name: mcp, containerPort: {{ int .Values.mcp.port }}}]
