@@ -100,13 +100,15 @@ func checkSurfacePod(t *testing.T, file string, docs map[string]map[string]any, 
 		// wget -T segfaults in Debian's busybox-static 1.35 (the image's): timeout wraps it.
 		t.Errorf("%s: the mcp container does not run agora mcp gated on serve's /readyz:\n%v", file, cmd)
 	}
-	// The Host and Origin checks let through exactly the Service's names, on its port.
+	// The Host and Origin checks let through exactly the Service's names no other namespace
+	// can answer for, on its port: not the short ones, which a client's resolver looks up in
+	// its own namespace first (red team 40).
 	for _, s := range deploySurfaces {
 		args := serveArgs
 		if s.container == "mcp" {
 			args = mcpArgs
 		}
-		want := []string{"agora-" + s.name, "agora-" + s.name + ".agora", "agora-" + s.name + ".agora.svc", "agora-" + s.name + ".agora.svc.cluster.local"}
+		want := []string{"agora-" + s.name + ".agora.svc", "agora-" + s.name + ".agora.svc.cluster.local"}
 		if got := flagValues(args, s.hostFlag); !slices.Equal(got, want) {
 			t.Errorf("%s: %s's %s names %v, want the Service's names %v", file, s.name, s.hostFlag, got, want)
 		}

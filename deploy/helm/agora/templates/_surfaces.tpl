@@ -70,13 +70,16 @@ open the port, metrics' without a token, to more than a site meant. */ -}}
 {{- end -}}
 
 {{/*
-agora.serviceHosts: FLAG NAME pairs, one per name the Service .name has in the cluster's DNS
-(NAME, NAME.NS, NAME.NS.svc, NAME.NS.svc.DOMAIN), as args: the Host and Origin checks accept
-those names (on the listener's port, which is the Service's) and no other.
+agora.serviceHosts: FLAG NAME pairs, one per name of the Service .name in the cluster's DNS that
+no other namespace can answer for (NAME.NS.svc, NAME.NS.svc.DOMAIN), as args: the Host and
+Origin checks accept those names (on the listener's port, which is the Service's) and no other.
+Not NAME or NAME.NS: a client's resolver tries its own namespace's search domains first, where
+whoever may make a Service (or a pod under a headless Service named NS) answers for them, takes
+the bearer token and could rebind a browser's name (red team 40).
 */}}
 {{- define "agora.serviceHosts" -}}
 {{- $ns := .root.Values.namespaces.agora -}}
-{{- range $i, $h := list .name (printf "%s.%s" .name $ns) (printf "%s.%s.svc" .name $ns) (printf "%s.%s.svc.%s" .name $ns .root.Values.gateway.clusterDomain) -}}
+{{- range $i, $h := list (printf "%s.%s.svc" .name $ns) (printf "%s.%s.svc.%s" .name $ns .root.Values.gateway.clusterDomain) -}}
 {{- if $i }}{{ "\n" }}{{ end -}}
 - {{ $.flag }}
 - {{ $h | quote }}
