@@ -46,12 +46,13 @@ vet:
 
 # -race needs cgo; the binary itself stays static (CGO_ENABLED=0 in build). The two longest
 # packages go first: go test starts packages in the order it is given them, and internal/dispatch
-# (15-20 minutes under -race on 2 cores) and orch/service (10-15) spend much of their time
-# waiting on sandboxes. In ./...'s order they started late and ran last, alone, at a quarter of a
-# core (session 39); given first they start at once, and every other package runs beside
-# dispatch once orch/service is done. Their results print first, then every other package's. Two packages at a time, go test's default here: three
-# (tried in session 40, with other work on the machine) made dispatch's load-sensitive tests
-# fail and dispatch itself pass 36 minutes. 40 minutes a package, for a slow machine.
+# (about 19 minutes under -race on 2 cores) and orch/service (about 10) spend much of their time
+# waiting on sandboxes. In ./...'s order they started late and ran last, alone, at a quarter of
+# a core (session 39); given first they start at once, and every other package runs beside
+# dispatch once orch/service is done. Their results print first, then every other package's.
+# Two packages at a time, go test's default here: three (tried in session 40, with other work
+# on the machine) made dispatch's load-sensitive tests fail and dispatch itself take 39
+# minutes. 40 minutes a package, for a slow machine.
 UNIT_FIRST = ./internal/dispatch ./internal/orch/service
 unit:
 	@echo "== make unit: $(UNIT_FIRST) first (their results print first, after 15-25 minutes), then every other package"
