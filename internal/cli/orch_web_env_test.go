@@ -10,30 +10,35 @@ import (
 )
 
 // TestServeWebToken_NotInherited (#31): serve reads the web view's AGORA_HTTP_TOKEN once, when
-// its flags are checked, and removes it from its environment, as agora mcp does. The
-// in-cluster manifests hand serve that token as environment (a Secret's reference), and every
-// process serve starts inherits its environment (a dispatch's detached supervisor is started
-// with os.Environ()): before, each carried the operator's token for as long as it ran.
+// its flags are checked, and removes it from its environment whatever its flags, as agora mcp
+// does. The in-cluster manifests hand serve that token as environment (a Secret's reference),
+// and every process serve starts inherits its environment (a dispatch's detached supervisor is
+// started with os.Environ()): before, each carried the operator's token for as long as it ran.
+// Without --http too (red team 40: a manifest edited to drop --http, the env kept): b59221b
+// removed it only with --http.
 func TestServeWebToken_NotInherited(t *testing.T) {
-	tok := strings.Repeat("ab", 32)
-	t.Setenv(envHTTPToken, tok)
-	f := &Factory{Getenv: os.Getenv}
-	t.Setenv("AGORA_HOME", t.TempDir())
-	o := &orchWebFlags{http: "127.0.0.1:0"}
-	if err := o.check(&cobra.Command{}, f); err != nil {
-		t.Fatal(err)
-	}
-	if len(o.clients) != 1 || o.clients[0].Token != tok {
-		t.Fatalf("the web view's clients %d, want the one token read", len(o.clients))
-	}
-	if _, ok := os.LookupEnv(envHTTPToken); ok {
-		t.Errorf("serve keeps %s in its environment after reading it", envHTTPToken)
-	}
-	out, err := exec.Command("sh", "-c", "printenv "+envHTTPToken+" || true").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(out), tok) {
-		t.Errorf("a process serve starts inherits the web view's token")
+	for name, http := range map[string]string{"with --http": "127.0.0.1:0", "without --http": ""} {
+		t.Run(name, func(t *testing.T) {
+			tok := strings.Repeat("ab", 32)
+			t.Setenv(envHTTPToken, tok)
+			t.Setenv("AGORA_HOME", t.TempDir())
+			o := &orchWebFlags{http: http}
+			if err := o.check(&cobra.Command{}, &Factory{Getenv: os.Getenv}); err != nil {
+				t.Fatal(err)
+			}
+			if http != "" && (len(o.clients) != 1 || o.clients[0].Token != tok) {
+				t.Fatalf("the web view's clients %d, want the one token read", len(o.clients))
+			}
+			if _, ok := os.LookupEnv(envHTTPToken); ok {
+				t.Errorf("serve keeps %s in its environment after reading it", envHTTPToken)
+			}
+			out, err := exec.Command("sh", "-c", "printenv "+envHTTPToken+" || true").Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(out), tok) {
+				t.Errorf("a process serve starts inherits the web view's token")
+			}
+		})
 	}
 }

@@ -214,15 +214,7 @@ func (k *PoolKeeper) sweep(ctx context.Context, targets []string) {
 		held[pl.Name] = true
 	}
 	k.mu.Unlock()
-	seen := map[string]bool{}
-	slices.Sort(targets)
-	for _, name := range targets {
-		t := d.Config.Targets[name]
-		key := t.Kubeconfig + "\x00" + t.Context + "\x00" + t.Namespace
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
+	for _, name := range d.onePerNamespace(targets) {
 		p, err := d.k8sProvider(ctx, name)
 		if err != nil {
 			continue // keep logged it
@@ -299,6 +291,23 @@ func (k *PoolKeeper) Close() {
 	}
 }
 
+// onePerNamespace is targets sorted, with only the first of each cluster and namespace
+// (kubeconfig, context, namespace): what is done once per namespace is done once.
+func (d *Dispatcher) onePerNamespace(targets []string) []string {
+	sorted := slices.Sorted(slices.Values(targets))
+	seen := map[string]bool{}
+	var out []string
+	for _, name := range sorted {
+		t := d.Config.Targets[name]
+		key := t.Kubeconfig + "\x00" + t.Context + "\x00" + t.Namespace
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // PoolVerifier is what the gateway serving this home verifies pool pods' projected tokens with
 // (netgw.Server.Pods): the TokenReview of each `warm_pool` target's cluster and namespace, for
 // this home's audience alone; nil when no target keeps a pool (the gateway serves no
@@ -309,22 +318,13 @@ func (d *Dispatcher) PoolVerifier(ctx context.Context) (netgw.PodVerifier, error
 		return nil, nil
 	}
 	var vs poolVerifiers
-	seen := map[string]bool{}
-	names := make([]string, 0, len(d.Config.Targets))
-	for name := range d.Config.Targets {
-		names = append(names, name)
+	var pools []string
+	for name, t := range d.Config.Targets {
+		if warmPoolTarget(t) {
+			pools = append(pools, name)
+		}
 	}
-	slices.Sort(names)
-	for _, name := range names {
-		t := d.Config.Targets[name]
-		if !warmPoolTarget(t) {
-			continue
-		}
-		key := t.Kubeconfig + "\x00" + t.Context + "\x00" + t.Namespace
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
+	for _, name := range d.onePerNamespace(pools) {
 		p, err := d.k8sProvider(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes warm pool of target %q: %w", name, err)

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -75,5 +76,22 @@ func TestWarmPool_GatewayVerifiesOnlyForPoolTargets(t *testing.T) {
 	// errors.Join of nothing is nil: an empty set must still refuse.
 	if id, err := (poolVerifiers{}).VerifyPod(t.Context(), "x.y.z"); err == nil {
 		t.Errorf("an empty verifier set accepted a token as %+v", id)
+	}
+}
+
+// TestOnePerNamespace: what the pool keeper's sweep and the gateway's verifier do once per
+// cluster and namespace is done once: the first target of each, in name order, whatever the
+// order given.
+func TestOnePerNamespace(t *testing.T) {
+	c := poolConfig(t)
+	other := c.Targets["pool"]
+	other.Namespace = "elsewhere"
+	ctx2 := c.Targets["pool"]
+	ctx2.Context = "prod"
+	c.Targets["other"], c.Targets["ctx2"] = other, ctx2
+	d := &Dispatcher{Config: c}
+	got := d.onePerNamespace([]string{"pool", "other", "jobs", "ctx2"})
+	if want := []string{"ctx2", "jobs", "other"}; !slices.Equal(got, want) {
+		t.Errorf("onePerNamespace = %v, want %v (jobs and pool share agents in one cluster)", got, want)
 	}
 }

@@ -16,7 +16,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(dropChildEnv) == "1" {
+		dropChildMain() // the signal tests' child; exits
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // testCap is a capability for a fixture: its files (path -> content; a "->" prefix makes a
 // symlink) and its capability.yaml ("" for none).

@@ -16,16 +16,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// dropChildEnv makes TestDropSignals_Child run: the child the signal tests start.
+// dropChildEnv makes the test binary the signal tests' child (TestMain runs dropChildMain).
 const dropChildEnv = "AGORA_TEST_DROPSIGNALS_CHILD"
 
-// TestDropSignals_Child is the worker stand-in: it drops signals as Main does, starts
-// `sh`, which reports its own and a grandchild's signal state, prints "ready", and exits 0
-// when its stdin closes. Only the tests below run it.
-func TestDropSignals_Child(t *testing.T) {
-	if os.Getenv(dropChildEnv) != "1" {
-		t.Skip("SKIP: the signal tests' child; runs only when they start it")
-	}
+// dropChildMain is the worker stand-in: it drops signals as Main does, starts `sh`, which
+// reports its own and a grandchild's signal state, prints "ready", and exits 0 when its stdin
+// closes. Only the tests below run it, as this test binary with dropChildEnv set.
+func dropChildMain() {
 	dropSignals()
 	out, err := exec.Command("sh", "-c", `grep -E '^Sig(Ign|Blk):' /proc/self/status
 sh -c "grep -E '^Sig(Ign|Blk):' /proc/self/status; ls -l /proc/self/fd/"`).CombinedOutput()
@@ -35,13 +32,13 @@ sh -c "grep -E '^Sig(Ign|Blk):' /proc/self/status; ls -l /proc/self/fd/"`).Combi
 	}
 	io.Copy(io.Discard, os.Stdin)
 	fmt.Println("alive")
-	os.Exit(0) // before goleak's check: the drain goroutine lives as long as the process
+	os.Exit(0)
 }
 
-// dropChild starts TestDropSignals_Child and returns it with what it printed up to "ready".
+// dropChild starts dropChildMain and returns it with what it printed up to "ready".
 func dropChild(t *testing.T) (*exec.Cmd, io.WriteCloser, *strings.Builder, string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestDropSignals_Child$", "-test.count", "1")
+	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), dropChildEnv+"=1")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
