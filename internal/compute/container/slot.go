@@ -200,7 +200,7 @@ func (s *Slot) Handle() compute.Handle { return s.h }
 // their containers, left waiting on a claim that can never come, go here. It returns the
 // slot ids removed.
 func (p *Provider) SweepSlots(ctx context.Context, home string, live func(slotID string) bool) ([]string, error) {
-	res, err := p.cli.ContainerList(ctx, client.ContainerListOptions{
+	res, err := listContainers(ctx, p.cli, client.ContainerListOptions{
 		All:     true,
 		Filters: make(client.Filters).Add("label", LabelHome+"="+HomeLabel(home)),
 	})

@@ -396,7 +396,7 @@ func TestSlot_HolderKilledSweptNeverClaimed(t *testing.T) {
 	// while a claim waits), so the container ends without a dispatch.
 	var logs string
 	for i := 0; ; i++ {
-		res, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", LabelSlot+"="+slotID)})
+		res, err := listContainers(context.Background(), cli, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", LabelSlot+"="+slotID)})
 		if err != nil || len(res.Items) != 1 {
 			t.Fatalf("slot container of the killed holder: %v %v", res.Items, err)
 		}
@@ -428,7 +428,7 @@ func TestSlot_HolderKilledSweptNeverClaimed(t *testing.T) {
 	if err != nil || len(removed) != 1 || removed[0] != slotID {
 		t.Fatalf("SweepSlots: %v %v, want [%s]", removed, err, slotID)
 	}
-	res, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", LabelSlot+"="+slotID)})
+	res, err := listContainers(context.Background(), cli, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", LabelSlot+"="+slotID)})
 	if err != nil || len(res.Items) != 0 {
 		t.Fatalf("the killed holder's slot container is still there: %v %v", res.Items, err)
 	}

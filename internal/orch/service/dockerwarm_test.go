@@ -104,8 +104,15 @@ type slotBox struct {
 // slotContainers lists the home's slot containers (by agora.home).
 func slotContainers(t *testing.T, cli *client.Client, e *env) []slotBox {
 	t.Helper()
-	res, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
-		Filters: make(client.Filters).Add("label", container.LabelHome+"="+container.HomeLabel(e.home))})
+	opts := client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", container.LabelHome+"="+container.HomeLabel(e.home))}
+	// Podman fails a list when a listed container's process exits while it reads its cgroup
+	// ("read /proc/N/cgroup: no such process"); a moment later the list holds.
+	res, err := cli.ContainerList(context.Background(), opts)
+	for i := 0; err != nil && i < 4; i++ {
+		time.Sleep(100 * time.Millisecond)
+		res, err = cli.ContainerList(context.Background(), opts)
+	}
 	must(t, err)
 	var out []slotBox
 	for _, c := range res.Items {
