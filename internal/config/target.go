@@ -81,6 +81,15 @@ type Target struct {
 	// 16. The local sandbox binds /usr read-only: a directory outside it is not visible
 	// there. Default none.
 	VerifyPath []string `yaml:"verify_path"`
+	// VerifyCache is a host directory bound read-only at /agora/cache in this target's
+	// verify gate sandboxes, with XDG_CACHE_HOME=/agora/cache, so a toolchain finds a build
+	// cache the operator filled there: Go's GOCACHE is $XDG_CACHE_HOME/go-build, so a `go
+	// test` gate compiles the patch's packages and not the standard library every run. The
+	// command can read it and never change it; what it holds is trusted by the toolchain
+	// that reads it, so fill it from code you trust (docs/operations.md "A warm build cache
+	// for verify gates"). Absolute and clean, never agora's home, inside it or above it; a
+	// local or docker target's. Default none.
+	VerifyCache string `yaml:"verify_cache"`
 	// Warm is how many sandboxes are kept started ahead for this target (#30): a dispatch
 	// whose sandbox shape matches claims one instead of starting a sandbox, and each slot is
 	// used once and never again. 0 (the default) keeps none; at most [MaxWarm]. `agora orch
@@ -304,6 +313,16 @@ func (c *Config) validateTargets(pos *strictyaml.Positions) strictyaml.Errors {
 		for i, dir := range t.VerifyPath {
 			if !path.IsAbs(dir) || path.Clean(dir) != dir || strings.ContainsAny(dir, ":\x00") {
 				errs = append(errs, pos.Errorf(fmt.Sprintf("%s.verify_path[%d]", p, i), "want an absolute, clean directory without ':', got %q", dir))
+			}
+		}
+		if dir := t.VerifyCache; dir != "" {
+			switch {
+			case !path.IsAbs(dir) || path.Clean(dir) != dir || strings.ContainsAny(dir, ":\x00"):
+				errs = append(errs, pos.Errorf(p+".verify_cache", "want an absolute, clean directory without ':', got %q", dir))
+			case dir == "/":
+				errs = append(errs, pos.Errorf(p+".verify_cache", "not / (the whole host, agora's home with it, read by the patch's code): name the cache directory itself"))
+			case t.Provider == ProviderKubernetes:
+				errs = append(errs, pos.Errorf(p+".verify_cache", "a kubernetes target runs no verify gate (its pods run only agora's worker); verify_cache is for local and docker targets"))
 			}
 		}
 		c.Targets[name] = t

@@ -124,3 +124,37 @@ func TestTarget_Warm(t *testing.T) {
 		}
 	}
 }
+
+// TestTarget_VerifyCache: verify_cache is none by default, taken as an absolute clean
+// directory, and refused when relative, unclean, /, with ':' or on a kubernetes target (which
+// runs no verify gate), with the key named.
+func TestTarget_VerifyCache(t *testing.T) {
+	k8s := "provider: kubernetes, gateway: \"https://gw.example:8443\", image: \"r.example/w@sha256:" + strings.Repeat("a", 64) + "\""
+	for _, tc := range []struct {
+		yaml, want, err string
+	}{
+		{"targets: {a: {}}", "", ""},
+		{"targets: {a: {verify_cache: /var/cache/agora-verify}}", "/var/cache/agora-verify", ""},
+		{"targets: {a: {verify_cache: cache}}", "", "targets.a.verify_cache: want an absolute, clean directory"},
+		{"targets: {a: {verify_cache: /var/cache/../../root}}", "", "targets.a.verify_cache: want an absolute, clean directory"},
+		{"targets: {a: {verify_cache: /var/cache/}}", "", "targets.a.verify_cache: want an absolute, clean directory"},
+		{"targets: {a: {verify_cache: \"/a:/b\"}}", "", "targets.a.verify_cache: want an absolute, clean directory without ':'"},
+		{"targets: {a: {verify_cache: /}}", "", "targets.a.verify_cache: not /"},
+		{"targets: {a: {" + k8s + ", verify_cache: /var/cache/v}}", "", "targets.a.verify_cache: a kubernetes target runs no verify gate"},
+	} {
+		c := config.Default(t.TempDir())
+		err := config.Parse("agora.yaml", []byte(tc.yaml), c)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: err %v, want %q", tc.yaml, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.yaml, err)
+		}
+		if got := c.Targets["a"].VerifyCache; got != tc.want {
+			t.Errorf("%s: verify_cache %q, want %q", tc.yaml, got, tc.want)
+		}
+	}
+}

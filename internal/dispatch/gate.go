@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -155,6 +156,17 @@ func (d *Dispatcher) runGateCommand(ctx context.Context, r *Record, st *stage, p
 		Stdout: stdout, Stderr: stderr,
 		RunAs: st.owner,
 		Binds: []compute.Bind{{Src: dir, Dst: wire.WorkspacePath, Writable: true}},
+	}
+	if target.VerifyCache != "" {
+		b, err := verifyCacheBind(target.VerifyCache, filepath.Dir(d.StateDir))
+		if err != nil {
+			stdout.Close()
+			stderr.Close()
+			fl := failed(ReasonProviderFailed, "verify: the target's %v", err)
+			return nil, &fl
+		}
+		s.Binds = append(s.Binds, b)
+		s.Env = append(s.Env, "XDG_CACHE_HOME="+verifyCachePath)
 	}
 	if r.Sandbox == compute.SandboxNone {
 		// Refused at accept; a record accepted before that rule must not run it either: the

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -95,7 +96,8 @@ func TestServe_FixLoopGoTest(t *testing.T) {
 		t.Skipf("SKIP: no Go toolchain at %s to run `go test` in the verify sandbox", goToolchain)
 	}
 	e := newEnv(t)
-	e.writeConfig("targets:\n  local:\n    verify_path: [" + goToolchain + "]\n")
+	cache := agoratest.VerifyGoCache(t, goToolchain)
+	e.writeConfig("targets:\n  local:\n    verify_path: [" + goToolchain + "]\n    verify_cache: " + cache + "\n")
 	serve := e.serve()
 	t.Cleanup(func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() })
 	repo := goRepo(t)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
@@ -25,7 +26,7 @@ func TestDispatchRun_VerifyGoTest(t *testing.T) {
 	e := newEnv(t)
 	f, err := os.OpenFile(filepath.Join(e.home, "agora.yaml"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	must(t, err)
-	_, err = f.WriteString("targets:\n  local:\n    verify_path: [" + toolchain + "]\n")
+	_, err = f.WriteString("targets:\n  local:\n    verify_path: [" + toolchain + "]\n    verify_cache: " + agoratest.VerifyGoCache(t, toolchain) + "\n")
 	must(t, err)
 	must(t, f.Close())
 	cat := filepath.Join(t.TempDir(), "cat")
