@@ -1,6 +1,7 @@
 package replicate_test
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -9,5 +10,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(rpoChildEnv) != "" {
+		rpoChild() // BenchmarkRPOAtKill's writer: it runs until it is killed
+		return
+	}
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { s3test.StopShared() }))
 }
