@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -162,13 +163,6 @@ perl -e 'my ($s, $t, $f) = ("none", $ENV{C}, ""); syscall(165, $s, $t, $f, 32 | 
 perl -e 'open(my $f, "+<", "$ENV{C}/seen.txt") and print "BROKE:open-rw\n"'
 perl -e 'open(my $f, "<", "$ENV{C}/seen.txt") or exit; utime(1, 1, $f) and print "BROKE:futimes\n"; chmod(0600, $f) and print "BROKE:fchmod\n"'
 perl -e 'use Fcntl; sysopen(my $f, "$ENV{C}/new", O_CREAT|O_WRONLY) and print "BROKE:creat\n"'
-if [ -d "$C/mnt" ]; then
-  cat "$C/mnt/sub.txt" >/dev/null && echo READ-SUBMOUNT
-  echo x 2>/dev/null >"$C/mnt/sub.txt" && echo BROKE:submount-write
-  touch "$C/mnt/new" 2>/dev/null && echo BROKE:submount-create
-  mount -o remount,rw "$C/mnt" 2>/dev/null && echo BROKE:submount-remount
-  chmod 600 "$C/mnt/sub.txt" 2>/dev/null && echo BROKE:submount-chmod
-fi
 echo DONE
 exit 0`
 
@@ -177,9 +171,7 @@ exit 0`
 // tries: remounts (plain, bind, in a new mount or user namespace, by raw syscall), writes
 // through /proc/self/fd, /proc/<pid>/fd, /proc/1/root and /proc/self/root, chmod, chown,
 // utime (path and fd), truncate, hard and symbolic links in or into it, a fifo, a rename,
-// setxattr, an open for writing or creation. As root, a tmpfs mounted below the cache on the
-// host before the gate is also tried (bindPrivately binds MS_REC; bwrap's --ro-bind must
-// make the submount read-only too).
+// setxattr, an open for writing or creation.
 func TestRedTeamVerifyCache_NoWayToWriteFromInside(t *testing.T) {
 	e := newEnv(t)
 	cache := openCache(t)
@@ -210,32 +202,32 @@ func mountTmpfs(t *testing.T, dir string) {
 	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
 }
 
-// TestRedTeamVerifyCache_SubmountStaysReadOnly: a file system mounted below the cache on the
-// host (here a world-writable tmpfs) reaches the sandbox through bindPrivately's MS_REC
-// bind; bwrap's --ro-bind must make it read-only too.
-func TestRedTeamVerifyCache_SubmountStaysReadOnly(t *testing.T) {
+// TestRedTeamVerifyCache_MountBelowRefused: a file system mounted below the cache on the host
+// would reach the sandbox with it (bubblewrap's binds and bindPrivately's are recursive).
+// Under bubblewrap a tmpfs there stayed read-only (commit f531fd8 tested it), but a bind of
+// agora's home there showed the home to the patch's code past every path check, and a
+// container engine's read-only bind need not be recursive (the Docker API made it so only in
+// 1.44, and not on older kernels): the gate refuses such a cache and the command never runs.
+func TestRedTeamVerifyCache_MountBelowRefused(t *testing.T) {
 	requireRootLimits(t)
 	e := newEnv(t)
-	cache := openCache(t)
-	mountTmpfs(t, filepath.Join(cache, "mnt"))
-	if err := os.WriteFile(filepath.Join(cache, "mnt", "sub.txt"), []byte("sub\n"), 0o666); err != nil {
-		t.Fatal(err)
-	}
-	e.setTarget(func(tg *config.Target) { tg.VerifyCache = cache })
 	e.subagent("noop", "true")
-	before := snapshot(t, cache)
-	r := e.run(dispatch.Request{Subagent: "noop", Repo: calcRepo(t), Verify: &verdict.Spec{Command: []string{"sh", "-c", escapeScript}}})
-	t.Logf("dispatch %s %s (%s)", r.State, r.Reason, r.Detail)
-	if r.Verdict != nil {
-		out := r.Verdict.OutputTail
-		t.Logf("output:\n%s", out)
-		if broke := brokeLines(out); len(broke) > 0 {
-			t.Errorf("attacks that worked on the submount: %v", broke)
-		}
-	}
-	if after := snapshot(t, cache); !slices.Equal(before, after) {
-		t.Errorf("the host's cache changed:\nbefore %q\nafter  %q", before, after)
-	}
+	t.Run("a tmpfs", func(t *testing.T) {
+		cache := openCache(t)
+		mountTmpfs(t, filepath.Join(cache, "mnt"))
+		refusedGate(t, e, cache, "mounted below it at "+filepath.Join(cache, "mnt"))
+	})
+	t.Run("agora's home bound deep inside", func(t *testing.T) {
+		cache := openCache(t)
+		deep := filepath.Join(cache, "go-build", "ab", "home")
+		bindAlias(t, e.home.Dir, deep)
+		refusedGate(t, e, cache, "mounted below it at "+deep)
+	})
+	t.Run("a space in the mount point", func(t *testing.T) {
+		cache := openCache(t)
+		mountTmpfs(t, filepath.Join(cache, "a b"))
+		refusedGate(t, e, cache, "mounted below it at "+filepath.Join(cache, "a b"))
+	})
 }
 
 // TestRedTeamVerifyCache_LinksInsideStayInside: symlinks the operator's cache holds (one
@@ -313,5 +305,112 @@ true`)
 	}
 	if !strings.Contains(r.Verdict.OutputTail, "gate-xdg=/agora/cache\nwarm\n") {
 		t.Errorf("the gate did not get the cache (the test would prove nothing):\n%s", r.Verdict.OutputTail)
+	}
+}
+
+// refusedGate runs a gate with verify_cache set to dir and fails unless it ends
+// provider-failed, naming verify_cache and want, without running the command.
+func refusedGate(t *testing.T, e *env, dir, want string) {
+	t.Helper()
+	e.setTarget(func(tg *config.Target) { tg.VerifyCache = dir })
+	r := e.run(dispatch.Request{Subagent: "noop", Repo: calcRepo(t), Verify: &verdict.Spec{Command: []string{"sh", "-c", "ls -laR /agora/cache; exit 0"}}})
+	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonProviderFailed || r.Verdict != nil {
+		out := ""
+		if r.Verdict != nil {
+			out = r.Verdict.OutputTail
+		}
+		t.Fatalf("verify_cache %s: dispatch %s %s (%s): want provider-failed and no verdict; the command saw:\n%s", dir, r.State, r.Reason, r.Detail, out)
+	}
+	if !strings.Contains(r.Detail, "verify_cache") || !strings.Contains(r.Detail, want) {
+		t.Errorf("detail %q, want it to name verify_cache and %q", r.Detail, want)
+	}
+}
+
+// TestRedTeamVerifyCache_HomeCheckBypasses: the home check must hold however the home's
+// path is spelled in the dispatcher (a trailing slash, through a symlink) and however the
+// cache names it ("//", a bind-mounted alias of the home or of a directory above it: before
+// the fix, a trailing slash and both aliases bound the home's keys or its parent in the
+// sandbox, where only the modes kept a root agora's sandbox user out; a non-root agora's
+// sandbox runs as agora's own uid and would have read them). Also refused: /proc and /sys,
+// which are directories with no symlink on their path and nowhere near the home, and would
+// show the host's processes to the patch's code.
+func TestRedTeamVerifyCache_HomeCheckBypasses(t *testing.T) {
+	e := newEnv(t)
+	e.subagent("noop", "true")
+	home := e.home.Dir
+	keys := filepath.Join(home, "keys")
+	state := e.d.StateDir
+
+	t.Run("state dir with a trailing slash", func(t *testing.T) {
+		e.d.StateDir = state + "/"
+		defer func() { e.d.StateDir = state }()
+		refusedGate(t, e, keys, "is agora's home")
+	})
+	t.Run("state dir through a symlink", func(t *testing.T) {
+		link := filepath.Join(t.TempDir(), "home-link")
+		if err := os.Symlink(home, link); err != nil {
+			t.Fatal(err)
+		}
+		e.d.StateDir = filepath.Join(link, filepath.Base(state))
+		defer func() { e.d.StateDir = state }()
+		refusedGate(t, e, keys, "is agora's home")
+	})
+	t.Run("double slash", func(t *testing.T) {
+		refusedGate(t, e, strings.Replace(keys, "/keys", "//keys", 1), "verify_cache")
+	})
+	t.Run("bind-mounted alias of the home", func(t *testing.T) {
+		alias := filepath.Join(worldDir(t), "alias")
+		bindAlias(t, home, alias)
+		refusedGate(t, e, filepath.Join(alias, "keys"), "is agora's home")
+	})
+	t.Run("bind-mounted alias above the home", func(t *testing.T) {
+		alias := filepath.Join(worldDir(t), "alias")
+		bindAlias(t, filepath.Dir(home), alias)
+		refusedGate(t, e, alias, "is agora's home")
+	})
+	t.Run("proc", func(t *testing.T) { refusedGate(t, e, "/proc", "on /proc or /sys") })
+	t.Run("a process of proc", func(t *testing.T) { refusedGate(t, e, "/proc/1", "on /proc or /sys") })
+	t.Run("sys", func(t *testing.T) { refusedGate(t, e, "/sys/kernel", "on /proc or /sys") })
+}
+
+// bindAlias bind-mounts src at dst (root only), unmounted at the test's end.
+func bindAlias(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		t.Skipf("SKIP: cannot bind-mount an alias (needs root): %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dst, unix.MNT_DETACH) })
+}
+
+// TestRedTeamVerifyCache_DockerReadOnly: on a docker target the cache is a bind of the
+// engine's; the same writes from the gate's container leave the host's directory as it was.
+func TestRedTeamVerifyCache_DockerReadOnly(t *testing.T) {
+	image := requireContainer(t)
+	e := newEnv(t)
+	e.addDockerTarget(image)
+	cache := openCache(t)
+	tg := e.home.Config.Targets["box"]
+	tg.VerifyCache = cache
+	e.home.Config.Targets["box"] = tg
+	e.subagent("noop", "true")
+	before := snapshot(t, cache)
+	r := e.run(dispatch.Request{Subagent: "noop", Repo: calcRepo(t), Target: "box", Timeout: 2 * time.Minute,
+		Verify: &verdict.Spec{Command: []string{"sh", "-c", escapeScript}}})
+	if r.State != dispatch.StateFinished || r.Verdict == nil {
+		t.Fatalf("dispatch %s %s (%s), verdict %+v: want finished with a verdict", r.State, r.Reason, r.Detail, r.Verdict)
+	}
+	out := r.Verdict.OutputTail
+	t.Logf("the container's output (the toolchain image may lack perl: those lines are no-ops there):\n%s", out)
+	if !strings.Contains(out, "READ-OK") || !strings.Contains(out, "DONE") {
+		t.Fatalf("the script did not read the cache or did not finish:\n%s", out)
+	}
+	if broke := brokeLines(out); len(broke) > 0 {
+		t.Errorf("attacks that worked from the verify container: %v\n%s", broke, out)
+	}
+	if after := snapshot(t, cache); !slices.Equal(before, after) {
+		t.Errorf("the host's cache changed:\nbefore %q\nafter  %q", before, after)
 	}
 }
