@@ -158,7 +158,7 @@ func (d *Dispatcher) runGateCommand(ctx context.Context, r *Record, st *stage, p
 		Binds: []compute.Bind{{Src: dir, Dst: wire.WorkspacePath, Writable: true}},
 	}
 	if target.VerifyCache != "" {
-		b, err := verifyCacheBind(target.VerifyCache, filepath.Dir(d.StateDir))
+		b, err := verifyCacheBind(target.VerifyCache, filepath.Dir(filepath.Clean(d.StateDir)))
 		if err != nil {
 			stdout.Close()
 			stderr.Close()

@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/compute"
 )
@@ -15,9 +18,12 @@ const verifyCachePath = "/agora/cache"
 
 // verifyCacheBind checks a target's verify_cache on the host when its gate runs (the config
 // was checked when it was loaded; the directory may have changed since) and returns its bind:
-// a directory with no symlink anywhere on its path (what is bound is what the operator
-// named), and neither agora's home nor inside or above it (the home holds agora's keys and
-// every dispatch's state, which the patch's code must never read).
+// a directory with no symlink anywhere on its path and no file system mounted below it (what
+// is bound is what the operator named), not on /proc or /sys, and neither agora's home nor
+// inside or above it, by path or by identity (the home holds agora's keys and every
+// dispatch's state, which the patch's code must never read). What the directory holds is the
+// operator's: its symlinks resolve in the sandbox's own root, but a hard link is the file
+// itself and a socket in it can be connected to through the read-only bind.
 func verifyCacheBind(dir, home string) (compute.Bind, error) {
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
@@ -33,12 +39,98 @@ func verifyCacheBind(dir, home string) (compute.Bind, error) {
 	if !fi.IsDir() {
 		return compute.Bind{}, fmt.Errorf("verify_cache %s is not a directory", dir)
 	}
-	for _, h := range homeForms(home) {
+	// A relative or unclean home (a trailing slash) compared as a string would miss a cache
+	// inside it.
+	if abs, err := filepath.Abs(home); err == nil {
+		home = abs
+	}
+	forms := homeForms(home)
+	for _, h := range forms {
 		if within(dir, h) || within(h, dir) {
-			return compute.Bind{}, fmt.Errorf("verify_cache %s is agora's home %s, inside it or above it: the patch's code would read agora's keys and state", dir, home)
+			return compute.Bind{}, homeError(dir, home)
 		}
 	}
+	// The same checks by identity: a bind mount (or a case-folding file system) shows the
+	// home, or a directory above it, under a path no string comparison relates to it.
+	for _, h := range forms {
+		if sameDirOnPath(dir, h) || sameDirOnPath(h, dir) {
+			return compute.Bind{}, homeError(dir, home)
+		}
+	}
+	var fsInfo unix.Statfs_t
+	if err := unix.Statfs(dir, &fsInfo); err != nil {
+		return compute.Bind{}, fmt.Errorf("verify_cache %s: %w", dir, err)
+	}
+	if fsInfo.Type == unix.PROC_SUPER_MAGIC || fsInfo.Type == unix.SYSFS_MAGIC {
+		return compute.Bind{}, fmt.Errorf("verify_cache %s is on /proc or /sys, the host's processes and devices, not a build cache", dir)
+	}
+	// The bind is recursive (bubblewrap binds submounts, bindPrivately binds with MS_REC, a
+	// container engine's ro bind may leave a submount writable): a file system mounted below
+	// the cache would be shown to the patch's code though the operator named only the cache.
+	if below, err := mountBelow(dir); err != nil {
+		return compute.Bind{}, fmt.Errorf("verify_cache %s: %w", dir, err)
+	} else if below != "" {
+		return compute.Bind{}, fmt.Errorf("verify_cache %s has a file system mounted below it at %s, which the sandbox would see too: mount nothing inside the cache", dir, below)
+	}
 	return compute.Bind{Src: dir, Dst: verifyCachePath}, nil
+}
+
+func homeError(dir, home string) error {
+	return fmt.Errorf("verify_cache %s is agora's home %s, inside it or above it: the patch's code would read agora's keys and state", dir, home)
+}
+
+// sameDirOnPath says whether dir or one of its parents is the directory top, compared by
+// device and inode.
+func sameDirOnPath(dir, top string) bool {
+	want, err := os.Stat(top)
+	if err != nil {
+		return false
+	}
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		if fi, err := os.Stat(p); err == nil && os.SameFile(fi, want) {
+			return true
+		}
+		if p == "/" || p == "." {
+			return false
+		}
+	}
+}
+
+// mountBelow returns a mount point strictly below dir in this process's mount table, or "".
+func mountBelow(dir string) (string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", fmt.Errorf("read the mount table: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		if p := unescapeMount(f[4]); p != dir && within(p, dir) {
+			return p, nil
+		}
+	}
+	return "", nil
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space, \011, \012, \134).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // homeForms is the home as given and with its symlinks resolved: a cache compared with
