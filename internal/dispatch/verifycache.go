@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/local"
 )
 
 // verifyCachePath is where a target's verify_cache is bound, read-only, in its verify
@@ -98,39 +98,16 @@ func sameDirOnPath(dir, top string) bool {
 
 // mountBelow returns a mount point strictly below dir in this process's mount table, or "".
 func mountBelow(dir string) (string, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	mps, err := local.MountsUnder(dir)
 	if err != nil {
 		return "", fmt.Errorf("read the mount table: %w", err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		if p := unescapeMount(f[4]); p != dir && within(p, dir) {
+	for _, p := range mps {
+		if p != dir {
 			return p, nil
 		}
 	}
 	return "", nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space, \011, \012, \134).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // homeForms is the home as given and with its symlinks resolved: a cache compared with

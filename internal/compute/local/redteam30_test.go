@@ -336,7 +336,7 @@ func TestRedTeam30_SlotNestedBindThroughSymlink(t *testing.T) {
 			if err == nil {
 				h.Wait()
 			}
-			mps, _ := mountsUnder(hostTarget)
+			mps, _ := MountsUnder(hostTarget)
 			for _, mp := range mps {
 				unix.Unmount(mp, unix.MNT_DETACH)
 			}

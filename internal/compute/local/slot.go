@@ -417,7 +417,7 @@ func holderLives(d string) bool {
 // reach through a bind into the files it shows (red team #30). When the mounts cannot be
 // listed or one stays, the directory is left in place.
 func removeSlotDir(dir string) {
-	mps, err := mountsUnder(dir)
+	mps, err := MountsUnder(dir)
 	// Shallowest first: a lazy unmount takes every mount below its mount point with it, and
 	// the slot's directory is a mount of its own (NewSlot), so its whole tree goes in one
 	// unmount and one RCU grace period, not one per mount (#30). A path below one detached
@@ -430,14 +430,14 @@ func removeSlotDir(dir string) {
 	if err != nil {
 		return
 	}
-	if left, err := mountsUnder(dir); err != nil || len(left) > 0 {
+	if left, err := MountsUnder(dir); err != nil || len(left) > 0 {
 		return
 	}
 	_ = os.RemoveAll(dir)
 }
 
-// mountsUnder lists the mount points at or below dir in this mount namespace, deepest first.
-func mountsUnder(dir string) ([]string, error) {
+// MountsUnder lists the mount points at or below dir in this mount namespace, deepest first.
+func MountsUnder(dir string) ([]string, error) {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err

@@ -83,7 +83,7 @@ func TestSlotStage_ClaimMountsNothing(t *testing.T) {
 					t.Fatalf("the staged rw is uid %d (%v), want the slot's %d", sb.Uid, err, runAs.UID)
 				}
 			}
-			before, err := mountsUnder(slot.Dir())
+			before, err := MountsUnder(slot.Dir())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +94,7 @@ func TestSlotStage_ClaimMountsNothing(t *testing.T) {
 			if err != nil {
 				t.Fatalf("StartInSlot: %v", err)
 			}
-			after, _ := mountsUnder(slot.Dir())
+			after, _ := MountsUnder(slot.Dir())
 			exit, _ := h.Wait()
 			if exit.Code != 0 || out.String() != "from-host\n/agora/rw\n" {
 				t.Fatalf("exit %d, stdout %q, stderr %q", exit.Code, out.String(), errOut.String())
@@ -110,7 +110,7 @@ func TestSlotStage_ClaimMountsNothing(t *testing.T) {
 			}
 			release()
 			if _, err := os.Stat(slot.Dir()); !errors.Is(err, os.ErrNotExist) {
-				m, _ := mountsUnder(slot.Dir())
+				m, _ := MountsUnder(slot.Dir())
 				t.Fatalf("the released slot's directory remains (%v), mounts %v", err, m)
 			}
 		})
@@ -281,7 +281,7 @@ func TestSlotStage_HolderKilled(t *testing.T) {
 				t.Fatalf("helper said %q", line)
 			}
 			slotDir, tid, mark := f[0], f[1], f[2]
-			if m, _ := mountsUnder(filepath.Join(slotDir, stageDirName)); len(m) == 0 {
+			if m, _ := MountsUnder(filepath.Join(slotDir, stageDirName)); len(m) == 0 {
 				t.Errorf("no quota mounted in the live slot's stage: %v", m)
 			}
 			cmd.Process.Kill()
@@ -302,7 +302,7 @@ func TestSlotStage_HolderKilled(t *testing.T) {
 			if err := ReapSlots(t.Context(), dir); err != nil {
 				t.Fatal(err)
 			}
-			if m, _ := mountsUnder(slotDir); len(m) > 0 {
+			if m, _ := MountsUnder(slotDir); len(m) > 0 {
 				t.Errorf("mounts of the killed holder's slot remain: %v", m)
 			}
 			if _, err := os.Stat(slotDir); !errors.Is(err, os.ErrNotExist) {
@@ -358,7 +358,7 @@ func waitGone(t *testing.T, dir string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			m, _ := mountsUnder(dir)
+			m, _ := MountsUnder(dir)
 			t.Fatalf("the spent slot's directory %s remains, mounts %v", dir, m)
 		}
 	}

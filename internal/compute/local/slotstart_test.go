@@ -277,7 +277,7 @@ func TestSlotPrestart_DiscardRemovesEverything(t *testing.T) {
 			waitDescendant(t, slot.h.pid, "head")
 			slot.Discard()
 			if _, err := os.Stat(slot.Dir()); !errors.Is(err, os.ErrNotExist) {
-				m, _ := mountsUnder(slot.Dir())
+				m, _ := MountsUnder(slot.Dir())
 				t.Fatalf("the discarded slot's directory remains (%v), mounts %v", err, m)
 			}
 		})
