@@ -446,6 +446,9 @@ func (s *Records) sessionStored(ctx context.Context, id string) bool {
 // nothing: a dispatch whose task is gone ends lost.
 func (s *supervision) adoptSandbox(ctx context.Context, ad compute.Adopter) error {
 	h, err := ad.Adopt(ctx, s.spec)
+	if err == nil && h == nil && warmPoolTarget(s.target) {
+		h, err = s.adoptPooled(ctx)
+	}
 	if err != nil {
 		return lostAt("%v", err)
 	}

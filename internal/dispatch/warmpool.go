@@ -355,3 +355,23 @@ func (vs poolVerifiers) VerifyPod(ctx context.Context, token string) (remote.Pod
 	}
 	return remote.PodIdentity{}, errors.Join(errs...)
 }
+
+// adoptPooled is adoptSandbox for a dispatch that ran in a pod of its target's warm pool
+// (startPool): no Job or Sandbox is named for it, so the pool, opened as a claim opens it
+// (its objects as agora made them), finds the pod through the dispatch's claim
+// (kubernetes.Pool.Adopt). nil, nil when there is no pool of its shape any more or the
+// dispatch never reached a pod of it: it ends lost.
+func (s *supervision) adoptPooled(ctx context.Context) (compute.Handle, error) {
+	p, err := s.d.k8sProvider(ctx, s.r.Target)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := p.OpenPool(ctx, s.spec, s.d.poolOptions(s.target, s.spec))
+	if errors.Is(err, kubernetes.ErrNoPool) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return pl.Adopt(ctx, s.spec)
+}

@@ -70,6 +70,9 @@ const (
 	poolTokenExpiry = 600
 	// annotationPodSpec, on a pool's template, is a hash of the pod spec agora made it with.
 	annotationPodSpec = "agora.dev/pod-spec"
+	// annotationBoundPod, on a claimed Sandbox, is the uid of the pod its dispatch is bound
+	// to (pool_adopt.go).
+	annotationBoundPod = "agora.dev/bound-pod"
 	// sandboxNameAnnotation: the claim controller names the claim's Sandbox here.
 	sandboxNameAnnotation = "agents.x-k8s.io/sandbox-name"
 	// launchTypeLabel says whether a claim's Sandbox came from the pool ("warm").
@@ -562,8 +565,10 @@ func (pl *Pool) run(ctx context.Context, s compute.Spec, claim *claimObject, bin
 		return nil, err
 	}
 	// The Sandbox carries the dispatch's labels, so describe, cancel and Sweep of another
-	// supervisor find it as they find a cold one's (its uid a precondition).
-	patch := fmt.Appendf(nil, `{"metadata":{"uid":%q,"labels":{%q:%q,%q:%q}}}`, sb.UID, labelManagedBy, managedBy, labelDispatch, s.ID)
+	// supervisor find it as they find a cold one's (its uid a precondition), and the uid of
+	// the pod the dispatch is bound to, so an adopter follows that pod and no replacement.
+	patch := fmt.Appendf(nil, `{"metadata":{"uid":%q,"labels":{%q:%q,%q:%q},"annotations":{%q:%q}}}`,
+		sb.UID, labelManagedBy, managedBy, labelDispatch, s.ID, annotationBoundPod, pod.UID)
 	if _, err := p.client.AgentsV1beta1().Sandboxes(p.ns).Patch(ctx, sb.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return nil, fmt.Errorf("pool %s: label sandbox %s: %w", pl.Name, sb.Name, err)
 	}

@@ -511,6 +511,10 @@ type poolClaimer struct {
 	Slots    string
 	Spec     compute.Spec
 	Dispatch string
+	// Bound: the claimer prints the pod's uid once the pod is bound (not before) and waits
+	// to be killed; PodEnd is the pods' kwok end delay (the parent's, so the pool is one).
+	Bound  bool
+	PodEnd string
 }
 
 // claimerOpts are the provider's Options without their func and interface fields, which
@@ -548,7 +552,11 @@ func poolClaimerMain() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	p.testOnlyPodMeta = failWith(0, "1h")
+	end := c.PodEnd
+	if end == "" {
+		end = "1h"
+	}
+	p.testOnlyPodMeta = failWith(0, end)
 	ctx := context.Background()
 	pl, err := p.EnsurePool(ctx, c.Spec, PoolOptions{Home: testHome, Replicas: 2, Places: warmPlaces})
 	if err != nil {
@@ -560,9 +568,17 @@ func poolClaimerMain() int {
 	s.Env = append(slotEnv(s.Env), "AGORA_DISPATCH_ID="+s.ID)
 	slots := &netgw.Slots{Dir: c.Slots}
 	_, err = pl.Claim(ctx, s, func(ctx context.Context, uid, dispatch, token string) error {
+		if c.Bound {
+			err := slots.BindPod(ctx, uid, dispatch, token)
+			fmt.Printf("%s\n", uid) // bound: the pod runs the dispatch; the parent kills this process now
+			return err
+		}
 		fmt.Printf("%s\n", uid) // claimed and checked: the parent kills this process now
 		return slots.BindPod(ctx, uid, dispatch, token)
 	})
+	if c.Bound && err == nil {
+		select {} // supervising, until the parent's SIGKILL
+	}
 	fmt.Fprintln(os.Stderr, "claim:", err)
 	return 1
 }
