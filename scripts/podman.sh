@@ -13,9 +13,11 @@
 #   events_logger    no journald either.
 #   runtime          runc: crun refuses cgroup v1 hybrid hosts ("cgroups in hybrid mode not
 #                    supported"); scripts/podman.sh installs runc when missing.
-#   runsc            gVisor from Debian, registered under the name agora's `runtime: runsc`
-#                    asks for; its own network stack is off (--network=none) because agora's
-#                    containers have no network and runsc's netstack setup fails here.
+#   runsc            gVisor (on PATH, or built by scripts/gvisor-tools.sh), registered under
+#                    the name agora's `runtime: runsc` asks for; its own network stack is off
+#                    (--network=none) because agora's containers have no network and runsc's
+#                    netstack setup fails here; --host-uds=open lets a warm slot connect to
+#                    the gateway's socket bound into it.
 set -euo pipefail
 
 sock=${AGORA_PODMAN_SOCK:-/run/agora-podman.sock}
@@ -42,13 +44,23 @@ if ! command -v runc >/dev/null; then
 fi
 
 runtimes=
-if command -v runsc >/dev/null; then
+# runsc from PATH, else the one scripts/gvisor-tools.sh builds for the real node (.ci/run
+# builds it before this script runs), so the docker provider's gVisor tests run in CI too.
+runsc_bin=$(command -v runsc || true)
+built="$(cd "$(dirname "$0")/.." && pwd)/.cache/gvisor/bin/runsc"
+if [ -z "$runsc_bin" ] && [ -x "$built" ]; then
+  runsc_bin=$built
+fi
+if [ -n "$runsc_bin" ]; then
   wrapper=/usr/local/lib/agora/runsc
   mkdir -p "$(dirname "$wrapper")"
   cat >"$wrapper.tmp" <<WRAP
 #!/bin/sh
-# agora: gVisor with its network stack off (agora's containers have none).
-exec $(command -v runsc) --network=none "\$@"
+# agora: gVisor with its network stack off (agora's containers have none), and host Unix
+# sockets bound into a container open to it: a warm slot's worker reaches agora's gateway
+# only through the gateway's socket bound read-only into its container (runsc's default
+# refuses it, and the slot never claims).
+exec $runsc_bin --network=none --host-uds=open "\$@"
 WRAP
   chmod 0755 "$wrapper.tmp"
   mv "$wrapper.tmp" "$wrapper"

@@ -107,7 +107,11 @@ func (p *Provider) createOptions(s compute.Spec) (client.ContainerCreateOptions,
 	}
 	iso := "docker+readonly+capdrop+seccomp+nonroot+nonet+pids+memory"
 	if p.runtime == RuntimeRunsc {
-		iso += "+runsc"
+		// runsc does not load the container's seccomp profile into its sandbox (only with
+		// its --oci-seccomp, under which agora's profile stops the Go runtime's threads):
+		// gVisor's Sentry, confined by gVisor's own filters, is what stands between the
+		// agent and the host's kernel, so the record says runsc and not seccomp.
+		iso = "docker+readonly+capdrop+nonroot+nonet+pids+memory+runsc"
 	}
 	return client.ContainerCreateOptions{
 		Config: cfg, HostConfig: host, Name: "agora-" + s.ID, Image: p.imageID,

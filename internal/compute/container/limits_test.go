@@ -65,20 +65,24 @@ func TestProvider_MemoryLimit(t *testing.T) {
 	}
 }
 
-func TestProvider_Runsc(t *testing.T) {
+// runscHost is the engine whose default runtime is runsc: podman's Docker API ignores the
+// runtime a container asks for, so scripts/podman.sh serves a second socket for gVisor when
+// it finds runsc (on PATH, or built by scripts/gvisor-tools.sh into .cache/gvisor/bin).
+func runscHost(t *testing.T) string {
+	t.Helper()
 	engine(t)
-	if _, err := exec.LookPath("runsc"); err != nil {
-		t.Skip("SKIP: runsc (gVisor) is not installed: apt-get install runsc, then scripts/podman.sh")
-	}
-	// podman's Docker API ignores the runtime a container asks for: scripts/podman.sh serves
-	// a second socket whose default runtime is runsc.
 	host := os.Getenv("DOCKER_HOST_RUNSC")
 	if host == "" {
 		host = "unix:///run/agora-podman-runsc.sock"
 	}
 	if _, err := os.Stat(strings.TrimPrefix(host, "unix://")); err != nil {
-		t.Skipf("SKIP: no runsc engine at %s: run scripts/podman.sh", host)
+		t.Skipf("SKIP: no runsc (gVisor) engine at %s: run scripts/gvisor-tools.sh, then scripts/podman.sh", host)
 	}
+	return host
+}
+
+func TestProvider_Runsc(t *testing.T) {
+	host := runscHost(t)
 	p := newTestProvider(t, Options{Runtime: RuntimeRunsc, Host: host})
 	s := shSpec(t, `echo "kernel=$(uname -r)"; cat <&3; echo; id -u; cat /proc/self/status | grep CapEff`)
 	rw := writableDir(t, int(s.RunAs.UID), int(s.RunAs.GID))

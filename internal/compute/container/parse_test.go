@@ -121,7 +121,7 @@ func TestCreateOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, h := opts.Config, opts.HostConfig
-	if iso != "docker+readonly+capdrop+seccomp+nonroot+nonet+pids+memory+runsc" {
+	if iso != "docker+readonly+capdrop+nonroot+nonet+pids+memory+runsc" {
 		t.Errorf("isolation %q", iso)
 	}
 	if opts.Name != "agora-01JABCDEF" || opts.Image != p.imageID || c.Labels[LabelDispatch] != "01JABCDEF" {
