@@ -1,12 +1,7 @@
 package kubernetes
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"os"
-	"os/exec"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -34,29 +29,8 @@ func TestAgentSandboxPool_AdoptAfterSupervisorKilled(t *testing.T) {
 	t.Cleanup(func() { pl.Delete(context.Background()) })
 	pods := enrolPods(t, g, cs, readyPoolPods(t, admin, pl.Name, 2, nil))
 
-	po := p.opts
-	opts := claimerOpts{Kubeconfig: po.Kubeconfig, Context: po.Context, Namespace: po.Namespace, Image: po.Image, WorkerImage: po.WorkerImage,
-		RuntimeClass: po.RuntimeClass, CPU: po.CPU, Memory: po.Memory, NodeSelector: po.NodeSelector, TTL: po.TTL, GatewayURL: po.GatewayURL,
-		GatewayPeer: po.GatewayPeer, GatewayCA: po.GatewayCA, Target: po.Target, Backend: po.Backend, SandboxUID: po.SandboxUID,
-		PullSecrets: po.PullSecrets, PullPolicy: po.PullPolicy}
 	id := clusterID("POOLADOPT")
-	cfg, err := json.Marshal(poolClaimer{Opts: opts, Sessions: g.reg.Dir, Slots: g.slots.Dir, Spec: tmpl, Dispatch: id, Bound: true, PodEnd: "60s"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), poolClaimerEnv+"="+string(cfg))
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("the claimer said nothing: %v", err)
-	}
-	boundUID := strings.TrimSpace(line)
+	cmd, boundUID := startClaimer(t, poolClaimer{Opts: claimerOptsOf(p), Sessions: g.reg.Dir, Slots: g.slots.Dir, Spec: tmpl, Dispatch: id, Bound: true, PodEnd: "60s"})
 	bound, ok := pods[boundUID]
 	if !ok {
 		t.Fatalf("the claimer bound pod %s, not one the test enrolled", boundUID)

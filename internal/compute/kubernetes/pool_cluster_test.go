@@ -539,6 +539,38 @@ func (o claimerOpts) options() Options {
 		PullSecrets: o.PullSecrets, PullPolicy: o.PullPolicy}
 }
 
+// claimerOptsOf is p's options as the claimer process takes them.
+func claimerOptsOf(p *Provider) claimerOpts {
+	po := p.opts
+	return claimerOpts{Kubeconfig: po.Kubeconfig, Context: po.Context, Namespace: po.Namespace, Image: po.Image, WorkerImage: po.WorkerImage,
+		RuntimeClass: po.RuntimeClass, CPU: po.CPU, Memory: po.Memory, NodeSelector: po.NodeSelector, TTL: po.TTL, GatewayURL: po.GatewayURL,
+		GatewayPeer: po.GatewayPeer, GatewayCA: po.GatewayCA, Target: po.Target, Backend: po.Backend, SandboxUID: po.SandboxUID,
+		PullSecrets: po.PullSecrets, PullPolicy: po.PullPolicy}
+}
+
+// startClaimer starts this test binary as the claimer c and returns it (killed at the test's
+// end) with the uid of the pod it printed: claimed and checked, or bound when c.Bound.
+func startClaimer(t *testing.T, c poolClaimer) (*exec.Cmd, string) {
+	t.Helper()
+	cfg, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), poolClaimerEnv+"="+string(cfg))
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the claimer said nothing: %v", err)
+	}
+	return cmd, strings.TrimSpace(line)
+}
+
 func poolClaimerMain() int {
 	var c poolClaimer
 	if err := json.Unmarshal([]byte(os.Getenv(poolClaimerEnv)), &c); err != nil {
@@ -601,29 +633,8 @@ func TestAgentSandboxPool_Kill9AfterClaimNeverReused(t *testing.T) {
 		pp.claim()
 		<-pp.got
 	}
-	po := p.opts
-	opts := claimerOpts{Kubeconfig: po.Kubeconfig, Context: po.Context, Namespace: po.Namespace, Image: po.Image, WorkerImage: po.WorkerImage,
-		RuntimeClass: po.RuntimeClass, CPU: po.CPU, Memory: po.Memory, NodeSelector: po.NodeSelector, TTL: po.TTL, GatewayURL: po.GatewayURL,
-		GatewayPeer: po.GatewayPeer, GatewayCA: po.GatewayCA, Target: po.Target, Backend: po.Backend, SandboxUID: po.SandboxUID,
-		PullSecrets: po.PullSecrets, PullPolicy: po.PullPolicy}
 	killedID := clusterID("POOLKILLED")
-	cfg, err := json.Marshal(poolClaimer{Opts: opts, Sessions: g.reg.Dir, Slots: g.slots.Dir, Spec: tmpl, Dispatch: killedID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), poolClaimerEnv+"="+string(cfg))
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("the claimer said nothing: %v", err)
-	}
-	killedUID := strings.TrimSpace(line)
+	cmd, killedUID := startClaimer(t, poolClaimer{Opts: claimerOptsOf(p), Sessions: g.reg.Dir, Slots: g.slots.Dir, Spec: tmpl, Dispatch: killedID})
 	time.Sleep(200 * time.Millisecond) // let it listen for the pod's worker
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
