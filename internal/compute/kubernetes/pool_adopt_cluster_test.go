@@ -2,11 +2,14 @@ package kubernetes
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/agora-dev/agora/internal/compute"
 )
@@ -14,7 +17,8 @@ import (
 // A supervisor killed with -9 after it bound its dispatch to a pool pod: the pool, opened by
 // another process, adopts the dispatch through its claim (no Job or Sandbox is named for it),
 // follows the pod it was bound to with the gateway session taken back, ends with the pod's
-// end (not lost), and deletes the claim. A dispatch with no claim is not adopted (nil).
+// end (not lost), and deletes the claim. A dispatch with no claim is not adopted (nil), nor
+// one whose Sandbox's pod is not the pod it was bound to.
 func TestAgentSandboxPool_AdoptAfterSupervisorKilled(t *testing.T) {
 	g, p, admin, cs := poolSetup(t)
 	p.testOnlyPodMeta = failWith(0, "60s")
@@ -54,6 +58,21 @@ func TestAgentSandboxPool_AdoptAfterSupervisorKilled(t *testing.T) {
 	if h, err := opened.Adopt(t.Context(), withID(s, clusterID("POOLNOCLAIM"))); h != nil || err != nil {
 		t.Errorf("Adopt of a dispatch with no claim = %v, %v; want nil, nil", h, err)
 	}
+	// The pod the Sandbox has is not the one the dispatch was bound to (the controller made a
+	// replacement, or someone rewrote the mark): refused, nothing followed.
+	sbs := admin.client.AgentsV1beta1().Sandboxes(p.ns)
+	mark := func(uid string) {
+		t.Helper()
+		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, annotationBoundPod, uid)
+		if _, err := sbs.Patch(t.Context(), bound.pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mark("00000000-0000-0000-0000-000000000000")
+	if h, err := opened.Adopt(t.Context(), s); h != nil || err == nil || !strings.Contains(err.Error(), "a replacement") {
+		t.Errorf("Adopt of a Sandbox whose pod is not the bound one = %v, %v; want refused as a replacement", h, err)
+	}
+	mark(string(bound.pod.UID))
 	h, err := opened.Adopt(t.Context(), s)
 	if err != nil || h == nil {
 		t.Fatalf("Adopt = %v, %v; want the bound pod followed", h, err)
