@@ -224,6 +224,7 @@ func (d *Dispatcher) runGateCommand(ctx context.Context, r *Record, st *stage, p
 	default:
 		v = verdict.Green(spec.Command, took, text)
 	}
+	v.Cache = target.VerifyCache
 	return &v, nil
 }
 

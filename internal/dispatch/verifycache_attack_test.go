@@ -46,6 +46,13 @@ exit 0`}
 	if r.State != dispatch.StateFinished || v == nil || !v.Passed {
 		t.Fatalf("dispatch %s %s (%s), verdict %+v: want finished and green", r.State, r.Reason, r.Detail, v)
 	}
+	// The verdict, and its audit entry, say the gate ran with the operator's cache.
+	if v.Cache != cache {
+		t.Errorf("verdict cache %q, want %q", v.Cache, cache)
+	}
+	if got := e.audited(r, "dispatch.verified"); len(got) != 1 || got[0].Details["cache"] != cache {
+		t.Errorf("dispatch.verified entries %+v: want one naming the cache %s", got, cache)
+	}
 	if !strings.Contains(v.OutputTail, "cache=/agora/cache\nwarm\n") {
 		t.Errorf("the command did not find the cache at XDG_CACHE_HOME:\n%s", v.OutputTail)
 	}

@@ -51,7 +51,7 @@ func withoutPath(r api.Run) api.Run {
 		if t.Verdict != nil {
 			// As agora_dispatch_describe shows it: the detail is the host's, the tail the command's.
 			v := *t.Verdict
-			v.Detail, v.OutputTail = m.HostText(v.Detail), m.Text(v.OutputTail)
+			v.Detail, v.OutputTail, v.Cache = m.HostText(v.Detail), m.Text(v.OutputTail), m.HostText(v.Cache)
 			t.Verdict = &v
 		}
 		if t.Review != nil {

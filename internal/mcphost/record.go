@@ -47,7 +47,7 @@ func record(r *dispatch.Record) *mcpserver.Record {
 	}
 	if r.Verdict != nil {
 		v := *r.Verdict
-		v.Detail, v.OutputTail = m.HostText(v.Detail), m.Text(v.OutputTail)
+		v.Detail, v.OutputTail, v.Cache = m.HostText(v.Detail), m.Text(v.OutputTail), m.HostText(v.Cache)
 		out.Verdict = &v
 	}
 	for _, a := range r.Approvals {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"path"
 	"time"
 	"unicode/utf8"
 
@@ -66,7 +67,14 @@ type Verdict struct {
 	OutputSHA256 string `json:"output_sha256"`
 	// OutputBytes is how many bytes the command wrote in all (after redaction).
 	OutputBytes int64 `json:"output_bytes"`
+	// Cache is the host directory of the target's verify_cache the command ran with, bound
+	// read-only (its contents decide what the toolchain rebuilt); "" when none. It is in the
+	// audit form, so a green verdict says it trusted an operator's cache.
+	Cache string `json:"cache,omitempty"`
 }
+
+// maxCache caps [Verdict.Cache]: a path.
+const maxCache = 4096
 
 // Green returns a passed verdict for command with its output tail t.
 func Green(command []string, took time.Duration, t TailText) Verdict {
@@ -133,6 +141,8 @@ func (v *Verdict) Check() error {
 		return errors.New("verdict duration is negative")
 	case len(v.Detail) > maxDetail:
 		return fmt.Errorf("verdict detail is %d bytes; at most %d", len(v.Detail), maxDetail)
+	case v.Cache != "" && (len(v.Cache) > maxCache || !path.IsAbs(v.Cache) || path.Clean(v.Cache) != v.Cache || !utf8.ValidString(v.Cache)):
+		return fmt.Errorf("verdict cache %q: want an absolute, clean path of at most %d bytes", clip(v.Cache, 80), maxCache)
 	}
 	if err := CheckCommand(v.Command); err != nil {
 		return err
@@ -181,6 +191,9 @@ func (v Verdict) Details() map[string]any {
 	}
 	if v.TimedOut {
 		d["timed_out"] = true
+	}
+	if v.Cache != "" {
+		d["cache"] = v.Cache
 	}
 	if len(v.ProtectedPaths) > 0 {
 		d["protected_paths"] = anyStrings(v.ProtectedPaths)

@@ -82,6 +82,8 @@ func TestVerdict_ParseRoundTripAndCheck(t *testing.T) {
 		{"unknown reason", func(v *Verdict) { v.Reason = "looks-fine" }, "looks-fine"},
 		{"tail too long", func(v *Verdict) { v.OutputTail = strings.Repeat("x", MaxTail+1); v.OutputBytes = MaxTail + 1 }, "at most"},
 		{"no command", func(v *Verdict) { v.Command = nil }, "empty"},
+		{"relative cache", func(v *Verdict) { v.Cache = "cache" }, "verdict cache"},
+		{"unclean cache", func(v *Verdict) { v.Cache = "/var/cache/../../root" }, "verdict cache"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := v
@@ -106,6 +108,7 @@ func TestVerdict_DigestBindsEveryField(t *testing.T) {
 		"duration":  Green([]string{"true"}, 2*time.Second, TailText{Text: "ok", Total: 2}),
 		"command":   Green([]string{"false"}, time.Second, TailText{Text: "ok", Total: 2}),
 		"protected": Protected([]string{"true"}, []string{"a_test.go"}),
+		"cache":     func() Verdict { v := base; v.Cache = "/var/cache/agora-verify"; return v }(),
 	} {
 		d := v.Digest()
 		if other, ok := seen[d]; ok {
