@@ -110,6 +110,7 @@ func FuzzParse(f *testing.F) {
 	g, _ := json.Marshal(Protected([]string{"true"}, []string{"x_test.go"}))
 	f.Add(g)
 	f.Add([]byte(`{"passed":true,"exit":0,"command":["true"],"output_tail":"","output_sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","output_bytes":0,"duration_ms":1}`))
+	f.Add([]byte(`{"passed":true,"exit":0,"command":["true"],"output_tail":"","output_sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","output_bytes":0,"duration_ms":1,"cache":"/var/cache/agora-verify"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		v, err := Parse(b)
 		if err != nil {
