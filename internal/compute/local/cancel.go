@@ -39,10 +39,45 @@ func (p *Provider) Cancel(ctx context.Context, taskID string) error {
 	return cancelForeign(ctx, tid)
 }
 
-// cancelForeign kills a task this process did not start. A pidfd pins the process: the
+// cancelForeign kills a task this process did not start: its bwrap (the session it leads),
+// then the sandbox's first process, which bwrap's death takes with it only once bwrap has
+// released it (taskID): a supervisor killed before then leaves it running, unsupervised.
+func cancelForeign(ctx context.Context, tid taskID) error {
+	err := cancelLeader(ctx, tid)
+	if tid.init != 0 {
+		err = errors.Join(err, killSandboxInit(ctx, tid))
+	}
+	return err
+}
+
+// killSandboxInit kills the sandbox's first process, and so its pid namespace, by pidfd
+// after checking its start time, and waits for it to exit.
+func killSandboxInit(ctx context.Context, tid taskID) error {
+	fd, err := unix.PidfdOpen(tid.init, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cancel %s: open pidfd of the sandbox: %w", tid, err)
+	}
+	defer unix.Close(fd)
+	st, err := readProcStat(tid.init)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && st.start != tid.initStart) {
+		return nil // ended, and the pid may name another process now
+	}
+	if err != nil {
+		return fmt.Errorf("cancel %s: %w", tid, err)
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("cancel %s: signal the sandbox: %w", tid, err)
+	}
+	return waitPidfd(ctx, fd, tid)
+}
+
+// cancelLeader kills the task's bwrap and its process group. A pidfd pins the process: the
 // start time read after opening it proves the pidfd names the task, and signals through
 // the pidfd cannot reach a later process with the same pid.
-func cancelForeign(ctx context.Context, tid taskID) error {
+func cancelLeader(ctx context.Context, tid taskID) error {
 	fd, err := unix.PidfdOpen(tid.pid, 0)
 	if errors.Is(err, unix.ESRCH) {
 		return nil

@@ -20,6 +20,8 @@ type handle struct {
 	id  string
 	cmd *exec.Cmd
 	pid int
+	// start is pid's start time (taskID).
+	start uint64
 	// sandboxPID is bwrap's sandbox process (the command, with --as-pid-1), 0 when unknown.
 	sandboxPID int
 	cg         *cgroup

@@ -108,7 +108,12 @@ func (p *Provider) startHeld(ctx context.Context, s compute.Spec, l limits, out 
 	for _, f := range extra[len(s.Files):] {
 		_ = f.Close()
 	}
-	h.sandboxPID, err = limitSandbox(ctx, infoR, h.pid, l, s.RunAs)
+	var initStart uint64
+	h.sandboxPID, initStart, err = limitSandbox(ctx, infoR, h.pid, l, s.RunAs)
+	if err == nil {
+		// The task's name carries the sandbox's first process before anyone reads it.
+		h.id = taskID{pid: h.pid, start: h.start, init: h.sandboxPID, initStart: initStart}.String()
+	}
 	if err == nil || errors.Is(err, errGone) {
 		// If the sandbox or bwrap is gone, no command can run: releasing it lets Wait
 		// report bwrap's status; bwrap's message is on the spec's Stderr.
@@ -129,8 +134,8 @@ func release(blockW *os.File) error {
 }
 
 // limitSandbox reads the pid of bwrap's sandbox process from the info pipe and applies the
-// rlimits to it while it waits on --block-fd. It returns that pid.
-func limitSandbox(ctx context.Context, info *os.File, bwrapPID int, l limits, runAs *compute.HostUser) (int, error) {
+// rlimits to it while it waits on --block-fd. It returns that pid and its start time.
+func limitSandbox(ctx context.Context, info *os.File, bwrapPID int, l limits, runAs *compute.HostUser) (int, uint64, error) {
 	deadline := time.Now().Add(setupTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -140,24 +145,24 @@ func limitSandbox(ctx context.Context, info *os.File, bwrapPID int, l limits, ru
 	defer stop()
 	b, err := io.ReadAll(io.LimitReader(info, maxInfoSize))
 	if err != nil {
-		return 0, fmt.Errorf("read bwrap info: %w", err)
+		return 0, 0, fmt.Errorf("read bwrap info: %w", err)
 	}
 	var msg struct {
 		ChildPID int `json:"child-pid"`
 	}
 	if err := json.Unmarshal(b, &msg); err != nil || msg.ChildPID <= 0 {
-		return 0, errors.New("bwrap exited before creating the sandbox (its message is on stderr)")
+		return 0, 0, errors.New("bwrap exited before creating the sandbox (its message is on stderr)")
 	}
 	// The sandbox process is bwrap's only child: check the pid still names it.
 	st, err := readProcStat(msg.ChildPID)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, errGone
+		return 0, 0, errGone
 	}
 	if err != nil {
-		return 0, fmt.Errorf("inspect sandbox pid %d: %w", msg.ChildPID, err)
+		return 0, 0, fmt.Errorf("inspect sandbox pid %d: %w", msg.ChildPID, err)
 	}
 	if st.ppid != bwrapPID {
-		return 0, fmt.Errorf("sandbox pid %d has parent %d, want bwrap %d", msg.ChildPID, st.ppid, bwrapPID)
+		return 0, 0, fmt.Errorf("sandbox pid %d has parent %d, want bwrap %d", msg.ChildPID, st.ppid, bwrapPID)
 	}
 	apply := func() error { return applyRlimits(msg.ChildPID, l) }
 	if runAs != nil {
@@ -168,11 +173,11 @@ func limitSandbox(ctx context.Context, info *os.File, bwrapPID int, l limits, ru
 	}
 	if err := apply(); err != nil {
 		if errors.Is(err, unix.ESRCH) {
-			return 0, errGone
+			return 0, 0, errGone
 		}
-		return 0, err
+		return 0, 0, err
 	}
-	return msg.ChildPID, nil
+	return msg.ChildPID, st.start, nil
 }
 
 func (p *Provider) startNone(s compute.Spec) (*handle, error) {
@@ -275,6 +280,7 @@ func (p *Provider) launch(cmd *exec.Cmd, cg *cgroup, isolation string) (*handle,
 		h.abort()
 		return nil, fmt.Errorf("read start time of pid %d: %w", h.pid, err)
 	}
+	h.start = st.start
 	h.id = taskID{pid: h.pid, start: st.start}.String()
 	return h, nil
 }

@@ -18,32 +18,53 @@ var ErrBadTaskID = errors.New("malformed local task id")
 // taskID names one process for [Provider.Cancel]: its pid and its start time in clock
 // ticks since boot (field 22 of /proc/<pid>/stat). The pair survives pid reuse: a reused
 // pid has a later start time.
+//
+// A bubblewrap task names its sandbox's first process too (init, initStart): the process
+// bwrap cloned into the sandbox's pid namespace, whose end takes every process in it. bwrap
+// binds that process's life to bwrap's (--die-with-parent) only after it is released, so a
+// supervisor killed in between leaves bwrap dead and the sandbox running; Cancel from
+// another process (Reap) kills it by this name. Ids written before it was added have none.
 type taskID struct {
 	pid   int
 	start uint64
+	// init and initStart name the sandbox's first process; 0 when unknown.
+	init      int
+	initStart uint64
 }
 
 func (t taskID) String() string {
-	return fmt.Sprintf("%s%d:%d", taskIDPrefix, t.pid, t.start)
+	if t.init == 0 {
+		return fmt.Sprintf("%s%d:%d", taskIDPrefix, t.pid, t.start)
+	}
+	return fmt.Sprintf("%s%d:%d:%d:%d", taskIDPrefix, t.pid, t.start, t.init, t.initStart)
 }
 
-// parseTaskID parses "local:<pid>:<start>" in its one canonical form (decimal, no sign,
-// no leading zeros).
+// parseTaskID parses "local:<pid>:<start>" or "local:<pid>:<start>:<init>:<initstart>" in
+// its one canonical form (decimal, no sign, no leading zeros).
 func parseTaskID(s string) (taskID, error) {
 	rest, ok := strings.CutPrefix(s, taskIDPrefix)
 	if !ok {
 		return taskID{}, fmt.Errorf("parse task id %q: %w", s, ErrBadTaskID)
 	}
-	pidStr, startStr, ok := strings.Cut(rest, ":")
-	if !ok {
+	f := strings.Split(rest, ":")
+	if len(f) != 2 && len(f) != 4 {
 		return taskID{}, fmt.Errorf("parse task id %q: %w", s, ErrBadTaskID)
 	}
-	pid, err1 := parseCanonicalUint(pidStr, 31)
-	start, err2 := parseCanonicalUint(startStr, 64)
+	pid, err1 := parseCanonicalUint(f[0], 31)
+	start, err2 := parseCanonicalUint(f[1], 64)
 	if err1 != nil || err2 != nil || pid < 1 {
 		return taskID{}, fmt.Errorf("parse task id %q: %w", s, ErrBadTaskID)
 	}
-	return taskID{pid: int(pid), start: start}, nil
+	t := taskID{pid: int(pid), start: start}
+	if len(f) == 4 {
+		init, err1 := parseCanonicalUint(f[2], 31)
+		initStart, err2 := parseCanonicalUint(f[3], 64)
+		if err1 != nil || err2 != nil || init < 1 {
+			return taskID{}, fmt.Errorf("parse task id %q: %w", s, ErrBadTaskID)
+		}
+		t.init, t.initStart = int(init), initStart
+	}
+	return t, nil
 }
 
 // parseCanonicalUint accepts only the canonical decimal form of an unsigned integer.

@@ -24,6 +24,12 @@ func TestParseTaskID(t *testing.T) {
 		{in: "local:1:01"},
 		{in: "local:1"},
 		{in: "local:1:2:3"},
+		{in: "local:1:2:3:4", want: taskID{pid: 1, start: 2, init: 3, initStart: 4}, ok: true},
+		{in: "local:1:2:0:4"},
+		{in: "local:1:2:03:4"},
+		{in: "local:1:2:3:"},
+		{in: "local:1:2:3:4:5"},
+		{in: "local:1:2::4"},
 		{in: "local::1"},
 		{in: "local:1:"},
 		{in: "local:2147483648:1"},
@@ -84,7 +90,7 @@ func TestParseProcStat(t *testing.T) {
 }
 
 func FuzzParseTaskID(f *testing.F) {
-	for _, s := range []string{"local:123:456", "local:1:0", "local:01:1", "local:1:2:3", "docker:x", ""} {
+	for _, s := range []string{"local:123:456", "local:1:0", "local:01:1", "local:1:2:3", "local:1:2:3:4", "local:1:2:0:4", "docker:x", ""} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -93,7 +99,7 @@ func FuzzParseTaskID(f *testing.F) {
 			return
 		}
 		// Canonical: a parsed id prints back exactly as it came in.
-		if id.String() != s || id.pid < 1 {
+		if id.String() != s || id.pid < 1 || id.init < 0 || (strings.Count(s, ":") == 4) != (id.init > 0) {
 			t.Fatalf("parseTaskID(%q) = %+v, prints %q", s, id, id.String())
 		}
 	})
