@@ -1,6 +1,7 @@
 package dispatch_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/runtimebin"
+	"github.com/agora-dev/agora/internal/worker/wire"
 	"github.com/agora-dev/agora/internal/workerbin"
 )
 
@@ -355,9 +357,11 @@ func testSupervisorKilled(t *testing.T, adopter bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	checkLifeline(t, r.ID)
 	sup.Process.Kill()
 	sup.Wait()
-	// The sandbox dies with its supervisor (--die-with-parent).
+	// The sandbox dies with its supervisor (--die-with-parent, and the worker's lifeline
+	// while bwrap has not yet made it so).
 	deadline = time.Now().Add(10 * time.Second)
 	for processWithArg(marker) {
 		if time.Now().After(deadline) {
@@ -379,6 +383,53 @@ func testSupervisorKilled(t *testing.T, adopter bool) {
 	if !strings.Contains(cur.Detail, "the worker died with it") {
 		t.Errorf("detail %q", cur.Detail)
 	}
+}
+
+// checkLifeline asserts that the worker of dispatch id holds a lifeline pipe
+// (wire.LifelineFDEnv) from its supervisor. Its environment as started names it (the worker
+// drops the variable, which /proc/PID/environ does not show); reading a non-dumpable
+// worker's /proc needs root.
+func checkLifeline(t *testing.T, id string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Log("SKIP (part): the worker's lifeline is read from its /proc, which needs root")
+		return
+	}
+	// Recorded started once bwrap released the sandbox, which may not have exec'd yet.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		pid, fd := workerLifeline(id)
+		switch {
+		case pid != "" && fd == "":
+			t.Fatalf("the worker of %s (pid %s) was started without %s", id, pid, wire.LifelineFDEnv)
+		case pid != "":
+			target, err := os.Readlink(filepath.Join("/proc", pid, "fd", fd))
+			if err != nil || !strings.HasPrefix(target, "pipe:") {
+				t.Fatalf("the worker's lifeline fd %s is %q (%v), want a pipe", fd, target, err)
+			}
+			return
+		case time.Now().After(deadline):
+			t.Fatalf("no worker process of dispatch %s found", id)
+		}
+	}
+}
+
+// workerLifeline finds the process started with AGORA_DISPATCH_ID=id and the lifeline
+// descriptor its environment names ("" when none).
+func workerLifeline(id string) (pid, fd string) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !bytes.Contains(env, []byte("\x00AGORA_DISPATCH_ID="+id+"\x00")) {
+			continue
+		}
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if v, ok := strings.CutPrefix(string(kv), wire.LifelineFDEnv+"="); ok {
+				return e.Name(), v
+			}
+		}
+		return e.Name(), ""
+	}
+	return "", ""
 }
 
 func processWithArg(arg string) bool {

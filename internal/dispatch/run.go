@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute"
@@ -80,8 +81,11 @@ type supervision struct {
 	trip           *limitTrip
 	gw             *runningGateway
 	handle         compute.Handle
-	exit           compute.Exit
-	waitErr        error
+	// lifeline is the write end of a cold local sandbox's lifeline pipe (startCold): held,
+	// never written, until the sandbox has ended.
+	lifeline *os.File
+	exit     compute.Exit
+	waitErr  error
 	// restaged: an adopted dispatch whose stage this replica made again after a takeover
 	// (adopt.go): only what the worker uploads here from now on is its result.
 	restaged bool
@@ -109,6 +113,10 @@ func (s *supervision) cleanup() {
 		} else {
 			_, _ = s.handle.Wait()
 		}
+	}
+	if s.lifeline != nil {
+		// The worker has exited (or never started): nothing reads the pipe now.
+		_ = s.lifeline.Close()
 	}
 	if s.st != nil {
 		s.st.removeWork()
@@ -394,7 +402,7 @@ func (s *supervision) startSandbox(ctx context.Context) error {
 			}
 			return err
 		}
-		if h, err = s.provider.Start(ctx, s.spec); err == nil {
+		if h, err = s.startCold(ctx); err == nil {
 			if d.Warm != nil {
 				d.Warm.learn(r.Target, s.target, s.spec)
 			} else {
@@ -419,6 +427,33 @@ func (s *supervision) startSandbox(ctx context.Context) error {
 	s.handle = h
 	s.progress(StateStarted, started)
 	return nil
+}
+
+// startCold starts the sandbox of s.spec. A bubblewrap sandbox also gets a lifeline
+// (wire.LifelineFDEnv): bwrap ties the sandbox's life to its own only once the sandbox is
+// released, so this supervisor killed with -9 in between would leave the agent running
+// with no supervisor; the worker ends it when the pipe closes. The spec learnt for warm
+// slots stays without it: a slot's worker has its claim pipe.
+func (s *supervision) startCold(ctx context.Context) (compute.Handle, error) {
+	if s.provider != s.d.LocalProvider || s.r.Sandbox == compute.SandboxNone {
+		// Without a sandbox the worker is this process's child, dead with it (Pdeathsig).
+		return s.provider.Start(ctx, s.spec)
+	}
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("lifeline pipe: %w", err)
+	}
+	defer rd.Close() // the sandbox holds its own copy once started
+	spec := s.spec
+	spec.Files = append(slices.Clip(s.spec.Files), rd)
+	spec.Env = append(slices.Clip(s.spec.Env), fmt.Sprintf("%s=%d", wire.LifelineFDEnv, 2+len(spec.Files)))
+	h, err := s.provider.Start(ctx, spec)
+	if err != nil {
+		wr.Close()
+		return nil, err
+	}
+	s.lifeline = wr
+	return h, nil
 }
 
 // wait runs the agent phase to the sandbox's end, then begins capture: the logs are closed

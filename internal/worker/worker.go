@@ -83,6 +83,10 @@ func Main(ctx context.Context, stdout, stderr io.Writer) int {
 	// ignored (a `timeout`, a CLI's SIGTERM to its tool's process, `cmd | head` would not end
 	// them); a caught one is the default again in every program the worker starts.
 	dropSignals()
+	if err := watchLifeline(stderr, os.Exit); err != nil {
+		fmt.Fprintf(stderr, "agora worker: %v\n", err)
+		return 1
+	}
 	// Started ahead in a warm slot: nothing below runs before the dispatch's claim.
 	if err := waitForClaim(); err != nil {
 		fmt.Fprintf(stderr, "agora worker: %v\n", err)

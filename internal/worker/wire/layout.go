@@ -75,5 +75,13 @@ const RootEnv = "AGORA_WORKER_ROOT"
 // means the slot was discarded before any claim: the worker exits having read nothing.
 const ClaimFDEnv = "AGORA_WORKER_CLAIM_FD"
 
+// LifelineFDEnv names, in the environment of a worker started cold by a local supervisor,
+// the read end of a pipe whose only writer is that supervisor, which never writes: EOF means
+// the supervisor died, and the worker exits, taking its sandbox with it (it is the sandbox's
+// first process). bwrap's --die-with-parent binds the sandbox to bwrap only once it is
+// released, so a supervisor killed just before would otherwise leave the agent running
+// unsupervised (local/doc.go, "Killing").
+const LifelineFDEnv = "AGORA_WORKER_LIFELINE_FD"
+
 // MaxTranscript caps out/transcript.jsonl: events past it are dropped.
 const MaxTranscript = 16 << 20
