@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -123,4 +124,78 @@ func (l *uidLease) transfer(id string) error {
 		return fmt.Errorf("move sandbox uid %d to %s: %w", l.uid, id, err)
 	}
 	return nil
+}
+
+// leasedUIDIdle returns an error naming the processes of this host that still run as the uid
+// dispatch id leased (its lease file names it), and nil when none do or it leased none. Only
+// a dispatch whose supervisor is gone is asked (release): none of its sandbox's processes may
+// run then, so the uid must not go back while one does. A zombie runs nothing and is not
+// counted. A process of another home sharing the uid range holds the uid the same way, which
+// is no harm: the uid is not this home's to give while it runs.
+func leasedUIDIdle(stateDir, id string) error {
+	dir := filepath.Join(stateDir, uidLeaseDir)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("find the uid of dispatch %s: %w", id, err)
+	}
+	uid := ""
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err == nil && string(b) == id {
+			uid = e.Name()
+			break
+		}
+	}
+	if uid == "" {
+		return nil
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return fmt.Errorf("list the processes of uid %s: %w", uid, err)
+	}
+	var pids []string
+	for _, e := range procs {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		if err != nil {
+			continue // ended meanwhile
+		}
+		if runsAs(string(b), uid) {
+			pids = append(pids, e.Name())
+		}
+	}
+	if len(pids) > 0 {
+		return fmt.Errorf("uid %s (dispatch %s) still runs as pids %s", uid, id, strings.Join(pids, " "))
+	}
+	return nil
+}
+
+// runsAs reports whether the process of /proc/<pid>/status text status is no zombie and has
+// uid as its real, effective or saved uid.
+func runsAs(status, uid string) bool {
+	var ids []string
+	for _, line := range strings.Split(status, "\n") {
+		if v, ok := strings.CutPrefix(line, "State:"); ok {
+			if st := strings.TrimSpace(v); strings.HasPrefix(st, "Z") || strings.HasPrefix(st, "X") {
+				return false
+			}
+		}
+		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+			ids = strings.Fields(v)
+		}
+	}
+	for i, v := range ids {
+		if i < 3 && v == uid {
+			return true
+		}
+	}
+	return false
 }
