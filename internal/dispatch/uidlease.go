@@ -86,7 +86,10 @@ func leaseUID(stateDir string, first config.UID, id string) (*uidLease, error) {
 
 // claimUID, with f's lock held, reports whether the uid of lease file f is free, and if so
 // writes id into it. It is not free while the dispatch f names (another than id) still has
-// its stage held: its supervisor died before releasing it, so its sandbox may still run.
+// its stage held: its supervisor died before releasing it, so its sandbox may still run. Nor
+// while a process runs as the uid of a warm slot f names: no stage holds a slot's lease, and a
+// holder killed while the slot's bwrap set it up leaves, before anything names the slot's
+// task, bwrap's sandbox process waiting for ever on the dead launcher (red team 42).
 func claimUID(stateDir string, f *os.File, id string) (bool, error) {
 	var buf [64]byte
 	k, err := f.ReadAt(buf[:], 0)
@@ -100,6 +103,13 @@ func claimUID(stateDir string, f *os.File, id string) (bool, error) {
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
 			return false, err
+		}
+		// Only then: reading every process's status costs milliseconds per lease.
+		if strings.HasPrefix(prev, warmLeasePrefix) {
+			pids, err := uidProcesses(filepath.Base(f.Name()))
+			if err != nil || len(pids) > 0 {
+				return false, err
+			}
 		}
 	}
 	if err := f.Truncate(0); err != nil {
@@ -155,9 +165,24 @@ func leasedUIDIdle(stateDir, id string) error {
 	if uid == "" {
 		return nil
 	}
+	pids, err := uidProcesses(uid)
+	if err != nil {
+		return err
+	}
+	if len(pids) > 0 {
+		return fmt.Errorf("uid %s (dispatch %s) still runs as pids %s", uid, id, strings.Join(pids, " "))
+	}
+	return nil
+}
+
+// warmLeasePrefix begins the name a warm slot leases its uid under until a dispatch claims it.
+const warmLeasePrefix = "warm-"
+
+// uidProcesses lists the processes of this host that run as uid (runsAs).
+func uidProcesses(uid string) ([]string, error) {
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
-		return fmt.Errorf("list the processes of uid %s: %w", uid, err)
+		return nil, fmt.Errorf("list the processes of uid %s: %w", uid, err)
 	}
 	var pids []string
 	for _, e := range procs {
@@ -172,10 +197,7 @@ func leasedUIDIdle(stateDir, id string) error {
 			pids = append(pids, e.Name())
 		}
 	}
-	if len(pids) > 0 {
-		return fmt.Errorf("uid %s (dispatch %s) still runs as pids %s", uid, id, strings.Join(pids, " "))
-	}
-	return nil
+	return pids, nil
 }
 
 // runsAs reports whether the process of /proc/<pid>/status text status is no zombie and has
