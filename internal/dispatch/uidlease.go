@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -106,7 +107,11 @@ func claimUID(stateDir string, f *os.File, id string) (bool, error) {
 		}
 		// Only then: reading every process's status costs milliseconds per lease.
 		if strings.HasPrefix(prev, warmLeasePrefix) {
-			pids, err := uidProcesses(filepath.Base(f.Name()))
+			uid := filepath.Base(f.Name())
+			pids, err := uidProcesses(uid)
+			if err == nil && endOrphanedSetups(pids) {
+				pids, err = uidProcesses(uid)
+			}
 			if err != nil || len(pids) > 0 {
 				return false, err
 			}
@@ -169,6 +174,11 @@ func leasedUIDIdle(stateDir, id string) error {
 	if err != nil {
 		return err
 	}
+	if endOrphanedSetups(pids) {
+		if pids, err = uidProcesses(uid); err != nil {
+			return err
+		}
+	}
 	if len(pids) > 0 {
 		return fmt.Errorf("uid %s (dispatch %s) still runs as pids %s", uid, id, strings.Join(pids, " "))
 	}
@@ -220,4 +230,62 @@ func runsAs(status, uid string) bool {
 		}
 	}
 	return false
+}
+
+// orphanedSetupWait bounds how long endOrphanedSetups waits for what it killed to exit.
+const orphanedSetupWait = 5 * time.Second
+
+// endOrphanedSetups kills, of pids, every bubblewrap sandbox process left in its setup by a
+// dead bwrap, and reports whether it killed one (once it has exited, or after
+// orphanedSetupWait). Such a process waits on its launcher (its uid map, its release) and,
+// the launcher gone, can wait for ever on an eventfd: it runs nothing of the sandbox's, and
+// no supervisor will ever release it. It is known by all of: the first process of a pid
+// namespace below this one (NSpid), still running bwrap (its command was never exec'd), and
+// a parent that is no bwrap. A pidfd opened first pins the process the checks read.
+func endOrphanedSetups(pids []string) bool {
+	killed := false
+	for _, p := range pids {
+		pid, err := strconv.Atoi(p)
+		if err != nil {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		if orphanedSetup(pid) && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			_, _ = unix.Poll(fds, int(orphanedSetupWait/time.Millisecond))
+			killed = true
+		}
+		unix.Close(fd)
+	}
+	return killed
+}
+
+// orphanedSetup reports whether pid is a bubblewrap sandbox's first process still in bwrap's
+// code whose parent is no bwrap (endOrphanedSetups).
+func orphanedSetup(pid int) bool {
+	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return false
+	}
+	var name, ppid string
+	var nspid []string
+	for _, line := range strings.Split(string(status), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		switch k {
+		case "Name":
+			name = strings.TrimSpace(v)
+		case "PPid":
+			ppid = strings.TrimSpace(v)
+		case "NSpid":
+			nspid = strings.Fields(v)
+		}
+	}
+	if name != "bwrap" || len(nspid) < 2 || nspid[len(nspid)-1] != "1" {
+		return false
+	}
+	parent, err := os.ReadFile(filepath.Join("/proc", ppid, "comm"))
+	return err != nil || strings.TrimSpace(string(parent)) != "bwrap"
 }
