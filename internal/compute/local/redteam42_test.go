@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"syscall"
@@ -49,5 +50,31 @@ func TestRedTeam42_CancelSparesAProcessThatIsNoSandbox(t *testing.T) {
 				t.Fatalf("Cancel(%s) killed pid %d, which is no sandbox (%v)", id, victim.Process.Pid, ws)
 			}
 		})
+	}
+}
+
+// TestRedTeam42_CancelOfAnInitThatCannotDieReturns: an id whose sandbox part names this pid
+// namespace's init (pid 1, which no signal from inside its namespace ends) or a kernel thread
+// (start time 0) made Cancel signal it and then wait on it for as long as its context allowed:
+// Reap's, with none, for ever, and every agora command reaps first. Neither is a sandbox:
+// Cancel returns at once and signals nothing.
+func TestRedTeam42_CancelOfAnInitThatCannotDieReturns(t *testing.T) {
+	self, err := readProcStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range []int{1, 2} {
+		st, err := readProcStat(pid)
+		if err != nil {
+			t.Skipf("SKIP: pid %d is not visible here: %v", pid, err)
+		}
+		id := taskID{pid: os.Getpid(), start: self.start + 1, init: pid, initStart: st.start}.String()
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		began := time.Now()
+		err = newProvider(t, Options{}).Cancel(ctx, id)
+		cancel()
+		if err != nil || time.Since(began) > 2*time.Second {
+			t.Errorf("Cancel(%s) took %s: %v", id, time.Since(began).Round(time.Millisecond), err)
+		}
 	}
 }
