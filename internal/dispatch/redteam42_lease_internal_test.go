@@ -5,8 +5,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agora-dev/agora/internal/config"
 )
@@ -54,5 +56,58 @@ func TestRedTeam42_SlotLeaseNotReusedWhileItsUIDRuns(t *testing.T) {
 	l.release()
 	if l.uid != own {
 		t.Errorf("after its last process ended, leased %d, want %d", l.uid, own)
+	}
+}
+
+// TestRedTeam42_ReleaseEndsAnOrphanedSandbox: a sandbox whose bwrap died before its command
+// bound itself to it (--die-with-parent takes effect only after the release) runs on
+// unsupervised as the leased uid; a verify gate's command has no worker, and so no lifeline,
+// and one whose supervisor died before recording the gate's task leaves Reap nothing to cancel.
+// Releasing the dispatch must end it: the first process of a pid namespace, running as the
+// uid, whose parent is neither a bwrap nor a process of the uid (its own sandbox's), is an
+// orphaned sandbox. Here: `unshare --pid --fork sleep` as the uid, its unshare killed.
+func TestRedTeam42_ReleaseEndsAnOrphanedSandbox(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: running a process as the sandbox uid needs root")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("SKIP: unshare(1) not installed")
+	}
+	dir := t.TempDir()
+	first := config.UID(config.DefaultSandboxUID)
+	id := "01JRT42ORPHANGATE"
+	l, err := leaseUID(dir, first, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.release() // its supervisor died: the lock is gone, the file still names the dispatch
+	uid := strconv.FormatUint(uint64(l.uid), 10)
+	launcher := exec.Command("unshare", "--user", "--pid", "--fork", "sleep", "61.42")
+	launcher.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: l.uid, Gid: l.uid}}
+	if err := launcher.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var orphan int
+	for deadline := time.Now().Add(10 * time.Second); orphan == 0; time.Sleep(10 * time.Millisecond) {
+		pids, _ := uidProcesses(uid)
+		for _, p := range pids {
+			if b, _ := os.ReadFile("/proc/" + p + "/cmdline"); strings.Contains(string(b), "61.42") && !strings.Contains(string(b), "unshare") {
+				orphan, _ = strconv.Atoi(p)
+			}
+		}
+		if time.Now().After(deadline) {
+			launcher.Process.Kill()
+			launcher.Wait()
+			t.Skip("SKIP: unshare --user --pid started no sandbox here")
+		}
+	}
+	launcher.Process.Kill()
+	launcher.Wait()
+	t.Cleanup(func() { syscall.Kill(orphan, syscall.SIGKILL) })
+	if err := leasedUIDIdle(dir, id); err != nil {
+		t.Fatalf("release of %s: %v", id, err)
+	}
+	if pids, _ := uidProcesses(uid); len(pids) > 0 {
+		t.Fatalf("the orphaned sandbox %d outlived its dispatch's release: %v", orphan, pids)
 	}
 }

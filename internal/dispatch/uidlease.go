@@ -109,7 +109,7 @@ func claimUID(stateDir string, f *os.File, id string) (bool, error) {
 		if strings.HasPrefix(prev, warmLeasePrefix) {
 			uid := filepath.Base(f.Name())
 			pids, err := uidProcesses(uid)
-			if err == nil && endOrphanedSetups(pids) {
+			if err == nil && endOrphanedSandboxes(uid, pids) {
 				pids, err = uidProcesses(uid)
 			}
 			if err != nil || len(pids) > 0 {
@@ -174,7 +174,7 @@ func leasedUIDIdle(stateDir, id string) error {
 	if err != nil {
 		return err
 	}
-	if endOrphanedSetups(pids) {
+	if endOrphanedSandboxes(uid, pids) {
 		if pids, err = uidProcesses(uid); err != nil {
 			return err
 		}
@@ -232,17 +232,20 @@ func runsAs(status, uid string) bool {
 	return false
 }
 
-// orphanedSetupWait bounds how long endOrphanedSetups waits for what it killed to exit.
+// orphanedSetupWait bounds how long endOrphanedSandboxes waits for what it killed to exit.
 const orphanedSetupWait = 5 * time.Second
 
-// endOrphanedSetups kills, of pids, every bubblewrap sandbox process left in its setup by a
-// dead bwrap, and reports whether it killed one (once it has exited, or after
-// orphanedSetupWait). Such a process waits on its launcher (its uid map, its release) and,
-// the launcher gone, can wait for ever on an eventfd: it runs nothing of the sandbox's, and
-// no supervisor will ever release it. It is known by all of: the first process of a pid
-// namespace below this one (NSpid), still running bwrap (its command was never exec'd), and
-// a parent that is no bwrap. A pidfd opened first pins the process the checks read.
-func endOrphanedSetups(pids []string) bool {
+// endOrphanedSandboxes kills, of pids (processes running as uid), every first process of a
+// sandbox whose bwrap is gone, and reports whether it killed one (once it has exited, or
+// after orphanedSetupWait); the kernel takes the rest of each sandbox with it. Only a
+// dispatch or a slot whose supervisor is gone asks, and such a process is nobody's: bwrap's
+// launcher, dead before the sandbox bound its life to it (--die-with-parent takes effect at
+// the release), left it waiting for ever on its eventfd, or running its command, a verify
+// gate's with no worker's lifeline. It is known by all of: the first process of a pid
+// namespace below this one (NSpid), whose parent is no bwrap and does not run as uid (the
+// parent of a namespace an agent made, of a live sandbox, does). A pidfd opened first pins
+// the process the checks read.
+func endOrphanedSandboxes(uid string, pids []string) bool {
 	killed := false
 	for _, p := range pids {
 		pid, err := strconv.Atoi(p)
@@ -253,7 +256,7 @@ func endOrphanedSetups(pids []string) bool {
 		if err != nil {
 			continue
 		}
-		if orphanedSetup(pid) && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
+		if orphanedSandbox(uid, pid) && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
 			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 			_, _ = unix.Poll(fds, int(orphanedSetupWait/time.Millisecond))
 			killed = true
@@ -263,29 +266,31 @@ func endOrphanedSetups(pids []string) bool {
 	return killed
 }
 
-// orphanedSetup reports whether pid is a bubblewrap sandbox's first process still in bwrap's
-// code whose parent is no bwrap (endOrphanedSetups).
-func orphanedSetup(pid int) bool {
+// orphanedSandbox reports whether pid is the first process of a pid namespace below this one
+// whose parent is neither a bwrap nor a process running as uid (endOrphanedSandboxes).
+func orphanedSandbox(uid string, pid int) bool {
 	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	if err != nil {
 		return false
 	}
-	var name, ppid string
+	var ppid string
 	var nspid []string
 	for _, line := range strings.Split(string(status), "\n") {
 		k, v, _ := strings.Cut(line, ":")
 		switch k {
-		case "Name":
-			name = strings.TrimSpace(v)
 		case "PPid":
 			ppid = strings.TrimSpace(v)
 		case "NSpid":
 			nspid = strings.Fields(v)
 		}
 	}
-	if name != "bwrap" || len(nspid) < 2 || nspid[len(nspid)-1] != "1" {
+	if len(nspid) < 2 || nspid[len(nspid)-1] != "1" {
 		return false
 	}
-	parent, err := os.ReadFile(filepath.Join("/proc", ppid, "comm"))
-	return err != nil || strings.TrimSpace(string(parent)) != "bwrap"
+	parent, err := os.ReadFile(filepath.Join("/proc", ppid, "status"))
+	if err != nil {
+		return true // reaped meanwhile: no bwrap waits on it
+	}
+	// Name is status's first line.
+	return !strings.HasPrefix(string(parent), "Name:\tbwrap\n") && !runsAs(string(parent), uid)
 }
