@@ -208,9 +208,11 @@ func (d *Dispatcher) release(ctx context.Context, id string) {
 		err = p.Release(ctx, id)
 	}
 	if err == nil {
-		// A supervisor killed while bwrap set the sandbox up recorded no task to cancel, and
-		// bwrap's sandbox process can outlive bwrap there for good (waiting on it for its uid
-		// map); with no task cgroup to kill, only its uid tells of it (red team 42).
+		// A supervisor killed while bwrap set the sandbox up, or before it recorded a verify
+		// gate's task, left no task to cancel, and the sandbox can outlive its bwrap (for
+		// good, in setup, waiting on it for its uid map); with no task cgroup to kill, only
+		// its uid tells of it (red team 42): it is ended, and the uid held while any process
+		// still runs as it.
 		if err = leasedUIDIdle(d.StateDir, id); err != nil {
 			d.log().Warn("reap: a process still runs as the uid of a dispatch whose supervisor is gone; "+
 				"its stage and sandbox uid stay held and the next reap retries", "dispatch", id, "err", err.Error())

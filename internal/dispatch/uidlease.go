@@ -141,10 +141,11 @@ func (l *uidLease) transfer(id string) error {
 	return nil
 }
 
-// leasedUIDIdle returns an error naming the processes of this host that still run as the uid
-// dispatch id leased (its lease file names it), and nil when none do or it leased none. Only
-// a dispatch whose supervisor is gone is asked (release): none of its sandbox's processes may
-// run then, so the uid must not go back while one does. A zombie runs nothing and is not
+// leasedUIDIdle ends every orphaned sandbox running as the uid dispatch id leased (its lease
+// file names it; endOrphanedSandboxes), then returns an error naming the processes of this
+// host that still run as it, and nil when none do or it leased none. Only a dispatch whose
+// supervisor is gone is asked (release): none of its sandbox's processes may run then, so
+// the uid must not go back while one does. A zombie runs nothing and is not
 // counted. A process of another home sharing the uid range holds the uid the same way, which
 // is no harm: the uid is not this home's to give while it runs.
 func leasedUIDIdle(stateDir, id string) error {
