@@ -200,11 +200,23 @@ type releaser interface {
 
 // release removes what dispatch id holds on the host once no process supervises it: the
 // provider's leftovers, then the stage's work, disk quota included, and its held entry. When
-// the provider cannot release yet, the stage is held again so that a later Reap retries.
+// the provider cannot release yet, or a process still runs as the uid the dispatch leased,
+// the stage is held again (and with it the uid) so that a later Reap retries.
 func (d *Dispatcher) release(ctx context.Context, id string) {
 	var err error
 	if p, ok := d.LocalProvider.(releaser); ok {
 		err = p.Release(ctx, id)
+	}
+	if err == nil {
+		// A supervisor killed while bwrap set the sandbox up, or before it recorded a verify
+		// gate's task, left no task to cancel, and the sandbox can outlive its bwrap (for
+		// good, in setup, waiting on it for its uid map); with no task cgroup to kill, only
+		// its uid tells of it (red team 42): it is ended, and the uid held while any process
+		// still runs as it.
+		if err = leasedUIDIdle(d.StateDir, id); err != nil {
+			d.log().Warn("reap: a process still runs as the uid of a dispatch whose supervisor is gone; "+
+				"its stage and sandbox uid stay held and the next reap retries", "dispatch", id, "err", err.Error())
+		}
 	}
 	st := stageAt(d.StateDir, id)
 	st.removeWork()

@@ -408,7 +408,7 @@ func (w *WarmPools) fillOnce(ctx context.Context, target string, t config.Target
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		var err error
-		if lease, err = leaseUID(w.d.StateDir, t.SandboxUID, "warm-"+hex.EncodeToString(b[:])); err != nil {
+		if lease, err = leaseUID(w.d.StateDir, t.SandboxUID, warmLeasePrefix+hex.EncodeToString(b[:])); err != nil {
 			return nil, err
 		}
 		tmpl.RunAs = &compute.HostUser{UID: lease.uid, GID: lease.uid}

@@ -213,7 +213,7 @@ func (w *WarmPools) fillDocker(ctx context.Context, target string, t config.Targ
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	lease, err := leaseUID(w.d.StateDir, t.SandboxUID, "warm-"+hex.EncodeToString(b[:]))
+	lease, err := leaseUID(w.d.StateDir, t.SandboxUID, warmLeasePrefix+hex.EncodeToString(b[:]))
 	if err != nil {
 		return nil, err
 	}

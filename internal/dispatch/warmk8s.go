@@ -121,7 +121,7 @@ func (w *WarmPools) fillK8s(ctx context.Context, target string, t config.Target)
 	if os.Geteuid() == 0 && !w.d.testOnlyInvokingUser {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
-		if lease, err = leaseUID(w.d.StateDir, t.SandboxUID, "warm-"+hex.EncodeToString(b[:])); err != nil {
+		if lease, err = leaseUID(w.d.StateDir, t.SandboxUID, warmLeasePrefix+hex.EncodeToString(b[:])); err != nil {
 			return nil, err
 		}
 		tmpl.RunAs = &compute.HostUser{UID: lease.uid, GID: lease.uid}

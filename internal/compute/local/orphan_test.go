@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"syscall"
@@ -19,6 +20,13 @@ import (
 func TestCancel_SandboxOrphanedBeforeRelease(t *testing.T) {
 	requireBwrap(t)
 	p := newProvider(t, Options{})
+	// Last: the task cgroup outlives the supervisor killed here, as it would a real one's,
+	// until Reap releases the dispatch; left, every run leaked one (red team 42).
+	t.Cleanup(func() {
+		if err := newProvider(t, Options{}).Release(context.Background(), "orphan"); err != nil {
+			t.Errorf("release the orphan's cgroup: %v", err)
+		}
+	})
 	marker := fmt.Sprintf("1000.%d", time.Now().UnixNano()%1000000)
 	var out, errOut syncBuffer
 	s := compute.Spec{ID: "orphan", Argv: []string{"sleep", marker}, Env: []string{"PATH=/usr/bin:/bin"},

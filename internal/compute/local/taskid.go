@@ -52,14 +52,16 @@ func parseTaskID(s string) (taskID, error) {
 	}
 	pid, err1 := parseCanonicalUint(f[0], 31)
 	start, err2 := parseCanonicalUint(f[1], 64)
-	if err1 != nil || err2 != nil || pid < 1 {
+	// pid 1 is never a task's: a task's process is a child of the provider's. Named, Cancel's
+	// kill of the task's process group would be kill(-1), every process it may signal.
+	if err1 != nil || err2 != nil || pid < 2 {
 		return taskID{}, fmt.Errorf("parse task id %q: %w", s, ErrBadTaskID)
 	}
 	t := taskID{pid: int(pid), start: start}
 	if len(f) == 4 {
 		init, err1 := parseCanonicalUint(f[2], 31)
 		initStart, err2 := parseCanonicalUint(f[3], 64)
-		if err1 != nil || err2 != nil || init < 1 {
+		if err1 != nil || err2 != nil || init < 2 {
 			return taskID{}, fmt.Errorf("parse task id %q: %w", s, ErrBadTaskID)
 		}
 		t.init, t.initStart = int(init), initStart

@@ -15,7 +15,8 @@ func TestParseTaskID(t *testing.T) {
 		ok   bool
 	}{
 		{in: "local:123:456", want: taskID{pid: 123, start: 456}, ok: true},
-		{in: "local:1:0", want: taskID{pid: 1, start: 0}, ok: true},
+		{in: "local:2:0", want: taskID{pid: 2, start: 0}, ok: true},
+		{in: "local:1:0"}, // pid 1 is no task's: its group kill would be kill(-1)
 		{in: "local:123:18446744073709551615", want: taskID{pid: 123, start: 1<<64 - 1}, ok: true},
 		{in: "local:0:1"},
 		{in: "local:-1:1"},
@@ -24,8 +25,10 @@ func TestParseTaskID(t *testing.T) {
 		{in: "local:1:01"},
 		{in: "local:1"},
 		{in: "local:1:2:3"},
-		{in: "local:1:2:3:4", want: taskID{pid: 1, start: 2, init: 3, initStart: 4}, ok: true},
-		{in: "local:1:2:0:4"},
+		{in: "local:2:2:3:4", want: taskID{pid: 2, start: 2, init: 3, initStart: 4}, ok: true},
+		{in: "local:1:2:3:4"},
+		{in: "local:2:2:1:4"},
+		{in: "local:2:2:0:4"},
 		{in: "local:1:2:03:4"},
 		{in: "local:1:2:3:"},
 		{in: "local:1:2:3:4:5"},
