@@ -32,6 +32,14 @@ func watchLifeline(stderr io.Writer, exit func(code int)) error {
 		return fmt.Errorf("%s=%q: not a descriptor: %w", wire.LifelineFDEnv, v, err)
 	}
 	unix.CloseOnExec(fd)
+	// A supervisor already dead (killed while bwrap set the sandbox up) ends the worker here,
+	// before the agent can start, not only once the goroutine below is scheduled.
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	if n, err := unix.Poll(pfd, 0); err == nil && n > 0 && pfd[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0 {
+		fmt.Fprintln(stderr, "agora worker: the supervisor is gone (its lifeline closed); ending the sandbox")
+		exit(1)
+		return nil
+	}
 	f := os.NewFile(uintptr(fd), "lifeline")
 	go func() {
 		// The supervisor never writes: any read's end is the pipe's.

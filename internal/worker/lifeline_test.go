@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"strconv"
 	"sync"
@@ -67,6 +68,25 @@ func TestWatchLifeline(t *testing.T) {
 	defer mu.Unlock()
 	if !bytes.Contains(stderr.Bytes(), []byte("supervisor is gone")) {
 		t.Errorf("stderr %q does not say why", stderr.String())
+	}
+}
+
+// TestWatchLifeline_SupervisorAlreadyGone: a worker whose supervisor died before it started
+// ends before watchLifeline returns, so nothing of the job runs.
+func TestWatchLifeline_SupervisorAlreadyGone(t *testing.T) {
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	wr.Close()
+	t.Setenv(wire.LifelineFDEnv, strconv.Itoa(int(rd.Fd())))
+	code := -1
+	if err := watchLifeline(io.Discard, func(c int) { code = c }); err != nil {
+		t.Fatal(err)
+	}
+	if code != 1 {
+		t.Fatalf("watchLifeline returned with the supervisor gone and exit not called (code %d)", code)
 	}
 }
 
