@@ -85,6 +85,43 @@ func UnmarshalKnown(b []byte, v any) error {
 	return json.Unmarshal(b, v)
 }
 
+// Member is one member of a JSON object: its key, unescaped, and its value exactly as written
+// (a slice of the document, without the whitespace around it).
+type Member struct {
+	Key   string
+	Value []byte
+}
+
+// Fields are the JSON field names of a flat struct, for [Fields.Members]; build them once.
+type Fields struct{ s *shape }
+
+// NewFields returns the exact (case-sensitive) field names names.
+func NewFields(names ...string) *Fields {
+	s := &shape{fields: make(map[string]*shape, len(names)), folded: make(map[string]string, len(names))}
+	for _, n := range names {
+		s.fields[n] = nil
+		s.folded[foldKey(n)] = n
+	}
+	return &Fields{s: s}
+}
+
+// Members checks b exactly as [UnmarshalKnown] checks a document read into a struct with f's
+// field names, each of a type that reads itself (json.RawMessage): b passes [Check] and is an
+// object, and no key of it equals one of the names only under case folding (a key no name
+// matches, even folded, is allowed). It appends b's members, in document order, to dst. It is
+// one pass over b where UnmarshalKnown is two (the check, then encoding/json's decode), and it
+// keeps the members a caller reads by a name known only at run time (a configured claim).
+func (f *Fields) Members(b []byte, dst []Member) ([]Member, error) {
+	w, err := walkWith(b, f.s, true, true, dst)
+	if err != nil {
+		return dst, err
+	}
+	if w.first != '{' {
+		return dst, errors.New("not a JSON object")
+	}
+	return w.members, nil
+}
+
 // Decode is [Unmarshal] of at most limit bytes; what names the document in errors
 // ("read manifest: ...").
 func Decode(what string, b []byte, limit int, v any) error {
@@ -104,25 +141,36 @@ func check(b []byte, want *shape) (json.Delim, error) { return checkWith(b, want
 // checkWith is check; with open, a key no field of want's structs names (not even under case
 // folding) is allowed, and its value read with no shape.
 func checkWith(b []byte, want *shape, open bool) (json.Delim, error) {
+	w, err := walkWith(b, want, open, false, nil)
+	if err != nil {
+		return 0, err
+	}
+	return w.first, nil
+}
+
+// walkWith is checkWith; with collect, the walk also appends the members of the top-level
+// object to members.
+func walkWith(b []byte, want *shape, open, collect bool, members []Member) (walker, error) {
 	if !utf8.Valid(b) {
-		return 0, errors.New("not valid UTF-8")
+		return walker{}, errors.New("not valid UTF-8")
 	}
 	if !json.Valid(b) {
 		// Say why, as encoding/json would.
 		dec := json.NewDecoder(bytes.NewReader(b))
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return 0, err
+			return walker{}, err
 		}
-		return 0, errors.New("data after the JSON document")
+		return walker{}, errors.New("data after the JSON document")
 	}
 	// b is one valid JSON document: the walk below relies on it and only looks at structure.
-	w := walker{b: b, open: open}
+	w := walker{b: b, open: open, collect: collect, members: members}
 	first, err := w.value(0, want)
 	if err != nil {
-		return 0, err
+		return walker{}, err
 	}
-	return first, nil
+	w.first = first
+	return w, nil
 }
 
 // walker reads the structure of one valid JSON document (checked with json.Valid first): it
@@ -133,6 +181,10 @@ type walker struct {
 	b    []byte
 	i    int
 	open bool // unknown keys are allowed (UnmarshalKnown); near misses never are
+	// collect keeps the members of the top-level object in members ([Fields.Members]).
+	collect bool
+	members []Member
+	first   json.Delim // the document's opening delimiter, once walked
 }
 
 func (w *walker) space() {
@@ -211,8 +263,13 @@ func (w *walker) object(depth int, want *shape) error {
 		}
 		w.space()
 		w.i++ // the ':'
+		w.space()
+		start := w.i
 		if _, err := w.value(depth+1, next); err != nil {
 			return atPath("."+clip(k), err)
+		}
+		if w.collect && depth == 0 {
+			w.members = append(w.members, Member{Key: k, Value: w.b[start:w.i]})
 		}
 	}
 }
