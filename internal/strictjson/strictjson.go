@@ -112,14 +112,14 @@ func NewFields(names ...string) *Fields {
 // one pass over b where UnmarshalKnown is two (the check, then encoding/json's decode), and it
 // keeps the members a caller reads by a name known only at run time (a configured claim).
 func (f *Fields) Members(b []byte, dst []Member) ([]Member, error) {
-	w, err := walkWith(b, f.s, true, true, dst)
+	first, members, err := walkWith(b, f.s, true, true, dst)
 	if err != nil {
 		return dst, err
 	}
-	if w.first != '{' {
+	if first != '{' {
 		return dst, errors.New("not a JSON object")
 	}
-	return w.members, nil
+	return members, nil
 }
 
 // Decode is [Unmarshal] of at most limit bytes; what names the document in errors
@@ -141,36 +141,36 @@ func check(b []byte, want *shape) (json.Delim, error) { return checkWith(b, want
 // checkWith is check; with open, a key no field of want's structs names (not even under case
 // folding) is allowed, and its value read with no shape.
 func checkWith(b []byte, want *shape, open bool) (json.Delim, error) {
-	w, err := walkWith(b, want, open, false, nil)
-	if err != nil {
-		return 0, err
-	}
-	return w.first, nil
+	first, _, err := walkWith(b, want, open, false, nil)
+	return first, err
 }
 
 // walkWith is checkWith; with collect, the walk also appends the members of the top-level
-// object to members.
-func walkWith(b []byte, want *shape, open, collect bool, members []Member) (walker, error) {
+// object to members and returns them.
+func walkWith(b []byte, want *shape, open, collect bool, members []Member) (json.Delim, []Member, error) {
 	if !utf8.Valid(b) {
-		return walker{}, errors.New("not valid UTF-8")
+		return 0, nil, errors.New("not valid UTF-8")
 	}
 	if !json.Valid(b) {
 		// Say why, as encoding/json would.
 		dec := json.NewDecoder(bytes.NewReader(b))
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return walker{}, err
+			return 0, nil, err
 		}
-		return walker{}, errors.New("data after the JSON document")
+		return 0, nil, errors.New("data after the JSON document")
 	}
 	// b is one valid JSON document: the walk below relies on it and only looks at structure.
-	w := walker{b: b, open: open, collect: collect, members: members}
-	first, err := w.value(0, want)
-	if err != nil {
-		return walker{}, err
+	w := walker{b: b, open: open}
+	if w.space(); collect && w.b[w.i] == '{' {
+		w.i++
+		// The members go through object's results, not the walker: an append through a
+		// pointer would move the caller's array for them to the heap.
+		members, err := w.object(0, want, true, members)
+		return '{', members, err
 	}
-	w.first = first
-	return w, nil
+	first, err := w.value(0, want)
+	return first, nil, err
 }
 
 // walker reads the structure of one valid JSON document (checked with json.Valid first): it
@@ -181,10 +181,6 @@ type walker struct {
 	b    []byte
 	i    int
 	open bool // unknown keys are allowed (UnmarshalKnown); near misses never are
-	// collect keeps the members of the top-level object in members ([Fields.Members]).
-	collect bool
-	members []Member
-	first   json.Delim // the document's opening delimiter, once walked
 }
 
 func (w *walker) space() {
@@ -210,7 +206,7 @@ func (w *walker) value(depth int, want *shape) (json.Delim, error) {
 		w.i++
 		var err error
 		if c == '{' {
-			err = w.object(depth, want)
+			_, err = w.object(depth, want, false, nil)
 		} else {
 			err = w.array(depth, want)
 		}
@@ -231,14 +227,15 @@ func (w *walker) value(depth int, want *shape) (json.Delim, error) {
 	return 0, nil
 }
 
-// object reads the members of an object whose '{' was just read, and its '}'.
-func (w *walker) object(depth int, want *shape) error {
+// object reads the members of an object whose '{' was just read, and its '}'. With collect,
+// it appends them to members and returns them.
+func (w *walker) object(depth int, want *shape, collect bool, members []Member) ([]Member, error) {
 	var keys keySet
 	for {
 		w.space()
 		if w.b[w.i] == '}' {
 			w.i++
-			return nil
+			return members, nil
 		}
 		if w.b[w.i] == ',' {
 			w.i++
@@ -246,10 +243,10 @@ func (w *walker) object(depth int, want *shape) error {
 		}
 		k, err := w.str()
 		if err != nil {
-			return err
+			return members, err
 		}
 		if !keys.add(k) {
-			return fmt.Errorf("duplicate key %q", clip(k))
+			return members, fmt.Errorf("duplicate key %q", clip(k))
 		}
 		var next *shape
 		if want != nil {
@@ -258,7 +255,7 @@ func (w *walker) object(depth int, want *shape) error {
 			} else if known {
 				next = f
 			} else if next, err = want.field(k); err != nil {
-				return err
+				return members, err
 			}
 		}
 		w.space()
@@ -266,10 +263,10 @@ func (w *walker) object(depth int, want *shape) error {
 		w.space()
 		start := w.i
 		if _, err := w.value(depth+1, next); err != nil {
-			return atPath("."+clip(k), err)
+			return members, atPath("."+clip(k), err)
 		}
-		if w.collect && depth == 0 {
-			w.members = append(w.members, Member{Key: k, Value: w.b[start:w.i]})
+		if collect {
+			members = append(members, Member{Key: k, Value: w.b[start:w.i]})
 		}
 	}
 }
@@ -323,8 +320,10 @@ func (w *walker) str() (string, error) {
 	return s, nil
 }
 
-// keySet holds the case-folded keys of one object. Most objects have a handful of keys, so
-// it scans a slice before it needs a map.
+// keySet holds the keys of one object, to find two equal under case folding. Most objects have
+// a handful of keys, so it scans a slice before it needs a map. The slice holds an ASCII key
+// as it is (compared with asciiEqualFold: no folded copy to allocate per key) and any other
+// key folded (foldRunes); the map holds every key folded.
 type keySet struct {
 	few  []string
 	many map[string]bool
@@ -332,29 +331,86 @@ type keySet struct {
 
 // add records k and reports whether no key equal to it under case folding was there.
 func (s *keySet) add(k string) bool {
-	f := foldKey(k)
 	if s.many != nil {
+		f := foldKey(k)
 		if s.many[f] {
 			return false
 		}
 		s.many[f] = true
 		return true
 	}
+	e := k
+	if !isASCII(k) {
+		e = foldRunes(k)
+	}
 	for _, x := range s.few {
-		if x == f {
+		if asciiEqualFold(x, e) {
 			return false
 		}
 	}
 	if len(s.few) < 16 {
-		s.few = append(s.few, f)
+		s.few = append(s.few, e)
 		return true
 	}
 	s.many = make(map[string]bool, 2*len(s.few))
 	for _, x := range s.few {
-		s.many[x] = true
+		s.many[foldKey(x)] = true
 	}
-	s.many[f] = true
+	s.many[foldKey(e)] = true
 	return true
+}
+
+// asciiEqualFold reports whether a and b are equal with ASCII letters compared regardless of
+// case and every other byte exactly. For two entries of a keySet (an ASCII key as it is, any
+// other key folded, whose ASCII letters are then upper case) that is foldKey(a) == foldKey(b).
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if x == y {
+			continue
+		}
+		if 'a' <= x && x <= 'z' {
+			x -= 'a' - 'A'
+		}
+		if 'a' <= y && y <= 'z' {
+			y -= 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// foldedField reports whether foldKey(k) is a folded field name of a struct shape, without
+// allocating the folded key when k is short ASCII (the common key).
+func (s *shape) foldedField(k string) bool {
+	var buf [64]byte
+	if len(k) > len(buf) || !isASCII(k) {
+		_, ok := s.folded[foldKey(k)]
+		return ok
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	_, ok := s.folded[string(buf[:len(k)])]
+	return ok
 }
 
 // pathError is an error found inside a document, with where: the object keys and array
@@ -470,8 +526,7 @@ func (s *shape) nearMiss(k string) bool {
 		return false
 	}
 	_, exact := s.fields[k]
-	_, folded := s.folded[foldKey(k)]
-	return folded && !exact
+	return !exact && s.foldedField(k)
 }
 
 var (

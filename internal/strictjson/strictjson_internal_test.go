@@ -111,3 +111,30 @@ func FuzzWalk_MatchesTokenWalk(f *testing.F) {
 		}
 	})
 }
+
+// FuzzKeySet_MatchesFold: keySet (ASCII keys kept as they are, compared regardless of ASCII
+// case) finds exactly the duplicates a set of fully folded keys finds, before and after it
+// turns into a map, and shape.foldedField agrees with a lookup of the folded key.
+func FuzzKeySet_MatchesFold(f *testing.F) {
+	f.Add("kind,\u212Aind", "KIND")
+	f.Add("s,S,\u017F", "\u017Fub")
+	f.Add("a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,S,\u017F,K", "sub")
+	f.Add("\u00e9,\u00c9,x_1,X_1", "\u00c9")
+	f.Fuzz(func(t *testing.T, list, k string) {
+		var s keySet
+		seen := map[string]bool{}
+		for _, k := range strings.Split(list, ",") {
+			want := !seen[foldRunes(k)]
+			seen[foldRunes(k)] = true
+			if got := s.add(k); got != want {
+				t.Fatalf("add(%q) after %q = %v, want %v", k, list, got, want)
+			}
+		}
+		sh := &shape{folded: map[string]string{foldKey(k): k}}
+		for _, x := range strings.Split(list, ",") {
+			if got, want := sh.foldedField(x), foldRunes(x) == foldRunes(k); got != want {
+				t.Fatalf("foldedField(%q) with field %q = %v, want %v", x, k, got, want)
+			}
+		}
+	})
+}
