@@ -76,17 +76,17 @@ func parseClaims(payload []byte, groupsClaim string) (claims, error) {
 		}
 	}
 	var c claims
-	for _, f := range []struct {
-		name string
-		raw  []byte
-		to   *string
-	}{{"iss", iss, &c.Issuer}, {"sub", sub, &c.Subject}, {"nonce", nonce, &c.Nonce}, {"azp", azp, &c.AuthorizedParty}} {
-		if f.raw == nil {
-			continue
-		}
-		if *f.to, err = jsonString(f.raw); err != nil {
-			return claims{}, fmt.Errorf("token claims: %s must be a string", f.name)
-		}
+	if c.Issuer, err = claimString("iss", iss); err != nil {
+		return claims{}, err
+	}
+	if c.Subject, err = claimString("sub", sub); err != nil {
+		return claims{}, err
+	}
+	if c.Nonce, err = claimString("nonce", nonce); err != nil {
+		return claims{}, err
+	}
+	if c.AuthorizedParty, err = claimString("azp", azp); err != nil {
+		return claims{}, err
 	}
 	if c.Subject == "" || len(c.Subject) > maxSubject || !printable(c.Subject) {
 		return claims{}, errors.New("token claims: sub must be 1-255 printable characters (no control, bidirectional, separator or invisible character)")
@@ -124,6 +124,18 @@ func parseClaims(payload []byte, groupsClaim string) (claims, error) {
 	return c, nil
 }
 
+// claimString reads the string claim name from its value b; absent is "".
+func claimString(name string, b []byte) (string, error) {
+	if b == nil {
+		return "", nil
+	}
+	s, err := jsonString(b)
+	if err != nil {
+		return "", fmt.Errorf("token claims: %s must be a string", name)
+	}
+	return s, nil
+}
+
 // jsonString reads a JSON value (valid, as strictjson passed it) into a string as encoding/json
 // would: a string, or null for "". A string with no escape is its bytes (the payload is valid
 // UTF-8); one with escapes is unquoted by encoding/json itself, so it means what it meant.
@@ -159,23 +171,25 @@ func jsonNumber(b []byte) (json.Number, error) {
 	return n, nil
 }
 
+// errNotStrings is stringOrList's refusal.
+var errNotStrings = errors.New("want a string or a list of strings")
+
 // stringOrList reads a claim that is a string or a list of strings; absent or null is empty.
 // An element of a list may be null, read as "" (as encoding/json reads it into a []string).
 func stringOrList(b []byte) ([]string, error) {
 	if len(b) == 0 || b[0] == 'n' {
 		return nil, nil
 	}
-	errType := errors.New("want a string or a list of strings")
 	switch b[0] {
 	case '"':
 		s, err := jsonString(b)
 		if err != nil {
-			return nil, errType
+			return nil, errNotStrings
 		}
 		return []string{s}, nil
 	case '[':
 	default:
-		return nil, errType
+		return nil, errNotStrings
 	}
 	// b is a valid JSON array: what is between its elements is whitespace and commas.
 	list := []string{}
@@ -193,12 +207,12 @@ func stringOrList(b []byte) ([]string, error) {
 			end := stringEnd(b, i)
 			s, err := jsonString(b[i:end])
 			if err != nil {
-				return nil, errType
+				return nil, errNotStrings
 			}
 			list = append(list, s)
 			i = end
 		default:
-			return nil, errType
+			return nil, errNotStrings
 		}
 	}
 }
