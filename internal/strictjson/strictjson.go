@@ -151,6 +151,30 @@ func walkWith(b []byte, want *shape, open, collect bool, members []Member) (json
 	if !utf8.Valid(b) {
 		return 0, nil, errors.New("not valid UTF-8")
 	}
+	// The walk checks the syntax as it goes (it used to follow json.Valid, a second pass);
+	// encoding/json is asked only once the walk has refused b, so a document with a syntax
+	// error is refused with encoding/json's reason, as before, whatever else is wrong in it.
+	w := walker{b: b, open: open}
+	var first json.Delim
+	var err error
+	if w.space(); collect && w.i < len(w.b) && w.b[w.i] == '{' {
+		w.i++
+		// The members go through object's results, not the walker: an append through a
+		// pointer would move the caller's array for them to the heap.
+		first = '{'
+		members, err = w.object(0, want, true, members)
+	} else {
+		first, err = w.value(0, want)
+		members = nil
+	}
+	if err == nil {
+		if w.space(); w.i != len(w.b) {
+			err = errSyntax
+		}
+	}
+	if err == nil {
+		return first, members, nil
+	}
 	if !json.Valid(b) {
 		// Say why, as encoding/json would.
 		dec := json.NewDecoder(bytes.NewReader(b))
@@ -160,23 +184,22 @@ func walkWith(b []byte, want *shape, open, collect bool, members []Member) (json
 		}
 		return 0, nil, errors.New("data after the JSON document")
 	}
-	// b is one valid JSON document: the walk below relies on it and only looks at structure.
-	w := walker{b: b, open: open}
-	if w.space(); collect && w.b[w.i] == '{' {
-		w.i++
-		// The members go through object's results, not the walker: an append through a
-		// pointer would move the caller's array for them to the heap.
-		members, err := w.object(0, want, true, members)
-		return '{', members, err
+	if errors.Is(err, errSyntax) {
+		// Never expected (FuzzWalk_SyntaxMatchesJSONValid): refused all the same.
+		return 0, nil, errors.New("not valid JSON (strictjson and encoding/json disagree)")
 	}
-	first, err := w.value(0, want)
-	return first, nil, err
+	return 0, nil, err
 }
 
-// walker reads the structure of one valid JSON document (checked with json.Valid first): it
-// never has to handle a syntax error, only keys, nesting and numbers. It reads bytes rather
-// than json.Decoder tokens, which cost an allocation and a formatted error each and made
-// reading an audit bundle twice as slow.
+// errSyntax is the walk's refusal of b's syntax; walkWith replaces it with encoding/json's
+// reason.
+var errSyntax = errors.New("JSON syntax error")
+
+// walker reads one JSON document: its syntax (RFC 8259's grammar, exactly what json.Valid
+// accepts: FuzzWalk_SyntaxMatchesJSONValid), its keys, nesting and numbers. A syntax error is
+// errSyntax, whose reason walkWith asks encoding/json for. It reads bytes rather than
+// json.Decoder tokens, which cost an allocation and a formatted error each and made reading an
+// audit bundle twice as slow.
 type walker struct {
 	b    []byte
 	i    int
@@ -198,6 +221,9 @@ func (w *walker) space() {
 // the shape of the Go value it is decoded into; nil means any (no field names to check).
 func (w *walker) value(depth int, want *shape) (json.Delim, error) {
 	w.space()
+	if w.i >= len(w.b) {
+		return 0, errSyntax
+	}
 	switch c := w.b[w.i]; c {
 	case '{', '[':
 		if depth >= MaxDepth {
@@ -212,34 +238,102 @@ func (w *walker) value(depth int, want *shape) (json.Delim, error) {
 		}
 		return json.Delim(c), err
 	case '"':
-		w.skipString()
-	case 't', 'f', 'n':
-		for w.i < len(w.b) && 'a' <= w.b[w.i] && w.b[w.i] <= 'z' {
-			w.i++
+		if _, ok := w.skipString(); !ok {
+			return 0, errSyntax
 		}
+	case 't':
+		return 0, w.literal("true")
+	case 'f':
+		return 0, w.literal("false")
+	case 'n':
+		return 0, w.literal("null")
 	default:
 		start := w.i
-		for w.i < len(w.b) && strings.IndexByte("+-.0123456789eE", w.b[w.i]) >= 0 {
-			w.i++
+		if !w.number() {
+			return 0, errSyntax
 		}
 		return 0, checkNumber(json.Number(w.b[start:w.i]))
 	}
 	return 0, nil
 }
 
+// literal moves past lit (true, false, null) at w.i.
+func (w *walker) literal(lit string) error {
+	if len(w.b)-w.i < len(lit) || string(w.b[w.i:w.i+len(lit)]) != lit {
+		return errSyntax
+	}
+	w.i += len(lit)
+	return nil
+}
+
+// number moves past the number at w.i and reports whether it is one by JSON's grammar:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (w *walker) number() bool {
+	if w.at('-') {
+		w.i++
+	}
+	switch {
+	case w.at('0'):
+		w.i++
+	case w.i < len(w.b) && '1' <= w.b[w.i] && w.b[w.i] <= '9':
+		w.digits()
+	default:
+		return false
+	}
+	if w.at('.') {
+		w.i++
+		if w.digits() == 0 {
+			return false
+		}
+	}
+	if w.at('e') || w.at('E') {
+		w.i++
+		if w.at('+') || w.at('-') {
+			w.i++
+		}
+		if w.digits() == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// digits moves past the digits at w.i and returns how many there were.
+func (w *walker) digits() int {
+	start := w.i
+	for w.i < len(w.b) && '0' <= w.b[w.i] && w.b[w.i] <= '9' {
+		w.i++
+	}
+	return w.i - start
+}
+
+// at reports whether the byte at w.i is c.
+func (w *walker) at(c byte) bool { return w.i < len(w.b) && w.b[w.i] == c }
+
 // object reads the members of an object whose '{' was just read, and its '}'. With collect,
 // it appends them to members and returns them.
 func (w *walker) object(depth int, want *shape, collect bool, members []Member) ([]Member, error) {
 	var keys keySet
-	for {
+	for n := 0; ; n++ {
 		w.space()
-		if w.b[w.i] == '}' {
+		if n == 0 && w.at('}') {
 			w.i++
 			return members, nil
 		}
-		if w.b[w.i] == ',' {
+		if n > 0 {
+			// After a member: '}' ends the object, ',' comes before the next member.
+			if w.at('}') {
+				w.i++
+				return members, nil
+			}
+			if !w.at(',') {
+				return members, errSyntax
+			}
 			w.i++
 			w.space()
+		}
+		if !w.at('"') {
+			return members, errSyntax
 		}
 		k, err := w.str()
 		if err != nil {
@@ -258,8 +352,10 @@ func (w *walker) object(depth int, want *shape, collect bool, members []Member) 
 				return members, err
 			}
 		}
-		w.space()
-		w.i++ // the ':'
+		if w.space(); !w.at(':') {
+			return members, errSyntax
+		}
+		w.i++
 		w.space()
 		start := w.i
 		if _, err := w.value(depth+1, next); err != nil {
@@ -279,11 +375,19 @@ func (w *walker) array(depth int, want *shape) error {
 	}
 	for n := 0; ; n++ {
 		w.space()
-		if w.b[w.i] == ']' {
+		if n == 0 && w.at(']') {
 			w.i++
 			return nil
 		}
-		if w.b[w.i] == ',' {
+		if n > 0 {
+			// After an element: ']' ends the array, ',' comes before the next element.
+			if w.at(']') {
+				w.i++
+				return nil
+			}
+			if !w.at(',') {
+				return errSyntax
+			}
 			w.i++
 		}
 		if _, err := w.value(depth+1, elem); err != nil {
@@ -292,23 +396,49 @@ func (w *walker) array(depth int, want *shape) error {
 	}
 }
 
-// skipString moves past the string at w.i and reports whether it holds an escape.
-func (w *walker) skipString() (escaped bool) {
-	for w.i++; w.b[w.i] != '"'; w.i++ {
-		if w.b[w.i] == '\\' {
+// skipString moves past the string at w.i (its opening quote) and reports whether it holds an
+// escape and whether it is a string by JSON's grammar: closed, no control character, every
+// escape one of \" \\ \/ \b \f \n \r \t \uXXXX. (b is valid UTF-8, checked first.)
+func (w *walker) skipString() (escaped, ok bool) {
+	for w.i++; w.i < len(w.b); w.i++ {
+		switch c := w.b[w.i]; {
+		case c == '"':
+			w.i++
+			return escaped, true
+		case c < 0x20:
+			return escaped, false
+		case c == '\\':
 			escaped = true
-			w.i++ // the escaped byte cannot end the string
+			w.i++
+			if w.i >= len(w.b) {
+				return escaped, false
+			}
+			switch w.b[w.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				for range 4 {
+					if w.i++; w.i >= len(w.b) || !isHex(w.b[w.i]) {
+						return escaped, false
+					}
+				}
+			default:
+				return escaped, false
+			}
 		}
 	}
-	w.i++
-	return escaped
+	return escaped, false
 }
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
 // str reads a string at w.i and returns its value. One without escapes is its bytes; one with
 // escapes is unquoted by encoding/json itself, so a key means here what it means there.
 func (w *walker) str() (string, error) {
 	start := w.i
-	escaped := w.skipString()
+	escaped, ok := w.skipString()
+	if !ok {
+		return "", errSyntax
+	}
 	raw := w.b[start:w.i]
 	if !escaped {
 		return string(raw[1 : len(raw)-1]), nil

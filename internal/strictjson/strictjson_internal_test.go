@@ -138,3 +138,37 @@ func FuzzKeySet_MatchesFold(f *testing.F) {
 		}
 	})
 }
+
+// FuzzWalk_SyntaxMatchesJSONValid: the walk, which no longer follows json.Valid, refuses the
+// syntax of exactly the documents json.Valid refuses (of valid UTF-8, which is checked before
+// it). A walk refusing something else first (a duplicate key, a depth, a number's range) says
+// nothing about the syntax after it and is skipped.
+func FuzzWalk_SyntaxMatchesJSONValid(f *testing.F) {
+	for _, s := range []string{`{"a":[1,-0.5e+3,true,false,null,"x\u00e9\n"]}`, `{"a":1,}`, `[1,]`, `[,1]`, `{,"a":1}`,
+		`{"a" 1}`, `{"a":1 "b":2}`, `01`, `-`, `1.`, `1e`, `.5`, `+1`, `tru`, `nul`, `truex`, `"\x"`, `"\u12g4"`,
+		"\"\t\"", `"abc`, `{"a":"b"`, `[`, ``, ` `, `{} {}`, `[1] `, `"\/\b\f\r\"\\"`, `1E+2`, `-0`, `[[[]]]`, `{"":{}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !utf8.Valid(b) {
+			return
+		}
+		w := walker{b: b}
+		_, err := w.value(0, nil)
+		if err == nil {
+			if w.space(); w.i != len(b) {
+				err = errSyntax
+			}
+		}
+		valid := json.Valid(b)
+		switch {
+		case err == nil && !valid:
+			t.Fatalf("the walk accepts %q, json.Valid refuses it", b)
+		case errors.Is(err, errSyntax) && valid:
+			t.Fatalf("the walk refuses the syntax of %q, json.Valid accepts it", b)
+		}
+		if _, err := check(b, nil); err != nil && valid && strings.Contains(err.Error(), "disagree") {
+			t.Fatalf("check(%q): %v", b, err)
+		}
+	})
+}
