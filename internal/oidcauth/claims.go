@@ -191,15 +191,17 @@ func stringOrList(b []byte) ([]string, error) {
 	default:
 		return nil, errNotStrings
 	}
-	// b is a valid JSON array: what is between its elements is whitespace and commas.
-	list := []string{}
+	// b is a valid JSON array: what is between its elements is whitespace and commas. The
+	// elements gather on the stack and leave in one slice of their number.
+	var few [8]string
+	list := few[:0]
 	for i := 1; ; {
 		for b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r' || b[i] == ',' {
 			i++
 		}
 		switch b[i] {
 		case ']':
-			return list, nil
+			return append(make([]string, 0, len(list)), list...), nil
 		case 'n':
 			list = append(list, "")
 			i += len("null")

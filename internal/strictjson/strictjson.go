@@ -451,11 +451,12 @@ func (w *walker) str() (string, error) {
 }
 
 // keySet holds the keys of one object, to find two equal under case folding. Most objects have
-// a handful of keys, so it scans a slice before it needs a map. The slice holds an ASCII key
-// as it is (compared with asciiEqualFold: no folded copy to allocate per key) and any other
-// key folded (foldRunes); the map holds every key folded.
+// a handful of keys, so it scans an array (on the walker's stack) before it needs a map. The
+// array holds an ASCII key as it is (compared with asciiEqualFold: no folded copy to allocate
+// per key) and any other key folded (foldRunes); the map holds every key folded.
 type keySet struct {
-	few  []string
+	few  [16]string
+	n    int // keys in few
 	many map[string]bool
 }
 
@@ -473,13 +474,14 @@ func (s *keySet) add(k string) bool {
 	if !isASCII(k) {
 		e = foldRunes(k)
 	}
-	for _, x := range s.few {
+	for _, x := range s.few[:s.n] {
 		if asciiEqualFold(x, e) {
 			return false
 		}
 	}
-	if len(s.few) < 16 {
-		s.few = append(s.few, e)
+	if s.n < len(s.few) {
+		s.few[s.n] = e
+		s.n++
 		return true
 	}
 	s.many = make(map[string]bool, 2*len(s.few))
