@@ -1,6 +1,7 @@
 package oidcauth
 
 import (
+	"reflect"
 	"testing"
 )
 
@@ -62,6 +63,37 @@ func FuzzParseTokenResponse(f *testing.F) {
 		tok, code, err := parseTokenResponse(body)
 		if err != nil && (tok != "" || code != "") {
 			t.Fatalf("refused, yet returned %q %q", tok, code)
+		}
+	})
+}
+
+// FuzzParseClaims_MatchesTwoPass holds the one-pass claims decode to the two-pass one it
+// replaced (strictjson, then encoding/json twice): the same payloads are refused, and from
+// the others the same claims are read (null members, quoted numbers, escapes, null list
+// elements, a groups claim named like another claim included).
+func FuzzParseClaims_MatchesTwoPass(f *testing.F) {
+	for _, s := range []string{
+		`{"iss":"https://id.example","sub":"u1","aud":["agora"],"exp":1900000000,"groups":["platform"]}`,
+		`{"iss":"x","sub":"u","aud":"a","exp":1.5,"nbf":1,"roles":"admin"}`,
+		`{"sub":"u","Sub":"v","exp":1}`, `{"sub":"u","exp":1,"groups":[1,2]}`,
+		`{"sub":"u","exp":1,"nonce":"n","azp":"agora-web"}`, `{"sub":"u","exp":1,"nonce":1,"azp":["a"]}`,
+		`{"iss":null,"sub":"u","aud":null,"exp":"12","nbf":null,"nonce":null,"groups":["a",null,"\u0062"]}`,
+		`{"sub":"\u0075\n","exp":"","groups":[]}`, `{"sub":"u","exp":1,"groups":"g","aud":[ "a" , "b" ]}`,
+		`null`, `[]`, `{"sub":"u","exp":true}`, `{"sub":"u","exp":1e400}`, `{"sub":"u","exp":-0.5e1}`,
+		`{"sub":"u","exp":1,"aud":{"a":1}}`, `{"sub":"u","exp":1,"groups":[["a"]]}`, `{"\u017Fub":"u","exp":1}`,
+	} {
+		for _, g := range []string{"groups", "sub", "aud", ""} {
+			f.Add([]byte(s), g)
+		}
+	}
+	f.Fuzz(func(t *testing.T, payload []byte, groupsClaim string) {
+		got, err := parseClaims(payload, groupsClaim)
+		want, errWant := parseClaimsTwoPass(payload, groupsClaim)
+		if (err == nil) != (errWant == nil) {
+			t.Fatalf("parseClaims(%q, %q): one pass %v, two passes %v", payload, groupsClaim, err, errWant)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("parseClaims(%q, %q): one pass read %+v, two passes %+v", payload, groupsClaim, got, want)
 		}
 	})
 }

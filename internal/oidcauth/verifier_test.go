@@ -213,6 +213,12 @@ func TestAttacks(t *testing.T) {
 	t.Run("two tokens glued", func(t *testing.T) {
 		mustInvalid(t, v, real+"."+real, "not a compact JWS")
 	})
+	t.Run("a valid token with a space inside", func(t *testing.T) {
+		// A bearer token is the compact form exactly: no whitespace is dropped before it
+		// is read (go-jose's ParseSigned would drop it and accept the token).
+		dot := strings.LastIndexByte(real, '.')
+		mustInvalid(t, v, real[:dot+5]+" "+real[dot+5:], "not a well-formed signed token")
+	})
 }
 
 // TestNoNetworkAtStart: New reads nothing; a provider that is down fails the token with

@@ -95,3 +95,96 @@ func FuzzUnmarshalKnown(f *testing.F) {
 		}
 	})
 }
+
+// rawDoc is what Fields.Members is checked against: UnmarshalKnown into a struct whose fields
+// read themselves.
+type rawDoc struct {
+	Iss json.RawMessage `json:"iss"`
+	Sub json.RawMessage `json:"sub"`
+	Exp json.RawMessage `json:"exp"`
+}
+
+var rawFields = strictjson.NewFields("iss", "sub", "exp")
+
+func TestFieldsMembers(t *testing.T) {
+	tests := []struct {
+		name, in, err string
+		keys          []string
+	}{
+		{"members in order, values as written", `{ "sub" : "u" , "x":{"a":[1, 2]},"iss":null,"exp":1e3 }`, "", []string{"sub", "x", "iss", "exp"}},
+		{"empty object", ` {} `, "", nil},
+		{"escaped key is unescaped", `{"\u0073ub":"u"}`, "", []string{"sub"}},
+		{"case variant of a name", `{"Sub":"u"}`, `unknown field "Sub" (keys are case-sensitive: the field is "sub")`, nil},
+		{"long s folds to s", `{"\u017Fub":"u"}`, `the field is "sub"`, nil},
+		{"duplicate", `{"sub":"u","sub":"v"}`, `duplicate key "sub"`, nil},
+		{"case-folded duplicate of an unknown key", `{"seq":1,"SEQ":2}`, `duplicate key "SEQ"`, nil},
+		{"nested duplicate", `{"x":{"a":1,"A":2}}`, `duplicate key "A" at .x`, nil},
+		{"number out of range", `{"exp":1e400}`, "out of range", nil},
+		{"not an object", `["sub"]`, "not a JSON object", nil},
+		{"null", `null`, "not a JSON object", nil},
+		{"not JSON", `{"sub":`, "unexpected EOF", nil},
+		{"invalid UTF-8", "{\"sub\":\"\xff\"}", "UTF-8", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ms, err := rawFields.Members([]byte(tt.in), nil)
+			if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+				t.Fatalf("Members(%s) = %v, want %q", tt.in, err, tt.err)
+			}
+			if err != nil {
+				return
+			}
+			var keys []string
+			for _, m := range ms {
+				keys = append(keys, m.Key)
+			}
+			if !reflect.DeepEqual(keys, tt.keys) {
+				t.Fatalf("keys %q, want %q", keys, tt.keys)
+			}
+		})
+	}
+	ms, err := rawFields.Members([]byte(`{ "sub" : "u" , "x":{"a":[1, 2]},"iss":null,"exp":1e3 }`), make([]strictjson.Member, 0, 4))
+	want := []string{`"u"`, `{"a":[1, 2]}`, `null`, `1e3`}
+	if err != nil || len(ms) != len(want) {
+		t.Fatalf("Members = %v, %v", ms, err)
+	}
+	for i, m := range ms {
+		if string(m.Value) != want[i] {
+			t.Errorf("member %q holds %q, want %q", m.Key, m.Value, want[i])
+		}
+	}
+}
+
+// FuzzFieldsMembers_MatchesUnmarshalKnown: Members accepts exactly the objects UnmarshalKnown
+// accepts into a struct of raw fields, and each field's member holds what encoding/json put in
+// the field.
+func FuzzFieldsMembers_MatchesUnmarshalKnown(f *testing.F) {
+	for _, s := range []string{`{"iss":"a","sub":"b","exp":1,"x":[{"y":null}]}`, `{"Sub":1}`, `{"sub":1,"SUB":2}`,
+		`{"\u0073ub":"u"}`, `null`, `[1]`, `{"exp":1e999}`, ` { "iss" : [ 1 , "x" ] } `} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ms, err := rawFields.Members(b, nil)
+		var v rawDoc
+		errKnown := strictjson.UnmarshalKnown(b, &v)
+		if err != nil {
+			var top map[string]json.RawMessage
+			if errKnown == nil && json.Unmarshal(b, &top) == nil && top != nil {
+				t.Fatalf("Members refused an object UnmarshalKnown accepts: %v", err)
+			}
+			return
+		}
+		if errKnown != nil {
+			t.Fatalf("Members accepted what UnmarshalKnown refuses: %v", errKnown)
+		}
+		got := map[string][]byte{}
+		for _, m := range ms {
+			got[m.Key] = m.Value
+		}
+		for name, field := range map[string]json.RawMessage{"iss": v.Iss, "sub": v.Sub, "exp": v.Exp} {
+			if string(got[name]) != string(field) {
+				t.Fatalf("%s: Members %q, UnmarshalKnown %q", name, got[name], field)
+			}
+		}
+	})
+}

@@ -85,6 +85,43 @@ func UnmarshalKnown(b []byte, v any) error {
 	return json.Unmarshal(b, v)
 }
 
+// Member is one member of a JSON object: its key, unescaped, and its value exactly as written
+// (a slice of the document, without the whitespace around it).
+type Member struct {
+	Key   string
+	Value []byte
+}
+
+// Fields are the JSON field names of a flat struct, for [Fields.Members]; build them once.
+type Fields struct{ s *shape }
+
+// NewFields returns the exact (case-sensitive) field names names.
+func NewFields(names ...string) *Fields {
+	s := &shape{fields: make(map[string]*shape, len(names)), folded: make(map[string]string, len(names))}
+	for _, n := range names {
+		s.fields[n] = nil
+		s.folded[foldKey(n)] = n
+	}
+	return &Fields{s: s}
+}
+
+// Members checks b exactly as [UnmarshalKnown] checks a document read into a struct with f's
+// field names, each of a type that reads itself (json.RawMessage): b passes [Check] and is an
+// object, and no key of it equals one of the names only under case folding (a key no name
+// matches, even folded, is allowed). It appends b's members, in document order, to dst. It is
+// one pass over b where UnmarshalKnown is two (the check, then encoding/json's decode), and it
+// keeps the members a caller reads by a name known only at run time (a configured claim).
+func (f *Fields) Members(b []byte, dst []Member) ([]Member, error) {
+	first, members, err := walkWith(b, f.s, true, true, dst)
+	if err != nil {
+		return dst, err
+	}
+	if first != '{' {
+		return dst, errors.New("not a JSON object")
+	}
+	return members, nil
+}
+
 // Decode is [Unmarshal] of at most limit bytes; what names the document in errors
 // ("read manifest: ...").
 func Decode(what string, b []byte, limit int, v any) error {
@@ -104,31 +141,65 @@ func check(b []byte, want *shape) (json.Delim, error) { return checkWith(b, want
 // checkWith is check; with open, a key no field of want's structs names (not even under case
 // folding) is allowed, and its value read with no shape.
 func checkWith(b []byte, want *shape, open bool) (json.Delim, error) {
+	first, _, err := walkWith(b, want, open, false, nil)
+	return first, err
+}
+
+// walkWith is checkWith; with collect, the walk also appends the members of the top-level
+// object to members and returns them.
+func walkWith(b []byte, want *shape, open, collect bool, members []Member) (json.Delim, []Member, error) {
 	if !utf8.Valid(b) {
-		return 0, errors.New("not valid UTF-8")
+		return 0, nil, errors.New("not valid UTF-8")
+	}
+	// The walk checks the syntax as it goes (it used to follow json.Valid, a second pass);
+	// encoding/json is asked only once the walk has refused b, so a document with a syntax
+	// error is refused with encoding/json's reason, as before, whatever else is wrong in it.
+	w := walker{b: b, open: open}
+	var first json.Delim
+	var err error
+	if w.space(); collect && w.i < len(w.b) && w.b[w.i] == '{' {
+		w.i++
+		// The members go through object's results, not the walker: an append through a
+		// pointer would move the caller's array for them to the heap.
+		first = '{'
+		members, err = w.object(0, want, true, members)
+	} else {
+		first, err = w.value(0, want)
+		members = nil
+	}
+	if err == nil {
+		if w.space(); w.i != len(w.b) {
+			err = errSyntax
+		}
+	}
+	if err == nil {
+		return first, members, nil
 	}
 	if !json.Valid(b) {
 		// Say why, as encoding/json would.
 		dec := json.NewDecoder(bytes.NewReader(b))
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
-		return 0, errors.New("data after the JSON document")
+		return 0, nil, errors.New("data after the JSON document")
 	}
-	// b is one valid JSON document: the walk below relies on it and only looks at structure.
-	w := walker{b: b, open: open}
-	first, err := w.value(0, want)
-	if err != nil {
-		return 0, err
+	if errors.Is(err, errSyntax) {
+		// Never expected (FuzzWalk_SyntaxMatchesJSONValid): refused all the same.
+		return 0, nil, errors.New("not valid JSON (strictjson and encoding/json disagree)")
 	}
-	return first, nil
+	return 0, nil, err
 }
 
-// walker reads the structure of one valid JSON document (checked with json.Valid first): it
-// never has to handle a syntax error, only keys, nesting and numbers. It reads bytes rather
-// than json.Decoder tokens, which cost an allocation and a formatted error each and made
-// reading an audit bundle twice as slow.
+// errSyntax is the walk's refusal of b's syntax; walkWith replaces it with encoding/json's
+// reason.
+var errSyntax = errors.New("JSON syntax error")
+
+// walker reads one JSON document: its syntax (RFC 8259's grammar, exactly what json.Valid
+// accepts: FuzzWalk_SyntaxMatchesJSONValid), its keys, nesting and numbers. A syntax error is
+// errSyntax, whose reason walkWith asks encoding/json for. It reads bytes rather than
+// json.Decoder tokens, which cost an allocation and a formatted error each and made reading an
+// audit bundle twice as slow.
 type walker struct {
 	b    []byte
 	i    int
@@ -150,6 +221,9 @@ func (w *walker) space() {
 // the shape of the Go value it is decoded into; nil means any (no field names to check).
 func (w *walker) value(depth int, want *shape) (json.Delim, error) {
 	w.space()
+	if w.i >= len(w.b) {
+		return 0, errSyntax
+	}
 	switch c := w.b[w.i]; c {
 	case '{', '[':
 		if depth >= MaxDepth {
@@ -158,46 +232,115 @@ func (w *walker) value(depth int, want *shape) (json.Delim, error) {
 		w.i++
 		var err error
 		if c == '{' {
-			err = w.object(depth, want)
+			_, err = w.object(depth, want, false, nil)
 		} else {
 			err = w.array(depth, want)
 		}
 		return json.Delim(c), err
 	case '"':
-		w.skipString()
-	case 't', 'f', 'n':
-		for w.i < len(w.b) && 'a' <= w.b[w.i] && w.b[w.i] <= 'z' {
-			w.i++
+		if _, ok := w.skipString(); !ok {
+			return 0, errSyntax
 		}
+	case 't':
+		return 0, w.literal("true")
+	case 'f':
+		return 0, w.literal("false")
+	case 'n':
+		return 0, w.literal("null")
 	default:
 		start := w.i
-		for w.i < len(w.b) && strings.IndexByte("+-.0123456789eE", w.b[w.i]) >= 0 {
-			w.i++
+		if !w.number() {
+			return 0, errSyntax
 		}
 		return 0, checkNumber(json.Number(w.b[start:w.i]))
 	}
 	return 0, nil
 }
 
-// object reads the members of an object whose '{' was just read, and its '}'.
-func (w *walker) object(depth int, want *shape) error {
-	var keys keySet
-	for {
-		w.space()
-		if w.b[w.i] == '}' {
-			w.i++
-			return nil
+// literal moves past lit (true, false, null) at w.i.
+func (w *walker) literal(lit string) error {
+	if len(w.b)-w.i < len(lit) || string(w.b[w.i:w.i+len(lit)]) != lit {
+		return errSyntax
+	}
+	w.i += len(lit)
+	return nil
+}
+
+// number moves past the number at w.i and reports whether it is one by JSON's grammar:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (w *walker) number() bool {
+	if w.at('-') {
+		w.i++
+	}
+	switch {
+	case w.at('0'):
+		w.i++
+	case w.i < len(w.b) && '1' <= w.b[w.i] && w.b[w.i] <= '9':
+		w.digits()
+	default:
+		return false
+	}
+	if w.at('.') {
+		w.i++
+		if w.digits() == 0 {
+			return false
 		}
-		if w.b[w.i] == ',' {
+	}
+	if w.at('e') || w.at('E') {
+		w.i++
+		if w.at('+') || w.at('-') {
+			w.i++
+		}
+		if w.digits() == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// digits moves past the digits at w.i and returns how many there were.
+func (w *walker) digits() int {
+	start := w.i
+	for w.i < len(w.b) && '0' <= w.b[w.i] && w.b[w.i] <= '9' {
+		w.i++
+	}
+	return w.i - start
+}
+
+// at reports whether the byte at w.i is c.
+func (w *walker) at(c byte) bool { return w.i < len(w.b) && w.b[w.i] == c }
+
+// object reads the members of an object whose '{' was just read, and its '}'. With collect,
+// it appends them to members and returns them.
+func (w *walker) object(depth int, want *shape, collect bool, members []Member) ([]Member, error) {
+	var keys keySet
+	for n := 0; ; n++ {
+		w.space()
+		if n == 0 && w.at('}') {
+			w.i++
+			return members, nil
+		}
+		if n > 0 {
+			// After a member: '}' ends the object, ',' comes before the next member.
+			if w.at('}') {
+				w.i++
+				return members, nil
+			}
+			if !w.at(',') {
+				return members, errSyntax
+			}
 			w.i++
 			w.space()
 		}
+		if !w.at('"') {
+			return members, errSyntax
+		}
 		k, err := w.str()
 		if err != nil {
-			return err
+			return members, err
 		}
 		if !keys.add(k) {
-			return fmt.Errorf("duplicate key %q", clip(k))
+			return members, fmt.Errorf("duplicate key %q", clip(k))
 		}
 		var next *shape
 		if want != nil {
@@ -206,13 +349,20 @@ func (w *walker) object(depth int, want *shape) error {
 			} else if known {
 				next = f
 			} else if next, err = want.field(k); err != nil {
-				return err
+				return members, err
 			}
 		}
+		if w.space(); !w.at(':') {
+			return members, errSyntax
+		}
+		w.i++
 		w.space()
-		w.i++ // the ':'
+		start := w.i
 		if _, err := w.value(depth+1, next); err != nil {
-			return atPath("."+clip(k), err)
+			return members, atPath("."+clip(k), err)
+		}
+		if collect {
+			members = append(members, Member{Key: k, Value: w.b[start:w.i]})
 		}
 	}
 }
@@ -225,11 +375,19 @@ func (w *walker) array(depth int, want *shape) error {
 	}
 	for n := 0; ; n++ {
 		w.space()
-		if w.b[w.i] == ']' {
+		if n == 0 && w.at(']') {
 			w.i++
 			return nil
 		}
-		if w.b[w.i] == ',' {
+		if n > 0 {
+			// After an element: ']' ends the array, ',' comes before the next element.
+			if w.at(']') {
+				w.i++
+				return nil
+			}
+			if !w.at(',') {
+				return errSyntax
+			}
 			w.i++
 		}
 		if _, err := w.value(depth+1, elem); err != nil {
@@ -238,23 +396,49 @@ func (w *walker) array(depth int, want *shape) error {
 	}
 }
 
-// skipString moves past the string at w.i and reports whether it holds an escape.
-func (w *walker) skipString() (escaped bool) {
-	for w.i++; w.b[w.i] != '"'; w.i++ {
-		if w.b[w.i] == '\\' {
+// skipString moves past the string at w.i (its opening quote) and reports whether it holds an
+// escape and whether it is a string by JSON's grammar: closed, no control character, every
+// escape one of \" \\ \/ \b \f \n \r \t \uXXXX. (b is valid UTF-8, checked first.)
+func (w *walker) skipString() (escaped, ok bool) {
+	for w.i++; w.i < len(w.b); w.i++ {
+		switch c := w.b[w.i]; {
+		case c == '"':
+			w.i++
+			return escaped, true
+		case c < 0x20:
+			return escaped, false
+		case c == '\\':
 			escaped = true
-			w.i++ // the escaped byte cannot end the string
+			w.i++
+			if w.i >= len(w.b) {
+				return escaped, false
+			}
+			switch w.b[w.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				for range 4 {
+					if w.i++; w.i >= len(w.b) || !isHex(w.b[w.i]) {
+						return escaped, false
+					}
+				}
+			default:
+				return escaped, false
+			}
 		}
 	}
-	w.i++
-	return escaped
+	return escaped, false
 }
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
 // str reads a string at w.i and returns its value. One without escapes is its bytes; one with
 // escapes is unquoted by encoding/json itself, so a key means here what it means there.
 func (w *walker) str() (string, error) {
 	start := w.i
-	escaped := w.skipString()
+	escaped, ok := w.skipString()
+	if !ok {
+		return "", errSyntax
+	}
 	raw := w.b[start:w.i]
 	if !escaped {
 		return string(raw[1 : len(raw)-1]), nil
@@ -266,38 +450,99 @@ func (w *walker) str() (string, error) {
 	return s, nil
 }
 
-// keySet holds the case-folded keys of one object. Most objects have a handful of keys, so
-// it scans a slice before it needs a map.
+// keySet holds the keys of one object, to find two equal under case folding. Most objects have
+// a handful of keys, so it scans an array (on the walker's stack) before it needs a map. The
+// array holds an ASCII key as it is (compared with asciiEqualFold: no folded copy to allocate
+// per key) and any other key folded (foldRunes); the map holds every key folded.
 type keySet struct {
-	few  []string
+	few  [16]string
+	n    int // keys in few
 	many map[string]bool
 }
 
 // add records k and reports whether no key equal to it under case folding was there.
 func (s *keySet) add(k string) bool {
-	f := foldKey(k)
 	if s.many != nil {
+		f := foldKey(k)
 		if s.many[f] {
 			return false
 		}
 		s.many[f] = true
 		return true
 	}
-	for _, x := range s.few {
-		if x == f {
+	e := k
+	if !isASCII(k) {
+		e = foldRunes(k)
+	}
+	for _, x := range s.few[:s.n] {
+		if asciiEqualFold(x, e) {
 			return false
 		}
 	}
-	if len(s.few) < 16 {
-		s.few = append(s.few, f)
+	if s.n < len(s.few) {
+		s.few[s.n] = e
+		s.n++
 		return true
 	}
 	s.many = make(map[string]bool, 2*len(s.few))
 	for _, x := range s.few {
-		s.many[x] = true
+		s.many[foldKey(x)] = true
 	}
-	s.many[f] = true
+	s.many[foldKey(e)] = true
 	return true
+}
+
+// asciiEqualFold reports whether a and b are equal with ASCII letters compared regardless of
+// case and every other byte exactly. For two entries of a keySet (an ASCII key as it is, any
+// other key folded, whose ASCII letters are then upper case) that is foldKey(a) == foldKey(b).
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if x == y {
+			continue
+		}
+		if 'a' <= x && x <= 'z' {
+			x -= 'a' - 'A'
+		}
+		if 'a' <= y && y <= 'z' {
+			y -= 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// foldedField reports whether foldKey(k) is a folded field name of a struct shape, without
+// allocating the folded key when k is short ASCII (the common key).
+func (s *shape) foldedField(k string) bool {
+	var buf [64]byte
+	if len(k) > len(buf) || !isASCII(k) {
+		_, ok := s.folded[foldKey(k)]
+		return ok
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	_, ok := s.folded[string(buf[:len(k)])]
+	return ok
 }
 
 // pathError is an error found inside a document, with where: the object keys and array
@@ -413,8 +658,7 @@ func (s *shape) nearMiss(k string) bool {
 		return false
 	}
 	_, exact := s.fields[k]
-	_, folded := s.folded[foldKey(k)]
-	return folded && !exact
+	return !exact && s.foldedField(k)
 }
 
 var (

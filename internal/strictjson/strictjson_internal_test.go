@@ -111,3 +111,64 @@ func FuzzWalk_MatchesTokenWalk(f *testing.F) {
 		}
 	})
 }
+
+// FuzzKeySet_MatchesFold: keySet (ASCII keys kept as they are, compared regardless of ASCII
+// case) finds exactly the duplicates a set of fully folded keys finds, before and after it
+// turns into a map, and shape.foldedField agrees with a lookup of the folded key.
+func FuzzKeySet_MatchesFold(f *testing.F) {
+	f.Add("kind,\u212Aind", "KIND")
+	f.Add("s,S,\u017F", "\u017Fub")
+	f.Add("a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,S,\u017F,K", "sub")
+	f.Add("\u00e9,\u00c9,x_1,X_1", "\u00c9")
+	f.Fuzz(func(t *testing.T, list, k string) {
+		var s keySet
+		seen := map[string]bool{}
+		for _, k := range strings.Split(list, ",") {
+			want := !seen[foldRunes(k)]
+			seen[foldRunes(k)] = true
+			if got := s.add(k); got != want {
+				t.Fatalf("add(%q) after %q = %v, want %v", k, list, got, want)
+			}
+		}
+		sh := &shape{folded: map[string]string{foldKey(k): k}}
+		for _, x := range strings.Split(list, ",") {
+			if got, want := sh.foldedField(x), foldRunes(x) == foldRunes(k); got != want {
+				t.Fatalf("foldedField(%q) with field %q = %v, want %v", x, k, got, want)
+			}
+		}
+	})
+}
+
+// FuzzWalk_SyntaxMatchesJSONValid: the walk, which no longer follows json.Valid, refuses the
+// syntax of exactly the documents json.Valid refuses (of valid UTF-8, which is checked before
+// it). A walk refusing something else first (a duplicate key, a depth, a number's range) says
+// nothing about the syntax after it and is skipped.
+func FuzzWalk_SyntaxMatchesJSONValid(f *testing.F) {
+	for _, s := range []string{`{"a":[1,-0.5e+3,true,false,null,"x\u00e9\n"]}`, `{"a":1,}`, `[1,]`, `[,1]`, `{,"a":1}`,
+		`{"a" 1}`, `{"a":1 "b":2}`, `01`, `-`, `1.`, `1e`, `.5`, `+1`, `tru`, `nul`, `truex`, `"\x"`, `"\u12g4"`,
+		"\"\t\"", `"abc`, `{"a":"b"`, `[`, ``, ` `, `{} {}`, `[1] `, `"\/\b\f\r\"\\"`, `1E+2`, `-0`, `[[[]]]`, `{"":{}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !utf8.Valid(b) {
+			return
+		}
+		w := walker{b: b}
+		_, err := w.value(0, nil)
+		if err == nil {
+			if w.space(); w.i != len(b) {
+				err = errSyntax
+			}
+		}
+		valid := json.Valid(b)
+		switch {
+		case err == nil && !valid:
+			t.Fatalf("the walk accepts %q, json.Valid refuses it", b)
+		case errors.Is(err, errSyntax) && valid:
+			t.Fatalf("the walk refuses the syntax of %q, json.Valid accepts it", b)
+		}
+		if _, err := check(b, nil); err != nil && valid && strings.Contains(err.Error(), "disagree") {
+			t.Fatalf("check(%q): %v", b, err)
+		}
+	})
+}
