@@ -565,9 +565,23 @@ func atPath(seg string, err error) error {
 	return &pathError{path: seg, err: err}
 }
 
+// maxNumberDigits bounds the digits before a number's exponent. strconv.ParseFloat, which
+// encoding/json reads numbers with, keeps only 800 digits where it cannot round fast (and then
+// loses the place of the decimal point of a longer integer part), and stops reading an
+// exponent's digits at 10000, which a mantissa of more than about 9000 leading zeros undoes:
+// past 800 digits Go can read another value than every exact reader does
+// (9007199254740993{790 zeros}1e-791 is 9.0e8 in Go and 9.0e15 exactly; 0.{10400 zeros}1e100000
+// is 0 in Go and +Inf exactly). Up to it, ParseFloat is exact (FuzzRedTeam42JSON_NumberReadExactly),
+// and no encoder writes a float64 in more than 767 significant digits.
+const maxNumberDigits = 800
+
 // checkNumber refuses a number no float64 holds: readers disagree on what it means (one
-// rounds to infinity, one refuses, one keeps it exact), so it has no one reading.
+// rounds to infinity, one refuses, one keeps it exact), so it has no one reading; and one of
+// more than maxNumberDigits digits, which Go may read as another number than it is.
 func checkNumber(n json.Number) error {
+	if len(n) > maxNumberDigits && mantissaDigits(string(n)) > maxNumberDigits {
+		return fmt.Errorf("number %s... has more than %d digits before its exponent: readers disagree on its value", n[:24], maxNumberDigits)
+	}
 	if _, err := strconv.ParseFloat(string(n), 64); err != nil {
 		s := string(n)
 		if len(s) > 24 {
@@ -576,6 +590,20 @@ func checkNumber(n json.Number) error {
 		return fmt.Errorf("number %s is out of range", s)
 	}
 	return nil
+}
+
+// mantissaDigits counts the digits of the JSON number n before its exponent.
+func mantissaDigits(n string) int {
+	d := 0
+	for i := 0; i < len(n); i++ {
+		switch c := n[i]; {
+		case c == 'e' || c == 'E':
+			return d
+		case '0' <= c && c <= '9':
+			d++
+		}
+	}
+	return d
 }
 
 // foldKey maps every rune of k to the smallest member of its simple case-folding orbit, so
