@@ -155,6 +155,12 @@ func (v *Verifier) verify(ctx context.Context, token string) (Identity, claims, 
 	if strings.Count(token, ".") != 2 {
 		return Identity{}, claims{}, fmt.Errorf("%w: not a compact JWS", ErrInvalid)
 	}
+	// base64's decoder drops '\r' and '\n' wherever they are (every other byte outside
+	// base64url it refuses), and go-jose re-encodes the header it decoded to check the
+	// signature: a token with a line break would verify as the token without it.
+	if strings.ContainsAny(token, "\r\n") {
+		return Identity{}, claims{}, fmt.Errorf("%w: not a compact JWS (a line break inside)", ErrInvalid)
+	}
 	// ParseSignedCompact, not ParseSigned: a bearer token is the compact form only, and
 	// ParseSigned would first copy the token rune by rune to drop whitespace (a tenth of a
 	// token's first request) and would read a token opening with "{" as the JSON form.
