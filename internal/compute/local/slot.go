@@ -336,7 +336,13 @@ func (s *Slot) start(ctx context.Context, tmpl compute.Spec) error {
 			return err
 		}
 	}
-	return os.WriteFile(filepath.Join(s.dir, slotMeta), []byte(h.TaskID()), 0o600)
+	// Written whole, then named: ReapSlots (or anyone) reading it meanwhile finds no file
+	// rather than an empty or partial task id.
+	tmp := filepath.Join(s.dir, slotMeta+".new")
+	if err := os.WriteFile(tmp, []byte(h.TaskID()), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(s.dir, slotMeta))
 }
 
 // Discard implements warm.Slot: it kills a slot never claimed and removes its directory.
