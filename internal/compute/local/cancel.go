@@ -55,21 +55,11 @@ func cancelForeign(ctx context.Context, tid taskID) error {
 // killSandboxInit kills the sandbox's first process, and so its pid namespace, by pidfd
 // after checking its start time, and waits for it to exit.
 func killSandboxInit(ctx context.Context, tid taskID) error {
-	fd, err := unix.PidfdOpen(tid.init, 0)
-	if errors.Is(err, unix.ESRCH) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("cancel %s: open pidfd of the sandbox: %w", tid, err)
+	fd, _, err := pinProcess(tid.init, tid.initStart)
+	if err != nil || fd < 0 {
+		return wrapCancel(tid, "the sandbox", err)
 	}
 	defer unix.Close(fd)
-	st, err := readProcStat(tid.init)
-	if errors.Is(err, os.ErrNotExist) || (err == nil && st.start != tid.initStart) {
-		return nil // ended, and the pid may name another process now
-	}
-	if err != nil {
-		return fmt.Errorf("cancel %s: %w", tid, err)
-	}
 	// A start time counts from boot: an id recorded before a reboot can name a process of
 	// this boot, pid and start time alike, and an id can be edited where it is stored. A
 	// sandbox's first process is the first of a pid namespace below this one from its clone
@@ -107,21 +97,11 @@ func nestedInit(pid int) (bool, error) {
 // start time read after opening it proves the pidfd names the task, and signals through
 // the pidfd cannot reach a later process with the same pid.
 func cancelLeader(ctx context.Context, tid taskID) error {
-	fd, err := unix.PidfdOpen(tid.pid, 0)
-	if errors.Is(err, unix.ESRCH) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("cancel %s: open pidfd: %w", tid, err)
+	fd, st, err := pinProcess(tid.pid, tid.start)
+	if err != nil || fd < 0 {
+		return wrapCancel(tid, "bwrap", err)
 	}
 	defer unix.Close(fd)
-	st, err := readProcStat(tid.pid)
-	if errors.Is(err, os.ErrNotExist) || (err == nil && st.start != tid.start) {
-		return nil // ended, and the pid may name another process now
-	}
-	if err != nil {
-		return fmt.Errorf("cancel %s: %w", tid, err)
-	}
 	if st.session != tid.pid || st.pgrp != tid.pid {
 		return fmt.Errorf("cancel %s: pid %d does not lead its own session, so it is no sandbox of ours", tid, tid.pid)
 	}
@@ -134,6 +114,38 @@ func cancelLeader(ctx context.Context, tid taskID) error {
 		return fmt.Errorf("cancel %s: signal: %w", tid, err)
 	}
 	return waitPidfd(ctx, fd, tid)
+}
+
+// pinProcess opens a pidfd on pid and checks, after opening it, that pid is still the process
+// that started at start: signals through the pidfd then cannot reach a later process with the
+// same pid. It returns fd -1 and no error when the process has ended or the pid names another
+// process now (nothing to signal); the caller closes a returned fd.
+func pinProcess(pid int, start uint64) (int, procStat, error) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return -1, procStat{}, nil
+	}
+	if err != nil {
+		return -1, procStat{}, fmt.Errorf("open pidfd: %w", err)
+	}
+	st, err := readProcStat(pid)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && st.start != start) {
+		unix.Close(fd)
+		return -1, procStat{}, nil // ended, and the pid may name another process now
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, procStat{}, err
+	}
+	return fd, st, nil
+}
+
+// wrapCancel states err, from pinning what of tid, for Cancel's caller; nil stays nil.
+func wrapCancel(tid taskID, what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("cancel %s: %s: %w", tid, what, err)
 }
 
 // waitPidfd waits until the process behind fd has exited.
