@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/config"
 )
 
@@ -108,9 +108,9 @@ func claimUID(stateDir string, f *os.File, id string) (bool, error) {
 		// Only then: reading every process's status costs milliseconds per lease.
 		if strings.HasPrefix(prev, warmLeasePrefix) {
 			uid := filepath.Base(f.Name())
-			pids, err := uidProcesses(uid)
-			if err == nil && endOrphanedSandboxes(uid, pids) {
-				pids, err = uidProcesses(uid)
+			pids, err := local.UIDProcesses(uid)
+			if err == nil && local.EndOrphanedSandboxes(uid, pids) {
+				pids, err = local.UIDProcesses(uid)
 			}
 			if err != nil || len(pids) > 0 {
 				return false, err
@@ -142,7 +142,7 @@ func (l *uidLease) transfer(id string) error {
 }
 
 // leasedUIDIdle ends every orphaned sandbox running as the uid dispatch id leased (its lease
-// file names it; endOrphanedSandboxes), then returns an error naming the processes of this
+// file names it; local.EndOrphanedSandboxes), then returns an error naming the processes of this
 // host that still run as it, and nil when none do or it leased none. Only a dispatch whose
 // supervisor is gone is asked (release): none of its sandbox's processes may run then, so
 // the uid must not go back while one does. A zombie runs nothing and is not
@@ -171,12 +171,12 @@ func leasedUIDIdle(stateDir, id string) error {
 	if uid == "" {
 		return nil
 	}
-	pids, err := uidProcesses(uid)
+	pids, err := local.UIDProcesses(uid)
 	if err != nil {
 		return err
 	}
-	if endOrphanedSandboxes(uid, pids) {
-		if pids, err = uidProcesses(uid); err != nil {
+	if local.EndOrphanedSandboxes(uid, pids) {
+		if pids, err = local.UIDProcesses(uid); err != nil {
 			return err
 		}
 	}
@@ -188,110 +188,3 @@ func leasedUIDIdle(stateDir, id string) error {
 
 // warmLeasePrefix begins the name a warm slot leases its uid under until a dispatch claims it.
 const warmLeasePrefix = "warm-"
-
-// uidProcesses lists the processes of this host that run as uid (runsAs).
-func uidProcesses(uid string) ([]string, error) {
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, fmt.Errorf("list the processes of uid %s: %w", uid, err)
-	}
-	var pids []string
-	for _, e := range procs {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
-		if err != nil {
-			continue // ended meanwhile
-		}
-		if runsAs(string(b), uid) {
-			pids = append(pids, e.Name())
-		}
-	}
-	return pids, nil
-}
-
-// runsAs reports whether the process of /proc/<pid>/status text status is no zombie and has
-// uid as its real, effective or saved uid.
-func runsAs(status, uid string) bool {
-	var ids []string
-	for _, line := range strings.Split(status, "\n") {
-		if v, ok := strings.CutPrefix(line, "State:"); ok {
-			if st := strings.TrimSpace(v); strings.HasPrefix(st, "Z") || strings.HasPrefix(st, "X") {
-				return false
-			}
-		}
-		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
-			ids = strings.Fields(v)
-		}
-	}
-	for i, v := range ids {
-		if i < 3 && v == uid {
-			return true
-		}
-	}
-	return false
-}
-
-// orphanedSetupWait bounds how long endOrphanedSandboxes waits for what it killed to exit.
-const orphanedSetupWait = 5 * time.Second
-
-// endOrphanedSandboxes kills, of pids (processes running as uid), every first process of a
-// sandbox whose bwrap is gone, and reports whether it killed one (once it has exited, or
-// after orphanedSetupWait); the kernel takes the rest of each sandbox with it. Only a
-// dispatch or a slot whose supervisor is gone asks, and such a process is nobody's: bwrap's
-// launcher, dead before the sandbox bound its life to it (--die-with-parent takes effect at
-// the release), left it waiting for ever on its eventfd, or running its command, a verify
-// gate's with no worker's lifeline. It is known by all of: the first process of a pid
-// namespace below this one (NSpid), whose parent is no bwrap and does not run as uid (the
-// parent of a namespace an agent made, of a live sandbox, does). A pidfd opened first pins
-// the process the checks read.
-func endOrphanedSandboxes(uid string, pids []string) bool {
-	killed := false
-	for _, p := range pids {
-		pid, err := strconv.Atoi(p)
-		if err != nil {
-			continue
-		}
-		fd, err := unix.PidfdOpen(pid, 0)
-		if err != nil {
-			continue
-		}
-		if orphanedSandbox(uid, pid) && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
-			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			_, _ = unix.Poll(fds, int(orphanedSetupWait/time.Millisecond))
-			killed = true
-		}
-		unix.Close(fd)
-	}
-	return killed
-}
-
-// orphanedSandbox reports whether pid is the first process of a pid namespace below this one
-// whose parent is neither a bwrap nor a process running as uid (endOrphanedSandboxes).
-func orphanedSandbox(uid string, pid int) bool {
-	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
-	if err != nil {
-		return false
-	}
-	var ppid string
-	var nspid []string
-	for _, line := range strings.Split(string(status), "\n") {
-		k, v, _ := strings.Cut(line, ":")
-		switch k {
-		case "PPid":
-			ppid = strings.TrimSpace(v)
-		case "NSpid":
-			nspid = strings.Fields(v)
-		}
-	}
-	if len(nspid) < 2 || nspid[len(nspid)-1] != "1" {
-		return false
-	}
-	parent, err := os.ReadFile(filepath.Join("/proc", ppid, "status"))
-	if err != nil {
-		return true // reaped meanwhile: no bwrap waits on it
-	}
-	// Name is status's first line.
-	return !strings.HasPrefix(string(parent), "Name:\tbwrap\n") && !runsAs(string(parent), uid)
-}

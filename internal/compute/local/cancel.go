@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -64,33 +63,17 @@ func killSandboxInit(ctx context.Context, tid taskID) error {
 	// this boot, pid and start time alike, and an id can be edited where it is stored. A
 	// sandbox's first process is the first of a pid namespace below this one from its clone
 	// on (--as-pid-1 keeps it so); any other process the id names is not the sandbox.
-	if ok, err := nestedInit(tid.init); err != nil || !ok {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		return err // nil when the process is no sandbox's: the sandbox is gone
+	st, err := readProcStatus(strconv.Itoa(tid.init))
+	if errors.Is(err, os.ErrNotExist) || (err == nil && !st.nestedInit()) {
+		return nil // gone, or no sandbox's: the sandbox is gone
+	}
+	if err != nil {
+		return fmt.Errorf("cancel %s: inspect the sandbox process: %w", tid, err)
 	}
 	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("cancel %s: signal the sandbox: %w", tid, err)
 	}
 	return waitPidfd(ctx, fd, tid)
-}
-
-// nestedInit reports whether pid is the first process of a pid namespace below this
-// process's: its NSpid (/proc/<pid>/status, the pid in each namespace from the reader's down
-// to its own) has more than one entry and ends in 1.
-func nestedInit(pid int) (bool, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return false, fmt.Errorf("inspect the sandbox process %d: %w", pid, err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
-			f := strings.Fields(v)
-			return len(f) > 1 && f[len(f)-1] == "1", nil
-		}
-	}
-	return false, fmt.Errorf("inspect the sandbox process %d: its status has no NSpid line", pid)
 }
 
 // cancelLeader kills the task's bwrap and its process group. A pidfd pins the process: the
