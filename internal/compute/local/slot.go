@@ -236,6 +236,9 @@ func (p *Provider) NewSlot(ctx context.Context, tmpl compute.Spec, o SlotOptions
 		return nil, fmt.Errorf("new warm slot: make %s private: %w", dir, err)
 	}
 	if err := s.start(ctx, tmpl); err != nil {
+		if s.h != nil {
+			s.h.abortHeld() // started, then failed: its bwrap and thread end now, not never
+		}
 		s.cleanup()
 		return nil, fmt.Errorf("new warm slot: %w", err)
 	}
@@ -326,7 +329,7 @@ func (s *Slot) start(ctx context.Context, tmpl compute.Spec) error {
 	if s.goW != nil {
 		// The command starts now, blocked on its claim pipe, from a tree holding only its
 		// binary and its working directory.
-		if err := s.prestart(tmpl); err != nil {
+		if err := s.prestart(ctx, tmpl); err != nil {
 			return err
 		}
 	}
@@ -512,7 +515,7 @@ func (s *Slot) claim(ctx context.Context, spec compute.Spec, beforeRelease func(
 	// it would hand the dispatch an exit it never had. It fails here, so the caller starts
 	// cold (red team #30: the claim ran nothing and reported "killed").
 	if heldExited(s.h.pid) {
-		return nil, errors.New("the warm slot's sandbox ended before its claim")
+		return nil, fmt.Errorf("the warm slot's sandbox ended before its claim%s", s.endedSaying())
 	}
 	if err := s.sameBinary(spec); err != nil {
 		return nil, err

@@ -363,3 +363,48 @@ func waitGone(t *testing.T, dir string) {
 		}
 	}
 }
+
+// TestSlotStage_FillReturnsWithTheCommandRunning: a staged slot is handed out only once its
+// sandbox runs the command. The dispatch re-owns the staged directories (root's, 0700) to
+// fill them the moment it takes the stage; a slot returned while bwrap was still to enter its
+// working directory there died with "Can't chdir to /agora/rw: Permission denied" and its claim
+// found it dead (the warm-slot flake of sessions 41-42: 1 fill in 4 under load).
+func TestSlotStage_FillReturnsWithTheCommandRunning(t *testing.T) {
+	requireSlots(t)
+	p := newProvider(t, Options{})
+	bwrap, err := os.Stat(p.bwrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		tmpl := stageTmpl(`pwd`, testRunAs)
+		slot := newSlot(t, p, tmpl, stageOpts(t, 8<<20))
+		exe, err := os.Stat(fmt.Sprintf("/proc/%d/exe", slot.h.sandboxPID))
+		if err != nil {
+			t.Fatalf("fill %d: the sandbox's first process: %v", i, err)
+		}
+		if os.SameFile(exe, bwrap) {
+			t.Fatalf("fill %d: NewSlot returned while the sandbox's first process was bwrap still", i)
+		}
+		st, _ := takeStage(t, slot)
+		// As the dispatch does at once (newStageFrom), then gives them back (handOver).
+		rw := st.Dirs["/agora/rw"]
+		if err := os.Lchown(rw, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond) // what a fill of the workspace takes, at the least
+		if err := os.Lchown(rw, int(testRunAs.UID), int(testRunAs.GID)); err != nil {
+			t.Fatal(err)
+		}
+		spec := stagedSpec(tmpl, st)
+		var out, errOut syncBuffer
+		spec.Stdout, spec.Stderr = &out, &errOut
+		h, err := p.StartInSlot(t.Context(), slot, spec)
+		if err != nil {
+			t.Fatalf("fill %d: claim: %v", i, err)
+		}
+		if exit, _ := h.Wait(); exit.Code != 0 || out.String() != "/agora/rw\n" {
+			t.Fatalf("fill %d: exit %d, stdout %q, stderr %q", i, exit.Code, out.String(), errOut.String())
+		}
+	}
+}

@@ -1,11 +1,13 @@
 package local
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -72,7 +74,7 @@ func commandBind(spec compute.Spec, root string) (*compute.Bind, error) {
 
 // prestart attaches the command's tree (its binary, its working directory) to the slot's
 // mount point and lets the held sandbox exec the command, which then waits on its claim pipe.
-func (s *Slot) prestart(tmpl compute.Spec) error {
+func (s *Slot) prestart(ctx context.Context, tmpl compute.Spec) error {
 	b, err := commandBind(tmpl, s.opts.ClaimRoot)
 	if err != nil {
 		return err
@@ -102,13 +104,85 @@ func (s *Slot) prestart(tmpl compute.Spec) error {
 	if err := s.attachTree(binds, dirs); err != nil {
 		return fmt.Errorf("prestart: %w", err)
 	}
+	held, err := exeOf(s.h.sandboxPID)
+	if err != nil {
+		return fmt.Errorf("prestart: the held sandbox: %w", err)
+	}
 	err = release(s.blockW)
 	s.blockW.Close()
 	s.blockW = nil
 	if err != nil {
 		return fmt.Errorf("prestart: %w", err)
 	}
+	if err := s.awaitCommand(ctx, held); err != nil {
+		return fmt.Errorf("prestart: %w", err)
+	}
 	return nil
+}
+
+// awaitCommand waits, after the held sandbox's release, until its first process runs the
+// slot's command, or has ended: until it execs, that process is bwrap still, which applies
+// the seccomp filter and enters the command's working directory after the release. A slot
+// returned before then was handed out with bwrap yet to enter that directory, which a staged
+// slot makes the sandbox user's and the claiming dispatch re-owns (root's, 0700) while it
+// fills it: bwrap then died with "Can't chdir to /agora/workspace: Permission denied", and
+// the claim found the slot dead (1 fill in 4 under load, sessions 41-42). Returned, the
+// slot's contract holds: its command runs, and touches nothing under the claim root before
+// its claim. A sandbox that ended is a dead slot, as one that dies later: Alive says so and a
+// claim fails with what it wrote (endedSaying).
+//
+// No event tells of an exec in another process, so the process's executable is looked at, at
+// growing intervals (the gap is about a millisecond; a fill is off every claim's path). held
+// is the file it ran before the release (bwrap's).
+func (s *Slot) awaitCommand(ctx context.Context, held fileID) error {
+	const limit = 30 * time.Second // a process this slow to exec is stopped or starved
+	deadline := time.Now().Add(limit)
+	for wait := 20 * time.Microsecond; ; wait = min(2*wait, 5*time.Millisecond) {
+		if id, err := exeOf(s.h.sandboxPID); err != nil || id != held || heldExited(s.h.pid) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the sandbox did not start its command within %v", limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// fileID names a file by its device and inode.
+type fileID struct{ dev, ino uint64 }
+
+// exeOf names the file process pid runs (its /proc exe link, followed: root reads it for a
+// process of any user namespace below its own).
+func exeOf(pid int) (fileID, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/"+strconv.Itoa(pid)+"/exe", &st); err != nil {
+		return fileID{}, err
+	}
+	return fileID{st.Dev, st.Ino}, nil
+}
+
+// endedSaying returns what a slot's sandbox that ended before its claim wrote to its standard
+// error (bwrap's reason, when bwrap failed), for an error message: at most 512 bytes, quoted,
+// and only then (nothing of any dispatch has reached the sandbox, so it holds none of its
+// secrets). It reads without waiting; "" when there is nothing.
+func (s *Slot) endedSaying() string {
+	r := s.outR[1]
+	// A deadline already past: Read returns what the pipe holds, or nothing, at once (the
+	// sandbox's processes may hold the pipe still; a plain read would wait for them).
+	if r == nil || r.SetReadDeadline(time.Now()) != nil {
+		return ""
+	}
+	defer r.SetReadDeadline(time.Time{})
+	b := make([]byte, 512)
+	n, _ := r.Read(b)
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(": %q", strings.TrimSpace(string(b[:n])))
 }
 
 // sameBinary refuses a claim of a prestarted slot whose spec binds another file at the
