@@ -224,10 +224,12 @@ func (d *Dispatcher) superviseAdopted(id string, ad compute.Adopter) {
 		// team 38).
 		outcome = Outcome{State: StateCancelled, Reason: ReasonCancelled, Detail: "cancelled while agora orch serve adopted it"}
 	}
-	if s.handle == nil {
+	// Recorded, then done: a worker this process could not follow is stopped only once its
+	// end is on record (audit before effect); unrecorded, it stays for the next serve.
+	_, final, err := d.Records.finish(ctx, id, outcome)
+	if err == nil && s.handle == nil {
 		d.stopAndRelease(ctx, r)
 	}
-	_, final, err := d.Records.finish(ctx, id, outcome)
 	s.cleanup()
 	if err != nil {
 		d.log().Warn("adopt: the end of an adopted dispatch could not be recorded; the next serve adopts it again",

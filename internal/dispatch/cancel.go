@@ -97,8 +97,10 @@ func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
 		if r.cancelRequested {
 			o = Outcome{State: StateCancelled, Reason: ReasonCancelled, Detail: "cancelled"}
 		}
-		// The dead supervisor never unmounted the disk quota nor removed the stage's work.
-		d.stopAndRelease(ctx, r)
+		// The end is recorded before its effect (the task stopped, the stage released): a
+		// record that cannot be written leaves all as it was for the next reap. A reap that
+		// dies in between leaves a terminal record whose stage is still held: the held
+		// index below (this reap's or the next) stops and releases it.
 		applied, err := d.Records.Finish(ctx, r.ID, o)
 		if err != nil {
 			return n, err
@@ -106,6 +108,8 @@ func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
 		if applied {
 			n++
 		}
+		// The dead supervisor never unmounted the disk quota nor removed the stage's work.
+		d.stopAndRelease(ctx, r)
 	}
 	held, err := heldStages(d.StateDir)
 	if err != nil {

@@ -1,0 +1,63 @@
+package dispatch_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/dispatch"
+)
+
+// orderProvider is a provider whose Cancel notes what the dispatch's record said when the
+// task was stopped.
+type orderProvider struct {
+	records *dispatch.Records
+	id      string
+	state   string // the record's state at Cancel; "" when Cancel was not called
+}
+
+func (p *orderProvider) Start(context.Context, compute.Spec) (compute.Handle, error) {
+	return nil, errors.New("not for starting")
+}
+
+func (p *orderProvider) Cancel(ctx context.Context, taskID string) error {
+	r, err := p.records.Get(ctx, p.id)
+	if err != nil {
+		return err
+	}
+	p.state = string(r.State)
+	return nil
+}
+
+// TestReap_RecordsTheEndBeforeStoppingTheTask: a dispatch whose supervisor is gone is
+// recorded failed/lost (its audit entry with it) before Reap has the provider stop its task:
+// every decision is on record before its effect, so a reap that dies in between leaves a
+// record that says what happened, and a sandbox the held index still names (Reap's second
+// pass stops it).
+func TestReap_RecordsTheEndBeforeStoppingTheTask(t *testing.T) {
+	e := newEnv(t)
+	e.subagent("long", "sleep 1000")
+	r, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "long", Actor: "test", Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Started by a supervisor that no longer runs (pid 2^22+1 is above any pid_max default
+	// and never allocated; its start time matches nothing).
+	if err := e.d.Records.Started(t.Context(), r.ID, "task-of-a-dead-supervisor", "4194305:1"); err != nil {
+		t.Fatal(err)
+	}
+	p := &orderProvider{records: e.d.Records, id: r.ID}
+	e.d.LocalProvider = p
+	n, err := e.d.Reap(t.Context())
+	if err != nil || n != 1 {
+		t.Fatalf("Reap = %d, %v", n, err)
+	}
+	if p.state == "" {
+		t.Fatal("Reap never had the provider stop the task of a dispatch whose supervisor is gone")
+	}
+	if p.state != string(dispatch.StateFailed) {
+		t.Fatalf("the task was stopped while its record said %q: the end must be on record first", p.state)
+	}
+}
