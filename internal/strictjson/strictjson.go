@@ -6,6 +6,11 @@
 // one object would let a writer say two things, and a lone "State" would be read as "state"
 // by Go while every case-sensitive reader (jq, Python, JavaScript) sees no "state" at all.
 //
+// A lone UTF-16 surrogate escape (\ud800 without its pair) reads as U+FFFD, as encoding/json
+// reads it: refusing it would fail an agent CLI's event whose text JavaScript cut mid-pair. In
+// keys, distinct lone surrogates therefore read alike, and two such keys are refused as equal
+// (TestLoneSurrogates_KeysRefusedValuesReplaced).
+//
 // It is pure (no I/O, no agora imports) and runs on both sides of the sandbox.
 package strictjson
 
