@@ -104,18 +104,19 @@ func (s *Slot) prestart(ctx context.Context, tmpl compute.Spec) error {
 	if err := s.attachTree(binds, dirs); err != nil {
 		return fmt.Errorf("prestart: %w", err)
 	}
-	held, err := exeOf(s.h.sandboxPID)
-	if err != nil {
-		return fmt.Errorf("prestart: the held sandbox: %w", err)
-	}
+	// What the held sandbox runs now (bwrap): unreadable, the sandbox has ended already (bwrap
+	// failed in its set-up), a dead slot whose claim says why; there is nothing to wait for.
+	held, heldErr := exeOf(s.h.sandboxPID)
 	err = release(s.blockW)
 	s.blockW.Close()
 	s.blockW = nil
 	if err != nil {
 		return fmt.Errorf("prestart: %w", err)
 	}
-	if err := s.awaitCommand(ctx, held); err != nil {
-		return fmt.Errorf("prestart: %w", err)
+	if heldErr == nil {
+		if err := s.awaitCommand(ctx, held); err != nil {
+			return fmt.Errorf("prestart: %w", err)
+		}
 	}
 	return nil
 }
