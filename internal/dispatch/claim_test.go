@@ -3,8 +3,10 @@ package dispatch_test
 import (
 	"fmt"
 	"os/exec"
+	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
@@ -20,14 +22,22 @@ func TestSupervise_ClaimBySupervisor(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
-	cases := []struct {
+	type claimCase struct {
 		name, supervisor string
 		wantState        string
-	}{
+	}
+	cases := []claimCase{
 		{"this process", dispatch.SelfSupervisor(), dispatch.StateFinished},
 		// Start time 0 matches any: the process runs, so it holds the dispatch.
 		{"another live process", fmt.Sprintf("%d:0", other.Process.Pid), dispatch.StateAccepted},
 		{"a process that is gone", "2147483646:1", dispatch.StateFinished},
+	}
+	// This very process's pid and start time in a record of an earlier boot: after a reboot
+	// the name can match a new process (this one), which must not take it for its own or
+	// for another live holder's; it is gone, so the dispatch is taken over.
+	if boot, err := local.BootID(); err == nil {
+		pidStart, _ := strings.CutSuffix(dispatch.SelfSupervisor(), ":"+boot)
+		cases = append(cases, claimCase{"this process's pid and start in an earlier boot", pidStart + ":0123456789abcdef0123456789abcdef", dispatch.StateFinished})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

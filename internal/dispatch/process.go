@@ -7,10 +7,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/agora-dev/agora/internal/compute/local"
 )
 
-// selfSupervisor names this process as "<pid>:<start time>", so another process can tell
-// whether the supervisor of a live dispatch still runs, despite pid reuse.
+// selfSupervisor names this process as "<pid>:<start time>:<boot id>", so another process
+// can tell whether the supervisor of a live dispatch still runs, despite pid reuse and
+// reboots (see formatSupervisor).
 func selfSupervisor() string {
 	selfName.mu.Lock()
 	defer selfName.mu.Unlock()
@@ -19,9 +22,9 @@ func selfSupervisor() string {
 		start, err := processStart(pid)
 		if err != nil {
 			// Not kept: the next call reads /proc again.
-			return strconv.Itoa(pid) + ":0"
+			return formatSupervisor(pid, 0)
 		}
-		selfName.s = fmt.Sprintf("%d:%d", pid, start)
+		selfName.s = formatSupervisor(pid, start)
 	}
 	return selfName.s
 }
@@ -49,19 +52,71 @@ func parentSupervisor() string {
 	if err != nil {
 		return ""
 	}
-	return fmt.Sprintf("%d:%d", ppid, start)
+	return formatSupervisor(ppid, start)
 }
 
-// supervisorAlive reports whether the process named by s still runs.
+// currentBoot is the running boot's id ([local.BootID]'s form), or "" when this process
+// cannot read it; tests replace it to stand for a later boot.
+var currentBoot = func() string {
+	id, _ := local.BootID()
+	return id
+}
+
+// formatSupervisor names the process pid that started at start (clock ticks since boot) in
+// the running boot: "<pid>:<start>:<boot id>", the boot id 32 lowercase hex digits. Pids and
+// start times both restart at boot, so a name persisted in a record across a reboot could
+// otherwise name a process of the new boot with equal pid and start (a deterministic VM or
+// container boot whose systemd starts `agora orch serve` at once makes it likely, serve
+// itself then the match), and Reap would take the dead dispatch for supervised for ever.
+// A process that cannot read the boot id names itself "<pid>:<start>", as before boot ids.
+func formatSupervisor(pid int, start uint64) string {
+	s := strconv.Itoa(pid) + ":" + strconv.FormatUint(start, 10)
+	if boot := currentBoot(); boot != "" {
+		s += ":" + boot
+	}
+	return s
+}
+
+// parseSupervisor parses a supervisor name in its one canonical form: "<pid>:<start>:<boot>"
+// or, written before boot ids, "<pid>:<start>" (boot ""); pid and start are decimal with no
+// sign or leading zeros, pid at least 1, boot as [local.IsBootID] has it. A name is read back
+// from the database, so anything else is malformed (ok false), never guessed at.
+func parseSupervisor(s string) (pid int, start uint64, boot string, ok bool) {
+	f := strings.Split(s, ":")
+	switch len(f) {
+	case 3:
+		boot = f[2]
+		if !local.IsBootID(boot) {
+			return 0, 0, "", false
+		}
+	case 2:
+	default:
+		return 0, 0, "", false
+	}
+	p, err1 := strconv.ParseUint(f[0], 10, 31)
+	start, err2 := strconv.ParseUint(f[1], 10, 64)
+	if err1 != nil || err2 != nil || p < 1 ||
+		strconv.FormatUint(p, 10) != f[0] || strconv.FormatUint(start, 10) != f[1] {
+		return 0, 0, "", false
+	}
+	return int(p), start, boot, true
+}
+
+// supervisorAlive reports whether the process named by s still runs. A name made in another
+// boot is dead, whatever process of this boot has its pid and start time; so is every name
+// with a boot when this process cannot read the running boot's id (it cannot tell, and its
+// /proc is not the one the name was made in). A name from before boot ids is judged as it
+// always was, by pid and start time: nothing in it tells its boot, and taking it for dead
+// would end, and stop the sandboxes of, the live dispatches of an agora being upgraded.
 func supervisorAlive(s string) bool {
-	pidStr, startStr, ok := strings.Cut(s, ":")
+	pid, start, boot, ok := parseSupervisor(s)
 	if !ok {
 		return false
 	}
-	pid, err1 := strconv.Atoi(pidStr)
-	start, err2 := strconv.ParseUint(startStr, 10, 64)
-	if err1 != nil || err2 != nil || pid <= 0 {
-		return false
+	if boot != "" {
+		if cur := currentBoot(); cur == "" || cur != boot {
+			return false
+		}
 	}
 	got, state, err := processStat(pid)
 	// A zombie (killed, not yet reaped by its parent) runs nothing: its sandbox died with it.

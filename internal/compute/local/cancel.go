@@ -18,8 +18,8 @@ const cancelPoll = 50 * time.Millisecond
 // Cancel kills the process tree named by taskID and returns once its leader has exited
 // (or ctx is done). It works from any process on this host: a task started by this
 // provider is killed through its monitor (and its Exit says Cancelled); any other is
-// found through /proc. Cancelling a task that has ended, or whose pid now names another
-// process, returns nil and signals nothing.
+// found through /proc. Cancelling a task that has ended, whose pid now names another
+// process, or whose id was made in another boot, returns nil and signals nothing.
 func (p *Provider) Cancel(ctx context.Context, taskID string) error {
 	tid, err := parseTaskID(taskID)
 	if err != nil {
@@ -43,7 +43,12 @@ func (p *Provider) Cancel(ctx context.Context, taskID string) error {
 // cancelForeign kills a task this process did not start: its bwrap (the session it leads),
 // then the sandbox's first process, which bwrap's death takes with it only once bwrap has
 // released it (taskID): a supervisor killed before then leaves it running, unsupervised.
+// An id of another boot names nothing that still runs: its task died with that boot, and its
+// pids and start times may name this boot's processes, so nothing is signalled.
 func cancelForeign(ctx context.Context, tid taskID) error {
+	if !ofThisBoot(tid.boot) {
+		return nil
+	}
 	err := cancelLeader(ctx, tid)
 	if tid.init != 0 {
 		err = errors.Join(err, killSandboxInit(ctx, tid))
@@ -59,10 +64,11 @@ func killSandboxInit(ctx context.Context, tid taskID) error {
 		return wrapCancel(tid, "the sandbox", err)
 	}
 	defer unix.Close(fd)
-	// A start time counts from boot: an id recorded before a reboot can name a process of
-	// this boot, pid and start time alike, and an id can be edited where it is stored. A
-	// sandbox's first process is the first of a pid namespace below this one from its clone
-	// on (--as-pid-1 keeps it so); any other process the id names is not the sandbox.
+	// A start time counts from boot: an id recorded before a reboot without a boot id (or
+	// one edited where it is stored) can name a process of this boot, pid and start time
+	// alike. A sandbox's first process is the first of a pid namespace below this one from
+	// its clone on (--as-pid-1 keeps it so); any other process the id names is not the
+	// sandbox.
 	st, err := readProcStatus(strconv.Itoa(tid.init))
 	if errors.Is(err, os.ErrNotExist) || (err == nil && !st.nestedInit()) {
 		return nil // gone, or no sandbox's: the sandbox is gone

@@ -93,15 +93,18 @@
 // --die-with-parent; its sandbox is a pid namespace whose init takes every process in it
 // down when it dies. A kill sends SIGKILL to the cgroup (cgroup.kill) and to the process
 // group; in a sandbox that is the whole tree. When the command exits, whatever it left
-// running is killed the same way. The task id is "local:<pid>:<start time>" (field 22 of
-// /proc/<pid>/stat), so [Provider.Cancel] in another process can check, through a pidfd,
-// that the pid still names the same process before it signals anything.
+// running is killed the same way. The task id is "local:<pid>:<start time>:<boot>" (field 22
+// of /proc/<pid>/stat, and [BootID]), so [Provider.Cancel] in another process can check,
+// through a pidfd, that the pid still names the same process before it signals anything; pids
+// and start times restart at boot, so an id of another boot names nothing and is never
+// signalled. Ids from before boot ids lack the last field and are checked as they always were.
 //
 // bwrap sets the sandbox process's parent-death signal only once it is released from
 // --block-fd, so a provider killed between the start and that moment leaves bwrap dead and
 // the sandbox running (bubblewrap 0.8 to 0.11 alike). A bubblewrap task's id therefore
-// names the sandbox process as well, "local:<pid>:<start>:<sandbox pid>:<its start>", and
-// Cancel from another process (the dispatcher's Reap) kills it, and its pid namespace, by
-// that name. The dispatch worker also exits when its supervisor's lifeline pipe closes
-// (wire.LifelineFDEnv), which ends the sandbox at once.
+// names the sandbox process as well,
+// "local:<pid>:<start>:<sandbox pid>:<its start>:<boot>", and Cancel from another process
+// (the dispatcher's Reap) kills it, and its pid namespace, by that name. The dispatch worker
+// also exits when its supervisor's lifeline pipe closes (wire.LifelineFDEnv), which ends the
+// sandbox at once.
 package local

@@ -112,7 +112,7 @@ func (p *Provider) startHeld(ctx context.Context, s compute.Spec, l limits, out 
 	h.sandboxPID, initStart, err = limitSandbox(ctx, infoR, h.pid, l, s.RunAs)
 	if err == nil {
 		// The task's name carries the sandbox's first process before anyone reads it.
-		h.id = taskID{pid: h.pid, start: h.start, init: h.sandboxPID, initStart: initStart}.String()
+		h.id = taskID{pid: h.pid, start: h.start, init: h.sandboxPID, initStart: initStart, boot: currentBoot()}.String()
 	}
 	if err == nil || errors.Is(err, errGone) {
 		// If the sandbox or bwrap is gone, no command can run: releasing it lets Wait
@@ -281,7 +281,7 @@ func (p *Provider) launch(cmd *exec.Cmd, cg *cgroup, isolation string) (*handle,
 		return nil, fmt.Errorf("read start time of pid %d: %w", h.pid, err)
 	}
 	h.start = st.start
-	h.id = taskID{pid: h.pid, start: st.start}.String()
+	h.id = taskID{pid: h.pid, start: st.start, boot: currentBoot()}.String()
 	return h, nil
 }
 

@@ -24,29 +24,58 @@ var ErrBadTaskID = errors.New("malformed local task id")
 // binds that process's life to bwrap's (--die-with-parent) only after it is released, so a
 // supervisor killed in between leaves bwrap dead and the sandbox running; Cancel from
 // another process (Reap) kills it by this name. Ids written before it was added have none.
+//
+// Pids and start times both restart at boot, so an id read back from the database after a
+// reboot could name a process of the new boot with equal pid and start (a deterministic VM
+// or container boot that starts agora at once makes it likely). An id therefore carries the
+// boot it was made in (boot, [BootID]'s form), last; Cancel signals nothing for an id of
+// another boot. Ids written before it was added (or by a process that could not read the
+// boot id) have none and are checked as they always were: nothing in them tells their boot,
+// and refusing them would leave a live task of this boot uncancellable after an upgrade.
 type taskID struct {
 	pid   int
 	start uint64
 	// init and initStart name the sandbox's first process; 0 when unknown.
 	init      int
 	initStart uint64
+	// boot is the id of the boot the task started in; "" in ids that predate it.
+	boot string
 }
 
 func (t taskID) String() string {
-	if t.init == 0 {
-		return fmt.Sprintf("%s%d:%d", taskIDPrefix, t.pid, t.start)
+	s := fmt.Sprintf("%s%d:%d", taskIDPrefix, t.pid, t.start)
+	if t.init != 0 {
+		s += fmt.Sprintf(":%d:%d", t.init, t.initStart)
 	}
-	return fmt.Sprintf("%s%d:%d:%d:%d", taskIDPrefix, t.pid, t.start, t.init, t.initStart)
+	if t.boot != "" {
+		s += ":" + t.boot
+	}
+	return s
 }
 
-// parseTaskID parses "local:<pid>:<start>" or "local:<pid>:<start>:<init>:<initstart>" in
-// its one canonical form (decimal, no sign, no leading zeros).
+// parseTaskID parses a task id in its one canonical form (decimal, no sign, no leading zeros;
+// the boot as 32 lowercase hex digits):
+//
+//	local:<pid>:<start>:<boot>                          a plain task
+//	local:<pid>:<start>:<init>:<initstart>:<boot>       a bubblewrap task
+//	local:<pid>:<start>                                 either, from before boot ids
+//	local:<pid>:<start>:<init>:<initstart>
+//
+// The field count tells the forms apart (2, 3, 4 or 5), and a boot id is never a decimal
+// number's spelling (32 digits overflow a uint64).
 func parseTaskID(s string) (taskID, error) {
 	rest, ok := strings.CutPrefix(s, taskIDPrefix)
 	if !ok {
 		return taskID{}, fmt.Errorf("parse task id %q: %w", s, ErrBadTaskID)
 	}
 	f := strings.Split(rest, ":")
+	var boot string
+	if len(f) == 3 || len(f) == 5 {
+		boot, f = f[len(f)-1], f[:len(f)-1]
+		if !IsBootID(boot) {
+			return taskID{}, fmt.Errorf("parse task id %q: %w", s, ErrBadTaskID)
+		}
+	}
 	if len(f) != 2 && len(f) != 4 {
 		return taskID{}, fmt.Errorf("parse task id %q: %w", s, ErrBadTaskID)
 	}
@@ -57,7 +86,7 @@ func parseTaskID(s string) (taskID, error) {
 	if err1 != nil || err2 != nil || pid < 2 {
 		return taskID{}, fmt.Errorf("parse task id %q: %w", s, ErrBadTaskID)
 	}
-	t := taskID{pid: int(pid), start: start}
+	t := taskID{pid: int(pid), start: start, boot: boot}
 	if len(f) == 4 {
 		init, err1 := parseCanonicalUint(f[2], 31)
 		initStart, err2 := parseCanonicalUint(f[3], 64)

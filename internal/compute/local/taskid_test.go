@@ -40,6 +40,23 @@ func TestParseTaskID(t *testing.T) {
 		{in: "LOCAL:1:1"},
 		{in: "local: 1:1"},
 		{in: ""},
+		// The current forms: the boot the task started in, last.
+		{in: "local:123:456:" + otherBoot, want: taskID{pid: 123, start: 456, boot: otherBoot}, ok: true},
+		{in: "local:2:2:3:4:" + otherBoot, want: taskID{pid: 2, start: 2, init: 3, initStart: 4, boot: otherBoot}, ok: true},
+		{in: "local:1:2:" + otherBoot},                      // pid 1
+		{in: "local:2:2:1:4:" + otherBoot},                  // init 1
+		{in: "local:2:2:02:4:" + otherBoot},                 // not canonical
+		{in: "local:2:2:" + strings.ToUpper(otherBoot)},     // one spelling only
+		{in: "local:2:2:" + otherBoot[:31]},                 // short
+		{in: "local:2:2:" + otherBoot + "0"},                // long
+		{in: "local:2:2:0123456789abcdef0123456789abcdeg"},  // not hex
+		{in: "local:2:2:0123456789-abcdef0123456789abcdef"}, // the kernel's dashes
+		{in: "local:2:2:" + otherBoot + ":" + otherBoot},    // two boots
+		{in: "local:2:2:3:" + otherBoot},                    // init without its start
+		{in: "local:2:2:3:4:" + otherBoot + ":5"},           // a field after the boot
+		{in: "local:2:2:3:4:5:" + otherBoot},                // one field too many
+		{in: "local:" + otherBoot + ":2:2"},                 // the boot first
+		{in: "local:2:2:12345678901234567890123456789012", want: taskID{pid: 2, start: 2, boot: "12345678901234567890123456789012"}, ok: true}, // all digits: a boot still, by place
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -92,18 +109,31 @@ func TestParseProcStat(t *testing.T) {
 	})
 }
 
+// FuzzParseTaskID: the parser never panics, and what it accepts is canonical (it prints
+// back exactly as it came in), names no pid below 2, and carries a boot exactly when it has
+// the field for one (3 or 5 fields), a well-formed one.
 func FuzzParseTaskID(f *testing.F) {
-	for _, s := range []string{"local:123:456", "local:1:0", "local:01:1", "local:1:2:3", "local:1:2:3:4", "local:1:2:0:4", "docker:x", ""} {
+	for _, s := range []string{"local:123:456", "local:1:0", "local:01:1", "local:1:2:3", "local:1:2:3:4", "local:1:2:0:4", "docker:x", "",
+		"local:2:3:" + otherBoot, "local:2:3:4:5:" + otherBoot, "local:2:3:4:" + otherBoot, "local:2:3:4:5:" + otherBoot + ":6"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		id, err := parseTaskID(s)
 		if err != nil {
+			if !errors.Is(err, ErrBadTaskID) {
+				t.Fatalf("parseTaskID(%q) = %v, not ErrBadTaskID", s, err)
+			}
 			return
 		}
-		// Canonical: a parsed id prints back exactly as it came in.
-		if id.String() != s || id.pid < 1 || id.init < 0 || (strings.Count(s, ":") == 4) != (id.init > 0) {
+		colons := strings.Count(s, ":")
+		if id.String() != s || id.pid < 2 || id.init < 0 || id.init == 1 ||
+			(colons >= 4) != (id.init > 0) || (colons%2 == 1) != (id.boot != "") ||
+			(id.boot != "" && !IsBootID(id.boot)) {
 			t.Fatalf("parseTaskID(%q) = %+v, prints %q", s, id, id.String())
+		}
+		// Round trip: the printed id parses to the same id.
+		if again, err := parseTaskID(id.String()); err != nil || again != id {
+			t.Fatalf("parseTaskID(%q) = %+v, %v; want %+v", id.String(), again, err, id)
 		}
 	})
 }

@@ -81,7 +81,7 @@ func (e *env) oneShot(extraEnv []string, args ...string) (int, string, string) {
 var detachedState = regexp.MustCompile(`(?m)^agora: \S+ (started \(.*\)|finished)\n`)
 
 // varying are the parts of a dispatch's output that differ between two runs of it.
-var varying = regexp.MustCompile(`[0-9A-HJKMNP-TV-Z]{26}|local:\d+(:\d+)+|\d+(\.\d+)?(ms|µs|s)\b|"[a-z_]*(_at|time)": "[^"]*"|"[a-z_]*_ms": \d+|"(pid|provider_task_id|supervisor)": ("[^"]*"|\d+)`)
+var varying = regexp.MustCompile(`[0-9A-HJKMNP-TV-Z]{26}|local:\d+(:[0-9a-f]+)+|\d+(\.\d+)?(ms|µs|s)\b|"[a-z_]*(_at|time)": "[^"]*"|"[a-z_]*_ms": \d+|"(pid|provider_task_id|supervisor)": ("[^"]*"|\d+)`)
 
 // TestHandoff_SameAsInProcess: with serve running, `agora dispatch run` hands its dispatch to
 // serve (serve's log counts it), and what the user sees is what the in-process path shows:
