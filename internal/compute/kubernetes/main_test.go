@@ -15,5 +15,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(slotHolderEnv) != "" {
 		os.Exit(slotHolderMain()) // a warm slot's holder, to be killed with -9 (warmslot_cluster_test.go)
 	}
+	if os.Getenv(slotClaimerEnv) != "" {
+		os.Exit(slotClaimerMain()) // a warm slot's supervisor killed with -9 once bound (warmslot_adopt_cluster_test.go)
+	}
 	k8stest.Main(m)
 }

@@ -51,6 +51,10 @@ const (
 	labelHome = "agora.home"
 	// annotationClaimed, on a slot's Job, names the dispatch it runs: a sweep leaves it.
 	annotationClaimed = "agora.dev/claimed"
+	// annotationClaimedPod, set with annotationClaimed, is the uid of the pod the claim
+	// checked, the one whose worker took the dispatch's grant: an adopter
+	// ([Provider.AdoptSlot]) follows that pod's Job only while it is that pod.
+	annotationClaimedPod = "agora.dev/claimed-pod"
 	// slotRootVolume is the slot pod's writable /agora, where the worker fetches its
 	// dispatch's mounts at the claim.
 	slotRootVolume = "root"
@@ -398,50 +402,56 @@ var ErrSlotChanged = errors.New("warm slot changed or gone")
 // pod, the same containers, running, not being deleted, not claimed. Anything else is
 // [ErrSlotChanged].
 func (sl *Slot) Check(ctx context.Context) error {
+	_, err := sl.check(ctx)
+	return err
+}
+
+// check is Check returning the slot's pod it checked.
+func (sl *Slot) check(ctx context.Context) (*corev1.Pod, error) {
 	np, err := sl.p.findPolicy(ctx, sl.name)
 	switch {
 	case err != nil:
-		return fmt.Errorf("warm slot %s: %w", sl.ID, err)
+		return nil, fmt.Errorf("warm slot %s: %w", sl.ID, err)
 	case np == nil || np.UID != sl.np || np.DeletionTimestamp != nil:
-		return fmt.Errorf("%w: its network policy is gone or replaced", ErrSlotChanged)
+		return nil, fmt.Errorf("%w: its network policy is gone or replaced", ErrSlotChanged)
 	case specHash(np.Spec) != sl.npSum:
-		return fmt.Errorf("%w: its network policy was changed", ErrSlotChanged)
+		return nil, fmt.Errorf("%w: its network policy was changed", ErrSlotChanged)
 	}
 	job, err := sl.p.client.BatchV1().Jobs(sl.p.ns).Get(ctx, sl.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("%w: its job is gone", ErrSlotChanged)
+		return nil, fmt.Errorf("%w: its job is gone", ErrSlotChanged)
 	case err != nil:
-		return fmt.Errorf("warm slot %s: %w", sl.ID, err)
+		return nil, fmt.Errorf("warm slot %s: %w", sl.ID, err)
 	case job.UID != sl.job || job.DeletionTimestamp != nil:
-		return fmt.Errorf("%w: its job was replaced or is being deleted", ErrSlotChanged)
+		return nil, fmt.Errorf("%w: its job was replaced or is being deleted", ErrSlotChanged)
 	case job.Annotations[annotationClaimed] != "":
-		return fmt.Errorf("%w: its job was claimed already", ErrSlotChanged)
+		return nil, fmt.Errorf("%w: its job was claimed already", ErrSlotChanged)
 	case !slotLabelled(job.Spec.Template.Labels, sl.ID) || containersHash(job.Spec.Template.Spec) != sl.pod:
-		return fmt.Errorf("%w: its job's pod template changed", ErrSlotChanged)
+		return nil, fmt.Errorf("%w: its job's pod template changed", ErrSlotChanged)
 	case !sl.p.pullMatches(job.Spec.Template.Spec):
-		return fmt.Errorf("%w: its pod was made under other image pull settings than the target's now (%s)", ErrSlotChanged, sl.p.pullString())
+		return nil, fmt.Errorf("%w: its pod was made under other image pull settings than the target's now (%s)", ErrSlotChanged, sl.p.pullString())
 	}
 	pod, err := sl.findPod(ctx)
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: %v", ErrSlotChanged, err)
+		return nil, fmt.Errorf("%w: %v", ErrSlotChanged, err)
 	case pod == nil:
-		return fmt.Errorf("%w: its pod is gone", ErrSlotChanged)
+		return nil, fmt.Errorf("%w: its pod is gone", ErrSlotChanged)
 	case pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning:
-		return fmt.Errorf("%w: its pod is %s", ErrSlotChanged, pod.Status.Phase)
+		return nil, fmt.Errorf("%w: its pod is %s", ErrSlotChanged, pod.Status.Phase)
 	case !slotLabelled(pod.Labels, sl.ID):
-		return fmt.Errorf("%w: its pod's labels changed (its network policy would not select it)", ErrSlotChanged)
+		return nil, fmt.Errorf("%w: its pod's labels changed (its network policy would not select it)", ErrSlotChanged)
 	case !fillerWaits(pod):
-		return fmt.Errorf("%w: its filler ended before the claim, or a container of its pod restarted", ErrSlotChanged)
+		return nil, fmt.Errorf("%w: its filler ended before the claim, or a container of its pod restarted", ErrSlotChanged)
 	case len(pod.Spec.EphemeralContainers) != 0:
 		// kubectl debug: a container of someone's joined the pod (its volumes, the worker's
 		// processes) while it waited (red team 32).
-		return fmt.Errorf("%w: its pod was given an ephemeral container", ErrSlotChanged)
+		return nil, fmt.Errorf("%w: its pod was given an ephemeral container", ErrSlotChanged)
 	case containersHash(pod.Spec) != sl.pod:
-		return fmt.Errorf("%w: its pod's containers or volumes changed", ErrSlotChanged)
+		return nil, fmt.Errorf("%w: its pod's containers or volumes changed", ErrSlotChanged)
 	}
-	return sl.p.checkOtherPolicies(ctx, sl.np, pod.Labels)
+	return pod, sl.p.checkOtherPolicies(ctx, sl.np, pod.Labels)
 }
 
 // checkOtherPolicies refuses a slot pod that another NetworkPolicy of the namespace singles
@@ -516,7 +526,8 @@ func (sl *Slot) Run(ctx context.Context, s compute.Spec, bind Bind) (compute.Han
 		sl.kill()
 		return nil, err
 	}
-	if err := sl.Check(ctx); err != nil {
+	pod, err := sl.check(ctx)
+	if err != nil {
 		sl.kill()
 		return nil, err
 	}
@@ -526,7 +537,7 @@ func (sl *Slot) Run(ctx context.Context, s compute.Spec, bind Bind) (compute.Han
 	// running the dispatch and its NetworkPolicy were deleted in between. The deadline is the
 	// dispatch's timeout from now plus claimSlack until the bind returns, then set exactly: a
 	// holder killed in between leaves a Job that still ends.
-	if err := sl.markClaimed(ctx, s.ID, s.Limits.Timeout, claimSlack); err != nil {
+	if err := sl.markClaimed(ctx, s.ID, pod.UID, s.Limits.Timeout, claimSlack); err != nil {
 		sl.kill()
 		return nil, err
 	}
@@ -552,7 +563,7 @@ func (sl *Slot) Run(ctx context.Context, s compute.Spec, bind Bind) (compute.Han
 		return nil, errors.Join(fmt.Errorf("warm slot %s: %w", sl.ID, err), closeSession(sess))
 	}
 	if s.Limits.Timeout > 0 {
-		if err := sl.markClaimed(ctx, s.ID, s.Limits.Timeout, 0); err != nil {
+		if err := sl.markClaimed(ctx, s.ID, pod.UID, s.Limits.Timeout, 0); err != nil {
 			sl.kill()
 			return nil, errors.Join(err, closeSession(sess))
 		}
@@ -565,11 +576,11 @@ func (sl *Slot) Run(ctx context.Context, s compute.Spec, bind Bind) (compute.Han
 // between marking it claimed and its bind (the exact deadline is set once the bind returned).
 const claimSlack = time.Minute
 
-// markClaimed marks the slot's Job (its uid a precondition) claimed by dispatch, with the
-// dispatch's timeout plus slack, counted from now on a Job that started earlier, as its
-// deadline (none for no timeout).
-func (sl *Slot) markClaimed(ctx context.Context, dispatch string, timeout, slack time.Duration) error {
-	patch := fmt.Appendf(nil, `{"metadata":{"uid":%q,"annotations":{%q:%q}}`, sl.job, annotationClaimed, dispatch)
+// markClaimed marks the slot's Job (its uid a precondition) claimed by dispatch in pod (the
+// one the claim checked), with the dispatch's timeout plus slack, counted from now on a Job
+// that started earlier, as its deadline (none for no timeout).
+func (sl *Slot) markClaimed(ctx context.Context, dispatch string, pod types.UID, timeout, slack time.Duration) error {
+	patch := fmt.Appendf(nil, `{"metadata":{"uid":%q,"annotations":{%q:%q,%q:%q}}`, sl.job, annotationClaimed, dispatch, annotationClaimedPod, pod)
 	if timeout > 0 {
 		deadline := int64((time.Since(sl.start)+timeout+slack+time.Second-1)/time.Second) + 1
 		patch = fmt.Appendf(patch, `,"spec":{"activeDeadlineSeconds":%d}`, deadline)
