@@ -179,6 +179,27 @@ func (s *supervision) startK8sWarm(ctx context.Context, w *warmSlot) (compute.Ha
 	return h, true
 }
 
+// adoptSlotted is adoptSandbox for a dispatch that claimed a Kubernetes warm slot
+// (startK8sWarm): no Job is named for it; its recorded task id names the slot's Job, which
+// the provider adopts only as this home's slot claimed by this dispatch
+// (kubernetes.Provider.AdoptSlot). nil, nil for a target that is not Kubernetes (whether or
+// not it keeps warm slots now: a slot claimed before `warm` was turned off still runs) and
+// for a task id that names no slot's Job.
+func (s *supervision) adoptSlotted(ctx context.Context) (compute.Handle, error) {
+	if s.target.Provider != config.ProviderKubernetes {
+		return nil, nil
+	}
+	p, err := s.d.k8sProvider(ctx, s.r.Target)
+	if err != nil {
+		return nil, err
+	}
+	a := kubernetes.SlotAdoption{TaskID: s.r.ProviderTaskID, Home: s.d.k8sHome()}
+	if s.r.StartedAt != nil {
+		a.Started = *s.r.StartedAt
+	}
+	return p.AdoptSlot(ctx, s.spec, a)
+}
+
 // standbyK8s starts a kubernetes standby's one slot (standby.go) of the stored template: the
 // slot's Job, Secret and NetworkPolicy, its gateway slot held by this process. The holder
 // swept what killed holders left before it started this process (detach.Standbys.start).
