@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -149,4 +150,125 @@ func TestRedTeam43_DeadSlotSaysLittleAndQuoted(t *testing.T) {
 	if len(msg) > 4*512+400 {
 		t.Errorf("the claim's error is %d bytes: what the sandbox wrote is not cut", len(msg))
 	}
+}
+
+// TestRedTeam43_FillAttachesOnlyToASetUpSandbox: bwrap reports its sandbox's pid (--info-fd)
+// as soon as it has cloned it, and the sandbox then builds its root (its bind of the claim
+// mount point at the claim root, remounted with bwrap's flags) before it waits on --block-fd.
+// A fill that attaches the command's tree to the shared claim mount point meanwhile has it
+// propagate into a sandbox still being built: stacked on the claim root between bwrap's bind
+// and its remount, it made bwrap die with "Can't bind mount .../claim on /newroot/agora:
+// Unable to remount destination ... Operation not permitted" (seen in TestSlotStage_Isolation
+// SameAsCold once endedSaying worked), a dead slot. The sandbox is stopped here as soon as it
+// exists; nothing may be attached to the slot until it has finished its setup.
+func TestRedTeam43_FillAttachesOnlyToASetUpSandbox(t *testing.T) {
+	requireSlots(t)
+	p := newProvider(t, Options{})
+	for try := 0; ; try++ {
+		if try == 20 {
+			t.Skip("SKIP: the sandbox was never caught in its setup")
+		}
+		o := stageOpts(t, 8<<20)
+		caught := make(chan int, 1)
+		stop := make(chan struct{})
+		go func() {
+			defer close(caught)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if pid := newSandbox(); pid > 0 && unix.Kill(pid, unix.SIGSTOP) == nil {
+					caught <- pid
+					return
+				}
+			}
+		}()
+		type filled struct {
+			slot *Slot
+			err  error
+		}
+		done := make(chan filled, 1)
+		go func() {
+			s, err := p.NewSlot(t.Context(), stageTmpl(`true`, nil), o)
+			done <- filled{s, err}
+		}()
+		var pid int
+		select {
+		case pid = <-caught:
+		case f := <-done:
+			close(stop)
+			if pid, ok := <-caught; ok {
+				unix.Kill(pid, unix.SIGCONT)
+			}
+			if f.err == nil {
+				f.slot.Discard()
+			}
+			t.Logf("try %d: the fill was over before its sandbox was caught", try)
+			continue
+		}
+		close(stop)
+		early := len(stageMounts(o.Dir)) == 0 // nothing attached yet when it was stopped
+		time.Sleep(20 * time.Millisecond)     // a stop is not at once
+		sys, _ := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pid))
+		// Waiting on --block-fd (fd 6 here: the claim pipe is its one file): setup was over.
+		setUp := strings.HasPrefix(string(sys), fmt.Sprintf("%d 0x6 ", unix.SYS_READ))
+		var attached []string
+		for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline) && len(attached) == 0; time.Sleep(2 * time.Millisecond) {
+			attached = stageMounts(o.Dir)
+		}
+		unix.Kill(pid, unix.SIGCONT)
+		f := <-done
+		if f.err == nil {
+			f.slot.Discard()
+		}
+		// Caught as it came out of clone(2), bwrap's launcher had not reported it yet, and
+		// the fill waited for that anyway: too early to show anything.
+		cloning := strings.HasPrefix(string(sys), fmt.Sprintf("%d ", unix.SYS_CLONE)) ||
+			strings.HasPrefix(string(sys), fmt.Sprintf("%d ", unix.SYS_CLONE3))
+		if setUp || !early || cloning {
+			t.Logf("try %d: caught too early or too late (in %q)", try, strings.TrimSpace(string(sys)))
+			continue // to show nothing: again
+		}
+		if len(attached) > 0 {
+			t.Fatalf("the fill attached %v while its sandbox (pid %d, in %q) was still being set up", attached, pid, strings.TrimSpace(string(sys)))
+		}
+		if f.err != nil {
+			t.Fatalf("NewSlot of a sandbox stopped during its setup for 300ms: %v", f.err)
+		}
+		t.Logf("try %d: stopped in %q: nothing attached meanwhile", try, strings.TrimSpace(string(sys)))
+		return
+	}
+}
+
+// stageMounts lists the command trees attached (attachTree's staging mounts) under dir.
+func stageMounts(dir string) []string {
+	var out []string
+	mps, _ := MountsUnder(dir)
+	for _, mp := range mps {
+		if strings.Contains(mp, "/stage-") {
+			out = append(out, mp)
+		}
+	}
+	return out
+}
+
+// newSandbox returns the pid of a sandbox process of one of this process's bwraps that still
+// runs bwrap (the kernel's per-thread children lists: a scan of /proc is too slow to catch a
+// sandbox in its setup), 0 when there is none.
+func newSandbox() int {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, task := range tasks {
+		b, _ := os.ReadFile("/proc/self/task/" + task.Name() + "/children")
+		for _, f := range strings.Fields(string(b)) {
+			kids, _ := os.ReadFile("/proc/" + f + "/task/" + f + "/children")
+			for _, k := range strings.Fields(string(kids)) {
+				if n, err := strconv.Atoi(k); err == nil && commOf(n) == "bwrap" {
+					return n
+				}
+			}
+		}
+	}
+	return 0
 }
