@@ -101,13 +101,26 @@ func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
 		// record that cannot be written leaves all as it was for the next reap. A reap that
 		// dies in between leaves a terminal record whose stage is still held: the held
 		// index below (this reap's or the next) stops and releases it.
-		applied, err := d.Records.Finish(ctx, r.ID, o)
+		//
+		// It is recorded only while the record names the dead supervisor r was listed with
+		// (or this process, which took the orphan): a new supervisor may have claimed the
+		// dispatch since, and Reap then ended it lost and removed the stage under it (red
+		// team 43). Not recorded here, the dispatch goes to the held index's pass, which
+		// reads it afresh: ended meanwhile by someone else, with its supervisor gone, it is
+		// released there; live, or its supervisor alive, it is left alone.
+		expect := r.supervisor
+		if waited {
+			expect = selfSupervisor() // takeOrphan made this process its supervisor
+		}
+		applied, _, err := d.Records.finishFrom(ctx, r.ID, expect, o)
 		if err != nil {
 			return n, err
 		}
-		if applied {
-			n++
+		if !applied {
+			delete(seen, r.ID)
+			continue
 		}
+		n++
 		// The dead supervisor never unmounted the disk quota nor removed the stage's work.
 		d.stopAndRelease(ctx, r)
 	}

@@ -298,6 +298,15 @@ func (s *Records) Finish(ctx context.Context, id string, o Outcome) (bool, error
 // finish is Finish returning the record as the transaction leaves it (terminal either way),
 // read in that transaction: the supervisor's last report needs no query of its own (#28).
 func (s *Records) finish(ctx context.Context, id string, o Outcome) (applied bool, final *Record, err error) {
+	return s.finishFrom(ctx, id, "", o)
+}
+
+// finishFrom is finish for an end decided by a process that is not the dispatch's supervisor
+// (Reap): when supervisor is not "", it applies only while the record still names that
+// supervisor, in the same transaction. Reap decides from a listing; a new supervisor may have
+// claimed the dispatch since (Claim takes over one whose supervisor is gone), and its end is
+// then that supervisor's to record (red team 43).
+func (s *Records) finishFrom(ctx context.Context, id, supervisor string, o Outcome) (applied bool, final *Record, err error) {
 	if !IsTerminal(o.State) {
 		return false, nil, fmt.Errorf("finish dispatch %s: %q is not a terminal state", id, o.State)
 	}
@@ -307,7 +316,7 @@ func (s *Records) finish(ctx context.Context, id string, o Outcome) (applied boo
 		if err != nil {
 			return err
 		}
-		if IsTerminal(r.State) {
+		if IsTerminal(r.State) || (supervisor != "" && r.supervisor != supervisor) {
 			final = r
 			return nil
 		}

@@ -325,6 +325,9 @@ func (s *Slot) start(ctx context.Context, tmpl compute.Spec) error {
 		return err
 	}
 	s.h, s.blockW = h, blockW
+	if err := s.awaitSetup(ctx, newFDLayout(len(spec.Files)).block); err != nil {
+		return err
+	}
 	s.holdNamespace()
 	if s.goW != nil {
 		// The command starts now, blocked on its claim pipe, from a tree holding only its

@@ -121,6 +121,41 @@ func (s *Slot) prestart(ctx context.Context, tmpl compute.Spec) error {
 	return nil
 }
 
+// awaitSetup waits until the held sandbox has built its root and waits on --block-fd (fd
+// blockFD in it), or has ended. bwrap reports the sandbox's pid (--info-fd) before the sandbox
+// has even started its setup: its bind of the claim mount point at the claim root, remounted
+// with bwrap's flags, comes later. Whatever the slot attaches to that shared mount point
+// before then (the prestarted command's tree at fill, a claim's tree) propagates into a root
+// still being built: stacked on the claim root between bwrap's bind and its remount, the
+// remount hit the attached read-only tree and bwrap died ("Can't bind mount .../claim on
+// /newroot/agora: Unable to remount destination ...: Operation not permitted", red team 43).
+//
+// The sandbox's /proc syscall file names the call it is blocked in: read(2) of its block
+// descriptor is the last step of bwrap's setup. A file that cannot be read (the process
+// gone) ends the wait: a sandbox that ended is a dead slot, as Alive and a claim say.
+func (s *Slot) awaitSetup(ctx context.Context, blockFD int) error {
+	if s.h.sandboxPID <= 0 {
+		return nil // gone during setup already (errGone): nothing will run
+	}
+	want := fmt.Sprintf("%d 0x%x ", unix.SYS_READ, blockFD)
+	path := "/proc/" + strconv.Itoa(s.h.sandboxPID) + "/syscall"
+	deadline := time.Now().Add(setupTimeout)
+	for wait := 20 * time.Microsecond; ; wait = min(2*wait, 5*time.Millisecond) {
+		b, err := os.ReadFile(path)
+		if err != nil || strings.HasPrefix(string(b), want) || heldExited(s.h.pid) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the sandbox did not finish its setup within %v", setupTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
 // awaitCommand waits, after the held sandbox's release, until its first process runs the
 // slot's command, or has ended: until it execs, that process is bwrap still, which applies
 // the seccomp filter and enters the command's working directory after the release. A slot
@@ -172,14 +207,23 @@ func exeOf(pid int) (fileID, error) {
 // secrets). It reads without waiting; "" when there is nothing.
 func (s *Slot) endedSaying() string {
 	r := s.outR[1]
-	// A deadline already past: Read returns what the pipe holds, or nothing, at once (the
-	// sandbox's processes may hold the pipe still; a plain read would wait for them).
-	if r == nil || r.SetReadDeadline(time.Now()) != nil {
+	if r == nil {
 		return ""
 	}
-	defer r.SetReadDeadline(time.Time{})
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return ""
+	}
+	// One read(2) on the pipe, which os.Pipe made non-blocking: what it holds, or EAGAIN,
+	// at once (the sandbox's processes may hold the pipe still; a plain Read would wait for
+	// them). Not a read deadline already past: Go's Read then fails before it reads at all
+	// (red team 43: no claim ever said anything).
 	b := make([]byte, 512)
-	n, _ := r.Read(b)
+	n := 0
+	_ = rc.Read(func(fd uintptr) bool {
+		n, _ = unix.Read(int(fd), b)
+		return true // never wait for more
+	})
 	if n <= 0 {
 		return ""
 	}
