@@ -39,17 +39,28 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (*Record, error) {
 		if IsTerminal(cur.State) {
 			return cur, nil
 		}
-		if !supervisorAlive(cur.supervisor) || time.Now().After(deadline) {
-			if !supervisorAlive(cur.supervisor) {
+		if dead := !supervisorAlive(cur.supervisor); dead || time.Now().After(deadline) {
+			// The end is recorded before the stage is released (audit before effect), and for a
+			// dead supervisor only while the record still names it: one that claimed the
+			// dispatch since holds its stage, and records its end itself (red team 43).
+			expect := ""
+			if dead {
+				expect = cur.supervisor
+			}
+			applied, _, err := d.Records.finishFrom(ctx, id, expect, Outcome{State: StateCancelled, Reason: ReasonCancelled,
+				Detail: "cancelled; no live supervisor recorded the end"})
+			if err != nil {
+				return nil, err
+			}
+			if dead && !applied {
+				continue // claimed meanwhile, or ended by another: read it again
+			}
+			if dead {
 				if err := d.revokeSession(ctx, cur); err != nil {
 					d.log().Warn("cancel: the gateway session of a dispatch whose supervisor is gone could not be revoked",
 						"dispatch", id, "err", err.Error())
 				}
 				d.release(ctx, id)
-			}
-			if _, err := d.Records.Finish(ctx, id, Outcome{State: StateCancelled, Reason: ReasonCancelled,
-				Detail: "cancelled; no live supervisor recorded the end"}); err != nil {
-				return nil, err
 			}
 			return d.Records.Get(ctx, id)
 		}

@@ -61,3 +61,49 @@ func TestReap_RecordsTheEndBeforeStoppingTheTask(t *testing.T) {
 		t.Fatalf("the task was stopped while its record said %q: the end must be on record first", p.state)
 	}
 }
+
+// releaseOrderProvider is orderProvider that can release a dispatch's leftovers too, noting
+// what the record said then.
+type releaseOrderProvider struct {
+	orderProvider
+	released string // the record's state at Release; "" when not called
+}
+
+func (p *releaseOrderProvider) Release(ctx context.Context, dispatchID string) error {
+	r, err := p.records.Get(ctx, p.id)
+	if err != nil {
+		return err
+	}
+	p.released = string(r.State)
+	return nil
+}
+
+// TestCancel_RecordsTheEndBeforeReleasing: `dispatch cancel` of a dispatch whose supervisor is
+// gone records it cancelled before it releases what the dispatch holds on the host (audit
+// before effect; it released first until red team 43).
+func TestCancel_RecordsTheEndBeforeReleasing(t *testing.T) {
+	e := newEnv(t)
+	e.subagent("long", "sleep 1000")
+	r, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "long", Actor: "test", Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.Records.Started(t.Context(), r.ID, "task-of-a-dead-supervisor", "4194305:1"); err != nil {
+		t.Fatal(err)
+	}
+	p := &releaseOrderProvider{orderProvider: orderProvider{records: e.d.Records, id: r.ID}}
+	e.d.LocalProvider = p
+	got, err := e.d.Cancel(t.Context(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != dispatch.StateCancelled {
+		t.Fatalf("cancel ended it %s, want cancelled", got.State)
+	}
+	if p.released == "" {
+		t.Fatal("cancel never released the leftovers of a dispatch whose supervisor is gone")
+	}
+	if p.released != string(dispatch.StateCancelled) {
+		t.Fatalf("released while the record said %q: the end must be on record first", p.released)
+	}
+}
