@@ -131,3 +131,31 @@ func TestFormatSupervisor_NoBootID(t *testing.T) {
 		t.Errorf("formatSupervisor with no boot id = %q, want 42:7", got)
 	}
 }
+
+// FuzzParseSupervisor: a supervisor name is read back from the database, so any string may
+// reach the parser: it never panics, and what it accepts is canonical (formatted again from
+// its parts, it is the same string) with a pid of at least 1.
+func FuzzParseSupervisor(f *testing.F) {
+	for _, s := range []string{"1:0", "4194305:1", "12:34:" + otherBoot, "0:1", "+5:1", "05:1", "1:2:3", "1::", ":", "", "1:2:" + strings.ToUpper(otherBoot)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		pid, start, boot, ok := parseSupervisor(s)
+		if !ok {
+			return
+		}
+		if pid < 1 {
+			t.Fatalf("%q parsed to pid %d", s, pid)
+		}
+		again := strconv.Itoa(pid) + ":" + strconv.FormatUint(start, 10)
+		if boot != "" {
+			if !local.IsBootID(boot) {
+				t.Fatalf("%q parsed to boot %q", s, boot)
+			}
+			again += ":" + boot
+		}
+		if again != s {
+			t.Fatalf("%q parsed to %d, %d, %q: not its canonical form %q", s, pid, start, boot, again)
+		}
+	})
+}
