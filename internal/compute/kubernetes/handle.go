@@ -79,8 +79,24 @@ func (p *Provider) follow(ctx context.Context, s compute.Spec, name string, uid 
 func (p *Provider) followFrom(ctx context.Context, s compute.Spec, name string, uid types.UID, sandbox bool, podRV string, sess *remote.Session, secretUID types.UID, start time.Time) *handle {
 	h := &handle{p: p, id: s.ID, name: name, uid: uid, taskID: formatTaskID(p.ns, name), sess: sess, secretUID: secretUID,
 		stderr: s.Stderr, start: start, done: make(chan struct{}), sandbox: sandbox, podRV: podRV}
-	if sess != nil {
-		p.holdSession(name)
+	return p.followHandle(ctx, h)
+}
+
+// followSlot is follow for a warm slot's Job whose claim checked pod podUID (the one whose
+// worker took the dispatch's grant): only that pod's end is the dispatch's. Another pod of the
+// Job (the claimed one deleted, the Job given a backoffLimit, and the controller making
+// another from the slot's template) never ran the dispatch: its end, a code 0 among them, was
+// read as the dispatch's (red team 43K).
+func (p *Provider) followSlot(ctx context.Context, s compute.Spec, name string, uid types.UID, sess *remote.Session, secretUID types.UID, start time.Time, podUID types.UID) *handle {
+	h := &handle{p: p, id: s.ID, name: name, uid: uid, taskID: formatTaskID(p.ns, name), sess: sess, secretUID: secretUID,
+		stderr: s.Stderr, start: start, done: make(chan struct{}), podUID: podUID}
+	return p.followHandle(ctx, h)
+}
+
+// followHandle starts h's follower: every field is set before it runs.
+func (p *Provider) followHandle(ctx context.Context, h *handle) *handle {
+	if h.sess != nil {
+		p.holdSession(h.name)
 	}
 	go h.run(ctx)
 	return h
@@ -247,6 +263,11 @@ func (h *handle) podExit(ctx context.Context, job *batchv1.Job) compute.Exit {
 		// create pods in the namespace made it) says nothing of how the Job ended, as for a
 		// pull refusal (jobPodPullFailure; red team 38: its exit code was read as the Job's).
 		if c := metav1.GetControllerOf(&pods.Items[i]); c == nil || c.UID != job.UID {
+			continue
+		}
+		// A pinned pod (a warm slot's claimed one, followSlot): any other pod of the Job
+		// never ran the dispatch, and says nothing of how it ended.
+		if h.podUID != "" && pods.Items[i].UID != h.podUID {
 			continue
 		}
 		if exit, ok := h.exitOfPod(ctx, &pods.Items[i]); ok {

@@ -93,6 +93,11 @@ func (h *handle) jobPodPullFailure(pod *corev1.Pod) *PullError {
 	if c := metav1.GetControllerOf(pod); c == nil || c.UID != h.uid {
 		return nil
 	}
+	// A warm slot's Job is the dispatch's only in its claimed pod (followSlot): another
+	// pod's refusal is not the dispatch's.
+	if h.podUID != "" && pod.UID != h.podUID {
+		return nil
+	}
 	return h.p.pullFailure(pod)
 }
 

@@ -569,7 +569,7 @@ func (sl *Slot) Run(ctx context.Context, s compute.Spec, bind Bind) (compute.Han
 		}
 	}
 	follow := compute.Spec{ID: sl.ID, Stderr: s.Stderr}
-	return sl.p.follow(ctx, follow, sl.name, sl.job, false, sess, sl.sec, time.Now()), nil
+	return sl.p.followSlot(ctx, follow, sl.name, sl.job, sess, sl.sec, time.Now(), pod.UID), nil
 }
 
 // claimSlack is how long past its dispatch's timeout a slot's Job may run when its holder died

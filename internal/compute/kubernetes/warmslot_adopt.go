@@ -100,8 +100,10 @@ func (p *Provider) AdoptSlot(ctx context.Context, s compute.Spec, a SlotAdoption
 		start = time.Now()
 	}
 	// The slot's id, as Slot.Run follows it: the pod carries the slot's labels, not the
-	// dispatch's. The Secret is the slot's, owned by its Job: deleted at the end by name.
-	return p.follow(ctx, compute.Spec{ID: slot, Stderr: s.Stderr}, name, job.UID, false, sess, "", start), nil
+	// dispatch's. The Secret is the slot's, owned by its Job: deleted at the end by name. The
+	// claimed pod is pinned: one the Job makes after these checks never ran the dispatch
+	// (red team 43K).
+	return p.followSlot(ctx, compute.Spec{ID: slot, Stderr: s.Stderr}, name, job.UID, sess, "", start, types.UID(job.Annotations[annotationClaimedPod])), nil
 }
 
 // checkClaimedSlotJob says why job is not slot's Job of home a.Home claimed by s.ID, with

@@ -33,6 +33,7 @@ type slotClaimer struct {
 	Slots    string
 	Dispatch string
 	PodEnd   string        // the slot pod's kwok end delay
+	PodCode  int           // the slot pod's kwok exit code (red team 43K: an adopted Job's own outcome)
 	Timeout  time.Duration // the dispatch's
 }
 
@@ -79,7 +80,7 @@ func slotClaimerMain() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	p.testOnlyPodMeta = failWith(0, c.PodEnd)
+	p.testOnlyPodMeta = failWith(c.PodCode, c.PodEnd)
 	ctx := context.Background()
 	gs, err := (&netgw.Slots{Dir: c.Slots}).Create(ctx)
 	if err != nil {
@@ -114,7 +115,13 @@ func slotClaimerMain() int {
 // worker, kills it with -9 once the dispatch is bound, and returns the slot's id.
 func killedSlotClaimer(t *testing.T, p *Provider, g *slotGW, id, podEnd string, timeout time.Duration) string {
 	t.Helper()
-	cfg, err := json.Marshal(slotClaimer{Opts: claimerOptsOf(p), Sessions: g.reg.Dir, Slots: g.slots.Dir, Dispatch: id, PodEnd: podEnd, Timeout: timeout})
+	return killedSlotClaimerCode(t, p, g, id, podEnd, 0, timeout)
+}
+
+// killedSlotClaimerCode is killedSlotClaimer with the slot pod ending with code (kwok's).
+func killedSlotClaimerCode(t *testing.T, p *Provider, g *slotGW, id, podEnd string, code int, timeout time.Duration) string {
+	t.Helper()
+	cfg, err := json.Marshal(slotClaimer{Opts: claimerOptsOf(p), Sessions: g.reg.Dir, Slots: g.slots.Dir, Dispatch: id, PodEnd: podEnd, PodCode: code, Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
