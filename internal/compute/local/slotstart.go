@@ -139,21 +139,10 @@ func (s *Slot) awaitSetup(ctx context.Context, blockFD int) error {
 	}
 	want := fmt.Sprintf("%d 0x%x ", unix.SYS_READ, blockFD)
 	path := "/proc/" + strconv.Itoa(s.h.sandboxPID) + "/syscall"
-	deadline := time.Now().Add(setupTimeout)
-	for wait := 20 * time.Microsecond; ; wait = min(2*wait, 5*time.Millisecond) {
+	return pollSandbox(ctx, setupTimeout, "finish its setup", func() bool {
 		b, err := os.ReadFile(path)
-		if err != nil || strings.HasPrefix(string(b), want) || heldExited(s.h.pid) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the sandbox did not finish its setup within %v", setupTimeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-	}
+		return err != nil || strings.HasPrefix(string(b), want) || heldExited(s.h.pid)
+	})
 }
 
 // awaitCommand waits, after the held sandbox's release, until its first process runs the
@@ -172,13 +161,20 @@ func (s *Slot) awaitSetup(ctx context.Context, blockFD int) error {
 // is the file it ran before the release (bwrap's).
 func (s *Slot) awaitCommand(ctx context.Context, held fileID) error {
 	const limit = 30 * time.Second // a process this slow to exec is stopped or starved
+	return pollSandbox(ctx, limit, "start its command", func() bool {
+		id, err := exeOf(s.h.sandboxPID)
+		return err != nil || id != held || heldExited(s.h.pid)
+	})
+}
+
+// pollSandbox asks done, at growing intervals (20 µs doubling to 5 ms: the steps waited for
+// take about a millisecond), until it says true, ctx ends, or limit passes (an error saying
+// the sandbox did not do what within it). A held sandbox's progress has no event to wait on.
+func pollSandbox(ctx context.Context, limit time.Duration, what string, done func() bool) error {
 	deadline := time.Now().Add(limit)
-	for wait := 20 * time.Microsecond; ; wait = min(2*wait, 5*time.Millisecond) {
-		if id, err := exeOf(s.h.sandboxPID); err != nil || id != held || heldExited(s.h.pid) {
-			return nil
-		}
+	for wait := 20 * time.Microsecond; !done(); wait = min(2*wait, 5*time.Millisecond) {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the sandbox did not start its command within %v", limit)
+			return fmt.Errorf("the sandbox did not %s within %v", what, limit)
 		}
 		select {
 		case <-ctx.Done():
@@ -186,6 +182,7 @@ func (s *Slot) awaitCommand(ctx context.Context, held fileID) error {
 		case <-time.After(wait):
 		}
 	}
+	return nil
 }
 
 // fileID names a file by its device and inode.
