@@ -31,23 +31,30 @@ func (p *orderProvider) Cancel(ctx context.Context, taskID string) error {
 	return nil
 }
 
-// TestReap_RecordsTheEndBeforeStoppingTheTask: a dispatch whose supervisor is gone is
-// recorded failed/lost (its audit entry with it) before Reap has the provider stop its task:
-// every decision is on record before its effect, so a reap that dies in between leaves a
-// record that says what happened, and a sandbox the held index still names (Reap's second
-// pass stops it).
-func TestReap_RecordsTheEndBeforeStoppingTheTask(t *testing.T) {
+// deadSupervised accepts a dispatch and records it started, with a task, by a supervisor that
+// no longer runs (pid 2^22+1 is above any pid_max default and never allocated; its start time
+// matches nothing).
+func deadSupervised(t *testing.T) (*env, *dispatch.Record) {
+	t.Helper()
 	e := newEnv(t)
 	e.subagent("long", "sleep 1000")
 	r, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "long", Actor: "test", Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Started by a supervisor that no longer runs (pid 2^22+1 is above any pid_max default
-	// and never allocated; its start time matches nothing).
 	if err := e.d.Records.Started(t.Context(), r.ID, "task-of-a-dead-supervisor", "4194305:1"); err != nil {
 		t.Fatal(err)
 	}
+	return e, r
+}
+
+// TestReap_RecordsTheEndBeforeStoppingTheTask: a dispatch whose supervisor is gone is
+// recorded failed/lost (its audit entry with it) before Reap has the provider stop its task:
+// every decision is on record before its effect, so a reap that dies in between leaves a
+// record that says what happened, and a sandbox the held index still names (Reap's second
+// pass stops it).
+func TestReap_RecordsTheEndBeforeStoppingTheTask(t *testing.T) {
+	e, r := deadSupervised(t)
 	p := &orderProvider{records: e.d.Records, id: r.ID}
 	e.d.LocalProvider = p
 	n, err := e.d.Reap(t.Context())
@@ -82,15 +89,7 @@ func (p *releaseOrderProvider) Release(ctx context.Context, dispatchID string) e
 // gone records it cancelled before it releases what the dispatch holds on the host (audit
 // before effect; it released first until red team 43).
 func TestCancel_RecordsTheEndBeforeReleasing(t *testing.T) {
-	e := newEnv(t)
-	e.subagent("long", "sleep 1000")
-	r, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "long", Actor: "test", Timeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.d.Records.Started(t.Context(), r.ID, "task-of-a-dead-supervisor", "4194305:1"); err != nil {
-		t.Fatal(err)
-	}
+	e, r := deadSupervised(t)
 	p := &releaseOrderProvider{orderProvider: orderProvider{records: e.d.Records, id: r.ID}}
 	e.d.LocalProvider = p
 	got, err := e.d.Cancel(t.Context(), r.ID)

@@ -229,16 +229,7 @@ func testSlotAdoption(t *testing.T, p, admin *Provider, g *slotGW) {
 	h, err = p.AdoptSlot(t.Context(), s, ai)
 	refused(t, "a slot never claimed", h, err, "never claimed")
 	// Another home's slot, marked claimed by this dispatch (by whoever may patch Jobs).
-	ogs, err := startSlotGW(t).slots.Create(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ogs.Close() })
-	other, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: ogs.ID, Token: ogs.Token, Home: "otherhome", Places: warmPlaces})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(other.Discard)
+	other := otherHomeSlot(t, p)
 	opod, err := other.findPod(t.Context())
 	if err != nil || opod == nil {
 		t.Fatalf("the other home's slot pod: %v", err)

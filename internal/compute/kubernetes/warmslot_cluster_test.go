@@ -412,16 +412,7 @@ func TestWarmSlot_ClusterHolderKilled9NeverReused(t *testing.T) {
 	}
 	// Another home's slot in the same namespace, whose gateway slot this home has never had:
 	// this home's sweep must leave it (its own holder lives elsewhere).
-	ogs, err := startSlotGW(t).slots.Create(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ogs.Close() })
-	other, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: ogs.ID, Token: ogs.Token, Home: "otherhome", Places: warmPlaces})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(other.Discard)
+	other := otherHomeSlot(t, p)
 	gone, err := g.slots.Sweep(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -445,4 +436,21 @@ func TestWarmSlot_ClusterHolderKilled9NeverReused(t *testing.T) {
 	}
 	cancel()
 	waitTimeout(t, h, 3*time.Minute)
+}
+
+// otherHomeSlot starts, through p, a slot of another home ("otherhome") whose gateway slot is
+// a gateway of its own: a slot in the same namespace this home never held.
+func otherHomeSlot(t *testing.T, p *Provider) *Slot {
+	t.Helper()
+	ogs, err := startSlotGW(t).slots.Create(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ogs.Close() })
+	other, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: ogs.ID, Token: ogs.Token, Home: "otherhome", Places: warmPlaces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Discard)
+	return other
 }
