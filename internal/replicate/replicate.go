@@ -3,12 +3,17 @@
 //
 // Why not litestream: its v0.5 module requires mattn/go-sqlite3 (cgo) beside modernc, the AWS,
 // Azure, GCS, NATS and SFTP SDKs, and its own S3 client, which agora's egress policy would not
-// sit under. SQLite itself offers what is needed: every lag/2 a [Replicator] opens a read
-// snapshot, and if the database changed (PRAGMA data_version) reads its pages through the
-// sqlite_dbpage virtual table, which sees the committed state of that snapshot, WAL included,
-// and uploads the pages whose hash changed since the last sync, through internal/s3. A
-// restore replays a generation's segments in order up to the last whole sync. Nothing changes
-// how the databases are written: no checkpoint is held back and no write waits on the bucket.
+// sit under. SQLite itself offers what is needed. Every lag/2 a [Replicator] looks: it takes
+// the write lock for a moment, reads the frames the WAL gained since its last look (their page
+// numbers are the pages that changed; look.go), opens a read snapshot of exactly that state
+// and lets the lock go; it then reads those pages through the sqlite_dbpage virtual table
+// from the snapshot and uploads the ones whose hash changed, through internal/s3. The snapshot
+// stays open until the next look, which keeps SQLite from restarting the WAL over frames the
+// replicator has not seen; the replicator restarts it itself when it has grown, in a way the
+// next look can prove. Whenever the WAL's history cannot be proven (a restart it did not make,
+// a WAL gone) a look reads every page instead, as every generation's first sync does. So a
+// look costs what changed, not the database's size. A restore replays a generation's
+// segments in order up to the last whole sync.
 //
 // Objects live under PREFIX/replica/DB/GENERATION/SEQ. A generation starts with each
 // Replicator (a full copy), so a restarted process never depends on state it lost; each
@@ -19,13 +24,10 @@
 package replicate
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"database/sql"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -87,15 +89,18 @@ func (s Status) Lag(now time.Time) time.Duration {
 
 // Replicator ships one database. Start it with [Start]; Close stops it after a last sync.
 type Replicator struct {
-	o      Options
-	db     *sql.DB
-	gen    [16]byte
-	seed   maphash.Seed
-	hashes []uint64 // per page (index pgno-1), as last shipped
+	o    Options
+	db   *sql.DB // read-only: the snapshots (pins)
+	wdb  *sql.DB // read-write: the write lock, checkpoints and the WAL restart (look.go)
+	gen  [16]byte
+	seed maphash.Seed
+	// hashes is each page's hash (index pgno-1) as last shipped.
+	hashes []uint64
 	prev   [32]byte
 	seq    uint64 // next segment's number
-	dv     int64  // data_version at the last shipped snapshot
 	synced bool
+
+	wal walIndex // what the WAL showed (look.go)
 
 	mu     sync.Mutex
 	status Status
@@ -113,11 +118,11 @@ func Start(ctx context.Context, o Options) (*Replicator, error) {
 		return nil, err
 	}
 	if err := r.nameAfterExisting(ctx); err != nil {
-		r.db.Close()
+		r.closeDBs()
 		return nil, err
 	}
 	if err := r.Sync(ctx); err != nil {
-		r.db.Close()
+		r.closeDBs()
 		return nil, err
 	}
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -142,22 +147,45 @@ func newReplicator(o Options) (*Replicator, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	q := url.Values{}
-	q.Set("mode", "ro")
-	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "query_only(1)")
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: o.Path}).EscapedPath()+"?"+q.Encode())
+	db, err := openDB(o.Path, true)
 	if err != nil {
-		return nil, fmt.Errorf("replicate %s: %w", o.Path, err)
+		return nil, err
 	}
-	// One connection: data_version is per connection, and it must be the one that reads.
-	db.SetMaxOpenConns(1)
+	// Two: the snapshot held between looks and the next one, opened before the old is let go.
+	db.SetMaxOpenConns(2)
+	wdb, err := openDB(o.Path, false)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	wdb.SetMaxOpenConns(2) // the write lock's holder and the checkpointer
 	// maphash with a seed of this process: fast, and no one outside can aim a page at a
 	// collision with the previous one (a missed change would be a wrong restore, caught by
 	// nothing). The segments themselves are sha256-chained.
-	r := &Replicator{o: o, db: db, seed: maphash.MakeSeed()}
+	r := &Replicator{o: o, db: db, wdb: wdb, seed: maphash.MakeSeed()}
+	r.wal.init()
 	r.gen = newGeneration(o.Now())
 	return r, nil
+}
+
+// openDB opens the database read-only (the snapshots) or read-write (the look's write lock,
+// its checkpoints and the replicator's own WAL restart; never autocheckpointing on its own,
+// which would backfill and let another writer restart the WAL past a look).
+func openDB(path string, readOnly bool) (*sql.DB, error) {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	if readOnly {
+		q.Set("mode", "ro")
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Set("mode", "rw")
+		q.Add("_pragma", "wal_autocheckpoint(0)")
+	}
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("replicate %s: %w", path, err)
+	}
+	return db, nil
 }
 
 // nameAfterExisting names this generation after every generation already in the bucket.
@@ -208,8 +236,20 @@ func (r *Replicator) Close(ctx context.Context) error {
 		<-r.done
 	}
 	err := r.Sync(ctx)
-	r.db.Close()
+	r.closeDBs()
 	return err
+}
+
+// closeDBs lets the held snapshot go and closes both pools.
+func (r *Replicator) closeDBs() {
+	r.wal.unpin()
+	for _, c := range []*sql.Conn{r.wal.w, r.wal.c} {
+		if c != nil {
+			c.Close()
+		}
+	}
+	r.db.Close()
+	r.wdb.Close()
 }
 
 // Status reports where replication stands.
@@ -227,94 +267,6 @@ func (r *Replicator) Sync(ctx context.Context) error {
 	r.status.Err = err
 	r.mu.Unlock()
 	return err
-}
-
-func (r *Replicator) sync(ctx context.Context) error {
-	conn, err := r.db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("replicate %s: %w", r.o.Path, err)
-	}
-	defer conn.Close()
-	// The snapshot starts at the transaction's first read and holds for all of them.
-	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
-		return fmt.Errorf("replicate %s: begin: %w", r.o.Path, err)
-	}
-	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
-	at := r.o.Now()
-	var dv, pageSize, pageCount int64
-	if err := conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&dv); err != nil {
-		return fmt.Errorf("replicate %s: %w", r.o.Path, err)
-	}
-	if r.synced && dv == r.dv {
-		r.markReplicated(at)
-		return nil
-	}
-	if err := conn.QueryRowContext(ctx, "PRAGMA page_size").Scan(&pageSize); err != nil {
-		return fmt.Errorf("replicate %s: %w", r.o.Path, err)
-	}
-	if err := conn.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pageCount); err != nil {
-		return fmt.Errorf("replicate %s: %w", r.o.Path, err)
-	}
-	rows, err := conn.QueryContext(ctx, "SELECT pgno, data FROM sqlite_dbpage('main') ORDER BY pgno")
-	if err != nil {
-		return fmt.Errorf("replicate %s: read pages: %w", r.o.Path, err)
-	}
-	defer rows.Close()
-	hashes := make([]uint64, pageCount)
-	base := segment{Identity: r.o.Identity, DB: r.o.DB, Generation: r.gen, Time: at.UnixNano(),
-		PageSize: uint32(pageSize), PageCount: uint32(pageCount)}
-	var batch []page
-	var segs []segment
-	for rows.Next() {
-		var no int64
-		var data sql.RawBytes // the driver's buffer: copied only when the page changed
-		if err := rows.Scan(&no, &data); err != nil {
-			return fmt.Errorf("replicate %s: read pages: %w", r.o.Path, err)
-		}
-		if no < 1 || no > pageCount || int64(len(data)) != pageSize {
-			return fmt.Errorf("replicate %s: page %d of %d bytes in a database of %d pages of %d", r.o.Path, no, len(data), pageCount, pageSize)
-		}
-		h := maphash.Bytes(r.seed, data)
-		hashes[no-1] = h
-		if int(no-1) < len(r.hashes) && r.hashes[no-1] == h {
-			continue
-		}
-		batch = append(batch, page{No: uint32(no), Data: bytes.Clone(data)})
-		if len(batch) == maxPagesPerSegment {
-			s := base
-			s.Pages, batch = batch, nil
-			segs = append(segs, s)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("replicate %s: read pages: %w", r.o.Path, err)
-	}
-	s := base
-	s.Pages = batch
-	segs = append(segs, s)
-	segs[len(segs)-1].Commit = true
-	seq, prev := r.seq, r.prev
-	for i := range segs {
-		segs[i].Seq, segs[i].Prev = seq, prev
-		b := segs[i].encode(r.o.Key)
-		if r.o.Fence != nil {
-			if err := r.o.Fence(); err != nil {
-				return fmt.Errorf("replicate %s: %w", r.o.DB, err)
-			}
-		}
-		if _, err := r.o.Client.Put(ctx, objectName(r.o.DB, r.gen, seq), b, false, nil); err != nil {
-			return fmt.Errorf("replicate %s: %w", r.o.DB, err)
-		}
-		prev = sha256.Sum256(b)
-		seq++
-	}
-	r.seq, r.prev, r.hashes, r.dv, r.synced = seq, prev, hashes, dv, true
-	r.mu.Lock()
-	r.status.Generation = hex.EncodeToString(r.gen[:])
-	r.status.Seq = seq - 1
-	r.mu.Unlock()
-	r.markReplicated(at)
-	return nil
 }
 
 func (r *Replicator) markReplicated(at time.Time) {

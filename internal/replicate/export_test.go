@@ -1,0 +1,60 @@
+package replicate
+
+import (
+	"context"
+	"time"
+)
+
+// IndexStats is how a replicator's looks went: from frames, full reads, full reads because
+// the WAL's history was unproven, its own WAL restarts, pages a periodic full read found the
+// frames had missed.
+type IndexStats = indexStats
+
+// Stats reads r's look counters.
+func Stats(r *Replicator) IndexStats { return r.wal.stats }
+
+// StartManual is Start without the background loop (the test calls Sync), with every look
+// from frames checked against a full read (verify), the WAL restarted past restartFrames and
+// a periodic full read every fullEvery (0: never).
+func StartManual(ctx context.Context, o Options, verify bool, restartFrames uint32, fullEvery time.Duration) (*Replicator, error) {
+	r, err := newReplicator(o)
+	if err != nil {
+		return nil, err
+	}
+	r.wal.verify, r.wal.restartFrames, r.wal.fullEvery = verify, restartFrames, fullEvery
+	if err := r.nameAfterExisting(ctx); err != nil {
+		r.closeDBs()
+		return nil, err
+	}
+	if err := r.Sync(ctx); err != nil {
+		r.closeDBs()
+		return nil, err
+	}
+	return r, nil
+}
+
+// StartEveryPage is Start with every look reading every page, as the replicator did before it
+// read the WAL's frames: the benchmarks' baseline.
+func StartEveryPage(ctx context.Context, o Options) (*Replicator, error) {
+	r, err := newReplicator(o)
+	if err != nil {
+		return nil, err
+	}
+	r.wal.everyPage = true
+	if err := r.nameAfterExisting(ctx); err != nil {
+		r.closeDBs()
+		return nil, err
+	}
+	if err := r.Sync(ctx); err != nil {
+		r.closeDBs()
+		return nil, err
+	}
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.cancel, r.done = cancel, make(chan struct{})
+	go r.loop(lctx)
+	return r, nil
+}
+
+// Unpin lets r's held snapshot go, as if it had never held one: SQLite may then restart the
+// WAL behind r's back.
+func Unpin(r *Replicator) { r.wal.unpin() }
