@@ -90,6 +90,9 @@ type Dispatcher struct {
 	// testOnlyInvokingUser makes a root agora stage and run sandboxes as an unprivileged one
 	// does (as the invoking user, no disk quota), so tests running as root cover that path.
 	testOnlyInvokingUser bool
+	// testOnlyHostname, when set, is the host name this Dispatcher's home identity on
+	// Kubernetes was computed with by an older agora (k8sHomes): a test plays two hosts.
+	testOnlyHostname string
 }
 
 func (d *Dispatcher) log() *slog.Logger {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
@@ -51,16 +52,72 @@ func (d *Dispatcher) k8sSlots() *netgw.Slots {
 // agora init, public.
 const k8sHomeKeyFile = "keys/audit.pub"
 
-// k8sHome is this home's identity on its slots' Jobs (kubernetes.SlotOptions.Home): the host,
-// AGORA_HOME and the home's audit public key, hashed, so homes sharing a namespace never sweep
-// each other's slots. The key tells apart homes at one path on hosts of one name (containers
-// with the host's network, cloned machines: red team 33), which the host and path alone did not.
+// k8sHome is this home's identity on its Kubernetes objects (kubernetes.SlotOptions.Home and
+// PoolOptions.Home: the agora.home label of its warm slots and pools, its pools' token
+// audience): see k8sHomes.
 func (d *Dispatcher) k8sHome() string {
-	host, _ := os.Hostname()
+	return d.k8sHomes().current
+}
+
+// k8sHomeIDs are a home's identities on its Kubernetes objects.
+type k8sHomeIDs struct {
+	// current labels what this agora makes, sweeps and adopts.
+	current string
+	// former are the labels an older agora gave this home's objects on this host, swept and
+	// adopted as current's (never made): at most one, none when it is current.
+	former []string
+}
+
+// k8sHomes computes this home's Kubernetes identities.
+//
+// The identity is the home's audit public key (keys/audit.pub) alone, hashed. It must be the
+// same for every replica of one home and differ between homes (red team 33: homes sharing a
+// namespace never sweep or adopt each other's slots):
+//   - The key is random per home (agora init) and goes wherever the home goes: a standby that
+//     restores the home from object storage (#31) runs with the home's own keys (the operator's
+//     keys Secret), so the leader it replaces had the same identity, and it adopts the dead
+//     leader's claimed slot Jobs and sweeps its unclaimed ones.
+//   - The host name is not in it: each replica runs on a pod of its own name, and a home moved
+//     to another machine is the same home. The path is not in it either: a home restored or
+//     moved to another path is still that home, and two homes at one path are told apart by
+//     their keys anyway (two homes on hosts of one name at one path, red team 33's case).
+//   - What the key does not tell apart is a copy of one home (its keys copied with it): the
+//     copy is the same home by every measure agora has (its audit chain signs with that key,
+//     its replica segments name it), and like the home's databases it must not run beside the
+//     original (HA runs one leader, by its Lease): two copies at once would sweep each other's
+//     unclaimed slots.
+//
+// An older agora hashed the host name, the path and the key file's bytes (former): a slot Job
+// made before an upgrade carries that, and is swept and adopted as this home's on the same
+// host and path. A home with no readable key (one made by hand, a test's) keeps that identity,
+// with no key, as before: it has nothing else to be told apart by.
+func (d *Dispatcher) k8sHomes() k8sHomeIDs {
 	dir := filepath.Dir(d.StateDir)
-	key, _ := os.ReadFile(filepath.Join(dir, k8sHomeKeyFile)) // none: the host and path alone
+	key, _ := os.ReadFile(filepath.Join(dir, k8sHomeKeyFile))
+	former := hostPathK8sHome(d.hostname(), dir, key)
+	pub := strings.TrimSpace(string(key)) // the key's text, however the file's lines end
+	if pub == "" {
+		return k8sHomeIDs{current: former}
+	}
+	sum := sha256.Sum256([]byte("agora k8s home\x00" + pub))
+	return k8sHomeIDs{current: hex.EncodeToString(sum[:10]), former: []string{former}}
+}
+
+// hostPathK8sHome is the identity agora gave a home's Kubernetes objects before its audit key
+// alone was (host, AGORA_HOME and the key file's bytes): kept to sweep and adopt what an older
+// agora of this home made.
+func hostPathK8sHome(host, dir string, key []byte) string {
 	sum := sha256.Sum256([]byte(host + "\x00" + dir + "\x00" + string(key)))
 	return hex.EncodeToString(sum[:10])
+}
+
+// hostname is this machine's name, or the test's (testOnlyHostname): the former identity's.
+func (d *Dispatcher) hostname() string {
+	if d.testOnlyHostname != "" {
+		return d.testOnlyHostname
+	}
+	host, _ := os.Hostname()
+	return host
 }
 
 // k8sProvider is target's provider as a kubernetes one.
@@ -96,8 +153,11 @@ func (d *Dispatcher) sweepK8sSlots(ctx context.Context) error {
 			d.log().Warn("kubernetes warm slots: cannot sweep the target's slot pods", "target", name, "err", err)
 			continue
 		}
-		if _, err := p.SweepSlots(ctx, d.k8sHome(), live); err != nil {
-			d.log().Warn("kubernetes warm slots: sweep", "target", name, "err", err)
+		ids := d.k8sHomes()
+		for _, home := range append([]string{ids.current}, ids.former...) {
+			if _, err := p.SweepSlots(ctx, home, live); err != nil {
+				d.log().Warn("kubernetes warm slots: sweep", "target", name, "err", err)
+			}
 		}
 	}
 	return nil
@@ -193,7 +253,8 @@ func (s *supervision) adoptSlotted(ctx context.Context) (compute.Handle, error) 
 	if err != nil {
 		return nil, err
 	}
-	a := kubernetes.SlotAdoption{TaskID: s.r.ProviderTaskID, Home: s.d.k8sHome()}
+	ids := s.d.k8sHomes()
+	a := kubernetes.SlotAdoption{TaskID: s.r.ProviderTaskID, Home: ids.current, Former: ids.former}
 	if s.r.StartedAt != nil {
 		a.Started = *s.r.StartedAt
 	}

@@ -219,12 +219,17 @@ func (k *PoolKeeper) sweep(ctx context.Context, targets []string) {
 		if err != nil {
 			continue // keep logged it
 		}
-		gone, err := p.SweepPools(ctx, d.k8sHome(), func(pool string) bool { return held[pool] })
-		if err != nil {
-			d.log().Warn("kubernetes warm pool: sweep the policies of deleted pools", "target", name, "err", err)
-		}
-		for _, pool := range gone {
-			d.log().Info("kubernetes warm pool: deleted the network policy of a pool nothing stands for", "target", name, "pool", pool)
+		// The former identity's too: the policies of pools an older agora of this home made and
+		// deleted at its close (k8sHomes).
+		ids := d.k8sHomes()
+		for _, home := range append([]string{ids.current}, ids.former...) {
+			gone, err := p.SweepPools(ctx, home, func(pool string) bool { return held[pool] })
+			if err != nil {
+				d.log().Warn("kubernetes warm pool: sweep the policies of deleted pools", "target", name, "err", err)
+			}
+			for _, pool := range gone {
+				d.log().Info("kubernetes warm pool: deleted the network policy of a pool nothing stands for", "target", name, "pool", pool)
+			}
 		}
 	}
 }

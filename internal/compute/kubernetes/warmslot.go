@@ -75,8 +75,9 @@ type SlotOptions struct {
 	ID string
 	// Token is the slot's bearer token: it goes into the slot's Secret only.
 	Token string
-	// Home identifies the holder's AGORA_HOME (and host): an opaque label value of [a-z0-9],
-	// 1 to 63 bytes. [Provider.SweepSlots] of another home never touches this slot.
+	// Home identifies the holder's home, the same for every replica of it (dispatch.k8sHome:
+	// its audit key): an opaque label value of [a-z0-9], 1 to 63 bytes. [Provider.SweepSlots]
+	// of another home never touches this slot.
 	Home string
 	// Places are the template's read-only places (warmslot_places.go): the pod mounts each
 	// read-only, filled at the claim by its filler. A dispatch whose read-only mounts are not

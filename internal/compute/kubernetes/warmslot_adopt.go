@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +25,10 @@ type SlotAdoption struct {
 	TaskID string
 	// Home is this home's slot label ([SlotOptions.Home]): another home's slot is never adopted.
 	Home string
+	// Former are labels this same home's slots carried under an older agora (its identity
+	// was computed otherwise then: dispatch.k8sHomes), adopted as Home's: a slot claimed before
+	// an upgrade is not lost by it. Never another home's.
+	Former []string
 	// Started is when the dispatch was recorded started, just after its claim: the adopted
 	// dispatch's duration counts from it, and the Job's deadline must not pass it by more
 	// than the dispatch's timeout. Zero: now.
@@ -41,19 +46,21 @@ const deadlineSlop = 5 * time.Second
 // bound, exported or deleted.
 //
 // The Job is adopted only if it is this home's slot Job (every slot label, on the Job and on
-// its pod template, and a.Home's), marked claimed by exactly s.ID, not being deleted, its
-// deadline no later than the dispatch's timeout from its start, and its pod, while it has one,
-// the pod the claim checked (the claimed-pod annotation, set with the claim: the one whose
-// worker took the dispatch's grant), unchanged and still the slot's. Anything else is
-// refused with an error: another dispatch's or another home's slot, a slot never claimed, a
-// claim mark edited since, a replaced pod. nil, nil: the task id names no slot's Job (a cold
-// dispatch's), or the slot's Job is gone; the caller ends the dispatch lost.
+// its pod template, and a.Home's or one of a.Former), marked claimed by exactly s.ID, not
+// being deleted, its deadline no later than the dispatch's timeout from its start, and its
+// pod, while it has one, the pod the claim checked (the claimed-pod annotation, set with the
+// claim: the one whose worker took the dispatch's grant), unchanged and still the slot's.
+// Anything else is refused with an error: another dispatch's or another home's slot, a slot
+// never claimed, a claim mark edited since, a replaced pod. nil, nil: the task id names no
+// slot's Job (a cold dispatch's), or the slot's Job is gone; the caller ends the dispatch lost.
 func (p *Provider) AdoptSlot(ctx context.Context, s compute.Spec, a SlotAdoption) (compute.Handle, error) {
 	if err := checkDispatchID(s.ID); err != nil {
 		return nil, fmt.Errorf("adopt %q from a warm slot: %w", s.ID, err)
 	}
-	if !validHome(a.Home) {
-		return nil, fmt.Errorf("adopt %q from a warm slot: home %q: want [a-z0-9], 1 to %d bytes", s.ID, a.Home, maxName)
+	for _, h := range append([]string{a.Home}, a.Former...) {
+		if !validHome(h) {
+			return nil, fmt.Errorf("adopt %q from a warm slot: home %q: want [a-z0-9], 1 to %d bytes", s.ID, h, maxName)
+		}
 	}
 	ns, name, err := parseTaskID(a.TaskID)
 	if err != nil {
@@ -106,14 +113,14 @@ func (p *Provider) AdoptSlot(ctx context.Context, s compute.Spec, a SlotAdoption
 	return p.followSlot(ctx, compute.Spec{ID: slot, Stderr: s.Stderr}, name, job.UID, sess, "", start, types.UID(job.Annotations[annotationClaimedPod])), nil
 }
 
-// checkClaimedSlotJob says why job is not slot's Job of home a.Home claimed by s.ID, with
-// s's deadline; nil when it is.
+// checkClaimedSlotJob says why job is not slot's Job of home a.Home (or a.Former) claimed by
+// s.ID, with s's deadline; nil when it is.
 func checkClaimedSlotJob(job *batchv1.Job, slot string, s compute.Spec, a SlotAdoption) error {
 	claimed := job.Annotations[annotationClaimed]
 	switch {
 	case !slotLabelled(job.Labels, slot) || !slotLabelled(job.Spec.Template.Labels, slot):
 		return fmt.Errorf("it is not agora's warm slot %s's job", slot)
-	case job.Labels[labelHome] != a.Home:
+	case job.Labels[labelHome] != a.Home && !slices.Contains(a.Former, job.Labels[labelHome]):
 		return fmt.Errorf("it is another home's slot (%q)", job.Labels[labelHome])
 	case claimed == "":
 		return fmt.Errorf("the slot was never claimed")
