@@ -136,7 +136,7 @@ func bootNow(t *testing.T) int64 {
 // the child commits nothing more, though nothing told it; a shut fence refuses at once.
 func TestFenceFile_ChildRefusesAfterDeadline(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leader.fence")
-	const valid = 600 * time.Millisecond
+	const valid = time.Second
 	w, err := fencefile.Create(path, valid)
 	if err != nil {
 		t.Fatal(err)
