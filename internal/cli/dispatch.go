@@ -20,6 +20,8 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/lease/fencefile"
+	"github.com/agora-dev/agora/internal/store"
 )
 
 func newDispatchCmd(f *Factory) *cobra.Command {
@@ -592,6 +594,7 @@ socket only the holder has); it exits, killing the sandbox, when the holder goes
 }
 
 func dispatchSuperviseRun(ctx context.Context, opts *dispatchSuperviseOptions) error {
+	keepLeaderFence()
 	if opts.standby != "" {
 		return dispatchStandbyRun(ctx, opts)
 	}
@@ -605,6 +608,18 @@ func dispatchSuperviseRun(ctx context.Context, opts *dispatchSuperviseOptions) e
 	}
 	deliverCallbacks(ctx, opts.f, final)
 	return nil
+}
+
+// keepLeaderFence fences every commit of a supervisor a leading serve started with the
+// leader's own fence (fencefile, #31): one whose leader lost the lease commits nothing, and
+// the supervisors it starts in turn keep the same fence.
+func keepLeaderFence() {
+	check, env, ok := fencefile.FromEnv()
+	if !ok {
+		return
+	}
+	store.SetFence(check)
+	fencefile.SetInherited(env)
 }
 
 // deliverCallbacks tries the dispatch's outbox a few times; what stays undelivered is retried

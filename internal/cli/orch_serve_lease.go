@@ -7,15 +7,21 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/lease"
+	"github.com/agora-dev/agora/internal/lease/fencefile"
 	"github.com/agora-dev/agora/internal/obs"
 	"github.com/agora-dev/agora/internal/store"
 )
+
+// leaderFenceFile, in the home, is where a leading serve mirrors its fence for the processes
+// it starts (fencefile).
+const leaderFenceFile = "leader.fence"
 
 // serveLeader is serve's leadership when agora.yaml has leader: (#31), nil otherwise.
 type serveLeader struct{ l *lease.Leader }
@@ -58,6 +64,17 @@ func electServe(ctx context.Context, f *Factory, logFormat string) (*serveLeader
 	}
 	fmt.Fprintf(f.IO.ErrOut, "agora: leader: holding lease %s as %q (previous holder %q)\n", l.Name(), id, l.Previous)
 	store.SetFence(l.Fence.Check)
+	// The processes serve starts (detached supervisors, warm standbys) write the same
+	// databases and act on the same cluster: they keep this fence through a file in the home
+	// (fencefile), which a process started without it could not be told of. Without the
+	// file serve does not lead: a child it started would be unfenced.
+	w, err := fencefile.Create(filepath.Join(dir, leaderFenceFile), l.Fence.Valid())
+	if err != nil {
+		l.Release()
+		return nil, fmt.Errorf("lease %s: %w", l.Name(), err)
+	}
+	l.Fence.Publish(w)
+	fencefile.SetInherited(w.Env())
 	return &serveLeader{l: l}, nil
 }
 

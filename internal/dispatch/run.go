@@ -15,6 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/egress/proxy"
 	"github.com/agora-dev/agora/internal/secret/redact"
+	"github.com/agora-dev/agora/internal/store"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -41,6 +42,11 @@ func (s *supervision) run(ctx context.Context) (Outcome, error) {
 			}
 			return Outcome{}, err
 		}
+	}
+	// Settling acts on the world (the verify gate's sandbox, a push): not under a closed
+	// leader fence, whose dispatch the new leader may have adopted (Supervise abandons it).
+	if err := store.CheckFence(); err != nil {
+		return Outcome{}, err
 	}
 	return s.settle(ctx), nil
 }
@@ -86,6 +92,9 @@ type supervision struct {
 	lifeline *os.File
 	exit     compute.Exit
 	waitErr  error
+	// abandoned: the leader fence closed before the dispatch's end (Supervise): cleanup
+	// releases nothing the new leader may have adopted.
+	abandoned bool
 	// restaged: an adopted dispatch whose stage this replica made again after a takeover
 	// (adopt.go): only what the worker uploads here from now on is its result.
 	restaged bool
@@ -107,6 +116,11 @@ func (s *supervision) enter(phase string) {
 func (s *supervision) cleanup() {
 	s.closeLogs()
 	_ = s.gw.close()
+	if s.abandoned {
+		// As a supervisor killed here: the task, the stage and the uid lease stay for the
+		// leader that holds the lease, whose reap or adoption takes them.
+		return
+	}
 	if s.handle != nil {
 		if s.d.Warm != nil {
 			s.d.Warm.teardown(s.handle)

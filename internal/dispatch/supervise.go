@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/store"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -58,6 +59,17 @@ func (d *Dispatcher) Supervise(ctx context.Context, id string, progress Progress
 	// the CLI behind it, need not wait for the unmounts.
 	defer s.cleanup()
 	outcome, err := s.run(ctx)
+	if ferr := store.CheckFence(); ferr != nil && s.handle != nil {
+		// The leader that started this supervisor lost its lease (a fenced child,
+		// fencefile): the dispatch may be adopted by the new leader already, so its end is
+		// not this process's to take. It records nothing (the fence would refuse it) and
+		// leaves the task, its Secret and policy, the stage and the uid lease as a supervisor
+		// killed here would: for the new leader's adoption or reap.
+		s.abandoned = true
+		d.log().Warn("dispatch: the leader fence is closed; leaving the dispatch's end to the leader that holds the lease",
+			"dispatch", id, "fence", ferr.Error())
+		return nil, fmt.Errorf("dispatch %s: %w", id, ferr)
+	}
 	if err != nil {
 		outcome = Outcome{State: StateFailed, Reason: ReasonProviderFailed, Detail: err.Error()}
 	}
@@ -101,18 +113,27 @@ func (d *Dispatcher) watchCancel(ctx context.Context, provider compute.Provider,
 			case <-done:
 				return
 			case <-ctx.Done():
-				provider.Cancel(context.WithoutCancel(ctx), h.TaskID())
+				cancelUnfenced(context.WithoutCancel(ctx), provider, h)
 				return
 			case <-limit:
-				provider.Cancel(context.WithoutCancel(ctx), h.TaskID())
+				cancelUnfenced(context.WithoutCancel(ctx), provider, h)
 				return
 			case <-t.C:
 				if d.Records.cancelRequested(ctx, id) {
-					provider.Cancel(ctx, h.TaskID())
+					cancelUnfenced(ctx, provider, h)
 					return
 				}
 			}
 		}
 	}()
 	return func() { close(done); <-finished }
+}
+
+// cancelUnfenced stops h's task unless this process's fence is closed: a supervisor whose
+// leader lost the lease must not stop a task the new leader may have adopted (#31).
+func cancelUnfenced(ctx context.Context, provider compute.Provider, h compute.Handle) {
+	if store.CheckFence() != nil {
+		return
+	}
+	provider.Cancel(ctx, h.TaskID())
 }

@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/agora-dev/agora/internal/lease/fencefile"
 )
 
 // Fence is a leader's permission to write, valid until a deadline its renews push forward.
@@ -27,6 +29,9 @@ type Fence struct {
 	// deadline is the fence's end, an instant of now's clock; 0 is never renewed, -1 shut.
 	deadline atomic.Int64
 	now      clock
+	// file, once [Fence.Publish] set it, mirrors the deadline for the processes this one
+	// starts (fencefile).
+	file atomic.Pointer[fencefile.Writer]
 }
 
 // NewFence returns a shut fence for the lease named name (namespace/lease) of duration d.
@@ -44,14 +49,41 @@ func (f *Fence) renewed(sent instant) {
 	for {
 		old := f.deadline.Load()
 		if old < 0 || end <= old || f.deadline.CompareAndSwap(old, end) {
-			return
+			break
 		}
+	}
+	// After the fence's own move: the file never runs ahead of it. Advance refuses to
+	// reopen a file Shut closed, so a renew racing a Shut cannot reopen the children's fence.
+	if w := f.file.Load(); w != nil {
+		w.Advance(end)
 	}
 }
 
-// Shut closes the fence for good: no commit passes it again. Called when leadership ends
-// (lost, or released on a clean stop) before anything else is done.
-func (f *Fence) Shut() { f.deadline.Store(-1) }
+// Shut closes the fence for good: no commit passes it again, in this process or in a child
+// told its file. Called when leadership ends (lost, or released on a clean stop) before
+// anything else is done.
+func (f *Fence) Shut() {
+	f.deadline.Store(-1)
+	if w := f.file.Load(); w != nil {
+		w.Shut()
+	}
+}
+
+// Publish mirrors the fence into w from now on, for the processes this one starts: the
+// deadline it holds now, and every renew and the Shut that follow. A child's fence is never
+// ahead of this one's.
+func (f *Fence) Publish(w *fencefile.Writer) {
+	f.file.Store(w)
+	switch d := f.deadline.Load(); {
+	case d < 0:
+		w.Shut()
+	case d > 0:
+		w.Advance(d)
+	}
+	if f.deadline.Load() < 0 {
+		w.Shut() // shut between the load above and Advance
+	}
+}
 
 // Check is nil while the fence is open and otherwise an error naming the lease.
 func (f *Fence) Check() error {
@@ -69,3 +101,6 @@ func (f *Fence) Check() error {
 	late := now.sub(instant(d))
 	return fmt.Errorf("lease %s: not renewed in time (fence passed %s ago); refusing to commit, another replica may lead", f.name, late.Round(time.Millisecond))
 }
+
+// Valid is how long a renew keeps the fence open (4/5 of the lease duration).
+func (f *Fence) Valid() time.Duration { return f.valid }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/agora-dev/agora/internal/compute/remote"
+	"github.com/agora-dev/agora/internal/store"
 )
 
 // Cancel deletes the Job named by taskID with foreground propagation, so it is gone only once
@@ -135,7 +136,12 @@ func (p *Provider) deletePolicy(name string, uid types.UID) {
 const policyHoldWait = 30 * time.Second
 
 // deleteJob deletes the Job of that uid in the foreground, when the caller's context is gone.
+// Under a closed leader fence (a supervisor whose serve lost its lease, #31) it deletes
+// nothing: the new leader may have adopted the Job.
 func (p *Provider) deleteJob(name string, uid types.UID) error {
+	if err := store.CheckFence(); err != nil {
+		return fmt.Errorf("delete job %q: %w", name, err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	err := p.client.BatchV1().Jobs(p.ns).Delete(ctx, name, metav1.DeleteOptions{

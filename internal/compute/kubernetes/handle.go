@@ -16,6 +16,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/remote"
+	"github.com/agora-dev/agora/internal/store"
 )
 
 // Watch pacing: a watch is renewed at least this often (a missed event costs at most this),
@@ -112,6 +113,14 @@ func (h *handle) run(ctx context.Context) {
 		h.p.releaseSession(h.name)
 	}
 	h.p.forgetCancel(h.name)
+	if ferr := store.CheckFence(); ferr != nil {
+		// A supervisor whose serve lost its lease (#31): the Job's Secret, or a pool pod's
+		// claim, may be the new leader's to use now that it adopted the dispatch.
+		exit.Duration = time.Since(h.start)
+		exit.Isolation = h.p.isolation()
+		h.exit, h.err = exit, errors.Join(err, fmt.Errorf("job %q: its end's clean-up left to the leader: %w", h.name, ferr))
+		return
+	}
 	dctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	// The Secret of the Job that ended: the one this process made (its uid), or, for an

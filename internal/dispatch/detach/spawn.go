@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+
+	"github.com/agora-dev/agora/internal/lease/fencefile"
 )
 
 // spawn starts `Bin dispatch supervise id` in its own session (setsid), so no terminal hang-up
@@ -29,7 +31,8 @@ func (s *Supervisors) spawn(target, id string) (exited, ended <-chan struct{}, e
 	c := exec.Command(s.Bin, "dispatch", "supervise", id)
 	c.Stdin, c.Stdout, c.Stderr = devnull, devnull, devnull
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	c.Env = os.Environ()
+	// A leader's child keeps its fence (fencefile); no other inherits one by accident.
+	c.Env = fencefile.ChildEnv(os.Environ())
 	if err := c.Start(); err != nil {
 		return nil, nil, fmt.Errorf("start detached supervisor: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lease/fencefile"
 )
 
 // Standbys are the warm slots of a serve (#30): for each local, docker or kubernetes target
@@ -342,7 +343,8 @@ func (s *Standbys) start(ctx context.Context, target string) (warm.Slot, error) 
 	c.Stdin, c.Stdout, c.Stderr = devnull, devnull, devnull
 	c.ExtraFiles = []*os.File{theirs} // fd 3
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	c.Env = os.Environ()
+	// A leader's child keeps its fence (fencefile); no other inherits one by accident.
+	c.Env = fencefile.ChildEnv(os.Environ())
 	if err := c.Start(); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("start standby supervisor: %w", err)
