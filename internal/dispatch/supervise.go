@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/store"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -62,10 +63,15 @@ func (d *Dispatcher) Supervise(ctx context.Context, id string, progress Progress
 	if ferr := store.CheckFence(); ferr != nil && s.handle != nil {
 		// The leader that started this supervisor lost its lease (a fenced child,
 		// fencefile): the dispatch may be adopted by the new leader already, so its end is
-		// not this process's to take. It records nothing (the fence would refuse it) and
-		// leaves the task, its Secret and policy, the stage and the uid lease as a supervisor
-		// killed here would: for the new leader's adoption or reap.
-		s.abandoned = true
+		// not this process's to take. It records nothing (the fence would refuse it). A
+		// task elsewhere (a Job, a container on an engine the new leader reaches) is left
+		// with its Secret and policy, the stage and the uid lease as a supervisor killed here
+		// would leave them: for the new leader's adoption or reap. A local sandbox is this
+		// host's alone and cannot be adopted by a leader elsewhere, and its stage and uid
+		// lease are this home's, which the new leader (another home, restored from the
+		// replica) never reaps: those are released as usual, or they would stay mounted on
+		// this host for good.
+		s.abandoned = s.target.Provider != config.ProviderLocal
 		d.log().Warn("dispatch: the leader fence is closed; leaving the dispatch's end to the leader that holds the lease",
 			"dispatch", id, "fence", ferr.Error())
 		return nil, fmt.Errorf("dispatch %s: %w", id, ferr)
