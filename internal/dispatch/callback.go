@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/store"
 )
 
 // Callback headers. The signature is HMAC-SHA256 over "<id>.<timestamp>.<body>" under the
@@ -129,10 +130,17 @@ func (c *Courier) Flush(ctx context.Context, dispatchID string) (delivered, pend
 			pending++
 			continue
 		}
+		// The outbox is written here outside store.Tx (autocommit), so the leader fence is
+		// asked by hand (red team 44): a supervisor whose serve lost its lease (it recorded the
+		// end under the fence, then delivers) or a fenced serve sends nothing more and marks
+		// nothing; the new leader delivers.
+		if err := store.CheckFence(); err != nil {
+			return delivered, pending + 1, fmt.Errorf("callbacks: %w", err)
+		}
 		if sendErr := c.send(ctx, r); sendErr != nil {
 			backoff := min(callbackBaseBackoff<<min(r.attempts, 20), callbackMaxBackoff)
 			next := c.now().Add(time.Duration(rand.Int64N(int64(backoff)) + 1))
-			if _, err := c.db.ExecContext(ctx, `UPDATE callback_outbox SET attempts = attempts + 1, next_at = ?, last_error = ? WHERE id = ?`,
+			if _, err := c.mark(ctx, `UPDATE callback_outbox SET attempts = attempts + 1, next_at = ?, last_error = ? WHERE id = ?`,
 				ts(next), truncateErr(sendErr), r.id); err != nil {
 				return delivered, 0, err
 			}
@@ -140,13 +148,22 @@ func (c *Courier) Flush(ctx context.Context, dispatchID string) (delivered, pend
 			blocked[r.dispatchID] = true
 			continue
 		}
-		if _, err := c.db.ExecContext(ctx, `UPDATE callback_outbox SET attempts = attempts + 1, delivered_at = ?, last_error = '' WHERE id = ?`,
+		if _, err := c.mark(ctx, `UPDATE callback_outbox SET attempts = attempts + 1, delivered_at = ?, last_error = '' WHERE id = ?`,
 			ts(c.now()), r.id); err != nil {
 			return delivered, 0, err
 		}
 		delivered++
 	}
 	return delivered, pending, nil
+}
+
+// mark writes an outbox row's delivery state, unless the leader fence closed meanwhile (see
+// Flush): a sent event left unmarked is sent again by the leader, as after a crash.
+func (c *Courier) mark(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := store.CheckFence(); err != nil {
+		return nil, fmt.Errorf("callbacks: %w", err)
+	}
+	return c.db.ExecContext(ctx, query, args...)
 }
 
 func (c *Courier) send(ctx context.Context, r outboxRow) error {

@@ -21,6 +21,10 @@ func SetFence(check func() error) (restore func()) {
 	return func() { fence.Store(old) }
 }
 
+// Fenced reports whether a fence is set at all, open or not: this process leads (serve holding
+// its leader Lease) or was started by a leader (its supervisors and standbys, fencefile).
+func Fenced() bool { return fence.Load() != nil }
+
 // CheckFence is the fence's answer now: nil when no fence is set. Writers of this process's
 // state outside SQLite (the replica uploads) ask it before each write.
 func CheckFence() error {

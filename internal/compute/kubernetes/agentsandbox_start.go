@@ -82,6 +82,9 @@ func (p *Provider) deleteSandbox(name string, uid types.UID) error {
 // only for a Sandbox whose pod has ended: the Sandbox goes at once and the garbage collector
 // takes the pod, Secret and NetworkPolicy after it.
 func (p *Provider) deleteSandboxAs(name string, uid types.UID, prop metav1.DeletionPropagation) error {
+	if err := fenced(fmt.Sprintf("delete sandbox %q", name)); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	err := p.client.AgentsV1beta1().Sandboxes(p.ns).Delete(ctx, name, metav1.DeleteOptions{

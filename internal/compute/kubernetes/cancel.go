@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/agora-dev/agora/internal/compute/remote"
-	"github.com/agora-dev/agora/internal/store"
 )
 
 // Cancel deletes the Job named by taskID with foreground propagation, so it is gone only once
@@ -20,6 +19,11 @@ import (
 // process, reports Cancelled rather than Lost. A Job already gone is not an error; a Job
 // without agora's labels, or in another namespace, is refused.
 func (p *Provider) Cancel(ctx context.Context, taskID string) error {
+	// Not even the cancelled mark under a closed leader fence: the new leader may have
+	// adopted the task, and the mark would make its end a cancel (red team 44).
+	if err := fenced("cancel " + taskID); err != nil {
+		return err
+	}
 	ns, name, err := parseTaskID(taskID)
 	if err != nil {
 		return err
@@ -125,6 +129,9 @@ func (p *Provider) jobGone(ctx context.Context, name string, uid types.UID) bool
 
 // deletePolicy deletes the NetworkPolicy of that uid (never a newer Start's).
 func (p *Provider) deletePolicy(name string, uid types.UID) {
+	if fenced("delete network policy") != nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	_ = p.client.NetworkingV1().NetworkPolicies(p.ns).Delete(ctx, name, metav1.DeleteOptions{
@@ -139,8 +146,8 @@ const policyHoldWait = 30 * time.Second
 // Under a closed leader fence (a supervisor whose serve lost its lease, #31) it deletes
 // nothing: the new leader may have adopted the Job.
 func (p *Provider) deleteJob(name string, uid types.UID) error {
-	if err := store.CheckFence(); err != nil {
-		return fmt.Errorf("delete job %q: %w", name, err)
+	if err := fenced(fmt.Sprintf("delete job %q", name)); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
@@ -235,6 +242,9 @@ func (p *Provider) Sweep(ctx context.Context, terminal func(id string) bool) (in
 // a dispatch that ended can be running to own one of that name (a Secret made by this agora is
 // owned by its policy anyway, and goes with it).
 func (p *Provider) sweepParts(name string, npUID types.UID) error {
+	if err := fenced(fmt.Sprintf("sweep the network policy and secret %q", name)); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	var errs []error

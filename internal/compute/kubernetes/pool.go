@@ -793,6 +793,9 @@ func (p *Provider) deleteClaim(name string, uid types.UID) error {
 
 // deleteClaimAs deletes the claim of that uid with the given propagation.
 func (p *Provider) deleteClaimAs(name string, uid types.UID, prop metav1.DeletionPropagation) error {
+	if err := fenced(fmt.Sprintf("delete sandbox claim %q", name)); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	err := p.client.ExtensionsV1beta1().SandboxClaims(p.ns).Delete(ctx, name, metav1.DeleteOptions{
@@ -810,6 +813,11 @@ func (p *Provider) deleteClaimAs(name string, uid types.UID, prop metav1.Deletio
 // claimed one runs a dispatch it confines); [Provider.SweepPools] takes it later.
 func (pl *Pool) Delete(ctx context.Context) error {
 	p := pl.p
+	// The pool's name hashes the home, the same on every replica: a new leader holds the very
+	// pool this one made (red team 44).
+	if err := fenced("delete pool " + pl.Name); err != nil {
+		return err
+	}
 	err := p.client.ExtensionsV1beta1().SandboxTemplates(p.ns).Delete(ctx, pl.Name, metav1.DeleteOptions{
 		PropagationPolicy: ptrTo(metav1.DeletePropagationBackground), Preconditions: &metav1.Preconditions{UID: &pl.tmplUID}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {

@@ -57,6 +57,9 @@ func (p *Provider) SweepPools(ctx context.Context, home string, keep func(name s
 // of the pool appeared meanwhile. It reports whether the policy is gone.
 func (p *Provider) sweepPoolPolicy(ctx context.Context, np *networkingv1.NetworkPolicy) (bool, error) {
 	name := np.Name
+	if err := fenced("sweep warm pool " + name); err != nil {
+		return false, err
+	}
 	if used, err := p.poolStands(ctx, name); used || err != nil {
 		return false, err
 	}

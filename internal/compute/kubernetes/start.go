@@ -297,6 +297,9 @@ func (p *Provider) adoptJob(ctx context.Context, s compute.Spec, name string, ot
 // UID deletes nothing), so a Start judged stale never deletes the objects of the Start that
 // replaced it (red team s3, finding C). What is gone already is no error.
 func (p *Provider) deleteParts(name string, npUID, secUID types.UID) error {
+	if err := fenced(fmt.Sprintf("delete the network policy and secret %q", name)); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	var errs []error

@@ -658,6 +658,9 @@ func (p *Provider) SweepSlots(ctx context.Context, home string, live func(id str
 // live at the gateway); the claim's mark changed the resourceVersion, so the delete conflicts and
 // the claimed Job stands (CI of session 35, TestRedTeam33_ConcurrentClaimsUnderSweeps).
 func (p *Provider) sweepJob(name string, uid types.UID, rv string) (bool, error) {
+	if err := fenced(fmt.Sprintf("sweep warm slot job %q", name)); err != nil {
+		return false, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	err := p.client.BatchV1().Jobs(p.ns).Delete(ctx, name, metav1.DeleteOptions{

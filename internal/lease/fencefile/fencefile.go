@@ -13,8 +13,9 @@
 // Every term writes a new file (renamed over the last), so a child of an old term keeps its old
 // term's mapping, shut, and never passes under a newer leader it was not started by. A child
 // told of a fence that it cannot read, whose header is not what it was told, whose boot is not
-// this one, or whose deadline lies further ahead than a renew can push it (a garbled word) is
-// fenced: the check fails closed.
+// this one, whose deadline lies further ahead than a renew can push it (a garbled word), or
+// that is not the leader's own file (a symlink, another user's, writable by others) is fenced:
+// the check fails closed.
 package fencefile
 
 import (
@@ -240,17 +241,25 @@ func Open(env string) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(path)
+	// The leader renames a regular file of its own into place and never writes a symlink
+	// there, and only it and its children (its user) may move the deadline (red team 44): a
+	// symlink at the path, a file of another user, or one that others may write (a home
+	// made group- or world-writable) could be kept open by someone else, so it is refused.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
-	if !fi.Mode().IsRegular() || fi.Size() != size {
-		return nil, fmt.Errorf("%s: not a fence file (%d bytes, %v)", path, fi.Size(), fi.Mode().Type())
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != size {
+		return nil, fmt.Errorf("%s: not a fence file (%d bytes, mode %#o)", path, st.Size, st.Mode)
+	}
+	if int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
+		return nil, fmt.Errorf("%s: not this user's own fence file (owner uid %d, mode %#o): others could keep it open", path, st.Uid, st.Mode&0o777)
 	}
 	mem, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {

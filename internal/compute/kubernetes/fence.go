@@ -1,0 +1,25 @@
+package kubernetes
+
+import (
+	"fmt"
+
+	"github.com/agora-dev/agora/internal/store"
+)
+
+// fenced is the leader fence (store.CheckFence) asked before each delete this provider makes
+// in the namespace: nil while this process may act (no fence, or an open one).
+//
+// Red team 44: a process whose leader lost its lease (a fenced supervisor or standby, a serve
+// winding down after the loss) must take no end effect on the cluster, not only commit
+// nothing. Since the home's identity is its audit key alone (dispatch.k8sHomes), the new
+// leader's slot Jobs, their half-made parts and its warm pools (whose names hash the home)
+// carry the very labels and names the old leader's sweeps and closes select, and the Jobs,
+// Sandboxes and claims of the dispatches the new leader adopted are the old supervisors' own:
+// every delete path (sweeps, a pool's close, a Sandbox's or claim's end, Cancel) waits here,
+// as deleteJob already did.
+func fenced(what string) error {
+	if err := store.CheckFence(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}

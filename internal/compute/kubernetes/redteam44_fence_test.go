@@ -1,0 +1,181 @@
+package kubernetes
+
+import (
+	"errors"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/agora-dev/agora/internal/store"
+)
+
+// closedFence sets this process's leader fence shut (a supervisor, standby or serve whose
+// leader lost its lease) for the rest of the test; the returned function opens it again.
+func closedFence(t *testing.T) (fenceErr error, open func()) {
+	t.Helper()
+	fenceErr = errors.New("leader fence /home/leader.fence: closed: leadership ended; refusing to commit")
+	restore := store.SetFence(func() error { return fenceErr })
+	var done bool
+	open = func() {
+		if !done {
+			done = true
+			restore()
+		}
+	}
+	t.Cleanup(open)
+	return fenceErr, open
+}
+
+// redteam44Slot makes, in the fake cluster, what another replica of the same home (the new
+// leader, #31) holds: an unclaimed slot Job of home with its NetworkPolicy and Secret, and the
+// NetworkPolicy and Secret of a slot it is making (no Job yet).
+func redteam44Slot(t *testing.T, p *Provider, cs *fake.Clientset, home, ready, making string) {
+	t.Helper()
+	ctx := t.Context()
+	lbl := func(id string) map[string]string {
+		return map[string]string{labelManagedBy: managedBy, labelSlot: id, labelHome: home}
+	}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: objectName(ready), Namespace: p.ns, Labels: lbl(ready)}}
+	if _, err := cs.BatchV1().Jobs(p.ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{ready, making} {
+		np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Namespace: p.ns, Labels: lbl(id)}}
+		if _, err := cs.NetworkingV1().NetworkPolicies(p.ns).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Namespace: p.ns, Labels: lbl(id)}}
+		if _, err := cs.CoreV1().Secrets(p.ns).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Red team 44: since a home's Kubernetes identity is its audit key alone (9d4e842), the new
+// leader's warm slots carry the label the old leader's sweeps select, and the old leader's
+// "live" test (its own slot directories) says none of them is live. A serve whose lease was
+// lost keeps running for a while (it notices the loss after its fence closed; its standbys'
+// starts and exits sweep meanwhile), and so do its fenced standby supervisors. Such a sweep
+// deleted the new leader's ready slot Jobs and the NetworkPolicy and Secret of a slot it was
+// making, because SweepSlots asked no fence (only deleteJob did). Failed before the fence in
+// sweepJob and sweepParts: both slots' objects were gone.
+func TestRedTeam44_FencedSweepSlotsDeletesNothing(t *testing.T) {
+	p, cs := testProvider(t, &fakeExporter{})
+	ctx := t.Context()
+	const home = "samehomeofbothreplicas"
+	const ready, making = "s0123456789abcdef0123456789abcde1", "s0123456789abcdef0123456789abcde2"
+	redteam44Slot(t, p, cs, home, ready, making)
+	fenceErr, open := closedFence(t)
+
+	notLive := func(string) bool { return false } // the old leader holds none of them
+	gone, err := p.SweepSlots(ctx, home, notLive)
+	if !errors.Is(err, fenceErr) {
+		t.Errorf("a fenced sweep: %v, want the fence's refusal", err)
+	}
+	if len(gone) != 0 {
+		t.Errorf("a fenced sweep reports %v swept", gone)
+	}
+	if _, err := cs.BatchV1().Jobs(p.ns).Get(ctx, objectName(ready), metav1.GetOptions{}); err != nil {
+		t.Errorf("the new leader's ready slot Job went to a fenced sweep: %v", err)
+	}
+	for _, id := range []string{ready, making} {
+		if _, err := cs.NetworkingV1().NetworkPolicies(p.ns).Get(ctx, objectName(id), metav1.GetOptions{}); err != nil {
+			t.Errorf("slot %s: its NetworkPolicy went to a fenced sweep: %v", id, err)
+		}
+		if _, err := cs.CoreV1().Secrets(p.ns).Get(ctx, objectName(id), metav1.GetOptions{}); err != nil {
+			t.Errorf("slot %s: its Secret went to a fenced sweep: %v", id, err)
+		}
+	}
+
+	// The same sweep by the leader (fence open) takes the Job and the half-made slot's parts:
+	// what the fence held back is what the sweep deletes.
+	open()
+	if _, err := p.SweepSlots(ctx, home, notLive); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.BatchV1().Jobs(p.ns).Get(ctx, objectName(ready), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("an unfenced sweep left the dead slot's Job: %v", err)
+	}
+	if _, err := cs.NetworkingV1().NetworkPolicies(p.ns).Get(ctx, objectName(making), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("an unfenced sweep left the half-made slot's policy: %v", err)
+	}
+}
+
+// Red team 44: a terminal dispatch's leftovers (Sweep, at a serve's start) and a stale policy
+// are not deleted by a fenced process either, nor is a task cancelled: Cancel's cancelled mark
+// alone would turn the end of a dispatch the new leader adopted into a cancel. Failed before:
+// Cancel marked and deleted the Job, Sweep deleted the policy and Secret, deletePolicy and
+// deleteParts deleted theirs.
+func TestRedTeam44_FencedCancelAndSweepDeleteNothing(t *testing.T) {
+	p, cs := testProvider(t, &fakeExporter{})
+	ctx := t.Context()
+	const id = "01JABCDEFGHJKMNPQRSTVWXYZ0"
+	name := objectName(id)
+	job, err := cs.BatchV1().Jobs(p.ns).Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.ns, Labels: labels(id)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	np, err := cs.NetworkingV1().NetworkPolicies(p.ns).Create(ctx, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.ns, Labels: labels(id)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := cs.CoreV1().Secrets(p.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.ns, Labels: labels(id)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenceErr, _ := closedFence(t)
+
+	if err := p.Cancel(ctx, taskIDPrefix+p.ns+"/"+name); !errors.Is(err, fenceErr) {
+		t.Errorf("a fenced Cancel: %v, want the fence's refusal", err)
+	}
+	if _, err := p.Sweep(ctx, func(string) bool { return true }); !errors.Is(err, fenceErr) {
+		t.Errorf("a fenced Sweep: %v, want the fence's refusal", err)
+	}
+	p.deletePolicy(name, np.UID)
+	if err := p.deleteParts(name, np.UID, sec.UID); !errors.Is(err, fenceErr) {
+		t.Errorf("fenced deleteParts: %v, want the fence's refusal", err)
+	}
+	got, err := cs.BatchV1().Jobs(p.ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err != nil:
+		t.Errorf("the Job went to a fenced process: %v", err)
+	case got.UID != job.UID || got.Annotations[annotationCancelled] != "":
+		t.Errorf("the Job was marked cancelled by a fenced process: %v", got.Annotations)
+	}
+	if _, err := cs.NetworkingV1().NetworkPolicies(p.ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+		t.Errorf("the NetworkPolicy went to a fenced process: %v", err)
+	}
+	if _, err := cs.CoreV1().Secrets(p.ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+		t.Errorf("the Secret went to a fenced process: %v", err)
+	}
+}
+
+// Red team 44: a warm pool's name hashes the home (PoolName), which is now the same on every
+// replica, so the new leader runs the very pool (template, warm pool, policy) the old leader
+// made; the old serve's close (PoolKeeper.Close -> Pool.Delete) deleted it under the new
+// leader. The agent-sandbox deletes (a Sandbox at its end, a pool pod's claim) are the
+// adopted dispatch's own. Under a closed fence each refuses before it asks the cluster (the
+// fake knows no agent-sandbox CRDs: without the fence Pool.Delete reached a nil client, and
+// the Sandbox and claim deletes answered nil on the fake's 404).
+func TestRedTeam44_FencedPoolAndSandboxDeletesRefused(t *testing.T) {
+	p, _ := testProvider(t, &fakeExporter{})
+	fenceErr, _ := closedFence(t)
+	pl := &Pool{p: p, Name: poolPrefix + "0123456789abcdef", tmplUID: "uid-pool"}
+	if err := pl.Delete(t.Context()); !errors.Is(err, fenceErr) {
+		t.Errorf("a fenced pool close: %v, want the fence's refusal", err)
+	}
+	if err := p.deleteSandboxAs("agora-x", "uid-x", metav1.DeletePropagationForeground); !errors.Is(err, fenceErr) {
+		t.Errorf("a fenced Sandbox delete: %v, want the fence's refusal", err)
+	}
+	if err := p.deleteClaimAs("agora-x", "uid-x", metav1.DeletePropagationForeground); !errors.Is(err, fenceErr) {
+		t.Errorf("a fenced claim delete: %v, want the fence's refusal", err)
+	}
+	if swept, err := p.sweepPoolPolicy(t.Context(), &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: pl.Name, UID: "uid-np"}}); swept || !errors.Is(err, fenceErr) {
+		t.Errorf("a fenced pool policy sweep: swept %v, %v; want the fence's refusal", swept, err)
+	}
+}
