@@ -18,6 +18,9 @@ const cancelWait = 15 * time.Second
 // cancelWait (a stuck supervisor may yet use its stage, which stays held until it ends or
 // Reap finds it gone).
 func (d *Dispatcher) Cancel(ctx context.Context, id string) (*Record, error) {
+	if !d.leads() {
+		return nil, fmt.Errorf("cancel dispatch %s: %w", id, ErrNotLeader)
+	}
 	r, err := d.Records.RequestCancel(ctx, id)
 	if err != nil {
 		return nil, err
@@ -84,6 +87,9 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (*Record, error) {
 // the next time anyone looks; it reads the live records and the held index (see heldDir),
 // never every record.
 func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
+	if !d.leads() {
+		return 0, nil // the leader reaps (see leads): this process's agora.db may be stale
+	}
 	live, err := d.Records.live(ctx)
 	if err != nil {
 		return 0, err

@@ -16,7 +16,6 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/netgw"
-	"github.com/agora-dev/agora/internal/store"
 )
 
 // Kubernetes warm slots (#30): for a kubernetes target with `warm: N`, N pods started ahead
@@ -55,9 +54,7 @@ func warmK8sTarget(t config.Target) bool {
 // slot Jobs and the parts of slots being made (none is live in its own state directory), its
 // pool keeper adopted the leader's pool by name and deleted it at its close, and the leader's
 // sweeps deleted the slots it made. Such a process now starts its Kubernetes dispatches cold.
-func (d *Dispatcher) holdsK8sWarm() bool {
-	return d.Config == nil || !d.Config.Leader.Set() || store.Fenced()
-}
+func (d *Dispatcher) holdsK8sWarm() bool { return d.leads() }
 
 // k8sSlots is the gateway slot store the kubernetes slots' tokens live in.
 func (d *Dispatcher) k8sSlots() *netgw.Slots {
