@@ -119,6 +119,9 @@ func TestRedTeam44WAL_DeadWritersCommitFrame(t *testing.T) {
 			t.Fatalf("sync %d after the dead writer: %v", i, err)
 		}
 	}
+	if st := replicate.Stats(r); st.Full != 1 || st.Unproven != 0 {
+		t.Errorf("looks: %+v; want every look after the first from frames (the dead frame is not SQLite's)", st)
+	}
 	var ok string
 	if err := db.SQL().QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&ok); err != nil || ok != "ok" {
 		t.Fatalf("the source after the dead frame: %q, %v", ok, err)
