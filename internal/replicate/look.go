@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -284,16 +285,51 @@ func (r *Replicator) readWAL() (walPos, []uint32, string, error) {
 // readWALIndex reads the wal-index header from the -shm file at path. The caller holds the
 // write lock, so no writer is changing it (its BEGIN IMMEDIATE recovered it if it had to).
 func readWALIndex(path string) (walIndexHeader, error) {
-	f, err := os.Open(path)
+	f, err := shmFile(path)
 	if err != nil {
 		return walIndexHeader{}, fmt.Errorf("wal-index: %w", err)
 	}
-	defer f.Close()
 	var b [2 * walIndexHeaderSize]byte
 	if _, err := f.ReadAt(b[:], 0); err != nil {
 		return walIndexHeader{}, fmt.Errorf("wal-index: %w", err)
 	}
 	return parseWALIndexHeader(b[:])
+}
+
+// shmFiles keeps, for the life of the process, a descriptor of every -shm file readWALIndex
+// read. It never closes one: closing any descriptor of a file drops every POSIX lock the
+// process holds on that file (fcntl(2)), and SQLite's read and write locks are such locks on
+// the -shm. A -shm opened and closed at every look let go of the replicator's own snapshot and
+// of every lock this process's other connections held, and other processes then restarted
+// the WAL under the "held" snapshot (red team 44). A new file at the path (the old one deleted
+// after every connection closed, then created again) gets a new descriptor; the old one stays
+// open too, since a close is never known to be harmless.
+var shmFiles struct {
+	sync.Mutex
+	open map[string][]*os.File // the newest last
+}
+
+func shmFile(path string) (*os.File, error) {
+	fi, err := os.Stat(path) // a stat opens no descriptor
+	if err != nil {
+		return nil, err
+	}
+	shmFiles.Lock()
+	defer shmFiles.Unlock()
+	if fs := shmFiles.open[path]; len(fs) > 0 {
+		if ofi, err := fs[len(fs)-1].Stat(); err == nil && os.SameFile(fi, ofi) {
+			return fs[len(fs)-1], nil
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if shmFiles.open == nil {
+		shmFiles.open = map[string][]*os.File{}
+	}
+	shmFiles.open[path] = append(shmFiles.open[path], f)
+	return f, nil
 }
 
 // samePage1 compares two versions of page 1 but for the fields SQLite itself rewrites when
@@ -517,10 +553,10 @@ func (r *Replicator) restartWAL(ctx context.Context) error {
 	w, c := r.wal.w, r.wal.c
 	// The bulk of the checkpoint without the lock: up to the held snapshot.
 	if _, err := c.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
-		return err
+		return fmt.Errorf("checkpoint: %w", err)
 	}
 	if _, err := w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return err
+		return fmt.Errorf("take the write lock: %w", err)
 	}
 	locked := true
 	defer func() {
@@ -530,14 +566,14 @@ func (r *Replicator) restartWAL(ctx context.Context) error {
 	}()
 	// What came since the look, witnessed and pinned, then checkpointed under the lock.
 	if _, err := r.witness(ctx); err != nil {
-		return err
+		return fmt.Errorf("witness the WAL: %w", err)
 	}
 	if r.wal.full || !r.wal.pos.Valid {
 		return nil
 	}
 	var busy, logged, done int64
 	if err := c.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logged, &done); err != nil {
-		return err
+		return fmt.Errorf("checkpoint under the write lock: %w", err)
 	}
 	if logged != done || logged != int64(r.wal.pos.Frame) {
 		return nil // an older reader holds part of the WAL: not now
@@ -552,7 +588,7 @@ func (r *Replicator) restartWAL(ctx context.Context) error {
 	}
 	locked = false
 	if _, err := w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return err
+		return fmt.Errorf("take the write lock again: %w", err)
 	}
 	locked = true
 	// A writer may have come between the two transactions: then its frames are witnessed
@@ -589,7 +625,7 @@ func (r *Replicator) restartWAL(ctx context.Context) error {
 		return err
 	}
 	if _, err := w.ExecContext(ctx, "COMMIT"); err != nil {
-		return err
+		return fmt.Errorf("commit the marker: %w", err)
 	}
 	locked = false
 	r.wal.marker, r.wal.markerSalt = marker, r.wal.pos.Salt[0]+1

@@ -1,14 +1,21 @@
 package replicate_test
 
 import (
+	"context"
 	"database/sql"
 	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agora-dev/agora/internal/replicate"
+	"github.com/agora-dev/agora/internal/store"
 )
 
 // Red team 44: attacks on the replicator's WAL-frame index (look.go, wal.go).
@@ -125,6 +132,228 @@ func TestRedTeam44WAL_DeadWritersCommitFrame(t *testing.T) {
 	var ok string
 	if err := db.SQL().QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&ok); err != nil || ok != "ok" {
 		t.Fatalf("the source after the dead frame: %q, %v", ok, err)
+	}
+	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
+		t.Fatal("the restore differs from the source")
+	}
+}
+
+// rt44ChildEnv starts this test binary as TestRedTeam44Child_Writer: a writer in another
+// process, running until it is killed or its stop file appears.
+const rt44ChildEnv = "AGORA_TEST_RT44_CHILD"
+
+// startWriterProcess starts a writer process on path in mode ("immediate": agora's own store,
+// synchronous=FULL; "deferred": deferred transactions that read before they write, autocommit
+// writes, checkpoints of every mode and VACUUM on a short busy timeout).
+func startWriterProcess(t *testing.T, path, mode, stop string, seed int) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRedTeam44Child_Writer$", "-test.count=1")
+	cmd.Env = append(os.Environ(), rt44ChildEnv+"="+mode, "RT44_DB="+path, "RT44_STOP="+stop, fmt.Sprintf("RT44_SEED=%d", seed))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// TestRedTeam44Child_Writer is the writer process of TestRedTeam44WAL_WritersInOtherProcesses.
+func TestRedTeam44Child_Writer(t *testing.T) {
+	mode := os.Getenv(rt44ChildEnv)
+	if mode == "" {
+		t.Skip("SKIP: the writer process of TestRedTeam44WAL_WritersInOtherProcesses, started by it")
+	}
+	path, stop := os.Getenv("RT44_DB"), os.Getenv("RT44_STOP")
+	var seed uint64
+	fmt.Sscan(os.Getenv("RT44_SEED"), &seed)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	ctx := context.Background()
+	stopped := func() bool { _, err := os.Stat(stop); return err == nil }
+	switch mode {
+	case "immediate":
+		db, err := store.Open(ctx, path, schema, store.FullSync())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "writer:", err)
+			os.Exit(1)
+		}
+		for i := 0; !stopped(); i++ {
+			err := db.Tx(ctx, func(tx *sql.Tx) error {
+				switch rng.IntN(6) {
+				case 0:
+					for j := range 40 {
+						if _, err := tx.Exec("INSERT OR REPLACE INTO t (n, v) VALUES (?, ?)", 100000+seed*10000+uint64(i%200)*40+uint64(j), make([]byte, 700)); err != nil {
+							return err
+						}
+					}
+				case 1:
+					_, err := tx.Exec("DELETE FROM t WHERE n % 23 = ?", rng.IntN(23))
+					return err
+				default:
+					_, err := tx.Exec("INSERT OR REPLACE INTO t (n, v) VALUES (?, ?)", rng.IntN(3000), []byte(strings.Repeat("w", rng.IntN(2000))))
+					return err
+				}
+				return nil
+			})
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "writer:", err)
+				os.Exit(1)
+			}
+		}
+	case "truncate": // one TRUNCATE checkpoint; says whether it was kept from restarting the WAL
+		db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(100)")
+		if err != nil {
+			os.Exit(1)
+		}
+		var busy, logged, done int
+		if err := db.QueryRow("PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logged, &done); err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		fmt.Println("busy", busy)
+	case "deferred":
+		db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(50)")
+		if err != nil {
+			os.Exit(1)
+		}
+		db.SetMaxOpenConns(1)
+		for !stopped() {
+			switch rng.IntN(20) {
+			case 0:
+				db.Exec("PRAGMA wal_checkpoint(PASSIVE)")
+			case 1:
+				db.Exec("PRAGMA wal_checkpoint(FULL)")
+			case 2:
+				db.Exec("PRAGMA wal_checkpoint(RESTART)")
+			case 3:
+				db.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
+			case 4:
+				db.Exec("VACUUM")
+			case 5, 6, 7, 8:
+				db.Exec("UPDATE t SET v = ? WHERE n % 11 = ?", []byte(fmt.Sprint(rng.Int())), rng.IntN(11))
+			default: // a deferred transaction: reads, waits, then writes (or loses the race)
+				if tx, err := db.Begin(); err == nil {
+					var n int
+					tx.QueryRow("SELECT count(*) FROM t").Scan(&n)
+					time.Sleep(time.Duration(rng.IntN(5)) * time.Millisecond)
+					if _, err := tx.Exec("INSERT OR REPLACE INTO t (n, v) VALUES (?, ?)", 50000+n%1000, []byte(fmt.Sprint(n))); err != nil {
+						tx.Rollback()
+					} else {
+						tx.Commit()
+					}
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	os.Exit(0) // no goleak: the process ends here
+}
+
+// TestRedTeam44WAL_WritersInOtherProcesses: writers in other OS processes (POSIX locks are per
+// process), one on agora's store with synchronous=FULL killed with SIGKILL and restarted
+// again and again (some deaths land inside a commit), one with deferred transactions,
+// autocommit writes, checkpoints of every mode and VACUUM; the replicator restarts the WAL
+// every 32 frames and checks every look from frames against a full read. The restore is the
+// source and the source is whole.
+func TestRedTeam44WAL_WritersInOtherProcesses(t *testing.T) {
+	_, _, c := bucket(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "agora.db")
+	db := openDB(t, path)
+	insert(t, db, 0, 300)
+	o := replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Hour, Logf: t.Logf}
+	r, err := replicate.StartManual(ctx, o, true, 32, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	stop := filepath.Join(dir, "stop")
+	deferred := startWriterProcess(t, path, "deferred", stop, 7)
+	immediate := startWriterProcess(t, path, "immediate", stop, 1)
+	kills := 0
+	nextKill := time.Now().Add(200 * time.Millisecond)
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(15 * time.Millisecond) {
+		if time.Now().After(nextKill) {
+			immediate.Process.Signal(syscall.SIGKILL)
+			immediate.Wait()
+			kills++
+			immediate = startWriterProcess(t, path, "immediate", stop, 1+kills)
+			nextKill = time.Now().Add(time.Duration(50+rand.IntN(250)) * time.Millisecond)
+		}
+		began := time.Now()
+		err := r.Sync(ctx)
+		if d := time.Since(began); d > 500*time.Millisecond {
+			t.Logf("a sync took %s", d)
+		}
+		if err != nil {
+			os.WriteFile(stop, nil, 0o600)
+			immediate.Wait()
+			deferred.Wait()
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(stop, nil, 0o600)
+	if err := immediate.Wait(); err != nil {
+		t.Errorf("the immediate writer: %v", err)
+	}
+	if err := deferred.Wait(); err != nil {
+		t.Errorf("the deferred writer: %v", err)
+	}
+	if err := r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := replicate.Stats(r)
+	t.Logf("looks: %+v; %d writer processes killed", st, kills)
+	if st.Unproven != 0 {
+		t.Errorf("looks: %+v; the WAL was restarted under the held snapshot", st)
+	}
+	var ok string
+	if err := db.SQL().QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&ok); err != nil || ok != "ok" {
+		t.Fatalf("the source: %q, %v", ok, err)
+	}
+	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
+		t.Fatalf("the restore differs from the source (%d vs %d bytes)", len(got), len(want))
+	}
+}
+
+// TestRedTeam44WAL_SnapshotHoldsAgainstAnotherProcess: the snapshot the replicator holds
+// between looks keeps a TRUNCATE checkpoint of another process from restarting the WAL, after
+// looks that read the wal-index: SQLite's locks are POSIX locks on the -shm, and a look that
+// opened and closed the -shm itself released them all, its snapshot's included (within one
+// process SQLite tracks its own locks, so only another process sees this).
+func TestRedTeam44WAL_SnapshotHoldsAgainstAnotherProcess(t *testing.T) {
+	_, _, c := bucket(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "agora.db")
+	db := openDB(t, path)
+	insert(t, db, 0, 100)
+	o := replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Hour}
+	r, err := replicate.StartManual(ctx, o, true, 1<<30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	for i := range 3 {
+		insert(t, db, 100+i*10, 110+i*10)
+		if err := r.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert(t, db, 130, 140) // frames past the snapshot: a TRUNCATE must wait for it
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRedTeam44Child_Writer$", "-test.count=1")
+	cmd.Env = append(os.Environ(), rt44ChildEnv+"=truncate", "RT44_DB="+path)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the checkpointing process: %v (%s)", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "busy 1" {
+		t.Fatalf("another process's TRUNCATE checkpoint said %q; want busy 1 (kept back by the replicator's snapshot)", got)
+	}
+	if err := r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := replicate.Stats(r); st.Unproven != 0 || st.Full != 1 {
+		t.Fatalf("looks: %+v; want every look after the first from frames", st)
 	}
 	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
 		t.Fatal("the restore differs from the source")
