@@ -578,6 +578,13 @@ func (r *Replicator) restartWAL(ctx context.Context) error {
 	if logged != done || logged != int64(r.wal.pos.Frame) {
 		return nil // an older reader holds part of the WAL: not now
 	}
+	// The fence is asked before the snapshot is let go: a refusal after it left the WAL
+	// unpinned, free for any writer to restart, and the next look read every page (red team 44).
+	if r.o.Fence != nil {
+		if err := r.o.Fence(); err != nil {
+			return err
+		}
+	}
 	// Everything is in the database file. Without the held snapshot and with a transaction
 	// begun now, this connection reads from the file alone, and its commit restarts the WAL
 	// (unless some other reader still holds a part of it, when it appends as usual).
@@ -601,11 +608,6 @@ func (r *Replicator) restartWAL(ctx context.Context) error {
 		r.wal.dv = -1
 		_, err := r.witness(ctx)
 		return err
-	}
-	if r.o.Fence != nil {
-		if err := r.o.Fence(); err != nil {
-			return err
-		}
 	}
 	var id int32
 	if err := w.QueryRowContext(ctx, "PRAGMA application_id").Scan(&id); err != nil {

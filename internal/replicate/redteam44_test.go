@@ -4,12 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -357,5 +359,80 @@ func TestRedTeam44WAL_SnapshotHoldsAgainstAnotherProcess(t *testing.T) {
 	}
 	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
 		t.Fatal("the restore differs from the source")
+	}
+}
+
+// errRT44Fence is the fence's refusal in the red team's tests.
+var errRT44Fence = errors.New("red team 44: the fence refuses")
+
+// TestRedTeam44WAL_FenceFailsBetweenWitnessAndShip: the fence refuses uploads at random (a
+// third of its calls), so syncs fail after a look witnessed frames and moved its snapshot, and
+// restartWAL gives up between its steps; meanwhile writers commit, delete most rows and VACUUM
+// (the database shrinks below pages still pending) and grow it again. Once the fence lets
+// uploads through, the restore is the source; every look from frames is checked against a
+// full read.
+func TestRedTeam44WAL_FenceFailsBetweenWitnessAndShip(t *testing.T) {
+	_, _, c := bucket(t)
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "agora.db")
+	db := openDB(t, path)
+	insert(t, db, 0, 400)
+	var refuse atomic.Bool
+	rng := rand.New(rand.NewPCG(44, 44))
+	fence := func() error {
+		if refuse.Load() && rng.IntN(3) == 0 {
+			return errRT44Fence
+		}
+		return nil
+	}
+	o := replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Hour, Fence: fence}
+	r, err := replicate.StartManual(ctx, o, true, 8, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	refuse.Store(true)
+	failed := 0
+	next := 400
+	for i := range 120 {
+		switch i % 12 {
+		case 5: // shrink: pages witnessed but not shipped now lie past the end
+			if _, err := db.SQL().ExecContext(ctx, "DELETE FROM t WHERE n % 5 != 0"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.SQL().ExecContext(ctx, "VACUUM"); err != nil {
+				t.Fatal(err)
+			}
+		case 9: // and grow again
+			insert(t, db, next, next+150)
+			next += 150
+		default:
+			insert(t, db, next, next+3)
+			next += 3
+			if _, err := db.SQL().ExecContext(ctx, "UPDATE t SET v = ? WHERE n % 7 = ?", []byte(fmt.Sprint(i)), i%7); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Sync(ctx); err != nil {
+			if !errors.Is(err, errRT44Fence) {
+				t.Fatalf("sync %d: %v", i, err)
+			}
+			failed++
+		}
+	}
+	refuse.Store(false)
+	if err := r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := replicate.Stats(r)
+	t.Logf("looks: %+v; %d syncs refused by the fence", st, failed)
+	if failed == 0 || st.Restarts == 0 {
+		t.Fatalf("looks: %+v, %d refused: the attack did not happen", st, failed)
+	}
+	if st.Unproven != 0 {
+		t.Errorf("looks: %+v; a refusal left the WAL unpinned and restarted behind the replicator (each such look reads every page)", st)
+	}
+	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
+		t.Fatalf("the restore differs from the source (%d vs %d bytes)", len(got), len(want))
 	}
 }
