@@ -1,6 +1,7 @@
 package replicate_test
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"encoding/binary"
@@ -16,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest/s3test"
 	"github.com/agora-dev/agora/internal/replicate"
+	"github.com/agora-dev/agora/internal/s3"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -211,6 +214,43 @@ func TestRedTeam44Child_Writer(t *testing.T) {
 			os.Exit(1)
 		}
 		fmt.Println("busy", busy)
+	case "replicator": // agora's writer and its replicator in one process, the WAL restarted every 4 frames
+		db, err := store.Open(ctx, path, schema)
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		c, err := s3.New(s3.Config{Endpoint: os.Getenv("RT44_ENDPOINT"), Bucket: os.Getenv("RT44_BUCKET"), Prefix: "agora/"},
+			s3.Credentials{AccessKeyID: os.Getenv("RT44_ACCESS_KEY"), SecretAccessKey: os.Getenv("RT44_SECRET_KEY")}, s3test.Policy())
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		o := replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Hour}
+		r, err := replicate.StartManual(ctx, o, true, 4, 0)
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		var n int
+		if err := db.SQL().QueryRowContext(ctx, "SELECT coalesce(max(n), -1) + 1 FROM t").Scan(&n); err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		fmt.Println("ready")
+		for ; ; n++ {
+			if err := db.Tx(ctx, func(tx *sql.Tx) error {
+				_, err := tx.Exec("INSERT INTO t (n, v) VALUES (?, ?)", n, make([]byte, 100+rng.IntN(3000)))
+				return err
+			}); err != nil {
+				fmt.Println("error:", err)
+				os.Exit(1)
+			}
+			if err := r.Sync(ctx); err != nil {
+				fmt.Println("error:", err)
+				os.Exit(1)
+			}
+		}
 	case "deferred":
 		db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(50)")
 		if err != nil {
@@ -434,5 +474,85 @@ func TestRedTeam44WAL_FenceFailsBetweenWitnessAndShip(t *testing.T) {
 	}
 	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
 		t.Fatalf("the restore differs from the source (%d vs %d bytes)", len(got), len(want))
+	}
+}
+
+// TestRedTeam44WAL_ReplicatorKilled: a process committing a row at a time and syncing after
+// each, its replicator restarting the WAL every 4 frames (so most deaths land in or near
+// restartWAL), is killed with SIGKILL at random moments and started again, ten times. After
+// every death the database is whole (integrity_check) and keeps a nonzero application_id, the
+// newest replica restores to a prefix of the rows with no hole (the state of some shipped
+// snapshot), and at the end a new replicator's restore is the source.
+func TestRedTeam44WAL_ReplicatorKilled(t *testing.T) {
+	srv, cfg, c := bucket(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "agora.db")
+	db := openDB(t, path)
+	db.Close() // the child process is the only writer
+	for round := range 10 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestRedTeam44Child_Writer$", "-test.count=1")
+		cmd.Env = append(os.Environ(), rt44ChildEnv+"=replicator", "RT44_DB="+path, fmt.Sprintf("RT44_SEED=%d", round),
+			"RT44_ENDPOINT="+cfg.Endpoint, "RT44_BUCKET="+cfg.Bucket,
+			"RT44_ACCESS_KEY="+srv.Creds.AccessKeyID, "RT44_SECRET_KEY="+srv.Creds.SecretAccessKey)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		if line != "ready\n" {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("round %d: the replicating process said %q", round, line)
+		}
+		time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+
+		src, err := store.OpenReadOnly(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ok string
+		var appID, count int64
+		err = src.SQL().QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&ok)
+		if err == nil {
+			err = src.SQL().QueryRowContext(ctx, "PRAGMA application_id").Scan(&appID)
+		}
+		if err == nil {
+			err = src.SQL().QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&count)
+		}
+		src.Close()
+		if err != nil || ok != "ok" {
+			t.Fatalf("round %d: the database after the kill: %q, %v", round, ok, err)
+		}
+		out2 := filepath.Join(t.TempDir(), "restored.db")
+		if _, err := replicate.Restore(ctx, replicate.RestoreOptions{Client: c, DB: "agora", Identity: identity, Key: testKey, Path: out2}); err != nil {
+			t.Fatalf("round %d: restore: %v", round, err)
+		}
+		got := rows(t, out2)
+		for i, v := range got {
+			if v != i {
+				t.Fatalf("round %d: the restore holds row %d at %d: a hole", round, v, i)
+			}
+		}
+		if int64(len(got)) > count {
+			t.Fatalf("round %d: the restore holds %d rows, the source %d", round, len(got), count)
+		}
+		t.Logf("round %d: %d rows, %d restored, application_id %d", round, count, len(got), appID)
+	}
+	db = openDB(t, path)
+	o := replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Hour}
+	r, err := replicate.StartManual(ctx, o, true, 4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
+		t.Fatal("the restore differs from the source")
 	}
 }
