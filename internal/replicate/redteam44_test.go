@@ -556,3 +556,113 @@ func TestRedTeam44WAL_ReplicatorKilled(t *testing.T) {
 		t.Fatal("the restore differs from the source")
 	}
 }
+
+// TestRedTeam44WAL_PageSizesAndVacuum: the smallest and largest page sizes, auto_vacuum FULL
+// (a commit that frees pages truncates the database), INCREMENTAL with incremental_vacuum,
+// journal_size_limit(0) (the WAL file cut back at every restart), VACUUM, a long reader and
+// checkpoints of every mode from another connection, the replicator restarting the WAL every
+// 16 frames: every look from frames is checked against a full read, and the restore is the
+// source.
+func TestRedTeam44WAL_PageSizesAndVacuum(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		pragma   string
+		pageSize int
+	}{
+		{"512", "_pragma=page_size(512)", 512},
+		{"65536-autovacuum-full", "_pragma=page_size(65536)&_pragma=auto_vacuum(1)", 65536},
+		{"4096-incremental-limit0", "_pragma=auto_vacuum(2)&_pragma=journal_size_limit(0)", 4096},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, c := bucket(t)
+			ctx := t.Context()
+			path := filepath.Join(t.TempDir(), "agora.db")
+			db, err := sql.Open("sqlite", "file:"+path+"?"+tc.pragma+"&_pragma=journal_mode(wal)&_pragma=busy_timeout(10000)")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			db.SetMaxOpenConns(1)
+			if _, err := db.ExecContext(ctx, "CREATE TABLE t (n INTEGER PRIMARY KEY, v BLOB NOT NULL)"); err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(4, 4))
+			next := 0
+			add := func(k int) {
+				tx, err := db.BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range k {
+					if _, err := tx.Exec("INSERT INTO t (n, v) VALUES (?, ?)", next, make([]byte, rng.IntN(5000))); err != nil {
+						t.Fatal(err)
+					}
+					next++
+				}
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			add(300)
+			var ps int
+			if err := db.QueryRowContext(ctx, "PRAGMA page_size").Scan(&ps); err != nil || ps != tc.pageSize {
+				t.Fatalf("page size %d, %v; want %d", ps, err, tc.pageSize)
+			}
+			o := replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Hour}
+			r, err := replicate.StartManual(ctx, o, true, 16, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close(ctx)
+			other, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(20)")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			var reader *sql.Tx
+			for i := range 150 {
+				switch rng.IntN(10) {
+				case 0:
+					if _, err := db.ExecContext(ctx, "DELETE FROM t WHERE n % 3 != 0"); err != nil {
+						t.Fatal(err)
+					}
+				case 1:
+					db.ExecContext(ctx, "PRAGMA incremental_vacuum(50)")
+				case 2:
+					if _, err := db.ExecContext(ctx, "VACUUM"); err != nil {
+						t.Fatal(err)
+					}
+				case 3: // a long reader: begun now, ended a few rounds later
+					if reader == nil {
+						reader, _ = other.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+						var n int
+						reader.QueryRow("SELECT count(*) FROM t").Scan(&n)
+					} else {
+						reader.Rollback()
+						reader = nil
+					}
+				case 4:
+					other.Exec([]string{"PRAGMA wal_checkpoint(PASSIVE)", "PRAGMA wal_checkpoint(FULL)", "PRAGMA wal_checkpoint(RESTART)", "PRAGMA wal_checkpoint(TRUNCATE)"}[rng.IntN(4)])
+				default:
+					add(1 + rng.IntN(40))
+					if _, err := db.ExecContext(ctx, "UPDATE t SET v = ? WHERE n % 11 = ?", make([]byte, rng.IntN(3000)), rng.IntN(11)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := r.Sync(ctx); err != nil {
+					t.Fatalf("sync %d: %v", i, err)
+				}
+			}
+			if reader != nil {
+				reader.Rollback()
+			}
+			if err := r.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("looks: %+v", replicate.Stats(r))
+			if got, want := restoreDump(t, r, o), dump(t, db); got != want {
+				t.Fatalf("the restore differs from the source (%d vs %d bytes)", len(got), len(want))
+			}
+		})
+	}
+}
