@@ -569,21 +569,22 @@ func TestRedTeam44WAL_PageSizesAndVacuum(t *testing.T) {
 		pragma   string
 		pageSize int
 	}{
-		{"512", "_pragma=page_size(512)", 512},
-		{"65536-autovacuum-full", "_pragma=page_size(65536)&_pragma=auto_vacuum(1)", 65536},
-		{"4096-incremental-limit0", "_pragma=auto_vacuum(2)&_pragma=journal_size_limit(0)", 4096},
+		{"512", "PRAGMA page_size = 512", 512},
+		{"65536-autovacuum-full", "PRAGMA page_size = 65536; PRAGMA auto_vacuum = FULL", 65536},
+		{"4096-incremental-limit0", "PRAGMA auto_vacuum = INCREMENTAL; PRAGMA journal_size_limit = 0", 4096},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, c := bucket(t)
 			ctx := t.Context()
 			path := filepath.Join(t.TempDir(), "agora.db")
-			db, err := sql.Open("sqlite", "file:"+path+"?"+tc.pragma+"&_pragma=journal_mode(wal)&_pragma=busy_timeout(10000)")
+			db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			db.SetMaxOpenConns(1)
-			if _, err := db.ExecContext(ctx, "CREATE TABLE t (n INTEGER PRIMARY KEY, v BLOB NOT NULL)"); err != nil {
+			db.SetMaxOpenConns(1) // the pragmas below hold for this one connection
+			// The page size and auto_vacuum before anything creates the file's header.
+			if _, err := db.ExecContext(ctx, tc.pragma+"; PRAGMA journal_mode = WAL; CREATE TABLE t (n INTEGER PRIMARY KEY, v BLOB NOT NULL)"); err != nil {
 				t.Fatal(err)
 			}
 			rng := rand.New(rand.NewPCG(4, 4))
