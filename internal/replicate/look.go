@@ -86,6 +86,21 @@ func (x *walIndex) init() {
 	x.fullEvery = defaultFullEvery
 }
 
+// txControl runs BEGIN, BEGIN IMMEDIATE or COMMIT on c so that it is never reported failed
+// when it succeeded. The driver answers a context canceled during a statement with the
+// context's error even when the statement went on and succeeded, and SQLite's interrupt does
+// not stop a wait for a lock: a look canceled while it waited for the write lock took it, was
+// told it had not, skipped its ROLLBACK and kept every writer out (red team 44). ctx is
+// therefore only checked before the statement, which runs without its cancellation (a wait
+// is bounded by the busy timeout).
+func txControl(ctx context.Context, c *sql.Conn, stmt string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err := c.ExecContext(context.WithoutCancel(ctx), stmt)
+	return err
+}
+
 // unpin lets the held snapshot go.
 func (x *walIndex) unpin() {
 	if x.pin != nil {
@@ -142,7 +157,7 @@ func (r *Replicator) look(ctx context.Context) (bool, error) {
 		return r.lookWithoutWAL(ctx)
 	}
 	w := r.wal.w
-	if _, err := w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+	if err := txControl(ctx, w, "BEGIN IMMEDIATE"); err != nil {
 		return false, fmt.Errorf("replicate %s: take the write lock: %w", r.o.Path, err)
 	}
 	changed, err := r.witness(ctx)
@@ -185,7 +200,7 @@ func (r *Replicator) witness(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("replicate %s: %w", r.o.Path, err)
 	}
 	var n int64
-	if _, err := pin.ExecContext(ctx, "BEGIN"); err != nil {
+	if err := txControl(ctx, pin, "BEGIN"); err != nil {
 		pin.Close()
 		return false, fmt.Errorf("replicate %s: begin: %w", r.o.Path, err)
 	}
@@ -531,10 +546,11 @@ func (r *Replicator) lookWithoutWAL(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("replicate %s: %w", r.o.Path, err)
 	}
 	var dv int64
-	if _, err := pin.ExecContext(ctx, "BEGIN"); err == nil {
+	if err = txControl(ctx, pin, "BEGIN"); err == nil {
 		err = pin.QueryRowContext(ctx, "PRAGMA data_version").Scan(&dv)
 	}
 	if err != nil {
+		pin.ExecContext(context.WithoutCancel(ctx), "ROLLBACK") // not back to the pool in a transaction
 		pin.Close()
 		return false, fmt.Errorf("replicate %s: %w", r.o.Path, err)
 	}
@@ -555,7 +571,7 @@ func (r *Replicator) restartWAL(ctx context.Context) error {
 	if _, err := c.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	if _, err := w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+	if err := txControl(ctx, w, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("take the write lock: %w", err)
 	}
 	locked := true
@@ -594,7 +610,7 @@ func (r *Replicator) restartWAL(ctx context.Context) error {
 		return err
 	}
 	locked = false
-	if _, err := w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+	if err := txControl(ctx, w, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("take the write lock again: %w", err)
 	}
 	locked = true
@@ -626,7 +642,7 @@ func (r *Replicator) restartWAL(ctx context.Context) error {
 	if err := w.QueryRowContext(ctx, "SELECT data FROM sqlite_dbpage('main') WHERE pgno = 1").Scan(&marker); err != nil {
 		return err
 	}
-	if _, err := w.ExecContext(ctx, "COMMIT"); err != nil {
+	if err := txControl(ctx, w, "COMMIT"); err != nil {
 		return fmt.Errorf("commit the marker: %w", err)
 	}
 	locked = false
