@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -85,6 +86,21 @@ func (x *walIndex) init() {
 	x.fullEvery = defaultFullEvery
 }
 
+// txControl runs BEGIN, BEGIN IMMEDIATE or COMMIT on c so that it is never reported failed
+// when it succeeded. The driver answers a context canceled during a statement with the
+// context's error even when the statement went on and succeeded, and SQLite's interrupt does
+// not stop a wait for a lock: a look canceled while it waited for the write lock took it, was
+// told it had not, skipped its ROLLBACK and kept every writer out (red team 44). ctx is
+// therefore only checked before the statement, which runs without its cancellation (a wait
+// is bounded by the busy timeout).
+func txControl(ctx context.Context, c *sql.Conn, stmt string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err := c.ExecContext(context.WithoutCancel(ctx), stmt)
+	return err
+}
+
 // unpin lets the held snapshot go.
 func (x *walIndex) unpin() {
 	if x.pin != nil {
@@ -108,11 +124,14 @@ func (r *Replicator) sync(ctx context.Context) error {
 			return fmt.Errorf("replicate %s: journal mode: %w", r.o.Path, err)
 		}
 	}
-	if _, err := r.look(ctx); err != nil {
+	changed, err := r.look(ctx)
+	if err != nil {
 		return err
 	}
-	// What a look found, and what an earlier sync witnessed but failed to ship.
-	if r.synced && !r.wal.full && len(r.wal.pending) == 0 {
+	// What a look found, and what an earlier sync witnessed but failed to ship. Under verify
+	// (tests) a look that found commits but no frame is checked too: frames it failed to read
+	// are exactly what verify is for (red team 44).
+	if r.synced && !r.wal.full && len(r.wal.pending) == 0 && !(r.wal.verify && changed) {
 		r.markReplicated(at)
 		return nil
 	}
@@ -138,7 +157,7 @@ func (r *Replicator) look(ctx context.Context) (bool, error) {
 		return r.lookWithoutWAL(ctx)
 	}
 	w := r.wal.w
-	if _, err := w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+	if err := txControl(ctx, w, "BEGIN IMMEDIATE"); err != nil {
 		return false, fmt.Errorf("replicate %s: take the write lock: %w", r.o.Path, err)
 	}
 	changed, err := r.witness(ctx)
@@ -181,7 +200,7 @@ func (r *Replicator) witness(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("replicate %s: %w", r.o.Path, err)
 	}
 	var n int64
-	if _, err := pin.ExecContext(ctx, "BEGIN"); err != nil {
+	if err := txControl(ctx, pin, "BEGIN"); err != nil {
 		pin.Close()
 		return false, fmt.Errorf("replicate %s: begin: %w", r.o.Path, err)
 	}
@@ -219,32 +238,113 @@ func (r *Replicator) readWAL() (walPos, []uint32, string, error) {
 	if err != nil {
 		return walPos{}, nil, "the WAL's " + err.Error(), nil
 	}
+	// SQLite's own end of the WAL (red team 44): frames are read up to it and no further, and
+	// the chain must arrive exactly at it, or the position is not on SQLite's history.
+	idx, err := readWALIndex(r.o.Path + "-shm")
+	if err != nil {
+		return walPos{}, nil, "the " + err.Error(), nil
+	}
+	if idx.Salt != h.Salt {
+		return walPos{}, nil, "the wal-index and the WAL's header name different WALs", nil
+	}
+	atEnd := func(pos walPos) bool { return pos.Frame == idx.MaxFrame && pos.Sum == idx.Sum }
 	var pages []uint32
 	add := func(fr walFrame) error { pages = append(pages, fr.Page); return nil }
+	// fromStart is the position to continue from after a look that cannot prove its history:
+	// the whole WAL read again up to SQLite's end (none when the file's chain does not reach it).
+	fromStart := func(why string) (walPos, []uint32, string, error) {
+		pages = pages[:0]
+		pos, err := readFramesTo(f, fi.Size(), h.start(), idx.MaxFrame, add)
+		if err != nil {
+			return walPos{}, nil, "", err
+		}
+		if !atEnd(pos) {
+			pos = walPos{}
+		}
+		return pos, pages, why, nil
+	}
 	old := r.wal.pos
 	if old.Valid && old.Salt == h.Salt && old.PageSize == h.PageSize && old.BE == h.BE {
-		pos, err := readFrames(f, fi.Size(), old, add)
-		return pos, pages, "", err
+		pos, err := readFramesTo(f, fi.Size(), old, idx.MaxFrame, add)
+		if err != nil {
+			return pos, pages, "", err
+		}
+		if !atEnd(pos) {
+			return fromStart("the WAL's frames since the last look do not end where SQLite's wal-index does")
+		}
+		return pos, pages, "", nil
 	}
 	// Another WAL. It continues the history only when it is the replicator's own restart:
 	// the salt one past the old, and page 1 as restartWAL committed it as its first frame.
 	proven := false
 	if m := r.wal.marker; m != nil && h.Salt[0] == r.wal.markerSalt {
 		first := true
-		pos, err := readFrames(f, fi.Size(), h.start(), func(fr walFrame) error {
+		pos, err := readFramesTo(f, fi.Size(), h.start(), idx.MaxFrame, func(fr walFrame) error {
 			if first {
 				first = false
 				proven = fr.No == 1 && fr.Page == 1 && fr.Commit != 0 && samePage1(fr.Data, m)
 			}
 			return add(fr)
 		})
-		if !proven {
-			return pos, pages, "the WAL was restarted, but not by the replicator's marker", err
+		if err != nil {
+			return pos, pages, "", err
 		}
-		return pos, pages, "", err
+		if !proven || !atEnd(pos) {
+			return fromStart("the WAL was restarted, but not by the replicator's marker")
+		}
+		return pos, pages, "", nil
 	}
-	pos, err := readFrames(f, fi.Size(), h.start(), add)
-	return pos, pages, "the WAL was restarted behind the replicator's snapshot", err
+	return fromStart("the WAL was restarted behind the replicator's snapshot")
+}
+
+// readWALIndex reads the wal-index header from the -shm file at path. The caller holds the
+// write lock, so no writer is changing it (its BEGIN IMMEDIATE recovered it if it had to).
+func readWALIndex(path string) (walIndexHeader, error) {
+	f, err := shmFile(path)
+	if err != nil {
+		return walIndexHeader{}, fmt.Errorf("wal-index: %w", err)
+	}
+	var b [2 * walIndexHeaderSize]byte
+	if _, err := f.ReadAt(b[:], 0); err != nil {
+		return walIndexHeader{}, fmt.Errorf("wal-index: %w", err)
+	}
+	return parseWALIndexHeader(b[:])
+}
+
+// shmFiles keeps, for the life of the process, a descriptor of every -shm file readWALIndex
+// read. It never closes one: closing any descriptor of a file drops every POSIX lock the
+// process holds on that file (fcntl(2)), and SQLite's read and write locks are such locks on
+// the -shm. A -shm opened and closed at every look let go of the replicator's own snapshot and
+// of every lock this process's other connections held, and other processes then restarted
+// the WAL under the "held" snapshot (red team 44). A new file at the path (the old one deleted
+// after every connection closed, then created again) gets a new descriptor; the old one stays
+// open too, since a close is never known to be harmless.
+var shmFiles struct {
+	sync.Mutex
+	open map[string][]*os.File // the newest last
+}
+
+func shmFile(path string) (*os.File, error) {
+	fi, err := os.Stat(path) // a stat opens no descriptor
+	if err != nil {
+		return nil, err
+	}
+	shmFiles.Lock()
+	defer shmFiles.Unlock()
+	if fs := shmFiles.open[path]; len(fs) > 0 {
+		if ofi, err := fs[len(fs)-1].Stat(); err == nil && os.SameFile(fi, ofi) {
+			return fs[len(fs)-1], nil
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if shmFiles.open == nil {
+		shmFiles.open = map[string][]*os.File{}
+	}
+	shmFiles.open[path] = append(shmFiles.open[path], f)
+	return f, nil
 }
 
 // samePage1 compares two versions of page 1 but for the fields SQLite itself rewrites when
@@ -446,10 +546,11 @@ func (r *Replicator) lookWithoutWAL(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("replicate %s: %w", r.o.Path, err)
 	}
 	var dv int64
-	if _, err := pin.ExecContext(ctx, "BEGIN"); err == nil {
+	if err = txControl(ctx, pin, "BEGIN"); err == nil {
 		err = pin.QueryRowContext(ctx, "PRAGMA data_version").Scan(&dv)
 	}
 	if err != nil {
+		pin.ExecContext(context.WithoutCancel(ctx), "ROLLBACK") // not back to the pool in a transaction
 		pin.Close()
 		return false, fmt.Errorf("replicate %s: %w", r.o.Path, err)
 	}
@@ -468,10 +569,10 @@ func (r *Replicator) restartWAL(ctx context.Context) error {
 	w, c := r.wal.w, r.wal.c
 	// The bulk of the checkpoint without the lock: up to the held snapshot.
 	if _, err := c.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
-		return err
+		return fmt.Errorf("checkpoint: %w", err)
 	}
-	if _, err := w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return err
+	if err := txControl(ctx, w, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("take the write lock: %w", err)
 	}
 	locked := true
 	defer func() {
@@ -481,17 +582,24 @@ func (r *Replicator) restartWAL(ctx context.Context) error {
 	}()
 	// What came since the look, witnessed and pinned, then checkpointed under the lock.
 	if _, err := r.witness(ctx); err != nil {
-		return err
+		return fmt.Errorf("witness the WAL: %w", err)
 	}
 	if r.wal.full || !r.wal.pos.Valid {
 		return nil
 	}
 	var busy, logged, done int64
 	if err := c.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logged, &done); err != nil {
-		return err
+		return fmt.Errorf("checkpoint under the write lock: %w", err)
 	}
 	if logged != done || logged != int64(r.wal.pos.Frame) {
 		return nil // an older reader holds part of the WAL: not now
+	}
+	// The fence is asked before the snapshot is let go: a refusal after it left the WAL
+	// unpinned, free for any writer to restart, and the next look read every page (red team 44).
+	if r.o.Fence != nil {
+		if err := r.o.Fence(); err != nil {
+			return err
+		}
 	}
 	// Everything is in the database file. Without the held snapshot and with a transaction
 	// begun now, this connection reads from the file alone, and its commit restarts the WAL
@@ -502,8 +610,8 @@ func (r *Replicator) restartWAL(ctx context.Context) error {
 		return err
 	}
 	locked = false
-	if _, err := w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return err
+	if err := txControl(ctx, w, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("take the write lock again: %w", err)
 	}
 	locked = true
 	// A writer may have come between the two transactions: then its frames are witnessed
@@ -516,11 +624,6 @@ func (r *Replicator) restartWAL(ctx context.Context) error {
 		r.wal.dv = -1
 		_, err := r.witness(ctx)
 		return err
-	}
-	if r.o.Fence != nil {
-		if err := r.o.Fence(); err != nil {
-			return err
-		}
 	}
 	var id int32
 	if err := w.QueryRowContext(ctx, "PRAGMA application_id").Scan(&id); err != nil {
@@ -539,8 +642,8 @@ func (r *Replicator) restartWAL(ctx context.Context) error {
 	if err := w.QueryRowContext(ctx, "SELECT data FROM sqlite_dbpage('main') WHERE pgno = 1").Scan(&marker); err != nil {
 		return err
 	}
-	if _, err := w.ExecContext(ctx, "COMMIT"); err != nil {
-		return err
+	if err := txControl(ctx, w, "COMMIT"); err != nil {
+		return fmt.Errorf("commit the marker: %w", err)
 	}
 	locked = false
 	r.wal.marker, r.wal.markerSalt = marker, r.wal.pos.Salt[0]+1

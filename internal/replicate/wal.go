@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -104,6 +105,40 @@ type walFrame struct {
 	Data   []byte // the page, for a commit frame only (valid during the callback); else nil
 }
 
+// walIndexHeader is what the wal-index (the -shm file beside the WAL) says of the WAL: SQLite's
+// own end of it. The file holds two copies of a 48-byte header in the host's byte order
+// (iVersion, unused, iChange, isInit, bigEndCksum, szPage, mxFrame, nPage, aFrameCksum[2],
+// aSalt[2] as the WAL header's bytes, aCksum[2]); a writer updates them under the write lock.
+// A frame past MaxFrame is not part of the database even when its checksum continues the
+// chain: a writer killed after writing its commit frame and before publishing it in this
+// header (or whose fsync of the WAL failed) leaves exactly such a frame, and, as long as
+// another process keeps the -shm, SQLite never recovers it and the next commit overwrites it.
+type walIndexHeader struct {
+	MaxFrame uint32
+	Salt     [2]uint32
+	Sum      [2]uint32 // the checksum of frame MaxFrame (the WAL header's when 0)
+}
+
+const walIndexHeaderSize = 48
+
+func parseWALIndexHeader(b []byte) (walIndexHeader, error) {
+	if len(b) < 2*walIndexHeaderSize {
+		return walIndexHeader{}, errors.New("wal-index header: short")
+	}
+	if !bytes.Equal(b[:walIndexHeaderSize], b[walIndexHeaderSize:2*walIndexHeaderSize]) {
+		return walIndexHeader{}, errors.New("wal-index header: its two copies differ")
+	}
+	ne := binary.NativeEndian
+	if v := ne.Uint32(b[0:]); v != walVersion || b[12] != 1 {
+		return walIndexHeader{}, fmt.Errorf("wal-index header: version %d, initialised %d", v, b[12])
+	}
+	return walIndexHeader{
+		MaxFrame: ne.Uint32(b[16:]),
+		Sum:      [2]uint32{ne.Uint32(b[24:]), ne.Uint32(b[28:])},
+		Salt:     [2]uint32{binary.BigEndian.Uint32(b[32:]), binary.BigEndian.Uint32(b[36:])},
+	}, nil
+}
+
 // readFrames continues the WAL read from r (size bytes) at from, whose salts must be the
 // header's, and calls each for every frame up to the last commit frame whose salts match and
 // whose checksum continues the chain, in order; frames after that commit frame (a transaction
@@ -111,6 +146,11 @@ type walFrame struct {
 // position at that commit frame (from itself when there is none). A frame that breaks the
 // chain ends the WAL, as it does for SQLite's own recovery: it is not an error.
 func readFrames(r io.ReaderAt, size int64, from walPos, each func(walFrame) error) (walPos, error) {
+	return readFramesTo(r, size, from, 1<<32-1, each)
+}
+
+// readFramesTo is readFrames that reads no frame past limit (the wal-index's MaxFrame).
+func readFramesTo(r io.ReaderAt, size int64, from walPos, limit uint32, each func(walFrame) error) (walPos, error) {
 	if !from.Valid || from.PageSize < 512 || from.PageSize > 65536 {
 		return from, errors.New("wal: no valid position to read from")
 	}
@@ -121,7 +161,7 @@ func readFrames(r io.ReaderAt, size int64, from walPos, each func(walFrame) erro
 	var held []walFrame // frames since the last commit frame (no page), handed on at a commit
 	for n := int64(from.Frame) + 1; ; n++ {
 		off := walHeaderSize + (n-1)*frameSize
-		if n > 1<<32-1 || off+frameSize > size {
+		if n > int64(limit) || off+frameSize > size {
 			break
 		}
 		if _, err := r.ReadAt(buf, off); err != nil {
