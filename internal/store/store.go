@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -109,21 +110,29 @@ func OpenReadOnly(ctx context.Context, path string) (*DB, error) {
 // private; without this, a new database under the usual umask 022 was 0644 and so were the
 // WAL files holding its latest commits. Files an older agora left open to others are
 // tightened before SQLite reads them. The mode is changed on the opened file, never by name.
+//
+// An existing file is opened O_PATH only: closing any other descriptor of a file drops every
+// POSIX lock this process holds on it, and a process opening a database it has open already
+// (a handoff's, a checkpointer's) would lose its connections' locks, the -shm's read marks
+// among them, letting another process restart or reset the WAL under its readers (red team
+// 44). An O_PATH descriptor's close releases no lock (the kernel skips it for path-only files).
 func private(path string) error {
+	// A database created here: no lock of this process can be on a file it creates now.
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("open database %s: %w", path, err)
+	}
 	for i, p := range []string{path, path + "-wal", path + "-shm"} {
-		flag := os.O_RDWR
-		if i == 0 {
-			flag |= os.O_CREATE
-		}
-		f, err := os.OpenFile(p, flag, 0o600)
-		if i > 0 && errors.Is(err, fs.ErrNotExist) {
+		fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if i > 0 && errors.Is(err, unix.ENOENT) {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("open database %s: %w", path, err)
+			return fmt.Errorf("open database %s: %w", path, &fs.PathError{Op: "open", Path: p, Err: err})
 		}
-		err = tighten(f)
-		f.Close()
+		err = tighten(fd)
+		unix.Close(fd)
 		if err != nil {
 			return fmt.Errorf("make database file %s private: %w", p, err)
 		}
@@ -131,14 +140,16 @@ func private(path string) error {
 	return nil
 }
 
-// tighten takes group and other permissions off f.
-func tighten(f *os.File) error {
-	fi, err := f.Stat()
-	if err != nil {
+// tighten takes group and other permissions off the file fd (O_PATH) names. fchmod refuses an
+// O_PATH descriptor; its /proc/self/fd link names the very inode it holds, never a path that
+// could have changed since it was opened.
+func tighten(fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
 		return err
 	}
-	if m := fi.Mode().Perm(); m&0o077 != 0 {
-		return f.Chmod(m &^ 0o077)
+	if m := st.Mode & 0o777; m&0o077 != 0 {
+		return unix.Fchmodat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), m&^0o077, 0)
 	}
 	return nil
 }

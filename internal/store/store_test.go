@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -19,6 +20,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(truncateChildEnv); path != "" {
+		truncateChild(path) // TestOpen_AgainKeepsTheProcesssLocks's other process
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 
