@@ -646,10 +646,33 @@ func (r *Replicator) restartWAL(ctx context.Context) error {
 		return fmt.Errorf("commit the marker: %w", err)
 	}
 	locked = false
-	r.wal.marker, r.wal.markerSalt = marker, r.wal.pos.Salt[0]+1
 	r.wal.dv = -1 // this connection's own commit does not move its data_version
+	// A commit that found another reader still on the WAL appended to it rather than
+	// restarting it: then there is no restart to recognise, and a marker kept would let a
+	// later restart by someone else whose first frame happened to match it pass as proven
+	// (red team 44). The header says which, for the salts change only with a restart.
+	if h, ok := r.walHeaderNow(); ok && h.Salt == r.wal.pos.Salt {
+		_, err = r.look(ctx)
+		return err
+	}
+	r.wal.marker, r.wal.markerSalt = marker, r.wal.pos.Salt[0]+1
 	r.wal.stats.Restarts++
 	// Pin the new WAL at once, before another writer's checkpoint could let it restart again.
 	_, err = r.look(ctx)
 	return err
+}
+
+// walHeaderNow reads the WAL's header as it is; false when there is none to read.
+func (r *Replicator) walHeaderNow() (walHeader, bool) {
+	f, err := os.Open(r.o.Path + "-wal")
+	if err != nil {
+		return walHeader{}, false
+	}
+	defer f.Close() // SQLite holds no lock on the -wal file itself (its locks are the -shm's)
+	var b [walHeaderSize]byte
+	if _, err := f.ReadAt(b[:], 0); err != nil {
+		return walHeader{}, false
+	}
+	h, err := parseWALHeader(b[:])
+	return h, err == nil
 }

@@ -292,3 +292,55 @@ func TestReplicate_PeriodicFullReadFindsNothing(t *testing.T) {
 		t.Fatal("the restore differs from the source")
 	}
 }
+
+// TestReplicate_RestartThatAppendedIsNoRestart: the replicator's restart commit finds another
+// reader on the WAL's last frame (it held back nothing from the checkpoint, but a restart waits
+// for it), so the commit appends instead of restarting; the replicator then expects no
+// restarted WAL (keeping its marker would let a later foreign restart whose first frame
+// matched it pass as proven), and the next looks go on from frames.
+func TestReplicate_RestartThatAppendedIsNoRestart(t *testing.T) {
+	_, _, c := bucket(t)
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "agora.db")
+	db := openDB(t, path)
+	insert(t, db, 0, 50)
+	o := replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Hour}
+	r, err := replicate.StartManual(ctx, o, true, 4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	base := replicate.Stats(r).Restarts
+	insert(t, db, 50, 60)
+	reader, err := db.SQL().Conn(ctx) // a snapshot of the newest state: on the WAL's last frame
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	if _, err := reader.ExecContext(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := reader.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := replicate.Stats(r); st.Restarts != base {
+		t.Fatalf("looks: %+v; a restart commit that appended (a reader on the WAL) counted as a restart", st)
+	}
+	reader.ExecContext(ctx, "ROLLBACK")
+	for i := range 5 {
+		insert(t, db, 60+i*5, 65+i*5)
+		if err := r.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := replicate.Stats(r); st.Unproven != 0 || st.Restarts == base {
+		t.Fatalf("looks: %+v; want the WAL restarted once the reader left, every look proven", st)
+	}
+	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
+		t.Fatal("the restore differs from the source")
+	}
+}
