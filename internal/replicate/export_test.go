@@ -6,8 +6,8 @@ import (
 )
 
 // IndexStats is how a replicator's looks went: from frames, full reads, full reads because
-// the WAL's history was unproven, its own WAL restarts, pages a periodic full read found the
-// frames had missed.
+// the WAL's history was unproven, its own WAL restarts, pages the rolling check found the
+// frames had missed, pages it re-read.
 type IndexStats = indexStats
 
 // Stats reads r's look counters.
@@ -15,13 +15,14 @@ func Stats(r *Replicator) IndexStats { return r.wal.stats }
 
 // StartManual is Start without the background loop (the test calls Sync), with every look
 // from frames checked against a full read (verify), the WAL restarted past restartFrames and
-// a periodic full read every fullEvery (0: never).
-func StartManual(ctx context.Context, o Options, verify bool, restartFrames uint32, fullEvery time.Duration) (*Replicator, error) {
+// the rolling check re-reading every page once per checkEvery of looks (0: no check; a period
+// shorter than a look: every page at every look).
+func StartManual(ctx context.Context, o Options, verify bool, restartFrames uint32, checkEvery time.Duration) (*Replicator, error) {
 	r, err := newReplicator(o)
 	if err != nil {
 		return nil, err
 	}
-	r.wal.verify, r.wal.restartFrames, r.wal.fullEvery = verify, restartFrames, fullEvery
+	r.wal.verify, r.wal.restartFrames, r.wal.checkEvery = verify, restartFrames, checkEvery
 	if err := r.nameAfterExisting(ctx); err != nil {
 		r.closeDBs()
 		return nil, err
@@ -58,3 +59,7 @@ func StartEveryPage(ctx context.Context, o Options) (*Replicator, error) {
 // Unpin lets r's held snapshot go, as if it had never held one: SQLite may then restart the
 // WAL behind r's back.
 func Unpin(r *Replicator) { r.wal.unpin() }
+
+// ForgetPage makes r remember page no as shipped with other content than it has: what a page
+// the WAL frames failed to name looks like to the rolling check.
+func ForgetPage(r *Replicator, no int) { r.hashes[no-1] ^= 1 }

@@ -39,8 +39,11 @@ import (
 // application_id, which is then the new WAL's first frame. The next look recognises that
 // frame and reads the new WAL from its start. Anything else that changed the WAL's salts (a
 // restart the replicator did not make; the file gone) is a history that cannot be proven,
-// and that look reads every page. A full read also happens every fullEvery, counting any page
-// the frames did not name (there should be none; it is logged).
+// and that look reads every page. Besides, every look that ships re-reads a slice of the
+// database's other pages and compares them with what was shipped, so that every page is
+// checked once in about checkEvery of changes: a page the frames did not name (there should be
+// none) is counted, logged and shipped. Spread over the looks, the check never costs one look
+// the whole database (a full read of 1 GiB is about a second).
 //
 // The host owns the WAL (AGORA_HOME, never sandbox-writable), so it is read directly.
 
@@ -48,8 +51,8 @@ import (
 // restarts it; SQLite's own default checkpoint point is 1,000.
 const restartFrames = 4096
 
-// defaultFullEvery is how often a look reads every page even when the frames are proven.
-const defaultFullEvery = 10 * time.Minute
+// defaultCheckEvery is how long the rolling check takes to re-read every page.
+const defaultCheckEvery = 10 * time.Minute
 
 // walIndex is what a Replicator knows of the WAL between looks.
 type walIndex struct {
@@ -66,8 +69,8 @@ type walIndex struct {
 	markerSalt uint32 // the restarted WAL's first salt (the old one plus one)
 
 	restartFrames uint32
-	fullEvery     time.Duration
-	lastFull      time.Time
+	checkEvery    time.Duration // the rolling check's period (0: no check)
+	checkNext     int64         // the page the rolling check reads next
 	verify        bool // tests: check every look from frames against a full read
 	everyPage     bool // benchmarks: every look reads every page (the design before frames)
 	stats         indexStats
@@ -76,6 +79,7 @@ type walIndex struct {
 // indexStats counts how looks went (tests and the log read them).
 type indexStats struct {
 	Indexed, Full, Unproven, Restarts, Missed int
+	Checked                                   int // pages the rolling check re-read
 }
 
 func (x *walIndex) init() {
@@ -83,7 +87,7 @@ func (x *walIndex) init() {
 	x.pending = map[uint32]struct{}{}
 	x.full = true // a generation starts with every page
 	x.restartFrames = restartFrames
-	x.fullEvery = defaultFullEvery
+	x.checkEvery = defaultCheckEvery
 }
 
 // txControl runs BEGIN, BEGIN IMMEDIATE or COMMIT on c so that it is never reported failed
@@ -135,8 +139,7 @@ func (r *Replicator) sync(ctx context.Context) error {
 		r.markReplicated(at)
 		return nil
 	}
-	periodic := r.wal.everyPage || r.wal.fullEvery > 0 && at.Sub(r.wal.lastFull) >= r.wal.fullEvery
-	if err := r.shipChanged(ctx, at, periodic); err != nil {
+	if err := r.shipChanged(ctx, at, r.wal.everyPage); err != nil {
 		return err
 	}
 	r.markReplicated(at)
@@ -360,7 +363,7 @@ func samePage1(a, b []byte) bool {
 // shipChanged reads from the held snapshot the pages that changed (every page when r.wal.full)
 // and uploads those whose hash differs from what was shipped; on success it records them
 // shipped and forgets the pending pages.
-func (r *Replicator) shipChanged(ctx context.Context, at time.Time, periodic bool) error {
+func (r *Replicator) shipChanged(ctx context.Context, at time.Time, everyPage bool) error {
 	snap := r.wal.pin
 	var pageSize, pageCount int64
 	if err := snap.QueryRowContext(ctx, "PRAGMA page_size").Scan(&pageSize); err != nil {
@@ -372,7 +375,7 @@ func (r *Replicator) shipChanged(ctx context.Context, at time.Time, periodic boo
 	if pageCount < 0 || pageCount > 1<<31 {
 		return fmt.Errorf("replicate %s: page count %d", r.o.Path, pageCount)
 	}
-	full := r.wal.full || !r.synced || periodic
+	full := r.wal.full || !r.synced || everyPage
 	hashes := make([]uint64, pageCount)
 	copy(hashes, r.hashes)
 	var changed []page
@@ -392,23 +395,20 @@ func (r *Replicator) shipChanged(ctx context.Context, at time.Time, periodic boo
 		if err := r.readAll(ctx, snap, check); err != nil {
 			return err
 		}
-		if periodic && !r.wal.full && r.synced {
-			// A periodic full read over proven frames: a page they did not name is a miss.
-			for _, p := range changed {
-				if _, ok := r.wal.pending[p.No]; !ok && int(p.No) <= len(r.hashes) {
-					r.wal.stats.Missed++
-				}
-			}
-			if r.wal.stats.Missed > 0 && r.o.Logf != nil {
-				r.o.Logf("replicate %s: the WAL frames missed %d changed pages, shipped by the full read", r.o.DB, r.wal.stats.Missed)
-			}
-		}
 		r.wal.stats.Full++
 	} else {
-		if err := r.readPending(ctx, snap, pageCount, check); err != nil {
+		checked := r.checkSlice(pageCount)
+		if err := r.readPending(ctx, snap, pageCount, checked, check); err != nil {
 			return err
 		}
 		r.wal.stats.Indexed++
+		r.wal.stats.Checked += len(checked)
+		if missed := r.missed(changed, checked); missed > 0 {
+			r.wal.stats.Missed += missed
+			if r.o.Logf != nil {
+				r.o.Logf("replicate %s: the WAL frames missed %d changed pages; the rolling check found and ships them", r.o.DB, missed)
+			}
+		}
 		if r.wal.verify {
 			if err := r.verifyAgainstFull(ctx, snap, hashes); err != nil {
 				return err
@@ -425,9 +425,47 @@ func (r *Replicator) shipChanged(ctx context.Context, at time.Time, periodic boo
 	clear(r.wal.pending)
 	if full {
 		r.wal.full = false
-		r.wal.lastFull = at
 	}
 	return nil
+}
+
+// checkSlice is the rolling check's share of this look: the next pages in turn, as many as
+// cover the database once per checkEvery of looks (lag/2 apart), none already pending.
+func (r *Replicator) checkSlice(pageCount int64) map[int64]bool {
+	shipped := min(int64(len(r.hashes)), pageCount)
+	if r.wal.checkEvery <= 0 || shipped == 0 {
+		return nil
+	}
+	looks := int64(r.wal.checkEvery / (r.o.Lag / 2))
+	n := shipped
+	if looks > 1 {
+		n = (shipped + looks - 1) / looks
+	}
+	out := make(map[int64]bool, n)
+	for ; n > 0; n-- {
+		if r.wal.checkNext < 1 || r.wal.checkNext > shipped {
+			r.wal.checkNext = 1
+		}
+		if _, pending := r.wal.pending[uint32(r.wal.checkNext)]; !pending {
+			out[r.wal.checkNext] = true
+		}
+		r.wal.checkNext++
+		if len(out) == int(shipped) {
+			break
+		}
+	}
+	return out
+}
+
+// missed counts the changed pages the rolling check read that no frame named.
+func (r *Replicator) missed(changed []page, checked map[int64]bool) int {
+	n := 0
+	for _, p := range changed {
+		if checked[int64(p.No)] {
+			n++
+		}
+	}
+	return n
 }
 
 // readAll hands every page of the snapshot to check.
@@ -453,10 +491,13 @@ func (r *Replicator) readAll(ctx context.Context, snap *sql.Conn, check func(int
 	return nil
 }
 
-// readPending hands check the pending pages that the snapshot holds and every page past what
-// was last shipped (a database that grew).
-func (r *Replicator) readPending(ctx context.Context, snap *sql.Conn, pageCount int64, check func(int64, []byte) error) error {
-	nos := make([]int64, 0, len(r.wal.pending))
+// readPending hands check the pending pages that the snapshot holds, the rolling check's
+// slice, and every page past what was last shipped (a database that grew).
+func (r *Replicator) readPending(ctx context.Context, snap *sql.Conn, pageCount int64, checked map[int64]bool, check func(int64, []byte) error) error {
+	nos := make([]int64, 0, len(r.wal.pending)+len(checked))
+	for p := range checked {
+		nos = append(nos, p)
+	}
 	for p := range r.wal.pending {
 		if int64(p) <= pageCount && int(p) <= len(r.hashes) {
 			nos = append(nos, int64(p))

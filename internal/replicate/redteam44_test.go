@@ -328,6 +328,14 @@ func TestRedTeam44WAL_WritersInOtherProcesses(t *testing.T) {
 		if d := time.Since(began); d > 500*time.Millisecond {
 			t.Logf("a sync took %s", d)
 		}
+		if err != nil && store.IsBusy(err) {
+			// Two writer processes committing back to back without a pause can keep the
+			// look's BEGIN IMMEDIATE from the lock for its whole busy timeout (SQLite's
+			// busy handler polls; it queues no one). The sync fails and the next one
+			// retries, as serve's loop does: a lag, not a loss. The restore below decides.
+			t.Logf("a sync found the write lock taken for its whole busy timeout: %v", err)
+			continue
+		}
 		if err != nil {
 			os.WriteFile(stop, nil, 0o600)
 			immediate.Wait()
