@@ -23,12 +23,7 @@ func StartManual(ctx context.Context, o Options, verify bool, restartFrames uint
 		return nil, err
 	}
 	r.wal.verify, r.wal.restartFrames, r.wal.checkEvery = verify, restartFrames, checkEvery
-	if err := r.nameAfterExisting(ctx); err != nil {
-		r.closeDBs()
-		return nil, err
-	}
-	if err := r.Sync(ctx); err != nil {
-		r.closeDBs()
+	if err := r.begin(ctx, false); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -42,17 +37,9 @@ func StartEveryPage(ctx context.Context, o Options) (*Replicator, error) {
 		return nil, err
 	}
 	r.wal.everyPage = true
-	if err := r.nameAfterExisting(ctx); err != nil {
-		r.closeDBs()
+	if err := r.begin(ctx, true); err != nil {
 		return nil, err
 	}
-	if err := r.Sync(ctx); err != nil {
-		r.closeDBs()
-		return nil, err
-	}
-	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r.cancel, r.done = cancel, make(chan struct{})
-	go r.loop(lctx)
 	return r, nil
 }
 

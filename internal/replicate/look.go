@@ -71,8 +71,8 @@ type walIndex struct {
 	restartFrames uint32
 	checkEvery    time.Duration // the rolling check's period (0: no check)
 	checkNext     int64         // the page the rolling check reads next
-	verify        bool // tests: check every look from frames against a full read
-	everyPage     bool // benchmarks: every look reads every page (the design before frames)
+	verify        bool          // tests: check every look from frames against a full read
+	everyPage     bool          // benchmarks: every look reads every page (the design before frames)
 	stats         indexStats
 }
 

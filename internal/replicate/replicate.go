@@ -117,18 +117,29 @@ func Start(ctx context.Context, o Options) (*Replicator, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := r.begin(ctx, true); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// begin names the generation, ships its first sync and, with loop, starts syncing every
+// Lag/2; on an error the replicator is closed.
+func (r *Replicator) begin(ctx context.Context, loop bool) error {
 	if err := r.nameAfterExisting(ctx); err != nil {
 		r.closeDBs()
-		return nil, err
+		return err
 	}
 	if err := r.Sync(ctx); err != nil {
 		r.closeDBs()
-		return nil, err
+		return err
 	}
-	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r.cancel, r.done = cancel, make(chan struct{})
-	go r.loop(lctx)
-	return r, nil
+	if loop {
+		lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		r.cancel, r.done = cancel, make(chan struct{})
+		go r.loop(lctx)
+	}
+	return nil
 }
 
 func newReplicator(o Options) (*Replicator, error) {

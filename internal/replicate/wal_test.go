@@ -1,6 +1,7 @@
 package replicate_test
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
@@ -53,22 +54,41 @@ func restoreDump(t *testing.T, r *replicate.Replicator, o replicate.Options) str
 	return dump(t, db.SQL())
 }
 
+// startManual is a database of rows rows and its replicator (StartManual: the test syncs),
+// closed with the test; with logf the replicator logs through t.
+func startManual(t *testing.T, rows int, lag time.Duration, logf, verify bool, restartFrames uint32, checkEvery time.Duration) (*store.DB, *replicate.Replicator, replicate.Options) {
+	t.Helper()
+	_, _, c := bucket(t)
+	path := filepath.Join(t.TempDir(), "agora.db")
+	db := openDB(t, path)
+	insert(t, db, 0, rows)
+	o := replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: lag}
+	if logf {
+		o.Logf = t.Logf
+	}
+	r, err := replicate.StartManual(t.Context(), o, verify, restartFrames, checkEvery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(context.Background()) })
+	return db, r, o
+}
+
+// sameAsSource fails t when the replica's restore is not the source database.
+func sameAsSource(t *testing.T, r *replicate.Replicator, o replicate.Options, db *store.DB) {
+	t.Helper()
+	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
+		t.Fatalf("the restore differs from the source (%d vs %d bytes)", len(got), len(want))
+	}
+}
+
 // TestReplicate_LookReadsOnlyTheFramesPages: after the generation's first copy, a look reads
 // the pages the WAL's new frames name, not the database: a database of thousands of pages
 // with a few rows changed ships those pages, every look from frames is checked against a full
 // read of the same snapshot, and the restore is the source.
 func TestReplicate_LookReadsOnlyTheFramesPages(t *testing.T) {
-	_, _, c := bucket(t)
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "agora.db")
-	db := openDB(t, path)
-	insert(t, db, 0, 5000) // ~3 MiB
-	o := replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Hour}
-	r, err := replicate.StartManual(ctx, o, true, 1<<30, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	db, r, o := startManual(t, 5000, time.Hour, false, true, 1<<30, 0)
 	for i := range 5 {
 		insert(t, db, 5000+i*3, 5000+i*3+3)
 		if err := db.Tx(ctx, func(tx *sql.Tx) error {
@@ -91,9 +111,7 @@ func TestReplicate_LookReadsOnlyTheFramesPages(t *testing.T) {
 	if st2 := replicate.Stats(r); st2 != st {
 		t.Fatalf("an idle look read pages: %+v after %+v", st2, st)
 	}
-	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
-		t.Fatalf("the restore differs from the source (%d vs %d bytes)", len(got), len(want))
-	}
+	sameAsSource(t, r, o, db)
 }
 
 // TestReplicate_FramesUnderChurn is the index's attack: writers inserting, updating, deleting
@@ -102,17 +120,9 @@ func TestReplicate_LookReadsOnlyTheFramesPages(t *testing.T) {
 // the WAL every 64 frames. Every look from frames is checked against a full read of the same
 // snapshot (a page they missed fails the sync), and the restore is the source.
 func TestReplicate_FramesUnderChurn(t *testing.T) {
-	_, _, c := bucket(t)
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "agora.db")
-	db := openDB(t, path)
-	insert(t, db, 0, 500)
-	o := replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Hour, Logf: t.Logf}
-	r, err := replicate.StartManual(ctx, o, true, 64, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	db, r, o := startManual(t, 500, time.Hour, true, true, 64, 0)
+	path := o.Path
 
 	other, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(50)")
 	if err != nil {
@@ -203,9 +213,7 @@ func TestReplicate_FramesUnderChurn(t *testing.T) {
 	if st.Restarts == 0 || st.Indexed < 10 || st.Indexed <= st.Full {
 		t.Errorf("looks: %+v; want the WAL restarted by the replicator and most looks from frames", st)
 	}
-	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
-		t.Fatalf("the restore differs from the source (%d vs %d bytes)", len(got), len(want))
-	}
+	sameAsSource(t, r, o, db)
 }
 
 // TestReplicate_HeldSnapshotKeepsTheWAL: while the replicator holds its snapshot no one else
@@ -213,17 +221,9 @@ func TestReplicate_FramesUnderChurn(t *testing.T) {
 // look is from frames; a WAL restarted behind its back (its snapshot let go) is a history
 // it cannot prove, and that look reads every page, shipping the right state.
 func TestReplicate_HeldSnapshotKeepsTheWAL(t *testing.T) {
-	_, _, c := bucket(t)
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "agora.db")
-	db := openDB(t, path)
-	insert(t, db, 0, 300)
-	o := replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Hour}
-	r, err := replicate.StartManual(ctx, o, true, 1<<30, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	db, r, o := startManual(t, 300, time.Hour, false, true, 1<<30, 0)
+	path := o.Path
 	other, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(100)")
 	if err != nil {
 		t.Fatal(err)
@@ -259,25 +259,14 @@ func TestReplicate_HeldSnapshotKeepsTheWAL(t *testing.T) {
 	if st := replicate.Stats(r); st.Unproven != 1 || st.Full != 2 {
 		t.Fatalf("looks: %+v; want the restart behind its back read in full", st)
 	}
-	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
-		t.Fatal("the restore differs from the source")
-	}
+	sameAsSource(t, r, o, db)
 }
 
 // TestReplicate_RollingCheckFindsNothing: the rolling check re-reads the pages no frame named
 // (here all of them at every look) and finds none the frames missed, across WAL restarts.
 func TestReplicate_RollingCheckFindsNothing(t *testing.T) {
-	_, _, c := bucket(t)
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "agora.db")
-	db := openDB(t, path)
-	insert(t, db, 0, 100)
-	o := replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Hour}
-	r, err := replicate.StartManual(ctx, o, false, 16, time.Nanosecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	db, r, o := startManual(t, 100, time.Hour, false, false, 16, time.Nanosecond)
 	for i := range 20 {
 		insert(t, db, 100+i*10, 110+i*10)
 		if err := r.Sync(ctx); err != nil {
@@ -288,9 +277,7 @@ func TestReplicate_RollingCheckFindsNothing(t *testing.T) {
 	if st.Indexed < 20 || st.Checked < 20*10 || st.Missed != 0 || st.Restarts == 0 {
 		t.Fatalf("looks: %+v; want every look from frames and checking pages, the WAL restarted, nothing missed", st)
 	}
-	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
-		t.Fatal("the restore differs from the source")
-	}
+	sameAsSource(t, r, o, db)
 }
 
 // TestReplicate_RollingCheckShipsAMissedPage: a page shipped with other content than the
@@ -298,18 +285,9 @@ func TestReplicate_RollingCheckFindsNothing(t *testing.T) {
 // by the rolling check, counted, and shipped: the restore is the source again. The check moves
 // through the database in slices, so it is found within a period of looks, not at once.
 func TestReplicate_RollingCheckShipsAMissedPage(t *testing.T) {
-	_, _, c := bucket(t)
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "agora.db")
-	db := openDB(t, path)
-	insert(t, db, 0, 2000)
-	o := replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Second}
 	// 8 looks (lag/2 apart) per period: a slice of an eighth of the pages per look.
-	r, err := replicate.StartManual(ctx, o, false, 1<<30, 4*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	db, r, o := startManual(t, 2000, time.Second, false, false, 1<<30, 4*time.Second)
 	replicate.ForgetPage(r, 7)
 	for i := range 8 {
 		insert(t, db, 2000+i, 2001+i)
@@ -323,9 +301,7 @@ func TestReplicate_RollingCheckShipsAMissedPage(t *testing.T) {
 	if st := replicate.Stats(r); st.Missed != 1 {
 		t.Fatalf("looks: %+v; want the one forgotten page found once in a period of looks", st)
 	}
-	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
-		t.Fatal("the restore differs from the source")
-	}
+	sameAsSource(t, r, o, db)
 }
 
 // TestReplicate_RestartThatAppendedIsNoRestart: the replicator's restart commit finds another
@@ -334,17 +310,8 @@ func TestReplicate_RollingCheckShipsAMissedPage(t *testing.T) {
 // restarted WAL (keeping its marker would let a later foreign restart whose first frame
 // matched it pass as proven), and the next looks go on from frames.
 func TestReplicate_RestartThatAppendedIsNoRestart(t *testing.T) {
-	_, _, c := bucket(t)
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "agora.db")
-	db := openDB(t, path)
-	insert(t, db, 0, 50)
-	o := replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Hour}
-	r, err := replicate.StartManual(ctx, o, true, 4, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	db, r, o := startManual(t, 50, time.Hour, false, true, 4, 0)
 	base := replicate.Stats(r).Restarts
 	insert(t, db, 50, 60)
 	reader, err := db.SQL().Conn(ctx) // a snapshot of the newest state: on the WAL's last frame
@@ -375,7 +342,5 @@ func TestReplicate_RestartThatAppendedIsNoRestart(t *testing.T) {
 	if st := replicate.Stats(r); st.Unproven != 0 || st.Restarts == base {
 		t.Fatalf("looks: %+v; want the WAL restarted once the reader left, every look proven", st)
 	}
-	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
-		t.Fatal("the restore differs from the source")
-	}
+	sameAsSource(t, r, o, db)
 }
