@@ -3,10 +3,10 @@ package kubernetes
 import (
 	"fmt"
 
-	"github.com/agora-dev/agora/internal/store"
+	"github.com/agora-dev/agora/internal/fence"
 )
 
-// fenced is the leader fence (store.CheckFence) asked before each delete this provider makes
+// fenced is the leader fence (internal/fence) asked before each delete this provider makes
 // in the namespace: nil while this process may act (no fence, or an open one).
 //
 // Red team 44: a process whose leader lost its lease (a fenced supervisor or standby, a serve
@@ -18,7 +18,7 @@ import (
 // every delete path (sweeps, a pool's close, a Sandbox's or claim's end, Cancel) waits here,
 // as deleteJob already did.
 func fenced(what string) error {
-	if err := store.CheckFence(); err != nil {
+	if err := fence.Check(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil

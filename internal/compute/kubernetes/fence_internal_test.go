@@ -7,7 +7,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/agora-dev/agora/internal/store"
+	"github.com/agora-dev/agora/internal/fence"
 )
 
 // TestFence_DeleteJobRefused: under a closed leader fence (a supervisor whose serve lost its
@@ -20,7 +20,7 @@ func TestFence_DeleteJobRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	fenced := errors.New("lease agora/leader: leadership ended; refusing to commit")
-	restore := store.SetFence(func() error { return fenced })
+	restore := fence.Set(func() error { return fenced })
 	if err := p.deleteJob(job.Name, job.UID); !errors.Is(err, fenced) {
 		t.Errorf("a fenced delete: %v, want the fence's error", err)
 	}

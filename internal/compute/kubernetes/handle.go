@@ -16,7 +16,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/remote"
-	"github.com/agora-dev/agora/internal/store"
+	"github.com/agora-dev/agora/internal/fence"
 )
 
 // Watch pacing: a watch is renewed at least this often (a missed event costs at most this),
@@ -113,7 +113,7 @@ func (h *handle) run(ctx context.Context) {
 		h.p.releaseSession(h.name)
 	}
 	h.p.forgetCancel(h.name)
-	if ferr := store.CheckFence(); ferr != nil {
+	if ferr := fence.Check(); ferr != nil {
 		// A supervisor whose serve lost its lease (#31): the Job's Secret, or a pool pod's
 		// claim, may be the new leader's to use now that it adopted the dispatch.
 		exit.Duration = time.Since(h.start)

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/agora-dev/agora/internal/store"
+	"github.com/agora-dev/agora/internal/fence"
 )
 
 // closedFence sets this process's leader fence shut (a supervisor, standby or serve whose
@@ -19,7 +19,7 @@ import (
 func closedFence(t *testing.T) (fenceErr error, open func()) {
 	t.Helper()
 	fenceErr = errors.New("leader fence /home/leader.fence: closed: leadership ended; refusing to commit")
-	restore := store.SetFence(func() error { return fenceErr })
+	restore := fence.Set(func() error { return fenceErr })
 	var done bool
 	open = func() {
 		if !done {
