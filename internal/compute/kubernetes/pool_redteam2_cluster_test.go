@@ -158,34 +158,38 @@ func TestAgentSandboxPool_AttackReplacedPodWithProbeNeverBound(t *testing.T) {
 		Labels: real.Labels, Annotations: real.Annotations, OwnerReferences: real.OwnerReferences}, Spec: *real.Spec.DeepCopy()}
 	fake.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
 		Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", "cat /proc/*/environ >/dev/null"}}}}
-	var ours *corev1.Pod
-	for try := 0; try < 200 && ours == nil; try++ {
-		cur, err := pods.Get(t.Context(), real.Name, metav1.GetOptions{})
-		if err == nil {
-			pods.Delete(t.Context(), real.Name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0)), Preconditions: &metav1.Preconditions{UID: &cur.UID}})
-		}
-		if made, err := pods.Create(t.Context(), fake.DeepCopy(), metav1.CreateOptions{}); err == nil {
-			ours = made
-		}
-	}
-	if ours == nil {
-		t.Fatal("the controller remade the pod first 200 times: the attack did not happen")
-	}
-	// Running as the Sandbox's pod (kwok runs it), for a while: the controller kept it.
+	// The controller races the replacement: it may remake the pod first, or delete ours
+	// before it runs (as under CI's load). The attack is only made once the controller keeps
+	// ours running; a lost race is tried again, never counted as refused.
 	var running *corev1.Pod
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) && running == nil {
-		pod, err := pods.Get(t.Context(), real.Name, metav1.GetOptions{})
-		if err != nil || pod.UID != ours.UID {
-			t.Fatalf("the controller did not keep the replacement pod (%v): no attack to refuse", err)
+	for attempt := 0; attempt < 5 && running == nil; attempt++ {
+		var ours *corev1.Pod
+		for try := 0; try < 200 && ours == nil; try++ {
+			cur, err := pods.Get(t.Context(), real.Name, metav1.GetOptions{})
+			if err == nil {
+				pods.Delete(t.Context(), real.Name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0)), Preconditions: &metav1.Preconditions{UID: &cur.UID}})
+			}
+			if made, err := pods.Create(t.Context(), fake.DeepCopy(), metav1.CreateOptions{}); err == nil {
+				ours = made
+			}
 		}
-		if pod.Status.Phase == corev1.PodRunning {
-			running = pod
+		if ours == nil {
+			continue
 		}
-		time.Sleep(50 * time.Millisecond)
+		// Running as the Sandbox's pod (kwok runs it), for a while: the controller kept it.
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && running == nil; time.Sleep(50 * time.Millisecond) {
+			pod, err := pods.Get(t.Context(), real.Name, metav1.GetOptions{})
+			if err != nil || pod.UID != ours.UID {
+				t.Logf("attempt %d: the controller did not keep the replacement pod (%v); again", attempt+1, err)
+				break
+			}
+			if pod.Status.Phase == corev1.PodRunning {
+				running = pod
+			}
+		}
 	}
 	if running == nil {
-		t.Fatal("the replacement pod never ran")
+		t.Fatal("in 5 attempts the controller never kept a replacement pod running: the attack did not happen")
 	}
 	enrolled := enrolPods(t, g, cs, []corev1.Pod{*running})
 	id := clusterID("POOLPROBE")
@@ -193,7 +197,7 @@ func TestAgentSandboxPool_AttackReplacedPodWithProbeNeverBound(t *testing.T) {
 	if err == nil {
 		p.Cancel(t.Context(), h.TaskID())
 		select {
-		case d := <-enrolled[string(ours.UID)].got:
+		case d := <-enrolled[string(running.UID)].got:
 			t.Errorf("the replacement pod with an exec probe in the worker's container was handed dispatch %q", d)
 		case <-time.After(5 * time.Second):
 			t.Errorf("a claim of a pool whose only pod is a replacement with an exec probe was accepted")
