@@ -13,7 +13,11 @@ import (
 // other process of such a home (`agora mcp`, a CLI on a standby replica's pod, a replica that
 // led once) reads an agora.db that may be a stale copy: the dispatches it lists as live may
 // be the leader's, adopted since, and reaping or cancelling them would end and stop the
-// leader's work (red team 44).
+// leader's work (red team 44). Its Kubernetes dispatches start cold too: the home's identity
+// on its Kubernetes objects is its audit key alone, the same for every copy of the home, so
+// its sweeps deleted the leader's ready slot Jobs and the parts of slots being made, its pool
+// keeper adopted the leader's pool by name and deleted it at its close, and the leader's
+// sweeps deleted the slots it made.
 func (d *Dispatcher) leads() bool {
 	return d.Config == nil || !d.Config.Leader.Set() || store.Fenced()
 }

@@ -222,7 +222,7 @@ func (d *Dispatcher) WarmTargets() map[string]int {
 		return out
 	}
 	for name, t := range d.Config.Targets {
-		if warmTarget(t) || warmDockerTarget(t) || warmK8sTarget(t) && d.holdsK8sWarm() {
+		if warmTarget(t) || warmDockerTarget(t) || warmK8sTarget(t) && d.leads() {
 			out[name] = t.Warm
 		}
 	}

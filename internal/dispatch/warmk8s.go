@@ -43,19 +43,6 @@ func warmK8sTarget(t config.Target) bool {
 	return t.Warm > 0 && t.Provider == config.ProviderKubernetes
 }
 
-// holdsK8sWarm says whether this process may hold and sweep the home's Kubernetes warm slots
-// and pools: always without leader: in agora.yaml, and with it only under a leader's fence
-// (the leading serve, or a supervisor or standby it started).
-//
-// Red team 44: the home's identity on its Kubernetes objects is its audit key alone, the same
-// for every copy of the home, and a pool's name hashes it. So any other process of an HA home
-// that keeps warm slots (`agora mcp` on a standby replica's pod, or anywhere the home's keys
-// were copied) selected the leader's objects as its own: its sweeps deleted the leader's ready
-// slot Jobs and the parts of slots being made (none is live in its own state directory), its
-// pool keeper adopted the leader's pool by name and deleted it at its close, and the leader's
-// sweeps deleted the slots it made. Such a process now starts its Kubernetes dispatches cold.
-func (d *Dispatcher) holdsK8sWarm() bool { return d.leads() }
-
 // k8sSlots is the gateway slot store the kubernetes slots' tokens live in.
 func (d *Dispatcher) k8sSlots() *netgw.Slots {
 	return &netgw.Slots{Dir: filepath.Join(d.gatewayDir(), "slots")}
@@ -149,8 +136,8 @@ func (d *Dispatcher) k8sProvider(ctx context.Context, target string) (*kubernete
 // sweepK8sSlots revokes the gateway slots of dead holders and deletes the slot Jobs no living
 // holder stands for (claimed ones run on to their deadline).
 func (d *Dispatcher) sweepK8sSlots(ctx context.Context) error {
-	if !d.holdsK8sWarm() {
-		return nil // the leader's to sweep (holdsK8sWarm)
+	if !d.leads() {
+		return nil // the leader's to sweep (leads)
 	}
 	slots := d.k8sSlots()
 	if _, err := slots.Sweep(ctx); err != nil {

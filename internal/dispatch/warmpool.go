@@ -121,8 +121,8 @@ type PoolKeeper struct {
 // KeepPools starts the keeper of d's `warm_pool` targets; nil when it has none. A root agora
 // keeps none: its dispatches run as leased uids, which a pool's shared one cannot be.
 func (d *Dispatcher) KeepPools(ctx context.Context) *PoolKeeper {
-	if d.Config == nil || !d.holdsK8sWarm() {
-		return nil // without a leader's fence in an HA home: the leader's pools (holdsK8sWarm)
+	if d.Config == nil || !d.leads() {
+		return nil // without a leader's fence in an HA home: the leader's pools (leads)
 	}
 	any := false
 	for name, t := range d.Config.Targets {

@@ -95,17 +95,9 @@ func appendDeadCommitFrame(t *testing.T, path string, dbPages uint32) uint32 {
 // from that position, and the pages they changed are never shipped (verify fails the sync;
 // without it the replica silently lacks them).
 func TestRedTeam44WAL_DeadWritersCommitFrame(t *testing.T) {
-	_, _, c := bucket(t)
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "agora.db")
-	db := openDB(t, path)
-	insert(t, db, 0, 200)
-	o := replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Hour, Logf: t.Logf}
-	r, err := replicate.StartManual(ctx, o, true, 1<<30, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	db, r, o := startManual(t, 200, time.Hour, true, true, 1<<30, 0)
+	path := o.Path
 	insert(t, db, 200, 210)
 	if err := r.Sync(ctx); err != nil {
 		t.Fatal(err)
@@ -140,9 +132,7 @@ func TestRedTeam44WAL_DeadWritersCommitFrame(t *testing.T) {
 	if err := db.SQL().QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&ok); err != nil || ok != "ok" {
 		t.Fatalf("the source after the dead frame: %q, %v", ok, err)
 	}
-	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
-		t.Fatal("the restore differs from the source")
-	}
+	sameAsSource(t, r, o, db)
 }
 
 // rt44ChildEnv starts this test binary as TestRedTeam44Child_Writer: a writer in another
@@ -298,18 +288,10 @@ func TestRedTeam44Child_Writer(t *testing.T) {
 // every 32 frames and checks every look from frames against a full read. The restore is the
 // source and the source is whole.
 func TestRedTeam44WAL_WritersInOtherProcesses(t *testing.T) {
-	_, _, c := bucket(t)
 	ctx := t.Context()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "agora.db")
-	db := openDB(t, path)
-	insert(t, db, 0, 300)
-	o := replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Hour, Logf: t.Logf}
-	r, err := replicate.StartManual(ctx, o, true, 32, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	db, r, o := startManual(t, 300, time.Hour, true, true, 32, 0)
+	path := o.Path
+	dir := filepath.Dir(path)
 	stop := filepath.Join(dir, "stop")
 	deferred := startWriterProcess(t, path, "deferred", stop, 7)
 	immediate := startWriterProcess(t, path, "immediate", stop, 1)
@@ -362,9 +344,7 @@ func TestRedTeam44WAL_WritersInOtherProcesses(t *testing.T) {
 	if err := db.SQL().QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&ok); err != nil || ok != "ok" {
 		t.Fatalf("the source: %q, %v", ok, err)
 	}
-	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
-		t.Fatalf("the restore differs from the source (%d vs %d bytes)", len(got), len(want))
-	}
+	sameAsSource(t, r, o, db)
 }
 
 // TestRedTeam44WAL_SnapshotHoldsAgainstAnotherProcess: the snapshot the replicator holds
@@ -373,18 +353,9 @@ func TestRedTeam44WAL_WritersInOtherProcesses(t *testing.T) {
 // opened and closed the -shm itself released them all, its snapshot's included (within one
 // process SQLite tracks its own locks, so only another process sees this).
 func TestRedTeam44WAL_SnapshotHoldsAgainstAnotherProcess(t *testing.T) {
-	_, _, c := bucket(t)
 	ctx := t.Context()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "agora.db")
-	db := openDB(t, path)
-	insert(t, db, 0, 100)
-	o := replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Hour}
-	r, err := replicate.StartManual(ctx, o, true, 1<<30, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	db, r, o := startManual(t, 100, time.Hour, false, true, 1<<30, 0)
+	path := o.Path
 	for i := range 3 {
 		insert(t, db, 100+i*10, 110+i*10)
 		if err := r.Sync(ctx); err != nil {
@@ -407,9 +378,7 @@ func TestRedTeam44WAL_SnapshotHoldsAgainstAnotherProcess(t *testing.T) {
 	if st := replicate.Stats(r); st.Unproven != 0 || st.Full != 1 {
 		t.Fatalf("looks: %+v; want every look after the first from frames", st)
 	}
-	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
-		t.Fatal("the restore differs from the source")
-	}
+	sameAsSource(t, r, o, db)
 }
 
 // errRT44Fence is the fence's refusal in the red team's tests.
@@ -482,9 +451,7 @@ func TestRedTeam44WAL_FenceFailsBetweenWitnessAndShip(t *testing.T) {
 	if st.Unproven != 0 {
 		t.Errorf("looks: %+v; a refusal left the WAL unpinned and restarted behind the replicator (each such look reads every page)", st)
 	}
-	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
-		t.Fatalf("the restore differs from the source (%d vs %d bytes)", len(got), len(want))
-	}
+	sameAsSource(t, r, o, db)
 }
 
 // TestRedTeam44WAL_ReplicatorKilled: a process committing a row at a time and syncing after
@@ -562,9 +529,7 @@ func TestRedTeam44WAL_ReplicatorKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close(ctx)
-	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
-		t.Fatal("the restore differs from the source")
-	}
+	sameAsSource(t, r, o, db)
 }
 
 // TestRedTeam44WAL_PageSizesAndVacuum: the smallest and largest page sizes, auto_vacuum FULL
@@ -786,17 +751,9 @@ func TestRedTeam44WAL_WriterLatency(t *testing.T) {
 // of every process waited for it, and every later look failed ("cannot start a transaction
 // within a transaction"), until the replicator was closed.
 func TestRedTeam44WAL_CanceledWhileWaitingForTheLock(t *testing.T) {
-	_, _, c := bucket(t)
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "agora.db")
-	db := openDB(t, path)
-	insert(t, db, 0, 100)
-	o := replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Hour}
-	r, err := replicate.StartManual(ctx, o, true, 1<<30, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	db, r, o := startManual(t, 100, time.Hour, false, true, 1<<30, 0)
+	path := o.Path
 	insert(t, db, 100, 110)
 	holder, err := db.SQL().Conn(ctx)
 	if err != nil {
@@ -827,7 +784,5 @@ func TestRedTeam44WAL_CanceledWhileWaitingForTheLock(t *testing.T) {
 	if err := r.Sync(ctx); err != nil {
 		t.Fatalf("the next sync: %v", err)
 	}
-	if got, want := restoreDump(t, r, o), dump(t, db.SQL()); got != want {
-		t.Fatal("the restore differs from the source")
-	}
+	sameAsSource(t, r, o, db)
 }
