@@ -31,6 +31,7 @@ const (
 	handoffAnswer  = 5 * time.Second
 	orchDir        = "orch"
 	orchSocket     = "orch.sock"
+	residentSocket = "resident.sock" // internal/cli's: the resident dispatcher's
 )
 
 // Exit codes the front ends with itself (internal/cli/exitcode.go).
@@ -53,15 +54,25 @@ func tryHandoff(full string, args []string) (int, bool) {
 	if !ok {
 		return 0, false
 	}
-	body, sock, ok := handoffRequest(full, flags)
+	body, socks, ok := handoffRequest(full, flags)
 	if !ok {
 		return 0, false
 	}
 	// Connected first: serve takes the connection while the front makes its signal handler.
 	// Before the handler, a Ctrl-C ends the front as it would have ended before it dialed
 	// (no request was sent); after it, the command's Ctrl-C is the front's (notTaken).
-	sc, err := dialServe(sock)
-	if err != nil {
+	// serve's socket first, then the resident dispatcher's.
+	var sc *serveConn
+	var sock string
+	for _, s := range socks {
+		if c, err := dialServe(s); err == nil {
+			sc, sock = c, s
+			break
+		}
+	}
+	if sc == nil {
+		// Nobody listens: the whole program runs the dispatch, and starts the resident
+		// dispatcher for the next one (internal/cli, startResident).
 		execFull(full, envNoHandoff+"=1")
 	}
 	in := watchInterrupts()
@@ -111,17 +122,22 @@ func homeDir() (string, bool) {
 
 // handoffRequest is internal/cli's handoffRequest for the flags the front read. Exe is the
 // whole program, which serve runs as and the front would exec.
-func handoffRequest(full string, r *runFlags) ([]byte, string, bool) {
+func handoffRequest(full string, r *runFlags) ([]byte, []string, bool) {
 	dir, ok := homeDir()
 	if !ok {
-		return nil, "", false
+		return nil, nil, false
 	}
-	sock := filepath.Join(dir, orchDir, orchSocket)
-	if !trustedSocket(filepath.Join(dir, orchDir), sock) {
-		return nil, "", false
+	var socks []string
+	for _, name := range []string{orchSocket, residentSocket} {
+		if sock := filepath.Join(dir, orchDir, name); trustedSocket(filepath.Join(dir, orchDir), sock) {
+			socks = append(socks, sock)
+		}
+	}
+	if len(socks) == 0 {
+		return nil, nil, false
 	}
 	hr := api.HandoffRequest{
-		Home: dir, Exe: full, Env: api.EnvDigest(os.Environ()),
+		Home: dir, Exe: full, Env: api.EnvDigest(os.Environ()), EnvAll: api.ResidentEnvDigest(os.Environ()),
 		Subagent: r.subagent, Envs: r.envs, Target: r.target, Repo: r.repo, Workspace: r.workspace,
 		Revision: r.rev, TimeoutNS: int64(r.timeout), Callback: r.callback,
 		Learn: r.learn, Detach: r.detach, Progress: r.progress || isTerminal(os.Stderr), Output: r.output,
@@ -132,9 +148,9 @@ func handoffRequest(full string, r *runFlags) ([]byte, string, bool) {
 	}
 	body, err := encodeRequest(&hr)
 	if err != nil {
-		return nil, "", false
+		return nil, nil, false
 	}
-	return body, sock, true
+	return body, socks, true
 }
 
 // tracing reports whether an OTEL_* variable is set: the whole program then runs the
@@ -239,7 +255,7 @@ func follow(ctx context.Context, full, sock string, body io.Reader) int {
 				}
 			}
 		}
-		return lost(ctx, full, id, err)
+		return lost(ctx, full, sock, id, err)
 	}
 }
 
@@ -274,16 +290,20 @@ func cancelHandoff(sock, handle string) {
 // lost is the end when serve's stream broke before its end frame. Before serve said it
 // accepted the dispatch, the front says so as the whole program does; after, the whole
 // program reads the dispatch's end from agora.db (it may still be running in a standby).
-func lost(ctx context.Context, full, id string, cause error) int {
+func lost(ctx context.Context, full, sock, id string, cause error) int {
+	who := "the orchestrator (agora orch serve)"
+	if filepath.Base(sock) == residentSocket {
+		who = "the resident dispatcher (agora dispatch resident)"
+	}
 	if id == "" {
-		msg := fmt.Sprintf("the orchestrator (agora orch serve) stopped before it said it accepted the dispatch (%v); see 'agora dispatch list' whether it was", cause)
+		msg := fmt.Sprintf("%s stopped before it said it accepted the dispatch (%v); see 'agora dispatch list' whether it was", who, cause)
 		if ctx.Err() != nil {
 			fmt.Fprintf(os.Stderr, "agora: interrupted: agora dispatch run stopped before it finished (%s); what it had written is committed, see 'agora audit log'\n", msg)
 			return exitInterrupted
 		}
 		return renderError(exitError, msg, "", false)
 	}
-	fmt.Fprintf(os.Stderr, "agora: the orchestrator (agora orch serve) that ran dispatch %s stopped (%v); reading its end here\n", id, cause)
+	fmt.Fprintf(os.Stderr, "agora: %s that ran dispatch %s stopped (%v); reading its end here\n", who, id, cause)
 	execFull(full, envNoHandoff+"=1", envHandoffLost+"="+id)
 	return exitError
 }

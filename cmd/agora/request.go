@@ -22,6 +22,7 @@ func encodeRequest(r *api.HandoffRequest) ([]byte, error) {
 	b = appendField(b, `{"home":`, r.Home)
 	b = appendField(b, `,"exe":`, r.Exe)
 	b = appendField(b, `,"env":`, r.Env)
+	b = appendOmitEmpty(b, `,"env_all":`, r.EnvAll)
 	if r.StartBy != 0 {
 		b = strconv.AppendInt(append(b, `,"start_by":`...), r.StartBy, 10)
 	}

@@ -64,6 +64,7 @@ Exit codes of run and resume:
 		newDispatchApprovalCmd(f),
 		newDispatchDeliverCmd(f, nil),
 		newDispatchSuperviseCmd(f, nil),
+		newDispatchResidentCmd(f, nil),
 	)
 	return cmd
 }
@@ -258,6 +259,7 @@ func dispatchRunRun(ctx context.Context, opts *dispatchRunOptions) error {
 	if err := handoff(ctx, opts); !errors.Is(err, errNoHandoff) {
 		return err
 	}
+	startResident(ctx, opts)
 	return runDispatch(ctx, opts.f, opts.req, opts.detach, opts.output, opts.progress || opts.f.IO.ErrTTY)
 }
 

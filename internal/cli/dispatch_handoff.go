@@ -48,20 +48,36 @@ var errNoHandoff = errors.New("no hand-off")
 // CLI then runs today's in-process path with no visible difference. Once serve took the
 // dispatch, every outcome is this command's: its output, its exit code, its Ctrl-C.
 func handoff(ctx context.Context, opts *dispatchRunOptions) error {
-	body, sock, ok := handoffRequest(opts)
+	body, socks, ok := handoffRequest(opts)
 	if !ok {
 		return errNoHandoff
 	}
-	hc := handoffClient(sock)
-	// The stream outlives a Ctrl-C: the cancel goes by its own request, and the stream then
-	// carries the dispatch's end, as the in-process path prints it.
-	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, "http://agora"+api.HandoffPath, bytes.NewReader(body))
-	if err != nil {
-		return errNoHandoff
+	// serve's socket first, then the resident dispatcher's: the first that takes the
+	// connection answers, and its answer is the only one asked for.
+	var resp *http.Response
+	var hc *http.Client
+	var who string
+	for _, sock := range socks {
+		who = handoffTaker(sock)
+		hc = handoffClient(sock)
+		// The stream outlives a Ctrl-C: the cancel goes by its own request, and the stream
+		// then carries the dispatch's end, as the in-process path prints it.
+		req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, "http://agora"+api.HandoffPath, bytes.NewReader(body))
+		if err != nil {
+			return errNoHandoff
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err = hc.Do(req)
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			continue // nobody listens there
+		}
+		if err != nil {
+			return errNoHandoff
+		}
+		break
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
+	if resp == nil {
 		return errNoHandoff
 	}
 	defer resp.Body.Close()
@@ -69,38 +85,45 @@ func handoff(ctx context.Context, opts *dispatchRunOptions) error {
 		// 404 (an older serve), 409 (declined), 400, 403: serve did not take it.
 		return errNoHandoff
 	}
-	return followHandoff(ctx, opts, hc, resp.Body)
+	return followHandoff(ctx, opts, hc, who, resp.Body)
 }
 
-// handoffRequest builds the request, or says the dispatch stays in this process.
-func handoffRequest(opts *dispatchRunOptions) ([]byte, string, bool) {
+// handoffTaker names, for the user, what listens on sock: serve or the resident dispatcher.
+func handoffTaker(sock string) string {
+	if filepath.Base(sock) == residentSocket {
+		return "the resident dispatcher (agora dispatch resident)"
+	}
+	return "the orchestrator (agora orch serve)"
+}
+
+// handoffRequest builds the request and lists the sockets to try it on (serve's, then the
+// resident dispatcher's; those this user does not own are left out), or says the dispatch
+// stays in this process.
+func handoffRequest(opts *dispatchRunOptions) ([]byte, []string, bool) {
 	f := opts.f
-	if opts.inProcess || opts.notUTF8 || f.Getenv(envNoHandoff) != "" {
-		return nil, "", false
+	if !handsOff(opts) || f.Getenv(envNoHandoff) != "" {
+		return nil, nil, false
 	}
-	// --actor is recorded as given, and a trace joined, only by this process: keep them here.
-	// So is a relative --repo: serve resolves paths from its own directory.
-	if f.actorFlag != "" || f.Getenv("TRACEPARENT") != "" || (opts.req.Repo != "" && !filepath.IsAbs(opts.req.Repo)) {
-		return nil, "", false
-	}
-	dir, err := f.HomeDir()
+	dir, err := absHome(f)
 	if err != nil {
-		return nil, "", false
+		return nil, nil, false
 	}
-	if dir, err = filepath.Abs(dir); err != nil {
-		return nil, "", false
+	var socks []string
+	for _, name := range []string{orchSocket, residentSocket} {
+		if sock := filepath.Join(dir, orchDir, name); trustedSocket(filepath.Join(dir, orchDir), sock) {
+			socks = append(socks, sock)
+		}
 	}
-	sock := filepath.Join(dir, orchDir, orchSocket)
-	if !trustedSocket(filepath.Join(dir, orchDir), sock) {
-		return nil, "", false
+	if len(socks) == 0 {
+		return nil, nil, false
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, "", false
+		return nil, nil, false
 	}
 	r := opts.req
 	hr := api.HandoffRequest{
-		Home: dir, Exe: exe, Env: api.EnvDigest(os.Environ()),
+		Home: dir, Exe: exe, Env: api.EnvDigest(os.Environ()), EnvAll: api.ResidentEnvDigest(os.Environ()),
 		Subagent: r.Subagent, Envs: r.Envs, Target: r.Target, Input: r.Input, Repo: r.Repo, Workspace: r.Workspace,
 		Revision: r.Revision, TimeoutNS: int64(r.Timeout), Callback: r.CallbackURL, Budget: r.Budget, Verify: r.Verify,
 		Learn: r.Learn, Detach: opts.detach, Progress: opts.progress || f.IO.ErrTTY,
@@ -112,14 +135,33 @@ func handoffRequest(opts *dispatchRunOptions) ([]byte, string, bool) {
 	}
 	if r.Grants != nil {
 		if hr.Grants, err = json.Marshal(r.Grants); err != nil {
-			return nil, "", false
+			return nil, nil, false
 		}
 	}
 	body, err := json.Marshal(hr)
 	if err != nil {
-		return nil, "", false
+		return nil, nil, false
 	}
-	return body, sock, true
+	return body, socks, true
+}
+
+// handsOff reports whether this dispatch may be run by another process of the home (serve,
+// the resident dispatcher) at all. --actor is recorded as given, and a trace joined, only by
+// this process: they stay here. So does a relative --repo: serve resolves paths from its own
+// directory.
+func handsOff(opts *dispatchRunOptions) bool {
+	f := opts.f
+	return !opts.inProcess && !opts.notUTF8 && f.actorFlag == "" && f.Getenv("TRACEPARENT") == "" &&
+		(opts.req.Repo == "" || filepath.IsAbs(opts.req.Repo))
+}
+
+// absHome is AGORA_HOME made absolute.
+func absHome(f *Factory) (string, error) {
+	dir, err := f.HomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Abs(dir)
 }
 
 // trustedSocket reports whether sock (in dir) is serve's: the directory and the socket are
@@ -168,7 +210,7 @@ func handoffClient(sock string) *http.Client {
 
 // followHandoff writes serve's frames to this command's streams until the end frame, and
 // turns a Ctrl-C into a cancel of the dispatch in serve.
-func followHandoff(ctx context.Context, opts *dispatchRunOptions, hc *http.Client, body io.Reader) error {
+func followHandoff(ctx context.Context, opts *dispatchRunOptions, hc *http.Client, who string, body io.Reader) error {
 	f := opts.f
 	handles := make(chan string, 1)
 	done := make(chan struct{})
@@ -191,11 +233,11 @@ func followHandoff(ctx context.Context, opts *dispatchRunOptions, hc *http.Clien
 	for {
 		line, err := readFrameLine(br)
 		if err != nil {
-			return handoffLost(ctx, opts, id, err)
+			return handoffLost(ctx, opts, who, id, err)
 		}
 		fr, err := api.DecodeHandoffFrame(line)
 		if err != nil {
-			return handoffLost(ctx, opts, id, err)
+			return handoffLost(ctx, opts, who, id, err)
 		}
 		switch {
 		case fr.Handle != "":
@@ -272,11 +314,11 @@ func (e *remoteError) Hint() string  { return e.hint }
 // killed) while it ran the dispatch. The worker stopped with it (bubblewrap dies with its
 // parent); the dispatch is reaped as any other whose supervisor died, and this command ends
 // as the in-process path would for it.
-func handoffLost(ctx context.Context, opts *dispatchRunOptions, id string, cause error) error {
+func handoffLost(ctx context.Context, opts *dispatchRunOptions, who, id string, cause error) error {
 	if id == "" {
-		return fmt.Errorf("the orchestrator (agora orch serve) stopped before it said it accepted the dispatch (%v); see 'agora dispatch list' whether it was", cause)
+		return fmt.Errorf("%s stopped before it said it accepted the dispatch (%v); see 'agora dispatch list' whether it was", who, cause)
 	}
-	fmt.Fprintf(opts.f.IO.ErrOut, "agora: the orchestrator (agora orch serve) that ran dispatch %s stopped (%v); reading its end here\n", id, cause)
+	fmt.Fprintf(opts.f.IO.ErrOut, "agora: %s that ran dispatch %s stopped (%v); reading its end here\n", who, id, cause)
 	return followLost(ctx, opts, id)
 }
 

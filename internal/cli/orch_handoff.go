@@ -34,12 +34,15 @@ const frontName = "agora"
 // since serve started, a peer that is not a person's `agora dispatch run`) is declined, and
 // the CLI supervises it itself.
 type handoffRunner struct {
-	f       *Factory
-	d       *dispatch.Dispatcher
-	sup     *detach.Supervisors // serve's: --detach and warm slots go through its standbys
-	home    string              // absolute
-	exe     string
-	env     string // api.EnvDigest of serve's environment
+	f    *Factory
+	d    *dispatch.Dispatcher
+	sup  *detach.Supervisors // serve's: --detach and warm slots go through its standbys
+	home string              // absolute
+	exe  string
+	env  string // api.EnvDigest of serve's environment
+	// envAll, set for the resident dispatcher, is api.ResidentEnvDigest of its whole
+	// environment, which a CLI's must equal (dispatch_resident.go); "" for serve.
+	envAll  string
 	cfgFile string
 	cfgSum  [32]byte // agora.yaml as serve loaded it (its digest at serve's start)
 	// running is the file serve runs from (its /proc/self/exe): a CLI whose exe is no
@@ -93,6 +96,8 @@ func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, pe
 		return nil, &service.Declined{Why: r.exe + " was replaced since serve started (restart serve to hand it dispatches)"}
 	case req.Env != r.env:
 		return nil, &service.Declined{Why: "the CLI's environment is not serve's (PATH, DOCKER_HOST, AGORA_WORKER_BINARY, OTEL_*, a proxy, SSL_CERT_* or KUBERNETES_SERVICE_*)"}
+	case r.envAll != "" && req.EnvAll != r.envAll:
+		return nil, &service.Declined{Why: "the CLI's environment is not the one the resident dispatcher was started in"}
 	case fileSum(r.cfgFile) != r.cfgSum:
 		return nil, &service.Declined{Why: "agora.yaml changed since serve started"}
 	}

@@ -55,6 +55,9 @@ type Config struct {
 	// Leader makes orch serve a replica that serves only while it holds a Kubernetes Lease
 	// (leader.go, #31).
 	Leader Leader `yaml:"leader"`
+	// Resident is the background dispatcher `agora dispatch run` starts and hands its
+	// dispatches to when no serve runs (resident.go, #28).
+	Resident Resident `yaml:"resident"`
 }
 
 // Gateway configures the network gateway that `agora gateway serve` and `agora orch serve
@@ -150,6 +153,7 @@ func Parse(file string, src []byte, c *Config) error {
 	errs = append(errs, c.validateQueues(pos)...)
 	errs = append(errs, validateAuth(pos, &c.Auth)...)
 	errs = append(errs, validateRetention(pos, c.Retention)...)
+	errs = append(errs, validateResident(pos, c.Resident)...)
 	errs = append(errs, validateLeader(pos, c.Leader)...)
 	for _, name := range c.Models.Names() {
 		if err := (budget.Prices{name: c.Models[name]}).Validate(); err != nil {

@@ -66,10 +66,28 @@ const claimAnswerWithin = 10 * time.Second
 // warm local targets; nil when there are none, or this process is not root (slots attach a
 // dispatch's files with mounts). Close them when the process stops serving.
 func NewStandbys(ctx context.Context, d *dispatch.Dispatcher, log *slog.Logger) (*Standbys, error) {
+	return newStandbys(ctx, d, log, false)
+}
+
+// NewLocalStandbys is NewStandbys without the slots and pools of kubernetes targets: the
+// resident dispatcher (`agora dispatch resident`), which an `agora dispatch run` starts
+// unasked, keeps no pods in a cluster; it stages bubblewrap (and docker) slots only.
+func NewLocalStandbys(ctx context.Context, d *dispatch.Dispatcher, log *slog.Logger) (*Standbys, error) {
+	return newStandbys(ctx, d, log, true)
+}
+
+func newStandbys(ctx context.Context, d *dispatch.Dispatcher, log *slog.Logger, local bool) (*Standbys, error) {
 	if err := d.SweepWarm(ctx); err != nil {
 		return nil, err
 	}
 	targets := d.WarmTargets()
+	if local {
+		for name := range targets {
+			if d.WarmPods(name) {
+				delete(targets, name)
+			}
+		}
+	}
 	if os.Geteuid() != 0 {
 		// Bubblewrap and docker slots need root (mounts, a uid of the target's range); a
 		// kubernetes target's slots are pods, which any user of the home may hold.
@@ -86,7 +104,10 @@ func NewStandbys(ctx context.Context, d *dispatch.Dispatcher, log *slog.Logger) 
 			delete(targets, name)
 		}
 	}
-	keeper := d.KeepPools(ctx)
+	var keeper *dispatch.PoolKeeper
+	if !local {
+		keeper = d.KeepPools(ctx)
+	}
 	if len(targets) == 0 && keeper == nil {
 		return nil, nil
 	}

@@ -42,6 +42,11 @@ type HandoffRequest struct {
 	// Env is [EnvDigest] of the CLI's environment: what of it a dispatch reads (the agent
 	// CLIs on PATH, DOCKER_HOST, AGORA_WORKER_BINARY, tracing's OTEL_*) must be serve's.
 	Env string `json:"env"`
+	// EnvAll is [ResidentEnvDigest] of the CLI's whole environment. A resident dispatcher
+	// (`agora dispatch resident`, started by an earlier `agora dispatch run`) runs only a
+	// dispatch whose CLI's environment is the one it was started with, all of it: it stands
+	// in for that CLI, not for a service an operator configured. serve ignores it.
+	EnvAll string `json:"env_all,omitempty"`
 	// StartBy (Unix nanoseconds, 0 for none) is when the CLI stops waiting for serve's answer
 	// and runs the dispatch itself: serve declines a request it reads later, so a serve that
 	// was stopped and resumes never runs a second copy of a dispatch the CLI ran.
@@ -76,11 +81,14 @@ type HandoffRequest struct {
 // proxy's upstreams, callbacks) and the in-cluster API server (KUBERNETES_SERVICE_HOST and
 // _PORT). Two processes with the same digest run a dispatch alike (red team 33 added the
 // proxies, the CAs and the in-cluster variables).
-func EnvDigest(environ []string) string {
+func EnvDigest(environ []string) string { return envDigest(environ, digested) }
+
+// envDigest is the sha256 of the sorted variables of environ whose names keep says.
+func envDigest(environ []string, keep func(string) bool) string {
 	var kept []string
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
-		if digested(k) {
+		if keep(k) {
 			kept = append(kept, kv)
 		}
 	}
@@ -91,6 +99,20 @@ func EnvDigest(environ []string) string {
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ResidentEnvDigest digests all of environ but what a shell changes between two commands
+// of one session (PWD, OLDPWD, SHLVL, _) and what agora's own processes add to tell each
+// other how a command was handed on (AGORA_NO_HANDOFF, AGORA_HANDOFF_LOST): two commands
+// with the same digest ran in the same environment.
+func ResidentEnvDigest(environ []string) string {
+	return envDigest(environ, func(k string) bool {
+		switch k {
+		case "PWD", "OLDPWD", "SHLVL", "_", "AGORA_NO_HANDOFF", "AGORA_HANDOFF_LOST":
+			return false
+		}
+		return true
+	})
 }
 
 // digested reports whether EnvDigest keeps the variable k.

@@ -26,9 +26,23 @@ var ErrRunning = errors.New("the orchestrator is already running")
 // is released by the kernel when the process dies, however it dies.
 func Lock(dir string) (release func(), err error) {
 	path := filepath.Join(dir, LockFile)
+	release, holder, err := LockPath(path)
+	if errors.Is(err, ErrHeld) {
+		return nil, fmt.Errorf("%w (pid %s holds %s); stop it first or use it: every 'agora orch' command talks to it", ErrRunning, holder, path)
+	}
+	return release, err
+}
+
+// ErrHeld means another live process holds a [LockPath] lock.
+var ErrHeld = errors.New("held by another process")
+
+// LockPath takes the exclusive lock at path for this process's life, writing its pid there;
+// when another live process holds it, the error wraps ErrHeld and holder is that pid as the
+// file says ("unknown" when it says none).
+func LockPath(path string) (release func(), holder string, err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		return nil, "", fmt.Errorf("lock %s: %w", path, err)
 	}
 	deadline := time.Now().Add(staleLockWait)
 	for {
@@ -38,7 +52,7 @@ func Lock(dir string) (release func(), err error) {
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) {
 			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
+			return nil, "", fmt.Errorf("lock %s: %w", path, err)
 		}
 		b, _ := os.ReadFile(path)
 		pid, perr := strconv.Atoi(strings.TrimSpace(string(b)))
@@ -48,7 +62,7 @@ func Lock(dir string) (release func(), err error) {
 			if perr == nil {
 				holder = strconv.Itoa(pid)
 			}
-			return nil, fmt.Errorf("%w (pid %s holds %s); stop it first or use it: every 'agora orch' command talks to it", ErrRunning, holder, path)
+			return nil, holder, ErrHeld
 		}
 		// The serve that wrote the file is gone, yet the lock is held: a child it was
 		// starting when it died still has the descriptor until it execs. Wait for that.
@@ -58,5 +72,5 @@ func Lock(dir string) (release func(), err error) {
 		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 		f.Sync()
 	}
-	return func() { f.Close() }, nil
+	return func() { f.Close() }, "", nil
 }

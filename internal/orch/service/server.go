@@ -133,6 +133,27 @@ func peerOf(c net.Conn) peerInfo {
 // Handler routes the API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+api.HandoffPath, s.handoff)
+	mux.HandleFunc("POST "+api.HandoffCancelPath, s.handoffCancel)
+	if s.Engine != nil {
+		s.engineRoutes(mux)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p, _ := r.Context().Value(peerKey{}).(peerInfo); !p.ok {
+			if s.Log != nil {
+				s.Log.Warn("refused", "method", r.Method, "status", http.StatusForbidden, "why", "peer is not this user")
+			}
+			writeErr(w, http.StatusForbidden, "forbidden", "peer is not this user")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		logRefusals(s.Log, mux).ServeHTTP(w, r)
+	})
+}
+
+// engineRoutes are the orchestrator's own routes: a server with no engine (the resident
+// dispatcher, `agora dispatch resident`) answers only hand-offs, and not found to the rest.
+func (s *Server) engineRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
 		st, err := s.Engine.Stats(r.Context())
 		if err != nil {
@@ -150,19 +171,6 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/runs/{ref}/watch", s.watch)
 	mux.HandleFunc("GET /v1/runs/{ref}/audit", s.audit)
 	mux.HandleFunc("POST /v1/runs/{ref}/{action}", s.action)
-	mux.HandleFunc("POST "+api.HandoffPath, s.handoff)
-	mux.HandleFunc("POST "+api.HandoffCancelPath, s.handoffCancel)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p, _ := r.Context().Value(peerKey{}).(peerInfo); !p.ok {
-			if s.Log != nil {
-				s.Log.Warn("refused", "method", r.Method, "status", http.StatusForbidden, "why", "peer is not this user")
-			}
-			writeErr(w, http.StatusForbidden, "forbidden", "peer is not this user")
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-		logRefusals(s.Log, mux).ServeHTTP(w, r)
-	})
 }
 
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {

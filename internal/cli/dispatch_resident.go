@@ -1,0 +1,315 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/dispatch/detach"
+	"github.com/agora-dev/agora/internal/obs"
+	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/orch/service"
+)
+
+// The resident dispatcher (#28) is `agora dispatch run`'s own resident path: a home with no
+// `agora orch serve` gets one when its first `agora dispatch run` starts it in the background,
+// and the later ones hand their dispatches to it over AGORA_HOME/orch/resident.sock exactly
+// as they would to serve (dispatch_handoff.go), so a no-op pays for no Go start, no agora.db
+// open and no key load, and a warm target's dispatch claims a staged slot. It is a stand-in
+// for the CLI, not a service: it takes no plan, serves no listener but its socket, keeps no
+// pod, runs only dispatches of the environment it was started in, and leaves on its own.
+const (
+	residentSocket = "resident.sock"
+	residentLock   = "resident.lock"
+	residentLog    = "resident.log"
+	// residentLogCap bounds resident.log: it is cut to nothing when a resident starts over it.
+	residentLogCap = 1 << 20
+	// residentLook is how often a resident looks whether it should leave.
+	residentLook = time.Second
+)
+
+type dispatchResidentOptions struct {
+	f    *Factory
+	idle time.Duration // --idle; 0: agora.yaml's resident.idle
+	stop bool
+}
+
+func newDispatchResidentCmd(f *Factory, runF func(*dispatchResidentOptions) error) *cobra.Command {
+	opts := &dispatchResidentOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "resident",
+		Short: "Keep this home's dispatcher running so 'agora dispatch run' starts at once",
+		Long: `Keep a dispatcher of this home resident (agora.db open, keys loaded, warm slots staged) and
+run the dispatches 'agora dispatch run' hands to it, as 'agora orch serve' would.
+
+You rarely start it yourself: when no 'agora orch serve' of the home runs, an 'agora dispatch
+run' starts one in the background (its log: AGORA_HOME/orch/resident.log), and the next ones
+hand their dispatches to it over AGORA_HOME/orch/resident.sock (mode 0600, this user only).
+A handed dispatch is recorded, audited, isolated and printed exactly as one the CLI runs
+itself; its actor is the connecting user.
+
+It runs a dispatch only for an 'agora dispatch run' of the same home, the same agora binary
+and the same environment, all of it (another shell's variables are another CLI's: that one
+runs its dispatch itself), and never one with --in-process, --actor, a relative --repo or a
+trace. It keeps the warm slots of bubblewrap and docker targets, never Kubernetes pods.
+
+It leaves by itself, after the dispatches in flight end:
+  - after resident.idle in agora.yaml (default 10m) with no dispatch;
+  - when agora.yaml or the agora binary changes, or its socket is removed;
+  - when an 'agora orch serve' of the home starts (serve takes the hand-offs).
+'resident: {idle: 0}' in agora.yaml turns it off: no 'agora dispatch run' starts one.
+A home with leader: (replicas, a Kubernetes Lease) never runs one: serve is its dispatcher.
+
+--stop asks a running resident to leave (it finishes what it runs), and waits for it.`,
+		Example: `  agora dispatch resident --stop        # stop this home's resident dispatcher
+  agora dispatch resident --idle 1h     # start one in the foreground that waits an hour`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.idle < 0 {
+				return usageErrorf(cmd, "--idle %s: want a positive duration", opts.idle)
+			}
+			return runCmd(cmd, opts, runF, dispatchResidentRun)
+		},
+	}
+	cmd.Flags().DurationVar(&opts.idle, "idle", 0, "leave after this long with no dispatch (default: resident.idle in agora.yaml, 10m)")
+	cmd.Flags().BoolVar(&opts.stop, "stop", false, "stop this home's resident dispatcher and wait until it left")
+	return cmd
+}
+
+func dispatchResidentRun(ctx context.Context, opts *dispatchResidentOptions) error {
+	f := opts.f
+	if opts.stop {
+		return stopResident(ctx, f)
+	}
+	h, err := f.Home(ctx)
+	if err != nil {
+		return err
+	}
+	idle := opts.idle
+	if idle == 0 {
+		if idle, err = h.Config.Resident.IdleFor(); err != nil {
+			return err
+		}
+		if idle == 0 {
+			return errors.New("the resident dispatcher is off in agora.yaml (resident: {idle: 0}); start one for a while with --idle DURATION")
+		}
+	}
+	if h.Config.Leader.Set() {
+		return errors.New("this home has leader: in agora.yaml: its dispatcher is 'agora orch serve', which fences every commit with the Lease; a resident dispatcher would not")
+	}
+	dir, err := f.orchPaths()
+	if err != nil {
+		return err
+	}
+	release, holder, err := service.LockPath(filepath.Join(dir, residentLock))
+	if errors.Is(err, service.ErrHeld) {
+		fmt.Fprintf(f.IO.ErrOut, "agora: a resident dispatcher of this home already runs (pid %s)\n", holder)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer release()
+	log, err := obs.NewLogger(f.IO.ErrOut, obs.LogText, slog.LevelInfo)
+	if err != nil {
+		return err
+	}
+	d, err := f.Dispatcher(ctx)
+	if err != nil {
+		return err
+	}
+	sup := detach.For(d)
+	sb, err := detach.NewLocalStandbys(ctx, d, log)
+	if err != nil {
+		return err
+	}
+	if sb != nil {
+		sup.Standbys = sb
+		defer sb.Close()
+		go func() {
+			if err := sb.Publish(ctx); err != nil {
+				log.Warn("warm slots status", "err", err)
+			}
+		}()
+	}
+	runner, err := newHandoffRunner(f, d, sup, h.Dir)
+	if err != nil {
+		return err
+	}
+	runner.envAll = api.ResidentEnvDigest(os.Environ())
+	sock := filepath.Join(dir, residentSocket)
+	ln, err := service.Listen(sock)
+	if err != nil {
+		return err
+	}
+	r := &resident{runner: runner, idle: idle, sock: sock, serveSock: filepath.Join(dir, orchSocket), last: time.Now(), log: log}
+	if r.sockInfo, err = os.Lstat(sock); err != nil {
+		ln.Close()
+		return err
+	}
+	// Its own lines at info; the server's (one per hand-off taken) only from warnings up, so
+	// the log of a resident that ran a thousand dispatches is not a thousand lines.
+	quiet, err := obs.NewLogger(f.IO.ErrOut, obs.LogText, slog.LevelWarn)
+	if err != nil {
+		return err
+	}
+	srv := &service.Server{Handoff: r, Log: quiet}
+	sctx, stopServe := context.WithCancel(ctx)
+	defer stopServe()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx, ln) }()
+	log.Info("resident dispatcher serving", "socket", sock, "pid", os.Getpid(), "idle", idle.String())
+	why := r.watch(ctx, served)
+	// No new dispatch from here on (Prepare declines, and the CLI runs its own); those in
+	// flight end first: each is a CLI's, waiting for its end.
+	ln.Close()
+	r.drain()
+	if p, err := os.Lstat(sock); err == nil && os.SameFile(p, r.sockInfo) {
+		os.Remove(sock)
+	}
+	log.Info("resident dispatcher left", "why", why, "dispatches", srv.Handoffs())
+	return nil
+}
+
+// resident is the resident dispatcher's [service.Handoff]: serve's hand-off runner, counting
+// what is in flight so it leaves only between dispatches.
+type resident struct {
+	runner    *handoffRunner
+	idle      time.Duration
+	sock      string
+	sockInfo  os.FileInfo
+	serveSock string
+	log       *slog.Logger
+
+	// inflight and leaving pair up as a Dekker handshake: Prepare counts itself in and then
+	// looks at leaving; the watcher sets leaving and then looks at inflight. One of the two
+	// always sees the other, so no dispatch starts once the resident decided to go.
+	inflight atomic.Int64
+	leaving  atomic.Bool
+	mu       sync.Mutex
+	last     time.Time // the last dispatch's start or end
+	drained  chan struct{}
+}
+
+// Prepare implements service.Handoff.
+func (r *resident) Prepare(ctx context.Context, req *api.HandoffRequest, peer service.Peer) (func(context.Context, func(api.HandoffFrame) error), error) {
+	r.inflight.Add(1)
+	if r.leaving.Load() {
+		r.done()
+		return nil, &service.Declined{Why: "the resident dispatcher is leaving"}
+	}
+	r.touch()
+	run, err := r.runner.Prepare(ctx, req, peer)
+	if err != nil {
+		r.done()
+		return nil, err
+	}
+	return func(ctx context.Context, send func(api.HandoffFrame) error) {
+		defer r.done()
+		run(ctx, send)
+	}, nil
+}
+
+func (r *resident) touch() {
+	r.mu.Lock()
+	r.last = time.Now()
+	r.mu.Unlock()
+}
+
+// done counts a dispatch out.
+func (r *resident) done() {
+	r.touch()
+	if r.inflight.Add(-1) == 0 && r.leaving.Load() {
+		r.mu.Lock()
+		if r.drained != nil {
+			select {
+			case <-r.drained:
+			default:
+				close(r.drained)
+			}
+		}
+		r.mu.Unlock()
+	}
+}
+
+// watch returns why the resident should leave: ctx ended (a signal), the server failed, or
+// leave's answer, looked at every residentLook.
+func (r *resident) watch(ctx context.Context, served <-chan error) string {
+	t := time.NewTicker(residentLook)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "stopped by a signal"
+		case err := <-served:
+			if err != nil {
+				r.log.Warn("resident socket", "err", err)
+			}
+			return "its socket stopped serving"
+		case <-t.C:
+		}
+		if why := r.leave(); why != "" {
+			return why
+		}
+	}
+}
+
+// leave says why the resident should go now, or "".
+func (r *resident) leave() string {
+	r.mu.Lock()
+	quiet := time.Since(r.last)
+	r.mu.Unlock()
+	switch {
+	case r.inflight.Load() == 0 && quiet >= r.idle:
+		return fmt.Sprintf("no dispatch for %s", r.idle)
+	case !r.ownSocket():
+		return "its socket was removed or replaced"
+	case fileSum(r.runner.cfgFile) != r.runner.cfgSum:
+		return "agora.yaml changed"
+	case !isRunning(r.runner.exe, r.runner.running):
+		return "the agora binary was replaced"
+	case serveListens(r.serveSock):
+		return "an 'agora orch serve' of this home started"
+	}
+	return ""
+}
+
+// ownSocket reports whether the resident's socket is still the one it listens on.
+func (r *resident) ownSocket() bool {
+	fi, err := os.Lstat(r.sock)
+	return err == nil && os.SameFile(fi, r.sockInfo)
+}
+
+// drain marks the resident leaving and waits until no dispatch is in flight.
+func (r *resident) drain() {
+	r.mu.Lock()
+	r.drained = make(chan struct{})
+	r.mu.Unlock()
+	r.leaving.Store(true)
+	if r.inflight.Load() == 0 {
+		return
+	}
+	<-r.drained
+}
+
+// serveListens reports whether an `agora orch serve` answers on sock (this user's).
+func serveListens(sock string) bool {
+	if !trustedSocket(filepath.Dir(sock), sock) {
+		return false
+	}
+	c, err := net.DialTimeout("unix", sock, handoffDial)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}

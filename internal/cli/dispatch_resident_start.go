@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agora-dev/agora/internal/peercred"
+)
+
+// fullName is the whole program (cmd/agora-full), beside the front (frontName).
+const fullName = "agora-full"
+
+// startResident starts this home's resident dispatcher in the background (dispatch_resident.go)
+// when this `agora dispatch run` supervises its dispatch itself because nothing of the home
+// listens: the next `agora dispatch run` hands its dispatch to it. It never fails the
+// dispatch: a resident that cannot start is a slower next dispatch, said in resident.log.
+//
+// Nothing starts when the dispatch could not have been handed off (--in-process, --actor, a
+// trace, a relative --repo), when agora.yaml says resident: {idle: 0} or leader:, when serve
+// or a resident answers already (one declined this CLI: another environment), or when this
+// process is not the installed agora program (a test binary running the CLI in-process).
+func startResident(ctx context.Context, opts *dispatchRunOptions) {
+	f := opts.f
+	if !handsOff(opts) || f.Getenv(envHandoffLost) != "" {
+		return
+	}
+	exe, err := os.Executable()
+	if err != nil || filepath.Base(exe) != fullName {
+		return
+	}
+	h, err := f.Home(ctx)
+	if err != nil {
+		return
+	}
+	if idle, err := h.Config.Resident.IdleFor(); err != nil || idle == 0 || h.Config.Leader.Set() {
+		return
+	}
+	dir, err := absHome(f)
+	if err != nil {
+		return
+	}
+	odir := filepath.Join(dir, orchDir)
+	if serveListens(filepath.Join(odir, orchSocket)) || serveListens(filepath.Join(odir, residentSocket)) {
+		return
+	}
+	if err := os.MkdirAll(odir, 0o700); err != nil {
+		return
+	}
+	logf, err := openResidentLog(filepath.Join(odir, residentLog))
+	if err != nil {
+		return
+	}
+	defer logf.Close()
+	cwd, err := os.Getwd()
+	if err != nil {
+		return
+	}
+	cmd := exec.Command(exe, "dispatch", "resident")
+	// The environment it was started in is the one it serves (api.ResidentEnvDigest), less
+	// what the front added to hand this command on. The directory is this one, so a relative
+	// AGORA_HOME names the same home.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, envNoHandoff+"=") && !strings.HasPrefix(kv, envHandoffLost+"=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Dir = cwd
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own session: the terminal's Ctrl-C and hang-up are this command's, not the
+	// resident's, which outlives it by design.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(logf, "agora: start the resident dispatcher: %v\n", err)
+		return
+	}
+	cmd.Process.Release()
+}
+
+// openResidentLog opens the resident's log for appending, cut to nothing past
+// residentLogCap; never through a symlink.
+func openResidentLog(path string) (*os.File, error) {
+	logf, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := logf.Stat(); err == nil && fi.Size() > residentLogCap {
+		logf.Truncate(0)
+	}
+	return logf, nil
+}
+
+// stopResident makes this home's resident dispatcher leave by removing its socket (it leaves
+// once its dispatches end) and waits until its process is gone.
+func stopResident(ctx context.Context, f *Factory) error {
+	dir, err := absHome(f)
+	if err != nil {
+		return err
+	}
+	odir := filepath.Join(dir, orchDir)
+	sock := filepath.Join(odir, residentSocket)
+	if !trustedSocket(odir, sock) {
+		fmt.Fprintln(f.IO.ErrOut, "agora: no resident dispatcher runs for this home")
+		return nil
+	}
+	c, err := net.DialTimeout("unix", sock, handoffDial)
+	if err != nil {
+		os.Remove(sock) // a socket its resident left behind (killed)
+		fmt.Fprintln(f.IO.ErrOut, "agora: no resident dispatcher runs for this home")
+		return nil
+	}
+	cred, err := peercred.Of(c)
+	c.Close()
+	if err != nil || int(cred.Uid) != os.Getuid() || cred.Pid <= 0 {
+		return fmt.Errorf("the resident dispatcher's socket %s is not held by a process of this user", sock)
+	}
+	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("stop the resident dispatcher: %w", err)
+	}
+	fmt.Fprintf(f.IO.ErrOut, "agora: the resident dispatcher (pid %d) is leaving once its dispatches end\n", cred.Pid)
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for syscall.Kill(int(cred.Pid), 0) == nil {
+		select {
+		case <-ctx.Done():
+			return interrupted("the resident dispatcher (pid %d) leaves once its dispatches end", cred.Pid)
+		case <-t.C:
+		}
+	}
+	fmt.Fprintln(f.IO.ErrOut, "agora: the resident dispatcher stopped")
+	return nil
+}
