@@ -40,7 +40,8 @@ func main() {
 	repo := flag.String("repo", "", "also dispatch with --repo PATH (a git repository)")
 	base := flag.String("base", "", "another agora binary to measure in the same rounds")
 	serve := flag.Bool("serve", false, "also measure the one-shot handed to a running `agora orch serve` of -bin's home")
-	warm := flag.Int("warm", 0, "with -serve: the local target keeps this many warm slots (needs root)")
+	warm := flag.Int("warm", 0, "with -serve or -resident: the local target keeps this many warm slots (needs root)")
+	flag.BoolVar(&resident, "resident", false, "without -serve: let -bin's home run its resident dispatcher (the first dispatch starts it; measured apart), with an in-process row beside it; without -resident the home turns it off (resident: {idle: \"0\"}) and the one-shot runs in-process")
 	handoffOnly := flag.Bool("handoff-only", false, "with -serve: measure only the hand-offs (no in-process dispatch); with -base, -base's home gets its own serve and its hand-off is measured too")
 	flag.BoolVar(&viaMCP, "mcp", false, "also dispatch through `agora mcp`'s agora_dispatch tool (stdio, the official SDK client), on -bin's home and -base's")
 	flag.Parse()
@@ -52,6 +53,9 @@ func main() {
 
 // viaMCP: also dispatch through `agora mcp` (-mcp).
 var viaMCP bool
+
+// resident: -bin's home keeps its resident dispatcher (-resident).
+var resident bool
 
 // bench is one measured command: its wall times and, for a dispatch, its steps.
 type bench struct {
@@ -184,6 +188,26 @@ func (h *home) mcp(warm int) (f func() (string, error), stop func(), err error) 
 }
 
 // setWarm gives the home's local target warm slots.
+// residentOff turns the home's resident dispatcher off: the one-shot CLI runs in-process.
+func (h *home) residentOff() error {
+	cfg := filepath.Join(h.dir, "agora.yaml")
+	b, _ := os.ReadFile(cfg)
+	return os.WriteFile(cfg, append(b, "\nresident: {idle: \"0\"}\n"...), 0o600)
+}
+
+// waitResident waits until the home's resident dispatcher listens.
+func (h *home) waitResident() error {
+	sock := filepath.Join(h.dir, "orch", "resident.sock")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no resident dispatcher listens on %s within 30s", sock)
+		}
+	}
+}
+
 func (h *home) setWarm(warm int) error {
 	cfg := filepath.Join(h.dir, "agora.yaml")
 	b, _ := os.ReadFile(cfg)
@@ -221,6 +245,30 @@ func run(n int, bin, repo, base string, serve bool, warm int, handoffOnly bool) 
 	}
 	if repo != "" {
 		benches = append(benches, &bench{name: "agora dispatch run (no-op, --repo)", f: agora.dispatch("--repo", repo)})
+	}
+	switch {
+	case resident && !serve:
+		if warm > 0 {
+			if err := agora.setWarm(warm); err != nil {
+				return err
+			}
+		}
+		// The first dispatch runs in-process and starts the resident: timed apart.
+		start := time.Now()
+		if _, err := agora.dispatch()(); err != nil {
+			return err
+		}
+		fmt.Printf("first dispatch (in-process, starts the resident dispatcher): %.1f ms\n", ms(time.Since(start)))
+		if err := agora.waitResident(); err != nil {
+			return err
+		}
+		benches[0].name = "agora dispatch run (no-op, handed to the resident)"
+		inProc := &home{bin: agora.bin, dir: agora.dir, env: []string{"AGORA_NO_HANDOFF=1"}}
+		benches = append(benches, &bench{name: "agora dispatch run (no-op, in-process)", f: inProc.dispatch()})
+	case !serve:
+		if err := agora.residentOff(); err != nil {
+			return err
+		}
 	}
 	if serve {
 		stop, err := agora.serveWarm(warm)
@@ -329,7 +377,7 @@ func run(n int, bin, repo, base string, serve bool, warm int, handoffOnly bool) 
 		fmt.Printf("ratio dispatch/namespaced-bwrap median: %.2fx\n", float64(d)/float64(iso))
 	}
 	for _, b := range benches {
-		if strings.HasSuffix(b.name, "handed to serve)") || strings.Contains(b.name, "over MCP") {
+		if strings.HasSuffix(b.name, "handed to serve)") || strings.HasSuffix(b.name, "to the resident)") || strings.HasSuffix(b.name, "in-process)") || strings.Contains(b.name, "over MCP") {
 			fmt.Printf("ratio %s/namespaced-bwrap median: %.2fx\n", b.name, float64(median(b.walls))/float64(iso))
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/doctor"
 	"github.com/agora-dev/agora/internal/peercred"
 )
 
@@ -136,4 +138,42 @@ func stopResident(ctx context.Context, f *Factory) error {
 	}
 	fmt.Fprintln(f.IO.ErrOut, "agora: the resident dispatcher stopped")
 	return nil
+}
+
+// residentCheck is doctor's row for the resident dispatcher: what runs, or what will. It is
+// never missing: a home without one dispatches in-process.
+func residentCheck(f *Factory, c *config.Config) doctor.Check {
+	ch := doctor.Check{Name: "resident-dispatcher", Status: doctor.StatusOK}
+	idle, err := c.Resident.IdleFor()
+	switch {
+	case err != nil:
+		ch.Detail = err.Error()
+		return ch
+	case c.Leader.Set():
+		ch.Detail = "none: this home has leader: (agora orch serve is its dispatcher)"
+		return ch
+	}
+	dir, err := absHome(f)
+	if err != nil {
+		ch.Detail = err.Error()
+		return ch
+	}
+	sock := filepath.Join(dir, orchDir, residentSocket)
+	if serveListens(sock) {
+		c, err := net.DialTimeout("unix", sock, handoffDial)
+		if err == nil {
+			cred, cerr := peercred.Of(c)
+			c.Close()
+			if cerr == nil {
+				ch.Detail = fmt.Sprintf("running (pid %d, leaves after %s with no dispatch; stop it with 'agora dispatch resident --stop')", cred.Pid, idle)
+				return ch
+			}
+		}
+	}
+	if idle == 0 {
+		ch.Detail = "off (resident: {idle: 0} in agora.yaml): every 'agora dispatch run' with no serve supervises its dispatch itself"
+		return ch
+	}
+	ch.Detail = "not running: the next 'agora dispatch run' with no serve starts it"
+	return ch
 }

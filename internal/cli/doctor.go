@@ -40,6 +40,9 @@ type doctorOptions struct {
 	Getenv func(string) string
 	// Warm reads the status files of the serves holding warm slots; nil reads none.
 	Warm func() ([]doctor.WarmHolder, error)
+	// Resident says whether the home's resident dispatcher runs (agora.yaml as loaded); nil
+	// adds no row.
+	Resident func(*config.Config) doctor.Check
 }
 
 // doctorResult is the JSON shape of doctor.
@@ -61,7 +64,7 @@ func newDoctorCmd(f *Factory, runF func(*doctorOptions) error) *cobra.Command {
 			return nil, err
 		}
 		return warmHolders(filepath.Join(dir, home.DispatchDir))
-	}}
+	}, Resident: func(c *config.Config) doctor.Check { return residentCheck(f, c) }}
 	cmd := &cobra.Command{
 		Use:   "doctor [--output json]",
 		Short: "Check what this host can enforce for sandboxes and how to get the rest",
@@ -71,7 +74,8 @@ account?), cgroup v2 delegation (memory.max, pids.max), the tmpfs disk quota, th
 binary, the agora-worker beside it (the program every sandbox runs: there, and built from the
 same source) and git. For a kubernetes target with backend: agent-sandbox it asks the cluster
 whether agent-sandbox's Sandbox CRD is installed (naming it when not) and how many of agora's
-Sandboxes are there. One row per check, ok or missing; a missing one is followed by the command
+Sandboxes are there. The last row says whether the home's resident dispatcher runs (its pid),
+or what starts it. One row per check, ok or missing; a missing one is followed by the command
 or setting that fixes it.
 
 It starts one sandbox running 'true' (as the sandbox uid when root) and, as root, mounts and
@@ -109,6 +113,9 @@ func doctorRun(ctx context.Context, opts *doctorOptions) error {
 		o.WarmHolders, o.WarmErr = opts.Warm()
 	}
 	rep := doctor.Run(ctx, opts.Host, o)
+	if opts.Resident != nil && c != nil {
+		rep.Checks = append(rep.Checks, opts.Resident(c))
+	}
 	if opts.Output == formatJSON {
 		if err := writeJSON(opts.IO.Out, doctorResult{CanDispatch: rep.CanDispatch, Checks: rep.Checks}); err != nil {
 			return err

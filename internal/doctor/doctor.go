@@ -34,8 +34,9 @@ const (
 type Check struct {
 	// Name is a stable identifier: bwrap, prlimit, user-namespaces, privileges,
 	// sandbox-uid, cgroup-v2, disk-quota, agora-binary, git, config, runtime-NAME for
-	// each host-installed agent CLI (runtime-claude-code, runtime-codex), and engine-TARGET
-	// for each docker or kubernetes target.
+	// each host-installed agent CLI (runtime-claude-code, runtime-codex), engine-TARGET
+	// for each docker or kubernetes target, and resident-dispatcher (whether the home's
+	// resident dispatcher runs; never missing).
 	Name string `json:"name"`
 	// Status is ok or missing.
 	Status string `json:"status"`

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +47,15 @@ subagents:
 		cmd.Run()
 	})
 	return e
+}
+
+// runAllowFail runs agora ARGS and returns its stdout whatever its exit code (doctor exits 1
+// on a host missing something a dispatch of another target needs).
+func (e *env) runAllowFail(args ...string) string {
+	cmd := exec.Command(agoraBin, args...)
+	cmd.Env = e.vars
+	out, _ := cmd.Output()
+	return string(out)
 }
 
 func (e *env) residentSock() string { return filepath.Join(e.home, "orch", "resident.sock") }
@@ -114,6 +124,10 @@ func TestResident_StartsAndTakesTheNext(t *testing.T) {
 		t.Fatalf("first dispatch: exit %d\n%s\n%s", code, out, stderr)
 	}
 	pid := e.waitResident()
+	if doc := e.runAllowFail("doctor", "-o", "json"); !strings.Contains(doc, `"name": "resident-dispatcher"`) ||
+		!strings.Contains(doc, fmt.Sprintf("running (pid %d,", pid)) {
+		t.Errorf("agora doctor does not show the running resident (pid %d):\n%s", pid, doc)
+	}
 	cases := []struct {
 		name string
 		args []string
