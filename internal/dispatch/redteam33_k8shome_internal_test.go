@@ -24,7 +24,7 @@ func TestRedTeam33_K8sHomeTellsHomesAtOnePathApart(t *testing.T) {
 		if _, err := home.Init(t.Context(), dir, nil); err != nil {
 			t.Fatal(err)
 		}
-		a, b := (&Dispatcher{StateDir: filepath.Join(dir, "dispatches")}).k8sHome(), (&Dispatcher{StateDir: filepath.Join(dir, "dispatches")}).k8sHome()
+		a, b := homeOf(t, &Dispatcher{StateDir: filepath.Join(dir, "dispatches")}), homeOf(t, &Dispatcher{StateDir: filepath.Join(dir, "dispatches")})
 		if a != b || len(a) != 20 {
 			t.Fatalf("one home's label: %q then %q", a, b)
 		}

@@ -18,7 +18,7 @@ func TestRedTeam44_K8sHomeKeyTextVariants(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "agora")
 	initHome(t, dir)
 	d := &Dispatcher{StateDir: filepath.Join(dir, "dispatches"), testOnlyHostname: "host-a"}
-	want := d.k8sHomes().current
+	want := homesOf(t, d).current
 	raw, err := os.ReadFile(filepath.Join(dir, home.AuditPubFile))
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +38,7 @@ func TestRedTeam44_K8sHomeKeyTextVariants(t *testing.T) {
 		"CRLF, blank lines": "\r\n" + key + "\r\n\r\n",
 	} {
 		write(text)
-		if got := d.k8sHomes().current; got != want {
+		if got := homesOf(t, d).current; got != want {
 			t.Errorf("audit.pub with %s: identity %q, want the home's %q", name, got, want)
 		}
 	}
@@ -49,7 +49,7 @@ func TestRedTeam44_K8sHomeKeyTextVariants(t *testing.T) {
 		t.Fatalf("audit.pub %q: not a note verifier key", key)
 	}
 	write(name + "x+" + rest + "\n")
-	if got := d.k8sHomes().current; got == want {
+	if got := homesOf(t, d).current; got == want {
 		t.Errorf("a key of another name: the same identity %q", got)
 	}
 }

@@ -72,6 +72,9 @@ func (d *Dispatcher) Supervise(ctx context.Context, id string, progress Progress
 		// replica) never reaps: those are released as usual, or they would stay mounted on
 		// this host for good.
 		s.abandoned = s.target.Provider != config.ProviderLocal
+		// A detached supervisor's stderr (slog's default) is the home's supervisors' log
+		// (detach.LogFile), where an operator finds why the dispatch stayed live; the
+		// fence's error names its file and why, no secret.
 		d.log().Warn("dispatch: the leader fence is closed; leaving the dispatch's end to the leader that holds the lease",
 			"dispatch", id, "fence", ferr.Error())
 		return nil, fmt.Errorf("dispatch %s: %w", id, ferr)

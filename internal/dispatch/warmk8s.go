@@ -55,8 +55,9 @@ const k8sHomeKeyFile = "keys/audit.pub"
 // k8sHome is this home's identity on its Kubernetes objects (kubernetes.SlotOptions.Home and
 // PoolOptions.Home: the agora.home label of its warm slots and pools, its pools' token
 // audience): see k8sHomes.
-func (d *Dispatcher) k8sHome() string {
-	return d.k8sHomes().current
+func (d *Dispatcher) k8sHome() (string, error) {
+	ids, err := d.k8sHomes()
+	return ids.current, err
 }
 
 // k8sHomeIDs are a home's identities on its Kubernetes objects.
@@ -89,18 +90,29 @@ type k8sHomeIDs struct {
 //
 // An older agora hashed the host name, the path and the key file's bytes (former): a slot Job
 // made before an upgrade carries that, and is swept and adopted as this home's on the same
-// host and path. A home with no readable key (one made by hand, a test's) keeps that identity,
+// host and path. A home with no key file (one made by hand, a test's) keeps that identity,
 // with no key, as before: it has nothing else to be told apart by.
-func (d *Dispatcher) k8sHomes() k8sHomeIDs {
+//
+// A key file that is there but cannot be read (its permissions, a directory at its path, an
+// I/O error) is an error, never that fallback: the home would take another identity for as
+// long as the file stays unreadable, and then sweep none of its own slots and pools, adopt
+// none of its claimed slot Jobs, and make objects a readable key's replica would not know.
+func (d *Dispatcher) k8sHomes() (k8sHomeIDs, error) {
 	dir := filepath.Dir(d.StateDir)
-	key, _ := os.ReadFile(filepath.Join(dir, k8sHomeKeyFile))
+	path := filepath.Join(dir, k8sHomeKeyFile)
+	key, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		// err names the file (a *PathError).
+		return k8sHomeIDs{}, fmt.Errorf("this home's identity on Kubernetes is its public audit key (%s, made by agora init), which cannot be read: %w; "+
+			"make it a readable file again: without it agora would take this home's warm slots and pools for another home's", k8sHomeKeyFile, err)
+	}
 	former := hostPathK8sHome(d.hostname(), dir, key)
 	pub := strings.TrimSpace(string(key)) // the key's text, however the file's lines end
 	if pub == "" {
-		return k8sHomeIDs{current: former}
+		return k8sHomeIDs{current: former}, nil
 	}
 	sum := sha256.Sum256([]byte("agora k8s home\x00" + pub))
-	return k8sHomeIDs{current: hex.EncodeToString(sum[:10]), former: []string{former}}
+	return k8sHomeIDs{current: hex.EncodeToString(sum[:10]), former: []string{former}}, nil
 }
 
 // hostPathK8sHome is the identity agora gave a home's Kubernetes objects before its audit key
@@ -156,7 +168,11 @@ func (d *Dispatcher) sweepK8sSlots(ctx context.Context) error {
 			d.log().Warn("kubernetes warm slots: cannot sweep the target's slot pods", "target", name, "err", err)
 			continue
 		}
-		ids := d.k8sHomes()
+		// Without the home's identity nothing is swept: a guessed one is another home's.
+		ids, err := d.k8sHomes()
+		if err != nil {
+			return fmt.Errorf("kubernetes warm slots: %w", err)
+		}
 		for _, home := range append([]string{ids.current}, ids.former...) {
 			if _, err := p.SweepSlots(ctx, home, live); err != nil {
 				d.log().Warn("kubernetes warm slots: sweep", "target", name, "err", err)
@@ -189,12 +205,17 @@ func (w *WarmPools) fillK8s(ctx context.Context, target string, t config.Target)
 		}
 		tmpl.RunAs = &compute.HostUser{UID: lease.uid, GID: lease.uid}
 	}
+	home, err := w.d.k8sHome()
+	if err != nil {
+		lease.release()
+		return nil, err
+	}
 	gs, err := w.d.k8sSlots().Create(ctx)
 	if err != nil {
 		lease.release()
 		return nil, err
 	}
-	sl, err := p.StartSlot(ctx, tmpl, kubernetes.SlotOptions{ID: gs.ID, Token: gs.Token, Home: w.d.k8sHome(), Places: k8sPlaces(tmpl)})
+	sl, err := p.StartSlot(ctx, tmpl, kubernetes.SlotOptions{ID: gs.ID, Token: gs.Token, Home: home, Places: k8sPlaces(tmpl)})
 	if err != nil {
 		gs.Close()
 		lease.release()
@@ -256,7 +277,10 @@ func (s *supervision) adoptSlotted(ctx context.Context) (compute.Handle, error) 
 	if err != nil {
 		return nil, err
 	}
-	ids := s.d.k8sHomes()
+	ids, err := s.d.k8sHomes()
+	if err != nil {
+		return nil, err
+	}
 	a := kubernetes.SlotAdoption{TaskID: s.r.ProviderTaskID, Home: ids.current, Former: ids.former}
 	if s.r.StartedAt != nil {
 		a.Started = *s.r.StartedAt

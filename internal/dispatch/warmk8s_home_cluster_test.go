@@ -159,14 +159,14 @@ func TestK8sHome_StandbyOnAnotherHostAdoptsAndSweepsTheLeadersSlots(t *testing.T
 	initHome(t, dirG)
 	pG := k.provider(t)
 	other := k.dispatcher(&Dispatcher{StateDir: filepath.Join(dirG, "dispatches"), testOnlyHostname: "host-a"}, pG)
-	if leader.k8sHome() != standby.k8sHome() || leader.k8sHome() == other.k8sHome() {
-		t.Errorf("identities: leader %s, standby %s, other home %s", leader.k8sHome(), standby.k8sHome(), other.k8sHome())
+	if homeOf(t, leader) != homeOf(t, standby) || homeOf(t, leader) == homeOf(t, other) {
+		t.Errorf("identities: leader %s, standby %s, other home %s", homeOf(t, leader), homeOf(t, standby), homeOf(t, other))
 	}
 
 	// The leader's claimed slot: its Job marked claimed by the dispatch, which the leader
 	// followed until it died (its handle is kept only to see it end with the test).
 	leaderSlots := leader.k8sSlots()
-	claimed, claimedGW := startSlotAs(t, pA, leaderSlots, leader.k8sHome())
+	claimed, claimedGW := startSlotAs(t, pA, leaderSlots, homeOf(t, leader))
 	id := "K8SHOME" + strings.ToUpper(claimed.ID[1:9])
 	spec := k8sHomeSpec(t, id)
 	started := time.Now()
@@ -182,14 +182,14 @@ func TestK8sHome_StandbyOnAnotherHostAdoptsAndSweepsTheLeadersSlots(t *testing.T
 	// The leader's unclaimed slot, and one an older agora on the standby's host made at the
 	// standby's path (the former identity), neither held by any living holder.
 	scratch := &netgw.Slots{Dir: filepath.Join(t.TempDir(), "slots")}
-	idle, _ := startSlotAs(t, pA, scratch, leader.k8sHome())
+	idle, _ := startSlotAs(t, pA, scratch, homeOf(t, leader))
 	t.Cleanup(idle.Discard)
 	key, err := os.ReadFile(filepath.Join(dirA, home.AuditPubFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	former := hostPathK8sHome("host-b", filepath.Dir(standby.StateDir), key)
-	if got := standby.k8sHomes().former; len(got) != 1 || got[0] != former {
+	if got := homesOf(t, standby).former; len(got) != 1 || got[0] != former {
 		t.Errorf("the standby's former identity %q, want %q", got, former)
 	}
 	old, _ := startSlotAs(t, pA, scratch, former)

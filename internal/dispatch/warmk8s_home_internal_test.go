@@ -49,7 +49,7 @@ func TestK8sHome_OneIdentityForEveryReplicaOfAHome(t *testing.T) {
 	initHome(t, dir)
 	a := &Dispatcher{StateDir: filepath.Join(dir, "dispatches"), testOnlyHostname: "host-a"}
 	b := replicaOf(t, dir, "host-b")
-	ida, idb := a.k8sHomes(), b.k8sHomes()
+	ida, idb := homesOf(t, a), homesOf(t, b)
 	if ida.current != idb.current {
 		t.Errorf("two replicas of one home on host-a and host-b: identities %q and %q; the standby would neither adopt nor sweep the leader's slots", ida.current, idb.current)
 	}
@@ -74,7 +74,7 @@ func TestK8sHome_OneIdentityForEveryReplicaOfAHome(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, home.AuditPubFile), []byte(strings.TrimSpace(string(key))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got := a.k8sHome(); got != ida.current {
+	if got := homeOf(t, a); got != ida.current {
 		t.Errorf("audit.pub without its newline: identity %q, want %q", got, ida.current)
 	}
 
@@ -83,14 +83,30 @@ func TestK8sHome_OneIdentityForEveryReplicaOfAHome(t *testing.T) {
 		t.Fatal(err)
 	}
 	initHome(t, dir)
-	if other := a.k8sHomes(); other.current == ida.current || slices.Contains(ida.former, other.current) || slices.Equal(other.former, ida.former) {
+	if other := homesOf(t, a); other.current == ida.current || slices.Contains(ida.former, other.current) || slices.Equal(other.former, ida.former) {
 		t.Errorf("another home at %s on host-a: identities %+v, the first home's %+v: each would sweep or adopt the other's slots", dir, other, ida)
 	}
 
 	// A home without an audit key keeps the host and path, as before.
 	bare := &Dispatcher{StateDir: filepath.Join(t.TempDir(), "bare", "dispatches"), testOnlyHostname: "host-a"}
-	ids := bare.k8sHomes()
+	ids := homesOf(t, bare)
 	if want := hostPathK8sHome("host-a", filepath.Dir(bare.StateDir), nil); ids.current != want || len(ids.former) != 0 {
 		t.Errorf("a home without a key: %+v, want current %q and no former", ids, want)
 	}
+}
+
+// homesOf is d.k8sHomes(), which must not fail here.
+func homesOf(t testing.TB, d *Dispatcher) k8sHomeIDs {
+	t.Helper()
+	ids, err := d.k8sHomes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// homeOf is d.k8sHome(), which must not fail here.
+func homeOf(t testing.TB, d *Dispatcher) string {
+	t.Helper()
+	return homesOf(t, d).current
 }

@@ -59,8 +59,12 @@ func (d *Dispatcher) WarmPool(target string) bool {
 }
 
 // poolOptions are the pool options of target for spec (a template or a dispatch's spec).
-func (d *Dispatcher) poolOptions(t config.Target, spec compute.Spec) kubernetes.PoolOptions {
-	return kubernetes.PoolOptions{Home: d.k8sHome(), Replicas: int32(t.Warm), Places: k8sPlaces(spec)}
+func (d *Dispatcher) poolOptions(t config.Target, spec compute.Spec) (kubernetes.PoolOptions, error) {
+	home, err := d.k8sHome()
+	if err != nil {
+		return kubernetes.PoolOptions{}, fmt.Errorf("kubernetes warm pool: %w", err)
+	}
+	return kubernetes.PoolOptions{Home: home, Replicas: int32(t.Warm), Places: k8sPlaces(spec)}, nil
 }
 
 // startPool runs s's spec in a pod of its target's pool. started false: no pool of its shape,
@@ -82,7 +86,11 @@ func (s *supervision) startPool(ctx context.Context) (compute.Handle, bool) {
 	if err != nil {
 		return cold("no provider", err)
 	}
-	pl, err := p.OpenPool(ctx, s.spec, d.poolOptions(s.target, s.spec))
+	opts, err := d.poolOptions(s.target, s.spec)
+	if err != nil {
+		return cold("this home's identity is unknown", err)
+	}
+	pl, err := p.OpenPool(ctx, s.spec, opts)
 	if errors.Is(err, kubernetes.ErrNoPool) {
 		return cold("no pool of the dispatch's shape yet (its holder makes one from a cold dispatch)", nil)
 	}
@@ -220,8 +228,13 @@ func (k *PoolKeeper) sweep(ctx context.Context, targets []string) {
 			continue // keep logged it
 		}
 		// The former identity's too: the policies of pools an older agora of this home made and
-		// deleted at its close (k8sHomes).
-		ids := d.k8sHomes()
+		// deleted at its close (k8sHomes). Without the home's identity nothing is swept (a
+		// guessed one is another home's); said once per sweep.
+		ids, err := d.k8sHomes()
+		if err != nil {
+			d.log().Warn("kubernetes warm pool: not sweeping the policies of deleted pools", "err", err)
+			return
+		}
 		for _, home := range append([]string{ids.current}, ids.former...) {
 			gone, err := p.SweepPools(ctx, home, func(pool string) bool { return held[pool] })
 			if err != nil {
@@ -239,7 +252,11 @@ func (k *PoolKeeper) keepOne(ctx context.Context, name string, t config.Target, 
 	if err != nil {
 		return nil, 0, err
 	}
-	pl, err := p.EnsurePool(ctx, tmpl, k.d.poolOptions(t, tmpl))
+	opts, err := k.d.poolOptions(t, tmpl)
+	if err != nil {
+		return nil, 0, err
+	}
+	pl, err := p.EnsurePool(ctx, tmpl, opts)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -334,7 +351,11 @@ func (d *Dispatcher) PoolVerifier(ctx context.Context) (netgw.PodVerifier, error
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes warm pool of target %q: %w", name, err)
 		}
-		vs = append(vs, kubernetes.PoolVerifier{P: p, Home: d.k8sHome()})
+		home, err := d.k8sHome()
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes warm pool of target %q: %w", name, err)
+		}
+		vs = append(vs, kubernetes.PoolVerifier{P: p, Home: home})
 	}
 	if len(vs) == 0 {
 		return nil, nil
@@ -371,7 +392,11 @@ func (s *supervision) adoptPooled(ctx context.Context) (compute.Handle, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl, err := p.OpenPool(ctx, s.spec, s.d.poolOptions(s.target, s.spec))
+	opts, err := s.d.poolOptions(s.target, s.spec)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := p.OpenPool(ctx, s.spec, opts)
 	if errors.Is(err, kubernetes.ErrNoPool) {
 		return nil, nil
 	}

@@ -10,7 +10,8 @@
 // reaped: recorded lost, or adopted by serve when its worker outlives its supervisor (a
 // Kubernetes Job; dispatch.Adoption).
 //
-// It runs on the host side. It reads no file but /dev/null, and never the stage directory.
+// It runs on the host side. It reads no file but /dev/null, and never the stage directory;
+// it writes the supervisors' stderr to [LogFile] in the dispatch state directory.
 package detach
 
 import (
@@ -48,6 +49,9 @@ type Supervisors struct {
 	// Standbys, when set, are warm standby supervisors (#30): a dispatch of a warm target is
 	// handed to a ready one instead of a supervisor started now.
 	Standbys *Standbys
+	// StateDir is the dispatch state directory (AGORA_HOME/dispatches), where the
+	// supervisors' stderr goes ([LogFile]); "" leaves it on /dev/null.
+	StateDir string
 	// Poll is how often Watch reads a watched dispatch's record; zero means [DefaultPoll].
 	Poll time.Duration
 
@@ -60,7 +64,7 @@ type Supervisors struct {
 
 // For returns the supervisors of d's dispatches.
 func For(d *dispatch.Dispatcher) *Supervisors {
-	return &Supervisors{Bin: d.AgoraBin, Records: d.Records, Reaper: d}
+	return &Supervisors{Bin: d.AgoraBin, Records: d.Records, Reaper: d, StateDir: d.StateDir}
 }
 
 // DefaultPoll is how often Watch reads a watched dispatch's record.

@@ -10,8 +10,9 @@ import (
 )
 
 // spawn starts `Bin dispatch supervise id` in its own session (setsid), so no terminal hang-up
-// or signal to this process group reaches it, with stdin, stdout and stderr on /dev/null (the
-// supervisor keeps its own log) and this process's environment. The returned channel is
+// or signal to this process group reaches it, with stdin and stdout on /dev/null, stderr
+// appended to the home's [LogFile] (what it can only say there, such as a fenced
+// supervisor's leaving the end to the next leader) and this process's environment. The returned channel is
 // closed when the supervisor exits: spawn owns its Wait, so an exited supervisor never stays a
 // zombie while this process runs.
 //
@@ -28,8 +29,16 @@ func (s *Supervisors) spawn(target, id string) (exited, ended <-chan struct{}, e
 		return nil, nil, err
 	}
 	defer devnull.Close()
+	// A log that cannot be opened leaves stderr on /dev/null, as before: no dispatch fails
+	// for it, and Supervisors has no log of its own to say so.
+	stderr, _ := supervisorStderr(s.StateDir)
+	if stderr == nil {
+		stderr = devnull
+	} else {
+		defer stderr.Close()
+	}
 	c := exec.Command(s.Bin, "dispatch", "supervise", id)
-	c.Stdin, c.Stdout, c.Stderr = devnull, devnull, devnull
+	c.Stdin, c.Stdout, c.Stderr = devnull, devnull, stderr
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	// A leader's child keeps its fence (fencefile); no other inherits one by accident.
 	c.Env = fencefile.ChildEnv(os.Environ())

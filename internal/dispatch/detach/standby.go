@@ -360,8 +360,19 @@ func (s *Standbys) start(ctx context.Context, target string) (warm.Slot, error) 
 		return nil, err
 	}
 	defer devnull.Close()
+	// Its stderr is the home's supervisors' log, as a cold supervisor's (spawn): a claimed
+	// standby is one.
+	stderr, lerr := supervisorStderr(s.stateDir)
+	if lerr != nil {
+		s.log.Warn("warm slots: a standby's stderr goes to /dev/null", "err", lerr)
+	}
+	if stderr == nil {
+		stderr = devnull
+	} else {
+		defer stderr.Close()
+	}
 	c := exec.Command(s.bin, "dispatch", "supervise", "--standby", target)
-	c.Stdin, c.Stdout, c.Stderr = devnull, devnull, devnull
+	c.Stdin, c.Stdout, c.Stderr = devnull, devnull, stderr
 	c.ExtraFiles = []*os.File{theirs} // fd 3
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	// A leader's child keeps its fence (fencefile); no other inherits one by accident.
