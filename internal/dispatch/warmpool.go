@@ -227,13 +227,25 @@ func (k *PoolKeeper) sweep(ctx context.Context, targets []string) {
 		if err != nil {
 			continue // keep logged it
 		}
-		// The former identity's too: the policies of pools an older agora of this home made and
-		// deleted at its close (k8sHomes). Without the home's identity nothing is swept (a
-		// guessed one is another home's); said once per sweep.
+		// The former identity's too: the pools an older agora of this home left (a holder
+		// killed with -9: nothing of this agora makes, claims from or refreshes them), and the
+		// policies of those it made and deleted at its close (k8sHomes). Its claimed pods run
+		// on and are adopted (adoptPooled). The current identity's pools are never deleted
+		// here: another holder of the home may hold them. Without the home's identity nothing
+		// is swept (a guessed one is another home's); said once per sweep.
 		ids, err := d.k8sHomes()
 		if err != nil {
 			d.log().Warn("kubernetes warm pool: not sweeping the policies of deleted pools", "err", err)
 			return
+		}
+		for _, home := range ids.former {
+			gone, err := p.DeleteFormerPools(ctx, home)
+			if err != nil {
+				d.log().Warn("kubernetes warm pool: delete the pools an older agora of this home left", "target", name, "err", err)
+			}
+			for _, pool := range gone {
+				d.log().Info("kubernetes warm pool: deleted a pool an older agora of this home left", "target", name, "pool", pool)
+			}
 		}
 		for _, home := range append([]string{ids.current}, ids.former...) {
 			gone, err := p.SweepPools(ctx, home, func(pool string) bool { return held[pool] })
@@ -332,9 +344,9 @@ func (d *Dispatcher) onePerNamespace(targets []string) []string {
 
 // PoolVerifier is what the gateway serving this home verifies pool pods' projected tokens with
 // (netgw.Server.Pods): the TokenReview of each `warm_pool` target's cluster and namespace, for
-// this home's audience alone; nil when no target keeps a pool (the gateway serves no
-// enrolment). A token is accepted when one of them names a live, unclaimed pod of one of this
-// home's pools in its namespace.
+// this home's audiences alone (its current identity's and its former one's); nil when no target
+// keeps a pool (the gateway serves no enrolment). A token is accepted when one of them names a
+// live, unclaimed pod of one of this home's pools in its namespace.
 func (d *Dispatcher) PoolVerifier(ctx context.Context) (netgw.PodVerifier, error) {
 	if d.Config == nil {
 		return nil, nil
@@ -351,11 +363,13 @@ func (d *Dispatcher) PoolVerifier(ctx context.Context) (netgw.PodVerifier, error
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes warm pool of target %q: %w", name, err)
 		}
-		home, err := d.k8sHome()
+		// The former identity's audience too: a pod of a pool an older agora of this home made
+		// enrols with it (k8sHomes), and its pod and pool must carry that identity.
+		ids, err := d.k8sHomes()
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes warm pool of target %q: %w", name, err)
 		}
-		vs = append(vs, kubernetes.PoolVerifier{P: p, Home: home})
+		vs = append(vs, kubernetes.PoolVerifier{P: p, Home: ids.current, Former: ids.former})
 	}
 	if len(vs) == 0 {
 		return nil, nil
@@ -364,7 +378,7 @@ func (d *Dispatcher) PoolVerifier(ctx context.Context) (netgw.PodVerifier, error
 }
 
 // poolVerifiers accept a token one of them accepts (one per cluster and namespace: each
-// TokenReview is for this home's audience, and each names the pod in its own namespace).
+// TokenReview is for this home's audiences, and each names the pod in its own namespace).
 type poolVerifiers []kubernetes.PoolVerifier
 
 func (vs poolVerifiers) VerifyPod(ctx context.Context, token string) (remote.PodIdentity, error) {
@@ -383,10 +397,11 @@ func (vs poolVerifiers) VerifyPod(ctx context.Context, token string) (remote.Pod
 }
 
 // adoptPooled is adoptSandbox for a dispatch that ran in a pod of its target's warm pool
-// (startPool): no Job or Sandbox is named for it, so the pool, opened as a claim opens it
-// (its objects as agora made them), finds the pod through the dispatch's claim
-// (kubernetes.Pool.Adopt). nil, nil when there is no pool of its shape any more or the
-// dispatch never reached a pod of it: it ends lost.
+// (startPool): no Job or Sandbox is named for it, so the pool of its shape, this home's under
+// its current identity or, when the dispatch's claim names it, under a former one (a dispatch
+// claimed before an upgrade: k8sHomes), its policy as agora made it, finds the pod through the
+// claim (kubernetes.Provider.AdoptPooled). nil, nil when there is no such pool's policy any
+// more or the dispatch never reached a pod of it: it ends lost.
 func (s *supervision) adoptPooled(ctx context.Context) (compute.Handle, error) {
 	p, err := s.d.k8sProvider(ctx, s.r.Target)
 	if err != nil {
@@ -396,12 +411,9 @@ func (s *supervision) adoptPooled(ctx context.Context) (compute.Handle, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl, err := p.OpenPool(ctx, s.spec, opts)
-	if errors.Is(err, kubernetes.ErrNoPool) {
-		return nil, nil
-	}
+	ids, err := s.d.k8sHomes()
 	if err != nil {
 		return nil, err
 	}
-	return pl.Adopt(ctx, s.spec)
+	return p.AdoptPooled(ctx, s.spec, opts, ids.former)
 }

@@ -265,6 +265,13 @@ var ErrNoPool = errors.New("no warm pool of the dispatch's shape")
 // dispatch of another shape finds none ([ErrNoPool]). Objects of that name that are not
 // agora's as made are refused as EnsurePool refuses them (ErrSlotChanged).
 func (p *Provider) OpenPool(ctx context.Context, spec compute.Spec, o PoolOptions) (*Pool, error) {
+	return p.openPool(ctx, spec, o, true)
+}
+
+// openPool is OpenPool; without needTemplate a pool whose template is gone (or going) is
+// opened from its policy alone (an adopter's: pool_adopt.go), its template still refused when
+// it stands and is not agora's as made.
+func (p *Provider) openPool(ctx context.Context, spec compute.Spec, o PoolOptions, needTemplate bool) (*Pool, error) {
 	spec.ID = "" // a dispatch's id is not the template's
 	pl, objs, err := p.preparePool(ctx, spec, o)
 	if err != nil {
@@ -282,12 +289,16 @@ func (p *Provider) OpenPool(ctx context.Context, spec compute.Spec, o PoolOption
 	pl.npUID, pl.npSum = np.UID, specHash(np.Spec)
 	t, err := p.client.ExtensionsV1beta1().SandboxTemplates(p.ns).Get(ctx, objs.name, metav1.GetOptions{})
 	switch {
+	case apierrors.IsNotFound(err) && !needTemplate:
+		return pl, nil
 	case apierrors.IsNotFound(err):
 		return nil, ErrNoPool
 	case err != nil:
 		return nil, fmt.Errorf("pool %s: sandbox template: %w", objs.name, err)
 	case t.Labels[labelPool] != objs.name || t.Labels[labelManagedBy] != managedBy || t.Labels[labelHome] != o.Home || t.Annotations[annotationPodSpec] != objs.podSum:
 		return nil, fmt.Errorf("%w: sandbox template %s is not the pool's as agora makes it", ErrSlotChanged, objs.name)
+	case t.DeletionTimestamp != nil && !needTemplate:
+		return pl, nil
 	case t.DeletionTimestamp != nil:
 		return nil, ErrNoPool
 	}

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,6 +14,58 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
+
+// AdoptPooled is [Pool.Adopt] for a supervisor host that knows of the dispatch only its spec
+// and its home: the pool adopted from is home o.Home's pool of the dispatch's shape or, when the
+// dispatch's SandboxClaim names it, the pool of that shape an older agora of the same home made
+// under one of former (its identity was computed otherwise then: dispatch.k8sHomes), so a
+// pooled dispatch claimed before an upgrade is not lost by it. A pool's name hashes its home,
+// so a claim naming another home's pool matches none of these and is refused as Pool.Adopt
+// refuses a claim of another pool; everything is then checked against the pool as agora builds
+// it for the home it was made under (its labels, audience and pod template).
+//
+// The pool's template need not stand (its holder deleted the pool at its close, or the sweep
+// deleted a former identity's pool): the claimed Sandbox and pod are checked against the pod
+// spec agora builds, not against the template, and the pool's policy, which confines the pod
+// and stands while a Sandbox of the pool does, must be there as made. nil, nil: no claim, no
+// policy of that pool, or a claim whose Sandbox never carried the dispatch (Pool.Adopt).
+func (p *Provider) AdoptPooled(ctx context.Context, s compute.Spec, o PoolOptions, former []string) (compute.Handle, error) {
+	if err := checkDispatchID(s.ID); err != nil {
+		return nil, err
+	}
+	for _, h := range append([]string{o.Home}, former...) {
+		if !validHome(h) {
+			return nil, fmt.Errorf("adopt %q from a warm pool: home %q: want [a-z0-9], 1 to %d bytes", s.ID, h, maxName)
+		}
+	}
+	if len(former) > 0 {
+		claim, err := p.client.ExtensionsV1beta1().SandboxClaims(p.ns).Get(ctx, objectName(s.ID), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, nil
+		case err != nil:
+			return nil, fmt.Errorf("adopt %q: look for its sandbox claim: %w", s.ID, err)
+		}
+		shape := s
+		shape.ID = "" // as OpenPool names the pool
+		for _, h := range former {
+			fo := o
+			fo.Home = h
+			if claim.Labels[labelPool] == p.PoolName(shape, fo) {
+				o = fo
+				break
+			}
+		}
+	}
+	pl, err := p.openPool(ctx, s, o, false)
+	if errors.Is(err, ErrNoPool) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return pl.Adopt(ctx, s)
+}
 
 // Adopt is [Provider.Adopt] for a dispatch that [Pool.Claim] ran in a pod of this pool, for
 // a supervisor host whose dispatch's first supervisor died: the pod is found through the

@@ -62,6 +62,7 @@ func startPoolGW(t testing.TB) (*slotGW, *lateVerifier) {
 	}
 	g.url = "https://" + ln.Addr().String()
 	lv := &lateVerifier{}
+	g.pods = lv
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -172,9 +173,15 @@ type poolPod struct {
 // the slot the enrolment gave).
 func enrolPods(t testing.TB, g *slotGW, cs *kubernetes.Clientset, pods []corev1.Pod) map[string]*poolPod {
 	t.Helper()
+	return enrolPodsAs(t, g, cs, pods, testHome)
+}
+
+// enrolPodsAs is enrolPods for the pods of a pool of home (their tokens for its audience).
+func enrolPodsAs(t testing.TB, g *slotGW, cs *kubernetes.Clientset, pods []corev1.Pod, home string) map[string]*poolPod {
+	t.Helper()
 	out := map[string]*poolPod{}
 	for _, pod := range pods {
-		jwt := mintPodToken(t, cs, &pod, PoolAudience(testHome))
+		jwt := mintPodToken(t, cs, &pod, PoolAudience(home))
 		a, err := workerremote.Enroll(t.Context(), g.url, g.ca, jwt, nil)
 		if err != nil {
 			t.Fatalf("pool pod %s's enrolment: %v", pod.Name, err)
@@ -515,6 +522,8 @@ type poolClaimer struct {
 	// to be killed; PodEnd is the pods' kwok end delay (the parent's, so the pool is one).
 	Bound  bool
 	PodEnd string
+	// Home is the pool's home ("": testHome): an older agora's identity of it, say.
+	Home string
 }
 
 // claimerOpts are the provider's Options without their func and interface fields, which
@@ -590,7 +599,11 @@ func poolClaimerMain() int {
 	}
 	p.testOnlyPodMeta = failWith(0, end)
 	ctx := context.Background()
-	pl, err := p.EnsurePool(ctx, c.Spec, PoolOptions{Home: testHome, Replicas: 2, Places: warmPlaces})
+	home := c.Home
+	if home == "" {
+		home = testHome
+	}
+	pl, err := p.EnsurePool(ctx, c.Spec, PoolOptions{Home: home, Replicas: 2, Places: warmPlaces})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

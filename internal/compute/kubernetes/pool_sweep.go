@@ -53,6 +53,63 @@ func (p *Provider) SweepPools(ctx context.Context, home string, keep func(name s
 	return gone, errors.Join(errs...)
 }
 
+// DeleteFormerPools deletes the pools an older agora of this home left under former, an
+// identity the home's objects carried before (dispatch.k8sHomes): a holder of that agora
+// killed with -9 never deleted them, and no holder of this one makes, claims from or refreshes
+// them (their name and audience hash the former identity). Each is found by its policy (made
+// first, standing while anything of the pool does; the Role lists policies, not templates),
+// and its template is deleted as it was read (its uid): with it, by ownership, its warm pool,
+// Secret and unclaimed Sandboxes. A claimed pod runs on, owned by its claim, and is adopted
+// through it (Provider.AdoptPooled); the policy stays until SweepPools finds nothing of the
+// pool standing. Only objects labelled with former are looked at: another home's pools never.
+//
+// Never called with the home's current identity: another holder of the home (orch serve and
+// agora mcp side by side) holds those pools. An older agora of this home still running beside
+// this one after the upgrade loses its pool at each sweep and makes it again; its claims start
+// cold meanwhile.
+func (p *Provider) DeleteFormerPools(ctx context.Context, former string) ([]string, error) {
+	if !validHome(former) {
+		return nil, fmt.Errorf("delete former warm pools: home %q: want [a-z0-9], 1 to %d bytes", former, maxName)
+	}
+	l, err := p.client.NetworkingV1().NetworkPolicies(p.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: labelManagedBy + "=" + managedBy + "," + labelPool + "," + labelHome + "=" + former})
+	if err != nil {
+		return nil, fmt.Errorf("delete former warm pools: list network policies: %w", err)
+	}
+	var gone []string
+	var errs []error
+	for i := range l.Items {
+		name := l.Items[i].Name
+		if !strings.HasPrefix(name, poolPrefix) || l.Items[i].Labels[labelPool] != name || l.Items[i].Labels[labelHome] != former {
+			continue
+		}
+		t, err := p.client.ExtensionsV1beta1().SandboxTemplates(p.ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue // deleted already: SweepPools takes the policy
+		case err != nil:
+			errs = append(errs, fmt.Errorf("delete former warm pool %s: %w", name, err))
+			continue
+		case t.Labels[labelManagedBy] != managedBy || t.Labels[labelPool] != name || t.Labels[labelHome] != former || t.DeletionTimestamp != nil:
+			continue // not that pool's template as agora made it, or going
+		}
+		if err := fenced("delete former warm pool " + name); err != nil {
+			return gone, errors.Join(append(errs, err)...)
+		}
+		err = p.client.ExtensionsV1beta1().SandboxTemplates(p.ns).Delete(ctx, name, metav1.DeleteOptions{
+			PropagationPolicy: ptrTo(metav1.DeletePropagationBackground), Preconditions: &metav1.Preconditions{UID: &t.UID}})
+		switch {
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			// another sweep took it, or it is another template now
+		case err != nil:
+			errs = append(errs, fmt.Errorf("delete former warm pool %s: %w", name, err))
+		default:
+			gone = append(gone, name)
+		}
+	}
+	return gone, errors.Join(errs...)
+}
+
 // sweepPoolPolicy deletes np when nothing of its pool stands, and makes it again if something
 // of the pool appeared meanwhile. It reports whether the policy is gone.
 func (p *Provider) sweepPoolPolicy(ctx context.Context, np *networkingv1.NetworkPolicy) (bool, error) {

@@ -18,6 +18,11 @@ import (
 type PoolVerifier struct {
 	P    *Provider
 	Home string
+	// Former are identities this same home's pools carried under an older agora (its identity
+	// was computed otherwise then: dispatch.k8sHomes): a pod of a pool made before an upgrade
+	// enrols with a token of its former audience. Each audience is accepted only for a pod and
+	// pool labelled with its own identity, and never another home's.
+	Former []string
 }
 
 // The TokenReview's extra keys naming the pod a token is bound to.
@@ -26,19 +31,26 @@ const (
 	extraPodUID  = "authentication.kubernetes.io/pod-uid"
 )
 
-// VerifyPod asks the apiserver (TokenReview, for the home's gateway audience alone) whom token
-// names, and accepts it only when that is a pod bound token of the pool's ServiceAccount in the
-// target's namespace, for a pod that exists with that uid, is not being deleted, has not run
-// its worker yet (Pending or Running), carries the labels of one of home's pools, runs as the
+// VerifyPod asks the apiserver (TokenReview, for the home's gateway audiences alone: its
+// current identity's and its former ones') whom token names, and accepts it only when that is a
+// pod bound token of the pool's ServiceAccount in the target's namespace, for a pod that exists
+// with that uid, is not being deleted, has not run its worker yet (Pending or Running), carries
+// the labels of one of home's pools under the identity the token's audience is for, runs as the
 // pool's ServiceAccount, and is the pod (named after it) of a Sandbox that pool still holds
 // (unclaimed): the pool, the Sandbox and the pod by uid. Its errors never carry the token.
 func (v PoolVerifier) VerifyPod(ctx context.Context, token string) (remote.PodIdentity, error) {
 	p := v.P
-	if !validHome(v.Home) {
-		return remote.PodIdentity{}, fmt.Errorf("pool verifier: home %q is not valid", v.Home)
+	homes := append([]string{v.Home}, v.Former...)
+	auds := make([]string, len(homes))
+	for i, h := range homes {
+		if !validHome(h) {
+			return remote.PodIdentity{}, fmt.Errorf("pool verifier: home %q is not valid", h)
+		}
+		auds[i] = PoolAudience(h)
 	}
-	aud := PoolAudience(v.Home)
-	tr, err := p.client.TokenReviews().Create(ctx, &authv1.TokenReview{Spec: authv1.TokenReviewSpec{Token: token, Audiences: []string{aud}}}, metav1.CreateOptions{})
+	// One review for every identity of the home: the apiserver answers with those of the
+	// token's audiences it asked for, and the pod must then be of a pool of one of them.
+	tr, err := p.client.TokenReviews().Create(ctx, &authv1.TokenReview{Spec: authv1.TokenReviewSpec{Token: token, Audiences: auds}}, metav1.CreateOptions{})
 	if err != nil {
 		return remote.PodIdentity{}, fmt.Errorf("token review: %w", err)
 	}
@@ -46,7 +58,13 @@ func (v PoolVerifier) VerifyPod(ctx context.Context, token string) (remote.PodId
 	if !st.Authenticated {
 		return remote.PodIdentity{}, errors.New("the apiserver did not authenticate the token for the gateway's audience")
 	}
-	if !slices.Contains(st.Audiences, aud) {
+	var forHomes []string
+	for i, aud := range auds {
+		if slices.Contains(st.Audiences, aud) {
+			forHomes = append(forHomes, homes[i])
+		}
+	}
+	if len(forHomes) == 0 {
 		return remote.PodIdentity{}, errors.New("the token is not for the gateway's audience")
 	}
 	if want := "system:serviceaccount:" + p.ns + ":" + PoolServiceAccount; st.User.Username != want {
@@ -57,14 +75,15 @@ func (v PoolVerifier) VerifyPod(ctx context.Context, token string) (remote.PodId
 		return remote.PodIdentity{}, errors.New("the token is not bound to a pod")
 	}
 	id := remote.PodIdentity{Namespace: p.ns, Name: name[0], UID: uid[0]}
-	if err := v.poolPod(ctx, id); err != nil {
+	if err := v.poolPod(ctx, id, forHomes); err != nil {
 		return remote.PodIdentity{}, fmt.Errorf("pod %s/%s: %w", id.Namespace, id.Name, err)
 	}
 	return id, nil
 }
 
-// poolPod checks that id is a live, unclaimed pod of one of home's pools.
-func (v PoolVerifier) poolPod(ctx context.Context, id remote.PodIdentity) error {
+// poolPod checks that id is a live, unclaimed pod of a pool of one of homes (the identities
+// of this home the token's audience is for), the pod and its pool labelled with the same one.
+func (v PoolVerifier) poolPod(ctx context.Context, id remote.PodIdentity, homes []string) error {
 	p := v.P
 	pod, err := p.client.CoreV1().Pods(p.ns).Get(ctx, id.Name, metav1.GetOptions{})
 	switch {
@@ -78,10 +97,10 @@ func (v PoolVerifier) poolPod(ctx context.Context, id remote.PodIdentity) error 
 		return fmt.Errorf("the pod is %s", pod.Status.Phase)
 	case pod.Spec.ServiceAccountName != PoolServiceAccount:
 		return fmt.Errorf("the pod runs as service account %q", pod.Spec.ServiceAccountName)
-	case pod.Labels[labelManagedBy] != managedBy || pod.Labels[labelHome] != v.Home || len(pod.Labels[labelPool]) <= len(poolPrefix):
+	case pod.Labels[labelManagedBy] != managedBy || !slices.Contains(homes, pod.Labels[labelHome]) || len(pod.Labels[labelPool]) <= len(poolPrefix):
 		return errors.New("the pod does not carry the labels of a pool of this home's")
 	}
-	pool := pod.Labels[labelPool]
+	pool, home := pod.Labels[labelPool], pod.Labels[labelHome]
 	sbRef, ok := controllerRef(pod.OwnerReferences)
 	if !ok || sbRef.Kind != "Sandbox" || sbRef.APIVersion != agentsGroupVersion.String() {
 		return errors.New("the pod is not a Sandbox's")
@@ -110,7 +129,7 @@ func (v PoolVerifier) poolPod(ctx context.Context, id remote.PodIdentity) error 
 	switch {
 	case err != nil:
 		return fmt.Errorf("its pool: %w", err)
-	case wp.UID != poolRef.UID || wp.Labels[labelManagedBy] != managedBy || wp.Labels[labelPool] != pool || wp.Labels[labelHome] != v.Home:
+	case wp.UID != poolRef.UID || wp.Labels[labelManagedBy] != managedBy || wp.Labels[labelPool] != pool || wp.Labels[labelHome] != home:
 		return errors.New("its pool is not this home's")
 	}
 	return nil

@@ -38,6 +38,8 @@ type slotGW struct {
 	slots *netgw.Slots
 	url   string
 	ca    []byte
+	// pods is a pool gateway's verifier (startPoolGW): a test may set another.
+	pods *lateVerifier
 }
 
 func startSlotGW(t testing.TB) *slotGW {
