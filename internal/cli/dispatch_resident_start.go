@@ -42,7 +42,8 @@ func startResident(ctx context.Context, opts *dispatchRunOptions) {
 	if err != nil {
 		return
 	}
-	if idle, err := h.Config.Resident.IdleFor(); err != nil || idle == 0 || h.Config.Leader.Set() {
+	idle, err := h.Config.Resident.IdleFor()
+	if err != nil || idle == 0 || h.Config.Leader.Set() {
 		return
 	}
 	dir, err := absHome(f)
@@ -82,6 +83,11 @@ func startResident(ctx context.Context, opts *dispatchRunOptions) {
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(logf, "agora: start the resident dispatcher: %v\n", err)
 		return
+	}
+	if f.IO.ErrTTY {
+		// A person at a terminal is told a process outlives this command; a script's stderr
+		// keeps the in-process path's lines exactly.
+		fmt.Fprintf(f.IO.ErrOut, "agora: started the resident dispatcher (pid %d) for this home's next dispatches; it leaves after %s without one (docs/operations.md; stop it: agora dispatch resident --stop)\n", cmd.Process.Pid, idle)
 	}
 	cmd.Process.Release()
 }
