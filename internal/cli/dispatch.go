@@ -259,8 +259,13 @@ func dispatchRunRun(ctx context.Context, opts *dispatchRunOptions) error {
 	if err := handoff(ctx, opts); !errors.Is(err, errNoHandoff) {
 		return err
 	}
-	startResident(ctx, opts)
-	return runDispatch(ctx, opts.f, opts.req, opts.detach, opts.output, opts.progress || opts.f.IO.ErrTTY)
+	err := runDispatch(ctx, opts.f, opts.req, opts.detach, opts.output, opts.progress || opts.f.IO.ErrTTY)
+	// After the dispatch, not before: the resident's start (its own Go start, agora.db, warm
+	// slots staged) would share this machine's cores with the dispatch the user waits for.
+	if ctx.Err() == nil {
+		startResident(ctx, opts)
+	}
+	return err
 }
 
 func readInput(s string) (json.RawMessage, error) {
