@@ -121,6 +121,16 @@ func stopResident(ctx context.Context, f *Factory) error {
 	if err != nil || int(cred.Uid) != os.Getuid() || cred.Pid <= 0 {
 		return fmt.Errorf("the resident dispatcher's socket %s is not held by a process of this user", sock)
 	}
+	// Only a resident dispatcher of this agora is stopped: another program listening there
+	// (red team 45) keeps its socket, and --stop does not wait for it to exit, which it never
+	// would. A resident of a replaced agora binary leaves by itself within a second.
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("stop the resident dispatcher: %w", err)
+	}
+	if why := peerNotAgora(cred.Pid, exe, "dispatch", "resident"); why != "" {
+		return fmt.Errorf("%s is held by process %d, not by a resident dispatcher of this agora (%s): nothing was stopped", sock, cred.Pid, strings.TrimPrefix(why, "the peer "))
+	}
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("stop the resident dispatcher: %w", err)
 	}

@@ -201,6 +201,12 @@ func handoffEnd(err error) *api.HandoffEnd {
 // run`, or "" when it is. Its executable and command line are read from /proc while its
 // connection is open.
 func peerNotDispatchRun(pid int32, exe string) string {
+	return peerNotAgora(pid, exe, "dispatch", "run")
+}
+
+// peerNotAgora says why the process pid is not this agora binary (or the front beside it)
+// running `agora VERB SUB`, or "" when it is.
+func peerNotAgora(pid int32, exe, verb, sub string) string {
 	if pid <= 0 {
 		return "the peer's process is unknown"
 	}
@@ -224,8 +230,8 @@ func peerNotDispatchRun(pid int32, exe string) string {
 			break
 		}
 	}
-	if len(words) != 2 || words[0] != "dispatch" || words[1] != "run" {
-		return "the peer is not 'agora dispatch run'"
+	if len(words) != 2 || words[0] != verb || words[1] != sub {
+		return "the peer is not 'agora " + verb + " " + sub + "'"
 	}
 	return ""
 }
