@@ -141,7 +141,7 @@ func dispatchResidentRun(ctx context.Context, opts *dispatchResidentOptions) err
 			}
 		}()
 	}
-	runner, err := newHandoffRunner(f, d, sup, h.Dir)
+	runner, err := newHandoffRunner(f, d, sup, h)
 	if err != nil {
 		return err
 	}
