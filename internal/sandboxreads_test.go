@@ -44,7 +44,7 @@ var readAllowed = map[string]string{
 	"dispatch/warmdocker_files.go:sweepSlotFiles: os.ReadDir":    "lists AGORA_HOME/gateway/slotfiles, the host's own directory of slot places; names are checked as slot ids before use",
 	"dispatch/warmk8s.go:sweepK8sSlots: os.Lstat":                "asks whether AGORA_HOME/gateway/slots/ID (the host's own slot directory; ID checked by remote.ValidSlotID first) still exists; reads no byte, and no pod reaches the directory",
 	"dispatch/warmdocker.go:live: os.Lstat":                      "asks whether AGORA_HOME's own slot directory of the docker gateway still exists; reads no byte, and a slot container reaches it only over the gateway socket",
-	"cli/dispatch_handoff.go:trustedSocket: os.Lstat":            "AGORA_HOME/orch and orch.sock, the host's own directory (no sandbox binds it): their type, mode and owner decide whether the CLI trusts serve",
+	"cli/dispatch_handoff.go:ownPrivate: os.Lstat":               "AGORA_HOME/orch and orch.sock, the host's own directory (no sandbox binds it): their type, mode and owner decide whether the CLI trusts serve",
 	"cli/orch_handoff.go:newHandoffRunner: os.Stat":              "/proc/self/exe, serve's own executable",
 	"cli/orch_handoff.go:fileSum: os.ReadFile":                   "AGORA_HOME/agora.yaml, the operator's config (no sandbox binds it), hashed to tell an edit since serve started",
 	"cli/orch_handoff.go:isRunning: os.Stat":                     "serve's own executable path, to tell a replacement since it started",
