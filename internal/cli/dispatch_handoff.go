@@ -168,21 +168,18 @@ func absHome(f *Factory) (string, error) {
 // this user's own, not symlinks, and no one else may use them. Anything else is not serve's
 // to trust with a dispatch; the CLI runs it itself.
 func trustedSocket(dir, sock string) bool {
-	uid := uint32(os.Getuid())
-	for _, c := range []struct {
-		path string
-		mode os.FileMode
-	}{{dir, os.ModeDir}, {sock, os.ModeSocket}} {
-		fi, err := os.Lstat(c.path)
-		if err != nil || fi.Mode().Type() != c.mode || fi.Mode().Perm()&0o077 != 0 {
-			return false
-		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok || st.Uid != uid {
-			return false
-		}
+	return ownPrivate(dir, os.ModeDir) && ownPrivate(sock, os.ModeSocket)
+}
+
+// ownPrivate reports whether path is of type typ (not a symlink), this user's, and closed to
+// everyone else.
+func ownPrivate(path string, typ os.FileMode) bool {
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode().Type() != typ || fi.Mode().Perm()&0o077 != 0 {
+		return false
 	}
-	return true
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Uid == uint32(os.Getuid())
 }
 
 // handoffClient talks to serve's socket, and only to a listener of this user (its peer

@@ -141,7 +141,7 @@ func dispatchResidentRun(ctx context.Context, opts *dispatchResidentOptions) err
 			}
 		}()
 	}
-	runner, err := newHandoffRunner(f, d, sup, h.Dir)
+	runner, err := newHandoffRunner(f, d, sup, h)
 	if err != nil {
 		return err
 	}
@@ -150,6 +150,12 @@ func dispatchResidentRun(ctx context.Context, opts *dispatchResidentOptions) err
 	ln, err := service.Listen(sock)
 	if err != nil {
 		return err
+	}
+	// It removes its socket itself when it leaves, and only if the path is still its own:
+	// Go's close unlinks the path whatever it is then, which would remove the socket of a
+	// resident that replaced this one (red team 45).
+	if ul, ok := ln.(*net.UnixListener); ok {
+		ul.SetUnlinkOnClose(false)
 	}
 	r := &resident{runner: runner, idle: idle, sock: sock, serveSock: filepath.Join(dir, orchSocket), last: time.Now(), log: log}
 	if r.sockInfo, err = os.Lstat(sock); err != nil {

@@ -57,6 +57,12 @@ func startResident(ctx context.Context, opts *dispatchRunOptions) {
 	if err := os.MkdirAll(odir, 0o700); err != nil {
 		return
 	}
+	// Its log and its socket go only into an orch/ of this user's that no one else may
+	// write: a CLI never uses a socket in any other (trustedSocket), and another user could
+	// have put anything at resident.log there (red team 45).
+	if !ownPrivate(odir, os.ModeDir) {
+		return
+	}
 	logf, err := openResidentLog(filepath.Join(odir, residentLog))
 	if err != nil {
 		return
@@ -93,13 +99,19 @@ func startResident(ctx context.Context, opts *dispatchRunOptions) {
 }
 
 // openResidentLog opens the resident's log for appending, cut to nothing past
-// residentLogCap; never through a symlink.
+// residentLogCap; never through a symlink, and only a regular file: O_NONBLOCK, as a FIFO
+// there would hold the opening `agora dispatch run` until someone read it (red team 45).
 func openResidentLog(path string) (*os.File, error) {
-	logf, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	logf, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	if fi, err := logf.Stat(); err == nil && fi.Size() > residentLogCap {
+	fi, err := logf.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		logf.Close()
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if fi.Size() > residentLogCap {
 		logf.Truncate(0)
 	}
 	return logf, nil
@@ -128,6 +140,16 @@ func stopResident(ctx context.Context, f *Factory) error {
 	c.Close()
 	if err != nil || int(cred.Uid) != os.Getuid() || cred.Pid <= 0 {
 		return fmt.Errorf("the resident dispatcher's socket %s is not held by a process of this user", sock)
+	}
+	// Only a resident dispatcher of this agora is stopped: another program listening there
+	// (red team 45) keeps its socket, and --stop does not wait for it to exit, which it never
+	// would. A resident of a replaced agora binary leaves by itself within a second.
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("stop the resident dispatcher: %w", err)
+	}
+	if why := peerNotAgora(cred.Pid, exe, "dispatch", "resident"); why != "" {
+		return fmt.Errorf("%s is held by process %d, not by a resident dispatcher of this agora (%s): nothing was stopped", sock, cred.Pid, strings.TrimPrefix(why, "the peer "))
 	}
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("stop the resident dispatcher: %w", err)

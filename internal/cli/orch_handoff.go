@@ -18,6 +18,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/service"
 	"github.com/agora-dev/agora/internal/strictjson"
@@ -44,14 +45,14 @@ type handoffRunner struct {
 	// environment, which a CLI's must equal (dispatch_resident.go); "" for serve.
 	envAll  string
 	cfgFile string
-	cfgSum  [32]byte // agora.yaml as serve loaded it (its digest at serve's start)
+	cfgSum  [32]byte // the digest of the agora.yaml bytes serve loaded (config.FileSum)
 	// running is the file serve runs from (its /proc/self/exe): a CLI whose exe is no
 	// longer that file (agora upgraded in place since serve started) is declined.
 	running os.FileInfo
 }
 
-func newHandoffRunner(f *Factory, d *dispatch.Dispatcher, sup *detach.Supervisors, homeDir string) (*handoffRunner, error) {
-	abs, err := filepath.Abs(homeDir)
+func newHandoffRunner(f *Factory, d *dispatch.Dispatcher, sup *detach.Supervisors, h *home.Home) (*handoffRunner, error) {
+	abs, err := filepath.Abs(h.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +65,9 @@ func newHandoffRunner(f *Factory, d *dispatch.Dispatcher, sup *detach.Supervisor
 		return nil, err
 	}
 	r := &handoffRunner{f: f, d: d, sup: sup, home: abs, exe: exe, env: api.EnvDigest(os.Environ()), cfgFile: filepath.Join(abs, config.FileName), running: running}
-	r.cfgSum = fileSum(r.cfgFile)
+	// The digest of the bytes h.Config was parsed from, not of a read now: an edit between
+	// the two would pass for the file this process runs with (red team 45).
+	r.cfgSum = h.Config.FileSum()
 	return r, nil
 }
 
@@ -201,6 +204,12 @@ func handoffEnd(err error) *api.HandoffEnd {
 // run`, or "" when it is. Its executable and command line are read from /proc while its
 // connection is open.
 func peerNotDispatchRun(pid int32, exe string) string {
+	return peerNotAgora(pid, exe, "dispatch", "run")
+}
+
+// peerNotAgora says why the process pid is not this agora binary (or the front beside it)
+// running `agora VERB SUB`, or "" when it is.
+func peerNotAgora(pid int32, exe, verb, sub string) string {
 	if pid <= 0 {
 		return "the peer's process is unknown"
 	}
@@ -224,8 +233,8 @@ func peerNotDispatchRun(pid int32, exe string) string {
 			break
 		}
 	}
-	if len(words) != 2 || words[0] != "dispatch" || words[1] != "run" {
-		return "the peer is not 'agora dispatch run'"
+	if len(words) != 2 || words[0] != verb || words[1] != sub {
+		return "the peer is not 'agora " + verb + " " + sub + "'"
 	}
 	return ""
 }

@@ -194,7 +194,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	srv := &service.Server{Engine: eng, PinRepo: dispatch.PinRevision, PinWorkspace: d.PinWorkspace, Log: ob.log,
 		Trace: runTrace(ob.tracer), ExportRun: orchRunExporter(orchCP), LearnInRun: d.Records.LearnInRun}
 	// `agora dispatch run` hands its dispatch to this serve when it can (#28, orch_handoff.go).
-	if srv.Handoff, err = newHandoffRunner(f, d, sup, h.Dir); err != nil {
+	if srv.Handoff, err = newHandoffRunner(f, d, sup, h); err != nil {
 		return err
 	}
 	srv.Schedules = &service.Scheduler{Server: srv, Table: cron.NewTable(db, audit.New(f.Now)), Now: f.Now, Log: ob.log}

@@ -3,6 +3,7 @@
 package config
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -58,7 +59,16 @@ type Config struct {
 	// Resident is the background dispatcher `agora dispatch run` starts and hands its
 	// dispatches to when no serve runs (resident.go, #28).
 	Resident Resident `yaml:"resident"`
+
+	// sum is the sha256 of the bytes this configuration was parsed from (zero: no file).
+	sum [32]byte
 }
+
+// FileSum is the sha256 of the agora.yaml bytes c was parsed from, zero when there was no
+// file. A process that later compares agora.yaml's digest to tell an edit (serve and the
+// resident dispatcher) compares it to this one, taken from the very bytes it runs with:
+// the digest of a second read would be of a file edited in between (red team 45).
+func (c *Config) FileSum() [32]byte { return c.sum }
 
 // Gateway configures the network gateway that `agora gateway serve` and `agora orch serve
 // --gateway` run.
@@ -132,6 +142,7 @@ func Load(home string) (*Config, error) {
 	if err := Parse(path, buf[:n], c); err != nil {
 		return nil, err
 	}
+	c.sum = sha256.Sum256(buf[:n])
 	return c, nil
 }
 
