@@ -53,6 +53,8 @@ var readAllowed = map[string]string{
 	"cli/orch_handoff.go:isRunning: os.Stat":                      "serve's own executable path, to tell a replacement since it started",
 	"cli/orch_handoff.go:peerNotAgora: os.Readlink":               "/proc/PID/exe of the peer of orch.sock (or of resident.sock, for --stop): the kernel's link",
 	"cli/orch_handoff.go:peerNotAgora: os.ReadFile":               "/proc/PID/cmdline of the same peer: the kernel's file, at most ARG_MAX",
+	"cli/resident_context.go:processContext: os.ReadFile":         "/proc/PID/status, cgroup and limits of the resident's peer (or itself): the kernel's files",
+	"cli/resident_context.go:processContext: os.Readlink":         "/proc/PID/ns/* of the same process: the kernel's links",
 	"dispatch/process.go:processStat: os.ReadFile":                "/proc/PID/stat: the kernel's file",
 	"dispatch/logsink.go:newLogSink: os.OpenFile":                 "creates the supervisor's own log, write-only",
 	"dispatch/logsink.go:appendLogSink: os.OpenFile":              "reopens the supervisor's own log (in the stage directory, which only the host writes: an adoptable dispatch never has sandbox: none) write-only, O_APPEND|O_NOFOLLOW, for an adopted dispatch; its size is read from the descriptor",

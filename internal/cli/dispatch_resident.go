@@ -146,6 +146,9 @@ func dispatchResidentRun(ctx context.Context, opts *dispatchResidentOptions) err
 		return err
 	}
 	runner.envAll = api.ResidentEnvDigest(os.Environ())
+	if runner.context, err = processContext(0); err != nil {
+		return fmt.Errorf("read this process's context: %w", err)
+	}
 	sock := filepath.Join(dir, residentSocket)
 	ln, err := service.Listen(sock)
 	if err != nil {

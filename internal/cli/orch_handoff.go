@@ -43,7 +43,10 @@ type handoffRunner struct {
 	env  string // api.EnvDigest of serve's environment
 	// envAll, set for the resident dispatcher, is api.ResidentEnvDigest of its whole
 	// environment, which a CLI's must equal (dispatch_resident.go); "" for serve.
-	envAll  string
+	envAll string
+	// context, set with envAll, is processContext of the resident itself, which the peer's
+	// must equal.
+	context string
 	cfgFile string
 	cfgSum  [32]byte // the digest of the agora.yaml bytes serve loaded (config.FileSum)
 	// running is the file serve runs from (its /proc/self/exe): a CLI whose exe is no
@@ -110,6 +113,11 @@ func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, pe
 	// ever did.
 	if why := peerNotDispatchRun(peer.PID, r.exe); why != "" {
 		return nil, &service.Declined{Why: why}
+	}
+	if r.context != "" {
+		if c, err := processContext(int(peer.PID)); err != nil || c != r.context {
+			return nil, &service.Declined{Why: "the CLI's umask, groups, cgroup, namespaces or limits are not those the resident dispatcher was started with"}
+		}
 	}
 	// The actor is the peer's user, as the CLI's own (no --actor: the CLI hands off only
 	// without it) would be: never a name the client sends.

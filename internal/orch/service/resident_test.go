@@ -306,3 +306,30 @@ func TestResident_Killed(t *testing.T) {
 	}
 	e.waitNewResident(pid)
 }
+
+// TestResident_OtherProcessContextRunsItself: a CLI whose umask or resource limits are not
+// the resident's (another shell's: red team 45) runs its dispatch itself, as one of another
+// environment does; the resident's own CLI context still hands off.
+func TestResident_OtherProcessContextRunsItself(t *testing.T) {
+	e := residentEnv(t, "")
+	if code, _, stderr := e.oneShot(nil, "--subagent", "ok"); code != 0 {
+		t.Fatalf("first dispatch: exit %d\n%s", code, stderr)
+	}
+	e.waitResident()
+	for _, shell := range []string{
+		`umask 0077; exec "$0" dispatch run --subagent ok`,
+		`ulimit -S -n 512; exec "$0" dispatch run --subagent ok`,
+	} {
+		cmd := exec.Command("sh", "-c", shell, agoraBin)
+		cmd.Env = e.vars
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", shell, err, out)
+		}
+	}
+	if code, _, stderr := e.oneShot(nil, "--subagent", "ok"); code != 0 {
+		t.Fatalf("same context: exit %d\n%s", code, stderr)
+	}
+	if n := e.stopResident(); n != 1 {
+		t.Errorf("the resident took %d dispatches, want only the one of its own context", n)
+	}
+}
