@@ -14,7 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
+	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/obs"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/service"
@@ -94,17 +96,9 @@ func dispatchResidentRun(ctx context.Context, opts *dispatchResidentOptions) err
 	if err != nil {
 		return err
 	}
-	idle := opts.idle
-	if idle == 0 {
-		if idle, err = h.Config.Resident.IdleFor(); err != nil {
-			return err
-		}
-		if idle == 0 {
-			return errors.New("the resident dispatcher is off in agora.yaml (resident: {idle: 0}); start one for a while with --idle DURATION")
-		}
-	}
-	if h.Config.Leader.Set() {
-		return errors.New("this home has leader: in agora.yaml: its dispatcher is 'agora orch serve', which fences every commit with the Lease; a resident dispatcher would not")
+	idle, err := residentIdle(opts.idle, h.Config)
+	if err != nil {
+		return err
 	}
 	dir, err := f.orchPaths()
 	if err != nil {
@@ -123,32 +117,11 @@ func dispatchResidentRun(ctx context.Context, opts *dispatchResidentOptions) err
 	if err != nil {
 		return err
 	}
-	d, err := f.Dispatcher(ctx)
+	runner, closeWarm, err := residentRunner(ctx, f, h, log)
 	if err != nil {
 		return err
 	}
-	sup := detach.For(d)
-	sb, err := detach.NewLocalStandbys(ctx, d, log)
-	if err != nil {
-		return err
-	}
-	if sb != nil {
-		sup.Standbys = sb
-		defer sb.Close()
-		go func() {
-			if err := sb.Publish(ctx); err != nil {
-				log.Warn("warm slots status", "err", err)
-			}
-		}()
-	}
-	runner, err := newHandoffRunner(f, d, sup, h)
-	if err != nil {
-		return err
-	}
-	runner.envAll = api.ResidentEnvDigest(os.Environ())
-	if runner.context, err = processContext(0); err != nil {
-		return fmt.Errorf("read this process's context: %w", err)
-	}
+	defer closeWarm()
 	sock := filepath.Join(dir, residentSocket)
 	ln, err := service.Listen(sock)
 	if err != nil {
@@ -187,6 +160,61 @@ func dispatchResidentRun(ctx context.Context, opts *dispatchResidentOptions) err
 	}
 	log.Info("resident dispatcher left", "why", why, "dispatches", srv.Handoffs())
 	return nil
+}
+
+// residentIdle is how long a resident waits with no dispatch: --idle, else agora.yaml's; an
+// error when it is off or the home has a leader.
+func residentIdle(flag time.Duration, c *config.Config) (time.Duration, error) {
+	idle := flag
+	if idle == 0 {
+		var err error
+		if idle, err = c.Resident.IdleFor(); err != nil {
+			return 0, err
+		}
+		if idle == 0 {
+			return 0, errors.New("the resident dispatcher is off in agora.yaml (resident: {idle: 0}); start one for a while with --idle DURATION")
+		}
+	}
+	if c.Leader.Set() {
+		return 0, errors.New("this home has leader: in agora.yaml: its dispatcher is 'agora orch serve', which fences every commit with the Lease; a resident dispatcher would not")
+	}
+	return idle, nil
+}
+
+// residentRunner is serve's hand-off runner over this home's dispatcher and its local warm
+// slots, held to the environment and process context the resident was started in; close
+// discards the slots not claimed.
+func residentRunner(ctx context.Context, f *Factory, h *home.Home, log *slog.Logger) (*handoffRunner, func(), error) {
+	d, err := f.Dispatcher(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	sup := detach.For(d)
+	sb, err := detach.NewLocalStandbys(ctx, d, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	closeWarm := func() {}
+	if sb != nil {
+		sup.Standbys, closeWarm = sb, sb.Close
+		go func() {
+			if err := sb.Publish(ctx); err != nil {
+				log.Warn("warm slots status", "err", err)
+			}
+		}()
+	}
+	runner, err := newHandoffRunner(f, d, sup, h)
+	if err == nil {
+		runner.envAll = api.ResidentEnvDigest(os.Environ())
+		if runner.context, err = processContext(0); err != nil {
+			err = fmt.Errorf("read this process's context: %w", err)
+		}
+	}
+	if err != nil {
+		closeWarm()
+		return nil, nil, err
+	}
+	return runner, closeWarm, nil
 }
 
 // resident is the resident dispatcher's [service.Handoff]: serve's hand-off runner, counting

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -30,28 +31,30 @@ func handoffEnv(t *testing.T) (*env, *exec.Cmd) {
 	t.Helper()
 	requireBwrap(t)
 	e := newEnv(t)
-	cat := filepath.Join(t.TempDir(), "catalog")
-	must(t, os.MkdirAll(cat, 0o755))
-	for name, body := range map[string]string{
+	e.applySubagents(map[string]string{
 		"ok":      "runtime: exec\ncommand: [sh, -c, 'echo fine']\ncapabilities: [shell]\n",
 		"failing": "runtime: exec\ncommand: [sh, -c, 'echo bad >&2; exit 3']\ncapabilities: [shell]\n",
 		"refused": "runtime: exec\ncommand: [cat, /etc/hostname]\ncapabilities: [shell]\n",
 		"slow":    "runtime: exec\ncommand: [sh, -c, 'echo working on it; sleep 60']\ncapabilities: [shell]\n",
-	} {
-		must(t, os.WriteFile(filepath.Join(cat, name+".yaml"), []byte("description: "+name+"\n"+body), 0o644))
-	}
-	manifest := filepath.Join(cat, "agora-manifest.yaml")
-	must(t, os.WriteFile(manifest, []byte(`version: 1
-subagents:
-  - {name: ok, from: ok.yaml}
-  - {name: failing, from: failing.yaml}
-  - {name: refused, from: refused.yaml}
-  - {name: slow, from: slow.yaml}
-`), 0o644))
-	e.run("apply", "-f", manifest)
+	})
 	serve := e.serve()
 	t.Cleanup(func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() })
 	return e, serve
+}
+
+// applySubagents registers one subagent per entry (name: its yaml but the description).
+func (e *env) applySubagents(subagents map[string]string) {
+	e.t.Helper()
+	cat := filepath.Join(e.t.TempDir(), "catalog")
+	must(e.t, os.MkdirAll(cat, 0o755))
+	manifest := "version: 1\nsubagents:\n"
+	for _, name := range slices.Sorted(maps.Keys(subagents)) {
+		must(e.t, os.WriteFile(filepath.Join(cat, name+".yaml"), []byte("description: "+name+"\n"+subagents[name]), 0o644))
+		manifest += fmt.Sprintf("  - {name: %s, from: %s.yaml}\n", name, name)
+	}
+	path := filepath.Join(cat, "agora-manifest.yaml")
+	must(e.t, os.WriteFile(path, []byte(manifest), 0o644))
+	e.run("apply", "-f", path)
 }
 
 // handoffs counts the hand-offs serve took, from its log.

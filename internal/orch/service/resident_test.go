@@ -22,25 +22,12 @@ func residentEnv(t *testing.T, yaml string) *env {
 	t.Helper()
 	requireBwrap(t)
 	e := newEnvConfig(t, yaml)
-	cat := filepath.Join(t.TempDir(), "catalog")
-	must(t, os.MkdirAll(cat, 0o755))
-	for name, body := range map[string]string{
+	e.applySubagents(map[string]string{
 		"ok":      "runtime: exec\ncommand: [sh, -c, 'echo fine']\ncapabilities: [shell]\n",
 		"failing": "runtime: exec\ncommand: [sh, -c, 'echo bad >&2; exit 3']\ncapabilities: [shell]\n",
 		"slow":    "runtime: exec\ncommand: [sh, -c, 'echo working on it; sleep 2; echo done']\ncapabilities: [shell]\n",
 		"hang":    "runtime: exec\ncommand: [sh, -c, 'echo hanging; sleep 60']\ncapabilities: [shell]\n",
-	} {
-		must(t, os.WriteFile(filepath.Join(cat, name+".yaml"), []byte("description: "+name+"\n"+body), 0o644))
-	}
-	manifest := filepath.Join(cat, "agora-manifest.yaml")
-	must(t, os.WriteFile(manifest, []byte(`version: 1
-subagents:
-  - {name: ok, from: ok.yaml}
-  - {name: failing, from: failing.yaml}
-  - {name: slow, from: slow.yaml}
-  - {name: hang, from: hang.yaml}
-`), 0o644))
-	e.run("apply", "-f", manifest)
+	})
 	t.Cleanup(func() {
 		cmd := exec.Command(agoraBin, "dispatch", "resident", "--stop")
 		cmd.Env = e.vars
