@@ -113,11 +113,17 @@ func (h *handle) watchPull(ctx context.Context, fail context.CancelCauseFunc) {
 			sleep(ctx, retryDelay)
 			continue
 		}
+		pinned := false
 		for i := range list.Items {
 			if perr := h.jobPodPullFailure(&list.Items[i]); perr != nil {
 				fail(perr)
 				return
 			}
+			pinned = pinned || list.Items[i].UID == h.podUID
+		}
+		if h.podUID != "" && !pinned {
+			fail(&PodGoneError{Job: h.name, Pod: "of uid " + string(h.podUID)})
+			return
 		}
 		w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion,
 			TimeoutSeconds: ptrTo(int64(watchTimeout / time.Second))})
@@ -125,17 +131,18 @@ func (h *handle) watchPull(ctx context.Context, fail context.CancelCauseFunc) {
 			sleep(ctx, retryDelay)
 			continue
 		}
-		perr := h.pullEvents(ctx, w.ResultChan())
+		err = h.pullEvents(ctx, w.ResultChan())
 		w.Stop()
-		if perr != nil {
-			fail(perr)
+		if err != nil {
+			fail(err)
 			return
 		}
 	}
 }
 
-// pullEvents reads one pod watch until a pull refusal, the watch's end or ctx's.
-func (h *handle) pullEvents(ctx context.Context, events <-chan watch.Event) *PullError {
+// pullEvents reads one pod watch until a pull refusal (a *PullError), the deletion of a
+// warm slot's claimed pod (a *PodGoneError), the watch's end or ctx's.
+func (h *handle) pullEvents(ctx context.Context, events <-chan watch.Event) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -147,6 +154,9 @@ func (h *handle) pullEvents(ctx context.Context, events <-chan watch.Event) *Pul
 			pod, isPod := ev.Object.(*corev1.Pod)
 			if ev.Type == watch.Error || !isPod {
 				return nil
+			}
+			if ev.Type == watch.Deleted && h.podUID != "" && pod.UID == h.podUID {
+				return &PodGoneError{Job: h.name, Pod: pod.Name}
 			}
 			if ev.Type != watch.Deleted {
 				if perr := h.jobPodPullFailure(pod); perr != nil {
@@ -165,10 +175,31 @@ func (h *handle) watchJobOrPull(ctx context.Context) (compute.Exit, error) {
 	go h.watchPull(pctx, stop)
 	exit, err := h.watchJob(pctx)
 	var perr *PullError
-	if ctx.Err() == nil && errors.As(context.Cause(pctx), &perr) {
+	var gone *PodGoneError
+	switch cause := context.Cause(pctx); {
+	case ctx.Err() == nil && errors.As(cause, &perr):
 		// watchJob took the refusal for a cancel: it deleted the Job and waited for it.
 		h.p.forgetCancel(h.name)
 		return compute.Exit{Code: -1}, errors.Join(perr, err)
+	case ctx.Err() == nil && errors.As(cause, &gone) && !exit.Cancelled:
+		// The Job ended on its own first (the pod's end was its end): that end stands.
+		return exit, err
+	case ctx.Err() == nil && errors.As(cause, &gone):
+		// The same for a warm slot's claimed pod deleted under the dispatch: the Job (and a
+		// replacement pod its controller may have made, which never ran the dispatch) is
+		// deleted, and the dispatch ends lost at once, not at the Job's deadline.
+		h.p.forgetCancel(h.name)
+		if h.stderr != nil {
+			fmt.Fprintf(h.stderr, "agora: %v\n", gone)
+		}
+		return compute.Exit{Code: -1, Lost: true}, err
 	}
 	return exit, err
+}
+
+// PodGoneError is a warm slot's claimed pod deleted while it ran the dispatch.
+type PodGoneError struct{ Job, Pod string }
+
+func (e *PodGoneError) Error() string {
+	return fmt.Sprintf("the pod %s of job %s that ran the dispatch was deleted; the job was deleted with any replacement pod, and the dispatch is lost", e.Pod, e.Job)
 }
