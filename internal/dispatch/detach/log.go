@@ -60,8 +60,10 @@ func openSupervisorLog(stateDir string) (*os.File, error) {
 		return nil, fmt.Errorf("supervisors' log: %w", err)
 	}
 	// O_NOFOLLOW and a regular file only, as the dispatches' own logs (logsink.go): no link
-	// planted in the home redirects a supervisor's lines elsewhere.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	// planted in the home redirects a supervisor's lines elsewhere; O_NONBLOCK so a FIFO
+	// planted there is refused below instead of blocking the open (red team 45 found that
+	// hang for resident.log).
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("supervisors' log: %w", err)
 	}
