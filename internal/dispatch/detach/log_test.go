@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestSupervisorLog_StderrAppendedRotatedNoLink: a detached supervisor's stderr is appended to
@@ -67,5 +69,29 @@ func TestSupervisorLog_StderrAppendedRotatedNoLink(t *testing.T) {
 	run("D4")
 	if b, _ := os.ReadFile(victim); string(b) != "keep\n" {
 		t.Errorf("a supervisor wrote through a symlink at the log's path: %q", b)
+	}
+
+	// A FIFO at the path: refused at once (never an open that waits for a reader).
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		f, err := supervisorStderr(state)
+		if f != nil {
+			f.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a FIFO at the log's path was taken as the supervisors' log")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("opening the supervisors' log blocked on a FIFO at its path")
 	}
 }
