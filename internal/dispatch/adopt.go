@@ -289,6 +289,14 @@ func (s *supervision) prepareAdopted(ctx context.Context) error {
 	}
 	st := stageAt(d.StateDir, r.ID)
 	st.owner, st.sandboxed = limits.owner, limits.sandboxed
+	if st.sandboxed && st.owner == nil {
+		// The first supervisor bound the shared entry of the pinned content at /agora/bundle,
+		// with the dispatch's manifest.json over it (writeBundle, bundleBinds): the spec is
+		// built with the same binds, so that its shape is the one the dispatch started with.
+		// A pool's name hashes that shape: with the stage's own bundle directory bound
+		// instead, a dispatch of a warm pool's pod looked for another pool and ended lost.
+		st.shared = filepath.Join(d.StateDir, bundlesDir, bundleKey(bundleVersions(s.pinned)))
+	}
 	_, serr := os.Lstat(st.dir)
 	missing := errors.Is(serr, fs.ErrNotExist)
 	// A stage that is there may be one this replica made before another led (a takeover
