@@ -63,7 +63,9 @@ func (d *Dispatcher) AdoptOrphans(ctx context.Context) (int, error) {
 		if r.State != StateStarted || supervisorAlive(r.supervisor) {
 			continue
 		}
-		if kept, _ := d.orphanKept(ctx, r); kept {
+		// Counted only when this process won it: another supervisor host that read the same
+		// orphan at once lost the compare-and-set (claimAdoption) and adopted nothing.
+		if _, _, adopted := d.orphanKept(ctx, r); adopted {
 			n++
 		}
 	}
@@ -73,40 +75,41 @@ func (d *Dispatcher) AdoptOrphans(ctx context.Context) (int, error) {
 // orphanKept decides, for Reap, what becomes of live dispatch r, whose supervisor is gone:
 // kept when it stays live (adopted by this process now, by another, or waiting for a
 // supervisor host), else Reap ends it; waited says it waited [OrphanWait] for an adopter in
-// vain. Only a started dispatch whose provider keeps its worker without a supervisor is
-// kept; a cancelled one is ended (its cancel stops the worker).
-func (d *Dispatcher) orphanKept(ctx context.Context, r *Record) (kept, waited bool) {
+// vain; adopted says this process adopted it now. Only a started dispatch whose provider
+// keeps its worker without a supervisor is kept; a cancelled one is ended (its cancel stops
+// the worker).
+func (d *Dispatcher) orphanKept(ctx context.Context, r *Record) (kept, waited, adopted bool) {
 	// sandbox: none runs on the host, with its supervisor: never adoptable (and its stage
 	// is the worker's to write, so adoption reads nothing of it).
 	if r.State != StateStarted || r.cancelRequested || r.ProviderTaskID == "" || r.Sandbox == compute.SandboxNone {
-		return false, false
+		return false, false, false
 	}
 	p, err := d.providerFor(ctx, r.Target)
 	if err != nil {
-		return false, false
+		return false, false, false
 	}
 	ad, ok := p.(compute.Adopter)
 	if !ok {
-		return false, false
+		return false, false, false
 	}
 	if d.Adopt == nil {
 		if d.orphanedFor(r.ID) < OrphanWait {
-			return true, false
+			return true, false, false
 		}
 		// Ended by this process only if no serve adopted it meanwhile: the same
 		// compare-and-set on the dead supervisor as an adoption, or Reap would stop a Job
 		// that a serve starting just now follows.
 		took, err := d.Records.takeOrphan(ctx, r)
 		if err != nil || !took {
-			return true, false
+			return true, false, false
 		}
-		return false, true
+		return false, true, false
 	}
 	won, err := d.Records.claimAdoption(ctx, r, d.Adopt.Role)
 	if err != nil {
 		d.log().Warn("reap: a dispatch whose supervisor died could not be adopted; the next reap retries",
 			"dispatch", r.ID, "err", err.Error())
-		return true, false
+		return true, false, false
 	}
 	if won {
 		os.Remove(filepath.Join(stageAt(d.StateDir, r.ID).dir, orphanMark))
@@ -116,7 +119,7 @@ func (d *Dispatcher) orphanKept(ctx context.Context, r *Record) (kept, waited bo
 			d.superviseAdopted(r.ID, ad)
 		}()
 	}
-	return true, false
+	return true, false, won
 }
 
 // Orphaned says how long started dispatch r has waited for a supervisor host to adopt it: its
@@ -289,6 +292,14 @@ func (s *supervision) prepareAdopted(ctx context.Context) error {
 	}
 	st := stageAt(d.StateDir, r.ID)
 	st.owner, st.sandboxed = limits.owner, limits.sandboxed
+	if st.sandboxed && st.owner == nil {
+		// The first supervisor bound the shared entry of the pinned content at /agora/bundle,
+		// with the dispatch's manifest.json over it (writeBundle, bundleBinds): the spec is
+		// built with the same binds, so that its shape is the one the dispatch started with.
+		// A pool's name hashes that shape: with the stage's own bundle directory bound
+		// instead, a dispatch of a warm pool's pod looked for another pool and ended lost.
+		st.shared = filepath.Join(d.StateDir, bundlesDir, bundleKey(bundleVersions(s.pinned)))
+	}
 	_, serr := os.Lstat(st.dir)
 	missing := errors.Is(serr, fs.ErrNotExist)
 	// A stage that is there may be one this replica made before another led (a takeover

@@ -101,7 +101,7 @@ func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
 		if supervisorAlive(r.supervisor) {
 			continue
 		}
-		kept, waited := d.orphanKept(ctx, r)
+		kept, waited, _ := d.orphanKept(ctx, r)
 		if kept {
 			continue
 		}
