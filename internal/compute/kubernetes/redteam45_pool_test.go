@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/fence"
 )
 
 // Red team 45: attacks on the former-identity pool changes (PoolVerifier.Former, AdoptPooled,
@@ -447,5 +448,50 @@ func TestRedteam45Pool_AdoptFormerClaimAttacks(t *testing.T) {
 	}
 	if exit := waitTimeout(t, h, 4*time.Minute); exit.Code != 0 || exit.Lost {
 		t.Errorf("adopted exit = %+v, want the pod's end, code 0", exit)
+	}
+}
+
+// Attack: between DeleteFormerPools reading the former pool's template and deleting it, the
+// template is deleted and made again under the same name (another uid: a holder of the older
+// agora making its pool again, or anyone who may make templates). The delete is by the uid
+// read, so the new template stands and is not reported deleted.
+func TestRedteam45Pool_DeleteFormerPoolsTemplateRemade(t *testing.T) {
+	_, p, admin, _ := poolSetup(t)
+	ctx := t.Context()
+	former := ensureTestPool(t, p, "rt45-remade", formerTestHome, 0)
+	tmpl, err := admin.client.ExtensionsV1beta1().SandboxTemplates(admin.ns).Get(ctx, former.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var remadeUID types.UID
+	restore := fence.Set(func() error {
+		if remadeUID != "" {
+			return nil
+		}
+		tpls := admin.client.ExtensionsV1beta1().SandboxTemplates(admin.ns)
+		if err := tpls.Delete(ctx, tmpl.Name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete the template: %v", err)
+			return nil
+		}
+		waitGone(t, "the first template", func() error { _, err := tpls.Get(ctx, tmpl.Name, metav1.GetOptions{}); return err })
+		remade := &templateObject{extObject{TypeMeta: tmpl.TypeMeta, Spec: tmpl.Spec,
+			ObjectMeta: metav1.ObjectMeta{Name: tmpl.Name, Namespace: tmpl.Namespace, Labels: tmpl.Labels, Annotations: tmpl.Annotations}}}
+		made, err := tpls.Create(ctx, remade, metav1.CreateOptions{})
+		if err != nil {
+			t.Errorf("make the template again: %v", err)
+			return nil
+		}
+		remadeUID = made.UID
+		return nil
+	})
+	defer restore()
+	gone, err := p.DeleteFormerPools(ctx, formerTestHome)
+	restore()
+	if err != nil || slices.Contains(gone, former.Name) {
+		t.Errorf("DeleteFormerPools = %v, %v; want the remade template %s neither deleted nor reported", gone, err, former.Name)
+	}
+	got, err := admin.client.ExtensionsV1beta1().SandboxTemplates(admin.ns).Get(ctx, former.Name, metav1.GetOptions{})
+	if err != nil || got.UID != remadeUID || got.DeletionTimestamp != nil {
+		t.Errorf("the remade template after DeleteFormerPools: %v (uid %v, want %v)", err, got, remadeUID)
 	}
 }
