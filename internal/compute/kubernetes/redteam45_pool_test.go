@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"syscall"
@@ -434,8 +435,8 @@ func TestRedteam45Pool_AdoptFormerClaimAttacks(t *testing.T) {
 	if np, err = cs.NetworkingV1().NetworkPolicies(admin.ns).Update(t.Context(), np, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if h, err := p.AdoptPooled(t.Context(), s, opts(testHome), []string{formerTestHome}); h != nil || err == nil {
-		t.Errorf("adopted under the former pool's changed policy (allow all egress): %v, %v; want refused", h, err)
+	if h, err := p.AdoptPooled(t.Context(), s, opts(testHome), []string{formerTestHome}); h != nil || !errors.Is(err, ErrSlotChanged) {
+		t.Errorf("adopted under the former pool's changed policy (allow all egress): %v, %v; want refused, %v", h, err, ErrSlotChanged)
 	}
 	np.Spec = *was
 	if _, err := cs.NetworkingV1().NetworkPolicies(admin.ns).Update(t.Context(), np, metav1.UpdateOptions{}); err != nil {
