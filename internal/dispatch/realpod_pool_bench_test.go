@@ -51,7 +51,7 @@ func BenchmarkRealPodClaimToWorker_PoolVsCold(b *testing.B) {
 		b.Fatal(err)
 	}
 	const home = "benchhome"
-	n.pods.set(kubernetes.PoolVerifier{P: p, Home: home})
+	n.pods.set(kubernetes.PoolVerifier{P: p, Pools: p.MadePools, Home: home})
 	slots := &netgw.Slots{Dir: n.slotsDir}
 	places := []remote.SlotPlace{{Dst: "/agora/bundle"}}
 	spec := func(id string) compute.Spec {

@@ -369,12 +369,45 @@ func (d *Dispatcher) PoolVerifier(ctx context.Context) (netgw.PodVerifier, error
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes warm pool of target %q: %w", name, err)
 		}
-		vs = append(vs, kubernetes.PoolVerifier{P: p, Home: ids.current, Former: ids.former})
+		vs = append(vs, kubernetes.PoolVerifier{P: p, Home: ids.current, Former: ids.former, Pools: d.knownPools(pools, ids)})
 	}
 	if len(vs) == 0 {
 		return nil, nil
 	}
 	return vs, nil
+}
+
+// knownPools is what the gateway holds an enrolling pod's pool to (PoolVerifier.Pools): the
+// pools the keeper makes, and an older agora of the home made, from each pool target's
+// template (its last cold dispatch's), read afresh at each enrolment: a target whose template
+// changed has a pool of another name. A target with no template yet has no pool.
+func (d *Dispatcher) knownPools(targets []string, ids k8sHomeIDs) func(context.Context) (map[string]string, error) {
+	return func(ctx context.Context) (map[string]string, error) {
+		out := map[string]string{}
+		for _, name := range targets {
+			tmpl, err := readTemplate(d.StateDir, name)
+			if err != nil {
+				continue // no template: no pool of this target's
+			}
+			p, err := d.k8sProvider(ctx, name)
+			if err != nil {
+				return nil, fmt.Errorf("target %q: %w", name, err)
+			}
+			opts, err := d.poolOptions(d.Config.Targets[name], tmpl)
+			if err != nil {
+				return nil, err
+			}
+			for _, home := range append([]string{ids.current}, ids.former...) {
+				opts.Home = home
+				pool, sum, err := p.PoolSum(ctx, tmpl, opts)
+				if err != nil {
+					return nil, fmt.Errorf("target %q: %w", name, err)
+				}
+				out[pool] = sum
+			}
+		}
+		return out, nil
+	}
 }
 
 // poolVerifiers accept a token one of them accepts (one per cluster and namespace: each

@@ -117,6 +117,7 @@ type Provider struct {
 	cancelled map[string]bool       // guarded by mu: Jobs this process is deleting on purpose
 	starting  map[string]*startLock // guarded by mu: this process's Starts, by Job name
 	sessions  map[string]int        // guarded by mu: handles holding a Job's gateway session
+	made      map[string]string     // guarded by mu: pools EnsurePool made or found, name -> pod spec digest
 }
 
 var _ compute.Provider = (*Provider)(nil)

@@ -240,6 +240,18 @@ func (p *Provider) PoolName(spec compute.Spec, o PoolOptions) string {
 	return poolPrefix + hex.EncodeToString(sum[:8])
 }
 
+// PoolSum is the name and the pod spec's digest of the pool EnsurePool makes for template spec
+// and o: what the gateway's enrolment holds a pool pod to (PoolVerifier.Pools). It makes and
+// reads nothing in the cluster.
+func (p *Provider) PoolSum(ctx context.Context, spec compute.Spec, o PoolOptions) (name, podSum string, err error) {
+	spec.ID = ""
+	pl, _, err := p.preparePool(ctx, spec, o)
+	if err != nil {
+		return "", "", err
+	}
+	return pl.Name, pl.podSum, nil
+}
+
 // EnsurePool makes home's pool of template spec, or finds it as agora made it, and sets its
 // size to o.Replicas. spec is a learnt template (its ID and binds are ignored, as StartSlot's).
 // A pool's pods share one uid: a spec with RunAs (a root agora leases a uid per dispatch) has
@@ -252,7 +264,21 @@ func (p *Provider) EnsurePool(ctx context.Context, spec compute.Spec, o PoolOpti
 	if err := pl.make(ctx, objs, o.Replicas); err != nil {
 		return nil, err
 	}
+	p.mu.Lock()
+	if p.made == nil {
+		p.made = map[string]string{}
+	}
+	p.made[pl.Name] = pl.podSum
+	p.mu.Unlock()
 	return pl, nil
+}
+
+// MadePools is a PoolVerifier.Pools of the pools this provider made or found as agora makes
+// them (EnsurePool): for a gateway in the process that keeps the pools.
+func (p *Provider) MadePools(context.Context) (map[string]string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.made), nil
 }
 
 // ErrNoPool: home has no pool of that shape (yet): its holder makes one from the target's

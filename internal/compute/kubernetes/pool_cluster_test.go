@@ -100,7 +100,7 @@ func poolSetup(t testing.TB) (g *slotGW, p, admin *Provider, cs *kubernetes.Clie
 		t.Fatal(err)
 	}
 	lv.mu.Lock()
-	lv.v = PoolVerifier{P: p, Home: testHome}
+	lv.v = PoolVerifier{P: p, Pools: p.MadePools, Home: testHome}
 	lv.mu.Unlock()
 	return g, p, admin, cs
 }

@@ -45,13 +45,13 @@ func TestAgentSandboxPool_VerifierTakesFormerAudience(t *testing.T) {
 	fpod := readyPoolPods(t, admin, former.Name, 1, nil)[0]
 	opod := readyPoolPods(t, admin, other.Name, 1, nil)[0]
 
-	v := PoolVerifier{P: p, Home: testHome, Former: []string{formerTestHome}}
+	v := PoolVerifier{P: p, Pools: p.MadePools, Home: testHome, Former: []string{formerTestHome}}
 	jwt := mintPodToken(t, cs, &fpod, PoolAudience(formerTestHome))
 	id, err := v.VerifyPod(t.Context(), jwt)
 	if err != nil || id.UID != string(fpod.UID) || id.Name != fpod.Name {
 		t.Fatalf("the former identity's pool pod = %+v, %v; want pod %s accepted", id, err, fpod.Name)
 	}
-	if id, err := (PoolVerifier{P: p, Home: testHome}).VerifyPod(t.Context(), jwt); err == nil {
+	if id, err := (PoolVerifier{P: p, Pools: p.MadePools, Home: testHome}).VerifyPod(t.Context(), jwt); err == nil {
 		t.Errorf("without the former identity, the former pool's pod was accepted as %+v", id)
 	}
 	if id, err := v.VerifyPod(t.Context(), mintPodToken(t, cs, &fpod, PoolAudience(testHome))); err == nil {
@@ -63,10 +63,10 @@ func TestAgentSandboxPool_VerifierTakesFormerAudience(t *testing.T) {
 		}
 	}
 	// The other home's own verifier still takes its pod: the refusals above are of the home.
-	if _, err := (PoolVerifier{P: p, Home: otherTestHome}).VerifyPod(t.Context(), mintPodToken(t, cs, &opod, PoolAudience(otherTestHome))); err != nil {
+	if _, err := (PoolVerifier{P: p, Pools: p.MadePools, Home: otherTestHome}).VerifyPod(t.Context(), mintPodToken(t, cs, &opod, PoolAudience(otherTestHome))); err != nil {
 		t.Errorf("the other home's verifier refused its own pod: %v", err)
 	}
-	if _, err := (PoolVerifier{P: p, Home: testHome, Former: []string{"Not/Valid"}}).VerifyPod(t.Context(), jwt); err == nil || !strings.Contains(err.Error(), "Not/Valid") {
+	if _, err := (PoolVerifier{P: p, Pools: p.MadePools, Home: testHome, Former: []string{"Not/Valid"}}).VerifyPod(t.Context(), jwt); err == nil || !strings.Contains(err.Error(), "Not/Valid") {
 		t.Errorf("a verifier with an invalid former identity: %v; want refused", err)
 	}
 }
@@ -121,7 +121,7 @@ func TestAgentSandboxPool_DeleteFormerPoolsOnlyTheHomes(t *testing.T) {
 func TestAgentSandboxPool_AdoptFormerIdentity(t *testing.T) {
 	g, p, admin, cs := poolSetup(t)
 	g.pods.mu.Lock()
-	g.pods.v = PoolVerifier{P: p, Home: testHome, Former: []string{formerTestHome}}
+	g.pods.v = PoolVerifier{P: p, Pools: p.MadePools, Home: testHome, Former: []string{formerTestHome}}
 	g.pods.mu.Unlock()
 	p.testOnlyPodMeta = failWith(0, "60s")
 	tmpl := poolSpec(t, "TEMPLATE", "adopt-former")

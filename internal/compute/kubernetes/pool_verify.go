@@ -23,6 +23,13 @@ type PoolVerifier struct {
 	// enrols with a token of its former audience. Each audience is accepted only for a pod and
 	// pool labelled with its own identity, and never another home's.
 	Former []string
+	// Pools are the pools agora makes for this home's targets, by name, with their pods'
+	// spec digest (Provider.PoolSum of each pool target's template, under each identity of
+	// the home). A pod enrols only if its pool is one of them and its Sandbox's pod template
+	// is that pool's as agora builds it: labels alone can be written by whoever may create
+	// SandboxTemplates and SandboxWarmPools, whose lookalike pool's pods enrolled, a slot
+	// each (red team 45). nil knows no pool: every pod is refused.
+	Pools func(context.Context) (map[string]string, error)
 }
 
 // The TokenReview's extra keys naming the pod a token is bound to.
@@ -131,6 +138,20 @@ func (v PoolVerifier) poolPod(ctx context.Context, id remote.PodIdentity, homes 
 		return fmt.Errorf("its pool: %w", err)
 	case wp.UID != poolRef.UID || wp.Labels[labelManagedBy] != managedBy || wp.Labels[labelPool] != pool || wp.Labels[labelHome] != home:
 		return errors.New("its pool is not this home's")
+	}
+	if v.Pools == nil {
+		return errors.New("the gateway knows no pool of this home's")
+	}
+	known, err := v.Pools(ctx)
+	if err != nil {
+		return fmt.Errorf("this home's pools: %w", err)
+	}
+	sum, ok := known[pool]
+	switch {
+	case !ok:
+		return fmt.Errorf("its pool %s is not one agora makes for this home's targets", pool)
+	case specHash(sb.Spec.PodTemplate.Spec) != sum:
+		return errors.New("its sandbox's pod template is not its pool's as agora makes it")
 	}
 	return nil
 }

@@ -94,7 +94,7 @@ func TestRedteam45Pool_VerifierFormerAudienceAttacks(t *testing.T) {
 	fpod := readyPoolPods(t, admin, former.Name, 1, nil)[0]
 	cpod := readyPoolPods(t, admin, current.Name, 1, nil)[0]
 	opod := readyPoolPods(t, admin, other.Name, 1, nil)[0]
-	v := PoolVerifier{P: p, Home: testHome, Former: []string{formerTestHome}}
+	v := PoolVerifier{P: p, Pools: p.MadePools, Home: testHome, Former: []string{formerTestHome}}
 	ctx := t.Context()
 	formerAud, currentAud := PoolAudience(formerTestHome), PoolAudience(testHome)
 
@@ -174,7 +174,7 @@ func TestRedteam45Pool_VerifierFormerAudienceAttacks(t *testing.T) {
 
 	jwt := mintPodToken(t, cs, &cpod, currentAud)
 	for _, bad := range [][]string{{""}, {"Not/Valid"}, {formerTestHome, ""}} {
-		if id, err := (PoolVerifier{P: p, Home: testHome, Former: bad}).VerifyPod(ctx, jwt); err == nil {
+		if id, err := (PoolVerifier{P: p, Pools: p.MadePools, Home: testHome, Former: bad}).VerifyPod(ctx, jwt); err == nil {
 			t.Errorf("a verifier with former identities %q accepted %+v", bad, id)
 		}
 	}
@@ -208,7 +208,7 @@ planted:
 		if err != nil {
 			t.Fatal(err)
 		}
-		v := PoolVerifier{P: p, Home: testHome, Former: []string{formerTestHome}}
+		v := PoolVerifier{P: p, Pools: p.MadePools, Home: testHome, Former: []string{formerTestHome}}
 		if _, err := v.VerifyPod(ctx, mintPodToken(t, cs, &real, PoolAudience(c.home))); err != nil {
 			t.Fatalf("the %s pool's own pod refused: %v", c.home, err)
 		}
@@ -393,7 +393,7 @@ func rt45PatchClaimPool(t *testing.T, admin *Provider, id, pool string) {
 func TestRedteam45Pool_AdoptFormerClaimAttacks(t *testing.T) {
 	g, p, admin, cs := poolSetup(t)
 	g.pods.mu.Lock()
-	g.pods.v = PoolVerifier{P: p, Home: testHome, Former: []string{formerTestHome}}
+	g.pods.v = PoolVerifier{P: p, Pools: p.MadePools, Home: testHome, Former: []string{formerTestHome}}
 	g.pods.mu.Unlock()
 	p.testOnlyPodMeta = failWith(0, "60s")
 	tmpl := poolSpec(t, "TEMPLATE", "rt45-adopt")
