@@ -121,7 +121,7 @@ func (h *handle) watchPull(ctx context.Context, fail context.CancelCauseFunc) {
 			}
 			pinned = pinned || list.Items[i].UID == h.podUID
 		}
-		if h.podUID != "" && !pinned {
+		if h.podUID != "" && !pinned && h.podGoneAlone(ctx) {
 			fail(&PodGoneError{Job: h.name, Pod: "of uid " + string(h.podUID)})
 			return
 		}
@@ -155,7 +155,7 @@ func (h *handle) pullEvents(ctx context.Context, events <-chan watch.Event) erro
 			if ev.Type == watch.Error || !isPod {
 				return nil
 			}
-			if ev.Type == watch.Deleted && h.podUID != "" && pod.UID == h.podUID {
+			if ev.Type == watch.Deleted && h.podUID != "" && pod.UID == h.podUID && h.podGoneAlone(ctx) {
 				return &PodGoneError{Job: h.name, Pod: pod.Name}
 			}
 			if ev.Type != watch.Deleted {
@@ -182,7 +182,8 @@ func (h *handle) watchJobOrPull(ctx context.Context) (compute.Exit, error) {
 		h.p.forgetCancel(h.name)
 		return compute.Exit{Code: -1}, errors.Join(perr, err)
 	case ctx.Err() == nil && errors.As(cause, &gone) && !exit.Cancelled:
-		// The Job ended on its own first (the pod's end was its end): that end stands.
+		// The Job ended on its own first (the pod's end was its end): that end stands. (A
+		// cancel's own deletion of the pod is never taken for its going: watchPull asks.)
 		return exit, err
 	case ctx.Err() == nil && errors.As(cause, &gone):
 		// The same for a warm slot's claimed pod deleted under the dispatch: the Job (and a
@@ -195,6 +196,17 @@ func (h *handle) watchJobOrPull(ctx context.Context) (compute.Exit, error) {
 		return compute.Exit{Code: -1, Lost: true}, err
 	}
 	return exit, err
+}
+
+// podGoneAlone reports whether the claimed pod went while its Job stands: a cancel (this
+// process's, or another supervisor's, which marks the Job cancelled) deletes the Job and the
+// pod with it, and the Job's watch says how that ended.
+func (h *handle) podGoneAlone(ctx context.Context) bool {
+	if h.p.isCancel(h.name) {
+		return false
+	}
+	job, err := h.p.client.BatchV1().Jobs(h.p.ns).Get(ctx, h.name, metav1.GetOptions{})
+	return err == nil && job.UID == h.uid && job.DeletionTimestamp == nil && job.Annotations[annotationCancelled] != "true"
 }
 
 // PodGoneError is a warm slot's claimed pod deleted while it ran the dispatch.
