@@ -17,6 +17,11 @@ import (
 	"github.com/agora-dev/agora/internal/peercred"
 )
 
+// EnvNoResident, set to anything, keeps `agora dispatch run` from starting the resident
+// dispatcher (a script or CI job that wants no process to outlive it; the tests, whose homes
+// are removed as each ends). A resident that runs is still handed dispatches.
+const EnvNoResident = "AGORA_NO_RESIDENT"
+
 // fullName is the whole program (cmd/agora-full), beside the front (frontName).
 const fullName = "agora-full"
 
@@ -26,12 +31,13 @@ const fullName = "agora-full"
 // dispatch: a resident that cannot start is a slower next dispatch, said in resident.log.
 //
 // Nothing starts when the dispatch could not have been handed off (--in-process, --actor, a
-// trace, a relative --repo), when agora.yaml says resident: {idle: 0} or leader:, when serve
+// trace, a relative --repo), when AGORA_NO_RESIDENT is set, when agora.yaml says resident:
+// {idle: 0} or leader:, when serve
 // or a resident answers already (one declined this CLI: another environment), or when this
 // process is not the installed agora program (a test binary running the CLI in-process).
 func startResident(ctx context.Context, opts *dispatchRunOptions) {
 	f := opts.f
-	if !handsOff(opts) || f.Getenv(envHandoffLost) != "" {
+	if !handsOff(opts) || f.Getenv(envHandoffLost) != "" || f.Getenv(EnvNoResident) != "" {
 		return
 	}
 	exe, err := os.Executable()

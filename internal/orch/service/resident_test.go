@@ -22,6 +22,9 @@ func residentEnv(t *testing.T, yaml string) *env {
 	t.Helper()
 	requireBwrap(t)
 	e := newEnvConfig(t, yaml)
+	// The harness keeps every other test's `agora dispatch run` from starting a resident
+	// (agoratest.noResident); these are the resident's.
+	e.vars = slices.DeleteFunc(e.vars, func(kv string) bool { return strings.HasPrefix(kv, "AGORA_NO_RESIDENT=") })
 	e.applySubagents(map[string]string{
 		"ok":      "runtime: exec\ncommand: [sh, -c, 'echo fine']\ncapabilities: [shell]\n",
 		"failing": "runtime: exec\ncommand: [sh, -c, 'echo bad >&2; exit 3']\ncapabilities: [shell]\n",
