@@ -196,7 +196,15 @@ func TestReplicate_FramesUnderChurn(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	// At least 3 s of churn and at least 25 looks: under -race on a loaded 2-core CI machine
+	// a look can take 200 ms, and 3 s alone gave 12 looks (CI, session 45), too few to judge
+	// "most looks from frames".
+	start := time.Now()
+	for looks := 0; looks < 25 || time.Since(start) < 3*time.Second; looks++ {
+		if time.Since(start) > 60*time.Second {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 		if err := r.Sync(ctx); err != nil {
 			stop.Store(true)
 			wg.Wait()
