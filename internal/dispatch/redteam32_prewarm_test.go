@@ -179,6 +179,31 @@ func TestRedTeam32_ClaimedAgentCannotReachWaitingWorker(t *testing.T) {
 	}
 }
 
+// settledFDs reads a waiting worker's descriptors once its warm-up is over: the warm-up's
+// pidfd probe (os.FindProcess of itself, and os/exec's first check) holds a pidfd or two for
+// a moment before it closes them (a flake under -race at load, session 45). A descriptor that
+// stays is still reported: the read is retried for at most 10 s, then the last list is judged.
+func settledFDs(t *testing.T, proc string) []os.DirEntry {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fds, err := os.ReadDir(proc + "/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		transient := false
+		for _, fd := range fds {
+			if target, _ := os.Readlink(proc + "/fd/" + fd.Name()); target == "anon_inode:[pidfd]" {
+				transient = true
+			}
+		}
+		if !transient || time.Now().After(deadline) {
+			return fds
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // slotWorkers waits for n workers running in the default target's slots and returns them.
 func slotWorkers(t *testing.T, stateDir string, n int) []int {
 	t.Helper()
@@ -244,10 +269,7 @@ func TestRedTeam32_WaitingWorkerHoldsNothing(t *testing.T) {
 				t.Errorf("worker %d holds %q before any claim", pid, kv)
 			}
 		}
-		fds, err := os.ReadDir(proc + "/fd")
-		if err != nil {
-			t.Fatal(err)
-		}
+		fds := settledFDs(t, proc)
 		for _, fd := range fds {
 			target, _ := os.Readlink(proc + "/fd/" + fd.Name())
 			switch {
