@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/digest"
@@ -20,6 +21,7 @@ type Dispatcher struct {
 	// the dispatches whose supervisor died.
 	sup   *detach.Supervisors
 	ended endedRecords
+	ends  endSignals
 }
 
 var _ mcpserver.Dispatcher = (*Dispatcher)(nil)
@@ -43,9 +45,12 @@ func (m *Dispatcher) Dispatch(ctx context.Context, req mcpserver.DispatchRequest
 		return nil, dispatchError(err)
 	}
 	if !dispatch.IsTerminal(rec.State) {
-		if rec, err = m.sup.Start(ctx, rec.ID); err != nil {
+		id := rec.ID
+		var done <-chan struct{}
+		if rec, done, err = m.sup.Launch(ctx, id); err != nil {
 			return nil, err
 		}
+		m.ends.track(id, done, time.Now())
 	}
 	return record(rec), nil
 }
@@ -146,9 +151,12 @@ func (m *Dispatcher) Resume(ctx context.Context, p mcpserver.Principal, id, answ
 		return nil, dispatchError(err)
 	}
 	if !dispatch.IsTerminal(rec.State) {
-		if rec, err = m.sup.Start(ctx, rec.ID); err != nil {
+		id := rec.ID
+		var done <-chan struct{}
+		if rec, done, err = m.sup.Launch(ctx, id); err != nil {
 			return nil, err
 		}
+		m.ends.track(id, done, time.Now())
 	}
 	return record(rec), nil
 }

@@ -1,5 +1,16 @@
 package mcpserver
 
+import (
+	"testing"
+	"time"
+)
+
+// SetPollForTest sets the shared poll's intervals until t ends.
+func SetPollForTest(t *testing.T, min, max time.Duration) {
+	pollTest.Store(&[2]time.Duration{min, max})
+	t.Cleanup(func() { pollTest.Store(nil) })
+}
+
 // ResourceRefForTest is a parsed resource URI.
 type ResourceRefForTest struct{ Kind, ID, Name string }
 

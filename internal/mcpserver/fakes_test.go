@@ -31,6 +31,15 @@ type fakeDispatcher struct {
 	resume   func(ctx context.Context, id, answer, actor string) (*mcpserver.Record, error)
 	// content is the stored content by digest.
 	content map[string][]byte
+	// ended is the end signal of a dispatch (mcpserver.EndSignal); nil: none.
+	ended func(id string) <-chan struct{}
+}
+
+func (d *fakeDispatcher) Ended(id string) <-chan struct{} {
+	if d.ended == nil {
+		return nil
+	}
+	return d.ended(id)
 }
 
 func (d *fakeDispatcher) Resume(ctx context.Context, p mcpserver.Principal, id, answer string) (*mcpserver.Record, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,9 +17,22 @@ import (
 const (
 	pollMin = 50 * time.Millisecond
 	pollMax = 500 * time.Millisecond
-	// reportEvery is how often a waiter with a progress token hears that nothing changed.
-	reportEvery = 5 * time.Second
 )
+
+// pollTest, when set, replaces pollMin and pollMax: a test holds the polls off to see what
+// the end signal alone does (atomic: an earlier test's poll may still be leaving).
+var pollTest atomic.Pointer[[2]time.Duration]
+
+// pollBounds returns the poll's first and longest intervals.
+func pollBounds() (first, longest time.Duration) {
+	if p := pollTest.Load(); p != nil {
+		return p[0], p[1]
+	}
+	return pollMin, pollMax
+}
+
+// reportEvery is how often a waiter with a progress token hears that nothing changed.
+const reportEvery = 5 * time.Second
 
 // feed is the shared poll of one dispatch: the latest record and a channel closed (and
 // replaced) each time the record read differs from the one before.
@@ -135,13 +149,22 @@ func (s *Server) join(r *Record) (*feed, func()) {
 // longer change. It belongs to no one caller, so no caller's end cuts a read short for the
 // others.
 func (s *Server) poll(id string, f *feed, stop <-chan struct{}) {
-	interval := pollMin
+	interval, longest := pollBounds()
+	var ended <-chan struct{}
+	if e, ok := s.cfg.Dispatcher.(EndSignal); ok {
+		ended = e.Ended(id)
+	}
 	for {
+		timer := time.NewTimer(interval)
 		select {
 		case <-stop:
+			timer.Stop()
 			return
-		case <-time.After(interval):
+		case <-ended:
+			ended = nil // read now, once; the polls go on
+		case <-timer.C:
 		}
+		timer.Stop()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		r, err := s.cfg.Dispatcher.Get(ctx, id)
 		cancel()
@@ -154,7 +177,7 @@ func (s *Server) poll(id string, f *feed, stop <-chan struct{}) {
 		if r.Final() {
 			return
 		}
-		interval = min(2*interval, pollMax)
+		interval = min(2*interval, longest)
 	}
 }
 

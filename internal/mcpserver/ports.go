@@ -60,6 +60,15 @@ type Dispatcher interface {
 	Content(ctx context.Context, digest string, max int64) ([]byte, error)
 }
 
+// EndSignal is what a [Dispatcher] may also do: hand out, for a dispatch it started, a
+// channel closed when its supervisor says the end is committed (or exits). The shared poll of
+// a waited-on dispatch reads the record at once then instead of at its next interval (#28: a
+// no-op's agora_dispatch answered at the first 50 ms poll after its end). nil for a dispatch
+// it knows nothing of; the poll goes on either way, so a signal never replaces the reads.
+type EndSignal interface {
+	Ended(id string) <-chan struct{}
+}
+
 // Orchestrator is the orchestrator service port (agora orch serve). Results are the service's
 // own JSON documents, passed through as structured content. A nil Orchestrator in [Config]
 // makes the orchestrator tools answer [ErrOrchestratorDown].

@@ -70,8 +70,13 @@ func For(d *dispatch.Dispatcher) *Supervisors {
 // DefaultPoll is how often Watch reads a watched dispatch's record.
 const DefaultPoll = 250 * time.Millisecond
 
-// startPoll is how often Start reads the record while a person or an MCP client waits.
-const startPoll = 20 * time.Millisecond
+// Start reads the record every startPollFast for its first startFast while a person or an MCP
+// client waits (a warm standby's worker starts within a few ms), then every startPoll.
+const (
+	startPollFast = 5 * time.Millisecond
+	startFast     = 250 * time.Millisecond
+	startPoll     = 20 * time.Millisecond
+)
 
 // MaxSpawns bounds how often Watch starts a supervisor for one dispatch.
 const MaxSpawns = 3
