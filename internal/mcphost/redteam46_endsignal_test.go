@@ -14,7 +14,7 @@ import (
 func TestRedTeam46_EndSignalsBoundedUnderChurn(t *testing.T) {
 	m := &Dispatcher{}
 	t0 := time.Unix(1e9, 0)
-	const n, every = 20000, 10 * time.Millisecond // 200 s of 100 dispatches a second
+	const n, every = 2000, 100 * time.Millisecond // 200 s of 10 dispatches a second
 	running := make(chan struct{})                // one dispatch that runs throughout
 	m.ends.track("running", running, t0)
 	for i := range n {
