@@ -13,8 +13,9 @@ import (
 // channel closes (a waiter that joins just after the end gets a closed channel and reads at
 // once) and dropped after that; a dispatch not found here is polled as before.
 type endSignals struct {
-	mu   sync.Mutex
-	byID map[string]*endSignal // guarded by mu
+	mu     sync.Mutex
+	byID   map[string]*endSignal // guarded by mu
+	pruned time.Time             // guarded by mu; the last scan for closed signals
 }
 
 type endSignal struct {
@@ -47,6 +48,21 @@ func (c *endSignals) track(id string, done <-chan struct{}, now time.Time) {
 	if c.byID == nil {
 		c.byID = map[string]*endSignal{}
 	}
+	// A scan at most every pruneEvery: a scan per track cost the square of the dispatch rate
+	// (red team 46: 0.2 ms a call at 10,000 kept).
+	if now.Sub(c.pruned) >= pruneEvery {
+		c.prune(now)
+	}
+	c.byID[id] = &endSignal{done: done}
+}
+
+// pruneEvery is how often track looks for signals to drop.
+const pruneEvery = time.Second
+
+// prune marks the signals seen closed and drops those closed longer than endSignalKeep; c.mu
+// is held.
+func (c *endSignals) prune(now time.Time) {
+	c.pruned = now
 	for k, e := range c.byID {
 		if e.closed.IsZero() {
 			select {
@@ -58,5 +74,4 @@ func (c *endSignals) track(id string, done <-chan struct{}, now time.Time) {
 			delete(c.byID, k)
 		}
 	}
-	c.byID[id] = &endSignal{done: done}
 }

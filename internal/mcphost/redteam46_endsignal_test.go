@@ -25,8 +25,9 @@ func TestRedTeam46_EndSignalsBoundedUnderChurn(t *testing.T) {
 	m.ends.mu.Lock()
 	kept := len(m.ends.byID)
 	m.ends.mu.Unlock()
-	// Those ended within endSignalKeep of the last track, and the one seen just now.
-	if max := int(endSignalKeep/every) + 3; kept > max {
+	// Those ended within endSignalKeep (plus one pruneEvery: track scans at most that often)
+	// of the last track, and the one seen just now.
+	if max := int((endSignalKeep+pruneEvery)/every) + 3; kept > max {
 		t.Errorf("%d signals kept after %d dispatches, want at most %d (those of the last %s)", kept, n, max, endSignalKeep)
 	}
 	if m.Ended("running") == nil {
