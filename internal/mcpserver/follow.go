@@ -150,18 +150,22 @@ func (s *Server) join(r *Record) (*feed, func()) {
 // others.
 func (s *Server) poll(id string, f *feed, stop <-chan struct{}) {
 	interval, longest := pollBounds()
+	signal, _ := s.cfg.Dispatcher.(EndSignal)
 	var ended <-chan struct{}
-	if e, ok := s.cfg.Dispatcher.(EndSignal); ok {
-		ended = e.Ended(id)
-	}
+	woken := false
 	for {
+		if signal != nil && ended == nil && !woken {
+			// Asked again each round until there is one: a waiter may join before the
+			// dispatcher has the signal of a dispatch it is starting (red team 46).
+			ended = signal.Ended(id)
+		}
 		timer := time.NewTimer(interval)
 		select {
 		case <-stop:
 			timer.Stop()
 			return
 		case <-ended:
-			ended = nil // read now, once; the polls go on
+			ended, woken = nil, true // read now, once; the polls go on
 		case <-timer.C:
 		}
 		timer.Stop()

@@ -231,8 +231,10 @@ func TestRedTeam46_NoSignalStillPolls(t *testing.T) {
 	if got.err != nil || got.state != "finished" {
 		t.Fatalf("describe of a dispatch with no signal = %+v; want finished by polling", got)
 	}
-	if st.askedOf(dispatchID) != 1 {
-		t.Errorf("Ended asked %d times, want once per poll", st.askedOf(dispatchID))
+	// Asked once a round while there is none (a waiter may join before the dispatcher has
+	// the signal of a dispatch it is starting), so at most once per read and once more.
+	if a, r := st.askedOf(dispatchID), st.readsOf(dispatchID); a < 1 || a > r+1 {
+		t.Errorf("Ended asked %d times over %d reads, want once a round", a, r)
 	}
 }
 
