@@ -82,13 +82,14 @@ func (d *Dispatcher) traceAccept(ctx context.Context, r *Record, began time.Time
 
 // dispatchSpan is the supervisor's span of one dispatch and of its current phase.
 type dispatchSpan struct {
-	t        Tracer
-	ctx      context.Context // the dispatch span's
-	end      func(time.Time, string, ...any)
-	mu       sync.Mutex
-	phaseCtx context.Context
-	phaseEnd func(time.Time, string, ...any)
-	caps     []string // the subagent's capability names, known once its content is loaded
+	t         Tracer
+	ctx       context.Context // the dispatch span's
+	end       func(time.Time, string, ...any)
+	mu        sync.Mutex
+	phaseCtx  context.Context
+	phaseEnd  func(time.Time, string, ...any)
+	phaseName string   // the current phase span's name; "" for none
+	caps      []string // the subagent's capability names, known once its content is loaded
 }
 
 // setCapabilities notes the names of the subagent's capabilities for the dispatch span.
@@ -122,12 +123,22 @@ func (s *dispatchSpan) phase(name string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.enterLocked(name)
+}
+
+// enterLocked is phase with s.mu held. Entering the phase that is already current does
+// nothing: the agent's span may have begun at the first model call (gatewaySpans.Current).
+func (s *dispatchSpan) enterLocked(name string) {
+	if name != "" && name == s.phaseName {
+		return
+	}
 	if s.phaseEnd != nil {
 		s.phaseEnd(time.Time{}, "")
-		s.phaseCtx, s.phaseEnd = s.ctx, nil
+		s.phaseCtx, s.phaseEnd, s.phaseName = s.ctx, nil, ""
 	}
 	if name != "" {
 		s.phaseCtx, s.phaseEnd = s.t.Start(s.ctx, name, time.Time{}, "agora.phase", name)
+		s.phaseName = name
 	}
 }
 
@@ -172,6 +183,14 @@ func (g gatewaySpans) Span(parent context.Context, name string, start, end time.
 func (g gatewaySpans) Current() context.Context {
 	g.s.mu.Lock()
 	defer g.s.mu.Unlock()
+	// Only the agent calls a model, so a call that arrives while the host still shows the
+	// sandbox starting (the supervisor enters the agent phase after it has recorded the
+	// start, and a warm worker can call first) is the agent phase's beginning: its span
+	// starts now, and the host's own entry into it later changes nothing (CI: a model call's
+	// span fell under the sandbox phase).
+	if g.s.phaseName == phaseSpan(PhaseSandbox) {
+		g.s.enterLocked(phaseSpan(PhaseAgent))
+	}
 	return g.s.phaseCtx
 }
 
