@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
@@ -84,21 +85,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("never: %s", what)
 		}
 	}
-}
-
-// settleGoroutines waits until the process runs at most base goroutines, and fails saying how
-// many are left if it never does.
-func settleGoroutines(t *testing.T, base int, what string) {
-	t.Helper()
-	n := 0
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if n = runtime.NumGoroutine(); n <= base {
-			return
-		}
-	}
-	buf := make([]byte, 1<<16)
-	buf = buf[:runtime.Stack(buf, true)]
-	t.Fatalf("%s: %d goroutines, want at most %d as before:\n%s", what, n, base, buf)
 }
 
 type rt46Answer struct {
@@ -366,7 +352,7 @@ func TestRedTeam46_WaitersLeaveNoGoroutines(t *testing.T) {
 	})
 	cancel()
 	wg.Wait()
-	settleGoroutines(t, base, "after every waiter left")
+	agoratest.SettleGoroutines(t, base, "after every waiter left")
 	for _, id := range ids {
 		if r := st.readsOf(id); r > 3 {
 			t.Errorf("%s read %d times with polls held off and an open signal", id, r)

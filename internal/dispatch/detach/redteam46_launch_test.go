@@ -11,21 +11,6 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 )
 
-// rt46Settle waits until the process runs at most base goroutines and fails, with the
-// stacks, if it never does.
-func rt46Settle(t *testing.T, base int, what string) {
-	t.Helper()
-	n := 0
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if n = runtime.NumGoroutine(); n <= base {
-			return
-		}
-	}
-	buf := make([]byte, 1<<16)
-	buf = buf[:runtime.Stack(buf, true)]
-	t.Fatalf("%s: %d goroutines, want at most %d as before:\n%s", what, n, base, buf)
-}
-
 // TestRedTeam46_LaunchLeavesNoGoroutineAfterTheSupervisor (red team 46): Launch's waiter
 // goroutine (which closes done) lives as long as the supervisor and no longer, whichever way
 // Launch returned: started (done handed out), its caller gone mid-start (ctx cancelled: no
@@ -63,7 +48,7 @@ exec sleep 30`
 		if done != nil {
 			<-done // closed at the supervisor's exit; the test's timeout says if never
 		}
-		rt46Settle(t, base, "after the supervisor exited")
+		agoratest.SettleGoroutines(t, base, "after the supervisor exited")
 		return done, err
 	}
 	t.Run("started", func(t *testing.T) {
