@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoradb"
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/netgw"
@@ -63,7 +63,7 @@ func TestNewGatewayServeCmd(t *testing.T) {
 // serves TLS 1.3 with a certificate for the advertised host, and stops on cancel.
 func TestGatewayServeRun(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "home")
-	errOut := &lockedBuffer{}
+	errOut := &agoratest.SyncBuffer{}
 	f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: errOut}, func(k string) string {
 		if k == "AGORA_HOME" {
 			return dir
@@ -144,22 +144,4 @@ func TestGatewayServeRun(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("gateway serve after cancel: %v", err)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader in two goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -3,12 +3,13 @@ package kubernetes
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agora-dev/agora/internal/agoratest"
 )
 
 // TestWarmSlot_ClusterClaimedPodDeletedEndsLost: the pod a warm slot's dispatch runs in is
@@ -26,7 +27,7 @@ func TestWarmSlot_ClusterClaimedPodDeletedEndsLost(t *testing.T) {
 	defer cancel()
 	got := workerClaims(ctx, g, gs.ID, token)
 	spec := warmSpec(t, id)
-	stderr := &lockedBuffer{}
+	stderr := &agoratest.SyncBuffer{}
 	spec.Stderr = stderr
 	h, err := sl.Run(ctx, spec, gs.Bind)
 	if err != nil {
@@ -67,22 +68,4 @@ func TestWarmSlot_ClusterClaimedPodDeletedEndsLost(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// lockedBuffer is a writer the handle's goroutines may share with the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
