@@ -9,6 +9,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/agora-dev/agora/internal/compute"
 )
 
 // The identities of the pool tests across an upgrade (dispatch.k8sHomes): formerTestHome is
@@ -112,29 +115,39 @@ func TestAgentSandboxPool_DeleteFormerPoolsOnlyTheHomes(t *testing.T) {
 	}
 }
 
-// A supervisor of an older agora (pools under the former identity) killed with -9 after it
-// bound its dispatch to a pool pod; after the upgrade this home's current pool of the same
-// shape stands, and the sweep deleted the former pool (DeleteFormerPools). AdoptPooled given
-// the former identity adopts the dispatch through its claim and follows the bound pod to its
-// end. Refused or not adopted: the same without the former identity (the gap this closes), and
-// another home's adopter.
-func TestAgentSandboxPool_AdoptFormerIdentity(t *testing.T) {
+// preUpgrade is a pooled dispatch of an older agora: claimed and bound under the former
+// identity's pool, its supervisor killed with -9, then the upgrade: this home's current pool
+// of the same shape made, and the former pool deleted by the sweep (DeleteFormerPools).
+type preUpgrade struct {
+	g               *slotGW
+	p, admin        *Provider
+	cs              *kubernetes.Clientset
+	tmpl            compute.Spec
+	opts            func(home string) PoolOptions
+	former, current *Pool
+	bound           *poolPod // the pod the claimer bound the dispatch to
+	id              string
+}
+
+// preUpgradePooled makes a preUpgrade of a pool of replicas pods, named by shape and id.
+func preUpgradePooled(t *testing.T, shape, idName string, replicas int32) preUpgrade {
+	t.Helper()
 	g, p, admin, cs := poolSetup(t)
 	g.pods.mu.Lock()
 	g.pods.v = PoolVerifier{P: p, Pools: p.MadePools, Home: testHome, Former: []string{formerTestHome}}
 	g.pods.mu.Unlock()
 	p.testOnlyPodMeta = failWith(0, "60s")
-	tmpl := poolSpec(t, "TEMPLATE", "adopt-former")
+	tmpl := poolSpec(t, "TEMPLATE", shape)
 	tmpl.Limits.Timeout = 5 * time.Minute
-	opts := func(home string) PoolOptions { return PoolOptions{Home: home, Replicas: 2, Places: warmPlaces} }
+	opts := func(home string) PoolOptions { return PoolOptions{Home: home, Replicas: replicas, Places: warmPlaces} }
 	former, err := p.EnsurePool(t.Context(), tmpl, opts(formerTestHome))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { former.Delete(context.Background()); p.deletePolicy(former.Name, former.npUID) })
-	pods := enrolPodsAs(t, g, cs, readyPoolPods(t, admin, former.Name, 2, nil), formerTestHome)
+	pods := enrolPodsAs(t, g, cs, readyPoolPods(t, admin, former.Name, int(replicas), nil), formerTestHome)
 
-	id := clusterID("POOLFORMER")
+	id := clusterID(idName)
 	cmd, boundUID := startClaimer(t, poolClaimer{Opts: claimerOptsOf(p), Sessions: g.reg.Dir, Slots: g.slots.Dir, Spec: tmpl, Dispatch: id, Bound: true, PodEnd: "60s", Home: formerTestHome})
 	bound, ok := pods[boundUID]
 	if !ok {
@@ -157,6 +170,18 @@ func TestAgentSandboxPool_AdoptFormerIdentity(t *testing.T) {
 	if gone, err := p.DeleteFormerPools(t.Context(), formerTestHome); err != nil || !slices.Contains(gone, former.Name) {
 		t.Fatalf("DeleteFormerPools = %v, %v; want the former pool %s", gone, err, former.Name)
 	}
+	return preUpgrade{g: g, p: p, admin: admin, cs: cs, tmpl: tmpl, opts: opts, former: former, current: current, bound: bound, id: id}
+}
+
+// A supervisor of an older agora (pools under the former identity) killed with -9 after it
+// bound its dispatch to a pool pod; after the upgrade this home's current pool of the same
+// shape stands, and the sweep deleted the former pool (DeleteFormerPools). AdoptPooled given
+// the former identity adopts the dispatch through its claim and follows the bound pod to its
+// end. Refused or not adopted: the same without the former identity (the gap this closes), and
+// another home's adopter.
+func TestAgentSandboxPool_AdoptFormerIdentity(t *testing.T) {
+	u := preUpgradePooled(t, "adopt-former", "POOLFORMER", 2)
+	p, admin, tmpl, opts, former, bound, id := u.p, u.admin, u.tmpl, u.opts, u.former, u.bound, u.id
 	waitGone(t, "the former pool's template", func() error {
 		_, err := admin.client.ExtensionsV1beta1().SandboxTemplates(p.ns).Get(t.Context(), former.Name, metav1.GetOptions{})
 		return err

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -391,38 +390,8 @@ func rt45PatchClaimPool(t *testing.T, admin *Provider, id, pool string) {
 // changed one would follow a pod agora no longer confines). With the claim and policy put
 // back, the adoption follows the bound pod to its end (the refusals were the attacks').
 func TestRedteam45Pool_AdoptFormerClaimAttacks(t *testing.T) {
-	g, p, admin, cs := poolSetup(t)
-	g.pods.mu.Lock()
-	g.pods.v = PoolVerifier{P: p, Pools: p.MadePools, Home: testHome, Former: []string{formerTestHome}}
-	g.pods.mu.Unlock()
-	p.testOnlyPodMeta = failWith(0, "60s")
-	tmpl := poolSpec(t, "TEMPLATE", "rt45-adopt")
-	tmpl.Limits.Timeout = 5 * time.Minute
-	opts := func(home string) PoolOptions { return PoolOptions{Home: home, Replicas: 1, Places: warmPlaces} }
-	former, err := p.EnsurePool(t.Context(), tmpl, opts(formerTestHome))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { former.Delete(context.Background()); p.deletePolicy(former.Name, former.npUID) })
-	pods := enrolPodsAs(t, g, cs, readyPoolPods(t, admin, former.Name, 1, nil), formerTestHome)
-	id := clusterID("RT45ADOPT")
-	cmd, boundUID := startClaimer(t, poolClaimer{Opts: claimerOptsOf(p), Sessions: g.reg.Dir, Slots: g.slots.Dir, Spec: tmpl, Dispatch: id, Bound: true, PodEnd: "60s", Home: formerTestHome})
-	if _, ok := pods[boundUID]; !ok {
-		t.Fatalf("the claimer bound pod %s, not one the test enrolled", boundUID)
-	}
-	handedTo(t, pods, id)
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
-	current, err := p.EnsurePool(t.Context(), tmpl, PoolOptions{Home: testHome, Replicas: 0, Places: warmPlaces})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { current.Delete(context.Background()); p.deletePolicy(current.Name, current.npUID) })
-	if gone, err := p.DeleteFormerPools(t.Context(), formerTestHome); err != nil || !slices.Contains(gone, former.Name) {
-		t.Fatalf("DeleteFormerPools = %v, %v; want the former pool %s", gone, err, former.Name)
-	}
+	u := preUpgradePooled(t, "rt45-adopt", "RT45ADOPT", 1)
+	p, admin, cs, tmpl, opts, former, current, id := u.p, u.admin, u.cs, u.tmpl, u.opts, u.former, u.current, u.id
 
 	s := tmpl
 	s.ID = id
