@@ -183,11 +183,12 @@ func (g gatewaySpans) Span(parent context.Context, name string, start, end time.
 func (g gatewaySpans) Current() context.Context {
 	g.s.mu.Lock()
 	defer g.s.mu.Unlock()
-	// Only the agent calls a model, so a call that arrives while the host still shows the
-	// sandbox starting (the supervisor enters the agent phase after it has recorded the
-	// start, and a warm worker can call first) is the agent phase's beginning: its span
-	// starts now, and the host's own entry into it later changes nothing (CI: a model call's
-	// span fell under the sandbox phase).
+	// The gateway asks at each request it serves, and only a worker already running in the
+	// sandbox reaches it: the agent phase ("the worker runs in the sandbox") has begun. A
+	// request that arrives while the host still shows the sandbox starting (the supervisor
+	// enters the agent phase after it has recorded the start, and a warm worker can call
+	// first) begins the agent span now; the host's own entry into it later changes nothing
+	// (CI: a model call's span fell under the sandbox phase).
 	if g.s.phaseName == phaseSpan(PhaseSandbox) {
 		g.s.enterLocked(phaseSpan(PhaseAgent))
 	}
