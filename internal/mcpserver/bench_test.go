@@ -118,15 +118,26 @@ func BenchmarkDescribeHTTP(b *testing.B) {
 		}
 		raw(b, out.Dispatch.ID)
 	})
-	// sdk: eight clients as eight processes would be, each with its own connection pool.
+	// sdk: eight clients as eight processes would be, each with its own connection pool,
+	// speaking the SDK's newest protocol version (2026-07-28 with SDK v1.8.0: every request
+	// carries its client's capabilities in _meta, which the SDK's server decodes several times).
+	// sdk-2025-11-25: the same clients pinned to the version the SDK spoke when issue #28 was
+	// written, to tell what the protocol costs from what agora does.
 	// sdk-one-pool: the same eight sharing http.DefaultTransport, which keeps two idle
 	// connections per host, so most calls open a new connection (how this was measured before
 	// issue #28: ~470 new connections a second).
-	sdk := func(b *testing.B, transport func() http.RoundTripper) {
+	sdk := func(b *testing.B, transport func() http.RoundTripper, version string) {
 		params := &mcp.CallToolParams{Name: "agora_dispatch_describe", Arguments: map[string]any{"id": id}}
+		var opts *mcp.ClientSessionOptions
+		if version != "" {
+			opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
+		}
 		callers := make([]func() error, benchClients)
 		for i := range callers {
-			cs := httpSessionVia(b, srv.url, tokens[i], transport())
+			cs := httpSessionVia(b, srv.url, tokens[i], transport(), opts)
+			if got := cs.InitializeResult().ProtocolVersion; version != "" && got != version {
+				b.Fatalf("negotiated protocol %q, want %q", got, version)
+			}
 			callers[i] = func() error {
 				res, err := cs.CallTool(context.Background(), params)
 				if err != nil || res.IsError {
@@ -137,15 +148,17 @@ func BenchmarkDescribeHTTP(b *testing.B) {
 		}
 		benchCalls(b, srv, callers)
 	}
-	b.Run("sdk", func(b *testing.B) {
-		sdk(b, func() http.RoundTripper {
+	ownPool := func(b *testing.B) func() http.RoundTripper {
+		return func() http.RoundTripper {
 			tr := &http.Transport{}
 			b.Cleanup(tr.CloseIdleConnections)
 			return tr
-		})
-	})
+		}
+	}
+	b.Run("sdk", func(b *testing.B) { sdk(b, ownPool(b), "") })
+	b.Run("sdk-2025-11-25", func(b *testing.B) { sdk(b, ownPool(b), "2025-11-25") })
 	b.Run("sdk-one-pool", func(b *testing.B) {
-		sdk(b, func() http.RoundTripper { return http.DefaultTransport })
+		sdk(b, func() http.RoundTripper { return http.DefaultTransport }, "")
 	})
 }
 

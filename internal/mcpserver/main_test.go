@@ -168,16 +168,17 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // httpSession connects an SDK client to url with token.
 func httpSession(t testing.TB, url, token string) *mcp.ClientSession {
 	t.Helper()
-	return httpSessionVia(t, url, token, http.DefaultTransport)
+	return httpSessionVia(t, url, token, http.DefaultTransport, nil)
 }
 
-// httpSessionVia is httpSession sending its requests through next.
-func httpSessionVia(t testing.TB, url, token string, next http.RoundTripper) *mcp.ClientSession {
+// httpSessionVia is httpSession sending its requests through next, with opts (nil: the SDK's
+// defaults, its newest protocol version among them).
+func httpSessionVia(t testing.TB, url, token string, next http.RoundTripper, opts *mcp.ClientSessionOptions) *mcp.ClientSession {
 	t.Helper()
 	hc := &http.Client{Transport: bearer{token: token, next: next}}
 	cs, err := newClient().Connect(context.Background(), &mcp.StreamableClientTransport{
 		Endpoint: url, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true,
-	}, nil)
+	}, opts)
 	if err != nil {
 		t.Fatalf("connect to %s: %v", url, err)
 	}
