@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
@@ -106,25 +104,14 @@ func describeOnce(tb testing.TB, url, token string) json.RawMessage {
 	return msg.Result.StructuredContent
 }
 
-// sdkOnlyServer serves one tool, agora_dispatch_describe, that returns answer as agora does
-// (structured content and the same JSON as text), through the SDK alone.
+// sdkOnlyServer serves [sdkOnlyHandler] with answer in this process.
 func sdkOnlyServer(tb testing.TB, answer json.RawMessage) string {
 	tb.Helper()
-	s := mcp.NewServer(&mcp.Implementation{Name: "sdk-only", Version: "v0"}, nil)
-	s.AddTool(&mcp.Tool{Name: "agora_dispatch_describe", InputSchema: json.RawMessage(`{"type":"object"}`)},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return &mcp.CallToolResult{
-				StructuredContent: answer,
-				Content:           []mcp.Content{&mcp.TextContent{Text: string(answer)}},
-			}, nil
-		})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
-		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv := &http.Server{Handler: h}
+	srv := &http.Server{Handler: sdkOnlyHandler(answer)}
 	go srv.Serve(ln)
 	tb.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String() + "/mcp"

@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -126,7 +127,7 @@ func BenchmarkDescribeHTTP(b *testing.B) {
 	// sdk-one-pool: the same eight sharing http.DefaultTransport, which keeps two idle
 	// connections per host, so most calls open a new connection (how this was measured before
 	// issue #28: ~470 new connections a second).
-	sdk := func(b *testing.B, transport func() http.RoundTripper, version string) {
+	sdk := func(b *testing.B, srv *server, transport func() http.RoundTripper, version string) {
 		params := &mcp.CallToolParams{Name: "agora_dispatch_describe", Arguments: map[string]any{"id": id}}
 		var opts *mcp.ClientSessionOptions
 		if version != "" {
@@ -155,10 +156,24 @@ func BenchmarkDescribeHTTP(b *testing.B) {
 			return tr
 		}
 	}
-	b.Run("sdk", func(b *testing.B) { sdk(b, ownPool(b), "") })
-	b.Run("sdk-2025-11-25", func(b *testing.B) { sdk(b, ownPool(b), "2025-11-25") })
+	b.Run("sdk", func(b *testing.B) { sdk(b, srv, ownPool(b), "") })
+	b.Run("sdk-2025-11-25", func(b *testing.B) { sdk(b, srv, ownPool(b), "2025-11-25") })
 	b.Run("sdk-one-pool", func(b *testing.B) {
-		sdk(b, func() http.RoundTripper { return http.DefaultTransport }, "")
+		sdk(b, srv, func() http.RoundTripper { return http.DefaultTransport }, "")
+	})
+	// sdk-only: the same clients against a bare SDK server process (serveSDKOnly) returning
+	// agora's answer: the SDK's own cost on both sides of the wire on this machine, under
+	// which no server built on it can answer.
+	b.Run("sdk-only", func(b *testing.B) {
+		res, err := httpSessionVia(b, srv.url, tokens[0], http.DefaultTransport, nil).CallTool(b.Context(), &mcp.CallToolParams{Name: "agora_dispatch_describe", Arguments: map[string]any{"id": id}})
+		if err != nil || res.IsError || res.StructuredContent == nil {
+			b.Fatalf("describe: %v %+v", err, res)
+		}
+		answer, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sdk(b, sdkOnlyProcess(b, answer), ownPool(b), "")
 	})
 }
 

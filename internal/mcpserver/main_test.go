@@ -26,6 +26,9 @@ import (
 var agoraBin string
 
 func TestMain(m *testing.M) {
+	if answer := os.Getenv(sdkOnlyEnv); answer != "" { // a bench's bare SDK server process
+		os.Exit(serveSDKOnly(answer))
+	}
 	// Every server, session and connection a test started must be gone.
 	os.Exit(agoratest.NoLeaks(agoratest.RunWithBinary(m, &agoraBin)))
 }
@@ -110,7 +113,14 @@ func (s *server) logs() string {
 func httpServer(t testing.TB, home string, env []string, args ...string) *server {
 	t.Helper()
 	cmd := exec.Command(agoraBin, append([]string{"mcp", "--http", "127.0.0.1:0"}, args...)...)
-	cmd.Env = append(baseEnv(home), env...)
+	return startServer(t, cmd, append(baseEnv(home), env...))
+}
+
+// startServer starts cmd with env and waits until it says where it listens, as
+// `agora mcp --http` does on stderr; the server is interrupted when t ends.
+func startServer(t testing.TB, cmd *exec.Cmd, env []string) *server {
+	t.Helper()
+	cmd.Env = env
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -145,9 +155,9 @@ func httpServer(t testing.TB, home string, env []string, args ...string) *server
 	select {
 	case srv.addr = <-addr:
 	case <-done:
-		t.Fatalf("agora mcp --http exited before listening:\n%s", srv.logs())
+		t.Fatalf("%s exited before listening:\n%s", cmd.Args, srv.logs())
 	case <-time.After(30 * time.Second):
-		t.Fatalf("agora mcp --http did not listen within 30s:\n%s", srv.logs())
+		t.Fatalf("%s did not listen within 30s:\n%s", cmd.Args, srv.logs())
 	}
 	srv.url = "http://" + srv.addr + "/mcp"
 	return srv
