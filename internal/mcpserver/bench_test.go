@@ -162,8 +162,8 @@ func BenchmarkDescribeHTTP(b *testing.B) {
 		sdk(b, srv, func() http.RoundTripper { return http.DefaultTransport }, "")
 	})
 	// sdk-only: the same clients against a bare SDK server process (serveSDKOnly) returning
-	// agora's answer (the same JSON, re-encoded from what the client decoded: its keys sorted,
-	// its size the same): the SDK's own cost on both sides of the wire on this machine, under
+	// agora's answer (its fields and values, re-encoded from what the client decoded, keys
+	// sorted): the SDK's own cost on both sides of the wire on this machine, under
 	// which no server built on it can answer.
 	b.Run("sdk-only", func(b *testing.B) {
 		res, err := httpSessionVia(b, srv.url, tokens[0], http.DefaultTransport, nil).CallTool(b.Context(), &mcp.CallToolParams{Name: "agora_dispatch_describe", Arguments: map[string]any{"id": id}})
