@@ -33,6 +33,13 @@ func newRT46Store() *rt46Store {
 	return &rt46Store{state: map[string]string{}, reads: map[string]int{}, sig: map[string]chan struct{}{}, asked: map[string]int{}}
 }
 
+// fixture is a server fixture whose dispatches are read from s and signalled by s.
+func (s *rt46Store) fixture() *fixture {
+	fx := newFixture()
+	fx.disp.get, fx.disp.ended = s.get, s.ended
+	return fx
+}
+
 func (s *rt46Store) set(id, state string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -113,8 +120,7 @@ func TestRedTeam46_SignalWakesOnlyItsOwnDispatch(t *testing.T) {
 	st.set(a, "started")
 	st.set(b, "started")
 	st.sig[a], st.sig[b] = make(chan struct{}), make(chan struct{})
-	fx := newFixture()
-	fx.disp.get, fx.disp.ended = st.get, st.ended
+	fx := st.fixture()
 	cs := fx.stdio(t, mcpserver.Principal{Client: "lead", Ceiling: mcpserver.CeilingRead}, mcpserver.Limits{Rate: 1000, Burst: 1000})
 
 	ga, gb := make(chan rt46Answer, 1), make(chan rt46Answer, 1)
@@ -152,8 +158,7 @@ func TestRedTeam46_ClosedSignalReadOnceThenPolls(t *testing.T) {
 	st.set(dispatchID, "started")
 	st.sig[dispatchID] = make(chan struct{})
 	close(st.sig[dispatchID])
-	fx := newFixture()
-	fx.disp.get, fx.disp.ended = st.get, st.ended
+	fx := st.fixture()
 	cs := fx.stdio(t, mcpserver.Principal{Client: "lead", Ceiling: mcpserver.CeilingRead}, mcpserver.Limits{Rate: 1000, Burst: 1000})
 	got := rt46Describe(cs, dispatchID, 2)
 	if got.err != nil || got.state != "started" {
@@ -182,8 +187,7 @@ func TestRedTeam46_HandedOnKeepsPolling(t *testing.T) {
 			st.state[id] = "finished"
 		}
 	}
-	fx := newFixture()
-	fx.disp.get, fx.disp.ended = st.get, st.ended
+	fx := st.fixture()
 	fx.disp.dispatch = func(context.Context, mcpserver.DispatchRequest) (*mcpserver.Record, error) {
 		return record(dispatchID, "started"), nil
 	}
@@ -210,8 +214,7 @@ func TestRedTeam46_NoSignalStillPolls(t *testing.T) {
 			st.state[id] = "finished"
 		}
 	}
-	fx := newFixture()
-	fx.disp.get, fx.disp.ended = st.get, st.ended
+	fx := st.fixture()
 	cs := fx.stdio(t, mcpserver.Principal{Client: "lead", Ceiling: mcpserver.CeilingRead}, mcpserver.Limits{Rate: 1000, Burst: 1000})
 	got := rt46Describe(cs, dispatchID, 60)
 	if got.err != nil || got.state != "finished" {
@@ -236,8 +239,7 @@ func TestRedTeam46_ResumeUsesTheChildsSignal(t *testing.T) {
 	st.sig[parent] = make(chan struct{})
 	close(st.sig[parent])
 	st.sig[child] = make(chan struct{})
-	fx := newFixture()
-	fx.disp.get, fx.disp.ended = st.get, st.ended
+	fx := st.fixture()
 	fx.disp.resume = func(_ context.Context, id, _, _ string) (*mcpserver.Record, error) {
 		if id != parent {
 			return nil, mcpserver.ErrNotFound
@@ -311,8 +313,7 @@ func TestRedTeam46_WaitersLeaveNoGoroutines(t *testing.T) {
 		st.set(ids[i], "started")
 		st.sig[ids[i]] = make(chan struct{}) // never closed
 	}
-	fx := newFixture()
-	fx.disp.get, fx.disp.ended = st.get, st.ended
+	fx := st.fixture()
 	cs := fx.stdio(t, mcpserver.Principal{Client: "lead", Ceiling: mcpserver.CeilingRead}, mcpserver.Limits{Rate: 10000, Burst: 10000})
 	// A warm-up call: the session's own goroutines are up before the count.
 	if a := rt46Describe(cs, ids[0], 0); a.err != nil {
@@ -368,8 +369,7 @@ func TestRedTeam46_CancelMidWait(t *testing.T) {
 	st := newRT46Store()
 	sig := make(chan struct{})
 	st.sig[dispatchID] = sig
-	fx := newFixture()
-	fx.disp.get, fx.disp.ended = st.get, st.ended
+	fx := st.fixture()
 	fx.disp.dispatch = func(context.Context, mcpserver.DispatchRequest) (*mcpserver.Record, error) {
 		st.set(dispatchID, "started")
 		return record(dispatchID, "started"), nil
