@@ -127,12 +127,9 @@ func dispatchResidentRun(ctx context.Context, opts *dispatchResidentOptions) err
 	if err != nil {
 		return err
 	}
-	// It removes its socket itself when it leaves, and only if the path is still its own:
-	// Go's close unlinks the path whatever it is then, which would remove the socket of a
-	// resident that replaced this one (red team 45).
-	if ul, ok := ln.(*net.UnixListener); ok {
-		ul.SetUnlinkOnClose(false)
-	}
+	// It removes its socket itself when it leaves, and only if the path is still its own
+	// (the listener never unlinks it): a resident that replaced this one keeps its socket
+	// (red team 45).
 	r := &resident{runner: runner, idle: idle, sock: sock, serveSock: filepath.Join(dir, orchSocket), last: time.Now(), log: log}
 	if r.sockInfo, err = os.Lstat(sock); err != nil {
 		ln.Close()
@@ -242,18 +239,31 @@ func (r *resident) Prepare(ctx context.Context, req *api.HandoffRequest, peer se
 	r.inflight.Add(1)
 	if r.leaving.Load() {
 		r.done()
-		return nil, &service.Declined{Why: "the resident dispatcher is leaving"}
+		return nil, r.declined(peer, &service.Declined{Why: "the resident dispatcher is leaving"})
 	}
 	r.touch()
 	run, err := r.runner.Prepare(ctx, req, peer)
 	if err != nil {
 		r.done()
-		return nil, err
+		return nil, r.declined(peer, err)
 	}
 	return func(ctx context.Context, send func(api.HandoffFrame) error) {
 		defer r.done()
 		run(ctx, send)
 	}, nil
+}
+
+// declined says in resident.log why the resident did not take peer's dispatch (the CLI ran
+// it itself, with no word to its user), and returns err. The server's own line of it is
+// below the log's level, with the line of every hand-off taken.
+func (r *resident) declined(peer service.Peer, err error) error {
+	var d *service.Declined
+	if errors.As(err, &d) {
+		r.log.Info("hand-off declined", "pid", peer.PID, "why", d.Why)
+	} else {
+		r.log.Warn("hand-off refused", "pid", peer.PID, "err", err)
+	}
+	return err
 }
 
 func (r *resident) touch() {

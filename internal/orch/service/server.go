@@ -8,6 +8,8 @@ package service
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -64,26 +67,38 @@ type Server struct {
 	stopping context.Context
 }
 
-// Listen removes a stale socket at path (the caller holds the serve lock, so nobody else
-// serves on it) and listens there with mode 0600.
+// Listen listens on the Unix socket path with mode 0600, replacing a stale socket there (the
+// caller holds path's lock, so nobody else serves on it). The socket is bound under a random
+// name beside path, given its mode, then renamed onto path: whoever finds a socket at path
+// finds one the CLI trusts (trustedSocket wants 0600) and that accepts. Bound at path itself,
+// it had the umask's mode until a chmod, and a CLI that came in that window ran its dispatch
+// itself and started a second resident that could only exit (CI, session 47: a resident's
+// first hand-off missed). Not under a narrowed umask either: the umask is the process's, and
+// serve starts standby supervisors and supervises dispatches while it listens (red team 31: a
+// standby started as serve began listening made its claim's tree 0600, and its first dispatch
+// failed 'Can't chdir to /agora/workspace'). Under its random name the socket is reached by no
+// one: orch/ is 0700, and every connection's peer must be this user (SO_PEERCRED, Handler).
+//
+// The listener does not remove path when it closes (it was bound under the other name): the
+// caller removes it, once it is sure the socket there is still its own.
 func Listen(path string) (net.Listener, error) {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
-	}
-	// Not under a narrowed umask: the umask is the process's, and serve starts standby
-	// supervisors and supervises dispatches while it listens. A process forked, or a
-	// directory made, in that window took umask 0177 (red team 31: a standby started as
-	// serve began listening made its claim's tree 0600, and its first dispatch failed
-	// 'Can't chdir to /agora/workspace'). Until the chmod below, the socket's mode is the
-	// user's umask's; no other user reaches it: orch/ is 0700 (the CLI trusts nothing else),
-	// and every connection's peer must be this user (SO_PEERCRED, Handler).
-	ln, err := net.Listen("unix", path)
+	var b [4]byte
+	rand.Read(b[:])
+	// As long as "orch.sock": a home whose socket path fits fits this one too.
+	bound := filepath.Join(filepath.Dir(path), "."+hex.EncodeToString(b[:]))
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: bound, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	ln.SetUnlinkOnClose(false)
+	err = os.Chmod(bound, 0o600)
+	if err == nil {
+		err = os.Rename(bound, path)
+	}
+	if err != nil {
 		ln.Close()
-		return nil, err
+		os.Remove(bound)
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
 	return ln, nil
 }
