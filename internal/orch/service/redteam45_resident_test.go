@@ -342,6 +342,11 @@ func TestRedteam45_ForeignPeer(t *testing.T) {
 	if n := e.stopResident(); n != 0 {
 		t.Errorf("the resident took %d hand-offs from the test process", n)
 	}
+	// Each decline is said in resident.log, with why: the CLI that was declined says nothing.
+	log, _ := os.ReadFile(filepath.Join(e.home, "orch", "resident.log"))
+	if n := strings.Count(string(log), `msg="hand-off declined" pid=`+strconv.Itoa(os.Getpid())+` why="the peer is not`); n != 2 {
+		t.Errorf("resident.log says %d declines of the test process's hand-offs, want 2:\n%s", n, log)
+	}
 }
 
 // TestRedteam45_WorkerAndSecrets: a sandboxed worker of a dispatch the resident runs does not
@@ -379,10 +384,10 @@ func TestRedteam45_WorkerAndSecrets(t *testing.T) {
 	t.Logf("callback dispatch: exit %d\n%s", code, stderr)
 	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	n := e.stopResident()
-	if n != 2 {
-		t.Errorf("the resident took %d dispatches, want 2", n)
-	}
 	log, _ := os.ReadFile(filepath.Join(orch, "resident.log"))
+	if n != 2 {
+		t.Errorf("the resident took %d dispatches, want 2; resident.log:\n%s", n, log)
+	}
 	for _, s := range []string{token, inputSecret} {
 		if bytes.Contains(log, []byte(s)) {
 			t.Errorf("resident.log holds a secret (%s):\n%s", s, log)
