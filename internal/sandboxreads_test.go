@@ -45,8 +45,6 @@ var readAllowed = map[string]string{
 	"dispatch/warmk8s.go:sweepK8sSlots: os.Lstat":                 "asks whether AGORA_HOME/gateway/slots/ID (the host's own slot directory; ID checked by remote.ValidSlotID first) still exists; reads no byte, and no pod reaches the directory",
 	"dispatch/warmdocker.go:live: os.Lstat":                       "asks whether AGORA_HOME's own slot directory of the docker gateway still exists; reads no byte, and a slot container reaches it only over the gateway socket",
 	"cli/dispatch_handoff.go:ownPrivate: os.Lstat":                "AGORA_HOME/orch and orch.sock, the host's own directory (no sandbox binds it): their type, mode and owner decide whether the CLI trusts serve",
-	"cli/dispatch_resident.go:dispatchResidentRun: os.Lstat":      "AGORA_HOME/orch/resident.sock, the resident dispatcher's own socket in its 0700 orch/ (no sandbox binds it): its identity, so it removes only its own when it leaves; reads no byte",
-	"cli/dispatch_resident.go:ownSocket: os.Lstat":                "the same socket, to tell that it was removed or replaced; reads no byte",
 	"cli/dispatch_resident_start.go:openResidentLog: os.OpenFile": "creates or appends AGORA_HOME/orch/resident.log in this user's 0700 orch/ (no sandbox binds it), write-only, O_NOFOLLOW|O_NONBLOCK, regular files only",
 	"cli/orch_handoff.go:newHandoffRunner: os.Stat":               "/proc/self/exe, serve's own executable",
 	"cli/orch_handoff.go:fileSum: os.ReadFile":                    "AGORA_HOME/agora.yaml, the operator's config (no sandbox binds it), hashed to tell an edit since serve started",

@@ -127,14 +127,7 @@ func dispatchResidentRun(ctx context.Context, opts *dispatchResidentOptions) err
 	if err != nil {
 		return err
 	}
-	// It removes its socket itself when it leaves, and only if the path is still its own
-	// (the listener never unlinks it): a resident that replaced this one keeps its socket
-	// (red team 45).
-	r := &resident{runner: runner, idle: idle, sock: sock, serveSock: filepath.Join(dir, orchSocket), last: time.Now(), log: log}
-	if r.sockInfo, err = os.Lstat(sock); err != nil {
-		ln.Close()
-		return err
-	}
+	r := &resident{runner: runner, idle: idle, ln: ln, serveSock: filepath.Join(dir, orchSocket), last: time.Now(), log: log}
 	// Its own lines at info; the server's (one per hand-off taken) only from warnings up, so
 	// the log of a resident that ran a thousand dispatches is not a thousand lines.
 	quiet, err := obs.NewLogger(f.IO.ErrOut, obs.LogText, slog.LevelWarn)
@@ -152,10 +145,10 @@ func dispatchResidentRun(ctx context.Context, opts *dispatchResidentOptions) err
 	// flight end first: each is a CLI's, waiting for its end.
 	ln.Close()
 	r.drain()
-	if p, err := os.Lstat(sock); err == nil && os.SameFile(p, r.sockInfo) {
-		os.Remove(sock)
-	}
-	log.Info("resident dispatcher left", "why", why, "dispatches", srv.Handoffs())
+	// Only if the path is still its own: a resident that replaced this one keeps its socket
+	// (red team 45).
+	ln.RemoveSocket()
+	log.Info("resident dispatcher left", "why", why, "declined", r.declines.total(), "dispatches", srv.Handoffs())
 	return nil
 }
 
@@ -219,10 +212,10 @@ func residentRunner(ctx context.Context, f *Factory, h *home.Home, log *slog.Log
 type resident struct {
 	runner    *handoffRunner
 	idle      time.Duration
-	sock      string
-	sockInfo  os.FileInfo
+	ln        *service.Listener
 	serveSock string
 	log       *slog.Logger
+	declines  declineLog
 
 	// inflight and leaving pair up as a Dekker handshake: Prepare counts itself in and then
 	// looks at leaving; the watcher sets leaving and then looks at inflight. One of the two
@@ -238,15 +231,18 @@ type resident struct {
 func (r *resident) Prepare(ctx context.Context, req *api.HandoffRequest, peer service.Peer) (func(context.Context, func(api.HandoffFrame) error), error) {
 	r.inflight.Add(1)
 	if r.leaving.Load() {
-		r.done()
+		r.out()
 		return nil, r.declined(peer, &service.Declined{Why: "the resident dispatcher is leaving"})
 	}
-	r.touch()
 	run, err := r.runner.Prepare(ctx, req, peer)
 	if err != nil {
-		r.done()
+		// Not a dispatch of its: a stream of declined hand-offs (a shell of another
+		// environment, a process of this user) does not keep it past resident.idle (red
+		// team 48).
+		r.out()
 		return nil, r.declined(peer, err)
 	}
+	r.touch()
 	return func(ctx context.Context, send func(api.HandoffFrame) error) {
 		defer r.done()
 		run(ctx, send)
@@ -254,14 +250,17 @@ func (r *resident) Prepare(ctx context.Context, req *api.HandoffRequest, peer se
 }
 
 // declined says in resident.log why the resident did not take peer's dispatch (the CLI ran
-// it itself, with no word to its user), and returns err. The server's own line of it is
-// below the log's level, with the line of every hand-off taken.
+// it itself, with no word to its user), at most once a minute for each reason, and returns
+// err. The server's own line of it is below the log's level, with the line of every
+// hand-off taken.
 func (r *resident) declined(peer service.Peer, err error) error {
 	var d *service.Declined
+	why := err.Error()
 	if errors.As(err, &d) {
-		r.log.Info("hand-off declined", "pid", peer.PID, "why", d.Why)
-	} else {
-		r.log.Warn("hand-off refused", "pid", peer.PID, "err", err)
+		why = d.Why
+	}
+	if say, more := r.declines.add(why, time.Now()); say {
+		r.log.Info("hand-off declined", "pid", peer.PID, "why", why, "unsaid_before", more)
 	}
 	return err
 }
@@ -275,6 +274,11 @@ func (r *resident) touch() {
 // done counts a dispatch out.
 func (r *resident) done() {
 	r.touch()
+	r.out()
+}
+
+// out counts a hand-off out, taken or not.
+func (r *resident) out() {
 	if r.inflight.Add(-1) == 0 && r.leaving.Load() {
 		r.mu.Lock()
 		if r.drained != nil {
@@ -318,7 +322,7 @@ func (r *resident) leave() string {
 	switch {
 	case r.inflight.Load() == 0 && quiet >= r.idle:
 		return fmt.Sprintf("no dispatch for %s", r.idle)
-	case !r.ownSocket():
+	case !r.ln.Own():
 		return "its socket was removed or replaced"
 	case fileSum(r.runner.cfgFile) != r.runner.cfgSum:
 		return "agora.yaml changed"
@@ -328,12 +332,6 @@ func (r *resident) leave() string {
 		return "an 'agora orch serve' of this home started"
 	}
 	return ""
-}
-
-// ownSocket reports whether the resident's socket is still the one it listens on.
-func (r *resident) ownSocket() bool {
-	fi, err := os.Lstat(r.sock)
-	return err == nil && os.SameFile(fi, r.sockInfo)
 }
 
 // drain marks the resident leaving and waits until no dispatch is in flight.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/doctor"
+	"github.com/agora-dev/agora/internal/orch/service"
 	"github.com/agora-dev/agora/internal/peercred"
 )
 
@@ -58,6 +59,11 @@ func startResident(ctx context.Context, opts *dispatchRunOptions) {
 	}
 	odir := filepath.Join(dir, orchDir)
 	if serveListens(filepath.Join(odir, orchSocket)) || serveListens(filepath.Join(odir, residentSocket)) {
+		return
+	}
+	// A resident no CLI could connect to would only exit (its Listen refuses the path);
+	// doctor says why none runs.
+	if service.CheckSocketPath(filepath.Join(odir, residentSocket)) != nil {
 		return
 	}
 	if err := os.MkdirAll(odir, 0o700); err != nil {
@@ -206,6 +212,10 @@ func residentCheck(f *Factory, c *config.Config) doctor.Check {
 	}
 	if idle == 0 {
 		ch.Detail = "off (resident: {idle: 0} in agora.yaml): every 'agora dispatch run' with no serve supervises its dispatch itself"
+		return ch
+	}
+	if err := service.CheckSocketPath(sock); err != nil {
+		ch.Detail = "none: " + err.Error() + "; every 'agora dispatch run' with no serve supervises its dispatch itself"
 		return ch
 	}
 	ch.Detail = "not running: the next 'agora dispatch run' with no serve starts it"

@@ -190,7 +190,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(sock)
+	defer ln.RemoveSocket() // only its own: a serve started since keeps its socket (red team 48)
 	srv := &service.Server{Engine: eng, PinRepo: dispatch.PinRevision, PinWorkspace: d.PinWorkspace, Log: ob.log,
 		Trace: runTrace(ob.tracer), ExportRun: orchRunExporter(orchCP), LearnInRun: d.Records.LearnInRun}
 	// `agora dispatch run` hands its dispatch to this serve when it can (#28, orch_handoff.go).

@@ -27,6 +27,7 @@ var agoraBin string
 // TestMain builds the binary, runs the tests, and fails the package when a goroutine a
 // test started outlives the tests (k8stest's spawner excepted, in NoLeaks).
 func TestMain(m *testing.M) {
+	rt48ListenChild()
 	os.Exit(agoratest.NoLeaks(agoratest.RunWithBinary(m, &agoraBin)))
 }
 

@@ -33,6 +33,9 @@ type Declined struct{ Why string }
 
 func (d *Declined) Error() string { return "hand-off declined: " + d.Why }
 
+// handoffRoute is the hand-off's route pattern.
+const handoffRoute = "POST " + api.HandoffPath
+
 // errServeStopping is a frame not sent because serve is stopping.
 var errServeStopping = errors.New("serve is stopping")
 

@@ -1,12 +1,14 @@
 package service_test
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agora-dev/agora/internal/orch/service"
 )
@@ -48,21 +50,8 @@ func TestListen_NeverSeenOpen(t *testing.T) {
 			t.Fatalf("round %d: %v", i, err)
 		}
 		// The socket at path is this listener's: a dial there is accepted by it.
-		accepted := make(chan error, 1)
-		go func() {
-			c, err := ln.Accept()
-			if err == nil {
-				c.Close()
-			}
-			accepted <- err
-		}()
-		c, err := net.Dial("unix", path)
-		if err != nil {
-			t.Fatalf("round %d: dial the socket Listen made: %v", i, err)
-		}
-		c.Close()
-		if err := <-accepted; err != nil {
-			t.Fatalf("round %d: the new listener did not accept: %v", i, err)
+		if err := acceptsAt(ln, path); err != nil {
+			t.Fatalf("round %d: %v", i, err)
 		}
 		ln.Close() // leaves the socket file: the next round's Listen replaces it
 	}
@@ -100,5 +89,36 @@ func TestListen_RefusesWhatIsNotASocket(t *testing.T) {
 	must(t, err)
 	if len(ents) != 1 {
 		t.Errorf("a failed Listen left %d entries in the directory, want 1 (the directory)", len(ents))
+	}
+}
+
+// acceptsAt dials path and says whether ln, and not another listener, accepted the
+// connection.
+func acceptsAt(ln net.Listener, path string) error {
+	accepted := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			c.Close()
+		}
+		accepted <- err
+	}()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		ln.Close() // ends the Accept
+		<-accepted
+		return fmt.Errorf("dial %s: %w", path, err)
+	}
+	c.Close()
+	select {
+	case err := <-accepted:
+		if err != nil {
+			return fmt.Errorf("the listener did not accept: %w", err)
+		}
+		return nil
+	case <-time.After(10 * time.Second):
+		ln.Close()
+		<-accepted
+		return fmt.Errorf("a dial of %s was not accepted by the listener within 10s: another one has the path", path)
 	}
 }

@@ -33,7 +33,10 @@ func (w *statusWriter) Flush() {
 }
 
 // logRefusals logs every request the API refused (4xx, 5xx) with its route, the run it named
-// and the status: never the body or the error text, which may quote a plan.
+// and the status: never the body or the error text, which may quote a plan. A declined
+// hand-off (409) is not one: it is said where it is decided, with why (Server.handoff, and the
+// resident's own line, one a minute), and a line of each here grew the resident's log without
+// bound (red team 48).
 func logRefusals(log *slog.Logger, next http.Handler) http.Handler {
 	if log == nil {
 		return next
@@ -41,7 +44,7 @@ func logRefusals(log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
-		if sw.status >= 400 {
+		if sw.status >= 400 && (sw.status != http.StatusConflict || r.Pattern != handoffRoute) {
 			attrs := []any{"method", r.Method, "route", routeOf(r), "status", sw.status}
 			if ref := r.PathValue("ref"); ref != "" {
 				attrs = append(attrs, "run", ref)

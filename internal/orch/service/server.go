@@ -8,8 +8,6 @@ package service
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit/verify"
@@ -67,40 +66,88 @@ type Server struct {
 	stopping context.Context
 }
 
-// Listen listens on the Unix socket path with mode 0600, replacing a stale socket there (the
-// caller holds path's lock, so nobody else serves on it). The socket is bound under a random
-// name beside path, given its mode, then renamed onto path: whoever finds a socket at path
-// finds one the CLI trusts (trustedSocket wants 0600) and that accepts. Bound at path itself,
-// it had the umask's mode until a chmod, and a CLI that came in that window ran its dispatch
-// itself and started a second resident that could only exit (CI, session 47: a resident's
-// first hand-off missed). Not under a narrowed umask either: the umask is the process's, and
-// serve starts standby supervisors and supervises dispatches while it listens (red team 31: a
-// standby started as serve began listening made its claim's tree 0600, and its first dispatch
-// failed 'Can't chdir to /agora/workspace'). Under its random name the socket is reached by no
-// one: orch/ is 0700, and every connection's peer must be this user (SO_PEERCRED, Handler).
-//
-// The listener does not remove path when it closes (it was bound under the other name): the
-// caller removes it, once it is sure the socket there is still its own.
-func Listen(path string) (net.Listener, error) {
-	var b [4]byte
-	rand.Read(b[:])
-	// As long as "orch.sock": a home whose socket path fits fits this one too.
-	bound := filepath.Join(filepath.Dir(path), "."+hex.EncodeToString(b[:]))
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: bound, Net: "unix"})
+// maxSocketPath is the longest path a Unix socket may be connected to by (sun_path, less its
+// NUL).
+const maxSocketPath = len(syscall.RawSockaddrUnix{}.Path) - 1
+
+// CheckSocketPath says why no one could connect to a Unix socket at path, or nil.
+func CheckSocketPath(path string) error {
+	if len(path) > maxSocketPath {
+		return fmt.Errorf("the socket path %s is %d bytes, over the %d a Unix socket's may be: use a shorter AGORA_HOME", path, len(path), maxSocketPath)
+	}
+	return nil
+}
+
+// Listener is a listener on the Unix socket Listen put at its path.
+type Listener struct {
+	net.Listener
+	path string
+	made os.FileInfo
+}
+
+// Own reports whether the socket at the listener's path is still the one Listen put there.
+func (l *Listener) Own() bool {
+	fi, err := os.Lstat(l.path)
+	return err == nil && os.SameFile(fi, l.made)
+}
+
+// RemoveSocket removes the listener's socket file if it is still the one Listen put there:
+// a newer server of the path keeps its own (red teams 45 and 48). Closing the listener does
+// not remove it.
+func (l *Listener) RemoveSocket() {
+	if l.Own() {
+		os.Remove(l.path)
+	}
+}
+
+// Listen listens on the Unix socket path with mode 0600, replacing what a stale server left
+// there (the caller holds path's lock, so nobody else serves on it). The socket is bound
+// under a hidden name of its own beside path, given its mode, then renamed onto path: whoever
+// finds a socket at path finds one the CLI trusts (trustedSocket wants 0600) and that
+// accepts. Bound at path itself, it had the umask's mode until a chmod, and a CLI that came in
+// that window ran its dispatch itself and started a second resident that could only exit (CI,
+// session 47: a resident's first hand-off missed). Not under a narrowed umask either: the
+// umask is the process's, and serve starts standby supervisors and supervises dispatches
+// while it listens (red team 31: a standby started as serve began listening made its claim's
+// tree 0600, and its first dispatch failed 'Can't chdir to /agora/workspace'). Under its
+// hidden name the socket is reached by no one: orch/ is 0700, and every connection's peer
+// must be this user (SO_PEERCRED, Handler). The hidden name is the same for every Listen of
+// path, so what a server killed inside Listen left there the next one replaces (red team 48).
+func Listen(path string) (*Listener, error) {
+	if err := CheckSocketPath(path); err != nil {
+		return nil, err
+	}
+	dir, base := filepath.Split(path)
+	hidden := filepath.Join(dir, ".bound-"+base)
+	// Bound through the directory's descriptor: the hidden name is longer than path's, and
+	// only path need fit in a socket address.
+	d, err := os.Open(filepath.Clean(dir))
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	defer d.Close()
+	if err := os.Remove(hidden); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("listen on %s: remove what a killed server left: %w", path, err)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: "/proc/self/fd/" + strconv.Itoa(int(d.Fd())) + "/.bound-" + base, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
 	ln.SetUnlinkOnClose(false)
-	err = os.Chmod(bound, 0o600)
+	err = os.Chmod(hidden, 0o600)
 	if err == nil {
-		err = os.Rename(bound, path)
+		err = os.Rename(hidden, path)
+	}
+	var made os.FileInfo
+	if err == nil {
+		made, err = os.Lstat(path)
 	}
 	if err != nil {
 		ln.Close()
-		os.Remove(bound)
+		os.Remove(hidden)
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
-	return ln, nil
+	return &Listener{Listener: ln, path: path, made: made}, nil
 }
 
 // Serve answers on ln until ctx ends.
@@ -148,7 +195,7 @@ func peerOf(c net.Conn) peerInfo {
 // Handler routes the API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+api.HandoffPath, s.handoff)
+	mux.HandleFunc(handoffRoute, s.handoff)
 	mux.HandleFunc("POST "+api.HandoffCancelPath, s.handoffCancel)
 	if s.Engine != nil {
 		s.engineRoutes(mux)
