@@ -134,7 +134,7 @@ func dispatchResidentRun(ctx context.Context, opts *dispatchResidentOptions) err
 	if err != nil {
 		return err
 	}
-	srv := &service.Server{Handoff: r, Log: quiet}
+	srv := r.server(quiet.Handler())
 	sctx, stopServe := context.WithCancel(ctx)
 	defer stopServe()
 	served := make(chan error, 1)
@@ -148,7 +148,7 @@ func dispatchResidentRun(ctx context.Context, opts *dispatchResidentOptions) err
 	// Only if the path is still its own: a resident that replaced this one keeps its socket
 	// (red team 45).
 	ln.RemoveSocket()
-	log.Info("resident dispatcher left", "why", why, "declined", r.declines.total(), "dispatches", srv.Handoffs())
+	log.Info("resident dispatcher left", "why", why, "refused", r.refusals.total(), "declined", r.declines.total(), "dispatches", srv.Handoffs())
 	return nil
 }
 
@@ -215,7 +215,8 @@ type resident struct {
 	ln        *service.Listener
 	serveSock string
 	log       *slog.Logger
-	declines  declineLog
+	declines  declineLog // hand-offs declined, by why
+	refusals  declineLog // the server's warnings (requests refused), by route and status
 
 	// inflight and leaving pair up as a Dekker handshake: Prepare counts itself in and then
 	// looks at leaving; the watcher sets leaving and then looks at inflight. One of the two
@@ -225,6 +226,12 @@ type resident struct {
 	mu       sync.Mutex
 	last     time.Time // the last dispatch's start or end
 	drained  chan struct{}
+}
+
+// server is the resident's server: hand-offs only, its warnings (a refused request) into
+// log at most once a minute for each route and status.
+func (r *resident) server(log slog.Handler) *service.Server {
+	return &service.Server{Handoff: r, Log: slog.New(limited{log, []string{"route", "status"}, &r.refusals})}
 }
 
 // Prepare implements service.Handoff.
@@ -252,15 +259,15 @@ func (r *resident) Prepare(ctx context.Context, req *api.HandoffRequest, peer se
 // declined says in resident.log why the resident did not take peer's dispatch (the CLI ran
 // it itself, with no word to its user), at most once a minute for each reason, and returns
 // err. The server's own line of it is below the log's level, with the line of every
-// hand-off taken.
+// hand-off taken. Any other error is a malformed request, not a decline: the server's
+// refusal line says it, never its text, which may quote what the peer sent (red team 48b).
 func (r *resident) declined(peer service.Peer, err error) error {
 	var d *service.Declined
-	why := err.Error()
-	if errors.As(err, &d) {
-		why = d.Why
+	if !errors.As(err, &d) {
+		return err
 	}
-	if say, more := r.declines.add(why, time.Now()); say {
-		r.log.Info("hand-off declined", "pid", peer.PID, "why", why, "unsaid_before", more)
+	if say, more := r.declines.add(d.Why, time.Now()); say {
+		r.log.Info("hand-off declined", "pid", peer.PID, "why", d.Why, "unsaid_before", more)
 	}
 	return err
 }

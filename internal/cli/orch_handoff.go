@@ -138,6 +138,9 @@ func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, pe
 		dreq.Grants = &g
 	}
 	return func(ctx context.Context, send func(api.HandoffFrame) error) {
+		if errors.Is(context.Cause(ctx), service.ErrNotStarted) {
+			return
+		}
 		rf := *r.f
 		rf.actorFlag = ""
 		rf.IO = &IOStreams{In: bytes.NewReader(nil), Out: frameWriter{send, false}, ErrOut: frameWriter{send, true}}

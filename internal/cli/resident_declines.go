@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"context"
+	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
 
-// declineEvery is how often the resident says a decline of one reason in resident.log: a
-// shell of another environment running dispatches in a loop, or a process of this user
-// posting hand-offs, would otherwise grow the log by a line each, while it is capped only
-// when a resident starts (red team 48).
+// declineEvery is how often the resident says a decline of one reason, or a refusal of one
+// route and status, in resident.log: a shell of another environment running dispatches in a
+// loop, or a process of this user posting hand-offs or bad requests, would otherwise grow the
+// log by a line each, while it is capped only when a resident starts (red teams 48, 48b).
 const declineEvery = time.Minute
 
 // maxDeclineReasons bounds the reasons remembered; past it the memory starts over (a
@@ -33,11 +36,11 @@ func (l *declineLog) add(why string, now time.Time) (say bool, more int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.n++
-	if l.reasons == nil || len(l.reasons) >= maxDeclineReasons {
-		l.reasons = map[string]*declineReason{}
-	}
 	r := l.reasons[why]
 	if r == nil {
+		if l.reasons == nil || len(l.reasons) >= maxDeclineReasons {
+			l.reasons = map[string]*declineReason{}
+		}
 		l.reasons[why] = &declineReason{said: now}
 		return true, 0
 	}
@@ -54,4 +57,40 @@ func (l *declineLog) total() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.n
+}
+
+// limited is a [slog.Handler] that writes a line of one kind (its message, and the values of
+// the attributes named in keys) at most once every declineEvery, with how many went unsaid
+// before it: the resident's server says each refusal (a 400, a 404) at warn.
+type limited struct {
+	slog.Handler
+	keys []string
+	seen *declineLog
+}
+
+func (h limited) Handle(ctx context.Context, r slog.Record) error {
+	kind := r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		if slices.Contains(h.keys, a.Key) {
+			kind += " " + a.String()
+		}
+		return true
+	})
+	say, more := h.seen.add(kind, time.Now())
+	if !say {
+		return nil
+	}
+	if more > 0 {
+		r = r.Clone()
+		r.AddAttrs(slog.Int("unsaid_before", more))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h limited) WithAttrs(as []slog.Attr) slog.Handler {
+	return limited{h.Handler.WithAttrs(as), h.keys, h.seen}
+}
+
+func (h limited) WithGroup(name string) slog.Handler {
+	return limited{h.Handler.WithGroup(name), h.keys, h.seen}
 }

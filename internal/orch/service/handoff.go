@@ -19,6 +19,9 @@ import (
 type Handoff interface {
 	// Prepare checks req from peer and returns the run that carries it out, or an error: a
 	// [*Declined] makes the CLI supervise the dispatch itself; any other is the request's.
+	// The server calls every run Prepare returns exactly once; a run whose context's cause is
+	// [ErrNotStarted] returns at once, having started nothing (what Prepare counted is given
+	// back as its run returns: red team 48b).
 	Prepare(ctx context.Context, req *api.HandoffRequest, peer Peer) (func(ctx context.Context, send func(api.HandoffFrame) error), error)
 }
 
@@ -32,6 +35,10 @@ type Peer struct {
 type Declined struct{ Why string }
 
 func (d *Declined) Error() string { return "hand-off declined: " + d.Why }
+
+// ErrNotStarted is the cause of a run's context when the CLI's stream broke, or serve began
+// stopping, before the dispatch started: the run must start nothing.
+var ErrNotStarted = errors.New("the hand-off's stream ended before its dispatch started")
 
 // handoffRoute is the hand-off's route pattern.
 const handoffRoute = "POST " + api.HandoffPath
@@ -136,6 +143,12 @@ func (s *Server) handoff(w http.ResponseWriter, r *http.Request) {
 	defer frames.close()
 	send := frames.send
 	if send(api.HandoffFrame{Handle: handle}) != nil {
+		// Called all the same, to start nothing: a resident counts a prepared hand-off in
+		// flight until its run returns, and one never called kept a resident signalled
+		// during Prepare in its drain for good (red team 48b).
+		notStarted, stop := context.WithCancelCause(ctx)
+		stop(ErrNotStarted)
+		run(notStarted, send)
 		return
 	}
 	if s.Log != nil {

@@ -8,6 +8,8 @@ package service
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -111,14 +114,19 @@ func (l *Listener) RemoveSocket() {
 // while it listens (red team 31: a standby started as serve began listening made its claim's
 // tree 0600, and its first dispatch failed 'Can't chdir to /agora/workspace'). Under its
 // hidden name the socket is reached by no one: orch/ is 0700, and every connection's peer
-// must be this user (SO_PEERCRED, Handler). The hidden name is the same for every Listen of
-// path, so what a server killed inside Listen left there the next one replaces (red team 48).
+// must be this user (SO_PEERCRED, Handler). The hidden name is new for each Listen
+// (.bound-NAME.RANDOM), so two Listens of one path at once (outside the lock) never bind each
+// other's; what a server killed inside Listen left, the next Listen of the path removes
+// (red teams 48 and 48b).
 func Listen(path string) (*Listener, error) {
 	if err := CheckSocketPath(path); err != nil {
 		return nil, err
 	}
 	dir, base := filepath.Split(path)
-	hidden := filepath.Join(dir, ".bound-"+base)
+	var b [8]byte
+	rand.Read(b[:])
+	name := ".bound-" + base + "." + hex.EncodeToString(b[:])
+	hidden := filepath.Join(dir, name)
 	// Bound through the directory's descriptor: the hidden name is longer than path's, and
 	// only path need fit in a socket address.
 	d, err := os.Open(filepath.Clean(dir))
@@ -126,15 +134,19 @@ func Listen(path string) (*Listener, error) {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
 	defer d.Close()
-	if err := os.Remove(hidden); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("listen on %s: remove what a killed server left: %w", path, err)
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: "/proc/self/fd/" + strconv.Itoa(int(d.Fd())) + "/.bound-" + base, Net: "unix"})
+	removeLeftSockets(dir, ".bound-"+base+".")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: "/proc/self/fd/" + strconv.Itoa(int(d.Fd())) + "/" + name, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
 	ln.SetUnlinkOnClose(false)
-	err = os.Chmod(hidden, 0o600)
+	// What is at path once renamed must be the socket this bound: a Listen of the same path
+	// by another process at the same moment (outside its lock) could have put its own there,
+	// and this listener would then Own a socket no connection reaches (red team 48b).
+	bound, err := os.Lstat(hidden)
+	if err == nil {
+		err = os.Chmod(hidden, 0o600)
+	}
 	if err == nil {
 		err = os.Rename(hidden, path)
 	}
@@ -142,12 +154,30 @@ func Listen(path string) (*Listener, error) {
 	if err == nil {
 		made, err = os.Lstat(path)
 	}
+	if err == nil && !os.SameFile(bound, made) {
+		err = errors.New("another server put its socket there at the same moment")
+	}
 	if err != nil {
 		ln.Close()
 		os.Remove(hidden)
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
 	return &Listener{Listener: ln, path: path, made: made}, nil
+}
+
+// removeLeftSockets removes the sockets in dir whose names start with prefix: what servers
+// killed inside Listen left (the caller holds the lock of the path they were bound for).
+// Anything else there is left alone.
+func removeLeftSockets(dir, prefix string) {
+	ents, err := os.ReadDir(filepath.Clean(dir))
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), prefix) && e.Type() == os.ModeSocket {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // Serve answers on ln until ctx ends.
