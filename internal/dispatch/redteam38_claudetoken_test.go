@@ -38,7 +38,11 @@ setsid sh -c 'for i in $(seq 100); do curl -s -o /dev/null -m 1 -H anthropic-ver
 echo "the-token=$T"`
 
 // rt38ClaudeOther waits for the background request of rt38ClaudeProbe and prints its outcome.
-const rt38ClaudeOther = `for i in $(seq 100); do grep -q other-model= /tmp/rt38-other && break; sleep 0.1; done; cat /tmp/rt38-other`
+// It waits up to 45 s: a background request that reaches the relay only after claude printed
+// this command waits for this command's result too, at most the gate's settleWait (30 s),
+// before the relay passes it on (CI, session 48: under load it came late, and a 10 s wait
+// printed nothing).
+const rt38ClaudeOther = `for i in $(seq 450); do grep -q other-model= /tmp/rt38-other && break; sleep 0.1; done; cat /tmp/rt38-other`
 
 // TestRedTeam38_ClaudeRelayTokenPower (red team 38): Claude Code passes its environment, and
 // so the relay token (ANTHROPIC_AUTH_TOKEN), to its Bash commands; it can withhold it only
