@@ -322,9 +322,7 @@ func TestRedteam45_ForeignPeer(t *testing.T) {
 	if abs, err := filepath.EvalSymlinks(exe); err == nil {
 		exe = abs
 	}
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", e.residentSock())
-	}}}
+	hc := socketClient(e.residentSock())
 	for _, learn := range []bool{true, false} {
 		body := fmt.Sprintf(`{"home":%q,"exe":%q,"env":%q,"env_all":%q,"subagent":"ok","budget":{},"learn":%v}`,
 			e.home, exe, api.EnvDigest(e.vars), api.ResidentEnvDigest(e.vars), learn)
@@ -482,4 +480,11 @@ func TestRedteam45_ReplacedResidentKeepsNewSocket(t *testing.T) {
 	if code, _, stderr := e.oneShot(nil, "--subagent", "ok"); code != 0 {
 		t.Errorf("a dispatch to the second resident: exit %d\n%s", code, stderr)
 	}
+}
+
+// socketClient is an HTTP client of the server listening on the Unix socket sock.
+func socketClient(sock string) *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
 }

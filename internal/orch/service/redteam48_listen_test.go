@@ -304,9 +304,7 @@ func TestRedTeam48_ServeStopKeepsNewSocket(t *testing.T) {
 // their fields carrying a forged log line, and returns how many it declined.
 func rt48Flood(t *testing.T, sock string, n int, each time.Duration) int {
 	t.Helper()
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
+	hc := socketClient(sock)
 	const forged = "\ntime=2000-01-01T00:00:00Z level=ERROR msg=FORGED-BY-RT48\n"
 	body := fmt.Sprintf(`{"home":%q,"exe":%q,"env":%q,"subagent":%q}`, "/elsewhere"+forged, "/bin/x"+forged, "e"+forged, "ok"+forged)
 	declined := 0
@@ -384,9 +382,7 @@ func TestRedTeam48_DeclinesKeepItAlive(t *testing.T) {
 	start := time.Now()
 	n := 0
 	for syscall.Kill(pid, 0) == nil && time.Since(start) < 30*time.Second {
-		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", e.residentSock())
-		}}}
+		hc := socketClient(e.residentSock())
 		if resp, err := hc.Post("http://agora"+api.HandoffPath, "application/json",
 			strings.NewReader(`{"home":"/elsewhere","exe":"/bin/x","env":"e","subagent":"ok"}`)); err == nil {
 			resp.Body.Close()

@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -24,12 +23,6 @@ import (
 // concurrency. What broke was fixed: refusals (400, 404) are limited as declines are, and
 // the hidden name is new for each Listen, checked to be the socket at path after the rename.
 
-func rt48bClient(sock string) *http.Client {
-	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
-}
-
 // TestRedTeam48b_RefusalFlood: red team 48 bounded resident.log against a process of this
 // user posting hand-offs the resident declines (409: one line a minute per reason). The same
 // process posting hand-offs the resident refuses instead (a body that does not decode: 400;
@@ -45,7 +38,7 @@ func TestRedTeam48b_RefusalFlood(t *testing.T) {
 	logPath := filepath.Join(e.home, "orch", "resident.log")
 	before, err := os.Stat(logPath)
 	must(t, err)
-	hc := rt48bClient(e.residentSock())
+	hc := socketClient(e.residentSock())
 	const n = 1000
 	statuses := map[int]int{}
 	for i := range n {
@@ -83,7 +76,7 @@ func TestRedTeam48b_ServeSaysEveryDecline(t *testing.T) {
 	e := newEnv(t)
 	serve := e.serve()
 	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
-	hc := rt48bClient(filepath.Join(e.home, "orch", "orch.sock"))
+	hc := socketClient(filepath.Join(e.home, "orch", "orch.sock"))
 	const n = 7
 	for range n {
 		resp, err := hc.Post("http://agora"+api.HandoffPath, "application/json",
