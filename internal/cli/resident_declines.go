@@ -18,7 +18,8 @@ const declineEvery = time.Minute
 // reason is a fixed sentence, but one names the peer's uid).
 const maxDeclineReasons = 64
 
-// declineLog counts a resident's declines by reason and says when one should be written.
+// declineLog counts a resident's declines by reason (or, in its refusals, the server's
+// warnings by message, route and status) and says when one should be written.
 type declineLog struct {
 	mu      sync.Mutex
 	n       int
@@ -52,7 +53,7 @@ func (l *declineLog) add(why string, now time.Time) (say bool, more int) {
 	return true, more
 }
 
-// total is how many hand-offs were declined.
+// total is how many it counted, written or not.
 func (l *declineLog) total() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
