@@ -15,11 +15,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/service"
 )
@@ -89,24 +89,6 @@ func rt48bPeer(t *testing.T, sock string, bodies []string) (*exec.Cmd, *bytes.Bu
 	return c, &out
 }
 
-// syncBuf is a bytes.Buffer for loggers of several goroutines.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // rt48bResident is a resident as dispatchResidentRun builds it (its log at info, the
 // server's at warn, both into one resident.log), serving on a socket Listen made in a fresh
 // directory, whose runner's agora.yaml is cfgFile with the digest of cfg. The runner has no
@@ -117,7 +99,7 @@ type rt48bRig struct {
 	srv     *service.Server
 	ln      *service.Listener
 	sock    string
-	log     *syncBuf
+	log     *agoratest.SyncBuffer
 	stop    context.CancelFunc
 	served  chan error
 	okBody  map[string]any
@@ -145,7 +127,7 @@ func rt48bResident(t *testing.T, cfgFile string, cfg []byte) *rt48bRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf := &syncBuf{}
+	buf := &agoratest.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	quiet := slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	hr := &handoffRunner{f: &Factory{}, home: "/rt48b/home", exe: exe, env: "rt48b-env", cfgFile: cfgFile,

@@ -313,10 +313,7 @@ func TestRedteam45_TwoStartAtOnce(t *testing.T) {
 // dispatch to resident.sock is declined before anything is recorded.
 func TestRedteam45_ForeignPeer(t *testing.T) {
 	e := residentEnv(t, "")
-	if code, _, stderr := e.oneShot(nil, "--subagent", "ok"); code != 0 {
-		t.Fatalf("first dispatch: exit %d\n%s", code, stderr)
-	}
-	e.waitResident()
+	e.firstResident()
 	listed := e.run("dispatch", "list", "-o", "json")
 	exe := filepath.Join(filepath.Dir(agoraBin), "agora-full")
 	if abs, err := filepath.EvalSymlinks(exe); err == nil {
@@ -364,10 +361,7 @@ func TestRedteam45_WorkerAndSecrets(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(cat, "ok.yaml"), []byte("description: ok\nruntime: exec\ncommand: [sh, -c, 'echo fine']\ncapabilities: [shell]\n"), 0o644))
 	must(t, os.WriteFile(filepath.Join(cat, "agora-manifest.yaml"), []byte("version: 1\nsubagents:\n  - {name: probe, from: probe.yaml}\n  - {name: ok, from: ok.yaml}\n"), 0o644))
 	e.run("apply", "-f", filepath.Join(cat, "agora-manifest.yaml"))
-	if code, _, stderr := e.oneShot(nil, "--subagent", "ok"); code != 0 {
-		t.Fatalf("first dispatch: exit %d\n%s", code, stderr)
-	}
-	pid := e.waitResident()
+	pid := e.firstResident()
 	code, out, stderr := e.oneShot(nil, "--subagent", "probe")
 	if code != 0 {
 		t.Fatalf("the sandboxed probe: exit %d\n%s", code, stderr)
@@ -451,10 +445,7 @@ func TestRedteam45_RelativeHome(t *testing.T) {
 // leave the newer one's socket in place: its own listener's close must not unlink the path.
 func TestRedteam45_ReplacedResidentKeepsNewSocket(t *testing.T) {
 	e := residentEnv(t, "")
-	if code, _, stderr := e.oneShot(nil, "--subagent", "ok"); code != 0 {
-		t.Fatalf("first dispatch: exit %d\n%s", code, stderr)
-	}
-	first := e.waitResident()
+	first := e.firstResident()
 	must(t, os.Remove(filepath.Join(e.home, "orch", "resident.lock")))
 	var stderr bytes.Buffer
 	second := exec.Command(agoraBin, "dispatch", "resident", "--idle", "1m")

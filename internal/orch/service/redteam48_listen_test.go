@@ -333,10 +333,7 @@ func rt48Flood(t *testing.T, sock string, n int, each time.Duration) int {
 // is said at most once a minute, the leaving line counts them all, and no line is forged.
 func TestRedTeam48_DeclineFlood(t *testing.T) {
 	e := residentEnv(t, "")
-	if code, _, stderr := e.oneShot(nil, "--subagent", "ok"); code != 0 {
-		t.Fatalf("first dispatch: exit %d\n%s", code, stderr)
-	}
-	e.waitResident()
+	e.firstResident()
 	logPath := filepath.Join(e.home, "orch", "resident.log")
 	before, err := os.Stat(logPath)
 	must(t, err)
@@ -375,10 +372,7 @@ func TestRedTeam48_DeclineFlood(t *testing.T) {
 // came. It must leave while they still come.
 func TestRedTeam48_DeclinesKeepItAlive(t *testing.T) {
 	e := residentEnv(t, "resident: {idle: 3s}\n")
-	if code, _, stderr := e.oneShot(nil, "--subagent", "ok"); code != 0 {
-		t.Fatalf("first dispatch: exit %d\n%s", code, stderr)
-	}
-	pid := e.waitResident()
+	pid := e.firstResident()
 	start := time.Now()
 	n := 0
 	for syscall.Kill(pid, 0) == nil && time.Since(start) < 30*time.Second {
@@ -402,10 +396,7 @@ func TestRedTeam48_DeclinesKeepItAlive(t *testing.T) {
 // secrets are not, and the CLI runs the dispatch itself.
 func TestRedTeam48_DeclinedSecrets(t *testing.T) {
 	e := residentEnv(t, "egress:\n  allow_private: [127.0.0.1/32]\n")
-	if code, _, stderr := e.oneShot(nil, "--subagent", "ok"); code != 0 {
-		t.Fatalf("first dispatch: exit %d\n%s", code, stderr)
-	}
-	e.waitResident()
+	e.firstResident()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
 	port := l.Addr().(*net.TCPAddr).Port

@@ -31,10 +31,7 @@ import (
 // starts, and these do not touch its idle clock but come faster than it runs out.
 func TestRedTeam48b_RefusalFlood(t *testing.T) {
 	e := residentEnv(t, "")
-	if code, _, stderr := e.oneShot(nil, "--subagent", "ok"); code != 0 {
-		t.Fatalf("first dispatch: exit %d\n%s", code, stderr)
-	}
-	e.waitResident()
+	e.firstResident()
 	logPath := filepath.Join(e.home, "orch", "resident.log")
 	before, err := os.Stat(logPath)
 	must(t, err)

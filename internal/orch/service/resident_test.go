@@ -75,6 +75,16 @@ func (e *env) waitNewResident(old int) int {
 	}
 }
 
+// firstResident runs the home's first dispatch (subagent ok), which starts the resident
+// dispatcher, waits until the resident listens and returns its pid.
+func (e *env) firstResident() int {
+	e.t.Helper()
+	if code, _, stderr := e.oneShot(nil, "--subagent", "ok"); code != 0 {
+		e.t.Fatalf("first dispatch: exit %d\n%s", code, stderr)
+	}
+	return e.waitResident()
+}
+
 // residentPID is the pid resident.lock names, 0 for none.
 func (e *env) residentPID() int {
 	b, _ := os.ReadFile(filepath.Join(e.home, "orch", "resident.lock"))
@@ -302,10 +312,7 @@ func TestResident_Killed(t *testing.T) {
 // environment does; the resident's own CLI context still hands off.
 func TestResident_OtherProcessContextRunsItself(t *testing.T) {
 	e := residentEnv(t, "")
-	if code, _, stderr := e.oneShot(nil, "--subagent", "ok"); code != 0 {
-		t.Fatalf("first dispatch: exit %d\n%s", code, stderr)
-	}
-	e.waitResident()
+	e.firstResident()
 	for _, shell := range []string{
 		`umask 0077; exec "$0" dispatch run --subagent ok`,
 		`ulimit -S -n 512; exec "$0" dispatch run --subagent ok`,
