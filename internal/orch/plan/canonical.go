@@ -250,6 +250,10 @@ func (w *canonWriter) budget(b budget.Budget) {
 
 func (w *canonWriter) task(t *Task) {
 	o := w.object()
+	if len(t.Base) > 0 { // only when set: a plan without base keeps its canonical bytes and digest
+		o.key("base")
+		w.strs(t.Base)
+	}
 	if !t.Budget.IsZero() {
 		o.key("budget")
 		w.budget(t.Budget)

@@ -2,7 +2,10 @@ package plan
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // Refs looks up catalog references. Each method returns nil when the reference resolves, and
@@ -19,6 +22,44 @@ type Refs interface {
 	// Queue checks that agora.yaml declares the queue (never called with ""); its error names
 	// the queues it does declare.
 	Queue(ctx context.Context, name string) error
+}
+
+// SubagentPinner is what [Refs] implement that can name the version a subagent reference
+// names now: NAME@sha256:HEX. A run pins its plan's bare names with it at submit.
+type SubagentPinner interface {
+	PinSubagent(ctx context.Context, ref string) (string, error)
+}
+
+// SubagentRefs lists every subagent reference of the plan written without a version (a
+// bare NAME: its tasks', its fan-out templates', its reviewers' and its fixers'), sorted,
+// each once: what a run pins at submit.
+func (p *Plan) SubagentRefs() []string {
+	seen := map[string]bool{}
+	add := func(ref string) {
+		if ref != "" && !strings.Contains(ref, "@") {
+			seen[ref] = true
+		}
+	}
+	var task func(t *Task)
+	task = func(t *Task) {
+		if t.FanOut != nil {
+			task(&t.FanOut.Template)
+			return
+		}
+		add(t.Subagent)
+		if r := t.Review; r != nil {
+			for _, s := range r.Subagents {
+				add(s)
+			}
+		}
+		if f := t.OnFail; f != nil && f.Fix != nil {
+			add(f.Fix.Subagent)
+		}
+	}
+	for i := range p.Tasks {
+		task(&p.Tasks[i])
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // Check looks up every catalog reference of the plan (subagents, env bundles, targets, the

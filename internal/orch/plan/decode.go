@@ -40,6 +40,7 @@ type taskDoc struct {
 	Env       []string           `yaml:"env"`
 	Input     any                `yaml:"input"`
 	DependsOn []string           `yaml:"depends_on"`
+	Base      []string           `yaml:"base"`
 	Needs     map[string]needDoc `yaml:"needs"`
 	Locks     []lockDoc          `yaml:"locks"`
 	Retry     *retryDoc          `yaml:"retry"`

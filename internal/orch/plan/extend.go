@@ -89,6 +89,7 @@ type templateDoc struct {
 	Env       []string           `yaml:"env"`
 	Input     any                `yaml:"input"`
 	DependsOn []string           `yaml:"depends_on"`
+	Base      []string           `yaml:"base"`
 	Needs     map[string]needDoc `yaml:"needs"`
 	Locks     []lockDoc          `yaml:"locks"`
 	Retry     *retryDoc          `yaml:"retry"`
@@ -101,7 +102,7 @@ type templateDoc struct {
 }
 
 func (d *templateDoc) task() taskDoc {
-	return taskDoc{Subagent: d.Subagent, Target: d.Target, Env: d.Env, Input: d.Input, DependsOn: d.DependsOn, Needs: d.Needs,
+	return taskDoc{Subagent: d.Subagent, Target: d.Target, Env: d.Env, Input: d.Input, DependsOn: d.DependsOn, Base: d.Base, Needs: d.Needs,
 		Locks: d.Locks, Retry: d.Retry, Timeout: d.Timeout, Grants: d.Grants, Budget: d.Budget, Review: d.Review, OnFail: d.OnFail,
 		Verify: d.Verify}
 }
@@ -166,7 +167,7 @@ func (d *taskDoc) setFields() []string {
 		set  bool
 	}{
 		{"subagent", d.Subagent != ""}, {"target", d.Target != ""}, {"env", d.Env != nil}, {"input", d.Input != nil},
-		{"depends_on", d.DependsOn != nil}, {"needs", d.Needs != nil}, {"locks", d.Locks != nil}, {"retry", d.Retry != nil},
+		{"depends_on", d.DependsOn != nil}, {"base", d.Base != nil}, {"needs", d.Needs != nil}, {"locks", d.Locks != nil}, {"retry", d.Retry != nil},
 		{"timeout", d.Timeout != nil}, {"grants", d.Grants != nil}, {"budget", d.Budget != nil}, {"review", d.Review != nil},
 		{"on_fail", d.OnFail != nil}, {"verify", d.Verify != nil},
 	} {
@@ -255,8 +256,10 @@ func (v *validator) extensions(p *Plan, doc *planDoc) {
 		tp := "tasks[" + strconv.Itoa(i) + "]"
 		v.gate(tp, t, p.Defaults.Verify != nil)
 		v.verifyNeeds(tp, t, p)
+		v.stackBases(tp, t, groups)
 		if fo := t.FanOut; fo != nil {
 			v.verifyNeeds(tp+".fan_out.template", &fo.Template, p)
+			v.stackBases(tp+".fan_out.template", &fo.Template, groups)
 		}
 		fo := t.FanOut
 		if fo == nil {

@@ -106,7 +106,7 @@ func TestParse_ExtensionErrors(t *testing.T) {
 			"p.yaml:5: tasks[1].fan_out.template.subagent: required",
 		}},
 		{"nested fan-out", head + "  - {id: f, fan_out: {from: split, select: 'output:x', template: {subagent: w, fan_out: {}}}}", []string{
-			`p.yaml:5: tasks[1].fan_out.template.fan_out: unknown field "fan_out"; known fields: budget, depends_on, env, grants, input, locks, needs, on_fail, retry, review, subagent, target, timeout, verify`,
+			`p.yaml:5: tasks[1].fan_out.template.fan_out: unknown field "fan_out"; known fields: base, budget, depends_on, env, grants, input, locks, needs, on_fail, retry, review, subagent, target, timeout, verify`,
 		}},
 		{"fan-out from a fan-out", head + "  - {id: f, fan_out: {from: split, select: 'output:x', template: {subagent: w}}}\n  - {id: g, fan_out: {from: f, select: 'output:x', template: {subagent: w}}}", []string{
 			`p.yaml:6: tasks[2].fan_out.from: task "f" is a fan_out task and leaves no list: name the task that writes it`,

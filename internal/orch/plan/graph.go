@@ -72,6 +72,9 @@ func entryPath(t *Task, dep string) string {
 	if k := slices.Index(t.DependsOn, dep); k >= 0 {
 		return ".depends_on[" + strconv.Itoa(k) + "]"
 	}
+	if k := slices.Index(t.Base, dep); k >= 0 {
+		return ".base[" + strconv.Itoa(k) + "]"
+	}
 	for _, key := range slices.Sorted(maps.Keys(t.Needs)) {
 		if t.Needs[key].From == dep {
 			return ".needs." + key + ".from"

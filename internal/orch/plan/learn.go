@@ -3,6 +3,7 @@ package plan
 import (
 	"maps"
 	"slices"
+	"strconv"
 )
 
 // A learn task (learn: true, docs/learn.md) runs under a grant nobody enforces: what the grant
@@ -24,7 +25,7 @@ func (p *Plan) LearnTasks() []string {
 
 // learnTasks refuses what a learn task cannot be part of: a fan-out task (it runs nothing
 // itself), a review or fix loop (they judge and repair a patch, which a learn patch may not
-// become), and any task, fan-out or needs taking a learn task's products.
+// become), and any task, fan-out, needs or base taking a learn task's products.
 func (v *validator) learnTasks(tasks []Task, docs []taskDoc, paths []string) {
 	learn := map[string]bool{}
 	for i := range tasks {
@@ -51,9 +52,21 @@ func (v *validator) learnTasks(tasks []Task, docs []taskDoc, paths []string) {
 				v.add(paths[i]+".fan_out.from", "task %q %s", t.FanOut.From, why)
 			}
 			v.learnNeeds(paths[i]+".fan_out.template.needs", t.FanOut.Template.Needs, learn, why)
+			v.learnBases(paths[i]+".fan_out.template.base", t.FanOut.Template.Base, learn, why)
 			continue
 		}
 		v.learnNeeds(paths[i]+".needs", t.Needs, learn, why)
+		v.learnBases(paths[i]+".base", t.Base, learn, why)
+	}
+}
+
+// learnBases refuses each base that is a learn task: a stack is built from its bases'
+// patches, which a learn task's is not to become.
+func (v *validator) learnBases(path string, base []string, learn map[string]bool, why string) {
+	for k, b := range base {
+		if learn[b] {
+			v.add(path+"["+strconv.Itoa(k)+"]", "task %q %s", b, why)
+		}
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 type Outline struct {
 	ID       string
 	Subagent string
-	// Deps are depends_on and every needs.from, without duplicates, sorted (as [Resolved]).
+	// Deps are depends_on, base and every needs.from, without duplicates, sorted (as [Resolved]).
 	Deps []string
 	// Needs are the tasks whose products this one takes (its needs' from), sorted, unique.
 	Needs []string
@@ -83,6 +83,7 @@ func ReadOutline(canonical []byte) ([]Outline, error) {
 			ID        string   `json:"id"`
 			Subagent  string   `json:"subagent"`
 			DependsOn []string `json:"depends_on"`
+			Base      []string `json:"base"`
 			Needs     map[string]struct {
 				From string `json:"from"`
 			} `json:"needs"`
@@ -120,7 +121,7 @@ func ReadOutline(canonical []byte) ([]Outline, error) {
 		}
 		slices.Sort(o.Needs)
 		o.Needs = slices.Compact(o.Needs)
-		o.Deps = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(t.DependsOn), o.Needs...))))
+		o.Deps = slices.Compact(slices.Sorted(slices.Values(append(append(slices.Clone(t.DependsOn), t.Base...), o.Needs...))))
 		var locks []Lock
 		for _, l := range t.Locks {
 			locks = append(locks, Lock{Name: l.Name, Mode: l.Mode})

@@ -192,7 +192,7 @@ func TestParse_Errors(t *testing.T) {
 			"p.yaml:3: tasks: required; a plan has at least one task",
 		}},
 		{"unknown field", head + "  - {id: a, subagent: s, subagnet: t}", []string{
-			"p.yaml:4: tasks[0].subagnet: unknown field \"subagnet\"; known fields: budget, depends_on, env, fan_out, grants, id, input, learn, locks, needs, on_fail, retry, review, subagent, target, timeout, verify",
+			"p.yaml:4: tasks[0].subagnet: unknown field \"subagnet\"; known fields: base, budget, depends_on, env, fan_out, grants, id, input, learn, locks, needs, on_fail, retry, review, subagent, target, timeout, verify",
 		}},
 		{"a value that did not decode is not also missing", head + "  - {id: {x: 1}, subagent: [s]}", []string{
 			"p.yaml:4: tasks[0].id: want a string, got a mapping",

@@ -37,7 +37,7 @@ const MaxInputSize = wire.MaxInputJSON
 const (
 	MaxSourceSize      = 16 << 20       // bytes of YAML or JSON
 	MaxTasks           = 100_000        // tasks in one plan
-	MaxDependsOn       = 64             // entries in one task's depends_on
+	MaxDependsOn       = 64             // entries in one task's depends_on (and in its base)
 	MaxNeeds           = 64             // entries in one task's needs
 	MaxLocks           = 64             // entries in one task's locks
 	MaxGrantItems      = 64             // entries in each list of one task's grants
@@ -115,10 +115,15 @@ type Task struct {
 	Env       []string        // nil inherits Defaults.Env; non-nil and empty means none
 	Input     json.RawMessage // a JSON object in RFC 8785 canonical form, or nil
 	DependsOn []string
-	Needs     map[string]Need // input key -> upstream product
-	Locks     []Lock
-	Retry     *Retry        // fields set here override Defaults.Retry field by field
-	Timeout   time.Duration // 0 means Defaults.Timeout
+	// Base stacks the task on upstream work: its workspace starts from the run's commit with
+	// the approved patch of each base task applied (theirs first: a base's own bases come
+	// before it, transitively, each once), and its own patch is taken against that. Each
+	// entry implies the edge base -> this task. See docs/plan.md, "Stacked tasks".
+	Base    []string
+	Needs   map[string]Need // input key -> upstream product
+	Locks   []Lock
+	Retry   *Retry        // fields set here override Defaults.Retry field by field
+	Timeout time.Duration // 0 means Defaults.Timeout
 	// Grants narrows the task's grant below its subagent's (the union of its capabilities');
 	// nil keeps the subagent's grant. Each list given replaces that part with a subset of it
 	// (tools by name, command patterns each equal to a granted one, hosts each covered by a

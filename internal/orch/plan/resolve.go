@@ -18,13 +18,17 @@ type Resolved struct {
 	Target   string   // "" means the target agora.yaml names as default
 	Env      []string // never nil
 	Input    json.RawMessage
-	Deps     []string // depends_on and every needs.from, without duplicates, sorted
-	Needs    map[string]Need
-	Locks    []Lock        // one per name, exclusive when listed in both modes, sorted by name
-	Retry    Retry         // the effective policy, every field set
-	Timeout  time.Duration // 0 when neither the task nor the defaults set one: the target's own
-	Grants   *grant.Set    // the task's narrowing, or nil
-	Budget   budget.Budget // the task's narrowing of each attempt's budget; zero: none
+	Deps     []string // depends_on, base and every needs.from, without duplicates, sorted
+	// Base is the task's base list as written ([Task.Base]): the run's engine walks it,
+	// transitively, into the patches the task's workspace starts from. Reviewers and fixes of
+	// a stacked task take its Base, so they work on the same tree.
+	Base    []string
+	Needs   map[string]Need
+	Locks   []Lock        // one per name, exclusive when listed in both modes, sorted by name
+	Retry   Retry         // the effective policy, every field set
+	Timeout time.Duration // 0 when neither the task nor the defaults set one: the target's own
+	Grants  *grant.Set    // the task's narrowing, or nil
+	Budget  budget.Budget // the task's narrowing of each attempt's budget; zero: none
 	// Verify is the task's verify gate (its own, else the defaults'), with its timeout
 	// resolved; nil: none.
 	Verify *verdict.Spec
@@ -69,6 +73,7 @@ func (p *Plan) resolveTask(t *Task, base Retry) Resolved {
 		Env:      t.Env,
 		Input:    t.Input,
 		Deps:     deps(t),
+		Base:     slices.Clone(t.Base),
 		Needs:    maps.Clone(t.Needs),
 		Locks:    effectiveLocks(t.Locks),
 		Retry:    base.with(t.Retry),
@@ -97,8 +102,9 @@ func (p *Plan) resolveTask(t *Task, base Retry) Resolved {
 }
 
 func deps(t *Task) []string {
-	d := make([]string, 0, len(t.DependsOn)+len(t.Needs))
+	d := make([]string, 0, len(t.DependsOn)+len(t.Base)+len(t.Needs))
 	d = append(d, t.DependsOn...)
+	d = append(d, t.Base...)
 	for _, n := range t.Needs {
 		d = append(d, n.From)
 	}

@@ -94,8 +94,8 @@ func (r Retry) Backoff(attempt int, rnd func() float64) time.Duration {
 
 // Retryable reports whether an attempt that failed for reason may be retried (attempts left
 // permitting): provider-failed, timeout, lost and gateway-unreachable always; worker-failed unless OnWorkerFailed is
-// false; denied, integrity-failed, limit-exceeded, budget-exceeded, fetch-failed, cancelled
-// and any other reason never.
+// false; denied, integrity-failed, limit-exceeded, budget-exceeded, fetch-failed, cancelled,
+// verify-failed, stack-conflict and any other reason never.
 func (r Retry) Retryable(reason string) bool {
 	switch reason {
 	case "provider-failed", "timeout", ReasonLost, "gateway-unreachable":

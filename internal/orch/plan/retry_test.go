@@ -104,6 +104,7 @@ func TestRetry_Retryable(t *testing.T) {
 		{dispatch.ReasonFetchFailed, false},
 		{dispatch.ReasonGatewayUnreachable, true}, // the gateway was away: the work itself is untried
 		{dispatch.ReasonVerifyFailed, false},      // the same patch fails the same gate; a fix loop tries again
+		{dispatch.ReasonStackConflict, false},     // the same bases conflict the same way
 		{"", false},
 		{"something-new", false},
 		{"Timeout", false},

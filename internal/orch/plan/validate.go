@@ -324,13 +324,39 @@ func (v *validator) task(t *Task, doc *taskDoc, tp string, ids map[string]int, g
 			}
 		}
 	}
+	t.Base = v.base(tp+".base", self, doc.Base, ids, g)
 	t.Needs = v.needs(tp+".needs", self, doc.Needs, ids, g)
+	if _, clash := t.Needs[StackKey]; clash && len(t.Base) > 0 {
+		v.add(tp+".needs."+StackKey, "a stacked task's bases are mounted under /agora/inputs/%s/TASK/: name this input otherwise", StackKey)
+	}
 	t.Locks = v.locks(tp+".locks", doc.Locks)
 	t.Grants = v.grants(tp+".grants", doc.Grants)
 	t.Verify = v.verify(tp+".verify", doc.Verify)
 	t.Review = v.review(tp+".review", doc.Review)
 	t.OnFail = v.onFail(tp+".on_fail", doc.OnFail)
 	t.Learn = doc.Learn != nil && *doc.Learn
+}
+
+// base checks a task's base list: known tasks, none twice, not itself, at most MaxDependsOn;
+// each is an edge of the graph (a base must succeed first).
+func (v *validator) base(path, self string, base []string, ids map[string]int, g *graph) []string {
+	switch n := len(base); {
+	case n > MaxDependsOn:
+		v.add(path, "%d bases; at most %d", n, MaxDependsOn)
+		return nil
+	case n == 0:
+		return nil
+	}
+	for k, b := range base {
+		v.edge(path+"["+strconv.Itoa(k)+"]", self, b, ids, g)
+		for _, prev := range base[:k] {
+			if prev == b {
+				v.add(path+"["+strconv.Itoa(k)+"]", "task %q listed twice", b)
+				break
+			}
+		}
+	}
+	return base
 }
 
 // verify checks a verify gate: a command (an argv), a timeout within MaxTimeout, protect
