@@ -102,6 +102,12 @@ type InputSpec struct {
 	// before the agent starts (a fix loop's rejected work): the dispatch's own patch then
 	// holds it too.
 	Apply bool
+	// Stack makes the patch part of the dispatch's stacked base: the host applies every Stack
+	// input's patch, in order, to the revision as one commit each (stack.go), the workspace
+	// and the verify gate start from the last, and the dispatch's own patch is taken against
+	// it. Each is a patch under a Dir of its own (the upstream task), from a finished
+	// dispatch. One that does not apply ends the dispatch failed/stack-conflict at accept.
+	Stack bool
 }
 
 // RequestError is a request that cannot be dispatched; nothing was recorded.
@@ -207,6 +213,10 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	if err != nil {
 		return nil, &RequestError{Err: err}
 	}
+	stackBase, stackConflict, err := d.stackBase(ctx, repo, rev, inputs)
+	if err != nil {
+		return nil, err
+	}
 	id := req.ID
 	if id == "" {
 		id = NewID(d.now())
@@ -226,7 +236,7 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 		Sandbox: target.Sandbox, Network: resolveNetwork(target.Network, grants), InputDigest: inputDigest, Repo: repo, Revision: rev, Workspace: wsRef,
 		Timeout: Duration(timeout), ParentID: req.ParentID, Actor: req.Actor, CallbackURL: callback, Inputs: inputs,
 		Grants: &grants, Budget: eff, RunID: req.RunID, TaskID: req.TaskID, answer: req.answer, Verify: verify,
-		Learn: learn,
+		Learn: learn, StackBase: stackBase,
 	}
 	var learnRules []grant.EgressRule
 	if learn {
@@ -257,12 +267,42 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 		return nil, err
 	}
 	d.traceAccept(ctx, rec, began)
-	if denial != "" {
+	switch {
+	case denial != "":
 		if _, err := d.Records.Finish(ctx, rec.ID, Outcome{State: StateFailed, Reason: ReasonDenied, Detail: denial}); err != nil {
+			return nil, err
+		}
+	case stackConflict != "":
+		// Nothing was staged or started: the agent never runs on a base that does not build.
+		// (A crash before this line leaves it accepted; its supervisor's staging builds the
+		// stack again and fails it the same way.)
+		if _, err := d.Records.Finish(ctx, rec.ID, Outcome{State: StateFailed, Reason: ReasonStackConflict, Detail: stackConflict}); err != nil {
 			return nil, err
 		}
 	}
 	return d.Records.Get(ctx, rec.ID)
+}
+
+// stackBase builds the stacked base of inputs' stack inputs (stack.go) on repo's commit rev:
+// the commit the dispatch starts from, or, when a patch does not apply, why (its failure
+// detail); both "" when it has no stack.
+func (d *Dispatcher) stackBase(ctx context.Context, repo, rev string, inputs []Input) (base, conflict string, err error) {
+	patches, err := d.stackPatches(inputs)
+	if err != nil {
+		return "", "", &RequestError{Err: err}
+	}
+	if len(patches) == 0 {
+		return "", "", nil
+	}
+	base, err = stackBaseAt(ctx, repo, rev, patches)
+	var ce *StackConflictError
+	if errors.As(err, &ce) {
+		return "", ce.Error(), nil
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("build the stacked base: %w", err)
+	}
+	return base, "", nil
 }
 
 // checkoutName names what a dispatch of req checks out, for refusals: a workspace by its

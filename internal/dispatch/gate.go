@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -94,7 +95,19 @@ func (d *Dispatcher) runGate(ctx context.Context, r *Record, st *stage, provider
 		}
 		patch = b
 	}
-	tree, err := buildGateTree(ctx, r, st, patch)
+	stack, err := d.stackPatches(r.Inputs)
+	if err != nil {
+		fl := failed(ReasonIntegrityFailed, "verify: the stacked base: %v", err)
+		return nil, &fl
+	}
+	tree, err := buildGateTree(ctx, r, st, patch, stack)
+	var ce *StackConflictError
+	var me *stackMismatchError
+	if errors.As(err, &ce) || errors.As(err, &me) {
+		// The base accept recorded does not build again: not the tree the agent worked on.
+		fl := failed(ReasonIntegrityFailed, "verify: %v", err)
+		return nil, &fl
+	}
 	if err != nil {
 		if full := st.cloneExceeded(err, r.Target); full != "" {
 			fl := failed(ReasonLimitExceeded, "verify: %s while checking out the base tree", full)

@@ -20,7 +20,9 @@ import (
 //  1. the base: a new repository holding the pinned commit's history, fetched exactly as the
 //     agent's workspace was, HEAD detached at it, nothing checked out; or, for a dispatch
 //     without a repository, an empty directory and a private git directory beside the stage
-//     that the sandbox never sees;
+//     that the sandbox never sees. A stacked dispatch's base is its stacked base, built
+//     again here as for its workspace (stack.go) and checked against the one it was accepted
+//     on: the tree holds its bases' work, and the touched paths are its own patch's alone;
 //  2. the index is read from the base commit (or left empty) and the patch applied to it
 //     alone (`git apply --cached`: the work tree is not touched, and git refuses paths beyond
 //     a symbolic link, outside the tree or inside .git);
@@ -79,9 +81,10 @@ func (s *stage) removeAgentTree() {
 	os.RemoveAll(s.out)
 }
 
-// buildGateTree prepares the base and applies patch to its index. A patch that does not
-// apply is tree.applyErr; an error is the host's trouble.
-func buildGateTree(ctx context.Context, r *Record, st *stage, patch []byte) (*gateTree, error) {
+// buildGateTree prepares the base (stack: a stacked dispatch's bases' patches, in order)
+// and applies patch to its index. A patch that does not apply is tree.applyErr; an error is
+// the host's trouble.
+func buildGateTree(ctx context.Context, r *Record, st *stage, patch []byte, stack []stackPatch) (*gateTree, error) {
 	ctx, cancel := context.WithTimeout(ctx, gateTimeout)
 	defer cancel()
 	t := &gateTree{dir: st.gateDirOf(), base: r.Revision}
@@ -114,13 +117,28 @@ func buildGateTree(ctx context.Context, r *Record, st *stage, patch []byte) (*ga
 	if err := os.WriteFile(filepath.Join(info, "attributes"), []byte(gateAttributes), 0o600); err != nil {
 		return nil, err
 	}
-	if r.Repo != "" {
+	if len(stack) > 0 {
+		base, err := applyStack(ctx, t.git, t.base, r.Repo != "", stack)
+		if err == nil {
+			err = checkStackBase(r, base)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("the stacked base: %w", err)
+		}
+		t.base = base
+		if r.Repo != "" {
+			if err := os.WriteFile(filepath.Join(t.dir, ".git", "HEAD"), []byte(base+"\n"), 0o644); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if r.Repo != "" || len(stack) > 0 {
 		if _, err := t.git(ctx, nil, "read-tree", t.base); err != nil {
 			return nil, err
 		}
 	}
 	if len(patch) == 0 {
-		t.empty = r.Repo == ""
+		t.empty = r.Repo == "" && len(stack) == 0
 		return t, nil
 	}
 	if _, err := t.git(ctx, patch, "apply", "--cached", "--whitespace=nowarn", "-"); err != nil {

@@ -81,8 +81,11 @@ func (d *Dispatcher) resolveInputs(ctx context.Context, specs []InputSpec) ([]In
 		if s.Apply && (s.Select != "patch" || s.Dir != "" || applied) {
 			return nil, fmt.Errorf("input %q: only one patch input, not under a dir, can be applied to the workspace", s.Key)
 		}
+		if s.Stack && (s.Select != "patch" || s.Dir == "" || s.Apply) {
+			return nil, fmt.Errorf("input %q: a stack input is a patch under a dir of its own (its task), never applied by the worker", s.Key)
+		}
 		applied = applied || s.Apply
-		in := Input{Key: s.Key, Select: s.Select, FromDispatch: up.ID, Files: []InputFile{}, Dir: s.Dir, Apply: s.Apply}
+		in := Input{Key: s.Key, Select: s.Select, FromDispatch: up.ID, Files: []InputFile{}, Dir: s.Dir, Apply: s.Apply, Stack: s.Stack}
 		switch {
 		case s.Select == "patch":
 			f := InputFile{Path: PatchFile, Digest: digest.Digest(emptyDigest), Size: 0}

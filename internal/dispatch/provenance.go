@@ -36,6 +36,9 @@ func Provenance(r *Record) ([]byte, error) {
 		if in.Apply {
 			m["apply"] = true
 		}
+		if in.Stack {
+			m["stack"] = true // only when set, as dir and apply
+		}
 		inputs[i] = m
 	}
 	products := map[string]any{"patch": "", "outputs": []any{}}
@@ -80,6 +83,10 @@ func Provenance(r *Record) ([]byte, error) {
 	if r.WorkerImage != "" {
 		// A pod's worker: the digest-pinned image it came from. Only when set, as above.
 		stmt["worker_image"] = r.WorkerImage
+	}
+	if r.StackBase != "" {
+		// Where a stacked dispatch started (revision plus its stack inputs). Only when set.
+		stmt["stack_base"] = r.StackBase
 	}
 	b, err := jcs.Marshal(stmt)
 	if err != nil {

@@ -59,10 +59,16 @@ const (
 	// says which. The patch and outputs are kept. Never retried: the same patch fails the
 	// same way.
 	ReasonVerifyFailed = "verify-failed"
+	// ReasonStackConflict: the dispatch is stacked on upstream work (its Stack inputs) and
+	// one of those patches does not apply on the run's commit with the ones before it; the
+	// detail names the upstream task and dispatch and git's words. Found on the host before
+	// the sandbox starts: the agent never ran. Never retried: the same patches conflict the
+	// same way.
+	ReasonStackConflict = "stack-conflict"
 )
 
 // Reasons lists every failure reason.
-var Reasons = []string{ReasonWorkerFailed, ReasonProviderFailed, ReasonTimeout, ReasonCancelled, ReasonFetchFailed, ReasonIntegrityFailed, ReasonDenied, ReasonLost, ReasonLimitExceeded, ReasonBudgetExceeded, ReasonGatewayUnreachable, ReasonVerifyFailed}
+var Reasons = []string{ReasonWorkerFailed, ReasonProviderFailed, ReasonTimeout, ReasonCancelled, ReasonFetchFailed, ReasonIntegrityFailed, ReasonDenied, ReasonLost, ReasonLimitExceeded, ReasonBudgetExceeded, ReasonGatewayUnreachable, ReasonVerifyFailed, ReasonStackConflict}
 
 // Events are the lifecycle vocabulary: closed, and the same words as the states they enter.
 var Events = []string{StateAccepted, StateStarted, StateFinished, StateNeedsInput, StateFailed, StateCancelled, StateAnswered}
@@ -117,6 +123,13 @@ type Record struct {
 	// Workspace is the workspace the dispatch named, NAME@sha256:HEX; Repo is then its
 	// repository (a host path: never shown over MCP) and Revision the commit it resolved to.
 	Workspace string `json:"workspace,omitempty"`
+
+	// StackBase is where a stacked dispatch (one with Stack inputs) starts: the commit agora
+	// made on Revision by applying those patches in order, one commit each (the tree, for a
+	// dispatch without a repository), computed at accept and made again, identically, for
+	// its workspace and its verify gate. Its patch is taken against it. "" for every other
+	// dispatch, and for a stacked one whose patches conflict (it failed stack-conflict).
+	StackBase string `json:"stack_base,omitempty"`
 
 	// Net is what the dispatch's egress proxy saw: connections by host:port, reached and
 	// refused, and bytes each way. nil without the proxy or when nothing connected.
@@ -232,6 +245,8 @@ type Input struct {
 	// Apply: the worker applied this patch to the workspace before the agent (see
 	// [InputSpec]).
 	Apply bool `json:"apply,omitempty"`
+	// Stack: this patch is part of the dispatch's stacked base (see [InputSpec]).
+	Stack bool `json:"stack,omitempty"`
 }
 
 // InputFile is one file of an input, relative to /agora/inputs/<Key> (and its Dir).
@@ -276,7 +291,7 @@ const recordColumns = `id, state, reason, detail, exit_code, subagent, subagent_
 network, input_digest, repo, revision, timeout_ms, parent_id, actor, provider_task_id, supervisor,
 cancel_requested, callback_url, created_at, started_at, ended_at, isolation, result, inputs, grants, workspace, net,
 runtime_binary, budget, usage, trace_id, trace_span, trace_parent, run_id, task_id, child_id, answered_by, answered_at, verify, verdict,
-worker_binary, worker_image, learn`
+worker_binary, worker_image, learn, stack_base`
 
 type scanner interface{ Scan(...any) error }
 
@@ -290,7 +305,7 @@ func scanRecord(row scanner) (*Record, error) {
 		&r.Actor, &r.ProviderTaskID, &r.supervisor, &r.cancelRequested, &r.CallbackURL, &created, &started,
 		&ended, &r.Isolation, &result, &inputs, &grants, &r.Workspace, &netStats,
 		&runtimeBin, &budgetJSON, &usageJSON, &r.TraceID, &r.TraceSpan, &r.TraceParent,
-		&r.RunID, &r.TaskID, &r.ChildID, &r.AnsweredBy, &answeredAt, &verifyJSON, &verdictJSON, &workerBin, &r.WorkerImage, &r.Learn); err != nil {
+		&r.RunID, &r.TaskID, &r.ChildID, &r.AnsweredBy, &answeredAt, &verifyJSON, &verdictJSON, &workerBin, &r.WorkerImage, &r.Learn, &r.StackBase); err != nil {
 		return nil, err
 	}
 	if exit.Valid {

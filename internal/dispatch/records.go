@@ -111,12 +111,12 @@ func (s *Records) Accept(ctx context.Context, r *Record) error {
 		_, err := tx.ExecContext(ctx, `
 INSERT INTO dispatches(id, state, subagent, subagent_digest, envs, target, sandbox, network, input_digest,
 	repo, revision, timeout_ms, parent_id, actor, callback_url, created_at, supervisor, inputs, grants, workspace, budget,
-	trace_id, trace_span, trace_parent, run_id, task_id, verify, learn)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	trace_id, trace_span, trace_parent, run_id, task_id, verify, learn, stack_base)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.State, r.Subagent, r.SubagentDigest, string(envs), r.Target, r.Sandbox, r.Network, r.InputDigest,
 			r.Repo, r.Revision, time.Duration(r.Timeout).Milliseconds(), r.ParentID, r.Actor, r.CallbackURL, ts(r.CreatedAt),
 			selfSupervisor(), string(inputs), string(grants), r.Workspace, string(budgetJSON),
-			r.TraceID, r.TraceSpan, r.TraceParent, r.RunID, r.TaskID, string(verifyJSON), r.Learn)
+			r.TraceID, r.TraceSpan, r.TraceParent, r.RunID, r.TaskID, string(verifyJSON), r.Learn, r.StackBase)
 		if store.IsUniqueViolation(err) {
 			return fmt.Errorf("record dispatch %s: %w", r.ID, ErrExists)
 		}
@@ -141,6 +141,9 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 
 			}
 			if in.Apply {
 				ref["apply"] = true
+			}
+			if in.Stack {
+				ref["stack"] = true
 			}
 			inputRefs = append(inputRefs, ref)
 		}
@@ -170,6 +173,11 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 
 		}
 		if r.Learn {
 			data[entry.KeyLearn] = true // absent on every other dispatch: their bytes are as before
+		}
+		if r.StackBase != "" {
+			// Where a stacked dispatch starts: its revision plus its stack inputs' patches
+			// (listed above with their digests). Absent on every other dispatch.
+			data["stack_base"] = r.StackBase
 		}
 		if err := s.event(ctx, tx, r, StateAccepted, data); err != nil {
 			return err

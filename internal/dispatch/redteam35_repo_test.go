@@ -58,7 +58,7 @@ func TestRedTeam35_RepositoryRunsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Record{Repo: repo, Revision: commit}
-	if err := prepareWorkspace(t.Context(), r, s); err != nil {
+	if err := prepareWorkspace(t.Context(), r, s, nil); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(marker); err == nil {

@@ -241,7 +241,19 @@ func (s *supervision) stage(ctx context.Context) error {
 	if err := d.writeBundle(r, p, st, agentTimeout, setupTimeout, s.target.ApprovalTimeout); err != nil {
 		return fmt.Errorf("stage bundle: %w", err)
 	}
-	if err := prepareWorkspace(ctx, r, st); err != nil {
+	stack, err := d.stackPatches(r.Inputs)
+	if err != nil {
+		return fail(ReasonIntegrityFailed, "stage the stacked base: %v", err)
+	}
+	if err := prepareWorkspace(ctx, r, st, stack); err != nil {
+		var ce *StackConflictError
+		var me *stackMismatchError
+		switch {
+		case errors.As(err, &ce):
+			return fail(ReasonStackConflict, "%v", err)
+		case errors.As(err, &me):
+			return fail(ReasonIntegrityFailed, "%v", err)
+		}
 		if full := st.cloneExceeded(err, r.Target); full != "" {
 			// The clone counts against the quota too.
 			return fail(ReasonLimitExceeded, "%s while cloning %s", full, r.Repo)

@@ -210,4 +210,12 @@ ALTER TABLE dispatches ADD COLUMN worker_image TEXT NOT NULL DEFAULT '';
 -- *.would_deny instead of refused), 0 otherwise and for every dispatch recorded before.
 ALTER TABLE dispatches ADD COLUMN learn INTEGER NOT NULL DEFAULT 0;
 `,
+}, {
+	Name: "dispatch stack base",
+	SQL: `
+-- The commit (the tree, without a repository) a stacked dispatch starts from: its revision
+-- with its stack inputs' patches applied in order, one commit each, computed at accept
+-- (stack.go). '' for every other dispatch and for every dispatch recorded before.
+ALTER TABLE dispatches ADD COLUMN stack_base TEXT NOT NULL DEFAULT '';
+`,
 }}

@@ -330,6 +330,8 @@ func (s *stage) removeWork() {
 	os.RemoveAll(filepath.Join(s.dir, gateDir)) // the verify gate's tree without a disk quota
 	os.RemoveAll(filepath.Join(s.dir, gateGitDir))
 	os.Remove(filepath.Join(s.dir, gateIndex))
+	os.RemoveAll(filepath.Join(s.dir, stackGitDir)) // a stack's build, when staging stopped in it
+	os.Remove(filepath.Join(s.dir, stackIndex))
 	os.Remove(filepath.Join(s.dir, phaseFile)) // the dispatch's record says how it ended
 	os.Remove(filepath.Join(s.dir, "."+phaseFile))
 	os.Remove(filepath.Join(s.dir, orphanMark))
@@ -517,9 +519,15 @@ func uniq(ss []string) []string {
 // cat-file whatever the workspace's allow-list says (issue 26 red team: a clone copied every
 // object of the source). Protocol v2 lets a commit no ref names be fetched by its id; fetch
 // never shares the source's object files, which the worker can write.
-func prepareWorkspace(ctx context.Context, r *Record, s *stage) error {
+//
+// A stacked dispatch's workspace (stack.go) is its stacked base instead: the stack's commits
+// on the pinned commit, checked out at the last; without a repository, the stack's files.
+func prepareWorkspace(ctx context.Context, r *Record, s *stage, stack []stackPatch) error {
 	if r.Repo == "" {
-		return os.MkdirAll(s.workspace, 0o700)
+		if err := os.MkdirAll(s.workspace, 0o700); err != nil || len(stack) == 0 {
+			return err
+		}
+		return stackFiles(ctx, r, s, stack)
 	}
 	if s.release != nil {
 		// A warm slot's workspace, made at fill (0700): the mode git init gives the directory
@@ -531,8 +539,15 @@ func prepareWorkspace(ctx context.Context, r *Record, s *stage) error {
 	if err := fetchPinned(ctx, r, s); err != nil {
 		return err
 	}
-	if out, err := gitCmd(ctx, s.workspace, "checkout", "--quiet", "--detach", r.Revision).CombinedOutput(); err != nil {
-		return s.gitError("check out "+r.Revision, out)
+	head := r.Revision
+	if len(stack) > 0 {
+		var err error
+		if head, err = stackWorkspace(ctx, r, s, stack); err != nil {
+			return err
+		}
+	}
+	if out, err := gitCmd(ctx, s.workspace, "checkout", "--quiet", "--detach", head).CombinedOutput(); err != nil {
+		return s.gitError("check out "+head, out)
 	}
 	return scrubGitDir(s, r.Repo)
 }

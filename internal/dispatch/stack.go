@@ -1,0 +1,362 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/agora-dev/agora/internal/digest"
+	"github.com/agora-dev/agora/internal/gitexec"
+	"github.com/agora-dev/agora/internal/worker/wire"
+)
+
+// A stacked dispatch (its Stack inputs: docs/plan.md, "Stacked tasks") starts from upstream
+// work: its revision with each stack patch applied in order, as one commit each. The host
+// builds that base with git's own machinery three times, always the same way:
+//
+//  1. at accept, in a scratch repository that reads the source's objects (never writes
+//     them): a patch that does not apply ends the dispatch failed/stack-conflict there, in
+//     the accepted entry's wake, before anything is staged or run; one that applies gives
+//     the commit recorded as the record's StackBase (in the accepted entry);
+//  2. at staging, in the workspace's own fetched repository, which is then checked out at
+//     that commit: the agent's baseline, so its patch holds its own changes only;
+//  3. for the verify gate, in the gate's fetched repository: the gate's base.
+//
+// Each build must give StackBase again, or the dispatch fails integrity-failed. The commits
+// are laid out by hand (as gitbranch lays out a branch's): author and committer agora, dated
+// the revision's own committer time, the message naming the upstream task and dispatch; so
+// the same revision and patches give the same commit ids in every repository. A dispatch
+// without a repository stacks on the empty tree and its base is a tree, checked out as files.
+// Every git step runs through gitexec (no hooks, no user or system configuration) with the
+// gate's attributes line in info/attributes, so nothing a patch or the tree sets transforms
+// content or picks a driver. Patches apply with --3way, as `orch patches --branch` merges
+// them: two bases that touch the same lines differently conflict, anything else merges.
+
+// maxStack caps the patches of one dispatch's stack.
+const maxStack = 256
+
+// Names in the stage directory of a stack being built.
+const (
+	stackGitDir = "stack.git" // the private git directory of a stack without a repository
+	stackIndex  = "stack.idx" // the index a workspace's stack is built in
+)
+
+// stackPatch is one patch of a dispatch's stack, in the order it applies.
+type stackPatch struct {
+	task, dispatch string // the upstream task (the input's Dir) and its dispatch
+	patch          []byte
+}
+
+// StackConflictError is a stack patch that does not apply on the revision and the patches
+// before it: the dispatch's failure detail.
+type StackConflictError struct {
+	Task, Dispatch string
+	On             []string // the tasks whose patches were applied before it
+	Git            string   // git's words, bounded
+}
+
+func (e *StackConflictError) Error() string {
+	on := "the run's commit"
+	if len(e.On) > 0 {
+		on += " with the work of " + strings.Join(e.On, ", ")
+	}
+	return fmt.Sprintf("the stacked base does not build: task %s's work (dispatch %s) does not apply on %s: %s; the agent did not run",
+		e.Task, e.Dispatch, on, orNone(e.Git))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(git said nothing)"
+	}
+	return s
+}
+
+// stackInputs are r's stack inputs, in order.
+func stackInputs(inputs []Input) []Input {
+	var out []Input
+	for _, in := range inputs {
+		if in.Stack {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// stackPatches reads the patches of inputs' stack inputs from the blob store, each checked
+// against its recorded digest, in order; nil when there are none.
+func (d *Dispatcher) stackPatches(inputs []Input) ([]stackPatch, error) {
+	ins := stackInputs(inputs)
+	if len(ins) > maxStack {
+		return nil, fmt.Errorf("the stack holds %d patches; at most %d", len(ins), maxStack)
+	}
+	var out []stackPatch
+	for _, in := range ins {
+		if len(in.Files) != 1 || in.Files[0].Path != PatchFile {
+			return nil, fmt.Errorf("stack input %s/%s is not one patch", in.Key, in.Dir)
+		}
+		f := in.Files[0]
+		var b []byte
+		if f.Size > 0 || f.Digest != digest.Digest(emptyDigest) {
+			var err error
+			if b, err = d.Blobs.Get(f.Digest, wire.MaxPatchSize); err != nil {
+				return nil, fmt.Errorf("stack input %s/%s: %w", in.Key, in.Dir, err)
+			}
+		}
+		out = append(out, stackPatch{task: in.Dir, dispatch: in.FromDispatch, patch: b})
+	}
+	return out, nil
+}
+
+// gitRunner runs one git step with stdin (nil: none); a step git refused is a *gitError.
+type gitRunner func(ctx context.Context, stdin []byte, args ...string) ([]byte, error)
+
+// gitIn is a runner in dir (a work tree or a git directory) with env added to gitexec's and
+// pre before the step's arguments.
+func gitIn(dir string, env, pre []string) gitRunner {
+	return func(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
+		all := append([]string{"-c", "core.autocrlf=false", "-c", "core.safecrlf=false", "-c", "core.symlinks=true"}, pre...)
+		cmd := gitexec.Command(ctx, dir, append(all, args...)...)
+		cmd.Env = append(cmd.Env, env...)
+		if stdin != nil {
+			cmd.Stdin = bytes.NewReader(stdin)
+		}
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			msg := strings.TrimSpace(errb.String())
+			if len(msg) > maxGitMessage {
+				msg = msg[:maxGitMessage] + "..."
+			}
+			return nil, &gitError{step: args[0], msg: msg}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("git %s: %w", args[0], err)
+		}
+		return out.Bytes(), nil
+	}
+}
+
+// applyStack builds the stacked base in the repository git works on, in its index: base's
+// tree (the empty tree: none) with each patch applied in order. With commits (a repository),
+// each patch that changes the tree becomes a commit on the one before, base first, and the
+// last commit is returned (base itself when none changed anything); without, the tree. A
+// patch that does not apply is a *StackConflictError.
+func applyStack(ctx context.Context, git gitRunner, base string, commits bool, patches []stackPatch) (string, error) {
+	var date string
+	if commits {
+		body, err := git(ctx, nil, "cat-file", "commit", base)
+		if err != nil {
+			return "", fmt.Errorf("read commit %s: %w", base, err)
+		}
+		if date, err = committerDate(body); err != nil {
+			return "", fmt.Errorf("commit %s: %w", base, err)
+		}
+		if _, err := git(ctx, nil, "read-tree", base); err != nil {
+			return "", fmt.Errorf("read commit %s: %w", base, err)
+		}
+	} else if _, err := git(ctx, nil, "read-tree", "--empty"); err != nil {
+		return "", err
+	}
+	tip, tree := base, ""
+	if !commits {
+		tip, tree = emptyTree, emptyTree
+	}
+	var on []string
+	for _, p := range patches {
+		if len(p.patch) > 0 {
+			if _, err := git(ctx, p.patch, "apply", "--cached", "--3way", "--whitespace=nowarn", "-"); err != nil {
+				var ge *gitError
+				if errors.As(err, &ge) {
+					return "", &StackConflictError{Task: p.task, Dispatch: p.dispatch, On: on, Git: ge.msg}
+				}
+				return "", err
+			}
+			out, err := git(ctx, nil, "write-tree")
+			if err != nil {
+				return "", err
+			}
+			next := strings.TrimSpace(string(out))
+			if !isObjectID(next) {
+				return "", fmt.Errorf("git write-tree printed %q", cut(next))
+			}
+			if next != tree {
+				tree = next
+				if !commits {
+					tip = tree
+				} else if tip, err = writeStackCommit(ctx, git, tree, tip, date, p); err != nil {
+					return "", err
+				}
+			}
+		}
+		on = append(on, p.task)
+	}
+	return tip, nil
+}
+
+// writeStackCommit stores the commit of tree on parent for p and returns its id.
+func writeStackCommit(ctx context.Context, git gitRunner, tree, parent, date string, p stackPatch) (string, error) {
+	if strings.ContainsAny(p.task+p.dispatch, "\n\x00") {
+		return "", fmt.Errorf("stack input %q of dispatch %q cannot be named in a commit", p.task, p.dispatch)
+	}
+	body := "tree " + tree + "\nparent " + parent + "\n" +
+		"author agora <agora@agora.invalid> " + date + "\n" +
+		"committer agora <agora@agora.invalid> " + date + "\n\n" +
+		"agora: stack task " + p.task + "\n\nAgora-Task: " + p.task + "\nAgora-Dispatch: " + p.dispatch + "\n"
+	out, err := git(ctx, []byte(body), "hash-object", "-t", "commit", "-w", "--stdin")
+	if err != nil {
+		return "", fmt.Errorf("write the commit of task %s's work: %w", p.task, err)
+	}
+	id := strings.TrimSpace(string(out))
+	if !isObjectID(id) {
+		return "", fmt.Errorf("git hash-object printed %q", cut(id))
+	}
+	return id, nil
+}
+
+// committerDate is the "SECONDS +ZONE" of a commit object's committer line.
+func committerDate(body []byte) (string, error) {
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" {
+			break // the headers end
+		}
+		rest, ok := strings.CutPrefix(line, "committer ")
+		if !ok {
+			continue
+		}
+		i := strings.LastIndexByte(rest, '>')
+		f := strings.Fields(rest[i+1:])
+		if i < 0 || len(f) != 2 || strings.Trim(f[0], "0123456789") != "" || len(f[1]) != 5 {
+			return "", fmt.Errorf("its committer line %q is not one git writes", cut(line))
+		}
+		return f[0] + " " + f[1], nil
+	}
+	return "", errors.New("it has no committer")
+}
+
+func isObjectID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	return strings.Trim(s, "0123456789abcdef") == ""
+}
+
+func cut(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "..."
+	}
+	return s
+}
+
+// stackBaseAt builds the stacked base of patches on repo's commit rev (repo "": on the empty
+// tree) in a scratch repository that reads repo's objects and writes its own, removed after:
+// what accept records as StackBase. A conflict is a *StackConflictError.
+func stackBaseAt(ctx context.Context, repo, rev string, patches []stackPatch) (string, error) {
+	tmp, err := os.MkdirTemp("", "agora-stack-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	gitDir := filepath.Join(tmp, "git")
+	format := "sha1"
+	env := []string{"GIT_DIR=" + gitDir, "GIT_INDEX_FILE=" + filepath.Join(tmp, "index")}
+	if repo != "" {
+		out, err := gitexec.Command(ctx, repo, "rev-parse", "--show-object-format", "--path-format=absolute", "--git-path", "objects").Output()
+		if err != nil {
+			return "", fmt.Errorf("read the repository's object store: %w", err)
+		}
+		f, objects, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+		if (f != "sha1" && f != "sha256") || !filepath.IsAbs(objects) {
+			return "", fmt.Errorf("git rev-parse printed %q: want an object format and the objects directory", cut(string(out)))
+		}
+		format = f
+		env = append(env, "GIT_ALTERNATE_OBJECT_DIRECTORIES="+objects)
+	}
+	config := "[core]\n\trepositoryformatversion = 0\n\tbare = true\n\tlogallrefupdates = false\n"
+	if format == "sha256" {
+		config = "[core]\n\trepositoryformatversion = 1\n\tbare = true\n\tlogallrefupdates = false\n[extensions]\n\tobjectformat = sha256\n"
+	}
+	for _, dir := range []string{"objects", "refs", "info"} {
+		if err := os.MkdirAll(filepath.Join(gitDir, dir), 0o700); err != nil {
+			return "", err
+		}
+	}
+	for name, content := range map[string]string{"HEAD": "ref: refs/heads/stack\n", "config": config, "info/attributes": gateAttributes} {
+		if err := os.WriteFile(filepath.Join(gitDir, name), []byte(content), 0o600); err != nil {
+			return "", err
+		}
+	}
+	base := rev
+	if repo == "" {
+		base = emptyTree
+	}
+	return applyStack(ctx, gitIn(tmp, env, nil), base, repo != "", patches)
+}
+
+// stackWorkspace builds r's stacked base in the stage's workspace, a repository holding
+// r.Revision's history (fetchPinned), and returns it: the commit checkout then makes HEAD.
+// The stack is built in an index of its own beside the stage, with the gate's attributes in
+// info/attributes for the build only: the workspace's own index and attributes are what a
+// checkout of the base writes, as for any dispatch.
+func stackWorkspace(ctx context.Context, r *Record, s *stage, patches []stackPatch) (string, error) {
+	attrs := filepath.Join(s.workspace, ".git", "info", "attributes")
+	if err := os.MkdirAll(filepath.Dir(attrs), 0o700); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(attrs, []byte(gateAttributes), 0o600); err != nil {
+		return "", err
+	}
+	defer os.Remove(attrs)
+	idx := filepath.Join(s.dir, stackIndex)
+	defer os.Remove(idx)
+	tip, err := applyStack(ctx, gitIn(s.workspace, []string{"GIT_INDEX_FILE=" + idx}, nil), r.Revision, true, patches)
+	if err != nil {
+		return "", err
+	}
+	return tip, checkStackBase(r, tip)
+}
+
+// stackFiles writes r's stacked base, a tree of files, into the stage's empty workspace (a
+// dispatch without a repository): built in a private git directory beside the stage, which
+// the sandbox never sees, and checked out as git checks out an index.
+func stackFiles(ctx context.Context, r *Record, s *stage, patches []stackPatch) error {
+	gitDir := filepath.Join(s.dir, stackGitDir)
+	defer os.RemoveAll(gitDir)
+	if err := newPrivateGitDir(gitDir); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(gitDir, "info", "attributes"), []byte(gateAttributes), 0o600); err != nil {
+		return err
+	}
+	git := gitIn(s.dir, nil, []string{"--git-dir=" + gitDir, "--work-tree=" + s.workspace})
+	tree, err := applyStack(ctx, git, emptyTree, false, patches)
+	if err != nil {
+		return err
+	}
+	if err := checkStackBase(r, tree); err != nil {
+		return err
+	}
+	_, err = git(ctx, nil, "checkout-index", "--all", "--force")
+	return err
+}
+
+// stackMismatchError is a stacked base built again that is not the one accept recorded.
+type stackMismatchError struct{ got, want string }
+
+func (e *stackMismatchError) Error() string {
+	return fmt.Sprintf("the stacked base built again is %s, the dispatch was accepted on %s", orNone(e.got), orNone(e.want))
+}
+
+// checkStackBase refuses a stacked base other than the one accept recorded.
+func checkStackBase(r *Record, got string) error {
+	if got != r.StackBase {
+		return &stackMismatchError{got: got, want: r.StackBase}
+	}
+	return nil
+}

@@ -1,0 +1,203 @@
+package dispatch
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// stackRepo is a repository with one commit and the patches of a chain made on it: impl adds
+// lib.txt, docs (made on impl) edits it and adds docs.txt, and clash (made on the commit)
+// writes lib.txt itself, which conflicts with impl.
+type stackRepo struct {
+	dir, commit       string
+	impl, docs, clash []byte
+}
+
+func newStackRepo(t *testing.T) stackRepo {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("SKIP: git not installed (apt-get install git)")
+	}
+	dir := t.TempDir()
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@a", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@a",
+			"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+		return string(out)
+	}
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git("init", "-q")
+	write("README", "app\n")
+	git("add", "-A")
+	git("commit", "-qm", "base")
+	r := stackRepo{dir: dir, commit: strings.TrimSpace(git("rev-parse", "HEAD"))}
+	diff := func() []byte {
+		git("add", "-A")
+		return []byte(git("diff", "--cached", "--binary", "--full-index", "--no-renames", "--src-prefix=a/", "--dst-prefix=b/"))
+	}
+	write("lib.txt", "one\ntwo\n")
+	r.impl = diff()
+	git("commit", "-qm", "impl")
+	write("lib.txt", "one\ntwo, documented\n")
+	write("docs.txt", "how to\n")
+	r.docs = diff()
+	git("reset", "-q", "--hard", r.commit)
+	write("lib.txt", "other\n")
+	r.clash = diff()
+	git("reset", "-q", "--hard", r.commit)
+	return r
+}
+
+// The stacked base is one commit per patch on the run's commit, the same commit id whether
+// built at accept (reading the source's objects), in the workspace's own fetched repository
+// or in the verify gate's; the workspace is checked out at it, and the gate's touched paths
+// are the dispatch's own patch's alone.
+func TestStack_SameBaseEverywhere(t *testing.T) {
+	sr := newStackRepo(t)
+	patches := []stackPatch{{task: "impl", dispatch: "D1", patch: sr.impl}, {task: "docs", dispatch: "D2", patch: sr.docs}}
+	base, err := stackBaseAt(t.Context(), sr.dir, sr.commit, patches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Record{ID: "d1", Repo: sr.dir, Revision: sr.commit, StackBase: base}
+	st := stageAt(t.TempDir(), "d1")
+	if err := os.MkdirAll(st.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := prepareWorkspace(t.Context(), r, st, patches); err != nil {
+		t.Fatal(err)
+	}
+	head := strings.TrimSpace(stackGit(t, st.workspace, "rev-parse", "HEAD"))
+	if head != base {
+		t.Errorf("the workspace's HEAD is %s, the recorded base %s", head, base)
+	}
+	if got := stackGit(t, st.workspace, "log", "--format=%s|%an", sr.commit+"..HEAD"); got != "agora: stack task docs|agora\nagora: stack task impl|agora\n" {
+		t.Errorf("the stack's commits:\n%s", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(st.workspace, "lib.txt")); string(b) != "one\ntwo, documented\n" {
+		t.Errorf("lib.txt in the workspace = %q", b)
+	}
+	if s := stackGit(t, st.workspace, "status", "--porcelain"); s != "" {
+		t.Errorf("the workspace is not clean at its base:\n%s", s)
+	}
+	if _, err := os.Stat(filepath.Join(st.workspace, ".git", "info", "attributes")); err == nil {
+		t.Error("the build's attributes were left in the workspace")
+	}
+
+	// The gate: its own patch (edits docs.txt) is what it touches, never the bases' files.
+	own := []byte("diff --git a/docs.txt b/docs.txt\n--- a/docs.txt\n+++ b/docs.txt\n@@ -1 +1 @@\n-how to\n+how to, migrated\n")
+	gst := stageAt(t.TempDir(), "d1")
+	if err := os.MkdirAll(gst.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tree, err := buildGateTree(t.Context(), r, gst, own, patches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tree.applyErr != "" || tree.base != base || !slices.Equal(tree.touched, []string{"docs.txt"}) {
+		t.Errorf("gate tree: base %s (want %s), touched %q, applyErr %q", tree.base, base, tree.touched, tree.applyErr)
+	}
+	if err := tree.checkout(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"lib.txt": "one\ntwo, documented\n", "docs.txt": "how to, migrated\n"} {
+		if b, _ := os.ReadFile(filepath.Join(tree.dir, name)); string(b) != want {
+			t.Errorf("gate tree %s = %q, want %q", name, b, want)
+		}
+	}
+
+	// A base recorded otherwise (a forged or stale record) is refused, not built on.
+	r.StackBase = sr.commit
+	st2 := stageAt(t.TempDir(), "d1")
+	os.MkdirAll(st2.dir, 0o700)
+	var me *stackMismatchError
+	if err := prepareWorkspace(t.Context(), r, st2, patches); !errors.As(err, &me) {
+		t.Errorf("a stack other than the recorded one: %v", err)
+	}
+}
+
+// Two bases that conflict: the error names the task that does not apply, the ones before it
+// and git's words.
+func TestStack_Conflict(t *testing.T) {
+	sr := newStackRepo(t)
+	_, err := stackBaseAt(t.Context(), sr.dir, sr.commit, []stackPatch{{task: "impl", dispatch: "D1", patch: sr.impl}, {task: "clash", dispatch: "D3", patch: sr.clash}})
+	var ce *StackConflictError
+	if !errors.As(err, &ce) {
+		t.Fatalf("got %v, want a StackConflictError", err)
+	}
+	msg := ce.Error()
+	for _, want := range []string{"task clash's work (dispatch D3)", "with the work of impl", "lib.txt", "the agent did not run"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("conflict %q lacks %q", msg, want)
+		}
+	}
+}
+
+// Without a repository the stack is files on the empty tree: the workspace holds them, with
+// no .git, and the base is their tree.
+func TestStack_NoRepository(t *testing.T) {
+	sr := newStackRepo(t)
+	patches := []stackPatch{{task: "impl", dispatch: "D1", patch: sr.impl}, {task: "docs", dispatch: "D2", patch: sr.docs}}
+	base, err := stackBaseAt(t.Context(), "", "", patches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Record{ID: "d1", StackBase: base}
+	st := stageAt(t.TempDir(), "d1")
+	os.MkdirAll(st.dir, 0o700)
+	if err := prepareWorkspace(t.Context(), r, st, patches); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(st.workspace)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{"docs.txt", "lib.txt"}) {
+		t.Errorf("the workspace holds %q, want the stack's files only", names)
+	}
+	if _, err := os.Stat(filepath.Join(st.dir, stackGitDir)); err == nil {
+		t.Error("the stack's private git directory was left in the stage")
+	}
+	gst := stageAt(t.TempDir(), "d1")
+	os.MkdirAll(gst.dir, 0o700)
+	tree, err := buildGateTree(t.Context(), r, gst, nil, patches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tree.base != base || tree.empty {
+		t.Errorf("gate base %s (want %s), empty %v", tree.base, base, tree.empty)
+	}
+	if err := tree.checkout(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(tree.dir, "lib.txt")); string(b) != "one\ntwo, documented\n" {
+		t.Errorf("gate tree lib.txt = %q", b)
+	}
+}
+
+func stackGit(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v: %s", args, err, out)
+	}
+	return string(out)
+}
