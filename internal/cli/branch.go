@@ -12,6 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/gitbranch"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/orch/plan"
 	"github.com/agora-dev/agora/internal/shellwords"
 )
 
@@ -101,7 +102,7 @@ func runWork(ctx context.Context, h *home.Home, run api.Run, repo string, skip [
 		w.repo = repo
 	}
 	order := runOrder(run.Tasks)
-	if err := checkSkip(run.ID, order, skip); err != nil {
+	if err := checkSkip(run.ID, run.Tasks, order, skip); err != nil {
 		return w, err
 	}
 	records := dispatch.NewRecords(h.DB, nil, nil)
@@ -137,8 +138,10 @@ func runWork(ctx context.Context, h *home.Home, run api.Run, repo string, skip [
 	return w, w.check("run " + run.ID)
 }
 
-// checkSkip refuses a --skip that names no task whose patch the branch would take.
-func checkSkip(run string, order []api.Task, skip []string) error {
+// checkSkip refuses a --skip that names no task whose patch the branch would take, and one
+// that leaves out a task another task of the branch is stacked on: that one's patch was
+// made on top of the skipped work.
+func checkSkip(run string, tasks, order []api.Task, skip []string) error {
 	for _, id := range skip {
 		if !slices.ContainsFunc(order, func(t api.Task) bool { return t.ID == id }) {
 			ids := make([]string, len(order))
@@ -148,7 +151,43 @@ func checkSkip(run string, order []api.Task, skip []string) error {
 			return fmt.Errorf("--skip %q: run %s has no succeeded task %q whose work the branch takes; those are: %s", id, run, id, orDash(strings.Join(ids, ", ")))
 		}
 	}
+	if len(skip) == 0 {
+		return nil
+	}
+	stackOf := runStacks(tasks)
+	for _, t := range order {
+		if slices.Contains(skip, t.ID) {
+			continue
+		}
+		for _, b := range stackOf(t) {
+			if slices.Contains(skip, b) {
+				return fmt.Errorf("--skip %q: task %s is stacked on its work (its patch was made on top of it); skip %s too, or keep %s",
+					b, t.ID, t.ID, b)
+			}
+		}
+	}
 	return nil
+}
+
+// runStacks returns the stack of a task of tasks: the tasks whose patches its own applies
+// on top of, in order ([plan.StackOrder]); nil for a task that is not stacked.
+func runStacks(tasks []api.Task) func(api.Task) []string {
+	var byID map[string]api.Task
+	return func(t api.Task) []string {
+		if len(t.Base) == 0 {
+			return nil
+		}
+		if byID == nil {
+			byID = make(map[string]api.Task, len(tasks))
+			for _, x := range tasks {
+				byID[x.ID] = x
+			}
+		}
+		return plan.StackOrder(t.Base, func(id string) ([]string, bool) {
+			x, ok := byID[id]
+			return x.Base, ok
+		})
+	}
 }
 
 // check says what is missing before git is asked anything.

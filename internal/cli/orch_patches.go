@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -32,7 +33,8 @@ func newOrchPatchesCmd(f *Factory, runF func(*orchPatchesOptions) error) *cobra.
 them: agents wrote them.
 
 --to DIR writes DIR/<task>.patch (git apply on the run's revision); tasks that changed
-nothing get no file. Patches are written 0600 (DIR, if created, 0700). Nothing already in
+nothing get no file. A stacked task's patch (base: in its plan) was made on top of its
+bases' work: apply it after theirs, in the order its BASE column (base in JSON) lists them. Patches are written 0600 (DIR, if created, 0700). Nothing already in
 DIR is followed or overwritten: a symbolic link or a different file where a patch goes is an
 error, and a file with the same patch is left as it is, so a rerun succeeds.
 
@@ -40,7 +42,8 @@ error, and a file with the same patch is left as it is, so a rerun succeeds.
 repository; --repo PATH names another clone that has the run's commit) with one commit per
 succeeded task that changed something, starting from the commit the run worked on. The order is the
 dependency order: each next commit is, of the tasks whose dependencies are all placed, the
-one with the smallest task id, so the same run always gives the same branch. Each patch is
+one with the smallest task id, so the same run always gives the same branch; a stacked
+task's commit comes after its bases', so the branch's tip holds the whole chain. Each patch is
 applied with a three-way merge onto the commits before it. The author is the subagent and
 its digest (name@sha256:HEX <name@subagent.agora.invalid>), the committer agora
 <agora@agora.invalid>; the message names the task, dispatch and run as Agora-Task,
@@ -57,7 +60,7 @@ commits before it (two tasks made the same edit) gets no commit, and the output 
 one line per such task. A task whose patch conflicts with the ones before it stops
 everything: no branch is created, and the error names the task and the files, and how to
 go on: --skip TASK (repeatable) makes the branch (or --combined's patch) without that
-task's work.
+task's work; a task another one is stacked on is skipped only with it.
 
 --combined prints one patch of all of them (the same three-way merges), from the run's
 commit to the result.`,
@@ -130,6 +133,7 @@ func orchPatchesRun(ctx context.Context, opts *orchPatchesOptions) error {
 	defer dir.Close()
 	var out []api.Patch
 	var rows [][]string
+	stacked, stackOf := false, runStacks(run.Tasks)
 	for _, t := range run.Tasks {
 		if t.State != api.TaskSucceeded || t.DispatchID == "" || t.Judging() {
 			continue // a reviewer's or a fix's work is part of the task it judged or fixed
@@ -138,7 +142,8 @@ func orchPatchesRun(ctx context.Context, opts *orchPatchesOptions) error {
 		if err != nil {
 			return fmt.Errorf("task %s: %w", t.ID, err)
 		}
-		p := api.Patch{Task: t.ID, DispatchID: r.ID}
+		p := api.Patch{Task: t.ID, DispatchID: r.ID, Base: stackOf(t)}
+		stacked = stacked || len(p.Base) > 0
 		if r.Result != nil && r.Result.Patch != nil && r.Result.Patch.Size > 0 {
 			b, err := h.Blobs.Get(r.Result.Patch.Digest, 0)
 			if err != nil {
@@ -160,6 +165,13 @@ func orchPatchesRun(ctx context.Context, opts *orchPatchesOptions) error {
 			out = []api.Patch{}
 		}
 		return writeJSON(f.IO.Out, out)
+	}
+	if stacked {
+		// A stacked task's patch applies on top of its bases': the column says which, in order.
+		for i, p := range out {
+			rows[i] = append(rows[i], orDash(strings.Join(p.Base, ", ")))
+		}
+		return printTable(f.IO, []string{"TASK", "DISPATCH", "PATCH", "BASE"}, rows)
 	}
 	return printTable(f.IO, []string{"TASK", "DISPATCH", "PATCH"}, rows)
 }

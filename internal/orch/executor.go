@@ -61,6 +61,10 @@ type Input struct {
 	// Apply has the patch applied to the workspace before the agent starts: a fix's
 	// rejected work, which its own patch then holds too.
 	Apply bool `json:"apply,omitempty"`
+	// Stack marks one patch of a stacked task's base (plan.StackKey, Dir its task): the
+	// dispatch starts from the run's commit with every Stack input's patch applied, in the
+	// order of Inputs, as commits, and its own patch is taken against that tree.
+	Stack bool `json:"stack,omitempty"`
 }
 
 // Outcome is how an attempt ended.

@@ -223,6 +223,8 @@ func reviewerSpecs(c *plan.Resolved) []plan.Resolved {
 		out[i] = plan.Resolved{
 			ID: plan.ReviewID(c.ID, sub), Subagent: sub, Target: c.Target, Env: c.Env, Input: in,
 			Needs: workNeeds(c.ID, c.Verify != nil), Retry: c.Retry, Timeout: c.Timeout,
+			// A stacked task's reviewers read its patch in the tree it was made in.
+			Base: c.Base,
 		}
 	}
 	return out
@@ -235,6 +237,8 @@ func fixSpec(t *plan.Resolved, d fixData) plan.Resolved {
 		ID: plan.FixID(t.ID, d.N), Subagent: t.OnFail.Fix.Subagent, Target: t.Target, Env: t.Env, Locks: t.Locks,
 		Input: workInput(t, &d), Needs: workNeeds(d.From, t.Verify != nil),
 		Retry: t.Retry, Timeout: t.Timeout, Review: t.Review, Verify: t.Verify,
+		// A stacked task's fix starts from the same bases: the rejected patch is against them.
+		Base: t.Base,
 	}
 }
 

@@ -105,7 +105,7 @@ func status(ctx context.Context, q querier, ov *overlay, ref string, cached func
 	r.Total = len(specs)
 	r.Tasks = make([]api.Task, len(specs))
 	for i, s := range specs {
-		t := api.Task{ID: s.ID, Subagent: s.Subagent, DependsOn: s.Deps, Verify: s.Verify, Learn: s.Learn}
+		t := api.Task{ID: s.ID, Subagent: s.Subagent, DependsOn: s.Deps, Base: s.Base, Verify: s.Verify, Learn: s.Learn}
 		for _, n := range s.Needs {
 			if !slices.Contains(t.Needs, n.From) {
 				t.Needs = append(t.Needs, n.From)

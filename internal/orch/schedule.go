@@ -154,7 +154,7 @@ func (e *Engine) fire(t *task) {
 	a := e.attempt(t)
 	e.b.fires = append(e.b.fires, a)
 	e.b.attempts = append(e.b.attempts, attemptRow{taskIx: t.idx, at: e.opts.Now()})
-	details := map[string]any{entry.KeyAttempt: int64(t.attempts), entry.KeyDispatchID: t.dispatchID, entry.KeySubagent: t.spec.Subagent, "ready_seq": t.readySeq}
+	details := map[string]any{entry.KeyAttempt: int64(t.attempts), entry.KeyDispatchID: t.dispatchID, entry.KeySubagent: r.subagent(t.spec.Subagent), "ready_seq": t.readySeq}
 	if t.parentID != "" {
 		details["answers"] = t.parentID
 	}
@@ -171,6 +171,9 @@ func (e *Engine) fire(t *task) {
 			if in.Apply {
 				m["apply"] = true
 			}
+			if in.Stack {
+				m["stack"] = true
+			}
 			ins[i] = m
 		}
 		details["inputs"] = ins
@@ -183,7 +186,7 @@ func (e *Engine) attempt(t *task) Attempt {
 	r := t.run
 	a := Attempt{
 		DispatchID: t.dispatchID, RunID: r.id, RunName: r.name, TaskID: t.spec.ID, Number: t.attempts,
-		Subagent: t.spec.Subagent, Env: t.spec.Env, Target: t.spec.Target, Input: t.spec.Input, Timeout: t.spec.Timeout,
+		Subagent: r.subagent(t.spec.Subagent), Env: t.spec.Env, Target: t.spec.Target, Input: t.spec.Input, Timeout: t.spec.Timeout,
 		Repo: r.repo, Revision: r.revision, Workspace: r.workspace, ParentID: t.parentID, Answer: t.answer, Grants: t.spec.Grants,
 		Actor:  r.actor + " via orch/" + r.id + "/" + t.spec.ID,
 		Budget: t.spec.Budget,
@@ -193,6 +196,7 @@ func (e *Engine) attempt(t *task) Attempt {
 	if !r.budget.IsZero() {
 		a.Ceilings = []budget.Ceiling{{Source: "run " + r.name + "'s remaining budget", Budget: r.remaining()}}
 	}
+	a.Inputs = stackInputs(t)
 	for _, key := range slices.Sorted(maps.Keys(t.spec.Needs)) {
 		n := t.spec.Needs[key]
 		up := r.byID[n.From]

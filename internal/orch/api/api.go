@@ -100,7 +100,11 @@ type Task struct {
 	ID        string   `json:"id"`
 	State     string   `json:"state"`
 	Subagent  string   `json:"subagent"`
-	DependsOn []string `json:"depends_on,omitempty"` // depends_on and every needs.from
+	DependsOn []string `json:"depends_on,omitempty"` // depends_on, base and every needs.from
+	// Base is the task's base list as its plan writes it (docs/plan.md, "Stacked tasks"): its
+	// workspace started from these tasks' approved patches (and their own bases', first), and
+	// its patch applies on top of theirs. A fix or a reviewer of a stacked task has its base.
+	Base []string `json:"base,omitempty"`
 	// Needs are the tasks whose products this one takes as inputs (its needs.*.from).
 	Needs      []string `json:"needs,omitempty"`
 	Locks      []string `json:"locks,omitempty"`
@@ -184,23 +188,48 @@ type SubmitRequest struct {
 	Workspace string `json:"workspace,omitempty"`
 	Revision  string `json:"revision,omitempty"` // a revision of Repo or Workspace, pinned to a commit at submit
 	Actor     string `json:"actor"`
+	// NewRun starts a new run even when a run of the same name, plan, subagent versions and
+	// checkout exists (which is returned otherwise, so a retried submission makes one run).
+	NewRun bool `json:"new_run,omitempty"`
 }
 
 // SubmitResponse names the run: `agora orch submit -o json` and agora_orchestrator_submit
 // both answer exactly this.
 type SubmitResponse struct {
-	Run     Run  `json:"run"`
-	Created bool `json:"created"` // false when a run of the same identity (name, plan, checkout) exists
-	// Message says what happened in a sentence: started, or not started again.
+	Run Run `json:"run"`
+	// Created is false when a run of the same identity (name, plan, the versions its bare
+	// subagent names pin to, checkout) exists: that run is returned.
+	Created bool `json:"created"`
+	// Why says why a new run was started although a run of the same name, plan and checkout
+	// exists: its subagents' versions changed, or a new run was asked for (new_run).
+	Why string `json:"why,omitempty"`
+	// Message says what happened in a sentence: a new run, or the existing one returned.
 	Message string `json:"message"`
 }
 
-// SubmitMessage is the sentence of a SubmitResponse for run r.
-func SubmitMessage(r Run, created bool) string {
+// SubmitMessage is the sentence of a SubmitResponse for run r: created, or returned as the
+// run of the same identity; why is SubmitResponse.Why.
+func SubmitMessage(r Run, created bool, why string) string {
 	if !created {
-		return fmt.Sprintf("run %s (%s) already exists with the same plan on the same workspace and commit; it was not started again (state %s)", r.ID, r.Name, r.State)
+		return fmt.Sprintf("the same plan, %s as run %s (%s, %s): returning it; a new run (new_run: true, agora orch submit --new-run) starts another",
+			SameWhat(r), r.ID, r.Name, r.State)
 	}
-	return fmt.Sprintf("started run %s (%s) with %d tasks", r.ID, r.Name, r.Total)
+	msg := fmt.Sprintf("run %s (%s) is new: started with %d tasks", r.ID, r.Name, r.Total)
+	if why != "" {
+		msg += "; " + why
+	}
+	return msg
+}
+
+// SameWhat names what a run returned for a resubmission shares with it beside its plan.
+func SameWhat(r Run) string {
+	switch {
+	case r.Workspace != "":
+		return "subagents, workspace and commit"
+	case r.Repo != "":
+		return "subagents, repository and commit"
+	}
+	return "subagents and empty workspace"
 }
 
 // ActionRequest is cancel, answer, retry and seal.
@@ -224,6 +253,10 @@ type Patch struct {
 	Task       string `json:"task"`
 	DispatchID string `json:"dispatch_id"`
 	Digest     string `json:"digest,omitempty"`
+	// Base is a stacked task's stack: the tasks whose patches its own applies on top of, in
+	// the order they apply (docs/plan.md, "Stacked tasks"); absent for a task on the run's
+	// commit.
+	Base []string `json:"base,omitempty"`
 }
 
 // Queue is one queue of agora.yaml (queues:) as the engine holds it now.

@@ -151,7 +151,7 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 	// task budget above the subagent's or the target's as denied.
 	req.Budget, req.Ceilings = a.Budget, append(req.Ceilings, a.Ceilings...)
 	for _, in := range a.Inputs {
-		req.Inputs = append(req.Inputs, dispatch.InputSpec{Key: in.Key, Select: in.Select, FromDispatch: in.FromDispatch, Dir: in.Dir, Apply: in.Apply})
+		req.Inputs = append(req.Inputs, dispatch.InputSpec{Key: in.Key, Select: in.Select, FromDispatch: in.FromDispatch, Dir: in.Dir, Apply: in.Apply, Stack: in.Stack})
 	}
 	if x.Trace != nil {
 		req.Traceparent = x.Trace(a.DispatchID)
