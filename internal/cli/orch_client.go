@@ -40,10 +40,11 @@ func readPlan(f *Factory, path string) (string, []byte, error) {
 type planOptions struct {
 	f    *Factory
 	path string
-	// repo, workspace and wait are submit's.
+	// repo, workspace, wait and newRun are submit's.
 	repo      string
 	workspace string
 	wait      bool
+	newRun    bool
 	output    string
 }
 
@@ -130,10 +131,14 @@ func newOrchSubmitCmd(f *Factory, runF func(*planOptions) error) *cobra.Command 
 		Short: "Start a run of a plan; prints the run id",
 		Long: `Submit a plan to the orchestrator service and print the run's id on stdout.
 
-A run is identified by its name, its plan's digest, and what it works on (the workspace or
-repository and the commit): submitting exactly that again prints the existing run's id and
-says so; the same name with another plan, workspace or commit starts a new run, and the name
-then means the newest of them (a run id always means its own run).
+A run is identified by its name, its plan's digest, the versions its subagents resolved to,
+and what it works on (the workspace or repository and the commit). A subagent the plan names
+without a version (NAME, not NAME@sha256:HEX) is pinned now to its latest version: every task
+of the run dispatches that version. Submitting exactly that again prints the existing run's
+id and says so (a retried submit never starts two runs); --new-run starts another all the
+same. The same name with another plan, another subagent version (a subagent fixed since, say),
+workspace or commit starts a new run and says why; the name then means the newest of them (a
+run id always means its own run).
 
 --workspace gives every task of the run a checkout of the catalog workspace NAME at REV
 (a branch or tag its patterns allow, or a full commit id; default its default revision),
@@ -142,7 +147,8 @@ must agree. --repo gives a checkout of the repository PATH at REV instead (a per
 choice; over MCP only workspaces exist). Without either each task starts in an empty
 workspace. --wait watches the run and exits with its outcome, like 'agora orch watch'.`,
 		Example: `  agora orch submit nightly.yaml --workspace app@main --wait
-  agora orch submit nightly.yaml --repo ~/src/app@main`,
+  agora orch submit nightly.yaml --repo ~/src/app@main
+  agora orch submit nightly.yaml --workspace app@main --new-run`,
 		Args: exactArgs(1, "PLAN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.path = args[0]
@@ -157,6 +163,7 @@ workspace. --wait watches the run and exits with its outcome, like 'agora orch w
 	cmd.Flags().StringVar(&opts.workspace, "workspace", "", "catalog workspace every task works on: NAME or NAME@REV")
 	cmd.MarkFlagsMutuallyExclusive("repo", "workspace")
 	cmd.Flags().BoolVar(&opts.wait, "wait", false, "watch the run and exit with its outcome")
+	cmd.Flags().BoolVar(&opts.newRun, "new-run", false, "start a new run even when a run of the same plan, subagents and commit exists")
 	return cmd
 }
 
@@ -168,7 +175,7 @@ func orchSubmitRun(ctx context.Context, opts *planOptions) error {
 	}
 	// The service validates the plan, structure and catalog together, and answers every
 	// problem at once: a local structural check first would report them in two rounds.
-	req := api.SubmitRequest{File: filepath.Base(name), Source: src, Actor: f.Actor()}
+	req := api.SubmitRequest{File: filepath.Base(name), Source: src, Actor: f.Actor(), NewRun: opts.newRun}
 	if opts.repo != "" {
 		path, rev := splitRepo(opts.repo)
 		abs, err := filepath.Abs(path)
@@ -195,11 +202,14 @@ func orchSubmitRun(ctx context.Context, opts *planOptions) error {
 	} else {
 		fmt.Fprintln(f.IO.Out, resp.Run.ID)
 	}
-	if resp.Created {
-		fmt.Fprintf(f.IO.ErrOut, "agora: run %s (%s) submitted with %s\n", resp.Run.ID, resp.Run.Name, plural(resp.Run.Total, "task"))
-	} else {
-		fmt.Fprintf(f.IO.ErrOut, "agora: run %s (%s) already exists: the same plan on the same %s; not started again (%s)\n",
-			resp.Run.ID, resp.Run.Name, checkoutWord(resp.Run), resp.Run.State)
+	switch {
+	case !resp.Created:
+		fmt.Fprintf(f.IO.ErrOut, "agora: the same plan, %s as run %s (%s, %s): returning it; --new-run starts another\n",
+			api.SameWhat(resp.Run), resp.Run.ID, resp.Run.Name, resp.Run.State)
+	case resp.Why != "":
+		fmt.Fprintf(f.IO.ErrOut, "agora: run %s (%s) (new) submitted with %s: %s\n", resp.Run.ID, resp.Run.Name, plural(resp.Run.Total, "task"), resp.Why)
+	default:
+		fmt.Fprintf(f.IO.ErrOut, "agora: run %s (%s) (new) submitted with %s\n", resp.Run.ID, resp.Run.Name, plural(resp.Run.Total, "task"))
 	}
 	if !opts.wait {
 		fmt.Fprintf(f.IO.ErrOut, "agora: follow it with 'agora orch watch %s'\n", resp.Run.ID)
@@ -207,17 +217,6 @@ func orchSubmitRun(ctx context.Context, opts *planOptions) error {
 	}
 	// stdout carries only the run id: the progress goes to stderr.
 	return watchRun(ctx, f, resp.Run.ID, f.IO.ErrOut, false, false)
-}
-
-// checkoutWord names what a run worked on, for messages.
-func checkoutWord(r api.Run) string {
-	switch {
-	case r.Workspace != "":
-		return "workspace and commit"
-	case r.Repo != "":
-		return "repository and commit"
-	}
-	return "empty workspace"
 }
 
 type orchRunsOptions struct {

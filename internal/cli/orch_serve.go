@@ -334,6 +334,16 @@ func (c catalogRefs) Subagent(ctx context.Context, ref string) error {
 	return err
 }
 
+// PinSubagent names the version ref names now: a run's bare subagent names are pinned to
+// it at submit (plan.SubagentPinner).
+func (c catalogRefs) PinSubagent(ctx context.Context, ref string) (string, error) {
+	v, err := c.r.Resolve(ctx, catalog.KindSubagent, ref)
+	if err != nil {
+		return "", err
+	}
+	return v.Ref(), nil
+}
+
 func (c catalogRefs) Env(ctx context.Context, ref string) error {
 	_, err := c.r.Resolve(ctx, catalog.KindEnv, ref)
 	return err

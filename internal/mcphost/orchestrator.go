@@ -27,14 +27,15 @@ func NewOrchestrator(c *client.Client) *Orchestrator { return &Orchestrator{c: c
 
 // Submit starts a run of plan. The plan names no file (File is empty): it came as a JSON value,
 // so its problems are placed by path alone (plan: tasks[3].deps: ...), never at a made-up line.
-func (o *Orchestrator) Submit(ctx context.Context, actor string, plan json.RawMessage) (json.RawMessage, error) {
-	resp, err := o.c.Submit(ctx, api.SubmitRequest{Source: plan, Actor: actor})
+// newRun starts a new run even when a run of the same identity exists.
+func (o *Orchestrator) Submit(ctx context.Context, actor string, plan json.RawMessage, newRun bool) (json.RawMessage, error) {
+	resp, err := o.c.Submit(ctx, api.SubmitRequest{Source: plan, Actor: actor, NewRun: newRun})
 	if err != nil {
 		return nil, orchError(err)
 	}
 	// The service's own answer, as `agora orch submit -o json` prints it, less host paths.
 	r := withoutPath(resp.Run)
-	return json.Marshal(api.SubmitResponse{Run: r, Created: resp.Created, Message: api.SubmitMessage(r, resp.Created)})
+	return json.Marshal(api.SubmitResponse{Run: r, Created: resp.Created, Why: resp.Why, Message: api.SubmitMessage(r, resp.Created, resp.Why)})
 }
 
 // withoutPath is r without a path on the host in any of its text: its repository's path (a

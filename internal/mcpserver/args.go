@@ -221,6 +221,9 @@ func (a *describeArgs) check() error {
 // submitArgs carries one orchestrator plan.
 type submitArgs struct {
 	Plan json.RawMessage `json:"plan"`
+	// NewRun starts a new run even when a run of the same identity exists (which is returned
+	// otherwise: a retried call makes one run).
+	NewRun bool `json:"new_run,omitempty"`
 }
 
 func (a *submitArgs) check() error {
@@ -368,7 +371,9 @@ func describeProps() map[string]*jsonschema.Schema {
 }
 
 func submitProps() map[string]*jsonschema.Schema {
-	return map[string]*jsonschema.Schema{"plan": planSchema()}
+	return map[string]*jsonschema.Schema{"plan": planSchema(), "new_run": {Type: "boolean", Default: json.RawMessage("false"),
+		Description: "start a new run even when a run of the same name, plan, subagent versions and workspace commit exists; " +
+			"without it that run is returned (so a retried call never starts two)"}}
 }
 
 func runProps() map[string]*jsonschema.Schema {

@@ -87,10 +87,11 @@ func (d *fakeDispatcher) Cancel(ctx context.Context, id string) (*mcpserver.Reco
 type fakeOrchestrator struct {
 	submitted json.RawMessage
 	actor     string
+	newRun    bool
 }
 
-func (o *fakeOrchestrator) Submit(_ context.Context, actor string, plan json.RawMessage) (json.RawMessage, error) {
-	o.actor, o.submitted = actor, plan
+func (o *fakeOrchestrator) Submit(_ context.Context, actor string, plan json.RawMessage, newRun bool) (json.RawMessage, error) {
+	o.actor, o.submitted, o.newRun = actor, plan, newRun
 	return json.RawMessage(`{"run":{"id":"run-1","state":"running"},"created":true,"message":"started run run-1"}`), nil
 }
 

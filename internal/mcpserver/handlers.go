@@ -158,7 +158,7 @@ func (s *Server) orchestratorSubmit(ctx context.Context, p Principal, a submitAr
 	if s.cfg.Orchestrator == nil {
 		return nil, ErrOrchestratorDown
 	}
-	resp, err := s.cfg.Orchestrator.Submit(ctx, "mcp:"+p.Client, a.Plan)
+	resp, err := s.cfg.Orchestrator.Submit(ctx, "mcp:"+p.Client, a.Plan, a.NewRun)
 	if err != nil {
 		return nil, err
 	}

@@ -119,8 +119,14 @@ func TestPlan_FromTheSchemaOverMCP(t *testing.T) {
 		t.Errorf("run patches resource: %v\n%+v", err, rr)
 	}
 	decode(t, call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": plan}), &sub)
-	if sub.Created || sub.Run.ID != run.ID || !strings.Contains(sub.Message, "already exists") {
+	if sub.Created || sub.Run.ID != run.ID || !strings.Contains(sub.Message, "as run "+run.ID+" (schema-plan, succeeded): returning it; a new run (new_run: true") {
 		t.Errorf("identical resubmit = %+v", sub)
+	}
+	// new_run starts another run of the same plan all the same, and says why.
+	decode(t, call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": plan, "new_run": true}), &sub)
+	if !sub.Created || sub.Run.ID == run.ID || !strings.Contains(sub.Why, "a new run was asked for; run "+run.ID+" has the same plan") ||
+		!strings.Contains(sub.Message, "is new") {
+		t.Errorf("resubmit with new_run = %+v", sub)
 	}
 
 	bad := map[string]any{"version": 1, "name": "five-wrong", "workspace": "nowhere", "tasks": []any{

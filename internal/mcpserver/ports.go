@@ -73,7 +73,9 @@ type EndSignal interface {
 // own JSON documents, passed through as structured content. A nil Orchestrator in [Config]
 // makes the orchestrator tools answer [ErrOrchestratorDown].
 type Orchestrator interface {
-	Submit(ctx context.Context, actor string, plan json.RawMessage) (json.RawMessage, error)
+	// Submit starts a run of plan, or returns the run of the same identity; newRun starts a
+	// new run even then.
+	Submit(ctx context.Context, actor string, plan json.RawMessage, newRun bool) (json.RawMessage, error)
 	Status(ctx context.Context, runID string) (json.RawMessage, error)
 	Watch(ctx context.Context, runID string, timeout time.Duration) (json.RawMessage, error)
 	// Schedules and Schedule read the standing orders people added on the host (agora orch

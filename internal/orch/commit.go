@@ -258,10 +258,10 @@ func sealedAt(r *run, now time.Time) string {
 // insertRun writes a new run and all its tasks.
 func (e *Engine) insertRun(ctx context.Context, tx *sql.Tx, r *run) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO runs(id, name, digest, state, actor, workspace, repo, revision, cancel_requested, created_at, ended_at,
-		trace_id, trace_span, trace_parent, queue, schedule, slot, missed)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		trace_id, trace_span, trace_parent, queue, schedule, slot, missed, subagents)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.id, r.name, r.digest, r.state, r.actor, r.workspace, r.repo, r.revision, r.cancelRequested, ts(r.createdAt), ts(r.endedAt),
-		r.trace.ID, r.trace.Span, r.trace.Parent, r.q.name, r.slot.Schedule, ts(r.slot.At), r.slot.Missed); err != nil {
+		r.trace.ID, r.trace.Span, r.trace.Parent, r.q.name, r.slot.Schedule, ts(r.slot.At), r.slot.Missed, r.pins); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO run_plans(run_id, plan) VALUES (?, ?)`, r.id, r.canonical); err != nil {

@@ -120,6 +120,8 @@ type submitCmd struct {
 	p              *plan.Plan
 	repo, revision string
 	workspace      string
+	subagents      map[string]string // the plan's bare subagent names, pinned at submit
+	newRun         bool              // start a new run even when one of the same identity exists
 	actor          string
 	trace          Trace
 	reply          chan submitResult
@@ -129,6 +131,7 @@ type submitCmd struct {
 type submitResult struct {
 	runID   string
 	created bool
+	why     string // why a new run was made although a run like it exists; "" otherwise
 	err     error
 }
 
@@ -380,8 +383,25 @@ func (e *Engine) send(ctx context.Context, ev event) error {
 // or a repository path, and a commit id. All empty: every task gets an empty workspace.
 type Checkout struct {
 	Workspace, Repo, Revision string
+	// Subagents pins the plan's subagent names written without a version (NAME) to the
+	// versions they named at submit (NAME@sha256:HEX), by the name as written: every task,
+	// item, reviewer and fix of the run dispatches that version, and the pins are part of the
+	// run's identity. nil: nothing to pin (every reference is pinned already, or the service
+	// has no catalog).
+	Subagents map[string]string
+	// NewRun starts a new run even when a run of the same identity exists.
+	NewRun bool
 	// Trace places the run in a trace; zero: none.
 	Trace Trace
+}
+
+// Submission is how a submit ended: the run, whether it was made now, and why a new run was
+// made although a run of the same name, plan and checkout exists ("" when none does, or the
+// existing run was returned).
+type Submission struct {
+	RunID   string
+	Created bool
+	Why     string
 }
 
 // Trace is a run's place in a trace, W3C ids in hex: the trace, the run span's own id and
@@ -396,15 +416,23 @@ type Trace struct {
 // catalog ([plan.Validate] with [Engine.Refs], as the service does, so structure and catalog
 // problems come back together); Submit looks nothing up again.
 func (e *Engine) Submit(ctx context.Context, p *plan.Plan, co Checkout, actor string) (runID string, created bool, err error) {
+	s, err := e.SubmitRun(ctx, p, co, actor)
+	return s.RunID, s.Created, err
+}
+
+// SubmitRun is [Engine.Submit] that also says why a new run was made when a run of the same
+// name, plan and checkout exists: its subagents' versions changed, or co.NewRun asked for one.
+func (e *Engine) SubmitRun(ctx context.Context, p *plan.Plan, co Checkout, actor string) (Submission, error) {
 	reply := make(chan submitResult, 1)
-	if err := e.send(ctx, submitCmd{p: p, workspace: co.Workspace, repo: co.Repo, revision: co.Revision, actor: actor, trace: co.Trace, reply: reply}); err != nil {
-		return "", false, err
+	if err := e.send(ctx, submitCmd{p: p, workspace: co.Workspace, repo: co.Repo, revision: co.Revision, subagents: co.Subagents,
+		newRun: co.NewRun, actor: actor, trace: co.Trace, reply: reply}); err != nil {
+		return Submission{}, err
 	}
 	select {
 	case r := <-reply:
-		return r.runID, r.created, r.err
+		return Submission{RunID: r.runID, Created: r.created, Why: r.why}, r.err
 	case <-ctx.Done():
-		return "", false, ctx.Err()
+		return Submission{}, ctx.Err()
 	}
 }
 

@@ -3,6 +3,7 @@ package orch
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -18,8 +19,8 @@ import (
 // stored: a running task holds its locks, so they are derived here and can never leak.
 func (e *Engine) load(ctx context.Context) error {
 	db := e.db.SQL()
-	rows, err := db.QueryContext(ctx, `SELECT id, name, digest, plan, state, actor, workspace, repo, revision, cancel_requested, created_at, ended_at
-		FROM runs JOIN run_plans ON run_plans.run_id = runs.id WHERE sealed_at = '' ORDER BY created_at, id`)
+	rows, err := db.QueryContext(ctx, `SELECT id, name, digest, plan, state, actor, workspace, repo, revision, cancel_requested, created_at, ended_at,
+		subagents FROM runs JOIN run_plans ON run_plans.run_id = runs.id WHERE sealed_at = '' ORDER BY created_at, id`)
 	if err != nil {
 		return fmt.Errorf("load runs: %w", err)
 	}
@@ -28,9 +29,15 @@ func (e *Engine) load(ctx context.Context) error {
 		r := &run{counts: map[string]int{}}
 		var created, ended string
 		if err := rows.Scan(&r.id, &r.name, &r.digest, &r.canonical, &r.state, &r.actor, &r.workspace, &r.repo, &r.revision,
-			&r.cancelRequested, &created, &ended); err != nil {
+			&r.cancelRequested, &created, &ended, &r.pins); err != nil {
 			rows.Close()
 			return fmt.Errorf("load runs: %w", err)
+		}
+		if r.pins != "" {
+			if err := json.Unmarshal([]byte(r.pins), &r.subagents); err != nil {
+				rows.Close()
+				return fmt.Errorf("load run %s: its subagent versions: %w", r.id, err)
+			}
 		}
 		r.createdAt, _ = time.Parse(time.RFC3339Nano, created)
 		if ended != "" {

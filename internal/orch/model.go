@@ -14,27 +14,40 @@ type run struct {
 	actor            string
 	repo, revision   string
 	workspace        string // name@sha256:HEX, "" for none
-	trace            Trace
-	concurrency      int
-	q                *queueState // the queue its tasks take slots from
-	slot             Slot        // the schedule's slot it runs for; zero: none
-	createdAt        time.Time
-	endedAt          time.Time
-	state            string
-	cancelRequested  bool
-	sealed           bool
-	tasks            []*task
-	byID             map[string]*task
-	counts           map[string]int
-	running          int
-	waiting          queue         // ready tasks waiting for a run slot
-	backoff          int           // pending tasks waiting out a retry backoff
-	entries          int           // audit entries recorded about the run (the seal states the count)
-	inserted         bool          // the run row does not exist yet
-	budget           budget.Budget // the plan's run budget; zero: none
-	usage            budget.Usage  // the sum of the ended attempts' usage
-	planTasks        int           // tasks of the plan; those after them were added (extend.go)
-	exts             int           // extensions applied, the next one's sequence number
+	// subagents pins the plan's bare subagent names to versions (Checkout.Subagents); pins
+	// is its canonical JSON, as the runs row keeps it ("" for none).
+	subagents       map[string]string
+	pins            string
+	trace           Trace
+	concurrency     int
+	q               *queueState // the queue its tasks take slots from
+	slot            Slot        // the schedule's slot it runs for; zero: none
+	createdAt       time.Time
+	endedAt         time.Time
+	state           string
+	cancelRequested bool
+	sealed          bool
+	tasks           []*task
+	byID            map[string]*task
+	counts          map[string]int
+	running         int
+	waiting         queue         // ready tasks waiting for a run slot
+	backoff         int           // pending tasks waiting out a retry backoff
+	entries         int           // audit entries recorded about the run (the seal states the count)
+	inserted        bool          // the run row does not exist yet
+	budget          budget.Budget // the plan's run budget; zero: none
+	usage           budget.Usage  // the sum of the ended attempts' usage
+	planTasks       int           // tasks of the plan; those after them were added (extend.go)
+	exts            int           // extensions applied, the next one's sequence number
+}
+
+// subagent is the version a task of r dispatches for ref as its plan writes it: the pin of
+// a bare name, else ref itself.
+func (r *run) subagent(ref string) string {
+	if v, ok := r.subagents[ref]; ok {
+		return v
+	}
+	return ref
 }
 
 // budgetSpent says why r's budget allows no further task, or "".

@@ -34,7 +34,8 @@ func (s Slot) RunID() string { return SlotRunID(s.Schedule, s.At) }
 // run in each slot. p must be validated as for Submit.
 func (e *Engine) SubmitSlot(ctx context.Context, p *plan.Plan, co Checkout, actor string, slot Slot) (runID string, created bool, err error) {
 	reply := make(chan submitResult, 1)
-	cmd := submitCmd{p: p, workspace: co.Workspace, repo: co.Repo, revision: co.Revision, actor: actor, trace: co.Trace, reply: reply, slot: &slot}
+	cmd := submitCmd{p: p, workspace: co.Workspace, repo: co.Repo, revision: co.Revision, subagents: co.Subagents, actor: actor,
+		trace: co.Trace, reply: reply, slot: &slot}
 	if err := e.send(ctx, cmd); err != nil {
 		return "", false, err
 	}

@@ -276,5 +276,14 @@ ALTER TABLE row_log ADD COLUMN runs TEXT NOT NULL DEFAULT ''; -- JSON array of r
 DROP INDEX audit_entries_subject;
 CREATE INDEX audit_entries_run ON audit_entries(` + audit.SubjectKey + `, seq);
 `,
+	}, store.Migration{
+		// The versions a run's plan's bare subagent names were pinned to at submit, canonical
+		// JSON {"NAME": "NAME@sha256:HEX"}: what its tasks dispatch, and part of its identity
+		// (a resubmission after a subagent changed is a new run). '' for a plan that pins
+		// every version itself, and for every run before: such a run keeps its identity.
+		Name: "run subagent versions",
+		SQL: `
+ALTER TABLE runs ADD COLUMN subagents TEXT NOT NULL DEFAULT '';
+`,
 	})
 }

@@ -3,8 +3,15 @@ package orch
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/agora-dev/agora/internal/jcs"
 
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/orch/api"
@@ -12,16 +19,37 @@ import (
 )
 
 // submit creates a run, or answers with the existing run of the same identity: name, plan
-// digest, workspace, repository and commit. The same name on anything else is a new run.
+// digest, the versions its bare subagent names were pinned to, workspace, repository and
+// commit. The same name on anything else is a new run, and so is a submission that asks for
+// one (newRun); the submission entry then says why, naming the run like it.
 func (e *Engine) submit(c submitCmd) {
 	p := c.p
 	digest := p.Digest()
-	var existing string
-	var err error
-	if c.slot != nil {
+	pins, err := pinsJSON(c.subagents)
+	if err != nil {
+		c.reply <- submitResult{err: err}
+		return
+	}
+	var existing, why string
+	var like likeRun
+	switch {
+	case c.slot != nil:
 		existing, err = e.runByID(c.slot.RunID())
-	} else {
-		existing, err = e.runByIdentity(p.Name, digest, c.workspace, c.repo, c.revision)
+	default:
+		if like, err = e.newestLike(p.Name, digest, c.workspace, c.repo, c.revision, &pins); err == nil && like.id != "" {
+			existing = like.id
+			if c.newRun {
+				why, existing = "a new run was asked for; run "+like.id+" has the same plan, subagents and commit", ""
+			}
+		} else if err == nil {
+			// None with these pins: a run of the plan before its subagents changed says why.
+			if like, err = e.newestLike(p.Name, digest, c.workspace, c.repo, c.revision, nil); err == nil && like.id != "" {
+				why = "subagent versions changed since run " + like.id + ": " + pinsChange(like.pins, c.subagents)
+			}
+			if c.newRun && why == "" {
+				why = "a new run was asked for"
+			}
+		}
 	}
 	if err != nil {
 		c.reply <- submitResult{err: err}
@@ -32,10 +60,24 @@ func (e *Engine) submit(c submitCmd) {
 		return
 	}
 	r := e.newRun(p, digest, c)
+	r.pins, r.subagents = pins, c.subagents
 	e.runs[r.id], e.byName[r.name] = r, r
 	e.b.newRuns = append(e.b.newRuns, r)
 	details := map[string]any{
 		entry.KeyPlanDigest: digest, entry.KeyTasks: int64(len(r.tasks)), "submitted_by": c.actor, "workspace": r.workspace, entry.KeyRepo: r.repo, "revision": r.revision,
+	}
+	if len(c.subagents) > 0 {
+		// Only with pins, so a run whose plan pins every version is recorded as before.
+		sub := make(map[string]any, len(c.subagents))
+		for k, v := range c.subagents {
+			sub[k] = v
+		}
+		details["subagents"] = sub
+	}
+	if why != "" {
+		// Before the run's first effect, in the entry that makes it: why it is not the run
+		// of the same name, plan and checkout that exists.
+		details["new_run"] = why
 	}
 	if r.trace.ID != "" {
 		// Only with a trace, so a run without one is recorded exactly as before.
@@ -50,25 +92,79 @@ func (e *Engine) submit(c submitCmd) {
 	}
 	reply := c.reply
 	id := r.id
-	e.b.replies = append(e.b.replies, func(err error) { reply <- submitResult{runID: id, created: err == nil, err: err} })
+	e.b.replies = append(e.b.replies, func(err error) { reply <- submitResult{runID: id, created: err == nil, why: why, err: err} })
 }
 
-// runByIdentity finds the newest run of that identity, in memory (a run of this batch is not
-// committed yet) or in the database.
-func (e *Engine) runByIdentity(name, digest, workspace, repo, revision string) (string, error) {
+// likeRun is a run of a submission's name, plan and checkout, and the pins it was made with.
+type likeRun struct{ id, pins string }
+
+// newestLike finds the newest run of that name, plan digest and checkout, with exactly
+// those pins (pins nil: any), in memory (a run of this batch is not committed yet) or in
+// the database.
+func (e *Engine) newestLike(name, digest, workspace, repo, revision string, pins *string) (likeRun, error) {
+	var found *run
 	for _, r := range e.runs {
-		if r.name == name && r.digest == digest && r.workspace == workspace && r.repo == repo && r.revision == revision {
-			return r.id, nil
+		if !r.inserted || r.name != name || r.digest != digest || r.workspace != workspace || r.repo != repo || r.revision != revision ||
+			(pins != nil && r.pins != *pins) {
+			continue
+		}
+		if found == nil || r.createdAt.After(found.createdAt) || (r.createdAt.Equal(found.createdAt) && r.id > found.id) {
+			found = r
 		}
 	}
-	var id string
-	err := e.db.SQL().QueryRowContext(context.Background(), `SELECT id FROM runs
-		WHERE name = ? AND digest = ? AND workspace = ? AND repo = ? AND revision = ?
-		ORDER BY created_at DESC, id DESC LIMIT 1`, name, digest, workspace, repo, revision).Scan(&id)
+	if found != nil {
+		return likeRun{id: found.id, pins: found.pins}, nil
+	}
+	q := `SELECT id, subagents FROM runs WHERE name = ? AND digest = ? AND workspace = ? AND repo = ? AND revision = ?`
+	args := []any{name, digest, workspace, repo, revision}
+	if pins != nil {
+		q += ` AND subagents = ?`
+		args = append(args, *pins)
+	}
+	var l likeRun
+	err := e.db.SQL().QueryRowContext(context.Background(), q+` ORDER BY created_at DESC, id DESC LIMIT 1`, args...).Scan(&l.id, &l.pins)
 	if errors.Is(err, sql.ErrNoRows) {
+		return likeRun{}, nil
+	}
+	return l, err
+}
+
+// pinsJSON is the canonical JSON of a run's pins ({"NAME": "NAME@sha256:HEX"}), "" for none:
+// a run whose plan pins every version has the identity it had before pins existed.
+func pinsJSON(pins map[string]string) (string, error) {
+	if len(pins) == 0 {
 		return "", nil
 	}
-	return id, err
+	m := make(map[string]any, len(pins))
+	for k, v := range pins {
+		m[k] = v
+	}
+	b, err := jcs.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("the plan's subagent versions: %w", err)
+	}
+	return string(b), nil
+}
+
+// pinsChange says which pins differ between an earlier run's (its canonical JSON) and now's.
+func pinsChange(before string, now map[string]string) string {
+	old := map[string]string{}
+	if before != "" {
+		_ = json.Unmarshal([]byte(before), &old)
+	}
+	var changes []string
+	for _, name := range slices.Sorted(maps.Keys(now)) {
+		switch was := old[name]; {
+		case was == "":
+			changes = append(changes, name+" is now "+now[name]+" (the earlier run did not record its version)")
+		case was != now[name]:
+			changes = append(changes, name+" was "+was+", is "+now[name])
+		}
+	}
+	if len(changes) == 0 {
+		return "the earlier run pinned versions this one does not"
+	}
+	return strings.Join(changes, "; ")
 }
 
 // runRef finds the unsealed run ref names: an id, or a name, which means its newest run.

@@ -282,18 +282,18 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	if s.Trace != nil {
 		co.Trace = s.Trace(r)
 	}
-	id, created, err := s.Engine.Submit(r.Context(), p, co, req.Actor)
+	sub, err := s.Engine.SubmitRun(r.Context(), p, co, req.Actor)
 	if err != nil {
 		writeEngineErr(w, err)
 		return
 	}
-	run, err := s.runStatus(r.Context(), id)
+	run, err := s.runStatus(r.Context(), sub.RunID)
 	if err != nil {
 		writeEngineErr(w, err)
 		return
 	}
 	run.Tasks = nil
-	writeJSON(w, http.StatusOK, api.SubmitResponse{Run: run, Created: created, Message: api.SubmitMessage(run, created)})
+	writeJSON(w, http.StatusOK, api.SubmitResponse{Run: run, Created: sub.Created, Why: sub.Why, Message: api.SubmitMessage(run, sub.Created, sub.Why)})
 }
 
 // prepare validates a submitted plan and pins what its run works on. Structure and catalog
@@ -313,7 +313,34 @@ func (s *Server) prepare(ctx context.Context, req api.SubmitRequest) (*plan.Plan
 	if err != nil {
 		return nil, orch.Checkout{}, err
 	}
+	if co.Subagents, err = pinSubagents(ctx, refs.Refs, p); err != nil {
+		return nil, orch.Checkout{}, err
+	}
+	co.NewRun = req.NewRun
 	return p, co, nil
+}
+
+// pinSubagents pins each subagent name p writes without a version to the version it names
+// now: the run dispatches those versions, and they are part of its identity, so the same
+// plan submitted after a subagent changed is a new run. nil when refs cannot pin (no
+// catalog) or p names no bare subagent.
+func pinSubagents(ctx context.Context, refs plan.Refs, p *plan.Plan) (map[string]string, error) {
+	pinner, ok := refs.(plan.SubagentPinner)
+	if !ok {
+		return nil, nil
+	}
+	var pins map[string]string
+	for _, ref := range p.SubagentRefs() {
+		v, err := pinner.PinSubagent(ctx, ref)
+		if err != nil {
+			return nil, err
+		}
+		if pins == nil {
+			pins = map[string]string{}
+		}
+		pins[ref] = v
+	}
+	return pins, nil
 }
 
 // submitRefs are the catalog lookups a submission is validated with. The plan's own

@@ -52,7 +52,7 @@ func TestOrchSubmit_PlanWorkspace(t *testing.T) {
 	}
 
 	again := e.run("orch", "submit", plan)
-	if !strings.HasPrefix(again, first) || !strings.Contains(again, "already exists: the same plan on the same workspace and commit") {
+	if !strings.HasPrefix(again, first) || !strings.Contains(again, "the same plan, subagents, workspace and commit as run "+first) {
 		t.Errorf("identical resubmission: %s", again)
 	}
 	other := strings.TrimSpace(e.runOut("orch", "submit", plan, "--workspace", "app@release/1", "--wait"))
