@@ -213,15 +213,15 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	if err != nil {
 		return nil, &RequestError{Err: err}
 	}
-	stackBase, stackConflict, err := d.stackBase(ctx, repo, rev, inputs)
-	if err != nil {
-		return nil, err
-	}
 	id := req.ID
 	if id == "" {
 		id = NewID(d.now())
 	} else if !wire.ValidDispatchID(id) {
 		return nil, reqErr("dispatch id %q is not valid", id)
+	}
+	stackBase, stackConflict, err := d.stackBase(ctx, id, repo, rev, inputs)
+	if err != nil {
+		return nil, err
 	}
 	eff, err := d.effectiveBudget(req, sub.Name, doc, target)
 	if err != nil {
@@ -286,7 +286,7 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 // stackBase builds the stacked base of inputs' stack inputs (stack.go) on repo's commit rev:
 // the commit the dispatch starts from, or, when a patch does not apply, why (its failure
 // detail); both "" when it has no stack.
-func (d *Dispatcher) stackBase(ctx context.Context, repo, rev string, inputs []Input) (base, conflict string, err error) {
+func (d *Dispatcher) stackBase(ctx context.Context, id, repo, rev string, inputs []Input) (base, conflict string, err error) {
 	patches, err := d.stackPatches(inputs)
 	if err != nil {
 		return "", "", &RequestError{Err: err}
@@ -294,7 +294,11 @@ func (d *Dispatcher) stackBase(ctx context.Context, repo, rev string, inputs []I
 	if len(patches) == 0 {
 		return "", "", nil
 	}
-	base, err = stackBaseAt(ctx, repo, rev, patches)
+	state := d.StateDir
+	if state == "" {
+		state = os.TempDir()
+	}
+	base, err = stackBaseAt(ctx, filepath.Join(state, stackScratchDir, id), repo, rev, patches)
 	var ce *StackConflictError
 	if errors.As(err, &ce) {
 		return "", ce.Error(), nil

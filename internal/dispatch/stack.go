@@ -254,12 +254,19 @@ func cut(s string) string {
 	return s
 }
 
+// stackScratchDir, under the state directory, holds the scratch repositories accept builds
+// stacked bases in, one per dispatch id: one a crash left is removed when the same dispatch
+// is accepted again (the engine accepts an attempt it never saw recorded again, by its id).
+const stackScratchDir = ".stack"
+
 // stackBaseAt builds the stacked base of patches on repo's commit rev (repo "": on the empty
-// tree) in a scratch repository that reads repo's objects and writes its own, removed after:
-// what accept records as StackBase. A conflict is a *StackConflictError.
-func stackBaseAt(ctx context.Context, repo, rev string, patches []stackPatch) (string, error) {
-	tmp, err := os.MkdirTemp("", "agora-stack-*")
-	if err != nil {
+// tree) in a scratch repository at tmp (made here, removed after) that reads repo's objects
+// and writes its own: what accept records as StackBase. A conflict is a *StackConflictError.
+func stackBaseAt(ctx context.Context, tmp, repo, rev string, patches []stackPatch) (string, error) {
+	if err := os.RemoveAll(tmp); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
@@ -300,26 +307,34 @@ func stackBaseAt(ctx context.Context, repo, rev string, patches []stackPatch) (s
 }
 
 // stackWorkspace builds r's stacked base in the stage's workspace, a repository holding
-// r.Revision's history (fetchPinned), and returns it: the commit checkout then makes HEAD.
-// The stack is built in an index of its own beside the stage, with the gate's attributes in
-// info/attributes for the build only: the workspace's own index and attributes are what a
-// checkout of the base writes, as for any dispatch.
-func stackWorkspace(ctx context.Context, r *Record, s *stage, patches []stackPatch) (string, error) {
+// r.Revision's history (fetchPinned), and checks it out there, HEAD detached at it. The
+// stack is built in an index of its own beside the stage. The gate's attributes line sits in
+// info/attributes for the build and the checkout, and only then: the checkout writes the
+// tree's bytes exactly, as the verify gate's tree holds them, whatever a .gitattributes a
+// base's agent wrote says (a text or eol attribute would otherwise convert files the
+// downstream agent then takes its patch against).
+func stackWorkspace(ctx context.Context, r *Record, s *stage, patches []stackPatch) error {
 	attrs := filepath.Join(s.workspace, ".git", "info", "attributes")
 	if err := os.MkdirAll(filepath.Dir(attrs), 0o700); err != nil {
-		return "", err
+		return err
 	}
 	if err := os.WriteFile(attrs, []byte(gateAttributes), 0o600); err != nil {
-		return "", err
+		return err
 	}
 	defer os.Remove(attrs)
 	idx := filepath.Join(s.dir, stackIndex)
 	defer os.Remove(idx)
 	tip, err := applyStack(ctx, gitIn(s.workspace, []string{"GIT_INDEX_FILE=" + idx}, nil), r.Revision, true, patches)
 	if err != nil {
-		return "", err
+		return err
 	}
-	return tip, checkStackBase(r, tip)
+	if err := checkStackBase(r, tip); err != nil {
+		return err
+	}
+	if out, err := gitCmd(ctx, s.workspace, "-c", "core.autocrlf=false", "checkout", "--quiet", "--detach", tip).CombinedOutput(); err != nil {
+		return s.gitError("check out the stacked base "+tip, out)
+	}
+	return nil
 }
 
 // stackFiles writes r's stacked base, a tree of files, into the stage's empty workspace (a

@@ -70,7 +70,7 @@ func newStackRepo(t *testing.T) stackRepo {
 func TestStack_SameBaseEverywhere(t *testing.T) {
 	sr := newStackRepo(t)
 	patches := []stackPatch{{task: "impl", dispatch: "D1", patch: sr.impl}, {task: "docs", dispatch: "D2", patch: sr.docs}}
-	base, err := stackBaseAt(t.Context(), sr.dir, sr.commit, patches)
+	base, err := stackBaseAt(t.Context(), filepath.Join(t.TempDir(), "scratch"), sr.dir, sr.commit, patches)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestStack_SameBaseEverywhere(t *testing.T) {
 // and git's words.
 func TestStack_Conflict(t *testing.T) {
 	sr := newStackRepo(t)
-	_, err := stackBaseAt(t.Context(), sr.dir, sr.commit, []stackPatch{{task: "impl", dispatch: "D1", patch: sr.impl}, {task: "clash", dispatch: "D3", patch: sr.clash}})
+	_, err := stackBaseAt(t.Context(), filepath.Join(t.TempDir(), "scratch"), sr.dir, sr.commit, []stackPatch{{task: "impl", dispatch: "D1", patch: sr.impl}, {task: "clash", dispatch: "D3", patch: sr.clash}})
 	var ce *StackConflictError
 	if !errors.As(err, &ce) {
 		t.Fatalf("got %v, want a StackConflictError", err)
@@ -153,7 +153,7 @@ func TestStack_Conflict(t *testing.T) {
 func TestStack_NoRepository(t *testing.T) {
 	sr := newStackRepo(t)
 	patches := []stackPatch{{task: "impl", dispatch: "D1", patch: sr.impl}, {task: "docs", dispatch: "D2", patch: sr.docs}}
-	base, err := stackBaseAt(t.Context(), "", "", patches)
+	base, err := stackBaseAt(t.Context(), filepath.Join(t.TempDir(), "scratch"), "", "", patches)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,4 +200,60 @@ func stackGit(t *testing.T, dir string, args ...string) string {
 		t.Fatalf("git %v: %v: %s", args, err, out)
 	}
 	return string(out)
+}
+
+// A base's agent writes a .gitattributes that would convert line endings on checkout: the
+// downstream workspace holds the tree's bytes exactly (as the gate's tree does), so its
+// agent's patch is taken against what the gate and a branch apply it to.
+func TestStack_AttributesDoNotTransform(t *testing.T) {
+	sr := newStackRepo(t)
+	attrs := []byte("diff --git a/.gitattributes b/.gitattributes\nnew file mode 100644\n--- /dev/null\n+++ b/.gitattributes\n@@ -0,0 +1 @@\n+* text eol=crlf\n" +
+		"diff --git a/notes.txt b/notes.txt\nnew file mode 100644\n--- /dev/null\n+++ b/notes.txt\n@@ -0,0 +1,2 @@\n+one\n+two\n")
+	patches := []stackPatch{{task: "attrs", dispatch: "D1", patch: attrs}}
+	base, err := stackBaseAt(t.Context(), filepath.Join(t.TempDir(), "scratch"), sr.dir, sr.commit, patches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Record{ID: "d1", Repo: sr.dir, Revision: sr.commit, StackBase: base}
+	st := stageAt(t.TempDir(), "d1")
+	os.MkdirAll(st.dir, 0o700)
+	if err := prepareWorkspace(t.Context(), r, st, patches); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(st.workspace, "notes.txt")); string(b) != "one\ntwo\n" {
+		t.Errorf("notes.txt in the workspace = %q, want the blob's bytes", b)
+	}
+}
+
+// A base whose patch makes a symlink out of the tree, and a later base that writes through
+// it: the stack does not build (git refuses a path beyond a symbolic link), and nothing is
+// written where the link points.
+func TestStack_NoWriteThroughALink(t *testing.T) {
+	sr := newStackRepo(t)
+	outside := t.TempDir()
+	link := []byte("diff --git a/out b/out\nnew file mode 120000\n--- /dev/null\n+++ b/out\n@@ -0,0 +1 @@\n+" + outside + "\n\\ No newline at end of file\n")
+	through := []byte("diff --git a/out/pwned b/out/pwned\nnew file mode 100644\n--- /dev/null\n+++ b/out/pwned\n@@ -0,0 +1 @@\n+x\n")
+	patches := []stackPatch{{task: "link", dispatch: "D1", patch: link}, {task: "through", dispatch: "D2", patch: through}}
+	for _, repo := range []string{sr.dir, ""} {
+		rev := sr.commit
+		if repo == "" {
+			rev = ""
+		}
+		_, err := stackBaseAt(t.Context(), filepath.Join(t.TempDir(), "scratch"), repo, rev, patches)
+		var ce *StackConflictError
+		if !errors.As(err, &ce) || ce.Task != "through" || !strings.Contains(ce.Git, "symbolic link") {
+			t.Errorf("repo %q: a write through a base's link: %v", repo, err)
+		}
+	}
+	// Built anyway on a record that says it did (a forged stack_base), staging refuses too.
+	r := &Record{ID: "d1", StackBase: "4b825dc642cb6eb9a060e54bf8d69288fbee4904"}
+	st := stageAt(t.TempDir(), "d1")
+	os.MkdirAll(st.dir, 0o700)
+	var ce *StackConflictError
+	if err := prepareWorkspace(t.Context(), r, st, patches); !errors.As(err, &ce) {
+		t.Errorf("staging a stack through a link: %v", err)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Errorf("the link's target holds %d entries", len(ents))
+	}
 }

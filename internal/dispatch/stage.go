@@ -539,15 +539,12 @@ func prepareWorkspace(ctx context.Context, r *Record, s *stage, stack []stackPat
 	if err := fetchPinned(ctx, r, s); err != nil {
 		return err
 	}
-	head := r.Revision
 	if len(stack) > 0 {
-		var err error
-		if head, err = stackWorkspace(ctx, r, s, stack); err != nil {
+		if err := stackWorkspace(ctx, r, s, stack); err != nil {
 			return err
 		}
-	}
-	if out, err := gitCmd(ctx, s.workspace, "checkout", "--quiet", "--detach", head).CombinedOutput(); err != nil {
-		return s.gitError("check out "+head, out)
+	} else if out, err := gitCmd(ctx, s.workspace, "checkout", "--quiet", "--detach", r.Revision).CombinedOutput(); err != nil {
+		return s.gitError("check out "+r.Revision, out)
 	}
 	return scrubGitDir(s, r.Repo)
 }

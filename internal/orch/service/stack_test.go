@@ -6,7 +6,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -343,4 +345,129 @@ func statusTask(e *env, run, task string) api.Task {
 	e.t.Helper()
 	_, byID := e.statusOf(run)
 	return byID[task]
+}
+
+// A base's approved work is the product its dependents receive: after a fix loop, the fix's.
+// impl's first work is red and its fix makes it green; docs (base: impl) starts from the fix's
+// work, is red itself, and its fix starts from the same stack plus docs's rejected work. The
+// branch is the two approved patches, one commit each.
+func TestStack_FixLoops(t *testing.T) {
+	e := servedEnv(t)
+	repo, _ := stackRepo(t)
+	e.editors(map[string]string{
+		"impl":     "echo broken > lib.txt",
+		"implfix":  "sed -i s/broken/fixed/ lib.txt",
+		"docs":     "grep -qx fixed lib.txt && echo documented >> lib.txt",
+		"docsfix":  "grep -qx fixed lib.txt && sed -i 's/^documented$/documented well/' lib.txt",
+		"touching": "echo rewritten > lib.txt; echo mine > mine.txt",
+	})
+	plan := filepath.Join(t.TempDir(), "fixes.yaml")
+	must(t, os.WriteFile(plan, []byte(`version: 1
+name: fixes
+tasks:
+  - {id: impl, subagent: impl, verify: {command: [grep, -qx, fixed, lib.txt]}, on_fail: {fix: {subagent: implfix}}}
+  - {id: docs, subagent: docs, base: [impl], verify: {command: [grep, -q, documented well, lib.txt]}, on_fail: {fix: {subagent: docsfix}}}
+  - {id: touch, subagent: touching, base: [impl], verify: {command: [true], protect: [lib.txt]}}
+`), 0o644))
+	cmd := exec.Command(agoraBin, "orch", "submit", plan, "--repo", repo, "--wait")
+	cmd.Env = e.vars
+	out, _ := cmd.CombinedOutput()
+	run, byID := e.statusOf("fixes")
+	impl, docs, touch := byID["impl"], byID["docs"], byID["touch"]
+	if impl.State != api.TaskSucceeded || impl.Product != byID["impl.fix-1"].DispatchID || docs.State != api.TaskSucceeded || docs.Product != byID["docs.fix-1"].DispatchID {
+		t.Fatalf("run %s:\n%s\n%+v", run.State, out, run.Tasks)
+	}
+	// docs's stack is impl's approved product, its fix's too.
+	for _, id := range []string{docs.DispatchID, byID["docs.fix-1"].DispatchID} {
+		var from []string
+		for _, in := range e.describe(id).Inputs {
+			if in.Stack {
+				from = append(from, in.Dir+"="+in.FromDispatch)
+			}
+		}
+		if want := []string{"impl=" + impl.Product}; !slices.Equal(from, want) {
+			t.Errorf("dispatch %s's stack %q, want %q", id, from, want)
+		}
+	}
+	// A stacked task's patch that edits a base's file touches it itself: its gate's protect
+	// sees the edit (its own patch's paths), and it fails.
+	if touch.State != api.TaskFailed || touch.Reason != "verify-failed" || touch.Verdict == nil || !slices.Equal(touch.Verdict.ProtectedPaths, []string{"lib.txt"}) {
+		t.Errorf("touch: %s %s, verdict %+v", touch.State, touch.Reason, touch.Verdict)
+	}
+	e.run("orch", "patches", "fixes", "--branch", "agora/fixes") // touch failed: no commit
+	if got := gitIn(t, repo, "show", "agora/fixes:lib.txt"); got != "fixed\ndocumented well" {
+		t.Errorf("lib.txt at the branch's tip = %q", got)
+	}
+	if n := gitIn(t, repo, "rev-list", "--count", "main..agora/fixes"); n != "2" {
+		t.Errorf("the branch has %s commits, want 2 (impl's and docs's approved work)", n)
+	}
+}
+
+// serve killed with SIGKILL as each task of a chain of stacked tasks starts (its stack built
+// at accept, its dispatch's supervisor staging it): each restart re-attaches, and the run
+// still succeeds with every task on its bases' work, in order, once.
+func TestStack_Kill9(t *testing.T) {
+	requireBwrap(t)
+	e := newEnv(t)
+	serve := e.serve()
+	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	repo, _ := stackRepo(t)
+	e.editors(map[string]string{"step": `n=$(printf '%s' "$AGORA_INPUT_JSON" | tr -dc 0-9); test "$(wc -l < chain.txt 2>/dev/null || echo 0)" -eq "$n" && echo "step $n" >> chain.txt`})
+	var b strings.Builder
+	b.WriteString("version: 1\nname: kill\ndefaults: {retry: {max_attempts: 3, initial_backoff: 10ms}}\ntasks:\n  - {id: s0, subagent: step, input: {n: 0}}\n")
+	const n = 6
+	for i := 1; i < n; i++ {
+		b.WriteString("  - {id: s" + strconv.Itoa(i) + ", subagent: step, input: {n: " + strconv.Itoa(i) + "}, base: [s" + strconv.Itoa(i-1) + "]}\n")
+	}
+	plan := filepath.Join(t.TempDir(), "kill.yaml")
+	must(t, os.WriteFile(plan, []byte(b.String()), 0o644))
+	runID := strings.TrimSpace(e.runOut("orch", "submit", plan, "--repo", repo))
+	c := e.client()
+	for i := 1; i < n; i++ {
+		// Kill when task i has fired (its dispatch accepted or being accepted), or the run ended.
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			run, err := c.Status(t.Context(), runID)
+			if err == nil && (api.RunTerminal(run.State) || taskFired(run, "s"+strconv.Itoa(i))) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("task s%d did not fire: %v", i, err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		must(t, serve.Process.Signal(syscall.SIGKILL))
+		serve.Wait()
+		serve = e.serve()
+	}
+	run := waitRun(t, c, runID, 3*time.Minute)
+	if run.State != api.RunSucceeded {
+		t.Fatalf("run %s: %+v", run.State, run.Tasks)
+	}
+	e.run("orch", "patches", runID, "--branch", "agora/kill")
+	want := ""
+	for i := range n {
+		want += "step " + strconv.Itoa(i) + "\n"
+	}
+	if got := gitIn(t, repo, "show", "agora/kill:chain.txt"); got+"\n" != want {
+		t.Errorf("chain.txt at the branch's tip = %q, want %q", got, want)
+	}
+	if got := gitIn(t, repo, "rev-list", "--count", "main..agora/kill"); got != strconv.Itoa(n) {
+		t.Errorf("%s commits, want %d", got, n)
+	}
+	e.auditRun(runID)
+	// An accept killed while it built a stack leaves its scratch repository until the same
+	// dispatch is accepted again, which every restart does: none is left.
+	if ents, err := os.ReadDir(filepath.Join(e.home, "dispatches", ".stack")); err == nil && len(ents) > 0 {
+		t.Errorf("scratch repositories left: %d", len(ents))
+	}
+}
+
+func taskFired(run api.Run, id string) bool {
+	for _, t := range run.Tasks {
+		if t.ID == id {
+			return t.Attempts > 0
+		}
+	}
+	return false
 }
