@@ -115,6 +115,14 @@ func writeOldOrchDB(t *testing.T) string {
 		t.Fatal(err)
 	}
 	defer old.Close()
+	// Today's engine writes the sealed run: it writes the runs columns the migrations after
+	// the index's added, which are lent to the old schema while it runs and taken back after.
+	lent := []string{"subagents TEXT NOT NULL DEFAULT ''"}
+	for _, col := range lent {
+		if _, err := old.SQL().ExecContext(ctx, "ALTER TABLE runs ADD COLUMN "+col); err != nil {
+			t.Fatal(err)
+		}
+	}
 	eng, err := orch.Open(ctx, old, audit.New(nil), newNoopExec(), orch.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +146,11 @@ func writeOldOrchDB(t *testing.T) string {
 	cancel()
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, orch.ErrStopped) {
 		t.Fatal(err)
+	}
+	for _, col := range lent {
+		if _, err := old.SQL().ExecContext(ctx, "ALTER TABLE runs DROP COLUMN "+strings.Fields(col)[0]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	p := mkPlan(t, "open", 2, spec{ID: "x"}, spec{ID: "y", Deps: []string{"x"}})
 	const now = "2026-11-25T07:00:00.000000000Z"
