@@ -232,12 +232,17 @@ func committerDate(body []byte) (string, error) {
 		}
 		i := strings.LastIndexByte(rest, '>')
 		f := strings.Fields(rest[i+1:])
-		if i < 0 || len(f) != 2 || strings.Trim(f[0], "0123456789") != "" || len(f[1]) != 5 {
+		if i < 0 || len(f) != 2 || f[0] == "" || strings.Trim(f[0], "0123456789") != "" || !validZone(f[1]) {
 			return "", fmt.Errorf("its committer line %q is not one git writes", cut(line))
 		}
 		return f[0] + " " + f[1], nil
 	}
 	return "", errors.New("it has no committer")
+}
+
+// validZone reports whether z is a zone as git writes it: +HHMM or -HHMM.
+func validZone(z string) bool {
+	return len(z) == 5 && (z[0] == '+' || z[0] == '-') && strings.Trim(z[1:], "0123456789") == ""
 }
 
 func isObjectID(s string) bool {

@@ -42,6 +42,8 @@ func FuzzParse(f *testing.F) {
 		head + "  - {id: a, subagent: s, grants: {egress: [{host: a, paths: [/a/../b]}, {host: a, Host: b}, a.example:0443, 2001:db8::1, [x], ~]}}\n",
 		"version: 1\nname: p\ndefaults: {verify: {command: [go, test, ./...], timeout: 10m, protect: ['**/*_test.go', '.github/**']}}\ntasks: [{id: a, subagent: s}, {id: b, subagent: s, verify: {command: [make, 'é x']}}]\n",
 		head + "  - {id: a, subagent: s, verify: {command: [], timeout: 0s, protect: ['/x', 'a//b', a, a, '{a,b']}}\n",
+		head + "  - {id: a, subagent: s}\n  - {id: b, subagent: s, base: [a]}\n  - {id: c, subagent: s, base: [b, a], depends_on: [a]}\n  - {id: f, fan_out: {from: a, select: 'output:x', template: {subagent: w, base: [c]}}}\n",
+		head + "  - {id: a, subagent: s, base: [a, b, ~, [x]], needs: {base: {from: a, select: patch}}}\n  - {id: b, subagent: s, base: [a]}\n",
 	} {
 		f.Add([]byte(s))
 	}
