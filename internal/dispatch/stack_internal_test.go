@@ -121,6 +121,12 @@ func TestStack_SameBaseEverywhere(t *testing.T) {
 		}
 	}
 
+	// Bases that changed nothing make no commit: the base is the run's commit itself.
+	if got, err := stackBaseAt(t.Context(), filepath.Join(t.TempDir(), "scratch"), sr.dir, sr.commit,
+		[]stackPatch{{task: "noop", dispatch: "D0"}, {task: "noop2", dispatch: "D4", patch: []byte{}}}); err != nil || got != sr.commit {
+		t.Errorf("a stack of empty patches: %s, %v; want the commit %s", got, err, sr.commit)
+	}
+
 	// A base recorded otherwise (a forged or stale record) is refused, not built on.
 	r.StackBase = sr.commit
 	st2 := stageAt(t.TempDir(), "d1")

@@ -69,6 +69,8 @@ func TestStack_ThreeTasks(t *testing.T) {
 		"docs": "grep -q 'func Retry' lib.go && printf '// Retry retries.\\nfunc Retry() {}\\n' > lib.go",
 		// Fails unless docs's (and so impl's) work is in its workspace.
 		"migrate": "grep -q '// Retry retries.' lib.go && sed -i 's/Retry()/Retry(n int)/' lib.go && echo 'call Retry(3)' >> README.md",
+		// A parallel task on the run's commit: it does not see the chain's work.
+		"side": "test ! -e lib.go && echo side > side.txt",
 	})
 	plan := filepath.Join(t.TempDir(), "chain.yaml")
 	// migrate's gate runs on its stacked base plus its patch: it sees docs's comment and its own
@@ -78,6 +80,7 @@ func TestStack_ThreeTasks(t *testing.T) {
 name: chain
 tasks:
   - {id: impl, subagent: impl}
+  - {id: side, subagent: side}
   - {id: docs, subagent: docs, base: [impl]}
   - id: migrate
     subagent: migrate
@@ -115,7 +118,7 @@ tasks:
 	// The patches: each its own work, applied in the BASE column's order on the run's commit.
 	dir := filepath.Join(t.TempDir(), "review")
 	table := e.run("orch", "patches", "chain", "--to", dir)
-	if !strings.Contains(table, "BASE") || !regexpLine(table, "migrate", "impl, docs") {
+	if !strings.Contains(table, "BASE") || !regexpLine(table, "migrate", "impl, docs") || !regexpLine(table, "side", "-") {
 		t.Errorf("patches --to:\n%s", table)
 	}
 	for task, want := range map[string][]string{"impl": {"+++ b/lib.go", "+++ b/impl.txt"}, "docs": {"+++ b/lib.go"}, "migrate": {"+++ b/lib.go", "+++ b/README.md"}} {
@@ -135,16 +138,17 @@ tasks:
 	if err := exec.Command("git", "-C", clone, "apply", "--check", filepath.Join(dir, "migrate.patch")).Run(); err == nil {
 		t.Error("migrate.patch applies on the run's commit alone: it was not made on its bases")
 	}
-	for _, task := range []string{"impl", "docs", "migrate"} {
+	for _, task := range []string{"impl", "docs", "migrate", "side"} {
 		gitIn(t, clone, "apply", filepath.Join(dir, task+".patch"))
 	}
 
-	// The branch: three commits in dependency order, its tip the chain's result.
+	// The branch: one commit per task in dependency order (the chain's three, each after its
+	// base, and the parallel one), its tip the chain's result with the parallel work.
 	e.run("orch", "patches", "chain", "--branch", "agora/chain")
-	if log := gitIn(t, repo, "log", "--reverse", "--format=%(trailers:key=Agora-Task,valueonly,separator=)", "main..agora/chain"); log != "impl\ndocs\nmigrate" {
-		t.Errorf("branch commits: %q, want impl, docs, migrate", log)
+	if log := gitIn(t, repo, "log", "--reverse", "--format=%(trailers:key=Agora-Task,valueonly,separator=)", "main..agora/chain"); log != "impl\ndocs\nmigrate\nside" {
+		t.Errorf("branch commits: %q, want impl, docs, migrate, side", log)
 	}
-	for name, want := range map[string]string{"lib.go": "// Retry retries.\nfunc Retry(n int) {}", "README.md": "app\ncall Retry(3)", "impl.txt": "impl"} {
+	for name, want := range map[string]string{"lib.go": "// Retry retries.\nfunc Retry(n int) {}", "README.md": "app\ncall Retry(3)", "impl.txt": "impl", "side.txt": "side"} {
 		if got := gitIn(t, repo, "show", "agora/chain:"+name); got != want {
 			t.Errorf("%s at the branch's tip = %q, want %q", name, got, want)
 		}
