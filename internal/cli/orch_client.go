@@ -15,6 +15,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/capped"
 	"github.com/agora-dev/agora/internal/catalog/view"
+	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
 	"github.com/agora-dev/agora/internal/orch/plan"
@@ -31,7 +32,9 @@ func readPlan(f *Factory, path string) (string, []byte, error) {
 	}
 	b, err := capped.ReadFile(path, plan.MaxSourceSize+1)
 	if err != nil {
-		return "", nil, fmt.Errorf("read plan: %w", err)
+		// The plan the command was given cannot be read (not there, not a file, too big):
+		// invalid input, like a plan that does not parse.
+		return "", nil, errclass.AsInvalid(fmt.Errorf("read plan: %w", err))
 	}
 	return path, b, nil
 }

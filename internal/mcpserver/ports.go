@@ -137,8 +137,8 @@ type Record struct {
 	ChildID    string     `json:"child_id,omitempty"`
 	AnsweredBy string     `json:"answered_by,omitempty"`
 	AnsweredAt *time.Time `json:"answered_at,omitempty"`
-	// RunID and TaskID name the run and task whose attempt this is: it is answered and
-	// cancelled through its run, on the host, never over MCP.
+	// RunID and TaskID name the run and task whose attempt this is: it is answered or
+	// cancelled only through its run, on the host, never over MCP.
 	RunID      string      `json:"run_id,omitempty"`
 	TaskID     string      `json:"task_id,omitempty"`
 	Actor      string      `json:"actor"`
