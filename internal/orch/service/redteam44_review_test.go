@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -300,6 +301,15 @@ func TestRedTeam44_ExecReviewerRefused(t *testing.T) {
 	}
 	if strings.Contains(out, "on_fail") {
 		t.Errorf("the exec fixer is refused too:\n%s", out)
+	}
+	// `agora orch validate` checks against the same catalog, and says the same.
+	p := filepath.Join(t.TempDir(), "plan.yaml")
+	must(t, os.WriteFile(p, []byte(plan), 0o644))
+	cmd := exec.Command(agoraBin, "orch", "validate", p)
+	cmd.Env = e.vars
+	vout, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(vout), `subagent "rexec" runs the exec runtime and cannot review`) {
+		t.Errorf("orch validate of an exec reviewer: %v\n%s", err, vout)
 	}
 }
 
