@@ -26,15 +26,15 @@ func TestAdmit(t *testing.T) {
 	changes := mustMatcher(t, "src/**", "docs/**")
 	protect := mustMatcher(t, "src/secret/**")
 	links := map[string]string{
-		"src/up":       "..",              // a link of the base tree climbing to the root
-		"src/tests":    "../tests",        // one pointing outside changes
-		"src/ok":       "lib",             // one staying inside
-		"src/loop":     "loop",            // itself
-		"src/a":        "b",               // a chain
-		"src/b":        "c",               //
-		"src/c":        "../tests/x.py",   // ending outside
-		"src/abs":      "/etc/passwd",     // absolute
-		"docs/to-src":  "../src/calc.py",  // inside, across globs
+		"src/up":       "..",               // a link of the base tree climbing to the root
+		"src/tests":    "../tests",         // one pointing outside changes
+		"src/ok":       "lib",              // one staying inside
+		"src/loop":     "loop",             // itself
+		"src/a":        "b",                // a chain
+		"src/b":        "c",                //
+		"src/c":        "../tests/x.py",    // ending outside
+		"src/abs":      "/etc/passwd",      // absolute
+		"docs/to-src":  "../src/calc.py",   // inside, across globs
 		"src/deep/esc": "../../../outside", // climbs out
 	}
 	lookup := func(p string) (string, bool) { s, ok := links[p]; return s, ok }
