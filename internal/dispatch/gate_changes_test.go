@@ -286,3 +286,67 @@ func auditEntry(t *testing.T, e *env, id, kind string) string {
 	t.Fatalf("no %s entry for %s", kind, id)
 	return ""
 }
+
+// TestRedTeam44_ChangesOnEveryKindOfChange: the allow-list judges what git applies, not the
+// patch's text: renames (both sides), deletions, modes, types, symbolic links (resolved from
+// their directory), submodules, case, look-alike and non-UTF-8 names, attribute files and
+// binary files. A path outside changes is red before the command, which would pass, runs.
+func TestRedTeam44_ChangesOnEveryKindOfChange(t *testing.T) {
+	e := newEnv(t)
+	repo := pyRepo(t)
+	spec := func() *verdict.Spec {
+		return &verdict.Spec{Command: passIfRun, Changes: []string{"src/**"}, Protect: []string{"src/secret/**"}}
+	}
+	for _, c := range []struct {
+		name, script string
+		want         []string // the paths named, in order; nil: green
+		why          string   // a part of the detail
+	}{
+		{"rename out of changes", `mv src/calc.py calc.py`, []string{"calc.py"}, "(outside changes)"},
+		{"rename into changes", `mv tests/test_calc.py src/test_calc.py`, []string{"tests/test_calc.py"}, "(outside changes)"},
+		{"delete outside", `rm README.md`, []string{"README.md"}, "(outside changes)"},
+		{"mode change outside", `chmod +x run_tests.py`, []string{"run_tests.py"}, "(outside changes)"},
+		{"mode change inside", `chmod +x src/calc.py`, nil, ""},
+		{"link inside to inside", `ln -s calc.py src/alias.py`, nil, ""},
+		{"link inside to the tests", `ln -s ../tests/test_calc.py src/t.py`, []string{"src/t.py"}, `a symbolic link to \"tests/test_calc.py\", outside changes`},
+		{"link inside to a protected path", `ln -s secret/key src/k`, []string{"src/k"}, "a protected path"},
+		{"link inside out of the tree", `ln -s ../../../../etc/passwd src/p`, []string{"src/p"}, "leaves the tree"},
+		{"absolute link inside", `ln -s /etc/passwd src/p`, []string{"src/p"}, "absolute"},
+		{"file turned link", `rm src/calc.py && ln -s ../run_tests.py src/calc.py`, []string{"src/calc.py"}, `a symbolic link to \"run_tests.py\"`},
+		{"directory turned link", `rm -r tests && ln -s src tests`, []string{"tests", "tests/__init__.py", "tests/test_calc.py"}, "(outside changes)"},
+		{"case differs", `mkdir Src && echo x > Src/calc.py`, []string{"Src/calc.py"}, "(outside changes)"},
+		{"look-alike directory", `mkdir srс && echo x > srс/calc.py`, []string{"srс/calc.py"}, "(outside changes)"},
+		{"non-UTF-8 name", `echo x > "$(printf 'a\377')"`, []string{`"a\xff"`}, "(outside changes)"},
+		{"attributes at the root", `printf '* filter=evil\n' > .gitattributes`, []string{".gitattributes"}, "(outside changes)"},
+		{"attributes inside", `printf 'calc.py text eol=crlf\n' > src/.gitattributes`, nil, ""},
+		{"binary outside", `head -c 256 /dev/urandom > data.bin`, []string{"data.bin"}, "(outside changes)"},
+		{"binary inside", `head -c 256 /dev/urandom > src/data.bin`, nil, ""},
+		{"submodule inside", `git init -q src/vendor && git -C src/vendor -c user.name=a -c user.email=a@a commit -q --allow-empty -m x`, []string{"src/vendor"}, "submodule"},
+		{"dot-dot spelled in a new name", `mkdir -p src/a && echo x > src/a/..x`, nil, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			name := "kind-" + strings.ToLower(strings.NewReplacer(" ", "-").Replace(c.name))
+			e.subagent(name, c.script)
+			r := e.run(dispatch.Request{Subagent: name, Repo: repo, Verify: spec()})
+			v := r.Verdict
+			if v == nil {
+				t.Fatalf("%s %s (%s): no verdict", r.State, r.Reason, r.Detail)
+			}
+			if c.want == nil {
+				if !v.Passed || v.OutputTail != "ran\n" {
+					t.Fatalf("%s %s (%s), verdict %+v; want green", r.State, r.Reason, r.Detail, v)
+				}
+				return
+			}
+			if v.Passed || v.Reason != verdict.ReasonOutside || strings.Contains(v.OutputTail, "ran") {
+				t.Fatalf("%s %s (%s), verdict %+v; want red outside-changes before the command", r.State, r.Reason, r.Detail, v)
+			}
+			if strings.Join(v.OutsidePaths, "|") != strings.Join(c.want, "|") {
+				t.Errorf("paths %q, want %q", v.OutsidePaths, c.want)
+			}
+			if !strings.Contains(strings.ReplaceAll(v.Detail, `"`, `\"`), c.why) {
+				t.Errorf("detail %q lacks %q", v.Detail, c.why)
+			}
+		})
+	}
+}
