@@ -152,9 +152,10 @@ func buildGateTree(ctx context.Context, r *Record, st *stage, patch []byte) (*ga
 }
 
 // parseRawDiff reads `diff-index --raw -z --no-renames --no-abbrev`: for each touched path,
-// ":OLDMODE NEWMODE OLDSHA NEWSHA STATUS" NUL PATH NUL.
+// ":OLDMODE NEWMODE OLDSHA NEWSHA STATUS" NUL PATH NUL. A link's Target is its new blob id
+// until links() reads the target.
 func parseRawDiff(raw []byte) ([]verdict.Change, error) {
-	var out []verdict.Change
+	out := make([]verdict.Change, 0, bytes.Count(raw, []byte{0})/2)
 	for len(raw) > 0 {
 		head, rest, ok := bytes.Cut(raw, []byte{0})
 		if !ok {
@@ -165,18 +166,38 @@ func parseRawDiff(raw []byte) ([]verdict.Change, error) {
 			return nil, fmt.Errorf("git diff-index: a record without its path")
 		}
 		raw = rest
-		f := strings.Fields(strings.TrimPrefix(string(head), ":"))
-		if len(f) != 5 {
+		var f [5][]byte
+		line, n := bytes.TrimPrefix(head, []byte{':'}), 0
+		for ; n < 5 && len(line) > 0; n++ {
+			f[n], line, _ = bytes.Cut(line, []byte{' '})
+		}
+		oldMode, ok1 := octal(f[0])
+		newMode, ok2 := octal(f[1])
+		if n != 5 || len(line) > 0 || len(head) == 0 || head[0] != ':' || !ok1 || !ok2 {
 			return nil, fmt.Errorf("git diff-index: record %q", head)
 		}
-		oldMode, err1 := strconv.ParseUint(f[0], 8, 32)
-		newMode, err2 := strconv.ParseUint(f[1], 8, 32)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("git diff-index: modes in record %q", head)
+		c := verdict.Change{Path: string(p), OldMode: oldMode, NewMode: newMode}
+		if newMode == verdict.ModeSymlink {
+			c.Target = string(f[3])
 		}
-		out = append(out, verdict.Change{Path: string(p), OldMode: uint32(oldMode), NewMode: uint32(newMode), Target: f[3]})
+		out = append(out, c)
 	}
 	return out, nil
+}
+
+// octal reads a git mode: 1 to 7 octal digits.
+func octal(b []byte) (uint32, bool) {
+	if len(b) == 0 || len(b) > 7 {
+		return 0, false
+	}
+	var n uint32
+	for _, c := range b {
+		if c < '0' || c > '7' {
+			return 0, false
+		}
+		n = n<<3 | uint32(c-'0')
+	}
+	return n, true
 }
 
 // hasNewLink reports whether the patch leaves a symbolic link at a path it touches.
