@@ -217,6 +217,7 @@ func TestSpec_ChangesExpectRoundTrip(t *testing.T) {
 	for _, bad := range []struct{ doc, want string }{
 		{`{"command":["true"],"changes":["/abs"]}`, "changes[0]"},
 		{`{"command":["true"],"changes":["a","a"]}`, "twice"},
+		{`{"command":["true"],"changes":[]}`, "changes is empty"},
 		{`{"command":["true"],"expect":{"junit":"a/x.xml"}}`, "file name"},
 		{`{"command":["true"],"expect":{"junit":"../x.xml"}}`, "starts with"},
 		{`{"command":["true"],"expect":{"junit":".hidden"}}`, "starts with"},

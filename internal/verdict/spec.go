@@ -245,6 +245,9 @@ func ParseSpec(b []byte) (Spec, error) {
 	if err := strictjson.Decode("verify spec", b, MaxSpecJSON, &j); err != nil {
 		return Spec{}, err
 	}
+	if j.Changes != nil && len(j.Changes) == 0 {
+		return Spec{}, errors.New("read verify spec: changes is empty; name the paths the work may change, or leave it out")
+	}
 	s := Spec{Command: j.Command, Protect: j.Protect, Changes: j.Changes}
 	if j.Expect != nil {
 		s.Expect = &Expect{JUnit: j.Expect.JUnit, MinTests: j.Expect.MinTests}

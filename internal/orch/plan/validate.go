@@ -347,6 +347,11 @@ func (v *validator) verify(path string, doc *verifyDoc) *verdict.Spec {
 		s.Timeout = v.timeout(path+".timeout", doc.Timeout)
 	}
 	v.globs(path+".protect", "protect", doc.Protect, verdict.MaxProtect)
+	if doc.Changes != nil && len(doc.Changes) == 0 {
+		// An empty allow-list would read as "may change nothing", but a gate without changes
+		// admits any path protect does not name: refuse the ambiguity.
+		v.add(path+".changes", "empty; name the paths the work may change (src/**), or leave changes out to admit any path protect does not name")
+	}
 	v.globs(path+".changes", "changes", doc.Changes, verdict.MaxChanges)
 	if e := doc.Expect; e != nil {
 		s.Expect = &verdict.Expect{JUnit: e.JUnit}

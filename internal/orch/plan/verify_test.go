@@ -124,7 +124,8 @@ func TestParse_VerifyChangesExpect(t *testing.T) {
 func TestParse_VerifyChangesExpectErrors(t *testing.T) {
 	src := head + "  - {id: a, subagent: s, verify: {command: [t], changes: [/src/**, a, a], expect: {junit: ../r.xml, min_tests: 0}}}\n" +
 		"  - {id: b, subagent: s, verify: {command: [t], expect: {min_tests: 2}}}\n" +
-		"  - {id: c, subagent: s, verify: {command: [t], expect: {junit: r.xml, tests: 2}}}\n"
+		"  - {id: c, subagent: s, verify: {command: [t], expect: {junit: r.xml, tests: 2}}}\n" +
+		"  - {id: d, subagent: s, verify: {command: [t], changes: []}}\n"
 	want := []string{
 		`p.yaml:4: tasks[0].verify.changes[0]: changes glob "/src/**": starts with '/'; paths are relative to the repository`,
 		`p.yaml:4: tasks[0].verify.changes[2]: "a" listed twice`,
@@ -132,6 +133,7 @@ func TestParse_VerifyChangesExpectErrors(t *testing.T) {
 		`p.yaml:4: tasks[0].verify.expect.junit: verify expect junit: "../r.xml" starts with '.'; name a plain file such as junit.xml`,
 		`p.yaml:5: tasks[1].verify.expect.junit: verify expect junit: empty; name the report file the command writes in $AGORA_REPORT, such as junit.xml`,
 		`p.yaml:6: tasks[2].verify.expect.tests: unknown field "tests"; known fields: junit, min_tests`,
+		`p.yaml:7: tasks[3].verify.changes: empty; name the paths the work may change (src/**), or leave changes out to admit any path protect does not name`,
 	}
 	if diff := cmp.Diff(want, parseErrs(t, src)); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)
