@@ -22,12 +22,14 @@ import (
 
 // The verify gate (docs/plan.md, "Verify gates"): after the agent's sandbox has ended and its
 // patch is stored, the supervisor builds a fresh tree (the base checkout plus the stored
-// patch, host side, with git's own checks), refuses a patch touching a protected path before
-// anything runs, then runs the gate's command in a NEW sandbox of the same target: no model
-// key, no gateway, no secrets, no network, none of the agent's files but its patch, and none
-// of its processes (its sandbox was torn down and reaped before). The verdict is the host's
-// own observation of that sandbox: the process's exit status and its stdout and stderr read
-// from the pipe, redacted with the dispatch's secret values, the last 16 KiB kept and hashed.
+// patch, host side, with git's own checks), refuses a patch touching a protected path, or a
+// path its changes do not admit, before anything runs, then runs the gate's command in a NEW
+// sandbox of the same target: no model key, no gateway, no secrets, no network, none of the
+// agent's files but its patch, and none of its processes (its sandbox was torn down and
+// reaped before). The verdict is the host's own observation of that sandbox: the process's
+// exit status and its stdout and stderr read from the pipe, redacted with the dispatch's
+// secret values, the last 16 KiB kept and hashed; with expect, also the JUnit report the
+// command left in a report directory agora made for it, read once every process is gone.
 
 // PhaseVerify is the host-side phase of a dispatch's verify gate, after capture.
 const PhaseVerify = "verify"
