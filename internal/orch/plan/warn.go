@@ -23,8 +23,9 @@ const maxWarnings = 100
 // GateWarnings advises on the plan's verify gates (defaults.verify, each task's own and each
 // fan-out template's), in document order:
 //
-//   - a gate with no changes admits any path protect does not name, and a new file the
-//     deny-list never named can change what the command runs (runner shadowing);
+//   - a gate with no changes (or with "**" among them) admits any path protect does not
+//     name, and a new file the deny-list never named can change what the command runs
+//     (runner shadowing);
 //   - a changes or protect glob that does not end in "/**" but matches a directory of the
 //     base tree (dirs: its directories, repository-relative, nil when no base tree is known)
 //     names that path alone, not the files under it.
@@ -38,6 +39,12 @@ func (p *Plan) GateWarnings(dirs []string) []Warning {
 			out = append(out, Warning{Path: path, Msg: "no changes: the gate admits any path protect does not name, and any new file can change " +
 				"what the command runs (runner shadowing such as unittest/__main__.py, conftest.py, GNUmakefile); " +
 				"name what the work may change, such as changes: [src/**]"})
+		}
+		for i, g := range s.Changes {
+			if g == "**" {
+				out = append(out, Warning{Path: path + ".changes[" + strconv.Itoa(i) + "]", Msg: "\"**\" admits every path, as no changes would: " +
+					"name the directories the work may change"})
+			}
 		}
 		out = append(out, dirGlobs(path+".changes", s.Changes, dirs)...)
 		out = append(out, dirGlobs(path+".protect", s.Protect, dirs)...)

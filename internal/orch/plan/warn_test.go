@@ -35,6 +35,10 @@ func TestGateWarnings(t *testing.T) {
 	if w := d.GateWarnings(nil); len(w) != 1 || w[0].Path != "defaults.verify" {
 		t.Errorf("defaults: %v", w)
 	}
+	if w := mustParse(t, head+"  - {id: a, subagent: s, verify: {command: [t], changes: [src/**, '**']}}\n").GateWarnings(nil); len(w) != 1 ||
+		w[0].String() != `tasks[0].verify.changes[1]: "**" admits every path, as no changes would: name the directories the work may change` {
+		t.Errorf("changes [**]: %v", w)
+	}
 	if w := mustParse(t, head+"  - {id: a, subagent: s}\n").GateWarnings(dirs); len(w) != 0 {
 		t.Errorf("a plan without gates: %v", w)
 	}
