@@ -1,7 +1,6 @@
 package plan_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -23,12 +22,13 @@ func TestGateWarnings(t *testing.T) {
 		`tasks[0].verify.protect[0]: "tests" matches "tests", a directory of the base tree, as that path alone and none of the files under it: write "tests/**"`,
 		`tasks[1].verify.changes[1]: "docs" matches "docs", a directory of the base tree, as that path alone and none of the files under it: write "docs/**"`,
 		`tasks[1].verify.changes[2]: "lib/*" matches "lib/sub", a directory of the base tree, as that path alone and none of the files under it: write "lib/*/**"`,
+		`tasks[3].fan_out.template.verify.changes[0]: "**" admits every path, as no changes would: name the directories the work may change`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("warnings (-want +got):\n%s", diff)
 	}
-	// Without a base tree, only the gates without changes.
-	if w := p.GateWarnings(nil); len(w) != 1 || !strings.HasPrefix(w[0].Path, "tasks[0].verify") {
+	// Without a base tree, only the gates without changes (or with "**").
+	if w := p.GateWarnings(nil); len(w) != 2 || w[0].Path != "tasks[0].verify" || w[1].Path != "tasks[3].fan_out.template.verify.changes[0]" {
 		t.Errorf("without a base tree: %v", w)
 	}
 	d := mustParse(t, head+"  - {id: a, subagent: s}\ndefaults: {verify: {command: [t]}}\n")
