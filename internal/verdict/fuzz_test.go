@@ -109,6 +109,12 @@ func FuzzParse(f *testing.F) {
 	f.Add(b)
 	g, _ := json.Marshal(Protected([]string{"true"}, []string{"x_test.go"}))
 	f.Add(g)
+	o, _ := json.Marshal(OutsideChanges([]string{"make", "test"}, []string{"src/**"}, []Offence{{Path: "GNUmakefile", Why: "outside changes"}}))
+	f.Add(o)
+	ev := Green([]string{"true"}, 0, TailText{})
+	ev.Evidence = &Evidence{Report: "junit.xml", Tests: 3, Skipped: 1}
+	e, _ := json.Marshal(ev)
+	f.Add(e)
 	f.Add([]byte(`{"passed":true,"exit":0,"command":["true"],"output_tail":"","output_sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","output_bytes":0,"duration_ms":1}`))
 	f.Add([]byte(`{"passed":true,"exit":0,"command":["true"],"output_tail":"","output_sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","output_bytes":0,"duration_ms":1,"cache":"/var/cache/agora-verify"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
