@@ -179,8 +179,9 @@ type Record struct {
 
 	// Verify is the dispatch's verify gate, and Verdict what agora observed running it in a
 	// fresh sandbox once the agent finished: exit status, duration, the last 16 KiB of output
-	// (redacted; host paths masked here, output_sha256 is of the tail as recorded) and the
-	// protected paths a patch touched. A red verdict ends the dispatch failed/verify-failed.
+	// (redacted; host paths masked here, output_sha256 is of the tail as recorded), the
+	// protected paths a patch touched or those outside its changes, and the counts of the
+	// JUnit report a gate with expect read. A red verdict ends the dispatch failed/verify-failed.
 	Verify  *verdict.Spec    `json:"verify,omitempty"`
 	Verdict *verdict.Verdict `json:"verdict,omitempty"`
 }
