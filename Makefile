@@ -4,7 +4,7 @@
 GO ?= go
 export CGO_ENABLED ?= 0
 
-.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean k8s-tools s3-tools oidc-tools helm-tools helm-render registry-tools gvisor-tools netpol-tools k8s-cluster image podman test-containers test-k8s test-ui bench-targets
+.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean stress stress-all test-clock k8s-tools s3-tools oidc-tools helm-tools helm-render registry-tools gvisor-tools netpol-tools k8s-cluster image podman test-containers test-k8s test-ui bench-targets
 
 # build makes agora's three programs side by side: bin/agora (the small front people type:
 # it hands `agora dispatch run` to a running serve and execs agora-full for everything else),
@@ -132,6 +132,24 @@ netpol-tools:
 # That control plane held for manual use, with an admin kubeconfig in .cache/k8s/kubeconfig.
 k8s-cluster: k8s-tools
 	./scripts/k8s-cluster.sh
+
+# Flakes hunted before they ship: a package's tests N times beside a busy loop on every core,
+# each failed test named (scripts/stress.sh). Run it on a package that runs real processes
+# before submitting a change to it; stress-all does every such package. Nothing re-runs a
+# failed test to pass, here or in CI: a test that fails under load is fixed.
+N ?= 5
+RUN ?=
+STRESS_PKGS = ./internal/dispatch ./internal/orch/service ./internal/compute/... ./internal/k8stest \
+	./internal/mcpserver ./internal/replicate ./internal/egress/proxy ./internal/cli
+stress:
+	@test -n "$(PKG)" || { echo "make stress: name the package, e.g. make stress PKG=./internal/replicate N=5"; exit 2; }
+	./scripts/stress.sh -n $(N) $(if $(RUN),-run '$(RUN)') $(PKG)
+stress-all:
+	./scripts/stress.sh -n $(N) $(if $(RUN),-run '$(RUN)') $(STRESS_PKGS)
+
+# How much of the suite runs on the wall clock: sleeps, polling deadlines, t.Parallel, synctest.
+test-clock:
+	@$(GO) run scripts/testclock.go
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...

@@ -47,6 +47,7 @@ var readAllowed = map[string]string{
 	"cli/dispatch_handoff.go:ownPrivate: os.Lstat":                "AGORA_HOME/orch and orch.sock, the host's own directory (no sandbox binds it): their type, mode and owner decide whether the CLI trusts serve",
 	"cli/dispatch_resident_start.go:openResidentLog: os.OpenFile": "creates or appends AGORA_HOME/orch/resident.log in this user's 0700 orch/ (no sandbox binds it), write-only, O_NOFOLLOW|O_NONBLOCK, regular files only",
 	"cli/orch_handoff.go:newHandoffRunner: os.Stat":               "/proc/self/exe, serve's own executable",
+	"cli/orch_gatewarn.go:enclosingRepo: os.Lstat":                "the person's current directory and its parents, looking for .git (orch validate; no sandbox is involved)",
 	"cli/orch_handoff.go:fileSum: os.ReadFile":                    "AGORA_HOME/agora.yaml, the operator's config (no sandbox binds it), hashed to tell an edit since serve started",
 	"cli/orch_handoff.go:isRunning: os.Stat":                      "serve's own executable path, to tell a replacement since it started",
 	"cli/orch_handoff.go:peerNotAgora: os.Readlink":               "/proc/PID/exe of the peer of orch.sock (or of resident.sock, for --stop): the kernel's link",

@@ -49,8 +49,13 @@ registered: a person reviews the file and registers it.
 
 The evidence is each dispatch's audit entries: learn mode's would-deny entries (run the
 dispatches with 'agora dispatch run --learn' to record what the grant refused instead of
-refusing it), the egress proxy's connections and refused requests, the worker's tool
-decisions, and the command an exec subagent runs. Agents wrote it, so it is read as hostile:
+refusing it), the egress proxy's connections, the worker's tool decisions, and the command an
+exec subagent runs. Only what the proxy let through is proposed: a connection the dispatch's
+grant admitted or, in a learn dispatch, a host egress.learn_hosts admitted (agora.yaml) and
+the requests made to it. What the proxy refused (a connection, a request), in any dispatch,
+is listed apart under "not proposed: the agent tried it, the proxy refused it" (-o json:
+proxy_refused) and never written to capability.yaml: a host the agent tried is not a host
+the work used. Agents wrote the evidence, so it is read as hostile:
 
   - commands are proposed word for word, glob characters escaped (an argument "*" stays the
     literal "*"); a word with spaces, control or non-ASCII bytes is refused, not proposed;
@@ -65,14 +70,14 @@ method under one parent become that parent as a prefix (never "/"). --narrow tur
 the tightest grant that admits exactly the evidence.
 
 What the audit does not hold cannot be proposed from evidence: an allowed tool call's
-arguments are kept only as a hash, and the proxy records a request's method and path only
-when it refuses it. Such calls keep the patterns and rules of the dispatch's grant that
+arguments are kept only as a hash, and the proxy records an allowed request's method and path
+only in a learn dispatch. Such calls keep the patterns and rules of the dispatch's grant that
 admitted them (narrowed to the host and port seen), marked "kept".
 
 --out DIR writes DIR/capability.yaml; DIR must not exist (it is created fresh, and a symlink
 is never followed) unless --force, which replaces the capability.yaml of a directory holding
 nothing else. Without --out nothing is written. -o json prints the proposal, the diff, the
-refusals and the file's text as one document.
+refusals (proxy_refused and refused) and the file's text as one document.
 
 This is a deploy-time command of the CLI: no MCP tool can suggest, learn or register.`,
 		Example: `  agora capability suggest --from 20261124T0901-ab12,20261124T0902-cd34 --out ./caps/learned
@@ -193,18 +198,8 @@ func printSuggestion(w io.Writer, res capabilitySuggestResult) {
 			fmt.Fprintf(w, "    %s\n", plain(it.Text))
 		}
 	})
-	section(w, "not proposed:", len(p.Refused), func() {
-		for _, r := range p.Refused {
-			times := ""
-			if r.Count > 1 {
-				times = fmt.Sprintf(", %d times", r.Count)
-			}
-			fmt.Fprintf(w, "  - %s %s: %s (dispatch %s%s)\n", r.Kind, plain(r.Item), plain(r.Reason), plain(r.Dispatch), times)
-		}
-		if p.RefusedMore > 0 {
-			fmt.Fprintf(w, "  - and %d more\n", p.RefusedMore)
-		}
-	})
+	refusals(w, "not proposed: the agent tried it, the proxy refused it:", p.ProxyRefused, p.ProxyRefusedMore)
+	refusals(w, "not proposed:", p.Refused, p.RefusedMore)
 	notes := p.Notes
 	if len(res.Unended) > 0 {
 		notes = append(notes, "not ended yet, so their evidence may be partial: "+plain(strings.Join(res.Unended, ", ")))
@@ -224,6 +219,22 @@ func printSuggestion(w io.Writer, res capabilitySuggestResult) {
 	for _, r := range p.Diff.Removed {
 		fmt.Fprintf(w, "  - %s\n", plain(r))
 	}
+}
+
+// refusals writes a section of evidence not proposed, and why.
+func refusals(w io.Writer, head string, rs []suggest.Refusal, more int) {
+	section(w, head, len(rs)+more, func() {
+		for _, r := range rs {
+			times := ""
+			if r.Count > 1 {
+				times = fmt.Sprintf(", %d times", r.Count)
+			}
+			fmt.Fprintf(w, "  - %s %s: %s (dispatch %s%s)\n", r.Kind, plain(r.Item), plain(r.Reason), plain(r.Dispatch), times)
+		}
+		if more > 0 {
+			fmt.Fprintf(w, "  - and %d more\n", more)
+		}
+	})
 }
 
 func section(w io.Writer, head string, n int, body func()) {

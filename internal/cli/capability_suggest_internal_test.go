@@ -28,6 +28,8 @@ func TestPrintSuggestion_HostileEvidence(t *testing.T) {
 		{entry.FileWouldDeny, map[string]any{entry.KeyPath: "etc/\x00passwd\r\n", entry.KeyOp: "write\x1b[31m"}},
 		{entry.NetRequest, map[string]any{entry.KeyHost: "ok.example", entry.KeyPort: int64(443), entry.KeyMethod: "GET", entry.KeyPath: "/a\x1b[1m"}},
 		{entry.NetRequest, map[string]any{entry.KeyHost: "ok.example", entry.KeyPort: int64(443), entry.KeyMethod: "GET", entry.KeyPath: "/caf\u00e9"}},
+		{entry.NetConnect, map[string]any{entry.KeyHost: "api.github.com.exfil.example\n  + connects to evil\u202e", entry.KeyPort: int64(443),
+			entry.KeyDecision: "deny", entry.KeyReason: "not in the grant\x1b[2J"}},
 	} {
 		d.Entry(e.kind, e.details)
 	}
@@ -54,8 +56,13 @@ func TestPrintSuggestion_HostileEvidence(t *testing.T) {
 	if want := []string{"  + uses the tool run_command", "  + runs `ls`", "  + tools: run_command", `  + commands: "ls"`}; !slices.Equal(plus, want) {
 		t.Errorf("added lines %q, want %q:\n%s", plus, want, out)
 	}
-	if len(p.Refused) != 7 {
-		t.Errorf("refused %d, want 7:\n%s", len(p.Refused), out)
+	if len(p.Refused) != 5 || len(p.ProxyRefused) != 3 {
+		t.Errorf("refused %d and %d by the proxy, want 5 and 3:\n%s", len(p.Refused), len(p.ProxyRefused), out)
+	}
+	head, rest, _ := strings.Cut(string(out), "not proposed: the agent tried it, the proxy refused it:\n")
+	apart, _, _ := strings.Cut(rest, "not proposed:\n")
+	if strings.Contains(head, "exfil") || !strings.Contains(apart, `  - egress "api.github.com.exfil.example\n  + connects to evil\u202e:443": the egress proxy refused it: not in the grant?[2J`) {
+		t.Errorf("the proxy's refusals are not listed apart, quoted:\n%s", out)
 	}
 }
 
@@ -74,11 +81,11 @@ func TestCapabilitySuggestJSON_Fields(t *testing.T) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"capability_yaml", "diff", "dispatches", "entries", "grant", "items", "notes", "refused", "subagent", "unended"}
+	want := []string{"capability_yaml", "diff", "dispatches", "entries", "grant", "items", "notes", "proxy_refused", "refused", "subagent", "unended"}
 	if got := slices.Sorted(maps.Keys(doc)); !slices.Equal(got, want) {
 		t.Errorf("fields %q, want %q", got, want)
 	}
-	for _, k := range []string{"items", "notes", "refused", "unended"} {
+	for _, k := range []string{"items", "notes", "proxy_refused", "refused", "unended"} {
 		if string(doc[k]) != "[]" {
 			t.Errorf("%s = %s, want []", k, doc[k])
 		}

@@ -127,11 +127,11 @@ func (e *suggestE2E) dispatch(path string, flags ...string) (string, int) {
 	return rec.ID, refusals(e.t, e.must("audit", "log", "-o", "json"), rec.ID)
 }
 
-// TestCapabilitySuggest_EndToEnd is #30's test with the real binary and bubblewrap: three
-// dispatches of an exec subagent whose grant refuses their requests (each refusal a net.request
-// entry), then `capability suggest` over the three, `capability register` of what it wrote
-// as is, and the subagent's next version on it: the same three dispatches run with zero
-// refusals, and a fourth, different one is refused.
+// TestCapabilitySuggest_EndToEnd runs the real binary and bubblewrap: three dispatches of an
+// exec subagent whose grant refuses their requests (each refusal a net.request entry). suggest
+// proposes none of them: it lists them apart, as the agent tried them and the proxy refused
+// them, and the capability.yaml it writes admits none of them.
+// What the work needs beyond its grant is learned with --learn (the test below).
 func TestCapabilitySuggest_EndToEnd(t *testing.T) {
 	e := newSuggestE2E(t, false)
 	paths := []string{"/repos/acme/a", "/repos/acme/b", "/issues/1"}
@@ -143,7 +143,26 @@ func TestCapabilitySuggest_EndToEnd(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	e.suggestRegisterRerun(ids, paths)
+	capDir := filepath.Join(e.dir, "proposed")
+	out := e.must("capability", "suggest", "--from", strings.Join(ids, ","), "--narrow", "--out", capDir)
+	proposed, apart, ok := strings.Cut(out, "not proposed: the agent tried it, the proxy refused it:\n")
+	if !ok || strings.Contains(proposed, "/repos/acme") || strings.Contains(proposed, "+ egress") {
+		t.Errorf("suggest proposes what the proxy refused, or does not list it apart:\n%s", out)
+	}
+	for _, p := range paths {
+		if !strings.Contains(apart, "  - egress GET "+suggestUpstream+":"+e.port+p+": the egress proxy refused it") {
+			t.Errorf("the refused GET %s is not listed apart:\n%s", p, out)
+		}
+	}
+	y, err := os.ReadFile(filepath.Join(capDir, "capability.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The proxy refused each request before it connected: nothing reached the host, so no
+	// rule is proposed for it.
+	if strings.Contains(string(y), suggestUpstream) || !strings.Contains(string(y), "egress: []") {
+		t.Errorf("capability.yaml admits a host the proxy refused every request to:\n%s", y)
+	}
 }
 
 // TestCapabilitySuggest_LearnEndToEnd is #30's test on learn dispatches: fetcher holds no

@@ -152,12 +152,17 @@ runtimes reach their model through a gateway on the host that holds the API key 
 or ANTHROPIC_API_KEY from the env bundles); the sandbox never sees it. See docs/runtimes.md.
 
 --verify CMD is a verify gate: after the agent, agora checks its work itself. A patch touching
-a --protect glob is red at once, naming the paths; otherwise CMD (one simple command, split
-as sh would, no shell) runs in a fresh sandbox of the target on the base tree plus the
-patch, with no model key, no env bundle values or secrets and no network. The verdict is the
-exit status and the end of the output agora read from that sandbox (the last 16 KiB,
-redacted, hashed), shown in the summary and 'agora dispatch describe'. Red ends the dispatch
-failed/verify-failed (exit 3) with the patch kept. See docs/plan.md, "Verify gates".
+a --protect glob, or with --changes any path outside them (added, removed, renamed, re-moded,
+a link leaving them, a submodule), is red at once, naming the paths; name what the work may
+change with --changes, since any new file can change what CMD runs (a unittest/__main__.py,
+a conftest.py, a GNUmakefile). Otherwise CMD (one simple command, split as sh would, no
+shell) runs in a fresh sandbox of the target on the base tree plus the patch, with no model
+key, no env bundle values or secrets and no network. The verdict is the exit status and the
+end of the output agora read from that sandbox (the last 16 KiB, redacted, hashed), shown in
+the summary and 'agora dispatch describe'; with --expect-junit NAME, exit 0 is green only
+when CMD wrote the JUnit report $AGORA_REPORT/NAME showing its tests ran and passed. Red ends
+the dispatch failed/verify-failed (exit 3) with the patch kept. See docs/plan.md, "Verify
+gates".
 
 --learn runs a learn dispatch: what the grant would refuse (tools, commands, hosts with their
 methods and paths) is recorded as a would_deny audit entry instead of refused, inside the same

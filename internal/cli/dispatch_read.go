@@ -140,7 +140,7 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 		fmt.Fprintf(w, "parent:    %s\n", r.ParentID)
 	}
 	if r.RunID != "" {
-		fmt.Fprintf(w, "run:       %s, task %s (answered and cancelled through the run)\n", r.RunID, r.TaskID)
+		fmt.Fprintf(w, "run:       %s, task %s (an attempt of that task: answer or cancel it through the run)\n", r.RunID, r.TaskID)
 	}
 	if r.ChildID != "" {
 		at := ""

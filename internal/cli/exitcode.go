@@ -48,7 +48,7 @@ func exitTable() []exitRow {
 		{ExitNeedsInput, "needs input", "a dispatch or a run is waiting for an answer (agora dispatch resume, agora orch answer)"},
 		{ExitCheckFailed, "check failed", "a verification found a failed check (agora verify)"},
 		{ExitNotFound, "not found", `a name or id given names nothing: KIND "ID" not found (dispatch, run, task, subagent, capability, env bundle, workspace, target, schedule)`},
-		{ExitInvalid, "invalid input", "a file or request the command read is malformed or failed validation (a manifest, a plan, a capability); nothing was done"},
+		{ExitInvalid, "invalid input", "a file or request the command was given is missing, malformed or failed validation (a manifest, a plan, a capability, a cron spec, a name in use); nothing was done"},
 		{ExitInterrupted, "interrupted", "Ctrl-C or SIGTERM; the message says what became of the work (cancelled and recorded, still running, or nothing changed)"},
 	}
 }

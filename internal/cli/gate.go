@@ -14,9 +14,12 @@ import (
 
 // verifyFlags are dispatch run's verify gate flags.
 type verifyFlags struct {
-	line    string
-	timeout time.Duration
-	protect []string
+	line     string
+	timeout  time.Duration
+	protect  []string
+	changes  []string
+	junit    string
+	minTests int
 }
 
 func (v *verifyFlags) add(cmd *cobra.Command) {
@@ -24,22 +27,36 @@ func (v *verifyFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&v.line, "verify", "", "after the agent, run this command in a fresh sandbox on the base tree plus its patch; a failure ends the dispatch failed/verify-failed (one simple command: no shell operators, expansions or globs)")
 	fl.DurationVar(&v.timeout, "verify-timeout", 0, "the verify command's wall clock (default 10m, at most the target's timeout)")
 	fl.StringArrayVar(&v.protect, "protect", nil, "with --verify: a path glob the patch must not touch, such as '**/*_test.go' (repeatable)")
+	fl.StringArrayVar(&v.changes, "changes", nil, "with --verify: a path glob the patch may touch, such as 'src/**' (repeatable); with any, a patch touching another path, linking outside them or adding a submodule is red before the command runs (a directory needs /**: 'tests' is that path alone)")
+	fl.StringVar(&v.junit, "expect-junit", "", "with --verify: the JUnit XML report NAME the command writes in $AGORA_REPORT (/agora/report); exit 0 is green only when it shows its tests ran and passed")
+	fl.IntVar(&v.minTests, "expect-min-tests", 0, "with --expect-junit: the fewest tests the report must show ran (default 1)")
 }
 
 // spec is the gate the flags ask for, nil without --verify.
 func (v *verifyFlags) spec(cmd *cobra.Command) (*verdict.Spec, error) {
 	fl := cmd.Flags()
 	if !fl.Changed("verify") {
-		if fl.Changed("verify-timeout") || fl.Changed("protect") {
-			return nil, usageErrorf(cmd, "--verify-timeout and --protect need --verify: name the command that checks the work")
+		for _, name := range []string{"verify-timeout", "protect", "changes", "expect-junit", "expect-min-tests"} {
+			if fl.Changed(name) {
+				return nil, usageErrorf(cmd, "--%s needs --verify: name the command that checks the work", name)
+			}
 		}
 		return nil, nil
+	}
+	if fl.Changed("expect-min-tests") && !fl.Changed("expect-junit") {
+		return nil, usageErrorf(cmd, "--expect-min-tests needs --expect-junit: name the report the command writes")
+	}
+	if fl.Changed("expect-min-tests") && v.minTests < 1 {
+		return nil, usageErrorf(cmd, "--expect-min-tests must be at least 1")
 	}
 	argv, err := shellwords.Split(v.line)
 	if err != nil {
 		return nil, usageErrorf(cmd, "--verify %q: %v; give one simple command such as 'go test ./...' (for pipes or redirections, name a script in the repository)", v.line, err)
 	}
-	s := &verdict.Spec{Command: argv, Timeout: v.timeout, Protect: v.protect}
+	s := &verdict.Spec{Command: argv, Timeout: v.timeout, Protect: v.protect, Changes: v.changes}
+	if fl.Changed("expect-junit") {
+		s.Expect = &verdict.Expect{JUnit: v.junit, MinTests: v.minTests}
+	}
 	if fl.Changed("verify-timeout") && v.timeout <= 0 {
 		return nil, usageErrorf(cmd, "--verify-timeout must be more than 0s")
 	}
@@ -54,8 +71,14 @@ func (v *verifyFlags) spec(cmd *cobra.Command) (*verdict.Spec, error) {
 func printGate(w io.Writer, label string, s *verdict.Spec, v *verdict.Verdict, tailLines int) {
 	if s != nil {
 		line := fmt.Sprintf("%s (timeout %s", quoteArgv(s.Command), s.Effective().Timeout)
+		if len(s.Changes) > 0 {
+			line += "; changes " + strings.Join(s.Changes, ", ")
+		}
 		if len(s.Protect) > 0 {
 			line += "; protect " + strings.Join(s.Protect, ", ")
+		}
+		if e := s.Expect; e != nil {
+			line += fmt.Sprintf("; expect %s with at least %d test(s)", e.JUnit, e.Min())
 		}
 		fmt.Fprintf(w, "%s%s)\n", label, agentText(line))
 	}

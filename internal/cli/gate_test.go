@@ -28,8 +28,18 @@ func TestNewDispatchRunCmd_Verify(t *testing.T) {
 		{args: []string{"--verify", "go test ./... | tee log"}, wantErr: "one simple command"},
 		{args: []string{"--verify", "go test $PKG"}, wantErr: "one simple command"},
 		{args: []string{"--verify", ""}, wantErr: "--verify"},
-		{args: []string{"--protect", "**/*_test.go"}, wantErr: "need --verify"},
-		{args: []string{"--verify-timeout", "1m"}, wantErr: "need --verify"},
+		{args: []string{"--protect", "**/*_test.go"}, wantErr: "--protect needs --verify"},
+		{args: []string{"--verify-timeout", "1m"}, wantErr: "--verify-timeout needs --verify"},
+		{args: []string{"--changes", "src/**"}, wantErr: "--changes needs --verify"},
+		{args: []string{"--expect-junit", "j.xml"}, wantErr: "--expect-junit needs --verify"},
+		{args: []string{"--verify", "true", "--expect-min-tests", "2"}, wantErr: "--expect-min-tests needs --expect-junit"},
+		{args: []string{"--verify", "true", "--expect-junit", "j.xml", "--expect-min-tests", "0"}, wantErr: "at least 1"},
+		{args: []string{"--verify", "true", "--expect-junit", "a/j.xml"}, wantErr: "file name"},
+		{args: []string{"--verify", "true", "--changes", "src/**", "--changes", "src/**"}, wantErr: "twice"},
+		{args: []string{"--verify", "make test", "--changes", "src/**", "--changes", "docs/**", "--expect-junit", "junit.xml", "--expect-min-tests", "3"},
+			want: &verdict.Spec{Command: []string{"make", "test"}, Changes: []string{"src/**", "docs/**"}, Expect: &verdict.Expect{JUnit: "junit.xml", MinTests: 3}}},
+		{args: []string{"--verify", "make test", "--expect-junit", "junit.xml"},
+			want: &verdict.Spec{Command: []string{"make", "test"}, Expect: &verdict.Expect{JUnit: "junit.xml"}}},
 		{args: []string{"--verify", "true", "--verify-timeout", "0s"}, wantErr: "more than 0s"},
 		{args: []string{"--verify", "true", "--protect", "/etc/**"}, wantErr: "relative"},
 	} {
@@ -86,5 +96,30 @@ func TestPrintRecord_Verdict(t *testing.T) {
 	}
 	if got := taskVerdict(api.Task{}); got != "-" {
 		t.Errorf("VERIFY column %q", got)
+	}
+}
+
+// TestPrintGate_ChangesExpect: the gate line names its changes and the evidence it expects;
+// a green verdict with evidence says the counts, a red one its paths.
+func TestPrintGate_ChangesExpect(t *testing.T) {
+	spec := &verdict.Spec{Command: []string{"make", "test"}, Timeout: verdict.DefaultTimeout, Changes: []string{"src/**"},
+		Expect: &verdict.Expect{JUnit: "junit.xml", MinTests: 3}}
+	v := verdict.Green(spec.Command, 2*time.Second, verdict.TailText{})
+	v.Evidence = &verdict.Evidence{Report: "junit.xml", Tests: 4, Skipped: 1}
+	var b bytes.Buffer
+	printGate(&b, "verify:    ", spec, &v, 0)
+	for _, want := range []string{
+		"verify:    make test (timeout 10m0s; changes src/**; expect junit.xml with at least 3 test(s))\n",
+		"           verdict passed (exit 0, 2s; 4 tests, 0 failures, 0 errors, 1 skipped)\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	red := verdict.OutsideChanges(spec.Command, spec.Changes, []verdict.Offence{{Path: "GNUmakefile", Why: "outside changes"}})
+	printGate(&b, "verify:    ", spec, &red, 0)
+	if want := `verdict failed: outside-changes: the patch touches 1 path(s) the gate does not admit (changes: src/**): "GNUmakefile" (outside changes); the command did not run`; !strings.Contains(b.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, b.String())
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/capped"
 	"github.com/agora-dev/agora/internal/catalog/view"
+	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
 	"github.com/agora-dev/agora/internal/orch/plan"
@@ -31,7 +32,9 @@ func readPlan(f *Factory, path string) (string, []byte, error) {
 	}
 	b, err := capped.ReadFile(path, plan.MaxSourceSize+1)
 	if err != nil {
-		return "", nil, fmt.Errorf("read plan: %w", err)
+		// The plan the command was given cannot be read (not there, not a file, too big):
+		// invalid input, like a plan that does not parse.
+		return "", nil, errclass.AsInvalid(fmt.Errorf("read plan: %w", err))
 	}
 	return path, b, nil
 }
@@ -57,6 +60,12 @@ type validateResult struct {
 	Edges          int    `json:"edges"`
 	Locks          int    `json:"locks"`
 	CatalogChecked bool   `json:"catalog_checked"`
+	// Warnings advise on the plan's verify gates (a gate without changes, a glob naming a
+	// directory without /**); they never make it invalid.
+	Warnings []plan.Warning `json:"warnings"`
+	// BaseTree is the repository and revision the gates' globs were checked against ("" for
+	// none).
+	BaseTree string `json:"base_tree,omitempty"`
 }
 
 func newOrchValidateCmd(f *Factory, runF func(*planOptions) error) *cobra.Command {
@@ -67,9 +76,16 @@ func newOrchValidateCmd(f *Factory, runF func(*planOptions) error) *cobra.Comman
 		Long: `Check a plan (YAML or JSON, '-' for stdin) the way 'agora orch serve' does at submit,
 without the service: the schema, the graph (unknown tasks, cycles printed as their path),
 locks, retries and timeouts. When AGORA_HOME holds a catalog, subagent and env references,
-targets and the plan's workspace and revision are checked against it in the same pass.`,
-		Example: `  agora orch validate examples/plans/demo.yaml`,
-		Args:    exactArgs(1, "PLAN"),
+targets and the plan's workspace and revision are checked against it in the same pass.
+
+Warnings (on stderr; they never fail the command) advise on verify gates: a gate without
+changes, which any new file can get past (runner shadowing such as unittest/__main__.py,
+conftest.py, GNUmakefile), and a changes or protect glob that names a directory of the base
+tree without /** ("tests" is that path alone). The base tree is --repo PATH[@REV], else the
+git repository the current directory is in, at HEAD.`,
+		Example: `  agora orch validate examples/plans/demo.yaml
+  agora orch validate nightly.yaml --repo ~/src/app@main`,
+		Args: exactArgs(1, "PLAN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.path = args[0]
 			if err := checkOutput(cmd, opts.output); err != nil {
@@ -79,6 +95,7 @@ targets and the plan's workspace and revision are checked against it in the same
 		},
 	}
 	addOutputFlag(cmd, &opts.output)
+	cmd.Flags().StringVar(&opts.repo, "repo", "", "git repository whose tree the gates' globs are checked against: PATH or PATH@REV (default: the current directory's repository at HEAD)")
 	return cmd
 }
 
@@ -105,7 +122,7 @@ func orchValidateRun(ctx context.Context, opts *planOptions) error {
 	if err != nil {
 		if opts.output == formatJSON {
 			// The problems are the result: printed, and still an error for the exit code.
-			writeJSON(f.IO.Out, validateResult{Plan: name, Error: err.Error(), CatalogChecked: refs != nil})
+			writeJSON(f.IO.Out, validateResult{Plan: name, Error: err.Error(), CatalogChecked: refs != nil, Warnings: []plan.Warning{}})
 		}
 		return err
 	}
@@ -116,11 +133,23 @@ func orchValidateRun(ctx context.Context, opts *planOptions) error {
 			locks[l.Name] = true
 		}
 	}
-	if opts.output == formatJSON {
-		return writeJSON(f.IO.Out, validateResult{Plan: p.Name, Valid: true, Tasks: len(p.Tasks), Edges: edges, Locks: len(locks), CatalogChecked: refs != nil})
+	warnings, base, err := gateWarnings(ctx, opts, p)
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(f.IO.Out, "plan %s is valid: %s, %s, %s; %s\n", p.Name, plural(len(p.Tasks), "task"),
-		plural(edges, "edge"), plural(len(locks), "lock"), checked)
+	for _, w := range warnings {
+		fmt.Fprintf(f.IO.ErrOut, "agora: warning: %s: %s\n", name, w)
+	}
+	if opts.output == formatJSON {
+		return writeJSON(f.IO.Out, validateResult{Plan: p.Name, Valid: true, Tasks: len(p.Tasks), Edges: edges, Locks: len(locks),
+			CatalogChecked: refs != nil, Warnings: warnings, BaseTree: base})
+	}
+	globs := "gate globs checked against " + base
+	if base == "" {
+		globs = "gate globs not checked against a tree (no git repository here: --repo)"
+	}
+	fmt.Fprintf(f.IO.Out, "plan %s is valid: %s, %s, %s; %s; %s\n", p.Name, plural(len(p.Tasks), "task"),
+		plural(edges, "edge"), plural(len(locks), "lock"), checked, globs)
 	return nil
 }
 

@@ -344,6 +344,29 @@ func (c catalogRefs) PinSubagent(ctx context.Context, ref string) (string, error
 	return v.Ref(), nil
 }
 
+// Reviewer resolves subagent ref and refuses it as a reviewer on target where it could give
+// no final answer its worker vouches for (dispatchexec.ReviewerRefusal). An unknown target is
+// the target check's to report.
+func (c catalogRefs) Reviewer(ctx context.Context, ref, target string) error {
+	v, err := c.r.Resolve(ctx, catalog.KindSubagent, ref)
+	if err != nil {
+		return err
+	}
+	b, err := c.r.Content(v)
+	if err != nil {
+		return err
+	}
+	doc, err := catalog.ParseSubagentDoc(b)
+	if err != nil {
+		return fmt.Errorf("subagent %q: %w", ref, err)
+	}
+	t, err := c.targets(target)
+	if err != nil {
+		return nil
+	}
+	return dispatchexec.ReviewerRefusal(ref, doc.Runtime, target, t)
+}
+
 func (c catalogRefs) Env(ctx context.Context, ref string) error {
 	_, err := c.r.Resolve(ctx, catalog.KindEnv, ref)
 	return err

@@ -97,14 +97,14 @@ func MCPHidden(r *Record) error {
 }
 
 // MCPReadOnly returns why an MCP client may not answer or cancel r, or nil when it may: what
-// [MCPHidden] refuses, and a run's attempt, which its run answers and cancels (agora orch
-// answer, agora orch cancel on the host).
+// [MCPHidden] refuses, and a run's attempt, which is answered or cancelled only through its run
+// (agora orch answer, agora orch cancel on the host).
 func MCPReadOnly(r *Record) error {
 	if err := MCPHidden(r); err != nil {
 		return err
 	}
 	if r.RunID != "" {
-		return reqErr("dispatch %s is an attempt of task %q of run %s; a run's attempts are answered and cancelled through the run, "+
+		return reqErr("dispatch %s is an attempt of task %q of run %s; answer or cancel it through the run, "+
 			"on the host: %s", r.ID, r.TaskID, r.RunID, api.AnswerCommand(r.RunID, r.TaskID))
 	}
 	return nil

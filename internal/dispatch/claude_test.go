@@ -141,6 +141,11 @@ func TestModel_ClaudeCode(t *testing.T) {
 	if !strings.Contains(tr, `"type":"result"`) || !strings.Contains(tr, "hello from the fake model") {
 		t.Errorf("transcript lacks the result event:\n%s", tr)
 	}
+	// A claude the capability ships is a file the sandbox can read, so the CLI is dumpable:
+	// its answer is an output, never a vouched final (a review is read from nowhere else).
+	if final := e.output(r, "final.md"); !strings.Contains(final, "hello from the fake model") || r.Result.Final != nil {
+		t.Errorf("final.md %q, the record's final %+v; want the answer as an output only", final, r.Result.Final)
+	}
 	for name, s := range map[string]string{"stdout": e.blob(r.Result.Stdout), "stderr": e.blob(r.Result.Stderr), "transcript": tr} {
 		if strings.Contains(s, testAnthropicKey) {
 			t.Errorf("stored %s holds the key", name)
@@ -171,6 +176,10 @@ func TestModel_SandboxNone(t *testing.T) {
 	}
 	if final := e.output(r, "final.md"); !strings.Contains(final, "a.txt") {
 		t.Errorf("final.md = %q, want the listing", final)
+	}
+	// No stop step ran (no PID namespace): the answer is not vouched for.
+	if r.Result.Final != nil {
+		t.Errorf("the record's final %+v, want none without a sandbox", r.Result.Final)
 	}
 	if n := len(srv.Accepted()); n != 2 {
 		t.Errorf("the model got %d requests, want 2", n)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/sandboxfs"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/verdict"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -19,12 +22,14 @@ import (
 
 // The verify gate (docs/plan.md, "Verify gates"): after the agent's sandbox has ended and its
 // patch is stored, the supervisor builds a fresh tree (the base checkout plus the stored
-// patch, host side, with git's own checks), refuses a patch touching a protected path before
-// anything runs, then runs the gate's command in a NEW sandbox of the same target: no model
-// key, no gateway, no secrets, no network, none of the agent's files but its patch, and none
-// of its processes (its sandbox was torn down and reaped before). The verdict is the host's
-// own observation of that sandbox: the process's exit status and its stdout and stderr read
-// from the pipe, redacted with the dispatch's secret values, the last 16 KiB kept and hashed.
+// patch, host side, with git's own checks), refuses a patch touching a protected path, or a
+// path its changes do not admit, before anything runs, then runs the gate's command in a NEW
+// sandbox of the same target: no model key, no gateway, no secrets, no network, none of the
+// agent's files but its patch, and none of its processes (its sandbox was torn down and
+// reaped before). The verdict is the host's own observation of that sandbox: the process's
+// exit status and its stdout and stderr read from the pipe, redacted with the dispatch's
+// secret values, the last 16 KiB kept and hashed; with expect, also the JUnit report the
+// command left in a report directory agora made for it, read once every process is gone.
 
 // PhaseVerify is the host-side phase of a dispatch's verify gate, after capture.
 const PhaseVerify = "verify"
@@ -54,9 +59,8 @@ func checkVerify(s *verdict.Spec, name string, t config.Target) (*verdict.Spec, 
 	if s.Timeout > t.Timeout {
 		return nil, reqErr("verify timeout %s is over target %q's limit of %s", s.Timeout, name, t.Timeout)
 	}
-	e := s.Effective()
+	e := s.Effective().Clone()
 	e.Timeout = min(e.Timeout, t.Timeout)
-	e.Command, e.Protect = slices.Clone(e.Command), slices.Clone(e.Protect)
 	return &e, nil
 }
 
@@ -131,6 +135,20 @@ func (d *Dispatcher) runGate(ctx context.Context, r *Record, st *stage, provider
 		v := verdict.Protected(spec.Command, hits)
 		return &v, nil
 	}
+	if len(spec.Changes) > 0 {
+		off, err := admit(ctx, spec, tree)
+		if err != nil {
+			fl := failed(ReasonProviderFailed, "verify: %v", err)
+			return nil, &fl
+		}
+		if len(off) > 0 {
+			for i := range off {
+				off[i].Path, off[i].Why = red.String(off[i].Path), red.String(off[i].Why)
+			}
+			v := verdict.OutsideChanges(spec.Command, spec.Changes, off)
+			return &v, nil
+		}
+	}
 	if err := tree.checkout(ctx); err != nil {
 		if full := st.diskExceeded(r.Target); full != "" {
 			fl := failed(ReasonLimitExceeded, "verify: %s while applying the patch", full)
@@ -169,6 +187,18 @@ func (d *Dispatcher) runGateCommand(ctx context.Context, r *Record, st *stage, p
 		Stdout: stdout, Stderr: stderr,
 		RunAs: st.owner,
 		Binds: []compute.Bind{{Src: dir, Dst: wire.WorkspacePath, Writable: true}},
+	}
+	report := ""
+	if spec.Expect != nil {
+		var err error
+		if report, err = st.reportDir(); err != nil {
+			stdout.Close()
+			stderr.Close()
+			fl := failed(ReasonProviderFailed, "verify: %v", err)
+			return nil, &fl
+		}
+		s.Binds = append(s.Binds, compute.Bind{Src: report, Dst: verdict.ReportPath, Writable: true, Result: true})
+		s.Env = append(s.Env, "AGORA_REPORT="+verdict.ReportPath)
 	}
 	if target.VerifyCache != "" {
 		b, err := verifyCacheBind(target.VerifyCache, filepath.Dir(filepath.Clean(d.StateDir)))
@@ -237,8 +267,86 @@ func (d *Dispatcher) runGateCommand(ctx context.Context, r *Record, st *stage, p
 	default:
 		v = verdict.Green(spec.Command, took, text)
 	}
+	if spec.Expect != nil && !exit.TimedOut {
+		// Every process of the sandbox is gone (Wait's contract): the report is final.
+		ev, why := readEvidence(report, *spec.Expect)
+		v.Evidence = ev
+		if why == "" && ev != nil {
+			why = ev.Judge(spec.Expect.Min())
+		}
+		if v.Passed && why != "" {
+			v = verdict.Red(verdict.ReasonEvidence, red.String(why), 0, spec.Command, took, text)
+			v.Evidence = ev
+		}
+	}
 	v.Cache = target.VerifyCache
 	return &v, nil
+}
+
+// reportName is the gate's report directory in the stage, beside its tree.
+const reportName = "verify-report"
+
+// reportDir makes the gate's report directory: new and empty (whatever was there is
+// removed), outside the tree the patch fills, handed to the sandbox uid, so nothing the patch
+// ships or the agent left can be in it before the command runs.
+func (s *stage) reportDir() (string, error) {
+	dir := filepath.Join(filepath.Dir(s.workspace), reportName)
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("clear the report directory: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", fmt.Errorf("make the report directory: %w", err)
+	}
+	if err := s.handOver(dir); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// readEvidence reads the gate's JUnit report through sandboxfs (no symlink, a regular file
+// with one link, at most verdict.MaxReport bytes) and parses it: the evidence, or why there
+// is none.
+func readEvidence(dir string, e verdict.Expect) (*verdict.Evidence, string) {
+	where := verdict.ReportPath + "/" + e.JUnit
+	d, err := sandboxfs.Open(dir)
+	if err != nil {
+		return nil, "the command exited 0 but its report directory cannot be opened: " + err.Error()
+	}
+	defer d.Close()
+	b, err := d.ReadFile(e.JUnit, verdict.MaxReport)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Sprintf("the command exited 0 but wrote no %s: its tests did not run to their end", where)
+	case err != nil:
+		return nil, fmt.Sprintf("the command exited 0 but its report %s cannot be read: %v", where, err)
+	}
+	ev, err := verdict.ParseJUnit(e.JUnit, b)
+	if err != nil {
+		return nil, fmt.Sprintf("the command exited 0 but its report %s is not JUnit XML agora reads: %v", where, err)
+	}
+	return &ev, ""
+}
+
+// admit is the gate's changes check on the patched tree: the touched paths its changes do not
+// admit (verdict.Admit), with the tree's symbolic links read only when the patch leaves one.
+func admit(ctx context.Context, spec verdict.Spec, tree *gateTree) ([]verdict.Offence, error) {
+	changes, err := verdict.NewMatcher(spec.Changes)
+	if err != nil {
+		return nil, err
+	}
+	var protect *verdict.Matcher
+	if len(spec.Protect) > 0 {
+		if protect, err = verdict.NewMatcher(spec.Protect); err != nil {
+			return nil, err
+		}
+	}
+	var links verdict.Links
+	if tree.hasNewLink() {
+		if links, err = tree.links(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return verdict.Admit(changes, protect, tree.changes, links), nil
 }
 
 // protectedPaths are the touched paths a protect glob matches, sorted.

@@ -37,4 +37,25 @@ func TestGate_Container(t *testing.T) {
 	if v := r.Verdict; v == nil || v.Reason != verdict.ReasonProtected || strings.Join(v.ProtectedPaths, ",") != "a_test.sh" {
 		t.Fatalf("dispatch %s %s (%s), verdict %+v: want red protected-path a_test.sh", r.State, r.Reason, r.Detail, v)
 	}
+	// changes and expect work in a container as in bubblewrap: a path outside changes is red
+	// before any container starts; the report directory is bound at /agora/report, writable
+	// by the dispatch's uid, and read once the container is gone.
+	e.subagent("planter", `printf 'test:\n\t@true\n' > GNUmakefile`)
+	r = e.run(dispatch.Request{Subagent: "planter", Repo: repo, Target: "box", Timeout: 2 * time.Minute,
+		Verify: &verdict.Spec{Command: green, Changes: []string{"*.txt"}}})
+	if v := r.Verdict; v == nil || v.Reason != verdict.ReasonOutside || strings.Join(v.OutsidePaths, ",") != "GNUmakefile" {
+		t.Fatalf("dispatch %s %s (%s), verdict %+v: want red outside-changes GNUmakefile", r.State, r.Reason, r.Detail, v)
+	}
+	expect := &verdict.Expect{JUnit: "junit.xml"}
+	r = e.run(dispatch.Request{Subagent: "editor", Repo: repo, Target: "box", Timeout: 2 * time.Minute,
+		Verify: &verdict.Spec{Command: green, Changes: []string{"*.txt"}, Expect: expect}})
+	if v := r.Verdict; v == nil || v.Reason != verdict.ReasonEvidence || !strings.Contains(v.Detail, "wrote no /agora/report/junit.xml") {
+		t.Fatalf("dispatch %s %s (%s), verdict %+v: want red no-evidence", r.State, r.Reason, r.Detail, v)
+	}
+	report := []string{"sh", "-c", `test ! -e /usr/local/go && printf '<testsuite><testcase name="a"/></testsuite>' > "$AGORA_REPORT/junit.xml"`}
+	r = e.run(dispatch.Request{Subagent: "editor", Repo: repo, Target: "box", Timeout: 2 * time.Minute,
+		Verify: &verdict.Spec{Command: report, Changes: []string{"*.txt"}, Expect: expect}})
+	if v := r.Verdict; v == nil || !v.Passed || v.Evidence == nil || v.Evidence.Tests != 1 {
+		t.Fatalf("dispatch %s %s (%s), verdict %+v: want green with 1 test", r.State, r.Reason, r.Detail, v)
+	}
 }

@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/agora-dev/agora/internal/gitexec"
+	"github.com/agora-dev/agora/internal/verdict"
 )
 
 // The gate's tree is the base tree plus the stored patch, built on the host with git's own
@@ -26,13 +28,15 @@ import (
 //  2. the index is read from the base commit (or left empty) and the patch applied to it
 //     alone (`git apply --cached`: the work tree is not touched, and git refuses paths beyond
 //     a symbolic link, outside the tree or inside .git);
-//  3. the touched paths are what `diff-index --cached --no-renames` lists between the base and
-//     that index: every added, modified, deleted or mode-changed path, both sides of a
-//     rename, symlinks and submodules alike, read from the effect and not from the patch's
-//     text, so no spelling of a patch hides a path;
-//  4. only after the protect check, `checkout-index -a` writes the index into the empty work
-//     tree (git's checkout: links and modes as the index says; an index never holds a path
-//     below a link).
+//  3. the touched paths are what `diff-index --cached --no-renames --raw` lists between the
+//     base and that index: every added, modified, deleted or mode-changed path, both sides of
+//     a rename, symlinks and submodules alike, each with its mode before and after, read from
+//     the effect and not from the patch's text, so no spelling of a patch hides a path; a
+//     gate with changes that the patch leaves a symbolic link for also reads every link of the
+//     patched index (ls-files, cat-file) to resolve its target inside the tree;
+//  4. only after the protect and changes checks, `checkout-index -a` writes the index into the
+//     empty work tree (git's checkout: links and modes as the index says; an index never
+//     holds a path below a link).
 //
 // info/attributes neutralises every attribute that transforms content (the worker captured
 // the patch with the same line), so a .gitattributes in the patch cannot re-encode or
@@ -62,12 +66,15 @@ const maxGitMessage = 2 << 10
 
 // gateTree is a tree being built.
 type gateTree struct {
-	dir      string   // the work tree, bound as /agora/workspace
-	gitDir   string   // "" for the work tree's own .git
-	base     string   // the base commit, or the empty tree
-	touched  []string // paths the patch touches
-	applyErr string   // why the patch does not apply, for a red verdict
-	empty    bool     // nothing to check out: no repository and no patch
+	dir     string   // the work tree, bound as /agora/workspace
+	gitDir  string   // "" for the work tree's own .git
+	base    string   // the base commit, or the empty tree
+	touched []string // paths the patch touches
+	// changes are the touched paths with their modes (in t.touched's order); a touched
+	// link's Target is its blob id until links() reads it.
+	changes  []verdict.Change
+	applyErr string // why the patch does not apply, for a red verdict
+	empty    bool   // nothing to check out: no repository and no patch
 }
 
 // gateDirOf is where the gate's tree lives: beside the agent's workspace, on the disk quota
@@ -149,16 +156,139 @@ func buildGateTree(ctx context.Context, r *Record, st *stage, patch []byte, stac
 		}
 		return nil, err
 	}
-	names, err := t.git(ctx, nil, "diff-index", "--cached", "-z", "--no-renames", "--name-only", t.base)
+	raw, err := t.git(ctx, nil, "diff-index", "--cached", "-z", "--no-renames", "--raw", "--no-abbrev", t.base)
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range bytes.Split(names, []byte{0}) {
-		if len(p) > 0 {
-			t.touched = append(t.touched, string(p))
-		}
+	if t.changes, err = parseRawDiff(raw); err != nil {
+		return nil, err
+	}
+	for _, c := range t.changes {
+		t.touched = append(t.touched, c.Path)
 	}
 	return t, nil
+}
+
+// parseRawDiff reads `diff-index --raw -z --no-renames --no-abbrev`: for each touched path,
+// ":OLDMODE NEWMODE OLDSHA NEWSHA STATUS" NUL PATH NUL. A link's Target is its new blob id
+// until links() reads the target.
+func parseRawDiff(raw []byte) ([]verdict.Change, error) {
+	out := make([]verdict.Change, 0, bytes.Count(raw, []byte{0})/2)
+	for len(raw) > 0 {
+		head, rest, ok := bytes.Cut(raw, []byte{0})
+		if !ok {
+			return nil, fmt.Errorf("git diff-index: a record without its path")
+		}
+		p, rest, ok := bytes.Cut(rest, []byte{0})
+		if !ok || len(p) == 0 {
+			return nil, fmt.Errorf("git diff-index: a record without its path")
+		}
+		raw = rest
+		var f [5][]byte
+		line, n := bytes.TrimPrefix(head, []byte{':'}), 0
+		for ; n < 5 && len(line) > 0; n++ {
+			f[n], line, _ = bytes.Cut(line, []byte{' '})
+		}
+		oldMode, ok1 := octal(f[0])
+		newMode, ok2 := octal(f[1])
+		if n != 5 || len(line) > 0 || len(head) == 0 || head[0] != ':' || !ok1 || !ok2 {
+			return nil, fmt.Errorf("git diff-index: record %q", head)
+		}
+		c := verdict.Change{Path: string(p), OldMode: oldMode, NewMode: newMode}
+		if newMode == verdict.ModeSymlink {
+			c.Target = string(f[3])
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// octal reads a git mode: 1 to 7 octal digits.
+func octal(b []byte) (uint32, bool) {
+	if len(b) == 0 || len(b) > 7 {
+		return 0, false
+	}
+	var n uint32
+	for _, c := range b {
+		if c < '0' || c > '7' {
+			return 0, false
+		}
+		n = n<<3 | uint32(c-'0')
+	}
+	return n, true
+}
+
+// hasNewLink reports whether the patch leaves a symbolic link at a path it touches.
+func (t *gateTree) hasNewLink() bool {
+	for _, c := range t.changes {
+		if c.NewMode == verdict.ModeSymlink {
+			return true
+		}
+	}
+	return false
+}
+
+// maxLinks caps the symbolic links of a patched tree the changes check reads.
+const maxLinks = 100_000
+
+// links reads every symbolic link of the patched index (its path and target, in one
+// ls-files and one cat-file), fills the targets of the touched links in t.changes (until
+// then their blob ids), and returns the lookup the changes check resolves them through.
+func (t *gateTree) links(ctx context.Context) (verdict.Links, error) {
+	ctx, cancel := context.WithTimeout(ctx, gateTimeout)
+	defer cancel()
+	ls, err := t.git(ctx, nil, "ls-files", "--stage", "-z")
+	if err != nil {
+		return nil, err
+	}
+	var paths, ids []string
+	for _, rec := range bytes.Split(ls, []byte{0}) {
+		// "MODE SHA STAGE\tPATH"
+		meta, p, ok := bytes.Cut(rec, []byte{'\t'})
+		if !ok || !bytes.HasPrefix(meta, []byte("120000 ")) {
+			continue
+		}
+		f := strings.Fields(string(meta))
+		if len(f) != 3 {
+			return nil, fmt.Errorf("git ls-files: record %q", meta)
+		}
+		if len(paths) == maxLinks {
+			return nil, fmt.Errorf("the patched tree holds more than %d symbolic links", maxLinks)
+		}
+		paths, ids = append(paths, string(p)), append(ids, f[1])
+	}
+	targets := map[string]string{}
+	if len(ids) > 0 {
+		out, err := t.git(ctx, []byte(strings.Join(ids, "\n")+"\n"), "cat-file", "--batch")
+		if err != nil {
+			return nil, err
+		}
+		for i := range ids {
+			// "SHA blob SIZE\n" CONTENT "\n"
+			hdr, rest, ok := bytes.Cut(out, []byte{'\n'})
+			f := strings.Fields(string(hdr))
+			if !ok || len(f) != 3 || f[0] != ids[i] || f[1] != "blob" {
+				return nil, fmt.Errorf("git cat-file: header %q for %s", hdr, ids[i])
+			}
+			n, err := strconv.Atoi(f[2])
+			if err != nil || n < 0 || n+1 > len(rest) {
+				return nil, fmt.Errorf("git cat-file: size %q for %s", f[2], ids[i])
+			}
+			targets[paths[i]] = string(rest[:n])
+			out = rest[n+1:]
+		}
+	}
+	for i := range t.changes {
+		if c := &t.changes[i]; c.NewMode == verdict.ModeSymlink {
+			c.Target = targets[c.Path]
+		} else {
+			c.Target = ""
+		}
+	}
+	return func(p string) (string, bool) {
+		s, ok := targets[p]
+		return s, ok
+	}, nil
 }
 
 // newPrivateGitDir lays out an empty repository at dir, as `git init --template=` would.

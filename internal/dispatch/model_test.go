@@ -60,8 +60,14 @@ func TestModel_GrantedToolLoop(t *testing.T) {
 	if u := reqs[0].Body.Messages[1].Text(); u != "What does the note say?" {
 		t.Errorf("first user message %q, want the input's prompt", u)
 	}
-	if final := e.output(r, "final.md"); !strings.Contains(final, "hello from the capability") {
+	final := e.output(r, "final.md")
+	if !strings.Contains(final, "hello from the capability") {
 		t.Errorf("final.md = %q, want the model's answer built on the tool result", final)
+	}
+	// The loop ran in the worker: the answer is vouched for, and kept as the record's final
+	// (what a review is read from), the same bytes as the output.
+	if r.Result.Final == nil || e.blob(r.Result.Final) != final {
+		t.Errorf("the record's final %+v, want the vouched answer %q", r.Result.Final, final)
 	}
 	if r.Result.Transcript == nil {
 		t.Fatal("no transcript stored")

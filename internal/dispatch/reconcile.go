@@ -86,6 +86,17 @@ func (d *Dispatcher) reconcile(ctx context.Context, in reconcileInput) Outcome {
 			res.Transcript = a
 		}
 	}
+	if rerr == nil && ierr == nil && wr.Final != nil {
+		// The model's final answer, which the worker held in its own memory and wrote after
+		// the stop step: kept only with the hash the worker declared (ParseResult checked
+		// its path, outputs/final.md).
+		a, err := d.storeFile(out, wr.Final.Path, wire.MaxOutputsSize, red, wr.Final.SHA256)
+		if err != nil {
+			ierr = fmt.Errorf("final answer: %w", err)
+		} else {
+			res.Final = a
+		}
+	}
 	if rerr == nil && ierr == nil {
 		ierr = d.storeWorkerProducts(out, wr, red, res)
 	}

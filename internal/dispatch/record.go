@@ -215,7 +215,12 @@ type Result struct {
 	Stdout  *Artifact `json:"stdout,omitempty"`
 	Stderr  *Artifact `json:"stderr,omitempty"`
 	// Transcript is the model runtimes' JSON Lines transcript (openai, claude-code), redacted.
-	Transcript *Artifact   `json:"transcript,omitempty"`
+	Transcript *Artifact `json:"transcript,omitempty"`
+	// Final is the model's final answer (outputs/final.md), redacted, kept only when the
+	// worker vouched for it: taken from the model over a channel no process of the agent can
+	// write, and written after every such process was stopped (wire.Result.Final). A review
+	// is read from here and nowhere else.
+	Final      *Artifact   `json:"final,omitempty"`
 	Truncated  []string    `json:"truncated,omitempty"` // "stdout", "stderr" when capped
 	NeedsInput *NeedsInput `json:"needs_input,omitempty"`
 	Phases     []Phase     `json:"phases,omitempty"`

@@ -75,6 +75,12 @@ func TestModel_ClaudeHostBinary(t *testing.T) {
 	if b := m.body(2); !strings.Contains(b, "Read-only file system") {
 		t.Errorf("the model was not told the overwrite failed; its second request:\n%s", b)
 	}
+	// This dispatcher keeps no execute-only copies (RuntimeCopies is unset): the host's file
+	// itself is bound, which the sandbox can read, so the CLI is dumpable and its answer is
+	// not vouched for. (Through agora, which keeps them, it is: TestRedTeam44_ClaudeReviewerForgedResult.)
+	if r.Result.Final != nil {
+		t.Errorf("the record's final %+v, want none from a readable CLI", r.Result.Final)
+	}
 	patch := e.blob(r.Result.Patch)
 	if !strings.Contains(patch, "+hello from claude") {
 		t.Errorf("the granted Write is not in the patch:\n%s", patch)

@@ -148,8 +148,8 @@ ALTER TABLE dispatches ADD COLUMN trace_parent TEXT NOT NULL DEFAULT '';
 }, {
 	Name: "dispatch answers",
 	SQL: `
--- A run's attempt names its run and task (answered and cancelled through the run, never over
--- MCP); a dispatch that needed input and was answered (state answered) names its one child,
+-- A run's attempt names its run and task (it is answered or cancelled only through its run,
+-- never over MCP); a dispatch that needed input and was answered (state answered) names its one child,
 -- who answered and when, written with the child's row and the dispatch.answered entry in one
 -- transaction, so two answers cannot both win. Attempts recorded before this column existed
 -- carry their run in the actor ("USER via orch/RUN/TASK"; run and task ids hold no '/').

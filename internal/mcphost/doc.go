@@ -8,5 +8,5 @@
 // task id or partial state, and an error is the port's own (a request error or not found).
 // Nothing an MCP client could not have started crosses at all: a dispatch or run on a
 // repository path a person gave on the host's command line is refused, and a run's attempt
-// is read-only (answered and cancelled through its run).
+// is read-only (answer or cancel it through its run, on the host).
 package mcphost

@@ -34,3 +34,13 @@ func EscapeNameForTest(name string) string { return escapeName(name) }
 
 // CleanClientNameForTest exposes the stdio client-name cleaner.
 func CleanClientNameForTest(name string) string { return cleanClientName(name) }
+
+// RegisteredToolsForTest is every tool the server registers (the table [Server] adds to each
+// MCP server it makes), by name, with the ceiling tier it needs.
+func RegisteredToolsForTest() map[string]string {
+	out := map[string]string{}
+	for _, t := range tools() {
+		out[t.name] = t.tier.String()
+	}
+	return out
+}

@@ -55,9 +55,17 @@ type ScheduleAnswer struct {
 // fields (Command, Timeout as an integer, Protect) does not describe. TestRedTeam29_EveryAnswerFitsItsSchema
 // keeps the two the same.
 type verifySpec struct {
-	Command []string `json:"command"`
-	Timeout string   `json:"timeout,omitempty"`
-	Protect []string `json:"protect,omitempty"`
+	Command []string          `json:"command"`
+	Timeout string            `json:"timeout,omitempty"`
+	Protect []string          `json:"protect,omitempty"`
+	Changes []string          `json:"changes,omitempty"`
+	Expect  *verifySpecExpect `json:"expect,omitempty"`
+}
+
+// verifySpecExpect is a verify gate's expect, as verdict.Spec encodes it.
+type verifySpecExpect struct {
+	JUnit    string `json:"junit"`
+	MinTests int    `json:"min_tests,omitempty"`
 }
 
 // outputSchema is the JSON Schema of O, as a tool publishes it: what O encodes to, a type

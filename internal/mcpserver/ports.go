@@ -139,8 +139,8 @@ type Record struct {
 	ChildID    string     `json:"child_id,omitempty"`
 	AnsweredBy string     `json:"answered_by,omitempty"`
 	AnsweredAt *time.Time `json:"answered_at,omitempty"`
-	// RunID and TaskID name the run and task whose attempt this is: it is answered and
-	// cancelled through its run, on the host, never over MCP.
+	// RunID and TaskID name the run and task whose attempt this is: it is answered or
+	// cancelled only through its run, on the host, never over MCP.
 	RunID      string      `json:"run_id,omitempty"`
 	TaskID     string      `json:"task_id,omitempty"`
 	Actor      string      `json:"actor"`
@@ -181,8 +181,9 @@ type Record struct {
 
 	// Verify is the dispatch's verify gate, and Verdict what agora observed running it in a
 	// fresh sandbox once the agent finished: exit status, duration, the last 16 KiB of output
-	// (redacted; host paths masked here, output_sha256 is of the tail as recorded) and the
-	// protected paths a patch touched. A red verdict ends the dispatch failed/verify-failed.
+	// (redacted; host paths masked here, output_sha256 is of the tail as recorded), the
+	// protected paths a patch touched or those outside its changes, and the counts of the
+	// JUnit report a gate with expect read. A red verdict ends the dispatch failed/verify-failed.
 	Verify  *verdict.Spec    `json:"verify,omitempty"`
 	Verdict *verdict.Verdict `json:"verdict,omitempty"`
 }

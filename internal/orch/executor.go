@@ -39,9 +39,10 @@ type Attempt struct {
 	// it after the agent, in a fresh sandbox, and reports its verdict in the Outcome.
 	Verify *verdict.Spec
 	// Lists are output paths the executor reads, once the attempt succeeded, as fan-out
-	// lists ([DecodeItems]) into Outcome.Items; Review asks it to read the reviewer's
-	// outputs/verdict.json ([DecodeReview]) into Outcome.Review. Both are read from the
-	// products the host collected, never from a path the sandbox can still change.
+	// lists ([DecodeItems]) into Outcome.Items; Review asks it to read the reviewer's final
+	// answer, as its worker vouched for it ([DecodeFinalReview]), into Outcome.Review. Both
+	// are read from the products the host collected, never from a path the sandbox can still
+	// change.
 	Lists  []string
 	Review bool
 	// Learn is the task's learn: true (docs/learn.md): the dispatch is a learn dispatch. The

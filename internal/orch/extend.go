@@ -215,9 +215,10 @@ func compareUTF16(a, b string) int {
 }
 
 // reviewerSpecs are the review tasks of c's work: one per reviewer, given c's patch at
-// /agora/inputs/patch/patch.diff and c's id and input in its own input.
+// /agora/inputs/patch/patch.diff and, in its own input, c's id and input and how to answer
+// (reviewHow).
 func reviewerSpecs(c *plan.Resolved) []plan.Resolved {
-	in := workInput(c, nil)
+	in := workInput(c, nil, reviewHow(c))
 	out := make([]plan.Resolved, len(c.Review.Subagents))
 	for i, sub := range c.Review.Subagents {
 		out[i] = plan.Resolved{
@@ -235,7 +236,7 @@ func reviewerSpecs(c *plan.Resolved) []plan.Resolved {
 func fixSpec(t *plan.Resolved, d fixData) plan.Resolved {
 	return plan.Resolved{
 		ID: plan.FixID(t.ID, d.N), Subagent: t.OnFail.Fix.Subagent, Target: t.Target, Env: t.Env, Locks: t.Locks,
-		Input: workInput(t, &d), Needs: workNeeds(d.From, t.Verify != nil),
+		Input: workInput(t, &d, ""), Needs: workNeeds(d.From, t.Verify != nil),
 		Retry: t.Retry, Timeout: t.Timeout, Review: t.Review, Verify: t.Verify,
 		// A stacked task's fix starts from the same bases: the rejected patch is against them.
 		Base: t.Base,
@@ -258,11 +259,32 @@ func workNeeds(from string, verified bool) map[string]plan.Need {
 	return n
 }
 
+// reviewKey is the key of a reviewer's input that says how to give its review.
+const reviewKey = "review"
+
+// reviewHow tells a reviewer of c's work where the work is and that its review is its final
+// answer, in the one form the host reads ([DecodeFinalReview]). It is in the reviewer's
+// input, which a model runtime gives the model as its first message (the whole input JSON,
+// there being no "prompt"), so every reviewer is told whatever its system prompt says.
+func reviewHow(c *plan.Resolved) string {
+	where := "The work's patch is /agora/inputs/patch/patch.diff."
+	if c.Verify != nil {
+		where += " Its verify gate's verdict is /agora/inputs/verify/verify.json and the end of the gate's output /agora/inputs/verify/output.txt."
+	}
+	return "You review the work of task " + c.ID + ": judge whether it does what the task's input asks, well. " + where +
+		" Your review is your final answer and nothing else: reply with exactly one JSON object, " + ReviewFormat +
+		", approve true only if the work should be kept. No file you or a command write is read as your review."
+}
+
 // workInput is the input of a task that judges or fixes t's work: {"task": ID, "input":
-// t's input} and, for a fix, its attempt number and the reasons its work was rejected. When
-// that is over the input limit, t's input is left out ("input_omitted": true).
-func workInput(t *plan.Resolved, fix *fixData) json.RawMessage {
+// t's input}, for a reviewer how to give its review (how), and for a fix its attempt number
+// and the reasons its work was rejected. When that is over the input limit, t's input is left
+// out ("input_omitted": true).
+func workInput(t *plan.Resolved, fix *fixData, how string) json.RawMessage {
 	m := map[string]any{"task": t.ID}
+	if how != "" {
+		m[reviewKey] = how
+	}
 	if fix != nil {
 		reasons := make([]any, len(fix.Reasons))
 		for i, r := range fix.Reasons {

@@ -452,7 +452,17 @@ func TestEngine_ReviewQuorumApproves(t *testing.T) {
 			if len(a.Inputs) != 1 || a.Inputs[0].Key != "patch" || a.Inputs[0].Select != "patch" || a.Inputs[0].FromTask != "t" {
 				t.Errorf("reviewer inputs %+v, want t's patch", a.Inputs)
 			}
-			if string(a.Input) != `{"input":{"goal":"fix it"},"task":"t"}` {
+			// The reviewer is told where the work is and that its review is its final
+			// answer, in the one form the host reads.
+			var in struct {
+				Input  map[string]any `json:"input"`
+				Review string         `json:"review"`
+				Task   string         `json:"task"`
+			}
+			if err := json.Unmarshal(a.Input, &in); err != nil || in.Task != "t" || in.Input["goal"] != "fix it" ||
+				!strings.HasPrefix(string(a.Input), `{"input":{"goal":"fix it"},"review":"You review the work of task t: `) ||
+				!strings.Contains(in.Review, "/agora/inputs/patch/patch.diff") || strings.Contains(in.Review, "verify.json") ||
+				!strings.Contains(in.Review, `your final answer and nothing else: reply with exactly one JSON object, {"approve": true|false, "reasons": ["..."]}`) {
 				t.Errorf("reviewer input %s", a.Input)
 			}
 		}
@@ -551,7 +561,7 @@ func TestEngine_ReviewRejectedWithoutLoop(t *testing.T) {
 	r := h.wait(h.runToEnd(parsePlan(t, reviewPlan(3, 0))))
 	tt := r.Tasks[0]
 	if r.State != api.RunFailed || tt.State != "failed" || tt.Reason != "review-rejected" ||
-		tt.Detail != `t.review-r1: outputs/verdict.json: read review: json: unknown field "Approve"` {
+		tt.Detail != `t.review-r1: final answer: read review: json: unknown field "Approve"` {
 		t.Fatalf("run %s, t %s %s %q", r.State, tt.State, tt.Reason, tt.Detail)
 	}
 }

@@ -35,7 +35,10 @@ func (t *task) productID() string {
 }
 
 // accept ends candidate c succeeded; when c is a fix, the task it fixes succeeds with it.
+// What c awaited (awaiting-review, and its reviewers in the detail) is over: it is cleared
+// with the state, so the status, orch.db and a reloaded run show no stale reason.
 func (e *Engine) accept(c *task, details map[string]any) {
+	c.reason, c.detail = "", ""
 	e.succeed(c, details, Outcome{})
 	if c.role != causeFix {
 		return

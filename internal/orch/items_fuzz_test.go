@@ -47,7 +47,7 @@ func FuzzDecodeItems(f *testing.F) {
 	})
 }
 
-// FuzzDecodeReview reads arbitrary bytes as a reviewer's verdict.json: it never panics, and a
+// FuzzDecodeReview reads arbitrary bytes as a review object: it never panics, and a
 // review it takes is within its limits and reads the same through encoding/json (one meaning).
 func FuzzDecodeReview(f *testing.F) {
 	for _, s := range []string{`{"approve": true}`, `{"approve": false, "reasons": ["a", "b"]}`, `{"approve": true, "Approve": false}`,
@@ -68,6 +68,37 @@ func FuzzDecodeReview(f *testing.F) {
 		}
 		if err := json.Unmarshal(b, &plain); err != nil || plain.Approve != r.Approve {
 			t.Fatalf("encoding/json reads %+v (%v), DecodeReview %+v", plain, err, r)
+		}
+	})
+}
+
+// FuzzDecodeFinalReview reads arbitrary bytes as a reviewer's final answer: it never panics; a
+// review it takes is within its limits, came from an answer of at most MaxReviewBytes, and is
+// exactly what DecodeReview reads from the one object in it (found here by encoding/json,
+// after the white space and the one fence allowed around it).
+func FuzzDecodeFinalReview(f *testing.F) {
+	for _, s := range []string{`{"approve": true}`, " \n{\"approve\": false, \"reasons\": [\"a\"]}\n", "```json\n{\"approve\": true}\n```",
+		"```\n{\"approve\": false}\n```\n", "Here it is: {\"approve\": true}", "{\"approve\": true}\n```", "```json\n{\"approve\": true}",
+		"```json\n{\"approve\": true}\n```\n```json\n{\"approve\": false}\n```", `{"approve": true} {"approve": false}`, "```js\n{}\n```", ""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := orch.DecodeFinalReview(b)
+		if err != nil {
+			return
+		}
+		if len(b) > orch.MaxReviewBytes || len(r.Reasons) > orch.MaxReviewReasons || r.Invalid || r.Reasons == nil {
+			t.Fatalf("review %+v from %d bytes", r, len(b))
+		}
+		body := bytes.TrimSpace(b)
+		if rest, ok := bytes.CutPrefix(body, []byte("```")); ok {
+			_, inner, _ := bytes.Cut(rest, []byte("\n"))
+			inner, _ = bytes.CutSuffix(bytes.TrimRight(inner, " \t\r\n"), []byte("\n```"))
+			body = bytes.TrimSpace(inner)
+		}
+		again, err := orch.DecodeReview(body)
+		if err != nil || again.Approve != r.Approve || len(again.Reasons) != len(r.Reasons) {
+			t.Fatalf("the answer %q reads %+v, its object %q reads %+v (%v)", b, r, body, again, err)
 		}
 	})
 }

@@ -112,3 +112,48 @@ func TestDecodeReview_Attacks(t *testing.T) {
 		t.Errorf("DecodeReview = %+v, %v", r, err)
 	}
 }
+
+// TestDecodeFinalReview: a reviewer's final answer is its review when it is exactly one
+// review object, with white space or one fence around it; anything else is refused, naming
+// what is wrong and the form wanted.
+func TestDecodeFinalReview(t *testing.T) {
+	for _, tt := range []struct {
+		name, src string
+		approve   bool
+		reasons   int
+	}{
+		{"bare", `{"approve": true}`, true, 0},
+		{"white space", "\n\n  {\"approve\": false, \"reasons\": [\"no test\"]}  \n", false, 1},
+		{"json fence", "```json\n{\"approve\": false, \"reasons\": [\"a\", \"b\"]}\n```", false, 2},
+		{"bare fence", "```\n{\"approve\": true}\n```\n", true, 0},
+		{"a reason quoting a fence", "```json\n{\"approve\": false, \"reasons\": [\"drop the ``` in README\"]}\n```", false, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := orch.DecodeFinalReview([]byte(tt.src))
+			if err != nil || r.Approve != tt.approve || len(r.Reasons) != tt.reasons || r.Invalid {
+				t.Errorf("DecodeFinalReview = %+v, %v", r, err)
+			}
+		})
+	}
+	for _, tt := range []struct{ name, src, want string }{
+		{"prose before", "Looks good to me.\n{\"approve\": true}", `it starts "Looks good to me.`},
+		{"prose only", "LGTM", `it starts "LGTM", not with the review object; want only {"approve": true|false`},
+		{"prose after", "{\"approve\": true}\nShip it.", "read review"},
+		{"two objects", `{"approve": false} {"approve": true}`, "read review"},
+		{"two fences", "```json\n{\"approve\": false}\n```\n```json\n{\"approve\": true}\n```", "read review"},
+		{"an open fence", "```json\n{\"approve\": true}", `not closed by a line "` + "```" + `"`},
+		{"another language", "```js\n{\"approve\": true}\n```", `opens with a line "` + "```json" + `"`},
+		{"empty", "  \n", "empty"},
+		{"empty fence", "```json\n\n```", "empty"},
+		{"approve in another case", `{"approve": true, "Approve": false}`, "read review"},
+		{"over the limit", `{"approve": true, "reasons": ["` + strings.Repeat("x", orch.MaxReviewBytes) + `"]}`, "at most 65536"},
+		{"not UTF-8", "{\"approve\": true, \"reasons\": [\"\xff\"]}", "UTF-8"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := orch.DecodeFinalReview([]byte(tt.src))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("DecodeFinalReview = %+v, %v; want an error with %q", r, err, tt.want)
+			}
+		})
+	}
+}

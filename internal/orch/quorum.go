@@ -11,8 +11,9 @@ import (
 // Review quorum: when a task with a review finishes its work (its attempt succeeded, its
 // verify gate green), it stays pending ("awaiting-review") and the engine adds one review
 // task per reviewer in the same transaction. Each reviewer's attempt ends with its review,
-// which the executor read from the reviewer's collected outputs/verdict.json (a missing or
-// malformed file is a rejection saying why). When every reviewer has ended, the work is
+// which the executor read from the reviewer's final answer as its worker vouched for it (no
+// vouched answer, or one that is not the review object, is a rejection saying why). When
+// every reviewer has ended, the work is
 // approved at the threshold (orch.task.reviewed), else it is rejected: the fix loop runs, or
 // the task fails naming the reasons.
 

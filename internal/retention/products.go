@@ -17,7 +17,7 @@ const (
 
 // product is one blob a dispatch's record names.
 type product struct {
-	Name   string // patch, output:PATH, input, input:KEY/PATH, stdout, stderr, transcript
+	Name   string // patch, output:PATH, input, input:KEY/PATH, stdout, stderr, transcript, final
 	Class  string
 	Digest digest.Digest
 	Size   int64
@@ -41,6 +41,7 @@ type resultJSON struct {
 	Stdout     *artifactJSON `json:"stdout"`
 	Stderr     *artifactJSON `json:"stderr"`
 	Transcript *artifactJSON `json:"transcript"`
+	Final      *artifactJSON `json:"final"`
 }
 
 type inputJSON struct {
@@ -75,6 +76,7 @@ func products(inputDigest, result, inputs string) ([]product, error) {
 		add("stdout", ClassLogs, r.Stdout)
 		add("stderr", ClassLogs, r.Stderr)
 		add("transcript", ClassLogs, r.Transcript)
+		add("final", ClassBlobs, r.Final)
 	}
 	if inputs != "" && inputs != "[]" {
 		var in []inputJSON

@@ -109,6 +109,12 @@ func FuzzParse(f *testing.F) {
 	f.Add(b)
 	g, _ := json.Marshal(Protected([]string{"true"}, []string{"x_test.go"}))
 	f.Add(g)
+	o, _ := json.Marshal(OutsideChanges([]string{"make", "test"}, []string{"src/**"}, []Offence{{Path: "GNUmakefile", Why: "outside changes"}}))
+	f.Add(o)
+	ev := Green([]string{"true"}, 0, TailText{})
+	ev.Evidence = &Evidence{Report: "junit.xml", Tests: 3, Skipped: 1}
+	e, _ := json.Marshal(ev)
+	f.Add(e)
 	f.Add([]byte(`{"passed":true,"exit":0,"command":["true"],"output_tail":"","output_sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","output_bytes":0,"duration_ms":1}`))
 	f.Add([]byte(`{"passed":true,"exit":0,"command":["true"],"output_tail":"","output_sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","output_bytes":0,"duration_ms":1,"cache":"/var/cache/agora-verify"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -137,6 +143,7 @@ func FuzzParse(f *testing.F) {
 func FuzzParseSpec(f *testing.F) {
 	f.Add([]byte(`{"command":["go","test","./..."],"timeout":"10m","protect":["**/*_test.go",".github/**"]}`))
 	f.Add([]byte(`{"command":["true"]}`))
+	f.Add([]byte(`{"command":["make","test"],"changes":["src/**"],"expect":{"junit":"junit.xml","min_tests":2}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := ParseSpec(b)
 		if err != nil {
@@ -154,8 +161,79 @@ func FuzzParseSpec(f *testing.F) {
 			t.Fatalf("re-encoded spec does not parse: %v (%s)", err, again)
 		}
 		if back.Timeout != s.Timeout || strings.Join(back.Command, "\x00") != strings.Join(s.Command, "\x00") ||
-			strings.Join(back.Protect, "\x00") != strings.Join(s.Protect, "\x00") {
+			strings.Join(back.Protect, "\x00") != strings.Join(s.Protect, "\x00") ||
+			strings.Join(back.Changes, "\x00") != strings.Join(s.Changes, "\x00") ||
+			(back.Expect == nil) != (s.Expect == nil) || (s.Expect != nil && *back.Expect != *s.Expect) {
 			t.Fatalf("round trip changed the spec: %+v -> %+v", s, back)
+		}
+	})
+}
+
+// FuzzParseJUnit checks that no report panics the parser and that what it accepts has sane
+// counts (a skipped or failed case is a case; a passing verdict's evidence holds).
+func FuzzParseJUnit(f *testing.F) {
+	f.Add([]byte(pytestReport))
+	f.Add([]byte(`<testsuite><testcase><skipped/></testcase></testsuite>`))
+	f.Add([]byte(`<testsuites errors="3"><testsuite><testsuite/></testsuite></testsuites>`))
+	f.Add([]byte(`<?xml version="1.0"?><!-- c --><testsuite><?pi x?><testcase><![CDATA[x]]></testcase></testsuite>`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := ParseJUnit("junit.xml", b)
+		if err != nil {
+			return
+		}
+		if e.Tests < 0 || e.Failures < 0 || e.Errors < 0 || e.Skipped < 0 || e.Skipped > e.Tests {
+			t.Fatalf("counts %+v", e)
+		}
+		if err := e.check(); err != nil {
+			t.Fatalf("accepted evidence fails its check: %v", err)
+		}
+	})
+}
+
+// FuzzAdmit checks the changes check against the matcher on any path and link target: a
+// path no changes glob matches is never admitted, a regular file a glob matches always is,
+// a link is admitted only when its target resolves inside the tree to an admitted path, and
+// nothing panics.
+func FuzzAdmit(f *testing.F) {
+	f.Add("src/**", "src/a.py", uint32(ModeFile), "")
+	f.Add("src/**", "src/l", uint32(ModeSymlink), "../tests/x")
+	f.Add("{src,docs}/**", "docs/l", uint32(ModeSymlink), "../src/./a/../b")
+	f.Add("**", "x", uint32(ModeGitlink), "")
+	f.Add("src/**", "\xff/a", uint32(ModeExec), "")
+	f.Fuzz(func(t *testing.T, glob, p string, mode uint32, target string) {
+		m, err := NewMatcher([]string{glob})
+		if err != nil {
+			return
+		}
+		links := map[string]string{"src/up": "..", "src/self": "self", "docs/abs": "/x"}
+		lookup := func(p string) (string, bool) { s, ok := links[p]; return s, ok }
+		off := Admit(m, nil, []Change{{Path: p, NewMode: mode, Target: target}}, lookup)
+		_, in := m.Match(p)
+		switch {
+		case !in && len(off) != 1:
+			t.Fatalf("%q outside %q admitted", p, glob)
+		case in && (mode == ModeFile || mode == ModeExec || mode == ModeAbsent) && len(off) != 0:
+			t.Fatalf("%q inside %q refused: %s", p, glob, off[0].Why)
+		case in && mode == ModeGitlink && len(off) != 1:
+			t.Fatalf("gitlink %q admitted", p)
+		case in && mode == ModeSymlink:
+			to, err := ResolveLink(p, target, lookup)
+			if err == nil {
+				if strings.HasPrefix(to, "/") || to == ".." || strings.HasPrefix(to, "../") || strings.Contains("/"+to+"/", "/../") {
+					t.Fatalf("link %q -> %q resolved outside the tree: %q", p, target, to)
+				}
+			}
+			_, toIn := m.Match(to)
+			if admitted := len(off) == 0; admitted != (err == nil && toIn) {
+				t.Fatalf("link %q -> %q (resolved %q, %v): admitted %v", p, target, to, err, admitted)
+			}
+		}
+		if len(off) > 0 {
+			v := OutsideChanges([]string{"true"}, []string{glob}, off)
+			if err := v.Check(); err != nil {
+				t.Fatalf("verdict of %q: %v", p, err)
+			}
+			_ = v.Digest()
 		}
 	})
 }

@@ -108,7 +108,7 @@ func compile(p string) ([][]string, error) {
 // segments splits one brace-free pattern into checked segments, folding "**/**" into "**".
 func segments(p string) ([]string, error) {
 	if strings.HasPrefix(p, "/") {
-		return nil, errors.New("starts with '/'; protect paths are relative to the repository")
+		return nil, errors.New("starts with '/'; paths are relative to the repository")
 	}
 	var out []string
 	for _, s := range strings.Split(p, "/") {

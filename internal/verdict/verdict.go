@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -23,10 +24,16 @@ const (
 	ReasonProtected = "protected-path"
 	// ReasonPatch: the captured patch does not apply to the base tree; the command never ran.
 	ReasonPatch = "patch-failed"
+	// ReasonOutside: the patch touches a path its gate's changes do not admit; the command
+	// never ran.
+	ReasonOutside = "outside-changes"
+	// ReasonEvidence: the command exited 0, but the report its gate expects is missing,
+	// unreadable, names a failure or counts too few tests: its tests did not run to their end.
+	ReasonEvidence = "no-evidence"
 )
 
 // Reasons lists every reason of a red verdict.
-var Reasons = []string{ReasonExit, ReasonTimeout, ReasonProtected, ReasonPatch}
+var Reasons = []string{ReasonExit, ReasonTimeout, ReasonProtected, ReasonPatch, ReasonOutside, ReasonEvidence}
 
 // Limits of a [Verdict].
 const (
@@ -60,6 +67,12 @@ type Verdict struct {
 	// ProtectedPaths are the paths the patch touches that a protect glob matches, sorted, at
 	// most [MaxProtectedPaths].
 	ProtectedPaths []string `json:"protected_paths,omitempty"`
+	// OutsidePaths are the paths the patch touches that its gate's changes do not admit, in
+	// git's order (the first one first), at most [MaxProtectedPaths]; Detail says why.
+	OutsidePaths []string `json:"outside_paths,omitempty"`
+	// Evidence is what the report a gate with [Expect] read said, when it read one that
+	// parsed; nil otherwise (and always without Expect).
+	Evidence *Evidence `json:"evidence,omitempty"`
 	// OutputTail is the last [MaxTail] bytes of the command's stdout and stderr together,
 	// redacted with the dispatch's secret values, as valid UTF-8.
 	OutputTail string `json:"output_tail"`
@@ -106,8 +119,30 @@ func Protected(command, paths []string) Verdict {
 		detail += fmt.Sprintf(" and %d more", len(paths)-len(shown))
 	}
 	v := Red(ReasonProtected, detail+"; the command did not run", -1, command, 0, TailText{})
-	v.ProtectedPaths = append([]string{}, shown...)
+	v.ProtectedPaths = make([]string, len(shown))
+	for i, p := range shown {
+		v.ProtectedPaths[i] = ShownPath(p)
+	}
 	return v
+}
+
+// ShownPath is a repository path as a verdict names it: itself when it is valid UTF-8 (as
+// nearly every path is), else Go-quoted ("\xff.py" in quotes), since a record and the audit
+// hold only valid UTF-8.
+func ShownPath(p string) string {
+	if utf8.ValidString(p) {
+		return p
+	}
+	return strconv.Quote(p)
+}
+
+func validStrings(ss []string) bool {
+	for _, s := range ss {
+		if !utf8.ValidString(s) {
+			return false
+		}
+	}
+	return true
 }
 
 func (v Verdict) withTail(t TailText) Verdict {
@@ -125,8 +160,10 @@ func (v Verdict) withTail(t TailText) Verdict {
 // valid UTF-8, a hash that is not the tail's.
 func (v *Verdict) Check() error {
 	switch {
-	case v.Passed && (v.Reason != "" || v.Exit != 0 || v.TimedOut || len(v.ProtectedPaths) > 0):
-		return errors.New("verdict passed but names a reason, a non-zero exit, a timeout or protected paths")
+	case v.Passed && (v.Reason != "" || v.Exit != 0 || v.TimedOut || len(v.ProtectedPaths) > 0 || len(v.OutsidePaths) > 0):
+		return errors.New("verdict passed but names a reason, a non-zero exit, a timeout, protected paths or paths outside changes")
+	case v.Passed && v.Evidence != nil && (v.Evidence.Failures > 0 || v.Evidence.Errors > 0 || v.Evidence.Tests-v.Evidence.Skipped < 1):
+		return errors.New("verdict passed but its evidence names a failure or no test that ran")
 	case !v.Passed && !knownReason(v.Reason):
 		return fmt.Errorf("verdict reason %q: want one of %v", clip(v.Reason, 64), Reasons)
 	case len(v.OutputTail) > MaxTail:
@@ -137,6 +174,10 @@ func (v *Verdict) Check() error {
 		return fmt.Errorf("verdict output tail is %d bytes of %d written", len(v.OutputTail), v.OutputBytes)
 	case len(v.ProtectedPaths) > MaxProtectedPaths:
 		return fmt.Errorf("verdict names %d protected paths; at most %d", len(v.ProtectedPaths), MaxProtectedPaths)
+	case len(v.OutsidePaths) > MaxProtectedPaths:
+		return fmt.Errorf("verdict names %d paths outside changes; at most %d", len(v.OutsidePaths), MaxProtectedPaths)
+	case !validStrings(v.ProtectedPaths) || !validStrings(v.OutsidePaths):
+		return errors.New("verdict names a path that is not valid UTF-8")
 	case v.DurationMS < 0:
 		return errors.New("verdict duration is negative")
 	case len(v.Detail) > maxDetail:
@@ -146,6 +187,11 @@ func (v *Verdict) Check() error {
 	}
 	if err := CheckCommand(v.Command); err != nil {
 		return err
+	}
+	if v.Evidence != nil {
+		if err := v.Evidence.check(); err != nil {
+			return err
+		}
 	}
 	sum := sha256.Sum256([]byte(v.OutputTail))
 	if got := hex.EncodeToString(sum[:]); got != v.OutputSHA256 {
@@ -198,6 +244,13 @@ func (v Verdict) Details() map[string]any {
 	if len(v.ProtectedPaths) > 0 {
 		d["protected_paths"] = anyStrings(v.ProtectedPaths)
 	}
+	if len(v.OutsidePaths) > 0 {
+		d["outside_paths"] = anyStrings(v.OutsidePaths)
+	}
+	if e := v.Evidence; e != nil {
+		d["evidence"] = map[string]any{"report": e.Report, "tests": e.Tests, "failures": e.Failures,
+			"errors": e.Errors, "skipped": e.Skipped}
+	}
 	return d
 }
 
@@ -217,10 +270,13 @@ func (v Verdict) Digest() string {
 // 3.4s)", "failed: protected-path (...)".
 func (v Verdict) Summary() string {
 	if v.Passed {
+		if e := v.Evidence; e != nil {
+			return fmt.Sprintf("passed (exit 0, %s; %s)", v.Took(), e.Summary())
+		}
 		return fmt.Sprintf("passed (exit 0, %s)", v.Took())
 	}
 	switch v.Reason {
-	case ReasonProtected, ReasonPatch:
+	case ReasonProtected, ReasonPatch, ReasonOutside, ReasonEvidence:
 		return "failed: " + v.Reason + ": " + v.Detail
 	case ReasonTimeout:
 		return fmt.Sprintf("failed: timeout (killed after %s)", v.Took())

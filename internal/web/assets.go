@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agenttext"
+	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 // Everything the pages use is in the binary: templates, one stylesheet, one script.
@@ -44,6 +45,9 @@ func newPages() (*pages, error) {
 		"add":   func(a, b int) int { return a + b },
 		"dict":  func(p pageData, v *dispatchView) detailData { return detailData{Page: p, View: v} },
 		"word":  plainWord,
+		"taskrow": func(run string, t api.Task) taskRow {
+			return taskRow{RunID: run, Task: t}
+		},
 	}).ParseFS(assets, "assets/pages.html")
 	if err != nil {
 		return nil, err
@@ -81,6 +85,15 @@ func (p *pages) render(w http.ResponseWriter, name string, d pageData) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	io.WriteString(w, agenttext.Escape(b.String()))
+}
+
+// fragment renders template name with v alone (no page around it), escaped as a page is.
+func (p *pages) fragment(name string, v any) (string, error) {
+	var b strings.Builder
+	if err := p.t.ExecuteTemplate(&b, name, v); err != nil {
+		return "", err
+	}
+	return agenttext.Escape(b.String()), nil
 }
 
 func fmtTime(t any) string {

@@ -46,10 +46,25 @@ const benchTasks = 200
 // BenchmarkSSEFanout measures what open run pages add to the engine: a run of 200
 // independent tasks is submitted and held, `pages` event streams are opened on it through
 // the real handler, then every attempt is released and the run is timed to its end (each
-// task: fired, succeeded, with their commits and audit entries). ns/op is per task.
+// task: fired, succeeded, with their commits and audit entries). ns/op is per task. With
+// listed, each page lists the first 100 tasks as a run page does (?tasks=), so its stream
+// also reads and renders the rows of those that changed.
 func BenchmarkSSEFanout(b *testing.B) {
-	for _, pages := range []int{0, 50} {
-		b.Run(fmt.Sprintf("pages=%d", pages), func(b *testing.B) {
+	var first100 []string
+	for i := range 100 {
+		first100 = append(first100, fmt.Sprintf("t%d", i))
+	}
+	for _, c := range []struct {
+		pages  int
+		listed bool
+	}{{0, false}, {50, false}, {50, true}} {
+		pages, query := c.pages, ""
+		name := fmt.Sprintf("pages=%d", pages)
+		if c.listed {
+			name += ",listed=100"
+			query = "?tasks=" + strings.Join(first100, ",")
+		}
+		b.Run(name, func(b *testing.B) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			db, err := store.Open(ctx, filepath.Join(b.TempDir(), "orch.db"), orch.Migrations())
@@ -97,7 +112,7 @@ func BenchmarkSSEFanout(b *testing.B) {
 				var readers sync.WaitGroup
 				for range pages {
 					readers.Add(1)
-					req, _ := http.NewRequest("GET", ts.URL+"/api/runs/"+id+"/events", nil)
+					req, _ := http.NewRequest("GET", ts.URL+"/api/runs/"+id+"/events"+query, nil)
 					req.Header.Set("Authorization", "Bearer "+uiOperatorToken)
 					resp, err := http.DefaultClient.Do(req)
 					if err != nil {

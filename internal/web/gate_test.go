@@ -21,6 +21,10 @@ func TestServer_VerdictShown(t *testing.T) {
 		// through verdict.Parse, which refuses a tail longer than the output).
 		verdict.TailText{Text: "--- FAIL: TestAdd <script>alert(1)</script>\nFAIL\n", Total: 49})
 	prot := verdict.Protected(spec.Command, []string{"calc_test.go"})
+	allow := &verdict.Spec{Command: []string{"make", "test"}, Timeout: verdict.DefaultTimeout, Changes: []string{"src/**"}, Expect: &verdict.Expect{JUnit: "junit.xml", MinTests: 2}}
+	outside := verdict.OutsideChanges(allow.Command, allow.Changes, []verdict.Offence{{Path: "GNUmakefile", Why: "outside changes"}})
+	green := verdict.Green(allow.Command, time.Second, verdict.TailText{})
+	green.Evidence = &verdict.Evidence{Report: "junit.xml", Tests: 3, Skipped: 1}
 	o := newFakeOrch(
 		api.Task{ID: "a", State: api.TaskFailed, Subagent: "coder", DispatchID: "d1", Dispatches: []string{"d1"}, Reason: "verify-failed", Verify: spec, Verdict: &red},
 		api.Task{ID: "b", State: api.TaskPending, Subagent: "coder", Verify: spec},
@@ -29,6 +33,8 @@ func TestServer_VerdictShown(t *testing.T) {
 	recs := map[string]*dispatch.Record{
 		"d1": {ID: "d1", State: dispatch.StateFailed, Reason: dispatch.ReasonVerifyFailed, Subagent: "coder", CreatedAt: now, EndedAt: &now, Verify: spec, Verdict: &red},
 		"d2": {ID: "d2", State: dispatch.StateFailed, Reason: dispatch.ReasonVerifyFailed, Subagent: "alone", CreatedAt: now, EndedAt: &now, Verify: spec, Verdict: &prot},
+		"d3": {ID: "d3", State: dispatch.StateFailed, Reason: dispatch.ReasonVerifyFailed, Subagent: "alone", CreatedAt: now, EndedAt: &now, Verify: allow, Verdict: &outside},
+		"d4": {ID: "d4", State: dispatch.StateFinished, Subagent: "alone", CreatedAt: now, EndedAt: &now, Verify: allow, Verdict: &green},
 	}
 	e := startWith(t, Sources{Orch: o, Dispatches: fakeDispatches{recs}})
 	c, _ := login(t, e, readToken)
@@ -39,6 +45,8 @@ func TestServer_VerdictShown(t *testing.T) {
 		{"/runs/run1", []string{`<span class="state st-failed">exit-status</span>`, "<th>Verify</th>", `<td class="gate-cell">pending</td>`, `<td class="gate-cell">-</td>`}},
 		{"/runs/run1/tasks/a", []string{`id="t-gate"`, `id="verdict-tail"`, "failed: exit-status (exit 1, 2s)", "&lt;script&gt;", red.OutputSHA256}},
 		{"/dispatches/d2", []string{`id="protected"`, "<code>calc_test.go</code>", "protected-path"}},
+		{"/dispatches/d3", []string{`id="outside"`, "<code>GNUmakefile</code>", "outside-changes", "changes <code>src/**</code>", "expect <code>junit.xml</code> with at least 2 test(s)"}},
+		{"/dispatches/d4", []string{`id="evidence"`, "3 tests, 0 failures, 0 errors, 1 skipped"}},
 	} {
 		resp, err := c.Get(e.base + tc.path)
 		if err != nil {

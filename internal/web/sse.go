@@ -54,8 +54,9 @@ func (s *sseWriter) send(event string, v any) bool {
 }
 
 // runEvents streams a run's changes: a snapshot of the run (its state and counts, and the
-// states of the tasks the page lists, ?tasks=a,b,...) first, after subscribing so nothing
-// between is missed, then the tasks that changed (batched), the counts at most every
+// states and rows of the tasks the page lists, ?tasks=a,b,...) first, after subscribing so
+// nothing between is missed, then the tasks that changed (batched: "tasks", their states,
+// and "rows", the rows of the listed ones as the page renders them), the counts at most every
 // streamFresh, and a new snapshot when the run itself changes. The page reads the states of
 // the tasks it draws from the graph endpoint (again on every snapshot); the stream only
 // updates them, so a 100,000-task run costs a page what changes, not the run. When the page
@@ -68,6 +69,13 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	listed := listedTasks(r.URL.Query().Get("tasks"))
+	isListed := make(map[string]bool, len(listed))
+	for _, id := range listed {
+		isListed[id] = true
+	}
+	// Rows are masked for a viewer as the page is.
+	m := s.mask(ctx, first.Repo)
+	total := first.Total
 	events, stop := s.hub.subscribe(first.ID)
 	defer stop()
 	snap := func(fresh time.Duration, withTasks bool) (snapshot, error) {
@@ -78,16 +86,17 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 				return err
 			}
 			out = snapshot{State: run.State, Counts: run.Counts, Total: run.Total}
-			if !withTasks || len(listed) == 0 {
-				return nil
-			}
-			rows, err := s.src.Runs.TasksNamed(ctx, first.ID, listed)
-			out.Tasks = map[string]string{}
-			for _, t := range rows {
-				out.Tasks[t.ID] = t.State
-			}
-			return err
+			total = run.Total
+			return nil
 		})
+		if err != nil || !withTasks || len(listed) == 0 {
+			return out, err
+		}
+		tasks, rows, err := s.listedRows(ctx, first.ID, total, listed, m)
+		out.Tasks, out.Rows = map[string]string{}, rows
+		for _, t := range tasks {
+			out.Tasks[t.ID] = t.State
+		}
 		return out, err
 	}
 	cur, err := snap(0, true)
@@ -113,12 +122,24 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		if len(pending) == 0 {
 			return true
 		}
+		var changed []string
+		for id := range pending {
+			if isListed[id] {
+				changed = append(changed, id)
+			}
+		}
 		ok := sw.send("tasks", pending)
 		pending = map[string]string{}
 		if recount == nil {
 			recount = time.After(streamFresh)
 		}
-		return ok
+		if !ok || len(changed) == 0 {
+			return ok
+		}
+		// The listed rows that changed, read after their events were committed: what a
+		// fresh load shows now.
+		_, rows, err := s.listedRows(ctx, first.ID, total, changed, m)
+		return err == nil && sw.send("rows", rows)
 	}
 	for {
 		select {
@@ -162,12 +183,14 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 // snapshot is a run as its page's stream says it: its state and how many tasks are in each
-// state, and the states of the tasks the page lists (never every task).
+// state, and the states of the tasks the page lists (never every task) with their rows as
+// the page renders them (listedRows).
 type snapshot struct {
 	State  string            `json:"state"`
 	Counts map[string]int    `json:"counts"`
 	Total  int               `json:"total"`
 	Tasks  map[string]string `json:"tasks,omitempty"`
+	Rows   map[string]string `json:"rows,omitempty"`
 }
 
 // maxListed bounds the tasks a stream's snapshot reports (a page lists taskPage).

@@ -241,6 +241,19 @@ type answer struct {
 	Offsite []string       `json:"offsite"`
 	Console []string       `json:"console_errors"`
 	Cookies []cookieAnswer `json:"cookies"`
+	Rows    []rowCells     `json:"rows"`
+}
+
+// rowCells is a table row as the page shows it: its task and, per cell, its text and the
+// (sorted) classes of each state badge in it.
+type rowCells struct {
+	Task  string `json:"task"`
+	Cells []cell `json:"cells"`
+}
+
+type cell struct {
+	Text   string   `json:"text"`
+	Badges []string `json:"badges"`
 }
 
 type cookieAnswer struct {

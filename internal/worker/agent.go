@@ -95,6 +95,7 @@ func (r *runner) runAgent(ctx context.Context) *failure {
 		secrets = append(secrets, []byte(r.secrets[k]))
 	}
 	r.transcript = &agentrun.Transcript{}
+	r.answerSealed, r.answerWhy = r.answerChannel()
 	exit, err := r.rt.Run(ctx, agentrun.Invocation{
 		Command: r.man.Command,
 		Dir:     r.workspace,

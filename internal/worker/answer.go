@@ -1,22 +1,123 @@
 package worker
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/runtime/agentrun"
+	"github.com/agora-dev/agora/internal/runtime/runtimes"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-// keepAnswer writes what an in-process runtime produced into out/: the final answer as
-// outputs/final.md (an output like any other) and a question as needs_input.json (the
-// needs_input phase reads it as it reads an exec agent's). Both go through an [os.Root] on
-// out/, so a symlink the agent planted there cannot send them elsewhere.
+// The model's final answer is the one thing of a dispatch that no process of the agent can
+// write: it reaches the worker from the model (the openai loop runs in the worker, which is
+// not dumpable) or over the pipe of a CLI that is not dumpable either, stays in the worker's
+// memory, and is written to out/outputs/final.md only after the stop step, when no process
+// of the agent is left. result.json declares it (Result.Final) with the hash of the bytes the
+// worker held, and only when every link of that chain held; a review is read from there and
+// nowhere else (docs/adr/0001-a-review-is-the-reviewers-final-answer.md).
+
+// answerChannel says whether the runtime's final answer will reach the worker over a channel
+// no process of the agent can write, and why not when it will not. It runs just before the
+// runtime starts: what it checks is what the runtime then runs.
+func (r *runner) answerChannel() (sealed bool, why string) {
+	rt, ok := runtimes.Lookup(r.man.Runtime)
+	switch {
+	case !ok || rt.Model.API == "":
+		return false, "an exec command has no model answer"
+	case !rt.Hosted():
+		return true, "" // the loop runs in the worker
+	}
+	p := runtimeBinaryPath(r.man)
+	if p == "" {
+		return false, "the " + rt.Name + " CLI comes from the sandbox's PATH, a file its tools can read"
+	}
+	if err := cliSealed(p); err != nil {
+		return false, "the " + rt.Name + " CLI " + err.Error()
+	}
+	return true, ""
+}
+
+// cliSealed checks that the CLI at p will run non-dumpable, so that no other process of its
+// uid can ptrace it or open its /proc/PID/fd/1 (the pipe the worker reads its events from):
+// the kernel makes a process that executes a file its user cannot read non-dumpable, for
+// good. So p must be a regular file the worker (the CLI's uid, with no capabilities) cannot
+// open for reading, and must stay so: owned by another user (no process here may chmod it)
+// or on a read-only mount. The host binds such a file on a local sandbox (an execute-only
+// copy, runtimebin.ExecOnly); a docker or kubernetes target, or a CLI a capability ships,
+// runs a readable one.
+func cliSealed(p string) error {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return fmt.Errorf("at %s cannot be checked: %w", p, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("at %s is not a regular file", p)
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err == nil {
+		f.Close()
+		return fmt.Errorf("runs from %s, which its user can read, so it is dumpable: its tools could write its output", p)
+	}
+	if !errors.Is(err, fs.ErrPermission) {
+		return fmt.Errorf("at %s cannot be checked: %w", p, err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return nil
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(p, &sfs); err == nil && sfs.Flags&unix.ST_RDONLY != 0 {
+		return nil
+	}
+	return fmt.Errorf("runs from %s, which its own user owns on a writable mount and could make readable", p)
+}
+
+// reclaimOut gives the worker back what the agent may have taken from it in out/: the agent
+// runs as the worker's user, so it can chmod out/ and out/outputs/ read-only (a planted
+// answer could not be replaced, nor result.json written). The worker owns both and adds its
+// own read, write and search bits back; it runs after the stop step, when nothing of the
+// agent can take them again. outputs/ must be a directory if it is there at all.
+func (r *runner) reclaimOut() *failure {
+	if err := reclaimDir(r.out); err != nil {
+		return fail(wire.ReasonWorkerFailed, "take back out/: %v", err)
+	}
+	return nil
+}
+
+// reclaimDir adds the owner's rwx to the directory at p (never through a symlink).
+func reclaimDir(p string) error {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", path.Base(p))
+	}
+	if fi.Mode().Perm()&0o700 == 0o700 {
+		return nil
+	}
+	return os.Chmod(p, fi.Mode().Perm()|0o700)
+}
+
+// keepAnswer writes what a model runtime produced into out/: the final answer as
+// outputs/final.md (an output like any other, and Result.Final when the channel it came
+// through is sealed) and a question as needs_input.json (the needs_input phase reads it as it
+// reads an exec agent's). It runs after the stop step. Each is written as a new file renamed
+// over whatever the agent left at that name (a file it made read-only, a symlink, a FIFO, a
+// directory), through an [os.Root] on out/; an outputs/ that is a symlink or not a directory
+// fails the dispatch. Whatever fails, nothing the agent planted is ever declared: the hash
+// declared is that of the bytes the worker held.
 func (r *runner) keepAnswer(exit agentrun.Exit) *failure {
 	if exit.Final == nil && exit.Question == "" {
 		return nil
@@ -27,13 +128,22 @@ func (r *runner) keepAnswer(exit agentrun.Exit) *failure {
 	}
 	defer root.Close()
 	if exit.Final != nil {
-		if err := root.MkdirAll(wire.OutputsDir, 0o755); err != nil {
+		if err := outputsDir(root); err != nil {
 			return fail(wire.ReasonWorkerFailed, "keep the answer: %v", err)
 		}
-		name := path.Join(wire.OutputsDir, wire.FinalFile)
-		_ = root.Remove(name) // replaced, never written through
-		if err := root.WriteFile(name, []byte(*exit.Final), 0o644); err != nil {
+		b := []byte(*exit.Final)
+		if err := replaceIn(root, wire.FinalPath, b); err != nil {
 			return fail(wire.ReasonWorkerFailed, "keep the answer: %v", err)
+		}
+		why := r.answerWhy
+		if r.answerSealed && !r.stopped {
+			why = "no stop step ended the agent's processes (no PID namespace of its own), so one could still change what is declared"
+		}
+		if r.answerSealed && r.stopped {
+			sum := sha256.Sum256(b)
+			r.res.Final = &wire.FileInfo{Path: wire.FinalPath, Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}
+		} else if r.opts.Stderr != nil {
+			fmt.Fprintf(r.opts.Stderr, "agora worker: the answer is kept as %s but not vouched for as the model's own (so it cannot be a review): %s\n", wire.FinalPath, why)
 		}
 	}
 	if exit.Question != "" {
@@ -41,9 +151,57 @@ func (r *runner) keepAnswer(exit agentrun.Exit) *failure {
 		if err != nil {
 			return fail(wire.ReasonWorkerFailed, "keep the question: %v", err)
 		}
-		_ = root.Remove(wire.NeedsInputFile)
-		if err := root.WriteFile(wire.NeedsInputFile, b, 0o644); err != nil {
+		if err := replaceIn(root, wire.NeedsInputFile, b); err != nil {
 			return fail(wire.ReasonWorkerFailed, "keep the question: %v", err)
+		}
+	}
+	return nil
+}
+
+// outputsDir makes sure out/outputs is a directory the worker can write: made when missing,
+// its owner bits given back when the agent took them; a symlink or anything else there is
+// refused, never followed or removed.
+func outputsDir(root *os.Root) error {
+	fi, err := root.Lstat(wire.OutputsDir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return root.Mkdir(wire.OutputsDir, 0o755)
+	case err != nil:
+		return err
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("out/%s is a symlink; the worker writes the model's answer there", wire.OutputsDir)
+	case !fi.IsDir():
+		return fmt.Errorf("out/%s is not a directory; the worker writes the model's answer there", wire.OutputsDir)
+	case fi.Mode().Perm()&0o700 != 0o700:
+		return root.Chmod(wire.OutputsDir, fi.Mode().Perm()|0o700)
+	}
+	return nil
+}
+
+// replaceIn writes b to name under root as a new file (0644) renamed over whatever is there,
+// so nothing there is written through or kept. A directory in the way is removed first.
+func replaceIn(root *os.Root, name string, b []byte) error {
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := path.Join(path.Dir(name), "."+path.Base(name)+".tmp-"+hex.EncodeToString(rnd[:]))
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(b)
+	if err := errors.Join(werr, f.Chmod(0o644), f.Close()); err != nil {
+		root.Remove(tmp)
+		return err
+	}
+	if err := root.Rename(tmp, name); err != nil {
+		// A directory in the way (the agent's) cannot be renamed over.
+		if rmErr := root.RemoveAll(name); rmErr != nil {
+			root.Remove(tmp)
+			return errors.Join(err, rmErr)
+		}
+		if err := root.Rename(tmp, name); err != nil {
+			root.Remove(tmp)
+			return err
 		}
 	}
 	return nil

@@ -46,6 +46,9 @@ type fixture struct {
 	stdout   bytes.Buffer
 	stderr   bytes.Buffer
 	maxPatch int64
+	// stopped runs the worker as if its stop step had left no process of the agent (there
+	// is none without a sandbox).
+	stopped bool
 }
 
 // newFixture lays out a sandbox with an empty workspace, one capability granting
@@ -222,6 +225,7 @@ func (f *fixture) run() (int, wire.Result) {
 		Stdout:           &f.stdout,
 		Stderr:           &f.stderr,
 		testOnlyMaxPatch: f.maxPatch,
+		testOnlyStopped:  f.stopped,
 	})
 	if code != 0 {
 		t.Fatalf("worker exit code %d; stderr:\n%s", code, f.stderr.String())

@@ -45,6 +45,7 @@ func (r *runner) stop(ctx context.Context) *failure {
 			return fail(wire.ReasonWorkerFailed, "stop the agent's processes: %v", err)
 		}
 		if left == 0 {
+			r.stopped = true
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {

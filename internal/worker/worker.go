@@ -49,6 +49,9 @@ type options struct {
 	// agent (with Manifest.PIDNamespace). Only Main sets it, and only inside a sandbox:
 	// a test running the worker in its own process must never kill(-1).
 	stopOthers bool
+	// testOnlyStopped lets a test that runs the worker in its own process (no stop step)
+	// see what it does once the stop step left no process of the agent.
+	testOnlyStopped bool
 }
 
 // Main runs the worker in the sandbox layout at [wire.DefaultRoot], with the secrets on
@@ -165,6 +168,12 @@ type runner struct {
 	exit  agentrun.Exit
 	// transcript is the model runtimes' transcript, written to out/ after stop.
 	transcript *agentrun.Transcript
+	// answerSealed: the runtime's final answer reaches the worker over a channel no process
+	// of the agent can write (answer.go); answerWhy says why not when it does not.
+	answerSealed bool
+	answerWhy    string
+	// stopped: the stop step killed every other process of the sandbox.
+	stopped bool
 }
 
 func run(ctx context.Context, opts options) int {
@@ -223,8 +232,13 @@ func (r *runner) steps(ctx context.Context) {
 	if !r.phase(ctx, wire.PhaseStop, r.stop) {
 		return
 	}
+	// The agent may have taken the worker's write bits on out/ (it runs as the same user).
+	if fl := r.reclaimOut(); fl != nil {
+		r.record(fl)
+	}
 	// The agent shares out/: whatever it left under the worker's names is not the worker's.
 	r.removeOwnFiles()
+	r.stopped = r.stopped || r.opts.testOnlyStopped
 	// An in-process runtime's answer and question are written only now, when nothing of the
 	// agent runs that could replace them before they are read back and hashed.
 	if fl := r.keepAnswer(r.exit); fl != nil {

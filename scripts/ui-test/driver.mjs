@@ -44,6 +44,18 @@ const ops = {
   async text({ selector }) { return { text: await page.textContent(selector) }; },
   async count({ selector }) { return { n: await page.locator(selector).count() }; },
   async attr({ selector, name }) { return { text: await page.getAttribute(selector, name) }; },
+  // cells reads the rows selector matches: each row's data-task, and each cell's text and
+  // the classes of the state badges in it (each class list sorted).
+  async cells({ selector }) {
+    const rows = await page.$$eval(selector, (trs) => trs.map((tr) => ({
+      task: tr.getAttribute("data-task"),
+      cells: Array.from(tr.children).map((td) => ({
+        text: td.textContent.trim(),
+        badges: Array.from(td.querySelectorAll("span.state")).map((s) => Array.from(s.classList).sort().join(" ")),
+      })),
+    })));
+    return { rows };
+  },
   // scroll sets an element's scroll position, as a person dragging its scroll bars would.
   async scroll({ selector, x, y }) {
     await page.$eval(selector, (el, [x, y]) => { el.scrollLeft = x; el.scrollTop = y; }, [x, y]);

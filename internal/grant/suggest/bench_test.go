@@ -68,7 +68,7 @@ func benchHome(b testing.TB, tasks int) (suggest.Source, []string) {
 	var ents []audit.Entry
 	for i := range ids {
 		ids[i] = fmt.Sprintf("d-%04d", i)
-		if err := recs.Accept(ctx, &dispatch.Record{ID: ids[i], Subagent: "worker", SubagentDigest: v.Digest, Grants: &g,
+		if err := recs.Accept(ctx, &dispatch.Record{ID: ids[i], Subagent: "worker", SubagentDigest: v.Digest, Grants: &g, Learn: true,
 			Target: "local", RunID: "r-1", TaskID: fmt.Sprintf("t%d", i)}); err != nil {
 			b.Fatal(err)
 		}

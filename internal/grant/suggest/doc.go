@@ -1,8 +1,14 @@
 // Package suggest proposes a grant from what dispatches did: `agora capability suggest`. It
 // reads evidence (audit entries of agora.db: the worker's tool decisions, the egress proxy's
-// connections and refused requests, learn mode's would-deny entries, and the command an exec
+// connections and refusals, learn mode's would-deny entries, and the command an exec
 // subagent runs) and writes a capability.yaml a person reviews and registers. It never
 // registers anything, and it has no MCP surface: it is a deploy-time command of the CLI.
+//
+// Used, not tried: a host or request is proposed only when the egress proxy let it through
+// (a connection the dispatch's grant admitted; in a learn dispatch, a host egress.learn_hosts
+// admitted, its net.would_deny, and the requests made to it). What the proxy refused
+// (net.connect deny, net.request), in any dispatch, is [Proposal.ProxyRefused]: listed for a
+// person as what the agent tried, never proposed, never written.
 //
 // The evidence was produced inside sandboxes by agents, so it is hostile. What an agent can
 // put into it must never become more than it did:
@@ -36,8 +42,8 @@
 //     Never "/".
 //
 // What the audit does not record cannot be proposed from evidence: an allowed tool call's
-// arguments are kept only as a hash, and the proxy records an allowed request's method and
-// path only when it refuses one. For those, the rules of the dispatch's own grant that admitted
+// arguments are kept only as a hash, and outside learn mode the proxy records a request's
+// method and path only when it refuses it. For those, the rules of the dispatch's own grant that admitted
 // them are kept (narrowed to the host and port seen), and the list says so. The current
 // grant's approve rules are always kept: they only hold calls back for a person.
 //

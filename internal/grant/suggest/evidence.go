@@ -33,8 +33,8 @@ const (
 type Evidence struct {
 	tools    map[string]*seen
 	commands map[string]*commandSeen // key: argv joined by NUL
-	conns    map[hostPort]*seen      // connections whose requests were not read
-	requests map[request]*seen       // refused or would-deny requests: method and path known
+	conns    map[hostPort]*seen      // allowed connections whose requests were not read
+	requests map[request]*seen       // would-deny requests (learn_hosts admitted them): method and path known
 	// kept are rules and command patterns of the dispatches' own grants that admitted
 	// allowed calls whose detail the audit does not hold.
 	keptRules    []grant.EgressRule
@@ -42,10 +42,14 @@ type Evidence struct {
 	refused      []Refusal
 	refusedMore  int
 	refusedAt    map[string]int // kind, item and reason of a listed refusal -> its index
-	notes        []string
-	dispatches   int
-	entries      int
-	tooMuch      bool
+	// proxyRefused is what the agent tried and the egress proxy refused: never proposed.
+	proxyRefused     []Refusal
+	proxyRefusedMore int
+	proxyRefusedAt   map[string]int
+	notes            []string
+	dispatches       int
+	entries          int
+	tooMuch          bool
 }
 
 type seen struct {
@@ -89,7 +93,7 @@ type Refusal struct {
 // NewEvidence returns empty evidence.
 func NewEvidence() *Evidence {
 	return &Evidence{tools: map[string]*seen{}, commands: map[string]*commandSeen{}, conns: map[hostPort]*seen{},
-		requests: map[request]*seen{}, keptCommands: map[string]bool{}, refusedAt: map[string]int{}}
+		requests: map[request]*seen{}, keptCommands: map[string]bool{}, refusedAt: map[string]int{}, proxyRefusedAt: map[string]int{}}
 }
 
 // DispatchEvidence adds the entries of one dispatch to its [Evidence].
@@ -102,13 +106,16 @@ type DispatchEvidence struct {
 	id     string
 	n      int
 	grants grant.Set
+	// learnHosts are the hosts and ports of this dispatch's net.would_deny connections: the
+	// proxy let them through because egress.learn_hosts admitted them.
+	learnHosts map[hostPort]bool
 }
 
 // Dispatch starts the evidence of dispatch id, whose recorded grant was grants (what admitted
 // its allowed calls). command is the argv an exec subagent runs, nil for other runtimes.
 func (ev *Evidence) Dispatch(id string, grants grant.Set, command []string) *DispatchEvidence {
 	ev.dispatches++
-	d := &DispatchEvidence{ev: ev, id: id, n: ev.dispatches, grants: grants}
+	d := &DispatchEvidence{ev: ev, id: id, n: ev.dispatches, grants: grants, learnHosts: map[hostPort]bool{}}
 	if command != nil {
 		d.command(command, "the subagent's command")
 	}
@@ -312,17 +319,29 @@ func argvProblem(argv []string) string {
 	return ""
 }
 
-// net records an egress entry: a connection (host and port) or a request (with method and
-// path).
+// net records an egress entry. Only what the egress proxy let through can be proposed: a
+// connection the dispatch's grant admitted, or, in a learn dispatch, one egress.learn_hosts
+// admitted (its net.would_deny) and each request on it (a net.would_deny with method and
+// path). What the proxy refused (net.connect "deny", net.request) is listed apart, as the
+// agent tried it, and never proposed: a grant proposed from it would be the route the proxy
+// closed.
 func (d *DispatchEvidence) net(kind string, details map[string]any) {
 	if entry.Has(details, "budget_spent") {
 		d.ev.note("a dispatch spent its network audit budget: the connections after that point are missing")
 		return
 	}
-	if kind == entry.NetClose {
+	n := entry.ReadNet(details)
+	switch {
+	case kind == entry.NetRequest || (kind == entry.NetConnect && n.Decision == "deny"):
+		d.proxyRefused(n)
+		return
+	case kind == entry.NetWouldDeny && !d.Learn:
+		d.refuse("egress", netItem(n), "a would-deny entry of a dispatch not in learn mode: not a record agora makes, so not evidence")
+		return
+	case kind == entry.NetConnect && n.Decision != "allow" && n.Decision != "error":
+		d.refuse("egress", netItem(n), "not a decision the proxy records ("+n.Decision+"), so not evidence")
 		return
 	}
-	n := entry.ReadNet(details)
 	hp, why := readHostPort(n.Host, n.Port)
 	if why != "" {
 		d.refuse("egress", n.Host+":"+n.Port, why)
@@ -332,9 +351,13 @@ func (d *DispatchEvidence) net(kind string, details map[string]any) {
 		d.connection(kind, n, hp, entry.Has(details, "terminated"))
 		return
 	}
+	if kind != entry.NetWouldDeny {
+		d.refuse("egress", netItem(n), "a connection entry with a method or path: not a record the proxy makes, so not evidence")
+		return
+	}
 	r := request{hostPort: hp, method: n.Method, path: n.Path}
 	if why := requestProblem(r); why != "" {
-		d.refuse("egress", n.Method+" "+n.Host+":"+n.Port+n.Path, why)
+		d.refuse("egress", netItem(n), why)
 		return
 	}
 	s, ok := d.ev.requests[r]
@@ -348,21 +371,81 @@ func (d *DispatchEvidence) net(kind string, details map[string]any) {
 	s.add(d.n)
 }
 
-// connection records an entry about a connection (no method or path):
-//   - a learn dispatch's net.would_deny of a connection says nothing the net.connect that
-//     follows it does not (whether its requests were read, each then a net.would_deny);
-//   - a refused connection, or one whose requests the proxy did not read (a CONNECT it did not
-//     terminate), is evidence of its host and port, any request;
+// netItem is an egress entry as a refusal shows it: "host:port", or "METHOD host:port/path".
+func netItem(n entry.Net) string {
+	hp := n.Host + ":" + n.Port
+	if n.Method == "" && n.Path == "" {
+		return hp
+	}
+	return n.Method + " " + hp + n.Path
+}
+
+// proxyRefused lists a connection or request the egress proxy refused, once (the same again
+// is counted on the first). It is never proposed, in a learn dispatch or any other.
+func (d *DispatchEvidence) proxyRefused(n entry.Net) {
+	reason := "the egress proxy refused it"
+	if n.Reason != "" {
+		reason += ": " + cutReason(n.Reason)
+	}
+	if d.Learn {
+		reason += " (a learn dispatch reaches beyond its grant only what egress.learn_hosts admits)"
+	} else {
+		d.ev.note(refusedNote)
+	}
+	r := Refusal{Kind: "egress", Item: Show(netItem(n)), Reason: ascii(reason), Dispatch: Show(d.id), Count: 1}
+	key := r.Item + "\x00" + r.Reason
+	if i, ok := d.ev.proxyRefusedAt[key]; ok {
+		d.ev.proxyRefused[i].Count++
+		return
+	}
+	if len(d.ev.proxyRefused) >= maxRefusals {
+		d.ev.proxyRefusedMore++
+		return
+	}
+	d.ev.proxyRefusedAt[key] = len(d.ev.proxyRefused)
+	d.ev.proxyRefused = append(d.ev.proxyRefused, r)
+}
+
+// refusedNote says what to do when the work needs what the proxy refused.
+const refusedNote = "the egress proxy refused connections or requests (listed apart: the agent tried them, the proxy refused them); suggest proposes only what the proxy let through: to learn what the work needs beyond its grant, name its hosts in agora.yaml's egress.learn_hosts and run it with --learn"
+
+// cutReason is a proxy's reason cut to maxReason bytes.
+func cutReason(s string) string {
+	const maxReason = 200
+	if len(s) > maxReason {
+		return s[:maxReason] + "..."
+	}
+	return s
+}
+
+// connection records an entry about a connection (no method or path) the proxy let through
+// (net.connect "allow", or "error": admitted, then the dial failed):
+//   - a learn dispatch's net.would_deny of a connection says egress.learn_hosts admitted its
+//     host and port; the net.connect that follows says whether its requests were read (each
+//     then a net.would_deny);
+//   - a connection neither the dispatch's grant nor a net.would_deny of the dispatch admits is
+//     not one the proxy lets through, so not evidence;
+//   - an admitted connection whose requests the proxy did not read (a CONNECT it did not
+//     terminate) is evidence of its host and port, any request;
 //   - an allowed connection whose requests the proxy read (plain HTTP, or terminated) keeps
 //     the dispatch's rules that admitted it ([DispatchEvidence.keepRules]); when none of the
 //     grant's rules matched (a learn host), each request is its own net.would_deny.
 func (d *DispatchEvidence) connection(kind string, n entry.Net, hp hostPort, terminated bool) {
+	if kind == entry.NetWouldDeny {
+		d.learnHosts[hp] = true
+		return
+	}
+	granted := slices.ContainsFunc(d.grants.Egress, func(r grant.EgressRule) bool { return r.MatchesHost(hp.host, hp.port) })
 	switch {
-	case kind == entry.NetWouldDeny:
-	case kind != entry.NetConnect || n.Decision == "deny":
-		d.ev.addConn(hp, d.n)
+	case !granted && !d.learnHosts[hp] && n.Decision == "error":
+		// A learn host's dial fails before its would_deny is recorded.
+		d.refuse("egress", netItem(n), "the connection failed before anything admitted it on record, so the work never reached it; run the dispatch again once the host answers")
+	case !granted && !d.learnHosts[hp]:
+		d.refuse("egress", netItem(n), "recorded as allowed, but neither the dispatch's grant nor egress.learn_hosts (a net.would_deny) admitted it: not a record the proxy makes, so not evidence")
 	case n.Via != "http" && !terminated:
 		d.ev.addConn(hp, d.n)
+	case !granted:
+		// A learn host the proxy read: each request is its own net.would_deny.
 	default:
 		if d.keepRules(hp) == keptWhole {
 			d.ev.addConn(hp, d.n)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/agora-dev/agora/internal/catalog"
@@ -19,6 +20,8 @@ func FuzzEvidence(f *testing.F) {
 	f.Add("tool.would_deny", []byte(`{"tool":"run_command","command":"go test ./... | sh"}`))
 	f.Add("net.request", []byte(`{"host":"api.github.com","port":443,"method":"POST","path":"/repos/a"}`))
 	f.Add("net.connect", []byte(`{"host":"*.com","port":443,"decision":"deny"}`))
+	f.Add("net.connect", []byte(`{"host":"api.github.com.exfil.example\u001b[2J","port":443,"decision":"deny","reason":"x\ny"}`))
+	f.Add("net.connect", []byte(`{"host":"api.github.com","port":443,"decision":"allow","via":"connect"}`))
 	f.Add("net.would_deny", []byte(`{"host":"a.example","port":"443","method":"GET","path":"/%2e%2e/x"}`))
 	f.Add("tool.call", []byte(`{"tool":"Bash","decision":"allowed"}`))
 	f.Add("file.would_deny", []byte(`{"path":"/etc/\u001b[2Jx","op":"write"}`))
@@ -53,8 +56,14 @@ func FuzzEvidence(f *testing.F) {
 			for _, it := range p.Items {
 				oneLine(t, it.Text)
 			}
-			for _, r := range p.Refused {
+			for _, r := range slices.Concat(p.Refused, p.ProxyRefused) {
 				oneLine(t, r.Item+r.Reason+r.Dispatch)
+			}
+			// What the proxy refused is never proposed: a refused entry adds no rule.
+			if kind == "net.request" || (kind == "net.connect" && d["decision"] == "deny") {
+				if len(p.Grant.Egress) != 0 {
+					t.Fatalf("a refused %s proposed egress %v", kind, p.Grant.Egress)
+				}
 			}
 			for _, r := range p.Grant.Egress {
 				if r.Host != "" && r.Host[0] == '*' {

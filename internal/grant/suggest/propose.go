@@ -66,10 +66,15 @@ type Proposal struct {
 	// Refused is evidence not proposed, with why; RefusedMore counts what was not listed.
 	Refused     []Refusal `json:"refused"`
 	RefusedMore int       `json:"refused_more,omitempty"`
-	Notes       []string  `json:"notes"`
-	Diff        Diff      `json:"diff"`
-	Dispatches  int       `json:"dispatches"`
-	Entries     int       `json:"entries"`
+	// ProxyRefused is what the agent tried and the egress proxy refused (connections and
+	// requests), in learn and plain dispatches alike: never proposed, listed so a person
+	// sees it apart from what the work used. ProxyRefusedMore counts what was not listed.
+	ProxyRefused     []Refusal `json:"proxy_refused"`
+	ProxyRefusedMore int       `json:"proxy_refused_more,omitempty"`
+	Notes            []string  `json:"notes"`
+	Diff             Diff      `json:"diff"`
+	Dispatches       int       `json:"dispatches"`
+	Entries          int       `json:"entries"`
 }
 
 // Propose builds the grant the evidence supports, and its diff against current (the
@@ -79,10 +84,14 @@ func Propose(ev *Evidence, current grant.Set, opts Options) (*Proposal, error) {
 		return nil, fmt.Errorf("%w (more than %d distinct of one kind); suggest from fewer dispatches", ErrTooMuch, maxDistinct)
 	}
 	current, _ = current.Narrow(current) // normal form
-	p := &Proposal{Items: []Item{}, Refused: slices.Clone(ev.refused), RefusedMore: ev.refusedMore, Notes: slices.Clone(ev.notes),
+	p := &Proposal{Items: []Item{}, Refused: slices.Clone(ev.refused), RefusedMore: ev.refusedMore,
+		ProxyRefused: slices.Clone(ev.proxyRefused), ProxyRefusedMore: ev.proxyRefusedMore, Notes: slices.Clone(ev.notes),
 		Dispatches: ev.dispatches, Entries: ev.entries}
 	if p.Refused == nil {
 		p.Refused = []Refusal{}
+	}
+	if p.ProxyRefused == nil {
+		p.ProxyRefused = []Refusal{}
 	}
 	if p.Notes == nil {
 		p.Notes = []string{}

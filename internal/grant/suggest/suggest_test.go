@@ -32,6 +32,22 @@ func netReq(host string, port int64, method, path string) map[string]any {
 		entry.KeyDecision: "deny", entry.KeyReason: "not granted"}
 }
 
+// learnReq is a learn dispatch's request to a host of egress.learn_hosts: a net.would_deny
+// with method and path.
+func learnReq(host string, port int64, method, path string) ent {
+	return ent{entry.NetWouldDeny, map[string]any{entry.KeyHost: host, entry.KeyPort: port, entry.KeyMethod: method, entry.KeyPath: path,
+		entry.KeyReason: "not in the dispatch's egress grant", entry.KeyVia: "request"}}
+}
+
+// learnConn is a learn dispatch's connection to a host of egress.learn_hosts the proxy did not
+// read: its net.would_deny, then the net.connect that allowed it.
+func learnConn(host string, port int64) []ent {
+	return []ent{
+		{entry.NetWouldDeny, map[string]any{entry.KeyHost: host, entry.KeyPort: port, entry.KeyVia: "connect", entry.KeyReason: "not in the dispatch's egress grant"}},
+		{entry.NetConnect, map[string]any{entry.KeyHost: host, entry.KeyPort: port, entry.KeyDecision: "allow", entry.KeyVia: "connect"}},
+	}
+}
+
 func netConn(host string, port int64, decision string) map[string]any {
 	return map[string]any{entry.KeyHost: host, entry.KeyPort: port, entry.KeyDecision: decision, entry.KeyVia: "connect"}
 }
@@ -43,8 +59,20 @@ type ent struct {
 
 func propose(t *testing.T, current grant.Set, narrow bool, ents ...ent) *suggest.Proposal {
 	t.Helper()
+	return proposeFrom(t, current, narrow, false, ents...)
+}
+
+// proposeLearn is propose from a learn dispatch.
+func proposeLearn(t *testing.T, current grant.Set, narrow bool, ents ...ent) *suggest.Proposal {
+	t.Helper()
+	return proposeFrom(t, current, narrow, true, ents...)
+}
+
+func proposeFrom(t *testing.T, current grant.Set, narrow, learn bool, ents ...ent) *suggest.Proposal {
+	t.Helper()
 	ev := suggest.NewEvidence()
 	d := ev.Dispatch("d1", current, nil)
+	d.Learn = learn
 	for _, e := range ents {
 		d.Entry(e.kind, e.details)
 	}
@@ -197,18 +225,16 @@ func TestPropose_GeneralisesOnlyWhenEnoughAgree(t *testing.T) {
 }
 
 func TestPropose_Hosts(t *testing.T) {
-	p := propose(t, grant.Set{}, false,
-		ent{entry.NetConnect, netConn("proxy.golang.org", 443, "deny")},
-		ent{entry.NetConnect, netConn("*.com", 443, "deny")},
-		ent{entry.NetConnect, netConn("evil.com\nx", 443, "deny")},
-		ent{entry.NetConnect, netConn("10.0.0.0/8", 443, "deny")},
-		ent{entry.NetConnect, netConn("0x7f.0.0.1", 443, "deny")},
-		ent{entry.NetConnect, netConn("a.example", 0, "deny")},
-		ent{entry.NetConnect, netConn("b.example", 70000, "deny")},
-		ent{entry.NetConnect, netConn("\x1b[31mred", 443, "deny")},
-		ent{entry.NetConnect, netConn("10.1.2.3", 8443, "deny")},
-		ent{entry.NetConnect, map[string]any{"budget_spent": true, entry.KeyEntries: int64(10)}},
-	)
+	var ents []ent
+	for _, h := range []struct {
+		host string
+		port int64
+	}{{"proxy.golang.org", 443}, {"*.com", 443}, {"evil.com\nx", 443}, {"10.0.0.0/8", 443}, {"0x7f.0.0.1", 443},
+		{"a.example", 0}, {"b.example", 70000}, {"\x1b[31mred", 443}, {"10.1.2.3", 8443}} {
+		ents = append(ents, learnConn(h.host, h.port)...)
+	}
+	ents = append(ents, ent{entry.NetConnect, map[string]any{"budget_spent": true, entry.KeyEntries: int64(10)}})
+	p := proposeLearn(t, grant.Set{}, false, ents...)
 	want := grant.MustEgressRules("10.1.2.3:8443", "proxy.golang.org:443")
 	if diff := cmp.Diff(want, p.Grant.Egress); diff != "" {
 		t.Fatalf("egress (-want +got):\n%s", diff)
@@ -226,20 +252,20 @@ func TestPropose_Hosts(t *testing.T) {
 
 func TestPropose_Requests(t *testing.T) {
 	hostile := []ent{
-		{entry.NetRequest, netReq("api.github.com", 443, "GET", "/repos/../admin")},
-		{entry.NetRequest, netReq("api.github.com", 443, "GET", "/repos/%2e%2e/admin")},
-		{entry.NetRequest, netReq("api.github.com", 443, "GET", "/a\x00b")},
-		{entry.NetRequest, netReq("api.github.com", 443, "GET", "//x")},
-		{entry.NetRequest, netReq("api.github.com", 443, "get", "/x")},
-		{entry.NetRequest, netReq("api.github.com", 443, "GET", "/"+strings.Repeat("a", 199))},
+		learnReq("api.github.com", 443, "GET", "/repos/../admin"),
+		learnReq("api.github.com", 443, "GET", "/repos/%2e%2e/admin"),
+		learnReq("api.github.com", 443, "GET", "/a\x00b"),
+		learnReq("api.github.com", 443, "GET", "//x"),
+		learnReq("api.github.com", 443, "get", "/x"),
+		learnReq("api.github.com", 443, "GET", "/"+strings.Repeat("a", 199)),
 	}
 	ok := []ent{
-		{entry.NetRequest, netReq("api.github.com", 443, "POST", "/repos/acme/a/issues")},
-		{entry.NetRequest, netReq("api.github.com", 443, "GET", "/repos/acme/x")},
-		{entry.NetRequest, netReq("api.github.com", 443, "GET", "/repos/acme/y")},
-		{entry.NetRequest, netReq("api.github.com", 443, "GET", "/repos/acme/z")},
+		learnReq("api.github.com", 443, "POST", "/repos/acme/a/issues"),
+		learnReq("api.github.com", 443, "GET", "/repos/acme/x"),
+		learnReq("api.github.com", 443, "GET", "/repos/acme/y"),
+		learnReq("api.github.com", 443, "GET", "/repos/acme/z"),
 	}
-	p := propose(t, grant.Set{}, false, slices.Concat(hostile, ok)...)
+	p := proposeLearn(t, grant.Set{}, false, slices.Concat(hostile, ok)...)
 	if len(p.Refused) != len(hostile) {
 		t.Errorf("refused %d, want %d: %v", len(p.Refused), len(hostile), p.Refused)
 	}
@@ -264,7 +290,7 @@ func TestPropose_Requests(t *testing.T) {
 	if grant.HostGranted(rules, "api.github.com", 80) {
 		t.Errorf("port 80 granted by %v", rules)
 	}
-	np := propose(t, grant.Set{}, true, ok...)
+	np := proposeLearn(t, grant.Set{}, true, ok...)
 	if grant.RequestAllowed(np.Grant.Egress, "api.github.com", 443, "GET", "/repos/acme/w") {
 		t.Errorf("narrow generalised a path: %v", np.Grant.Egress)
 	}
@@ -325,15 +351,22 @@ func TestPropose_HundredThousandEntries(t *testing.T) {
 	for i := range 100_000 {
 		d.Entry(entry.NetRequest, netReq("api.example.com", 443, "GET", fmt.Sprintf("/x/%d", i%10)))
 		d.Entry(entry.ToolWouldDeny, wouldDenyCmd("echo", fmt.Sprintf("\n%d", i)))
-		d.Entry(entry.NetConnect, netConn("*.com", 443, "deny"))
+		d.Entry(entry.NetConnect, netConn(fmt.Sprintf("h%d.example", i), 443, "deny"))
 	}
 	p, err := suggest.Propose(ev, grant.Set{}, suggest.Options{Narrow: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The same refusal is listed once and counted; distinct ones past 100 are counted.
-	if len(p.Refused) != 100 || p.RefusedMore != 99_901 || p.Refused[1].Count != 100_000 {
-		t.Errorf("refused %d listed (the second %d times), %d more; want 100 (100000 times) and 99901", len(p.Refused), p.Refused[1].Count, p.RefusedMore)
+	if len(p.Refused) != 100 || p.RefusedMore != 99_900 {
+		t.Errorf("refused %d listed, %d more; want 100 and 99900", len(p.Refused), p.RefusedMore)
+	}
+	if len(p.ProxyRefused) != 100 || p.ProxyRefused[0].Count != 10_000 || p.ProxyRefusedMore != 99_910 {
+		t.Errorf("proxy refused %d listed (the first %d times), %d more; want 100 (10000 times) and 99910",
+			len(p.ProxyRefused), p.ProxyRefused[0].Count, p.ProxyRefusedMore)
+	}
+	if len(p.Grant.Egress) != 0 {
+		t.Errorf("proposed %v from refusals", p.Grant.Egress)
 	}
 	// Distinct items past the cap refuse the whole proposal.
 	ev = suggest.NewEvidence()
@@ -347,9 +380,9 @@ func TestPropose_HundredThousandEntries(t *testing.T) {
 }
 
 func TestYAML_ReadsBackAsProposed(t *testing.T) {
-	p := propose(t, grant.Set{}, false,
+	p := proposeLearn(t, grant.Set{}, false,
 		ent{entry.ToolWouldDeny, wouldDenyCmd("echo", `"quoted"`, "#hash", "a:b", "{x}", "'s'", "&anchor", "*alias")},
-		ent{entry.NetRequest, netReq("api.example.com", 443, "POST", "/a:b/c'd")},
+		learnReq("api.example.com", 443, "POST", "/a:b/c'd"),
 	)
 	y, err := p.YAML()
 	if err != nil {
@@ -407,7 +440,7 @@ func TestWriteDir(t *testing.T) {
 }
 
 func TestPropose_LearnEntries(t *testing.T) {
-	p := propose(t, grant.Set{}, true,
+	p := proposeLearn(t, grant.Set{}, true,
 		// exec's own command line is not read: its argv comes from the subagent (the line
 		// joins words with spaces, so "sh -c 'a b'" reads as another argv).
 		ent{entry.ToolWouldDeny, map[string]any{entry.KeyTool: "exec", entry.KeyCommand: "sh -c echo a b", entry.KeyReason: "not granted"}},
@@ -451,9 +484,9 @@ func TestPropose_Limits(t *testing.T) {
 	// 70 paths of one host and method: two rules, each within the grant's 64 paths.
 	var ents []ent
 	for i := range 70 {
-		ents = append(ents, ent{entry.NetRequest, netReq("api.example.com", 443, "GET", fmt.Sprintf("/p%d", i))})
+		ents = append(ents, learnReq("api.example.com", 443, "GET", fmt.Sprintf("/p%d", i)))
 	}
-	p := propose(t, grant.Set{}, true, ents...)
+	p := proposeLearn(t, grant.Set{}, true, ents...)
 	if len(p.Grant.Egress) != 2 {
 		t.Fatalf("got %d rules, want 2", len(p.Grant.Egress))
 	}
@@ -465,8 +498,11 @@ func TestPropose_Limits(t *testing.T) {
 	// 300 hosts: more rules than a person can review; refused whole, not cut.
 	ev := suggest.NewEvidence()
 	d := ev.Dispatch("d1", grant.Set{}, nil)
+	d.Learn = true
 	for i := range 300 {
-		d.Entry(entry.NetConnect, netConn(fmt.Sprintf("h%d.example", i), 443, "deny"))
+		for _, e := range learnConn(fmt.Sprintf("h%d.example", i), 443) {
+			d.Entry(e.kind, e.details)
+		}
 	}
 	if _, err := suggest.Propose(ev, grant.Set{}, suggest.Options{}); !errors.Is(err, suggest.ErrTooMuch) {
 		t.Fatalf("300 hosts: %v, want ErrTooMuch", err)
@@ -476,7 +512,7 @@ func TestPropose_Limits(t *testing.T) {
 // TestPropose_RootPathSaysEveryPath: a request for "/" becomes a rule admitting every path of
 // the host (a path rule is a prefix); the line says so, so a person does not read it as one page.
 func TestPropose_RootPathSaysEveryPath(t *testing.T) {
-	p := propose(t, grant.Set{}, true, ent{entry.NetRequest, netReq("api.example.com", 443, "GET", "/")})
+	p := proposeLearn(t, grant.Set{}, true, learnReq("api.example.com", 443, "GET", "/"))
 	if len(p.Items) != 1 || !strings.Contains(p.Items[0].Text, "every path of the host") {
 		t.Fatalf("items %+v", p.Items)
 	}

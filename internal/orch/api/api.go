@@ -159,8 +159,9 @@ type Added struct {
 	Task  string `json:"task"`
 }
 
-// Review is what a reviewer concluded: its outputs/verdict.json as the host read it, or a
-// rejection the host wrote when that file was missing or malformed (Invalid).
+// Review is what a reviewer concluded: its final answer as the host read it, or a rejection
+// the host wrote when there was no final answer its worker vouched for or it was not the
+// review object (Invalid).
 type Review struct {
 	Approve bool     `json:"approve"`
 	Reasons []string `json:"reasons"`

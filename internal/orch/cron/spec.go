@@ -10,6 +10,8 @@ import (
 	_ "time/tzdata" // the zone database when the host has none (see the package doc)
 
 	robfig "github.com/robfig/cron/v3"
+
+	"github.com/agora-dev/agora/internal/errclass"
 )
 
 // Limits on what a schedule says.
@@ -48,8 +50,18 @@ var ErrNeverFires = errors.New("cron spec never fires")
 // Parse checks spec (five fields: minute, hour, day of month, month, day of week; or a
 // descriptor such as @daily) and zone (an IANA name such as Europe/Berlin; "" is UTC), and
 // returns the spec with its text normalised (fields separated by one space). It refuses
-// @every, a TZ= prefix (the zone is zone), seconds, and a spec that never fires.
+// @every, a TZ= prefix (the zone is zone), seconds, and a spec that never fires. A refusal is
+// invalid input ([errclass.Invalid]) wherever the spec came from: the CLI's check before it
+// reads the plan and the service's check answer alike.
 func Parse(spec, zone string) (*Spec, error) {
+	s, err := parseSpec(spec, zone)
+	if err != nil {
+		return nil, errclass.AsInvalid(err)
+	}
+	return s, nil
+}
+
+func parseSpec(spec, zone string) (*Spec, error) {
 	text := strings.Join(strings.Fields(spec), " ")
 	switch {
 	case text == "":

@@ -59,9 +59,10 @@ type Firing struct {
 	Error              string // why the slot was refused (its plan no longer validates), "" when it ran
 }
 
-// ErrExists matches adding a schedule under a name in use; ErrNotFound, naming one that is not.
+// ErrExists matches adding a schedule under a name in use (invalid input: nothing is added);
+// ErrNotFound, naming one that is not.
 var (
-	ErrExists   = errors.New("schedule exists")
+	ErrExists   = errclass.AsInvalid(errors.New("schedule exists"))
 	ErrNotFound = errors.New("schedule not found")
 )
 

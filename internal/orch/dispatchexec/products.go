@@ -7,7 +7,6 @@ import (
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/plan"
 )
 
 // The products the engine decides on (a fan-out's list, a reviewer's review) are read from
@@ -37,19 +36,40 @@ func (x *Executor) readLists(rec *dispatch.Record, paths []string) map[string]or
 	return out
 }
 
-// readReview reads a reviewer's outputs/verdict.json; a missing or malformed file is a
-// rejection saying why.
+// readReview reads a reviewer's review from its final answer: the one its worker vouched for
+// (dispatch.Result.Final: the model's answer as the worker received it over a channel no
+// process of the reviewer could write, written after every such process was stopped), never
+// a file of its outputs, which the reviewed code, once the reviewer runs it, can write as
+// well as the reviewer. No vouched answer, or one that is not exactly the review object, is
+// a rejection saying why.
 func (x *Executor) readReview(rec *dispatch.Record) orch.Review {
-	b, err := x.readOutput(rec, plan.ReviewFile, orch.MaxReviewBytes)
+	if rec.Result == nil || rec.Result.Final == nil {
+		return orch.InvalidReview(noFinalAnswer)
+	}
+	f := rec.Result.Final
+	if f.Size > orch.MaxReviewBytes {
+		return orch.InvalidReview(fmt.Sprintf("%d bytes; a review is at most %d", f.Size, orch.MaxReviewBytes))
+	}
+	b, err := x.D.Blobs.Get(f.Digest, orch.MaxReviewBytes)
+	if errors.Is(err, blob.ErrNotFound) {
+		return orch.InvalidReview(fmt.Sprintf("its stored copy %s is gone", f.Digest))
+	}
 	if err != nil {
 		return orch.InvalidReview(err.Error())
 	}
-	v, err := orch.DecodeReview(b)
+	v, err := orch.DecodeFinalReview(b)
 	if err != nil {
 		return orch.InvalidReview(err.Error())
 	}
 	return v
 }
+
+// noFinalAnswer is why a reviewer that left no vouched final answer rejects.
+const noFinalAnswer = "the reviewer left no final answer its worker vouches for: a review is a model's final answer, " +
+	"taken by the worker over a channel no process the reviewer starts can write (an openai subagent; claude-code or " +
+	"codex only where agora runs the host's CLI execute-only, a local sandboxed target), written after those processes " +
+	"were stopped; an exec command, a run that ended without an answer, or a CLI its own tools could reach leaves none " +
+	"(the dispatch's stderr says which)"
 
 // errMissing is an output the dispatch did not leave.
 var errMissing = errors.New("the dispatch left no such output")

@@ -216,8 +216,23 @@ func (w *canonWriter) defaults(d *Defaults) {
 // are those it had before verify gates existed.
 func (w *canonWriter) verify(s *verdict.Spec) {
 	o := w.object()
+	if len(s.Changes) > 0 {
+		o.key("changes")
+		w.strs(s.Changes)
+	}
 	o.key("command")
 	w.strs(s.Command)
+	if e := s.Expect; e != nil {
+		o.key("expect")
+		eo := w.object()
+		eo.key("junit")
+		w.str(e.JUnit)
+		if e.MinTests != 0 {
+			eo.key("min_tests")
+			w.int(int64(e.MinTests))
+		}
+		eo.end()
+	}
 	if len(s.Protect) > 0 {
 		o.key("protect")
 		w.strs(s.Protect)

@@ -22,6 +22,11 @@ type Refs interface {
 	// Queue checks that agora.yaml declares the queue (never called with ""); its error names
 	// the queues it does declare.
 	Queue(ctx context.Context, name string) error
+	// Reviewer checks that subagent ref resolves and may review a task's work on target (the
+	// task's, "" for agora.yaml's default target): a review is the reviewer's final answer as
+	// its worker takes it from the model, which an exec command has none of, and which a CLI
+	// runtime gives only where its tools cannot reach the CLI. Its error teaches why.
+	Reviewer(ctx context.Context, ref, target string) error
 }
 
 // SubagentPinner is what [Refs] implement that can name the version a subagent reference
@@ -96,15 +101,16 @@ func (p *Plan) checkRefs(ctx context.Context, refs Refs, v *validator) {
 		c.check("defaults.env["+strconv.Itoa(k)+"]", "env", e, refs.Env)
 	}
 	for i := range p.Tasks {
-		c.task("tasks["+strconv.Itoa(i)+"]", &p.Tasks[i], refs)
+		c.task("tasks["+strconv.Itoa(i)+"]", &p.Tasks[i], refs, p.Defaults.Target)
 	}
 }
 
 // task checks the references of t at path tp: its own, its fan-out template's, its
-// reviewers' and its fixer's.
-func (c *refChecker) task(tp string, t *Task, refs Refs) {
+// reviewers' (on t's target, else defaultTarget) and its fixer's. A fix's work is reviewed by
+// t's reviewers on t's target, so they are checked here too.
+func (c *refChecker) task(tp string, t *Task, refs Refs, defaultTarget string) {
 	if t.FanOut != nil {
-		c.task(tp+".fan_out.template", &t.FanOut.Template, refs)
+		c.task(tp+".fan_out.template", &t.FanOut.Template, refs, defaultTarget)
 		return
 	}
 	c.check(tp+".subagent", "subagent", t.Subagent, refs.Subagent)
@@ -113,8 +119,14 @@ func (c *refChecker) task(tp string, t *Task, refs Refs) {
 		c.check(tp+".env["+strconv.Itoa(k)+"]", "env", e, refs.Env)
 	}
 	if r := t.Review; r != nil {
+		target := t.Target
+		if target == "" {
+			target = defaultTarget
+		}
 		for k, s := range r.Subagents {
-			c.check(tp+".review.subagents["+strconv.Itoa(k)+"]", "subagent", s, refs.Subagent)
+			c.check(tp+".review.subagents["+strconv.Itoa(k)+"]", "reviewer on target "+target, s, func(ctx context.Context, ref string) error {
+				return refs.Reviewer(ctx, ref, target)
+			})
 		}
 	}
 	if f := t.OnFail; f != nil && f.Fix != nil {

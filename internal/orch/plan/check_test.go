@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,10 +14,11 @@ import (
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
-// fakeRefs is a catalog of known names; it counts lookups.
+// fakeRefs is a catalog of known names; it counts lookups. A subagent in execs may not review.
 type fakeRefs struct {
 	subagents, envs, targets, workspaces []string
 	queues                               []string // nil: only the default queue
+	execs                                []string
 	calls                                map[string]int
 }
 
@@ -36,6 +38,22 @@ func (f *fakeRefs) lookup(kind string, known []string, ref string) error {
 
 func (f *fakeRefs) Subagent(_ context.Context, ref string) error {
 	return f.lookup("subagent", f.subagents, ref)
+}
+
+// Reviewer is Subagent, counted as "reviewer REF on TARGET", refusing the execs.
+func (f *fakeRefs) Reviewer(_ context.Context, ref, target string) error {
+	if f.calls == nil {
+		f.calls = map[string]int{}
+	}
+	f.calls["reviewer "+ref+" on "+target]++
+	name, _, _ := strings.Cut(ref, "@")
+	if slices.Contains(f.execs, name) {
+		return fmt.Errorf("subagent %q runs the exec runtime: it cannot review", ref)
+	}
+	if !slices.Contains(f.subagents, name) {
+		return fmt.Errorf("subagent %q not found; known: %s", ref, strings.Join(f.subagents, ", "))
+	}
+	return nil
 }
 
 func (f *fakeRefs) Env(_ context.Context, ref string) error {
@@ -201,5 +219,48 @@ func TestValidate_Workspace(t *testing.T) {
 		if n != tt.lookups {
 			t.Errorf("%q: %d workspace lookups, want %d", tt.head, n, tt.lookups)
 		}
+	}
+}
+
+// TestPlan_Check_Reviewers: every reviewer is checked as one (Refs.Reviewer), on the target its
+// task runs on (the task's, else the defaults', else "" for agora.yaml's default): a task's,
+// a fan-out template's (its items are reviewed), and so those of a task with a fix loop (the
+// fix's work is reviewed by the same reviewers on the same target). The fixer is an ordinary
+// subagent reference: it may run any runtime.
+func TestPlan_Check_Reviewers(t *testing.T) {
+	src := `version: 1
+name: p
+defaults: {target: big}
+tasks:
+  - {id: a, subagent: writer, review: {subagents: [judge, script], approve: 1}, on_fail: {fix: {subagent: script}}}
+  - {id: b, subagent: writer, target: local, review: {subagents: [judge], approve: 1}}
+  - {id: items, subagent: writer}
+  - id: each
+    fan_out: {from: items, select: "output:list.json", template: {subagent: writer, review: {subagents: [script], approve: 1}}}
+`
+	refs := &fakeRefs{subagents: []string{"writer", "judge", "script"}, execs: []string{"script"}, targets: []string{"local", "big"}}
+	err := mustParse(t, src).Check(t.Context(), refs)
+	want := []string{
+		`p.yaml:5: tasks[0].review.subagents[1]: subagent "script" runs the exec runtime: it cannot review`,
+		`p.yaml:9: tasks[3].fan_out.template.review.subagents[0]: subagent "script" runs the exec runtime: it cannot review`,
+	}
+	if err == nil {
+		t.Fatal("Check took exec reviewers")
+	}
+	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {
+		t.Errorf("Check (-want +got):\n%s", diff)
+	}
+	for _, k := range []string{"reviewer judge on big", "reviewer script on big", "reviewer judge on local", "subagent script"} {
+		if refs.calls[k] != 1 {
+			t.Errorf("%q looked up %d times, want once: %v", k, refs.calls[k], refs.calls)
+		}
+	}
+	// No target anywhere: the reviewers are checked on agora.yaml's default ("").
+	refs = &fakeRefs{subagents: []string{"writer", "judge"}}
+	if err := mustParse(t, "version: 1\nname: p\ntasks: [{id: a, subagent: writer, review: {subagents: [judge], approve: 1}}]\n").Check(t.Context(), refs); err != nil {
+		t.Fatal(err)
+	}
+	if refs.calls["reviewer judge on "] != 1 {
+		t.Errorf("lookups %v, want the reviewer checked on the default target", refs.calls)
 	}
 }

@@ -54,11 +54,21 @@ type taskDoc struct {
 	Learn     *bool              `yaml:"learn"`
 }
 
-// verifyDoc is a verify gate: an argv (never a shell line), a timeout, protect globs.
+// verifyDoc is a verify gate: an argv (never a shell line), a timeout, protect globs, the
+// changes globs (what the work may touch) and the evidence expected.
 type verifyDoc struct {
 	Command []string       `yaml:"command"`
 	Timeout *time.Duration `yaml:"timeout"`
 	Protect []string       `yaml:"protect"`
+	Changes []string       `yaml:"changes"`
+	Expect  *expectDoc     `yaml:"expect"`
+}
+
+// expectDoc is a gate's evidence: the JUnit report's file name in $AGORA_REPORT and the
+// fewest tests that must have run.
+type expectDoc struct {
+	JUnit    string `yaml:"junit"`
+	MinTests *int   `yaml:"min_tests"`
 }
 
 type needDoc struct {

@@ -25,8 +25,6 @@ const (
 	MaxFanOutItems = 10_000 // items one fan-out list may hold
 	MaxReviewers   = 9      // subagents in one review
 	MaxFixAttempts = 10     // the largest on_fail.fix.max_attempts
-	// ReviewFile is the file a reviewer writes under its outputs (/agora/out/outputs).
-	ReviewFile = "verdict.json"
 )
 
 // FanOut adds one task per item of a list another task leaves: when From succeeds, the file
@@ -40,8 +38,8 @@ type FanOut struct {
 }
 
 // Review is a review quorum: once the task's work is done (and its verify gate green), each
-// of Subagents reviews its patch and writes outputs/verdict.json; the work is approved when
-// at least Approve of them approve.
+// of Subagents (a model runtime's) reviews its patch and answers its review as its final
+// answer; the work is approved when at least Approve of them approve.
 type Review struct {
 	Subagents []string // NAME or NAME@sha256:HEX, distinct names, 1 to MaxReviewers
 	Approve   int      // 1 to len(Subagents)

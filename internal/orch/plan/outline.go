@@ -48,14 +48,22 @@ func OutlineOf(tasks []Resolved) []Outline {
 type outlineVerify struct {
 	Command []string `json:"command"`
 	Protect []string `json:"protect"`
-	Timeout string   `json:"timeout"`
+	Changes []string `json:"changes"`
+	Expect  *struct {
+		JUnit    string `json:"junit"`
+		MinTests int    `json:"min_tests"`
+	} `json:"expect"`
+	Timeout string `json:"timeout"`
 }
 
 func (v *outlineVerify) spec() (*verdict.Spec, error) {
 	if v == nil {
 		return nil, nil
 	}
-	s := verdict.Spec{Command: v.Command, Protect: v.Protect}
+	s := verdict.Spec{Command: v.Command, Protect: v.Protect, Changes: v.Changes}
+	if v.Expect != nil {
+		s.Expect = &verdict.Expect{JUnit: v.Expect.JUnit, MinTests: v.Expect.MinTests}
+	}
 	if v.Timeout != "" {
 		d, err := time.ParseDuration(v.Timeout)
 		if err != nil {

@@ -58,8 +58,7 @@ func (p *Plan) Resolve() []Resolved {
 
 // cloneVerify is v with its default timeout applied, sharing nothing with the plan.
 func cloneVerify(v *verdict.Spec) *verdict.Spec {
-	c := v.Effective()
-	c.Command, c.Protect = slices.Clone(c.Command), slices.Clone(c.Protect)
+	c := v.Effective().Clone()
 	return &c
 }
 

@@ -86,18 +86,23 @@ var fieldDocs = sync.OnceValue(func() map[string]string {
 		"tasks[].grants.approve[].tool":     "A built-in tool name.",
 		"tasks[].grants.approve[].command":  "An argv pattern such as \"git push *\".",
 		"defaults.verify":                   "The verify gate every task takes unless it sets its own verify.",
-		"tasks[].verify":                    "This task's verify gate (replaces defaults.verify): after the agent, agora runs command in a fresh sandbox of the task's target on the base tree plus the task's patch, with no model key, no secrets and no network. A non-zero exit, a timeout or a patch touching a protect path fails the attempt verify-failed (never retried); the patch is kept.",
+		"tasks[].verify":                    "This task's verify gate (replaces defaults.verify): after the agent, agora runs command in a fresh sandbox of the task's target on the base tree plus the task's patch, with no model key, no secrets and no network. A non-zero exit, a timeout, a patch touching a protect path or a path outside changes, or (with expect) a missing or failing report fails the attempt verify-failed (never retried); the patch is kept.",
 		"verify.command":                    "The command as an argv, no shell: [go, test, ./...]. The program is found on the sandbox's PATH (the target's verify_path first) or named by an absolute path.",
 		"verify.command[]":                  "One argument.",
 		"verify.timeout":                    "The command's wall clock, a Go duration such as 10m; at most 24h; default 10m.",
 		"verify.protect":                    "Globs of paths the patch must not touch (doublestar: ** spans directories, * stays within one, {a,b} alternatives), such as **/*_test.go or .github/**. A hit fails the gate before the command runs.",
 		"verify.protect[]":                  "A glob relative to the repository root.",
+		"verify.changes":                    "Globs of the only paths the patch may touch (doublestar, as protect; byte-exact and case-sensitive), such as src/** and docs/**: any added, removed, renamed, re-moded or linked path outside them, a symbolic link whose target leaves the tree or lands outside them, or a submodule fails the gate before the command runs. Without changes any new file can change what the command runs (unittest/__main__.py, conftest.py, GNUmakefile): name what the work may change. Name a directory with /** (tests/** ; tests alone is the path tests itself).",
+		"verify.changes[]":                  "A glob relative to the repository root.",
+		"verify.expect":                     "Evidence the tests ran: agora gives the command an empty report directory ($AGORA_REPORT, /agora/report) outside the tree, and after every process ended reads the JUnit XML report junit from it. Exit 0 is green only when that report parses, names no failure or error and counts at least min_tests tests that ran (not skipped); otherwise the gate is red no-evidence.",
+		"verify.expect.junit":               "The report's file name in $AGORA_REPORT, such as junit.xml (letters, digits, '.', '_', '-').",
+		"verify.expect.min_tests":           "The fewest tests that must have run, at least 1; default 1.",
 		"tasks[].fan_out":                   "Makes this task a fan-out: when from succeeds, its output select (a JSON list of at most 10000 items) adds one task per item, id ID[KEY] (KEY: the item's string id, else its index), running template with the item as input.item. This task then succeeds when all of them have; needs from it hand over each item task's product under KEY/. A fan_out task sets nothing but id and fan_out.",
 		"tasks[].fan_out.from":              "The task that writes the list.",
 		"tasks[].fan_out.select":            "output:PATH, the JSON list in from's outputs: at most 10000 items, each any JSON value; an object item's \"id\" (a-z 0-9 _ -, unique) names its task.",
 		"tasks[].fan_out.template":          "Every item task's settings, the fields of a task without id: subagent is required; input (an object) gets the item under \"item\".",
-		"tasks[].review":                    "A review quorum: once this task's work is done (and its verify gate green), each reviewer subagent gets its patch at /agora/inputs/patch/patch.diff and writes outputs/verdict.json, {\"approve\": true|false, \"reasons\": [\"...\"]}; the work is approved when at least approve of them approve, else on_fail runs or the task fails naming the reasons.",
-		"tasks[].review.subagents":          "1 to 9 reviewer subagents (NAME or NAME@sha256:HEX), distinct names; task ID.review-NAME runs each.",
+		"tasks[].review":                    "A review quorum: once this task's work is done (and its verify gate green), each reviewer subagent gets its patch at /agora/inputs/patch/patch.diff (its verify verdict under /agora/inputs/verify/) and answers its review as its final answer, exactly {\"approve\": true|false, \"reasons\": [\"...\"]}; no file is read as a review. The work is approved when at least approve of them approve, else on_fail runs or the task fails naming the reasons.",
+		"tasks[].review.subagents":          "1 to 9 reviewer subagents (NAME or NAME@sha256:HEX), distinct names, each of a model runtime (an exec command cannot review: put its check in verify); task ID.review-NAME runs each.",
 		"tasks[].review.subagents[]":        "A reviewer subagent.",
 		"tasks[].review.approve":            "How many reviewers must approve, 1 to the number of reviewers.",
 		"tasks[].on_fail":                   "What runs when this task's work is judged red by its verify gate or its review.",
@@ -139,6 +144,9 @@ func JSONSchema() *jsonschema.Schema {
 	// has it is refused over MCP.
 	delete(tasks.Properties, "learn")
 	fo := tasks.Properties["fan_out"]
+	for _, v := range []*jsonschema.Schema{s.Properties["defaults"].Properties["verify"], tasks.Properties["verify"], fo.Properties["template"].Properties["verify"]} {
+		v.Properties["expect"].Required = []string{"junit"}
+	}
 	fo.Required = []string{"from", "select", "template"}
 	fo.Properties["template"].Required = []string{"subagent"}
 	for _, t := range []*jsonschema.Schema{tasks, fo.Properties["template"]} {

@@ -124,12 +124,12 @@ func TestJSONSchema_AgreesWithDecoder(t *testing.T) {
 	}
 	walk(plan.JSONSchema(), "", func(v any) any { return v })
 	// Every object of the format was reached: a walk that stopped early proves nothing.
-	want := []string{"", ".budget", ".defaults", ".defaults.retry", ".defaults.verify", ".tasks[]", ".tasks[].budget", ".tasks[].fan_out", ".tasks[].fan_out.template",
+	want := []string{"", ".budget", ".defaults", ".defaults.retry", ".defaults.verify", ".defaults.verify.expect", ".tasks[]", ".tasks[].budget", ".tasks[].fan_out", ".tasks[].fan_out.template",
 		".tasks[].fan_out.template.budget", ".tasks[].fan_out.template.grants", ".tasks[].fan_out.template.grants.approve[]",
 		".tasks[].fan_out.template.grants.egress[]", ".tasks[].fan_out.template.locks[]", ".tasks[].fan_out.template.needs{}",
 		".tasks[].fan_out.template.on_fail", ".tasks[].fan_out.template.on_fail.fix", ".tasks[].fan_out.template.retry",
-		".tasks[].fan_out.template.review", ".tasks[].fan_out.template.verify", ".tasks[].grants", ".tasks[].grants.approve[]", ".tasks[].grants.egress[]", ".tasks[].locks[]",
-		".tasks[].needs{}", ".tasks[].on_fail", ".tasks[].on_fail.fix", ".tasks[].retry", ".tasks[].review", ".tasks[].verify"}
+		".tasks[].fan_out.template.review", ".tasks[].fan_out.template.verify", ".tasks[].fan_out.template.verify.expect", ".tasks[].grants", ".tasks[].grants.approve[]", ".tasks[].grants.egress[]", ".tasks[].locks[]",
+		".tasks[].needs{}", ".tasks[].on_fail", ".tasks[].on_fail.fix", ".tasks[].retry", ".tasks[].review", ".tasks[].verify", ".tasks[].verify.expect"}
 	slices.Sort(visited)
 	if !slices.Equal(visited, want) {
 		t.Errorf("objects checked %q, want %q", visited, want)

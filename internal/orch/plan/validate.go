@@ -359,37 +359,65 @@ func (v *validator) base(path, self string, base []string, ids map[string]int, g
 	return base
 }
 
-// verify checks a verify gate: a command (an argv), a timeout within MaxTimeout, protect
-// globs that compile; each problem at its own path.
+// verify checks a verify gate: a command (an argv), a timeout within MaxTimeout, protect and
+// changes globs that compile, the evidence expected; each problem at its own path.
 func (v *validator) verify(path string, doc *verifyDoc) *verdict.Spec {
 	if doc == nil {
 		return nil
 	}
-	s := &verdict.Spec{Command: doc.Command, Protect: doc.Protect}
+	s := &verdict.Spec{Command: doc.Command, Protect: doc.Protect, Changes: doc.Changes}
 	if err := verdict.CheckCommand(doc.Command); err != nil {
 		v.add(path+".command", "%v", err)
 	}
 	if doc.Timeout != nil {
 		s.Timeout = v.timeout(path+".timeout", doc.Timeout)
 	}
-	if len(doc.Protect) > verdict.MaxProtect {
-		v.add(path+".protect", "%d patterns; at most %d", len(doc.Protect), verdict.MaxProtect)
-		return s
+	v.globs(path+".protect", "protect", doc.Protect, verdict.MaxProtect)
+	if doc.Changes != nil && len(doc.Changes) == 0 {
+		// An empty allow-list would read as "may change nothing", but a gate without changes
+		// admits any path protect does not name: refuse the ambiguity.
+		v.add(path+".changes", "empty; name the paths the work may change (src/**), or leave changes out to admit any path protect does not name")
 	}
-	for i, p := range doc.Protect {
-		ip := path + ".protect[" + strconv.Itoa(i) + "]"
+	v.globs(path+".changes", "changes", doc.Changes, verdict.MaxChanges)
+	if e := doc.Expect; e != nil {
+		s.Expect = &verdict.Expect{JUnit: e.JUnit}
+		if e.MinTests != nil {
+			if *e.MinTests < 1 {
+				v.add(path+".expect.min_tests", "%d: want at least 1 (leave it out for 1)", *e.MinTests)
+			} else {
+				s.Expect.MinTests = *e.MinTests
+			}
+		}
+		if err := s.Expect.Check(); err != nil {
+			field := ".expect.junit"
+			if strings.Contains(err.Error(), "min_tests") {
+				field = ".expect.min_tests"
+			}
+			v.add(path+field, "%v", err)
+		}
+	}
+	return s
+}
+
+// globs checks a gate's protect or changes globs: each compiles, none twice, at most most.
+func (v *validator) globs(path, kind string, globs []string, most int) {
+	if len(globs) > most {
+		v.add(path, "%d patterns; at most %d", len(globs), most)
+		return
+	}
+	for i, p := range globs {
+		ip := path + "[" + strconv.Itoa(i) + "]"
 		if err := verdict.CheckPattern(p); err != nil {
-			v.add(ip, "protect glob %q: %v", p, err)
+			v.add(ip, "%s glob %q: %v", kind, p, err)
 			continue
 		}
-		for _, q := range doc.Protect[:i] {
+		for _, q := range globs[:i] {
 			if q == p {
 				v.add(ip, "%q listed twice", p)
 				break
 			}
 		}
 	}
-	return s
 }
 
 // grants checks a task's narrowing: known tool names, valid command patterns, host names,

@@ -2,8 +2,8 @@ package service_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -181,46 +181,36 @@ func taskIDs(r api.Run) []string {
 	return out
 }
 
-// reviewer is an exec reviewer's script writing verdict.json.
-func reviewer(body string) string {
-	return `mkdir -p "$AGORA_OUT/outputs"; ` + body
-}
-
-// TestServe_ReviewQuorum: three exec reviewers writing outputs/verdict.json judge a task's
-// work. At approve: 2, two approvals pass it; at approve: 3 the same reviews send it to its
-// fix loop, whose work all three approve (the third approves only fixed work, which it reads
-// in the patch it is given). Both bundles pass agora verify.
+// TestServe_ReviewQuorum: three model reviewers judge a task's work, each answering its
+// review as its final answer. At approve: 2, two approvals pass it; at approve: 3 the same
+// reviews send it to its fix loop (an exec fixer), whose work all three approve (r-fixed
+// approves only fixed work, which it reads in the patch it is given). Both bundles pass agora
+// verify.
 func TestServe_ReviewQuorum(t *testing.T) {
-	e := servedEnv(t)
+	e, _ := reviewEnv(t, "")
 	e.editors(map[string]string{
 		"coder": `printf 'draft\n' > work.txt`,
-		"fixer": reviewer(`printf '%s' "$AGORA_INPUT_JSON" > "$AGORA_OUT/outputs/input.json"; test -f work.txt || exit 3; printf 'fixed\n' >> work.txt`),
-		"ra":    reviewer(`grep -q '+draft' "$AGORA_INPUTS/patch/patch.diff" && printf '{"approve": true, "reasons": []}' > "$AGORA_OUT/outputs/verdict.json"`),
-		"rb":    reviewer(`printf '{"approve": true}' > "$AGORA_OUT/outputs/verdict.json"`),
-		"rc": reviewer(`if grep -q '+fixed' "$AGORA_INPUTS/patch/patch.diff"; then printf '{"approve": true}'; ` +
-			`else printf '{"approve": false, "reasons": ["work.txt is only a draft"]}'; fi > "$AGORA_OUT/outputs/verdict.json"`),
+		"fixer": `mkdir -p "$AGORA_OUT/outputs"; printf '%s' "$AGORA_INPUT_JSON" > "$AGORA_OUT/outputs/input.json"; test -f work.txt || exit 3; printf 'fixed\n' >> work.txt`,
 	})
 	for _, tt := range []struct {
 		name, review string
 		fixes        bool
 	}{
-		{"quorum-two", "{subagents: [ra, rb, rc], approve: 2}", false},
-		{"quorum-three", "{subagents: [ra, rb, rc], approve: 3}", true},
+		{"quorum-two", "{subagents: [r-draft, r-approve, r-fixed], approve: 2}", false},
+		{"quorum-three", "{subagents: [r-draft, r-approve, r-fixed], approve: 3}", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			planPath := filepath.Join(t.TempDir(), "plan.yaml")
-			must(t, os.WriteFile(planPath, []byte("version: 1\nname: "+tt.name+"\ntasks:\n  - id: work\n    subagent: coder\n    review: "+tt.review+
-				"\n    on_fail: {fix: {subagent: fixer, max_attempts: 1}}\n"), 0o644))
-			e.run("orch", "submit", planPath, "--wait")
+			e.run("orch", "submit", writePlan(t, tt.name, "version: 1\nname: "+tt.name+"\ndefaults: {env: [model]}\ntasks:\n  - id: work\n    subagent: coder\n    review: "+tt.review+
+				"\n    on_fail: {fix: {subagent: fixer, max_attempts: 1}}\n"), "--wait")
 			run, byID := e.statusOf(tt.name)
 			if run.State != api.RunSucceeded {
 				t.Fatalf("run %s: %v", run.State, byID)
 			}
-			rc := byID["work.review-rc"]
-			if rc.Review == nil || rc.Review.Approve || rc.Review.Reasons[0] != "work.txt is only a draft" || rc.Added == nil || rc.Added.Cause != "review" {
-				t.Errorf("rc's review of the draft: %+v, added %+v", rc.Review, rc.Added)
+			rc := byID["work.review-r-fixed"]
+			if rc.Review == nil || rc.Review.Approve || rc.Review.Invalid || rc.Review.Reasons[0] != "work.txt is only a draft" || rc.Added == nil || rc.Added.Cause != "review" {
+				t.Errorf("r-fixed's review of the draft: %+v, added %+v", rc.Review, rc.Added)
 			}
-			for _, r := range []string{"ra", "rb"} {
+			for _, r := range []string{"r-draft", "r-approve"} {
 				if v := byID["work.review-"+r].Review; v == nil || !v.Approve {
 					t.Errorf("%s's review: %+v", r, v)
 				}
@@ -240,8 +230,8 @@ func TestServe_ReviewQuorum(t *testing.T) {
 			if fix.State != api.TaskSucceeded || byID["work"].Product != fix.DispatchID || run.Total != 8 {
 				t.Errorf("fix %s, work's product %q, %d tasks", fix.State, byID["work"].Product, run.Total)
 			}
-			if v := byID["work.fix-1.review-rc"].Review; v == nil || !v.Approve {
-				t.Errorf("rc's review of the fix: %+v", v)
+			if v := byID["work.fix-1.review-r-fixed"].Review; v == nil || !v.Approve {
+				t.Errorf("r-fixed's review of the fix: %+v", v)
 			}
 			if len(reviewed) != 2 || reviewed[0].Details["approved"] != false || reviewed[1].Details["approved"] != true {
 				t.Errorf("reviewed entries %+v", reviewed)
@@ -249,42 +239,31 @@ func TestServe_ReviewQuorum(t *testing.T) {
 			var in struct {
 				Reasons []string `json:"reasons"`
 			}
-			dir := filepath.Join(t.TempDir(), "out")
-			e.run("dispatch", "outputs", fix.DispatchID, "--to", dir)
-			raw, err := os.ReadFile(filepath.Join(dir, "input.json"))
-			must(t, err)
-			must(t, json.Unmarshal(raw, &in))
-			if len(in.Reasons) != 1 || in.Reasons[0] != "work.review-rc: work.txt is only a draft" {
+			must(t, json.Unmarshal([]byte(e.outputOf(fix.DispatchID, "input.json")), &in))
+			if len(in.Reasons) != 1 || in.Reasons[0] != "work.review-r-fixed: work.txt is only a draft" {
 				t.Errorf("the fix was given reasons %q", in.Reasons)
 			}
 		})
 	}
 }
 
-// TestServe_ReviewAttacks: a reviewer whose verdict.json is a symlink, one that writes
-// approve twice in two cases, and one that writes nothing are each a rejection saying why;
-// the task fails review-rejected naming all three.
+// TestServe_ReviewAttacks: a reviewer whose final answer is no review object (approve twice
+// in two cases, prose, nothing, over the 64 KiB limit) is a rejection saying why; one that
+// left approving verdict.json and final.md files but answered a rejection rejects (no file
+// is read as a review); an honest approval counts. At approve: 2 the task fails
+// review-rejected naming each.
 func TestServe_ReviewAttacks(t *testing.T) {
-	e := servedEnv(t)
-	e.editors(map[string]string{
-		"coder":  `printf 'x\n' > x.txt`,
-		"rsym":   reviewer(`printf '{"approve": true}' > /tmp/v.json; ln -s /tmp/v.json "$AGORA_OUT/outputs/verdict.json"`),
-		"rcase":  reviewer(`printf '{"approve": true, "Approve": false}' > "$AGORA_OUT/outputs/verdict.json"`),
-		"rnone":  `true`,
-		"rhuge":  reviewer(`{ printf '{"approve": true, "reasons": ["'; head -c 70000 /dev/zero | tr '\0' x; printf '"]}'; } > "$AGORA_OUT/outputs/verdict.json"`),
-		"rlying": reviewer(`printf '{"approve": true}' > "$AGORA_OUT/outputs/verdict.json"; printf '{"approve": true}' > "$AGORA_OUT/verdict.json"`),
-	})
-	planPath := filepath.Join(t.TempDir(), "plan.yaml")
-	must(t, os.WriteFile(planPath, []byte(`version: 1
+	e, _ := reviewEnv(t, "")
+	e.editors(map[string]string{"coder": `printf 'x\n' > x.txt`})
+	out, ok := e.submit(`version: 1
 name: attacks
+defaults: {env: [model]}
 tasks:
   - id: work
     subagent: coder
-    review: {subagents: [rsym, rcase, rnone, rhuge, rlying], approve: 2}
-`), 0o644))
-	cmd := exec.Command(agoraBin, "orch", "submit", planPath, "--wait")
-	cmd.Env = e.vars
-	if out, err := cmd.CombinedOutput(); err == nil {
+    review: {subagents: [r-case, r-prose, r-empty, r-huge, r-lying, r-approve], approve: 2}
+`)
+	if ok {
 		t.Fatalf("the work passed a review of one honest approval:\n%s", out)
 	}
 	run, byID := e.statusOf("attacks")
@@ -293,10 +272,10 @@ tasks:
 		t.Fatalf("run %s, work %s %s: %s", run.State, work.State, work.Reason, work.Detail)
 	}
 	for id, want := range map[string]string{
-		"work.review-rsym":  "outputs/verdict.json: the dispatch left no such output",
-		"work.review-rcase": "outputs/verdict.json: read review:",
-		"work.review-rnone": "outputs/verdict.json: the dispatch left no such output",
-		"work.review-rhuge": "outputs/verdict.json:",
+		"work.review-r-case":  "final answer: read review:",
+		"work.review-r-prose": `final answer: it starts "LGTM, ship it.", not with the review object; want only {"approve": true|false, "reasons": ["..."]}`,
+		"work.review-r-empty": "final answer: empty",
+		"work.review-r-huge":  "final answer: 70",
 	} {
 		v := byID[id].Review
 		if v == nil || v.Approve || !v.Invalid || !strings.Contains(v.Reasons[0], want) {
@@ -306,7 +285,13 @@ tasks:
 			t.Errorf("work's detail does not name %s: %s", id, work.Detail)
 		}
 	}
-	if v := byID["work.review-rlying"].Review; v == nil || !v.Approve {
+	if v := byID["work.review-r-lying"].Review; v == nil || v.Approve || v.Invalid || v.Reasons[0] != "rejected in the final answer" {
+		t.Errorf("the reviewer whose files approve and whose answer rejects: %+v", v)
+	}
+	if v := byID["work.review-r-approve"].Review; v == nil || !v.Approve {
 		t.Errorf("the honest approval: %+v", v)
+	}
+	if reviewed := e.reviewedEntries("attacks", "work"); len(reviewed) != 1 || reviewed[0]["approved"] != false || fmt.Sprint(reviewed[0]["approvals"]) != "1" {
+		t.Errorf("orch.task.reviewed %v", reviewed)
 	}
 }

@@ -115,3 +115,68 @@ tasks:
 		})
 	}
 }
+
+// TestRunBundle_GateChangesExpect: a plan's changes and expect through the real binary and
+// service: the worker's task.json outside changes is red outside-changes naming it, before
+// the command runs; a gate admitting it whose command writes no report is red no-evidence;
+// one that writes its report is green with the counts; orch status shows them, and the run's
+// bundle, whose verdicts carry outside_paths and evidence, verifies.
+func TestRunBundle_GateChangesExpect(t *testing.T) {
+	e := servedEnv(t)
+	planPath := filepath.Join(t.TempDir(), "p.yaml")
+	must(t, os.WriteFile(planPath, []byte(`version: 1
+name: allowed
+defaults:
+  verify: {command: [sh, -c, 'echo ran'], changes: ['src/**']}
+tasks:
+  - {id: outside, subagent: worker, input: {n: 1}}
+  - id: silent
+    subagent: worker
+    input: {n: 2}
+    verify: {command: [sh, -c, 'echo ran'], changes: [task.json], expect: {junit: junit.xml}}
+  - id: evidenced
+    subagent: worker
+    input: {n: 3}
+    verify:
+      command: [sh, -c, 'printf "<testsuite><testcase/><testcase/></testsuite>" > /agora/report/junit.xml']
+      changes: [task.json]
+      expect: {junit: junit.xml, min_tests: 2}
+`), 0o644))
+	validate := exec.Command(agoraBin, "orch", "validate", planPath)
+	validate.Env, validate.Dir = e.vars, t.TempDir()
+	var verr bytes.Buffer
+	validate.Stderr = &verr
+	if err := validate.Run(); err != nil || verr.Len() != 0 {
+		t.Errorf("orch validate of a plan whose gates all name changes: %v\n%s", err, verr.String())
+	}
+	cmd := exec.Command(agoraBin, "orch", "submit", planPath, "--wait")
+	cmd.Env = e.vars
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("a run with red gates succeeded:\n%s", out)
+	}
+	var run api.Run
+	must(t, json.Unmarshal([]byte(e.run("orch", "status", "allowed", "-o", "json")), &run))
+	byID := map[string]api.Task{}
+	for _, task := range run.Tasks {
+		byID[task.ID] = task
+	}
+	if v := byID["outside"].Verdict; byID["outside"].Reason != "verify-failed" || v == nil || v.Reason != "outside-changes" ||
+		strings.Join(v.OutsidePaths, ",") != "task.json" || v.OutputBytes != 0 {
+		t.Errorf("outside: %s, verdict %+v", byID["outside"].State, v)
+	}
+	if v := byID["silent"].Verdict; v == nil || v.Reason != "no-evidence" || !strings.Contains(v.Detail, "wrote no /agora/report/junit.xml") {
+		t.Errorf("silent: %s, verdict %+v", byID["silent"].State, v)
+	}
+	if v := byID["evidenced"].Verdict; byID["evidenced"].State != api.TaskSucceeded || v == nil || !v.Passed || v.Evidence == nil || v.Evidence.Tests != 2 {
+		t.Errorf("evidenced: %s, verdict %+v", byID["evidenced"].State, v)
+	}
+	if human := e.run("orch", "status", "allowed"); !strings.Contains(human, "outside-changes") || !strings.Contains(human, "no-evidence") {
+		t.Errorf("orch status lacks the verdicts:\n%s", human)
+	}
+	out := filepath.Join(t.TempDir(), "run.json")
+	e.run("orch", "audit", "allowed", "--out", out)
+	code, stdout := verifyFile(t, out, filepath.Join(e.home, "keys", "audit.pub"))
+	if code != 0 || !strings.Contains(stdout, "every one of the run's 3 verdicts is recorded in both logs") {
+		t.Fatalf("bundle: exit %d\n%s", code, stdout)
+	}
+}

@@ -165,7 +165,8 @@ func writeScheduleErr(w http.ResponseWriter, err error) {
 	case errors.Is(err, cron.ErrNotFound):
 		writeErr(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, cron.ErrExists):
-		writeErr(w, http.StatusConflict, "conflict", err.Error())
+		// The name is taken: the request is refused as invalid input, nothing added.
+		writeErr(w, http.StatusConflict, "invalid", err.Error())
 	default:
 		writeEngineErr(w, err)
 	}

@@ -107,18 +107,27 @@
     };
   }
 
-  // A task's state shows on its node (when drawn) and its row of the table (when listed).
-  var graph = null, rows = null, shown = {};
+  // A task's state shows on its node (when drawn). Its row of the table (when listed) is
+  // replaced whole by the row the server rendered for it (the stream's "rows"), the same
+  // template a fresh load uses, so no cell of a live row (state, attempts, verify, reason)
+  // is ever patched by the page.
+  var graph = null, shown = {};
   function taskChanged(task, state) {
     shown[task] = state;
-    if (!rows) {
-      rows = {};
-      document.querySelectorAll("tr[data-task] span.state").forEach(function (el) { rows[el.closest("tr").getAttribute("data-task")] = el; });
-    }
-    var row = rows[task];
-    if (row) { row.textContent = state; setState(row, state); }
     var n = graph && graph.el(task);
     if (n) setState(n, state);
+  }
+  function rowsChanged(html) {
+    Object.keys(html).forEach(function (task) {
+      var cur = document.querySelector('table#tasks tr[data-task="' + esc(task) + '"]');
+      if (!cur) return;
+      // The server's own escaped render of the "taskrow" template; parsed inert in a
+      // template element, and put in place only when it is the row of that task.
+      var t = document.createElement("template");
+      t.innerHTML = html[task];
+      var next = t.content.firstElementChild;
+      if (next && next.tagName === "TR" && next.getAttribute("data-task") === task) cur.replaceWith(next);
+    });
   }
 
   function countsText(counts, total) {
@@ -150,6 +159,7 @@
         Object.keys(s.tasks).forEach(function (t) { taskChanged(t, s.tasks[t]); });
         if (graph) graph.refresh();
       }
+      if (s.rows) rowsChanged(s.rows);
       var rs = document.getElementById("run-state");
       if (rs) { rs.textContent = s.state; setState(rs, s.state); }
       countsText(s.counts || {}, s.total || 0);
@@ -159,6 +169,7 @@
       var changed = JSON.parse(e.data);
       Object.keys(changed).forEach(function (t) { taskChanged(t, changed[t]); });
     });
+    es.addEventListener("rows", function (e) { rowsChanged(JSON.parse(e.data)); });
   }
 
   var d = document.getElementById("dispatch");

@@ -135,6 +135,7 @@ func validResult() Result {
 		},
 		OutputsSkipped: []SkippedOutput{{Path: "outputs/link", Why: SkipSymlink}},
 		NeedsInput:     &NeedsInput{Question: "which?", Options: []string{"a"}, PartialState: json.RawMessage(`{"s":1}`)},
+		Final:          &FileInfo{Path: FinalPath, Size: 10, SHA256: strings.Repeat("01", 32)},
 	}
 }
 
@@ -160,6 +161,14 @@ func TestResult_MarshalParseRoundTrip(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("%s lacks %s", b, want)
 		}
+	}
+	// A result without a final (an exec agent's, or one written before the field existed)
+	// says nothing about it: the key is absent, and such a result still parses.
+	if strings.Contains(string(b), `"final"`) {
+		t.Errorf("%s has a final key", b)
+	}
+	if got, err := ParseResult(b); err != nil || got.Final != nil {
+		t.Errorf("a result without final: %+v, %v", got.Final, err)
 	}
 }
 
@@ -193,6 +202,11 @@ func TestParseResult_Refuses(t *testing.T) {
 		{"outputs too large", func(r *Result) { r.Outputs[0].Size = MaxOutputsSize; r.Outputs[1].Size = 1 }, "in all"},
 		{"skipped reason", func(r *Result) { r.OutputsSkipped[0].Why = "because" }, "unknown reason"},
 		{"detail too long", func(r *Result) { r.Detail = strings.Repeat("d", MaxDetail+1) }, "detail"},
+		{"final elsewhere", func(r *Result) { r.Final.Path = "outputs/verdict.json" }, "final.path"},
+		{"final outside outputs", func(r *Result) { r.Final.Path = FinalFile }, "final.path"},
+		{"final size", func(r *Result) { r.Final.Size = -1 }, "final.size"},
+		{"final too large", func(r *Result) { r.Final.Size = MaxOutputsSize + 1 }, "final.size"},
+		{"final sha", func(r *Result) { r.Final.SHA256 = strings.Repeat("AB", 32) }, "final.sha256"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

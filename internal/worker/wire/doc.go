@@ -23,8 +23,10 @@
 //	/agora/workspace              read-write: a git checkout of the chosen revision (with its own
 //	                              .git), or an empty directory; the agent's working directory
 //	/agora/out                    read-write: the agent may write out/outputs/** and
-//	                              out/needs_input.json; the worker writes out/patch.diff and,
-//	                              last, out/result.json (each a temporary file and a rename)
+//	                              out/needs_input.json; the worker writes out/patch.diff, a
+//	                              model's answer as out/outputs/final.md and its transcript
+//	                              (after the stop step) and, last, out/result.json (each a
+//	                              temporary file and a rename)
 //	/agora/inputs                 read-only, may be absent: upstream products
 //	/agora/gateway/gateway.sock   model runtimes only: the host's gateway (read-only bind); the
 //	                              model, http_fetch and the tool audit are reached through it

@@ -111,7 +111,19 @@ type Result struct {
 	NeedsInput     *NeedsInput     `json:"needs_input,omitempty"`
 	// Transcript describes out/transcript.jsonl (model runtimes); nil when there is none.
 	Transcript *FileInfo `json:"transcript,omitempty"`
+	// Final describes out/outputs/final.md when the worker vouches that it holds the model's
+	// final answer exactly as the worker received it, over a channel no process of the agent
+	// could write: the openai loop in the worker, or the event stream of a CLI (claude-code,
+	// codex) that ran non-dumpable from a file nobody in the sandbox can read or change. The
+	// worker wrote it after the stop step (no process of the agent left) and hashed the bytes
+	// it held, not the file. nil for an exec agent, a run without an answer, and wherever the
+	// worker cannot vouch for the channel (a readable CLI, no stop step). A review is read from
+	// here and nowhere else (docs/adr/0001-a-review-is-the-reviewers-final-answer.md).
+	Final *FileInfo `json:"final,omitempty"`
 }
+
+// FinalPath is Result.Final's path, relative to out/.
+const FinalPath = OutputsDir + "/" + FinalFile
 
 // FileInfo describes one file of out/ the worker vouches for.
 type FileInfo struct {
@@ -259,6 +271,17 @@ func (r Result) Validate() error {
 		}
 		if !isHexSHA256(t.SHA256) {
 			bad("transcript.sha256: want 64 lowercase hex digits")
+		}
+	}
+	if f := r.Final; f != nil {
+		if f.Path != FinalPath {
+			bad("final.path: want %q, got %q", FinalPath, f.Path)
+		}
+		if f.Size < 0 || f.Size > MaxOutputsSize {
+			bad("final.size: want 0-%d, got %d", MaxOutputsSize, f.Size)
+		}
+		if !isHexSHA256(f.SHA256) {
+			bad("final.sha256: want 64 lowercase hex digits")
 		}
 	}
 	if len(r.Outputs) > MaxOutputs {

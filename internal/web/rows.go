@@ -1,0 +1,57 @@
+package web
+
+import (
+	"context"
+	"time"
+
+	"github.com/agora-dev/agora/internal/hostpath"
+	"github.com/agora-dev/agora/internal/orch"
+	"github.com/agora-dev/agora/internal/orch/api"
+)
+
+// taskRow is one row of a run page's tasks table (the "taskrow" template): the task as the
+// page shows it, and its run, for the link.
+type taskRow struct {
+	RunID string
+	api.Task
+}
+
+// streamShapeWait is how long a run's stream waits for the run's shape before it renders a
+// row: longer than a page waits (shapeWait), since no person waits on it, so a row the page
+// drew with its plan's columns is not replaced by one without them while the shape is read.
+const streamShapeWait = 2 * time.Second
+
+// listedRows reads the rows of run's tasks ids (one turn of the reads gate) and renders each
+// as a fresh load of the run page would, masked by m as the page is. The run's event stream
+// sends them and the page puts each in place of its row, so a live row's every cell (state,
+// attempts, verify, reason) is the server's own render, never a cell the page patched. total
+// is the run's task count as last read (the shape cache starts over when the run has grown).
+func (s *Server) listedRows(ctx context.Context, runID string, total int, ids []string, m *hostpath.Mask) ([]api.Task, map[string]string, error) {
+	var rows []orch.TaskRow
+	var learn map[string]bool
+	if err := s.read(ctx, func() (err error) {
+		if rows, err = s.src.Runs.TasksNamed(ctx, runID, ids); err != nil {
+			return err
+		}
+		// As markLearn: a run whose dispatches cannot be read keeps its plan's marks.
+		learn, _ = s.src.Dispatches.LearnInRun(ctx, runID)
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	// The shape is read outside the gate, as the graph's is.
+	sh, _, _ := s.shapes.get(ctx, runID, total, streamShapeWait)
+	tasks := make([]api.Task, 0, len(rows))
+	out := make(map[string]string, len(rows))
+	for _, r := range rows {
+		t := withShape(r, sh)
+		t.Learn = t.Learn || learn[t.DispatchID]
+		html, err := s.pages.fragment("taskrow", masked(taskRow{RunID: runID, Task: t}, m))
+		if err != nil {
+			return nil, nil, err
+		}
+		tasks = append(tasks, t)
+		out[t.ID] = html
+	}
+	return tasks, out, nil
+}
