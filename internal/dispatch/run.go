@@ -248,13 +248,15 @@ func (s *supervision) stage(ctx context.Context) error {
 	if err := prepareWorkspace(ctx, r, st, stack); err != nil {
 		var ce *StackConflictError
 		var me *stackMismatchError
+		full := st.cloneExceeded(err, r.Target)
 		switch {
-		case errors.As(err, &ce):
+		case errors.As(err, &ce) && full == "":
+			// (A patch that did not apply for want of room on the quota is the quota's.)
 			return fail(ReasonStackConflict, "%v", err)
 		case errors.As(err, &me):
 			return fail(ReasonIntegrityFailed, "%v", err)
 		}
-		if full := st.cloneExceeded(err, r.Target); full != "" {
+		if full != "" {
 			// The clone counts against the quota too.
 			return fail(ReasonLimitExceeded, "%s while cloning %s", full, r.Repo)
 		}
