@@ -132,7 +132,8 @@ func (e *Engine) loadTasks(ctx context.Context, db *sql.DB, r *run) error {
 			t.vote = v
 		}
 		t.state, t.attempts, t.failures, t.dispatchID, t.readySeq = state, x.attempts, x.failures, x.dispatchID, x.readySeq
-		t.reason, t.detail, t.question, t.answer, t.cancel = x.reason, x.detail, x.question, x.answer, x.cancel
+		t.question, t.answer, t.cancel = x.question, x.answer, x.cancel
+		t.reason, t.detail = settledReason(t.state, x.reason, x.detail)
 		if retryAt != "" {
 			t.retryAt, _ = time.Parse(time.RFC3339Nano, retryAt)
 		}

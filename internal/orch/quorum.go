@@ -25,6 +25,16 @@ const (
 	reasonAwaitingFix    = "awaiting-fix"
 )
 
+// settledReason is a stored task row's reason and detail as a reader shows them: a succeeded
+// task awaits nothing, so the awaiting-review or awaiting-fix reason (and the reviewers or fixes
+// its detail names) that an older agora left on the row of work it accepted reads as none.
+func settledReason(state, reason, detail string) (string, string) {
+	if state == api.TaskSucceeded && (reason == reasonAwaitingReview || reason == reasonAwaitingFix) {
+		return "", ""
+	}
+	return reason, detail
+}
+
 // startReview holds c's finished work for review: c stays pending, its reviewers are added.
 // It reports false when c has no review.
 func (e *Engine) startReview(c *task, details map[string]any) bool {

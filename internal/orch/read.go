@@ -150,6 +150,7 @@ func status(ctx context.Context, q querier, ov *overlay, ref string, cached func
 				return api.Run{}, fmt.Errorf("run %s task %s: %w", r.ID, t.ID, err)
 			}
 		}
+		reason, detail = settledReason(state, reason, detail)
 		t.State, t.Attempts, t.DispatchID, t.Reason, t.Detail, t.Question = state, attempts, dispatchID, reason, detail, question
 		if retryAt != "" {
 			if at, err := time.Parse(time.RFC3339Nano, retryAt); err == nil {

@@ -240,7 +240,8 @@ func (t *rawTask) patch(ctx context.Context, q querier, ov *overlay, run string)
 // row parses t's fields.
 func (t *rawTask) row() (TaskRow, error) {
 	out := TaskRow{Index: t.idx}
-	out.ID, out.State, out.Attempts, out.DispatchID, out.Reason, out.Detail, out.Question = t.id, t.state, t.attempts, t.dispatchID, t.reason, t.detail, t.question
+	out.ID, out.State, out.Attempts, out.DispatchID, out.Question = t.id, t.state, t.attempts, t.dispatchID, t.question
+	out.Reason, out.Detail = settledReason(t.state, t.reason, t.detail)
 	if t.retryAt != "" {
 		if at, err := time.Parse(time.RFC3339Nano, t.retryAt); err == nil {
 			out.RetryAt = &at

@@ -61,3 +61,45 @@ func TestEngine_AcceptedTaskKeepsNoAwaitingReason(t *testing.T) {
 		})
 	}
 }
+
+// TestEngine_OlderRowsAwaitNothing: a succeeded task whose row an older agora left with its
+// awaiting-review reason and its reviewers in the detail reads as awaiting nothing, through
+// the reader and in an engine reopened on the file. Failed before: all of them showed the
+// stale reason.
+func TestEngine_OlderRowsAwaitNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "orch.db")
+	h := start(t, path, newFakeExec(reviewer(nil)))
+	id := h.runToEnd(parsePlan(t, reviewPlan(3, 0)))
+	h.wait(id)
+	res, err := h.db.SQL().ExecContext(context.Background(),
+		`UPDATE tasks SET reason = 'awaiting-review', detail = 'reviewers: t.review-r1' WHERE state = 'succeeded'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		t.Fatal("no succeeded task row to age")
+	}
+	check := func(where string, tasks []api.Task) {
+		t.Helper()
+		if len(tasks) == 0 {
+			t.Fatalf("%s: no tasks", where)
+		}
+		for _, task := range tasks {
+			if task.State == api.TaskSucceeded && (task.Reason != "" || task.Detail != "") {
+				t.Errorf("%s: succeeded task %s reads reason %q, detail %q", where, task.ID, task.Reason, task.Detail)
+			}
+		}
+	}
+	rows, err := orch.NewReader(h.db.SQL()).Tasks(context.Background(), id, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read []api.Task
+	for _, row := range rows {
+		read = append(read, row.Task)
+	}
+	check("reader", read)
+	h.stop()
+	h2 := start(t, path, newFakeExec(reviewer(nil)))
+	check("reopened", h2.wait(id).Tasks)
+}
