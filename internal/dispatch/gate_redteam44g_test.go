@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/verdict"
@@ -205,5 +206,34 @@ echo started`)
 		Expect: &verdict.Expect{JUnit: "junit.xml"}}})
 	if v := r.Verdict; v == nil || v.Passed || v.Reason != verdict.ReasonEvidence || !strings.Contains(v.Detail, "cannot be read") {
 		t.Fatalf("a 64 MiB report: %s %s (%s), verdict %+v; want red no-evidence", r.State, r.Reason, r.Detail, v)
+	}
+}
+
+// TestRedTeam44G_ContainerReportTricks: on a docker target (podman here) the report is read
+// as it is in bubblewrap: a symbolic link (absolute or relative), a hard link, a FIFO or a
+// directory at the report's name is no evidence, and a report shipped in the patch is not in
+// the report directory.
+func TestRedTeam44G_ContainerReportTricks(t *testing.T) {
+	image := requireContainer(t)
+	e := newEnv(t)
+	e.addDockerTarget(image)
+	repo := gitRepo(t, map[string]string{"README": "one\n"})
+	good := `<testsuite><testcase name="a"/></testsuite>`
+	e.subagent("shipper", `mkdir -p agora/report && printf '`+good+`' > agora/report/junit.xml && printf '`+good+`' > junit.xml`)
+	for _, c := range []struct{ name, script, want string }{
+		{"shipped in the patch", `test -f /agora/workspace/junit.xml && test -z "$(ls -A "$AGORA_REPORT")"`, "wrote no /agora/report/junit.xml"},
+		{"a symlink to the shipped one", `ln -s /agora/workspace/junit.xml "$AGORA_REPORT/junit.xml"`, "symlink"},
+		{"a relative symlink", `cp junit.xml "$AGORA_REPORT/a.xml" && ln -s a.xml "$AGORA_REPORT/junit.xml"`, "symlink"},
+		{"a hard link", `printf '` + good + `' > "$AGORA_REPORT/a.xml" && ln "$AGORA_REPORT/a.xml" "$AGORA_REPORT/junit.xml"`, "hard link"},
+		{"a FIFO", `mkfifo "$AGORA_REPORT/junit.xml"`, "not a regular file"},
+		{"a directory", `mkdir "$AGORA_REPORT/junit.xml"`, "not a regular file"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := e.run(dispatch.Request{Subagent: "shipper", Repo: repo, Target: "box", Timeout: 2 * time.Minute,
+				Verify: &verdict.Spec{Command: []string{"sh", "-c", c.script}, Expect: &verdict.Expect{JUnit: "junit.xml"}}})
+			if v := r.Verdict; v == nil || v.Passed || v.Reason != verdict.ReasonEvidence || !strings.Contains(v.Detail, c.want) {
+				t.Fatalf("%s %s (%s), verdict %+v; want red no-evidence with %q", r.State, r.Reason, r.Detail, r.Verdict, c.want)
+			}
+		})
 	}
 }
