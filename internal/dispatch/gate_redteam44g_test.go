@@ -237,3 +237,32 @@ func TestRedTeam44G_ContainerReportTricks(t *testing.T) {
 		})
 	}
 }
+
+// TestRedTeam44G_IgnoredSubmoduleIsSeen: the repository's .gitmodules says "ignore = all" for
+// a submodule path, as some do for a vendored checkout. The agent fixes src/calc.py and makes
+// a nested repository at that path, which its capture records as a gitlink in the patch; the
+// gate's touched paths must hold it, so the gate is red outside-changes (or red for a
+// submodule inside changes) instead of green for a patch carrying a submodule nobody ran.
+func TestRedTeam44G_IgnoredSubmoduleIsSeen(t *testing.T) {
+	requirePython(t)
+	e := newEnv(t)
+	gitmodules := "[submodule \"v\"]\n\tpath = vendor\n\turl = https://example.invalid/v.git\n\tignore = all\n" +
+		"[submodule \"w\"]\n\tpath = src/vendor\n\turl = https://example.invalid/w.git\n\tignore = all\n"
+	repo := gitRepo(t, map[string]string{"src/__init__.py": "", "src/calc.py": "def add(a, b):\n    raise NotImplementedError\n",
+		".gitmodules": gitmodules, "run.sh": "python3 -c 'from src import calc; assert calc.add(2, 3) == 5'\n"})
+	fix := `printf 'def add(a, b):\n    return a + b\n' > src/calc.py`
+	for _, c := range []struct{ name, path, why string }{
+		{"outside changes", "vendor", "(outside changes)"},
+		{"inside changes", "src/vendor", "submodule"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			name := "submoduler-" + strings.ReplaceAll(c.path, "/", "-")
+			e.subagent(name, fix+` && git init -q `+c.path+` && git -C `+c.path+` -c user.name=a -c user.email=a@a commit -q --allow-empty -m x`)
+			r := e.run(dispatch.Request{Subagent: name, Repo: repo, Verify: &verdict.Spec{Command: []string{"sh", "run.sh"}, Changes: []string{"src/**"}}})
+			v := r.Verdict
+			if v == nil || v.Passed || v.Reason != verdict.ReasonOutside || strings.Join(v.OutsidePaths, ",") != c.path || !strings.Contains(v.Detail, c.why) {
+				t.Fatalf("%s %s (%s), verdict %+v; want red outside-changes naming %s", r.State, r.Reason, r.Detail, v, c.path)
+			}
+		})
+	}
+}

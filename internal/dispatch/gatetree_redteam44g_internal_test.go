@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -360,4 +361,68 @@ func TestRedTeam44G_GateTreeAttributesChangeNoBytes(t *testing.T) {
 	if n < 8 {
 		t.Fatalf("compared %d files", n)
 	}
+}
+
+// TestRedTeam44G_GateTreeSeesIgnoredSubmodules: a .gitmodules entry with "ignore = all" (in
+// the base, or added by the patch) has git's diffs skip that submodule, so a gitlink the patch
+// adds or bumps there would not be a touched path: the changes check would admit a submodule
+// outside changes (or one inside, which it never admits), and the protect check would miss a
+// protected one. The touched paths are read with submodules never ignored.
+func TestRedTeam44G_GateTreeSeesIgnoredSubmodules(t *testing.T) {
+	requireGit(t)
+	const sub, sub2 = "1234567890123456789012345678901234567890", "abcdefabcdefabcdefabcdefabcdefabcdefabcd"
+	gitmodules := func(path string) string {
+		return "[submodule \"v\"]\n\tpath = " + path + "\n\turl = https://example.invalid/v.git\n\tignore = all\n"
+	}
+	addGitlink := func(p string) string {
+		return "diff --git a/" + p + " b/" + p + "\nnew file mode 160000\nindex 0000000000000000000000000000000000000000.." + sub +
+			"\n--- /dev/null\n+++ b/" + p + "\n@@ -0,0 +1 @@\n+Subproject commit " + sub + "\n"
+	}
+	bumpGitlink := func(p string) string {
+		return "diff --git a/" + p + " b/" + p + "\nindex " + sub + ".." + sub2 + " 160000\n--- a/" + p + "\n+++ b/" + p +
+			"\n@@ -1 +1 @@\n-Subproject commit " + sub + "\n+Subproject commit " + sub2 + "\n"
+	}
+	newFile := func(p, body string) string {
+		n := strings.Count(body, "\n")
+		return "diff --git a/" + p + " b/" + p + "\nnew file mode 100644\n--- /dev/null\n+++ b/" + p + "\n@@ -0,0 +1," + strconv.Itoa(n) + " @@\n+" +
+			strings.ReplaceAll(strings.TrimSuffix(body, "\n"), "\n", "\n+") + "\n"
+	}
+	withGitlink := func(t *testing.T, extra map[string]string, path string) (string, string) {
+		repo, _ := rtBase(t, extra)
+		rtGit(t, repo, nil, "update-index", "--add", "--cacheinfo", "160000,"+sub+","+path)
+		rtGit(t, repo, nil, "commit", "-q", "-m", "a submodule")
+		return repo, strings.TrimSpace(string(rtGit(t, repo, nil, "rev-parse", "HEAD")))
+	}
+	t.Run("a submodule added outside changes, ignored by the base", func(t *testing.T) {
+		repo, rev := rtBase(t, map[string]string{".gitmodules": gitmodules("vendor")})
+		tree, off := rtGate(t, repo, rev, []byte(addGitlink("vendor")), []string{"src/**"}, nil)
+		if tree.applyErr != "" || !slices.Equal(offencePaths(off), []string{"vendor"}) {
+			t.Fatalf("apply %q, touched %q, offences %v; want vendor outside changes", tree.applyErr, tree.touched, off)
+		}
+	})
+	t.Run("a submodule added inside changes, ignored by the base", func(t *testing.T) {
+		repo, rev := rtBase(t, map[string]string{".gitmodules": gitmodules("src/vendor")})
+		tree, off := rtGate(t, repo, rev, []byte(addGitlink("src/vendor")), []string{"src/**"}, nil)
+		if tree.applyErr != "" || !slices.Equal(offencePaths(off), []string{"src/vendor"}) || !strings.Contains(off[0].Why, "submodule") {
+			t.Fatalf("apply %q, touched %q, offences %v; want the submodule src/vendor refused", tree.applyErr, tree.touched, off)
+		}
+	})
+	t.Run("a submodule bumped inside changes, ignored by the base", func(t *testing.T) {
+		repo, rev := withGitlink(t, map[string]string{".gitmodules": gitmodules("src/vendor")}, "src/vendor")
+		tree, off := rtGate(t, repo, rev, []byte(bumpGitlink("src/vendor")), []string{"src/**"}, nil)
+		if tree.applyErr != "" || !slices.Equal(offencePaths(off), []string{"src/vendor"}) {
+			t.Fatalf("apply %q, touched %q, offences %v; want the bumped submodule src/vendor refused", tree.applyErr, tree.touched, off)
+		}
+	})
+	t.Run("a protected submodule, ignored by the patch's own .gitmodules", func(t *testing.T) {
+		repo, rev := rtBase(t, nil)
+		tree, _ := rtGate(t, repo, rev, []byte(newFile(".gitmodules", gitmodules("vendor"))+addGitlink("vendor")), []string{"**"}, nil)
+		hits, err := protectedPaths([]string{"vendor/**"}, tree.touched)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tree.applyErr != "" || !slices.Equal(hits, []string{"vendor"}) {
+			t.Fatalf("apply %q, touched %q, protected hits %q; want vendor", tree.applyErr, tree.touched, hits)
+		}
+	})
 }
