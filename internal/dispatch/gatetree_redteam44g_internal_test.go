@@ -426,3 +426,35 @@ func TestRedTeam44G_GateTreeSeesIgnoredSubmodules(t *testing.T) {
 		}
 	})
 }
+
+// TestRedTeam44G_GateTreeBaseLinkIntoChanges: a link of the base tree is the repository's
+// own, and the gate judges paths: when a protected tests/fixtures links into src/, the work
+// may change what the tests read there (as it may change any file under src/ the tests
+// import), touching only src/ paths. The residue docs/plan.md states; this pins it.
+func TestRedTeam44G_GateTreeBaseLinkIntoChanges(t *testing.T) {
+	requireGit(t)
+	repo, _ := rtBase(t, map[string]string{"src/fixtures/expected.json": "5\n"})
+	if err := os.Symlink("../src/fixtures", filepath.Join(repo, "tests", "fixtures")); err != nil {
+		t.Fatal(err)
+	}
+	rtGit(t, repo, nil, "add", "-A")
+	rtGit(t, repo, nil, "commit", "-q", "-m", "a fixtures link")
+	rev := strings.TrimSpace(string(rtGit(t, repo, nil, "rev-parse", "HEAD")))
+	patch := rtPatchOf(t, repo, func(dir string) {
+		os.WriteFile(filepath.Join(dir, "src", "fixtures", "expected.json"), []byte("0\n"), 0o644)
+	})
+	tree, off := rtGate(t, repo, rev, patch, []string{"src/**"}, []string{"tests/**"})
+	hits, err := protectedPaths([]string{"tests/**"}, tree.touched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tree.applyErr != "" || len(off) != 0 || len(hits) != 0 || !slices.Equal(tree.touched, []string{"src/fixtures/expected.json"}) {
+		t.Fatalf("apply %q, touched %q, offences %v, protected %q; want src/fixtures/expected.json alone, admitted", tree.applyErr, tree.touched, off, hits)
+	}
+	if err := tree.checkout(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(tree.dir, "tests", "fixtures", "expected.json")); err != nil || string(b) != "0\n" {
+		t.Fatalf("the protected path reads %q, %v", b, err)
+	}
+}
