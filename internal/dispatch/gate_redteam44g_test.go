@@ -120,7 +120,8 @@ func TestRedTeam44G_SkipRaisedByCodeUnderTest(t *testing.T) {
 
 // TestRedTeam44G_InProcessLiesRemain: what expect cannot catch, pinned so the docs' "What
 // remains" stays true: code inside changes that runs in the test process can write the
-// report itself and exit, or make the runner's assertions pass, and the gate is green.
+// report itself and exit, or make the runner's assertions pass (from a module the tests
+// import, or from a sitecustomize the command's PYTHONPATH reaches), and the gate is green.
 func TestRedTeam44G_InProcessLiesRemain(t *testing.T) {
 	requirePython(t)
 	e := newEnv(t)
@@ -129,13 +130,16 @@ func TestRedTeam44G_InProcessLiesRemain(t *testing.T) {
 	spec := func() *verdict.Spec {
 		return &verdict.Spec{Command: cmd, Changes: []string{"src/**"}, Expect: &verdict.Expect{JUnit: "junit.xml", MinTests: 2}}
 	}
-	for _, c := range []struct{ name, subagent, script string }{
+	for _, c := range []struct {
+		name, subagent, script string
+		command                []string // nil: python3 run_tests.py
+	}{
 		{"the report written at import, then exit 0", "liar-report", `cat > src/calc.py <<'EOF'
 import os
 with open(os.path.join(os.environ["AGORA_REPORT"], "junit.xml"), "w") as f:
     f.write('<testsuite><testcase name="a"/><testcase name="b"/></testsuite>')
 os._exit(0)
-EOF`},
+EOF`, nil},
 		{"the runner's assertions replaced at import", "liar-asserts", `cat > src/calc.py <<'EOF'
 import unittest
 unittest.TestCase.assertEqual = lambda self, *a, **k: None
@@ -143,11 +147,19 @@ unittest.TestCase.assertEqual = lambda self, *a, **k: None
 
 def add(a, b):
     return 0
-EOF`},
+EOF`, nil},
+		// Code the tests never import: a sitecustomize on the command's PYTHONPATH runs
+		// before the runner, and no test body runs at all.
+		{"a sitecustomize on PYTHONPATH", "liar-site", `printf 'import unittest\nunittest.TestCase._callTestMethod = lambda self, method: None\n' > src/sitecustomize.py`,
+			[]string{"env", "PYTHONPATH=src", "python3", "run_tests.py"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e.subagent(c.subagent, c.script)
-			r := e.run(dispatch.Request{Subagent: c.subagent, Repo: repo, Verify: spec()})
+			s := spec()
+			if c.command != nil {
+				s.Command = c.command
+			}
+			r := e.run(dispatch.Request{Subagent: c.subagent, Repo: repo, Verify: s})
 			if v := r.Verdict; v == nil || !v.Passed || v.Evidence == nil || v.Evidence.Ran() != 2 {
 				t.Fatalf("%s %s (%s), verdict %+v; the residue is green with 2 tests: if this is red now, update docs/plan.md's What remains", r.State, r.Reason, r.Detail, v)
 			}
