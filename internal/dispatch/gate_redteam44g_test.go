@@ -275,6 +275,11 @@ func TestRedTeam44G_IgnoredSubmoduleIsSeen(t *testing.T) {
 			if v == nil || v.Passed || v.Reason != verdict.ReasonOutside || strings.Join(v.OutsidePaths, ",") != c.path || !strings.Contains(v.Detail, c.why) {
 				t.Fatalf("%s %s (%s), verdict %+v; want red outside-changes naming %s", r.State, r.Reason, r.Detail, v, c.path)
 			}
+			verified := auditEntry(t, e, r.ID, "dispatch.verified")
+			if !strings.Contains(verified, `"reason":"outside-changes"`) || !strings.Contains(verified, `"outside_paths":["`+c.path+`"]`) ||
+				!strings.Contains(verified, `"passed":false`) {
+				t.Errorf("dispatch.verified: %s", verified)
+			}
 		})
 	}
 }
