@@ -202,6 +202,12 @@ func TestRedTeam44G_GateTreeCraftedPatches(t *testing.T) {
 		{"a .git file inside", newFile("src/.git", "100644", "gitdir: ../.."), true, nil, ""},
 		{".gitmodules inside is a file", newFile("src/.gitmodules", "100644", "[submodule \"x\"]"), false, nil, ""},
 		{".gitmodules at the root", newFile(".gitmodules", "100644", "[submodule \"x\"]"), false, []string{".gitmodules"}, "outside changes"},
+		// Segments git would have to clean: it refuses them; a backslash is a byte of a name.
+		{"an empty segment", newFile("src//x", "100644", "x"), true, nil, ""},
+		{"a dot segment", newFile("src/./x", "100644", "x"), true, nil, ""},
+		{"a leading dot segment", newFile("./src/x", "100644", "x"), true, nil, ""},
+		{"a trailing slash", newFile("src/x/", "100644", "x"), true, nil, ""},
+		{"a backslash", newFile(`src\x`, "100644", "x"), false, []string{`src\x`}, "outside changes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tree, off := rtGate(t, repo, rev, []byte(c.patch), []string{"src/**"}, nil)
