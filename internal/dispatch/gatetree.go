@@ -28,9 +28,10 @@ import (
 //  2. the index is read from the base commit (or left empty) and the patch applied to it
 //     alone (`git apply --cached`: the work tree is not touched, and git refuses paths beyond
 //     a symbolic link, outside the tree or inside .git);
-//  3. the touched paths are what `diff-index --cached --no-renames --raw` lists between the
-//     base and that index: every added, modified, deleted or mode-changed path, both sides of
-//     a rename, symlinks and submodules alike, each with its mode before and after, read from
+//  3. the touched paths are what `diff-index --cached --no-renames --ignore-submodules=none
+//     --raw` lists between the base and that index: every added, modified, deleted or
+//     mode-changed path, both sides of a rename, symlinks and submodules alike (whatever a
+//     .gitmodules says to ignore), each with its mode before and after, read from
 //     the effect and not from the patch's text, so no spelling of a patch hides a path; a
 //     gate with changes that the patch leaves a symbolic link for also reads every link of the
 //     patched index (ls-files, cat-file) to resolve its target inside the tree;
@@ -156,7 +157,9 @@ func buildGateTree(ctx context.Context, r *Record, st *stage, patch []byte, stac
 		}
 		return nil, err
 	}
-	raw, err := t.git(ctx, nil, "diff-index", "--cached", "-z", "--no-renames", "--raw", "--no-abbrev", t.base)
+	// --ignore-submodules=none: a .gitmodules entry with "ignore = all" (the base's or the
+	// patch's own) would have git skip a gitlink added or bumped at its path.
+	raw, err := t.git(ctx, nil, "diff-index", "--cached", "-z", "--no-renames", "--ignore-submodules=none", "--raw", "--no-abbrev", t.base)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 // Package gitbranch turns reviewed work into git history without touching anyone's checkout:
-// each change (a dispatch's patch) becomes one commit on a new branch, applied with a
-// three-way merge onto the branch so far, in the order given. Everything happens in git's
+// each change (a dispatch's patch) becomes one commit on a new branch, applied onto the
+// branch so far as it is (the tree its verify gate ran, on its base), or with a three-way
+// merge where it does not apply as is, in the order given. Everything happens in git's
 // plumbing with a private index: the repository's working tree, index, HEAD and current
 // branch are never read or written, nothing is pushed, and hooks and the user's
 // configuration never run (package gitexec). A conflict creates no ref at all.
@@ -252,7 +253,19 @@ func (b *builder) apply(ctx context.Context, c Change) (string, error) {
 }
 
 // merge applies c's patch to the private index, three-way where it does not apply as is.
+// git's --3way alone (git 2.32 on) merges first: it applies the hunks to the preimage blob
+// the patch's index line names and merges that onto the index, so a patch naming another
+// blob than the base's (an older version of the file, kept in the history) would edit other
+// lines than the same patch applied as is, which is the tree its verify gate ran. A failed
+// plain apply leaves the index as it was.
 func (b *builder) merge(ctx context.Context, c Change) error {
+	_, err := b.git(ctx, c.Patch, "apply", "--cached", "--whitespace=nowarn", "-")
+	if err == nil {
+		return nil
+	}
+	if !errors.As(err, new(*gitError)) {
+		return err
+	}
 	if _, err := b.git(ctx, c.Patch, "apply", "--cached", "--3way", "--whitespace=nowarn", "-"); err != nil {
 		ce := &ConflictError{Label: c.Label}
 		var ge *gitError

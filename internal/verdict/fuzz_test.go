@@ -176,6 +176,7 @@ func FuzzParseJUnit(f *testing.F) {
 	f.Add([]byte(`<testsuite><testcase><skipped/></testcase></testsuite>`))
 	f.Add([]byte(`<testsuites errors="3"><testsuite><testsuite/></testsuite></testsuites>`))
 	f.Add([]byte(`<?xml version="1.0"?><!-- c --><testsuite><?pi x?><testcase><![CDATA[x]]></testcase></testsuite>`))
+	f.Add([]byte("\xef\xbb\xbf<testsuite><testcase><failure/></testcase></testsuite>"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := ParseJUnit("junit.xml", b)
 		if err != nil {

@@ -71,15 +71,18 @@ func (e Evidence) Judge(min int) string {
 // ParseJUnit reads a JUnit XML report (the form pytest, Maven Surefire, go-junit-report,
 // gotestsum, jest-junit and unittest-xml-reporting write): one root element, <testsuites> or
 // <testsuite>, holding suites (nested or not) of <testcase> elements. It is strict: UTF-8
-// only, no DOCTYPE or entity declaration, well formed, at most [MaxReport] bytes and
-// [maxReportDepth] deep, a suite's failures and errors attributes decimal counts. name is the
-// report's file name, kept in the evidence.
+// only (a leading byte order mark allowed, as XML allows it), no DOCTYPE or entity
+// declaration, well formed, at most [MaxReport] bytes and [maxReportDepth] deep, a suite's
+// failures and errors attributes decimal counts. name is the report's file name, kept in the
+// evidence.
 func ParseJUnit(name string, b []byte) (Evidence, error) {
 	e := Evidence{Report: name}
 	if len(b) > MaxReport {
 		return e, fmt.Errorf("%d bytes; at most %d", len(b), MaxReport)
 	}
-	d := xml.NewDecoder(bytes.NewReader(b))
+	// A UTF-8 byte order mark is part of the encoding, not text before the root (.NET and
+	// PowerShell runners write one); encoding/xml would read it as text.
+	d := xml.NewDecoder(bytes.NewReader(bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))))
 	d.Strict = true
 	// No CharsetReader: a report declaring another encoding than UTF-8 is an error.
 	var stack []string

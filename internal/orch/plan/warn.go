@@ -23,12 +23,14 @@ const maxWarnings = 100
 // GateWarnings advises on the plan's verify gates (defaults.verify, each task's own and each
 // fan-out template's), in document order:
 //
-//   - a gate with no changes (or with "**" among them) admits any path protect does not
-//     name, and a new file the deny-list never named can change what the command runs
-//     (runner shadowing);
-//   - a changes or protect glob that does not end in "/**" but matches a directory of the
-//     base tree (dirs: its directories, repository-relative, nil when no base tree is known)
-//     names that path alone, not the files under it.
+//   - a gate with no changes (or with a glob among them that admits every path, as "**",
+//     "**/*" or "*/**" do) admits any path protect does not name, and a new file the
+//     deny-list never named can change what the command runs (runner shadowing);
+//   - a changes glob admitting a file a test runner reads at the root of the tree by
+//     convention ("**/*.py" admits conftest.py) reopens runner shadowing;
+//   - a changes or protect glob that matches a directory of the base tree (dirs: its
+//     directories, repository-relative, nil when no base tree is known) but none of the files
+//     under it names that path alone.
 func (p *Plan) GateWarnings(dirs []string) []Warning {
 	var out []Warning
 	gate := func(path string, s *verdict.Spec) {
@@ -41,9 +43,14 @@ func (p *Plan) GateWarnings(dirs []string) []Warning {
 				"name what the work may change, such as changes: [src/**]"})
 		}
 		for i, g := range s.Changes {
-			if g == "**" {
-				out = append(out, Warning{Path: path + ".changes[" + strconv.Itoa(i) + "]", Msg: "\"**\" admits every path, as no changes would: " +
-					"name the directories the work may change"})
+			at := path + ".changes[" + strconv.Itoa(i) + "]"
+			switch every, runner := admits(g); {
+			case every:
+				out = append(out, Warning{Path: at, Msg: fmt.Sprintf("%q admits every path, as no changes would: "+
+					"name the directories the work may change", g)})
+			case runner != "":
+				out = append(out, Warning{Path: at, Msg: fmt.Sprintf("%q admits %s at the root of the tree, a file a test runner "+
+					"reads by convention before any test (runner shadowing): name the directories the work may change, such as src/**", g, runner)})
 			}
 		}
 		out = append(out, dirGlobs(path+".changes", s.Changes, dirs)...)
@@ -65,14 +72,46 @@ func (p *Plan) GateWarnings(dirs []string) []Warning {
 	return out
 }
 
-// dirGlobs warns about each of globs that names a directory of dirs without "/**".
+// Paths a changes glob is tried on: one admitting all of everyPath admits every path, as
+// "**" does; one admitting a runnerFile admits a file a test runner reads by convention.
+var (
+	everyPath  = []string{"a", ".a", "a/b", ".a/.b/c", "a/b/c/d/e.f"}
+	runnerFile = []string{"conftest.py", "unittest/__main__.py", "sitecustomize.py", "GNUmakefile", "go.work", ".npmrc", "pytest.ini"}
+)
+
+// admits says whether changes glob g admits every path, and else the first runner file at the
+// root of the tree it admits ("" for none).
+func admits(g string) (bool, string) {
+	m, err := verdict.NewMatcher([]string{g})
+	if err != nil {
+		return false, "" // reported by validation
+	}
+	every := true
+	for _, p := range everyPath {
+		_, ok := m.Match(p)
+		every = every && ok
+	}
+	if every {
+		return true, ""
+	}
+	for _, p := range runnerFile {
+		if _, ok := m.Match(p); ok {
+			return false, p
+		}
+	}
+	return false, ""
+}
+
+// dirGlobs warns about each of globs that matches a directory of dirs but nothing under it
+// (a name made of one NUL byte, which only a wildcard matches, stands for its files); a glob
+// admitting every path has its own warning.
 func dirGlobs(path string, globs, dirs []string) []Warning {
 	if len(dirs) == 0 {
 		return nil
 	}
 	var out []Warning
 	for i, g := range globs {
-		if g == "**" || strings.HasSuffix(g, "/**") {
+		if every, _ := admits(g); every || strings.HasSuffix(g, "/**") {
 			continue
 		}
 		m, err := verdict.NewMatcher([]string{g})
@@ -81,6 +120,9 @@ func dirGlobs(path string, globs, dirs []string) []Warning {
 		}
 		for _, d := range dirs {
 			if _, ok := m.Match(d); ok {
+				if _, under := m.Match(d + "/\x00"); under {
+					continue
+				}
 				out = append(out, Warning{Path: path + "[" + strconv.Itoa(i) + "]", Msg: fmt.Sprintf(
 					"%q matches %q, a directory of the base tree, as that path alone and none of the files under it: write %q",
 					g, d, g+"/**")})
