@@ -3,7 +3,9 @@ package web
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,8 +58,9 @@ func (s *sseWriter) send(event string, v any) bool {
 // runEvents streams a run's changes: a snapshot of the run (its state and counts, and the
 // states and rows of the tasks the page lists, ?tasks=a,b,...) first, after subscribing so
 // nothing between is missed, then the tasks that changed (batched: "tasks", their states,
-// and "rows", the rows of the listed ones as the page renders them), the counts at most every
-// streamFresh, and a new snapshot when the run itself changes. The page reads the states of
+// and "rows", the rows of the listed ones as the page renders them; a row rendered before the
+// run's shape was ready goes again once it is), the counts at most every streamFresh, and a
+// new snapshot when the run itself changes. The page reads the states of
 // the tasks it draws from the graph endpoint (again on every snapshot); the stream only
 // updates them, so a 100,000-task run costs a page what changes, not the run. When the page
 // falls behind the stream ends, and the browser reconnects for a snapshot.
@@ -78,6 +81,24 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	total := first.Total
 	events, stop := s.hub.subscribe(first.ID)
 	defer stop()
+	// unshaped are the listed tasks whose rows went out without the run's shape (it was not
+	// ready within streamShapeWait: dropped for another run's, or rebuilt as the run grew,
+	// while one build runs at a time). They are rendered again every streamShapeWait and sent
+	// once the shape is ready, so no row keeps fewer columns than a fresh load shows.
+	unshaped := map[string]bool{}
+	var reshape <-chan time.Time
+	noteShape := func(rows map[string]string, shaped bool) {
+		for id := range rows {
+			if shaped {
+				delete(unshaped, id)
+			} else {
+				unshaped[id] = true
+			}
+		}
+		if len(unshaped) > 0 && reshape == nil {
+			reshape = time.After(streamShapeWait)
+		}
+	}
 	snap := func(fresh time.Duration, withTasks bool) (snapshot, error) {
 		var out snapshot
 		err := s.read(ctx, func() error {
@@ -92,7 +113,8 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		if err != nil || !withTasks || len(listed) == 0 {
 			return out, err
 		}
-		tasks, rows, err := s.listedRows(ctx, first.ID, total, listed, m)
+		tasks, rows, shaped, err := s.listedRows(ctx, first.ID, total, listed, m)
+		noteShape(rows, shaped)
 		out.Tasks, out.Rows = map[string]string{}, rows
 		for _, t := range tasks {
 			out.Tasks[t.ID] = t.State
@@ -138,7 +160,8 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		// The listed rows that changed, read after their events were committed: what a
 		// fresh load shows now.
-		_, rows, err := s.listedRows(ctx, first.ID, total, changed, m)
+		_, rows, shaped, err := s.listedRows(ctx, first.ID, total, changed, m)
+		noteShape(rows, shaped)
 		return err == nil && sw.send("rows", rows)
 	}
 	for {
@@ -152,6 +175,18 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 			sw.f.Flush()
 		case <-flush:
 			if !sendPending() {
+				return
+			}
+		case <-reshape:
+			reshape = nil
+			ids := slices.Collect(maps.Keys(unshaped))
+			clear(unshaped)
+			_, rows, shaped, err := s.listedRows(ctx, first.ID, total, ids, m)
+			if err != nil {
+				return
+			}
+			noteShape(rows, shaped)
+			if shaped && !sw.send("rows", rows) {
 				return
 			}
 		case <-recount:
