@@ -1,0 +1,361 @@
+package suggest_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/egress/proxy"
+	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/grant/suggest"
+	"github.com/agora-dev/agora/internal/modelgw"
+)
+
+// rtRecorder keeps what a host component (the egress proxy, the gateway) records, in order.
+type rtRecorder struct {
+	mu      sync.Mutex
+	entries []rtEntry
+}
+
+type rtEntry struct {
+	kind    string
+	details map[string]any
+}
+
+func (r *rtRecorder) Record(_ context.Context, kind string, details map[string]any) error {
+	// Through JSON, as agora.db stores and audit.List reads them.
+	b, err := json.Marshal(details)
+	if err != nil {
+		return err
+	}
+	var d map[string]any
+	if err := json.Unmarshal(b, &d); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.entries = append(r.entries, rtEntry{kind, d})
+	return nil
+}
+
+func (r *rtRecorder) all() []rtEntry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.entries)
+}
+
+// rtPropose proposes from one dispatch's entries, with its grant, and returns the proposal and
+// the capability.yaml it writes.
+func rtPropose(t *testing.T, learn bool, grants grant.Set, ents []rtEntry) (*suggest.Proposal, string) {
+	t.Helper()
+	ev := suggest.NewEvidence()
+	d := ev.Dispatch("01RT44D", grants, nil)
+	d.Learn = learn
+	for _, e := range ents {
+		d.Entry(e.kind, e.details)
+	}
+	p, err := suggest.Propose(ev, grants, suggest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := p.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, string(y)
+}
+
+// rtResolver resolves the names it holds, and every other name to 127.0.0.1.
+type rtResolver map[string]string
+
+func (m rtResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if ip, ok := m[strings.ToLower(host)]; ok {
+		return []netip.Addr{netip.MustParseAddr(ip)}, nil
+	}
+	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+}
+
+// TestRedTeam44D_ProxySpellingsProposeOnlyWhatItLetThrough drives the real egress proxy of a
+// learn dispatch (no egress grant; learn_hosts 127.0.0.1 on the upstream's port) with what a
+// hostile agent sends: the learn host in every other spelling (0x7f.0.0.1, 2130706433,
+// 127.1, [::ffff:127.0.0.1], a trailing dot, LOCALHOST, a port with a leading zero), a
+// lookalike, a CONNECT to another port, and on the learn host paths that carry a newline and
+// YAML, "..", and three names under one directory. suggest, over the entries the proxy wrote,
+// proposes only 127.0.0.1 on that port with the clean paths (generalised as documented), lists
+// every refused spelling under proxy_refused, and its capability.yaml names no other host and
+// no path the proxy did not send. Held.
+func TestRedTeam44D_ProxySpellingsProposeOnlyWhatItLetThrough(t *testing.T) {
+	var mu sync.Mutex
+	var served []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		served = append(served, r.Host+" "+r.URL.Path)
+		mu.Unlock()
+		io.WriteString(w, "ok")
+	}))
+	defer up.Close()
+	port := strconv.Itoa(up.Listener.Addr().(*net.TCPAddr).Port)
+	rec := &rtRecorder{}
+	dialer := egress.NewDialer(egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, rtResolver{})
+	p, err := proxy.New(proxy.Config{Learn: true, LearnHosts: grant.MustEgressRules("127.0.0.1:" + port), Dialer: dialer, Audit: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go p.Serve(ln)
+	defer p.Close()
+	send := func(head string) int {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		io.WriteString(c, head)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	get := func(host, path string) int {
+		return send(fmt.Sprintf("GET http://%s%s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host, path, host))
+	}
+	learn := "127.0.0.1:" + port
+	for _, path := range []string{"/ok/a", "/ok/b", "/ok/c", "/docs"} {
+		if st := get(learn, path); st != http.StatusOK {
+			t.Fatalf("GET %s on the learn host: %d", path, st)
+		}
+	}
+	// Paths the proxy sends (the learn host has no path rules) but no grant can hold.
+	for _, path := range []string{"/x%0Aegress:%20[%7Bhost:%20evil%7D]", "/ok/%2e%2e/admin", "/a//b"} {
+		get(learn, path)
+	}
+	refused := []string{
+		"0x7f.0.0.1:" + port, "2130706433:" + port, "127.1:" + port, "[::ffff:127.0.0.1]:" + port,
+		"127.0.0.1.:" + port, "LOCALHOST:" + port, "api.github.com.exfil.example:" + port,
+	}
+	for _, host := range refused {
+		if st := get(host, "/leak"); st != http.StatusForbidden {
+			t.Errorf("GET via %s: %d, want 403", host, st)
+		}
+	}
+	if st := send("CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n"); st != http.StatusForbidden {
+		t.Errorf("CONNECT to another port of the learn host: %d, want 403", st)
+	}
+	// A port written with a leading zero is the same port: admitted, and proposed canonically.
+	if st := get("127.0.0.1:0"+port, "/zero"); st != http.StatusOK {
+		t.Errorf("the learn port with a leading zero: %d, want 200 (the same port)", st)
+	}
+	mu.Lock()
+	for _, s := range served {
+		if !strings.HasPrefix(s, "127.0.0.1:") {
+			t.Errorf("the upstream was reached as %q", s)
+		}
+	}
+	mu.Unlock()
+
+	prop, yaml := rtPropose(t, true, grant.Set{}, rec.all())
+	for _, r := range prop.Grant.Egress {
+		if r.Host != "127.0.0.1" || strconv.Itoa(int(r.Port)) != port {
+			t.Errorf("proposed %v: the proxy let through only 127.0.0.1:%s", r, port)
+		}
+		for _, path := range r.Paths {
+			if (grant.EgressRule{Host: "x", Paths: []string{path}}).Validate() != nil || strings.Contains(path, "..") {
+				t.Errorf("proposed path %q", path)
+			}
+		}
+	}
+	want := []string{"/docs", "/ok/", "/zero"}
+	var got []string
+	for _, r := range prop.Grant.Egress {
+		got = append(got, r.Paths...)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("proposed paths %q, want %q (three names under /ok/ generalised)", got, want)
+	}
+	for _, bad := range []string{"0x7f", "2130706433", "127.1\"", "ffff", "127.0.0.1.", "localhost", "LOCALHOST", "exfil", "evil", "admin", "leak"} {
+		if strings.Contains(yaml, bad) {
+			t.Errorf("capability.yaml holds %q:\n%s", bad, yaml)
+		}
+	}
+	listed := map[string]bool{}
+	for _, r := range prop.ProxyRefused {
+		listed[r.Item] = true
+	}
+	for _, host := range append(refused, "127.0.0.1:1") {
+		h, pt, _ := net.SplitHostPort(host)
+		if a, err := netip.ParseAddr(h); err == nil {
+			h = a.String() // the proxy records an IP literal as its canonical text
+		}
+		item := strings.ToLower(h) + ":" + pt
+		if !listed[item] {
+			t.Errorf("%s is not listed as refused by the proxy; listed: %q", item, slices.Sorted(maps.Keys(listed)))
+		}
+	}
+	for _, r := range prop.Refused {
+		if !strings.Contains(r.Item, "127.0.0.1:"+port) {
+			t.Errorf("refused %+v: want only the learn host's paths no grant can hold", r)
+		}
+	}
+}
+
+// TestRedTeam44D_LearnFetchTheDialerRefusesIsNotProposed drives the real model gateway of a
+// learn dispatch (learn_hosts *.learn.test and 127.0.0.3; allow_private 127.0.0.1 only): a
+// /fetch of a learn host whose name resolves to a private address, and of the learn host
+// 127.0.0.3 the dialer refuses by its URL, is refused and never sent, and must never be on
+// record as learned (net.would_deny) nor proposed by suggest; a learn host the fetch reached
+// is. Failed before: the gateway recorded each as net.would_deny before the dialer refused
+// it, and suggest proposed "GETs to r.learn.test:PORT/private" and "127.0.0.3:PORT/literal",
+// hosts the work never reached.
+func TestRedTeam44D_LearnFetchTheDialerRefusesIsNotProposed(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer up.Close()
+	port := strconv.Itoa(up.Listener.Addr().(*net.TCPAddr).Port)
+	rec := &rtRecorder{}
+	dialer := egress.NewDialer(egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
+		rtResolver{"r.learn.test": "10.0.0.1"})
+	sock := filepath.Join(t.TempDir(), "gw.sock")
+	gw, err := modelgw.Listen(context.Background(), sock, modelgw.Config{
+		DispatchID: "01RT44D", Role: "fetcher@sha256:" + strings.Repeat("ab", 32),
+		Dialer: dialer, Audit: rec, Learn: true, LearnHosts: grant.MustEgressRules("*.learn.test", "127.0.0.3"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	fetch := func(u string) int {
+		resp, err := client.Post("http://gateway/fetch", "application/json", strings.NewReader(fmt.Sprintf(`{"url":%q}`, u)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := fetch("http://ok.learn.test:" + port + "/reached"); st != http.StatusOK {
+		t.Fatalf("a learn host the dialer admits: %d", st)
+	}
+	for _, u := range []string{"http://r.learn.test:" + port + "/private", "http://127.0.0.3:" + port + "/literal"} {
+		if st := fetch(u); st == http.StatusOK {
+			t.Errorf("%s: fetched, want refused by the dialer", u)
+		}
+	}
+	for _, e := range rec.all() {
+		if e.kind == entry.NetWouldDeny && e.details[entry.KeyHost] != "ok.learn.test" {
+			t.Errorf("on record as learned: %v (the dialer refused it; nothing was sent)", e.details)
+		}
+	}
+	prop, yaml := rtPropose(t, true, grant.Set{}, rec.all())
+	if len(prop.Grant.Egress) != 1 || prop.Grant.Egress[0].Host != "ok.learn.test" {
+		t.Errorf("proposed %v, want ok.learn.test's GET /reached only", prop.Grant.Egress)
+	}
+	for _, bad := range []string{"r.learn.test", "127.0.0.3", "private", "literal"} {
+		if strings.Contains(yaml, bad) {
+			t.Errorf("capability.yaml names %q, which the work never reached:\n%s", bad, yaml)
+		}
+	}
+}
+
+// TestRedTeam44D_HostileSpellingsInEvidence: entries as a hostile agent would wish them, fed
+// to suggest directly: refused connections (a learn and a plain dispatch) to confusable and
+// syntax-carrying hosts (Cyrillic and punycode lookalikes, newlines and YAML in a host, a
+// port with a leading zero, IP spellings, a zone), allowed ones the grant never admitted, and
+// a net.would_deny in a plain dispatch. Nothing of them is proposed or written; everything
+// shown is ASCII with each hostile byte escaped. Held.
+func TestRedTeam44D_HostileSpellingsInEvidence(t *testing.T) {
+	hosts := []string{
+		"\u0430pi.github.com", "xn--pi-8cd.github.com", "api.github.com\nnetwork: \"host\"", "api.github.com: {x: 1}",
+		"API.GITHUB.COM.", "0x7f.1", "::ffff:127.0.0.1", "fe80::1%eth0", "api.github.com\x1b[2K", "*.github.com", "",
+	}
+	granted := grant.Set{Egress: []grant.EgressRule{{Host: "api.example.com", Port: 443}}}
+	for _, learn := range []bool{false, true} {
+		var ents []rtEntry
+		for _, h := range hosts {
+			for _, pt := range []any{float64(443), "0443", float64(0), float64(70000)} {
+				ents = append(ents,
+					rtEntry{entry.NetConnect, map[string]any{entry.KeyHost: h, entry.KeyPort: pt, entry.KeyDecision: "deny", entry.KeyReason: "not in the dispatch's egress grant"}},
+					rtEntry{entry.NetRequest, map[string]any{entry.KeyHost: h, entry.KeyPort: pt, entry.KeyMethod: "POST", entry.KeyPath: "/upload\nx: y", entry.KeyDecision: "deny"}},
+					// Allowed, but neither the grant nor a would_deny of this dispatch admitted it.
+					rtEntry{entry.NetConnect, map[string]any{entry.KeyHost: h, entry.KeyPort: pt, entry.KeyDecision: "allow"}},
+				)
+			}
+		}
+		if !learn {
+			ents = append(ents, rtEntry{entry.NetWouldDeny, map[string]any{entry.KeyHost: "evil.example", entry.KeyPort: float64(443), entry.KeyVia: "connect"}},
+				rtEntry{entry.NetConnect, map[string]any{entry.KeyHost: "evil.example", entry.KeyPort: float64(443), entry.KeyDecision: "allow"}})
+		}
+		ents = append(ents, rtEntry{entry.NetConnect, map[string]any{entry.KeyHost: "api.example.com", entry.KeyPort: float64(443), entry.KeyDecision: "allow"}})
+		prop, yaml := rtPropose(t, learn, granted, ents)
+		if len(prop.Grant.Egress) != 1 || prop.Grant.Egress[0].String() != (grant.EgressRule{Host: "api.example.com", Port: 443}).String() {
+			t.Errorf("learn %v: proposed %v, want api.example.com:443 alone", learn, prop.Grant.Egress)
+		}
+		for _, bad := range []string{"github", "xn--", "evil", "upload", "0x7f", "ffff", "fe80"} {
+			if strings.Contains(yaml, bad) {
+				t.Errorf("learn %v: capability.yaml holds %q:\n%s", learn, bad, yaml)
+			}
+		}
+		out, _ := json.Marshal(prop)
+		for _, c := range string(out) {
+			if c >= 0x7f {
+				t.Errorf("learn %v: the proposal shows a non-ASCII character %q", learn, c)
+				break
+			}
+		}
+		for _, r := range append(slices.Clone(prop.ProxyRefused), prop.Refused...) {
+			for _, s := range []string{r.Item, r.Reason, r.Dispatch} {
+				for i := 0; i < len(s); i++ {
+					if s[i] < ' ' || s[i] >= 0x7f {
+						t.Errorf("learn %v: a refusal shows byte %#x: %q", learn, s[i], s)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestRedTeam44D_RefusalFloodHidesNothingProposed: an agent that tries 300 distinct decoy
+// hosts before its real exfiltration host pushes that host past the listed refusals (100
+// listed, the rest counted), but never into the proposal, and the count says how many more
+// there are; the same in a learn dispatch. Held, with the limit that a refusal past the 100th
+// distinct one is counted, not named (the audit log names each: docs/runtimes.md).
+func TestRedTeam44D_RefusalFloodHidesNothingProposed(t *testing.T) {
+	for _, learn := range []bool{false, true} {
+		var ents []rtEntry
+		for i := range 300 {
+			ents = append(ents, rtEntry{entry.NetConnect, map[string]any{entry.KeyHost: fmt.Sprintf("decoy%d.example", i), entry.KeyPort: float64(443), entry.KeyDecision: "deny"}})
+		}
+		ents = append(ents, rtEntry{entry.NetConnect, map[string]any{entry.KeyHost: "exfil.example", entry.KeyPort: float64(443), entry.KeyDecision: "deny"}})
+		prop, yaml := rtPropose(t, learn, grant.Set{}, ents)
+		if len(prop.Grant.Egress) != 0 || strings.Contains(yaml, "example") {
+			t.Errorf("learn %v: a refused host is proposed: %v\n%s", learn, prop.Grant.Egress, yaml)
+		}
+		if len(prop.ProxyRefused) != 100 || prop.ProxyRefusedMore != 201 {
+			t.Errorf("learn %v: %d refusals listed, %d more; want 100 and 201", learn, len(prop.ProxyRefused), prop.ProxyRefusedMore)
+		}
+	}
+}
