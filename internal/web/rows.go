@@ -26,9 +26,10 @@ const streamShapeWait = 2 * time.Second
 // sends them and the page puts each in place of its row, so a live row's every cell (state,
 // attempts, verify, reason) is the server's own render, never a cell the page patched. total
 // is the run's task count as last read (the shape cache starts over when the run has grown).
-// shaped says the rows carry their plan's columns: false when the run's shape was not ready
-// within streamShapeWait (the stream sends those rows again once it is).
-func (s *Server) listedRows(ctx context.Context, runID string, total int, ids []string, m *hostpath.Mask) (tasks []api.Task, out map[string]string, shaped bool, err error) {
+// early says the rows went without their plan's columns because the run's shape was still
+// being built after streamShapeWait (the stream sends them again once it is); a shape whose
+// build failed is not early: a fresh load has no columns either.
+func (s *Server) listedRows(ctx context.Context, runID string, total int, ids []string, m *hostpath.Mask) (tasks []api.Task, out map[string]string, early bool, err error) {
 	var rows []orch.TaskRow
 	var learn map[string]bool
 	if err := s.read(ctx, func() (err error) {
@@ -42,7 +43,7 @@ func (s *Server) listedRows(ctx context.Context, runID string, total int, ids []
 		return nil, nil, false, err
 	}
 	// The shape is read outside the gate, as the graph's is.
-	sh, _, _ := s.shapes.get(ctx, runID, total, streamShapeWait)
+	sh, _, shapeErr := s.shapes.get(ctx, runID, total, streamShapeWait)
 	tasks = make([]api.Task, 0, len(rows))
 	out = make(map[string]string, len(rows))
 	for _, r := range rows {
@@ -55,5 +56,5 @@ func (s *Server) listedRows(ctx context.Context, runID string, total int, ids []
 		tasks = append(tasks, t)
 		out[t.ID] = html
 	}
-	return tasks, out, sh != nil, nil
+	return tasks, out, sh == nil && shapeErr == nil, nil
 }

@@ -21,6 +21,10 @@ const keepalive = 15 * time.Second
 // the second a change may take to reach the page.
 const batchWindow = 100 * time.Millisecond
 
+// reshapeMax is the longest a stream waits between renders of rows it sent before the run's
+// shape was built (see runEvents).
+const reshapeMax = 30 * time.Second
+
 // tailBytes is how much of the end of a live log a page shows.
 const tailBytes = 8 << 10
 
@@ -81,22 +85,27 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	total := first.Total
 	events, stop := s.hub.subscribe(first.ID)
 	defer stop()
-	// unshaped are the listed tasks whose rows went out without the run's shape (it was not
-	// ready within streamShapeWait: dropped for another run's, or rebuilt as the run grew,
-	// while one build runs at a time). They are rendered again every streamShapeWait and sent
-	// once the shape is ready, so no row keeps fewer columns than a fresh load shows.
+	// unshaped are the listed tasks whose rows went out before the run's shape was built
+	// (dropped for another run's, or rebuilt as the run grew, while one build runs at a
+	// time). They are rendered again, after streamShapeWait and then waiting twice as long
+	// each time (at most reshapeMax), and sent once the shape is ready, so no row keeps fewer
+	// columns than a fresh load shows.
 	unshaped := map[string]bool{}
 	var reshape <-chan time.Time
-	noteShape := func(rows map[string]string, shaped bool) {
+	reshapeWait := streamShapeWait
+	noteShape := func(rows map[string]string, early bool) {
 		for id := range rows {
-			if shaped {
-				delete(unshaped, id)
-			} else {
+			if early {
 				unshaped[id] = true
+			} else {
+				delete(unshaped, id)
 			}
 		}
-		if len(unshaped) > 0 && reshape == nil {
-			reshape = time.After(streamShapeWait)
+		if len(unshaped) == 0 {
+			reshapeWait = streamShapeWait
+		} else if reshape == nil {
+			reshape = time.After(reshapeWait)
+			reshapeWait = min(2*reshapeWait, reshapeMax)
 		}
 	}
 	snap := func(fresh time.Duration, withTasks bool) (snapshot, error) {
@@ -113,8 +122,8 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		if err != nil || !withTasks || len(listed) == 0 {
 			return out, err
 		}
-		tasks, rows, shaped, err := s.listedRows(ctx, first.ID, total, listed, m)
-		noteShape(rows, shaped)
+		tasks, rows, early, err := s.listedRows(ctx, first.ID, total, listed, m)
+		noteShape(rows, early)
 		out.Tasks, out.Rows = map[string]string{}, rows
 		for _, t := range tasks {
 			out.Tasks[t.ID] = t.State
@@ -160,8 +169,8 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		// The listed rows that changed, read after their events were committed: what a
 		// fresh load shows now.
-		_, rows, shaped, err := s.listedRows(ctx, first.ID, total, changed, m)
-		noteShape(rows, shaped)
+		_, rows, early, err := s.listedRows(ctx, first.ID, total, changed, m)
+		noteShape(rows, early)
 		return err == nil && sw.send("rows", rows)
 	}
 	for {
@@ -181,12 +190,12 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 			reshape = nil
 			ids := slices.Collect(maps.Keys(unshaped))
 			clear(unshaped)
-			_, rows, shaped, err := s.listedRows(ctx, first.ID, total, ids, m)
+			_, rows, early, err := s.listedRows(ctx, first.ID, total, ids, m)
 			if err != nil {
 				return
 			}
-			noteShape(rows, shaped)
-			if shaped && !sw.send("rows", rows) {
+			noteShape(rows, early)
+			if !early && !sw.send("rows", rows) {
 				return
 			}
 		case <-recount:
