@@ -27,7 +27,8 @@
     var note = document.getElementById("graph-note"), paths = svg.querySelectorAll("path.edge");
     var base = "/runs/" + encodeURIComponent(runID) + "/tasks/", api = "/api/runs/" + encodeURIComponent(runID) + "/graph";
     // stale: a snapshot came while a request was out, so its answer may predate it.
-    var drawn = {}, have = null, asking = false, queued = false, seq = 0, stale = false;
+    // Maps keyed by task id have no prototype: a task may be named "constructor".
+    var drawn = Object.create(null), have = null, asking = false, queued = false, seq = 0, stale = false;
     function node(n) {
       var el = svgEl("g", { "class": "node st-" + stateOf(n.id, n.st), "data-task": n.id, tabindex: "0", role: "link" });
       svgEl("title", {}, el).textContent = n.id + " (" + n.sub + ")" + (n.locks ? " locks: " + n.locks : "");
@@ -71,7 +72,7 @@
           svg.setAttribute("width", g.w); svg.setAttribute("height", g.h); svg.setAttribute("viewBox", "0 0 " + g.w + " " + g.h);
           svg.setAttribute("data-nodes", g.total);
           if (note) { note.remove(); note = null; }
-          var add = document.createDocumentFragment(), keep = {};
+          var add = document.createDocumentFragment(), keep = Object.create(null);
           g.nodes.forEach(function (n) {
             keep[n.id] = true;
             if (!drawn[n.id]) { drawn[n.id] = node(n); add.appendChild(drawn[n.id]); }
@@ -111,7 +112,7 @@
   // replaced whole by the row the server rendered for it (the stream's "rows"), the same
   // template a fresh load uses, so no cell of a live row (state, attempts, verify, reason)
   // is ever patched by the page.
-  var graph = null, shown = {};
+  var graph = null, shown = Object.create(null);
   function taskChanged(task, state) {
     shown[task] = state;
     var n = graph && graph.el(task);
