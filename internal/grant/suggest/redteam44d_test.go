@@ -359,3 +359,39 @@ func TestRedTeam44D_RefusalFloodHidesNothingProposed(t *testing.T) {
 		}
 	}
 }
+
+// TestRedTeam44D_NoGeneralisationOfOtherShellsAndRunners: the documented rule is that a
+// command is never generalised when its program runs what it is given (shells, interpreters,
+// wrappers that exec their argument). An agent in a learn dispatch that runs three scripts it
+// wrote under one directory with a shell or interpreter the list did not name (tcsh, ash,
+// pwsh, a versioned ruby3.2 or lua5.4, Rscript, java, a wrapper such as setsid, unshare or
+// systemd-run) must get three literals, never "P scripts/[^./]*", which would run any script
+// it writes there. Failed before: each was generalised.
+func TestRedTeam44D_NoGeneralisationOfOtherShellsAndRunners(t *testing.T) {
+	programs := []string{
+		"ash", "csh", "tcsh", "mksh", "yash", "posh", "rbash", "pwsh", "powershell", "elvish", "nu", "xonsh",
+		"/usr/bin/ruby3.2", "perl5.36", "lua5.4", "luajit", "php8.2", "node20", "pypy3", "tclsh8.6", "wish",
+		"Rscript", "julia", "java", "jshell", "groovy", "kotlin", "scala", "elixir", "escript", "racket", "guile",
+		"sbcl", "raku", "runghc", "tsx", "ts-node", "dotnet", "uv", "poetry", "pipenv", "conda",
+		"setsid", "stdbuf", "ionice", "taskset", "chrt", "prlimit", "unshare", "nsenter", "firejail",
+		"runuser", "systemd-run", "tmux", "screen", "toybox", "gdb", "vim", "emacs",
+	}
+	for _, prog := range programs {
+		ev := suggest.NewEvidence()
+		d := ev.Dispatch("01RT44D", grant.Set{}, nil)
+		d.Learn = true
+		for _, s := range []string{"a", "b", "c"} {
+			d.Entry(entry.ToolWouldDeny, map[string]any{entry.KeyTool: "run_command", entry.KeyReason: "not granted",
+				entry.KeyReporter: "worker", entry.KeyCommand: prog + " scripts/" + s})
+		}
+		p, err := suggest.Propose(ev, grant.Set{}, suggest.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range p.Grant.Commands {
+			if strings.Contains(c, "[^./]*") {
+				t.Errorf("%s: generalised into %q", prog, c)
+			}
+		}
+	}
+}
