@@ -483,3 +483,108 @@ func TestRedTeam44D_ForgedReportsThroughTheRealGateway(t *testing.T) {
 		t.Errorf("%d forged reports listed as not evidence, want the 15 sent without the worker's key: %+v", forged, prop.Refused)
 	}
 }
+
+// rtRebind resolves name to first on its first lookup and to then on every later one, as a
+// name whose owner changed its answer (or a rebinding attack) would.
+type rtRebind struct {
+	mu          sync.Mutex
+	name        string
+	first, then string
+	n           int
+}
+
+func (r *rtRebind) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !strings.EqualFold(host, r.name) {
+		return nil, fmt.Errorf("no such host %s", host)
+	}
+	r.n++
+	if r.n == 1 {
+		return []netip.Addr{netip.MustParseAddr(r.first)}, nil
+	}
+	return []netip.Addr{netip.MustParseAddr(r.then)}, nil
+}
+
+// TestRedTeam44D_ProxyLearnRequestNeverSentIsNotProposed drives the real egress proxy of a
+// learn dispatch whose learn host's name answers 127.0.0.1 at first and a private address
+// the policy refuses later: a plain-HTTP client sends /first, the host closes the idle
+// connection, and /second on the same client connection needs a new dial, which the policy
+// refuses, so /second is never sent. It must not be on record as learned nor proposed.
+// Failed before: the proxy recorded /second's net.would_deny before dialing again, and
+// suggest proposed "GETs to ok.learn.test:PORT/first, .../second", a request never made.
+func TestRedTeam44D_ProxyLearnRequestNeverSentIsNotProposed(t *testing.T) {
+	closed := make(chan struct{}, 4)
+	var mu sync.Mutex
+	var served []string
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		served = append(served, r.URL.Path)
+		mu.Unlock()
+		io.WriteString(w, "ok")
+	}))
+	up.Config.IdleTimeout = 100 * time.Millisecond
+	up.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			closed <- struct{}{}
+		}
+	}
+	up.Start()
+	defer up.Close()
+	port := strconv.Itoa(up.Listener.Addr().(*net.TCPAddr).Port)
+	rec := &rtRecorder{}
+	dialer := egress.NewDialer(egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
+		&rtRebind{name: "ok.learn.test", first: "127.0.0.1", then: "10.0.0.1"})
+	p, err := proxy.New(proxy.Config{Learn: true, LearnHosts: grant.MustEgressRules("ok.learn.test:" + port), Dialer: dialer, Audit: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go p.Serve(ln)
+	defer p.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	get := func(path string) int {
+		fmt.Fprintf(c, "GET http://ok.learn.test:%s%s HTTP/1.1\r\nHost: ok.learn.test:%s\r\n\r\n", port, path, port)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := get("/first"); st != http.StatusOK {
+		t.Fatalf("/first: %d", st)
+	}
+	select {
+	case <-closed: // the host closed the idle connection: the next request dials again
+	case <-time.After(20 * time.Second):
+		t.Fatal("the upstream never closed its idle connection")
+	}
+	if st := get("/second"); st == http.StatusOK {
+		t.Fatalf("/second: %d, want refused (its new dial resolves to a private address)", st)
+	}
+	mu.Lock()
+	if len(served) != 1 {
+		t.Errorf("the host served %q, want /first only", served)
+	}
+	mu.Unlock()
+	for _, e := range rec.all() {
+		if e.kind == entry.NetWouldDeny && e.details[entry.KeyPath] == "/second" {
+			t.Errorf("a request never sent is on record as learned: %v", e.details)
+		}
+	}
+	prop, yaml := rtPropose(t, true, grant.Set{}, rec.all())
+	if strings.Contains(yaml, "second") || len(prop.Grant.Egress) != 1 {
+		t.Errorf("proposed %v, want GET /first alone:\n%s", prop.Grant.Egress, yaml)
+	}
+}
