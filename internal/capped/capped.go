@@ -1,6 +1,6 @@
 // Package capped reads whole files under a size limit, refusing anything that is not a regular
 // file. Its NoFollow variant is for files another party could have planted (a worker's out
-// directory, the bundle a sandbox sees): it never follows a symlink and never blocks on a FIFO.
+// directory, the bundle a sandbox sees): it never follows a symlink. Neither blocks on a FIFO.
 //
 // capped imports only the standard library, so both sides of the sandbox use it.
 package capped
@@ -29,9 +29,11 @@ func (e *TooLargeError) Error() string {
 }
 
 // ReadFile reads the regular file at path (following symlinks, as a person naming a file
-// expects), refusing directories, devices and pipes, and more than limit bytes.
+// expects), refusing directories, devices and pipes, and more than limit bytes. It opens
+// non-blocking, so a FIFO is refused at once rather than waited on (for a writer that may
+// never come).
 func ReadFile(path string, limit int64) ([]byte, error) {
-	return read(path, os.O_RDONLY, limit)
+	return read(path, os.O_RDONLY|syscall.O_NONBLOCK, limit)
 }
 
 // NoFollow reads path like [ReadFile] but refuses a final symlink with [ErrSymlink] and opens

@@ -198,8 +198,9 @@ func printSuggestion(w io.Writer, res capabilitySuggestResult) {
 			fmt.Fprintf(w, "    %s\n", plain(it.Text))
 		}
 	})
-	refusals(w, "not proposed: the agent tried it, the proxy refused it:", p.ProxyRefused, p.ProxyRefusedMore)
-	refusals(w, "not proposed:", p.Refused, p.RefusedMore)
+	refusals(w, "not proposed: the agent tried it, the proxy refused it:", p.ProxyRefused, p.ProxyRefusedMore,
+		"'agora audit log --kind net.connect -o json' and --kind net.request list every one")
+	refusals(w, "not proposed:", p.Refused, p.RefusedMore, "'agora audit log -o json' lists every entry")
 	notes := p.Notes
 	if len(res.Unended) > 0 {
 		notes = append(notes, "not ended yet, so their evidence may be partial: "+plain(strings.Join(res.Unended, ", ")))
@@ -221,8 +222,10 @@ func printSuggestion(w io.Writer, res capabilitySuggestResult) {
 	}
 }
 
-// refusals writes a section of evidence not proposed, and why.
-func refusals(w io.Writer, head string, rs []suggest.Refusal, more int) {
+// refusals writes a section of evidence not proposed, and why; past the ones listed, how many
+// more and where each is (an agent can try many decoys first, so one that matters may be
+// among those counted).
+func refusals(w io.Writer, head string, rs []suggest.Refusal, more int, where string) {
 	section(w, head, len(rs)+more, func() {
 		for _, r := range rs {
 			times := ""
@@ -232,7 +235,7 @@ func refusals(w io.Writer, head string, rs []suggest.Refusal, more int) {
 			fmt.Fprintf(w, "  - %s %s: %s (dispatch %s%s)\n", r.Kind, plain(r.Item), plain(r.Reason), plain(r.Dispatch), times)
 		}
 		if more > 0 {
-			fmt.Fprintf(w, "  - and %d more\n", more)
+			fmt.Fprintf(w, "  - and %d more, not listed here (%s)\n", more, where)
 		}
 	})
 }

@@ -105,7 +105,7 @@ func MCPReadOnly(r *Record) error {
 	}
 	if r.RunID != "" {
 		return reqErr("dispatch %s is an attempt of task %q of run %s; answer or cancel it through the run, "+
-			"on the host: %s", r.ID, r.TaskID, r.RunID, api.AnswerCommand(r.RunID, r.TaskID))
+			"on the host: %s, or %s", r.ID, r.TaskID, r.RunID, api.AnswerCommand(r.RunID, r.TaskID), api.CancelCommand(r.RunID, r.TaskID))
 	}
 	return nil
 }

@@ -77,19 +77,38 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	if err != nil {
 		return nil, fmt.Errorf("egress dial %q: port %q is not a number from 0 to 65535", host, portText)
 	}
-	name, ip, err := d.policy.vetHost(host)
+	name, vetted, err := d.vet(ctx, lookupNet, host)
 	if err != nil {
 		return nil, err
 	}
+	return d.dialVetted(ctx, network, name, vetted, uint16(port))
+}
+
+// Vet resolves host as [Dialer.DialContext] would and checks it and every address it resolves
+// to against the policy, without connecting: nil when a dial to host would be let through
+// now (a dial resolves again, so a name that changes its answer in between is judged again
+// there). A refusal is a [*DeniedError].
+func (d *Dialer) Vet(ctx context.Context, host string) error {
+	_, _, err := d.vet(ctx, "ip", host)
+	return err
+}
+
+// vet is host's vetted addresses, resolved once over lookupNet, and the name to dial them
+// under (host itself for an IP literal).
+func (d *Dialer) vet(ctx context.Context, lookupNet, host string) (string, []netip.Addr, error) {
+	name, ip, err := d.policy.vetHost(host)
+	if err != nil {
+		return "", nil, err
+	}
 	if ip.IsValid() {
-		return d.dialVetted(ctx, network, host, []netip.Addr{ip}, uint16(port))
+		return host, []netip.Addr{ip}, nil
 	}
 	ips, err := d.resolver.LookupNetIP(ctx, lookupNet, name)
 	if err != nil {
-		return nil, fmt.Errorf("egress resolve %q: %w", name, err)
+		return "", nil, fmt.Errorf("egress resolve %q: %w", name, err)
 	}
 	if len(ips) == 0 {
-		return nil, fmt.Errorf("egress resolve %q: no addresses", name)
+		return "", nil, fmt.Errorf("egress resolve %q: no addresses", name)
 	}
 	vetted := make([]netip.Addr, 0, len(ips))
 	for _, ip := range ips {
@@ -98,11 +117,11 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 		}
 		if err := d.policy.CheckAddr(ip); err != nil {
 			err.(*DeniedError).Host = name
-			return nil, err
+			return "", nil, err
 		}
 		vetted = append(vetted, ip)
 	}
-	return d.dialVetted(ctx, network, name, vetted, uint16(port))
+	return name, vetted, nil
 }
 
 // dialVetted tries each vetted address in order and returns the first connection.

@@ -26,7 +26,10 @@ const streamShapeWait = 2 * time.Second
 // sends them and the page puts each in place of its row, so a live row's every cell (state,
 // attempts, verify, reason) is the server's own render, never a cell the page patched. total
 // is the run's task count as last read (the shape cache starts over when the run has grown).
-func (s *Server) listedRows(ctx context.Context, runID string, total int, ids []string, m *hostpath.Mask) ([]api.Task, map[string]string, error) {
+// early says the rows went without their plan's columns because the run's shape was still
+// being built after streamShapeWait (the stream sends them again once it is); a shape whose
+// build failed is not early: a fresh load has no columns either.
+func (s *Server) listedRows(ctx context.Context, runID string, total int, ids []string, m *hostpath.Mask) (tasks []api.Task, out map[string]string, early bool, err error) {
 	var rows []orch.TaskRow
 	var learn map[string]bool
 	if err := s.read(ctx, func() (err error) {
@@ -37,21 +40,21 @@ func (s *Server) listedRows(ctx context.Context, runID string, total int, ids []
 		learn, _ = s.src.Dispatches.LearnInRun(ctx, runID)
 		return nil
 	}); err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	// The shape is read outside the gate, as the graph's is.
-	sh, _, _ := s.shapes.get(ctx, runID, total, streamShapeWait)
-	tasks := make([]api.Task, 0, len(rows))
-	out := make(map[string]string, len(rows))
+	sh, _, shapeErr := s.shapes.get(ctx, runID, total, streamShapeWait)
+	tasks = make([]api.Task, 0, len(rows))
+	out = make(map[string]string, len(rows))
 	for _, r := range rows {
 		t := withShape(r, sh)
 		t.Learn = t.Learn || learn[t.DispatchID]
 		html, err := s.pages.fragment("taskrow", masked(taskRow{RunID: runID, Task: t}, m))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		tasks = append(tasks, t)
 		out[t.ID] = html
 	}
-	return tasks, out, nil
+	return tasks, out, sh == nil && shapeErr == nil, nil
 }

@@ -3,7 +3,9 @@ package web
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +20,10 @@ const keepalive = 15 * time.Second
 // batchWindow is how long a run page's task changes wait to travel together: well inside
 // the second a change may take to reach the page.
 const batchWindow = 100 * time.Millisecond
+
+// reshapeMax is the longest a stream waits between renders of rows it sent before the run's
+// shape was built (see runEvents).
+const reshapeMax = 30 * time.Second
 
 // tailBytes is how much of the end of a live log a page shows.
 const tailBytes = 8 << 10
@@ -56,8 +62,9 @@ func (s *sseWriter) send(event string, v any) bool {
 // runEvents streams a run's changes: a snapshot of the run (its state and counts, and the
 // states and rows of the tasks the page lists, ?tasks=a,b,...) first, after subscribing so
 // nothing between is missed, then the tasks that changed (batched: "tasks", their states,
-// and "rows", the rows of the listed ones as the page renders them), the counts at most every
-// streamFresh, and a new snapshot when the run itself changes. The page reads the states of
+// and "rows", the rows of the listed ones as the page renders them; a row rendered before the
+// run's shape was ready goes again once it is), the counts at most every streamFresh, and a
+// new snapshot when the run itself changes. The page reads the states of
 // the tasks it draws from the graph endpoint (again on every snapshot); the stream only
 // updates them, so a 100,000-task run costs a page what changes, not the run. When the page
 // falls behind the stream ends, and the browser reconnects for a snapshot.
@@ -78,6 +85,29 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	total := first.Total
 	events, stop := s.hub.subscribe(first.ID)
 	defer stop()
+	// unshaped are the listed tasks whose rows went out before the run's shape was built
+	// (dropped for another run's, or rebuilt as the run grew, while one build runs at a
+	// time). They are rendered again, after streamShapeWait and then waiting twice as long
+	// each time (at most reshapeMax), and sent once the shape is ready, so no row keeps fewer
+	// columns than a fresh load shows.
+	unshaped := map[string]bool{}
+	var reshape <-chan time.Time
+	reshapeWait := streamShapeWait
+	noteShape := func(rows map[string]string, early bool) {
+		for id := range rows {
+			if early {
+				unshaped[id] = true
+			} else {
+				delete(unshaped, id)
+			}
+		}
+		if len(unshaped) == 0 {
+			reshapeWait = streamShapeWait
+		} else if reshape == nil {
+			reshape = time.After(reshapeWait)
+			reshapeWait = min(2*reshapeWait, reshapeMax)
+		}
+	}
 	snap := func(fresh time.Duration, withTasks bool) (snapshot, error) {
 		var out snapshot
 		err := s.read(ctx, func() error {
@@ -92,7 +122,8 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		if err != nil || !withTasks || len(listed) == 0 {
 			return out, err
 		}
-		tasks, rows, err := s.listedRows(ctx, first.ID, total, listed, m)
+		tasks, rows, early, err := s.listedRows(ctx, first.ID, total, listed, m)
+		noteShape(rows, early)
 		out.Tasks, out.Rows = map[string]string{}, rows
 		for _, t := range tasks {
 			out.Tasks[t.ID] = t.State
@@ -138,7 +169,8 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		// The listed rows that changed, read after their events were committed: what a
 		// fresh load shows now.
-		_, rows, err := s.listedRows(ctx, first.ID, total, changed, m)
+		_, rows, early, err := s.listedRows(ctx, first.ID, total, changed, m)
+		noteShape(rows, early)
 		return err == nil && sw.send("rows", rows)
 	}
 	for {
@@ -152,6 +184,18 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 			sw.f.Flush()
 		case <-flush:
 			if !sendPending() {
+				return
+			}
+		case <-reshape:
+			reshape = nil
+			ids := slices.Collect(maps.Keys(unshaped))
+			clear(unshaped)
+			_, rows, early, err := s.listedRows(ctx, first.ID, total, ids, m)
+			if err != nil {
+				return
+			}
+			noteShape(rows, early)
+			if !early && !sw.send("rows", rows) {
 				return
 			}
 		case <-recount:

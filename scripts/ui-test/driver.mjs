@@ -15,8 +15,16 @@ const browser = await chromium.launch({
 const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
 const offsite = [];
 const allow = (process.env.UI_ALLOW || "").split(",").filter(Boolean);
+// failing: requests to base+path answered with status instead (failNext), times each.
+const failing = [];
 await context.route("**/*", (route) => {
   const u = route.request().url();
+  const f = failing.find((x) => x.times > 0 && u.startsWith(base + x.path));
+  if (f) {
+    f.times--;
+    f.served++;
+    return route.fulfill({ status: f.status, headers: { "Retry-After": "1" }, contentType: "text/plain", body: "busy: try again\n" });
+  }
   if (u.startsWith(base + "/") || allow.some((a) => u.startsWith(a + "/"))) return route.continue();
   offsite.push(u);
   return route.abort();
@@ -97,6 +105,10 @@ const ops = {
     return { ms: Date.now() - t0, load_ms: nav.load, dom_ms: nav.dom };
   },
   async screenshot({ path }) { await page.screenshot({ path, fullPage: true }); return {}; },
+  // failNext answers the next `times` requests whose URL starts with base+path with status,
+  // as a busy server (or a proxy in front of it) would; failed reports how many it answered.
+  async failNext({ path, status, times }) { failing.push({ path, status, times, served: 0 }); return {}; },
+  async failed({ path }) { return { n: failing.filter((x) => x.path === path).reduce((n, x) => n + x.served, 0) }; },
   async cookies() { return { cookies: await context.cookies() }; },
   async report() { return { offsite, console_errors: consoleErrors }; },
   async close() { await browser.close(); return {}; },

@@ -170,14 +170,6 @@ func (s *session) forward(w net.Conn, cr *bufio.Reader, req *http.Request) bool 
 		s.refuseRequest(w, req, reason)
 		return false // the refusal closes the exchange
 	}
-	if s.would != "" {
-		// A learn dispatch's request the grant refuses: recorded before it is sent.
-		path, _ := requestPath(req)
-		if err := s.p.wouldDeny(s.t, "request", req.Method, path, s.would); err != nil {
-			s.p.writeStatus(w, http.StatusServiceUnavailable, "agora egress proxy: the request could not be audited, so it was not sent.")
-			return false
-		}
-	}
 	s.swap(req)
 	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
 		// Answered here, and not sent on: the client sends its body now, and the host never
@@ -193,6 +185,16 @@ func (s *session) forward(w net.Conn, cr *bufio.Reader, req *http.Request) bool 
 		if err := s.dialUpstream(); err != nil {
 			s.err = err
 			s.p.writeStatus(w, http.StatusBadGateway, "agora egress proxy: "+s.p.shortError(err)+".")
+			return false
+		}
+	}
+	if s.would != "" {
+		// A learn dispatch's request the grant refuses: recorded before it is sent, once its
+		// connection is up (a dial the egress policy refuses sends nothing, so learns nothing:
+		// a would_deny is evidence `agora capability suggest` proposes from).
+		path, _ := requestPath(req)
+		if err := s.p.wouldDeny(s.t, "request", req.Method, path, s.would); err != nil {
+			s.p.writeStatus(w, http.StatusServiceUnavailable, "agora egress proxy: the request could not be audited, so it was not sent.")
 			return false
 		}
 	}

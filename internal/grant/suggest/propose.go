@@ -24,13 +24,36 @@ const (
 var ErrTooMuch = errors.New("the evidence holds more distinct commands, hosts or requests than a grant a person can review")
 
 // launchers run code or another program they are given: a pattern that generalises their
-// arguments grants whatever that code does. Compared by the program's base name.
+// arguments grants whatever that code does. Compared by the program's base name without a
+// version suffix ("ruby3.2" is "ruby", "lua5.4" is "lua": [programName]).
 var launchers = []string{
-	"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox", "env", "xargs", "sudo", "doas", "su",
-	"nice", "nohup", "timeout", "time", "exec", "eval", "command", "builtin", "strace", "chroot",
-	"python", "python2", "python3", "node", "nodejs", "deno", "bun", "perl", "ruby", "php", "lua",
-	"awk", "gawk", "sed", "find", "ssh", "git", "make", "npx", "uvx", "pipx", "docker", "podman",
-	"kubectl", "bwrap", "flock", "watch", "parallel", "script", "expect", "tclsh", "osascript",
+	// shells
+	"sh", "bash", "dash", "zsh", "ksh", "fish", "ash", "csh", "tcsh", "mksh", "oksh", "yash", "posh",
+	"rbash", "pwsh", "powershell", "elvish", "nu", "xonsh", "busybox", "toybox",
+	// wrappers that run the program they are given
+	"env", "xargs", "sudo", "doas", "su", "runuser", "pkexec", "nice", "nohup", "timeout", "time",
+	"exec", "eval", "command", "builtin", "strace", "ltrace", "valgrind", "gdb", "lldb", "chroot",
+	"setsid", "stdbuf", "ionice", "taskset", "chrt", "prlimit", "unshare", "nsenter", "firejail",
+	"systemd-run", "tmux", "screen", "flock", "watch", "parallel", "script", "expect", "bwrap",
+	// interpreters and runners of source
+	"python", "pypy", "node", "nodejs", "deno", "bun", "tsx", "ts-node", "perl", "raku", "ruby",
+	"php", "lua", "luajit", "tclsh", "wish", "osascript", "rscript", "r", "julia", "java", "jshell",
+	"groovy", "kotlin", "scala", "elixir", "iex", "escript", "erl", "racket", "guile", "sbcl",
+	"runghc", "runhaskell", "dotnet", "awk", "gawk", "mawk", "sed", "vim", "nvim", "vi", "ex",
+	"emacs", "ed",
+	// package and task runners that run what they are given
+	"find", "ssh", "git", "make", "npx", "uvx", "uv", "pipx", "poetry", "pipenv", "conda", "mamba",
+	"docker", "podman", "kubectl",
+}
+
+// programName is argv0 as launchers are compared: its base name, lower case, without a
+// version suffix of digits and dots ("/usr/bin/python3.12" is "python", "node20" is "node").
+func programName(argv0 string) string {
+	name := strings.ToLower(path.Base(argv0))
+	if trimmed := strings.TrimRight(name, "0123456789."); trimmed != "" {
+		name = trimmed
+	}
+	return name
 }
 
 // codeFlags are words that make the next one code to run.
@@ -255,7 +278,7 @@ func generalise(ev *Evidence) []generalisation {
 // generalisable reports whether argv's last word may be generalised: its program does not run
 // code it is given, no fixed word is a code flag, and the last word is not an option.
 func generalisable(argv []string) bool {
-	if slices.Contains(launchers, path.Base(argv[0])) || strings.HasPrefix(path.Base(argv[0]), "python") {
+	if slices.Contains(launchers, programName(argv[0])) || strings.HasPrefix(path.Base(argv[0]), "python") {
 		return false
 	}
 	for _, w := range argv[1 : len(argv)-1] {

@@ -9,3 +9,9 @@ import "github.com/agora-dev/agora/internal/shellwords"
 func AnswerCommand(runID, taskID string) string {
 	return "agora orch answer " + shellwords.Quote(runID) + " " + shellwords.Quote(taskID) + " --answer TEXT"
 }
+
+// CancelCommand is the command a person runs on the host to cancel task taskID of run runID
+// (and its dependents), quoted as [AnswerCommand] quotes its ids.
+func CancelCommand(runID, taskID string) string {
+	return "agora orch cancel " + shellwords.Quote(runID) + " --task " + shellwords.Quote(taskID)
+}

@@ -27,7 +27,8 @@
     var note = document.getElementById("graph-note"), paths = svg.querySelectorAll("path.edge");
     var base = "/runs/" + encodeURIComponent(runID) + "/tasks/", api = "/api/runs/" + encodeURIComponent(runID) + "/graph";
     // stale: a snapshot came while a request was out, so its answer may predate it.
-    var drawn = {}, have = null, asking = false, queued = false, seq = 0, stale = false;
+    // Maps keyed by task id have no prototype: a task may be named "constructor".
+    var drawn = Object.create(null), have = null, asking = false, queued = false, seq = 0, stale = false;
     function node(n) {
       var el = svgEl("g", { "class": "node st-" + stateOf(n.id, n.st), "data-task": n.id, tabindex: "0", role: "link" });
       svgEl("title", {}, el).textContent = n.id + " (" + n.sub + ")" + (n.locks ? " locks: " + n.locks : "");
@@ -71,7 +72,7 @@
           svg.setAttribute("width", g.w); svg.setAttribute("height", g.h); svg.setAttribute("viewBox", "0 0 " + g.w + " " + g.h);
           svg.setAttribute("data-nodes", g.total);
           if (note) { note.remove(); note = null; }
-          var add = document.createDocumentFragment(), keep = {};
+          var add = document.createDocumentFragment(), keep = Object.create(null);
           g.nodes.forEach(function (n) {
             keep[n.id] = true;
             if (!drawn[n.id]) { drawn[n.id] = node(n); add.appendChild(drawn[n.id]); }
@@ -111,7 +112,7 @@
   // replaced whole by the row the server rendered for it (the stream's "rows"), the same
   // template a fresh load uses, so no cell of a live row (state, attempts, verify, reason)
   // is ever patched by the page.
-  var graph = null, shown = {};
+  var graph = null, shown = Object.create(null);
   function taskChanged(task, state) {
     shown[task] = state;
     var n = graph && graph.el(task);
@@ -143,6 +144,27 @@
     });
   }
 
+  // listen opens an event stream and keeps it open. The browser reconnects by itself after a
+  // stream drops, but gives up for good when an answer is not a stream (a 503 while the
+  // server's reads are busy, a 429, a proxy's 502): the page would then show what it last
+  // heard, forever, while the run moves on. So a stream the browser closed is opened again,
+  // waiting longer each time (1 s, doubling, at most 30 s); its first event resets the wait.
+  function listen(url, handlers) {
+    var wait = 1000;
+    function open() {
+      var es = new EventSource(url);
+      Object.keys(handlers).forEach(function (name) {
+        es.addEventListener(name, function (e) { wait = 1000; handlers[name](e, es); });
+      });
+      es.addEventListener("error", function () {
+        if (es.readyState !== EventSource.CLOSED || es.ended) return;
+        setTimeout(open, wait);
+        wait = Math.min(wait * 2, 30000);
+      });
+    }
+    open();
+  }
+
   var run = document.getElementById("run");
   if (run && document.getElementById("dag")) {
     graph = newGraph(run.getAttribute("data-run"), function (task, st) { return shown[task] || st; });
@@ -151,42 +173,44 @@
     var id = run.getAttribute("data-run");
     // The stream's snapshots carry the states of the tasks the table lists.
     var listed = Array.from(document.querySelectorAll("tr[data-task]")).map(function (tr) { return tr.getAttribute("data-task"); });
-    var es = new EventSource("/api/runs/" + encodeURIComponent(id) + "/events" + (listed.length ? "?tasks=" + listed.map(encodeURIComponent).join(",") : ""));
-    es.addEventListener("snapshot", function (e) {
-      var s = JSON.parse(e.data);
-      if (s.tasks) {
-        // A first snapshot or one after a reconnect: what the page drew may predate it.
-        Object.keys(s.tasks).forEach(function (t) { taskChanged(t, s.tasks[t]); });
-        if (graph) graph.refresh();
-      }
-      if (s.rows) rowsChanged(s.rows);
-      var rs = document.getElementById("run-state");
-      if (rs) { rs.textContent = s.state; setState(rs, s.state); }
-      countsText(s.counts || {}, s.total || 0);
-      run.setAttribute("data-live", s.state);
+    listen("/api/runs/" + encodeURIComponent(id) + "/events" + (listed.length ? "?tasks=" + listed.map(encodeURIComponent).join(",") : ""), {
+      snapshot: function (e) {
+        var s = JSON.parse(e.data);
+        if (s.tasks) {
+          // A first snapshot or one after a reconnect: what the page drew may predate it.
+          Object.keys(s.tasks).forEach(function (t) { taskChanged(t, s.tasks[t]); });
+          if (graph) graph.refresh();
+        }
+        if (s.rows) rowsChanged(s.rows);
+        var rs = document.getElementById("run-state");
+        if (rs) { rs.textContent = s.state; setState(rs, s.state); }
+        countsText(s.counts || {}, s.total || 0);
+        run.setAttribute("data-live", s.state);
+      },
+      tasks: function (e) {
+        var changed = JSON.parse(e.data);
+        Object.keys(changed).forEach(function (t) { taskChanged(t, changed[t]); });
+      },
+      rows: function (e) { rowsChanged(JSON.parse(e.data)); }
     });
-    es.addEventListener("tasks", function (e) {
-      var changed = JSON.parse(e.data);
-      Object.keys(changed).forEach(function (t) { taskChanged(t, changed[t]); });
-    });
-    es.addEventListener("rows", function (e) { rowsChanged(JSON.parse(e.data)); });
   }
 
   var d = document.getElementById("dispatch");
   if (d && d.getAttribute("data-live") && window.EventSource) {
-    var ds = new EventSource("/api/dispatches/" + encodeURIComponent(d.getAttribute("data-dispatch")) + "/tail");
-    ds.addEventListener("tail", function (e) {
-      var t = JSON.parse(e.data);
-      var st = document.getElementById("d-state");
-      if (st) { st.textContent = t.state; setState(st, t.state); }
-      var ph = document.getElementById("d-phase");
-      if (ph) ph.textContent = t.phase || "-";
-      ["stdout", "stderr"].forEach(function (k) {
-        var pre = document.getElementById(k);
-        if (pre && pre.textContent !== t[k]) { pre.textContent = t[k]; pre.scrollTop = pre.scrollHeight; }
-      });
+    listen("/api/dispatches/" + encodeURIComponent(d.getAttribute("data-dispatch")) + "/tail", {
+      tail: function (e) {
+        var t = JSON.parse(e.data);
+        var st = document.getElementById("d-state");
+        if (st) { st.textContent = t.state; setState(st, t.state); }
+        var ph = document.getElementById("d-phase");
+        if (ph) ph.textContent = t.phase || "-";
+        ["stdout", "stderr"].forEach(function (k) {
+          var pre = document.getElementById(k);
+          if (pre && pre.textContent !== t[k]) { pre.textContent = t[k]; pre.scrollTop = pre.scrollHeight; }
+        });
+      },
+      end: function (e, ds) { ds.ended = true; ds.close(); window.location.reload(); }
     });
-    ds.addEventListener("end", function () { ds.close(); window.location.reload(); });
   }
 
   // Elapsed time of a live dispatch, ticking every second.
