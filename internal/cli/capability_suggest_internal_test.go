@@ -18,6 +18,7 @@ import (
 func TestPrintSuggestion_HostileEvidence(t *testing.T) {
 	ev := suggest.NewEvidence()
 	d := ev.Dispatch("d-1\x1b[2J", grant.Set{}, []string{"sh", "/x\n+ runs `rm -rf /`"})
+	d.Learn = true // its would_denies are a learn dispatch's
 	for _, e := range []struct {
 		kind    string
 		details map[string]any

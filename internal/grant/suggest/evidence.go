@@ -141,14 +141,20 @@ func (d *DispatchEvidence) Entry(kind string, details map[string]any) {
 				return
 			}
 		}
-		if d.Learn && t.Decision != "allowed" {
-			// In a learn dispatch every call the grant refuses is recorded as a would_deny,
-			// which says who reported it; a tool.call does not, and anything in the sandbox
-			// can post one to the gateway (red team 31). So a refused or requested call of
-			// a tool the grant lacks proposes nothing: its would_deny does, if there is one.
+		if t.Decision != "allowed" {
+			// A refused or requested call of a tool the grant lacks proposes nothing, in
+			// every dispatch: the agent tried it, it did not run, and a tool.call does not
+			// say who reported it (anything in the sandbox can post one to the gateway). A
+			// learn dispatch records what its grant refuses as a would_deny, which does;
+			// that proposes the tool. A plain dispatch's refusals are listed, never
+			// proposed: what the work needs beyond its grant is learned with --learn.
 			if name, ok := agoraTool(t.Tool); ok && name != "" && !slices.Contains(d.grants.Tools, name) {
 				if t.Decision == "denied" {
-					d.refuse("tool", t.Tool, "refused in a learn dispatch without a would_deny: a refusal learn kept (a path outside the workspace) or one a process in the sandbox reported, so not evidence")
+					why := "refused in a learn dispatch without a would_deny: a refusal learn kept (a path outside the workspace) or one a process in the sandbox reported, so not evidence"
+					if !d.Learn {
+						why = "the agent tried it and the grant refused it: a refusal is not a use, and any process in the sandbox can report one, so it is never proposed; run the dispatch with --learn to record what the work needs beyond its grant"
+					}
+					d.refuse("tool", t.Tool, why)
 				}
 				return
 			}
@@ -173,6 +179,12 @@ func (d *DispatchEvidence) Entry(kind string, details map[string]any) {
 		// exec's command is its subagent's argv, taken from the subagent's document
 		// ([Evidence.Dispatch]), and needs no tool.
 		if w.Tool == execTool {
+			return
+		}
+		if !d.Learn {
+			// Only a learn dispatch records what its grant would refuse; one in any other
+			// dispatch is no report of agora's.
+			d.refuse("tool", w.Tool+" "+w.Command, "a would_deny in a dispatch that was not a learn dispatch: agora records none there, so not evidence")
 			return
 		}
 		switch w.Reporter {

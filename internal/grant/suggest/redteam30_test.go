@@ -16,7 +16,7 @@ import (
 // build/..`), "build/.", nor a doubled slash that lets the rest climb ("build//.."): path.Match's
 // "*" matches "..". Failed before: "rm -rf build/*" admitted "rm -rf build/..".
 func TestRedTeam30_GeneralisedWordNeverClimbs(t *testing.T) {
-	p := propose(t, grant.Set{}, false,
+	p := proposeLearn(t, grant.Set{}, false,
 		ent{entry.ToolWouldDeny, wouldDenyCmd("rm", "-rf", "build/a")},
 		ent{entry.ToolWouldDeny, wouldDenyCmd("rm", "-rf", "build/b")},
 		ent{entry.ToolWouldDeny, wouldDenyCmd("rm", "-rf", "build/c")},
@@ -86,7 +86,7 @@ func TestRedTeam30_WriteDirTrailingSlashLink(t *testing.T) {
 // pattern admitting "rm -rf //usr"). Failed before: "rm -rf //[^./]*" admitted "//usr".
 func TestRedTeam30_NeverRootThroughAnotherSpelling(t *testing.T) {
 	for _, pre := range []string{"//", "/./", "/tmp/../", "///", "/tmp/./../"} {
-		p := propose(t, grant.Set{}, false,
+		p := proposeLearn(t, grant.Set{}, false,
 			ent{entry.ToolWouldDeny, wouldDenyCmd("rm", "-rf", pre+"a")},
 			ent{entry.ToolWouldDeny, wouldDenyCmd("rm", "-rf", pre+"b")},
 			ent{entry.ToolWouldDeny, wouldDenyCmd("rm", "-rf", pre+"c")},

@@ -22,6 +22,7 @@ func TestRedTeam31_LearnRefusedCallsProposeNothing(t *testing.T) {
 		{entry.KeyTool: "WebFetch", entry.KeyDecision: "requested", entry.KeyPhase: "pre", "call_id": "toolu_x"},
 		{entry.KeyTool: "http_fetch", entry.KeyDecision: "error"},
 		{entry.KeyTool: "read_file", entry.KeyDecision: "denied"}, // granted: changes nothing
+		{entry.KeyTool: "run_command", entry.KeyDecision: "denied"},
 	}
 	run := func(learn bool) *suggest.Proposal {
 		ev := suggest.NewEvidence()
@@ -46,7 +47,15 @@ func TestRedTeam31_LearnRefusedCallsProposeNothing(t *testing.T) {
 	}) {
 		t.Errorf("learn: the denied write_file is not among the refusals: %+v", p.Refused)
 	}
-	if p := run(false); !slices.Contains(p.Grant.Tools, "write_file") {
-		t.Errorf("not learn: tools %q, want write_file from its refusal", p.Grant.Tools)
+	// A plain dispatch is no looser: its refusals are listed apart, never proposed (anything
+	// in the sandbox can post a tool.call refusal to the gateway).
+	p = run(false)
+	if want := []string{"read_file"}; !slices.Equal(p.Grant.Tools, want) {
+		t.Errorf("not learn: tools %q, want %q (no refusal proposes a tool)", p.Grant.Tools, want)
+	}
+	if !slices.ContainsFunc(p.Refused, func(r suggest.Refusal) bool {
+		return strings.Contains(r.Item, "write_file") && strings.Contains(r.Reason, "the grant refused it")
+	}) {
+		t.Errorf("not learn: the denied write_file is not among the refusals: %+v", p.Refused)
 	}
 }

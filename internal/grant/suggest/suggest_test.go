@@ -92,7 +92,7 @@ func admits(g grant.Set, argv ...string) bool { return grant.CommandAllowed(g.Co
 func TestPropose_CommandsAreLiteral(t *testing.T) {
 	// An agent's words that a glob would read as wildcards are escaped: the proposal admits
 	// exactly the argv seen.
-	p := propose(t, grant.Set{}, false,
+	p := proposeLearn(t, grant.Set{}, false,
 		ent{entry.ToolWouldDeny, wouldDenyCmd("rm", "-rf", "*")},
 		ent{entry.ToolWouldDeny, wouldDenyCmd("cat", "**")},
 		ent{entry.ToolWouldDeny, wouldDenyCmd("ls", "[a-z]?", `x\y`)},
@@ -142,7 +142,7 @@ func TestPropose_RefusesWhatAPatternCannotHold(t *testing.T) {
 		{"cut at the cap", "rm -rf /" + strings.Repeat("x", entry.MaxWouldDenyCommand-8)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := propose(t, grant.Set{}, false, ent{entry.ToolWouldDeny, map[string]any{entry.KeyTool: "run_command", entry.KeyCommand: tc.cmd}})
+			p := proposeLearn(t, grant.Set{}, false, ent{entry.ToolWouldDeny, map[string]any{entry.KeyTool: "run_command", entry.KeyCommand: tc.cmd}})
 			if len(p.Grant.Commands) != 0 {
 				t.Fatalf("proposed %q from hostile %q", p.Grant.Commands, tc.cmd)
 			}
@@ -174,7 +174,7 @@ func TestPropose_NeverGeneralisesLaunchersOrShells(t *testing.T) {
 	} {
 		ents = append(ents, ent{entry.ToolWouldDeny, wouldDenyCmd(argv...)})
 	}
-	p := propose(t, grant.Set{}, false, ents...)
+	p := proposeLearn(t, grant.Set{}, false, ents...)
 	for _, c := range p.Grant.Commands {
 		if strings.Contains(strings.ReplaceAll(c, `\*`, ""), "*") {
 			t.Errorf("generalised %q", c)
@@ -187,12 +187,12 @@ func TestPropose_NeverGeneralisesLaunchersOrShells(t *testing.T) {
 
 func TestPropose_GeneralisesOnlyWhenEnoughAgree(t *testing.T) {
 	two := []ent{{entry.ToolWouldDeny, wouldDenyCmd("go", "test", "./pkg/a")}, {entry.ToolWouldDeny, wouldDenyCmd("go", "test", "./pkg/b")}}
-	p := propose(t, grant.Set{}, false, two...)
+	p := proposeLearn(t, grant.Set{}, false, two...)
 	if admits(p.Grant, "go", "test", "./pkg/c") {
 		t.Fatalf("two observations generalised: %q", p.Grant.Commands)
 	}
 	three := append(two, ent{entry.ToolWouldDeny, wouldDenyCmd("go", "test", "./pkg/c")}, ent{entry.ToolWouldDeny, wouldDenyCmd("go", "test", "./pkg/c")})
-	p = propose(t, grant.Set{}, false, three...)
+	p = proposeLearn(t, grant.Set{}, false, three...)
 	if diff := cmp.Diff([]string{"go test ./pkg/[^./]*"}, p.Grant.Commands); diff != "" {
 		t.Fatalf("commands (-want +got):\n%s", diff)
 	}
@@ -211,12 +211,12 @@ func TestPropose_GeneralisesOnlyWhenEnoughAgree(t *testing.T) {
 		}
 	}
 	// --narrow keeps the literals.
-	p = propose(t, grant.Set{}, true, three...)
+	p = proposeLearn(t, grant.Set{}, true, three...)
 	if len(p.Grant.Commands) != 3 || admits(p.Grant, "go", "test", "./pkg/zz") {
 		t.Fatalf("narrow: %q", p.Grant.Commands)
 	}
 	// Values with no common directory are never generalised to a bare *.
-	p = propose(t, grant.Set{}, false, ent{entry.ToolWouldDeny, wouldDenyCmd("go", "test", "a")},
+	p = proposeLearn(t, grant.Set{}, false, ent{entry.ToolWouldDeny, wouldDenyCmd("go", "test", "a")},
 		ent{entry.ToolWouldDeny, wouldDenyCmd("go", "test", "b")}, ent{entry.ToolWouldDeny, wouldDenyCmd("go", "test", "c")},
 		ent{entry.ToolWouldDeny, wouldDenyCmd("cat", "/a")}, ent{entry.ToolWouldDeny, wouldDenyCmd("cat", "/b")}, ent{entry.ToolWouldDeny, wouldDenyCmd("cat", "/c")})
 	if admits(p.Grant, "go", "test", "d") || admits(p.Grant, "cat", "/etc") {
@@ -329,13 +329,14 @@ func TestPropose_ToolNames(t *testing.T) {
 		ent{entry.ToolCall, map[string]any{entry.KeyTool: "evil\ntools: [x]", entry.KeyDecision: "denied"}},
 		ent{entry.ToolCall, map[string]any{entry.KeyTool: "WebSearch", entry.KeyDecision: "denied"}},
 	)
-	if diff := cmp.Diff([]string{"read_file"}, p.Grant.Tools); diff != "" {
-		t.Errorf("tools (-want +got):\n%s", diff)
+	if len(p.Grant.Tools) != 0 {
+		t.Errorf("tools %q, want none: nothing ran that the grant did not hold", p.Grant.Tools)
 	}
-	// read_file was reported allowed though the grant did not hold it: the worker never makes
-	// that report, so it is refused; Read's refusal is what proposes read_file.
-	if len(p.Refused) != 3 || !strings.Contains(p.Refused[0].Reason, "grant did not hold it") {
-		t.Errorf("refused %v, want the forged allowed report and two unknown tools", p.Refused)
+	// Read was refused: a refusal is not a use, so it is listed and proposes nothing; read_file
+	// was reported allowed though the grant did not hold it: the worker never makes that report.
+	if len(p.Refused) != 4 || !strings.Contains(p.Refused[0].Reason, "the grant refused it") ||
+		!strings.Contains(p.Refused[1].Reason, "grant did not hold it") {
+		t.Errorf("refused %v, want Read's refusal, the forged allowed report and two unknown tools", p.Refused)
 	}
 	granted := grant.Set{Tools: []string{"read_file"}}
 	p = propose(t, granted, false, ent{entry.ToolCall, map[string]any{entry.KeyTool: "read_file", entry.KeyDecision: "allowed"}},
@@ -348,6 +349,7 @@ func TestPropose_ToolNames(t *testing.T) {
 func TestPropose_HundredThousandEntries(t *testing.T) {
 	ev := suggest.NewEvidence()
 	d := ev.Dispatch("d1", grant.Set{}, nil)
+	d.Learn = true // would_denies are a learn dispatch's
 	for i := range 100_000 {
 		d.Entry(entry.NetRequest, netReq("api.example.com", 443, "GET", fmt.Sprintf("/x/%d", i%10)))
 		d.Entry(entry.ToolWouldDeny, wouldDenyCmd("echo", fmt.Sprintf("\n%d", i)))
@@ -371,6 +373,7 @@ func TestPropose_HundredThousandEntries(t *testing.T) {
 	// Distinct items past the cap refuse the whole proposal.
 	ev = suggest.NewEvidence()
 	d = ev.Dispatch("d1", grant.Set{}, nil)
+	d.Learn = true // would_denies are a learn dispatch's
 	for i := range 100_000 {
 		d.Entry(entry.ToolWouldDeny, wouldDenyCmd("echo", fmt.Sprint(i)))
 	}
@@ -524,7 +527,7 @@ func TestPropose_RootPathSaysEveryPath(t *testing.T) {
 func TestPropose_KeepsApprovals(t *testing.T) {
 	current := grant.Set{Tools: []string{"run_command", "write_file"}, Commands: []string{"git push *"},
 		Approve: []grant.ApproveRule{{Command: "git push *"}, {Tool: "write_file"}}}
-	p := propose(t, current, true, ent{entry.ToolWouldDeny, wouldDenyCmd("git", "push", "origin")})
+	p := proposeLearn(t, current, true, ent{entry.ToolWouldDeny, wouldDenyCmd("git", "push", "origin")})
 	if diff := cmp.Diff(current.Approve, p.Grant.Approve); diff != "" {
 		t.Fatalf("approve (-want +got):\n%s", diff)
 	}
@@ -545,7 +548,7 @@ func TestPropose_KeepsApprovals(t *testing.T) {
 // are real shell lines: one simple command is proposed as its argv, granted with run_command;
 // anything more is refused, never turned into a shell pattern.
 func TestPropose_ClaudeBashLines(t *testing.T) {
-	p := propose(t, grant.Set{}, true,
+	p := proposeLearn(t, grant.Set{}, true,
 		ent{entry.ToolWouldDeny, map[string]any{entry.KeyTool: "Bash", entry.KeyCommand: "go test './...'"}},
 		ent{entry.ToolWouldDeny, map[string]any{entry.KeyTool: "Bash", entry.KeyCommand: "git status && curl x | sh"}},
 	)
@@ -574,7 +577,11 @@ func TestPropose_LearnAllowedAfterWouldDeny(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(p.Grant.Tools, []string{"read_file"}) || (len(p.Refused) == 0) == !learn {
+		// Only a learn dispatch's would_deny is agora's: in a plain one both entries are
+		// refused (agora records no would_deny there, and the worker never allows what the
+		// grant lacks), and nothing is proposed.
+		if learn && (!slices.Equal(p.Grant.Tools, []string{"read_file"}) || len(p.Refused) != 0) ||
+			!learn && (len(p.Grant.Tools) != 0 || len(p.Refused) != 2) {
 			t.Errorf("learn %v: tools %q, refused %v", learn, p.Grant.Tools, p.Refused)
 		}
 	}
