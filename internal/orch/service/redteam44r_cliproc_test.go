@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -265,3 +266,73 @@ envs:
 
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// TestRedTeam44R_ClaudeReachesCLIWarm: the same attack in a claude-code dispatch (the
+// reviewer's subagent, as a task of its own) that runs in a warm slot of the local target: a
+// sandbox started before the dispatch, which gets the dispatch's files, the CLI among them,
+// bound at its claim. The CLI there is the execute-only copy too: its descriptors, memory,
+// ptrace and pidfd are refused, and the worker vouches for the model's answer (the dispatch
+// keeps a final answer), as it does in a cold sandbox.
+func TestRedTeam44R_ClaudeReachesCLIWarm(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: warm slots need root (they attach a dispatch's files with mounts)")
+	}
+	requireBwrap(t)
+	binary := realClaudeNative(t)
+	reach := bashCall(t, "toolu_reach", "FORGED="+shellQuote(forgedResult)+" "+cliReach)
+	model, err := anthropictest.Start(claudeReviewKey, func(q anthropictest.Request) anthropictest.Reply {
+		switch {
+		case len(q.Tools) == 0:
+			return anthropictest.Reply{Blocks: []anthropictest.Block{anthropictest.Text("a title")}}
+		case q.Turn == 0:
+			return reach
+		}
+		return anthropictest.Reply{Blocks: []anthropictest.Block{anthropictest.Text("the model's own answer")}}
+	})
+	must(t, err)
+	t.Cleanup(func() { model.Close() })
+	e := claudeReviewEnvYAML(t, "targets:\n  local:\n    warm: 1\n", binary, model)
+	plan := func(name string) string {
+		return "version: 1\nname: " + name + "\ndefaults: {env: [anthropic]}\ntasks:\n  - id: work\n    subagent: r-claude\n"
+	}
+	// A first run teaches the target its shape; then the slot is ready.
+	if out, ok := e.submit(plan("cold")); !ok {
+		t.Fatalf("the cold run failed:\n%s", out)
+	}
+	waitStandbys(t, e, 1)
+	tasks := slotTasks(t, e)
+	out, ok := e.submit(plan("warm"))
+	if !ok {
+		t.Fatalf("the warm run failed:\n%s", out)
+	}
+	_, byID := e.statusOf("warm")
+	r := byID["work"]
+	db := openAgoraDB(t, e)
+	var task string
+	must(t, db.SQL().QueryRow(`SELECT provider_task_id FROM dispatches WHERE id = ?`, r.DispatchID).Scan(&task))
+	if !tasks[task] {
+		t.Fatalf("the dispatch ran as task %q, not in the ready slot %v: the attack did not run warm\n%s", task, tasks, e.run("doctor"))
+	}
+	said := ""
+	for _, q := range model.Requests() {
+		if i := strings.LastIndex(string(q.Body), "own-fds-written="); i >= 0 {
+			said = string(q.Body[i:])
+		}
+	}
+	if said == "" {
+		t.Fatalf("the dispatch never ran the attack (%s %s: %s)", r.State, r.Reason, r.Detail)
+	}
+	checkCLIReach(t, "claude", said)
+	var rec struct {
+		Final *struct {
+			Digest string `json:"digest"`
+		} `json:"final"`
+	}
+	must(t, json.Unmarshal([]byte(e.run("dispatch", "describe", r.DispatchID, "-o", "json")), &rec))
+	if rec.Final == nil {
+		t.Errorf("the warm dispatch keeps no final answer: its worker did not vouch for the CLI\n%s", e.run("dispatch", "logs", r.DispatchID, "--stderr"))
+	}
+	if final := e.outputOf(r.DispatchID, "final.md"); !strings.Contains(final, "the model's own answer") {
+		t.Errorf("final.md is not the model's answer: %q", final)
+	}
+}

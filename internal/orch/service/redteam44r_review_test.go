@@ -39,7 +39,13 @@ func realClaudeNative(t *testing.T) string {
 // a subagent r-claude of it, holding Bash for `bash -c *`, against the scripted model.
 func claudeReviewEnv(t *testing.T, binary string, model *anthropictest.Server) *env {
 	t.Helper()
-	e, _ := reviewEnv(t, "runtimes:\n  claude-code: {binary: "+binary+"}\n")
+	return claudeReviewEnvYAML(t, "", binary, model)
+}
+
+// claudeReviewEnvYAML is claudeReviewEnv with yaml added to agora.yaml.
+func claudeReviewEnvYAML(t *testing.T, yaml, binary string, model *anthropictest.Server) *env {
+	t.Helper()
+	e, _ := reviewEnv(t, yaml+"runtimes:\n  claude-code: {binary: "+binary+"}\n")
 	e.vars = append(e.vars, "CLAUDE_REVIEW_KEY="+claudeReviewKey)
 	dir := t.TempDir()
 	caps := filepath.Join(dir, "caps", "claude-tools")
