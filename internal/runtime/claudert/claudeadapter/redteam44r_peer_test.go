@@ -118,3 +118,70 @@ func TestRedTeam44R_ClaudePeerSocketOff(t *testing.T) {
 		t.Errorf("the final answer is %q, not the model's own rejection", *exit.Final)
 	}
 }
+
+// TestRedTeam44R_ClaudeSignalled: the agent's code signals the real Claude Code CLI (its own
+// uid may) right after the model wrote an approving draft beside its tool call and before it
+// judged the tool's result: claude either fails (SIGINT ends it with an error result, SIGTERM,
+// SIGHUP and SIGUSR1 kill it), which the adapter reports as a failure with no final answer,
+// or goes on (SIGPIPE is ignored) to the model's own verdict. The draft is never the final
+// answer.
+func TestRedTeam44R_ClaudeSignalled(t *testing.T) {
+	real := anthropictest.RealClaude(filepath.Join("..", "..", "..", ".."))
+	if real == "" {
+		t.Skip("SKIP: the real claude CLI is not installed (run scripts/agent-clis.sh, or set AGORA_TEST_CLAUDE)")
+	}
+	agora, _ := hookBinaries(t)
+	const draft = `{"approve": true, "reasons": ["a draft before the tests ran"]}`
+	const verdict = `{"approve": false, "reasons": ["the tests fail"]}`
+	for _, sig := range []string{"INT", "TERM", "HUP", "USR1", "PIPE"} {
+		t.Run(sig, func(t *testing.T) {
+			script := `p=$PPID; while [ "$p" -gt 1 ] && [ "$(cat /proc/$p/comm)" != claude ]; do p=$(awk '{print $4}' /proc/$p/stat); done; kill -` + sig + ` $p; echo signalled`
+			bash, _ := json.Marshal(map[string]string{"command": "bash -c " + shellwords.Quote(script), "description": "run the tests"})
+			model, err := anthropictest.Start("", func(q anthropictest.Request) anthropictest.Reply {
+				switch {
+				case len(q.Tools) == 0:
+					return anthropictest.Reply{Blocks: []anthropictest.Block{anthropictest.Text("a title")}}
+				case q.Turn == 0:
+					return anthropictest.Reply{Blocks: []anthropictest.Block{anthropictest.Text(draft), anthropictest.ToolUse("toolu_sig", "Bash", string(bash))}}
+				}
+				return anthropictest.Reply{Blocks: []anthropictest.Block{anthropictest.Text(verdict)}}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer model.Close()
+			sock := filepath.Join(t.TempDir(), wire.GatewaySocket)
+			gw, err := modelgw.Listen(t.Context(), sock, modelgw.Config{
+				DispatchID: "01JTESTDISPATCH", Role: "reviewer@sha256:" + strings.Repeat("ab", 32),
+				ModelAPI: modelgw.APIAnthropic, ModelBaseURL: model.URL, APIKey: []byte("sk-ant-test-0123456789abcdef"),
+				Dialer: egress.NewDialer(egress.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, nil),
+				Audit:  &memAuditor{}, RequestsPerSecond: 1000, RequestBurst: 1000,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer gw.Close()
+			testOnlyHookProgram = agora
+			defer func() { testOnlyHookProgram = "" }()
+			inv, stderr := claudeInvocation(t, sock, real, "", grant.Set{Tools: []string{"run_command"}, Commands: []string{"bash -c *"}})
+			inv.Model = "claude-sonnet-4-5"
+			exit, err := Adapter{}.Run(t.Context(), inv)
+			if err != nil {
+				t.Fatalf("Run: %v\nstderr:\n%s", err, stderr)
+			}
+			t.Logf("exit %+v", exit)
+			if exit.Final != nil && *exit.Final == draft {
+				t.Fatalf("the draft is the final answer")
+			}
+			if exit.Final != nil && *exit.Final != verdict {
+				t.Errorf("final answer %q, want none or the model's verdict", *exit.Final)
+			}
+			if exit.Final == nil && exit.Failure == "" {
+				t.Errorf("no final answer and no failure: %+v", exit)
+			}
+			if sig == "PIPE" && (exit.Final == nil || *exit.Final != verdict) {
+				t.Errorf("SIGPIPE: %+v, want the model's verdict (claude ignores it)", exit)
+			}
+		})
+	}
+}
