@@ -51,6 +51,11 @@ func Provenance(r *Record) ([]byte, error) {
 			outs[i] = map[string]any{"path": o.Path, "digest": string(o.Digest), "size": o.Size}
 		}
 		products["outputs"] = outs
+		if f := r.Result.Final; f != nil {
+			// Only when the worker vouched for a final answer (the one a review is read from),
+			// so the statements of other dispatches keep their bytes.
+			products["final"] = string(f.Digest)
+		}
 	}
 	stmt := map[string]any{
 		"format":       ProvenanceFormat,

@@ -377,6 +377,10 @@ UPDATE dispatches SET state = ?, reason = ?, detail = ?, exit_code = ?, isolatio
 		if o.Result != nil && o.Result.Patch != nil {
 			data[entry.KeyPatchDigest] = string(o.Result.Patch.Digest)
 		}
+		if o.Result != nil && o.Result.Final != nil {
+			// The answer a review is read from: the audit names the bytes it was.
+			data[entry.KeyFinalDigest] = string(o.Result.Final.Digest)
+		}
 		if v := o.Verdict; v != nil {
 			// The verdict is audited before the end it decided, in the same transaction; the
 			// terminal entry and the manifest name its digest, so a bundle without the

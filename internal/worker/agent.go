@@ -135,8 +135,9 @@ func (r *runner) runAgent(ctx context.Context) *failure {
 	case exit.Failure != "":
 		return fail(wire.ReasonWorkerFailed, "%s", exit.Failure)
 	case exit.ExitCode != 0:
-		// A question is a legitimate way to stop; needsInput decides.
-		if exit.Question != "" || r.hasNeedsInput() {
+		// A question is a legitimate way to stop; needsInput decides. A model runtime's
+		// question is the model's own: a file the agent left does not count.
+		if exit.Question != "" || !r.modelRuntime() && r.hasNeedsInput() {
 			return nil
 		}
 		return fail(wire.ReasonWorkerFailed, "agent exited with code %d", exit.ExitCode)

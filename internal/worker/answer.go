@@ -49,6 +49,13 @@ func (r *runner) answerChannel() (sealed bool, why string) {
 	return true, ""
 }
 
+// modelRuntime reports whether the dispatch runs a model runtime (openai, claude-code,
+// codex), whose answer and question come from its model alone, never from a file in out/.
+func (r *runner) modelRuntime() bool {
+	rt, ok := runtimes.Lookup(r.man.Runtime)
+	return ok && rt.Model.API != ""
+}
+
 // cliSealed checks that the CLI at p will run non-dumpable, so that no other process of its
 // uid can ptrace it or open its /proc/PID/fd/1 (the pipe the worker reads its events from):
 // the kernel makes a process that executes a file its user cannot read non-dumpable, for

@@ -238,6 +238,12 @@ func (r *runner) steps(ctx context.Context) {
 	}
 	// The agent shares out/: whatever it left under the worker's names is not the worker's.
 	r.removeOwnFiles()
+	if r.modelRuntime() {
+		// A model runtime's question, like its answer, is the model's, which keepAnswer
+		// writes: a needs_input.json the agent left (the code a reviewer ran) would turn the
+		// model's answer into a question of its own, put to a person as the model's.
+		_ = os.RemoveAll(filepath.Join(r.out, wire.NeedsInputFile))
+	}
 	r.stopped = r.stopped || r.opts.testOnlyStopped
 	// An in-process runtime's answer and question are written only now, when nothing of the
 	// agent runs that could replace them before they are read back and hashed.

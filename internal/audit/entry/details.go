@@ -27,6 +27,9 @@ const (
 	KeyManifest    = "manifest"     // a dispatch's terminal entry: its manifest's digest
 	KeyPatchDigest = "patch_digest" // a dispatch's terminal entry
 	KeyVerdict     = "verdict"      // dispatch.verified and a terminal entry: the verdict's digest
+	// KeyFinalDigest is a dispatch's terminal entry's digest of the model's final answer its
+	// worker vouched for (a review is read from it and nowhere else); absent when none was.
+	KeyFinalDigest = "final_digest"
 	// KeyOutputSHA256 is dispatch.verified's hex SHA-256 of the gate's output tail (the
 	// verdict package writes it: internal/verdict's Details, whose JSON name it is).
 	KeyOutputSHA256 = "output_sha256"

@@ -188,6 +188,8 @@ type dispatchManifest struct {
 	Products struct {
 		Patch   string         `json:"patch"`
 		Outputs []manifestFile `json:"outputs"`
+		// Final is the digest of the final answer the worker vouched for, "" without one.
+		Final string `json:"final"`
 	} `json:"products"`
 	// Verdict is the digest of the dispatch's verify gate verdict, "" without one.
 	Verdict string `json:"verdict"`
@@ -457,6 +459,9 @@ func (rv *runVerifier) bind(raw []byte, attempts map[string]*attempt) (*dispatch
 	}
 	if p, ok := end.Details[entry.KeyPatchDigest]; ok && p != m.Products.Patch {
 		return nil, fmt.Errorf("dispatch %s: its entry records patch %v, the manifest %s", m.Dispatch, p, m.Products.Patch)
+	}
+	if f, _ := end.Details[entry.KeyFinalDigest].(string); f != m.Products.Final {
+		return nil, fmt.Errorf("dispatch %s: its entry records final answer %q, the manifest %q", m.Dispatch, f, m.Products.Final)
 	}
 	if v, _ := end.Details[entry.KeyVerdict].(string); v != m.Verdict {
 		return nil, fmt.Errorf("dispatch %s: its entry records verdict %q, the manifest %q", m.Dispatch, v, m.Verdict)

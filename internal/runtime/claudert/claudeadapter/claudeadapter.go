@@ -127,6 +127,14 @@ func (Adapter) Run(ctx context.Context, inv agentrun.Invocation) (agentrun.Exit,
 		"ANTHROPIC_AUTH_TOKEN": rl.Token,
 		// No update checks, telemetry or error reports: there is no route for them.
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+		// No cross-session messaging: with it, claude listens on a Unix socket (named to
+		// every command it runs, in CLAUDE_CODE_MESSAGING_SOCKET) where any process of its
+		// uid, the agent's own commands included, queues user messages "from another Claude
+		// session"; one queued after the model's answer starts another turn, whose answer
+		// becomes claude's result, the final answer the worker vouches for (a review).
+		// claude binds it on its own unless it runs as uid 65534, which it takes for an
+		// unmapped one; a sandbox's uid is no promise.
+		"CLAUDE_CODE_HARBOR_KITE": "0",
 	}
 	// The gateway refuses a request for any model but the subagent's (issue #26, finding 5):
 	// every model slot claude has (its background "small fast" model, its subagents', each
