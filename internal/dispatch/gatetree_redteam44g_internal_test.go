@@ -106,7 +106,7 @@ func rtGate(t testing.TB, repo, rev string, patch []byte, changes, protect []str
 	t.Helper()
 	dir := t.TempDir()
 	st := &stage{dir: dir, workspace: filepath.Join(dir, "workspace")}
-	tree, err := buildGateTree(t.Context(), &Record{ID: "01REDTEAM", Repo: repo, Revision: rev}, st, patch)
+	tree, err := buildGateTree(t.Context(), &Record{ID: "01REDTEAM", Repo: repo, Revision: rev}, st, patch, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
