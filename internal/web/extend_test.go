@@ -38,7 +38,9 @@ func TestServer_AddedTasksShown(t *testing.T) {
 		path string
 		want []string
 	}{
-		{"/runs/run1", []string{`data-task="each[pkg-1]"`, `href="/runs/run1/tasks/each[pkg-1]"`, `<span class="state st-rejected">rejected</span>`}},
+		{"/runs/run1", []string{`data-task="each[pkg-1]"`, `href="/runs/run1/tasks/each[pkg-1]"`, `<span class="state st-rejected">rejected</span>`,
+			// docs succeeded with its second fix's work: its row says so, naming the fix's dispatch.
+			`>fixed</span></td><td>with the work of its fix, <a href="/dispatches/d3">d3</a></td>`}},
 		{"/runs/run1/tasks/each%5Bpkg-1%5D", []string{`id="t-added"`, "an item of fan-out", `href="/runs/run1/tasks/each"`}},
 		{"/runs/run1/tasks/each[pkg-1]", []string{`id="t-added"`}},
 		{"/runs/run1/tasks/docs.review-r1", []string{`id="t-review"`, "rejects", "no test &lt;script&gt;", "a reviewer of the work of"}},

@@ -157,8 +157,15 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	}
 	sh, ok, _ := s.shapes.get(ctx, run.ID, run.Total, shapeWait)
 	v.Shaped = ok
+	products, err := s.products(ctx, run.ID, sh, rows)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	for _, t := range rows {
-		v.Rows = append(v.Rows, withShape(t, sh))
+		task := withShape(t, sh)
+		task.Product = products[t.Index] // a fixed task shows its fix's work, as the stream's rows do
+		v.Rows = append(v.Rows, task)
 	}
 	s.markLearn(ctx, run.ID, v.Rows)
 	if v.From > 0 {

@@ -44,10 +44,19 @@ func (s *Server) listedRows(ctx context.Context, runID string, total int, ids []
 	}
 	// The shape is read outside the gate, as the graph's is.
 	sh, _, shapeErr := s.shapes.get(ctx, runID, total, streamShapeWait)
+	// A task that succeeded with its fix's work says so in its row, as a fresh load does.
+	var products map[int]string
+	if err := s.read(ctx, func() (err error) {
+		products, err = s.products(ctx, runID, sh, rows)
+		return err
+	}); err != nil {
+		return nil, nil, false, err
+	}
 	tasks = make([]api.Task, 0, len(rows))
 	out = make(map[string]string, len(rows))
 	for _, r := range rows {
 		t := withShape(r, sh)
+		t.Product = products[r.Index]
 		t.Learn = t.Learn || learn[t.DispatchID]
 		html, err := s.pages.fragment("taskrow", masked(taskRow{RunID: runID, Task: t}, m))
 		if err != nil {
