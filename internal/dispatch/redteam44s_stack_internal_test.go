@@ -255,7 +255,7 @@ func TestRedTeam44S_HostGitSettingsDoNotMoveTheBase(t *testing.T) {
 		"HOME": home, "XDG_CONFIG_HOME": home, "GIT_CONFIG_GLOBAL": filepath.Join(home, ".gitconfig"), "GIT_CONFIG_SYSTEM": filepath.Join(home, ".gitconfig"),
 		"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.autocrlf", "GIT_CONFIG_VALUE_0": "true",
 		"GIT_CONFIG_PARAMETERS": "'apply.whitespace'='fix'",
-		"GIT_AUTHOR_DATE": "@1 +1400", "GIT_COMMITTER_DATE": "@1 +1400", "GIT_AUTHOR_NAME": "evil", "GIT_COMMITTER_NAME": "evil",
+		"GIT_AUTHOR_DATE":       "@1 +1400", "GIT_COMMITTER_DATE": "@1 +1400", "GIT_AUTHOR_NAME": "evil", "GIT_COMMITTER_NAME": "evil",
 		"TZ": "Asia/Kathmandu", "GIT_DIR": filepath.Join(home, "nope"), "GIT_WORK_TREE": home, "GIT_INDEX_FILE": filepath.Join(home, "idx"),
 		"GIT_OBJECT_DIRECTORY": filepath.Join(home, "objects"), "GIT_ALTERNATE_OBJECT_DIRECTORIES": filepath.Join(home, "alt"),
 		"GIT_NAMESPACE": "evil", "GIT_EXEC_PATH": bin, "GIT_TRACE": filepath.Join(home, "trace"),
