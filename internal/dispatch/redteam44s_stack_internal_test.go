@@ -455,3 +455,84 @@ func TestRedTeam44S_OwnPatchOnUpstreamWorkIsItsOwn(t *testing.T) {
 		})
 	}
 }
+
+// A scratch repository a crash left under dispatches/.stack/ID (a half-built one, a file, a
+// symbolic link to a directory of the host's): accepting the same dispatch again builds the
+// stack from nothing, never through the link, and leaves no scratch behind.
+func TestRedTeam44S_ScratchLeftByACrash(t *testing.T) {
+	sr := newStackRepo(t)
+	patches := []stackPatch{{task: "impl", dispatch: "D1", patch: sr.impl}, {task: "docs", dispatch: "D2", patch: sr.docs}}
+	want, err := stackBaseAt(t.Context(), filepath.Join(t.TempDir(), "scratch"), sr.dir, sr.commit, patches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "keep"), []byte("mine\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, leave := range map[string]func(scratch string){
+		"half-built": func(s string) {
+			os.MkdirAll(filepath.Join(s, "git", "objects", "ab"), 0o700)
+			os.WriteFile(filepath.Join(s, "git", "objects", "ab", "cdef"), []byte("junk"), 0o600)
+			os.WriteFile(filepath.Join(s, "git", "config"), []byte("[core]\n\tbare = false\n\thooksPath = /tmp\n"), 0o600)
+			os.WriteFile(filepath.Join(s, "index"), []byte("not an index"), 0o600)
+		},
+		"a file": func(s string) { os.WriteFile(s, []byte("x"), 0o600) },
+		"a link": func(s string) { os.Symlink(outside, s) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			state := t.TempDir()
+			scratch := filepath.Join(state, stackScratchDir, "01JCRASHED")
+			os.MkdirAll(filepath.Dir(scratch), 0o700)
+			leave(scratch)
+			got, err := stackBaseAt(t.Context(), scratch, sr.dir, sr.commit, patches)
+			if err != nil || got != want {
+				t.Fatalf("built again over the leftover: %s, %v; want %s", got, err, want)
+			}
+			if _, err := os.Lstat(scratch); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the scratch repository is left: %v", err)
+			}
+			if b, err := os.ReadFile(filepath.Join(outside, "keep")); err != nil || string(b) != "mine\n" {
+				t.Errorf("the link's target: %q, %v", b, err)
+			}
+			if ents, _ := os.ReadDir(outside); len(ents) != 1 {
+				t.Errorf("the link's target holds %d entries, want its own one", len(ents))
+			}
+		})
+	}
+}
+
+// A base patch with no merge base in reach: it does not apply as is, and the blobs its index
+// line names are in no repository (it was made on another tree), so the three-way fallback
+// has nothing to merge from. It is a conflict naming the task, never a host error (which the
+// engine would retry): the dispatch fails stack-conflict and its agent never runs.
+func TestRedTeam44S_NoMergeBaseIsAConflict(t *testing.T) {
+	sr := newStackRepo(t)
+	foreign := []byte("diff --git a/lib.txt b/lib.txt\nindex " + strings.Repeat("1", 40) + ".." + strings.Repeat("2", 40) + " 100644\n" +
+		"--- a/lib.txt\n+++ b/lib.txt\n@@ -1,2 +1,2 @@\n elsewhere\n-two\n+three\n")
+	for _, repo := range []string{sr.dir, ""} {
+		rev := sr.commit
+		if repo == "" {
+			rev = ""
+		}
+		_, err := stackBaseAt(t.Context(), filepath.Join(t.TempDir(), "scratch"), repo, rev,
+			[]stackPatch{{task: "impl", dispatch: "D1", patch: sr.impl}, {task: "foreign", dispatch: "D9", patch: foreign}})
+		var ce *StackConflictError
+		if !errors.As(err, &ce) || ce.Task != "foreign" || !slices.Equal(ce.On, []string{"impl"}) || ce.Git == "" {
+			t.Errorf("repo %q: a patch with no merge base: %#v", repo, err)
+		}
+	}
+	// Not a patch at all, and a patch git refuses outright (a path in .git): conflicts too.
+	for name, p := range map[string]string{
+		"not a patch": "hello\n",
+		"into .git":   "diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\nnew file mode 100755\n--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+touch /tmp/pwned\n",
+		"into .GIT":   "diff --git a/.GIT/config b/.GIT/config\nnew file mode 100644\n--- /dev/null\n+++ b/.GIT/config\n@@ -0,0 +1 @@\n+x\n",
+		"above":       "diff --git a/../up.txt b/../up.txt\nnew file mode 100644\n--- /dev/null\n+++ b/../up.txt\n@@ -0,0 +1 @@\n+x\n",
+	} {
+		_, err := stackBaseAt(t.Context(), filepath.Join(t.TempDir(), "scratch"), sr.dir, sr.commit, []stackPatch{{task: "evil", dispatch: "D1", patch: []byte(p)}})
+		var ce *StackConflictError
+		if !errors.As(err, &ce) || ce.Task != "evil" {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
