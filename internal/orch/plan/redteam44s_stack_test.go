@@ -1,0 +1,50 @@
+package plan_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// chainPlan is a plan of n tasks, each stacked on the one before it.
+func chainPlan(n int, template bool) string {
+	var b strings.Builder
+	b.WriteString("version: 1\nname: chain\ntasks:\n  - {id: t0, subagent: s}\n")
+	for i := 1; i < n; i++ {
+		fmt.Fprintf(&b, "  - {id: t%d, subagent: s, base: [t%d]}\n", i, i-1)
+	}
+	if template {
+		fmt.Fprintf(&b, "  - {id: f, fan_out: {from: t0, select: 'output:x', template: {subagent: w, base: [t%d]}}}\n", n-1)
+	}
+	return b.String()
+}
+
+// A chain of stacked tasks longer than a stack may hold (256 patches) is refused when the
+// plan is checked, naming the first task whose stack is too long, instead of running 256
+// agents before the 258th task's dispatch is refused at accept. A chain whose longest stack
+// is exactly 256 is a plan; so is one wide and shallow.
+func TestRedTeam44S_StackLongerThanTheCap(t *testing.T) {
+	mustParse(t, chainPlan(257, false)) // t256's stack: t0 ... t255, 256 patches
+	errs := parseErrs(t, chainPlan(258, false))
+	if len(errs) != 1 || !strings.Contains(errs[0], "tasks[257].base") || !strings.Contains(errs[0], "at most 256") {
+		t.Errorf("a chain of 258: %q", errs)
+	}
+	// A fan-out template stacked on the chain's end: every item's stack is 257 long.
+	errs = parseErrs(t, chainPlan(257, true))
+	if len(errs) != 1 || !strings.Contains(errs[0], "tasks[257].fan_out.template.base") {
+		t.Errorf("a template on a chain of 257: %q", errs)
+	}
+	// The cap is on patches, not on tasks: 300 tasks side by side under one that gathers
+	// 64 of them stack fine.
+	var b strings.Builder
+	b.WriteString("version: 1\nname: wide\ntasks:\n")
+	var ids []string
+	for i := range 300 {
+		fmt.Fprintf(&b, "  - {id: w%d, subagent: s}\n", i)
+		if i < 64 {
+			ids = append(ids, fmt.Sprintf("w%d", i))
+		}
+	}
+	fmt.Fprintf(&b, "  - {id: top, subagent: s, base: [%s]}\n", strings.Join(ids, ", "))
+	mustParse(t, b.String())
+}
