@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/orch/plan"
 )
 
 // chainPlan is a plan of n tasks, each stacked on the one before it.
@@ -47,4 +49,36 @@ func TestRedTeam44S_StackLongerThanTheCap(t *testing.T) {
 	}
 	fmt.Fprintf(&b, "  - {id: top, subagent: s, base: [%s]}\n", strings.Join(ids, ", "))
 	mustParse(t, b.String())
+}
+
+// A cycle can be written through base and fan-out templates, or through a base and needs;
+// the plan check refuses each, so the engine never walks a stack that has no end.
+func TestRedTeam44S_StackCyclesRefused(t *testing.T) {
+	for name, src := range map[string]string{
+		"base and needs": `version: 1
+name: c
+tasks:
+  - {id: a, subagent: s, base: [b]}
+  - {id: b, subagent: s, needs: {x: {from: a, select: patch}}}
+`,
+		"a producer stacked on its own fan-out": `version: 1
+name: c
+tasks:
+  - {id: p, subagent: s, base: [g]}
+  - {id: g, fan_out: {from: p, select: 'output:x', template: {subagent: s}}}
+`,
+		"a base's base is the task": `version: 1
+name: c
+tasks:
+  - {id: a, subagent: s, base: [c]}
+  - {id: b, subagent: s, base: [a]}
+  - {id: c, subagent: s, depends_on: [b]}
+`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := plan.Parse("p.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), "cycle") {
+				t.Fatalf("a plan with a cycle through base: %v", err)
+			}
+		})
+	}
 }
