@@ -101,3 +101,49 @@ tasks:
 		}
 	}
 }
+
+// A client that asks for a new run again and again gets one each time (new_run is no more
+// than a new name would give it), and each is recorded with why before anything of it runs;
+// a resubmission without new_run, however often, returns the newest, never a new one.
+func TestRedTeam44S_NewRunStormIsAudited(t *testing.T) {
+	h := start(t, "", newFakeExec(succeed))
+	p := mkPlan(t, "storm", 2, spec{ID: "a"})
+	co := orch.Checkout{Subagents: map[string]string{"worker": pinA}}
+	seen := map[string]bool{}
+	var last string
+	for i := range 20 {
+		s, err := h.eng.SubmitRun(context.Background(), p, orch.Checkout{Subagents: co.Subagents, NewRun: i > 0}, "mcp:storm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.Created || seen[s.RunID] {
+			t.Fatalf("submission %d: %+v", i, s)
+		}
+		if i > 0 && s.Why != "a new run was asked for; run "+last+" has the same plan, subagents and commit" {
+			t.Errorf("submission %d says %q", i, s.Why)
+		}
+		seen[s.RunID], last = true, s.RunID
+	}
+	for range 20 {
+		s, err := h.eng.SubmitRun(context.Background(), p, co, "mcp:storm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Created || s.RunID != last {
+			t.Fatalf("a resubmission without new_run: %+v, want run %s", s, last)
+		}
+	}
+	n := 0
+	for id := range seen {
+		subs := auditOf(t, h, id, "orch.run.submitted")
+		if len(subs) != 1 || subs[0].Details["submitted_by"] != "mcp:storm" {
+			t.Errorf("run %s's submission entries: %+v", id, subs)
+		}
+		if subs[0].Details["new_run"] != nil {
+			n++
+		}
+	}
+	if n != 19 {
+		t.Errorf("%d submission entries say why a new run was made, want 19", n)
+	}
+}

@@ -82,3 +82,20 @@ tasks:
 		})
 	}
 }
+
+// A version spelled in another case is no version agora stores (digests are lowercase): it
+// is refused, never pinned as a name of its own nor taken for the same run as the pinned
+// spelling. A plan naming one subagent both bare and pinned pins the bare one only.
+func TestRedTeam44S_PinSpellings(t *testing.T) {
+	hex := strings.Repeat("ab", 32)
+	for _, ref := range []string{"worker@SHA256:" + hex, "worker@sha256:" + strings.ToUpper(hex), "Worker", "worker@", "worker@sha256:" + hex + " "} {
+		src := "version: 1\nname: p\ntasks:\n  - {id: a, subagent: '" + ref + "'}\n"
+		if _, err := plan.Parse("p.yaml", []byte(src)); err == nil {
+			t.Errorf("subagent %q was accepted", ref)
+		}
+	}
+	p := mustParse(t, "version: 1\nname: p\ntasks:\n  - {id: a, subagent: worker}\n  - {id: b, subagent: 'worker@sha256:"+hex+"', review: {subagents: [judge], approve: 1}}\n  - {id: c, subagent: s2, review: {subagents: ['judge@sha256:"+hex+"'], approve: 1}}\n")
+	if got := p.SubagentRefs(); strings.Join(got, ",") != "judge,s2,worker" {
+		t.Errorf("SubagentRefs = %q, want judge, s2, worker", got)
+	}
+}
