@@ -6,10 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
@@ -533,6 +535,79 @@ func TestRedTeam44S_NoMergeBaseIsAConflict(t *testing.T) {
 		var ce *StackConflictError
 		if !errors.As(err, &ce) || ce.Task != "evil" {
 			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// A stack's patches are read from the blob store one at a time, as each is applied, never
+// all at once: a plan's chain of 256 tasks that each left a patch at the 64 MiB cap would
+// otherwise have accept (in serve), staging and the gate each hold 16 GiB. Reading them
+// names no patch bytes until the build; a blob that is gone, or is not the bytes its digest
+// names, still refuses the dispatch at accept (a request error, never a conflict).
+func TestRedTeam44S_StackPatchesReadOneAtATime(t *testing.T) {
+	r := newRTRepo(t)
+	r.write("README", "app\n")
+	rev := r.commit("base")
+	blobs := filepath.Join(t.TempDir(), "blobs")
+	store, err := blob.Open(blobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, size = 8, 2 << 20
+	var inputs []Input
+	var eager []stackPatch
+	line := strings.Repeat("x", 1023) + "\n"
+	for i := range n {
+		r.write(fmt.Sprintf("big%d.txt", i), strings.Repeat(line, size/len(line)))
+		p := r.patch(rev)
+		d, err := store.Put(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, disp := fmt.Sprintf("t%d", i), fmt.Sprintf("D%d", i)
+		inputs = append(inputs, Input{Key: "base", Select: "patch", Dir: task, FromDispatch: disp, Stack: true,
+			Files: []InputFile{{Path: PatchFile, Digest: d, Size: int64(len(p))}}})
+		eager = append(eager, stackPatch{task: task, dispatch: disp, patch: p})
+	}
+	want, err := stackBaseAt(t.Context(), filepath.Join(t.TempDir(), "scratch"), r.dir, rev, eager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Dispatcher{Blobs: store, StateDir: t.TempDir()}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	patches, err := d.stackPatches(inputs)
+	runtime.ReadMemStats(&after)
+	if err != nil || len(patches) != n {
+		t.Fatalf("stackPatches: %d, %v", len(patches), err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got >= size {
+		t.Errorf("reading the stack's %d patches allocated %d bytes: they are held all at once (one is %d)", n, got, size)
+	}
+	base, conflict, err := d.stackBase(t.Context(), "01JSTACKREAD", r.dir, rev, inputs)
+	if err != nil || conflict != "" || base != want {
+		t.Fatalf("the stack read lazily: %s, %q, %v; want %s", base, conflict, err, want)
+	}
+
+	// A blob changed under the store, and one gone: refused at accept, as a request.
+	blobPathOf := func(i int) string {
+		h := inputs[i].Files[0].Digest.Hex()
+		return filepath.Join(blobs, "sha256", h[:2], h)
+	}
+	for name, spoil := range map[string]func(){
+		"changed": func() {
+			p := blobPathOf(3)
+			os.Chmod(p, 0o600)
+			os.WriteFile(p, []byte("diff --git a/x b/x\nnew file mode 100644\n--- /dev/null\n+++ b/x\n@@ -0,0 +1 @@\n+forged\n"), 0o400)
+		},
+		"gone": func() { os.Remove(blobPathOf(5)) },
+	} {
+		spoil()
+		_, conflict, err := d.stackBase(t.Context(), "01JSTACKREAD", r.dir, rev, inputs)
+		var re *RequestError
+		if !errors.As(err, &re) || conflict != "" {
+			t.Errorf("%s blob: %q, %v; want a request error", name, conflict, err)
 		}
 	}
 }
