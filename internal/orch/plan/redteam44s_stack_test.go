@@ -99,3 +99,17 @@ func TestRedTeam44S_PinSpellings(t *testing.T) {
 		t.Errorf("SubagentRefs = %q, want judge, s2, worker", got)
 	}
 }
+
+// A base must be a task of the plan as written: a fix or a reviewer (added at run time,
+// `T.fix-1`, `T.review-R`), a fan-out item (`F[KEY]`) or another run's task is no id a
+// plan can name, and is refused as such.
+func TestRedTeam44S_BaseNamesOnlyPlanTasks(t *testing.T) {
+	head := "version: 1\nname: p\ntasks:\n  - {id: t, subagent: s, verify: {command: [make]}, review: {subagents: [r], approve: 1}, on_fail: {fix: {subagent: f}}}\n" +
+		"  - {id: g, fan_out: {from: t, select: 'output:x', template: {subagent: w}}}\n"
+	for _, base := range []string{"t.fix-1", "t.review-r", "g[a]", "01JOTHERRUN/t", "T", ""} {
+		src := head + "  - {id: c, subagent: s, base: ['" + base + "']}\n"
+		if _, err := plan.Parse("p.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), "tasks[2].base[0]") {
+			t.Errorf("base %q: %v", base, err)
+		}
+	}
+}
