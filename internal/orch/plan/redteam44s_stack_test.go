@@ -112,4 +112,9 @@ func TestRedTeam44S_BaseNamesOnlyPlanTasks(t *testing.T) {
 			t.Errorf("base %q: %v", base, err)
 		}
 	}
+	// A template's items are stacked too: a need of theirs may not take the stack's key.
+	src := head + "  - {id: h, fan_out: {from: t, select: 'output:y', template: {subagent: w, base: [t], needs: {base: {from: t, select: outputs}}}}}\n"
+	if _, err := plan.Parse("p.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), "tasks[2].fan_out.template.needs.base") {
+		t.Errorf("a template's need under the stack's key: %v", err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -63,4 +64,76 @@ tasks:
 	if st := gitIn(t, repo, "show", "--name-status", "--no-renames", "--format=", "agora/undo"); st != "D\tlib.go\nA\told.go" && st != "A\told.go\nD\tlib.go" {
 		t.Errorf("rename's commit, as a person reads it:\n%s", st)
 	}
+}
+
+// A stacked task that asks a question: its answer is another attempt, and it starts from the
+// same stack as the one that asked (the run re-sends the stack with the answer); the answer's
+// patch is its own work on that base, and a task stacked on the asking task takes the
+// answer's work. The run's bundle verifies.
+func TestRedTeam44S_StackedTaskAnswered(t *testing.T) {
+	e := servedEnv(t)
+	repo, _ := stackRepo(t)
+	e.editors(map[string]string{
+		"impl":  "printf 'func Retry() {}\\n' > lib.go",
+		"after": "grep -q Retry lib.go && test -f answer.txt && echo after > after.txt",
+	})
+	e.run("subagent", "register", "asker", "--capability", "shell", "--command",
+		`sh -c 'grep -q Retry lib.go || exit 7; case "$AGORA_INPUT_JSON" in *agora_resume*) echo red > answer.txt;; *) echo asked > asked.txt; printf %s "{\"question\":\"Which color?\"}" > "$AGORA_OUT/needs_input.json";; esac'`)
+	plan := filepath.Join(t.TempDir(), "ask.yaml")
+	must(t, os.WriteFile(plan, []byte(`version: 1
+name: ask
+tasks:
+  - {id: impl, subagent: impl}
+  - {id: ask, subagent: asker, base: [impl]}
+  - {id: after, subagent: after, base: [ask]}
+`), 0o644))
+	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", plan, "--repo", repo), "\n")[0])
+	c := e.client()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		r, err := c.Status(t.Context(), runID)
+		must(t, err)
+		if r.State == api.RunNeedsInput {
+			break
+		}
+		if api.RunTerminal(r.State) || time.Now().After(deadline) {
+			t.Fatalf("run %s never asked: %+v", r.State, r.Tasks)
+		}
+	}
+	e.run("orch", "answer", runID, "ask", "--answer", "red")
+	run := waitRun(t, c, runID, 2*time.Minute)
+	_, byID := e.statusOf(runID)
+	ask := byID["ask"]
+	if run.State != api.RunSucceeded || len(ask.Dispatches) != 2 {
+		t.Fatalf("run %s: %+v", run.State, run.Tasks)
+	}
+	asked, answered := e.describe(ask.Dispatches[0]), e.describe(ask.Dispatches[1])
+	if answered.StackBase == "" || answered.StackBase != asked.StackBase {
+		t.Errorf("the answer's stack_base %q, the question's %q", answered.StackBase, asked.StackBase)
+	}
+	impl := byID["impl"].DispatchID
+	for _, r := range []stackRecord{asked, answered} {
+		var from []string
+		for _, in := range r.Inputs {
+			if in.Stack {
+				from = append(from, in.Dir+"="+in.FromDispatch)
+			}
+		}
+		if !slices.Equal(from, []string{"impl=" + impl}) {
+			t.Errorf("dispatch %s's stack %q, want impl's %s", r.ID, from, impl)
+		}
+	}
+	p := e.run("dispatch", "patch", answered.ID)
+	if !strings.Contains(p, "+++ b/answer.txt") || strings.Contains(p, "lib.go") || strings.Contains(p, "asked.txt") {
+		t.Errorf("the answer's patch is not its own work on its base:\n%s", p)
+	}
+	var from []string
+	for _, in := range e.describe(byID["after"].DispatchID).Inputs {
+		if in.Stack {
+			from = append(from, in.Dir+"="+in.FromDispatch)
+		}
+	}
+	if !slices.Equal(from, []string{"impl=" + impl, "ask=" + answered.ID}) {
+		t.Errorf("after's stack %q, want impl's and ask's answer", from)
+	}
+	e.auditRun(runID)
 }
