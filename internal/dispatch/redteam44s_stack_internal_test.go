@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/agenttext"
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/verdict"
 )
@@ -609,5 +610,28 @@ func TestRedTeam44S_StackPatchesReadOneAtATime(t *testing.T) {
 		if !errors.As(err, &re) || conflict != "" {
 			t.Errorf("%s blob: %q, %v; want a request error", name, conflict, err)
 		}
+	}
+}
+
+// A base's agent names a file with a terminal escape and a newline, and two bases conflict
+// on it: git's words, kept in the dispatch's detail, hold the name as git printed it, and
+// every place a person reads a detail (agenttext) shows it without the escape.
+func TestRedTeam44S_ConflictDetailWithControlCharacters(t *testing.T) {
+	r := newRTRepo(t)
+	name := "e\x1b[31mred\nz"
+	r.write(name, "x\n")
+	rev := r.commit("base")
+	r.write(name, "a\n")
+	a := r.patch(rev)
+	r.write(name, "b\n")
+	b := r.patch(rev)
+	_, err := stackBaseAt(t.Context(), filepath.Join(t.TempDir(), "scratch"), r.dir, rev,
+		[]stackPatch{{task: "a", dispatch: "DA", patch: a}, {task: "b", dispatch: "DB", patch: b}})
+	var ce *StackConflictError
+	if !errors.As(err, &ce) || ce.Task != "b" {
+		t.Fatalf("two bases on one line of %q: %v", name, err)
+	}
+	if shown := agenttext.Escape(ce.Error()); strings.ContainsAny(shown, "\x1b") || !strings.Contains(shown, "red") {
+		t.Errorf("the detail as shown: %q", shown)
 	}
 }
