@@ -635,3 +635,28 @@ func TestRedTeam44S_ConflictDetailWithControlCharacters(t *testing.T) {
 		t.Errorf("the detail as shown: %q", shown)
 	}
 }
+
+// A repository whose path holds a ':' (GIT_ALTERNATE_OBJECT_DIRECTORIES separates entries
+// with it) or a '"': accept's scratch repository still reads its objects, and the stack
+// builds as it does anywhere else.
+func TestRedTeam44S_RepositoryPathWithColon(t *testing.T) {
+	sr := newStackRepo(t)
+	patches := []stackPatch{{task: "impl", dispatch: "D1", patch: sr.impl}, {task: "docs", dispatch: "D2", patch: sr.docs}}
+	want, err := stackBaseAt(t.Context(), filepath.Join(t.TempDir(), "scratch"), sr.dir, sr.commit, patches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a:b", `say "hi"`, `"quoted`, "x:" + sr.dir, `back\slash:`, "new\nline:", "tab\t:\x7f"} {
+		repo := filepath.Join(t.TempDir(), name, "repo")
+		if err := os.MkdirAll(filepath.Dir(repo), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("cp", "-a", sr.dir, repo).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		got, err := stackBaseAt(t.Context(), filepath.Join(t.TempDir(), "scratch"), repo, sr.commit, patches)
+		if err != nil || got != want {
+			t.Errorf("repository %q: %s, %v; want %s", repo, got, err, want)
+		}
+	}
+}

@@ -132,3 +132,28 @@ func (e *env) count() int {
 	}
 	return len(rs)
 }
+
+// A stacked dispatch on a repository whose path holds a ':' runs like any other: accept's
+// scratch repository reads its objects, staging and the gate fetch from it.
+func TestRedTeam44S_StackOnRepositoryPathWithColon(t *testing.T) {
+	e := newEnv(t)
+	src := rtStackRepo(t)
+	repo := filepath.Join(t.TempDir(), "team:app", "repo")
+	if err := os.MkdirAll(filepath.Dir(repo), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", "-a", src, repo).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	e.subagent("a", `sed -i 's/^8$/eight/' f.txt`)
+	e.subagent("c", `grep -qx eight f.txt && echo seen > c.txt`)
+	a := e.run(dispatch.Request{Subagent: "a", Repo: repo})
+	if a.State != dispatch.StateFinished {
+		t.Fatalf("a: %s %s: %s", a.State, a.Reason, a.Detail)
+	}
+	c := e.run(dispatch.Request{Subagent: "c", Repo: repo, Inputs: stackOn(map[string]string{"a": a.ID}, "a"),
+		Verify: &verdict.Spec{Command: []string{"grep", "-qx", "eight", "f.txt"}}})
+	if c.State != dispatch.StateFinished || c.StackBase == "" {
+		t.Fatalf("c stacked on a in %s: %s %s: %s", repo, c.State, c.Reason, c.Detail)
+	}
+}

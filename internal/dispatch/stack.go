@@ -314,7 +314,7 @@ func stackBaseAt(ctx context.Context, tmp, repo, rev string, patches []stackPatc
 			return "", fmt.Errorf("git rev-parse printed %q: want an object format and the objects directory", cut(string(out)))
 		}
 		format = f
-		env = append(env, "GIT_ALTERNATE_OBJECT_DIRECTORIES="+objects)
+		env = append(env, "GIT_ALTERNATE_OBJECT_DIRECTORIES="+alternatePath(objects))
 	}
 	config := "[core]\n\trepositoryformatversion = 0\n\tbare = true\n\tlogallrefupdates = false\n"
 	if format == "sha256" {
@@ -335,6 +335,31 @@ func stackBaseAt(ctx context.Context, tmp, repo, rev string, patches []stackPatc
 		base = emptyTree
 	}
 	return applyStack(ctx, gitIn(tmp, env, nil), base, repo != "", patches)
+}
+
+// alternatePath is dir as one entry of GIT_ALTERNATE_OBJECT_DIRECTORIES, which separates
+// entries with ':': a path holding a ':', a '"' or a control character is written as git
+// reads a double-quoted entry (C style, octal for other bytes), so it names that directory
+// and no other.
+func alternatePath(dir string) string {
+	if !strings.ContainsAny(dir, ":\"\\") && strings.IndexFunc(dir, func(r rune) bool { return r < 0x20 || r == 0x7f }) < 0 {
+		return dir
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(dir); i++ {
+		switch c := dir[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c == 0x7f:
+			fmt.Fprintf(&b, "\\%03o", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 // stackWorkspace builds r's stacked base in the stage's workspace, a repository holding
