@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -145,5 +146,68 @@ func TestRedTeam44S_NewRunStormIsAudited(t *testing.T) {
 	}
 	if n != 19 {
 		t.Errorf("%d submission entries say why a new run was made, want 19", n)
+	}
+}
+
+// orch retry and a stack: a base that failed and is retried gives its dependents the work of
+// the attempt that succeeded, never the older one; a succeeded base is never run again
+// (retry refuses it), so the work a stacked task was built on cannot change under it; a
+// stacked task retried starts from the same bases' work.
+func TestRedTeam44S_RetryAndTheStack(t *testing.T) {
+	var mu sync.Mutex
+	fails := map[string]int{"a": 1, "b": 1} // each fails its first attempt
+	exec := newFakeExec(func(a orch.Attempt) orch.Outcome {
+		mu.Lock()
+		defer mu.Unlock()
+		if fails[a.TaskID] > 0 {
+			fails[a.TaskID]--
+			return orch.Outcome{State: api.TaskFailed, Reason: "worker-failed", Detail: "exit status 1"}
+		}
+		return orch.Outcome{State: api.TaskSucceeded}
+	})
+	h := start(t, "", exec)
+	p := parsePlan(t, "version: 1\nname: retry\ntasks:\n  - {id: a, subagent: s, retry: {max_attempts: 1}}\n  - {id: b, subagent: s, base: [a], retry: {max_attempts: 1}}\n")
+	id := h.submit(p)
+	if r := h.wait(id); r.State != api.RunFailed || taskStates(r)["b"] != api.TaskSkipped {
+		t.Fatalf("run %s: %v", r.State, taskStates(r))
+	}
+	retry := func(task string) error {
+		return h.eng.Retry(context.Background(), api.ActionRequest{Run: id, Task: task, Actor: "tester"})
+	}
+	if err := retry("a"); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.wait(id); r.State != api.RunFailed || taskStates(r)["a"] != api.TaskSucceeded || taskStates(r)["b"] != api.TaskFailed {
+		t.Fatalf("after retrying a: %s %v", r.State, taskStates(r))
+	}
+	var as, bs []orch.Attempt
+	for _, x := range exec.attempts() {
+		switch x.TaskID {
+		case "a":
+			as = append(as, x)
+		case "b":
+			bs = append(bs, x)
+		}
+	}
+	if len(as) != 2 || len(bs) != 1 || !slices.Equal(stackOf(t, bs[0]), []string{"a=" + as[1].DispatchID}) {
+		t.Fatalf("a's attempts %d, b's %d, b's stack %q; want a's second attempt %s", len(as), len(bs), stackOf(t, bs[0]), as[1].DispatchID)
+	}
+	if err := retry("a"); err == nil || !strings.Contains(err.Error(), "only a failed or cancelled task can be retried") {
+		t.Errorf("retry of a succeeded base: %v", err)
+	}
+	if err := retry("b"); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.wait(id); r.State != api.RunSucceeded {
+		t.Fatalf("after retrying b: %s %v", r.State, taskStates(r))
+	}
+	var last orch.Attempt
+	for _, x := range exec.attempts() {
+		if x.TaskID == "b" {
+			last = x
+		}
+	}
+	if got := stackOf(t, last); !slices.Equal(got, []string{"a=" + as[1].DispatchID}) {
+		t.Errorf("b's retry's stack %q, want a's succeeded attempt %s", got, as[1].DispatchID)
 	}
 }
