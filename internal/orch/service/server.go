@@ -324,8 +324,9 @@ func (s *Server) prepare(ctx context.Context, req api.SubmitRequest) (*plan.Plan
 	return p, co, nil
 }
 
-// pinSubagents pins each subagent name p writes without a version to the version it names
-// now: the run dispatches those versions, and they are part of its identity, so the same
+// pinSubagents pins each subagent name p writes without a version to the version refs
+// names for it (a submission's: the version the plan was checked with): the run dispatches
+// those versions, and they are part of its identity, so the same
 // plan submitted after a subagent changed is a new run. nil when refs cannot pin (no
 // catalog) or p names no bare subagent.
 func pinSubagents(ctx context.Context, refs plan.Refs, p *plan.Plan) (map[string]string, error) {
