@@ -300,8 +300,12 @@ func (d *Dispatcher) stackBase(ctx context.Context, id, repo, rev string, inputs
 	}
 	base, err = stackBaseAt(ctx, filepath.Join(state, stackScratchDir, id), repo, rev, patches)
 	var ce *StackConflictError
-	if errors.As(err, &ce) {
+	var re *stackReadError
+	switch {
+	case errors.As(err, &ce):
 		return "", ce.Error(), nil
+	case errors.As(err, &re):
+		return "", "", &RequestError{Err: err}
 	}
 	if err != nil {
 		return "", "", fmt.Errorf("build the stacked base: %w", err)

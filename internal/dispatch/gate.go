@@ -107,7 +107,8 @@ func (d *Dispatcher) runGate(ctx context.Context, r *Record, st *stage, provider
 	tree, err := buildGateTree(ctx, r, st, patch, stack)
 	var ce *StackConflictError
 	var me *stackMismatchError
-	if errors.As(err, &ce) || errors.As(err, &me) {
+	var re *stackReadError
+	if errors.As(err, &ce) || errors.As(err, &me) || errors.As(err, &re) {
 		// The base accept recorded does not build again: not the tree the agent worked on.
 		fl := failed(ReasonIntegrityFailed, "verify: %v", err)
 		return nil, &fl

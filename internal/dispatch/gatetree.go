@@ -41,10 +41,15 @@ import (
 //
 // info/attributes neutralises every attribute that transforms content (the worker captured
 // the patch with the same line), so a .gitattributes in the patch cannot re-encode or
-// convert a file it does not touch: the tree holds the blobs' bytes exactly.
+// convert a file it does not touch: the tree holds the blobs' bytes exactly. It unsets merge
+// too: a stack's three-way merges (stack.go) use git's own text merge in every build, as a
+// branch's do (gitbranch), whatever driver (binary, union) a base's .gitattributes names.
+// Accept's scratch repository is bare and never reads a .gitattributes of the tree; the
+// workspace and the gate read theirs from the index.
 
-// gateAttributes is the worker's capture line (worker/capture.go): content passes as is.
-const gateAttributes = "* !text !eol !crlf !ident !filter !diff !working-tree-encoding\n"
+// gateAttributes is the worker's capture line (worker/capture.go), plus !merge: content
+// passes as is, and a merge is git's text merge.
+const gateAttributes = "* !text !eol !crlf !ident !filter !diff !merge !working-tree-encoding\n"
 
 // Names in the stage directory (or on its disk quota) of the gate's tree.
 const (

@@ -248,6 +248,7 @@ func (s *supervision) stage(ctx context.Context) error {
 	if err := prepareWorkspace(ctx, r, st, stack); err != nil {
 		var ce *StackConflictError
 		var me *stackMismatchError
+		var re *stackReadError
 		full := st.cloneExceeded(err, r.Target)
 		switch {
 		case errors.As(err, &ce) && full == "":
@@ -255,6 +256,8 @@ func (s *supervision) stage(ctx context.Context) error {
 			return fail(ReasonStackConflict, "%v", err)
 		case errors.As(err, &me):
 			return fail(ReasonIntegrityFailed, "%v", err)
+		case errors.As(err, &re):
+			return fail(ReasonIntegrityFailed, "stage the stacked base: %v", err)
 		}
 		if full != "" {
 			// The clone counts against the quota too.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/gitexec"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -50,7 +51,18 @@ const (
 type stackPatch struct {
 	task, dispatch string // the upstream task (the input's Dir) and its dispatch
 	patch          []byte
+	// load, when set, reads the patch (checked against its digest) as it is applied, so a
+	// build holds one patch at a time: a stack of 256 patches at the size cap is 16 GiB.
+	load func() ([]byte, error)
 }
+
+// stackReadError is a stack patch the blob store no longer gives back as recorded (gone, or
+// not the bytes its digest names): accept refuses the request, staging and the gate fail
+// the dispatch integrity-failed.
+type stackReadError struct{ err error }
+
+func (e *stackReadError) Error() string { return e.err.Error() }
+func (e *stackReadError) Unwrap() error { return e.err }
 
 // StackConflictError is a stack patch that does not apply on the revision and the patches
 // before it: the dispatch's failure detail.
@@ -87,8 +99,9 @@ func stackInputs(inputs []Input) []Input {
 	return out
 }
 
-// stackPatches reads the patches of inputs' stack inputs from the blob store, each checked
-// against its recorded digest, in order; nil when there are none.
+// stackPatches names the patches of inputs' stack inputs, in order (nil when there are
+// none), each read from the blob store and checked against its recorded digest only when
+// it is applied; one the store does not hold is refused here.
 func (d *Dispatcher) stackPatches(inputs []Input) ([]stackPatch, error) {
 	ins := stackInputs(inputs)
 	if len(ins) > maxStack {
@@ -99,15 +112,21 @@ func (d *Dispatcher) stackPatches(inputs []Input) ([]stackPatch, error) {
 		if len(in.Files) != 1 || in.Files[0].Path != PatchFile {
 			return nil, fmt.Errorf("stack input %s/%s is not one patch", in.Key, in.Dir)
 		}
-		f := in.Files[0]
-		var b []byte
+		f, p := in.Files[0], stackPatch{task: in.Dir, dispatch: in.FromDispatch}
 		if f.Size > 0 || f.Digest != digest.Digest(emptyDigest) {
-			var err error
-			if b, err = d.Blobs.Get(f.Digest, wire.MaxPatchSize); err != nil {
-				return nil, fmt.Errorf("stack input %s/%s: %w", in.Key, in.Dir, err)
+			if !d.Blobs.Has(f.Digest) {
+				return nil, fmt.Errorf("stack input %s/%s: %w: %s", in.Key, in.Dir, blob.ErrNotFound, f.Digest)
+			}
+			key, dir := in.Key, in.Dir
+			p.load = func() ([]byte, error) {
+				b, err := d.Blobs.Get(f.Digest, wire.MaxPatchSize)
+				if err != nil {
+					return nil, &stackReadError{fmt.Errorf("stack input %s/%s: %w", key, dir, err)}
+				}
+				return b, nil
 			}
 		}
-		out = append(out, stackPatch{task: in.Dir, dispatch: in.FromDispatch, patch: b})
+		out = append(out, p)
 	}
 	return out, nil
 }
@@ -170,8 +189,15 @@ func applyStack(ctx context.Context, git gitRunner, base string, commits bool, p
 	}
 	var on []string
 	for _, p := range patches {
-		if len(p.patch) > 0 {
-			if _, err := git(ctx, p.patch, "apply", "--cached", "--3way", "--whitespace=nowarn", "-"); err != nil {
+		b := p.patch
+		if p.load != nil {
+			var err error
+			if b, err = p.load(); err != nil {
+				return "", err
+			}
+		}
+		if len(b) > 0 {
+			if _, err := git(ctx, b, "apply", "--cached", "--3way", "--whitespace=nowarn", "-"); err != nil {
 				var ge *gitError
 				if errors.As(err, &ge) {
 					return "", &StackConflictError{Task: p.task, Dispatch: p.dispatch, On: on, Git: ge.msg}
@@ -288,7 +314,7 @@ func stackBaseAt(ctx context.Context, tmp, repo, rev string, patches []stackPatc
 			return "", fmt.Errorf("git rev-parse printed %q: want an object format and the objects directory", cut(string(out)))
 		}
 		format = f
-		env = append(env, "GIT_ALTERNATE_OBJECT_DIRECTORIES="+objects)
+		env = append(env, "GIT_ALTERNATE_OBJECT_DIRECTORIES="+alternatePath(objects))
 	}
 	config := "[core]\n\trepositoryformatversion = 0\n\tbare = true\n\tlogallrefupdates = false\n"
 	if format == "sha256" {
@@ -309,6 +335,31 @@ func stackBaseAt(ctx context.Context, tmp, repo, rev string, patches []stackPatc
 		base = emptyTree
 	}
 	return applyStack(ctx, gitIn(tmp, env, nil), base, repo != "", patches)
+}
+
+// alternatePath is dir as one entry of GIT_ALTERNATE_OBJECT_DIRECTORIES, which separates
+// entries with ':': a path holding a ':', a '"' or a control character is written as git
+// reads a double-quoted entry (C style, octal for other bytes), so it names that directory
+// and no other.
+func alternatePath(dir string) string {
+	if !strings.ContainsAny(dir, ":\"\\") && strings.IndexFunc(dir, func(r rune) bool { return r < 0x20 || r == 0x7f }) < 0 {
+		return dir
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(dir); i++ {
+		switch c := dir[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c == 0x7f:
+			fmt.Fprintf(&b, "\\%03o", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 // stackWorkspace builds r's stacked base in the stage's workspace, a repository holding

@@ -249,6 +249,7 @@ func (v *validator) extensions(p *Plan, doc *planDoc) {
 			groups[p.Tasks[i].ID] = true
 		}
 	}
+	v.stackDepths(p)
 	for i := range p.Tasks {
 		t := &p.Tasks[i]
 		tp := "tasks[" + strconv.Itoa(i) + "]"

@@ -67,3 +67,88 @@ func StackOrder(base []string, baseOf func(id string) (base []string, ok bool)) 
 	}
 	return out
 }
+
+// MaxStack caps the patches of one task's stack: the dispatch refuses a longer one at
+// accept (internal/dispatch's maxStack, the same number).
+const MaxStack = 256
+
+// stackDepths refuses a task whose stack is certainly longer than MaxStack: its longest
+// chain of bases (a base, its base, and so on) holds more tasks than that, and a stack
+// holds every task of each such chain. So no plan whose stacks fit is refused, and a long
+// chain is refused here rather than after its first 256 tasks ran; a stack over the cap
+// only through many short chains is refused when the task's dispatch is accepted. Each
+// task's depth is found once, without recursion; a cycle (reported by the graph check)
+// adds nothing.
+func (v *validator) stackDepths(p *Plan) {
+	n := len(p.Tasks)
+	ids := make(map[string]int, n)
+	for i := range p.Tasks {
+		ids[p.Tasks[i].ID] = i
+	}
+	depth := make([]int, n)   // the longest chain of bases below the task
+	state := make([]uint8, n) // 0 not seen, 1 being walked, 2 done
+	type frame struct{ i, next int }
+	var walk []frame
+	for root := range p.Tasks {
+		if state[root] != 0 {
+			continue
+		}
+		state[root] = 1
+		walk = append(walk[:0], frame{i: root})
+		for len(walk) > 0 {
+			f := &walk[len(walk)-1]
+			base := p.Tasks[f.i].Base
+			if f.next < len(base) {
+				j, ok := ids[base[f.next]]
+				f.next++
+				if ok && state[j] == 0 {
+					state[j] = 1
+					walk = append(walk, frame{i: j})
+				}
+				continue
+			}
+			d := 0
+			for _, b := range base {
+				if j, ok := ids[b]; ok && state[j] == 2 {
+					d = max(d, depth[j]+1)
+				}
+			}
+			depth[f.i], state[f.i] = d, 2
+			walk = walk[:len(walk)-1]
+		}
+	}
+	deepest := func(base []string) (d int, from string) {
+		for _, b := range base {
+			if j, ok := ids[b]; ok && depth[j]+1 > d {
+				d, from = depth[j]+1, b
+			}
+		}
+		return d, from
+	}
+	report := func(path string, base []string) {
+		d, from := deepest(base)
+		end := from
+		for {
+			j := ids[end]
+			_, next := deepest(p.Tasks[j].Base)
+			if next == "" {
+				break
+			}
+			end = next
+		}
+		v.add(path, "its stack holds at least %d patches: a chain of %d bases, from %q back to %q; a stack holds at most %d "+
+			"(split the chain across runs: a later run's commit holds the earlier run's branch)", d, d, from, end, MaxStack)
+	}
+	for i := range p.Tasks {
+		t := &p.Tasks[i]
+		// Only the first task past the cap on each chain: its dependents are past it too.
+		if depth[i] == MaxStack+1 {
+			report("tasks["+strconv.Itoa(i)+"].base", t.Base)
+		}
+		if fo := t.FanOut; fo != nil {
+			if d, _ := deepest(fo.Template.Base); d > MaxStack {
+				report("tasks["+strconv.Itoa(i)+"].fan_out.template.base", fo.Template.Base)
+			}
+		}
+	}
+}

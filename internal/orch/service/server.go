@@ -313,15 +313,20 @@ func (s *Server) prepare(ctx context.Context, req api.SubmitRequest) (*plan.Plan
 	if err != nil {
 		return nil, orch.Checkout{}, err
 	}
-	if co.Subagents, err = pinSubagents(ctx, refs.Refs, p); err != nil {
-		return nil, orch.Checkout{}, err
+	if _, ok := refs.Refs.(plan.SubagentPinner); ok {
+		// The versions the plan was checked with (refs pins each bare name once): a
+		// subagent registered meanwhile is neither checked nor run by this run.
+		if co.Subagents, err = pinSubagents(ctx, refs, p); err != nil {
+			return nil, orch.Checkout{}, err
+		}
 	}
 	co.NewRun = req.NewRun
 	return p, co, nil
 }
 
-// pinSubagents pins each subagent name p writes without a version to the version it names
-// now: the run dispatches those versions, and they are part of its identity, so the same
+// pinSubagents pins each subagent name p writes without a version to the version refs
+// names for it (a submission's: the version the plan was checked with): the run dispatches
+// those versions, and they are part of its identity, so the same
 // plan submitted after a subagent changed is a new run. nil when refs cannot pin (no
 // catalog) or p names no bare subagent.
 func pinSubagents(ctx context.Context, refs plan.Refs, p *plan.Plan) (map[string]string, error) {
@@ -352,6 +357,68 @@ type submitRefs struct {
 	s      *Server
 	req    *api.SubmitRequest
 	pinned *orch.Checkout
+	// subagents pins each bare subagent name the first time the plan's check looks it up:
+	// every later check of that name, and the run's pins, are of that version.
+	subagents map[string]string
+}
+
+// pin is the version subagent ref names for this submission: ref itself when it names one
+// (or the catalog cannot pin), else the version its bare name had when first looked up.
+func (c *submitRefs) pin(ctx context.Context, ref string) (string, error) {
+	pinner, ok := c.Refs.(plan.SubagentPinner)
+	if !ok || ref == "" || strings.Contains(ref, "@") {
+		return ref, nil
+	}
+	if v, ok := c.subagents[ref]; ok {
+		return v, nil
+	}
+	v, err := pinner.PinSubagent(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	if c.subagents == nil {
+		c.subagents = map[string]string{}
+	}
+	c.subagents[ref] = v
+	return v, nil
+}
+
+func (c *submitRefs) Subagent(ctx context.Context, ref string) error {
+	v, err := c.pin(ctx, ref)
+	if err != nil {
+		return err
+	}
+	return asWritten(c.Refs.Subagent(ctx, v), ref, v)
+}
+
+func (c *submitRefs) Reviewer(ctx context.Context, ref, target string) error {
+	v, err := c.pin(ctx, ref)
+	if err != nil {
+		return err
+	}
+	return asWritten(c.Refs.Reviewer(ctx, v, target), ref, v)
+}
+
+// asWritten is a check's refusal of pinned version v naming the subagent as the plan wrote
+// it (ref), as the check of ref itself would.
+func asWritten(err error, ref, v string) error {
+	if err == nil || ref == v {
+		return err
+	}
+	return &writtenError{msg: strings.ReplaceAll(err.Error(), strconv.Quote(v), strconv.Quote(ref)), err: err}
+}
+
+type writtenError struct {
+	msg string
+	err error
+}
+
+func (e *writtenError) Error() string { return e.msg }
+func (e *writtenError) Unwrap() error { return e.err }
+
+// PinSubagent implements [plan.SubagentPinner] with the versions the check pinned.
+func (c *submitRefs) PinSubagent(ctx context.Context, ref string) (string, error) {
+	return c.pin(ctx, ref)
 }
 
 func (c *submitRefs) Workspace(ctx context.Context, ref, revision string) error {
