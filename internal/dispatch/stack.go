@@ -35,8 +35,9 @@ import (
 // without a repository stacks on the empty tree and its base is a tree, checked out as files.
 // Every git step runs through gitexec (no hooks, no user or system configuration) with the
 // gate's attributes line in info/attributes, so nothing a patch or the tree sets transforms
-// content or picks a driver. Patches apply with --3way, as `orch patches --branch` merges
-// them: two bases that touch the same lines differently conflict, anything else merges.
+// content or picks a driver. Each patch applies as it is, and three-way (--3way) only where
+// it does not, as `orch patches --branch` merges them: two bases that touch the same lines
+// differently conflict, anything else merges ([applyStackPatch]).
 
 // maxStack caps the patches of one dispatch's stack.
 const maxStack = 256
@@ -197,7 +198,7 @@ func applyStack(ctx context.Context, git gitRunner, base string, commits bool, p
 			}
 		}
 		if len(b) > 0 {
-			if _, err := git(ctx, b, "apply", "--cached", "--3way", "--whitespace=nowarn", "-"); err != nil {
+			if err := applyStackPatch(ctx, git, b); err != nil {
 				var ge *gitError
 				if errors.As(err, &ge) {
 					return "", &StackConflictError{Task: p.task, Dispatch: p.dispatch, On: on, Git: ge.msg}
@@ -224,6 +225,21 @@ func applyStack(ctx context.Context, git gitRunner, base string, commits bool, p
 		on = append(on, p.task)
 	}
 	return tip, nil
+}
+
+// applyStackPatch applies one base's patch to the index: as it is, and three-way only where
+// it does not apply as is, as `orch patches --branch` does (internal/gitbranch). git's --3way
+// alone (git 2.32 on) merges first, from the preimage blob the patch's index line names: a
+// patch naming another blob than the tree's (an older version of the file, kept in the
+// history) would put its hunks on other lines than the same patch applied as is, which is the
+// tree the base's verify gate ran. A failed plain apply leaves the index as it was.
+func applyStackPatch(ctx context.Context, git gitRunner, patch []byte) error {
+	_, err := git(ctx, patch, "apply", "--cached", "--whitespace=nowarn", "-")
+	if err == nil || !errors.As(err, new(*gitError)) {
+		return err
+	}
+	_, err = git(ctx, patch, "apply", "--cached", "--3way", "--whitespace=nowarn", "-")
+	return err
 }
 
 // writeStackCommit stores the commit of tree on parent for p and returns its id.

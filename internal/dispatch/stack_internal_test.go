@@ -288,3 +288,90 @@ func FuzzCommitterDate(f *testing.F) {
 		}
 	})
 }
+
+// TestStack_ForgedIndexLineMergesNothingElse: a base's patch whose index line names an older
+// blob of the file (kept in the history) puts its hunk where it applies as is, on the lines
+// its verify gate changed, not where git's --3way would merge it from that older blob (the
+// first of two identical blocks). Failed before: the stacked base edited the first block.
+func TestStack_ForgedIndexLineMergesNothingElse(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("SKIP: git not installed (apt-get install git)")
+	}
+	dir := t.TempDir()
+	git := func(stdin string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@a", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@a",
+			"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	old := "a\nX1\nX2\nX3\nb\n"
+	cur := old
+	for i := range 40 {
+		cur += "m" + string(rune('a'+i%26)) + "\n"
+	}
+	cur += "X1\nX2\nX3\nc\n"
+	git("", "init", "-q")
+	if err := os.WriteFile(filepath.Join(dir, "f.txt"), []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("", "add", "-A")
+	git("", "commit", "-qm", "one block")
+	older := git("", "rev-parse", "HEAD:f.txt")
+	if err := os.WriteFile(filepath.Join(dir, "f.txt"), []byte(cur), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("", "commit", "-qam", "two blocks")
+	commit := git("", "rev-parse", "HEAD")
+	// The second block's X2 (line 47) changed, the index line naming the older blob.
+	patch := "diff --git a/f.txt b/f.txt\nindex " + older + "..1111111111111111111111111111111111111111 100644\n--- a/f.txt\n+++ b/f.txt\n" +
+		"@@ -46,3 +46,3 @@\n X1\n-X2\n+EVIL\n X3\n"
+	base, err := stackBaseAt(t.Context(), filepath.Join(t.TempDir(), "scratch"), dir, commit,
+		[]stackPatch{{task: "impl", dispatch: "D1", patch: []byte(patch)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// stackBaseAt writes its objects to the scratch repository; read the file the way the
+	// gate does, by applying the same patch as is to the commit in a private index.
+	idx := filepath.Join(t.TempDir(), "index")
+	gate := func(stdin string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_INDEX_FILE="+idx, "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	gate("", "read-tree", commit)
+	gate(patch, "apply", "--cached", "--whitespace=nowarn", "-")
+	ran := gate("", "write-tree")
+	if f := gate("", "cat-file", "blob", ran+":f.txt"); strings.Index(f, "EVIL") < strings.Index(f, "mz") {
+		t.Fatalf("the gate's tree edits the first block:\n%s", f)
+	}
+	// The stacked base, rebuilt as the workspace and the gate rebuild it, has the same tree.
+	st := stageAt(t.TempDir(), "d1")
+	if err := os.MkdirAll(st.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r := &Record{ID: "d1", Repo: dir, Revision: commit, StackBase: base}
+	tree, err := buildGateTree(t.Context(), r, st, nil, []stackPatch{{task: "impl", dispatch: "D1", patch: []byte(patch)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, gerr := tree.git(t.Context(), nil, "rev-parse", base+"^{tree}")
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	if strings.TrimSpace(string(got)) != ran {
+		f, _ := tree.git(t.Context(), nil, "cat-file", "blob", base+":f.txt")
+		t.Errorf("the stacked base's tree %s is not the tree the gate ran %s; its f.txt:\n%s", got, ran, f)
+	}
+}
