@@ -182,9 +182,8 @@ func TestRedteam45_ConfigChangedWhileStarting(t *testing.T) {
 	tmp := cfg + ".new"
 	must(t, os.WriteFile(tmp, after, 0o600))
 	must(t, os.Rename(tmp, cfg))
-	time.Sleep(time.Second) // a reader that opened the FIFO before the rename gets its answer
-	close(stopFeeding)
-	t.Logf("agora.yaml was read %d times through the FIFO", <-fed)
+	// The FIFO is fed until the resident has left: a reader that opened it before the
+	// rename gets its answer.
 	select {
 	case <-exited:
 		if !strings.Contains(stderr.String(), `why="agora.yaml changed"`) {
@@ -193,6 +192,8 @@ func TestRedteam45_ConfigChangedWhileStarting(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Errorf("the resident still runs 10s after agora.yaml gained leader: (it loaded the file without it, and took the digest of the file with it):\n%s", stderr.String())
 	}
+	close(stopFeeding)
+	t.Logf("agora.yaml was read %d times through the FIFO", <-fed)
 }
 
 // TestRedteam45_UntrustedLog: an `agora dispatch run` that starts a resident must never
