@@ -3,7 +3,8 @@
 // testclock prints how much of the test suite runs on the wall clock: time.Sleep calls in
 // tests (and those of 100 ms or more, with and without a comment saying why), polling
 // deadlines, literal second and minute durations, t.Parallel calls and testing/synctest
-// bubbles. `make test-clock` runs it; docs/BENCHMARKS.md keeps its figures over time.
+// bubbles. A sleep inside a synctest bubble moves its fake clock: it is counted apart, not as
+// a time.Sleep. `make test-clock` runs it; docs/BENCHMARKS.md keeps its figures over time.
 //
 //	go run scripts/testclock.go [-list] [DIR]
 //
@@ -32,7 +33,7 @@ const longSleep = 100 * time.Millisecond
 type census struct {
 	files, sleeps, longSleeps, unexplained int
 	deadlines, literalDurations            int
-	parallel, synctest                     int
+	parallel, synctest, bubbleSleeps       int
 	long                                   []string
 }
 
@@ -72,6 +73,7 @@ func main() {
 	fmt.Printf("literal second/minute durations    %d\n", c.literalDurations)
 	fmt.Printf("t.Parallel calls                   %d\n", c.parallel)
 	fmt.Printf("synctest bubbles                   %d\n", c.synctest)
+	fmt.Printf("  sleeps on a bubble's fake clock  %d\n", c.bubbleSleeps)
 	if *list {
 		sort.Strings(c.long)
 		for _, l := range c.long {
@@ -95,9 +97,30 @@ func (c *census) file(path string) error {
 			commented[fset.Position(cm.Pos()).Line] = true
 		}
 	}
+	// A synctest bubble's sleeps move its fake clock, not the wall clock: they are counted
+	// apart (bubbleSleeps), never as fixed sleeps.
+	var bubbles [][2]token.Pos
+	ast.Inspect(f, func(n ast.Node) bool {
+		if call, ok := n.(*ast.CallExpr); ok && (isSel(call.Fun, "synctest", "Test") || isSel(call.Fun, "synctest", "Run")) {
+			bubbles = append(bubbles, [2]token.Pos{call.Pos(), call.End()})
+		}
+		return true
+	})
+	inBubble := func(p token.Pos) bool {
+		for _, b := range bubbles {
+			if p >= b[0] && p < b[1] {
+				return true
+			}
+		}
+		return false
+	}
 	ast.Inspect(f, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.CallExpr:
+			if isSel(n.Fun, "time", "Sleep") && inBubble(n.Pos()) {
+				c.bubbleSleeps++
+				return true
+			}
 			c.call(fset, n, path, commented)
 		case *ast.BinaryExpr:
 			if n.Op == token.MUL && (isUnit(n.X, "Second", "Minute") || isUnit(n.Y, "Second", "Minute")) {

@@ -119,7 +119,7 @@ func TestRedTeam3_SupervisorKilledLeaksCgroup(t *testing.T) {
 	if n, err := e.d.Reap(t.Context()); err != nil || n != 1 {
 		t.Fatalf("Reap = %d, %v", n, err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Reap has released the dispatch (its cgroup killed and removed) by the time it returns.
 	if _, err := os.Stat(cgs[0]); err == nil {
 		procs, _ := os.ReadFile(filepath.Join(cgs[0], "cgroup.procs"))
 		t.Errorf("after kill -9 of the supervisor and Reap, the task cgroup %s is left behind (%d processes in it)",
@@ -173,10 +173,10 @@ func TestRedTeam3_SupervisorKilledLeaksSandboxOwnedGatewayDir(t *testing.T) {
 			os.Remove(cgs[0]) // the cgroup leak of TestRedTeam3_SupervisorKilledLeaksCgroup
 		}
 	})
-	time.Sleep(time.Second)
+	// Started: the gateway's directory was handed to the sandbox uid before the sandbox
+	// ran (stage.handOver). Once Wait returns, the supervisor is gone, as Reap asks.
 	sup.Process.Kill()
 	sup.Wait()
-	time.Sleep(time.Second)
 	if n, err := e.d.Reap(t.Context()); err != nil || n != 1 {
 		t.Fatalf("Reap = %d, %v", n, err)
 	}

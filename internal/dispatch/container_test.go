@@ -12,6 +12,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/container"
 	"github.com/agora-dev/agora/internal/config"
@@ -188,13 +189,12 @@ func TestDispatch_ContainerCancel(t *testing.T) {
 		done <- rec
 	}()
 	var task string
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		cur, err := e.d.Records.Get(ctx, r.ID)
-		if err == nil && cur.ProviderTaskID != "" {
+	agoratest.Poll(60*time.Second, 100*time.Millisecond, func() bool {
+		if cur, err := e.d.Records.Get(ctx, r.ID); err == nil {
 			task = cur.ProviderTaskID
-			break
 		}
-	}
+		return task != ""
+	})
 	if !strings.HasPrefix(task, "docker:") {
 		t.Fatalf("no docker task recorded (got %q)", task)
 	}

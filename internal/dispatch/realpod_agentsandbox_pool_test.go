@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/k8stest"
@@ -90,12 +91,8 @@ func TestDispatch_RealPodAgentSandboxPool(t *testing.T) {
 		t.Errorf("after the first dispatch: counts %+v, want one cold, none claimed", c)
 	}
 
-	deadline := time.Now().Add(4 * time.Minute)
-	for counts().Ready < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool: %+v, want 2 ready\ngateway log:\n%s\npod logs:\n%s\ncontroller log:\n%s", counts(), n.gwLog, n.podLogs(t), n.c.AgentSandboxLog())
-		}
-		time.Sleep(200 * time.Millisecond)
+	if !agoratest.Poll(4*time.Minute, 200*time.Millisecond, func() bool { return counts().Ready >= 2 }) {
+		t.Fatalf("the pool: %+v, want 2 ready\ngateway log:\n%s\npod logs:\n%s\ncontroller log:\n%s", counts(), n.gwLog, n.podLogs(t), n.c.AgentSandboxLog())
 	}
 	t.Logf("pool ready %s after the cold dispatch began", time.Since(begin).Round(time.Millisecond))
 

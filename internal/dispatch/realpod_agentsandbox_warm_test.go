@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/dispatch"
 )
@@ -94,12 +95,8 @@ func realPodAgentSandboxWarmSlot(t *testing.T, n *podNode) {
 		t.Errorf("the cold dispatch ran in no Sandbox of its name: saw %v", seen)
 	}
 
-	deadline := time.Now().Add(3 * time.Minute)
-	for podCounts(w).Ready < 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("kubernetes warm slots of an agent-sandbox target: %+v, want 1 ready\ngateway log:\n%s", podCounts(w), n.gwLog)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !agoratest.Poll(3*time.Minute, 100*time.Millisecond, func() bool { return podCounts(w).Ready >= 1 }) {
+		t.Fatalf("kubernetes warm slots of an agent-sandbox target: %+v, want 1 ready\ngateway log:\n%s", podCounts(w), n.gwLog)
 	}
 	t.Logf("slot ready %s after the cold dispatch began", time.Since(begin).Round(time.Millisecond))
 

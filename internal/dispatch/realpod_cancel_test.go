@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
@@ -65,10 +66,8 @@ func TestDispatch_RealPodFailsAndCancels(t *testing.T) {
 		// Cancel once the agent runs: the worker container is running and the agent's sleep
 		// is among its processes.
 		n.waitWorkerRunning(t)
-		for deadline := time.Now().Add(2 * time.Minute); !n.sleepRunning(t); time.Sleep(200 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no sleep among containerd's tasks' processes within 2 minutes:\n%s", n.ps(t))
-			}
+		if !agoratest.Poll(2*time.Minute, 200*time.Millisecond, func() bool { return n.sleepRunning(t) }) {
+			t.Fatalf("no sleep among containerd's tasks' processes within 2 minutes:\n%s", n.ps(t))
 		}
 		t.Logf("before the cancel:\n%s", n.ps(t))
 		if _, err := e.d.Cancel(ctx, r.ID); err != nil {

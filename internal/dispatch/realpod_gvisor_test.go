@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/k8stest"
@@ -204,7 +205,7 @@ func TestDispatch_RealPodGVisorNproc(t *testing.T) {
 		done <- r
 	}()
 	held := ""
-	for deadline := time.Now().Add(3 * time.Minute); held == "" && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	agoratest.Poll(3*time.Minute, 200*time.Millisecond, func() bool {
 		if l := e.d.Live(a.ID).LastLine; strings.Contains(l, "held=") {
 			held = l
 		}
@@ -213,7 +214,8 @@ func TestDispatch_RealPodGVisorNproc(t *testing.T) {
 			t.Fatalf("the agent ended before it held its processes: %s %s: %s\n%s", r.State, r.Reason, r.Detail, n.podLogs(t))
 		default:
 		}
-	}
+		return held != ""
+	})
 	if held == "" {
 		t.Fatalf("the agent never reported its sleepers\npod logs:\n%s", n.podLogs(t))
 	}

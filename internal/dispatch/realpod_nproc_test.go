@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
@@ -44,7 +45,7 @@ func TestDispatch_RealPodNprocPerDispatch(t *testing.T) {
 		aDone <- r
 	}()
 	held := ""
-	for deadline := time.Now().Add(3 * time.Minute); held == "" && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	agoratest.Poll(3*time.Minute, 200*time.Millisecond, func() bool {
 		if l := e.d.Live(a.ID).LastLine; strings.Contains(l, "held=") {
 			held = l
 		}
@@ -53,7 +54,8 @@ func TestDispatch_RealPodNprocPerDispatch(t *testing.T) {
 			t.Fatalf("A ended before it held its processes: %s %s: %s\n%s", r.State, r.Reason, r.Detail, n.podLogs(t))
 		default:
 		}
-	}
+		return held != ""
+	})
 	if held == "" {
 		t.Fatalf("A never reported its sleepers\npod logs:\n%s", n.podLogs(t))
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/compute/remote"
@@ -83,10 +84,8 @@ func TestDispatch_RealPodDocumentedRole(t *testing.T) {
 			ended <- rec
 		}()
 		n.waitWorkerRunning(t)
-		for deadline := time.Now().Add(2 * time.Minute); !n.sleepRunning(t); time.Sleep(200 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no sleep among the node's processes within 2 minutes:\n%s", n.ps(t))
-			}
+		if !agoratest.Poll(2*time.Minute, 200*time.Millisecond, func() bool { return n.sleepRunning(t) }) {
+			t.Fatalf("no sleep among the node's processes within 2 minutes:\n%s", n.ps(t))
 		}
 		live, err := e.d.Records.Get(ctx, r.ID)
 		if err != nil {
@@ -120,10 +119,8 @@ func TestDispatch_RealPodDocumentedRole(t *testing.T) {
 		if exit, err := adopted.Wait(); err != nil || (!exit.Cancelled && !exit.Lost) {
 			t.Errorf("the adopting handle ended %+v, %v; want the Job gone", exit, err)
 		}
-		for deadline := time.Now().Add(time.Minute); n.sleepRunning(t); time.Sleep(200 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the agent's sleep still runs a minute after the cancel:\n%s", n.ps(t))
-			}
+		if !agoratest.Poll(time.Minute, 200*time.Millisecond, func() bool { return !n.sleepRunning(t) }) {
+			t.Fatalf("the agent's sleep still runs a minute after the cancel:\n%s", n.ps(t))
 		}
 		var jobs struct{ Items []any }
 		if err := n.c.Do(ctx, http.MethodGet, "/apis/batch/v1/namespaces/"+n.c.Namespace+"/jobs?labelSelector=agora.dispatch%3D"+r.ID, nil, &jobs); err != nil {
@@ -140,17 +137,14 @@ func TestDispatch_RealPodDocumentedRole(t *testing.T) {
 			t.Fatalf("sweep as the Role: %v", err)
 		}
 		path := "/apis/batch/v1/namespaces/" + n.c.Namespace + "/jobs?labelSelector=agora.dispatch%3D" + done.ID
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if !agoratest.Poll(time.Minute, 200*time.Millisecond, func() bool {
 			var jobs struct{ Items []any }
 			if err := n.c.Do(ctx, http.MethodGet, path, nil, &jobs); err != nil {
 				t.Fatal(err)
 			}
-			if len(jobs.Items) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the ended dispatch's Job is still there a minute after the sweep")
-			}
+			return len(jobs.Items) == 0
+		}) {
+			t.Fatalf("the ended dispatch's Job is still there a minute after the sweep")
 		}
 	})
 }

@@ -99,6 +99,9 @@ func benchRealPodClaim(b *testing.B, proxy bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		// Outside the timer: the slot's worker then waits on its claim, as a slot waits in
+		// life; the gateway counts a claim's waiters in its own state only, which the bench
+		// cannot read.
 		time.Sleep(2 * time.Second)
 		id = fmt.Sprintf("01BENCHWARM%d%d", time.Now().UnixNano()%1e6, i)
 		ctx, cancel = context.WithCancel(b.Context())

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
@@ -75,12 +76,8 @@ func TestDispatch_RealPodWarmSlot(t *testing.T) {
 	req := dispatch.Request{Subagent: "editor", Repo: repo, Target: "pod", Timeout: 4 * time.Minute}
 	cold := e.run(req)
 	wantFinished(t, cold)
-	deadline := time.Now().Add(3 * time.Minute)
-	for podCounts(w).Ready < 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("kubernetes warm slots: %+v, want 1 ready", podCounts(w))
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !agoratest.Poll(3*time.Minute, 100*time.Millisecond, func() bool { return podCounts(w).Ready >= 1 }) {
+		t.Fatalf("kubernetes warm slots: %+v, want 1 ready", podCounts(w))
 	}
 	hot := e.run(req)
 	t.Logf("warm: %s %s %s stdout %q stderr %q", hot.State, hot.Reason, hot.Detail, e.stdout(hot), e.stderr(hot))
@@ -130,12 +127,8 @@ func TestDispatch_RealPodWarmProbe(t *testing.T) {
 	req := dispatch.Request{Subagent: "editor", Repo: repo, Target: "pod", Envs: []string{"model"}, Timeout: 4 * time.Minute}
 	cold := e.run(req)
 	wantFinished(t, cold)
-	deadline := time.Now().Add(3 * time.Minute)
-	for podCounts(w).Ready < 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("kubernetes warm slots: %+v, want 1 ready", podCounts(w))
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !agoratest.Poll(3*time.Minute, 100*time.Millisecond, func() bool { return podCounts(w).Ready >= 1 }) {
+		t.Fatalf("kubernetes warm slots: %+v, want 1 ready", podCounts(w))
 	}
 	hot := e.run(req)
 	if hot.State != dispatch.StateFinished {

@@ -92,9 +92,10 @@ func TestRedTeam35_RealPodFillerImageRoundTripNeverClaimed(t *testing.T) {
 // image, and returns its index in the pod's containers.
 func waitFiller(t *testing.T, n *podNode, podPath string, restarts int32, image string) int {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		var pod corev1.Pod
+	var pod corev1.Pod
+	index := -1
+	if !agoratest.Poll(2*time.Minute, 200*time.Millisecond, func() bool {
+		pod = corev1.Pod{}
 		if err := n.c.Do(t.Context(), http.MethodGet, podPath, nil, &pod); err != nil {
 			t.Fatal(err)
 		}
@@ -102,16 +103,17 @@ func waitFiller(t *testing.T, n *podNode, podPath string, restarts int32, image 
 			if st.Name == "fill" && st.RestartCount == restarts && st.State.Running != nil && st.ImageID != "" && strings.HasSuffix(image, "@"+digestOf(st.ImageID)) {
 				for j, c := range pod.Spec.Containers {
 					if c.Name == "fill" {
-						return j
+						index = j
+						return true
 					}
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the filler did not restart %d times in 2 minutes: %+v", restarts, pod.Status.ContainerStatuses)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("the filler did not restart %d times in 2 minutes: %+v", restarts, pod.Status.ContainerStatuses)
 	}
+	return index
 }
 
 // digestOf is an image id's digest (sha256:...), whatever precedes it.

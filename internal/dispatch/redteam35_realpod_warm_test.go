@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
@@ -41,12 +42,8 @@ func TestRedTeam35_RealPodSlotPlaceAttacks(t *testing.T) {
 	req := dispatch.Request{Subagent: "attacker", Repo: gitRepo(t, map[string]string{"README": "one\n"}), Target: "pod", Timeout: 4 * time.Minute}
 	cold := e.run(req)
 	wantFinished(t, cold)
-	deadline := time.Now().Add(3 * time.Minute)
-	for podCounts(w).Ready < 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("kubernetes warm slots: %+v, want 1 ready", podCounts(w))
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !agoratest.Poll(3*time.Minute, 100*time.Millisecond, func() bool { return podCounts(w).Ready >= 1 }) {
+		t.Fatalf("kubernetes warm slots: %+v, want 1 ready", podCounts(w))
 	}
 	hot := e.run(req)
 	wantFinished(t, hot)

@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/runtime/claudert/anthropictest"
 	"github.com/agora-dev/agora/internal/runtimebin"
 	"github.com/agora-dev/agora/internal/shellwords"
@@ -137,7 +139,8 @@ func TestRedTeam38_ClaudeRelayTokenPower(t *testing.T) {
 	}
 	// A daemon the probe left keeps calling the relay with the token: once the dispatch has
 	// ended, nothing more of it reaches the API (the sandbox's processes are killed, the
-	// relay is closed with the runtime).
+	// relay is closed with the runtime). The daemon's shell and each of its curls carry
+	// RT38-AFTER in their command lines: once no process does, none can send it again.
 	after := func() int {
 		n := 0
 		for _, r := range api.Requests() {
@@ -149,7 +152,13 @@ func TestRedTeam38_ClaudeRelayTokenPower(t *testing.T) {
 	}
 	atEnd := after()
 	t.Logf("the daemon's requests that reached the API while the dispatch ran: %d", atEnd)
-	time.Sleep(2 * time.Second)
+	agoratest.Poll(10*time.Second, 20*time.Millisecond, func() bool { return len(processesWith("RT38-AFTER")) == 0 })
+	if pids := processesWith("RT38-AFTER"); len(pids) > 0 {
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL) // the test started it
+		}
+		t.Errorf("the daemon the probe left (pids %v) outlived the dispatch", pids)
+	}
 	if n := after(); n != atEnd {
 		t.Errorf("%d requests with the relay token reached the API after the dispatch ended", n-atEnd)
 	}

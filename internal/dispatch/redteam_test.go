@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
@@ -160,7 +161,9 @@ func TestRedTeam_Pid1SurvivesDispatchEnd(t *testing.T) {
 	if !dispatch.IsTerminal(r.State) {
 		t.Fatalf("dispatch %s is %s", r.ID, r.State)
 	}
-	time.Sleep(time.Second)
+	// The agent's processes are killed as the dispatch ends; a killed process is gone from
+	// /proc (or a zombie, whose command line is empty) a moment later, a survivor never.
+	agoratest.Poll(10*time.Second, 20*time.Millisecond, func() bool { return len(processesWith(marker)) == 0 })
 	if pids := processesWith(marker); len(pids) > 0 {
 		for _, pid := range pids {
 			syscall.Kill(pid, syscall.SIGKILL) // the test started it

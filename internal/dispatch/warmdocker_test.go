@@ -16,6 +16,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/container"
 	"github.com/agora-dev/agora/internal/compute/warm"
@@ -144,11 +145,12 @@ func TestDockerWarm_Cancel(t *testing.T) {
 			done <- rec
 		}()
 		var task string
-		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && task == ""; time.Sleep(100 * time.Millisecond) {
+		agoratest.Poll(60*time.Second, 100*time.Millisecond, func() bool {
 			if cur, err := e.d.Records.Get(ctx, r.ID); err == nil {
 				task = cur.ProviderTaskID
 			}
-		}
+			return task != ""
+		})
 		if task == "" {
 			t.Fatalf("dispatch %d: no task recorded", i)
 		}

@@ -51,15 +51,18 @@ func Elect(ctx context.Context, c Config) (*Leader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return elect(ctx, c, api)
+	return elect(ctx, c, api, bootNow)
 }
 
-func elect(ctx context.Context, c Config, api leaseAPI) (*Leader, error) {
+// elect is Elect over api, with every instant the elector and its fence compare read from
+// now (bootNow; the tests' fake clock).
+func elect(ctx context.Context, c Config, api leaseAPI, now clock) (*Leader, error) {
 	log := c.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	e := &elector{cfg: c, api: api, log: log, fence: NewFence(c.Namespace+"/"+c.Name, c.Duration)}
+	e.fence.now = now
 	if err := e.acquire(ctx); err != nil {
 		return nil, err
 	}

@@ -125,8 +125,10 @@ func TestElect_ForeignHolderNotTakenEarly(t *testing.T) {
 	stop := make(chan struct{})
 	go func() { // the foreign holder renews every second for 3 durations, then dies
 		defer close(stop)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
 		for i := 0; i < 3*int(secs); i++ {
-			time.Sleep(time.Second)
+			<-tick.C
 			now := metav1.NewMicroTime(time.Now())
 			l.Spec.RenewTime = &now
 			// err is the goroutine's own: the test's err is written by Elect concurrently.

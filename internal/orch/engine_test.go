@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -76,46 +77,63 @@ func countAttempts(f *fakeExec, task string) int {
 	return n
 }
 
+// TestEngine_RetriesRetryableReasonsWithBackoff retries a retryable failure (and a worker
+// failure, unless the task says not to) up to max_attempts, each retry fired when its backoff
+// has passed and not before: on the bubble's clock, with the jitter fixed at a half, a 10 s
+// initial backoff doubling to a 15 s ceiling puts the attempts at 0, 5 s and 12.5 s.
 func TestEngine_RetriesRetryableReasonsWithBackoff(t *testing.T) {
-	var mu sync.Mutex
-	tries := map[string]int{}
-	f := newFakeExec(func(a orch.Attempt) orch.Outcome {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		tries := map[string]int{}
+		fired := map[string][]time.Duration{}
+		t0 := time.Now()
+		f := newFakeExec(func(a orch.Attempt) orch.Outcome {
+			mu.Lock()
+			defer mu.Unlock()
+			tries[a.TaskID]++
+			fired[a.TaskID] = append(fired[a.TaskID], time.Since(t0))
+			switch {
+			case a.TaskID == "flaky" && tries["flaky"] < 3:
+				return orch.Outcome{State: api.TaskFailed, Reason: "provider-failed"}
+			case a.TaskID == "broken":
+				return orch.Outcome{State: api.TaskFailed, Reason: "worker-failed"}
+			case a.TaskID == "strict":
+				return orch.Outcome{State: api.TaskFailed, Reason: "worker-failed"}
+			}
+			return orch.Outcome{State: api.TaskSucceeded}
+		})
+		h := startOpts(t, "", f, orch.Options{Rand: func() float64 { return 0.5 }})
+		retry := map[string]any{"max_attempts": 3, "initial_backoff": "10s", "max_backoff": "15s"}
+		id := h.runToEnd(mkPlan(t, "retries", 4,
+			spec{ID: "flaky", Retry: retry},
+			spec{ID: "broken", Retry: retry},
+			spec{ID: "strict", Retry: map[string]any{"max_attempts": 3, "initial_backoff": "10s", "on_worker_failed": false}}))
+		r := h.wait(id)
+		want := map[string]string{"flaky": "succeeded", "broken": "failed", "strict": "failed"}
+		if diff := cmp.Diff(want, taskStates(r)); diff != "" {
+			t.Errorf("states (-want +got):\n%s", diff)
+		}
+		for task, n := range map[string]int{"flaky": 3, "broken": 3, "strict": 1} {
+			if got := countAttempts(f, task); got != n {
+				t.Errorf("%s fired %d times, want %d", task, got, n)
+			}
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		tries[a.TaskID]++
-		switch {
-		case a.TaskID == "flaky" && tries["flaky"] < 3:
-			return orch.Outcome{State: api.TaskFailed, Reason: "provider-failed"}
-		case a.TaskID == "broken":
-			return orch.Outcome{State: api.TaskFailed, Reason: "worker-failed"}
-		case a.TaskID == "strict":
-			return orch.Outcome{State: api.TaskFailed, Reason: "worker-failed"}
+		backedOff := []time.Duration{0, 5 * time.Second, 12500 * time.Millisecond}
+		for task, want := range map[string][]time.Duration{"flaky": backedOff, "broken": backedOff, "strict": {0}} {
+			if !slices.Equal(fired[task], want) {
+				t.Errorf("%s fired at %v, want %v (each retry its backoff after the failure)", task, fired[task], want)
+			}
 		}
-		return orch.Outcome{State: api.TaskSucceeded}
+		seen := map[string]bool{}
+		for _, a := range f.attempts() {
+			if seen[a.DispatchID] {
+				t.Errorf("dispatch id %s reused", a.DispatchID)
+			}
+			seen[a.DispatchID] = true
+		}
 	})
-	h := start(t, "", f)
-	retry := map[string]any{"max_attempts": 3, "initial_backoff": "5ms", "max_backoff": "20ms"}
-	id := h.submit(mkPlan(t, "retries", 4,
-		spec{ID: "flaky", Retry: retry},
-		spec{ID: "broken", Retry: retry},
-		spec{ID: "strict", Retry: map[string]any{"max_attempts": 3, "initial_backoff": "5ms", "on_worker_failed": false}}))
-	r := h.wait(id)
-	want := map[string]string{"flaky": "succeeded", "broken": "failed", "strict": "failed"}
-	if diff := cmp.Diff(want, taskStates(r)); diff != "" {
-		t.Errorf("states (-want +got):\n%s", diff)
-	}
-	for task, n := range map[string]int{"flaky": 3, "broken": 3, "strict": 1} {
-		if got := countAttempts(f, task); got != n {
-			t.Errorf("%s fired %d times, want %d", task, got, n)
-		}
-	}
-	seen := map[string]bool{}
-	for _, a := range f.attempts() {
-		if seen[a.DispatchID] {
-			t.Errorf("dispatch id %s reused", a.DispatchID)
-		}
-		seen[a.DispatchID] = true
-	}
 }
 
 func TestEngine_ExclusiveLocksSerialiseSharedLocksCoexist(t *testing.T) {

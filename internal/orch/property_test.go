@@ -2,8 +2,11 @@ package orch_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -14,9 +17,33 @@ import (
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
+// propertyChecks is how many random cases TestEngine_Properties tries in `go test` (make
+// test, CI): each is an engine on a real SQLite file, about a second under -race on a loaded
+// machine, and rapid's 100 cost CI 108 s. 20 still find a lock taken twice or a task fired
+// before its dependency (checked by planting each). The full rig is `make property`
+// (-rapid.checks=1000); an explicit -rapid.checks or RAPID_CHECKS always wins.
+const propertyChecks = 20
+
+// sizeProperties sets rapid's number of checks to propertyChecks for t, unless the command
+// line or the environment chose one.
+func sizeProperties(t *testing.T) {
+	chosen := os.Getenv("RAPID_CHECKS") != ""
+	flag.Visit(func(f *flag.Flag) { chosen = chosen || f.Name == "rapid.checks" })
+	f := flag.Lookup("rapid.checks")
+	if chosen || f == nil {
+		return
+	}
+	was := f.Value.String()
+	if err := f.Value.Set(strconv.Itoa(propertyChecks)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Value.Set(was) })
+}
+
 // TestEngine_Properties runs random DAGs with random locks and random attempt outcomes, in
 // several concurrent runs sharing the lock names, and checks the scheduler's invariants.
 func TestEngine_Properties(t *testing.T) {
+	sizeProperties(t)
 	rapid.Check(t, func(rt *rapid.T) {
 		nRuns := rapid.IntRange(1, 3).Draw(rt, "runs")
 		lockNames := []string{"l0", "l1", "l2", "l3"}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/orch"
@@ -71,8 +72,7 @@ func retentionChild(t *testing.T, mode, path string) {
 	// The run no record names: ended, sealed, and folded at once (the seal's fold).
 	done := submitTo(t, eng, mkPlan(t, "done", 2, spec{ID: "c1"}, spec{ID: "c2", Deps: []string{"c1"}}))
 	if mode == "fold" {
-		time.Sleep(time.Minute) // the seal's fold kills the process
-		t.Fatal("the child outlived its kill in the fold")
+		agoratest.AwaitOwnKill(t, "the seal's fold") // SetInFold kills the process
 	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
 		r, err := eng.Status(ctx, done)
@@ -96,8 +96,7 @@ func retentionChild(t *testing.T, mode, path string) {
 	<-ex.started
 	submitTo(t, eng, mkPlan(t, "waiting", 2, spec{ID: "b", Locks: []any{"lock"}}))
 	close(ex.release)
-	time.Sleep(time.Minute)
-	t.Fatal("the child outlived its kill")
+	agoratest.AwaitOwnKill(t, "task b's start") // sealKill kills the process
 }
 
 func submitTo(t *testing.T, eng *orch.Engine, p *plan.Plan) string {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -171,39 +172,54 @@ func (s *settlingSlot) Settled() <-chan struct{} { return s.settled }
 // TestPool_RefillWaitsForTheClaimedSlotToSettle: a claimed slot that settles later (a standby
 // supervisor, until its dispatch has ended) holds the refill back until it settles (#28: the
 // refill's process start ran beside the claimed dispatch), and not longer than
-// refillHeldAtMost.
+// refillHeldAtMost. On a synctest clock: the refill comes the moment the slot settles, or
+// exactly refillHeldAtMost after the claim of one that never does.
 func TestPool_RefillWaitsForTheClaimedSlotToSettle(t *testing.T) {
-	fills := make(chan *settlingSlot, 8)
-	p := New(t.Context(), "local", 1, func(context.Context) (Slot, error) {
-		s := &settlingSlot{fakeSlot: fakeSlot{shape: "s"}, settled: make(chan struct{})}
-		fills <- s
-		return s, nil
-	})
-	defer p.Close()
-	first := <-fills
-	waitReady(t, p, 1)
-	if got := p.Claim("s"); got != first {
-		t.Fatalf("claimed %v, want the ready slot", got)
-	}
-	select {
-	case <-fills:
-		t.Fatal("the pool refilled before the claimed slot settled")
-	case <-time.After(100 * time.Millisecond):
-	}
-	close(first.settled)
-	select {
-	case second := <-fills:
-		waitReady(t, p, 1)
-		// Unsettled for good: the bound tops the pool up all the same.
+	synctest.Test(t, func(t *testing.T) {
+		fills := make(chan *settlingSlot, 8)
+		p := New(t.Context(), "local", 1, func(context.Context) (Slot, error) {
+			s := &settlingSlot{fakeSlot: fakeSlot{shape: "s"}, settled: make(chan struct{})}
+			fills <- s
+			return s, nil
+		})
+		defer p.Close()
+		first := <-fills
+		synctest.Wait()
+		if got := p.Claim("s"); got != first {
+			t.Fatalf("claimed %v, want the ready slot", got)
+		}
+		time.Sleep(refillHeldAtMost / 2)
+		synctest.Wait()
+		select {
+		case <-fills:
+			t.Fatal("the pool refilled before the claimed slot settled")
+		default:
+		}
+		close(first.settled)
+		synctest.Wait()
+		var second *settlingSlot
+		select {
+		case second = <-fills:
+		default:
+			t.Fatal("the pool did not refill when the claimed slot settled")
+		}
+		// Unsettled for good: the bound tops the pool up all the same, and not before it.
 		if got := p.Claim("s"); got != second {
 			t.Fatalf("claimed %v, want the refilled slot", got)
 		}
+		time.Sleep(refillHeldAtMost - time.Nanosecond)
+		synctest.Wait()
 		select {
 		case <-fills:
-		case <-time.After(10*time.Second + refillHeldAtMost):
+			t.Fatal("the pool refilled before refillHeldAtMost with the claimed slot unsettled")
+		default:
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		select {
+		case <-fills:
+		default:
 			t.Fatal("a claimed slot that never settles held the refill back past refillHeldAtMost")
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the pool did not refill after the claimed slot settled")
-	}
+	})
 }

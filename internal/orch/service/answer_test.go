@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -46,14 +47,11 @@ tasks:
 	}
 	waitRun := func(state string) api.Run {
 		t.Helper()
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			if r := status(); r.State == state {
-				return r
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("run %s never became %s: %+v", runID, state, status())
-			}
+		var r api.Run
+		if !agoratest.Poll(60*time.Second, 100*time.Millisecond, func() bool { r = status(); return r.State == state }) {
+			t.Fatalf("run %s never became %s: %+v", runID, state, r)
 		}
+		return r
 	}
 	parent := waitRun(api.RunNeedsInput).Tasks[0].DispatchID
 	e.run("orch", "answer", runID, "ask", "--answer", "red")

@@ -108,11 +108,12 @@ func slotContainers(t *testing.T, cli *client.Client, e *env) []slotBox {
 		Filters: make(client.Filters).Add("label", container.LabelHome+"="+container.HomeLabel(e.home))}
 	// Podman fails a list when a listed container's process exits while it reads its cgroup
 	// ("read /proc/N/cgroup: no such process"); a moment later the list holds.
-	res, err := cli.ContainerList(context.Background(), opts)
-	for i := 0; err != nil && i < 4; i++ {
-		time.Sleep(100 * time.Millisecond)
+	var res client.ContainerListResult
+	var err error
+	agoratest.Poll(5*time.Second, 100*time.Millisecond, func() bool {
 		res, err = cli.ContainerList(context.Background(), opts)
-	}
+		return err == nil
+	})
 	must(t, err)
 	var out []slotBox
 	for _, c := range res.Items {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoradb"
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/k8stest"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/store"
@@ -145,11 +146,10 @@ tasks:
 	// phase once there is one (at load 20 the first look found none; CI of session 37).
 	pending := "placement: kubernetes " + first[kept][0] + ": phase Pending"
 	var out string
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if out = e.run("dispatch", "describe", kept); strings.Contains(out, pending) || time.Now().After(deadline) {
-			break
-		}
-	}
+	agoratest.Poll(30*time.Second, 100*time.Millisecond, func() bool {
+		out = e.run("dispatch", "describe", kept)
+		return strings.Contains(out, pending)
+	})
 	t.Logf("before the kill: %s", lastLine(out))
 	if !strings.Contains(out, pending) {
 		t.Errorf("describe of a pending dispatch, 30 s after its Job was made:\n%s", out)
@@ -320,11 +320,9 @@ tasks:
 		t.Errorf("describe of an orphan with no serve running does not say it waits for one:\n%s", out)
 	}
 	serve = e.serve()
-	for deadline := time.Now().Add(time.Minute); len(e.adoptions()[kept]) == 0; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log"))
-			t.Fatalf("serve did not adopt %s within a minute; serve log:\n%s", kept, b)
-		}
+	if !agoratest.Poll(time.Minute, 100*time.Millisecond, func() bool { return len(e.adoptions()[kept]) > 0 }) {
+		b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log"))
+		t.Fatalf("serve did not adopt %s within a minute; serve log:\n%s", kept, b)
 	}
 	// Adopted, not re-exported: the pod's token is the one its session still checks.
 	if after, err := os.ReadFile(session(kept)); err != nil || string(after) != string(before) {
@@ -401,10 +399,8 @@ func TestServe_ReapAdoptsDeadSupervisorsDispatch(t *testing.T) {
 		t.Fatalf("the dispatch has no gateway session while its Job runs: %v", err)
 	}
 	must(t, syscall.Kill(e.supervisorPID(id), syscall.SIGKILL))
-	for deadline := time.Now().Add(time.Minute); len(e.adoptions()[id]) == 0; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("serve did not adopt the dispatch whose supervisor was killed")
-		}
+	if !agoratest.Poll(time.Minute, 100*time.Millisecond, func() bool { return len(e.adoptions()[id]) > 0 }) {
+		t.Fatal("serve did not adopt the dispatch whose supervisor was killed")
 	}
 	if pid := e.supervisorPID(id); pid != serve.Process.Pid {
 		t.Errorf("the dispatch's supervisor is pid %d after the adoption, want serve's %d", pid, serve.Process.Pid)
@@ -417,10 +413,8 @@ func TestServe_ReapAdoptsDeadSupervisorsDispatch(t *testing.T) {
 	must(t, serve.Process.Signal(syscall.SIGKILL))
 	serve.Wait()
 	serve = e.serve()
-	for deadline := time.Now().Add(time.Minute); len(e.adoptions()[id]) < 2; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the restarted serve did not adopt the dispatch its killed predecessor had adopted")
-		}
+	if !agoratest.Poll(time.Minute, 100*time.Millisecond, func() bool { return len(e.adoptions()[id]) >= 2 }) {
+		t.Fatal("the restarted serve did not adopt the dispatch its killed predecessor had adopted")
 	}
 	if a := e.adoptions()[id]; !strings.HasPrefix(fmt.Sprint(a[1]["previous"]), fmt.Sprintf("%d:", first)) {
 		t.Errorf("second adoption %v: want it taken from the killed serve (pid %d)", a[1], first)

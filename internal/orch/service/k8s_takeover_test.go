@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/agoradb"
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/store"
 	"github.com/agora-dev/agora/internal/worker/remote"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -142,11 +143,9 @@ tasks:
 	takeOver(t, e.home)
 	serve = e.serveArgs("--gateway", addr)
 	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
-	for deadline := time.Now().Add(time.Minute); len(e.adoptions()[kept]) == 0 || len(e.adoptions()[gone]) == 0; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log"))
-			t.Fatalf("the new leader did not adopt both dispatches within a minute; serve log:\n%s", b)
-		}
+	if !agoratest.Poll(time.Minute, 100*time.Millisecond, func() bool { a := e.adoptions(); return len(a[kept]) > 0 && len(a[gone]) > 0 }) {
+		b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log"))
+		t.Fatalf("the new leader did not adopt both dispatches within a minute; serve log:\n%s", b)
 	}
 
 	// kept's pod, with the token its Secret holds, reaches the new leader's gateway: its

@@ -259,20 +259,15 @@ func TestRedTeam31_SlotsDieAtOnce(t *testing.T) {
 		}
 		return true
 	})
+	// Every look notes the standbys it sees: a refill that spins shows as many of them.
 	seen := map[int]bool{}
-	deadline := time.Now().Add(20 * time.Second)
-	ready := false
-	for time.Now().Before(deadline) {
+	ready := agoratest.Poll(20*time.Second, 100*time.Millisecond, func() bool {
 		now := standbys(t, e)
 		for _, pid := range now {
 			seen[pid] = true
 		}
-		if len(now) >= 2 && len(readySlots(t, e)) >= 2 {
-			ready = true
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(now) >= 2 && len(readySlots(t, e)) >= 2
+	})
 	if len(seen) > 6 {
 		t.Errorf("serve started %d standbys to refill 2: it spins", len(seen))
 	}

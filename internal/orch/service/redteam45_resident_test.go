@@ -182,9 +182,8 @@ func TestRedteam45_ConfigChangedWhileStarting(t *testing.T) {
 	tmp := cfg + ".new"
 	must(t, os.WriteFile(tmp, after, 0o600))
 	must(t, os.Rename(tmp, cfg))
-	time.Sleep(time.Second) // a reader that opened the FIFO before the rename gets its answer
-	close(stopFeeding)
-	t.Logf("agora.yaml was read %d times through the FIFO", <-fed)
+	// The FIFO is fed until the resident has left: a reader that opened it before the
+	// rename gets its answer.
 	select {
 	case <-exited:
 		if !strings.Contains(stderr.String(), `why="agora.yaml changed"`) {
@@ -193,6 +192,8 @@ func TestRedteam45_ConfigChangedWhileStarting(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Errorf("the resident still runs 10s after agora.yaml gained leader: (it loaded the file without it, and took the digest of the file with it):\n%s", stderr.String())
 	}
+	close(stopFeeding)
+	t.Logf("agora.yaml was read %d times through the FIFO", <-fed)
 }
 
 // TestRedteam45_UntrustedLog: an `agora dispatch run` that starts a resident must never
@@ -217,8 +218,9 @@ func TestRedteam45_UntrustedLog(t *testing.T) {
 			if code != 0 {
 				t.Errorf("exit %d\n%s", code, stderr)
 			}
+			// A CLI that starts a resident starts its process before it exits: once the CLI
+			// has exited, one it started is running.
 			if mode != 0o700 {
-				time.Sleep(time.Second)
 				if pids := residentsOf(e.home); len(pids) != 0 {
 					t.Errorf("a resident (pids %v) started in an orch/ of mode %o", pids, mode)
 				}
@@ -459,17 +461,26 @@ func TestRedteam45_ReplacedResidentKeepsNewSocket(t *testing.T) {
 		<-exited
 	}()
 	waitGone(t, first, 15*time.Second, "its socket was replaced")
-	time.Sleep(2500 * time.Millisecond) // the second looks at its socket every second
-	select {
-	case <-exited:
-		t.Fatalf("the second resident left when the first did:\n%s", stderr.String())
-	default:
-	}
 	if fi, err := os.Lstat(e.residentSock()); err != nil || fi.Mode().Type() != os.ModeSocket {
 		t.Errorf("the second resident's socket is gone: %v", err)
 	}
 	if code, _, stderr := e.oneShot(nil, "--subagent", "ok"); code != 0 {
 		t.Errorf("a dispatch to the second resident: exit %d\n%s", code, stderr)
+	}
+	// The second looks at its socket, then at agora.yaml, every second: written, agora.yaml
+	// makes it leave at its next look, which must find its socket its own.
+	f, err := os.OpenFile(filepath.Join(e.home, "agora.yaml"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	must(t, err)
+	_, err = f.WriteString("\n# changed\n")
+	must(t, err)
+	must(t, f.Close())
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the second resident still runs 15 s after agora.yaml changed:\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), `why="agora.yaml changed"`) {
+		t.Errorf("the second resident left, but not for the edit of agora.yaml (its socket no longer its own?):\n%s", stderr.String())
 	}
 }
 

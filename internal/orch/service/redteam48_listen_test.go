@@ -382,6 +382,8 @@ func TestRedTeam48_DeclinesKeepItAlive(t *testing.T) {
 			resp.Body.Close()
 			n++
 		}
+		// The stream's pace is the attack (one decline every 500 ms against an idle of 3 s),
+		// not a wait for anything.
 		time.Sleep(500 * time.Millisecond)
 	}
 	if syscall.Kill(pid, 0) == nil {

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/worker/remote"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -119,11 +120,9 @@ tasks:
 	serve = e.serveArgs("--gateway", addr)
 	waitAdoptions := func(n int) {
 		t.Helper()
-		for deadline := time.Now().Add(time.Minute); len(e.adoptions()[id]) < n; time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log"))
-				t.Fatalf("adoption %d of %s did not come within a minute; serve log:\n%s", n, id, b)
-			}
+		if !agoratest.Poll(time.Minute, 100*time.Millisecond, func() bool { return len(e.adoptions()[id]) >= n }) {
+			b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log"))
+			t.Fatalf("adoption %d of %s did not come within a minute; serve log:\n%s", n, id, b)
 		}
 	}
 	waitAdoptions(1)

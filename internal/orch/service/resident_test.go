@@ -212,12 +212,20 @@ func TestResident_Leaves(t *testing.T) {
 			code        int
 			out, stderr string
 		}
+		cmd, stdout, lines := e.startOneShot("--subagent", "slow", "--progress")
+		seen := waitLine(t, lines, "| working on it") // in flight, in the resident
 		done := make(chan result, 1)
 		go func() {
-			code, out, stderr := e.oneShot(nil, "--subagent", "slow")
-			done <- result{code, out, stderr}
+			rest := drain(lines)
+			code := 0
+			if err := cmd.Wait(); err != nil {
+				code = -1
+				if ee, ok := err.(*exec.ExitError); ok {
+					code = ee.ExitCode()
+				}
+			}
+			done <- result{code, stdout.String(), seen + rest}
 		}()
-		time.Sleep(500 * time.Millisecond)
 		stop := exec.Command(agoraBin, "dispatch", "resident", "--stop")
 		stop.Env = e.vars
 		out, err := stop.CombinedOutput()
@@ -273,9 +281,12 @@ func TestResident_Off(t *testing.T) {
 			t.Fatalf("exit %d\n%s", code, stderr)
 		}
 	}
-	time.Sleep(time.Second)
-	if _, err := os.Lstat(e.residentSock()); !os.IsNotExist(err) {
-		t.Errorf("resident: {idle: 0} started a resident dispatcher: %v", err)
+	// A CLI that starts a resident opens its log before it exits (startResident): none is
+	// there once both have exited, and no socket.
+	for _, name := range []string{"resident.log", "resident.sock"} {
+		if _, err := os.Lstat(filepath.Join(e.home, "orch", name)); !os.IsNotExist(err) {
+			t.Errorf("resident: {idle: 0} started a resident dispatcher: %s: %v", name, err)
+		}
 	}
 	cmd := exec.Command(agoraBin, "dispatch", "resident")
 	cmd.Env = e.vars
