@@ -298,7 +298,11 @@ func (d *Dispatcher) stackBase(ctx context.Context, id, repo, rev string, inputs
 	if state == "" {
 		state = os.TempDir()
 	}
-	base, err = stackBaseAt(ctx, filepath.Join(state, stackScratchDir, id), repo, rev, patches)
+	scratch := filepath.Join(state, stackScratchDir)
+	sweepStackScratch(scratch, time.Now())
+	ctx, cancel := context.WithTimeout(ctx, stackBuildTimeout)
+	defer cancel()
+	base, err = stackBaseAt(ctx, filepath.Join(scratch, id), repo, rev, patches)
 	var ce *StackConflictError
 	var re *stackReadError
 	switch {

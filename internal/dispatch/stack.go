@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/digest"
@@ -303,8 +304,34 @@ func cut(s string) string {
 
 // stackScratchDir, under the state directory, holds the scratch repositories accept builds
 // stacked bases in, one per dispatch id: one a crash left is removed when the same dispatch
-// is accepted again (the engine accepts an attempt it never saw recorded again, by its id).
+// is accepted again (the engine accepts an attempt it never saw recorded again, by its id),
+// or by the next stacked accept once it is older than stackScratchMaxAge (a dispatch that is
+// never accepted again, such as one of a run cancelled while serve was down).
 const stackScratchDir = ".stack"
+
+// stackBuildTimeout bounds accept's build of a stacked base, and stackScratchMaxAge is how
+// old a scratch repository must be before another accept removes it: twice the bound, so no
+// build in progress is ever swept from under itself.
+const (
+	stackBuildTimeout  = 30 * time.Minute
+	stackScratchMaxAge = 2 * stackBuildTimeout
+)
+
+// sweepStackScratch removes what crashed accepts left in dir: entries last changed before
+// now less stackScratchMaxAge. Best effort: what it cannot read or remove stays.
+func sweepStackScratch(dir string, now time.Time) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil || now.Sub(fi.ModTime()) < stackScratchMaxAge {
+			continue
+		}
+		os.RemoveAll(filepath.Join(dir, e.Name()))
+	}
+}
 
 // stackBaseAt builds the stacked base of patches on repo's commit rev (repo "": on the empty
 // tree) in a scratch repository at tmp (made here, removed after) that reads repo's objects

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // stackRepo is a repository with one commit and the patches of a chain made on it: impl adds
@@ -374,4 +375,29 @@ func TestStack_ForgedIndexLineMergesNothingElse(t *testing.T) {
 		f, _ := tree.git(t.Context(), nil, "cat-file", "blob", base+":f.txt")
 		t.Errorf("the stacked base's tree %s is not the tree the gate ran %s; its f.txt:\n%s", got, ran, f)
 	}
+}
+
+// TestStack_ScratchSweep: a scratch repository an accept killed mid-build left behind is
+// removed by a later stacked accept once it is older than stackScratchMaxAge, whatever its
+// dispatch; a younger one (a build that may still run) is kept.
+func TestStack_ScratchSweep(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	for name, age := range map[string]time.Duration{"01OLD": stackScratchMaxAge + time.Minute, "01NEW": stackScratchMaxAge - time.Minute} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Join(p, "git", "objects"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, now.Add(-age), now.Add(-age)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sweepStackScratch(dir, now)
+	if _, err := os.Stat(filepath.Join(dir, "01OLD")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the old scratch repository is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "01NEW")); err != nil {
+		t.Errorf("the young scratch repository was swept: %v", err)
+	}
+	sweepStackScratch(filepath.Join(dir, "none"), now) // no directory: nothing to do
 }
