@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 
-	"github.com/agora-dev/agora/internal/gitexec"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
@@ -340,29 +338,10 @@ func (e *gitError) Error() string { return "git " + e.step + ": " + e.msg }
 // git runs one git step on the tree (through gitexec: no hooks, no user or system config),
 // with stdin.
 func (t *gateTree) git(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
-	pre := []string{"-c", "core.autocrlf=false", "-c", "core.safecrlf=false", "-c", "core.symlinks=true"}
-	dir := t.dir
+	dir, pre := t.dir, []string(nil)
 	if t.gitDir != "" {
-		pre = append(pre, "--git-dir="+t.gitDir, "--work-tree="+t.dir)
+		pre = []string{"--git-dir=" + t.gitDir, "--work-tree=" + t.dir}
 		dir = filepath.Dir(t.gitDir)
 	}
-	cmd := gitexec.Command(ctx, dir, append(pre, args...)...)
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		msg := strings.TrimSpace(errb.String())
-		if len(msg) > maxGitMessage {
-			msg = msg[:maxGitMessage] + "..."
-		}
-		return nil, &gitError{step: args[0], msg: msg}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("git %s: %w", args[0], err)
-	}
-	return out.Bytes(), nil
+	return gitIn(dir, nil, pre)(ctx, stdin, args...)
 }
