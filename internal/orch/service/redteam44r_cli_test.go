@@ -179,28 +179,7 @@ func TestRedTeam44R_CodexReviewerConfigForgery(t *testing.T) {
 	must(t, err)
 	t.Cleanup(func() { model.Close() })
 	e, _ := reviewEnv(t, "runtimes:\n  codex: {binary: "+binary+"}\n")
-	e.vars = append(e.vars, "CODEX_REVIEW_KEY="+key)
-	dir := t.TempDir()
-	caps := filepath.Join(dir, "caps", "codex-tools")
-	must(t, os.MkdirAll(caps, 0o755))
-	must(t, os.WriteFile(filepath.Join(caps, "capability.yaml"), []byte("tools: [run_command]\ncommands: [\"sh -c *\"]\n"), 0o644))
-	must(t, os.WriteFile(filepath.Join(dir, "agora-manifest.yaml"), []byte(fmt.Sprintf(`version: 1
-capabilities:
-  - {name: codex-tools, from: caps/codex-tools}
-subagents:
-  - name: r-codex
-    runtime: codex
-    model: gpt-5.5
-    system_prompt: You review work.
-    capabilities: [codex-tools]
-envs:
-  - name: responses
-    values:
-      OPENAI_BASE_URL: %s
-    secrets:
-      OPENAI_API_KEY: {from_env: CODEX_REVIEW_KEY}
-`, model.URL)), 0o644))
-	e.run("apply", "-f", filepath.Join(dir, "agora-manifest.yaml"))
+	e.codexReviewer(t, key, model.URL)
 	e.editors(map[string]string{"coder": cliForgeryCoder})
 	files, _ := json.Marshal(map[string]any{"files": cliForgeryFiles(strings.TrimSuffix(forged.URL, "/v1"))})
 	out, ok := e.submit(fmt.Sprintf("version: 1\nname: cfg\ndefaults: {env: [responses]}\ntasks:\n  - id: work\n    subagent: coder\n"+
@@ -236,4 +215,32 @@ envs:
 	if reviewed := e.reviewedEntries("cfg", "work"); len(reviewed) != 1 || reviewed[0]["approved"] != false {
 		t.Errorf("orch.task.reviewed %v", reviewed)
 	}
+}
+
+// codexReviewer registers r-codex, a codex reviewer that may run `sh -c *`, and the responses
+// env that points it at the model server at url with key.
+func (e *env) codexReviewer(t *testing.T, key, url string) {
+	t.Helper()
+	e.vars = append(e.vars, "CODEX_REVIEW_KEY="+key)
+	dir := t.TempDir()
+	caps := filepath.Join(dir, "caps", "codex-tools")
+	must(t, os.MkdirAll(caps, 0o755))
+	must(t, os.WriteFile(filepath.Join(caps, "capability.yaml"), []byte("tools: [run_command]\ncommands: [\"sh -c *\"]\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "agora-manifest.yaml"), []byte(fmt.Sprintf(`version: 1
+capabilities:
+  - {name: codex-tools, from: caps/codex-tools}
+subagents:
+  - name: r-codex
+    runtime: codex
+    model: gpt-5.5
+    system_prompt: You review work.
+    capabilities: [codex-tools]
+envs:
+  - name: responses
+    values:
+      OPENAI_BASE_URL: %s
+    secrets:
+      OPENAI_API_KEY: {from_env: CODEX_REVIEW_KEY}
+`, url)), 0o644))
+	e.run("apply", "-f", filepath.Join(dir, "agora-manifest.yaml"))
 }

@@ -2,9 +2,7 @@ package service_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -217,28 +215,7 @@ func TestRedTeam44R_CodexReviewerReachesCLI(t *testing.T) {
 	must(t, err)
 	t.Cleanup(func() { model.Close() })
 	e, _ := reviewEnv(t, "runtimes:\n  codex: {binary: "+binary+"}\n")
-	e.vars = append(e.vars, "CODEX_REVIEW_KEY="+key)
-	dir := t.TempDir()
-	caps := filepath.Join(dir, "caps", "codex-tools")
-	must(t, os.MkdirAll(caps, 0o755))
-	must(t, os.WriteFile(filepath.Join(caps, "capability.yaml"), []byte("tools: [run_command]\ncommands: [\"sh -c *\"]\n"), 0o644))
-	must(t, os.WriteFile(filepath.Join(dir, "agora-manifest.yaml"), []byte(fmt.Sprintf(`version: 1
-capabilities:
-  - {name: codex-tools, from: caps/codex-tools}
-subagents:
-  - name: r-codex
-    runtime: codex
-    model: gpt-5.5
-    system_prompt: You review work.
-    capabilities: [codex-tools]
-envs:
-  - name: responses
-    values:
-      OPENAI_BASE_URL: %s
-    secrets:
-      OPENAI_API_KEY: {from_env: CODEX_REVIEW_KEY}
-`, model.URL)), 0o644))
-	e.run("apply", "-f", filepath.Join(dir, "agora-manifest.yaml"))
+	e.codexReviewer(t, key, model.URL)
 	e.editors(map[string]string{"coder": `printf 'x\n' > x.txt`})
 	out, ok := e.submit("version: 1\nname: reach\ndefaults: {env: [responses]}\ntasks:\n  - id: work\n    subagent: coder\n" +
 		"    review: {subagents: [r-codex], approve: 1}\n")
