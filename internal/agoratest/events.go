@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Eventually calls check until it returns nil, first every 5 ms and then less often, at most
@@ -31,9 +33,17 @@ func Eventually(tb testing.TB, d time.Duration, what string, check func() error)
 
 // Hang blocks until the process is killed: the rest of a helper process that stands for a
 // hung program (a holder that waits for its kill, a CLI that never answers). It waits on a
-// pipe no one writes, not on a clock, so no load ever makes it return; the test binary's own
-// -test.timeout still bounds a helper nobody kills.
+// pipe no one writes, not on a clock, so no load ever makes it return; and it dies with its
+// parent (the kernel's parent-death signal), so a test that failed before its kill leaves no
+// helper behind.
 func Hang() {
+	ppid := os.Getppid()
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		panic("agoratest.Hang: " + err.Error())
+	}
+	if os.Getppid() != ppid {
+		os.Exit(2) // the parent died before the signal was set
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		panic("agoratest.Hang: " + err.Error())
