@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -302,7 +303,14 @@ func TestRedTeam46_HiddenDispatchNeverAsksTheSignal(t *testing.T) {
 // (their supervisors run on), polls held off for an hour: waiters that time out, and waiters
 // whose client cancels the call, leave; their polls (parked on an open signal and an hour's
 // timer) stop with them, and the process is back to its goroutines from before.
+//
+// Server and client run in a synctest bubble over pipes: the waits time out on its fake clock,
+// and the count is taken once every goroutine of the session waits.
 func TestRedTeam46_WaitersLeaveNoGoroutines(t *testing.T) {
+	synctest.Test(t, testRedTeam46WaitersLeaveNoGoroutines)
+}
+
+func testRedTeam46WaitersLeaveNoGoroutines(t *testing.T) {
 	mcpserver.SetPollForTest(t, time.Hour, time.Hour)
 	st := newRT46Store()
 	const n = 40
@@ -319,7 +327,7 @@ func TestRedTeam46_WaitersLeaveNoGoroutines(t *testing.T) {
 	if a := rt46Describe(cs, ids[0], 0); a.err != nil {
 		t.Fatal(a.err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	synctest.Wait()
 	base := runtime.NumGoroutine()
 
 	var wg sync.WaitGroup
