@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -108,4 +109,46 @@ func TestHang(t *testing.T) {
 	if err := cmd.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Errorf("the helper ended with %v, want killed", err)
 	}
+}
+
+// TestSettleBubble: a goroutine left waiting in the bubble fails the settle, naming it; one
+// that ended does not; goroutines outside the bubble do not count.
+func TestSettleBubble(t *testing.T) {
+	outside, spawn, spawned := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	defer close(outside)
+	go func() { // outside the bubble: on spawn, one more goroutine outside it
+		<-spawn
+		go func() { <-outside }()
+		close(spawned)
+	}()
+	synctest.Test(t, func(t *testing.T) {
+		synctest.Wait()
+		base := BubbleGoroutines() // the test's own, and the testing package's in the bubble
+		if base == 0 {
+			t.Fatal("a bubble counts no goroutine")
+		}
+		ended := make(chan struct{})
+		go func() { close(ended) }()
+		<-ended
+		synctest.Wait()
+		SettleBubble(t, base, "after a goroutine that ended")
+		close(spawn)
+		<-spawned
+		SettleBubble(t, base, "after a goroutine started outside the bubble")
+
+		stuck := make(chan struct{})
+		go func() { <-stuck }()
+		synctest.Wait()
+		rec := &fatalRecorder{TB: t}
+		done := make(chan struct{})
+		go func() { // one more goroutine in the bubble: base+1 is what it may hold
+			defer close(done)
+			SettleBubble(rec, base+1, "after a goroutine left waiting")
+		}()
+		<-done
+		if want := fmt.Sprintf("after a goroutine left waiting: %d goroutines in the bubble, want at most %d", base+2, base+1); !strings.Contains(rec.msg, want) || !strings.Contains(rec.msg, "TestSettleBubble") {
+			t.Errorf("failure %q, want %q and the goroutines' stacks", rec.msg, want)
+		}
+		close(stuck)
+	})
 }

@@ -2,7 +2,6 @@ package mcpserver_test
 
 import (
 	"context"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -328,7 +327,7 @@ func testRedTeam46WaitersLeaveNoGoroutines(t *testing.T) {
 		t.Fatal(a.err)
 	}
 	synctest.Wait()
-	base := runtime.NumGoroutine()
+	base := agoratest.BubbleGoroutines()
 
 	var wg sync.WaitGroup
 	// Half time out (two waiters per dispatch: one shared poll each)...
@@ -361,7 +360,8 @@ func testRedTeam46WaitersLeaveNoGoroutines(t *testing.T) {
 	})
 	cancel()
 	wg.Wait()
-	agoratest.SettleGoroutines(t, base, "after every waiter left")
+	synctest.Wait()
+	agoratest.SettleBubble(t, base, "after every waiter left")
 	for _, id := range ids {
 		if r := st.readsOf(id); r > 3 {
 			t.Errorf("%s read %d times with polls held off and an open signal", id, r)
