@@ -17,14 +17,19 @@ import (
 // machine; it is not a timing assertion, so make it generous.
 func Eventually(tb testing.TB, d time.Duration, what string, check func() error) {
 	tb.Helper()
+	if err := Await(d, check); err != nil {
+		tb.Fatalf("timed out after %s waiting for %s: %v", d, what, err)
+	}
+}
+
+// Await is [Eventually] for a caller that goes on after a wait that timed out: it returns
+// nil once check does, or check's last error after d.
+func Await(d time.Duration, check func() error) error {
 	every := waitPoll
 	for deadline := time.Now().Add(d); ; {
 		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s: %v", d, what, err)
+		if err == nil || time.Now().After(deadline) {
+			return err
 		}
 		time.Sleep(every)
 		every = min(2*every, 100*time.Millisecond)
