@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // TestCapabilitySuggest_LearnPlanRunEndToEnd is #30's suggest test for a run (`--run RUN`) of
@@ -30,9 +29,7 @@ func TestCapabilitySuggest_LearnPlanRunEndToEnd(t *testing.T) {
 		return c
 	}
 	serve := orch("orch", "serve")
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
+	startServing(t, serve)
 	defer func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() }()
 	paths := []string{"/repos/acme/a", "/repos/acme/b", "/issues/1"}
 	plan := func(name string, learn bool, paths ...string) string {
@@ -52,14 +49,7 @@ func TestCapabilitySuggest_LearnPlanRunEndToEnd(t *testing.T) {
 	// runTasks submits a plan, waits for it, and returns each task's dispatch and how many of
 	// its entries refused something.
 	runTasks := func(file string, learn bool) (string, map[string]int, string) {
-		var out []byte
-		var err error
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			out, err = orch("orch", "submit", file, "--repo", e.repo, "--wait").Output()
-			if err == nil || time.Now().After(deadline) || !strings.Contains(string(exitStderr(err)), "not running") {
-				break
-			}
-		}
+		out, err := orch("orch", "submit", file, "--repo", e.repo, "--wait").Output()
 		id := strings.TrimSpace(string(out))
 		st, _ := orch("orch", "status", id, "-o", "json").Output()
 		var run struct {

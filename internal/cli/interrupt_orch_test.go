@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,31 +50,25 @@ func TestInterrupt_OrchWatch(t *testing.T) {
 		return c
 	}
 	serve := run("orch", "serve")
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
+	startServing(t, serve)
 	defer func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() }()
 	plan := filepath.Join(t.TempDir(), "plan.yaml")
 	writeFiles(t, map[string]string{plan: "version: 1\nname: slow\ntasks:\n  - id: work\n    subagent: slow\n"})
-	var id string
-	for deadline := time.Now().Add(20 * time.Second); id == ""; time.Sleep(100 * time.Millisecond) {
-		out, err := run("orch", "submit", plan).Output()
-		if err == nil {
-			id = strings.TrimSpace(string(out))
-		} else if time.Now().After(deadline) {
-			t.Fatalf("submit: %v", err)
-		}
+	out, err := run("orch", "submit", plan).Output()
+	if err != nil {
+		t.Fatalf("submit: %v\n%s", err, exitStderr(err))
 	}
+	id := strings.TrimSpace(string(out))
 	defer func() {
 		// Cancel, then wait for the detached supervisor to release the stage (as root it
 		// unmounts the dispatch's disk quota), or the temporary home cannot be removed.
 		run("orch", "cancel", id).Run()
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			if held, _ := filepath.Glob(filepath.Join(env["AGORA_HOME"], "dispatches", "*", "disk")); len(held) == 0 {
-				return
+		agoratest.Eventually(t, 30*time.Second, "the cancelled dispatch's stage to be released", func() error {
+			if held, _ := filepath.Glob(filepath.Join(env["AGORA_HOME"], "dispatches", "*", "disk")); len(held) > 0 {
+				return fmt.Errorf("still held: %v", held)
 			}
-		}
-		t.Errorf("the cancelled dispatch's stage was not released within 30s")
+			return nil
+		})
 	}()
 
 	watch := run("orch", "watch", id, "-o", "json")
@@ -117,7 +112,7 @@ func TestInterrupt_OrchWatch(t *testing.T) {
 	if !strings.Contains(errOut.String(), want) || strings.Contains(errOut.String(), "context canceled") {
 		t.Errorf("stderr %q, want %q", errOut.String(), want)
 	}
-	out, err := run("orch", "status", id, "-o", "json").Output()
+	out, err = run("orch", "status", id, "-o", "json").Output()
 	var st struct{ State string }
 	if err != nil || json.Unmarshal(out, &st) != nil || st.State != "running" {
 		t.Errorf("after the interrupted watch the run is %q (%v), want still running", st.State, err)

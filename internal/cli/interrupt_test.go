@@ -161,9 +161,7 @@ func TestInterrupt_ReadNothingChanged(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "working on it") && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
-	}
+	agoratest.WaitFor(t, 30*time.Second, "logs -f to print the worker's first line", func() bool { return strings.Contains(out.String(), "working on it") })
 	cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
 	ee, ok := err.(*exec.ExitError)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"strings"
 	"syscall"
@@ -81,8 +82,17 @@ func TestLeaderLease_OnlyTheLeaderIsReady(t *testing.T) {
 	}
 	answers := make(chan answer, 64)
 	stop := make(chan struct{})
+	queued := make(chan struct{}, 1) // a session request's connection in the stopped process's backlog
 	session := func() int {
 		req, _ := http.NewRequest(http.MethodGet, "https://"+gwA+"/v1/dispatches/01J00000000000000000000000/session", nil)
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{ConnectDone: func(_, _ string, err error) {
+			if err == nil {
+				select {
+				case queued <- struct{}{}:
+				default:
+				}
+			}
+		}}))
 		req.Header.Set("Authorization", "Bearer agw_"+strings.Repeat("A", 43))
 		c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}}
 		resp, err := c.Do(req)
@@ -105,7 +115,12 @@ func TestLeaderLease_OnlyTheLeaderIsReady(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	time.Sleep(300 * time.Millisecond) // requests wait on the stopped process's port
+	// Requests wait on the stopped process's port: the kernel took a connection for it.
+	select {
+	case <-queued:
+	case <-time.After(time.Minute):
+		t.Fatal("no request reached the stopped leader's port")
+	}
 	a.cmd.Process.Signal(syscall.SIGCONT)
 	go func() {
 		select {

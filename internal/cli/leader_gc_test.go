@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoradb"
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/agoratest/s3test"
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/digest"
@@ -92,11 +93,12 @@ func TestLeaderLease_StandbyGCRefused(t *testing.T) {
 	}
 
 	// The leader's sweep runs at its start: a's blob goes, recorded in a's log.
-	for deadline := time.Now().Add(60 * time.Second); blobs.Has(pa); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the leading serve's sweep never purged a's aged-out blob:\n%s", a.log())
+	agoratest.Eventually(t, time.Minute, "the leading serve's sweep to purge a's aged-out blob", func() error {
+		if blobs.Has(pa) {
+			return fmt.Errorf("still stored\n%s", a.log())
 		}
-	}
+		return nil
+	})
 	if log := w.must(envA, "audit", "log", "--kind", "retention.purged"); !strings.Contains(log, "d-a") {
 		t.Errorf("a's log has no retention.purged of d-a:\n%s", log)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/agoratest/s3test"
 	"github.com/agora-dev/agora/internal/k8stest"
 	"github.com/agora-dev/agora/internal/store"
@@ -193,18 +194,9 @@ func TestLeaderLease_FencedAfterTakeover(t *testing.T) {
 	w.waitLog(a, "orchestrator serving on")
 	b := w.serve(envB)
 	w.waitLog(b, "standby: waiting for the leader lease")
-	// a's replica is current: both databases shipped after a started serving.
-	for _, db := range []string{"agora", "orch"} {
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			if _, err := os.Stat(filepath.Join(envA["AGORA_HOME"], db+"-replicate.json")); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("a never replicated %s:\n%s", db, a.log())
-			}
-		}
-	}
-	time.Sleep(time.Second) // a few idle syncs: the bucket holds a's state as of now
+	// a's replica is current: both databases shipped from snapshots read after a served, so
+	// the bucket holds a's state as of now (a has nothing more to ship).
+	waitReplicated(t, envA["AGORA_HOME"], time.Now(), a.log)
 	objs := func() []string {
 		names, err := srv.Client(t, bucket).List(t.Context(), "replica/")
 		if err != nil {
@@ -224,7 +216,8 @@ func TestLeaderLease_FencedAfterTakeover(t *testing.T) {
 	if err := submit.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond) // the request waits in a's socket
+	// The request waits in a's socket: a connection there that stopped a has not accepted.
+	agoratest.WaitFor(t, time.Minute, "the submission to wait in a's socket", func() bool { return pendingConnection(t, a.cmd.Process.Pid) })
 	a.cmd.Process.Signal(syscall.SIGCONT)
 	err := <-a.done
 	a.done <- err

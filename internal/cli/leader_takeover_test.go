@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/agoratest/s3test"
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/k8stest"
@@ -45,13 +46,7 @@ func TestLeaderLease_TakeoverRestores(t *testing.T) {
 	serving := w.waitLog(b, "orchestrator serving on")
 	t.Logf("takeover after SIGKILL: b leads after %s, serves the restored home after %s (lease duration 3s)",
 		took.Sub(killed).Round(time.Millisecond), serving.Sub(killed).Round(time.Millisecond))
-	var r drillRun
-	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		r = d.status(envB, id)
-		if r.State == "succeeded" || r.State == "failed" || time.Now().After(deadline) {
-			break
-		}
-	}
+	r := d.waitEnded(envB, id, 2*time.Minute, b.log)
 	if r.State != "succeeded" {
 		t.Fatalf("b did not finish the run: %+v\n%s", r, b.log())
 	}
@@ -116,9 +111,7 @@ func takeoverHomes(t *testing.T, w *leaseWorld, d *drill) (envA, envB map[string
 	// c's detached supervisor outlives a's serve and holds its dispatch's disk mounted in a's
 	// home until it ends; the home goes once it has unmounted it.
 	t.Cleanup(func() {
-		for deadline := time.Now().Add(60 * time.Second); os.RemoveAll(envA["AGORA_HOME"]) != nil && time.Now().Before(deadline); {
-			time.Sleep(200 * time.Millisecond)
-		}
+		agoratest.Eventually(t, time.Minute, "a's home to go", func() error { return os.RemoveAll(envA["AGORA_HOME"]) })
 	})
 	writeFiles(t, map[string]string{
 		filepath.Join(envA["AGORA_HOME"], "agora.yaml"): string(shared) + leader("a"),
@@ -127,41 +120,15 @@ func takeoverHomes(t *testing.T, w *leaseWorld, d *drill) (envA, envB map[string
 	return envA, envB, plan
 }
 
-// submitUntilReplicated submits plan to a, waits until its task c runs, then until both
-// databases were replicated from a snapshot read after that; it returns the run's id.
+// submitUntilReplicated submits plan to a (serving), waits until its task c runs, then until
+// both databases were replicated from a snapshot read after that; it returns the run's id.
 func submitUntilReplicated(t *testing.T, w *leaseWorld, d *drill, a *replica, envA map[string]string, plan string) string {
-	var id string
-	for deadline := time.Now().Add(30 * time.Second); id == ""; time.Sleep(100 * time.Millisecond) {
-		out, err := w.cmd(envA, "orch", "submit", plan).Output()
-		if err == nil {
-			id = strings.TrimSpace(string(out))
-		} else if time.Now().After(deadline) {
-			t.Fatalf("submit: %v\n%s", err, a.log())
-		}
+	out, err := w.cmd(envA, "orch", "submit", plan).Output()
+	if err != nil {
+		t.Fatalf("submit: %v\n%s", err, a.log())
 	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if st, _ := d.status(envA, id).task("c"); st == "running" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task c never ran:\n%s", a.log())
-		}
-	}
-	seen := time.Now()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		fresh := 0
-		for _, db := range []string{"agora", "orch"} {
-			var st struct{ Replicated time.Time }
-			if b, err := os.ReadFile(filepath.Join(envA["AGORA_HOME"], db+"-replicate.json")); err == nil && json.Unmarshal(b, &st) == nil && st.Replicated.After(seen) {
-				fresh++
-			}
-		}
-		if fresh == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a never replicated past c's start:\n%s", a.log())
-		}
-	}
+	id := strings.TrimSpace(string(out))
+	d.waitTask(envA, id, "c", "running", a.log)
+	waitReplicated(t, envA["AGORA_HOME"], time.Now(), a.log)
 	return id
 }

@@ -8,15 +8,17 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/agora-dev/agora/internal/agoratest"
 )
 
 // TestPeerHelper is the process TestPeerNotDispatchRun reads: it waits while its parent
-// looks at its command line.
+// looks at its command line, until its parent kills it.
 func TestPeerHelper(t *testing.T) {
 	if os.Getenv("AGORA_PEER_HELPER") == "" {
 		t.Skip("SKIP: only a helper process for TestPeerNotDispatchRun")
 	}
-	time.Sleep(30 * time.Second)
+	agoratest.Hang() // until the test kills it
 }
 
 // startPeer starts bin as the helper process with words, named argv0, and returns once the

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/agoratest/s3test"
 	"github.com/agora-dev/agora/internal/compute/local"
 )
@@ -55,11 +56,33 @@ func (d *drill) must(env map[string]string, args ...string) string {
 
 func (d *drill) serve(env map[string]string) *exec.Cmd {
 	s := d.cmd(env, "orch", "serve")
-	s.Stderr = &strings.Builder{}
-	if err := s.Start(); err != nil {
-		d.t.Fatal(err)
-	}
+	startServing(d.t, s)
 	return s
+}
+
+// waitEnded waits (a bound, not a timing assertion) until run id has ended, and returns it;
+// log is serve's, for the failure.
+func (d *drill) waitEnded(env map[string]string, id string, bound time.Duration, log func() string) drillRun {
+	d.t.Helper()
+	var r drillRun
+	agoratest.Eventually(d.t, bound, "run "+id+" to end", func() error {
+		if r = d.status(env, id); r.State != "succeeded" && r.State != "failed" {
+			return fmt.Errorf("%+v\n%s", r, log())
+		}
+		return nil
+	})
+	return r
+}
+
+// waitTask waits until task of run id is in state; log is serve's, for the failure.
+func (d *drill) waitTask(env map[string]string, id, task, state string, log func() string) {
+	d.t.Helper()
+	agoratest.Eventually(d.t, time.Minute, "task "+task+" "+state, func() error {
+		if st, _ := d.status(env, id).task(task); st != state {
+			return fmt.Errorf("it is %q\n%s", st, log())
+		}
+		return nil
+	})
 }
 
 func (d *drill) status(env map[string]string, id string) drillRun {
@@ -116,60 +139,22 @@ func (d *drill) setUp(env map[string]string) string {
 func (d *drill) loseDiskMidRun(env map[string]string, plan string) (string, *exec.Cmd) {
 	t := d.t
 	s1 := d.serve(env)
-	fail := func(format string, args ...any) {
-		s1.Process.Kill()
-		s1.Wait()
-		t.Fatalf(format, args...)
+	t.Cleanup(func() { s1.Process.Kill(); s1.Wait() }) // a failure below leaves no serve
+	out, err := d.cmd(env, "orch", "submit", plan).Output()
+	if err != nil {
+		t.Fatalf("submit: %v\n%s", err, s1.Stderr)
 	}
-	var id string
-	for deadline := time.Now().Add(30 * time.Second); id == ""; time.Sleep(100 * time.Millisecond) {
-		out, err := d.cmd(env, "orch", "submit", plan).Output()
-		if err == nil {
-			id = strings.TrimSpace(string(out))
-		} else if time.Now().After(deadline) {
-			fail("submit: %v\n%s", err, s1.Stderr)
-		}
-	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		r := d.status(env, id)
-		if st, _ := r.task("c"); st == "running" {
-			break
-		}
-		if time.Now().After(deadline) {
-			fail("task c never ran: %+v\n%s", r, s1.Stderr)
-		}
-	}
+	id := strings.TrimSpace(string(out))
+	serveLog := func() string { return fmt.Sprint(s1.Stderr) }
+	d.waitTask(env, id, "c", "running", serveLog)
 	home := env["AGORA_HOME"]
-	seen := time.Now()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		fresh := 0
-		for _, db := range []string{"agora", "orch"} {
-			var st struct{ Replicated time.Time }
-			if b, err := os.ReadFile(filepath.Join(home, db+"-replicate.json")); err == nil && json.Unmarshal(b, &st) == nil && st.Replicated.After(seen) {
-				fresh++
-			}
-		}
-		if fresh == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			fail("serve never published a replication newer than c's start")
-		}
-	}
+	waitReplicated(t, home, time.Now(), serveLog)
 	s1.Process.Signal(syscall.SIGKILL)
 	s1.Wait()
 	// Replication ran in serve, so nothing written after this instant reaches the bucket. c's
 	// detached supervisor still finishes on the doomed disk (as root it mounted the dispatch's
 	// disk there); the home goes once it has unmounted it.
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		err := os.RemoveAll(home)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-	}
+	agoratest.Eventually(t, time.Minute, "the lost home to go", func() error { return os.RemoveAll(home) })
 	return id, s1
 }
 
@@ -211,12 +196,7 @@ func TestRestore_Drill(t *testing.T) {
 		}
 	}
 	defer stop2()
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		r = d.status(env2, id)
-		if r.State == "succeeded" || r.State == "failed" || time.Now().After(deadline) {
-			break
-		}
-	}
+	r = d.waitEnded(env2, id, 90*time.Second, func() string { return fmt.Sprint(s2.Stderr) })
 	if r.State != "succeeded" {
 		t.Fatalf("the run did not finish after the restore: %+v\n%s", r, s2.Stderr)
 	}
@@ -235,7 +215,7 @@ func TestRestore_Drill(t *testing.T) {
 	// Attack: the credentials never reach serve's log, whatever replication said there.
 	stop2()
 	for i, s := range []*exec.Cmd{s1, s2} {
-		log := s.Stderr.(*strings.Builder).String()
+		log := s.Stderr.(*agoratest.SyncBuffer).String()
 		if !strings.Contains(log, "replicating") {
 			t.Errorf("serve %d did not log its replication:\n%s", i+1, log)
 		}

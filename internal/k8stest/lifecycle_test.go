@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agora-dev/agora/internal/agoratest"
 )
 
 // TestOwnClusterRestartAndStop starts a cluster of its own, kills and restarts its apiserver
@@ -76,8 +78,7 @@ func TestChildrenDieWithTestBinary(t *testing.T) {
 			t.Fatal(err)
 		}
 		fmt.Printf("pid %d\n", p.cmd.Process.Pid)
-		time.Sleep(10 * time.Minute)
-		return
+		agoratest.Hang() // until the test kills it
 	}
 	if _, err := exec.LookPath("sleep"); err != nil {
 		t.Skip("SKIP: no sleep in PATH")

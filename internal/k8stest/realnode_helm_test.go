@@ -2,11 +2,13 @@ package k8stest_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/k8stest"
 )
 
@@ -117,11 +119,12 @@ func TestRealNodeHelmInstallFromRegistry(t *testing.T) {
 	if out, err := runHelm(ctx, helm, up...); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for {
-		if p := waitServing(ctx, t, c); p.name != serve.name {
-			t.Logf("helm upgrade rolled serve from %s to %s", serve.name, p.name)
-			break
+	agoratest.Eventually(t, 5*time.Minute, "helm upgrade to roll serve", func() error {
+		p := waitServing(ctx, t, c)
+		if p.name == serve.name {
+			return fmt.Errorf("%s still serves", p.name)
 		}
-		time.Sleep(time.Second)
-	}
+		t.Logf("helm upgrade rolled serve from %s to %s", serve.name, p.name)
+		return nil
+	})
 }

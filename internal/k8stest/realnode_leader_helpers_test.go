@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -433,15 +434,18 @@ func (w *leaderWorld) checkStandbyClosed(ctx context.Context, lead string) {
 	t.Helper()
 	for _, p := range podsOf(ctx, t, w.c, "agora", "app%3Dagora") {
 		for _, port := range []string{"8443", "8080", "9090", "8765"} {
-			var err error
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
-				var conn net.Conn
-				if conn, err = net.DialTimeout("tcp", net.JoinHostPort(p.ip, port), 5*time.Second); err == nil {
+			dial := func() error {
+				conn, err := net.DialTimeout("tcp", net.JoinHostPort(p.ip, port), 5*time.Second)
+				if err == nil {
 					conn.Close()
 				}
-				if err == nil || p.name != lead || time.Now().After(deadline) {
-					break
-				}
+				return err
+			}
+			var err error
+			if p.name == lead {
+				err = agoratest.Await(30*time.Second, dial) // the leader's ports open as it starts
+			} else {
+				err = dial()
 			}
 			switch {
 			case p.name == lead && err != nil:
@@ -454,19 +458,19 @@ func (w *leaderWorld) checkStandbyClosed(ctx context.Context, lead string) {
 	// The standby is no endpoint of agora-gateway-vip: only the leader is Ready (its gateway's
 	// /readyz, the readiness probe). The leader's probe may lag its first serving line by a
 	// period.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+	standbyReady := false
+	err := agoratest.Await(30*time.Second, func() error {
 		lr, sr := w.ready(ctx, lead), w.ready(ctx, otherReplica(lead))
-		if sr {
-			t.Errorf("the standby %s is Ready: an endpoint of the gateway's Service", otherReplica(lead))
-			return
+		if standbyReady = sr; sr || lr {
+			return nil
 		}
-		if lr {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("the leader %s is not Ready 30 s after it serves", lead)
-			return
-		}
+		return errors.New("not Ready")
+	})
+	switch {
+	case standbyReady:
+		t.Errorf("the standby %s is Ready: an endpoint of the gateway's Service", otherReplica(lead))
+	case err != nil:
+		t.Errorf("the leader %s is not Ready 30 s after it serves", lead)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/k8stest"
 )
 
@@ -174,15 +175,18 @@ func checkServeSurfaces(ctx context.Context, t *testing.T, c *k8stest.Cluster, s
 			&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true}, nil)
 	}
 	var cs *mcp.ClientSession
-	for deadline := time.Now().Add(90 * time.Second); ; {
-		var err error
-		if cs, err = connect(mcpToken); err == nil {
-			break
+	err := agoratest.Await(90*time.Second, func() (err error) {
+		if ctx.Err() != nil {
+			return nil // the test's end: said below
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("MCP with its token: %v\nmcp log:\n%s", err, podLog(context.Background(), c, "agora", serve.name, "mcp"))
-		}
-		time.Sleep(time.Second)
+		cs, err = connect(mcpToken)
+		return err
+	})
+	if err == nil && cs == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		t.Fatalf("MCP with its token: %v\nmcp log:\n%s", err, podLog(context.Background(), c, "agora", serve.name, "mcp"))
 	}
 	defer cs.Close()
 	res, err := cs.ListTools(ctx, nil)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -17,8 +18,13 @@ import (
 // callers of agora_dispatch_describe with wait_seconds on one running dispatch block until it
 // changes state, then all get the new state, well before their wait ends; while they wait the
 // dispatch's record is read by one shared poll, not once per waiter per interval. A dispatch
-// that already ended is described at once, and wait_seconds out of range is refused.
+// that already ended is described at once, and wait_seconds out of range is refused. Server
+// and client run in a synctest bubble over pipes, the poll's intervals on its fake clock.
 func TestDescribeWait_ManyWaitersShareOnePoll(t *testing.T) {
+	synctest.Test(t, testDescribeWaitManyWaitersShareOnePoll)
+}
+
+func testDescribeWaitManyWaitersShareOnePoll(t *testing.T) {
 	var state atomic.Value
 	state.Store("started")
 	var gets atomic.Int64
@@ -44,15 +50,15 @@ func TestDescribeWait_ManyWaitersShareOnePoll(t *testing.T) {
 			results <- got{out.Dispatch.State, time.Since(start)}
 		})
 	}
-	// Every waiter has read the record once (its describe); then hold them a while.
-	for deadline := time.Now().Add(30 * time.Second); gets.Load() < waiters; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d describes reached the dispatcher", gets.Load(), waiters)
-		}
+	// Every waiter has read the record once (its describe) and joined the shared poll; then
+	// hold them a while.
+	synctest.Wait()
+	if n := gets.Load(); n != waiters {
+		t.Fatalf("%d describes reached the dispatcher, want %d", n, waiters)
 	}
-	time.Sleep(200 * time.Millisecond) // the last of them joins the shared poll
 	before := gets.Load()
-	time.Sleep(time.Second)
+	time.Sleep(2 * mcpserver.PollMaxForTest)
+	synctest.Wait()
 	held := gets.Load() - before
 	select {
 	case g := <-results:
@@ -61,7 +67,7 @@ func TestDescribeWait_ManyWaitersShareOnePoll(t *testing.T) {
 	}
 	// One poll at most every 500ms, from 50ms: a handful of reads in a second. A poll per
 	// waiter would be at least one read per waiter.
-	if held >= waiters {
+	if held >= waiters || held == 0 {
 		t.Errorf("%d reads of the record in one second with %d waiters: the waiters do not share one poll", held, waiters)
 	}
 	state.Store("finished")
@@ -99,8 +105,13 @@ func TestDescribeWait_ManyWaitersShareOnePoll(t *testing.T) {
 
 // TestDescribeWait_ProgressAndCallerGone: a waiter with a progress token hears the state while
 // it waits; a waiter whose call is cancelled leaves, and once none waits the shared poll stops
-// reading the record.
+// reading the record. Server and client run in a synctest bubble over pipes: the poll's
+// intervals pass on the bubble's fake clock.
 func TestDescribeWait_ProgressAndCallerGone(t *testing.T) {
+	synctest.Test(t, testDescribeWaitProgressAndCallerGone)
+}
+
+func testDescribeWaitProgressAndCallerGone(t *testing.T) {
 	var gets atomic.Int64
 	fx := newFixture()
 	fx.disp.get = func(_ context.Context, id string) (*mcpserver.Record, error) {
@@ -118,19 +129,24 @@ func TestDescribeWait_ProgressAndCallerGone(t *testing.T) {
 		_, err := cs.CallTool(ctx, params)
 		done <- err
 	}()
-	for deadline := time.Now().Add(30 * time.Second); len(prog.all()) == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no progress notification while waiting")
-		}
+	synctest.Wait() // the waiter waits, having said so
+	if len(prog.all()) == 0 {
+		t.Fatal("no progress notification while waiting")
 	}
 	if m := prog.all()[0]; !strings.Contains(m, "dispatch "+dispatchID+" started") {
 		t.Errorf("progress = %q, want the dispatch's state", m)
 	}
+	time.Sleep(3 * mcpserver.PollMaxForTest)
+	synctest.Wait()
+	if gets.Load() < 3 {
+		t.Fatalf("%d reads of the record while its waiter waited: the shared poll does not run", gets.Load())
+	}
 	cancel()
 	<-done
-	time.Sleep(time.Second) // a poll in flight ends
+	synctest.Wait() // the waiter left, and the poll with it
 	n := gets.Load()
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(10 * mcpserver.PollMaxForTest)
+	synctest.Wait()
 	if more := gets.Load() - n; more != 0 {
 		t.Errorf("%d reads of the record after its only waiter left", more)
 	}

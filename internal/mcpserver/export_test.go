@@ -5,6 +5,21 @@ import (
 	"time"
 )
 
+// PollMaxForTest is the shared poll's longest interval: a test on a fake clock waits a few
+// of them to see the poll read, or not.
+const PollMaxForTest = pollMax
+
+// WaitersForTest is how many callers wait on dispatch id's shared poll (0: it has none, and
+// its poll was told to stop).
+func WaitersForTest(s *Server, id string) int {
+	s.feeds.mu.Lock()
+	defer s.feeds.mu.Unlock()
+	if f := s.feeds.by[id]; f != nil {
+		return f.waiters
+	}
+	return 0
+}
+
 // SetPollForTest sets the shared poll's intervals until t ends.
 func SetPollForTest(t *testing.T, min, max time.Duration) {
 	pollTest.Store(&[2]time.Duration{min, max})

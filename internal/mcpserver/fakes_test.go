@@ -146,6 +146,8 @@ type fixture struct {
 	disp  *fakeDispatcher
 	orch  mcpserver.Orchestrator
 	audit *auditLog
+	// srv is the server the fixture made last (server, stdio, http).
+	srv *mcpserver.Server
 }
 
 func newFixture() *fixture {
@@ -160,6 +162,7 @@ func (f *fixture) server(t testing.TB) *mcpserver.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.srv = s
 	return s
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,8 +32,13 @@ func (o *slowWatch) Watch(ctx context.Context, _ string, _ time.Duration) (json.
 
 // TestWatchProgress_EndsWithTheState: while agora_orchestrator_watch waits, a client that sent
 // a progress token hears that it waits; the last notification is the state the run ended in,
-// and none comes after the answer.
+// and none comes after the answer. Server and client run in a synctest bubble over pipes: the
+// watch's ticks and its wait pass on the bubble's fake clock.
 func TestWatchProgress_EndsWithTheState(t *testing.T) {
+	synctest.Test(t, testWatchProgressEndsWithTheState)
+}
+
+func testWatchProgressEndsWithTheState(t *testing.T) {
 	f := newFixture()
 	f.orch = &slowWatch{wait: 2050 * time.Millisecond}
 	s := f.server(t)
@@ -69,7 +75,9 @@ func TestWatchProgress_EndsWithTheState(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("watch: %v %+v", err, res)
 	}
-	time.Sleep(2500 * time.Millisecond) // past the next tick the watch would have had
+	synctest.Wait()
+	time.Sleep(f.orch.(*slowWatch).wait) // as long again: past the next tick the watch would have had
+	synctest.Wait()
 	mu.Lock()
 	defer mu.Unlock()
 	if len(got) < 3 || !strings.Contains(strings.Join(got, "\n"), "waiting for a change") || !strings.HasPrefix(got[len(got)-1], "run run-1: done,") {

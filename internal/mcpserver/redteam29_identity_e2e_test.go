@@ -3,11 +3,14 @@ package mcpserver_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agora-dev/agora/internal/agoratest"
 )
 
 // TestRedTeam29_StdioNameIsFixedAtInitialize (#29 red team, surface 5): the name a stdio
@@ -74,15 +77,16 @@ func TestRedTeam29_StdioNameIsFixedAtInitialize(t *testing.T) {
 		t.Fatalf("a call after the second initialize: %v", m)
 	}
 	var actors []string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	agoratest.Eventually(t, 10*time.Second, "the two calls' audit entries", func() error {
 		actors = actors[:0]
 		for _, e := range auditEntries(t, home) {
 			actors = append(actors, e.Actor)
 		}
-		if len(actors) >= 2 {
-			break
+		if len(actors) < 2 {
+			return fmt.Errorf("entries of %q", actors)
 		}
-	}
+		return nil
+	})
 	want := "gamma--alice@" + user
 	if len(actors) != 2 || actors[0] != want || actors[1] != want {
 		t.Errorf("the calls were recorded as %q; want exactly two, both %q", actors, want)

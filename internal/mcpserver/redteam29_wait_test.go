@@ -2,16 +2,17 @@ package mcpserver_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
@@ -21,37 +22,39 @@ import (
 // client bounded to MaxInFlight concurrent requests could leave any number of waits behind
 // by dropping connections, each held for up to 300 s. After more drops than MaxInFlight, a
 // new call is served, and the shared poll of the dispatch stops once they are all gone.
+//
+// Each drop comes once the server holds the wait (its waiter is counted on the dispatch's
+// shared poll), and the wait must then leave while its 60 s still run: the waiter count
+// going back to none is the signal, within a bound well short of the wait.
 func TestRedTeam29_HTTPWaiterLeavesWithItsConnection(t *testing.T) {
-	var gets atomic.Int64
 	f := newFixture()
-	f.disp.get = func(_ context.Context, id string) (*mcpserver.Record, error) {
-		gets.Add(1)
-		return record(id, "started"), nil
-	}
+	f.disp.get = func(_ context.Context, id string) (*mcpserver.Record, error) { return record(id, "started"), nil }
 	token := newToken(t)
 	addr := f.http(t, mcpserver.HTTPConfig{Clients: clients(token), Limits: mcpserver.Limits{MaxInFlight: 2, Rate: 1000, Burst: 1000}})
 	call := func(ctx context.Context, wait int) (int, error) { return rt29call(t, addr, token, ctx, wait) }
+	waiters := func() int { return mcpserver.WaitersForTest(f.srv, dispatchID) }
 	for i := range 6 {
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		code, err := call(ctx, 60)
-		cancel()
-		switch {
-		case err == nil && code == http.StatusTooManyRequests:
-			t.Fatalf("drop %d: refused as too many in flight: the %d waits dropped before it still hold their requests", i, i)
-		case err == nil:
-			t.Fatalf("drop %d: the wait answered (%d) before the client dropped it", i, code)
+		ctx, cancel := context.WithCancel(context.Background())
+		type answer struct {
+			code int
+			err  error
 		}
-		time.Sleep(time.Second) // the server sees the connection close
+		got := make(chan answer, 1)
+		go func() { code, err := call(ctx, 60); got <- answer{code, err} }()
+		agoratest.WaitFor(t, 30*time.Second, "the server to hold the wait", func() bool { return len(got) > 0 || waiters() == 1 })
+		cancel() // the client drops the connection
+		switch a := <-got; {
+		case a.err == nil && a.code == http.StatusTooManyRequests:
+			t.Fatalf("drop %d: refused as too many in flight: the %d waits dropped before it still hold their requests", i, i)
+		case a.err == nil:
+			t.Fatalf("drop %d: the wait answered (%d) before the client dropped it", i, a.code)
+		}
+		agoratest.WaitFor(t, 20*time.Second, fmt.Sprintf("drop %d's wait to leave with its connection (one that stays lives on)", i),
+			func() bool { return waiters() == 0 })
 	}
 	// The drops did not use up the client's in-flight requests.
 	if code, err := call(context.Background(), 0); err != nil || code != http.StatusOK {
 		t.Fatalf("a call after %d dropped waits: %d %v, want 200", 6, code, err)
-	}
-	time.Sleep(1500 * time.Millisecond) // the waits see their requests end; a poll in flight ends
-	n := gets.Load()
-	time.Sleep(1500 * time.Millisecond)
-	if more := gets.Load() - n; more != 0 {
-		t.Errorf("%d reads of the record in 1.5 s after every waiter's connection closed: the dropped waits live on", more)
 	}
 }
 
@@ -152,19 +155,25 @@ func TestRedTeam29_SDKClientCancelFreesItsRequest(t *testing.T) {
 	token := newToken(t)
 	addr := f.http(t, mcpserver.HTTPConfig{Clients: clients(token), Limits: mcpserver.Limits{MaxInFlight: 1, Rate: 1000, Burst: 1000}})
 	cs := httpSession(t, "http://"+addr+"/mcp", token)
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "agora_dispatch_describe", Arguments: map[string]any{"id": dispatchID, "wait_seconds": 60}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "agora_dispatch_describe", Arguments: map[string]any{"id": dispatchID, "wait_seconds": 60}})
+		done <- err
+	}()
+	// The lead gives up once the server holds its wait.
+	agoratest.WaitFor(t, 30*time.Second, "the server to hold the wait", func() bool { return mcpserver.WaitersForTest(f.srv, dispatchID) == 1 })
 	cancel()
-	if err == nil {
-		t.Fatal("the 60 s wait answered within 500 ms")
+	if err := <-done; err == nil {
+		t.Fatal("the 60 s wait answered before the client gave up")
 	}
-	var last error
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	// Its wait leaves (the request ends with it), well inside the wait's 60 s.
+	agoratest.WaitFor(t, 20*time.Second, "the given-up wait to leave", func() bool { return mcpserver.WaitersForTest(f.srv, dispatchID) == 0 })
+	agoratest.Eventually(t, 5*time.Second, "the next call, with the given-up request freed", func() error {
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "agora_dispatch_describe", Arguments: map[string]any{"id": dispatchID}})
-		if err == nil && !res.IsError {
-			return
+		if err == nil && res.IsError {
+			err = fmt.Errorf("refused: %s", text(res))
 		}
-		last = err
-	}
-	t.Errorf("5 s after the client gave up on its wait, its next call is still refused: %v", last)
+		return err
+	})
 }

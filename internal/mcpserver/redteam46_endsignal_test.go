@@ -2,10 +2,10 @@ package mcpserver_test
 
 import (
 	"context"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -302,7 +302,14 @@ func TestRedTeam46_HiddenDispatchNeverAsksTheSignal(t *testing.T) {
 // (their supervisors run on), polls held off for an hour: waiters that time out, and waiters
 // whose client cancels the call, leave; their polls (parked on an open signal and an hour's
 // timer) stop with them, and the process is back to its goroutines from before.
+//
+// Server and client run in a synctest bubble over pipes: the waits time out on its fake clock,
+// and the count is taken once every goroutine of the session waits.
 func TestRedTeam46_WaitersLeaveNoGoroutines(t *testing.T) {
+	synctest.Test(t, testRedTeam46WaitersLeaveNoGoroutines)
+}
+
+func testRedTeam46WaitersLeaveNoGoroutines(t *testing.T) {
 	mcpserver.SetPollForTest(t, time.Hour, time.Hour)
 	st := newRT46Store()
 	const n = 40
@@ -319,8 +326,8 @@ func TestRedTeam46_WaitersLeaveNoGoroutines(t *testing.T) {
 	if a := rt46Describe(cs, ids[0], 0); a.err != nil {
 		t.Fatal(a.err)
 	}
-	time.Sleep(100 * time.Millisecond)
-	base := runtime.NumGoroutine()
+	synctest.Wait()
+	base := agoratest.BubbleGoroutines()
 
 	var wg sync.WaitGroup
 	// Half time out (two waiters per dispatch: one shared poll each)...
@@ -353,7 +360,8 @@ func TestRedTeam46_WaitersLeaveNoGoroutines(t *testing.T) {
 	})
 	cancel()
 	wg.Wait()
-	agoratest.SettleGoroutines(t, base, "after every waiter left")
+	synctest.Wait()
+	agoratest.SettleBubble(t, base, "after every waiter left")
 	for _, id := range ids {
 		if r := st.readsOf(id); r > 3 {
 			t.Errorf("%s read %d times with polls held off and an open signal", id, r)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
 )
@@ -105,16 +106,12 @@ func kinds(es []auditEntry, kind string) []auditEntry {
 func waitEnded(t testing.TB, home string, rs []dispatchRecord) []dispatchRecord {
 	t.Helper()
 	for _, r := range rs {
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			switch hostRecord(t, home, r.ID).State {
-			case "accepted", "started":
-				if time.Now().After(deadline) {
-					t.Fatalf("dispatch %s did not end", r.ID)
-				}
-				continue
+		agoratest.Eventually(t, 60*time.Second, "dispatch "+r.ID+" to end", func() error {
+			if st := hostRecord(t, home, r.ID).State; st == "accepted" || st == "started" {
+				return fmt.Errorf("it is %s", st)
 			}
-			break
-		}
+			return nil
+		})
 	}
 	return rs
 }
@@ -180,17 +177,18 @@ func TestResume_OnlyWhatTheClientCouldDispatch(t *testing.T) {
 		t.Helper()
 		os.WriteFile(plan, []byte(`{"version":1,"name":"`+name+`","tasks":[{"id":"ask","subagent":"asker"}]}`), 0o600)
 		runID := strings.TrimSpace(string(agora(t, home, nil, append([]string{"orch", "submit", plan}, args...)...)))
-		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			var st api.Run
+		var st api.Run
+		agoratest.Eventually(t, 60*time.Second, "run "+runID+" to need input", func() error {
+			st = api.Run{}
 			if err := json.Unmarshal(agora(t, home, nil, "orch", "status", runID, "-o", "json"), &st); err != nil {
 				t.Fatal(err)
 			}
-			if len(st.Tasks) == 1 && st.Tasks[0].State == api.TaskNeedsInput {
-				return runID, st.Tasks[0].DispatchID
+			if len(st.Tasks) != 1 || st.Tasks[0].State != api.TaskNeedsInput {
+				return fmt.Errorf("it is %s, its tasks %+v", st.State, st.Tasks)
 			}
-		}
-		t.Fatalf("run %s never needed input", runID)
-		return "", ""
+			return nil
+		})
+		return runID, st.Tasks[0].DispatchID
 	}
 	repoRun, repoAttempt := attemptOf("by-repo", "--repo", repo)
 	_, wsAttempt := attemptOf("by-workspace", "--workspace", "app")
@@ -268,17 +266,16 @@ func TestResume_OnlyWhatTheClientCouldDispatch(t *testing.T) {
 	}
 	// The person answers the run from the CLI as before: the run's own answer goes through.
 	agora(t, home, nil, "orch", "answer", repoRun, "ask", "--answer", "red")
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if kids := childrenOf(t, home, repoAttempt); len(kids) == 1 {
-			waitEnded(t, home, kids)
-			if p := hostRecord(t, home, repoAttempt); p.State != "answered" || p.ChildID != kids[0].ID || !strings.Contains(p.AnsweredBy, "via orch/"+repoRun) {
-				t.Errorf("the run's attempt after orch answer = %+v, want answered by the run, naming %s", p, kids[0].ID)
-			}
-			break
+	var kids []dispatchRecord
+	agoratest.Eventually(t, 60*time.Second, "orch answer to start a child of "+repoAttempt, func() error {
+		if kids = childrenOf(t, home, repoAttempt); len(kids) != 1 {
+			return fmt.Errorf("%d children", len(kids))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("orch answer started no child of %s", repoAttempt)
-		}
+		return nil
+	})
+	waitEnded(t, home, kids)
+	if p := hostRecord(t, home, repoAttempt); p.State != "answered" || p.ChildID != kids[0].ID || !strings.Contains(p.AnsweredBy, "via orch/"+repoRun) {
+		t.Errorf("the run's attempt after orch answer = %+v, want answered by the run, naming %s", p, kids[0].ID)
 	}
 }
 
@@ -450,19 +447,17 @@ func TestResume_Kill9DuringAnswer(t *testing.T) {
 				}
 				// The first answer's child is not left accepted with nobody to start it: it
 				// runs (under a detached supervisor that outlived the kill) or is recorded lost.
-				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				agoratest.Eventually(t, 10*time.Second, fmt.Sprintf("%s, delay %s: child %s to leave accepted after its supervisor was killed", via, delay, kids[0].ID), func() error {
 					agoraExit(t, home, "dispatch", "list", "--limit", "1")
 					st := hostRecord(t, home, kids[0].ID)
+					if st.State == "accepted" {
+						return errors.New("still accepted")
+					}
 					if st.State == "failed" && st.Reason != "lost" {
 						t.Errorf("%s, delay %s: child %s failed %s, want lost", via, delay, st.ID, st.Reason)
 					}
-					if st.State != "accepted" {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("%s, delay %s: child %s still accepted after its supervisor was killed", via, delay, st.ID)
-					}
-				}
+					return nil
+				})
 			}
 			agora(t, home, nil, "dispatch", "cancel", kids[0].ID)
 			waitEnded(t, home, kids)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -35,12 +36,16 @@ func TestWatch_NeedsInputAnswersAtOnce(t *testing.T) {
 	var st struct {
 		Run api.Run `json:"run"`
 	}
-	for deadline := time.Now().Add(60 * time.Second); st.Run.State != api.RunNeedsInput; time.Sleep(100 * time.Millisecond) {
+	agoratest.Eventually(t, 60*time.Second, "run "+id+" to need input", func() error {
 		decode(t, call(t, stdio, "agora_orchestrator_status", map[string]any{"run_id": id}), &st)
-		if api.RunTerminal(st.Run.State) || time.Now().After(deadline) {
+		if api.RunTerminal(st.Run.State) {
 			t.Fatalf("run %s is %s, want needs_input: %+v", id, st.Run.State, st.Run)
 		}
-	}
+		if st.Run.State != api.RunNeedsInput {
+			return fmt.Errorf("it is %s", st.Run.State)
+		}
+		return nil
+	})
 	want := fmt.Sprintf("run %s waits for a person: task pick asks a question only a person can answer: "+
 		"a person must run `agora orch answer %s pick --answer TEXT` on the host (no MCP tool answers a run's question); "+
 		"until then nothing in it moves and watching it returns at once", id, id)
@@ -78,13 +83,16 @@ func TestWatch_NeedsInputAnswersAtOnce(t *testing.T) {
 
 	// Answered, the run moves on and says nothing of a person any more.
 	agora(t, home, nil, "orch", "answer", id, "pick", "--answer", "blue")
-	for deadline := time.Now().Add(60 * time.Second); !api.RunTerminal(st.Run.State); time.Sleep(100 * time.Millisecond) {
+	// A watch returns at once while the run still waits for the answer to land, so it is
+	// asked again until the run has ended.
+	agoratest.Eventually(t, 60*time.Second, "run "+id+" to end after the answer", func() error {
 		st.Run = api.Run{}
 		decode(t, call(t, httpCS, "agora_orchestrator_watch", map[string]any{"run_id": id, "timeout_seconds": 10}), &st)
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s did not end after the answer: %+v", id, st.Run)
+		if !api.RunTerminal(st.Run.State) {
+			return fmt.Errorf("it is %s: %+v", st.Run.State, st.Run)
 		}
-	}
+		return nil
+	})
 	if st.Run.State != api.RunSucceeded || st.Run.Next != "" {
 		t.Errorf("after the answer: state %s, next %q; want succeeded and no next", st.Run.State, st.Run.Next)
 	}

@@ -84,6 +84,9 @@ func TestServe_IdleConnectionsDoNotStarveOthers(t *testing.T) {
 				if _, err := io.WriteString(tc, "X: y\r\n"); err != nil {
 					return
 				}
+				// The slowloris's pace is the attack (a header trickled in under the
+				// gateway's limits, never finished), and the pre-auth deadline it must meet is
+				// the gateway's real-time one: only a clock can pace it.
 				time.Sleep(100 * time.Millisecond)
 			}
 		})

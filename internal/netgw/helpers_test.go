@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -107,6 +108,34 @@ func (g *gw) serve(t testing.TB, ln net.Listener) {
 			}
 		})
 	}
+}
+
+// away holds g's address after a stop (g.close) as a gateway on its way back up does: it takes
+// each connection and closes it at once, counting them, so a test sees the pods try. back
+// frees the address for [gw.restart].
+func (g *gw) away(t testing.TB) (tries *atomic.Int64, back func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", strings.TrimPrefix(g.url, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tries = new(atomic.Int64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			tries.Add(1)
+			c.Close()
+		}
+	}()
+	var once sync.Once
+	back = func() { once.Do(func() { ln.Close(); <-done }) }
+	t.Cleanup(back)
+	return tries, back
 }
 
 // restart serves g again on its address after a stop (g.close), as a restarted `agora orch

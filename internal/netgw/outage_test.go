@@ -183,7 +183,9 @@ func TestRemoteWorker_RidesOutGatewayRestart(t *testing.T) {
 	var fetchLog syncBuffer
 	fetch.Stdout, fetch.Stderr = &fetchLog, &fetchLog
 	must(t, fetch.Start())
-	// Longer than the few quick retries a GET had before (3.4 s): a restart takes seconds.
+	// The outage itself, longer than the few quick retries a GET had before (3.4 s): a restart
+	// takes seconds. Its length is what is tested, and the worker's retries run on its own
+	// clock in its own process: no event could stand for it.
 	time.Sleep(5 * time.Second)
 	g.restart(t)
 	if err := fetch.Wait(); err != nil {
@@ -207,8 +209,10 @@ func TestRemoteWorker_RidesOutGatewayRestart(t *testing.T) {
 	must(t, worker.Start())
 	agoratest.WaitFor(t, 30*time.Second, "the agent's first line at the host", func() bool { return strings.Contains(stdout.String(), "agent started") })
 	g.close()
-	// The agent ends and the worker uploads while the gateway is down.
-	time.Sleep(3 * time.Second)
+	// The agent ends and the worker uploads while the gateway is down: it says so.
+	agoratest.WaitFor(t, time.Minute, "the worker's upload to meet the outage", func() bool {
+		return strings.Contains(podLog.String(), "the gateway does not answer PUT mounts/out")
+	})
 	g.restart(t)
 	if err := worker.Wait(); err != nil {
 		t.Fatalf("agora worker across the gateway's restart: %v\n%s", err, podLog.String())

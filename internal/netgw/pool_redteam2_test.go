@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute/remote"
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
@@ -73,7 +74,13 @@ func TestPool_AttackEnrolFloodStarvesNoPod(t *testing.T) {
 		t.Fatalf("a refused token: %d, want 401", code)
 	}
 	hc.Transport.(*http.Transport).CloseIdleConnections()
-	baseG, baseFD := settle(t, 0, 0)
+	agoratest.WaitFor(t, 30*time.Second, "the warm-up's connection to leave the gateway", func() bool {
+		g.srv.conns.mu.Lock()
+		defer g.srv.conns.mu.Unlock()
+		return g.srv.conns.order.Len() == 0
+	})
+	runtime.GC()
+	baseG, baseFD := runtime.NumGoroutine(), openFDs(t)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -136,21 +143,13 @@ func (g *gw) enrollFrom(t testing.TB, hc *http.Client, tok string) int {
 }
 
 // settle waits (a generous bound, not a timing assertion) for the goroutines and descriptors
-// to come back to at most baseG and baseFD (with wantG 0: until they stop falling) and
-// returns them.
+// to come back to at most baseG and baseFD and returns them.
 func settle(t testing.TB, baseG, baseFD int) (int, int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		runtime.GC()
 		g, fd := runtime.NumGoroutine(), openFDs(t)
-		if baseG == 0 {
-			time.Sleep(200 * time.Millisecond)
-			if g2, fd2 := runtime.NumGoroutine(), openFDs(t); g2 >= g && fd2 >= fd {
-				return g, fd
-			}
-			continue
-		}
 		if g <= baseG && fd <= baseFD {
 			return g, fd
 		}

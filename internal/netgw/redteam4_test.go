@@ -366,11 +366,14 @@ func TestRedTeam4_ThunderingHerd(t *testing.T) {
 		clients[i] = g.client(t, l.id, g.export(t, l).Token)
 	}
 	g.close()
+	tries, back := g.away(t)
 	errs := make(chan error, pods)
 	for _, c := range clients {
 		go func() { _, err := c.Info(t.Context()); errs <- err }()
 	}
-	time.Sleep(time.Second) // every pod is retrying now
+	// The pods are retrying: twice as many tries as pods reached the away gateway.
+	agoratest.WaitFor(t, time.Minute, "the pods' tries at the away gateway", func() bool { return tries.Load() >= 2*pods })
+	back()
 	g.restart(t)
 	for range pods {
 		if err := <-errs; err != nil {

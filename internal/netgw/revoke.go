@@ -3,6 +3,7 @@ package netgw
 import (
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -51,6 +52,10 @@ func (t *tunnelSet) watchSession(dir, id, sum string) (<-chan struct{}, func()) 
 	}
 }
 
+// testOnlyLooked, when set (by a test), is called after each look of a session's watcher: a
+// test waits for looks rather than for a stretch of time.
+var testOnlyLooked atomic.Pointer[func()]
+
 // revokeReread is how often a watcher reads session.json even when its stamp did not change:
 // a file replaced within one tick of the kernel's coarse clock, on a reused inode, at the same
 // size, could keep its stamp.
@@ -70,22 +75,34 @@ func (w *sessionWatch) run(dir, id, sum string) {
 			return
 		case <-tick.C:
 		}
-		sd, err := sessionDir(dir, id)
-		if err != nil {
+		stands := w.look(dir, id, sum, &seen, &lastRead)
+		if f := testOnlyLooked.Load(); f != nil {
+			(*f)()
+		}
+		if !stands {
 			close(w.revoked)
 			return
 		}
-		st, err := stampOf(sd)
-		if err == nil && st == seen && time.Since(lastRead) < revokeReread {
-			continue
-		}
-		rec, rerr := loadRecord(dir, id)
-		if err != nil || rerr != nil || rec.TokenSHA256 != sum {
-			close(w.revoked)
-			return
-		}
-		seen, lastRead = st, time.Now()
 	}
+}
+
+// look reports whether session (id, sum) still stands, reading session.json only when its
+// stamp changed since seen or revokeReread passed since lastRead.
+func (w *sessionWatch) look(dir, id, sum string, seen *stamp, lastRead *time.Time) bool {
+	sd, err := sessionDir(dir, id)
+	if err != nil {
+		return false
+	}
+	st, err := stampOf(sd)
+	if err == nil && st == *seen && time.Since(*lastRead) < revokeReread {
+		return true
+	}
+	rec, rerr := loadRecord(dir, id)
+	if err != nil || rerr != nil || rec.TokenSHA256 != sum {
+		return false
+	}
+	*seen, *lastRead = st, time.Now()
+	return true
 }
 
 // stamp is what tells a session replaced or rewritten from the one read before: its

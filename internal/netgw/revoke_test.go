@@ -19,8 +19,9 @@ import (
 // TestTunnel_IdleTunnelsDoNotReadTheSession is the red team's finding G (session 3): every
 // open tunnel read and parsed its session.json every second, so a gateway holding thousands
 // of idle tunnels read thousands of files a second for nothing. Counted by the kernel
-// (inotify's IN_OPEN on the session directory): 32 idle tunnels for 3 seconds open it at most
-// once or twice, and a revocation still closes them all.
+// (inotify's IN_OPEN on the session directory): 32 idle tunnels over three looks of their
+// session's watcher (a look a second) open it at most once or twice, and a revocation still
+// closes them all.
 func TestTunnel_IdleTunnelsDoNotReadTheSession(t *testing.T) {
 	g := startGateway(t)
 	l := stageLayout(t, "01IDLEREADS")
@@ -34,11 +35,11 @@ func TestTunnel_IdleTunnelsDoNotReadTheSession(t *testing.T) {
 		tunnels = append(tunnels, conn)
 	}
 	opens := countOpens(t, filepath.Join(g.reg.Dir, l.id), sessionFile)
-	time.Sleep(3 * time.Second)
+	waitLooks(t, 3)
 	if n := opens.Load(); n > 2 {
-		t.Errorf("32 idle tunnels opened session.json %d times in 3 s; want at most 2 (it did not change)", n)
+		t.Errorf("32 idle tunnels opened session.json %d times over three looks; want at most 2 (it did not change)", n)
 	}
-	t.Logf("session.json opened %d times in 3 s with 32 idle tunnels", opens.Load())
+	t.Logf("session.json opened %d times over three looks with 32 idle tunnels", opens.Load())
 	must(t, s.Close())
 	for i, conn := range tunnels {
 		if err := closedByPeer(conn); err != nil {
@@ -63,7 +64,7 @@ func TestTunnel_ReexportClosesOldTunnels(t *testing.T) {
 	conn2, err := g.client(t, l.id, fresh.Token).DialTunnel(t.Context(), "gateway", "echo.sock")
 	must(t, err)
 	defer conn2.Close()
-	time.Sleep(2 * revokeCheck)
+	waitLooks(t, 2) // the new session's watcher looked, and it stands
 	if _, err := conn2.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +72,27 @@ func TestTunnel_ReexportClosesOldTunnels(t *testing.T) {
 	conn2.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.ReadFull(conn2, buf); err != nil {
 		t.Errorf("the new token's tunnel: %v, want it open", err)
+	}
+}
+
+// waitLooks waits for the next n looks of the sessions' watchers.
+func waitLooks(t *testing.T, n int) {
+	t.Helper()
+	looked := make(chan struct{}, 1)
+	f := func() {
+		select {
+		case looked <- struct{}{}:
+		default:
+		}
+	}
+	testOnlyLooked.Store(&f)
+	defer testOnlyLooked.Store(nil)
+	for i := range n {
+		select {
+		case <-looked:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d of %d looks of the session watchers", i, n)
+		}
 	}
 }
 

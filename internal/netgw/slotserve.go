@@ -67,6 +67,10 @@ func (c *claimWaiters) count(id string) int {
 	return c.n[id]
 }
 
+// ClaimsWaiting is how many claims of slot id wait for its dispatch now (at most
+// [MaxClaimWaiters]): a slot whose worker already asks is ready for its dispatch at once.
+func (s *Server) ClaimsWaiting(id string) int { return s.waiters.count(id) }
+
 // slotConnKey is what a claim's connection is charged to in the connection table: never a
 // dispatch id (those have no slash).
 func slotConnKey(id string) string { return "slot/" + id }

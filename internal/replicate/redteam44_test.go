@@ -765,9 +765,12 @@ func TestRedTeam44WAL_CanceledWhileWaitingForTheLock(t *testing.T) {
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	go func() {
+		// The cancel must land while the look's BEGIN IMMEDIATE waits inside SQLite's busy
+		// handler, and the writer let go while it still waits: that wait is SQLite's own
+		// sleep and retry, which says nothing to anyone, so only the clock can place them.
 		time.Sleep(150 * time.Millisecond)
 		cancel()
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the canceled look still waits (see above)
 		holder.ExecContext(context.Background(), "ROLLBACK")
 	}()
 	err = r.Sync(sctx)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoradb"
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/digest"
@@ -104,7 +105,7 @@ func crashChild(t *testing.T, dir string) {
 	}
 	retention.SetAfterRecord(func() {
 		os.WriteFile(filepath.Join(dir, "recorded"), nil, 0o600)
-		time.Sleep(time.Hour)
+		agoratest.Hang() // until the parent kills it
 	})
 	s := &retention.Sweeper{DB: db, Blobs: bs, Policy: policy, Log: audit.New(nil), Now: func() time.Time { return now }}
 	s.Run(ctx, "system", retention.RoleSweep, nil)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoradb"
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/orch"
@@ -95,7 +96,7 @@ func runCrashChild(t *testing.T, dir string) {
 	}
 	retention.SetAfterRunRecord(func() {
 		os.WriteFile(filepath.Join(dir, "recorded"), nil, 0o600)
-		time.Sleep(time.Hour)
+		agoratest.Hang() // until the parent kills it
 	})
 	path := filepath.Join(dir, "orch", "orch.db")
 	s := &retention.Sweeper{DB: db, OrchDB: path, Blobs: bs, Policy: runsPolicy, Log: audit.New(nil), Now: func() time.Time { return now },

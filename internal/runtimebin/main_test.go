@@ -6,7 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/agora-dev/agora/internal/agoratest"
 )
 
 // TestMain lets the test binary stand in for a native agent CLI: copied under the name
@@ -21,8 +22,7 @@ func TestMain(m *testing.M) {
 			fmt.Println("\ncodex-cli 1.2.3")
 			os.Exit(0)
 		case "hang":
-			time.Sleep(time.Minute)
-			os.Exit(0)
+			agoratest.Hang() // until --version's timeout kills it
 		}
 	}
 	if args := os.Getenv("AGORA_TEST_EXECONLY"); args != "" {

@@ -65,6 +65,7 @@ type tokenSum struct {
 
 func newAuthenticator(clients []mcpserver.Client, now func() time.Time) *authenticator {
 	a := &authenticator{now: now, limit: newLoginLimiter(), sessions: map[[sha256.Size]byte]*session{}, byClient: map[string][][sha256.Size]byte{}}
+	a.limit.now = now // one clock for sessions and the limiter: the server's (Config.Now)
 	for _, c := range clients {
 		a.clients = append(a.clients, tokenSum{client: c, sum: sha256.Sum256([]byte(c.Token))})
 	}

@@ -21,6 +21,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
@@ -383,7 +384,6 @@ func (sb *servedBin) status(b *testing.B) time.Duration {
 			b.Fatalf("orch status: %v\n%s", err, out)
 		}
 		ds = append(ds, time.Since(t0))
-		time.Sleep(100 * time.Millisecond)
 	}
 	slices.Sort(ds)
 	return ds[len(ds)/2]
@@ -409,7 +409,8 @@ func (sb *servedBin) load(b *testing.B, res *benchResult, tag string) {
 			}
 		}()
 	}
-	time.Sleep(2 * time.Second)
+	// Loaded: every reader has been round its pages once, and goes on.
+	agoratest.WaitFor(b, time.Minute, "every reader's first round", func() bool { return loads.Load() >= int64(readers*len(loop)) })
 	res.statusLoaded = append(res.statusLoaded, sb.status(b))
 	res.quickLoaded = append(res.quickLoaded, sb.quick(b, "quick-loaded-"+tag))
 	cancel()

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/mcpserver"
 	"github.com/agora-dev/agora/internal/orch"
@@ -30,7 +31,7 @@ type env struct {
 	srv  *Server
 }
 
-func start(t *testing.T) env {
+func start(t *testing.T, opts ...func(*Config)) env {
 	t.Helper()
 	o := newFakeOrch(api.Task{ID: "a", State: api.TaskRunning, Subagent: "coder", DispatchID: "d1", Dispatches: []string{"d1"}},
 		api.Task{ID: "b", State: api.TaskPending, Subagent: "coder", DependsOn: []string{"a"}, Needs: []string{"a"}, Locks: []string{"repo"}})
@@ -39,13 +40,13 @@ func start(t *testing.T) env {
 		"d1": {ID: "d1", State: dispatch.StateStarted, Subagent: "coder", CreatedAt: now, StartedAt: &now},
 		"d2": {ID: "d2", State: dispatch.StateFinished, Subagent: "alone", CreatedAt: now, EndedAt: &now},
 	}
-	return startWith(t, Sources{Orch: o, Dispatches: fakeDispatches{recs}})
+	return startWith(t, Sources{Orch: o, Dispatches: fakeDispatches{recs}}, opts...)
 }
 
 // startWith serves src (whose Orch is a *fakeOrch) on a loopback port to an operator (alice,
 // opToken) and a read-only viewer (bob, readToken). The fake's run is written into a real
-// orch.db, read through orch.Reader.
-func startWith(t *testing.T, src Sources) env {
+// orch.db, read through orch.Reader. opts change the server's Config (its clock).
+func startWith(t *testing.T, src Sources, opts ...func(*Config)) env {
 	t.Helper()
 	if src.Runs == nil {
 		src.Runs = src.Orch.(*fakeOrch).store(t)
@@ -56,10 +57,14 @@ func startWith(t *testing.T, src Sources) env {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	srv, err := New(Config{Addr: addr, Clients: []mcpserver.Client{
+	cfg := Config{Addr: addr, Clients: []mcpserver.Client{
 		{Name: "alice", Token: opToken, Ceiling: mcpserver.CeilingOrchestrate},
 		{Name: "bob", Token: readToken, Ceiling: mcpserver.CeilingRead},
-	}}, src)
+	}}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := New(cfg, src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +285,12 @@ func TestServer_RunEventsReachThePage(t *testing.T) {
 	if l := next(); !strings.Contains(l, `"counts":{"pending":1,"running":1},"total":2,"tasks":{"a":"running"}`) {
 		t.Fatalf("first event %q, want the snapshot with the listed task's state", l)
 	}
-	time.Sleep(50 * time.Millisecond) // the hub subscribes as the server starts
+	// The hub subscribes to the engine as the server starts.
+	agoratest.WaitFor(t, 10*time.Second, "the hub's subscription", func() bool {
+		e.orch.mu.Lock()
+		defer e.orch.mu.Unlock()
+		return len(e.orch.subs) > 0
+	})
 	e.orch.set("a", api.TaskSucceeded)
 	if l := next(); !strings.Contains(l, `{"a":"succeeded"}`) {
 		t.Errorf("event %q, want task a succeeded", l)

@@ -2,10 +2,12 @@ package web_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -32,11 +34,12 @@ func TestUI_SealedRunOffersNoActions(t *testing.T) {
 	}
 
 	e.run("orch", "cancel", run.ID) // elsewhere, while the page stays open
-	for deadline := time.Now().Add(30 * time.Second); !mustStatus(t, e, run.ID).Sealed; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s was not sealed within 30 s of its cancel", run.ID)
+	agoratest.Eventually(t, 30*time.Second, "run "+run.ID+" sealed after its cancel", func() error {
+		if r := mustStatus(t, e, run.ID); !r.Sealed {
+			return fmt.Errorf("%s, not sealed", r.State)
 		}
-	}
+		return nil
+	})
 	b.must(map[string]any{"op": "click", "selector": "#cancel-run", "nav": true})
 	body := txt(b, "body")
 	var got api.Error

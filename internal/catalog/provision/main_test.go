@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agora-dev/agora/internal/agoradb"
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/home"
 )
@@ -42,9 +43,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// runChild opens the shared AGORA_HOME as a separate process would, prepares its 25 entries
-// (alternately env bundles and capabilities), waits for the start file so every child writes
-// at the same moment, then registers them one by one.
+// runChild opens the shared AGORA_HOME as a separate process would, says it is ready (a file
+// beside the start file), waits for the start file so every child writes at the same moment,
+// then registers its 25 entries (alternately env bundles and capabilities) one by one.
 func runChild(dir, id, startFile string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), childDeadline)
 	defer cancel()
@@ -62,6 +63,9 @@ func runChild(dir, id, startFile string) error {
 		return err
 	}
 	defer os.RemoveAll(scratch)
+	if err := os.WriteFile(startFile+".ready-"+id, nil, 0o644); err != nil {
+		return err
+	}
 	for !fileExists(startFile) {
 		if ctx.Err() != nil {
 			return fmt.Errorf("child %s: start file never appeared", id)
@@ -130,8 +134,12 @@ func TestWriter_ConcurrentProcesses(t *testing.T) {
 		}
 		cs[i] = c
 	}
-	// Give every child time to open the home and reach the start line, then release them.
-	time.Sleep(500 * time.Millisecond)
+	// Every child has opened the home and reached the start line: release them.
+	for i := range cs {
+		agoratest.WaitFor(t, time.Minute, fmt.Sprintf("child %d at the start line", i), func() bool {
+			return fileExists(startFile + ".ready-" + strconv.Itoa(i))
+		})
+	}
 	if err := os.WriteFile(startFile, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

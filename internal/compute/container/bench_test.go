@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
@@ -90,10 +91,9 @@ func BenchmarkSlot_Warm(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		// A ready slot's worker waits on its claim already: its first line says it is about
-		// to ask, and 200 ms more let the request reach the gateway.
+		// A ready slot's worker waits on its claim already: the gateway holds its claim.
 		<-waiting.ch
-		time.Sleep(200 * time.Millisecond)
+		agoratest.WaitFor(b, time.Minute, "the slot's claim to wait at the gateway", func() bool { return g.srv.ClaimsWaiting(sl.ID) == 1 })
 		sess, err := g.reg.Export(ctx, compute.Spec{ID: "01BENCH" + itoa(i)})
 		if err != nil {
 			b.Fatal(err)

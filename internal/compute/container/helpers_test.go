@@ -14,6 +14,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 )
 
@@ -207,13 +208,25 @@ func contextWithCancel(t testing.TB) (context.Context, context.CancelFunc) {
 
 // waitFile waits up to 30 s for path to exist.
 func waitFile(path string) bool {
-	for i := 0; i < 300; i++ {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if _, err := os.Stat(path); err == nil {
 			return true
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	return false
+}
+
+// runningSpec is the spec of a container whose command runs until killed, and the function
+// that waits until it runs: its first line has reached the handle's output.
+func runningSpec(t *testing.T) (compute.Spec, func()) {
+	t.Helper()
+	s := shSpec(t, "echo running; exec sleep 60")
+	out := &agoratest.SyncBuffer{}
+	s.Stdout = out
+	return s, func() {
+		t.Helper()
+		agoratest.WaitFor(t, time.Minute, "the container's command to run", func() bool { return strings.Contains(out.String(), "running") })
+	}
 }
 
 func clientInspect() client.ContainerInspectOptions { return client.ContainerInspectOptions{} }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 )
 
@@ -85,12 +86,12 @@ func TestProvider_CancelContext(t *testing.T) {
 	engine(t)
 	p := newTestProvider(t, Options{})
 	ctx, cancel := contextWithCancel(t)
-	s := shSpec(t, "sleep 60")
+	s, running := runningSpec(t)
 	h, err := p.Start(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	running()
 	cancel()
 	exit, err := h.Wait()
 	if err != nil {
@@ -107,11 +108,12 @@ func TestProvider_CancelByTaskID(t *testing.T) {
 	cli := engine(t)
 	p := newTestProvider(t, Options{})
 	other := newTestProvider(t, Options{})
-	h, err := p.Start(t.Context(), shSpec(t, "sleep 60"))
+	s, running := runningSpec(t)
+	h, err := p.Start(t.Context(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	running()
 	if err := other.Cancel(t.Context(), h.TaskID()); err != nil {
 		t.Fatalf("Cancel: %v", err)
 	}
@@ -227,11 +229,12 @@ func writableDir(t testing.TB, uid, gid int) string {
 func TestProvider_RemovedBehindItsBack(t *testing.T) {
 	cli := engine(t)
 	p := newTestProvider(t, Options{})
-	h, err := p.Start(t.Context(), shSpec(t, "sleep 60"))
+	s, running := runningSpec(t)
+	h, err := p.Start(t.Context(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	running()
 	id, _ := parseTaskID(h.TaskID())
 	if _, err := cli.ContainerRemove(t.Context(), id, client.ContainerRemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
@@ -265,19 +268,16 @@ func TestProvider_KillStoppedIsNoError(t *testing.T) {
 	if _, err := cli.ContainerStart(t.Context(), c.ID, client.ContainerStartOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; ; i++ {
+	agoratest.Eventually(t, 30*time.Second, "the container to stop", func() error {
 		ins, err := cli.ContainerInspect(t.Context(), c.ID, client.ContainerInspectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ins.Container.State != nil && !ins.Container.State.Running {
-			break
+		if ins.Container.State == nil || ins.Container.State.Running {
+			return errors.New("it runs")
 		}
-		if i == 300 {
-			t.Fatal("the container still runs after 30 s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := p.kill(c.ID); err != nil {
 		t.Fatalf("kill of a stopped container: %v", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/netgw"
@@ -34,6 +35,7 @@ const gatewayHost = "gateway.agora.test"
 
 // slotGW is a network gateway served on a Unix socket, with its sessions and slots.
 type slotGW struct {
+	srv    *netgw.Server
 	dir    string
 	reg    *netgw.Registry
 	slots  *netgw.Slots
@@ -69,6 +71,7 @@ func startSlotGateway(t testing.TB, dir string) *slotGW {
 	}
 	srv := &netgw.Server{Registry: g.reg, Slots: g.slots, Version: workerremote.Version(), ClaimWait: 2 * time.Second}
 	srv.Log = slog.New(slog.NewTextHandler(&g.logs, nil))
+	g.srv = srv
 	ctx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
 	go func() { g.done <- srv.Serve(ctx, ln, g.certs.Server) }()
@@ -409,27 +412,24 @@ func TestSlot_HolderKilledSweptNeverClaimed(t *testing.T) {
 		t.Fatalf("holder said %q", line[:n])
 	}
 	// The container waits on its claim; then the holder dies.
-	time.Sleep(500 * time.Millisecond)
+	agoratest.WaitFor(t, time.Minute, "the slot's claim to wait at the gateway", func() bool { return g.srv.ClaimsWaiting(slotID) == 1 })
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 
 	// The waiting worker is refused once the hold is free (the gateway checks the holder
 	// while a claim waits), so the container ends without a dispatch.
 	var logs string
-	for i := 0; ; i++ {
+	agoratest.Eventually(t, 30*time.Second, "the killed holder's slot container to end", func() error {
 		res, err := listContainers(context.Background(), cli, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", LabelSlot+"="+slotID)})
 		if err != nil || len(res.Items) != 1 {
 			t.Fatalf("slot container of the killed holder: %v %v", res.Items, err)
 		}
-		if res.Items[0].State != "running" {
-			logs = containerLogs(t, cli, res.Items[0].ID)
-			break
+		if res.Items[0].State == "running" {
+			return errors.New("it still waits")
 		}
-		if i == 300 {
-			t.Fatal("the killed holder's slot container still waits after 30 s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		logs = containerLogs(t, cli, res.Items[0].ID)
+		return nil
+	})
 	if !strings.Contains(logs, "CLAIM refused") || strings.Contains(logs, "CLAIMED") {
 		t.Fatalf("the killed holder's slot container said:\n%s", logs)
 	}
@@ -647,7 +647,9 @@ func TestSlot_ConcurrentClaimsOneWinner(t *testing.T) {
 		defer s2.Discard()
 		slots[i] = s2
 	}
-	time.Sleep(500 * time.Millisecond) // every worker waits on its claim
+	// The workers claim: as many as the gateway lets wait at once do (the others are told to
+	// ask again, and find the slot claimed).
+	agoratest.WaitFor(t, time.Minute, "the workers' claims to wait at the gateway", func() bool { return g.srv.ClaimsWaiting(sl.ID) == netgw.MaxClaimWaiters })
 	if err := sl.Bind(t.Context(), sess.Dispatch, sess.Token); err != nil {
 		t.Fatalf("Bind: %v", err)
 	}

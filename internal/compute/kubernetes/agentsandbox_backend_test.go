@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/k8stest"
 )
@@ -110,17 +112,13 @@ func TestAgentSandboxBackend_RunsToCompletion(t *testing.T) {
 // dependents a moment after their owner).
 func waitGone(t *testing.T, what string, get func() error) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		err := get()
-		if apierrors.IsNotFound(err) {
-			return
+	if err := agoratest.Await(time.Minute, func() error {
+		if err := get(); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Errorf("the dispatch's %s outlived its end: %v", what, err)
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Errorf("the dispatch's %s outlived its end: %v", what, err)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/k8stest"
 )
@@ -45,17 +46,13 @@ func clusterProvider(t testing.TB, exp *fakeExporter) (*Provider, *k8stest.Clust
 // handed out as soon as its namespace exists, and a loaded host takes a while to get there.
 func nodeSchedulable(t testing.TB, p *Provider) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	agoratest.Eventually(t, 2*time.Minute, "node "+k8stest.KwokNode+" untainted", func() error {
 		n, err := p.client.CoreV1().Nodes().Get(t.Context(), k8stest.KwokNode, metav1.GetOptions{})
-		if err == nil && len(n.Spec.Taints) == 0 {
-			return
+		if err == nil && len(n.Spec.Taints) > 0 {
+			err = fmt.Errorf("taints %v", n.Spec.Taints)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %s still tainted or missing after 2m: %v", k8stest.KwokNode, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // failWith makes kwok end the pod's containers with code after delay.

@@ -2,12 +2,14 @@ package kubernetes
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
@@ -57,14 +59,17 @@ func TestCluster_PodsRunAsTheirOwnUID(t *testing.T) {
 // pod to exist, and returns it as the apiserver admitted it.
 func waitPod(t *testing.T, p *Provider, id string) corev1.Pod {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for time.Now().Before(deadline) {
+	var pod corev1.Pod
+	agoratest.Eventually(t, 3*time.Minute, "the pod of "+id, func() error {
 		pods, err := p.client.CoreV1().Pods(p.ns).List(t.Context(), metav1.ListOptions{LabelSelector: labelDispatch + "=" + id})
-		if err == nil && len(pods.Items) == 1 {
-			return pods.Items[0]
+		if err != nil {
+			return err
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("no pod of %s after 3m", id)
-	return corev1.Pod{}
+		if len(pods.Items) != 1 {
+			return fmt.Errorf("%d pods", len(pods.Items))
+		}
+		pod = pods.Items[0]
+		return nil
+	})
+	return pod
 }

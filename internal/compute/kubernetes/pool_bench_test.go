@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/agora-dev/agora/internal/agoratest"
 )
 
 // BenchmarkKwokPoolClaimToWorker_WarmVsCold (#30) is a dispatch's start to its worker holding
@@ -54,7 +56,9 @@ func BenchmarkKwokPoolClaimToWorker_WarmVsCold(b *testing.B) {
 		pods := armPool(b, g, cs, admin, pl.Name, 2, used, all)
 		id = clusterID("BPW")
 		spec := poolSpec(b, id, "bench")
-		time.Sleep(300 * time.Millisecond)
+		for _, pp := range pods { // every pod's worker waits on its claim
+			agoratest.WaitFor(b, time.Minute, "pod "+pp.pod.Name+"'s claim to wait at the gateway", func() bool { return g.srv.ClaimsWaiting(pp.slot.Slot) == 1 })
+		}
 		b.StartTimer()
 		begin = time.Now()
 		wh, err := pl.Claim(b.Context(), spec, g.slots.BindPod)

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/k8stest"
@@ -65,9 +66,10 @@ func startPoolGW(t testing.TB) (*slotGW, *lateVerifier) {
 	g.pods = lv
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	g.srv = &netgw.Server{Registry: g.reg, Slots: g.slots, Pods: lv, Version: workerremote.Version()}
 	go func() {
 		defer close(done)
-		(&netgw.Server{Registry: g.reg, Slots: g.slots, Pods: lv, Version: workerremote.Version()}).Serve(ctx, ln, certs.Server)
+		g.srv.Serve(ctx, ln, certs.Server)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return g, lv
@@ -131,13 +133,13 @@ func mintPodToken(t testing.TB, cs *kubernetes.Clientset, pod *corev1.Pod, audie
 // oldest first, skipping those in skip.
 func readyPoolPods(t testing.TB, admin *Provider, pool string, n int, skip map[string]bool) []corev1.Pod {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	var out []corev1.Pod
+	agoratest.Eventually(t, 2*time.Minute, fmt.Sprintf("%d running unclaimed pods of pool %s", n, pool), func() error {
 		l, err := admin.client.CoreV1().Pods(admin.ns).List(t.Context(), metav1.ListOptions{LabelSelector: labelPool + "=" + pool})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out []corev1.Pod
+		out = out[:0]
 		for _, pod := range l.Items {
 			if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil || skip[string(pod.UID)] {
 				continue
@@ -150,14 +152,12 @@ func readyPoolPods(t testing.TB, admin *Provider, pool string, n int, skip map[s
 				out = append(out, pod)
 			}
 		}
-		if len(out) >= n {
-			return out[:n]
+		if len(out) < n {
+			return fmt.Errorf("%d of them", len(out))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d running unclaimed pods of pool %s after 2m, want %d", len(out), pool, n)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return out[:n]
 }
 
 // poolPod is a pool pod the test plays the init step and worker of.
@@ -648,15 +648,19 @@ func TestAgentSandboxPool_Kill9AfterClaimNeverReused(t *testing.T) {
 	}
 	killedID := clusterID("POOLKILLED")
 	cmd, killedUID := startClaimer(t, poolClaimer{Opts: claimerOptsOf(p), Sessions: g.reg.Dir, Slots: g.slots.Dir, Spec: tmpl, Dispatch: killedID})
-	time.Sleep(200 * time.Millisecond) // let it listen for the pod's worker
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
 	killed, ok := pods[killedUID]
 	if !ok {
 		t.Fatalf("the killed supervisor claimed pod %s, not one the test enrolled", killedUID)
 	}
+	// It listens for the pod's worker: the bind's socket is in the pod's slot.
+	agoratest.WaitFor(t, time.Minute, "the supervisor's bind to listen", func() bool {
+		_, err := os.Lstat(filepath.Join(g.slots.Dir, killed.slot.Slot, "c"))
+		return err == nil
+	})
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
 	rctx, rcancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer rcancel()
 	if d := <-workerClaims(rctx, g, killed.slot.Slot, killed.slot.Token); !strings.HasPrefix(d, "refused: ") {

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -9,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agora-dev/agora/internal/agoratest"
 )
 
 // TestAgentSandboxPool_SweepTakesOnlyTheLeftPolicy: a pool's NetworkPolicy outlives
@@ -140,7 +143,7 @@ func TestAgentSandboxPool_SweepTakesOnlyTheLeftPolicy(t *testing.T) {
 func waitPoolParts(t *testing.T, admin *Provider, pool string, pods int) {
 	t.Helper()
 	ctx := t.Context()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+	agoratest.Eventually(t, time.Minute, "pool "+pool+"'s parts to go", func() error {
 		_, terr := admin.client.ExtensionsV1beta1().SandboxTemplates(admin.ns).Get(ctx, pool, metav1.GetOptions{})
 		_, werr := admin.client.ExtensionsV1beta1().SandboxWarmPools(admin.ns).Get(ctx, pool, metav1.GetOptions{})
 		l, err := admin.client.CoreV1().Pods(admin.ns).List(ctx, metav1.ListOptions{LabelSelector: labelPool + "=" + pool})
@@ -158,10 +161,8 @@ func waitPoolParts(t *testing.T, admin *Provider, pool string, pods int) {
 			}
 		}
 		if apierrors.IsNotFound(terr) && apierrors.IsNotFound(werr) && left == 0 && len(l.Items) == pods {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pool %s after 1m: template %v, warm pool %v, %d sandboxes, %d pods (want %d)", pool, terr, werr, left, len(l.Items), pods)
-		}
-	}
+		return fmt.Errorf("template %v, warm pool %v, %d sandboxes, %d pods (want %d)", terr, werr, left, len(l.Items), pods)
+	})
 }

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/k8stest"
 )
@@ -284,16 +285,15 @@ func gateAnswer(t *testing.T, c *k8stest.Cluster) func(string) string {
 	return func(ip string) string {
 		ctx, cancel := context.WithTimeout(testCtx, 60*time.Second)
 		defer cancel()
-		for {
-			ok, err := c.NetpolPolices(ctx, ip)
-			if ok {
-				return "go"
+		if err := agoratest.Await(time.Minute, func() error {
+			if ok, err := c.NetpolPolices(ctx, ip); !ok {
+				return fmt.Errorf("not policed: %v", err)
 			}
-			if ctx.Err() != nil {
-				return fmt.Sprintf("never policed: %v", err)
-			}
-			time.Sleep(100 * time.Millisecond)
+			return nil
+		}); err != nil {
+			return "never " + err.Error()
 		}
+		return "go"
 	}
 }
 

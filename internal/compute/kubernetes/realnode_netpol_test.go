@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/k8stest"
 )
 
@@ -148,17 +149,13 @@ func bridgeIP(subnet string) string {
 // nodeSchedulableReal waits until the real node has lost the not-ready taint.
 func nodeSchedulableReal(t testing.TB, p *Provider) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	agoratest.Eventually(t, 2*time.Minute, "node "+k8stest.RealNodeName+" untainted", func() error {
 		n, err := p.client.CoreV1().Nodes().Get(t.Context(), k8stest.RealNodeName, metav1.GetOptions{})
-		if err == nil && len(n.Spec.Taints) == 0 {
-			return
+		if err == nil && len(n.Spec.Taints) > 0 {
+			err = fmt.Errorf("taints %v", n.Spec.Taints)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %s still tainted or missing after 2m: %v", k8stest.RealNodeName, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // TestRealNodeNetpol_ServePolicyAndGatewayPeer: deploy/kubernetes's policies as written
@@ -337,16 +334,13 @@ func gatewayService(t *testing.T, c *k8stest.Cluster) string {
 // waitPoliced waits until the engine polices ip (what says whose it is).
 func waitPoliced(t *testing.T, c *k8stest.Cluster, ip, what string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ok, err := c.NetpolPolices(t.Context(), ip)
-		if ok {
-			return
+	if err := agoratest.Await(time.Minute, func() error {
+		if ok, err := c.NetpolPolices(t.Context(), ip); !ok {
+			return fmt.Errorf("not policed: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the engine never policed %s, %s: %v\n%s", ip, what, err, c.Log("kube-network-policies"))
-		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatalf("the engine never policed %s, %s: %v\n%s", ip, what, err, c.Log("kube-network-policies"))
 	}
 }
 

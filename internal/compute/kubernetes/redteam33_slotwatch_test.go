@@ -156,12 +156,23 @@ func TestRedTeam33_SlotWatchSurvivesAStalledAPIServer(t *testing.T) {
 	p.opts.Exporter = g.reg
 	p.testOnlyPodMeta = failWith(0, "1h")
 	p.testOnlyWatchWait = 2 * time.Second
+	watching := make(chan struct{}, 1)
+	p.testOnlyWatching = func() {
+		select {
+		case watching <- struct{}{}:
+		default:
+		}
+	}
 	nodeSchedulable(t, p)
 	sl, _ := startSlot(t, p, g)
 	if !sl.Alive() {
 		t.Fatal("a fresh slot is not alive")
 	}
-	time.Sleep(500 * time.Millisecond) // the watch is open
+	select { // the watch is open
+	case <-watching:
+	case <-time.After(time.Minute):
+		t.Fatal("the slot's pod watch never opened")
+	}
 	// A busy provider has many idle connections pooled: over HTTP/1.1 each silent one was
 	// tried in turn, a bound's wait apiece, after the apiserver answered again (session 33's
 	// CI ran out of the 40 s; 20 pooled here failed every run before closeIdle).
@@ -181,7 +192,8 @@ func TestRedTeam33_SlotWatchSurvivesAStalledAPIServer(t *testing.T) {
 	if err := cs.CoreV1().Pods(p.ns).Delete(t.Context(), l.Items[0].Name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	// The pod went while the apiserver was silent; it answers new connections again now,
+	// while the watch's connection and the pooled ones stay silent for ever.
 	proxy.resume()
 	select {
 	case <-sl.Gone():

@@ -15,21 +15,22 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/agora-dev/agora/internal/agoratest"
 )
 
 // Red team 43K: Provider.AdoptSlot (a warm slot's dispatch adopted after its supervisor died)
 // attacked where TestWarmSlot_AdoptAfterSupervisorKilled does not.
 
-// poll calls f every 200ms until it says done, or fails the test after d.
+// poll asks f (an apiserver's answer) until it says done, or fails the test after d.
 func poll(t *testing.T, d time.Duration, what string, f func() bool) {
 	t.Helper()
-	end := time.Now().Add(d)
-	for !f() {
-		if time.Now().After(end) {
-			t.Fatalf("%s: not after %v", what, d)
+	agoratest.Eventually(t, d, what, func() error {
+		if !f() {
+			return errors.New("not yet")
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // jobFailed reports whether the Job has a true Failed condition, and its reason.

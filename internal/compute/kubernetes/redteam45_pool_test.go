@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/fence"
 )
@@ -235,25 +237,31 @@ planted:
 			t.Fatalf("delete the pool's own Sandbox: %v", err)
 		}
 		var pod *corev1.Pod
-		deadline := time.Now().Add(time.Minute)
-		for pod == nil {
+		var deleted bool
+		if err := agoratest.Await(time.Minute, func() error {
 			got, err := admin.client.CoreV1().Pods(admin.ns).Get(ctx, made.Name, metav1.GetOptions{})
 			switch {
 			case err == nil && (got.Status.Phase == corev1.PodRunning || got.Status.Phase == corev1.PodPending):
 				pod = got
-				continue
+				return nil
 			case apierrors.IsNotFound(err):
 				// The controller deletes a Sandbox of the pool it did not make (the pool is at
 				// its count), often before it makes its pod: the attack ends there.
 				if _, serr := admin.client.AgentsV1beta1().Sandboxes(admin.ns).Get(ctx, made.Name, metav1.GetOptions{}); apierrors.IsNotFound(serr) {
-					t.Logf("the planted Sandbox under the %s pool was deleted before its pod ran", c.home)
-					continue planted
+					deleted = true
+					return nil
 				}
 			}
-			if time.Now().After(deadline) {
-				t.Skipf("SKIP: the controller made no pod of the planted Sandbox in 1m (%v): nothing to present", err)
+			if err == nil {
+				err = fmt.Errorf("its pod is %s", got.Status.Phase)
 			}
-			time.Sleep(200 * time.Millisecond)
+			return err
+		}); err != nil {
+			t.Skipf("SKIP: the controller made no pod of the planted Sandbox in 1m (%v): nothing to present", err)
+		}
+		if deleted {
+			t.Logf("the planted Sandbox under the %s pool was deleted before its pod ran", c.home)
+			continue planted
 		}
 		if sb, err := admin.client.AgentsV1beta1().Sandboxes(admin.ns).Get(ctx, made.Name, metav1.GetOptions{}); err == nil {
 			ref, _ := controllerRef(sb.OwnerReferences)

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/k8stest"
 )
 
@@ -168,19 +170,17 @@ func TestProbeRuntimeClass_UnderDocumentedRoles(t *testing.T) {
 		}
 	}
 	// RBAC takes effect within moments of the binding.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var missing error
+	agoratest.Eventually(t, 30*time.Second, "the bound ClusterRole to read RuntimeClasses", func() error {
 		ok, err := probe(sa, "no-such-class")
-		if ok {
-			if err == nil || !strings.Contains(err.Error(), "has no RuntimeClass") {
-				t.Errorf("ClusterRole bound, missing class: %v", err)
-			}
-			break
+		if !ok {
+			return fmt.Errorf("not checked: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the bound ClusterRole still cannot read RuntimeClasses after 30 s: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
+		missing = err
+		return nil
+	})
+	if missing == nil || !strings.Contains(missing.Error(), "has no RuntimeClass") {
+		t.Errorf("ClusterRole bound, missing class: %v", missing)
 	}
 	if ok, err := probe(sa, "gvisor"); !ok || err != nil {
 		t.Errorf("ClusterRole bound, existing class: checked %v, %v", ok, err)

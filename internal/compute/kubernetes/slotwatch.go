@@ -92,6 +92,9 @@ func (sl *Slot) watchPod(ctx context.Context) {
 			}
 			continue
 		}
+		if f := sl.p.testOnlyWatching; f != nil {
+			f()
+		}
 		gone := sl.podEvents(wctx, w, uid)
 		w.Stop()
 		if ctx.Err() == nil && wctx.Err() != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute/remote"
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
@@ -51,7 +52,7 @@ func BenchmarkKwokClaimToWorker_WarmVsCold(b *testing.B) {
 		spec = warmSpec(b, id)
 		// The slot's worker waits on the gateway before any dispatch comes, as a pod's does.
 		got := workerClaims(ctx, g, sl.ID, token)
-		time.Sleep(300 * time.Millisecond)
+		agoratest.WaitFor(b, time.Minute, "the slot's claim to wait at the gateway", func() bool { return g.srv.ClaimsWaiting(sl.ID) == 1 })
 		b.StartTimer()
 		begin = time.Now()
 		wh, err := sl.Run(ctx, spec, gs.Bind)
@@ -113,7 +114,7 @@ func BenchmarkKwokClaimToWorker_ProxyWarmVsCold(b *testing.B) {
 		ctx, cancel := context.WithCancel(b.Context())
 		id = clusterID("BPW")
 		got := claimAndFill(ctx, g, sl.ID, token, b.TempDir())
-		time.Sleep(300 * time.Millisecond)
+		agoratest.WaitFor(b, time.Minute, "the slot's claim to wait at the gateway", func() bool { return g.srv.ClaimsWaiting(sl.ID) == 1 })
 		b.StartTimer()
 		begin = time.Now()
 		wh, err := sl.Run(ctx, proxySpec(b, id, "ca\n"), gs.Bind)

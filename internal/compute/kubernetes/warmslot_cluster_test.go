@@ -34,6 +34,7 @@ import (
 
 // slotGW is a real network gateway serving sessions and slots on loopback.
 type slotGW struct {
+	srv   *netgw.Server
 	reg   *netgw.Registry
 	slots *netgw.Slots
 	url   string
@@ -58,9 +59,10 @@ func startSlotGW(t testing.TB) *slotGW {
 	g.url = "https://" + ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	g.srv = &netgw.Server{Registry: g.reg, Slots: g.slots, Version: workerremote.Version()}
 	go func() {
 		defer close(done)
-		(&netgw.Server{Registry: g.reg, Slots: g.slots, Version: workerremote.Version()}).Serve(ctx, ln, certs.Server)
+		g.srv.Serve(ctx, ln, certs.Server)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return g

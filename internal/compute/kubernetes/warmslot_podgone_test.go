@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -57,15 +58,10 @@ func TestWarmSlot_ClusterClaimedPodDeletedEndsLost(t *testing.T) {
 	if s := stderr.String(); s != "" && !strings.Contains(s, "that ran the dispatch was deleted") {
 		t.Errorf("stderr = %q, want the pod's deletion or nothing", s)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, err := p.client.BatchV1().Jobs(p.ns).Get(t.Context(), sl.name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			break
+	agoratest.Eventually(t, 30*time.Second, "the slot's Job to go with its lost dispatch", func() error {
+		if _, err := p.client.BatchV1().Jobs(p.ns).Get(t.Context(), sl.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("it stands: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the slot's Job outlived its lost dispatch: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }

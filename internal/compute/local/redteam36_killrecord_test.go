@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 )
 
@@ -99,7 +100,7 @@ func rt36Holder(t *testing.T, env string) {
 	spec.ID, spec.Binds = "d1", []compute.Bind{{Src: parts[2], Dst: "/agora/out", Writable: true}}
 	_, err := p.StartInSlotWith(t.Context(), slot, spec, func(taskID string) error {
 		os.Stdout.WriteString("recorded " + taskID + "\n")
-		time.Sleep(time.Minute)
+		agoratest.Hang() // until the test kills it
 		return errors.New("not killed")
 	})
 	t.Fatalf("the holder outlived its kill: %v", err)

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 )
 
@@ -333,7 +334,7 @@ func TestSlot_HolderHelper(t *testing.T) {
 	p := newProvider(t, Options{})
 	slot := newSlot(t, p, compute.Spec{ID: "h", Argv: []string{"true"}, Env: []string{"PATH=/usr/bin:/bin"}}, SlotOptions{Dir: dir, ClaimRoot: "/agora"})
 	os.Stdout.WriteString(slot.Dir() + " " + slot.TaskID() + "\n")
-	time.Sleep(time.Minute)
+	agoratest.Hang() // until the test kills it
 }
 
 // isZombie reports whether pid has exited and waits to be reaped.

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 )
 
@@ -347,7 +348,7 @@ func TestSlotStage_HolderHelper(t *testing.T) {
 		}
 	}
 	os.Stdout.WriteString(slot.Dir() + " " + slot.TaskID() + " " + mark + "\n")
-	time.Sleep(time.Minute)
+	agoratest.Hang() // until the test kills it
 }
 
 // waitGone waits for a spent slot's directory to be removed (its teardown).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 // TestPool_RefillsADeadSlotNobodyPruned: a ready slot dies while it waits and no holder says
@@ -12,6 +14,10 @@ import (
 // until a claim finds it (a dispatch that then goes cold). CI of session 36: two warm tests
 // waited for a slot that had died in the pool.
 func TestPool_RefillsADeadSlotNobodyPruned(t *testing.T) {
+	synctest.Test(t, testPoolRefillsADeadSlotNobodyPruned)
+}
+
+func testPoolRefillsADeadSlotNobodyPruned(t *testing.T) {
 	var mu sync.Mutex
 	var made []*liveSlot
 	p := New(t.Context(), "local", 1, func(context.Context) (Slot, error) {
@@ -22,12 +28,14 @@ func TestPool_RefillsADeadSlotNobodyPruned(t *testing.T) {
 		return s, nil
 	})
 	defer p.Close()
-	waitReady(t, p, 1)
+	settled(t, p, 1)
 	mu.Lock()
 	first := made[0]
 	mu.Unlock()
 	first.dead.Store(true)
-	waitReady(t, p, 1) // within waitReady's 10 s: lookEvery is 2 s
+	settled(t, p, 0) // counted ready no more, and not yet found by the pool
+	time.Sleep(lookEvery)
+	settled(t, p, 1)
 	mu.Lock()
 	n := len(made)
 	mu.Unlock()

@@ -19,21 +19,27 @@ type fakeSlot struct {
 func (s *fakeSlot) Shape() string { return s.shape }
 func (s *fakeSlot) Discard()      { s.discarded.Add(1) }
 
-// waitReady polls until the pool holds n ready slots.
-func waitReady(t *testing.T, p *Pool, n int) {
+// The pool's tests run in synctest bubbles: its refill pauses, looks and held-back refills
+// run on the bubble's fake clock, which moves only when every goroutine of the pool waits, so
+// a test says exactly what happened by when (nothing before a pause ends, all of it after).
+
+// settled waits until the pool's goroutines all wait (on a kick, a pause or a look), and
+// fails unless it holds n ready slots then.
+func settled(t *testing.T, p *Pool, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for p.Counts().Ready < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("pool has %d ready slots, want %d", p.Counts().Ready, n)
-		}
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if c := p.Counts(); c.Ready != n {
+		t.Fatalf("the pool settled with %d ready slots, want %d: %+v", c.Ready, n, c)
 	}
 }
 
 // TestPool_ConcurrentClaimsNeverShare: 200 claims at once against a pool refilling 16
 // slots: every claim gets a distinct slot or nil (cold), and the counts add up.
 func TestPool_ConcurrentClaimsNeverShare(t *testing.T) {
+	synctest.Test(t, testPoolConcurrentClaimsNeverShare)
+}
+
+func testPoolConcurrentClaimsNeverShare(t *testing.T) {
 	var next atomic.Int64
 	var mu sync.Mutex
 	all := map[*fakeSlot]bool{}
@@ -44,7 +50,7 @@ func TestPool_ConcurrentClaimsNeverShare(t *testing.T) {
 		mu.Unlock()
 		return s, nil
 	})
-	waitReady(t, p, 16)
+	settled(t, p, 16)
 	var wg sync.WaitGroup
 	got := make(chan Slot, 200)
 	for range 200 {
@@ -85,10 +91,12 @@ func TestPool_ConcurrentClaimsNeverShare(t *testing.T) {
 
 // TestPool_ShapeMismatchGoesCold: a claim of another shape gets nothing and is counted
 // cold; the ready slot stays for its own shape.
-func TestPool_ShapeMismatchGoesCold(t *testing.T) {
+func TestPool_ShapeMismatchGoesCold(t *testing.T) { synctest.Test(t, testPoolShapeMismatchGoesCold) }
+
+func testPoolShapeMismatchGoesCold(t *testing.T) {
 	p := New(t.Context(), "local", 1, func(context.Context) (Slot, error) { return &fakeSlot{shape: "a"}, nil })
 	defer p.Close()
-	waitReady(t, p, 1)
+	settled(t, p, 1)
 	if s := p.Claim("b"); s != nil {
 		t.Fatal("a slot of shape a was claimed for shape b")
 	}
@@ -100,27 +108,42 @@ func TestPool_ShapeMismatchGoesCold(t *testing.T) {
 	}
 }
 
-// TestPool_FailedFillCounted: fills that fail are counted and retried, never claimed.
-func TestPool_FailedFillCounted(t *testing.T) {
-	p := New(t.Context(), "local", 2, func(context.Context) (Slot, error) { return nil, errors.New("no bwrap") })
+// TestPool_FailedFillCounted: fills that fail are counted and retried after retryPause, never
+// in a loop, and never claimed.
+func TestPool_FailedFillCounted(t *testing.T) { synctest.Test(t, testPoolFailedFillCounted) }
+
+func testPoolFailedFillCounted(t *testing.T) {
+	var fills atomic.Int32
+	p := New(t.Context(), "local", 2, func(ctx context.Context) (Slot, error) {
+		if fills.Add(1) > 100 {
+			<-ctx.Done() // a retry loop without its pause: hold it, and the count tells
+		}
+		return nil, errors.New("no bwrap")
+	})
 	defer p.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for p.Counts().Failed == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	settled(t, p, 0)
+	if c := p.Counts(); c.Failed != 1 || fills.Load() != 1 {
+		t.Fatalf("counts %+v after %d fills, want the one failed fill counted and no retry before the pause", c, fills.Load())
 	}
-	if c := p.Counts(); c.Failed == 0 || c.Ready != 0 {
-		t.Fatalf("counts %+v, want failed > 0, ready 0", c)
+	time.Sleep(retryPause)
+	settled(t, p, 0)
+	if c := p.Counts(); c.Failed != 2 || fills.Load() != 2 {
+		t.Fatalf("counts %+v after %d fills, want one retry after the pause", c, fills.Load())
 	}
 	if p.Claim("") != nil {
 		t.Fatal("claim returned a slot from a pool whose fills all failed")
 	}
 }
 
-// TestPool_ZeroKeepsNone: warm 0 never fills.
-func TestPool_ZeroKeepsNone(t *testing.T) {
+// TestPool_ZeroKeepsNone: warm 0 never fills, at its start or at its looks.
+func TestPool_ZeroKeepsNone(t *testing.T) { synctest.Test(t, testPoolZeroKeepsNone) }
+
+func testPoolZeroKeepsNone(t *testing.T) {
 	var fills atomic.Int32
 	p := New(t.Context(), "local", 0, func(context.Context) (Slot, error) { fills.Add(1); return &fakeSlot{}, nil })
-	time.Sleep(20 * time.Millisecond)
+	settled(t, p, 0)
+	time.Sleep(3 * lookEvery)
+	synctest.Wait()
 	p.Close()
 	if fills.Load() != 0 {
 		t.Fatalf("warm 0 filled %d slots", fills.Load())
@@ -129,7 +152,9 @@ func TestPool_ZeroKeepsNone(t *testing.T) {
 
 // TestPool_FlushRefills: Flush discards the ready slots once each and the pool fills afresh
 // (with what the fill makes now: a new shape).
-func TestPool_FlushRefills(t *testing.T) {
+func TestPool_FlushRefills(t *testing.T) { synctest.Test(t, testPoolFlushRefills) }
+
+func testPoolFlushRefills(t *testing.T) {
 	var shape atomic.Value
 	shape.Store("old")
 	var made []*fakeSlot
@@ -142,19 +167,16 @@ func TestPool_FlushRefills(t *testing.T) {
 		return s, nil
 	})
 	defer p.Close()
-	waitReady(t, p, 2)
+	settled(t, p, 2)
 	shape.Store("new")
 	p.Flush()
-	waitReady(t, p, 2)
+	settled(t, p, 2)
 	if s := p.Claim("new"); s == nil {
 		t.Fatal("no slot of the new shape after Flush")
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	for _, s := range made[:2] {
-		for deadline := time.Now().Add(5 * time.Second); s.discarded.Load() == 0 && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
 		if s.shape != "old" || s.discarded.Load() != 1 {
 			t.Fatalf("old slot: shape %s discarded %d times, want old and 1", s.shape, s.discarded.Load())
 		}
@@ -175,51 +197,54 @@ func (s *settlingSlot) Settled() <-chan struct{} { return s.settled }
 // refillHeldAtMost. On a synctest clock: the refill comes the moment the slot settles, or
 // exactly refillHeldAtMost after the claim of one that never does.
 func TestPool_RefillWaitsForTheClaimedSlotToSettle(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fills := make(chan *settlingSlot, 8)
-		p := New(t.Context(), "local", 1, func(context.Context) (Slot, error) {
-			s := &settlingSlot{fakeSlot: fakeSlot{shape: "s"}, settled: make(chan struct{})}
-			fills <- s
-			return s, nil
-		})
-		defer p.Close()
-		first := <-fills
-		synctest.Wait()
-		if got := p.Claim("s"); got != first {
-			t.Fatalf("claimed %v, want the ready slot", got)
-		}
-		time.Sleep(refillHeldAtMost / 2)
-		synctest.Wait()
-		select {
-		case <-fills:
-			t.Fatal("the pool refilled before the claimed slot settled")
-		default:
-		}
-		close(first.settled)
-		synctest.Wait()
-		var second *settlingSlot
-		select {
-		case second = <-fills:
-		default:
-			t.Fatal("the pool did not refill when the claimed slot settled")
-		}
-		// Unsettled for good: the bound tops the pool up all the same, and not before it.
-		if got := p.Claim("s"); got != second {
-			t.Fatalf("claimed %v, want the refilled slot", got)
-		}
-		time.Sleep(refillHeldAtMost - time.Nanosecond)
-		synctest.Wait()
-		select {
-		case <-fills:
-			t.Fatal("the pool refilled before refillHeldAtMost with the claimed slot unsettled")
-		default:
-		}
-		time.Sleep(time.Nanosecond)
-		synctest.Wait()
-		select {
-		case <-fills:
-		default:
-			t.Fatal("a claimed slot that never settles held the refill back past refillHeldAtMost")
-		}
+	synctest.Test(t, testPoolRefillWaitsForTheClaimedSlotToSettle)
+}
+
+func testPoolRefillWaitsForTheClaimedSlotToSettle(t *testing.T) {
+	fills := make(chan *settlingSlot, 8)
+	p := New(t.Context(), "local", 1, func(context.Context) (Slot, error) {
+		s := &settlingSlot{fakeSlot: fakeSlot{shape: "s"}, settled: make(chan struct{})}
+		fills <- s
+		return s, nil
 	})
+	defer p.Close()
+	first := <-fills
+	settled(t, p, 1)
+	if got := p.Claim("s"); got != first {
+		t.Fatalf("claimed %v, want the ready slot", got)
+	}
+	time.Sleep(refillHeldAtMost / 2)
+	synctest.Wait()
+	select {
+	case <-fills:
+		t.Fatal("the pool refilled before the claimed slot settled")
+	default:
+	}
+	close(first.settled)
+	synctest.Wait() // no time passes: the refill follows the settling at once
+	var second *settlingSlot
+	select {
+	case second = <-fills:
+	default:
+		t.Fatal("the pool did not refill after the claimed slot settled")
+	}
+	settled(t, p, 1)
+	// Unsettled for good: the bound tops the pool up all the same, and not before it.
+	if got := p.Claim("s"); got != second {
+		t.Fatalf("claimed %v, want the refilled slot", got)
+	}
+	time.Sleep(refillHeldAtMost - time.Millisecond)
+	synctest.Wait()
+	select {
+	case <-fills:
+		t.Fatal("the pool refilled before refillHeldAtMost while the claimed slot had not settled")
+	default:
+	}
+	time.Sleep(time.Millisecond)
+	synctest.Wait()
+	select {
+	case <-fills:
+	default:
+		t.Fatal("a claimed slot that never settles held the refill back past refillHeldAtMost")
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -20,6 +21,10 @@ func (s *liveSlot) Alive() bool { return !s.dead.Load() }
 // say "warm 1/1 ready" of nothing) nor handed to a claim (the dispatch would run in nothing);
 // it is counted failed and refilled.
 func TestRedTeam30_DeadSlotNeitherReadyNorClaimed(t *testing.T) {
+	synctest.Test(t, testRedTeam30DeadSlotNeitherReadyNorClaimed)
+}
+
+func testRedTeam30DeadSlotNeitherReadyNorClaimed(t *testing.T) {
 	var made atomic.Int32
 	var first *liveSlot
 	p := New(t.Context(), "local", 1, func(context.Context) (Slot, error) {
@@ -30,7 +35,7 @@ func TestRedTeam30_DeadSlotNeitherReadyNorClaimed(t *testing.T) {
 		return s, nil
 	})
 	defer p.Close()
-	waitReady(t, p, 1)
+	settled(t, p, 1)
 	first.dead.Store(true)
 	if c := p.Counts(); c.Ready != 0 {
 		t.Errorf("a dead slot is counted ready: %+v", c)
@@ -42,31 +47,40 @@ func TestRedTeam30_DeadSlotNeitherReadyNorClaimed(t *testing.T) {
 	if c := p.Counts(); c.Failed != 1 {
 		t.Errorf("the dead slot is not counted failed: %+v", c)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for first.discarded.Load() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the dead slot was never discarded")
-		}
-		time.Sleep(time.Millisecond)
+	// No time passes: the claim that found it dead has it discarded and the pool refilled.
+	settled(t, p, 1)
+	if n := first.discarded.Load(); n != 1 {
+		t.Fatalf("the dead slot was discarded %d times, want 1", n)
 	}
-	waitReady(t, p, 1)
 }
 
 // TestRedTeam30_DyingSlotsDoNotSpin: every slot the fill makes is dead at once (a broken
 // sandbox, a killer on the host). The pool must not spin refilling them: a fill per slot
 // wanted, and one more per claim that finds them dead, never a loop of its own.
 func TestRedTeam30_DyingSlotsDoNotSpin(t *testing.T) {
+	synctest.Test(t, testRedTeam30DyingSlotsDoNotSpin)
+}
+
+func testRedTeam30DyingSlotsDoNotSpin(t *testing.T) {
 	var fills atomic.Int32
-	p := New(t.Context(), "local", 4, func(context.Context) (Slot, error) {
-		fills.Add(1)
+	p := New(t.Context(), "local", 4, func(ctx context.Context) (Slot, error) {
+		if fills.Add(1) > 100 {
+			// A spinning refill never waits, and the bubble's clock would wait for it for
+			// ever: past any count the test allows, the fill holds it, and the count tells.
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
 		s := &liveSlot{fakeSlot: fakeSlot{shape: "s"}}
 		s.dead.Store(true)
 		return s, nil
 	})
 	defer p.Close()
-	time.Sleep(300 * time.Millisecond)
-	if n := fills.Load(); n > 4 {
-		t.Fatalf("%d fills with no claim for a pool of 4 whose slots die at once: the refill spins", n)
+	// Until its next look (lookEvery) the pool waits: four fills, and no more however long.
+	synctest.Wait()
+	time.Sleep(lookEvery - time.Millisecond)
+	synctest.Wait()
+	if n := fills.Load(); n != 4 {
+		t.Fatalf("%d fills with no claim for a pool of 4 whose slots die at once, want 4: the refill spins", n)
 	}
 	for range 10 {
 		if s := p.Claim("s"); s != nil {
@@ -74,7 +88,7 @@ func TestRedTeam30_DyingSlotsDoNotSpin(t *testing.T) {
 		}
 		p.Counts()
 	}
-	time.Sleep(300 * time.Millisecond)
+	synctest.Wait()
 	if n := fills.Load(); n > 4+4*10 {
 		t.Fatalf("%d fills after 10 claims: the refill spins", n)
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -13,6 +14,10 @@ import (
 // (counted failed, each discarded once) and the pool refills to want after its pause,
 // without waiting for a claim to find them dead; a second Prune finds nothing to count.
 func TestRedTeam31_PruneRefillsDeadSlots(t *testing.T) {
+	synctest.Test(t, testRedTeam31PruneRefillsDeadSlots)
+}
+
+func testRedTeam31PruneRefillsDeadSlots(t *testing.T) {
 	var mu sync.Mutex
 	var made []*liveSlot
 	var fills atomic.Int32
@@ -25,7 +30,7 @@ func TestRedTeam31_PruneRefillsDeadSlots(t *testing.T) {
 		return s, nil
 	})
 	defer p.Close()
-	waitReady(t, p, 2)
+	settled(t, p, 2)
 	mu.Lock()
 	first := append([]*liveSlot(nil), made...)
 	mu.Unlock()
@@ -37,16 +42,17 @@ func TestRedTeam31_PruneRefillsDeadSlots(t *testing.T) {
 	if c := p.Counts(); c.Failed != 2 || c.Ready != 0 {
 		t.Errorf("after Prune: %+v, want failed 2, ready 0", c)
 	}
-	waitReady(t, p, 2)
-	deadline := time.Now().Add(5 * time.Second)
+	// The refill waits out its pause, then tops the pool up.
+	settled(t, p, 0)
 	for _, s := range first {
-		for s.discarded.Load() != 1 {
-			if time.Now().After(deadline) {
-				t.Fatalf("a dead slot was discarded %d times, want 1", s.discarded.Load())
-			}
-			time.Sleep(time.Millisecond)
+		if n := s.discarded.Load(); n != 1 {
+			t.Fatalf("a dead slot was discarded %d times, want 1", n)
 		}
 	}
+	time.Sleep(retryPause - time.Millisecond)
+	settled(t, p, 0)
+	time.Sleep(time.Millisecond)
+	settled(t, p, 2)
 	if n := fills.Load(); n != 4 {
 		t.Errorf("%d fills, want 4 (2, then 2 for the dead)", n)
 	}

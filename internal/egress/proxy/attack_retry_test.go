@@ -6,16 +6,22 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // Attack: make the proxy send a request twice. A host reads a request and closes without an
 // answer: the client gets one 502, the host saw the request once, and it is never resent on
-// a new connection (a non-idempotent request must not run twice).
+// a new connection (a non-idempotent request must not run twice). The connection's net.close
+// is the signal: the proxy records it once it is done with the connection, so a resend of the
+// dropped request would have reached the host before it.
 func TestAttack_NoAutomaticRetry(t *testing.T) {
-	var seen atomic.Int64
+	var mu sync.Mutex
+	var seen []string // the paths the host read, in order; guarded by mu
 	port, conns := rawServer(t, func(c net.Conn) {
 		br := bufio.NewReader(c)
 		for {
@@ -23,8 +29,10 @@ func TestAttack_NoAutomaticRetry(t *testing.T) {
 			if err != nil {
 				return
 			}
+			mu.Lock()
+			seen = append(seen, req.URL.Path)
+			mu.Unlock()
 			if req.URL.Path == "/drop" {
-				seen.Add(1)
 				return // read, then close without an answer
 			}
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
@@ -41,9 +49,13 @@ func TestAttack_NoAutomaticRetry(t *testing.T) {
 	if resp.StatusCode != 502 || !strings.Contains(body, "no valid response") {
 		t.Fatalf("dropped request = %d %q, want 502", resp.StatusCode, body)
 	}
-	time.Sleep(100 * time.Millisecond) // a resend, if any, would have arrived
-	if n := seen.Load(); n != 1 {
-		t.Fatalf("the host saw the request %d times, want once", n)
+	if got := f.audit.waitEntries(t, entry.NetClose, 1, 30*time.Second); len(got) != 1 {
+		t.Fatalf("the connection's net.close: %d entries:\n%s", len(got), f.audit.dump())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := strings.Join(seen, " "); got != "/first /drop" {
+		t.Fatalf("the host read %s, want /first /drop: the dropped request was sent again", got)
 	}
 	if n := conns.Load(); n != 1 {
 		t.Fatalf("the proxy opened %d connections to the host, want 1", n)

@@ -59,7 +59,9 @@ func TestAttack_TunnelUpstreamCloseEndsTheTunnel(t *testing.T) {
 // whose context is cancelled).
 func TestAttack_CloseEndsBlockedConnectionsWithOneCloseEach(t *testing.T) {
 	port, _ := rawServer(t, holdConn)
+	arrived := make(chan struct{}, 1)
 	silent := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
 		<-r.Context().Done()
 	}))
 	defer silent.Close()
@@ -81,7 +83,7 @@ func TestAttack_CloseEndsBlockedConnectionsWithOneCloseEach(t *testing.T) {
 	tc := tlsThrough(t, f.url.Host, "127.0.0.1:"+sport, poolFromCA(ca))
 	io.WriteString(tc, "GET /wait HTTP/1.1\r\nHost: 127.0.0.1:"+sport+"\r\n\r\n")
 	a.waitEntries(t, entry.NetConnect, 3, 5*time.Second)
-	time.Sleep(100 * time.Millisecond) // the request reaches the silent host
+	awaitArrivals(t, arrived, 1) // the request reaches the silent host
 	done := make(chan struct{})
 	go func() { f.p.Close(); close(done) }()
 	select {
@@ -91,6 +93,19 @@ func TestAttack_CloseEndsBlockedConnectionsWithOneCloseEach(t *testing.T) {
 	}
 	if n := len(a.find(entry.NetClose, "")); n != 3 {
 		t.Fatalf("net.close entries = %d, want 3:\n%s", n, a.dump())
+	}
+}
+
+// awaitArrivals waits for n requests to reach the hosts (each handler sends on arrived as
+// it starts).
+func awaitArrivals(t *testing.T, arrived <-chan struct{}, n int) {
+	t.Helper()
+	for i := range n {
+		select {
+		case <-arrived:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d of %d requests reached their hosts", i, n)
+		}
 	}
 }
 
@@ -104,11 +119,14 @@ func poolFromCA(ca *CA) *x509.CertPool {
 // terminated session and over plain HTTP. The connection ends at once (not after the idle
 // timeout), the host's connection is closed, and net.close is written.
 func TestAttack_ClientGoneWhileHostIsSlow(t *testing.T) {
+	arrived := make(chan struct{}, 2)
 	slow := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
 		<-r.Context().Done()
 	}))
 	defer slow.Close()
 	slowPlain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
 		<-r.Context().Done()
 	}))
 	defer slowPlain.Close()
@@ -126,7 +144,7 @@ func TestAttack_ClientGoneWhileHostIsSlow(t *testing.T) {
 	io.WriteString(tc, "GET /slow HTTP/1.1\r\nHost: 127.0.0.1:"+port+"\r\n\r\n")
 	c := dialProxy(t, f.url.Host)
 	io.WriteString(c, "GET http://127.0.0.1:"+pport+"/slow HTTP/1.1\r\nHost: x\r\n\r\n")
-	time.Sleep(200 * time.Millisecond) // both requests reach their hosts
+	awaitArrivals(t, arrived, 2) // both requests reach their hosts
 	tc.Close()
 	c.Close()
 	if got := f.audit.waitEntries(t, entry.NetClose, 2, 5*time.Second); len(got) != 2 {
