@@ -1,23 +1,27 @@
 package agoratest
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
 
-// Poll calls cond every `every` until it holds (true) or d has passed (false): a wait on
-// something no event announces (a Kubernetes object's status, another process's table),
-// where each look costs enough (a process, an API call) that [WaitFor]'s 5 ms would load the
-// machine. The caller fails with what it knows when it returns false; d bounds a wait on a
-// loaded machine and is not a timing assertion, so make it generous.
-func Poll(d, every time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(every) {
-		if time.Now().After(deadline) {
-			return false
+// Poll is [Await] for a condition: it calls cond, backing off as Await does, until it holds
+// (true) or d has passed (false). It is for a wait on something no event announces (a
+// Kubernetes object's status, another process's table); the caller fails with what it knows
+// when it returns false. d bounds a wait on a loaded machine and is not a timing assertion,
+// so make it generous.
+func Poll(d time.Duration, cond func() bool) bool {
+	return Await(d, func() error {
+		if cond() {
+			return nil
 		}
-	}
-	return true
+		return errNotYet
+	}) == nil
 }
+
+// errNotYet is [Poll]'s condition not holding yet.
+var errNotYet = errors.New("not yet")
 
 // killWait bounds how long [AwaitOwnKill] waits.
 const killWait = time.Minute

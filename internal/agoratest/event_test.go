@@ -9,10 +9,10 @@ import (
 // with false once the bound has passed.
 func TestPoll(t *testing.T) {
 	n := 0
-	if !Poll(10*time.Second, time.Millisecond, func() bool { n++; return n == 3 }) || n != 3 {
+	if !Poll(10*time.Second, func() bool { n++; return n == 3 }) || n != 3 {
 		t.Errorf("polled %d times, want true on the third", n)
 	}
-	if Poll(20*time.Millisecond, time.Millisecond, func() bool { return false }) {
+	if Poll(20*time.Millisecond, func() bool { return false }) {
 		t.Error("a condition that never held polled true")
 	}
 }

@@ -189,7 +189,7 @@ func TestDispatch_ContainerCancel(t *testing.T) {
 		done <- rec
 	}()
 	var task string
-	agoratest.Poll(60*time.Second, 100*time.Millisecond, func() bool {
+	agoratest.Poll(60*time.Second, func() bool {
 		if cur, err := e.d.Records.Get(ctx, r.ID); err == nil {
 			task = cur.ProviderTaskID
 		}

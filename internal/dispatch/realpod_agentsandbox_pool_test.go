@@ -91,7 +91,7 @@ func TestDispatch_RealPodAgentSandboxPool(t *testing.T) {
 		t.Errorf("after the first dispatch: counts %+v, want one cold, none claimed", c)
 	}
 
-	if !agoratest.Poll(4*time.Minute, 200*time.Millisecond, func() bool { return counts().Ready >= 2 }) {
+	if !agoratest.Poll(4*time.Minute, func() bool { return counts().Ready >= 2 }) {
 		t.Fatalf("the pool: %+v, want 2 ready\ngateway log:\n%s\npod logs:\n%s\ncontroller log:\n%s", counts(), n.gwLog, n.podLogs(t), n.c.AgentSandboxLog())
 	}
 	t.Logf("pool ready %s after the cold dispatch began", time.Since(begin).Round(time.Millisecond))

@@ -95,7 +95,7 @@ func realPodAgentSandboxWarmSlot(t *testing.T, n *podNode) {
 		t.Errorf("the cold dispatch ran in no Sandbox of its name: saw %v", seen)
 	}
 
-	if !agoratest.Poll(3*time.Minute, 100*time.Millisecond, func() bool { return podCounts(w).Ready >= 1 }) {
+	if !agoratest.Poll(3*time.Minute, func() bool { return podCounts(w).Ready >= 1 }) {
 		t.Fatalf("kubernetes warm slots of an agent-sandbox target: %+v, want 1 ready\ngateway log:\n%s", podCounts(w), n.gwLog)
 	}
 	t.Logf("slot ready %s after the cold dispatch began", time.Since(begin).Round(time.Millisecond))

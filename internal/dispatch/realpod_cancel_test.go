@@ -66,7 +66,7 @@ func TestDispatch_RealPodFailsAndCancels(t *testing.T) {
 		// Cancel once the agent runs: the worker container is running and the agent's sleep
 		// is among its processes.
 		n.waitWorkerRunning(t)
-		if !agoratest.Poll(2*time.Minute, 200*time.Millisecond, func() bool { return n.sleepRunning(t) }) {
+		if !agoratest.Poll(2*time.Minute, func() bool { return n.sleepRunning(t) }) {
 			t.Fatalf("no sleep among containerd's tasks' processes within 2 minutes:\n%s", n.ps(t))
 		}
 		t.Logf("before the cancel:\n%s", n.ps(t))

@@ -205,7 +205,7 @@ func TestDispatch_RealPodGVisorNproc(t *testing.T) {
 		done <- r
 	}()
 	held := ""
-	agoratest.Poll(3*time.Minute, 200*time.Millisecond, func() bool {
+	agoratest.Poll(3*time.Minute, func() bool {
 		if l := e.d.Live(a.ID).LastLine; strings.Contains(l, "held=") {
 			held = l
 		}

@@ -85,7 +85,7 @@ func BenchmarkRealPodClaimToWorker_PoolVsCold(b *testing.B) {
 		cancel()
 		h.Wait()
 		// The pool's pod, made ahead, enrolled, its worker given time to wait on the gateway.
-		if !agoratest.Poll(3*time.Minute, 100*time.Millisecond, func() bool { r, err := pl.Ready(b.Context()); return err == nil && r >= 1 }) {
+		if !agoratest.Poll(3*time.Minute, func() bool { r, err := pl.Ready(b.Context()); return err == nil && r >= 1 }) {
 			b.Fatalf("no pool pod ready in 3m\ngateway log:\n%s\ncontroller log:\n%s", n.gwLog, n.c.AgentSandboxLog())
 		}
 		// Outside the timer: a ready pod's worker then waits on its claim, as a pool's pods

@@ -84,7 +84,7 @@ func TestDispatch_RealPodDocumentedRole(t *testing.T) {
 			ended <- rec
 		}()
 		n.waitWorkerRunning(t)
-		if !agoratest.Poll(2*time.Minute, 200*time.Millisecond, func() bool { return n.sleepRunning(t) }) {
+		if !agoratest.Poll(2*time.Minute, func() bool { return n.sleepRunning(t) }) {
 			t.Fatalf("no sleep among the node's processes within 2 minutes:\n%s", n.ps(t))
 		}
 		live, err := e.d.Records.Get(ctx, r.ID)
@@ -119,7 +119,7 @@ func TestDispatch_RealPodDocumentedRole(t *testing.T) {
 		if exit, err := adopted.Wait(); err != nil || (!exit.Cancelled && !exit.Lost) {
 			t.Errorf("the adopting handle ended %+v, %v; want the Job gone", exit, err)
 		}
-		if !agoratest.Poll(time.Minute, 200*time.Millisecond, func() bool { return !n.sleepRunning(t) }) {
+		if !agoratest.Poll(time.Minute, func() bool { return !n.sleepRunning(t) }) {
 			t.Fatalf("the agent's sleep still runs a minute after the cancel:\n%s", n.ps(t))
 		}
 		var jobs struct{ Items []any }
@@ -137,7 +137,7 @@ func TestDispatch_RealPodDocumentedRole(t *testing.T) {
 			t.Fatalf("sweep as the Role: %v", err)
 		}
 		path := "/apis/batch/v1/namespaces/" + n.c.Namespace + "/jobs?labelSelector=agora.dispatch%3D" + done.ID
-		if !agoratest.Poll(time.Minute, 200*time.Millisecond, func() bool {
+		if !agoratest.Poll(time.Minute, func() bool {
 			var jobs struct{ Items []any }
 			if err := n.c.Do(ctx, http.MethodGet, path, nil, &jobs); err != nil {
 				t.Fatal(err)

@@ -76,7 +76,7 @@ func TestDispatch_RealPodWarmSlot(t *testing.T) {
 	req := dispatch.Request{Subagent: "editor", Repo: repo, Target: "pod", Timeout: 4 * time.Minute}
 	cold := e.run(req)
 	wantFinished(t, cold)
-	if !agoratest.Poll(3*time.Minute, 100*time.Millisecond, func() bool { return podCounts(w).Ready >= 1 }) {
+	if !agoratest.Poll(3*time.Minute, func() bool { return podCounts(w).Ready >= 1 }) {
 		t.Fatalf("kubernetes warm slots: %+v, want 1 ready", podCounts(w))
 	}
 	hot := e.run(req)
@@ -127,7 +127,7 @@ func TestDispatch_RealPodWarmProbe(t *testing.T) {
 	req := dispatch.Request{Subagent: "editor", Repo: repo, Target: "pod", Envs: []string{"model"}, Timeout: 4 * time.Minute}
 	cold := e.run(req)
 	wantFinished(t, cold)
-	if !agoratest.Poll(3*time.Minute, 100*time.Millisecond, func() bool { return podCounts(w).Ready >= 1 }) {
+	if !agoratest.Poll(3*time.Minute, func() bool { return podCounts(w).Ready >= 1 }) {
 		t.Fatalf("kubernetes warm slots: %+v, want 1 ready", podCounts(w))
 	}
 	hot := e.run(req)

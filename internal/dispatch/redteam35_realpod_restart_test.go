@@ -94,7 +94,7 @@ func waitFiller(t *testing.T, n *podNode, podPath string, restarts int32, image 
 	t.Helper()
 	var pod corev1.Pod
 	index := -1
-	if !agoratest.Poll(2*time.Minute, 200*time.Millisecond, func() bool {
+	if !agoratest.Poll(2*time.Minute, func() bool {
 		pod = corev1.Pod{}
 		if err := n.c.Do(t.Context(), http.MethodGet, podPath, nil, &pod); err != nil {
 			t.Fatal(err)

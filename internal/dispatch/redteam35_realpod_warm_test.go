@@ -42,7 +42,7 @@ func TestRedTeam35_RealPodSlotPlaceAttacks(t *testing.T) {
 	req := dispatch.Request{Subagent: "attacker", Repo: gitRepo(t, map[string]string{"README": "one\n"}), Target: "pod", Timeout: 4 * time.Minute}
 	cold := e.run(req)
 	wantFinished(t, cold)
-	if !agoratest.Poll(3*time.Minute, 100*time.Millisecond, func() bool { return podCounts(w).Ready >= 1 }) {
+	if !agoratest.Poll(3*time.Minute, func() bool { return podCounts(w).Ready >= 1 }) {
 		t.Fatalf("kubernetes warm slots: %+v, want 1 ready", podCounts(w))
 	}
 	hot := e.run(req)

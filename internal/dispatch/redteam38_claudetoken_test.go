@@ -152,7 +152,7 @@ func TestRedTeam38_ClaudeRelayTokenPower(t *testing.T) {
 	}
 	atEnd := after()
 	t.Logf("the daemon's requests that reached the API while the dispatch ran: %d", atEnd)
-	agoratest.Poll(10*time.Second, 20*time.Millisecond, func() bool { return len(processesWith("RT38-AFTER")) == 0 })
+	agoratest.Poll(10*time.Second, func() bool { return len(processesWith("RT38-AFTER")) == 0 })
 	if pids := processesWith("RT38-AFTER"); len(pids) > 0 {
 		for _, pid := range pids {
 			syscall.Kill(pid, syscall.SIGKILL) // the test started it

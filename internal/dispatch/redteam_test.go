@@ -163,7 +163,7 @@ func TestRedTeam_Pid1SurvivesDispatchEnd(t *testing.T) {
 	}
 	// The agent's processes are killed as the dispatch ends; a killed process is gone from
 	// /proc (or a zombie, whose command line is empty) a moment later, a survivor never.
-	agoratest.Poll(10*time.Second, 20*time.Millisecond, func() bool { return len(processesWith(marker)) == 0 })
+	agoratest.Poll(10*time.Second, func() bool { return len(processesWith(marker)) == 0 })
 	if pids := processesWith(marker); len(pids) > 0 {
 		for _, pid := range pids {
 			syscall.Kill(pid, syscall.SIGKILL) // the test started it

@@ -48,7 +48,7 @@ tasks:
 	waitRun := func(state string) api.Run {
 		t.Helper()
 		var r api.Run
-		if !agoratest.Poll(60*time.Second, 100*time.Millisecond, func() bool { r = status(); return r.State == state }) {
+		if !agoratest.Poll(60*time.Second, func() bool { r = status(); return r.State == state }) {
 			t.Fatalf("run %s never became %s: %+v", runID, state, r)
 		}
 		return r

@@ -110,7 +110,7 @@ func slotContainers(t *testing.T, cli *client.Client, e *env) []slotBox {
 	// ("read /proc/N/cgroup: no such process"); a moment later the list holds.
 	var res client.ContainerListResult
 	var err error
-	agoratest.Poll(5*time.Second, 100*time.Millisecond, func() bool {
+	agoratest.Poll(5*time.Second, func() bool {
 		res, err = cli.ContainerList(context.Background(), opts)
 		return err == nil
 	})

@@ -146,7 +146,7 @@ tasks:
 	// phase once there is one (at load 20 the first look found none; CI of session 37).
 	pending := "placement: kubernetes " + first[kept][0] + ": phase Pending"
 	var out string
-	agoratest.Poll(30*time.Second, 100*time.Millisecond, func() bool {
+	agoratest.Poll(30*time.Second, func() bool {
 		out = e.run("dispatch", "describe", kept)
 		return strings.Contains(out, pending)
 	})
@@ -320,7 +320,7 @@ tasks:
 		t.Errorf("describe of an orphan with no serve running does not say it waits for one:\n%s", out)
 	}
 	serve = e.serve()
-	if !agoratest.Poll(time.Minute, 100*time.Millisecond, func() bool { return len(e.adoptions()[kept]) > 0 }) {
+	if !agoratest.Poll(time.Minute, func() bool { return len(e.adoptions()[kept]) > 0 }) {
 		b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log"))
 		t.Fatalf("serve did not adopt %s within a minute; serve log:\n%s", kept, b)
 	}
@@ -399,7 +399,7 @@ func TestServe_ReapAdoptsDeadSupervisorsDispatch(t *testing.T) {
 		t.Fatalf("the dispatch has no gateway session while its Job runs: %v", err)
 	}
 	must(t, syscall.Kill(e.supervisorPID(id), syscall.SIGKILL))
-	if !agoratest.Poll(time.Minute, 100*time.Millisecond, func() bool { return len(e.adoptions()[id]) > 0 }) {
+	if !agoratest.Poll(time.Minute, func() bool { return len(e.adoptions()[id]) > 0 }) {
 		t.Fatal("serve did not adopt the dispatch whose supervisor was killed")
 	}
 	if pid := e.supervisorPID(id); pid != serve.Process.Pid {
@@ -413,7 +413,7 @@ func TestServe_ReapAdoptsDeadSupervisorsDispatch(t *testing.T) {
 	must(t, serve.Process.Signal(syscall.SIGKILL))
 	serve.Wait()
 	serve = e.serve()
-	if !agoratest.Poll(time.Minute, 100*time.Millisecond, func() bool { return len(e.adoptions()[id]) >= 2 }) {
+	if !agoratest.Poll(time.Minute, func() bool { return len(e.adoptions()[id]) >= 2 }) {
 		t.Fatal("the restarted serve did not adopt the dispatch its killed predecessor had adopted")
 	}
 	if a := e.adoptions()[id]; !strings.HasPrefix(fmt.Sprint(a[1]["previous"]), fmt.Sprintf("%d:", first)) {

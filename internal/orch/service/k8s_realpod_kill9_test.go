@@ -122,7 +122,7 @@ func (e *realPodEnv) submit(name, subagent string, n int) (runID string, dispatc
 	path := filepath.Join(e.t.TempDir(), name+".yaml")
 	must(e.t, os.WriteFile(path, []byte(b.String()), 0o644))
 	runID = strings.TrimSpace(strings.Split(e.run("orch", "submit", path), "\n")[0])
-	if !agoratest.Poll(2*time.Minute, 100*time.Millisecond, func() bool {
+	if !agoratest.Poll(2*time.Minute, func() bool {
 		run, err := e.client().Status(context.Background(), runID)
 		must(e.t, err)
 		dispatches = dispatches[:0]
@@ -172,7 +172,7 @@ func (e *realPodEnv) podLog(id, ctr string) string {
 func (e *realPodEnv) waitLogs(ids []string, ctr, want string) {
 	e.t.Helper()
 	missing := 0
-	if !agoratest.Poll(2*time.Minute, 250*time.Millisecond, func() bool {
+	if !agoratest.Poll(2*time.Minute, func() bool {
 		missing = 0
 		for _, id := range ids {
 			if !strings.Contains(e.podLog(id, ctr), want) {
@@ -194,7 +194,7 @@ func (e *realPodEnv) waitLogs(ids []string, ctr, want string) {
 func (e *realPodEnv) waitFetchStarted(ids []string) {
 	e.t.Helper()
 	started := 0
-	if !agoratest.Poll(2*time.Minute, 100*time.Millisecond, func() bool {
+	if !agoratest.Poll(2*time.Minute, func() bool {
 		started = 0
 		for _, id := range ids {
 			var pods struct {

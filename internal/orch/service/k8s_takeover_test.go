@@ -143,7 +143,7 @@ tasks:
 	takeOver(t, e.home)
 	serve = e.serveArgs("--gateway", addr)
 	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
-	if !agoratest.Poll(time.Minute, 100*time.Millisecond, func() bool { a := e.adoptions(); return len(a[kept]) > 0 && len(a[gone]) > 0 }) {
+	if !agoratest.Poll(time.Minute, func() bool { a := e.adoptions(); return len(a[kept]) > 0 && len(a[gone]) > 0 }) {
 		b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log"))
 		t.Fatalf("the new leader did not adopt both dispatches within a minute; serve log:\n%s", b)
 	}

@@ -261,7 +261,7 @@ func TestRedTeam31_SlotsDieAtOnce(t *testing.T) {
 	})
 	// Every look notes the standbys it sees: a refill that spins shows as many of them.
 	seen := map[int]bool{}
-	ready := agoratest.Poll(20*time.Second, 100*time.Millisecond, func() bool {
+	ready := agoratest.Poll(20*time.Second, func() bool {
 		now := standbys(t, e)
 		for _, pid := range now {
 			seen[pid] = true

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -52,27 +53,20 @@ func TestRedTeam44R_ReviewerEndsWithoutAnswer(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "plan.yaml")
 		must(t, os.WriteFile(p, []byte(plan("cancelled", "10m")), 0o644))
 		runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", p), "\n")[0])
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			_, byID := e.statusOf(runID)
-			if byID["work.review-r-probe"].State == api.TaskRunning {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the reviewer never ran: %+v", byID)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		e.run("orch", "cancel", runID)
 		var run api.Run
 		var byID map[string]api.Task
-		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-			if run, byID = e.statusOf(runID); api.RunTerminal(run.State) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the run never ended after its cancel: %s", run.State)
-			}
+		if !agoratest.Poll(2*time.Minute, func() bool {
+			_, byID = e.statusOf(runID)
+			return byID["work.review-r-probe"].State == api.TaskRunning
+		}) {
+			t.Fatalf("the reviewer never ran: %+v", byID)
+		}
+		e.run("orch", "cancel", runID)
+		if !agoratest.Poll(2*time.Minute, func() bool {
+			run, byID = e.statusOf(runID)
+			return api.RunTerminal(run.State)
+		}) {
+			t.Fatalf("the run never ended after its cancel: %s", run.State)
 		}
 		if run.State != api.RunCancelled {
 			t.Errorf("run %s, want cancelled", run.State)

@@ -120,7 +120,7 @@ tasks:
 	serve = e.serveArgs("--gateway", addr)
 	waitAdoptions := func(n int) {
 		t.Helper()
-		if !agoratest.Poll(time.Minute, 100*time.Millisecond, func() bool { return len(e.adoptions()[id]) >= n }) {
+		if !agoratest.Poll(time.Minute, func() bool { return len(e.adoptions()[id]) >= n }) {
 			b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log"))
 			t.Fatalf("adoption %d of %s did not come within a minute; serve log:\n%s", n, id, b)
 		}
