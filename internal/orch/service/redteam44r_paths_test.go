@@ -86,6 +86,8 @@ func TestRedTeam44R_ReviewerPaths(t *testing.T) {
 		openai := "version: 1\nsubagents:\n  - name: r-slip\n    runtime: openai\n    model: test-model\n    system_prompt: \"You review work; style: prose.\"\n"
 		must(t, os.WriteFile(filepath.Join(mdir, "agora-manifest.yaml"), []byte(openai), 0o644))
 		e.run("apply", "-f", filepath.Join(mdir, "agora-manifest.yaml"))
+		var checked map[string]any
+		must(t, json.Unmarshal([]byte(e.run("subagent", "show", "r-slip", "-o", "json")), &checked))
 		// The work waits for a file "go" the test puts in its workspace (its stage's, on the host).
 		e.editors(map[string]string{"gated": `while [ ! -e go ]; do sleep 0.05; done; rm -f go; printf 'x\n' > x.txt`})
 		p := filepath.Join(t.TempDir(), "plan.yaml")
@@ -121,9 +123,18 @@ func TestRedTeam44R_ReviewerPaths(t *testing.T) {
 		if run.State == api.RunSucceeded || w.State == api.TaskSucceeded {
 			t.Fatalf("the work was approved by the changed reviewer: %+v %+v", w, r.Review)
 		}
-		if v := r.Review; r.State != api.TaskSucceeded || v == nil || v.Approve || !v.Invalid ||
-			!strings.Contains(strings.Join(v.Reasons, ";"), "no final answer its worker vouches for") {
-			t.Errorf("the changed reviewer: %s %s (%s), review %+v; want an invalid review: no vouched final answer", r.State, r.Reason, r.Detail, r.Review)
+		// The run pinned r-slip at submit to the version its check looked at: the reviewer that
+		// ran is that openai reviewer (its scripted model answers prose, an invalid review),
+		// never the exec command registered after.
+		var desc struct {
+			SubagentDigest string `json:"subagent_digest"`
+		}
+		must(t, json.Unmarshal([]byte(e.run("dispatch", "describe", r.DispatchID, "-o", "json")), &desc))
+		if desc.SubagentDigest != checked["digest"] {
+			t.Errorf("the reviewer ran subagent %s, want the version submit checked, %v", desc.SubagentDigest, checked["digest"])
+		}
+		if v := r.Review; r.State != api.TaskSucceeded || v == nil || v.Approve || !v.Invalid {
+			t.Errorf("the reviewer: %s %s (%s), review %+v; want the checked reviewer's own (invalid) review", r.State, r.Reason, r.Detail, r.Review)
 		}
 		if reviewed := e.reviewedEntries(runID, "work"); len(reviewed) != 1 || reviewed[0]["approved"] != false {
 			t.Errorf("orch.task.reviewed %v", reviewed)
