@@ -76,6 +76,21 @@ func TestLeaderLease_OnlyTheLeaderIsReady(t *testing.T) {
 		}
 	}
 	// The old leader wakes: requests already queued on its port, and new ones, get no session.
+	seen := wokenLeaderAnswers(t, gwA, a)
+	t.Logf("the woken old leader's answers: %v", seen)
+	if !strings.Contains(a.log(), "lost the leader lease") {
+		t.Errorf("the old leader did not stop saying it lost the lease:\n%s", a.log())
+	}
+	if code := probe(gwB); code != http.StatusOK {
+		t.Errorf("the new leader's readiness after the old one woke: %d", code)
+	}
+}
+
+// wokenLeaderAnswers queues readiness and session requests on the stopped leader's port gwA,
+// wakes it (SIGCONT) and asks on until it exits (or 30 s pass), failing the test on any answer
+// other than 503 or none. It returns how often each answer came.
+func wokenLeaderAnswers(t *testing.T, gwA string, a *replica) map[string]int {
+	t.Helper()
 	type answer struct {
 		what string
 		code int
@@ -137,11 +152,5 @@ func TestLeaderLease_OnlyTheLeaderIsReady(t *testing.T) {
 			t.Errorf("the woken old leader answered %s with %d, want 503 or nothing", ans.what, ans.code)
 		}
 	}
-	t.Logf("the woken old leader's answers: %v", seen)
-	if !strings.Contains(a.log(), "lost the leader lease") {
-		t.Errorf("the old leader did not stop saying it lost the lease:\n%s", a.log())
-	}
-	if code := probe(gwB); code != http.StatusOK {
-		t.Errorf("the new leader's readiness after the old one woke: %d", code)
-	}
+	return seen
 }

@@ -93,23 +93,8 @@ func TestPlan_FromTheSchemaOverMCP(t *testing.T) {
 	if !sub.Created || !strings.HasPrefix(run.Workspace, "app@sha256:") || run.Revision != commits["release/1"] || run.Repo != "" {
 		t.Fatalf("submit = %+v", sub)
 	}
-	var st struct {
-		Run api.Run `json:"run"`
-	}
-	for range 30 {
-		p := &mcp.CallToolParams{Name: "agora_orchestrator_watch", Arguments: map[string]any{"run_id": run.ID, "timeout_seconds": 10}}
-		p.SetProgressToken("watch")
-		res, err := cs.CallTool(context.Background(), p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		decode(t, res, &st)
-		if api.RunTerminal(st.Run.State) {
-			break
-		}
-	}
-	if st.Run.State != api.RunSucceeded {
-		t.Fatalf("run ended %s: %+v", st.Run.State, st.Run)
+	if ended := watchToEnd(t, cs, run.ID); ended.State != api.RunSucceeded {
+		t.Fatalf("run ended %s: %+v", ended.State, ended)
 	}
 	if msgs := prog.all(); len(msgs) == 0 || !strings.Contains(strings.Join(msgs, "\n"), "run "+run.ID) {
 		t.Errorf("watch progress: %q", msgs)
@@ -127,6 +112,10 @@ func TestPlan_FromTheSchemaOverMCP(t *testing.T) {
 	if !sub.Created || sub.Run.ID == run.ID || !strings.Contains(sub.Why, "a new run was asked for; run "+run.ID+" has the same plan") ||
 		!strings.Contains(sub.Message, "is new") {
 		t.Errorf("resubmit with new_run = %+v", sub)
+	}
+	// The new run's workers write into home: it ends before the test removes home.
+	if ended := watchToEnd(t, cs, sub.Run.ID); ended.State != api.RunSucceeded {
+		t.Errorf("the new_run run ended %s: %+v", ended.State, ended)
 	}
 
 	bad := map[string]any{"version": 1, "name": "five-wrong", "workspace": "nowhere", "tasks": []any{
@@ -146,4 +135,26 @@ func TestPlan_FromTheSchemaOverMCP(t *testing.T) {
 	if strings.Contains(got, "plan.json") || regexp.MustCompile(`:[0-9]+:`).MatchString(got) || !strings.Contains(got, "plan: tasks[2].timeout: ") {
 		t.Errorf("a bad plan's answer has a made-up position, want each problem as %q:\n%s", "plan: tasks[2].timeout: ...", got)
 	}
+}
+
+// watchToEnd watches run id over MCP, with progress, until it is terminal, and returns it.
+func watchToEnd(t *testing.T, cs *mcp.ClientSession, id string) api.Run {
+	t.Helper()
+	var st struct {
+		Run api.Run `json:"run"`
+	}
+	for range 30 {
+		p := &mcp.CallToolParams{Name: "agora_orchestrator_watch", Arguments: map[string]any{"run_id": id, "timeout_seconds": 10}}
+		p.SetProgressToken("watch")
+		res, err := cs.CallTool(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decode(t, res, &st)
+		if api.RunTerminal(st.Run.State) {
+			return st.Run
+		}
+	}
+	t.Fatalf("run %s did not end in 30 watches: %+v", id, st.Run)
+	return st.Run
 }
