@@ -74,7 +74,9 @@ run_lane() {
   while read -r pkg dir; do
     [ ! -e "$work/failed" ] || return 1
     bin="$work/$(echo "$pkg" | tr / _).test"
-    if ! go test -c -fuzz=. -o "$bin" "$pkg" >"$log" 2>&1; then
+    # -s -w: no symbol table or DWARF, which fuzzing never reads (coverage counters and stack
+    # traces need neither): each of some 60 links costs about 2 s of CPU less.
+    if ! go test -c -fuzz=. -ldflags='-s -w' -o "$bin" "$pkg" >"$log" 2>&1; then
       failed "(build)"; return 1
     fi
     targets=$(cd "$dir" && "$bin" -test.list '^Fuzz' 2>"$log" | grep '^Fuzz') || {
