@@ -21,6 +21,14 @@ import (
 // These tests run against a real kube-apiserver, controller-manager (Job controller, garbage
 // collector) and scheduler, with kwok playing the node: pods run no process, so an exit code
 // comes from kwok's stages.
+//
+// Parallel tests: a few tests set their pods to end 45-90 s after they run (a pod must outlive
+// the claims and attacks the test makes of it) and then mostly wait for kwok to end them. They
+// call t.Parallel, so go test runs them together after the package's other tests and their
+// waits overlap rather than add up. They share the cluster and nothing else: each has its own
+// gateway, pool tag and dispatch ids, and the one that sweeps pools (AdoptFormerIdentity) takes
+// the former home's only, which no other parallel test uses. A test that deletes or sweeps
+// pools of a home another test uses stays serial.
 
 var clusterIDs atomic.Int64
 

@@ -20,6 +20,7 @@ import (
 // end (not lost), and deletes the claim. A dispatch with no claim is not adopted (nil), nor
 // one whose Sandbox's pod is not the pod it was bound to.
 func TestAgentSandboxPool_AdoptAfterSupervisorKilled(t *testing.T) {
+	t.Parallel() // waits a minute on kwok: see "Parallel tests" in cluster_test.go
 	g, p, admin, cs := poolSetup(t)
 	p.testOnlyPodMeta = failWith(0, "60s")
 	tmpl := poolSpec(t, "TEMPLATE", "adopt")

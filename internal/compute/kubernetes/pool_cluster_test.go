@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -181,38 +182,73 @@ func enrolPodsAs(t testing.TB, g *slotGW, cs *kubernetes.Clientset, pods []corev
 	t.Helper()
 	out := map[string]*poolPod{}
 	for _, pod := range pods {
-		jwt := mintPodToken(t, cs, &pod, PoolAudience(home))
-		a, err := workerremote.Enroll(t.Context(), g.url, g.ca, jwt, nil)
+		pp, err := enrolPod(t, g, cs, pod, home)
 		if err != nil {
 			t.Fatalf("pool pod %s's enrolment: %v", pod.Name, err)
 		}
-		ctx, cancel := context.WithCancel(t.Context())
-		t.Cleanup(cancel)
-		out[string(pod.UID)] = &poolPod{pod: pod, jwt: jwt, slot: a, got: workerClaims(ctx, g, a.Slot, a.Token), claim: cancel}
+		out[string(pod.UID)] = pp
 	}
 	return out
 }
 
-// armPool makes every one of the n ready, unclaimed pods of the pool (but skip's) wait for a
-// dispatch: a pod known already (enrolled earlier, its worker stopped) claims again, others
-// enrol first. known gains the new ones.
+// enrolPod enrols pod of a pool of home with its token for the home's audience, and has its
+// worker wait for a dispatch until the test ends.
+func enrolPod(t testing.TB, g *slotGW, cs *kubernetes.Clientset, pod corev1.Pod, home string) (*poolPod, error) {
+	t.Helper()
+	jwt := mintPodToken(t, cs, &pod, PoolAudience(home))
+	a, err := workerremote.Enroll(t.Context(), g.url, g.ca, jwt, nil)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	return &poolPod{pod: pod, jwt: jwt, slot: a, got: workerClaims(ctx, g, a.Slot, a.Token), claim: cancel}, nil
+}
+
+// armPool makes n ready, unclaimed pods of the pool (but skip's) wait for a dispatch: a pod
+// known already (enrolled earlier, its worker stopped) claims again, others enrol first. known
+// gains the new ones. A pod kwok ended between being seen running and enrolling is refused by
+// the gateway, rightly: it is passed over and another ready pod is armed in its place.
 func armPool(t testing.TB, g *slotGW, cs *kubernetes.Clientset, admin *Provider, pool string, n int, skip map[string]bool, known map[string]*poolPod) map[string]*poolPod {
 	t.Helper()
 	out := map[string]*poolPod{}
-	for _, pod := range readyPoolPods(t, admin, pool, n, skip) {
-		uid := string(pod.UID)
-		if pp, ok := known[uid]; ok {
-			ctx, cancel := context.WithCancel(t.Context())
-			t.Cleanup(cancel)
-			pp.got, pp.claim = workerClaims(ctx, g, pp.slot.Slot, pp.slot.Token), cancel
-			out[uid] = pp
-			continue
-		}
-		for u, pp := range enrolPods(t, g, cs, []corev1.Pod{pod}) {
-			out[u], known[u] = pp, pp
+	passed := maps.Clone(skip)
+	if passed == nil {
+		passed = map[string]bool{}
+	}
+	for ended := 0; len(out) < n; {
+		for _, pod := range readyPoolPods(t, admin, pool, n-len(out), passed) {
+			uid := string(pod.UID)
+			passed[uid] = true
+			if pp, ok := known[uid]; ok {
+				ctx, cancel := context.WithCancel(t.Context())
+				t.Cleanup(cancel)
+				pp.got, pp.claim = workerClaims(ctx, g, pp.slot.Slot, pp.slot.Token), cancel
+				out[uid] = pp
+				continue
+			}
+			pp, err := enrolPod(t, g, cs, pod, testHome)
+			if err != nil {
+				if ended++; ended > 2*n || !podEnded(t, admin, pod) {
+					t.Fatalf("pool pod %s's enrolment: %v", pod.Name, err)
+				}
+				t.Logf("pool pod %s ended before it enrolled (%v); arming another", pod.Name, err)
+				continue
+			}
+			out[uid], known[uid] = pp, pp
 		}
 	}
 	return out
+}
+
+// podEnded tells whether pod is gone, being deleted or no longer running.
+func podEnded(t testing.TB, admin *Provider, pod corev1.Pod) bool {
+	t.Helper()
+	now, err := admin.client.CoreV1().Pods(admin.ns).Get(t.Context(), pod.Name, metav1.GetOptions{})
+	if err != nil {
+		return apierrors.IsNotFound(err)
+	}
+	return now.UID != pod.UID || now.DeletionTimestamp != nil || now.Status.Phase != corev1.PodRunning
 }
 
 // handedTo waits for the one pod of pods whose worker was handed dispatch id.
@@ -260,6 +296,7 @@ func enrolCode(t testing.TB, g *slotGW, jwt string) int {
 // by anyone) and its slot token replayed are refused; the claimed pod never goes back to the
 // pool and the next dispatch gets another.
 func TestAgentSandboxPool_ClaimRunsDispatch(t *testing.T) {
+	t.Parallel() // waits a minute on kwok: see "Parallel tests" in cluster_test.go
 	g, p, admin, cs := poolSetup(t)
 	// kwok ends the pods with code 0 90 s after they run: the cold one, and the pool's.
 	p.testOnlyPodMeta = failWith(0, "90s")

@@ -180,6 +180,7 @@ func preUpgradePooled(t *testing.T, shape, idName string, replicas int32) preUpg
 // end. Refused or not adopted: the same without the former identity (the gap this closes), and
 // another home's adopter.
 func TestAgentSandboxPool_AdoptFormerIdentity(t *testing.T) {
+	t.Parallel() // waits a minute on kwok: see "Parallel tests" in cluster_test.go
 	u := preUpgradePooled(t, "adopt-former", "POOLFORMER", 2)
 	p, admin, tmpl, opts, former, bound, id := u.p, u.admin, u.tmpl, u.opts, u.former, u.bound, u.id
 	waitGone(t, "the former pool's template", func() error {

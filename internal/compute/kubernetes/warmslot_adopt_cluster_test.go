@@ -174,6 +174,7 @@ func refused(t *testing.T, what string, h compute.Handle, err error, why string)
 // of a slot's name that is no slot, a task id in another namespace or malformed; a task id
 // naming the dispatch's own (cold) Job name or a slot Job that is gone is nil, nil.
 func TestWarmSlot_AdoptAfterSupervisorKilled(t *testing.T) {
+	t.Parallel() // waits a minute on kwok: see "Parallel tests" in cluster_test.go
 	g := startSlotGW(t)
 	p := slotProvider(t, g)
 	testSlotAdoption(t, p, p, g)
