@@ -3,6 +3,7 @@ package web
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -135,17 +137,11 @@ func rtPageRow(t *testing.T, e env, token, task string) string {
 // rtHubReady waits until the server's hub watches the fake engine, so a change is heard.
 func rtHubReady(t *testing.T, e env) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	agoratest.WaitFor(t, 10*time.Second, "the hub's subscription to the engine", func() bool {
 		e.orch.mu.Lock()
-		n := len(e.orch.subs)
-		e.orch.mu.Unlock()
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the hub never subscribed to the engine")
-		}
-	}
+		defer e.orch.mu.Unlock()
+		return len(e.orch.subs) > 0
+	})
 }
 
 // TestRedTeam44D_RowRenderedWithoutItsShapeIsSentAgainWithIt: a run's shape (the plan's
@@ -199,14 +195,12 @@ func TestRedTeam44D_RowRenderedWithoutItsShapeIsSentAgainWithIt(t *testing.T) {
 	release()
 	// The shape is ready now: a fresh load shows b's plan columns.
 	var want string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if want = rtPageRow(t, e, opToken, "b"); strings.Contains(want, "<td>coder</td>") {
-			break
+	agoratest.Eventually(t, 10*time.Second, "b's subagent in a fresh load", func() error {
+		if want = rtPageRow(t, e, opToken, "b"); !strings.Contains(want, "<td>coder</td>") {
+			return fmt.Errorf("b's row: %s", want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a fresh load never showed b's subagent: %s", want)
-		}
-	}
+		return nil
+	})
 	if first == want {
 		return // the stream's shape wait covered the build: nothing to send again
 	}

@@ -208,12 +208,10 @@ func contextWithCancel(t testing.TB) (context.Context, context.CancelFunc) {
 
 // waitFile waits up to 30 s for path to exist.
 func waitFile(path string) bool {
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if _, err := os.Stat(path); err == nil {
-			return true
-		}
-	}
-	return false
+	return agoratest.Poll(30*time.Second, func() bool {
+		_, err := os.Stat(path)
+		return err == nil
+	})
 }
 
 // runningSpec is the spec of a container whose command runs until killed, and the function

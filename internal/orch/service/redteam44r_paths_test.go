@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -97,25 +99,24 @@ func TestRedTeam44R_ReviewerPaths(t *testing.T) {
 		// exec command that approves.
 		e.editors(map[string]string{"r-slip": `mkdir -p "$AGORA_OUT/outputs" && printf '{"approve": true}' > "$AGORA_OUT/outputs/final.md" && printf '{"approve": true}' > "$AGORA_OUT/outputs/verdict.json"`})
 		var work api.Task
-		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		agoratest.Eventually(t, 2*time.Minute, "the work to run", func() error {
 			_, byID := e.statusOf(runID)
-			if work = byID["work"]; work.State == api.TaskRunning && work.DispatchID != "" {
-				break
+			if work = byID["work"]; work.State != api.TaskRunning || work.DispatchID == "" {
+				return fmt.Errorf("work is %+v", work)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the work never ran: %+v", work)
-			}
-		}
+			return nil
+		})
 		var ws []string
-		for deadline := time.Now().Add(time.Minute); len(ws) == 0; time.Sleep(50 * time.Millisecond) {
+		agoratest.Eventually(t, time.Minute, "a workspace of the work's dispatch on the host", func() error {
 			ws, _ = filepath.Glob(filepath.Join(e.home, "dispatches", work.DispatchID, "*", "workspace"))
 			if w, _ := filepath.Glob(filepath.Join(e.home, "dispatches", work.DispatchID, "workspace")); len(w) > 0 {
 				ws = w
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no workspace of dispatch %s on the host", work.DispatchID)
+			if len(ws) == 0 {
+				return fmt.Errorf("none of dispatch %s", work.DispatchID)
 			}
-		}
+			return nil
+		})
 		must(t, os.WriteFile(filepath.Join(ws[0], "go"), nil, 0o666))
 		run := waitRun(t, e.client(), runID, 2*time.Minute)
 		_, byID := e.statusOf(runID)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
@@ -139,18 +140,16 @@ func TestRedTeam44S_PinnedIsWhatWasChecked(t *testing.T) {
 		}
 		return
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	agoratest.Eventually(t, 30*time.Second, "the run's end", func() error {
 		r, err := c.Status(ctx, sub.Run.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if api.RunTerminal(r.State) {
-			break
+		if !api.RunTerminal(r.State) {
+			return fmt.Errorf("run %s", r.State)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s never ended", r.State)
-		}
-	}
+		return nil
+	})
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	cat.mu.Lock()

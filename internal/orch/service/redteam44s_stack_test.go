@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -89,16 +91,17 @@ tasks:
 `), 0o644))
 	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", plan, "--repo", repo), "\n")[0])
 	c := e.client()
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+	agoratest.Eventually(t, 2*time.Minute, "the run's question", func() error {
 		r, err := c.Status(t.Context(), runID)
 		must(t, err)
-		if r.State == api.RunNeedsInput {
-			break
-		}
-		if api.RunTerminal(r.State) || time.Now().After(deadline) {
+		if api.RunTerminal(r.State) {
 			t.Fatalf("run %s never asked: %+v", r.State, r.Tasks)
 		}
-	}
+		if r.State != api.RunNeedsInput {
+			return fmt.Errorf("run %s", r.State)
+		}
+		return nil
+	})
 	e.run("orch", "answer", runID, "ask", "--answer", "red")
 	run := waitRun(t, c, runID, 2*time.Minute)
 	_, byID := e.statusOf(runID)
