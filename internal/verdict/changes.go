@@ -117,8 +117,14 @@ func ResolveLink(link, target string, links Links) (string, error) {
 		return "", err
 	}
 	var at []string // the resolved components so far
-	if d := path.Dir(link); d != "." {
-		at = strings.Split(d, "/")
+	for _, c := range strings.Split(path.Dir(link), "/") {
+		switch c {
+		case "", ".":
+			continue // a leading or doubled slash names no directory
+		case "..":
+			return "", fmt.Errorf("the link's own path leaves the tree")
+		}
+		at = append(at, c)
 	}
 	todo := strings.Split(target, "/")
 	hops := 0
