@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -264,12 +265,70 @@ func TestRedTeam33_SweepOfAStaleListingLeavesTheClaimedJob(t *testing.T) {
 	if _, err := p.client.BatchV1().Jobs(p.ns).Patch(t.Context(), sl.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	swept, err := p.sweepJob(listed.Name, listed.UID, listed.ResourceVersion)
+	dead := func(string) bool { return false } // the slot's directory went with the claim
+	swept, err := p.sweepJob(listed, testHome, dead)
 	if err != nil || swept {
 		t.Fatalf("sweep of the stale listing: swept %v, %v; want neither", swept, err)
 	}
 	job, err := p.client.BatchV1().Jobs(p.ns).Get(t.Context(), sl.name, metav1.GetOptions{})
 	if err != nil || job.UID != sl.job || job.DeletionTimestamp != nil {
 		t.Fatalf("the claimed Job after the sweep: %v (deleting %v)", err, job != nil && job.DeletionTimestamp != nil)
+	}
+}
+
+// A dead slot's Job that changed between the sweep's listing and its delete by something other
+// than a claim (the Job controller's status updates of a slot just started, here a label) is
+// still swept: the conflict reads it again, finds it dead and deletes it as read.
+func TestRedTeam33_SweepOfAListingChangedByNoClaimDeletesTheJob(t *testing.T) {
+	g := startSlotGW(t)
+	p := slotProvider(t, g)
+	gs, err := g.slots.Create(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gs.Close() })
+	sl, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: gs.ID, Token: gs.Token, Home: testHome, Places: warmPlaces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sl.Discard)
+	listed, err := p.client.BatchV1().Jobs(p.ns).Get(t.Context(), sl.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(`{"metadata":{"labels":{"example.com/touched":"yes"}}}`)
+	if _, err := p.client.BatchV1().Jobs(p.ns).Patch(t.Context(), sl.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	swept, err := p.sweepJob(listed, testHome, func(string) bool { return false })
+	if err != nil || !swept {
+		t.Fatalf("sweep of a listing only a label changed: swept %v, %v; want the Job deleted", swept, err)
+	}
+	job, err := p.client.BatchV1().Jobs(p.ns).Get(t.Context(), sl.name, metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) && (err != nil || job.DeletionTimestamp == nil) {
+		t.Fatalf("the dead slot's Job after the sweep: %v; want it deleted", err)
+	}
+	// And one whose slot stands again at the gateway when read again is kept.
+	gs2, err := g.slots.Create(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gs2.Close() })
+	sl2, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: gs2.ID, Token: gs2.Token, Home: testHome, Places: warmPlaces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sl2.Discard)
+	listed2, err := p.client.BatchV1().Jobs(p.ns).Get(t.Context(), sl2.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.client.BatchV1().Jobs(p.ns).Patch(t.Context(), sl2.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reads := 0
+	swept, err = p.sweepJob(listed2, testHome, func(string) bool { reads++; return true })
+	if err != nil || swept || reads != 1 {
+		t.Fatalf("sweep of a listing whose slot stands when read again: swept %v, %v, %d live checks; want kept after one", swept, err, reads)
 	}
 }

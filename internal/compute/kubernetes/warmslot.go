@@ -629,11 +629,11 @@ func (p *Provider) SweepSlots(ctx context.Context, home string, live func(id str
 	kept := map[string]bool{} // slots whose Job stands: its parts are its
 	for _, j := range l.Items {
 		id := j.Labels[labelSlot]
-		if !remote.ValidSlotID(id) || j.Name != objectName(id) || j.Labels[labelHome] != home || j.Annotations[annotationClaimed] != "" || live(id) {
+		if !deadSlotJob(&j, home, live) {
 			kept[id] = true
 			continue
 		}
-		swept, err := p.sweepJob(j.Name, j.UID, j.ResourceVersion)
+		swept, err := p.sweepJob(&j, home, live)
 		if err != nil || !swept {
 			kept[id] = true
 			if err != nil {
@@ -652,28 +652,58 @@ func (p *Provider) SweepSlots(ctx context.Context, home string, live func(id str
 	return gone, errors.Join(append(errs, err)...)
 }
 
-// sweepJob deletes the dead slot's Job name only as it was listed (its uid and resourceVersion)
-// and reports whether it did. Between the list and the live check a holder may have marked the
-// Job claimed, bound the dispatch and seen its slot's directory go (a claimed slot is no longer
-// live at the gateway); the claim's mark changed the resourceVersion, so the delete conflicts and
-// the claimed Job stands (CI of session 35, TestRedTeam33_ConcurrentClaimsUnderSweeps).
-func (p *Provider) sweepJob(name string, uid types.UID, rv string) (bool, error) {
-	if err := fenced(fmt.Sprintf("sweep warm slot job %q", name)); err != nil {
+// deadSlotJob tells whether j is a slot Job of home that no dispatch claimed and whose slot
+// no longer stands at the gateway: the sweep's to delete.
+func deadSlotJob(j *batchv1.Job, home string, live func(id string) bool) bool {
+	id := j.Labels[labelSlot]
+	return remote.ValidSlotID(id) && j.Name == objectName(id) && j.Labels[labelHome] == home &&
+		j.Annotations[annotationClaimed] == "" && !live(id)
+}
+
+// sweepConflicts bounds how often sweepJob reads a dead slot's Job again after its delete
+// conflicted: the Job controller updates a new Job's status a few times (active, ready), and
+// a Job that keeps changing is left to the next sweep.
+const sweepConflicts = 5
+
+// sweepJob deletes the dead slot Job j only as it was read (its uid and resourceVersion) and
+// reports whether it did. Between the read and the live check a holder may have marked the Job
+// claimed, bound the dispatch and seen its slot's directory go (a claimed slot is no longer
+// live at the gateway); the claim's mark changed the resourceVersion, so the delete conflicts.
+// A conflict reads the Job again and deletes it only if it is still dead (deadSlotJob), as
+// read: the claimed Job stands, and one that only the Job controller's status update changed
+// (as it does for a slot just started) is still swept.
+func (p *Provider) sweepJob(j *batchv1.Job, home string, live func(id string) bool) (bool, error) {
+	if err := fenced(fmt.Sprintf("sweep warm slot job %q", j.Name)); err != nil {
 		return false, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	err := p.client.BatchV1().Jobs(p.ns).Delete(ctx, name, metav1.DeleteOptions{
-		PropagationPolicy: ptrTo(metav1.DeletePropagationForeground),
-		Preconditions:     &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
-	})
-	switch {
-	case err == nil:
-		return true, nil
-	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-		return false, nil
+	name, uid, rv := j.Name, j.UID, j.ResourceVersion
+	for range sweepConflicts {
+		err := p.client.BatchV1().Jobs(p.ns).Delete(ctx, name, metav1.DeleteOptions{
+			PropagationPolicy: ptrTo(metav1.DeletePropagationForeground),
+			Preconditions:     &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
+		})
+		switch {
+		case err == nil:
+			return true, nil
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case !apierrors.IsConflict(err):
+			return false, fmt.Errorf("delete warm slot job %q: %w", name, err)
+		}
+		now, err := p.client.BatchV1().Jobs(p.ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("read warm slot job %q again: %w", name, err)
+		case now.UID != uid || now.DeletionTimestamp != nil || !deadSlotJob(now, home, live):
+			return false, nil
+		}
+		rv = now.ResourceVersion
 	}
-	return false, fmt.Errorf("delete warm slot job %q: %w", name, err)
+	return false, nil
 }
 
 // sweepSlotParts deletes the NetworkPolicies (and their Secrets) of home's dead slots that no
