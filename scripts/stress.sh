@@ -10,11 +10,12 @@
 # failure in one run does not leak state into the next. The hog is one busy loop per core at
 # the lowest priority (nice 19): the tests still get the CPU, as late as on a loaded CI machine.
 # A failed test is fixed, never retried: nothing here or in CI re-runs a failure to pass.
-# HOG=0 runs without the hog; HOG=N runs N busy loops.
+# HOG=0 runs without the hog; HOG=N runs N busy loops. P=N runs N packages at once (4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-n=5 run="" race=-race
+# The race flags are the Makefile's RACE (docs/adr/0004-race-detector-scope.md).
+n=5 run="" race="-race -gcflags=modernc.org/...=-race=false"
 pkgs=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -47,10 +48,13 @@ done
 echo "== stress: ${pkgs[*]}, $n runs, ${race:-no race detector}, $hogs busy loops beside them"
 
 # Build once, before the clock starts: the runs then measure the tests, not the compiler.
-CGO_ENABLED=1 go test $race -count=1 -run '^$' "${pkgs[@]}" >/dev/null
+CGO_ENABLED=1 go test $race -count=1 -run '^$' "${pkgs[@]}" >/dev/null   # $race unquoted: two flags
 
-args=(-count=1 -timeout 40m -json)
-[ -n "$race" ] && args+=("$race")
+# Four packages at a time, as make unit runs them (UNIT_P): a package's tests see the load of
+# the others beside them, as in CI. P=2 for go test's default on two cores.
+args=(-count=1 -timeout 40m -json -p "${P:-4}")
+export GOGC=${GOGC:-400}   # the Makefile's TEST_GOGC
+[ -n "$race" ] && args+=($race)
 [ -n "$run" ] && args+=(-run "$run")
 failed_runs=0
 start=$SECONDS
