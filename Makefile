@@ -62,9 +62,9 @@ UNIT_FIRST = ./internal/dispatch ./internal/compute/kubernetes ./internal/orch/s
 UNIT_P = 4
 # TEST_GOGC is the GOGC of make test's steps (the compiler, the linker, the test processes and
 # what they start): the race-instrumented test processes collected their small heaps so often
-# that signalling goroutines for the collector's stack scans was a sixth of their CPU; at 400
+# that signalling goroutines for the collector's stack scans was a seventh of their CPU; at 400
 # the unit step takes 951 s against 1,084 (docs/BENCHMARKS.md). No test asserts on when the
-# collector runs: those that measure memory force a collection first.
+# collector runs: those that measure memory force a collection first or count allocations.
 TEST_GOGC = 400
 # RACE is -race for agora, the standard library and every dependency but modernc.org's: the
 # pure-Go SQLite is C translated to Go, and the race detector checking SQLite's own memory (as

@@ -228,6 +228,25 @@ func (h *harness) wait(id string, states ...string) api.Run {
 	}
 }
 
+// waitFolded waits for the engine to have folded every row log record into the tasks and
+// attempts tables (fold.go): a run's end is published before its rows are folded, so a test
+// that reads or edits those rows waits for this first.
+func (h *harness) waitFolded() {
+	h.tb.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		var waiting bool
+		if err := h.db.SQL().QueryRow(`SELECT EXISTS (SELECT 1 FROM row_log)`).Scan(&waiting); err != nil {
+			h.tb.Fatal(err)
+		}
+		if !waiting {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.tb.Fatal("the engine did not fold its row log records in a minute")
+		}
+	}
+}
+
 func taskStates(r api.Run) map[string]string {
 	m := map[string]string{}
 	for _, t := range r.Tasks {

@@ -29,18 +29,7 @@ func TestEngine_RunPurgedUnderALiveEngine(t *testing.T) {
 	later := time.Now().Add(age + 24*time.Hour)
 	// Retention purges no run a waiting row log record names (red team 35): the engine folds
 	// a sealed run's records at once, but after the status that said it sealed.
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
-		var waiting bool
-		if err := h.db.SQL().QueryRow(`SELECT EXISTS (SELECT 1 FROM row_log)`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if !waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the engine did not fold the sealed run's records in a minute")
-		}
-	}
+	h.waitFolded()
 	items, _, err := retention.PlanRuns(ctx, h.db.SQL(), age, later)
 	if err != nil || len(items) != 1 || items[0].Run != id || items[0].Tasks != 2 {
 		t.Fatalf("planned %+v, %v", items, err)

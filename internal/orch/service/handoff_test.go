@@ -497,7 +497,7 @@ func TestHandoff_StaleOrStuckServe(t *testing.T) {
 func TestHandoff_WarmSlot(t *testing.T) {
 	e, _ := warmServedEnv(t, 1)
 	db := openAgoraDB(t, e)
-	ready := standbys(t, e)
+	ready := idleStandbys(t, e)
 	hCode, hOut, hErr := e.oneShot(nil, "--subagent", "worker")
 	if e.handoffs() != 1 {
 		t.Fatalf("not handed off:\n%s", hErr)

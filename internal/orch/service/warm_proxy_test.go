@@ -38,7 +38,7 @@ func TestServe_ProxyDispatchRunsInStandby(t *testing.T) {
 	} else if !strings.Contains(string(b), "/etc/ssl/certs/ca-certificates.crt") {
 		t.Fatalf("the template lacks the trust store's bind: %s", b)
 	}
-	ready, tasks := standbys(t, e), slotTasks(t, e)
+	ready, tasks := idleStandbys(t, e), slotTasks(t, e)
 	ids := e.runPlan("warm", "worker")
 	var task string
 	must(t, db.SQL().QueryRow(`SELECT provider_task_id, network FROM dispatches WHERE id = ?`, ids[0]).Scan(&task, &network))

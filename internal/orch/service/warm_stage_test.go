@@ -53,7 +53,7 @@ func TestServe_Kill9StagedStandby(t *testing.T) {
 	}
 
 	// Before any claim.
-	ready, slots := standbys(t, e), readySlots(t, e)
+	ready, slots := idleStandbys(t, e), readySlots(t, e)
 	if len(ready) != 1 || len(slots) != 1 {
 		t.Fatalf("standbys %v, slots %v: want one each", ready, slots)
 	}
@@ -64,7 +64,7 @@ func TestServe_Kill9StagedStandby(t *testing.T) {
 
 	// During a claim: the dispatch runs on the stage when its standby is killed.
 	waitStandbys(t, e, 1)
-	ready, slots = standbys(t, e), readySlots(t, e)
+	ready, slots = idleStandbys(t, e), readySlots(t, e)
 	planPath := filepath.Join(t.TempDir(), "slow.yaml")
 	must(t, os.WriteFile(planPath, []byte("version: 1\nname: slow\ntasks:\n  - id: slow\n    subagent: sleeper\n"), 0o644))
 	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", planPath), "\n")[0])

@@ -128,9 +128,38 @@ func slotTasks(t *testing.T, e *env) map[string]bool {
 
 func waitStandbys(t *testing.T, e *env, n int) {
 	t.Helper()
-	agoratest.WaitFor(t, time.Minute, strconv.Itoa(n)+" standby supervisors with a ready slot", func() bool {
-		return len(standbys(t, e)) >= n && len(readySlots(t, e)) >= n
+	agoratest.WaitFor(t, time.Minute, strconv.Itoa(n)+" idle standby supervisors with a ready slot", func() bool {
+		return len(idleStandbys(t, e)) >= n && len(readySlots(t, e)) >= n
 	})
+}
+
+// idleStandbys is standbys less those that supervised a dispatch already: a standby that
+// claimed a slot for a dispatch (the one before, say) stays a "supervise --standby" process
+// until it has cleaned up after it, and is not the standby the next dispatch goes to.
+func idleStandbys(t *testing.T, e *env) []int {
+	t.Helper()
+	db, err := store.Open(context.Background(), filepath.Join(e.home, "agora.db"), agoradb.Migrations())
+	must(t, err)
+	defer db.Close()
+	rows, err := db.SQL().Query(`SELECT supervisor FROM dispatches`)
+	must(t, err)
+	defer rows.Close()
+	used := map[int]bool{}
+	for rows.Next() {
+		var sup string
+		must(t, rows.Scan(&sup))
+		if pid, err := strconv.Atoi(strings.SplitN(sup, ":", 2)[0]); err == nil {
+			used[pid] = true
+		}
+	}
+	must(t, rows.Err())
+	var out []int
+	for _, pid := range standbys(t, e) {
+		if !used[pid] {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 func supervisorPID(t *testing.T, db *store.DB, id string) int {
