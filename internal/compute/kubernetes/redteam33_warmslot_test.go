@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -241,12 +242,9 @@ func TestRedTeam33_HolderKilledBetweenMarkAndBind(t *testing.T) {
 	}
 }
 
-// The sweep's race made deterministic (CI of session 35): the sweep listed the slot's Job
-// unclaimed, then its holder marked it claimed and bound it, and the slot's directory went. A
-// delete of the Job as listed must fail, and the claimed Job stand.
-func TestRedTeam33_SweepOfAStaleListingLeavesTheClaimedJob(t *testing.T) {
-	g := startSlotGW(t)
-	p := slotProvider(t, g)
+// listedSlot starts a slot of testHome and returns it with its Job as a sweep would list it.
+func listedSlot(t *testing.T, g *slotGW, p *Provider) (*Slot, *batchv1.Job) {
+	t.Helper()
 	gs, err := g.slots.Create(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -261,6 +259,16 @@ func TestRedTeam33_SweepOfAStaleListingLeavesTheClaimedJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return sl, listed
+}
+
+// The sweep's race made deterministic (CI of session 35): the sweep listed the slot's Job
+// unclaimed, then its holder marked it claimed and bound it, and the slot's directory went. A
+// delete of the Job as listed must fail, and the claimed Job stand.
+func TestRedTeam33_SweepOfAStaleListingLeavesTheClaimedJob(t *testing.T) {
+	g := startSlotGW(t)
+	p := slotProvider(t, g)
+	sl, listed := listedSlot(t, g, p)
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"STALE01"}}}`, annotationClaimed)
 	if _, err := p.client.BatchV1().Jobs(p.ns).Patch(t.Context(), sl.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
@@ -282,20 +290,7 @@ func TestRedTeam33_SweepOfAStaleListingLeavesTheClaimedJob(t *testing.T) {
 func TestRedTeam33_SweepOfAListingChangedByNoClaimDeletesTheJob(t *testing.T) {
 	g := startSlotGW(t)
 	p := slotProvider(t, g)
-	gs, err := g.slots.Create(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gs.Close() })
-	sl, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: gs.ID, Token: gs.Token, Home: testHome, Places: warmPlaces})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sl.Discard)
-	listed, err := p.client.BatchV1().Jobs(p.ns).Get(t.Context(), sl.name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sl, listed := listedSlot(t, g, p)
 	patch := []byte(`{"metadata":{"labels":{"example.com/touched":"yes"}}}`)
 	if _, err := p.client.BatchV1().Jobs(p.ns).Patch(t.Context(), sl.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
@@ -309,20 +304,7 @@ func TestRedTeam33_SweepOfAListingChangedByNoClaimDeletesTheJob(t *testing.T) {
 		t.Fatalf("the dead slot's Job after the sweep: %v; want it deleted", err)
 	}
 	// And one whose slot stands again at the gateway when read again is kept.
-	gs2, err := g.slots.Create(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gs2.Close() })
-	sl2, err := p.StartSlot(t.Context(), warmSpec(t, "TEMPLATE"), SlotOptions{ID: gs2.ID, Token: gs2.Token, Home: testHome, Places: warmPlaces})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sl2.Discard)
-	listed2, err := p.client.BatchV1().Jobs(p.ns).Get(t.Context(), sl2.name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sl2, listed2 := listedSlot(t, g, p)
 	if _, err := p.client.BatchV1().Jobs(p.ns).Patch(t.Context(), sl2.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
