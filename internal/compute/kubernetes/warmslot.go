@@ -673,13 +673,15 @@ const sweepConflicts = 5
 // read: the claimed Job stands, and one that only the Job controller's status update changed
 // (as it does for a slot just started) is still swept.
 func (p *Provider) sweepJob(j *batchv1.Job, home string, live func(id string) bool) (bool, error) {
-	if err := fenced(fmt.Sprintf("sweep warm slot job %q", j.Name)); err != nil {
-		return false, err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	name, uid, rv := j.Name, j.UID, j.ResourceVersion
 	for range sweepConflicts {
+		// Before every delete: a leader that lost its lease while it read the Job again
+		// deletes nothing.
+		if err := fenced(fmt.Sprintf("sweep warm slot job %q", name)); err != nil {
+			return false, err
+		}
 		err := p.client.BatchV1().Jobs(p.ns).Delete(ctx, name, metav1.DeleteOptions{
 			PropagationPolicy: ptrTo(metav1.DeletePropagationForeground),
 			Preconditions:     &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
