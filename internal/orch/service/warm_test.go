@@ -129,7 +129,8 @@ func slotTasks(t *testing.T, e *env) map[string]bool {
 func waitStandbys(t *testing.T, e *env, n int) {
 	t.Helper()
 	agoratest.WaitFor(t, time.Minute, strconv.Itoa(n)+" idle standby supervisors with a ready slot", func() bool {
-		return len(idleStandbys(t, e)) >= n && len(readySlots(t, e)) >= n
+		// The database is read only once there are enough standbys and slots to count.
+		return len(standbys(t, e)) >= n && len(readySlots(t, e)) >= n && len(idleStandbys(t, e)) >= n
 	})
 }
 
