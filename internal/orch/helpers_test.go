@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/agora-dev/agora/internal/agoratest"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -233,18 +234,13 @@ func (h *harness) wait(id string, states ...string) api.Run {
 // that reads or edits those rows waits for this first.
 func (h *harness) waitFolded() {
 	h.tb.Helper()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+	agoratest.WaitFor(h.tb, time.Minute, "the engine to fold its row log records", func() bool {
 		var waiting bool
 		if err := h.db.SQL().QueryRow(`SELECT EXISTS (SELECT 1 FROM row_log)`).Scan(&waiting); err != nil {
 			h.tb.Fatal(err)
 		}
-		if !waiting {
-			return
-		}
-		if time.Now().After(deadline) {
-			h.tb.Fatal("the engine did not fold its row log records in a minute")
-		}
-	}
+		return !waiting
+	})
 }
 
 func taskStates(r api.Run) map[string]string {

@@ -262,7 +262,7 @@ func listedSlot(t *testing.T, g *slotGW, p *Provider) (*Slot, *batchv1.Job) {
 	return sl, listed
 }
 
-// The sweep's race made deterministic (CI of session 35): the sweep listed the slot's Job
+// The sweep's race made deterministic: the sweep listed the slot's Job
 // unclaimed, then its holder marked it claimed and bound it, and the slot's directory went. A
 // delete of the Job as listed must fail, and the claimed Job stand.
 func TestRedTeam33_SweepOfAStaleListingLeavesTheClaimedJob(t *testing.T) {
