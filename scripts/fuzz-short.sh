@@ -2,18 +2,32 @@
 # Runs every fuzz target in the module (or in the packages given as arguments) briefly (FUZZTIME each, default 2s), so CI exercises the
 # fuzzers and their corpora on every change.
 #
-# Where the time went (session 36): `go test -fuzz` per target relinked the package's test binary
-# for each of its targets, and `go test -list` built a test binary for every package in the module
-# just to find the targets; ~168 targets took 17-19 minutes for 8.4 minutes of fuzzing. Now each
-# package with a target is built once (`go test -c -fuzz=.`, the same instrumented binary `go test
-# -fuzz` builds) and each target runs from it with go test's own flags, in the package's directory
-# (so a failing input is written to its testdata/fuzz/<Target>, as `go test -fuzz` writes it) and
-# with go test's fuzz cache ($GOCACHE/fuzz/<import path>). FUZZLANES (default 2) packages run at
-# once: a target's start (its workers, the seed corpus, TestMain) leaves a core idle that the
-# other lane fills, and one lane builds while the other fuzzes. Every target still fuzzes for its
-# whole FUZZTIME.
+#   scripts/fuzz-short.sh [PKG...]              build each package's fuzz binary, fuzz every target
+#   scripts/fuzz-short.sh --build-only DIR [PKG...]
+#                                               only build the binaries, into DIR
+#   FUZZBIN=DIR scripts/fuzz-short.sh [PKG...]  fuzz with the binaries a --build-only run left in DIR
+#
+# Each package with a target is built once (`go test -c -fuzz=.`, the same instrumented binary
+# `go test -fuzz` builds) and each target runs from it with go test's own flags, in the package's
+# directory (so a failing input is written to its testdata/fuzz/<Target>, as `go test -fuzz`
+# writes it) and with go test's fuzz cache ($GOCACHE/fuzz/<import path>). FUZZLANES (default 2)
+# packages run at once: a target's start (its workers, the seed corpus, TestMain) leaves a core
+# idle that the other lane fills, and one lane builds while the other fuzzes. Every target still
+# fuzzes for its whole FUZZTIME.
+#
+# make test starts a --build-only run at the lowest priority (nice 19) before its unit step, so
+# the builds (a minute or two of CPU: every package compiled again with the fuzzer's coverage
+# instrumentation, 63 links) take the CPU the tests leave idle rather than time of their own;
+# this step then waits for that run to end (DIR/.lock) and uses its binaries. A package whose
+# binary is not there is built here, as without FUZZBIN.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build_only=""
+if [ "${1:-}" = --build-only ]; then
+  [ -n "${2:-}" ] || { echo "fuzz-short: --build-only needs a directory" >&2; exit 2; }
+  build_only=$2
+  shift 2
+fi
 fuzztime=${FUZZTIME:-2s}
 lanes=${FUZZLANES:-2}
 cachedir="$(go env GOCACHE)/fuzz"
@@ -21,10 +35,26 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # fuzz_once runs target $2 of the package in directory $1 from its binary $3, its output in $log.
+# -test.fuzzminimizetime=200ms: a worker that is minimizing an input (most often one that only
+# found new coverage) when the target's time is up finishes that first, and Go's coordinator
+# waits a second for it and then interrupts it; with a second of minimizing each target ran
+# FUZZTIME plus a second, 200 ms ends it within about 0.2 s (the same fuzzing, measured in
+# docs/BENCHMARKS.md). A failing input is still written to testdata/fuzz and printed (minimized
+# for 200 ms); `go test -fuzz` on that target alone minimizes it for longer.
 fuzz_once() {
   (cd "$1" && "$3" -test.paniconexit0 -test.timeout=10m0s -test.fuzzcachedir="$cachedir/$pkg" \
-    -test.run='^$' -test.fuzz="^${2}\$" -test.fuzztime="$fuzztime" -test.fuzzminimizetime=2s) >"$log" 2>&1
+    -test.run='^$' -test.fuzz="^${2}\$" -test.fuzztime="$fuzztime" -test.fuzzminimizetime=200ms) >"$log" 2>&1
 }
+
+# build_bin builds package $1's fuzz binary into $2, its output in $3.
+# -s -w: no symbol table or DWARF, which fuzzing never reads (coverage counters and stack traces
+# need neither): each of some 60 links costs about 2 s of CPU less.
+build_bin() {
+  go test -c -fuzz=. -ldflags='-s -w' -o "$2" "$1" >"$3" 2>&1
+}
+
+# bin_name is the file name of package $1's fuzz binary.
+bin_name() { echo "$1" | tr / _; }
 
 # coordinator_race tells whether a failed run ($log) is Go's own coordinator race at the end of a
 # -fuzztime window (golang/go#75804, fixed in Go 1.27): the target fuzzed its whole time and
@@ -73,10 +103,12 @@ run_lane() {
   log="$1.log"
   while read -r pkg dir; do
     [ ! -e "$work/failed" ] || return 1
-    bin="$work/$(echo "$pkg" | tr / _).test"
-    # -s -w: no symbol table or DWARF, which fuzzing never reads (coverage counters and stack
-    # traces need neither): each of some 60 links costs about 2 s of CPU less.
-    if ! go test -c -fuzz=. -ldflags='-s -w' -o "$bin" "$pkg" >"$log" 2>&1; then
+    bin="$work/$(bin_name "$pkg").test"
+    if [ -n "${FUZZBIN:-}" ] && [ -s "$FUZZBIN/$(bin_name "$pkg").err" ]; then
+      cp "$FUZZBIN/$(bin_name "$pkg").err" "$log"; failed "(build)"; return 1
+    elif [ -n "${FUZZBIN:-}" ] && [ -x "$FUZZBIN/$(bin_name "$pkg").test" ]; then
+      mv "$FUZZBIN/$(bin_name "$pkg").test" "$bin"
+    elif ! build_bin "$pkg" "$bin" "$log"; then
       failed "(build)"; return 1
     fi
     targets=$(cd "$dir" && "$bin" -test.list '^Fuzz' 2>"$log" | grep '^Fuzz') || {
@@ -104,6 +136,44 @@ run_lane() {
   echo "$count $races" >"$1.count"
 }
 
+# fuzz_packages lists the packages whose test files declare a fuzz target ("import-path dir").
+fuzz_packages() {
+  local pkg dir
+  while read -r pkg dir; do
+    cat "$dir"/*_test.go 2>/dev/null | grep -q '^func Fuzz' && echo "$pkg $dir"
+  done < <(go list -f '{{.ImportPath}} {{.Dir}}' "${@:-./...}")
+  return 0
+}
+
+# --build-only: every binary into $build_only, one package at a time, under its .lock for the
+# whole run (a FUZZBIN run waits on it); a failed build leaves its output in <name>.err.
+if [ -n "$build_only" ]; then
+  mkdir -p "$build_only"
+  exec 9>"$build_only/.lock"
+  flock 9
+  n=0
+  while read -r pkg dir; do
+    name=$(bin_name "$pkg")
+    if build_bin "$pkg" "$build_only/$name.tmp" "$build_only/$name.log"; then
+      mv "$build_only/$name.tmp" "$build_only/$name.test"
+      n=$((n + 1))
+    else
+      mv "$build_only/$name.log" "$build_only/$name.err"
+      echo "fuzz: $pkg: build failed" >&2
+    fi
+    rm -f "$build_only/$name.log"
+  done < <(fuzz_packages "$@")
+  echo "fuzz: $n packages' fuzz binaries built into $build_only"
+  exit 0
+fi
+
+# A --build-only run still building: wait for it (its lock), then use what it built.
+if [ -n "${FUZZBIN:-}" ] && [ -e "$FUZZBIN/.lock" ]; then
+  s=$SECONDS
+  flock "$FUZZBIN/.lock" true
+  echo "fuzz: the binaries built beside the tests (waited $((SECONDS - s)) s for the last of them)"
+fi
+
 # The packages whose test files declare a fuzz target, each dealt to the lane with the fewest
 # targets so far, so the lanes end together.
 i=0
@@ -111,13 +181,12 @@ load=()
 for ((l = 0; l < lanes; l++)); do load+=(0); done
 while read -r pkg dir; do
   n=$(cat "$dir"/*_test.go 2>/dev/null | grep -c '^func Fuzz' || true)
-  [ "$n" -gt 0 ] || continue
   least=0
   for ((l = 1; l < lanes; l++)); do [ "${load[l]}" -ge "${load[least]}" ] || least=$l; done
   echo "$pkg $dir" >>"$work/lane$least"
   load[least]=$((load[least] + n))
   i=$((i + 1))
-done < <(go list -f '{{.ImportPath}} {{.Dir}}' "${@:-./...}")
+done < <(fuzz_packages "$@")
 
 pids=()
 for ((l = 0; l < lanes; l++)); do
