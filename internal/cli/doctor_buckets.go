@@ -3,13 +3,16 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/doctor"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/replicate"
 )
 
 // doctorBuckets lists the S3 buckets agora.yaml names (blobs.s3 and s3 anchors) for doctor to
@@ -41,6 +44,7 @@ func doctorBuckets(c *config.Config) []doctor.Bucket {
 	}
 	if c.Replicate.S3 != nil {
 		add("replica bucket", c.Replicate.S3, false)
+		replicaOwned(c, &out[len(out)-1])
 	}
 	for i, a := range c.Audit.Anchors {
 		if a.Type == config.AnchorS3 && a.S3 != nil {
@@ -68,4 +72,38 @@ func doctorReplication(c *config.Config, now time.Time) []doctor.Replication {
 		out = append(out, x)
 	}
 	return out
+}
+
+// replicaOwned adds to the replica bucket's probe a look at each database's newest generation:
+// another home's there (two homes given one bucket and prefix) fails the row, naming both
+// homes. A home whose keys do not read is left to the rows that check them.
+func replicaOwned(c *config.Config, b *doctor.Bucket) {
+	if b.Check == nil || c.Home == "" {
+		return
+	}
+	pub, err1 := os.ReadFile(filepath.Join(c.Home, home.AuditPubFile))
+	secret, err2 := os.ReadFile(filepath.Join(c.Home, home.SecretKeyFile))
+	if err1 != nil || err2 != nil {
+		return
+	}
+	cl, err := home.S3Client(c, c.Replicate.S3)
+	if err != nil {
+		return
+	}
+	identity, key, probe := strings.TrimSpace(string(pub)), replicate.SegmentKey(secret), b.Check
+	b.Check = func(ctx context.Context) error {
+		if err := probe(ctx); err != nil {
+			return err
+		}
+		for _, db := range replicaDBs {
+			o, ok, err := replicate.NewestOwner(ctx, cl, db, identity, key)
+			if err != nil {
+				return err
+			}
+			if ok && !o.Own {
+				return replicate.ForeignError(cl, db, identity, o)
+			}
+		}
+		return nil
+	}
 }

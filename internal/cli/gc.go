@@ -140,7 +140,12 @@ func gcRun(ctx context.Context, opts *gcOptions) error {
 	if err != nil {
 		return fmt.Errorf("gc: %w", err)
 	}
-	if rep.Replicas, err = pruneReplicas(ctx, f, h, opts.dryRun, f.Actor(), retention.RoleOperator); err != nil {
+	var foreign []string
+	rep.Replicas, foreign, err = pruneReplicas(ctx, f, h, opts.dryRun, f.Actor(), retention.RoleOperator)
+	for _, why := range foreign {
+		fmt.Fprintf(f.IO.ErrOut, "agora: warning: gc: left a replica generation: %s\n", why)
+	}
+	if err != nil {
 		return fmt.Errorf("gc: %w", err)
 	}
 	return emit(f.IO, opts.output, rep, func(r gcReport) error { return gcText(f, r) })

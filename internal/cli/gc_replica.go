@@ -26,44 +26,48 @@ var replicaDBs = [...]string{"agora", "orch"}
 // are planned, then (unless dryRun) recorded, one retention.replica_pruned entry each in one
 // agora.db transaction, and only then deleted, each delete asking the process's fence.
 // Generations recorded and not deleted (a kill in between) are planned, recorded and deleted
-// again by the next sweep.
-func pruneReplicas(ctx context.Context, f *Factory, h *home.Home, dryRun bool, actor, role string) ([]replicate.PrunedGeneration, error) {
-	out := []replicate.PrunedGeneration{}
+// again by the next sweep. Another home's generations on the same prefix are never removed:
+// each comes back in foreign, said as a warning (replicate/owner.go).
+func pruneReplicas(ctx context.Context, f *Factory, h *home.Home, dryRun bool, actor, role string) (out []replicate.PrunedGeneration, foreign []string, err error) {
+	out = []replicate.PrunedGeneration{}
 	rc := h.Config.Replicate
 	if rc.S3 == nil || rc.KeepGenerations == 0 {
-		return out, nil
+		return out, nil, nil
 	}
 	c, err := home.S3Client(h.Config, rc.S3)
 	if err != nil {
-		return out, fmt.Errorf("replicate.s3: %w", err)
+		return out, nil, fmt.Errorf("replicate.s3: %w", err)
 	}
 	pub, err := os.ReadFile(filepath.Join(h.Dir, home.AuditPubFile))
 	if err != nil {
-		return out, fmt.Errorf("prune the replica: read the home's audit key (its identity in the bucket): %w", err)
+		return out, nil, fmt.Errorf("prune the replica: read the home's audit key (its identity in the bucket): %w", err)
 	}
 	secret, err := os.ReadFile(filepath.Join(h.Dir, home.SecretKeyFile))
 	if err != nil {
-		return out, fmt.Errorf("prune the replica: read the home's secret key (it authenticates the replica): %w", err)
+		return out, nil, fmt.Errorf("prune the replica: read the home's secret key (it authenticates the replica): %w", err)
 	}
 	for _, db := range replicaDBs {
 		o := replicate.PruneOptions{Client: c, DB: db, Identity: strings.TrimSpace(string(pub)), Key: replicate.SegmentKey(secret),
 			Keep: rc.KeepGenerations, Fence: store.CheckFence}
 		plan, err := replicate.PlanPrune(ctx, o)
 		if err != nil {
-			return out, err
+			return out, foreign, err
 		}
 		out = append(out, plan.Remove...)
+		for _, g := range plan.Foreign {
+			foreign = append(foreign, replicate.ForeignError(c, db, o.Identity, g).Error())
+		}
 		if dryRun || len(plan.Remove) == 0 {
 			continue
 		}
 		if err := recordPrune(ctx, f, h, plan, rc.KeepGenerations, actor, role); err != nil {
-			return out, err
+			return out, foreign, err
 		}
 		if _, err := replicate.Prune(ctx, o, plan); err != nil {
-			return out, err
+			return out, foreign, err
 		}
 	}
-	return out, nil
+	return out, foreign, nil
 }
 
 // recordPrune commits plan's retention.replica_pruned entries to h's audit log.
@@ -87,9 +91,12 @@ func servePrune(ctx context.Context, f *Factory, h *home.Home, log *slog.Logger)
 	t := time.NewTicker(retentionInterval)
 	defer t.Stop()
 	for {
-		pruned, err := pruneReplicas(ctx, f, h, false, retention.SystemActor, retention.RoleSweep)
+		pruned, foreign, err := pruneReplicas(ctx, f, h, false, retention.SystemActor, retention.RoleSweep)
 		if ctx.Err() != nil {
 			return
+		}
+		for _, why := range foreign {
+			log.Warn("replica prune: left another home's generation", "why", why)
 		}
 		if err != nil {
 			log.Warn("replica prune", "err", err)

@@ -17,6 +17,10 @@ import (
 // running serve's while its first copy uploads, or a forged one, is what a restore falls back
 // from, so the whole one before it stays), and removes the rest.
 //
+// Only this home's generations are removed: one whose first segment present does not
+// authenticate as this home's (another home's, on a prefix two homes were given) stays, and
+// the plan lists it (owner.go).
+//
 // Whole means what a restore needs to start from a generation: its first sync, segment 0 up
 // to the first that ends a sync, all present, authenticated under the home's key, naming this
 // home, this database and generation, each following the one before. A generation that does
@@ -50,8 +54,11 @@ type PrunePlan struct {
 	DB string `json:"db"`
 	// Kept are the whole generations kept, newest first.
 	Kept []string `json:"kept"`
-	// Remove are the generations older than the oldest kept whole one, oldest first.
+	// Remove are this home's generations older than the oldest kept whole one, oldest first.
 	Remove []PrunedGeneration `json:"remove"`
+	// Foreign are the older generations that are not this home's (see owner.go), left where
+	// they are, oldest first.
+	Foreign []Owner `json:"foreign,omitempty"`
 }
 
 // PlanPrune lists the database's generations and says which a prune removes; it deletes
@@ -87,6 +94,14 @@ func PlanPrune(ctx context.Context, o PruneOptions) (PrunePlan, error) {
 		return plan, nil // fewer whole generations than Keep: everything stays
 	}
 	for _, g := range gens[:oldestKept] {
+		owner, err := generationOwner(ctx, o.Client, o.DB, o.Identity, o.Key, g)
+		if err != nil {
+			return plan, fmt.Errorf("prune %s: %w", o.DB, err)
+		}
+		if !owner.Own {
+			plan.Foreign = append(plan.Foreign, owner)
+			continue
+		}
 		plan.Remove = append(plan.Remove, PrunedGeneration{DB: o.DB, Generation: g.name, Began: g.created.UTC(), Segments: len(g.seqs)})
 	}
 	return plan, nil

@@ -199,7 +199,8 @@ func openDB(path string, readOnly bool) (*sql.DB, error) {
 	return db, nil
 }
 
-// nameAfterExisting names this generation after every generation already in the bucket.
+// nameAfterExisting names this generation after every generation already in the bucket, and
+// refuses to start one where the newest is another home's (owner.go).
 // Generations sort by their creation time, read from the clock of whichever host began them;
 // the leader before this one (another host, #31) may have run ahead of this host's clock, and
 // a generation named by this clock alone would then sort before its predecessor's, so the
@@ -210,8 +211,20 @@ func (r *Replicator) nameAfterExisting(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("replicate %s: list the generations before starting one: %w", r.o.DB, err)
 	}
-	if n := len(gens); n > 0 && !gens[n-1].created.Before(time.Unix(0, int64(beUint64(r.gen[:8])))) {
-		r.gen = newGeneration(gens[n-1].created.Add(time.Nanosecond))
+	if len(gens) == 0 {
+		return nil
+	}
+	newest := gens[len(gens)-1]
+	owner, err := generationOwner(ctx, r.o.Client, r.o.DB, r.o.Identity, r.o.Key, newest)
+	if err != nil {
+		return fmt.Errorf("replicate %s: %w", r.o.DB, err)
+	}
+	if !owner.Own {
+		return fmt.Errorf("replicate %s: the newest generation is not this home's, so no generation is started after it: %w",
+			r.o.DB, ForeignError(r.o.Client, r.o.DB, r.o.Identity, owner)) // owner.go
+	}
+	if !newest.created.Before(time.Unix(0, int64(beUint64(r.gen[:8])))) {
+		r.gen = newGeneration(newest.created.Add(time.Nanosecond))
 	}
 	return nil
 }

@@ -176,8 +176,8 @@ func restoreGeneration(ctx context.Context, o RestoreOptions, g generation) (Res
 		}
 		s, err := decodeSegment(b, o.Key)
 		if id, ok := peekIdentity(b); err != nil && ok && id != o.Identity {
-			return res, fmt.Errorf("restore %s: %s says it belongs to home %q, not %q: the bucket holds another home's replica under this prefix (%w)",
-				o.DB, o.Client.ObjectURL(name), truncate(id, 80), o.Identity, err)
+			return res, fmt.Errorf("restore %s: %s says it belongs to home %q, not %q: the bucket holds another home's replica under this prefix; restore --at a time before %s (when that generation began) to pass over it (%w)",
+				o.DB, o.Client.ObjectURL(name), truncate(id, 80), o.Identity, g.created.UTC().Format(time.RFC3339Nano), err)
 		}
 		if err != nil {
 			return res, fmt.Errorf("restore %s: %s: %w", o.DB, o.Client.ObjectURL(name), err)
