@@ -37,6 +37,11 @@ type verifyOptions struct {
 	anchored []string
 	output   string
 
+	// --witness and --witness-quorum (#46): the witnesses whose cosignatures the checkpoint
+	// must carry.
+	witnesses     []string
+	witnessQuorum int
+
 	// --anchor-bucket and its connection (#31): the S3 bucket an s3 anchor wrote to.
 	anchorBucket, anchorEndpoint, anchorRegion, anchorCreds string
 }
@@ -79,10 +84,19 @@ file with --anchored-checkpoint (once per log; a run bundle has two). An s3 anch
 is fetched for you with --anchor-bucket s3://BUCKET/PREFIX --anchor-endpoint URL (credentials
 from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or --anchor-credentials-file): each anchored
 object must exist, equal the bundle's anchored checkpoint and be under COMPLIANCE retention;
-its row says the version and the retain-until date.`,
+its row says the version and the retain-until date.
+
+A witness cosigns a log's checkpoint after checking it extends every checkpoint it cosigned
+before (C2SP tlog-witness): a log owner cannot then show two auditors two histories.
+Signatures on the checkpoint by keys you did not name are ignored (at most 16 in all).
+--witness KEY (repeatable: a signed-note verifier key, name+hash+base64, or a file holding
+one) requires that witness's cosignature on the bundle's checkpoint; --witness-quorum N
+requires any N of the named ones (default: all). A forged cosignature by a named witness
+fails the checkpoint row; a missing one fails the witness row.`,
 		Example: `  agora verify audit.json --key audit.pub
   agora verify audit.json --key audit.pub --anchored-checkpoint checkpoint-from-s3
   agora verify audit.json --key audit.pub --anchor-bucket s3://team-audit/agora --anchor-endpoint https://s3.eu-west-1.amazonaws.com
+  agora verify audit.json --key audit.pub --witness witness1.pub --witness witness2.pub --witness-quorum 1
   agora verify audit.json --output json`,
 		Args: exactArgs(1, "BUNDLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -100,8 +114,33 @@ its row says the version and the retain-until date.`,
 	cmd.Flags().StringVar(&opts.anchorEndpoint, "anchor-endpoint", "", "the S3 server of --anchor-bucket (https://HOST)")
 	cmd.Flags().StringVar(&opts.anchorRegion, "anchor-region", "", "the signing region of --anchor-bucket (default us-east-1)")
 	cmd.Flags().StringVar(&opts.anchorCreds, "anchor-credentials-file", "", "a mode-0600 file of AWS_ACCESS_KEY_ID=/AWS_SECRET_ACCESS_KEY= lines (default: those variables)")
+	cmd.Flags().StringArrayVar(&opts.witnesses, "witness", nil, "a witness's verifier key (name+hash+base64) or a file holding one, whose cosignature the checkpoint must carry (repeatable)")
+	cmd.Flags().IntVar(&opts.witnessQuorum, "witness-quorum", 0, "how many of the --witness keys must have cosigned (default: all)")
 	addOutputFlag(cmd, &opts.output)
 	return cmd
+}
+
+// witnessKeys reads the --witness values: each a verifier key, or a file holding one.
+func (opts *verifyOptions) witnessKeys() (verify.Witnesses, error) {
+	w := verify.Witnesses{Quorum: opts.witnessQuorum}
+	if opts.witnessQuorum < 0 || opts.witnessQuorum > len(opts.witnesses) {
+		return w, fmt.Errorf("--witness-quorum %d: between 1 and the %d --witness keys given", opts.witnessQuorum, len(opts.witnesses))
+	}
+	for _, value := range opts.witnesses {
+		k, err := verify.ParseWitnessKey(value)
+		if err != nil && !strings.HasPrefix(value, "PRIVATE+KEY+") { // not a key: a file holding one
+			b, rerr := readLimited(value, maxKeyFileSize)
+			if rerr != nil {
+				return w, fmt.Errorf("--witness: neither a verifier key (name+hash+base64) nor a file that reads: %w", rerr)
+			}
+			k, err = verify.ParseWitnessKey(string(b))
+		}
+		if err != nil {
+			return w, fmt.Errorf("--witness: %w", err)
+		}
+		w.Keys = append(w.Keys, k)
+	}
+	return w, nil
 }
 
 // verifyRun never opens AGORA_HOME: the bundle and the files named by flags are all it reads,
@@ -126,6 +165,11 @@ func verifyRun(ctx context.Context, opts *verifyOptions) error {
 			return fmt.Errorf("--tsa-ca %s holds no PEM certificate", opts.tsaCA)
 		}
 	}
+	w, err := opts.witnessKeys()
+	if err != nil {
+		return err
+	}
+	vo.Witnesses = w
 	for _, path := range opts.anchored {
 		b, err := readLimited(path, verify.MaxCheckpointSize)
 		if err != nil {

@@ -241,3 +241,39 @@ func BenchmarkRestore(b *testing.B) {
 	})
 	db.Close()
 }
+
+// BenchmarkPrune_Authenticate100 plans a prune of 100 generations of a small database on the
+// shared versitygw. keep=1 authenticates the 99 older generations one by one (each one's first
+// segment, so that only this home's are removed, owner.go) after the newest whole one;
+// baseline keep=100: every generation's first sync read and checked as whole, which a prune
+// of a replica with fewer whole generations than keep has always done. Target (#46): ≤ 1 s.
+//
+//	go test -run '^$' -bench Prune_Authenticate100 -benchmem -count 5 ./internal/replicate
+func BenchmarkPrune_Authenticate100(b *testing.B) {
+	_, _, c := bucket(b)
+	path := filepath.Join(b.TempDir(), "agora.db")
+	db, err := store.Open(b.Context(), path, audit.Migrations)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	for range 100 {
+		r, err := replicate.Start(b.Context(), replicate.Options{Client: c, DB: "agora", Path: path, Identity: identity, Key: testKey, Lag: time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := r.Close(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, keep := range []int{1, 100} {
+		b.Run("keep="+strconv.Itoa(keep), func(b *testing.B) {
+			for b.Loop() {
+				plan, err := replicate.PlanPrune(b.Context(), pruneOpts(c, keep))
+				if err != nil || len(plan.Remove)+len(plan.Kept) != 100 {
+					b.Fatalf("plan: %d removed, %d kept, %v", len(plan.Remove), len(plan.Kept), err)
+				}
+			}
+		})
+	}
+}

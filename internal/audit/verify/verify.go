@@ -15,6 +15,7 @@ const (
 	CheckBundle             = "bundle"
 	CheckKey                = "key"
 	CheckCheckpoint         = "checkpoint"
+	CheckWitness            = "witness"
 	CheckSelection          = "selection"
 	CheckEntries            = "entries"
 	CheckEntry              = "entry"
@@ -75,6 +76,10 @@ type Options struct {
 	// must equal one of them byte for byte ([CheckAnchoredCopy]), and only then does the log
 	// reach [TierTamperEvident]. The verifier trusts where they came from as it trusts Key.
 	AnchoredCopies [][]byte
+	// Witnesses, when it names keys, are the witnesses whose cosignatures the bundle's
+	// checkpoint must carry ([CheckWitness]). Signatures by keys neither it nor Key names are
+	// ignored either way (cosign.go).
+	Witnesses Witnesses
 }
 
 // Result is one row of a [Report].
@@ -221,11 +226,15 @@ func (v *verifier) checkCheckpoint() {
 		v.fail(CheckCheckpoint, "", "cannot check the signature: no usable key")
 		return
 	}
-	c, err := OpenCheckpoint(v.b.Checkpoint, v.key, v.b.Origin)
+	c, by, err := OpenCosignedCheckpoint(v.b.Checkpoint, v.key, v.b.Origin, v.opts.Witnesses)
 	if err != nil {
 		v.fail(CheckCheckpoint, "", "%v", err)
+		if len(v.opts.Witnesses.Keys) > 0 {
+			v.fail(CheckWitness, "", "cannot check: the checkpoint did not verify")
+		}
 		return
 	}
 	v.cp = &c
 	v.pass(CheckCheckpoint, "", "signed by %s, size %d", keyID(v.key), c.Size)
+	v.checkWitnesses(by)
 }
