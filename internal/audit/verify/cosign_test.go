@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/agora-dev/agora/internal/audit/audittest"
 	"github.com/agora-dev/agora/internal/audit/verify"
 )
 
@@ -206,4 +207,41 @@ func paddingBitsSet(t *testing.T, signed []byte) []byte {
 		out[i-1] = alphabet[strings.IndexByte(alphabet, out[i-1])^2]
 	}
 	return out
+}
+
+// FuzzOpenCosignedCheckpoint: opening never panics, and a checkpoint it accepts carries the
+// log's signature and re-reads the same (its text parses; opened again, the same witnesses).
+func FuzzOpenCosignedCheckpoint(f *testing.F) {
+	s, vkey := audittest.NewKey(f)
+	v, err := note.NewVerifier(vkey)
+	if err != nil {
+		f.Fatal(err)
+	}
+	origin := verify.Origin(s.Name(), "agora.db")
+	signed, err := verify.SignCheckpoint(verify.Checkpoint{Origin: origin, Size: 3, Hash: root}, s)
+	if err != nil {
+		f.Fatal(err)
+	}
+	skey, wkey, _ := note.GenerateKey(rand.Reader, "witness.example/w1")
+	ws, _ := note.NewSigner(skey)
+	wv, _ := note.NewVerifier(wkey)
+	text := signed[:bytes.Index(signed, []byte("\n\n"))+1]
+	alone, _ := note.Sign(&note.Note{Text: string(text)}, ws)
+	f.Add(signed)
+	f.Add(append(bytes.Clone(signed), alone[len(text)+1:]...))
+	f.Add(append(bytes.Clone(signed), []byte("— x AAAA\n")...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		w := verify.Witnesses{Keys: []note.Verifier{wv}}
+		c, by, err := verify.OpenCosignedCheckpoint(b, v, origin, w)
+		if err != nil {
+			return
+		}
+		if c.Origin != origin || !bytes.HasPrefix(b, c.Marshal()) {
+			t.Fatalf("accepted %q as %+v", b, c)
+		}
+		c2, by2, err := verify.OpenCosignedCheckpoint(b, v, origin, w)
+		if err != nil || c2.Size != c.Size || len(by2) != len(by) {
+			t.Fatalf("opened again: %+v %v %v", c2, by2, err)
+		}
+	})
 }

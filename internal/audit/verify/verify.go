@@ -224,6 +224,9 @@ func (v *verifier) checkKey() {
 func (v *verifier) checkCheckpoint() {
 	if v.key == nil {
 		v.fail(CheckCheckpoint, "", "cannot check the signature: no usable key")
+		if len(v.opts.Witnesses.Keys) > 0 {
+			v.fail(CheckWitness, "", "cannot check: the checkpoint did not verify")
+		}
 		return
 	}
 	c, by, err := OpenCosignedCheckpoint(v.b.Checkpoint, v.key, v.b.Origin, v.opts.Witnesses)
