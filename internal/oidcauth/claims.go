@@ -20,6 +20,7 @@ type claims struct {
 	Audience  []string
 	Expiry    time.Time
 	NotBefore time.Time // zero when absent
+	IssuedAt  time.Time // zero when absent
 	Groups    []string
 	// Nonce and AuthorizedParty are an ID token's nonce and azp (OpenID Connect Core §2).
 	Nonce           string
@@ -35,7 +36,7 @@ const maxGroups = 256
 // claimNames are the claims parseClaims reads by a fixed name. A key equal to one of them only
 // under case folding ("Sub") is refused: encoding/json would read it as that claim, a
 // case-sensitive reader would not.
-var claimNames = strictjson.NewFields("iss", "sub", "aud", "exp", "nbf", "nonce", "azp")
+var claimNames = strictjson.NewFields("iss", "sub", "aud", "exp", "nbf", "iat", "nonce", "azp")
 
 // parseClaims decodes a token's payload exactly (strictjson: valid UTF-8 and JSON, no duplicate
 // keys at any level, not even under case folding, no near-miss of a claim name, no number beyond
@@ -53,7 +54,7 @@ func parseClaims(payload []byte, groupsClaim string) (claims, error) {
 	if err != nil {
 		return claims{}, fmt.Errorf("token claims: %w", err)
 	}
-	var iss, sub, aud, exp, nbf, nonce, azp, groups []byte
+	var iss, sub, aud, exp, nbf, iat, nonce, azp, groups []byte
 	for _, m := range members {
 		switch m.Key {
 		case "iss":
@@ -66,6 +67,8 @@ func parseClaims(payload []byte, groupsClaim string) (claims, error) {
 			exp = m.Value
 		case "nbf":
 			nbf = m.Value
+		case "iat":
+			iat = m.Value
 		case "nonce":
 			nonce = m.Value
 		case "azp":
@@ -113,6 +116,15 @@ func parseClaims(payload []byte, groupsClaim string) (claims, error) {
 			return claims{}, fmt.Errorf("token claims: nbf: %w", err)
 		}
 	}
+	iatN, err := jsonNumber(iat)
+	if err != nil {
+		return claims{}, fmt.Errorf("token claims: iat: %w", err)
+	}
+	if iatN != "" {
+		if c.IssuedAt, err = numericDate(iatN); err != nil {
+			return claims{}, fmt.Errorf("token claims: iat: %w", err)
+		}
+	}
 	if groups != nil {
 		if c.Groups, err = stringOrList(groups); err != nil {
 			return claims{}, fmt.Errorf("token claims: %s: %w", groupsClaim, err)
@@ -154,21 +166,18 @@ func jsonString(b []byte) (string, error) {
 	return "", errors.New("not a string")
 }
 
-// jsonNumber reads a JSON value into a json.Number as encoding/json would: a number is its
-// text, absent or null is "", anything else (a string holding a number included) is left to
-// encoding/json, which accepts or refuses it as it did.
+// jsonNumber reads a NumericDate claim (exp, nbf, iat): RFC 7519 makes it a JSON number of
+// seconds since 1970, so a number is its text, absent or null is "", and anything else, a
+// string holding a number included (which encoding/json's json.Number would take), is
+// refused.
 func jsonNumber(b []byte) (json.Number, error) {
-	if len(b) == 0 {
+	if len(b) == 0 || b[0] == 'n' {
 		return "", nil
 	}
 	if c := b[0]; c == '-' || '0' <= c && c <= '9' {
 		return json.Number(b), nil
 	}
-	var n json.Number
-	if err := json.Unmarshal(b, &n); err != nil {
-		return "", errors.New("want seconds since 1970")
-	}
-	return n, nil
+	return "", errors.New("want a JSON number of seconds since 1970 (RFC 7519 NumericDate), not a string or another value")
 }
 
 // errNotStrings is stringOrList's refusal.

@@ -19,12 +19,23 @@ func parseClaimsTwoPass(payload []byte, groupsClaim string) (claims, error) {
 		Aud json.RawMessage `json:"aud"`
 		Exp json.Number     `json:"exp"`
 		Nbf json.Number     `json:"nbf"`
+		Iat json.Number     `json:"iat"`
 		// nonce and azp are read as whatever JSON they hold: a non-string is refused below.
 		Nonce json.RawMessage `json:"nonce"`
 		Azp   json.RawMessage `json:"azp"`
 	}
 	if err := strictjson.UnmarshalKnown(payload, &raw); err != nil {
 		return claims{}, fmt.Errorf("token claims: %w", err)
+	}
+	// RFC 7519: a NumericDate is a JSON number; json.Number also takes a string holding one.
+	var dates map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &dates); err != nil {
+		return claims{}, fmt.Errorf("token claims: %w", err)
+	}
+	for _, name := range []string{"exp", "nbf", "iat"} {
+		if v := dates[name]; len(v) > 0 && v[0] != 'n' && v[0] != '-' && (v[0] < '0' || v[0] > '9') {
+			return claims{}, fmt.Errorf("token claims: %s: not a JSON number", name)
+		}
 	}
 	var c claims
 	c.Issuer, c.Subject = raw.Iss, raw.Sub
@@ -54,6 +65,11 @@ func parseClaimsTwoPass(payload []byte, groupsClaim string) (claims, error) {
 	if raw.Nbf != "" {
 		if c.NotBefore, err = numericDate(raw.Nbf); err != nil {
 			return claims{}, fmt.Errorf("token claims: nbf: %w", err)
+		}
+	}
+	if raw.Iat != "" {
+		if c.IssuedAt, err = numericDate(raw.Iat); err != nil {
+			return claims{}, fmt.Errorf("token claims: iat: %w", err)
 		}
 	}
 	if groupsClaim != "" {

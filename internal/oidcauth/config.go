@@ -25,7 +25,7 @@ type Config struct {
 	// Algorithms allowed for the token's signature; default RS256, PS256, ES256, EdDSA. No
 	// symmetric algorithm and no "none" is ever accepted.
 	Algorithms []string `yaml:"algorithms"`
-	// ClockSkew tolerated on exp and nbf; default 30s, at most 5m.
+	// ClockSkew tolerated on exp, nbf and iat; default 30s, at most 5m.
 	ClockSkew time.Duration `yaml:"clock_skew"`
 	// GroupsClaim names the claim a rule's group is looked up in; default "groups".
 	GroupsClaim string `yaml:"groups_claim"`

@@ -183,6 +183,17 @@ func TestRedTeam31_Claims(t *testing.T) {
 	bad(strings.Replace(times(exp, 0), fmt.Sprint(exp), "1e300", 1), "exp")
 	bad(strings.Replace(times(exp, 0), fmt.Sprint(exp), "-1", 1), "exp")
 	bad(strings.Replace(times(exp, 0), fmt.Sprint(exp), `"soon"`, 1), "")
+	// RFC 7519 (#46): a NumericDate is a JSON number; a string holding one is refused, for exp,
+	// nbf and iat alike. iat ahead of now beyond the skew (a token minted a day ahead) is
+	// refused as not yet valid; within the skew, or in the past, it passes.
+	bad(strings.Replace(times(exp, 0), fmt.Sprint(exp), fmt.Sprintf(`"%d"`, exp), 1), "RFC 7519 NumericDate")
+	bad(times(exp, 0)[:len(times(exp, 0))-1]+fmt.Sprintf(`,"nbf":"%d"}`, now.Unix()), "nbf")
+	iat := func(at time.Time) string { return times(exp, 0)[:len(times(exp, 0))-1] + fmt.Sprintf(`,"iat":%d}`, at.Unix()) }
+	bad(times(exp, 0)[:len(times(exp, 0))-1]+fmt.Sprintf(`,"iat":"%d"}`, now.Unix()), "iat")
+	bad(iat(now.Add(24*time.Hour)), "not valid before")
+	bad(iat(now.Add(2*time.Minute)), "issued ahead of time")
+	ok(iat(now.Add(10*time.Second)), "")
+	ok(iat(now.Add(-time.Hour)), "")
 }
 
 // TestRedTeam31_KeyHeaders (red team #31): a token's header cannot choose the key. jku, x5u,

@@ -131,21 +131,32 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 	if err != nil {
 		return Identity{}, err
 	}
-	nbf := c.NotBefore
+	nbf := notBefore(c)
 	if !v.noCache {
 		v.cache.put(sum, gen, id, nbf)
 	}
 	return id, nil
 }
 
-// checkTimes applies exp and nbf, with the clock skew, to a cached identity.
+// notBefore is when a token becomes valid: the later of its nbf and its iat (RFC 7519: a
+// token issued after now, beyond the clock skew, was minted ahead of time, and passes no
+// sooner than it says it was issued).
+func notBefore(c claims) time.Time {
+	if c.IssuedAt.After(c.NotBefore) {
+		return c.IssuedAt
+	}
+	return c.NotBefore
+}
+
+// checkTimes applies exp and the token's not-before (nbf, iat), with the clock skew, to a
+// cached identity.
 func (v *Verifier) checkTimes(id Identity, nbf time.Time) (Identity, error) {
 	now := v.now()
 	if !now.Before(id.Expiry.Add(v.cfg.ClockSkew)) {
 		return Identity{}, fmt.Errorf("%w: expired at %s", ErrInvalid, id.Expiry.UTC().Format(time.RFC3339))
 	}
 	if !nbf.IsZero() && now.Add(v.cfg.ClockSkew).Before(nbf) {
-		return Identity{}, fmt.Errorf("%w: not valid before %s", ErrInvalid, nbf.UTC().Format(time.RFC3339))
+		return Identity{}, fmt.Errorf("%w: not valid before %s (its nbf or iat, beyond the %s clock skew: issued ahead of time)", ErrInvalid, nbf.UTC().Format(time.RFC3339), v.cfg.ClockSkew)
 	}
 	return id, nil
 }
@@ -208,7 +219,7 @@ func (v *Verifier) verify(ctx context.Context, token string) (Identity, claims, 
 	}
 	id := Identity{Issuer: c.Issuer, Subject: c.Subject, Groups: c.Groups, Expiry: c.Expiry,
 		Grant: v.cfg.grant(c.Subject, c.Groups)}
-	if _, err := v.checkTimes(id, c.NotBefore); err != nil {
+	if _, err := v.checkTimes(id, notBefore(c)); err != nil {
 		return Identity{}, claims{}, err
 	}
 	return id, c, nil
