@@ -188,7 +188,9 @@ func TestRedTeam31_Claims(t *testing.T) {
 	// refused as not yet valid; within the skew, or in the past, it passes.
 	bad(strings.Replace(times(exp, 0), fmt.Sprint(exp), fmt.Sprintf(`"%d"`, exp), 1), "RFC 7519 NumericDate")
 	bad(times(exp, 0)[:len(times(exp, 0))-1]+fmt.Sprintf(`,"nbf":"%d"}`, now.Unix()), "nbf")
-	iat := func(at time.Time) string { return times(exp, 0)[:len(times(exp, 0))-1] + fmt.Sprintf(`,"iat":%d}`, at.Unix()) }
+	iat := func(at time.Time) string {
+		return times(exp, 0)[:len(times(exp, 0))-1] + fmt.Sprintf(`,"iat":%d}`, at.Unix())
+	}
 	bad(times(exp, 0)[:len(times(exp, 0))-1]+fmt.Sprintf(`,"iat":"%d"}`, now.Unix()), "iat")
 	bad(iat(now.Add(24*time.Hour)), "not valid before")
 	bad(iat(now.Add(2*time.Minute)), "issued ahead of time")
