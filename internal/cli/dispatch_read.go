@@ -254,7 +254,9 @@ func newDispatchLogsCmd(f *Factory, runF func(*dispatchLogsOptions) error) *cobr
 		Short: "Print a dispatch's output (capped, secrets redacted)",
 		Long: `Print what the worker wrote to stdout (--stderr: to stderr). Output is capped (stdout
 4 MiB, stderr 1 MiB) and every secret value of the dispatch's env bundles is redacted,
-including its base64, hex and URL-encoded forms. -f follows a running dispatch to its end.
+including its base64, hex and URL-encoded forms. On a terminal, control characters (escape
+sequences), bidirectional and invisible characters are shown escaped (\x1b, \u202e); piped
+or redirected, the bytes are written as they are. -f follows a running dispatch to its end.
 --transcript prints the model runtimes' JSON Lines transcript (openai, claude-code) of a
 dispatch that ended, redacted the same way.`,
 		Args: exactArgs(1, "ID"),
@@ -290,8 +292,11 @@ func dispatchLogsRun(ctx context.Context, opts *dispatchLogsOptions) error {
 		if err != nil {
 			return err
 		}
-		_, err = f.IO.Out.Write(b)
-		return err
+		out := agentOut(f)
+		if _, err := out.Write(b); err != nil {
+			return err
+		}
+		return out.Close()
 	}
 	h, _ := f.Home(ctx)
 	name := "stdout.log"
@@ -321,17 +326,22 @@ func printStoredLog(f *Factory, d *dispatch.Dispatcher, r *dispatch.Record, stde
 	if err != nil {
 		return err
 	}
-	_, err = f.IO.Out.Write(b)
-	return err
+	out := agentOut(f)
+	if _, err := out.Write(b); err != nil {
+		return err
+	}
+	return out.Close()
 }
 
 // followLog copies the live log file, and with follow keeps copying until the dispatch ends.
 func followLog(ctx context.Context, f *Factory, d *dispatch.Dispatcher, id, path string, follow, stderr bool) error {
 	var off int64
+	out := agentOut(f)
+	defer out.Close()
 	for {
 		if fh, err := os.Open(path); err == nil {
 			fh.Seek(off, io.SeekStart)
-			n, _ := io.Copy(f.IO.Out, fh)
+			n, _ := io.Copy(out, fh)
 			off += n
 			fh.Close()
 		}
@@ -346,10 +356,10 @@ func followLog(ctx context.Context, f *Factory, d *dispatch.Dispatcher, id, path
 			// The live file is complete once the record is terminal; copy its tail.
 			if fh, err := os.Open(path); err == nil {
 				fh.Seek(off, io.SeekStart)
-				io.Copy(f.IO.Out, fh)
+				io.Copy(out, fh)
 				fh.Close()
 			}
-			return nil
+			return out.Close()
 		}
 		select {
 		case <-ctx.Done():
