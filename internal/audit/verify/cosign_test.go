@@ -245,3 +245,42 @@ func FuzzOpenCosignedCheckpoint(f *testing.F) {
 		}
 	})
 }
+
+// TestVerify_KeyInCanonicalForm (#46): a bundle whose key is respelled (the hash in upper
+// case, whitespace around it) fails the key row,
+// with and without --key: a bundle's bytes have one form.
+func TestVerify_KeyInCanonicalForm(t *testing.T) {
+	b, opts := parsedGolden(t)
+	key := b.Key
+	parts := strings.SplitN(key, "+", 3)
+	respelled := map[string]string{
+		"hash in upper case": parts[0] + "+" + strings.ToUpper(parts[1]) + "+" + parts[2],
+		"trailing newline":   key + "\n",
+		"leading space":      " " + key,
+	}
+	if strings.ToUpper(parts[1]) == parts[1] {
+		t.Fatalf("fixture: key hash %s has no letter to respell", parts[1])
+	}
+	for name, text := range respelled {
+		t.Run(name, func(t *testing.T) {
+			b.Key = text
+			for _, withKey := range []bool{false, true} {
+				o := opts
+				if !withKey {
+					o.Key = ""
+				} else {
+					o.Key = text
+				}
+				rep := verify.Verify(b, o)
+				r, _ := row(rep, verify.CheckKey)
+				if rep.OK || r.OK || !strings.Contains(r.Detail, "canonical form") {
+					t.Errorf("--key given %v: ok %v, key row %+v", withKey, rep.OK, r)
+				}
+			}
+		})
+	}
+	b.Key = key
+	if rep := verify.Verify(b, opts); !rep.OK {
+		t.Fatalf("the golden key as it is: %v", rep.Failed())
+	}
+}

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"hash"
 	"strings"
@@ -209,6 +210,10 @@ func (v *verifier) checkKey() {
 		v.fail(CheckKey, "", "bundle key %q is not a signed-note verifier key", truncate(text, 120))
 		return
 	}
+	if !canonicalKey(v.b.Key, k) {
+		v.fail(CheckKey, "", "bundle key %q is not in its canonical form (name+hash+base64: the hash as 8 lower-case hex digits, the key in padded standard base64, nothing around it): a bundle's bytes have one form", truncate(v.b.Key, 120))
+		return
+	}
 	if !strings.HasPrefix(v.b.Origin, k.Name()+"/") {
 		v.fail(CheckKey, "", "key %q does not belong to origin %q", k.Name(), truncate(v.b.Origin, 80))
 		return
@@ -240,4 +245,18 @@ func (v *verifier) checkCheckpoint() {
 	v.cp = &c
 	v.pass(CheckCheckpoint, "", "signed by %s, size %d", keyID(v.key), c.Size)
 	v.checkWitnesses(by)
+}
+
+// canonicalKey says whether text is k's verifier key in its one form: "name+hash+key", the
+// hash as 8 lower-case hex digits and the key (its algorithm byte and bytes) in padded
+// standard base64, with nothing before or after. note.NewVerifier also takes the hash in upper
+// case and the base64 with stray low bits, so one key has several spellings; a bundle whose
+// key was respelled would otherwise change bytes without verify noticing.
+func canonicalKey(text string, k note.Verifier) bool {
+	parts := strings.SplitN(text, "+", 3)
+	if len(parts) != 3 || parts[0] != k.Name() || parts[1] != fmt.Sprintf("%08x", k.KeyHash()) {
+		return false
+	}
+	raw, err := base64.StdEncoding.DecodeString(parts[2])
+	return err == nil && base64.StdEncoding.EncodeToString(raw) == parts[2]
 }
