@@ -136,6 +136,10 @@ func s3AnchorCopies(ctx context.Context, c *s3.Client, data []byte) (copies [][]
 				continue
 			}
 			lock, err := c.Retention(ctx, ev.Locator, info.VersionID)
+			if errors.Is(err, s3.ErrNotLocked) {
+				fail(item, "object version %s is not locked (no Object Lock retention): its owner may delete or replace it; an s3 anchor's object must be under COMPLIANCE retention", info.VersionID)
+				continue
+			}
 			if err != nil {
 				fail(item, "%v", err)
 				continue

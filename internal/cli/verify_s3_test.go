@@ -66,6 +66,20 @@ func TestVerify_S3Anchor(t *testing.T) {
 			t.Errorf("verify with the evidence's locator %q: %+v", loc, r)
 		}
 	}
+	// An unlocked copy (#46): the same bytes under the same name in another bucket, written
+	// with no retention: the row says it is not locked, not that it is missing.
+	cfg2 := srv.Bucket(t, true)
+	anchored, err := os.ReadFile(filepath.Join(srv.Dir, cfg.Bucket, "agora", anchor.S3AnchorName("agora", 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Client(t, cfg2).Put(t.Context(), anchor.S3AnchorName("agora", 3), anchored, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	unlocked := append([]string{"verify", bundle, "--key", pub, "--anchor-bucket", "s3://" + cfg2.Bucket + "/" + cfg2.Prefix}, verifyArgs[6:]...)
+	if r := runAgora(t, sa, unlocked...); r.code != cli.ExitCheckFailed || !strings.Contains(r.stdout, "is not locked (no Object Lock retention)") {
+		t.Errorf("verify against an unlocked copy: %+v", r)
+	}
 	// Without --anchor-bucket the s3 evidence is a claim: it passes and raises no tier.
 	if r := runAgora(t, sa, "verify", bundle, "--key", pub); r.code != cli.ExitOK || strings.Contains(tierRow(r.stdout), "tamper-evident") {
 		t.Errorf("verify without the bucket: %+v", r)

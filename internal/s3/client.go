@@ -20,6 +20,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -312,6 +313,10 @@ func (c *Client) Retention(ctx context.Context, name, versionID string) (Lock, e
 		q.Set("versionId", versionID)
 	}
 	resp, err := c.do(ctx, request{method: http.MethodGet, name: name, query: q})
+	if errors.Is(err, ErrNotFound) {
+		// NoSuchObjectLockConfiguration (or a version gone since it was read): no lock holds it.
+		return Lock{}, fmt.Errorf("%w: s3 retention of %s%s in %s: the object version carries no Object Lock retention (%v)", ErrNotLocked, c.prefix, name, c.Where(), err)
+	}
 	if err != nil {
 		return Lock{}, err
 	}

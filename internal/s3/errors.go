@@ -30,6 +30,8 @@ var (
 	ErrExists = errors.New("s3 object already exists")
 	// ErrLocked: Object Lock retention refused a delete or an overwrite.
 	ErrLocked = errors.New("s3 object locked")
+	// ErrNotLocked: an object version carries no Object Lock retention ([Client.Retention]).
+	ErrNotLocked = errors.New("s3 object not locked")
 )
 
 // Error is a failed request. It names the endpoint's host, the bucket, the key, the status and
