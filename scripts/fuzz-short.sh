@@ -137,10 +137,12 @@ run_lane() {
 }
 
 # fuzz_packages lists the packages whose test files declare a fuzz target ("import-path dir").
+# (grep reads the files itself: `cat | grep -q` under pipefail fails whenever grep stops
+# reading early, and the package would be left out without a word.)
 fuzz_packages() {
   local pkg dir
   while read -r pkg dir; do
-    cat "$dir"/*_test.go 2>/dev/null | grep -q '^func Fuzz' && echo "$pkg $dir"
+    if grep -qs '^func Fuzz' "$dir"/*_test.go; then echo "$pkg $dir"; fi
   done < <(go list -f '{{.ImportPath}} {{.Dir}}' "${@:-./...}")
   return 0
 }
@@ -177,10 +179,12 @@ fi
 # The packages whose test files declare a fuzz target, each dealt to the lane with the fewest
 # targets so far, so the lanes end together.
 i=0
+declared=0
 load=()
 for ((l = 0; l < lanes; l++)); do load+=(0); done
 while read -r pkg dir; do
   n=$(cat "$dir"/*_test.go 2>/dev/null | grep -c '^func Fuzz' || true)
+  declared=$((declared + n))
   least=0
   for ((l = 1; l < lanes; l++)); do [ "${load[l]}" -ge "${load[least]}" ] || least=$l; done
   echo "$pkg $dir" >>"$work/lane$least"
@@ -207,3 +211,9 @@ for ((l = 0; l < lanes; l++)); do
   races=$((races + r))
 done
 echo "fuzz: $count targets in $i packages ran for $fuzztime each ($races ended in the Go coordinator's deadline race, with no finding)"
+# Every target a test file declares ran: a package or target left out is a failure, not a
+# smaller run.
+if [ "$count" != "$declared" ]; then
+  echo "fuzz: the test files declare $declared fuzz targets (func Fuzz...), $count ran: a package or target was left out" >&2
+  exit 1
+fi
