@@ -51,7 +51,7 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
-	$(GO) vet ./...
+	$(GO) vet $(TRIM) ./...
 
 # -race needs cgo; the binary itself stays static (CGO_ENABLED=0 in build). The four longest
 # packages go first, longest first: go test starts packages in the order it is given them, and
@@ -77,13 +77,18 @@ TEST_GOGC = 400
 # with it, 24 s without). Races in agora's code are still caught, its database calls included
 # (docs/adr/0004-race-detector-scope.md).
 RACE = -race -gcflags=modernc.org/...=-race=false
+# TRIM is -trimpath for every go test and go vet here, as for the builds: compiled packages are
+# then cached by their content alone, not the checkout's path, so a clean clone of unchanged
+# code compiles nothing again (each new clone recompiled every package, some three minutes of
+# CPU of the unit step). Tests find their files from the package directory they run in.
+TRIM = -trimpath
 # UNIT_VET is go test's own vet pass (a subset of go vet's analyzers, over the same packages and
 # test files): make test runs `make vet`, every analyzer, first, so its unit step turns the
 # subset off; `make unit` alone keeps go test's default.
 UNIT_VET ?=
 unit:
 	@echo "== make unit: $(UNIT_FIRST) first (their results print first, after 7-13 minutes), then every other package, $(UNIT_P) at a time"
-	GOGC=$(TEST_GOGC) CGO_ENABLED=1 $(GO) test $(RACE) $(if $(UNIT_VET),-vet=$(UNIT_VET)) -p $(UNIT_P) -count=1 -timeout 40m $(UNIT_FIRST) ./...
+	GOGC=$(TEST_GOGC) CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) $(if $(UNIT_VET),-vet=$(UNIT_VET)) -p $(UNIT_P) -count=1 -timeout 40m $(UNIT_FIRST) ./...
 
 # Every fuzz target for 2 s (FUZZTIME=30s make fuzz-short for a longer look), two packages at a
 # time; under make test, with the binaries built beside the earlier steps (FUZZBIN).
@@ -108,14 +113,14 @@ podman:
 # container provider against podman, the Kubernetes provider against a real control plane, the
 # web view in Chromium. make test runs them inside `unit`; these run them alone.
 test-containers:
-	CGO_ENABLED=1 $(GO) test $(RACE) -count=1 ./internal/compute/container ./internal/compute/fdpass
-	CGO_ENABLED=1 $(GO) test $(RACE) -count=1 -run 'Container|Docker' ./internal/dispatch ./internal/cli
+	CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) -count=1 ./internal/compute/container ./internal/compute/fdpass
+	CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) -count=1 -run 'Container|Docker' ./internal/dispatch ./internal/cli
 
 # make test runs the real-node smoke set only (internal/k8stest/smoke.go: a real node costs
 # 30-120 s a test); test-k8s runs every real-node test (AGORA_K8S_REAL_NODE=1).
 test-k8s: registry-tools
-	AGORA_K8S_REAL_NODE=1 CGO_ENABLED=1 $(GO) test $(RACE) -count=1 -timeout 60m ./internal/k8stest ./internal/compute/kubernetes ./internal/netgw ./internal/worker/remote ./internal/orch/service
-	AGORA_K8S_REAL_NODE=1 CGO_ENABLED=1 $(GO) test $(RACE) -count=1 -timeout 60m -run 'RealPod|RealNode' ./internal/dispatch ./internal/cli
+	AGORA_K8S_REAL_NODE=1 CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) -count=1 -timeout 60m ./internal/k8stest ./internal/compute/kubernetes ./internal/netgw ./internal/worker/remote ./internal/orch/service
+	AGORA_K8S_REAL_NODE=1 CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) -count=1 -timeout 60m -run 'RealPod|RealNode' ./internal/dispatch ./internal/cli
 
 test-ui:
 	CGO_ENABLED=1 $(GO) test -count=1 -run TestUI -v ./internal/web
@@ -175,7 +180,7 @@ stress-all:
 # change to the engine's scheduling (locks, dependencies, retries, queues): about 25 minutes
 # under -race on 2 shared cores, where 100 took 144 s.
 property:
-	CGO_ENABLED=1 $(GO) test $(RACE) -count=1 -timeout 60m -run '^TestEngine_Properties$$' ./internal/orch -rapid.checks=1000
+	CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) -count=1 -timeout 60m -run '^TestEngine_Properties$$' ./internal/orch -rapid.checks=1000
 
 # How much of the suite runs on the wall clock: sleeps, polling deadlines, t.Parallel, synctest.
 test-clock:

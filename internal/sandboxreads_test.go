@@ -116,6 +116,7 @@ var readAllowed = map[string]string{
 	// #31 replication and restore: AGORA_HOME's own files and the directories the operator names.
 	"cli/replicate.go:startReplication: os.ReadFile":  "keys/audit.pub (the home's identity in the bucket) and keys/secret.key (the segments' key) in AGORA_HOME",
 	"cli/gc_replica.go:pruneReplicas: os.ReadFile":    "keys/audit.pub (the home's identity in the bucket) and keys/secret.key (the segments' key) in AGORA_HOME",
+	"cli/doctor_buckets.go:replicaOwned: os.ReadFile": "keys/audit.pub and keys/secret.key in AGORA_HOME, which tell this home's replica generations from another home's",
 	"cli/replicate.go:run: os.OpenFile":               "AGORA_HOME/DB-replicate.lock (or orch/orch.db-replicate.lock), a lock file the host makes and only flocks",
 	"cli/replicate_anchor.go:replicating: os.Open":    "the same lock file, opened only to probe whether a serve holds it (flock, never read)",
 	"cli/restore.go:restoreCheckAnchors: os.ReadFile": "keys/audit.pub of the home restore just made (--to, a new directory)",

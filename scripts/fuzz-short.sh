@@ -46,11 +46,12 @@ fuzz_once() {
     -test.run='^$' -test.fuzz="^${2}\$" -test.fuzztime="$fuzztime" -test.fuzzminimizetime=200ms) >"$log" 2>&1
 }
 
-# build_bin builds package $1's fuzz binary into $2, its output in $3.
+# build_bin builds package $1's fuzz binary into $2, its output in $3. -trimpath as make test's
+# other steps: the compiled packages are cached by content, whatever the checkout's path.
 # -s -w: no symbol table or DWARF, which fuzzing never reads (coverage counters and stack traces
 # need neither): each of some 60 links costs about 2 s of CPU less.
 build_bin() {
-  go test -c -fuzz=. -ldflags='-s -w' -o "$2" "$1" >"$3" 2>&1
+  go test -c -fuzz=. -trimpath -ldflags='-s -w' -o "$2" "$1" >"$3" 2>&1
 }
 
 # bin_name is the file name of package $1's fuzz binary.

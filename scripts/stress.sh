@@ -15,13 +15,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The race flags are the Makefile's RACE (docs/adr/0004-race-detector-scope.md).
-n=5 run="" race="-race -gcflags=modernc.org/...=-race=false"
+n=5 run="" race="-race -gcflags=modernc.org/...=-race=false -trimpath"
 pkgs=()
 while [ $# -gt 0 ]; do
   case "$1" in
   -n) n=$2; shift 2 ;;
   -run) run=$2; shift 2 ;;
-  -norace) race=""; shift ;;
+  -norace) race="-trimpath"; shift ;;
   -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   -*) echo "stress: unknown flag $1 (see --help)" >&2; exit 2 ;;
   *) pkgs+=("$1"); shift ;;

@@ -26,7 +26,9 @@ func BuildBinaryFlags(flags ...string) (bin string, cleanup func(), err error) {
 		return "", nil, err
 	}
 	// One go build: both programs in one invocation share its work and its VCS stamp.
-	args := append(append([]string{"build"}, flags...), "-o", dir+"/",
+	// -trimpath as make build and scripts/images.sh build them: the same flags share Go's
+	// build cache, so this only links.
+	args := append(append([]string{"build", "-trimpath"}, flags...), "-o", dir+"/",
 		"github.com/agora-dev/agora/cmd/agora", "github.com/agora-dev/agora/cmd/agora-full", "github.com/agora-dev/agora/cmd/agora-worker")
 	build := exec.Command("go", args...)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -126,8 +126,16 @@ func put(t *testing.T, c *s3.Client, name string, b []byte) {
 func TestRestore_AnotherHomesReplica(t *testing.T) {
 	_, _, c := bucket(t)
 	replicated(t, c, identity, testKey)
-	replicated(t, c, "agora-home-other+99999999+AQID", replicate.SegmentKey([]byte("another home's secret key, 32 b.")))
-	err := restoreFails(t, c, identity, "another home's replica", "agora-home-other")
+	// The other home's generation, newer, as a serve of it that began at the same moment as
+	// this home's leaves it (a serve does not begin one after another home's: owner_test.go).
+	_, _, elsewhere := bucket(t)
+	replicated(t, elsewhere, "agora-home-other+99999999+AQID", replicate.SegmentKey([]byte("another home's secret key, 32 b.")))
+	gens, err := elsewhere.List(t.Context(), "replica/agora/")
+	if err != nil || len(gens) == 0 {
+		t.Fatalf("the other home's generation: %v, %v", gens, err)
+	}
+	copyGeneration(t, elsewhere, c, strings.Split(strings.TrimPrefix(gens[0], "replica/agora/"), "/")[0])
+	err = restoreFails(t, c, identity, "another home's replica", "agora-home-other")
 	if errors.Is(err, replicate.ErrNoReplica) {
 		t.Errorf("reported as missing: %v", err)
 	}

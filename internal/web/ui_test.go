@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -44,9 +43,13 @@ type uiEnv struct {
 	addr string
 }
 
+// repoRoot is the module's root: tests run in their package's directory (internal/web).
 func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		panic(err)
+	}
+	return dir
 }
 
 // requireUI skips, loudly, where the real parts are missing.
