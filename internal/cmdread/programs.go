@@ -58,6 +58,33 @@ var programKinds = sync.OnceValue(func() map[string]Kind {
 	return m
 })
 
+// runners are programs agora does not read whose ordinary use runs code or programs their
+// arguments, files or configuration name: build tools run their recipes (make, go generate,
+// go test), package runners run packages (npx, uvx), container tools run images. With any
+// arguments they run anything.
+var runners = sync.OnceValue(func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range strings.Fields(`make gmake bmake just task ninja cmake meson bazel bazelisk buck2
+		scons rake go cargo rustc gcc cc clang tcc npx npm pnpm pnpx yarn corepack uv uvx pip pip3
+		pipx poetry pipenv hatch pdm tox nox conda mamba micromamba bundle bundler gem composer
+		gradle gradlew mvn mvnw sbt ant lein dotnet java javac kotlinc swift docker podman nerdctl
+		kubectl helm ctr crictl buildah nix`) {
+		m[n] = true
+	}
+	return m
+})
+
+// RunsAnything reports whether prog, given any arguments, can run any program or code: a
+// wrapper, a shell, an interpreter, an opaque program, git (aliases, hooks and -c
+// core.sshCommand run commands) or a build, package or container runner ([runners]).
+func RunsAnything(prog string) bool {
+	switch KindOf(prog) {
+	case Wrapper, Shell, Interpreter, Opaque, Git:
+		return true
+	}
+	return runners()[prog]
+}
+
 // KindOf returns how agora reads prog (a program's name, see [ProgName]).
 func KindOf(prog string) Kind {
 	if prog == "git" || strings.HasPrefix(prog, "git-") {

@@ -176,17 +176,17 @@ func mapRule(name, content string) (g grant.Set, want, note, refused string) {
 
 // bashEntry maps Bash(content): literal words, optionally followed by ":*" (Claude Code's
 // older prefix form) or " *" (any further words, or none). A program that runs what its
-// arguments name (env, xargs, python, ssh, ...) with any arguments maps as written, with a
-// note saying it reaches any program: the file grants that in Claude Code too.
+// arguments name (env, xargs, python, ssh, git, make, npx, docker, go, ...:
+// [cmdread.RunsAnything]) with any arguments maps as written, with a note saying it reaches
+// any program: the file grants that in Claude Code too.
 func bashEntry(content string) (g grant.Set, want, note, refused string) {
 	g, want, refused = bashPattern(content)
 	if refused != "" || !strings.HasSuffix(g.Commands[0], " **") {
 		return g, want, "", refused
 	}
 	prog := strings.Fields(g.Commands[0])[0]
-	switch cmdread.KindOf(cmdread.ProgName(prog)) {
-	case cmdread.Wrapper, cmdread.Shell, cmdread.Interpreter, cmdread.Opaque:
-		note = fmt.Sprintf("%s runs the programs or code its arguments name: with any arguments it can run anything in the sandbox", prog)
+	if cmdread.RunsAnything(cmdread.ProgName(prog)) {
+		note = fmt.Sprintf("%s runs the programs or code its arguments, files or configuration name (a launcher): with any arguments it can run anything in the sandbox", prog)
 	}
 	return g, want, note, ""
 }
