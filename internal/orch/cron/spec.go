@@ -31,6 +31,10 @@ type Spec struct {
 	text  string
 	zone  *time.Location
 	sched *robfig.SpecSchedule
+	// fixed: neither the minute nor the hour field starts with '*' (a descriptor other than
+	// @hourly included), so a slot a clock change skips runs at the first instant after the
+	// change, as cron runs such "fixed-time" jobs; a wildcard spec's skipped minutes have no slot.
+	fixed bool
 }
 
 // parser reads standard 5-field specs and the descriptors; never seconds.
@@ -86,7 +90,7 @@ func parseSpec(spec, zone string) (*Spec, error) {
 		return nil, fmt.Errorf("cron spec %q: %w", text, err)
 	}
 	s.Location = loc
-	out := &Spec{text: text, zone: loc, sched: s}
+	out := &Spec{text: text, zone: loc, sched: s, fixed: fixedTime(text)}
 	// Every date a spec can name comes round within eight years (29 February within four),
 	// so a spec without a slot in that time has none.
 	from := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -159,8 +163,9 @@ const (
 )
 
 // next is the earliest slot strictly after t. A slot is a wall-clock minute of the zone the
-// fields match, at its first instant: a minute a clock change skips has no slot, and one it
-// repeats has one, the first time it comes (as cron does).
+// fields match, at its first instant: a minute a clock change repeats has one, the first time
+// it comes, and one it skips has none, unless the spec is a fixed-time one ([Spec.fixed]),
+// whose skipped slot comes at the first instant after the change (as cron does both).
 func (s *Spec) next(t time.Time) time.Time {
 	from := t.In(s.zone)
 	if !s.steady(t) {
@@ -197,7 +202,10 @@ func (s *Spec) next(t time.Time) time.Time {
 				}
 				at := time.Date(date.Year(), date.Month(), date.Day(), h, m, 0, 0, s.zone)
 				if lw := at.In(s.zone); lw.Day() != date.Day() || lw.Hour() != h || lw.Minute() != m {
-					continue // skipped by a clock change
+					if !s.fixed {
+						continue // skipped by a clock change: no slot
+					}
+					at = s.afterGap(at, wall) // a fixed time: the first instant after the change
 				}
 				steady := s.steady(at)
 				if !steady {
@@ -222,6 +230,44 @@ func (s *Spec) next(t time.Time) time.Time {
 		return best
 	}
 	return best.UTC()
+}
+
+// fixedTime reports whether a normalised spec is a fixed-time one: its minute and hour fields
+// do not start with '*' (cron's own test). Every descriptor is but @hourly.
+func fixedTime(text string) bool {
+	switch text {
+	case "@hourly":
+		return false
+	case "@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight":
+		return true
+	}
+	f := strings.Fields(text)
+	return len(f) == 5 && !strings.HasPrefix(f[0], "*") && !strings.HasPrefix(f[1], "*")
+}
+
+// gapWindow bounds how far from time.Date's instant for a skipped minute the change is: a
+// whole day and a little more (Pacific/Apia skipped 30 December 2011).
+const gapWindow = 26 * time.Hour
+
+// afterGap is the first instant whose wall clock in the zone is later than wall (a wall-clock
+// minute a clock change skips, written as UTC; at is time.Date's instant for it): the instant
+// the clock jumped, to the minute. A binary search over the minutes within gapWindow of at
+// (no zone changes its clock twice within a day).
+func (s *Spec) afterGap(at, wall time.Time) time.Time {
+	later := func(x time.Time) bool {
+		l := x.In(s.zone)
+		return time.Date(l.Year(), l.Month(), l.Day(), l.Hour(), l.Minute(), 0, 0, time.UTC).After(wall)
+	}
+	lo, hi := at.Add(-gapWindow).Truncate(time.Minute), at.Add(gapWindow).Truncate(time.Minute)
+	for hi.Sub(lo) > time.Minute {
+		mid := lo.Add(hi.Sub(lo) / 2).Truncate(time.Minute)
+		if later(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
 }
 
 // steady reports whether the zone's offset is the same throughout shiftWindow either side of

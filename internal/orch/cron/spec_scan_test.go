@@ -15,19 +15,44 @@ import (
 type literal struct {
 	minute, hour, dom, month, dow func(int) bool
 	domStar, dowStar              bool
+	// fixed: minute and hour are not wildcards; a slot a clock change skips comes at the
+	// first instant after the change.
+	fixed bool
+}
+
+// matchesWall says whether the wall-clock minute w (its fields read as they are) is a slot's.
+func (l literal) matchesWall(w time.Time) bool {
+	dayOK := l.dom(w.Day()) && l.dow(int(w.Weekday()))
+	if !l.domStar && !l.dowStar {
+		dayOK = l.dom(w.Day()) || l.dow(int(w.Weekday()))
+	}
+	return l.minute(w.Minute()) && l.hour(w.Hour()) && l.month(int(w.Month())) && dayOK
 }
 
 // slotsByScan lists every slot in [from, to) by looking at every minute: a minute is a slot
-// when its wall clock matches and no earlier instant within three hours had that wall clock.
+// when its wall clock matches and no earlier instant within three hours had that wall clock;
+// for a fixed-time spec, also when the clock jumped forward to it over a wall-clock minute
+// that matches.
 func slotsByScan(l literal, loc *time.Location, from, to time.Time) []time.Time {
 	var out []time.Time
+	asUTC := func(t time.Time) time.Time {
+		return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), 0, 0, time.UTC)
+	}
 	for u := from.Truncate(time.Minute); u.Before(to); u = u.Add(time.Minute) {
 		w := u.In(loc)
-		dayOK := l.dom(w.Day()) && l.dow(int(w.Weekday()))
-		if !l.domStar && !l.dowStar {
-			dayOK = l.dom(w.Day()) || l.dow(int(w.Weekday()))
+		if l.fixed && !u.Before(from) {
+			skipped := false
+			for sw := asUTC(u.Add(-time.Minute).In(loc)).Add(time.Minute); sw.Before(asUTC(w)); sw = sw.Add(time.Minute) {
+				if l.matchesWall(sw) {
+					skipped = true
+				}
+			}
+			if skipped {
+				out = append(out, u.UTC())
+				continue
+			}
 		}
-		if !l.minute(w.Minute()) || !l.hour(w.Hour()) || !l.month(int(w.Month())) || !dayOK {
+		if !l.matchesWall(w) {
 			continue
 		}
 		first := true
@@ -76,15 +101,20 @@ func TestSpec_NextMatchesEveryMinute(t *testing.T) {
 	every := func(n int) func(int) bool { return func(x int) bool { return x%n == 0 } }
 	specs := map[string]literal{
 		"*/30 * * * *": {minute: every(30), hour: all, dom: all, month: all, dow: all, domStar: true, dowStar: true},
-		"30 2 * * *":   {minute: is(30), hour: is(2), dom: all, month: all, dow: all, domStar: true, dowStar: true},
-		"0 0 * * *":    {minute: is(0), hour: is(0), dom: all, month: all, dow: all, domStar: true, dowStar: true},
-		"15 1-3 * * 0": {minute: is(15), hour: is(1, 2, 3), dom: all, month: all, dow: is(0), domStar: true},
-		"0 0 31 * 0":   {minute: is(0), hour: is(0), dom: is(31), month: all, dow: is(0)},
+		"30 2 * * *":   {minute: is(30), hour: is(2), dom: all, month: all, dow: all, domStar: true, dowStar: true, fixed: true},
+		"0 0 * * *":    {minute: is(0), hour: is(0), dom: all, month: all, dow: all, domStar: true, dowStar: true, fixed: true},
+		"15 1-3 * * 0": {minute: is(15), hour: is(1, 2, 3), dom: all, month: all, dow: is(0), domStar: true, fixed: true},
+		"0 0 31 * 0":   {minute: is(0), hour: is(0), dom: is(31), month: all, dow: is(0), fixed: true},
+		"0 0 * * 0":    {minute: is(0), hour: is(0), dom: all, month: all, dow: is(0), domStar: true, fixed: true},
+		"*/30 2 * * *": {minute: every(30), hour: is(2), dom: all, month: all, dow: all, domStar: true, dowStar: true},
 		"45 * * * *":   {minute: is(45), hour: all, dom: all, month: all, dow: all, domStar: true, dowStar: true},
 	}
 	zones := map[string]int{ // zone -> year
 		"Europe/Berlin": 2026, "America/Sao_Paulo": 2018, "Australia/Lord_Howe": 2026,
 		"Pacific/Apia": 2011, "America/New_York": 2026, "Asia/Kathmandu": 1985, "UTC": 2026,
+		// Midnight skipped (#46): Santiago's and Havana's springs forward at 00:00, Beirut's,
+		// Cairo's (from 2023).
+		"America/Santiago": 2026, "Asia/Beirut": 2026, "America/Havana": 2026, "Africa/Cairo": 2026,
 	}
 	for zone, year := range zones {
 		loc, err := cron.LoadZone(zone)

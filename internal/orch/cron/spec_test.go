@@ -72,9 +72,19 @@ func TestSpec_Next(t *testing.T) {
 		{"*/15 * * * *", "UTC", "2026-11-23T02:00:30Z", "2026-11-23T02:15:00Z"},
 		{"0 0 29 2 *", "UTC", "2026-03-01T00:00:00Z", "2028-02-29T00:00:00Z"},
 		{"0 9 * * mon-fri", "America/New_York", "2026-11-27T15:00:00Z", "2026-11-30T14:00:00Z"}, // Friday afternoon -> Monday
-		// 2:30 Berlin does not exist on 2026-03-29 (clocks go 2:00 -> 3:00): the slot is
-		// skipped that day.
-		{"30 2 * * *", "Europe/Berlin", "2026-03-28T12:00:00Z", "2026-03-30T00:30:00Z"},
+		// 2:30 Berlin does not exist on 2026-03-29 (clocks go 2:00 -> 3:00): a fixed time runs
+		// at the first instant after the change, 3:00 CEST, as cron runs it; the next day as
+		// usual. A wildcard spec's skipped minutes have no slot.
+		{"30 2 * * *", "Europe/Berlin", "2026-03-28T12:00:00Z", "2026-03-29T01:00:00Z"},
+		{"30 2 * * *", "Europe/Berlin", "2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"},
+		{"*/30 2 * * *", "Europe/Berlin", "2026-03-28T12:00:00Z", "2026-03-30T00:00:00Z"},
+		// @daily where midnight is skipped (#46): Santiago, 2026-09-06 00:00 -> 01:00 (-04 ->
+		// -03): the day's slot at 01:00 -03, once; Beirut, 2026-03-29 00:00 -> 01:00.
+		{"@daily", "America/Santiago", "2026-09-05T12:00:00Z", "2026-09-06T04:00:00Z"},
+		{"@daily", "America/Santiago", "2026-09-06T04:00:00Z", "2026-09-07T03:00:00Z"},
+		{"@weekly", "America/Santiago", "2026-09-01T12:00:00Z", "2026-09-06T04:00:00Z"},
+		{"@daily", "Asia/Beirut", "2026-03-28T12:00:00Z", "2026-03-28T22:00:00Z"},
+		{"@hourly", "America/Santiago", "2026-09-06T03:30:00Z", "2026-09-06T04:00:00Z"},
 		// 2:30 Berlin happens twice on 2026-10-25 (3:00 -> 2:00): one slot, at its first instant.
 		{"30 2 * * *", "Europe/Berlin", "2026-10-24T12:00:00Z", "2026-10-25T00:30:00Z"},
 		{"30 2 * * *", "Europe/Berlin", "2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"},
