@@ -118,6 +118,9 @@ const (
 	ScheduleFired   = "orch.schedule.fired"
 	ScheduleMissed  = "orch.schedule.missed"
 	ScheduleRefused = "orch.schedule.refused"
+	// ScheduleClockBack: the clock is earlier than the schedule's last slot (it was ahead
+	// when that slot fired): its next slot is recomputed from now.
+	ScheduleClockBack = "orch.schedule.clock_back"
 )
 
 // Kinds of a learn dispatch (agora.db; docs/learn.md). A learn dispatch runs with what its

@@ -15,7 +15,7 @@ func Kinds() []string {
 		TaskReady, TaskFired, TaskSucceeded, TaskFailed, TaskCancelled, TaskNeedsInput, TaskRetryScheduled,
 		TaskSkipped, TaskUnskipped, TaskVerified, TaskProduced, TaskReviewed, TaskRejected, TaskAnswered,
 		TaskRetried, TaskCancelRequested,
-		ScheduleAdded, ScheduleRemoved, ScheduleFired, ScheduleMissed, ScheduleRefused,
+		ScheduleAdded, ScheduleRemoved, ScheduleFired, ScheduleMissed, ScheduleRefused, ScheduleClockBack,
 		ToolWouldDeny, NetWouldDeny, FileWouldDeny,
 	}
 }

@@ -47,6 +47,21 @@ func (s *Schedule) After() time.Time {
 	return s.LastSlot
 }
 
+// From is where s's slots due at now are counted from: [Schedule.After], unless that is later
+// than now (the clock went back past a slot that fired while it was ahead). Then the slots
+// come from the next slot [Table.ClockBack] counted from the time the clock came back (when
+// it is due), else from now; a slot fired before still never runs twice, by its run id.
+func (s *Schedule) From(now time.Time) time.Time {
+	a := s.After()
+	if !a.After(now) {
+		return a
+	}
+	if !s.NextDue.IsZero() && !s.NextDue.After(now) {
+		return s.NextDue.Add(-time.Nanosecond)
+	}
+	return now
+}
+
 // Firing is what became of a due slot.
 type Firing struct {
 	Slot   time.Time // the latest slot due: the one run
@@ -272,7 +287,7 @@ func (t *Table) Mark(ctx context.Context, s *Schedule, f Firing) (bool, error) {
 		slot := f.Slot.UTC().Format(time.RFC3339)
 		if f.Missed > 0 {
 			if err := t.append(ctx, tx, s.Name, entry.ScheduleMissed, map[string]any{
-				"missed": int64(f.Missed), "after": s.After().UTC().Format(time.RFC3339), "slot": slot,
+				"missed": int64(f.Missed), "after": s.From(f.Slot).UTC().Format(time.RFC3339), "slot": slot,
 			}); err != nil {
 				return err
 			}
@@ -290,26 +305,65 @@ func (t *Table) Mark(ctx context.Context, s *Schedule, f Firing) (bool, error) {
 	return marked, err
 }
 
-// Repoint moves s's next slot to the first one after its last (after the clock went back, or
-// once its zone's rules changed) without firing anything.
-func (t *Table) Repoint(ctx context.Context, s *Schedule) error {
+// Repoint moves s's next slot to the first one after [Schedule.From] now (its last, or now
+// after the clock went back, or once its zone's rules changed) without firing anything.
+func (t *Table) Repoint(ctx context.Context, s *Schedule, now time.Time) error {
 	// Through Tx like every other write, so the leader fence (store.SetFence) covers it too.
 	return t.db.Tx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE schedules SET next_due = ? WHERE name = ? AND created_at = ? AND last_slot = ?`,
-			dueText(s.Spec.Next(s.After())), s.Name, ts(s.CreatedAt), ts(s.LastSlot))
+			dueText(s.Spec.Next(s.From(now))), s.Name, ts(s.CreatedAt), ts(s.LastSlot))
 		return err
 	})
 }
 
-// UnmarkedRun finds a run of s submitted for a slot after its last one and not marked (the
-// scheduler stopped between submitting it and marking its slot): its id, slot and missed
-// count. ok is false when there is none.
-func (t *Table) UnmarkedRun(ctx context.Context, s *Schedule) (id string, slot time.Time, missed int, ok bool, err error) {
+// clockBackSlack is how far the clock may step back behind a slot just fired before ClockBack
+// recounts: a step of seconds (NTP) changes no slot.
+const clockBackSlack = time.Minute
+
+// ClockBack finds the schedules whose last slot is later than now and whose next slot was
+// still counted from it (a slot fired while the clock was ahead: nothing would fire until
+// real time passed it), points each at its first slot after now and records
+// orch.schedule.clock_back with it, in one transaction each. It returns the schedules moved.
+func (t *Table) ClockBack(ctx context.Context, now time.Time) ([]*Schedule, error) {
+	ahead, err := t.query(ctx, `SELECT `+columns+` FROM schedules WHERE last_slot > ? AND next_due > last_slot ORDER BY name`, ts(now.Add(clockBackSlack)))
+	if err != nil {
+		return nil, err
+	}
+	var moved []*Schedule
+	for _, s := range ahead {
+		next := s.Spec.Next(now)
+		err := t.db.Tx(ctx, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `UPDATE schedules SET next_due = ? WHERE name = ? AND created_at = ? AND last_slot = ?`,
+				dueText(next), s.Name, ts(s.CreatedAt), ts(s.LastSlot))
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				return nil // removed or marked since it was read
+			}
+			moved = append(moved, s)
+			return t.append(ctx, tx, s.Name, entry.ScheduleClockBack, map[string]any{
+				"last_slot": s.LastSlot.UTC().Format(time.RFC3339), "now": now.UTC().Format(time.RFC3339Nano), "next_due": ts(next),
+			})
+		})
+		if err != nil {
+			return moved, err
+		}
+	}
+	return moved, nil
+}
+
+// UnmarkedRun finds a run of s submitted for a slot after its last one, at or before now, and
+// not marked (the scheduler stopped between submitting it and marking its slot): its id, slot
+// and missed count. ok is false when there is none.
+func (t *Table) UnmarkedRun(ctx context.Context, s *Schedule, now time.Time) (id string, slot time.Time, missed int, ok bool, err error) {
 	var at string
 	// After its last slot, or after it was added when it has none: a run of an earlier
-	// schedule of the same name is for a slot before this one was added.
-	err = t.db.SQL().QueryRowContext(ctx, `SELECT id, slot, missed FROM runs WHERE schedule = ? AND slot > ?
-		ORDER BY slot DESC LIMIT 1`, s.Name, ts(s.After())).Scan(&id, &at, &missed)
+	// schedule of the same name is for a slot before this one was added. At or before now: a
+	// run for a later slot was fired while the clock was ahead, and comes again when its slot
+	// does (the same run, by its id).
+	err = t.db.SQL().QueryRowContext(ctx, `SELECT id, slot, missed FROM runs WHERE schedule = ? AND slot > ? AND slot <= ?
+		ORDER BY slot DESC LIMIT 1`, s.Name, ts(s.After()), ts(now)).Scan(&id, &at, &missed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", time.Time{}, 0, false, nil
 	}

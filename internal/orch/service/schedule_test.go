@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/store"
@@ -346,4 +347,67 @@ func TestSchedule_AddRefuses(t *testing.T) {
 			t.Errorf("%d %s entries, want %d", n, kind, want)
 		}
 	}
+}
+
+// TestSchedule_ClockAYearAheadAndBack (#46): serve's clock a year ahead for a moment fires one
+// slot a year away (one run, its missed count as the clock said); back at the right time the
+// schedule fires its next slot from now, not from the slot a year ahead, and says why once
+// (orch.schedule.clock_back, a warning in serve's log). A year later the slot fired while the
+// clock was ahead is submitted again and answered with the same run: a slot never runs twice.
+func TestSchedule_ClockAYearAheadAndBack(t *testing.T) {
+	c := newClockEnv(t)
+	c.setClock("2026-11-24T00:30:00Z")
+	serve := c.serve()
+	t.Cleanup(func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() })
+	plan := writePlan(t, "hourly", "version: 1\nname: hourly\ntasks: [{id: a, subagent: worker}]\n")
+	c.run("orch", "schedule", "add", "hourly", "--cron", "@hourly", plan)
+	c.setClock("2027-11-24T00:30:05Z")
+	ahead := c.waitSlot("hourly", "2027-11-24T00:00:00Z")
+	waitRun(t, c.client(), ahead.LastRun, 2*time.Minute)
+
+	c.setClock("2026-11-24T00:45:00Z") // back: the next slot is 01:00 again, not 2027's next
+	c.waitClockBack("hourly")
+	c.setClock("2026-11-24T01:00:05Z")
+	s := c.waitSlot("hourly", "2026-11-24T01:00:00Z")
+	r := waitRun(t, c.client(), s.LastRun, 2*time.Minute)
+	if r.ID != "hourly@2026-11-24T01:00:00Z" || r.Missed != 0 || r.State != api.RunSucceeded {
+		t.Errorf("the first slot after the clock came back: %s missed %d %s", r.ID, r.Missed, r.State)
+	}
+	db := c.orchDB()
+	back := entries(t, db, "orch.schedule.clock_back", "schedule/hourly")
+	if len(back) != 1 || back[0]["last_slot"] != "2027-11-24T00:00:00Z" {
+		t.Errorf("orch.schedule.clock_back entries %v, want one naming the last slot 2027-11-24T00:00:00Z", back)
+	}
+	c.setClock("2026-11-24T02:00:05Z")
+	if s := c.waitSlot("hourly", "2026-11-24T02:00:00Z"); s.LastRun != "hourly@2026-11-24T02:00:00Z" {
+		t.Errorf("the next slot: last run %s", s.LastRun)
+	}
+	waitRun(t, c.client(), "hourly@2026-11-24T02:00:00Z", 2*time.Minute)
+	if n := count(t, db, `SELECT COUNT(*) FROM runs WHERE schedule = 'hourly'`); n != 3 {
+		t.Errorf("%d runs, want 3 (a year ahead, 01:00 and 02:00)", n)
+	}
+	if back := entries(t, db, "orch.schedule.clock_back", "schedule/hourly"); len(back) != 1 {
+		t.Errorf("%d orch.schedule.clock_back entries after the next slot, want still 1", len(back))
+	}
+	// A year on, the slot fired while the clock was ahead comes again: the same run.
+	c.setClock("2027-11-24T00:00:05Z")
+	if s := c.waitSlot("hourly", "2027-11-24T00:00:00Z"); s.LastRun != ahead.LastRun {
+		t.Errorf("the slot a year on: run %s, want the same run %s", s.LastRun, ahead.LastRun)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM runs WHERE schedule = 'hourly'`); n != 3 {
+		t.Errorf("%d runs after the slot a year on, want still 3", n)
+	}
+	if b, _ := os.ReadFile(filepath.Join(c.home, "..", "serve.log")); !strings.Contains(string(b), "the clock is earlier than its last slot") {
+		t.Errorf("serve's log does not say the clock went back:\n%s", b)
+	}
+}
+
+// waitClockBack waits for serve to record that the clock went back behind schedule name's
+// last slot.
+func (c *clockEnv) waitClockBack(name string) {
+	c.t.Helper()
+	db := c.orchDB()
+	agoratest.WaitFor(c.t, 60*time.Second, "orch.schedule.clock_back of "+name, func() bool {
+		return len(entries(c.t, db, "orch.schedule.clock_back", "schedule/"+name)) > 0
+	})
 }

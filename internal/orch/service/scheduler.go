@@ -105,6 +105,16 @@ func (s *Scheduler) log() *slog.Logger {
 
 // fireDue fires every schedule whose next slot has come.
 func (s *Scheduler) fireDue(ctx context.Context) error {
+	// A clock that went back past slots fired while it was ahead: recount those schedules'
+	// next slots from now (audited), or nothing would fire until real time passed them.
+	moved, err := s.Table.ClockBack(ctx, s.Now())
+	if err != nil {
+		return err
+	}
+	for _, sch := range moved {
+		s.log().Warn("schedule: the clock is earlier than its last slot; its next slot is counted from now",
+			"schedule", sch.Name, "last_slot", sch.LastSlot)
+	}
 	for {
 		now := s.Now()
 		due, err := s.Table.DueBy(ctx, now, dueBatch)
@@ -127,18 +137,18 @@ func (s *Scheduler) fireDue(ctx context.Context) error {
 // its next slot either way.
 func (s *Scheduler) fire(ctx context.Context, sch *cron.Schedule, now time.Time) error {
 	// A run submitted before a crash, its slot never marked: mark it now.
-	if id, slot, missed, ok, err := s.Table.UnmarkedRun(ctx, sch); err != nil {
+	if id, slot, missed, ok, err := s.Table.UnmarkedRun(ctx, sch, now); err != nil {
 		return err
 	} else if ok {
 		_, err := s.Table.Mark(ctx, sch, cron.Firing{Slot: slot, Missed: missed, RunID: id, Recovered: true})
 		s.log().Info("schedule slot recovered", "schedule", sch.Name, "slot", slot, "run_id", id)
 		return err
 	}
-	slot, missed, ok := sch.Spec.Due(sch.After(), now)
+	slot, missed, ok := sch.Spec.Due(sch.From(now), now)
 	if !ok {
 		// Its next_due said due and no slot is: the clock went back, or the zone's rules
 		// changed. Point it at its real next slot.
-		return s.Table.Repoint(ctx, sch)
+		return s.Table.Repoint(ctx, sch, now)
 	}
 	src, err := s.Table.Plan(ctx, sch)
 	if err != nil {
