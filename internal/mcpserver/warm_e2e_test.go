@@ -1,14 +1,18 @@
 package mcpserver_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/store"
 )
 
 // TestDispatchOverStdio_WarmStandby: `agora mcp serve` holds a warm target's slots as standby
@@ -34,8 +38,15 @@ func TestDispatchOverStdio_WarmStandby(t *testing.T) {
 	if cold.Dispatch.State != "finished" {
 		t.Fatalf("cold: %+v", cold)
 	}
+	// The standby that supervised the cold dispatch stays one until it has cleaned up after
+	// it, and the slot it held may still be on disk: the ready slot is the one left once that
+	// supervisor is gone.
+	coldSupervisor := supervisorPID(t, home, cold.Dispatch.ID)
 	var task []byte
-	agoratest.WaitFor(t, time.Minute, "a ready standby slot", func() bool {
+	agoratest.WaitFor(t, time.Minute, "a ready standby slot, the cold dispatch's supervisor gone", func() bool {
+		if coldSupervisor > 0 && syscall.Kill(coldSupervisor, 0) == nil && !zombie(coldSupervisor) {
+			return false
+		}
 		dirs, _ := filepath.Glob(filepath.Join(home, "dispatches", ".warm", "local", "slot-*", "task"))
 		if len(dirs) != 1 {
 			return false
@@ -57,4 +68,31 @@ func TestDispatchOverStdio_WarmStandby(t *testing.T) {
 	if rec.ProviderTaskID != string(task) {
 		t.Fatalf("the second dispatch ran as task %s, not in the ready slot %s", strconv.Quote(rec.ProviderTaskID), strconv.Quote(string(task)))
 	}
+}
+
+// supervisorPID is the pid of the process that supervised dispatch id (the dispatches row's
+// supervisor, "PID:..."), 0 when it names none.
+func supervisorPID(t *testing.T, home, id string) int {
+	t.Helper()
+	db, err := store.OpenReadOnly(t.Context(), filepath.Join(home, "agora.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var sup string
+	if err := db.SQL().QueryRowContext(t.Context(), `SELECT supervisor FROM dispatches WHERE id = ?`, id).Scan(&sup); err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.SplitN(sup, ":", 2)[0])
+	return pid
+}
+
+// zombie reports whether process pid has ended and not been reaped.
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(f) == 0 || f[0] == "Z" || f[0] == "X"
 }
