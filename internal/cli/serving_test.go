@@ -26,7 +26,9 @@ func startServing(t *testing.T, serve *exec.Cmd) *agoratest.SyncBuffer {
 	}
 	agoratest.WaitFor(t, 2*time.Minute, "orch serve to serve", func() bool {
 		if exited(serve.Process.Pid) {
-			t.Fatalf("orch serve ended before it served:\n%s", out.String())
+			// How it ended (an exit code, or the signal that killed it) says more than its
+			// stderr when it wrote none.
+			t.Fatalf("orch serve ended before it served (%v):\n%s", serve.Wait(), out.String())
 		}
 		return strings.Contains(out.String(), "orchestrator serving on")
 	})
