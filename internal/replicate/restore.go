@@ -124,7 +124,11 @@ func generations(ctx context.Context, c *s3.Client, db string) ([]generation, er
 		gname, seqHex, ok := strings.Cut(rest, "/")
 		graw, gerr := hex.DecodeString(gname)
 		seq, serr := strconv.ParseUint(seqHex, 16, 64)
-		if !ok || gerr != nil || len(graw) != 16 || serr != nil || len(seqHex) != 16 {
+		// Lower-case hex only, as objectName writes them: an upper-case spelling decodes to
+		// the same generation and segment, and would read as another generation whose
+		// segments are this one's (a prune would delete them).
+		if !ok || gerr != nil || len(graw) != 16 || serr != nil || len(seqHex) != 16 ||
+			hex.EncodeToString(graw) != gname || fmt.Sprintf("%016x", seq) != seqHex {
 			return nil, fmt.Errorf("restore %s: %s: not a replica segment name", db, c.ObjectURL(n))
 		}
 		g := byName[gname]

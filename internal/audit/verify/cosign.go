@@ -3,6 +3,7 @@ package verify
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -114,18 +115,26 @@ func canonicalSignatures(signed []byte, text string) error {
 	if !strings.HasSuffix(block, "\n") {
 		return errors.New("signed note is not in canonical form: its last signature line has no newline")
 	}
+	// Counted here, from the bytes: note.Open keeps only the first line of each key (name and
+	// key hash) and drops the others unverified, so a second line of a key, and any line past
+	// the limit behind it, would pass unseen.
+	lines := strings.Split(strings.TrimSuffix(block, "\n"), "\n")
+	if len(lines) > MaxNoteSignatures {
+		return fmt.Errorf("%d signature lines, more than the %d a note may carry", len(lines), MaxNoteSignatures)
+	}
 	seen := map[string]bool{}
-	for _, line := range strings.Split(strings.TrimSuffix(block, "\n"), "\n") {
+	for _, line := range lines {
 		rest, ok := strings.CutPrefix(line, "— ")
 		name, b64, ok2 := strings.Cut(rest, " ")
 		sig, err := base64.StdEncoding.DecodeString(b64)
-		if !ok || !ok2 || name == "" || err != nil || base64.StdEncoding.EncodeToString(sig) != b64 {
+		if !ok || !ok2 || name == "" || err != nil || len(sig) < 4 || base64.StdEncoding.EncodeToString(sig) != b64 {
 			return fmt.Errorf("signed note is not in canonical form: signature line %q", truncate(line, 120))
 		}
-		if seen[line] {
-			return fmt.Errorf("signed note carries the signature line of %s twice", truncate(name, 80))
+		key := name + "+" + fmt.Sprintf("%08x", binary.BigEndian.Uint32(sig[:4]))
+		if seen[key] {
+			return fmt.Errorf("signed note carries two signature lines of key %q: one key signs once", truncate(key, 80))
 		}
-		seen[line] = true
+		seen[key] = true
 	}
 	return nil
 }
@@ -158,8 +167,12 @@ func (v *verifier) checkWitnesses(by []string) {
 		}
 	}
 	need := w.Quorum
-	if need <= 0 || need > len(named) {
+	if need <= 0 {
 		need = len(named)
+	}
+	if need > len(named) {
+		v.fail(CheckWitness, "", "a quorum of %d, but only %d distinct witnesses are named (a key named twice counts once)", need, len(named))
+		return
 	}
 	var missing []string
 	for _, id := range named {

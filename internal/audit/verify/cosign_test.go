@@ -95,8 +95,8 @@ func TestVerify_IgnoresUnknownCosignatures(t *testing.T) {
 		want   string
 	}{
 		"17 signatures":            {cosign(t, many, s17), "more than the 16"},
-		"the log's own line twice": {append(bytes.Clone(cosign(t, signed, w1)), signed[bytes.Index(signed, []byte("\n\n"))+2:]...), "twice"},
-		"a cosignature line twice": {cosign(t, cosign(t, signed, w1), w1), "twice"},
+		"the log's own line twice": {append(bytes.Clone(cosign(t, signed, w1)), signed[bytes.Index(signed, []byte("\n\n"))+2:]...), "two signature lines"},
+		"a cosignature line twice": {cosign(t, cosign(t, signed, w1), w1), "two signature lines"},
 		"no log signature":         {signedBy(t, signed, w1), "not signed by key"},
 		"non-canonical base64":     {append(bytes.Clone(signed), []byte("— witness.example/w9 AAAA\r\n")...), ""},
 		"padding bits set":         {paddingBitsSet(t, cosign(t, signed, w1)), "not in canonical form"},

@@ -332,6 +332,9 @@ func (t *Table) ClockBack(ctx context.Context, now time.Time) ([]*Schedule, erro
 	var moved []*Schedule
 	for _, s := range ahead {
 		next := s.Spec.Next(now)
+		if s.NextDue.Equal(next) {
+			continue // counted from the clock's return already (a last slot off its spec's grid)
+		}
 		err := t.db.Tx(ctx, func(tx *sql.Tx) error {
 			res, err := tx.ExecContext(ctx, `UPDATE schedules SET next_due = ? WHERE name = ? AND created_at = ? AND last_slot = ?`,
 				dueText(next), s.Name, ts(s.CreatedAt), ts(s.LastSlot))
