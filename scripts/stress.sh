@@ -70,6 +70,16 @@ for i in $(seq 1 "$n"); do
     # outside any test (a build error, a panic in TestMain, a timeout) has no Test.
     grep '"Action":"fail"' "$out" | sed -n 's/.*"Package":"\([^"]*\)".*"Test":"\([^"]*\)".*/\1 \2/p' |
       sort -u | tee -a "$work/failures" | sed 's/^/     /'
+    # What each failed test said (its last 30 lines), and the run's whole go test -json kept.
+    kept="${TMPDIR:-/tmp}/stress-$$-run$i.json"
+    cp "$out" "$kept"
+    grep '"Action":"fail"' "$out" | sed -n 's/.*"Package":"\([^"]*\)".*"Test":"\([^"]*\)".*/\1 \2/p' | sort -u |
+      while read -r p tst; do
+        echo "     --- $tst ($p):"
+        grep -F "\"Package\":\"$p\"" "$out" | grep -F "\"Test\":\"$tst\"" | grep '"Action":"output"' |
+          sed -n 's/.*"Output":"\(.*\)"}$/\1/p' | sed 's/\\n$//; s/\\t/  /g' | tail -n 30 | sed 's/^/       /'
+      done
+    echo "     (the run's go test -json: $kept)"
     if ! grep '"Action":"fail"' "$out" | grep -q '"Test":'; then
       echo "     (a package failed outside its tests; its output:)"
       tail -n 20 "$work/run$i.err" | sed 's/^/     /'
