@@ -189,6 +189,10 @@ func orchCases() []golden {
 					entry.KeyPlanDigest, "sha256:aa", entry.KeyEntries, int64(7), entry.KeyAttempt, int64(2), entry.KeyTraceID, "0af7",
 					entry.KeyTasks, int64(3), entry.KeySubagent, "fixer")}})
 	}
+	// Kinds added after the golden log was first written go last, so its earlier bytes stay.
+	out = append(out, golden{"schedule clock back",
+		audit.Entry{Actor: "orch", Kind: "orch.schedule.clock_back", Subject: "schedule/nightly"},
+		audit.Entry{Actor: entry.OrchActor, Kind: entry.ScheduleClockBack, Subject: entry.Schedule("nightly")}})
 	return out
 }
 
