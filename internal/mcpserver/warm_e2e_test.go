@@ -32,6 +32,12 @@ func TestDispatchOverStdio_WarmStandby(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
+	// Registered before the session, so it runs after the session's end: the home's standby
+	// supervisors unmount their slots' stages as they exit, and the home's directory is removed
+	// only once they are gone.
+	t.Cleanup(func() {
+		agoratest.WaitFor(t, time.Minute, "the home's standby supervisors to exit", func() bool { return len(standbyPIDs(home)) == 0 })
+	})
 	cs := stdioSession(t, home)
 	var cold dispatchOut
 	decode(t, call(t, cs, "agora_dispatch", map[string]any{"subagent": "writer", "envs": []string{"demo"}, "input": map[string]any{"task": "greet"}, "wait_seconds": 120}), &cold)
@@ -95,4 +101,26 @@ func zombie(pid int) bool {
 	}
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	return len(f) == 0 || f[0] == "Z" || f[0] == "X"
+}
+
+// standbyPIDs are the running "supervise --standby" processes of home.
+func standbyPIDs(home string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, d := range ents {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if err != nil || !strings.Contains(string(cmd), "supervise\x00--standby") {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + d.Name() + "/environ")
+		if err != nil || !strings.Contains(string(env), "AGORA_HOME="+home+"\x00") || zombie(pid) {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out
 }
