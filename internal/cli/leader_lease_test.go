@@ -240,6 +240,9 @@ func TestLeaderLease_FencedAfterTakeover(t *testing.T) {
 	if !strings.Contains(out, "leader.acquired") || !strings.Contains(out, "lease/"+c.Namespace+"/"+w.lease) {
 		t.Errorf("b's audit log has no leader.acquired of the lease:\n%s", out)
 	}
+	// A leader still opening its databases when it is stopped says it was interrupted (exit
+	// 130): this checks the graceful stop of a serving leader, so b serves first.
+	w.waitLog(b, "orchestrator serving on")
 	b.cmd.Process.Signal(syscall.SIGTERM)
 	if err := <-b.done; err != nil {
 		t.Errorf("b stopped by SIGTERM: %v\n%s", err, b.log())
