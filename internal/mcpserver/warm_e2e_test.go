@@ -1,13 +1,11 @@
 package mcpserver_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,7 +34,7 @@ func TestDispatchOverStdio_WarmStandby(t *testing.T) {
 	// supervisors unmount their slots' stages as they exit, and the home's directory is removed
 	// only once they are gone.
 	t.Cleanup(func() {
-		agoratest.WaitFor(t, time.Minute, "the home's standby supervisors to exit", func() bool { return len(standbyPIDs(home)) == 0 })
+		agoratest.WaitFor(t, time.Minute, "the home's standby supervisors to exit", func() bool { return len(agoratest.StandbyPIDs(home)) == 0 })
 	})
 	cs := stdioSession(t, home)
 	var cold dispatchOut
@@ -50,7 +48,7 @@ func TestDispatchOverStdio_WarmStandby(t *testing.T) {
 	coldSupervisor := supervisorPID(t, home, cold.Dispatch.ID)
 	var task []byte
 	agoratest.WaitFor(t, time.Minute, "a ready standby slot, the cold dispatch's supervisor gone", func() bool {
-		if coldSupervisor > 0 && syscall.Kill(coldSupervisor, 0) == nil && !zombie(coldSupervisor) {
+		if coldSupervisor > 0 && agoratest.Running(coldSupervisor) {
 			return false
 		}
 		dirs, _ := filepath.Glob(filepath.Join(home, "dispatches", ".warm", "local", "slot-*", "task"))
@@ -91,36 +89,4 @@ func supervisorPID(t *testing.T, home, id string) int {
 	}
 	pid, _ := strconv.Atoi(strings.SplitN(sup, ":", 2)[0])
 	return pid
-}
-
-// zombie reports whether process pid has ended and not been reaped.
-func zombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	return len(f) == 0 || f[0] == "Z" || f[0] == "X"
-}
-
-// standbyPIDs are the running "supervise --standby" processes of home.
-func standbyPIDs(home string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, d := range ents {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
-		if err != nil || !strings.Contains(string(cmd), "supervise\x00--standby") {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + d.Name() + "/environ")
-		if err != nil || !strings.Contains(string(env), "AGORA_HOME="+home+"\x00") || zombie(pid) {
-			continue
-		}
-		out = append(out, pid)
-	}
-	return out
 }

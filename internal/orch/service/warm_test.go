@@ -75,30 +75,7 @@ func (e *env) runPlan(name string, subagents ...string) []string {
 // standbys returns the pids of the running standby supervisors of the home.
 func standbys(t *testing.T, e *env) []int {
 	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	must(t, err)
-	var out []int
-	for _, d := range ents {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
-		if err != nil || !strings.Contains(string(cmd), "supervise\x00--standby") {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + d.Name() + "/environ")
-		if err != nil || !strings.Contains(string(env), "AGORA_HOME="+e.home+"\x00") {
-			continue
-		}
-		if st, err := os.ReadFile("/proc/" + d.Name() + "/stat"); err == nil {
-			if f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:])); len(f) > 0 && f[0] == "Z" {
-				continue
-			}
-		}
-		out = append(out, pid)
-	}
-	return out
+	return agoratest.StandbyPIDs(e.home)
 }
 
 // readySlots counts the slot directories of the local target whose sandbox has started.
