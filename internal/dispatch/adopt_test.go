@@ -17,14 +17,18 @@ import (
 )
 
 // outliving is a provider whose tasks outlive their supervisor, as a Kubernetes Job does:
-// Start's handle ends when the test says, Adopt follows the task Start made (or finds none
-// once gone is set) and counts its calls, Cancel records what it stopped.
+// Adopt follows the task Start made (or finds none once gone is set) and counts its calls,
+// Cancel records what it stopped. An adopted handle ends when the test closes end; Start's
+// ends only at the test's cleanup (cut), as if the supervisor that started the task were
+// dead: in this process it still runs, and ending with the task it would record the
+// dispatch's end (and release its stage) under the adopter, which a dead one never does.
 type outliving struct {
 	mu        sync.Mutex
 	adopts    int
 	gone      bool
 	cancelled []string
-	end       chan struct{} // closes every handle
+	end       chan struct{} // closes every adopted handle
+	cut       chan struct{} // closes Start's handles; orphan's cleanup closes it
 }
 
 type outlivingHandle struct {
@@ -39,7 +43,7 @@ func (h *outlivingHandle) Wait() (compute.Exit, error) {
 }
 
 func (p *outliving) Start(_ context.Context, s compute.Spec) (compute.Handle, error) {
-	return &outlivingHandle{id: "job/" + s.ID, end: p.end}, nil
+	return &outlivingHandle{id: "job/" + s.ID, end: p.cut}, nil
 }
 
 func (p *outliving) Adopt(_ context.Context, s compute.Spec) (compute.Handle, error) {
@@ -62,9 +66,12 @@ func (p *outliving) Cancel(_ context.Context, task string) error {
 // orphan starts a dispatch of target "box" on an outliving provider in this process, then
 // makes its recorded supervisor a process that is gone, as when the supervisor is killed
 // while its worker runs on. The supervision started here is left waiting for its handle
-// (closed by the test's end); it never records an end before the test's reapers do.
+// (p.cut, closed by the test's cleanup); it never records an end before the test's reapers do.
 func orphan(t *testing.T, e *env, p *outliving) *dispatch.Record {
 	t.Helper()
+	if p.cut == nil {
+		p.cut = make(chan struct{})
+	}
 	tg := e.home.Config.Targets[config.DefaultTarget]
 	tg.Provider = config.ProviderDocker
 	tg.Image = "box@sha256:" + strings.Repeat("ab", 32)
@@ -80,7 +87,14 @@ func orphan(t *testing.T, e *env, p *outliving) *dispatch.Record {
 		defer close(first)
 		e.d.Supervise(context.Background(), r.ID, nil)
 	}()
-	t.Cleanup(func() { <-first })
+	t.Cleanup(func() {
+		select {
+		case <-p.cut:
+		default:
+			close(p.cut)
+		}
+		<-first
+	})
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		cur, err := e.d.Records.Get(t.Context(), r.ID)
 		if err != nil {
