@@ -25,9 +25,10 @@ var frontUnlinked = []string{"net", "net/http", "crypto/tls", "crypto/x509", "os
 var frontModules = []string{"golang.org/x/sys"}
 
 // frontPackages are exactly agora's own packages the front links: the hand-off's wire format
-// (orch/api and what its request names).
+// (orch/api and what its request names), the answer to serve's challenge (callerctx) and the
+// escaping of serve's reason for a decline (agenttext).
 var frontPackages = []string{
-	"cmd/agora", "internal/budget", "internal/jcs", "internal/orch/api",
+	"cmd/agora", "internal/agenttext", "internal/budget", "internal/callerctx", "internal/jcs", "internal/orch/api",
 	"internal/shellwords", "internal/strictjson", "internal/verdict",
 }
 

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/callerctx"
+	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 // agoraBin is the front built with agora-full and agora-worker beside it (agoratest).
@@ -51,10 +53,13 @@ func run(t *testing.T, cmd *exec.Cmd) result {
 }
 
 // fakeServe listens on home's orch.sock as serve would (a 0700 directory, a 0600 socket of
-// this user) and answers every request with answer; it counts the requests.
+// this user) and answers every request with answer but the proof's, which it answers as
+// serve does (a real challenge); it counts the requests answer saw and the proofs given.
 type fakeServe struct {
-	home  string
-	count atomic.Int64
+	home   string
+	count  atomic.Int64
+	proofs atomic.Int64
+	prover callerctx.Prover
 }
 
 func newFakeServe(t *testing.T, answer http.HandlerFunc) *fakeServe {
@@ -74,6 +79,15 @@ func newFakeServe(t *testing.T, answer http.HandlerFunc) *fakeServe {
 	}
 	fs := &fakeServe{home: home}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == api.HandoffProofPath {
+			fs.proofs.Add(1)
+			fd, err := fs.prover.Issue(0, time.Now())
+			if err != nil {
+				t.Error(err)
+			}
+			fmt.Fprintf(w, `{"fd":%d}`, fd)
+			return
+		}
 		fs.count.Add(1)
 		answer(w, r)
 	})}
@@ -113,6 +127,9 @@ func front(t *testing.T, env []string, args ...string) result {
 	c.Env = env
 	return run(t, c)
 }
+
+// declinedNo is the line a command prints when serve declines with "no" (declines).
+const declinedNo = "agora: the orchestrator (agora orch serve) declined this dispatch (no); it runs in this process\n"
 
 func declines(w http.ResponseWriter, _ *http.Request) {
 	w.WriteHeader(http.StatusConflict)
@@ -244,6 +261,13 @@ func TestFront_OddCommandLines(t *testing.T) {
 			got := front(t, env, c.args...)
 			asked := fs.count.Load() - before
 			want := full(t, env, c.args...)
+			// A command serve declined says so first, then ends as agora-full does.
+			if asked == 1 {
+				if !strings.HasPrefix(got.err, declinedNo) {
+					t.Errorf("the front did not say serve declined: %q", got.err)
+				}
+				got.err = strings.TrimPrefix(got.err, declinedNo)
+			}
 			if got != want {
 				t.Errorf("the front ended %+v\nagora-full ended %+v", got, want)
 			}
@@ -374,8 +398,11 @@ func TestFront_DeclinedAsksOnce(t *testing.T) {
 	if n := fs.count.Load(); n != 1 {
 		t.Errorf("serve was asked %d times, want once", n)
 	}
-	if want := full(t, fs.env(), args...); got != want {
-		t.Errorf("the front ended %+v\nagora-full ended %+v", got, want)
+	// What agora-full prints, after the one line that says serve declined, and why.
+	want := full(t, fs.env(), args...)
+	want.err = declinedNo + want.err
+	if got != want {
+		t.Errorf("the front ended %+v\nwant %+v", got, want)
 	}
 	front(t, fs.env(envHandoffLost+"=01JAAAAAAAAAAAAAAAAAAAAAAA"), args...)
 	if n := fs.count.Load(); n != 1 {
@@ -395,6 +422,12 @@ func TestFront_SameRequestAsAgoraFull(t *testing.T) {
 			t.Errorf("decode the request: %v", err)
 		}
 		delete(m, "start_by")
+		// Each answers its own challenge: a proof, never the same one.
+		if m["proof"] == nil || len(m["proof"].(string)) != 64 {
+			t.Errorf("a request without its proof: %v", m)
+		}
+		delete(m, "proof")
+		delete(m, "proof_fd")
 		mu.Lock()
 		bodies = append(bodies, m)
 		mu.Unlock()

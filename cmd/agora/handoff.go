@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agenttext"
+	"github.com/agora-dev/agora/internal/callerctx"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"golang.org/x/sys/unix"
 )
@@ -54,18 +56,27 @@ func tryHandoff(full string, args []string) (int, bool) {
 	if !ok {
 		return 0, false
 	}
-	body, socks, ok := handoffRequest(full, flags)
+	hr, socks, ok := handoffRequest(full, flags)
 	if !ok {
 		return 0, false
 	}
 	// Connected first: serve takes the connection while the front makes its signal handler.
 	// Before the handler, a Ctrl-C ends the front as it would have ended before it dialed
 	// (no request was sent); after it, the command's Ctrl-C is the front's (notTaken).
-	// serve's socket first, then the resident dispatcher's.
+	// serve's socket first, then the resident dispatcher's. Each is first asked for its
+	// challenge (prove), on a connection of its own.
 	var sc *serveConn
 	var sock string
 	for _, s := range socks {
-		if c, err := dialServe(s); err == nil {
+		c, err := dialServe(s)
+		if err != nil {
+			continue
+		}
+		if !prove(c, hr) {
+			// Stopped or stuck: given up on, as for the hand-off's own answer.
+			execFull(full, envNoHandoff+"=1")
+		}
+		if c, err = dialServe(s); err == nil {
 			sc, sock = c, s
 			break
 		}
@@ -75,13 +86,25 @@ func tryHandoff(full string, args []string) (int, bool) {
 		// dispatcher for the next one (internal/cli, startResident).
 		execFull(full, envNoHandoff+"=1")
 	}
+	body, err := encodeRequest(hr)
+	if err != nil {
+		sc.Close()
+		execFull(full, envNoHandoff+"=1")
+	}
 	in := watchInterrupts()
 	status, answer, err := sc.post(api.HandoffPath, body)
 	if err != nil || status != 200 {
 		// No answer, or 404 (an older serve), 409 (declined), 400, 403: serve did not take
-		// it, and the whole program need not ask again.
+		// it, and the whole program need not ask again. A decline says why, once, as
+		// agora-full's own hand-off says it.
+		said := ""
+		if err == nil {
+			if why, ok := declinedWhy(status, answer); ok {
+				said = fmt.Sprintf("agora: %s declined this dispatch (%s); it runs in this process\n", taker(sock), agenttext.EscapeLine(why))
+			}
+		}
 		sc.Close()
-		return notTaken(in, full), true
+		return notTaken(in, full, said), true
 	}
 	// The end is written once follow returns: the process exits at once, its signal watch
 	// and serve's connection ending with it (their teardown cost a no-op 0.1 ms, #28).
@@ -89,16 +112,60 @@ func tryHandoff(full string, args []string) (int, bool) {
 	return 0, true
 }
 
+// prove asks serve on c (closed after) for its hand-off challenge and puts the answer into
+// hr (internal/cli's handoffProve): left without one when this process may not read it, and
+// serve then declines, saying why. false: serve did not answer within handoffAnswer.
+func prove(c *serveConn, hr *api.HandoffRequest) bool {
+	defer c.Close()
+	status, answer, err := c.post(api.HandoffProofPath, nil)
+	if err != nil {
+		return false
+	}
+	if status != 200 {
+		return true
+	}
+	var ch api.HandoffChallenge
+	if json.NewDecoder(io.LimitReader(answer, 4<<10)).Decode(&ch) != nil {
+		return true
+	}
+	if secret, err := callerctx.Answer(c.peer, ch.FD); err == nil {
+		hr.ProofFD, hr.Proof = ch.FD, secret
+	}
+	return true
+}
+
+// declinedWhy reads serve's refusal: its reason when it is a decline (api.HandoffDeclined).
+func declinedWhy(status int, answer io.Reader) (string, bool) {
+	if status != 409 {
+		return "", false
+	}
+	var e api.Error
+	if json.NewDecoder(io.LimitReader(answer, 64<<10)).Decode(&e) != nil || e.Code != api.HandoffDeclined {
+		return "", false
+	}
+	return e.Error, true
+}
+
+// taker names, for the user, what listens on sock (internal/cli's handoffTaker).
+func taker(sock string) string {
+	if filepath.Base(sock) == residentSocket {
+		return "the resident dispatcher (agora dispatch resident)"
+	}
+	return "the orchestrator (agora orch serve)"
+}
+
 // notTaken ends a dispatch serve did not take (declined, no answer): the whole program runs
-// it, told not to ask serve again. A Ctrl-C that came while serve was asked (it may take up
+// it, told not to ask serve again, after declined (the line saying why serve declined, or ""). A Ctrl-C that came while serve was asked (it may take up
 // to handoffAnswer) is this command's, as it is the whole program's, whose own hand-off
 // ends interrupted then: the front's handler took that signal, so the program it execs
 // would never see it and would run the dispatch (red team 33).
-func notTaken(in *interrupts, full string) int {
+func notTaken(in *interrupts, full, declined string) int {
 	if in.stop() {
 		fmt.Fprintf(os.Stderr, "agora: interrupted: agora dispatch run stopped before it finished (%v); what it had written is committed, see 'agora audit log'\n", context.Canceled)
 		return exitInterrupted
 	}
+	// The line that says why serve declined (once, before the dispatch runs here).
+	os.Stderr.WriteString(declined)
 	execFull(full, envNoHandoff+"=1")
 	return exitError
 }
@@ -122,7 +189,7 @@ func homeDir() (string, bool) {
 
 // handoffRequest is internal/cli's handoffRequest for the flags the front read. Exe is the
 // whole program, which serve runs as and the front would exec.
-func handoffRequest(full string, r *runFlags) ([]byte, []string, bool) {
+func handoffRequest(full string, r *runFlags) (*api.HandoffRequest, []string, bool) {
 	dir, ok := homeDir()
 	if !ok {
 		return nil, nil, false
@@ -146,11 +213,7 @@ func handoffRequest(full string, r *runFlags) ([]byte, []string, bool) {
 	if r.input != "" {
 		hr.Input = json.RawMessage(r.input)
 	}
-	body, err := encodeRequest(&hr)
-	if err != nil {
-		return nil, nil, false
-	}
-	return body, socks, true
+	return &hr, socks, true
 }
 
 // tracing reports whether an OTEL_* variable is set: the whole program then runs the

@@ -26,6 +26,10 @@ func encodeRequest(r *api.HandoffRequest) ([]byte, error) {
 	if r.StartBy != 0 {
 		b = strconv.AppendInt(append(b, `,"start_by":`...), r.StartBy, 10)
 	}
+	if r.ProofFD != 0 {
+		b = strconv.AppendInt(append(b, `,"proof_fd":`...), int64(r.ProofFD), 10)
+	}
+	b = appendOmitEmpty(b, `,"proof":`, r.Proof)
 	b = appendField(b, `,"subagent":`, r.Subagent)
 	if len(r.Envs) > 0 {
 		b = append(b, `,"envs":[`...)

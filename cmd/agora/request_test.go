@@ -23,6 +23,8 @@ func FuzzEncodeRequest(f *testing.F) {
 			Home: home, Exe: exe, Env: env, StartBy: startBy, Subagent: subagent, Target: target, Repo: repo,
 			Workspace: ws, Revision: rev, TimeoutNS: timeout, Callback: callback, Learn: learn, Detach: detach,
 			Output: output, Progress: progress,
+			// The proof fields from the others: the corpus keeps its shape.
+			ProofFD: int(uint16(startBy)), Proof: rev,
 		}
 		if envs != "" {
 			r.Envs = strings.Split(envs, ",")

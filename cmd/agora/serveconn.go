@@ -34,9 +34,10 @@ var errAnswer = errors.New("malformed answer from serve")
 // a blocking one, read and written by the calling goroutine: the front has no use for Go's
 // network poller, whose start (and the net package's) was most of its 0.12 ms dial (#28).
 type serveConn struct {
-	f  *os.File
-	fd int
-	br *bufio.Reader
+	f    *os.File
+	fd   int
+	br   *bufio.Reader
+	peer int32 // serve's pid, as this process sees it (SO_PEERCRED)
 }
 
 // dialServe connects to serve's socket within handoffDial, only to a listener of this user.
@@ -62,10 +63,12 @@ func dialServe(sock string) (*serveConn, error) {
 		s.Close()
 		return nil, &os.PathError{Op: "connect", Path: sock, Err: err}
 	}
-	if cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED); err != nil || int(cred.Uid) != os.Getuid() {
+	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
+	if err != nil || int(cred.Uid) != os.Getuid() {
 		s.Close()
 		return nil, errors.New("serve's socket is held by another user")
 	}
+	s.peer = cred.Pid
 	s.br = bufio.NewReaderSize(s.f, 64<<10)
 	return s, nil
 }

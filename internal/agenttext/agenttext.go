@@ -42,6 +42,16 @@ func Escape(s string) string {
 	return b.String()
 }
 
+// EscapeLine is Escape for text shown within one line: newline and tab are escaped too
+// (\x0a, \x09), so the text can never begin a line of its own that reads as the program's.
+func EscapeLine(s string) string {
+	e := Escape(s)
+	if !strings.ContainsAny(e, "\n\t") {
+		return e
+	}
+	return strings.NewReplacer("\n", `\x0a`, "\t", `\x09`).Replace(e)
+}
+
 // Hidden reports whether r must not reach a person as it is: a control character other than
 // newline and tab (C0, DEL, C1), a bidirectional control (U+061C, U+200E, U+200F,
 // U+202A-U+202E, U+2066-U+2069), a line or paragraph separator (U+2028, U+2029), a format

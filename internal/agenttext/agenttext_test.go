@@ -1,6 +1,7 @@
 package agenttext
 
 import (
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -52,6 +53,10 @@ func FuzzEscape(f *testing.F) {
 		}
 		if plain && got != s {
 			t.Fatalf("Escape(%q) = %q changed text with nothing to escape", s, got)
+		}
+		line := EscapeLine(s)
+		if strings.ContainsAny(line, "\n\t") || strings.ReplaceAll(strings.ReplaceAll(got, "\n", `\x0a`), "\t", `\x09`) != line {
+			t.Fatalf("EscapeLine(%q) = %q: want Escape's %q with newline and tab escaped", s, line, got)
 		}
 	})
 }

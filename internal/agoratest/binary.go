@@ -52,6 +52,7 @@ const ParentBinaryEnv = "AGORA_TEST_PARENT_BINARY"
 // start no test (see RunsNoTest) builds nothing and leaves *bin naming a path that is not there,
 // so a fuzz target that did reach for the binary would fail, saying which.
 func RunWithBinary(m interface{ Run() int }, bin *string) int {
+	LandlockExec()
 	noResident()
 	if RunsNoTest() {
 		*bin = "/nonexistent/agora-not-built-for-a-run-of-no-test"

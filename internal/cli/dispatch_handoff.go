@@ -13,9 +13,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agenttext"
+	"github.com/agora-dev/agora/internal/callerctx"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/orch/api"
@@ -48,7 +51,7 @@ var errNoHandoff = errors.New("no hand-off")
 // CLI then runs today's in-process path with no visible difference. Once serve took the
 // dispatch, every outcome is this command's: its output, its exit code, its Ctrl-C.
 func handoff(ctx context.Context, opts *dispatchRunOptions) error {
-	body, socks, ok := handoffRequest(opts)
+	hr, socks, ok := handoffRequest(opts)
 	if !ok {
 		return errNoHandoff
 	}
@@ -59,7 +62,19 @@ func handoff(ctx context.Context, opts *dispatchRunOptions) error {
 	var who string
 	for _, sock := range socks {
 		who = handoffTaker(sock)
-		hc = handoffClient(sock)
+		var peer *atomic.Int32
+		hc, peer = handoffClient(sock)
+		proved, listens, answered := handoffProve(hc, peer)
+		if !listens {
+			continue // nobody listens there
+		}
+		if !answered {
+			return errNoHandoff // stopped or stuck: given up on, as for the hand-off's own answer
+		}
+		body, err := json.Marshal(proved(*hr))
+		if err != nil {
+			return errNoHandoff
+		}
 		// The stream outlives a Ctrl-C: the cancel goes by its own request, and the stream
 		// then carries the dispatch's end, as the in-process path prints it.
 		req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, "http://agora"+api.HandoffPath, bytes.NewReader(body))
@@ -82,10 +97,57 @@ func handoff(ctx context.Context, opts *dispatchRunOptions) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		// 404 (an older serve), 409 (declined), 400, 403: serve did not take it.
+		// 404 (an older serve), 409 (declined), 400, 403: serve did not take it. A decline
+		// says why, once, before the dispatch runs here: a script's dispatches that a
+		// resident declines would otherwise pay the cold path without a word.
+		if why, ok := declinedWhy(resp); ok && ctx.Err() == nil {
+			fmt.Fprintf(opts.f.IO.ErrOut, "agora: %s declined this dispatch (%s); it runs in this process\n", who, agenttext.EscapeLine(why))
+		}
 		return errNoHandoff
 	}
 	return followHandoff(ctx, opts, hc, who, resp.Body)
+}
+
+// handoffProve asks the taker at hc for its challenge (callerctx) and answers it: proved
+// adds the answer to a request, or leaves it without one when this process could not read
+// the challenge (the taker then declines, saying why) or the taker sets none (an older
+// one). listens is false when nobody listens at the socket; answered is false when the
+// taker did not answer within handoffAnswer (stopped, stuck).
+func handoffProve(hc *http.Client, peer *atomic.Int32) (proved func(api.HandoffRequest) api.HandoffRequest, listens, answered bool) {
+	as := func(r api.HandoffRequest) api.HandoffRequest { return r }
+	resp, err := hc.Post("http://agora"+api.HandoffProofPath, "application/json", nil)
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return as, false, false
+	}
+	if err != nil {
+		return as, true, false
+	}
+	defer resp.Body.Close()
+	var ch api.HandoffChallenge
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 4<<10)).Decode(&ch) != nil {
+		return as, true, true
+	}
+	secret, err := callerctx.Answer(peer.Load(), ch.FD)
+	if err != nil {
+		return as, true, true
+	}
+	return func(r api.HandoffRequest) api.HandoffRequest {
+		r.ProofFD, r.Proof = ch.FD, secret
+		return r
+	}, true, true
+}
+
+// declinedWhy reads a taker's refusal: its reason when it is a decline (api.HandoffDeclined).
+func declinedWhy(resp *http.Response) (string, bool) {
+	if resp.StatusCode != http.StatusConflict {
+		return "", false
+	}
+	var e api.Error
+	if json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e) != nil || e.Code != api.HandoffDeclined {
+		return "", false
+	}
+	return e.Error, true
 }
 
 // handoffTaker names, for the user, what listens on sock: serve or the resident dispatcher.
@@ -99,7 +161,7 @@ func handoffTaker(sock string) string {
 // handoffRequest builds the request and lists the sockets to try it on (serve's, then the
 // resident dispatcher's; those this user does not own are left out), or says the dispatch
 // stays in this process.
-func handoffRequest(opts *dispatchRunOptions) ([]byte, []string, bool) {
+func handoffRequest(opts *dispatchRunOptions) (*api.HandoffRequest, []string, bool) {
 	f := opts.f
 	if !handsOff(opts) || f.Getenv(envNoHandoff) != "" {
 		return nil, nil, false
@@ -138,11 +200,7 @@ func handoffRequest(opts *dispatchRunOptions) ([]byte, []string, bool) {
 			return nil, nil, false
 		}
 	}
-	body, err := json.Marshal(hr)
-	if err != nil {
-		return nil, nil, false
-	}
-	return body, socks, true
+	return &hr, socks, true
 }
 
 // handsOff reports whether this dispatch may be run by another process of the home (serve,
@@ -183,8 +241,10 @@ func ownPrivate(path string, typ os.FileMode) bool {
 }
 
 // handoffClient talks to serve's socket, and only to a listener of this user (its peer
-// credentials, read at connect).
-func handoffClient(sock string) *http.Client {
+// credentials, read at connect); peer is the listener's pid as this process sees it, from
+// the last connection.
+func handoffClient(sock string) (*http.Client, *atomic.Int32) {
+	peer := new(atomic.Int32)
 	return &http.Client{Transport: &http.Transport{
 		DisableKeepAlives: true,
 		// serve answers before it accepts anything; one that does not answer (stopped, stuck)
@@ -196,13 +256,15 @@ func handoffClient(sock string) *http.Client {
 			if err != nil {
 				return nil, err
 			}
-			if cred, err := peercred.Of(c); err != nil || int(cred.Uid) != os.Getuid() {
+			cred, err := peercred.Of(c)
+			if err != nil || int(cred.Uid) != os.Getuid() {
 				c.Close()
 				return nil, errors.New("serve's socket is held by another user")
 			}
+			peer.Store(cred.Pid)
 			return c, nil
 		},
-	}}
+	}}, peer
 }
 
 // followHandoff writes serve's frames to this command's streams until the end frame, and

@@ -272,6 +272,10 @@ func (r *resident) declined(peer service.Peer, err error) error {
 	return err
 }
 
+// Declined is told of the hand-offs the server declined before Prepare (a CLI whose security
+// context is not the resident's): logged as Prepare's own declines are.
+func (r *resident) Declined(peer service.Peer, d *service.Declined) { r.declined(peer, d) }
+
 func (r *resident) touch() {
 	r.mu.Lock()
 	r.last = time.Now()

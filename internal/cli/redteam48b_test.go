@@ -20,8 +20,10 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/callerctx"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/service"
+	"github.com/agora-dev/agora/internal/peercred"
 )
 
 // Red team 48b (helper-36), of session 48's version after red team 48's fixes: the
@@ -53,10 +55,28 @@ func RedTeam48bPeer() {
 		fmt.Println(err)
 		os.Exit(2)
 	}
+	var taker int32
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		c, err := (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		if err == nil {
+			if cred, err := peercred.Of(c); err == nil {
+				taker = cred.Pid
+			}
+		}
+		return c, err
 	}}}
 	for _, b := range bodies {
+		// Each with its proof, as the CLI sends it: what is attacked is past the server's
+		// check of the caller, in Prepare.
+		if resp, err := hc.Post("http://agora"+api.HandoffProofPath, "application/json", nil); err == nil {
+			var ch api.HandoffChallenge
+			if json.NewDecoder(resp.Body).Decode(&ch) == nil {
+				if secret, err := callerctx.Answer(taker, ch.FD); err == nil {
+					b = fmt.Sprintf(`{"proof_fd":%d,"proof":%q,`, ch.FD, secret) + strings.TrimPrefix(b, "{")
+				}
+			}
+			resp.Body.Close()
+		}
 		resp, err := hc.Post("http://agora"+api.HandoffPath, "application/json", strings.NewReader(b))
 		if err != nil {
 			fmt.Printf("RT48B ERR %v\n", err)

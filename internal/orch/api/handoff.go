@@ -21,6 +21,17 @@ import (
 // one) answers 404 and the CLI supervises the dispatch itself.
 const HandoffPath = "/v1/handoff/dispatch"
 
+// HandoffProofPath is where the CLI asks, before its hand-off, for the challenge that shows
+// the taker it may do what the taker may do (callerctx.Prover): POST with no body; the answer
+// is a [HandoffChallenge]. The CLI reads the secret at /proc/<the taker's pid, from the
+// socket's peer credentials>/fd/<FD> and puts it in its request's Proof.
+const HandoffProofPath = "/v1/handoff/proof"
+
+// HandoffChallenge is the answer to a POST of [HandoffProofPath].
+type HandoffChallenge struct {
+	FD int `json:"fd"`
+}
+
 // HandoffCancelPath is where the CLI asks serve to cancel a handed-off dispatch (Ctrl-C):
 // POST with the handle of its hand-off in place of {handle}.
 const HandoffCancelPath = "/v1/handoff/{handle}/cancel"
@@ -51,6 +62,10 @@ type HandoffRequest struct {
 	// and runs the dispatch itself: serve declines a request it reads later, so a serve that
 	// was stopped and resumes never runs a second copy of a dispatch the CLI ran.
 	StartBy int64 `json:"start_by,omitempty"`
+	// ProofFD and Proof answer the challenge of [HandoffProofPath]: its descriptor and the
+	// secret the CLI read there. A taker declines a request without a valid one.
+	ProofFD int    `json:"proof_fd,omitempty"`
+	Proof   string `json:"proof,omitempty"`
 
 	Subagent  string          `json:"subagent"`
 	Envs      []string        `json:"envs,omitempty"`
@@ -144,6 +159,8 @@ func DecodeHandoffRequest(b []byte) (*HandoffRequest, error) {
 		return nil, errors.New("hand-off request: subagent is required")
 	case r.TimeoutNS < 0:
 		return nil, errors.New("hand-off request: timeout_ns is negative")
+	case r.ProofFD < 0 || len(r.Proof) > 64:
+		return nil, errors.New("hand-off request: proof_fd is negative or proof longer than 64 bytes")
 	case r.Output != "" && r.Output != "json":
 		return nil, fmt.Errorf("hand-off request: output %q: want json or none", r.Output)
 	}

@@ -102,7 +102,15 @@ func (s *Server) handoff(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "invalid", err.Error())
 		return
 	}
-	run, err := s.Handoff.Prepare(r.Context(), req, Peer{PID: peer.pid, UID: peer.uid})
+	var run func(ctx context.Context, send func(api.HandoffFrame) error)
+	if why := s.callerWidens(peer, req); why != "" {
+		err = &Declined{Why: why}
+		if hd, ok := s.Handoff.(handoffDecliner); ok {
+			hd.Declined(Peer{PID: peer.pid, UID: peer.uid}, err.(*Declined))
+		}
+	} else {
+		run, err = s.Handoff.Prepare(r.Context(), req, Peer{PID: peer.pid, UID: peer.uid})
+	}
 	var declined *Declined
 	if errors.As(err, &declined) {
 		if s.Log != nil {

@@ -23,7 +23,9 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/callerctx"
 	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/peercred"
 )
 
 // handoffEnv is a served env with subagents for every way a one-shot dispatch ends.
@@ -320,8 +322,18 @@ func TestHandoff_UntrustedSocket(t *testing.T) {
 	}
 }
 
-// post sends body to path on e's serve from this test process (not `agora dispatch run`).
+// post sends body to path on e's serve from this test process (not `agora dispatch run`). A
+// hand-off request (a JSON object) first gets a fresh proof (proved), so that serve's later
+// checks are what answers; postRaw sends body as it is.
 func (e *env) post(path string, body []byte) (int, string) {
+	e.t.Helper()
+	if path == api.HandoffPath && bytes.HasPrefix(body, []byte("{\"")) {
+		body = append([]byte("{"+e.proved(filepath.Join(e.home, "orch", "orch.sock"))+","), body[1:]...)
+	}
+	return e.postRaw(path, body)
+}
+
+func (e *env) postRaw(path string, body []byte) (int, string) {
 	e.t.Helper()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.home, "orch", "orch.sock"))
@@ -331,6 +343,32 @@ func (e *env) post(path string, body []byte) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// proved asks the taker at sock for a hand-off challenge and returns its answer as the
+// request's JSON members ("proof_fd":N,"proof":"...").
+func (e *env) proved(sock string) string {
+	e.t.Helper()
+	var peer int32
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		if err == nil {
+			if cred, err := peercred.Of(c); err == nil {
+				peer = cred.Pid
+			}
+		}
+		return c, err
+	}}}
+	resp, err := hc.Post("http://agora"+api.HandoffProofPath, "application/json", nil)
+	must(e.t, err)
+	defer resp.Body.Close()
+	var ch api.HandoffChallenge
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&ch) != nil {
+		e.t.Fatalf("no hand-off challenge from %s: status %d", sock, resp.StatusCode)
+	}
+	secret, err := callerctx.Answer(peer, ch.FD)
+	must(e.t, err)
+	return fmt.Sprintf(`"proof_fd":%d,"proof":%q`, ch.FD, secret)
 }
 
 // TestHandoff_Attacks: what a caller other than a person's `agora dispatch run` tries on the
@@ -480,12 +518,18 @@ func TestHandoff_StaleOrStuckServe(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("with serve stopped: exit %d\n%s", code, stderr)
 	}
-	t.Logf("with serve stopped the CLI gave up on it after %v", time.Since(start).Round(time.Millisecond))
+	gaveUp := time.Since(start)
+	t.Logf("with serve stopped the CLI gave up on it after %v", gaveUp.Round(time.Millisecond))
+	if gaveUp > 9*time.Second {
+		t.Errorf("the CLI waited %v for a stopped serve: it waited twice (the proof's answer, then the hand-off's)", gaveUp)
+	}
 	serve.Process.Signal(syscall.SIGCONT)
-	agoratest.WaitFor(t, 10*time.Second, "the resumed serve to read the request", func() bool {
-		b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log"))
-		return strings.Contains(string(b), "the CLI stopped waiting for this answer")
-	})
+	// The resumed serve answers the challenge the CLI gave up on and is asked nothing more;
+	// a request it reads only after the CLI stopped waiting is declined, never run.
+	status, body := e.post(api.HandoffPath, []byte(fmt.Sprintf(`{"home":%q,"exe":"x","env":"x","subagent":"ok","budget":{},"start_by":1}`, e.home)))
+	if status != http.StatusConflict || !strings.Contains(body, "the CLI stopped waiting for this answer") {
+		t.Errorf("a late request: status %d %s", status, body)
+	}
 	if e.handoffs() != 1 {
 		t.Errorf("the stopped serve took the dispatch too: %d hand-offs", e.handoffs())
 	}

@@ -323,8 +323,9 @@ func TestRedteam45_ForeignPeer(t *testing.T) {
 	}
 	hc := socketClient(e.residentSock())
 	for _, learn := range []bool{true, false} {
-		body := fmt.Sprintf(`{"home":%q,"exe":%q,"env":%q,"env_all":%q,"subagent":"ok","budget":{},"learn":%v}`,
-			e.home, exe, api.EnvDigest(e.vars), api.ResidentEnvDigest(e.vars), learn)
+		// With a proof (this process may inspect the resident's): what declines is the peer.
+		body := fmt.Sprintf(`{%s,"home":%q,"exe":%q,"env":%q,"env_all":%q,"subagent":"ok","budget":{},"learn":%v}`,
+			e.proved(e.residentSock()), e.home, exe, api.EnvDigest(e.vars), api.ResidentEnvDigest(e.vars), learn)
 		resp, err := hc.Post("http://agora"+api.HandoffPath, "application/json", strings.NewReader(body))
 		must(t, err)
 		b, _ := io.ReadAll(resp.Body)

@@ -77,7 +77,7 @@ func TestRedTeam48b_ServeSaysEveryDecline(t *testing.T) {
 	const n = 7
 	for range n {
 		resp, err := hc.Post("http://agora"+api.HandoffPath, "application/json",
-			strings.NewReader(`{"home":"/elsewhere","exe":"/bin/x","env":"e","subagent":"ok"}`))
+			strings.NewReader(`{`+e.proved(filepath.Join(e.home, "orch", "orch.sock"))+`,"home":"/elsewhere","exe":"/bin/x","env":"e","subagent":"ok"}`))
 		must(t, err)
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()

@@ -21,11 +21,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit/verify"
+	"github.com/agora-dev/agora/internal/callerctx"
 	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
@@ -64,6 +66,10 @@ type Server struct {
 
 	handoffs     handoffs
 	handoffCount atomic.Int64
+	prover       callerctx.Prover // hand-off proofs (handoff_caller.go)
+	ownOnce      sync.Once
+	own          callerctx.Security
+	ownErr       error
 	// stopping is Serve's context: done once serve stops (a signal), which must not end a
 	// handed-off dispatch as if its CLI had cancelled it (handoff.go).
 	stopping context.Context
@@ -226,6 +232,7 @@ func peerOf(c net.Conn) peerInfo {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(handoffRoute, s.handoff)
+	mux.HandleFunc("POST "+api.HandoffProofPath, s.handoffProof)
 	mux.HandleFunc("POST "+api.HandoffCancelPath, s.handoffCancel)
 	if s.Engine != nil {
 		s.engineRoutes(mux)
