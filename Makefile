@@ -74,13 +74,7 @@ vet:
 # idle (the unit step 1,536 s with two, 1,084 s with four, same code); a test that fails only
 # under such load is found with make stress, which runs packages four at a time beside a CPU
 # hog. 40 minutes a package, for a slow machine.
-UNIT_FIRST = ./internal/dispatch ./internal/compute/kubernetes ./internal/orch/service ./internal/cli \
-	$(UNIT_NEXT)
-# UNIT_NEXT are the next longest (one to two minutes each beside the others), given next so
-# that each starts as one of the first four ends: in ./...'s order internal/web (two minutes,
-# Chromium) started last and ran a minute and a half alone at the step's end.
-UNIT_NEXT = ./internal/audit/verify ./internal/mcpserver ./internal/web ./internal/netgw ./internal/replicate \
-	./internal/k8stest ./internal/compute/container ./internal/secret
+UNIT_FIRST = ./internal/dispatch ./internal/compute/kubernetes ./internal/orch/service ./internal/cli
 UNIT_P = 4
 # TEST_GOGC is the GOGC of make test's steps (the compiler, the linker, the test processes and
 # what they start): the race-instrumented test processes collected their small heaps so often
@@ -104,7 +98,7 @@ TRIM = -trimpath
 # subset off; `make unit` alone keeps go test's default.
 UNIT_VET ?=
 unit:
-	@echo "== make unit: the longest packages first, in this order (their results print first, after 7-13 minutes): $(UNIT_FIRST); then every other package, $(UNIT_P) at a time"
+	@echo "== make unit: $(UNIT_FIRST) first (their results print first, after 7-13 minutes), then every other package, $(UNIT_P) at a time"
 	GOGC=$(TEST_GOGC) CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) $(if $(UNIT_VET),-vet=$(UNIT_VET)) -p $(UNIT_P) -count=1 -timeout 40m $(UNIT_FIRST) ./...
 
 # Every fuzz target for 2 s (FUZZTIME=30s make fuzz-short for a longer look), two packages at a
