@@ -47,7 +47,10 @@ func serveSkewed(t *testing.T, path string) *skewServe {
 		t.Fatal(err)
 	}
 	ss := &skewServe{off: new(atomic.Int64)}
-	sched := &service.Scheduler{Server: &service.Server{Engine: eng}, Table: cron.NewTable(db, audit.New(nil)), Now: ss.now}
+	// The host's clock is skewed (ss.now); real time is the bubble's.
+	start := time.Now()
+	sched := &service.Scheduler{Server: &service.Server{Engine: eng}, Table: cron.NewTable(db, audit.New(nil)), Now: ss.now,
+		Uptime: func() time.Duration { return time.Since(start) }}
 	done := make(chan struct{}, 2)
 	go func() { eng.Run(ctx); done <- struct{}{} }()
 	go func() { sched.Run(ctx); done <- struct{}{} }()

@@ -11,6 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/cron"
+	"golang.org/x/sys/unix"
 )
 
 // Scheduler fires the slots of the schedules in orch.db. It keeps one timer, for the
@@ -33,9 +34,19 @@ type Scheduler struct {
 	// "after-submit", "after-mark"); tests stop serve there with SIGKILL.
 	TestOnlyCrash func(point string)
 	Log           *slog.Logger
+	// Uptime is how much real time has passed, read from a clock no one sets (nil:
+	// CLOCK_BOOTTIME, which counts a suspended host's sleep as Go's monotonic clock does
+	// not). Between two looks it is what really passed, whatever Now says: a slot the wall
+	// clock jumped over is fired but not counted as missed (#46).
+	Uptime func() time.Duration
 
 	once sync.Once
 	wake chan struct{} // made once (init)
+
+	// The last look at the table: Now then, and Uptime then (Run's goroutine only).
+	lookWall time.Time
+	lookUp   time.Duration
+	looked   bool
 }
 
 // defaultMaxWait is the longest the scheduler sleeps without looking at the table again.
@@ -115,6 +126,13 @@ func (s *Scheduler) fireDue(ctx context.Context) error {
 		s.log().Warn("schedule: the clock is earlier than its last slot; its next slot is counted from now",
 			"schedule", sch.Name, "last_slot", sch.LastSlot)
 	}
+	// What the wall clock should say if it only moved as real time did since the last look.
+	up := s.uptime()
+	var trusted time.Time
+	if s.looked {
+		trusted = s.lookWall.Add(up - s.lookUp)
+	}
+	s.lookWall, s.lookUp, s.looked = s.Now(), up, true
 	for {
 		now := s.Now()
 		due, err := s.Table.DueBy(ctx, now, dueBatch)
@@ -122,7 +140,7 @@ func (s *Scheduler) fireDue(ctx context.Context) error {
 			return err
 		}
 		for _, sch := range due {
-			if err := s.fire(ctx, sch, now); err != nil {
+			if err := s.fire(ctx, sch, now, trusted); err != nil {
 				return err
 			}
 		}
@@ -132,10 +150,45 @@ func (s *Scheduler) fireDue(ctx context.Context) error {
 	}
 }
 
+// clockSlack is how far the wall clock may run ahead of the real time measured between two
+// looks before the slots in between count as not passed: NTP's slewing and a look's own
+// time stay well under it.
+const clockSlack = time.Minute
+
+// uptime is Uptime, or CLOCK_BOOTTIME.
+func (s *Scheduler) uptime() time.Duration {
+	if s.Uptime != nil {
+		return s.Uptime()
+	}
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return time.Duration(time.Now().UnixNano()) // never on Linux; the wall clock then
+	}
+	return time.Duration(ts.Nano())
+}
+
+// reallyMissed is how many of the missed slots before slot (fired at now, counted from
+// from) really passed: those at or before trusted, the wall time real time reached since the
+// last look. A wall clock that jumped ahead skips slots that did not come; they are not
+// missed. Zero trusted (no look before: serve just started) trusts the wall clock.
+func reallyMissed(spec *cron.Spec, from, now, trusted, slot time.Time, missed int) int {
+	if trusted.IsZero() || !trusted.Add(clockSlack).Before(now) {
+		return missed
+	}
+	latest, before, ok := spec.Due(from, trusted)
+	switch {
+	case !ok:
+		return 0
+	case latest.Before(slot):
+		return min(before+1, missed)
+	}
+	return missed
+}
+
 // fire gives schedule sch's due slot its run, or marks it refused when its plan no longer
 // validates (a subagent it names was retired, its workspace is gone); the schedule goes on to
 // its next slot either way.
-func (s *Scheduler) fire(ctx context.Context, sch *cron.Schedule, now time.Time) error {
+func (s *Scheduler) fire(ctx context.Context, sch *cron.Schedule, now, trusted time.Time) error {
 	// A run submitted before a crash, its slot never marked: mark it now.
 	if id, slot, missed, ok, err := s.Table.UnmarkedRun(ctx, sch, now); err != nil {
 		return err
@@ -149,6 +202,11 @@ func (s *Scheduler) fire(ctx context.Context, sch *cron.Schedule, now time.Time)
 		// Its next_due said due and no slot is: the clock went back, or the zone's rules
 		// changed. Point it at its real next slot.
 		return s.Table.Repoint(ctx, sch, now)
+	}
+	if real := reallyMissed(sch.Spec, sch.From(now), now, trusted, slot, missed); real != missed {
+		s.log().Warn("schedule: the clock is ahead of the time that passed since the last look; the slots it jumped over are not counted as missed",
+			"schedule", sch.Name, "slot", slot, "clock", now, "measured", trusted, "missed", real, "jumped_over", missed-real)
+		missed = real
 	}
 	src, err := s.Table.Plan(ctx, sch)
 	if err != nil {

@@ -39,7 +39,10 @@ func serveInBubble(t *testing.T, path string) *bubbleServe {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sched := &service.Scheduler{Server: &service.Server{Engine: eng}, Table: cron.NewTable(db, audit.New(nil)), Now: time.Now}
+	// Real time is the bubble's: its clock only moves as the test sleeps.
+	start := time.Now()
+	sched := &service.Scheduler{Server: &service.Server{Engine: eng}, Table: cron.NewTable(db, audit.New(nil)), Now: time.Now,
+		Uptime: func() time.Duration { return time.Since(start) }}
 	done := make(chan struct{}, 2)
 	go func() { eng.Run(ctx); done <- struct{}{} }()
 	go func() { sched.Run(ctx); done <- struct{}{} }()
