@@ -365,8 +365,11 @@ func (t *Table) UnmarkedRun(ctx context.Context, s *Schedule, now time.Time) (id
 	// schedule of the same name is for a slot before this one was added. At or before now: a
 	// run for a later slot was fired while the clock was ahead, and comes again when its slot
 	// does (the same run, by its id).
-	err = t.db.SQL().QueryRowContext(ctx, `SELECT id, slot, missed FROM runs WHERE schedule = ? AND slot > ? AND slot <= ?
-		ORDER BY slot DESC LIMIT 1`, s.Name, ts(s.After()), ts(now)).Scan(&id, &at, &missed)
+	// Of its plan only: a schedule removed and added again under its name with another plan
+	// while the clock was behind a slot the first one fired left that run, which is not
+	// this schedule's (red team 46x).
+	err = t.db.SQL().QueryRowContext(ctx, `SELECT id, slot, missed FROM runs WHERE schedule = ? AND slot > ? AND slot <= ? AND digest = ?
+		ORDER BY slot DESC LIMIT 1`, s.Name, ts(s.After()), ts(now), s.Digest).Scan(&id, &at, &missed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", time.Time{}, 0, false, nil
 	}

@@ -232,6 +232,23 @@ func (s *Scheduler) fire(ctx context.Context, sch *cron.Schedule, now, trusted t
 		return err
 	}
 	s.crashPoint("after-submit")
+	if !created {
+		// The slot's id names a run already. Of another plan, it is the run of a schedule
+		// of this name that was removed (while the clock was behind the slot it fired): a
+		// slot never runs twice, so this one is refused, saying so, rather than recorded as
+		// fired with a plan it never had (red team 46x).
+		r, err := s.Server.Engine.Status(ctx, id)
+		if err != nil {
+			return err
+		}
+		if r.PlanDigest != sch.Digest {
+			why := fmt.Sprintf("slot %s already has run %s, of another plan (%s) of a schedule named %q that was removed; a slot never runs twice",
+				slot.UTC().Format(time.RFC3339), id, r.PlanDigest, sch.Name)
+			s.log().Warn("schedule slot refused", "schedule", sch.Name, "slot", slot, "err", why)
+			_, err := s.Table.Mark(ctx, sch, cron.Firing{Slot: slot, Missed: missed, Error: why})
+			return err
+		}
+	}
 	if _, err := s.Table.Mark(ctx, sch, cron.Firing{Slot: slot, Missed: missed, RunID: id, Created: created}); err != nil {
 		return err
 	}
