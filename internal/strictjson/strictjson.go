@@ -17,6 +17,7 @@ package strictjson
 import (
 	"bytes"
 	"encoding"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -243,8 +244,13 @@ func (w *walker) value(depth int, want *shape) (json.Delim, error) {
 		}
 		return json.Delim(c), err
 	case '"':
-		if _, ok := w.skipString(); !ok {
+		start := w.i
+		escaped, ok := w.skipString()
+		if !ok {
 			return 0, errSyntax
+		}
+		if want != nil && want.bytes {
+			return 0, canonicalBytes(w.b[start+1:w.i-1], escaped)
 		}
 	case 't':
 		return 0, w.literal("true")
@@ -260,6 +266,21 @@ func (w *walker) value(depth int, want *shape) (json.Delim, error) {
 		return 0, checkNumber(json.Number(w.b[start:w.i]))
 	}
 	return 0, nil
+}
+
+// canonicalBytes checks the text of a string decoded into a []byte: encoding/json reads any
+// base64 it can (line breaks, nonzero padding bits, "\/" for "/"), so one value has many
+// spellings and a signed document's bytes could change under an unchanged meaning. Only
+// padded standard base64 in its one form, written without escapes, is taken.
+func canonicalBytes(text []byte, escaped bool) error {
+	if escaped {
+		return errors.New("a byte string (base64) is written with a JSON escape")
+	}
+	b, err := base64.StdEncoding.Strict().DecodeString(string(text))
+	if err != nil || base64.StdEncoding.EncodedLen(len(b)) != len(text) {
+		return errors.New("a byte string is not canonical base64 (standard alphabet, padded, no line breaks, zero padding bits)")
+	}
+	return nil
 }
 
 // literal moves past lit (true, false, null) at w.i.
@@ -667,6 +688,7 @@ type shape struct {
 	fields map[string]*shape // a struct: exact field name -> its shape; nil otherwise
 	folded map[string]string // a struct: foldKey(name) -> name, to explain a refused key
 	elem   *shape            // a slice, array or map: the elements' shape
+	bytes  bool              // a []byte: its string must be canonical base64 (canonicalBytes)
 }
 
 // field returns the shape of field k of a struct shape, or an error if k is not exactly one
@@ -732,7 +754,7 @@ func buildShape(t reflect.Type, building map[reflect.Type]*shape) *shape {
 	case reflect.Pointer:
 		s = buildShape(t.Elem(), building)
 	case reflect.Slice, reflect.Array, reflect.Map:
-		s = &shape{}
+		s = &shape{bytes: t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8}
 		building[t] = s
 		s.elem = buildShape(t.Elem(), building)
 	case reflect.Struct:

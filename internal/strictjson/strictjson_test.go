@@ -211,3 +211,31 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+// TestUnmarshal_BytesOneSpelling (#46): a []byte field takes only canonical base64 (padded
+// standard alphabet, zero padding bits, no line breaks, no JSON escape): encoding/json alone
+// takes every spelling below as the same bytes, so a signed document's bytes could change
+// under an unchanged meaning.
+func TestUnmarshal_BytesOneSpelling(t *testing.T) {
+	type doc struct {
+		B  []byte   `json:"b"`
+		BS [][]byte `json:"bs"`
+	}
+	var d doc
+	if err := strictjson.Unmarshal([]byte(`{"b":"QUJD","bs":["QQ==","/w=="]}`), &d); err != nil || string(d.B) != "ABC" {
+		t.Fatalf("canonical base64: %v %q", err, d.B)
+	}
+	for _, bad := range []string{
+		`{"b":"QR=="}`,      // nonzero padding bits
+		`{"b":"QQ"}`,        // no padding
+		`{"b":"QU\nJD"}`,    // an escaped line break
+		`{"b":"QU\u004aD"}`, // an escaped letter
+		`{"bs":["\/w=="]}`,  // an escaped slash
+		`{"b":"QUJD\r\n"}`,  // a trailing line break
+		`{"b":"QUJD","bs":["QR=="]}`,
+	} {
+		if err := strictjson.Unmarshal([]byte(bad), &d); err == nil || !strings.Contains(err.Error(), "byte string") {
+			t.Errorf("%s: %v, want refused as not one spelling", bad, err)
+		}
+	}
+}

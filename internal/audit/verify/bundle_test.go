@@ -191,7 +191,7 @@ func TestParseBundle(t *testing.T) {
 		{"other format", func(s string) string { return strings.Replace(s, verify.Format, "agora-audit-bundle/v9", 1) }, "format"},
 		{"v1 with a signed selection", func(s string) string { return strings.Replace(s, verify.Format, verify.FormatV1, 1) }, "cannot carry selection_note"},
 		{"null entries", func(s string) string { return strings.Replace(s, `"entries": [`, `"entries": null, "x": [`, 1) }, "unknown field"},
-		{"invalid base64", func(s string) string { return strings.Replace(s, `"checkpoint": "`, `"checkpoint": "!`, 1) }, "illegal base64"},
+		{"invalid base64", func(s string) string { return strings.Replace(s, `"checkpoint": "`, `"checkpoint": "!`, 1) }, "not canonical base64"},
 		{"not JSON", func(s string) string { return "[" }, "malformed audit bundle"},
 	}
 	for _, tt := range tests {

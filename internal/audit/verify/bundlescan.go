@@ -196,13 +196,17 @@ func (s *scanner) base64() ([]byte, bool) {
 	}
 	start = len(s.slab)
 	dst := s.slab[start : start+n]
-	m, err := base64.StdEncoding.Decode(dst, text)
-	if err != nil {
-		return nil, false
+	m, err := strictBase64.Decode(dst, text)
+	if err != nil || base64.StdEncoding.EncodedLen(m) != len(text) {
+		return nil, false // not canonical (line breaks, padding bits): the strict parser says why
 	}
 	s.slab = s.slab[:start+m]
 	return s.slab[start : start+m : start+m], true
 }
+
+// strictBase64 is standard padded base64 that refuses nonzero padding bits: with the length
+// checks around it, each byte string has one spelling in a bundle.
+var strictBase64 = base64.StdEncoding.Strict()
 
 // base64InPlace decodes the string at s.i when its text, up to the first '"', is padded
 // standard base64 of the length it decodes to; see base64.
@@ -227,7 +231,7 @@ func (s *scanner) base64InPlace() ([]byte, bool) {
 	}
 	start := len(s.slab)
 	dst := s.slab[start : start+n]
-	if m, err := base64.StdEncoding.Decode(dst, text); err != nil || m != n {
+	if m, err := strictBase64.Decode(dst, text); err != nil || m != n {
 		return nil, false
 	}
 	s.i += k + 2
@@ -486,9 +490,9 @@ var base64Values = sync.OnceValue(func() *[256]byte {
 	return &t
 })
 
-// decodeHash decodes text into dst when it is the padded base64 of 32 bytes (44 characters,
-// the last one "=") and reports whether it did; for anything else the caller uses
-// base64.StdEncoding, which then gives what it always gave. Most of a bundle is hashes, and
+// decodeHash decodes text into dst when it is the canonical padded base64 of 32 bytes (44
+// characters, the last one "=", zero padding bits) and reports whether it did; for anything
+// else the caller uses the strict decoder (strictBase64), which refuses what is not canonical. Most of a bundle is hashes, and
 // the general decoder's setup per call cost more than the decoding.
 func decodeHash(dst, text []byte) bool {
 	if len(text) != 44 || len(dst) < HashSize || text[43] != '=' {
@@ -508,6 +512,7 @@ func decodeHash(dst, text []byte) bool {
 	bad |= a | b | c
 	v := uint32(a)<<18 | uint32(b)<<12 | uint32(c)<<6
 	out[30], out[31] = byte(v>>16), byte(v>>8)
-	// Any 0xff (not in the alphabet, '=' included) has the high bits set.
-	return bad&0xc0 == 0
+	// Any 0xff (not in the alphabet, '=' included) has the high bits set. The last
+	// character's two low bits pad: canonical base64 has them zero (one hash, one spelling).
+	return bad&0xc0 == 0 && c&0x3 == 0
 }

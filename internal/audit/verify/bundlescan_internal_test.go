@@ -105,9 +105,9 @@ func matchStrict(t *testing.T, i int, data []byte) {
 	}
 }
 
-// TestDecodeHash_MatchesStdEncoding: the hash decoder takes a 44-character text only when
-// base64.StdEncoding decodes it to 32 bytes, and gives the same bytes (the low bits of the
-// last character, which StdEncoding ignores, included).
+// TestDecodeHash_MatchesStdEncoding: the hash decoder takes a 44-character text only when it
+// is the canonical base64 of 32 bytes (the strict decoder's, zero padding bits), and gives
+// the same bytes.
 func TestDecodeHash_MatchesStdEncoding(t *testing.T) {
 	texts := []string{
 		"47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",
@@ -136,7 +136,10 @@ func checkDecodeHash(t *testing.T, text []byte) {
 	var dst [64]byte
 	got := decodeHash(dst[:], text)
 	want := make([]byte, base64.StdEncoding.DecodedLen(len(text)))
-	n, err := base64.StdEncoding.Decode(want, text)
+	n, err := base64.StdEncoding.Strict().Decode(want, text)
+	if err == nil && base64.StdEncoding.EncodedLen(n) != len(text) {
+		err = errors.New("line breaks: not canonical")
+	}
 	if got && (err != nil || n != HashSize || !bytes.Equal(dst[:HashSize], want[:n])) {
 		t.Fatalf("%q: decodeHash took it as %x, StdEncoding gives %x, %v", text, dst[:HashSize], want[:n], err)
 	}
