@@ -170,7 +170,7 @@ netpol-tools:
 
 # That control plane held for manual use, with an admin kubeconfig in .cache/k8s/kubeconfig.
 k8s-cluster: k8s-tools
-	./scripts/k8s-cluster.sh
+	./scripts/k8s-cluster.sh $(K8S_CLUSTER_FLAGS)
 
 # Flakes hunted before they ship: a package's tests N times beside a busy loop on every core,
 # each failed test named (scripts/stress.sh). Run it on a package that runs real processes

@@ -15,7 +15,7 @@ func TestHoldCluster(t *testing.T) {
 	if out == "" {
 		t.Skip("SKIP: a cluster held for manual use: run scripts/k8s-cluster.sh")
 	}
-	c := Start(t, Options{RealNode: os.Getenv("AGORA_K8S_REAL_NODE") == "1"})
+	c := Start(t, Options{RealNode: os.Getenv("AGORA_K8S_REAL_NODE") == "1", InClusterAPI: os.Getenv("AGORA_K8S_IN_CLUSTER_API") == "1"})
 	b, err := os.ReadFile(c.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
