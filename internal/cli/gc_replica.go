@@ -57,7 +57,13 @@ func pruneReplicas(ctx context.Context, f *Factory, h *home.Home, dryRun bool, a
 		for _, g := range plan.Foreign {
 			foreign = append(foreign, replicate.ForeignError(c, db, o.Identity, g).Error())
 		}
-		if dryRun || len(plan.Remove) == 0 {
+		if dryRun {
+			continue
+		}
+		if err := recordLeft(ctx, f, h, db, plan.Foreign, actor, role); err != nil {
+			return out, foreign, err
+		}
+		if len(plan.Remove) == 0 {
 			continue
 		}
 		if err := recordPrune(ctx, f, h, plan, rc.KeepGenerations, actor, role); err != nil {
@@ -79,6 +85,37 @@ func recordPrune(ctx context.Context, f *Factory, h *home.Home, plan replicate.P
 				"kept": plan.Kept, "why": fmt.Sprintf("replicate.keep_generations %d: older than the newest %d whole generations", keep, keep), "role": role}})
 	}
 	return h.DB.Tx(ctx, func(tx *sql.Tx) error {
+		_, err := audit.New(f.Now).AppendAll(ctx, tx, entries)
+		return err
+	})
+}
+
+// recordLeft commits a retention.replica_left entry for each of db's foreign generations no
+// entry records yet: the decision to leave another home's generation is said once, when a
+// prune first makes it, not at every sweep.
+func recordLeft(ctx context.Context, f *Factory, h *home.Home, db string, foreign []replicate.Owner, actor, role string) error {
+	if len(foreign) == 0 {
+		return nil
+	}
+	return h.DB.Tx(ctx, func(tx *sql.Tx) error {
+		var entries []audit.Entry
+		for _, g := range foreign {
+			subject := entry.Replica(db, g.Generation)
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM audit_entries WHERE kind = ? AND subject = ?`,
+				entry.RetentionReplicaLeft, subject).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				continue
+			}
+			entries = append(entries, audit.Entry{Actor: actor, Kind: entry.RetentionReplicaLeft, Subject: subject,
+				Details: map[string]any{"db": db, "generation": g.Generation, "claims": g.Claims, "role": role,
+					"why": "not this home's: its first segment does not authenticate under this home's key as this home's (another home on the same bucket and prefix?)"}})
+		}
+		if len(entries) == 0 {
+			return nil
+		}
 		_, err := audit.New(f.Now).AppendAll(ctx, tx, entries)
 		return err
 	})

@@ -73,6 +73,18 @@ func TestReplica_TwoHomesOnOnePrefix(t *testing.T) {
 	if segments(a1) == 0 || segments(a2) == 0 || segments(b1) != 0 || segments(b2) == 0 {
 		t.Errorf("after B's gc: segments a1 %d a2 %d b1 %d b2 %d; want only b1 gone", segments(a1), segments(a2), segments(b1), segments(b2))
 	}
+	// The decision to leave A's generations is B's audit's too, once each: a second gc leaves
+	// them again and records nothing more.
+	runAgora(t, envB, "gc")
+	left := runAgora(t, envB, "audit", "log", "--kind", "retention.replica_left", "--output", "json").stdout
+	for _, g := range []string{a1, a2} {
+		if n := strings.Count(left, `"subject": "replica/agora/`+g+`"`); n != 1 {
+			t.Errorf("%d retention.replica_left entries for A's generation %s after two gcs, want 1:\n%s", n, g, left)
+		}
+	}
+	if strings.Contains(left, b1) || strings.Contains(left, b2) {
+		t.Errorf("B's own generations recorded as left:\n%s", left)
+	}
 
 	row := func(env map[string]string) string {
 		t.Helper()

@@ -180,6 +180,13 @@ const RetentionRunPurged = "retention.run_purged"
 // why and the pruner's role. It is committed to agora.db before the first segment is deleted.
 const RetentionReplicaPruned = "retention.replica_pruned"
 
+// RetentionReplicaLeft records a generation in this home's replica prefix that is not this
+// home's (another home's agora.yaml names the same bucket and prefix, #46), which a prune
+// leaves: subject [Replica], details db, generation, claims (the identity its first segment's
+// header names, not authenticated), why and the pruner's role. Recorded once per generation,
+// by the first prune that leaves it.
+const RetentionReplicaLeft = "retention.replica_left"
+
 // The leader lease of `agora orch serve` (#31, internal/lease). Actor "system", subject
 // [Lease] (lease/NAMESPACE/NAME), details identity (this replica's holderIdentity) and, on
 // [LeaderAcquired], previous (the holder it took over from, "" if none) and restored (the
