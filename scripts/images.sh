@@ -5,7 +5,9 @@
 #                                      (cmd/agora-worker) at /agora/bin/agora-worker (its
 #                                      entrypoint); saved to
 #                                      .cache/images/agora-worker.tar for Kubernetes nodes
-#                                      (ctr -n k8s.io images import).
+#                                      (scripts/node-import.sh on the node, which prints
+#                                      the reference to pin there: containerd's digest, not
+#                                      the podman digest printed here).
 #   localhost/agora:<version>          (only when named: scripts/images.sh agora) FROM scratch,
 #                                      the static agora with agora-worker beside it in
 #                                      /agora/bin, over the toolchain's busybox and git:
