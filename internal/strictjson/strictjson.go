@@ -232,6 +232,10 @@ func (w *walker) value(depth int, want *shape) (json.Delim, error) {
 	}
 	switch c := w.b[w.i]; c {
 	case '{', '[':
+		if c == '[' && want != nil && want.bytes {
+			// encoding/json reads [65,66] into a []byte too: a second spelling of "QUI=".
+			return 0, errors.New("a byte string is written as a list: it must be a base64 string")
+		}
 		if depth >= MaxDepth {
 			return 0, fmt.Errorf("nested deeper than %d levels", MaxDepth)
 		}

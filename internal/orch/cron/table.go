@@ -72,6 +72,11 @@ type Firing struct {
 	// slot at start and only marks it now.
 	Created, Recovered bool
 	Error              string // why the slot was refused (its plan no longer validates), "" when it ran
+	// JumpedOver counts the earlier slots the wall clock jumped over in less real time than
+	// they span (the scheduler measures it): not counted in Missed, said in the entry (#46).
+	// A clock that was ahead jumped over slots that did not come; one that was behind and
+	// was corrected, over slots that did: the entry says what the scheduler cannot tell.
+	JumpedOver int
 }
 
 // ErrExists matches adding a schedule under a name in use (invalid input: nothing is added);
@@ -292,15 +297,20 @@ func (t *Table) Mark(ctx context.Context, s *Schedule, f Firing) (bool, error) {
 				return err
 			}
 		}
+		var details map[string]any
 		if f.Error != "" {
-			return t.append(ctx, tx, s.Name, entry.ScheduleRefused, map[string]any{
-				"slot": slot, "missed": int64(f.Missed), "error": f.Error, "next_due": ts(next),
-			})
+			details = map[string]any{"slot": slot, "missed": int64(f.Missed), "error": f.Error, "next_due": ts(next)}
+		} else {
+			details = map[string]any{"slot": slot, "run_id": f.RunID, "missed": int64(f.Missed), "created": f.Created,
+				"recovered": f.Recovered, "next_due": ts(next)}
 		}
-		return t.append(ctx, tx, s.Name, entry.ScheduleFired, map[string]any{
-			"slot": slot, "run_id": f.RunID, "missed": int64(f.Missed), "created": f.Created, "recovered": f.Recovered,
-			"next_due": ts(next),
-		})
+		if f.JumpedOver > 0 {
+			details["jumped_over"] = int64(f.JumpedOver) // only then: every other entry's bytes stay
+		}
+		if f.Error != "" {
+			return t.append(ctx, tx, s.Name, entry.ScheduleRefused, details)
+		}
+		return t.append(ctx, tx, s.Name, entry.ScheduleFired, details)
 	})
 	return marked, err
 }
@@ -365,11 +375,16 @@ func (t *Table) UnmarkedRun(ctx context.Context, s *Schedule, now time.Time) (id
 	// schedule of the same name is for a slot before this one was added. At or before now: a
 	// run for a later slot was fired while the clock was ahead, and comes again when its slot
 	// does (the same run, by its id).
-	// Of its plan only: a schedule removed and added again under its name with another plan
-	// while the clock was behind a slot the first one fired left that run, which is not
-	// this schedule's (red team 46x).
-	err = t.db.SQL().QueryRowContext(ctx, `SELECT id, slot, missed FROM runs WHERE schedule = ? AND slot > ? AND slot <= ? AND digest = ?
-		ORDER BY slot DESC LIMIT 1`, s.Name, ts(s.After()), ts(now), s.Digest).Scan(&id, &at, &missed)
+	// Only a run this schedule submitted: its orch.run.submitted entry comes after the
+	// schedule's latest orch.schedule.added in the log (audit order, which no clock moves).
+	// A schedule removed and added again under its name while the clock was behind a slot
+	// the first one fired left that run, which is not this schedule's (red teams 46x, 46c).
+	err = t.db.SQL().QueryRowContext(ctx, `SELECT r.id, r.slot, r.missed FROM runs r
+		WHERE r.schedule = ? AND r.slot > ? AND r.slot <= ? AND r.digest = ?
+		AND (SELECT MIN(seq) FROM audit_entries WHERE subject = 'run/' || r.id AND kind = ?) >
+			(SELECT COALESCE(MAX(seq), 0) FROM audit_entries WHERE subject = ? AND kind = ?)
+		ORDER BY r.slot DESC LIMIT 1`, s.Name, ts(s.After()), ts(now), s.Digest,
+		entry.RunSubmitted, entry.Schedule(s.Name), entry.ScheduleAdded).Scan(&id, &at, &missed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", time.Time{}, 0, false, nil
 	}

@@ -370,6 +370,18 @@ func TestSchedule_ClockAYearAheadAndBack(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(c.home, "..", "serve.log")); !strings.Contains(string(b), "the slots it jumped over are not counted as missed") {
 		t.Errorf("serve's log does not say the clock jumped ahead:\n%s", b)
 	}
+	// The audit says it too: the fired entry counts the slots the clock jumped over.
+	jumped := false
+	for _, f := range entries(t, c.orchDB(), "orch.schedule.fired", "schedule/hourly") {
+		if f["slot"] == "2027-11-24T00:00:00Z" {
+			j, _ := f["jumped_over"].(float64)
+			jumped = j > 8000 && f["missed"] == float64(0)
+		}
+	}
+	if !jumped {
+		t.Errorf("the slot a year ahead's orch.schedule.fired entry does not count the slots jumped over: %v",
+			entries(t, c.orchDB(), "orch.schedule.fired", "schedule/hourly"))
+	}
 
 	c.setClock("2026-11-24T00:45:00Z") // back: the next slot is 01:00 again, not 2027's next
 	c.waitClockBack("hourly")

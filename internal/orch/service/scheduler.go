@@ -203,10 +203,11 @@ func (s *Scheduler) fire(ctx context.Context, sch *cron.Schedule, now, trusted t
 		// changed. Point it at its real next slot.
 		return s.Table.Repoint(ctx, sch, now)
 	}
+	jumped := 0
 	if real := reallyMissed(sch.Spec, sch.From(now), now, trusted, slot, missed); real != missed {
 		s.log().Warn("schedule: the clock is ahead of the time that passed since the last look; the slots it jumped over are not counted as missed",
 			"schedule", sch.Name, "slot", slot, "clock", now, "measured", trusted, "missed", real, "jumped_over", missed-real)
-		missed = real
+		jumped, missed = missed-real, real
 	}
 	src, err := s.Table.Plan(ctx, sch)
 	if err != nil {
@@ -222,7 +223,7 @@ func (s *Scheduler) fire(ctx context.Context, sch *cron.Schedule, now, trusted t
 			return ctx.Err()
 		}
 		s.log().Warn("schedule slot refused", "schedule", sch.Name, "slot", slot, "err", err)
-		_, err := s.Table.Mark(ctx, sch, cron.Firing{Slot: slot, Missed: missed, Error: err.Error()})
+		_, err := s.Table.Mark(ctx, sch, cron.Firing{Slot: slot, Missed: missed, JumpedOver: jumped, Error: err.Error()})
 		return err
 	}
 	s.crashPoint("before-submit")
@@ -245,11 +246,11 @@ func (s *Scheduler) fire(ctx context.Context, sch *cron.Schedule, now, trusted t
 			why := fmt.Sprintf("slot %s already has run %s, of another plan (%s) of a schedule named %q that was removed; a slot never runs twice",
 				slot.UTC().Format(time.RFC3339), id, r.PlanDigest, sch.Name)
 			s.log().Warn("schedule slot refused", "schedule", sch.Name, "slot", slot, "err", why)
-			_, err := s.Table.Mark(ctx, sch, cron.Firing{Slot: slot, Missed: missed, Error: why})
+			_, err := s.Table.Mark(ctx, sch, cron.Firing{Slot: slot, Missed: missed, JumpedOver: jumped, Error: why})
 			return err
 		}
 	}
-	if _, err := s.Table.Mark(ctx, sch, cron.Firing{Slot: slot, Missed: missed, RunID: id, Created: created}); err != nil {
+	if _, err := s.Table.Mark(ctx, sch, cron.Firing{Slot: slot, Missed: missed, JumpedOver: jumped, RunID: id, Created: created}); err != nil {
 		return err
 	}
 	s.crashPoint("after-mark")
