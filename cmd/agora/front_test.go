@@ -133,7 +133,7 @@ const declinedNo = "agora: the orchestrator (agora orch serve) declined this dis
 
 func declines(w http.ResponseWriter, _ *http.Request) {
 	w.WriteHeader(http.StatusConflict)
-	fmt.Fprintln(w, `{"error":{"code":"handoff_declined","message":"no"}}`)
+	fmt.Fprintln(w, `{"error":"no","code":"handoff_declined"}`) // serve's api.Error
 }
 
 // plantFull makes dir hold an agora-full that leaves a mark when it runs.

@@ -54,7 +54,9 @@ func fakeClaudeBinary(t *testing.T) string {
 //     runs from an execute-only copy: the CLI is not dumpable, the pipe cannot be opened,
 //     and the review is the model's own rejection;
 //   - capability: a claude a capability ships (a readable file): the pipe opens and the
-//     forged approval becomes the CLI's answer (it is final.md), but the worker, which checked
+//     forged approval becomes the CLI's answer (it is final.md: the CLI stays a second after
+//     its result, as the real one does while it flushes, so the forger's next write lands
+//     after it however loaded the host), but the worker, which checked
 //     before the run that the CLI would be dumpable, does not vouch for it: the review is an
 //     invalid one, a rejection saying why.
 func TestRedTeam44_ClaudeReviewerForgedResult(t *testing.T) {
@@ -124,6 +126,7 @@ envs:
     values:
       ANTHROPIC_BASE_URL: %s
       FAKECLAUDE_MODE: api
+      FAKECLAUDE_LINGER: 1s
       PATH: %s
     secrets:
       ANTHROPIC_API_KEY: {from_env: CLAUDE_REVIEW_KEY}

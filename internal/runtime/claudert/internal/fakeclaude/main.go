@@ -26,6 +26,8 @@
 //	FAKECLAUDE_PIDFILE file to append this pid and its child's pid to (hang)
 //	FAKECLAUDE_HUGE    byte length of the text of the huge line (huge)
 //	FAKECLAUDE_GO      file whose appearance lets a handshake run finish (handshake)
+//	FAKECLAUDE_LINGER  how long to stay after the result event (api), as the real CLI does
+//	                   while it flushes: a test's writer to its stdout then has that long
 package main
 
 import (
@@ -380,7 +382,21 @@ func run(o opts, prompt, cwd string) {
 	case "api":
 		emit(initEvent(o, cwd))
 		runAPI(newClaude(o, cwd), prompt)
+		linger()
 	default:
 		fail("fakeclaude: unknown mode %q", mode)
 	}
+}
+
+// linger waits FAKECLAUDE_LINGER (a Go duration) before the CLI exits.
+func linger() {
+	v := os.Getenv("FAKECLAUDE_LINGER")
+	if v == "" {
+		return
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		fail("fakeclaude: FAKECLAUDE_LINGER: %v", err)
+	}
+	time.Sleep(d)
 }
