@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -56,7 +57,12 @@ func TestDispatchOverStdio_WarmStandby(t *testing.T) {
 			return false
 		}
 		task, err = os.ReadFile(dirs[0])
-		return err == nil
+		if err != nil {
+			return false
+		}
+		// The slot's sandbox writes its task before its standby says ready, and a dispatch
+		// finds a slot only once the holder has read that line: its status file says so.
+		return readyStandbys(home, "local") == 1
 	})
 	var warm dispatchOut
 	decode(t, call(t, cs, "agora_dispatch", map[string]any{"subagent": "writer", "envs": []string{"demo"}, "input": map[string]any{"task": "greet"}, "wait_seconds": 120}), &warm)
@@ -72,6 +78,24 @@ func TestDispatchOverStdio_WarmStandby(t *testing.T) {
 	if rec.ProviderTaskID != string(task) {
 		t.Fatalf("the second dispatch ran as task %s, not in the ready slot %s", strconv.Quote(rec.ProviderTaskID), strconv.Quote(string(task)))
 	}
+}
+
+// readyStandbys is the number of ready standbys of target the home's living holders (here
+// `agora mcp serve`) publish in their status files.
+func readyStandbys(home, target string) int {
+	holders, err := detach.ReadHolders(filepath.Join(home, "dispatches"))
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, h := range holders {
+		for _, c := range h.Counts {
+			if c.Target == target {
+				n += c.Ready
+			}
+		}
+	}
+	return n
 }
 
 // supervisorPID is the pid of the process that supervised dispatch id (the dispatches row's

@@ -39,6 +39,10 @@ func warmServedEnv(t *testing.T, n int) (*env, func() *os.Process) {
 	t.Cleanup(func() {
 		cur.Process.Signal(syscall.SIGTERM)
 		cur.Wait()
+		// A standby that supervised a dispatch unmounts its slot's claim as it exits, after the
+		// dispatch's end is recorded (and after a serve killed with -9): the home's directory
+		// is removed only once every standby of it is gone.
+		agoratest.WaitFor(t, time.Minute, "the home's standby supervisors to exit", func() bool { return len(standbys(t, e)) == 0 })
 	})
 	e.runPlan("cold", "worker")
 	waitStandbys(t, e, n)
