@@ -119,8 +119,15 @@ func (p *Provider) startHeld(ctx context.Context, s compute.Spec, l limits, out 
 		// report bwrap's status; bwrap's message is on the spec's Stderr.
 		return h, blockW, nil
 	}
-	blockW.Close()
+	// The sandbox still waits on --block-fd, and an EOF on it is a release: closing blockW
+	// first let the command run without the limits just refused, until the kill below
+	// reached it. So the sandbox dies first (its own pid when known; bwrap's process group,
+	// and the cgroup, which it is in until the release), and only then is blockW closed.
+	if h.sandboxPID > 0 {
+		_ = unix.Kill(h.sandboxPID, unix.SIGKILL)
+	}
 	h.abort()
+	blockW.Close()
 	return nil, nil, fmt.Errorf("set up sandbox: %w", err)
 }
 
@@ -175,7 +182,7 @@ func limitSandbox(ctx context.Context, info *os.File, bwrapPID int, l limits, ru
 		if errors.Is(err, unix.ESRCH) {
 			return 0, 0, errGone
 		}
-		return 0, 0, err
+		return msg.ChildPID, 0, err // still held: the caller kills it before it lets go of --block-fd
 	}
 	return msg.ChildPID, st.start, nil
 }
