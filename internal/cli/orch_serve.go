@@ -304,7 +304,7 @@ func adoptLoop(ctx context.Context, adopt func(context.Context) (int, error), lo
 // catalog and agora.yaml, tasks run through d, and a sealed run is checkpointed at once.
 func openOrchEngine(ctx context.Context, f *Factory, h *home.Home, db *store.DB, d *dispatch.Dispatcher, sup *detach.Supervisors, ob *serveObs, orchCP *audit.Checkpointer) (*orch.Engine, error) {
 	reader := view.New(h.DB, h.Blobs)
-	return orch.Open(ctx, db, audit.New(f.Now), &dispatchexec.Executor{D: d, Supervisors: sup, Log: ob.log, Trace: ob.spans.Traceparent}, orch.Options{
+	return orch.Open(ctx, db, audit.New(f.Now), &dispatchexec.Executor{D: d, Supervisors: sup, Log: ob.log, Trace: ob.spans.Traceparent, Replicated: agoraReplicated(h)}, orch.Options{
 		Now:      f.Now,
 		Refs:     catalogRefs{r: reader, targets: h.Config.Target, queues: h.Config.CheckQueue},
 		Queues:   h.Config.QueueConcurrency(),

@@ -18,12 +18,14 @@ import (
 type remoteProviders struct {
 	homeDir string
 	db      *store.DB // agora.db: the gateway's stored sessions (netgw.DBSessions, #31)
-	mu      sync.Mutex
-	built   map[string]compute.Provider // guarded by mu
+	// replicas, with replicate.s3: a Start's session waits for them (replicate_export.go).
+	replicas []replicatedFirst
+	mu       sync.Mutex
+	built    map[string]compute.Provider // guarded by mu
 }
 
-func newRemoteProviders(homeDir string, db *store.DB) *remoteProviders {
-	return &remoteProviders{homeDir: homeDir, db: db, built: map[string]compute.Provider{}}
+func newRemoteProviders(homeDir string, db *store.DB, replicas []replicatedFirst) *remoteProviders {
+	return &remoteProviders{homeDir: homeDir, db: db, replicas: replicas, built: map[string]compute.Provider{}}
 }
 
 // For is dispatch.Dispatcher.RemoteProviders.
@@ -68,7 +70,7 @@ func (r *remoteProviders) kubernetes(name string, t config.Target) (compute.Prov
 		Image: t.Image, WorkerImage: t.WorkerImage, RuntimeClass: t.RuntimeClass,
 		CPU: string(t.Resources.CPU), Memory: string(t.Resources.Memory),
 		NodeSelector: t.NodeSelector, TTL: t.TTLAfterFinished,
-		GatewayURL: t.Gateway, GatewayCA: certs.CAPEM, Exporter: reg, Target: name,
+		GatewayURL: t.Gateway, GatewayCA: certs.CAPEM, Exporter: exporterFor(reg, r.replicas), Target: name,
 		SandboxUID: uint32(t.SandboxUID), Backend: t.Backend,
 		PullSecrets: t.ImagePullSecrets, PullPolicy: t.ImagePullPolicy,
 		GatewayPeer: gatewayPeer(t.GatewayPeer),

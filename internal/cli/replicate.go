@@ -139,10 +139,11 @@ func (r *replication) Statuses() []replicatedStatus {
 	return out
 }
 
-// publish writes the statuses to the status file every lag (per database, so two serves each
-// replicating one database do not overwrite each other's rows).
+// publish writes the statuses to the status file every quarter lag (per database, so two
+// serves each replicating one database do not overwrite each other's rows): an anchor and a
+// kubernetes Start wait for it (replicatedFirst), the Start on every dispatch.
 func (r *replication) publish(ctx context.Context, lag time.Duration) {
-	t := time.NewTicker(lag)
+	t := time.NewTicker(max(lag/4, 10*time.Millisecond))
 	defer t.Stop()
 	for {
 		for _, s := range r.Statuses() {

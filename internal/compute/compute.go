@@ -139,6 +139,14 @@ type Handle interface {
 	Wait() (Exit, error)
 }
 
+// Resumed is a [Handle] that tells whether its Start found the task of the spec's dispatch
+// running already and follows it instead of starting one: a Kubernetes Job that an earlier
+// supervisor of the dispatch made before it died (a leader killed between the Job and the
+// dispatch's start record). The dispatch is then adopted, and its supervisor records it so.
+type Resumed interface {
+	Resumed() bool
+}
+
 // Provider runs [Spec]s.
 type Provider interface {
 	// Start starts s and returns once it runs. Cancelling ctx kills the process tree.

@@ -239,6 +239,14 @@ func (s *Records) Started(ctx context.Context, id, taskID, supervisor string) er
 // bins, when not nil, are the binaries the sandbox runs, recorded in the same transaction:
 // a warm slot's claim commits this before it releases the slot.
 func (s *Records) started(ctx context.Context, id, taskID, supervisor string, bins *binaries) (*Record, error) {
+	return s.startedAs(ctx, id, taskID, supervisor, bins, false)
+}
+
+// startedAs is started; resumed, when the provider's Start found the dispatch's task running
+// already (compute.Resumed: a Job an earlier supervisor made before it died), also records
+// the dispatch adopted (dispatch.adopted) in the same transaction: its pod ran before this
+// process took it.
+func (s *Records) startedAs(ctx context.Context, id, taskID, supervisor string, bins *binaries, resumed bool) (*Record, error) {
 	var started *Record
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		r, err := getRecord(ctx, s.prepared(tx), id)
@@ -258,6 +266,12 @@ func (s *Records) started(ctx context.Context, id, taskID, supervisor string, bi
 		}
 		if err := s.event(ctx, tx, r, StateStarted, map[string]any{"provider_task_id": taskID}); err != nil {
 			return err
+		}
+		if resumed {
+			if _, err := s.log.Append(ctx, tx, audit.Entry{Actor: SystemActor, Kind: entry.DispatchAdopted, Subject: entry.Dispatch(id),
+				Details: map[string]any{"supervisor": supervisor, entry.KeyRole: "supervisor", "provider_task_id": taskID, "at_start": true}}); err != nil {
+				return err
+			}
 		}
 		started, err = getRecord(ctx, s.prepared(tx), id)
 		return err

@@ -449,10 +449,18 @@ func (s *supervision) startSandbox(ctx context.Context) error {
 		return fail(ReasonProviderFailed, "%v", err)
 	}
 	if started == nil {
-		if started, err = d.Records.started(ctx, r.ID, h.TaskID(), selfSupervisor(), nil); err != nil {
+		rh, resumed := h.(compute.Resumed)
+		resumed = resumed && rh.Resumed()
+		if started, err = d.Records.startedAs(ctx, r.ID, h.TaskID(), selfSupervisor(), nil, resumed); err != nil {
 			s.provider.Cancel(context.WithoutCancel(ctx), h.TaskID())
 			h.Wait()
 			return err
+		}
+		if resumed && s.st != nil {
+			// The stage is this supervisor's, adopted: marked so that a later adoption on this
+			// disk does not take it for stale (adoptedSince). Unmarked, that adoption would
+			// start the stage again empty: at worst the dispatch's result is lost, never mixed.
+			_ = d.Records.markAdoptions(ctx, r.ID, s.st)
 		}
 	}
 	s.handle = h

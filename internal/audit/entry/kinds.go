@@ -28,7 +28,10 @@ const (
 	// DispatchAdopted: a supervisor host (`agora orch serve`) took over a started dispatch
 	// whose supervisor died while its worker runs on (a Kubernetes Job). Details previous
 	// (the dead supervisor), supervisor (the adopter) and role; written in the transaction
-	// that makes the adopter the record's supervisor, before it follows the worker.
+	// that makes the adopter the record's supervisor, before it follows the worker. A
+	// supervisor whose Start found the dispatch's Job made already (its first supervisor died
+	// between the Job and the start record) writes it with the start, with at_start true and
+	// role supervisor.
 	DispatchAdopted = DispatchPrefix + "adopted"
 )
 

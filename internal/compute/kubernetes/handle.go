@@ -56,6 +56,8 @@ type handle struct {
 	// pins it from the start, so a pod the controller made the Sandbox after it (the bound
 	// one deleted before the watch's first look) is a replaced pod, never the dispatch's.
 	podUID types.UID
+	// resumed: the Start found this task running, made by another process (compute.Resumed).
+	resumed bool
 
 	done chan struct{}
 	exit compute.Exit // written before done is closed
@@ -102,6 +104,9 @@ func (p *Provider) followHandle(ctx context.Context, h *handle) *handle {
 	go h.run(ctx)
 	return h
 }
+
+// Resumed is compute.Resumed.
+func (h *handle) Resumed() bool { return h.resumed }
 
 func (h *handle) run(ctx context.Context) {
 	defer close(h.done)

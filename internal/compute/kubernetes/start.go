@@ -261,10 +261,14 @@ func (p *Provider) adopt(ctx context.Context, s compute.Spec, name string) (comp
 	if p.agentSandbox() {
 		first, second = p.adoptSandbox, p.adoptJob
 	}
-	if h, err := first(ctx, s, name, false); h != nil || err != nil {
-		return h, err
+	h, err := first(ctx, s, name, false)
+	if h == nil && err == nil {
+		h, err = second(ctx, s, name, true)
 	}
-	return second(ctx, s, name, true)
+	if hh, ok := h.(*handle); ok {
+		hh.resumed = true // made by another process: compute.Resumed
+	}
+	return h, err
 }
 
 // adoptJob is adopt's look for a Job; other: the Job is not the target's backend's kind.

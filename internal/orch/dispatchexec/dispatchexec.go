@@ -18,6 +18,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
@@ -34,6 +35,14 @@ type Executor struct {
 	// Trace, when set, returns the traceparent of the task span an attempt (by dispatch id)
 	// runs under: its dispatch's span becomes a child of it.
 	Trace func(dispatchID string) string
+	// Replicated, when set (a home that replicates, replicate.s3), returns once agora.db's
+	// replica holds every commit made before since. An attempt's end reaches the engine, and
+	// so orch.db, only after that: orch.db and agora.db are shipped on their own ticks, and a
+	// home restored from the bucket that held a task's end (and its dependants fired) without
+	// its dispatch's end would refuse the dependants' inputs ("only a finished dispatch has
+	// products") and fail the run a leader's death interrupted. Each attempt waits on its own
+	// goroutine: ends are later by about half a replicate.lag, never serialised.
+	Replicated func(ctx context.Context, since time.Time) error
 }
 
 func (x *Executor) log() *slog.Logger {
@@ -52,6 +61,16 @@ func (x *Executor) Start(ctx context.Context, a orch.Attempt, done func(orch.Out
 				return // serve is stopping; the next serve re-attaches
 			}
 			o = orch.Outcome{State: api.TaskFailed, Reason: dispatch.ReasonProviderFailed, Detail: err.Error()}
+		}
+		if x.Replicated != nil {
+			if werr := x.Replicated(ctx, time.Now()); werr != nil {
+				if ctx.Err() != nil {
+					return // serve is stopping; the next serve re-attaches
+				}
+				// The bucket is behind (or down): the end is reported anyway, so a run goes on;
+				// only a takeover during the outage could restore the end without the dispatch's.
+				x.log().Warn("a task's end reaches orch.db before its dispatch's end is in agora.db's replica", "dispatch", a.DispatchID, "err", werr.Error())
+			}
 		}
 		o.DispatchID = a.DispatchID
 		done(o)

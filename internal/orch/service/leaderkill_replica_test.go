@@ -1,0 +1,173 @@
+package service_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/agoradb"
+	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/agoratest/s3test"
+	"github.com/agora-dev/agora/internal/store"
+	"github.com/agora-dev/agora/internal/worker/remote"
+	"github.com/agora-dev/agora/internal/worker/wire"
+)
+
+// TestLeaderKill_JobNeverAheadOfReplica: a leader that replicates its home (replicate.s3 on
+// versitygw, lag 200ms) fires a task on a kubernetes target and is killed (-9, with the
+// task's supervisor) the moment the task's Job exists. orch.db and agora.db are shipped by
+// two replicators on their own ticks, so without a rule the bucket could hold the fire
+// (orch.db) and not the dispatch's gateway session (agora.db): the next leader, restored
+// from the bucket, would start the task again under the same id, find the Job, fail to take
+// back its session and fail the task (a run failed by a leader's death, with no retry:).
+// A Start makes its pod only once both replicas hold the session: the home restored from
+// the bucket here (`agora restore`, the databases; the rest as a takeover has it) adopts the
+// dispatch (one dispatch.adopted), its pod's token opens the session at the new leader, and
+// the run succeeds with the task once, under its first dispatch.
+func TestLeaderKill_JobNeverAheadOfReplica(t *testing.T) {
+	e := newK8sEnv(t)
+	srv, err := s3test.Start()
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "SKIP") {
+			t.Skip(err.Error())
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	repl := srv.Bucket(t, false)
+	backup := t.TempDir()
+	creds := filepath.Join(backup, "s3.env")
+	must(t, os.WriteFile(creds, []byte("AWS_ACCESS_KEY_ID="+srv.Creds.AccessKeyID+"\nAWS_SECRET_ACCESS_KEY="+srv.Creds.SecretAccessKey+"\n"), 0o600))
+	addr := freePort(t)
+	f, err := os.OpenFile(filepath.Join(e.home, "agora.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = fmt.Fprintf(f, "egress: {allow_private: [127.0.0.1/32]}\ngateway: {listen: %q, advertise: \"https://%s\"}\nreplicate:\n  s3: {endpoint: %q, bucket: %s, prefix: %s, credentials_file: %s}\n  lag: 200ms\n",
+		addr, addr, repl.Endpoint, repl.Bucket, repl.Prefix, creds)
+	must(t, err)
+	must(t, f.Close())
+	cfg, err := os.ReadFile(filepath.Join(e.home, "agora.yaml"))
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(backup, "agora.yaml"), cfg, 0o600))
+	must(t, os.CopyFS(filepath.Join(backup, "keys"), os.DirFS(filepath.Join(e.home, "keys"))))
+
+	serve := e.serve()
+	// Both databases replicating (their status files published): a Start waits for them.
+	if !agoratest.Poll(time.Minute, func() bool {
+		for _, db := range []string{"agora", "orch"} {
+			if _, err := os.Stat(filepath.Join(e.home, db+"-replicate.json")); err != nil {
+				return false
+			}
+		}
+		return true
+	}) {
+		b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log"))
+		t.Fatalf("serve does not replicate both databases after a minute:\n%s", b)
+	}
+	planPath := filepath.Join(t.TempDir(), "lag.yaml")
+	must(t, os.WriteFile(planPath, []byte(`version: 1
+name: lag
+defaults: {target: k8s}
+tasks:
+  - {id: d, subagent: worker, retry: {max_attempts: 1}}
+`), 0o644))
+	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", planPath), "\n")[0])
+	var id string
+	for d := range e.waitJobs(1) {
+		id = d
+	}
+	// The leader's pod dies the moment the Job exists: serve and the task's supervisor.
+	sup := e.supervisorPID(id)
+	must(t, serve.Process.Signal(syscall.SIGKILL))
+	must(t, syscall.Kill(sup, syscall.SIGKILL))
+	serve.Wait()
+	t.Logf("old leader: task d fired as dispatch %s, Job made, leader killed", id)
+
+	// What the bucket holds now is what the next leader restores.
+	restored := filepath.Join(t.TempDir(), "restored")
+	cmd := exec.Command(agoraBin, "restore", "--to", restored, "--config", filepath.Join(backup, "agora.yaml"), "--keys", filepath.Join(backup, "keys"))
+	cmd.Env = append(os.Environ(), "HOME="+backup)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("agora restore: %v\n%s", err, out)
+	}
+	takeOver(t, e.home)
+	for _, db := range []string{"agora.db", filepath.Join("orch", "orch.db")} {
+		for _, suffix := range []string{"-wal", "-shm"} {
+			os.Remove(filepath.Join(e.home, db+suffix))
+		}
+		b, err := os.ReadFile(filepath.Join(restored, db))
+		must(t, err)
+		must(t, os.WriteFile(filepath.Join(e.home, db), b, 0o600))
+	}
+
+	serve = e.serveArgs("--gateway", addr)
+	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	var state, reason, detail string
+	var sessions int
+	agoratest.WaitFor(t, time.Minute, "the new leader to adopt or end the dispatch", func() bool {
+		db, err := store.Open(context.Background(), filepath.Join(e.home, "agora.db"), agoradb.Migrations())
+		if err != nil {
+			return false
+		}
+		defer db.Close()
+		if db.SQL().QueryRow(`SELECT state, reason, detail FROM dispatches WHERE id = ?`, id).Scan(&state, &reason, &detail) != nil {
+			return false
+		}
+		db.SQL().QueryRow(`SELECT count(*) FROM gateway_sessions WHERE dispatch_id = ?`, id).Scan(&sessions)
+		return state == "failed" || state == "finished" || state == "cancelled" || (state == "started" && sessions == 1)
+	})
+	if state != "started" || sessions != 1 {
+		t.Fatalf("the new leader did not adopt the task in flight: dispatch %s is %s/%s (%d sessions): %s", id, state, reason, sessions, detail)
+	}
+	// Adopted as started (the replica held the start: serve's adoption) or as accepted (it
+	// held the accept and the session: the new supervisor's Start found the Job, at_start).
+	if a := e.adoptions()[id]; len(a) != 1 {
+		t.Errorf("dispatch.adopted entries of %s: %v; want one", id, a)
+	} else {
+		t.Logf("adopted: %v", a[0])
+	}
+
+	// The Job that stands uploads its result to the new leader with its own token.
+	jobs := e.jobs()
+	if len(jobs[id]) != 1 {
+		t.Fatalf("jobs of %s: %v; want one", id, jobs[id])
+	}
+	ca, err := os.ReadFile(filepath.Join(e.home, "keys", "gateway-ca.pem"))
+	must(t, err)
+	wc, err := remote.NewClient("https://"+addr, id, e.podToken(jobs[id][0]), ca)
+	must(t, err)
+	defer wc.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	info, err := wc.Info(ctx)
+	if err != nil {
+		t.Fatalf("the pod's token at the new leader: %v", err)
+	}
+	out := t.TempDir()
+	res, err := wire.Result{Version: wire.ResultVersion, Status: wire.StatusOK}.Marshal()
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(out, wire.ResultFile), res, 0o644))
+	for _, m := range info.Mounts {
+		if m.Result {
+			must(t, wc.Upload(ctx, m, out))
+		}
+	}
+	e.openGate()
+	run := waitRun(t, e.client(), runID, 3*time.Minute)
+	if tk := run.Tasks[0]; run.State != "succeeded" || tk.Attempts != 1 || tk.DispatchID != id {
+		t.Errorf("run %s; task d %s after %d attempts (dispatch %s); want succeeded once, as %s", run.State, tk.State, tk.Attempts, tk.DispatchID, id)
+	}
+	// The run's bundle, the adoption in it, verifies offline.
+	bundle := filepath.Join(t.TempDir(), "run.bundle")
+	e.run("orch", "audit", runID, "--out", bundle)
+	vc := exec.Command(agoraBin, "verify", bundle, "--key", filepath.Join(e.home, "keys", "audit.pub"))
+	vc.Env = append(os.Environ(), "AGORA_HOME=/nonexistent")
+	if b, err := vc.CombinedOutput(); err != nil {
+		t.Errorf("verify the run's bundle: %v\n%s", err, b)
+	}
+}
