@@ -2,12 +2,15 @@ package dispatch_test
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // TestSupervise_ClaimBySupervisor: Supervise runs an accepted dispatch only when it may
@@ -60,5 +63,42 @@ func TestSupervise_ClaimBySupervisor(t *testing.T) {
 				t.Errorf("a dispatch another process holds was started here (task %q)", got.ProviderTaskID)
 			}
 		})
+	}
+}
+
+// TestSupervise_ClaimClearsAHalfMadeStage: a supervisor that died while it staged an
+// accepted dispatch (a leader's pod killed, and started again on the same volume) left a
+// half-made stage; the supervisor that claims the dispatch next clears it and stages anew,
+// where it failed with "stage capability files: mkdir ...: file exists" and a task run once
+// was lost.
+func TestSupervise_ClaimClearsAHalfMadeStage(t *testing.T) {
+	e := newEnv(t)
+	noopSubagent(t, e)
+	ctx := t.Context()
+	r, err := e.d.Accept(ctx, dispatch.Request{Subagent: "noop", Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.home.DB.SQL().ExecContext(ctx, `UPDATE dispatches SET supervisor = ? WHERE id = ?`, "2147483646:1", r.ID); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(e.d.StateDir, r.ID)
+	for _, sub := range []string{wire.BundleDir, wire.WorkspaceDir, wire.CapabilityFilesDir} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, wire.WorkspaceDir, "left.txt"), []byte("the dead supervisor's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.d.Supervise(ctx, r.ID, nil)
+	if err != nil {
+		t.Fatalf("Supervise: %v", err)
+	}
+	if got.State != dispatch.StateFinished {
+		t.Fatalf("state %s (%s: %s), want finished", got.State, got.Reason, got.Detail)
+	}
+	if got.Result != nil && got.Result.Patch != nil && strings.Contains(e.blob(got.Result.Patch), "left.txt") {
+		t.Errorf("the dead supervisor's file reached the patch")
 	}
 }

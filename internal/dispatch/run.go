@@ -194,6 +194,13 @@ func (s *supervision) prepare(ctx context.Context) error {
 		}
 		limits.owner = &compute.HostUser{UID: s.lease.uid, GID: s.lease.uid}
 	}
+	if left := stageAt(d.StateDir, r.ID); lexists(left.dir) {
+		// A stage of this accepted dispatch is on this disk already: a supervisor of it died
+		// while it staged (this process claimed the dispatch from a dead one: a leader's pod
+		// killed and started again on its volume). Its work goes first; a half-made stage
+		// fails this one's (its capability files' directory exists).
+		left.removeWork()
+	}
 	var pre *prestaged
 	if s.warm != nil {
 		pre = s.warm.takeStage(limits)
@@ -456,6 +463,12 @@ func (s *supervision) startSandbox(ctx context.Context) error {
 			h.Wait()
 			return err
 		}
+		if resumed {
+			// Its pod was made by a supervisor that died (a leader's, most likely): a result
+			// it uploaded there, or inputs it could not fetch from there, are not this
+			// stage's. A missing result is then lost, never the agent's failure.
+			s.restaged = true
+		}
 		if resumed && s.st != nil {
 			// The stage is this supervisor's, adopted: marked so that a later adoption on this
 			// disk does not take it for stale (adoptedSince). Unmarked, that adoption would
@@ -593,4 +606,10 @@ func (s *supervision) startNetwork(ctx context.Context) error {
 	}
 	s.spec.Binds = append(s.spec.Binds, compute.Bind{Src: gw.dir, Dst: wire.GatewayPath})
 	return nil
+}
+
+// lexists reports whether path names anything (a symlink itself included).
+func lexists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
