@@ -514,6 +514,11 @@ func (s *supervision) startWarm(ctx context.Context) (h compute.Handle, started 
 		return h, started, true, nil
 	case recErr != nil:
 		return nil, nil, false, recErr // the slot was killed unreleased
+	case started != nil && s.d.Records.cancelRequested(context.WithoutCancel(ctx), s.r.ID):
+		// A cancel (recorded before it killed the sandbox) came between the start's record
+		// and the release: the slot ended because of it, and the dispatch ends cancelled, as
+		// one cancelled a moment later would, not provider-failed.
+		return nil, nil, false, &failure{Outcome{State: StateCancelled, Reason: ReasonCancelled, Detail: "cancelled as its warm slot was released"}}
 	case started != nil:
 		// On record as started, yet not released: the dispatch ends here, never cold.
 		return nil, nil, false, fmt.Errorf("start in warm slot: %w", err)
