@@ -27,6 +27,7 @@ var fileReads = map[string]bool{
 // readAllowed lists every other file read in hostReaders: "file:function: call" and why it
 // never touches a path the sandbox can write.
 var readAllowed = map[string]string{
+	"dispatch/stage.go:lstatOK: os.Lstat":                         "asks whether AGORA_HOME/dispatches/ID, a stage directory the host makes (0700; sandboxes bind only directories beneath it), exists; lstat follows no link and reads no byte",
 	"dispatch/stack.go:sweepStackScratch: os.ReadDir":             "AGORA_HOME/dispatches/.stack, where accept builds stacked bases on the host before any stage or sandbox exists; no sandbox binds it, and only the names and times of its entries are read, to remove old ones",
 	"dispatch/warmk8s.go:k8sHomes: os.ReadFile":                   "AGORA_HOME/keys/audit.pub, the home's public audit key made by agora init (0600); no sandbox binds AGORA_HOME/keys, and its bytes only go into the hash of the slots' home label (red team 33)",
 	"dispatch/warmdocker_claimed.go:holdClaim: os.OpenFile":       "AGORA_HOME/gateway/claimed/SLOT, a lock file the host makes (0600, O_NOFOLLOW) and only flocks; no container binds gateway/claimed (a slot sees only the gateway's socket)",

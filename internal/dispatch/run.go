@@ -194,7 +194,7 @@ func (s *supervision) prepare(ctx context.Context) error {
 		}
 		limits.owner = &compute.HostUser{UID: s.lease.uid, GID: s.lease.uid}
 	}
-	if left := stageAt(d.StateDir, r.ID); lexists(left.dir) {
+	if left := stageAt(d.StateDir, r.ID); lstatOK(left.dir) {
 		// A stage of this accepted dispatch is on this disk already: a supervisor of it died
 		// while it staged (this process claimed the dispatch from a dead one: a leader's pod
 		// killed and started again on its volume). Its work goes first; a half-made stage
@@ -606,10 +606,4 @@ func (s *supervision) startNetwork(ctx context.Context) error {
 	}
 	s.spec.Binds = append(s.spec.Binds, compute.Bind{Src: gw.dir, Dst: wire.GatewayPath})
 	return nil
-}
-
-// lexists reports whether path names anything (a symlink itself included).
-func lexists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
 }

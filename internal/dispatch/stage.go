@@ -637,3 +637,10 @@ func (s *stage) gitError(step string, out []byte) error {
 	}
 	return fmt.Errorf("%s: %s", step, msg)
 }
+
+// lstatOK reports whether a stage's directory (AGORA_HOME/dispatches/ID, the host's) names
+// anything: prepare asks it of an accepted dispatch's stage a dead supervisor may have left.
+func lstatOK(stageDir string) bool {
+	_, err := os.Lstat(stageDir)
+	return err == nil
+}
