@@ -311,9 +311,10 @@ func (s *supervision) prepareAdopted(ctx context.Context) error {
 	if stored && (missing || stale) {
 		// No stage (or a stale one), and a gateway session stored in agora.db: the
 		// replica that exported it, or took it over last, led before this one restored
-		// agora.db from its replica (#31), and the stage was on its disk. Made again, empty:
-		// the worker fetched its inputs at its start, and only what it uploads here from now
-		// on is its result (reconcile).
+		// agora.db from its replica (#31), and the stage was on its disk. Made again (below,
+		// fill): a worker killed with that replica while it fetched its inputs fetches them
+		// again here (netgw's restore), and only what it uploads here from now on is its
+		// result (reconcile).
 		if r.Verify != nil {
 			return lostAt("its verify gate needs the stage, which was on the replica that led before the takeover")
 		}
@@ -322,7 +323,7 @@ func (s *supervision) prepareAdopted(ctx context.Context) error {
 				return lostAt("remove its stage, made before another replica took it over: %v", err)
 			}
 		}
-		if err := restage(st, len(r.Inputs) > 0, limits.disk); err != nil {
+		if err := restage(st, limits.disk); err != nil {
 			return lostAt("make its stage again after a takeover: %v", err)
 		}
 		if err := d.Records.markAdoptions(ctx, r.ID, st); err != nil {
@@ -350,6 +351,17 @@ func (s *supervision) prepareAdopted(ctx context.Context) error {
 		return err
 	}
 	s.st = st
+	s.inputs = filepath.Join(st.dir, wire.InputsDir)
+	if s.restaged {
+		s.pinned.runtimeBinary = r.RuntimeBinary // what the first supervisor resolved and recorded
+		if err := s.fill(ctx); err != nil {
+			var f *failure
+			if errors.As(err, &f) {
+				return lostAt("make its stage again after a takeover: %s", f.o.Detail)
+			}
+			return lostAt("make its stage again after a takeover: %v", err)
+		}
+	}
 	return nil
 }
 
@@ -369,12 +381,12 @@ func (s *supervision) reopenLogs(context.Context) error {
 	return nil
 }
 
-// restage makes an adopted dispatch's stage again, empty, where the replica that led before
-// the takeover had it (the same AGORA_HOME path on every replica): the bundle, workspace,
-// out, capability files and (withInputs) inputs directories, 0700, and, for a root agora
-// (disk > 0), the disk quota its workspace and out directory were in, as newStage mounts it:
-// the session's result mount names that path. The held entry is prepareAdopted's.
-func restage(st *stage, withInputs bool, disk int64) error {
+// restage makes an adopted dispatch's stage again where the replica that led before the
+// takeover had it (the same AGORA_HOME path on every replica), as newStage makes a cold one:
+// the bundle and out directories, 0700, and, for a root agora (disk > 0), the disk quota its
+// workspace and out directory were in (the session's result mount names that path). fill
+// writes the rest. The held entry is prepareAdopted's.
+func restage(st *stage, disk int64) error {
 	if err := os.MkdirAll(filepath.Dir(st.dir), 0o700); err != nil {
 		return err
 	}
@@ -384,11 +396,7 @@ func restage(st *stage, withInputs bool, disk int64) error {
 	if disk > 0 && mountQuota(st.disk, filepath.Base(st.dir), disk) == nil {
 		st.workspace, st.out = filepath.Join(st.disk, wire.WorkspaceDir), filepath.Join(st.disk, wire.OutDir)
 	}
-	dirs := []string{st.bundle, st.workspace, st.out, st.capabilityFilesDir()}
-	if withInputs {
-		dirs = append(dirs, filepath.Join(st.dir, wire.InputsDir))
-	}
-	for _, dir := range dirs {
+	for _, dir := range []string{st.bundle, st.out} {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			return err
 		}
@@ -458,6 +466,16 @@ func (s *Records) sessionStored(ctx context.Context, id string) bool {
 // adoptSandbox follows the dispatch's running task through the provider, which starts
 // nothing: a dispatch whose task is gone ends lost.
 func (s *supervision) adoptSandbox(ctx context.Context, ad compute.Adopter) error {
+	if s.restaged && len(s.secrets) > 0 {
+		// Taken over from another replica: a worker killed with it before it read the
+		// secrets object reads it from this one (netgw's restore serves spec.Files then).
+		rd, err := secretsPipe(s.secrets)
+		if err != nil {
+			return err
+		}
+		s.spec.Files = []*os.File{rd}
+		defer func() { rd.Close(); s.spec.Files = nil }()
+	}
 	h, err := ad.Adopt(ctx, s.spec)
 	if err == nil && h == nil && warmPoolTarget(s.target) {
 		h, err = s.adoptPooled(ctx)

@@ -244,6 +244,15 @@ func (s *supervision) stage(ctx context.Context) error {
 	s.bins = &binaries{runtime: rb, worker: wb, image: wi}
 	r.RuntimeBinary, p.runtimeBinary, r.WorkerBinary, r.WorkerImage = rb, rb, wb, wi
 
+	return s.fill(ctx)
+}
+
+// fill writes the stage's content from the accepted dispatch: the bundle, the workspace, the
+// inputs and the capability files, handed over to the sandbox user. Everything it writes
+// follows from the dispatch's record and pinned content, so a stage filled again after a
+// takeover (prepareAdopted) holds what the first one held.
+func (s *supervision) fill(ctx context.Context) error {
+	d, r, p, st := s.d, s.r, s.pinned, s.st
 	setupTimeout, agentTimeout := budgets(time.Duration(r.Timeout))
 	if err := d.writeBundle(r, p, st, agentTimeout, setupTimeout, s.target.ApprovalTimeout); err != nil {
 		return fmt.Errorf("stage bundle: %w", err)
@@ -388,18 +397,12 @@ func (s *supervision) startSandbox(ctx context.Context) error {
 	}
 	var secretsRead *os.File
 	if len(s.secrets) > 0 {
-		rd, wr, err := os.Pipe()
+		rd, err := secretsPipe(s.secrets)
 		if err != nil {
 			return err
 		}
 		secretsRead = rd
 		s.spec.Files = []*os.File{rd}
-		body, _ := json.Marshal(s.secrets)
-		go func() {
-			// The pipe holds at most 64 KiB; the worker reads it fully before anything else.
-			wr.Write(body)
-			wr.Close()
-		}()
 	}
 
 	s.enter(PhaseSandbox)
@@ -606,4 +609,20 @@ func (s *supervision) startNetwork(ctx context.Context) error {
 	}
 	s.spec.Binds = append(s.spec.Binds, compute.Bind{Src: gw.dir, Dst: wire.GatewayPath})
 	return nil
+}
+
+// secretsPipe is the read end of a pipe that carries secrets as the worker's secrets object
+// (JSON); the write end closes once it is written.
+func secretsPipe(secrets map[string]string) (*os.File, error) {
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	body, _ := json.Marshal(secrets)
+	go func() {
+		// The pipe holds at most 64 KiB; the worker reads it fully before anything else.
+		wr.Write(body)
+		wr.Close()
+	}()
+	return rd, nil
 }

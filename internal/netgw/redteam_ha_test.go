@@ -42,7 +42,7 @@ func TestRedHA_AnotherDispatchsTokenDuringTakeover(t *testing.T) {
 	defer sb.Close()
 	old.gw.close()
 	next := startReplica(t, restoreDB(t, old.db), old.gw)
-	for _, d := range []string{la.out, lb.out} { // the new leader's stages: made again, empty
+	for _, d := range []string{la.out, lb.out} { // the new leader's out directories: made again, empty
 		must(t, os.RemoveAll(d))
 		must(t, os.Mkdir(d, 0o700))
 	}

@@ -142,8 +142,9 @@ func (g *Registry) ExportIf(ctx context.Context, spec compute.Spec, held func(co
 var _ remote.Reattacher = (*Registry)(nil)
 
 // Reattach takes back the session of spec.ID, exported by a process that is gone: the token
-// stays valid, the streams feed spec's writers from now on. Files are not served again (the
-// worker read them at its start). [ErrNoSession] when the dispatch has no session.
+// stays valid, the streams feed spec's writers from now on. On the host that exported it,
+// files are not served again (the worker read them at its start); a session taken over from
+// another replica serves spec's (restore). [ErrNoSession] when the dispatch has no session.
 //
 // With a store, the stored row decides (stored.go): a local session without it was revoked
 // ([ErrNoSession]); a row with no local session is one another replica exported before this
@@ -155,7 +156,8 @@ func (g *Registry) Reattach(ctx context.Context, spec compute.Spec) (*remote.Ses
 	}
 	defer unlock(false)
 	rec, err := g.standing(ctx, spec.ID)
-	if errors.Is(err, errNotHere) {
+	restored := errors.Is(err, errNotHere)
+	if restored {
 		rec, err = g.restore(spec, rec)
 	}
 	if err != nil {
@@ -166,6 +168,13 @@ func (g *Registry) Reattach(ctx context.Context, spec compute.Spec) (*remote.Ses
 	if err := x.serveStreams(spec.Stdout, spec.Stderr); err != nil {
 		x.stop()
 		return nil, fmt.Errorf("reattach dispatch %q: %w", spec.ID, err)
+	}
+	if restored && rec.Files > 0 {
+		// Taken over: the worker may not have read them on the replica that is gone.
+		if err := x.serveFiles(spec.Files); err != nil {
+			x.stop()
+			return nil, fmt.Errorf("reattach dispatch %q: %w", spec.ID, err)
+		}
 	}
 	s := &remote.Session{Dispatch: spec.ID, Files: rec.Files, Close: x.close}
 	for _, m := range rec.Mounts {

@@ -322,6 +322,9 @@ func (s *Server) serveMount(w http.ResponseWriter, r *http.Request, rec *record,
 		return
 	}
 	switch {
+	case r.Method == http.MethodGet && m.Fetch && m.Src == "":
+		// Taken over from a replica whose disk held it, and not made again here (restore).
+		httpError(w, http.StatusGone, "the mount's content was on the replica that led before a takeover, and is not served here")
 	case r.Method == http.MethodGet && m.Fetch:
 		s.download(w, r, rec, m)
 	case r.Method == http.MethodPut && m.Result:

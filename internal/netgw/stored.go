@@ -193,16 +193,29 @@ func (g *Registry) standing(ctx context.Context, id string) (*record, error) {
 }
 
 // restore makes the stored session of spec.ID this host's (the replica that exported it is
-// gone: a takeover), under the dispatch's lock. What the exporting replica served from its own
-// disk is not served here: its mounts' content to fetch (the worker fetched it at its start;
-// their host paths are dropped, so no route reads one), its files, and any host socket (a
-// model gateway or egress proxy lived in that replica's supervisor, so such a session is
-// refused). A result mount takes its upload into a host path, which the row does not get to
-// choose: it must be the path this host binds there for spec itself (the same destination, a
-// result bind), or the session is refused.
+// gone: a takeover), under the dispatch's lock. Nothing the row names on the other replica's
+// disk is served: every mount's content comes from spec, the binds this host's supervisor
+// made for the dispatch again (the same AGORA_HOME paths, made from the same accepted
+// dispatch: docs/adr/0008-a-takeover-serves-the-stage-again.md), so a pod killed with its
+// leader while it fetched fetches it all again here.
+//
+//   - A Fetch mount is served from spec's bind at the same destination, of the same kind (a
+//     file, or a directory without sockets). Without one it stays a Fetch mount with no
+//     source, which the gateway refuses (410): a worker never starts on a stage it fetched
+//     empty.
+//   - A result mount takes its upload into spec's result bind at its destination, whose path
+//     must be the row's: the row does not get to choose where an upload goes.
+//   - A mount that reaches host sockets (a model gateway or egress proxy lived in that
+//     replica's supervisor) refuses the whole session.
+//   - spec.Files are served again when they are as many as the row's (the secrets object,
+//     unsealed again by this supervisor): a worker that had not read them yet reads them here.
 func (g *Registry) restore(spec compute.Spec, stored *record) (*record, error) {
 	if stored.Dispatch != spec.ID {
 		return nil, fmt.Errorf("take back gateway session %q: it names dispatch %q", spec.ID, stored.Dispatch)
+	}
+	host, err := exportMounts(spec.Binds)
+	if err != nil {
+		return nil, fmt.Errorf("take back gateway session %q: %w", spec.ID, err)
 	}
 	rec := *stored
 	rec.Mounts = nil
@@ -210,25 +223,25 @@ func (g *Registry) restore(spec compute.Spec, stored *record) (*record, error) {
 		if len(m.Sockets) > 0 {
 			return nil, fmt.Errorf("take back gateway session %q: mount %q reaches host sockets that lived on the replica that exported it", spec.ID, m.Name)
 		}
-		m.Fetch = false
+		h := hostMount(host, m.Dst)
 		if !m.Result {
-			m.Src = "" // nothing is fetched from it here, and only a result mount is written
+			m.Src = ""
+			if m.Fetch && h != nil && h.Name == m.Name && h.Fetch && h.File == m.File && !h.Result && len(h.Sockets) == 0 {
+				m.Src = h.Src // made again here from the same dispatch
+			}
 			rec.Mounts = append(rec.Mounts, m)
 			continue
 		}
-		var bind *compute.Bind
-		for i := range spec.Binds {
-			if spec.Binds[i].Dst == m.Dst {
-				bind = &spec.Binds[i]
-				break
-			}
-		}
-		if bind == nil || !bind.Result || bind.Src != m.Src || !filepath.IsAbs(m.Src) || filepath.Clean(m.Src) != m.Src || m.File {
+		if h == nil || !h.Result || h.Src != m.Src || !filepath.IsAbs(m.Src) || filepath.Clean(m.Src) != m.Src || m.File {
 			return nil, fmt.Errorf("take back gateway session %q: its result mount %q (%s) is not the one this dispatch binds there", spec.ID, m.Name, m.Dst)
 		}
 		rec.Mounts = append(rec.Mounts, m)
 	}
-	rec.Files, rec.Stored, rec.Restored = 0, true, true
+	files := 0
+	if stored.Files > 0 && len(spec.Files) == stored.Files {
+		files = stored.Files
+	}
+	rec.Files, rec.Stored, rec.Restored = files, true, true
 	sd, err := sessionDir(g.Dir, spec.ID)
 	if err != nil {
 		return nil, err
@@ -247,4 +260,14 @@ func (g *Registry) restore(spec compute.Spec, stored *record) (*record, error) {
 		return nil, fmt.Errorf("take back gateway session %q: %w", spec.ID, err)
 	}
 	return &rec, nil
+}
+
+// hostMount is the mount of host (this host's binds as Export maps them) at destination dst.
+func hostMount(host []mountRecord, dst string) *mountRecord {
+	for i := range host {
+		if host[i].Dst == dst {
+			return &host[i]
+		}
+	}
+	return nil
 }

@@ -80,9 +80,10 @@ func (l *layout) podSpec(t testing.TB) compute.Spec {
 // TestStoredSession_TakenOverByTheNewLeader (#31): a session exported on the leader is in its
 // agora.db; the standby, restored from a copy of that database (its own sessions directory
 // empty: the old leader's volume is gone), answers the pod's token 503 (retry) until it takes
-// the session back (Reattach), then serves its upload into the result mount on its own disk
-// and its streams; what the old leader held to fetch is not served. Attacks: the database
-// holds no token, and its hash is no token.
+// the session back (Reattach), then serves what the pod fetches, and the secrets object, from
+// the stage it made again (a pod killed with its leader mid-fetch fetches it all again), its
+// upload into the result mount on its own disk and its streams. Attacks: the database holds
+// no token, and its hash is no token.
 func TestStoredSession_TakenOverByTheNewLeader(t *testing.T) {
 	old := startReplica(t, nil, nil)
 	l := stageLayout(t, "01TAKEOVER")
@@ -122,27 +123,47 @@ func TestStoredSession_TakenOverByTheNewLeader(t *testing.T) {
 	}
 
 	// The new leader adopts the dispatch: the same stage paths (AGORA_HOME is the same path on
-	// every replica), made again, empty.
-	for _, d := range []string{l.out} {
-		must(t, os.RemoveAll(d))
-		must(t, os.Mkdir(d, 0o700))
-	}
+	// every replica), made again from the same dispatch (the out directory empty; a file in
+	// the bundle that only the new leader's stage holds shows whose disk is served), and
+	// the secrets unsealed again.
+	must(t, os.RemoveAll(l.out))
+	must(t, os.Mkdir(l.out, 0o700))
+	must(t, os.WriteFile(filepath.Join(l.bundle, "made-again"), []byte("on the new leader"), 0o644))
 	stdout := &syncBuffer{}
+	spec = l.podSpec(t)
 	spec.Stdout = stdout
 	taken, err := next.reg.Reattach(t.Context(), spec)
 	must(t, err)
 	defer taken.Close()
-	info, err := next.client(t, l.id, s.Token).Info(t.Context())
+	c := next.client(t, l.id, s.Token)
+	info, err := c.Info(t.Context())
 	if err != nil {
 		t.Fatalf("the pod's token after the take-back: %v", err)
 	}
+	fetched := 0
 	for _, m := range info.Mounts {
 		if m.Fetch {
-			t.Errorf("mount %s is served to fetch on the new leader, whose disk never held it", m.Name)
+			fetched++
+		}
+		if len(m.Sockets) > 0 {
+			t.Errorf("mount %s reaches a host socket of the old leader", m.Name)
+		}
+		if m.Name == "bundle" {
+			// A pod killed with its leader while it fetched fetches again, here.
+			dir := filepath.Join(t.TempDir(), "bundle")
+			if err := c.Fetch(t.Context(), m, dir); err != nil {
+				t.Fatalf("fetching the bundle from the new leader: %v", err)
+			}
+			if b, err := os.ReadFile(filepath.Join(dir, "made-again")); err != nil || string(b) != "on the new leader" {
+				t.Errorf("the bundle fetched from the new leader: %q %v, want its own stage's", b, err)
+			}
 		}
 	}
-	if code, _ := next.do(t, "GET", remote.RoutePrefix+l.id+"/mounts/bundle", s.Token, nil); code != 404 {
-		t.Errorf("fetching the bundle from the new leader: %d, want 404", code)
+	if fetched != 3 || info.Files != 1 {
+		t.Errorf("taken back: %d mounts to fetch and %d files, want the bundle, its manifest, the workspace and the secrets object", fetched, info.Files)
+	}
+	if b, err := c.File(t.Context(), 0, 1<<20); err != nil || string(b) != string(l.secrets) {
+		t.Errorf("the secrets object from the new leader: %q %v", b, err)
 	}
 	if code, msg := next.do(t, "PUT", remote.RoutePrefix+l.id+"/mounts/out", s.Token, bytes.NewReader(tarOf(t, tarEntry{name: "result.json", body: `{"status":"ok"}`}))); code != 204 {
 		t.Fatalf("the pod's upload to the new leader: %d %q", code, msg)
@@ -342,20 +363,30 @@ func (m *memSessions) Session(context.Context, string) (string, []byte, error) {
 }
 
 // FuzzStoredRecord: whatever a stored row holds (agora.db is restored from object storage), it
-// is parsed without panicking, and taking it back never yields a session that fetches, holds
-// files, reaches a host socket or writes its upload anywhere but the spec's result bind.
+// is parsed without panicking, and taking it back never yields a session that holds files
+// the spec does not, reaches a host socket, fetches from anything but the spec's bind at the
+// same destination, or writes its upload anywhere but the spec's result bind.
 func FuzzStoredRecord(f *testing.F) {
 	sum := strings.Repeat("ab", 32)
 	f.Add(sum, `{"version":1,"dispatch":"01FUZZ","token_sha256":"`+sum+`","mounts":[{"name":"out","dst":"/agora/out","writable":true,"result":true,"src":"/s/out"}],"files":1}`)
 	f.Add(sum, `{"version":1,"dispatch":"01FUZZ","token_sha256":"`+sum+`","mounts":[{"name":"out","dst":"/agora/out","result":true,"src":"/etc"},{"name":"g","dst":"/agora/gateway","src":"/s/g","sockets":["a"]}]}`)
 	f.Add(sum, `{"dispatch":"01OTHER"}`)
+	f.Add(sum, `{"version":1,"dispatch":"01FUZZ","token_sha256":"`+sum+`","mounts":[{"name":"workspace","dst":"/agora/workspace","fetch":true,"src":"/etc"},{"name":"x","dst":"/agora/x","fetch":true,"src":"/s/workspace"}]}`)
+	stage := f.TempDir()
+	out, ws := filepath.Join(stage, "out"), filepath.Join(stage, "workspace")
+	must(f, os.Mkdir(out, 0o700))
+	must(f, os.Mkdir(ws, 0o700))
 	f.Fuzz(func(t *testing.T, sum, rec string) {
+		rec = strings.ReplaceAll(rec, "/s/", stage+"/")
 		g := &Registry{Dir: filepath.Join(t.TempDir(), "sessions"), Sessions: &memSessions{sum, rec}}
 		stored, err := g.storedRecord(context.Background(), "01FUZZ")
 		if err != nil {
 			return
 		}
-		spec := compute.Spec{ID: "01FUZZ", Binds: []compute.Bind{{Src: "/s/out", Dst: "/agora/out", Writable: true, Result: true}}}
+		spec := compute.Spec{ID: "01FUZZ", Binds: []compute.Bind{
+			{Src: out, Dst: "/agora/out", Writable: true, Result: true},
+			{Src: ws, Dst: "/agora/workspace", Writable: true},
+		}}
 		got, err := g.restore(spec, stored)
 		if err != nil {
 			return
@@ -364,7 +395,9 @@ func FuzzStoredRecord(f *testing.F) {
 			t.Errorf("taken back: files %d restored %v stored %v", got.Files, got.Restored, got.Stored)
 		}
 		for _, m := range got.Mounts {
-			if m.Fetch || len(m.Sockets) > 0 || (m.Result && m.Src != "/s/out") || (!m.Result && m.Src != "") {
+			// Only spec's own binds, at their own destinations.
+			if len(m.Sockets) > 0 || (m.Result && (m.Src != out || m.Dst != "/agora/out")) ||
+				(!m.Result && m.Src != "" && (m.Src != ws || m.Dst != "/agora/workspace" || !m.Fetch || m.File)) {
 				t.Errorf("taken back a mount that reaches the host: %+v", m)
 			}
 		}
@@ -394,4 +427,61 @@ func BenchmarkSessionRequest(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestStoredSession_TakeoverWithoutTheStageRefusesTheFetch: a mount the pod fetched on the old
+// leader that the new leader's spec does not bind again (or binds as another kind) stays one
+// to fetch, and the gateway answers 410: a worker never starts on a stage it fetched empty.
+// Fewer files than the row's serve none.
+func TestStoredSession_TakeoverWithoutTheStageRefusesTheFetch(t *testing.T) {
+	old := startReplica(t, nil, nil)
+	l := stageLayout(t, "01NOSTAGE")
+	s, err := old.reg.Export(t.Context(), l.podSpec(t))
+	must(t, err)
+	defer s.Close()
+	next := startReplica(t, restoreDB(t, old.db), old.gw)
+	old.gw.close()
+	spec := l.podSpec(t)
+	var binds []compute.Bind
+	for _, b := range spec.Binds {
+		switch b.Dst {
+		case wire.WorkspacePath: // not made again
+		case wire.BundlePath:
+			b.Src = l.manifest // a file where the row had a directory
+			binds = append(binds, b)
+		default:
+			binds = append(binds, b)
+		}
+	}
+	spec.Binds, spec.Files = binds, nil
+	taken, err := next.reg.Reattach(t.Context(), spec)
+	must(t, err)
+	defer taken.Close()
+	info, err := next.client(t, l.id, s.Token).Info(t.Context())
+	must(t, err)
+	if info.Files != 0 {
+		t.Errorf("taken back with no files in the spec: %d files served", info.Files)
+	}
+	for _, name := range []string{"workspace", "bundle"} {
+		found := false
+		for _, m := range info.Mounts {
+			found = found || m.Name == name && m.Fetch
+		}
+		if !found {
+			t.Errorf("mount %s is no longer one to fetch: the pod's init step would skip it and start on an empty stage", name)
+		}
+		if code, msg := next.do(t, "GET", remote.RoutePrefix+l.id+"/mounts/"+name, s.Token, nil); code != 410 {
+			t.Errorf("fetching %s, not made again on the new leader: %d %q, want 410", name, code, msg)
+		}
+	}
+	for _, m := range info.Mounts {
+		if m.Dst != wire.BundlePath+"/"+wire.ManifestFile {
+			continue
+		}
+		if code, msg := next.do(t, "GET", remote.RoutePrefix+l.id+"/mounts/"+m.Name, s.Token, nil); code != 200 {
+			t.Errorf("the manifest, bound again: %d %q, want 200", code, msg)
+		}
+		return
+	}
+	t.Error("the manifest's mount is gone")
 }

@@ -94,7 +94,8 @@ func freePort(t *testing.T) string {
 // restored databases and none of the old leader's volume serves. It adopts both dispatches
 // (dispatch.adopted) from agora.db alone: the gateway sessions the Jobs hold are there (their
 // token hashes), so the pods' tokens open them on the new leader's gateway, whose stages are
-// made again. The pod of "kept" uploads its result to the new leader after the takeover: it
+// made again from the same dispatches and served to fetch again (a pod killed mid-fetch
+// fetches there). The pod of "kept" uploads its result to the new leader after the takeover: it
 // finishes once, one Job, one attempt. The pod of "gone" uploads nothing here (as a worker
 // that uploaded to the old leader before it died): its dispatch ends lost, never a failure of
 // the agent's, and the plan runs it again. Each gateway session ends with its dispatch.
@@ -165,18 +166,26 @@ tasks:
 	res, err := wire.Result{Version: wire.ResultVersion, Status: wire.StatusOK}.Marshal()
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(out, wire.ResultFile), res, 0o644))
-	uploaded := false
+	uploaded, refetched := false, false
 	for _, m := range info.Mounts {
-		if m.Fetch {
-			t.Errorf("mount %s is offered to fetch by the new leader, whose disk never held it", m.Name)
+		if m.Fetch && m.Name == "bundle" {
+			// A pod killed with its leader while it fetched fetches again from the new
+			// leader, which made the stage again from the same dispatch.
+			dir := filepath.Join(t.TempDir(), "bundle")
+			must(t, wc.Fetch(ctx, m, dir))
+			b, err := os.ReadFile(filepath.Join(dir, wire.ManifestFile))
+			if err != nil || !strings.Contains(string(b), kept) {
+				t.Errorf("the bundle fetched from the new leader: manifest %q %v, want the dispatch's", b, err)
+			}
+			refetched = true
 		}
 		if m.Result {
 			must(t, wc.Upload(ctx, m, out))
 			uploaded = true
 		}
 	}
-	if !uploaded {
-		t.Fatalf("the taken-back session has no result mount: %+v", info.Mounts)
+	if !uploaded || !refetched {
+		t.Fatalf("the taken-back session has no result mount, or no bundle to fetch again: %+v", info.Mounts)
 	}
 	e.openGate()
 
