@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
 )
@@ -171,8 +172,13 @@ func TestEgress_MethodAndPathRules(t *testing.T) {
 			"curl -sS --path-as-is "+u+"/repos/acme/../other/x; echo")
 	}
 	e.netSubagent("ruled", rules, strings.Join(script, "; "))
-	r := e.run(dispatch.Request{Subagent: "ruled"})
+	// Eight curls through the proxy: under make stress's CPU hog they outlasted the default
+	// 30 s (16 s for the agent). A budget, not an assertion.
+	r := e.run(dispatch.Request{Subagent: "ruled", Timeout: 2 * time.Minute})
 	out := e.stdout(r)
+	if r.State != dispatch.StateFinished {
+		t.Fatalf("%s %s: %s\n%s\n%s", r.State, r.Reason, r.Detail, out, e.logs(r.ID))
+	}
 	if got := strings.Count(out, "ok:/repos/acme/x"); got != 2 {
 		t.Fatalf("allowed GETs answered %d times:\n%s\n%s", got, out, e.logs(r.ID))
 	}
