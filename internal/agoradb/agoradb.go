@@ -27,5 +27,7 @@ func Migrations() []store.Migration {
 	// The network gateway's stored sessions (#31), then what ties them to their dispatch.
 	m = append(m, netgw.SessionMigrations...)
 	m = append(m, dispatch.SessionMigrations...)
+	// The gateway's kept uploads (#46), tied to their session.
+	m = append(m, netgw.UploadMigrations...)
 	return m
 }

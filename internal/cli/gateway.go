@@ -93,12 +93,27 @@ const GatewaySlotsDir = "gateway/slots"
 // use, for host. Its sessions are also kept in agora.db (db), which decides whether one
 // stands: a replica restored from the replica of agora.db accepts the in-flight Jobs' tokens,
 // and a session ended anywhere stays ended (netgw/stored.go, #31).
-func gatewayRegistry(homeDir string, db *store.DB, hosts []string) (*netgw.Registry, *netgw.Certs, error) {
+//
+// uploads, when not nil (a serve that replicates its home: keptUploads), keeps each result
+// upload beyond this host's disk before the gateway answers it, and gives a session taken
+// over its kept upload (netgw/kept.go).
+func gatewayRegistry(homeDir string, db *store.DB, uploads netgw.UploadStore, hosts []string) (*netgw.Registry, *netgw.Certs, error) {
 	certs, err := netgw.LoadOrCreateCA(filepath.Join(homeDir, home.KeyDir), hosts)
 	if err != nil {
 		return nil, nil, err
 	}
-	return &netgw.Registry{Dir: filepath.Join(homeDir, GatewaySessionsDir), Sessions: &netgw.DBSessions{DB: db}}, certs, nil
+	return &netgw.Registry{Dir: filepath.Join(homeDir, GatewaySessionsDir), Sessions: &netgw.DBSessions{DB: db}, Uploads: uploads}, certs, nil
+}
+
+// keptUploads is where a home that replicates keeps its gateway's result uploads: the blob
+// store (blobs.s3 in a cluster, which every replica reads) and agora.db, answered once
+// agora.db's replica holds the row. nil when h does not replicate: its disk is the only one.
+func keptUploads(h *home.Home) netgw.UploadStore {
+	wait := agoraReplicated(h)
+	if wait == nil {
+		return nil
+	}
+	return &netgw.DBUploads{DB: h.DB, Blobs: h.Blobs, Replicated: wait}
 }
 
 // networkGateway prepares the network gateway on listen, certified for advertise's host (each
@@ -122,7 +137,7 @@ func (f *Factory) networkGateway(ctx context.Context, listen, advertise string) 
 	if err != nil {
 		return nil, fmt.Errorf("gateway advertise URL: %w", err)
 	}
-	reg, certs, err := gatewayRegistry(h.Dir, h.DB, []string{host})
+	reg, certs, err := gatewayRegistry(h.Dir, h.DB, keptUploads(h), []string{host})
 	if err != nil {
 		return nil, err
 	}

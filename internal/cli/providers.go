@@ -9,6 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/netgw"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -20,12 +21,14 @@ type remoteProviders struct {
 	db      *store.DB // agora.db: the gateway's stored sessions (netgw.DBSessions, #31)
 	// replicas, with replicate.s3: a Start's session waits for them (replicate_export.go).
 	replicas []replicatedFirst
+	// uploads, with replicate.s3: where a session taken over finds its kept upload.
+	uploads netgw.UploadStore
 	mu       sync.Mutex
 	built    map[string]compute.Provider // guarded by mu
 }
 
-func newRemoteProviders(homeDir string, db *store.DB, replicas []replicatedFirst) *remoteProviders {
-	return &remoteProviders{homeDir: homeDir, db: db, replicas: replicas, built: map[string]compute.Provider{}}
+func newRemoteProviders(homeDir string, db *store.DB, replicas []replicatedFirst, uploads netgw.UploadStore) *remoteProviders {
+	return &remoteProviders{homeDir: homeDir, db: db, replicas: replicas, uploads: uploads, built: map[string]compute.Provider{}}
 }
 
 // For is dispatch.Dispatcher.RemoteProviders.
@@ -61,7 +64,7 @@ func (r *remoteProviders) kubernetes(name string, t config.Target) (compute.Prov
 	if err != nil {
 		return nil, fmt.Errorf("gateway %q: %w", t.Gateway, err)
 	}
-	reg, certs, err := gatewayRegistry(r.homeDir, r.db, []string{u.Hostname()})
+	reg, certs, err := gatewayRegistry(r.homeDir, r.db, r.uploads, []string{u.Hostname()})
 	if err != nil {
 		return nil, err
 	}

@@ -44,6 +44,10 @@ type Registry struct {
 	// disk (agora.db, replicated), and decides whether a session stands (stored.go). nil: the
 	// files in Dir alone decide.
 	Sessions SessionStore
+	// Uploads, when set (with Sessions), keeps each result mount's upload beyond this host's
+	// disk before the gateway answers it, and gives a session taken over its kept upload
+	// (kept.go). nil: an upload is on this disk only.
+	Uploads UploadStore
 }
 
 var _ remote.Exporter = (*Registry)(nil)
@@ -158,7 +162,7 @@ func (g *Registry) Reattach(ctx context.Context, spec compute.Spec) (*remote.Ses
 	rec, err := g.standing(ctx, spec.ID)
 	restored := errors.Is(err, errNotHere)
 	if restored {
-		rec, err = g.restore(spec, rec)
+		rec, err = g.restore(ctx, spec, rec)
 	}
 	if err != nil {
 		return nil, err

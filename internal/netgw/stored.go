@@ -1,6 +1,7 @@
 package netgw
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -209,7 +210,9 @@ func (g *Registry) standing(ctx context.Context, id string) (*record, error) {
 //     replica's supervisor) refuses the whole session.
 //   - spec.Files are served again when they are as many as the row's (the secrets object,
 //     unsealed again by this supervisor): a worker that had not read them yet reads them here.
-func (g *Registry) restore(spec compute.Spec, stored *record) (*record, error) {
+//   - A result mount's kept upload (kept.go) is put in this host's out directory, marked
+//     stored: the worker that uploaded it to the replica that died is answered as if here.
+func (g *Registry) restore(ctx context.Context, spec compute.Spec, stored *record) (*record, error) {
 	if stored.Dispatch != spec.ID {
 		return nil, fmt.Errorf("take back gateway session %q: it names dispatch %q", spec.ID, stored.Dispatch)
 	}
@@ -255,11 +258,43 @@ func (g *Registry) restore(spec compute.Spec, stored *record) (*record, error) {
 	if err := os.Mkdir(sd, 0o700); err != nil {
 		return nil, fmt.Errorf("take back gateway session %q: %w", spec.ID, err)
 	}
+	if err := g.restoreUploads(ctx, sd, &rec); err != nil {
+		os.RemoveAll(sd)
+		return nil, fmt.Errorf("take back gateway session %q: %w", spec.ID, err)
+	}
 	if err := saveRecord(sd, &rec); err != nil {
 		os.RemoveAll(sd)
 		return nil, fmt.Errorf("take back gateway session %q: %w", spec.ID, err)
 	}
 	return &rec, nil
+}
+
+// restoreUploads puts each result mount's kept upload (kept.go) into this host's out
+// directory, marked stored in the session directory sd, as the gateway that kept it had it.
+func (g *Registry) restoreUploads(ctx context.Context, sd string, rec *record) error {
+	if g.Uploads == nil {
+		return nil
+	}
+	for _, m := range rec.Mounts {
+		if !m.Result {
+			continue
+		}
+		sum, body, err := g.Uploads.KeptUpload(ctx, rec.Dispatch, m.Name)
+		if errors.Is(err, ErrNoUpload) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		removeStaging(m.Src)
+		if _, err := extractUpload(bytes.NewReader(body), m.Src, uploadCaps{bytes: MaxUploadBytes, entries: MaxUploadEntries}); err != nil {
+			return fmt.Errorf("the kept upload of mount %q: %w", m.Name, err)
+		}
+		if err := writeUploadMark(sd, m.Name, uploadMark{SHA256: sum, Size: int64(len(body))}); err != nil {
+			return fmt.Errorf("the kept upload of mount %q: %w", m.Name, err)
+		}
+	}
+	return nil
 }
 
 // hostMount is the mount of host (this host's binds as Export maps them) at destination dst.

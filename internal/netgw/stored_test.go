@@ -387,7 +387,7 @@ func FuzzStoredRecord(f *testing.F) {
 			{Src: out, Dst: "/agora/out", Writable: true, Result: true},
 			{Src: ws, Dst: "/agora/workspace", Writable: true},
 		}}
-		got, err := g.restore(spec, stored)
+		got, err := g.restore(context.Background(), spec, stored)
 		if err != nil {
 			return
 		}

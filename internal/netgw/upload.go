@@ -76,7 +76,19 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 	rc := http.NewResponseController(w)
 	caps := uploadCaps{bytes: s.uploadBytes(rec), entries: s.MaxUploadEntries}
 	body := newBodyReader(&deadlineReader{r: r.Body, rc: rc})
-	st, err := stageUpload(body, m.Src, caps)
+	var src io.Reader = body
+	var kept *keptBody
+	if s.Registry.Uploads != nil {
+		// The bytes as they came, to keep beyond this disk once they are placed (kept.go).
+		if kept, err = newKeptBody(sd, m.Name); err != nil {
+			s.logger().Error("gateway upload", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
+			retryLater(w, "claim the upload")
+			return
+		}
+		defer kept.discard()
+		src = io.TeeReader(body, kept)
+	}
+	st, err := stageUpload(src, m.Src, caps)
 	if err == nil {
 		defer st.discard()
 	}
@@ -144,6 +156,16 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 		s.logger().Warn("gateway upload refused", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err.Error())
 		retryLater(w, "store the upload on the leading replica")
 		return
+	}
+	if kept != nil {
+		// Placed, not yet answered: kept beyond this disk first, or the worker, told its
+		// upload is stored, exits, and a leader that dies now takes its result along. On
+		// failure the mark stays placing: the same bytes again finish it.
+		if err := s.keep(r.Context(), rec, m, mark, kept); err != nil {
+			s.logger().Error("gateway upload: not kept beyond this replica", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
+			retryLater(w, "keep the upload beyond this replica")
+			return
+		}
 	}
 	if err := writeUploadMark(sd, m.Name, mark); err != nil {
 		s.logger().Error("gateway upload mark", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
