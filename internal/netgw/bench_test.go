@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/remote"
+	"github.com/agora-dev/agora/internal/store"
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -172,32 +174,51 @@ func (g *gw) stream(b *testing.B, path, token string) (int, int64) {
 
 // BenchmarkUpload measures a worker's upload of a 100 MB out directory over loopback TLS, as
 // `agora worker` sends it (Pack into the PUT), into a fresh session each time (a mount takes
-// one upload): what the gateway extracts, and, since #26, hashes and marks.
+// one upload): what the gateway extracts, and, since #26, hashes and marks. "disk" is a
+// single serve's gateway; "kept" a replicating serve's (ADR 0009), which also keeps the bytes
+// in a blob store (here a local one: no bucket's latency, no replica's wait) and agora.db.
 func BenchmarkUpload(b *testing.B) {
 	const size = 100 << 20
-	g := startGateway(b)
 	out := b.TempDir()
 	data := make([]byte, size)
 	rand.Read(data)
 	if err := os.WriteFile(filepath.Join(out, "output.bin"), data, 0o600); err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(size)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		i++
-		id := "01BENCHUPLOAD" + strings.Repeat("X", i%10) + strconv.Itoa(i)
-		dst := b.TempDir()
-		s, err := g.reg.Export(b.Context(), compute.Spec{ID: id, Binds: []compute.Bind{{Src: dst, Dst: wire.OutPath, Writable: true, Result: true}}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		c := g.client(b, id, s.Token)
-		if err := c.Upload(b.Context(), s.Mounts[0], out); err != nil {
-			b.Fatal(err)
-		}
-		s.Close()
-		os.RemoveAll(dst)
+	for _, kept := range []bool{false, true} {
+		b.Run(map[bool]string{false: "disk", true: "kept"}[kept], func(b *testing.B) {
+			g := startGateway(b)
+			if kept {
+				db, err := store.Open(b.Context(), filepath.Join(b.TempDir(), "agora.db"), append(append([]store.Migration{}, SessionMigrations...), UploadMigrations...))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer db.Close()
+				bucket, err := blob.Open(b.TempDir())
+				if err != nil {
+					b.Fatal(err)
+				}
+				g.reg.Sessions = &DBSessions{DB: db}
+				g.reg.Uploads = &DBUploads{DB: db, Blobs: bucket}
+			}
+			b.SetBytes(size)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				id := "01BENCHUPLOAD" + strings.Repeat("X", i%10) + strconv.Itoa(i)
+				dst := b.TempDir()
+				s, err := g.reg.Export(b.Context(), compute.Spec{ID: id, Binds: []compute.Bind{{Src: dst, Dst: wire.OutPath, Writable: true, Result: true}}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				c := g.client(b, id, s.Token)
+				if err := c.Upload(b.Context(), s.Mounts[0], out); err != nil {
+					b.Fatal(err)
+				}
+				s.Close()
+				os.RemoveAll(dst)
+			}
+		})
 	}
 }

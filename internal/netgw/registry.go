@@ -169,15 +169,27 @@ func (g *Registry) Reattach(ctx context.Context, spec compute.Spec) (*remote.Ses
 	}
 	sd, _ := sessionDir(g.Dir, spec.ID)
 	x := &exported{reg: g, id: spec.ID, dir: sd, sum: rec.TokenSHA256}
-	if err := x.serveStreams(spec.Stdout, spec.Stderr); err != nil {
+	failed := func(err error) (*remote.Session, error) {
 		x.stop()
+		if restored {
+			os.RemoveAll(sd) // no half session: the next Reattach takes it back again
+		}
 		return nil, fmt.Errorf("reattach dispatch %q: %w", spec.ID, err)
 	}
-	if restored && rec.Files > 0 {
-		// Taken over: the worker may not have read them on the replica that is gone.
-		if err := x.serveFiles(spec.Files); err != nil {
-			x.stop()
-			return nil, fmt.Errorf("reattach dispatch %q: %w", spec.ID, err)
+	if err := x.serveStreams(spec.Stdout, spec.Stderr); err != nil {
+		return failed(err)
+	}
+	if restored {
+		// Taken over: the worker may not have read them on the replica that is gone. Then
+		// session.json, last, as Export writes it: the token is served only once all it
+		// reaches is.
+		if rec.Files > 0 {
+			if err := x.serveFiles(spec.Files); err != nil {
+				return failed(err)
+			}
+		}
+		if err := saveRecord(sd, rec); err != nil {
+			return failed(err)
 		}
 	}
 	s := &remote.Session{Dispatch: spec.ID, Files: rec.Files, Close: x.close}

@@ -56,6 +56,11 @@ type record struct {
 	// exported it (a takeover): what its mounts held to fetch, and its files, were on that
 	// replica's disk and are not served here.
 	Restored bool `json:"restored,omitempty"`
+	// Epoch counts the takeovers of the session: each take-back (restore) raises it in the
+	// stored row first. A local session.json of an older epoch (a replica leading again on
+	// the volume it led from before) is not the session as it stands: 503 until this host
+	// takes it back again (stored.go).
+	Epoch int `json:"epoch,omitempty"`
 }
 
 // mountRecord is a mount and the host path it comes from (the bind's Src).

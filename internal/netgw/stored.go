@@ -187,14 +187,16 @@ func (g *Registry) standing(ctx context.Context, id string) (*record, error) {
 		return local, lerr // a session exported without the store: its file decides
 	case serr != nil:
 		return nil, serr
-	case lerr != nil, local.TokenSHA256 != stored.TokenSHA256:
+	case lerr != nil, local.TokenSHA256 != stored.TokenSHA256, local.Epoch != stored.Epoch:
 		return stored, errNotHere
 	}
 	return local, nil
 }
 
 // restore makes the stored session of spec.ID this host's (the replica that exported it is
-// gone: a takeover), under the dispatch's lock. Nothing the row names on the other replica's
+// gone: a takeover), under the dispatch's lock: the session directory, the kept uploads and
+// the row's raised epoch. Reattach writes session.json last, once everything it serves is
+// open: until then the token is answered 503. Nothing the row names on the other replica's
 // disk is served: every mount's content comes from spec, the binds this host's supervisor
 // made for the dispatch again (the same AGORA_HOME paths, made from the same accepted
 // dispatch: docs/adr/0008-a-takeover-serves-the-stage-again.md), so a pod killed with its
@@ -222,6 +224,7 @@ func (g *Registry) restore(ctx context.Context, spec compute.Spec, stored *recor
 	}
 	rec := *stored
 	rec.Mounts = nil
+	results := map[string]bool{}
 	for _, m := range stored.Mounts {
 		if len(m.Sockets) > 0 {
 			return nil, fmt.Errorf("take back gateway session %q: mount %q reaches host sockets that lived on the replica that exported it", spec.ID, m.Name)
@@ -235,16 +238,20 @@ func (g *Registry) restore(ctx context.Context, spec compute.Spec, stored *recor
 			rec.Mounts = append(rec.Mounts, m)
 			continue
 		}
-		if h == nil || !h.Result || h.Src != m.Src || !filepath.IsAbs(m.Src) || filepath.Clean(m.Src) != m.Src || m.File {
+		if h == nil || !h.Result || h.Src != m.Src || !filepath.IsAbs(m.Src) || filepath.Clean(m.Src) != m.Src || m.File || results[m.Src] {
 			return nil, fmt.Errorf("take back gateway session %q: its result mount %q (%s) is not the one this dispatch binds there", spec.ID, m.Name, m.Dst)
 		}
+		results[m.Src] = true // one upload per out directory: no second mount over it
+		m.Fetch = false
 		rec.Mounts = append(rec.Mounts, m)
 	}
 	files := 0
 	if stored.Files > 0 && len(spec.Files) == stored.Files {
 		files = stored.Files
 	}
-	rec.Files, rec.Stored, rec.Restored = files, true, true
+	// The upload cap is the spec's (the target's disk), never the row's.
+	rec.Files, rec.Stored, rec.Restored, rec.MaxUploadBytes = files, true, true, max(spec.Limits.Disk, 0)
+	rec.Epoch = stored.Epoch + 1
 	sd, err := sessionDir(g.Dir, spec.ID)
 	if err != nil {
 		return nil, err
@@ -262,7 +269,11 @@ func (g *Registry) restore(ctx context.Context, spec compute.Spec, stored *recor
 		os.RemoveAll(sd)
 		return nil, fmt.Errorf("take back gateway session %q: %w", spec.ID, err)
 	}
-	if err := saveRecord(sd, &rec); err != nil {
+	// The row's epoch first: from now on a session.json of an older one (this replica's own,
+	// from before another led) is not served (standing).
+	row := *stored
+	row.Epoch = rec.Epoch
+	if err := g.putStored(ctx, &row); err != nil {
 		os.RemoveAll(sd)
 		return nil, fmt.Errorf("take back gateway session %q: %w", spec.ID, err)
 	}

@@ -365,7 +365,8 @@ func (m *memSessions) Session(context.Context, string) (string, []byte, error) {
 // FuzzStoredRecord: whatever a stored row holds (agora.db is restored from object storage), it
 // is parsed without panicking, and taking it back never yields a session that holds files
 // the spec does not, reaches a host socket, fetches from anything but the spec's bind at the
-// same destination, or writes its upload anywhere but the spec's result bind.
+// same destination, offers a result mount to fetch, takes its upload cap from the row, or
+// writes its upload anywhere but the spec's result bind (once).
 func FuzzStoredRecord(f *testing.F) {
 	sum := strings.Repeat("ab", 32)
 	f.Add(sum, `{"version":1,"dispatch":"01FUZZ","token_sha256":"`+sum+`","mounts":[{"name":"out","dst":"/agora/out","writable":true,"result":true,"src":"/s/out"}],"files":1}`)
@@ -391,12 +392,12 @@ func FuzzStoredRecord(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if got.Files != 0 || !got.Restored || !got.Stored {
+		if got.Files != 0 || !got.Restored || !got.Stored || got.MaxUploadBytes != 0 || got.Epoch != stored.Epoch+1 {
 			t.Errorf("taken back: files %d restored %v stored %v", got.Files, got.Restored, got.Stored)
 		}
 		for _, m := range got.Mounts {
 			// Only spec's own binds, at their own destinations.
-			if len(m.Sockets) > 0 || (m.Result && (m.Src != out || m.Dst != "/agora/out")) ||
+			if len(m.Sockets) > 0 || (m.Result && (m.Src != out || m.Dst != "/agora/out" || m.Fetch)) ||
 				(!m.Result && m.Src != "" && (m.Src != ws || m.Dst != "/agora/workspace" || !m.Fetch || m.File)) {
 				t.Errorf("taken back a mount that reaches the host: %+v", m)
 			}
