@@ -23,8 +23,8 @@ type remoteProviders struct {
 	replicas []replicatedFirst
 	// uploads, with replicate.s3: where a session taken over finds its kept upload.
 	uploads netgw.UploadStore
-	mu       sync.Mutex
-	built    map[string]compute.Provider // guarded by mu
+	mu      sync.Mutex
+	built   map[string]compute.Provider // guarded by mu
 }
 
 func newRemoteProviders(homeDir string, db *store.DB, replicas []replicatedFirst, uploads netgw.UploadStore) *remoteProviders {
