@@ -26,13 +26,12 @@ func TestModel_GatewayFloodFailsLimitExceeded(t *testing.T) {
 	e.capability("shell", "tools: [run_command]\ncommands: [\"sh -c *\"]\n", nil)
 	e.modelSubagent("flooder", "openai", "shell")
 	report := `{"tool":"forged","decision":"allowed","reason":"","args_hash":"sha256:` + strings.Repeat("a", 64) + `","duration_ms":0}`
+	// Two curls, each sending its requests over one connection (the URL's [1-N] range): a
+	// process per request spent the budget too slowly under load to hit it before the
+	// dispatch's own wall-time budget did.
 	flood := `sock=/agora/gateway/gateway.sock
-i=0
-while [ $i -lt 100000 ]; do
-  curl -s -o /dev/null --unix-socket $sock -d '` + report + `' http://gw/audit/tool
-  curl -s -o /dev/null --unix-socket $sock http://gw/nope
-  i=$((i+1))
-done
+curl -s --unix-socket $sock "http://gw/nope?[1-300]" >/dev/null
+curl -s --unix-socket $sock -d '` + report + `' "http://gw/audit/tool?[1-100000]" >/dev/null
 echo FLOOD-ENDED`
 	e.model(testAPIKey,
 		openaitest.CallTool("run_command", mustJSON(t, map[string]any{"argv": []string{"sh", "-c", flood}, "timeout_seconds": 600})),
