@@ -40,7 +40,8 @@ type UploadStore interface {
 var ErrNoUpload = errors.New("no upload of the mount is kept")
 
 // MaxKeptUpload caps an upload kept beyond this disk: the blob store's own cap on what it
-// reads back. A larger upload is stored here only, and the gateway's log says so.
+// reads back. A larger upload (or one over keptLimit) is stored here only, and the gateway's
+// log says so.
 const MaxKeptUpload = 1 << 30
 
 // UploadMigrations creates gateway_uploads in agora.db (internal/agoradb appends it after
@@ -154,25 +155,46 @@ func (u *DBUploads) KeptUpload(ctx context.Context, id, mount string) (string, [
 // keptBody is an upload's bytes as they came, in a file of the session's directory, so that
 // they can be kept once placed.
 type keptBody struct {
-	f    *os.File
-	n    int64
-	over bool  // past MaxKeptUpload: not kept
-	err  error // the first write's failure: the host's, which fails the keep
+	f     *os.File
+	n     int64
+	limit int64 // keptLimit
+	over  bool  // past limit: not kept
+	err   error // the first write's failure: the host's, which fails the keep
 }
 
-func newKeptBody(sd, mount string) (*keptBody, error) {
+// keptFraming is what a kept upload may hold beyond its files' bytes per entry: a header, a
+// PAX header and record for a long name, and a block's padding.
+const keptFraming = 3072
+
+// keptLimit is the most an upload under caps is teed with while it comes: its file bytes and
+// the framing of as many entries as it may have, at most MaxKeptUpload. The extraction counts
+// file bytes only; once it is placed, keep checks the body against the entries it really
+// had, so a body inflated with metadata (PAX comments) is placed but not kept: it cannot
+// make the bucket, or the leader's memory, hold more than the session's cap allows.
+func keptLimit(caps uploadCaps) int64 {
+	bytes, entries := caps.bytes, caps.entries
+	if bytes <= 0 {
+		bytes = MaxUploadBytes
+	}
+	if entries <= 0 {
+		entries = MaxUploadEntries
+	}
+	return min(MaxKeptUpload, bytes+int64(entries+2)*keptFraming+maxTrailer)
+}
+
+func newKeptBody(sd, mount string, limit int64) (*keptBody, error) {
 	f, err := os.CreateTemp(sd, "kept-"+mount+"-")
 	if err != nil {
 		return nil, fmt.Errorf("keep the upload: %w", err)
 	}
-	return &keptBody{f: f}, nil
+	return &keptBody{f: f, limit: limit}, nil
 }
 
-// Write takes the bytes up to MaxKeptUpload and counts the rest. It never fails the upload's
+// Write takes the bytes up to the limit and counts the rest. It never fails the upload's
 // read: a failure to write here is the keep's.
 func (k *keptBody) Write(p []byte) (int, error) {
 	k.n += int64(len(p))
-	if k.over = k.over || k.n > MaxKeptUpload; k.over || k.err != nil {
+	if k.over = k.over || k.n > k.limit; k.over || k.err != nil {
 		return len(p), nil
 	}
 	if _, err := k.f.Write(p); err != nil {
@@ -188,10 +210,10 @@ func (k *keptBody) discard() {
 
 // keep keeps the placed upload of m (its body in kb, mark its sum and length) beyond this
 // host's disk. One over MaxKeptUpload is not kept, and the log says so.
-func (s *Server) keep(ctx context.Context, rec *record, m *mountRecord, mark uploadMark, kb *keptBody) error {
-	if kb.over {
-		s.logger().Warn("gateway upload: over the size a kept upload may have; on this replica's disk only",
-			"dispatch_id", rec.Dispatch, "mount", m.Name, "bytes", kb.n, "max", int64(MaxKeptUpload))
+func (s *Server) keep(ctx context.Context, rec *record, m *mountRecord, mark uploadMark, kb *keptBody, caps uploadCaps, entries int) error {
+	if max := keptLimit(uploadCaps{bytes: caps.bytes, entries: entries}); kb.over || kb.n > max {
+		s.logger().Warn("gateway upload: over the size a kept upload of its files and entries may have; on this replica's disk only",
+			"dispatch_id", rec.Dispatch, "mount", m.Name, "bytes", kb.n, "max", max)
 		return nil
 	}
 	if kb.err != nil {

@@ -226,6 +226,10 @@ func (g *Registry) restore(ctx context.Context, spec compute.Spec, stored *recor
 	rec.Mounts = nil
 	results := map[string]bool{}
 	for _, m := range stored.Mounts {
+		if !validMountName(m.Name) {
+			// A name is a route's and a mark's file name (put-NAME): never a path.
+			return nil, fmt.Errorf("take back gateway session %q: a mount is named %q", spec.ID, m.Name)
+		}
 		if len(m.Sockets) > 0 {
 			return nil, fmt.Errorf("take back gateway session %q: mount %q reaches host sockets that lived on the replica that exported it", spec.ID, m.Name)
 		}

@@ -80,7 +80,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 	var kept *keptBody
 	if s.Registry.Uploads != nil {
 		// The bytes as they came, to keep beyond this disk once they are placed (kept.go).
-		if kept, err = newKeptBody(sd, m.Name); err != nil {
+		if kept, err = newKeptBody(sd, m.Name, keptLimit(caps)); err != nil {
 			s.logger().Error("gateway upload", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
 			retryLater(w, "claim the upload")
 			return
@@ -161,7 +161,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 		// Placed, not yet answered: kept beyond this disk first, or the worker, told its
 		// upload is stored, exits, and a leader that dies now takes its result along. On
 		// failure the mark stays placing: the same bytes again finish it.
-		if err := s.keep(r.Context(), rec, m, mark, kept); err != nil {
+		if err := s.keep(r.Context(), rec, m, mark, kept, caps, st.entries); err != nil {
 			s.logger().Error("gateway upload: not kept beyond this replica", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
 			retryLater(w, "keep the upload beyond this replica")
 			return
