@@ -20,6 +20,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/agoratest"
+	cremote "github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/store"
 	"github.com/agora-dev/agora/internal/worker/remote"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -151,42 +152,25 @@ tasks:
 
 	// kept's pod, with the token its Secret holds, reaches the new leader's gateway: its
 	// session is taken back from agora.db, and its upload lands in the new stage.
-	ca, err := os.ReadFile(filepath.Join(e.home, "keys", "gateway-ca.pem"))
-	must(t, err)
-	wc, err := remote.NewClient("https://"+addr, kept, token, ca)
-	must(t, err)
-	defer wc.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	info, err := wc.Info(ctx)
-	if err != nil {
-		t.Fatalf("the pod's token at the new leader: %v", err)
-	}
-	out := t.TempDir()
-	res, err := wire.Result{Version: wire.ResultVersion, Status: wire.StatusOK}.Marshal()
-	must(t, err)
-	must(t, os.WriteFile(filepath.Join(out, wire.ResultFile), res, 0o644))
-	uploaded, refetched := false, false
-	for _, m := range info.Mounts {
+	p := e.podAt(addr, kept, token, "the new leader")
+	refetched := false
+	for _, m := range p.info.Mounts {
 		if m.Fetch && m.Name == "bundle" {
 			// A pod killed with its leader while it fetched fetches again from the new
 			// leader, which made the stage again from the same dispatch.
 			dir := filepath.Join(t.TempDir(), "bundle")
-			must(t, wc.Fetch(ctx, m, dir))
+			must(t, p.wc.Fetch(p.ctx, m, dir))
 			b, err := os.ReadFile(filepath.Join(dir, wire.ManifestFile))
 			if err != nil || !strings.Contains(string(b), kept) {
 				t.Errorf("the bundle fetched from the new leader: manifest %q %v, want the dispatch's", b, err)
 			}
 			refetched = true
 		}
-		if m.Result {
-			must(t, wc.Upload(ctx, m, out))
-			uploaded = true
-		}
 	}
-	if !uploaded || !refetched {
-		t.Fatalf("the taken-back session has no result mount, or no bundle to fetch again: %+v", info.Mounts)
+	if !refetched {
+		t.Fatalf("the taken-back session has no bundle to fetch again: %+v", p.info.Mounts)
 	}
+	p.uploadOK()
 	e.openGate()
 
 	run = waitRun(t, c, runID, 3*time.Minute)
@@ -223,6 +207,8 @@ tasks:
 	// The session is closed: the pod's token opens nothing now, and is told so (401, no retry).
 	req, _ := http.NewRequest(http.MethodGet, "https://"+addr+"/v1/dispatches/"+kept+"/session", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
+	ca, err := os.ReadFile(filepath.Join(e.home, "keys", "gateway-ca.pem"))
+	must(t, err)
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
@@ -241,4 +227,52 @@ func (e *k8sEnv) podToken(name string) string {
 	b, err := base64.StdEncoding.DecodeString(s.Data["token"])
 	must(e.t, err)
 	return string(b)
+}
+
+// pod is a kubernetes dispatch's worker as the tests play it after a takeover: a gateway
+// client with the pod's token, trusting the home's gateway CA, and the session it read.
+type pod struct {
+	t    *testing.T
+	ctx  context.Context
+	wc   *remote.Client
+	info *cremote.Info
+}
+
+// podAt opens dispatch id's session at the gateway on addr with token, as its worker does;
+// asking is what fails the test when the session does not open, naming where (at).
+func (e *k8sEnv) podAt(addr, id, token, at string) *pod {
+	t := e.t
+	t.Helper()
+	ca, err := os.ReadFile(filepath.Join(e.home, "keys", "gateway-ca.pem"))
+	must(t, err)
+	wc, err := remote.NewClient("https://"+addr, id, token, ca)
+	must(t, err)
+	t.Cleanup(wc.Close)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	info, err := wc.Info(ctx)
+	if err != nil {
+		t.Fatalf("the pod's token at %s: %v", at, err)
+	}
+	return &pod{t: t, ctx: ctx, wc: wc, info: info}
+}
+
+// uploadOK uploads an ok result.json into every result mount, as the worker does at its end;
+// it fails the test when the session has none.
+func (p *pod) uploadOK() {
+	p.t.Helper()
+	out := p.t.TempDir()
+	res, err := wire.Result{Version: wire.ResultVersion, Status: wire.StatusOK}.Marshal()
+	must(p.t, err)
+	must(p.t, os.WriteFile(filepath.Join(out, wire.ResultFile), res, 0o644))
+	uploaded := false
+	for _, m := range p.info.Mounts {
+		if m.Result {
+			must(p.t, p.wc.Upload(p.ctx, m, out))
+			uploaded = true
+		}
+	}
+	if !uploaded {
+		p.t.Fatalf("the session has no result mount: %+v", p.info.Mounts)
+	}
 }

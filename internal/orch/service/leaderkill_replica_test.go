@@ -15,8 +15,6 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/agoratest/s3test"
 	"github.com/agora-dev/agora/internal/store"
-	"github.com/agora-dev/agora/internal/worker/remote"
-	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // TestLeaderKill_JobNeverAheadOfReplica: a leader that replicates its home (replicate.s3 on
@@ -84,26 +82,7 @@ tasks:
 	if len(jobs[id]) != 1 {
 		t.Fatalf("jobs of %s: %v; want one", id, jobs[id])
 	}
-	ca, err := os.ReadFile(filepath.Join(e.home, "keys", "gateway-ca.pem"))
-	must(t, err)
-	wc, err := remote.NewClient("https://"+addr, id, e.podToken(jobs[id][0]), ca)
-	must(t, err)
-	defer wc.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	info, err := wc.Info(ctx)
-	if err != nil {
-		t.Fatalf("the pod's token at the new leader: %v", err)
-	}
-	out := t.TempDir()
-	res, err := wire.Result{Version: wire.ResultVersion, Status: wire.StatusOK}.Marshal()
-	must(t, err)
-	must(t, os.WriteFile(filepath.Join(out, wire.ResultFile), res, 0o644))
-	for _, m := range info.Mounts {
-		if m.Result {
-			must(t, wc.Upload(ctx, m, out))
-		}
-	}
+	e.podAt(addr, id, e.podToken(jobs[id][0]), "the new leader").uploadOK()
 	e.openGate()
 	run := waitRun(t, e.client(), runID, 3*time.Minute)
 	if tk := run.Tasks[0]; run.State != "succeeded" || tk.Attempts != 1 || tk.DispatchID != id {
@@ -142,29 +121,7 @@ tasks:
 	}
 	e.waitStarted(id)
 	jobs := e.jobs()
-	ca, err := os.ReadFile(filepath.Join(e.home, "keys", "gateway-ca.pem"))
-	must(t, err)
-	wc, err := remote.NewClient("https://"+addr, id, e.podToken(jobs[id][0]), ca)
-	must(t, err)
-	defer wc.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	info, err := wc.Info(ctx)
-	must(t, err)
-	out := t.TempDir()
-	res, err := wire.Result{Version: wire.ResultVersion, Status: wire.StatusOK}.Marshal()
-	must(t, err)
-	must(t, os.WriteFile(filepath.Join(out, wire.ResultFile), res, 0o644))
-	uploaded := false
-	for _, m := range info.Mounts {
-		if m.Result {
-			must(t, wc.Upload(ctx, m, out))
-			uploaded = true
-		}
-	}
-	if !uploaded {
-		t.Fatalf("the session has no result mount: %+v", info.Mounts)
-	}
+	e.podAt(addr, id, e.podToken(jobs[id][0]), "the leader").uploadOK()
 	// Answered: the worker would exit now. The leader's pod dies before the pod ends.
 	sup := e.supervisorPID(id)
 	must(t, serve.Process.Signal(syscall.SIGKILL))

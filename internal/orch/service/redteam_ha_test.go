@@ -16,8 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/agoratest"
-	"github.com/agora-dev/agora/internal/worker/remote"
-	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // takeBack is a takeover by a replica whose volume (vol) holds what it left when it led
@@ -128,26 +126,7 @@ tasks:
 	waitAdoptions(1)
 
 	// The pod uploads its result to B, the leader now.
-	ca, err := os.ReadFile(filepath.Join(e.home, "keys", "gateway-ca.pem"))
-	must(t, err)
-	wc, err := remote.NewClient("https://"+addr, id, token, ca)
-	must(t, err)
-	defer wc.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	info, err := wc.Info(ctx)
-	if err != nil {
-		t.Fatalf("the pod's token at B: %v", err)
-	}
-	out := t.TempDir()
-	res, err := wire.Result{Version: wire.ResultVersion, Status: wire.StatusOK}.Marshal()
-	must(t, err)
-	must(t, os.WriteFile(filepath.Join(out, wire.ResultFile), res, 0o644))
-	for _, m := range info.Mounts {
-		if m.Result {
-			must(t, wc.Upload(ctx, m, out))
-		}
-	}
+	e.podAt(addr, id, token, "B").uploadOK()
 
 	// B dies before the Job ends; A, on its own volume, takes the Lease back.
 	kill(serve, e.supervisorPID(id))
