@@ -203,8 +203,14 @@ func TestRedTeam44R_CodexReviewerConfigForgery(t *testing.T) {
 	if n := len(forged.Requests()); n != 0 {
 		t.Errorf("codex sent %d requests to the patch's model server", n)
 	}
-	if n := len(model.Requests()); n != 2 {
-		t.Errorf("codex made %d model requests, want 2 (a goal or a queued message added a turn)", n)
+	// Two turns: the script's exec and the verdict. codex retries a request whose stream
+	// stalls (a loaded host), which repeats a turn; a goal or a queued message would add one.
+	turns := map[int]int{}
+	for _, q := range model.Requests() {
+		turns[q.Turn]++
+	}
+	if len(turns) != 2 || turns[0] == 0 || turns[1] == 0 {
+		t.Errorf("codex's model requests by turn: %v, want turns 0 and 1 only (a goal or a queued message added a turn)", turns)
 	}
 	if ok {
 		t.Fatalf("the work was approved: review %+v\n%s", r.Review, out)
