@@ -30,18 +30,7 @@ import (
 // the run succeeds with the task once, under its first dispatch.
 func TestLeaderKill_JobNeverAheadOfReplica(t *testing.T) {
 	e, addr, backup, serve := replicatedLeader(t)
-	planPath := filepath.Join(t.TempDir(), "lag.yaml")
-	must(t, os.WriteFile(planPath, []byte(`version: 1
-name: lag
-defaults: {target: k8s}
-tasks:
-  - {id: d, subagent: worker, retry: {max_attempts: 1}}
-`), 0o644))
-	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", planPath), "\n")[0])
-	var id string
-	for d := range e.waitJobs(1) {
-		id = d
-	}
+	runID, id := e.submitOne("lag")
 	// The leader's pod dies the moment the Job exists: serve and the task's supervisor.
 	sup := e.supervisorPID(id)
 	must(t, serve.Process.Signal(syscall.SIGKILL))
@@ -107,18 +96,7 @@ tasks:
 // received, and the run succeeds once, with no retry and no upload after the kill.
 func TestLeaderKill_UploadKeptAcrossTheKill(t *testing.T) {
 	e, addr, backup, serve := replicatedLeader(t)
-	planPath := filepath.Join(t.TempDir(), "kept.yaml")
-	must(t, os.WriteFile(planPath, []byte(`version: 1
-name: kept
-defaults: {target: k8s}
-tasks:
-  - {id: d, subagent: worker, retry: {max_attempts: 1}}
-`), 0o644))
-	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", planPath), "\n")[0])
-	var id string
-	for d := range e.waitJobs(1) {
-		id = d
-	}
+	runID, id := e.submitOne("kept")
 	e.waitStarted(id)
 	jobs := e.jobs()
 	e.podAt(addr, id, e.podToken(jobs[id][0]), "the leader").uploadOK()
@@ -213,4 +191,18 @@ func restoreFromBucket(t *testing.T, e *k8sEnv, backup string) {
 		must(t, os.WriteFile(filepath.Join(e.home, db), b, 0o600))
 	}
 
+}
+
+// submitOne submits plan name, one task d on the kubernetes target with no retry, and returns
+// its run and the dispatch of its Job, once the Job exists.
+func (e *k8sEnv) submitOne(name string) (runID, id string) {
+	t := e.t
+	t.Helper()
+	planPath := filepath.Join(t.TempDir(), name+".yaml")
+	must(t, os.WriteFile(planPath, []byte("version: 1\nname: "+name+"\ndefaults: {target: k8s}\ntasks:\n  - {id: d, subagent: worker, retry: {max_attempts: 1}}\n"), 0o644))
+	runID = strings.TrimSpace(strings.Split(e.run("orch", "submit", planPath), "\n")[0])
+	for d := range e.waitJobs(1) {
+		id = d
+	}
+	return runID, id
 }
