@@ -355,11 +355,12 @@ func (s *supervision) prepareAdopted(ctx context.Context) error {
 	if s.restaged {
 		s.pinned.runtimeBinary = r.RuntimeBinary // what the first supervisor resolved and recorded
 		if err := s.fill(ctx); err != nil {
-			var f *failure
-			if errors.As(err, &f) {
-				return lostAt("make its stage again after a takeover: %s", f.o.Detail)
-			}
-			return lostAt("make its stage again after a takeover: %v", err)
+			// Not fatal: the worker most likely fetched its stage long before the takeover.
+			// What was not made is not offered (adoptSandbox binds the result alone), so a
+			// worker still fetching is refused, never served a part.
+			s.unfilled = true
+			d.log().Warn("adopt: the stage could not be made again after a takeover; a worker that had not fetched it yet ends lost",
+				"dispatch", r.ID, "err", err.Error())
 		}
 	}
 	return nil
@@ -475,6 +476,16 @@ func (s *supervision) adoptSandbox(ctx context.Context, ad compute.Adopter) erro
 		}
 		s.spec.Files = []*os.File{rd}
 		defer func() { rd.Close(); s.spec.Files = nil }()
+	}
+	if s.unfilled {
+		spec := s.spec
+		spec.Binds = nil
+		for _, b := range s.spec.Binds {
+			if b.Result {
+				spec.Binds = append(spec.Binds, b)
+			}
+		}
+		s.spec = spec
 	}
 	h, err := ad.Adopt(ctx, s.spec)
 	if err == nil && h == nil && warmPoolTarget(s.target) {

@@ -98,6 +98,10 @@ type supervision struct {
 	// restaged: an adopted dispatch whose stage this replica made again after a takeover
 	// (adopt.go): only what the worker uploads here from now on is its result.
 	restaged bool
+	// unfilled: a restaged stage that could not be made again (its repository is not on
+	// this replica, say): only its result is bound, so the taken-back session offers nothing
+	// else to fetch (410), and a worker that fetched its stage before the takeover runs on.
+	unfilled bool
 }
 
 // enter records a host-side phase: on the stage (for the sandbox's own view), as a span,

@@ -276,3 +276,68 @@ func (p *pod) uploadOK() {
 		p.t.Fatalf("the session has no result mount: %+v", p.info.Mounts)
 	}
 }
+
+// TestServe_TakeoverWithoutTheRepository: the new leader cannot make an adopted dispatch's
+// stage again (its repository is on the old leader's volume only: the docs ask for a clone on
+// every replica, and this one has none). The adoption goes on: a pod that fetched its stage
+// before the takeover uploads its result and the task succeeds once; what was not made is not
+// offered to fetch (410), never a part of it.
+func TestServe_TakeoverWithoutTheRepository(t *testing.T) {
+	e := newK8sEnv(t)
+	addr := freePort(t)
+	f, err := os.OpenFile(filepath.Join(e.home, "agora.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = fmt.Fprintf(f, "gateway: {listen: %q, advertise: \"https://%s\"}\n", addr, addr)
+	must(t, err)
+	must(t, f.Close())
+	repo := filepath.Join(t.TempDir(), "repo")
+	must(t, os.Mkdir(repo, 0o755))
+	gitIn(t, repo, "init", "-q", "-b", "main")
+	must(t, os.WriteFile(filepath.Join(repo, "README.md"), []byte("app\n"), 0o644))
+	gitIn(t, repo, "add", "-A")
+	gitIn(t, repo, "commit", "-qm", "base")
+	serve := e.serveArgs("--gateway", addr)
+	planPath := filepath.Join(t.TempDir(), "norepo.yaml")
+	must(t, os.WriteFile(planPath, []byte("version: 1\nname: norepo\ndefaults: {target: k8s}\ntasks:\n  - {id: d, subagent: worker, retry: {max_attempts: 1}}\n"), 0o644))
+	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", planPath, "--repo", repo), "\n")[0])
+	var id string
+	for d := range e.waitJobs(1) {
+		id = d
+	}
+	e.waitStarted(id)
+	token := e.podToken(e.jobs()[id][0])
+
+	sup := e.supervisorPID(id)
+	must(t, serve.Process.Signal(syscall.SIGKILL))
+	must(t, syscall.Kill(sup, syscall.SIGKILL))
+	serve.Wait()
+	takeOver(t, e.home)
+	must(t, os.Rename(repo, repo+".on-the-old-leader")) // not on this replica
+	serve = e.serveArgs("--gateway", addr)
+	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	if !agoratest.Poll(time.Minute, func() bool { return len(e.adoptions()[id]) > 0 }) {
+		b, _ := os.ReadFile(filepath.Join(e.home, "..", "serve.log"))
+		t.Fatalf("the new leader did not adopt the dispatch within a minute; serve log:\n%s", b)
+	}
+	p := e.podAt(addr, id, token, "the new leader")
+	offered := false
+	for _, m := range p.info.Mounts {
+		if m.Fetch && m.Name == "workspace" {
+			offered = true
+			err := p.wc.Fetch(p.ctx, m, filepath.Join(t.TempDir(), "ws"))
+			if err == nil || !strings.Contains(err.Error(), "410") {
+				t.Errorf("fetching the workspace the new leader could not make again: %v, want 410", err)
+			}
+		}
+	}
+	if !offered {
+		t.Errorf("the taken-back session no longer lists the workspace to fetch (the init step would skip it): %+v", p.info.Mounts)
+	}
+	p.uploadOK()
+	e.openGate()
+	run := waitRun(t, e.client(), runID, 3*time.Minute)
+	if tk := run.Tasks[0]; run.State != "succeeded" || tk.Attempts != 1 || tk.DispatchID != id {
+		state, reason := e.dispatchState(id)
+		t.Errorf("run %s; task d %s after %d attempts (dispatch %s, %s/%s); want succeeded once, as %s", run.State, tk.State, tk.Attempts, tk.DispatchID, state, reason, id)
+	}
+}
