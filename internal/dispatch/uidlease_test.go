@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/config"
 )
 
@@ -106,20 +107,14 @@ func TestLeaseUID_DeadHolderReleases(t *testing.T) {
 	// flock(1)'s child holds a copy of the locked descriptor from its fork until it closes it
 	// before its exec: under load that can outlive flock(1) itself for a moment, so the uid is
 	// asked for again until that copy is gone too.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	agoratest.WaitFor(t, 10*time.Second, "the dead holder's uid to be leasable", func() bool {
 		l, err := leaseUID(dir, first, id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := l.uid
-		l.release()
-		if got == own {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("10 s after the holder died, leased %d, want %d", got, own)
-		}
-	}
+		defer l.release()
+		return l.uid == own
+	})
 }
 
 // A range whose every uid is held fails closed, naming why, rather than sharing one.

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/digest"
@@ -763,16 +764,10 @@ func TestRedTeam46K_KeptBodyPrivateAndRemoved(t *testing.T) {
 }
 
 // rt46kWaitFor waits for cond, a state on disk the gateway reaches (no hook there: the upload
-// handler's first step), checking it every millisecond for at most 4 s.
+// handler's first step), for at most 4 s (agoratest.WaitFor).
 func rt46kWaitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(4 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	agoratest.WaitFor(t, 4*time.Second, what, cond)
 }
 
 // TestRedTeam46K_KeptBodyNameStaysInTheSessionDir — a crafted mount name must not put the

@@ -102,12 +102,7 @@ func freePort(t *testing.T) string {
 // the agent's, and the plan runs it again. Each gateway session ends with its dispatch.
 func TestServe_TakeoverAdoptsKubernetesJob(t *testing.T) {
 	e := newK8sEnv(t)
-	addr := freePort(t)
-	f, err := os.OpenFile(filepath.Join(e.home, "agora.yaml"), os.O_APPEND|os.O_WRONLY, 0)
-	must(t, err)
-	_, err = fmt.Fprintf(f, "gateway: {listen: %q, advertise: \"https://%s\"}\n", addr, addr)
-	must(t, err)
-	must(t, f.Close())
+	addr := e.gateway()
 	serve := e.serve()
 	planPath := filepath.Join(t.TempDir(), "takeover.yaml")
 	must(t, os.WriteFile(planPath, []byte(`version: 1
@@ -284,12 +279,7 @@ func (p *pod) uploadOK() {
 // offered to fetch (410), never a part of it.
 func TestServe_TakeoverWithoutTheRepository(t *testing.T) {
 	e := newK8sEnv(t)
-	addr := freePort(t)
-	f, err := os.OpenFile(filepath.Join(e.home, "agora.yaml"), os.O_APPEND|os.O_WRONLY, 0)
-	must(t, err)
-	_, err = fmt.Fprintf(f, "gateway: {listen: %q, advertise: \"https://%s\"}\n", addr, addr)
-	must(t, err)
-	must(t, f.Close())
+	addr := e.gateway()
 	repo := filepath.Join(t.TempDir(), "repo")
 	must(t, os.Mkdir(repo, 0o755))
 	gitIn(t, repo, "init", "-q", "-b", "main")
@@ -340,4 +330,18 @@ func TestServe_TakeoverWithoutTheRepository(t *testing.T) {
 		state, reason := e.dispatchState(id)
 		t.Errorf("run %s; task d %s after %d attempts (dispatch %s, %s/%s); want succeeded once, as %s", run.State, tk.State, tk.Attempts, tk.DispatchID, state, reason, id)
 	}
+}
+
+// gateway gives e's agora.yaml a network gateway on a free loopback port, the address its
+// pods reach it at, and returns that address.
+func (e *k8sEnv) gateway() string {
+	t := e.t
+	t.Helper()
+	addr := freePort(t)
+	f, err := os.OpenFile(filepath.Join(e.home, "agora.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = fmt.Fprintf(f, "gateway: {listen: %q, advertise: \"https://%s\"}\n", addr, addr)
+	must(t, err)
+	must(t, f.Close())
+	return addr
 }

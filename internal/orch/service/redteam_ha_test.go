@@ -59,12 +59,7 @@ func takeBack(t *testing.T, home, vol string) {
 // (adopt.go, adoptionsMark).
 func TestRedHA_TakeoverBackOntoAStaleVolume(t *testing.T) {
 	e := newK8sEnv(t)
-	addr := freePort(t)
-	f, err := os.OpenFile(filepath.Join(e.home, "agora.yaml"), os.O_APPEND|os.O_WRONLY, 0)
-	must(t, err)
-	_, err = fmt.Fprintf(f, "gateway: {listen: %q, advertise: \"https://%s\"}\n", addr, addr)
-	must(t, err)
-	must(t, f.Close())
+	addr := e.gateway()
 	serve := e.serve()
 	planPath := filepath.Join(t.TempDir(), "takeback.yaml")
 	must(t, os.WriteFile(planPath, []byte(`version: 1
