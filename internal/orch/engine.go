@@ -65,8 +65,9 @@ type Engine struct {
 	foldTimer *time.Timer
 	foldIdle  time.Duration // foldIdle; tests raise it
 
-	in   chan event
-	stop chan struct{}
+	in      chan event
+	stop    chan struct{}
+	stopErr error // why a commit or fold stopped the engine; set before stop is closed
 
 	// Everything below is owned by the Run goroutine.
 	runs   map[string]*run
@@ -194,10 +195,41 @@ func (e *Engine) Run(ctx context.Context) error {
 	err := e.loop(ctx)
 	if err != nil {
 		// A fold that failed (a fenced or broken orch.db) stops the engine as a failed commit
-		// does; the commands still queued hear why.
+		// does; the commands still queued hear why, and so does every later one.
 		e.failPending(err)
+		e.stopErr = err
 	}
 	return err
+}
+
+// stopped is what a command hears once the engine has stopped: [ErrStopped], and why when a
+// commit or fold stopped it. Read only after stop is closed (Run sets stopErr before).
+func (e *Engine) stopped() error {
+	if e.stopErr != nil {
+		return fmt.Errorf("%w: %w", ErrStopped, e.stopErr)
+	}
+	return ErrStopped
+}
+
+// await waits for a command's reply. The engine answers every command it took before Run
+// returns, so once stop is closed a reply that is not there never comes: a command that
+// reached the queue after the engine drained it hears that the engine stopped, and why,
+// rather than waiting for ctx.
+func await[T any](ctx context.Context, e *Engine, reply <-chan T) (T, error) {
+	var zero T
+	select {
+	case r := <-reply:
+		return r, nil
+	case <-e.stop:
+		select {
+		case r := <-reply:
+			return r, nil
+		default:
+			return zero, e.stopped()
+		}
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
 }
 
 // loop is Run's: it applies events until ctx ends or a commit or fold fails.
@@ -373,7 +405,7 @@ func (e *Engine) send(ctx context.Context, ev event) error {
 	case e.in <- ev:
 		return nil
 	case <-e.stop:
-		return ErrStopped
+		return e.stopped()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -428,12 +460,11 @@ func (e *Engine) SubmitRun(ctx context.Context, p *plan.Plan, co Checkout, actor
 		newRun: co.NewRun, actor: actor, trace: co.Trace, reply: reply}); err != nil {
 		return Submission{}, err
 	}
-	select {
-	case r := <-reply:
-		return Submission{RunID: r.runID, Created: r.created, Why: r.why}, r.err
-	case <-ctx.Done():
-		return Submission{}, ctx.Err()
+	r, err := await(ctx, e, reply)
+	if err != nil {
+		return Submission{}, err
 	}
+	return Submission{RunID: r.runID, Created: r.created, Why: r.why}, r.err
 }
 
 // Refs are the catalog lookups plans are validated with at submit (nil: none).
@@ -464,12 +495,11 @@ func (e *Engine) do(ctx context.Context, kind string, req api.ActionRequest) err
 	if err := e.send(ctx, actionCmd{kind: kind, req: req, reply: reply}); err != nil {
 		return err
 	}
-	select {
-	case err := <-reply:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
+	err, stopped := await(ctx, e, reply)
+	if stopped != nil {
+		return stopped
 	}
+	return err
 }
 
 // newID returns a ULID, the same form as dispatch ids.

@@ -42,3 +42,28 @@ func (h *harness) count(t *testing.T) (runs, entries int) {
 	}
 	return runs, entries
 }
+
+// TestEngine_StoppedSaysWhy: a command that comes after a fenced commit stopped the engine
+// hears the fence's error, not a bare "engine stopped" (a caller, or a test racing the
+// engine's own fold, learns why).
+func TestEngine_StoppedSaysWhy(t *testing.T) {
+	h := start(t, "", newFakeExec(succeed))
+	fenced := errors.New("lease agora/leader: leadership ended; refusing to commit")
+	restore := store.SetFence(func() error { return fenced })
+	defer restore()
+	if _, _, err := h.eng.Submit(context.Background(), mkPlan(t, "first", 1, spec{ID: "a"}), orch.Checkout{}, "tester"); !errors.Is(err, fenced) {
+		t.Fatalf("a fenced submission: %v, want the fence's error", err)
+	}
+	if err := <-h.done; !errors.Is(err, fenced) {
+		t.Fatalf("the engine stopped with %v, want the fence's error", err)
+	}
+	h.cancel = nil
+	_, _, err := h.eng.Submit(context.Background(), mkPlan(t, "later", 1, spec{ID: "a"}), orch.Checkout{}, "tester")
+	if !errors.Is(err, orch.ErrStopped) || !errors.Is(err, fenced) {
+		t.Errorf("a submission after the stop: %v, want ErrStopped and the fence's error", err)
+	}
+	if _, err := h.eng.Stats(context.Background()); !errors.Is(err, fenced) {
+		t.Errorf("stats after the stop: %v, want the fence's error", err)
+	}
+	h.db.Close()
+}

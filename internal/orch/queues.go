@@ -90,12 +90,7 @@ func (e *Engine) Queues(ctx context.Context) ([]api.Queue, error) {
 	if err := e.send(ctx, queuesCmd{reply: reply}); err != nil {
 		return nil, err
 	}
-	select {
-	case qs := <-reply:
-		return qs, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return await(ctx, e, reply)
 }
 
 func (e *Engine) queueStats() []api.Queue {

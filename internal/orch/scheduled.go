@@ -39,12 +39,11 @@ func (e *Engine) SubmitSlot(ctx context.Context, p *plan.Plan, co Checkout, acto
 	if err := e.send(ctx, cmd); err != nil {
 		return "", false, err
 	}
-	select {
-	case r := <-reply:
-		return r.runID, r.created, r.err
-	case <-ctx.Done():
-		return "", false, ctx.Err()
+	r, err := await(ctx, e, reply)
+	if err != nil {
+		return "", false, err
 	}
+	return r.runID, r.created, r.err
 }
 
 // runByID reports whether run id exists, in memory (a run of this batch is not committed yet)

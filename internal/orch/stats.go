@@ -25,12 +25,7 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 	if err := e.send(ctx, statsCmd{reply: reply}); err != nil {
 		return Stats{}, err
 	}
-	select {
-	case s := <-reply:
-		return s, nil
-	case <-ctx.Done():
-		return Stats{}, ctx.Err()
-	}
+	return await(ctx, e, reply)
 }
 
 func (e *Engine) stats() Stats {
