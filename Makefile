@@ -64,17 +64,23 @@ fmt-check:
 vet:
 	$(GO) vet $(TRIM) ./...
 
-# -race needs cgo; the binary itself stays static (CGO_ENABLED=0 in build). The four longest
-# packages go first, longest first: go test starts packages in the order it is given them, and
-# dispatch, compute/kubernetes, orch/service and cli (7-13 minutes each beside the others) spend
-# much of their time waiting on sandboxes, clusters and real CLIs. Given first, they start at
-# once and every other package runs beside them; in ./...'s order they start last and run
-# alone. Their results print first, then every other package's. Four packages at a time
-# (UNIT_P): with go test's default of two on two cores, their waits left a third of the CPU
-# idle (the unit step 1,536 s with two, 1,084 s with four, same code); a test that fails only
-# under such load is found with make stress, which runs packages four at a time beside a CPU
-# hog. 40 minutes a package, for a slow machine.
-UNIT_FIRST = ./internal/dispatch ./internal/compute/kubernetes ./internal/orch/service ./internal/cli
+# -race needs cgo; the binary itself stays static (CGO_ENABLED=0 in build). Packages go
+# longest first (UNIT_FIRST, then the rest in ./...'s order): go test starts packages in the
+# order it is given them, so the four longest (dispatch, compute/kubernetes, orch/service and
+# cli: 6-9 minutes each beside the others, much of it waiting on sandboxes, clusters and real
+# CLIs) start at once and every other package runs beside them, and the next longest start as
+# those end, not last: internal/web (two minutes), started in ./...'s order, ran alone for the
+# last 74 s of the step. The order is by package time in a full `go test -json` unit run
+# (docs/BENCHMARKS.md "CI time": the jq command there lists them). Results print in this
+# order. Four packages at a time (UNIT_P): with go test's default of two on two cores, their
+# waits left a third of the CPU idle (the unit step 1,536 s with two, 1,084 s with four, same
+# code); a test that fails only under such load is found with make stress, which runs packages
+# four at a time beside a CPU hog. 40 minutes a package, for a slow machine.
+UNIT_FIRST = ./internal/dispatch ./internal/compute/kubernetes ./internal/orch/service ./internal/cli \
+	./internal/mcpserver ./internal/netgw ./internal/web ./internal/k8stest ./internal/replicate \
+	./internal/orch/cron ./internal/audit/verify ./internal/runtime/claudert/claudeadapter \
+	./internal/secret ./internal/orch/plan ./internal/audit ./internal/workerbin ./internal/lease \
+	./cmd/agora-worker
 UNIT_P = 4
 # TEST_GOGC is the GOGC of make test's steps (the compiler, the linker, the test processes and
 # what they start): the race-instrumented test processes collected their small heaps so often
@@ -97,9 +103,11 @@ TRIM = -trimpath
 # test files): make test runs `make vet`, every analyzer, first, so its unit step turns the
 # subset off; `make unit` alone keeps go test's default.
 UNIT_VET ?=
-unit:
-	@echo "== make unit: $(UNIT_FIRST) first (their results print first, after 7-13 minutes), then every other package, $(UNIT_P) at a time"
-	GOGC=$(TEST_GOGC) CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) $(if $(UNIT_VET),-vet=$(UNIT_VET)) -p $(UNIT_P) -count=1 -timeout 40m $(UNIT_FIRST) ./...
+# AGORA_TEST_BUILT: the packages whose tests drive the real programs copy them from the bin/
+# that build has just made rather than each linking its own (internal/agoratest BuildBinary).
+unit: build
+	@echo "== make unit: every package, the longest first, $(UNIT_P) at a time (results print in that order: the first after 6-9 minutes)"
+	AGORA_TEST_BUILT=$(CURDIR)/bin GOGC=$(TEST_GOGC) CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) $(if $(UNIT_VET),-vet=$(UNIT_VET)) -p $(UNIT_P) -count=1 -timeout 40m $(UNIT_FIRST) ./...
 
 # Every fuzz target for 2 s (FUZZTIME=30s make fuzz-short for a longer look), two packages at a
 # time; under make test, with the binaries built beside the earlier steps (FUZZBIN).
