@@ -39,7 +39,7 @@ func probe(addr string) int {
 // serves no session: every request it still answers is 503, never 401 or 200, until it exits
 // saying it lost the lease.
 func TestLeaderLease_OnlyTheLeaderIsReady(t *testing.T) {
-	c := k8stest.Start(t, k8stest.Options{})
+	c := k8stest.Shared(t, k8stest.Options{}).InNewNamespace(t) // the package's one control plane; its leases are named apart
 	dir := t.TempDir()
 	w := &leaseWorld{t: t, bin: builtAgora(t), dir: dir, cluster: c, lease: fmt.Sprintf("agora-gw-%d", os.Getpid())}
 	addr := func() string {

@@ -44,7 +44,7 @@ func oldDispatch(t *testing.T, home, id string, p digest.Digest) {
 // blob (the one place that deletes). The control: b's home without leader: purges.
 func TestLeaderLease_StandbyGCRefused(t *testing.T) {
 	srv := s3test.Shared(t)
-	c := k8stest.Start(t, k8stest.Options{})
+	c := k8stest.Shared(t, k8stest.Options{}).InNewNamespace(t) // the package's one control plane; its leases are named apart
 	dir := t.TempDir()
 	w := &leaseWorld{t: t, bin: builtAgora(t), dir: dir, cluster: c, lease: fmt.Sprintf("agora-gc-%d", os.Getpid())}
 	bucket := srv.Bucket(t, false)

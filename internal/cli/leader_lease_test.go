@@ -173,7 +173,7 @@ func fingerprint(t *testing.T, home string) map[string][32]byte {
 // non-zero saying it lost the lease. b, stopped by SIGTERM, records leader.released.
 func TestLeaderLease_FencedAfterTakeover(t *testing.T) {
 	srv := s3test.Shared(t)
-	c := k8stest.Start(t, k8stest.Options{})
+	c := k8stest.Shared(t, k8stest.Options{}).InNewNamespace(t) // the package's one control plane; its leases are named apart
 	dir := t.TempDir()
 	w := &leaseWorld{t: t, bin: builtAgora(t), dir: dir, cluster: c, lease: fmt.Sprintf("agora-%d", os.Getpid())}
 	bucket := srv.Bucket(t, false)

@@ -28,7 +28,7 @@ func TestLeaderLease_TakeoverRestores(t *testing.T) {
 		t.Skipf("SKIP: bubblewrap sandbox not available here: %v", err)
 	}
 	srv := s3test.Shared(t)
-	c := k8stest.Start(t, k8stest.Options{})
+	c := k8stest.Shared(t, k8stest.Options{}).InNewNamespace(t) // the package's one control plane; its leases are named apart
 	dir := t.TempDir()
 	w := &leaseWorld{t: t, bin: builtAgora(t), dir: dir, cluster: c, lease: fmt.Sprintf("agora-takeover-%d", os.Getpid())}
 	d := &drill{t: t, bin: w.bin, dir: dir, backup: filepath.Join(dir, "backup"), srv: srv}

@@ -14,6 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/agoratest/s3test"
 	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/k8stest"
 )
 
 // TestMain lets the test binary act as the agora binary: testscript runs it as a real
@@ -34,7 +35,7 @@ var workerDir string
 type removeWorker struct{ m *testing.M }
 
 func (r removeWorker) Run() int {
-	code := r.m.Run()
+	code := k8stest.Run(r.m) // and stop the shared control plane (the leader tests')
 	s3test.StopShared()
 	if workerDir != "" {
 		os.RemoveAll(workerDir)

@@ -134,7 +134,12 @@ type sharedCluster struct {
 
 // Main runs the package's tests and then stops the clusters Shared started. Call it from
 // TestMain; Shared fails a test when it was not, since its cluster would outlive the tests.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main for a TestMain that hands its tests to another runner
+// (agoratest.RunWithBinary(k8stest.Runner(m), ...)): it runs them, stops the shared clusters
+// and returns the exit code.
+func Run(m interface{ Run() int }) int {
 	shared.Lock()
 	shared.main = true
 	shared.Unlock()
@@ -146,8 +151,15 @@ func Main(m *testing.M) {
 		}
 	}
 	shared.Unlock()
-	os.Exit(code)
+	return code
 }
+
+// Runner is m run by [Run].
+func Runner(m interface{ Run() int }) interface{ Run() int } { return runner{m} }
+
+type runner struct{ m interface{ Run() int } }
+
+func (r runner) Run() int { return Run(r.m) }
 
 // Shared returns the package's cluster for opts, starting it on first use. Tests that share a
 // cluster must not break it (kill its apiserver) and should name what they create uniquely.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/k8stest"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
@@ -24,11 +25,12 @@ import (
 
 var agoraBin string
 
-// TestMain builds the binary, runs the tests, and fails the package when a goroutine a
-// test started outlives the tests (k8stest's spawner excepted, in NoLeaks).
+// TestMain builds the binary, runs the tests, stops the shared kwok control plane, and fails
+// the package when a goroutine a test started outlives the tests (k8stest's spawner excepted,
+// in NoLeaks).
 func TestMain(m *testing.M) {
 	rt48ListenChild()
-	os.Exit(agoratest.NoLeaks(agoratest.RunWithBinary(m, &agoraBin)))
+	os.Exit(agoratest.NoLeaks(agoratest.RunWithBinary(k8stest.Runner(m), &agoraBin)))
 }
 
 // env is one AGORA_HOME with a registered catalog.

@@ -32,8 +32,12 @@ const k8sGateLabel = "agora-e2e-gate"
 
 func newK8sEnv(t *testing.T) *k8sEnv {
 	t.Helper()
-	c := k8stest.Start(t, k8stest.Options{Namespace: "agents"})
+	// The package's one kwok control plane, in a namespace of this test's own; the gate
+	// starts closed and is closed again when the test ends (the node is every test's).
+	c := k8stest.Shared(t, k8stest.Options{}).InNewNamespace(t)
 	e := &k8sEnv{env: newEnv(t), c: c}
+	e.setGate(nil)
+	t.Cleanup(func() { e.setGate(nil) })
 	pin := "@sha256:" + strings.Repeat("ab", 32)
 	cfg := fmt.Sprintf(`targets:
   k8s:
@@ -54,9 +58,12 @@ func newK8sEnv(t *testing.T) *k8sEnv {
 }
 
 // openGate labels kwok's node so the target's pods schedule, run and complete.
-func (e *k8sEnv) openGate() {
-	patch := map[string]any{"metadata": map[string]any{"labels": map[string]string{k8sGateLabel: "open"}}}
-	must(e.t, e.c.Do(e.t.Context(), http.MethodPatch, "/api/v1/nodes/"+k8stest.KwokNode, patch, nil))
+func (e *k8sEnv) openGate() { e.setGate("open") }
+
+// setGate sets the node's gate label to value, or removes it (nil).
+func (e *k8sEnv) setGate(value any) {
+	patch := map[string]any{"metadata": map[string]any{"labels": map[string]any{k8sGateLabel: value}}}
+	must(e.t, e.c.Do(context.Background(), http.MethodPatch, "/api/v1/nodes/"+k8stest.KwokNode, patch, nil))
 }
 
 // jobs lists the namespace's Jobs by agora's dispatch label.

@@ -24,7 +24,7 @@ import (
 // and its slot Jobs never meet another test's listing.
 func k8sWarmEnv(t *testing.T) (*env, *k8stest.Cluster) {
 	t.Helper()
-	c := k8stest.Start(t, k8stest.Options{Namespace: "warmserve"})
+	c := k8stest.Shared(t, k8stest.Options{}).InNewNamespace(t)
 	e := newEnv(t)
 	pin := "@sha256:" + strings.Repeat("cd", 32)
 	cfg := fmt.Sprintf(`targets:
