@@ -11,6 +11,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 )
 
@@ -40,11 +41,16 @@ func startHolding(t *testing.T, p *Provider, s compute.Spec, held string) (compu
 		t.Fatalf("start A: %v", err)
 	}
 	t.Cleanup(func() { cancel(); h.Wait() })
-	if !waitFile(held) {
-		t.Fatalf("A did not report its sleepers within 30 s")
+	// The shell creates the file before it writes the count (and can fork no mv to place it
+	// whole): the count is there once its line ends.
+	var b []byte
+	if !agoratest.Poll(30*time.Second, func() bool {
+		b, _ = os.ReadFile(held)
+		return strings.HasSuffix(string(b), "\n")
+	}) {
+		t.Fatalf("A did not report its sleepers within 30 s (%q)", b)
 	}
-	b, _ := os.ReadFile(held)
-	return h, atoiOr(string(b), -1)
+	return h, atoiOr(strings.TrimSpace(string(b)), -1)
 }
 
 // The attack (red team #16, finding 2): dispatch A forks up to its process limit and holds
