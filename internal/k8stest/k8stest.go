@@ -17,8 +17,9 @@
 //		...
 //	}
 //
-// A test that needs a cluster of its own (to kill its apiserver, say) calls Start. Either
-// skips, saying so, when the binaries are absent.
+// A test that wants a namespace to itself on the package's cluster (every Job in it its
+// own) takes Shared(...).InNewNamespace(t); a test that needs a cluster of its own (to kill
+// its apiserver, say) calls Start. Either skips, saying so, when the binaries are absent.
 package k8stest
 
 import (
