@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -56,9 +57,11 @@ func benchLayered(b *testing.B, specs []spec) {
 		h := startWith(b, filepath.Join(dir, "orch.db"), exec, orch.Options{Observer: commits})
 		name := fmt.Sprintf("scale-%d", i)
 		p := mkPlan(b, name, 1000, specs...)
+		stopProfile := heapProfileMidway(b, exec, len(specs))
 		b.StartTimer()
 		t0 := time.Now()
 		id := h.runToEnd(p)
+		stopProfile()
 		elapsed := time.Since(t0)
 		r := h.wait(id)
 		b.StopTimer()
@@ -87,4 +90,44 @@ func benchLayered(b *testing.B, specs []spec) {
 		h.stop()
 		os.RemoveAll(dir)
 	}
+}
+
+// heapProfileMidway writes a heap profile to $ORCH_BENCH_HEAPPROFILE once half the run's
+// tasks have started (what the engine holds in the middle of a run, not after it); without
+// the variable it does nothing. The returned func stops the watcher.
+func heapProfileMidway(b *testing.B, exec *noopExec, tasks int) func() {
+	path := os.Getenv("ORCH_BENCH_HEAPPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			exec.mu.Lock()
+			n := len(exec.started)
+			exec.mu.Unlock()
+			if n < tasks/2 {
+				continue
+			}
+			f, err := os.Create(path)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			runtime.GC()
+			if err := pprof.WriteHeapProfile(f); err != nil {
+				b.Error(err)
+			}
+			f.Close()
+			return
+		}
+	}()
+	return func() { close(done) }
 }
