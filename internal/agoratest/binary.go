@@ -17,7 +17,7 @@ import (
 // that removes the directory. TestMain functions call it once. Built from a checkout, they
 // carry the commit (go build's -buildvcs=auto). When [BuiltEnv] names a directory (make unit
 // sets it to the bin/ it has just built, with the same flags), the three are copied from it
-// instead: a dozen packages each linking the same 80 MB of programs was a minute of CI's CPU.
+// instead: a dozen packages each linking the same 80 MB of programs costs a minute of CPU.
 func BuildBinary() (bin string, cleanup func(), err error) {
 	if built := os.Getenv(BuiltEnv); built != "" {
 		return copyBuilt(built)
