@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,58 +71,9 @@ func layered(width, layers, lockNames int) []spec {
 
 // BenchmarkLayeredDAG runs a 10,000-task layered DAG (width 100, 200 lock names) with
 // durable commits and reports tasks/s, the median dependency-to-fire latency, and the peak
-// RSS of the process while it parses the plan (as serve does at submit) and runs it.
-func BenchmarkLayeredDAG(b *testing.B) {
-	specs := layered(100, 100, 200)
-	// The same soft memory limit agora orch serve sets (orch.MemoryLimit).
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(orch.MemoryLimit))
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		// Start each run's peak RSS from what the process holds now: the previous run's
-		// garbage returned, the kernel's high-water mark reset (clear_refs 5).
-		runtime.GC()
-		debug.FreeOSMemory()
-		os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
-		exec := newNoopExec()
-		// A fresh directory per run, removed after it: earlier runs' files would otherwise
-		// pile up dirty pages that every later fsync has to wait for.
-		dir, err := os.MkdirTemp("", "orchbench")
-		if err != nil {
-			b.Fatal(err)
-		}
-		h := start(b, filepath.Join(dir, "orch.db"), exec)
-		p := mkPlan(b, fmt.Sprintf("layered-%d", i), 1000, specs...)
-		b.StartTimer()
-		t0 := time.Now()
-		id := h.runToEnd(p)
-		elapsed := time.Since(t0)
-		r := h.wait(id)
-		b.StopTimer()
-		if r.State != api.RunSucceeded {
-			b.Fatalf("run %s", r.State)
-		}
-		var lat []time.Duration
-		for _, s := range specs {
-			if len(s.Deps) == 0 {
-				continue
-			}
-			var last time.Time
-			for _, d := range s.Deps {
-				if e := exec.ended["layered-"+strconv.Itoa(i)+"/"+d]; e.After(last) {
-					last = e
-				}
-			}
-			lat = append(lat, exec.started["layered-"+strconv.Itoa(i)+"/"+s.ID].Sub(last))
-		}
-		slices.Sort(lat)
-		b.ReportMetric(float64(len(specs))/elapsed.Seconds(), "tasks/s")
-		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-dep-to-fire-p50")
-		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "ms-dep-to-fire-p99")
-		b.ReportMetric(rssMB("VmHWM:"), "MB-peak-rss")
-		h.stop()
-		os.RemoveAll(dir)
-	}
-}
+// RSS of the process while it parses the plan (as serve does at submit) and runs it: the
+// middle size of BenchmarkScale.
+func BenchmarkLayeredDAG(b *testing.B) { benchLayered(b, layered(100, 100, 200)) }
 
 // rssMB reads a size field of /proc/self/status (VmRSS: now, VmHWM: the peak) in MB.
 func rssMB(field string) float64 {
