@@ -72,16 +72,18 @@ vet:
 # those end, not last: internal/web (two minutes), started in ./...'s order, ran alone for the
 # last 74 s of the step. The order is by package time in a full `go test -json` unit run
 # (docs/BENCHMARKS.md "CI time": the jq command there lists them). Results print in this
-# order. Four packages at a time (UNIT_P): with go test's default of two on two cores, their
+# order. Five packages at a time (UNIT_P): with go test's default of two on two cores, their
 # waits left a third of the CPU idle (the unit step 1,536 s with two, 1,084 s with four, same
-# code); a test that fails only under such load is found with make stress, which runs packages
-# four at a time beside a CPU hog. 40 minutes a package, for a slow machine.
+# code), and with four, 20-39% of minutes 4-8, while the four longest all wait (1,050 s with
+# four, 906 s with five, one clean clone each); a test that fails only under such load is
+# found with make stress, which runs packages as many at a time beside a CPU hog. 40 minutes
+# a package, for a slow machine.
 UNIT_FIRST = ./internal/dispatch ./internal/compute/kubernetes ./internal/orch/service ./internal/cli \
 	./internal/mcpserver ./internal/netgw ./internal/web ./internal/k8stest ./internal/replicate \
 	./internal/orch/cron ./internal/audit/verify ./internal/runtime/claudert/claudeadapter \
 	./internal/secret ./internal/orch/plan ./internal/audit ./internal/workerbin ./internal/lease \
 	./cmd/agora-worker
-UNIT_P = 4
+UNIT_P = 5
 # TEST_GOGC is the GOGC of make test's steps (the compiler, the linker, the test processes and
 # what they start): the race-instrumented test processes collected their small heaps so often
 # that signalling goroutines for the collector's stack scans was a seventh of their CPU; at 400

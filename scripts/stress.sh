@@ -10,7 +10,7 @@
 # failure in one run does not leak state into the next. The hog is one busy loop per core at
 # the lowest priority (nice 19): the tests still get the CPU, as late as on a loaded CI machine.
 # A failed test is fixed, never retried: nothing here or in CI re-runs a failure to pass.
-# HOG=0 runs without the hog; HOG=N runs N busy loops. P=N runs N packages at once (4).
+# HOG=0 runs without the hog; HOG=N runs N busy loops. P=N runs N packages at once (5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,9 +50,9 @@ echo "== stress: ${pkgs[*]}, $n runs, ${race:-no race detector}, $hogs busy loop
 # Build once, before the clock starts: the runs then measure the tests, not the compiler.
 CGO_ENABLED=1 go test $race -count=1 -run '^$' "${pkgs[@]}" >/dev/null   # $race unquoted: two flags
 
-# Four packages at a time, as make unit runs them (UNIT_P): a package's tests see the load of
+# Five packages at a time, as make unit runs them (UNIT_P): a package's tests see the load of
 # the others beside them, as in CI. P=2 for go test's default on two cores.
-args=(-count=1 -timeout 40m -json -p "${P:-4}")
+args=(-count=1 -timeout 40m -json -p "${P:-5}")
 export GOGC=${GOGC:-400}   # the Makefile's TEST_GOGC
 [ -n "$race" ] && args+=($race)
 [ -n "$run" ] && args+=(-run "$run")
