@@ -128,9 +128,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 		return err
 	}
 	defer release()
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(orch.MemoryLimit)
-	}
+	setServeMemoryLimit(0)
 	// With leader: in agora.yaml, a standby until it holds the Lease (orch_serve_lease.go).
 	leader, h, err := leaderHome(ctx, f, opts.logFormat)
 	if err != nil {
@@ -282,6 +280,14 @@ func serveOrchParts(ctx context.Context, f *Factory, opts *orchServeOptions, p *
 	return p.leader.stopped(err)
 }
 
+// setServeMemoryLimit sets serve's soft memory limit for an engine holding tasks tasks of open
+// runs (orch.MemoryLimitFor), unless GOMEMLIMIT chose the limit.
+func setServeMemoryLimit(tasks int) {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(orch.MemoryLimitFor(tasks))
+	}
+}
+
 // adoptLoop adopts, every [detach.ReapEvery] while serve runs, the dispatches whose
 // supervisor died while their worker runs on (a Kubernetes Job): within seconds, whether or
 // not a run or a client follows them. It ends nothing (dispatch.Dispatcher.AdoptOrphans).
@@ -309,6 +315,7 @@ func openOrchEngine(ctx context.Context, f *Factory, h *home.Home, db *store.DB,
 		Refs:     catalogRefs{r: reader, targets: h.Config.Target, queues: h.Config.CheckQueue},
 		Queues:   h.Config.QueueConcurrency(),
 		Observer: ob.observer,
+		Held:     setServeMemoryLimit,
 		AfterCommit: func(ctx context.Context, sealed []string) {
 			// A sealed run gets a checkpoint at once, so its bundle can be exported and
 			// anchored without waiting for the next interval.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -25,11 +26,13 @@ func (c *commitCount) LockWait(runID, runName, taskID, lock string) {}
 func (c *commitCount) Reattached(orch.Attempt)                      {}
 
 // BenchmarkScale runs the layered DAG of BenchmarkLayeredDAG (width 100, 200 lock names) at
-// 1,000, 10,000 and 100,000 tasks, with the soft memory limit agora orch serve sets
-// (orch.MemoryLimit), and reports tasks/s, the dependency-to-fire p50 and p99, the commits
-// made and the process's peak RSS (the harness's own plan and maps included). The engine's
-// cost per task must not grow with the run: the 100,000-task rate against the 10,000-task
-// one, and the p99s, are the figures to compare.
+// 1,000, 10,000 and 100,000 tasks (the most a plan may have), with the soft memory limit agora
+// orch serve sets (orch.MemoryLimitFor the tasks held), and reports tasks/s, the
+// dependency-to-fire p50 and p99, the commits made, the largest live heap a collection found,
+// the collector's share of the CPU used and the process's peak RSS (the harness's own plan
+// and maps included). The engine's cost per task must not grow with the run: the
+// 100,000-task rate against the 10,000-task one, and the p99s, are the figures to compare.
+// ORCH_BENCH_FIXEDLIMIT=1 holds the limit at orch.MemoryLimit instead, as a baseline.
 //
 //	go test -run '^$' -bench Scale -benchtime 1x -count 3 ./internal/orch
 func BenchmarkScale(b *testing.B) {
@@ -41,6 +44,10 @@ func BenchmarkScale(b *testing.B) {
 // benchLayered runs specs b.N times, each in a fresh orch.db, and reports its figures.
 func benchLayered(b *testing.B, specs []spec) {
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(orch.MemoryLimit))
+	held := func(n int) { debug.SetMemoryLimit(orch.MemoryLimitFor(n)) }
+	if os.Getenv("ORCH_BENCH_FIXEDLIMIT") != "" {
+		held = nil
+	}
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		// Start each run's peak RSS from what the process holds now: the previous run's
@@ -54,15 +61,18 @@ func benchLayered(b *testing.B, specs []spec) {
 			b.Fatal(err)
 		}
 		commits := &commitCount{}
-		h := startWith(b, filepath.Join(dir, "orch.db"), exec, orch.Options{Observer: commits})
+		h := startWith(b, filepath.Join(dir, "orch.db"), exec, orch.Options{Observer: commits, Held: held})
 		name := fmt.Sprintf("scale-%d", i)
 		p := mkPlan(b, name, 1000, specs...)
 		stopProfile := heapProfileMidway(b, exec, len(specs))
+		runtime.GC() // the plan's parse is the harness's: the heap watched starts without it
+		heap := watchHeap()
 		b.StartTimer()
 		t0 := time.Now()
 		id := h.runToEnd(p)
 		stopProfile()
 		elapsed := time.Since(t0)
+		liveMax, gcShare := heap()
 		r := h.wait(id)
 		b.StopTimer()
 		if r.State != api.RunSucceeded {
@@ -86,15 +96,64 @@ func benchLayered(b *testing.B, specs []spec) {
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-dep-to-fire-p50")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "ms-dep-to-fire-p99")
 		b.ReportMetric(float64(commits.n.Load()), "commits")
+		b.ReportMetric(float64(liveMax)/1e6, "MB-live-heap-max")
+		b.ReportMetric(100*gcShare, "%-cpu-in-gc")
 		b.ReportMetric(rssMB("VmHWM:"), "MB-peak-rss")
 		h.stop()
 		os.RemoveAll(dir)
 	}
 }
 
+// profileAt is how many of tasks have started when heapProfileMidway writes its profile.
+func profileAt(tasks int) int {
+	if n, err := strconv.Atoi(os.Getenv("ORCH_BENCH_HEAPPROFILE_AT")); err == nil && n > 0 {
+		return n
+	}
+	return tasks / 2
+}
+
+// watchHeap samples the live heap (as of the last collection) every 10 ms until the returned
+// func is called, which reports the largest sample and the collector's share of the CPU the
+// process used meanwhile. Nothing here forces a collection, so the run's timing is its own.
+func watchHeap() func() (liveMax uint64, gcShare float64) {
+	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/cpu/classes/gc/total:cpu-seconds"},
+		{Name: "/cpu/classes/total:cpu-seconds"}, {Name: "/cpu/classes/idle:cpu-seconds"}}
+	cpu := func() (gc, used float64) {
+		metrics.Read(samples)
+		return samples[1].Value.Float64(), samples[2].Value.Float64() - samples[3].Value.Float64()
+	}
+	gc0, used0 := cpu()
+	var max atomic.Uint64
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			metrics.Read(s)
+			if v := s[0].Value.Uint64(); v > max.Load() {
+				max.Store(v)
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() (uint64, float64) {
+		close(done)
+		<-stopped
+		gc1, used1 := cpu()
+		return max.Load(), (gc1 - gc0) / (used1 - used0)
+	}
+}
+
 // heapProfileMidway writes a heap profile to $ORCH_BENCH_HEAPPROFILE once half the run's
-// tasks have started (what the engine holds in the middle of a run, not after it); without
-// the variable it does nothing. The returned func stops the watcher.
+// tasks have started (what the engine holds in the middle of a run, not after it), or
+// $ORCH_BENCH_HEAPPROFILE_AT of them (1: right after the submission's commit); without the
+// variable it does nothing. The returned func stops the watcher.
 func heapProfileMidway(b *testing.B, exec *noopExec, tasks int) func() {
 	path := os.Getenv("ORCH_BENCH_HEAPPROFILE")
 	if path == "" {
@@ -113,7 +172,7 @@ func heapProfileMidway(b *testing.B, exec *noopExec, tasks int) func() {
 			exec.mu.Lock()
 			n := len(exec.started)
 			exec.mu.Unlock()
-			if n < tasks/2 {
+			if n < profileAt(tasks) {
 				continue
 			}
 			f, err := os.Create(path)

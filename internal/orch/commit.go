@@ -138,7 +138,8 @@ func (e *Engine) commit(ctx context.Context, b *batch) error {
 	}
 	e.logged = false
 	for _, r := range b.newRuns {
-		r.inserted = false
+		// The plan is in run_plans now; the run's tasks hold what the engine needs of it.
+		r.inserted, r.canonical = false, nil
 	}
 	for _, t := range b.tasks {
 		t.dirty, t.fresh = false, false

@@ -21,10 +21,20 @@ import (
 // maxBatch bounds how many events one transaction applies.
 const maxBatch = 4096
 
-// MemoryLimit is the soft memory limit agora orch serve sets for itself (unless GOMEMLIMIT is
-// set): parsing a large plan allocates several times its size for a moment, and without a
-// limit the Go runtime lets the heap grow to twice the live size before it collects.
+// MemoryLimit is the soft memory limit of agora orch serve with no task in memory (unless
+// GOMEMLIMIT is set): parsing a large plan allocates several times its size for a moment, and
+// without a limit the Go runtime lets the heap grow to twice the live size before it collects.
 const MemoryLimit = 80 << 20
+
+// TaskMemory is the limit's allowance for each task of an open run: about twice what such a
+// task keeps in the heap (its spec, its node, its map entries and its strings: about 1 KB in
+// BenchmarkScale's plan), so the collector has room to work instead of running without end.
+const TaskMemory = 2 << 10
+
+// MemoryLimitFor is serve's soft memory limit while its engine holds tasks tasks of open
+// runs ([Options.Held]). A fixed limit under what the engine must keep makes the collector
+// run without end and take most of the CPU; this one grows with the work and shrinks back.
+func MemoryLimitFor(tasks int) int64 { return MemoryLimit + int64(tasks)*TaskMemory }
 
 // Options tune an [Engine].
 type Options struct {
@@ -41,6 +51,10 @@ type Options struct {
 	// Queues are agora.yaml's queues and their concurrency (queues.go); nil: no queue
 	// bounds anything.
 	Queues map[string]int
+	// Held, when set, is told on the engine goroutine how many tasks of open runs the engine
+	// holds in memory whenever that changes: before the commit that writes new tasks, and
+	// after one that sealed runs. Serve sets its memory limit from it ([MemoryLimitFor]).
+	Held func(tasks int)
 }
 
 // Engine runs plans. Create it with [Open], then call [Engine.Run] once.
@@ -76,6 +90,8 @@ type Engine struct {
 	live   map[string]*task // dispatch id -> the task whose live attempt it is
 	timers timers
 	seq    int64
+	held   int // tasks of the runs in runs
+	told   int // held as Options.Held was last told it
 	b      *batch
 	spare  *batch    // the last batch committed, whose lists the next but one reuses
 	began  time.Time // when the current batch took its first event (for the Observer)
@@ -106,7 +122,7 @@ const keepSealedSpecs = 1
 // runSpecs is what Status needs from a run's plan.
 type runSpecs struct {
 	concurrency int
-	tasks       []plan.Resolved
+	tasks       []*plan.Resolved // each task's spec, the one its task points to
 	budget      budget.Budget
 	queue       string
 	added       []api.Added // why each task after the plan's was added, in order
@@ -192,6 +208,7 @@ func Open(ctx context.Context, db *store.DB, log *audit.Log, exec Executor, opts
 func (e *Engine) Run(ctx context.Context) error {
 	defer close(e.stop)
 	defer e.stmts.close()
+	e.tellHeld() // the runs load left
 	err := e.loop(ctx)
 	if err != nil {
 		// A fold that failed (a fenced or broken orch.db) stops the engine as a failed commit
@@ -323,6 +340,14 @@ func (e *Engine) apply(ev event) {
 	}
 }
 
+// tellHeld tells Options.Held how many tasks the engine holds, when that changed.
+func (e *Engine) tellHeld() {
+	if e.opts.Held != nil && e.held != e.told {
+		e.told = e.held
+		e.opts.Held(e.held)
+	}
+}
+
 // flush schedules, commits the batch, then fires what it decided and answers the callers.
 func (e *Engine) flush(ctx context.Context) error {
 	e.schedule()
@@ -331,6 +356,7 @@ func (e *Engine) flush(ctx context.Context) error {
 	if b.empty() {
 		return nil
 	}
+	e.tellHeld()
 	if e.spare != nil {
 		e.b, e.spare = e.spare.reuse(), nil
 	} else {
@@ -354,6 +380,7 @@ func (e *Engine) flush(ctx context.Context) error {
 	for _, r := range e.runs {
 		if r.sealed {
 			delete(e.runs, r.id)
+			e.held -= len(r.tasks)
 			if e.byName[r.name] == r {
 				delete(e.byName, r.name)
 			}
@@ -366,6 +393,7 @@ func (e *Engine) flush(ctx context.Context) error {
 			}
 		}
 	}
+	e.tellHeld()
 	for _, a := range b.fires {
 		e.exec.Start(ctx, a, e.done)
 	}

@@ -327,7 +327,7 @@ func decodeNumbers(b []byte, v any) error {
 // specOf is the spec of r's task id, or nil.
 func (r *run) specOf(id string) *plan.Resolved {
 	if t, ok := r.byID[id]; ok {
-		return &t.spec
+		return t.spec
 	}
 	return nil
 }
@@ -392,7 +392,8 @@ func anyStrings(ss []string) []any {
 // engine at run time and load at start share it, so both build the same run.
 func (e *Engine) addTasks(r *run, by *task, x extRow, specs []plan.Resolved, keys []string) []*task {
 	added := make([]*task, len(specs))
-	for i, spec := range specs {
+	for i := range specs {
+		spec := &specs[i]
 		t := &task{run: r, idx: len(r.tasks), spec: spec, state: api.TaskPending, qidx: -1, timerIdx: -1}
 		t.role, t.by = x.Cause, by
 		if keys != nil {
@@ -414,6 +415,7 @@ func (e *Engine) addTasks(r *run, by *task, x extRow, specs []plan.Resolved, key
 		}
 	}
 	r.counts[api.TaskPending] += len(added)
+	e.held += len(added)
 	switch x.Cause {
 	case causeFanOut:
 		by.extended = true
@@ -439,8 +441,8 @@ func (e *Engine) addTasks(r *run, by *task, x extRow, specs []plan.Resolved, key
 func (e *Engine) storeSpecs(r *run, x extRow, specs []plan.Resolved) {
 	v, _ := e.specs.Load(r.id)
 	rs, _ := v.(runSpecs)
-	rs.tasks = append(rs.tasks, specs...)
-	for range specs {
+	for i := range specs {
+		rs.tasks = append(rs.tasks, &specs[i])
 		rs.added = append(rs.added, api.Added{Cause: x.Cause, Task: x.Task})
 	}
 	e.specs.Store(r.id, rs)

@@ -58,7 +58,7 @@ func (e *Engine) load(ctx context.Context) error {
 		if p.Digest() != r.digest {
 			return fmt.Errorf("load run %s: stored plan digest %s does not match its content %s", r.id, r.digest, p.Digest())
 		}
-		r.concurrency = p.Concurrency
+		r.concurrency, r.canonical = p.Concurrency, nil // its row exists: the tasks hold the rest
 		e.buildTasks(r, p)
 		if err := e.loadExtensions(ctx, db, r); err != nil {
 			return err

@@ -10,7 +10,7 @@ import (
 // run is the in-memory state of a run that is not sealed.
 type run struct {
 	id, name, digest string
-	canonical        []byte
+	canonical        []byte // the plan as run_plans keeps it, until the run's row is written
 	actor            string
 	repo, revision   string
 	workspace        string // name@sha256:HEX, "" for none
@@ -77,7 +77,7 @@ func (r *run) remaining() budget.Budget {
 type task struct {
 	run        *run
 	idx        int
-	spec       plan.Resolved
+	spec       *plan.Resolved // an element of the run's specs (engine.go), shared, never written
 	deps       []*task
 	dependents []*task
 	locks      []lockReq

@@ -71,7 +71,7 @@ func status(ctx context.Context, q querier, ov *overlay, ref string, cached func
 			r.NameRuns = n
 		}
 	}
-	var specs []plan.Resolved
+	var specs []*plan.Resolved
 	var added []api.Added
 	var runBudget budget.Budget
 	if cached, ok := cached(r.ID); ok {
@@ -86,9 +86,14 @@ func status(ctx context.Context, q querier, ov *overlay, ref string, cached func
 		if err != nil {
 			return api.Run{}, fmt.Errorf("run %s: stored plan: %w", r.ID, err)
 		}
-		specs, r.Concurrency, runBudget, r.Queue = p.Resolve(), p.Concurrency, p.Budget, p.QueueName()
-		if specs, added, err = extendedSpecs(ctx, db, r.ID, specs); err != nil {
+		r.Concurrency, runBudget, r.Queue = p.Concurrency, p.Budget, p.QueueName()
+		var resolved []plan.Resolved
+		if resolved, added, err = extendedSpecs(ctx, db, r.ID, p.Resolve()); err != nil {
 			return api.Run{}, err
+		}
+		specs = make([]*plan.Resolved, len(resolved))
+		for i := range resolved {
+			specs[i] = &resolved[i]
 		}
 	}
 	planTasks := len(specs) - len(added)

@@ -219,14 +219,17 @@ func (e *Engine) buildTasks(r *run, p *plan.Plan) {
 	resolved := p.Resolve()
 	r.budget = p.Budget
 	r.q = e.queueOf(p.QueueName())
-	e.specs.Store(r.id, runSpecs{concurrency: p.Concurrency, tasks: resolved, budget: p.Budget, queue: p.QueueName()})
+	specs := make([]*plan.Resolved, len(resolved))
 	r.tasks = make([]*task, len(resolved))
 	r.byID = make(map[string]*task, len(resolved))
-	for i, spec := range resolved {
+	for i := range resolved {
+		spec := &resolved[i]
+		specs[i] = spec
 		t := &task{run: r, idx: i, spec: spec, state: api.TaskPending, qidx: -1, timerIdx: -1}
 		r.tasks[i] = t
 		r.byID[spec.ID] = t
 	}
+	e.specs.Store(r.id, runSpecs{concurrency: p.Concurrency, tasks: specs, budget: p.Budget, queue: p.QueueName()})
 	r.counts[api.TaskPending] = len(resolved)
 	for _, t := range r.tasks {
 		for _, d := range t.spec.Deps {
@@ -244,6 +247,7 @@ func (e *Engine) buildTasks(r *run, p *plan.Plan) {
 		}
 	}
 	r.planTasks = len(r.tasks)
+	e.held += len(r.tasks)
 }
 
 // lock returns the named lock's state, creating it.
