@@ -26,10 +26,10 @@ var frontModules = []string{"golang.org/x/sys"}
 
 // frontPackages are exactly agora's own packages the front links: the hand-off's wire format
 // (orch/api and what its request names), the answer to serve's challenge (callerctx) and the
-// escaping of serve's reason for a decline (agenttext).
+// escaping of serve's reason for a decline (agenttext), and what `agora version` prints (version).
 var frontPackages = []string{
 	"cmd/agora", "internal/agenttext", "internal/budget", "internal/callerctx", "internal/jcs", "internal/orch/api",
-	"internal/shellwords", "internal/strictjson", "internal/verdict",
+	"internal/shellwords", "internal/strictjson", "internal/verdict", "internal/version",
 }
 
 // TestFrontBinary is the front's binary-level check, as TestWorkerBinary is the worker's: it

@@ -1,5 +1,6 @@
-// Command agora is the command people type: a small front (#28) that links only what a
-// one-shot hand-off needs. `agora dispatch run`, when its flags are ones the front reads
+// Command agora is the command people type: a small front that links only what a one-shot
+// hand-off and `agora version` need. `agora version` is answered here from agora-full's build
+// information (version.go). `agora dispatch run`, when its flags are ones the front reads
 // exactly and an `agora orch serve` of the same home listens, is handed to serve here; every
 // other command line (help, completion, a flag the front does not read, no serve, a serve
 // that declines) runs the whole program, agora-full, found beside this file (never on PATH,
@@ -21,6 +22,13 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agora: error: %v\n", err)
 		os.Exit(1)
+	}
+	if handled, err := answerVersion(full, os.Args[1:], os.Stdout); handled {
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "agora: error: %v\n", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	if code, handled := tryHandoff(full, os.Args[1:]); handled {
 		os.Exit(code)

@@ -2,52 +2,13 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/version"
 )
-
-// versionInfo is what `agora version` prints: where the binary came from, read from the
-// build information the Go toolchain embeds (a release records its module version; a build
-// from a checkout records the commit, its time and whether the tree was modified).
-type versionInfo struct {
-	Version   string `json:"version"`
-	Revision  string `json:"revision,omitempty"`
-	Time      string `json:"time,omitempty"`
-	Modified  bool   `json:"modified"`
-	GoVersion string `json:"go_version"`
-	Module    string `json:"module"`
-}
-
-// readVersion reads the binary's build information. A binary built without it (a test
-// binary, a stripped build) says "unknown" rather than inventing a version.
-func readVersion(read func() (*debug.BuildInfo, bool)) versionInfo {
-	v := versionInfo{Version: "unknown", GoVersion: "unknown", Module: "github.com/agora-dev/agora"}
-	bi, ok := read()
-	if !ok {
-		return v
-	}
-	v.GoVersion = bi.GoVersion
-	if bi.Main.Path != "" {
-		v.Module = bi.Main.Path
-	}
-	if bi.Main.Version != "" {
-		v.Version = bi.Main.Version // "(devel)" for a build from a checkout
-	}
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			v.Revision = s.Value
-		case "vcs.time":
-			v.Time = s.Value
-		case "vcs.modified":
-			v.Modified = s.Value == "true"
-		}
-	}
-	return v
-}
 
 type versionOptions struct {
 	printOptions
@@ -70,26 +31,11 @@ checkout) says so instead of a commit.`,
 }
 
 func versionRun(_ context.Context, opts *versionOptions) error {
-	v := readVersion(opts.read)
-	return emit(opts.f.IO, opts.output, v, func(v versionInfo) error {
-		_, err := io.WriteString(opts.f.IO.Out, formatVersion(v))
-		return err
-	})
-}
-
-// noVCS is the commit line of a binary the toolchain stamped no VCS information into.
-const noVCS = "commit unknown: built without VCS information (go run, go build -buildvcs=false, or outside a git checkout)"
-
-// formatVersion is `agora version`'s text: the version, the commit (or why there is none),
-// the Go version.
-func formatVersion(v versionInfo) string {
-	commit := noVCS
-	if v.Revision != "" {
-		commit = "commit " + v.Revision
-		if v.Modified {
-			commit += "+modified"
-		}
-		commit += " (" + orDash(v.Time) + ")"
+	bi, _ := opts.read()
+	v := version.From(bi)
+	if opts.output == formatJSON {
+		return v.WriteJSON(opts.f.IO.Out)
 	}
-	return fmt.Sprintf("agora %s\n%s\n%s\n", v.Version, commit, v.GoVersion)
+	_, err := io.WriteString(opts.f.IO.Out, v.Text())
+	return err
 }
