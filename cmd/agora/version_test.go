@@ -9,14 +9,13 @@ import (
 )
 
 // TestFront_VersionFromTheFile: `agora version`, in each form the front answers, prints what
-// agora-full prints, byte for byte, and without starting agora-full: beside a copy of the front
-// agora-full is readable but not executable, so an exec of it would fail. The forms the front
-// leaves to agora-full still reach it (their errors and help are agora-full's).
+// agora-full prints, byte for byte, and without starting agora-full. Which programs started
+// is read from the runtime's init trace (GODEBUG=inittrace=1): agora-full's names cobra, which
+// the front never links. The forms the front leaves to agora-full still reach it (their errors
+// and help are agora-full's).
 func TestFront_VersionFromTheFile(t *testing.T) {
-	dir := t.TempDir()
-	self := filepath.Join(dir, "agora")
-	copyFile(t, agoraBin, self, 0o755)
-	copyFile(t, filepath.Join(filepath.Dir(agoraBin), fullName), filepath.Join(dir, fullName), 0o644)
+	const fullInit = "init github.com/spf13/cobra "
+	env := append(os.Environ(), "GODEBUG=inittrace=1")
 	for _, args := range [][]string{
 		{"version"}, {"version", "-o", "json"}, {"version", "--output", "json"}, {"version", "--output=json"},
 		{"version", "-o", "table"}, {"version", "--output=table"},
@@ -26,23 +25,35 @@ func TestFront_VersionFromTheFile(t *testing.T) {
 			if want.code != 0 || want.out == "" {
 				t.Fatalf("agora-full %v: %+v", args, want)
 			}
-			got := run(t, exec.Command(self, args...))
-			if got != want {
+			got := front(t, env, args...)
+			if got.code != want.code || got.out != want.out {
 				t.Errorf("the front said %+v, agora-full %+v", got, want)
+			}
+			if strings.Contains(got.err, fullInit) {
+				t.Errorf("agora-full started for %v", args)
 			}
 		})
 	}
-	// Not the front's: agora-full is run for them, and here it cannot be.
 	for _, args := range [][]string{
 		{"version", "-o", "yaml"}, {"version", "extra"}, {"version", "--help"}, {"version", "-ojson"},
 		{"--actor", "x", "version"}, {"version", "-o"}, {"version", "--output="},
 	} {
 		t.Run("left to agora-full/"+strings.Join(args, " "), func(t *testing.T) {
-			got := run(t, exec.Command(self, args...))
-			if got.code != 1 || !strings.Contains(got.err, "permission denied") {
-				t.Errorf("%v: %+v, want the exec of the unexecutable agora-full to fail", args, got)
+			want := full(t, os.Environ(), args...)
+			got := front(t, env, args...)
+			if got.code != want.code || got.out != want.out || !strings.Contains(got.err, fullInit) {
+				t.Errorf("%v: the front ended %d %q, agora-full %+v; want agora-full run", args, got.code, got.out, want)
 			}
 		})
+	}
+	// An agora-full this process cannot execute is run, so the exec says why, rather than a
+	// version printed for a program that cannot start.
+	dir := t.TempDir()
+	self := filepath.Join(dir, "agora")
+	copyFile(t, agoraBin, self, 0o755)
+	copyFile(t, filepath.Join(filepath.Dir(agoraBin), fullName), filepath.Join(dir, fullName), 0o644)
+	if got := run(t, exec.Command(self, "version")); got.code != 1 || !strings.Contains(got.err, "permission denied") {
+		t.Errorf("with agora-full not executable: %+v, want the exec's permission denied", got)
 	}
 	// An agora-full the build information cannot be read from (not a Go program) is run.
 	if err := os.Remove(filepath.Join(dir, fullName)); err != nil {
