@@ -53,7 +53,7 @@ func (e *Engine) complete(o Outcome) {
 				iv := InvalidReview("the executor read no review")
 				v = &iv
 			}
-			t.vote = v
+			t.own().vote = v
 			details["review"] = reviewDetails(v)
 		}
 		switch {

@@ -3,6 +3,7 @@ package orch
 import (
 	"context"
 	"database/sql"
+	"reflect"
 	"time"
 )
 
@@ -88,3 +89,7 @@ func SetInFold(f func()) { testOnlyInFold = f }
 // SetFoldIdle sets how long the engine waits idle before it folds the row log (foldIdle
 // otherwise), for the tests that need records left unfolded. Call it before Run.
 func SetFoldIdle(e *Engine, d time.Duration) { e.foldIdle = d }
+
+// NoExtWritten says whether the links every task without its own shares were written: a
+// write through a task's promoted ext fields instead of own() lands there, in every task.
+func NoExtWritten() bool { return !reflect.ValueOf(*noExt).IsZero() }

@@ -52,6 +52,19 @@ type ext struct {
 	vote      *Review // a reviewer's review, once it succeeded
 }
 
+// noExt is the links of every task that has none: a plan's tasks share it until one gets
+// links of its own (own), so a task without them pays a pointer, not the whole ext. It is
+// never written (TestMain checks it is still empty after every test).
+var noExt = &ext{}
+
+// own is t's extension links to write: its own, made from noExt the first time.
+func (t *task) own() *ext {
+	if t.ext == noExt {
+		t.ext = &ext{}
+	}
+	return t.ext
+}
+
 // extRow is one extension as run_extensions keeps it.
 type extRow struct {
 	Seq   int
@@ -394,8 +407,8 @@ func (e *Engine) addTasks(r *run, by *task, x extRow, specs []plan.Resolved, key
 	added := make([]*task, len(specs))
 	for i := range specs {
 		spec := &specs[i]
-		t := &task{run: r, idx: len(r.tasks), spec: spec, state: api.TaskPending, qidx: -1, timerIdx: -1}
-		t.role, t.by = x.Cause, by
+		t := &task{run: r, idx: len(r.tasks), spec: spec, state: api.TaskPending, qidx: -1, timerIdx: -1,
+			ext: &ext{role: x.Cause, by: by}}
 		if keys != nil {
 			t.key = keys[i]
 		}
@@ -418,8 +431,9 @@ func (e *Engine) addTasks(r *run, by *task, x extRow, specs []plan.Resolved, key
 	e.held += len(added)
 	switch x.Cause {
 	case causeFanOut:
-		by.extended = true
-		by.children = append(by.children, added...)
+		links := by.own()
+		links.extended = true
+		links.children = append(links.children, added...)
 		for _, c := range added {
 			// The fan-out is done when its items are: each is a dependency of it.
 			by.deps = append(by.deps, c)
@@ -427,9 +441,11 @@ func (e *Engine) addTasks(r *run, by *task, x extRow, specs []plan.Resolved, key
 			by.unmet++
 		}
 	case causeReview:
-		by.reviewers = append(by.reviewers, added...)
+		links := by.own()
+		links.reviewers = append(links.reviewers, added...)
 	case causeFix:
-		by.fixes = append(by.fixes, added...)
+		links := by.own()
+		links.fixes = append(links.fixes, added...)
 	}
 	r.exts++
 	e.storeSpecs(r, x, specs)

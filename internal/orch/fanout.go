@@ -71,7 +71,7 @@ func (e *Engine) fanOut(t *task, o Outcome) {
 			continue
 		}
 		if len(added) == 0 {
-			f.extended = true // an empty list: the fan-out is done with its producer
+			f.own().extended = true // an empty list: the fan-out is done with its producer
 		}
 		for _, c := range added {
 			if c.unmet == 0 {

@@ -47,7 +47,7 @@ func (e *Engine) accept(c *task, details map[string]any) {
 	if t.state != api.TaskPending {
 		return // cancelled meanwhile
 	}
-	t.product = c
+	t.own().product = c
 	t.reason, t.detail = "", ""
 	e.succeed(t, map[string]any{"fixed_by": c.spec.ID, "product": c.productID(), "fixes": int64(len(t.fixes))}, Outcome{})
 }

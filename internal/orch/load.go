@@ -129,7 +129,7 @@ func (e *Engine) loadTasks(ctx context.Context, db *sql.DB, r *run) error {
 			if err != nil {
 				return fmt.Errorf("load task %s of run %s: %w", t.spec.ID, r.id, err)
 			}
-			t.vote = v
+			t.own().vote = v
 		}
 		t.state, t.attempts, t.failures, t.dispatchID, t.readySeq = state, x.attempts, x.failures, x.dispatchID, x.readySeq
 		t.question, t.answer, t.cancel = x.question, x.answer, x.cancel
@@ -156,7 +156,7 @@ func (e *Engine) loadTasks(ctx context.Context, db *sql.DB, r *run) error {
 		if t.state == api.TaskSucceeded {
 			for _, f := range slices.Backward(t.fixes) {
 				if f.state == api.TaskSucceeded {
-					t.product = f // the fix the loop succeeded with
+					t.own().product = f // the fix the loop succeeded with
 					break
 				}
 			}

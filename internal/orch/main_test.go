@@ -1,12 +1,22 @@
 package orch_test
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/orch"
 )
 
 // TestMain fails the package when a goroutine a test started (an engine's loop, a
-// dispatcher's attempt) outlives the tests.
-func TestMain(m *testing.M) { os.Exit(agoratest.NoLeaks(m.Run())) }
+// dispatcher's attempt) outlives the tests, and when any test's engine wrote the extension
+// links all plain tasks share (extend.go, noExt) instead of a task's own.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if orch.NoExtWritten() {
+		fmt.Fprintln(os.Stderr, "FAIL: the extension links plain tasks share (noExt) were written: a write through a task's ext fields must go through own()")
+		code = 1
+	}
+	os.Exit(agoratest.NoLeaks(code))
+}

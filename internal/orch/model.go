@@ -107,7 +107,7 @@ type task struct {
 	readyUnrecorded bool // became ready in this batch; no ready entry yet
 	fresh           bool // added in the current batch: its row is inserted, not updated
 
-	ext // run extension (extend.go)
+	*ext // run extension (extend.go): noExt until the task has links of its own (own)
 }
 
 // lockReq is one lock a task needs.

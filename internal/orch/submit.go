@@ -225,7 +225,7 @@ func (e *Engine) buildTasks(r *run, p *plan.Plan) {
 	for i := range resolved {
 		spec := &resolved[i]
 		specs[i] = spec
-		t := &task{run: r, idx: i, spec: spec, state: api.TaskPending, qidx: -1, timerIdx: -1}
+		t := &task{run: r, idx: i, spec: spec, state: api.TaskPending, qidx: -1, timerIdx: -1, ext: noExt}
 		r.tasks[i] = t
 		r.byID[spec.ID] = t
 	}
@@ -243,7 +243,8 @@ func (e *Engine) buildTasks(r *run, p *plan.Plan) {
 		}
 		if f := t.spec.FanOut; f != nil {
 			producer := r.byID[f.From]
-			producer.fanOuts = append(producer.fanOuts, t)
+			links := producer.own()
+			links.fanOuts = append(links.fanOuts, t)
 		}
 	}
 	r.planTasks = len(r.tasks)
