@@ -40,6 +40,17 @@ const secretCanary = "canary-5f3e9a1c7b2d4e6f-secret"
 func newHome(t testing.TB) string {
 	t.Helper()
 	home := filepath.Join(t.TempDir(), "home")
+	// A dispatch's disk quota is unmounted after its record ends (by its supervisor, or by
+	// the Reap of a later command when a test killed the supervisor): the home's removal
+	// waits for that, after one last command has reaped.
+	agoratest.UnmountedAtCleanup(t, home)
+	t.Cleanup(func() {
+		if _, err := os.Stat(home); err == nil {
+			c := exec.Command(agoraBin, "dispatch", "list", "--limit", "1")
+			c.Env = baseEnv(home)
+			c.Run()
+		}
+	})
 	src, err := filepath.Abs("testdata/catalog/agora-manifest.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -156,10 +156,14 @@ func (h *handle) run(ctx context.Context, att client.ContainerAttachResult, bega
 	for !gotCode && waitErr == nil {
 		select {
 		case res := <-wait.Result:
-			code, gotCode = res.StatusCode, true
 			if res.Error != nil && res.Error.Message != "" {
+				// No status came with it: podman answers a wait on a container removed
+				// meanwhile with code 0 and "container has already been removed", which
+				// must not read as a clean exit.
 				waitErr = errors.New(res.Error.Message)
+				break
 			}
+			code, gotCode = res.StatusCode, true
 		case waitErr = <-wait.Error:
 		case <-deadline:
 			h.exit.TimedOut = true

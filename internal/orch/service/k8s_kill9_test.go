@@ -317,6 +317,9 @@ tasks:
 		must(t, syscall.Kill(pid, syscall.SIGKILL))
 	}
 	serve.Wait()
+	for _, pid := range sups {
+		agoratest.WaitDead(t, pid) // dead before the reap below looks at them, even under load
+	}
 	must(t, e.c.Do(t.Context(), http.MethodDelete, "/apis/batch/v1/namespaces/"+e.c.Namespace+"/jobs/"+first[vanishing][0]+"?propagationPolicy=Background", nil, nil))
 	// A one-shot command reaping meanwhile leaves the orphan live for a serve to adopt.
 	e.run("dispatch", "list")

@@ -137,6 +137,9 @@ tasks:
 		must(t, syscall.Kill(pid, syscall.SIGKILL))
 	}
 	serve.Wait()
+	for _, pid := range sups {
+		agoratest.WaitDead(t, pid)
+	}
 	takeOver(t, e.home)
 	serve = e.serveArgs("--gateway", addr)
 	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
