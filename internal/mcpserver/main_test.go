@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/compute/local"
 )
 
 // agoraBin is the real agora binary, built once: the tests talk to it as a client would.
@@ -43,7 +44,7 @@ func newHome(t testing.TB) string {
 	// A dispatch's disk quota is unmounted after its record ends (by its supervisor, or by
 	// the Reap of a later command when a test killed the supervisor): the home's removal
 	// waits for that, after one last command has reaped.
-	agoratest.UnmountedAtCleanup(t, home)
+	unmountedAtCleanup(t, home)
 	t.Cleanup(func() {
 		if _, err := os.Stat(home); err == nil {
 			c := exec.Command(agoraBin, "dispatch", "list", "--limit", "1")
@@ -275,4 +276,22 @@ func stdioSessionEnv(t testing.TB, home string, env []string, args ...string) *m
 	}
 	t.Cleanup(func() { cs.Close() })
 	return cs
+}
+
+// unmountedAtCleanup registers a cleanup, run before those registered earlier (the home's
+// TempDir removal), that waits up to a minute until nothing is mounted at or under dir, and
+// fails naming what stays mounted.
+func unmountedAtCleanup(t testing.TB, dir string) {
+	t.Helper()
+	t.Cleanup(func() {
+		var left []string
+		ok := agoratest.Poll(time.Minute, func() bool {
+			var err error
+			left, err = local.MountsUnder(dir)
+			return err == nil && len(left) == 0
+		})
+		if !ok {
+			t.Errorf("still mounted under %s a minute after the test: %s", dir, strings.Join(left, ", "))
+		}
+	})
 }
