@@ -4,7 +4,7 @@
 GO ?= go
 export CGO_ENABLED ?= 0
 
-.PHONY: build install demo test vet fmt-check unit fuzz-short mcp-inspector bench clean stress stress-all test-clock property k8s-tools s3-tools oidc-tools helm-tools helm-render registry-tools gvisor-tools netpol-tools k8s-cluster image podman test-containers test-k8s test-ui bench-targets
+.PHONY: build install demo test vet fmt-check unit warm fuzz-short mcp-inspector bench clean stress stress-all test-clock property k8s-tools s3-tools oidc-tools helm-tools helm-render registry-tools gvisor-tools netpol-tools k8s-cluster image podman test-containers test-k8s test-ui bench-targets
 
 # build makes agora's three programs side by side: bin/agora (the small front people type:
 # it hands `agora dispatch run` to a running serve and execs agora-full for everything else),
@@ -110,6 +110,15 @@ UNIT_VET ?=
 unit: build
 	@echo "== make unit: every package, the longest first, $(UNIT_P) at a time (results print in that order: the first after 6-9 minutes)"
 	AGORA_TEST_BUILT=$(CURDIR)/bin GOGC=$(TEST_GOGC) CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) $(if $(UNIT_VET),-vet=$(UNIT_VET)) -p $(UNIT_P) -count=1 -timeout 40m $(UNIT_FIRST) ./...
+
+# warm compiles what make test's vet and unit steps compile, and runs nothing: the unit step's
+# race-instrumented packages and test packages (go list -export: compiled, not linked, into Go's
+# build cache under exactly the unit step's flags), then go vet's. .ci/run starts it at the
+# lowest priority beside its tool builds, whose downloads, apt steps and single-threaded links
+# leave a core idle; on a cold machine those steps then find much of it done.
+warm:
+	CGO_ENABLED=1 $(GO) list $(TRIM) $(RACE) -export -test -deps -f '{{if .Error}}{{.ImportPath}}: {{.Error}}{{end}}' ./...
+	$(GO) vet $(TRIM) ./...
 
 # Every fuzz target for 2 s (FUZZTIME=30s make fuzz-short for a longer look), two packages at a
 # time; under make test, with the binaries built beside the earlier steps (FUZZBIN).

@@ -11,6 +11,7 @@
 # nothing. A cold build takes about a minute on 2 idle cores with a warm module cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolflags.sh   # TOOL_GCFLAGS
 root=$PWD
 mod=$root/scripts/gvisor-tools
 src=$root/.cache/gvisor/src
@@ -69,7 +70,7 @@ build() {
   printf '== building %s (%s)\n' "$name" "$pkg"
   start=$(date +%s)
   rm -f "$bin/.stamp-$name"
-  (cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" \
+  (cd "$src" && CGO_ENABLED=0 go build -trimpath "${TOOL_GCFLAGS[@]}" -ldflags "$ldflags" \
     -o "$bin/.$name.tmp" "$pkg")
   mv -f "$bin/.$name.tmp" "$bin/$name"
   echo "$stamp" >"$bin/.stamp-$name"

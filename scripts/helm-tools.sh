@@ -7,6 +7,7 @@
 # load 9-15 on this shared 2-core machine (#31); a warm one builds nothing, in about a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolflags.sh   # TOOL_GCFLAGS
 root=$PWD
 mod=$root/scripts/helm-tools
 src=$root/.cache/helm/src
@@ -31,7 +32,7 @@ start=$(date +%s)
 rm -f "$bin/.stamp-helm"
 # Written to a temporary name and renamed: an interrupted build never leaves a half-written
 # binary behind a stale stamp.
-(cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$bin/.helm.tmp" \
+(cd "$src" && CGO_ENABLED=0 go build -trimpath "${TOOL_GCFLAGS[@]}" -ldflags "$ldflags" -o "$bin/.helm.tmp" \
   helm.sh/helm/v4/cmd/helm)
 mv -f "$bin/.helm.tmp" "$bin/helm"
 echo "$stamp" >"$bin/.stamp-helm"

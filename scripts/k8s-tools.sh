@@ -18,6 +18,7 @@
 #   K8S_TOOLS_KUBELET=0   skip kubelet (only the real-node tests need it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolflags.sh   # TOOL_GCFLAGS
 root=$PWD
 mod=$root/scripts/k8s-tools
 cache=$root/.cache/k8s
@@ -94,7 +95,7 @@ build() {
   rm -f "$bin/.stamp-$name"
   # Static, so the binary runs the same on any Linux; written to a temporary name and renamed
   # so an interrupted build never leaves a half-written binary behind a stale stamp.
-  (cd "$src" && CGO_ENABLED=0 go build "${p_flag[@]}" -trimpath -ldflags "$ldflags" \
+  (cd "$src" && CGO_ENABLED=0 go build "${p_flag[@]}" -trimpath "${TOOL_GCFLAGS[@]}" -ldflags "$ldflags" \
     -o "$bin/.$name.tmp" "$pkg") || return 1
   mv -f "$bin/.$name.tmp" "$bin/$name"
   echo "$stamp" >"$bin/.stamp-$name"

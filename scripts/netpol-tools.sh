@@ -28,6 +28,7 @@
 # 6m42s with the engine's own k8s.io v0.32.3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolflags.sh   # TOOL_GCFLAGS
 root=$PWD
 mod=$root/scripts/netpol-tools
 src=$root/.cache/netpol/src
@@ -79,7 +80,7 @@ fi
 (cd "$src" && go mod edit -replace "sigs.k8s.io/kube-network-policies=./kube-network-policies")
 
 printf '== building kube-network-policies %s (patched)\n' "$version"
-(cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out.tmp" .)
+(cd "$src" && CGO_ENABLED=0 go build -trimpath "${TOOL_GCFLAGS[@]}" -ldflags "$ldflags" -o "$out.tmp" .)
 mv -f "$out.tmp" "$out"
 echo "$stamp" >"$bin/.stamp-kube-network-policies"
 printf '   %-24s built in %ds\n' kube-network-policies "$(($(date +%s) - start))"

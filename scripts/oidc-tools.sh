@@ -7,6 +7,7 @@
 # The tests that need it skip, saying so, without it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolflags.sh   # TOOL_GCFLAGS
 root=$PWD
 mod=$root/scripts/oidc-tools
 bin=$root/.cache/oidc/bin
@@ -20,7 +21,7 @@ if [ -x "$out" ] && [ "$(cat "$bin/.stamp-agora-oidc-op" 2>/dev/null)" = "$stamp
 fi
 start=$(date +%s)
 rm -f "$bin/.stamp-agora-oidc-op"
-(cd "$mod" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$out.tmp" .)
+(cd "$mod" && CGO_ENABLED=0 go build -trimpath "${TOOL_GCFLAGS[@]}" -ldflags '-s -w' -o "$out.tmp" .)
 mv -f "$out.tmp" "$out"
 echo "$stamp" >"$bin/.stamp-agora-oidc-op"
 printf '   %-24s built in %ds\n' agora-oidc-op "$(($(date +%s) - start))"

@@ -6,6 +6,7 @@
 # Go version) makes a second run with the same versions build nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolflags.sh   # TOOL_GCFLAGS
 root=$PWD
 mod=$root/scripts/registry-tools
 src=$root/.cache/registry/src
@@ -31,7 +32,7 @@ build() {
   printf '== building %s (%s)\n' "$name" "$pkg"
   start=$(date +%s)
   rm -f "$bin/.stamp-$name"
-  (cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$bin/.$name.tmp" "$pkg")
+  (cd "$src" && CGO_ENABLED=0 go build -trimpath "${TOOL_GCFLAGS[@]}" -ldflags "$ldflags" -o "$bin/.$name.tmp" "$pkg")
   mv -f "$bin/.$name.tmp" "$bin/$name"
   echo "$stamp" >"$bin/.stamp-$name"
   printf '   %-24s built in %ds\n' "$name" "$(($(date +%s) - start))"

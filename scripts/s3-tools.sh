@@ -5,6 +5,7 @@
 # with the same versions build nothing. A cold build took 70 s on this 2-core machine (#31).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolflags.sh   # TOOL_GCFLAGS
 root=$PWD
 mod=$root/scripts/s3-tools
 src=$root/.cache/s3/src
@@ -24,7 +25,7 @@ fi
 printf '== building versitygw (github.com/versity/versitygw/cmd/versitygw)\n'
 start=$(date +%s)
 rm -f "$bin/.stamp-versitygw"
-(cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$bin/.versitygw.tmp" \
+(cd "$src" && CGO_ENABLED=0 go build -trimpath "${TOOL_GCFLAGS[@]}" -ldflags "$ldflags" -o "$bin/.versitygw.tmp" \
   github.com/versity/versitygw/cmd/versitygw)
 mv -f "$bin/.versitygw.tmp" "$bin/versitygw"
 echo "$stamp" >"$bin/.stamp-versitygw"
