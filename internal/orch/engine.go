@@ -52,8 +52,9 @@ type Options struct {
 	// bounds anything.
 	Queues map[string]int
 	// Held, when set, is told on the engine goroutine how many tasks of open runs the engine
-	// holds in memory whenever that changes: before the commit that writes new tasks, and
-	// after one that sealed runs. Serve sets its memory limit from it ([MemoryLimitFor]).
+	// holds in memory whenever that changes: before a submitted run's tasks are built (the
+	// count with them), before the commit that writes new tasks, and after one that sealed
+	// runs. Serve sets its memory limit from it ([MemoryLimitFor]).
 	Held func(tasks int)
 }
 
@@ -348,15 +349,24 @@ func (e *Engine) tellHeld() {
 	}
 }
 
+// tellHeldAhead tells Options.Held of n tasks more than the engine holds, when that is more
+// than it was last told: a run of n tasks is about to be built.
+func (e *Engine) tellHeldAhead(n int) {
+	if e.opts.Held != nil && e.held+n > e.told {
+		e.told = e.held + n
+		e.opts.Held(e.told)
+	}
+}
+
 // flush schedules, commits the batch, then fires what it decided and answers the callers.
 func (e *Engine) flush(ctx context.Context) error {
 	e.schedule()
 	e.recordReady()
+	e.tellHeld() // also after a submission told ahead that made no run
 	b := e.b
 	if b.empty() {
 		return nil
 	}
-	e.tellHeld()
 	if e.spare != nil {
 		e.b, e.spare = e.spare.reuse(), nil
 	} else {

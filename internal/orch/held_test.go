@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
@@ -14,12 +15,38 @@ import (
 type heldLog struct {
 	mu   sync.Mutex
 	told []int
+	cond *sync.Cond
 }
 
 func (l *heldLog) held(n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.told = append(l.told, n)
+	if l.cond != nil {
+		l.cond.Broadcast()
+	}
+}
+
+// waitLen waits until Held has been told n times, or 30 s (a generous bound on a wait for
+// an event, not a measure of it): the engine tells Held on its own goroutine, after replying
+// to the command that caused it.
+func (l *heldLog) waitLen(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cond == nil {
+		l.cond = sync.NewCond(&l.mu)
+	}
+	expired := false
+	stop := time.AfterFunc(30*time.Second, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		expired = true
+		l.cond.Broadcast()
+	})
+	defer stop.Stop()
+	for len(l.told) < n && !expired {
+		l.cond.Wait()
+	}
 }
 
 func (l *heldLog) get() []int {
@@ -53,9 +80,24 @@ func TestEngine_HeldFollowsTheWork(t *testing.T) {
 		t.Errorf("Held was told %v, want %v", got, want)
 	}
 
-	// A run open at a restart is held again, and told before anything else happens.
+	// A submission is told before its run is built (the limit grows before the run's
+	// allocations, not after them), and a submission that makes no run (the same plan again:
+	// the open run answers) is told back at once.
 	hold := make(chan struct{})
 	defer close(hold)
+	ahead := &heldLog{}
+	h = startWith(t, "", newFakeExec(func(orch.Attempt) orch.Outcome { <-hold; return orch.Outcome{State: api.TaskFailed} }), orch.Options{Held: ahead.held})
+	first := h.submit(parsePlan(t, fanOutPlan))
+	if again := h.submit(parsePlan(t, fanOutPlan)); again != first {
+		t.Fatalf("the same plan again made run %s, want the open run %s", again, first)
+	}
+	ahead.waitLen(3)
+	if got, want := ahead.get(), []int{3, 6, 3}; !slices.Equal(got, want) {
+		t.Errorf("Held was told %v, want %v: the first run's 3, 3 more ahead of the second submission, then the 3 held", got, want)
+	}
+	h.stop()
+
+	// A run open at a restart is held again, and told before anything else happens.
 	blocked := newFakeExec(func(a orch.Attempt) orch.Outcome {
 		<-hold
 		return orch.Outcome{State: api.TaskFailed}

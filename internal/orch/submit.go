@@ -24,6 +24,11 @@ import (
 // one (newRun); the submission entry then says why, naming the run like it.
 func (e *Engine) submit(c submitCmd) {
 	p := c.p
+	// Before the digest and the run's tasks, not after: they are most of what the run will
+	// keep and several times more for a moment, and under a limit made for the tasks held
+	// before them the collector runs back to back for as long as they take (seconds at
+	// 100,000 tasks). The next flush tells the count held, whichever way this goes.
+	e.tellHeldAhead(len(p.Tasks))
 	digest := p.Digest()
 	pins, err := pinsJSON(c.subagents)
 	if err != nil {
