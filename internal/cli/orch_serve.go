@@ -128,7 +128,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 		return err
 	}
 	defer release()
-	setServeMemoryLimit(0)
+	mem := orch.NewMemory(serveMemoryLimit())
 	// With leader: in agora.yaml, a standby until it holds the Lease (orch_serve_lease.go).
 	leader, h, err := leaderHome(ctx, f, opts.logFormat)
 	if err != nil {
@@ -174,7 +174,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 		return err
 	}
 	defer closeWarm()
-	eng, err := openOrchEngine(ctx, f, h, db, d, sup, ob, orchCP)
+	eng, err := openOrchEngine(ctx, f, h, db, d, sup, ob, orchCP, mem)
 	if err != nil {
 		return err
 	}
@@ -190,7 +190,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	}
 	defer ln.RemoveSocket() // only its own: a serve started since keeps its socket (red team 48)
 	srv := &service.Server{Engine: eng, PinRepo: dispatch.PinRevision, PinWorkspace: d.PinWorkspace, Log: ob.log,
-		Trace: runTrace(ob.tracer), ExportRun: orchRunExporter(orchCP), LearnInRun: d.Records.LearnInRun}
+		Trace: runTrace(ob.tracer), ExportRun: orchRunExporter(orchCP), LearnInRun: d.Records.LearnInRun, Parsing: mem.Parsing}
 	// `agora dispatch run` hands its dispatch to this serve when it can (#28, orch_handoff.go).
 	if srv.Handoff, err = newHandoffRunner(f, d, sup, h); err != nil {
 		return err
@@ -280,12 +280,13 @@ func serveOrchParts(ctx context.Context, f *Factory, opts *orchServeOptions, p *
 	return p.leader.stopped(err)
 }
 
-// setServeMemoryLimit sets serve's soft memory limit for an engine holding tasks tasks of open
-// runs (orch.MemoryLimitFor), unless GOMEMLIMIT chose the limit.
-func setServeMemoryLimit(tasks int) {
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(orch.MemoryLimitFor(tasks))
+// serveMemoryLimit is how serve sets its soft memory limit (orch.Memory): debug.SetMemoryLimit,
+// or nil when GOMEMLIMIT chose the limit.
+func serveMemoryLimit() func(int64) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return nil
 	}
+	return func(n int64) { debug.SetMemoryLimit(n) }
 }
 
 // adoptLoop adopts, every [detach.ReapEvery] while serve runs, the dispatches whose
@@ -308,14 +309,14 @@ func adoptLoop(ctx context.Context, adopt func(context.Context) (int, error), lo
 
 // openOrchEngine opens the orchestrator's engine over db: plans are checked against the
 // catalog and agora.yaml, tasks run through d, and a sealed run is checkpointed at once.
-func openOrchEngine(ctx context.Context, f *Factory, h *home.Home, db *store.DB, d *dispatch.Dispatcher, sup *detach.Supervisors, ob *serveObs, orchCP *audit.Checkpointer) (*orch.Engine, error) {
+func openOrchEngine(ctx context.Context, f *Factory, h *home.Home, db *store.DB, d *dispatch.Dispatcher, sup *detach.Supervisors, ob *serveObs, orchCP *audit.Checkpointer, mem *orch.Memory) (*orch.Engine, error) {
 	reader := view.New(h.DB, h.Blobs)
 	return orch.Open(ctx, db, audit.New(f.Now), &dispatchexec.Executor{D: d, Supervisors: sup, Log: ob.log, Trace: ob.spans.Traceparent, Replicated: agoraReplicated(h)}, orch.Options{
 		Now:      f.Now,
 		Refs:     catalogRefs{r: reader, targets: h.Config.Target, queues: h.Config.CheckQueue},
 		Queues:   h.Config.QueueConcurrency(),
 		Observer: ob.observer,
-		Held:     setServeMemoryLimit,
+		Held:     mem.Held,
 		AfterCommit: func(ctx context.Context, sealed []string) {
 			// A sealed run gets a checkpoint at once, so its bundle can be exported and
 			// anchored without waiting for the next interval.

@@ -21,21 +21,6 @@ import (
 // maxBatch bounds how many events one transaction applies.
 const maxBatch = 4096
 
-// MemoryLimit is the soft memory limit of agora orch serve with no task in memory (unless
-// GOMEMLIMIT is set): parsing a large plan allocates several times its size for a moment, and
-// without a limit the Go runtime lets the heap grow to twice the live size before it collects.
-const MemoryLimit = 80 << 20
-
-// TaskMemory is the limit's allowance for each task of an open run: about twice what such a
-// task keeps in the heap (its spec, its node, its map entries and its strings: about 1 KB in
-// BenchmarkScale's plan), so the collector has room to work instead of running without end.
-const TaskMemory = 2 << 10
-
-// MemoryLimitFor is serve's soft memory limit while its engine holds tasks tasks of open
-// runs ([Options.Held]). A fixed limit under what the engine must keep makes the collector
-// run without end and take most of the CPU; this one grows with the work and shrinks back.
-func MemoryLimitFor(tasks int) int64 { return MemoryLimit + int64(tasks)*TaskMemory }
-
 // Options tune an [Engine].
 type Options struct {
 	Now  func() time.Time

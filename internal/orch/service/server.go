@@ -63,6 +63,10 @@ type Server struct {
 	// so the run document marks a task whose dispatch was a learn one though its plan does
 	// not say learn (a target in mode: learn); nil: only the plan's marks.
 	LearnInRun func(ctx context.Context, runID string) (map[string]bool, error)
+	// Parsing is told the size of each submitted plan while it is parsed, and calls the
+	// func it returns when the parse is done (orch.Memory.Parsing: serve's memory limit
+	// makes room for the parse); nil: nothing is told.
+	Parsing func(bytes int) (done func())
 
 	handoffs     handoffs
 	handoffCount atomic.Int64
@@ -303,6 +307,14 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.SubmitResponse{Run: run, Created: sub.Created, Why: sub.Why, Message: api.SubmitMessage(run, sub.Created, sub.Why)})
 }
 
+// parse validates a submitted plan, with Parsing told of it meanwhile.
+func (s *Server) parse(ctx context.Context, req api.SubmitRequest, refs plan.Refs) (*plan.Plan, error) {
+	if s.Parsing != nil {
+		defer s.Parsing(len(req.Source))()
+	}
+	return plan.Validate(ctx, req.File, req.Source, refs)
+}
+
 // prepare validates a submitted plan and pins what its run works on. Structure and catalog
 // are checked together (the plan's workspace and revision among them): a refused plan gets
 // every problem in one answer.
@@ -312,7 +324,7 @@ func (s *Server) prepare(ctx context.Context, req api.SubmitRequest) (*plan.Plan
 	if refs.Refs = s.Engine.Refs(); refs.Refs != nil {
 		checked = refs
 	}
-	p, err := plan.Validate(ctx, req.File, req.Source, checked)
+	p, err := s.parse(ctx, req, checked)
 	if err != nil {
 		return nil, orch.Checkout{}, err
 	}
