@@ -55,8 +55,8 @@ func (e *Engine) load(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("load run %s: its stored plan no longer parses: %w", r.id, err)
 		}
-		if p.Digest() != r.digest {
-			return fmt.Errorf("load run %s: stored plan digest %s does not match its content %s", r.id, r.digest, p.Digest())
+		if d := p.Digest(); d != r.digest {
+			return fmt.Errorf("load run %s: stored plan digest %s does not match its content %s", r.id, r.digest, d)
 		}
 		r.concurrency, r.canonical = p.Concurrency, nil // its row exists: the tasks hold the rest
 		e.buildTasks(r, p)

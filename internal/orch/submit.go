@@ -29,7 +29,8 @@ func (e *Engine) submit(c submitCmd) {
 	// before them the collector runs back to back for as long as they take (seconds at
 	// 100,000 tasks). The next flush tells the count held, whichever way this goes.
 	e.tellHeldAhead(len(p.Tasks))
-	digest := p.Digest()
+	canonical := p.Canonical()
+	digest := plan.DigestOf(canonical)
 	pins, err := pinsJSON(c.subagents)
 	if err != nil {
 		c.reply <- submitResult{err: err}
@@ -64,7 +65,7 @@ func (e *Engine) submit(c submitCmd) {
 		c.reply <- submitResult{runID: existing}
 		return
 	}
-	r := e.newRun(p, digest, c)
+	r := e.newRun(p, canonical, digest, c)
 	r.pins, r.subagents = pins, c.subagents
 	e.runs[r.id], e.byName[r.name] = r, r
 	e.b.newRuns = append(e.b.newRuns, r)
@@ -205,9 +206,9 @@ func (e *Engine) createdAtOf(id string) time.Time {
 }
 
 // newRun builds the in-memory run of p: tasks, edges, unmet counts and lock requests.
-func (e *Engine) newRun(p *plan.Plan, digest string, c submitCmd) *run {
+func (e *Engine) newRun(p *plan.Plan, canonical []byte, digest string, c submitCmd) *run {
 	r := &run{
-		id: e.newID(), name: p.Name, digest: digest, canonical: p.Canonical(), actor: c.actor,
+		id: e.newID(), name: p.Name, digest: digest, canonical: canonical, actor: c.actor,
 		repo: c.repo, revision: c.revision, workspace: c.workspace, trace: c.trace, concurrency: p.Concurrency, createdAt: e.opts.Now().UTC(),
 		state: api.RunRunning, counts: map[string]int{}, inserted: true,
 	}
