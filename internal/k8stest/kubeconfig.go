@@ -3,7 +3,6 @@ package k8stest
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 )
 
@@ -37,7 +36,7 @@ func writeKubeconfig(dir, name, server string, caPEM []byte, id *identity, names
 		return "", fmt.Errorf("encode kubeconfig for %s: %w", name, err)
 	}
 	path := filepath.Join(dir, name+".kubeconfig")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	if err := replaceFile(path, b); err != nil {
 		return "", fmt.Errorf("write kubeconfig for %s: %w", name, err)
 	}
 	return path, nil

@@ -111,5 +111,5 @@ func kubeconfigIn(src, ns, dir string) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(dir, "admin.kubeconfig")
-	return path, os.WriteFile(path, out, 0o600)
+	return path, replaceFile(path, out)
 }

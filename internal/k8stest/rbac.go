@@ -110,7 +110,7 @@ func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, name string) (st
 		return "", err
 	}
 	out := filepath.Join(c.Dir, "sa-"+name+".kubeconfig")
-	if err := os.WriteFile(out, b, 0o600); err != nil {
+	if err := replaceFile(out, b); err != nil {
 		return "", err
 	}
 	return out, nil
