@@ -36,10 +36,11 @@ type Options struct {
 	// Queues are agora.yaml's queues and their concurrency (queues.go); nil: no queue
 	// bounds anything.
 	Queues map[string]int
-	// Held, when set, is told on the engine goroutine how many tasks of open runs the engine
-	// holds in memory whenever that changes: before a submitted run's tasks are built (the
-	// count with them), before the commit that writes new tasks, and after one that sealed
-	// runs. Serve sets its memory limit from it ([MemoryLimitFor]).
+	// Held, when set, is told how many tasks of open runs the engine holds in memory
+	// whenever that changes: before a submitted or loaded run's tasks are built (the count
+	// with them), before the commit that writes new tasks, and after one that sealed runs.
+	// It is told on the engine goroutine, or in Open while it loads the open runs. Serve sets
+	// its memory limit from it ([MemoryLimitFor]).
 	Held func(tasks int)
 }
 
