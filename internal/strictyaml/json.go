@@ -201,10 +201,8 @@ func (d *Decoder) jsonStruct(s *jsonScanner, v reflect.Value, path string) bool 
 	}
 	var buf [16]seenKey
 	seen := buf[:0]
+	// Past maxErrors, keys are still marked and values skipped, as Decode does.
 	return s.object(func(key string, line, _ int) bool {
-		if d.stopped {
-			return !d.nomark && s.skip()
-		}
 		sub := join(path, key)
 		for _, k := range seen {
 			if k.key == key {
@@ -230,9 +228,6 @@ func (d *Decoder) jsonMap(s *jsonScanner, v reflect.Value, path string) bool {
 	}
 	var seen map[string]int
 	return s.object(func(key string, line, _ int) bool {
-		if d.stopped {
-			return !d.nomark && s.skip()
-		}
 		sub := join(path, key)
 		if first, dup := seen[key]; dup {
 			d.add(line, sub, "duplicate key (first at line %d)", first)

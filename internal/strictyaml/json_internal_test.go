@@ -192,3 +192,90 @@ func matchYAML(t *testing.T, src []byte, target func() any) (fast bool) {
 	}
 	return fast
 }
+
+// TestDecodeJSON_GivesUp: documents the fast path does not take, each one YAML may read
+// otherwise than JSON does; Decode still gives the YAML path's answer.
+func TestDecodeJSON_GivesUp(t *testing.T) {
+	for name, src := range map[string]string{
+		"escaped slash (no YAML escape)":         `{"name":"a\/b"}`,
+		"surrogate pair (refused by yaml.v3)":    `{"name":"\ud83d\ude00"}`,
+		"integer past int64 (a float in YAML)":   `{"tasks":[{"input":{"n":123456789012345678901}}]}`,
+		"integer past int64 (uint64 in YAML)":    `{"tasks":[{"input":{"n":9223372036854775808}}]}`,
+		"float past float64 (a string in YAML)":  `{"tasks":[{"input":{"n":1e400}}]}`,
+		"tab before the root":                    "\t{\"name\":\"x\"}",
+		"tab after the root":                     "{\"name\":\"x\"}\t",
+		"lone carriage return (a YAML break)":    "{\"name\":\r\"x\"}",
+		"line separator (a YAML break)":          "{\"name\":\"a\u2028b\"}",
+		"next line (a YAML break)":               "{\"name\":\"a\u0085b\"}",
+		"byte order mark inside":                 "{\"name\":\"\ufeff\"}",
+		"invalid UTF-8":                          "{\"name\":\"\xff\"}",
+		"raw tab in a string":                    "{\"name\":\"a\tb\"}",
+		"trailing comma":                         `{"name":"x",}`,
+		"second document":                        "{\"name\":\"x\"}\n---\n{}\n",
+		"comment":                                "{\"name\":\"x\"} # c",
+		"key apart from its colon":               "{\"name\"\n: \"x\"}",
+		"key longer than a YAML simple key":      `{"tasks":[{"input":{"` + strings.Repeat("k", 1100) + `":1}}]}`,
+		"nesting past maxDepth":                  `{"tasks":[{"input":` + strings.Repeat("[", 120) + strings.Repeat("]", 120) + `}]}`,
+		"YAML flow syntax":                       `{name: x}`,
+		"single quotes":                          `{'name': 'x'}`,
+		"unterminated":                           `{"name":"x"`,
+		"leading zero":                           `{"version":01}`,
+		"plus sign":                              `{"version":+1}`,
+		"timestamp-like plain scalar (not JSON)": `{"tasks":[{"input":{"t":2001-12-14}}]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, target := range []func() any{func() any { return new(jDoc) }, func() any { return new(any) }} {
+				if matchYAML(t, []byte(src), target) {
+					t.Errorf("the fast path took %q", src)
+				}
+			}
+		})
+	}
+}
+
+// TestDecodeJSON_Takes: the JSON agora and its clients write is read by the fast path, with
+// or without errors, with the YAML path's answer.
+func TestDecodeJSON_Takes(t *testing.T) {
+	for _, src := range []string{
+		jsonSeeds[1],
+		jsonSeeds[2],
+		jsonSeeds[3],
+		`{"small":256,"tiny":1.5,"ratio":"x","addr":"nope","version":null,"tasks":null,"lock":{"name":1}}`,
+		`{"name":"a","name":"b","tasks":[{"id":"a","id":"b","needs":{"k":{},"k":{}},"input":{"x":1,"x":2}}]}`,
+		`{"unknown":1,"tasks":[{"bogus":[1,{"a":2}]}],"Hidden":"h"}`,
+		"{\r\n\t\"name\": \"\\u00e9\\u0000\\\"\",\r\n\t\"tasks\": [{\"id\": \"\u00e9\U0001F600\", \"input\": {\"a\": -0.0, \"b\": 1E-3}}]\r\n}\r\n",
+	} {
+		if !matchYAML(t, []byte(src), func() any { return new(jDoc) }) {
+			t.Errorf("the fast path gave up on %q", src)
+		}
+	}
+}
+
+// TestDecodeJSON_FilledTarget: a target that already holds values (defaults) is decoded by
+// the YAML path, which merges into it; the fast path would have to undo a half-written one.
+func TestDecodeJSON_FilledTarget(t *testing.T) {
+	doc := jDoc{Name: "default", Small: 7}
+	if _, _, ok := decodeJSON("f.json", []byte(`{"small":1}`), &doc); ok {
+		t.Fatal("the fast path took a filled target")
+	}
+	if _, err := Decode("f.json", []byte(`{"small":1}`), &doc); err != nil || doc.Name != "default" || doc.Small != 1 {
+		t.Fatalf("Decode into a filled target: %+v, %v", doc, err)
+	}
+}
+
+// TestDecodeJSON_ManyErrors: past maxErrors both paths stop at the same place and read the
+// rest only for its syntax.
+func TestDecodeJSON_ManyErrors(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"tasks":[`)
+	for i := range 150 {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		b.WriteString(`{"id":1,"bogus":[{"x":1}],"input":{"a":1,"a":2}}`)
+	}
+	b.WriteString(`],"name":"x"}`)
+	if !matchYAML(t, []byte(b.String()), func() any { return new(jDoc) }) {
+		t.Error("the fast path gave up")
+	}
+}
