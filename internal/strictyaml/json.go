@@ -158,6 +158,15 @@ func (d *Decoder) jsonValue(s *jsonScanner, v reflect.Value, path string) bool {
 	return good
 }
 
+// join is the path of key under path; "" in the first pass, where a path would only name an
+// error, and an error makes that pass give up: a 100,000-task plan has a million of them.
+func (d *Decoder) join(path, key string) string {
+	if d.nomark {
+		return ""
+	}
+	return join(path, key)
+}
+
 // givenUp reports whether the first pass met an error, and so gives up.
 func (d *Decoder) givenUp() bool { return d.nomark && d.stopped }
 
@@ -203,7 +212,7 @@ func (d *Decoder) jsonStruct(s *jsonScanner, v reflect.Value, path string) bool 
 	seen := buf[:0]
 	// Past maxErrors, keys are still marked and values skipped, as Decode does.
 	return s.object(func(key string, line, _ int) bool {
-		sub := join(path, key)
+		sub := d.join(path, key)
 		for _, k := range seen {
 			if k.key == key {
 				d.add(line, sub, "duplicate key (first at line %d)", k.line)
@@ -228,7 +237,7 @@ func (d *Decoder) jsonMap(s *jsonScanner, v reflect.Value, path string) bool {
 	}
 	var seen map[string]int
 	return s.object(func(key string, line, _ int) bool {
-		sub := join(path, key)
+		sub := d.join(path, key)
 		if first, dup := seen[key]; dup {
 			d.add(line, sub, "duplicate key (first at line %d)", first)
 			return !d.givenUp() && s.skip()
@@ -266,7 +275,10 @@ func (d *Decoder) jsonSlice(s *jsonScanner, v reflect.Value, path string) bool {
 			i++
 			return !d.nomark && s.skip()
 		}
-		p := path + "[" + strconv.Itoa(i) + "]"
+		p := ""
+		if !d.nomark {
+			p = path + "[" + strconv.Itoa(i) + "]"
+		}
 		ok := d.jsonValue(s, sl.Index(i), p)
 		i++
 		return ok
