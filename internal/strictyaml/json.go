@@ -113,11 +113,15 @@ func (d *Decoder) decodeJSON(src []byte, v reflect.Value) bool {
 func (d *Decoder) jsonValue(s *jsonScanner, v reflect.Value, path string) bool {
 	c := s.peek()
 	if c != '{' && c != '[' {
-		n, ok := s.scalar()
+		n := &d.scratch
+		if readsNode(v.Type()) {
+			n = new(yaml.Node)
+		}
+		ok := s.scalarInto(n)
 		if !ok {
 			return false
 		}
-		d.Decode(&n, v, path)
+		d.Decode(n, v, path)
 		return !d.givenUp()
 	}
 	if d.stopped {
@@ -165,6 +169,17 @@ func (d *Decoder) join(path, key string) string {
 		return ""
 	}
 	return join(path, key)
+}
+
+// readsNode reports whether a value of type t (or what it points to) is an [Unmarshaler],
+// which is handed the node and may keep it; any other scalar is decoded from the Decoder's
+// one scratch node, since a node for each of a million scalars is most of what the fast path
+// would allocate.
+func readsNode(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return reflect.PointerTo(t).Implements(unmarshalerType)
 }
 
 // givenUp reports whether the first pass met an error, and so gives up.
@@ -329,11 +344,10 @@ func (d *Decoder) jsonPlain(s *jsonScanner, path *anyPath, depth int) (val any, 
 		})
 		return l, ok, good
 	}
-	n, sok := s.scalar()
-	if !sok {
+	if !s.scalarInto(&d.scratch) {
 		return nil, false, false
 	}
-	val, ok = d.plain(&n, path, depth)
+	val, ok = d.plain(&d.scratch, path, depth)
 	return val, ok, !d.givenUp()
 }
 
@@ -570,23 +584,30 @@ func (s *jsonScanner) node() (*yaml.Node, bool) {
 
 // scalar reads the string, number, true, false or null at b[i] as yaml.v3's node for it.
 func (s *jsonScanner) scalar() (yaml.Node, bool) {
+	var n yaml.Node
+	ok := s.scalarInto(&n)
+	return n, ok
+}
+
+// scalarInto is scalar writing into n, every field set.
+func (s *jsonScanner) scalarInto(n *yaml.Node) bool {
 	line, col := s.pos()
-	n := yaml.Node{Kind: yaml.ScalarNode, Line: line, Column: col}
+	*n = yaml.Node{Kind: yaml.ScalarNode, Line: line, Column: col}
 	switch c := s.peek(); {
 	case c == '"':
 		v, ok := s.str()
 		n.Style, n.Tag, n.Value = yaml.DoubleQuotedStyle, "!!str", v
-		return n, ok
+		return ok
 	case c == 't':
-		return n, s.literal(&n, "true", "!!bool")
+		return s.literal(n, "true", "!!bool")
 	case c == 'f':
-		return n, s.literal(&n, "false", "!!bool")
+		return s.literal(n, "false", "!!bool")
 	case c == 'n':
-		return n, s.literal(&n, "null", "!!null")
+		return s.literal(n, "null", "!!null")
 	case c == '-' || c >= '0' && c <= '9':
-		return n, s.number(&n)
+		return s.number(n)
 	}
-	return n, s.fail()
+	return s.fail()
 }
 
 func (s *jsonScanner) literal(n *yaml.Node, word, tag string) bool {

@@ -148,6 +148,8 @@ type Decoder struct {
 	// nomark: positions are not recorded, and the first error stops decoding (the JSON fast
 	// path's first pass, which gives up on any error and decodes again with positions).
 	nomark bool
+	// scratch is the node of the scalar the JSON fast path is decoding, reused.
+	scratch yaml.Node
 }
 
 // Limits that keep a hostile document (a plan arrives from an orchestrator, maybe an AI) from
@@ -162,6 +164,9 @@ const (
 // Decode parses src, which came from file (used in messages only), into out, a non-nil pointer.
 // Struct fields are matched by their `yaml` tag name (the field name lowercased when absent);
 // fields tagged "-" are never set. An empty document leaves out unchanged.
+//
+// A JSON document decoded without an error has its Positions computed from src when first
+// asked (see json.go), so the Positions keep src and it must not change while they are used.
 func Decode(file string, src []byte, out any) (*Positions, error) {
 	if pos, err, ok := decodeJSON(file, src, out); ok {
 		return pos, err
