@@ -279,3 +279,31 @@ func TestDecodeJSON_ManyErrors(t *testing.T) {
 		t.Error("the fast path gave up")
 	}
 }
+
+// TestDecodeJSON_PositionsOnDemand: a JSON document decoded without an error records no
+// positions until asked, then has the YAML path's, computed once however many goroutines ask
+// at once (checks of one plan may run side by side).
+func TestDecodeJSON_PositionsOnDemand(t *testing.T) {
+	src := []byte(jsonSeeds[1])
+	var doc jDoc
+	pos, err := Decode("f.json", src, &doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos.lines != nil || pos.rebuild == nil {
+		t.Fatalf("positions recorded while decoding: %v", pos.lines)
+	}
+	wantPos, _ := DecodeYAML("f.json", src, new(jDoc))
+	done := make(chan int)
+	for range 4 {
+		go func() { done <- pos.Line("tasks[1].needs.k.from") }()
+	}
+	for range 4 {
+		if got, want := <-done, wantPos.Line("tasks[1].needs.k.from"); got != want || got != 3 {
+			t.Errorf("Line = %d, the YAML path's %d, want 3", got, want)
+		}
+	}
+	if e := pos.Errorf("tasks[1].timeout", "x"); e.Line != 3 || e.File != "f.json" {
+		t.Errorf("Errorf = %+v", e)
+	}
+}

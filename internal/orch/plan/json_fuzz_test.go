@@ -89,6 +89,7 @@ func FuzzValidateJSON_MatchesYAML(f *testing.F) {
 // real plan's canonical JSON with one problem in it, which Validate places through the
 // positions it computes on demand.
 func TestValidateJSON_MatchesYAML(t *testing.T) {
+	refused := 0
 	for _, s := range realPlans(t) {
 		for _, bad := range [][2]string{{`"subagent":"`, `"subagent":"missing-`}, {`"id":"`, `"id":"X `}, {`"depends_on":["`, `"depends_on":["zz`}} {
 			src := regexp.MustCompile(regexp.QuoteMeta(bad[0])).ReplaceAll(s, []byte(bad[1]))
@@ -98,6 +99,12 @@ func TestValidateJSON_MatchesYAML(t *testing.T) {
 			if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
 				t.Fatalf("%s: errors\n%v\nthe YAML path's\n%v", src, err, wantErr)
 			}
+			if err != nil {
+				refused++
+			}
 		}
+	}
+	if refused < 10 {
+		t.Errorf("only %d of the broken plans were refused; the replacements miss the seeds", refused)
 	}
 }
