@@ -171,11 +171,7 @@ func Decode(file string, src []byte, out any) (*Positions, error) {
 	if pos, err, ok := decodeJSON(file, src, out); ok {
 		return pos, err
 	}
-	d := newDecoder(file)
-	if err := d.decodeYAML(src, reflect.ValueOf(out).Elem()); err != nil {
-		return d.pos, err
-	}
-	return d.pos, nil
+	return DecodeYAML(file, src, out)
 }
 
 // DecodeYAML is [Decode] without the JSON fast path: src always goes through yaml.v3's node
