@@ -92,6 +92,11 @@ func Collect(err error) (errs Errors, ok bool) {
 type Positions struct {
 	file  string
 	lines map[string]int
+	// rebuild, when set, computes lines on first use: a JSON document decoded without an
+	// error records none while it is decoded, since a map of every path of a 100,000-task
+	// plan is several times the plan's size and is read only to place a later problem.
+	once    sync.Once
+	rebuild func() map[string]int
 }
 
 // Line returns the line of path, or of its nearest ancestor that has one.
@@ -99,6 +104,7 @@ func (p *Positions) Line(path string) int {
 	if p == nil {
 		return 0
 	}
+	p.once.Do(p.load)
 	for {
 		if l, ok := p.lines[path]; ok {
 			return l
@@ -108,6 +114,13 @@ func (p *Positions) Line(path string) int {
 			return p.lines[""]
 		}
 		path = path[:i]
+	}
+}
+
+func (p *Positions) load() {
+	if p.rebuild != nil {
+		p.lines = p.rebuild()
+		p.rebuild = nil
 	}
 }
 
@@ -132,6 +145,11 @@ type Decoder struct {
 	errs    Errors
 	depth   int  // nesting of the node being decoded
 	stopped bool // maxErrors reached: decoding gives up
+	// nomark: positions are not recorded, and the first error stops decoding (the JSON fast
+	// path's first pass, which gives up on any error and decodes again with positions).
+	nomark bool
+	// scratch is the node of the scalar the JSON fast path is decoding, reused.
+	scratch yaml.Node
 }
 
 // Limits that keep a hostile document (a plan arrives from an orchestrator, maybe an AI) from
@@ -146,34 +164,60 @@ const (
 // Decode parses src, which came from file (used in messages only), into out, a non-nil pointer.
 // Struct fields are matched by their `yaml` tag name (the field name lowercased when absent);
 // fields tagged "-" are never set. An empty document leaves out unchanged.
+//
+// A JSON document decoded without an error has its Positions computed from src when first
+// asked (see json.go), so the Positions keep src and it must not change while they are used.
 func Decode(file string, src []byte, out any) (*Positions, error) {
-	d := &Decoder{pos: &Positions{file: file, lines: map[string]int{}}}
+	if pos, err, ok := decodeJSON(file, src, out); ok {
+		return pos, err
+	}
+	return DecodeYAML(file, src, out)
+}
+
+// DecodeYAML is [Decode] without the JSON fast path: src always goes through yaml.v3's node
+// tree. It is the reference the fast path is held to, and costs several times the memory for
+// a large JSON document.
+func DecodeYAML(file string, src []byte, out any) (*Positions, error) {
+	d := newDecoder(file)
+	if err := d.decodeYAML(src, reflect.ValueOf(out).Elem()); err != nil {
+		return d.pos, err
+	}
+	return d.pos, nil
+}
+
+func newDecoder(file string) *Decoder {
+	return &Decoder{pos: &Positions{file: file, lines: map[string]int{}}}
+}
+
+// decodeYAML decodes src through yaml.v3's node tree into v.
+func (d *Decoder) decodeYAML(src []byte, v reflect.Value) error {
+	file := d.pos.file
 	dec := yaml.NewDecoder(bytes.NewReader(src))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err == io.EOF {
-		return d.pos, nil
+		return nil
 	} else if err != nil {
-		return d.pos, Errors{{File: file, Line: yamlErrLine(err), Msg: cleanYAMLErr(err)}}
+		return Errors{{File: file, Line: yamlErrLine(err), Msg: cleanYAMLErr(err)}}
 	}
 	// A second document would be silently ignored by a reader that stops after the first, so
 	// two files pasted together are refused rather than half applied.
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err != io.EOF {
 		if err != nil {
-			return d.pos, Errors{{File: file, Line: yamlErrLine(err), Msg: cleanYAMLErr(err)}}
+			return Errors{{File: file, Line: yamlErrLine(err), Msg: cleanYAMLErr(err)}}
 		}
-		return d.pos, Errors{{File: file, Line: extra.Line, Msg: "invalid YAML: a file holds one YAML document; found a second"}}
+		return Errors{{File: file, Line: extra.Line, Msg: "invalid YAML: a file holds one YAML document; found a second"}}
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
-		return d.pos, nil
+		return nil
 	}
 	root := doc.Content[0]
 	d.pos.lines[""] = root.Line
-	d.Decode(root, reflect.ValueOf(out).Elem(), "")
+	d.Decode(root, v, "")
 	if len(d.errs) > 0 {
-		return d.pos, d.errs
+		return d.errs
 	}
-	return d.pos, nil
+	return nil
 }
 
 // Errorf records an error at the node and path.
@@ -191,6 +235,9 @@ func (d *Decoder) add(line int, path, format string, args ...any) {
 		return
 	}
 	d.errs = append(d.errs, Error{File: d.pos.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
+	if d.nomark {
+		d.stopped = true
+	}
 }
 
 var (
@@ -202,6 +249,9 @@ var (
 // mark records line as the line of path unless path already has one: a mapping value is
 // marked with its key's line before it is decoded, since a block value starts on the next line.
 func (d *Decoder) mark(path string, line int) {
+	if d.nomark {
+		return
+	}
 	if _, ok := d.pos.lines[path]; !ok {
 		d.pos.lines[path] = line
 	}

@@ -1,8 +1,13 @@
 package plan_test
 
 import (
+	"context"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agora-dev/agora/internal/orch/plan"
@@ -82,4 +87,97 @@ func BenchmarkResolve10k(b *testing.B) {
 	for b.Loop() {
 		_ = p.Resolve()
 	}
+}
+
+// BenchmarkParse100k parses and validates a 100,000-task layered plan (width 100), given as
+// its canonical JSON (what the engine re-reads, 12 MB) and as YAML, each by Parse ("new") and
+// by Validate through strictyaml's YAML path alone ("base": every Parse before the JSON fast
+// path, same code), and decoded alone without validation ("decode-base", "decode-new"). Besides time and allocations it reports live-MB, the largest live heap
+// while the parse runs above the heap before it (which holds the document), and live/input,
+// that over the document's size; see peakLive.
+func BenchmarkParse100k(b *testing.B) {
+	yml := []byte(layered(100_000, 100, 200))
+	p, err := plan.Parse("p.yaml", yml)
+	if err != nil {
+		b.Fatal(err)
+	}
+	inputs := []struct {
+		name string
+		src  []byte
+	}{{"json", p.Canonical()}, {"yaml", yml}}
+	p = nil
+	paths := []struct {
+		name  string
+		parse func(string, []byte) (any, error)
+	}{
+		{"base", func(file string, src []byte) (any, error) {
+			return plan.ValidateYAML(context.Background(), file, src, nil)
+		}},
+		{"new", func(file string, src []byte) (any, error) { return plan.Parse(file, src) }},
+		{"decode-base", func(file string, src []byte) (any, error) { return plan.DecodeDoc(file, src, true) }},
+		{"decode-new", func(file string, src []byte) (any, error) { return plan.DecodeDoc(file, src, false) }},
+	}
+	for _, in := range inputs {
+		for _, path := range paths {
+			b.Run(in.name+"/"+path.name, func(b *testing.B) {
+				b.SetBytes(int64(len(in.src)))
+				b.ReportAllocs()
+				live := peakLive(func() {
+					if sink, err = path.parse("p."+in.name, in.src); err != nil {
+						b.Fatal(err)
+					}
+				})
+				sink = nil
+				for b.Loop() {
+					if _, err := path.parse("p."+in.name, in.src); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(live)/1e6, "live-MB")
+				b.ReportMetric(float64(live)/float64(len(in.src)), "live/input")
+			})
+		}
+	}
+}
+
+// sink keeps what a measured parse returns alive until peakLive has read the heap after it.
+var sink any
+
+// peakLive runs f and returns the largest live heap seen while it ran, less the live heap
+// before: runtime/metrics' /gc/heap/live:bytes read after every GC cycle (by a finalizer that
+// re-arms itself), with GOGC at 10 so a cycle ends at least every 10 % of heap growth. The
+// figure includes what f returns, and is low by at most what f allocates between two cycles.
+func peakLive(f func()) uint64 {
+	runtime.GC()
+	base := liveHeap()
+	defer debug.SetGCPercent(debug.SetGCPercent(10))
+	var peak atomic.Uint64
+	var done atomic.Bool
+	var arm func()
+	arm = func() {
+		sentinel := new([64]byte)
+		runtime.SetFinalizer(sentinel, func(*[64]byte) {
+			if l := liveHeap(); l > peak.Load() {
+				peak.Store(l)
+			}
+			if !done.Load() {
+				arm()
+			}
+		})
+	}
+	arm()
+	f()
+	done.Store(true)
+	runtime.GC()
+	runtime.GC() // runs the last finalizer
+	if peak.Load() < base {
+		return 0
+	}
+	return peak.Load() - base
+}
+
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }

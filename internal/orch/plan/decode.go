@@ -125,11 +125,17 @@ func unplaced(err error) error {
 }
 
 func validate(ctx context.Context, file string, src []byte, refs Refs) (*Plan, error) {
+	return validateWith(ctx, file, src, refs, strictyaml.Decode)
+}
+
+// validateWith is validate decoding through decode (tests hold strictyaml's JSON fast path
+// to its YAML path through it).
+func validateWith(ctx context.Context, file string, src []byte, refs Refs, decode func(string, []byte, any) (*strictyaml.Positions, error)) (*Plan, error) {
 	if len(src) > MaxSourceSize {
 		return nil, strictyaml.Errors{{File: file, Msg: fmt.Sprintf("plan is %d bytes; at most %d", len(src), MaxSourceSize)}}
 	}
 	var doc planDoc
-	pos, err := strictyaml.Decode(file, src, &doc)
+	pos, err := decode(file, src, &doc)
 	errs, ok := strictyaml.Collect(err)
 	if !ok {
 		return nil, err
