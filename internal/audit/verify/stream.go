@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -22,6 +24,10 @@ import (
 // count decide nothing about its size. The exporter refuses a bundle with a larger field
 // ([CheckStreamable]), so it writes none that verify refuses.
 const MaxStreamValue = 64 << 20
+
+// streamValueCap is MaxStreamValue, a variable only so the package's tests can hold the
+// exporter's check and the reader to one limit without writing 64 MiB fields.
+var streamValueCap = MaxStreamValue
 
 // ErrRunBundle is returned by [VerifyStream] for a run bundle (`agora orch audit`), which is
 // read whole ([ParseRunBundle]).
@@ -303,18 +309,24 @@ func (sr *streamReader) ensure(n int) bool {
 // until it succeeds, or fails with everything to the end of the file (or MaxStreamValue) in
 // it. parse must read only the window, and return false at its end.
 func (sr *streamReader) try(parse func() bool) bool {
-	n := streamFirstTry
+	n := min(streamFirstTry, streamValueCap)
 	for {
 		sr.ensure(n)
 		start := sr.s.i
 		if parse() {
-			return true
-		}
-		sr.s.i = start
-		if sr.readErr != nil || sr.atEOF() || n > MaxStreamValue {
+			// The window may hold more than n: a value over the cap is refused whatever the
+			// window held, so the reader takes exactly what CheckStreamable passes.
+			if sr.s.i-start <= streamValueCap {
+				return true
+			}
+			sr.s.i = start
 			return false
 		}
-		n *= 2
+		sr.s.i = start
+		if sr.readErr != nil || sr.atEOF() || n >= streamValueCap {
+			return false
+		}
+		n = min(2*n, streamValueCap)
 	}
 }
 
@@ -353,7 +365,7 @@ func (sr *streamReader) rawValue() ([]byte, error) {
 		// and literals end at the byte after them, which the window must hold.
 		return ok && (sr.s.i < len(sr.s.b) || sr.atEOF())
 	}) {
-		return nil, sr.fail(fmt.Sprintf("not a JSON value of at most %d bytes", MaxStreamValue))
+		return nil, sr.fail(fmt.Sprintf("not a JSON value of at most %d bytes", streamValueCap))
 	}
 	return raw, nil
 }
@@ -543,4 +555,94 @@ func (sr *streamReader) densityRest() error {
 		}
 	}
 	return sr.density()
+}
+
+// ErrTooLarge is matched by [CheckStreamable]'s errors: a bundle verify would refuse.
+var ErrTooLarge = errors.New("too large for agora verify")
+
+// CheckStreamable reports whether [VerifyStream] takes every value of b as [WriteBundle] writes
+// it: each field but the entries, and each entry, at most [MaxStreamValue] bytes. Nothing else
+// limits a bundle verify streams, so an exporter that calls it before writing writes no
+// bundle verify refuses. When a later start would fit, the error names it (--since).
+func CheckStreamable(b *Bundle) error {
+	fields := []struct {
+		name string
+		v    any
+	}{
+		{"selection", b.Selection}, {"checkpoint", b.Checkpoint}, {"anchored", b.Anchored},
+		{"manifests", b.Manifests}, {"selection_note", b.SelectionNote},
+		{"purged", b.Purged}, {"purged_runs", b.PurgedRuns},
+	}
+	for _, f := range fields {
+		n, err := indentedSize(f.v)
+		if err != nil {
+			return err
+		}
+		if n <= streamValueCap {
+			continue
+		}
+		err = fmt.Errorf("%w: its %s field would be %d bytes, over the %d bytes agora verify reads of one field", ErrTooLarge, f.name, n, streamValueCap)
+		var since uint64
+		var ok bool
+		switch f.name {
+		case "purged":
+			since, ok = laterStart(b.Purged, func(p Purged) uint64 { return p.Entry })
+		case "purged_runs":
+			since, ok = laterStart(b.PurgedRuns, func(p PurgedRun) uint64 { return p.Entry })
+		}
+		if ok {
+			return fmt.Errorf("%w; export from a later entry: --since %d fits", err, since)
+		}
+		return fmt.Errorf("%w; export fewer entries (a later --since, or --kind)", err)
+	}
+	for _, e := range b.Entries {
+		// Base64 and its quotes, each proof hash on its own indented line, the keys and the index.
+		n := base64.StdEncoding.EncodedLen(len(e.Entry)) + base64.StdEncoding.EncodedLen(len(e.LeafHash)) +
+			len(e.InclusionProof)*(base64.StdEncoding.EncodedLen(HashSize)+8) + 256
+		if n > streamValueCap {
+			return fmt.Errorf("%w: entry %d would be about %d bytes, over the %d bytes agora verify reads of one entry", ErrTooLarge, e.Index, n, streamValueCap)
+		}
+	}
+	return nil
+}
+
+// indentedSize is the size of v as WriteBundle writes a top-level field's value.
+func indentedSize(v any) (int, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent(" ", " ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return 0, fmt.Errorf("measure the bundle: %w", err)
+	}
+	return buf.Len(), nil
+}
+
+// laterStart is the smallest entry index such that the items of list recorded at or after it
+// (entry gives an item's entry, in increasing order) fit in MaxStreamValue, as an export from
+// that index would list them; ok is false when none but the last entry's would.
+func laterStart[T any](list []T, entry func(T) uint64) (since uint64, ok bool) {
+	fits := func(i int) bool {
+		n, err := indentedSize(list[i:])
+		return err == nil && n <= streamValueCap
+	}
+	// The smallest i whose suffix fits: fits is false at 0 (the caller's list is too large)
+	// and grows true with i.
+	lo, hi := 1, len(list)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if fits(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	// Start at an entry: an export from the entry of list[lo-1] would hold all its items.
+	for lo < len(list) && entry(list[lo]) == entry(list[lo-1]) {
+		lo++
+	}
+	if lo >= len(list) {
+		return 0, false
+	}
+	return entry(list[lo]), true
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -252,5 +253,51 @@ func TestPathMemo_MatchesWalk(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestCheckStreamable_AgreesWithTheReader: a bundle whose purged list is over the limit of one
+// value is refused by the exporter's check, which names a --since whose export fits, and by
+// the reader; the narrower bundle passes the check and is read.
+func TestCheckStreamable_AgreesWithTheReader(t *testing.T) {
+	defer func(prev int) { streamValueCap = prev }(streamValueCap)
+	streamValueCap = 8 << 10
+	f := streamFixtures(t)["bundle-v3.json"]
+	b, err := ParseBundleBytes(f.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		b.Purged = append(b.Purged, Purged{Entry: uint64(i / 2), Dispatch: fmt.Sprintf("d%d", i), Product: "patch",
+			Digest: "sha256:" + strings.Repeat("ab", 32)})
+	}
+	err = CheckStreamable(b)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "--since ") {
+		t.Fatalf("CheckStreamable: %v, want ErrTooLarge naming a --since", err)
+	}
+	var since uint64
+	if _, serr := fmt.Sscanf(err.Error()[strings.LastIndex(err.Error(), "--since "):], "--since %d", &since); serr != nil || since == 0 {
+		t.Fatalf("no --since in %q", err)
+	}
+	var buf bytes.Buffer
+	if err := WriteBundle(&buf, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := streamed(t, buf.Bytes(), f.opts); !errors.Is(err, ErrBundle) {
+		t.Fatalf("the reader took a bundle the exporter's check refuses: %v", err)
+	}
+	b.Purged = slices.DeleteFunc(b.Purged, func(p Purged) bool { return p.Entry < since })
+	if err := CheckStreamable(b); err != nil {
+		t.Fatalf("the export from --since %d: %v", since, err)
+	}
+	if b.Purged[0].Entry != since {
+		t.Fatalf("the narrower export starts at purged entry %d, not %d", b.Purged[0].Entry, since)
+	}
+	buf.Reset()
+	if err := WriteBundle(&buf, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := streamed(t, buf.Bytes(), f.opts); err != nil {
+		t.Fatalf("the reader refused a bundle the exporter's check passes: %v", err)
 	}
 }
