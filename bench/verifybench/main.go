@@ -41,8 +41,9 @@ func main() {
 	bin := flag.String("bin", "bin/agora", "the agora binary")
 	base := flag.String("base", "", "another agora binary to measure in the same rounds")
 	dir := flag.String("dir", "", "keep the bundle here (reused when it exists) instead of a temporary directory")
+	synthetic := flag.Bool("synthetic", false, "write the bundle without a database (writeSynthetic): for 10M entries")
 	flag.Parse()
-	if err := run(*n, *runs, *bin, *base, *dir); err != nil {
+	if err := run(*n, *runs, *bin, *base, *dir, *synthetic); err != nil {
 		fmt.Fprintln(os.Stderr, "verifybench:", err)
 		os.Exit(1)
 	}
@@ -55,7 +56,7 @@ type sample struct {
 	maxRSS int64         // bytes
 }
 
-func run(n, runs int, bin, base, dir string) error {
+func run(n, runs int, bin, base, dir string, synthetic bool) error {
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "verifybench")
 		if err != nil {
@@ -64,11 +65,19 @@ func run(n, runs int, bin, base, dir string) error {
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	bundle := filepath.Join(dir, fmt.Sprintf("bundle-%d.json", n))
-	key := filepath.Join(dir, fmt.Sprintf("bundle-%d.pub", n))
+	name := fmt.Sprintf("bundle-%d", n)
+	if synthetic {
+		name += "-synthetic"
+	}
+	bundle := filepath.Join(dir, name+".json")
+	key := filepath.Join(dir, name+".pub")
 	if _, err := os.Stat(bundle); errors.Is(err, os.ErrNotExist) {
 		start := time.Now()
-		if err := writeBundle(context.Background(), dir, n, bundle, key); err != nil {
+		write := func() error { return writeBundle(context.Background(), dir, n, bundle, key) }
+		if synthetic {
+			write = func() error { return writeSynthetic(n, bundle, key) }
+		}
+		if err := write(); err != nil {
 			return fmt.Errorf("write the bundle: %w", err)
 		}
 		fmt.Printf("wrote %s in %s\n", bundle, time.Since(start).Round(time.Millisecond))

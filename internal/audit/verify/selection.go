@@ -41,6 +41,10 @@ const maxSignatureLines = 1 << 10
 // ever parsed.
 func SelectionText(b *Bundle) []byte { return selectionText(b, IndexesDigest(b.Entries)) }
 
+// SelectionTextOf is [SelectionText] with the entries' [IndexesDigest] given, for a writer
+// that streams its entries rather than holding them in b.
+func SelectionTextOf(b *Bundle, indexes string) []byte { return selectionText(b, indexes) }
+
 // selectionText is [SelectionText] with the entries' [IndexesDigest] given.
 func selectionText(b *Bundle, indexes string) []byte {
 	sel := b.Selection
