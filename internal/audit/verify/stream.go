@@ -310,15 +310,18 @@ func (sr *streamReader) ensure(n int) bool {
 	return s.i+n <= len(s.b)
 }
 
-// try runs parse at the current position with more and more of the file in the window,
-// until it succeeds, or fails with everything to the end of the file (or MaxStreamValue) in
-// it. parse must read only the window, and return false at its end.
-func (sr *streamReader) try(parse func() bool) bool {
+// try runs parse at the current position with more and more of the file in the window while
+// it fails at the window's end (cut), until it succeeds, fails inside the window, or fails with
+// everything to the end of the file (or streamValueCap) in it. parse must read only the
+// window. A value may only fail cut when more bytes could complete it: growing the window
+// only for those keeps a malformed value from costing a read of streamValueCap.
+func (sr *streamReader) try(parse func() (ok, cut bool)) bool {
 	n := min(streamFirstTry, streamValueCap)
 	for {
 		sr.ensure(n)
 		start := sr.s.i
-		if parse() {
+		ok, cut := parse()
+		if ok {
 			// The window may hold more than n: a value over the cap is refused whatever the
 			// window held, so the reader takes exactly what CheckStreamable passes.
 			if sr.s.i-start <= streamValueCap {
@@ -328,7 +331,7 @@ func (sr *streamReader) try(parse func() bool) bool {
 			return false
 		}
 		sr.s.i = start
-		if sr.readErr != nil || sr.atEOF() || n >= streamValueCap {
+		if !cut || sr.readErr != nil || sr.atEOF() || n >= streamValueCap {
 			return false
 		}
 		n = min(2*n, streamValueCap)
@@ -363,12 +366,21 @@ func (sr *streamReader) eat(c byte) bool {
 func (sr *streamReader) rawValue() ([]byte, error) {
 	sr.ws()
 	var raw []byte
-	if !sr.try(func() bool {
-		var ok bool
-		raw, ok = sr.s.rawValue()
-		// A value the window cut is no value: the decoder must have seen it end. Numbers
-		// and literals end at the byte after them, which the window must hold.
-		return ok && (sr.s.i < len(sr.s.b) || sr.atEOF())
+	if !sr.try(func() (ok, cut bool) {
+		s := &sr.s
+		dec := json.NewDecoder(bytes.NewReader(s.b[s.i:]))
+		var m json.RawMessage
+		if err := dec.Decode(&m); err != nil {
+			return false, errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+		}
+		s.i += int(dec.InputOffset())
+		raw = m
+		// A number or literal ends at the byte after it, which the window must hold: one
+		// that ends with the window may go on past it.
+		if s.i == len(s.b) && !sr.atEOF() {
+			return false, true
+		}
+		return true, false
 	}) {
 		return nil, sr.fail(fmt.Sprintf("not a JSON value of at most %d bytes", streamValueCap))
 	}
@@ -379,10 +391,9 @@ func (sr *streamReader) rawValue() ([]byte, error) {
 func (sr *streamReader) key() (string, error) {
 	sr.ws()
 	var k []byte
-	if sr.try(func() bool {
-		var ok bool
+	if sr.try(func() (ok, cut bool) {
 		k, ok = sr.s.plainString()
-		return ok
+		return ok, !ok && sr.s.i >= len(sr.s.b)
 	}) {
 		return string(k), nil
 	}
@@ -519,19 +530,26 @@ func (sr *streamReader) verifyEntries(b *Bundle, opts Options) (*verifier, error
 func (sr *streamReader) entry() (Entry, error) {
 	sr.ws()
 	sr.s.slab, sr.s.proofs = sr.s.slab[:0], sr.s.proofs[:0]
-	var e Entry
-	if sr.try(func() bool {
-		var ok bool
-		e, ok = sr.s.entry()
-		return ok
-	}) {
+	sr.ensure(min(streamFirstTry, streamValueCap))
+	start := sr.s.i
+	if e, ok := sr.s.entry(); ok && sr.s.i-start <= streamValueCap {
 		return e, nil
 	}
+	// The scanner does not say whether the window cut the entry: the JSON decoder does. Once
+	// the whole entry is in the window, the scanner has it again, and what it does not take
+	// is read strictly.
+	sr.s.i = start
 	raw, err := sr.rawValue()
 	if err != nil {
-		return e, err
+		return Entry{}, err
 	}
-	e = Entry{}
+	end := sr.s.i
+	sr.s.i -= len(raw)
+	if e, ok := sr.s.entry(); ok && sr.s.i == end {
+		return e, nil
+	}
+	sr.s.i = end
+	e := Entry{}
 	if err := strictjson.Unmarshal(raw, &e); err != nil {
 		return e, fmt.Errorf("%w: entry at byte %d: %v", ErrBundle, sr.pos()-int64(len(raw)), err)
 	}

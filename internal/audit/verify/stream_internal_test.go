@@ -158,8 +158,8 @@ func TestVerifyStream_MatchesWholeFile(t *testing.T) {
 	}
 }
 
-// TestVerifyStream_EveryWindow: the reader's window moves at every byte boundary of an entry
-// without changing what it reads: the bundle is read with windows cut at each offset.
+// TestVerifyStream_TruncatedBundles: a valid bundle cut anywhere is refused, never taken and
+// never a panic.
 func TestVerifyStream_TruncatedBundles(t *testing.T) {
 	f := streamFixtures(t)["bundle-pre28.json"]
 	valid := bytes.TrimRight(f.data, " \n")
@@ -172,13 +172,19 @@ func TestVerifyStream_TruncatedBundles(t *testing.T) {
 }
 
 // FuzzStream_MatchesStrict: whatever the input, the streaming verifier never panics, parses
-// exactly what the strict reading parses, with the same values, and reports as Verify does.
+// exactly what the strict reading parses, with the same values, and reports as Verify does,
+// with its usual window and with one of a few bytes that moves inside every value.
 func FuzzStream_MatchesStrict(f *testing.F) {
 	for _, s := range scanSeeds(f) {
 		f.Add(s)
 	}
 	opts := streamFixtures(f)["bundle-v3.json"].opts
-	f.Fuzz(func(t *testing.T, data []byte) { matchStream(t, "fuzz", data, opts) })
+	f.Fuzz(func(t *testing.T, data []byte) {
+		matchStream(t, "fuzz", data, opts)
+		defer func(w, f int) { streamWindow, streamFirstTry = w, f }(streamWindow, streamFirstTry)
+		streamWindow, streamFirstTry = 5, 1
+		matchStream(t, "fuzz, small window", data, opts)
+	})
 }
 
 // TestVerifyStream_SmallWindows: with a window of a few bytes, which moves inside every
@@ -299,5 +305,41 @@ func TestCheckStreamable_AgreesWithTheReader(t *testing.T) {
 	}
 	if _, _, err := streamed(t, buf.Bytes(), f.opts); err != nil {
 		t.Fatalf("the reader refused a bundle the exporter's check passes: %v", err)
+	}
+}
+
+// countingReaderAt counts the bytes read through it.
+type countingReaderAt struct {
+	r    *bytes.Reader
+	read int64
+}
+
+func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(p, off)
+	c.read += int64(n)
+	return n, err
+}
+
+// TestVerifyStream_MalformedValuesReadOnce: entries the scanner does not take (here an escaped
+// key in every one, which the strict reading takes) are each read strictly from the window
+// they are in: the reader does not grow its window to the end of the file for each, so the
+// bytes it reads stay a small multiple of the file, not of the file times the entries.
+func TestVerifyStream_MalformedValuesReadOnce(t *testing.T) {
+	defer func(w, f int) { streamWindow, streamFirstTry = w, f }(streamWindow, streamFirstTry)
+	streamWindow, streamFirstTry = 2<<10, 512
+	f := streamFixtures(t)["bundle-pre28-mixed.json"]
+	data := bytes.ReplaceAll(f.data, []byte(`"leaf_hash"`), []byte(`"leaf\u005fhash"`))
+	if len(data) < 8*streamWindow {
+		t.Fatalf("fixture: %d bytes, too few for the window to move", len(data))
+	}
+	matchStream(t, "escaped keys", data, f.opts)
+	c := &countingReaderAt{r: bytes.NewReader(data)}
+	rep, err := VerifyStream(context.Background(), c, int64(len(data)), f.opts)
+	if err != nil || !rep.OK {
+		t.Fatalf("verify: %v %+v", err, rep)
+	}
+	// Two passes (the fixture has fields after its entries) and the window's overlaps.
+	if c.read > 3*int64(len(data)) {
+		t.Fatalf("read %d bytes of a %d-byte bundle", c.read, len(data))
 	}
 }
