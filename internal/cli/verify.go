@@ -66,7 +66,8 @@ every attempt has its accepted entry, exactly one terminal entry and the manifes
 names, each dispatch manifest agrees with its entries (catalog hashes, input, products), and
 every input of a task is the product of a succeeded task of the same run (provenance). One
 row per check; exit 0 only when all pass, 5 when any fails. BUNDLE "-" reads the bundle from
-standard input. A bundle of an older format carries no signed selection and fails: export
+standard input. A bundle over 64 MiB is checked as it is read, in memory that does not grow
+with it: its passing entry and inclusion rows are one row each that counts them. A bundle of an older format carries no signed selection and fails: export
 it again. One part of a run bundle fails on its own: verify the whole run bundle.
 
 The last row names the tier reached:
