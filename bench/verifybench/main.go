@@ -41,8 +41,9 @@ func main() {
 	bin := flag.String("bin", "bin/agora", "the agora binary")
 	base := flag.String("base", "", "another agora binary to measure in the same rounds")
 	dir := flag.String("dir", "", "keep the bundle here (reused when it exists) instead of a temporary directory")
+	synthetic := flag.Bool("synthetic", false, "write the bundle without a database (writeSynthetic): for 10M entries")
 	flag.Parse()
-	if err := run(*n, *runs, *bin, *base, *dir); err != nil {
+	if err := run(*n, *runs, *bin, *base, *dir, *synthetic); err != nil {
 		fmt.Fprintln(os.Stderr, "verifybench:", err)
 		os.Exit(1)
 	}
@@ -51,10 +52,11 @@ func main() {
 // sample is one run of a command: its wall time and peak resident memory.
 type sample struct {
 	wall   time.Duration
-	maxRSS int64 // bytes
+	cpu    time.Duration // user + system
+	maxRSS int64         // bytes
 }
 
-func run(n, runs int, bin, base, dir string) error {
+func run(n, runs int, bin, base, dir string, synthetic bool) error {
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "verifybench")
 		if err != nil {
@@ -63,11 +65,19 @@ func run(n, runs int, bin, base, dir string) error {
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	bundle := filepath.Join(dir, fmt.Sprintf("bundle-%d.json", n))
-	key := filepath.Join(dir, fmt.Sprintf("bundle-%d.pub", n))
+	name := fmt.Sprintf("bundle-%d", n)
+	if synthetic {
+		name += "-synthetic"
+	}
+	bundle := filepath.Join(dir, name+".json")
+	key := filepath.Join(dir, name+".pub")
 	if _, err := os.Stat(bundle); errors.Is(err, os.ErrNotExist) {
 		start := time.Now()
-		if err := writeBundle(context.Background(), dir, n, bundle, key); err != nil {
+		write := func() error { return writeBundle(context.Background(), dir, n, bundle, key) }
+		if synthetic {
+			write = func() error { return writeSynthetic(n, bundle, key) }
+		}
+		if err := write(); err != nil {
 			return fmt.Errorf("write the bundle: %w", err)
 		}
 		fmt.Printf("wrote %s in %s\n", bundle, time.Since(start).Round(time.Millisecond))
@@ -101,15 +111,16 @@ func run(n, runs int, bin, base, dir string) error {
 	}
 	fmt.Printf("bundle: %d entries, %.1f MB; %d interleaved runs each; load average %s\n",
 		n, float64(st.Size())/1e6, runs, loadavg())
-	fmt.Printf("%-22s %10s %10s %12s %10s\n", "command", "median", "min", "max RSS MB", "RSS/file")
-	shaMedian := median(got[0])
+	fmt.Printf("%-22s %10s %10s %10s %12s %10s\n", "command", "median", "min", "CPU med", "max RSS MB", "RSS/file")
+	shaMedian, shaCPU := median(got[0]), medianCPU(got[0])
 	for i, c := range cmds {
 		m := median(got[i])
 		rss := slices.MaxFunc(got[i], func(a, b sample) int { return int(a.maxRSS - b.maxRSS) }).maxRSS
-		fmt.Printf("%-22s %10s %10s %12.1f %10.2f   %.2fx sha256sum\n", c.name, m.Round(time.Millisecond),
-			minWall(got[i]).Round(time.Millisecond), float64(rss)/1e6, float64(rss)/float64(st.Size()),
-			float64(m)/float64(shaMedian))
+		fmt.Printf("%-22s %10s %10s %10s %12.1f %10.3f   %.2fx sha256sum wall, %.2fx CPU\n", c.name, m.Round(time.Millisecond),
+			minWall(got[i]).Round(time.Millisecond), medianCPU(got[i]).Round(time.Millisecond), float64(rss)/1e6, float64(rss)/float64(st.Size()),
+			float64(m)/float64(shaMedian), float64(medianCPU(got[i]))/float64(shaCPU))
 	}
+	fmt.Printf("load average after: %s\n", loadavg())
 	return nil
 }
 
@@ -125,7 +136,7 @@ func measure(argv []string) (sample, error) {
 	}
 	out.Close()
 	defer os.Remove(out.Name())
-	cmd := exec.Command("/usr/bin/time", append([]string{"-f", "%M", "-o", out.Name()}, argv...)...)
+	cmd := exec.Command("/usr/bin/time", append([]string{"-f", "%M %U %S", "-o", out.Name()}, argv...)...)
 	cmd.Stderr = os.Stderr
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
@@ -136,11 +147,20 @@ func measure(argv []string) (sample, error) {
 	if err != nil {
 		return sample{}, err
 	}
-	kib, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return sample{}, fmt.Errorf("/usr/bin/time said %q", b)
+	}
+	kib, err := strconv.ParseInt(f[len(f)-3], 10, 64)
 	if err != nil {
 		return sample{}, fmt.Errorf("/usr/bin/time said %q: %w", b, err)
 	}
-	return sample{wall: wall, maxRSS: kib * 1024}, nil
+	user, err1 := strconv.ParseFloat(f[len(f)-2], 64)
+	sys, err2 := strconv.ParseFloat(f[len(f)-1], 64)
+	if err1 != nil || err2 != nil {
+		return sample{}, fmt.Errorf("/usr/bin/time said %q", b)
+	}
+	return sample{wall: wall, cpu: time.Duration((user + sys) * float64(time.Second)), maxRSS: kib * 1024}, nil
 }
 
 func median(s []sample) time.Duration {
@@ -150,6 +170,16 @@ func median(s []sample) time.Duration {
 	}
 	slices.Sort(w)
 	return w[len(w)/2]
+}
+
+// medianCPU is the median user + system time.
+func medianCPU(s []sample) time.Duration {
+	c := make([]time.Duration, len(s))
+	for i := range s {
+		c[i] = s[i].cpu
+	}
+	slices.Sort(c)
+	return c[len(c)/2]
 }
 
 func minWall(s []sample) time.Duration {

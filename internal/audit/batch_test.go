@@ -66,7 +66,7 @@ func verifyMCPEntries(t *testing.T, f *fixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep := verify.Verify(roundTrip(t, bundle), verify.Options{Key: f.vkey}); !rep.OK {
+	if rep := verifyBoth(t, bundle, verify.Options{Key: f.vkey}); !rep.OK {
 		t.Fatalf("the log does not verify: %v", failed(rep))
 	}
 }

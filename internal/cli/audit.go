@@ -347,6 +347,11 @@ func auditExportRun(ctx context.Context, opts *auditExportOptions) error {
 		}
 		return err
 	}
+	// Verify reads any number of entries but holds each other field whole: a bundle it
+	// would refuse is not written, and the error names a narrower export that fits.
+	if err := verify.CheckStreamable(b); err != nil {
+		return fmt.Errorf("the bundle is not written, agora verify would refuse it: %w", err)
+	}
 	if err := writeBundle(out, b); err != nil {
 		return err
 	}

@@ -66,7 +66,8 @@ every attempt has its accepted entry, exactly one terminal entry and the manifes
 names, each dispatch manifest agrees with its entries (catalog hashes, input, products), and
 every input of a task is the product of a succeeded task of the same run (provenance). One
 row per check; exit 0 only when all pass, 5 when any fails. BUNDLE "-" reads the bundle from
-standard input. A bundle of an older format carries no signed selection and fails: export
+standard input. A bundle over 64 MiB is checked as it is read, in memory that does not grow
+with it: its passing entry and inclusion rows are one row each that counts them. A bundle of an older format carries no signed selection and fails: export
 it again. One part of a run bundle fails on its own: verify the whole run bundle.
 
 The last row names the tier reached:
@@ -195,7 +196,7 @@ func verifyRun(ctx context.Context, opts *verifyOptions) error {
 	}
 	// The heap's bounds hold through the report's printing too: restored before it, they
 	// started a collection of the whole check's garbage only to print (#28 session 4).
-	rep, restore, err := verifyFileBounded(in, path, vo)
+	rep, restore, err := verifyFileBounded(ctx, in, path, vo)
 	defer restore()
 	if err != nil {
 		return err
@@ -223,21 +224,46 @@ func verifyRun(ctx context.Context, opts *verifyOptions) error {
 
 // verifyFile reads and checks a bundle ("-" is stdin). A bundle that does not parse is a
 // failed check (it may have been tampered with), reported as the one row "bundle"; a file
-// that cannot be read is an error. The file is read once into memory and parsed in one pass
-// (verify.ParseBundleBytes); a run bundle, which that refuses, is parsed as one.
+// that cannot be read is an error. A bundle of at most streamFrom bytes is read once into
+// memory and parsed in one pass (verify.ParseBundleBytes); a run bundle, which that refuses,
+// is parsed as one. A larger bundle is checked as it is read (verify.VerifyStream), in memory
+// that does not grow with it.
 func verifyFile(stdin io.Reader, path string, vo verify.Options) (*verify.Report, error) {
-	rep, restore, err := verifyFileBounded(stdin, path, vo)
+	rep, restore, err := verifyFileBounded(context.Background(), stdin, path, vo)
 	restore()
 	return rep, err
 }
 
+// streamFrom is the bundle size from which verify streams it. Below it, reading the whole
+// bundle costs at most a few times 64 MiB and lists every entry's rows; above it, holding
+// the bundle would grow with it without bound. A variable so that a test can stream a small
+// bundle.
+var streamFrom int64 = 64 << 20
+
 // verifyFileBounded is verifyFile leaving the heap's bounds it set for a large bundle in
 // place until restore is called.
-func verifyFileBounded(stdin io.Reader, path string, vo verify.Options) (rep *verify.Report, restore func(), err error) {
+func verifyFileBounded(ctx context.Context, stdin io.Reader, path string, vo verify.Options) (rep *verify.Report, restore func(), err error) {
 	restore = func() {}
-	data, err := readBundle(stdin, path)
+	data, file, size, err := openBundle(stdin, path)
 	if err != nil {
 		return nil, restore, err
+	}
+	if file != nil {
+		defer file.Close()
+		rep, err := verify.VerifyStream(ctx, file, size, vo)
+		switch {
+		case err == nil:
+			return rep, restore, nil
+		case errors.Is(err, verify.ErrRunBundle):
+			// A run bundle is read whole, as ParseRunBundle reads it, up to its limit.
+			if data, err = readAllLimited(io.NewSectionReader(file, 0, size)); err != nil {
+				return nil, restore, err
+			}
+		case errors.Is(err, verify.ErrBundle):
+			return bundleFailed(err), restore, nil
+		default:
+			return nil, restore, err
+		}
 	}
 	// The bundle in memory, its parsed form and the report are all live at the peak; the
 	// collector keeps the garbage of checking 100,000 entries around them below about
@@ -285,6 +311,55 @@ func verifyFileBounded(stdin io.Reader, path string, vo verify.Options) (rep *ve
 func bundleFailed(err error) *verify.Report {
 	return &verify.Report{OK: false, Tier: verify.TierNone, KeySource: verify.KeyFromBundle,
 		Checks: []verify.Result{{Check: verify.CheckBundle, Detail: err.Error()}}}
+}
+
+// openBundle opens the bundle at path ("-" is stdin): a file of more than streamFrom bytes to
+// stream, or the bundle's bytes. Standard input of more than streamFrom bytes is copied to an
+// unlinked temporary file: the stream reads a bundle whose entries are not its last field
+// twice, by offset.
+func openBundle(stdin io.Reader, path string) (data []byte, file *os.File, size int64, err error) {
+	if path != "-" {
+		fd, err := os.Open(path)
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("read bundle: %w", err)
+		}
+		if st, err := fd.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > streamFrom {
+			return nil, fd, st.Size(), nil
+		}
+		fd.Close()
+		data, err := readBundle(stdin, path)
+		return data, nil, 0, err
+	}
+	head, err := io.ReadAll(io.LimitReader(stdin, streamFrom+1))
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("read bundle: %w", err)
+	}
+	if int64(len(head)) <= streamFrom {
+		return head, nil, 0, nil
+	}
+	spool, err := os.CreateTemp("", "agora-verify-*.json")
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("read bundle from standard input: a bundle over %d bytes is checked from a file, and no temporary file could be made (set TMPDIR, or pass the bundle's path): %w", streamFrom, err)
+	}
+	os.Remove(spool.Name()) // unlinked: gone when closed, whatever happens
+	n, err := io.Copy(spool, io.MultiReader(bytes.NewReader(head), stdin))
+	if err != nil {
+		spool.Close()
+		return nil, nil, 0, fmt.Errorf("read bundle from standard input into a temporary file (a bundle over %d bytes is checked from a file; pass its path to avoid the copy): %w", streamFrom, err)
+	}
+	return nil, spool, n, nil
+}
+
+// readAllLimited reads r whole, refusing more than verify.MaxBundleSize bytes.
+func readAllLimited(r io.Reader) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, verify.MaxBundleSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read bundle: %w", err)
+	}
+	if len(b) > verify.MaxBundleSize {
+		return nil, fmt.Errorf("read run bundle: larger than %d bytes, the limit of a run bundle, which is read whole", verify.MaxBundleSize)
+	}
+	return b, nil
 }
 
 // readBundle reads at most verify.MaxBundleSize+1 bytes of the file at path ("-" is stdin),

@@ -52,8 +52,6 @@ type Bundle struct {
 	Selection Selection `json:"selection"`
 	// Checkpoint is the signed checkpoint every inclusion proof is against.
 	Checkpoint []byte `json:"checkpoint"`
-	// Entries are the selected entries in increasing index order.
-	Entries []Entry `json:"entries"`
 	// Anchored is the latest anchored checkpoint and its evidence; nil when none was anchored.
 	Anchored *Anchored `json:"anchored"`
 	// Manifests are dispatch manifests bound to entries (see [Manifest]); empty for a plain
@@ -68,6 +66,10 @@ type Bundle struct {
 	// PurgedRuns lists the orchestrator runs retention removed from orch.db, as the bundle's
 	// retention.run_purged entries record them ([PurgedRun]); absent when none did.
 	PurgedRuns []PurgedRun `json:"purged_runs,omitempty"`
+	// Entries are the selected entries in increasing index order. Last, so that a verifier
+	// knows every other field when it reaches them and checks them as it reads them
+	// ([VerifyStream]); the field order is the order [WriteBundle] writes.
+	Entries []Entry `json:"entries"`
 }
 
 // Selection records the export's filter so the verifier can check the entries match it.

@@ -112,6 +112,12 @@ type scanner struct {
 	// and their decoded hashes (proofHash).
 	prevText [maxProofLen][]byte
 	prevHash [maxProofLen][]byte
+	// stream is set for a scanner over a window of a file ([streamReader]): the window's bytes
+	// move and the slabs are reused for each entry, so prevText and prevHash point into
+	// textStore and hashStore, copies that stay.
+	stream    bool
+	textStore [maxProofLen][46]byte
+	hashStore [maxProofLen][HashSize]byte
 }
 
 const slabSize = 1 << 20
@@ -471,7 +477,13 @@ func (s *scanner) proofHash(k int) ([]byte, bool) {
 	from := s.i
 	h, ok := s.base64()
 	if ok && whole && k < maxProofLen && s.i == from+46 {
-		s.prevText[k], s.prevHash[k] = s.b[from:s.i], h
+		if s.stream {
+			copy(s.textStore[k][:], s.b[from:s.i])
+			copy(s.hashStore[k][:], h)
+			s.prevText[k], s.prevHash[k] = s.textStore[k][:], s.hashStore[k][:]
+		} else {
+			s.prevText[k], s.prevHash[k] = s.b[from:s.i], h
+		}
 	}
 	return h, ok
 }

@@ -89,42 +89,81 @@ func (v *verifier) checkEntryRange(es []Entry) {
 }
 
 func (v *verifier) checkEntryList() {
-	sel, es := v.b.Selection, v.b.Entries
-	if len(es) == 0 {
-		v.fail(CheckEntries, "", "the bundle holds no entries")
+	if v.stream != nil {
+		v.entryListRow(v.stream.list)
 		return
 	}
-	if sel.Count != len(es) {
-		v.fail(CheckEntries, "", "selection says %d entries, the bundle holds %d", sel.Count, len(es))
+	l := newEntryList(v.b)
+	for _, e := range v.b.Entries {
+		l.add(e.Index)
+	}
+	v.entryListRow(l)
+}
+
+// entryListRow adds the entries row for the indexes l was given.
+func (v *verifier) entryListRow(l *entryList) {
+	if problem := l.problem(); problem != "" {
+		v.fail(CheckEntries, "", "%s", problem)
 		return
 	}
-	if es[0].Index < sel.FromIndex {
-		v.fail(CheckEntries, "", "entry %d precedes the selection's first index %d", es[0].Index, sel.FromIndex)
-		return
+	v.pass(CheckEntries, "", "%d entries, indexes %d to %d, match the selection", l.n, l.first, l.prev)
+}
+
+// entryList checks the entries' indexes against the selection one index at a time, keeping
+// only the first and the last: the whole-file and the streaming verifier share it, so both
+// name the same first problem.
+type entryList struct {
+	sel    Selection
+	legacy bool
+	n      int
+	first  uint64
+	prev   uint64
+	// pair is the first problem between two consecutive indexes, "" while there is none.
+	pair string
+}
+
+func newEntryList(b *Bundle) *entryList { return &entryList{sel: b.Selection, legacy: b.legacy()} }
+
+func (l *entryList) add(cur uint64) {
+	switch {
+	case l.n == 0:
+		l.first = cur
+	case l.pair == "" && (cur <= l.prev || l.sel.contiguous() && cur != l.prev+1):
+		l.pair = l.pairProblem(cur)
 	}
-	if sel.contiguous() && es[0].Index != sel.FromIndex {
-		v.fail(CheckEntries, "", "first entry is %d, the selection starts at %d", es[0].Index, sel.FromIndex)
-		return
+	l.prev = cur
+	l.n++
+}
+
+func (l *entryList) pairProblem(cur uint64) string {
+	switch prev := l.prev; {
+	case cur == prev:
+		return fmt.Sprintf("entry %d appears twice", cur)
+	case cur < prev:
+		return fmt.Sprintf("entry %d comes after entry %d: entries are out of order", cur, prev)
 	}
-	for i := 1; i < len(es); i++ {
-		prev, cur := es[i-1].Index, es[i].Index
-		switch {
-		case cur == prev:
-			v.fail(CheckEntries, "", "entry %d appears twice", cur)
-			return
-		case cur < prev:
-			v.fail(CheckEntries, "", "entry %d comes after entry %d: entries are out of order", cur, prev)
-			return
-		case sel.contiguous() && cur != prev+1:
-			v.fail(CheckEntries, "", "entries %d to %d are missing from a contiguous selection", prev+1, cur-1)
-			return
-		}
+	return fmt.Sprintf("entries %d to %d are missing from a contiguous selection", l.prev+1, cur-1)
+}
+
+// problem is the first thing wrong with the list, in the order the entries row checks it, or
+// "" when it matches the selection.
+func (l *entryList) problem() string {
+	sel := l.sel
+	switch {
+	case l.n == 0:
+		return "the bundle holds no entries"
+	case sel.Count != l.n:
+		return fmt.Sprintf("selection says %d entries, the bundle holds %d", sel.Count, l.n)
+	case l.first < sel.FromIndex:
+		return fmt.Sprintf("entry %d precedes the selection's first index %d", l.first, sel.FromIndex)
+	case sel.contiguous() && l.first != sel.FromIndex:
+		return fmt.Sprintf("first entry is %d, the selection starts at %d", l.first, sel.FromIndex)
+	case l.pair != "":
+		return l.pair
+	case !l.legacy && l.prev >= sel.EndIndex:
+		return fmt.Sprintf("entry %d is at or past the selection's end index %d", l.prev, sel.EndIndex)
 	}
-	if last := es[len(es)-1].Index; !v.b.legacy() && last >= sel.EndIndex {
-		v.fail(CheckEntries, "", "entry %d is at or past the selection's end index %d", last, sel.EndIndex)
-		return
-	}
-	v.pass(CheckEntries, "", "%d entries, indexes %d to %d, match the selection", len(es), es[0].Index, es[len(es)-1].Index)
+	return ""
 }
 
 func (v *verifier) checkEntry(e Entry, item string) {
@@ -164,8 +203,12 @@ func (v *verifier) checkEntry(e Entry, item string) {
 		// Only the run's checks read the decoded entries; a plain bundle's are let go.
 		v.entries = append(v.entries, f)
 	}
-	if s.hasManifest {
+	if s.hasManifest && (v.stream == nil || v.stream.refs) {
 		v.refs[s.manifest] = e.Index
+	}
+	if v.stream != nil {
+		v.stream.passedEntries++
+		return
 	}
 	// Written without fmt: a 100,000-entry bundle has as many of these rows.
 	v.rep.Checks = append(v.rep.Checks, Result{Check: CheckEntry, Item: item, OK: true,
@@ -207,8 +250,16 @@ func (v *verifier) checkInclusion(e Entry, item string) {
 	if v.incl == nil {
 		v.incl = newInclusionChecker()
 	}
-	if err := v.incl.verify(e.Index, v.cp.Size, e.LeafHash, e.InclusionProof, v.cp.Hash); err != nil {
+	verify := v.incl.verify
+	if v.stream != nil {
+		verify = v.stream.paths.verify
+	}
+	if err := verify(e.Index, v.cp.Size, e.LeafHash, e.InclusionProof, v.cp.Hash); err != nil {
 		v.fail(CheckInclusion, item, "not in the checkpoint's tree of size %d: %v", v.cp.Size, err)
+		return
+	}
+	if v.stream != nil {
+		v.stream.passedInclusions++
 		return
 	}
 	v.pass(CheckInclusion, item, "in the tree of size %d", v.cp.Size)
@@ -266,10 +317,17 @@ func (v *verifier) checkCoverage() {
 		v.fail(CheckAnchorCoverage, "", "cannot check: the anchored checkpoint did not verify")
 		return
 	}
-	for _, e := range v.b.Entries {
-		if e.Index >= v.anc.Size {
-			v.fail(CheckAnchorCoverage, "", "entry %d is after the anchored checkpoint (size %d): it is not anchored", e.Index, v.anc.Size)
+	if v.stream != nil {
+		if v.stream.uncovered {
+			v.fail(CheckAnchorCoverage, "", "entry %d is after the anchored checkpoint (size %d): it is not anchored", v.stream.firstUncovered, v.anc.Size)
 			return
+		}
+	} else {
+		for _, e := range v.b.Entries {
+			if e.Index >= v.anc.Size {
+				v.fail(CheckAnchorCoverage, "", "entry %d is after the anchored checkpoint (size %d): it is not anchored", e.Index, v.anc.Size)
+				return
+			}
 		}
 	}
 	v.pass(CheckAnchorCoverage, "", "every entry is below the anchored size %d", v.anc.Size)

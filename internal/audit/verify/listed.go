@@ -14,25 +14,33 @@ import (
 // how the entry's canonical bytes name that kind: entries without it are passed over undecoded.
 func entriesOfKind(es []Entry, kind string, tag []byte, each func(idx uint64, f EntryFields) error) error {
 	for _, e := range es {
-		if !bytes.Contains(e.Entry, tag) {
-			continue
-		}
-		f, err := DecodeEntry(e.Entry)
-		if err != nil {
-			return fmt.Errorf("entry %d: %v", e.Index, err)
-		}
-		if f.Kind != kind {
-			continue
-		}
-		if err := each(e.Index, f); err != nil {
+		if err := entryOfKind(e, kind, tag, each); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// entryOfKind is [entriesOfKind] of one entry.
+func entryOfKind(e Entry, kind string, tag []byte, each func(idx uint64, f EntryFields) error) error {
+	if !bytes.Contains(e.Entry, tag) {
+		return nil
+	}
+	f, err := DecodeEntry(e.Entry)
+	if err != nil {
+		return fmt.Errorf("entry %d: %v", e.Index, err)
+	}
+	if f.Kind != kind {
+		return nil
+	}
+	return each(e.Index, f)
+}
+
 // holdsTag reports whether any entry of the bundle may be of the kind tag names.
 func (v *verifier) holdsTag(tag []byte) bool {
+	if v.stream != nil {
+		return v.stream.holds[string(tag)]
+	}
 	for _, e := range v.b.Entries {
 		if bytes.Contains(e.Entry, tag) {
 			return true

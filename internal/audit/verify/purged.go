@@ -87,7 +87,13 @@ func (v *verifier) checkPurged() {
 	if len(v.b.Purged) == 0 && !v.holdsTag(purgedKind) {
 		return
 	}
-	want, err := PurgedOf(v.verifiedEntries())
+	var want []Purged
+	var err error
+	if v.stream != nil {
+		want, err = v.stream.purged, v.stream.purgedErr
+	} else {
+		want, err = PurgedOf(v.verifiedEntries())
+	}
 	if err != nil {
 		v.fail(CheckPurged, "", "%v", err)
 		return

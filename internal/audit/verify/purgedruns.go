@@ -51,7 +51,13 @@ func (v *verifier) checkPurgedRuns() {
 	if len(v.b.PurgedRuns) == 0 && !v.holdsTag(purgedRunKind) {
 		return
 	}
-	want, err := PurgedRunsOf(v.verifiedEntries())
+	var want []PurgedRun
+	var err error
+	if v.stream != nil {
+		want, err = v.stream.purgedRuns, v.stream.purgedRunsErr
+	} else {
+		want, err = PurgedRunsOf(v.verifiedEntries())
+	}
 	if err != nil {
 		v.fail(CheckPurgedRuns, "", "%v", err)
 		return

@@ -577,8 +577,36 @@ func equalStrings(a, b []string) bool {
 	return true
 }
 
-// WriteRunBundle writes b as indented JSON.
+// WriteRunBundle writes b as indented JSON. A run bundle is read whole, so one over
+// [MaxBundleSize] is refused here ([ErrTooLarge]), not written for verify to refuse.
 func WriteRunBundle(w io.Writer, b *RunBundle) error {
+	lw := &limitedWriter{w: w, left: MaxBundleSize}
+	if err := writeRunBundle(lw, b); err != nil {
+		if lw.over {
+			return fmt.Errorf("%w: the run bundle is over %d bytes, the most agora verify reads of a run bundle, which it reads whole", ErrTooLarge, MaxBundleSize)
+		}
+		return err
+	}
+	return nil
+}
+
+// limitedWriter passes at most left bytes to w, then fails.
+type limitedWriter struct {
+	w    io.Writer
+	left int64
+	over bool
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > l.left {
+		l.over = true
+		return 0, ErrTooLarge
+	}
+	l.left -= int64(len(p))
+	return l.w.Write(p)
+}
+
+func writeRunBundle(w io.Writer, b *RunBundle) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", " ")
 	enc.SetEscapeHTML(false)

@@ -39,7 +39,14 @@ const maxSignatureLines = 1 << 10
 // with one `subject "..."` line per subject after `subjects N`. The verifier recomputes it
 // from the bundle and compares it byte for byte with the signed text, so nothing of it is
 // ever parsed.
-func SelectionText(b *Bundle) []byte {
+func SelectionText(b *Bundle) []byte { return selectionText(b, IndexesDigest(b.Entries)) }
+
+// SelectionTextOf is [SelectionText] with the entries' [IndexesDigest] given, for a writer
+// that streams its entries rather than holding them in b.
+func SelectionTextOf(b *Bundle, indexes string) []byte { return selectionText(b, indexes) }
+
+// selectionText is [SelectionText] with the entries' [IndexesDigest] given.
+func selectionText(b *Bundle, indexes string) []byte {
 	sel := b.Selection
 	var s strings.Builder
 	fmt.Fprintf(&s, "%s\norigin %s\nformat %s\nrun %s\nfrom_index %d\nend_index %d\nkind %s\nsubjects %d\n",
@@ -48,7 +55,7 @@ func SelectionText(b *Bundle) []byte {
 	for _, sub := range sel.Subjects {
 		fmt.Fprintf(&s, "subject %s\n", strconv.QuoteToASCII(sub))
 	}
-	fmt.Fprintf(&s, "count %d\nindexes %s\n", sel.Count, IndexesDigest(b.Entries))
+	fmt.Fprintf(&s, "count %d\nindexes %s\n", sel.Count, indexes)
 	return []byte(s.String())
 }
 
@@ -95,7 +102,12 @@ func (v *verifier) checkSelection() {
 		v.fail(CheckSelection, "", "the bundle carries no signed selection (selection_note)")
 		return
 	}
-	want := SelectionText(b)
+	var want []byte
+	if v.stream != nil {
+		want = selectionText(b, v.stream.indexesDigest())
+	} else {
+		want = SelectionText(b)
+	}
 	if len(b.SelectionNote) > len(want)+maxSignatureLines {
 		v.fail(CheckSelection, "", "signed selection is %d bytes, more than the %d-byte selection it must sign and one signature",
 			len(b.SelectionNote), len(want))

@@ -141,6 +141,9 @@ type verifier struct {
 	// entryFails counts the failed entry and inclusion rows; past maxEntryFailRows they are
 	// counted, not kept ([verifier.fail]).
 	entryFails int
+	// stream is set when the bundle's entries are checked as they are read ([VerifyStream]):
+	// they are not in b, and the rows that read them read its summaries.
+	stream *streamState
 }
 
 // maxEntryFailRows is how many failed entry and inclusion rows one report lists (per
