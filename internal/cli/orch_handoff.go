@@ -157,8 +157,12 @@ func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, pe
 	}, nil
 }
 
-// maxNamed caps the variables a decline names; the rest are counted.
-const maxNamed = 8
+// maxNamed caps the variables a decline names, the rest counted, and maxNameLen the bytes of
+// each name said.
+const (
+	maxNamed   = 8
+	maxNameLen = 64
+)
 
 // envDeclined says why a CLI whose environment is not the taker's is declined: the
 // variables that differ (its sums against the taker's, those keep keeps) by name only, since
@@ -172,6 +176,12 @@ func (r *handoffRunner) envDeclined(theirs []string, keep func(string) bool, who
 	}
 	if n := len(names); n > maxNamed {
 		names = append(names[:maxNamed:maxNamed], fmt.Sprintf("%d more", n-maxNamed))
+	}
+	for i, k := range names {
+		// A name is the CLI's to choose, and the reason goes into resident.log.
+		if len(k) > maxNameLen {
+			names[i] = strings.ToValidUTF8(k[:maxNameLen-3], "") + "..."
+		}
 	}
 	what := "it differs"
 	switch {

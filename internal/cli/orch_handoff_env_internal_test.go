@@ -87,8 +87,8 @@ func TestHandoffRunner_EnvDeclineNamesVariables(t *testing.T) {
 }
 
 // TestHandoffRunner_EnvDeclineCapsNames: a CLI whose environment differs in many variables
-// is told the first few by name and how many more, in a line of bounded length; one whose
-// sums are missing is told only that its environment differs.
+// is told the first few by name and how many more, a long name cut, in a line of bounded
+// length; one whose sums are missing is told only that its environment differs.
 func TestHandoffRunner_EnvDeclineCapsNames(t *testing.T) {
 	r := envRunner(t, []string{"PATH=/bin"}, true, false)
 	cli := []string{"PATH=/bin"}
@@ -98,6 +98,10 @@ func TestHandoffRunner_EnvDeclineCapsNames(t *testing.T) {
 	why := r.envDeclined(api.EnvSums(cli), api.DispatchEnv, "")
 	if !strings.Contains(why, "92 more differ") || len(why) > 1000 {
 		t.Errorf("reason for 100 variables: %q", why)
+	}
+	long := r.envDeclined(api.EnvSums([]string{"PATH=/bin", "AGORA_" + strings.Repeat("\u00e9", 500) + "=1"}), api.DispatchEnv, "")
+	if !strings.Contains(long, "...") || len(long) > 400 {
+		t.Errorf("reason for a 1,000-byte name: %q", long)
 	}
 	if why := r.envDeclined(nil, api.DispatchEnv, ""); !strings.Contains(why, "what a dispatch reads: it differs;") {
 		t.Errorf("a CLI without sums: %q, want no name", why)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -179,7 +180,8 @@ func TestDispatchEnv_Callers(t *testing.T) {
 }
 
 // TestEnvSums_Form: the sums hold no value, are what DecodeHandoffRequest accepts whatever
-// the names (sorted by name, a name twice kept once), and a malformed list is refused.
+// the names (sorted by name, a name twice kept once; none past MaxEnvSums), and a malformed
+// list is refused.
 func TestEnvSums_Form(t *testing.T) {
 	const secret = "sk-ant-0123456789abcdef"
 	env := []string{"B=1", "A-B=2", "A=3", "ANTHROPIC_API_KEY=" + secret, "A=4", "PWD=/x", "_=/y", "AGORA_NO_HANDOFF=1"}
@@ -214,6 +216,13 @@ func TestEnvSums_Form(t *testing.T) {
 		if _, err := DecodeHandoffRequest([]byte(body)); err == nil {
 			t.Errorf("%s: accepted %s", name, list)
 		}
+	}
+	huge := make([]string, MaxEnvSums+1)
+	for i := range huge {
+		huge[i] = fmt.Sprintf("V%d=1", i)
+	}
+	if got := EnvSums(huge); got != nil {
+		t.Errorf("an environment of %d variables: %d sums, want none (a taker refuses more than %d)", len(huge), len(got), MaxEnvSums)
 	}
 	ok := `{"home":"/h","exe":"/e","env":"e","subagent":"s","env_sums":["A=0123456789abcdef","B=0000000000000000"]}`
 	if _, err := DecodeHandoffRequest([]byte(ok)); err != nil {
