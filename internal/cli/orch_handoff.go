@@ -51,9 +51,9 @@ type handoffRunner struct {
 	// for a dispatch (residentWholeEnv), is api.ResidentEnvDigest of its whole environment,
 	// which a CLI's must equal; "" otherwise.
 	envAll string
-	// context, set with envAll, is processContext of the resident itself, which the peer's
-	// must equal.
-	context string
+	// context, set for the resident, is the procContext of the resident itself, which the
+	// peer's must equal; nil for serve.
+	context procContext
 	cfgFile string
 	cfgSum  [32]byte // the digest of the agora.yaml bytes serve loaded (config.FileSum)
 	// running is the file serve runs from (its /proc/self/exe): a CLI whose exe is no
@@ -122,9 +122,14 @@ func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, pe
 	if why := peerNotDispatchRun(peer.PID, r.exe); why != "" {
 		return nil, &service.Declined{Why: why}
 	}
-	if r.context != "" {
-		if c, err := processContext(int(peer.PID)); err != nil || c != r.context {
-			return nil, &service.Declined{Why: "the CLI's umask, groups, cgroup, namespaces or limits are not those the resident dispatcher was started with"}
+	if r.context != nil {
+		c, err := processContext(int(peer.PID))
+		if err != nil {
+			return nil, &service.Declined{Why: "the CLI's umask, groups, cgroup, namespaces and limits are unreadable"}
+		}
+		if parts := c.differ(r.context); len(parts) > 0 {
+			return nil, &service.Declined{Why: "the CLI's process context differs from the resident dispatcher's in: " + strings.Join(parts, ", ") +
+				" (a dispatch runs with it); " + restartResident}
 		}
 	}
 	// The actor is the peer's user, as the CLI's own (no --actor: the CLI hands off only

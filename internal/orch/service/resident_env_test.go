@@ -150,3 +150,34 @@ func TestResident_OtherEnvironmentSaysWhy(t *testing.T) {
 		t.Errorf("resident.log holds a value:\n%s", log)
 	}
 }
+
+// TestResident_OtherContextSaysWhich: a CLI whose umask or limits are not the resident's
+// (an editor's terminal that raised a limit, a shell with another umask) runs its dispatch
+// itself and says which part of its process context differs and how to get the fast path.
+func TestResident_OtherContextSaysWhich(t *testing.T) {
+	e := residentEnv(t, "")
+	e.firstResident()
+	for _, c := range []struct{ shell, part string }{
+		{`umask 0077; exec "$0" dispatch run --subagent ok`, "in: umask ("},
+		{`ulimit -S -n 512; exec "$0" dispatch run --subagent ok`, "in: limits ("},
+	} {
+		cmd := exec.Command("sh", "-c", c.shell, agoraBin)
+		cmd.Env = e.vars
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s: %v\n%s", c.shell, err, stderr.String())
+		}
+		if n := strings.Count(stderr.String(), "declined this dispatch"); n != 1 {
+			t.Errorf("%s: %d lines say the decline, want 1:\n%s", c.shell, n, stderr.String())
+		}
+		for _, w := range []string{c.part, "agora dispatch resident --stop"} {
+			if !strings.Contains(stderr.String(), w) {
+				t.Errorf("%s: the decline does not say %q:\n%s", c.shell, w, stderr.String())
+			}
+		}
+	}
+	if n := e.stopResident(); n != 0 {
+		t.Errorf("the resident took %d dispatches of another context", n)
+	}
+}
