@@ -181,3 +181,24 @@ func TestResident_OtherContextSaysWhich(t *testing.T) {
 		t.Errorf("the resident took %d dispatches of another context", n)
 	}
 }
+
+// TestHandoff_ScriptEnvironment: serve, too, takes the dispatch of a script or an editor's
+// terminal whose other variables are not its own, and declines one whose AGORA_* variable
+// (unknown to agora) or TMPDIR differs, saying which on stderr without its value.
+func TestHandoff_ScriptEnvironment(t *testing.T) {
+	e, _ := handoffEnv(t)
+	code, _, stderr := e.oneShot([]string{"_=/home/u/bin/job.sh", "SHLVL=3", "TERM_PROGRAM=vscode", "VSCODE_PID=42", "JOB_ID=7"}, "--subagent", "ok")
+	if code != 0 || e.handoffs() != 1 {
+		t.Fatalf("a script's environment: exit %d, hand-offs %d, want 0 and 1\n%s", code, e.handoffs(), stderr)
+	}
+	const secret = "rt-secret-9e2a"
+	for _, c := range []struct{ kv, name string }{{"AGORA_RT_UNKNOWN=" + secret, "AGORA_RT_UNKNOWN"}, {"TMPDIR=/tmp/" + secret, "TMPDIR"}} {
+		code, _, stderr := e.oneShot([]string{c.kv}, "--subagent", "ok")
+		if code != 0 || e.handoffs() != 1 {
+			t.Errorf("with %s: exit %d, hand-offs %d, want 0 and still 1\n%s", c.name, code, e.handoffs(), stderr)
+		}
+		if !strings.Contains(stderr, "declined this dispatch") || !strings.Contains(stderr, c.name+" differs") || strings.Contains(stderr, secret) {
+			t.Errorf("with %s the CLI does not say the decline by name only:\n%s", c.name, stderr)
+		}
+	}
+}
