@@ -62,9 +62,9 @@ itself; its actor is the connecting user.
 
 It runs a dispatch only for an 'agora dispatch run' of the same home, the same agora binary,
 the same process context and the same values of what a dispatch reads from the environment
-(PATH, TMPDIR, DOCKER_*, KUBERNETES_*, the proxies, SSL_CERT_*, OTEL_*, GODEBUG, LD_*, TZ and
-AGORA_*: see docs/adr/0010); a script's, a cron job's or an editor's other variables do not
-matter. With a kubernetes target that has a kubeconfig, whose credential plugins may read
+(PATH, TMPDIR, DOCKER_*, KUBERNETES_*, the proxies, SSL_CERT_*, OTEL_*, GODEBUG, LD_*, TZ,
+the AWS_* bucket credentials and AGORA_*: see docs/adr/0010); a script's, a cron job's or an
+editor's other variables do not matter. With a kubernetes target that has a kubeconfig, whose credential plugins may read
 any variable, it takes only the environment it was started in, all of it. A CLI it declines
 says why on stderr, naming the variables, and runs its dispatch itself. It never takes one
 with --in-process, --actor, a relative --repo or a trace. It keeps the warm slots of

@@ -156,7 +156,9 @@ func cliOnly(k string) bool {
 // connection trusts (SSL_CERT_FILE, SSL_CERT_DIR); tracing (OTEL_*); where the gateway's
 // sockets and a stack's scratch go (TMPDIR); the Go runtime's behaviour switches (GODEBUG,
 // GOFIPS140); the time zone (TZ, ZONEINFO); what the dynamic linker loads into the agora
-// processes it starts (LD_*); and every AGORA_* variable, known or not, but those that do
+// processes it starts (LD_*); the credentials blobs.s3 writes a dispatch's patch, output and
+// transcript with when it names no credentials_file (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+// AWS_SESSION_TOKEN: home.S3Client); and every AGORA_* variable, known or not, but those that do
 // not reach a dispatch: AGORA_HOME (the home it names is compared, resolved:
 // [HandoffRequest.Home]), the CLI's own switches ([cliOnly]) and serve's listener
 // credentials (AGORA_HTTP_*, AGORA_OIDC_CLIENT_SECRET). Nothing else is read on the way:
@@ -169,7 +171,8 @@ func DispatchEnv(k string) bool {
 		return false
 	case "PATH", "TMPDIR", "TZ", "ZONEINFO", "GODEBUG", "GOFIPS140", "KUBECONFIG",
 		"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "REQUEST_METHOD",
-		"SSL_CERT_FILE", "SSL_CERT_DIR", "CONTAINER_HOST", "CONTAINER_SSHKEY":
+		"SSL_CERT_FILE", "SSL_CERT_DIR", "CONTAINER_HOST", "CONTAINER_SSHKEY",
+		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN":
 		return true
 	}
 	if cliOnly(k) {
@@ -203,7 +206,10 @@ func EnvSums(environ []string) []string {
 			continue
 		}
 		s := sha256.Sum256([]byte(v))
-		sums = append(sums, k+"="+hex.EncodeToString(s[:8]))
+		// The name as the request's JSON carries it (invalid UTF-8 as U+FFFD), so the list is
+		// sorted and free of repeats as the taker reads it: two names that differ only in
+		// invalid bytes must not get a hand-off the digest allows refused as malformed.
+		sums = append(sums, strings.ToValidUTF8(k, "\uFFFD")+"="+hex.EncodeToString(s[:8]))
 	}
 	// By name, as checkEnvSums wants them ("A-B" before "A=", but after "A"); a name twice
 	// (an environment built by hand) keeps its first, as Go's getenv reads it.
