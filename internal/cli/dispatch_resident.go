@@ -288,7 +288,13 @@ func (r *resident) declined(peer service.Peer, err error) error {
 	if !errors.As(err, &d) {
 		return err
 	}
-	if say, more := r.declines.add(d.Why, time.Now()); say {
+	// Counted by its kind where it has one: an environment's reason names the peer's
+	// variables, which the peer chooses, and a new name each request would say each one.
+	kind := d.Why
+	if d.Kind != "" {
+		kind = d.Kind
+	}
+	if say, more := r.declines.add(kind, time.Now()); say {
 		r.log.Info("hand-off declined", "pid", peer.PID, "why", d.Why, "unsaid_before", more)
 	}
 	return err

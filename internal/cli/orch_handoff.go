@@ -108,10 +108,10 @@ func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, pe
 	case !isRunning(req.Exe, r.running):
 		return nil, &service.Declined{Why: r.exe + " was replaced since serve started (restart serve to hand it dispatches)"}
 	case req.Env != r.env:
-		return nil, &service.Declined{Why: r.envDeclined(req.EnvSums, api.DispatchEnv, "")}
+		return nil, &service.Declined{Why: r.envDeclined(req.EnvSums, api.DispatchEnv, ""), Kind: "environment"}
 	case r.envAll != "" && req.EnvAll != r.envAll:
 		return nil, &service.Declined{Why: r.envDeclined(req.EnvSums, func(string) bool { return true },
-			"this home has a kubernetes target whose kubeconfig's credential plugins may read any variable")}
+			"this home has a kubernetes target whose kubeconfig's credential plugins may read any variable"), Kind: "whole environment"}
 	case fileSum(r.cfgFile) != r.cfgSum:
 		return nil, &service.Declined{Why: "agora.yaml changed since serve started"}
 	}
