@@ -189,6 +189,11 @@ func DispatchEnv(k string) bool {
 // MaxEnvSums caps the entries of [HandoffRequest.EnvSums].
 const MaxEnvSums = 4096
 
+// maxEnvSumsBytes caps the bytes of the sums a CLI sends, as JSON: with a 1 MiB --input they
+// stay within MaxHandoffRequest, whose excess the taker refuses (and the CLI then runs cold)
+// though the digests agree. A name may be 128 KiB long, so a few long ones would reach it.
+const maxEnvSumsBytes = 256 << 10
+
 // EnvSums is NAME=SUM for each variable of environ [ResidentEnvDigest] digests, sorted by
 // name: SUM is the first 8 bytes of the sha256 of its value, in hex. A taker compares them
 // with its own only to name the variables that differ when it declines ([EnvDiff]); the
@@ -200,6 +205,7 @@ func EnvSums(environ []string) []string {
 		return nil // past what a taker reads: its decline then names nothing
 	}
 	sums := make([]string, 0, len(environ))
+	size := 0
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
 		if k == "" || !sessionEnv(k) {
@@ -210,6 +216,14 @@ func EnvSums(environ []string) []string {
 		// sorted and free of repeats as the taker reads it: two names that differ only in
 		// invalid bytes must not get a hand-off the digest allows refused as malformed.
 		sums = append(sums, strings.ToValidUTF8(k, "\uFFFD")+"="+hex.EncodeToString(s[:8]))
+		size += len(sums[len(sums)-1]) + 3
+	}
+	// Past what a request has room for, the decline names nothing. JSON escapes a byte in at
+	// most 6, so only a list that may be over is measured as it is sent.
+	if size > maxEnvSumsBytes/6 {
+		if b, err := json.Marshal(sums); err != nil || len(b) > maxEnvSumsBytes {
+			return nil
+		}
 	}
 	// By name, as checkEnvSums wants them ("A-B" before "A=", but after "A"); a name twice
 	// (an environment built by hand) keeps its first, as Go's getenv reads it.

@@ -127,3 +127,29 @@ func TestRedTeam47H_CaseAndFamilies(t *testing.T) {
 		}
 	}
 }
+
+// TestRedTeam47H_SumsNeverOverflowTheRequest: a request is capped at MaxHandoffRequest, room
+// for a 1 MiB --input and the flags. A variable's name may be up to 128 KiB (the kernel's
+// MAX_ARG_STRLEN) and an environment up to ARG_MAX, so the sums of a few long-named variables
+// (a CI job's user-set ones) would push a request with a full --input past the cap: the
+// taker answers 413, which the CLI runs cold without a word, though the digests agree.
+func TestRedTeam47H_SumsNeverOverflowTheRequest(t *testing.T) {
+	env := slices.Clone(redBase)
+	for i := range 12 {
+		env = append(env, fmt.Sprintf("N%d%s=1", i, strings.Repeat("x", 127<<10)))
+	}
+	// Names JSON writes six bytes for each of theirs.
+	for i := range 2 {
+		env = append(env, fmt.Sprintf("C%d%s=1", i, strings.Repeat("\x01<", 50<<10)))
+	}
+	input := `"` + strings.Repeat("a", 1<<20-2) + `"`
+	r := HandoffRequest{Home: "/h", Exe: "/e", Env: EnvDigest(env), EnvAll: ResidentEnvDigest(env), Subagent: "s",
+		EnvSums: EnvSums(env), Input: json.RawMessage(input)}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodeHandoffRequest(b); err != nil {
+		t.Errorf("a request of %d bytes (%d sums) refused: %v", len(b), len(r.EnvSums), err)
+	}
+}
