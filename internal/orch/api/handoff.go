@@ -151,7 +151,8 @@ func cliOnly(k string) bool {
 // that supervises it, which reads its own environment, never the CLI's: where PATH finds the
 // agent CLIs, bwrap and prlimit; the Docker engine and its client (DOCKER_*, podman's
 // CONTAINER_HOST, CONTAINER_SSHKEY and CONTAINERS_*); Kubernetes (KUBECONFIG,
-// KUBERNETES_*); the proxies Go's HTTP clients use (HTTP_PROXY, HTTPS_PROXY, NO_PROXY in
+// KUBERNETES_*, and client-go's own switches: its feature gates, backoff and detectors,
+// KUBE_*, and HTTP/2 on the apiserver connection, DISABLE_HTTP2 and HTTP2_*_SECONDS); the proxies Go's HTTP clients use (HTTP_PROXY, HTTPS_PROXY, NO_PROXY in
 // either case, and REQUEST_METHOD, which turns HTTP_PROXY off); the CAs every TLS
 // connection trusts (SSL_CERT_FILE, SSL_CERT_DIR); tracing (OTEL_*); where the gateway's
 // sockets and a stack's scratch go (TMPDIR); the Go runtime's behaviour switches (GODEBUG,
@@ -172,13 +173,14 @@ func DispatchEnv(k string) bool {
 	case "PATH", "TMPDIR", "TZ", "ZONEINFO", "GODEBUG", "GOFIPS140", "KUBECONFIG",
 		"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "REQUEST_METHOD",
 		"SSL_CERT_FILE", "SSL_CERT_DIR", "CONTAINER_HOST", "CONTAINER_SSHKEY",
-		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN":
+		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+		"DISABLE_HTTP2", "HTTP2_READ_IDLE_TIMEOUT_SECONDS", "HTTP2_PING_TIMEOUT_SECONDS":
 		return true
 	}
 	if cliOnly(k) {
 		return false
 	}
-	for _, p := range []string{"AGORA_", "DOCKER_", "OTEL_", "KUBERNETES_", "CONTAINERS_", "LD_"} {
+	for _, p := range []string{"AGORA_", "DOCKER_", "OTEL_", "KUBERNETES_", "KUBE_", "CONTAINERS_", "LD_"} {
 		if strings.HasPrefix(k, p) {
 			return true
 		}

@@ -153,3 +153,25 @@ func TestRedTeam47H_SumsNeverOverflowTheRequest(t *testing.T) {
 		t.Errorf("a request of %d bytes (%d sums) refused: %v", len(b), len(r.EnvSums), err)
 	}
 }
+
+// TestRedTeam47H_ClientGoSwitches: a kubernetes target's client (client-go, apimachinery)
+// reads switches of its own that are not KUBERNETES_*: its feature gates (KUBE_FEATURE_*: the
+// wire encoding, CBOR, and how lists are watched), its retry backoff (KUBE_CLIENT_BACKOFF_*),
+// its debug detectors (KUBE_CACHE_MUTATION_DETECTOR panics on a mutation) and HTTP/2 on the
+// apiserver connection (DISABLE_HTTP2, HTTP2_*_SECONDS). A taker built its client from its
+// own; a CLI whose are not the taker's would have its dispatch talk to the cluster otherwise.
+func TestRedTeam47H_ClientGoSwitches(t *testing.T) {
+	want := EnvDigest(redBase)
+	for _, kv := range []string{"KUBE_FEATURE_ClientsPreferCBOR=true", "KUBE_FEATURE_WatchListClient=false",
+		"KUBE_CLIENT_BACKOFF_BASE=60", "KUBE_CLIENT_BACKOFF_DURATION=600", "KUBE_CACHE_MUTATION_DETECTOR=true",
+		"DISABLE_HTTP2=1", "HTTP2_READ_IDLE_TIMEOUT_SECONDS=1", "HTTP2_PING_TIMEOUT_SECONDS=1"} {
+		env := with(redBase, kv)
+		if EnvDigest(env) == want {
+			t.Errorf("%s does not change the digest", kv)
+		}
+		k, _, _ := strings.Cut(kv, "=")
+		if got := EnvDiff(EnvSums(env), EnvSums(redBase), DispatchEnv); !slices.Equal(got, []string{k}) {
+			t.Errorf("with %s the decline names %v", kv, got)
+		}
+	}
+}
