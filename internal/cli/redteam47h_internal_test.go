@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agora-dev/agora/internal/agenttext"
+	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/service"
 )
@@ -142,5 +143,27 @@ func TestRedTeam47H_DeclineNamesCannotFloodResidentLog(t *testing.T) {
 	}
 	if res.declines.total() != posts {
 		t.Errorf("counted %d declines, want %d", res.declines.total(), posts)
+	}
+}
+
+// TestRedTeam47H_KubeconfigKeepsTheWholeEnvironment: a home with a kubernetes target whose
+// kubeconfig may run a credential plugin (which reads any variable: AWS_PROFILE, a cloud's
+// own) keeps the whole-environment rule whatever its other targets, and a CLI that differs
+// from the resident only in such a variable is declined; an in-cluster target (service
+// account, no plugin) and the other providers do not.
+func TestRedTeam47H_KubeconfigKeepsTheWholeEnvironment(t *testing.T) {
+	for want, targets := range map[bool]map[string]config.Target{
+		true: {"a-local": {Provider: config.ProviderLocal}, "b-docker": {Provider: config.ProviderDocker},
+			"z-k8s": {Provider: config.ProviderKubernetes, Remote: config.Remote{Kubeconfig: "/etc/agora/kubeconfig"}}},
+		false: {"local": {Provider: config.ProviderLocal}, "in-cluster": {Provider: config.ProviderKubernetes}},
+	} {
+		if got := residentWholeEnv(&config.Config{Targets: targets}); got != want {
+			t.Errorf("targets %v: whole environment %v, want %v", targets, got, want)
+		}
+	}
+	r := envRunner(t, redTaker, true, true)
+	why, env := envDeclineOf(t, r, envRequest(r, append(slices.Clone(redTaker), "AWS_PROFILE=prod")))
+	if !env || !strings.Contains(why, "AWS_PROFILE differs") || !strings.Contains(why, "kubeconfig") {
+		t.Errorf("a CLI of another AWS_PROFILE: %q", why)
 	}
 }
