@@ -42,6 +42,7 @@ func main() {
 	serve := flag.Bool("serve", false, "also measure the one-shot handed to a running `agora orch serve` of -bin's home")
 	warm := flag.Int("warm", 0, "with -serve or -resident: the local target keeps this many warm slots (needs root)")
 	flag.BoolVar(&resident, "resident", false, "without -serve: let -bin's home run its resident dispatcher (the first dispatch starts it; measured apart), with an in-process row beside it; without -resident the home turns it off (resident: {idle: \"0\"}) and the one-shot runs in-process")
+	flag.BoolVar(&script, "script", false, "with -resident: also dispatch from a script's environment (the bench's own plus _, SHLVL, TERM_PROGRAM and a variable of the script's: what no dispatch reads), on -bin's home and -base's, whose residents are started from the bench's environment")
 	handoffOnly := flag.Bool("handoff-only", false, "with -serve: measure only the hand-offs (no in-process dispatch); with -base, -base's home gets its own serve and its hand-off is measured too")
 	flag.BoolVar(&viaMCP, "mcp", false, "also dispatch through `agora mcp`'s agora_dispatch tool (stdio, the official SDK client), on -bin's home and -base's")
 	flag.Parse()
@@ -56,6 +57,13 @@ var viaMCP bool
 
 // resident: -bin's home keeps its resident dispatcher (-resident).
 var resident bool
+
+// script: also dispatch from a script's environment (-script).
+var script bool
+
+// scriptEnv is what a script's environment adds to the one its resident was started in: a
+// shell sets _ and SHLVL anew, an editor's terminal adds TERM_PROGRAM, a job its own.
+var scriptEnv = []string{"_=/usr/local/bin/nightly.sh", "SHLVL=2", "TERM_PROGRAM=vscode", "NIGHTLY_RUN=1"}
 
 // bench is one measured command: its wall times and, for a dispatch, its steps.
 type bench struct {
@@ -265,6 +273,10 @@ func run(n int, bin, repo, base string, serve bool, warm int, handoffOnly bool) 
 		benches[0].name = "agora dispatch run (no-op, handed to the resident)"
 		inProc := &home{bin: agora.bin, dir: agora.dir, env: []string{"AGORA_NO_HANDOFF=1"}}
 		benches = append(benches, &bench{name: "agora dispatch run (no-op, in-process)", f: inProc.dispatch()})
+		if script {
+			sh := &home{bin: agora.bin, dir: agora.dir, env: scriptEnv}
+			benches = append(benches, &bench{name: "agora dispatch run (no-op, script's environment)", f: sh.dispatch()})
+		}
 	case !serve:
 		if err := agora.residentOff(); err != nil {
 			return err
@@ -295,6 +307,22 @@ func run(n int, bin, repo, base string, serve bool, warm int, handoffOnly bool) 
 			benches = append(benches, &bench{name: "-base: dispatch run (no-op, handed to serve)", f: b.dispatch(), agora: b})
 		} else {
 			benches = append(benches, &bench{name: "-base: dispatch run (no-op, no repo)", f: b.dispatch(), agora: b})
+		}
+		if resident && script && !serve {
+			if warm > 0 {
+				if err := b.setWarm(warm); err != nil {
+					return err
+				}
+			}
+			// -base's resident, started from the bench's environment as -bin's was.
+			if _, err := b.dispatch()(); err != nil {
+				return err
+			}
+			if err := b.waitResident(); err != nil {
+				return err
+			}
+			sh := &home{bin: b.bin, dir: b.dir, env: scriptEnv}
+			benches = append(benches, &bench{name: "-base: dispatch run (no-op, script's environment)", f: sh.dispatch(), agora: b})
 		}
 		if repo != "" {
 			benches = append(benches, &bench{name: "-base: dispatch run (no-op, --repo)", f: b.dispatch("--repo", repo), agora: b})
@@ -377,7 +405,7 @@ func run(n int, bin, repo, base string, serve bool, warm int, handoffOnly bool) 
 		fmt.Printf("ratio dispatch/namespaced-bwrap median: %.2fx\n", float64(d)/float64(iso))
 	}
 	for _, b := range benches {
-		if strings.HasSuffix(b.name, "handed to serve)") || strings.HasSuffix(b.name, "to the resident)") || strings.HasSuffix(b.name, "in-process)") || strings.Contains(b.name, "over MCP") {
+		if strings.HasSuffix(b.name, "handed to serve)") || strings.HasSuffix(b.name, "to the resident)") || strings.HasSuffix(b.name, "in-process)") || strings.Contains(b.name, "over MCP") || strings.Contains(b.name, "script's environment") {
 			fmt.Printf("ratio %s/namespaced-bwrap median: %.2fx\n", b.name, float64(median(b.walls))/float64(iso))
 		}
 	}

@@ -205,6 +205,7 @@ func handoffRequest(full string, r *runFlags) (*api.HandoffRequest, []string, bo
 	}
 	hr := api.HandoffRequest{
 		Home: dir, Exe: full, Env: api.EnvDigest(os.Environ()), EnvAll: api.ResidentEnvDigest(os.Environ()),
+		EnvSums:  api.EnvSums(os.Environ()),
 		Subagent: r.subagent, Envs: r.envs, Target: r.target, Repo: r.repo, Workspace: r.workspace,
 		Revision: r.rev, TimeoutNS: int64(r.timeout), Callback: r.callback,
 		Learn: r.learn, Detach: r.detach, Progress: r.progress || isTerminal(os.Stderr), Output: r.output,

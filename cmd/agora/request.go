@@ -18,11 +18,21 @@ func encodeRequest(r *api.HandoffRequest) ([]byte, error) {
 	if r.Grants != nil || r.Verify != nil || !r.Budget.IsZero() {
 		return nil, errors.New("encode hand-off request: grants, verify and budget are not the front's")
 	}
-	b := make([]byte, 0, 512+len(r.Input))
+	b := make([]byte, 0, 512+len(r.Input)+32*len(r.EnvSums))
 	b = appendField(b, `{"home":`, r.Home)
 	b = appendField(b, `,"exe":`, r.Exe)
 	b = appendField(b, `,"env":`, r.Env)
 	b = appendOmitEmpty(b, `,"env_all":`, r.EnvAll)
+	if len(r.EnvSums) > 0 {
+		b = append(b, `,"env_sums":[`...)
+		for i, s := range r.EnvSums {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, s)
+		}
+		b = append(b, ']')
+	}
 	if r.StartBy != 0 {
 		b = strconv.AppendInt(append(b, `,"start_by":`...), r.StartBy, 10)
 	}

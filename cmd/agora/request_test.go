@@ -55,3 +55,24 @@ func TestEncodeRequest_NotTheFronts(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodeRequest_EnvSums: the sums of the front's environment are encoded as
+// json.Marshal encodes them, so a taker that declines names the variables that differ.
+func TestEncodeRequest_EnvSums(t *testing.T) {
+	r := api.HandoffRequest{Home: "/h", Exe: "/e", Env: "d", EnvAll: "a", Subagent: "s",
+		EnvSums: api.EnvSums([]string{"PATH=/usr/bin", "A<B>&=\u2028", "TERM=xterm", "\xff=1"})}
+	want, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := encodeRequest(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("encodeRequest wrote\n%s\njson.Marshal\n%s", got, want)
+	}
+	if _, err := api.DecodeHandoffRequest(got); err != nil {
+		t.Errorf("serve refuses the front's request: %v", err)
+	}
+}

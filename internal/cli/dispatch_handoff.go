@@ -186,6 +186,7 @@ func handoffRequest(opts *dispatchRunOptions) (*api.HandoffRequest, []string, bo
 	r := opts.req
 	hr := api.HandoffRequest{
 		Home: dir, Exe: exe, Env: api.EnvDigest(os.Environ()), EnvAll: api.ResidentEnvDigest(os.Environ()),
+		EnvSums:  api.EnvSums(os.Environ()),
 		Subagent: r.Subagent, Envs: r.Envs, Target: r.Target, Input: r.Input, Repo: r.Repo, Workspace: r.Workspace,
 		Revision: r.Revision, TimeoutNS: int64(r.Timeout), Callback: r.CallbackURL, Budget: r.Budget, Verify: r.Verify,
 		Learn: r.Learn, Detach: opts.detach, Progress: opts.progress || f.IO.ErrTTY,

@@ -28,7 +28,8 @@ import (
 // as they would to serve (dispatch_handoff.go), so a no-op pays for no Go start, no agora.db
 // open and no key load, and a warm target's dispatch claims a staged slot. It is a stand-in
 // for the CLI, not a service: it takes no plan, serves no listener but its socket, keeps no
-// pod, runs only dispatches of the environment it was started in, and leaves on its own.
+// pod, runs only dispatches whose environment agrees with the one it was started in on what
+// a dispatch reads (api.DispatchEnv), and leaves on its own.
 const (
 	residentSocket = "resident.sock"
 	residentLock   = "resident.lock"
@@ -59,10 +60,15 @@ hand their dispatches to it over AGORA_HOME/orch/resident.sock (mode 0600, this 
 A handed dispatch is recorded, audited, isolated and printed exactly as one the CLI runs
 itself; its actor is the connecting user.
 
-It runs a dispatch only for an 'agora dispatch run' of the same home, the same agora binary
-and the same environment, all of it (another shell's variables are another CLI's: that one
-runs its dispatch itself), and never one with --in-process, --actor, a relative --repo or a
-trace. It keeps the warm slots of bubblewrap and docker targets, never Kubernetes pods.
+It runs a dispatch only for an 'agora dispatch run' of the same home, the same agora binary,
+the same process context and the same values of what a dispatch reads from the environment
+(PATH, TMPDIR, DOCKER_*, KUBERNETES_*, the proxies, SSL_CERT_*, OTEL_*, GODEBUG, LD_*, TZ,
+the AWS_* bucket credentials and AGORA_*: see docs/adr/0010); a script's, a cron job's or an
+editor's other variables do not matter. With a kubernetes target that has a kubeconfig, whose credential plugins may read
+any variable, it takes only the environment it was started in, all of it. A CLI it declines
+says why on stderr, naming the variables, and runs its dispatch itself. It never takes one
+with --in-process, --actor, a relative --repo or a trace. It keeps the warm slots of
+bubblewrap and docker targets, never Kubernetes pods.
 
 It leaves by itself, after the dispatches in flight end:
   - after resident.idle in agora.yaml (default 10m) with no dispatch;
@@ -195,7 +201,10 @@ func residentRunner(ctx context.Context, f *Factory, h *home.Home, log *slog.Log
 	}
 	runner, err := newHandoffRunner(f, d, sup, h)
 	if err == nil {
-		runner.envAll = api.ResidentEnvDigest(os.Environ())
+		runner.resident = true
+		if residentWholeEnv(h.Config) {
+			runner.envAll = api.ResidentEnvDigest(os.Environ())
+		}
 		if runner.context, err = processContext(0); err != nil {
 			err = fmt.Errorf("read this process's context: %w", err)
 		}
@@ -205,6 +214,19 @@ func residentRunner(ctx context.Context, f *Factory, h *home.Home, log *slog.Log
 		return nil, nil, err
 	}
 	return runner, closeWarm, nil
+}
+
+// residentWholeEnv reports whether a dispatch of the home may run a program that reads any
+// variable of the resident's environment: a kubernetes target's kubeconfig, whose exec
+// credential plugins (aws, gcloud, kubelogin) inherit it. The resident then takes a dispatch
+// only from the environment it was started in, all of it (api.HandoffRequest.EnvAll).
+func residentWholeEnv(c *config.Config) bool {
+	for _, t := range c.Targets {
+		if t.Provider == config.ProviderKubernetes && t.Kubeconfig != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // resident is the resident dispatcher's [service.Handoff]: serve's hand-off runner, counting
@@ -266,7 +288,13 @@ func (r *resident) declined(peer service.Peer, err error) error {
 	if !errors.As(err, &d) {
 		return err
 	}
-	if say, more := r.declines.add(d.Why, time.Now()); say {
+	// Counted by its kind where it has one: an environment's reason names the peer's
+	// variables, which the peer chooses, and a new name each request would say each one.
+	kind := d.Why
+	if d.Kind != "" {
+		kind = d.Kind
+	}
+	if say, more := r.declines.add(kind, time.Now()); say {
 		r.log.Info("hand-off declined", "pid", peer.PID, "why", d.Why, "unsaid_before", more)
 	}
 	return err

@@ -41,12 +41,19 @@ type handoffRunner struct {
 	home string              // absolute
 	exe  string
 	env  string // api.EnvDigest of serve's environment
-	// envAll, set for the resident dispatcher, is api.ResidentEnvDigest of its whole
-	// environment, which a CLI's must equal (dispatch_resident.go); "" for serve.
+	// sums are api.EnvSums of serve's environment: a decline for the environment names the
+	// variables that differ from them.
+	sums []string
+	// resident is set for the resident dispatcher (dispatch_resident.go), whose declines say
+	// how to restart it rather than serve.
+	resident bool
+	// envAll, set for a resident dispatcher whose home runs programs that read any variable
+	// for a dispatch (residentWholeEnv), is api.ResidentEnvDigest of its whole environment,
+	// which a CLI's must equal; "" otherwise.
 	envAll string
-	// context, set with envAll, is processContext of the resident itself, which the peer's
-	// must equal.
-	context string
+	// context, set for the resident, is the procContext of the resident itself, which the
+	// peer's must equal; nil for serve.
+	context procContext
 	cfgFile string
 	cfgSum  [32]byte // the digest of the agora.yaml bytes serve loaded (config.FileSum)
 	// running is the file serve runs from (its /proc/self/exe): a CLI whose exe is no
@@ -67,7 +74,7 @@ func newHandoffRunner(f *Factory, d *dispatch.Dispatcher, sup *detach.Supervisor
 	if err != nil {
 		return nil, err
 	}
-	r := &handoffRunner{f: f, d: d, sup: sup, home: abs, exe: exe, env: api.EnvDigest(os.Environ()), cfgFile: filepath.Join(abs, config.FileName), running: running}
+	r := &handoffRunner{f: f, d: d, sup: sup, home: abs, exe: exe, env: api.EnvDigest(os.Environ()), sums: api.EnvSums(os.Environ()), cfgFile: filepath.Join(abs, config.FileName), running: running}
 	// The digest of the bytes h.Config was parsed from, not of a read now: an edit between
 	// the two would pass for the file this process runs with (red team 45).
 	r.cfgSum = h.Config.FileSum()
@@ -101,9 +108,10 @@ func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, pe
 	case !isRunning(req.Exe, r.running):
 		return nil, &service.Declined{Why: r.exe + " was replaced since serve started (restart serve to hand it dispatches)"}
 	case req.Env != r.env:
-		return nil, &service.Declined{Why: "the CLI's environment is not serve's (PATH, DOCKER_HOST, AGORA_WORKER_BINARY, OTEL_*, a proxy, SSL_CERT_* or KUBERNETES_SERVICE_*)"}
+		return nil, &service.Declined{Why: r.envDeclined(req.EnvSums, api.DispatchEnv, ""), Kind: "environment"}
 	case r.envAll != "" && req.EnvAll != r.envAll:
-		return nil, &service.Declined{Why: "the CLI's environment is not the one the resident dispatcher was started in"}
+		return nil, &service.Declined{Why: r.envDeclined(req.EnvSums, func(string) bool { return true },
+			"this home has a kubernetes target whose kubeconfig's credential plugins may read any variable"), Kind: "whole environment"}
 	case fileSum(r.cfgFile) != r.cfgSum:
 		return nil, &service.Declined{Why: "agora.yaml changed since serve started"}
 	}
@@ -114,9 +122,14 @@ func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, pe
 	if why := peerNotDispatchRun(peer.PID, r.exe); why != "" {
 		return nil, &service.Declined{Why: why}
 	}
-	if r.context != "" {
-		if c, err := processContext(int(peer.PID)); err != nil || c != r.context {
-			return nil, &service.Declined{Why: "the CLI's umask, groups, cgroup, namespaces or limits are not those the resident dispatcher was started with"}
+	if r.context != nil {
+		c, err := processContext(int(peer.PID))
+		if err != nil {
+			return nil, &service.Declined{Why: "the CLI's umask, groups, cgroup, namespaces and limits are unreadable"}
+		}
+		if parts := c.differ(r.context); len(parts) > 0 {
+			return nil, &service.Declined{Why: "the CLI's process context differs from the resident dispatcher's in: " + strings.Join(parts, ", ") +
+				" (a dispatch runs with it); " + restartResident}
 		}
 	}
 	// The actor is the peer's user, as the CLI's own (no --actor: the CLI hands off only
@@ -148,6 +161,53 @@ func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, pe
 		send(api.HandoffFrame{End: handoffEnd(err)})
 	}, nil
 }
+
+// maxNamed caps the variables a decline names, the rest counted, and maxNameLen the bytes of
+// each name said.
+const (
+	maxNamed   = 8
+	maxNameLen = 64
+)
+
+// envDeclined says why a CLI whose environment is not the taker's is declined: the
+// variables that differ (its sums against the taker's, those keep keeps) by name only, since
+// a value may be a secret; why the taker holds to its whole environment (whole, or "" when
+// it holds only to what a dispatch reads); and how to get the fast path from there. A CLI
+// that sent no sums, or whose sums name nothing, is told its environment differs.
+func (r *handoffRunner) envDeclined(theirs []string, keep func(string) bool, whole string) string {
+	var names []string
+	if len(theirs) > 0 {
+		names = api.EnvDiff(theirs, r.sums, keep)
+	}
+	if n := len(names); n > maxNamed {
+		names = append(names[:maxNamed:maxNamed], fmt.Sprintf("%d more", n-maxNamed))
+	}
+	for i, k := range names {
+		// A name is the CLI's to choose, and the reason goes into resident.log.
+		if len(k) > maxNameLen {
+			names[i] = strings.ToValidUTF8(k[:maxNameLen-3], "") + "..."
+		}
+	}
+	what := "it differs"
+	switch {
+	case len(names) == 1:
+		what = names[0] + " differs"
+	case len(names) > 1:
+		what = strings.Join(names, ", ") + " differ"
+	}
+	switch {
+	case r.resident && whole != "":
+		return "this environment is not the one the resident dispatcher was started in: " + what + "; " + whole +
+			", so it takes dispatches only from that environment, all of it; " + restartResident
+	case r.resident:
+		return "this environment is not the one the resident dispatcher was started in, in what a dispatch reads: " + what + "; " + restartResident
+	}
+	return "the CLI's environment is not serve's in what a dispatch reads: " + what + "; for the fast path, dispatch from serve's environment or restart serve from this one"
+}
+
+// restartResident says how a CLI the resident declines for its environment gets the fast
+// path.
+const restartResident = "for the fast path here, restart it from this environment (agora dispatch resident --stop; the next dispatch starts one)"
 
 // frameWriter carries what a command writes to one of its streams as frames.
 type frameWriter struct {

@@ -9,46 +9,72 @@ import (
 	"strconv"
 )
 
-// processContext digests what of process pid (0: this one) a dispatch runs with besides its
-// environment: its umask, user and groups (a docker socket reached through a group), its
-// cgroup (the limits the sandbox's own nest under), its namespaces (a CLI in another mount or
-// network namespace that reaches the socket by a bind mount) and its resource limits. The
-// resident dispatcher stands in for the CLI that started it: a CLI whose context is not its
-// own runs its dispatch itself (red team 45). The working directory is not in it: a handed
-// dispatch carries no relative path (a relative --repo is never handed off).
-func processContext(pid int) (string, error) {
+// procContext is what of a process a dispatch runs with besides its environment, one digest
+// per part, in a fixed order: its umask, user and groups (a docker socket reached through a
+// group), its cgroup (the limits the sandbox's own nest under), its resource limits and its
+// namespaces (a CLI in another mount or network namespace that reaches the socket by a bind
+// mount). The resident dispatcher stands in for the CLI that started it: a CLI whose context
+// is not its own runs its dispatch itself (red team 45), told which parts differ. The working
+// directory is not in it: a handed dispatch carries no relative path (a relative --repo is
+// never handed off).
+type procContext []ctxPart
+
+// ctxPart is one part of a [procContext]: its name, as a decline says it, and the sha256 of
+// what /proc shows of it.
+type ctxPart struct{ name, sum string }
+
+// differ names the parts of c that are not those of o (all of them when the two were not
+// read alike), in order; none when the contexts are the same.
+func (c procContext) differ(o procContext) []string {
+	var names []string
+	for i, p := range c {
+		if i >= len(o) || o[i] != p {
+			names = append(names, p.name)
+		}
+	}
+	if len(o) > len(c) || (len(c) == 0 && len(o) == 0) {
+		// Not read alike (or not read at all): never the same.
+		names = append(names, "the process context")
+	}
+	return names
+}
+
+// processContext reads the procContext of process pid (0: this one).
+func processContext(pid int) (procContext, error) {
 	proc := "/proc/self"
 	if pid > 0 {
 		proc = "/proc/" + strconv.Itoa(pid)
 	}
-	h := sha256.New()
+	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 	status, err := os.ReadFile(proc + "/status")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	sc := bufio.NewScanner(bytes.NewReader(status))
-	for sc.Scan() {
-		line := sc.Bytes()
-		for _, k := range [][]byte{[]byte("Umask:"), []byte("Uid:"), []byte("Gid:"), []byte("Groups:")} {
-			if bytes.HasPrefix(line, k) {
-				h.Write(line)
-				h.Write([]byte{'\n'})
+	var c procContext
+	for _, k := range []struct{ name, key string }{{"umask", "Umask:"}, {"uid", "Uid:"}, {"gid", "Gid:"}, {"groups", "Groups:"}} {
+		var line []byte
+		sc := bufio.NewScanner(bytes.NewReader(status))
+		for sc.Scan() {
+			if bytes.HasPrefix(sc.Bytes(), []byte(k.key)) {
+				line = append([]byte(nil), sc.Bytes()...)
+				break
 			}
 		}
+		c = append(c, ctxPart{k.name, sum(line)})
 	}
-	for _, f := range []string{"/cgroup", "/limits"} {
-		b, err := os.ReadFile(proc + f)
+	for _, f := range []string{"cgroup", "limits"} {
+		b, err := os.ReadFile(proc + "/" + f)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
-		h.Write(b)
+		c = append(c, ctxPart{f, sum(b)})
 	}
 	for _, ns := range []string{"mnt", "net", "pid", "user", "ipc", "uts", "cgroup"} {
 		link, err := os.Readlink(proc + "/ns/" + ns)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
-		h.Write([]byte(link + "\n"))
+		c = append(c, ctxPart{ns + " namespace", sum([]byte(link))})
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return c, nil
 }

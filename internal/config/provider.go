@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -41,8 +42,8 @@ type Remote struct {
 	// WorkerImage is the small agora image (`make image`) a kubernetes target's init
 	// container copies agora's worker binary from, pinned by digest like Image.
 	WorkerImage string `yaml:"worker_image"`
-	// Kubeconfig is the kubeconfig file of a kubernetes target; empty means agora runs in the
-	// cluster and uses its service account. Context picks a context in it.
+	// Kubeconfig is the kubeconfig file (absolute path) of a kubernetes target; empty means
+	// agora runs in the cluster and uses its service account. Context picks a context in it.
 	Kubeconfig string `yaml:"kubeconfig"`
 	Context    string `yaml:"context"`
 	// Namespace is where a kubernetes target's Jobs, Secrets and NetworkPolicies go.
@@ -199,6 +200,11 @@ func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyam
 		image("worker_image", t.WorkerImage)
 		remoteOnly()
 		errs = append(errs, t.validatePull(pos, p)...)
+		// Absolute, as leader.kubeconfig: the process that runs a dispatch (the CLI, or a
+		// resident or serve it hands it to, each in its own directory) reads the file.
+		if t.Kubeconfig != "" && !filepath.IsAbs(t.Kubeconfig) {
+			bad("kubeconfig", "%q: want an absolute path (or empty for in-cluster)", t.Kubeconfig)
+		}
 		if t.Namespace == "" {
 			bad("namespace", "required for provider kubernetes: the namespace agora's Jobs run in")
 		} else if len(t.Namespace) > 63 || !labelRE().MatchString(t.Namespace) {

@@ -50,14 +50,19 @@ type HandoffRequest struct {
 	// Exe is the CLI's own executable: a serve of another binary refuses (the detached
 	// supervisors and the worker beside it would be another build's).
 	Exe string `json:"exe"`
-	// Env is [EnvDigest] of the CLI's environment: what of it a dispatch reads (the agent
-	// CLIs on PATH, DOCKER_HOST, AGORA_WORKER_BINARY, tracing's OTEL_*) must be serve's.
+	// Env is [EnvDigest] of the CLI's environment: what of it can change a dispatch (the
+	// agent CLIs on PATH, DOCKER_HOST, AGORA_*, a proxy, ...: [DispatchEnv]) must be the
+	// taker's, which runs the dispatch with its own.
 	Env string `json:"env"`
 	// EnvAll is [ResidentEnvDigest] of the CLI's whole environment. A resident dispatcher
-	// (`agora dispatch resident`, started by an earlier `agora dispatch run`) runs only a
-	// dispatch whose CLI's environment is the one it was started with, all of it: it stands
-	// in for that CLI, not for a service an operator configured. serve ignores it.
+	// of a home where a program that reads any variable runs for a dispatch (a kubernetes
+	// target's kubeconfig, whose credential plugins inherit the environment) runs only a
+	// dispatch whose CLI's environment is the one it was started with, all of it. serve
+	// ignores it.
 	EnvAll string `json:"env_all,omitempty"`
+	// EnvSums are [EnvSums] of the CLI's environment: a taker that declines for the
+	// environment names the variables that differ, never their values.
+	EnvSums []string `json:"env_sums,omitempty"`
 	// StartBy (Unix nanoseconds, 0 for none) is when the CLI stops waiting for serve's answer
 	// and runs the dispatch itself: serve declines a request it reads later, so a serve that
 	// was stopped and resumes never runs a second copy of a dispatch the CLI ran.
@@ -88,15 +93,11 @@ type HandoffRequest struct {
 	Progress bool            `json:"progress,omitempty"` // show phases and the last line (--progress, or stderr a terminal)
 }
 
-// EnvDigest digests what of environ (KEY=VALUE lines, os.Environ) a dispatch reads: PATH
-// (where the agent CLIs not configured in agora.yaml are found), DOCKER_HOST,
-// AGORA_WORKER_BINARY, every OTEL_* (tracing), the proxies Go's HTTP clients use for a
-// docker engine over TCP and a Kubernetes API server (HTTP_PROXY, HTTPS_PROXY, NO_PROXY,
-// either case), the CAs every TLS connection trusts (SSL_CERT_FILE, SSL_CERT_DIR: the egress
-// proxy's upstreams, callbacks) and the in-cluster API server (KUBERNETES_SERVICE_HOST and
-// _PORT). Two processes with the same digest run a dispatch alike (red team 33 added the
-// proxies, the CAs and the in-cluster variables).
-func EnvDigest(environ []string) string { return envDigest(environ, digested) }
+// EnvDigest digests the variables of environ (KEY=VALUE lines, os.Environ) that can change
+// what a dispatch does in the process that runs it ([DispatchEnv]). Two processes with the
+// same digest run a dispatch alike; the other variables of a script, a cron job or an editor
+// do not matter to it.
+func EnvDigest(environ []string) string { return envDigest(environ, DispatchEnv) }
 
 // envDigest is the sha256 of the sorted variables of environ whose names keep says.
 func envDigest(environ []string, keep func(string) bool) string {
@@ -117,28 +118,168 @@ func envDigest(environ []string, keep func(string) bool) string {
 }
 
 // ResidentEnvDigest digests all of environ but what a shell changes between two commands
-// of one session (PWD, OLDPWD, SHLVL, _) and what agora's own processes add to tell each
-// other how a command was handed on (AGORA_NO_HANDOFF, AGORA_HANDOFF_LOST): two commands
-// with the same digest ran in the same environment.
-func ResidentEnvDigest(environ []string) string {
-	return envDigest(environ, func(k string) bool {
-		switch k {
-		case "PWD", "OLDPWD", "SHLVL", "_", "AGORA_NO_HANDOFF", "AGORA_HANDOFF_LOST":
-			return false
-		}
-		return true
-	})
+// of one session (PWD, OLDPWD, SHLVL, _) and what only steers the CLI's own hand-off
+// ([cliOnly]): two commands with the same digest ran in the same environment. A resident
+// dispatcher asks for it only where a program that reads any variable runs for a dispatch
+// (a kubeconfig's credential plugin, [HandoffRequest.EnvAll]).
+func ResidentEnvDigest(environ []string) string { return envDigest(environ, sessionEnv) }
+
+// sessionEnv reports whether k is a variable of the caller's session rather than of the
+// command it runs: false for what a shell sets anew for each command and the CLI's own
+// hand-off switches.
+func sessionEnv(k string) bool {
+	switch k {
+	case "PWD", "OLDPWD", "SHLVL", "_":
+		return false
+	}
+	return !cliOnly(k)
 }
 
-// digested reports whether EnvDigest keeps the variable k.
-func digested(k string) bool {
+// cliOnly reports whether k steers only the `agora dispatch run` that reads it, never the
+// dispatch a taker runs for it: not to hand off (AGORA_NO_HANDOFF), to follow a hand-off
+// that broke (AGORA_HANDOFF_LOST, set by the front), not to start a resident
+// (AGORA_NO_RESIDENT).
+func cliOnly(k string) bool {
 	switch k {
-	case "PATH", "DOCKER_HOST", "AGORA_WORKER_BINARY",
-		"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
-		"SSL_CERT_FILE", "SSL_CERT_DIR", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT":
+	case "AGORA_NO_HANDOFF", "AGORA_HANDOFF_LOST", "AGORA_NO_RESIDENT":
 		return true
 	}
-	return strings.HasPrefix(k, "OTEL_")
+	return false
+}
+
+// DispatchEnv reports whether the variable k can change what a dispatch does in the process
+// that supervises it, which reads its own environment, never the CLI's: where PATH finds the
+// agent CLIs, bwrap and prlimit; the Docker engine and its client (DOCKER_*, podman's
+// CONTAINER_HOST, CONTAINER_SSHKEY and CONTAINERS_*); Kubernetes (KUBECONFIG,
+// KUBERNETES_*, and client-go's own switches: its feature gates, backoff and detectors,
+// KUBE_*, and HTTP/2 on the apiserver connection, DISABLE_HTTP2 and HTTP2_*_SECONDS); the proxies Go's HTTP clients use (HTTP_PROXY, HTTPS_PROXY, NO_PROXY in
+// either case, and REQUEST_METHOD, which turns HTTP_PROXY off); the CAs every TLS
+// connection trusts (SSL_CERT_FILE, SSL_CERT_DIR); tracing (OTEL_*); where the gateway's
+// sockets and a stack's scratch go (TMPDIR); the Go runtime's behaviour switches (GODEBUG,
+// GOFIPS140); the time zone (TZ, ZONEINFO); what the dynamic linker loads into the agora
+// processes it starts (LD_*); the credentials blobs.s3 writes a dispatch's patch, output and
+// transcript with when it names no credentials_file (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+// AWS_SESSION_TOKEN: home.S3Client); and every AGORA_* variable, known or not, but those that do
+// not reach a dispatch: AGORA_HOME (the home it names is compared, resolved:
+// [HandoffRequest.Home]), the CLI's own switches ([cliOnly]) and serve's listener
+// credentials (AGORA_HTTP_*, AGORA_OIDC_CLIENT_SECRET). Nothing else is read on the way:
+// git runs with an environment of agora's own (gitexec.Env), a sandbox with --clearenv, an
+// agent CLI's --version with a fixed one, and HOME and XDG_DATA_HOME only locate the home.
+// LANG, TERM, EDITOR, SSH_*, VSCODE_* and a script's own variables do not matter.
+func DispatchEnv(k string) bool {
+	switch k {
+	case "AGORA_HOME", "AGORA_HTTP_TOKEN", "AGORA_HTTP_TOKENS_FILE", "AGORA_HTTP_ALLOW_ANY", "AGORA_OIDC_CLIENT_SECRET":
+		return false
+	case "PATH", "TMPDIR", "TZ", "ZONEINFO", "GODEBUG", "GOFIPS140", "KUBECONFIG",
+		"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "REQUEST_METHOD",
+		"SSL_CERT_FILE", "SSL_CERT_DIR", "CONTAINER_HOST", "CONTAINER_SSHKEY",
+		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+		"DISABLE_HTTP2", "HTTP2_READ_IDLE_TIMEOUT_SECONDS", "HTTP2_PING_TIMEOUT_SECONDS":
+		return true
+	}
+	if cliOnly(k) {
+		return false
+	}
+	for _, p := range []string{"AGORA_", "DOCKER_", "OTEL_", "KUBERNETES_", "KUBE_", "CONTAINERS_", "LD_"} {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// MaxEnvSums caps the entries of [HandoffRequest.EnvSums].
+const MaxEnvSums = 4096
+
+// maxEnvSumsBytes caps the bytes of the sums a CLI sends, as JSON: with a 1 MiB --input they
+// stay within MaxHandoffRequest, whose excess the taker refuses (and the CLI then runs cold)
+// though the digests agree. A name may be 128 KiB long, so a few long ones would reach it.
+const maxEnvSumsBytes = 256 << 10
+
+// EnvSums is NAME=SUM for each variable of environ [ResidentEnvDigest] digests, sorted by
+// name: SUM is the first 8 bytes of the sha256 of its value, in hex. A taker compares them
+// with its own only to name the variables that differ when it declines ([EnvDiff]); the
+// digests decide. They go only to a process of this user (the CLI checks the socket's peer
+// credentials), which could read this process's environment in /proc anyway, and no taker
+// writes them anywhere.
+func EnvSums(environ []string) []string {
+	if len(environ) > MaxEnvSums {
+		return nil // past what a taker reads: its decline then names nothing
+	}
+	sums := make([]string, 0, len(environ))
+	size := 0
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "" || !sessionEnv(k) {
+			continue
+		}
+		s := sha256.Sum256([]byte(v))
+		// The name as the request's JSON carries it (invalid UTF-8 as U+FFFD), so the list is
+		// sorted and free of repeats as the taker reads it: two names that differ only in
+		// invalid bytes must not get a hand-off the digest allows refused as malformed.
+		sums = append(sums, strings.ToValidUTF8(k, "\uFFFD")+"="+hex.EncodeToString(s[:8]))
+		size += len(sums[len(sums)-1]) + 3
+	}
+	// Past what a request has room for, the decline names nothing. JSON escapes a byte in at
+	// most 6, so only a list that may be over is measured as it is sent.
+	if size > maxEnvSumsBytes/6 {
+		if b, err := json.Marshal(sums); err != nil || len(b) > maxEnvSumsBytes {
+			return nil
+		}
+	}
+	// By name, as checkEnvSums wants them ("A-B" before "A=", but after "A"); a name twice
+	// (an environment built by hand) keeps its first, as Go's getenv reads it.
+	slices.SortStableFunc(sums, func(a, b string) int { return strings.Compare(envName(a), envName(b)) })
+	return slices.CompactFunc(sums, func(a, b string) bool { return envName(a) == envName(b) })
+}
+
+func envName(kv string) string { k, _, _ := strings.Cut(kv, "="); return k }
+
+// EnvDiff names, sorted, the variables that keep keeps whose sums differ between a and b
+// (two [EnvSums]), or that only one of them has.
+func EnvDiff(a, b []string, keep func(string) bool) []string {
+	m := make(map[string]string, len(a))
+	for _, kv := range a {
+		if k, v, _ := strings.Cut(kv, "="); keep(k) {
+			m[k] = v
+		}
+	}
+	var names []string
+	for _, kv := range b {
+		k, v, _ := strings.Cut(kv, "=")
+		if !keep(k) {
+			continue
+		}
+		if w, ok := m[k]; !ok || w != v {
+			names = append(names, k)
+		}
+		delete(m, k)
+	}
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// checkEnvSums checks that sums have the form [EnvSums] gives them: at most MaxEnvSums
+// entries NAME=SUM, names not empty and strictly sorted, each SUM 16 lowercase hex digits.
+func checkEnvSums(sums []string) error {
+	if len(sums) > MaxEnvSums {
+		return fmt.Errorf("%d entries, over %d", len(sums), MaxEnvSums)
+	}
+	prev := ""
+	for i, kv := range sums {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || len(v) != 16 || strings.Trim(v, "0123456789abcdef") != "" {
+			return fmt.Errorf("entry %d is not NAME=SUM", i)
+		}
+		if i > 0 && k <= prev {
+			return fmt.Errorf("entry %d is out of order or repeated", i)
+		}
+		prev = k
+	}
+	return nil
 }
 
 // Timeout is TimeoutNS as a duration.
@@ -164,6 +305,9 @@ func DecodeHandoffRequest(b []byte) (*HandoffRequest, error) {
 	case r.Output != "" && r.Output != "json":
 		return nil, fmt.Errorf("hand-off request: output %q: want json or none", r.Output)
 	}
+	if err := checkEnvSums(r.EnvSums); err != nil {
+		return nil, fmt.Errorf("hand-off request: env_sums: %w", err)
+	}
 	if r.Repo != "" && r.Repo[0] != '/' {
 		return nil, fmt.Errorf("hand-off request: repo %q is not absolute", r.Repo)
 	}
@@ -184,7 +328,8 @@ func DecodeHandoffRequest(b []byte) (*HandoffRequest, error) {
 // with no visible difference (the error code of the refusal's [Error]).
 const (
 	// HandoffDeclined: serve is of another home or binary, its agora.yaml changed since it
-	// started, or the peer is not a person's `agora dispatch run`.
+	// started, the CLI's environment differs in what a dispatch reads (the reason names the
+	// variables, never their values), or the peer is not a person's `agora dispatch run`.
 	HandoffDeclined = "handoff_declined"
 )
 

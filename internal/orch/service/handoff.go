@@ -32,7 +32,13 @@ type Peer struct {
 }
 
 // Declined is a hand-off serve will not take; the CLI runs the dispatch itself.
-type Declined struct{ Why string }
+type Declined struct {
+	Why string
+	// Kind, when set, is the reason without what the peer chose (the names of its
+	// variables): a log that says each reason once a while counts the decline by it, so a peer
+	// cannot make each of its requests a reason of its own.
+	Kind string
+}
 
 func (d *Declined) Error() string { return "hand-off declined: " + d.Why }
 
