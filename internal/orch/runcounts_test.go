@@ -186,9 +186,9 @@ func TestRunCounts_RandomWrites(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "orch.db")
 	all := orch.Migrations()
-	before := len(all) - 1
-	if all[before].Name != "run counts and usage" {
-		t.Fatalf("the last migration is %q; this test creates the database before the run counts one", all[before].Name)
+	before := slices.IndexFunc(all, func(m store.Migration) bool { return m.Name == "run counts and usage" })
+	if before < 0 {
+		t.Fatal(`no migration named "run counts and usage"`)
 	}
 	db, err := store.Open(ctx, path, all[:before])
 	if err != nil {
