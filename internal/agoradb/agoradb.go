@@ -29,5 +29,7 @@ func Migrations() []store.Migration {
 	m = append(m, dispatch.SessionMigrations...)
 	// The gateway's kept uploads (#46), tied to their session.
 	m = append(m, netgw.UploadMigrations...)
+	// The learn dispatches indexed by run (#47: the run page reads them on every load).
+	m = append(m, dispatch.LearnIndexMigrations...)
 	return m
 }

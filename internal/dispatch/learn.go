@@ -112,7 +112,7 @@ func ProductRefusal(r *Record, where string) error {
 
 // LearnInRun returns the ids of run runID's learn dispatches, so a reader of the run (`agora
 // orch status`) marks each task whose dispatch was one, a target's mode: learn included,
-// with one query however many tasks the run has.
+// with one query however many tasks the run has (a search of dispatches_learn_run).
 func (s *Records) LearnInRun(ctx context.Context, runID string) (map[string]bool, error) {
 	rows, err := s.db.SQL().QueryContext(ctx, `SELECT id FROM dispatches WHERE run_id = ? AND learn = 1`, runID)
 	if err != nil {

@@ -219,3 +219,13 @@ ALTER TABLE dispatches ADD COLUMN learn INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE dispatches ADD COLUMN stack_base TEXT NOT NULL DEFAULT '';
 `,
 }}
+
+// LearnIndexMigrations index agora.db's learn dispatches by run, so [Records.LearnInRun]
+// reads a run's learn dispatches alone: without it, every load of a run page scanned every
+// dispatch ever recorded (#47). Partial: a dispatch that is not a learn one costs no write.
+var LearnIndexMigrations = []store.Migration{{
+	Name: "learn dispatches by run",
+	SQL: `
+CREATE INDEX dispatches_learn_run ON dispatches(run_id) WHERE learn = 1;
+`,
+}}

@@ -109,14 +109,12 @@ func (r *Reader) Counts(ctx context.Context, id string) (counts map[string]int, 
 	return counts, total, err
 }
 
-// runCounts counts run id's tasks by state in q, as ov leaves them.
+// runCounts counts run id's tasks by state in q, as ov leaves them: the counts the triggers
+// keep in run_counts with the rows (schema.go), then, for each task row the overlay changes,
+// its table state taken off and the overlay's added. It costs the run's few states and the
+// overlay's rows of the run, never a scan of the run's tasks.
 func runCounts(ctx context.Context, q querier, ov *overlay, id string) (map[string]int, int, error) {
-	query := `SELECT state, COUNT(*) FROM tasks WHERE run_id = ? GROUP BY state`
-	if ov.touches(id) {
-		// Each row's state may be the overlay's: the rows are counted here.
-		query = `SELECT idx, state FROM tasks WHERE run_id = ?`
-	}
-	rows, err := q.QueryContext(ctx, query, id)
+	rows, err := q.QueryContext(ctx, `SELECT state, n FROM run_counts WHERE run_id = ? AND n != 0`, id)
 	if err != nil {
 		return nil, 0, fmt.Errorf("run %s: count its tasks: %w", id, err)
 	}
@@ -125,26 +123,73 @@ func runCounts(ctx context.Context, q querier, ov *overlay, id string) (map[stri
 	for rows.Next() {
 		var s string
 		var n int
-		if ov.touches(id) {
-			var idx int
-			if err := rows.Scan(&idx, &s); err != nil {
-				return nil, 0, err
-			}
-			if t, ok := ov.task(id, idx); ok {
-				s = t.state
-			}
-			n = 1
-		} else if err := rows.Scan(&s, &n); err != nil {
-			return nil, 0, err
+		if err := rows.Scan(&s, &n); err != nil {
+			return nil, 0, fmt.Errorf("run %s: count its tasks: %w", id, err)
 		}
 		counts[s], total = counts[s]+n, total+n
 	}
-	return counts, total, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("run %s: count its tasks: %w", id, err)
+	}
+	if !ov.touches(id) {
+		return counts, total, nil
+	}
+	var idx []any
+	for k := range ov.tasks {
+		if k.run == id {
+			idx = append(idx, k.idx)
+		}
+	}
+	// The table's state of each row the overlay changes (an update of a row that is not
+	// there changes nothing, as the statement the record stands for).
+	err = inChunks(idx, func(part []any) error {
+		rows, err := q.QueryContext(ctx, `SELECT idx, state FROM tasks WHERE run_id = ? AND idx IN (`+placeholders(len(part))+`)`,
+			append([]any{id}, part...)...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var i int
+			var s string
+			if err := rows.Scan(&i, &s); err != nil {
+				return err
+			}
+			t, _ := ov.task(id, i)
+			counts[s]--
+			counts[t.state]++
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("run %s: count its tasks: %w", id, err)
+	}
+	for s, n := range counts {
+		if n == 0 {
+			delete(counts, s)
+		}
+	}
+	return counts, total, nil
 }
 
-// Usage is what run id's ended attempts used together, summed in the database (as
-// [Engine.Status] sums it) with the overlay's attempts of the run added, nil when nothing
-// was used.
+// inChunkSize bounds the keys of one IN list (SQLite's bound on a statement's parameters
+// is far above it).
+const inChunkSize = 500
+
+// inChunks calls fn with keys inChunkSize at a time.
+func inChunks(keys []any, fn func([]any) error) error {
+	for len(keys) > 0 {
+		n := min(len(keys), inChunkSize)
+		if err := fn(keys[:n]); err != nil {
+			return err
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
+// Usage is what run id's ended attempts used together, as [Engine.Status] sums it, with the
+// overlay's attempts of the run in place of their table rows, nil when nothing was used.
 func (r *Reader) Usage(ctx context.Context, id string) (*budget.Usage, error) {
 	var u budget.Usage
 	err := readTx(ctx, r.db, func(q querier, ov *overlay) error {
@@ -158,37 +203,53 @@ func (r *Reader) Usage(ctx context.Context, id string) (*budget.Usage, error) {
 	return &u, nil
 }
 
+// usageSums are the sums of an attempt usage's fields, as the triggers of run_usage take
+// them from its JSON (schema.go).
+const usageSums = `TOTAL(json_extract(usage, '$.input_tokens')), TOTAL(json_extract(usage, '$.output_tokens')),
+	TOTAL(json_extract(usage, '$.cached_tokens')), TOTAL(json_extract(usage, '$.model_calls')), TOTAL(json_extract(usage, '$.cost_usd'))`
+
+// sumUsage is run id's usage in q, as ov leaves its attempts: the sums the triggers keep in
+// run_usage with the rows (schema.go), less the table rows of the attempts the overlay
+// holds, plus the overlay's images of them. It costs the overlay's attempts of the run,
+// never a scan of the run's attempts.
 func sumUsage(ctx context.Context, q querier, ov *overlay, id string) (budget.Usage, error) {
-	var in, out, cached, calls sql.NullInt64
-	var cost sql.NullFloat64
-	query := `SELECT SUM(json_extract(usage, '$.input_tokens')), SUM(json_extract(usage, '$.output_tokens')),
-		SUM(json_extract(usage, '$.cached_tokens')), SUM(json_extract(usage, '$.model_calls')), SUM(json_extract(usage, '$.cost_usd'))
-		FROM attempts WHERE run_id = ? AND usage != ''`
-	args := []any{id}
-	mine := ov.attemptsOf(id)
-	if len(mine) > 0 {
-		// The overlay's rows replace the table's.
-		query += ` AND dispatch_id NOT IN (` + placeholders(len(mine)) + `)`
-		for _, a := range mine {
-			args = append(args, a.dispatchID)
-		}
-	}
-	if err := q.QueryRowContext(ctx, query, args...).Scan(&in, &out, &cached, &calls, &cost); err != nil {
+	var in, out, cached, calls, cost float64
+	err := q.QueryRowContext(ctx, `SELECT input_tokens, output_tokens, cached_tokens, model_calls, cost_usd FROM run_usage WHERE run_id = ?`, id).
+		Scan(&in, &out, &cached, &calls, &cost)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return budget.Usage{}, fmt.Errorf("run %s: sum its usage: %w", id, err)
 	}
+	mine := ov.attemptsOf(id)
+	var ids []any
+	for _, a := range mine {
+		ids = append(ids, a.dispatchID)
+	}
+	// The overlay's rows replace the table's.
+	err = inChunks(ids, func(part []any) error {
+		var i, o, c, m, x float64
+		err := q.QueryRowContext(ctx, `SELECT `+usageSums+` FROM attempts WHERE dispatch_id IN (`+placeholders(len(part))+`)
+			AND usage != '' AND json_valid(usage)`, part...).Scan(&i, &o, &c, &m, &x)
+		in, out, cached, calls, cost = in-i, out-o, cached-c, calls-m, cost-x
+		return err
+	})
+	if err != nil {
+		return budget.Usage{}, fmt.Errorf("run %s: sum its usage: %w", id, err)
+	}
+	u := budget.Usage{InputTokens: int64(in), OutputTokens: int64(out), CachedTokens: int64(cached), ModelCalls: int64(calls)}
 	for _, a := range mine {
 		if a.usage == "" {
 			continue
 		}
-		var u budget.Usage
-		if err := json.Unmarshal([]byte(a.usage), &u); err != nil {
+		var au budget.Usage
+		if err := json.Unmarshal([]byte(a.usage), &au); err != nil {
 			return budget.Usage{}, fmt.Errorf("run %s: attempt %s's usage: %w", id, a.dispatchID, err)
 		}
-		in.Int64, out.Int64, cached.Int64, calls.Int64 = in.Int64+u.InputTokens, out.Int64+u.OutputTokens, cached.Int64+u.CachedTokens, calls.Int64+u.ModelCalls
-		cost.Float64 += u.CostUSD
+		u.InputTokens, u.OutputTokens, u.CachedTokens, u.ModelCalls = u.InputTokens+au.InputTokens, u.OutputTokens+au.OutputTokens,
+			u.CachedTokens+au.CachedTokens, u.ModelCalls+au.ModelCalls
+		cost += au.CostUSD
 	}
-	return budget.Usage{InputTokens: in.Int64, OutputTokens: out.Int64, CachedTokens: cached.Int64, ModelCalls: calls.Int64,
-		CostUSD: math.Round(cost.Float64*1e9) / 1e9}, nil
+	u.CostUSD = math.Round(cost*1e9) / 1e9
+	return u, nil
 }
 
 // taskRowFrom reads a task with its latest attempt's verdict (as Status shows it); queries

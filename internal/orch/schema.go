@@ -285,5 +285,83 @@ CREATE INDEX audit_entries_run ON audit_entries(` + audit.SubjectKey + `, seq);
 		SQL: `
 ALTER TABLE runs ADD COLUMN subagents TEXT NOT NULL DEFAULT '';
 `,
+	}, store.Migration{
+		// A run's counts by state and its usage, kept by triggers in the statement (so the
+		// transaction) that changes the rows they sum: a fold, a submit, an extension, a
+		// purge, a migration. Readers add what the row log's unfolded records change
+		// (reader.go), so a run's summary costs what the log holds, never a scan of the
+		// run's rows. Backfilled from the tables as they stand. A purged run's rows go with
+		// its runs row.
+		Name: "run counts and usage",
+		SQL: `
+CREATE TABLE run_counts (
+	run_id TEXT NOT NULL,
+	state  TEXT NOT NULL,
+	n      INTEGER NOT NULL,
+	PRIMARY KEY (run_id, state)
+) WITHOUT ROWID;
+INSERT INTO run_counts(run_id, state, n) SELECT run_id, state, COUNT(*) FROM tasks GROUP BY run_id, state;
+CREATE TRIGGER run_counts_insert AFTER INSERT ON tasks BEGIN
+	INSERT INTO run_counts(run_id, state, n) VALUES (new.run_id, new.state, 1)
+		ON CONFLICT(run_id, state) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER run_counts_update AFTER UPDATE OF state ON tasks WHEN old.state != new.state BEGIN
+	UPDATE run_counts SET n = n - 1 WHERE run_id = old.run_id AND state = old.state;
+	INSERT INTO run_counts(run_id, state, n) VALUES (new.run_id, new.state, 1)
+		ON CONFLICT(run_id, state) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER run_counts_delete AFTER DELETE ON tasks BEGIN
+	UPDATE run_counts SET n = n - 1 WHERE run_id = old.run_id AND state = old.state;
+END;
+
+CREATE TABLE run_usage (
+	run_id        TEXT PRIMARY KEY,
+	input_tokens  INTEGER NOT NULL,
+	output_tokens INTEGER NOT NULL,
+	cached_tokens INTEGER NOT NULL,
+	model_calls   INTEGER NOT NULL,
+	cost_usd      REAL NOT NULL,
+	attempts      INTEGER NOT NULL   -- how many attempts with a usage are summed
+) WITHOUT ROWID;
+INSERT INTO run_usage SELECT run_id, TOTAL(json_extract(usage, '$.input_tokens')), TOTAL(json_extract(usage, '$.output_tokens')),
+	TOTAL(json_extract(usage, '$.cached_tokens')), TOTAL(json_extract(usage, '$.model_calls')), TOTAL(json_extract(usage, '$.cost_usd')), COUNT(*)
+	FROM attempts WHERE usage != '' AND json_valid(usage) GROUP BY run_id;
+CREATE TRIGGER run_usage_insert AFTER INSERT ON attempts WHEN new.usage != '' AND json_valid(new.usage) BEGIN
+	INSERT INTO run_usage VALUES (new.run_id, COALESCE(json_extract(new.usage, '$.input_tokens'), 0),
+		COALESCE(json_extract(new.usage, '$.output_tokens'), 0), COALESCE(json_extract(new.usage, '$.cached_tokens'), 0),
+		COALESCE(json_extract(new.usage, '$.model_calls'), 0), COALESCE(json_extract(new.usage, '$.cost_usd'), 0), 1)
+	ON CONFLICT(run_id) DO UPDATE SET input_tokens = input_tokens + excluded.input_tokens,
+		output_tokens = output_tokens + excluded.output_tokens, cached_tokens = cached_tokens + excluded.cached_tokens,
+		model_calls = model_calls + excluded.model_calls, cost_usd = cost_usd + excluded.cost_usd, attempts = attempts + 1;
+END;
+CREATE TRIGGER run_usage_update_old AFTER UPDATE OF usage ON attempts WHEN old.usage != new.usage AND old.usage != '' AND json_valid(old.usage) BEGIN
+	UPDATE run_usage SET input_tokens = input_tokens - COALESCE(json_extract(old.usage, '$.input_tokens'), 0),
+		output_tokens = output_tokens - COALESCE(json_extract(old.usage, '$.output_tokens'), 0),
+		cached_tokens = cached_tokens - COALESCE(json_extract(old.usage, '$.cached_tokens'), 0),
+		model_calls = model_calls - COALESCE(json_extract(old.usage, '$.model_calls'), 0),
+		cost_usd = cost_usd - COALESCE(json_extract(old.usage, '$.cost_usd'), 0), attempts = attempts - 1
+	WHERE run_id = old.run_id;
+END;
+CREATE TRIGGER run_usage_update_new AFTER UPDATE OF usage ON attempts WHEN old.usage != new.usage AND new.usage != '' AND json_valid(new.usage) BEGIN
+	INSERT INTO run_usage VALUES (new.run_id, COALESCE(json_extract(new.usage, '$.input_tokens'), 0),
+		COALESCE(json_extract(new.usage, '$.output_tokens'), 0), COALESCE(json_extract(new.usage, '$.cached_tokens'), 0),
+		COALESCE(json_extract(new.usage, '$.model_calls'), 0), COALESCE(json_extract(new.usage, '$.cost_usd'), 0), 1)
+	ON CONFLICT(run_id) DO UPDATE SET input_tokens = input_tokens + excluded.input_tokens,
+		output_tokens = output_tokens + excluded.output_tokens, cached_tokens = cached_tokens + excluded.cached_tokens,
+		model_calls = model_calls + excluded.model_calls, cost_usd = cost_usd + excluded.cost_usd, attempts = attempts + 1;
+END;
+CREATE TRIGGER run_usage_delete AFTER DELETE ON attempts WHEN old.usage != '' AND json_valid(old.usage) BEGIN
+	UPDATE run_usage SET input_tokens = input_tokens - COALESCE(json_extract(old.usage, '$.input_tokens'), 0),
+		output_tokens = output_tokens - COALESCE(json_extract(old.usage, '$.output_tokens'), 0),
+		cached_tokens = cached_tokens - COALESCE(json_extract(old.usage, '$.cached_tokens'), 0),
+		model_calls = model_calls - COALESCE(json_extract(old.usage, '$.model_calls'), 0),
+		cost_usd = cost_usd - COALESCE(json_extract(old.usage, '$.cost_usd'), 0), attempts = attempts - 1
+	WHERE run_id = old.run_id;
+END;
+CREATE TRIGGER run_summary_purge AFTER DELETE ON runs BEGIN
+	DELETE FROM run_counts WHERE run_id = old.id;
+	DELETE FROM run_usage WHERE run_id = old.id;
+END;
+`,
 	})
 }
