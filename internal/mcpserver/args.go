@@ -420,10 +420,11 @@ type checker interface{ check() error }
 // case), appear once (encoding/json keeps the last), and not be null (encoding/json reads null
 // as "absent"); the value must be one UTF-8 JSON object under the size cap. Anything it
 // accepts also validates against the tool's published input schema (FuzzToolArguments).
+// fields are T's JSON keys, jsonFields(T), found once per tool rather than on every call.
 func decodeArgs[T any, P interface {
 	*T
 	checker
-}](raw json.RawMessage) (T, error) {
+}](raw json.RawMessage, fields []string) (T, error) {
 	var v T
 	if len(raw) > maxArgsBytes {
 		return v, argErrorf("arguments are %d bytes, over the %d-byte limit", len(raw), maxArgsBytes)
@@ -441,7 +442,6 @@ func decodeArgs[T any, P interface {
 	if raw[0] != '{' {
 		return v, argErrorf("arguments must be a JSON object")
 	}
-	fields := jsonFields(reflect.TypeFor[T]())
 	if err := scanKeys(raw, fields); err != nil {
 		return v, err
 	}
