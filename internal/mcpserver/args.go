@@ -67,7 +67,9 @@ func (*noArgs) check() error { return nil }
 
 // dispatchArgs is the whole of what agora_dispatch accepts.
 type dispatchArgs struct {
-	Subagent       string          `json:"subagent,omitempty"`
+	// Subagent is a pointer so that a given "" is told from an absent subagent: beside resume,
+	// "subagent":"" is a subagent given (which resume refuses, as its schema does), not none.
+	Subagent       *string         `json:"subagent,omitempty"`
 	Resume         *resumeArgs     `json:"resume,omitempty"`
 	Envs           []string        `json:"envs,omitempty"`
 	Target         *string         `json:"target,omitempty"` // nil: the default target; never ""
@@ -106,7 +108,10 @@ func (a *dispatchArgs) check() error {
 	if a.Resume != nil {
 		return a.checkResume()
 	}
-	if err := checkRef("subagent", a.Subagent); err != nil {
+	if a.Subagent == nil {
+		return argErrorf("argument \"subagent\" is required")
+	}
+	if err := checkRef("subagent", *a.Subagent); err != nil {
 		return err
 	}
 	if len(a.Envs) > maxEnvs {
@@ -152,7 +157,7 @@ func (a *dispatchArgs) check() error {
 // checkResume allows, with resume, only wait_seconds: the child inherits everything else
 // from the dispatch it answers.
 func (a *dispatchArgs) checkResume() error {
-	if a.Subagent != "" || a.Envs != nil || a.Target != nil || a.Input != nil || a.TimeoutSeconds != nil || a.Workspace != nil || a.Revision != nil {
+	if a.Subagent != nil || a.Envs != nil || a.Target != nil || a.Input != nil || a.TimeoutSeconds != nil || a.Workspace != nil || a.Revision != nil {
 		return argErrorf("argument \"resume\" answers a dispatch, whose child inherits its subagent, envs, target, input, timeout and workspace: give only resume and wait_seconds")
 	}
 	if len(a.Resume.Dispatch) != dispatchIDLen || !idRE().MatchString(a.Resume.Dispatch) {
