@@ -527,3 +527,80 @@ func TestRedTeam47M_FieldCachePerToolConcurrent(t *testing.T) {
 		t.Error(f)
 	}
 }
+
+// TestRedTeam47M_NoBareSchemaIsPublished: whatever the ceiling and transport, tools/list
+// gives each tool it shows its whole published schema (closed: additionalProperties false),
+// never the bare {"type":"object"} the SDK server holds; a read client sees only read tools.
+func TestRedTeam47M_NoBareSchemaIsPublished(t *testing.T) {
+	published := mcpserver.PublishedSchemasForTest()
+	for _, c := range mcpserver.Ceilings {
+		f := newFixture()
+		tok := newToken(t)
+		addr := f.http(t, mcpserver.HTTPConfig{Clients: []mcpserver.Client{{Name: "c", Token: tok, Ceiling: c}}})
+		for tr, cs := range map[string]*mcp.ClientSession{
+			"http":  httpSession(t, "http://"+addr+"/mcp", tok),
+			"stdio": f.stdio(t, mcpserver.Principal{Client: "c", Ceiling: c}, mcpserver.Limits{}),
+		} {
+			res, err := cs.ListTools(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Tools) == 0 {
+				t.Fatalf("%s %s: no tools", tr, c)
+			}
+			for _, tl := range res.Tools {
+				b, _ := json.Marshal(tl.InputSchema)
+				var s struct {
+					Type                 string
+					Properties           map[string]any
+					AdditionalProperties any
+				}
+				if err := json.Unmarshal(b, &s); err != nil {
+					t.Fatal(err)
+				}
+				if s.AdditionalProperties == nil || s.Properties == nil {
+					t.Errorf("%s %s: %s listed with an open schema %s", tr, c, tl.Name, b)
+				}
+				if tl.Name != "agora_dispatch" && !jsonEqual(b, published[tl.Name]) {
+					t.Errorf("%s %s: %s listed with %s, want %s", tr, c, tl.Name, b, published[tl.Name])
+				}
+				if c == mcpserver.CeilingRead && (tl.Name == "agora_dispatch" || tl.Name == "agora_dispatch_cancel" || tl.Name == "agora_orchestrator_submit") {
+					t.Errorf("%s read: lists %s", tr, tl.Name)
+				}
+			}
+		}
+	}
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return string(xa) == string(ya)
+}
+
+// TestRedTeam47M_NullArgumentsReadAsAbsent pins a deliberate leniency: "arguments": null,
+// which the published object schema does not describe, is read as no arguments at all (as
+// decodeArgs documents and FuzzToolArguments assumes), exactly as before #47: a tool that
+// takes none runs, one that needs an argument is refused as invalid.
+func TestRedTeam47M_NullArgumentsReadAsAbsent(t *testing.T) {
+	p := newRT47Ports()
+	for tr, cs := range rt47Sessions(t, p) {
+		if res := rt47Call(t, cs, "agora_orchestrator_schedules_list", `null`); res.IsError {
+			t.Errorf("%s: schedules_list with null arguments refused: %s", tr, text(res))
+		}
+		if d := lastDecision(p.f.audit); d != "allowed" {
+			t.Errorf("%s: audited %q", tr, d)
+		}
+		before := p.calls.Load()
+		if res := rt47Call(t, cs, "agora_dispatch_describe", `null`); !res.IsError || !strings.Contains(text(res), `"id" is required`) {
+			t.Errorf("%s: describe with null arguments: %s", tr, text(res))
+		}
+		if d := lastDecision(p.f.audit); d != "invalid" || p.calls.Load() != before {
+			t.Errorf("%s: describe with null arguments audited %q, reached a port: %v", tr, d, p.calls.Load() != before)
+		}
+	}
+}
