@@ -14,6 +14,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
@@ -601,6 +602,39 @@ func TestRedTeam47M_NullArgumentsReadAsAbsent(t *testing.T) {
 		}
 		if d := lastDecision(p.f.audit); d != "invalid" || p.calls.Load() != before {
 			t.Errorf("%s: describe with null arguments audited %q, reached a port: %v", tr, d, p.calls.Load() != before)
+		}
+	}
+}
+
+// TestRedTeam47M_WorkspaceEnumIsTheDispatchersToJudge pins a gap the published schema has, as
+// it had before #47: with workspaces registered, tools/list gives agora_dispatch's workspace
+// an enum of their bare names, which refuses a workspace not listed and every pinned
+// NAME@sha256:HEX the description offers. agora's decoder checks the reference's form only;
+// such a call is audited allowed and reaches the dispatcher with exactly the reference given,
+// and the dispatcher (which resolves workspaces, beyond the 256 the enum lists) is the judge.
+func TestRedTeam47M_WorkspaceEnumIsTheDispatchersToJudge(t *testing.T) {
+	p := newRT47Ports()
+	p.f.cat[catalog.KindWorkspace] = []catalog.Version{{Kind: catalog.KindWorkspace, Name: "app",
+		Meta: catalog.Meta{Revisions: []string{"main"}, DefaultRevision: "main"}}}
+	sessions := rt47Sessions(t, p)
+	r := rt47Published(t, sessions["http"])["agora_dispatch"]
+	for _, ws := range []string{"ghost", "app@sha256:" + hex64} {
+		raw := `{"subagent":"writer","workspace":"` + ws + `","wait_seconds":0}`
+		if !rt47Violates(r, raw) {
+			t.Fatalf("the published schema accepts workspace %q: the enum is gone, update this test", ws)
+		}
+		for tr, cs := range sessions {
+			p.last.Delete("dispatch")
+			if res := rt47Call(t, cs, "agora_dispatch", raw); res.IsError {
+				t.Errorf("%s %s: %s", tr, ws, text(res))
+			}
+			got, _ := p.last.Load("dispatch")
+			if req, _ := got.(mcpserver.DispatchRequest); req.Workspace != ws {
+				t.Errorf("%s: the dispatcher got workspace %q, want %q", tr, req.Workspace, ws)
+			}
+			if d := lastDecision(p.f.audit); d != "allowed" {
+				t.Errorf("%s %s: audited %q", tr, ws, d)
+			}
 		}
 	}
 }
