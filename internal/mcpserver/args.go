@@ -67,7 +67,9 @@ func (*noArgs) check() error { return nil }
 
 // dispatchArgs is the whole of what agora_dispatch accepts.
 type dispatchArgs struct {
-	Subagent       string          `json:"subagent,omitempty"`
+	// Subagent is a pointer so that a given "" is told from an absent subagent: beside resume,
+	// "subagent":"" is a subagent given (which resume refuses, as its schema does), not none.
+	Subagent       *string         `json:"subagent,omitempty"`
 	Resume         *resumeArgs     `json:"resume,omitempty"`
 	Envs           []string        `json:"envs,omitempty"`
 	Target         *string         `json:"target,omitempty"` // nil: the default target; never ""
@@ -106,7 +108,10 @@ func (a *dispatchArgs) check() error {
 	if a.Resume != nil {
 		return a.checkResume()
 	}
-	if err := checkRef("subagent", a.Subagent); err != nil {
+	if a.Subagent == nil {
+		return argErrorf("argument \"subagent\" is required")
+	}
+	if err := checkRef("subagent", *a.Subagent); err != nil {
 		return err
 	}
 	if len(a.Envs) > maxEnvs {
@@ -152,7 +157,7 @@ func (a *dispatchArgs) check() error {
 // checkResume allows, with resume, only wait_seconds: the child inherits everything else
 // from the dispatch it answers.
 func (a *dispatchArgs) checkResume() error {
-	if a.Subagent != "" || a.Envs != nil || a.Target != nil || a.Input != nil || a.TimeoutSeconds != nil || a.Workspace != nil || a.Revision != nil {
+	if a.Subagent != nil || a.Envs != nil || a.Target != nil || a.Input != nil || a.TimeoutSeconds != nil || a.Workspace != nil || a.Revision != nil {
 		return argErrorf("argument \"resume\" answers a dispatch, whose child inherits its subagent, envs, target, input, timeout and workspace: give only resume and wait_seconds")
 	}
 	if len(a.Resume.Dispatch) != dispatchIDLen || !idRE().MatchString(a.Resume.Dispatch) {
@@ -420,10 +425,11 @@ type checker interface{ check() error }
 // case), appear once (encoding/json keeps the last), and not be null (encoding/json reads null
 // as "absent"); the value must be one UTF-8 JSON object under the size cap. Anything it
 // accepts also validates against the tool's published input schema (FuzzToolArguments).
+// fields are T's JSON keys, jsonFields(T), found once per tool rather than on every call.
 func decodeArgs[T any, P interface {
 	*T
 	checker
-}](raw json.RawMessage) (T, error) {
+}](raw json.RawMessage, fields []string) (T, error) {
 	var v T
 	if len(raw) > maxArgsBytes {
 		return v, argErrorf("arguments are %d bytes, over the %d-byte limit", len(raw), maxArgsBytes)
@@ -441,7 +447,6 @@ func decodeArgs[T any, P interface {
 	if raw[0] != '{' {
 		return v, argErrorf("arguments must be a JSON object")
 	}
-	fields := jsonFields(reflect.TypeFor[T]())
 	if err := scanKeys(raw, fields); err != nil {
 		return v, err
 	}

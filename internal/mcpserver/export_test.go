@@ -59,3 +59,12 @@ func RegisteredToolsForTest() map[string]string {
 	}
 	return out
 }
+
+// PublishedSchemasForTest are the tools' input schemas as tools/list publishes them, by name.
+func PublishedSchemasForTest() map[string][]byte {
+	out := map[string][]byte{}
+	for _, t := range tools() {
+		out[t.name] = t.schema
+	}
+	return out
+}

@@ -94,7 +94,7 @@ func (s *Server) dispatch(ctx context.Context, p Principal, a dispatchArgs) (any
 		}
 		return s.result(ctx, s.await(ctx, r, wait)), nil
 	}
-	req := DispatchRequest{Subagent: a.Subagent, Envs: a.Envs, Input: a.Input, Actor: "mcp:" + p.Client}
+	req := DispatchRequest{Subagent: *a.Subagent, Envs: a.Envs, Input: a.Input, Actor: "mcp:" + p.Client}
 	if a.Workspace != nil {
 		req.Workspace = *a.Workspace
 	}

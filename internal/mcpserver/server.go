@@ -101,18 +101,21 @@ func (s *Server) newMCP(id identity, limiter *rate.Limiter) *mcp.Server {
 			c.TTLMs = 0
 		},
 	})
+	published := make(map[string]*mcp.Tool, len(tools()))
 	for _, t := range tools() {
-		m.AddTool(t.mcpTool(), s.guard(t, id, limiter))
+		published[t.name] = t.mcpTool()
+		m.AddTool(t.served(), s.guard(t, id, limiter))
 	}
 	s.addResources(m, id)
-	m.AddReceivingMiddleware(s.toolMiddleware(id))
+	m.AddReceivingMiddleware(s.toolMiddleware(id, published))
 	return m
 }
 
 // toolMiddleware shows a caller only the tools its ceiling allows (a view: every call is checked
-// again by [Server.guard]), and audits calls to tools that do not exist, such as an attempt
-// at a privileged verb, before the SDK refuses them.
-func (s *Server) toolMiddleware(id identity) mcp.Middleware {
+// again by [Server.guard]), each as published (its whole input schema, where the SDK server
+// holds the tool as [tool.served]), and audits calls to tools that do not exist, such as an
+// attempt at a privileged verb, before the SDK refuses them.
+func (s *Server) toolMiddleware(id identity, published map[string]*mcp.Tool) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if method == "tools/call" {
@@ -133,6 +136,11 @@ func (s *Server) toolMiddleware(id identity) mcp.Middleware {
 				tier, ok := tierOf(t.Name)
 				return !known || !ok || !p.Ceiling.Allows(tier)
 			})
+			for i, t := range out.Tools {
+				if pt, ok := published[t.Name]; ok {
+					out.Tools[i] = pt
+				}
+			}
 			s.listWorkspaces(ctx, out.Tools)
 			return &out, nil
 		}

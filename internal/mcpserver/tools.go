@@ -1,9 +1,11 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -47,13 +49,15 @@ func define[T any, P interface {
 		panic(fmt.Sprintf("input schema of %s: %v", t.name, err))
 	}
 	t.schema, t.resolved = b, resolved
-	t.decode = func(raw json.RawMessage) (any, error) { return decodeArgs[T, P](raw) }
+	fields := jsonFields(reflect.TypeFor[T]())
+	t.decode = func(raw json.RawMessage) (any, error) { return decodeArgs[T, P](raw, fields) }
 	t.run = func(ctx context.Context, s *Server, p Principal, args any) (any, error) {
 		return run(s, ctx, p, args.(T))
 	}
 	return t
 }
 
+// mcpTool is the tool as tools/list publishes it.
 func (t tool) mcpTool() *mcp.Tool {
 	destruct, open := t.destruct, t.open
 	return &mcp.Tool{
@@ -70,6 +74,26 @@ func (t tool) mcpTool() *mcp.Tool {
 			OpenWorldHint:   &open, // the spec's default is true: always say
 		},
 	}
+}
+
+// bareObject is the input schema a served tool is registered with in place of its published one
+// (see [tool.served]).
+var bareObject = json.RawMessage(`{"type":"object"}`)
+
+// served is the tool as the SDK server keeps it to call it: the published tool, except that its
+// input schema is [bareObject] when the published one carries no x-mcp-header annotation. Over
+// HTTP with protocol 2026-07-28 the SDK marshals and decodes the called tool's whole input
+// schema on every call, only to look for those annotations (validateParamHeaders); agora's
+// schemas have none, and agora never lets the SDK check arguments against a schema (the guard
+// decodes and checks them itself, decodeArgs), so the bare schema changes no answer. A schema
+// that mentions x-mcp-header anywhere keeps it, and the SDK checks the headers as before.
+// tools/list still publishes [tool.mcpTool]'s schema ([Server.toolMiddleware] swaps it in).
+func (t tool) served() *mcp.Tool {
+	mt := t.mcpTool()
+	if !bytes.Contains(t.schema, []byte("x-mcp-header")) {
+		mt.InputSchema = bareObject
+	}
+	return mt
 }
 
 // toolTable is built on first use, not at init: deriving the eleven input schemas costs
