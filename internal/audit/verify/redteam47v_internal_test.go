@@ -1,0 +1,108 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// Red team 47v: the streaming verifier (VerifyStream) against the whole-file one. Each test
+// builds a bundle and holds the stream to the whole-file verdict: never OK where Verify fails
+// or ParseBundleBytes refuses, never a panic, and reading no more than the bundle asks.
+
+// rt47vFixture is bundle-v3.json (fields after its entries: two passes) and its key.
+func rt47vFixture(t *testing.T) ([]byte, Options) {
+	t.Helper()
+	f := streamFixtures(t)["bundle-v3.json"]
+	return bytes.Clone(f.data), f.opts
+}
+
+// rt47vWhole is the whole-file verdict: ok only when the bundle parses and verifies.
+func rt47vWhole(data []byte, opts Options) (ok bool, why string) {
+	b, err := ParseBundleBytes(data)
+	if err != nil {
+		return false, err.Error()
+	}
+	rep := Verify(b, opts)
+	if !rep.OK {
+		return false, rt47vFailed(rep)
+	}
+	return true, ""
+}
+
+// rt47vStream is the streamed verdict.
+func rt47vStream(data []byte, opts Options) (ok bool, why string) {
+	rep, err := VerifyStream(context.Background(), bytes.NewReader(data), int64(len(data)), opts)
+	if err != nil {
+		return false, err.Error()
+	}
+	if !rep.OK {
+		return false, rt47vFailed(rep)
+	}
+	return true, ""
+}
+
+func rt47vFailed(rep *Report) string {
+	var s []string
+	for _, c := range rep.Failed() {
+		s = append(s, c.Check+" "+c.Item+": "+c.Detail)
+	}
+	return strings.Join(s, "; ")
+}
+
+// rt47vSame fails t when the stream's verdict on data is not the whole-file one, or when
+// either passes a bundle wantOK says must fail.
+func rt47vSame(t *testing.T, name string, data []byte, opts Options, wantOK bool) {
+	t.Helper()
+	wok, wwhy := rt47vWhole(data, opts)
+	sok, swhy := rt47vStream(data, opts)
+	if sok != wok {
+		t.Fatalf("%s: stream ok=%v (%s), whole-file ok=%v (%s)", name, sok, swhy, wok, wwhy)
+	}
+	if sok != wantOK {
+		t.Fatalf("%s: ok=%v, want %v (stream: %s; whole: %s)", name, sok, wantOK, swhy, wwhy)
+	}
+}
+
+// TestRedTeam47V_ProofHashOfOtherLengthReused: a proof hash spelled as 44 base64 characters
+// of 33 bytes (no padding) whose first 32 are the true sibling hash. The whole-file reading
+// takes it as 33 bytes and the inclusion row fails. The stream's scanner keeps a copy of the
+// last proof's hashes by position (proofHash) in 32-byte arrays: when the window cuts the
+// entry after that hash (here a run of whitespace inside the entry, longer than the window),
+// the entry is scanned again and the cached copy, cut to 32 bytes, is taken for the text:
+// the stream read a value the bytes do not hold, and passed the altered bundle.
+func TestRedTeam47V_ProofHashOfOtherLengthReused(t *testing.T) {
+	data, opts := rt47vFixture(t)
+	if ok, why := rt47vStream(data, opts); !ok {
+		t.Fatalf("fixture does not verify streamed: %s", why)
+	}
+	const orig = `"U8XKeiMw7kyyaWp28QNtRLxUGXqoY4zeQ4QMJ/Hy3qE="`
+	h, err := base64.StdEncoding.DecodeString(strings.Trim(orig, `"`))
+	if err != nil || len(h) != HashSize || bytes.Count(data, []byte(orig)) != 1 {
+		t.Fatalf("fixture: %v", err)
+	}
+	for _, tail := range []struct {
+		name string
+		text string // 44 characters of base64
+	}{
+		{"33 bytes", base64.StdEncoding.EncodeToString(append(bytes.Clone(h), 0x5a))},
+		// 31 bytes: the 32nd of the cached copy is the previous hash's at that place, the
+		// same hash here (the entry's first scan, cut, wrote all 32).
+		{"31 bytes", base64.StdEncoding.EncodeToString(h[:31])},
+	} {
+		if len(tail.text) != 44 {
+			t.Fatalf("%s: %d characters", tail.name, len(tail.text))
+		}
+		// Spaces inside the entry, after the hash: more than the window, which cuts the entry
+		// there.
+		pad := strings.Repeat(" ", 2*streamWindow)
+		forged := bytes.Replace(data, []byte(orig), []byte(`"`+tail.text+`"`+pad), 1)
+		rt47vSame(t, tail.name, forged, opts, false)
+		// Without the spaces the window never cuts the entry: the stream read it once.
+		rt47vSame(t, tail.name+", no cut", bytes.Replace(data, []byte(orig), []byte(`"`+tail.text+`"`), 1), opts, false)
+	}
+	_ = errors.Is
+}
