@@ -106,3 +106,59 @@ func TestRedTeam47V_ProofHashOfOtherLengthReused(t *testing.T) {
 	}
 	_ = errors.Is
 }
+
+// rt47vSwap serves a until as many bytes as a holds have been read through it (the stream's
+// first pass reads the whole file), then b: a file rewritten while verify reads it.
+type rt47vSwap struct {
+	a, b []byte
+	read int
+}
+
+func (s *rt47vSwap) ReadAt(p []byte, off int64) (int, error) {
+	src := s.a
+	if s.read >= len(s.a) {
+		src = s.b
+	}
+	n, err := bytes.NewReader(src).ReadAt(p, off)
+	s.read += n
+	return n, err
+}
+
+// TestRedTeam47V_SecondPassReadsOtherBytes: bundle-v3.json has fields after its entries, so
+// the stream reads it twice. Between the two passes the file becomes a forgery of the same
+// size: its selection_note (after the entries) altered, which the whole-file verifier
+// refuses. The second pass read only the entries, so the verdict was the first pass's fields'
+// and the second pass's entries': OK for a file that, when verify returned, was the forgery.
+// The second pass reads the whole bundle again and refuses one whose fields are not, byte for
+// byte, those of the first.
+func TestRedTeam47V_SecondPassReadsOtherBytes(t *testing.T) {
+	valid, opts := rt47vFixture(t)
+	i := bytes.Index(valid, []byte(`"selection_note": "`))
+	if i < 0 || i < bytes.Index(valid, []byte(`"entries"`)) {
+		t.Fatal("fixture: no selection_note after the entries")
+	}
+	forged := bytes.Clone(valid)
+	at := i + len(`"selection_note": "`) + 40
+	forged[at] ^= 'A' ^ 'B' // one base64 character of the signed text
+	if forged[at] == valid[at] {
+		t.Fatal("no change")
+	}
+	if ok, _ := rt47vWhole(forged, opts); ok {
+		t.Fatal("the whole-file verifier passes the forgery")
+	}
+	if ok, _ := rt47vStream(valid, opts); !ok {
+		t.Fatal("fixture does not verify streamed")
+	}
+	for _, c := range []struct {
+		name string
+		a, b []byte
+	}{{"valid then forged", valid, forged}, {"forged then valid", forged, valid}} {
+		rep, err := VerifyStream(context.Background(), &rt47vSwap{a: c.a, b: c.b}, int64(len(valid)), opts)
+		if err == nil && rep.OK {
+			t.Fatalf("%s: the stream passed a file that changed between its two passes", c.name)
+		}
+		if err != nil && !errors.Is(err, ErrBundle) {
+			t.Fatalf("%s: %v, want an ErrBundle", c.name, err)
+		}
+	}
+}
