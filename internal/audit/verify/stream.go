@@ -256,7 +256,7 @@ type streamReader struct {
 	// fields hashes every member but the entries (key and bytes) and the entries' offset, in
 	// order: the two readings of a bundle read twice must agree on it.
 	fields hash.Hash
-	hook      *streamHook
+	hook   *streamHook
 }
 
 func newStreamReader(ctx context.Context, r io.ReaderAt, size int64) *streamReader {
