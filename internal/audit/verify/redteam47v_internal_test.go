@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -160,5 +161,37 @@ func TestRedTeam47V_SecondPassReadsOtherBytes(t *testing.T) {
 		if err != nil && !errors.Is(err, ErrBundle) {
 			t.Fatalf("%s: %v, want an ErrBundle", c.name, err)
 		}
+	}
+}
+
+// TestRedTeam47V_DenseFieldParsedBeforeDensity: a purged list of a quarter million empty objects (0.8 MB
+// of "{},") before the entries. The whole-file reading refuses the bundle for its density
+// before parsing any of it; the stream counted the objects as it read but applied the rule
+// only at the end, after unmarshalling the list into 256k Purged values (over 80 MB allocated, and its
+// 64 MiB limit allows ~20 million: over a gigabyte per field). The stream refuses the bundle
+// as soon as what it has read breaks the rule, which it can, knowing the file's size.
+func TestRedTeam47V_DenseFieldParsedBeforeDensity(t *testing.T) {
+	data, opts := rt47vFixture(t)
+	const n = 1 << 18
+	list := "[" + strings.Repeat("{},", n-1) + "{}]"
+	forged := bytes.Replace(data, []byte(` "entries": [`), []byte(` "purged": `+list+",\n \"entries\": ["), 1)
+	if len(forged) == len(data) {
+		t.Fatal("fixture: no entries")
+	}
+	if _, err := ParseBundleBytes(forged); err == nil || !strings.Contains(err.Error(), "objects and lists") {
+		t.Fatalf("whole-file: %v, want the density refusal", err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := VerifyStream(context.Background(), bytes.NewReader(forged), int64(len(forged)), opts)
+	runtime.ReadMemStats(&after)
+	if err == nil || !errors.Is(err, ErrBundle) || !strings.Contains(err.Error(), "objects and lists") {
+		t.Fatalf("stream: %v, want the density refusal", err)
+	}
+	// The file, its window and a copy of the list's bytes are a few times 0.8 MB; parsing the
+	// list allocates over 80 MB.
+	if got := after.TotalAlloc - before.TotalAlloc; got > 24<<20 {
+		t.Fatalf("the stream allocated %d MB refusing a %d-byte bundle for its density", got>>20, len(forged))
 	}
 }

@@ -476,6 +476,11 @@ func (sr *streamReader) document(opts Options, known *Bundle) (b *Bundle, v *ver
 		}
 		fmt.Fprintf(sr.fields, "%d %q %d\n", len(key), key, len(raw))
 		sr.fields.Write(raw)
+		// The file's size is known: a value is not parsed once what was read of the file
+		// already breaks checkDensity's rule, as the whole-file reading parses none of it.
+		if err := sr.density(); err != nil {
+			return nil, nil, err
+		}
 		if err := strictjson.Unmarshal(raw, target); err != nil {
 			return nil, nil, fmt.Errorf("%w: field %q: %v", ErrBundle, key, err)
 		}
@@ -528,6 +533,9 @@ func (sr *streamReader) verifyEntries(b *Bundle, opts Options) (*verifier, error
 		e, err := sr.entry()
 		if err != nil {
 			return nil, err
+		}
+		if sr.nodes > int(sr.size)/minBytesPerNode+frameNodes {
+			return nil, sr.density() // refused now, not after checking every entry of the file
 		}
 		if sr.hook != nil {
 			sr.hook.entry(e)
