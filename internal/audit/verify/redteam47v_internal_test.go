@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -193,5 +195,85 @@ func TestRedTeam47V_DenseFieldParsedBeforeDensity(t *testing.T) {
 	// list allocates over 80 MB.
 	if got := after.TotalAlloc - before.TotalAlloc; got > 24<<20 {
 		t.Fatalf("the stream allocated %d MB refusing a %d-byte bundle for its density", got>>20, len(forged))
+	}
+}
+
+// rt47vEntries splits bundle-v3.json's entries array: the text before its first entry, each
+// entry's text, and the text after its last.
+func rt47vEntries(t *testing.T, data []byte) (head []byte, es [][]byte, tail []byte) {
+	t.Helper()
+	start := bytes.Index(data, []byte(` "entries": [`)) + len(` "entries": [`)
+	end := bytes.Index(data, []byte("\n ],\n \"anchored\""))
+	if start < len(` "entries": [`) || end < start {
+		t.Fatal("fixture: entries not found")
+	}
+	for _, part := range strings.Split(string(data[start:end]), "\n  },") {
+		part = strings.TrimSuffix(part, "\n  }")
+		es = append(es, []byte(part+"\n  }"))
+	}
+	if len(es) != 2 {
+		t.Fatalf("fixture: %d entries", len(es))
+	}
+	return data[:start], es, data[end:]
+}
+
+func rt47vJoin(head []byte, es [][]byte, tail []byte) []byte {
+	return slices.Concat(head, bytes.Join(es, []byte(",")), tail)
+}
+
+// TestRedTeam47V_EntryListForgeries: the entries duplicated (the same index twice, one copy
+// altered, the purged row reading which copy verified), reordered, one entry's leaf and proof
+// under another's index (the path memo holding the last proof), entries or checkpoint twice
+// (once on each side of the entries, or spelled with an escape), and fields moved before the
+// entries (one pass) fail or pass streamed as whole, with the usual window and with one of a
+// few bytes. Held.
+func TestRedTeam47V_EntryListForgeries(t *testing.T) {
+	data, opts := rt47vFixture(t)
+	head, es, tail := rt47vEntries(t, data)
+	if !bytes.Equal(rt47vJoin(head, es, tail), data) {
+		t.Fatal("fixture: the split does not join back")
+	}
+	e1, e2 := es[0], es[1]
+	alter := func(e []byte) []byte { // one character of the entry's bytes
+		i := bytes.Index(e, []byte(`"entry": "`)) + len(`"entry": "`) + 20
+		out := bytes.Clone(e)
+		out[i] ^= 'a' ^ 'b'
+		return out
+	}
+	reindex := func(e []byte, from, to string) []byte {
+		return bytes.Replace(e, []byte(`"index": `+from+`,`), []byte(`"index": `+to+`,`), 1)
+	}
+	cp := rt46cQuoted(t, data, "checkpoint")
+	anchoredAt := bytes.Index(data, []byte(` "anchored": {`))
+	rest := data[anchoredAt : len(data)-len("}\n")] // every field after the entries
+	cases := []struct {
+		name string
+		data []byte
+		ok   bool
+	}{
+		{"as is", data, true},
+		{"entry 1 twice", rt47vJoin(head, [][]byte{e1, e1, e2}, tail), false},
+		{"entry 2 twice", rt47vJoin(head, [][]byte{e1, e2, e2}, tail), false},
+		{"entry 1 twice, the first altered", rt47vJoin(head, [][]byte{alter(e1), e1, e2}, tail), false},
+		{"entry 1 twice, the second altered", rt47vJoin(head, [][]byte{e1, alter(e1), e2}, tail), false},
+		{"entry 1 replaced by entry 2", rt47vJoin(head, [][]byte{e2, e2}, tail), false},
+		{"reordered", rt47vJoin(head, [][]byte{e2, e1}, tail), false},
+		{"entry 1 only", rt47vJoin(head, [][]byte{e1}, tail), false},
+		{"entry 2's leaf and proof at index 1", rt47vJoin(head, [][]byte{reindex(e2, "2", "1"), e2}, tail), false},
+		{"entry 1's leaf and proof at index 2", rt47vJoin(head, [][]byte{e1, reindex(e1, "1", "2")}, tail), false},
+		{"checkpoint twice, after the entries too", bytes.Replace(data, []byte(` "anchored": {`), []byte(` "checkpoint": `+cp+",\n \"anchored\": {"), 1), false},
+		{"entries twice", bytes.Replace(data, []byte(` "anchored": {`), []byte(` "entries": [],`+"\n"+` "anchored": {`), 1), false},
+		{"entries twice, escaped", bytes.Replace(data, []byte(` "anchored": {`), []byte(` "entr\u0069es": [],`+"\n"+` "anchored": {`), 1), false},
+		{"checkpoint twice, escaped", bytes.Replace(data, []byte(` "anchored": {`), []byte(` "\u0063heckpoint": `+cp+",\n \"anchored\": {"), 1), false},
+		{"entries not a list", rt47vJoin(head[:len(head)-1], [][]byte{[]byte(`{"index": 1}`)}, tail[1:]), false},
+		{"every field before the entries", slices.Concat(data[:bytes.Index(data, []byte(` "entries": [`))], rest, []byte(",\n"),
+			data[bytes.Index(data, []byte(` "entries": [`)):anchoredAt-len(",\n")], []byte("\n}\n")), true},
+	}
+	defer func(w, f int) { streamWindow, streamFirstTry = w, f }(streamWindow, streamFirstTry)
+	for _, w := range [][2]int{{streamWindow, streamFirstTry}, {7, 1}} {
+		streamWindow, streamFirstTry = w[0], w[1]
+		for _, c := range cases {
+			rt47vSame(t, fmt.Sprintf("%s (window %d)", c.name, w[0]), c.data, opts, c.ok)
+		}
 	}
 }
