@@ -277,3 +277,70 @@ func TestRedTeam47V_EntryListForgeries(t *testing.T) {
 		}
 	}
 }
+
+// TestRedTeam47V_CheckStreamableAtItsLimit: with the reader's limit of one value set to the
+// largest size CheckStreamable computes for the bundle (its estimate of an entry, or a field's
+// indented size), the check passes the bundle and the reader takes every value of it as
+// WriteBundle writes it: the exporter writes no bundle verify refuses. One byte lower, the
+// check refuses it. Held.
+func TestRedTeam47V_CheckStreamableAtItsLimit(t *testing.T) {
+	data, opts := rt47vFixture(t)
+	b, err := ParseBundleBytes(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A large entry: its bytes are the bundle's, so only its size matters to the reader.
+	b.Entries[0].Entry = append(bytes.Clone(b.Entries[0].Entry), bytes.Repeat([]byte(" "), 5000)...)
+	limit := 0
+	for _, v := range []any{b.Selection, b.Checkpoint, b.Anchored, b.Manifests, b.SelectionNote, b.Purged, b.PurgedRuns} {
+		n, err := indentedSize(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		limit = max(limit, n)
+	}
+	for _, e := range b.Entries {
+		n := base64.StdEncoding.EncodedLen(len(e.Entry)) + base64.StdEncoding.EncodedLen(len(e.LeafHash)) +
+			len(e.InclusionProof)*(base64.StdEncoding.EncodedLen(HashSize)+8) + 256
+		limit = max(limit, n)
+	}
+	defer func(prev int) { streamValueCap = prev }(streamValueCap)
+	streamValueCap = limit
+	if err := CheckStreamable(b); err != nil {
+		t.Fatalf("CheckStreamable at its own limit: %v", err)
+	}
+	var buf bytes.Buffer
+	if err := WriteBundle(&buf, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyStream(context.Background(), bytes.NewReader(buf.Bytes()), int64(buf.Len()), opts); err != nil {
+		t.Fatalf("the reader refused a bundle CheckStreamable passes: %v", err)
+	}
+	streamValueCap = limit - 1
+	if err := CheckStreamable(b); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("CheckStreamable one byte under: %v", err)
+	}
+}
+
+// TestRedTeam47V_HostileFieldValues: deeply nested values, huge numbers and long escaped keys
+// in the fields around the entries are refused streamed as whole, quickly and without a
+// panic. Held.
+func TestRedTeam47V_HostileFieldValues(t *testing.T) {
+	data, opts := rt47vFixture(t)
+	at := []byte(` "anchored": {`)
+	deep := strings.Repeat("[", 200000) + strings.Repeat("]", 200000)
+	for _, c := range []struct{ name, field string }{
+		{"deep purged list after the entries", ` "purged": ` + deep + ",\n"},
+		{"deep unknown field", ` "x": ` + deep + ",\n"},
+		{"huge number", ` "purged": [{"entry": 1e400, "dispatch": "d", "product": "patch", "digest": "x"}],` + "\n"},
+		{"index past uint64", ` "purged": [{"entry": 18446744073709551616, "dispatch": "d", "product": "patch", "digest": "x"}],` + "\n"},
+		{"long escaped key", ` "` + strings.Repeat(`\u0061`, 100000) + `": 1,` + "\n"},
+		{"purged twice (before and after)", ` "purged": [],` + "\n"},
+	} {
+		forged := bytes.Replace(data, at, append([]byte(c.field), at...), 1)
+		if c.name == "purged twice (before and after)" {
+			forged = bytes.Replace(forged, []byte(` "entries": [`), []byte(` "purged": [],`+"\n"+` "entries": [`), 1)
+		}
+		rt47vSame(t, c.name, forged, opts, false)
+	}
+}
