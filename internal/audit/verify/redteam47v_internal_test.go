@@ -344,3 +344,31 @@ func TestRedTeam47V_HostileFieldValues(t *testing.T) {
 		rt47vSame(t, c.name, forged, opts, false)
 	}
 }
+
+// TestRedTeam47V_DenseFieldInSparseFile: the density rule is the file's: a purged list of
+// 400k empty objects (1.2 MB) in a file padded with 30 MB of whitespace keeps to it, and the
+// stream (which takes files of any size) unmarshalled the list into 400k values, over 100 MB
+// allocated for 1.2 MB of field; its 64 MiB limit of one value allowed some 20 million, 7 GB
+// a field. The stream holds each large value to the rule on its own: no bundle agora writes
+// has a field denser than it.
+func TestRedTeam47V_DenseFieldInSparseFile(t *testing.T) {
+	data, opts := rt47vFixture(t)
+	const n = 400_000
+	list := "[" + strings.Repeat("{},", n-1) + "{}]"
+	pad := strings.Repeat(" ", 30<<20)
+	forged := bytes.Replace(data, []byte(` "entries": [`), []byte(` "purged": `+list+",\n"+pad+` "entries": [`), 1)
+	if nodes := bytes.Count(forged, []byte("{")) + bytes.Count(forged, []byte("[")); nodes > len(forged)/minBytesPerNode {
+		t.Fatalf("fixture: %d nodes in %d bytes break the file's rule", nodes, len(forged))
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	rep, err := VerifyStream(context.Background(), bytes.NewReader(forged), int64(len(forged)), opts)
+	runtime.ReadMemStats(&after)
+	if err == nil && rep.OK {
+		t.Fatal("the stream passed a bundle with a purged list of empty objects")
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 48<<20 {
+		t.Fatalf("the stream allocated %d MB for a %d-byte field of %d empty objects", got>>20, len(list), n)
+	}
+}

@@ -481,6 +481,9 @@ func (sr *streamReader) document(opts Options, known *Bundle) (b *Bundle, v *ver
 		if err := sr.density(); err != nil {
 			return nil, nil, err
 		}
+		if err := valueDensity(key, raw); err != nil {
+			return nil, nil, err
+		}
 		if err := strictjson.Unmarshal(raw, target); err != nil {
 			return nil, nil, fmt.Errorf("%w: field %q: %v", ErrBundle, key, err)
 		}
@@ -586,6 +589,25 @@ func (sr *streamReader) density() error {
 	if sr.nodes > int(sr.size)/minBytesPerNode+frameNodes {
 		return fmt.Errorf("%w: %d objects and lists in %d bytes, more than one per %d bytes, which no bundle agora writes holds (refused before parsing: reading it would take far more memory than the file)",
 			ErrBundle, sr.nodes, sr.size, minBytesPerNode)
+	}
+	return nil
+}
+
+// denseValueFrom is the size from which one value is held to checkDensity's rule on its own.
+const denseValueFrom = 1 << 20
+
+// valueDensity refuses a value of at least denseValueFrom bytes with more objects and lists
+// than checkDensity allows its bytes. The file's rule does not bound one value of a file of
+// any size (a dense 64 MiB list in gigabytes of whitespace keeps to it, and parsed is ~20
+// million values, gigabytes), and no field agora writes comes near it: a purged product or
+// manifest is over a hundred bytes.
+func valueDensity(key string, raw []byte) error {
+	if len(raw) < denseValueFrom {
+		return nil
+	}
+	if nodes := bytes.Count(raw, []byte{'{'}) + bytes.Count(raw, []byte{'['}); nodes > len(raw)/minBytesPerNode+frameNodes {
+		return fmt.Errorf("%w: field %q: %d objects and lists in %d bytes, more than one per %d bytes, which no bundle agora writes holds (refused before parsing: reading it would take far more memory than the field)",
+			ErrBundle, truncate(key, 40), nodes, len(raw), minBytesPerNode)
 	}
 	return nil
 }
