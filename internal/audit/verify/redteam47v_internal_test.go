@@ -372,3 +372,29 @@ func TestRedTeam47V_DenseFieldInSparseFile(t *testing.T) {
 		t.Fatalf("the stream allocated %d MB for a %d-byte field of %d empty objects", got>>20, len(list), n)
 	}
 }
+
+// TestRedTeam47V_DenseEntryInSparseFile: as TestRedTeam47V_DenseFieldInSparseFile, the dense
+// value an entry: its inclusion proof 400k empty lists, which the scanner does not take and
+// the strict reading refuses at the first (a byte string is base64, never a list), before
+// it allocates for the rest. Held.
+func TestRedTeam47V_DenseEntryInSparseFile(t *testing.T) {
+	data, opts := rt47vFixture(t)
+	const n = 400_000
+	pad := strings.Repeat(" ", 30<<20)
+	forged := bytes.Replace(data, []byte(`"inclusion_proof": [`+"\n    \"U8XK"), []byte(`"inclusion_proof": [`+strings.Repeat("[],", n)+"\n    \"U8XK"), 1)
+	forged = bytes.Replace(forged, []byte(` "anchored": {`), []byte(pad+` "anchored": {`), 1)
+	if nodes := bytes.Count(forged, []byte("{")) + bytes.Count(forged, []byte("[")); nodes > len(forged)/minBytesPerNode {
+		t.Fatalf("fixture: %d nodes in %d bytes break the file's rule", nodes, len(forged))
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	rep, err := VerifyStream(context.Background(), bytes.NewReader(forged), int64(len(forged)), opts)
+	runtime.ReadMemStats(&after)
+	if err == nil && rep.OK {
+		t.Fatal("the stream passed a bundle with a forged entry")
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 48<<20 {
+		t.Fatalf("the stream allocated %d MB for an entry of %d empty lists (%v)", got>>20, n, err)
+	}
+}
