@@ -476,7 +476,10 @@ func (s *scanner) proofHash(k int) ([]byte, bool) {
 	}
 	from := s.i
 	h, ok := s.base64()
-	if ok && whole && k < maxProofLen && s.i == from+46 {
+	// Only a hash of HashSize bytes is kept: 46 bytes of text may also be base64 of 31 or 33
+	// bytes, which the stream's 32-byte copies (hashStore) would cut or pad, so the text read
+	// again (the window cut its entry) would give a hash its bytes do not hold.
+	if ok && whole && k < maxProofLen && s.i == from+46 && len(h) == HashSize {
 		if s.stream {
 			copy(s.textStore[k][:], s.b[from:s.i])
 			copy(s.hashStore[k][:], h)

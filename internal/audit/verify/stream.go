@@ -155,7 +155,7 @@ type streamHook struct {
 func verifyStream(ctx context.Context, r io.ReaderAt, size int64, opts Options, hook *streamHook) (*Report, *Bundle, error) {
 	sr := newStreamReader(ctx, r, size)
 	sr.hook = hook
-	b, v, err := sr.document(opts)
+	b, v, err := sr.document(opts, nil)
 	if err != nil {
 		if errors.Is(err, ErrBundle) {
 			if derr := sr.densityRest(); derr != nil {
@@ -171,13 +171,21 @@ func verifyStream(ctx context.Context, r io.ReaderAt, size int64, opts Options, 
 		return nil, nil, err
 	}
 	if v == nil {
-		// A field came after the entries: check them again, now that every field is known.
+		// A field came after the entries: read the bundle again, checking its entries against
+		// every field of the first reading. The second reading is whole and must find those
+		// fields byte for byte where the first found them, so the verdict is of one reading
+		// of the file, every byte of it checked: a file that changed between the two (its
+		// fields, or the entries' place) is refused, not verified half from each.
 		sr2 := newStreamReader(ctx, r, size)
 		sr2.hook = hook
-		sr2.at(sr.entriesAt)
-		if v, err = sr2.verifyEntries(b, opts); err != nil {
+		_, v2, err := sr2.document(opts, b)
+		if err != nil {
 			return nil, nil, err
 		}
+		if v2 == nil || !bytes.Equal(sr2.fields.Sum(nil), sr.fields.Sum(nil)) {
+			return nil, nil, fmt.Errorf("%w: the bundle changed while it was read: its second reading differs from its first", ErrBundle)
+		}
+		v = v2
 	}
 	return v.finishStream(), b, nil
 }
@@ -245,7 +253,10 @@ type streamReader struct {
 	readErr error
 	// entriesAt is the offset of the entries' '['.
 	entriesAt int64
-	hook      *streamHook
+	// fields hashes every member but the entries (key and bytes) and the entries' offset, in
+	// order: the two readings of a bundle read twice must agree on it.
+	fields hash.Hash
+	hook   *streamHook
 }
 
 func newStreamReader(ctx context.Context, r io.ReaderAt, size int64) *streamReader {
@@ -253,11 +264,6 @@ func newStreamReader(ctx context.Context, r io.ReaderAt, size int64) *streamRead
 	sr.s.stream = true
 	sr.s.b = make([]byte, 0, streamWindow)
 	return sr
-}
-
-// at moves the reader to offset off.
-func (sr *streamReader) at(off int64) {
-	sr.off, sr.s.b, sr.s.i = off, sr.s.b[:0], 0
 }
 
 func (sr *streamReader) pos() int64 { return sr.off + int64(sr.s.i) }
@@ -411,8 +417,16 @@ func (sr *streamReader) key() (string, error) {
 // document reads the bundle's top-level object. At its entries it checks them as it reads
 // them, with a verifier of the fields before; v is that verifier, or nil when a field
 // follows the entries (then the caller checks them again with every field known).
-func (sr *streamReader) document(opts Options) (b *Bundle, v *verifier, err error) {
+//
+// known, when not nil, is the bundle's fields from a first reading: the entries are checked
+// against it, and v is kept whatever follows them.
+func (sr *streamReader) document(opts Options, known *Bundle) (b *Bundle, v *verifier, err error) {
 	b = new(Bundle)
+	on := b // the fields the entries are checked against
+	if known != nil {
+		on = known
+	}
+	sr.fields = sha256.New()
 	if !sr.eat('{') {
 		return nil, nil, sr.fail("a bundle is a JSON object")
 	}
@@ -436,14 +450,15 @@ func (sr *streamReader) document(opts Options) (b *Bundle, v *verifier, err erro
 		if !sr.eat(':') {
 			return nil, nil, sr.fail("want ':' after an object key")
 		}
-		if entriesSeen {
+		if entriesSeen && known == nil {
 			v = nil // a field after the entries: they were checked without it
 		}
 		if key == "entries" {
 			entriesSeen = true
 			sr.ws()
 			sr.entriesAt = sr.pos()
-			if v, err = sr.verifyEntries(b, opts); err != nil {
+			fmt.Fprintf(sr.fields, "entries at %d\n", sr.entriesAt)
+			if v, err = sr.verifyEntries(on, opts); err != nil {
 				return nil, nil, err
 			}
 			continue
@@ -457,6 +472,16 @@ func (sr *streamReader) document(opts Options) (b *Bundle, v *verifier, err erro
 		}
 		raw, err := sr.rawValue()
 		if err != nil {
+			return nil, nil, err
+		}
+		fmt.Fprintf(sr.fields, "%d %q %d\n", len(key), key, len(raw))
+		sr.fields.Write(raw)
+		// The file's size is known: a value is not parsed once what was read of the file
+		// already breaks checkDensity's rule, as the whole-file reading parses none of it.
+		if err := sr.density(); err != nil {
+			return nil, nil, err
+		}
+		if err := valueDensity(key, raw); err != nil {
 			return nil, nil, err
 		}
 		if err := strictjson.Unmarshal(raw, target); err != nil {
@@ -512,6 +537,9 @@ func (sr *streamReader) verifyEntries(b *Bundle, opts Options) (*verifier, error
 		if err != nil {
 			return nil, err
 		}
+		if sr.nodes > int(sr.size)/minBytesPerNode+frameNodes {
+			return nil, sr.density() // refused now, not after checking every entry of the file
+		}
 		if sr.hook != nil {
 			sr.hook.entry(e)
 		}
@@ -561,6 +589,25 @@ func (sr *streamReader) density() error {
 	if sr.nodes > int(sr.size)/minBytesPerNode+frameNodes {
 		return fmt.Errorf("%w: %d objects and lists in %d bytes, more than one per %d bytes, which no bundle agora writes holds (refused before parsing: reading it would take far more memory than the file)",
 			ErrBundle, sr.nodes, sr.size, minBytesPerNode)
+	}
+	return nil
+}
+
+// denseValueFrom is the size from which one value is held to checkDensity's rule on its own.
+const denseValueFrom = 1 << 20
+
+// valueDensity refuses a value of at least denseValueFrom bytes with more objects and lists
+// than checkDensity allows its bytes. The file's rule does not bound one value of a file of
+// any size (a dense 64 MiB list in gigabytes of whitespace keeps to it, and parsed is ~20
+// million values, gigabytes), and no field agora writes comes near it: a purged product or
+// manifest is over a hundred bytes.
+func valueDensity(key string, raw []byte) error {
+	if len(raw) < denseValueFrom {
+		return nil
+	}
+	if nodes := bytes.Count(raw, []byte{'{'}) + bytes.Count(raw, []byte{'['}); nodes > len(raw)/minBytesPerNode+frameNodes {
+		return fmt.Errorf("%w: field %q: %d objects and lists in %d bytes, more than one per %d bytes, which no bundle agora writes holds (refused before parsing: reading it would take far more memory than the field)",
+			ErrBundle, truncate(key, 40), nodes, len(raw), minBytesPerNode)
 	}
 	return nil
 }
