@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/base64"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,4 +80,34 @@ func TestRedTeam47V_StreamThreshold(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRedTeam47V_EndlessStdinStopsAtTheCap: standard input that never ends (a pipe from a
+// stream) is copied to the temporary file only up to stdinSpoolCap; past it openBundle refuses,
+// saying to pass the bundle's path, instead of filling TMPDIR.
+func TestRedTeam47V_EndlessStdinStopsAtTheCap(t *testing.T) {
+	defer func(from, spool int64) { streamFrom, stdinSpoolCap = from, spool }(streamFrom, stdinSpoolCap)
+	streamFrom, stdinSpoolCap = 16, 1<<20
+	t.Setenv("TMPDIR", t.TempDir())
+	endless := io.MultiReader(strings.NewReader(`{"format":`), rt47vZeros{})
+	_, f, _, err := openBundle(endless, "-")
+	if f != nil {
+		f.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "pass its path") || !strings.Contains(err.Error(), "past 1048576 bytes") {
+		t.Fatalf("an endless standard input: %v; want a refusal past the cap that says to pass the path", err)
+	}
+	if left, _ := os.ReadDir(os.Getenv("TMPDIR")); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// rt47vZeros reads spaces without end.
+type rt47vZeros struct{}
+
+func (rt47vZeros) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = ' '
+	}
+	return len(p), nil
 }

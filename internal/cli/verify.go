@@ -313,6 +313,12 @@ func bundleFailed(err error) *verify.Report {
 		Checks: []verify.Result{{Check: verify.CheckBundle, Detail: err.Error()}}}
 }
 
+// stdinSpoolCap bounds the copy of standard input openBundle makes: an input that never ends
+// (a stream piped from elsewhere) must not fill TMPDIR. 64 GiB holds a bundle of some 40
+// million entries; a larger one is verified from its path, which needs no copy. A variable
+// only so the package's tests can lower it.
+var stdinSpoolCap int64 = 64 << 30
+
 // openBundle opens the bundle at path ("-" is stdin): a file of more than streamFrom bytes to
 // stream, or the bundle's bytes. Standard input of more than streamFrom bytes is copied to an
 // unlinked temporary file: the stream reads a bundle whose entries are not its last field
@@ -342,7 +348,10 @@ func openBundle(stdin io.Reader, path string) (data []byte, file *os.File, size 
 		return nil, nil, 0, fmt.Errorf("read bundle from standard input: a bundle over %d bytes is checked from a file, and no temporary file could be made (set TMPDIR, or pass the bundle's path): %w", streamFrom, err)
 	}
 	os.Remove(spool.Name()) // unlinked: gone when closed, whatever happens
-	n, err := io.Copy(spool, io.MultiReader(bytes.NewReader(head), stdin))
+	n, err := io.Copy(spool, io.LimitReader(io.MultiReader(bytes.NewReader(head), stdin), stdinSpoolCap+1))
+	if err == nil && n > stdinSpoolCap {
+		err = fmt.Errorf("it went on past %d bytes", stdinSpoolCap)
+	}
 	if err != nil {
 		spool.Close()
 		return nil, nil, 0, fmt.Errorf("read bundle from standard input into a temporary file (a bundle over %d bytes is checked from a file; pass its path to avoid the copy): %w", streamFrom, err)
