@@ -78,6 +78,10 @@ type Pool struct {
 	ready  []Slot // guarded by mu
 	counts Counts // guarded by mu
 	closed bool   // guarded by mu
+	// flushes counts Flush calls (guarded by mu): a slot whose fill began before the latest
+	// one has the shape Flush discarded, and is discarded when it lands rather than sitting
+	// ready where no claim of the new shape takes it.
+	flushes uint64
 
 	kick   chan struct{} // a claim asks the refill loop to top up
 	cancel context.CancelFunc
@@ -100,6 +104,9 @@ func (p *Pool) refill(ctx context.Context) {
 	defer close(p.done)
 	for {
 		for p.missing() > 0 && ctx.Err() == nil {
+			p.mu.Lock()
+			gen := p.flushes
+			p.mu.Unlock()
 			s, err := p.fill(ctx)
 			if err != nil {
 				p.mu.Lock()
@@ -116,6 +123,11 @@ func (p *Pool) refill(ctx context.Context) {
 				p.mu.Unlock()
 				s.Discard()
 				return
+			}
+			if gen != p.flushes {
+				p.mu.Unlock()
+				go s.Discard() // of the shape a Flush discarded while it started
+				continue
 			}
 			p.ready = append(p.ready, s)
 			p.mu.Unlock()
@@ -255,6 +267,7 @@ func (p *Pool) Flush() {
 	p.mu.Lock()
 	ready := p.ready
 	p.ready = nil
+	p.flushes++
 	p.mu.Unlock()
 	go func() {
 		for _, s := range ready {

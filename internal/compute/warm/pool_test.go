@@ -183,6 +183,43 @@ func testPoolFlushRefills(t *testing.T) {
 	}
 }
 
+// TestPool_FillOverlappingFlushIsDiscarded: a slot whose fill began before a Flush (made with
+// the shape the Flush discarded) lands after it and is discarded, never counted ready: the pool
+// then holds only slots of the new shape, so a claim of the new shape after the pool settles
+// finds one (a stale slot counted ready had a test see a ready pool and its claim go cold).
+func TestPool_FillOverlappingFlushIsDiscarded(t *testing.T) {
+	synctest.Test(t, testPoolFillOverlappingFlush)
+}
+
+func testPoolFillOverlappingFlush(t *testing.T) {
+	var shape atomic.Value
+	shape.Store("old")
+	started, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	var stale *fakeSlot
+	p := New(t.Context(), "local", 1, func(ctx context.Context) (Slot, error) {
+		s := &fakeSlot{shape: shape.Load().(string)}
+		if first.CompareAndSwap(false, true) {
+			stale = s
+			close(started)
+			<-release // the fill is under way, with the old shape, while the Flush comes
+		}
+		return s, nil
+	})
+	defer p.Close()
+	<-started
+	shape.Store("new")
+	p.Flush()
+	close(release)
+	settled(t, p, 1)
+	if stale.discarded.Load() != 1 {
+		t.Fatalf("the slot filled across the Flush was discarded %d times, want 1", stale.discarded.Load())
+	}
+	if s := p.Claim("new"); s == nil {
+		t.Fatalf("no slot of the new shape once the pool settled: %+v", p.Counts())
+	}
+}
+
 // settlingSlot is a slot that holds back its pool's refill until settled closes.
 type settlingSlot struct {
 	fakeSlot
