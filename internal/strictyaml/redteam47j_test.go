@@ -104,3 +104,35 @@ func TestRedTeam47J_Differential(t *testing.T) {
 		matchYAML(t, []byte(src), func() any { return new(any) })
 	}
 }
+
+// TestRedTeam47J_DepthBoundary: nesting around maxDepth through each way the fast path
+// reads a collection (walked free-form values, a node for an Unmarshaler or a type mismatch,
+// a skipped unknown field, past maxErrors) gives the YAML path's answer.
+func TestRedTeam47J_DepthBoundary(t *testing.T) {
+	manyErrs := ""
+	for i := range 101 {
+		manyErrs += `"u` + strconv.Itoa(i) + `":1,`
+	}
+	for k := 94; k <= 104; k++ {
+		nest := func(open, close, leaf string) string {
+			return strings.Repeat(open, k) + leaf + strings.Repeat(close, k)
+		}
+		for _, src := range []string{
+			`{"tasks":[{"input":` + nest("[", "]", "") + `}]}`,
+			`{"tasks":[{"input":` + nest("[", "]", "1") + `}]}`,
+			`{"tasks":[{"input":` + nest(`{"a":`, "}", "1") + `}]}`,
+			`{"tasks":[{"input":` + nest(`{"a":`, "}", "{}") + `}]}`,
+			`{"lock":{"name":` + nest("[", "]", "") + `}}`,
+			`{"lock":` + nest(`{"name":`, "}", `"x"`) + `}`,
+			`{"name":` + nest("[", "]", "") + `}`,
+			`{"bogus":` + nest("[", "]", "") + `}`,
+			`{"nested":` + nest("[", "]", "") + `}`,
+			`{` + manyErrs + `"tasks":[{"input":` + nest("[", "]", "1") + `}]}`,
+			`{` + manyErrs + `"bogus":` + nest(`{"a":`, "}", "1") + `}`,
+			nest(`{"a":`, "}", "1"),
+		} {
+			matchYAML(t, []byte(src), func() any { return new(jDoc) })
+			matchYAML(t, []byte(src), func() any { return new(any) })
+		}
+	}
+}
