@@ -26,13 +26,13 @@ func unknownKeys(n int) []byte {
 // 16 MiB plan of distinct unknown keys (two million) cost hours, quadratic where the YAML
 // path is linear. 40,000 keys took 20s against the YAML path's 1.2s.
 func TestRedTeam47J_ManyUnknownKeysLinear(t *testing.T) {
-	src := unknownKeys(10000)
+	src := unknownKeys(20000)
 	if !matchYAML(t, src, func() any { return new(jDoc) }) {
 		t.Fatal("the fast path gave up")
 	}
 	best := func(f func()) time.Duration {
 		var m time.Duration
-		for i := range 2 {
+		for i := range 3 {
 			t0 := time.Now()
 			f()
 			if d := time.Since(t0); i == 0 || d < m {
@@ -44,8 +44,8 @@ func TestRedTeam47J_ManyUnknownKeysLinear(t *testing.T) {
 	fast := best(func() { _, _ = Decode("f.json", src, new(jDoc)) })
 	slow := best(func() { _, _ = DecodeYAML("f.json", src, new(jDoc)) })
 	t.Logf("fast %v, yaml %v", fast, slow)
-	if fast > slow+200*time.Millisecond {
-		t.Fatalf("fast path %v for 10,000 unknown keys, the YAML path %v", fast, slow)
+	if fast > 2*slow+300*time.Millisecond {
+		t.Fatalf("fast path %v for 20,000 unknown keys, the YAML path %v", fast, slow)
 	}
 }
 
