@@ -217,17 +217,23 @@ func walked(v reflect.Value, c byte) bool {
 // jsonStruct is [Decoder.structure] over the bytes.
 func (d *Decoder) jsonStruct(s *jsonScanner, v reflect.Value, path string) bool {
 	fields := cachedFields(v.Type())
-	// The keys seen, with their lines: never more than the fields and maxErrors unknown or
-	// repeated ones, so a list is enough.
+	// The keys seen, with their lines: never more than the fields and maxErrors unknown
+	// ones, since past maxErrors none is added, so a list is enough.
 	type seenKey struct {
 		key  string
 		line int
 	}
 	var buf [16]seenKey
 	seen := buf[:0]
-	// Past maxErrors, keys are still marked and values skipped, as Decode does.
 	return s.object(func(key string, line, _ int) bool {
 		sub := d.join(path, key)
+		// Past maxErrors, keys are still marked and values skipped, as Decode does; a repeated
+		// key's mark would change nothing, so the list is not searched or grown: a mapping of
+		// two million unknown keys made it quadratic.
+		if d.stopped {
+			d.mark(sub, line)
+			return !d.givenUp() && s.skip()
+		}
 		for _, k := range seen {
 			if k.key == key {
 				d.add(line, sub, "duplicate key (first at line %d)", k.line)

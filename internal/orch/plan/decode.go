@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -135,6 +136,10 @@ func validateWith(ctx context.Context, file string, src []byte, refs Refs, decod
 		return nil, strictyaml.Errors{{File: file, Msg: fmt.Sprintf("plan is %d bytes; at most %d", len(src), MaxSourceSize)}}
 	}
 	var doc planDoc
+	// The plan keeps pos, which may read the source again when Check first places a problem
+	// (strictyaml computes a JSON document's positions on demand), long after the caller's
+	// buffer was reused: the plan reads its own copy.
+	src = bytes.Clone(src)
 	pos, err := decode(file, src, &doc)
 	errs, ok := strictyaml.Collect(err)
 	if !ok {
