@@ -215,6 +215,10 @@ func walked(v reflect.Value, c byte) bool {
 }
 
 // jsonStruct is [Decoder.structure] over the bytes.
+// testOnlySeen, set only by the package's tests, hears the length of a mapping's list of keys
+// seen each time it grows.
+var testOnlySeen func(n int)
+
 func (d *Decoder) jsonStruct(s *jsonScanner, v reflect.Value, path string) bool {
 	fields := cachedFields(v.Type())
 	// The keys seen, with their lines: never more than the fields and maxErrors unknown
@@ -241,6 +245,9 @@ func (d *Decoder) jsonStruct(s *jsonScanner, v reflect.Value, path string) bool 
 			}
 		}
 		seen = append(seen, seenKey{key, line})
+		if testOnlySeen != nil {
+			testOnlySeen(len(seen))
+		}
 		d.mark(sub, line)
 		f, ok := fields[key]
 		if !ok {
