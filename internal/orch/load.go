@@ -59,7 +59,8 @@ func (e *Engine) load(ctx context.Context) error {
 			return fmt.Errorf("load run %s: stored plan digest %s does not match its content %s", r.id, r.digest, d)
 		}
 		r.concurrency, r.canonical = p.Concurrency, nil // its row exists: the tasks hold the rest
-		e.tellHeldAhead(len(p.Tasks))                   // as a submission does: the limit grows before the tasks are built
+		// As a submission does: the memory limit grows before the tasks are built.
+		e.tellHeldAhead(len(p.Tasks))
 		e.buildTasks(r, p)
 		if err := e.loadExtensions(ctx, db, r); err != nil {
 			return err
