@@ -2,9 +2,11 @@ package container
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -73,11 +75,18 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	if host == "" {
 		host = os.Getenv("DOCKER_HOST")
 	}
-	opts := []client.Opt{client.WithAPIVersionNegotiation()}
-	if host != "" {
-		opts = append(opts, client.WithHost(host))
+	if host == "" {
+		host = client.DefaultDockerHost
 	}
-	cli, err := client.New(opts...)
+	// No connection is kept for reuse: the client's Close only closes idle connections, so
+	// one a request still held (a container's wait, a log stream) went idle after Close and
+	// stayed open with its reader goroutines. A connection a request costs tens of µs on
+	// the engine's socket. An empty TLSNextProto keeps HTTP/2 off, as on the client's own
+	// transport: with it on, the transport's copy gains a TLS configuration, and the client
+	// then speaks https to a plain socket.
+	tr := &http.Transport{DisableKeepAlives: true, TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}
+	hc := &http.Client{Transport: tr, CheckRedirect: client.CheckRedirect}
+	cli, err := client.New(client.WithHTTPClient(hc), client.WithHost(host), client.WithAPIVersionNegotiation())
 	if err != nil {
 		return nil, fmt.Errorf("docker client for %q: %w", host, err)
 	}

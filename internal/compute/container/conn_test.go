@@ -1,0 +1,81 @@
+package container
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// fakeEngine answers the calls New makes (the version negotiation, the image inspect, the
+// version) on a unix socket, and records whether each request asked the engine to close its
+// connection afterwards.
+type fakeEngine struct {
+	mu      sync.Mutex
+	reqs    []string
+	kept    []string // requests that left their connection open for reuse
+	serving *http.Server
+}
+
+func (f *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.reqs = append(f.reqs, r.Method+" "+r.URL.Path)
+	if !r.Close {
+		f.kept = append(f.kept, r.Method+" "+r.URL.Path)
+	}
+	f.mu.Unlock()
+	w.Header().Set("Api-Version", "1.41")
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/_ping"):
+		w.Write([]byte("OK"))
+	case strings.Contains(r.URL.Path, "/images/") && strings.HasSuffix(r.URL.Path, "/json"):
+		json.NewEncoder(w).Encode(map[string]any{"Id": "sha256:" + strings.Repeat("ab", 32)})
+	case strings.HasSuffix(r.URL.Path, "/version"):
+		json.NewEncoder(w).Encode(map[string]any{"ApiVersion": "1.41", "Components": []map[string]any{{"Name": "Podman Engine", "Version": "4.3.1"}}})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func startFakeEngine(t *testing.T) (*fakeEngine, string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "engine.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeEngine{}
+	f.serving = &http.Server{Handler: f}
+	go f.serving.Serve(ln)
+	t.Cleanup(func() { f.serving.Close() })
+	return f, "unix://" + sock
+}
+
+// A provider keeps no engine connection for reuse: the client's Close closes only idle
+// connections, so one that a request still held when the provider was closed (a wait, a log
+// stream) would go idle afterwards and stay open, its reader goroutines with it (goleak found
+// two in dispatch's tests). Every request asks the engine to close its connection instead.
+func TestNew_KeepsNoConnectionForReuse(t *testing.T) {
+	f, host := startFakeEngine(t)
+	p, err := New(context.Background(), Options{Host: host, Image: "agora-test@sha256:" + strings.Repeat("cd", 32)})
+	if err != nil {
+		t.Fatalf("New against the fake engine: %v", err)
+	}
+	if !p.podman {
+		t.Errorf("the fake engine says it is podman; the provider did not hear it")
+	}
+	p.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.reqs) < 2 {
+		t.Fatalf("New made %d requests (%v); want the image inspect and the version at least", len(f.reqs), f.reqs)
+	}
+	if len(f.kept) > 0 {
+		t.Errorf("requests that kept their engine connection open for reuse: %v (of %v)", f.kept, f.reqs)
+	}
+}
