@@ -49,8 +49,8 @@ var (
 	issueWord   = regexp.MustCompile(`(?i)\bissues? #?\d+\b`)
 )
 
-// issueNumbers returns where text cites an issue number, as byte offsets; "issue #46" is
-// one citation.
+// issueNumbers returns where text cites an issue number, as byte offsets; the word and the
+// number it names are one citation.
 func issueNumbers(text string) [][]int {
 	words := issueWord.FindAllStringIndex(text, -1)
 	var out [][]int
@@ -110,6 +110,10 @@ func pendingMatch(pattern, rel string) bool {
 	return err == nil && ok
 }
 
+// spanReach bounds, in bytes, the words either side of a line break that spanningFindings
+// reads.
+const spanReach = 48
+
 // historyHit is one line that tells its history.
 type historyHit struct {
 	path string // from the repository root, slash-separated
@@ -129,7 +133,8 @@ func historyFindings(text string) []historyFinding {
 	var out []historyFinding
 	for _, p := range historyPatterns {
 		for _, loc := range p.re.FindAllStringIndex(text, -1) {
-			out = append(out, historyFinding{p.name, text[loc[0]:loc[1]], loc[0], loc[1]})
+			m := strings.TrimRight(text[loc[0]:loc[1]], " .,;:)'\"")
+			out = append(out, historyFinding{p.name, m, loc[0], loc[1]})
 		}
 	}
 	for _, loc := range issueNumbers(text) {
@@ -139,10 +144,22 @@ func historyFindings(text string) []historyFinding {
 }
 
 // spanningFindings returns the findings that a line break hides: those of "line next" that
-// start in line and end in next ("red" ending one line, "team 33" opening the next).
+// start in line and end in next ("red" ending one line, "team 33" opening the next). Only
+// the last words of line and the first of next are read: no pattern is longer than
+// spanReach.
 func spanningFindings(line, next string) []historyFinding {
 	line = strings.TrimRight(line, " ")
 	next = strings.TrimLeft(strings.TrimPrefix(strings.TrimSpace(next), "//"), " ")
+	if len(line) > spanReach {
+		if i := strings.IndexByte(line[len(line)-spanReach:], ' '); i >= 0 {
+			line = line[len(line)-spanReach+i+1:]
+		}
+	}
+	if len(next) > spanReach {
+		if i := strings.LastIndexByte(next[:spanReach], ' '); i >= 0 {
+			next = next[:i]
+		}
+	}
 	var out []historyFinding
 	for _, f := range historyFindings(line + " " + next) {
 		if f.start < len(line) && f.end > len(line)+1 {
